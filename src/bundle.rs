@@ -1,0 +1,199 @@
+//! `Bundle`: the files of one mapping (target file name → bytes) and their
+//! content hash.
+//!
+//! Invariants: every file name is a plain base name that is safe to create in a
+//! target directory (see [`check_file_name`]); the hash covers names and bytes,
+//! so two bundles with the same hash publish the same files. `Debug` never
+//! prints file contents (a bundle holds a private key), only sizes and hashes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+/// Target name of the certificate chain.
+pub const CERT_FILE: &str = "tls.crt";
+/// Target name of the private key.
+pub const KEY_FILE: &str = "tls.key";
+/// Target name of the optional CA bundle.
+pub const CA_FILE: &str = "ca.crt";
+
+/// Kubernetes limits a Secret's or ConfigMap's key to 253 characters.
+const MAX_NAME_LEN: usize = 253;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum BundleError {
+    #[error("file name {name:?} is not allowed: {reason}")]
+    BadFileName { name: String, reason: &'static str },
+}
+
+/// Checks that `name` is a plain file name as Kubernetes allows for Secret and
+/// ConfigMap keys (`[-._a-zA-Z0-9]+`, at most 253 characters), and that it is
+/// not one of the names certsync reserves in a target (anything starting with
+/// `..`). This rules out `/`, NUL, `.` and `..`, so a name can never leave
+/// the directory it is joined to.
+pub fn check_file_name(name: &str) -> Result<(), BundleError> {
+    let bad = |reason| {
+        Err(BundleError::BadFileName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return bad("it is longer than 253 characters");
+    }
+    if name == "." || name.starts_with("..") {
+        return bad("'.' and names starting with '..' are reserved");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return bad("only letters, digits, '-', '_' and '.' are allowed (no '/', NUL or spaces)");
+    }
+    Ok(())
+}
+
+/// The files one mapping publishes, keyed by target file name.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Bundle {
+    files: BTreeMap<String, Vec<u8>>,
+    /// Where each file came from ("/etc/kubernetes/pki/apiserver.crt",
+    /// "secret ns/name key tls.crt"), for error messages. Not hashed.
+    origins: BTreeMap<String, String>,
+}
+
+impl Bundle {
+    /// Adds a file under its target name, remembering where it came from.
+    pub fn insert(
+        &mut self,
+        name: &str,
+        bytes: Vec<u8>,
+        origin: impl Into<String>,
+    ) -> Result<(), BundleError> {
+        check_file_name(name)?;
+        self.files.insert(name.to_owned(), bytes);
+        self.origins.insert(name.to_owned(), origin.into());
+        Ok(())
+    }
+
+    pub fn files(&self) -> &BTreeMap<String, Vec<u8>> {
+        &self.files
+    }
+
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.files.get(name).map(Vec::as_slice)
+    }
+
+    /// Where `name` came from, or `name` itself when nothing was recorded.
+    pub fn origin<'a>(&'a self, name: &'a str) -> &'a str {
+        self.origins.get(name).map_or(name, String::as_str)
+    }
+
+    /// Total size of all file contents in bytes.
+    pub fn size(&self) -> usize {
+        self.files.values().map(Vec::len).sum()
+    }
+
+    /// SHA-256 over every (name, contents) pair in name order, each field
+    /// length-prefixed so that no two different bundles can collide by moving
+    /// bytes between a name and its contents.
+    pub fn hash(&self) -> ContentHash {
+        let mut h = Sha256::new();
+        for (name, bytes) in &self.files {
+            h.update((name.len() as u64).to_be_bytes());
+            h.update(name.as_bytes());
+            h.update((bytes.len() as u64).to_be_bytes());
+            h.update(bytes);
+        }
+        ContentHash(h.finalize().into())
+    }
+}
+
+impl fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Only sizes: contents include a private key.
+        let mut m = f.debug_map();
+        for (name, bytes) in &self.files {
+            m.entry(name, &format_args!("<{} bytes>", bytes.len()));
+        }
+        m.finish()?;
+        write!(f, " hash={}", self.hash().short())
+    }
+}
+
+/// SHA-256 of a bundle's names and contents.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContentHash(pub [u8; 32]);
+
+impl ContentHash {
+    /// The first 8 hex digits, used in revision names and logs.
+    pub fn short(&self) -> String {
+        hex::encode(&self.0[..4])
+    }
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ContentHash({})", self.short())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle(pairs: &[(&str, &[u8])]) -> Bundle {
+        let mut b = Bundle::default();
+        for (n, bytes) in pairs {
+            b.insert(n, bytes.to_vec(), *n).unwrap();
+        }
+        b
+    }
+
+    #[test]
+    fn file_names() {
+        for ok in [
+            "tls.crt",
+            "apiserver.key",
+            "ca-bundle.crt",
+            "a_b",
+            ".hidden",
+        ] {
+            assert_eq!(check_file_name(ok), Ok(()), "{ok}");
+        }
+        let long = "a".repeat(254);
+        for bad in ["", ".", "..", "..data", "a/b", "/abs", "a\0b", "a b", &long] {
+            assert!(check_file_name(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn hash_depends_on_names_and_bytes() {
+        let a = bundle(&[("tls.crt", b"ab"), ("tls.key", b"c")]);
+        let same = bundle(&[("tls.key", b"c"), ("tls.crt", b"ab")]);
+        let moved = bundle(&[("tls.crt", b"a"), ("tls.key", b"bc")]);
+        let renamed = bundle(&[("tls.crt", b"ab"), ("tls.kez", b"c")]);
+        assert!(Bundle::default().insert("../x", vec![], "x").is_err());
+        assert_eq!(a.hash(), same.hash());
+        assert_ne!(a.hash(), moved.hash());
+        assert_ne!(a.hash(), renamed.hash());
+    }
+
+    #[test]
+    fn debug_is_redacted() {
+        let b = bundle(&[("tls.key", b"SECRET-KEY-BYTES")]);
+        let s = format!("{b:?}");
+        assert!(!s.contains("SECRET"), "{s}");
+        assert!(s.contains("<16 bytes>"), "{s}");
+    }
+}

@@ -1,0 +1,11 @@
+//! certsync: keeps TLS certificate/key pairs on disk in step with their source
+//! (a Kubernetes Secret or ConfigMap, or a host directory), publishes every new
+//! pair atomically through a `..data` symlink flip, and tells the consumer.
+//!
+//! The binary (`main.rs`) only wires these modules together; see DESIGN.md for
+//! the data flow.
+#![forbid(unsafe_code)]
+
+pub mod bundle;
+pub mod validate;
+pub mod writer;

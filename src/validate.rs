@@ -1,0 +1,650 @@
+//! Validation of a bundle before anything is written.
+//!
+//! A bundle passes only if a consumer could load it: PEM parses, every
+//! certificate parses as X.509, exactly one private key (PKCS#8, PKCS#1 or
+//! SEC1) whose public key equals the *first* (leaf) certificate's, the leaf is
+//! inside its validity window (with a clock-skew allowance for not-before), an
+//! optional CA bundle holds only certificates, and the whole bundle fits the
+//! Kubernetes 1 MiB object limit. Each failure is its own variant naming the
+//! file and what is wrong; messages never contain key bytes.
+//!
+//! PEM is parsed by `rustls-pki-types`; X.509 by `x509-parser`; the key is
+//! loaded by rustls' ring provider, whose `public_key()` gives the
+//! SubjectPublicKeyInfo compared with the leaf's (as rustls' own
+//! `CertifiedKey::keys_match` does).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustls::pki_types::pem::{self, PemObject, SectionKind};
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer};
+use sha2::{Digest, Sha256};
+
+use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
+
+/// Kubernetes caps a Secret or ConfigMap at 1 MiB; a bundle may not be larger.
+pub const MAX_BUNDLE_SIZE: usize = 1024 * 1024;
+
+/// What a mapping must contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Expect {
+    /// `tls.crt` + `tls.key`, optional `ca.crt`.
+    #[default]
+    Pair,
+    /// Only `ca.crt` (a CA bundle, e.g. from a ConfigMap); no key allowed.
+    CaOnly,
+}
+
+/// The rules that depend on the caller: what is expected, when "now" is, and
+/// how much clock skew to forgive in a not-before.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub expect: Expect,
+    pub now: SystemTime,
+    pub clock_skew: Duration,
+}
+
+/// Facts about a validated leaf certificate (for logs, metrics and checks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leaf {
+    pub subject: String,
+    pub serial: String,
+    /// Seconds since the Unix epoch.
+    pub not_before: i64,
+    pub not_after: i64,
+    /// SHA-256 of the leaf's DER, as `openssl x509 -fingerprint -sha256` shows.
+    pub sha256: [u8; 32],
+}
+
+/// A bundle that passed validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validated {
+    /// `None` for a CA-only bundle.
+    pub leaf: Option<Leaf>,
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ValidationError {
+    #[error("bundle is {size} bytes, over the {limit}-byte limit (largest file: {file})")]
+    TooLarge {
+        file: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error("{file}: required file is missing")]
+    Missing { file: String },
+    #[error("{file}: file is empty")]
+    Empty { file: String },
+    #[error("{file}: not valid PEM: {problem}")]
+    Pem { file: String, problem: &'static str },
+    #[error("{file}: no CERTIFICATE block found")]
+    NoCertificate { file: String },
+    #[error("{file}: certificate #{index} does not parse as X.509: {reason}")]
+    BadCertificate {
+        file: String,
+        index: usize,
+        reason: String,
+    },
+    #[error(
+        "{file}: no private key found (expected PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)"
+    )]
+    NoKey { file: String },
+    #[error("{file}: {count} private keys found, expected exactly one")]
+    MultipleKeys { file: String, count: usize },
+    #[error("{file}: private key is encrypted; certsync needs an unencrypted key")]
+    EncryptedKey { file: String },
+    #[error("{file}: private key cannot be loaded: {reason}")]
+    UnsupportedKey { file: String, reason: String },
+    #[error("{file}: holds a private key, which would be published with certificate permissions")]
+    KeyInCertFile { file: String },
+    #[error("{file}: holds a private key but this mapping carries only a CA bundle")]
+    UnexpectedKey { file: String },
+    #[error("{key_file} does not match the leaf certificate in {cert_file}")]
+    KeyMismatch { cert_file: String, key_file: String },
+    #[error(
+        "{cert_file}: the key matches certificate #{index}, not the first one; the leaf must come first"
+    )]
+    LeafNotFirst { cert_file: String, index: usize },
+    #[error("{file}: certificate expired at {not_after} (Unix time)")]
+    Expired { file: String, not_after: i64 },
+    #[error(
+        "{file}: certificate is not valid before {not_before} (Unix time), beyond the clock-skew allowance"
+    )]
+    NotYetValid { file: String, not_before: i64 },
+}
+
+impl ValidationError {
+    /// A short, fixed label for metrics and events (never a Debug string).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "too_large",
+            Self::Missing { .. } => "missing_file",
+            Self::Empty { .. } => "empty",
+            Self::Pem { .. } => "bad_pem",
+            Self::NoCertificate { .. } => "no_certificate",
+            Self::BadCertificate { .. } => "bad_certificate",
+            Self::NoKey { .. } => "no_key",
+            Self::MultipleKeys { .. } => "multiple_keys",
+            Self::EncryptedKey { .. } => "encrypted_key",
+            Self::UnsupportedKey { .. } => "unsupported_key",
+            Self::KeyInCertFile { .. } => "key_in_cert_file",
+            Self::UnexpectedKey { .. } => "unexpected_key",
+            Self::KeyMismatch { .. } => "key_mismatch",
+            Self::LeafNotFirst { .. } => "leaf_not_first",
+            Self::Expired { .. } => "expired",
+            Self::NotYetValid { .. } => "not_yet_valid",
+        }
+    }
+}
+
+/// Checks `bundle` against `policy`. Pure: no I/O, no clock but `policy.now`.
+pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, ValidationError> {
+    let size = bundle.size();
+    if size > MAX_BUNDLE_SIZE {
+        let largest = bundle
+            .files()
+            .iter()
+            .max_by_key(|(_, b)| b.len())
+            .map_or("", |(n, _)| n.as_str());
+        return Err(ValidationError::TooLarge {
+            file: bundle.origin(largest).to_owned(),
+            size,
+            limit: MAX_BUNDLE_SIZE,
+        });
+    }
+    let file = |name| {
+        let bytes = bundle.get(name).ok_or_else(|| ValidationError::Missing {
+            file: bundle.origin(name).to_owned(),
+        })?;
+        Ok::<_, ValidationError>((bundle.origin(name).to_owned(), bytes))
+    };
+
+    if bundle.get(CA_FILE).is_some() || policy.expect == Expect::CaOnly {
+        let (ca_name, ca) = file(CA_FILE)?;
+        let blocks = pem_blocks(&ca_name, ca)?;
+        certificates(&ca_name, &blocks)?;
+    }
+    if policy.expect == Expect::CaOnly {
+        if let Some(name) = [CERT_FILE, KEY_FILE]
+            .into_iter()
+            .find(|n| bundle.get(n).is_some())
+        {
+            return Err(ValidationError::UnexpectedKey {
+                file: bundle.origin(name).to_owned(),
+            });
+        }
+        return Ok(Validated { leaf: None });
+    }
+
+    let (cert_name, cert_pem) = file(CERT_FILE)?;
+    let (key_name, key_pem) = file(KEY_FILE)?;
+    let certs = certificates(&cert_name, &pem_blocks(&cert_name, cert_pem)?)?;
+    let key = private_key(&key_name, &pem_blocks(&key_name, key_pem)?)?;
+
+    let spki = key
+        .public_key()
+        .ok_or_else(|| ValidationError::UnsupportedKey {
+            file: key_name.clone(),
+            reason: "the key type cannot report its public key".into(),
+        })?;
+    let matches = |der: &[u8]| {
+        x509_parser::parse_x509_certificate(der)
+            .is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref())
+    };
+    if !matches(&certs[0]) {
+        return Err(match certs.iter().position(|c| matches(c)) {
+            Some(index) => ValidationError::LeafNotFirst {
+                cert_file: cert_name,
+                index: index + 1,
+            },
+            None => ValidationError::KeyMismatch {
+                cert_file: cert_name,
+                key_file: key_name,
+            },
+        });
+    }
+
+    let leaf = leaf_facts(&certs[0]);
+    let now = unix_seconds(policy.now);
+    if now > leaf.not_after {
+        return Err(ValidationError::Expired {
+            file: cert_name,
+            not_after: leaf.not_after,
+        });
+    }
+    let skew = i64::try_from(policy.clock_skew.as_secs()).unwrap_or(i64::MAX);
+    if leaf.not_before > now.saturating_add(skew) {
+        return Err(ValidationError::NotYetValid {
+            file: cert_name,
+            not_before: leaf.not_before,
+        });
+    }
+    Ok(Validated { leaf: Some(leaf) })
+}
+
+/// Parses the certificate at the head of `pem` and returns its facts, for
+/// reporting on files that are already on disk. `None` if nothing parses.
+pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
+    let blocks = pem_blocks("", pem).ok()?;
+    let (_, der) = blocks
+        .iter()
+        .find(|(k, _)| *k == SectionKind::Certificate)?;
+    x509_parser::parse_x509_certificate(der).ok()?;
+    Some(leaf_facts(der))
+}
+
+fn unix_seconds(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Splits `bytes` into PEM sections. Sections with labels pki-types does not
+/// know are skipped by it, so encrypted keys are detected here first: skipping
+/// them silently would turn "encrypted key" into a vaguer "no key".
+fn pem_blocks(file: &str, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, ValidationError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ValidationError::Empty { file: file.into() });
+    }
+    let contains = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    if contains(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || contains(b"Proc-Type: 4,ENCRYPTED") {
+        return Err(ValidationError::EncryptedKey { file: file.into() });
+    }
+    let pem_err = |problem| ValidationError::Pem {
+        file: file.into(),
+        problem,
+    };
+    let blocks = <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes)
+        .collect::<Result<Vec<_>, _>>()
+        // The library's own messages can quote input lines; ours never do.
+        .map_err(|e| match e {
+            pem::Error::MissingSectionEnd { .. } => pem_err("a block has no END line (truncated?)"),
+            pem::Error::IllegalSectionStart { .. } => pem_err("a BEGIN line is malformed"),
+            pem::Error::Base64Decode(_) => pem_err("a block's body is not valid base64"),
+            pem::Error::SectionTooLarge => pem_err("a block is too large"),
+            _ => pem_err("unreadable"),
+        })?;
+    if blocks.is_empty() {
+        return Err(pem_err("no PEM blocks found"));
+    }
+    Ok(blocks)
+}
+
+/// The certificates of `blocks` in order; each must parse as X.509, and a
+/// certificate file must not carry a private key (it is published 0644).
+fn certificates(
+    file: &str,
+    blocks: &[(SectionKind, Vec<u8>)],
+) -> Result<Vec<Vec<u8>>, ValidationError> {
+    if blocks.iter().any(|(k, _)| is_key(*k)) {
+        return Err(ValidationError::KeyInCertFile { file: file.into() });
+    }
+    let certs: Vec<Vec<u8>> = blocks
+        .iter()
+        .filter(|(k, _)| *k == SectionKind::Certificate)
+        .map(|(_, der)| der.clone())
+        .collect();
+    if certs.is_empty() {
+        return Err(ValidationError::NoCertificate { file: file.into() });
+    }
+    for (i, der) in certs.iter().enumerate() {
+        let bad = |reason: String| ValidationError::BadCertificate {
+            file: file.into(),
+            index: i + 1,
+            reason,
+        };
+        match x509_parser::parse_x509_certificate(der) {
+            Ok((rest, _)) if rest.is_empty() => {}
+            Ok(_) => return Err(bad("trailing bytes after the certificate".into())),
+            Err(e) => return Err(bad(e.to_string())),
+        }
+    }
+    Ok(certs)
+}
+
+fn is_key(kind: SectionKind) -> bool {
+    matches!(
+        kind,
+        SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey
+    )
+}
+
+/// The one private key in `blocks`, loaded by the ring provider.
+fn private_key(
+    file: &str,
+    blocks: &[(SectionKind, Vec<u8>)],
+) -> Result<std::sync::Arc<dyn rustls::sign::SigningKey>, ValidationError> {
+    let keys: Vec<PrivateKeyDer<'static>> = blocks
+        .iter()
+        .filter_map(|(kind, der)| match kind {
+            SectionKind::PrivateKey => Some(PrivatePkcs8KeyDer::from(der.clone()).into()),
+            SectionKind::RsaPrivateKey => Some(PrivatePkcs1KeyDer::from(der.clone()).into()),
+            SectionKind::EcPrivateKey => Some(PrivateSec1KeyDer::from(der.clone()).into()),
+            _ => None,
+        })
+        .collect();
+    let key = match keys.as_slice() {
+        [] => return Err(ValidationError::NoKey { file: file.into() }),
+        [key] => key,
+        more => {
+            return Err(ValidationError::MultipleKeys {
+                file: file.into(),
+                count: more.len(),
+            });
+        }
+    };
+    rustls::crypto::ring::sign::any_supported_type(key).map_err(|e| {
+        ValidationError::UnsupportedKey {
+            file: file.into(),
+            reason: e.to_string(),
+        }
+    })
+}
+
+/// Facts of a certificate that `certificates` already parsed.
+fn leaf_facts(der: &[u8]) -> Leaf {
+    let sha256 = Sha256::digest(der).into();
+    match x509_parser::parse_x509_certificate(der) {
+        Ok((_, c)) => Leaf {
+            subject: c.subject().to_string(),
+            serial: c.raw_serial_as_string(),
+            not_before: c.validity().not_before.timestamp(),
+            not_after: c.validity().not_after.timestamp(),
+            sha256,
+        },
+        // Unreachable for callers, which parse first; an empty record is a
+        // safe answer rather than a panic.
+        Err(_) => Leaf {
+            subject: String::new(),
+            serial: String::new(),
+            not_before: 0,
+            not_after: 0,
+            sha256,
+        },
+    }
+}
+
+#[cfg(test)]
+#[path = "../tests/support/certs.rs"]
+mod certs;
+
+#[cfg(test)]
+mod tests {
+    use super::certs::*;
+    use super::*;
+
+    const DAY: i64 = 86_400;
+
+    fn policy() -> Policy {
+        Policy {
+            expect: Expect::Pair,
+            now: SystemTime::now(),
+            clock_skew: Duration::from_secs(300),
+        }
+    }
+
+    fn pair(cert: &[u8], key: &[u8]) -> Bundle {
+        let mut b = Bundle::default();
+        b.insert(CERT_FILE, cert.to_vec(), "src/tls.crt").unwrap();
+        b.insert(KEY_FILE, key.to_vec(), "src/tls.key").unwrap();
+        b
+    }
+
+    #[test]
+    fn accepts_good_pairs_of_every_key_encoding() {
+        let ec = Pair::new("ec");
+        let ed = Pair::ed25519();
+        let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+            ("ecdsa pkcs8", ec.cert.clone(), ec.key.clone()),
+            (
+                "ecdsa sec1",
+                fixture_cert(FixtureKey::EcSec1),
+                fixture_key(FixtureKey::EcSec1),
+            ),
+            (
+                "rsa pkcs1",
+                fixture_cert(FixtureKey::RsaPkcs1),
+                fixture_key(FixtureKey::RsaPkcs1),
+            ),
+            (
+                "rsa pkcs8",
+                fixture_cert(FixtureKey::RsaPkcs8),
+                fixture_key(FixtureKey::RsaPkcs8),
+            ),
+            ("ed25519", ed.cert.clone(), ed.key.clone()),
+            ("crlf endings", crlf(&ec.cert), crlf(&ec.key)),
+            ("chain after leaf", chain(&ec), ec.key.clone()),
+        ];
+        for (name, cert, key) in cases {
+            let v =
+                validate(&pair(&cert, &key), &policy()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let leaf = v.leaf.expect("leaf facts");
+            assert!(leaf.not_after > leaf.not_before, "{name}");
+        }
+    }
+
+    #[test]
+    fn accepts_optional_ca_and_ca_only() {
+        let p = Pair::new("svc");
+        let mut b = pair(&p.cert, &p.key);
+        b.insert(CA_FILE, p.ca_cert.clone(), "src/ca.crt").unwrap();
+        validate(&b, &policy()).unwrap();
+
+        let mut ca = Bundle::default();
+        ca.insert(CA_FILE, p.ca_cert.clone(), "cm/ca-bundle.crt")
+            .unwrap();
+        let ca_only = Policy {
+            expect: Expect::CaOnly,
+            ..policy()
+        };
+        assert_eq!(validate(&ca, &ca_only).unwrap().leaf, None);
+        assert_eq!(
+            validate(&b, &ca_only).unwrap_err().reason(),
+            "unexpected_key"
+        );
+    }
+
+    /// One case per error kind, with the reason label and a fragment the
+    /// message must contain (the file it names and what is wrong).
+    #[test]
+    fn every_error_kind() {
+        let p = Pair::new("a");
+        let other = Pair::new("b");
+        let expired = Pair::with_validity("old", -10 * DAY, -DAY);
+        let future = Pair::with_validity("new", DAY, 10 * DAY);
+        let mut truncated = p.cert.clone();
+        truncated.truncate(p.cert.len() / 2);
+        let garbage_b64 =
+            b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n".to_vec();
+        let not_x509 =
+            b"-----BEGIN CERTIFICATE-----\naGVsbG8=\n-----END CERTIFICATE-----\n".to_vec();
+        let two_keys = [p.key.clone(), other.key.clone()].concat();
+        let cert_with_key = [p.cert.clone(), p.key.clone()].concat();
+        let wrong_order = [p.ca_cert.clone(), p.cert.clone()].concat();
+        let big = vec![b'a'; MAX_BUNDLE_SIZE];
+
+        let cases: Vec<(&str, Bundle, &str, &str)> = vec![
+            (
+                "empty cert",
+                pair(b"", &p.key),
+                "empty",
+                "src/tls.crt: file is empty",
+            ),
+            (
+                "garbage",
+                pair(b"hello world\n", &p.key),
+                "bad_pem",
+                "src/tls.crt: not valid PEM",
+            ),
+            (
+                "truncated",
+                pair(&truncated, &p.key),
+                "bad_pem",
+                "no END line",
+            ),
+            (
+                "bad base64",
+                pair(&garbage_b64, &p.key),
+                "bad_pem",
+                "base64",
+            ),
+            (
+                "not x509",
+                pair(&not_x509, &p.key),
+                "bad_certificate",
+                "certificate #1",
+            ),
+            (
+                "key in cert slot",
+                pair(&p.key, &p.key),
+                "key_in_cert_file",
+                "src/tls.crt",
+            ),
+            (
+                "cert without key",
+                pair(&p.cert, &p.cert),
+                "no_key",
+                "src/tls.key: no private key",
+            ),
+            (
+                "key without cert",
+                {
+                    let mut b = Bundle::default();
+                    b.insert(KEY_FILE, p.key.clone(), "src/tls.key").unwrap();
+                    b
+                },
+                "missing_file",
+                "tls.crt: required file is missing",
+            ),
+            (
+                "no certificate block",
+                pair(&other.key_as_public_pem(), &p.key),
+                "no_certificate",
+                "src/tls.crt",
+            ),
+            (
+                "mismatched pair",
+                pair(&p.cert, &other.key),
+                "key_mismatch",
+                "src/tls.key does not match",
+            ),
+            (
+                "leaf not first",
+                pair(&wrong_order, &p.key),
+                "leaf_not_first",
+                "certificate #2",
+            ),
+            (
+                "expired",
+                pair(&expired.cert, &expired.key),
+                "expired",
+                "expired at",
+            ),
+            (
+                "not yet valid",
+                pair(&future.cert, &future.key),
+                "not_yet_valid",
+                "not valid before",
+            ),
+            (
+                "encrypted pkcs8",
+                pair(&p.cert, &fixture_encrypted_key()),
+                "encrypted_key",
+                "encrypted",
+            ),
+            (
+                "encrypted legacy",
+                pair(&p.cert, &fixture_legacy_encrypted_key()),
+                "encrypted_key",
+                "encrypted",
+            ),
+            (
+                "two keys",
+                pair(&p.cert, &two_keys),
+                "multiple_keys",
+                "2 private keys",
+            ),
+            (
+                "cert file with key",
+                pair(&cert_with_key, &p.key),
+                "key_in_cert_file",
+                "certificate permissions",
+            ),
+            (
+                "unloadable key",
+                pair(
+                    &p.cert,
+                    b"-----BEGIN PRIVATE KEY-----\naGVsbG8=\n-----END PRIVATE KEY-----\n",
+                ),
+                "unsupported_key",
+                "cannot be loaded",
+            ),
+            (
+                "oversize",
+                pair(&[p.cert.clone(), big].concat(), &p.key),
+                "too_large",
+                "over the 1048576-byte limit",
+            ),
+            (
+                "bad ca",
+                {
+                    let mut b = pair(&p.cert, &p.key);
+                    b.insert(CA_FILE, b"nope".to_vec(), "src/ca.crt").unwrap();
+                    b
+                },
+                "bad_pem",
+                "src/ca.crt",
+            ),
+        ];
+        for (name, bundle, reason, fragment) in cases {
+            let err = validate(&bundle, &policy()).expect_err(name);
+            assert_eq!(err.reason(), reason, "{name}: {err}");
+            let msg = err.to_string();
+            assert!(msg.contains(fragment), "{name}: {msg:?} lacks {fragment:?}");
+            assert!(
+                !msg.contains("MII"),
+                "{name}: message quotes PEM data: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn clock_skew_allowance_applies_to_not_before() {
+        // Valid from one minute from now: inside a 5-minute allowance.
+        let soon = Pair::with_validity("soon", 60, DAY);
+        validate(&pair(&soon.cert, &soon.key), &policy()).unwrap();
+        let strict = Policy {
+            clock_skew: Duration::ZERO,
+            ..policy()
+        };
+        assert_eq!(
+            validate(&pair(&soon.cert, &soon.key), &strict)
+                .unwrap_err()
+                .reason(),
+            "not_yet_valid"
+        );
+    }
+
+    #[test]
+    fn leaf_facts_are_reported() {
+        let p = Pair::new("facts.example");
+        let leaf = validate(&pair(&p.cert, &p.key), &policy())
+            .unwrap()
+            .leaf
+            .unwrap();
+        assert!(leaf.subject.contains("facts.example"), "{}", leaf.subject);
+        assert_eq!(leaf_of(&p.cert), Some(leaf));
+        assert_eq!(leaf_of(b"junk"), None);
+    }
+
+    fn crlf(pem: &[u8]) -> Vec<u8> {
+        String::from_utf8(pem.to_vec())
+            .unwrap()
+            .replace('\n', "\r\n")
+            .into_bytes()
+    }
+
+    fn chain(p: &Pair) -> Vec<u8> {
+        [p.cert.clone(), p.ca_cert.clone()].concat()
+    }
+}
