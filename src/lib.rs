@@ -7,5 +7,14 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+pub mod config;
+pub mod dirwatch;
+pub mod source;
+pub mod sync;
 pub mod validate;
 pub mod writer;
+
+/// Test certificates, shared with the integration tests (one maker).
+#[cfg(test)]
+#[path = "../tests/support/certs.rs"]
+mod test_certs;

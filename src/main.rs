@@ -1,1 +1,96 @@
-fn main() {}
+//! certsync binary: parse arguments, set up logging, run. Nothing else.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use certsync::config::{Cli, Command, Config, EXIT_USAGE, LogArgs, LogFormat};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_USAGE as u8)
+            } else {
+                ExitCode::SUCCESS // --help, --version
+            };
+        }
+    };
+    if let Err(e) = init_tracing(&cli.log) {
+        eprintln!("certsync: {e:#}");
+        return ExitCode::from(EXIT_USAGE as u8);
+    }
+    match cli.command {
+        Command::Run(args) => {
+            let config = match Config::from_args(&args) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("certsync: {e}");
+                    return ExitCode::from(EXIT_USAGE as u8);
+                }
+            };
+            match run(config) {
+                Ok(code) => code,
+                Err(e) => {
+                    tracing::error!(error = format!("{e:#}"), "certsync failed");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn init_tracing(log: &LogArgs) -> anyhow::Result<()> {
+    let filter = match &log.log_level {
+        Some(level) => EnvFilter::try_new(level).context("--log-level")?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match log.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn run(config: Config) -> anyhow::Result<ExitCode> {
+    if config.once {
+        let failures = certsync::sync::once(&config).await;
+        return Ok(if failures.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if let Err(e) = shutdown_signal().await {
+            tracing::error!(error = %e, "cannot listen for signals");
+            return;
+        }
+        tracing::info!("shutting down after the write in progress");
+        let _ = stop.send(true);
+    });
+    tracing::info!(mappings = config.mappings.len(), "certsync started");
+    certsync::sync::run(config, stopped).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

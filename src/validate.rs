@@ -294,7 +294,7 @@ fn certificates(
             reason,
         };
         match x509_parser::parse_x509_certificate(der) {
-            Ok((rest, _)) if rest.is_empty() => {}
+            Ok(([], _)) => {}
             Ok(_) => return Err(bad("trailing bytes after the certificate".into())),
             Err(e) => return Err(bad(e.to_string())),
         }
@@ -365,13 +365,9 @@ fn leaf_facts(der: &[u8]) -> Leaf {
 }
 
 #[cfg(test)]
-#[path = "../tests/support/certs.rs"]
-mod certs;
-
-#[cfg(test)]
 mod tests {
-    use super::certs::*;
     use super::*;
+    use crate::test_certs::*;
 
     const DAY: i64 = 86_400;
 

@@ -1,0 +1,640 @@
+//! Command line and config file → a validated [`Config`].
+//!
+//! Every flag is also a `CERTSYNC_*` environment variable. Mappings come from
+//! repeatable `--sync` flags and from the optional YAML `--config` file; both
+//! forms go through the same [`MappingSpec`], so they accept exactly the same
+//! options and produce the same errors.
+//!
+//! Flag form: `KIND:SOURCE=TARGET[,OPTION=VALUE]...`
+//!
+//! ```text
+//! dir:/var/lib/kubelet/pki=/etc/certs/kubelet,combined=kubelet-server-current.pem
+//! dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key
+//! ```
+//!
+//! The kind prefix leaves room for the API-server kinds (`secret:NS/NAME`,
+//! `configmap:NS/NAME`). Paths containing `=` or `,` need the config file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+
+use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
+use crate::validate::Expect;
+use crate::writer::WriterOptions;
+
+/// Exit code for bad usage (EX_USAGE).
+pub const EXIT_USAGE: i32 = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--sync {spec:?}: {problem}")]
+    Flag { spec: String, problem: String },
+    #[error("{path}: {problem}")]
+    File { path: PathBuf, problem: String },
+    #[error("mapping {mapping:?}: {problem}")]
+    Mapping { mapping: String, problem: String },
+    #[error("no mappings: give at least one --sync or a --config file with mappings")]
+    NoMappings,
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "certsync",
+    version,
+    about = "Keeps TLS certificates on disk in step with their source, atomically.",
+    long_about = "Keeps TLS certificate/key pairs on disk in step with their source (a host \
+directory today), validates every new pair, publishes it atomically through a `..data` \
+symlink flip (the kubelet Secret-volume layout) and keeps earlier revisions for rollback."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Keep every mapping's target in step with its source (or sync once).
+    Run(Box<RunArgs>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        env = "CERTSYNC_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+    /// Log level or filter (e.g. `debug`, `certsync=trace`). Without it,
+    /// `RUST_LOG` is used, and `info` without that.
+    #[arg(long, global = true, env = "CERTSYNC_LOG_LEVEL")]
+    pub log_level: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A mapping `KIND:SOURCE=TARGET[,OPTION=VALUE]...`; repeatable. In the
+    /// environment variable, separate mappings with `;`.
+    ///
+    /// Kinds: `dir:PATH` (a host directory).
+    /// Options: `name=` (used in logs; default: the target path),
+    /// `cert=`, `key=`, `ca=` (source file names; default tls.crt, tls.key,
+    /// ca.crt; ca is optional), `combined=FILE` (one PEM with chain and key,
+    /// e.g. kubelet-server-current.pem), `ca-only` (a CA bundle, no key),
+    /// `cert-mode=`, `key-mode=`, `owner=`, `group=` (override the global
+    /// flags for this mapping).
+    #[arg(
+        long = "sync",
+        env = "CERTSYNC_SYNC",
+        value_delimiter = ';',
+        value_name = "SPEC"
+    )]
+    pub sync: Vec<String>,
+
+    /// YAML file with a `mappings:` list; each entry takes `source`,
+    /// `target` and the same options as `--sync` (e.g. `key-mode: "0600"`).
+    #[arg(long, env = "CERTSYNC_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Sync every mapping once and exit: 0 if all succeeded, 1 if any failed
+    /// (for init containers).
+    #[arg(long, env = "CERTSYNC_ONCE")]
+    pub once: bool,
+
+    /// How long a source directory must be quiet before it is read, so a
+    /// pair written non-atomically (certificate, then key) is read whole.
+    #[arg(long, env = "CERTSYNC_DEBOUNCE", value_parser = humantime::parse_duration, default_value = "2s")]
+    pub debounce: Duration,
+
+    /// Re-read every source and re-check every target this often, as a
+    /// safety net for missed file events.
+    #[arg(long, env = "CERTSYNC_RESYNC", value_parser = humantime::parse_duration, default_value = "1m")]
+    pub resync: Duration,
+
+    /// Revisions kept in each target, the live one included (>= 1).
+    #[arg(long, env = "CERTSYNC_KEEP_REVISIONS", default_value_t = 3)]
+    pub keep_revisions: usize,
+
+    /// Mode of published certificate files (octal).
+    #[arg(long, env = "CERTSYNC_CERT_MODE", value_parser = parse_mode, default_value = "0644")]
+    pub cert_mode: u32,
+
+    /// Mode of published key files (octal; never world-readable).
+    #[arg(long, env = "CERTSYNC_KEY_MODE", value_parser = parse_mode, default_value = "0600")]
+    pub key_mode: u32,
+
+    /// Numeric owner of published files (default: certsync's user).
+    #[arg(long, env = "CERTSYNC_OWNER", value_name = "UID")]
+    pub owner: Option<u32>,
+
+    /// Numeric group of published files (default: certsync's group).
+    #[arg(long, env = "CERTSYNC_GROUP", value_name = "GID")]
+    pub group: Option<u32>,
+
+    /// How far in the future a certificate's not-before may be and still be
+    /// accepted, to forgive clock skew between issuer and node.
+    #[arg(long, env = "CERTSYNC_CLOCK_SKEW", value_parser = humantime::parse_duration, default_value = "5m")]
+    pub clock_skew: Duration,
+}
+
+/// Parses an octal file mode such as `0644` or `640`.
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o7777 => Ok(m),
+        _ => Err(format!("{s:?} is not an octal file mode such as 0644")),
+    }
+}
+
+/// One mapping as written by the user, in either form.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MappingSpec {
+    pub source: String,
+    pub target: PathBuf,
+    pub name: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub ca: Option<String>,
+    pub combined: Option<String>,
+    #[serde(default)]
+    pub ca_only: bool,
+    pub cert_mode: Option<String>,
+    pub key_mode: Option<String>,
+    pub owner: Option<u32>,
+    pub group: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    mappings: Vec<MappingSpec>,
+}
+
+impl MappingSpec {
+    /// Parses the `--sync` form.
+    pub fn parse_flag(spec: &str) -> Result<Self, ConfigError> {
+        let err = |problem: String| ConfigError::Flag {
+            spec: spec.to_owned(),
+            problem,
+        };
+        let (source, rest) = spec
+            .split_once('=')
+            .ok_or_else(|| err("expected KIND:SOURCE=TARGET".into()))?;
+        let mut parts = rest.split(',');
+        let target = parts.next().unwrap_or_default();
+        if target.is_empty() {
+            return Err(err("the target directory is empty".into()));
+        }
+        let mut m = MappingSpec {
+            source: source.to_owned(),
+            target: PathBuf::from(target),
+            ..Default::default()
+        };
+        for opt in parts {
+            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+            let value = || {
+                if v.is_empty() {
+                    Err(err(format!("option {k:?} needs a value ({k}=...)")))
+                } else {
+                    Ok(v.to_owned())
+                }
+            };
+            let number = || {
+                v.parse::<u32>()
+                    .map_err(|_| err(format!("option {k:?} needs a numeric id, got {v:?}")))
+            };
+            match k {
+                "name" => m.name = Some(value()?),
+                "cert" => m.cert = Some(value()?),
+                "key" => m.key = Some(value()?),
+                "ca" => m.ca = Some(value()?),
+                "combined" => m.combined = Some(value()?),
+                "ca-only" => {
+                    m.ca_only = match v {
+                        "" | "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(err(format!(
+                                "ca-only takes no value or true/false, got {v:?}"
+                            )));
+                        }
+                    }
+                }
+                "cert-mode" => m.cert_mode = Some(value()?),
+                "key-mode" => m.key_mode = Some(value()?),
+                "owner" => m.owner = Some(number()?),
+                "group" => m.group = Some(number()?),
+                _ => {
+                    return Err(err(format!(
+                        "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
+                         cert-mode, key-mode, owner, group)"
+                    )));
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    fn resolve(self, args: &RunArgs) -> Result<Mapping, ConfigError> {
+        let name = self
+            .name
+            .clone()
+            .unwrap_or_else(|| self.target.display().to_string());
+        let err = |problem: String| ConfigError::Mapping {
+            mapping: name.clone(),
+            problem,
+        };
+        let (kind, location) = self.source.split_once(':').ok_or_else(|| {
+            err(format!(
+                "source {:?} has no KIND: prefix (e.g. dir:/path)",
+                self.source
+            ))
+        })?;
+        let source = match kind {
+            "dir" if !location.is_empty() => Source::Dir(PathBuf::from(location)),
+            "dir" => return Err(err("dir: needs a directory path".into())),
+            other => {
+                return Err(err(format!(
+                    "unknown source kind {other:?} (supported: dir)"
+                )));
+            }
+        };
+
+        let expect = if self.ca_only {
+            Expect::CaOnly
+        } else {
+            Expect::Pair
+        };
+        let mut items = Vec::new();
+        let layout = match (&self.combined, self.ca_only) {
+            (Some(_), true) => return Err(err("combined and ca-only exclude each other".into())),
+            (Some(file), false) => {
+                if self.cert.is_some() || self.key.is_some() {
+                    return Err(err(
+                        "combined replaces cert and key; give one or the other".into()
+                    ));
+                }
+                check_file_name(file).map_err(|e| err(format!("combined: {e}")))?;
+                Layout::Combined(file.clone())
+            }
+            (None, true) => {
+                if self.cert.is_some() || self.key.is_some() {
+                    return Err(err("a ca-only mapping takes no cert or key".into()));
+                }
+                Layout::Files
+            }
+            (None, false) => {
+                items.push(Item::new(
+                    self.cert.as_deref().unwrap_or(CERT_FILE),
+                    CERT_FILE,
+                    true,
+                ));
+                items.push(Item::new(
+                    self.key.as_deref().unwrap_or(KEY_FILE),
+                    KEY_FILE,
+                    true,
+                ));
+                Layout::Files
+            }
+        };
+        items.push(Item::new(
+            self.ca.as_deref().unwrap_or(CA_FILE),
+            CA_FILE,
+            self.ca_only,
+        ));
+        for item in &items {
+            check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
+        }
+        let mode = |m: &Option<String>, default| match m {
+            Some(s) => parse_mode(s).map_err(&err),
+            None => Ok(default),
+        };
+        let writer = WriterOptions {
+            keep: args.keep_revisions,
+            cert_mode: mode(&self.cert_mode, args.cert_mode)?,
+            key_mode: mode(&self.key_mode, args.key_mode)?,
+            owner: self.owner.or(args.owner),
+            group: self.group.or(args.group),
+        };
+        if writer.key_mode & 0o007 != 0 {
+            return Err(err(format!(
+                "key mode {:04o} would make the private key readable by every user",
+                writer.key_mode
+            )));
+        }
+        if writer.keep == 0 {
+            return Err(err("--keep-revisions must be at least 1".into()));
+        }
+        Ok(Mapping {
+            name,
+            source,
+            layout,
+            items,
+            expect,
+            target: self.target,
+            writer,
+        })
+    }
+}
+
+/// Where a mapping's content comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A host directory.
+    Dir(PathBuf),
+}
+
+/// How the source's files map to target files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// One source file per target file (see [`Mapping::items`]).
+    Files,
+    /// One PEM holding chain and key, split into tls.crt and tls.key.
+    Combined(String),
+}
+
+/// A source file (or key) published under a target name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub source: String,
+    pub target: &'static str,
+    pub required: bool,
+}
+
+impl Item {
+    fn new(source: &str, target: &'static str, required: bool) -> Self {
+        Self {
+            source: source.to_owned(),
+            target,
+            required,
+        }
+    }
+}
+
+/// A validated mapping: one source, one target directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub name: String,
+    pub source: Source,
+    pub layout: Layout,
+    pub items: Vec<Item>,
+    pub expect: Expect,
+    pub target: PathBuf,
+    pub writer: WriterOptions,
+}
+
+/// Everything `certsync run` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub mappings: Vec<Mapping>,
+    pub once: bool,
+    pub debounce: Duration,
+    pub resync: Duration,
+    pub clock_skew: Duration,
+}
+
+impl Config {
+    /// Builds the configuration from `run`'s arguments (reading `--config`).
+    pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
+        let mut specs = Vec::new();
+        if let Some(path) = &args.config {
+            specs.extend(read_config_file(path)?);
+        }
+        for s in &args.sync {
+            specs.push(MappingSpec::parse_flag(s)?);
+        }
+        if specs.is_empty() {
+            return Err(ConfigError::NoMappings);
+        }
+        let mappings = specs
+            .into_iter()
+            .map(|s| s.resolve(args))
+            .collect::<Result<Vec<_>, _>>()?;
+        check_overlaps(&mappings)?;
+        Ok(Self {
+            mappings,
+            once: args.once,
+            debounce: args.debounce,
+            resync: args.resync,
+            clock_skew: args.clock_skew,
+        })
+    }
+}
+
+fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {
+    let err = |problem: String| ConfigError::File {
+        path: path.to_owned(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let file: ConfigFile = serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?;
+    Ok(file.mappings)
+}
+
+/// One task owns each target: no two mappings may share a target, nest one
+/// target in another, or write into a source directory; names are unique.
+fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    let norm = |p: &Path| -> PathBuf { p.components().collect() };
+    for (i, a) in mappings.iter().enumerate() {
+        let ta = norm(&a.target);
+        let Source::Dir(sa) = &a.source;
+        let sa = norm(sa);
+        if ta.starts_with(&sa) || sa.starts_with(&ta) {
+            return Err(ConfigError::Mapping {
+                mapping: a.name.clone(),
+                problem: "the source and target directories overlap".into(),
+            });
+        }
+        for b in &mappings[i + 1..] {
+            let tb = norm(&b.target);
+            let problem = if a.name == b.name {
+                Some(format!(
+                    "the name is used twice (targets {} and {})",
+                    ta.display(),
+                    tb.display()
+                ))
+            } else if ta.starts_with(&tb) || tb.starts_with(&ta) {
+                Some(format!("its target overlaps the target of {:?}", b.name))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(ConfigError::Mapping {
+                    mapping: a.name.clone(),
+                    problem,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["certsync", "run"].iter().chain(extra))?;
+        let Command::Run(args) = cli.command;
+        Ok(*args)
+    }
+
+    fn config(extra: &[&str]) -> Result<Config, ConfigError> {
+        Config::from_args(&run_args(extra).unwrap())
+    }
+
+    #[test]
+    fn flag_forms() {
+        let c = config(&[
+            "--sync",
+            "dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key,name=apiserver",
+            "--sync",
+            "dir:/var/lib/kubelet/pki=/etc/certs/kubelet,combined=kubelet-server-current.pem,key-mode=0640,owner=1000",
+        ])
+        .unwrap();
+        let [api, kubelet] = c.mappings.as_slice() else {
+            panic!("two mappings")
+        };
+        assert_eq!(api.name, "apiserver");
+        assert_eq!(api.source, Source::Dir("/etc/kubernetes/pki".into()));
+        assert_eq!(
+            api.items,
+            vec![
+                Item::new("apiserver.crt", CERT_FILE, true),
+                Item::new("apiserver.key", KEY_FILE, true),
+                Item::new("ca.crt", CA_FILE, false),
+            ]
+        );
+        assert_eq!(kubelet.name, "/etc/certs/kubelet");
+        assert_eq!(
+            kubelet.layout,
+            Layout::Combined("kubelet-server-current.pem".into())
+        );
+        assert_eq!(kubelet.writer.key_mode, 0o640);
+        assert_eq!(kubelet.writer.owner, Some(1000));
+        assert_eq!(kubelet.writer.cert_mode, 0o644);
+        assert_eq!(c.debounce, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn config_file_and_flags_combine() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("certsync.yaml");
+        std::fs::write(
+            &file,
+            "mappings:\n  - source: dir:/src/ca\n    target: /t/ca\n    ca-only: true\n    ca: ca-bundle.crt\n    cert-mode: \"0640\"\n",
+        )
+        .unwrap();
+        let c = config(&[
+            "--config",
+            file.to_str().unwrap(),
+            "--sync",
+            "dir:/src/a=/t/a",
+        ])
+        .unwrap();
+        assert_eq!(c.mappings.len(), 2);
+        assert_eq!(c.mappings[0].expect, Expect::CaOnly);
+        assert_eq!(
+            c.mappings[0].items,
+            vec![Item::new("ca-bundle.crt", CA_FILE, true)]
+        );
+        assert_eq!(c.mappings[0].writer.cert_mode, 0o640);
+
+        std::fs::write(
+            &file,
+            "mappings:\n  - source: dir:/a\n    target: /b\n    colour: red\n",
+        )
+        .unwrap();
+        let e = config(&["--config", file.to_str().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("certsync.yaml") && e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn bad_mappings_are_refused_with_the_reason() {
+        let cases: &[(&[&str], &str)] = &[
+            (&[], "no mappings"),
+            (&["--sync", "dir:/a"], "expected KIND:SOURCE=TARGET"),
+            (&["--sync", "dir:/a="], "target directory is empty"),
+            (&["--sync", "/a=/b"], "no KIND: prefix"),
+            (&["--sync", "nfs:/a=/b"], "unknown source kind \"nfs\""),
+            (
+                &["--sync", "dir:/a=/b,colour=red"],
+                "unknown option \"colour\"",
+            ),
+            (&["--sync", "dir:/a=/b,cert="], "needs a value"),
+            (&["--sync", "dir:/a=/b,cert=../x"], "not allowed"),
+            (
+                &["--sync", "dir:/a=/b,combined=c.pem,key=k"],
+                "combined replaces cert and key",
+            ),
+            (
+                &["--sync", "dir:/a=/b,ca-only,cert=c"],
+                "takes no cert or key",
+            ),
+            (
+                &["--sync", "dir:/a=/b,key-mode=0644"],
+                "readable by every user",
+            ),
+            (
+                &["--sync", "dir:/a=/b,key-mode=999"],
+                "not an octal file mode",
+            ),
+            (&["--sync", "dir:/a=/b,owner=root"], "numeric id"),
+            (
+                &["--sync", "dir:/a=/t", "--sync", "dir:/c=/t/sub"],
+                "overlaps",
+            ),
+            (
+                &["--sync", "dir:/a=/t,name=x", "--sync", "dir:/c=/u,name=x"],
+                "used twice",
+            ),
+            (
+                &["--sync", "dir:/a=/a/out"],
+                "source and target directories overlap",
+            ),
+            (
+                &["--sync", "dir:/a=/b", "--keep-revisions", "0"],
+                "at least 1",
+            ),
+        ];
+        for (args, want) in cases {
+            let e = config(args).unwrap_err().to_string();
+            assert!(e.contains(want), "{args:?}: {e:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn env_vars_set_flags() {
+        // clap reads env at parse time; test via try_parse_from with env set
+        // for one process-unique variable to avoid racing other tests.
+        let a = run_args(&[
+            "--sync",
+            "dir:/a=/b",
+            "--debounce",
+            "250ms",
+            "--cert-mode",
+            "640",
+        ])
+        .unwrap();
+        assert_eq!(a.debounce, Duration::from_millis(250));
+        assert_eq!(a.cert_mode, 0o640);
+    }
+}

@@ -1,0 +1,161 @@
+//! One `notify` watcher for the whole process, routing events by directory.
+//!
+//! Host-directory sources and target drift checks both watch directories.
+//! A watcher per mapping would cost one inotify instance each, and Linux
+//! allows 128 per user by default (`fs.inotify.max_user_instances`), so a
+//! process with hundreds of mappings shares this one. Each subscriber gets a
+//! bounded channel of capacity 1 that only says "something changed here":
+//! bursts coalesce, and the subscriber decides how long to wait for quiet.
+//!
+//! Access events (open, read, close-without-write) are dropped: certsync's
+//! own reads of a target would otherwise wake its drift check forever.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DirWatchError {
+    #[error("cannot start the file watcher: {0}")]
+    Start(#[source] notify::Error),
+    #[error("cannot watch {path}: {source}")]
+    Watch {
+        path: PathBuf,
+        #[source]
+        source: notify::Error,
+    },
+}
+
+type Routes = HashMap<PathBuf, Vec<mpsc::Sender<()>>>;
+
+/// The shared watcher. Cheap to clone.
+#[derive(Clone)]
+pub struct DirWatch {
+    routes: Arc<Mutex<Routes>>,
+    watcher: Arc<Mutex<RecommendedWatcher>>,
+}
+
+impl DirWatch {
+    pub fn new() -> Result<Self, DirWatchError> {
+        let routes: Arc<Mutex<Routes>> = Arc::default();
+        let r = Arc::clone(&routes);
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            let routes = r.lock().unwrap_or_else(PoisonError::into_inner);
+            match res {
+                Ok(ev) if matches!(ev.kind, EventKind::Access(_)) => {}
+                Ok(ev) if !ev.need_rescan() => {
+                    for p in &ev.paths {
+                        for key in [Some(p.as_path()), p.parent()].into_iter().flatten() {
+                            for tx in routes.get(key).into_iter().flatten() {
+                                // Full means a wake-up is already pending.
+                                let _ = tx.try_send(());
+                            }
+                        }
+                    }
+                }
+                // A rescan request or a watcher error (e.g. queue overflow):
+                // events may be lost, so everyone looks again.
+                _ => routes.values().flatten().for_each(|tx| {
+                    let _ = tx.try_send(());
+                }),
+            }
+        })
+        .map_err(DirWatchError::Start)?;
+        Ok(Self {
+            routes,
+            watcher: Arc::new(Mutex::new(watcher)),
+        })
+    }
+
+    /// Subscribes to changes of the entries directly in `dir`. The receiver
+    /// is returned even when the watch cannot be added yet (the directory
+    /// may not exist): the caller retries with [`DirWatch::rewatch`].
+    pub fn subscribe(&self, dir: &Path) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+        let (tx, rx) = mpsc::channel(1);
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(dir.to_owned())
+            .or_default()
+            .push(tx);
+        (rx, self.rewatch(dir))
+    }
+
+    /// (Re-)adds the inotify watch on `dir`; needed after the directory was
+    /// removed and created again, which drops the kernel's watch.
+    pub fn rewatch(&self, dir: &Path) -> Result<(), DirWatchError> {
+        self.watcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map_err(|source| DirWatchError::Watch {
+                path: dir.to_owned(),
+                source,
+            })
+    }
+}
+
+/// Waits until `rx` has been silent for `window` (the "quiet" rule that lets
+/// a non-atomic writer finish). Returns early if the channel closes.
+pub async fn quiet(rx: &mut mpsc::Receiver<()>, window: std::time::Duration) {
+    loop {
+        match tokio::time::timeout(window, rx.recv()).await {
+            Ok(Some(())) => continue,
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn routes_changes_and_ignores_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let w = DirWatch::new().unwrap();
+        let (mut rx, res) = w.subscribe(dir.path());
+        res.unwrap();
+        let (mut other_rx, res) = w.subscribe(other.path());
+        res.unwrap();
+
+        std::fs::write(dir.path().join("f"), b"x").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("a write is routed")
+            .unwrap();
+        quiet(&mut rx, Duration::from_millis(200)).await;
+        assert!(
+            other_rx.try_recv().is_err(),
+            "another directory is not woken"
+        );
+
+        // Reading the directory and its file is not a change.
+        let _ = std::fs::read_dir(dir.path()).unwrap().count();
+        let _ = std::fs::read(dir.path().join("f")).unwrap();
+        let woke = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
+        assert!(woke.is_err(), "reads must not wake subscribers");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_waits_for_a_silent_window() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let start = tokio::time::Instant::now();
+        tokio::spawn(async move {
+            for _ in 0..5 {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                let _ = tx.try_send(());
+            }
+            // Keep the sender alive past the window.
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        });
+        quiet(&mut rx, Duration::from_secs(1)).await;
+        // Last poke at 3.0 s; quiet from then on for 1 s.
+        assert_eq!(start.elapsed(), Duration::from_millis(4000));
+    }
+}

@@ -1,0 +1,331 @@
+//! Host-directory source: reads a pair of files (names configurable, e.g.
+//! kubeadm's `apiserver.crt`/`apiserver.key`) or one combined PEM holding chain
+//! and key (kubelet's `kubelet-server-current.pem`, a symlink replaced on each
+//! rotation), and re-reads it when the directory has been quiet for the
+//! debounce window, or on the periodic resync.
+//!
+//! Why a directory-wide quiet window and not notify's per-path debouncers: a
+//! writer that writes the certificate, then the key seconds later, produces
+//! events on two paths; a per-path timeout would fire for the certificate
+//! alone and read a mismatched pair. Waiting until the whole directory is
+//! quiet reads the pair once, whole.
+//!
+//! Invariants: only the configured names are read; a name that resolves (via
+//! symlinks) outside the source directory, or into a loop, is refused; no
+//! file larger than the bundle limit is read into memory.
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::Update;
+use crate::bundle::{Bundle, BundleError, CERT_FILE, KEY_FILE};
+use crate::config::{Item, Layout};
+use crate::dirwatch::{self, DirWatch};
+use crate::validate::MAX_BUNDLE_SIZE;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostDirError {
+    #[error("source directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: required file is missing")]
+    Missing { path: PathBuf },
+    #[error("{path}: resolves to {resolved}, outside the source directory; refusing to read it")]
+    Escapes { path: PathBuf, resolved: PathBuf },
+    #[error("{path}: symlink loop")]
+    Loop { path: PathBuf },
+    #[error("{path}: not a regular file")]
+    NotAFile { path: PathBuf },
+    #[error("{path}: larger than the {limit}-byte limit")]
+    TooLarge { path: PathBuf, limit: usize },
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Name(#[from] BundleError),
+}
+
+/// What to read from one directory.
+#[derive(Debug, Clone)]
+pub struct HostDir {
+    pub dir: PathBuf,
+    pub layout: Layout,
+    pub items: Vec<Item>,
+}
+
+impl HostDir {
+    /// Reads the directory once into a bundle.
+    pub fn read(&self) -> Result<Bundle, HostDirError> {
+        let root = fs::canonicalize(&self.dir).map_err(|source| HostDirError::Dir {
+            path: self.dir.clone(),
+            source,
+        })?;
+        let mut bundle = Bundle::default();
+        if let Layout::Combined(name) = &self.layout {
+            let path = self.dir.join(name);
+            let pem =
+                read_inside(&root, &path)?.ok_or(HostDirError::Missing { path: path.clone() })?;
+            let (certs, key) = split_combined(&pem);
+            let origin = path.display();
+            bundle.insert(CERT_FILE, certs, format!("{origin} (certificates)"))?;
+            bundle.insert(KEY_FILE, key, format!("{origin} (private key)"))?;
+        }
+        for item in &self.items {
+            let path = self.dir.join(&item.source);
+            match read_inside(&root, &path)? {
+                Some(bytes) => bundle.insert(item.target, bytes, path.display().to_string())?,
+                None if item.required => return Err(HostDirError::Missing { path }),
+                None => {}
+            }
+        }
+        Ok(bundle)
+    }
+
+    /// Publishes the directory's content into `tx` now, then whenever the
+    /// directory has been quiet for `debounce` after a change, and every
+    /// `resync`; until `shutdown` turns true.
+    pub async fn run(
+        self,
+        watcher: DirWatch,
+        debounce: Duration,
+        resync: Duration,
+        tx: watch::Sender<Option<Update>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let (mut events, watched) = watcher.subscribe(&self.dir);
+        if let Err(e) = watched {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
+        }
+        let mut tick = tokio::time::interval(resync);
+        tick.tick().await; // the first tick is immediate; we read below anyway
+        loop {
+            let me = self.clone();
+            let update = match tokio::task::spawn_blocking(move || me.read()).await {
+                Ok(r) => r.map_err(super::SourceError::from),
+                Err(e) => {
+                    tracing::error!(dir = %self.dir.display(), error = %e, "source read task failed");
+                    continue;
+                }
+            };
+            tx.send_if_modified(|cur| {
+                let same = match (cur.as_ref(), &update) {
+                    (Some(Ok(a)), Ok(b)) => a == b,
+                    (Some(Err(a)), Err(b)) => a.to_string() == b.to_string(),
+                    _ => false,
+                };
+                if !same {
+                    *cur = Some(update);
+                }
+                !same
+            });
+            tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                Some(()) = events.recv() => dirwatch::quiet(&mut events, debounce).await,
+                _ = tick.tick() => {
+                    // The directory may have been replaced, dropping the watch.
+                    if let Err(e) = watcher.rewatch(&self.dir) {
+                        tracing::debug!(dir = %self.dir.display(), error = %e, "cannot watch the source directory");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads `path` if it exists, refusing anything that resolves outside
+/// `root`. `Ok(None)` when it does not exist.
+fn read_inside(root: &Path, path: &Path) -> Result<Option<Vec<u8>>, HostDirError> {
+    let resolved = match fs::canonicalize(path) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(HostDirError::Loop { path: path.into() });
+        }
+        Err(source) => {
+            return Err(HostDirError::Read {
+                path: path.into(),
+                source,
+            });
+        }
+    };
+    if !resolved.starts_with(root) {
+        return Err(HostDirError::Escapes {
+            path: path.into(),
+            resolved,
+        });
+    }
+    let read_err = |source| HostDirError::Read {
+        path: path.into(),
+        source,
+    };
+    let file = File::open(&resolved).map_err(read_err)?;
+    if !file.metadata().map_err(read_err)?.is_file() {
+        return Err(HostDirError::NotAFile { path: path.into() });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BUNDLE_SIZE as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() > MAX_BUNDLE_SIZE {
+        return Err(HostDirError::TooLarge {
+            path: path.into(),
+            limit: MAX_BUNDLE_SIZE,
+        });
+    }
+    Ok(Some(bytes))
+}
+
+/// Splits a combined PEM into (certificate blocks, private-key blocks),
+/// keeping each block's bytes as they were. Text outside blocks is dropped;
+/// validation judges what remains.
+fn split_combined(pem: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (mut certs, mut key) = (Vec::new(), Vec::new());
+    let mut current: Option<&mut Vec<u8>> = None;
+    for line in pem.split_inclusive(|b| *b == b'\n') {
+        if line.starts_with(b"-----BEGIN ") {
+            let is_key = line.windows(11).any(|w| w == b"PRIVATE KEY");
+            current = Some(if is_key { &mut key } else { &mut certs });
+        }
+        if let Some(buf) = current.as_deref_mut() {
+            buf.extend_from_slice(line);
+        }
+        if line.starts_with(b"-----END ") {
+            current = None;
+        }
+    }
+    (certs, key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::CA_FILE;
+    use std::os::unix::fs::symlink;
+
+    fn pair_dir(cert: &str, key: &str) -> HostDir {
+        HostDir {
+            dir: PathBuf::new(),
+            layout: Layout::Files,
+            items: vec![
+                Item {
+                    source: cert.into(),
+                    target: CERT_FILE,
+                    required: true,
+                },
+                Item {
+                    source: key.into(),
+                    target: KEY_FILE,
+                    required: true,
+                },
+                Item {
+                    source: "ca.crt".into(),
+                    target: CA_FILE,
+                    required: false,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn reads_pairs_with_configured_names() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("apiserver.crt"), b"C").unwrap();
+        fs::write(d.path().join("apiserver.key"), b"K").unwrap();
+        let src = HostDir {
+            dir: d.path().into(),
+            ..pair_dir("apiserver.crt", "apiserver.key")
+        };
+        let b = src.read().unwrap();
+        assert_eq!(b.get(CERT_FILE), Some(&b"C"[..]));
+        assert_eq!(b.get(KEY_FILE), Some(&b"K"[..]));
+        assert_eq!(b.get(CA_FILE), None, "ca.crt is optional");
+        assert!(b.origin(CERT_FILE).ends_with("apiserver.crt"));
+
+        fs::remove_file(d.path().join("apiserver.key")).unwrap();
+        let e = src.read().unwrap_err().to_string();
+        assert!(e.contains("apiserver.key: required file is missing"), "{e}");
+    }
+
+    #[test]
+    fn combined_pem_through_a_symlink() {
+        let d = tempfile::tempdir().unwrap();
+        let pem = "junk\n-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n\
+                   -----BEGIN EC PRIVATE KEY-----\nBBB\n-----END EC PRIVATE KEY-----\n\
+                   -----BEGIN CERTIFICATE-----\nCCC\n-----END CERTIFICATE-----\n";
+        fs::write(d.path().join("kubelet-server-2026.pem"), pem).unwrap();
+        symlink(
+            d.path().join("kubelet-server-2026.pem"),
+            d.path().join("current.pem"),
+        )
+        .unwrap();
+        let src = HostDir {
+            dir: d.path().into(),
+            layout: Layout::Combined("current.pem".into()),
+            items: vec![Item {
+                source: "ca.crt".into(),
+                target: CA_FILE,
+                required: false,
+            }],
+        };
+        let b = src.read().unwrap();
+        assert_eq!(
+            b.get(CERT_FILE).unwrap(),
+            b"-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nCCC\n-----END CERTIFICATE-----\n"
+        );
+        assert_eq!(
+            b.get(KEY_FILE).unwrap(),
+            b"-----BEGIN EC PRIVATE KEY-----\nBBB\n-----END EC PRIVATE KEY-----\n"
+        );
+        assert!(b.origin(KEY_FILE).contains("current.pem (private key)"));
+    }
+
+    #[test]
+    fn hostile_names_and_links_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), b"S").unwrap();
+        symlink(outside.path().join("secret"), d.path().join("tls.crt")).unwrap();
+        fs::write(d.path().join("tls.key"), b"K").unwrap();
+        let src = HostDir {
+            dir: d.path().into(),
+            ..pair_dir("tls.crt", "tls.key")
+        };
+        let e = src.read().unwrap_err().to_string();
+        assert!(e.contains("outside the source directory"), "{e}");
+
+        fs::remove_file(d.path().join("tls.crt")).unwrap();
+        symlink("loop-b", d.path().join("tls.crt")).unwrap();
+        symlink("tls.crt", d.path().join("loop-b")).unwrap();
+        let e = src.read().unwrap_err().to_string();
+        assert!(e.contains("symlink loop"), "{e}");
+
+        fs::remove_file(d.path().join("tls.crt")).unwrap();
+        fs::create_dir(d.path().join("tls.crt")).unwrap();
+        let e = src.read().unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+
+        fs::remove_dir(d.path().join("tls.crt")).unwrap();
+        fs::write(d.path().join("tls.crt"), vec![b'a'; MAX_BUNDLE_SIZE + 1]).unwrap();
+        let e = src.read().unwrap_err().to_string();
+        assert!(e.contains("larger than"), "{e}");
+
+        let e = HostDir {
+            dir: d.path().join("nope"),
+            ..pair_dir("tls.crt", "tls.key")
+        }
+        .read()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("source directory") && e.contains("nope"), "{e}");
+    }
+}

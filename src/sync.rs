@@ -1,0 +1,393 @@
+//! The per-target loop: take the newest update from the source, validate it,
+//! publish it through the writer, and keep the target repaired.
+//!
+//! One task owns each target directory; nothing else writes there. The last
+//! good bundle (from this run, or found intact on disk at start) is what
+//! drift repair restores; a rejected or unreadable update never replaces it.
+//! Errors are logged once per distinct problem (then at debug level on each
+//! retry) so a broken source does not flood the log.
+
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{mpsc, watch};
+
+use crate::bundle::{Bundle, ContentHash};
+use crate::config::{Config, Mapping, Source};
+use crate::dirwatch::{self, DirWatch};
+use crate::source::Update;
+use crate::source::hostdir::HostDir;
+use crate::validate::{self, Policy, ValidationError};
+use crate::writer::{Outcome, Writer, WriterError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("mapping {mapping}: {source}")]
+    Writer {
+        mapping: String,
+        #[source]
+        source: WriterError,
+    },
+    #[error("mapping {mapping}: source: {message}")]
+    Source { mapping: String, message: String },
+    #[error("mapping {mapping}: rejected: {source}")]
+    Rejected {
+        mapping: String,
+        #[source]
+        source: ValidationError,
+    },
+    #[error("mapping {mapping}: internal task failed: {message}")]
+    Task { mapping: String, message: String },
+}
+
+/// The source of a mapping as something that can be read or run.
+pub fn host_dir(m: &Mapping) -> HostDir {
+    let Source::Dir(dir) = &m.source;
+    HostDir {
+        dir: dir.clone(),
+        layout: m.layout.clone(),
+        items: m.items.clone(),
+    }
+}
+
+/// One mapping's sync state.
+pub struct Syncer {
+    mapping: Mapping,
+    writer: Writer,
+    clock_skew: Duration,
+    /// What drift repair restores.
+    last_good: Option<Bundle>,
+    /// The newest update not (yet) published, retried on every resync:
+    /// a not-yet-valid certificate becomes valid with time.
+    pending: Option<Bundle>,
+    /// The last problem logged at error level, to log each one once.
+    last_problem: Option<(Option<ContentHash>, String)>,
+}
+
+impl Syncer {
+    /// Opens the target (cleaning crash leftovers) and adopts an intact live
+    /// revision as the last good pair, so it is served and repaired even
+    /// before the source answers.
+    pub async fn open(mapping: Mapping, clock_skew: Duration) -> Result<Self, SyncError> {
+        let (target, opts, name) = (
+            mapping.target.clone(),
+            mapping.writer.clone(),
+            mapping.name.clone(),
+        );
+        let (writer, live) = blocking(&name, move || {
+            let w = Writer::open(target, opts)?;
+            let live = w.live()?;
+            Ok((w, live))
+        })
+        .await?;
+        let last_good = live.filter(|l| l.problem.is_none()).map(|l| {
+            tracing::info!(mapping = %mapping.name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
+            l.bundle
+        });
+        Ok(Self {
+            mapping,
+            writer,
+            clock_skew,
+            last_good,
+            pending: None,
+            last_problem: None,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.mapping.name
+    }
+
+    /// Validates and publishes `bundle`. `Ok(true)` when a new revision was
+    /// flipped in.
+    pub async fn apply(&mut self, bundle: Bundle) -> Result<bool, SyncError> {
+        let hash = bundle.hash();
+        let policy = Policy {
+            expect: self.mapping.expect,
+            now: SystemTime::now(),
+            clock_skew: self.clock_skew,
+        };
+        // The last good bundle passed already; anything else is checked.
+        let known_good = self.last_good.as_ref().is_some_and(|g| g.hash() == hash);
+        if !known_good && let Err(source) = validate::validate(&bundle, &policy) {
+            self.pending = Some(bundle);
+            let err = SyncError::Rejected {
+                mapping: self.mapping.name.clone(),
+                source,
+            };
+            self.report(Some(hash), &err);
+            return Err(err);
+        }
+        match self.publish(&bundle).await {
+            Ok(outcome) => {
+                self.pending = None;
+                self.last_good = Some(bundle);
+                self.last_problem = None;
+                Ok(matches!(outcome, Outcome::Written { .. }))
+            }
+            Err(e) => {
+                self.pending = Some(bundle);
+                self.report(Some(hash), &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Records that the source could not be read; the target is untouched.
+    pub fn source_failed(&mut self, message: String) -> SyncError {
+        let err = SyncError::Source {
+            mapping: self.mapping.name.clone(),
+            message,
+        };
+        self.report(None, &err);
+        err
+    }
+
+    /// Retries a pending update (it may have become valid), then re-checks
+    /// the target against the last good bundle.
+    pub async fn resync(&mut self) {
+        if let Some(pending) = self.pending.clone()
+            && self.apply(pending).await.is_ok()
+        {
+            return;
+        }
+        self.repair().await;
+    }
+
+    /// Restores the last good bundle if the target drifted from it.
+    pub async fn repair(&mut self) {
+        let Some(good) = self.last_good.clone() else {
+            return;
+        };
+        if let Err(e) = self.publish(&good).await {
+            self.report(Some(good.hash()), &e);
+        }
+    }
+
+    async fn publish(&self, bundle: &Bundle) -> Result<Outcome, SyncError> {
+        let (writer, b) = (self.writer.clone(), bundle.clone());
+        let outcome = blocking(&self.mapping.name, move || writer.publish(&b)).await?;
+        let (name, hash) = (&self.mapping.name, bundle.hash());
+        match &outcome {
+            Outcome::Written { revision, drift } => {
+                let leaf = bundle
+                    .get(crate::bundle::CERT_FILE)
+                    .and_then(validate::leaf_of);
+                let not_after = leaf
+                    .as_ref()
+                    .and_then(|l| u64::try_from(l.not_after).ok())
+                    .map(|s| {
+                        humantime::format_rfc3339(std::time::UNIX_EPOCH + Duration::from_secs(s))
+                            .to_string()
+                    })
+                    .unwrap_or_default();
+                let subject = leaf.as_ref().map_or("", |l| l.subject.as_str());
+                match drift {
+                    Some(why) => {
+                        tracing::warn!(mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
+                    }
+                    None => {
+                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, target = %self.mapping.target.display(), "published new revision")
+                    }
+                }
+            }
+            Outcome::Unchanged {
+                revision,
+                repaired_links,
+            } if *repaired_links > 0 => {
+                tracing::warn!(mapping = %name, revision, repaired_links, "restored missing or altered links in the target");
+            }
+            Outcome::Unchanged { revision, .. } => {
+                tracing::debug!(mapping = %name, revision, "target already current");
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn report(&mut self, hash: Option<ContentHash>, err: &SyncError) {
+        let key = (hash, err.to_string());
+        let reason = match err {
+            SyncError::Rejected { source, .. } => source.reason(),
+            SyncError::Source { .. } => "source_unavailable",
+            SyncError::Writer { .. } => "write_failed",
+            SyncError::Task { .. } => "internal",
+        };
+        if self.last_problem.as_ref() == Some(&key) {
+            tracing::debug!(mapping = %self.mapping.name, reason, error = %err, "still failing");
+        } else {
+            tracing::error!(mapping = %self.mapping.name, reason, error = %err, "keeping the last good files");
+            self.last_problem = Some(key);
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    mapping: &str,
+    f: impl FnOnce() -> Result<T, WriterError> + Send + 'static,
+) -> Result<T, SyncError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(|source| SyncError::Writer {
+            mapping: mapping.to_owned(),
+            source,
+        }),
+        Err(e) => Err(SyncError::Task {
+            mapping: mapping.to_owned(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// `certsync run --once`: every mapping read, validated and published once.
+/// Returns the failures.
+pub async fn once(config: &Config) -> Vec<SyncError> {
+    let mut failures = Vec::new();
+    for m in &config.mappings {
+        let result = async {
+            let mut s = Syncer::open(m.clone(), config.clock_skew).await?;
+            let src = host_dir(m);
+            let read = tokio::task::spawn_blocking(move || src.read()).await;
+            match read {
+                Ok(Ok(bundle)) => s.apply(bundle).await.map(|_| ()),
+                Ok(Err(e)) => Err(s.source_failed(e.to_string())),
+                Err(e) => Err(s.source_failed(e.to_string())),
+            }
+        }
+        .await;
+        if let Err(e) = result {
+            failures.push(e);
+        }
+    }
+    failures
+}
+
+/// `certsync run`: one source task and one sync task per mapping, until
+/// `shutdown` turns true. A write in progress is finished before returning.
+pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), SyncError> {
+    let watcher = DirWatch::new().map_err(|e| SyncError::Task {
+        mapping: "*".into(),
+        message: e.to_string(),
+    })?;
+    let mut tasks = tokio::task::JoinSet::new();
+    for m in config.mappings {
+        let syncer = Syncer::open(m.clone(), config.clock_skew).await?;
+        let (tx, rx) = watch::channel(None);
+        tasks.spawn(host_dir(&m).run(
+            watcher.clone(),
+            config.debounce,
+            config.resync,
+            tx,
+            shutdown.clone(),
+        ));
+        let (drift, watched) = watcher.subscribe(&m.target);
+        if let Err(e) = watched {
+            tracing::warn!(mapping = %m.name, error = %e, "cannot watch the target; drift is caught on resync only");
+        }
+        tasks.spawn(sync_loop(
+            syncer,
+            rx,
+            drift,
+            config.debounce,
+            config.resync,
+            shutdown.clone(),
+        ));
+    }
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Resolves once shutdown has begun (the guard `wait_for` returns is not
+/// `Send`, so it is dropped here rather than held in a `select!`).
+pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
+}
+
+async fn sync_loop(
+    mut syncer: Syncer,
+    mut updates: watch::Receiver<Option<Update>>,
+    mut drift: mpsc::Receiver<()>,
+    debounce: Duration,
+    resync: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(resync);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            biased;
+            () = stopped(&mut shutdown) => return,
+            changed = updates.changed() => {
+                if changed.is_err() {
+                    return; // the source task ended (shutdown)
+                }
+                let update = match &*updates.borrow_and_update() {
+                    Some(Ok(b)) => Ok(b.clone()),
+                    Some(Err(e)) => Err(e.to_string()),
+                    None => continue,
+                };
+                match update {
+                    Ok(bundle) => { let _ = syncer.apply(bundle).await; }
+                    Err(message) => { syncer.source_failed(message); }
+                }
+            }
+            Some(()) = drift.recv() => {
+                dirwatch::quiet(&mut drift, debounce).await;
+                syncer.repair().await;
+            }
+            _ = tick.tick() => syncer.resync().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{CERT_FILE, KEY_FILE};
+    use crate::config::{Cli, Command};
+    use crate::test_certs as certs;
+    use clap::Parser;
+
+    fn mapping(src: &std::path::Path, target: &std::path::Path) -> Mapping {
+        let cli = Cli::try_parse_from([
+            "certsync",
+            "run",
+            "--sync",
+            &format!("dir:{}={}", src.display(), target.display()),
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command;
+        Config::from_args(&args).unwrap().mappings.remove(0)
+    }
+
+    fn bundle(p: &certs::Pair) -> Bundle {
+        let mut b = Bundle::default();
+        b.insert(CERT_FILE, p.cert.clone(), "t").unwrap();
+        b.insert(KEY_FILE, p.key.clone(), "t").unwrap();
+        b
+    }
+
+    #[tokio::test]
+    async fn bad_material_keeps_the_last_good_pair() {
+        let d = tempfile::tempdir().unwrap();
+        let m = mapping(&d.path().join("src"), &d.path().join("t"));
+        let mut s = Syncer::open(m.clone(), Duration::from_secs(300))
+            .await
+            .unwrap();
+        let good = certs::Pair::new("good");
+        assert!(s.apply(bundle(&good)).await.unwrap());
+        let other = certs::Pair::new("other");
+        let mut bad = bundle(&good);
+        bad.insert(KEY_FILE, other.key.clone(), "t").unwrap();
+        let err = s.apply(bad).await.unwrap_err().to_string();
+        assert!(err.contains("does not match"), "{err}");
+        assert_eq!(
+            std::fs::read(d.path().join("t/tls.crt")).unwrap(),
+            good.cert
+        );
+        assert_eq!(std::fs::read(d.path().join("t/tls.key")).unwrap(), good.key);
+
+        // A fresh syncer adopts what is on disk and repairs drift with it.
+        std::fs::remove_file(d.path().join("t/tls.key")).unwrap();
+        let mut again = Syncer::open(m, Duration::from_secs(300)).await.unwrap();
+        again.repair().await;
+        assert_eq!(std::fs::read(d.path().join("t/tls.key")).unwrap(), good.key);
+    }
+}

@@ -1,0 +1,224 @@
+//! End to end through the real binary with a host-directory source.
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use support::certs::Pair;
+use support::*;
+
+fn write_pair(dir: &Path, p: &Pair) {
+    fs::write(dir.join("tls.crt"), &p.cert).unwrap();
+    fs::write(dir.join("tls.key"), &p.key).unwrap();
+}
+
+fn spec(src: &Path, target: &Path, extra: &str) -> String {
+    format!("dir:{}={}{extra}", src.display(), target.display())
+}
+
+fn wait_cert(target: &Path, p: &Pair) -> String {
+    wait_for("the target to serve the expected pair", || {
+        let (rev, cert, key) = read_live(target)?;
+        (cert == p.cert && key == p.key).then_some(rev)
+    })
+}
+
+#[test]
+fn non_atomic_rotation_publishes_exactly_one_matching_revision() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("target"));
+    fs::create_dir(&src).unwrap();
+    let first = Pair::new("first");
+    write_pair(&src, &first);
+    let sync = spec(&src, &target, "");
+    let mut cs = Certsync::start(&["run", "--sync", &sync, "--debounce", "1s"], d.path());
+    assert!(wait_cert(&target, &first).starts_with("..rev-000001-"));
+
+    // Certificate first, a pause shorter than the debounce window, then key.
+    let second = Pair::new("second");
+    fs::write(src.join("tls.crt"), &second.cert).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    fs::write(src.join("tls.key"), &second.key).unwrap();
+    let rev = wait_cert(&target, &second);
+    assert!(rev.starts_with("..rev-000002-"), "{rev}");
+
+    // Give a wrong extra revision every chance to appear, then count.
+    std::thread::sleep(Duration::from_millis(2500));
+    let revs = revision_names(&target);
+    assert_eq!(revs.len(), 2, "one new revision only: {revs:?}");
+    assert!(revs[0].starts_with("..rev-000002-"), "live: {revs:?}");
+    assert!(revs[1].starts_with("000001-"), "history: {revs:?}");
+    let log = cs.log();
+    assert!(
+        !log.contains("key_mismatch"),
+        "the half-written pair was reported:\n{log}"
+    );
+    assert!(cs.is_running());
+}
+
+#[test]
+fn combined_pem_rotated_by_replacing_its_symlink() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("pki"), d.path().join("target"));
+    fs::create_dir(&src).unwrap();
+    let current = src.join("kubelet-server-current.pem");
+    let a = Pair::new("node-a");
+    fs::write(src.join("kubelet-server-2026-01.pem"), a.combined()).unwrap();
+    symlink("kubelet-server-2026-01.pem", &current).unwrap();
+    let sync = spec(&src, &target, ",combined=kubelet-server-current.pem");
+    let _cs = Certsync::start(&["run", "--sync", &sync, "--debounce", "200ms"], d.path());
+    wait_cert(&target, &a);
+
+    // kubelet writes the new file, then swaps the symlink with a rename.
+    let b = Pair::new("node-b");
+    fs::write(src.join("kubelet-server-2026-02.pem"), b.combined()).unwrap();
+    symlink("kubelet-server-2026-02.pem", src.join("current.tmp")).unwrap();
+    fs::rename(src.join("current.tmp"), &current).unwrap();
+    let rev = wait_cert(&target, &b);
+    assert!(rev.starts_with("..rev-000002-"), "{rev}");
+    let mode = fs::metadata(target.join("tls.key"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn bad_pair_leaves_target_untouched_and_process_running() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("target"));
+    fs::create_dir(&src).unwrap();
+    let good = Pair::new("good");
+    write_pair(&src, &good);
+    let sync = spec(&src, &target, ",name=web");
+    let mut cs = Certsync::start(&["run", "--sync", &sync, "--debounce", "200ms"], d.path());
+    let rev = wait_cert(&target, &good);
+
+    let other = Pair::new("other");
+    write_atomic(&src.join("tls.key"), &other.key);
+    cs.wait_log("reason=\"key_mismatch\"");
+    let log = cs.log();
+    let line = log.lines().find(|l| l.contains("key_mismatch")).unwrap();
+    assert!(line.contains("mapping=web"), "{line}");
+    assert!(
+        line.contains("tls.key does not match the leaf certificate in"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&src.join("tls.crt").display().to_string()),
+        "{line}"
+    );
+    assert_eq!(
+        read_live(&target).unwrap(),
+        (rev.clone(), good.cert.clone(), good.key.clone())
+    );
+    assert_eq!(revision_names(&target).len(), 1);
+    assert!(cs.is_running());
+
+    // Garbage is refused too, and a good pair afterwards is published.
+    write_atomic(&src.join("tls.crt"), b"not a certificate");
+    cs.wait_log("reason=\"bad_pem\"");
+    assert_eq!(read_live(&target).unwrap().0, rev);
+    let fixed = Pair::new("fixed");
+    write_pair(&src, &fixed);
+    wait_cert(&target, &fixed);
+}
+
+#[test]
+fn drift_in_the_target_is_repaired() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("target"));
+    fs::create_dir(&src).unwrap();
+    let good = Pair::new("good");
+    write_pair(&src, &good);
+    let sync = spec(&src, &target, "");
+    let _cs = Certsync::start(&["run", "--sync", &sync, "--debounce", "100ms"], d.path());
+    let rev = wait_cert(&target, &good);
+
+    fs::remove_file(target.join("tls.key")).unwrap();
+    wait_for("tls.key link restored", || {
+        fs::read(target.join("tls.key"))
+            .ok()
+            .filter(|k| *k == good.key)
+    });
+    fs::write(target.join(&rev).join("tls.crt"), b"edited").unwrap();
+    let new_rev = wait_cert(&target, &good);
+    assert_ne!(new_rev, rev, "an edited revision is replaced by a new one");
+}
+
+#[test]
+fn once_exit_codes() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let good = Pair::new("good");
+    write_pair(&src, &good);
+    let run = |args: &[&str]| Command::new(certsync_bin()).args(args).output().unwrap();
+
+    let ok = run(&[
+        "run",
+        "--once",
+        "--sync",
+        &spec(&src, &d.path().join("t1"), ""),
+    ]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(read_live(&d.path().join("t1")).unwrap().1, good.cert);
+
+    fs::write(src.join("tls.key"), Pair::new("x").key).unwrap();
+    let bad = run(&[
+        "run",
+        "--once",
+        "--sync",
+        &spec(&src, &d.path().join("t2"), ""),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("does not match"));
+    assert!(
+        read_live(&d.path().join("t2")).is_none(),
+        "nothing published"
+    );
+
+    let usage = run(&["run", "--once", "--sync", "nfs:/x=/y"]);
+    assert_eq!(usage.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&usage.stderr).contains("unknown source kind"));
+    let usage = run(&["run", "--no-such-flag"]);
+    assert_eq!(usage.status.code(), Some(64));
+    let help = run(&["run", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("CERTSYNC_SYNC"));
+}
+
+#[test]
+fn environment_variables_configure_and_sigterm_exits_zero() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("target"));
+    fs::create_dir(&src).unwrap();
+    let good = Pair::new("env");
+    write_pair(&src, &good);
+    let cs = Certsync::start_with(
+        Command::new(certsync_bin())
+            .arg("run")
+            .env("CERTSYNC_SYNC", spec(&src, &target, ",key-mode=0640"))
+            .env("CERTSYNC_LOG_FORMAT", "json"),
+        d.path(),
+    );
+    wait_cert(&target, &good);
+    let mode = fs::metadata(target.join("tls.key"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o640);
+    cs.wait_log("\"message\":\"published new revision\"");
+    assert_eq!(cs.terminate().code(), Some(0));
+}

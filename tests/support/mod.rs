@@ -1,0 +1,131 @@
+//! Helpers shared by the end-to-end tests: test certificates, running the
+//! real `certsync` binary with its log captured, waiting for outcomes, and
+//! reading a target the way a consumer would.
+#![allow(dead_code)]
+
+pub mod certs;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long an end-to-end outcome may take before a test gives up. Generous:
+/// this bounds a hang, it measures nothing.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Polls `check` until it returns `Some`, or panics with `what` after
+/// [`PATIENCE`].
+pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running `certsync` whose stderr goes to a file; killed on drop.
+pub struct Certsync {
+    pub child: Child,
+    log: PathBuf,
+}
+
+pub fn certsync_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_certsync")
+}
+
+impl Certsync {
+    pub fn start(args: &[&str], log_dir: &Path) -> Self {
+        Self::start_with(Command::new(certsync_bin()).args(args), log_dir)
+    }
+
+    pub fn start_with(cmd: &mut Command, log_dir: &Path) -> Self {
+        let log = log_dir.join(format!("certsync-{}.log", rand_suffix()));
+        let child = cmd
+            .env("RUST_LOG", "certsync=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn certsync");
+        Self { child, log }
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn wait_log(&self, needle: &str) {
+        wait_for(&format!("log line containing {needle:?}"), || {
+            self.log().contains(needle).then_some(())
+        });
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+        let status = wait_for("certsync to exit", || {
+            self.child.try_wait().expect("try_wait")
+        });
+        std::mem::forget(self); // already exited
+        status
+    }
+}
+
+impl Drop for Certsync {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// What a consumer sees: `..data` resolved once, both files read through it.
+pub fn read_live(target: &Path) -> Option<(String, Vec<u8>, Vec<u8>)> {
+    let rev = fs::read_link(target.join("..data")).ok()?;
+    let dir = target.join(&rev);
+    let cert = fs::read(dir.join("tls.crt")).ok()?;
+    let key = fs::read(dir.join("tls.key")).ok()?;
+    Some((rev.to_string_lossy().into_owned(), cert, key))
+}
+
+/// Revision directories on disk: live ones and history entries.
+pub fn revision_names(target: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(target)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.retain(|n| n.starts_with("..rev-"));
+    if let Ok(h) = fs::read_dir(target.join("..history")) {
+        names.extend(h.filter_map(|e| e.ok()?.file_name().into_string().ok()));
+    }
+    names.sort();
+    names
+}
+
+/// Writes `bytes` to `path` atomically (temp file + rename), as a careful
+/// rotating tool would.
+pub fn write_atomic(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp-write");
+    fs::write(&tmp, bytes).unwrap();
+    fs::rename(&tmp, path).unwrap();
+}
