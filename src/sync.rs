@@ -294,6 +294,15 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), 
     Ok(())
 }
 
+/// A resync timer whose first tick is `period` from now, and which does not
+/// fire in a burst to catch up after a slow write.
+pub async fn resync_interval(period: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await; // the first tick is immediate
+    tick
+}
+
 /// Resolves once shutdown has begun (the guard `wait_for` returns is not
 /// `Send`, so it is dropped here rather than held in a `select!`).
 pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
@@ -308,8 +317,7 @@ async fn sync_loop(
     resync: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(resync);
-    tick.tick().await;
+    let mut tick = resync_interval(resync).await;
     loop {
         tokio::select! {
             biased;

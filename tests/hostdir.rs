@@ -173,6 +173,13 @@ fn once_exit_codes() {
         String::from_utf8_lossy(&ok.stderr)
     );
     assert_eq!(read_live(&d.path().join("t1")).unwrap().1, good.cert);
+    // A restart with the same content creates no revision.
+    let t1 = spec(&src, &d.path().join("t1"), "");
+    let again = run(&["run", "--once", "--sync", &t1]);
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(revision_names(&d.path().join("t1")).len(), 1);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!stderr.contains("published new revision"), "{stderr}");
 
     fs::write(src.join("tls.key"), Pair::new("x").key).unwrap();
     let bad = run(&[

@@ -106,28 +106,16 @@ impl HostDir {
         if let Err(e) = watched {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
         }
-        let mut tick = tokio::time::interval(resync);
-        tick.tick().await; // the first tick is immediate; we read below anyway
+        let mut tick = crate::sync::resync_interval(resync).await;
         loop {
             let me = self.clone();
-            let update = match tokio::task::spawn_blocking(move || me.read()).await {
-                Ok(r) => r.map_err(super::SourceError::from),
+            match tokio::task::spawn_blocking(move || me.read()).await {
+                Ok(r) => super::publish(&tx, r.map_err(super::SourceError::from)),
+                // Not published; the next event or resync reads again.
                 Err(e) => {
-                    tracing::error!(dir = %self.dir.display(), error = %e, "source read task failed");
-                    continue;
+                    tracing::error!(dir = %self.dir.display(), error = %e, "source read task failed")
                 }
-            };
-            tx.send_if_modified(|cur| {
-                let same = match (cur.as_ref(), &update) {
-                    (Some(Ok(a)), Ok(b)) => a == b,
-                    (Some(Err(a)), Err(b)) => a.to_string() == b.to_string(),
-                    _ => false,
-                };
-                if !same {
-                    *cur = Some(update);
-                }
-                !same
-            });
+            }
             tokio::select! {
                 () = crate::sync::stopped(&mut shutdown) => return,
                 Some(()) = events.recv() => dirwatch::quiet(&mut events, debounce).await,

@@ -4,6 +4,8 @@
 
 pub mod hostdir;
 
+use tokio::sync::watch;
+
 use crate::bundle::Bundle;
 
 /// Why a source could not produce a bundle.
@@ -15,3 +17,19 @@ pub enum SourceError {
 
 /// What a source publishes: the newest content, or why it cannot be read.
 pub type Update = Result<Bundle, SourceError>;
+
+/// Publishes `update` unless it equals what the channel holds, so a resync
+/// that reads the same content (or the same error) wakes nobody.
+pub fn publish(tx: &watch::Sender<Option<Update>>, update: Update) {
+    tx.send_if_modified(|cur| {
+        let same = match (cur.as_ref(), &update) {
+            (Some(Ok(a)), Ok(b)) => a == b,
+            (Some(Err(a)), Err(b)) => a.to_string() == b.to_string(),
+            _ => false,
+        };
+        if !same {
+            *cur = Some(update);
+        }
+        !same
+    });
+}
