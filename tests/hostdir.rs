@@ -4,7 +4,7 @@ mod support;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -14,6 +14,33 @@ use support::*;
 fn write_pair(dir: &Path, p: &Pair) {
     fs::write(dir.join("tls.crt"), &p.cert).unwrap();
     fs::write(dir.join("tls.key"), &p.key).unwrap();
+}
+
+/// A temporary `src` directory holding `first`, and a `target` path beside it.
+struct Dirs {
+    tmp: tempfile::TempDir,
+    src: PathBuf,
+    target: PathBuf,
+}
+
+fn dirs_with(first: &Pair) -> Dirs {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, target) = (tmp.path().join("src"), tmp.path().join("target"));
+    fs::create_dir(&src).unwrap();
+    write_pair(&src, first);
+    Dirs { tmp, src, target }
+}
+
+impl Dirs {
+    /// Starts `certsync run` on this source/target with `extra` mapping
+    /// options and a debounce window.
+    fn start(&self, extra: &str, debounce: &str) -> Certsync {
+        let sync = spec(&self.src, &self.target, extra);
+        Certsync::start(
+            &["run", "--sync", &sync, "--debounce", debounce],
+            self.tmp.path(),
+        )
+    }
 }
 
 fn spec(src: &Path, target: &Path, extra: &str) -> String {
@@ -29,13 +56,10 @@ fn wait_cert(target: &Path, p: &Pair) -> String {
 
 #[test]
 fn non_atomic_rotation_publishes_exactly_one_matching_revision() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("target"));
-    fs::create_dir(&src).unwrap();
     let first = Pair::new("first");
-    write_pair(&src, &first);
-    let sync = spec(&src, &target, "");
-    let mut cs = Certsync::start(&["run", "--sync", &sync, "--debounce", "1s"], d.path());
+    let dirs = dirs_with(&first);
+    let (src, target) = (dirs.src.clone(), dirs.target.clone());
+    let mut cs = dirs.start("", "1s");
     assert!(wait_cert(&target, &first).starts_with("..rev-000001-"));
 
     // Certificate first, a pause shorter than the debounce window, then key.
@@ -90,13 +114,10 @@ fn combined_pem_rotated_by_replacing_its_symlink() {
 
 #[test]
 fn bad_pair_leaves_target_untouched_and_process_running() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("target"));
-    fs::create_dir(&src).unwrap();
     let good = Pair::new("good");
-    write_pair(&src, &good);
-    let sync = spec(&src, &target, ",name=web");
-    let mut cs = Certsync::start(&["run", "--sync", &sync, "--debounce", "200ms"], d.path());
+    let dirs = dirs_with(&good);
+    let (src, target) = (dirs.src.clone(), dirs.target.clone());
+    let mut cs = dirs.start(",name=web", "200ms");
     let rev = wait_cert(&target, &good);
 
     let other = Pair::new("other");
@@ -131,13 +152,10 @@ fn bad_pair_leaves_target_untouched_and_process_running() {
 
 #[test]
 fn drift_in_the_target_is_repaired() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("target"));
-    fs::create_dir(&src).unwrap();
     let good = Pair::new("good");
-    write_pair(&src, &good);
-    let sync = spec(&src, &target, "");
-    let _cs = Certsync::start(&["run", "--sync", &sync, "--debounce", "100ms"], d.path());
+    let dirs = dirs_with(&good);
+    let target = dirs.target.clone();
+    let _cs = dirs.start("", "100ms");
     let rev = wait_cert(&target, &good);
 
     fs::remove_file(target.join("tls.key")).unwrap();
@@ -207,11 +225,12 @@ fn once_exit_codes() {
 
 #[test]
 fn environment_variables_configure_and_sigterm_exits_zero() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("target"));
-    fs::create_dir(&src).unwrap();
     let good = Pair::new("env");
-    write_pair(&src, &good);
+    let Dirs {
+        tmp: d,
+        src,
+        target,
+    } = dirs_with(&good);
     let cs = Certsync::start_with(
         Command::new(certsync_bin())
             .arg("run")
