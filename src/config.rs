@@ -10,10 +10,11 @@
 //! ```text
 //! dir:/var/lib/kubelet/pki=/etc/certs/kubelet,combined=kubelet-server-current.pem
 //! dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key
+//! secret:openshift-kube-scheduler/kube-scheduler-client-cert-key=/etc/certs/client
+//! configmap:kube-system/ca-bundle=/etc/certs/ca,ca-only,ca=ca-bundle.crt
 //! ```
 //!
-//! The kind prefix leaves room for the API-server kinds (`secret:NS/NAME`,
-//! `configmap:NS/NAME`). Paths containing `=` or `,` need the config file.
+//! Paths containing `=` or `,` need the config file.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,6 +23,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
 
 use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
+use crate::source::secret::{ClientSettings, Kind, ObjectRef};
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
 
@@ -90,10 +92,11 @@ pub struct RunArgs {
     /// A mapping `KIND:SOURCE=TARGET[,OPTION=VALUE]...`; repeatable. In the
     /// environment variable, separate mappings with `;`.
     ///
-    /// Kinds: `dir:PATH` (a host directory).
+    /// Kinds: `dir:PATH` (a host directory), `secret:NAMESPACE/NAME`,
+    /// `configmap:NAMESPACE/NAME` (one object, watched by name).
     /// Options: `name=` (used in logs; default: the target path),
-    /// `cert=`, `key=`, `ca=` (source file names; default tls.crt, tls.key,
-    /// ca.crt; ca is optional), `combined=FILE` (one PEM with chain and key,
+    /// `cert=`, `key=`, `ca=` (source file names or object keys; default
+    /// tls.crt, tls.key, ca.crt; ca is optional), `combined=FILE` (one PEM with chain and key,
     /// e.g. kubelet-server-current.pem), `ca-only` (a CA bundle, no key),
     /// `cert-mode=`, `key-mode=`, `owner=`, `group=` (override the global
     /// flags for this mapping).
@@ -149,6 +152,21 @@ pub struct RunArgs {
     /// accepted, to forgive clock skew between issuer and node.
     #[arg(long, env = "CERTSYNC_CLOCK_SKEW", value_parser = humantime::parse_duration, default_value = "5m")]
     pub clock_skew: Duration,
+
+    /// Kubeconfig for secret:/configmap: mappings. Without it, `KUBECONFIG`,
+    /// then the pod's service account. Rebuilt when the file changes.
+    #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Name to verify in the API server's certificate, for servers reached
+    /// as `localhost` whose certificate names another host (static pods).
+    #[arg(long, env = "CERTSYNC_TLS_SERVER_NAME", value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+
+    /// Server-side timeout of each watch call. A silently dead connection
+    /// is noticed within this plus 5 s; the watch then resumes.
+    #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", value_parser = humantime::parse_duration, default_value = "1m")]
+    pub watch_timeout: Duration,
 }
 
 /// Parses an octal file mode such as `0644` or `640`.
@@ -266,15 +284,32 @@ impl MappingSpec {
                 self.source
             ))
         })?;
+        let object = |kind| {
+            let (namespace, obj) = location
+                .split_once('/')
+                .ok_or_else(|| err(format!("{:?}: expected NAMESPACE/NAME", self.source)))?;
+            check_dns("namespace", namespace, 63).map_err(&err)?;
+            check_dns("name", obj, 253).map_err(&err)?;
+            Ok(ObjectRef {
+                kind,
+                namespace: namespace.to_owned(),
+                name: obj.to_owned(),
+            })
+        };
         let source = match kind {
             "dir" if !location.is_empty() => Source::Dir(PathBuf::from(location)),
             "dir" => return Err(err("dir: needs a directory path".into())),
+            "secret" => Source::Kube(object(Kind::Secret)?),
+            "configmap" => Source::Kube(object(Kind::ConfigMap)?),
             other => {
                 return Err(err(format!(
-                    "unknown source kind {other:?} (supported: dir)"
+                    "unknown source kind {other:?} (supported: dir, secret, configmap)"
                 )));
             }
         };
+        if matches!(source, Source::Kube(_)) && self.combined.is_some() {
+            return Err(err("combined applies to dir: sources only".into()));
+        }
 
         let expect = if self.ca_only {
             Expect::CaOnly
@@ -358,6 +393,28 @@ impl MappingSpec {
 pub enum Source {
     /// A host directory.
     Dir(PathBuf),
+    /// One Secret or ConfigMap.
+    Kube(ObjectRef),
+}
+
+/// Checks a Kubernetes namespace or object name (DNS-1123: lower-case
+/// letters, digits, '-' and, for names, '.'; alphanumeric at both ends).
+fn check_dns(what: &str, s: &str, max: usize) -> Result<(), String> {
+    let dots = what == "name";
+    let ok = !s.is_empty()
+        && s.len() <= max
+        && s.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || (dots && b == b'.')
+        })
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {s:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
+        ))
+    }
 }
 
 /// How the source's files map to target files.
@@ -403,6 +460,7 @@ pub struct Mapping {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub mappings: Vec<Mapping>,
+    pub client: ClientSettings,
     pub once: bool,
     pub debounce: Duration,
     pub resync: Duration,
@@ -429,6 +487,11 @@ impl Config {
         check_overlaps(&mappings)?;
         Ok(Self {
             mappings,
+            client: ClientSettings {
+                kubeconfig: args.kubeconfig.clone(),
+                tls_server_name: args.tls_server_name.clone(),
+                watch_timeout: args.watch_timeout,
+            },
             once: args.once,
             debounce: args.debounce,
             resync: args.resync,
@@ -453,9 +516,13 @@ fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
     let norm = |p: &Path| -> PathBuf { p.components().collect() };
     for (i, a) in mappings.iter().enumerate() {
         let ta = norm(&a.target);
-        let Source::Dir(sa) = &a.source;
-        let sa = norm(sa);
-        if ta.starts_with(&sa) || sa.starts_with(&ta) {
+        let source_dir = match &a.source {
+            Source::Dir(dir) => Some(norm(dir)),
+            Source::Kube(_) => None,
+        };
+        if let Some(sa) = source_dir
+            && (ta.starts_with(&sa) || sa.starts_with(&ta))
+        {
             return Err(ConfigError::Mapping {
                 mapping: a.name.clone(),
                 problem: "the source and target directories overlap".into(),
@@ -530,6 +597,29 @@ mod tests {
         assert_eq!(kubelet.writer.owner, Some(1000));
         assert_eq!(kubelet.writer.cert_mode, 0o644);
         assert_eq!(c.debounce, Duration::from_secs(2));
+
+        let c = config(&[
+            "--sync",
+            "secret:openshift-kube-scheduler/kube-scheduler-client-cert-key=/t/client",
+            "--sync",
+            "configmap:kube-system/ca.bundle=/t/ca,ca-only,ca=ca-bundle.crt",
+            "--tls-server-name",
+            "api.example",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.mappings[0].source,
+            Source::Kube(ObjectRef {
+                kind: Kind::Secret,
+                namespace: "openshift-kube-scheduler".into(),
+                name: "kube-scheduler-client-cert-key".into(),
+            })
+        );
+        assert_eq!(
+            c.mappings[1].items,
+            vec![Item::new("ca-bundle.crt", CA_FILE, true)]
+        );
+        assert_eq!(c.client.tls_server_name.as_deref(), Some("api.example"));
     }
 
     #[test]
@@ -575,6 +665,19 @@ mod tests {
             (&["--sync", "dir:/a="], "target directory is empty"),
             (&["--sync", "/a=/b"], "no KIND: prefix"),
             (&["--sync", "nfs:/a=/b"], "unknown source kind \"nfs\""),
+            (&["--sync", "secret:default=/b"], "expected NAMESPACE/NAME"),
+            (
+                &["--sync", "secret:Default/x=/b"],
+                "namespace \"Default\" is not a valid",
+            ),
+            (
+                &["--sync", "configmap:ns/x_y=/b"],
+                "name \"x_y\" is not a valid",
+            ),
+            (
+                &["--sync", "secret:ns/x=/b,combined=c.pem"],
+                "dir: sources only",
+            ),
             (
                 &["--sync", "dir:/a=/b,colour=red"],
                 "unknown option \"colour\"",

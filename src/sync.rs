@@ -16,8 +16,10 @@ use crate::config::{Config, Mapping, Source};
 use crate::dirwatch::{self, DirWatch};
 use crate::source::Update;
 use crate::source::hostdir::HostDir;
+use crate::source::secret::{KubeObject, ObjectRef};
 use crate::validate::{self, Policy, ValidationError};
 use crate::writer::{Outcome, Writer, WriterError};
+use kube::Client;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
@@ -39,13 +41,41 @@ pub enum SyncError {
     Task { mapping: String, message: String },
 }
 
-/// The source of a mapping as something that can be read or run.
-pub fn host_dir(m: &Mapping) -> HostDir {
-    let Source::Dir(dir) = &m.source;
+/// The directory source of a mapping.
+fn host_dir(m: &Mapping, dir: &std::path::Path) -> HostDir {
     HostDir {
-        dir: dir.clone(),
+        dir: dir.to_owned(),
         layout: m.layout.clone(),
         items: m.items.clone(),
+    }
+}
+
+/// The API-server source of a mapping.
+fn kube_object(m: &Mapping, object: &ObjectRef) -> KubeObject {
+    KubeObject {
+        object: object.clone(),
+        items: m.items.clone(),
+    }
+}
+
+/// Reads a mapping's source once (`--once`). `client` is the API client,
+/// or why there is none.
+async fn read_once(m: &Mapping, client: &Result<Client, String>) -> Result<Bundle, String> {
+    match &m.source {
+        Source::Dir(dir) => {
+            let src = host_dir(m, dir);
+            match tokio::task::spawn_blocking(move || src.read()).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        Source::Kube(object) => {
+            let client = client.clone()?;
+            kube_object(m, object)
+                .get(client)
+                .await
+                .map_err(|e| e.to_string())
+        }
     }
 }
 
@@ -240,15 +270,21 @@ async fn blocking<T: Send + 'static>(
 /// Returns the failures.
 pub async fn once(config: &Config) -> Vec<SyncError> {
     let mut failures = Vec::new();
+    let client = if config
+        .mappings
+        .iter()
+        .any(|m| matches!(m.source, Source::Kube(_)))
+    {
+        config.client.client().await.map_err(|e| e.to_string())
+    } else {
+        Err("no API client needed".to_owned())
+    };
     for m in &config.mappings {
         let result = async {
             let mut s = Syncer::open(m.clone(), config.clock_skew).await?;
-            let src = host_dir(m);
-            let read = tokio::task::spawn_blocking(move || src.read()).await;
-            match read {
-                Ok(Ok(bundle)) => s.apply(bundle).await.map(|_| ()),
-                Ok(Err(e)) => Err(s.source_failed(e.to_string())),
-                Err(e) => Err(s.source_failed(e.to_string())),
+            match read_once(m, &client).await {
+                Ok(bundle) => s.apply(bundle).await.map(|_| ()),
+                Err(e) => Err(s.source_failed(e)),
             }
         }
         .await;
@@ -267,16 +303,33 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), 
         message: e.to_string(),
     })?;
     let mut tasks = tokio::task::JoinSet::new();
+    let (clients_tx, clients) = watch::channel(None);
+    if config
+        .mappings
+        .iter()
+        .any(|m| matches!(m.source, Source::Kube(_)))
+    {
+        let settings = config.client.clone();
+        tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
+    }
     for m in config.mappings {
         let syncer = Syncer::open(m.clone(), config.clock_skew).await?;
         let (tx, rx) = watch::channel(None);
-        tasks.spawn(host_dir(&m).run(
-            watcher.clone(),
-            config.debounce,
-            config.resync,
-            tx,
-            shutdown.clone(),
-        ));
+        match &m.source {
+            Source::Dir(dir) => tasks.spawn(host_dir(&m, dir).run(
+                watcher.clone(),
+                config.debounce,
+                config.resync,
+                tx,
+                shutdown.clone(),
+            )),
+            Source::Kube(object) => tasks.spawn(kube_object(&m, object).run(
+                clients.clone(),
+                config.client.watch_timeout,
+                tx,
+                shutdown.clone(),
+            )),
+        };
         let (drift, watched) = watcher.subscribe(&m.target);
         if let Err(e) = watched {
             tracing::warn!(mapping = %m.name, error = %e, "cannot watch the target; drift is caught on resync only");

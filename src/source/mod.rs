@@ -1,8 +1,12 @@
 //! Sources publish the newest content of one mapping into a
 //! `tokio::sync::watch` channel: bursts coalesce and the latest wins. They
 //! never validate or write; the sync task does (see `sync`).
+//!
+//! - `hostdir`: a directory on the node (inotify, debounced, resync).
+//! - `secret`: one Secret or ConfigMap, watched by name in the API server.
 
 pub mod hostdir;
+pub mod secret;
 
 use tokio::sync::watch;
 
@@ -13,6 +17,8 @@ use crate::bundle::Bundle;
 pub enum SourceError {
     #[error(transparent)]
     HostDir(#[from] hostdir::HostDirError),
+    #[error(transparent)]
+    Kube(#[from] secret::KubeError),
 }
 
 /// What a source publishes: the newest content, or why it cannot be read.

@@ -1,0 +1,379 @@
+//! API-server source: one Secret or ConfigMap, watched by name.
+//!
+//! Each mapping lists and watches exactly its object
+//! (`fieldSelector=metadata.name=NAME`), so memory does not grow with the
+//! namespace and RBAC can be limited with `resourceNames`. kube-runtime's
+//! watcher does the protocol work: it resumes from the last resourceVersion,
+//! uses bookmarks, re-lists on `410 Gone`, and backs off on errors.
+//!
+//! Invariants: a missing, deleted or unreadable object is reported (published
+//! as an error) and never turns into an empty bundle, so the last good files
+//! stay; a `403` names the verb and the object that were denied.
+//!
+//! The client is built from `--kubeconfig`, then `KUBECONFIG`, then the pod's
+//! service account. When the kubeconfig file changes on disk (rotated
+//! credentials) the client is rebuilt and every watch restarts with it; the
+//! in-cluster token file is re-read by kube itself.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use super::{SourceError, Update};
+use crate::bundle::{Bundle, BundleError};
+use crate::config::Item;
+use crate::dirwatch::DirWatch;
+
+/// The in-cluster service-account token, watched for rotation.
+const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("in-cluster configuration: {0} (give --kubeconfig when not running in a pod)")]
+    InCluster(String),
+    #[error("cannot build the API client: {0}")]
+    Client(String),
+    #[error("{object} not found; keeping the last good files")]
+    NotFound { object: String },
+    #[error("{object} was deleted; keeping the last good files")]
+    Deleted { object: String },
+    #[error("{object}: key {key:?} is missing")]
+    MissingKey { object: String, key: String },
+    #[error(
+        "forbidden: cannot {verb} {object}; certsync needs get, list and watch on it \
+         (see deploy/rbac.yaml): {message}"
+    )]
+    Forbidden {
+        verb: &'static str,
+        object: String,
+        message: String,
+    },
+    #[error("{verb} {object}: {message}")]
+    Api {
+        verb: &'static str,
+        object: String,
+        message: String,
+    },
+    #[error(transparent)]
+    Name(#[from] BundleError),
+}
+
+/// Which kind of object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Secret,
+    ConfigMap,
+}
+
+/// One object by kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            Kind::Secret => "secret",
+            Kind::ConfigMap => "configmap",
+        };
+        write!(f, "{kind} {}/{}", self.namespace, self.name)
+    }
+}
+
+/// How to reach the API server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientSettings {
+    pub kubeconfig: Option<PathBuf>,
+    /// Server name to verify in the API server's certificate (static pods
+    /// reach it as `localhost` while its certificate names another host).
+    pub tls_server_name: Option<String>,
+    /// Server-side timeout of each watch call; a silently dead connection is
+    /// noticed within this plus 5 s.
+    pub watch_timeout: Duration,
+}
+
+impl ClientSettings {
+    /// The kubeconfig to use: the flag, else `KUBECONFIG` (first path).
+    fn kubeconfig_path(&self) -> Option<PathBuf> {
+        self.kubeconfig.clone().or_else(|| {
+            let env = std::env::var_os("KUBECONFIG")?;
+            std::env::split_paths(&env).find(|p| !p.as_os_str().is_empty())
+        })
+    }
+
+    /// Files whose change means the client must be rebuilt.
+    fn credential_file(&self) -> PathBuf {
+        self.kubeconfig_path()
+            .unwrap_or_else(|| PathBuf::from(SA_TOKEN))
+    }
+
+    pub async fn client(&self) -> Result<Client, KubeError> {
+        let mut config = match self.kubeconfig_path() {
+            Some(path) => {
+                let err = |e: &dyn std::fmt::Display| KubeError::Kubeconfig {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                };
+                let kc = Kubeconfig::read_from(&path).map_err(|e| err(&e))?;
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| err(&e))?
+            }
+            None => kube::Config::incluster().map_err(|e| KubeError::InCluster(e.to_string()))?,
+        };
+        if let Some(name) = &self.tls_server_name {
+            config.tls_server_name = Some(name.clone());
+        }
+        Client::try_from(config).map_err(|e| KubeError::Client(e.to_string()))
+    }
+
+    /// Keeps `tx` holding a client built from the current credentials:
+    /// builds one (retrying while the configuration is broken) and rebuilds
+    /// it whenever the credential file's content changes.
+    pub async fn run_clients(
+        self,
+        watcher: DirWatch,
+        tx: watch::Sender<Option<Client>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let file = self.credential_file();
+        let dir = file.parent().map(PathBuf::from).unwrap_or_default();
+        let (mut events, _) = watcher.subscribe(&dir);
+        let fingerprint = || std::fs::read(&file).ok().map(Sha256::digest);
+        let mut built = false;
+        let mut built_from = None;
+        let mut retry = Duration::from_secs(1);
+        loop {
+            let now = fingerprint();
+            if !built || now != built_from {
+                match self.client().await {
+                    Ok(client) => {
+                        if built {
+                            tracing::info!(file = %file.display(), "credentials changed; rebuilt the API client");
+                        }
+                        (built, built_from) = (true, now);
+                        retry = Duration::from_secs(1);
+                        let _ = tx.send(Some(client));
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, retry_in = ?retry, "cannot build the API client");
+                        tokio::select! {
+                            () = crate::sync::stopped(&mut shutdown) => return,
+                            () = tokio::time::sleep(retry) => {}
+                        }
+                        retry = (retry * 2).min(Duration::from_secs(30));
+                        continue;
+                    }
+                }
+            }
+            tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                _ = events.recv() => {}
+                // The directory may not exist yet or may be replaced: look
+                // again now and then even without an event.
+                () = tokio::time::sleep(Duration::from_secs(60)) => { let _ = watcher.rewatch(&dir); }
+            }
+        }
+    }
+}
+
+/// What the source reads from an object.
+trait Payload {
+    fn value(&self, key: &str) -> Option<Vec<u8>>;
+}
+
+impl Payload for Secret {
+    fn value(&self, key: &str) -> Option<Vec<u8>> {
+        self.data.as_ref()?.get(key).map(|b| b.0.clone())
+    }
+}
+
+impl Payload for ConfigMap {
+    fn value(&self, key: &str) -> Option<Vec<u8>> {
+        let text = self
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|s| s.clone().into_bytes());
+        text.or_else(|| self.binary_data.as_ref()?.get(key).map(|b| b.0.clone()))
+    }
+}
+
+/// One mapping's object and the keys it publishes.
+#[derive(Debug, Clone)]
+pub struct KubeObject {
+    pub object: ObjectRef,
+    pub items: Vec<Item>,
+}
+
+impl KubeObject {
+    fn bundle(&self, obj: &impl Payload) -> Result<Bundle, KubeError> {
+        let mut bundle = Bundle::default();
+        for item in &self.items {
+            match obj.value(&item.source) {
+                Some(bytes) => bundle.insert(
+                    item.target,
+                    bytes,
+                    format!("{} key {}", self.object, item.source),
+                )?,
+                None if item.required => {
+                    return Err(KubeError::MissingKey {
+                        object: self.object.to_string(),
+                        key: item.source.clone(),
+                    });
+                }
+                None => {}
+            }
+        }
+        Ok(bundle)
+    }
+
+    /// Reads the object once (for `--once`).
+    pub async fn get(&self, client: Client) -> Result<Bundle, KubeError> {
+        let ns = &self.object.namespace;
+        let name = &self.object.name;
+        match self.object.kind {
+            Kind::Secret => {
+                let obj = Api::<Secret>::namespaced(client, ns).get_opt(name).await;
+                self.bundle(&self.found(obj)?)
+            }
+            Kind::ConfigMap => {
+                let obj = Api::<ConfigMap>::namespaced(client, ns).get_opt(name).await;
+                self.bundle(&self.found(obj)?)
+            }
+        }
+    }
+
+    fn found<K>(&self, obj: Result<Option<K>, kube::Error>) -> Result<K, KubeError> {
+        obj.map_err(|e| self.api_error("get", &e))?
+            .ok_or_else(|| KubeError::NotFound {
+                object: self.object.to_string(),
+            })
+    }
+
+    fn api_error(&self, verb: &'static str, e: &kube::Error) -> KubeError {
+        let object = self.object.to_string();
+        match e {
+            kube::Error::Api(s) if s.code == 403 => KubeError::Forbidden {
+                verb,
+                object,
+                message: s.message.clone(),
+            },
+            other => KubeError::Api {
+                verb,
+                object,
+                message: other.to_string(),
+            },
+        }
+    }
+
+    /// Watches the object with the newest client from `clients`, publishing
+    /// into `tx`, until shutdown.
+    pub async fn run(
+        self,
+        mut clients: watch::Receiver<Option<Client>>,
+        watch_timeout: Duration,
+        tx: watch::Sender<Option<Update>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let client = tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                c = clients.wait_for(Option::is_some) => match c {
+                    Ok(c) => c.clone(),
+                    Err(_) => return,
+                },
+            };
+            let Some(client) = client else { continue };
+            let watching = async {
+                match self.object.kind {
+                    Kind::Secret => self.watch::<Secret>(client, watch_timeout, &tx).await,
+                    Kind::ConfigMap => self.watch::<ConfigMap>(client, watch_timeout, &tx).await,
+                }
+            };
+            tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                // A rebuilt client (rotated credentials): watch again with it.
+                _ = clients.changed() => {}
+                () = watching => {}
+            }
+        }
+    }
+
+    async fn watch<K>(&self, client: Client, timeout: Duration, tx: &watch::Sender<Option<Update>>)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Payload
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + 'static,
+        K::DynamicType: Default,
+    {
+        let api = Api::<K>::namespaced(client, &self.object.namespace);
+        let config = watcher::Config::default()
+            .fields(&format!("metadata.name={}", self.object.name))
+            .timeout(u32::try_from(timeout.as_secs()).unwrap_or(290).max(1));
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        let mut seen = false;
+        let object = self.object.to_string();
+        while let Some(event) = stream.next().await {
+            let update = match event {
+                Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
+                    seen = true;
+                    self.bundle(&obj)
+                }
+                Ok(Event::Delete(_)) => Err(KubeError::Deleted {
+                    object: object.clone(),
+                }),
+                Ok(Event::Init) => {
+                    seen = false;
+                    continue;
+                }
+                Ok(Event::InitDone) if seen => continue,
+                Ok(Event::InitDone) => Err(KubeError::NotFound {
+                    object: object.clone(),
+                }),
+                // 410 Gone is routine: the watcher re-lists by itself.
+                Err(watcher::Error::WatchError(s)) if s.code == 410 => {
+                    tracing::debug!(object = %object, "resourceVersion expired; re-listing");
+                    continue;
+                }
+                Err(e) => {
+                    let err = match &e {
+                        watcher::Error::InitialListFailed(e) => self.api_error("list", e),
+                        watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
+                            self.api_error("watch", e)
+                        }
+                        watcher::Error::WatchError(s) if s.code == 403 => KubeError::Forbidden {
+                            verb: "watch",
+                            object: object.clone(),
+                            message: s.message.clone(),
+                        },
+                        other => KubeError::Api {
+                            verb: "watch",
+                            object: object.clone(),
+                            message: other.to_string(),
+                        },
+                    };
+                    Err(err)
+                }
+            };
+            super::publish(tx, update.map_err(SourceError::from));
+        }
+    }
+}
