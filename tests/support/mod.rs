@@ -3,6 +3,7 @@
 //! reading a target the way a consumer would.
 #![allow(dead_code)]
 
+pub mod apiserver;
 pub mod certs;
 
 use std::fs;

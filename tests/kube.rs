@@ -1,0 +1,450 @@
+//! End to end with Secret and ConfigMap sources, through the real binary.
+//!
+//! Objects are created, changed and deleted through the Kubernetes API, so
+//! the same tests run against a real cluster: set `CERTSYNC_E2E_KUBECONFIG`
+//! (and `CERTSYNC_E2E_NAMESPACE`, default `default`); each test then uses its
+//! own uniquely named objects and deletes them. Without it they run against
+//! the test API server in `tests/support/apiserver.rs`. Tests that inject
+//! faults or need a particular RBAC setup need that server and are skipped
+//! (with a message) on a real cluster.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+
+use support::apiserver::{ApiServer, write_kubeconfig};
+use support::certs::Pair;
+use support::*;
+
+/// Where the tests run: the test API server, or a real cluster.
+struct Env {
+    tmp: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    client: Client,
+    ns: String,
+    fake: Option<ApiServer>,
+    created: Vec<(&'static str, String)>,
+}
+
+async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+impl Env {
+    async fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kubeconfig, ns, fake) = match std::env::var_os("CERTSYNC_E2E_KUBECONFIG") {
+            Some(kc) => {
+                let ns =
+                    std::env::var("CERTSYNC_E2E_NAMESPACE").unwrap_or_else(|_| "default".into());
+                (PathBuf::from(kc), ns, None)
+            }
+            None => {
+                let fake = ApiServer::start().await;
+                (
+                    fake.kubeconfig(tmp.path()),
+                    "certsync-e2e".to_owned(),
+                    Some(fake),
+                )
+            }
+        };
+        let client = client_for(&kubeconfig).await;
+        Self {
+            tmp,
+            kubeconfig,
+            client,
+            ns,
+            fake,
+            created: Vec::new(),
+        }
+    }
+
+    /// The test API server, or `None` (with a note) on a real cluster.
+    fn fake(&mut self, test: &str) -> Option<&mut ApiServer> {
+        if self.fake.is_none() {
+            eprintln!("{test}: skipped on a real cluster (needs the test API server)");
+        }
+        self.fake.as_mut()
+    }
+
+    fn name(&self, prefix: &str) -> String {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        format!(
+            "certsync-{prefix}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    fn configmaps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Creates or replaces a `kubernetes.io/tls` Secret holding `data`.
+    async fn put_secret(&mut self, name: &str, data: &[(&str, &[u8])]) {
+        let data: BTreeMap<String, ByteString> = data
+            .iter()
+            .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
+            .collect();
+        let api = self.secrets();
+        match api.get_opt(name).await.unwrap() {
+            Some(mut s) => {
+                s.data = Some(data);
+                api.replace(name, &PostParams::default(), &s).await.unwrap();
+            }
+            None => {
+                let s = Secret {
+                    metadata: ObjectMeta {
+                        name: Some(name.into()),
+                        ..Default::default()
+                    },
+                    type_: Some("kubernetes.io/tls".into()),
+                    data: Some(data),
+                    ..Default::default()
+                };
+                api.create(&PostParams::default(), &s).await.unwrap();
+                self.created.push(("secret", name.to_owned()));
+            }
+        }
+    }
+
+    async fn put_pair(&mut self, name: &str, p: &Pair) {
+        self.put_secret(name, &[("tls.crt", &p.cert), ("tls.key", &p.key)])
+            .await;
+    }
+
+    fn target(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    fn start(&self, specs: &[String], extra: &[&str]) -> Certsync {
+        self.start_with_kubeconfig(&self.kubeconfig, specs, extra)
+    }
+
+    fn start_with_kubeconfig(
+        &self,
+        kubeconfig: &Path,
+        specs: &[String],
+        extra: &[&str],
+    ) -> Certsync {
+        let mut args = vec![
+            "run".to_owned(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+        ];
+        args.extend(["--watch-timeout".into(), "3s".into()]);
+        for s in specs {
+            args.extend(["--sync".to_owned(), s.clone()]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Certsync::start(&args, self.tmp.path())
+    }
+
+    fn secret_spec(&self, name: &str) -> String {
+        format!(
+            "secret:{}/{name}={},name={name}",
+            self.ns,
+            self.target(name).display()
+        )
+    }
+
+    async fn cleanup(self) {
+        for (kind, name) in &self.created {
+            let dp = DeleteParams::default();
+            let _ = match *kind {
+                "secret" => self.secrets().delete(name, &dp).await.map(|_| ()),
+                _ => self.configmaps().delete(name, &dp).await.map(|_| ()),
+            };
+        }
+    }
+}
+
+fn wait_pair(target: &Path, p: &Pair) -> String {
+    wait_for("the target to hold the expected pair", || {
+        let (rev, cert, key) = read_live(target)?;
+        (cert == p.cert && key == p.key).then_some(rev)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_sync_rotation_and_field_selector() {
+    let mut env = Env::new().await;
+    let name = env.name("rotate");
+    let first = Pair::new("first");
+    env.put_pair(&name, &first).await;
+    let cs = env.start(&[env.secret_spec(&name)], &[]);
+    let target = env.target(&name);
+    assert!(wait_pair(&target, &first).starts_with("..rev-000001-"));
+
+    let second = Pair::new("second");
+    env.put_pair(&name, &second).await;
+    assert!(wait_pair(&target, &second).starts_with("..rev-000002-"));
+    cs.wait_log("published new revision");
+
+    if let Some(fake) = env.fake("field selector check") {
+        // certsync listed and watched exactly this object, never the namespace.
+        let reads: Vec<String> = fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.starts_with("list secrets") || r.starts_with("watch secrets"))
+            .collect();
+        assert!(reads.iter().any(|r| r.starts_with("list")), "{reads:?}");
+        let selector = format!("\"fieldSelector\": \"metadata.name={name}\"");
+        for r in &reads {
+            assert!(r.contains(&selector), "unfiltered read: {r}");
+        }
+        assert!(reads.iter().any(|r| r.starts_with("watch")), "{reads:?}");
+    }
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_of_twenty_updates_converges_to_the_last() {
+    let mut env = Env::new().await;
+    let name = env.name("burst");
+    env.put_pair(&name, &Pair::new("start")).await;
+    let _cs = env.start(&[env.secret_spec(&name)], &[]);
+    let target = env.target(&name);
+    wait_for("first sync", || read_live(&target));
+    let pairs: Vec<Pair> = (0..20).map(|i| Pair::new(&format!("burst{i}"))).collect();
+    for p in &pairs {
+        env.put_pair(&name, p).await;
+    }
+    wait_pair(&target, &pairs[19]);
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_material_and_deletion_keep_the_last_good_pair() {
+    let mut env = Env::new().await;
+    let name = env.name("bad");
+    let good = Pair::new("good");
+    env.put_pair(&name, &good).await;
+    let cs = env.start(&[env.secret_spec(&name)], &[]);
+    let target = env.target(&name);
+    let rev = wait_pair(&target, &good);
+
+    let other = Pair::new("other");
+    env.put_secret(&name, &[("tls.crt", &good.cert), ("tls.key", &other.key)])
+        .await;
+    cs.wait_log("reason=\"key_mismatch\"");
+    let line = cs
+        .log()
+        .lines()
+        .find(|l| l.contains("key_mismatch"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        line.contains(&format!(
+            "secret {}/{name} key tls.key does not match",
+            env.ns
+        )),
+        "{line}"
+    );
+    assert_eq!(
+        read_live(&target).unwrap(),
+        (rev.clone(), good.cert.clone(), good.key.clone())
+    );
+
+    env.put_secret(&name, &[("tls.crt", &good.cert)]).await;
+    cs.wait_log("key \"tls.key\" is missing");
+    env.secrets()
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    cs.wait_log("was deleted; keeping the last good files");
+    assert_eq!(
+        read_live(&target).unwrap(),
+        (rev, good.cert.clone(), good.key.clone())
+    );
+
+    let again = Pair::new("again");
+    env.put_pair(&name, &again).await;
+    wait_pair(&target, &again);
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configmap_ca_bundle_with_key_mapping() {
+    let mut env = Env::new().await;
+    let name = env.name("ca");
+    let p = Pair::new("ca");
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "ca-bundle.crt".to_owned(),
+            String::from_utf8(p.ca_cert.clone()).unwrap(),
+        )])),
+        ..Default::default()
+    };
+    env.configmaps()
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    env.created.push(("configmap", name.clone()));
+    let target = env.target(&name);
+    let spec = format!(
+        "configmap:{}/{name}={},ca-only,ca=ca-bundle.crt",
+        env.ns,
+        target.display()
+    );
+    let _cs = env.start(&[spec], &[]);
+    wait_for("ca.crt", || {
+        std::fs::read(target.join("ca.crt"))
+            .ok()
+            .filter(|b| *b == p.ca_cert)
+    });
+    assert!(!target.join("tls.key").exists());
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_server_down_at_start_then_up() {
+    let mut env = Env::new().await;
+    if env.fake("api_server_down_at_start_then_up").is_none() {
+        return env.cleanup().await;
+    }
+    // A first run leaves a good pair on disk.
+    let name = env.name("down");
+    let first = Pair::new("first");
+    env.put_pair(&name, &first).await;
+    let spec = env.secret_spec(&name);
+    let target = env.target(&name);
+    let cs = env.start(std::slice::from_ref(&spec), &[]);
+    let rev = wait_pair(&target, &first);
+    drop(cs);
+
+    // The API server goes away; certsync starts anyway and keeps the files.
+    let addr = ApiServer::reserve().await;
+    let kc_dir = env.tmp.path().join("kc-down");
+    std::fs::create_dir(&kc_dir).unwrap();
+    let kubeconfig = write_kubeconfig(&kc_dir, &format!("http://{addr}"));
+    let mut cs = env.start_with_kubeconfig(&kubeconfig, std::slice::from_ref(&spec), &[]);
+    cs.wait_log("reason=\"source_unavailable\"");
+    assert!(cs.is_running());
+    assert_eq!(read_live(&target).unwrap().0, rev);
+
+    // It comes up (at that address) with a newer pair: certsync converges.
+    let fake2 = ApiServer::start_at(addr).await;
+    let second = Pair::new("second");
+    let client = client_for(&kubeconfig).await;
+    let api: Api<Secret> = Api::namespaced(client, &env.ns);
+    let s = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([
+            ("tls.crt".to_owned(), ByteString(second.cert.clone())),
+            ("tls.key".to_owned(), ByteString(second.key.clone())),
+        ])),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &s).await.unwrap();
+    wait_pair(&target, &second);
+    drop(fake2);
+    env.cleanup().await;
+}
+
+/// Each fault is injected while the object changes; certsync must converge
+/// to the newest object, stay up, and never go back to older content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_after_every_injected_fault() {
+    let mut env = Env::new().await;
+    if env.fake("converges_after_every_injected_fault").is_none() {
+        return env.cleanup().await;
+    }
+    let name = env.name("faults");
+    env.put_pair(&name, &Pair::new("start")).await;
+    let mut cs = env.start(&[env.secret_spec(&name)], &[]);
+    let target = env.target(&name);
+    wait_for("first sync", || read_live(&target));
+
+    type Fault = fn(&mut ApiServer);
+    let faults: Vec<(&str, Fault)> = vec![
+        ("drop connections", |f| f.drop_connections()),
+        ("end watches", |f| f.end_watches()),
+        ("stall", |f| f.stall(true)),
+        ("500s", |f| {
+            f.fail_next(3);
+            f.drop_connections()
+        }),
+        ("410 storm", |f| {
+            f.gone_next(5);
+            f.end_watches()
+        }),
+        ("compaction", |f| {
+            f.compact();
+            f.end_watches()
+        }),
+        ("rewound resourceVersions", |f| f.rewind()),
+        ("down", |f| f.down()),
+    ];
+    for (what, inject) in faults {
+        let fake = env.fake.as_mut().unwrap();
+        inject(fake);
+        match what {
+            "down" => {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                fake.up().await;
+            }
+            "500s" => {
+                while fake.failures_pending() > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+            _ => {}
+        }
+        // The object changes while (or right after) the fault is in force.
+        let newest = Pair::new(what);
+        env.put_pair(&name, &newest).await;
+        if what == "stall" {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            env.fake.as_mut().unwrap().stall(false);
+        }
+        wait_pair(&target, &newest);
+        assert!(cs.is_running(), "{what}: certsync exited");
+    }
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_names_the_verb_and_object() {
+    let mut env = Env::new().await;
+    let name = env.name("denied");
+    let ns = env.ns.clone();
+    let Some(fake) = env.fake("forbidden_names_the_verb_and_object") else {
+        return env.cleanup().await;
+    };
+    fake.allow_only(&[("secrets", &ns, "some-other-secret")]);
+    let cs = env.start(&[env.secret_spec(&name)], &[]);
+    cs.wait_log("forbidden: cannot list secret");
+    let line = cs
+        .log()
+        .lines()
+        .find(|l| l.contains("forbidden"))
+        .unwrap()
+        .to_owned();
+    assert!(line.contains(&format!("secret {ns}/{name}")), "{line}");
+    assert!(line.contains("get, list and watch"), "{line}");
+    assert!(!env.target(&name).join("..data").exists());
+}

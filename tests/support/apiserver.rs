@@ -1,0 +1,627 @@
+//! A test API server for Secrets and ConfigMaps that speaks the real
+//! protocol closely enough for kube-rs (and certsync) not to tell:
+//!
+//! - GET one object; LIST with `metadata.resourceVersion` and
+//!   `fieldSelector=metadata.name=NAME`; WATCH as JSON lines of `ADDED`,
+//!   `MODIFIED`, `DELETED`, `BOOKMARK` (with `allowWatchBookmarks`), resuming
+//!   after `resourceVersion`, ending after `timeoutSeconds`;
+//! - a resourceVersion it has no history for (compacted, or from before a
+//!   restart that rewound the counter) gets a watch `ERROR` event with
+//!   `410 Gone` (reason `Expired`), as a real apiserver sends it;
+//! - POST, PUT, DELETE mutate and bump one global resourceVersion, as etcd
+//!   does, so tests change objects through the Kubernetes API;
+//! - an optional allow-list answers `403 Forbidden` for any other object,
+//!   including a list or watch without a name selector, like RBAC with
+//!   `resourceNames`;
+//! - faults on demand: drop every connection, end every watch, stall
+//!   watches (no bytes), answer 500 for the next N requests, 410 for the
+//!   next N watches, compact history, rewind the
+//!   resourceVersion counter, go down and come back on the same port.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinSet;
+
+type Key = (String, String, String); // resource, namespace, name
+
+#[derive(Clone, Debug)]
+struct Logged {
+    rv: u64,
+    kind: &'static str,
+    key: Key,
+    object: Value,
+}
+
+#[derive(Default)]
+struct Store {
+    rv: u64,
+    objects: BTreeMap<Key, Value>,
+    log: Vec<Logged>,
+    /// Watches from a resourceVersion below this get 410.
+    oldest: u64,
+    allow: Option<BTreeSet<Key>>,
+    fail_next: u32,
+    gone_next: u32,
+    requests: Vec<String>,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    events: broadcast::Sender<Logged>,
+    /// Bumped to end every open watch.
+    generation: watch::Sender<u64>,
+    stalled: watch::Sender<bool>,
+}
+
+/// The running server. Stops when dropped.
+pub struct ApiServer {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<tokio::task::JoinHandle<()>>,
+    conns: Arc<Mutex<JoinSet<()>>>,
+}
+
+impl ApiServer {
+    /// Starts on a free loopback port.
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on(listener).await
+    }
+
+    /// A free port with nothing listening yet (for "API server down at start").
+    pub async fn reserve() -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    }
+
+    /// Starts listening on `addr` (from [`ApiServer::reserve`]).
+    pub async fn start_at(addr: SocketAddr) -> Self {
+        Self::start_on(TcpListener::bind(addr).await.unwrap()).await
+    }
+
+    async fn start_on(listener: TcpListener) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store {
+                rv: 100,
+                oldest: 1,
+                ..Default::default()
+            }),
+            events,
+            generation: watch::channel(0).0,
+            stalled: watch::channel(false).0,
+        });
+        let mut s = Self {
+            addr: listener.local_addr().unwrap(),
+            shared,
+            accept: None,
+            conns: Arc::default(),
+        };
+        s.listen(listener);
+        s
+    }
+
+    fn listen(&mut self, listener: TcpListener) {
+        let app = router(Arc::clone(&self.shared));
+        let conns = Arc::clone(&self.conns);
+        self.accept = Some(tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+                conns.lock().unwrap().spawn(async move {
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+                });
+            }
+        }));
+    }
+
+    /// A kubeconfig pointing at this server (plain HTTP, a dummy token).
+    pub fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        write_kubeconfig(dir, &format!("http://{}", self.addr))
+    }
+
+    // ---- faults -------------------------------------------------------
+
+    /// Stops listening and kills every connection (a crashed apiserver).
+    pub fn down(&mut self) {
+        if let Some(a) = self.accept.take() {
+            a.abort();
+        }
+        self.drop_connections();
+    }
+
+    /// Listens again on the same port.
+    pub async fn up(&mut self) {
+        self.down();
+        let listener = loop {
+            match TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        self.listen(listener);
+    }
+
+    /// Resets every open connection mid-stream.
+    pub fn drop_connections(&self) {
+        self.conns.lock().unwrap().abort_all();
+    }
+
+    /// Ends every open watch cleanly (as a watch timeout does).
+    pub fn end_watches(&self) {
+        self.shared.generation.send_modify(|g| *g += 1);
+    }
+
+    /// While stalled, open watches send nothing and new watch requests hang
+    /// (other requests go through, so a test can still change objects).
+    pub fn stall(&self, on: bool) {
+        self.shared.stalled.send_replace(on);
+    }
+
+    /// The next `n` requests for secrets/configmaps answer 500.
+    pub fn fail_next(&self, n: u32) {
+        self.shared.store.lock().unwrap().fail_next = n;
+    }
+
+    /// The next `n` watch requests get 410 Gone, whatever their
+    /// resourceVersion (a storm of expirations).
+    pub fn gone_next(&self, n: u32) {
+        self.shared.store.lock().unwrap().gone_next = n;
+    }
+
+    /// Forgets history: watches from any earlier resourceVersion get 410.
+    pub fn compact(&self) {
+        let mut st = self.shared.store.lock().unwrap();
+        st.oldest = st.rv + 1;
+        st.log.clear();
+    }
+
+    /// A restart with a new resourceVersion history (an etcd restore): the
+    /// counter starts again far below where it was, every object keeps its
+    /// content under a new resourceVersion, and every connection drops.
+    pub fn rewind(&self) {
+        {
+            let mut st = self.shared.store.lock().unwrap();
+            st.rv = 1;
+            st.log.clear();
+            st.oldest = 2;
+            let keys: Vec<Key> = st.objects.keys().cloned().collect();
+            for key in keys {
+                st.rv += 1;
+                let rv = st.rv;
+                let obj = st.objects.get_mut(&key).unwrap();
+                obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+            }
+        }
+        self.drop_connections();
+    }
+
+    /// Only these objects may be read (`resource` is `secrets` or
+    /// `configmaps`); anything else gets 403.
+    pub fn allow_only(&self, objects: &[(&str, &str, &str)]) {
+        self.shared.store.lock().unwrap().allow = Some(
+            objects
+                .iter()
+                .map(|(r, n, o)| (r.to_string(), n.to_string(), o.to_string()))
+                .collect(),
+        );
+    }
+
+    /// Injected 500s not yet served.
+    pub fn failures_pending(&self) -> u32 {
+        self.shared.store.lock().unwrap().fail_next
+    }
+
+    /// Every request seen, as `VERB resource namespace/name {query}` (verb:
+    /// get, list, watch, create, update, delete).
+    pub fn requests(&self) -> Vec<String> {
+        self.shared.store.lock().unwrap().requests.clone()
+    }
+
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store.lock().unwrap().rv
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// Writes a kubeconfig for `server` into `dir`.
+pub fn write_kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n\
+             users:\n- name: test\n  user:\n    token: test-token\n\
+             contexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n\
+             current-context: test\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route(
+            "/api/v1/namespaces/{ns}/{resource}",
+            get(collection).post(create),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/{resource}/{name}",
+            get(get_one).put(replace).delete(delete),
+        )
+        .with_state(shared)
+}
+
+fn status(code: StatusCode, reason: &str, message: String) -> Response {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code.as_u16(),
+    });
+    (code, axum::Json(body)).into_response()
+}
+
+fn kind_of(resource: &str) -> Option<&'static str> {
+    match resource {
+        "secrets" => Some("Secret"),
+        "configmaps" => Some("ConfigMap"),
+        _ => None,
+    }
+}
+
+/// Request log, 500 injection, stall and RBAC, in that order.
+async fn admit(
+    shared: &Shared,
+    verb: &str,
+    resource: &str,
+    ns: &str,
+    name: Option<&str>,
+    query: &HashMap<String, String>,
+) -> Result<(), Response> {
+    {
+        let mut st = shared.store.lock().unwrap();
+        let q: BTreeMap<_, _> = query.iter().collect();
+        st.requests.push(format!(
+            "{verb} {resource} {ns}/{} {q:?}",
+            name.unwrap_or("")
+        ));
+        if st.fail_next > 0 {
+            st.fail_next -= 1;
+            return Err(status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "injected failure".into(),
+            ));
+        }
+    }
+    if verb == "watch" {
+        let mut stalled = shared.stalled.subscribe();
+        let _ = stalled.wait_for(|s| !*s).await;
+    }
+    let st = shared.store.lock().unwrap();
+    if let Some(allow) = &st.allow {
+        let ok = name.is_some_and(|n| allow.contains(&(resource.into(), ns.into(), n.into())));
+        if !ok {
+            let what = name.map_or(String::new(), |n| format!(" {n:?}"));
+            return Err(status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                format!(
+                    "{resource}{what} is forbidden: User \"system:serviceaccount:certsync:certsync\" \
+                     cannot {verb} resource \"{resource}\" in API group \"\" in the namespace \"{ns}\""
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn name_selector(query: &HashMap<String, String>) -> Option<String> {
+    let sel = query.get("fieldSelector")?;
+    let v = sel
+        .strip_prefix("metadata.name==")
+        .or_else(|| sel.strip_prefix("metadata.name="))?;
+    Some(v.to_owned())
+}
+
+async fn collection(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, resource)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(kind) = kind_of(&resource) else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("no resource {resource}"),
+        );
+    };
+    let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let name = name_selector(&query);
+    let verb = if watching { "watch" } else { "list" };
+    if let Err(r) = admit(&shared, verb, &resource, &ns, name.as_deref(), &query).await {
+        return r;
+    }
+    let matches = {
+        let (resource, ns, name) = (resource.clone(), ns.clone(), name.clone());
+        move |k: &Key| k.0 == resource && k.1 == ns && name.as_ref().is_none_or(|n| *n == k.2)
+    };
+    if !watching {
+        let st = shared.store.lock().unwrap();
+        let items: Vec<Value> = st
+            .objects
+            .iter()
+            .filter(|(k, _)| matches(k))
+            .map(|(_, v)| v.clone())
+            .collect();
+        let body = json!({
+            "apiVersion": "v1", "kind": format!("{kind}List"),
+            "metadata": {"resourceVersion": st.rv.to_string()}, "items": items,
+        });
+        return axum::Json(body).into_response();
+    }
+
+    let bookmarks = query
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse().ok())
+        .map_or(Duration::from_secs(1800), Duration::from_secs);
+    let from: Option<u64> = query
+        .get("resourceVersion")
+        .filter(|v| !v.is_empty() && *v != "0")
+        .and_then(|v| v.parse().ok());
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let line =
+        |ty: &str, obj: &Value| Bytes::from(format!("{}\n", json!({"type": ty, "object": obj})));
+
+    // Subscribe under the store lock, so no event falls between the replay
+    // and the live stream.
+    let (backlog, mut live, expired) = {
+        let mut st = shared.store.lock().unwrap();
+        let live = shared.events.subscribe();
+        let forced = st.gone_next > 0;
+        st.gone_next = st.gone_next.saturating_sub(1);
+        match from {
+            _ if forced => (Vec::new(), live, Some(from.unwrap_or(0))),
+            Some(rv) if rv + 1 < st.oldest || rv > st.rv => (Vec::new(), live, Some(rv)),
+            Some(rv) => (
+                st.log
+                    .iter()
+                    .filter(|e| e.rv > rv && matches(&e.key))
+                    .map(|e| line(e.kind, &e.object))
+                    .collect(),
+                live,
+                None,
+            ),
+            // No resourceVersion: the current state as ADDED events first.
+            None => (
+                st.objects
+                    .iter()
+                    .filter(|(k, _)| matches(k))
+                    .map(|(_, v)| line("ADDED", v))
+                    .collect(),
+                live,
+                None,
+            ),
+        }
+    };
+    let mut generation = shared.generation.subscribe();
+    let mut stalled = shared.stalled.subscribe();
+    let shared2 = Arc::clone(&shared);
+    tokio::spawn(async move {
+        if let Some(rv) = expired {
+            let gone = json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("too old resource version: {rv}"), "reason": "Expired", "code": 410,
+            });
+            let _ = tx.send(line("ERROR", &gone)).await;
+            return;
+        }
+        for b in backlog {
+            if tx.send(b).await.is_err() {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut bookmark = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            if *stalled.borrow_and_update() {
+                tokio::select! {
+                    _ = stalled.changed() => continue,
+                    _ = generation.changed() => return,
+                }
+            }
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = generation.changed() => return,
+                _ = stalled.changed() => continue,
+                ev = live.recv() => match ev {
+                    Ok(e) if matches(&e.key) => {
+                        if tx.send(line(e.kind, &e.object)).await.is_err() { return; }
+                    }
+                    Ok(_) => {}
+                    Err(_) => return, // lagged or closed: end; the client resumes
+                },
+                _ = bookmark.tick(), if bookmarks => {
+                    let rv = shared2.store.lock().unwrap().rv;
+                    let obj = json!({"kind": kind, "apiVersion": "v1",
+                                     "metadata": {"resourceVersion": rv.to_string()}});
+                    if tx.send(line("BOOKMARK", &obj)).await.is_err() { return; }
+                }
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+async fn get_one(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = admit(&shared, "get", &resource, &ns, Some(&name), &query).await {
+        return r;
+    }
+    let st = shared.store.lock().unwrap();
+    match st.objects.get(&(resource.clone(), ns, name.clone())) {
+        Some(obj) => axum::Json(obj.clone()).into_response(),
+        None => status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("{resource} {name:?} not found"),
+        ),
+    }
+}
+
+/// Stores `obj` under a new resourceVersion and tells the watches.
+fn commit(shared: &Shared, st: &mut Store, kind: &'static str, key: Key, mut obj: Value) -> Value {
+    st.rv += 1;
+    obj["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+    let logged = Logged {
+        rv: st.rv,
+        kind,
+        key: key.clone(),
+        object: obj.clone(),
+    };
+    st.log.push(logged.clone());
+    if kind == "DELETED" {
+        st.objects.remove(&key);
+    } else {
+        st.objects.insert(key, obj.clone());
+    }
+    let _ = shared.events.send(logged);
+    obj
+}
+
+fn normalize(resource: &str, ns: &str, mut obj: Value) -> Result<(Key, Value), Box<Response>> {
+    let invalid = |code, reason, message: String| Box::new(status(code, reason, message));
+    let kind = kind_of(resource).ok_or_else(|| {
+        invalid(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("no resource {resource}"),
+        )
+    })?;
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            invalid(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                "metadata.name is required".into(),
+            )
+        })?;
+    obj["apiVersion"] = json!("v1");
+    obj["kind"] = json!(kind);
+    obj["metadata"]["namespace"] = json!(ns);
+    Ok(((resource.to_owned(), ns.to_owned(), name), obj))
+}
+
+async fn create(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, resource)): Path<(String, String)>,
+    axum::Json(obj): axum::Json<Value>,
+) -> Response {
+    let (key, mut obj) = match normalize(&resource, &ns, obj) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let mut st = shared.store.lock().unwrap();
+    st.requests
+        .push(format!("create {resource} {ns}/{}", key.2));
+    if st.objects.contains_key(&key) {
+        return status(
+            StatusCode::CONFLICT,
+            "AlreadyExists",
+            format!("{resource} {:?} already exists", key.2),
+        );
+    }
+    obj["metadata"]["uid"] = json!(format!("uid-{}-{}", key.2, st.rv + 1));
+    let obj = commit(&shared, &mut st, "ADDED", key, obj);
+    (StatusCode::CREATED, axum::Json(obj)).into_response()
+}
+
+async fn replace(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+    axum::Json(obj): axum::Json<Value>,
+) -> Response {
+    let (key, mut obj) = match normalize(&resource, &ns, obj) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let mut st = shared.store.lock().unwrap();
+    st.requests.push(format!("update {resource} {ns}/{name}"));
+    let Some(current) = st.objects.get(&key) else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("{resource} {name:?} not found"),
+        );
+    };
+    let sent_rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    if !sent_rv.is_empty() && current["metadata"]["resourceVersion"] != json!(sent_rv) {
+        return status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "the object has been modified".into(),
+        );
+    }
+    obj["metadata"]["uid"] = current["metadata"]["uid"].clone();
+    let obj = commit(&shared, &mut st, "MODIFIED", key, obj);
+    axum::Json(obj).into_response()
+}
+
+async fn delete(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+) -> Response {
+    let key = (resource.clone(), ns.clone(), name.clone());
+    let mut st = shared.store.lock().unwrap();
+    st.requests.push(format!("delete {resource} {ns}/{name}"));
+    let Some(obj) = st.objects.get(&key).cloned() else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("{resource} {name:?} not found"),
+        );
+    };
+    let obj = commit(&shared, &mut st, "DELETED", key, obj);
+    axum::Json(obj).into_response()
+}
