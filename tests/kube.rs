@@ -448,3 +448,89 @@ async fn forbidden_names_the_verb_and_object() {
     assert!(line.contains("get, list and watch"), "{line}");
     assert!(!env.target(&name).join("..data").exists());
 }
+
+/// Static pods reach the apiserver as `localhost`/127.0.0.1 while its
+/// certificate names another host: without `--tls-server-name` the TLS
+/// handshake fails (and says so); with it, certsync syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_server_name_override() {
+    let mut env = Env::new().await;
+    if env.fake("tls_server_name_override").is_none() {
+        return env.cleanup().await;
+    }
+    let serving = Pair::new("kube-apiserver.test");
+    let tls = ApiServer::start_tls(&serving.cert, &serving.key).await;
+    let dir = env.tmp.path().join("tls");
+    std::fs::create_dir(&dir).unwrap();
+    let ca = dir.join("ca.crt");
+    std::fs::write(&ca, &serving.ca_cert).unwrap();
+    let kubeconfig = tls.tls_kubeconfig(&dir, &ca);
+
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    config.tls_server_name = Some("kube-apiserver.test".into());
+    let api: Api<Secret> = Api::namespaced(Client::try_from(config).unwrap(), &env.ns);
+    let name = env.name("tls");
+    let p = Pair::new("served");
+    let s = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([
+            ("tls.crt".to_owned(), ByteString(p.cert.clone())),
+            ("tls.key".to_owned(), ByteString(p.key.clone())),
+        ])),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &s).await.unwrap();
+
+    let spec = env.secret_spec(&name);
+    let without = env.start_with_kubeconfig(&kubeconfig, std::slice::from_ref(&spec), &[]);
+    without.wait_log("reason=\"source_unavailable\"");
+    let log = without.log();
+    assert!(
+        log.contains("certificate not valid for name"),
+        "the TLS name problem is named:\n{log}"
+    );
+    assert!(read_live(&env.target(&name)).is_none());
+    drop(without);
+
+    let _with = env.start_with_kubeconfig(
+        &kubeconfig,
+        &[spec],
+        &["--tls-server-name", "kube-apiserver.test"],
+    );
+    wait_pair(&env.target(&name), &p);
+}
+
+/// Rotated credentials: the kubeconfig file is rewritten while certsync
+/// runs; the client is rebuilt from it without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_change_rebuilds_the_client() {
+    let mut env = Env::new().await;
+    if env.fake("kubeconfig_change_rebuilds_the_client").is_none() {
+        return env.cleanup().await;
+    }
+    let name = env.name("rekey");
+    let p = Pair::new("rekey");
+    env.put_pair(&name, &p).await;
+
+    // First the kubeconfig points at an address where nothing answers.
+    let dir = env.tmp.path().join("kc");
+    std::fs::create_dir(&dir).unwrap();
+    let dead = ApiServer::reserve().await;
+    let kubeconfig = write_kubeconfig(&dir, &format!("http://{dead}"));
+    let mut cs = env.start_with_kubeconfig(&kubeconfig, &[env.secret_spec(&name)], &[]);
+    cs.wait_log("reason=\"source_unavailable\"");
+
+    // Rotation tools replace the file: write beside it, rename over it.
+    let good = std::fs::read(env.kubeconfig.clone()).unwrap();
+    write_atomic(&kubeconfig, &good);
+    cs.wait_log("credentials changed; rebuilt the API client");
+    wait_pair(&env.target(&name), &p);
+    assert!(cs.is_running());
+    env.cleanup().await;
+}

@@ -190,6 +190,23 @@ impl ClientSettings {
     }
 }
 
+/// An error with its causes ("client error (Connect): invalid peer
+/// certificate: ..."): kube's top-level message alone hides TLS and DNS
+/// failures.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = c.source();
+    }
+    out
+}
+
 /// What the source reads from an object.
 trait Payload {
     fn value(&self, key: &str) -> Option<Vec<u8>>;
@@ -275,7 +292,7 @@ impl KubeObject {
             other => KubeError::Api {
                 verb,
                 object,
-                message: other.to_string(),
+                message: error_chain(other),
             },
         }
     }
@@ -367,7 +384,7 @@ impl KubeObject {
                         other => KubeError::Api {
                             verb: "watch",
                             object: object.clone(),
-                            message: other.to_string(),
+                            message: error_chain(other),
                         },
                     };
                     Err(err)

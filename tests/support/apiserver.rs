@@ -71,6 +71,7 @@ struct Shared {
 /// The running server. Stops when dropped.
 pub struct ApiServer {
     pub addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shared: Arc<Shared>,
     accept: Option<tokio::task::JoinHandle<()>>,
     conns: Arc<Mutex<JoinSet<()>>>,
@@ -94,6 +95,28 @@ impl ApiServer {
         Self::start_on(TcpListener::bind(addr).await.unwrap()).await
     }
 
+    /// Starts on a free loopback port serving HTTPS with `cert`/`key` (PEM).
+    pub async fn start_tls(cert: &[u8], key: &[u8]) -> Self {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_slice_iter(cert)
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(key).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let mut s = Self::start_on(TcpListener::bind("127.0.0.1:0").await.unwrap()).await;
+        s.tls = Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)));
+        s.up().await;
+        s
+    }
+
     async fn start_on(listener: TcpListener) -> Self {
         let (events, _) = broadcast::channel(1024);
         let shared = Arc::new(Shared {
@@ -108,6 +131,7 @@ impl ApiServer {
         });
         let mut s = Self {
             addr: listener.local_addr().unwrap(),
+            tls: None,
             shared,
             accept: None,
             conns: Arc::default(),
@@ -119,18 +143,26 @@ impl ApiServer {
     fn listen(&mut self, listener: TcpListener) {
         let app = router(Arc::clone(&self.shared));
         let conns = Arc::clone(&self.conns);
+        let tls = self.tls.clone();
         self.accept = Some(tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+                let tls = tls.clone();
                 conns.lock().unwrap().spawn(async move {
-                    let _ = hyper_util::server::conn::auto::Builder::new(
+                    let http = hyper_util::server::conn::auto::Builder::new(
                         hyper_util::rt::TokioExecutor::new(),
-                    )
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .await;
+                    );
+                    use hyper_util::rt::TokioIo;
+                    let _ = match tls {
+                        Some(tls) => match tls.accept(stream).await {
+                            Ok(s) => http.serve_connection(TokioIo::new(s), svc).await,
+                            Err(_) => return,
+                        },
+                        None => http.serve_connection(TokioIo::new(stream), svc).await,
+                    };
                 });
             }
         }));
@@ -139,6 +171,24 @@ impl ApiServer {
     /// A kubeconfig pointing at this server (plain HTTP, a dummy token).
     pub fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
         write_kubeconfig(dir, &format!("http://{}", self.addr))
+    }
+
+    /// A kubeconfig for the HTTPS server, trusting `ca_file`.
+    pub fn tls_kubeconfig(
+        &self,
+        dir: &std::path::Path,
+        ca_file: &std::path::Path,
+    ) -> std::path::PathBuf {
+        let path = write_kubeconfig(dir, &format!("https://{}", self.addr));
+        let text = std::fs::read_to_string(&path).unwrap().replace(
+            "    server:",
+            &format!(
+                "    certificate-authority: {}\n    server:",
+                ca_file.display()
+            ),
+        );
+        std::fs::write(&path, text).unwrap();
+        path
     }
 
     // ---- faults -------------------------------------------------------
