@@ -47,8 +47,8 @@ pub enum ConfigError {
     name = "certsync",
     version,
     about = "Keeps TLS certificates on disk in step with their source, atomically.",
-    long_about = "Keeps TLS certificate/key pairs on disk in step with their source (a host \
-directory today), validates every new pair, publishes it atomically through a `..data` \
+    long_about = "Keeps TLS certificate/key pairs on disk in step with their source (a \
+Kubernetes Secret or ConfigMap, or a host directory), validates every new pair, publishes it atomically through a `..data` \
 symlink flip (the kubelet Secret-volume layout) and keeps earlier revisions for rollback."
 )]
 pub struct Cli {

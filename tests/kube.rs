@@ -186,6 +186,11 @@ fn wait_pair(target: &Path, p: &Pair) -> String {
 async fn initial_sync_rotation_and_field_selector() {
     let mut env = Env::new().await;
     let name = env.name("rotate");
+    let ns = env.ns.clone();
+    if let Some(fake) = env.fake.as_mut() {
+        // Exactly what deploy/rbac.yaml grants: this one object, by name.
+        fake.allow_only(&[("secrets", &ns, &name)]);
+    }
     let first = Pair::new("first");
     env.put_pair(&name, &first).await;
     let cs = env.start(&[env.secret_spec(&name)], &[]);
@@ -532,5 +537,42 @@ async fn kubeconfig_change_rebuilds_the_client() {
     cs.wait_log("credentials changed; rebuilt the API client");
     wait_pair(&env.target(&name), &p);
     assert!(cs.is_running());
+    env.cleanup().await;
+}
+
+/// `--once` (init containers): the object is read once; a missing object
+/// fails the run with exit code 1 and publishes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_reads_the_object_and_exits() {
+    let mut env = Env::new().await;
+    let name = env.name("once");
+    let p = Pair::new("once");
+    env.put_pair(&name, &p).await;
+    let run = |spec: String| {
+        std::process::Command::new(certsync_bin())
+            .args(["run", "--once", "--kubeconfig"])
+            .arg(&env.kubeconfig)
+            .args(["--sync", &spec])
+            .output()
+            .unwrap()
+    };
+    let ok = run(env.secret_spec(&name));
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(read_live(&env.target(&name)).unwrap().1, p.cert);
+
+    let missing = env.name("missing");
+    let failed = run(env.secret_spec(&missing));
+    assert_eq!(failed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        stderr.contains(&format!("secret {}/{missing} not found", env.ns)),
+        "{stderr}"
+    );
+    assert!(read_live(&env.target(&missing)).is_none());
     env.cleanup().await;
 }

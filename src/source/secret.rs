@@ -394,3 +394,105 @@ impl KubeObject {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE};
+    use k8s_openapi::ByteString;
+    use std::collections::BTreeMap;
+
+    fn object(kind: Kind, items: &[(&str, &'static str, bool)]) -> KubeObject {
+        KubeObject {
+            object: ObjectRef {
+                kind,
+                namespace: "ns".into(),
+                name: "obj".into(),
+            },
+            items: items
+                .iter()
+                .map(|(source, target, required)| Item {
+                    source: source.to_string(),
+                    target,
+                    required: *required,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn secret_keys_map_to_files() {
+        let secret = Secret {
+            data: Some(BTreeMap::from([
+                ("tls.crt".to_owned(), ByteString(b"C".to_vec())),
+                ("tls.key".to_owned(), ByteString(b"K".to_vec())),
+                ("unrelated".to_owned(), ByteString(b"X".to_vec())),
+            ])),
+            ..Default::default()
+        };
+        let o = object(
+            Kind::Secret,
+            &[
+                ("tls.crt", CERT_FILE, true),
+                ("tls.key", KEY_FILE, true),
+                ("ca.crt", CA_FILE, false),
+            ],
+        );
+        let b = o.bundle(&secret).unwrap();
+        assert_eq!(b.files().len(), 2, "only mapped keys; optional ca absent");
+        assert_eq!(b.get(KEY_FILE), Some(&b"K"[..]));
+        assert_eq!(b.origin(KEY_FILE), "secret ns/obj key tls.key");
+
+        let o = object(Kind::Secret, &[("apiserver.key", KEY_FILE, true)]);
+        let e = o.bundle(&secret).unwrap_err().to_string();
+        assert_eq!(e, "secret ns/obj: key \"apiserver.key\" is missing");
+        let empty = o.bundle(&Secret::default()).unwrap_err().to_string();
+        assert!(empty.contains("is missing"), "{empty}");
+    }
+
+    #[test]
+    fn configmap_reads_data_then_binary_data() {
+        let cm = ConfigMap {
+            data: Some(BTreeMap::from([(
+                "ca-bundle.crt".to_owned(),
+                "TEXT".to_owned(),
+            )])),
+            binary_data: Some(BTreeMap::from([(
+                "bin.crt".to_owned(),
+                ByteString(vec![0, 1]),
+            )])),
+            ..Default::default()
+        };
+        let o = object(Kind::ConfigMap, &[("ca-bundle.crt", CA_FILE, true)]);
+        assert_eq!(o.bundle(&cm).unwrap().get(CA_FILE), Some(&b"TEXT"[..]));
+        let o = object(Kind::ConfigMap, &[("bin.crt", CA_FILE, true)]);
+        assert_eq!(o.bundle(&cm).unwrap().get(CA_FILE), Some(&[0u8, 1][..]));
+        assert_eq!(o.object.to_string(), "configmap ns/obj");
+    }
+
+    #[test]
+    fn error_chain_includes_each_cause_once() {
+        #[derive(Debug)]
+        struct Layer(&'static str, Option<Box<Layer>>);
+        impl std::fmt::Display for Layer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for Layer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|l| l as _)
+            }
+        }
+        let tls = Layer("invalid peer certificate: not valid for name", None);
+        let connect = Layer("client error (Connect)", Some(Box::new(tls)));
+        let top = Layer(
+            "ServiceError: client error (Connect)",
+            Some(Box::new(connect)),
+        );
+        assert_eq!(
+            error_chain(&top),
+            "ServiceError: client error (Connect): invalid peer certificate: not valid for name"
+        );
+    }
+}
