@@ -32,6 +32,23 @@ struct Env {
     created: Vec<(&'static str, String)>,
 }
 
+/// A `kubernetes.io/tls` Secret named `name` holding `data`.
+fn tls_secret(name: &str, data: &[(&str, &[u8])]) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
 async fn client_for(kubeconfig: &Path) -> Client {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -97,27 +114,15 @@ impl Env {
 
     /// Creates or replaces a `kubernetes.io/tls` Secret holding `data`.
     async fn put_secret(&mut self, name: &str, data: &[(&str, &[u8])]) {
-        let data: BTreeMap<String, ByteString> = data
-            .iter()
-            .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
-            .collect();
+        let new = tls_secret(name, data);
         let api = self.secrets();
         match api.get_opt(name).await.unwrap() {
             Some(mut s) => {
-                s.data = Some(data);
+                s.data = new.data;
                 api.replace(name, &PostParams::default(), &s).await.unwrap();
             }
             None => {
-                let s = Secret {
-                    metadata: ObjectMeta {
-                        name: Some(name.into()),
-                        ..Default::default()
-                    },
-                    type_: Some("kubernetes.io/tls".into()),
-                    data: Some(data),
-                    ..Default::default()
-                };
-                api.create(&PostParams::default(), &s).await.unwrap();
+                api.create(&PostParams::default(), &new).await.unwrap();
                 self.created.push(("secret", name.to_owned()));
             }
         }
@@ -353,17 +358,10 @@ async fn api_server_down_at_start_then_up() {
     let second = Pair::new("second");
     let client = client_for(&kubeconfig).await;
     let api: Api<Secret> = Api::namespaced(client, &env.ns);
-    let s = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([
-            ("tls.crt".to_owned(), ByteString(second.cert.clone())),
-            ("tls.key".to_owned(), ByteString(second.key.clone())),
-        ])),
-        ..Default::default()
-    };
+    let s = tls_secret(
+        &name,
+        &[("tls.crt", &second.cert), ("tls.key", &second.key)],
+    );
     api.create(&PostParams::default(), &s).await.unwrap();
     wait_pair(&target, &second);
     drop(fake2);
@@ -479,17 +477,7 @@ async fn tls_server_name_override() {
     let api: Api<Secret> = Api::namespaced(Client::try_from(config).unwrap(), &env.ns);
     let name = env.name("tls");
     let p = Pair::new("served");
-    let s = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([
-            ("tls.crt".to_owned(), ByteString(p.cert.clone())),
-            ("tls.key".to_owned(), ByteString(p.key.clone())),
-        ])),
-        ..Default::default()
-    };
+    let s = tls_secret(&name, &[("tls.crt", &p.cert), ("tls.key", &p.key)]);
     api.create(&PostParams::default(), &s).await.unwrap();
 
     let spec = env.secret_spec(&name);

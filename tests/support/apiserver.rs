@@ -550,11 +550,7 @@ async fn get_one(
     let st = shared.store.lock().unwrap();
     match st.objects.get(&(resource.clone(), ns, name.clone())) {
         Some(obj) => axum::Json(obj.clone()).into_response(),
-        None => status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!("{resource} {name:?} not found"),
-        ),
+        None => not_found(&resource, &name),
     }
 }
 
@@ -603,18 +599,39 @@ fn normalize(resource: &str, ns: &str, mut obj: Value) -> Result<(Key, Value), B
     Ok(((resource.to_owned(), ns.to_owned(), name), obj))
 }
 
+/// The common start of create and replace: a well-formed object, the
+/// request logged, and the store locked.
+fn write_request<'a>(
+    shared: &'a Shared,
+    verb: &str,
+    resource: &str,
+    ns: &str,
+    obj: Value,
+) -> Result<(std::sync::MutexGuard<'a, Store>, Key, Value), Box<Response>> {
+    let (key, obj) = normalize(resource, ns, obj)?;
+    let mut st = shared.store.lock().unwrap();
+    st.requests
+        .push(format!("{verb} {resource} {ns}/{}", key.2));
+    Ok((st, key, obj))
+}
+
+fn not_found(resource: &str, name: &str) -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!("{resource} {name:?} not found"),
+    )
+}
+
 async fn create(
     State(shared): State<Arc<Shared>>,
     Path((ns, resource)): Path<(String, String)>,
     axum::Json(obj): axum::Json<Value>,
 ) -> Response {
-    let (key, mut obj) = match normalize(&resource, &ns, obj) {
+    let (mut st, key, mut obj) = match write_request(&shared, "create", &resource, &ns, obj) {
         Ok(v) => v,
         Err(r) => return *r,
     };
-    let mut st = shared.store.lock().unwrap();
-    st.requests
-        .push(format!("create {resource} {ns}/{}", key.2));
     if st.objects.contains_key(&key) {
         return status(
             StatusCode::CONFLICT,
@@ -632,18 +649,12 @@ async fn replace(
     Path((ns, resource, name)): Path<(String, String, String)>,
     axum::Json(obj): axum::Json<Value>,
 ) -> Response {
-    let (key, mut obj) = match normalize(&resource, &ns, obj) {
+    let (mut st, key, mut obj) = match write_request(&shared, "update", &resource, &ns, obj) {
         Ok(v) => v,
         Err(r) => return *r,
     };
-    let mut st = shared.store.lock().unwrap();
-    st.requests.push(format!("update {resource} {ns}/{name}"));
     let Some(current) = st.objects.get(&key) else {
-        return status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!("{resource} {name:?} not found"),
-        );
+        return not_found(&resource, &name);
     };
     let sent_rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("");
     if !sent_rv.is_empty() && current["metadata"]["resourceVersion"] != json!(sent_rv) {
@@ -666,11 +677,7 @@ async fn delete(
     let mut st = shared.store.lock().unwrap();
     st.requests.push(format!("delete {resource} {ns}/{name}"));
     let Some(obj) = st.objects.get(&key).cloned() else {
-        return status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!("{resource} {name:?} not found"),
-        );
+        return not_found(&resource, &name);
     };
     let obj = commit(&shared, &mut st, "DELETED", key, obj);
     axum::Json(obj).into_response()
