@@ -23,6 +23,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
 
 use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
+use crate::reload::http::{HttpHook, HttpHookConfig};
+use crate::reload::pid::Target;
+use crate::reload::verify::ServingCheck;
+use crate::reload::{Method, ReloadConfig};
 use crate::source::secret::{ClientSettings, Kind, ObjectRef};
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
@@ -40,6 +44,8 @@ pub enum ConfigError {
     Mapping { mapping: String, problem: String },
     #[error("no mappings: give at least one --sync or a --config file with mappings")]
     NoMappings,
+    #[error("reload: {problem}")]
+    Reload { problem: String },
 }
 
 #[derive(Debug, Parser)]
@@ -167,6 +173,146 @@ pub struct RunArgs {
     /// is noticed within this plus 5 s; the watch then resumes.
     #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", value_parser = humantime::parse_duration, default_value = "1m")]
     pub watch_timeout: Duration,
+
+    #[command(flatten)]
+    pub reload: ReloadArgs,
+}
+
+/// How the main container is told about a new pair. At most one of
+/// `--reload-process`, `--reload-cmdline`, `--reload-pidfile`, `--reload-url`;
+/// none for consumers that watch their files (Kubernetes components).
+#[derive(Debug, Args)]
+pub struct ReloadArgs {
+    /// Signal the process with this name (comm, or executable/argv[0] base
+    /// name), found through a shared PID namespace. Only the top-most match
+    /// of each process tree (e.g. the nginx master) is signalled.
+    #[arg(
+        long,
+        env = "CERTSYNC_RELOAD_PROCESS",
+        value_name = "NAME",
+        group = "reload_target"
+    )]
+    pub reload_process: Option<String>,
+    /// Signal the process whose command line matches this regular expression.
+    #[arg(
+        long,
+        env = "CERTSYNC_RELOAD_CMDLINE",
+        value_name = "REGEX",
+        group = "reload_target"
+    )]
+    pub reload_cmdline: Option<String>,
+    /// Signal the process whose PID is in this file (re-read every reload).
+    #[arg(
+        long,
+        env = "CERTSYNC_RELOAD_PIDFILE",
+        value_name = "FILE",
+        group = "reload_target"
+    )]
+    pub reload_pidfile: Option<PathBuf>,
+    /// Call this URL instead of sending a signal (success: a 2xx answer).
+    #[arg(
+        long,
+        env = "CERTSYNC_RELOAD_URL",
+        value_name = "URL",
+        group = "reload_target"
+    )]
+    pub reload_url: Option<String>,
+
+    /// Signal to send (name, e.g. SIGHUP or HUP).
+    #[arg(long, env = "CERTSYNC_RELOAD_SIGNAL", value_parser = parse_signal, default_value = "SIGHUP")]
+    pub reload_signal: nix::sys::signal::Signal,
+    /// HTTP method of the reload call.
+    #[arg(long, env = "CERTSYNC_RELOAD_METHOD", default_value = "POST")]
+    pub reload_method: String,
+    /// Extra header `Name: value` for the reload call; repeatable (newline-separated in the env var).
+    #[arg(
+        long = "reload-header",
+        env = "CERTSYNC_RELOAD_HEADER",
+        value_name = "HEADER",
+        value_delimiter = '\n'
+    )]
+    pub reload_headers: Vec<String>,
+    /// Send `Authorization: Bearer <contents of FILE>` (re-read every call).
+    #[arg(long, env = "CERTSYNC_RELOAD_BEARER_TOKEN_FILE", value_name = "FILE")]
+    pub reload_bearer_token_file: Option<PathBuf>,
+    /// Trust only this CA for an https reload URL (may be a ca.crt certsync publishes).
+    #[arg(long, env = "CERTSYNC_RELOAD_CA_FILE", value_name = "FILE")]
+    pub reload_ca_file: Option<PathBuf>,
+    /// Do not verify the reload URL's certificate; loopback URLs only.
+    #[arg(long, env = "CERTSYNC_RELOAD_INSECURE_SKIP_VERIFY")]
+    pub reload_insecure_skip_verify: bool,
+    /// Timeout of each reload call.
+    #[arg(long, env = "CERTSYNC_RELOAD_TIMEOUT", value_parser = humantime::parse_duration, default_value = "5s")]
+    pub reload_timeout: Duration,
+    /// Retries of a failed reload call (exponential backoff with jitter).
+    #[arg(long, env = "CERTSYNC_RELOAD_RETRIES", default_value_t = 3)]
+    pub reload_retries: u32,
+    /// Flips closer together than this (across all mappings) become one reload.
+    #[arg(long, env = "CERTSYNC_RELOAD_QUIET", value_parser = humantime::parse_duration, default_value = "200ms")]
+    pub reload_quiet: Duration,
+    /// A reload is never deferred longer than this after a flip.
+    #[arg(long, env = "CERTSYNC_RELOAD_MAX_DELAY", value_parser = humantime::parse_duration, default_value = "2s")]
+    pub reload_max_delay: Duration,
+    /// How long a mapping's `verify=` check waits for the new certificate.
+    #[arg(long, env = "CERTSYNC_VERIFY_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub verify_timeout: Duration,
+    /// Reloads repeated when verification still sees the old certificate.
+    #[arg(long, env = "CERTSYNC_VERIFY_RETRIES", default_value_t = 2)]
+    pub verify_retries: u32,
+}
+
+fn parse_signal(s: &str) -> Result<nix::sys::signal::Signal, String> {
+    let name = s.to_ascii_uppercase();
+    let name = if name.starts_with("SIG") {
+        name
+    } else {
+        format!("SIG{name}")
+    };
+    name.parse()
+        .map_err(|_| format!("{s:?} is not a signal name such as SIGHUP"))
+}
+
+impl ReloadArgs {
+    fn build(&self) -> Result<ReloadConfig, ConfigError> {
+        let err = |problem: String| ConfigError::Reload { problem };
+        let signal = |target| Method::Signal {
+            target,
+            signal: self.reload_signal,
+        };
+        let method = if let Some(name) = &self.reload_process {
+            Some(signal(Target::Name(name.clone())))
+        } else if let Some(re) = &self.reload_cmdline {
+            let re = regex::Regex::new(re).map_err(|e| err(format!("--reload-cmdline: {e}")))?;
+            Some(signal(Target::Cmdline(re)))
+        } else if let Some(path) = &self.reload_pidfile {
+            Some(signal(Target::Pidfile(path.clone())))
+        } else if let Some(url) = &self.reload_url {
+            let hook = HttpHook::new(&HttpHookConfig {
+                url: url.clone(),
+                method: self.reload_method.clone(),
+                headers: self.reload_headers.clone(),
+                bearer_token_file: self.reload_bearer_token_file.clone(),
+                ca_file: self.reload_ca_file.clone(),
+                insecure_skip_verify: self.reload_insecure_skip_verify,
+                timeout: self.reload_timeout,
+                retries: self.reload_retries,
+                backoff: Duration::from_millis(250),
+            })
+            .map_err(|e| err(e.to_string()))?;
+            Some(Method::Http(hook))
+        } else {
+            None
+        };
+        Ok(ReloadConfig {
+            method,
+            quiet: self.reload_quiet,
+            max_delay: self.reload_max_delay.max(self.reload_quiet),
+            find_attempts: 5,
+            find_backoff: Duration::from_secs(1),
+            verify_timeout: self.verify_timeout,
+            verify_retries: self.verify_retries,
+        })
+    }
 }
 
 /// Parses an octal file mode such as `0644` or `640`.
@@ -195,6 +341,8 @@ pub struct MappingSpec {
     pub key_mode: Option<String>,
     pub owner: Option<u32>,
     pub group: Option<u32>,
+    pub verify: Option<String>,
+    pub sni: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -257,11 +405,13 @@ impl MappingSpec {
                 "cert-mode" => m.cert_mode = Some(value()?),
                 "key-mode" => m.key_mode = Some(value()?),
                 "owner" => m.owner = Some(number()?),
+                "verify" => m.verify = Some(value()?),
+                "sni" => m.sni = Some(value()?),
                 "group" => m.group = Some(number()?),
                 _ => {
                     return Err(err(format!(
                         "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
-                         cert-mode, key-mode, owner, group)"
+                         cert-mode, key-mode, owner, group, verify, sni)"
                     )));
                 }
             }
@@ -376,9 +526,24 @@ impl MappingSpec {
         if writer.keep == 0 {
             return Err(err("--keep-revisions must be at least 1".into()));
         }
+        if self.sni.is_some() && self.verify.is_none() {
+            return Err(err("sni= goes with verify=HOST:PORT".into()));
+        }
+        let verify = self
+            .verify
+            .as_deref()
+            .map(|addr| ServingCheck::parse(addr, self.sni.clone()))
+            .transpose()
+            .map_err(|e| err(format!("verify: {e}")))?;
+        if verify.is_some() && expect == Expect::CaOnly {
+            return Err(err(
+                "verify= needs a certificate/key pair, not a CA bundle".into()
+            ));
+        }
         Ok(Mapping {
             name,
             source,
+            verify,
             layout,
             items,
             expect,
@@ -449,6 +614,8 @@ impl Item {
 pub struct Mapping {
     pub name: String,
     pub source: Source,
+    /// Where the main container serves this pair, to check it after a reload.
+    pub verify: Option<ServingCheck>,
     pub layout: Layout,
     pub items: Vec<Item>,
     pub expect: Expect,
@@ -460,6 +627,7 @@ pub struct Mapping {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub mappings: Vec<Mapping>,
+    pub reload: ReloadConfig,
     pub client: ClientSettings,
     pub once: bool,
     pub debounce: Duration,
@@ -487,6 +655,7 @@ impl Config {
         check_overlaps(&mappings)?;
         Ok(Self {
             mappings,
+            reload: args.reload.build()?,
             client: ClientSettings {
                 kubeconfig: args.kubeconfig.clone(),
                 tls_server_name: args.tls_server_name.clone(),
@@ -717,11 +886,69 @@ mod tests {
                 &["--sync", "dir:/a=/b", "--keep-revisions", "0"],
                 "at least 1",
             ),
+            (&["--sync", "dir:/a=/b,verify=nohost"], "is not host:port"),
+            (&["--sync", "dir:/a=/b,sni=x"], "sni= goes with verify="),
+            (
+                &["--sync", "dir:/a=/b,ca-only,verify=127.0.0.1:1"],
+                "not a CA bundle",
+            ),
+            (
+                &["--sync", "dir:/a=/b", "--reload-cmdline", "("],
+                "--reload-cmdline",
+            ),
+            (
+                &[
+                    "--sync",
+                    "dir:/a=/b",
+                    "--reload-url",
+                    "https://example.com/",
+                    "--reload-insecure-skip-verify",
+                ],
+                "loopback URLs only",
+            ),
         ];
         for (args, want) in cases {
             let e = config(args).unwrap_err().to_string();
             assert!(e.contains(want), "{args:?}: {e:?} lacks {want:?}");
         }
+    }
+
+    #[test]
+    fn one_reload_method_at_most() {
+        let e = run_args(&[
+            "--sync",
+            "dir:/a=/b",
+            "--reload-process",
+            "nginx",
+            "--reload-url",
+            "http://127.0.0.1/",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cannot be used with"), "{e}");
+        let c = config(&[
+            "--sync",
+            "dir:/a=/b",
+            "--reload-process",
+            "nginx",
+            "--reload-signal",
+            "usr1",
+        ])
+        .unwrap();
+        assert!(matches!(
+            c.reload.method,
+            Some(Method::Signal {
+                signal: nix::sys::signal::Signal::SIGUSR1,
+                ..
+            })
+        ));
+        assert!(
+            config(&["--sync", "dir:/a=/b"])
+                .unwrap()
+                .reload
+                .method
+                .is_none()
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod bundle;
 pub mod config;
 pub mod dirwatch;
+pub mod reload;
 pub mod source;
 pub mod sync;
 pub mod validate;

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Config, Mapping, Source};
 use crate::dirwatch::{self, DirWatch};
+use crate::reload::{self, ReloadHandle};
 use crate::source::Update;
 use crate::source::hostdir::HostDir;
 use crate::source::secret::{KubeObject, ObjectRef};
@@ -91,13 +92,19 @@ pub struct Syncer {
     pending: Option<Bundle>,
     /// The last problem logged at error level, to log each one once.
     last_problem: Option<(Option<ContentHash>, String)>,
+    /// Told after every flip; `None` with `--once` or nothing to reload.
+    reload: Option<ReloadHandle>,
 }
 
 impl Syncer {
     /// Opens the target (cleaning crash leftovers) and adopts an intact live
     /// revision as the last good pair, so it is served and repaired even
     /// before the source answers.
-    pub async fn open(mapping: Mapping, clock_skew: Duration) -> Result<Self, SyncError> {
+    pub async fn open(
+        mapping: Mapping,
+        clock_skew: Duration,
+        reload: Option<ReloadHandle>,
+    ) -> Result<Self, SyncError> {
         let (target, opts, name) = (
             mapping.target.clone(),
             mapping.writer.clone(),
@@ -120,6 +127,7 @@ impl Syncer {
             last_good,
             pending: None,
             last_problem: None,
+            reload,
         })
     }
 
@@ -211,6 +219,16 @@ impl Syncer {
                     })
                     .unwrap_or_default();
                 let subject = leaf.as_ref().map_or("", |l| l.subject.as_str());
+                // Every flip is followed by a reload (drift rewrites too: the
+                // consumer may have read the damaged files).
+                if let Some(handle) = &self.reload {
+                    let verify = self
+                        .mapping
+                        .verify
+                        .clone()
+                        .zip(leaf.as_ref().map(|l| l.sha256));
+                    handle.request(name, verify);
+                }
                 match drift {
                     Some(why) => {
                         tracing::warn!(mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
@@ -281,7 +299,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     };
     for m in &config.mappings {
         let result = async {
-            let mut s = Syncer::open(m.clone(), config.clock_skew).await?;
+            let mut s = Syncer::open(m.clone(), config.clock_skew, None).await?;
             match read_once(m, &client).await {
                 Ok(bundle) => s.apply(bundle).await.map(|_| ()),
                 Err(e) => Err(s.source_failed(e)),
@@ -303,6 +321,16 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), 
         message: e.to_string(),
     })?;
     let mut tasks = tokio::task::JoinSet::new();
+    let wants_reload =
+        config.reload.method.is_some() || config.mappings.iter().any(|m| m.verify.is_some());
+    let reload = wants_reload.then(ReloadHandle::default);
+    if let Some(handle) = &reload {
+        tasks.spawn(reload::run(
+            config.reload.clone(),
+            handle.clone(),
+            shutdown.clone(),
+        ));
+    }
     let (clients_tx, clients) = watch::channel(None);
     if config
         .mappings
@@ -313,7 +341,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), 
         tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
     }
     for m in config.mappings {
-        let syncer = Syncer::open(m.clone(), config.clock_skew).await?;
+        let syncer = Syncer::open(m.clone(), config.clock_skew, reload.clone()).await?;
         let (tx, rx) = watch::channel(None);
         match &m.source {
             Source::Dir(dir) => tasks.spawn(host_dir(&m, dir).run(
@@ -429,7 +457,7 @@ mod tests {
     async fn bad_material_keeps_the_last_good_pair() {
         let d = tempfile::tempdir().unwrap();
         let m = mapping(&d.path().join("src"), &d.path().join("t"));
-        let mut s = Syncer::open(m.clone(), Duration::from_secs(300))
+        let mut s = Syncer::open(m.clone(), Duration::from_secs(300), None)
             .await
             .unwrap();
         let good = certs::Pair::new("good");
@@ -447,7 +475,9 @@ mod tests {
 
         // A fresh syncer adopts what is on disk and repairs drift with it.
         std::fs::remove_file(d.path().join("t/tls.key")).unwrap();
-        let mut again = Syncer::open(m, Duration::from_secs(300)).await.unwrap();
+        let mut again = Syncer::open(m, Duration::from_secs(300), None)
+            .await
+            .unwrap();
         again.repair().await;
         assert_eq!(std::fs::read(d.path().join("t/tls.key")).unwrap(), good.key);
     }

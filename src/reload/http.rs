@@ -1,0 +1,257 @@
+//! The HTTP reload hook: one request per reload, success is a 2xx.
+//!
+//! Each attempt has a timeout; failed attempts (connection errors, timeouts,
+//! non-2xx) are retried a bounded number of times with exponential backoff
+//! and jitter. A bearer token is read from its file on every call, so a
+//! rotated token is picked up. HTTPS trusts either the system roots or only
+//! a given CA file (which may be a `ca.crt` certsync itself publishes);
+//! skipping verification is allowed for loopback URLs only.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use reqwest::{Method, Url};
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("reload URL {url:?}: {problem}")]
+    Url { url: String, problem: String },
+    #[error("reload header {header:?}: expected 'Name: value'")]
+    Header { header: String },
+    #[error("reload CA file {path}: {problem}")]
+    CaFile { path: PathBuf, problem: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    #[error("{hook}: gave up after {attempts} attempts; last: {last}")]
+    GaveUp {
+        hook: String,
+        attempts: u32,
+        last: String,
+    },
+}
+
+/// Settings of the hook, as given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpHookConfig {
+    pub url: String,
+    pub method: String,
+    pub headers: Vec<String>,
+    pub bearer_token_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+    pub insecure_skip_verify: bool,
+    pub timeout: Duration,
+    pub retries: u32,
+    /// First backoff; doubled per retry, plus up to as much again of jitter.
+    pub backoff: Duration,
+}
+
+/// A ready-to-call hook.
+#[derive(Debug, Clone)]
+pub struct HttpHook {
+    client: reqwest::Client,
+    url: Url,
+    method: Method,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    bearer_token_file: Option<PathBuf>,
+    retries: u32,
+    backoff: Duration,
+}
+
+impl HttpHook {
+    pub fn new(c: &HttpHookConfig) -> Result<Self, HttpError> {
+        let url_err = |problem: String| HttpError::Url {
+            url: c.url.clone(),
+            problem,
+        };
+        let url = Url::parse(&c.url).map_err(|e| url_err(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(url_err("only http and https are supported".into()));
+        }
+        let loopback = url.host_str().is_some_and(|h| {
+            h == "localhost"
+                || h.trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+        if c.insecure_skip_verify && !loopback {
+            return Err(url_err(
+                "skipping TLS verification is allowed for loopback URLs only".into(),
+            ));
+        }
+        let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| url_err(format!("{:?} is not an HTTP method", c.method)))?;
+        let headers = c
+            .headers
+            .iter()
+            .map(|h| {
+                let bad = || HttpError::Header { header: h.clone() };
+                let (name, value) = h.split_once(':').ok_or_else(bad)?;
+                let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
+                let value = HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
+                Ok((name, value))
+            })
+            .collect::<Result<Vec<_>, HttpError>>()?;
+
+        // reqwest is built without a bundled provider; ring is the one
+        // certsync uses everywhere (see README). Installing twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder()
+            .timeout(c.timeout)
+            .danger_accept_invalid_certs(c.insecure_skip_verify);
+        if let Some(path) = &c.ca_file {
+            let ca_err = |problem: String| HttpError::CaFile {
+                path: path.clone(),
+                problem,
+            };
+            let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
+            let certs =
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(ca_err("no certificates in it".into()));
+            }
+            builder = builder.tls_certs_only(certs);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| HttpError::Client(e.to_string()))?;
+        Ok(Self {
+            client,
+            url,
+            method,
+            headers,
+            bearer_token_file: c.bearer_token_file.clone(),
+            retries: c.retries,
+            backoff: c.backoff,
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.method, self.url)
+    }
+
+    /// Calls the hook until a 2xx or the retries run out. Returns the status
+    /// and the number of attempts.
+    pub async fn call(&self) -> Result<(u16, u32), HttpError> {
+        let mut last = String::new();
+        for attempt in 0..=self.retries {
+            if attempt > 0 {
+                tokio::time::sleep(backoff(self.backoff, attempt)).await;
+            }
+            let started = Instant::now();
+            match self.attempt().await {
+                Ok(status) if (200..300).contains(&status) => return Ok((status, attempt + 1)),
+                Ok(status) => last = format!("HTTP {status}"),
+                Err(e) => last = e,
+            }
+            tracing::debug!(hook = %self.describe(), attempt = attempt + 1, latency_ms = started.elapsed().as_millis() as u64, result = %last, "reload hook attempt failed");
+        }
+        Err(HttpError::GaveUp {
+            hook: self.describe(),
+            attempts: self.retries + 1,
+            last,
+        })
+    }
+
+    async fn attempt(&self) -> Result<u16, String> {
+        let mut req = self.client.request(self.method.clone(), self.url.clone());
+        for (name, value) in &self.headers {
+            req = req.header(name, value);
+        }
+        if let Some(path) = &self.bearer_token_file {
+            let token = std::fs::read_to_string(path)
+                .map_err(|e| format!("bearer token file {}: {e}", path.display()))?;
+            req = req.header(AUTHORIZATION, format!("Bearer {}", token.trim()));
+        }
+        let resp = req.send().await.map_err(|e| {
+            let mut s = e.to_string();
+            let mut src = std::error::Error::source(&e);
+            while let Some(c) = src {
+                s = format!("{s}: {c}");
+                src = c.source();
+            }
+            s
+        })?;
+        Ok(resp.status().as_u16())
+    }
+}
+
+/// `base * 2^(attempt-1)` plus a random share of the same again, so many
+/// sidecars restarted together do not retry in lockstep.
+fn backoff(base: Duration, attempt: u32) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let exp = base.saturating_mul(1 << (attempt - 1).min(10));
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let jitter = exp.mul_f64((random % 1000) as f64 / 1000.0);
+    exp + jitter
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> HttpHookConfig {
+        HttpHookConfig {
+            url: url.into(),
+            method: "post".into(),
+            headers: vec![],
+            bearer_token_file: None,
+            ca_file: None,
+            insecure_skip_verify: false,
+            timeout: Duration::from_secs(1),
+            retries: 2,
+            backoff: Duration::from_millis(10),
+        }
+    }
+
+    #[test]
+    fn config_errors_are_clear() {
+        let cases = [
+            (config("not a url"), "reload URL \"not a url\""),
+            (config("ftp://x/"), "only http and https"),
+            (
+                HttpHookConfig {
+                    insecure_skip_verify: true,
+                    ..config("https://example.com/")
+                },
+                "loopback URLs only",
+            ),
+            (
+                HttpHookConfig {
+                    headers: vec!["NoColon".into()],
+                    ..config("http://127.0.0.1/")
+                },
+                "expected 'Name: value'",
+            ),
+            (
+                HttpHookConfig {
+                    ca_file: Some("/nonexistent/ca.crt".into()),
+                    ..config("https://127.0.0.1/")
+                },
+                "reload CA file /nonexistent/ca.crt",
+            ),
+        ];
+        for (c, want) in cases {
+            let e = HttpHook::new(&c).unwrap_err().to_string();
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+        }
+        let ok = HttpHook::new(&HttpHookConfig {
+            insecure_skip_verify: true,
+            ..config("https://localhost:8443/-/reload")
+        })
+        .unwrap();
+        assert_eq!(ok.describe(), "POST https://localhost:8443/-/reload");
+    }
+
+    #[test]
+    fn backoff_grows_with_jitter_within_bounds() {
+        let base = Duration::from_millis(100);
+        for attempt in 1..=4 {
+            let exp = base * (1 << (attempt - 1));
+            let d = backoff(base, attempt);
+            assert!(d >= exp && d < exp * 2, "attempt {attempt}: {d:?}");
+        }
+    }
+}

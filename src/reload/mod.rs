@@ -1,0 +1,255 @@
+//! Telling the main container to use the new pair, and checking it does.
+//!
+//! One reloader serves every mapping of the process: the serving certificate,
+//! client certificate and CA bundle of one main container usually rotate
+//! together, and a burst of flips must become one reload. Sync tasks only
+//! [`ReloadHandle::request`]; the reloader waits for a short quiet window
+//! (bounded by a maximum delay), reloads once, then verifies each mapping
+//! that names a TLS address, re-reloading a bounded number of times before
+//! reporting loudly that the old certificate is still served.
+//!
+//! With no reload method configured (Kubernetes components, which reload on
+//! the inotify event every flip produces), only verification runs.
+
+pub mod http;
+pub mod pid;
+pub mod verify;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::sync::{Notify, watch};
+
+use self::http::HttpHook;
+use self::pid::{PidError, Target};
+use self::verify::ServingCheck;
+
+/// How the main container is told.
+#[derive(Debug, Clone)]
+pub enum Method {
+    Signal { target: Target, signal: Signal },
+    Http(HttpHook),
+}
+
+impl Method {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Signal { .. } => "signal",
+            Self::Http(_) => "http",
+        }
+    }
+}
+
+/// Reloader settings.
+#[derive(Debug, Clone)]
+pub struct ReloadConfig {
+    pub method: Option<Method>,
+    /// Flips closer together than this become one reload.
+    pub quiet: Duration,
+    /// A reload is never deferred longer than this after the first flip.
+    pub max_delay: Duration,
+    /// Signal mode: attempts to find the process (it may still be starting).
+    pub find_attempts: u32,
+    pub find_backoff: Duration,
+    /// How long a verification waits for the new certificate to be served.
+    pub verify_timeout: Duration,
+    /// Reloads repeated after a failed verification before giving up.
+    pub verify_retries: u32,
+}
+
+/// What a mapping asks for after a flip: a reload, and optionally proof.
+#[derive(Debug, Clone)]
+struct Request {
+    verify: Option<(ServingCheck, [u8; 32])>,
+}
+
+/// Given to sync tasks. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadHandle {
+    pending: Arc<Mutex<BTreeMap<String, Request>>>,
+    wake: Arc<Notify>,
+}
+
+impl ReloadHandle {
+    /// Asks for a reload for `mapping` (the newest request per mapping wins),
+    /// to be verified against `fingerprint` at `check` if given.
+    pub fn request(&self, mapping: &str, verify: Option<(ServingCheck, [u8; 32])>) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(mapping.to_owned(), Request { verify });
+        self.wake.notify_one();
+    }
+
+    fn take(&self) -> BTreeMap<String, Request> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// Runs the reloader until shutdown.
+pub async fn run(config: ReloadConfig, handle: ReloadHandle, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            () = crate::sync::stopped(&mut shutdown) => return,
+            () = handle.wake.notified() => {}
+        }
+        let batch = gather(&handle, config.quiet, config.max_delay).await;
+        if !batch.is_empty() {
+            reload_and_verify(&config, batch).await;
+        }
+    }
+}
+
+/// After a first request: waits until no request came for `quiet`, or
+/// `max_delay` passed, and takes everything requested so far.
+async fn gather(
+    handle: &ReloadHandle,
+    quiet: Duration,
+    max_delay: Duration,
+) -> BTreeMap<String, Request> {
+    let until = tokio::time::Instant::now() + max_delay;
+    loop {
+        tokio::select! {
+            () = handle.wake.notified() => continue,
+            () = tokio::time::sleep(quiet) => break,
+            () = tokio::time::sleep_until(until) => break,
+        }
+    }
+    handle.take()
+}
+
+async fn reload_and_verify(config: &ReloadConfig, mut batch: BTreeMap<String, Request>) {
+    for round in 0..=config.verify_retries {
+        let mappings: Vec<&str> = batch.keys().map(String::as_str).collect();
+        if let Some(method) = &config.method
+            && reload(config, method, &mappings).await.is_err()
+        {
+            return; // logged; the next flip tries again
+        }
+        let mut failed = BTreeMap::new();
+        for (mapping, req) in &batch {
+            let Some((check, fingerprint)) = &req.verify else {
+                continue;
+            };
+            match check.wait_for(*fingerprint, config.verify_timeout).await {
+                Ok(latency) => {
+                    tracing::info!(mapping, addr = %check.addr, fingerprint = %verify::short(fingerprint), latency_ms = latency.as_millis() as u64, result = "served", "verified the new certificate is served")
+                }
+                Err(e) => {
+                    tracing::warn!(mapping, addr = %check.addr, round = round + 1, result = "stale", error = %e, "new certificate not served yet");
+                    failed.insert(mapping.clone(), req.clone());
+                }
+            }
+        }
+        if failed.is_empty() {
+            return;
+        }
+        if round == config.verify_retries || config.method.is_none() {
+            for (mapping, req) in &failed {
+                let addr = req.verify.as_ref().map_or("", |(c, _)| c.addr.as_str());
+                tracing::error!(
+                    mapping,
+                    addr,
+                    reloads = round + 1,
+                    result = "failed",
+                    "the main container still serves the old certificate; it did not reload"
+                );
+            }
+            return;
+        }
+        batch = failed;
+    }
+}
+
+/// One reload, with a bounded search for the process in signal mode.
+async fn reload(config: &ReloadConfig, method: &Method, mappings: &[&str]) -> Result<(), ()> {
+    let started = Instant::now();
+    let mappings = mappings.join(",");
+    let result: Result<String, String> = match method {
+        Method::Signal { target, signal } => {
+            let mut attempt = 1;
+            loop {
+                let (t, s) = (target.clone(), *signal);
+                let r = tokio::task::spawn_blocking(move || pid::signal(&t, s))
+                    .await
+                    .map_err(|e| e.to_string());
+                match r {
+                    Ok(Ok(pids)) => break Ok(format!("sent {signal} to pid {pids:?}")),
+                    Ok(Err(PidError::NoMatch { what })) if attempt < config.find_attempts => {
+                        tracing::debug!(mappings, attempt, %what, "no process to signal yet; retrying");
+                        tokio::time::sleep(config.find_backoff * attempt).await;
+                        attempt += 1;
+                    }
+                    Ok(Err(e)) => break Err(e.to_string()),
+                    Err(e) => break Err(e),
+                }
+            }
+        }
+        Method::Http(hook) => hook
+            .call()
+            .await
+            .map(|(status, attempts)| {
+                format!(
+                    "{} answered {status} after {attempts} attempt(s)",
+                    hook.describe()
+                )
+            })
+            .map_err(|e| e.to_string()),
+    };
+    let latency_ms = started.elapsed().as_millis() as u64;
+    match result {
+        Ok(detail) => {
+            tracing::info!(mappings, method = method.name(), result = "ok", latency_ms, %detail, "reloaded");
+            Ok(())
+        }
+        Err(error) => {
+            tracing::error!(mappings, method = method.name(), result = "failed", latency_ms, %error, "reload failed; the next change will try again");
+            Err(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn flips_close_together_become_one_batch() {
+        let handle = ReloadHandle::default();
+        let start = tokio::time::Instant::now();
+        for m in ["serving", "client", "ca"] {
+            handle.request(m, None);
+        }
+        handle.wake.notified().await;
+        let batch = gather(&handle, Duration::from_millis(200), Duration::from_secs(2)).await;
+        assert_eq!(
+            batch.keys().collect::<Vec<_>>(),
+            ["ca", "client", "serving"]
+        );
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(200),
+            "one quiet window"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_delay_bounds_a_continuous_stream() {
+        let handle = ReloadHandle::default();
+        let h = handle.clone();
+        let feeder = tokio::spawn(async move {
+            for i in 0..40 {
+                h.request(&format!("m{}", i % 3), None);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        handle.wake.notified().await;
+        let start = tokio::time::Instant::now();
+        let batch = gather(&handle, Duration::from_millis(200), Duration::from_secs(1)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        assert_eq!(batch.len(), 3);
+        feeder.abort();
+    }
+}

@@ -1,0 +1,181 @@
+//! Proof that a reload took effect: connect to the main container's TLS
+//! address and compare the leaf certificate it serves with the one just
+//! written (SHA-256 fingerprint).
+//!
+//! Trust is not the question here (the CA may be private, the address a
+//! loopback IP), so the chain is not validated; but the handshake signature
+//! is, so a match also proves the server holds the matching private key.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("{addr}: still serving {served} instead of {expected} after {waited:?}")]
+    Stale {
+        addr: String,
+        served: String,
+        expected: String,
+        waited: Duration,
+    },
+}
+
+/// Where the main container serves TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServingCheck {
+    /// `host:port`.
+    pub addr: String,
+    /// Server name to send (SNI); default: the host when it is a name.
+    pub sni: Option<String>,
+}
+
+/// Records the leaf the server presents; verifies handshake signatures.
+#[derive(Debug)]
+struct Capture {
+    leaf: Mutex<Option<Vec<u8>>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for Capture {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        *self.leaf.lock().unwrap_or_else(PoisonError::into_inner) = Some(end_entity.to_vec());
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+impl ServingCheck {
+    /// Parses `host:port` (e.g. `127.0.0.1:8443`, `[::1]:443`, `localhost:6443`).
+    pub fn parse(addr: &str, sni: Option<String>) -> Result<Self, String> {
+        let (host, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{addr:?} is not host:port"))?;
+        if host.is_empty() || port.parse::<u16>().is_err() {
+            return Err(format!("{addr:?} is not host:port"));
+        }
+        Ok(Self {
+            addr: addr.to_owned(),
+            sni,
+        })
+    }
+
+    /// The SHA-256 of the leaf served now.
+    pub async fn served(&self, timeout: Duration) -> Result<[u8; 32], String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let capture = Arc::new(Capture {
+            leaf: Mutex::new(None),
+            provider: Arc::clone(&provider),
+        });
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::clone(&capture) as Arc<dyn ServerCertVerifier>)
+            .with_no_client_auth();
+        let (host, _) = self
+            .addr
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{:?} is not host:port", self.addr))?;
+        let name = self
+            .sni
+            .clone()
+            .unwrap_or_else(|| host.trim_matches(['[', ']']).to_owned());
+        let server_name = ServerName::try_from(name).map_err(|e| e.to_string())?;
+        let connect = async {
+            let tcp = tokio::net::TcpStream::connect(&self.addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            let tls = tokio_rustls::TlsConnector::from(Arc::new(config));
+            tls.connect(server_name, tcp)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(())
+        };
+        tokio::time::timeout(timeout, connect)
+            .await
+            .map_err(|_| "TLS handshake timed out".to_owned())??;
+        let leaf = capture
+            .leaf
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        leaf.map(|der| Sha256::digest(der).into())
+            .ok_or_else(|| "no certificate presented".to_owned())
+    }
+
+    /// Polls until the served leaf is `expected` or `deadline` passes.
+    pub async fn wait_for(
+        &self,
+        expected: [u8; 32],
+        deadline: Duration,
+    ) -> Result<Duration, VerifyError> {
+        let started = Instant::now();
+        loop {
+            let last = match self.served(Duration::from_secs(2)).await {
+                Ok(fp) if fp == expected => return Ok(started.elapsed()),
+                Ok(fp) => short(&fp),
+                Err(e) => e,
+            };
+            if started.elapsed() >= deadline {
+                return Err(VerifyError::Stale {
+                    addr: self.addr.clone(),
+                    served: last,
+                    expected: short(&expected),
+                    waited: started.elapsed(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A fingerprint as logged: `sha256:` and the first 16 hex digits.
+pub fn short(fp: &[u8; 32]) -> String {
+    format!("sha256:{}", hex::encode(&fp[..8]))
+}
