@@ -247,6 +247,10 @@ pub struct ReloadArgs {
     /// Retries of a failed reload call (exponential backoff with jitter).
     #[arg(long, env = "CERTSYNC_RELOAD_RETRIES", default_value_t = 3)]
     pub reload_retries: u32,
+    /// How long to keep looking for the process to signal (it may still be
+    /// starting) before giving up until the next change.
+    #[arg(long, env = "CERTSYNC_RELOAD_FIND_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub reload_find_timeout: Duration,
     /// Flips closer together than this (across all mappings) become one reload.
     #[arg(long, env = "CERTSYNC_RELOAD_QUIET", value_parser = humantime::parse_duration, default_value = "200ms")]
     pub reload_quiet: Duration,
@@ -307,8 +311,7 @@ impl ReloadArgs {
             method,
             quiet: self.reload_quiet,
             max_delay: self.reload_max_delay.max(self.reload_quiet),
-            find_attempts: 5,
-            find_backoff: Duration::from_secs(1),
+            find_timeout: self.reload_find_timeout,
             verify_timeout: self.verify_timeout,
             verify_retries: self.verify_retries,
         })

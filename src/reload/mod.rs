@@ -50,9 +50,9 @@ pub struct ReloadConfig {
     pub quiet: Duration,
     /// A reload is never deferred longer than this after the first flip.
     pub max_delay: Duration,
-    /// Signal mode: attempts to find the process (it may still be starting).
-    pub find_attempts: u32,
-    pub find_backoff: Duration,
+    /// Signal mode: how long to keep looking for the process (it may still
+    /// be starting); retried every 250 ms, doubling up to 2 s.
+    pub find_timeout: Duration,
     /// How long a verification waits for the new certificate to be served.
     pub verify_timeout: Duration,
     /// Reloads repeated after a failed verification before giving up.
@@ -170,6 +170,7 @@ async fn reload(config: &ReloadConfig, method: &Method, mappings: &[&str]) -> Re
     let result: Result<String, String> = match method {
         Method::Signal { target, signal } => {
             let mut attempt = 1;
+            let mut pause = Duration::from_millis(250);
             loop {
                 let (t, s) = (target.clone(), *signal);
                 let r = tokio::task::spawn_blocking(move || pid::signal(&t, s))
@@ -177,9 +178,12 @@ async fn reload(config: &ReloadConfig, method: &Method, mappings: &[&str]) -> Re
                     .map_err(|e| e.to_string());
                 match r {
                     Ok(Ok(pids)) => break Ok(format!("sent {signal} to pid {pids:?}")),
-                    Ok(Err(PidError::NoMatch { what })) if attempt < config.find_attempts => {
+                    Ok(Err(PidError::NoMatch { what }))
+                        if started.elapsed() + pause <= config.find_timeout =>
+                    {
                         tracing::debug!(mappings, attempt, %what, "no process to signal yet; retrying");
-                        tokio::time::sleep(config.find_backoff * attempt).await;
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(2));
                         attempt += 1;
                     }
                     Ok(Err(e)) => break Err(e.to_string()),

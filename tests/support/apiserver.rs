@@ -97,22 +97,8 @@ impl ApiServer {
 
     /// Starts on a free loopback port serving HTTPS with `cert`/`key` (PEM).
     pub async fn start_tls(cert: &[u8], key: &[u8]) -> Self {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-        let certs = CertificateDer::pem_slice_iter(cert)
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
-        let key = PrivateKeyDer::from_pem_slice(key).unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
         let mut s = Self::start_on(TcpListener::bind("127.0.0.1:0").await.unwrap()).await;
-        s.tls = Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)));
+        s.tls = Some(super::tls_acceptor(cert, key));
         s.up().await;
         s
     }

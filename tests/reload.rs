@@ -1,0 +1,516 @@
+//! Reloading the main container, end to end through the real binary: real
+//! processes that record the signals they receive, and a local HTTP server
+//! that records the requests it gets.
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::certs::Pair;
+use support::*;
+
+/// A process named `name` (a copy of bash, so `comm` is unique) that appends
+/// each SIGHUP it receives to `<dir>/<name>.hup`. With `child`, it starts a
+/// second process of the same name below itself (like nginx workers), which
+/// records to `<dir>/<name>.child.hup`.
+struct Recorder {
+    child: Child,
+    file: PathBuf,
+    child_file: PathBuf,
+}
+
+fn recorder(dir: &Path, name: &str, with_child: bool) -> Recorder {
+    let exe = dir.join(name);
+    if !exe.exists() {
+        fs::copy("/bin/bash", &exe).unwrap();
+    }
+    let file = dir.join(format!("{name}.hup"));
+    let child_file = dir.join(format!("{name}.child.hup"));
+    let loop_ = "while :; do sleep 0.05; done";
+    let child = if with_child {
+        format!(
+            "{} -c 'trap \"echo HUP >> {}\" HUP; {loop_}' &",
+            exe.display(),
+            child_file.display()
+        )
+    } else {
+        String::new()
+    };
+    let script = format!("trap 'echo HUP >> {}' HUP; {child} {loop_}", file.display());
+    let child = Command::new(&exe)
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Ready once the trap is installed: bash has exec'd and parsed the script.
+    std::thread::sleep(Duration::from_millis(300));
+    Recorder {
+        child,
+        file,
+        child_file,
+    }
+}
+
+impl Recorder {
+    fn hups(&self) -> usize {
+        fs::read_to_string(&self.file)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // Kill the whole group of this recorder (it and its child).
+        let _ = Command::new("pkill")
+            .arg("-P")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A unique process name of at most 15 bytes.
+fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}{}{}",
+        std::process::id() % 100_000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+struct Dirs {
+    tmp: tempfile::TempDir,
+}
+
+impl Dirs {
+    fn new() -> Self {
+        Self {
+            tmp: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+    /// A source directory `name` holding `p`, and its mapping spec.
+    fn source(&self, name: &str, p: &Pair, extra: &str) -> String {
+        let src = self.path().join(name);
+        fs::create_dir_all(&src).unwrap();
+        write_pair(&src, p);
+        format!(
+            "dir:{}={}{extra}",
+            src.display(),
+            self.path().join(format!("{name}-target")).display()
+        )
+    }
+    fn rotate(&self, name: &str, p: &Pair) {
+        write_pair(&self.path().join(name), p);
+    }
+    fn target(&self, name: &str) -> PathBuf {
+        self.path().join(format!("{name}-target"))
+    }
+    fn start(&self, specs: &[String], extra: &[&str]) -> Certsync {
+        let mut args = vec!["run".to_owned(), "--debounce".into(), "100ms".into()];
+        if !extra.contains(&"--reload-quiet") {
+            args.extend(["--reload-quiet".into(), "100ms".into()]);
+        }
+        for s in specs {
+            args.extend(["--sync".to_owned(), s.clone()]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Certsync::start(&args, self.path())
+    }
+}
+
+fn write_pair(dir: &Path, p: &Pair) {
+    write_atomic(&dir.join("tls.crt"), &p.cert);
+    write_atomic(&dir.join("tls.key"), &p.key);
+}
+
+fn wait_count(what: &str, n: usize, count: impl Fn() -> usize) {
+    wait_for(&format!("{what} to reach {n}"), || {
+        (count() >= n).then_some(())
+    });
+}
+
+#[test]
+fn signal_by_name_reaches_only_the_top_most_process() {
+    let d = Dirs::new();
+    let name = unique("csn");
+    let target = recorder(d.path(), &name, true);
+    let spec = d.source("web", &Pair::new("one"), "");
+    let mut cs = d.start(&[spec], &["--reload-process", &name]);
+    wait_count("HUPs after the first sync", 1, || target.hups());
+
+    d.rotate("web", &Pair::new("two"));
+    wait_count("HUPs after a rotation", 2, || target.hups());
+    cs.wait_log("reloaded");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(target.hups(), 2, "one reload per flip");
+    assert!(
+        !target.child_file.exists(),
+        "the child (a worker) was signalled"
+    );
+    assert!(cs.is_running());
+    let log = cs.log();
+    let line = log.lines().find(|l| l.contains("reloaded")).unwrap();
+    assert!(
+        line.contains("method=\"signal\"") || line.contains("method=signal"),
+        "{line}"
+    );
+    assert!(line.contains("latency_ms="), "{line}");
+}
+
+#[test]
+fn certsync_never_signals_itself_even_when_its_command_line_matches() {
+    let d = Dirs::new();
+    let name = unique("css");
+    let target = recorder(d.path(), &name, false);
+    // The pattern is in certsync's own command line (it is an argument) and
+    // in the recorder's (its path): only the recorder may be signalled.
+    let pattern = format!("/{name}");
+    let spec = d.source("web", &Pair::new("one"), "");
+    let mut cs = d.start(&[spec], &["--reload-cmdline", &pattern]);
+    wait_count("HUPs", 1, || target.hups());
+    d.rotate("web", &Pair::new("two"));
+    wait_count("HUPs", 2, || target.hups());
+    assert!(
+        cs.is_running(),
+        "certsync signalled itself (SIGHUP ends it)"
+    );
+}
+
+#[test]
+fn pidfile_is_reread_so_a_restarted_process_is_found() {
+    let d = Dirs::new();
+    let pidfile = d.path().join("app.pid");
+    let first = recorder(d.path(), &unique("csp"), false);
+    fs::write(&pidfile, format!("{}\n", first.child.id())).unwrap();
+    let spec = d.source("web", &Pair::new("one"), "");
+    let _cs = d.start(&[spec], &["--reload-pidfile", pidfile.to_str().unwrap()]);
+    wait_count("HUPs of the first process", 1, || first.hups());
+
+    // The main container restarts: new process, new PID in the pidfile.
+    drop(first);
+    let second = recorder(d.path(), &unique("csp"), false);
+    fs::write(&pidfile, format!("{}\n", second.child.id())).unwrap();
+    d.rotate("web", &Pair::new("two"));
+    wait_count("HUPs of the restarted process", 1, || second.hups());
+}
+
+#[test]
+fn no_match_is_retried_then_reported_and_a_late_process_gets_the_next_reload() {
+    let d = Dirs::new();
+    let name = unique("csm");
+    let spec = d.source("web", &Pair::new("one"), "");
+    let mut cs = d.start(
+        &[spec],
+        &["--reload-process", &name, "--reload-find-timeout", "1s"],
+    );
+    cs.wait_log(&format!("no process matches process name \"{name}\""));
+    assert!(cs.is_running());
+    let late = recorder(d.path(), &name, false);
+    d.rotate("web", &Pair::new("two"));
+    wait_count("HUPs of the late process", 1, || late.hups());
+}
+
+#[test]
+fn permission_denied_is_explained() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!(
+            "permission_denied_is_explained: skipped (needs root to run certsync as another user)"
+        );
+        return;
+    }
+    let d = Dirs::new();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let name = unique("csd");
+    let target = recorder(d.path(), &name, false); // owned by root
+    let spec = d.source("web", &Pair::new("one"), "");
+    for entry in ["web", "web/tls.crt", "web/tls.key"] {
+        fs::set_permissions(d.path().join(entry), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        certsync_bin(),
+    ])
+    .args([
+        "run",
+        "--debounce",
+        "100ms",
+        "--reload-quiet",
+        "50ms",
+        "--sync",
+        &spec,
+    ])
+    .args(["--reload-process", &name]);
+    let cs = Certsync::start_with(&mut cmd, d.path());
+    cs.wait_log("permission denied sending SIGHUP to pid");
+    assert!(cs.log().contains("without CAP_KILL"), "{}", cs.log());
+    assert_eq!(target.hups(), 0);
+}
+
+// ---- HTTP hook -----------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+}
+
+/// A local HTTP(S) server that records requests and answers from a plan:
+/// each entry is (status, delay); after the plan, 200 at once.
+struct Hook {
+    addr: std::net::SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Hook {
+    fn start(plan: Vec<(u16, Duration)>, tls: Option<&Pair>) -> Self {
+        use axum::extract::State;
+        use axum::http::{HeaderMap, Method, StatusCode, Uri};
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let plan = Arc::new(Mutex::new(
+            plan.into_iter().collect::<std::collections::VecDeque<_>>(),
+        ));
+        type St = (
+            Arc<Mutex<Vec<Seen>>>,
+            Arc<Mutex<std::collections::VecDeque<(u16, Duration)>>>,
+        );
+        async fn handle(
+            State((seen, plan)): State<St>,
+            method: Method,
+            uri: Uri,
+            headers: HeaderMap,
+        ) -> StatusCode {
+            seen.lock().unwrap().push(Seen {
+                method: method.to_string(),
+                path: uri.path().to_owned(),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned()))
+                    .collect(),
+            });
+            let next = plan.lock().unwrap().pop_front();
+            let (status, delay) = next.unwrap_or((200, Duration::ZERO));
+            tokio::time::sleep(delay).await;
+            StatusCode::from_u16(status).unwrap()
+        }
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state((Arc::clone(&seen), plan));
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let acceptor = tls.map(|p| support::tls_acceptor(&p.cert, &p.key));
+        rt.spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    use hyper_util::rt::TokioIo;
+                    let http = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    );
+                    let _ = match acceptor {
+                        Some(a) => match a.accept(stream).await {
+                            Ok(s) => http.serve_connection(TokioIo::new(s), svc).await,
+                            Err(_) => return,
+                        },
+                        None => http.serve_connection(TokioIo::new(stream), svc).await,
+                    };
+                });
+            }
+        });
+        Self {
+            addr,
+            seen,
+            _rt: rt,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn http_hook_sends_method_headers_and_token() {
+    let hook = Hook::start(vec![], None);
+    let d = Dirs::new();
+    let token = d.path().join("token");
+    fs::write(&token, "s3cret\n").unwrap();
+    let spec = d.source("web", &Pair::new("one"), "");
+    let url = format!("http://{}/-/reload", hook.addr);
+    let cs = d.start(
+        &[spec],
+        &[
+            "--reload-url",
+            &url,
+            "--reload-method",
+            "put",
+            "--reload-header",
+            "X-Reason: cert-rotated",
+            "--reload-bearer-token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    wait_count("hook calls", 1, || hook.count());
+    let r = &hook.seen()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("PUT", "/-/reload"));
+    let header = |n: &str| {
+        r.headers
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("x-reason").as_deref(), Some("cert-rotated"));
+    assert_eq!(header("authorization").as_deref(), Some("Bearer s3cret"));
+
+    // A rotated token is used on the next call.
+    fs::write(&token, "n3w\n").unwrap();
+    d.rotate("web", &Pair::new("two"));
+    wait_count("hook calls", 2, || hook.count());
+    let header = hook.seen()[1]
+        .headers
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .cloned();
+    assert_eq!(header.map(|h| h.1).as_deref(), Some("Bearer n3w"));
+    cs.wait_log("answered 200 after 1 attempt(s)");
+}
+
+#[test]
+fn http_hook_retries_500s_and_timeouts_then_succeeds() {
+    let hook = Hook::start(
+        vec![
+            (500, Duration::ZERO),
+            (200, Duration::from_secs(3)),
+            (503, Duration::ZERO),
+        ],
+        None,
+    );
+    let d = Dirs::new();
+    let spec = d.source("web", &Pair::new("one"), "");
+    let url = format!("http://{}/reload", hook.addr);
+    let cs = d.start(
+        &[spec],
+        &[
+            "--reload-url",
+            &url,
+            "--reload-timeout",
+            "500ms",
+            "--reload-retries",
+            "3",
+        ],
+    );
+    cs.wait_log("answered 200 after 4 attempt(s)");
+    assert_eq!(hook.count(), 4, "500, timeout, 503, then 200");
+}
+
+#[test]
+fn http_hook_gives_up_after_the_bound() {
+    let hook = Hook::start(vec![(500, Duration::ZERO); 10], None);
+    let d = Dirs::new();
+    let spec = d.source("web", &Pair::new("one"), "");
+    let url = format!("http://{}/reload", hook.addr);
+    let mut cs = d.start(&[spec], &["--reload-url", &url, "--reload-retries", "2"]);
+    cs.wait_log("gave up after 3 attempts; last: HTTP 500");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(hook.count(), 3);
+    assert!(cs.is_running());
+}
+
+#[test]
+fn http_hook_over_https_trusts_the_ca_file() {
+    let serving = Pair::new("localhost");
+    let hook = Hook::start(vec![], Some(&serving));
+    let d = Dirs::new();
+    let ca = d.path().join("hook-ca.crt");
+    fs::write(&ca, &serving.ca_cert).unwrap();
+    let url = format!("https://localhost:{}/reload", hook.addr.port());
+
+    let spec = d.source("web", &Pair::new("one"), "");
+    let cs = d.start(
+        std::slice::from_ref(&spec),
+        &[
+            "--reload-url",
+            &url,
+            "--reload-ca-file",
+            ca.to_str().unwrap(),
+        ],
+    );
+    wait_count("hook calls over TLS", 1, || hook.count());
+    drop(cs);
+
+    // A different CA: the TLS handshake fails and nothing reaches the server.
+    let other = d.path().join("other-ca.crt");
+    fs::write(&other, Pair::new("x").ca_cert).unwrap();
+    let spec = d.source("api", &Pair::new("two"), "");
+    let cs = d.start(
+        &[spec],
+        &[
+            "--reload-url",
+            &url,
+            "--reload-ca-file",
+            other.to_str().unwrap(),
+            "--reload-retries",
+            "0",
+        ],
+    );
+    cs.wait_log("gave up after 1 attempts");
+    assert_eq!(hook.count(), 1);
+}
+
+#[test]
+fn three_mappings_rotated_together_produce_one_reload() {
+    let hook = Hook::start(vec![], None);
+    let d = Dirs::new();
+    let specs: Vec<String> = ["serving", "client", "ca"]
+        .iter()
+        .map(|n| d.source(n, &Pair::new(n), ""))
+        .collect();
+    let url = format!("http://{}/reload", hook.addr);
+    let cs = d.start(&specs, &["--reload-url", &url, "--reload-quiet", "300ms"]);
+    wait_count("the first reload", 1, || hook.count());
+    for n in ["serving", "client", "ca"] {
+        wait_for("all three synced", || read_live(&d.target(n)));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        hook.count(),
+        1,
+        "the initial sync of three mappings is one reload"
+    );
+
+    for n in ["serving", "client", "ca"] {
+        d.rotate(n, &Pair::new(&format!("{n}-2")));
+    }
+    wait_count("the second reload", 2, || hook.count());
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(hook.count(), 2, "three flips, one reload");
+    cs.wait_log("mappings=");
+}
