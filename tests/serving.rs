@@ -1,0 +1,254 @@
+//! A real TLS server reloads the pair certsync publishes, and verification
+//! tells a server that reloaded from one that did not.
+//!
+//! nginx comes from Debian (`.ci/run` installs it); the served certificate
+//! is read with `openssl s_client`, independently of certsync's own check.
+
+mod support;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use support::certs::Pair;
+use support::*;
+
+/// SHA-256 fingerprint of the leaf served at 127.0.0.1:`port`, as openssl
+/// prints it (`AB:CD:...`), or `None` if nothing answers.
+fn served_fingerprint(port: u16) -> Option<String> {
+    let mut s_client = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let pem = s_client.stdout.take()?;
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256"])
+        .stdin(pem)
+        .output()
+        .ok()?;
+    let _ = s_client.wait();
+    let text = String::from_utf8(out.stdout).ok()?;
+    Some(text.trim().split_once('=')?.1.to_owned())
+}
+
+fn fingerprint_of(cert_pem: &[u8], dir: &Path) -> String {
+    let f = dir.join("fp.pem");
+    fs::write(&f, cert_pem).unwrap();
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_owned()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn write_pair(dir: &Path, p: &Pair) {
+    write_atomic(&dir.join("tls.crt"), &p.cert);
+    write_atomic(&dir.join("tls.key"), &p.key);
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
+    if !have("nginx") || !have("openssl") {
+        // .ci/run installs both; say so loudly rather than pass silently.
+        panic!("nginx and openssl are needed (apt-get install nginx openssl; .ci/run does this)");
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("target"));
+    fs::create_dir(&src).unwrap();
+    let first = Pair::new("first.example");
+    write_pair(&src, &first);
+    let sync = format!("dir:{}={}", src.display(), target.display());
+
+    // Init-container step: the target exists before nginx starts.
+    let once = Command::new(certsync_bin())
+        .args(["run", "--once", "--sync", &sync])
+        .output()
+        .unwrap();
+    assert!(
+        once.status.success(),
+        "{}",
+        String::from_utf8_lossy(&once.stderr)
+    );
+
+    let port = free_port();
+    let prefix = d.path().join("nginx");
+    fs::create_dir(&prefix).unwrap();
+    let conf = prefix.join("nginx.conf");
+    fs::write(
+        &conf,
+        format!(
+            "daemon off; master_process on; worker_processes 2;\n\
+             pid {p}/nginx.pid; error_log {p}/error.log;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; client_body_temp_path {p}/body; proxy_temp_path {p}/proxy;\n\
+               fastcgi_temp_path {p}/fcgi; uwsgi_temp_path {p}/uwsgi; scgi_temp_path {p}/scgi;\n\
+               server {{ listen 127.0.0.1:{port} ssl;\n\
+                 ssl_certificate {t}/tls.crt; ssl_certificate_key {t}/tls.key;\n\
+                 location / {{ return 200 \"ok\\n\"; }} }} }}\n",
+            p = prefix.display(),
+            t = target.display(),
+        ),
+    )
+    .unwrap();
+    let _nginx = Killed(
+        Command::new("nginx")
+            .args(["-p"])
+            .arg(&prefix)
+            .arg("-c")
+            .arg(&conf)
+            .args(["-e", "stderr"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let first_fp = fingerprint_of(&first.cert, d.path());
+    wait_for("nginx to serve the first certificate", || {
+        (served_fingerprint(port)? == first_fp).then_some(())
+    });
+
+    // nginx rewrites its title to "nginx: master process nginx -p <prefix> ...":
+    // this pattern picks this test's master and none of its workers.
+    let master = format!("master process.*{}", prefix.display());
+    let sync_verify = format!("{sync},verify=127.0.0.1:{port}");
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--debounce",
+            "100ms",
+            "--reload-quiet",
+            "100ms",
+            "--sync",
+            &sync_verify,
+            "--reload-cmdline",
+            &master,
+        ],
+        d.path(),
+    );
+    cs.wait_log("found current revision on disk");
+
+    let second = Pair::new("second.example");
+    write_pair(&src, &second);
+    let second_fp = fingerprint_of(&second.cert, d.path());
+    wait_for("nginx to serve the rotated certificate", || {
+        (served_fingerprint(port)? == second_fp).then_some(())
+    });
+    cs.wait_log("verified the new certificate is served");
+    let log = cs.log();
+    let reloaded = log.lines().find(|l| l.contains("reloaded")).unwrap();
+    assert!(reloaded.contains("sent SIGHUP to pid"), "{reloaded}");
+}
+
+#[test]
+fn verification_catches_a_server_that_ignores_the_signal() {
+    if !have("openssl") {
+        panic!("openssl is needed (.ci/run installs it)");
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("target"));
+    fs::create_dir(&src).unwrap();
+    let old = Pair::new("old.example");
+    write_pair(&src, &old);
+    // The server loads a private copy of the old pair and ignores SIGHUP.
+    let frozen = d.path().join("frozen");
+    fs::create_dir(&frozen).unwrap();
+    write_pair(&frozen, &old);
+    let port = free_port();
+    let script = format!(
+        "trap '' HUP; exec openssl s_server -quiet -accept 127.0.0.1:{port} -cert {f}/tls.crt -key {f}/tls.key -www",
+        f = frozen.display()
+    );
+    let _server = Killed(
+        Command::new("bash")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let old_fp = fingerprint_of(&old.cert, d.path());
+    wait_for("s_server to answer", || {
+        (served_fingerprint(port)? == old_fp).then_some(())
+    });
+
+    let sync = format!(
+        "dir:{}={},verify=127.0.0.1:{port}",
+        src.display(),
+        target.display()
+    );
+    let pattern = format!("s_server.*-accept 127.0.0.1:{port}");
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--debounce",
+            "100ms",
+            "--reload-quiet",
+            "100ms",
+            "--sync",
+            &sync,
+            "--reload-cmdline",
+            &pattern,
+            "--verify-timeout",
+            "1s",
+            "--verify-retries",
+            "2",
+        ],
+        d.path(),
+    );
+    // The first sync publishes what the server already serves: verified.
+    cs.wait_log("verified the new certificate is served");
+
+    write_pair(&src, &Pair::new("new.example"));
+    cs.wait_log("the main container still serves the old certificate");
+    let log = cs.log();
+    let failed = log
+        .lines()
+        .find(|l| l.contains("still serves the old certificate"))
+        .unwrap();
+    assert!(
+        failed.contains("reloads=3"),
+        "1 reload + 2 retries: {failed}"
+    );
+    let signals = log
+        .lines()
+        .filter(|l| l.contains("reloaded") && l.contains("sent SIGHUP"))
+        .count();
+    assert_eq!(signals, 4, "initial reload + 3 for the rotation:\n{log}");
+}
