@@ -1,7 +1,8 @@
 //! The manifests in deploy/ parse as Kubernetes objects and say what the
 //! README promises.
 
-use k8s_openapi::api::core::v1::ServiceAccount;
+use clap::Parser;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use serde::Deserialize;
 
@@ -48,4 +49,60 @@ fn rbac_is_least_privilege() {
     assert_eq!(b.role_ref.name, roles[0].metadata.name.clone().unwrap());
     let subject = &b.subjects.as_deref().unwrap()[0];
     assert_eq!(Some(&subject.name), accounts[0].metadata.name.as_ref());
+}
+
+/// The certsync containers of every Pod manifest in deploy/: their args are
+/// accepted by certsync's own parser and make a valid configuration.
+fn certsync_args(file: &str) -> Vec<Vec<String>> {
+    documents(file)
+        .into_iter()
+        .filter(|d| d["kind"].as_str() == Some("Pod"))
+        .map(|d| serde_yaml_ng::from_value::<Pod>(d).unwrap())
+        .flat_map(|pod| pod.spec.unwrap().containers)
+        .filter(|c| c.name == "certsync")
+        .map(|c| c.args.unwrap_or_default())
+        .collect()
+}
+
+fn check_args(args: &[String]) -> certsync::config::Config {
+    let cli = certsync::config::Cli::try_parse_from(
+        std::iter::once("certsync".to_owned()).chain(args.iter().cloned()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let certsync::config::Command::Run(run) = cli.command;
+    certsync::config::Config::from_args(&run).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// File-watching mode for Kubernetes components: no reload method (they
+/// must never be signalled), serving verification on the secure port.
+#[test]
+fn kube_scheduler_static_pod_uses_file_watching_mode() {
+    let all = certsync_args("static-pod-kube-scheduler.yaml");
+    assert_eq!(all.len(), 1);
+    let config = check_args(&all[0]);
+    assert!(
+        config.reload.method.is_none(),
+        "kube-scheduler must not be signalled"
+    );
+    let m = &config.mappings[0];
+    assert_eq!(
+        m.verify.as_ref().map(|v| v.addr.as_str()),
+        Some("127.0.0.1:10259")
+    );
+    let pods: Vec<Pod> = documents("static-pod-kube-scheduler.yaml")
+        .into_iter()
+        .map(|d| serde_yaml_ng::from_value(d).unwrap())
+        .collect();
+    let scheduler = &pods[0].spec.as_ref().unwrap().containers[0];
+    let cert_flag = scheduler
+        .command
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|a| a.starts_with("--tls-cert-file="))
+        .unwrap();
+    assert!(
+        cert_flag.ends_with(&format!("{}/tls.crt", m.target.display())),
+        "kube-scheduler reads the file certsync publishes: {cert_flag}"
+    );
 }

@@ -444,29 +444,32 @@ fn http_hook_gives_up_after_the_bound() {
     assert!(cs.is_running());
 }
 
+/// The hook's CA may be the ca.crt certsync itself publishes: it does not
+/// exist when certsync starts and is read at call time.
 #[test]
-fn http_hook_over_https_trusts_the_ca_file() {
+fn http_hook_over_https_trusts_the_synced_ca_file() {
     let serving = Pair::new("localhost");
     let hook = Hook::start(vec![], Some(&serving));
     let d = Dirs::new();
-    let ca = d.path().join("hook-ca.crt");
-    fs::write(&ca, &serving.ca_cert).unwrap();
     let url = format!("https://localhost:{}/reload", hook.addr.port());
-
     let spec = d.source("web", &Pair::new("one"), "");
+    fs::write(d.path().join("web/ca.crt"), &serving.ca_cert).unwrap();
+    let synced_ca = d.target("web").join("ca.crt");
+    assert!(!synced_ca.exists());
     let cs = d.start(
         std::slice::from_ref(&spec),
         &[
             "--reload-url",
             &url,
             "--reload-ca-file",
-            ca.to_str().unwrap(),
+            synced_ca.to_str().unwrap(),
         ],
     );
     wait_count("hook calls over TLS", 1, || hook.count());
     drop(cs);
 
-    // A different CA: the TLS handshake fails and nothing reaches the server.
+    // A CA that did not sign the hook's certificate: the TLS handshake
+    // fails, nothing reaches the server, and the log says why.
     let other = d.path().join("other-ca.crt");
     fs::write(&other, Pair::new("x").ca_cert).unwrap();
     let spec = d.source("api", &Pair::new("two"), "");
@@ -482,6 +485,7 @@ fn http_hook_over_https_trusts_the_ca_file() {
         ],
     );
     cs.wait_log("gave up after 1 attempts");
+    assert!(cs.log().contains("UnknownIssuer"), "{}", cs.log());
     assert_eq!(hook.count(), 1);
 }
 

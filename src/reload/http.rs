@@ -49,7 +49,13 @@ pub struct HttpHookConfig {
 /// A ready-to-call hook.
 #[derive(Debug, Clone)]
 pub struct HttpHook {
-    client: reqwest::Client,
+    /// Built once without a CA file; with one, built per call from the
+    /// file's current content (it may be a ca.crt certsync has not written
+    /// yet, or one that rotates).
+    client: Option<reqwest::Client>,
+    ca_file: Option<PathBuf>,
+    timeout: Duration,
+    insecure_skip_verify: bool,
     url: Url,
     method: Method,
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -96,10 +102,29 @@ impl HttpHook {
         // reqwest is built without a bundled provider; ring is the one
         // certsync uses everywhere (see README). Installing twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut hook = Self {
+            client: None,
+            ca_file: c.ca_file.clone(),
+            timeout: c.timeout,
+            insecure_skip_verify: c.insecure_skip_verify,
+            url,
+            method,
+            headers,
+            bearer_token_file: c.bearer_token_file.clone(),
+            retries: c.retries,
+            backoff: c.backoff,
+        };
+        if hook.ca_file.is_none() {
+            hook.client = Some(hook.build_client()?);
+        }
+        Ok(hook)
+    }
+
+    fn build_client(&self) -> Result<reqwest::Client, HttpError> {
         let mut builder = reqwest::Client::builder()
-            .timeout(c.timeout)
-            .danger_accept_invalid_certs(c.insecure_skip_verify);
-        if let Some(path) = &c.ca_file {
+            .timeout(self.timeout)
+            .danger_accept_invalid_certs(self.insecure_skip_verify);
+        if let Some(path) = &self.ca_file {
             let ca_err = |problem: String| HttpError::CaFile {
                 path: path.clone(),
                 problem,
@@ -112,18 +137,9 @@ impl HttpHook {
             }
             builder = builder.tls_certs_only(certs);
         }
-        let client = builder
+        builder
             .build()
-            .map_err(|e| HttpError::Client(e.to_string()))?;
-        Ok(Self {
-            client,
-            url,
-            method,
-            headers,
-            bearer_token_file: c.bearer_token_file.clone(),
-            retries: c.retries,
-            backoff: c.backoff,
-        })
+            .map_err(|e| HttpError::Client(e.to_string()))
     }
 
     pub fn describe(&self) -> String {
@@ -154,7 +170,11 @@ impl HttpHook {
     }
 
     async fn attempt(&self) -> Result<u16, String> {
-        let mut req = self.client.request(self.method.clone(), self.url.clone());
+        let client = match &self.client {
+            Some(c) => c.clone(),
+            None => self.build_client().map_err(|e| e.to_string())?,
+        };
+        let mut req = client.request(self.method.clone(), self.url.clone());
         for (name, value) in &self.headers {
             req = req.header(name, value);
         }
@@ -225,13 +245,6 @@ mod tests {
                 },
                 "expected 'Name: value'",
             ),
-            (
-                HttpHookConfig {
-                    ca_file: Some("/nonexistent/ca.crt".into()),
-                    ..config("https://127.0.0.1/")
-                },
-                "reload CA file /nonexistent/ca.crt",
-            ),
         ];
         for (c, want) in cases {
             let e = HttpHook::new(&c).unwrap_err().to_string();
@@ -243,6 +256,13 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ok.describe(), "POST https://localhost:8443/-/reload");
+        // A CA file that does not exist yet (a ca.crt certsync will publish)
+        // is read at call time, not refused at start.
+        HttpHook::new(&HttpHookConfig {
+            ca_file: Some("/nonexistent/ca.crt".into()),
+            ..config("https://127.0.0.1/")
+        })
+        .unwrap();
     }
 
     #[test]
