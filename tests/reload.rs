@@ -324,21 +324,11 @@ impl Hook {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
-                let svc = hyper_util::service::TowerToHyperService::new(app.clone());
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    use hyper_util::rt::TokioIo;
-                    let http = hyper_util::server::conn::auto::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    );
-                    let _ = match acceptor {
-                        Some(a) => match a.accept(stream).await {
-                            Ok(s) => http.serve_connection(TokioIo::new(s), svc).await,
-                            Err(_) => return,
-                        },
-                        None => http.serve_connection(TokioIo::new(stream), svc).await,
-                    };
-                });
+                tokio::spawn(support::serve_connection(
+                    stream,
+                    app.clone(),
+                    acceptor.clone(),
+                ));
             }
         });
         Self {

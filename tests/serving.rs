@@ -64,7 +64,19 @@ fn write_pair(dir: &Path, p: &Pair) {
     write_atomic(&dir.join("tls.key"), &p.key);
 }
 
+/// A child process, killed when dropped.
 struct Killed(Child);
+
+/// Starts `cmd` with no stdin and its output discarded.
+fn spawn_quiet(cmd: &mut Command) -> Killed {
+    Killed(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -125,18 +137,13 @@ fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
         ),
     )
     .unwrap();
-    let _nginx = Killed(
+    let _nginx = spawn_quiet(
         Command::new("nginx")
             .args(["-p"])
             .arg(&prefix)
             .arg("-c")
             .arg(&conf)
-            .args(["-e", "stderr"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+            .args(["-e", "stderr"]),
     );
     let first_fp = fingerprint_of(&first.cert, d.path());
     wait_for("nginx to serve the first certificate", || {
@@ -194,15 +201,7 @@ fn verification_catches_a_server_that_ignores_the_signal() {
         "trap '' HUP; exec openssl s_server -quiet -accept 127.0.0.1:{port} -cert {f}/tls.crt -key {f}/tls.key -www",
         f = frozen.display()
     );
-    let _server = Killed(
-        Command::new("bash")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _server = spawn_quiet(Command::new("bash").args(["-c", &script]));
     let old_fp = fingerprint_of(&old.cert, d.path());
     wait_for("s_server to answer", || {
         (served_fingerprint(port)? == old_fp).then_some(())

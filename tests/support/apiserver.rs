@@ -135,21 +135,11 @@ impl ApiServer {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
-                let svc = hyper_util::service::TowerToHyperService::new(app.clone());
-                let tls = tls.clone();
-                conns.lock().unwrap().spawn(async move {
-                    let http = hyper_util::server::conn::auto::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    );
-                    use hyper_util::rt::TokioIo;
-                    let _ = match tls {
-                        Some(tls) => match tls.accept(stream).await {
-                            Ok(s) => http.serve_connection(TokioIo::new(s), svc).await,
-                            Err(_) => return,
-                        },
-                        None => http.serve_connection(TokioIo::new(stream), svc).await,
-                    };
-                });
+                let (app, tls) = (app.clone(), tls.clone());
+                conns
+                    .lock()
+                    .unwrap()
+                    .spawn(super::serve_connection(stream, app, tls));
             }
         }));
     }

@@ -149,3 +149,21 @@ pub fn tls_acceptor(cert: &[u8], key: &[u8]) -> tokio_rustls::TlsAcceptor {
     .unwrap();
     tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))
 }
+
+/// Serves one accepted connection with `app`, over TLS when `tls` is given.
+pub async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    app: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
+    use hyper_util::rt::TokioIo;
+    let svc = hyper_util::service::TowerToHyperService::new(app);
+    let http = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    let _ = match tls {
+        Some(tls) => match tls.accept(stream).await {
+            Ok(s) => http.serve_connection(TokioIo::new(s), svc).await,
+            Err(_) => return,
+        },
+        None => http.serve_connection(TokioIo::new(stream), svc).await,
+    };
+}
