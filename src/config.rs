@@ -176,6 +176,23 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub reload: ReloadArgs,
+
+    /// Address of the admin port (/livez, /readyz, /metrics). Loopback by
+    /// default; use 0.0.0.0:9808 for kubelet probes on a pod IP.
+    #[arg(long, env = "CERTSYNC_ADMIN_ADDR", default_value = "127.0.0.1:9808")]
+    pub admin_addr: std::net::SocketAddr,
+
+    /// Share of a certificate's lifetime after which, with nothing newer
+    /// arrived, it is reported stale (warning + metric); kubelet rotates at 70-90%.
+    #[arg(long, env = "CERTSYNC_STALE_FRACTION", default_value_t = 0.8, value_parser = parse_fraction)]
+    pub stale_fraction: f64,
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!("{s:?} is not a fraction in (0, 1]")),
+    }
 }
 
 /// How the main container is told about a new pair. At most one of
@@ -630,6 +647,8 @@ pub struct Mapping {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub mappings: Vec<Mapping>,
+    pub admin_addr: std::net::SocketAddr,
+    pub stale_fraction: f64,
     pub reload: ReloadConfig,
     pub client: ClientSettings,
     pub once: bool,
@@ -658,6 +677,8 @@ impl Config {
         check_overlaps(&mappings)?;
         Ok(Self {
             mappings,
+            admin_addr: args.admin_addr,
+            stale_fraction: args.stale_fraction,
             reload: args.reload.build()?,
             client: ClientSettings {
                 kubeconfig: args.kubeconfig.clone(),

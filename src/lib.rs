@@ -6,9 +6,11 @@
 //! the data flow.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod bundle;
 pub mod config;
 pub mod dirwatch;
+pub mod metrics;
 pub mod reload;
 pub mod source;
 pub mod sync;

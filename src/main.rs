@@ -6,7 +6,10 @@ use anyhow::Context;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
+use std::sync::Arc;
+
 use certsync::config::{Cli, Command, Config, EXIT_USAGE, LogArgs, LogFormat};
+use certsync::metrics::Metrics;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -71,16 +74,23 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
         });
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let metrics = Arc::new(Metrics::new(config.stale_fraction));
+    let admin =
+        certsync::admin::serve(config.admin_addr, Arc::clone(&metrics), stopped.clone()).await?;
+    let admin = tokio::spawn(admin);
+    let m = Arc::clone(&metrics);
     tokio::spawn(async move {
         if let Err(e) = shutdown_signal().await {
             tracing::error!(error = %e, "cannot listen for signals");
             return;
         }
         tracing::info!("shutting down after the write in progress");
+        m.begin_shutdown();
         let _ = stop.send(true);
     });
     tracing::info!(mappings = config.mappings.len(), "certsync started");
-    certsync::sync::run(config, stopped).await?;
+    certsync::sync::run(config, metrics, stopped).await?;
+    let _ = admin.await;
     Ok(ExitCode::SUCCESS)
 }
 

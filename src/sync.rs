@@ -7,6 +7,7 @@
 //! Errors are logged once per distinct problem (then at debug level on each
 //! retry) so a broken source does not flood the log.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, watch};
@@ -14,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Config, Mapping, Source};
 use crate::dirwatch::{self, DirWatch};
+use crate::metrics::Metrics;
 use crate::reload::{self, ReloadHandle};
 use crate::source::Update;
 use crate::source::hostdir::HostDir;
@@ -52,16 +54,22 @@ fn host_dir(m: &Mapping, dir: &std::path::Path) -> HostDir {
 }
 
 /// The API-server source of a mapping.
-fn kube_object(m: &Mapping, object: &ObjectRef) -> KubeObject {
+fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics>) -> KubeObject {
     KubeObject {
         object: object.clone(),
         items: m.items.clone(),
+        mapping: m.name.clone(),
+        metrics: Arc::clone(metrics),
     }
 }
 
 /// Reads a mapping's source once (`--once`). `client` is the API client,
 /// or why there is none.
-async fn read_once(m: &Mapping, client: &Result<Client, String>) -> Result<Bundle, String> {
+async fn read_once(
+    m: &Mapping,
+    client: &Result<Client, String>,
+    metrics: &Arc<Metrics>,
+) -> Result<Bundle, String> {
     match &m.source {
         Source::Dir(dir) => {
             let src = host_dir(m, dir);
@@ -72,7 +80,7 @@ async fn read_once(m: &Mapping, client: &Result<Client, String>) -> Result<Bundl
         }
         Source::Kube(object) => {
             let client = client.clone()?;
-            kube_object(m, object)
+            kube_object(m, object, metrics)
                 .get(client)
                 .await
                 .map_err(|e| e.to_string())
@@ -94,6 +102,11 @@ pub struct Syncer {
     last_problem: Option<(Option<ContentHash>, String)>,
     /// Told after every flip; `None` with `--once` or nothing to reload.
     reload: Option<ReloadHandle>,
+    metrics: Arc<Metrics>,
+    /// The live revision, once known.
+    revision: Option<u64>,
+    /// The revision for which the stale-certificate warning was logged.
+    stale_warned: Option<u64>,
 }
 
 impl Syncer {
@@ -104,6 +117,7 @@ impl Syncer {
         mapping: Mapping,
         clock_skew: Duration,
         reload: Option<ReloadHandle>,
+        metrics: Arc<Metrics>,
     ) -> Result<Self, SyncError> {
         let (target, opts, name) = (
             mapping.target.clone(),
@@ -116,19 +130,69 @@ impl Syncer {
             Ok((w, live))
         })
         .await?;
-        let last_good = live.filter(|l| l.problem.is_none()).map(|l| {
-            tracing::info!(mapping = %mapping.name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
-            l.bundle
-        });
-        Ok(Self {
+        metrics.add_mapping(&name);
+        let mut s = Self {
             mapping,
             writer,
             clock_skew,
-            last_good,
+            last_good: None,
             pending: None,
             last_problem: None,
             reload,
-        })
+            metrics,
+            revision: None,
+            stale_warned: None,
+        };
+        if let Some(l) = live.filter(|l| l.problem.is_none()) {
+            tracing::info!(mapping = %name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
+            // Served and repaired as it is; ready only if it is still valid.
+            let problem = validate::validate(&l.bundle, &s.policy())
+                .err()
+                .map(|e| format!("current revision {} is not valid: {e}", l.revision));
+            s.record_current(l.revision, &l.bundle);
+            s.metrics.ready(&name, problem);
+            s.last_good = Some(l.bundle);
+        }
+        Ok(s)
+    }
+
+    fn policy(&self) -> Policy {
+        Policy {
+            expect: self.mapping.expect,
+            now: SystemTime::now(),
+            clock_skew: self.clock_skew,
+        }
+    }
+
+    /// Metrics for the live revision holding `bundle`.
+    fn record_current(&mut self, revision: u64, bundle: &Bundle) {
+        let leaf = bundle
+            .get(crate::bundle::CERT_FILE)
+            .and_then(validate::leaf_of);
+        self.metrics.current(
+            &self.mapping.name,
+            revision,
+            leaf.map(|l| (l.not_before, l.not_after)),
+        );
+        self.revision = Some(revision);
+    }
+
+    /// Warns once per revision when its certificate passed the stale
+    /// fraction of its lifetime and nothing newer has arrived.
+    fn check_stale(&mut self) {
+        let name = &self.mapping.name;
+        if self.revision.is_some()
+            && self.stale_warned != self.revision
+            && self.metrics.is_stale(name)
+        {
+            tracing::warn!(mapping = %name, revision = self.revision, "certificate is past its renewal point and no newer one has arrived; check the issuer");
+            self.stale_warned = self.revision;
+        }
+    }
+
+    /// Records that the source delivered something (good or bad content).
+    pub fn source_ok(&self) {
+        self.metrics.source_up(&self.mapping.name, true);
     }
 
     pub fn name(&self) -> &str {
@@ -139,11 +203,7 @@ impl Syncer {
     /// flipped in.
     pub async fn apply(&mut self, bundle: Bundle) -> Result<bool, SyncError> {
         let hash = bundle.hash();
-        let policy = Policy {
-            expect: self.mapping.expect,
-            now: SystemTime::now(),
-            clock_skew: self.clock_skew,
-        };
+        let policy = self.policy();
         // The last good bundle passed already; anything else is checked.
         let known_good = self.last_good.as_ref().is_some_and(|g| g.hash() == hash);
         if !known_good && let Err(source) = validate::validate(&bundle, &policy) {
@@ -189,6 +249,7 @@ impl Syncer {
             return;
         }
         self.repair().await;
+        self.check_stale();
     }
 
     /// Restores the last good bundle if the target drifted from it.
@@ -201,10 +262,17 @@ impl Syncer {
         }
     }
 
-    async fn publish(&self, bundle: &Bundle) -> Result<Outcome, SyncError> {
+    async fn publish(&mut self, bundle: &Bundle) -> Result<Outcome, SyncError> {
         let (writer, b) = (self.writer.clone(), bundle.clone());
         let outcome = blocking(&self.mapping.name, move || writer.publish(&b)).await?;
-        let (name, hash) = (&self.mapping.name, bundle.hash());
+        let (Outcome::Written { revision, .. } | Outcome::Unchanged { revision, .. }) = outcome;
+        let written = matches!(outcome, Outcome::Written { .. });
+        self.record_current(revision, bundle);
+        let name = self.mapping.name.clone();
+        self.metrics
+            .sync(&name, if written { "written" } else { "unchanged" });
+        self.metrics.ready(&name, None);
+        let (name, hash) = (&name, bundle.hash());
         match &outcome {
             Outcome::Written { revision, drift } => {
                 let leaf = bundle
@@ -253,11 +321,22 @@ impl Syncer {
 
     fn report(&mut self, hash: Option<ContentHash>, err: &SyncError) {
         let key = (hash, err.to_string());
+        let name = &self.mapping.name;
         let reason = match err {
-            SyncError::Rejected { source, .. } => source.reason(),
-            SyncError::Source { .. } => "source_unavailable",
-            SyncError::Writer { .. } => "write_failed",
-            SyncError::Task { .. } => "internal",
+            SyncError::Rejected { source, .. } => {
+                self.metrics.rejected(name, source.reason());
+                self.metrics.sync(name, "rejected");
+                source.reason()
+            }
+            SyncError::Source { .. } => {
+                self.metrics.source_up(name, false);
+                self.metrics.sync(name, "source_error");
+                "source_unavailable"
+            }
+            SyncError::Writer { .. } | SyncError::Task { .. } => {
+                self.metrics.sync(name, "error");
+                "write_failed"
+            }
         };
         if self.last_problem.as_ref() == Some(&key) {
             tracing::debug!(mapping = %self.mapping.name, reason, error = %err, "still failing");
@@ -288,6 +367,7 @@ async fn blocking<T: Send + 'static>(
 /// Returns the failures.
 pub async fn once(config: &Config) -> Vec<SyncError> {
     let mut failures = Vec::new();
+    let metrics = Arc::new(Metrics::new(config.stale_fraction));
     let client = if config
         .mappings
         .iter()
@@ -299,8 +379,9 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     };
     for m in &config.mappings {
         let result = async {
-            let mut s = Syncer::open(m.clone(), config.clock_skew, None).await?;
-            match read_once(m, &client).await {
+            let mut s =
+                Syncer::open(m.clone(), config.clock_skew, None, Arc::clone(&metrics)).await?;
+            match read_once(m, &client, &metrics).await {
                 Ok(bundle) => s.apply(bundle).await.map(|_| ()),
                 Err(e) => Err(s.source_failed(e)),
             }
@@ -315,7 +396,11 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
 
 /// `certsync run`: one source task and one sync task per mapping, until
 /// `shutdown` turns true. A write in progress is finished before returning.
-pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), SyncError> {
+pub async fn run(
+    config: Config,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), SyncError> {
     let watcher = DirWatch::new().map_err(|e| SyncError::Task {
         mapping: "*".into(),
         message: e.to_string(),
@@ -328,6 +413,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), 
         tasks.spawn(reload::run(
             config.reload.clone(),
             handle.clone(),
+            Arc::clone(&metrics),
             shutdown.clone(),
         ));
     }
@@ -341,7 +427,13 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), 
         tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
     }
     for m in config.mappings {
-        let syncer = Syncer::open(m.clone(), config.clock_skew, reload.clone()).await?;
+        let syncer = Syncer::open(
+            m.clone(),
+            config.clock_skew,
+            reload.clone(),
+            Arc::clone(&metrics),
+        )
+        .await?;
         let (tx, rx) = watch::channel(None);
         match &m.source {
             Source::Dir(dir) => tasks.spawn(host_dir(&m, dir).run(
@@ -351,7 +443,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> Result<(), 
                 tx,
                 shutdown.clone(),
             )),
-            Source::Kube(object) => tasks.spawn(kube_object(&m, object).run(
+            Source::Kube(object) => tasks.spawn(kube_object(&m, object, &metrics).run(
                 clients.clone(),
                 config.client.watch_timeout,
                 tx,
@@ -413,7 +505,10 @@ async fn sync_loop(
                     None => continue,
                 };
                 match update {
-                    Ok(bundle) => { let _ = syncer.apply(bundle).await; }
+                    Ok(bundle) => {
+                        syncer.source_ok();
+                        let _ = syncer.apply(bundle).await;
+                    }
                     Err(message) => { syncer.source_failed(message); }
                 }
             }
@@ -457,9 +552,14 @@ mod tests {
     async fn bad_material_keeps_the_last_good_pair() {
         let d = tempfile::tempdir().unwrap();
         let m = mapping(&d.path().join("src"), &d.path().join("t"));
-        let mut s = Syncer::open(m.clone(), Duration::from_secs(300), None)
-            .await
-            .unwrap();
+        let mut s = Syncer::open(
+            m.clone(),
+            Duration::from_secs(300),
+            None,
+            Arc::new(Metrics::new(0.8)),
+        )
+        .await
+        .unwrap();
         let good = certs::Pair::new("good");
         assert!(s.apply(bundle(&good)).await.unwrap());
         let other = certs::Pair::new("other");
@@ -475,9 +575,14 @@ mod tests {
 
         // A fresh syncer adopts what is on disk and repairs drift with it.
         std::fs::remove_file(d.path().join("t/tls.key")).unwrap();
-        let mut again = Syncer::open(m, Duration::from_secs(300), None)
-            .await
-            .unwrap();
+        let mut again = Syncer::open(
+            m,
+            Duration::from_secs(300),
+            None,
+            Arc::new(Metrics::new(0.8)),
+        )
+        .await
+        .unwrap();
         again.repair().await;
         assert_eq!(std::fs::read(d.path().join("t/tls.key")).unwrap(), good.key);
     }

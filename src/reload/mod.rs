@@ -25,6 +25,7 @@ use tokio::sync::{Notify, watch};
 use self::http::HttpHook;
 use self::pid::{PidError, Target};
 use self::verify::ServingCheck;
+use crate::metrics::Metrics;
 
 /// How the main container is told.
 #[derive(Debug, Clone)]
@@ -89,7 +90,12 @@ impl ReloadHandle {
 }
 
 /// Runs the reloader until shutdown.
-pub async fn run(config: ReloadConfig, handle: ReloadHandle, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(
+    config: ReloadConfig,
+    handle: ReloadHandle,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             () = crate::sync::stopped(&mut shutdown) => return,
@@ -97,7 +103,7 @@ pub async fn run(config: ReloadConfig, handle: ReloadHandle, mut shutdown: watch
         }
         let batch = gather(&handle, config.quiet, config.max_delay).await;
         if !batch.is_empty() {
-            reload_and_verify(&config, batch).await;
+            reload_and_verify(&config, &metrics, batch).await;
         }
     }
 }
@@ -120,11 +126,15 @@ async fn gather(
     handle.take()
 }
 
-async fn reload_and_verify(config: &ReloadConfig, mut batch: BTreeMap<String, Request>) {
+async fn reload_and_verify(
+    config: &ReloadConfig,
+    metrics: &Metrics,
+    mut batch: BTreeMap<String, Request>,
+) {
     for round in 0..=config.verify_retries {
         let mappings: Vec<&str> = batch.keys().map(String::as_str).collect();
         if let Some(method) = &config.method
-            && reload(config, method, &mappings).await.is_err()
+            && reload(config, metrics, method, &mappings).await.is_err()
         {
             return; // logged; the next flip tries again
         }
@@ -164,7 +174,12 @@ async fn reload_and_verify(config: &ReloadConfig, mut batch: BTreeMap<String, Re
 }
 
 /// One reload, with a bounded search for the process in signal mode.
-async fn reload(config: &ReloadConfig, method: &Method, mappings: &[&str]) -> Result<(), ()> {
+async fn reload(
+    config: &ReloadConfig,
+    metrics: &Metrics,
+    method: &Method,
+    mappings: &[&str],
+) -> Result<(), ()> {
     let started = Instant::now();
     let mappings = mappings.join(",");
     let result: Result<String, String> = match method {
@@ -203,6 +218,11 @@ async fn reload(config: &ReloadConfig, method: &Method, mappings: &[&str]) -> Re
             .map_err(|e| e.to_string()),
     };
     let latency_ms = started.elapsed().as_millis() as u64;
+    metrics.reload(
+        method.name(),
+        result.is_ok(),
+        started.elapsed().as_secs_f64(),
+    );
     match result {
         Ok(detail) => {
             tracing::info!(mappings, method = method.name(), result = "ok", latency_ms, %detail, "reloaded");

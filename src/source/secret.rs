@@ -234,6 +234,9 @@ impl Payload for ConfigMap {
 pub struct KubeObject {
     pub object: ObjectRef,
     pub items: Vec<Item>,
+    /// The mapping's name, for metrics.
+    pub mapping: String,
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 impl KubeObject {
@@ -371,6 +374,8 @@ impl KubeObject {
                     continue;
                 }
                 Err(e) => {
+                    // kube-runtime backs off and watches again after this.
+                    self.metrics.watch_restarted(&self.mapping);
                     let err = match &e {
                         watcher::Error::InitialListFailed(e) => self.api_error("list", e),
                         watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
@@ -404,6 +409,8 @@ mod tests {
 
     fn object(kind: Kind, items: &[(&str, &'static str, bool)]) -> KubeObject {
         KubeObject {
+            mapping: "m".into(),
+            metrics: std::sync::Arc::new(crate::metrics::Metrics::new(0.8)),
             object: ObjectRef {
                 kind,
                 namespace: "ns".into(),

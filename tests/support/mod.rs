@@ -47,6 +47,9 @@ impl Certsync {
         let log = log_dir.join(format!("certsync-{}.log", rand_suffix()));
         let child = cmd
             .env("RUST_LOG", "certsync=debug")
+            // Tests run in parallel: each gets a free admin port unless it
+            // asks for one with --admin-addr.
+            .env("CERTSYNC_ADMIN_ADDR", "127.0.0.1:0")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(fs::File::create(&log).expect("log file"))
@@ -166,4 +169,45 @@ pub async fn serve_connection(
         },
         None => http.serve_connection(TokioIo::new(stream), svc).await,
     };
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` on 127.0.0.1:`port`: (status, body), or `None` if nothing
+/// answers yet.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n")?.1.to_owned();
+    Some((status, body))
+}
+
+/// Parses OpenMetrics text into `name{labels}` → value.
+pub fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            let v = match v {
+                "+Inf" => f64::INFINITY,
+                v => v.parse().ok()?,
+            };
+            Some((k.to_owned(), v))
+        })
+        .collect()
 }

@@ -1,0 +1,381 @@
+//! Prometheus metrics and readiness, shared by every task of the process.
+//!
+//! Every per-mapping metric carries a `mapping` label (the mapping's name).
+//! Labels are fixed, short values (results, reasons, methods), never Debug
+//! strings. Values that depend on "now" (seconds left, staleness) are
+//! computed when scraped, so they are right without a timer.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MappingLabel {
+    mapping: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    mapping: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    mapping: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    method: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabel {
+    method: &'static str,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// What is known about a mapping's current certificate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Validity {
+    not_before: i64,
+    not_after: i64,
+}
+
+/// All metrics and the readiness of every mapping.
+pub struct Metrics {
+    registry: Registry,
+    not_after: Family<MappingLabel, FloatGauge>,
+    ttl: Family<MappingLabel, FloatGauge>,
+    revision: Family<MappingLabel, Gauge>,
+    syncs: Family<ResultLabels, Counter>,
+    validation_failures: Family<ReasonLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
+    reload_duration: Family<MethodLabel, Histogram>,
+    source_up: Family<MappingLabel, Gauge>,
+    watch_restarts: Family<MappingLabel, Counter>,
+    last_success: Family<MappingLabel, FloatGauge>,
+    stale: Family<MappingLabel, Gauge>,
+    /// Per mapping: the current certificate's window (for TTL and staleness).
+    validity: Mutex<BTreeMap<String, Option<Validity>>>,
+    /// Per mapping: `None` when ready, else why not.
+    readiness: Mutex<BTreeMap<String, Option<String>>>,
+    stale_fraction: f64,
+    shutting_down: AtomicBool,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// `stale_fraction`: share of a certificate's lifetime after which it
+    /// counts as stale if nothing newer arrived (kubelet rotates at 70–90%).
+    pub fn new(stale_fraction: f64) -> Self {
+        let mut registry = Registry::with_prefix("certsync");
+        let m = Self {
+            not_after: Family::default(),
+            ttl: Family::default(),
+            revision: Family::default(),
+            syncs: Family::default(),
+            validation_failures: Family::default(),
+            reloads: Family::default(),
+            reload_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 16))
+            }),
+            source_up: Family::default(),
+            watch_restarts: Family::default(),
+            last_success: Family::default(),
+            stale: Family::default(),
+            validity: Mutex::default(),
+            readiness: Mutex::default(),
+            stale_fraction,
+            shutting_down: AtomicBool::new(false),
+            registry: Registry::default(),
+        };
+        registry.register_with_unit(
+            "certificate_not_after",
+            "Leaf certificate's not-after as a Unix timestamp",
+            Unit::Seconds,
+            m.not_after.clone(),
+        );
+        registry.register_with_unit(
+            "certificate_ttl",
+            "Seconds until the current leaf certificate expires (+Inf when there is none)",
+            Unit::Seconds,
+            m.ttl.clone(),
+        );
+        registry.register(
+            "revision",
+            "Current revision number of the target",
+            m.revision.clone(),
+        );
+        registry.register("syncs", "Syncs by result", m.syncs.clone());
+        registry.register(
+            "validation_failures",
+            "Rejected updates by reason",
+            m.validation_failures.clone(),
+        );
+        registry.register(
+            "reloads",
+            "Reload attempts by method and result",
+            m.reloads.clone(),
+        );
+        registry.register_with_unit(
+            "reload_duration",
+            "Time to deliver a reload",
+            Unit::Seconds,
+            m.reload_duration.clone(),
+        );
+        registry.register(
+            "source_up",
+            "1 when the source was read successfully last time",
+            m.source_up.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "API watch errors after which the watch restarted",
+            m.watch_restarts.clone(),
+        );
+        registry.register_with_unit(
+            "last_success_timestamp",
+            "Unix time of the last successful sync",
+            Unit::Seconds,
+            m.last_success.clone(),
+        );
+        registry.register(
+            "certificate_stale",
+            "1 when the current certificate passed the stale fraction of its lifetime with nothing newer",
+            m.stale.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    fn label(mapping: &str) -> MappingLabel {
+        MappingLabel {
+            mapping: mapping.to_owned(),
+        }
+    }
+
+    /// Declares a mapping (not ready until it has a valid revision).
+    pub fn add_mapping(&self, mapping: &str) {
+        self.readiness
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(mapping.to_owned(), Some("no valid revision yet".into()));
+        self.validity
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(mapping.to_owned(), None);
+    }
+
+    /// Records the live revision and its leaf (`None` for a CA bundle).
+    pub fn current(&self, mapping: &str, revision: u64, leaf: Option<(i64, i64)>) {
+        let l = Self::label(mapping);
+        self.revision.get_or_create(&l).set(revision as i64);
+        if let Some((_, not_after)) = leaf {
+            self.not_after.get_or_create(&l).set(not_after as f64);
+        }
+        self.validity
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                mapping.to_owned(),
+                leaf.map(|(not_before, not_after)| Validity {
+                    not_before,
+                    not_after,
+                }),
+            );
+    }
+
+    pub fn ready(&self, mapping: &str, problem: Option<String>) {
+        self.readiness
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(mapping.to_owned(), problem);
+    }
+
+    pub fn sync(&self, mapping: &str, result: &'static str) {
+        let labels = ResultLabels {
+            mapping: mapping.to_owned(),
+            result,
+        };
+        self.syncs.get_or_create(&labels).inc();
+        if matches!(result, "written" | "unchanged") {
+            self.last_success
+                .get_or_create(&Self::label(mapping))
+                .set(unix_now());
+        }
+    }
+
+    pub fn rejected(&self, mapping: &str, reason: &'static str) {
+        let labels = ReasonLabels {
+            mapping: mapping.to_owned(),
+            reason,
+        };
+        self.validation_failures.get_or_create(&labels).inc();
+    }
+
+    pub fn source_up(&self, mapping: &str, up: bool) {
+        self.source_up
+            .get_or_create(&Self::label(mapping))
+            .set(i64::from(up));
+    }
+
+    pub fn watch_restarted(&self, mapping: &str) {
+        self.watch_restarts
+            .get_or_create(&Self::label(mapping))
+            .inc();
+    }
+
+    pub fn reload(&self, method: &'static str, ok: bool, seconds: f64) {
+        let result = if ok { "ok" } else { "failed" };
+        self.reloads
+            .get_or_create(&ReloadLabels { method, result })
+            .inc();
+        self.reload_duration
+            .get_or_create(&MethodLabel { method })
+            .observe(seconds);
+    }
+
+    /// Whether `mapping`'s certificate is past the stale fraction now.
+    pub fn is_stale(&self, mapping: &str) -> bool {
+        let validity = self.validity.lock().unwrap_or_else(PoisonError::into_inner);
+        validity
+            .get(mapping)
+            .copied()
+            .flatten()
+            .is_some_and(|v| stale(v, unix_now(), self.stale_fraction))
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// `Ok` when every mapping is ready, else one line per problem.
+    pub fn readiness(&self) -> Result<(), String> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err("shutting down\n".into());
+        }
+        let r = self
+            .readiness
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let problems: String = r
+            .iter()
+            .filter_map(|(m, p)| p.as_ref().map(|p| format!("mapping {m}: {p}\n")))
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The OpenMetrics text exposition, with time-dependent values updated.
+    pub fn encode(&self) -> String {
+        let now = unix_now();
+        for (mapping, v) in self
+            .validity
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            let l = Self::label(mapping);
+            let ttl = v.map_or(f64::INFINITY, |v| v.not_after as f64 - now);
+            self.ttl.get_or_create(&l).set(ttl);
+            let is_stale = v.is_some_and(|v| stale(v, now, self.stale_fraction));
+            self.stale.get_or_create(&l).set(i64::from(is_stale));
+        }
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        // prometheus-client prints an infinite gauge as Rust's `inf`;
+        // OpenMetrics spells it `+Inf`, and strict parsers insist.
+        out.replace(" inf\n", " +Inf\n")
+            .replace(" -inf\n", " -Inf\n")
+    }
+}
+
+fn stale(v: Validity, now: f64, fraction: f64) -> bool {
+    let life = (v.not_after - v.not_before) as f64;
+    life > 0.0 && (now - v.not_before as f64) >= fraction * life
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_values_and_readiness() {
+        let m = Metrics::new(0.8);
+        m.add_mapping("web");
+        m.add_mapping("ca");
+        assert_eq!(
+            m.readiness().unwrap_err(),
+            "mapping ca: no valid revision yet\nmapping web: no valid revision yet\n"
+        );
+        let now = unix_now() as i64;
+        m.current("web", 7, Some((now - 100, now + 900)));
+        m.current("ca", 1, None);
+        m.ready("web", None);
+        m.ready("ca", None);
+        assert_eq!(m.readiness(), Ok(()));
+        m.sync("web", "written");
+        m.rejected("web", "key_mismatch");
+        m.reload("signal", true, 0.002);
+        let text = m.encode();
+        for want in [
+            "certsync_revision{mapping=\"web\"} 7",
+            "certsync_syncs_total{mapping=\"web\",result=\"written\"} 1",
+            "certsync_validation_failures_total{mapping=\"web\",reason=\"key_mismatch\"} 1",
+            "certsync_reloads_total{method=\"signal\",result=\"ok\"} 1",
+            "certsync_reload_duration_seconds_count{method=\"signal\"} 1",
+            "certsync_certificate_ttl_seconds{mapping=\"ca\"} +Inf",
+            "certsync_certificate_stale{mapping=\"web\"} 0",
+            "# EOF",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
+        m.begin_shutdown();
+        assert_eq!(m.readiness().unwrap_err(), "shutting down\n");
+    }
+
+    #[test]
+    fn staleness_follows_the_fraction_of_lifetime() {
+        let v = Validity {
+            not_before: 0,
+            not_after: 1000,
+        };
+        assert!(!stale(v, 799.0, 0.8));
+        assert!(stale(v, 800.0, 0.8));
+        let m = Metrics::new(0.8);
+        let now = unix_now() as i64;
+        m.current("old", 1, Some((now - 900, now + 100)));
+        assert!(m.is_stale("old"));
+        assert!(
+            m.encode()
+                .contains("certsync_certificate_stale{mapping=\"old\"} 1")
+        );
+    }
+}
