@@ -159,3 +159,37 @@ fn metrics_after_a_rotation_a_rejection_and_a_reload() {
         "not_after {not_after} last success {last}"
     );
 }
+
+/// A certificate 90% through its life with nothing newer: one warning per
+/// revision (not one per resync) and the stale metric set.
+#[test]
+fn stale_certificate_is_warned_once_and_exposed() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    let old = Pair::with_validity("late", -9 * 86_400, 86_400);
+    write_pair(&src, &old.cert, &old.key);
+    let port = free_port();
+    let spec = format!(
+        "dir:{}={},name=late",
+        src.display(),
+        d.path().join("t").display()
+    );
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--resync",
+            "300ms",
+            "--admin-addr",
+            &format!("127.0.0.1:{port}"),
+            "--sync",
+            &spec,
+        ],
+        d.path(),
+    );
+    cs.wait_log("past its renewal point");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let warnings = cs.log().matches("past its renewal point").count();
+    assert_eq!(warnings, 1, "once per revision, not per resync");
+    let m = parse_metrics(&http_get(port, "/metrics").unwrap().1);
+    assert_eq!(m["certsync_certificate_stale{mapping=\"late\"}"], 1.0);
+}
