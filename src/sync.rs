@@ -265,7 +265,11 @@ impl Syncer {
     async fn publish(&mut self, bundle: &Bundle) -> Result<Outcome, SyncError> {
         let (writer, b) = (self.writer.clone(), bundle.clone());
         let outcome = blocking(&self.mapping.name, move || writer.publish(&b)).await?;
-        let (Outcome::Written { revision, .. } | Outcome::Unchanged { revision, .. }) = outcome;
+        let revision = outcome.revision();
+        if let Outcome::Pinned { revision } = outcome {
+            self.pinned(revision).await;
+            return Ok(outcome);
+        }
         let written = matches!(outcome, Outcome::Written { .. });
         self.record_current(revision, bundle);
         let name = self.mapping.name.clone();
@@ -315,8 +319,37 @@ impl Syncer {
             Outcome::Unchanged { revision, .. } => {
                 tracing::debug!(mapping = %name, revision, "target already current");
             }
+            Outcome::Pinned { .. } => {} // returned above
         }
         Ok(outcome)
+    }
+
+    /// An operator's rollback is in place (`certsync rollback`): the source
+    /// still offers the content rolled back from, so it is not published.
+    /// When the live revision changed under us, the consumer is reloaded
+    /// with the restored pair.
+    async fn pinned(&mut self, revision: u64) {
+        let name = self.mapping.name.clone();
+        self.metrics.sync(&name, "pinned");
+        if self.revision == Some(revision) {
+            return;
+        }
+        let writer = self.writer.clone();
+        let live = blocking(&name, move || writer.live()).await.ok().flatten();
+        let Some(live) = live else { return };
+        tracing::warn!(mapping = %name, revision, "rollback in place: keeping it until the source content changes");
+        self.record_current(revision, &live.bundle);
+        self.metrics.ready(&name, None);
+        if let Some(handle) = &self.reload {
+            let leaf = live
+                .bundle
+                .get(crate::bundle::CERT_FILE)
+                .and_then(validate::leaf_of);
+            handle.request(
+                &name,
+                self.mapping.verify.clone().zip(leaf.map(|l| l.sha256)),
+            );
+        }
     }
 
     fn report(&mut self, hash: Option<ContentHash>, err: &SyncError) {

@@ -47,6 +47,11 @@ pub struct Policy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leaf {
     pub subject: String,
+    pub issuer: String,
+    /// DNS names and IP addresses from the subjectAltName extension.
+    pub sans: Vec<String>,
+    /// basicConstraints CA:true.
+    pub is_ca: bool,
     pub serial: String,
     /// Seconds since the Unix epoch.
     pub not_before: i64,
@@ -341,12 +346,54 @@ fn private_key(
     })
 }
 
+fn ip_text(b: &[u8]) -> Option<String> {
+    match b.len() {
+        4 => Some(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(b).ok()?).to_string()),
+        16 => Some(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(b).ok()?).to_string()),
+        _ => None,
+    }
+}
+
+/// Whether the private key in `key_pem` belongs to the first certificate in
+/// `cert_pem` (for reports on files already on disk; `validate` is the
+/// gate for new content). Errors say what cannot be read.
+pub fn key_matches(cert_pem: &[u8], key_pem: &[u8]) -> Result<bool, ValidationError> {
+    let certs = certificates("certificate", &pem_blocks("certificate", cert_pem)?)?;
+    let key = private_key("key", &pem_blocks("key", key_pem)?)?;
+    let spki = key
+        .public_key()
+        .ok_or_else(|| ValidationError::UnsupportedKey {
+            file: "key".into(),
+            reason: "the key type cannot report its public key".into(),
+        })?;
+    Ok(x509_parser::parse_x509_certificate(&certs[0])
+        .is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref()))
+}
+
 /// Facts of a certificate that `certificates` already parsed.
 fn leaf_facts(der: &[u8]) -> Leaf {
     let sha256 = Sha256::digest(der).into();
     match x509_parser::parse_x509_certificate(der) {
         Ok((_, c)) => Leaf {
             subject: c.subject().to_string(),
+            issuer: c.issuer().to_string(),
+            sans: c
+                .subject_alternative_name()
+                .ok()
+                .flatten()
+                .map(|ext| {
+                    ext.value
+                        .general_names
+                        .iter()
+                        .filter_map(|n| match n {
+                            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+                            x509_parser::extensions::GeneralName::IPAddress(ip) => ip_text(ip),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            is_ca: c.is_ca(),
             serial: c.raw_serial_as_string(),
             not_before: c.validity().not_before.timestamp(),
             not_after: c.validity().not_after.timestamp(),
@@ -356,6 +403,9 @@ fn leaf_facts(der: &[u8]) -> Leaf {
         // safe answer rather than a panic.
         Err(_) => Leaf {
             subject: String::new(),
+            issuer: String::new(),
+            sans: Vec::new(),
+            is_ca: false,
             serial: String::new(),
             not_before: 0,
             not_after: 0,
@@ -629,6 +679,16 @@ mod tests {
             .leaf
             .unwrap();
         assert!(leaf.subject.contains("facts.example"), "{}", leaf.subject);
+        assert!(
+            leaf.issuer.contains("facts.example test CA"),
+            "{}",
+            leaf.issuer
+        );
+        assert_eq!(leaf.sans, vec!["facts.example".to_owned()]);
+        assert!(!leaf.is_ca);
+        assert_eq!(key_matches(&p.cert, &p.key), Ok(true));
+        assert_eq!(key_matches(&p.cert, &Pair::new("other").key), Ok(false));
+        assert_eq!(leaf_of(&p.ca_cert).map(|l| l.is_ca), Some(true));
         assert_eq!(leaf_of(&p.cert), Some(leaf));
         assert_eq!(leaf_of(b"junk"), None);
     }

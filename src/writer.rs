@@ -39,6 +39,11 @@ const DATA: &str = "..data";
 const HISTORY: &str = "..history";
 const REV_PREFIX: &str = "..rev-";
 const TMP_PREFIX: &str = "..tmp";
+/// Held (flock) by whoever writes the target: the daemon or `certsync rollback`.
+const LOCK: &str = "..lock";
+/// Present after `certsync rollback`: the content the operator chose and
+/// the content it replaced (see [`Writer::publish`]).
+const PIN: &str = "..pin";
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriterError {
@@ -53,6 +58,8 @@ pub enum WriterError {
     NotADirectory(PathBuf),
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
+    #[error("target {target}: {problem}")]
+    Rollback { target: PathBuf, problem: String },
 }
 
 trait Ctx<T> {
@@ -101,6 +108,9 @@ pub enum Outcome {
         revision: u64,
         repaired_links: usize,
     },
+    /// A rollback pin holds: the source's content (the one the operator
+    /// rolled back from) was not published; the pinned content is live.
+    Pinned { revision: u64 },
     /// A new revision was written and `..data` flipped to it.
     Written {
         revision: u64,
@@ -108,6 +118,17 @@ pub enum Outcome {
         /// content changed, `Some` when drift forced a rewrite).
         drift: Option<String>,
     },
+}
+
+impl Outcome {
+    /// The live revision after the operation.
+    pub fn revision(&self) -> u64 {
+        match self {
+            Self::Unchanged { revision, .. }
+            | Self::Pinned { revision }
+            | Self::Written { revision, .. } => *revision,
+        }
+    }
 }
 
 /// The revision `..data` points at, as found on disk.
@@ -120,6 +141,25 @@ pub struct Live {
     pub bundle: Bundle,
     /// Why this revision cannot be trusted as is, if it cannot.
     pub problem: Option<String>,
+}
+
+/// One revision on disk, for `certsync revisions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionInfo {
+    pub revision: u64,
+    /// First 8 hex digits of the content hash, from the name.
+    pub hash: String,
+    pub dir: PathBuf,
+    pub current: bool,
+}
+
+/// What `rollback` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolledBack {
+    /// The revision whose content was restored.
+    pub from_history: u64,
+    /// The new live revision holding it.
+    pub revision: u64,
 }
 
 /// A revision name: `..rev-NNNNNN-HHHHHHHH` (live) or `NNNNNN-HHHHHHHH` (history).
@@ -170,14 +210,180 @@ impl Writer {
         Ok(w)
     }
 
+    /// A target that must already exist, for reading (nothing is created,
+    /// nothing cleaned) or for `rollback`.
+    pub fn existing(target: impl Into<PathBuf>) -> Result<Self, WriterError> {
+        let target = target.into();
+        match fs::metadata(&target) {
+            Ok(m) if m.is_dir() => Ok(Self {
+                target,
+                opts: WriterOptions::default(),
+            }),
+            Ok(_) => Err(WriterError::NotADirectory(target)),
+            Err(e) => Err(e).ctx("stat", &target),
+        }
+    }
+
     pub fn target(&self) -> &Path {
         &self.target
+    }
+
+    /// Serializes writers of this target across processes (the daemon and
+    /// `certsync rollback`). Released when the returned guard drops.
+    fn lock(&self) -> Result<nix::fcntl::Flock<File>, WriterError> {
+        let path = self.target.join(LOCK);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(OFlag::O_NOFOLLOW.bits() | OFlag::O_CLOEXEC.bits())
+            .open(&path)
+            .ctx("open lock", &path)?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| io::Error::from(e))
+            .ctx("lock", &path)
     }
 
     /// Publishes `bundle`: nothing when the live revision already holds it
     /// intact (only missing visible links are restored), otherwise a new
     /// revision and a flip.
+    ///
+    /// After `certsync rollback` a pin records the chosen content and the
+    /// content it replaced. While the source still offers the replaced
+    /// content, the pinned content is kept (and repaired) instead; any other
+    /// content releases the pin and is published.
     pub fn publish(&self, bundle: &Bundle) -> Result<Outcome, WriterError> {
+        let _lock = self.lock()?;
+        if let Some((pinned, replaced)) = self.pin() {
+            let hash = bundle.hash().to_string();
+            if hash == replaced {
+                return self.keep_pinned(&pinned);
+            }
+            if hash != pinned {
+                let path = self.target.join(PIN);
+                fs::remove_file(&path).ctx("remove rollback pin", &path)?;
+            }
+        }
+        self.publish_locked(bundle)
+    }
+
+    /// The rollback pin: (pinned content hash, replaced content hash).
+    pub fn pin(&self) -> Option<(String, String)> {
+        let text = fs::read_to_string(self.target.join(PIN)).ok()?;
+        let mut pinned = None;
+        let mut replaced = None;
+        for line in text.lines() {
+            match line.split_once(' ') {
+                Some(("pinned", h)) => pinned = Some(h.trim().to_owned()),
+                Some(("replaced", h)) => replaced = Some(h.trim().to_owned()),
+                _ => {}
+            }
+        }
+        Some((pinned?, replaced?))
+    }
+
+    /// Keeps the pinned content live, rewriting it from the live revision
+    /// or history if drift damaged it.
+    fn keep_pinned(&self, pinned: &str) -> Result<Outcome, WriterError> {
+        let candidates = self.revisions()?;
+        for info in candidates {
+            let Ok(bundle) = read_revision(&info.dir) else {
+                continue;
+            };
+            if bundle.hash().to_string() != pinned {
+                continue;
+            }
+            let revision = self.publish_locked(&bundle)?.revision();
+            return Ok(Outcome::Pinned { revision });
+        }
+        Err(WriterError::Rollback {
+            target: self.target.clone(),
+            problem: "the rollback pin names content no revision on disk holds; remove ..pin"
+                .into(),
+        })
+    }
+
+    /// Restores the content of history revision `to` (default: the newest
+    /// in history) as a new live revision, with the modes and owner its
+    /// files had, after `check` accepts it; then pins it (see `publish`).
+    pub fn rollback(
+        &self,
+        to: Option<u64>,
+        check: impl Fn(&Bundle) -> Result<(), String>,
+    ) -> Result<RolledBack, WriterError> {
+        let _lock = self.lock()?;
+        let err = |problem: String| WriterError::Rollback {
+            target: self.target.clone(),
+            problem,
+        };
+        let live = self
+            .live()?
+            .ok_or_else(|| err("no live revision to roll back from".into()))?;
+        let history = self.history()?;
+        let (number, name) = match to {
+            Some(n) => history.get_key_value(&n).ok_or_else(|| {
+                err(format!(
+                    "revision {n} is not in history (see `certsync revisions`)"
+                ))
+            })?,
+            None => history
+                .iter()
+                .next_back()
+                .ok_or_else(|| err("no earlier revision in history".into()))?,
+        };
+        let dir = self.target.join(HISTORY).join(name);
+        let bundle = read_revision(&dir).map_err(|e| err(format!("revision {number}: {e}")))?;
+        check(&bundle).map_err(|e| err(format!("refusing revision {number}: {e}")))?;
+        let opts = options_of(&dir, &bundle, self.opts.keep);
+        let restorer = Self {
+            target: self.target.clone(),
+            opts,
+        };
+        let revision = restorer.publish_locked(&bundle)?.revision();
+        let pin = self.target.join(PIN);
+        let tmp = self.target.join(format!("{TMP_PREFIX}-pin"));
+        fs::write(
+            &tmp,
+            format!("pinned {}\nreplaced {}\n", bundle.hash(), live.hash),
+        )
+        .ctx("write rollback pin", &tmp)?;
+        fs::rename(&tmp, &pin).ctx("write rollback pin", &pin)?;
+        self.fsync_target()?;
+        Ok(RolledBack {
+            from_history: *number,
+            revision,
+        })
+    }
+
+    /// Every revision on disk, newest first.
+    pub fn revisions(&self) -> Result<Vec<RevisionInfo>, WriterError> {
+        let live = self.data_link();
+        let mut out: Vec<RevisionInfo> = list(&self.target)?
+            .into_iter()
+            .filter_map(|n| {
+                let (revision, hash) = n.strip_prefix(REV_PREFIX).and_then(parse_rev)?;
+                Some(RevisionInfo {
+                    revision,
+                    hash: hash.to_owned(),
+                    dir: self.target.join(&n),
+                    current: live.as_deref() == Some(n.as_str()),
+                })
+            })
+            .collect();
+        for (revision, name) in self.history()? {
+            out.push(RevisionInfo {
+                revision,
+                hash: parse_rev(&name).map_or(String::new(), |r| r.1.to_owned()),
+                dir: self.target.join(HISTORY).join(&name),
+                current: false,
+            });
+        }
+        out.sort_by_key(|r| std::cmp::Reverse(r.revision));
+        Ok(out)
+    }
+
+    fn publish_locked(&self, bundle: &Bundle) -> Result<Outcome, WriterError> {
         let live = self.live()?;
         let drift = match &live {
             Some(l) if l.problem.is_none() && l.hash == bundle.hash() => {
@@ -461,6 +667,31 @@ impl Writer {
     }
 }
 
+/// The modes and owner the files of a revision have, so a rollback
+/// restores them as they were.
+fn options_of(dir: &Path, bundle: &Bundle, keep: usize) -> WriterOptions {
+    let meta = |name: &str| fs::symlink_metadata(dir.join(name)).ok();
+    let defaults = WriterOptions::default();
+    let key = meta(KEY_FILE);
+    let cert = bundle
+        .files()
+        .keys()
+        .find(|n| n.as_str() != KEY_FILE)
+        .and_then(|n| meta(n));
+    let any = key.as_ref().or(cert.as_ref());
+    WriterOptions {
+        keep,
+        cert_mode: cert
+            .as_ref()
+            .map_or(defaults.cert_mode, |m| m.mode() & 0o7777),
+        key_mode: key
+            .as_ref()
+            .map_or(defaults.key_mode, |m| m.mode() & 0o7777),
+        owner: any.map(|m| m.uid()),
+        group: any.map(|m| m.gid()),
+    }
+}
+
 /// Reads a revision directory's regular files. `Err` carries why it cannot
 /// be trusted (a planted symlink, a subdirectory, an unreadable file).
 fn read_revision(dir: &Path) -> Result<Bundle, String> {
@@ -688,7 +919,7 @@ mod tests {
             .filter(|n| n.starts_with(".."))
             .collect();
         let live = fs::read_link(t.join(DATA)).unwrap();
-        assert_eq!(names, vec![DATA, HISTORY, live.to_str().unwrap()]);
+        assert_eq!(names, vec![DATA, HISTORY, LOCK, live.to_str().unwrap()]);
         assert_live(&w, &bundle("2"));
         // The next revision continues after the highest number ever seen.
         w.publish(&bundle("3")).unwrap();
@@ -904,6 +1135,95 @@ mod tests {
                 assert_eq!(fs::read(&cert).unwrap(), format!("cert {i}").into_bytes());
             }
         }
+    }
+
+    #[test]
+    fn rollback_restores_history_and_pins_until_the_source_changes() {
+        let (_d, w) = setup(4);
+        for tag in ["a", "b", "c"] {
+            w.publish(&bundle(tag)).unwrap();
+        }
+        let ok = |_: &Bundle| Ok(());
+        let e = w.rollback(Some(9), ok).unwrap_err().to_string();
+        assert!(e.contains("revision 9 is not in history"), "{e}");
+        let e = w
+            .rollback(None, |_| Err("expired".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("refusing revision 2: expired"), "{e}");
+        assert_live(&w, &bundle("c"));
+
+        let done = w.rollback(None, ok).unwrap();
+        assert_eq!(
+            done,
+            RolledBack {
+                from_history: 2,
+                revision: 4
+            }
+        );
+        assert_live(&w, &bundle("b"));
+        assert_eq!(
+            w.pin(),
+            Some((
+                bundle("b").hash().to_string(),
+                bundle("c").hash().to_string()
+            ))
+        );
+
+        // The source still offers "c": the rollback holds, and is repaired.
+        assert_eq!(
+            w.publish(&bundle("c")).unwrap(),
+            Outcome::Pinned { revision: 4 }
+        );
+        let live = fs::read_link(w.target().join(DATA)).unwrap();
+        fs::remove_file(w.target().join(live).join(KEY_FILE)).unwrap();
+        assert_eq!(
+            w.publish(&bundle("c")).unwrap(),
+            Outcome::Pinned { revision: 5 }
+        );
+        assert_live(&w, &bundle("b"));
+
+        // New source content releases the pin.
+        assert!(matches!(
+            w.publish(&bundle("d")).unwrap(),
+            Outcome::Written { revision: 6, .. }
+        ));
+        assert_live(&w, &bundle("d"));
+        assert_eq!(w.pin(), None);
+    }
+
+    #[test]
+    fn rollback_keeps_the_modes_the_revision_had() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t");
+        let w = Writer::open(
+            &t,
+            WriterOptions {
+                key_mode: 0o640,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        w.publish(&bundle("old")).unwrap();
+        let w = Writer::open(&t, WriterOptions::default()).unwrap();
+        w.publish(&bundle("new")).unwrap();
+        Writer::existing(&t)
+            .unwrap()
+            .rollback(None, |_| Ok(()))
+            .unwrap();
+        assert_eq!(fs::read(t.join(KEY_FILE)).unwrap(), b"key old");
+        assert_eq!(
+            fs::metadata(t.join(KEY_FILE)).unwrap().mode() & 0o777,
+            0o640
+        );
+        let revs: Vec<(u64, bool)> = Writer::existing(&t)
+            .unwrap()
+            .revisions()
+            .unwrap()
+            .iter()
+            .map(|r| (r.revision, r.current))
+            .collect();
+        assert_eq!(revs, vec![(3, true), (2, false), (1, false)]);
     }
 
     #[test]
