@@ -68,6 +68,45 @@ pub struct Cli {
 pub enum Command {
     /// Keep every mapping's target in step with its source (or sync once).
     Run(Box<RunArgs>),
+    /// Expiry report for certificate files, directories or certsync targets;
+    /// exits 1 if anything expires within --warn-within or does not match its key.
+    Check(CheckArgs),
+    /// List the revisions of a target, newest first (* marks the live one).
+    Revisions(RevisionsArgs),
+    /// Restore an earlier revision of a target atomically and pin it until
+    /// the source's content changes (a running certsync keeps it and reloads).
+    Rollback(RollbackArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Certificate files, directories (every *.crt and *.pem) or targets.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: crate::inspect::Output,
+    /// Fail when a certificate expires sooner than this.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30d")]
+    pub warn_within: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct RevisionsArgs {
+    /// A certsync target directory.
+    pub target: PathBuf,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: crate::inspect::Output,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// A certsync target directory.
+    pub target: PathBuf,
+    /// The revision to restore (default: the one before the live one).
+    #[arg(long, value_name = "REVISION")]
+    pub to: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -751,7 +790,9 @@ mod tests {
 
     fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
         let cli = Cli::try_parse_from(["certsync", "run"].iter().chain(extra))?;
-        let Command::Run(args) = cli.command;
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
         Ok(*args)
     }
 

@@ -9,6 +9,7 @@ use tracing_subscriber::EnvFilter;
 use std::sync::Arc;
 
 use certsync::config::{Cli, Command, Config, EXIT_USAGE, LogArgs, LogFormat};
+use certsync::inspect::{CHECK_HEADER, REVISION_HEADER, check_cells, render, revision_cells};
 use certsync::metrics::Metrics;
 
 fn main() -> ExitCode {
@@ -28,6 +29,25 @@ fn main() -> ExitCode {
         return ExitCode::from(EXIT_USAGE as u8);
     }
     match cli.command {
+        Command::Check(a) => report(
+            certsync::inspect::check(&a.paths, a.warn_within).map(|rows| {
+                let failing = rows.iter().any(|r| r.problem.is_some());
+                (render(&rows, a.output, CHECK_HEADER, check_cells), failing)
+            }),
+        ),
+        Command::Revisions(a) => report(
+            certsync::inspect::revisions(&a.target)
+                .map(|rows| (render(&rows, a.output, REVISION_HEADER, revision_cells), false)),
+        ),
+        Command::Rollback(a) => report(certsync::inspect::rollback(&a.target, a.to).map(|r| {
+            let text = format!(
+                "{}: restored revision {} as revision {}; pinned until the source's content changes\n",
+                a.target.display(),
+                r.from_history,
+                r.revision
+            );
+            (Ok(text), false)
+        })),
         Command::Run(args) => {
             let config = match Config::from_args(&args) {
                 Ok(c) => c,
@@ -43,6 +63,29 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// Prints a command's output; exit 1 on error or when `failing`.
+fn report(
+    result: Result<
+        (Result<String, certsync::inspect::InspectError>, bool),
+        certsync::inspect::InspectError,
+    >,
+) -> ExitCode {
+    match result.and_then(|(text, failing)| Ok((text?, failing))) {
+        Ok((text, failing)) => {
+            print!("{text}");
+            if failing {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("certsync: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -570,7 +570,9 @@ mod tests {
             &format!("dir:{}={}", src.display(), target.display()),
         ])
         .unwrap();
-        let Command::Run(args) = cli.command;
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
         Config::from_args(&args).unwrap().mappings.remove(0)
     }
 

@@ -69,7 +69,9 @@ fn check_args(args: &[String]) -> certsync::config::Config {
         std::iter::once("certsync".to_owned()).chain(args.iter().cloned()),
     )
     .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let certsync::config::Command::Run(run) = cli.command;
+    let certsync::config::Command::Run(run) = cli.command else {
+        panic!("not run")
+    };
     certsync::config::Config::from_args(&run).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 

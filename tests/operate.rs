@@ -193,3 +193,230 @@ fn stale_certificate_is_warned_once_and_exposed() {
     let m = parse_metrics(&http_get(port, "/metrics").unwrap().1);
     assert_eq!(m["certsync_certificate_stale{mapping=\"late\"}"], 1.0);
 }
+
+fn certsync(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(certsync_bin())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_reports_expiry_and_key_match_with_exit_codes() {
+    let d = tempfile::tempdir().unwrap();
+    let pki = d.path().join("pki");
+    fs::create_dir(&pki).unwrap();
+    let put = |name: &str, cert: &[u8], key: Option<&[u8]>| {
+        fs::write(pki.join(format!("{name}.crt")), cert).unwrap();
+        if let Some(k) = key {
+            fs::write(pki.join(format!("{name}.key")), k).unwrap();
+        }
+    };
+    let good = Pair::new("good.example");
+    let soon = Pair::with_validity("soon.example", -86_400, 10 * 86_400);
+    let old = Pair::with_validity("old.example", -10 * 86_400, -86_400);
+    put("good", &good.cert, Some(&good.key));
+    put("soon", &soon.cert, Some(&soon.key));
+    put("old", &old.cert, Some(&old.key));
+    put("bad", &good.cert, Some(&Pair::new("other").key));
+    put("ca", &good.ca_cert, None);
+
+    let (code, table, _) = certsync(&["check", pki.to_str().unwrap()]);
+    assert_eq!(code, 1, "{table}");
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(&format!("/{name}.crt")))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(table.starts_with("CERTIFICATE"), "{table}");
+    assert!(
+        line("good").contains("matches") && line("good").contains("good.example"),
+        "{table}"
+    );
+    assert!(
+        line("soon").contains("9d") || line("soon").contains("10d"),
+        "{table}"
+    );
+    assert!(line("old").contains("expired 1d ago"), "{table}");
+    assert!(line("bad").contains("MISMATCH"), "{table}");
+    assert!(line("ca").contains("n/a (CA)"), "{table}");
+
+    let (code, json, _) = certsync(&["check", "-o", "json", pki.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| {
+                r["certificate"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("/{name}.crt"))
+            })
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("good")["problem"], serde_json::Value::Null);
+    assert_eq!(row("good")["sans"][0], "good.example");
+    assert_eq!(row("bad")["key"], "mismatch");
+    assert_eq!(row("old")["problem"], "expired");
+    assert!(
+        row("soon")["problem"]
+            .as_str()
+            .unwrap()
+            .starts_with("expires within 30d")
+    );
+
+    // Only good material: exit 0; --warn-within decides what is "soon".
+    assert_eq!(
+        certsync(&["check", pki.join("good.crt").to_str().unwrap()]).0,
+        0
+    );
+    assert_eq!(
+        certsync(&[
+            "check",
+            "--warn-within",
+            "5d",
+            pki.join("soon.crt").to_str().unwrap()
+        ])
+        .0,
+        0
+    );
+    let (code, yaml, _) = certsync(&[
+        "check",
+        "-o",
+        "yaml",
+        pki.join("good.crt").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(yaml.contains("key: matches"), "{yaml}");
+    let (code, _, err) = certsync(&["check", "/nonexistent/pki"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("/nonexistent/pki"), "{err}");
+}
+
+/// `run --once` three times with three pairs: revisions 1..3.
+fn target_with_three_revisions(d: &Path) -> (std::path::PathBuf, std::path::PathBuf, Vec<Pair>) {
+    let (src, target) = (d.join("src"), d.join("target"));
+    let spec = format!("dir:{}={}", src.display(), target.display());
+    let pairs: Vec<Pair> = ["one", "two", "three"]
+        .iter()
+        .map(|n| Pair::new(n))
+        .collect();
+    for p in &pairs {
+        write_pair(&src, &p.cert, &p.key);
+        assert_eq!(certsync(&["run", "--once", "--sync", &spec]).0, 0);
+    }
+    (src, target, pairs)
+}
+
+#[test]
+fn revisions_lists_newest_first_and_rollback_restores_and_refuses() {
+    let d = tempfile::tempdir().unwrap();
+    let (_src, target, pairs) = target_with_three_revisions(d.path());
+    let t = target.to_str().unwrap();
+    let (code, table, _) = certsync(&["revisions", t]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("REVISION"), "{table}");
+    assert!(
+        lines[1].starts_with("3 *") && lines[1].contains("CN=three"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with("2 ") && lines[3].starts_with("1 "),
+        "{table}"
+    );
+    let (_, json, _) = certsync(&["revisions", "-o", "json", t]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["revision"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [3, 2, 1]
+    );
+    assert_eq!(rows[0]["current"], true);
+
+    let (code, _, err) = certsync(&["rollback", t, "--to", "7"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("revision 7 is not in history"), "{err}");
+
+    let (code, out, err) = certsync(&["rollback", t]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("restored revision 2 as revision 4"), "{out}");
+    assert_eq!(read_live(&target).unwrap().1, pairs[1].cert);
+    // Keeping 3 revisions, the rollback's new revision pruned revision 1.
+    let (code, _, err) = certsync(&["rollback", t, "--to", "1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("revision 1 is not in history"), "{err}");
+    let (code, out, _) = certsync(&["rollback", t, "--to", "3"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("restored revision 3 as revision 5"), "{out}");
+    assert_eq!(read_live(&target).unwrap().2, pairs[2].key);
+}
+
+#[test]
+fn rollback_refuses_an_expired_revision() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("target"));
+    let spec = format!("dir:{}={}", src.display(), target.display());
+    let brief = Pair::with_validity("brief", -60, 2);
+    write_pair(&src, &brief.cert, &brief.key);
+    assert_eq!(certsync(&["run", "--once", "--sync", &spec]).0, 0);
+    let fresh = Pair::new("fresh");
+    write_pair(&src, &fresh.cert, &fresh.key);
+    assert_eq!(certsync(&["run", "--once", "--sync", &spec]).0, 0);
+    std::thread::sleep(std::time::Duration::from_secs(3)); // revision 1 expires
+    let (code, _, err) = certsync(&["rollback", target.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("refusing revision 1") && err.contains("expired"),
+        "{err}"
+    );
+    assert_eq!(read_live(&target).unwrap().1, fresh.cert, "nothing changed");
+}
+
+/// A running certsync keeps the operator's rollback (the source still
+/// offers the content rolled back from) and releases it for new content.
+#[test]
+fn running_certsync_keeps_a_rollback_until_the_source_changes() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target, pairs) = target_with_three_revisions(d.path());
+    let spec = format!("dir:{}={}", src.display(), target.display());
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--debounce",
+            "100ms",
+            "--resync",
+            "300ms",
+            "--sync",
+            &spec,
+        ],
+        d.path(),
+    );
+    cs.wait_log("found current revision on disk");
+
+    let (code, _, err) = certsync(&["rollback", target.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    cs.wait_log("rollback in place");
+    std::thread::sleep(std::time::Duration::from_millis(1200)); // several resyncs
+    assert_eq!(
+        read_live(&target).unwrap().1,
+        pairs[1].cert,
+        "the rollback was undone"
+    );
+
+    let four = Pair::new("four");
+    write_pair(&src, &four.cert, &four.key);
+    wait_for("new source content published", || {
+        read_live(&target).filter(|l| l.1 == four.cert)
+    });
+    assert!(!target.join("..pin").exists());
+}

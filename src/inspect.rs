@@ -1,0 +1,365 @@
+//! Operator commands: `certsync check` (an expiry report in the spirit of
+//! `kubeadm certs check-expiration`) and `certsync revisions` only read;
+//! `certsync rollback` restores an earlier revision through the writer.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::validate::{self, Leaf};
+use crate::writer::Writer;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("{path}: {problem}")]
+    Path { path: PathBuf, problem: String },
+    #[error(transparent)]
+    Writer(#[from] crate::writer::WriterError),
+    #[error("cannot encode the report: {0}")]
+    Encode(String),
+}
+
+/// Output format of the reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// Whether a certificate's key was found and matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyStatus {
+    Matches,
+    Mismatch,
+    /// A CA certificate: no key expected.
+    NotApplicable,
+    Missing,
+    Unreadable,
+}
+
+/// One certificate in a `check` report.
+#[derive(Debug, Clone, Serialize)]
+pub struct CertReport {
+    pub certificate: PathBuf,
+    pub subject: String,
+    pub sans: Vec<String>,
+    pub expires: String,
+    pub residual: String,
+    pub residual_seconds: i64,
+    pub issuer: String,
+    pub key: KeyStatus,
+    /// Why this line fails the check, if it does.
+    pub problem: Option<String>,
+}
+
+/// Certificates found under `path`, each with the key file that should
+/// match it: a certsync target (its visible files), a directory (every
+/// `*.crt`/`*.pem`, keys by stem: `apiserver.crt` → `apiserver.key`, or a
+/// combined PEM), or one file.
+fn certificate_files(path: &Path) -> Result<Vec<(PathBuf, Option<PathBuf>)>, InspectError> {
+    let err = |problem: String| InspectError::Path {
+        path: path.to_owned(),
+        problem,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+    let files: Vec<PathBuf> = if meta.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| err(e.to_string()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                !name.starts_with('.') && (name.ends_with(".crt") || name.ends_with(".pem"))
+            })
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![path.to_owned()]
+    };
+    Ok(files
+        .into_iter()
+        .map(|cert| {
+            let stem_key = cert.with_extension("key");
+            let key = if stem_key.exists() {
+                Some(stem_key)
+            } else if std::fs::read(&cert).is_ok_and(|b| contains(&b, b"PRIVATE KEY-----")) {
+                Some(cert.clone()) // combined PEM
+            } else {
+                None
+            };
+            (cert, key)
+        })
+        .collect())
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+fn rfc3339(secs: i64) -> String {
+    u64::try_from(secs).map_or_else(
+        |_| secs.to_string(),
+        |s| humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(s)).to_string(),
+    )
+}
+
+/// `364d`, `5h`, `expired 3d ago`: the residual time as kubeadm shows it.
+fn residual(seconds: i64) -> String {
+    let abs = seconds.unsigned_abs();
+    let text = match abs {
+        s if s >= 86_400 => format!("{}d", s / 86_400),
+        s if s >= 3_600 => format!("{}h", s / 3_600),
+        s => format!("{}m", s / 60),
+    };
+    if seconds < 0 {
+        format!("expired {text} ago")
+    } else {
+        text
+    }
+}
+
+/// Builds the expiry report for `paths`. A line fails if its certificate
+/// cannot be read, expires within `warn_within`, or its key does not match.
+pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>, InspectError> {
+    let now = unix_now();
+    let warn = i64::try_from(warn_within.as_secs()).unwrap_or(i64::MAX);
+    let mut out = Vec::new();
+    for path in paths {
+        for (cert, key) in certificate_files(path)? {
+            let pem = std::fs::read(&cert).map_err(|e| InspectError::Path {
+                path: cert.clone(),
+                problem: e.to_string(),
+            })?;
+            let Some(leaf) = validate::leaf_of(&pem) else {
+                out.push(CertReport {
+                    certificate: cert,
+                    subject: String::new(),
+                    sans: Vec::new(),
+                    expires: String::new(),
+                    residual: String::new(),
+                    residual_seconds: 0,
+                    issuer: String::new(),
+                    key: KeyStatus::Unreadable,
+                    problem: Some("no certificate could be parsed".into()),
+                });
+                continue;
+            };
+            let key_status = match (&key, leaf.is_ca) {
+                (None, true) => KeyStatus::NotApplicable,
+                (None, false) => KeyStatus::Missing,
+                (Some(k), _) => match std::fs::read(k).map(|kp| validate::key_matches(&pem, &kp)) {
+                    Ok(Ok(true)) => KeyStatus::Matches,
+                    Ok(Ok(false)) => KeyStatus::Mismatch,
+                    _ => KeyStatus::Unreadable,
+                },
+            };
+            out.push(report_line(cert, &leaf, key_status, now, warn));
+        }
+    }
+    Ok(out)
+}
+
+fn report_line(cert: PathBuf, leaf: &Leaf, key: KeyStatus, now: i64, warn: i64) -> CertReport {
+    let left = leaf.not_after - now;
+    let problem = if left < 0 {
+        Some("expired".to_owned())
+    } else if left < warn {
+        Some(format!("expires within {}", residual(warn)))
+    } else if key == KeyStatus::Mismatch {
+        Some("the key does not match the certificate".into())
+    } else if key == KeyStatus::Unreadable {
+        Some("the key cannot be read".into())
+    } else {
+        None
+    };
+    CertReport {
+        certificate: cert,
+        subject: leaf.subject.clone(),
+        sans: leaf.sans.clone(),
+        expires: rfc3339(leaf.not_after),
+        residual: residual(left),
+        residual_seconds: left,
+        issuer: leaf.issuer.clone(),
+        key,
+        problem,
+    }
+}
+
+/// One revision in a `revisions` report.
+#[derive(Debug, Clone, Serialize)]
+pub struct RevisionReport {
+    pub revision: u64,
+    pub hash: String,
+    pub current: bool,
+    pub not_after: Option<String>,
+    pub serial: Option<String>,
+    pub subject: Option<String>,
+}
+
+/// The revisions of a target, newest first.
+pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
+    let writer = Writer::existing(target)?;
+    Ok(writer
+        .revisions()?
+        .into_iter()
+        .map(|r| {
+            let leaf = std::fs::read(r.dir.join(crate::bundle::CERT_FILE))
+                .ok()
+                .and_then(|pem| validate::leaf_of(&pem));
+            RevisionReport {
+                revision: r.revision,
+                hash: r.hash,
+                current: r.current,
+                not_after: leaf.as_ref().map(|l| rfc3339(l.not_after)),
+                serial: leaf.as_ref().map(|l| l.serial.clone()),
+                subject: leaf.map(|l| l.subject),
+            }
+        })
+        .collect())
+}
+
+/// Rolls `target` back to history revision `to` (default: the previous
+/// one), refusing content that would not pass validation now (expired, key
+/// mismatch, not yet valid).
+pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledBack, InspectError> {
+    let writer = Writer::existing(target)?;
+    let check = |b: &crate::bundle::Bundle| {
+        let expect = if b.get(crate::bundle::KEY_FILE).is_some() {
+            validate::Expect::Pair
+        } else {
+            validate::Expect::CaOnly
+        };
+        let policy = validate::Policy {
+            expect,
+            now: SystemTime::now(),
+            clock_skew: Duration::from_secs(300),
+        };
+        validate::validate(b, &policy)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    Ok(writer.rollback(to, check)?)
+}
+
+/// Renders rows as an aligned table, JSON or YAML.
+pub fn render<T: Serialize>(
+    rows: &[T],
+    output: Output,
+    header: &[&str],
+    cells: impl Fn(&T) -> Vec<String>,
+) -> Result<String, InspectError> {
+    match output {
+        Output::Json => serde_json::to_string_pretty(rows)
+            .map(|s| s + "\n")
+            .map_err(|e| InspectError::Encode(e.to_string())),
+        Output::Yaml => {
+            serde_yaml_ng::to_string(rows).map_err(|e| InspectError::Encode(e.to_string()))
+        }
+        Output::Table => {
+            let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+            table.extend(rows.iter().map(&cells));
+            let widths: Vec<usize> = (0..header.len())
+                .map(|c| {
+                    table
+                        .iter()
+                        .map(|r| r[c].chars().count())
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            let mut out = String::new();
+            for row in table {
+                let line: Vec<String> = row
+                    .iter()
+                    .zip(&widths)
+                    .map(|(cell, w)| format!("{cell:<w$}"))
+                    .collect();
+                out.push_str(line.join("  ").trim_end());
+                out.push('\n');
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// The table columns of a `check` line.
+pub fn check_cells(r: &CertReport) -> Vec<String> {
+    let key = match r.key {
+        KeyStatus::Matches => "matches",
+        KeyStatus::Mismatch => "MISMATCH",
+        KeyStatus::NotApplicable => "n/a (CA)",
+        KeyStatus::Missing => "no key",
+        KeyStatus::Unreadable => "unreadable",
+    };
+    vec![
+        r.certificate.display().to_string(),
+        r.subject.clone(),
+        r.sans.join(","),
+        r.expires.clone(),
+        r.residual.clone(),
+        r.issuer.clone(),
+        key.to_owned(),
+    ]
+}
+
+pub const CHECK_HEADER: &[&str] = &[
+    "CERTIFICATE",
+    "SUBJECT",
+    "SANS",
+    "EXPIRES",
+    "RESIDUAL TIME",
+    "ISSUER",
+    "KEY",
+];
+
+/// The table columns of a `revisions` line.
+pub fn revision_cells(r: &RevisionReport) -> Vec<String> {
+    vec![
+        format!("{}{}", r.revision, if r.current { " *" } else { "" }),
+        r.hash.clone(),
+        r.not_after.clone().unwrap_or_else(|| "-".into()),
+        r.serial.clone().unwrap_or_else(|| "-".into()),
+        r.subject.clone().unwrap_or_else(|| "-".into()),
+    ]
+}
+
+pub const REVISION_HEADER: &[&str] = &["REVISION", "HASH", "NOT AFTER", "SERIAL", "SUBJECT"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn residual_reads_like_kubeadm() {
+        assert_eq!(residual(364 * 86_400 + 5), "364d");
+        assert_eq!(residual(5 * 3_600 + 1), "5h");
+        assert_eq!(residual(120), "2m");
+        assert_eq!(residual(-3 * 86_400), "expired 3d ago");
+    }
+
+    #[test]
+    fn table_is_aligned() {
+        #[derive(Serialize)]
+        struct Row(&'static str, &'static str);
+        let t = render(
+            &[Row("a", "bb"), Row("ccc", "d")],
+            Output::Table,
+            &["X", "Y"],
+            |r| vec![r.0.into(), r.1.into()],
+        )
+        .unwrap();
+        assert_eq!(t, "X    Y\na    bb\nccc  d\n");
+    }
+}
