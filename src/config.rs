@@ -225,6 +225,11 @@ pub struct RunArgs {
     /// arrived, it is reported stale (warning + metric); kubelet rotates at 70-90%.
     #[arg(long, env = "CERTSYNC_STALE_FRACTION", default_value_t = 0.8, value_parser = parse_fraction)]
     pub stale_fraction: f64,
+
+    /// Record Kubernetes Events on source Secrets/ConfigMaps
+    /// (CertificateUpdated, CertificateRejected); needs deploy/rbac-events.yaml.
+    #[arg(long, env = "CERTSYNC_EVENTS")]
+    pub events: bool,
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {
@@ -688,6 +693,7 @@ pub struct Config {
     pub mappings: Vec<Mapping>,
     pub admin_addr: std::net::SocketAddr,
     pub stale_fraction: f64,
+    pub events: bool,
     pub reload: ReloadConfig,
     pub client: ClientSettings,
     pub once: bool,
@@ -718,6 +724,7 @@ impl Config {
             mappings,
             admin_addr: args.admin_addr,
             stale_fraction: args.stale_fraction,
+            events: args.events,
             reload: args.reload.build()?,
             client: ClientSettings {
                 kubeconfig: args.kubeconfig.clone(),

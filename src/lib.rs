@@ -10,6 +10,7 @@ pub mod admin;
 pub mod bundle;
 pub mod config;
 pub mod dirwatch;
+pub mod events;
 pub mod inspect;
 pub mod metrics;
 pub mod reload;

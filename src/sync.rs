@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Config, Mapping, Source};
 use crate::dirwatch::{self, DirWatch};
+use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reload::{self, ReloadHandle};
 use crate::source::Update;
@@ -60,6 +61,7 @@ fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics>) -> KubeO
         items: m.items.clone(),
         mapping: m.name.clone(),
         metrics: Arc::clone(metrics),
+        uid: Arc::default(),
     }
 }
 
@@ -107,6 +109,8 @@ pub struct Syncer {
     revision: Option<u64>,
     /// The revision for which the stale-certificate warning was logged.
     stale_warned: Option<u64>,
+    /// Kubernetes Events on the source object (`--events`, API sources).
+    events: Option<EventSink>,
 }
 
 impl Syncer {
@@ -142,6 +146,7 @@ impl Syncer {
             metrics,
             revision: None,
             stale_warned: None,
+            events: None,
         };
         if let Some(l) = live.filter(|l| l.problem.is_none()) {
             tracing::info!(mapping = %name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
@@ -154,6 +159,12 @@ impl Syncer {
             s.last_good = Some(l.bundle);
         }
         Ok(s)
+    }
+
+    /// Records Events on the source object from now on.
+    pub fn with_events(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
+        self
     }
 
     fn policy(&self) -> Policy {
@@ -306,7 +317,14 @@ impl Syncer {
                         tracing::warn!(mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
                     }
                     None => {
-                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, target = %self.mapping.target.display(), "published new revision")
+                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, target = %self.mapping.target.display(), "published new revision");
+                        if let Some(events) = &self.events {
+                            let serial = leaf.as_ref().map_or("-", |l| l.serial.as_str());
+                            events.updated(format!(
+                                "revision {revision} written to {}: {subject}, serial {serial}, not after {not_after}",
+                                self.mapping.target.display()
+                            ));
+                        }
                     }
                 }
             }
@@ -375,6 +393,12 @@ impl Syncer {
             tracing::debug!(mapping = %self.mapping.name, reason, error = %err, "still failing");
         } else {
             tracing::error!(mapping = %self.mapping.name, reason, error = %err, "keeping the last good files");
+            if let (Some(events), SyncError::Rejected { source, .. }) = (&self.events, err) {
+                events.rejected(format!(
+                    "{}: {source}; the last good files stay in place",
+                    source.reason()
+                ));
+            }
             self.last_problem = Some(key);
         }
     }
@@ -460,7 +484,7 @@ pub async fn run(
         tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
     }
     for m in config.mappings {
-        let syncer = Syncer::open(
+        let mut syncer = Syncer::open(
             m.clone(),
             config.clock_skew,
             reload.clone(),
@@ -476,12 +500,20 @@ pub async fn run(
                 tx,
                 shutdown.clone(),
             )),
-            Source::Kube(object) => tasks.spawn(kube_object(&m, object, &metrics).run(
-                clients.clone(),
-                config.client.watch_timeout,
-                tx,
-                shutdown.clone(),
-            )),
+            Source::Kube(object) => {
+                let source = kube_object(&m, object, &metrics);
+                if config.events {
+                    let uid = Arc::clone(&source.uid);
+                    syncer =
+                        syncer.with_events(EventSink::new(clients.clone(), object.clone(), uid));
+                }
+                tasks.spawn(source.run(
+                    clients.clone(),
+                    config.client.watch_timeout,
+                    tx,
+                    shutdown.clone(),
+                ))
+            }
         };
         let (drift, watched) = watcher.subscribe(&m.target);
         if let Err(e) = watched {

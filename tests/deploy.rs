@@ -108,3 +108,24 @@ fn kube_scheduler_static_pod_uses_file_watching_mode() {
         "kube-scheduler reads the file certsync publishes: {cert_flag}"
     );
 }
+
+/// The optional events Role grants exactly what kube's recorder uses, in
+/// events.k8s.io, bound to the same ServiceAccount.
+#[test]
+fn events_rbac_is_separate_and_minimal() {
+    let docs = documents("rbac-events.yaml");
+    let role: Role = serde_yaml_ng::from_value(docs[0].clone()).unwrap();
+    let binding: RoleBinding = serde_yaml_ng::from_value(docs[1].clone()).unwrap();
+    let rules = role.rules.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].api_groups.as_deref(),
+        Some(&["events.k8s.io".to_owned()][..])
+    );
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["events".to_owned()][..])
+    );
+    assert_eq!(rules[0].verbs, ["create", "patch"]);
+    assert_eq!(binding.subjects.unwrap()[0].name, "certsync");
+}

@@ -564,3 +564,66 @@ async fn once_reads_the_object_and_exits() {
     assert!(read_live(&env.target(&missing)).is_none());
     env.cleanup().await;
 }
+
+/// `--events`: CertificateUpdated after a flip and CertificateRejected with
+/// the reason, on the source Secret (kind, name, namespace and uid, which
+/// is what `kubectl describe secret` matches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_recorded_on_the_source_object() {
+    use k8s_openapi::api::events::v1::Event;
+    let mut env = Env::new().await;
+    let name = env.name("events");
+    let good = Pair::new("good");
+    env.put_pair(&name, &good).await;
+    let uid = env.secrets().get(&name).await.unwrap().metadata.uid;
+    assert!(uid.is_some());
+    let cs = env.start(&[env.secret_spec(&name)], &["--events"]);
+    wait_pair(&env.target(&name), &good);
+    env.put_secret(
+        &name,
+        &[("tls.crt", &good.cert), ("tls.key", &Pair::new("x").key)],
+    )
+    .await;
+    cs.wait_log("reason=\"key_mismatch\"");
+
+    let api: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
+    let mut mine = Vec::new();
+    for _ in 0..200 {
+        mine = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str()))
+            .collect();
+        if mine.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let find = |reason: &str| {
+        mine.iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+            .unwrap_or_else(|| panic!("no {reason} event in {mine:?}"))
+            .clone()
+    };
+    let updated = find("CertificateUpdated");
+    assert_eq!(updated.type_.as_deref(), Some("Normal"));
+    let regarding = updated.regarding.unwrap();
+    assert_eq!(regarding.kind.as_deref(), Some("Secret"));
+    assert_eq!(regarding.namespace.as_deref(), Some(env.ns.as_str()));
+    assert_eq!(regarding.uid, uid);
+    assert!(updated.note.unwrap().starts_with("revision 1 written to"));
+    assert_eq!(updated.reporting_controller.as_deref(), Some("certsync"));
+
+    let rejected = find("CertificateRejected");
+    assert_eq!(rejected.type_.as_deref(), Some("Warning"));
+    let note = rejected.note.unwrap();
+    assert!(
+        note.starts_with("key_mismatch:") && note.contains("last good files stay"),
+        "{note}"
+    );
+    assert!(!note.contains("PRIVATE KEY"), "{note}");
+    env.cleanup().await;
+}

@@ -236,6 +236,8 @@ pub struct KubeObject {
     pub items: Vec<Item>,
     /// The mapping's name, for metrics.
     pub mapping: String,
+    /// The object's uid as last seen (for Events).
+    pub uid: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
@@ -355,6 +357,11 @@ impl KubeObject {
             let update = match event {
                 Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
                     seen = true;
+                    *self
+                        .uid
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        obj.meta().uid.clone();
                     self.bundle(&obj)
                 }
                 Ok(Event::Delete(_)) => Err(KubeError::Deleted {
@@ -410,6 +417,7 @@ mod tests {
     fn object(kind: Kind, items: &[(&str, &'static str, bool)]) -> KubeObject {
         KubeObject {
             mapping: "m".into(),
+            uid: Default::default(),
             metrics: std::sync::Arc::new(crate::metrics::Metrics::new(0.8)),
             object: ObjectRef {
                 kind,

@@ -302,6 +302,14 @@ fn router(shared: Arc<Shared>) -> Router {
             "/api/v1/namespaces/{ns}/{resource}/{name}",
             get(get_one).put(replace).delete(delete),
         )
+        .route(
+            "/apis/events.k8s.io/v1/namespaces/{ns}/{resource}",
+            get(collection).post(create),
+        )
+        .route(
+            "/apis/events.k8s.io/v1/namespaces/{ns}/{resource}/{name}",
+            get(get_one).patch(merge_patch),
+        )
         .with_state(shared)
 }
 
@@ -317,7 +325,16 @@ fn kind_of(resource: &str) -> Option<&'static str> {
     match resource {
         "secrets" => Some("Secret"),
         "configmaps" => Some("ConfigMap"),
+        "events" => Some("Event"),
         _ => None,
+    }
+}
+
+fn api_version_of(resource: &str) -> &'static str {
+    if resource == "events" {
+        "events.k8s.io/v1"
+    } else {
+        "v1"
     }
 }
 
@@ -407,7 +424,7 @@ async fn collection(
             .map(|(_, v)| v.clone())
             .collect();
         let body = json!({
-            "apiVersion": "v1", "kind": format!("{kind}List"),
+            "apiVersion": api_version_of(&resource), "kind": format!("{kind}List"),
             "metadata": {"resourceVersion": st.rv.to_string()}, "items": items,
         });
         return axum::Json(body).into_response();
@@ -569,7 +586,7 @@ fn normalize(resource: &str, ns: &str, mut obj: Value) -> Result<(Key, Value), B
                 "metadata.name is required".into(),
             )
         })?;
-    obj["apiVersion"] = json!("v1");
+    obj["apiVersion"] = json!(api_version_of(resource));
     obj["kind"] = json!(kind);
     obj["metadata"]["namespace"] = json!(ns);
     Ok(((resource.to_owned(), ns.to_owned(), name), obj))
@@ -641,6 +658,45 @@ async fn replace(
         );
     }
     obj["metadata"]["uid"] = current["metadata"]["uid"].clone();
+    let obj = commit(&shared, &mut st, "MODIFIED", key, obj);
+    axum::Json(obj).into_response()
+}
+
+/// A JSON merge patch (RFC 7386), as kube's event recorder sends for a
+/// repeated event.
+async fn merge_patch(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+    body: bytes::Bytes,
+) -> Response {
+    fn merge(target: &mut Value, patch: &Value) {
+        match (target, patch) {
+            (Value::Object(t), Value::Object(p)) => {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+            (t, p) => *t = p.clone(),
+        }
+    }
+    let Ok(patch) = serde_json::from_slice::<Value>(&body) else {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "patch is not JSON".into(),
+        );
+    };
+    let key = (resource.clone(), ns.clone(), name.clone());
+    let mut st = shared.store.lock().unwrap();
+    st.requests.push(format!("patch {resource} {ns}/{name}"));
+    let Some(mut obj) = st.objects.get(&key).cloned() else {
+        return not_found(&resource, &name);
+    };
+    merge(&mut obj, &patch);
     let obj = commit(&shared, &mut st, "MODIFIED", key, obj);
     axum::Json(obj).into_response()
 }
