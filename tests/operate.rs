@@ -389,6 +389,8 @@ fn running_certsync_keeps_a_rollback_until_the_source_changes() {
     let d = tempfile::tempdir().unwrap();
     let (src, target, pairs) = target_with_three_revisions(d.path());
     let spec = format!("dir:{}={}", src.display(), target.display());
+    // Nothing listens at the hook: a failed attempt shows a reload was made.
+    let hook = format!("http://127.0.0.1:{}/reload", free_port());
     let cs = Certsync::start(
         &[
             "run",
@@ -398,14 +400,26 @@ fn running_certsync_keeps_a_rollback_until_the_source_changes() {
             "300ms",
             "--sync",
             &spec,
+            "--reload-url",
+            &hook,
+            "--reload-retries",
+            "0",
+            "--reload-quiet",
+            "50ms",
         ],
         d.path(),
     );
     cs.wait_log("found current revision on disk");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        !cs.log().contains("reload failed"),
+        "no reload without a flip"
+    );
 
     let (code, _, err) = certsync(&["rollback", target.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     cs.wait_log("rollback in place");
+    cs.wait_log("reload failed"); // the main container is told about the restored pair
     std::thread::sleep(std::time::Duration::from_millis(1200)); // several resyncs
     assert_eq!(
         read_live(&target).unwrap().1,
