@@ -67,6 +67,23 @@ fn write_pair(dir: &Path, p: &Pair) {
 /// A child process, killed when dropped.
 struct Killed(Child);
 
+/// certsync syncing `sync` and signalling the process whose command line
+/// matches `pattern`, with short windows, plus `extra` flags.
+fn start_signalling(sync: &str, pattern: &str, extra: &[&str], dir: &Path) -> Certsync {
+    let mut args = vec![
+        "run",
+        "--debounce",
+        "100ms",
+        "--reload-quiet",
+        "100ms",
+        "--sync",
+        sync,
+    ];
+    args.extend(["--reload-cmdline", pattern]);
+    args.extend(extra);
+    Certsync::start(&args, dir)
+}
+
 /// Starts `cmd` with no stdin and its output discarded.
 fn spawn_quiet(cmd: &mut Command) -> Killed {
     Killed(
@@ -154,20 +171,7 @@ fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
     // this pattern picks this test's master and none of its workers.
     let master = format!("master process.*{}", prefix.display());
     let sync_verify = format!("{sync},verify=127.0.0.1:{port}");
-    let cs = Certsync::start(
-        &[
-            "run",
-            "--debounce",
-            "100ms",
-            "--reload-quiet",
-            "100ms",
-            "--sync",
-            &sync_verify,
-            "--reload-cmdline",
-            &master,
-        ],
-        d.path(),
-    );
+    let cs = start_signalling(&sync_verify, &master, &[], d.path());
     cs.wait_log("found current revision on disk");
 
     let second = Pair::new("second.example");
@@ -213,22 +217,10 @@ fn verification_catches_a_server_that_ignores_the_signal() {
         target.display()
     );
     let pattern = format!("s_server.*-accept 127.0.0.1:{port}");
-    let cs = Certsync::start(
-        &[
-            "run",
-            "--debounce",
-            "100ms",
-            "--reload-quiet",
-            "100ms",
-            "--sync",
-            &sync,
-            "--reload-cmdline",
-            &pattern,
-            "--verify-timeout",
-            "1s",
-            "--verify-retries",
-            "2",
-        ],
+    let cs = start_signalling(
+        &sync,
+        &pattern,
+        &["--verify-timeout", "1s", "--verify-retries", "2"],
         d.path(),
     );
     // The first sync publishes what the server already serves: verified.
