@@ -1,0 +1,273 @@
+//! Reliability and security properties that tests try hard to break.
+//! CI runs bounded versions; `CERTSYNC_SOAK=1` runs each ten times longer.
+
+mod support;
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use certsync::bundle::{Bundle, CERT_FILE, KEY_FILE};
+use certsync::writer::{Writer, WriterOptions};
+
+fn soak(n: u64) -> u64 {
+    if std::env::var_os("CERTSYNC_SOAK").is_some() {
+        n * 10
+    } else {
+        n
+    }
+}
+
+/// A scratch directory on tmpfs when there is one (these tests are about
+/// atomicity and modes, not durability, and fsync there is free).
+fn scratch() -> tempfile::TempDir {
+    if Path::new("/dev/shm").is_dir() {
+        tempfile::tempdir_in("/dev/shm").unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+/// Generation `i`: the certificate and key say which generation they are,
+/// padded so a read is not a single tiny syscall.
+fn generation(i: u64) -> Bundle {
+    let pad = "x".repeat(4096);
+    let mut b = Bundle::default();
+    b.insert(CERT_FILE, format!("cert {i}\n{pad}").into_bytes(), "gen")
+        .unwrap();
+    b.insert(KEY_FILE, format!("key {i}\n{pad}").into_bytes(), "gen")
+        .unwrap();
+    b
+}
+
+fn gen_of(bytes: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    text.lines().next()?.split(' ').nth(1)?.parse().ok()
+}
+
+/// A reader that resolves `..data` once and reads both files through it
+/// never sees a certificate of one generation beside a key of another,
+/// across many flips (the README's "how consumers should read").
+#[test]
+fn readers_resolving_data_once_never_see_a_mixed_pair() {
+    let dir = scratch();
+    let target = dir.path().join("t");
+    let w = Writer::open(&target, WriterOptions::default()).unwrap();
+    w.publish(&generation(0)).unwrap();
+    let flips = soak(10_000);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (reads, mixed, retried) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (t, stop, reads, mixed, retried) = (
+                target.clone(),
+                stop.clone(),
+                reads.clone(),
+                mixed.clone(),
+                retried.clone(),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(rev) = fs::read_link(t.join("..data")) else {
+                        continue;
+                    };
+                    let dir = t.join(rev);
+                    // The revision may be retired between the two opens:
+                    // that is a retry, never a mix.
+                    match (fs::read(dir.join(CERT_FILE)), fs::read(dir.join(KEY_FILE))) {
+                        (Ok(c), Ok(k)) => {
+                            reads.fetch_add(1, Ordering::Relaxed);
+                            if gen_of(&c) != gen_of(&k) || gen_of(&c).is_none() {
+                                mixed.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        _ => {
+                            retried.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for i in 1..=flips {
+        w.publish(&generation(i)).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let (reads, mixed, retried) = (
+        reads.load(Ordering::Relaxed),
+        mixed.load(Ordering::Relaxed),
+        retried.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "flips: {flips}, pair reads: {reads}, mixed: {mixed}, retried (revision retired mid-read): {retried}"
+    );
+    assert_eq!(mixed, 0);
+    assert!(reads > flips / 10, "the readers barely ran: {reads} reads");
+}
+
+/// A key file is never readable by group or others at any moment. A
+/// scanner cannot see a microsecond window between create and chmod, so
+/// the syscalls themselves are checked: under strace, every key file must
+/// be *created* with a mode without group/other bits (the kernel only ever
+/// narrows it by the umask), and never widened afterwards.
+#[test]
+fn key_files_are_created_with_their_final_mode_never_wider() {
+    assert!(
+        std::process::Command::new("strace")
+            .arg("-V")
+            .output()
+            .is_ok(),
+        "strace is needed (apt-get install strace; .ci/run does this)"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let trace = d.path().join("trace");
+    let rounds = soak(5);
+    for i in 0..rounds {
+        let p = support::certs::Pair::new(&format!("round{i}"));
+        fs::write(src.join(CERT_FILE), &p.cert).unwrap();
+        fs::write(src.join(KEY_FILE), &p.key).unwrap();
+        let status = std::process::Command::new("strace")
+            .args([
+                "-f",
+                "-qq",
+                "-e",
+                "trace=openat,fchmod,chmod,fchmodat",
+                "-o",
+            ])
+            .arg(&trace)
+            .arg(support::certsync_bin())
+            .args(["run", "--once", "--key-mode", "0600", "--sync"])
+            .arg(format!(
+                "dir:{}={}",
+                src.display(),
+                d.path().join("t").display()
+            ))
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let text = fs::read_to_string(&trace).unwrap();
+        // openat(AT_FDCWD, ".../..rev-000001-xxxx/tls.key", O_WRONLY|O_CREAT|..., 0600) = 11
+        let mut key_fds = Vec::new();
+        for line in text.lines() {
+            if line.contains("/tls.key\"") && line.contains("O_CREAT") {
+                let call = line.rsplit_once(") = ").map_or(line, |x| x.0);
+                let mode = call.rsplit(", ").next().unwrap_or("");
+                let mode = u32::from_str_radix(mode.trim_start_matches('0'), 8).unwrap_or(0o777);
+                assert_eq!(mode & 0o077, 0, "key created with mode {mode:o}: {line}");
+                let fd = line.rsplit("= ").next().unwrap().trim().to_owned();
+                key_fds.push((line.split(' ').next().unwrap().to_owned(), fd));
+            }
+            if line.contains("fchmod(") {
+                let pid = line.split(' ').next().unwrap();
+                let args = line.split_once("fchmod(").unwrap().1;
+                let (fd, mode) = args.split_once(", ").unwrap();
+                let mode = u32::from_str_radix(mode.split(')').next().unwrap(), 8).unwrap();
+                if key_fds.iter().any(|(p, f)| p == pid && f == fd) {
+                    assert_eq!(mode & 0o077, 0, "key chmod-ed to {mode:o}: {line}");
+                }
+            }
+        }
+        assert!(
+            !key_fds.is_empty(),
+            "no key file creation seen in the trace:\n{text}"
+        );
+    }
+    eprintln!("traced runs: {rounds}; every key file created 0600 and never widened");
+}
+
+mod hostile_input {
+    use super::support::certs::Pair;
+    use certsync::bundle::{Bundle, CERT_FILE, KEY_FILE};
+    use certsync::validate::{Expect, Policy, validate};
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+    use std::time::{Duration, SystemTime};
+
+    fn policy() -> Policy {
+        Policy {
+            expect: Expect::Pair,
+            now: SystemTime::now(),
+            clock_skew: Duration::from_secs(300),
+        }
+    }
+
+    fn pair(cert: &[u8], key: &[u8]) -> Bundle {
+        let mut b = Bundle::default();
+        b.insert(CERT_FILE, cert.to_vec(), "c").unwrap();
+        b.insert(KEY_FILE, key.to_vec(), "k").unwrap();
+        b
+    }
+
+    /// Two unrelated valid pairs, made once.
+    fn pairs() -> &'static (Pair, Pair) {
+        static P: OnceLock<(Pair, Pair)> = OnceLock::new();
+        P.get_or_init(|| (Pair::new("a"), Pair::new("b")))
+    }
+
+    /// Applies `edits` (position, byte) to `bytes` and cuts it at `cut`.
+    fn mutate(bytes: &[u8], edits: &[(usize, u8)], cut: Option<usize>) -> Vec<u8> {
+        let mut v = bytes.to_vec();
+        for (pos, b) in edits {
+            if !v.is_empty() {
+                let i = pos % v.len();
+                v[i] = *b;
+            }
+        }
+        if let Some(c) = cut {
+            v.truncate(c % (v.len() + 1));
+        }
+        v
+    }
+
+    fn cases() -> u32 {
+        if std::env::var_os("CERTSYNC_SOAK").is_some() {
+            20_000
+        } else {
+            2_000
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+        /// Arbitrary bytes never panic validation and are never accepted.
+        #[test]
+        fn arbitrary_bytes_are_refused_without_panic(cert in proptest::collection::vec(any::<u8>(), 0..4096),
+                                                     key in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            prop_assert!(validate(&pair(&cert, &key), &policy()).is_err());
+        }
+
+        /// Mutated valid PEM never panics, and a certificate of one pair is
+        /// never accepted with (a mutation of) the other pair's key.
+        #[test]
+        fn mutated_pem_never_yields_a_mismatched_pair(edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+                                                      cut in proptest::option::of(any::<usize>()),
+                                                      mutate_cert in any::<bool>()) {
+            let (a, b) = pairs();
+            let (cert, key) = if mutate_cert {
+                (mutate(&a.cert, &edits, cut), b.key.clone())
+            } else {
+                (a.cert.clone(), mutate(&b.key, &edits, cut))
+            };
+            prop_assert!(validate(&pair(&cert, &key), &policy()).is_err());
+            // The matching pair, mutated, may be accepted only if the edits
+            // left the key matching the leaf.
+            let own = mutate(&a.key, &edits, cut);
+            if let Ok(v) = validate(&pair(&a.cert, &own), &policy()) {
+                prop_assert!(v.leaf.is_some());
+                prop_assert_eq!(certsync::validate::key_matches(&a.cert, &own), Ok(true));
+            }
+        }
+    }
+}
