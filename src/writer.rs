@@ -401,7 +401,12 @@ impl Writer {
         };
         let revision = self.next_revision()?;
         let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
-        self.write_revision(&dir_name, bundle)?;
+        if let Err(e) = self.write_revision(&dir_name, bundle) {
+            // No partial revision stays behind (a full disk, an I/O error);
+            // the live one was never touched.
+            let _ = remove_any(&self.target.join(&dir_name));
+            return Err(e);
+        }
         self.flip(&dir_name)?;
         self.link_visible(bundle)?;
         self.fsync_target()?;
