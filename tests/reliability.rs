@@ -400,3 +400,118 @@ fn survives_sigkill_at_random_moments() {
         "seed {seed}: {kills} SIGKILLs survived, {checked} post-kill checks of a live pair, {rotations} source rotations; converged"
     );
 }
+
+/// A tmpfs of `size` mounted on a new directory, unmounted on drop.
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Self(dir))
+    }
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// The target's filesystem fills up mid-write: a clear error, the current
+/// revision intact and still current, no partial revision left, and the
+/// sync completed once space returns.
+#[test]
+fn disk_full_keeps_the_current_revision_and_recovers() {
+    use support::certs::Pair;
+    let Some(disk) = SmallDisk::mount("256k") else {
+        // Mounting needs root (CAP_SYS_ADMIN); CI runs as root.
+        assert!(
+            !nix::unistd::geteuid().is_root(),
+            "root but cannot mount a tmpfs"
+        );
+        eprintln!(
+            "disk_full_keeps_the_current_revision_and_recovers: skipped, cannot mount a tmpfs as non-root"
+        );
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let target = disk.path().join("target");
+    let (a, b) = (Pair::new("before"), Pair::new("after"));
+    fs::write(src.join(CERT_FILE), &a.cert).unwrap();
+    fs::write(src.join(KEY_FILE), &a.key).unwrap();
+    let spec = format!("dir:{}={}", src.display(), target.display());
+    let cs = support::Certsync::start(
+        &[
+            "run",
+            "--debounce",
+            "50ms",
+            "--resync",
+            "300ms",
+            "--sync",
+            &spec,
+        ],
+        d.path(),
+    );
+    let live = support::wait_for("first sync", || support::read_live(&target));
+
+    // Fill the disk to the last byte.
+    let filler = disk.path().join("filler");
+    let mut f = fs::File::create(&filler).unwrap();
+    let block = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut f, &block).is_ok() {}
+    while std::io::Write::write_all(&mut f, &[0]).is_ok() {}
+    drop(f);
+
+    support::write_atomic(&src.join(CERT_FILE), &b.cert);
+    support::write_atomic(&src.join(KEY_FILE), &b.key);
+    cs.wait_log("No space left on device");
+    let line = cs
+        .log()
+        .lines()
+        .find(|l| l.contains("No space left"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        line.contains("reason=\"write_failed\"") && line.contains("keeping the last good files"),
+        "{line}"
+    );
+    assert_eq!(
+        support::read_live(&target).unwrap(),
+        live,
+        "the current revision is intact and current"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(700)); // a few failed retries
+    let revs: Vec<String> = fs::read_dir(&target)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("..rev-") || n.starts_with("..tmp"))
+        .collect();
+    assert_eq!(
+        revs,
+        vec![live.0.clone()],
+        "no partial revision or temporary entry left"
+    );
+
+    fs::remove_file(&filler).unwrap();
+    support::wait_for("the sync to complete once space returns", || {
+        support::read_live(&target).filter(|(_, c, k)| *c == b.cert && *k == b.key)
+    });
+    eprintln!(
+        "disk full: write refused with ENOSPC, revision {} kept, recovered after space returned",
+        live.0
+    );
+}
