@@ -11,6 +11,7 @@
 //! own reads of a target would otherwise wake its drift check forever.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -29,7 +30,28 @@ pub enum DirWatchError {
     },
 }
 
-type Routes = HashMap<PathBuf, Vec<mpsc::Sender<()>>>;
+/// A subscriber: its wake-up channel and, optionally, the only entry names
+/// it cares about (an event on the directory itself always counts).
+struct Route {
+    tx: mpsc::Sender<()>,
+    names: Option<Vec<OsString>>,
+}
+
+impl Route {
+    fn wants(&self, dir: &Path, path: &Path) -> bool {
+        match &self.names {
+            None => true,
+            Some(names) => {
+                path == dir
+                    || path
+                        .file_name()
+                        .is_some_and(|n| names.iter().any(|x| x == n))
+            }
+        }
+    }
+}
+
+type Routes = HashMap<PathBuf, Vec<Route>>;
 
 /// The shared watcher. Cheap to clone.
 #[derive(Clone)]
@@ -49,17 +71,19 @@ impl DirWatch {
                 Ok(ev) if !ev.need_rescan() => {
                     for p in &ev.paths {
                         for key in [Some(p.as_path()), p.parent()].into_iter().flatten() {
-                            for tx in routes.get(key).into_iter().flatten() {
-                                // Full means a wake-up is already pending.
-                                let _ = tx.try_send(());
+                            for route in routes.get(key).into_iter().flatten() {
+                                if route.wants(key, p) {
+                                    // Full means a wake-up is already pending.
+                                    let _ = route.tx.try_send(());
+                                }
                             }
                         }
                     }
                 }
                 // A rescan request or a watcher error (e.g. queue overflow):
                 // events may be lost, so everyone looks again.
-                _ => routes.values().flatten().for_each(|tx| {
-                    let _ = tx.try_send(());
+                _ => routes.values().flatten().for_each(|route| {
+                    let _ = route.tx.try_send(());
                 }),
             }
         })
@@ -74,13 +98,32 @@ impl DirWatch {
     /// is returned even when the watch cannot be added yet (the directory
     /// may not exist): the caller retries with [`DirWatch::rewatch`].
     pub fn subscribe(&self, dir: &Path) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+        self.subscribe_to(dir, None)
+    }
+
+    /// Like [`DirWatch::subscribe`], but woken only by changes to entries
+    /// with these names: a file watched for rotation shares its directory
+    /// with files that change for other reasons (or logs written there).
+    pub fn subscribe_names(
+        &self,
+        dir: &Path,
+        names: &[&str],
+    ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+        self.subscribe_to(dir, Some(names.iter().map(OsString::from).collect()))
+    }
+
+    fn subscribe_to(
+        &self,
+        dir: &Path,
+        names: Option<Vec<OsString>>,
+    ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
         let (tx, rx) = mpsc::channel(1);
         self.routes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(dir.to_owned())
             .or_default()
-            .push(tx);
+            .push(Route { tx, names });
         (rx, self.rewatch(dir))
     }
 
@@ -134,6 +177,22 @@ mod tests {
             other_rx.try_recv().is_err(),
             "another directory is not woken"
         );
+
+        // A name filter: other entries of the directory do not wake it.
+        let (mut named, res) = w.subscribe_names(other.path(), &["kubeconfig", "..data"]);
+        res.unwrap();
+        std::fs::write(other.path().join("app.log"), b"noise").unwrap();
+        let woke = tokio::time::timeout(Duration::from_millis(300), named.recv()).await;
+        assert!(
+            woke.is_err(),
+            "an unrelated file woke a name-filtered subscriber"
+        );
+        std::fs::write(other.path().join("kubeconfig"), b"new").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), named.recv())
+            .await
+            .expect("the named file wakes it")
+            .unwrap();
+        while other_rx.try_recv().is_ok() {}
 
         // Reading the directory and its file is not a change.
         let _ = std::fs::read_dir(dir.path()).unwrap().count();

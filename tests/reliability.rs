@@ -515,3 +515,120 @@ fn disk_full_keeps_the_current_revision_and_recovers() {
         live.0
     );
 }
+
+/// No key material in any log line at any level: certsync runs at `trace`
+/// through a Secret source (rotation, a rejection, events, a reload) and a
+/// host directory, and the log is searched for every key's PEM body lines
+/// and for the base64 the Secret's JSON carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_material_in_logs_at_any_level() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{ObjectMeta, PostParams};
+    use support::certs::Pair;
+    let d = tempfile::tempdir().unwrap();
+    let server = support::apiserver::ApiServer::start().await;
+    let kubeconfig = server.kubeconfig(d.path());
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let api: kube::Api<Secret> = kube::Api::namespaced(client, "ns");
+    let pairs: Vec<Pair> = (0..3).map(|i| Pair::new(&format!("leak{i}"))).collect();
+    let secret = |p: &Pair, key: &[u8]| Secret {
+        metadata: ObjectMeta {
+            name: Some("tls".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [
+                ("tls.crt".to_owned(), ByteString(p.cert.clone())),
+                ("tls.key".to_owned(), ByteString(key.to_vec())),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &secret(&pairs[0], &pairs[0].key))
+        .await
+        .unwrap();
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join(CERT_FILE), &pairs[2].cert).unwrap();
+    fs::write(src.join(KEY_FILE), &pairs[2].key).unwrap();
+
+    let target = d.path().join("t");
+    let kube_spec = format!("secret:ns/tls={}", target.display());
+    let dir_spec = format!("dir:{}={}", src.display(), d.path().join("t2").display());
+    let hook = format!("http://127.0.0.1:{}/reload", support::free_port());
+    let mut cmd = std::process::Command::new(support::certsync_bin());
+    cmd.args(["run", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args([
+            "--sync",
+            &kube_spec,
+            "--sync",
+            &dir_spec,
+            "--events",
+            "--reload-url",
+            &hook,
+            "--reload-retries",
+            "0",
+        ])
+        .args(["--log-level", "trace", "--debounce", "50ms"]);
+    let cs = support::Certsync::start_with(&mut cmd, d.path());
+    support::wait_for("first sync", || support::read_live(&target));
+    let mut current = api.get("tls").await.unwrap();
+    current.data = secret(&pairs[1], &pairs[1].key).data;
+    api.replace("tls", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    support::wait_for("rotation", || {
+        support::read_live(&target).filter(|l| l.1 == pairs[1].cert)
+    });
+    let mut current = api.get("tls").await.unwrap();
+    current.data = secret(&pairs[1], &pairs[0].key).data; // mismatched
+    api.replace("tls", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    cs.wait_log("reason=\"key_mismatch\"");
+    cs.wait_log("reload failed");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let log = cs.log();
+    drop(cs);
+
+    use base64::Engine as _;
+    let mut needles = Vec::new();
+    for p in &pairs {
+        let text = String::from_utf8(p.key.clone()).unwrap();
+        // Every body line of the PEM (64 base64 characters each)...
+        needles.extend(
+            text.lines()
+                .filter(|l| !l.starts_with("-----") && l.len() >= 16)
+                .map(str::to_owned),
+        );
+        // ...and the base64 of the whole PEM, as the Secret's JSON carries it.
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&p.key);
+        needles.extend(
+            b64.as_bytes()
+                .chunks(32)
+                .map(|c| String::from_utf8(c.to_vec()).unwrap()),
+        );
+    }
+    let lines = log.lines().count();
+    assert!(lines > 50, "trace logging produced only {lines} lines");
+    for n in &needles {
+        assert!(
+            !log.contains(n.as_str()),
+            "key material {n:?} found in the log"
+        );
+    }
+    assert!(!log.contains("PRIVATE KEY"), "a PEM key header was logged");
+    eprintln!(
+        "log lines searched at trace level: {lines}; key fragments searched: {}",
+        needles.len()
+    );
+}

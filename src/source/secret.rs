@@ -151,7 +151,13 @@ impl ClientSettings {
     ) {
         let file = self.credential_file();
         let dir = file.parent().map(PathBuf::from).unwrap_or_default();
-        let (mut events, _) = watcher.subscribe(&dir);
+        // Only the file itself, or a Secret-volume `..data` flip; other files
+        // in the directory (and logs written there) are none of our business.
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (mut events, _) = watcher.subscribe_names(&dir, &[&name, "..data"]);
         let fingerprint = || std::fs::read(&file).ok().map(Sha256::digest);
         let mut built = false;
         let mut built_from = None;
