@@ -528,7 +528,12 @@ async fn no_key_material_in_logs_at_any_level() {
     use support::certs::Pair;
     let d = tempfile::tempdir().unwrap();
     let server = support::apiserver::ApiServer::start().await;
-    let kubeconfig = server.kubeconfig(d.path());
+    // The kubeconfig's directory is watched (credential rotation); the log
+    // file must not live there, or notify's per-event trace lines about
+    // the log's own writes would feed each other.
+    let kc_dir = d.path().join("kc");
+    fs::create_dir(&kc_dir).unwrap();
+    let kubeconfig = server.kubeconfig(&kc_dir);
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
     let client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(kc, &Default::default())
