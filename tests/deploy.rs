@@ -2,7 +2,8 @@
 //! README promises.
 
 use clap::Parser;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use serde::Deserialize;
 
@@ -128,4 +129,165 @@ fn events_rbac_is_separate_and_minimal() {
     );
     assert_eq!(rules[0].verbs, ["create", "patch"]);
     assert_eq!(binding.subjects.unwrap()[0].name, "certsync");
+}
+
+/// Every pod template in deploy/ (Pods and Deployments), by file.
+fn pod_specs() -> Vec<(String, PodSpec)> {
+    let dir = format!("{}/deploy", env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let file = entry.unwrap().file_name().to_string_lossy().into_owned();
+        for d in documents(&file) {
+            match d["kind"].as_str() {
+                Some("Pod") => out.push((
+                    file.clone(),
+                    serde_yaml_ng::from_value::<Pod>(d).unwrap().spec.unwrap(),
+                )),
+                Some("Deployment") => {
+                    let dep: Deployment = serde_yaml_ng::from_value(d).unwrap();
+                    out.push((file.clone(), dep.spec.unwrap().template.spec.unwrap()));
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Secure and operable by default: every container has requests and a
+/// memory limit, a read-only root filesystem and all capabilities dropped
+/// (adding nothing); certsync's args are accepted by its own parser, and it
+/// is probed on /livez and /readyz at its admin port.
+#[test]
+fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
+    let specs = pod_specs();
+    assert!(specs.len() >= 3, "{} pod templates", specs.len());
+    for (file, spec) in &specs {
+        let all: Vec<&Container> = spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .collect();
+        for c in &all {
+            let what = format!("{file}: container {}", c.name);
+            let res = c
+                .resources
+                .as_ref()
+                .unwrap_or_else(|| panic!("{what}: no resources"));
+            assert!(
+                res.requests
+                    .as_ref()
+                    .is_some_and(|r| r.contains_key("cpu") && r.contains_key("memory")),
+                "{what}: requests"
+            );
+            assert!(
+                res.limits
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key("memory")),
+                "{what}: memory limit"
+            );
+            let sc = c
+                .security_context
+                .as_ref()
+                .unwrap_or_else(|| panic!("{what}: no securityContext"));
+            assert_eq!(
+                sc.read_only_root_filesystem,
+                Some(true),
+                "{what}: readOnlyRootFilesystem"
+            );
+            assert_eq!(
+                sc.allow_privilege_escalation,
+                Some(false),
+                "{what}: allowPrivilegeEscalation"
+            );
+            let caps = sc
+                .capabilities
+                .as_ref()
+                .unwrap_or_else(|| panic!("{what}: capabilities"));
+            assert_eq!(
+                caps.drop.as_deref(),
+                Some(&["ALL".to_owned()][..]),
+                "{what}: drop ALL"
+            );
+            assert!(
+                caps.add.as_ref().is_none_or(|a| a.is_empty()),
+                "{what}: adds capabilities"
+            );
+            assert!(c.liveness_probe.is_some(), "{what}: liveness probe");
+        }
+        let certsync: Vec<&&Container> = all.iter().filter(|c| c.name == "certsync").collect();
+        assert_eq!(certsync.len(), 1, "{file}: one certsync container");
+        let c = certsync[0];
+        let config = check_args(c.args.as_deref().unwrap());
+        let port = config.admin_addr.port();
+        for (probe, path) in [
+            (&c.readiness_probe, "/readyz"),
+            (&c.liveness_probe, "/livez"),
+        ] {
+            let get = probe
+                .as_ref()
+                .and_then(|p| p.http_get.as_ref())
+                .unwrap_or_else(|| panic!("{file}: {path} probe"));
+            assert_eq!(get.path.as_deref(), Some(path), "{file}");
+            let probe_port = match &get.port {
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(p) => *p as u16,
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(name) => c
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|p| p.name.as_deref() == Some(name.as_str()))
+                    .map(|p| p.container_port as u16)
+                    .unwrap_or_else(|| panic!("{file}: no port named {name}")),
+            };
+            assert_eq!(probe_port, port, "{file}: {path} probes the admin port");
+        }
+        // A sidecar in a Deployment is a native sidecar.
+        if spec.host_network != Some(true) {
+            assert_eq!(
+                c.restart_policy.as_deref(),
+                Some("Always"),
+                "{file}: native sidecar"
+            );
+            assert!(
+                config.admin_addr.ip().is_unspecified(),
+                "{file}: kubelet probes the pod IP"
+            );
+        }
+        if config
+            .reload
+            .method
+            .as_ref()
+            .is_some_and(|m| matches!(m, certsync::reload::Method::Signal { .. }))
+        {
+            assert_eq!(
+                spec.share_process_namespace,
+                Some(true),
+                "{file}: signal mode needs a shared PID namespace"
+            );
+        }
+    }
+}
+
+/// The Containerfile builds a static binary and runs it from a minimal,
+/// non-root image with an exec-form entrypoint and OCI labels.
+#[test]
+fn containerfile_is_multi_stage_static_and_non_root() {
+    let text =
+        std::fs::read_to_string(format!("{}/Containerfile", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let froms: Vec<&str> = text.lines().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(froms.len(), 2, "multi-stage");
+    assert!(
+        froms[1].contains("distroless/static") || froms[1].contains("scratch"),
+        "{}",
+        froms[1]
+    );
+    assert!(text.contains("cargo build --locked --release --target \"$TARGET\""));
+    assert!(text.contains("ARG TARGET=x86_64-unknown-linux-musl"));
+    assert!(
+        text.contains("ENTRYPOINT [\"/certsync\"]"),
+        "exec-form entrypoint"
+    );
+    let user = text.lines().find(|l| l.starts_with("USER ")).unwrap();
+    assert!(!user.contains(" 0") && !user.contains("root"), "{user}");
+    assert!(text.contains("org.opencontainers.image.source"));
 }

@@ -9,12 +9,15 @@ use std::process::Command;
 fn readme_documents_every_flag_and_env_var() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let out = Command::new(support::certsync_bin())
-        .args(["run", "--help"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let help = String::from_utf8(out.stdout).unwrap();
+    let mut help = String::new();
+    for sub in ["run", "check", "revisions", "rollback"] {
+        let out = Command::new(support::certsync_bin())
+            .args([sub, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        help.push_str(&String::from_utf8(out.stdout).unwrap());
+    }
     let mut flags = 0;
     for word in help.split(|c: char| c.is_whitespace() || c == '[' || c == ']' || c == ',') {
         let name = word.trim_end_matches('=');
