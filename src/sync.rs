@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Config, Mapping, Source};
-use crate::dirwatch::{self, DirWatch};
+use crate::dirwatch::DirWatch;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reload::{self, ReloadHandle};
@@ -541,6 +541,14 @@ pub async fn resync_interval(period: Duration) -> tokio::time::Interval {
     tick
 }
 
+/// Sleeps until `deadline`, or forever without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Resolves once shutdown has begun (the guard `wait_for` returns is not
 /// `Send`, so it is dropped here rather than held in a `select!`).
 pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
@@ -556,6 +564,7 @@ async fn sync_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut tick = resync_interval(resync).await;
+    let mut repair_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             biased;
@@ -577,8 +586,15 @@ async fn sync_loop(
                     Err(message) => { syncer.source_failed(message); }
                 }
             }
+            // Target changes (our own flips included) are checked once the
+            // target has been quiet for `debounce`. The wait is a deadline
+            // kept beside the loop, never a wait inside it: new updates must
+            // not queue behind a drift check.
             Some(()) = drift.recv() => {
-                dirwatch::quiet(&mut drift, debounce).await;
+                repair_at = Some(tokio::time::Instant::now() + debounce);
+            }
+            () = until(repair_at) => {
+                repair_at = None;
                 syncer.repair().await;
             }
             _ = tick.tick() => syncer.resync().await,

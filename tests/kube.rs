@@ -627,3 +627,35 @@ async fn events_are_recorded_on_the_source_object() {
     assert!(!note.contains("PRIVATE KEY"), "{note}");
     env.cleanup().await;
 }
+
+/// Updates a few hundred milliseconds apart each get their own revision:
+/// the check of the target after a flip (debounced, 2 s by default) must
+/// never hold back the next update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_are_not_held_back_by_the_drift_check() {
+    let mut env = Env::new().await;
+    let name = env.name("spaced");
+    let pairs: Vec<Pair> = (0..3).map(|i| Pair::new(&format!("spaced{i}"))).collect();
+    env.put_pair(&name, &pairs[0]).await;
+    let _cs = env.start(&[env.secret_spec(&name)], &[]);
+    let target = env.target(&name);
+    wait_pair(&target, &pairs[0]);
+    for p in &pairs[1..] {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        env.put_pair(&name, p).await;
+    }
+    wait_pair(&target, &pairs[2]);
+    // Every pair, the middle one included, was published as a revision.
+    let mut certs = Vec::new();
+    for dir in [target.clone(), target.join("..history")] {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            if let Ok(c) = std::fs::read(e.path().join("tls.crt")) {
+                certs.push(c);
+            }
+        }
+    }
+    for (i, p) in pairs.iter().enumerate() {
+        assert!(certs.contains(&p.cert), "update {i} was never published");
+    }
+    env.cleanup().await;
+}

@@ -66,6 +66,8 @@ struct Shared {
     /// Bumped to end every open watch.
     generation: watch::Sender<u64>,
     stalled: watch::Sender<bool>,
+    /// Milliseconds between bookmarks on a watch that asked for them.
+    bookmark_ms: std::sync::atomic::AtomicU64,
 }
 
 /// The running server. Stops when dropped.
@@ -114,6 +116,7 @@ impl ApiServer {
             events,
             generation: watch::channel(0).0,
             stalled: watch::channel(false).0,
+            bookmark_ms: std::sync::atomic::AtomicU64::new(500),
         });
         let mut s = Self {
             addr: listener.local_addr().unwrap(),
@@ -257,6 +260,15 @@ impl ApiServer {
     /// Injected 500s not yet served.
     pub fn failures_pending(&self) -> u32 {
         self.shared.store.lock().unwrap().fail_next
+    }
+
+    /// How often open watches get a bookmark (500 ms by default, to exercise
+    /// them; a real apiserver sends about one a minute).
+    pub fn bookmark_every(&self, every: Duration) {
+        self.shared.bookmark_ms.store(
+            every.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Every request seen, as `VERB resource namespace/name {query}` (verb:
@@ -495,7 +507,11 @@ async fn collection(
         }
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
-        let mut bookmark = tokio::time::interval(Duration::from_millis(500));
+        let every = shared2
+            .bookmark_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut bookmark = tokio::time::interval(Duration::from_millis(every.max(1)));
+        bookmark.tick().await; // the first tick is immediate
         loop {
             if *stalled.borrow_and_update() {
                 tokio::select! {

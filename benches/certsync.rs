@@ -1,0 +1,765 @@
+//! certsync's benchmarks: `cargo bench --bench certsync [-- OPTIONS]`.
+//!
+//! Prints a table and, with `--json FILE`, writes the same figures as JSON.
+//! Options: `--quick` (fewer iterations, for a smoke run), `--only NAME`
+//! (writer, hostdir, idle, scale, secret). Against the test API server by
+//! default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set.
+//!
+//! Latencies are measured without busy polling: the target directory is
+//! watched with inotify and the pair read when `..data` moves, and reload
+//! delivery is timestamped by a receiver process blocked in sigwait(2) (or
+//! by a local HTTP server for the hook).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use certsync::bundle::{Bundle, CERT_FILE, KEY_FILE};
+use certsync::writer::{Writer, WriterOptions};
+
+/// One row of the report.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Row {
+    bench: String,
+    case: String,
+    n: usize,
+    /// Named figures, e.g. p50_ms, rss_mib.
+    figures: BTreeMap<String, f64>,
+    note: String,
+}
+
+struct Opts {
+    quick: bool,
+    only: Option<String>,
+    json: Option<String>,
+}
+
+fn opts() -> Opts {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    Opts {
+        quick: args.iter().any(|a| a == "--quick"),
+        only: value("--only"),
+        json: value("--json"),
+    }
+}
+
+fn percentiles(mut ms: Vec<f64>) -> BTreeMap<String, f64> {
+    ms.sort_by(f64::total_cmp);
+    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+    let mut f = BTreeMap::new();
+    if ms.is_empty() {
+        return f;
+    }
+    f.insert("p50_ms".into(), at(0.50));
+    f.insert("p90_ms".into(), at(0.90));
+    f.insert("p99_ms".into(), at(0.99));
+    f.insert("max_ms".into(), *ms.last().unwrap());
+    f
+}
+
+fn generation(i: usize) -> Bundle {
+    let mut b = Bundle::default();
+    b.insert(
+        CERT_FILE,
+        format!("cert {i}\n{}", "c".repeat(1200)).into_bytes(),
+        "bench",
+    )
+    .unwrap();
+    b.insert(
+        KEY_FILE,
+        format!("key {i}\n{}", "k".repeat(240)).into_bytes(),
+        "bench",
+    )
+    .unwrap();
+    b
+}
+
+/// Rotations per second through the writer with fsync, on the local disk
+/// (the directory the bench runs in, not a tmpfs).
+fn writer_throughput(o: &Opts) -> Vec<Row> {
+    let n = if o.quick { 200 } else { 2000 };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = Writer::open(dir.path().join("t"), WriterOptions::default()).unwrap();
+    let mut each = Vec::with_capacity(n);
+    let start = Instant::now();
+    for i in 0..n {
+        let t = Instant::now();
+        w.publish(&generation(i)).unwrap();
+        each.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let total = start.elapsed().as_secs_f64();
+    let mut figures = percentiles(each);
+    figures.insert("rotations_per_s".into(), n as f64 / total);
+    vec![Row {
+        bench: "writer".into(),
+        case: "publish with fsync, local disk".into(),
+        n,
+        figures,
+        note: "revision dir + 2 files fsynced, ..data flip, parent fsynced, old files moved to history, prune".into(),
+    }]
+}
+
+// ---- measuring helpers ---------------------------------------------------
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Records, for every `..data` flip of `target`, when the new certificate
+/// became readable (inotify; no polling) as (cert bytes, time).
+/// (certificate bytes, nanoseconds since the epoch) per flip seen.
+type Flips = Arc<Mutex<Vec<(Vec<u8>, u128)>>>;
+
+struct FlipWatch {
+    seen: Flips,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FlipWatch {
+    fn start(target: &Path) -> Self {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        std::fs::create_dir_all(target).unwrap();
+        let ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+        ino.add_watch(target, AddWatchFlags::IN_MOVED_TO).unwrap();
+        let seen: Flips = Arc::default();
+        let stop: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let (t, s, st) = (target.to_owned(), seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::os::fd::AsFd;
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut fds = [nix::poll::PollFd::new(
+                    ino.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(100u16)).unwrap_or(0) == 0
+                {
+                    continue;
+                }
+                let Ok(events) = ino.read_events() else {
+                    continue;
+                };
+                let flipped = events
+                    .iter()
+                    .any(|e| e.name.as_deref() == Some(std::ffi::OsStr::new("..data")));
+                if flipped && let Some((_, cert, _)) = support::read_live(&t) {
+                    s.lock().unwrap().push((cert, now_ns()));
+                }
+            }
+        });
+        Self { seen, stop }
+    }
+
+    /// When `cert` was first seen, if it was.
+    fn when(&self, cert: &[u8]) -> Option<u128> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(c, _)| c == cert)
+            .map(|(_, t)| *t)
+    }
+}
+
+impl Drop for FlipWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A process that blocks SIGHUP and sigwaits for it, printing the time of
+/// each one: the bench binary re-executed with `--sigwait`.
+fn sigwait_main() -> ! {
+    use nix::sys::signal::{SigSet, Signal};
+    use std::io::Write;
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGHUP);
+    set.thread_block().unwrap();
+    let mut out = std::io::stdout();
+    loop {
+        if set.wait().is_ok() {
+            let _ = writeln!(out, "{}", now_ns());
+            let _ = out.flush();
+        }
+    }
+}
+
+/// Reload timestamps from a `--sigwait` child.
+struct SignalReceiver {
+    child: std::process::Child,
+    times: Arc<Mutex<Vec<u128>>>,
+    pidfile: PathBuf,
+}
+
+impl SignalReceiver {
+    fn start(dir: &Path) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .arg("--sigwait")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let times: Arc<Mutex<Vec<u128>>> = Arc::default();
+        let t = times.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(ns) = line.trim().parse() {
+                    t.lock().unwrap().push(ns);
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(200)); // SIGHUP blocked by now
+        let pidfile = dir.join("receiver.pid");
+        std::fs::write(&pidfile, child.id().to_string()).unwrap();
+        Self {
+            child,
+            times,
+            pidfile,
+        }
+    }
+}
+
+impl Drop for SignalReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A local HTTP hook that timestamps every request.
+struct HookReceiver {
+    url: String,
+    times: Arc<Mutex<Vec<u128>>>,
+}
+
+fn hook_receiver(rt: &tokio::runtime::Handle) -> HookReceiver {
+    let times: Arc<Mutex<Vec<u128>>> = Arc::default();
+    let t = times.clone();
+    let app = axum::Router::new().fallback(move || {
+        let t = t.clone();
+        async move {
+            t.lock().unwrap().push(now_ns());
+            "ok"
+        }
+    });
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}/reload", listener.local_addr().unwrap());
+    rt.spawn(async move { axum::serve(listener, app).await });
+    HookReceiver { url, times }
+}
+
+/// Reads the target the documented way (`..data` resolved once) and the
+/// naive way (two separate opens of the visible names), counting empty
+/// reads and certificate/key pairs from different generations.
+struct TornReader {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<(u64, u64, u64)>>,
+}
+
+impl TornReader {
+    fn start(target: &Path, pairs: Arc<Vec<support::certs::Pair>>) -> Self {
+        let stop: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let (t, st) = (target.to_owned(), stop.clone());
+        let handle = std::thread::spawn(move || {
+            let matching = |c: &[u8], k: &[u8]| pairs.iter().any(|p| p.cert == c && p.key == k);
+            let (mut reads, mut torn, mut naive_torn) = (0u64, 0u64, 0u64);
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some((_, c, k)) = support::read_live(&t) {
+                    reads += 1;
+                    if c.is_empty() || k.is_empty() || !matching(&c, &k) {
+                        torn += 1;
+                    }
+                }
+                let naive = (
+                    std::fs::read(t.join(CERT_FILE)),
+                    std::fs::read(t.join(KEY_FILE)),
+                );
+                if let (Ok(c), Ok(k)) = naive
+                    && (c.is_empty() || k.is_empty() || !matching(&c, &k))
+                {
+                    naive_torn += 1;
+                }
+                std::thread::sleep(Duration::from_millis(1)); // a 1 ms poller
+            }
+            (reads, torn, naive_torn)
+        });
+        Self {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn finish(mut self) -> (u64, u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+fn ms_between(from: u128, to: u128) -> f64 {
+    (to as f64 - from as f64) / 1e6
+}
+
+/// Resident memory and CPU time (user + system) of a process.
+fn usage(pid: u32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let cpu_ms =
+        (fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap()) * 1000.0 / ticks;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss_kib: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    (rss_kib / 1024.0, cpu_ms)
+}
+
+// ---- the API-server side ----------------------------------------------------
+
+struct Cluster {
+    kubeconfig: PathBuf,
+    api: kube::Api<k8s_openapi::api::core::v1::Secret>,
+    ns: String,
+    fake: Option<support::apiserver::ApiServer>,
+}
+
+async fn cluster(dir: &Path) -> Cluster {
+    let (kubeconfig, ns, fake) = match std::env::var_os("CERTSYNC_E2E_KUBECONFIG") {
+        Some(kc) => (
+            PathBuf::from(kc),
+            std::env::var("CERTSYNC_E2E_NAMESPACE").unwrap_or_else(|_| "default".into()),
+            None,
+        ),
+        None => {
+            let fake = support::apiserver::ApiServer::start().await;
+            let kc_dir = dir.join("kc");
+            std::fs::create_dir_all(&kc_dir).unwrap();
+            (fake.kubeconfig(&kc_dir), "bench".to_owned(), Some(fake))
+        }
+    };
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    Cluster {
+        kubeconfig,
+        api: kube::Api::namespaced(client, &ns),
+        ns,
+        fake,
+    }
+}
+
+fn secret(name: &str, p: &support::certs::Pair) -> k8s_openapi::api::core::v1::Secret {
+    use k8s_openapi::ByteString;
+    k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(
+            [
+                ("tls.crt".to_owned(), ByteString(p.cert.clone())),
+                ("tls.key".to_owned(), ByteString(p.key.clone())),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// Secret → file and Secret → reload latency over `n` rotations `gap` apart.
+fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: bool) -> Row {
+    use kube::api::PostParams;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let c = rt.block_on(cluster(dir.path()));
+    let name = format!("bench-{}", std::process::id());
+    let pairs: Arc<Vec<support::certs::Pair>> = Arc::new(
+        (0..=n)
+            .map(|i| support::certs::Pair::new(&format!("g{i}")))
+            .collect(),
+    );
+    let _ = rt.block_on(c.api.delete(&name, &Default::default()));
+    rt.block_on(
+        c.api
+            .create(&PostParams::default(), &secret(&name, &pairs[0])),
+    )
+    .unwrap();
+    let target = dir.path().join("target");
+    let flips = FlipWatch::start(&target);
+    let signals = (!hook).then(|| SignalReceiver::start(dir.path()));
+    let http = hook.then(|| hook_receiver(rt.handle()));
+    let spec = format!("secret:{}/{name}={}", c.ns, target.display());
+    let mut args = vec![
+        "run".to_owned(),
+        "--kubeconfig".into(),
+        c.kubeconfig.display().to_string(),
+        "--sync".into(),
+        spec,
+    ];
+    let level = if std::env::var_os("CERTSYNC_BENCH_DEBUG").is_some() {
+        "debug"
+    } else {
+        "warn"
+    };
+    args.extend([
+        "--reload-quiet".into(),
+        "1ms".into(),
+        "--log-level".into(),
+        level.into(),
+    ]);
+    match (&signals, &http) {
+        (Some(s), _) => args.extend(["--reload-pidfile".into(), s.pidfile.display().to_string()]),
+        (_, Some(h)) => args.extend(["--reload-url".into(), h.url.clone()]),
+        _ => {}
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let cs = support::Certsync::start(&args, dir.path());
+    support::wait_for("the first sync", || flips.when(&pairs[0].cert));
+    std::thread::sleep(Duration::from_millis(300));
+    let reloads = || match (&signals, &http) {
+        (Some(s), _) => s.times.lock().unwrap().clone(),
+        (_, Some(h)) => h.times.lock().unwrap().clone(),
+        _ => Vec::new(),
+    };
+    let before = reloads().len();
+    let torn = TornReader::start(&target, pairs.clone());
+    let mut acks = Vec::with_capacity(n);
+    for p in &pairs[1..] {
+        let mut s = rt.block_on(c.api.get(&name)).unwrap();
+        s.data = secret(&name, p).data;
+        rt.block_on(c.api.replace(&name, &PostParams::default(), &s))
+            .unwrap();
+        acks.push(now_ns()); // the API server acknowledged the update
+        std::thread::sleep(gap);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (reads, torn_reads, naive_torn) = torn.finish();
+    let to_file: Vec<f64> = pairs[1..]
+        .iter()
+        .zip(&acks)
+        .filter_map(|(p, a)| flips.when(&p.cert).map(|t| ms_between(*a, t)))
+        .collect();
+    let r = reloads();
+    let r = &r[before..];
+    // The first reload after each acknowledgement.
+    let to_reload: Vec<f64> = acks
+        .iter()
+        .filter_map(|a| r.iter().find(|t| **t > *a).map(|t| ms_between(*a, *t)))
+        .collect();
+    if std::env::var_os("CERTSYNC_BENCH_DEBUG").is_some() {
+        eprintln!("acks (ns): {acks:?}\n{}", cs.log());
+    }
+    drop(cs);
+    let _ = rt.block_on(c.api.delete(&name, &Default::default()));
+    let mut figures = BTreeMap::new();
+    for (k, v) in percentiles(to_file.clone()) {
+        figures.insert(format!("file_{k}"), v);
+    }
+    for (k, v) in percentiles(to_reload.clone()) {
+        figures.insert(format!("reload_{k}"), v);
+    }
+    figures.insert("missed_flips".into(), (n - to_file.len()) as f64);
+    figures.insert("reloads".into(), r.len() as f64);
+    figures.insert("torn_reads".into(), torn_reads as f64);
+    figures.insert("reads".into(), reads as f64);
+    figures.insert("naive_two_open_straddles".into(), naive_torn as f64);
+    let server = if c.fake.is_some() {
+        "test API server"
+    } else {
+        "real cluster"
+    };
+    Row {
+        bench: "secret".into(),
+        case: format!("{} {} apart, {}", if hook { "http hook" } else { "signal" }, humantime::format_duration(gap), server),
+        n,
+        figures,
+        note: "from the API server's acknowledgement; --reload-quiet 1ms (the default 200ms coalescing window adds up to that)".into(),
+    }
+}
+
+/// Host directory: file change to flip and to reload, with `debounce`.
+fn hostdir_latency(n: usize, debounce: &str) -> Row {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (src, target) = (dir.path().join("src"), dir.path().join("target"));
+    std::fs::create_dir(&src).unwrap();
+    let pairs: Vec<support::certs::Pair> = (0..=n)
+        .map(|i| support::certs::Pair::new(&format!("h{i}")))
+        .collect();
+    let write = |p: &support::certs::Pair| {
+        support::write_atomic(&src.join(CERT_FILE), &p.cert);
+        support::write_atomic(&src.join(KEY_FILE), &p.key);
+        now_ns()
+    };
+    write(&pairs[0]);
+    let flips = FlipWatch::start(&target);
+    let signals = SignalReceiver::start(dir.path());
+    let spec = format!("dir:{}={}", src.display(), target.display());
+    let pidfile = signals.pidfile.display().to_string();
+    let cs = support::Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &spec,
+            "--debounce",
+            debounce,
+            "--reload-quiet",
+            "1ms",
+            "--reload-pidfile",
+            &pidfile,
+            "--log-level",
+            "warn",
+        ],
+        dir.path(),
+    );
+    support::wait_for("the first sync", || flips.when(&pairs[0].cert));
+    std::thread::sleep(Duration::from_millis(300));
+    let before = signals.times.lock().unwrap().len();
+    let wait = humantime::parse_duration(debounce).unwrap() + Duration::from_millis(200);
+    let mut changes = Vec::new();
+    for p in &pairs[1..] {
+        changes.push(write(p));
+        std::thread::sleep(wait);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let to_file: Vec<f64> = pairs[1..]
+        .iter()
+        .zip(&changes)
+        .filter_map(|(p, t)| flips.when(&p.cert).map(|f| ms_between(*t, f)))
+        .collect();
+    let r = signals.times.lock().unwrap()[before..].to_vec();
+    let to_reload: Vec<f64> = changes
+        .iter()
+        .filter_map(|t| r.iter().find(|x| **x > *t).map(|x| ms_between(*t, *x)))
+        .collect();
+    drop(cs);
+    let mut figures = BTreeMap::new();
+    for (k, v) in percentiles(to_file) {
+        figures.insert(format!("file_{k}"), v);
+    }
+    for (k, v) in percentiles(to_reload) {
+        figures.insert(format!("reload_{k}"), v);
+    }
+    Row {
+        bench: "hostdir".into(),
+        case: format!("debounce {debounce}"),
+        n,
+        figures,
+        note: "from the rename of the key file (the last write) to the flip / the signal".into(),
+    }
+}
+
+/// RSS and CPU of an idle certsync with one Secret mapping.
+fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
+    use kube::api::PostParams;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let c = rt.block_on(cluster(dir.path()));
+    if let Some(f) = &c.fake {
+        // As a real apiserver: a bookmark about once a minute.
+        f.bookmark_every(Duration::from_secs(60));
+    }
+    let name = format!("idle-{}", std::process::id());
+    let _ = rt.block_on(c.api.delete(&name, &Default::default()));
+    rt.block_on(c.api.create(
+        &PostParams::default(),
+        &secret(&name, &support::certs::Pair::new("idle")),
+    ))
+    .unwrap();
+    let target = dir.path().join("target");
+    let spec = format!("secret:{}/{name}={}", c.ns, target.display());
+    let kc = c.kubeconfig.display().to_string();
+    let cs = support::Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            &kc,
+            "--sync",
+            &spec,
+            "--log-level",
+            "warn",
+        ],
+        dir.path(),
+    );
+    support::wait_for("the first sync", || support::read_live(&target));
+    std::thread::sleep(Duration::from_secs(5)); // settle
+    let pid = cs.child.id();
+    let (rss0, cpu0) = usage(pid);
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (rss1, cpu1) = usage(pid);
+    drop(cs);
+    let _ = rt.block_on(c.api.delete(&name, &Default::default()));
+    let mut figures = BTreeMap::new();
+    figures.insert("rss_mib".into(), rss1);
+    figures.insert("rss_start_mib".into(), rss0);
+    figures.insert(
+        "cpu_ms_per_min".into(),
+        (cpu1 - cpu0) * 60.0 / seconds as f64,
+    );
+    Row {
+        bench: "idle".into(),
+        case: format!("one Secret mapping, {seconds} s"),
+        n: 1,
+        figures,
+        note: "CPU from /proc utime+stime (10 ms ticks); default --resync 1m, --watch-timeout 1m"
+            .into(),
+    }
+}
+
+/// N host-directory mappings in one process: time to the first complete
+/// sync of all, steady RSS, and one rotation's latency among them.
+fn scale(n: usize) -> Row {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let pair = support::certs::Pair::new("scale");
+    let mut config = String::from("mappings:\n");
+    for i in 0..n {
+        let src = dir.path().join(format!("src{i}"));
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join(CERT_FILE), &pair.cert).unwrap();
+        std::fs::write(src.join(KEY_FILE), &pair.key).unwrap();
+        config.push_str(&format!(
+            "  - source: dir:{}\n    target: {}\n",
+            src.display(),
+            dir.path().join(format!("t{i}")).display()
+        ));
+    }
+    let file = dir.path().join("certsync.yaml");
+    std::fs::write(&file, config).unwrap();
+    let flips = FlipWatch::start(&dir.path().join("t0"));
+    let start = Instant::now();
+    let cs = support::Certsync::start(
+        &[
+            "run",
+            "--config",
+            file.to_str().unwrap(),
+            "--debounce",
+            "10ms",
+            "--log-level",
+            "warn",
+        ],
+        dir.path(),
+    );
+    let all = support::wait_for("all targets synced", || {
+        (0..n)
+            .all(|i| dir.path().join(format!("t{i}/..data")).exists())
+            .then(|| start.elapsed())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let (rss, _) = usage(cs.child.id());
+    let next = support::certs::Pair::new("scale-2");
+    let src0 = dir.path().join("src0");
+    support::write_atomic(&src0.join(CERT_FILE), &next.cert);
+    support::write_atomic(&src0.join(KEY_FILE), &next.key);
+    let t0 = now_ns();
+    let t1 = support::wait_for("the rotation", || flips.when(&next.cert));
+    drop(cs);
+    let mut figures = BTreeMap::new();
+    figures.insert("first_sync_all_s".into(), all.as_secs_f64());
+    figures.insert("rss_mib".into(), rss);
+    figures.insert("rotation_ms".into(), ms_between(t0, t1));
+    Row {
+        bench: "scale".into(),
+        case: format!("{n} host-directory mappings"),
+        n,
+        figures,
+        note: "from process start; --debounce 10ms; rotation latency includes the debounce".into(),
+    }
+}
+
+fn print(rows: &[Row]) {
+    println!("{:<10} {:<48} {:>6}  figures", "bench", "case", "n");
+    for r in rows {
+        let figs: Vec<String> = r
+            .figures
+            .iter()
+            .map(|(k, v)| format!("{k}={v:.3}"))
+            .collect();
+        println!(
+            "{:<10} {:<48} {:>6}  {}",
+            r.bench,
+            r.case,
+            r.n,
+            figs.join(" ")
+        );
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--sigwait") {
+        sigwait_main();
+    }
+    let o = opts();
+    let run = |name: &str| o.only.as_deref().is_none_or(|x| x == name);
+    let mut rows = Vec::new();
+    if run("writer") {
+        rows.extend(writer_throughput(&o));
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if run("secret") {
+        let (n, bursts) = if std::env::var_os("CERTSYNC_BENCH_DEBUG").is_some() {
+            (3, 3)
+        } else if o.quick {
+            (20, 40)
+        } else {
+            (200, 200)
+        };
+        for hook in
+            [false, true]
+                .into_iter()
+                .take(if std::env::var_os("CERTSYNC_BENCH_DEBUG").is_some() {
+                    1
+                } else {
+                    2
+                })
+        {
+            rows.push(secret_latency(&rt, n, Duration::from_secs(1), hook));
+            rows.push(secret_latency(
+                &rt,
+                bursts,
+                Duration::from_millis(100),
+                hook,
+            ));
+        }
+    }
+    if run("hostdir") {
+        rows.push(hostdir_latency(if o.quick { 3 } else { 10 }, "2s"));
+        rows.push(hostdir_latency(if o.quick { 20 } else { 200 }, "1ms"));
+    }
+    if run("idle") {
+        rows.push(idle_cost(&rt, if o.quick { 10 } else { 60 }));
+    }
+    if run("scale") {
+        for n in [1, 10, 100, 1000] {
+            rows.push(scale(n));
+        }
+    }
+    print(&rows);
+    if let Some(path) = &o.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
+        println!("wrote {path}");
+    }
+}
