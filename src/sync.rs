@@ -154,7 +154,7 @@ impl Syncer {
             let problem = validate::validate(&l.bundle, &s.policy())
                 .err()
                 .map(|e| format!("current revision {} is not valid: {e}", l.revision));
-            s.record_current(l.revision, &l.bundle);
+            s.record_current(l.revision, leaf_of_bundle(&l.bundle).as_ref());
             s.metrics.ready(&name, problem);
             s.last_good = Some(l.bundle);
         }
@@ -175,11 +175,8 @@ impl Syncer {
         }
     }
 
-    /// Metrics for the live revision holding `bundle`.
-    fn record_current(&mut self, revision: u64, bundle: &Bundle) {
-        let leaf = bundle
-            .get(crate::bundle::CERT_FILE)
-            .and_then(validate::leaf_of);
+    /// Metrics for the live revision, whose leaf is `leaf`.
+    fn record_current(&mut self, revision: u64, leaf: Option<&validate::Leaf>) {
         self.metrics.current(
             &self.mapping.name,
             revision,
@@ -275,14 +272,32 @@ impl Syncer {
 
     async fn publish(&mut self, bundle: &Bundle) -> Result<Outcome, SyncError> {
         let (writer, b) = (self.writer.clone(), bundle.clone());
-        let outcome = blocking(&self.mapping.name, move || writer.publish(&b)).await?;
+        let leaf = leaf_of_bundle(bundle);
+        // Every flip is followed by a reload (drift rewrites too: the
+        // consumer may have read the damaged files), requested as soon as
+        // the new revision is live.
+        let reload = self.reload.clone().map(|handle| {
+            let verify = self
+                .mapping
+                .verify
+                .clone()
+                .zip(leaf.as_ref().map(|l| l.sha256));
+            (handle, self.mapping.name.clone(), verify)
+        });
+        let flipped = move || {
+            if let Some((handle, name, verify)) = reload {
+                handle.request(&name, verify);
+            }
+        };
+        let outcome =
+            blocking(&self.mapping.name, move || writer.publish_then(&b, flipped)).await?;
         let revision = outcome.revision();
         if let Outcome::Pinned { revision } = outcome {
             self.pinned(revision).await;
             return Ok(outcome);
         }
         let written = matches!(outcome, Outcome::Written { .. });
-        self.record_current(revision, bundle);
+        self.record_current(revision, leaf.as_ref());
         let name = self.mapping.name.clone();
         self.metrics
             .sync(&name, if written { "written" } else { "unchanged" });
@@ -290,9 +305,6 @@ impl Syncer {
         let (name, hash) = (&name, bundle.hash());
         match &outcome {
             Outcome::Written { revision, drift } => {
-                let leaf = bundle
-                    .get(crate::bundle::CERT_FILE)
-                    .and_then(validate::leaf_of);
                 let not_after = leaf
                     .as_ref()
                     .and_then(|l| u64::try_from(l.not_after).ok())
@@ -302,16 +314,6 @@ impl Syncer {
                     })
                     .unwrap_or_default();
                 let subject = leaf.as_ref().map_or("", |l| l.subject.as_str());
-                // Every flip is followed by a reload (drift rewrites too: the
-                // consumer may have read the damaged files).
-                if let Some(handle) = &self.reload {
-                    let verify = self
-                        .mapping
-                        .verify
-                        .clone()
-                        .zip(leaf.as_ref().map(|l| l.sha256));
-                    handle.request(name, verify);
-                }
                 match drift {
                     Some(why) => {
                         tracing::warn!(mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
@@ -356,13 +358,10 @@ impl Syncer {
         let live = blocking(&name, move || writer.live()).await.ok().flatten();
         let Some(live) = live else { return };
         tracing::warn!(mapping = %name, revision, "rollback in place: keeping it until the source content changes");
-        self.record_current(revision, &live.bundle);
+        let leaf = leaf_of_bundle(&live.bundle);
+        self.record_current(revision, leaf.as_ref());
         self.metrics.ready(&name, None);
         if let Some(handle) = &self.reload {
-            let leaf = live
-                .bundle
-                .get(crate::bundle::CERT_FILE)
-                .and_then(validate::leaf_of);
             handle.request(
                 &name,
                 self.mapping.verify.clone().zip(leaf.map(|l| l.sha256)),
@@ -402,6 +401,13 @@ impl Syncer {
             self.last_problem = Some(key);
         }
     }
+}
+
+/// The leaf certificate of a bundle, if it has one.
+fn leaf_of_bundle(bundle: &Bundle) -> Option<validate::Leaf> {
+    bundle
+        .get(crate::bundle::CERT_FILE)
+        .and_then(validate::leaf_of)
 }
 
 async fn blocking<T: Send + 'static>(

@@ -254,6 +254,18 @@ impl Writer {
     /// content, the pinned content is kept (and repaired) instead; any other
     /// content releases the pin and is published.
     pub fn publish(&self, bundle: &Bundle) -> Result<Outcome, WriterError> {
+        self.publish_then(bundle, || {})
+    }
+
+    /// [`Writer::publish`], calling `flipped` as soon as a new revision is
+    /// live and durable, before the previous one is retired to history: a
+    /// reload need not wait for the bookkeeping. Not called when nothing
+    /// was flipped.
+    pub fn publish_then(
+        &self,
+        bundle: &Bundle,
+        flipped: impl FnOnce(),
+    ) -> Result<Outcome, WriterError> {
         let _lock = self.lock()?;
         if let Some((pinned, replaced)) = self.pin() {
             let hash = bundle.hash().to_string();
@@ -265,7 +277,7 @@ impl Writer {
                 fs::remove_file(&path).ctx("remove rollback pin", &path)?;
             }
         }
-        self.publish_locked(bundle)
+        self.publish_locked(bundle, flipped)
     }
 
     /// The rollback pin: (pinned content hash, replaced content hash).
@@ -294,7 +306,7 @@ impl Writer {
             if bundle.hash().to_string() != pinned {
                 continue;
             }
-            let revision = self.publish_locked(&bundle)?.revision();
+            let revision = self.publish_locked(&bundle, || {})?.revision();
             return Ok(Outcome::Pinned { revision });
         }
         Err(WriterError::Rollback {
@@ -340,7 +352,7 @@ impl Writer {
             target: self.target.clone(),
             opts,
         };
-        let revision = restorer.publish_locked(&bundle)?.revision();
+        let revision = restorer.publish_locked(&bundle, || {})?.revision();
         let pin = self.target.join(PIN);
         let tmp = self.target.join(format!("{TMP_PREFIX}-pin"));
         fs::write(
@@ -383,7 +395,11 @@ impl Writer {
         Ok(out)
     }
 
-    fn publish_locked(&self, bundle: &Bundle) -> Result<Outcome, WriterError> {
+    fn publish_locked(
+        &self,
+        bundle: &Bundle,
+        flipped: impl FnOnce(),
+    ) -> Result<Outcome, WriterError> {
         let live = self.live()?;
         let drift = match &live {
             Some(l) if l.problem.is_none() && l.hash == bundle.hash() => {
@@ -410,6 +426,7 @@ impl Writer {
         self.flip(&dir_name)?;
         self.link_visible(bundle)?;
         self.fsync_target()?;
+        flipped();
         self.tidy()?;
         Ok(Outcome::Written { revision, drift })
     }
