@@ -106,7 +106,11 @@ fn init_tracing(log: &LogArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::main]
+/// One thread for all async work, whatever the node's core count: certsync
+/// is I/O-bound, and file writes already run on tokio's blocking pool. A
+/// multi-threaded runtime would start a worker per CPU (64 on a large
+/// control-plane node) for nothing.
+#[tokio::main(flavor = "current_thread")]
 async fn run(config: Config) -> anyhow::Result<ExitCode> {
     if config.once {
         let failures = certsync::sync::once(&config).await;

@@ -244,7 +244,7 @@ fn permission_denied_is_explained() {
         "--reuid=65534",
         "--regid=65534",
         "--clear-groups",
-        certsync_bin(),
+        &certsync_bin(),
     ])
     .args([
         "run",

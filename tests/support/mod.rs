@@ -34,8 +34,10 @@ pub struct Certsync {
     log: PathBuf,
 }
 
-pub fn certsync_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_certsync")
+/// The binary under test: this build's, or `CERTSYNC_BIN` (e.g. the static
+/// musl build the image ships, for benchmarks).
+pub fn certsync_bin() -> String {
+    std::env::var("CERTSYNC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_certsync").to_owned())
 }
 
 impl Certsync {
