@@ -400,13 +400,7 @@ async fn cluster(dir: &Path) -> Cluster {
             (fake.kubeconfig(&kc_dir), "bench".to_owned(), Some(fake))
         }
     };
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-    let client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let client = support::kube_client(&kubeconfig).await;
     Cluster {
         kubeconfig,
         api: kube::Api::namespaced(client, &ns),

@@ -50,11 +50,7 @@ fn tls_secret(name: &str, data: &[(&str, &[u8])]) -> Secret {
 }
 
 async fn client_for(kubeconfig: &Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
+    support::kube_client(kubeconfig).await
 }
 
 impl Env {

@@ -534,13 +534,7 @@ async fn no_key_material_in_logs_at_any_level() {
     let kc_dir = d.path().join("kc");
     fs::create_dir(&kc_dir).unwrap();
     let kubeconfig = server.kubeconfig(&kc_dir);
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-    let client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let client = support::kube_client(&kubeconfig).await;
     let api: kube::Api<Secret> = kube::Api::namespaced(client, "ns");
     let pairs: Vec<Pair> = (0..3).map(|i| Pair::new(&format!("leak{i}"))).collect();
     let secret = |p: &Pair, key: &[u8]| Secret {
@@ -656,13 +650,7 @@ async fn api_faults_never_go_back_in_time_and_converge() {
     let kc_dir = d.path().join("kc");
     fs::create_dir(&kc_dir).unwrap();
     let kubeconfig = server.kubeconfig(&kc_dir);
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-    let client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let client = support::kube_client(&kubeconfig).await;
     let api: kube::Api<Secret> = kube::Api::namespaced(client, "ns");
     let flap_for = Duration::from_secs(soak(10));
     let generations: Vec<Pair> = (0..(flap_for.as_millis() / 200 + 20) as usize)

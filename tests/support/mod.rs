@@ -213,3 +213,13 @@ pub fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
         })
         .collect()
 }
+
+/// A Kubernetes client from a kubeconfig file (the test server's or a real
+/// cluster's).
+pub async fn kube_client(kubeconfig: &Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
