@@ -3,7 +3,7 @@
 //! `certsync rollback` restores an earlier revision through the writer.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -102,19 +102,6 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-fn rfc3339(secs: i64) -> String {
-    u64::try_from(secs).map_or_else(
-        |_| secs.to_string(),
-        |s| humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(s)).to_string(),
-    )
-}
-
 /// `364d`, `5h`, `expired 3d ago`: the residual time as kubeadm shows it.
 fn residual(seconds: i64) -> String {
     let abs = seconds.unsigned_abs();
@@ -133,7 +120,7 @@ fn residual(seconds: i64) -> String {
 /// Builds the expiry report for `paths`. A line fails if its certificate
 /// cannot be read, expires within `warn_within`, or its key does not match.
 pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>, InspectError> {
-    let now = unix_now();
+    let now = validate::unix_seconds(SystemTime::now());
     let warn = i64::try_from(warn_within.as_secs()).unwrap_or(i64::MAX);
     let mut out = Vec::new();
     for path in paths {
@@ -188,7 +175,7 @@ fn report_line(cert: PathBuf, leaf: &Leaf, key: KeyStatus, now: i64, warn: i64) 
         certificate: cert,
         subject: leaf.subject.clone(),
         sans: leaf.sans.clone(),
-        expires: rfc3339(leaf.not_after),
+        expires: validate::rfc3339(leaf.not_after),
         residual: residual(left),
         residual_seconds: left,
         issuer: leaf.issuer.clone(),
@@ -222,7 +209,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
                 revision: r.revision,
                 hash: r.hash,
                 current: r.current,
-                not_after: leaf.as_ref().map(|l| rfc3339(l.not_after)),
+                not_after: leaf.as_ref().map(|l| validate::rfc3339(l.not_after)),
                 serial: leaf.as_ref().map(|l| l.serial.clone()),
                 subject: leaf.map(|l| l.subject),
             }

@@ -19,6 +19,23 @@ pub mod sync;
 pub mod validate;
 pub mod writer;
 
+/// An error with its causes, each once ("client error (Connect): invalid
+/// peer certificate: ..."): the top-level messages of kube and reqwest hide
+/// TLS and connection failures.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = c.source();
+    }
+    out
+}
+
 /// Test certificates, shared with the integration tests (one maker).
 #[cfg(test)]
 #[path = "../tests/support/certs.rs"]

@@ -203,10 +203,6 @@ impl Syncer {
         self.metrics.source_up(&self.mapping.name, true);
     }
 
-    pub fn name(&self) -> &str {
-        &self.mapping.name
-    }
-
     /// Validates and publishes `bundle`. `Ok(true)` when a new revision was
     /// flipped in.
     pub async fn apply(&mut self, bundle: Bundle) -> Result<bool, SyncError> {
@@ -307,11 +303,7 @@ impl Syncer {
             Outcome::Written { revision, drift } => {
                 let not_after = leaf
                     .as_ref()
-                    .and_then(|l| u64::try_from(l.not_after).ok())
-                    .map(|s| {
-                        humantime::format_rfc3339(std::time::UNIX_EPOCH + Duration::from_secs(s))
-                            .to_string()
-                    })
+                    .map(|l| validate::rfc3339(l.not_after))
                     .unwrap_or_default();
                 let subject = leaf.as_ref().map_or("", |l| l.subject.as_str());
                 match drift {

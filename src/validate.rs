@@ -237,7 +237,16 @@ pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
     Some(leaf_facts(der))
 }
 
-fn unix_seconds(t: SystemTime) -> i64 {
+/// A Unix timestamp as RFC 3339 (the raw number if it predates 1970).
+pub fn rfc3339(secs: i64) -> String {
+    u64::try_from(secs).map_or_else(
+        |_| secs.to_string(),
+        |s| humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(s)).to_string(),
+    )
+}
+
+/// Seconds since the Unix epoch (negative before it).
+pub fn unix_seconds(t: SystemTime) -> i64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),

@@ -135,7 +135,6 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Live {
     pub revision: u64,
-    pub dir_name: String,
     /// The hash of what is on disk (not of what the name claims).
     pub hash: ContentHash,
     pub bundle: Bundle,
@@ -442,15 +441,11 @@ impl Writer {
             Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => return Ok(None),
             Err(e) => return Err(e).ctx("readlink", &data),
         };
-        let Some(dir_name) = link
+        let Some((dir_name, (revision, name_hash))) = link
             .to_str()
-            .filter(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).is_some())
+            .and_then(|n| Some((n, n.strip_prefix(REV_PREFIX).and_then(parse_rev)?)))
         else {
             // Points elsewhere (maybe out of the target): never followed.
-            return Ok(None);
-        };
-        let Some((revision, name_hash)) = dir_name.strip_prefix(REV_PREFIX).and_then(parse_rev)
-        else {
             return Ok(None);
         };
         let dir = self.target.join(dir_name);
@@ -469,7 +464,6 @@ impl Writer {
         }
         Ok(Some(Live {
             revision,
-            dir_name: dir_name.to_owned(),
             hash,
             bundle,
             problem,

@@ -183,15 +183,7 @@ impl HttpHook {
                 .map_err(|e| format!("bearer token file {}: {e}", path.display()))?;
             req = req.header(AUTHORIZATION, format!("Bearer {}", token.trim()));
         }
-        let resp = req.send().await.map_err(|e| {
-            let mut s = e.to_string();
-            let mut src = std::error::Error::source(&e);
-            while let Some(c) = src {
-                s = format!("{s}: {c}");
-                src = c.source();
-            }
-            s
-        })?;
+        let resp = req.send().await.map_err(|e| crate::error_chain(&e))?;
         Ok(resp.status().as_u16())
     }
 }

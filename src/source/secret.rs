@@ -31,6 +31,7 @@ use super::{SourceError, Update};
 use crate::bundle::{Bundle, BundleError};
 use crate::config::Item;
 use crate::dirwatch::DirWatch;
+use crate::error_chain;
 
 /// The in-cluster service-account token, watched for rotation.
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -194,23 +195,6 @@ impl ClientSettings {
             }
         }
     }
-}
-
-/// An error with its causes ("client error (Connect): invalid peer
-/// certificate: ..."): kube's top-level message alone hides TLS and DNS
-/// failures.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let s = c.to_string();
-        if !out.contains(&s) {
-            out.push_str(": ");
-            out.push_str(&s);
-        }
-        cur = c.source();
-    }
-    out
 }
 
 /// What the source reads from an object.
