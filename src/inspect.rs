@@ -202,9 +202,10 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
         .revisions()?
         .into_iter()
         .map(|r| {
-            let leaf = std::fs::read(r.dir.join(crate::bundle::CERT_FILE))
+            let leaf = r
+                .content
                 .ok()
-                .and_then(|pem| validate::leaf_of(&pem));
+                .and_then(|b| validate::leaf_of(b.get(crate::bundle::CERT_FILE)?));
             RevisionReport {
                 revision: r.revision,
                 hash: r.hash,

@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod config;
 pub mod dirwatch;
 pub mod events;
+pub mod files;
 pub mod inspect;
 pub mod metrics;
 pub mod reload;

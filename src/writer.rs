@@ -10,6 +10,14 @@
 //! ```
 //!
 //! Invariants:
+//! - Every access inside the target goes through a directory handle
+//!   (`cap_std::fs::Dir`: `openat` and friends relative to the target's fd,
+//!   never resolving out of it) one name at a time, without following
+//!   symlinks. A name certsync owns (`..data`, `..rev-*`, `..history` and
+//!   everything in it, `..lock`, `..owner`, `..pin`, `..tmp*`) that turns out
+//!   to be a symlink, FIFO, device or the wrong kind of entry is removed and
+//!   made anew, never followed or opened; a file is read only after `fstat`
+//!   on the opened descriptor says it is a regular file, with a size cap.
 //! - `..data` only ever names a complete revision: files are created with
 //!   their final mode (never more permissive, never by umask), written,
 //!   fsynced, the revision directory fsynced, and only then `..data` is
@@ -19,18 +27,23 @@
 //! - After a flip the previous live *files* are moved (one `rename` each) into
 //!   `..history/`, so an inotify watch on them gets `IN_MOVE_SELF`: this is
 //!   what makes kube-apiserver & co. re-read their certificates.
-//! - Names starting with `..` belong to certsync. Links in the target are
-//!   read with `readlink` and checked, never followed out of the target;
-//!   files are opened with `O_NOFOLLOW`.
-//! - At most `keep` revisions (live included) stay on disk.
+//! - Everything that changes the target (publish, start-up clean-up,
+//!   rollback) holds the `..lock` flock; a daemon also holds `..owner` for
+//!   its lifetime, so a second daemon on the same target is refused.
+//! - At most `keep` revisions (live included) stay on disk; `certsync
+//!   rollback` never prunes (the daemon's setting is not known to it).
+//! - The target directory is opened by path on every operation, so a
+//!   deleted (or replaced) target is recreated on the next publish.
 
 use std::collections::BTreeMap;
-use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::OFlag;
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt};
+use nix::fcntl::{Flock, FlockArg, OFlag};
 
 use crate::bundle::{Bundle, ContentHash, KEY_FILE};
 use crate::validate::MAX_BUNDLE_SIZE;
@@ -41,9 +54,13 @@ const REV_PREFIX: &str = "..rev-";
 const TMP_PREFIX: &str = "..tmp";
 /// Held (flock) by whoever writes the target: the daemon or `certsync rollback`.
 const LOCK: &str = "..lock";
+/// Held (flock) by the daemon that owns the target, for its lifetime.
+const OWNER: &str = "..owner";
 /// Present after `certsync rollback`: the content the operator chose and
 /// the content it replaced (see [`Writer::publish`]).
 const PIN: &str = "..pin";
+/// Revision number of the files found in a fresh target before certsync.
+const FOUND_REVISION: u64 = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriterError {
@@ -54,12 +71,17 @@ pub enum WriterError {
         #[source]
         source: io::Error,
     },
-    #[error("target {0} exists and is not a directory")]
+    #[error("target {0} is not a directory")]
     NotADirectory(PathBuf),
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
     #[error("target {target}: {problem}")]
     Rollback { target: PathBuf, problem: String },
+    #[error(
+        "target {target} is already managed by another certsync (pid {pid}); \
+         two daemons on one target would undo each other's work"
+    )]
+    Owned { target: PathBuf, pid: String },
 }
 
 trait Ctx<T> {
@@ -150,6 +172,8 @@ pub struct RevisionInfo {
     pub hash: String,
     pub dir: PathBuf,
     pub current: bool,
+    /// Its files, or why they cannot be read.
+    pub content: Result<Bundle, String>,
 }
 
 /// What `rollback` did.
@@ -176,6 +200,18 @@ fn rev_name(revision: u64, hash: &ContentHash) -> String {
     format!("{revision:06}-{}", hash.short())
 }
 
+/// A revision's files as read, with each file's (mode, uid, gid).
+struct Revision {
+    bundle: Bundle,
+    meta: BTreeMap<String, (u32, u32, u32)>,
+}
+
+/// The daemon's claim on a target (`..owner` flock), released on drop.
+#[derive(Debug)]
+pub struct Claim {
+    _lock: Flock<File>,
+}
+
 /// Owns one target directory.
 #[derive(Debug, Clone)]
 pub struct Writer {
@@ -184,64 +220,90 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Opens (creating if needed) `target` and cleans up what a crash may
-    /// have left: temporary entries, unfinished or unretired revisions.
+    /// Opens (creating if needed) `target` and, under the lock, cleans up
+    /// what a crash may have left: temporary entries, unfinished or
+    /// unretired revisions.
     pub fn open(target: impl Into<PathBuf>, opts: WriterOptions) -> Result<Self, WriterError> {
-        let target = target.into();
-        match fs::metadata(&target) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(WriterError::NotADirectory(target)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(&target)
-                .ctx("create target directory", &target)?,
-            Err(e) => return Err(e).ctx("stat", &target),
-        }
         let w = Self {
-            target,
+            target: target.into(),
             opts: WriterOptions {
                 keep: opts.keep.max(1),
                 ..opts
             },
         };
-        w.tidy()?;
+        let root = w.root(true)?;
+        let _lock = w.lock(&root)?;
+        w.tidy(&root)?;
         Ok(w)
     }
 
     /// A target that must already exist, for reading (nothing is created,
     /// nothing cleaned) or for `rollback`.
     pub fn existing(target: impl Into<PathBuf>) -> Result<Self, WriterError> {
-        let target = target.into();
-        match fs::metadata(&target) {
-            Ok(m) if m.is_dir() => Ok(Self {
-                target,
-                opts: WriterOptions::default(),
-            }),
-            Ok(_) => Err(WriterError::NotADirectory(target)),
-            Err(e) => Err(e).ctx("stat", &target),
-        }
+        let w = Self {
+            target: target.into(),
+            opts: WriterOptions::default(),
+        };
+        w.root(false)?;
+        Ok(w)
     }
 
     pub fn target(&self) -> &Path {
         &self.target
     }
 
+    fn path(&self, name: &str) -> PathBuf {
+        self.target.join(name)
+    }
+
+    /// The target directory's handle, opened by path now (the target may
+    /// have been deleted or replaced since the last operation).
+    fn root(&self, create: bool) -> Result<Dir, WriterError> {
+        match fs::metadata(&self.target) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(WriterError::NotADirectory(self.target.clone())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(&self.target)
+                .ctx("create target directory", &self.target)?,
+            Err(e) => return Err(e).ctx("open target directory", &self.target),
+        }
+        Dir::open_ambient_dir(&self.target, cap_std::ambient_authority())
+            .ctx("open target directory", &self.target)
+    }
+
     /// Serializes writers of this target across processes (the daemon and
     /// `certsync rollback`). Released when the returned guard drops.
-    fn lock(&self) -> Result<nix::fcntl::Flock<File>, WriterError> {
-        let path = self.target.join(LOCK);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(OFlag::O_NOFOLLOW.bits() | OFlag::O_CLOEXEC.bits())
-            .open(&path)
-            .ctx("open lock", &path)?;
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+    fn lock(&self, root: &Dir) -> Result<Flock<File>, WriterError> {
+        let file = lock_file(root, LOCK, &self.path(LOCK))?;
+        Flock::lock(file, FlockArg::LockExclusive)
             .map_err(|(_, e)| io::Error::from(e))
-            .ctx("lock", &path)
+            .ctx("lock", &self.path(LOCK))
+    }
+
+    /// Claims the target for this daemon, or says which process owns it.
+    pub fn claim(&self) -> Result<Claim, WriterError> {
+        let root = self.root(true)?;
+        let path = self.path(OWNER);
+        let file = lock_file(&root, OWNER, &path)?;
+        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+                let mut pid = String::new();
+                let _ = (&mut file).take(32).read_to_string(&mut pid);
+                return Err(WriterError::Owned {
+                    target: self.target.clone(),
+                    pid: pid.trim().to_owned(),
+                });
+            }
+            Err((_, e)) => return Err(io::Error::from(e)).ctx("lock", &path),
+        };
+        lock.set_len(0)
+            .and_then(|()| lock.rewind())
+            .and_then(|()| writeln!(lock, "{}", std::process::id()))
+            .ctx("write", &path)?;
+        Ok(Claim { _lock: lock })
     }
 
     /// Publishes `bundle`: nothing when the live revision already holds it
@@ -265,47 +327,34 @@ impl Writer {
         bundle: &Bundle,
         flipped: impl FnOnce(),
     ) -> Result<Outcome, WriterError> {
-        let _lock = self.lock()?;
-        if let Some((pinned, replaced)) = self.pin() {
+        let root = self.root(true)?;
+        let _lock = self.lock(&root)?;
+        if let Some((pinned, replaced)) = read_pin(&root) {
             let hash = bundle.hash().to_string();
             if hash == replaced {
-                return self.keep_pinned(&pinned);
+                return self.keep_pinned(&root, &pinned);
             }
             if hash != pinned {
-                let path = self.target.join(PIN);
-                fs::remove_file(&path).ctx("remove rollback pin", &path)?;
+                remove_any(&root, PIN, &self.path(PIN))?;
             }
         }
-        self.publish_locked(bundle, flipped)
+        self.publish_locked(&root, bundle, flipped)
     }
 
     /// The rollback pin: (pinned content hash, replaced content hash).
     pub fn pin(&self) -> Option<(String, String)> {
-        let text = fs::read_to_string(self.target.join(PIN)).ok()?;
-        let mut pinned = None;
-        let mut replaced = None;
-        for line in text.lines() {
-            match line.split_once(' ') {
-                Some(("pinned", h)) => pinned = Some(h.trim().to_owned()),
-                Some(("replaced", h)) => replaced = Some(h.trim().to_owned()),
-                _ => {}
-            }
-        }
-        Some((pinned?, replaced?))
+        read_pin(&self.root(false).ok()?)
     }
 
     /// Keeps the pinned content live, rewriting it from the live revision
     /// or history if drift damaged it.
-    fn keep_pinned(&self, pinned: &str) -> Result<Outcome, WriterError> {
-        let candidates = self.revisions()?;
-        for info in candidates {
-            let Ok(bundle) = read_revision(&info.dir) else {
-                continue;
-            };
+    fn keep_pinned(&self, root: &Dir, pinned: &str) -> Result<Outcome, WriterError> {
+        for info in self.revisions_in(root)? {
+            let Ok(bundle) = info.content else { continue };
             if bundle.hash().to_string() != pinned {
                 continue;
             }
-            let revision = self.publish_locked(&bundle, || {})?.revision();
+            let revision = self.publish_locked(root, &bundle, || {})?.revision();
             return Ok(Outcome::Pinned { revision });
         }
         Err(WriterError::Rollback {
@@ -316,22 +365,25 @@ impl Writer {
     }
 
     /// Restores the content of history revision `to` (default: the newest
-    /// in history) as a new live revision, with the modes and owner its
-    /// files had, after `check` accepts it; then pins it (see `publish`).
+    /// in history, i.e. the one live before the current one) as a new live
+    /// revision, with the modes and owner its files had, after `check`
+    /// accepts it; then pins it (see `publish`). Nothing is pruned: the
+    /// daemon prunes to its own `--keep-revisions` on its next write.
     pub fn rollback(
         &self,
         to: Option<u64>,
         check: impl Fn(&Bundle) -> Result<(), String>,
     ) -> Result<RolledBack, WriterError> {
-        let _lock = self.lock()?;
+        let root = self.root(false)?;
+        let _lock = self.lock(&root)?;
         let err = |problem: String| WriterError::Rollback {
             target: self.target.clone(),
             problem,
         };
         let live = self
-            .live()?
+            .live_in(&root)?
             .ok_or_else(|| err("no live revision to roll back from".into()))?;
-        let history = self.history()?;
+        let history = history_names(&root)?;
         let (number, name) = match to {
             Some(n) => history.get_key_value(&n).ok_or_else(|| {
                 err(format!(
@@ -343,52 +395,68 @@ impl Writer {
                 .next_back()
                 .ok_or_else(|| err("no earlier revision in history".into()))?,
         };
-        let dir = self.target.join(HISTORY).join(name);
-        let bundle = read_revision(&dir).map_err(|e| err(format!("revision {number}: {e}")))?;
-        check(&bundle).map_err(|e| err(format!("refusing revision {number}: {e}")))?;
-        let opts = options_of(&dir, &bundle, self.opts.keep);
+        let shown = self.path(HISTORY).join(name);
+        let revision = history_dir(&root)
+            .ok_or_else(|| err("no earlier revision in history".into()))
+            .and_then(|h| {
+                let dir = h.open_dir_nofollow(name).map_err(|e| err(e.to_string()))?;
+                read_revision(&dir, &shown).map_err(|e| err(format!("revision {number}: {e}")))
+            })?;
+        check(&revision.bundle).map_err(|e| err(format!("refusing revision {number}: {e}")))?;
         let restorer = Self {
             target: self.target.clone(),
-            opts,
+            opts: options_of(&revision, usize::MAX),
         };
-        let revision = restorer.publish_locked(&bundle, || {})?.revision();
-        let pin = self.target.join(PIN);
-        let tmp = self.target.join(format!("{TMP_PREFIX}-pin"));
-        fs::write(
-            &tmp,
-            format!("pinned {}\nreplaced {}\n", bundle.hash(), live.hash),
-        )
-        .ctx("write rollback pin", &tmp)?;
-        fs::rename(&tmp, &pin).ctx("write rollback pin", &pin)?;
-        self.fsync_target()?;
+        let new = restorer
+            .publish_locked(&root, &revision.bundle, || {})?
+            .revision();
+        let text = format!("pinned {}\nreplaced {}\n", revision.bundle.hash(), live.hash);
+        let tmp = format!("{TMP_PREFIX}-pin");
+        remove_any(&root, &tmp, &self.path(&tmp))?;
+        create_file(&root, &tmp, 0o644, None, None, text.as_bytes(), &self.path(&tmp))?;
+        root.rename(&tmp, &root, PIN).ctx("write rollback pin", &self.path(PIN))?;
+        fsync(&root, &self.target)?;
         Ok(RolledBack {
             from_history: *number,
-            revision,
+            revision: new,
         })
     }
 
-    /// Every revision on disk, newest first.
+    /// Every revision on disk, newest first, each with its content.
     pub fn revisions(&self) -> Result<Vec<RevisionInfo>, WriterError> {
-        let live = self.data_link();
-        let mut out: Vec<RevisionInfo> = list(&self.target)?
-            .into_iter()
-            .filter_map(|n| {
-                let (revision, hash) = n.strip_prefix(REV_PREFIX).and_then(parse_rev)?;
-                Some(RevisionInfo {
-                    revision,
-                    hash: hash.to_owned(),
-                    dir: self.target.join(&n),
-                    current: live.as_deref() == Some(n.as_str()),
-                })
-            })
-            .collect();
-        for (revision, name) in self.history()? {
+        self.revisions_in(&self.root(false)?)
+    }
+
+    fn revisions_in(&self, root: &Dir) -> Result<Vec<RevisionInfo>, WriterError> {
+        let live = read_link(root, DATA);
+        let mut out = Vec::new();
+        for n in list(root, &self.target)? {
+            let Some((revision, hash)) = n.strip_prefix(REV_PREFIX).and_then(parse_rev) else {
+                continue;
+            };
+            let dir = self.path(&n);
+            let content = read_revision_at(root, &n, &dir).map(|r| r.bundle);
             out.push(RevisionInfo {
                 revision,
-                hash: parse_rev(&name).map_or(String::new(), |r| r.1.to_owned()),
-                dir: self.target.join(HISTORY).join(&name),
-                current: false,
+                hash: hash.to_owned(),
+                current: live.as_deref() == Some(n.as_str()),
+                dir,
+                content,
             });
+        }
+        if let Some(h) = history_dir(root) {
+            let base = self.path(HISTORY);
+            for (revision, name) in history_names(root)? {
+                let dir = base.join(&name);
+                let content = read_revision_at(&h, &name, &dir).map(|r| r.bundle);
+                out.push(RevisionInfo {
+                    revision,
+                    hash: parse_rev(&name).map_or(String::new(), |r| r.1.to_owned()),
+                    dir,
+                    current: false,
+                    content,
+                });
+            }
         }
         out.sort_by_key(|r| std::cmp::Reverse(r.revision));
         Ok(out)
@@ -396,15 +464,16 @@ impl Writer {
 
     fn publish_locked(
         &self,
+        root: &Dir,
         bundle: &Bundle,
         flipped: impl FnOnce(),
     ) -> Result<Outcome, WriterError> {
-        let live = self.live()?;
+        let live = self.live_in(root)?;
         let drift = match &live {
             Some(l) if l.problem.is_none() && l.hash == bundle.hash() => {
-                let repaired_links = self.link_visible(bundle)?;
+                let repaired_links = self.link_visible(root, bundle)?;
                 if repaired_links > 0 {
-                    self.fsync_target()?;
+                    fsync(root, &self.target)?;
                 }
                 return Ok(Outcome::Unchanged {
                     revision: l.revision,
@@ -412,45 +481,55 @@ impl Writer {
                 });
             }
             Some(l) => l.problem.clone(),
-            None => None,
+            None => {
+                self.keep_found_files(root, bundle)?;
+                None
+            }
         };
-        let revision = self.next_revision()?;
+        let revision = self.next_revision(root)?;
         let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
-        if let Err(e) = self.write_revision(&dir_name, bundle) {
+        if let Err(e) = self.write_revision(root, &dir_name, bundle) {
             // No partial revision stays behind (a full disk, an I/O error);
             // the live one was never touched.
-            let _ = remove_any(&self.target.join(&dir_name));
+            let _ = remove_any(root, &dir_name, &self.path(&dir_name));
             return Err(e);
         }
-        self.flip(&dir_name)?;
-        self.link_visible(bundle)?;
-        self.fsync_target()?;
+        self.flip(root, &dir_name)?;
+        self.link_visible(root, bundle)?;
+        fsync(root, &self.target)?;
         flipped();
-        self.tidy()?;
+        self.tidy(root)?;
         Ok(Outcome::Written { revision, drift })
     }
 
     /// Reads the live revision without following anything out of the
     /// target. `None` when there is no `..data` (or it is not ours to read).
     pub fn live(&self) -> Result<Option<Live>, WriterError> {
-        let data = self.target.join(DATA);
-        let link = match fs::read_link(&data) {
-            Ok(l) => l,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            // Not a symlink: a foreign object under our reserved name.
-            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => return Ok(None),
-            Err(e) => return Err(e).ctx("readlink", &data),
-        };
-        let Some((dir_name, (revision, name_hash))) = link
-            .to_str()
-            .and_then(|n| Some((n, n.strip_prefix(REV_PREFIX).and_then(parse_rev)?)))
-        else {
-            // Points elsewhere (maybe out of the target): never followed.
+        match self.root(false) {
+            Ok(root) => self.live_in(&root),
+            Err(WriterError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn live_in(&self, root: &Dir) -> Result<Option<Live>, WriterError> {
+        // Not a symlink, or one that names anything but one of our
+        // revisions (maybe out of the target): never followed.
+        let Some(dir_name) = read_link(root, DATA) else {
             return Ok(None);
         };
-        let dir = self.target.join(dir_name);
-        let (bundle, mut problem) = match read_revision(&dir) {
-            Ok(b) => (b, None),
+        let Some((revision, name_hash)) = dir_name.strip_prefix(REV_PREFIX).and_then(parse_rev)
+        else {
+            return Ok(None);
+        };
+        let (bundle, mut problem) = match read_revision_at(root, &dir_name, &self.path(&dir_name))
+        {
+            Ok(r) => {
+                let problem = self.check_modes(&self.path(&dir_name), &r);
+                (r.bundle, problem)
+            }
             Err(problem) => (Bundle::default(), Some(problem)),
         };
         let hash = bundle.hash();
@@ -458,9 +537,6 @@ impl Writer {
             problem = Some(format!(
                 "{dir_name}: contents were changed after it was written"
             ));
-        }
-        if problem.is_none() {
-            problem = self.check_modes(&dir, &bundle);
         }
         Ok(Some(Live {
             revision,
@@ -478,24 +554,21 @@ impl Writer {
         }
     }
 
-    fn check_modes(&self, dir: &Path, bundle: &Bundle) -> Option<String> {
-        for name in bundle.files().keys() {
-            let path = dir.join(name);
-            let Ok(m) = fs::symlink_metadata(&path) else {
-                return Some(format!("{} vanished", path.display()));
-            };
+    fn check_modes(&self, dir: &Path, rev: &Revision) -> Option<String> {
+        for (name, &(mode, uid, gid)) in &rev.meta {
             let want = self.mode_for(name);
-            if m.mode() & 0o7777 != want {
+            if mode != want {
                 return Some(format!(
-                    "{} has mode {:04o}, expected {want:04o}",
-                    path.display(),
-                    m.mode() & 0o7777
+                    "{} has mode {mode:04o}, expected {want:04o}",
+                    dir.join(name).display(),
                 ));
             }
-            if self.opts.owner.is_some_and(|u| u != m.uid())
-                || self.opts.group.is_some_and(|g| g != m.gid())
+            if self.opts.owner.is_some_and(|u| u != uid) || self.opts.group.is_some_and(|g| g != gid)
             {
-                return Some(format!("{} has the wrong owner or group", path.display()));
+                return Some(format!(
+                    "{} has the wrong owner or group",
+                    dir.join(name).display()
+                ));
             }
         }
         None
@@ -503,119 +576,135 @@ impl Writer {
 
     /// One past the highest revision number anywhere in the target,
     /// including the one `..data` names (its directory may be gone).
-    fn next_revision(&self) -> Result<u64, WriterError> {
-        let revs = list(&self.target)?
+    fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
+        let revs = list(root, &self.target)?
             .into_iter()
-            .chain(self.data_link())
+            .chain(read_link(root, DATA))
             .filter_map(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0));
-        let history = self.history()?.into_keys();
+        let history = history_names(root)?.into_keys();
         Ok(revs.chain(history).max().unwrap_or(0) + 1)
     }
 
-    /// What `..data` says, if it is a symlink with a UTF-8 text.
-    fn data_link(&self) -> Option<String> {
-        let link = fs::read_link(self.target.join(DATA)).ok()?;
-        link.to_str().map(str::to_owned)
-    }
-
     /// History entries by revision number → directory name.
-    fn history(&self) -> Result<BTreeMap<u64, String>, WriterError> {
-        let dir = self.target.join(HISTORY);
-        if !fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-            return Ok(BTreeMap::new());
-        }
-        Ok(list(&dir)?
-            .into_iter()
-            .filter_map(|n| Some((parse_rev(&n)?.0, n)))
-            .collect())
+    pub fn history(&self) -> Result<BTreeMap<u64, String>, WriterError> {
+        history_names(&self.root(false)?)
     }
 
-    fn write_revision(&self, dir_name: &str, bundle: &Bundle) -> Result<(), WriterError> {
-        let dir = self.target.join(dir_name);
-        remove_any(&dir)?; // an unfinished write with the same number
-        DirBuilder::new()
-            .mode(0o755)
-            .create(&dir)
-            .ctx("create revision", &dir)?;
+    fn write_revision(&self, root: &Dir, dir_name: &str, bundle: &Bundle) -> Result<(), WriterError> {
+        let path = self.path(dir_name);
+        remove_any(root, dir_name, &path)?; // an unfinished write with the same number
+        let mut builder = DirBuilder::new();
+        builder.mode(0o755);
+        root.create_dir_with(dir_name, &builder)
+            .ctx("create revision", &path)?;
+        let dir = root.open_dir_nofollow(dir_name).ctx("open revision", &path)?;
         for (name, bytes) in bundle.files() {
-            let path = dir.join(name);
-            let mode = self.mode_for(name);
-            // Created with the final mode (umask can only remove bits), then
-            // chowned, then set exactly: never more permissive than `mode`.
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .custom_flags(OFlag::O_NOFOLLOW.bits() | OFlag::O_CLOEXEC.bits())
-                .open(&path)
-                .ctx("create", &path)?;
-            if self.opts.owner.is_some() || self.opts.group.is_some() {
-                std::os::unix::fs::fchown(&f, self.opts.owner, self.opts.group)
-                    .ctx("chown", &path)?;
-            }
-            f.set_permissions(Permissions::from_mode(mode))
-                .ctx("chmod", &path)?;
-            f.write_all(bytes).ctx("write", &path)?;
-            f.sync_all().ctx("fsync", &path)?;
+            let (owner, group) = (self.opts.owner, self.opts.group);
+            create_file(&dir, name, self.mode_for(name), owner, group, bytes, &path.join(name))?;
         }
-        fsync(&dir)
+        fsync(&dir, &path)
     }
 
-    fn flip(&self, dir_name: &str) -> Result<(), WriterError> {
-        let data = self.target.join(DATA);
+    fn flip(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
         // A directory or file squatting on `..data` (not a symlink) cannot be
         // renamed over; it sits under a reserved name, so it goes.
-        if fs::symlink_metadata(&data).is_ok_and(|m| !m.file_type().is_symlink()) {
-            remove_any(&data)?;
+        if root
+            .symlink_metadata(DATA)
+            .is_ok_and(|m| !m.file_type().is_symlink())
+        {
+            remove_any(root, DATA, &self.path(DATA))?;
         }
-        replace_symlink(&self.target, DATA, dir_name)
+        replace_symlink(root, DATA, dir_name, &self.target)
     }
 
     /// Makes `<target>/<name> -> ..data/<name>` for every file, and removes
     /// our links to names the bundle no longer has. Returns links changed.
-    fn link_visible(&self, bundle: &Bundle) -> Result<usize, WriterError> {
+    fn link_visible(&self, root: &Dir, bundle: &Bundle) -> Result<usize, WriterError> {
         let mut changed = 0;
         for name in bundle.files().keys() {
-            let path = self.target.join(name);
             let want = format!("{DATA}/{name}");
-            if fs::read_link(&path).is_ok_and(|l| l == Path::new(&want)) {
+            if read_link(root, name).as_deref() == Some(want.as_str()) {
                 continue;
             }
-            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            if root.symlink_metadata(name).is_ok_and(|m| m.is_dir()) {
                 return Err(WriterError::Foreign {
-                    path,
+                    path: self.path(name),
                     what: "a directory where a certificate link belongs",
                 });
             }
-            replace_symlink(&self.target, name, &want)?;
+            replace_symlink(root, name, &want, &self.target)?;
             changed += 1;
         }
-        for name in list(&self.target)? {
+        for name in list(root, &self.target)? {
             if name.starts_with("..") || bundle.get(&name).is_some() {
                 continue;
             }
-            let path = self.target.join(&name);
-            if fs::read_link(&path).is_ok_and(|l| l.starts_with(DATA)) {
-                fs::remove_file(&path).ctx("remove stale link", &path)?;
+            if read_link(root, &name).is_some_and(|l| l.starts_with(&format!("{DATA}/"))) {
+                root.remove_file(&name)
+                    .ctx("remove stale link", &self.path(&name))?;
                 changed += 1;
             }
         }
         Ok(changed)
     }
 
+    /// A target certsync has never published to may hold the files it is
+    /// about to replace with links (a migration). They are moved, not
+    /// lost: into history as revision 0, where `certsync revisions` lists
+    /// them and `certsync rollback` can restore them.
+    fn keep_found_files(&self, root: &Dir, bundle: &Bundle) -> Result<(), WriterError> {
+        let found: Vec<&String> = bundle
+            .files()
+            .keys()
+            .filter(|n| root.symlink_metadata(n).is_ok_and(|m| m.is_file()))
+            .collect();
+        if found.is_empty() {
+            return Ok(());
+        }
+        if self.opts.keep < 2 {
+            return Err(WriterError::Foreign {
+                path: self.path(found[0]),
+                what: "a file certsync did not write, and --keep-revisions 1 keeps no history \
+                       to move it to",
+            });
+        }
+        let mut kept = Bundle::default();
+        for name in &found {
+            if let Ok(bytes) = read_file_at(root, name, &self.path(name)) {
+                let _ = kept.insert(name, bytes, "found");
+            }
+        }
+        let entry = rev_name(FOUND_REVISION, &kept.hash());
+        let history = open_history(root, &self.target)?;
+        let dest_path = self.path(HISTORY).join(&entry);
+        remove_any(&history, &entry, &dest_path)?;
+        history
+            .create_dir_with(&entry, DirBuilder::new().mode(0o700))
+            .ctx("create history", &dest_path)?;
+        let dest = history
+            .open_dir_nofollow(&entry)
+            .ctx("open history", &dest_path)?;
+        for name in &found {
+            root.rename(name, &dest, name)
+                .ctx("move to history", &self.path(name))?;
+        }
+        fsync(&dest, &dest_path)?;
+        fsync(&history, &self.path(HISTORY))?;
+        tracing::warn!(dir = %self.target.display(), files = ?found, kept_in = %dest_path.display(), "the target held files certsync did not write; moved them to history before publishing");
+        Ok(())
+    }
+
     /// Restores the layout's invariants: removes temporary entries, retires
     /// revisions that are no longer live into history (moving each file so
     /// watchers on it get an event), drops revisions newer than the live one
     /// (a crash before the flip), and prunes history to `keep - 1`.
-    fn tidy(&self) -> Result<(), WriterError> {
-        let live = self
-            .data_link()
+    fn tidy(&self, root: &Dir) -> Result<(), WriterError> {
+        let live = read_link(root, DATA)
             .and_then(|l| Some((l.strip_prefix(REV_PREFIX).and_then(parse_rev)?.0, l)));
         let mut changed = false;
-        for name in list(&self.target)? {
-            let path = self.target.join(&name);
+        for name in list(root, &self.target)? {
             if name.starts_with(TMP_PREFIX) {
-                remove_any(&path)?;
+                remove_any(root, &name, &self.path(&name))?;
                 changed = true;
                 continue;
             }
@@ -623,129 +712,294 @@ impl Writer {
                 continue;
             };
             match &live {
-                Some((_, live_name)) if *live_name == name => {}
-                Some((live_rev, _)) if revision > *live_rev => remove_any(&path)?,
-                _ => self.retire(&name)?,
+                Some((_, live_name)) if *live_name == name => continue,
+                Some((live_rev, _)) if revision > *live_rev => {
+                    remove_any(root, &name, &self.path(&name))?
+                }
+                _ => self.retire(root, &name)?,
             }
             changed = true;
         }
-        let history = self.history()?;
-        let excess = history.len().saturating_sub(self.opts.keep - 1);
-        for name in history.values().take(excess) {
-            remove_any(&self.target.join(HISTORY).join(name))?;
+        let history = history_names(root)?;
+        let excess = history.len().saturating_sub(self.opts.keep.saturating_sub(1));
+        if excess > 0
+            && let Some(h) = history_dir(root)
+        {
+            for name in history.values().take(excess) {
+                remove_any(&h, name, &self.path(HISTORY).join(name))?;
+            }
+            fsync(&h, &self.path(HISTORY))?;
             changed = true;
         }
         if changed {
-            self.fsync_target()?;
+            fsync(root, &self.target)?;
         }
         Ok(())
     }
 
     /// Moves the files of `..rev-X` into `..history/X` one by one, then
-    /// removes the emptied directory. Symlinks planted inside are moved as
-    /// links, never followed. With `keep == 1` the files are removed instead.
-    fn retire(&self, dir_name: &str) -> Result<(), WriterError> {
-        let src = self.target.join(dir_name);
-        if !fs::symlink_metadata(&src).is_ok_and(|m| m.is_dir()) {
-            return remove_any(&src);
-        }
+    /// removes the emptied directory. Whatever sits in the way under our
+    /// names (a planted `..history` or `..history/X` symlink) is removed, not
+    /// followed; symlinks planted inside the revision are moved as links.
+    /// With `keep == 1` the files are removed instead.
+    fn retire(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
+        let src_path = self.path(dir_name);
         let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
             return Ok(());
         };
-        let history = self.target.join(HISTORY);
-        let dst = history.join(rest);
+        let Ok(src) = root.open_dir_nofollow(dir_name) else {
+            // A symlink or a file under a revision name: not ours to keep.
+            return remove_any(root, dir_name, &src_path);
+        };
         if self.opts.keep > 1 {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dst)
-                .ctx("create history", &dst)?;
-        }
-        for name in list(&src)? {
-            let from = src.join(&name);
-            if self.opts.keep > 1 {
-                let to = dst.join(&name);
-                fs::rename(&from, &to).ctx("move to history", &from)?;
-            } else {
-                remove_any(&from)?;
+            let history = open_history(root, &self.target)?;
+            let dst_path = self.path(HISTORY).join(rest);
+            remove_any(&history, rest, &dst_path)?;
+            history
+                .create_dir_with(rest, DirBuilder::new().mode(0o700))
+                .ctx("create history", &dst_path)?;
+            let dst = history
+                .open_dir_nofollow(rest)
+                .ctx("open history", &dst_path)?;
+            for name in list(&src, &src_path)? {
+                src.rename(&name, &dst, &name)
+                    .ctx("move to history", &src_path.join(&name))?;
+            }
+            fsync(&dst, &dst_path)?;
+            fsync(&history, &self.path(HISTORY))?;
+        } else {
+            for name in list(&src, &src_path)? {
+                remove_any(&src, &name, &src_path.join(&name))?;
             }
         }
-        fs::remove_dir(&src).ctx("remove retired revision", &src)?;
-        if self.opts.keep > 1 {
-            fsync(&dst)?;
-            fsync(&history)?;
-        }
-        Ok(())
+        root.remove_dir(dir_name)
+            .ctx("remove retired revision", &src_path)
     }
+}
 
-    fn fsync_target(&self) -> Result<(), WriterError> {
-        fsync(&self.target)
+/// Opens (creating if needed) a lock file under a reserved name. Whatever
+/// else sits there (a symlink, FIFO, directory) is removed first: a planted
+/// entry must neither be followed nor block every write forever.
+fn lock_file(root: &Dir, name: &str, path: &Path) -> Result<File, WriterError> {
+    let open = || {
+        root.open_with(
+            name,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags((OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
+                .follow(FollowSymlinks::No),
+        )
+    };
+    if let Ok(f) = open()
+        && f.metadata().is_ok_and(|m| m.is_file())
+    {
+        return Ok(f.into_std());
     }
+    remove_any(root, name, path)?;
+    let f = open().ctx("open lock", path)?;
+    if !f.metadata().ctx("stat", path)?.is_file() {
+        return Err(WriterError::Foreign {
+            path: path.to_owned(),
+            what: "not a regular file",
+        });
+    }
+    Ok(f.into_std())
+}
+
+/// The rollback pin, if `..pin` is a regular file holding one.
+fn read_pin(root: &Dir) -> Option<(String, String)> {
+    let bytes = read_file_at(root, PIN, Path::new(PIN)).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let mut pinned = None;
+    let mut replaced = None;
+    for line in text.lines() {
+        match line.split_once(' ') {
+            Some(("pinned", h)) => pinned = Some(h.trim().to_owned()),
+            Some(("replaced", h)) => replaced = Some(h.trim().to_owned()),
+            _ => {}
+        }
+    }
+    Some((pinned?, replaced?))
+}
+
+/// `..history`, opened without following and created if missing; a
+/// symlink, file or FIFO under that name is removed first, never followed.
+fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError> {
+    let path = target.join(HISTORY);
+    match root.symlink_metadata(HISTORY) {
+        Ok(m) if m.is_dir() => {}
+        other => {
+            if other.is_ok() {
+                remove_any(root, HISTORY, &path)?;
+            }
+            root.create_dir_with(HISTORY, DirBuilder::new().mode(0o700))
+                .ctx("create history", &path)?;
+        }
+    }
+    root.open_dir_nofollow(HISTORY).ctx("open history", &path)
+}
+
+/// `..history` if it is a real directory (for reading and pruning).
+fn history_dir(root: &Dir) -> Option<Dir> {
+    root.open_dir_nofollow(HISTORY).ok()
+}
+
+/// History entries by revision number → directory name.
+fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterError> {
+    let Some(h) = history_dir(root) else {
+        return Ok(BTreeMap::new());
+    };
+    Ok(list(&h, Path::new(HISTORY))?
+        .into_iter()
+        .filter_map(|n| Some((parse_rev(&n)?.0, n)))
+        .collect())
 }
 
 /// The modes and owner the files of a revision have, so a rollback
 /// restores them as they were.
-fn options_of(dir: &Path, bundle: &Bundle, keep: usize) -> WriterOptions {
-    let meta = |name: &str| fs::symlink_metadata(dir.join(name)).ok();
+fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
     let defaults = WriterOptions::default();
-    let key = meta(KEY_FILE);
-    let cert = bundle
-        .files()
-        .keys()
-        .find(|n| n.as_str() != KEY_FILE)
-        .and_then(|n| meta(n));
-    let any = key.as_ref().or(cert.as_ref());
+    let key = rev.meta.get(KEY_FILE);
+    let cert = rev
+        .meta
+        .iter()
+        .find(|(n, _)| n.as_str() != KEY_FILE)
+        .map(|(_, m)| m);
+    let any = key.or(cert);
     WriterOptions {
         keep,
-        cert_mode: cert
-            .as_ref()
-            .map_or(defaults.cert_mode, |m| m.mode() & 0o7777),
-        key_mode: key
-            .as_ref()
-            .map_or(defaults.key_mode, |m| m.mode() & 0o7777),
-        owner: any.map(|m| m.uid()),
-        group: any.map(|m| m.gid()),
+        cert_mode: cert.map_or(defaults.cert_mode, |m| m.0),
+        key_mode: key.map_or(defaults.key_mode, |m| m.0),
+        owner: any.map(|m| m.1),
+        group: any.map(|m| m.2),
     }
 }
 
-/// Reads a revision directory's regular files. `Err` carries why it cannot
-/// be trusted (a planted symlink, a subdirectory, an unreadable file).
-fn read_revision(dir: &Path) -> Result<Bundle, String> {
-    match fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(format!("{} is not a directory", dir.display())),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+/// Reads the revision directory `name` of `parent` (never through a
+/// symlink). `Err` carries why it cannot be trusted.
+fn read_revision_at(parent: &Dir, name: &str, shown: &Path) -> Result<Revision, String> {
+    let dir = parent
+        .open_dir_nofollow(name)
+        .map_err(|e| format!("{}: {}", shown.display(), not_a_dir(e)))?;
+    read_revision(&dir, shown)
+}
+
+fn not_a_dir(e: io::Error) -> String {
+    match e.raw_os_error() {
+        Some(nix::libc::ELOOP) | Some(nix::libc::ENOTDIR) => "not a directory".into(),
+        _ => e.to_string(),
     }
-    let names = list(dir).map_err(|e| e.to_string())?;
-    let mut bundle = Bundle::default();
-    for name in names {
-        let path = dir.join(&name);
-        let mut f = match OpenOptions::new()
-            .read(true)
-            .custom_flags(OFlag::O_NOFOLLOW.bits() | OFlag::O_CLOEXEC.bits())
-            .open(&path)
-        {
-            Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => f,
-            Ok(_) => return Err(format!("{} is not a regular file", path.display())),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
-        let mut bytes = Vec::new();
-        (&mut f)
-            .take(MAX_BUNDLE_SIZE as u64 + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        if let Err(e) = bundle.insert(&name, bytes, path.display().to_string()) {
-            return Err(e.to_string());
-        }
+}
+
+/// Reads a revision directory's regular files with their modes and owners.
+/// `Err` carries why it cannot be trusted (a planted symlink or FIFO, a
+/// subdirectory, an unreadable file).
+fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, String> {
+    let mut rev = Revision {
+        bundle: Bundle::default(),
+        meta: BTreeMap::new(),
+    };
+    for name in list(dir, shown).map_err(|e| e.to_string())? {
+        let path = shown.join(&name);
+        let (bytes, meta) = read_file_meta(dir, &name, &path).map_err(|e| e.to_string())?;
+        rev.bundle
+            .insert(&name, bytes, path.display().to_string())
+            .map_err(|e| e.to_string())?;
+        rev.meta.insert(name, meta);
     }
-    Ok(bundle)
+    Ok(rev)
+}
+
+fn read_file_at(dir: &Dir, name: &str, path: &Path) -> Result<Vec<u8>, crate::files::FileError> {
+    read_file_meta(dir, name, path).map(|r| r.0)
+}
+
+/// Opens `name` in `dir` without following it or blocking on it, and
+/// reads it if the opened descriptor is a regular file within the bundle
+/// size limit. Returns the bytes and (mode, uid, gid).
+fn read_file_meta(
+    dir: &Dir,
+    name: &str,
+    path: &Path,
+) -> Result<(Vec<u8>, (u32, u32, u32)), crate::files::FileError> {
+    use crate::files::FileError;
+    let io_err = |source| FileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let f = dir
+        .open_with(
+            name,
+            OpenOptions::new()
+                .read(true)
+                .custom_flags((OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY).bits())
+                .follow(FollowSymlinks::No),
+        )
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => FileError::NotRegular {
+                path: path.to_owned(),
+                what: "a symlink",
+            },
+            _ => io_err(e),
+        })?;
+    let m = f.metadata().map_err(io_err)?;
+    if !m.is_file() {
+        return Err(FileError::NotRegular {
+            path: path.to_owned(),
+            what: crate::files::kind_of(f.into_std().metadata().map_err(io_err)?.file_type()),
+        });
+    }
+    let meta = (m.mode() & 0o7777, m.uid(), m.gid());
+    let bytes = crate::files::read_capped(f.into_std(), path, MAX_BUNDLE_SIZE as u64)?;
+    Ok((bytes, meta))
+}
+
+/// Creates `name` in `dir` with exactly `mode` (never more permissive on
+/// the way: created with it, then chowned, then set), writes and fsyncs it.
+fn create_file(
+    dir: &Dir,
+    name: &str,
+    mode: u32,
+    owner: Option<u32>,
+    group: Option<u32>,
+    bytes: &[u8],
+    path: &Path,
+) -> Result<(), WriterError> {
+    let mut f = dir
+        .open_with(
+            name,
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(OFlag::O_CLOEXEC.bits())
+                .follow(FollowSymlinks::No),
+        )
+        .ctx("create", path)?
+        .into_std();
+    if owner.is_some() || group.is_some() {
+        std::os::unix::fs::fchown(&f, owner, group).ctx("chown", path)?;
+    }
+    f.set_permissions(fs::Permissions::from_mode(mode))
+        .ctx("chmod", path)?;
+    f.write_all(bytes).ctx("write", path)?;
+    f.sync_all().ctx("fsync", path)
+}
+
+/// What the symlink `name` in `dir` says, if it is a symlink with UTF-8 text.
+fn read_link(dir: &Dir, name: &str) -> Option<String> {
+    let link = dir.read_link_contents(name).ok()?;
+    link.to_str().map(str::to_owned)
 }
 
 /// Names in `dir` (not following anything).
-fn list(dir: &Path) -> Result<Vec<String>, WriterError> {
+fn list(dir: &Dir, shown: &Path) -> Result<Vec<String>, WriterError> {
     let mut names = Vec::new();
-    for entry in fs::read_dir(dir).ctx("list", dir)? {
-        let entry = entry.ctx("list", dir)?;
+    for entry in dir.entries().ctx("list", shown)? {
+        let entry = entry.ctx("list", shown)?;
         if let Some(n) = entry.file_name().to_str() {
             names.push(n.to_owned());
         }
@@ -756,33 +1010,39 @@ fn list(dir: &Path) -> Result<Vec<String>, WriterError> {
 
 /// Atomically points `<dir>/<name>` at `text`: a fresh temporary symlink
 /// renamed over the old entry (`rename(2)` replaces the link itself).
-fn replace_symlink(dir: &Path, name: &str, text: &str) -> Result<(), WriterError> {
-    let tmp = dir.join(format!("{TMP_PREFIX}-{}", name.trim_start_matches('.')));
-    remove_any(&tmp)?;
-    std::os::unix::fs::symlink(text, &tmp).ctx("symlink", &tmp)?;
-    let path = dir.join(name);
-    fs::rename(&tmp, &path).ctx("rename", &path)
+fn replace_symlink(dir: &Dir, name: &str, text: &str, shown: &Path) -> Result<(), WriterError> {
+    let tmp = format!("{TMP_PREFIX}-{}", name.trim_start_matches('.'));
+    remove_any(dir, &tmp, &shown.join(&tmp))?;
+    dir.symlink_contents(text, &tmp)
+        .ctx("symlink", &shown.join(&tmp))?;
+    dir.rename(&tmp, dir, name).ctx("rename", &shown.join(name))
 }
 
-/// Removes a file, symlink or directory tree; never follows symlinks (std's
-/// `remove_dir_all` does not). Missing is fine.
-fn remove_any(path: &Path) -> Result<(), WriterError> {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(path).ctx("remove", path),
-        Ok(_) => fs::remove_file(path).ctx("remove", path),
+/// Removes the entry `name` of `dir`, a file, symlink, FIFO or directory
+/// tree, never following a symlink. Missing is fine.
+fn remove_any(dir: &Dir, name: &str, path: &Path) -> Result<(), WriterError> {
+    match dir.symlink_metadata(name) {
+        Ok(m) if m.is_dir() => dir.remove_dir_all(name).ctx("remove", path),
+        Ok(_) => dir.remove_file(name).ctx("remove", path),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).ctx("stat", path),
     }
 }
 
-fn fsync(dir: &Path) -> Result<(), WriterError> {
-    File::open(dir).and_then(|d| d.sync_all()).ctx("fsync", dir)
+/// fsync of a directory: through a read-only open of `.` (cap-std's
+/// directory handles are `O_PATH`, which cannot be synced).
+fn fsync(dir: &Dir, path: &Path) -> Result<(), WriterError> {
+    dir.open(".")
+        .and_then(|d| d.sync_all())
+        .ctx("fsync", path)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bundle::{CA_FILE, CERT_FILE};
+    use std::fs::Permissions;
+    use std::os::unix::fs::MetadataExt as _;
 
     fn bundle(tag: &str) -> Bundle {
         let mut b = Bundle::default();
@@ -807,7 +1067,12 @@ mod tests {
     }
 
     fn entries(dir: &Path) -> Vec<String> {
-        list(dir).unwrap()
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
     }
 
     /// The visible files resolve through `..data` to one complete revision
@@ -1065,6 +1330,100 @@ mod tests {
         assert_eq!(fs::read(&outside_file).unwrap(), b"do not touch");
         assert_eq!(fs::metadata(&outside_file).unwrap().mode() & 0o777, 0o640);
         assert_eq!(entries(outside.path()), vec![CERT_FILE.to_owned()]);
+    }
+
+    /// Every name certsync owns, planted as a symlink to a victim
+    /// directory or file (or as a FIFO): rotation and pruning neither
+    /// follow it nor hang on it, and the victim is untouched.
+    #[test]
+    fn planted_owned_names_are_replaced_not_followed() {
+        let victim = tempfile::tempdir().unwrap();
+        fs::write(victim.path().join(CERT_FILE), b"victim").unwrap();
+        let fifo = |p: &Path| {
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
+        };
+        let link = |p: &Path| std::os::unix::fs::symlink(victim.path(), p).unwrap();
+        type Plant = fn(&Path, &str, &dyn Fn(&Path), &dyn Fn(&Path));
+        let cases: Vec<(&str, Plant)> = vec![
+            ("..history -> victim", |t, _, link, _| {
+                fs::remove_dir_all(t.join(HISTORY)).unwrap();
+                link(&t.join(HISTORY));
+            }),
+            ("..history/<live> -> victim", |t, live, link, _| {
+                link(&t.join(HISTORY).join(live.trim_start_matches(REV_PREFIX)))
+            }),
+            ("..lock -> victim", |t, _, link, _| {
+                fs::remove_file(t.join(LOCK)).unwrap();
+                link(&t.join(LOCK));
+            }),
+            ("..lock is a FIFO", |t, _, _, fifo| {
+                fs::remove_file(t.join(LOCK)).unwrap();
+                fifo(&t.join(LOCK));
+            }),
+            ("..pin is a FIFO", |t, _, _, fifo| fifo(&t.join(PIN))),
+            ("..pin -> victim file", |t, _, _, _| {
+                std::os::unix::fs::symlink("/etc/hostname", t.join(PIN)).unwrap()
+            }),
+            ("..tmp-data -> victim", |t, _, link, _| link(&t.join("..tmp-data"))),
+        ];
+        for (name, plant) in cases {
+            let (_d, w) = setup(3);
+            w.publish(&bundle("1")).unwrap();
+            w.publish(&bundle("2")).unwrap();
+            let live = fs::read_link(w.target().join(DATA)).unwrap();
+            plant(w.target(), live.to_str().unwrap(), &link, &fifo);
+            for i in 3..7 {
+                w.publish(&bundle(&i.to_string())).unwrap();
+                assert_live(&w, &bundle(&i.to_string()));
+            }
+            assert_eq!(entries(victim.path()), vec![CERT_FILE.to_owned()], "{name}");
+            assert_eq!(fs::read(victim.path().join(CERT_FILE)).unwrap(), b"victim");
+            assert!(
+                fs::symlink_metadata(w.target().join(HISTORY)).unwrap().is_dir(),
+                "{name}: ..history is a real directory again"
+            );
+            assert_eq!(w.history().unwrap().len(), 2, "{name}: history pruned to keep-1");
+        }
+    }
+
+    #[test]
+    fn files_found_in_a_fresh_target_are_kept_in_history() {
+        let (_d, w) = setup(3);
+        fs::write(w.target().join(CERT_FILE), b"old cert").unwrap();
+        fs::write(w.target().join(KEY_FILE), b"old key").unwrap();
+        w.publish(&bundle("1")).unwrap();
+        assert_live(&w, &bundle("1"));
+        let history = w.history().unwrap();
+        let kept = w.target().join(HISTORY).join(&history[&FOUND_REVISION]);
+        assert_eq!(fs::read(kept.join(CERT_FILE)).unwrap(), b"old cert");
+        assert_eq!(fs::read(kept.join(KEY_FILE)).unwrap(), b"old key");
+
+        let (_d, w) = setup(1);
+        fs::write(w.target().join(CERT_FILE), b"old cert").unwrap();
+        let e = w.publish(&bundle("1")).unwrap_err().to_string();
+        assert!(e.contains("did not write") && e.contains("--keep-revisions"), "{e}");
+        assert_eq!(fs::read(w.target().join(CERT_FILE)).unwrap(), b"old cert");
+    }
+
+    #[test]
+    fn rollback_prunes_nothing_and_a_second_daemon_is_refused() {
+        let (_d, w) = setup(10);
+        for i in 1..=6 {
+            w.publish(&bundle(&i.to_string())).unwrap();
+        }
+        Writer::existing(w.target())
+            .unwrap()
+            .rollback(None, |_| Ok(()))
+            .unwrap();
+        let numbers: Vec<u64> = w.revisions().unwrap().iter().map(|r| r.revision).collect();
+        assert_eq!(numbers, vec![7, 6, 5, 4, 3, 2, 1], "nothing pruned by rollback");
+
+        let claim = w.claim().unwrap();
+        let e = w.claim().unwrap_err().to_string();
+        let me = std::process::id().to_string();
+        assert!(e.contains("already managed by another certsync") && e.contains(&me), "{e}");
+        drop(claim);
+        w.claim().unwrap();
     }
 
     #[test]

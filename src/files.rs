@@ -1,0 +1,137 @@
+//! Reading files certsync is handed: sources, pidfiles, kubeconfigs, token
+//! and CA files, `check` inputs.
+//!
+//! Invariants: a file is read only if the *opened* descriptor is a regular
+//! file (checked with `fstat`, so a swap between check and open cannot
+//! slip a FIFO or device in); the open never blocks (`O_NONBLOCK`: opening a
+//! FIFO with no writer would otherwise hang forever); at most `limit` bytes
+//! are read, so `/dev/zero` or a runaway log cannot grow memory.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+
+/// Size cap of small text files: pidfiles, tokens (1 MiB is generous).
+pub const SMALL_FILE: u64 = 1 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: is {what}, not a regular file; refusing to read it")]
+    NotRegular { path: PathBuf, what: &'static str },
+    #[error("{path}: larger than the {limit}-byte limit")]
+    TooLarge { path: PathBuf, limit: u64 },
+}
+
+impl FileError {
+    /// True when the file does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// What kind of non-regular file `t` is, for messages.
+pub fn kind_of(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_symlink() {
+        "a symlink"
+    } else {
+        "a regular file"
+    }
+}
+
+/// Opens `path` (following symlinks, as a user-given path should) for
+/// reading if it is a regular file.
+pub fn open_regular(path: &Path) -> Result<File, FileError> {
+    let io_err = |source| FileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY).bits())
+        .open(path)
+        .map_err(io_err)?;
+    let t = file.metadata().map_err(io_err)?.file_type();
+    if !t.is_file() {
+        return Err(FileError::NotRegular {
+            path: path.to_owned(),
+            what: kind_of(t),
+        });
+    }
+    Ok(file)
+}
+
+/// Reads all of an opened regular file, refusing more than `limit` bytes.
+pub fn read_capped(mut file: impl Read, path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    let mut bytes = Vec::new();
+    (&mut file)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| FileError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    if bytes.len() as u64 > limit {
+        return Err(FileError::TooLarge {
+            path: path.to_owned(),
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Reads `path` if it is a regular file of at most `limit` bytes.
+pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    read_capped(open_regular(path)?, path, limit)
+}
+
+/// [`read_regular`] as UTF-8 text.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
+    String::from_utf8(read_regular(path, limit)?).map_err(|_| FileError::Io {
+        path: path.to_owned(),
+        source: io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifos_devices_and_directories_are_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for (path, what) in [
+            (fifo.as_path(), "a FIFO"),
+            (Path::new("/dev/zero"), "a device"),
+            (d.path(), "a directory"),
+        ] {
+            let e = read_regular(path, 10).unwrap_err().to_string();
+            assert!(e.contains(what) && e.contains("not a regular file"), "{e}");
+        }
+        let big = d.path().join("big");
+        std::fs::write(&big, [b'x'; 11]).unwrap();
+        let e = read_regular(&big, 10).unwrap_err();
+        assert!(matches!(e, FileError::TooLarge { limit: 10, .. }), "{e}");
+        std::fs::write(&big, [b'x'; 10]).unwrap();
+        assert_eq!(read_regular(&big, 10).unwrap().len(), 10);
+        assert!(read_regular(&d.path().join("none"), 10).unwrap_err().is_not_found());
+    }
+}
