@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use nix::sys::signal::Signal;
 use serde::Deserialize;
 
 use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
@@ -87,7 +88,7 @@ pub struct CheckArgs {
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: crate::inspect::Output,
     /// Fail when a certificate expires sooner than this.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "30d")]
+    #[arg(long, value_parser = duration(0, YEAR * 100), default_value = "30d")]
     pub warn_within: Duration,
 }
 
@@ -165,24 +166,24 @@ pub struct RunArgs {
 
     /// How long a source directory must be quiet before it is read, so a
     /// pair written non-atomically (certificate, then key) is read whole.
-    #[arg(long, env = "CERTSYNC_DEBOUNCE", value_parser = humantime::parse_duration, default_value = "2s")]
+    #[arg(long, env = "CERTSYNC_DEBOUNCE", value_parser = duration(0, YEAR), default_value = "2s")]
     pub debounce: Duration,
 
     /// Re-read every source and re-check every target this often, as a
     /// safety net for missed file events.
-    #[arg(long, env = "CERTSYNC_RESYNC", value_parser = humantime::parse_duration, default_value = "1m")]
+    #[arg(long, env = "CERTSYNC_RESYNC", value_parser = duration(MS, YEAR), default_value = "1m")]
     pub resync: Duration,
 
     /// Revisions kept in each target, the live one included (>= 1).
-    #[arg(long, env = "CERTSYNC_KEEP_REVISIONS", default_value_t = 3)]
-    pub keep_revisions: usize,
+    #[arg(long, env = "CERTSYNC_KEEP_REVISIONS", default_value_t = 3, value_parser = count(1, 1000))]
+    pub keep_revisions: u32,
 
     /// Mode of published certificate files (octal).
-    #[arg(long, env = "CERTSYNC_CERT_MODE", value_parser = parse_mode, default_value = "0644")]
+    #[arg(long, env = "CERTSYNC_CERT_MODE", value_parser = cert_mode, default_value = "0644")]
     pub cert_mode: u32,
 
     /// Mode of published key files (octal; never world-readable).
-    #[arg(long, env = "CERTSYNC_KEY_MODE", value_parser = parse_mode, default_value = "0600")]
+    #[arg(long, env = "CERTSYNC_KEY_MODE", value_parser = key_mode, default_value = "0600")]
     pub key_mode: u32,
 
     /// Numeric owner of published files (default: certsync's user).
@@ -195,7 +196,7 @@ pub struct RunArgs {
 
     /// How far in the future a certificate's not-before may be and still be
     /// accepted, to forgive clock skew between issuer and node.
-    #[arg(long, env = "CERTSYNC_CLOCK_SKEW", value_parser = humantime::parse_duration, default_value = "5m")]
+    #[arg(long, env = "CERTSYNC_CLOCK_SKEW", value_parser = duration(0, YEAR), default_value = "5m")]
     pub clock_skew: Duration,
 
     /// Kubeconfig for secret:/configmap: mappings. Without it, `KUBECONFIG`,
@@ -210,7 +211,7 @@ pub struct RunArgs {
 
     /// Server-side timeout of each watch call. A silently dead connection
     /// is noticed within this plus 5 s; the watch then resumes.
-    #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", value_parser = humantime::parse_duration, default_value = "1m")]
+    #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", value_parser = duration(MS, YEAR), default_value = "1m")]
     pub watch_timeout: Duration,
 
     #[command(flatten)]
@@ -230,6 +231,38 @@ pub struct RunArgs {
     /// (CertificateUpdated, CertificateRejected); needs deploy/rbac-events.yaml.
     #[arg(long, env = "CERTSYNC_EVENTS")]
     pub events: bool,
+}
+
+const MS: u64 = 1;
+const YEAR: u64 = 365 * 24 * 3600 * 1000;
+
+/// A duration parser with bounds in milliseconds: zero where it makes no
+/// sense (a resync every 0 s), and no more than the bound (a year by
+/// default), so deadline arithmetic can never overflow.
+fn duration(min_ms: u64, max_ms: u64) -> impl Fn(&str) -> Result<Duration, String> + Clone {
+    move |s: &str| {
+        let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
+        let ms = d.as_millis();
+        if ms < u128::from(min_ms) {
+            Err(format!("{s:?} is too short: at least {}", fmt_ms(min_ms)))
+        } else if ms > u128::from(max_ms) {
+            Err(format!("{s:?} is too long: at most {}", fmt_ms(max_ms)))
+        } else {
+            Ok(d)
+        }
+    }
+}
+
+fn fmt_ms(ms: u64) -> String {
+    humantime::format_duration(Duration::from_millis(ms)).to_string()
+}
+
+/// A whole-number parser with inclusive bounds.
+fn count(min: u32, max: u32) -> impl Fn(&str) -> Result<u32, String> + Clone {
+    move |s: &str| match s.parse::<u32>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a whole number from {min} to {max}")),
+    }
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {
@@ -281,7 +314,7 @@ pub struct ReloadArgs {
 
     /// Signal to send (name, e.g. SIGHUP or HUP).
     #[arg(long, env = "CERTSYNC_RELOAD_SIGNAL", value_parser = parse_signal, default_value = "SIGHUP")]
-    pub reload_signal: nix::sys::signal::Signal,
+    pub reload_signal: Signal,
     /// HTTP method of the reload call.
     #[arg(long, env = "CERTSYNC_RELOAD_METHOD", default_value = "POST")]
     pub reload_method: String,
@@ -303,38 +336,61 @@ pub struct ReloadArgs {
     #[arg(long, env = "CERTSYNC_RELOAD_INSECURE_SKIP_VERIFY")]
     pub reload_insecure_skip_verify: bool,
     /// Timeout of each reload call.
-    #[arg(long, env = "CERTSYNC_RELOAD_TIMEOUT", value_parser = humantime::parse_duration, default_value = "5s")]
+    #[arg(long, env = "CERTSYNC_RELOAD_TIMEOUT", value_parser = duration(MS, YEAR), default_value = "5s")]
     pub reload_timeout: Duration,
     /// Retries of a failed reload call (exponential backoff with jitter).
-    #[arg(long, env = "CERTSYNC_RELOAD_RETRIES", default_value_t = 3)]
+    #[arg(long, env = "CERTSYNC_RELOAD_RETRIES", default_value_t = 3, value_parser = count(0, 100))]
     pub reload_retries: u32,
     /// How long to keep looking for the process to signal (it may still be
     /// starting) before giving up until the next change.
-    #[arg(long, env = "CERTSYNC_RELOAD_FIND_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
+    #[arg(long, env = "CERTSYNC_RELOAD_FIND_TIMEOUT", value_parser = duration(0, YEAR), default_value = "10s")]
     pub reload_find_timeout: Duration,
     /// Flips closer together than this (across all mappings) become one reload.
-    #[arg(long, env = "CERTSYNC_RELOAD_QUIET", value_parser = humantime::parse_duration, default_value = "200ms")]
+    #[arg(long, env = "CERTSYNC_RELOAD_QUIET", value_parser = duration(0, YEAR), default_value = "200ms")]
     pub reload_quiet: Duration,
     /// A reload is never deferred longer than this after a flip.
-    #[arg(long, env = "CERTSYNC_RELOAD_MAX_DELAY", value_parser = humantime::parse_duration, default_value = "2s")]
+    #[arg(long, env = "CERTSYNC_RELOAD_MAX_DELAY", value_parser = duration(0, YEAR), default_value = "2s")]
     pub reload_max_delay: Duration,
     /// How long a mapping's `verify=` check waits for the new certificate.
-    #[arg(long, env = "CERTSYNC_VERIFY_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
+    #[arg(long, env = "CERTSYNC_VERIFY_TIMEOUT", value_parser = duration(MS, YEAR), default_value = "10s")]
     pub verify_timeout: Duration,
     /// Reloads repeated when verification still sees the old certificate.
-    #[arg(long, env = "CERTSYNC_VERIFY_RETRIES", default_value_t = 2)]
+    #[arg(long, env = "CERTSYNC_VERIFY_RETRIES", default_value_t = 2, value_parser = count(0, 100))]
     pub verify_retries: u32,
 }
 
-fn parse_signal(s: &str) -> Result<nix::sys::signal::Signal, String> {
+/// Signals a process can catch and treat as "reload" (or "restart"):
+/// never KILL or STOP (which cannot be handled), job control or faults.
+const RELOAD_SIGNALS: [Signal; 7] = [
+    Signal::SIGHUP,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGTERM,
+];
+
+fn parse_signal(s: &str) -> Result<Signal, String> {
     let name = s.to_ascii_uppercase();
     let name = if name.starts_with("SIG") {
         name
     } else {
         format!("SIG{name}")
     };
-    name.parse()
-        .map_err(|_| format!("{s:?} is not a signal name such as SIGHUP"))
+    let signal: Signal = name
+        .parse()
+        .map_err(|_| format!("{s:?} is not a signal name such as SIGHUP"))?;
+    if RELOAD_SIGNALS.contains(&signal) {
+        Ok(signal)
+    } else {
+        let allowed: Vec<&str> = RELOAD_SIGNALS.iter().map(|s| s.as_str()).collect();
+        Err(format!(
+            "{signal} cannot be used to reload a process (it cannot be caught, or stops or \
+             crashes it); use one of {}",
+            allowed.join(", ")
+        ))
+    }
 }
 
 impl ReloadArgs {
@@ -379,13 +435,43 @@ impl ReloadArgs {
     }
 }
 
-/// Parses an octal file mode such as `0644` or `640`.
+/// Parses an octal file mode such as `0644` or `640`: read and write
+/// bits only (no setuid/setgid/sticky, no execute), writable by the owner
+/// alone, readable by the owner.
 pub fn parse_mode(s: &str) -> Result<u32, String> {
     let digits = s.strip_prefix("0o").unwrap_or(s);
-    match u32::from_str_radix(digits, 8) {
-        Ok(m) if m <= 0o7777 => Ok(m),
-        _ => Err(format!("{s:?} is not an octal file mode such as 0644")),
+    let m = match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o7777 => m,
+        _ => return Err(format!("{s:?} is not an octal file mode such as 0644")),
+    };
+    if m & 0o7000 != 0 {
+        Err(format!("mode {m:04o} sets setuid, setgid or sticky bits"))
+    } else if m & 0o111 != 0 {
+        Err(format!("mode {m:04o} makes a certificate file executable"))
+    } else if m & 0o022 != 0 {
+        Err(format!(
+            "mode {m:04o} lets users other than the owner write the file"
+        ))
+    } else if m & 0o400 == 0 {
+        Err(format!("mode {m:04o} does not let the owner read the file"))
+    } else {
+        Ok(m)
     }
+}
+
+fn cert_mode(s: &str) -> Result<u32, String> {
+    parse_mode(s)
+}
+
+/// A key mode: a valid mode that is not readable by every user.
+pub fn key_mode(s: &str) -> Result<u32, String> {
+    let m = parse_mode(s)?;
+    if m & 0o007 != 0 {
+        return Err(format!(
+            "key mode {m:04o} would make the private key readable by every user"
+        ));
+    }
+    Ok(m)
 }
 
 /// One mapping as written by the user, in either form.
@@ -570,25 +656,24 @@ impl MappingSpec {
         for item in &items {
             check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
         }
-        let mode = |m: &Option<String>, default| match m {
-            Some(s) => parse_mode(s).map_err(&err),
-            None => Ok(default),
-        };
         let writer = WriterOptions {
-            keep: args.keep_revisions,
-            cert_mode: mode(&self.cert_mode, args.cert_mode)?,
-            key_mode: mode(&self.key_mode, args.key_mode)?,
+            keep: args.keep_revisions as usize,
+            cert_mode: match &self.cert_mode {
+                Some(s) => parse_mode(s).map_err(&err)?,
+                None => args.cert_mode,
+            },
+            key_mode: match &self.key_mode {
+                Some(s) => key_mode(s).map_err(&err)?,
+                None => args.key_mode,
+            },
             owner: self.owner.or(args.owner),
             group: self.group.or(args.group),
         };
-        if writer.key_mode & 0o007 != 0 {
-            return Err(err(format!(
-                "key mode {:04o} would make the private key readable by every user",
-                writer.key_mode
-            )));
-        }
-        if writer.keep == 0 {
-            return Err(err("--keep-revisions must be at least 1".into()));
+        // -1 means "leave unchanged" to chown(2): never a real id.
+        if writer.owner == Some(u32::MAX) || writer.group == Some(u32::MAX) {
+            return Err(err(
+                "owner and group must be real ids, not 4294967295 (-1)".into()
+            ));
         }
         if self.sni.is_some() && self.verify.is_none() {
             return Err(err("sni= goes with verify=HOST:PORT".into()));
@@ -749,42 +834,105 @@ fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {
     Ok(file.mappings)
 }
 
-/// One task owns each target: no two mappings may share a target, nest one
-/// target in another, or write into a source directory; names are unique.
-fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
-    let norm = |p: &Path| -> PathBuf { p.components().collect() };
-    for (i, a) in mappings.iter().enumerate() {
-        let ta = norm(&a.target);
-        let source_dir = match &a.source {
-            Source::Dir(dir) => Some(norm(dir)),
-            Source::Kube(_) => None,
+/// `path` as the kernel will resolve it: absolute, with the longest
+/// existing prefix canonicalized (symlinks and `..` resolved) and the rest,
+/// which does not exist yet and so holds no symlink, normalized as text.
+pub fn resolve_path(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let parts: Vec<Component> = abs.components().collect();
+    for split in (1..=parts.len()).rev() {
+        let head: PathBuf = parts[..split].iter().collect();
+        let Ok(mut out) = std::fs::canonicalize(&head) else {
+            continue;
         };
-        if let Some(sa) = source_dir
-            && (ta.starts_with(&sa) || sa.starts_with(&ta))
-        {
-            return Err(ConfigError::Mapping {
-                mapping: a.name.clone(),
-                problem: "the source and target directories overlap".into(),
-            });
+        for c in &parts[split..] {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::Normal(n) => out.push(n),
+                _ => {}
+            }
         }
-        for b in &mappings[i + 1..] {
-            let tb = norm(&b.target);
-            let problem = if a.name == b.name {
-                Some(format!(
-                    "the name is used twice (targets {} and {})",
-                    ta.display(),
-                    tb.display()
-                ))
-            } else if ta.starts_with(&tb) || tb.starts_with(&ta) {
-                Some(format!("its target overlaps the target of {:?}", b.name))
-            } else {
-                None
+        return out;
+    }
+    abs
+}
+
+/// One task owns each target: no two mappings may share a target, nest one
+/// target in another, or write into (or around) a source directory; names
+/// are unique. Paths are compared as the kernel resolves them, so `tgt`,
+/// `./tgt`, `/abs/tgt` and a symlink to it are one directory.
+fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    let resolved: Vec<(PathBuf, Option<PathBuf>)> = mappings
+        .iter()
+        .map(|m| {
+            let source = match &m.source {
+                Source::Dir(dir) => Some(resolve_path(dir)),
+                Source::Kube(_) => None,
             };
-            if let Some(problem) = problem {
-                return Err(ConfigError::Mapping {
-                    mapping: a.name.clone(),
-                    problem,
-                });
+            (resolve_path(&m.target), source)
+        })
+        .collect();
+    let nested = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+    let fail = |m: &Mapping, problem: String| {
+        Err(ConfigError::Mapping {
+            mapping: m.name.clone(),
+            problem,
+        })
+    };
+    for (i, a) in mappings.iter().enumerate() {
+        let (ta, _) = &resolved[i];
+        for (j, b) in mappings.iter().enumerate() {
+            let (tb, sb) = &resolved[j];
+            if let Some(sb) = sb
+                && nested(ta, sb)
+            {
+                let whose = if i == j {
+                    "its own source directory".to_owned()
+                } else {
+                    format!("the source directory of mapping {:?}", b.name)
+                };
+                return fail(
+                    a,
+                    format!(
+                        "the source and target directories overlap: target {} and {whose} {} \
+                         (certsync would write into what it reads)",
+                        ta.display(),
+                        sb.display()
+                    ),
+                );
+            }
+            if j <= i {
+                continue;
+            }
+            if a.name == b.name {
+                return fail(
+                    a,
+                    format!(
+                        "the name is used twice (targets {} and {})",
+                        ta.display(),
+                        tb.display()
+                    ),
+                );
+            }
+            if nested(ta, tb) {
+                let how = if ta == tb {
+                    "is the same directory as"
+                } else {
+                    "overlaps"
+                };
+                return fail(
+                    a,
+                    format!(
+                        "its target {} {how} the target {} of mapping {:?}; \
+                         two mappings would overwrite each other forever",
+                        ta.display(),
+                        tb.display(),
+                        b.name
+                    ),
+                );
             }
         }
     }
@@ -942,6 +1090,12 @@ mod tests {
                 "not an octal file mode",
             ),
             (&["--sync", "dir:/a=/b,owner=root"], "numeric id"),
+            (&["--sync", "dir:/a=/b,owner=4294967295"], "real ids"),
+            (&["--sync", "dir:/a=/b,cert-mode=4644"], "setuid"),
+            (
+                &["--sync", "dir:/a=/b,cert-mode=0666"],
+                "other than the owner write",
+            ),
             (
                 &["--sync", "dir:/a=/t", "--sync", "dir:/c=/t/sub"],
                 "overlaps",
@@ -953,10 +1107,6 @@ mod tests {
             (
                 &["--sync", "dir:/a=/a/out"],
                 "source and target directories overlap",
-            ),
-            (
-                &["--sync", "dir:/a=/b", "--keep-revisions", "0"],
-                "at least 1",
             ),
             (&["--sync", "dir:/a=/b,verify=nohost"], "is not host:port"),
             (&["--sync", "dir:/a=/b,sni=x"], "sni= goes with verify="),
@@ -982,6 +1132,114 @@ mod tests {
         for (args, want) in cases {
             let e = config(args).unwrap_err().to_string();
             assert!(e.contains(want), "{args:?}: {e:?} lacks {want:?}");
+        }
+    }
+
+    /// Paths are compared as the kernel resolves them: the same directory
+    /// spelled differently, through `..` or through a symlink is caught.
+    #[test]
+    fn overlaps_are_found_through_spellings_and_symlinks() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().canonicalize().unwrap();
+        let src = base.join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::os::unix::fs::symlink(&src, base.join("alias")).unwrap();
+        let b = base.display();
+        let cases = [
+            (
+                vec![format!("dir:{b}/src={b}/src")],
+                "its own source directory",
+            ),
+            (
+                vec![format!("dir:{b}/src={b}/src/./")],
+                "its own source directory",
+            ),
+            (
+                vec![format!("dir:{b}/src={b}/src/new/../")],
+                "its own source directory",
+            ),
+            (
+                vec![format!("dir:{b}/src={b}/alias/out")],
+                "its own source directory",
+            ),
+            (
+                vec![format!("dir:{b}/src={b}/new/../src/x")],
+                "its own source directory",
+            ),
+            (
+                vec![
+                    format!("dir:{b}/a={b}/t,name=one"),
+                    format!("dir:{b}/c={b}/./t,name=two"),
+                ],
+                "is the same directory as the target",
+            ),
+            (
+                vec![
+                    format!("dir:{b}/a={b}/t,name=one"),
+                    format!("dir:{b}/src={b}/t2,name=two"),
+                    format!("dir:{b}/e={b}/alias,name=three"),
+                ],
+                "the source directory of mapping \"two\"",
+            ),
+        ];
+        for (specs, want) in cases {
+            let mut args = vec![];
+            for s in &specs {
+                args.push("--sync");
+                args.push(s.as_str());
+            }
+            let e = config(&args).unwrap_err().to_string();
+            assert!(e.contains(want), "{specs:?}: {e}");
+        }
+        // Relative spellings resolve against the working directory.
+        assert_eq!(
+            resolve_path(Path::new(".")),
+            std::env::current_dir().unwrap()
+        );
+    }
+
+    /// Numbers, durations, modes and signals that would crash, overflow or
+    /// endanger the node are refused by the parser, naming the flag.
+    #[test]
+    fn unsafe_numbers_modes_and_signals_are_refused() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--resync", "0s"], "too short"),
+            (&["--watch-timeout", "0s"], "too short"),
+            (&["--reload-timeout", "0ms"], "too short"),
+            (&["--verify-timeout", "0s"], "too short"),
+            (&["--debounce", "500000000years"], "too long"),
+            (&["--clock-skew", "2years"], "too long"),
+            (&["--resync=-1s"], "--resync"),
+            (&["--keep-revisions", "0"], "from 1 to 1000"),
+            (
+                &["--keep-revisions", "99999999999999999999"],
+                "from 1 to 1000",
+            ),
+            (&["--reload-retries", "1000"], "from 0 to 100"),
+            (&["--cert-mode", "0777"], "executable"),
+            (&["--cert-mode", "2644"], "setuid"),
+            (&["--cert-mode", "0664"], "other than the owner write"),
+            (&["--key-mode", "0604"], "readable by every user"),
+            (&["--key-mode", "0040"], "owner read"),
+            (&["--reload-signal", "KILL"], "cannot be used to reload"),
+            (&["--reload-signal", "SIGSTOP"], "cannot be used to reload"),
+            (&["--reload-signal", "segv"], "cannot be used to reload"),
+        ];
+        for (extra, want) in cases {
+            let mut args = vec!["--sync", "dir:/a=/b"];
+            args.extend_from_slice(extra);
+            let e = run_args(&args).unwrap_err().to_string();
+            let flag = extra[0].split('=').next().unwrap();
+            assert!(e.contains(want) && e.contains(flag), "{extra:?}: {e}");
+        }
+        for ok in [
+            ["--debounce", "0s"],
+            ["--reload-signal", "usr2"],
+            ["--cert-mode", "0440"],
+        ] {
+            let mut args = vec!["--sync", "dir:/a=/b"];
+            args.extend_from_slice(&ok);
+            run_args(&args).unwrap();
         }
     }
 

@@ -132,6 +132,10 @@ mod tests {
         assert!(matches!(e, FileError::TooLarge { limit: 10, .. }), "{e}");
         std::fs::write(&big, [b'x'; 10]).unwrap();
         assert_eq!(read_regular(&big, 10).unwrap().len(), 10);
-        assert!(read_regular(&d.path().join("none"), 10).unwrap_err().is_not_found());
+        assert!(
+            read_regular(&d.path().join("none"), 10)
+                .unwrap_err()
+                .is_not_found()
+        );
     }
 }

@@ -410,11 +410,24 @@ impl Writer {
         let new = restorer
             .publish_locked(&root, &revision.bundle, || {})?
             .revision();
-        let text = format!("pinned {}\nreplaced {}\n", revision.bundle.hash(), live.hash);
+        let text = format!(
+            "pinned {}\nreplaced {}\n",
+            revision.bundle.hash(),
+            live.hash
+        );
         let tmp = format!("{TMP_PREFIX}-pin");
         remove_any(&root, &tmp, &self.path(&tmp))?;
-        create_file(&root, &tmp, 0o644, None, None, text.as_bytes(), &self.path(&tmp))?;
-        root.rename(&tmp, &root, PIN).ctx("write rollback pin", &self.path(PIN))?;
+        create_file(
+            &root,
+            &tmp,
+            0o644,
+            None,
+            None,
+            text.as_bytes(),
+            &self.path(&tmp),
+        )?;
+        root.rename(&tmp, &root, PIN)
+            .ctx("write rollback pin", &self.path(PIN))?;
         fsync(&root, &self.target)?;
         Ok(RolledBack {
             from_history: *number,
@@ -524,8 +537,7 @@ impl Writer {
         else {
             return Ok(None);
         };
-        let (bundle, mut problem) = match read_revision_at(root, &dir_name, &self.path(&dir_name))
-        {
+        let (bundle, mut problem) = match read_revision_at(root, &dir_name, &self.path(&dir_name)) {
             Ok(r) => {
                 let problem = self.check_modes(&self.path(&dir_name), &r);
                 (r.bundle, problem)
@@ -563,7 +575,8 @@ impl Writer {
                     dir.join(name).display(),
                 ));
             }
-            if self.opts.owner.is_some_and(|u| u != uid) || self.opts.group.is_some_and(|g| g != gid)
+            if self.opts.owner.is_some_and(|u| u != uid)
+                || self.opts.group.is_some_and(|g| g != gid)
             {
                 return Some(format!(
                     "{} has the wrong owner or group",
@@ -590,17 +603,32 @@ impl Writer {
         history_names(&self.root(false)?)
     }
 
-    fn write_revision(&self, root: &Dir, dir_name: &str, bundle: &Bundle) -> Result<(), WriterError> {
+    fn write_revision(
+        &self,
+        root: &Dir,
+        dir_name: &str,
+        bundle: &Bundle,
+    ) -> Result<(), WriterError> {
         let path = self.path(dir_name);
         remove_any(root, dir_name, &path)?; // an unfinished write with the same number
         let mut builder = DirBuilder::new();
         builder.mode(0o755);
         root.create_dir_with(dir_name, &builder)
             .ctx("create revision", &path)?;
-        let dir = root.open_dir_nofollow(dir_name).ctx("open revision", &path)?;
+        let dir = root
+            .open_dir_nofollow(dir_name)
+            .ctx("open revision", &path)?;
         for (name, bytes) in bundle.files() {
             let (owner, group) = (self.opts.owner, self.opts.group);
-            create_file(&dir, name, self.mode_for(name), owner, group, bytes, &path.join(name))?;
+            create_file(
+                &dir,
+                name,
+                self.mode_for(name),
+                owner,
+                group,
+                bytes,
+                &path.join(name),
+            )?;
         }
         fsync(&dir, &path)
     }
@@ -721,7 +749,9 @@ impl Writer {
             changed = true;
         }
         let history = history_names(root)?;
-        let excess = history.len().saturating_sub(self.opts.keep.saturating_sub(1));
+        let excess = history
+            .len()
+            .saturating_sub(self.opts.keep.saturating_sub(1));
         if excess > 0
             && let Some(h) = history_dir(root)
         {
@@ -1032,9 +1062,7 @@ fn remove_any(dir: &Dir, name: &str, path: &Path) -> Result<(), WriterError> {
 /// fsync of a directory: through a read-only open of `.` (cap-std's
 /// directory handles are `O_PATH`, which cannot be synced).
 fn fsync(dir: &Dir, path: &Path) -> Result<(), WriterError> {
-    dir.open(".")
-        .and_then(|d| d.sync_all())
-        .ctx("fsync", path)
+    dir.open(".").and_then(|d| d.sync_all()).ctx("fsync", path)
 }
 
 #[cfg(test)]
@@ -1364,7 +1392,9 @@ mod tests {
             ("..pin -> victim file", |t, _, _, _| {
                 std::os::unix::fs::symlink("/etc/hostname", t.join(PIN)).unwrap()
             }),
-            ("..tmp-data -> victim", |t, _, link, _| link(&t.join("..tmp-data"))),
+            ("..tmp-data -> victim", |t, _, link, _| {
+                link(&t.join("..tmp-data"))
+            }),
         ];
         for (name, plant) in cases {
             let (_d, w) = setup(3);
@@ -1379,10 +1409,16 @@ mod tests {
             assert_eq!(entries(victim.path()), vec![CERT_FILE.to_owned()], "{name}");
             assert_eq!(fs::read(victim.path().join(CERT_FILE)).unwrap(), b"victim");
             assert!(
-                fs::symlink_metadata(w.target().join(HISTORY)).unwrap().is_dir(),
+                fs::symlink_metadata(w.target().join(HISTORY))
+                    .unwrap()
+                    .is_dir(),
                 "{name}: ..history is a real directory again"
             );
-            assert_eq!(w.history().unwrap().len(), 2, "{name}: history pruned to keep-1");
+            assert_eq!(
+                w.history().unwrap().len(),
+                2,
+                "{name}: history pruned to keep-1"
+            );
         }
     }
 
@@ -1401,7 +1437,10 @@ mod tests {
         let (_d, w) = setup(1);
         fs::write(w.target().join(CERT_FILE), b"old cert").unwrap();
         let e = w.publish(&bundle("1")).unwrap_err().to_string();
-        assert!(e.contains("did not write") && e.contains("--keep-revisions"), "{e}");
+        assert!(
+            e.contains("did not write") && e.contains("--keep-revisions"),
+            "{e}"
+        );
         assert_eq!(fs::read(w.target().join(CERT_FILE)).unwrap(), b"old cert");
     }
 
@@ -1416,12 +1455,19 @@ mod tests {
             .rollback(None, |_| Ok(()))
             .unwrap();
         let numbers: Vec<u64> = w.revisions().unwrap().iter().map(|r| r.revision).collect();
-        assert_eq!(numbers, vec![7, 6, 5, 4, 3, 2, 1], "nothing pruned by rollback");
+        assert_eq!(
+            numbers,
+            vec![7, 6, 5, 4, 3, 2, 1],
+            "nothing pruned by rollback"
+        );
 
         let claim = w.claim().unwrap();
         let e = w.claim().unwrap_err().to_string();
         let me = std::process::id().to_string();
-        assert!(e.contains("already managed by another certsync") && e.contains(&me), "{e}");
+        assert!(
+            e.contains("already managed by another certsync") && e.contains(&me),
+            "{e}"
+        );
         drop(claim);
         w.claim().unwrap();
     }
