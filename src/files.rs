@@ -32,6 +32,17 @@ pub enum FileError {
 }
 
 impl FileError {
+    /// What is wrong, without the path (for callers that name it).
+    pub fn problem(&self) -> String {
+        match self {
+            Self::Io { source, .. } => source.to_string(),
+            Self::NotRegular { what, .. } => {
+                format!("is {what}, not a regular file; refusing to read it")
+            }
+            Self::TooLarge { limit, .. } => format!("larger than the {limit}-byte limit"),
+        }
+    }
+
     /// True when the file does not exist.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)

@@ -88,7 +88,7 @@ fn certificate_files(path: &Path) -> Result<Vec<(PathBuf, Option<PathBuf>)>, Ins
             let stem_key = cert.with_extension("key");
             let key = if stem_key.exists() {
                 Some(stem_key)
-            } else if std::fs::read(&cert).is_ok_and(|b| contains(&b, b"PRIVATE KEY-----")) {
+            } else if read(&cert).is_ok_and(|b| contains(&b, b"PRIVATE KEY-----")) {
                 Some(cert.clone()) // combined PEM
             } else {
                 None
@@ -96,6 +96,11 @@ fn certificate_files(path: &Path) -> Result<Vec<(PathBuf, Option<PathBuf>)>, Ins
             (cert, key)
         })
         .collect())
+}
+
+/// Reads an input of `check` only if it is a regular file, capped.
+fn read(path: &Path) -> Result<Vec<u8>, crate::files::FileError> {
+    crate::files::read_regular(path, validate::MAX_BUNDLE_SIZE as u64)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -125,28 +130,32 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
     let mut out = Vec::new();
     for path in paths {
         for (cert, key) in certificate_files(path)? {
-            let pem = std::fs::read(&cert).map_err(|e| InspectError::Path {
-                path: cert.clone(),
-                problem: e.to_string(),
-            })?;
+            let unreadable = |certificate, problem| CertReport {
+                certificate,
+                subject: String::new(),
+                sans: Vec::new(),
+                expires: String::new(),
+                residual: String::new(),
+                residual_seconds: 0,
+                issuer: String::new(),
+                key: KeyStatus::Unreadable,
+                problem: Some(problem),
+            };
+            let pem = match read(&cert) {
+                Ok(pem) => pem,
+                Err(e) => {
+                    out.push(unreadable(cert, e.problem()));
+                    continue;
+                }
+            };
             let Some(leaf) = validate::leaf_of(&pem) else {
-                out.push(CertReport {
-                    certificate: cert,
-                    subject: String::new(),
-                    sans: Vec::new(),
-                    expires: String::new(),
-                    residual: String::new(),
-                    residual_seconds: 0,
-                    issuer: String::new(),
-                    key: KeyStatus::Unreadable,
-                    problem: Some("no certificate could be parsed".into()),
-                });
+                out.push(unreadable(cert, "no certificate could be parsed".into()));
                 continue;
             };
             let key_status = match (&key, leaf.is_ca) {
                 (None, true) => KeyStatus::NotApplicable,
                 (None, false) => KeyStatus::Missing,
-                (Some(k), _) => match std::fs::read(k).map(|kp| validate::key_matches(&pem, &kp)) {
+                (Some(k), _) => match read(k).map(|kp| validate::key_matches(&pem, &kp)) {
                     Ok(Ok(true)) => KeyStatus::Matches,
                     Ok(Ok(false)) => KeyStatus::Mismatch,
                     _ => KeyStatus::Unreadable,
@@ -299,6 +308,7 @@ pub fn check_cells(r: &CertReport) -> Vec<String> {
         r.residual.clone(),
         r.issuer.clone(),
         key.to_owned(),
+        r.problem.clone().unwrap_or_else(|| "ok".into()),
     ]
 }
 
@@ -310,6 +320,7 @@ pub const CHECK_HEADER: &[&str] = &[
     "RESIDUAL TIME",
     "ISSUER",
     "KEY",
+    "STATUS",
 ];
 
 /// The table columns of a `revisions` line.

@@ -67,7 +67,7 @@ pub struct HttpHook {
 impl HttpHook {
     pub fn new(c: &HttpHookConfig) -> Result<Self, HttpError> {
         let url_err = |problem: String| HttpError::Url {
-            url: c.url.clone(),
+            url: redact_text(&c.url),
             problem,
         };
         let url = Url::parse(&c.url).map_err(|e| url_err(e.to_string()))?;
@@ -123,13 +123,18 @@ impl HttpHook {
     fn build_client(&self) -> Result<reqwest::Client, HttpError> {
         let mut builder = reqwest::Client::builder()
             .timeout(self.timeout)
+            // A redirect is never a reload: a 302 to a login page is not
+            // success, and following one could lead an unverified request
+            // (--reload-insecure-skip-verify) off loopback.
+            .redirect(reqwest::redirect::Policy::none())
             .danger_accept_invalid_certs(self.insecure_skip_verify);
         if let Some(path) = &self.ca_file {
             let ca_err = |problem: String| HttpError::CaFile {
                 path: path.clone(),
                 problem,
             };
-            let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
+            let pem = crate::files::read_regular(path, crate::validate::MAX_BUNDLE_SIZE as u64)
+                .map_err(|e| ca_err(e.to_string()))?;
             let certs =
                 reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
             if certs.is_empty() {
@@ -142,8 +147,9 @@ impl HttpHook {
             .map_err(|e| HttpError::Client(e.to_string()))
     }
 
+    /// `METHOD URL` for logs, with any user:password in the URL removed.
     pub fn describe(&self) -> String {
-        format!("{} {}", self.method, self.url)
+        format!("{} {}", self.method, redact(&self.url))
     }
 
     /// Calls the hook until a 2xx or the retries run out. Returns the status
@@ -179,12 +185,55 @@ impl HttpHook {
             req = req.header(name, value);
         }
         if let Some(path) = &self.bearer_token_file {
-            let token = std::fs::read_to_string(path)
-                .map_err(|e| format!("bearer token file {}: {e}", path.display()))?;
+            let token = crate::files::read_text(path, crate::files::SMALL_FILE)
+                .map_err(|e| format!("bearer token file {e}"))?;
             req = req.header(AUTHORIZATION, format!("Bearer {}", token.trim()));
         }
-        let resp = req.send().await.map_err(|e| crate::error_chain(&e))?;
-        Ok(resp.status().as_u16())
+        // reqwest errors embed the URL, userinfo included: drop it (the
+        // caller names the hook through `describe`).
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| crate::error_chain(&e.without_url()))?;
+        let status = resp.status();
+        if status.is_redirection() {
+            let to = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map_or_else(|| "nowhere".to_owned(), redact_text);
+            return Err(format!(
+                "HTTP {} redirect to {to}; redirects are not followed",
+                status.as_u16()
+            ));
+        }
+        Ok(status.as_u16())
+    }
+}
+
+/// `url` with its user name and password removed.
+pub fn redact(url: &Url) -> String {
+    let mut u = url.clone();
+    if !u.username().is_empty() || u.password().is_some() {
+        let _ = u.set_username("");
+        let _ = u.set_password(None);
+        return u.as_str().replacen("://", "://***@", 1);
+    }
+    u.to_string()
+}
+
+/// [`redact`] for text that may not parse as a URL.
+fn redact_text(text: &str) -> String {
+    if let Ok(u) = Url::parse(text) {
+        return redact(&u);
+    }
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => text.to_owned(),
     }
 }
 
@@ -255,6 +304,18 @@ mod tests {
             ..config("https://127.0.0.1/")
         })
         .unwrap();
+    }
+
+    #[test]
+    fn credentials_never_reach_messages() {
+        let hook = HttpHook::new(&config("http://admin:hunter2@127.0.0.1:1/-/reload")).unwrap();
+        assert_eq!(hook.describe(), "POST http://***@127.0.0.1:1/-/reload");
+        let e = HttpHook::new(&config("http://admin:hunter2@[::1/x"))
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("hunter2") && e.contains("***@"), "{e}");
+        assert_eq!(redact_text("http://u:p@h/x"), "http://***@h/x");
+        assert_eq!(redact_text("/relative/login"), "/relative/login");
     }
 
     #[test]

@@ -5,9 +5,12 @@
 //! (the pod shares its PID namespace, `shareProcessNamespace: true`), or by a
 //! pidfile that is re-read each time.
 //!
-//! Invariants: certsync never signals itself or the pod's `pause` process;
-//! when several processes match (nginx master and workers), only the
-//! top-most matching ancestor of each matching tree is signalled.
+//! Invariants: certsync never signals itself, one of its ancestors (the
+//! shell or init that started it), PID 1 or the pod's `pause` process; a
+//! pidfile's PID is refused when that process started after the pidfile
+//! was last written (the PID was reused by something else). When several
+//! processes match (nginx master and workers), only the top-most matching
+//! ancestor of each matching tree is signalled.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -19,7 +22,10 @@ use regex::Regex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PidError {
-    #[error("no process matches {what} (certsync itself and pause are never candidates)")]
+    #[error(
+        "no process matches {what} (certsync itself, its ancestors, PID 1 and pause are never \
+         candidates)"
+    )]
     NoMatch { what: String },
     #[error("pidfile {path}: {problem}")]
     Pidfile { path: PathBuf, problem: String },
@@ -116,16 +122,31 @@ pub fn processes() -> Result<Vec<Proc>, PidError> {
         .collect())
 }
 
+/// `pid` and its ancestors, by the parent links in `parent`.
+fn lineage(pid: i32, parent: &HashMap<i32, i32>) -> HashSet<i32> {
+    let mut seen = HashSet::from([pid]);
+    let mut cur = pid;
+    while let Some(&pp) = parent.get(&cur) {
+        if pp == 0 || !seen.insert(pp) {
+            break;
+        }
+        cur = pp;
+    }
+    seen
+}
+
 /// The processes to signal for `target` among `procs`: matches that are
-/// neither `me` nor `pause`, and whose ancestors do not match too.
+/// not `me`, one of my ancestors, PID 1 or `pause`, and whose ancestors do
+/// not match too.
 pub fn select(target: &Target, procs: &[Proc], me: i32) -> Vec<Proc> {
-    let eligible = |p: &Proc| p.pid != me && p.comm != "pause";
+    let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
+    let mine = lineage(me, &parent);
+    let eligible = |p: &Proc| !mine.contains(&p.pid) && p.pid != 1 && p.comm != "pause";
     let matching: HashSet<i32> = procs
         .iter()
         .filter(|p| eligible(p) && p.matches(target))
         .map(|p| p.pid)
         .collect();
-    let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
     let has_matching_ancestor = |mut pid: i32| {
         let mut seen = HashSet::new();
         while let Some(&pp) = parent.get(&pid) {
@@ -152,23 +173,7 @@ pub fn select(target: &Target, procs: &[Proc], me: i32) -> Vec<Proc> {
 pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
     let me = std::process::id() as i32;
     let chosen = match target {
-        Target::Pidfile(path) => {
-            let pid = read_pidfile(path)?;
-            if pid == me {
-                return Err(PidError::Pidfile {
-                    path: path.clone(),
-                    problem: "names certsync itself".into(),
-                });
-            }
-            let comm = procfs::process::Process::new(pid)
-                .and_then(|p| p.stat())
-                .map(|s| s.comm)
-                .map_err(|_| PidError::Pidfile {
-                    path: path.clone(),
-                    problem: format!("process {pid} does not exist"),
-                })?;
-            vec![(pid, comm)]
-        }
+        Target::Pidfile(path) => vec![pidfile_target(path, me)?],
         _ => select(target, &processes()?, me)
             .into_iter()
             .map(|p| (p.pid, p.comm))
@@ -197,16 +202,59 @@ pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
     Ok(chosen.into_iter().map(|(pid, _)| pid).collect())
 }
 
-fn read_pidfile(path: &Path) -> Result<i32, PidError> {
+/// How much later than its pidfile's last write a process may seem to
+/// have started before its PID counts as reused: the kernel's boot time is
+/// known to the second only.
+const START_TOLERANCE_SECS: f64 = 1.0;
+
+/// The process a pidfile names, checked: a PID (not 1), not certsync or
+/// one of its ancestors, alive, and started before the pidfile was last
+/// written. Returns (pid, comm).
+fn pidfile_target(path: &Path, me: i32) -> Result<(i32, String), PidError> {
     let err = |problem: String| PidError::Pidfile {
         path: path.to_owned(),
         problem,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    match text.trim().parse::<i32>() {
-        Ok(pid) if pid > 1 => Ok(pid),
-        _ => Err(err(format!("{:?} is not a process id", text.trim()))),
+    let file = crate::files::open_regular(path).map_err(|e| err(e.problem()))?;
+    let written = file
+        .metadata()
+        .and_then(|m| m.modified())
+        .map_err(|e| err(e.to_string()))?;
+    let bytes = crate::files::read_capped(file, path, 64).map_err(|e| err(e.problem()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let pid = match text.trim().parse::<i32>() {
+        Ok(pid) if pid > 1 => pid,
+        _ => return Err(err(format!("{:?} is not a process id", text.trim()))),
+    };
+    let procs = processes()?;
+    let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
+    if pid == me {
+        return Err(err("names certsync itself".into()));
     }
+    if lineage(me, &parent).contains(&pid) {
+        return Err(err(format!(
+            "names process {pid}, which started certsync; refusing to signal it"
+        )));
+    }
+    let stat = procfs::process::Process::new(pid)
+        .and_then(|p| p.stat())
+        .map_err(|_| err(format!("process {pid} does not exist")))?;
+    let started = procfs::boot_time_secs()
+        .map(|boot| boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64);
+    let written = written
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    if let Ok(started) = started
+        && started > written + START_TOLERANCE_SECS
+    {
+        return Err(err(format!(
+            "names process {pid} ({}), which started {:.0} s after the pidfile was last \
+             written: the PID was reused and the pidfile is stale; refusing to signal it",
+            stat.comm,
+            started - written
+        )));
+    }
+    Ok((pid, stat.comm))
 }
 
 #[cfg(test)]
@@ -259,6 +307,22 @@ mod tests {
         // certsync's own command line mentions nginx: it is still never chosen.
         let own = Target::Cmdline(Regex::new("reload-process").unwrap());
         assert!(select(&own, &procs, 7).is_empty());
+        // certsync started by a wrapper shell whose command line matches:
+        // the wrapper (an ancestor) is never signalled.
+        let mut wrapped = procs.clone();
+        wrapped.push(p(
+            30,
+            1,
+            "sh",
+            &["sh", "-c", "certsync run --reload-cmdline nginx"],
+        ));
+        wrapped.push(p(31, 30, "certsync", &["certsync", "run"]));
+        let re = Target::Cmdline(Regex::new("reload-cmdline").unwrap());
+        assert!(
+            select(&re, &wrapped, 31).is_empty(),
+            "the wrapper shell matched"
+        );
+        assert!(select(&Target::Cmdline(Regex::new("^/pause").unwrap()), &procs, 7).is_empty());
         assert!(select(&Target::Name("pause".into()), &procs, 7).is_empty());
     }
 
@@ -298,10 +362,39 @@ mod tests {
             .to_string();
         assert!(e.contains("\"garbage\" is not a process id"), "{e}");
         std::fs::write(&f, format!("{}\n", std::process::id())).unwrap();
-        let e = signal(&Target::Pidfile(f), Signal::SIGHUP)
+        let e = signal(&Target::Pidfile(f.clone()), Signal::SIGHUP)
             .unwrap_err()
             .to_string();
         assert!(e.contains("names certsync itself"), "{e}");
+        // This test's parent (cargo's harness or a shell) started us.
+        let parent = nix::unistd::getppid().as_raw();
+        if parent > 1 {
+            std::fs::write(&f, format!("{parent}\n")).unwrap();
+            let e = signal(&Target::Pidfile(f.clone()), Signal::SIGHUP)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("which started certsync"), "{e}");
+        }
+        // A PID whose process started after the pidfile was written.
+        std::fs::write(&f, "1\n").unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::write(&f, format!("{}\n", child.id())).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let e = signal(&Target::Pidfile(f.clone()), Signal::SIGHUP)
+            .unwrap_err()
+            .to_string();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(e.contains("PID was reused") && e.contains("stale"), "{e}");
         let e = signal(&Target::Name("no-such-process-xyz".into()), Signal::SIGHUP)
             .unwrap_err()
             .to_string();

@@ -14,8 +14,8 @@
 //! symlinks) outside the source directory, or into a loop, is refused; no
 //! file larger than the bundle limit is read into memory.
 
-use std::fs::{self, File};
-use std::io::{self, Read};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use super::Update;
 use crate::bundle::{Bundle, BundleError, CERT_FILE, KEY_FILE};
 use crate::config::{Item, Layout};
 use crate::dirwatch::{self, DirWatch};
+use crate::files::FileError;
 use crate::validate::MAX_BUNDLE_SIZE;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +42,7 @@ pub enum HostDirError {
     Escapes { path: PathBuf, resolved: PathBuf },
     #[error("{path}: symlink loop")]
     Loop { path: PathBuf },
-    #[error("{path}: not a regular file")]
+    #[error("{path}: not a regular file (a FIFO, device or directory); refusing to read it")]
     NotAFile { path: PathBuf },
     #[error("{path}: larger than the {limit}-byte limit")]
     TooLarge { path: PathBuf, limit: usize },
@@ -152,25 +153,18 @@ fn read_inside(root: &Path, path: &Path) -> Result<Option<Vec<u8>>, HostDirError
             resolved,
         });
     }
-    let read_err = |source| HostDirError::Read {
-        path: path.into(),
-        source,
-    };
-    let file = File::open(&resolved).map_err(read_err)?;
-    if !file.metadata().map_err(read_err)?.is_file() {
-        return Err(HostDirError::NotAFile { path: path.into() });
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_BUNDLE_SIZE as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() > MAX_BUNDLE_SIZE {
-        return Err(HostDirError::TooLarge {
+    match crate::files::read_regular(&resolved, MAX_BUNDLE_SIZE as u64) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(FileError::NotRegular { .. }) => Err(HostDirError::NotAFile { path: path.into() }),
+        Err(FileError::TooLarge { limit, .. }) => Err(HostDirError::TooLarge {
             path: path.into(),
-            limit: MAX_BUNDLE_SIZE,
-        });
+            limit: limit as usize,
+        }),
+        Err(FileError::Io { source, .. }) => Err(HostDirError::Read {
+            path: path.into(),
+            source,
+        }),
     }
-    Ok(Some(bytes))
 }
 
 /// Splits a combined PEM into (certificate blocks, private-key blocks),

@@ -34,6 +34,8 @@ use crate::dirwatch::DirWatch;
 use crate::error_chain;
 
 /// The in-cluster service-account token, watched for rotation.
+/// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
+const KUBECONFIG_LIMIT: u64 = 4 << 20;
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +130,9 @@ impl ClientSettings {
                     path: path.display().to_string(),
                     message: e.to_string(),
                 };
-                let kc = Kubeconfig::read_from(&path).map_err(|e| err(&e))?;
+                let text = crate::files::read_text(&path, KUBECONFIG_LIMIT)
+                    .map_err(|e| err(&e.problem()))?;
+                let kc = Kubeconfig::from_yaml(&text).map_err(|e| err(&e))?;
                 kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
                     .map_err(|e| err(&e))?
@@ -159,7 +163,11 @@ impl ClientSettings {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let (mut events, _) = watcher.subscribe_names(&dir, &[&name, "..data"]);
-        let fingerprint = || std::fs::read(&file).ok().map(Sha256::digest);
+        let fingerprint = || {
+            crate::files::read_regular(&file, KUBECONFIG_LIMIT)
+                .ok()
+                .map(Sha256::digest)
+        };
         let mut built = false;
         let mut built_from = None;
         let mut retry = Duration::from_secs(1);
