@@ -9,13 +9,22 @@
 //!
 //! Access events (open, read, close-without-write) are dropped: certsync's
 //! own reads of a target would otherwise wake its drift check forever.
+//!
+//! When inotify is exhausted (no instance left under this UID:
+//! `fs.inotify.max_user_instances`, 128 by default, shared by every
+//! sidecar of the node running as that user; or no watch left:
+//! `fs.inotify.max_user_watches`), certsync does not exit: the directories
+//! affected are polled instead every [`POLL_INTERVAL`], with one warning
+//! naming the sysctl, and [`DirWatch::polling`] reports it (a metric).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{EventKind, PollWatcher, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 #[derive(Debug, thiserror::Error)]
@@ -53,52 +62,127 @@ impl Route {
 
 type Routes = HashMap<PathBuf, Vec<Route>>;
 
+/// How often directories are scanned when inotify is exhausted.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The kernel's watchers: inotify while it lasts, a poller for the rest.
+struct Backends {
+    inotify: Option<RecommendedWatcher>,
+    poll: Option<PollWatcher>,
+}
+
 /// The shared watcher. Cheap to clone.
 #[derive(Clone)]
 pub struct DirWatch {
     routes: Arc<Mutex<Routes>>,
-    watcher: Arc<Mutex<RecommendedWatcher>>,
+    backends: Arc<Mutex<Backends>>,
+    polling: Arc<AtomicBool>,
+}
+
+/// True for the errors that mean "inotify is exhausted", not "this path
+/// cannot be watched".
+fn exhausted(e: &notify::Error) -> bool {
+    match &e.kind {
+        notify::ErrorKind::MaxFilesWatch => true,
+        notify::ErrorKind::Io(io) => {
+            matches!(
+                io.raw_os_error(),
+                Some(nix::libc::EMFILE | nix::libc::ENOSPC)
+            )
+        }
+        _ => false,
+    }
 }
 
 impl DirWatch {
+    /// Starts the shared watcher; falls back to polling when no inotify
+    /// instance can be had.
     pub fn new() -> Result<Self, DirWatchError> {
         let routes: Arc<Mutex<Routes>> = Arc::default();
-        let r = Arc::clone(&routes);
-        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            let routes = r.lock().unwrap_or_else(PoisonError::into_inner);
-            match res {
-                Ok(ev) if matches!(ev.kind, EventKind::Access(_)) => {}
-                Ok(ev) if !ev.need_rescan() => {
-                    for p in &ev.paths {
-                        for key in [Some(p.as_path()), p.parent()].into_iter().flatten() {
-                            for route in routes.get(key).into_iter().flatten() {
-                                if route.wants(key, p) {
-                                    // Full means a wake-up is already pending.
-                                    let _ = route.tx.try_send(());
-                                }
+        let inotify = match notify::recommended_watcher(handler(Arc::clone(&routes))) {
+            Ok(w) => Some(w),
+            Err(e) if exhausted(&e) => {
+                tracing::warn!(error = %e, poll_interval = ?POLL_INTERVAL, "no inotify instance left for this user: raise the sysctl fs.inotify.max_user_instances (default 128, shared by every process of this UID); polling the watched directories instead");
+                None
+            }
+            Err(e) => return Err(DirWatchError::Start(e)),
+        };
+        let w = Self {
+            routes,
+            polling: Arc::new(AtomicBool::new(inotify.is_none())),
+            backends: Arc::new(Mutex::new(Backends {
+                inotify,
+                poll: None,
+            })),
+        };
+        Ok(w)
+    }
+
+    /// True when some directory is polled because inotify is exhausted.
+    pub fn polling(&self) -> bool {
+        self.polling.load(Ordering::Relaxed)
+    }
+}
+
+/// The event callback shared by both backends: routes each change to the
+/// subscribers of its directory.
+fn handler(r: Arc<Mutex<Routes>>) -> impl Fn(notify::Result<notify::Event>) + Send + 'static {
+    move |res: notify::Result<notify::Event>| {
+        let routes = r.lock().unwrap_or_else(PoisonError::into_inner);
+        match res {
+            Ok(ev) if matches!(ev.kind, EventKind::Access(_)) => {}
+            Ok(ev) if !ev.need_rescan() => {
+                for p in &ev.paths {
+                    for key in [Some(p.as_path()), p.parent()].into_iter().flatten() {
+                        for route in routes.get(key).into_iter().flatten() {
+                            if route.wants(key, p) {
+                                // Full means a wake-up is already pending.
+                                let _ = route.tx.try_send(());
                             }
                         }
                     }
                 }
-                // A rescan request or a watcher error (e.g. queue overflow):
-                // events may be lost, so everyone looks again.
-                _ => routes.values().flatten().for_each(|route| {
-                    let _ = route.tx.try_send(());
-                }),
             }
-        })
-        .map_err(DirWatchError::Start)?;
-        Ok(Self {
-            routes,
-            watcher: Arc::new(Mutex::new(watcher)),
-        })
+            // A rescan request or a watcher error (e.g. queue overflow):
+            // events may be lost, so everyone looks again.
+            _ => routes.values().flatten().for_each(|route| {
+                let _ = route.tx.try_send(());
+            }),
+        }
     }
+}
 
+impl DirWatch {
     /// Subscribes to changes of the entries directly in `dir`. The receiver
     /// is returned even when the watch cannot be added yet (the directory
     /// may not exist): the caller retries with [`DirWatch::rewatch`].
     pub fn subscribe(&self, dir: &Path) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
         self.subscribe_to(dir, None)
+    }
+
+    /// One receiver for changes in any of `dirs`; the first error, if any.
+    pub fn subscribe_all(
+        &self,
+        dirs: &[PathBuf],
+    ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+        let (tx, rx) = mpsc::channel(1);
+        let mut result = Ok(());
+        for dir in dirs {
+            self.routes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(dir.clone())
+                .or_default()
+                .push(Route {
+                    tx: tx.clone(),
+                    names: None,
+                });
+            let r = self.rewatch(dir);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        (rx, result)
     }
 
     /// Like [`DirWatch::subscribe`], but woken only by changes to entries
@@ -127,29 +211,59 @@ impl DirWatch {
         (rx, self.rewatch(dir))
     }
 
-    /// (Re-)adds the inotify watch on `dir`; needed after the directory was
-    /// removed and created again, which drops the kernel's watch.
+    /// (Re-)adds the watch on `dir`; needed after the directory was
+    /// removed and created again, which drops the kernel's watch. A
+    /// symlink to a directory is followed (`<target>/..data` watches the
+    /// live revision, so a chmod there is seen).
     pub fn rewatch(&self, dir: &Path) -> Result<(), DirWatchError> {
-        self.watcher
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .watch(dir, RecursiveMode::NonRecursive)
-            .map_err(|source| DirWatchError::Watch {
-                path: dir.to_owned(),
-                source,
-            })
+        let err = |source| DirWatchError::Watch {
+            path: dir.to_owned(),
+            source,
+        };
+        let mut b = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(inotify) = b.inotify.as_mut() {
+            match inotify.watch(dir, RecursiveMode::NonRecursive) {
+                Err(e) if exhausted(&e) => {
+                    if !self.polling.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(dir = %dir.display(), error = %e, poll_interval = ?POLL_INTERVAL, "no inotify watch left for this user: raise the sysctl fs.inotify.max_user_watches; polling this directory instead");
+                    }
+                }
+                other => return other.map_err(err),
+            }
+        }
+        if b.poll.is_none() {
+            let config = notify::Config::default().with_poll_interval(POLL_INTERVAL);
+            b.poll =
+                Some(PollWatcher::new(handler(Arc::clone(&self.routes)), config).map_err(err)?);
+        }
+        match b.poll.as_mut() {
+            Some(poll) => poll.watch(dir, RecursiveMode::NonRecursive).map_err(err),
+            None => Ok(()),
+        }
     }
 }
 
 /// Waits until `rx` has been silent for `window` (the "quiet" rule that lets
-/// a non-atomic writer finish). Returns early if the channel closes.
-pub async fn quiet(rx: &mut mpsc::Receiver<()>, window: std::time::Duration) {
+/// a non-atomic writer finish), but no longer than `max` in all: a source
+/// that never stops changing is read anyway. Returns early if the channel
+/// closes.
+pub async fn quiet(rx: &mut mpsc::Receiver<()>, window: Duration, max: Duration) {
+    let give_up = tokio::time::sleep(max);
+    tokio::pin!(give_up);
     loop {
-        match tokio::time::timeout(window, rx.recv()).await {
-            Ok(Some(())) => continue,
-            Ok(None) | Err(_) => return,
+        tokio::select! {
+            () = &mut give_up => return,
+            r = tokio::time::timeout(window, rx.recv()) => match r {
+                Ok(Some(())) => continue,
+                Ok(None) | Err(_) => return,
+            },
         }
     }
+}
+
+/// The longest a quiet window may be stretched by a busy directory.
+pub fn quiet_limit(window: Duration) -> Duration {
+    window.saturating_mul(5)
 }
 
 #[cfg(test)]
@@ -172,7 +286,7 @@ mod tests {
             .await
             .expect("a write is routed")
             .unwrap();
-        quiet(&mut rx, Duration::from_millis(200)).await;
+        quiet(&mut rx, Duration::from_millis(200), Duration::from_secs(5)).await;
         assert!(
             other_rx.try_recv().is_err(),
             "another directory is not woken"
@@ -213,8 +327,25 @@ mod tests {
             // Keep the sender alive past the window.
             tokio::time::sleep(Duration::from_secs(10)).await;
         });
-        quiet(&mut rx, Duration::from_secs(1)).await;
+        quiet(&mut rx, Duration::from_secs(1), Duration::from_secs(60)).await;
         // Last poke at 3.0 s; quiet from then on for 1 s.
         assert_eq!(start.elapsed(), Duration::from_millis(4000));
+    }
+
+    /// A directory that never goes quiet is read anyway after the limit.
+    #[tokio::test(start_paused = true)]
+    async fn quiet_gives_up_after_its_limit() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let start = tokio::time::Instant::now();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                if tx.send(()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        quiet(&mut rx, Duration::from_secs(1), Duration::from_secs(5)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
     }
 }

@@ -59,7 +59,10 @@ fn main() -> ExitCode {
             match run(config) {
                 Ok(code) => code,
                 Err(e) => {
-                    tracing::error!(error = format!("{e:#}"), "certsync failed");
+                    // Each cause once (a cause's text is often already in
+                    // its parent's message).
+                    let error = certsync::error_chain(e.as_ref());
+                    tracing::error!(%error, "certsync failed");
                     ExitCode::FAILURE
                 }
             }

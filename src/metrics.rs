@@ -68,6 +68,7 @@ pub struct Metrics {
     watch_restarts: Family<MappingLabel, Counter>,
     last_success: Family<MappingLabel, FloatGauge>,
     stale: Family<MappingLabel, Gauge>,
+    file_watch_polling: Gauge,
     /// Per mapping: the current certificate's window (for TTL and staleness).
     validity: Mutex<BTreeMap<String, Option<Validity>>>,
     /// Per mapping: `None` when ready, else why not.
@@ -83,6 +84,11 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
+    /// Whether directories are polled because inotify is exhausted.
+    pub fn file_watch_polling(&self, polling: bool) {
+        self.file_watch_polling.set(i64::from(polling));
+    }
+
     /// `stale_fraction`: share of a certificate's lifetime after which it
     /// counts as stale if nothing newer arrived (kubelet rotates at 70–90%).
     pub fn new(stale_fraction: f64) -> Self {
@@ -101,6 +107,7 @@ impl Metrics {
             watch_restarts: Family::default(),
             last_success: Family::default(),
             stale: Family::default(),
+            file_watch_polling: Gauge::default(),
             validity: Mutex::default(),
             readiness: Mutex::default(),
             stale_fraction,
@@ -125,6 +132,11 @@ impl Metrics {
             m.revision.clone(),
         );
         registry.register("syncs", "Syncs by result", m.syncs.clone());
+        registry.register(
+            "file_watch_polling",
+            "1 when inotify is exhausted (fs.inotify.max_user_instances or max_user_watches) and directories are polled instead",
+            m.file_watch_polling.clone(),
+        );
         registry.register(
             "validation_failures",
             "Rejected updates by reason",

@@ -23,6 +23,9 @@ use crate::source::hostdir::HostDir;
 use crate::source::secret::{KubeObject, ObjectRef};
 use crate::validate::{self, Policy, ValidationError};
 use crate::writer::{Outcome, Writer, WriterError};
+
+/// The name of the target's atomic switch (see `writer`).
+const DATA_LINK: &str = "..data";
 use kube::Client;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +37,12 @@ pub enum SyncError {
         source: WriterError,
     },
     #[error("mapping {mapping}: source: {message}")]
-    Source { mapping: String, message: String },
+    Source {
+        mapping: String,
+        message: String,
+        /// Metric label, e.g. `too_large` or `source_unavailable`.
+        reason: &'static str,
+    },
     #[error("mapping {mapping}: rejected: {source}")]
     Rejected {
         mapping: String,
@@ -65,27 +73,35 @@ fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics>) -> KubeO
     }
 }
 
+/// A source failure as (metric reason, message).
+type Failure = (&'static str, String);
+
+fn failure(e: &crate::source::SourceError) -> Failure {
+    (e.reason(), e.to_string())
+}
+
 /// Reads a mapping's source once (`--once`). `client` is the API client,
 /// or why there is none.
 async fn read_once(
     m: &Mapping,
     client: &Result<Client, String>,
     metrics: &Arc<Metrics>,
-) -> Result<Bundle, String> {
+) -> Result<Bundle, Failure> {
+    let unavailable = |e: String| ("source_unavailable", e);
     match &m.source {
         Source::Dir(dir) => {
             let src = host_dir(m, dir);
             match tokio::task::spawn_blocking(move || src.read()).await {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
+                Ok(r) => r.map_err(|e| failure(&e.into())),
+                Err(e) => Err(unavailable(e.to_string())),
             }
         }
         Source::Kube(object) => {
-            let client = client.clone()?;
+            let client = client.clone().map_err(unavailable)?;
             kube_object(m, object, metrics)
                 .get(client)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| failure(&e.into()))
         }
     }
 }
@@ -235,10 +251,11 @@ impl Syncer {
     }
 
     /// Records that the source could not be read; the target is untouched.
-    pub fn source_failed(&mut self, message: String) -> SyncError {
+    pub fn source_failed(&mut self, (reason, message): Failure) -> SyncError {
         let err = SyncError::Source {
             mapping: self.mapping.name.clone(),
             message,
+            reason,
         };
         self.report(None, &err);
         err
@@ -286,11 +303,34 @@ impl Syncer {
             }
         };
         let outcome =
-            blocking(&self.mapping.name, move || writer.publish_then(&b, flipped)).await?;
+            match blocking(&self.mapping.name, move || writer.publish_then(&b, flipped)).await {
+                Ok(o) => o,
+                Err(e) => {
+                    self.unready_if_broken(&e).await;
+                    return Err(e);
+                }
+            };
         let revision = outcome.revision();
         if let Outcome::Pinned { revision } = outcome {
             self.pinned(revision).await;
             return Ok(outcome);
+        }
+        // The content is ours but its revision is not the one we last saw:
+        // someone else flipped `..data` (a `certsync rollback` back to the
+        // source's content). The consumer may hold the files of the
+        // revision in between: reload it.
+        if matches!(outcome, Outcome::Unchanged { .. })
+            && self.revision.is_some_and(|r| r != revision)
+        {
+            tracing::warn!(mapping = %self.mapping.name, revision, "the live revision was changed by another writer (a rollback?); reloading the consumer");
+            if let Some(handle) = &self.reload {
+                let verify = self
+                    .mapping
+                    .verify
+                    .clone()
+                    .zip(leaf.as_ref().map(|l| l.sha256));
+                handle.request(&self.mapping.name, verify);
+            }
         }
         let written = matches!(outcome, Outcome::Written { .. });
         self.record_current(revision, leaf.as_ref());
@@ -311,7 +351,7 @@ impl Syncer {
                         tracing::warn!(mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
                     }
                     None => {
-                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, target = %self.mapping.target.display(), "published new revision");
+                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, dir = %self.mapping.target.display(), "published new revision");
                         if let Some(events) = &self.events {
                             let serial = leaf.as_ref().map_or("-", |l| l.serial.as_str());
                             events.updated(format!(
@@ -334,6 +374,26 @@ impl Syncer {
             Outcome::Pinned { .. } => {} // returned above
         }
         Ok(outcome)
+    }
+
+    /// After a failed write: not ready while the target holds no intact
+    /// revision (deleted, unwritable), since the consumer has nothing to read.
+    async fn unready_if_broken(&self, err: &SyncError) {
+        let writer = self.writer.clone();
+        let live = blocking(&self.mapping.name, move || writer.live()).await;
+        if !matches!(live, Ok(Some(ref l)) if l.problem.is_none()) {
+            self.metrics.ready(
+                &self.mapping.name,
+                Some(format!("the target holds no valid files: {err}")),
+            );
+        }
+    }
+
+    /// Claims the target for this daemon: a second daemon on the same
+    /// target is refused instead of fighting the first.
+    pub async fn claim(&self) -> Result<crate::writer::Claim, SyncError> {
+        let writer = self.writer.clone();
+        blocking(&self.mapping.name, move || writer.claim()).await
     }
 
     /// An operator's rollback is in place (`certsync rollback`): the source
@@ -370,10 +430,10 @@ impl Syncer {
                 self.metrics.sync(name, "rejected");
                 source.reason()
             }
-            SyncError::Source { .. } => {
+            SyncError::Source { reason, .. } => {
                 self.metrics.source_up(name, false);
                 self.metrics.sync(name, "source_error");
-                "source_unavailable"
+                reason
             }
             SyncError::Writer { .. } | SyncError::Task { .. } => {
                 self.metrics.sync(name, "error");
@@ -383,7 +443,11 @@ impl Syncer {
         if self.last_problem.as_ref() == Some(&key) {
             tracing::debug!(mapping = %self.mapping.name, reason, error = %err, "still failing");
         } else {
-            tracing::error!(mapping = %self.mapping.name, reason, error = %err, "keeping the last good files");
+            if self.last_good.is_some() {
+                tracing::error!(mapping = %self.mapping.name, reason, error = %err, "keeping the last good files");
+            } else {
+                tracing::error!(mapping = %self.mapping.name, reason, error = %err, "nothing published yet; the target is left as it is");
+            }
             if let (Some(events), SyncError::Rejected { source, .. }) = (&self.events, err) {
                 events.rejected(format!(
                     "{}: {source}; the last good files stay in place",
@@ -433,15 +497,21 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         Err("no API client needed".to_owned())
     };
     for m in &config.mappings {
-        let result = async {
-            let mut s =
-                Syncer::open(m.clone(), config.clock_skew, None, Arc::clone(&metrics)).await?;
-            match read_once(m, &client, &metrics).await {
-                Ok(bundle) => s.apply(bundle).await.map(|_| ()),
-                Err(e) => Err(s.source_failed(e)),
-            }
-        }
-        .await;
+        // `apply` and `source_failed` log their failures; an open failure
+        // is logged here, so every failure is said exactly once.
+        let mut s =
+            match Syncer::open(m.clone(), config.clock_skew, None, Arc::clone(&metrics)).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(mapping = %m.name, error = %e, "cannot open the target");
+                    failures.push(e);
+                    continue;
+                }
+            };
+        let result = match read_once(m, &client, &metrics).await {
+            Ok(bundle) => s.apply(bundle).await.map(|_| ()),
+            Err(f) => Err(s.source_failed(f)),
+        };
         if let Err(e) = result {
             failures.push(e);
         }
@@ -489,6 +559,7 @@ pub async fn run(
             Arc::clone(&metrics),
         )
         .await?;
+        let claim = syncer.claim().await?;
         let (tx, rx) = watch::channel(None);
         match &m.source {
             Source::Dir(dir) => tasks.spawn(host_dir(&m, dir).run(
@@ -513,22 +584,45 @@ pub async fn run(
                 ))
             }
         };
-        let (drift, watched) = watcher.subscribe(&m.target);
+        // The target itself, and through `..data` the live revision (a
+        // chmod or edit of a live file happens there).
+        let watched_dirs = vec![m.target.clone(), m.target.join(DATA_LINK)];
+        let (drift, watched) = watcher.subscribe_all(&watched_dirs);
         if let Err(e) = watched {
             tracing::warn!(mapping = %m.name, error = %e, "cannot watch the target; drift is caught on resync only");
         }
         tasks.spawn(sync_loop(
             syncer,
+            claim,
+            Watched {
+                watcher: watcher.clone(),
+                dirs: watched_dirs,
+                events: drift,
+            },
             rx,
-            drift,
             config.debounce,
             config.resync,
             shutdown.clone(),
         ));
     }
-    while tasks.join_next().await.is_some() {}
+    // Every task ends on shutdown; one stuck in a hook or an API call is
+    // not waited for past the grace period (kubelet kills at 30 s).
+    let mut stopping = shutdown.clone();
+    let grace = async {
+        stopped(&mut stopping).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        () = async { while tasks.join_next().await.is_some() {} } => {}
+        () = grace => {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "tasks still running after shutdown began; exiting anyway");
+        }
+    }
     Ok(())
 }
+
+/// How long `run` waits for its tasks after shutdown begins.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// A resync timer whose first tick is `period` from now, and which does not
 /// fire in a burst to catch up after a slow write.
@@ -553,16 +647,39 @@ pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;
 }
 
+/// The directories a sync task watches for drift, re-armed after every
+/// change: a deleted or replaced target (or a new live revision behind
+/// `..data`) is a new inode, which the kernel's old watch does not follow.
+struct Watched {
+    watcher: DirWatch,
+    dirs: Vec<std::path::PathBuf>,
+    events: mpsc::Receiver<()>,
+}
+
+impl Watched {
+    fn rearm(&self, metrics: &Metrics) {
+        for dir in &self.dirs {
+            // Missing for a moment (a deleted target, no `..data` yet):
+            // the next resync tries again.
+            let _ = self.watcher.rewatch(dir);
+        }
+        metrics.file_watch_polling(self.watcher.polling());
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn sync_loop(
     mut syncer: Syncer,
+    _claim: crate::writer::Claim,
+    mut watched: Watched,
     mut updates: watch::Receiver<Option<Update>>,
-    mut drift: mpsc::Receiver<()>,
     debounce: Duration,
     resync: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut tick = resync_interval(resync).await;
     let mut repair_at: Option<tokio::time::Instant> = None;
+    watched.rearm(&syncer.metrics);
     loop {
         tokio::select! {
             biased;
@@ -573,7 +690,7 @@ async fn sync_loop(
                 }
                 let update = match &*updates.borrow_and_update() {
                     Some(Ok(b)) => Ok(b.clone()),
-                    Some(Err(e)) => Err(e.to_string()),
+                    Some(Err(e)) => Err(failure(e)),
                     None => continue,
                 };
                 match update {
@@ -581,15 +698,16 @@ async fn sync_loop(
                         syncer.source_ok();
                         let _ = syncer.apply(bundle).await;
                     }
-                    Err(message) => { syncer.source_failed(message); }
+                    Err(f) => { syncer.source_failed(f); }
                 }
             }
             // Target changes (our own flips included) are checked once the
             // target has been quiet for `debounce`. The wait is a deadline
             // kept beside the loop, never a wait inside it: new updates must
             // not queue behind a drift check.
-            Some(()) = drift.recv() => {
+            Some(()) = watched.events.recv() => {
                 repair_at = Some(tokio::time::Instant::now() + debounce);
+                continue;
             }
             () = until(repair_at) => {
                 repair_at = None;
@@ -597,6 +715,7 @@ async fn sync_loop(
             }
             _ = tick.tick() => syncer.resync().await,
         }
+        watched.rearm(&syncer.metrics);
     }
 }
 

@@ -109,10 +109,11 @@ pub enum ValidationError {
         "{cert_file}: the key matches certificate #{index}, not the first one; the leaf must come first"
     )]
     LeafNotFirst { cert_file: String, index: usize },
-    #[error("{file}: certificate expired at {not_after} (Unix time)")]
+    #[error("{file}: certificate expired at {}", rfc3339(*not_after))]
     Expired { file: String, not_after: i64 },
     #[error(
-        "{file}: certificate is not valid before {not_before} (Unix time), beyond the clock-skew allowance"
+        "{file}: certificate is not valid before {}, beyond the clock-skew allowance",
+        rfc3339(*not_before)
     )]
     NotYetValid { file: String, not_before: i64 },
 }

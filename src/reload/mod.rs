@@ -102,8 +102,16 @@ pub async fn run(
             () = handle.wake.notified() => {}
         }
         let batch = gather(&handle, config.quiet, config.max_delay).await;
-        if !batch.is_empty() {
-            reload_and_verify(&config, &metrics, batch).await;
+        if batch.is_empty() {
+            continue;
+        }
+        // A hook that hangs (or retries for long) must not delay shutdown.
+        tokio::select! {
+            () = crate::sync::stopped(&mut shutdown) => {
+                tracing::info!("shutting down: abandoning the reload in progress");
+                return;
+            }
+            () = reload_and_verify(&config, &metrics, batch) => {}
         }
     }
 }

@@ -92,6 +92,16 @@ impl HostDir {
         Ok(bundle)
     }
 
+    /// The entry names whose changes matter: the files read, and `..data`.
+    fn watched_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.items.iter().map(|i| i.source.clone()).collect();
+        if let Layout::Combined(name) = &self.layout {
+            names.push(name.clone());
+        }
+        names.push("..data".into());
+        names
+    }
+
     /// Publishes the directory's content into `tx` now, then whenever the
     /// directory has been quiet for `debounce` after a change, and every
     /// `resync`; until `shutdown` turns true.
@@ -103,7 +113,12 @@ impl HostDir {
         tx: watch::Sender<Option<Update>>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        let (mut events, watched) = watcher.subscribe(&self.dir);
+        // Only the mapping's own files (and a Secret-volume-style `..data`
+        // flip behind them) restart the quiet window: a heartbeat or log
+        // written in the same directory must not postpone the read forever.
+        let names = self.watched_names();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (mut events, watched) = watcher.subscribe_names(&self.dir, &names);
         if let Err(e) = watched {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
         }
@@ -119,7 +134,9 @@ impl HostDir {
             }
             tokio::select! {
                 () = crate::sync::stopped(&mut shutdown) => return,
-                Some(()) = events.recv() => dirwatch::quiet(&mut events, debounce).await,
+                Some(()) = events.recv() => {
+                    dirwatch::quiet(&mut events, debounce, dirwatch::quiet_limit(debounce)).await
+                }
                 _ = tick.tick() => {
                     // The directory may have been replaced, dropping the watch.
                     if let Err(e) = watcher.rewatch(&self.dir) {

@@ -21,6 +21,16 @@ pub enum SourceError {
     Kube(#[from] secret::KubeError),
 }
 
+impl SourceError {
+    /// A short, fixed label for metrics, as validation reasons are.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::HostDir(hostdir::HostDirError::TooLarge { .. }) => "too_large",
+            _ => "source_unavailable",
+        }
+    }
+}
+
 /// What a source publishes: the newest content, or why it cannot be read.
 pub type Update = Result<Bundle, SourceError>;
 
