@@ -60,7 +60,13 @@ impl Route {
     }
 }
 
+/// Routes by absolute directory path: notify reports absolute paths even
+/// for a directory watched by a relative one.
 type Routes = HashMap<PathBuf, Vec<Route>>;
+
+fn key(dir: &Path) -> PathBuf {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned())
+}
 
 /// How often directories are scanned when inotify is exhausted.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -69,6 +75,9 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 struct Backends {
     inotify: Option<RecommendedWatcher>,
     poll: Option<PollWatcher>,
+    /// Paths given to the poller: it follows a path by name (through
+    /// deletion and re-creation), so each is added once.
+    polled: std::collections::HashSet<PathBuf>,
 }
 
 /// The shared watcher. Cheap to clone.
@@ -113,6 +122,7 @@ impl DirWatch {
             backends: Arc::new(Mutex::new(Backends {
                 inotify,
                 poll: None,
+                polled: Default::default(),
             })),
         };
         Ok(w)
@@ -157,32 +167,14 @@ impl DirWatch {
     /// is returned even when the watch cannot be added yet (the directory
     /// may not exist): the caller retries with [`DirWatch::rewatch`].
     pub fn subscribe(&self, dir: &Path) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
-        self.subscribe_to(dir, None)
+        self.subscribe_to(&[dir], None)
     }
 
-    /// One receiver for changes in any of `dirs`; the first error, if any.
-    pub fn subscribe_all(
-        &self,
-        dirs: &[PathBuf],
-    ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
-        let (tx, rx) = mpsc::channel(1);
-        let mut result = Ok(());
-        for dir in dirs {
-            self.routes
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(dir.clone())
-                .or_default()
-                .push(Route {
-                    tx: tx.clone(),
-                    names: None,
-                });
-            let r = self.rewatch(dir);
-            if result.is_ok() {
-                result = r;
-            }
-        }
-        (rx, result)
+    /// One receiver for changes in any of `dirs`. The result is the first
+    /// directory's watch; the others (which may not exist yet, like a
+    /// target's `..data`) are for the caller to re-arm.
+    pub fn subscribe_all(&self, dirs: &[&Path]) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+        self.subscribe_to(dirs, None)
     }
 
     /// Like [`DirWatch::subscribe`], but woken only by changes to entries
@@ -193,22 +185,32 @@ impl DirWatch {
         dir: &Path,
         names: &[&str],
     ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
-        self.subscribe_to(dir, Some(names.iter().map(OsString::from).collect()))
+        self.subscribe_to(&[dir], Some(names.iter().map(OsString::from).collect()))
     }
 
     fn subscribe_to(
         &self,
-        dir: &Path,
+        dirs: &[&Path],
         names: Option<Vec<OsString>>,
     ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
         let (tx, rx) = mpsc::channel(1);
-        self.routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(dir.to_owned())
-            .or_default()
-            .push(Route { tx, names });
-        (rx, self.rewatch(dir))
+        let mut first = Ok(());
+        for (i, dir) in dirs.iter().enumerate() {
+            self.routes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key(dir))
+                .or_default()
+                .push(Route {
+                    tx: tx.clone(),
+                    names: names.clone(),
+                });
+            let watched = self.rewatch(dir);
+            if i == 0 {
+                first = watched;
+            }
+        }
+        (rx, first)
     }
 
     /// (Re-)adds the watch on `dir`; needed after the directory was
@@ -220,6 +222,7 @@ impl DirWatch {
             path: dir.to_owned(),
             source,
         };
+        let dir = &key(dir);
         let mut b = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(inotify) = b.inotify.as_mut() {
             match inotify.watch(dir, RecursiveMode::NonRecursive) {
@@ -232,14 +235,27 @@ impl DirWatch {
             }
         }
         if b.poll.is_none() {
-            let config = notify::Config::default().with_poll_interval(POLL_INTERVAL);
+            // Contents, not only mtimes (which the poller compares to the
+            // second): a rotation within the same second must be seen. The
+            // files are certificates: hashing them every few seconds is cheap.
+            let config = notify::Config::default()
+                .with_poll_interval(POLL_INTERVAL)
+                .with_compare_contents(true);
             b.poll =
                 Some(PollWatcher::new(handler(Arc::clone(&self.routes)), config).map_err(err)?);
         }
-        match b.poll.as_mut() {
-            Some(poll) => poll.watch(dir, RecursiveMode::NonRecursive).map_err(err),
-            None => Ok(()),
+        if b.polled.contains(dir) {
+            return Ok(());
         }
+        if let Some(poll) = b.poll.as_mut() {
+            poll.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
+        }
+        // The poller drops a path that does not exist yet (a target's
+        // `..data` before the first flip): added again on the next re-arm.
+        if dir.exists() {
+            b.polled.insert(dir.clone());
+        }
+        Ok(())
     }
 }
 

@@ -587,7 +587,7 @@ pub async fn run(
         // The target itself, and through `..data` the live revision (a
         // chmod or edit of a live file happens there).
         let watched_dirs = vec![m.target.clone(), m.target.join(DATA_LINK)];
-        let (drift, watched) = watcher.subscribe_all(&watched_dirs);
+        let (drift, watched) = watcher.subscribe_all(&[&watched_dirs[0], &watched_dirs[1]]);
         if let Err(e) = watched {
             tracing::warn!(mapping = %m.name, error = %e, "cannot watch the target; drift is caught on resync only");
         }

@@ -200,10 +200,13 @@ fn rev_name(revision: u64, hash: &ContentHash) -> String {
     format!("{revision:06}-{}", hash.short())
 }
 
-/// A revision's files as read, with each file's (mode, uid, gid).
+/// A file's (mode, uid, gid).
+type FileMeta = (u32, u32, u32);
+
+/// A revision's files as read, with each file's mode and owner.
 struct Revision {
     bundle: Bundle,
-    meta: BTreeMap<String, (u32, u32, u32)>,
+    meta: BTreeMap<String, FileMeta>,
 }
 
 /// The daemon's claim on a target (`..owner` flock), released on drop.
@@ -954,7 +957,7 @@ fn read_file_meta(
     dir: &Dir,
     name: &str,
     path: &Path,
-) -> Result<(Vec<u8>, (u32, u32, u32)), crate::files::FileError> {
+) -> Result<(Vec<u8>, FileMeta), crate::files::FileError> {
     use crate::files::FileError;
     let io_err = |source| FileError::Io {
         path: path.to_owned(),

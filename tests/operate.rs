@@ -352,13 +352,15 @@ fn revisions_lists_newest_first_and_rollback_restores_and_refuses() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("restored revision 2 as revision 4"), "{out}");
     assert_eq!(read_live(&target).unwrap().1, pairs[1].cert);
-    // Keeping 3 revisions, the rollback's new revision pruned revision 1.
-    let (code, _, err) = certsync(&["rollback", t, "--to", "1"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("revision 1 is not in history"), "{err}");
+    // The CLI does not know the daemon's --keep-revisions: it prunes
+    // nothing, so revision 1 is still there to roll back to.
+    let (code, out, err) = certsync(&["rollback", t, "--to", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("restored revision 1 as revision 5"), "{out}");
+    assert_eq!(read_live(&target).unwrap().1, pairs[0].cert);
     let (code, out, _) = certsync(&["rollback", t, "--to", "3"]);
     assert_eq!(code, 0);
-    assert!(out.contains("restored revision 3 as revision 5"), "{out}");
+    assert!(out.contains("restored revision 3 as revision 6"), "{out}");
     assert_eq!(read_live(&target).unwrap().2, pairs[2].key);
 }
 

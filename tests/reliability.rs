@@ -141,7 +141,7 @@ fn key_files_are_created_with_their_final_mode_never_wider() {
                 "-f",
                 "-qq",
                 "-e",
-                "trace=openat,fchmod,chmod,fchmodat",
+                "trace=openat,openat2,fchmod,chmod,fchmodat",
                 "-o",
             ])
             .arg(&trace)
@@ -157,12 +157,16 @@ fn key_files_are_created_with_their_final_mode_never_wider() {
             .unwrap();
         assert!(status.success());
         let text = fs::read_to_string(&trace).unwrap();
-        // openat(AT_FDCWD, ".../..rev-000001-xxxx/tls.key", O_WRONLY|O_CREAT|..., 0600) = 11
+        // openat2(12, "tls.key", {flags=O_WRONLY|O_CREAT|..., mode=0600, resolve=...}, 24) = 13
+        // (relative to the revision's fd), or openat(..., 0600) = 11
         let mut key_fds = Vec::new();
         for line in text.lines() {
-            if line.contains("/tls.key\"") && line.contains("O_CREAT") {
+            if line.contains("tls.key\"") && line.contains("O_CREAT") {
                 let call = line.rsplit_once(") = ").map_or(line, |x| x.0);
-                let mode = call.rsplit(", ").next().unwrap_or("");
+                let mode = match call.split_once("mode=") {
+                    Some((_, rest)) => rest.split([',', '}']).next().unwrap_or(""),
+                    None => call.rsplit(", ").next().unwrap_or(""),
+                };
                 let mode = u32::from_str_radix(mode.trim_start_matches('0'), 8).unwrap_or(0o777);
                 assert_eq!(mode & 0o077, 0, "key created with mode {mode:o}: {line}");
                 let fd = line.rsplit("= ").next().unwrap().trim().to_owned();

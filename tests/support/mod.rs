@@ -223,3 +223,76 @@ pub async fn kube_client(kubeconfig: &Path) -> kube::Client {
         .unwrap();
     kube::Client::try_from(config).unwrap()
 }
+
+/// A process named `name` (a copy of bash, so `comm` is unique) that appends
+/// each SIGHUP it receives to `<dir>/<name>.hup`. With `child`, it starts a
+/// second process of the same name below itself (like nginx workers), which
+/// records to `<dir>/<name>.child.hup`.
+pub struct Recorder {
+    pub child: Child,
+    pub file: PathBuf,
+    pub child_file: PathBuf,
+}
+
+pub fn recorder(dir: &Path, name: &str, with_child: bool) -> Recorder {
+    let exe = dir.join(name);
+    if !exe.exists() {
+        fs::copy("/bin/bash", &exe).unwrap();
+    }
+    let file = dir.join(format!("{name}.hup"));
+    let child_file = dir.join(format!("{name}.child.hup"));
+    let loop_ = "while :; do sleep 0.05; done";
+    let child = if with_child {
+        format!(
+            "{} -c 'trap \"echo HUP >> {}\" HUP; {loop_}' &",
+            exe.display(),
+            child_file.display()
+        )
+    } else {
+        String::new()
+    };
+    let script = format!("trap 'echo HUP >> {}' HUP; {child} {loop_}", file.display());
+    let child = Command::new(&exe)
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Ready once the trap is installed: bash has exec'd and parsed the script.
+    std::thread::sleep(Duration::from_millis(300));
+    Recorder {
+        child,
+        file,
+        child_file,
+    }
+}
+
+impl Recorder {
+    pub fn hups(&self) -> usize {
+        fs::read_to_string(&self.file)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // Kill the whole group of this recorder (it and its child).
+        let _ = Command::new("pkill")
+            .arg("-P")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A unique process name of at most 15 bytes.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}{}{}",
+        std::process::id() % 100_000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

@@ -1,0 +1,767 @@
+//! certsync runs as root next to the control plane: nothing it is handed
+//! may turn it against the node. One test per class of defect, through the
+//! real binary (see README, "Security").
+
+mod support;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::certs::Pair;
+use support::*;
+
+fn write_pair(dir: &Path, p: &Pair) {
+    fs::create_dir_all(dir).unwrap();
+    write_atomic(&dir.join("tls.crt"), &p.cert);
+    write_atomic(&dir.join("tls.key"), &p.key);
+}
+
+fn wait_pair(target: &Path, p: &Pair) -> String {
+    wait_for("the target to hold the expected pair", || {
+        let (rev, cert, key) = read_live(target)?;
+        (cert == p.cert && key == p.key).then_some(rev)
+    })
+}
+
+fn mkfifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+/// Runs certsync to completion, failing the test (not hanging it) if it
+/// does not exit within [`PATIENCE`]. Returns (exit code, stdout, stderr).
+fn run_bounded(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let mut child = Command::new(certsync_bin())
+        .args(args)
+        .current_dir(cwd)
+        .env("CERTSYNC_ADMIN_ADDR", "127.0.0.1:0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            panic!("certsync {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status.code().unwrap_or(-1), out, err)
+}
+
+/// The bytes, modes and link targets of everything under `dir`.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            let content = if m.file_type().is_symlink() {
+                fs::read_link(&p)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
+            } else if m.is_dir() {
+                stack.push(p.clone());
+                Vec::new()
+            } else if m.is_file() {
+                fs::read(&p).unwrap()
+            } else {
+                Vec::new()
+            };
+            out.push((p, m.permissions().mode(), content));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Defect 1: a symlink planted under any name certsync owns is replaced,
+/// never followed; retired keys never land outside the target.
+#[test]
+fn planted_symlinks_in_owned_names_are_never_followed() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target, victim) = (
+        d.path().join("src"),
+        d.path().join("t"),
+        d.path().join("victim"),
+    );
+    fs::create_dir(&victim).unwrap();
+    fs::write(victim.join("kubelet.conf"), b"do not touch").unwrap();
+    let before = snapshot(&victim);
+    let pairs: Vec<Pair> = (0..4).map(|i| Pair::new(&format!("gen{i}"))).collect();
+    write_pair(&src, &pairs[0]);
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let _cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--debounce",
+            "100ms",
+            "--keep-revisions",
+            "5",
+        ],
+        d.path(),
+    );
+    wait_pair(&target, &pairs[0]);
+    // ..history itself, a history entry named after the live revision,
+    // and the lock, all pointing at the victim directory.
+    fs::create_dir_all(target.join("..history")).unwrap();
+    fs::remove_dir_all(target.join("..history")).unwrap();
+    symlink(&victim, target.join("..history")).unwrap();
+    write_pair(&src, &pairs[1]);
+    let live = wait_pair(&target, &pairs[1]);
+    let entry = live.trim_start_matches("..rev-").to_owned();
+    symlink(&victim, target.join("..history").join(&entry)).unwrap();
+    fs::remove_file(target.join("..lock")).unwrap();
+    symlink(victim.join("kubelet.conf"), target.join("..lock")).unwrap();
+    write_pair(&src, &pairs[2]);
+    wait_pair(&target, &pairs[2]);
+    write_pair(&src, &pairs[3]);
+    wait_pair(&target, &pairs[3]);
+
+    assert_eq!(snapshot(&victim), before, "the victim directory changed");
+    assert!(
+        fs::symlink_metadata(target.join("..history"))
+            .unwrap()
+            .is_dir()
+    );
+    assert!(
+        fs::symlink_metadata(target.join("..lock"))
+            .unwrap()
+            .is_file()
+    );
+    // The retired keys are in the target's own history.
+    let history = fs::read_dir(target.join("..history")).unwrap().count();
+    assert!(history >= 2, "history holds the retired revisions");
+}
+
+/// Defect 2: overlap checks see through spellings (`./`, `..`, absolute)
+/// and symlinks; exit 64 naming both mappings; the source is untouched.
+#[test]
+fn overlapping_paths_are_refused_whatever_their_spelling() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    write_pair(&src, &Pair::new("src"));
+    symlink(&src, d.path().join("alias")).unwrap();
+    let before = snapshot(&src);
+    let abs = d.path().join("tgt");
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            vec!["dir:./src=./src".into()],
+            vec!["its own source directory"],
+        ),
+        (
+            vec!["dir:src=alias/../src/".into()],
+            vec!["its own source directory"],
+        ),
+        (
+            vec!["dir:src=alias/sub".into()],
+            vec!["its own source directory"],
+        ),
+        (
+            vec![
+                "dir:src=tgt,name=first".into(),
+                format!("dir:src2={},name=second", abs.display()),
+            ],
+            vec!["\"first\"", "\"second\"", "same directory"],
+        ),
+    ];
+    for (specs, wants) in cases {
+        let mut args = vec!["run", "--once"];
+        for s in &specs {
+            args.extend(["--sync", s.as_str()]);
+        }
+        let (code, _, err) = run_bounded(&args, d.path());
+        assert_eq!(code, 64, "{specs:?}: {err}");
+        for want in wants {
+            assert!(err.contains(want), "{specs:?}: {err}");
+        }
+    }
+    assert_eq!(
+        snapshot(&src),
+        before,
+        "the source directory was written to"
+    );
+}
+
+/// Defect 3: FIFOs (and devices) anywhere certsync reads never hang it.
+#[test]
+fn fifos_and_devices_never_hang_certsync() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    write_pair(&src, &Pair::new("fifo"));
+    fs::remove_file(src.join("tls.key")).unwrap();
+    mkfifo(&src.join("tls.key"));
+    let target = d.path().join("t");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("tls.key") && err.contains("not a regular file"),
+        "{err}"
+    );
+
+    for path in [src.join("tls.key"), PathBuf::from("/dev/zero")] {
+        let (code, out, err) = run_bounded(&["check", path.to_str().unwrap()], d.path());
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(out.contains("not a regular file"), "{out}{err}");
+    }
+
+    // The daemon: not ready, and SIGTERM still ends it.
+    let port = free_port();
+    let admin = format!("127.0.0.1:{port}");
+    let pidfile = d.path().join("app.pid");
+    mkfifo(&pidfile);
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--admin-addr",
+            &admin,
+            "--debounce",
+            "100ms",
+            "--reload-pidfile",
+            pidfile.to_str().unwrap(),
+        ],
+        d.path(),
+    );
+    cs.wait_log("not a regular file");
+    wait_for("/readyz to say 503", || {
+        http_get(port, "/readyz").filter(|(s, _)| *s == 503)
+    });
+    // A good pair now: published, and the pidfile FIFO is refused, not read.
+    fs::remove_file(src.join("tls.key")).unwrap();
+    write_pair(&src, &Pair::new("fifo"));
+    cs.wait_log("pidfile");
+    assert!(cs.log().contains("is a FIFO"), "{}", cs.log());
+    assert!(cs.terminate().success());
+}
+
+/// Defect 4: rollback never prunes what the daemon keeps, and every
+/// rollback the daemon adopts (including one back to the source's
+/// content) reloads the consumer.
+#[test]
+fn rollbacks_keep_history_and_always_reload() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let rec = recorder(d.path(), &unique("rbk"), false);
+    let pidfile = d.path().join("app.pid");
+    fs::write(&pidfile, format!("{}\n", rec.child.id())).unwrap();
+    let pairs: Vec<Pair> = (0..5).map(|i| Pair::new(&format!("r{i}"))).collect();
+    write_pair(&src, &pairs[0]);
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--debounce",
+            "100ms",
+            "--keep-revisions",
+            "10",
+            "--reload-pidfile",
+            pidfile.to_str().unwrap(),
+            "--reload-quiet",
+            "50ms",
+        ],
+        d.path(),
+    );
+    for (i, p) in pairs.iter().enumerate() {
+        write_pair(&src, p);
+        wait_pair(&target, p);
+        wait_for("a reload per revision", || (rec.hups() > i).then_some(()));
+    }
+    let t = target.to_str().unwrap();
+    let hups = rec.hups();
+    let (code, out, err) = run_bounded(&["rollback", t], d.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("restored revision 4 as revision 6"), "{out}");
+    wait_for("a reload after the rollback", || {
+        (rec.hups() > hups).then_some(())
+    });
+    let (_, table, _) = run_bounded(&["revisions", t], d.path());
+    assert_eq!(table.lines().count(), 1 + 6, "nothing pruned:\n{table}");
+
+    // Back to the source's content: the daemon adopts it and reloads.
+    let hups = rec.hups();
+    let (code, out, err) = run_bounded(&["rollback", t], d.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("restored revision 5 as revision 7"), "{out}");
+    wait_pair(&target, &pairs[4]);
+    wait_for("a reload after the second rollback", || {
+        (rec.hups() > hups).then_some(())
+    });
+    drop(cs);
+}
+
+/// Defect 5: a deleted or replaced target is recreated and watched again;
+/// readiness follows whether the target holds valid files.
+#[test]
+fn deleted_or_replaced_targets_are_recreated() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let pair = Pair::new("recreate");
+    write_pair(&src, &pair);
+    let port = free_port();
+    let admin = format!("127.0.0.1:{port}");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    // A resync far away: only the re-armed watch can repair in time.
+    let _cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--admin-addr",
+            &admin,
+            "--debounce",
+            "100ms",
+            "--resync",
+            "1h",
+        ],
+        d.path(),
+    );
+    wait_pair(&target, &pair);
+    fs::remove_dir_all(&target).unwrap();
+    wait_pair(&target, &pair);
+    fs::rename(&target, d.path().join("t.old")).unwrap();
+    fs::create_dir(&target).unwrap();
+    wait_pair(&target, &pair);
+    // The new directory is watched: damage there is repaired.
+    fs::remove_file(target.join("tls.crt")).unwrap();
+    wait_for("the link to be restored", || {
+        fs::read(target.join("tls.crt"))
+            .ok()
+            .filter(|c| *c == pair.cert)
+    });
+    wait_for("ready", || {
+        http_get(port, "/readyz").filter(|(s, _)| *s == 200)
+    });
+
+    // A target that cannot be recreated: not ready, with the reason.
+    fs::rename(&target, d.path().join("t.gone")).unwrap();
+    fs::write(&target, b"a file").unwrap();
+    let (_, body) = wait_for("/readyz to say 503", || {
+        http_get(port, "/readyz").filter(|(s, _)| *s == 503)
+    });
+    assert!(body.contains("no valid files"), "{body}");
+    fs::remove_file(&target).unwrap();
+    let next = Pair::new("recreate2");
+    write_pair(&src, &next);
+    wait_pair(&target, &next);
+    wait_for("ready again", || {
+        http_get(port, "/readyz").filter(|(s, _)| *s == 200)
+    });
+}
+
+/// Defect 6: a file rewritten over and over next to the pair (a heartbeat)
+/// does not postpone reading the pair (nor does a relative source path
+/// leave it to the hourly resync).
+#[test]
+fn a_chatty_source_directory_does_not_starve_the_sync() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let quiet = Pair::new("quiet");
+    write_pair(&src, &quiet);
+    // Relative paths, as a user types them: watched all the same.
+    let _cs = Certsync::start_with(
+        Command::new(certsync_bin())
+            .args([
+                "run",
+                "--sync",
+                "dir:src=t",
+                "--debounce",
+                "1s",
+                "--resync",
+                "1h",
+            ])
+            .current_dir(d.path()),
+        d.path(),
+    );
+    wait_pair(&target, &quiet);
+    let stop = Arc::new(Mutex::new(false));
+    let beat = {
+        let (stop, file) = (Arc::clone(&stop), src.join("heartbeat"));
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !*stop.lock().unwrap() {
+                fs::write(&file, i.to_string()).unwrap();
+                i += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let next = Pair::new("rotated");
+    write_pair(&src, &next);
+    wait_pair(&target, &next);
+    *stop.lock().unwrap() = true;
+    beat.join().unwrap();
+}
+
+/// A one-shot HTTP server: answers every request with `response` and
+/// records the request lines it saw.
+fn canned_http(response: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut buf = Vec::new();
+            let mut byte = [0u8; 1];
+            while !buf.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                buf.push(byte[0]);
+            }
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            s.lock()
+                .unwrap()
+                .push(text.lines().next().unwrap_or("").to_owned());
+            if response.is_empty() {
+                std::thread::sleep(Duration::from_secs(120)); // hang
+            }
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (port, seen)
+}
+
+/// Defects 7 and 8: a redirect is a failed reload naming its Location and
+/// is not followed; user:password in the URL never reaches the log.
+#[test]
+fn the_hook_never_follows_redirects_or_logs_credentials() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    write_pair(&src, &Pair::new("hook"));
+    let (port, seen) = canned_http(
+        "HTTP/1.1 302 Found\r\nLocation: http://admin:hunter2@127.0.0.1:1/login\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    let url = format!("http://admin:s3cretpass@127.0.0.1:{port}/-/reload");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--reload-url",
+            &url,
+            "--reload-retries",
+            "1",
+            "--log-level",
+            "trace",
+        ],
+        d.path(),
+    );
+    cs.wait_log("gave up");
+    let log = cs.log();
+    assert!(
+        log.contains("redirect to http://***@127.0.0.1:1/login"),
+        "{log}"
+    );
+    assert!(log.contains("not followed"), "{log}");
+    assert!(
+        !log.contains("s3cretpass") && !log.contains("hunter2"),
+        "{log}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        !seen.is_empty() && seen.iter().all(|l| l.contains("/-/reload")),
+        "{seen:?}"
+    );
+}
+
+/// Defect 9: a --reload-cmdline that matches the shell that started
+/// certsync never signals it; a pidfile naming a process that started
+/// after the pidfile was written (PID reuse) is refused.
+#[test]
+fn signals_never_reach_an_ancestor_or_a_reused_pid() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    write_pair(&src, &Pair::new("sig"));
+    let marker = unique("wrapmark");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let script = format!(
+        "{} run --sync {sync} --reload-cmdline {marker} --reload-find-timeout 0s; sleep 30",
+        certsync_bin()
+    );
+    let mut wrapper = Command::new("bash")
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("certsync under the wrapper to publish", || {
+        read_live(&target)
+    });
+    std::thread::sleep(Duration::from_millis(500)); // the reload attempt
+    let wrapper_alive = wrapper.try_wait().unwrap().is_none();
+    // Clean up first (certsync may be orphaned if the wrapper died).
+    let _ = Command::new("pkill").args(["-f", &marker]).status();
+    let _ = wrapper.kill();
+    let _ = wrapper.wait();
+    assert!(wrapper_alive, "the wrapper shell was signalled");
+
+    // A stale pidfile: written an hour before its PID's process started.
+    let rec = recorder(d.path(), &unique("reuse"), false);
+    let pidfile = d.path().join("stale.pid");
+    fs::write(&pidfile, format!("{}\n", rec.child.id())).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&pidfile)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let target2 = d.path().join("t2");
+    let sync = format!("dir:{}={}", src.display(), target2.display());
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--reload-pidfile",
+            pidfile.to_str().unwrap(),
+        ],
+        d.path(),
+    );
+    cs.wait_log("PID was reused");
+    assert_eq!(rec.hups(), 0, "the reused PID was signalled");
+}
+
+/// Defect 10: zero, negative and overflowing numbers, unsafe modes and
+/// signals are usage errors (exit 64), never a panic.
+#[test]
+fn bad_numbers_modes_and_signals_are_usage_errors() {
+    let d = tempfile::tempdir().unwrap();
+    for extra in [
+        &["--resync", "0s"][..],
+        &["--debounce", "9999999999years"],
+        &["--keep-revisions", "0"],
+        &["--cert-mode", "0777"],
+        &["--key-mode", "4600"],
+        &["--reload-signal", "KILL"],
+        &["--reload-signal", "STOP"],
+    ] {
+        let mut args = vec!["run", "--once", "--sync", "dir:/nonexistent=/nonexistent-t"];
+        args.extend_from_slice(extra);
+        let (code, _, err) = run_bounded(&args, d.path());
+        assert_eq!(code, 64, "{extra:?}: {err}");
+        assert!(
+            err.contains(extra[0]) && !err.contains("panicked"),
+            "{extra:?}: {err}"
+        );
+    }
+}
+
+/// Defect 11: every non-zero exit says why, once.
+#[test]
+fn every_failure_says_why_once() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    write_pair(&src, &Pair::new("why"));
+    let file = d.path().join("a-file");
+    fs::write(&file, b"x").unwrap();
+    let sync = format!("dir:{}={}", src.display(), file.display());
+    let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+    assert_eq!(code, 1);
+    assert_eq!(err.matches("is not a directory").count(), 1, "{err}");
+    assert!(err.contains(file.to_str().unwrap()), "{err}");
+    let (code, _, err) = run_bounded(&["run", "--sync", &sync], d.path());
+    assert_eq!(code, 1);
+    assert_eq!(err.matches("is not a directory").count(), 1, "{err}");
+
+    // A bad pair on a fresh target does not claim there are good files.
+    let other = Pair::new("other");
+    fs::write(src.join("tls.key"), &other.key).unwrap();
+    let sync = format!("dir:{}={}", src.display(), d.path().join("fresh").display());
+    let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+    assert_eq!(code, 1);
+    assert!(err.contains("nothing published yet"), "{err}");
+    assert!(!err.contains("keeping the last good files"), "{err}");
+
+    // Expiry is said as a date; an oversized file as too_large.
+    let old = Pair::with_validity("old", -7200, -3600);
+    write_pair(&src, &old);
+    let (_, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+    assert!(
+        err.contains("expired at 20") && !err.contains("Unix time"),
+        "{err}"
+    );
+    fs::write(src.join("tls.crt"), vec![b'a'; 2 << 20]).unwrap();
+    let (_, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+    assert!(err.contains("too_large"), "{err}");
+}
+
+/// Defect 12: with every inotify instance of its user taken, certsync
+/// warns once naming the sysctl, polls instead, and keeps syncing.
+#[test]
+fn inotify_exhaustion_falls_back_to_polling() {
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let first = Pair::new("poll");
+    write_pair(&src, &first);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).unwrap();
+    for f in ["tls.crt", "tls.key"] {
+        fs::set_permissions(src.join(f), fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    // A process of the same (unprivileged) user holding every instance.
+    let as_nobody = ["--reuid", "65534", "--regid", "65534", "--clear-groups"];
+    let mut holder = Command::new("setpriv")
+        .args(as_nobody)
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "hold_every_inotify_instance",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("CERTSYNC_HOLD_INOTIFY", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(holder.stdout.take().unwrap());
+    let held = std::io::BufRead::lines(out)
+        .find_map(|l| l.ok()?.strip_prefix("holding ").map(str::to_owned));
+    assert!(held.is_some(), "the holder did not start");
+
+    let port = free_port();
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let mut cmd = Command::new("setpriv");
+    cmd.args(as_nobody).arg(certsync_bin()).args([
+        "run",
+        "--sync",
+        &sync,
+        "--debounce",
+        "100ms",
+        "--resync",
+        "1h",
+        "--admin-addr",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let mut cs = Certsync::start_with(&mut cmd, d.path());
+    wait_pair(&target, &first);
+    cs.wait_log("fs.inotify.max_user_instances");
+    let next = Pair::new("poll2");
+    fs::write(src.join("tls.crt"), &next.cert).unwrap();
+    fs::write(src.join("tls.key"), &next.key).unwrap();
+    wait_pair(&target, &next);
+    let (_, metrics) = wait_for("metrics", || http_get(port, "/metrics"));
+    assert_eq!(
+        parse_metrics(&metrics).get("certsync_file_watch_polling"),
+        Some(&1.0)
+    );
+    assert!(cs.is_running());
+    drop(cs);
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
+/// Not a test: the helper process of `inotify_exhaustion_falls_back_to_polling`.
+#[test]
+#[ignore]
+fn hold_every_inotify_instance() {
+    if std::env::var_os("CERTSYNC_HOLD_INOTIFY").is_none() {
+        return;
+    }
+    let mut held = Vec::new();
+    while let Ok(i) = nix::sys::inotify::Inotify::init(nix::sys::inotify::InitFlags::empty()) {
+        held.push(i);
+    }
+    println!("holding {}", held.len());
+    let _ = std::io::stdin().read(&mut [0u8; 1]); // until the test ends
+}
+
+/// Extras: a second daemon on a target is refused; a chmod of the live key
+/// is repaired at once; SIGTERM during a hanging hook exits within the
+/// grace period; JSON logs carry one `target` key.
+#[test]
+fn second_daemon_mode_drift_shutdown_and_json_logs() {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let pair = Pair::new("extras");
+    write_pair(&src, &pair);
+    let (port, seen) = canned_http(""); // accepts, never answers
+    let url = format!("http://127.0.0.1:{port}/reload");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--debounce",
+            "100ms",
+            "--resync",
+            "1h",
+            "--reload-url",
+            &url,
+            "--reload-timeout",
+            "60s",
+        ],
+        d.path(),
+    );
+    wait_pair(&target, &pair);
+
+    let (code, _, err) = run_bounded(&["run", "--sync", &sync], d.path());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("already managed by another certsync"), "{err}");
+
+    let key = target.join("tls.key");
+    fs::set_permissions(
+        fs::canonicalize(&key).unwrap(),
+        fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    wait_for("the key mode to be restored", || {
+        (fs::metadata(&key).ok()?.permissions().mode() & 0o777 == 0o600).then_some(())
+    });
+
+    wait_for("the hook to be called", || {
+        (!seen.lock().unwrap().is_empty()).then_some(())
+    });
+    let start = Instant::now();
+    assert!(cs.terminate().success());
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "SIGTERM took {:?} with a hanging hook (kubelet kills at 30 s)",
+        start.elapsed()
+    );
+
+    let json_target = d.path().join("tj");
+    let sync = format!("dir:{}={}", src.display(), json_target.display());
+    let (code, _, err) = run_bounded(
+        &["run", "--once", "--log-format", "json", "--sync", &sync],
+        d.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("published new revision"), "{err}");
+    for line in err.lines() {
+        assert!(line.matches("\"target\":").count() <= 1, "{line}");
+    }
+}
