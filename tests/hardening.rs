@@ -72,34 +72,6 @@ fn run_bounded(args: &[&str], cwd: &Path) -> (i32, String, String) {
     (status.code().unwrap_or(-1), out, err)
 }
 
-/// The bytes, modes and link targets of everything under `dir`.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, u32, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let m = fs::symlink_metadata(&p).unwrap();
-            let content = if m.file_type().is_symlink() {
-                fs::read_link(&p)
-                    .unwrap()
-                    .into_os_string()
-                    .into_encoded_bytes()
-            } else if m.is_dir() {
-                stack.push(p.clone());
-                Vec::new()
-            } else if m.is_file() {
-                fs::read(&p).unwrap()
-            } else {
-                Vec::new()
-            };
-            out.push((p, m.permissions().mode(), content));
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Defect 1: a symlink planted under any name certsync owns is replaced,
 /// never followed; retired keys never land outside the target.
 #[test]

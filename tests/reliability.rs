@@ -799,3 +799,119 @@ async fn api_faults_never_go_back_in_time_and_converge() {
         seen.len()
     );
 }
+
+/// What a pre-existing entry under a certsync-owned name is.
+#[derive(Debug, Clone, Copy)]
+enum Planted {
+    File,
+    Dir,
+    LinkToOutsideDir,
+    LinkToOutsideFile,
+    Dangling,
+    Fifo,
+}
+
+/// Names certsync owns (or links), each possibly planted before it runs.
+const OWNED: [&str; 13] = [
+    "..data",
+    "..history",
+    "..lock",
+    "..owner",
+    "..pin",
+    "..tmp-data",
+    "..tmp-pin",
+    "..rev-000001-aaaaaaaa",
+    "..rev-000009-bbbbbbbb",
+    "tls.crt",
+    "tls.key",
+    "..history/000001-aaaaaaaa",
+    "..history/000002-cccccccc",
+];
+
+fn plant(target: &Path, name: &str, what: Planted, outside: &Path) {
+    let path = target.join(name);
+    if fs::symlink_metadata(&path).is_ok() || !path.parent().is_some_and(|p| p.is_dir()) {
+        return; // taken already, or its parent is not a directory
+    }
+    match what {
+        Planted::File => fs::write(&path, b"planted").unwrap(),
+        Planted::Dir => {
+            fs::create_dir(&path).unwrap();
+            fs::write(path.join("tls.key"), b"planted inside").unwrap();
+        }
+        Planted::LinkToOutsideDir => {
+            std::os::unix::fs::symlink(outside.join("dir"), &path).unwrap()
+        }
+        Planted::LinkToOutsideFile => {
+            std::os::unix::fs::symlink(outside.join("dir/victim"), &path).unwrap()
+        }
+        Planted::Dangling => std::os::unix::fs::symlink(outside.join("nothing"), &path).unwrap(),
+        Planted::Fifo => {
+            nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: soak(64) as u32,
+        failure_persistence: None,
+        ..Default::default()
+    })]
+
+    /// Whatever sits under certsync's names before it runs (files, dirs,
+    /// symlinks out of the target, FIFOs): nothing outside the target is
+    /// created, modified or deleted, nothing hangs, and what the target
+    /// serves after a publish is exactly the bundle offered.
+    #[test]
+    fn writer_never_escapes_the_target_whatever_it_finds(
+        planted in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::strategy::Just(None),
+                proptest::strategy::Just(Some(Planted::File)),
+                proptest::strategy::Just(Some(Planted::Dir)),
+                proptest::strategy::Just(Some(Planted::LinkToOutsideDir)),
+                proptest::strategy::Just(Some(Planted::LinkToOutsideFile)),
+                proptest::strategy::Just(Some(Planted::Dangling)),
+                proptest::strategy::Just(Some(Planted::Fifo)),
+            ],
+            OWNED.len(),
+        ),
+        keep in 1usize..4,
+        publishes in proptest::collection::vec(0u64..3, 1..5),
+    ) {
+        let dir = scratch();
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(outside.join("dir")).unwrap();
+        fs::write(outside.join("dir/victim"), b"victim").unwrap();
+        let target = dir.path().join("t");
+        fs::create_dir(&target).unwrap();
+        for (name, what) in OWNED.iter().zip(&planted) {
+            if let Some(what) = what {
+                plant(&target, name, *what, &outside);
+            }
+        }
+        let before = support::snapshot(&outside);
+        let siblings = || {
+            let mut n: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            n.sort();
+            n
+        };
+        let siblings_before = siblings();
+
+        let opts = WriterOptions { keep, ..Default::default() };
+        if let Ok(w) = Writer::open(&target, opts) {
+            for g in publishes {
+                let offered = generation(g);
+                if w.publish(&offered).is_ok() {
+                    let (_, cert, key) = support::read_live(&target).expect("a live pair");
+                    proptest::prop_assert_eq!(&cert, offered.get(CERT_FILE).unwrap());
+                    proptest::prop_assert_eq!(&key, offered.get(KEY_FILE).unwrap());
+                    proptest::prop_assert_eq!(fs::read(target.join(KEY_FILE)).unwrap(), key);
+                }
+            }
+        }
+        proptest::prop_assert_eq!(support::snapshot(&outside), before);
+        proptest::prop_assert_eq!(siblings(), siblings_before);
+    }
+}

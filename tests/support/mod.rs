@@ -296,3 +296,35 @@ pub fn unique(prefix: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// The bytes, modes and link targets of everything under `dir`.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            let content = if m.file_type().is_symlink() {
+                fs::read_link(&p)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
+            } else if m.is_dir() {
+                stack.push(p.clone());
+                Vec::new()
+            } else if m.is_file() {
+                fs::read(&p).unwrap()
+            } else {
+                Vec::new()
+            };
+            out.push((
+                p,
+                std::os::unix::fs::PermissionsExt::mode(&m.permissions()),
+                content,
+            ));
+        }
+    }
+    out.sort();
+    out
+}
