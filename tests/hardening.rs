@@ -28,6 +28,15 @@ fn wait_pair(target: &Path, p: &Pair) -> String {
     })
 }
 
+/// A temporary directory with `src` and `t` (target) paths in it, and the
+/// `--sync` spec mapping one to the other.
+fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
+    let d = tempfile::tempdir().unwrap();
+    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    (d, src, target, sync)
+}
+
 fn mkfifo(path: &Path) {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
 }
@@ -76,18 +85,13 @@ fn run_bounded(args: &[&str], cwd: &Path) -> (i32, String, String) {
 /// never followed; retired keys never land outside the target.
 #[test]
 fn planted_symlinks_in_owned_names_are_never_followed() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target, victim) = (
-        d.path().join("src"),
-        d.path().join("t"),
-        d.path().join("victim"),
-    );
+    let (d, src, target, sync) = dirs();
+    let victim = d.path().join("victim");
     fs::create_dir(&victim).unwrap();
     fs::write(victim.join("kubelet.conf"), b"do not touch").unwrap();
     let before = snapshot(&victim);
     let pairs: Vec<Pair> = (0..4).map(|i| Pair::new(&format!("gen{i}"))).collect();
     write_pair(&src, &pairs[0]);
-    let sync = format!("dir:{}={}", src.display(), target.display());
     let _cs = Certsync::start(
         &[
             "run",
@@ -185,13 +189,10 @@ fn overlapping_paths_are_refused_whatever_their_spelling() {
 /// Defect 3: FIFOs (and devices) anywhere certsync reads never hang it.
 #[test]
 fn fifos_and_devices_never_hang_certsync() {
-    let d = tempfile::tempdir().unwrap();
-    let src = d.path().join("src");
+    let (d, src, _, sync) = dirs();
     write_pair(&src, &Pair::new("fifo"));
     fs::remove_file(src.join("tls.key")).unwrap();
     mkfifo(&src.join("tls.key"));
-    let target = d.path().join("t");
-    let sync = format!("dir:{}={}", src.display(), target.display());
     let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
     assert_eq!(code, 1, "{err}");
     assert!(
@@ -241,14 +242,12 @@ fn fifos_and_devices_never_hang_certsync() {
 /// content) reloads the consumer.
 #[test]
 fn rollbacks_keep_history_and_always_reload() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let (d, src, target, sync) = dirs();
     let rec = recorder(d.path(), &unique("rbk"), false);
     let pidfile = d.path().join("app.pid");
     fs::write(&pidfile, format!("{}\n", rec.child.id())).unwrap();
     let pairs: Vec<Pair> = (0..5).map(|i| Pair::new(&format!("r{i}"))).collect();
     write_pair(&src, &pairs[0]);
-    let sync = format!("dir:{}={}", src.display(), target.display());
     let cs = Certsync::start(
         &[
             "run",
@@ -297,13 +296,11 @@ fn rollbacks_keep_history_and_always_reload() {
 /// readiness follows whether the target holds valid files.
 #[test]
 fn deleted_or_replaced_targets_are_recreated() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let (d, src, target, sync) = dirs();
     let pair = Pair::new("recreate");
     write_pair(&src, &pair);
     let port = free_port();
     let admin = format!("127.0.0.1:{port}");
-    let sync = format!("dir:{}={}", src.display(), target.display());
     // A resync far away: only the re-armed watch can repair in time.
     let _cs = Certsync::start(
         &[
@@ -357,8 +354,7 @@ fn deleted_or_replaced_targets_are_recreated() {
 /// leave it to the hourly resync).
 #[test]
 fn a_chatty_source_directory_does_not_starve_the_sync() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let (d, src, target, _) = dirs();
     let quiet = Pair::new("quiet");
     write_pair(&src, &quiet);
     // Relative paths, as a user types them: watched all the same.
@@ -428,14 +424,12 @@ fn canned_http(response: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
 /// is not followed; user:password in the URL never reaches the log.
 #[test]
 fn the_hook_never_follows_redirects_or_logs_credentials() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let (d, src, _, sync) = dirs();
     write_pair(&src, &Pair::new("hook"));
     let (port, seen) = canned_http(
         "HTTP/1.1 302 Found\r\nLocation: http://admin:hunter2@127.0.0.1:1/login\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     );
     let url = format!("http://admin:s3cretpass@127.0.0.1:{port}/-/reload");
-    let sync = format!("dir:{}={}", src.display(), target.display());
     let cs = Certsync::start(
         &[
             "run",
@@ -473,11 +467,9 @@ fn the_hook_never_follows_redirects_or_logs_credentials() {
 /// after the pidfile was written (PID reuse) is refused.
 #[test]
 fn signals_never_reach_an_ancestor_or_a_reused_pid() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let (d, src, target, sync) = dirs();
     write_pair(&src, &Pair::new("sig"));
     let marker = unique("wrapmark");
-    let sync = format!("dir:{}={}", src.display(), target.display());
     let script = format!(
         "{} run --sync {sync} --reload-cmdline {marker} --reload-find-timeout 0s; sleep 30",
         certsync_bin()
@@ -593,9 +585,8 @@ fn every_failure_says_why_once() {
 /// warns once naming the sysctl, polls instead, and keeps syncing.
 #[test]
 fn inotify_exhaustion_falls_back_to_polling() {
-    let d = tempfile::tempdir().unwrap();
+    let (d, src, target, sync) = dirs();
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("t"));
     let first = Pair::new("poll");
     write_pair(&src, &first);
     fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).unwrap();
@@ -624,7 +615,6 @@ fn inotify_exhaustion_falls_back_to_polling() {
     assert!(held.is_some(), "the holder did not start");
 
     let port = free_port();
-    let sync = format!("dir:{}={}", src.display(), target.display());
     let mut cmd = Command::new("setpriv");
     cmd.args(as_nobody).arg(certsync_bin()).args([
         "run",
@@ -675,13 +665,11 @@ fn hold_every_inotify_instance() {
 /// grace period; JSON logs carry one `target` key.
 #[test]
 fn second_daemon_mode_drift_shutdown_and_json_logs() {
-    let d = tempfile::tempdir().unwrap();
-    let (src, target) = (d.path().join("src"), d.path().join("t"));
+    let (d, src, target, sync) = dirs();
     let pair = Pair::new("extras");
     write_pair(&src, &pair);
     let (port, seen) = canned_http(""); // accepts, never answers
     let url = format!("http://127.0.0.1:{port}/reload");
-    let sync = format!("dir:{}={}", src.display(), target.display());
     let cs = Certsync::start(
         &[
             "run",
