@@ -105,7 +105,8 @@ pub struct RevisionsArgs {
 pub struct RollbackArgs {
     /// A certsync target directory.
     pub target: PathBuf,
-    /// The revision to restore (default: the one before the live one).
+    /// The revision to restore (default: the newest in history, i.e. the one
+    /// live before the current one). Nothing is pruned.
     #[arg(long, value_name = "REVISION")]
     pub to: Option<u64>,
 }

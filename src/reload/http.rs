@@ -46,8 +46,9 @@ pub struct HttpHookConfig {
     pub backoff: Duration,
 }
 
-/// A ready-to-call hook.
-#[derive(Debug, Clone)]
+/// A ready-to-call hook. `Debug` shows neither header values nor the
+/// URL's userinfo.
+#[derive(Clone)]
 pub struct HttpHook {
     /// Built once without a CA file; with one, built per call from the
     /// file's current content (it may be a ca.crt certsync has not written
@@ -62,6 +63,16 @@ pub struct HttpHook {
     bearer_token_file: Option<PathBuf>,
     retries: u32,
     backoff: Duration,
+}
+
+impl std::fmt::Debug for HttpHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("HttpHook")
+            .field("hook", &self.describe())
+            .field("headers", &names)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpHook {
@@ -316,6 +327,17 @@ mod tests {
         assert!(!e.contains("hunter2") && e.contains("***@"), "{e}");
         assert_eq!(redact_text("http://u:p@h/x"), "http://***@h/x");
         assert_eq!(redact_text("/relative/login"), "/relative/login");
+        let with_header = HttpHook::new(&HttpHookConfig {
+            headers: vec!["X-Api-Key: topsecret".into()],
+            ..config("http://u:hunter2@127.0.0.1/")
+        })
+        .unwrap();
+        let debug = format!("{with_header:?}");
+        assert!(
+            debug.contains("x-api-key") && !debug.contains("topsecret"),
+            "{debug}"
+        );
+        assert!(!debug.contains("hunter2"), "{debug}");
     }
 
     #[test]
