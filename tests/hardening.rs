@@ -28,6 +28,13 @@ fn wait_pair(target: &Path, p: &Pair) -> String {
     })
 }
 
+/// `certsync run --sync SYNC --debounce 100ms EXTRA...`, logging into `dir`.
+fn daemon(dir: &Path, sync: &str, extra: &[&str]) -> Certsync {
+    let mut args = vec!["run", "--sync", sync, "--debounce", "100ms"];
+    args.extend_from_slice(extra);
+    Certsync::start(&args, dir)
+}
+
 /// A temporary directory with `src` and `t` (target) paths in it, and the
 /// `--sync` spec mapping one to the other.
 fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
@@ -92,18 +99,7 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
     let before = snapshot(&victim);
     let pairs: Vec<Pair> = (0..4).map(|i| Pair::new(&format!("gen{i}"))).collect();
     write_pair(&src, &pairs[0]);
-    let _cs = Certsync::start(
-        &[
-            "run",
-            "--sync",
-            &sync,
-            "--debounce",
-            "100ms",
-            "--keep-revisions",
-            "5",
-        ],
-        d.path(),
-    );
+    let _cs = daemon(d.path(), &sync, &["--keep-revisions", "5"]);
     wait_pair(&target, &pairs[0]);
     // ..history itself, a history entry named after the live revision,
     // and the lock, all pointing at the victim directory.
@@ -248,13 +244,10 @@ fn rollbacks_keep_history_and_always_reload() {
     fs::write(&pidfile, format!("{}\n", rec.child.id())).unwrap();
     let pairs: Vec<Pair> = (0..5).map(|i| Pair::new(&format!("r{i}"))).collect();
     write_pair(&src, &pairs[0]);
-    let cs = Certsync::start(
+    let cs = daemon(
+        d.path(),
+        &sync,
         &[
-            "run",
-            "--sync",
-            &sync,
-            "--debounce",
-            "100ms",
             "--keep-revisions",
             "10",
             "--reload-pidfile",
@@ -262,7 +255,6 @@ fn rollbacks_keep_history_and_always_reload() {
             "--reload-quiet",
             "50ms",
         ],
-        d.path(),
     );
     for (i, p) in pairs.iter().enumerate() {
         write_pair(&src, p);
@@ -670,13 +662,10 @@ fn second_daemon_mode_drift_shutdown_and_json_logs() {
     write_pair(&src, &pair);
     let (port, seen) = canned_http(""); // accepts, never answers
     let url = format!("http://127.0.0.1:{port}/reload");
-    let cs = Certsync::start(
+    let cs = daemon(
+        d.path(),
+        &sync,
         &[
-            "run",
-            "--sync",
-            &sync,
-            "--debounce",
-            "100ms",
             "--resync",
             "1h",
             "--reload-url",
@@ -684,7 +673,6 @@ fn second_daemon_mode_drift_shutdown_and_json_logs() {
             "--reload-timeout",
             "60s",
         ],
-        d.path(),
     );
     wait_pair(&target, &pair);
 
