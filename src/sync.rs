@@ -22,10 +22,7 @@ use crate::source::Update;
 use crate::source::hostdir::HostDir;
 use crate::source::secret::{KubeObject, ObjectRef};
 use crate::validate::{self, Policy, ValidationError};
-use crate::writer::{Outcome, Writer, WriterError};
-
-/// The name of the target's atomic switch (see `writer`).
-const DATA_LINK: &str = "..data";
+use crate::writer::{DATA, Outcome, Writer, WriterError};
 use kube::Client;
 
 #[derive(Debug, thiserror::Error)]
@@ -289,19 +286,8 @@ impl Syncer {
         // Every flip is followed by a reload (drift rewrites too: the
         // consumer may have read the damaged files), requested as soon as
         // the new revision is live.
-        let reload = self.reload.clone().map(|handle| {
-            let verify = self
-                .mapping
-                .verify
-                .clone()
-                .zip(leaf.as_ref().map(|l| l.sha256));
-            (handle, self.mapping.name.clone(), verify)
-        });
-        let flipped = move || {
-            if let Some((handle, name, verify)) = reload {
-                handle.request(&name, verify);
-            }
-        };
+        let reload = self.reload_request(leaf.as_ref());
+        let flipped = move || reload.into_iter().for_each(|request| request());
         let outcome =
             match blocking(&self.mapping.name, move || writer.publish_then(&b, flipped)).await {
                 Ok(o) => o,
@@ -323,14 +309,9 @@ impl Syncer {
             && self.revision.is_some_and(|r| r != revision)
         {
             tracing::warn!(mapping = %self.mapping.name, revision, "the live revision was changed by another writer (a rollback?); reloading the consumer");
-            if let Some(handle) = &self.reload {
-                let verify = self
-                    .mapping
-                    .verify
-                    .clone()
-                    .zip(leaf.as_ref().map(|l| l.sha256));
-                handle.request(&self.mapping.name, verify);
-            }
+            self.reload_request(leaf.as_ref())
+                .into_iter()
+                .for_each(|request| request());
         }
         let written = matches!(outcome, Outcome::Written { .. });
         self.record_current(revision, leaf.as_ref());
@@ -413,12 +394,22 @@ impl Syncer {
         let leaf = leaf_of_bundle(&live.bundle);
         self.record_current(revision, leaf.as_ref());
         self.metrics.ready(&name, None);
-        if let Some(handle) = &self.reload {
-            handle.request(
-                &name,
-                self.mapping.verify.clone().zip(leaf.map(|l| l.sha256)),
-            );
-        }
+        self.reload_request(leaf.as_ref())
+            .into_iter()
+            .for_each(|request| request());
+    }
+
+    /// The reload to ask for once a revision whose leaf is `leaf` is live,
+    /// verified at the mapping's `verify=` address if it has one. `None`
+    /// when nothing is to be reloaded (`--once`, no method, no check).
+    fn reload_request(
+        &self,
+        leaf: Option<&validate::Leaf>,
+    ) -> Option<impl FnOnce() + Send + 'static> {
+        let handle = self.reload.clone()?;
+        let name = self.mapping.name.clone();
+        let verify = self.mapping.verify.clone().zip(leaf.map(|l| l.sha256));
+        Some(move || handle.request(&name, verify))
     }
 
     fn report(&mut self, hash: Option<ContentHash>, err: &SyncError) {
@@ -586,7 +577,7 @@ pub async fn run(
         };
         // The target itself, and through `..data` the live revision (a
         // chmod or edit of a live file happens there).
-        let watched_dirs = vec![m.target.clone(), m.target.join(DATA_LINK)];
+        let watched_dirs = vec![m.target.clone(), m.target.join(DATA)];
         let (drift, watched) = watcher.subscribe_all(&[&watched_dirs[0], &watched_dirs[1]]);
         if let Err(e) = watched {
             tracing::warn!(mapping = %m.name, error = %e, "cannot watch the target; drift is caught on resync only");

@@ -48,7 +48,8 @@ use nix::fcntl::{Flock, FlockArg, OFlag};
 use crate::bundle::{Bundle, ContentHash, KEY_FILE};
 use crate::validate::MAX_BUNDLE_SIZE;
 
-const DATA: &str = "..data";
+/// The target's one atomic switch: a symlink to the live revision.
+pub const DATA: &str = "..data";
 const HISTORY: &str = "..history";
 const REV_PREFIX: &str = "..rev-";
 const TMP_PREFIX: &str = "..tmp";

@@ -207,19 +207,15 @@ fn fifos_and_devices_never_hang_certsync() {
     let admin = format!("127.0.0.1:{port}");
     let pidfile = d.path().join("app.pid");
     mkfifo(&pidfile);
-    let cs = Certsync::start(
+    let cs = daemon(
+        d.path(),
+        &sync,
         &[
-            "run",
-            "--sync",
-            &sync,
             "--admin-addr",
             &admin,
-            "--debounce",
-            "100ms",
             "--reload-pidfile",
             pidfile.to_str().unwrap(),
         ],
-        d.path(),
     );
     cs.wait_log("not a regular file");
     wait_for("/readyz to say 503", || {
@@ -294,20 +290,7 @@ fn deleted_or_replaced_targets_are_recreated() {
     let port = free_port();
     let admin = format!("127.0.0.1:{port}");
     // A resync far away: only the re-armed watch can repair in time.
-    let _cs = Certsync::start(
-        &[
-            "run",
-            "--sync",
-            &sync,
-            "--admin-addr",
-            &admin,
-            "--debounce",
-            "100ms",
-            "--resync",
-            "1h",
-        ],
-        d.path(),
-    );
+    let _cs = daemon(d.path(), &sync, &["--admin-addr", &admin, "--resync", "1h"]);
     wait_pair(&target, &pair);
     fs::remove_dir_all(&target).unwrap();
     wait_pair(&target, &pair);
@@ -422,11 +405,10 @@ fn the_hook_never_follows_redirects_or_logs_credentials() {
         "HTTP/1.1 302 Found\r\nLocation: http://admin:hunter2@127.0.0.1:1/login\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     );
     let url = format!("http://admin:s3cretpass@127.0.0.1:{port}/-/reload");
-    let cs = Certsync::start(
+    let cs = daemon(
+        d.path(),
+        &sync,
         &[
-            "run",
-            "--sync",
-            &sync,
             "--reload-url",
             &url,
             "--reload-retries",
@@ -434,7 +416,6 @@ fn the_hook_never_follows_redirects_or_logs_credentials() {
             "--log-level",
             "trace",
         ],
-        d.path(),
     );
     cs.wait_log("gave up");
     let log = cs.log();
@@ -495,15 +476,10 @@ fn signals_never_reach_an_ancestor_or_a_reused_pid() {
         .unwrap();
     let target2 = d.path().join("t2");
     let sync = format!("dir:{}={}", src.display(), target2.display());
-    let cs = Certsync::start(
-        &[
-            "run",
-            "--sync",
-            &sync,
-            "--reload-pidfile",
-            pidfile.to_str().unwrap(),
-        ],
+    let cs = daemon(
         d.path(),
+        &sync,
+        &["--reload-pidfile", pidfile.to_str().unwrap()],
     );
     cs.wait_log("PID was reused");
     assert_eq!(rec.hups(), 0, "the reused PID was signalled");
