@@ -252,11 +252,23 @@ pub fn recorder(dir: &Path, name: &str, with_child: bool) -> Recorder {
         String::new()
     };
     let script = format!("trap 'echo HUP >> {}' HUP; {child} {loop_}", file.display());
-    let child = Command::new(&exe)
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+    // A test thread that forks while `fs::copy` still holds the copy open for
+    // writing leaves that fd open in its child until the child execs, and
+    // exec'ing the copy meanwhile fails with ETXTBSY: retry briefly.
+    let mut tries = 0;
+    let child = loop {
+        match Command::new(&exe)
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .spawn()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     // Ready once the trap is installed: bash has exec'd and parsed the script.
     std::thread::sleep(Duration::from_millis(300));
     Recorder {
