@@ -28,7 +28,8 @@ use crate::reload::http::{HttpHook, HttpHookConfig};
 use crate::reload::pid::Target;
 use crate::reload::verify::ServingCheck;
 use crate::reload::{Method, ReloadConfig};
-use crate::source::secret::{ClientSettings, Kind, ObjectRef};
+use crate::source::client::ClientSettings;
+use crate::source::secret::{Kind, ObjectRef};
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
 
@@ -214,6 +215,12 @@ pub struct RunArgs {
     /// is noticed within this plus 5 s; the watch then resumes.
     #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", value_parser = duration(MS, YEAR), default_value = "1m")]
     pub watch_timeout: Duration,
+
+    /// Silence on an HTTP/2 connection to the API server after which
+    /// certsync sends a PING; with no answer within half of it, the
+    /// connection is dropped and every watch resumes on a new one.
+    #[arg(long, env = "CERTSYNC_API_KEEPALIVE", value_parser = duration(1000, 3_600_000), default_value = "30s")]
+    pub api_keepalive: Duration,
 
     #[command(flatten)]
     pub reload: ReloadArgs,
@@ -816,6 +823,7 @@ impl Config {
                 kubeconfig: args.kubeconfig.clone(),
                 tls_server_name: args.tls_server_name.clone(),
                 watch_timeout: args.watch_timeout,
+                keepalive: args.api_keepalive,
             },
             once: args.once,
             debounce: args.debounce,

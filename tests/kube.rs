@@ -148,7 +148,11 @@ impl Env {
             "--kubeconfig".into(),
             kubeconfig.display().to_string(),
         ];
-        args.extend(["--watch-timeout".into(), "3s".into()]);
+        // Short watches by default, so tests see re-watches; a test may ask
+        // for long ones.
+        if !extra.contains(&"--watch-timeout") {
+            args.extend(["--watch-timeout".into(), "3s".into()]);
+        }
         for s in specs {
             args.extend(["--sync".to_owned(), s.clone()]);
         }
@@ -654,4 +658,299 @@ async fn updates_are_not_held_back_by_the_drift_check() {
         assert!(certs.contains(&p.cert), "update {i} was never published");
     }
     env.cleanup().await;
+}
+
+// ---- HTTP/2 and connections ------------------------------------------------
+
+/// An HTTPS test API server (name `kube-apiserver.test`), a kubeconfig for
+/// it in `dir`, and a client to change objects with.
+struct Tls {
+    server: ApiServer,
+    kubeconfig: PathBuf,
+    client: Client,
+}
+
+impl Tls {
+    async fn start(dir: &Path, h2: bool, max_streams: u32) -> Self {
+        let serving = Pair::new("kube-apiserver.test");
+        let server = ApiServer::start_tls_with(&serving.cert, &serving.key, h2, max_streams).await;
+        std::fs::create_dir_all(dir).unwrap();
+        let ca = dir.join("ca.crt");
+        std::fs::write(&ca, &serving.ca_cert).unwrap();
+        let kubeconfig = server.tls_kubeconfig(dir, &ca);
+        let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        config.tls_server_name = Some("kube-apiserver.test".into());
+        let client = Client::try_from(config).unwrap();
+        Self {
+            server,
+            kubeconfig,
+            client,
+        }
+    }
+
+    async fn put_pair(&self, ns: &str, name: &str, p: &Pair) {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
+        let s = tls_secret(name, &[("tls.crt", &p.cert), ("tls.key", &p.key)]);
+        match api.get_opt(name).await.unwrap() {
+            Some(mut old) => {
+                old.data = s.data;
+                api.replace(name, &PostParams::default(), &old)
+                    .await
+                    .unwrap();
+            }
+            None => {
+                api.create(&PostParams::default(), &s).await.unwrap();
+            }
+        }
+    }
+}
+
+/// The addresses the kubeconfig's server URL resolves to.
+fn server_addrs(kubeconfig: &Path) -> Vec<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let url: http::Uri = kc.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.server.clone())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let port = url.port_u16().unwrap_or(443);
+    (url.host().unwrap().trim_matches(['[', ']']), port)
+        .to_socket_addrs()
+        .unwrap()
+        .collect()
+}
+
+/// Every list and watch of one process shares one HTTP/2 connection
+/// (kube-rs alone opens one HTTP/1.1 connection per watch). Runs against a
+/// real cluster too: the connections are counted from /proc.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_watches_share_one_http2_connection() {
+    let mut env = Env::new().await;
+    let tls = match env.fake {
+        Some(_) => Some(Tls::start(&env.tmp.path().join("tls"), true, 250).await),
+        None => None,
+    };
+    let kubeconfig = tls
+        .as_ref()
+        .map_or(env.kubeconfig.clone(), |t| t.kubeconfig.clone());
+    let mut names = Vec::new();
+    let mut pairs = Vec::new();
+    for i in 0..40 {
+        let name = env.name(&format!("h2-{i}"));
+        let p = Pair::new("h2");
+        match &tls {
+            Some(t) => t.put_pair(&env.ns, &name, &p).await,
+            None => env.put_pair(&name, &p).await,
+        }
+        names.push(name);
+        pairs.push(p);
+    }
+    let specs: Vec<String> = names.iter().map(|n| env.secret_spec(n)).collect();
+    let mut extra = vec!["--watch-timeout", "5m"];
+    if tls.is_some() {
+        extra.extend(["--tls-server-name", "kube-apiserver.test"]);
+    }
+    let cs = env.start_with_kubeconfig(&kubeconfig, &specs, &extra);
+    for (n, p) in names.iter().zip(&pairs) {
+        wait_pair(&env.target(n), p);
+    }
+    let remotes = server_addrs(&kubeconfig);
+    let pid = cs.child.id();
+    assert_eq!(
+        tcp_connections(pid, &remotes),
+        1,
+        "one connection for 40 watches"
+    );
+    // A rotation among them still arrives over it.
+    let p = Pair::new("h2-rotated");
+    match &tls {
+        Some(t) => t.put_pair(&env.ns, &names[17], &p).await,
+        None => env.put_pair(&names[17], &p).await,
+    }
+    wait_pair(&env.target(&names[17]), &p);
+    assert_eq!(tcp_connections(pid, &remotes), 1);
+    if let Some(t) = &tls {
+        // The test's own kube-rs client speaks HTTP/1.1; certsync's is the h2 one.
+        let h2 = t.server.protocols().iter().filter(|p| **p == "h2").count();
+        assert_eq!(h2, 1, "{:?}", t.server.protocols());
+    }
+    drop(cs);
+    env.cleanup().await;
+}
+
+/// A server that allows 8 streams per connection gets ceil(20 / 8) = 3
+/// connections for 20 watches, not one (where 12 watches would queue behind
+/// the others for minutes) and not 20.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_connections_only_when_the_stream_limit_is_reached() {
+    let mut env = Env::new().await;
+    if env
+        .fake("more_connections_only_when_the_stream_limit_is_reached")
+        .is_none()
+    {
+        return env.cleanup().await;
+    }
+    let tls = Tls::start(&env.tmp.path().join("tls"), true, 8).await;
+    let mut names = Vec::new();
+    let p = Pair::new("limit");
+    for i in 0..20 {
+        let name = env.name(&format!("lim-{i}"));
+        tls.put_pair(&env.ns, &name, &p).await;
+        names.push(name);
+    }
+    let specs: Vec<String> = names.iter().map(|n| env.secret_spec(n)).collect();
+    let cs = env.start_with_kubeconfig(
+        &tls.kubeconfig,
+        &specs,
+        &[
+            "--watch-timeout",
+            "5m",
+            "--tls-server-name",
+            "kube-apiserver.test",
+        ],
+    );
+    for n in &names {
+        wait_pair(&env.target(n), &p);
+    }
+    // Every watch is open once a rotation of the last one arrives.
+    let p2 = Pair::new("limit-2");
+    tls.put_pair(&env.ns, &names[19], &p2).await;
+    wait_pair(&env.target(&names[19]), &p2);
+    let remotes = server_addrs(&tls.kubeconfig);
+    assert_eq!(tcp_connections(cs.child.id(), &remotes), 3);
+    let h2 = tls
+        .server
+        .protocols()
+        .iter()
+        .filter(|p| **p == "h2")
+        .count();
+    assert_eq!(h2, 3, "{:?}", tls.server.protocols());
+}
+
+/// A server that offers only HTTP/1.1 through ALPN is spoken to in HTTP/1.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_when_the_server_offers_no_http2() {
+    let mut env = Env::new().await;
+    if env.fake("http1_when_the_server_offers_no_http2").is_none() {
+        return env.cleanup().await;
+    }
+    let tls = Tls::start(&env.tmp.path().join("tls"), false, 250).await;
+    let names: Vec<String> = (0..3).map(|i| env.name(&format!("h1-{i}"))).collect();
+    let p = Pair::new("h1");
+    for n in &names {
+        tls.put_pair(&env.ns, n, &p).await;
+    }
+    let specs: Vec<String> = names.iter().map(|n| env.secret_spec(n)).collect();
+    let cs = env.start_with_kubeconfig(
+        &tls.kubeconfig,
+        &specs,
+        &["--tls-server-name", "kube-apiserver.test"],
+    );
+    for n in &names {
+        wait_pair(&env.target(n), &p);
+    }
+    let p2 = Pair::new("h1-2");
+    tls.put_pair(&env.ns, &names[1], &p2).await;
+    wait_pair(&env.target(&names[1]), &p2);
+    cs.wait_log("does not offer HTTP/2; using HTTP/1.1");
+    assert!(tls.server.protocols().iter().all(|p| *p == "http/1.1"));
+    // One connection per open watch, as before.
+    let remotes = server_addrs(&tls.kubeconfig);
+    assert!(tcp_connections(cs.child.id(), &remotes) >= 3);
+}
+
+/// A connection that goes silent (no FIN, no RST: a partition, a dead
+/// node) is noticed by HTTP/2 PINGs within `--api-keepalive` and a half, not
+/// at the end of a 5-minute watch; the watch resumes on a new connection and
+/// the update made meanwhile arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_noticed_by_keepalive_pings() {
+    let mut env = Env::new().await;
+    if env
+        .fake("a_silent_connection_is_noticed_by_keepalive_pings")
+        .is_none()
+    {
+        return env.cleanup().await;
+    }
+    let tls = Tls::start(&env.tmp.path().join("tls"), true, 250).await;
+    let proxy = FreezeProxy::start(tls.server.addr).await;
+    let dir = env.tmp.path().join("via-proxy");
+    std::fs::create_dir(&dir).unwrap();
+    let text = std::fs::read_to_string(&tls.kubeconfig)
+        .unwrap()
+        .replace(&tls.server.addr.to_string(), &proxy.addr.to_string());
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, text).unwrap();
+
+    let name = env.name("ping");
+    let p1 = Pair::new("ping-1");
+    tls.put_pair(&env.ns, &name, &p1).await;
+    let cs = env.start_with_kubeconfig(
+        &kubeconfig,
+        &[env.secret_spec(&name)],
+        &[
+            "--watch-timeout",
+            "5m",
+            "--api-keepalive",
+            "1s",
+            "--tls-server-name",
+            "kube-apiserver.test",
+        ],
+    );
+    wait_pair(&env.target(&name), &p1);
+    proxy.freeze();
+    let p2 = Pair::new("ping-2");
+    tls.put_pair(&env.ns, &name, &p2).await;
+    wait_pair(&env.target(&name), &p2);
+    cs.wait_log("HTTP/2 connection lost");
+}
+
+/// Rotated credentials over HTTP/2: the kubeconfig is replaced by one for
+/// another server; every watch moves there and the old connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_kubeconfig_moves_every_watch_to_a_new_connection() {
+    let mut env = Env::new().await;
+    if env
+        .fake("rotated_kubeconfig_moves_every_watch_to_a_new_connection")
+        .is_none()
+    {
+        return env.cleanup().await;
+    }
+    let a = Tls::start(&env.tmp.path().join("a"), true, 250).await;
+    let b = Tls::start(&env.tmp.path().join("b"), true, 250).await;
+    let names: Vec<String> = (0..3).map(|i| env.name(&format!("rot-{i}"))).collect();
+    let (pa, pb) = (Pair::new("on-a"), Pair::new("on-b"));
+    for n in &names {
+        a.put_pair(&env.ns, n, &pa).await;
+        b.put_pair(&env.ns, n, &pb).await;
+    }
+    let dir = env.tmp.path().join("kc");
+    std::fs::create_dir(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::copy(&a.kubeconfig, &kubeconfig).unwrap();
+    let specs: Vec<String> = names.iter().map(|n| env.secret_spec(n)).collect();
+    let cs = env.start_with_kubeconfig(
+        &kubeconfig,
+        &specs,
+        &["--tls-server-name", "kube-apiserver.test"],
+    );
+    for n in &names {
+        wait_pair(&env.target(n), &pa);
+    }
+    write_atomic(&kubeconfig, &std::fs::read(&b.kubeconfig).unwrap());
+    for n in &names {
+        wait_pair(&env.target(n), &pb);
+    }
+    cs.wait_log("credentials changed; rebuilt the API client");
+    let (a_addrs, b_addrs) = (server_addrs(&a.kubeconfig), server_addrs(&b.kubeconfig));
+    wait_for("the old server's connection to close", || {
+        (tcp_connections(cs.child.id(), &a_addrs) == 0).then_some(())
+    });
+    assert_eq!(tcp_connections(cs.child.id(), &b_addrs), 1);
 }

@@ -3,8 +3,10 @@
 //! never validate or write; the sync task does (see `sync`).
 //!
 //! - `hostdir`: a directory on the node (inotify, debounced, resync).
+//! - `client`: the API client shared by every `secret` source.
 //! - `secret`: one Secret or ConfigMap, watched by name in the API server.
 
+pub mod client;
 pub mod hostdir;
 pub mod secret;
 

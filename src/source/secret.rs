@@ -10,42 +10,27 @@
 //! as an error) and never turns into an empty bundle, so the last good files
 //! stay; a `403` names the verb and the object that were denied.
 //!
-//! The client is built from `--kubeconfig`, then `KUBECONFIG`, then the pod's
-//! service account. When the kubeconfig file changes on disk (rotated
-//! credentials) the client is rebuilt and every watch restarts with it; the
-//! in-cluster token file is re-read by kube itself.
+//! The client comes from `source::client` (HTTP/2, rebuilt when credentials
+//! rotate); a rebuilt client restarts every watch.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::{SourceError, Update};
 use crate::bundle::{Bundle, BundleError};
 use crate::config::Item;
-use crate::dirwatch::DirWatch;
 use crate::error_chain;
-
-/// The in-cluster service-account token, watched for rotation.
-/// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
-const KUBECONFIG_LIMIT: u64 = 4 << 20;
-const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig { path: String, message: String },
-    #[error("in-cluster configuration: {0} (give --kubeconfig when not running in a pod)")]
-    InCluster(String),
-    #[error("cannot build the API client: {0}")]
-    Client(String),
+    #[error(transparent)]
+    Client(#[from] super::client::ClientError),
     #[error("{object} not found; keeping the last good files")]
     NotFound { object: String },
     #[error("{object} was deleted; keeping the last good files")]
@@ -93,115 +78,6 @@ impl std::fmt::Display for ObjectRef {
             Kind::ConfigMap => "configmap",
         };
         write!(f, "{kind} {}/{}", self.namespace, self.name)
-    }
-}
-
-/// How to reach the API server.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientSettings {
-    pub kubeconfig: Option<PathBuf>,
-    /// Server name to verify in the API server's certificate (static pods
-    /// reach it as `localhost` while its certificate names another host).
-    pub tls_server_name: Option<String>,
-    /// Server-side timeout of each watch call; a silently dead connection is
-    /// noticed within this plus 5 s.
-    pub watch_timeout: Duration,
-}
-
-impl ClientSettings {
-    /// The kubeconfig to use: the flag, else `KUBECONFIG` (first path).
-    fn kubeconfig_path(&self) -> Option<PathBuf> {
-        self.kubeconfig.clone().or_else(|| {
-            let env = std::env::var_os("KUBECONFIG")?;
-            std::env::split_paths(&env).find(|p| !p.as_os_str().is_empty())
-        })
-    }
-
-    /// Files whose change means the client must be rebuilt.
-    fn credential_file(&self) -> PathBuf {
-        self.kubeconfig_path()
-            .unwrap_or_else(|| PathBuf::from(SA_TOKEN))
-    }
-
-    pub async fn client(&self) -> Result<Client, KubeError> {
-        let mut config = match self.kubeconfig_path() {
-            Some(path) => {
-                let err = |e: &dyn std::fmt::Display| KubeError::Kubeconfig {
-                    path: path.display().to_string(),
-                    message: e.to_string(),
-                };
-                let text = crate::files::read_text(&path, KUBECONFIG_LIMIT)
-                    .map_err(|e| err(&e.problem()))?;
-                let kc = Kubeconfig::from_yaml(&text).map_err(|e| err(&e))?;
-                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| err(&e))?
-            }
-            None => kube::Config::incluster().map_err(|e| KubeError::InCluster(e.to_string()))?,
-        };
-        if let Some(name) = &self.tls_server_name {
-            config.tls_server_name = Some(name.clone());
-        }
-        Client::try_from(config).map_err(|e| KubeError::Client(e.to_string()))
-    }
-
-    /// Keeps `tx` holding a client built from the current credentials:
-    /// builds one (retrying while the configuration is broken) and rebuilds
-    /// it whenever the credential file's content changes.
-    pub async fn run_clients(
-        self,
-        watcher: DirWatch,
-        tx: watch::Sender<Option<Client>>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        let file = self.credential_file();
-        let dir = file.parent().map(PathBuf::from).unwrap_or_default();
-        // Only the file itself, or a Secret-volume `..data` flip; other files
-        // in the directory (and logs written there) are none of our business.
-        let name = file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (mut events, _) = watcher.subscribe_names(&dir, &[&name, "..data"]);
-        let fingerprint = || {
-            crate::files::read_regular(&file, KUBECONFIG_LIMIT)
-                .ok()
-                .map(Sha256::digest)
-        };
-        let mut built = false;
-        let mut built_from = None;
-        let mut retry = Duration::from_secs(1);
-        loop {
-            let now = fingerprint();
-            if !built || now != built_from {
-                match self.client().await {
-                    Ok(client) => {
-                        if built {
-                            tracing::info!(file = %file.display(), "credentials changed; rebuilt the API client");
-                        }
-                        (built, built_from) = (true, now);
-                        retry = Duration::from_secs(1);
-                        let _ = tx.send(Some(client));
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, retry_in = ?retry, "cannot build the API client");
-                        tokio::select! {
-                            () = crate::sync::stopped(&mut shutdown) => return,
-                            () = tokio::time::sleep(retry) => {}
-                        }
-                        retry = (retry * 2).min(Duration::from_secs(30));
-                        continue;
-                    }
-                }
-            }
-            tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
-                _ = events.recv() => {}
-                // The directory may not exist yet or may be replaced: look
-                // again now and then even without an event.
-                () = tokio::time::sleep(Duration::from_secs(60)) => { let _ = watcher.rewatch(&dir); }
-            }
-        }
     }
 }
 

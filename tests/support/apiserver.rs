@@ -13,6 +13,10 @@
 //! - an optional allow-list answers `403 Forbidden` for any other object,
 //!   including a list or watch without a name selector, like RBAC with
 //!   `resourceNames`;
+//! - HTTP/1.1 and HTTP/2 (ALPN `h2` over TLS, as kube-apiserver), with
+//!   Go's default limit of 250 concurrent streams per connection (what
+//!   kube-apiserver serves unless `--http2-max-streams-per-connection` is
+//!   set); it records each connection's protocol and how many are open;
 //! - faults on demand: drop every connection, end every watch, stall
 //!   watches (no bytes), answer 500 for the next N requests, 410 for the
 //!   next N watches, compact history, rewind the
@@ -74,6 +78,12 @@ struct Shared {
 pub struct ApiServer {
     pub addr: SocketAddr,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    /// SETTINGS_MAX_CONCURRENT_STREAMS of every HTTP/2 connection.
+    max_streams: u32,
+    /// The negotiated protocol of every connection accepted, in order.
+    protocols: Arc<Mutex<Vec<&'static str>>>,
+    /// Connections open now.
+    open: Arc<std::sync::atomic::AtomicUsize>,
     shared: Arc<Shared>,
     accept: Option<tokio::task::JoinHandle<()>>,
     conns: Arc<Mutex<JoinSet<()>>>,
@@ -99,10 +109,32 @@ impl ApiServer {
 
     /// Starts on a free loopback port serving HTTPS with `cert`/`key` (PEM).
     pub async fn start_tls(cert: &[u8], key: &[u8]) -> Self {
+        Self::start_tls_with(cert, key, true, 250).await
+    }
+
+    /// HTTPS offering `h2` only when `h2`, with `max_streams` per HTTP/2
+    /// connection.
+    pub async fn start_tls_with(cert: &[u8], key: &[u8], h2: bool, max_streams: u32) -> Self {
         let mut s = Self::start_on(TcpListener::bind("127.0.0.1:0").await.unwrap()).await;
-        s.tls = Some(super::tls_acceptor(cert, key));
+        let alpn: &[&[u8]] = if h2 {
+            &[b"h2", b"http/1.1"]
+        } else {
+            &[b"http/1.1"]
+        };
+        s.tls = Some(super::tls_acceptor_alpn(cert, key, alpn));
+        s.max_streams = max_streams;
         s.up().await;
         s
+    }
+
+    /// The protocol of every connection accepted so far (`h2`, `http/1.1`).
+    pub fn protocols(&self) -> Vec<&'static str> {
+        self.protocols.lock().unwrap().clone()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     async fn start_on(listener: TcpListener) -> Self {
@@ -121,6 +153,9 @@ impl ApiServer {
         let mut s = Self {
             addr: listener.local_addr().unwrap(),
             tls: None,
+            max_streams: 250,
+            protocols: Arc::default(),
+            open: Arc::default(),
             shared,
             accept: None,
             conns: Arc::default(),
@@ -133,16 +168,38 @@ impl ApiServer {
         let app = router(Arc::clone(&self.shared));
         let conns = Arc::clone(&self.conns);
         let tls = self.tls.clone();
+        let (protocols, open, max_streams) = (
+            Arc::clone(&self.protocols),
+            Arc::clone(&self.open),
+            self.max_streams,
+        );
         self.accept = Some(tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let (app, tls) = (app.clone(), tls.clone());
-                conns
-                    .lock()
-                    .unwrap()
-                    .spawn(super::serve_connection(stream, app, tls));
+                let (protocols, open) = (Arc::clone(&protocols), Arc::clone(&open));
+                conns.lock().unwrap().spawn(async move {
+                    let _open = Open::new(open);
+                    match tls {
+                        Some(tls) => {
+                            let Ok(s) = tls.accept(stream).await else {
+                                return;
+                            };
+                            let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2");
+                            protocols
+                                .lock()
+                                .unwrap()
+                                .push(if h2 { "h2" } else { "http/1.1" });
+                            super::serve_io(s, app, max_streams).await
+                        }
+                        None => {
+                            protocols.lock().unwrap().push("http/1.1");
+                            super::serve_io(stream, app, max_streams).await
+                        }
+                    }
+                });
             }
         }));
     }
@@ -289,6 +346,23 @@ impl Drop for ApiServer {
 }
 
 /// Writes a kubeconfig for `server` into `dir`.
+/// Counts a connection open for as long as it lives (an aborted task
+/// drops it too).
+struct Open(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Open {
+    fn new(n: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(n)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 pub fn write_kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
     let path = dir.join("kubeconfig");
     std::fs::write(

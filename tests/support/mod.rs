@@ -138,13 +138,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) {
 
 /// A TLS acceptor serving `cert` (PEM chain) with `key`, on ring.
 pub fn tls_acceptor(cert: &[u8], key: &[u8]) -> tokio_rustls::TlsAcceptor {
+    tls_acceptor_alpn(cert, key, &[b"h2", b"http/1.1"])
+}
+
+/// A TLS acceptor offering exactly `alpn` (kube-apiserver offers `h2` and
+/// `http/1.1`; an HTTP/1.1-only server offers only the latter).
+pub fn tls_acceptor_alpn(cert: &[u8], key: &[u8], alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
     let key = PrivateKeyDer::from_pem_slice(key).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+    let mut config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
@@ -152,6 +158,7 @@ pub fn tls_acceptor(cert: &[u8], key: &[u8]) -> tokio_rustls::TlsAcceptor {
     .with_no_client_auth()
     .with_single_cert(certs, key)
     .unwrap();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))
 }
 
@@ -161,16 +168,28 @@ pub async fn serve_connection(
     app: axum::Router,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
+    match tls {
+        Some(tls) => {
+            if let Ok(s) = tls.accept(stream).await {
+                serve_io(s, app, u32::MAX).await
+            }
+        }
+        None => serve_io(stream, app, u32::MAX).await,
+    }
+}
+
+/// Serves HTTP/1.1 or HTTP/2 (by the client's preface) on `io`, with at
+/// most `max_streams` concurrent HTTP/2 streams.
+pub async fn serve_io<I>(io: I, app: axum::Router, max_streams: u32)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     use hyper_util::rt::TokioIo;
     let svc = hyper_util::service::TowerToHyperService::new(app);
-    let http = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    let _ = match tls {
-        Some(tls) => match tls.accept(stream).await {
-            Ok(s) => http.serve_connection(TokioIo::new(s), svc).await,
-            Err(_) => return,
-        },
-        None => http.serve_connection(TokioIo::new(stream), svc).await,
-    };
+    let mut http =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    http.http2().max_concurrent_streams(max_streams);
+    let _ = http.serve_connection(TokioIo::new(io), svc).await;
 }
 
 /// A free loopback port (bound, then released).
@@ -339,4 +358,120 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, u32, Vec<u8>)> {
     }
     out.sort();
     out
+}
+
+/// Established TCP connections of process `pid` to any of `remotes`, read
+/// from /proc (the process's socket inodes joined with the namespace's
+/// TCP tables), so it works against a real cluster too.
+pub fn tcp_connections(pid: u32, remotes: &[std::net::SocketAddr]) -> usize {
+    let inodes: std::collections::HashSet<String> = fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| fs::read_link(e.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut n = 0;
+    for table in ["tcp", "tcp6"] {
+        let text = fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // f[2] = remote "HEXIP:HEXPORT", f[3] = state (01 established), f[9] = inode.
+            if f.len() < 10 || f[3] != "01" || !inodes.contains(f[9]) {
+                continue;
+            }
+            if remotes.iter().any(|r| proc_addr(f[2]) == Some(*r)) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// `/proc/net/tcp{,6}` address notation: the address as host-order 32-bit
+/// words in hex, then the port.
+fn proc_addr(s: &str) -> Option<std::net::SocketAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let (ip, port) = s.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let words: Vec<u32> = (0..ip.len() / 8)
+        .map(|i| u32::from_str_radix(&ip[i * 8..i * 8 + 8], 16).map(u32::from_be))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+    let ip = match bytes.len() {
+        4 => IpAddr::V4(Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3])),
+        16 => {
+            let v6 = Ipv6Addr::from(<[u8; 16]>::try_from(bytes.as_slice()).ok()?);
+            // An IPv4 peer on a dual-stack socket.
+            v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
+        }
+        _ => return None,
+    };
+    Some(std::net::SocketAddr::new(ip, port))
+}
+
+/// A TCP proxy to `upstream` that can freeze: every connection open at the
+/// time stops forwarding in both directions but stays open (a peer gone
+/// without a FIN or RST, as after a network partition or a dead node);
+/// connections made afterwards work.
+pub struct FreezeProxy {
+    pub addr: std::net::SocketAddr,
+    epoch: tokio::sync::watch::Sender<u64>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl FreezeProxy {
+    pub async fn start(upstream: std::net::SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let epoch = tokio::sync::watch::channel(0u64).0;
+        let frozen = epoch.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let mut rx = frozen.subscribe();
+                let born = *rx.borrow();
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let copy = async {
+                        tokio::select! {
+                            _ = tokio::io::copy(&mut cr, &mut sw) => {}
+                            _ = tokio::io::copy(&mut sr, &mut cw) => {}
+                        }
+                    };
+                    tokio::select! {
+                        () = copy => {}
+                        () = async { let _ = rx.wait_for(|e| *e > born).await; } => {
+                            // Hold both sockets open, silent, until the test ends.
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            epoch,
+            accept,
+        }
+    }
+
+    /// Freezes every connection open now.
+    pub fn freeze(&self) {
+        self.epoch.send_modify(|e| *e += 1);
+    }
+}
+
+impl Drop for FreezeProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
 }

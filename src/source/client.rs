@@ -1,0 +1,429 @@
+//! How certsync talks to the API server: the credentials it uses, the
+//! client rebuilt when they rotate, and the connections under it.
+//!
+//! The client is built from `--kubeconfig`, then `KUBECONFIG`, then the pod's
+//! service account. When the kubeconfig file changes on disk (rotated
+//! credentials) the client is rebuilt and every watch restarts with it; the
+//! in-cluster token file is re-read by kube's auth layer itself.
+//!
+//! Connections: kube-rs negotiates HTTP/1.1 only, which costs one TCP
+//! connection and TLS session per watch (a thousand watches, a thousand
+//! connections). certsync makes no upgrade (websocket) calls, so it offers
+//! `h2` through ALPN and multiplexes every list and watch of the process over
+//! as few HTTP/2 connections as the server's `SETTINGS_MAX_CONCURRENT_STREAMS`
+//! allows, opening another only when every open one is full, as Go's
+//! transport (client-go) does. HTTP/2 PINGs after `keepalive` of silence
+//! notice a dead connection without waiting for a watch to time out. A server
+//! that does not offer `h2` (or plain `http://`) is spoken to in HTTP/1.1,
+//! as before.
+//!
+//! Invariants: a request never waits for a stream slot on a full connection
+//! (h2 would queue it silently behind watches that last minutes); a closed
+//! connection is never handed out again.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::client::conn::http2;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::{Connection, HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::Client;
+use kube::client::{Body, ConfigExt};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+use tower::{BoxError, ServiceBuilder};
+
+use crate::dirwatch::DirWatch;
+use crate::error_chain;
+
+/// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
+const KUBECONFIG_LIMIT: u64 = 4 << 20;
+/// The in-cluster service-account token, watched for rotation.
+const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/// kube's own connect timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("in-cluster configuration: {0} (give --kubeconfig when not running in a pod)")]
+    InCluster(String),
+    #[error("cannot build the API client: {0}")]
+    Build(String),
+    #[error("connect to the API server {server}: {message}")]
+    Connect { server: String, message: String },
+}
+
+/// How to reach the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSettings {
+    pub kubeconfig: Option<PathBuf>,
+    /// Server name to verify in the API server's certificate (static pods
+    /// reach it as `localhost` while its certificate names another host).
+    pub tls_server_name: Option<String>,
+    /// Server-side timeout of each watch call; a silently dead connection is
+    /// noticed within this plus 5 s.
+    pub watch_timeout: Duration,
+    /// Silence on an HTTP/2 connection after which it is PINGed; without an
+    /// answer within half of it the connection is dropped and watches resume
+    /// on a new one (client-go: 30 s and 15 s).
+    pub keepalive: Duration,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        Self {
+            kubeconfig: None,
+            tls_server_name: None,
+            watch_timeout: Duration::from_secs(290),
+            keepalive: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ClientSettings {
+    /// The kubeconfig to use: the flag, else `KUBECONFIG` (first path).
+    fn kubeconfig_path(&self) -> Option<PathBuf> {
+        self.kubeconfig.clone().or_else(|| {
+            let env = std::env::var_os("KUBECONFIG")?;
+            std::env::split_paths(&env).find(|p| !p.as_os_str().is_empty())
+        })
+    }
+
+    /// Files whose change means the client must be rebuilt.
+    fn credential_file(&self) -> PathBuf {
+        self.kubeconfig_path()
+            .unwrap_or_else(|| PathBuf::from(SA_TOKEN))
+    }
+
+    pub async fn client(&self) -> Result<Client, ClientError> {
+        let mut config = match self.kubeconfig_path() {
+            Some(path) => {
+                let err = |e: &dyn std::fmt::Display| ClientError::Kubeconfig {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                };
+                let text = crate::files::read_text(&path, KUBECONFIG_LIMIT)
+                    .map_err(|e| err(&e.problem()))?;
+                let kc = Kubeconfig::from_yaml(&text).map_err(|e| err(&e))?;
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| err(&e))?
+            }
+            None => kube::Config::incluster().map_err(|e| ClientError::InCluster(e.to_string()))?,
+        };
+        if let Some(name) = &self.tls_server_name {
+            config.tls_server_name = Some(name.clone());
+        }
+        build(&config, self.keepalive)
+    }
+
+    /// Keeps `tx` holding a client built from the current credentials:
+    /// builds one (retrying while the configuration is broken) and rebuilds
+    /// it whenever the credential file's content changes.
+    pub async fn run_clients(
+        self,
+        watcher: DirWatch,
+        tx: watch::Sender<Option<Client>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let file = self.credential_file();
+        let dir = file.parent().map(PathBuf::from).unwrap_or_default();
+        // Only the file itself, or a Secret-volume `..data` flip; other files
+        // in the directory (and logs written there) are none of our business.
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (mut events, _) = watcher.subscribe_names(&dir, &[&name, "..data"]);
+        let fingerprint = || {
+            crate::files::read_regular(&file, KUBECONFIG_LIMIT)
+                .ok()
+                .map(Sha256::digest)
+        };
+        let mut built = false;
+        let mut built_from = None;
+        let mut retry = Duration::from_secs(1);
+        loop {
+            let now = fingerprint();
+            if !built || now != built_from {
+                match self.client().await {
+                    Ok(client) => {
+                        if built {
+                            tracing::info!(file = %file.display(), "credentials changed; rebuilt the API client");
+                        }
+                        (built, built_from) = (true, now);
+                        retry = Duration::from_secs(1);
+                        let _ = tx.send(Some(client));
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, retry_in = ?retry, "cannot build the API client");
+                        tokio::select! {
+                            () = crate::sync::stopped(&mut shutdown) => return,
+                            () = tokio::time::sleep(retry) => {}
+                        }
+                        retry = (retry * 2).min(Duration::from_secs(30));
+                        continue;
+                    }
+                }
+            }
+            tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                _ = events.recv() => {}
+                // The directory may not exist yet or may be replaced: look
+                // again now and then even without an event.
+                () = tokio::time::sleep(Duration::from_secs(60)) => { let _ = watcher.rewatch(&dir); }
+            }
+        }
+    }
+}
+
+/// A kube `Client` over [`Pool`], with kube's own base-URI, auth (token
+/// refresh, exec plugins, token files) and header layers.
+fn build(config: &kube::Config, keepalive: Duration) -> Result<Client, ClientError> {
+    let err = |e: &dyn std::fmt::Display| ClientError::Build(e.to_string());
+    if let Some(proxy) = &config.proxy_url {
+        return Err(ClientError::Build(format!(
+            "proxy-url {proxy} is not supported; certsync connects to the API server directly"
+        )));
+    }
+    let tls = config.rustls_client_config().map_err(|e| err(&e))?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    // For HTTP/1.1, where there are no PINGs: the kernel notices a dead peer.
+    http.set_keepalive(Some(keepalive));
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    let mut https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http();
+    if let Some(name) = &config.tls_server_name {
+        let name = name
+            .clone()
+            .try_into()
+            .map_err(|e| err(&format_args!("tls-server-name {name:?}: {e}")))?;
+        https = https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+    }
+    let connector = https.enable_all_versions().wrap_connector(http);
+    let pool = Pool::new(connector, config.cluster_url.clone(), keepalive);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer().map_err(|e| err(&e))?)
+        .layer(config.extra_headers_layer().map_err(|e| err(&e))?)
+        .service(pool);
+    Ok(Client::new(service, config.default_namespace.clone()))
+}
+
+type Connector = HttpsConnector<HttpConnector>;
+
+/// The connections of one client. Cloned into every request.
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+struct PoolInner {
+    connector: Connector,
+    server: http::Uri,
+    keepalive: Duration,
+    /// Held while choosing or opening a connection, so a burst of requests
+    /// at start opens one connection, not one each.
+    conns: tokio::sync::Mutex<Conns>,
+    /// HTTP/1.1 with hyper's own pool, once the server has shown it does not
+    /// speak HTTP/2.
+    h1: hyper_util::client::legacy::Client<Connector, Body>,
+}
+
+#[derive(Default)]
+struct Conns {
+    h2: Vec<H2Conn>,
+    h1_only: bool,
+}
+
+struct H2Conn {
+    send: http2::SendRequest<Body>,
+    /// Streams open on this connection (requests whose response body lives).
+    streams: Arc<AtomicUsize>,
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS for this connection.
+    max_streams: Arc<AtomicUsize>,
+}
+
+/// One open stream; released when the response body is dropped.
+struct Stream(Arc<AtomicUsize>);
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+enum Route {
+    H1,
+    H2(http2::SendRequest<Body>, Stream),
+}
+
+impl Pool {
+    fn new(connector: Connector, server: http::Uri, keepalive: Duration) -> Self {
+        let h1 = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .http2_only(false)
+            .build(connector.clone());
+        Self {
+            inner: Arc::new(PoolInner {
+                connector,
+                server,
+                keepalive,
+                conns: tokio::sync::Mutex::default(),
+                h1,
+            }),
+        }
+    }
+
+    /// Open HTTP/2 connections and the streams on each (for tests and
+    /// benchmarks of this module).
+    pub async fn h2_streams(&self) -> Vec<usize> {
+        let conns = self.inner.conns.lock().await;
+        conns
+            .h2
+            .iter()
+            .filter(|c| !c.send.is_closed())
+            .map(|c| c.streams.load(Ordering::Acquire))
+            .collect()
+    }
+
+    async fn route(&self) -> Result<Route, ClientError> {
+        let inner = &self.inner;
+        let mut conns = inner.conns.lock().await;
+        if conns.h1_only {
+            return Ok(Route::H1);
+        }
+        conns.h2.retain(|c| !c.send.is_closed());
+        // The server's SETTINGS_MAX_CONCURRENT_STREAMS, as last received.
+        let free = conns.h2.iter().find(|c| {
+            c.send.is_ready()
+                && c.streams.load(Ordering::Acquire) < c.max_streams.load(Ordering::Acquire)
+        });
+        if let Some(c) = free {
+            c.streams.fetch_add(1, Ordering::AcqRel);
+            return Ok(Route::H2(c.send.clone(), Stream(Arc::clone(&c.streams))));
+        }
+        let connect_err = |message: String| ClientError::Connect {
+            server: inner.server.to_string(),
+            message,
+        };
+        let io = tower::ServiceExt::oneshot(inner.connector.clone(), inner.server.clone())
+            .await
+            .map_err(|e| connect_err(error_chain(&*e)))?;
+        if !io.connected().is_negotiated_h2() {
+            tracing::info!(server = %inner.server, "the API server does not offer HTTP/2; using HTTP/1.1 (one connection per watch)");
+            conns.h1_only = true;
+            return Ok(Route::H1);
+        }
+        let (send, connection) = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(inner.keepalive)
+            .keep_alive_timeout(inner.keepalive / 2)
+            .keep_alive_while_idle(true)
+            .handshake(io)
+            .await
+            .map_err(|e| connect_err(error_chain(&e)))?;
+        let server = inner.server.to_string();
+        // Until the server's SETTINGS arrive, h2's own default (100).
+        let mut connection = Box::pin(connection);
+        let max_streams = Arc::new(AtomicUsize::new(connection.current_max_send_streams()));
+        let limit = Arc::clone(&max_streams);
+        tokio::spawn(async move {
+            // Every frame the server sends (SETTINGS included) wakes this
+            // poll, so the limit read after it is current.
+            let driven = std::future::poll_fn(|cx| {
+                let done = connection.as_mut().poll(cx);
+                limit.store(connection.current_max_send_streams(), Ordering::Release);
+                done
+            });
+            match driven.await {
+                Ok(()) => tracing::debug!(%server, "HTTP/2 connection closed"),
+                Err(e) => {
+                    tracing::info!(%server, error = %error_chain(&e), "HTTP/2 connection lost; watches resume on a new one")
+                }
+            }
+        });
+        tracing::debug!(server = %inner.server, open = conns.h2.len() + 1, "opened an HTTP/2 connection");
+        let streams = Arc::new(AtomicUsize::new(1));
+        let stream = Stream(Arc::clone(&streams));
+        conns.h2.push(H2Conn {
+            send: send.clone(),
+            streams,
+            max_streams,
+        });
+        Ok(Route::H2(send, stream))
+    }
+
+    async fn send(self, req: Request<Body>) -> Result<Response<PoolBody>, BoxError> {
+        match self.route().await? {
+            Route::H1 => {
+                let resp = self.inner.h1.request(req).await?;
+                Ok(resp.map(|body| PoolBody {
+                    body,
+                    _stream: None,
+                }))
+            }
+            Route::H2(mut send, stream) => {
+                let resp = send.send_request(req).await?;
+                Ok(resp.map(|body| PoolBody {
+                    body,
+                    _stream: Some(stream),
+                }))
+            }
+        }
+    }
+}
+
+impl tower::Service<Request<Body>> for Pool {
+    type Response = Response<PoolBody>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        Box::pin(self.clone().send(req))
+    }
+}
+
+/// A response body that holds its stream slot until it is dropped.
+pub struct PoolBody {
+    body: Incoming,
+    _stream: Option<Stream>,
+}
+
+impl http_body::Body for PoolBody {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
