@@ -2,7 +2,8 @@
 //!
 //! Prints a table and, with `--json FILE`, writes the same figures as JSON.
 //! Options: `--quick` (fewer iterations, for a smoke run), `--only NAME`
-//! (writer, hostdir, idle, scale, secret). Against the test API server by
+//! (writer, hostdir, idle, scale, secret, fanout), `--processes N` (the
+//! fan-out bench's process count, default 100). Against the test API server by
 //! default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set.
 //!
 //! Latencies are measured without busy polling: the target directory is
@@ -32,6 +33,8 @@ struct Row {
 
 struct Opts {
     quick: bool,
+    /// Processes in the fan-out bench.
+    fanout: usize,
     only: Option<String>,
     json: Option<String>,
 }
@@ -45,6 +48,7 @@ fn opts() -> Opts {
     };
     Opts {
         quick: args.iter().any(|a| a == "--quick"),
+        fanout: value("--processes").map_or(100, |v| v.parse().expect("--processes N")),
         only: value("--only"),
         json: value("--json"),
     }
@@ -117,67 +121,6 @@ fn now_ns() -> u128 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos()
-}
-
-/// Records, for every `..data` flip of `target`, when the new certificate
-/// became readable (inotify; no polling) as (cert bytes, time).
-/// (certificate bytes, nanoseconds since the epoch) per flip seen.
-type Flips = Arc<Mutex<Vec<(Vec<u8>, u128)>>>;
-
-struct FlipWatch {
-    seen: Flips,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl FlipWatch {
-    fn start(target: &Path) -> Self {
-        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-        std::fs::create_dir_all(target).unwrap();
-        let ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
-        ino.add_watch(target, AddWatchFlags::IN_MOVED_TO).unwrap();
-        let seen: Flips = Arc::default();
-        let stop: Arc<std::sync::atomic::AtomicBool> = Arc::default();
-        let (t, s, st) = (target.to_owned(), seen.clone(), stop.clone());
-        std::thread::spawn(move || {
-            use std::os::fd::AsFd;
-            while !st.load(std::sync::atomic::Ordering::Relaxed) {
-                let mut fds = [nix::poll::PollFd::new(
-                    ino.as_fd(),
-                    nix::poll::PollFlags::POLLIN,
-                )];
-                if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(100u16)).unwrap_or(0) == 0
-                {
-                    continue;
-                }
-                let Ok(events) = ino.read_events() else {
-                    continue;
-                };
-                let flipped = events
-                    .iter()
-                    .any(|e| e.name.as_deref() == Some(std::ffi::OsStr::new("..data")));
-                if flipped && let Some((_, cert, _)) = support::read_live(&t) {
-                    s.lock().unwrap().push((cert, now_ns()));
-                }
-            }
-        });
-        Self { seen, stop }
-    }
-
-    /// When `cert` was first seen, if it was.
-    fn when(&self, cert: &[u8]) -> Option<u128> {
-        self.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(c, _)| c == cert)
-            .map(|(_, t)| *t)
-    }
-}
-
-impl Drop for FlipWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
 }
 
 /// A process that blocks SIGHUP and sigwaits for it, printing the time of
@@ -377,6 +320,26 @@ fn usage(pid: u32, acct: Option<&CpuAcct>) -> (f64, f64) {
     (rss_kib / 1024.0, cpu_ms)
 }
 
+/// Where resident memory goes: the binary's own pages (file-backed: code
+/// and read-only data the kernel maps in as they are touched, with
+/// fault-around), the heap and stacks (anonymous), and the thread count.
+fn memory_parts(pid: u32) -> BTreeMap<String, f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    BTreeMap::from([
+        ("rss_file_mib".to_owned(), field("RssFile:") / 1024.0),
+        ("rss_anon_mib".to_owned(), field("RssAnon:") / 1024.0),
+        ("threads".to_owned(), field("Threads:")),
+    ])
+}
+
 // ---- the API-server side ----------------------------------------------------
 
 struct Cluster {
@@ -394,10 +357,18 @@ async fn cluster(dir: &Path) -> Cluster {
             None,
         ),
         None => {
-            let fake = support::apiserver::ApiServer::start().await;
+            // HTTPS with h2 and http/1.1 by ALPN, as kube-apiserver serves.
+            let serving = support::certs::Pair::new("127.0.0.1");
+            let fake = support::apiserver::ApiServer::start_tls(&serving.cert, &serving.key).await;
             let kc_dir = dir.join("kc");
             std::fs::create_dir_all(&kc_dir).unwrap();
-            (fake.kubeconfig(&kc_dir), "bench".to_owned(), Some(fake))
+            let ca = kc_dir.join("ca.crt");
+            std::fs::write(&ca, &serving.ca_cert).unwrap();
+            (
+                fake.tls_kubeconfig(&kc_dir, &ca),
+                "bench".to_owned(),
+                Some(fake),
+            )
         }
     };
     let client = support::kube_client(&kubeconfig).await;
@@ -445,7 +416,7 @@ fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: b
     )
     .unwrap();
     let target = dir.path().join("target");
-    let flips = FlipWatch::start(&target);
+    let flips = FlipWatch::start(std::slice::from_ref(&target));
     let signals = (!hook).then(|| SignalReceiver::start(dir.path()));
     let http = hook.then(|| hook_receiver(rt.handle()));
     let spec = format!("secret:{}/{name}={}", c.ns, target.display());
@@ -474,7 +445,7 @@ fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: b
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let cs = support::Certsync::start(&args, dir.path());
-    support::wait_for("the first sync", || flips.when(&pairs[0].cert));
+    support::wait_for("the first sync", || flips.when(0, &pairs[0].cert));
     std::thread::sleep(Duration::from_millis(300));
     let reloads = || match (&signals, &http) {
         (Some(s), _) => s.times.lock().unwrap().clone(),
@@ -497,7 +468,7 @@ fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: b
     let to_file: Vec<f64> = pairs[1..]
         .iter()
         .zip(&acks)
-        .filter_map(|(p, a)| flips.when(&p.cert).map(|t| ms_between(*a, t)))
+        .filter_map(|(p, a)| flips.when(0, &p.cert).map(|t| ms_between(*a, t)))
         .collect();
     let r = reloads();
     let r = &r[before..];
@@ -551,7 +522,7 @@ fn hostdir_latency(n: usize, debounce: &str) -> Row {
         now_ns()
     };
     write(&pairs[0]);
-    let flips = FlipWatch::start(&target);
+    let flips = FlipWatch::start(std::slice::from_ref(&target));
     let signals = SignalReceiver::start(dir.path());
     let spec = format!("dir:{}={}", src.display(), target.display());
     let pidfile = signals.pidfile.display().to_string();
@@ -571,7 +542,7 @@ fn hostdir_latency(n: usize, debounce: &str) -> Row {
         ],
         dir.path(),
     );
-    support::wait_for("the first sync", || flips.when(&pairs[0].cert));
+    support::wait_for("the first sync", || flips.when(0, &pairs[0].cert));
     std::thread::sleep(Duration::from_millis(300));
     let before = signals.times.lock().unwrap().len();
     let wait = humantime::parse_duration(debounce).unwrap() + Duration::from_millis(200);
@@ -584,7 +555,7 @@ fn hostdir_latency(n: usize, debounce: &str) -> Row {
     let to_file: Vec<f64> = pairs[1..]
         .iter()
         .zip(&changes)
-        .filter_map(|(p, t)| flips.when(&p.cert).map(|f| ms_between(*t, f)))
+        .filter_map(|(p, t)| flips.when(0, &p.cert).map(|f| ms_between(*t, f)))
         .collect();
     let r = signals.times.lock().unwrap()[before..].to_vec();
     let to_reload: Vec<f64> = changes
@@ -646,6 +617,7 @@ fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
     let (rss0, cpu0) = usage(pid, acct.as_ref());
     std::thread::sleep(Duration::from_secs(seconds));
     let (rss1, cpu1) = usage(pid, acct.as_ref());
+    let parts = memory_parts(pid);
     drop(cs);
     let source = if acct.is_some() {
         "cgroup cpuacct, ns"
@@ -657,6 +629,7 @@ fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
     let mut figures = BTreeMap::new();
     figures.insert("rss_mib".into(), rss1);
     figures.insert("rss_start_mib".into(), rss0);
+    figures.extend(parts);
     figures.insert(
         "cpu_ms_per_min".into(),
         (cpu1 - cpu0) * 60.0 / seconds as f64,
@@ -691,7 +664,7 @@ fn scale(n: usize) -> Row {
     }
     let file = dir.path().join("certsync.yaml");
     std::fs::write(&file, config).unwrap();
-    let flips = FlipWatch::start(&dir.path().join("t0"));
+    let flips = FlipWatch::start(&[dir.path().join("t0")]);
     let start = Instant::now();
     let cs = support::Certsync::start(
         &[
@@ -717,7 +690,7 @@ fn scale(n: usize) -> Row {
     support::write_atomic(&src0.join(CERT_FILE), &next.cert);
     support::write_atomic(&src0.join(KEY_FILE), &next.key);
     let t0 = now_ns();
-    let t1 = support::wait_for("the rotation", || flips.when(&next.cert));
+    let t1 = support::wait_for("the rotation", || flips.when(0, &next.cert));
     drop(cs);
     let mut figures = BTreeMap::new();
     figures.insert("first_sync_all_s".into(), all.as_secs_f64());
@@ -729,6 +702,283 @@ fn scale(n: usize) -> Row {
         n,
         figures,
         note: "from process start; --debounce 10ms; rotation latency includes the debounce".into(),
+    }
+}
+
+/// Creates `names` as Secrets holding `p`, replacing any left over.
+fn create_secrets(
+    rt: &tokio::runtime::Runtime,
+    c: &Cluster,
+    names: &[String],
+    p: &support::certs::Pair,
+) {
+    use kube::api::PostParams;
+    rt.block_on(async {
+        for name in names {
+            let _ = c.api.delete(name, &Default::default()).await;
+            c.api
+                .create(&PostParams::default(), &secret(name, p))
+                .await
+                .unwrap();
+        }
+    });
+}
+
+/// Replaces Secret `name` with `p`; returns when the API server acknowledged.
+fn update_secret(
+    rt: &tokio::runtime::Runtime,
+    c: &Cluster,
+    name: &str,
+    p: &support::certs::Pair,
+) -> u128 {
+    use kube::api::PostParams;
+    rt.block_on(async {
+        let mut s = c.api.get(name).await.unwrap();
+        s.data = secret(name, p).data;
+        c.api
+            .replace(name, &PostParams::default(), &s)
+            .await
+            .unwrap();
+    });
+    now_ns()
+}
+
+fn delete_secrets(rt: &tokio::runtime::Runtime, c: &Cluster, names: &[String]) {
+    rt.block_on(async {
+        for name in names {
+            let _ = c.api.delete(name, &Default::default()).await;
+        }
+    });
+}
+
+/// N Secret mappings in one process over HTTPS: first complete sync from
+/// process start, steady RSS, TCP connections to the API server, and the
+/// latency of rotations among them (API acknowledgement to new pair
+/// readable).
+fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let c = rt.block_on(cluster(dir.path()));
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("scale-{}-{i}", std::process::id()))
+        .collect();
+    let pair = support::certs::Pair::new("scale");
+    create_secrets(rt, &c, &names, &pair);
+    let mut config = String::from("mappings:\n");
+    for (i, name) in names.iter().enumerate() {
+        config.push_str(&format!(
+            "  - source: secret:{}/{name}\n    target: {}\n",
+            c.ns,
+            dir.path().join(format!("t{i}")).display()
+        ));
+    }
+    let file = dir.path().join("certsync.yaml");
+    std::fs::write(&file, config).unwrap();
+    let flips = FlipWatch::start(&[dir.path().join("t0")]);
+    let kc = c.kubeconfig.display().to_string();
+    let start = Instant::now();
+    let cs = support::Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            &kc,
+            "--config",
+            file.to_str().unwrap(),
+            "--log-level",
+            "warn",
+        ],
+        dir.path(),
+    );
+    let all = support::wait_for("all targets synced", || {
+        (0..n)
+            .all(|i| dir.path().join(format!("t{i}/..data")).exists())
+            .then(|| start.elapsed())
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    let pid = cs.child.id();
+    let (rss, _) = usage(pid, None);
+    let conns = support::tcp_connections(pid, &support::server_addrs(&c.kubeconfig));
+    let mut each = Vec::with_capacity(rotations);
+    for r in 0..rotations {
+        let next = support::certs::Pair::new(&format!("scale-r{r}"));
+        let t0 = update_secret(rt, &c, &names[0], &next);
+        let t1 = support::wait_for("the rotation", || flips.when(0, &next.cert));
+        each.push(ms_between(t0, t1));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (rss_after, _) = usage(pid, None);
+    drop(cs);
+    delete_secrets(rt, &c, &names);
+    let mut figures = percentiles(each);
+    figures.insert("first_sync_all_s".into(), all.as_secs_f64());
+    figures.insert("rss_mib".into(), rss);
+    figures.insert("rss_after_rotations_mib".into(), rss_after);
+    figures.insert("tcp_connections".into(), conns as f64);
+    Row {
+        bench: "scale".into(),
+        case: format!("{n} Secret mappings, one process"),
+        n,
+        figures,
+        note: format!(
+            "HTTPS (h2 offered) {}; from process start; p50/p99 = {rotations} rotations of one Secret, API ack to new pair readable",
+            if c.fake.is_some() {
+                "test API server"
+            } else {
+                "real cluster"
+            }
+        ),
+    }
+}
+
+/// N certsync processes watching one Secret, each into its own target:
+/// start-to-synced, fan-out latency (API acknowledgement to all N flipped)
+/// over `updates` updates, and each process's RSS.
+fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let c = rt.block_on(cluster(dir.path()));
+    let name = format!("fanout-{}", std::process::id());
+    let pair = support::certs::Pair::new("fanout");
+    create_secrets(rt, &c, std::slice::from_ref(&name), &pair);
+    let targets: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("t{i}"))).collect();
+    let flips = FlipWatch::start(&targets);
+    let kc = c.kubeconfig.display().to_string();
+    let start = Instant::now();
+    let procs: Vec<support::Certsync> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let spec = format!("secret:{}/{name}={}", c.ns, t.display());
+            let admin = format!("127.0.0.1:{}", 20000 + i);
+            support::Certsync::start(
+                &[
+                    "run",
+                    "--kubeconfig",
+                    &kc,
+                    "--sync",
+                    &spec,
+                    "--admin-addr",
+                    &admin,
+                    "--log-level",
+                    "warn",
+                ],
+                dir.path(),
+            )
+        })
+        .collect();
+    let spawned = start.elapsed();
+    let synced = support::wait_for("every process synced", || {
+        targets
+            .iter()
+            .all(|t| t.join("..data").exists())
+            .then(|| start.elapsed())
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    let mut each = Vec::with_capacity(updates);
+    let mut first = Vec::with_capacity(updates);
+    for u in 0..updates {
+        let next = support::certs::Pair::new(&format!("fanout-{u}"));
+        let t0 = update_secret(rt, &c, &name, &next);
+        let times = support::wait_for("every target flipped", || {
+            (0..n)
+                .map(|i| flips.when(i, &next.cert))
+                .collect::<Option<Vec<u128>>>()
+        });
+        let last = times.iter().max().copied().unwrap_or(t0);
+        let earliest = times.iter().min().copied().unwrap_or(t0);
+        each.push(ms_between(t0, last));
+        first.push(ms_between(t0, earliest));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut rss: Vec<f64> = procs.iter().map(|p| usage(p.child.id(), None).0).collect();
+    rss.sort_by(f64::total_cmp);
+    let polling = procs.iter().filter(|p| p.log().contains("polling")).count();
+    drop(procs);
+    delete_secrets(rt, &c, std::slice::from_ref(&name));
+    let mut figures = percentiles(each);
+    figures.insert("first_flip_p50_ms".into(), percentiles(first)["p50_ms"]);
+    figures.insert("spawn_all_s".into(), spawned.as_secs_f64());
+    figures.insert("start_to_all_synced_s".into(), synced.as_secs_f64());
+    figures.insert("rss_p50_mib".into(), rss[rss.len() / 2]);
+    figures.insert("rss_max_mib".into(), *rss.last().unwrap_or(&0.0));
+    figures.insert("rss_total_mib".into(), rss.iter().sum());
+    figures.insert("file_watch_polling".into(), polling as f64);
+    Row {
+        bench: "fanout".into(),
+        case: format!("{n} processes, one Secret"),
+        n,
+        figures,
+        note: format!(
+            "p50/p99/max over {updates} updates: API ack to all {n} targets flipped; {}",
+            if c.fake.is_some() {
+                "test API server, HTTPS"
+            } else {
+                "real cluster"
+            }
+        ),
+    }
+}
+
+/// (certificate bytes, nanoseconds since the epoch) per flip seen, per target.
+type Flips = Arc<Mutex<Vec<Vec<(Vec<u8>, u128)>>>>;
+
+/// Records, for every `..data` flip of each target, when the new
+/// certificate became readable: one inotify instance for all targets, no
+/// polling (a thread per target would distort a 1,000-process run).
+struct FlipWatch {
+    seen: Flips,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FlipWatch {
+    fn start(targets: &[PathBuf]) -> Self {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+        let mut wds = std::collections::HashMap::new();
+        for (i, t) in targets.iter().enumerate() {
+            std::fs::create_dir_all(t).unwrap();
+            wds.insert(ino.add_watch(t, AddWatchFlags::IN_MOVED_TO).unwrap(), i);
+        }
+        let seen: Flips = Arc::new(Mutex::new(vec![Vec::new(); targets.len()]));
+        let stop: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let (targets, s, st) = (targets.to_vec(), seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::os::fd::AsFd;
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut fds = [nix::poll::PollFd::new(
+                    ino.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(100u16)).unwrap_or(0) == 0
+                {
+                    continue;
+                }
+                let Ok(events) = ino.read_events() else {
+                    continue;
+                };
+                for e in events {
+                    if e.name.as_deref() != Some(std::ffi::OsStr::new("..data")) {
+                        continue;
+                    }
+                    let Some(&i) = wds.get(&e.wd) else { continue };
+                    if let Some((_, cert, _)) = support::read_live(&targets[i]) {
+                        s.lock().unwrap()[i].push((cert, now_ns()));
+                    }
+                }
+            }
+        });
+        Self { seen, stop }
+    }
+
+    fn when(&self, i: usize, cert: &[u8]) -> Option<u128> {
+        self.seen.lock().unwrap()[i]
+            .iter()
+            .find(|(c, _)| c == cert)
+            .map(|(_, t)| *t)
+    }
+}
+
+impl Drop for FlipWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -798,6 +1048,14 @@ fn main() {
         for n in [1, 10, 100, 1000] {
             rows.push(scale(n));
         }
+        let rotations = if o.quick { 20 } else { 200 };
+        for n in [1, 100, 1000] {
+            rows.push(secret_scale(&rt, n, rotations));
+        }
+    }
+    if run("fanout") {
+        let updates = if o.quick { 10 } else { 20 };
+        rows.push(fanout(&rt, o.fanout, updates));
     }
     print(&rows);
     if let Some(path) = &o.json {

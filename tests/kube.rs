@@ -708,24 +708,6 @@ impl Tls {
     }
 }
 
-/// The addresses the kubeconfig's server URL resolves to.
-fn server_addrs(kubeconfig: &Path) -> Vec<std::net::SocketAddr> {
-    use std::net::ToSocketAddrs;
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let url: http::Uri = kc.clusters[0]
-        .cluster
-        .as_ref()
-        .and_then(|c| c.server.clone())
-        .unwrap()
-        .parse()
-        .unwrap();
-    let port = url.port_u16().unwrap_or(443);
-    (url.host().unwrap().trim_matches(['[', ']']), port)
-        .to_socket_addrs()
-        .unwrap()
-        .collect()
-}
-
 /// Every list and watch of one process shares one HTTP/2 connection
 /// (kube-rs alone opens one HTTP/1.1 connection per watch). Runs against a
 /// real cluster too: the connections are counted from /proc.
