@@ -2,7 +2,7 @@
 //!
 //! Prints a table and, with `--json FILE`, writes the same figures as JSON.
 //! Options: `--quick` (fewer iterations, for a smoke run), `--only NAME`
-//! (writer, hostdir, idle, scale, secret, fanout), `--processes N` (the
+//! (writer, hostdir, idle, scale, secret-scale, secret, fanout), `--processes N` (the
 //! fan-out bench's process count, default 100). Against the test API server by
 //! default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set.
 //!
@@ -1048,8 +1048,16 @@ fn main() {
         for n in [1, 10, 100, 1000] {
             rows.push(scale(n));
         }
+    }
+    if run("scale") || run("secret-scale") {
         let rotations = if o.quick { 20 } else { 200 };
-        for n in [1, 100, 1000] {
+        let sizes: Vec<usize> =
+            std::env::var("CERTSYNC_BENCH_SCALE").map_or(vec![1, 100, 1000], |v| {
+                v.split(',')
+                    .map(|n| n.parse().expect("CERTSYNC_BENCH_SCALE: numbers"))
+                    .collect()
+            });
+        for n in sizes {
             rows.push(secret_scale(&rt, n, rotations));
         }
     }
