@@ -137,6 +137,10 @@ fn pod_specs() -> Vec<(String, PodSpec)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let file = entry.unwrap().file_name().to_string_lossy().into_owned();
+        // Manifests only (deploy/image holds the image's rootfs script).
+        if !file.ends_with(".yaml") {
+            continue;
+        }
         for d in documents(&file) {
             match d["kind"].as_str() {
                 Some("Pod") => out.push((
@@ -268,26 +272,95 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
     }
 }
 
-/// The Containerfile builds a static binary and runs it from a minimal,
-/// non-root image with an exec-form entrypoint and OCI labels.
+/// The Containerfile builds a static binary and runs it from `scratch`
+/// holding only the root filesystem deploy/image/rootfs.sh lays out, as a
+/// non-root user, with an exec-form entrypoint and OCI labels that carry no
+/// invented URLs. .ci/image builds this same runtime stage with buildah.
 #[test]
 fn containerfile_is_multi_stage_static_and_non_root() {
-    let text =
-        std::fs::read_to_string(format!("{}/Containerfile", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/Containerfile")).unwrap();
     let froms: Vec<&str> = text.lines().filter(|l| l.starts_with("FROM ")).collect();
     assert_eq!(froms.len(), 2, "multi-stage");
-    assert!(
-        froms[1].contains("distroless/static") || froms[1].contains("scratch"),
-        "{}",
-        froms[1]
-    );
+    assert_eq!(froms[1], "FROM scratch");
     assert!(text.contains("cargo build --locked --release --target \"$TARGET\""));
     assert!(text.contains("ARG TARGET=x86_64-unknown-linux-musl"));
+    assert!(text.contains("deploy/image/rootfs.sh /rootfs"));
+    let runtime = &text[text.find("FROM scratch").unwrap()..];
+    // .ci/image rewrites exactly this line to read a local directory.
+    assert_eq!(
+        runtime.lines().filter(|l| l.starts_with("COPY")).collect::<Vec<_>>(),
+        ["COPY --from=build /rootfs /"]
+    );
     assert!(
-        text.contains("ENTRYPOINT [\"/certsync\"]"),
+        runtime.contains("ENTRYPOINT [\"/certsync\"]"),
         "exec-form entrypoint"
     );
-    let user = text.lines().find(|l| l.starts_with("USER ")).unwrap();
-    assert!(!user.contains(" 0") && !user.contains("root"), "{user}");
-    assert!(text.contains("org.opencontainers.image.source"));
+    let user = runtime.lines().find(|l| l.starts_with("USER ")).unwrap();
+    assert_eq!(user, "USER 65532:65532");
+    for label in ["title", "description", "licenses"] {
+        assert!(runtime.contains(&format!("org.opencontainers.image.{label}=")));
+    }
+    assert!(!runtime.contains("://"), "no URLs in the runtime stage's labels");
+    let ci = std::fs::read_to_string(format!("{root}/.ci/image")).unwrap();
+    assert!(ci.contains("s|^COPY --from=build /rootfs /$|COPY rootfs /|"));
+}
+
+/// The rootfs script lays out exactly the runtime filesystem: the binary,
+/// the CA roots, passwd and group with nonroot, its home and /tmp.
+#[test]
+fn rootfs_script_lays_out_the_runtime_filesystem() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = env!("CARGO_MANIFEST_DIR");
+    if !std::path::Path::new("/etc/ssl/certs/ca-certificates.crt").exists() {
+        eprintln!("skipped: no /etc/ssl/certs/ca-certificates.crt (Debian's ca-certificates)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("rootfs");
+    let status = std::process::Command::new(format!("{root}/deploy/image/rootfs.sh"))
+        .arg(&dest)
+        .arg(env!("CARGO_BIN_EXE_certsync"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut files: Vec<String> = Vec::new();
+    let mut stack = vec![dest.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(&dest).unwrap().display().to_string();
+            if p.is_dir() {
+                stack.push(p);
+                files.push(format!("{rel}/"));
+            } else {
+                files.push(rel);
+            }
+        }
+    }
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "certsync",
+            "etc/",
+            "etc/group",
+            "etc/passwd",
+            "etc/ssl/",
+            "etc/ssl/certs/",
+            "etc/ssl/certs/ca-certificates.crt",
+            "home/",
+            "home/nonroot/",
+            "tmp/",
+        ]
+    );
+    let passwd = std::fs::read_to_string(dest.join("etc/passwd")).unwrap();
+    assert!(passwd.contains("nonroot:x:65532:65532:"), "{passwd}");
+    let mode = |p: &str| std::fs::metadata(dest.join(p)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode("tmp"), 0o1777);
+    assert_eq!(mode("certsync"), 0o755);
+    assert_eq!(
+        std::fs::read(dest.join("certsync")).unwrap(),
+        std::fs::read(env!("CARGO_BIN_EXE_certsync")).unwrap()
+    );
 }

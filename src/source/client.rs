@@ -114,7 +114,7 @@ impl ClientSettings {
                 };
                 let text = crate::files::read_text(&path, KUBECONFIG_LIMIT)
                     .map_err(|e| err(&e.problem()))?;
-                let kc = Kubeconfig::from_yaml(&text).map_err(|e| err(&e))?;
+                let kc = parse_kubeconfig(&text).map_err(|e| err(&e))?;
                 kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
                     .map_err(|e| err(&e))?
@@ -185,6 +185,21 @@ impl ClientSettings {
             }
         }
     }
+}
+
+/// A kubeconfig, every YAML document in it merged as kube-rs'
+/// `Kubeconfig::from_yaml` merges them, but read with the YAML parser
+/// certsync already uses for its own config file: kube-rs' parser is about
+/// half a MiB of code that would stay resident for the process's life
+/// (benches: idle).
+fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
+    use serde::Deserialize;
+    let mut merged = Kubeconfig::default();
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let kc = Kubeconfig::deserialize(doc).map_err(|e| e.to_string())?;
+        merged = merged.merge(kc).map_err(|e| e.to_string())?;
+    }
+    Ok(merged)
 }
 
 /// A kube `Client` over [`Pool`], with kube's own base-URI, auth (token
@@ -425,5 +440,55 @@ impl http_body::Body for PoolBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://10.0.0.1:6443
+    certificate-authority-data: Zm9v
+    tls-server-name: api.test
+users:
+- name: u
+  user:
+    token: t0ken
+contexts:
+- name: x
+  context: {cluster: c, user: u, namespace: ns}
+current-context: x
+";
+
+    #[test]
+    fn kubeconfig_reads_as_kube_reads_it() {
+        let ours = parse_kubeconfig(KUBECONFIG).unwrap();
+        let kubes = Kubeconfig::from_yaml(KUBECONFIG).unwrap();
+        assert_eq!(format!("{ours:?}"), format!("{kubes:?}"));
+        assert_eq!(ours.current_context.as_deref(), Some("x"));
+        let cluster = ours.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://10.0.0.1:6443"));
+        assert_eq!(cluster.tls_server_name.as_deref(), Some("api.test"));
+    }
+
+    #[test]
+    fn documents_merge_first_wins_as_in_kube() {
+        let two = format!("{KUBECONFIG}---\ncurrent-context: other\nclusters:\n- name: d\n  cluster: {{server: https://d}}\n");
+        let ours = parse_kubeconfig(&two).unwrap();
+        let kubes = Kubeconfig::from_yaml(&two).unwrap();
+        assert_eq!(format!("{ours:?}"), format!("{kubes:?}"));
+        assert_eq!(ours.current_context.as_deref(), Some("x"));
+        assert_eq!(ours.clusters.len(), 2);
+    }
+
+    #[test]
+    fn a_broken_kubeconfig_is_an_error_with_the_place() {
+        let e = parse_kubeconfig("clusters: [\n  - name: c\n").unwrap_err();
+        assert!(e.contains("line"), "{e}");
     }
 }
