@@ -411,7 +411,8 @@ impl ReloadArgs {
         let method = if let Some(name) = &self.reload_process {
             Some(signal(Target::Name(name.clone())))
         } else if let Some(re) = &self.reload_cmdline {
-            let re = regex::Regex::new(re).map_err(|e| err(format!("--reload-cmdline: {e}")))?;
+            let re =
+                regex_lite::Regex::new(re).map_err(|e| err(format!("--reload-cmdline: {e}")))?;
             Some(signal(Target::Cmdline(re)))
         } else if let Some(path) = &self.reload_pidfile {
             Some(signal(Target::Pidfile(path.clone())))

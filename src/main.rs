@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
 
 use std::sync::Arc;
 
@@ -95,16 +95,28 @@ fn report(
 
 fn init_tracing(log: &LogArgs) -> anyhow::Result<()> {
     let filter = match &log.log_level {
-        Some(level) => EnvFilter::try_new(level).context("--log-level")?,
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        Some(level) => level.parse::<Targets>().context("--log-level")?,
+        // RUST_LOG in the same `LEVEL,target=LEVEL` form; anything else
+        // (span or field filters) falls back to info.
+        None => std::env::var("RUST_LOG")
+            .ok()
+            .and_then(|v| v.parse::<Targets>().ok())
+            .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO)),
     };
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_max_level(tracing::Level::TRACE)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     match log.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.finish().with(filter).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .finish()
+            .with(filter)
+            .init(),
     }
     Ok(())
 }

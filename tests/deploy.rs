@@ -289,7 +289,10 @@ fn containerfile_is_multi_stage_static_and_non_root() {
     let runtime = &text[text.find("FROM scratch").unwrap()..];
     // .ci/image rewrites exactly this line to read a local directory.
     assert_eq!(
-        runtime.lines().filter(|l| l.starts_with("COPY")).collect::<Vec<_>>(),
+        runtime
+            .lines()
+            .filter(|l| l.starts_with("COPY"))
+            .collect::<Vec<_>>(),
         ["COPY --from=build /rootfs /"]
     );
     assert!(
@@ -301,7 +304,10 @@ fn containerfile_is_multi_stage_static_and_non_root() {
     for label in ["title", "description", "licenses"] {
         assert!(runtime.contains(&format!("org.opencontainers.image.{label}=")));
     }
-    assert!(!runtime.contains("://"), "no URLs in the runtime stage's labels");
+    assert!(
+        !runtime.contains("://"),
+        "no URLs in the runtime stage's labels"
+    );
     let ci = std::fs::read_to_string(format!("{root}/.ci/image")).unwrap();
     assert!(ci.contains("s|^COPY --from=build /rootfs /$|COPY rootfs /|"));
 }
@@ -356,7 +362,13 @@ fn rootfs_script_lays_out_the_runtime_filesystem() {
     );
     let passwd = std::fs::read_to_string(dest.join("etc/passwd")).unwrap();
     assert!(passwd.contains("nonroot:x:65532:65532:"), "{passwd}");
-    let mode = |p: &str| std::fs::metadata(dest.join(p)).unwrap().permissions().mode() & 0o7777;
+    let mode = |p: &str| {
+        std::fs::metadata(dest.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
     assert_eq!(mode("tmp"), 0o1777);
     assert_eq!(mode("certsync"), 0o755);
     assert_eq!(

@@ -437,3 +437,31 @@ fn running_certsync_keeps_a_rollback_until_the_source_changes() {
     });
     assert!(!target.join("..pin").exists());
 }
+
+/// `--log-level` takes a level or `LEVEL,target=LEVEL` directives; a bad
+/// level is a usage error naming the flag.
+#[test]
+fn log_level_takes_per_target_directives() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let p = Pair::new("log");
+    fs::write(src.join("tls.crt"), &p.cert).unwrap();
+    fs::write(src.join("tls.key"), &p.key).unwrap();
+    let sync = format!("dir:{}={}", src.display(), d.path().join("t").display());
+    let run = |level: &str| certsync(&["run", "--once", "--log-level", level, "--sync", &sync]);
+
+    let (code, _, err) = run("warn");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("INFO"), "{err}");
+    fs::remove_dir_all(d.path().join("t")).unwrap();
+    let (code, _, err) = run("warn,certsync=info");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("INFO certsync::sync: published new revision"),
+        "{err}"
+    );
+    let (code, _, err) = run("certsync=loud");
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--log-level"), "{err}");
+}

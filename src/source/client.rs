@@ -478,7 +478,9 @@ current-context: x
 
     #[test]
     fn documents_merge_first_wins_as_in_kube() {
-        let two = format!("{KUBECONFIG}---\ncurrent-context: other\nclusters:\n- name: d\n  cluster: {{server: https://d}}\n");
+        let two = format!(
+            "{KUBECONFIG}---\ncurrent-context: other\nclusters:\n- name: d\n  cluster: {{server: https://d}}\n"
+        );
         let ours = parse_kubeconfig(&two).unwrap();
         let kubes = Kubeconfig::from_yaml(&two).unwrap();
         assert_eq!(format!("{ours:?}"), format!("{kubes:?}"));
