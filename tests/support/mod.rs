@@ -260,17 +260,30 @@ pub fn recorder(dir: &Path, name: &str, with_child: bool) -> Recorder {
     }
     let file = dir.join(format!("{name}.hup"));
     let child_file = dir.join(format!("{name}.child.hup"));
+    // Each process marks itself ready once its trap is installed: a SIGHUP
+    // before that would kill it (bash's default), and on a loaded machine
+    // bash can take well over any fixed sleep to get there.
+    let ready = dir.join(format!("{name}.ready"));
+    let child_ready = dir.join(format!("{name}.child.ready"));
+    for f in [&ready, &child_ready] {
+        let _ = fs::remove_file(f);
+    }
     let loop_ = "while :; do sleep 0.05; done";
     let child = if with_child {
         format!(
-            "{} -c 'trap \"echo HUP >> {}\" HUP; {loop_}' &",
+            "{} -c 'trap \"echo HUP >> {}\" HUP; : > {}; {loop_}' &",
             exe.display(),
-            child_file.display()
+            child_file.display(),
+            child_ready.display()
         )
     } else {
         String::new()
     };
-    let script = format!("trap 'echo HUP >> {}' HUP; {child} {loop_}", file.display());
+    let script = format!(
+        "trap 'echo HUP >> {}' HUP; : > {}; {child} {loop_}",
+        file.display(),
+        ready.display()
+    );
     // A test thread that forks while `fs::copy` still holds the copy open for
     // writing leaves that fd open in its child until the child execs, and
     // exec'ing the copy meanwhile fails with ETXTBSY: retry briefly.
@@ -288,8 +301,9 @@ pub fn recorder(dir: &Path, name: &str, with_child: bool) -> Recorder {
             other => break other.unwrap(),
         }
     };
-    // Ready once the trap is installed: bash has exec'd and parsed the script.
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for("the recorder's trap", || {
+        (ready.exists() && (!with_child || child_ready.exists())).then_some(())
+    });
     Recorder {
         child,
         file,
