@@ -90,6 +90,13 @@ impl Drop for Certsync {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test shows what certsync said (the last 100 lines).
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(100)..].join("\n");
+            eprintln!("--- certsync log ({}) ---\n{tail}", self.log.display());
+        }
     }
 }
 
@@ -284,26 +291,34 @@ pub fn recorder(dir: &Path, name: &str, with_child: bool) -> Recorder {
         file.display(),
         ready.display()
     );
-    // A test thread that forks while `fs::copy` still holds the copy open for
-    // writing leaves that fd open in its child until the child execs, and
-    // exec'ing the copy meanwhile fails with ETXTBSY: retry briefly.
+    // `env --default-signal=HUP` first: a non-interactive bash cannot trap
+    // a signal that was ignored when it started, and SIGHUP is ignored in
+    // anything run under nohup (a CI runner, a detached shell).
+    // A test thread that forks while `fs::copy` still holds the copy open
+    // for writing leaves that fd open in its child until the child execs,
+    // and env's exec of the copy then fails with ETXTBSY: start again.
     let mut tries = 0;
     let child = loop {
-        match Command::new(&exe)
+        let mut child = Command::new("env")
+            .arg("--default-signal=HUP")
+            .arg(&exe)
             .args(["-c", &script])
             .stdin(Stdio::null())
             .spawn()
-        {
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(20));
+            .unwrap();
+        let started = wait_for("the recorder's trap", || {
+            if ready.exists() && (!with_child || child_ready.exists()) {
+                return Some(true);
             }
-            other => break other.unwrap(),
+            matches!(child.try_wait(), Ok(Some(_))).then_some(false)
+        });
+        if started {
+            break child;
         }
+        tries += 1;
+        assert!(tries < 50, "the recorder {} would not start", exe.display());
+        std::thread::sleep(Duration::from_millis(20));
     };
-    wait_for("the recorder's trap", || {
-        (ready.exists() && (!with_child || child_ready.exists())).then_some(())
-    });
     Recorder {
         child,
         file,
