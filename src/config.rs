@@ -219,6 +219,7 @@ pub struct RunArgs {
     /// Silence on an HTTP/2 connection to the API server after which
     /// certsync sends a PING; with no answer within half of it, the
     /// connection is dropped and every watch resumes on a new one.
+    /// Connecting (TCP and the TLS handshake) must finish within it too.
     #[arg(long, env = "CERTSYNC_API_KEEPALIVE", value_parser = duration(1000, 3_600_000), default_value = "30s")]
     pub api_keepalive: Duration,
 

@@ -936,3 +936,44 @@ async fn rotated_kubeconfig_moves_every_watch_to_a_new_connection() {
     });
     assert_eq!(tcp_connections(cs.child.id(), &b_addrs), 1);
 }
+
+/// A server that accepts the connection and then never answers the TLS
+/// handshake cannot hold the client up: connecting is bounded by
+/// `--api-keepalive`, and the watch starts once the server answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_tls_handshake_is_given_up_and_retried() {
+    let mut env = Env::new().await;
+    if env
+        .fake("a_silent_tls_handshake_is_given_up_and_retried")
+        .is_none()
+    {
+        return env.cleanup().await;
+    }
+    let tls = Tls::start(&env.tmp.path().join("tls"), true, 250).await;
+    let proxy = FreezeProxy::start(tls.server.addr).await;
+    let dir = env.tmp.path().join("via-proxy");
+    std::fs::create_dir(&dir).unwrap();
+    let text = std::fs::read_to_string(&tls.kubeconfig)
+        .unwrap()
+        .replace(&tls.server.addr.to_string(), &proxy.addr.to_string());
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, text).unwrap();
+    let name = env.name("silent");
+    let p = Pair::new("silent");
+    tls.put_pair(&env.ns, &name, &p).await;
+
+    proxy.hold_new(true);
+    let cs = env.start_with_kubeconfig(
+        &kubeconfig,
+        &[env.secret_spec(&name)],
+        &[
+            "--api-keepalive",
+            "1s",
+            "--tls-server-name",
+            "kube-apiserver.test",
+        ],
+    );
+    cs.wait_log("no TLS handshake within 1s");
+    proxy.hold_new(false);
+    wait_pair(&env.target(&name), &p);
+}

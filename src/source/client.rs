@@ -48,8 +48,6 @@ use crate::error_chain;
 const KUBECONFIG_LIMIT: u64 = 4 << 20;
 /// The in-cluster service-account token, watched for rotation.
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-/// kube's own connect timeout.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -75,7 +73,8 @@ pub struct ClientSettings {
     pub watch_timeout: Duration,
     /// Silence on an HTTP/2 connection after which it is PINGed; without an
     /// answer within half of it the connection is dropped and watches resume
-    /// on a new one (client-go: 30 s and 15 s).
+    /// on a new one (client-go: 30 s and 15 s). Connecting (TCP and TLS)
+    /// must finish within it too.
     pub keepalive: Duration,
 }
 
@@ -217,7 +216,6 @@ fn build(config: &kube::Config, keepalive: Duration) -> Result<Client, ClientErr
     http.set_nodelay(true);
     // For HTTP/1.1, where there are no PINGs: the kernel notices a dead peer.
     http.set_keepalive(Some(keepalive));
-    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
     let mut https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http();
@@ -336,8 +334,19 @@ impl Pool {
             server: inner.server.to_string(),
             message,
         };
-        let io = tower::ServiceExt::oneshot(inner.connector.clone(), inner.server.clone())
+        // TCP and TLS together within `keepalive` (30 s by default, kube's
+        // connect timeout): a server that accepts and then says nothing
+        // would otherwise hold this lock, and every request behind it,
+        // forever.
+        let connecting = tower::ServiceExt::oneshot(inner.connector.clone(), inner.server.clone());
+        let io = tokio::time::timeout(inner.keepalive, connecting)
             .await
+            .map_err(|_| {
+                connect_err(format!(
+                    "no TLS handshake within {}",
+                    humantime::format_duration(inner.keepalive)
+                ))
+            })?
             .map_err(|e| connect_err(error_chain(&*e)))?;
         if !io.connected().is_negotiated_h2() {
             tracing::info!(server = %inner.server, "the API server does not offer HTTP/2; using HTTP/1.1 (one connection per watch)");

@@ -451,6 +451,9 @@ fn proc_addr(s: &str) -> Option<std::net::SocketAddr> {
 pub struct FreezeProxy {
     pub addr: std::net::SocketAddr,
     epoch: tokio::sync::watch::Sender<u64>,
+    /// While set, new connections are accepted and then held silent too (a
+    /// server that accepts but never answers the TLS handshake).
+    hold_new: std::sync::Arc<std::sync::atomic::AtomicBool>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -460,8 +463,17 @@ impl FreezeProxy {
         let addr = listener.local_addr().unwrap();
         let epoch = tokio::sync::watch::channel(0u64).0;
         let frozen = epoch.clone();
+        let hold_new: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
+        let hold = std::sync::Arc::clone(&hold_new);
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                if hold.load(std::sync::atomic::Ordering::SeqCst) {
+                    tokio::spawn(async move {
+                        let _client = client;
+                        std::future::pending::<()>().await;
+                    });
+                    continue;
+                }
                 let mut rx = frozen.subscribe();
                 let born = *rx.borrow();
                 tokio::spawn(async move {
@@ -489,6 +501,7 @@ impl FreezeProxy {
         Self {
             addr,
             epoch,
+            hold_new,
             accept,
         }
     }
@@ -496,6 +509,11 @@ impl FreezeProxy {
     /// Freezes every connection open now.
     pub fn freeze(&self) {
         self.epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Holds every new connection silent while `on`.
+    pub fn hold_new(&self, on: bool) {
+        self.hold_new.store(on, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
