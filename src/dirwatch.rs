@@ -173,7 +173,10 @@ impl DirWatch {
     /// One receiver for changes in any of `dirs`. The result is the first
     /// directory's watch; the others (which may not exist yet, like a
     /// target's `..data`) are for the caller to re-arm.
-    pub fn subscribe_all(&self, dirs: &[&Path]) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+    pub fn subscribe_all(
+        &self,
+        dirs: &[impl AsRef<Path>],
+    ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
         self.subscribe_to(dirs, None)
     }
 
@@ -190,12 +193,12 @@ impl DirWatch {
 
     fn subscribe_to(
         &self,
-        dirs: &[&Path],
+        dirs: &[impl AsRef<Path>],
         names: Option<Vec<OsString>>,
     ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
         let (tx, rx) = mpsc::channel(1);
         let mut first = Ok(());
-        for (i, dir) in dirs.iter().enumerate() {
+        for (i, dir) in dirs.iter().map(AsRef::as_ref).enumerate() {
             self.routes
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

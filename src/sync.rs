@@ -309,9 +309,7 @@ impl Syncer {
             && self.revision.is_some_and(|r| r != revision)
         {
             tracing::warn!(mapping = %self.mapping.name, revision, "the live revision was changed by another writer (a rollback?); reloading the consumer");
-            self.reload_request(leaf.as_ref())
-                .into_iter()
-                .for_each(|request| request());
+            self.reload_now(leaf.as_ref());
         }
         let written = matches!(outcome, Outcome::Written { .. });
         self.record_current(revision, leaf.as_ref());
@@ -394,9 +392,13 @@ impl Syncer {
         let leaf = leaf_of_bundle(&live.bundle);
         self.record_current(revision, leaf.as_ref());
         self.metrics.ready(&name, None);
-        self.reload_request(leaf.as_ref())
-            .into_iter()
-            .for_each(|request| request());
+        self.reload_now(leaf.as_ref());
+    }
+
+    fn reload_now(&self, leaf: Option<&validate::Leaf>) {
+        if let Some(request) = self.reload_request(leaf) {
+            request();
+        }
     }
 
     /// The reload to ask for once a revision whose leaf is `leaf` is live,
@@ -578,7 +580,7 @@ pub async fn run(
         // The target itself, and through `..data` the live revision (a
         // chmod or edit of a live file happens there).
         let watched_dirs = vec![m.target.clone(), m.target.join(DATA)];
-        let (drift, watched) = watcher.subscribe_all(&[&watched_dirs[0], &watched_dirs[1]]);
+        let (drift, watched) = watcher.subscribe_all(&watched_dirs);
         if let Err(e) = watched {
             tracing::warn!(mapping = %m.name, error = %e, "cannot watch the target; drift is caught on resync only");
         }

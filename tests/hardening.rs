@@ -15,19 +15,6 @@ use std::time::{Duration, Instant};
 use support::certs::Pair;
 use support::*;
 
-fn write_pair(dir: &Path, p: &Pair) {
-    fs::create_dir_all(dir).unwrap();
-    write_atomic(&dir.join("tls.crt"), &p.cert);
-    write_atomic(&dir.join("tls.key"), &p.key);
-}
-
-fn wait_pair(target: &Path, p: &Pair) -> String {
-    wait_for("the target to hold the expected pair", || {
-        let (rev, cert, key) = read_live(target)?;
-        (cert == p.cert && key == p.key).then_some(rev)
-    })
-}
-
 /// `certsync run --sync SYNC --debounce 100ms EXTRA...`, logging into `dir`.
 fn daemon(dir: &Path, sync: &str, extra: &[&str]) -> Certsync {
     let mut args = vec!["run", "--sync", sync, "--debounce", "100ms"];

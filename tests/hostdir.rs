@@ -11,11 +11,6 @@ use std::time::Duration;
 use support::certs::Pair;
 use support::*;
 
-fn write_pair(dir: &Path, p: &Pair) {
-    fs::write(dir.join("tls.crt"), &p.cert).unwrap();
-    fs::write(dir.join("tls.key"), &p.key).unwrap();
-}
-
 /// A temporary `src` directory holding `first`, and a `target` path beside it.
 struct Dirs {
     tmp: tempfile::TempDir,
@@ -47,27 +42,20 @@ fn spec(src: &Path, target: &Path, extra: &str) -> String {
     format!("dir:{}={}{extra}", src.display(), target.display())
 }
 
-fn wait_cert(target: &Path, p: &Pair) -> String {
-    wait_for("the target to serve the expected pair", || {
-        let (rev, cert, key) = read_live(target)?;
-        (cert == p.cert && key == p.key).then_some(rev)
-    })
-}
-
 #[test]
 fn non_atomic_rotation_publishes_exactly_one_matching_revision() {
     let first = Pair::new("first");
     let dirs = dirs_with(&first);
     let (src, target) = (dirs.src.clone(), dirs.target.clone());
     let mut cs = dirs.start("", "2s");
-    assert!(wait_cert(&target, &first).starts_with("..rev-000001-"));
+    assert!(wait_pair(&target, &first).starts_with("..rev-000001-"));
 
     // Certificate first, a pause shorter than the debounce window, then key.
     let second = Pair::new("second");
     fs::write(src.join("tls.crt"), &second.cert).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     fs::write(src.join("tls.key"), &second.key).unwrap();
-    let rev = wait_cert(&target, &second);
+    let rev = wait_pair(&target, &second);
     assert!(rev.starts_with("..rev-000002-"), "{rev}");
 
     // Give a wrong extra revision every chance to appear, then count.
@@ -95,14 +83,14 @@ fn combined_pem_rotated_by_replacing_its_symlink() {
     symlink("kubelet-server-2026-01.pem", &current).unwrap();
     let sync = spec(&src, &target, ",combined=kubelet-server-current.pem");
     let _cs = Certsync::start(&["run", "--sync", &sync, "--debounce", "200ms"], d.path());
-    wait_cert(&target, &a);
+    wait_pair(&target, &a);
 
     // kubelet writes the new file, then swaps the symlink with a rename.
     let b = Pair::new("node-b");
     fs::write(src.join("kubelet-server-2026-02.pem"), b.combined()).unwrap();
     symlink("kubelet-server-2026-02.pem", src.join("current.tmp")).unwrap();
     fs::rename(src.join("current.tmp"), &current).unwrap();
-    let rev = wait_cert(&target, &b);
+    let rev = wait_pair(&target, &b);
     assert!(rev.starts_with("..rev-000002-"), "{rev}");
     let mode = fs::metadata(target.join("tls.key"))
         .unwrap()
@@ -118,7 +106,7 @@ fn bad_pair_leaves_target_untouched_and_process_running() {
     let dirs = dirs_with(&good);
     let (src, target) = (dirs.src.clone(), dirs.target.clone());
     let mut cs = dirs.start(",name=web", "200ms");
-    let rev = wait_cert(&target, &good);
+    let rev = wait_pair(&target, &good);
 
     let other = Pair::new("other");
     write_atomic(&src.join("tls.key"), &other.key);
@@ -147,7 +135,7 @@ fn bad_pair_leaves_target_untouched_and_process_running() {
     assert_eq!(read_live(&target).unwrap().0, rev);
     let fixed = Pair::new("fixed");
     write_pair(&src, &fixed);
-    wait_cert(&target, &fixed);
+    wait_pair(&target, &fixed);
 }
 
 #[test]
@@ -156,7 +144,7 @@ fn drift_in_the_target_is_repaired() {
     let dirs = dirs_with(&good);
     let target = dirs.target.clone();
     let _cs = dirs.start("", "100ms");
-    let rev = wait_cert(&target, &good);
+    let rev = wait_pair(&target, &good);
 
     fs::remove_file(target.join("tls.key")).unwrap();
     wait_for("tls.key link restored", || {
@@ -165,7 +153,7 @@ fn drift_in_the_target_is_repaired() {
             .filter(|k| *k == good.key)
     });
     fs::write(target.join(&rev).join("tls.crt"), b"edited").unwrap();
-    let new_rev = wait_cert(&target, &good);
+    let new_rev = wait_pair(&target, &good);
     assert_ne!(new_rev, rev, "an edited revision is replaced by a new one");
 }
 
@@ -238,7 +226,7 @@ fn environment_variables_configure_and_sigterm_exits_zero() {
             .env("CERTSYNC_LOG_FORMAT", "json"),
         d.path(),
     );
-    wait_cert(&target, &good);
+    wait_pair(&target, &good);
     let mode = fs::metadata(target.join("tls.key"))
         .unwrap()
         .permissions()

@@ -8,12 +8,6 @@ use std::path::Path;
 use support::certs::Pair;
 use support::*;
 
-fn write_pair(dir: &Path, cert: &[u8], key: &[u8]) {
-    fs::create_dir_all(dir).unwrap();
-    write_atomic(&dir.join("tls.crt"), cert);
-    write_atomic(&dir.join("tls.key"), key);
-}
-
 fn wait_status(port: u16, path: &str, status: u16) -> String {
     wait_for(&format!("{path} to answer {status}"), || {
         http_get(port, path)
@@ -64,9 +58,9 @@ fn readyz_before_after_and_with_one_mapping_broken() {
 
     // One mapping gets a good pair, the other a mismatched one.
     let good = Pair::new("web");
-    write_pair(&web, &good.cert, &good.key);
+    write_pair_files(&web, &good.cert, &good.key);
     let (a, b) = (Pair::new("a"), Pair::new("b"));
-    write_pair(&api, &a.cert, &b.key);
+    write_pair_files(&api, &a.cert, &b.key);
     wait_for("web synced", || read_live(&d.path().join("t-web")));
     // Readiness is recorded when the write returns, just after the flip:
     // wait for the state rather than reading it once.
@@ -76,7 +70,7 @@ fn readyz_before_after_and_with_one_mapping_broken() {
     });
 
     // Fixed: ready.
-    write_pair(&api, &a.cert, &a.key);
+    write_pair_files(&api, &a.cert, &a.key);
     wait_status(port, "/readyz", 200);
 }
 
@@ -85,7 +79,7 @@ fn metrics_after_a_rotation_a_rejection_and_a_reload() {
     let d = tempfile::tempdir().unwrap();
     let src = d.path().join("src");
     let first = Pair::new("first");
-    write_pair(&src, &first.cert, &first.key);
+    write_pair_files(&src, &first.cert, &first.key);
     let port = free_port();
     let dead_hook = format!("http://127.0.0.1:{}/reload", free_port());
     let spec = format!(
@@ -114,11 +108,11 @@ fn metrics_after_a_rotation_a_rejection_and_a_reload() {
     wait_for("first sync", || read_live(&d.path().join("t")));
 
     let second = Pair::new("second");
-    write_pair(&src, &second.cert, &second.key);
+    write_pair_files(&src, &second.cert, &second.key);
     wait_for("rotation", || {
         read_live(&d.path().join("t")).filter(|l| l.1 == second.cert)
     });
-    write_pair(&src, &second.cert, &Pair::new("other").key);
+    write_pair_files(&src, &second.cert, &Pair::new("other").key);
     cs.wait_log("reason=\"key_mismatch\"");
     wait_for("two failed reloads", || {
         let m = parse_metrics(&http_get(port, "/metrics")?.1);
@@ -168,7 +162,7 @@ fn stale_certificate_is_warned_once_and_exposed() {
     let d = tempfile::tempdir().unwrap();
     let src = d.path().join("src");
     let old = Pair::with_validity("late", -9 * 86_400, 86_400);
-    write_pair(&src, &old.cert, &old.key);
+    write_pair_files(&src, &old.cert, &old.key);
     let port = free_port();
     let spec = format!(
         "dir:{}={},name=late",
@@ -311,7 +305,7 @@ fn target_with_three_revisions(d: &Path) -> (std::path::PathBuf, std::path::Path
         .map(|n| Pair::new(n))
         .collect();
     for p in &pairs {
-        write_pair(&src, &p.cert, &p.key);
+        write_pair_files(&src, &p.cert, &p.key);
         assert_eq!(certsync(&["run", "--once", "--sync", &spec]).0, 0);
     }
     (src, target, pairs)
@@ -370,10 +364,10 @@ fn rollback_refuses_an_expired_revision() {
     let (src, target) = (d.path().join("src"), d.path().join("target"));
     let spec = format!("dir:{}={}", src.display(), target.display());
     let brief = Pair::with_validity("brief", -60, 2);
-    write_pair(&src, &brief.cert, &brief.key);
+    write_pair_files(&src, &brief.cert, &brief.key);
     assert_eq!(certsync(&["run", "--once", "--sync", &spec]).0, 0);
     let fresh = Pair::new("fresh");
-    write_pair(&src, &fresh.cert, &fresh.key);
+    write_pair_files(&src, &fresh.cert, &fresh.key);
     assert_eq!(certsync(&["run", "--once", "--sync", &spec]).0, 0);
     std::thread::sleep(std::time::Duration::from_secs(3)); // revision 1 expires
     let (code, _, err) = certsync(&["rollback", target.to_str().unwrap()]);
@@ -431,7 +425,7 @@ fn running_certsync_keeps_a_rollback_until_the_source_changes() {
     );
 
     let four = Pair::new("four");
-    write_pair(&src, &four.cert, &four.key);
+    write_pair_files(&src, &four.cert, &four.key);
     wait_for("new source content published", || {
         read_live(&target).filter(|l| l.1 == four.cert)
     });
@@ -444,10 +438,7 @@ fn running_certsync_keeps_a_rollback_until_the_source_changes() {
 fn log_level_takes_per_target_directives() {
     let d = tempfile::tempdir().unwrap();
     let src = d.path().join("src");
-    fs::create_dir(&src).unwrap();
-    let p = Pair::new("log");
-    fs::write(src.join("tls.crt"), &p.cert).unwrap();
-    fs::write(src.join("tls.key"), &p.key).unwrap();
+    write_pair(&src, &Pair::new("log"));
     let sync = format!("dir:{}={}", src.display(), d.path().join("t").display());
     let run = |level: &str| certsync(&["run", "--once", "--log-level", level, "--sync", &sync]);
 

@@ -58,11 +58,6 @@ impl Dirs {
     }
 }
 
-fn write_pair(dir: &Path, p: &Pair) {
-    write_atomic(&dir.join("tls.crt"), &p.cert);
-    write_atomic(&dir.join("tls.key"), &p.key);
-}
-
 fn wait_count(what: &str, n: usize, count: impl Fn() -> usize) {
     wait_for(&format!("{what} to reach {n}"), || {
         (count() >= n).then_some(())
@@ -255,6 +250,8 @@ impl Hook {
                     stream,
                     app.clone(),
                     acceptor.clone(),
+                    250,
+                    |_| {},
                 ));
             }
         });

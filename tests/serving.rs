@@ -59,11 +59,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn write_pair(dir: &Path, p: &Pair) {
-    write_atomic(&dir.join("tls.crt"), &p.cert);
-    write_atomic(&dir.join("tls.key"), &p.key);
-}
-
 /// A child process, killed when dropped.
 struct Killed(Child);
 

@@ -240,7 +240,7 @@ type Connector = HttpsConnector<HttpConnector>;
 
 /// The connections of one client. Cloned into every request.
 #[derive(Clone)]
-pub struct Pool {
+struct Pool {
     inner: Arc<PoolInner>,
 }
 
@@ -302,18 +302,6 @@ impl Pool {
         }
     }
 
-    /// Open HTTP/2 connections and the streams on each (for tests and
-    /// benchmarks of this module).
-    pub async fn h2_streams(&self) -> Vec<usize> {
-        let conns = self.inner.conns.lock().await;
-        conns
-            .h2
-            .iter()
-            .filter(|c| !c.send.is_closed())
-            .map(|c| c.streams.load(Ordering::Acquire))
-            .collect()
-    }
-
     async fn route(&self) -> Result<Route, ClientError> {
         let inner = &self.inner;
         let mut conns = inner.conns.lock().await;
@@ -343,7 +331,7 @@ impl Pool {
             .await
             .map_err(|_| {
                 connect_err(format!(
-                    "no TLS handshake within {}",
+                    "not connected (TCP and TLS handshake) within {}",
                     humantime::format_duration(inner.keepalive)
                 ))
             })?
@@ -427,7 +415,7 @@ impl tower::Service<Request<Body>> for Pool {
 }
 
 /// A response body that holds its stream slot until it is dropped.
-pub struct PoolBody {
+struct PoolBody {
     body: Incoming,
     _stream: Option<Stream>,
 }

@@ -16,7 +16,7 @@
 //! - HTTP/1.1 and HTTP/2 (ALPN `h2` over TLS, as kube-apiserver), with
 //!   Go's default limit of 250 concurrent streams per connection (what
 //!   kube-apiserver serves unless `--http2-max-streams-per-connection` is
-//!   set); it records each connection's protocol and how many are open;
+//!   set); it records each connection's protocol;
 //! - faults on demand: drop every connection, end every watch, stall
 //!   watches (no bytes), answer 500 for the next N requests, 410 for the
 //!   next N watches, compact history, rewind the
@@ -82,8 +82,6 @@ pub struct ApiServer {
     max_streams: u32,
     /// The negotiated protocol of every connection accepted, in order.
     protocols: Arc<Mutex<Vec<&'static str>>>,
-    /// Connections open now.
-    open: Arc<std::sync::atomic::AtomicUsize>,
     shared: Arc<Shared>,
     accept: Option<tokio::task::JoinHandle<()>>,
     conns: Arc<Mutex<JoinSet<()>>>,
@@ -132,11 +130,6 @@ impl ApiServer {
         self.protocols.lock().unwrap().clone()
     }
 
-    /// Connections open now.
-    pub fn open_connections(&self) -> usize {
-        self.open.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
     async fn start_on(listener: TcpListener) -> Self {
         let (events, _) = broadcast::channel(1024);
         let shared = Arc::new(Shared {
@@ -155,7 +148,6 @@ impl ApiServer {
             tls: None,
             max_streams: 250,
             protocols: Arc::default(),
-            open: Arc::default(),
             shared,
             accept: None,
             conns: Arc::default(),
@@ -168,38 +160,21 @@ impl ApiServer {
         let app = router(Arc::clone(&self.shared));
         let conns = Arc::clone(&self.conns);
         let tls = self.tls.clone();
-        let (protocols, open, max_streams) = (
-            Arc::clone(&self.protocols),
-            Arc::clone(&self.open),
-            self.max_streams,
-        );
+        let (protocols, max_streams) = (Arc::clone(&self.protocols), self.max_streams);
         self.accept = Some(tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let (app, tls) = (app.clone(), tls.clone());
-                let (protocols, open) = (Arc::clone(&protocols), Arc::clone(&open));
-                conns.lock().unwrap().spawn(async move {
-                    let _open = Open::new(open);
-                    match tls {
-                        Some(tls) => {
-                            let Ok(s) = tls.accept(stream).await else {
-                                return;
-                            };
-                            let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2");
-                            protocols
-                                .lock()
-                                .unwrap()
-                                .push(if h2 { "h2" } else { "http/1.1" });
-                            super::serve_io(s, app, max_streams).await
-                        }
-                        None => {
-                            protocols.lock().unwrap().push("http/1.1");
-                            super::serve_io(stream, app, max_streams).await
-                        }
-                    }
-                });
+                let protocols = Arc::clone(&protocols);
+                conns.lock().unwrap().spawn(super::serve_connection(
+                    stream,
+                    app,
+                    tls,
+                    max_streams,
+                    move |p| protocols.lock().unwrap().push(p),
+                ));
             }
         }));
     }
@@ -346,23 +321,6 @@ impl Drop for ApiServer {
 }
 
 /// Writes a kubeconfig for `server` into `dir`.
-/// Counts a connection open for as long as it lives (an aborted task
-/// drops it too).
-struct Open(Arc<std::sync::atomic::AtomicUsize>);
-
-impl Open {
-    fn new(n: Arc<std::sync::atomic::AtomicUsize>) -> Self {
-        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Self(n)
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 pub fn write_kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
     let path = dir.join("kubeconfig");
     std::fs::write(

@@ -135,6 +135,27 @@ pub fn revision_names(target: &Path) -> Vec<String> {
     names
 }
 
+/// Writes `cert` and `key` as `tls.crt` and `tls.key` in `dir` (created if
+/// missing), each replaced atomically.
+pub fn write_pair_files(dir: &Path, cert: &[u8], key: &[u8]) {
+    fs::create_dir_all(dir).unwrap();
+    write_atomic(&dir.join("tls.crt"), cert);
+    write_atomic(&dir.join("tls.key"), key);
+}
+
+/// [`write_pair_files`] with `p`'s certificate and key.
+pub fn write_pair(dir: &Path, p: &certs::Pair) {
+    write_pair_files(dir, &p.cert, &p.key);
+}
+
+/// Waits until `target` serves `p`; returns the live revision's name.
+pub fn wait_pair(target: &Path, p: &certs::Pair) -> String {
+    wait_for("the target to hold the expected pair", || {
+        let (rev, cert, key) = read_live(target)?;
+        (cert == p.cert && key == p.key).then_some(rev)
+    })
+}
+
 /// Writes `bytes` to `path` atomically (temp file + rename), as a careful
 /// rotating tool would.
 pub fn write_atomic(path: &Path, bytes: &[u8]) {
@@ -169,25 +190,34 @@ pub fn tls_acceptor_alpn(cert: &[u8], key: &[u8], alpn: &[&[u8]]) -> tokio_rustl
     tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))
 }
 
-/// Serves one accepted connection with `app`, over TLS when `tls` is given.
+/// Serves one accepted connection with `app`, over TLS when `tls` is
+/// given, HTTP/1.1 or HTTP/2 (by the client's preface) with at most
+/// `max_streams` concurrent HTTP/2 streams. `negotiated` is told the
+/// protocol: `h2` when ALPN chose it, else `http/1.1`.
 pub async fn serve_connection(
     stream: tokio::net::TcpStream,
     app: axum::Router,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    max_streams: u32,
+    negotiated: impl FnOnce(&'static str),
 ) {
     match tls {
         Some(tls) => {
-            if let Ok(s) = tls.accept(stream).await {
-                serve_io(s, app, u32::MAX).await
-            }
+            let Ok(s) = tls.accept(stream).await else {
+                return;
+            };
+            let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2");
+            negotiated(if h2 { "h2" } else { "http/1.1" });
+            serve_io(s, app, max_streams).await
         }
-        None => serve_io(stream, app, u32::MAX).await,
+        None => {
+            negotiated("http/1.1");
+            serve_io(stream, app, max_streams).await
+        }
     }
 }
 
-/// Serves HTTP/1.1 or HTTP/2 (by the client's preface) on `io`, with at
-/// most `max_streams` concurrent HTTP/2 streams.
-pub async fn serve_io<I>(io: I, app: axum::Router, max_streams: u32)
+async fn serve_io<I>(io: I, app: axum::Router, max_streams: u32)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
