@@ -310,33 +310,38 @@ fn usage(pid: u32, acct: Option<&CpuAcct>) -> (f64, f64) {
                 / ticks
         }
     };
+    (rss_mib(pid), cpu_ms)
+}
+
+/// A `/proc/PID/status` field's number (kB for the memory fields).
+fn status_field(pid: u32, name: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss_kib: f64 = status
+    status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(name))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    (rss_kib / 1024.0, cpu_ms)
+        .unwrap_or(0.0)
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    status_field(pid, "VmRSS:") / 1024.0
 }
 
 /// Where resident memory goes: the binary's own pages (file-backed: code
 /// and read-only data the kernel maps in as they are touched, with
 /// fault-around), the heap and stacks (anonymous), and the thread count.
 fn memory_parts(pid: u32) -> BTreeMap<String, f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| -> f64 {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
     BTreeMap::from([
-        ("rss_file_mib".to_owned(), field("RssFile:") / 1024.0),
-        ("rss_anon_mib".to_owned(), field("RssAnon:") / 1024.0),
-        ("threads".to_owned(), field("Threads:")),
+        (
+            "rss_file_mib".to_owned(),
+            status_field(pid, "RssFile:") / 1024.0,
+        ),
+        (
+            "rss_anon_mib".to_owned(),
+            status_field(pid, "RssAnon:") / 1024.0,
+        ),
+        ("threads".to_owned(), status_field(pid, "Threads:")),
     ])
 }
 
@@ -384,6 +389,43 @@ async fn cluster(dir: &Path) -> Cluster {
     }
 }
 
+impl Cluster {
+    /// Creates `names` as Secrets holding `p`, replacing any left over.
+    fn create(&self, rt: &tokio::runtime::Runtime, names: &[String], p: &support::certs::Pair) {
+        use kube::api::PostParams;
+        self.delete(rt, names);
+        rt.block_on(async {
+            for name in names {
+                let s = secret(name, p);
+                self.api.create(&PostParams::default(), &s).await.unwrap();
+            }
+        });
+    }
+
+    /// Replaces Secret `name`'s pair with `p`; returns when the API server
+    /// acknowledged it (ns since the epoch).
+    fn update(&self, rt: &tokio::runtime::Runtime, name: &str, p: &support::certs::Pair) -> u128 {
+        use kube::api::PostParams;
+        rt.block_on(async {
+            let mut s = self.api.get(name).await.unwrap();
+            s.data = secret(name, p).data;
+            self.api
+                .replace(name, &PostParams::default(), &s)
+                .await
+                .unwrap();
+        });
+        now_ns()
+    }
+
+    fn delete(&self, rt: &tokio::runtime::Runtime, names: &[String]) {
+        rt.block_on(async {
+            for name in names {
+                let _ = self.api.delete(name, &Default::default()).await;
+            }
+        });
+    }
+}
+
 fn secret(name: &str, p: &support::certs::Pair) -> k8s_openapi::api::core::v1::Secret {
     use k8s_openapi::ByteString;
     k8s_openapi::api::core::v1::Secret {
@@ -404,7 +446,6 @@ fn secret(name: &str, p: &support::certs::Pair) -> k8s_openapi::api::core::v1::S
 
 /// Secret → file and Secret → reload latency over `n` rotations `gap` apart.
 fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: bool) -> Row {
-    use kube::api::PostParams;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let c = rt.block_on(cluster(dir.path()));
     let name = format!("bench-{}", std::process::id());
@@ -413,12 +454,7 @@ fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: b
             .map(|i| support::certs::Pair::new(&format!("g{i}")))
             .collect(),
     );
-    let _ = rt.block_on(c.api.delete(&name, &Default::default()));
-    rt.block_on(
-        c.api
-            .create(&PostParams::default(), &secret(&name, &pairs[0])),
-    )
-    .unwrap();
+    c.create(rt, std::slice::from_ref(&name), &pairs[0]);
     let target = dir.path().join("target");
     let flips = FlipWatch::start(std::slice::from_ref(&target));
     let signals = (!hook).then(|| SignalReceiver::start(dir.path()));
@@ -460,11 +496,7 @@ fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: b
     let torn = TornReader::start(&target, pairs.clone());
     let mut acks = Vec::with_capacity(n);
     for p in &pairs[1..] {
-        let mut s = rt.block_on(c.api.get(&name)).unwrap();
-        s.data = secret(&name, p).data;
-        rt.block_on(c.api.replace(&name, &PostParams::default(), &s))
-            .unwrap();
-        acks.push(now_ns()); // the API server acknowledged the update
+        acks.push(c.update(rt, &name, p));
         std::thread::sleep(gap);
     }
     std::thread::sleep(Duration::from_millis(500));
@@ -485,7 +517,7 @@ fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: b
         eprintln!("acks (ns): {acks:?}\n{}", cs.log());
     }
     drop(cs);
-    let _ = rt.block_on(c.api.delete(&name, &Default::default()));
+    c.delete(rt, std::slice::from_ref(&name));
     let mut figures = BTreeMap::new();
     for (k, v) in percentiles(to_file.clone()) {
         figures.insert(format!("file_{k}"), v);
@@ -585,16 +617,14 @@ fn hostdir_latency(n: usize, debounce: &str) -> Row {
 
 /// RSS and CPU of an idle certsync with one Secret mapping.
 fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
-    use kube::api::PostParams;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let c = rt.block_on(cluster(dir.path()));
     let name = format!("idle-{}", std::process::id());
-    let _ = rt.block_on(c.api.delete(&name, &Default::default()));
-    rt.block_on(c.api.create(
-        &PostParams::default(),
-        &secret(&name, &support::certs::Pair::new("idle")),
-    ))
-    .unwrap();
+    c.create(
+        rt,
+        std::slice::from_ref(&name),
+        &support::certs::Pair::new("idle"),
+    );
     let target = dir.path().join("target");
     let spec = format!("secret:{}/{name}={}", c.ns, target.display());
     let kc = c.kubeconfig.display().to_string();
@@ -625,7 +655,7 @@ fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
         "utime+stime, 10 ms ticks"
     };
     drop(acct);
-    let _ = rt.block_on(c.api.delete(&name, &Default::default()));
+    c.delete(rt, std::slice::from_ref(&name));
     let mut figures = BTreeMap::new();
     figures.insert("rss_mib".into(), rss1);
     figures.insert("rss_start_mib".into(), rss0);
@@ -645,46 +675,54 @@ fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
     }
 }
 
+/// One certsync process with a mapping from each of `sources` to
+/// `dir/t{i}` (through a config file) and `extra` flags: the process, and
+/// the time from its start until every target was live.
+fn start_mappings(dir: &Path, sources: &[String], extra: &[&str]) -> (support::Certsync, Duration) {
+    let mut config = String::from("mappings:\n");
+    for (i, source) in sources.iter().enumerate() {
+        let target = dir.join(format!("t{i}"));
+        config.push_str(&format!(
+            "  - source: {source}\n    target: {}\n",
+            target.display()
+        ));
+    }
+    let file = dir.join("certsync.yaml");
+    std::fs::write(&file, config).unwrap();
+    let mut args = vec![
+        "run",
+        "--config",
+        file.to_str().unwrap(),
+        "--log-level",
+        "warn",
+    ];
+    args.extend_from_slice(extra);
+    let start = Instant::now();
+    let cs = support::Certsync::start(&args, dir);
+    let all = support::wait_for("all targets synced", || {
+        (0..sources.len())
+            .all(|i| dir.join(format!("t{i}/..data")).exists())
+            .then(|| start.elapsed())
+    });
+    (cs, all)
+}
+
 /// N host-directory mappings in one process: time to the first complete
 /// sync of all, steady RSS, and one rotation's latency among them.
 fn scale(n: usize) -> Row {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let pair = support::certs::Pair::new("scale");
-    let mut config = String::from("mappings:\n");
-    for i in 0..n {
-        let src = dir.path().join(format!("src{i}"));
-        std::fs::create_dir(&src).unwrap();
-        std::fs::write(src.join(CERT_FILE), &pair.cert).unwrap();
-        std::fs::write(src.join(KEY_FILE), &pair.key).unwrap();
-        config.push_str(&format!(
-            "  - source: dir:{}\n    target: {}\n",
-            src.display(),
-            dir.path().join(format!("t{i}")).display()
-        ));
-    }
-    let file = dir.path().join("certsync.yaml");
-    std::fs::write(&file, config).unwrap();
+    let sources: Vec<String> = (0..n)
+        .map(|i| {
+            let src = dir.path().join(format!("src{i}"));
+            support::write_pair(&src, &pair);
+            format!("dir:{}", src.display())
+        })
+        .collect();
     let flips = FlipWatch::start(&[dir.path().join("t0")]);
-    let start = Instant::now();
-    let cs = support::Certsync::start(
-        &[
-            "run",
-            "--config",
-            file.to_str().unwrap(),
-            "--debounce",
-            "10ms",
-            "--log-level",
-            "warn",
-        ],
-        dir.path(),
-    );
-    let all = support::wait_for("all targets synced", || {
-        (0..n)
-            .all(|i| dir.path().join(format!("t{i}/..data")).exists())
-            .then(|| start.elapsed())
-    });
+    let (cs, all) = start_mappings(dir.path(), &sources, &["--debounce", "10ms"]);
     std::thread::sleep(Duration::from_secs(3));
-    let (rss, _) = usage(cs.child.id(), None);
+    let rss = rss_mib(cs.child.id());
     let next = support::certs::Pair::new("scale-2");
     let src0 = dir.path().join("src0");
     support::write_atomic(&src0.join(CERT_FILE), &next.cert);
@@ -705,52 +743,6 @@ fn scale(n: usize) -> Row {
     }
 }
 
-/// Creates `names` as Secrets holding `p`, replacing any left over.
-fn create_secrets(
-    rt: &tokio::runtime::Runtime,
-    c: &Cluster,
-    names: &[String],
-    p: &support::certs::Pair,
-) {
-    use kube::api::PostParams;
-    rt.block_on(async {
-        for name in names {
-            let _ = c.api.delete(name, &Default::default()).await;
-            c.api
-                .create(&PostParams::default(), &secret(name, p))
-                .await
-                .unwrap();
-        }
-    });
-}
-
-/// Replaces Secret `name` with `p`; returns when the API server acknowledged.
-fn update_secret(
-    rt: &tokio::runtime::Runtime,
-    c: &Cluster,
-    name: &str,
-    p: &support::certs::Pair,
-) -> u128 {
-    use kube::api::PostParams;
-    rt.block_on(async {
-        let mut s = c.api.get(name).await.unwrap();
-        s.data = secret(name, p).data;
-        c.api
-            .replace(name, &PostParams::default(), &s)
-            .await
-            .unwrap();
-    });
-    now_ns()
-}
-
-fn delete_secrets(rt: &tokio::runtime::Runtime, c: &Cluster, names: &[String]) {
-    rt.block_on(async {
-        for name in names {
-            let _ = c.api.delete(name, &Default::default()).await;
-        }
-    });
-}
-
 /// N Secret mappings in one process over HTTPS: first complete sync from
 /// process start, steady RSS, TCP connections to the API server, and the
 /// latency of rotations among them (API acknowledgement to new pair
@@ -762,52 +754,29 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
         .map(|i| format!("scale-{}-{i}", std::process::id()))
         .collect();
     let pair = support::certs::Pair::new("scale");
-    create_secrets(rt, &c, &names, &pair);
-    let mut config = String::from("mappings:\n");
-    for (i, name) in names.iter().enumerate() {
-        config.push_str(&format!(
-            "  - source: secret:{}/{name}\n    target: {}\n",
-            c.ns,
-            dir.path().join(format!("t{i}")).display()
-        ));
-    }
-    let file = dir.path().join("certsync.yaml");
-    std::fs::write(&file, config).unwrap();
+    c.create(rt, &names, &pair);
+    let sources: Vec<String> = names
+        .iter()
+        .map(|n| format!("secret:{}/{n}", c.ns))
+        .collect();
     let flips = FlipWatch::start(&[dir.path().join("t0")]);
     let kc = c.kubeconfig.display().to_string();
-    let start = Instant::now();
-    let cs = support::Certsync::start(
-        &[
-            "run",
-            "--kubeconfig",
-            &kc,
-            "--config",
-            file.to_str().unwrap(),
-            "--log-level",
-            "warn",
-        ],
-        dir.path(),
-    );
-    let all = support::wait_for("all targets synced", || {
-        (0..n)
-            .all(|i| dir.path().join(format!("t{i}/..data")).exists())
-            .then(|| start.elapsed())
-    });
+    let (cs, all) = start_mappings(dir.path(), &sources, &["--kubeconfig", &kc]);
     std::thread::sleep(Duration::from_secs(5));
     let pid = cs.child.id();
-    let (rss, _) = usage(pid, None);
+    let rss = rss_mib(pid);
     let conns = support::tcp_connections(pid, &support::server_addrs(&c.kubeconfig));
     let mut each = Vec::with_capacity(rotations);
     for r in 0..rotations {
         let next = support::certs::Pair::new(&format!("scale-r{r}"));
-        let t0 = update_secret(rt, &c, &names[0], &next);
+        let t0 = c.update(rt, &names[0], &next);
         let t1 = support::wait_for("the rotation", || flips.when(0, &next.cert));
         each.push(ms_between(t0, t1));
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (rss_after, _) = usage(pid, None);
+    let rss_after = rss_mib(pid);
     drop(cs);
-    delete_secrets(rt, &c, &names);
+    c.delete(rt, &names);
     let mut figures = percentiles(each);
     figures.insert("first_sync_all_s".into(), all.as_secs_f64());
     figures.insert("rss_mib".into(), rss);
@@ -837,17 +806,16 @@ fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
     let c = rt.block_on(cluster(dir.path()));
     let name = format!("fanout-{}", std::process::id());
     let pair = support::certs::Pair::new("fanout");
-    create_secrets(rt, &c, std::slice::from_ref(&name), &pair);
+    c.create(rt, std::slice::from_ref(&name), &pair);
     let targets: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("t{i}"))).collect();
     let flips = FlipWatch::start(&targets);
     let kc = c.kubeconfig.display().to_string();
     let start = Instant::now();
     let procs: Vec<support::Certsync> = targets
         .iter()
-        .enumerate()
-        .map(|(i, t)| {
+        .map(|t| {
+            // Each on a free admin port (Certsync::start sets port 0).
             let spec = format!("secret:{}/{name}={}", c.ns, t.display());
-            let admin = format!("127.0.0.1:{}", 20000 + i);
             support::Certsync::start(
                 &[
                     "run",
@@ -855,8 +823,6 @@ fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
                     &kc,
                     "--sync",
                     &spec,
-                    "--admin-addr",
-                    &admin,
                     "--log-level",
                     "warn",
                 ],
@@ -876,7 +842,7 @@ fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
     let mut first = Vec::with_capacity(updates);
     for u in 0..updates {
         let next = support::certs::Pair::new(&format!("fanout-{u}"));
-        let t0 = update_secret(rt, &c, &name, &next);
+        let t0 = c.update(rt, &name, &next);
         let times = support::wait_for("every target flipped", || {
             (0..n)
                 .map(|i| flips.when(i, &next.cert))
@@ -888,11 +854,11 @@ fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
         first.push(ms_between(t0, earliest));
         std::thread::sleep(Duration::from_millis(500));
     }
-    let mut rss: Vec<f64> = procs.iter().map(|p| usage(p.child.id(), None).0).collect();
+    let mut rss: Vec<f64> = procs.iter().map(|p| rss_mib(p.child.id())).collect();
     rss.sort_by(f64::total_cmp);
     let polling = procs.iter().filter(|p| p.log().contains("polling")).count();
     drop(procs);
-    delete_secrets(rt, &c, std::slice::from_ref(&name));
+    c.delete(rt, std::slice::from_ref(&name));
     let mut figures = percentiles(each);
     figures.insert("first_flip_p50_ms".into(), percentiles(first)["p50_ms"]);
     figures.insert("spawn_all_s".into(), spawned.as_secs_f64());
