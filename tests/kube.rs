@@ -831,6 +831,11 @@ async fn http1_when_the_server_offers_no_http2() {
     tls.put_pair(&env.ns, &names[1], &p2).await;
     wait_pair(&env.target(&names[1]), &p2);
     cs.wait_log("does not offer HTTP/2; using HTTP/1.1");
+    assert_eq!(
+        cs.log().matches("does not offer HTTP/2").count(),
+        1,
+        "said once"
+    );
     assert!(tls.server.protocols().iter().all(|p| *p == "http/1.1"));
     // One connection per open watch, as before.
     let remotes = server_addrs(&tls.kubeconfig);

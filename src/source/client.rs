@@ -486,6 +486,20 @@ current-context: x
     }
 
     #[test]
+    fn a_proxy_url_is_refused_by_name() {
+        let mut config = kube::Config::new("https://10.0.0.1:6443".parse().unwrap());
+        config.proxy_url = Some("http://proxy.example:3128".parse().unwrap());
+        let e = build(&config, Duration::from_secs(30))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("proxy-url http://proxy.example:3128/ is not supported"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_broken_kubeconfig_is_an_error_with_the_place() {
         let e = parse_kubeconfig("clusters: [\n  - name: c\n").unwrap_err();
         assert!(e.contains("line"), "{e}");
