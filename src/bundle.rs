@@ -6,8 +6,8 @@
 //! so two bundles with the same hash publish the same files. `Debug` never
 //! prints file contents (a bundle holds a private key), only sizes and hashes.
 
-use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -57,17 +57,26 @@ pub fn check_file_name(name: &str) -> Result<(), BundleError> {
     Ok(())
 }
 
-/// The files one mapping publishes, keyed by target file name.
+/// The files one mapping publishes, in target-name order.
+///
+/// Cheap to clone: the files are shared. The same bundle sits in a
+/// source's channel and in its sync task's last good state, so with 1,000
+/// mappings a copy each would be megabytes (`benches`: scale).
 #[derive(Clone, PartialEq, Eq, Default)]
-pub struct Bundle {
-    files: BTreeMap<String, Vec<u8>>,
-    /// Where each file came from ("/etc/kubernetes/pki/apiserver.crt",
+pub struct Bundle(Arc<Vec<File>>);
+
+#[derive(Clone, PartialEq, Eq)]
+struct File {
+    name: Box<str>,
+    bytes: Box<[u8]>,
+    /// Where the file came from ("/etc/kubernetes/pki/apiserver.crt",
     /// "secret ns/name key tls.crt"), for error messages. Not hashed.
-    origins: BTreeMap<String, String>,
+    origin: Box<str>,
 }
 
 impl Bundle {
-    /// Adds a file under its target name, remembering where it came from.
+    /// Adds a file under its target name (replacing one of that name),
+    /// remembering where it came from.
     pub fn insert(
         &mut self,
         name: &str,
@@ -75,27 +84,48 @@ impl Bundle {
         origin: impl Into<String>,
     ) -> Result<(), BundleError> {
         check_file_name(name)?;
-        self.files.insert(name.to_owned(), bytes);
-        self.origins.insert(name.to_owned(), origin.into());
+        let file = File {
+            name: name.into(),
+            bytes: bytes.into(),
+            origin: origin.into().into(),
+        };
+        let files = Arc::make_mut(&mut self.0);
+        match files.binary_search_by(|f| (*f.name).cmp(name)) {
+            Ok(i) => files[i] = file,
+            Err(i) => files.insert(i, file),
+        }
         Ok(())
     }
 
-    pub fn files(&self) -> &BTreeMap<String, Vec<u8>> {
-        &self.files
+    /// Every (name, contents), in name order.
+    pub fn files(&self) -> impl ExactSizeIterator<Item = (&str, &[u8])> {
+        self.0.iter().map(|f| (&*f.name, &*f.bytes))
+    }
+
+    /// Every file name, in order.
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.0.iter().map(|f| &*f.name)
+    }
+
+    fn file(&self, name: &str) -> Option<&File> {
+        self.0
+            .binary_search_by(|f| (*f.name).cmp(name))
+            .ok()
+            .map(|i| &self.0[i])
     }
 
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.files.get(name).map(Vec::as_slice)
+        self.file(name).map(|f| &*f.bytes)
     }
 
     /// Where `name` came from, or `name` itself when nothing was recorded.
     pub fn origin<'a>(&'a self, name: &'a str) -> &'a str {
-        self.origins.get(name).map_or(name, String::as_str)
+        self.file(name).map_or(name, |f| &f.origin)
     }
 
     /// Total size of all file contents in bytes.
     pub fn size(&self) -> usize {
-        self.files.values().map(Vec::len).sum()
+        self.0.iter().map(|f| f.bytes.len()).sum()
     }
 
     /// SHA-256 over every (name, contents) pair in name order, each field
@@ -103,7 +133,7 @@ impl Bundle {
     /// bytes between a name and its contents.
     pub fn hash(&self) -> ContentHash {
         let mut h = Sha256::new();
-        for (name, bytes) in &self.files {
+        for (name, bytes) in self.files() {
             h.update((name.len() as u64).to_be_bytes());
             h.update(name.as_bytes());
             h.update((bytes.len() as u64).to_be_bytes());
@@ -117,8 +147,8 @@ impl fmt::Debug for Bundle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Only sizes: contents include a private key.
         let mut m = f.debug_map();
-        for (name, bytes) in &self.files {
-            m.entry(name, &format_args!("<{} bytes>", bytes.len()));
+        for (name, bytes) in self.files() {
+            m.entry(&name, &format_args!("<{} bytes>", bytes.len()));
         }
         m.finish()?;
         write!(f, " hash={}", self.hash().short())
@@ -185,6 +215,16 @@ mod tests {
         let renamed = bundle(&[("tls.crt", b"ab"), ("tls.kez", b"c")]);
         assert!(Bundle::default().insert("../x", vec![], "x").is_err());
         assert_eq!(a.hash(), same.hash());
+        assert_eq!(a, same, "kept in name order whatever the insertion order");
+        let mut replaced = a.clone();
+        replaced.insert("tls.crt", b"xy".to_vec(), "x").unwrap();
+        assert_eq!(replaced.names().collect::<Vec<_>>(), ["tls.crt", "tls.key"]);
+        assert_eq!(replaced.get("tls.crt"), Some(&b"xy"[..]));
+        assert_eq!(
+            a.get("tls.crt"),
+            Some(&b"ab"[..]),
+            "a clone's insert leaves the original"
+        );
         assert_ne!(a.hash(), moved.hash());
         assert_ne!(a.hash(), renamed.hash());
     }

@@ -148,9 +148,8 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
     if size > MAX_BUNDLE_SIZE {
         let largest = bundle
             .files()
-            .iter()
             .max_by_key(|(_, b)| b.len())
-            .map_or("", |(n, _)| n.as_str());
+            .map_or("", |(n, _)| n);
         return Err(ValidationError::TooLarge {
             file: bundle.origin(largest).to_owned(),
             size,

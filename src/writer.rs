@@ -653,7 +653,7 @@ impl Writer {
     /// our links to names the bundle no longer has. Returns links changed.
     fn link_visible(&self, root: &Dir, bundle: &Bundle) -> Result<usize, WriterError> {
         let mut changed = 0;
-        for name in bundle.files().keys() {
+        for name in bundle.names() {
             let want = format!("{DATA}/{name}");
             if read_link(root, name).as_deref() == Some(want.as_str()) {
                 continue;
@@ -685,9 +685,8 @@ impl Writer {
     /// lost: into history as revision 0, where `certsync revisions` lists
     /// them and `certsync rollback` can restore them.
     fn keep_found_files(&self, root: &Dir, bundle: &Bundle) -> Result<(), WriterError> {
-        let found: Vec<&String> = bundle
-            .files()
-            .keys()
+        let found: Vec<&str> = bundle
+            .names()
             .filter(|n| root.symlink_metadata(n).is_ok_and(|m| m.is_file()))
             .collect();
         if found.is_empty() {
@@ -1120,12 +1119,12 @@ mod tests {
                 fs::read_link(t.join(name)).unwrap(),
                 Path::new(DATA).join(name)
             );
-            assert_eq!(&fs::read(t.join(name)).unwrap(), bytes, "{name}");
+            assert_eq!(fs::read(t.join(name)).unwrap(), bytes, "{name}");
             let mode = fs::metadata(t.join(name)).unwrap().mode() & 0o7777;
             assert_eq!(mode, if name == KEY_FILE { 0o600 } else { 0o644 }, "{name}");
         }
         let in_rev = entries(&t.join(data));
-        let want: Vec<_> = b.files().keys().cloned().collect();
+        let want: Vec<_> = b.names().map(str::to_owned).collect();
         assert_eq!(in_rev, want, "revision holds exactly the bundle");
     }
 

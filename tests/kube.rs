@@ -217,6 +217,71 @@ async fn initial_sync_rotation_and_field_selector() {
     env.cleanup().await;
 }
 
+/// The watch protocol, as client-go's reflector runs it: one list, then
+/// watches that resume at the last resourceVersion seen (bookmarks move it
+/// on without any event for this object), and a new list only on 410 Gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_resume_where_they_ended_and_relist_only_when_gone() {
+    let mut env = Env::new().await;
+    if env.fake("watch resume").is_none() {
+        return;
+    }
+    let name = env.name("resume");
+    let first = Pair::new("first");
+    env.put_pair(&name, &first).await;
+    let cs = env.start(&[env.secret_spec(&name)], &["--watch-timeout", "300s"]);
+    let target = env.target(&name);
+    wait_pair(&target, &first);
+    let reads = |fake: &ApiServer, verb: &str| -> Vec<String> {
+        fake.requests()
+            .into_iter()
+            .filter(|r| r.starts_with(&format!("{verb} secrets")))
+            .collect()
+    };
+    let version_of = |r: &str| -> u64 {
+        let at = r.find("\"resourceVersion\": \"").expect("resourceVersion") + 20;
+        r[at..].split('"').next().unwrap().parse().unwrap()
+    };
+    let listed_at = env.fake.as_ref().unwrap().resource_version();
+    // Other writes move resourceVersion on; only bookmarks tell our watch.
+    let other = env.name("other");
+    env.put_pair(&other, &Pair::new("other")).await;
+    let fake = env.fake.as_ref().unwrap();
+    let moved = fake.resource_version();
+    assert!(moved > listed_at);
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // bookmarks (every 500 ms)
+    fake.end_watches();
+    let watches = wait_for("a resumed watch", || {
+        let w = reads(fake, "watch");
+        (w.len() >= 2).then_some(w)
+    });
+    assert_eq!(
+        reads(fake, "list").len(),
+        1,
+        "a watch that ended must not re-list"
+    );
+    assert_eq!(
+        version_of(watches.last().unwrap()),
+        moved,
+        "resumed at the bookmark's resourceVersion: {watches:?}"
+    );
+
+    fake.gone_next(1);
+    fake.end_watches();
+    wait_for("a new list after 410 Gone", || {
+        (reads(fake, "list").len() == 2).then_some(())
+    });
+    let second = Pair::new("second");
+    env.put_pair(&name, &second).await;
+    wait_pair(&target, &second);
+    assert!(
+        !cs.log().contains("ERROR"),
+        "ended watches and 410 are routine: {}",
+        cs.log()
+    );
+    env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn burst_of_twenty_updates_converges_to_the_last() {
     let mut env = Env::new().await;
