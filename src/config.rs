@@ -704,7 +704,7 @@ impl MappingSpec {
             source,
             verify,
             layout,
-            items,
+            items: items.into(),
             expect,
             target: self.target,
             writer,
@@ -776,7 +776,8 @@ pub struct Mapping {
     /// Where the main container serves this pair, to check it after a reload.
     pub verify: Option<ServingCheck>,
     pub layout: Layout,
-    pub items: Vec<Item>,
+    /// Shared by the mapping's source and sync tasks.
+    pub items: std::sync::Arc<[Item]>,
     pub expect: Expect,
     pub target: PathBuf,
     pub writer: WriterOptions,
@@ -981,8 +982,8 @@ mod tests {
         assert_eq!(api.name, "apiserver");
         assert_eq!(api.source, Source::Dir("/etc/kubernetes/pki".into()));
         assert_eq!(
-            api.items,
-            vec![
+            *api.items,
+            [
                 Item::new("apiserver.crt", CERT_FILE, true),
                 Item::new("apiserver.key", KEY_FILE, true),
                 Item::new("ca.crt", CA_FILE, false),
@@ -1016,8 +1017,8 @@ mod tests {
             })
         );
         assert_eq!(
-            c.mappings[1].items,
-            vec![Item::new("ca-bundle.crt", CA_FILE, true)]
+            *c.mappings[1].items,
+            [Item::new("ca-bundle.crt", CA_FILE, true)]
         );
         assert_eq!(c.client.tls_server_name.as_deref(), Some("api.example"));
     }
@@ -1041,8 +1042,8 @@ mod tests {
         assert_eq!(c.mappings.len(), 2);
         assert_eq!(c.mappings[0].expect, Expect::CaOnly);
         assert_eq!(
-            c.mappings[0].items,
-            vec![Item::new("ca-bundle.crt", CA_FILE, true)]
+            *c.mappings[0].items,
+            [Item::new("ca-bundle.crt", CA_FILE, true)]
         );
         assert_eq!(c.mappings[0].writer.cert_mode, 0o640);
 

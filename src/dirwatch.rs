@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use notify::{EventKind, PollWatcher, RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DirWatchError {
@@ -39,10 +39,29 @@ pub enum DirWatchError {
     },
 }
 
-/// A subscriber: its wake-up channel and, optionally, the only entry names
-/// it cares about (an event on the directory itself always counts).
+/// A subscriber's wake-up. Changes made before [`Events::changed`] is
+/// awaited wake it once, however many there were. A `Notify` rather than
+/// a channel because there is one per mapping, and a tokio channel takes
+/// 512 bytes.
+#[derive(Clone, Default)]
+pub struct Events(Arc<Notify>);
+
+impl Events {
+    /// Resolves at the next change (at once if one happened since the
+    /// last call).
+    pub async fn changed(&self) {
+        self.0.notified().await;
+    }
+
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// A subscriber: its wake-up and, optionally, the only entry names it
+/// cares about (an event on the directory itself always counts).
 struct Route {
-    tx: mpsc::Sender<()>,
+    tx: Events,
     names: Option<Vec<OsString>>,
 }
 
@@ -146,8 +165,7 @@ fn handler(r: Arc<Mutex<Routes>>) -> impl Fn(notify::Result<notify::Event>) + Se
                     for key in [Some(p.as_path()), p.parent()].into_iter().flatten() {
                         for route in routes.get(key).into_iter().flatten() {
                             if route.wants(key, p) {
-                                // Full means a wake-up is already pending.
-                                let _ = route.tx.try_send(());
+                                route.tx.wake();
                             }
                         }
                     }
@@ -155,9 +173,7 @@ fn handler(r: Arc<Mutex<Routes>>) -> impl Fn(notify::Result<notify::Event>) + Se
             }
             // A rescan request or a watcher error (e.g. queue overflow):
             // events may be lost, so everyone looks again.
-            _ => routes.values().flatten().for_each(|route| {
-                let _ = route.tx.try_send(());
-            }),
+            _ => routes.values().flatten().for_each(|route| route.tx.wake()),
         }
     }
 }
@@ -166,17 +182,14 @@ impl DirWatch {
     /// Subscribes to changes of the entries directly in `dir`. The receiver
     /// is returned even when the watch cannot be added yet (the directory
     /// may not exist): the caller retries with [`DirWatch::rewatch`].
-    pub fn subscribe(&self, dir: &Path) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+    pub fn subscribe(&self, dir: &Path) -> (Events, Result<(), DirWatchError>) {
         self.subscribe_to(&[dir], None)
     }
 
     /// One receiver for changes in any of `dirs`. The result is the first
     /// directory's watch; the others (which may not exist yet, like a
     /// target's `..data`) are for the caller to re-arm.
-    pub fn subscribe_all(
-        &self,
-        dirs: &[impl AsRef<Path>],
-    ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+    pub fn subscribe_all(&self, dirs: &[impl AsRef<Path>]) -> (Events, Result<(), DirWatchError>) {
         self.subscribe_to(dirs, None)
     }
 
@@ -187,7 +200,7 @@ impl DirWatch {
         &self,
         dir: &Path,
         names: &[&str],
-    ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
+    ) -> (Events, Result<(), DirWatchError>) {
         self.subscribe_to(&[dir], Some(names.iter().map(OsString::from).collect()))
     }
 
@@ -195,17 +208,19 @@ impl DirWatch {
         &self,
         dirs: &[impl AsRef<Path>],
         names: Option<Vec<OsString>>,
-    ) -> (mpsc::Receiver<()>, Result<(), DirWatchError>) {
-        let (tx, rx) = mpsc::channel(1);
+    ) -> (Events, Result<(), DirWatchError>) {
+        let rx = Events::default();
         let mut first = Ok(());
         for (i, dir) in dirs.iter().map(AsRef::as_ref).enumerate() {
             self.routes
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .entry(key(dir))
-                .or_default()
+                // Most directories have one subscriber (a Vec would start
+                // at four, for every target of every mapping).
+                .or_insert_with(|| Vec::with_capacity(1))
                 .push(Route {
-                    tx: tx.clone(),
+                    tx: rx.clone(),
                     names: names.clone(),
                 });
             let watched = self.rewatch(dir);
@@ -264,17 +279,16 @@ impl DirWatch {
 
 /// Waits until `rx` has been silent for `window` (the "quiet" rule that lets
 /// a non-atomic writer finish), but no longer than `max` in all: a source
-/// that never stops changing is read anyway. Returns early if the channel
-/// closes.
-pub async fn quiet(rx: &mut mpsc::Receiver<()>, window: Duration, max: Duration) {
+/// that never stops changing is read anyway.
+pub async fn quiet(rx: &Events, window: Duration, max: Duration) {
     let give_up = tokio::time::sleep(max);
     tokio::pin!(give_up);
     loop {
         tokio::select! {
             () = &mut give_up => return,
-            r = tokio::time::timeout(window, rx.recv()) => match r {
-                Ok(Some(())) => continue,
-                Ok(None) | Err(_) => return,
+            r = tokio::time::timeout(window, rx.changed()) => match r {
+                Ok(()) => continue,
+                Err(_) => return,
             },
         }
     }
@@ -288,6 +302,7 @@ pub fn quiet_limit(window: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::FutureExt;
     use std::time::Duration;
 
     #[tokio::test]
@@ -295,58 +310,55 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir().unwrap();
         let w = DirWatch::new().unwrap();
-        let (mut rx, res) = w.subscribe(dir.path());
+        let (rx, res) = w.subscribe(dir.path());
         res.unwrap();
-        let (mut other_rx, res) = w.subscribe(other.path());
+        let (other_rx, res) = w.subscribe(other.path());
         res.unwrap();
 
         std::fs::write(dir.path().join("f"), b"x").unwrap();
-        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        tokio::time::timeout(Duration::from_secs(5), rx.changed())
             .await
-            .expect("a write is routed")
-            .unwrap();
-        quiet(&mut rx, Duration::from_millis(200), Duration::from_secs(5)).await;
+            .expect("a write is routed");
+        quiet(&rx, Duration::from_millis(200), Duration::from_secs(5)).await;
         assert!(
-            other_rx.try_recv().is_err(),
+            other_rx.changed().now_or_never().is_none(),
             "another directory is not woken"
         );
 
         // A name filter: other entries of the directory do not wake it.
-        let (mut named, res) = w.subscribe_names(other.path(), &["kubeconfig", "..data"]);
+        let (named, res) = w.subscribe_names(other.path(), &["kubeconfig", "..data"]);
         res.unwrap();
         std::fs::write(other.path().join("app.log"), b"noise").unwrap();
-        let woke = tokio::time::timeout(Duration::from_millis(300), named.recv()).await;
+        let woke = tokio::time::timeout(Duration::from_millis(300), named.changed()).await;
         assert!(
             woke.is_err(),
             "an unrelated file woke a name-filtered subscriber"
         );
         std::fs::write(other.path().join("kubeconfig"), b"new").unwrap();
-        tokio::time::timeout(Duration::from_secs(5), named.recv())
+        tokio::time::timeout(Duration::from_secs(5), named.changed())
             .await
-            .expect("the named file wakes it")
-            .unwrap();
-        while other_rx.try_recv().is_ok() {}
+            .expect("the named file wakes it");
+        let _ = other_rx.changed().now_or_never();
 
         // Reading the directory and its file is not a change.
         let _ = std::fs::read_dir(dir.path()).unwrap().count();
         let _ = std::fs::read(dir.path().join("f")).unwrap();
-        let woke = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
+        let woke = tokio::time::timeout(Duration::from_millis(300), rx.changed()).await;
         assert!(woke.is_err(), "reads must not wake subscribers");
     }
 
     #[tokio::test(start_paused = true)]
     async fn quiet_waits_for_a_silent_window() {
-        let (tx, mut rx) = mpsc::channel(1);
+        let rx = Events::default();
+        let tx = rx.clone();
         let start = tokio::time::Instant::now();
         tokio::spawn(async move {
             for _ in 0..5 {
                 tokio::time::sleep(Duration::from_millis(600)).await;
-                let _ = tx.try_send(());
+                tx.wake();
             }
-            // Keep the sender alive past the window.
-            tokio::time::sleep(Duration::from_secs(10)).await;
         });
-        quiet(&mut rx, Duration::from_secs(1), Duration::from_secs(60)).await;
+        quiet(&rx, Duration::from_secs(1), Duration::from_secs(60)).await;
         // Last poke at 3.0 s; quiet from then on for 1 s.
         assert_eq!(start.elapsed(), Duration::from_millis(4000));
     }
@@ -354,17 +366,16 @@ mod tests {
     /// A directory that never goes quiet is read anyway after the limit.
     #[tokio::test(start_paused = true)]
     async fn quiet_gives_up_after_its_limit() {
-        let (tx, mut rx) = mpsc::channel(1);
+        let rx = Events::default();
+        let tx = rx.clone();
         let start = tokio::time::Instant::now();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                if tx.send(()).await.is_err() {
-                    return;
-                }
+                tx.wake();
             }
         });
-        quiet(&mut rx, Duration::from_secs(1), Duration::from_secs(5)).await;
+        quiet(&rx, Duration::from_secs(1), Duration::from_secs(5)).await;
         assert_eq!(start.elapsed(), Duration::from_secs(5));
     }
 }

@@ -37,6 +37,18 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
+/// `base * 2^(attempt-1)` plus a random share of the same again, so many
+/// sidecars restarted together do not retry in lockstep (`attempt` ≥ 1).
+pub fn backoff(base: std::time::Duration, attempt: u32) -> std::time::Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let exp = base.saturating_mul(1 << attempt.saturating_sub(1).min(10));
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let jitter = exp.mul_f64((random % 1000) as f64 / 1000.0);
+    exp + jitter
+}
+
 /// Test certificates, shared with the integration tests (one maker).
 #[cfg(test)]
 #[path = "../tests/support/certs.rs"]

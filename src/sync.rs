@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Config, Mapping, Source};
@@ -569,7 +569,7 @@ pub async fn run(
                     syncer =
                         syncer.with_events(EventSink::new(clients.clone(), object.clone(), uid));
                 }
-                tasks.spawn(source.run(
+                tasks.spawn(Box::new(source).run(
                     clients.clone(),
                     config.client.watch_timeout,
                     tx,
@@ -646,7 +646,7 @@ pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 struct Watched {
     watcher: DirWatch,
     dirs: Vec<std::path::PathBuf>,
-    events: mpsc::Receiver<()>,
+    events: crate::dirwatch::Events,
 }
 
 impl Watched {
@@ -664,7 +664,7 @@ impl Watched {
 async fn sync_loop(
     mut syncer: Box<Syncer>,
     _claim: crate::writer::Claim,
-    mut watched: Watched,
+    watched: Watched,
     mut updates: watch::Receiver<Option<Update>>,
     debounce: Duration,
     resync: Duration,
@@ -702,7 +702,7 @@ async fn sync_loop(
             // target has been quiet for `debounce`. The wait is a deadline
             // kept beside the loop, never a wait inside it: new updates must
             // not queue behind a drift check.
-            Some(()) = watched.events.recv() => {
+            () = watched.events.changed() => {
                 repair_at = Some(tokio::time::Instant::now() + debounce);
                 continue;
             }

@@ -169,7 +169,7 @@ impl HttpHook {
         let mut last = String::new();
         for attempt in 0..=self.retries {
             if attempt > 0 {
-                tokio::time::sleep(backoff(self.backoff, attempt)).await;
+                tokio::time::sleep(crate::backoff(self.backoff, attempt)).await;
             }
             let started = Instant::now();
             match self.attempt().await {
@@ -246,18 +246,6 @@ fn redact_text(text: &str) -> String {
         Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
         None => text.to_owned(),
     }
-}
-
-/// `base * 2^(attempt-1)` plus a random share of the same again, so many
-/// sidecars restarted together do not retry in lockstep.
-fn backoff(base: Duration, attempt: u32) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let exp = base.saturating_mul(1 << (attempt - 1).min(10));
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    let jitter = exp.mul_f64((random % 1000) as f64 / 1000.0);
-    exp + jitter
 }
 
 #[cfg(test)]
@@ -345,7 +333,7 @@ mod tests {
         let base = Duration::from_millis(100);
         for attempt in 1..=4 {
             let exp = base * (1 << (attempt - 1));
-            let d = backoff(base, attempt);
+            let d = crate::backoff(base, attempt);
             assert!(d >= exp && d < exp * 2, "attempt {attempt}: {d:?}");
         }
     }

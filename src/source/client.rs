@@ -143,7 +143,7 @@ impl ClientSettings {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (mut events, _) = watcher.subscribe_names(&dir, &[&name, "..data"]);
+        let (events, _) = watcher.subscribe_names(&dir, &[&name, "..data"]);
         let fingerprint = || {
             crate::files::read_regular(&file, KUBECONFIG_LIMIT)
                 .ok()
@@ -177,7 +177,7 @@ impl ClientSettings {
             }
             tokio::select! {
                 () = crate::sync::stopped(&mut shutdown) => return,
-                _ = events.recv() => {}
+                () = events.changed() => {}
                 // The directory may not exist yet or may be replaced: look
                 // again now and then even without an event.
                 () = tokio::time::sleep(Duration::from_secs(60)) => { let _ = watcher.rewatch(&dir); }

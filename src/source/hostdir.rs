@@ -61,7 +61,7 @@ pub enum HostDirError {
 pub struct HostDir {
     pub dir: PathBuf,
     pub layout: Layout,
-    pub items: Vec<Item>,
+    pub items: std::sync::Arc<[Item]>,
 }
 
 impl HostDir {
@@ -81,7 +81,7 @@ impl HostDir {
             bundle.insert(CERT_FILE, certs, format!("{origin} (certificates)"))?;
             bundle.insert(KEY_FILE, key, format!("{origin} (private key)"))?;
         }
-        for item in &self.items {
+        for item in self.items.iter() {
             let path = self.dir.join(&item.source);
             match read_inside(&root, &path)? {
                 Some(bytes) => bundle.insert(item.target, bytes, path.display().to_string())?,
@@ -118,7 +118,7 @@ impl HostDir {
         // written in the same directory must not postpone the read forever.
         let names = self.watched_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let (mut events, watched) = watcher.subscribe_names(&self.dir, &names);
+        let (events, watched) = watcher.subscribe_names(&self.dir, &names);
         if let Err(e) = watched {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
         }
@@ -134,8 +134,8 @@ impl HostDir {
             }
             tokio::select! {
                 () = crate::sync::stopped(&mut shutdown) => return,
-                Some(()) = events.recv() => {
-                    dirwatch::quiet(&mut events, debounce, dirwatch::quiet_limit(debounce)).await
+                () = events.changed() => {
+                    dirwatch::quiet(&events, debounce, dirwatch::quiet_limit(debounce)).await
                 }
                 _ = tick.tick() => {
                     // The directory may have been replaced, dropping the watch.
@@ -231,7 +231,8 @@ mod tests {
                     target: CA_FILE,
                     required: false,
                 },
-            ],
+            ]
+            .into(),
         }
     }
 
@@ -270,11 +271,12 @@ mod tests {
         let src = HostDir {
             dir: d.path().into(),
             layout: Layout::Combined("current.pem".into()),
-            items: vec![Item {
+            items: [Item {
                 source: "ca.crt".into(),
                 target: CA_FILE,
                 required: false,
-            }],
+            }]
+            .into(),
         };
         let b = src.read().unwrap();
         assert_eq!(

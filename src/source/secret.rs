@@ -22,8 +22,6 @@ use futures::AsyncBufReadExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{ListParams, WatchParams};
 use kube::core::{ObjectList, Status, WatchEvent};
-use kube::runtime::utils::Backoff;
-use kube::runtime::watcher::DefaultBackoff;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
@@ -112,7 +110,7 @@ impl Payload for ConfigMap {
 #[derive(Debug, Clone)]
 pub struct KubeObject {
     pub object: ObjectRef,
-    pub items: Vec<Item>,
+    pub items: std::sync::Arc<[Item]>,
     /// The mapping's name, for metrics.
     pub mapping: String,
     /// The object's uid as last seen (for Events).
@@ -123,7 +121,7 @@ pub struct KubeObject {
 impl KubeObject {
     fn bundle(&self, obj: &impl Payload) -> Result<Bundle, KubeError> {
         let mut bundle = Bundle::default();
-        for item in &self.items {
+        for item in self.items.iter() {
             match obj.value(&item.source) {
                 Some(bytes) => bundle.insert(
                     item.target,
@@ -184,7 +182,7 @@ impl KubeObject {
     /// Watches the object with the newest client from `clients`, publishing
     /// into `tx`, until shutdown.
     pub async fn run(
-        self,
+        self: Box<Self>,
         mut clients: watch::Receiver<Option<Client>>,
         watch_timeout: Duration,
         tx: watch::Sender<Option<Update>>,
@@ -199,11 +197,12 @@ impl KubeObject {
                 },
             };
             let Some(client) = client else { continue };
-            let watching = async {
-                match self.object.kind {
-                    Kind::Secret => self.watch::<Secret>(client, watch_timeout, &tx).await,
-                    Kind::ConfigMap => self.watch::<ConfigMap>(client, watch_timeout, &tx).await,
-                }
+            let watching: std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> = match self
+                .object
+                .kind
+            {
+                Kind::Secret => Box::pin(self.watch::<Secret>(client, watch_timeout, &tx)),
+                Kind::ConfigMap => Box::pin(self.watch::<ConfigMap>(client, watch_timeout, &tx)),
             };
             tokio::select! {
                 () = crate::sync::stopped(&mut shutdown) => return,
@@ -231,7 +230,8 @@ impl KubeObject {
     {
         let request = kube::core::Request::new(K::url_path(&(), Some(&self.object.namespace)));
         let fields = format!("metadata.name={}", self.object.name);
-        let mut backoff = DefaultBackoff::default();
+        // Failures in a row (see `retry_delay`); any success resets it.
+        let mut failures = 0u32;
         // Where to resume watching; `None`: list first.
         let mut resume: Option<String> = None;
         loop {
@@ -241,12 +241,12 @@ impl KubeObject {
                 // only while it is in flight, not in every idle watch task.
                 None => match Box::pin(self.list::<K>(&client, &request, &fields)).await {
                     Ok((version, update)) => {
-                        backoff.reset();
+                        failures = 0;
                         super::publish(tx, update.map_err(SourceError::from));
                         version
                     }
                     Err(e) => {
-                        Box::pin(self.failed(tx, e, &mut backoff)).await;
+                        Box::pin(self.failed(tx, e, &mut failures)).await;
                         continue;
                     }
                 },
@@ -257,15 +257,20 @@ impl KubeObject {
                     .clamp(1, 3600),
             );
             match self
-                .watch_from::<K>(&client, &request, &watch, version, tx, &mut backoff)
+                .watch_from::<K>(&client, &request, &watch, version, tx, &mut failures)
                 .await
             {
                 Ended::At(version) => resume = Some(version),
+                // Routine (the watch fell too far behind): not an error,
+                // but still paced, so a server that answers every watch
+                // with 410 is not re-listed in a tight loop.
                 Ended::Gone => {
                     tracing::debug!(object = %self.object, "resourceVersion expired; re-listing");
+                    failures = failures.saturating_add(1);
+                    Box::pin(tokio::time::sleep(retry_delay(failures))).await;
                 }
                 Ended::Failed(version, e) => {
-                    Box::pin(self.failed(tx, e, &mut backoff)).await;
+                    Box::pin(self.failed(tx, e, &mut failures)).await;
                     resume = Some(version);
                 }
             }
@@ -273,15 +278,11 @@ impl KubeObject {
     }
 
     /// Publishes a failure, counts the restart and waits out the backoff.
-    async fn failed(
-        &self,
-        tx: &watch::Sender<Option<Update>>,
-        e: KubeError,
-        backoff: &mut DefaultBackoff,
-    ) {
+    async fn failed(&self, tx: &watch::Sender<Option<Update>>, e: KubeError, failures: &mut u32) {
         self.metrics.watch_restarted(&self.mapping);
         super::publish(tx, Err(SourceError::from(e)));
-        tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
+        *failures = failures.saturating_add(1);
+        tokio::time::sleep(retry_delay(*failures)).await;
     }
 
     /// Lists the object (from the API server's cache, as kube-runtime and
@@ -320,7 +321,7 @@ impl KubeObject {
         params: &WatchParams,
         mut version: String,
         tx: &watch::Sender<Option<Update>>,
-        backoff: &mut DefaultBackoff,
+        failures: &mut u32,
     ) -> Ended
     where
         K: kube::Resource + Payload + Clone + serde::de::DeserializeOwned,
@@ -380,7 +381,7 @@ impl KubeObject {
                 }
                 WatchEvent::Bookmark(b) => {
                     version = b.metadata.resource_version;
-                    backoff.reset();
+                    *failures = 0;
                     continue;
                 }
                 WatchEvent::Error(s) if s.code == 410 => return Ended::Gone,
@@ -402,7 +403,7 @@ impl KubeObject {
                     return Ended::Failed(version, e);
                 }
             };
-            backoff.reset();
+            *failures = 0;
             super::publish(tx, update.map_err(SourceError::from));
         }
     }
@@ -415,6 +416,12 @@ impl KubeObject {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = obj.meta().uid.clone();
         self.bundle(obj)
     }
+}
+
+/// The wait before retrying after `failures` failures in a row: from 0.8 s
+/// (client-go's and kube-runtime's start), doubling, jittered, at most 30 s.
+fn retry_delay(failures: u32) -> Duration {
+    crate::backoff(Duration::from_millis(800), failures).min(Duration::from_secs(30))
 }
 
 /// How one watch request ended.

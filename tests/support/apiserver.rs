@@ -67,6 +67,11 @@ struct Store {
 struct Shared {
     store: Mutex<Store>,
     events: broadcast::Sender<Logged>,
+    /// The same events for watches of one object by name, so an update
+    /// wakes its own watchers, not every watch of the server (as the real
+    /// one's watch cache does for field selectors): with 1,000 watches,
+    /// waking all of them per update cost the bench's certsync its CPU.
+    named: Mutex<HashMap<Key, broadcast::Sender<Logged>>>,
     /// Bumped to end every open watch.
     generation: watch::Sender<u64>,
     stalled: watch::Sender<bool>,
@@ -139,6 +144,7 @@ impl ApiServer {
                 ..Default::default()
             }),
             events,
+            named: Mutex::default(),
             generation: watch::channel(0).0,
             stalled: watch::channel(false).0,
             bookmark_ms: std::sync::atomic::AtomicU64::new(500),
@@ -493,7 +499,17 @@ async fn collection(
     // and the live stream.
     let (backlog, mut live, expired) = {
         let mut st = shared.store.lock().unwrap();
-        let live = shared.events.subscribe();
+        let live = match &name {
+            Some(n) => {
+                let key = (resource.clone(), ns.clone(), n.clone());
+                let mut named = shared.named.lock().unwrap();
+                named
+                    .entry(key)
+                    .or_insert_with(|| broadcast::channel(64).0)
+                    .subscribe()
+            }
+            None => shared.events.subscribe(),
+        };
         let forced = st.gone_next > 0;
         st.gone_next = st.gone_next.saturating_sub(1);
         match from {
@@ -610,6 +626,9 @@ fn commit(shared: &Shared, st: &mut Store, kind: &'static str, key: Key, mut obj
         st.objects.remove(&key);
     } else {
         st.objects.insert(key, obj.clone());
+    }
+    if let Some(named) = shared.named.lock().unwrap().get(&logged.key) {
+        let _ = named.send(logged.clone());
     }
     let _ = shared.events.send(logged);
     obj
