@@ -430,7 +430,7 @@ impl ReloadArgs {
                 backoff: Duration::from_millis(250),
             })
             .map_err(|e| err(e.to_string()))?;
-            Some(Method::Http(hook))
+            Some(Method::Http(Box::new(hook)))
         } else {
             None
         };

@@ -403,6 +403,35 @@ fn http_hook_over_https_trusts_the_synced_ca_file() {
     assert_eq!(hook.count(), 1);
 }
 
+/// `user:password@` in the URL is sent as basic auth (percent-decoded) and
+/// never logged; `--reload-insecure-skip-verify` reaches a loopback HTTPS
+/// hook whose certificate nothing vouches for.
+#[test]
+fn http_hook_sends_url_userinfo_as_basic_auth_and_may_skip_verify_on_loopback() {
+    use base64::Engine;
+    let serving = Pair::new("localhost");
+    let hook = Hook::start(vec![], Some(&serving));
+    let d = Dirs::new();
+    let url = format!("https://admin:p%40ss@localhost:{}/reload", hook.addr.port());
+    let spec = d.source("web", &Pair::new("one"), "");
+    let cs = d.start(
+        &[spec],
+        &["--reload-url", &url, "--reload-insecure-skip-verify"],
+    );
+    wait_count("hook calls over unverified TLS", 1, || hook.count());
+    let auth = hook.seen()[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .map(|(_, v)| v.clone());
+    let want = base64::engine::general_purpose::STANDARD.encode("admin:p@ss");
+    assert_eq!(auth, Some(format!("Basic {want}")));
+    cs.wait_log("answered 200");
+    let log = cs.log();
+    assert!(!log.contains("p%40ss") && !log.contains("p@ss"), "{log}");
+    assert!(log.contains("https://***@localhost"), "{log}");
+}
+
 #[test]
 fn three_mappings_rotated_together_produce_one_reload() {
     let hook = Hook::start(vec![], None);

@@ -8,10 +8,16 @@
 //! skipping verification is allowed for loopback URLs only.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
-use reqwest::{Method, Url};
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, HeaderName, HeaderValue, LOCATION};
+use http::{Method, Request, Uri};
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -46,6 +52,11 @@ pub struct HttpHookConfig {
     pub backoff: Duration,
 }
 
+/// hyper's pooled HTTP/1.1 client over rustls, the stack the API client
+/// already links: no second HTTP client in the binary. It never follows
+/// redirects.
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
 /// A ready-to-call hook. `Debug` shows neither header values nor the
 /// URL's userinfo.
 #[derive(Clone)]
@@ -53,11 +64,17 @@ pub struct HttpHook {
     /// Built once without a CA file; with one, built per call from the
     /// file's current content (it may be a ca.crt certsync has not written
     /// yet, or one that rotates).
-    client: Option<reqwest::Client>,
+    client: Option<HttpClient>,
     ca_file: Option<PathBuf>,
     timeout: Duration,
     insecure_skip_verify: bool,
-    url: Url,
+    /// The URL as given, for logs (redacted by `describe`).
+    url: String,
+    /// The URL to request: without userinfo, which becomes `basic`.
+    uri: Uri,
+    /// `Authorization: Basic` from the URL's `user:password`, as browsers
+    /// and curl send it.
+    basic: Option<HeaderValue>,
     method: Method,
     headers: Vec<(HeaderName, HeaderValue)>,
     bearer_token_file: Option<PathBuf>,
@@ -81,21 +98,27 @@ impl HttpHook {
             url: redact_text(&c.url),
             problem,
         };
-        let url = Url::parse(&c.url).map_err(|e| url_err(e.to_string()))?;
-        if !matches!(url.scheme(), "http" | "https") {
+        let given: Uri = c.url.parse().map_err(|e: http::uri::InvalidUri| {
+            url_err(format!("{e} (expected http[s]://host[:port]/path)"))
+        })?;
+        if !matches!(given.scheme_str(), Some("http" | "https")) {
             return Err(url_err("only http and https are supported".into()));
         }
-        let loopback = url.host_str().is_some_and(|h| {
-            h == "localhost"
-                || h.trim_matches(['[', ']'])
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        });
+        let Some(authority) = given.authority() else {
+            return Err(url_err("no host".into()));
+        };
+        let host = authority.host();
+        let loopback = host == "localhost"
+            || host
+                .trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
         if c.insecure_skip_verify && !loopback {
             return Err(url_err(
                 "skipping TLS verification is allowed for loopback URLs only".into(),
             ));
         }
+        let (uri, basic) = split_userinfo(&given).map_err(url_err)?;
         let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| url_err(format!("{:?} is not an HTTP method", c.method)))?;
         let headers = c
@@ -110,15 +133,17 @@ impl HttpHook {
             })
             .collect::<Result<Vec<_>, HttpError>>()?;
 
-        // reqwest is built without a bundled provider; ring is the one
-        // certsync uses everywhere (see README). Installing twice is harmless.
+        // ring, the provider certsync uses everywhere (see README).
+        // Installing twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut hook = Self {
             client: None,
             ca_file: c.ca_file.clone(),
             timeout: c.timeout,
             insecure_skip_verify: c.insecure_skip_verify,
-            url,
+            url: c.url.clone(),
+            uri,
+            basic,
             method,
             headers,
             bearer_token_file: c.bearer_token_file.clone(),
@@ -131,36 +156,52 @@ impl HttpHook {
         Ok(hook)
     }
 
-    fn build_client(&self) -> Result<reqwest::Client, HttpError> {
-        let mut builder = reqwest::Client::builder()
-            .timeout(self.timeout)
-            // A redirect is never a reload: a 302 to a login page is not
-            // success, and following one could lead an unverified request
-            // (--reload-insecure-skip-verify) off loopback.
-            .redirect(reqwest::redirect::Policy::none())
-            .danger_accept_invalid_certs(self.insecure_skip_verify);
-        if let Some(path) = &self.ca_file {
+    fn build_client(&self) -> Result<HttpClient, HttpError> {
+        let client_err = |e: rustls::Error| HttpError::Client(e.to_string());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(client_err)?;
+        let tls = if self.insecure_skip_verify {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+                .with_no_client_auth()
+        } else if let Some(path) = &self.ca_file {
             let ca_err = |problem: String| HttpError::CaFile {
                 path: path.clone(),
                 problem,
             };
             let pem = crate::files::read_regular(path, crate::validate::MAX_BUNDLE_SIZE as u64)
                 .map_err(|e| ca_err(e.to_string()))?;
-            let certs =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
-            if certs.is_empty() {
+            let mut roots = rustls::RootCertStore::empty();
+            use rustls_pki_types::pem::PemObject;
+            for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| ca_err(e.to_string()))?;
+                roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
+            }
+            if roots.is_empty() {
                 return Err(ca_err("no certificates in it".into()));
             }
-            builder = builder.tls_certs_only(certs);
-        }
-        builder
-            .build()
-            .map_err(|e| HttpError::Client(e.to_string()))
+            builder.with_root_certificates(roots).with_no_client_auth()
+        } else {
+            use rustls_platform_verifier::BuilderVerifierExt;
+            builder
+                .with_platform_verifier()
+                .map_err(client_err)?
+                .with_no_client_auth()
+        };
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Client::builder(TokioExecutor::new()).build(https))
     }
 
     /// `METHOD URL` for logs, with any user:password in the URL removed.
     pub fn describe(&self) -> String {
-        format!("{} {}", self.method, redact(&self.url))
+        format!("{} {}", self.method, redact_text(&self.url))
     }
 
     /// Calls the hook until a 2xx or the retries run out. Returns the status
@@ -172,10 +213,19 @@ impl HttpHook {
                 tokio::time::sleep(crate::backoff(self.backoff, attempt)).await;
             }
             let started = Instant::now();
-            match self.attempt().await {
-                Ok(status) if (200..300).contains(&status) => return Ok((status, attempt + 1)),
-                Ok(status) => last = format!("HTTP {status}"),
-                Err(e) => last = e,
+            let result = tokio::time::timeout(self.timeout, self.attempt()).await;
+            match result {
+                Ok(Ok(status)) if (200..300).contains(&status) => {
+                    return Ok((status, attempt + 1));
+                }
+                Ok(Ok(status)) => last = format!("HTTP {status}"),
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    last = format!(
+                        "no answer within {}",
+                        humantime::format_duration(self.timeout)
+                    )
+                }
             }
             tracing::debug!(hook = %self.describe(), attempt = attempt + 1, latency_ms = started.elapsed().as_millis() as u64, result = %last, "reload hook attempt failed");
         }
@@ -186,31 +236,44 @@ impl HttpHook {
         })
     }
 
+    /// One request; the status, or why there is none. hyper's errors do
+    /// not carry the URL, so no credential can leak through them.
     async fn attempt(&self) -> Result<u16, String> {
         let client = match &self.client {
             Some(c) => c.clone(),
             None => self.build_client().map_err(|e| e.to_string())?,
         };
-        let mut req = client.request(self.method.clone(), self.url.clone());
+        let mut req = Request::builder()
+            .method(self.method.clone())
+            .uri(self.uri.clone());
         for (name, value) in &self.headers {
             req = req.header(name, value);
+        }
+        if let Some(basic) = &self.basic {
+            req = req.header(AUTHORIZATION, basic);
         }
         if let Some(path) = &self.bearer_token_file {
             let token = crate::files::read_text(path, crate::files::SMALL_FILE)
                 .map_err(|e| format!("bearer token file {e}"))?;
-            req = req.header(AUTHORIZATION, format!("Bearer {}", token.trim()));
+            let value =
+                HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
+                    format!(
+                        "bearer token file {}: not a valid header value",
+                        path.display()
+                    )
+                })?;
+            req = req.header(AUTHORIZATION, value);
         }
-        // reqwest errors embed the URL, userinfo included: drop it (the
-        // caller names the hook through `describe`).
-        let resp = req
-            .send()
+        let req = req.body(Empty::new()).map_err(|e| e.to_string())?;
+        let resp = client
+            .request(req)
             .await
-            .map_err(|e| crate::error_chain(&e.without_url()))?;
+            .map_err(|e| crate::error_chain(&e))?;
         let status = resp.status();
         if status.is_redirection() {
             let to = resp
                 .headers()
-                .get(reqwest::header::LOCATION)
+                .get(LOCATION)
                 .and_then(|l| l.to_str().ok())
                 .map_or_else(|| "nowhere".to_owned(), redact_text);
             return Err(format!(
@@ -222,22 +285,98 @@ impl HttpHook {
     }
 }
 
-/// `url` with its user name and password removed.
-pub fn redact(url: &Url) -> String {
-    let mut u = url.clone();
-    if !u.username().is_empty() || u.password().is_some() {
-        let _ = u.set_username("");
-        let _ = u.set_password(None);
-        return u.as_str().replacen("://", "://***@", 1);
-    }
-    u.to_string()
+/// `uri` without its `user:password@`, and that userinfo as an
+/// `Authorization: Basic` value (percent-decoded, as in RFC 3986).
+fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), String> {
+    let Some(authority) = uri.authority() else {
+        return Ok((uri.clone(), None));
+    };
+    let Some((userinfo, host)) = authority.as_str().rsplit_once('@') else {
+        return Ok((uri.clone(), None));
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.authority = Some(
+        host.parse()
+            .map_err(|e: http::uri::InvalidUri| e.to_string())?,
+    );
+    let bare = Uri::from_parts(parts).map_err(|e| e.to_string())?;
+    let decoded = percent_decode(userinfo).ok_or("bad percent-encoding in user:password")?;
+    use base64::Engine;
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(decoded)
+    );
+    let mut value = HeaderValue::from_str(&basic).map_err(|e| e.to_string())?;
+    value.set_sensitive(true);
+    Ok((bare, Some(value)))
 }
 
-/// [`redact`] for text that may not parse as a URL.
-fn redact_text(text: &str) -> String {
-    if let Ok(u) = Url::parse(text) {
-        return redact(&u);
+fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex = [bytes.next()?, bytes.next()?];
+            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            out.push(b);
+        }
     }
+    Some(out)
+}
+
+/// Accepts any server certificate, for `--reload-insecure-skip-verify`
+/// (loopback URLs only). The handshake signatures are still checked.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &rustls_pki_types::CertificateDer<'_>,
+        _: &[rustls_pki_types::CertificateDer<'_>],
+        _: &rustls_pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `text` with any `user:password@` in its authority replaced by `***@`.
+fn redact_text(text: &str) -> String {
     let Some((scheme, rest)) = text.split_once("://") else {
         return text.to_owned();
     };

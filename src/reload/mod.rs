@@ -31,7 +31,7 @@ use crate::metrics::Metrics;
 #[derive(Debug, Clone)]
 pub enum Method {
     Signal { target: Target, signal: Signal },
-    Http(HttpHook),
+    Http(Box<HttpHook>),
 }
 
 impl Method {
