@@ -13,7 +13,7 @@ use certsync::inspect::{CHECK_HEADER, REVISION_HEADER, check_cells, render, revi
 use certsync::metrics::Metrics;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse_args() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -121,6 +121,22 @@ fn init_tracing(log: &LogArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The command line, parsed on a short-lived thread: clap builds the whole
+/// command in stack frames of over 100 KiB, and on the main thread those
+/// pages would stay resident for the life of the process (a sixth of an
+/// idle sidecar's heap and stacks). A thread's stack is unmapped when it
+/// ends.
+fn parse_args() -> Result<Cli, clap::Error> {
+    std::thread::Builder::new()
+        .name("args".into())
+        .stack_size(1 << 20)
+        .spawn(Cli::try_parse)
+        .map_or_else(
+            |_| Cli::try_parse(),
+            |t| t.join().unwrap_or_else(|_| Cli::try_parse()),
+        )
+}
+
 /// One thread for all async work, whatever the node's core count: certsync
 /// is I/O-bound, and file writes already run on tokio's blocking pool. A
 /// multi-threaded runtime would start a worker per CPU (64 on a large
@@ -128,7 +144,7 @@ fn init_tracing(log: &LogArgs) -> anyhow::Result<()> {
 #[tokio::main(flavor = "current_thread")]
 async fn run(config: Config) -> anyhow::Result<ExitCode> {
     if config.once {
-        let failures = certsync::sync::once(&config).await;
+        let failures = Box::pin(certsync::sync::once(&config)).await;
         return Ok(if failures.is_empty() {
             ExitCode::SUCCESS
         } else {
@@ -151,7 +167,9 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
         let _ = stop.send(true);
     });
     tracing::info!(mappings = config.mappings.len(), "certsync started");
-    certsync::sync::run(config, metrics, stopped).await?;
+    // Boxed: a future awaited here lives on the main thread's stack for
+    // the whole run, and every stack page it touches stays resident.
+    Box::pin(certsync::sync::run(config, metrics, stopped)).await?;
     let _ = admin.await;
     Ok(ExitCode::SUCCESS)
 }
