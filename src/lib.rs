@@ -21,7 +21,7 @@ pub mod validate;
 pub mod writer;
 
 /// An error with its causes, each once ("client error (Connect): invalid
-/// peer certificate: ..."): the top-level messages of kube and reqwest hide
+/// peer certificate: ..."): the top-level messages of kube and hyper hide
 /// TLS and connection failures.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
