@@ -981,29 +981,42 @@ async fn rotated_kubeconfig_moves_every_watch_to_a_new_connection() {
 
 /// A server that accepts the connection and then never answers the TLS
 /// handshake cannot hold the client up: connecting is bounded by
-/// `--api-keepalive`, and the watch starts once the server answers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_tls_handshake_is_given_up_and_retried() {
+/// `--api-keepalive`, over HTTP/2 and HTTP/1.1 alike, and the watch resumes
+/// once the server answers.
+async fn a_silent_tls_handshake_is_given_up_and_retried(h2: bool) {
     let mut env = Env::new().await;
-    if env
-        .fake("a_silent_tls_handshake_is_given_up_and_retried")
-        .is_none()
-    {
+    if env.fake("a_silent_tls_handshake").is_none() {
         return env.cleanup().await;
     }
-    let tls = Tls::start(&env.tmp.path().join("tls"), true, 250).await;
+    let tls = Tls::start(&env.tmp.path().join("tls"), h2, 250).await;
     let (proxy, kubeconfig) = tls.via_proxy(&env.tmp.path().join("via-proxy")).await;
     let name = env.name("silent");
-    let p = Pair::new("silent");
-    tls.put_pair(&env.ns, &name, &p).await;
-
-    proxy.hold_new(true);
+    let (p1, p2) = (Pair::new("silent-1"), Pair::new("silent-2"));
+    tls.put_pair(&env.ns, &name, &p1).await;
     let cs = env.start_with_kubeconfig(
         &kubeconfig,
         &[env.secret_spec(&name)],
         &["--api-keepalive", "1s"],
     );
+    // Connected (and, without h2, known to be an HTTP/1.1 server) first;
+    // then every connection is cut, and new ones are held silent.
+    wait_pair(&env.target(&name), &p1);
+    proxy.hold_new(true);
+    tls.server.drop_connections();
+    // Long enough for the test's own client to see its connection gone.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tls.put_pair(&env.ns, &name, &p2).await;
     cs.wait_log("not connected (TCP and TLS handshake) within 1s");
     proxy.hold_new(false);
-    wait_pair(&env.target(&name), &p);
+    wait_pair(&env.target(&name), &p2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_tls_handshake_is_given_up_and_retried_over_http2() {
+    a_silent_tls_handshake_is_given_up_and_retried(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_tls_handshake_is_given_up_and_retried_over_http1() {
+    a_silent_tls_handshake_is_given_up_and_retried(false).await;
 }

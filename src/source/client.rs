@@ -226,7 +226,10 @@ fn build(config: &kube::Config, keepalive: Duration) -> Result<Client, ClientErr
             .map_err(|e| err(&format_args!("tls-server-name {name:?}: {e}")))?;
         https = https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
     }
-    let connector = https.enable_all_versions().wrap_connector(http);
+    let connector = Connector {
+        inner: https.enable_all_versions().wrap_connector(http),
+        within: keepalive,
+    };
     let pool = Pool::new(connector, config.cluster_url.clone(), keepalive);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
@@ -236,7 +239,42 @@ fn build(config: &kube::Config, keepalive: Duration) -> Result<Client, ClientErr
     Ok(Client::new(service, config.default_namespace.clone()))
 }
 
-type Connector = HttpsConnector<HttpConnector>;
+/// The TLS connector, with connecting (TCP and the TLS handshake together)
+/// bounded by `within` (`--api-keepalive`, 30 s by default: kube's connect
+/// timeout). A server that accepts and then says nothing would otherwise
+/// hold a request forever; over HTTP/2 also the pool's lock, and every
+/// request behind it. Both the HTTP/2 pool and the HTTP/1.1 client connect
+/// through it.
+#[derive(Clone)]
+struct Connector {
+    inner: HttpsConnector<HttpConnector>,
+    within: Duration,
+}
+
+impl tower::Service<http::Uri> for Connector {
+    type Response = <HttpsConnector<HttpConnector> as tower::Service<http::Uri>>::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let (connecting, within) = (self.inner.call(uri), self.within);
+        Box::pin(async move {
+            tokio::time::timeout(within, connecting)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "not connected (TCP and TLS handshake) within {}",
+                        humantime::format_duration(within)
+                    )
+                    .into())
+                })
+        })
+    }
+}
 
 /// The connections of one client. Cloned into every request.
 #[derive(Clone)]
@@ -322,19 +360,10 @@ impl Pool {
             server: inner.server.to_string(),
             message,
         };
-        // TCP and TLS together within `keepalive` (30 s by default, kube's
-        // connect timeout): a server that accepts and then says nothing
-        // would otherwise hold this lock, and every request behind it,
-        // forever.
-        let connecting = tower::ServiceExt::oneshot(inner.connector.clone(), inner.server.clone());
-        let io = tokio::time::timeout(inner.keepalive, connecting)
+        // Bounded by the connector: a silent server cannot hold this lock,
+        // and every request behind it, for long.
+        let io = tower::ServiceExt::oneshot(inner.connector.clone(), inner.server.clone())
             .await
-            .map_err(|_| {
-                connect_err(format!(
-                    "not connected (TCP and TLS handshake) within {}",
-                    humantime::format_duration(inner.keepalive)
-                ))
-            })?
             .map_err(|e| connect_err(error_chain(&*e)))?;
         if !io.connected().is_negotiated_h2() {
             tracing::info!(server = %inner.server, "the API server does not offer HTTP/2; using HTTP/1.1 (one connection per watch)");
