@@ -193,6 +193,15 @@ struct Seen {
     headers: Vec<(String, String)>,
 }
 
+impl Seen {
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+}
+
 /// A local HTTP(S) server that records requests and answers from a plan:
 /// each entry is (status, delay); after the plan, 200 at once.
 struct Hook {
@@ -295,25 +304,17 @@ fn http_hook_sends_method_headers_and_token() {
     wait_count("hook calls", 1, || hook.count());
     let r = &hook.seen()[0];
     assert_eq!((r.method.as_str(), r.path.as_str()), ("PUT", "/-/reload"));
-    let header = |n: &str| {
-        r.headers
-            .iter()
-            .find(|(k, _)| k == n)
-            .map(|(_, v)| v.clone())
-    };
-    assert_eq!(header("x-reason").as_deref(), Some("cert-rotated"));
-    assert_eq!(header("authorization").as_deref(), Some("Bearer s3cret"));
+    assert_eq!(r.header("x-reason").as_deref(), Some("cert-rotated"));
+    assert_eq!(r.header("authorization").as_deref(), Some("Bearer s3cret"));
 
     // A rotated token is used on the next call.
     fs::write(&token, "n3w\n").unwrap();
     d.rotate("web", &Pair::new("two"));
     wait_count("hook calls", 2, || hook.count());
-    let header = hook.seen()[1]
-        .headers
-        .iter()
-        .find(|(k, _)| k == "authorization")
-        .cloned();
-    assert_eq!(header.map(|h| h.1).as_deref(), Some("Bearer n3w"));
+    assert_eq!(
+        hook.seen()[1].header("authorization").as_deref(),
+        Some("Bearer n3w")
+    );
     cs.wait_log("answered 200 after 1 attempt(s)");
 }
 
@@ -419,11 +420,7 @@ fn http_hook_sends_url_userinfo_as_basic_auth_and_may_skip_verify_on_loopback() 
         &["--reload-url", &url, "--reload-insecure-skip-verify"],
     );
     wait_count("hook calls over unverified TLS", 1, || hook.count());
-    let auth = hook.seen()[0]
-        .headers
-        .iter()
-        .find(|(k, _)| k == "authorization")
-        .map(|(_, v)| v.clone());
+    let auth = hook.seen()[0].header("authorization");
     let want = base64::engine::general_purpose::STANDARD.encode("admin:p@ss");
     assert_eq!(auth, Some(format!("Basic {want}")));
     cs.wait_log("answered 200");

@@ -68,8 +68,8 @@ pub struct HttpHook {
     ca_file: Option<PathBuf>,
     timeout: Duration,
     insecure_skip_verify: bool,
-    /// The URL as given, for logs (redacted by `describe`).
-    url: String,
+    /// `METHOD URL` for logs, without the URL's user:password.
+    described: String,
     /// The URL to request: without userinfo, which becomes `basic`.
     uri: Uri,
     /// `Authorization: Basic` from the URL's `user:password`, as browsers
@@ -141,7 +141,7 @@ impl HttpHook {
             ca_file: c.ca_file.clone(),
             timeout: c.timeout,
             insecure_skip_verify: c.insecure_skip_verify,
-            url: c.url.clone(),
+            described: format!("{method} {}", redact_text(&c.url)),
             uri,
             basic,
             method,
@@ -201,7 +201,7 @@ impl HttpHook {
 
     /// `METHOD URL` for logs, with any user:password in the URL removed.
     pub fn describe(&self) -> String {
-        format!("{} {}", self.method, redact_text(&self.url))
+        self.described.clone()
     }
 
     /// Calls the hook until a 2xx or the retries run out. Returns the status
@@ -300,7 +300,7 @@ fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), String> {
             .map_err(|e: http::uri::InvalidUri| e.to_string())?,
     );
     let bare = Uri::from_parts(parts).map_err(|e| e.to_string())?;
-    let decoded = percent_decode(userinfo).ok_or("bad percent-encoding in user:password")?;
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(userinfo).collect();
     use base64::Engine;
     let basic = format!(
         "Basic {}",
@@ -309,20 +309,6 @@ fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), String> {
     let mut value = HeaderValue::from_str(&basic).map_err(|e| e.to_string())?;
     value.set_sensitive(true);
     Ok((bare, Some(value)))
-}
-
-fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut bytes = s.bytes();
-    while let Some(b) = bytes.next() {
-        if b == b'%' {
-            let hex = [bytes.next()?, bytes.next()?];
-            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
-        } else {
-            out.push(b);
-        }
-    }
-    Some(out)
 }
 
 /// Accepts any server certificate, for `--reload-insecure-skip-verify`

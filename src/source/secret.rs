@@ -230,6 +230,11 @@ impl KubeObject {
     {
         let request = kube::core::Request::new(K::url_path(&(), Some(&self.object.namespace)));
         let fields = format!("metadata.name={}", self.object.name);
+        let params = WatchParams::default().fields(&fields).timeout(
+            u32::try_from(timeout.as_secs())
+                .unwrap_or(290)
+                .clamp(1, 3600),
+        );
         // Failures in a row (see `retry_delay`); any success resets it.
         let mut failures = 0u32;
         // Where to resume watching; `None`: list first.
@@ -251,13 +256,8 @@ impl KubeObject {
                     }
                 },
             };
-            let watch = WatchParams::default().fields(&fields).timeout(
-                u32::try_from(timeout.as_secs())
-                    .unwrap_or(290)
-                    .clamp(1, 3600),
-            );
             match self
-                .watch_from::<K>(&client, &request, &watch, version, tx, &mut failures)
+                .watch_from::<K>(&client, &request, &params, version, tx, &mut failures)
                 .await
             {
                 Ended::At(version) => resume = Some(version),
