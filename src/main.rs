@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 
 use std::sync::Arc;
 
@@ -102,6 +102,18 @@ fn init_tracing(log: &LogArgs) -> anyhow::Result<()> {
             .ok()
             .and_then(|v| v.parse::<Targets>().ok())
             .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO)),
+    };
+    // notify logs at info what is routine for certsync (the watch of a
+    // revision directory that was retired: one line per rotation). It is
+    // capped at warn unless the filter names it.
+    let filter = if filter
+        .iter()
+        .any(|(target, _)| target.starts_with("notify"))
+    {
+        filter
+    } else {
+        let default = filter.default_level().unwrap_or(LevelFilter::OFF);
+        filter.with_target("notify", default.min(LevelFilter::WARN))
     };
     let builder = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::TRACE)

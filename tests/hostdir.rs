@@ -236,3 +236,39 @@ fn environment_variables_configure_and_sigterm_exits_zero() {
     cs.wait_log("\"message\":\"published new revision\"");
     assert_eq!(cs.terminate().code(), Some(0));
 }
+
+/// At the default level, rotations log what certsync did and nothing of
+/// the file watcher's routine: the watch of a retired revision directory
+/// is dropped by the kernel, which notify reports at info on every
+/// rotation.
+#[test]
+fn rotations_at_info_level_log_no_watcher_noise() {
+    let first = Pair::new("r0");
+    let dirs = dirs_with(&first);
+    let sync = spec(&dirs.src, &dirs.target, "");
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--debounce",
+            "50ms",
+            "--keep-revisions",
+            "1",
+            "--log-level",
+            "info",
+        ],
+        dirs.tmp.path(),
+    );
+    wait_pair(&dirs.target, &first);
+    for i in 1..=3 {
+        let next = Pair::new(&format!("r{i}"));
+        write_pair(&dirs.src, &next);
+        wait_pair(&dirs.target, &next);
+    }
+    // Past the debounce, so the drift checks of the last flip have run.
+    std::thread::sleep(Duration::from_millis(500));
+    let log = cs.log();
+    assert_eq!(log.matches("published new revision").count(), 4, "{log}");
+    assert!(!log.contains("notify"), "{log}");
+}
