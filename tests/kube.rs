@@ -32,14 +32,16 @@ struct Env {
     created: Vec<(&'static str, String)>,
 }
 
-/// A `kubernetes.io/tls` Secret named `name` holding `data`.
-fn tls_secret(name: &str, data: &[(&str, &[u8])]) -> Secret {
+const TLS: &str = "kubernetes.io/tls";
+
+/// A Secret of type `ty` named `name` holding `data`.
+fn secret_of(ty: &str, name: &str, data: &[(&str, &[u8])]) -> Secret {
     Secret {
         metadata: ObjectMeta {
             name: Some(name.into()),
             ..Default::default()
         },
-        type_: Some("kubernetes.io/tls".into()),
+        type_: Some(ty.into()),
         data: Some(
             data.iter()
                 .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
@@ -108,9 +110,17 @@ impl Env {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
-    /// Creates or replaces a `kubernetes.io/tls` Secret holding `data`.
+    /// Creates or replaces a `kubernetes.io/tls` Secret holding `data`
+    /// (which must hold both `tls.crt` and `tls.key`: the API refuses a
+    /// TLS Secret without either).
     async fn put_secret(&mut self, name: &str, data: &[(&str, &[u8])]) {
-        let new = tls_secret(name, data);
+        self.put_secret_of(TLS, name, data).await;
+    }
+
+    /// Creates or replaces a Secret of type `ty` (which an existing
+    /// Secret keeps: the API refuses to change it).
+    async fn put_secret_of(&mut self, ty: &str, name: &str, data: &[(&str, &[u8])]) {
+        let new = secret_of(ty, name, data);
         let api = self.secrets();
         match api.get_opt(name).await.unwrap() {
             Some(mut s) => {
@@ -303,14 +313,25 @@ async fn bad_material_and_deletion_keep_the_last_good_pair() {
     let mut env = Env::new().await;
     let name = env.name("bad");
     let good = Pair::new("good");
-    env.put_pair(&name, &good).await;
+    // Opaque: the API refuses a kubernetes.io/tls Secret without tls.key,
+    // and a missing key is one of the bad inputs here.
+    env.put_secret_of(
+        "Opaque",
+        &name,
+        &[("tls.crt", &good.cert), ("tls.key", &good.key)],
+    )
+    .await;
     let cs = env.start(&[env.secret_spec(&name)], &[]);
     let target = env.target(&name);
     let rev = wait_pair(&target, &good);
 
     let other = Pair::new("other");
-    env.put_secret(&name, &[("tls.crt", &good.cert), ("tls.key", &other.key)])
-        .await;
+    env.put_secret_of(
+        "Opaque",
+        &name,
+        &[("tls.crt", &good.cert), ("tls.key", &other.key)],
+    )
+    .await;
     cs.wait_log("reason=\"key_mismatch\"");
     let line = cs
         .log()
@@ -330,7 +351,8 @@ async fn bad_material_and_deletion_keep_the_last_good_pair() {
         (rev.clone(), good.cert.clone(), good.key.clone())
     );
 
-    env.put_secret(&name, &[("tls.crt", &good.cert)]).await;
+    env.put_secret_of("Opaque", &name, &[("tls.crt", &good.cert)])
+        .await;
     cs.wait_log("key \"tls.key\" is missing");
     env.secrets()
         .delete(&name, &DeleteParams::default())
@@ -416,7 +438,8 @@ async fn api_server_down_at_start_then_up() {
     let second = Pair::new("second");
     let client = client_for(&kubeconfig).await;
     let api: Api<Secret> = Api::namespaced(client, &env.ns);
-    let s = tls_secret(
+    let s = secret_of(
+        TLS,
         &name,
         &[("tls.crt", &second.cert), ("tls.key", &second.key)],
     );
@@ -535,7 +558,7 @@ async fn tls_server_name_override() {
     let api: Api<Secret> = Api::namespaced(Client::try_from(config).unwrap(), &env.ns);
     let name = env.name("tls");
     let p = Pair::new("served");
-    let s = tls_secret(&name, &[("tls.crt", &p.cert), ("tls.key", &p.key)]);
+    let s = secret_of(TLS, &name, &[("tls.crt", &p.cert), ("tls.key", &p.key)]);
     api.create(&PostParams::default(), &s).await.unwrap();
 
     let spec = env.secret_spec(&name);
@@ -765,7 +788,7 @@ impl Tls {
 
     async fn put_pair(&self, ns: &str, name: &str, p: &Pair) {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
-        let s = tls_secret(name, &[("tls.crt", &p.cert), ("tls.key", &p.key)]);
+        let s = secret_of(TLS, name, &[("tls.crt", &p.cert), ("tls.key", &p.key)]);
         match api.get_opt(name).await.unwrap() {
             Some(mut old) => {
                 old.data = s.data;
@@ -1019,4 +1042,81 @@ async fn a_silent_tls_handshake_is_given_up_and_retried_over_http2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_tls_handshake_is_given_up_and_retried_over_http1() {
     a_silent_tls_handshake_is_given_up_and_retried(false).await;
+}
+
+/// The test API server refuses what a real one refuses (the same test
+/// runs against a real cluster): a TLS Secret without its key, a data key
+/// that is not a valid file name, a changed Secret type, a change to an
+/// immutable Secret; and it names an object from `generateName`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_refuses_what_a_real_server_refuses() {
+    let mut env = Env::new().await;
+    let p = Pair::new("refused");
+    let api = env.secrets();
+    let refused = |r: kube::Result<Secret>| match r {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{e:?}");
+            e.message
+        }
+        other => panic!("not refused: {other:?}"),
+    };
+
+    let name = env.name("nokey");
+    let msg = refused(
+        api.create(
+            &PostParams::default(),
+            &secret_of(TLS, &name, &[("tls.crt", &p.cert)]),
+        )
+        .await,
+    );
+    assert!(msg.contains("data[tls.key]: Required value"), "{msg}");
+
+    let name = env.name("badkey");
+    let msg = refused(
+        api.create(
+            &PostParams::default(),
+            &secret_of("Opaque", &name, &[("..data", &p.cert)]),
+        )
+        .await,
+    );
+    assert!(msg.contains("data[..data]"), "{msg}");
+
+    let name = env.name("typed");
+    env.put_pair(&name, &p).await;
+    let mut s = api.get(&name).await.unwrap();
+    s.type_ = Some("Opaque".into());
+    let msg = refused(api.replace(&name, &PostParams::default(), &s).await);
+    assert!(msg.contains("field is immutable"), "{msg}");
+
+    let name = env.name("frozen");
+    let mut frozen = secret_of(TLS, &name, &[("tls.crt", &p.cert), ("tls.key", &p.key)]);
+    frozen.immutable = Some(true);
+    api.create(&PostParams::default(), &frozen).await.unwrap();
+    env.created.push(("secret", name.clone()));
+    let mut s = api.get(&name).await.unwrap();
+    let other = Pair::new("other");
+    s.data = secret_of(
+        TLS,
+        &name,
+        &[("tls.crt", &other.cert), ("tls.key", &other.key)],
+    )
+    .data;
+    let msg = refused(api.replace(&name, &PostParams::default(), &s).await);
+    assert!(msg.contains("immutable"), "{msg}");
+
+    let prefix = env.name("gen-");
+    let mut generated = secret_of("Opaque", "", &[("a", b"b")]);
+    generated.metadata.name = None;
+    generated.metadata.generate_name = Some(prefix.clone());
+    let made = api
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
+    let made_name = made.metadata.name.unwrap();
+    env.created.push(("secret", made_name.clone()));
+    assert!(
+        made_name.starts_with(&prefix) && made_name.len() == prefix.len() + 5,
+        "{made_name}"
+    );
+    env.cleanup().await;
 }

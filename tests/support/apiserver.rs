@@ -10,6 +10,10 @@
 //!   `410 Gone` (reason `Expired`), as a real apiserver sends it;
 //! - POST, PUT, DELETE mutate and bump one global resourceVersion, as etcd
 //!   does, so tests change objects through the Kubernetes API;
+//! - writes are refused with 422 `Invalid` where a real server refuses
+//!   them (see `validation`: names, data keys and sizes, the keys each
+//!   Secret type requires, immutable types and data), `stringData` is
+//!   folded into `data`, and `generateName` names a created object;
 //! - an optional allow-list answers `403 Forbidden` for any other object,
 //!   including a list or watch without a name selector, like RBAC with
 //!   `resourceNames`;
@@ -40,6 +44,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinSet;
+
+use super::validation;
 
 type Key = (String, String, String); // resource, namespace, name
 
@@ -646,18 +652,67 @@ fn normalize(resource: &str, ns: &str, mut obj: Value) -> Result<(Key, Value), B
     })?;
     let name = obj["metadata"]["name"]
         .as_str()
+        .filter(|n| !n.is_empty())
         .map(str::to_owned)
         .ok_or_else(|| {
             invalid(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "Invalid",
-                "metadata.name is required".into(),
+                format!(
+                    "{kind} \"\" is invalid: metadata.name: Required value: name or generateName is required"
+                ),
             )
         })?;
     obj["apiVersion"] = json!(api_version_of(resource));
     obj["kind"] = json!(kind);
     obj["metadata"]["namespace"] = json!(ns);
+    if kind == "Secret" {
+        validation::fold_string_data(&mut obj);
+    }
+    let errors = match kind {
+        "Secret" => validation::secret(&obj),
+        "ConfigMap" => validation::config_map(&obj),
+        _ => Vec::new(),
+    };
+    if !errors.is_empty() {
+        return Err(unprocessable(kind, &name, &errors));
+    }
     Ok(((resource.to_owned(), ns.to_owned(), name), obj))
+}
+
+/// 422 Invalid, worded as the real server words it.
+fn unprocessable(kind: &str, name: &str, errors: &validation::Errors) -> Box<Response> {
+    Box::new(status(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        validation::invalid(kind, name, errors),
+    ))
+}
+
+/// `metadata.generateName`: the prefix plus five characters from the
+/// alphabet apimachinery's `SimpleNameGenerator` uses.
+fn generate_name(obj: &mut Value) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let has_name = obj["metadata"]["name"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
+    let Some(prefix) = obj["metadata"]["generateName"].as_str() else {
+        return;
+    };
+    if has_name {
+        return;
+    }
+    // A per-process counter scrambled by the pid: unique here, and unlike
+    // an earlier run's names.
+    let mut n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * 7919
+        + u64::from(std::process::id());
+    let mut suffix = String::new();
+    for _ in 0..5 {
+        suffix.push(ALPHABET[(n % ALPHABET.len() as u64) as usize] as char);
+        n /= ALPHABET.len() as u64;
+    }
+    obj["metadata"]["name"] = json!(format!("{prefix}{suffix}"));
 }
 
 /// The common start of create and replace: a well-formed object, the
@@ -687,8 +742,9 @@ fn not_found(resource: &str, name: &str) -> Response {
 async fn create(
     State(shared): State<Arc<Shared>>,
     Path((ns, resource)): Path<(String, String)>,
-    axum::Json(obj): axum::Json<Value>,
+    axum::Json(mut obj): axum::Json<Value>,
 ) -> Response {
+    generate_name(&mut obj);
     let (mut st, key, mut obj) = match write_request(&shared, "create", &resource, &ns, obj) {
         Ok(v) => v,
         Err(r) => return *r,
@@ -724,6 +780,10 @@ async fn replace(
             "Conflict",
             "the object has been modified".into(),
         );
+    }
+    let errors = validation::update(current, &obj);
+    if !errors.is_empty() {
+        return *unprocessable(obj["kind"].as_str().unwrap_or(""), &name, &errors);
     }
     obj["metadata"]["uid"] = current["metadata"]["uid"].clone();
     let obj = commit(&shared, &mut st, "MODIFIED", key, obj);

@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod certs;
+pub mod validation;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,257 @@
+//! What the real API server refuses, for the objects the suites create.
+//!
+//! Transcribed from kube-apiserver's validation (pkg/apis/core/validation:
+//! `ValidateSecret`, `ValidateSecretUpdate`, `ValidateConfigMap`,
+//! `ValidateConfigMapUpdate`; apimachinery's `NameIsDNSSubdomain` and
+//! `IsConfigMapKey`), so that a test which passes here passes against a
+//! real cluster. Each error is a field path and a message in the real
+//! server's words; [`invalid`] joins them the way its 422 Status does.
+#![allow(dead_code)]
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+/// `core.MaxSecretSize`, also the ConfigMap limit.
+const MAX_DATA_SIZE: usize = 1024 * 1024;
+
+/// A DNS-1123 subdomain: what Secret, ConfigMap and CSR names must be.
+pub fn dns_subdomain(name: &str) -> Option<String> {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if name.len() > 253 {
+        return Some("must be no more than 253 characters".into());
+    }
+    if name.is_empty() || !name.split('.').all(label_ok) {
+        return Some(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \
+             '-' or '.', and must start and end with an alphanumeric character"
+                .into(),
+        );
+    }
+    None
+}
+
+/// `IsConfigMapKey`: the rule for Secret and ConfigMap data keys.
+fn config_map_key(key: &str) -> Option<String> {
+    if key.len() > 253 {
+        return Some("must be no more than 253 characters".into());
+    }
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Some(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'".into(),
+        );
+    }
+    if key == "." || key == ".." || key.starts_with("..") {
+        return Some("must not be '.' or '..', nor start with '..'".into());
+    }
+    None
+}
+
+/// Field errors: (path, message).
+pub type Errors = Vec<(String, String)>;
+
+/// The 422 message: `Secret "x" is invalid: data[tls.key]: Required value`,
+/// several errors in brackets, as apimachinery's `NewInvalid` writes it.
+pub fn invalid(kind: &str, name: &str, errors: &Errors) -> String {
+    let each: Vec<String> = errors.iter().map(|(p, m)| format!("{p}: {m}")).collect();
+    let all = if each.len() == 1 {
+        each[0].clone()
+    } else {
+        format!("[{}]", each.join(", "))
+    };
+    format!("{kind} {name:?} is invalid: {all}")
+}
+
+/// Folds `stringData` into `data` (base64), as the API server does on
+/// every write of a Secret.
+pub fn fold_string_data(obj: &mut Value) {
+    let Some(Value::Object(strings)) = obj.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return;
+    };
+    for (k, v) in strings {
+        let text = v.as_str().unwrap_or_default();
+        obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
+}
+
+/// The decoded size of each data key (`data` is base64, `binaryData` too).
+fn data_sizes<'a>(obj: &'a Value, field: &str, errors: &mut Errors) -> Vec<(&'a str, usize)> {
+    let mut out = Vec::new();
+    if let Some(map) = obj[field].as_object() {
+        for (k, v) in map {
+            let size = if field == "data" && obj["kind"] == "ConfigMap" {
+                v.as_str().map_or(0, str::len)
+            } else {
+                match v
+                    .as_str()
+                    .map(|s| base64::engine::general_purpose::STANDARD.decode(s))
+                {
+                    Some(Ok(b)) => b.len(),
+                    _ => {
+                        errors.push((format!("{field}[{k}]"), "illegal base64 data".into()));
+                        0
+                    }
+                }
+            };
+            out.push((k.as_str(), size));
+        }
+    }
+    out
+}
+
+fn meta_name(obj: &Value, errors: &mut Errors) {
+    if let Some(msg) = obj["metadata"]["name"].as_str().and_then(dns_subdomain) {
+        errors.push((
+            "metadata.name".into(),
+            format!(
+                "Invalid value: {:?}: {msg}",
+                obj["metadata"]["name"].as_str().unwrap_or("")
+            ),
+        ));
+    }
+}
+
+/// `ValidateSecret`.
+pub fn secret(obj: &Value) -> Errors {
+    let mut errors = Errors::new();
+    meta_name(obj, &mut errors);
+    let sizes = data_sizes(obj, "data", &mut errors);
+    let mut total = 0;
+    for (k, size) in &sizes {
+        if let Some(msg) = config_map_key(k) {
+            errors.push((format!("data[{k}]"), format!("Invalid value: {k:?}: {msg}")));
+        }
+        total += size;
+    }
+    if total > MAX_DATA_SIZE {
+        errors.push((
+            "data".into(),
+            format!("Too long: may not be more than {MAX_DATA_SIZE} bytes"),
+        ));
+    }
+    let has = |k: &str| sizes.iter().any(|(key, _)| *key == k);
+    let size_of = |k: &str| sizes.iter().find(|(key, _)| *key == k).map_or(0, |e| e.1);
+    let required = |errors: &mut Errors, k: &str| {
+        errors.push((format!("data[{k}]"), "Required value".into()));
+    };
+    match obj["type"].as_str().unwrap_or("Opaque") {
+        "kubernetes.io/tls" => {
+            for k in ["tls.crt", "tls.key"] {
+                if !has(k) {
+                    required(&mut errors, k);
+                }
+            }
+        }
+        "kubernetes.io/service-account-token" => {
+            let ann = &obj["metadata"]["annotations"]["kubernetes.io/service-account.name"];
+            if ann.as_str().is_none_or(str::is_empty) {
+                errors.push((
+                    "metadata.annotations[kubernetes.io/service-account.name]".into(),
+                    "Required value".into(),
+                ));
+            }
+        }
+        "kubernetes.io/dockercfg" if !has(".dockercfg") => required(&mut errors, ".dockercfg"),
+        "kubernetes.io/dockerconfigjson" if !has(".dockerconfigjson") => {
+            required(&mut errors, ".dockerconfigjson")
+        }
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            required(&mut errors, "username");
+            required(&mut errors, "password");
+        }
+        "kubernetes.io/ssh-auth" if size_of("ssh-privatekey") == 0 => {
+            required(&mut errors, "ssh-privatekey")
+        }
+        _ => {}
+    }
+    errors
+}
+
+/// `ValidateConfigMap`.
+pub fn config_map(obj: &Value) -> Errors {
+    let mut errors = Errors::new();
+    meta_name(obj, &mut errors);
+    let mut total = 0;
+    let data = data_sizes(obj, "data", &mut errors);
+    let binary = data_sizes(obj, "binaryData", &mut errors);
+    for (field, sizes) in [("data", &data), ("binaryData", &binary)] {
+        for (k, size) in sizes {
+            if let Some(msg) = config_map_key(k) {
+                errors.push((
+                    format!("{field}[{k}]"),
+                    format!("Invalid value: {k:?}: {msg}"),
+                ));
+            }
+            total += size;
+        }
+    }
+    for (k, _) in &binary {
+        if data.iter().any(|(d, _)| d == k) {
+            errors.push((
+                format!("data[{k}]"),
+                "Invalid value: duplicate of key present in binaryData".into(),
+            ));
+        }
+    }
+    if total > MAX_DATA_SIZE {
+        errors.push((
+            String::new(),
+            format!("Too long: may not be more than {MAX_DATA_SIZE} bytes"),
+        ));
+    }
+    errors
+}
+
+/// `ValidateSecretUpdate` / `ValidateConfigMapUpdate`: the type of a Secret
+/// never changes, and an immutable object's data never changes (nor does
+/// it become mutable again).
+pub fn update(old: &Value, new: &Value) -> Errors {
+    let mut errors = Errors::new();
+    if old["kind"] == "Secret" && old["type"] != new["type"] {
+        let shown = |v: &Value| v.as_str().unwrap_or("Opaque").to_owned();
+        if shown(&old["type"]) != shown(&new["type"]) {
+            errors.push((
+                "type".into(),
+                format!(
+                    "Invalid value: {:?}: field is immutable",
+                    shown(&new["type"])
+                ),
+            ));
+        }
+    }
+    if old["immutable"] == json!(true) {
+        if new["immutable"] != json!(true) {
+            errors.push((
+                "immutable".into(),
+                "Forbidden: field is immutable when `immutable` is set".into(),
+            ));
+        }
+        for field in ["data", "binaryData"] {
+            let empty = json!({});
+            let value = |v: &Value| {
+                if v.is_null() {
+                    empty.clone()
+                } else {
+                    v.clone()
+                }
+            };
+            if value(&old[field]) != value(&new[field]) {
+                errors.push((
+                    field.into(),
+                    "Forbidden: field is immutable when `immutable` is set".into(),
+                ));
+            }
+        }
+    }
+    errors
+}
