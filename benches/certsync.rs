@@ -20,6 +20,120 @@ use std::time::{Duration, Instant};
 use certsync::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use certsync::writer::{Writer, WriterOptions};
 
+/// A case's directory, removed when the bench ends rather than when the
+/// case does.
+///
+/// On ext4 without a journal (this machine class's root filesystem) every
+/// inode allocation skips the inodes freed in the last 60 s, 300 s while
+/// their inode table block is dirty (`recently_deleted()` in
+/// fs/ext4/ialloc.c: a crash must not reuse an inode whose deletion never
+/// reached the disk). Each skipped inode costs a buffer lookup, so after a
+/// run deleted its 1,000-target trees the next run's creations took 3-5x
+/// the kernel time (first sync of 1,000 mappings: 1.6 s with 1.1 s of
+/// system time settled, 3.0-3.9 s with 3.6-5.0 s right after). Cases
+/// therefore leave their trees until the end, and a first-sync case waits
+/// for the last run's cleanup to age out (see [`settle`]).
+struct BenchDir(Option<tempfile::TempDir>);
+
+static KEPT: std::sync::Mutex<Vec<tempfile::TempDir>> = std::sync::Mutex::new(Vec::new());
+
+impl BenchDir {
+    fn new() -> Self {
+        Self(Some(
+            tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+        ))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.as_ref().unwrap().path()
+    }
+}
+
+impl Drop for BenchDir {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            KEPT.lock().unwrap().push(d);
+        }
+    }
+}
+
+/// When the bench last removed its trees (seconds since the epoch).
+fn cleaned_marker() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(".bench-cleaned-at")
+}
+
+/// Removes every case's tree and records when.
+fn clean_up() {
+    let dirs = std::mem::take(&mut *KEPT.lock().unwrap());
+    if dirs.is_empty() {
+        return;
+    }
+    drop(dirs);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    std::fs::write(cleaned_marker(), now.to_string()).unwrap();
+}
+
+/// Before a first-sync measurement: on ext4 without a journal, waits until
+/// the inodes the previous run freed are no longer skipped ([`BenchDir`]).
+fn settle() {
+    const AGE: u64 = 305;
+    if !ext4_without_journal(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
+        return;
+    }
+    let Some(at) = std::fs::read_to_string(cleaned_marker())
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        return;
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let wait = (at + AGE).saturating_sub(now);
+    if wait > 0 {
+        eprintln!(
+            "waiting {wait} s: the last bench run removed its files {} s ago, and ext4 without a journal skips recently freed inodes on every allocation",
+            now.saturating_sub(at)
+        );
+        std::thread::sleep(Duration::from_secs(wait));
+    }
+}
+
+/// Whether `path` is on an ext4 filesystem that has no journal (no jbd2
+/// entry for its device).
+fn ext4_without_journal(path: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - FSTYPE SOURCE SUPER
+    let best = info
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let dash = f.iter().position(|x| *x == "-")?;
+            Some((*f.get(4)?, *f.get(dash + 1)?, *f.get(dash + 2)?))
+        })
+        .filter(|(mount, _, _)| path.starts_with(mount))
+        .max_by_key(|(mount, _, _)| mount.len());
+    let Some((_, "ext4", source)) = best else {
+        return false;
+    };
+    let dev = source.rsplit('/').next().unwrap_or(source);
+    let journaled = std::fs::read_dir("/proc/fs/jbd2").is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{dev}-"))
+        })
+    });
+    !journaled
+}
+
 /// One row of the report.
 #[derive(Debug, Clone, serde::Serialize)]
 struct Row {
@@ -89,9 +203,10 @@ fn generation(i: usize) -> Bundle {
 /// (the directory the bench runs in, not a tmpfs).
 fn writer_throughput(o: &Opts) -> Vec<Row> {
     let n = if o.quick { 200 } else { 2000 };
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = BenchDir::new();
     let w = Writer::open(dir.path().join("t"), WriterOptions::default()).unwrap();
     let mut each = Vec::with_capacity(n);
+    settle();
     let start = Instant::now();
     for i in 0..n {
         let t = Instant::now();
@@ -446,7 +561,7 @@ fn secret(name: &str, p: &support::certs::Pair) -> k8s_openapi::api::core::v1::S
 
 /// Secret → file and Secret → reload latency over `n` rotations `gap` apart.
 fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: bool) -> Row {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = BenchDir::new();
     let c = rt.block_on(cluster(dir.path()));
     let name = format!("bench-{}", std::process::id());
     let pairs: Arc<Vec<support::certs::Pair>> = Arc::new(
@@ -546,7 +661,7 @@ fn secret_latency(rt: &tokio::runtime::Runtime, n: usize, gap: Duration, hook: b
 
 /// Host directory: file change to flip and to reload, with `debounce`.
 fn hostdir_latency(n: usize, debounce: &str) -> Row {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = BenchDir::new();
     let (src, target) = (dir.path().join("src"), dir.path().join("target"));
     std::fs::create_dir(&src).unwrap();
     let pairs: Vec<support::certs::Pair> = (0..=n)
@@ -617,7 +732,7 @@ fn hostdir_latency(n: usize, debounce: &str) -> Row {
 
 /// RSS and CPU of an idle certsync with one Secret mapping.
 fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = BenchDir::new();
     let c = rt.block_on(cluster(dir.path()));
     let name = format!("idle-{}", std::process::id());
     c.create(
@@ -678,7 +793,11 @@ fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
 /// One certsync process with a mapping from each of `sources` to
 /// `dir/t{i}` (through a config file) and `extra` flags: the process, and
 /// the time from its start until every target was live.
-fn start_mappings(dir: &Path, sources: &[String], extra: &[&str]) -> (support::Certsync, Duration) {
+fn start_mappings(
+    dir: &Path,
+    sources: &[String],
+    extra: &[&str],
+) -> (support::Certsync, Duration, CpuTime) {
     let mut config = String::from("mappings:\n");
     for (i, source) in sources.iter().enumerate() {
         let target = dir.join(format!("t{i}"));
@@ -697,6 +816,7 @@ fn start_mappings(dir: &Path, sources: &[String], extra: &[&str]) -> (support::C
         "warn",
     ];
     args.extend_from_slice(extra);
+    settle();
     let start = Instant::now();
     let cs = support::Certsync::start(&args, dir);
     let all = support::wait_for("all targets synced", || {
@@ -704,13 +824,52 @@ fn start_mappings(dir: &Path, sources: &[String], extra: &[&str]) -> (support::C
             .all(|i| dir.join(format!("t{i}/..data")).exists())
             .then(|| start.elapsed())
     });
-    (cs, all)
+    let cpu = cpu_time(cs.child.id());
+    (cs, all, cpu)
+}
+
+/// A process's CPU time so far, user and system (kernel).
+struct CpuTime {
+    user_s: f64,
+    sys_s: f64,
+}
+
+impl CpuTime {
+    /// As figures: a first sync that is slow in the kernel (file system
+    /// work) reads differently from one slow in certsync's own code.
+    fn record(&self, figures: &mut BTreeMap<String, f64>) {
+        figures.insert("first_sync_cpu_user_s".into(), self.user_s);
+        figures.insert("first_sync_cpu_sys_s".into(), self.sys_s);
+    }
+}
+
+/// From /proc/PID/stat (utime and stime, in clock ticks of 1/100 s on
+/// Linux).
+fn cpu_time(pid: u32) -> CpuTime {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name may hold spaces: fields are counted after its ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 100.0
+    };
+    CpuTime {
+        user_s: ticks(11),
+        sys_s: ticks(12),
+    }
 }
 
 /// N host-directory mappings in one process: time to the first complete
 /// sync of all, steady RSS, and one rotation's latency among them.
 fn scale(n: usize) -> Row {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = BenchDir::new();
     let pair = support::certs::Pair::new("scale");
     let sources: Vec<String> = (0..n)
         .map(|i| {
@@ -720,7 +879,7 @@ fn scale(n: usize) -> Row {
         })
         .collect();
     let flips = FlipWatch::start(&[dir.path().join("t0")]);
-    let (cs, all) = start_mappings(dir.path(), &sources, &["--debounce", "10ms"]);
+    let (cs, all, cpu) = start_mappings(dir.path(), &sources, &["--debounce", "10ms"]);
     std::thread::sleep(Duration::from_secs(3));
     let rss = rss_mib(cs.child.id());
     let next = support::certs::Pair::new("scale-2");
@@ -732,6 +891,7 @@ fn scale(n: usize) -> Row {
     drop(cs);
     let mut figures = BTreeMap::new();
     figures.insert("first_sync_all_s".into(), all.as_secs_f64());
+    cpu.record(&mut figures);
     figures.insert("rss_mib".into(), rss);
     figures.insert("rotation_ms".into(), ms_between(t0, t1));
     Row {
@@ -748,7 +908,7 @@ fn scale(n: usize) -> Row {
 /// latency of rotations among them (API acknowledgement to new pair
 /// readable).
 fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = BenchDir::new();
     let c = rt.block_on(cluster(dir.path()));
     let names: Vec<String> = (0..n)
         .map(|i| format!("scale-{}-{i}", std::process::id()))
@@ -761,7 +921,7 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
         .collect();
     let flips = FlipWatch::start(&[dir.path().join("t0")]);
     let kc = c.kubeconfig.display().to_string();
-    let (cs, all) = start_mappings(dir.path(), &sources, &["--kubeconfig", &kc]);
+    let (cs, all, cpu) = start_mappings(dir.path(), &sources, &["--kubeconfig", &kc]);
     std::thread::sleep(Duration::from_secs(5));
     let pid = cs.child.id();
     let rss = rss_mib(pid);
@@ -779,6 +939,7 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
     c.delete(rt, &names);
     let mut figures = percentiles(each);
     figures.insert("first_sync_all_s".into(), all.as_secs_f64());
+    cpu.record(&mut figures);
     figures.insert("rss_mib".into(), rss);
     figures.insert("rss_after_rotations_mib".into(), rss_after);
     figures.insert("tcp_connections".into(), conns as f64);
@@ -802,7 +963,7 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
 /// start-to-synced, fan-out latency (API acknowledgement to all N flipped)
 /// over `updates` updates, and each process's RSS.
 fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = BenchDir::new();
     let c = rt.block_on(cluster(dir.path()));
     let name = format!("fanout-{}", std::process::id());
     let pair = support::certs::Pair::new("fanout");
@@ -810,6 +971,7 @@ fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
     let targets: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("t{i}"))).collect();
     let flips = FlipWatch::start(&targets);
     let kc = c.kubeconfig.display().to_string();
+    settle();
     let start = Instant::now();
     let procs: Vec<support::Certsync> = targets
         .iter()
@@ -1031,6 +1193,7 @@ fn main() {
         let updates = if o.quick { 10 } else { 20 };
         rows.push(fanout(&rt, o.fanout, updates));
     }
+    clean_up();
     print(&rows);
     if let Some(path) = &o.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
