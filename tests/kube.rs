@@ -1120,3 +1120,170 @@ async fn the_api_refuses_what_a_real_server_refuses() {
     );
     env.cleanup().await;
 }
+
+/// CertificateSigningRequests as the real API treats them: refused when
+/// malformed, the requester taken from authentication (not from what the
+/// client wrote), conditions and certificate writable only through their
+/// subresources, Approved and Denied exclusive, a certificate set once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csr_api_rules_match_a_real_server() {
+    use k8s_openapi::api::certificates::v1::{
+        CertificateSigningRequest as Csr, CertificateSigningRequestCondition as Cond,
+        CertificateSigningRequestSpec as Spec, CertificateSigningRequestStatus as Status,
+    };
+    let env = Env::new().await;
+    let api: Api<Csr> = Api::all(env.client.clone());
+    let pp = PostParams::default();
+    let request = certs::csr_pem("certsync-test", "csr.example");
+    let csr = |f: &dyn Fn(&mut Spec)| {
+        let mut spec = Spec {
+            request: ByteString(request.clone().into_bytes()),
+            signer_name: "example.com/certsync-test".into(),
+            usages: Some(vec!["digital signature".into(), "client auth".into()]),
+            expiration_seconds: Some(600),
+            username: Some("system:node:forged".into()),
+            groups: Some(vec!["system:masters".into()]),
+            ..Default::default()
+        };
+        f(&mut spec);
+        Csr {
+            metadata: ObjectMeta {
+                generate_name: Some("certsync-test-".into()),
+                ..Default::default()
+            },
+            spec,
+            status: None,
+        }
+    };
+    let refused = |r: kube::Result<Csr>, field: &str| match r {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(e.code, 422, "{e:?}");
+            assert!(e.message.contains(field), "{field}: {}", e.message);
+        }
+        other => panic!("not refused ({field}): {other:?}"),
+    };
+    refused(
+        api.create(&pp, &csr(&|s| s.expiration_seconds = Some(599)))
+            .await,
+        "spec.expirationSeconds",
+    );
+    refused(
+        api.create(&pp, &csr(&|s| s.usages = None)).await,
+        "spec.usages",
+    );
+    refused(
+        api.create(&pp, &csr(&|s| s.usages = Some(vec!["root".into()])))
+            .await,
+        "spec.usages[0]",
+    );
+    refused(
+        api.create(&pp, &csr(&|s| s.signer_name = "no-domain".into()))
+            .await,
+        "spec.signerName",
+    );
+    refused(
+        api.create(
+            &pp,
+            &csr(&|s| s.request = ByteString(b"not a request".to_vec())),
+        )
+        .await,
+        "spec.request",
+    );
+
+    let made = api.create(&pp, &csr(&|_| {})).await.unwrap();
+    let name = made.metadata.name.clone().unwrap();
+    let who = made.spec.username.clone().unwrap_or_default();
+    assert_ne!(who, "system:node:forged");
+    if env.fake.is_some() {
+        assert_eq!(who, "test-user");
+        assert_eq!(
+            made.spec.groups.as_deref(),
+            Some(&["system:authenticated".to_owned()][..])
+        );
+    }
+    assert!(
+        made.status
+            .as_ref()
+            .is_none_or(|s| s.conditions.is_none() && s.certificate.is_none())
+    );
+
+    let approved = Cond {
+        type_: "Approved".into(),
+        status: "True".into(),
+        reason: Some("CertsyncTest".into()),
+        message: Some("approved by the test".into()),
+        ..Default::default()
+    };
+    let with = |conds: Vec<Cond>, cert: Option<Vec<u8>>| {
+        let mut c = made.clone();
+        c.metadata.resource_version = None;
+        c.status = Some(Status {
+            conditions: Some(conds),
+            certificate: cert.map(ByteString),
+        });
+        c
+    };
+    // The object itself: its status is not the client's to write.
+    let mut c = made.clone();
+    c.status = Some(Status {
+        conditions: Some(vec![approved.clone()]),
+        certificate: None,
+    });
+    let kept = api.replace(&name, &pp, &c).await.unwrap();
+    assert!(kept.status.is_none_or(|s| s.conditions.is_none()));
+    // /status may not approve.
+    refused(
+        api.replace_status(&name, &pp, &with(vec![approved.clone()], None))
+            .await,
+        "may not add a condition of type \"Approved\"",
+    );
+    // /approval may; Denied then is refused.
+    api.replace_subresource("approval", &name, &pp, &with(vec![approved.clone()], None))
+        .await
+        .unwrap();
+    let denied = Cond {
+        type_: "Denied".into(),
+        ..approved.clone()
+    };
+    refused(
+        api.replace_subresource(
+            "approval",
+            &name,
+            &pp,
+            &with(vec![approved.clone(), denied], None),
+        )
+        .await,
+        "mutually exclusive",
+    );
+    // The certificate: PEM certificates only, and set once.
+    refused(
+        api.replace_status(
+            &name,
+            &pp,
+            &with(vec![approved.clone()], Some(b"junk".to_vec())),
+        )
+        .await,
+        "status.certificate",
+    );
+    let issued = Pair::new("certsync-test");
+    api.replace_status(
+        &name,
+        &pp,
+        &with(vec![approved.clone()], Some(issued.cert.clone())),
+    )
+    .await
+    .unwrap();
+    let other = Pair::new("other");
+    refused(
+        api.replace_status(
+            &name,
+            &pp,
+            &with(vec![approved.clone()], Some(other.cert.clone())),
+        )
+        .await,
+        "may not modify existing certificate content",
+    );
+    let got = api.get(&name).await.unwrap();
+    assert_eq!(got.status.unwrap().certificate.unwrap().0, issued.cert);
+    api.delete(&name, &Default::default()).await.unwrap();
+}

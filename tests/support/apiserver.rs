@@ -47,6 +47,9 @@ use tokio::task::JoinSet;
 
 use super::validation;
 
+#[path = "csr.rs"]
+pub mod csr;
+
 type Key = (String, String, String); // resource, namespace, name
 
 #[derive(Clone, Debug)]
@@ -84,6 +87,9 @@ struct Shared {
     stalled: watch::Sender<bool>,
     /// Milliseconds between bookmarks on a watch that asked for them.
     bookmark_ms: std::sync::atomic::AtomicU64,
+    /// Bearer token → user, for the resources that need an identity
+    /// (CertificateSigningRequests).
+    users: Mutex<HashMap<String, csr::User>>,
 }
 
 /// The running server. Stops when dropped.
@@ -155,6 +161,14 @@ impl ApiServer {
             generation: watch::channel(0).0,
             stalled: watch::channel(false).0,
             bookmark_ms: std::sync::atomic::AtomicU64::new(500),
+            users: Mutex::new(HashMap::from([(
+                "test-token".to_owned(),
+                csr::User {
+                    name: "test-user".into(),
+                    uid: "test-user-uid".into(),
+                    groups: Vec::new(),
+                },
+            )])),
         });
         let mut s = Self {
             addr: listener.local_addr().unwrap(),
@@ -213,6 +227,16 @@ impl ApiServer {
         );
         std::fs::write(&path, text).unwrap();
         path
+    }
+
+    /// Authenticates `token` as `user` (the kubeconfigs' `test-token` is
+    /// `test-user`).
+    pub fn add_user(&self, token: &str, user: csr::User) {
+        self.shared
+            .users
+            .lock()
+            .unwrap()
+            .insert(token.to_owned(), user);
     }
 
     // ---- faults -------------------------------------------------------
@@ -367,6 +391,22 @@ fn router(shared: Arc<Shared>) -> Router {
             "/apis/events.k8s.io/v1/namespaces/{ns}/{resource}/{name}",
             get(get_one).patch(merge_patch),
         )
+        .route(
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+            get(csr::list).post(csr::create),
+        )
+        .route(
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}",
+            get(csr::get_one).put(csr::replace).delete(csr::delete),
+        )
+        .route(
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}/approval",
+            axum::routing::put(csr::approval),
+        )
+        .route(
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}/status",
+            axum::routing::put(csr::set_status),
+        )
         .with_state(shared)
 }
 
@@ -383,15 +423,16 @@ fn kind_of(resource: &str) -> Option<&'static str> {
         "secrets" => Some("Secret"),
         "configmaps" => Some("ConfigMap"),
         "events" => Some("Event"),
+        csr::RESOURCE => Some("CertificateSigningRequest"),
         _ => None,
     }
 }
 
 fn api_version_of(resource: &str) -> &'static str {
-    if resource == "events" {
-        "events.k8s.io/v1"
-    } else {
-        "v1"
+    match resource {
+        "events" => "events.k8s.io/v1",
+        csr::RESOURCE => "certificates.k8s.io/v1",
+        _ => "v1",
     }
 }
 
@@ -587,7 +628,7 @@ async fn collection(
                 },
                 _ = bookmark.tick(), if bookmarks => {
                     let rv = shared2.store.lock().unwrap().rv;
-                    let obj = json!({"kind": kind, "apiVersion": "v1",
+                    let obj = json!({"kind": kind, "apiVersion": api_version_of(&resource),
                                      "metadata": {"resourceVersion": rv.to_string()}});
                     if tx.send(line("BOOKMARK", &obj)).await.is_err() { return; }
                 }

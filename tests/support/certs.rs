@@ -118,3 +118,18 @@ pub fn fixture_encrypted_key() -> Vec<u8> {
 pub fn fixture_legacy_encrypted_key() -> Vec<u8> {
     include_bytes!("../fixtures/encrypted-legacy.key").to_vec()
 }
+
+/// A PEM PKCS#10 request for `cn` with DNS SAN `dns`, signed by a new
+/// P-256 key.
+pub fn csr_pem(cn: &str, dns: &str) -> String {
+    let key = KeyPair::generate().expect("generate key");
+    let mut params = rcgen::CertificateParams::new(vec![dns.to_owned()]).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    params
+        .serialize_request(&key)
+        .expect("serialize request")
+        .pem()
+        .expect("pem")
+}

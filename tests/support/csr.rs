@@ -1,0 +1,503 @@
+//! `certificates.k8s.io/v1` CertificateSigningRequests in the test API
+//! server, with the real server's rules, so that what passes here passes
+//! against a real cluster:
+//!
+//! - validation from pkg/apis/certificates/validation: a PEM `CERTIFICATE
+//!   REQUEST` whose signature verifies, at least one usage, known and
+//!   unique usages, a `DOMAIN/PATH` signer name (not the legacy one),
+//!   `expirationSeconds` ≥ 600; conditions: Approved, Denied and Failed
+//!   only `True`, Approved and Denied mutually exclusive, no duplicate type,
+//!   none removed; `status.certificate` only CERTIFICATE blocks, set once;
+//! - the registry's strategies (pkg/registry/certificates/certificates):
+//!   on create the requester (`spec.username`, `groups`, `uid`) is the
+//!   authenticated client, whatever the client wrote, and the status is
+//!   cleared; an update of the object keeps its spec and status; `/approval`
+//!   changes only the conditions (and may add Approved or Denied);
+//!   `/status` changes only the conditions and the certificate, and may not
+//!   add Approved or Denied.
+//!
+//! Clients are told apart by their bearer token (`ApiServer::add_user`).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::{Shared, collection, commit, not_found, status, validation};
+
+pub const RESOURCE: &str = "certificatesigningrequests";
+const KIND: &str = "CertificateSigningRequest.certificates.k8s.io";
+
+/// A client as the server authenticated it.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+const USAGES: &[&str] = &[
+    "signing",
+    "digital signature",
+    "content commitment",
+    "key encipherment",
+    "key agreement",
+    "data encipherment",
+    "cert sign",
+    "crl sign",
+    "encipher only",
+    "decipher only",
+    "any",
+    "server auth",
+    "client auth",
+    "code signing",
+    "email protection",
+    "s/mime",
+    "ipsec end system",
+    "ipsec tunnel",
+    "ipsec user",
+    "timestamping",
+    "ocsp signing",
+    "microsoft sgc",
+    "netscape sgc",
+];
+
+/// The user behind `Authorization: Bearer TOKEN`; `None` is a 401.
+fn authenticate(shared: &Shared, headers: &HeaderMap) -> Option<User> {
+    let token = headers
+        .get("authorization")?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?;
+    let mut user = shared.users.lock().unwrap().get(token).cloned()?;
+    // Every authenticated request carries this group, as the real
+    // authenticator adds it.
+    if !user.groups.iter().any(|g| g == "system:authenticated") {
+        user.groups.push("system:authenticated".into());
+    }
+    Some(user)
+}
+
+fn unauthorized() -> Response {
+    status(
+        StatusCode::UNAUTHORIZED,
+        "Unauthorized",
+        "Unauthorized".into(),
+    )
+}
+
+fn unprocessable(name: &str, errors: &validation::Errors) -> Response {
+    status(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        validation::invalid(KIND, name, errors),
+    )
+}
+
+/// `ValidateSignerName`: `DOMAIN/PATH`, the domain a DNS subdomain.
+fn signer_name(name: &str) -> Option<String> {
+    let Some((domain, path)) = name.split_once('/') else {
+        return Some(
+            "must be a fully qualified domain and path of the form 'example.com/signer-name'"
+                .into(),
+        );
+    };
+    if path.is_empty() {
+        return Some("validating signerName path: must not be empty".into());
+    }
+    if name.len() > 571 {
+        return Some("must be no more than 571 characters".into());
+    }
+    validation::dns_subdomain(domain).map(|m| format!("validating signerName domain: {m}"))
+}
+
+/// The PKCS#10 request in `spec.request` (base64 of PEM): parsed and its
+/// signature checked.
+fn request(spec: &Value) -> Result<(), String> {
+    use base64::Engine as _;
+    let pem = spec["request"]
+        .as_str()
+        .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+        .ok_or("PEM block type must be CERTIFICATE REQUEST")?;
+    let (_, block) = x509_parser::pem::parse_x509_pem(&pem)
+        .map_err(|_| "PEM block type must be CERTIFICATE REQUEST")?;
+    if block.label != "CERTIFICATE REQUEST" {
+        return Err("PEM block type must be CERTIFICATE REQUEST".into());
+    }
+    use x509_parser::prelude::FromDer as _;
+    let (_, req) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
+            .map_err(|e| format!("asn1: {e}"))?;
+    req.verify_signature()
+        .map_err(|_| "x509: ECDSA verification failure".to_owned())
+}
+
+/// `status.certificate` (base64 of PEM): only CERTIFICATE blocks, each a
+/// certificate, at least one.
+fn certificate(text: &str) -> Result<(), String> {
+    use base64::Engine as _;
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| e.to_string())?;
+    let mut blocks = 0;
+    for block in x509_parser::pem::Pem::iter_from_buffer(&pem) {
+        let block = block.map_err(|e| e.to_string())?;
+        if block.label != "CERTIFICATE" {
+            return Err(format!(
+                "only CERTIFICATE PEM blocks are allowed, found {:?}",
+                block.label
+            ));
+        }
+        block.parse_x509().map_err(|e| e.to_string())?;
+        blocks += 1;
+    }
+    if blocks == 0 {
+        return Err("must contain at least one CERTIFICATE PEM block".into());
+    }
+    Ok(())
+}
+
+fn conditions(obj: &Value) -> Vec<Value> {
+    obj["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn of_type(obj: &Value, ty: &str) -> Vec<Value> {
+    conditions(obj)
+        .into_iter()
+        .filter(|c| c["type"] == ty)
+        .collect()
+}
+
+/// `validateCertificateSigningRequest`.
+fn validate(obj: &Value) -> validation::Errors {
+    let mut errors = validation::Errors::new();
+    let spec = &obj["spec"];
+    if let Err(e) = request(spec) {
+        errors.push((
+            "spec.request".into(),
+            format!("Invalid value: \"<request>\": {e}"),
+        ));
+    }
+    let usages: Vec<&str> = spec["usages"]
+        .as_array()
+        .map(|u| u.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if usages.is_empty() {
+        errors.push(("spec.usages".into(), "Required value".into()));
+    }
+    for (i, u) in usages.iter().enumerate() {
+        if !USAGES.contains(u) {
+            errors.push((
+                format!("spec.usages[{i}]"),
+                format!("Unsupported value: {u:?}"),
+            ));
+        }
+        if usages[..i].contains(u) {
+            errors.push((
+                format!("spec.usages[{i}]"),
+                format!("Duplicate value: {u:?}"),
+            ));
+        }
+    }
+    match spec["signerName"].as_str().unwrap_or("") {
+        "kubernetes.io/legacy-unknown" => errors.push((
+            "spec.signerName".into(),
+            "Invalid value: \"kubernetes.io/legacy-unknown\": the legacy signerName is not allowed via this API version".into(),
+        )),
+        "" => errors.push(("spec.signerName".into(), "Required value".into())),
+        s => {
+            if let Some(m) = signer_name(s) {
+                errors.push(("spec.signerName".into(), format!("Invalid value: {s:?}: {m}")));
+            }
+        }
+    }
+    if let Some(secs) = spec["expirationSeconds"].as_i64().filter(|s| *s < 600) {
+        errors.push((
+            "spec.expirationSeconds".into(),
+            format!("Invalid value: {secs}: may not specify a duration less than 600 seconds (10 minutes)"),
+        ));
+    }
+    let mut seen = Vec::new();
+    for (i, c) in conditions(obj).iter().enumerate() {
+        let ty = c["type"].as_str().unwrap_or("");
+        let st = c["status"].as_str().unwrap_or("");
+        let path = format!("status.conditions[{i}]");
+        if ty.is_empty() {
+            errors.push((format!("{path}.type"), "Required value".into()));
+        }
+        let only_true = matches!(ty, "Approved" | "Denied" | "Failed");
+        if st.is_empty() {
+            errors.push((format!("{path}.status"), "Required value".into()));
+        } else if (only_true && st != "True") || !matches!(st, "True" | "False" | "Unknown") {
+            errors.push((
+                format!("{path}.status"),
+                format!("Unsupported value: {st:?}"),
+            ));
+        }
+        if (ty == "Approved" && seen.contains(&"Denied"))
+            || (ty == "Denied" && seen.contains(&"Approved"))
+        {
+            errors.push((
+                format!("{path}.type"),
+                format!(
+                    "Invalid value: {ty:?}: Approved and Denied conditions are mutually exclusive"
+                ),
+            ));
+        }
+        if seen.contains(&ty) {
+            errors.push((format!("{path}.type"), format!("Duplicate value: {ty:?}")));
+        }
+        seen.push(ty);
+    }
+    if let Some(cert) = obj["status"]["certificate"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        && let Err(e) = certificate(cert)
+    {
+        errors.push((
+            "status.certificate".into(),
+            format!("Invalid value: \"<certificate data>\": {e}"),
+        ));
+    }
+    errors
+}
+
+/// Which part of the object a write may change.
+#[derive(Clone, Copy, PartialEq)]
+enum Path_ {
+    Main,
+    Approval,
+    Status,
+}
+
+/// `validateCertificateSigningRequestUpdate`, after the strategy has kept
+/// what this path may not change.
+fn validate_update(new: &Value, old: &Value, path: Path_) -> validation::Errors {
+    let mut errors = validate(new);
+    let forbidden = |m: String| ("status.conditions".to_owned(), format!("Forbidden: {m}"));
+    for ty in ["Approved", "Denied", "Failed"] {
+        if of_type(new, ty).len() < of_type(old, ty).len() {
+            errors.push(forbidden(format!(
+                "updates may not remove a condition of type {ty:?}"
+            )));
+        }
+    }
+    if path != Path_::Approval {
+        for ty in ["Approved", "Denied"] {
+            let (n, o) = (of_type(new, ty), of_type(old, ty));
+            if n.len() > o.len() {
+                errors.push(forbidden(format!(
+                    "updates may not add a condition of type {ty:?}"
+                )));
+            } else if n.len() == o.len() && n != o {
+                errors.push(forbidden(format!(
+                    "updates may not modify a condition of type {ty:?}"
+                )));
+            }
+        }
+    }
+    let (nc, oc) = (&new["status"]["certificate"], &old["status"]["certificate"]);
+    if nc != oc {
+        if path != Path_::Status {
+            errors.push((
+                "status.certificate".into(),
+                "Forbidden: updates may not set certificate content".into(),
+            ));
+        } else if oc.as_str().is_some_and(|c| !c.is_empty()) {
+            errors.push((
+                "status.certificate".into(),
+                "Forbidden: updates may not modify existing certificate content".into(),
+            ));
+        }
+    }
+    errors
+}
+
+fn key(name: &str) -> super::Key {
+    (RESOURCE.into(), String::new(), name.into())
+}
+
+/// GET (list or watch) on the collection.
+pub(super) async fn list(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    if authenticate(&shared, &headers).is_none() {
+        return unauthorized();
+    }
+    collection(State(shared), Path((String::new(), RESOURCE.into())), query).await
+}
+
+/// POST: the requester is who authenticated, the status starts empty.
+pub(super) async fn create(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    axum::Json(mut obj): axum::Json<Value>,
+) -> Response {
+    let Some(user) = authenticate(&shared, &headers) else {
+        return unauthorized();
+    };
+    super::generate_name(&mut obj);
+    let Some(name) = obj["metadata"]["name"].as_str().map(str::to_owned) else {
+        return unprocessable(
+            "",
+            &vec![(
+                "metadata.name".into(),
+                "Required value: name or generateName is required".into(),
+            )],
+        );
+    };
+    obj["apiVersion"] = json!("certificates.k8s.io/v1");
+    obj["kind"] = json!("CertificateSigningRequest");
+    if let Some(meta) = obj["metadata"].as_object_mut() {
+        meta.remove("namespace");
+    }
+    obj["spec"]["username"] = json!(user.name);
+    obj["spec"]["uid"] = json!(user.uid);
+    obj["spec"]["groups"] = json!(user.groups);
+    if let Some(spec) = obj["spec"].as_object_mut() {
+        spec.remove("extra");
+    }
+    obj["status"] = json!({});
+    let errors = validate(&obj);
+    if !errors.is_empty() {
+        return unprocessable(&name, &errors);
+    }
+    let mut st = shared.store.lock().unwrap();
+    st.requests.push(format!("create {RESOURCE} /{name}"));
+    if st.objects.contains_key(&key(&name)) {
+        return status(
+            StatusCode::CONFLICT,
+            "AlreadyExists",
+            format!("{KIND} {name:?} already exists"),
+        );
+    }
+    obj["metadata"]["uid"] = json!(format!("uid-{name}-{}", st.rv + 1));
+    obj["metadata"]["creationTimestamp"] = json!(certsync::validate::rfc3339(
+        certsync::validate::unix_seconds(std::time::SystemTime::now())
+    ));
+    let obj = commit(&shared, &mut st, "ADDED", key(&name), obj);
+    (StatusCode::CREATED, axum::Json(obj)).into_response()
+}
+
+/// GET one.
+pub(super) async fn get_one(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    if authenticate(&shared, &headers).is_none() {
+        return unauthorized();
+    }
+    let st = shared.store.lock().unwrap();
+    match st.objects.get(&key(&name)) {
+        Some(o) => axum::Json(o.clone()).into_response(),
+        None => not_found(RESOURCE, &name),
+    }
+}
+
+async fn update(
+    shared: Arc<Shared>,
+    headers: HeaderMap,
+    name: String,
+    new: Value,
+    path: Path_,
+) -> Response {
+    if authenticate(&shared, &headers).is_none() {
+        return unauthorized();
+    }
+    let mut st = shared.store.lock().unwrap();
+    let verb = match path {
+        Path_::Main => "update",
+        Path_::Approval => "update approval",
+        Path_::Status => "update status",
+    };
+    st.requests.push(format!("{verb} {RESOURCE} /{name}"));
+    let Some(old) = st.objects.get(&key(&name)).cloned() else {
+        return not_found(RESOURCE, &name);
+    };
+    let sent_rv = new["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    if !sent_rv.is_empty() && old["metadata"]["resourceVersion"] != json!(sent_rv) {
+        return status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {KIND} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        );
+    }
+    // What each path may change; the rest is the stored object's.
+    let mut obj = old.clone();
+    match path {
+        Path_::Main => {
+            obj["metadata"]["labels"] = new["metadata"]["labels"].clone();
+            obj["metadata"]["annotations"] = new["metadata"]["annotations"].clone();
+        }
+        Path_::Approval => obj["status"]["conditions"] = new["status"]["conditions"].clone(),
+        Path_::Status => {
+            obj["status"]["conditions"] = new["status"]["conditions"].clone();
+            obj["status"]["certificate"] = new["status"]["certificate"].clone();
+        }
+    }
+    let errors = validate_update(&obj, &old, path);
+    if !errors.is_empty() {
+        return unprocessable(&name, &errors);
+    }
+    let obj = commit(&shared, &mut st, "MODIFIED", key(&name), obj);
+    axum::Json(obj).into_response()
+}
+
+/// PUT on the object: labels and annotations only.
+pub(super) async fn replace(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    axum::Json(obj): axum::Json<Value>,
+) -> Response {
+    update(shared, headers, name, obj, Path_::Main).await
+}
+
+/// PUT on `/approval`: the conditions, Approved and Denied included.
+pub(super) async fn approval(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    axum::Json(obj): axum::Json<Value>,
+) -> Response {
+    update(shared, headers, name, obj, Path_::Approval).await
+}
+
+/// PUT on `/status`: the conditions (not Approved or Denied) and the
+/// certificate, once.
+pub(super) async fn set_status(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    axum::Json(obj): axum::Json<Value>,
+) -> Response {
+    update(shared, headers, name, obj, Path_::Status).await
+}
+
+/// DELETE.
+pub(super) async fn delete(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    if authenticate(&shared, &headers).is_none() {
+        return unauthorized();
+    }
+    let mut st = shared.store.lock().unwrap();
+    st.requests.push(format!("delete {RESOURCE} /{name}"));
+    let Some(obj) = st.objects.get(&key(&name)).cloned() else {
+        return not_found(RESOURCE, &name);
+    };
+    let obj = commit(&shared, &mut st, "DELETED", key(&name), obj);
+    axum::Json(obj).into_response()
+}
