@@ -400,12 +400,8 @@ fn router(shared: Arc<Shared>) -> Router {
             get(csr::get_one).put(csr::replace).delete(csr::delete),
         )
         .route(
-            "/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}/approval",
-            axum::routing::put(csr::approval),
-        )
-        .route(
-            "/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}/status",
-            axum::routing::put(csr::set_status),
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}/{sub}",
+            axum::routing::put(csr::replace_subresource),
         )
         .with_state(shared)
 }

@@ -269,7 +269,7 @@ fn validate(obj: &Value) -> validation::Errors {
 
 /// Which part of the object a write may change.
 #[derive(Clone, Copy, PartialEq)]
-enum Path_ {
+enum Part {
     Main,
     Approval,
     Status,
@@ -277,7 +277,7 @@ enum Path_ {
 
 /// `validateCertificateSigningRequestUpdate`, after the strategy has kept
 /// what this path may not change.
-fn validate_update(new: &Value, old: &Value, path: Path_) -> validation::Errors {
+fn validate_update(new: &Value, old: &Value, path: Part) -> validation::Errors {
     let mut errors = validate(new);
     let forbidden = |m: String| ("status.conditions".to_owned(), format!("Forbidden: {m}"));
     for ty in ["Approved", "Denied", "Failed"] {
@@ -287,7 +287,7 @@ fn validate_update(new: &Value, old: &Value, path: Path_) -> validation::Errors 
             )));
         }
     }
-    if path != Path_::Approval {
+    if path != Part::Approval {
         for ty in ["Approved", "Denied"] {
             let (n, o) = (of_type(new, ty), of_type(old, ty));
             if n.len() > o.len() {
@@ -303,7 +303,7 @@ fn validate_update(new: &Value, old: &Value, path: Path_) -> validation::Errors 
     }
     let (nc, oc) = (&new["status"]["certificate"], &old["status"]["certificate"]);
     if nc != oc {
-        if path != Path_::Status {
+        if path != Part::Status {
             errors.push((
                 "status.certificate".into(),
                 "Forbidden: updates may not set certificate content".into(),
@@ -407,16 +407,16 @@ async fn update(
     headers: HeaderMap,
     name: String,
     new: Value,
-    path: Path_,
+    path: Part,
 ) -> Response {
     if authenticate(&shared, &headers).is_none() {
         return unauthorized();
     }
     let mut st = shared.store.lock().unwrap();
     let verb = match path {
-        Path_::Main => "update",
-        Path_::Approval => "update approval",
-        Path_::Status => "update status",
+        Part::Main => "update",
+        Part::Approval => "update approval",
+        Part::Status => "update status",
     };
     st.requests.push(format!("{verb} {RESOURCE} /{name}"));
     let Some(old) = st.objects.get(&key(&name)).cloned() else {
@@ -435,12 +435,12 @@ async fn update(
     // What each path may change; the rest is the stored object's.
     let mut obj = old.clone();
     match path {
-        Path_::Main => {
+        Part::Main => {
             obj["metadata"]["labels"] = new["metadata"]["labels"].clone();
             obj["metadata"]["annotations"] = new["metadata"]["annotations"].clone();
         }
-        Path_::Approval => obj["status"]["conditions"] = new["status"]["conditions"].clone(),
-        Path_::Status => {
+        Part::Approval => obj["status"]["conditions"] = new["status"]["conditions"].clone(),
+        Part::Status => {
             obj["status"]["conditions"] = new["status"]["conditions"].clone();
             obj["status"]["certificate"] = new["status"]["certificate"].clone();
         }
@@ -460,28 +460,23 @@ pub(super) async fn replace(
     Path(name): Path<String>,
     axum::Json(obj): axum::Json<Value>,
 ) -> Response {
-    update(shared, headers, name, obj, Path_::Main).await
+    update(shared, headers, name, obj, Part::Main).await
 }
 
-/// PUT on `/approval`: the conditions, Approved and Denied included.
-pub(super) async fn approval(
+/// PUT on `/approval` (the conditions, Approved and Denied included) or
+/// `/status` (the conditions but those two, and the certificate, once).
+pub(super) async fn replace_subresource(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    Path((name, sub)): Path<(String, String)>,
     axum::Json(obj): axum::Json<Value>,
 ) -> Response {
-    update(shared, headers, name, obj, Path_::Approval).await
-}
-
-/// PUT on `/status`: the conditions (not Approved or Denied) and the
-/// certificate, once.
-pub(super) async fn set_status(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-    axum::Json(obj): axum::Json<Value>,
-) -> Response {
-    update(shared, headers, name, obj, Path_::Status).await
+    let part = match sub.as_str() {
+        "approval" => Part::Approval,
+        "status" => Part::Status,
+        _ => return not_found(&format!("{RESOURCE}/{sub}"), &name),
+    };
+    update(shared, headers, name, obj, part).await
 }
 
 /// DELETE.
