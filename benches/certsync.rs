@@ -28,9 +28,9 @@ use certsync::writer::{Writer, WriterOptions};
 /// their inode table block is dirty (`recently_deleted()` in
 /// fs/ext4/ialloc.c: a crash must not reuse an inode whose deletion never
 /// reached the disk). Each skipped inode costs a buffer lookup, so after a
-/// run deleted its 1,000-target trees the next run's creations took 3-5x
-/// the kernel time (first sync of 1,000 mappings: 1.6 s with 1.1 s of
-/// system time settled, 3.0-3.9 s with 3.6-5.0 s right after). Cases
+/// run deleted its 1,000-target trees the next run's creations took up to
+/// 4x the kernel time (first sync of 1,000 mappings: 1.6-1.8 s with
+/// 1.1-1.5 s of system time settled, 2.3-3.9 s with 2.1-5.0 s after). Cases
 /// therefore leave their trees until the end, and a first-sync case waits
 /// for the last run's cleanup to age out (see [`settle`]).
 struct BenchDir(Option<tempfile::TempDir>);

@@ -1104,6 +1104,15 @@ async fn the_api_refuses_what_a_real_server_refuses() {
     let msg = refused(api.replace(&name, &PostParams::default(), &s).await);
     assert!(msg.contains("immutable"), "{msg}");
 
+    // stringData is write-only: it lands in data.
+    let name = env.name("strings");
+    let mut strings = secret_of("Opaque", &name, &[]);
+    strings.string_data = Some(BTreeMap::from([("a".to_owned(), "b".to_owned())]));
+    let stored = api.create(&PostParams::default(), &strings).await.unwrap();
+    env.created.push(("secret", name.clone()));
+    assert_eq!(stored.data.unwrap()["a"].0, b"b");
+    assert!(stored.string_data.is_none());
+
     let prefix = env.name("gen-");
     let mut generated = secret_of("Opaque", "", &[("a", b"b")]);
     generated.metadata.name = None;

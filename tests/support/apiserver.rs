@@ -731,15 +731,15 @@ fn unprocessable(kind: &str, name: &str, errors: &validation::Errors) -> Box<Res
 fn generate_name(obj: &mut Value) {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let has_name = obj["metadata"]["name"]
+    if obj["metadata"]["name"]
         .as_str()
-        .is_some_and(|n| !n.is_empty());
+        .is_some_and(|n| !n.is_empty())
+    {
+        return;
+    }
     let Some(prefix) = obj["metadata"]["generateName"].as_str() else {
         return;
     };
-    if has_name {
-        return;
-    }
     // A per-process counter scrambled by the pid: unique here, and unlike
     // an earlier run's names.
     let mut n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * 7919
@@ -782,20 +782,38 @@ async fn create(
     axum::Json(mut obj): axum::Json<Value>,
 ) -> Response {
     generate_name(&mut obj);
-    let (mut st, key, mut obj) = match write_request(&shared, "create", &resource, &ns, obj) {
+    let (mut st, key, obj) = match write_request(&shared, "create", &resource, &ns, obj) {
         Ok(v) => v,
         Err(r) => return *r,
     };
+    insert_new(&shared, &mut st, key, obj)
+}
+
+/// Stores a new object (409 when the name is taken), with its uid.
+fn insert_new(shared: &Shared, st: &mut Store, key: Key, mut obj: Value) -> Response {
     if st.objects.contains_key(&key) {
         return status(
             StatusCode::CONFLICT,
             "AlreadyExists",
-            format!("{resource} {:?} already exists", key.2),
+            format!("{} {:?} already exists", key.0, key.2),
         );
     }
     obj["metadata"]["uid"] = json!(format!("uid-{}-{}", key.2, st.rv + 1));
-    let obj = commit(&shared, &mut st, "ADDED", key, obj);
+    let obj = commit(shared, st, "ADDED", key, obj);
     (StatusCode::CREATED, axum::Json(obj)).into_response()
+}
+
+/// 409 when an update names a resourceVersion that is no longer current
+/// (optimistic concurrency; an update without one always applies).
+fn stale_write(current: &Value, new: &Value) -> Option<Response> {
+    let sent = new["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    (!sent.is_empty() && current["metadata"]["resourceVersion"] != json!(sent)).then(|| {
+        status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "the object has been modified; please apply your changes to the latest version and try again".into(),
+        )
+    })
 }
 
 async fn replace(
@@ -810,13 +828,8 @@ async fn replace(
     let Some(current) = st.objects.get(&key) else {
         return not_found(&resource, &name);
     };
-    let sent_rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("");
-    if !sent_rv.is_empty() && current["metadata"]["resourceVersion"] != json!(sent_rv) {
-        return status(
-            StatusCode::CONFLICT,
-            "Conflict",
-            "the object has been modified".into(),
-        );
+    if let Some(conflict) = stale_write(current, &obj) {
+        return conflict;
     }
     let errors = validation::update(current, &obj);
     if !errors.is_empty() {

@@ -25,7 +25,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{Shared, collection, commit, not_found, status, validation};
+use super::{
+    Shared, collection, commit, insert_new, not_found, stale_write, status, unprocessable,
+    validation,
+};
 
 pub const RESOURCE: &str = "certificatesigningrequests";
 const KIND: &str = "CertificateSigningRequest.certificates.k8s.io";
@@ -88,14 +91,6 @@ fn unauthorized() -> Response {
     )
 }
 
-fn unprocessable(name: &str, errors: &validation::Errors) -> Response {
-    status(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "Invalid",
-        validation::invalid(KIND, name, errors),
-    )
-}
-
 /// `ValidateSignerName`: `DOMAIN/PATH`, the domain a DNS subdomain.
 fn signer_name(name: &str) -> Option<String> {
     let Some((domain, path)) = name.split_once('/') else {
@@ -131,7 +126,7 @@ fn request(spec: &Value) -> Result<(), String> {
         x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
             .map_err(|e| format!("asn1: {e}"))?;
     req.verify_signature()
-        .map_err(|_| "x509: ECDSA verification failure".to_owned())
+        .map_err(|e| format!("request signature is invalid: {e}"))
 }
 
 /// `status.certificate` (base64 of PEM): only CERTIFICATE blocks, each a
@@ -344,8 +339,13 @@ pub(super) async fn create(
         return unauthorized();
     };
     super::generate_name(&mut obj);
-    let Some(name) = obj["metadata"]["name"].as_str().map(str::to_owned) else {
-        return unprocessable(
+    let Some(name) = obj["metadata"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+    else {
+        return *unprocessable(
+            KIND,
             "",
             &vec![(
                 "metadata.name".into(),
@@ -367,39 +367,32 @@ pub(super) async fn create(
     obj["status"] = json!({});
     let errors = validate(&obj);
     if !errors.is_empty() {
-        return unprocessable(&name, &errors);
+        return *unprocessable(KIND, &name, &errors);
     }
-    let mut st = shared.store.lock().unwrap();
-    st.requests.push(format!("create {RESOURCE} /{name}"));
-    if st.objects.contains_key(&key(&name)) {
-        return status(
-            StatusCode::CONFLICT,
-            "AlreadyExists",
-            format!("{KIND} {name:?} already exists"),
-        );
-    }
-    obj["metadata"]["uid"] = json!(format!("uid-{name}-{}", st.rv + 1));
     obj["metadata"]["creationTimestamp"] = json!(certsync::validate::rfc3339(
         certsync::validate::unix_seconds(std::time::SystemTime::now())
     ));
-    let obj = commit(&shared, &mut st, "ADDED", key(&name), obj);
-    (StatusCode::CREATED, axum::Json(obj)).into_response()
+    let mut st = shared.store.lock().unwrap();
+    st.requests.push(format!("create {RESOURCE} /{name}"));
+    insert_new(&shared, &mut st, key(&name), obj)
 }
 
-/// GET one.
+/// GET one, as any other object once the client is authenticated.
 pub(super) async fn get_one(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     Path(name): Path<String>,
+    query: Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     if authenticate(&shared, &headers).is_none() {
         return unauthorized();
     }
-    let st = shared.store.lock().unwrap();
-    match st.objects.get(&key(&name)) {
-        Some(o) => axum::Json(o.clone()).into_response(),
-        None => not_found(RESOURCE, &name),
-    }
+    super::get_one(
+        State(shared),
+        Path((String::new(), RESOURCE.into(), name)),
+        query,
+    )
+    .await
 }
 
 async fn update(
@@ -422,15 +415,8 @@ async fn update(
     let Some(old) = st.objects.get(&key(&name)).cloned() else {
         return not_found(RESOURCE, &name);
     };
-    let sent_rv = new["metadata"]["resourceVersion"].as_str().unwrap_or("");
-    if !sent_rv.is_empty() && old["metadata"]["resourceVersion"] != json!(sent_rv) {
-        return status(
-            StatusCode::CONFLICT,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {KIND} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
-            ),
-        );
+    if let Some(conflict) = stale_write(&old, &new) {
+        return conflict;
     }
     // What each path may change; the rest is the stored object's.
     let mut obj = old.clone();
@@ -447,7 +433,7 @@ async fn update(
     }
     let errors = validate_update(&obj, &old, path);
     if !errors.is_empty() {
-        return unprocessable(&name, &errors);
+        return *unprocessable(KIND, &name, &errors);
     }
     let obj = commit(&shared, &mut st, "MODIFIED", key(&name), obj);
     axum::Json(obj).into_response()
@@ -479,7 +465,7 @@ pub(super) async fn replace_subresource(
     update(shared, headers, name, obj, part).await
 }
 
-/// DELETE.
+/// DELETE, as any other object once the client is authenticated.
 pub(super) async fn delete(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -488,11 +474,5 @@ pub(super) async fn delete(
     if authenticate(&shared, &headers).is_none() {
         return unauthorized();
     }
-    let mut st = shared.store.lock().unwrap();
-    st.requests.push(format!("delete {RESOURCE} /{name}"));
-    let Some(obj) = st.objects.get(&key(&name)).cloned() else {
-        return not_found(RESOURCE, &name);
-    };
-    let obj = commit(&shared, &mut st, "DELETED", key(&name), obj);
-    axum::Json(obj).into_response()
+    super::delete(State(shared), Path((String::new(), RESOURCE.into(), name))).await
 }

@@ -217,17 +217,13 @@ pub fn config_map(obj: &Value) -> Errors {
 /// it become mutable again).
 pub fn update(old: &Value, new: &Value) -> Errors {
     let mut errors = Errors::new();
-    if old["kind"] == "Secret" && old["type"] != new["type"] {
-        let shown = |v: &Value| v.as_str().unwrap_or("Opaque").to_owned();
-        if shown(&old["type"]) != shown(&new["type"]) {
-            errors.push((
-                "type".into(),
-                format!(
-                    "Invalid value: {:?}: field is immutable",
-                    shown(&new["type"])
-                ),
-            ));
-        }
+    // An absent type is Opaque, as the API server defaults it.
+    let ty = |v: &Value| v["type"].as_str().unwrap_or("Opaque").to_owned();
+    if old["kind"] == "Secret" && ty(old) != ty(new) {
+        errors.push((
+            "type".into(),
+            format!("Invalid value: {:?}: field is immutable", ty(new)),
+        ));
     }
     if old["immutable"] == json!(true) {
         if new["immutable"] != json!(true) {
