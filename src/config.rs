@@ -29,6 +29,7 @@ use crate::reload::pid::Target;
 use crate::reload::verify::ServingCheck;
 use crate::reload::{Method, ReloadConfig};
 use crate::source::client::ClientSettings;
+use crate::source::csr::{CaSource, CsrSpec, KeyAlg, USAGES as CSR_USAGES, default_usages};
 use crate::source::secret::{Kind, ObjectRef};
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
@@ -503,6 +504,19 @@ pub struct MappingSpec {
     pub group: Option<u32>,
     pub verify: Option<String>,
     pub sni: Option<String>,
+    // csr: mappings only.
+    pub cn: Option<String>,
+    pub o: Option<String>,
+    #[serde(default)]
+    pub dns: Vec<String>,
+    #[serde(default)]
+    pub ip: Vec<String>,
+    pub key_alg: Option<String>,
+    pub lifetime: Option<String>,
+    #[serde(default)]
+    pub usage: Vec<String>,
+    pub renew: Option<String>,
+    pub approval_timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -568,10 +582,20 @@ impl MappingSpec {
                 "verify" => m.verify = Some(value()?),
                 "sni" => m.sni = Some(value()?),
                 "group" => m.group = Some(number()?),
+                "cn" => m.cn = Some(value()?),
+                "o" => m.o = Some(value()?),
+                "dns" => m.dns.push(value()?),
+                "ip" => m.ip.push(value()?),
+                "key-alg" => m.key_alg = Some(value()?),
+                "lifetime" => m.lifetime = Some(value()?),
+                "usage" => m.usage.push(value()?),
+                "renew" => m.renew = Some(value()?),
+                "approval-timeout" => m.approval_timeout = Some(value()?),
                 _ => {
                     return Err(err(format!(
                         "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
-                         cert-mode, key-mode, owner, group, verify, sni)"
+                         cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
+                         ip, key-alg, lifetime, usage, renew, approval-timeout)"
                     )));
                 }
             }
@@ -611,16 +635,48 @@ impl MappingSpec {
             "dir" => return Err(err("dir: needs a directory path".into())),
             "secret" => Source::Kube(object(Kind::Secret)?),
             "configmap" => Source::Kube(object(Kind::ConfigMap)?),
+            "csr" => Source::Csr(Box::new(self.csr_spec(location).map_err(&err)?)),
             other => {
                 return Err(err(format!(
-                    "unknown source kind {other:?} (supported: dir, secret, configmap)"
+                    "unknown source kind {other:?} (supported: dir, secret, configmap, csr)"
                 )));
             }
         };
-        if matches!(source, Source::Kube(_)) && self.combined.is_some() {
+        let csr_only = [
+            ("cn", self.cn.is_some()),
+            ("o", self.o.is_some()),
+            ("dns", !self.dns.is_empty()),
+            ("ip", !self.ip.is_empty()),
+            ("key-alg", self.key_alg.is_some()),
+            ("lifetime", self.lifetime.is_some()),
+            ("usage", !self.usage.is_empty()),
+            ("renew", self.renew.is_some()),
+            ("approval-timeout", self.approval_timeout.is_some()),
+        ];
+        if !matches!(source, Source::Csr(_))
+            && let Some((opt, _)) = csr_only.iter().find(|(_, set)| *set)
+        {
+            return Err(err(format!("{opt} applies to csr: sources only")));
+        }
+        if !matches!(source, Source::Dir(_) | Source::Csr(_)) && self.combined.is_some() {
             return Err(err("combined applies to dir: sources only".into()));
         }
 
+        if matches!(source, Source::Csr(_)) {
+            for (opt, set) in [
+                ("cert", self.cert.is_some()),
+                ("key", self.key.is_some()),
+                ("combined", self.combined.is_some()),
+                ("ca-only", self.ca_only),
+            ] {
+                if set {
+                    return Err(err(format!(
+                        "{opt} does not apply to csr: sources (certsync makes the key and \
+                         publishes tls.crt, tls.key and, with ca=, ca.crt)"
+                    )));
+                }
+            }
+        }
         let expect = if self.ca_only {
             Expect::CaOnly
         } else {
@@ -658,11 +714,11 @@ impl MappingSpec {
                 Layout::Files
             }
         };
-        items.push(Item::new(
-            self.ca.as_deref().unwrap_or(CA_FILE),
-            CA_FILE,
-            self.ca_only,
-        ));
+        let ca_item = match &source {
+            Source::Csr(_) => CA_FILE,
+            _ => self.ca.as_deref().unwrap_or(CA_FILE),
+        };
+        items.push(Item::new(ca_item, CA_FILE, self.ca_only));
         for item in &items {
             check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
         }
@@ -719,6 +775,155 @@ pub enum Source {
     Dir(PathBuf),
     /// One Secret or ConfigMap.
     Kube(ObjectRef),
+    /// Certificates requested through the CSR API.
+    Csr(Box<CsrSpec>),
+}
+
+impl MappingSpec {
+    /// The `csr:SIGNER` options as a [`CsrSpec`].
+    fn csr_spec(&self, signer: &str) -> Result<CsrSpec, String> {
+        match signer.split_once('/') {
+            Some((domain, path)) if !path.is_empty() && check_dns("name", domain, 253).is_ok() => {
+                if signer == "kubernetes.io/legacy-unknown" {
+                    return Err("the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1".into());
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
+                     csr:kubernetes.io/kube-apiserver-client"
+                ));
+            }
+        }
+        let key_alg: KeyAlg = match &self.key_alg {
+            Some(s) => s.parse()?,
+            None => KeyAlg::default(),
+        };
+        let ips = self
+            .ip
+            .iter()
+            .map(|s| {
+                s.parse::<std::net::IpAddr>()
+                    .map_err(|_| format!("ip {s:?} is not an IPv4 or IPv6 address"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for d in &self.dns {
+            let wildcard = d.strip_prefix("*.").unwrap_or(d);
+            check_dns("name", &wildcard.to_ascii_lowercase(), 253)
+                .map_err(|_| format!("dns {d:?} is not a DNS name"))?;
+        }
+        if self.cn.as_deref().is_some_and(str::is_empty)
+            || self.o.as_deref().is_some_and(str::is_empty)
+        {
+            return Err("cn and o may not be empty".into());
+        }
+        if self.cn.is_none() && self.dns.is_empty() && ips.is_empty() {
+            return Err("a csr: mapping needs a subject: cn=, dns= or ip=".into());
+        }
+        let usages = if self.usage.is_empty() {
+            default_usages(signer, key_alg).ok_or_else(|| {
+                format!(
+                    "signer {signer} is not one whose usages certsync knows; give them, e.g. \
+                     usage=digital-signature,usage=server-auth"
+                )
+            })?
+        } else {
+            let mut usages: Vec<String> = Vec::new();
+            for u in &self.usage {
+                let u = u.replace('-', " ").to_ascii_lowercase();
+                if !CSR_USAGES.contains(&u.as_str()) {
+                    return Err(format!(
+                        "usage {u:?} is not a Kubernetes key usage (known: {})",
+                        CSR_USAGES.join(", ")
+                    ));
+                }
+                if usages.contains(&u) {
+                    return Err(format!("usage {u:?} is given twice"));
+                }
+                usages.push(u);
+            }
+            usages
+        };
+        let lifetime = self
+            .lifetime
+            .as_deref()
+            .map(duration(600_000, YEAR * 100))
+            .transpose()
+            .map_err(|e| format!("lifetime: {e} (the API requires at least 10m)"))?;
+        let approval_timeout = self
+            .approval_timeout
+            .as_deref()
+            .map(duration(1000, YEAR))
+            .transpose()
+            .map_err(|e| format!("approval-timeout: {e}"))?
+            .unwrap_or(Duration::from_secs(15 * 60));
+        let renew = match &self.renew {
+            Some(s) => parse_renew(s)?,
+            None => (0.7, 0.9),
+        };
+        let ca = self.ca.as_deref().map(parse_ca).transpose()?;
+        Ok(CsrSpec {
+            signer: signer.to_owned(),
+            common_name: self.cn.clone(),
+            organization: self.o.clone(),
+            dns: self.dns.clone(),
+            ips,
+            key_alg,
+            lifetime,
+            usages,
+            ca,
+            renew,
+            approval_timeout,
+        })
+    }
+}
+
+/// `renew=LO-HI`: the renewal window as shares of the lifetime, as
+/// fractions (`0.7-0.9`) or percentages (`70%-90%`).
+fn parse_renew(s: &str) -> Result<(f64, f64), String> {
+    let share = |p: &str| -> Option<f64> {
+        let p = p.trim();
+        let v = match p.strip_suffix('%') {
+            Some(n) => n.parse::<f64>().ok()? / 100.0,
+            None => p.parse::<f64>().ok()?,
+        };
+        (v > 0.0 && v < 1.0).then_some(v)
+    };
+    match s.split_once('-').map(|(a, b)| (share(a), share(b))) {
+        Some((Some(lo), Some(hi))) if lo <= hi => Ok((lo, hi)),
+        _ => Err(format!(
+            "renew {s:?} is not a window LO-HI of the lifetime such as 0.7-0.9 or 70%-90% \
+             (both above 0 and below 1, LO <= HI)"
+        )),
+    }
+}
+
+/// `ca=` of a csr: mapping: `file:PATH` (or an absolute path) or
+/// `configmap:NAMESPACE/NAME[/KEY]` (key `ca.crt` by default).
+fn parse_ca(s: &str) -> Result<CaSource, String> {
+    if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s)) {
+        if path.is_empty() {
+            return Err("ca=file: needs a path".into());
+        }
+        return Ok(CaSource::File(PathBuf::from(path)));
+    }
+    if let Some(rest) = s.strip_prefix("configmap:") {
+        let mut parts = rest.splitn(3, '/');
+        let (namespace, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let key = parts.next().unwrap_or(CA_FILE);
+        check_dns("namespace", namespace, 63)?;
+        check_dns("name", name, 253)?;
+        check_file_name(key).map_err(|e| format!("ca key: {e}"))?;
+        return Ok(CaSource::ConfigMap {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            key: key.to_owned(),
+        });
+    }
+    Err(format!(
+        "ca {s:?}: for a csr: mapping give the signer's CA as file:PATH or \
+         configmap:NAMESPACE/NAME[/KEY]"
+    ))
 }
 
 /// Checks a Kubernetes namespace or object name (DNS-1123: lower-case
@@ -882,7 +1087,7 @@ fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
         .map(|m| {
             let source = match &m.source {
                 Source::Dir(dir) => Some(resolve_path(dir)),
-                Source::Kube(_) => None,
+                Source::Kube(_) | Source::Csr(_) => None,
             };
             (resolve_path(&m.target), source)
         })

@@ -40,13 +40,20 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 /// `base * 2^(attempt-1)` plus a random share of the same again, so many
 /// sidecars restarted together do not retry in lockstep (`attempt` ≥ 1).
 pub fn backoff(base: std::time::Duration, attempt: u32) -> std::time::Duration {
-    use std::hash::{BuildHasher, Hasher};
     let exp = base.saturating_mul(1 << attempt.saturating_sub(1).min(10));
+    exp + exp.mul_f64(random_fraction())
+}
+
+/// A number in [0, 1) for jitter and rotation deadlines: not for secrets
+/// (keys come from the OS generator through ring and rsa), only so that
+/// many processes started together spread out. Each `RandomState` is
+/// seeded from the OS once per thread and then stepped.
+pub fn random_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
     let random = std::collections::hash_map::RandomState::new()
         .build_hasher()
         .finish();
-    let jitter = exp.mul_f64((random % 1000) as f64 / 1000.0);
-    exp + jitter
+    (random >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Test certificates, shared with the integration tests (one maker).

@@ -73,6 +73,9 @@ pub struct Metrics {
     last_success: Family<MappingLabel, FloatGauge>,
     stale: Family<MappingLabel, Gauge>,
     file_watch_polling: Gauge,
+    csr_pending: Family<MappingLabel, Gauge>,
+    csr_errors: Family<ReasonLabels, Counter>,
+    csr_rotation: Family<MappingLabel, Histogram>,
     /// Per mapping: the current certificate's window (for TTL and staleness).
     validity: Mutex<BTreeMap<String, Option<Validity>>>,
     /// Every mapping's name, allocated once: with 1,000 mappings, a copy
@@ -115,6 +118,12 @@ impl Metrics {
             last_success: Family::default(),
             stale: Family::default(),
             file_watch_polling: Gauge::default(),
+            csr_pending: Family::default(),
+            csr_errors: Family::default(),
+            // One hour to about two years: certificate lifetimes.
+            csr_rotation: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(600.0, 2.0, 17))
+            }),
             validity: Mutex::default(),
             names: Mutex::default(),
             readiness: Mutex::default(),
@@ -182,7 +191,46 @@ impl Metrics {
             "1 when the current certificate passed the stale fraction of its lifetime with nothing newer",
             m.stale.clone(),
         );
+        registry.register(
+            "csr_pending",
+            "1 while a certificate request of the mapping waits for approval or issuance",
+            m.csr_pending.clone(),
+        );
+        registry.register(
+            "csr_renewal_errors",
+            "Failed certificate requests by reason (denied, failed, timeout, mismatch, api, ca, request, deleted)",
+            m.csr_errors.clone(),
+        );
+        registry.register_with_unit(
+            "csr_rotation",
+            "How long the previous certificate had lived when a new one replaced it (kubelet's rotation_seconds)",
+            Unit::Seconds,
+            m.csr_rotation.clone(),
+        );
         Self { registry, ..m }
+    }
+
+    /// A `csr:` mapping's request is waiting (or no longer is).
+    pub fn csr_pending(&self, mapping: &str, pending: bool) {
+        self.csr_pending
+            .get_or_create(&self.label(mapping))
+            .set(i64::from(pending));
+    }
+
+    /// A `csr:` mapping's request failed.
+    pub fn csr_error(&self, mapping: &str, reason: &'static str) {
+        let labels = ReasonLabels {
+            mapping: self.name(mapping),
+            reason,
+        };
+        self.csr_errors.get_or_create(&labels).inc();
+    }
+
+    /// A `csr:` mapping's certificate was replaced after `lived` seconds.
+    pub fn csr_rotated(&self, mapping: &str, lived: f64) {
+        self.csr_rotation
+            .get_or_create(&self.label(mapping))
+            .observe(lived);
     }
 
     fn name(&self, mapping: &str) -> Name {

@@ -19,6 +19,7 @@ use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reload::{self, ReloadHandle};
 use crate::source::Update;
+use crate::source::csr::{CsrSource, CsrSpec};
 use crate::source::hostdir::HostDir;
 use crate::source::secret::{KubeObject, ObjectRef};
 use crate::validate::{self, Policy, ValidationError};
@@ -83,6 +84,8 @@ async fn read_once(
     m: &Mapping,
     client: &Result<Client, String>,
     metrics: &Arc<Metrics>,
+    live: Option<Bundle>,
+    clock_skew: Duration,
 ) -> Result<Bundle, Failure> {
     let unavailable = |e: String| ("source_unavailable", e);
     match &m.source {
@@ -100,6 +103,33 @@ async fn read_once(
                 .await
                 .map_err(|e| failure(&e.into()))
         }
+        Source::Csr(spec) => {
+            let client = client.clone().map_err(unavailable)?;
+            let source = csr_source(m, spec, metrics, clock_skew);
+            match source.once(&client, live.as_ref()).await {
+                Ok(Some(issued)) => Ok(issued),
+                // The live pair satisfies the mapping: publishing it again
+                // changes nothing.
+                Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
+                Err(e) => Err((e.reason(), e.to_string())),
+            }
+        }
+    }
+}
+
+/// The CSR source of a mapping.
+fn csr_source(
+    m: &Mapping,
+    spec: &CsrSpec,
+    metrics: &Arc<Metrics>,
+    clock_skew: Duration,
+) -> CsrSource {
+    CsrSource {
+        spec: Arc::new(spec.clone()),
+        mapping: m.name.clone(),
+        metrics: Arc::clone(metrics),
+        clock_skew,
+        extra: Vec::new(),
     }
 }
 
@@ -172,6 +202,12 @@ impl Syncer {
             s.last_good = Some(l.bundle);
         }
         Ok(s)
+    }
+
+    /// The last good bundle: the live revision adopted at open, or the
+    /// newest one published.
+    pub fn live(&self) -> Option<Bundle> {
+        self.last_good.clone()
     }
 
     /// Records Events on the source object from now on.
@@ -483,7 +519,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     let client = if config
         .mappings
         .iter()
-        .any(|m| matches!(m.source, Source::Kube(_)))
+        .any(|m| matches!(m.source, Source::Kube(_) | Source::Csr(_)))
     {
         config.client.client().await.map_err(|e| e.to_string())
     } else {
@@ -501,7 +537,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
                     continue;
                 }
             };
-        let result = match read_once(m, &client, &metrics).await {
+        let result = match read_once(m, &client, &metrics, s.live(), config.clock_skew).await {
             Ok(bundle) => s.apply(bundle).await.map(|_| ()),
             Err(f) => Err(s.source_failed(f)),
         };
@@ -539,7 +575,7 @@ pub async fn run(
     if config
         .mappings
         .iter()
-        .any(|m| matches!(m.source, Source::Kube(_)))
+        .any(|m| matches!(m.source, Source::Kube(_) | Source::Csr(_)))
     {
         let settings = config.client.clone();
         tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
@@ -572,6 +608,14 @@ pub async fn run(
                 tasks.spawn(Box::new(source).run(
                     clients.clone(),
                     config.client.watch_timeout,
+                    tx,
+                    shutdown.clone(),
+                ))
+            }
+            Source::Csr(spec) => {
+                tasks.spawn(csr_source(&m, spec, &metrics, config.clock_skew).run(
+                    clients.clone(),
+                    syncer.live(),
                     tx,
                     shutdown.clone(),
                 ))

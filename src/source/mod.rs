@@ -5,8 +5,10 @@
 //! - `hostdir`: a directory on the node (inotify, debounced, resync).
 //! - `client`: the API client shared by every `secret` source.
 //! - `secret`: one Secret or ConfigMap, watched by name in the API server.
+//! - `csr`: a certificate requested, approved and renewed through the CSR API.
 
 pub mod client;
+pub mod csr;
 pub mod hostdir;
 pub mod secret;
 

@@ -405,6 +405,15 @@ async fn update(
     if authenticate(&shared, &headers).is_none() {
         return unauthorized();
     }
+    // A body that is not an object (a JSON array, say) is a decoding
+    // error, not an update that changes nothing.
+    if !new.is_object() || new["kind"] != "CertificateSigningRequest" {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the body of the request was in an unknown format".into(),
+        );
+    }
     let mut st = shared.store.lock().unwrap();
     let verb = match path {
         Part::Main => "update",

@@ -1,0 +1,1180 @@
+//! `csr:SIGNER`: certificates certsync obtains itself through the
+//! Kubernetes CSR API, the way kubelet's certificate manager (client-go
+//! `util/certificate`) does for kubelet, for any subject and signer.
+//!
+//! One cycle: a new private key is generated in memory; a
+//! CertificateSigningRequest is created (`generateName: certsync-...`); the
+//! object is watched by name, its uid checked on every event, until it is
+//! `Approved` with a non-empty `status.certificate` (success) or `Denied`,
+//! `Failed`, deleted or still without a certificate after the approval
+//! timeout (failure: logged with the condition's reason and message, retried
+//! after 2 s doubling, jittered, capped at 5 min). The issued chain is
+//! checked against the request ([`check`]: our key, our subject, exactly our
+//! SANs, our usages, its validity window, and a chain to the signer's CA
+//! when one is configured) and only then published as a bundle, like any
+//! other source's, with the key beside it: the sync task writes both into
+//! one revision, so the pair can never be seen mismatched.
+//!
+//! Rotation: at a point drawn uniformly from [70 %, 90 %] of the live
+//! certificate's lifetime; at once when there is no live certificate, it
+//! has expired, or it does not satisfy the mapping any more (subject, SANs,
+//! usages, key algorithm or CA changed in the configuration). After a
+//! restart the live revision is the state: while it is good, nothing is
+//! requested. A request pending at a restart is abandoned: its key lived
+//! only in the old process's memory.
+//!
+//! Invariants: the key is never logged (its type's `Debug` is redacted),
+//! never sent (only the PKCS#10 request, which holds the public key, is), and
+//! reaches disk only in the revision holding the certificate issued for it.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestSpec,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::{Api, Client};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use tokio::sync::watch;
+use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+
+use super::Update;
+use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
+use crate::metrics::Metrics;
+use crate::validate::{self, Expect, Policy};
+
+/// The signers whose usages certsync knows (kube-controller-manager's).
+pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
+pub const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
+pub const KUBE_APISERVER_CLIENT_KUBELET: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+
+/// Failed requests are retried after 2 s, doubling (kubelet's start), at most this.
+const RETRY_CAP: Duration = Duration::from_secs(300);
+/// Every API call but the watch itself must answer within this.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// CA files and ConfigMap values are small; a bundle may not exceed 1 MiB.
+const CA_LIMIT: u64 = validate::MAX_BUNDLE_SIZE as u64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CsrError {
+    #[error("cannot generate a {alg} key: {message}")]
+    KeyGen { alg: KeyAlg, message: String },
+    #[error("cannot build the certificate request: {0}")]
+    Request(String),
+    #[error("{verb} {object}: {message}")]
+    Api {
+        verb: &'static str,
+        object: String,
+        message: String,
+    },
+    #[error("certificatesigningrequest {csr} was denied: {reason}: {message}")]
+    Denied {
+        csr: String,
+        reason: String,
+        message: String,
+    },
+    #[error("certificatesigningrequest {csr} failed: {reason}: {message}")]
+    Failed {
+        csr: String,
+        reason: String,
+        message: String,
+    },
+    #[error("certificatesigningrequest {csr} was deleted before a certificate was issued")]
+    Deleted { csr: String },
+    #[error("certificatesigningrequest {csr} was replaced by another object of the same name")]
+    Replaced { csr: String },
+    #[error(
+        "certificatesigningrequest {csr}: no certificate issued within {}; approve it with `kubectl certificate approve {csr}`",
+        humantime::format_duration(*waited)
+    )]
+    Timeout { csr: String, waited: Duration },
+    #[error("certificatesigningrequest {csr}: the issued certificate is refused: {problem}")]
+    Mismatch { csr: String, problem: String },
+    #[error("signer CA {source_name}: {message}")]
+    Ca {
+        source_name: String,
+        message: String,
+    },
+}
+
+impl CsrError {
+    /// A short, fixed label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::KeyGen { .. } | Self::Request(_) => "request",
+            Self::Api { .. } => "api",
+            Self::Denied { .. } => "denied",
+            Self::Failed { .. } => "failed",
+            Self::Deleted { .. } | Self::Replaced { .. } => "deleted",
+            Self::Timeout { .. } => "timeout",
+            Self::Mismatch { .. } => "mismatch",
+            Self::Ca { .. } => "ca",
+        }
+    }
+}
+
+/// The key algorithm of requested certificates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyAlg {
+    #[default]
+    EcdsaP256,
+    EcdsaP384,
+    /// Modulus size in bits: 2048, 3072 or 4096.
+    Rsa(usize),
+    Ed25519,
+}
+
+impl std::fmt::Display for KeyAlg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::EcdsaP256 => f.write_str("ecdsa-p256"),
+            Self::EcdsaP384 => f.write_str("ecdsa-p384"),
+            Self::Rsa(bits) => write!(f, "rsa-{bits}"),
+            Self::Ed25519 => f.write_str("ed25519"),
+        }
+    }
+}
+
+impl std::str::FromStr for KeyAlg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "ecdsa-p256" | "p256" | "ecdsa" => Self::EcdsaP256,
+            "ecdsa-p384" | "p384" => Self::EcdsaP384,
+            "rsa-2048" | "rsa" => Self::Rsa(2048),
+            "rsa-3072" => Self::Rsa(3072),
+            "rsa-4096" => Self::Rsa(4096),
+            "ed25519" => Self::Ed25519,
+            _ => {
+                return Err(format!(
+                    "key algorithm {s:?} is not one of ecdsa-p256, ecdsa-p384, rsa-2048, \
+                     rsa-3072, rsa-4096, ed25519"
+                ));
+            }
+        })
+    }
+}
+
+impl KeyAlg {
+    /// A new key, from the operating system's random generator. ECDSA and
+    /// Ed25519 keys are made by ring (through rcgen). ring cannot make RSA
+    /// keys, so the RustCrypto `rsa` crate makes them; ring still does all
+    /// signing with them (the request's signature), so `rsa`'s
+    /// non-constant-time private-key operations (RUSTSEC-2023-0071) are
+    /// never used.
+    fn generate(self) -> Result<rcgen::KeyPair, CsrError> {
+        let err = |e: &dyn std::fmt::Display| CsrError::KeyGen {
+            alg: self,
+            message: e.to_string(),
+        };
+        match self {
+            Self::EcdsaP256 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
+            Self::EcdsaP384 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384),
+            Self::Ed25519 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519),
+            Self::Rsa(bits) => {
+                use rsa::pkcs8::EncodePrivateKey;
+                let key =
+                    rsa::RsaPrivateKey::new(&mut rand_core::OsRng, bits).map_err(|e| err(&e))?;
+                let der = key.to_pkcs8_der().map_err(|e| err(&e))?;
+                let der = rustls::pki_types::PrivatePkcs8KeyDer::from(der.as_bytes());
+                rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&der, &rcgen::PKCS_RSA_SHA256)
+            }
+        }
+        .map_err(|e| err(&e))
+    }
+
+    /// The algorithm of a certificate's public key, if it is one of ours.
+    fn of(cert: &X509Certificate<'_>) -> Option<Self> {
+        let spki = cert.public_key();
+        match spki.algorithm.algorithm.to_id_string().as_str() {
+            "1.2.840.113549.1.1.1" => match spki.parsed().ok()? {
+                x509_parser::public_key::PublicKey::RSA(k) => Some(Self::Rsa(k.key_size())),
+                _ => None,
+            },
+            "1.2.840.10045.2.1" => {
+                let curve = spki.algorithm.parameters.as_ref()?.as_oid().ok()?;
+                match curve.to_id_string().as_str() {
+                    "1.2.840.10045.3.1.7" => Some(Self::EcdsaP256),
+                    "1.3.132.0.34" => Some(Self::EcdsaP384),
+                    _ => None,
+                }
+            }
+            "1.3.101.112" => Some(Self::Ed25519),
+            _ => None,
+        }
+    }
+}
+
+/// Where the signer's CA certificates come from, to check the issued chain
+/// (and published as `ca.crt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaSource {
+    /// A PEM file on the node.
+    File(PathBuf),
+    /// A key of a ConfigMap, e.g. `kube-system/kube-root-ca.crt` `ca.crt`.
+    ConfigMap {
+        namespace: String,
+        name: String,
+        key: String,
+    },
+}
+
+impl std::fmt::Display for CaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(p) => write!(f, "file {}", p.display()),
+            Self::ConfigMap {
+                namespace,
+                name,
+                key,
+            } => write!(f, "configmap {namespace}/{name} key {key}"),
+        }
+    }
+}
+
+/// What a `csr:` mapping asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsrSpec {
+    pub signer: String,
+    pub common_name: Option<String>,
+    pub organization: Option<String>,
+    pub dns: Vec<String>,
+    pub ips: Vec<IpAddr>,
+    pub key_alg: KeyAlg,
+    /// `spec.expirationSeconds`; the signer's default when `None`.
+    pub lifetime: Option<Duration>,
+    /// Kubernetes usage names ("digital signature", "client auth", ...).
+    pub usages: Vec<String>,
+    pub ca: Option<CaSource>,
+    /// Renewal point, as shares of the lifetime: uniformly drawn from
+    /// `[renew.0, renew.1]` (kubelet: 0.7 to 0.9).
+    pub renew: (f64, f64),
+    /// How long a request may stay without a certificate.
+    pub approval_timeout: Duration,
+}
+
+// `renew` holds finite shares only (the config parser refuses anything
+// else), so equality is an equivalence.
+impl Eq for CsrSpec {}
+
+/// The usages kubelet asks for with each well-known signer: a digital
+/// signature, key encipherment only for RSA keys (RSA key exchange; ECDSA
+/// and Ed25519 keys cannot encipher), and server or client auth. `None` for
+/// other signers, whose usages the user must give.
+pub fn default_usages(signer: &str, alg: KeyAlg) -> Option<Vec<String>> {
+    let auth = match signer {
+        KUBELET_SERVING => "server auth",
+        KUBE_APISERVER_CLIENT | KUBE_APISERVER_CLIENT_KUBELET => "client auth",
+        _ => return None,
+    };
+    let mut usages = vec!["digital signature".to_owned()];
+    if matches!(alg, KeyAlg::Rsa(_)) {
+        usages.push("key encipherment".to_owned());
+    }
+    usages.push(auth.to_owned());
+    Some(usages)
+}
+
+/// The usage names the API accepts (`pkg/apis/certificates`).
+pub const USAGES: &[&str] = &[
+    "signing",
+    "digital signature",
+    "content commitment",
+    "key encipherment",
+    "key agreement",
+    "data encipherment",
+    "cert sign",
+    "crl sign",
+    "encipher only",
+    "decipher only",
+    "any",
+    "server auth",
+    "client auth",
+    "code signing",
+    "email protection",
+    "s/mime",
+    "ipsec end system",
+    "ipsec tunnel",
+    "ipsec user",
+    "timestamping",
+    "ocsp signing",
+    "microsoft sgc",
+    "netscape sgc",
+];
+
+/// A certificate's validity window, seconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+impl Window {
+    /// When to renew: `not_before` plus a share of the lifetime drawn
+    /// uniformly from `[lo, hi]` (kubelet's `nextRotationDeadline`).
+    pub fn deadline(&self, (lo, hi): (f64, f64), draw: f64) -> SystemTime {
+        let life = (self.not_after - self.not_before).max(0) as f64;
+        let at = self.not_before as f64 + life * (lo + (hi - lo) * draw);
+        SystemTime::UNIX_EPOCH + Duration::from_secs_f64(at.max(0.0))
+    }
+}
+
+/// Checks that `cert_pem` (leaf first, then any intermediates) is what
+/// `spec` asks for, for the key in `key_pem`: the key matches the leaf, the
+/// leaf is inside its validity window, has the requested subject, exactly
+/// the requested DNS and IP SANs and no other kind, the requested usages and
+/// key algorithm, and chains to `ca` (PEM) when given. Pure: `now` is the
+/// only clock. Used for a freshly issued certificate and for the live one
+/// at start.
+pub fn check(
+    spec: &CsrSpec,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    ca: Option<&[u8]>,
+    now: SystemTime,
+    clock_skew: Duration,
+) -> Result<Window, String> {
+    let mut pair = Bundle::default();
+    pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
+        .map_err(|e| e.to_string())?;
+    pair.insert(KEY_FILE, key_pem.to_vec(), "private key")
+        .map_err(|e| e.to_string())?;
+    let policy = Policy {
+        expect: Expect::Pair,
+        now,
+        clock_skew,
+    };
+    let leaf = validate::validate(&pair, &policy)
+        .map_err(|e| e.to_string())?
+        .leaf
+        .ok_or("no leaf certificate")?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("certificate PEM: {e}"))?;
+    let (_, cert) =
+        X509Certificate::from_der(&chain[0]).map_err(|e| format!("leaf certificate: {e}"))?;
+
+    let subject = cert.subject();
+    let values = |it: &mut dyn Iterator<Item = &x509_parser::x509::AttributeTypeAndValue<'_>>| {
+        it.filter_map(|a| a.as_str().ok().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    let cns = values(&mut subject.iter_common_name());
+    let want_cn: Vec<String> = spec.common_name.iter().cloned().collect();
+    if cns != want_cn {
+        return Err(format!(
+            "subject common name is {cns:?}, the mapping asks for {want_cn:?}"
+        ));
+    }
+    let orgs = values(&mut subject.iter_organization());
+    let want_o: Vec<String> = spec.organization.iter().cloned().collect();
+    if orgs != want_o {
+        return Err(format!(
+            "subject organization is {orgs:?}, the mapping asks for {want_o:?}"
+        ));
+    }
+
+    let (mut dns, mut ips) = (Vec::new(), Vec::new());
+    if let Some(san) = cert
+        .subject_alternative_name()
+        .map_err(|e| format!("subjectAltName: {e}"))?
+    {
+        for name in &san.value.general_names {
+            match name {
+                GeneralName::DNSName(d) => dns.push(d.to_ascii_lowercase()),
+                GeneralName::IPAddress(b) => match ip_of(b) {
+                    Some(ip) => ips.push(ip),
+                    None => return Err("subjectAltName holds a malformed IP address".into()),
+                },
+                other => return Err(format!("subjectAltName holds {other}, not requested")),
+            }
+        }
+    }
+    let mut want_dns: Vec<String> = spec.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
+    let mut want_ips = spec.ips.clone();
+    for v in [&mut dns, &mut want_dns] {
+        v.sort();
+        v.dedup();
+    }
+    for v in [&mut ips, &mut want_ips] {
+        v.sort();
+        v.dedup();
+    }
+    if dns != want_dns {
+        return Err(format!(
+            "DNS names are {dns:?}, the mapping asks for {want_dns:?}"
+        ));
+    }
+    if ips != want_ips {
+        return Err(format!(
+            "IP addresses are {ips:?}, the mapping asks for {want_ips:?}"
+        ));
+    }
+
+    check_usages(&cert, &spec.usages)?;
+    match KeyAlg::of(&cert) {
+        Some(alg) if alg == spec.key_alg => {}
+        Some(alg) => {
+            return Err(format!(
+                "key algorithm is {alg}, the mapping asks for {}",
+                spec.key_alg
+            ));
+        }
+        None => return Err("the key algorithm is not one certsync requests".into()),
+    }
+    if let Some(ca) = ca {
+        chains_to(&chain, ca, &spec.usages, now)?;
+    }
+    Ok(Window {
+        not_before: leaf.not_before,
+        not_after: leaf.not_after,
+    })
+}
+
+fn ip_of(b: &[u8]) -> Option<IpAddr> {
+    match b.len() {
+        4 => Some(IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
+        16 => Some(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
+        _ => None,
+    }
+}
+
+/// Every requested usage must be in the leaf's key usage or extended key
+/// usage extension.
+fn check_usages(cert: &X509Certificate<'_>, usages: &[String]) -> Result<(), String> {
+    let ku = cert
+        .key_usage()
+        .map_err(|e| format!("keyUsage: {e}"))?
+        .map(|k| *k.value);
+    let eku = cert
+        .extended_key_usage()
+        .map_err(|e| format!("extendedKeyUsage: {e}"))?
+        .map(|e| e.value.clone());
+    for usage in usages {
+        let present = match usage.as_str() {
+            "digital signature" => ku.map(|k| k.digital_signature()),
+            "content commitment" => ku.map(|k| k.non_repudiation()),
+            "key encipherment" => ku.map(|k| k.key_encipherment()),
+            "data encipherment" => ku.map(|k| k.data_encipherment()),
+            "key agreement" => ku.map(|k| k.key_agreement()),
+            "cert sign" => ku.map(|k| k.key_cert_sign()),
+            "crl sign" => ku.map(|k| k.crl_sign()),
+            "server auth" => eku.as_ref().map(|e| e.server_auth),
+            "client auth" => eku.as_ref().map(|e| e.client_auth),
+            "code signing" => eku.as_ref().map(|e| e.code_signing),
+            "email protection" => eku.as_ref().map(|e| e.email_protection),
+            "timestamping" => eku.as_ref().map(|e| e.time_stamping),
+            "ocsp signing" => eku.as_ref().map(|e| e.ocsp_signing),
+            "any" => eku.as_ref().map(|e| e.any),
+            // Usages X.509 has no bit for here: the signer's business.
+            _ => Some(true),
+        };
+        if present != Some(true) {
+            return Err(format!("the certificate is not for {usage:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The chain (leaf first) verifies up to one of the CA certificates in
+/// `ca_pem`, with the extended key usage asked for (rustls' webpki).
+fn chains_to(
+    chain: &[CertificateDer<'_>],
+    ca_pem: &[u8],
+    usages: &[String],
+    now: SystemTime,
+) -> Result<(), String> {
+    let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("signer CA PEM: {e}"))?;
+    let anchors: Vec<_> = cas
+        .iter()
+        .filter_map(|c| webpki::anchor_from_trusted_cert(c).ok())
+        .collect();
+    if anchors.is_empty() {
+        return Err("the signer CA holds no usable certificate".into());
+    }
+    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(|e| format!("leaf: {e}"))?;
+    let has = |u: &str| usages.iter().any(|x| x == u);
+    let usage = if has("server auth") {
+        webpki::KeyUsage::server_auth()
+    } else if has("client auth") {
+        webpki::KeyUsage::client_auth()
+    } else {
+        // id-kp-serverAuth, only if present: any other purpose is not
+        // webpki's to check (check_usages did).
+        webpki::KeyUsage::required_if_present(&[43, 6, 1, 5, 5, 7, 3, 1])
+    };
+    let time = UnixTime::since_unix_epoch(
+        now.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default(),
+    );
+    leaf.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        &anchors,
+        &chain[1..],
+        time,
+        usage,
+        None,
+        None,
+    )
+    .map(|_| ())
+    .map_err(|e| format!("does not chain to the signer CA: {e}"))
+}
+
+/// A fresh key and the PEM request for it.
+struct Request {
+    key_pem: String,
+    csr_pem: String,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request").finish_non_exhaustive()
+    }
+}
+
+/// Generates a key and the PKCS#10 request `spec` describes, signed with it.
+fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
+    let key = spec.key_alg.generate()?;
+    let mut params = rcgen::CertificateParams::default();
+    let mut dn = rcgen::DistinguishedName::new();
+    if let Some(cn) = &spec.common_name {
+        dn.push(rcgen::DnType::CommonName, cn.as_str());
+    }
+    if let Some(o) = &spec.organization {
+        dn.push(rcgen::DnType::OrganizationName, o.as_str());
+    }
+    params.distinguished_name = dn;
+    for d in &spec.dns {
+        let name = d
+            .clone()
+            .try_into()
+            .map_err(|e| CsrError::Request(format!("DNS name {d:?}: {e}")))?;
+        params.subject_alt_names.push(rcgen::SanType::DnsName(name));
+    }
+    for ip in &spec.ips {
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress(*ip));
+    }
+    let csr = params
+        .serialize_request(&key)
+        .map_err(|e| CsrError::Request(e.to_string()))?;
+    Ok(Request {
+        key_pem: key.serialize_pem(),
+        csr_pem: csr.pem().map_err(|e| CsrError::Request(e.to_string()))?,
+    })
+}
+
+/// A `generateName` prefix that says who asked: `certsync-` and the
+/// mapping's name reduced to DNS-1123 characters (at most 40 of them).
+pub fn generate_name(mapping: &str) -> String {
+    let mut slug = String::new();
+    for c in mapping.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+        if slug.len() >= 40 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    if slug.is_empty() {
+        "certsync-".to_owned()
+    } else {
+        format!("certsync-{slug}-")
+    }
+}
+
+/// Where an object stands.
+enum State {
+    Pending { approved: bool },
+    Issued(Vec<u8>),
+    Denied { reason: String, message: String },
+    Failed { reason: String, message: String },
+}
+
+fn state(csr: &CertificateSigningRequest) -> State {
+    let status = csr.status.as_ref();
+    let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    let find = |ty: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == ty && c.status == "True")
+            .map(|c| {
+                (
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                )
+            })
+    };
+    if let Some((reason, message)) = find("Denied") {
+        return State::Denied { reason, message };
+    }
+    if let Some((reason, message)) = find("Failed") {
+        return State::Failed { reason, message };
+    }
+    let approved = find("Approved").is_some();
+    match status.and_then(|s| s.certificate.as_ref()) {
+        Some(cert) if approved && !cert.0.is_empty() => State::Issued(cert.0.clone()),
+        _ => State::Pending { approved },
+    }
+}
+
+/// A mapping's CSR source.
+pub struct CsrSource {
+    pub spec: Arc<CsrSpec>,
+    pub mapping: String,
+    pub metrics: Arc<Metrics>,
+    pub clock_skew: Duration,
+    /// Extra files published with every pair (a kubeconfig pointing at it).
+    pub extra: Vec<(String, Vec<u8>)>,
+}
+
+/// A certificate obtained and checked.
+pub struct Issued {
+    pub bundle: Bundle,
+    pub window: Window,
+    pub csr: String,
+}
+
+impl CsrSource {
+    /// The live pair's window if it still satisfies the mapping; `None`
+    /// (logged) if a new certificate is needed now.
+    pub async fn adopt(&self, client: &Client, live: Option<&Bundle>) -> Option<Window> {
+        let live = live?;
+        let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
+            return None;
+        };
+        // The CA is checked too when it can be read now; when it cannot,
+        // the pair is given the benefit of the doubt rather than replaced
+        // because of an API hiccup.
+        let ca = match self.ca(client).await {
+            Ok(ca) => ca,
+            Err(e) => {
+                tracing::warn!(mapping = %self.mapping, error = %e, "cannot read the signer CA; checking the live certificate without it");
+                None
+            }
+        };
+        match check(
+            &self.spec,
+            cert,
+            key,
+            ca.as_deref(),
+            SystemTime::now(),
+            self.clock_skew,
+        ) {
+            Ok(w) => Some(w),
+            Err(problem) => {
+                tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; requesting a new one");
+                None
+            }
+        }
+    }
+
+    /// Requests, waits for and checks one certificate.
+    pub async fn obtain(&self, client: &Client) -> Result<Issued, CsrError> {
+        let spec = Arc::clone(&self.spec);
+        let request = tokio::task::spawn_blocking(move || new_request(&spec))
+            .await
+            .map_err(|e| CsrError::Request(e.to_string()))??;
+        let api: Api<CertificateSigningRequest> = Api::all(client.clone());
+        let object = CertificateSigningRequest {
+            metadata: ObjectMeta {
+                generate_name: Some(generate_name(&self.mapping)),
+                ..Default::default()
+            },
+            spec: CertificateSigningRequestSpec {
+                request: ByteString(request.csr_pem.clone().into_bytes()),
+                signer_name: self.spec.signer.clone(),
+                usages: Some(self.spec.usages.clone()),
+                expiration_seconds: self
+                    .spec
+                    .lifetime
+                    .map(|d| i32::try_from(d.as_secs()).unwrap_or(i32::MAX)),
+                ..Default::default()
+            },
+            status: None,
+        };
+        let created = timed(
+            "create",
+            "certificatesigningrequest",
+            api.create(&PostParams::default(), &object),
+        )
+        .await?;
+        let name = created.metadata.name.clone().unwrap_or_default();
+        let uid = created.metadata.uid.clone().unwrap_or_default();
+        tracing::info!(mapping = %self.mapping, csr = %name, signer = %self.spec.signer, "certificate requested");
+        self.metrics.csr_pending(&self.mapping, true);
+        let issued = self.wait(&api, &name, &uid, created).await;
+        self.metrics.csr_pending(&self.mapping, false);
+        let cert = issued?;
+        let ca = self.ca(client).await?;
+        let window = check(
+            &self.spec,
+            &cert,
+            request.key_pem.as_bytes(),
+            ca.as_deref(),
+            SystemTime::now(),
+            self.clock_skew,
+        )
+        .map_err(|problem| CsrError::Mismatch {
+            csr: name.clone(),
+            problem,
+        })?;
+        let mut bundle = Bundle::default();
+        let origin = format!("certificatesigningrequest {name}");
+        let insert = |b: &mut Bundle, file: &str, bytes: Vec<u8>| {
+            b.insert(file, bytes, &origin)
+                .map_err(|e| CsrError::Request(e.to_string()))
+        };
+        insert(&mut bundle, CERT_FILE, cert)?;
+        insert(&mut bundle, KEY_FILE, request.key_pem.into_bytes())?;
+        if let Some(ca) = ca {
+            insert(&mut bundle, CA_FILE, ca)?;
+        }
+        for (file, bytes) in &self.extra {
+            insert(&mut bundle, file, bytes.clone())?;
+        }
+        Ok(Issued {
+            bundle,
+            window,
+            csr: name,
+        })
+    }
+
+    /// Waits for `name` (whose uid is `uid`) to be issued, denied, failed
+    /// or deleted, or for the approval timeout.
+    async fn wait(
+        &self,
+        api: &Api<CertificateSigningRequest>,
+        name: &str,
+        uid: &str,
+        mut obj: CertificateSigningRequest,
+    ) -> Result<Vec<u8>, CsrError> {
+        let deadline = tokio::time::Instant::now() + self.spec.approval_timeout;
+        let mut warned = false;
+        let mut approved_seen = false;
+        let fields = format!("metadata.name={name}");
+        loop {
+            if obj.metadata.uid.as_deref() != Some(uid) {
+                return Err(CsrError::Replaced { csr: name.into() });
+            }
+            match state(&obj) {
+                State::Issued(cert) => return Ok(cert),
+                State::Denied { reason, message } => {
+                    return Err(CsrError::Denied {
+                        csr: name.into(),
+                        reason,
+                        message,
+                    });
+                }
+                State::Failed { reason, message } => {
+                    return Err(CsrError::Failed {
+                        csr: name.into(),
+                        reason,
+                        message,
+                    });
+                }
+                State::Pending { approved: true } if !approved_seen => {
+                    approved_seen = true;
+                    tracing::info!(mapping = %self.mapping, csr = %name, "approved; waiting for the signer to issue the certificate");
+                }
+                State::Pending { approved } => {
+                    if !warned && !approved {
+                        warned = true;
+                        tracing::warn!(
+                            mapping = %self.mapping,
+                            csr = %name,
+                            signer = %self.spec.signer,
+                            "waiting for approval; an administrator can approve it with: kubectl certificate approve {name}"
+                        );
+                    }
+                }
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Err(CsrError::Timeout {
+                    csr: name.into(),
+                    waited: self.spec.approval_timeout,
+                });
+            }
+            let version = obj.metadata.resource_version.clone().unwrap_or_default();
+            let params = WatchParams::default()
+                .fields(&fields)
+                .timeout(u32::try_from(left.as_secs().clamp(1, 290)).unwrap_or(290));
+            let next =
+                tokio::time::timeout_at(deadline, self.next_change(api, name, &params, &version));
+            obj = match next.await {
+                Ok(Ok(Some(o))) => o,
+                Ok(Ok(None)) => return Err(CsrError::Deleted { csr: name.into() }),
+                Ok(Err(e)) => {
+                    // A broken watch: read the object again after a pause.
+                    tracing::debug!(mapping = %self.mapping, csr = %name, error = %e, "watch failed; reading the request again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    match timed("get", name, api.get_opt(name)).await? {
+                        Some(o) => o,
+                        None => return Err(CsrError::Deleted { csr: name.into() }),
+                    }
+                }
+                Err(_) => continue, // the approval timeout: reported above
+            };
+        }
+    }
+
+    /// The object after its next change (`None`: deleted), or, when the
+    /// watch ends quietly, as it is now.
+    async fn next_change(
+        &self,
+        api: &Api<CertificateSigningRequest>,
+        name: &str,
+        params: &WatchParams,
+        version: &str,
+    ) -> Result<Option<CertificateSigningRequest>, CsrError> {
+        let api_err = |e: kube::Error| CsrError::Api {
+            verb: "watch",
+            object: format!("certificatesigningrequest {name}"),
+            message: crate::error_chain(&e),
+        };
+        let stream = api.watch(params, version).await.map_err(api_err)?;
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event.map_err(api_err)? {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) => return Ok(Some(o)),
+                WatchEvent::Deleted(_) => return Ok(None),
+                WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(s) => {
+                    return Err(CsrError::Api {
+                        verb: "watch",
+                        object: format!("certificatesigningrequest {name}"),
+                        message: format!("{} ({})", s.message, s.code),
+                    });
+                }
+            }
+        }
+        timed("get", name, api.get_opt(name)).await
+    }
+
+    /// The signer's CA certificates (PEM), if a CA is configured.
+    async fn ca(&self, client: &Client) -> Result<Option<Vec<u8>>, CsrError> {
+        let Some(source) = &self.spec.ca else {
+            return Ok(None);
+        };
+        let err = |message: String| CsrError::Ca {
+            source_name: source.to_string(),
+            message,
+        };
+        let pem = match source {
+            CaSource::File(path) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || crate::files::read_regular(&path, CA_LIMIT))
+                    .await
+                    .map_err(|e| err(e.to_string()))?
+                    .map_err(|e| err(e.problem()))?
+            }
+            CaSource::ConfigMap {
+                namespace,
+                name,
+                key,
+            } => {
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+                let cm = timed("get", &source.to_string(), api.get(name))
+                    .await
+                    .map_err(|e| err(e.to_string()))?;
+                cm.data
+                    .and_then(|mut d| d.remove(key))
+                    .map(String::into_bytes)
+                    .or_else(|| cm.binary_data.and_then(|mut d| d.remove(key)).map(|b| b.0))
+                    .ok_or_else(|| err(format!("key {key:?} is missing")))?
+            }
+        };
+        if CertificateDer::pem_slice_iter(&pem).next().is_none() {
+            return Err(err("holds no CERTIFICATE block".into()));
+        }
+        Ok(Some(pem))
+    }
+
+    /// Keeps the mapping's certificate current until shutdown: adopts the
+    /// live pair, then renews at the deadline, retrying failures with
+    /// backoff. Publishes every issued bundle into `tx`.
+    pub async fn run(
+        self,
+        mut clients: watch::Receiver<Option<Client>>,
+        live: Option<Bundle>,
+        tx: watch::Sender<Option<Update>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let Some(client) = next_client(&mut clients, &mut shutdown).await else {
+            return;
+        };
+        let mut current = self.adopt(&client, live.as_ref()).await;
+        let mut failures = 0u32;
+        loop {
+            let wait = if failures > 0 {
+                crate::backoff(Duration::from_secs(2), failures).min(RETRY_CAP)
+            } else {
+                match current {
+                    Some(w) => {
+                        let at = w.deadline(self.spec.renew, crate::random_fraction());
+                        tracing::info!(mapping = %self.mapping, renew_at = %validate::rfc3339(validate::unix_seconds(at)), "certificate is current; renewal scheduled");
+                        at.duration_since(SystemTime::now()).unwrap_or_default()
+                    }
+                    None => Duration::ZERO,
+                }
+            };
+            tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            let Some(client) = next_client(&mut clients, &mut shutdown).await else {
+                return;
+            };
+            let result = tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                r = self.obtain(&client) => r,
+            };
+            match result {
+                Ok(issued) => {
+                    tracing::info!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), "certificate issued");
+                    if let Some(prev) = current {
+                        let lived = validate::unix_seconds(SystemTime::now()) - prev.not_before;
+                        self.metrics.csr_rotated(&self.mapping, lived.max(0) as f64);
+                    }
+                    current = Some(issued.window);
+                    failures = 0;
+                    super::publish(&tx, Ok(issued.bundle));
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    self.metrics.csr_error(&self.mapping, e.reason());
+                    tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "certificate request failed; retrying with backoff");
+                }
+            }
+        }
+    }
+
+    /// `run --once`: the live pair if it satisfies the mapping, else one
+    /// request waited for (up to the approval timeout).
+    pub async fn once(
+        &self,
+        client: &Client,
+        live: Option<&Bundle>,
+    ) -> Result<Option<Bundle>, CsrError> {
+        if self.adopt(client, live).await.is_some() {
+            return Ok(None);
+        }
+        self.obtain(client).await.map(|i| Some(i.bundle))
+    }
+}
+
+/// The newest API client, waiting for the first; `None` on shutdown.
+async fn next_client(
+    clients: &mut watch::Receiver<Option<Client>>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Client> {
+    tokio::select! {
+        () = crate::sync::stopped(shutdown) => None,
+        c = clients.wait_for(Option::is_some) => c.ok().and_then(|c| c.clone()),
+    }
+}
+
+/// An API call under [`CALL_TIMEOUT`], its error named.
+async fn timed<T>(
+    verb: &'static str,
+    object: &str,
+    call: impl Future<Output = kube::Result<T>>,
+) -> Result<T, CsrError> {
+    let err = |message: String| CsrError::Api {
+        verb,
+        object: object.to_owned(),
+        message,
+    };
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(err(crate::error_chain(&e))),
+        Err(_) => Err(err(format!("no answer within {CALL_TIMEOUT:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> CsrSpec {
+        CsrSpec {
+            signer: "example.com/test".into(),
+            common_name: Some("svc".into()),
+            organization: None,
+            dns: vec!["svc.example".into()],
+            ips: vec!["10.0.0.1".parse().unwrap()],
+            key_alg: KeyAlg::EcdsaP256,
+            lifetime: None,
+            usages: vec!["digital signature".into(), "server auth".into()],
+            ca: None,
+            renew: (0.7, 0.9),
+            approval_timeout: Duration::from_secs(900),
+        }
+    }
+
+    /// Signs `req` with a throwaway CA as a signer would, with `tweak`
+    /// applied to what is issued.
+    fn issue(req: &Request, tweak: impl FnOnce(&mut rcgen::CertificateParams)) -> (String, String) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::from_pem(&req.key_pem).unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["svc.example".to_owned()]).unwrap();
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress("10.0.0.1".parse().unwrap()));
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "svc");
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        tweak(&mut params);
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        (cert.pem(), ca.pem())
+    }
+
+    #[test]
+    fn issued_certificates_are_checked_against_the_request() {
+        let s = spec();
+        let req = new_request(&s).unwrap();
+        let now = SystemTime::now();
+        let skew = Duration::from_secs(300);
+        let (cert, ca) = issue(&req, |_| {});
+        let key = req.key_pem.as_bytes();
+        assert!(check(&s, cert.as_bytes(), key, Some(ca.as_bytes()), now, skew).is_ok());
+
+        let (_, other_ca) = issue(&req, |_| {});
+        let e = check(
+            &s,
+            cert.as_bytes(),
+            key,
+            Some(other_ca.as_bytes()),
+            now,
+            skew,
+        )
+        .unwrap_err();
+        assert!(e.contains("does not chain"), "{e}");
+
+        let (extra_san, _) = issue(&req, |p| {
+            p.subject_alt_names
+                .push(rcgen::SanType::DnsName("evil.example".try_into().unwrap()));
+        });
+        let e = check(&s, extra_san.as_bytes(), key, None, now, skew).unwrap_err();
+        assert!(e.contains("DNS names"), "{e}");
+
+        let (client_only, _) = issue(&req, |p| {
+            p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        });
+        let e = check(&s, client_only.as_bytes(), key, None, now, skew).unwrap_err();
+        assert!(e.contains("server auth"), "{e}");
+
+        let (wrong_cn, _) = issue(&req, |p| {
+            p.distinguished_name
+                .push(rcgen::DnType::CommonName, "system:masters");
+        });
+        let e = check(&s, wrong_cn.as_bytes(), key, None, now, skew).unwrap_err();
+        assert!(e.contains("common name"), "{e}");
+
+        let other = new_request(&s).unwrap();
+        let e = check(
+            &s,
+            cert.as_bytes(),
+            other.key_pem.as_bytes(),
+            None,
+            now,
+            skew,
+        )
+        .unwrap_err();
+        assert!(e.contains("does not match"), "{e}");
+
+        let mut p384 = s.clone();
+        p384.key_alg = KeyAlg::EcdsaP384;
+        let e = check(&p384, cert.as_bytes(), key, None, now, skew).unwrap_err();
+        assert!(e.contains("key algorithm is ecdsa-p256"), "{e}");
+    }
+
+    #[test]
+    fn every_key_algorithm_makes_a_request_that_parses() {
+        for alg in [
+            KeyAlg::EcdsaP256,
+            KeyAlg::EcdsaP384,
+            KeyAlg::Ed25519,
+            KeyAlg::Rsa(2048),
+        ] {
+            let mut s = spec();
+            s.key_alg = alg;
+            let r = new_request(&s).unwrap();
+            assert!(
+                r.csr_pem.starts_with("-----BEGIN CERTIFICATE REQUEST-----"),
+                "{alg}"
+            );
+            assert!(
+                r.key_pem.starts_with("-----BEGIN PRIVATE KEY-----"),
+                "{alg}"
+            );
+            assert!(!format!("{r:?}").contains("PRIVATE"), "Debug is redacted");
+        }
+    }
+
+    #[test]
+    fn usages_default_per_signer() {
+        assert_eq!(
+            default_usages(KUBELET_SERVING, KeyAlg::EcdsaP256).unwrap(),
+            ["digital signature", "server auth"]
+        );
+        assert_eq!(
+            default_usages(KUBELET_SERVING, KeyAlg::Rsa(2048)).unwrap(),
+            ["digital signature", "key encipherment", "server auth"]
+        );
+        assert_eq!(
+            default_usages(KUBE_APISERVER_CLIENT, KeyAlg::Ed25519).unwrap(),
+            ["digital signature", "client auth"]
+        );
+        assert!(default_usages("example.com/x", KeyAlg::EcdsaP256).is_none());
+    }
+
+    #[test]
+    fn deadlines_fall_in_the_renewal_window() {
+        let w = Window {
+            not_before: 1_000,
+            not_after: 2_000,
+        };
+        let at = |draw| validate::unix_seconds(w.deadline((0.7, 0.9), draw));
+        assert_eq!(at(0.0), 1_700);
+        assert_eq!(at(0.5), 1_800);
+        assert_eq!(at(1.0), 1_900);
+        for _ in 0..100 {
+            let t = at(crate::random_fraction());
+            assert!((1_700..=1_900).contains(&t), "{t}");
+        }
+    }
+
+    #[test]
+    fn generate_names_are_dns_labels() {
+        assert_eq!(
+            generate_name("/etc/certs/kube-scheduler"),
+            "certsync-etc-certs-kube-scheduler-"
+        );
+        assert_eq!(generate_name("Client_Cert"), "certsync-client-cert-");
+        assert_eq!(generate_name("..."), "certsync-");
+        assert!(generate_name(&"x".repeat(100)).len() <= 50);
+    }
+}

@@ -1,0 +1,411 @@
+//! End to end for `csr:` mappings: certsync requests a certificate through
+//! the CSR API, waits for approval, checks what is issued and publishes it,
+//! then renews it. The signer (`support::signer`) acts only through the API,
+//! so the suite runs against a real cluster too: set
+//! `CERTSYNC_E2E_KUBECONFIG` (credentials that may approve and sign for
+//! `example.com/*` signers); each test uses its own signer name and deletes
+//! its requests.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use support::apiserver::ApiServer;
+use support::signer::Signer;
+use support::*;
+
+struct Env {
+    tmp: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    signer: Signer,
+    _fake: Option<ApiServer>,
+}
+
+/// Certificates issued in tests live this long unless a test says otherwise.
+const HOUR: Duration = Duration::from_secs(3600);
+
+impl Env {
+    async fn new(test: &str) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kubeconfig, fake) = match std::env::var_os("CERTSYNC_E2E_KUBECONFIG") {
+            Some(kc) => (PathBuf::from(kc), None),
+            None => {
+                let fake = ApiServer::start().await;
+                (fake.kubeconfig(tmp.path()), Some(fake))
+            }
+        };
+        let client = kube_client(&kubeconfig).await;
+        let name = format!("example.com/certsync-{test}-{}", std::process::id());
+        let signer = Signer::new(client, &name);
+        std::fs::write(tmp.path().join("ca.crt"), &signer.ca_pem).unwrap();
+        Self {
+            tmp,
+            kubeconfig,
+            signer,
+            _fake: fake,
+        }
+    }
+
+    fn target(&self) -> PathBuf {
+        self.tmp.path().join("target")
+    }
+
+    /// The mapping of most tests: a serving certificate from this test's
+    /// signer, checked against its CA, renewed at 70-90 %.
+    fn spec(&self, extra: &str) -> String {
+        format!(
+            "csr:{}={},name=svc,cn=svc.example,dns=svc.example,ip=10.0.0.7,\
+             usage=digital-signature,usage=server-auth,ca=file:{}{extra}",
+            self.signer.name,
+            self.target().display(),
+            self.tmp.path().join("ca.crt").display()
+        )
+    }
+
+    fn start(&self, spec: &str, admin: Option<u16>) -> Certsync {
+        let admin = format!("127.0.0.1:{}", admin.unwrap_or(0));
+        Certsync::start(
+            &[
+                "run",
+                "--kubeconfig",
+                self.kubeconfig.to_str().unwrap(),
+                "--sync",
+                spec,
+                "--admin-addr",
+                &admin,
+            ],
+            self.tmp.path(),
+        )
+    }
+}
+
+fn live_cert(target: &Path) -> Option<Vec<u8>> {
+    read_live(target).map(|(_, cert, _)| cert)
+}
+
+fn metrics(port: u16) -> std::collections::BTreeMap<String, f64> {
+    http_get(port, "/metrics")
+        .map(|(_, body)| parse_metrics(&body))
+        .unwrap_or_default()
+}
+
+fn wait_metric(port: u16, name: &str, value: f64) {
+    wait_for(&format!("{name} = {value}"), || {
+        (metrics(port).get(name) == Some(&value)).then_some(())
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issues_after_approval_and_says_how_to_approve() {
+    let env = Env::new("issue").await;
+    let port = free_port();
+    let cs = env.start(&env.spec(""), Some(port));
+    let name = env.signer.next_request(&[]).await;
+
+    // What was asked: our signer, usages, subject and SANs, from a key
+    // made for it; the requester is who certsync authenticated as.
+    let csr = env.signer.api.get(&name).await.unwrap();
+    assert!(name.starts_with("certsync-svc-"), "{name}");
+    assert_eq!(
+        csr.spec.usages.as_deref().unwrap(),
+        ["digital signature", "server auth"]
+    );
+    let pem = String::from_utf8(csr.spec.request.0.clone()).unwrap();
+    let req = rcgen::CertificateSigningRequestParams::from_pem(&pem).unwrap();
+    let sans = format!("{:?}", req.params.subject_alt_names);
+    assert!(
+        sans.contains("svc.example") && sans.contains("10.0.0.7"),
+        "{sans}"
+    );
+
+    // Waiting: one warning naming the command, and the pending metric.
+    cs.wait_log(&format!("kubectl certificate approve {name}"));
+    wait_metric(port, "certsync_csr_pending{mapping=\"svc\"}", 1.0);
+    assert!(
+        read_live(&env.target()).is_none(),
+        "nothing before issuance"
+    );
+
+    let cert = env.signer.sign(&name, HOUR).await;
+    let target = env.target();
+    wait_for("the issued certificate", || {
+        (live_cert(&target)? == cert.as_bytes()).then_some(())
+    });
+    let (rev, _, key) = read_live(&target).unwrap();
+    let dir = target.join(rev);
+    assert_eq!(
+        std::fs::read(dir.join("ca.crt")).unwrap(),
+        env.signer.ca_pem.as_bytes()
+    );
+    assert!(
+        String::from_utf8(key)
+            .unwrap()
+            .starts_with("-----BEGIN PRIVATE KEY-----")
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |f: &str| std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode("tls.key"), mode("tls.crt")), (0o600, 0o644));
+    // The pair on disk is one a consumer can load.
+    let check = std::process::Command::new(certsync_bin())
+        .args(["check", "--warn-within", "10m", target.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+    wait_metric(port, "certsync_csr_pending{mapping=\"svc\"}", 0.0);
+    assert_eq!(
+        cs.log().matches("kubectl certificate approve").count(),
+        1,
+        "warned once"
+    );
+    assert!(!cs.log().contains("PRIVATE KEY"), "no key in the log");
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_request_is_retried_and_the_retry_succeeds() {
+    let env = Env::new("deny").await;
+    let port = free_port();
+    let cs = env.start(&env.spec(""), Some(port));
+    let first = env.signer.next_request(&[]).await;
+    env.signer
+        .deny(&first, "NotThisTime", "the operator wants a second try")
+        .await;
+    cs.wait_log("NotThisTime: the operator wants a second try");
+    wait_metric(
+        port,
+        "certsync_csr_renewal_errors_total{mapping=\"svc\",reason=\"denied\"}",
+        1.0,
+    );
+    let second = env.signer.next_request(std::slice::from_ref(&first)).await;
+    let cert = env.signer.sign(&second, HOUR).await;
+    let target = env.target();
+    wait_for("the retried certificate", || {
+        (live_cert(&target)? == cert.as_bytes()).then_some(())
+    });
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_that_does_not_match_the_request_is_never_published() {
+    let env = Env::new("forged").await;
+    let port = free_port();
+    let cs = env.start(&env.spec(""), Some(port));
+    let target = env.target();
+
+    // A certificate for the requested names but another key.
+    let first = env.signer.next_request(&[]).await;
+    env.signer.approve(&first).await;
+    env.signer.issue_with(&first, HOUR, true, |_| {}).await;
+    cs.wait_log(&format!(
+        "certificatesigningrequest {first}: the issued certificate is refused"
+    ));
+
+    // One with a name nobody asked for.
+    let mut seen = vec![first];
+    let second = env.signer.next_request(&seen).await;
+    env.signer.approve(&second).await;
+    env.signer
+        .issue_with(&second, HOUR, false, |params| {
+            params.subject_alt_names.push(rcgen::SanType::DnsName(
+                "kube-apiserver".try_into().unwrap(),
+            ));
+        })
+        .await;
+    cs.wait_log("DNS names are [\"kube-apiserver\", \"svc.example\"]");
+    wait_metric(
+        port,
+        "certsync_csr_renewal_errors_total{mapping=\"svc\",reason=\"mismatch\"}",
+        2.0,
+    );
+    assert!(
+        !target.join("..data").exists(),
+        "nothing was published: {:?}",
+        std::fs::read_dir(&target).map(|d| d.count())
+    );
+
+    // The next request, answered properly, is published.
+    seen.push(second);
+    let third = env.signer.next_request(&seen).await;
+    let cert = env.signer.sign(&third, HOUR).await;
+    wait_for("the proper certificate", || {
+        (live_cert(&target)? == cert.as_bytes()).then_some(())
+    });
+    assert_eq!(
+        revision_names(&target).len(),
+        1,
+        "only the good pair was ever written"
+    );
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renews_at_the_deadline_with_a_new_key() {
+    let env = Env::new("rotate").await;
+    let port = free_port();
+    // A 20 s certificate renewed at 10-20 % of its life: 2-4 s.
+    let cs = env.start(&env.spec(",renew=0.1-0.2"), Some(port));
+    let target = env.target();
+    let first = env.signer.next_request(&[]).await;
+    let cert1 = env.signer.sign(&first, Duration::from_secs(20)).await;
+    wait_for("the first certificate", || {
+        (live_cert(&target)? == cert1.as_bytes()).then_some(())
+    });
+    let (_, _, key1) = read_live(&target).unwrap();
+    cs.wait_log("renewal scheduled");
+
+    let second = env.signer.next_request(std::slice::from_ref(&first)).await;
+    let cert2 = env.signer.sign(&second, HOUR).await;
+    wait_for("the renewed certificate", || {
+        (live_cert(&target)? == cert2.as_bytes()).then_some(())
+    });
+    let (_, _, key2) = read_live(&target).unwrap();
+    assert_ne!(key1, key2, "every rotation has a new key");
+    wait_metric(
+        port,
+        "certsync_csr_rotation_seconds_count{mapping=\"svc\"}",
+        1.0,
+    );
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_keep_a_good_pair_and_abandon_a_pending_request() {
+    let env = Env::new("restart").await;
+    let target = env.target();
+
+    // Killed while its request is pending: the next process asks again
+    // (the old key is gone), and the abandoned request's certificate, even
+    // when issued, is never published.
+    let cs = env.start(&env.spec(""), None);
+    let abandoned = env.signer.next_request(&[]).await;
+    drop(cs);
+    let cs = env.start(&env.spec(""), None);
+    let mut seen = vec![abandoned.clone()];
+    let fresh = env.signer.next_request(&seen).await;
+    env.signer.sign(&abandoned, HOUR).await;
+    let cert = env.signer.sign(&fresh, HOUR).await;
+    wait_for("the fresh request's certificate", || {
+        (live_cert(&target)? == cert.as_bytes()).then_some(())
+    });
+    seen.push(fresh);
+    drop(cs);
+
+    // Restarted with a good live pair: no request.
+    let cs = env.start(&env.spec(""), None);
+    cs.wait_log("renewal scheduled");
+    assert_eq!(
+        env.signer.requests().await.len(),
+        seen.len(),
+        "no new request"
+    );
+    drop(cs);
+
+    // A configuration the live certificate does not satisfy (a new SAN):
+    // a request at once, published when issued.
+    let spec = env.spec(",dns=new.example");
+    let cs = env.start(&spec, None);
+    cs.wait_log("does not satisfy the mapping");
+    let changed = env.signer.next_request(&seen).await;
+    let csr = env.signer.api.get(&changed).await.unwrap();
+    let pem = String::from_utf8(csr.spec.request.0).unwrap();
+    let req = rcgen::CertificateSigningRequestParams::from_pem(&pem).unwrap();
+    assert!(format!("{:?}", req.params.subject_alt_names).contains("new.example"));
+    let cert = env.signer.sign(&changed, HOUR).await;
+    wait_for("the certificate with the new name", || {
+        (live_cert(&target)? == cert.as_bytes()).then_some(())
+    });
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_or_deleted_request_is_retried() {
+    let env = Env::new("failed").await;
+    let cs = env.start(&env.spec(""), None);
+    let first = env.signer.next_request(&[]).await;
+    env.signer.approve(&first).await;
+    cs.wait_log("approved; waiting for the signer");
+    env.signer
+        .fail(
+            &first,
+            "SignerValidationFailure",
+            "the signer refused the subject",
+        )
+        .await;
+    cs.wait_log("failed: SignerValidationFailure: the signer refused the subject");
+
+    let mut seen = vec![first];
+    let second = env.signer.next_request(&seen).await;
+    env.signer
+        .api
+        .delete(&second, &Default::default())
+        .await
+        .unwrap();
+    cs.wait_log(&format!(
+        "certificatesigningrequest {second} was deleted before a certificate was issued"
+    ));
+    seen.push(second);
+    let third = env.signer.next_request(&seen).await;
+    let cert = env.signer.sign(&third, HOUR).await;
+    let target = env.target();
+    wait_for("the certificate", || {
+        (live_cert(&target)? == cert.as_bytes()).then_some(())
+    });
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
+#[test]
+fn bad_csr_mappings_are_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("t");
+    let t = t.display();
+    for (spec, want) in [
+        (
+            format!("csr:no-domain={t},cn=x"),
+            "the signer name must be DOMAIN/PATH",
+        ),
+        (format!("csr:example.com/s={t}"), "needs a subject"),
+        (
+            format!("csr:example.com/s={t},cn=x"),
+            "give them, e.g. usage=digital-signature,usage=server-auth",
+        ),
+        (
+            format!("csr:kubernetes.io/kubelet-serving={t},cn=x,lifetime=5m"),
+            "at least 10m",
+        ),
+        (
+            format!("csr:kubernetes.io/kubelet-serving={t},cn=x,key-alg=dsa"),
+            "key algorithm \"dsa\"",
+        ),
+        (
+            format!("csr:kubernetes.io/kubelet-serving={t},cn=x,usage=root"),
+            "usage \"root\" is not a Kubernetes key usage",
+        ),
+        (
+            format!("csr:kubernetes.io/kubelet-serving={t},cn=x,key=tls.key"),
+            "key does not apply to csr: sources",
+        ),
+        (
+            format!("csr:kubernetes.io/kubelet-serving={t},cn=x,renew=0.9-0.7"),
+            "renew \"0.9-0.7\"",
+        ),
+        (
+            format!("dir:/etc={t},cn=x"),
+            "cn applies to csr: sources only",
+        ),
+    ] {
+        let out = std::process::Command::new(certsync_bin())
+            .args(["run", "--once", "--sync", &spec])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{spec}: {err}");
+        assert!(err.contains(want), "{spec}: want {want:?} in {err}");
+    }
+}
