@@ -517,6 +517,8 @@ pub struct MappingSpec {
     pub usage: Vec<String>,
     pub renew: Option<String>,
     pub approval_timeout: Option<String>,
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    pub write_kubeconfig: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -591,11 +593,14 @@ impl MappingSpec {
                 "usage" => m.usage.push(value()?),
                 "renew" => m.renew = Some(value()?),
                 "approval-timeout" => m.approval_timeout = Some(value()?),
+                "bootstrap-kubeconfig" => m.bootstrap_kubeconfig = Some(value()?.into()),
+                "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
                 _ => {
                     return Err(err(format!(
                         "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
                          cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
-                         ip, key-alg, lifetime, usage, renew, approval-timeout)"
+                         ip, key-alg, lifetime, usage, renew, approval-timeout, \
+                         bootstrap-kubeconfig, write-kubeconfig)"
                     )));
                 }
             }
@@ -652,6 +657,8 @@ impl MappingSpec {
             ("usage", !self.usage.is_empty()),
             ("renew", self.renew.is_some()),
             ("approval-timeout", self.approval_timeout.is_some()),
+            ("bootstrap-kubeconfig", self.bootstrap_kubeconfig.is_some()),
+            ("write-kubeconfig", self.write_kubeconfig.is_some()),
         ];
         if !matches!(source, Source::Csr(_))
             && let Some((opt, _)) = csr_only.iter().find(|(_, set)| *set)
@@ -874,6 +881,22 @@ impl MappingSpec {
             ca,
             renew,
             approval_timeout,
+            bootstrap: self.bootstrap_kubeconfig.clone(),
+            write_kubeconfig: self
+                .write_kubeconfig
+                .as_deref()
+                .map(|f| {
+                    check_file_name(f)
+                        .map_err(|e| format!("write-kubeconfig: {e}"))
+                        .and_then(|()| {
+                            if [CERT_FILE, KEY_FILE, CA_FILE].contains(&f) {
+                                Err(format!("write-kubeconfig: {f} is the pair's own file"))
+                            } else {
+                                Ok(f.to_owned())
+                            }
+                        })
+                })
+                .transpose()?,
         })
     }
 }

@@ -85,7 +85,7 @@ async fn read_once(
     client: &Result<Client, String>,
     metrics: &Arc<Metrics>,
     live: Option<Bundle>,
-    clock_skew: Duration,
+    config: &Config,
 ) -> Result<Bundle, Failure> {
     let unavailable = |e: String| ("source_unavailable", e);
     match &m.source {
@@ -104,8 +104,18 @@ async fn read_once(
                 .map_err(|e| failure(&e.into()))
         }
         Source::Csr(spec) => {
-            let client = client.clone().map_err(unavailable)?;
-            let source = csr_source(m, spec, metrics, clock_skew);
+            let source = csr_source(m, spec, metrics, config);
+            if spec.bootstrap.is_none() {
+                client.clone().map_err(unavailable)?;
+            }
+            let (_clients_tx, mut clients) = watch::channel(client.clone().ok());
+            let (_stop, mut never) = watch::channel(false);
+            let Some(client) = source
+                .client(&mut clients, &mut never, live.is_some())
+                .await
+            else {
+                return Err(unavailable("no API client".into()));
+            };
             match source.once(&client, live.as_ref()).await {
                 Ok(Some(issued)) => Ok(issued),
                 // The live pair satisfies the mapping: publishing it again
@@ -117,19 +127,25 @@ async fn read_once(
     }
 }
 
+/// Whether a source uses the process's API client (`--kubeconfig` or the
+/// pod's): a `csr:` mapping with a bootstrap kubeconfig makes its own.
+fn needs_process_client(source: &Source) -> bool {
+    match source {
+        Source::Dir(_) => false,
+        Source::Kube(_) => true,
+        Source::Csr(spec) => spec.bootstrap.is_none(),
+    }
+}
+
 /// The CSR source of a mapping.
-fn csr_source(
-    m: &Mapping,
-    spec: &CsrSpec,
-    metrics: &Arc<Metrics>,
-    clock_skew: Duration,
-) -> CsrSource {
+fn csr_source(m: &Mapping, spec: &CsrSpec, metrics: &Arc<Metrics>, config: &Config) -> CsrSource {
     CsrSource {
         spec: Arc::new(spec.clone()),
         mapping: m.name.clone(),
         metrics: Arc::clone(metrics),
-        clock_skew,
-        extra: Vec::new(),
+        clock_skew: config.clock_skew,
+        target: m.target.clone(),
+        settings: config.client.clone(),
     }
 }
 
@@ -519,7 +535,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     let client = if config
         .mappings
         .iter()
-        .any(|m| matches!(m.source, Source::Kube(_) | Source::Csr(_)))
+        .any(|m| needs_process_client(&m.source))
     {
         config.client.client().await.map_err(|e| e.to_string())
     } else {
@@ -537,7 +553,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
                     continue;
                 }
             };
-        let result = match read_once(m, &client, &metrics, s.live(), config.clock_skew).await {
+        let result = match read_once(m, &client, &metrics, s.live(), config).await {
             Ok(bundle) => s.apply(bundle).await.map(|_| ()),
             Err(f) => Err(s.source_failed(f)),
         };
@@ -575,12 +591,12 @@ pub async fn run(
     if config
         .mappings
         .iter()
-        .any(|m| matches!(m.source, Source::Kube(_) | Source::Csr(_)))
+        .any(|m| needs_process_client(&m.source))
     {
         let settings = config.client.clone();
         tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
     }
-    for m in config.mappings {
+    for m in config.mappings.clone() {
         let mut syncer = Syncer::open(
             m.clone(),
             config.clock_skew,
@@ -612,14 +628,12 @@ pub async fn run(
                     shutdown.clone(),
                 ))
             }
-            Source::Csr(spec) => {
-                tasks.spawn(csr_source(&m, spec, &metrics, config.clock_skew).run(
-                    clients.clone(),
-                    syncer.live(),
-                    tx,
-                    shutdown.clone(),
-                ))
-            }
+            Source::Csr(spec) => tasks.spawn(csr_source(&m, spec, &metrics, &config).run(
+                clients.clone(),
+                syncer.live(),
+                tx,
+                shutdown.clone(),
+            )),
         };
         // The target itself, and through `..data` the live revision (a
         // chmod or edit of a live file happens there).

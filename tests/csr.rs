@@ -360,6 +360,108 @@ async fn a_failed_or_deleted_request_is_retried() {
     env.signer.cleanup().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstraps_with_a_token_then_renews_with_its_own_certificate() {
+    if std::env::var_os("CERTSYNC_E2E_KUBECONFIG").is_some() {
+        // A real cluster's kube-controller-manager issues these, and its
+        // bootstrap tokens are the cluster's own.
+        eprintln!("bootstrap: skipped on a real cluster (needs the test API server)");
+        return;
+    }
+    use support::apiserver::ApiServer;
+    use support::signer::TestCa;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // The API server trusts client certificates from the signer's CA, as
+    // kube-apiserver's --client-ca-file trusts kube-controller-manager's.
+    let serving = support::certs::Pair::new("kube-apiserver.test");
+    let ca = TestCa::new("kube-apiserver-client");
+    let server =
+        ApiServer::start_tls_client_ca(&serving.cert, &serving.key, ca.pem.as_bytes()).await;
+    std::fs::write(dir.join("server-ca.crt"), &serving.ca_cert).unwrap();
+    let admin = server.tls_kubeconfig(dir, &dir.join("server-ca.crt"));
+    let text = std::fs::read_to_string(&admin).unwrap().replace(
+        "    server:",
+        "    tls-server-name: kube-apiserver.test\n    server:",
+    );
+    std::fs::write(&admin, &text).unwrap();
+    let bootstrap = dir.join("bootstrap.kubeconfig");
+    std::fs::write(&bootstrap, text.replace("test-token", "bootstrap-token")).unwrap();
+    server.add_user(
+        "bootstrap-token",
+        support::apiserver::csr::User {
+            name: "system:bootstrap:abcdef".into(),
+            uid: "bootstrap-uid".into(),
+            groups: vec!["system:bootstrappers".into()],
+        },
+    );
+    let signer = Signer::with_ca(
+        kube_client(&admin).await,
+        "kubernetes.io/kube-apiserver-client",
+        ca,
+    );
+    let target = dir.join("scheduler");
+    let spec = format!(
+        "csr:kubernetes.io/kube-apiserver-client={},name=sched,cn=system:kube-scheduler,\
+         bootstrap-kubeconfig={},write-kubeconfig=kubeconfig,renew=0.1-0.2",
+        target.display(),
+        bootstrap.display()
+    );
+    // No --kubeconfig: the bootstrap kubeconfig is all it has.
+    let cs = Certsync::start(&["run", "--sync", &spec], dir);
+
+    let first = signer.next_request(&[]).await;
+    let csr = signer.api.get(&first).await.unwrap();
+    assert_eq!(
+        csr.spec.username.as_deref(),
+        Some("system:bootstrap:abcdef")
+    );
+    assert_eq!(
+        csr.spec.usages.as_deref().unwrap(),
+        ["digital signature", "client auth"]
+    );
+    let cert1 = signer.sign(&first, Duration::from_secs(20)).await;
+    wait_for("the bootstrapped certificate", || {
+        (live_cert(&target)? == cert1.as_bytes()).then_some(())
+    });
+
+    // The kubeconfig beside the pair authenticates as the certificate.
+    let own = kube_client(&target.join("kubeconfig")).await;
+    let api: kube::Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> =
+        kube::Api::all(own);
+    let mine = api
+        .create(
+            &Default::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"generateName": "probe-"},
+                "spec": {
+                    "request": base64_of(support::certs::csr_pem("probe", "probe.example").as_bytes()),
+                    "signerName": "example.com/probe",
+                    "usages": ["client auth"],
+                }
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(mine.spec.username.as_deref(), Some("system:kube-scheduler"));
+
+    // The renewal is requested with the certificate, not the token.
+    let second = signer.next_request(std::slice::from_ref(&first)).await;
+    let csr = signer.api.get(&second).await.unwrap();
+    assert_eq!(csr.spec.username.as_deref(), Some("system:kube-scheduler"));
+    let cert2 = signer.sign(&second, HOUR).await;
+    wait_for("the renewed certificate", || {
+        (live_cert(&target)? == cert2.as_bytes()).then_some(())
+    });
+    drop(cs);
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 #[test]
 fn bad_csr_mappings_are_refused_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();

@@ -105,25 +105,24 @@ impl ClientSettings {
     }
 
     pub async fn client(&self) -> Result<Client, ClientError> {
+        build(&self.config().await?, self.keepalive)
+    }
+
+    /// The client configuration: `--kubeconfig`, `KUBECONFIG`, or the pod's.
+    pub async fn config(&self) -> Result<kube::Config, ClientError> {
         let mut config = match self.kubeconfig_path() {
-            Some(path) => {
-                let err = |e: &dyn std::fmt::Display| ClientError::Kubeconfig {
-                    path: path.display().to_string(),
-                    message: e.to_string(),
-                };
-                let text = crate::files::read_text(&path, KUBECONFIG_LIMIT)
-                    .map_err(|e| err(&e.problem()))?;
-                let kc = parse_kubeconfig(&text).map_err(|e| err(&e))?;
-                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| err(&e))?
-            }
+            Some(path) => read_kubeconfig(&path).await?,
             None => kube::Config::incluster().map_err(|e| ClientError::InCluster(e.to_string()))?,
         };
         if let Some(name) = &self.tls_server_name {
             config.tls_server_name = Some(name.clone());
         }
-        build(&config, self.keepalive)
+        Ok(config)
+    }
+
+    /// A client for `config`, with these settings' keep-alive.
+    pub fn client_for(&self, config: &kube::Config) -> Result<Client, ClientError> {
+        build(config, self.keepalive)
     }
 
     /// Keeps `tx` holding a client built from the current credentials:
@@ -184,6 +183,65 @@ impl ClientSettings {
             }
         }
     }
+}
+
+/// The client configuration a kubeconfig file describes.
+pub async fn read_kubeconfig(path: &std::path::Path) -> Result<kube::Config, ClientError> {
+    let err = |e: &dyn std::fmt::Display| ClientError::Kubeconfig {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let text = crate::files::read_text(path, KUBECONFIG_LIMIT).map_err(|e| err(&e.problem()))?;
+    let kc = parse_kubeconfig(&text).map_err(|e| err(&e))?;
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(&e))
+}
+
+/// A kubeconfig for `config`'s cluster that authenticates with the client
+/// certificate and key at `cert` and `key` (paths as the consumer will
+/// resolve them: relative ones against the kubeconfig's own directory).
+pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> String {
+    use base64::Engine as _;
+    let mut cluster = serde_json::json!({ "server": config.cluster_url.to_string() });
+    if let Some(roots) = config
+        .root_cert
+        .as_ref()
+        .filter(|_| config.root_cert_file.is_none())
+    {
+        let pem: String = roots.iter().map(|der| pem_of(der)).collect();
+        cluster["certificate-authority-data"] =
+            base64::engine::general_purpose::STANDARD.encode(pem).into();
+    }
+    // A CA file (the pod's service-account CA, which rotates) by path.
+    if let Some(file) = &config.root_cert_file {
+        cluster["certificate-authority"] = file.display().to_string().into();
+    }
+    if let Some(name) = &config.tls_server_name {
+        cluster["tls-server-name"] = name.clone().into();
+    }
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "default", "cluster": cluster }],
+        "users": [{ "name": "default", "user": { "client-certificate": cert, "client-key": key } }],
+        "contexts": [{ "name": "default", "context": { "cluster": "default", "user": "default" } }],
+        "current-context": "default",
+    });
+    serde_yaml_ng::to_string(&kubeconfig).unwrap_or_default()
+}
+
+/// One DER certificate as PEM.
+fn pem_of(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
 }
 
 /// A kubeconfig, every YAML document in it merged as kube-rs'

@@ -46,6 +46,7 @@ use tokio::sync::watch;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
 use super::Update;
+use super::client::{ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::metrics::Metrics;
 use crate::validate::{self, Expect, Policy};
@@ -97,6 +98,8 @@ pub enum CsrError {
     Timeout { csr: String, waited: Duration },
     #[error("certificatesigningrequest {csr}: the issued certificate is refused: {problem}")]
     Mismatch { csr: String, problem: String },
+    #[error("API client for certificate requests: {0}")]
+    Client(String),
     #[error("signer CA {source_name}: {message}")]
     Ca {
         source_name: String,
@@ -109,7 +112,7 @@ impl CsrError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::KeyGen { .. } | Self::Request(_) => "request",
-            Self::Api { .. } => "api",
+            Self::Api { .. } | Self::Client(_) => "api",
             Self::Denied { .. } => "denied",
             Self::Failed { .. } => "failed",
             Self::Deleted { .. } | Self::Replaced { .. } => "deleted",
@@ -258,6 +261,11 @@ pub struct CsrSpec {
     pub renew: (f64, f64),
     /// How long a request may stay without a certificate.
     pub approval_timeout: Duration,
+    /// Requests authenticate with this kubeconfig (a bootstrap token) until
+    /// the mapping holds a valid pair, then with that pair.
+    pub bootstrap: Option<PathBuf>,
+    /// A kubeconfig written into the target beside the pair, pointing at it.
+    pub write_kubeconfig: Option<String>,
 }
 
 // `renew` holds finite shares only (the config parser refuses anything
@@ -638,8 +646,10 @@ pub struct CsrSource {
     pub mapping: String,
     pub metrics: Arc<Metrics>,
     pub clock_skew: Duration,
-    /// Extra files published with every pair (a kubeconfig pointing at it).
-    pub extra: Vec<(String, Vec<u8>)>,
+    /// The mapping's target: where its live pair is, for self-renewal.
+    pub target: PathBuf,
+    /// How the process reaches the API server (`--kubeconfig` or the pod's).
+    pub settings: ClientSettings,
 }
 
 /// A certificate obtained and checked.
@@ -744,8 +754,8 @@ impl CsrSource {
         if let Some(ca) = ca {
             insert(&mut bundle, CA_FILE, ca)?;
         }
-        for (file, bytes) in &self.extra {
-            insert(&mut bundle, file, bytes.clone())?;
+        if let Some(file) = &self.spec.write_kubeconfig {
+            insert(&mut bundle, file, self.kubeconfig().await?.into_bytes())?;
         }
         Ok(Issued {
             bundle,
@@ -866,6 +876,75 @@ impl CsrSource {
         timed("get", name, api.get_opt(name)).await
     }
 
+    /// The client configuration requests are made with: the bootstrap
+    /// kubeconfig's, or the process's.
+    async fn client_config(&self) -> Result<kube::Config, CsrError> {
+        let err = |e: ClientError| CsrError::Client(e.to_string());
+        match &self.spec.bootstrap {
+            Some(path) => read_kubeconfig(path).await.map_err(err),
+            None => self.settings.config().await.map_err(err),
+        }
+    }
+
+    /// The kubeconfig published beside the pair: the same cluster, and the
+    /// pair itself as the client certificate, by relative paths (resolved
+    /// against the kubeconfig's directory, the target, wherever the
+    /// consumer mounts it).
+    async fn kubeconfig(&self) -> Result<String, CsrError> {
+        Ok(client_cert_kubeconfig(
+            &self.client_config().await?,
+            CERT_FILE,
+            KEY_FILE,
+        ))
+    }
+
+    /// The client for the next request. With a bootstrap kubeconfig: its
+    /// credentials while there is no valid pair (`own_pair` false), else
+    /// its cluster with the live pair as client certificate, as kubelet's
+    /// TLS bootstrap renews with its own certificate. Without one: the
+    /// process's client. `None` on shutdown.
+    pub async fn client(
+        &self,
+        clients: &mut watch::Receiver<Option<Client>>,
+        shutdown: &mut watch::Receiver<bool>,
+        own_pair: bool,
+    ) -> Option<Client> {
+        if self.spec.bootstrap.is_none() {
+            return next_client(clients, shutdown).await;
+        }
+        let mut failures = 0;
+        loop {
+            let built = match self.client_config().await {
+                Ok(mut config) => {
+                    if own_pair {
+                        let path = |f: &str| Some(self.target.join(f).display().to_string());
+                        config.auth_info = kube::config::AuthInfo {
+                            client_certificate: path(CERT_FILE),
+                            client_key: path(KEY_FILE),
+                            ..Default::default()
+                        };
+                    }
+                    self.settings
+                        .client_for(&config)
+                        .map_err(|e| CsrError::Client(e.to_string()))
+                }
+                Err(e) => Err(e),
+            };
+            match built {
+                Ok(c) => return Some(c),
+                Err(e) => {
+                    failures += 1;
+                    let retry = crate::backoff(Duration::from_secs(1), failures).min(RETRY_CAP);
+                    tracing::error!(mapping = %self.mapping, error = %e, retry_in = ?retry, "cannot build the API client for certificate requests");
+                    tokio::select! {
+                        () = crate::sync::stopped(shutdown) => return None,
+                        () = tokio::time::sleep(retry) => {}
+                    }
+                }
+            }
+        }
+    }
+
     /// The signer's CA certificates (PEM), if a CA is configured.
     async fn ca(&self, client: &Client) -> Result<Option<Vec<u8>>, CsrError> {
         let Some(source) = &self.spec.ca else {
@@ -915,7 +994,10 @@ impl CsrSource {
         tx: watch::Sender<Option<Update>>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        let Some(client) = next_client(&mut clients, &mut shutdown).await else {
+        let Some(client) = self
+            .client(&mut clients, &mut shutdown, live.is_some())
+            .await
+        else {
             return;
         };
         let mut current = self.adopt(&client, live.as_ref()).await;
@@ -937,7 +1019,10 @@ impl CsrSource {
                 () = crate::sync::stopped(&mut shutdown) => return,
                 () = tokio::time::sleep(wait) => {}
             }
-            let Some(client) = next_client(&mut clients, &mut shutdown).await else {
+            // The live pair authenticates renewals only while it is valid.
+            let own_pair =
+                current.is_some_and(|w| w.not_after > validate::unix_seconds(SystemTime::now()));
+            let Some(client) = self.client(&mut clients, &mut shutdown, own_pair).await else {
                 return;
             };
             let result = tokio::select! {
@@ -1024,6 +1109,8 @@ mod tests {
             ca: None,
             renew: (0.7, 0.9),
             approval_timeout: Duration::from_secs(900),
+            bootstrap: None,
+            write_kubeconfig: None,
         }
     }
 

@@ -143,6 +143,20 @@ impl ApiServer {
         s
     }
 
+    /// HTTPS (h2 and HTTP/1.1) that also authenticates clients by
+    /// certificates issued by `client_ca` (PEM), as `--client-ca-file` does.
+    pub async fn start_tls_client_ca(cert: &[u8], key: &[u8], client_ca: &[u8]) -> Self {
+        let mut s = Self::start_on(TcpListener::bind("127.0.0.1:0").await.unwrap()).await;
+        s.tls = Some(super::tls_acceptor_with(
+            cert,
+            key,
+            &[b"h2", b"http/1.1"],
+            Some(client_ca),
+        ));
+        s.up().await;
+        s
+    }
+
     /// The protocol of every connection accepted so far (`h2`, `http/1.1`).
     pub fn protocols(&self) -> Vec<&'static str> {
         self.protocols.lock().unwrap().clone()

@@ -25,6 +25,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::super::Peer;
 use super::{
     Shared, collection, commit, insert_new, not_found, stale_write, status, unprocessable,
     validation,
@@ -67,14 +68,22 @@ const USAGES: &[&str] = &[
     "netscape sgc",
 ];
 
-/// The user behind `Authorization: Bearer TOKEN`; `None` is a 401.
-fn authenticate(shared: &Shared, headers: &HeaderMap) -> Option<User> {
+/// The user behind `Authorization: Bearer TOKEN`, else behind the
+/// connection's client certificate; `None` is a 401.
+fn authenticate(shared: &Shared, headers: &HeaderMap, peer: &Peer) -> Option<User> {
     let token = headers
-        .get("authorization")?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")?;
-    let mut user = shared.users.lock().unwrap().get(token).cloned()?;
+        .get("authorization")
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "));
+    let mut user = match (token, &peer.0) {
+        (Some(token), _) => shared.users.lock().unwrap().get(token).cloned()?,
+        (None, Some((name, groups))) => User {
+            name: name.clone(),
+            uid: String::new(),
+            groups: groups.clone(),
+        },
+        (None, None) => return None,
+    };
     // Every authenticated request carries this group, as the real
     // authenticator adds it.
     if !user.groups.iter().any(|g| g == "system:authenticated") {
@@ -321,9 +330,10 @@ fn key(name: &str) -> super::Key {
 pub(super) async fn list(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    axum::Extension(peer): axum::Extension<Peer>,
     query: Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    if authenticate(&shared, &headers).is_none() {
+    if authenticate(&shared, &headers, &peer).is_none() {
         return unauthorized();
     }
     collection(State(shared), Path((String::new(), RESOURCE.into())), query).await
@@ -333,9 +343,10 @@ pub(super) async fn list(
 pub(super) async fn create(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    axum::Extension(peer): axum::Extension<Peer>,
     axum::Json(mut obj): axum::Json<Value>,
 ) -> Response {
-    let Some(user) = authenticate(&shared, &headers) else {
+    let Some(user) = authenticate(&shared, &headers, &peer) else {
         return unauthorized();
     };
     super::generate_name(&mut obj);
@@ -381,10 +392,11 @@ pub(super) async fn create(
 pub(super) async fn get_one(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    axum::Extension(peer): axum::Extension<Peer>,
     Path(name): Path<String>,
     query: Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    if authenticate(&shared, &headers).is_none() {
+    if authenticate(&shared, &headers, &peer).is_none() {
         return unauthorized();
     }
     super::get_one(
@@ -398,11 +410,12 @@ pub(super) async fn get_one(
 async fn update(
     shared: Arc<Shared>,
     headers: HeaderMap,
+    peer: Peer,
     name: String,
     new: Value,
     path: Part,
 ) -> Response {
-    if authenticate(&shared, &headers).is_none() {
+    if authenticate(&shared, &headers, &peer).is_none() {
         return unauthorized();
     }
     // A body that is not an object (a JSON array, say) is a decoding
@@ -452,10 +465,11 @@ async fn update(
 pub(super) async fn replace(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    axum::Extension(peer): axum::Extension<Peer>,
     Path(name): Path<String>,
     axum::Json(obj): axum::Json<Value>,
 ) -> Response {
-    update(shared, headers, name, obj, Part::Main).await
+    update(shared, headers, peer, name, obj, Part::Main).await
 }
 
 /// PUT on `/approval` (the conditions, Approved and Denied included) or
@@ -463,6 +477,7 @@ pub(super) async fn replace(
 pub(super) async fn replace_subresource(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    axum::Extension(peer): axum::Extension<Peer>,
     Path((name, sub)): Path<(String, String)>,
     axum::Json(obj): axum::Json<Value>,
 ) -> Response {
@@ -471,16 +486,17 @@ pub(super) async fn replace_subresource(
         "status" => Part::Status,
         _ => return not_found(&format!("{RESOURCE}/{sub}"), &name),
     };
-    update(shared, headers, name, obj, part).await
+    update(shared, headers, peer, name, obj, part).await
 }
 
 /// DELETE, as any other object once the client is authenticated.
 pub(super) async fn delete(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    axum::Extension(peer): axum::Extension<Peer>,
     Path(name): Path<String>,
 ) -> Response {
-    if authenticate(&shared, &headers).is_none() {
+    if authenticate(&shared, &headers, &peer).is_none() {
         return unauthorized();
     }
     super::delete(State(shared), Path((String::new(), RESOURCE.into(), name))).await

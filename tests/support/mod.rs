@@ -174,20 +174,45 @@ pub fn tls_acceptor(cert: &[u8], key: &[u8]) -> tokio_rustls::TlsAcceptor {
 /// A TLS acceptor offering exactly `alpn` (kube-apiserver offers `h2` and
 /// `http/1.1`; an HTTP/1.1-only server offers only the latter).
 pub fn tls_acceptor_alpn(cert: &[u8], key: &[u8], alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
+    tls_acceptor_with(cert, key, alpn, None)
+}
+
+/// [`tls_acceptor_alpn`] that also accepts (without requiring) client
+/// certificates issued by `client_ca` (PEM), as kube-apiserver's
+/// `--client-ca-file` does.
+pub fn tls_acceptor_with(
+    cert: &[u8],
+    key: &[u8],
+    alpn: &[&[u8]],
+    client_ca: Option<&[u8]>,
+) -> tokio_rustls::TlsAcceptor {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::sync::Arc;
     let certs = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
     let key = PrivateKeyDer::from_pem_slice(key).unwrap();
-    let mut config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(ca) {
+                roots.add(c.unwrap()).unwrap();
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .allow_unauthenticated()
+                    .build()
+                    .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(certs, key).unwrap();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))
 }
@@ -210,12 +235,41 @@ pub async fn serve_connection(
             };
             let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2");
             negotiated(if h2 { "h2" } else { "http/1.1" });
-            serve_io(s, app, max_streams).await
+            let peer = Peer::of(s.get_ref().1.peer_certificates());
+            serve_io(s, app.layer(axum::Extension(peer)), max_streams).await
         }
         None => {
             negotiated("http/1.1");
-            serve_io(stream, app, max_streams).await
+            serve_io(stream, app.layer(axum::Extension(Peer(None))), max_streams).await
         }
+    }
+}
+
+/// Who a connection's verified client certificate says it is, as
+/// kube-apiserver's x509 authenticator reads it: the user is the subject's
+/// CN, the groups its organizations. Set from the TLS session only.
+#[derive(Clone, Debug, Default)]
+pub struct Peer(pub Option<(String, Vec<String>)>);
+
+impl Peer {
+    fn of(certs: Option<&[rustls::pki_types::CertificateDer<'_>]>) -> Self {
+        let Some(leaf) = certs.and_then(|c| c.first()) else {
+            return Self(None);
+        };
+        let Ok((_, cert)) = x509_parser::parse_x509_certificate(leaf) else {
+            return Self(None);
+        };
+        let subject = cert.subject();
+        let cn = subject
+            .iter_common_name()
+            .find_map(|a| a.as_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let groups = subject
+            .iter_organization()
+            .filter_map(|a| a.as_str().ok().map(str::to_owned))
+            .collect();
+        Self(Some((cn, groups)))
     }
 }
 

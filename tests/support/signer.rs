@@ -22,8 +22,14 @@ pub struct Signer {
     pub ca_pem: String,
 }
 
-impl Signer {
-    pub fn new(client: Client, name: &str) -> Self {
+/// A signer's CA, made before the API server that trusts it.
+pub struct TestCa {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    pub pem: String,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> Self {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params
@@ -36,10 +42,23 @@ impl Signer {
         ];
         let ca = params.self_signed(&key).unwrap();
         Self {
+            issuer: rcgen::Issuer::new(params, key),
+            pem: ca.pem(),
+        }
+    }
+}
+
+impl Signer {
+    pub fn new(client: Client, name: &str) -> Self {
+        Self::with_ca(client, name, TestCa::new(name))
+    }
+
+    pub fn with_ca(client: Client, name: &str, ca: TestCa) -> Self {
+        Self {
             api: Api::all(client),
             name: name.to_owned(),
-            issuer: rcgen::Issuer::new(params, key),
-            ca_pem: ca.pem(),
+            issuer: ca.issuer,
+            ca_pem: ca.pem,
         }
     }
 
