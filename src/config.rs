@@ -12,6 +12,7 @@
 //! dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key
 //! secret:openshift-kube-scheduler/kube-scheduler-client-cert-key=/etc/certs/client
 //! configmap:kube-system/ca-bundle=/etc/certs/ca,ca-only,ca=ca-bundle.crt
+//! csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler
 //! ```
 //!
 //! Paths containing `=` or `,` need the config file.
@@ -142,13 +143,28 @@ pub struct RunArgs {
     /// environment variable, separate mappings with `;`.
     ///
     /// Kinds: `dir:PATH` (a host directory), `secret:NAMESPACE/NAME`,
-    /// `configmap:NAMESPACE/NAME` (one object, watched by name).
+    /// `configmap:NAMESPACE/NAME` (one object, watched by name),
+    /// `csr:SIGNER` (a certificate certsync requests and renews through the
+    /// CSR API, e.g. `csr:kubernetes.io/kube-apiserver-client`).
     /// Options: `name=` (used in logs; default: the target path),
     /// `cert=`, `key=`, `ca=` (source file names or object keys; default
     /// tls.crt, tls.key, ca.crt; ca is optional), `combined=FILE` (one PEM with chain and key,
     /// e.g. kubelet-server-current.pem), `ca-only` (a CA bundle, no key),
     /// `cert-mode=`, `key-mode=`, `owner=`, `group=` (override the global
-    /// flags for this mapping).
+    /// flags for this mapping), `verify=HOST:PORT` and `sni=NAME` (check
+    /// what the consumer serves after a reload).
+    ///
+    /// csr: options: `cn=`, `o=` (subject), `dns=`, `ip=` (SANs;
+    /// repeatable), `key-alg=` (ecdsa-p256 default, ecdsa-p384, rsa-2048,
+    /// rsa-3072, rsa-4096, ed25519), `lifetime=` (expirationSeconds, >= 10m;
+    /// default: the signer's), `usage=` (repeatable, e.g. server-auth;
+    /// default for the kubernetes.io signers as kubelet asks), `ca=`
+    /// (the signer CA the issued chain must verify against, published as
+    /// ca.crt: `file:PATH` or `configmap:NAMESPACE/NAME[/KEY]`),
+    /// `renew=` (window of the lifetime, default 70%-90%),
+    /// `approval-timeout=` (default 15m), `bootstrap-kubeconfig=FILE`
+    /// (first request with it, renewals with the issued pair),
+    /// `write-kubeconfig=FILE` (a kubeconfig using the pair, in the target).
     #[arg(
         long = "sync",
         env = "CERTSYNC_SYNC",

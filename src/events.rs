@@ -1,6 +1,10 @@
-//! Kubernetes Events on a mapping's source Secret or ConfigMap (opt-in with
+//! Kubernetes Events on a mapping's source Secret or ConfigMap, or on a
+//! `csr:` mapping's newest CertificateSigningRequest (opt-in with
 //! `--events`): `CertificateUpdated` after a flip, `CertificateRejected` with
-//! the reason when validation fails.
+//! the reason when validation fails, `CertificateRequestFailed` when a
+//! request is denied, fails, times out or is answered with a certificate
+//! that does not satisfy it. Events about a cluster-scoped CSR are recorded
+//! in the `default` namespace, as kube-controller-manager's are.
 //!
 //! Events are sent from their own task with a timeout, so syncing never
 //! waits on the API server; a failure is logged and otherwise ignored. The
@@ -18,19 +22,31 @@ use tokio::sync::watch;
 
 use crate::source::secret::{Kind, ObjectRef};
 
+/// The object a mapping's events are about.
+#[derive(Clone, Debug)]
+enum About {
+    /// The source Secret or ConfigMap; its uid is set by the source when
+    /// it sees the object.
+    Object(ObjectRef, Arc<Mutex<Option<String>>>),
+    /// The newest CertificateSigningRequest of a `csr:` mapping (name,
+    /// uid), set by the source when it creates one.
+    Csr(CsrRef),
+}
+
+/// The newest request of a `csr:` mapping: name and uid.
+pub type CsrRef = Arc<Mutex<Option<(String, String)>>>;
+
 /// Where a mapping's events go.
 #[derive(Clone)]
 pub struct EventSink {
     clients: watch::Receiver<Option<Client>>,
-    object: ObjectRef,
-    /// Set by the source when it sees the object.
-    uid: Arc<Mutex<Option<String>>>,
+    about: About,
 }
 
 impl std::fmt::Debug for EventSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventSink")
-            .field("object", &self.object)
+            .field("about", &self.about)
             .finish_non_exhaustive()
     }
 }
@@ -43,9 +59,26 @@ impl EventSink {
     ) -> Self {
         Self {
             clients,
-            object,
-            uid,
+            about: About::Object(object, uid),
         }
+    }
+
+    /// Events on a `csr:` mapping's newest request.
+    pub fn for_csr(clients: watch::Receiver<Option<Client>>, csr: CsrRef) -> Self {
+        Self {
+            clients,
+            about: About::Csr(csr),
+        }
+    }
+
+    /// A certificate request failed (denied, failed, timed out, refused).
+    pub fn request_failed(&self, note: String) {
+        self.send(
+            EventType::Warning,
+            "CertificateRequestFailed",
+            "Request",
+            note,
+        );
     }
 
     /// After a new revision was flipped in.
@@ -62,21 +95,37 @@ impl EventSink {
         let Some(client) = self.clients.borrow().clone() else {
             return;
         };
-        let (kind, api_version) = match self.object.kind {
-            Kind::Secret => ("Secret", "v1"),
-            Kind::ConfigMap => ("ConfigMap", "v1"),
-        };
-        let reference = ObjectReference {
-            kind: Some(kind.into()),
-            api_version: Some(api_version.into()),
-            namespace: Some(self.object.namespace.clone()),
-            name: Some(self.object.name.clone()),
-            uid: self
-                .uid
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-            ..Default::default()
+        let (reference, object) = match &self.about {
+            About::Object(object, uid) => {
+                let kind = match object.kind {
+                    Kind::Secret => "Secret",
+                    Kind::ConfigMap => "ConfigMap",
+                };
+                let reference = ObjectReference {
+                    kind: Some(kind.into()),
+                    api_version: Some("v1".into()),
+                    namespace: Some(object.namespace.clone()),
+                    name: Some(object.name.clone()),
+                    uid: uid.lock().unwrap_or_else(PoisonError::into_inner).clone(),
+                    ..Default::default()
+                };
+                (reference, object.to_string())
+            }
+            About::Csr(csr) => {
+                // Before the first request there is nothing to attach to.
+                let Some((name, uid)) = csr.lock().unwrap_or_else(PoisonError::into_inner).clone()
+                else {
+                    return;
+                };
+                let reference = ObjectReference {
+                    kind: Some("CertificateSigningRequest".into()),
+                    api_version: Some("certificates.k8s.io/v1".into()),
+                    name: Some(name.clone()),
+                    uid: Some(uid),
+                    ..Default::default()
+                };
+                (reference, format!("certificatesigningrequest {name}"))
+            }
         };
         let reporter = Reporter {
             controller: "certsync".into(),
@@ -92,7 +141,6 @@ impl EventSink {
             action: action.into(),
             secondary: None,
         };
-        let object = self.object.to_string();
         tokio::spawn(async move {
             let recorder = Recorder::new(client, reporter);
             match tokio::time::timeout(

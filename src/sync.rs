@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Config, Mapping, Source};
 use crate::dirwatch::DirWatch;
-use crate::events::EventSink;
+use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
 use crate::reload::{self, ReloadHandle};
 use crate::source::Update;
@@ -146,6 +146,8 @@ fn csr_source(m: &Mapping, spec: &CsrSpec, metrics: &Arc<Metrics>, config: &Conf
         clock_skew: config.clock_skew,
         target: m.target.clone(),
         settings: config.client.clone(),
+        current: CsrRef::default(),
+        events: None,
     }
 }
 
@@ -628,12 +630,15 @@ pub async fn run(
                     shutdown.clone(),
                 ))
             }
-            Source::Csr(spec) => tasks.spawn(csr_source(&m, spec, &metrics, &config).run(
-                clients.clone(),
-                syncer.live(),
-                tx,
-                shutdown.clone(),
-            )),
+            Source::Csr(spec) => {
+                let mut source = csr_source(&m, spec, &metrics, &config);
+                if config.events {
+                    let sink = EventSink::for_csr(clients.clone(), Arc::clone(&source.current));
+                    source.events = Some(sink.clone());
+                    syncer = syncer.with_events(sink);
+                }
+                tasks.spawn(source.run(clients.clone(), syncer.live(), tx, shutdown.clone()))
+            }
         };
         // The target itself, and through `..data` the live revision (a
         // chmod or edit of a live file happens there).

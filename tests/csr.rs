@@ -64,19 +64,22 @@ impl Env {
     }
 
     fn start(&self, spec: &str, admin: Option<u16>) -> Certsync {
+        self.start_with(spec, admin, &[])
+    }
+
+    fn start_with(&self, spec: &str, admin: Option<u16>, extra: &[&str]) -> Certsync {
         let admin = format!("127.0.0.1:{}", admin.unwrap_or(0));
-        Certsync::start(
-            &[
-                "run",
-                "--kubeconfig",
-                self.kubeconfig.to_str().unwrap(),
-                "--sync",
-                spec,
-                "--admin-addr",
-                &admin,
-            ],
-            self.tmp.path(),
-        )
+        let mut args = vec![
+            "run",
+            "--kubeconfig",
+            self.kubeconfig.to_str().unwrap(),
+            "--sync",
+            spec,
+            "--admin-addr",
+            &admin,
+        ];
+        args.extend(extra);
+        Certsync::start(&args, self.tmp.path())
     }
 }
 
@@ -167,7 +170,7 @@ async fn issues_after_approval_and_says_how_to_approve() {
 async fn a_denied_request_is_retried_and_the_retry_succeeds() {
     let env = Env::new("deny").await;
     let port = free_port();
-    let cs = env.start(&env.spec(""), Some(port));
+    let cs = env.start_with(&env.spec(""), Some(port), &["--events"]);
     let first = env.signer.next_request(&[]).await;
     env.signer
         .deny(&first, "NotThisTime", "the operator wants a second try")
@@ -184,7 +187,46 @@ async fn a_denied_request_is_retried_and_the_retry_succeeds() {
     wait_for("the retried certificate", || {
         (live_cert(&target)? == cert.as_bytes()).then_some(())
     });
+
+    // --events: the failure on the denied request, the flip on the issued
+    // one (cluster-scoped objects' events live in `default`).
+    use k8s_openapi::api::events::v1::Event;
+    let events: kube::Api<Event> =
+        kube::Api::namespaced(kube_client(&env.kubeconfig).await, "default");
+    let about = |e: &Event| e.regarding.as_ref().and_then(|r| r.name.clone());
+    let mut mine: Vec<Event> = Vec::new();
+    for _ in 0..200 {
+        mine = events.list(&Default::default()).await.unwrap().items;
+        mine.retain(|e| [Some(&first), Some(&second)].contains(&about(e).as_ref()));
+        if mine.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let failed = mine
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("CertificateRequestFailed"))
+        .unwrap_or_else(|| panic!("no CertificateRequestFailed in {mine:?}"));
+    assert_eq!(about(failed).as_ref(), Some(&first));
+    assert_eq!(failed.type_.as_deref(), Some("Warning"));
+    assert!(failed.note.as_deref().unwrap().contains("NotThisTime"));
+    let regarding = failed.regarding.as_ref().unwrap();
+    assert_eq!(regarding.kind.as_deref(), Some("CertificateSigningRequest"));
+    assert_eq!(
+        regarding.uid,
+        env.signer.api.get(&first).await.unwrap().metadata.uid
+    );
+    let updated = mine
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("CertificateUpdated"))
+        .unwrap_or_else(|| panic!("no CertificateUpdated in {mine:?}"));
+    assert_eq!(about(updated).as_ref(), Some(&second));
     drop(cs);
+    for e in mine {
+        let _ = events
+            .delete(e.metadata.name.as_deref().unwrap(), &Default::default())
+            .await;
+    }
     env.signer.cleanup().await;
 }
 
@@ -357,6 +399,60 @@ async fn a_failed_or_deleted_request_is_retried() {
         (live_cert(&target)? == cert.as_bytes()).then_some(())
     });
     drop(cs);
+    env.signer.cleanup().await;
+}
+
+/// `ca=configmap:NS/NAME/KEY`: the issued chain is checked against the CA
+/// in a ConfigMap (as `kube-root-ca.crt` holds one), which is published as
+/// `ca.crt`; a chain to any other CA is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_signer_ca_can_come_from_a_configmap() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let env = Env::new("cmca").await;
+    let ns = std::env::var("CERTSYNC_E2E_NAMESPACE").unwrap_or_else(|_| "certsync-e2e".into());
+    let cms: kube::Api<ConfigMap> = kube::Api::namespaced(kube_client(&env.kubeconfig).await, &ns);
+    let name = format!("certsync-signer-ca-{}", std::process::id());
+    // Another signer's CA first: what this signer issues must not chain.
+    let other = Signer::new(kube_client(&env.kubeconfig).await, "example.com/other");
+    let cm = |pem: &str| -> ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "data": {"signer.crt": pem},
+        }))
+        .unwrap()
+    };
+    cms.create(&Default::default(), &cm(&other.ca_pem))
+        .await
+        .unwrap();
+    let spec = format!(
+        "csr:{}={},name=svc,cn=svc.example,usage=digital-signature,usage=server-auth,\
+         ca=configmap:{ns}/{name}/signer.crt",
+        env.signer.name,
+        env.target().display()
+    );
+    let cs = env.start(&spec, None);
+    let first = env.signer.next_request(&[]).await;
+    env.signer.sign(&first, HOUR).await;
+    cs.wait_log("does not chain to the signer CA");
+
+    let mut fixed = cms.get(&name).await.unwrap();
+    fixed.data = cm(&env.signer.ca_pem).data;
+    cms.replace(&name, &Default::default(), &fixed)
+        .await
+        .unwrap();
+    let second = env.signer.next_request(std::slice::from_ref(&first)).await;
+    let cert = env.signer.sign(&second, HOUR).await;
+    let target = env.target();
+    wait_for("the certificate", || {
+        (live_cert(&target)? == cert.as_bytes()).then_some(())
+    });
+    let (rev, _, _) = read_live(&target).unwrap();
+    assert_eq!(
+        std::fs::read(target.join(rev).join("ca.crt")).unwrap(),
+        env.signer.ca_pem.as_bytes()
+    );
+    drop(cs);
+    let _ = cms.delete(&name, &Default::default()).await;
     env.signer.cleanup().await;
 }
 

@@ -131,6 +131,70 @@ fn events_rbac_is_separate_and_minimal() {
     assert_eq!(binding.subjects.unwrap()[0].name, "certsync");
 }
 
+/// A csr: mapping's ClusterRole is kubelet's bootstrapper role: create,
+/// get, list and watch CertificateSigningRequests, nothing else (no
+/// approval, no signing, no status).
+#[test]
+fn csr_rbac_grants_requesting_only() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let docs = documents("rbac-csr.yaml");
+    let role: ClusterRole = serde_yaml_ng::from_value(docs[0].clone()).unwrap();
+    let binding: ClusterRoleBinding = serde_yaml_ng::from_value(docs[1].clone()).unwrap();
+    let rules = role.rules.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].api_groups.as_deref(),
+        Some(&["certificates.k8s.io".to_owned()][..])
+    );
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["certificatesigningrequests".to_owned()][..])
+    );
+    assert_eq!(rules[0].verbs, ["create", "get", "list", "watch"]);
+    assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
+    let subjects: Vec<String> = binding
+        .subjects
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    // The static pod's bootstrap group and the certificate it renews as.
+    for who in [
+        "certsync",
+        "system:bootstrappers:certsync",
+        "system:kube-scheduler",
+    ] {
+        assert!(subjects.iter().any(|s| s == who), "{who} in {subjects:?}");
+    }
+}
+
+/// The static pod's kube-scheduler authenticates with the kubeconfig
+/// certsync writes beside the pair it requests as system:kube-scheduler.
+#[test]
+fn kube_scheduler_client_cert_pod_uses_the_written_kubeconfig() {
+    let file = "static-pod-kube-scheduler-client-cert.yaml";
+    let pod: Pod = serde_yaml_ng::from_value(documents(file).remove(0)).unwrap();
+    let spec = pod.spec.unwrap();
+    let certsync = &spec.init_containers.as_ref().unwrap()[0];
+    let config = check_args(certsync.args.as_deref().unwrap());
+    let m = &config.mappings[0];
+    let certsync::config::Source::Csr(csr) = &m.source else {
+        panic!("not a csr: mapping")
+    };
+    assert_eq!(csr.signer, "kubernetes.io/kube-apiserver-client");
+    assert_eq!(csr.common_name.as_deref(), Some("system:kube-scheduler"));
+    assert_eq!(csr.usages, ["digital signature", "client auth"]);
+    assert!(csr.bootstrap.is_some());
+    let kubeconfig = m.target.join(csr.write_kubeconfig.as_deref().unwrap());
+    let scheduler = &spec.containers[0];
+    let flag = format!("--kubeconfig={}", kubeconfig.display());
+    assert!(
+        scheduler.command.as_ref().unwrap().contains(&flag),
+        "kube-scheduler uses {flag}"
+    );
+    assert!(config.reload.method.is_none(), "never signalled");
+}
+
 /// Every pod template in deploy/ (Pods and Deployments), by file.
 fn pod_specs() -> Vec<(String, PodSpec)> {
     let dir = format!("{}/deploy", env!("CARGO_MANIFEST_DIR"));

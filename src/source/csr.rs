@@ -48,6 +48,7 @@ use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 use super::Update;
 use super::client::{ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
+use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
 use crate::validate::{self, Expect, Policy};
 
@@ -650,6 +651,10 @@ pub struct CsrSource {
     pub target: PathBuf,
     /// How the process reaches the API server (`--kubeconfig` or the pod's).
     pub settings: ClientSettings,
+    /// The newest request (name, uid), for Events about it.
+    pub current: CsrRef,
+    /// `--events`: failures are recorded on the request.
+    pub events: Option<EventSink>,
 }
 
 /// A certificate obtained and checked.
@@ -725,6 +730,10 @@ impl CsrSource {
         .await?;
         let name = created.metadata.name.clone().unwrap_or_default();
         let uid = created.metadata.uid.clone().unwrap_or_default();
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((name.clone(), uid.clone()));
         tracing::info!(mapping = %self.mapping, csr = %name, signer = %self.spec.signer, "certificate requested");
         self.metrics.csr_pending(&self.mapping, true);
         let issued = self.wait(&api, &name, &uid, created).await;
@@ -1043,6 +1052,9 @@ impl CsrSource {
                 Err(e) => {
                     failures = failures.saturating_add(1);
                     self.metrics.csr_error(&self.mapping, e.reason());
+                    if let Some(events) = &self.events {
+                        events.request_failed(e.to_string());
+                    }
                     tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "certificate request failed; retrying with backoff");
                 }
             }
