@@ -154,8 +154,8 @@ pub struct RunArgs {
     /// flags for this mapping), `verify=HOST:PORT` and `sni=NAME` (check
     /// what the consumer serves after a reload).
     ///
-    /// csr: options: `cn=`, `o=` (subject), `dns=`, `ip=` (SANs;
-    /// repeatable), `key-alg=` (ecdsa-p256 default, ecdsa-p384, rsa-2048,
+    /// csr: options: `cn=`, `o=` (subject; o repeatable), `dns=`, `ip=`
+    /// (SANs; repeatable), `key-alg=` (ecdsa-p256 default, ecdsa-p384, rsa-2048,
     /// rsa-3072, rsa-4096, ed25519), `lifetime=` (expirationSeconds, >= 10m;
     /// default: the signer's), `usage=` (repeatable, e.g. server-auth;
     /// default for the kubernetes.io signers as kubelet asks), `ca=`
@@ -522,7 +522,8 @@ pub struct MappingSpec {
     pub sni: Option<String>,
     // csr: mappings only.
     pub cn: Option<String>,
-    pub o: Option<String>,
+    #[serde(default)]
+    pub o: Vec<String>,
     #[serde(default)]
     pub dns: Vec<String>,
     #[serde(default)]
@@ -601,7 +602,7 @@ impl MappingSpec {
                 "sni" => m.sni = Some(value()?),
                 "group" => m.group = Some(number()?),
                 "cn" => m.cn = Some(value()?),
-                "o" => m.o = Some(value()?),
+                "o" => m.o.push(value()?),
                 "dns" => m.dns.push(value()?),
                 "ip" => m.ip.push(value()?),
                 "key-alg" => m.key_alg = Some(value()?),
@@ -665,7 +666,7 @@ impl MappingSpec {
         };
         let csr_only = [
             ("cn", self.cn.is_some()),
-            ("o", self.o.is_some()),
+            ("o", !self.o.is_empty()),
             ("dns", !self.dns.is_empty()),
             ("ip", !self.ip.is_empty()),
             ("key-alg", self.key_alg.is_some()),
@@ -835,9 +836,7 @@ impl MappingSpec {
             check_dns("name", &wildcard.to_ascii_lowercase(), 253)
                 .map_err(|_| format!("dns {d:?} is not a DNS name"))?;
         }
-        if self.cn.as_deref().is_some_and(str::is_empty)
-            || self.o.as_deref().is_some_and(str::is_empty)
-        {
+        if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err("cn and o may not be empty".into());
         }
         if self.cn.is_none() && self.dns.is_empty() && ips.is_empty() {
@@ -888,7 +887,7 @@ impl MappingSpec {
         Ok(CsrSpec {
             signer: signer.to_owned(),
             common_name: self.cn.clone(),
-            organization: self.o.clone(),
+            organizations: self.o.clone(),
             dns: self.dns.clone(),
             ips,
             key_alg,

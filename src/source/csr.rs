@@ -248,7 +248,7 @@ impl std::fmt::Display for CaSource {
 pub struct CsrSpec {
     pub signer: String,
     pub common_name: Option<String>,
-    pub organization: Option<String>,
+    pub organizations: Vec<String>,
     pub dns: Vec<String>,
     pub ips: Vec<IpAddr>,
     pub key_alg: KeyAlg,
@@ -382,8 +382,10 @@ pub fn check(
             "subject common name is {cns:?}, the mapping asks for {want_cn:?}"
         ));
     }
-    let orgs = values(&mut subject.iter_organization());
-    let want_o: Vec<String> = spec.organization.iter().cloned().collect();
+    let mut orgs = values(&mut subject.iter_organization());
+    let mut want_o = spec.organizations.clone();
+    orgs.sort();
+    want_o.sort();
     if orgs != want_o {
         return Err(format!(
             "subject organization is {orgs:?}, the mapping asks for {want_o:?}"
@@ -553,34 +555,110 @@ impl std::fmt::Debug for Request {
 /// Generates a key and the PKCS#10 request `spec` describes, signed with it.
 fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
     let key = spec.key_alg.generate()?;
-    let mut params = rcgen::CertificateParams::default();
-    let mut dn = rcgen::DistinguishedName::new();
-    if let Some(cn) = &spec.common_name {
-        dn.push(rcgen::DnType::CommonName, cn.as_str());
-    }
-    if let Some(o) = &spec.organization {
-        dn.push(rcgen::DnType::OrganizationName, o.as_str());
-    }
-    params.distinguished_name = dn;
-    for d in &spec.dns {
-        let name = d
-            .clone()
-            .try_into()
-            .map_err(|e| CsrError::Request(format!("DNS name {d:?}: {e}")))?;
-        params.subject_alt_names.push(rcgen::SanType::DnsName(name));
-    }
-    for ip in &spec.ips {
-        params
-            .subject_alt_names
-            .push(rcgen::SanType::IpAddress(*ip));
-    }
-    let csr = params
-        .serialize_request(&key)
-        .map_err(|e| CsrError::Request(e.to_string()))?;
+    let csr_pem = pkcs10(spec, &key).map_err(CsrError::Request)?;
     Ok(Request {
         key_pem: key.serialize_pem(),
-        csr_pem: csr.pem().map_err(|e| CsrError::Request(e.to_string()))?,
+        csr_pem,
     })
+}
+
+/// The PKCS#10 request (PEM) for `key`: subject O=… (each organization its
+/// own RDN, as Kubernetes reads groups) then CN, the SANs in an
+/// extensionRequest, signed by `key` through ring. Encoded with the
+/// RustCrypto `x509-cert` types, as rcgen's subject holds one value per
+/// attribute type and Kubernetes groups need several organizations.
+fn pkcs10(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<String, String> {
+    use rcgen::{PublicKeyData, SigningKey};
+    use x509_cert::attr::AttributeTypeAndValue;
+    use x509_cert::der::asn1::{Any, BitString, Ia5String, OctetString, SetOfVec, Utf8StringRef};
+    use x509_cert::der::pem::LineEnding;
+    use x509_cert::der::{Decode, Encode, EncodePem};
+    use x509_cert::ext::Extension;
+    use x509_cert::ext::pkix::SubjectAltName;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::name::{RdnSequence, RelativeDistinguishedName};
+    use x509_cert::request::{CertReq, CertReqInfo, ExtensionReq, Version};
+    use x509_cert::spki::{AlgorithmIdentifierOwned, ObjectIdentifier, SubjectPublicKeyInfoOwned};
+    const CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+    const O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
+    const SAN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
+    fn e(what: &'static str) -> impl Fn(x509_cert::der::Error) -> String {
+        move |err| format!("{what}: {err}")
+    }
+
+    let rdn = |oid, value: &str| -> Result<RelativeDistinguishedName, String> {
+        let value = Any::encode_from(&Utf8StringRef::new(value).map_err(e("subject"))?)
+            .map_err(e("subject"))?;
+        let set =
+            SetOfVec::try_from(vec![AttributeTypeAndValue { oid, value }]).map_err(e("subject"))?;
+        Ok(RelativeDistinguishedName::from(set))
+    };
+    let mut rdns = Vec::new();
+    for o in &spec.organizations {
+        rdns.push(rdn(O, o)?);
+    }
+    if let Some(cn) = &spec.common_name {
+        rdns.push(rdn(CN, cn)?);
+    }
+    let subject_empty = rdns.is_empty();
+
+    let mut names = Vec::new();
+    for d in &spec.dns {
+        names.push(GeneralName::DnsName(
+            Ia5String::new(d).map_err(e("DNS name"))?,
+        ));
+    }
+    for ip in &spec.ips {
+        let bytes = match ip {
+            IpAddr::V4(v4) => v4.octets().to_vec(),
+            IpAddr::V6(v6) => v6.octets().to_vec(),
+        };
+        names.push(GeneralName::IpAddress(
+            OctetString::new(bytes).map_err(e("IP address"))?,
+        ));
+    }
+    let mut attributes = SetOfVec::new();
+    if !names.is_empty() {
+        let san = SubjectAltName(names)
+            .to_der()
+            .map_err(e("subjectAltName"))?;
+        let ext = Extension {
+            extn_id: SAN,
+            // RFC 5280 4.2.1.6: critical when the subject is empty.
+            critical: subject_empty,
+            extn_value: OctetString::new(san).map_err(e("subjectAltName"))?,
+        };
+        let attr = ExtensionReq(vec![ext])
+            .try_into()
+            .map_err(e("extensionRequest"))?;
+        attributes.insert(attr).map_err(e("extensionRequest"))?;
+    }
+    let info = CertReqInfo {
+        version: Version::V1,
+        subject: RdnSequence(rdns),
+        public_key: SubjectPublicKeyInfoOwned::from_der(&key.subject_public_key_info())
+            .map_err(e("public key"))?,
+        attributes,
+    };
+    let tbs = info.to_der().map_err(e("request"))?;
+    let signature = key.sign(&tbs).map_err(|err| format!("signing: {err}"))?;
+    let (alg, null_params) = match spec.key_alg {
+        KeyAlg::EcdsaP256 => ("1.2.840.10045.4.3.2", false),
+        KeyAlg::EcdsaP384 => ("1.2.840.10045.4.3.3", false),
+        KeyAlg::Ed25519 => ("1.3.101.112", false),
+        KeyAlg::Rsa(_) => ("1.2.840.113549.1.1.11", true),
+    };
+    let algorithm = AlgorithmIdentifierOwned {
+        oid: ObjectIdentifier::new(alg).map_err(|err| format!("{alg}: {err}"))?,
+        parameters: null_params.then(Any::null),
+    };
+    CertReq {
+        info,
+        algorithm,
+        signature: BitString::from_bytes(&signature).map_err(e("signature"))?,
+    }
+    .to_pem(LineEnding::LF)
+    .map_err(e("PEM"))
 }
 
 /// A `generateName` prefix that says who asked: `certsync-` and the
@@ -1112,7 +1190,7 @@ mod tests {
         CsrSpec {
             signer: "example.com/test".into(),
             common_name: Some("svc".into()),
-            organization: None,
+            organizations: Vec::new(),
             dns: vec!["svc.example".into()],
             ips: vec!["10.0.0.1".parse().unwrap()],
             key_alg: KeyAlg::EcdsaP256,
@@ -1210,8 +1288,12 @@ mod tests {
         assert!(e.contains("key algorithm is ecdsa-p256"), "{e}");
     }
 
+    /// Every algorithm's request parses, its signature verifies, and it
+    /// carries the subject (each organization its own RDN) and the SANs.
     #[test]
-    fn every_key_algorithm_makes_a_request_that_parses() {
+    fn every_key_algorithm_makes_a_request_that_verifies() {
+        use x509_parser::certification_request::X509CertificationRequest;
+        use x509_parser::extensions::ParsedExtension;
         for alg in [
             KeyAlg::EcdsaP256,
             KeyAlg::EcdsaP384,
@@ -1220,7 +1302,33 @@ mod tests {
         ] {
             let mut s = spec();
             s.key_alg = alg;
+            s.organizations = vec!["system:masters".into(), "team-a".into()];
             let r = new_request(&s).unwrap();
+            let (_, pem) = x509_parser::pem::parse_x509_pem(r.csr_pem.as_bytes()).unwrap();
+            let (_, req) = X509CertificationRequest::from_der(&pem.contents).unwrap();
+            req.verify_signature()
+                .unwrap_or_else(|e| panic!("{alg}: {e:?}"));
+            let subject = &req.certification_request_info.subject;
+            assert_eq!(
+                subject.to_string(),
+                "O=system:masters, O=team-a, CN=svc",
+                "{alg}"
+            );
+            let sans: Vec<String> = req
+                .requested_extensions()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| match e {
+                    ParsedExtension::SubjectAlternativeName(san) => Some(san),
+                    _ => None,
+                })
+                .flat_map(|san| san.general_names.iter().map(|n| n.to_string()))
+                .collect();
+            assert_eq!(
+                sans,
+                ["DNSName(svc.example)", "IPAddress(0a:00:00:01)"],
+                "{alg}"
+            );
             assert!(
                 r.csr_pem.starts_with("-----BEGIN CERTIFICATE REQUEST-----"),
                 "{alg}"
