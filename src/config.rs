@@ -160,7 +160,8 @@ pub struct RunArgs {
     /// default: the signer's), `usage=` (repeatable, e.g. server-auth;
     /// default for the kubernetes.io signers as kubelet asks), `ca=`
     /// (the signer CA the issued chain must verify against, published as
-    /// ca.crt: `file:PATH` or `configmap:NAMESPACE/NAME[/KEY]`),
+    /// ca.crt: `file:PATH`, `configmap:NAMESPACE/NAME[/KEY]` or
+    /// `clustertrustbundle[:SIGNER]`),
     /// `renew=` (window of the lifetime, default 70%-90%),
     /// `approval-timeout=` (default 15m), `bootstrap-kubeconfig=FILE`
     /// (first request with it, renewals with the issued pair),
@@ -883,7 +884,11 @@ impl MappingSpec {
             Some(s) => parse_renew(s)?,
             None => (0.7, 0.9),
         };
-        let ca = self.ca.as_deref().map(parse_ca).transpose()?;
+        let ca = self
+            .ca
+            .as_deref()
+            .map(|ca| parse_ca(ca, signer))
+            .transpose()?;
         Ok(CsrSpec {
             signer: signer.to_owned(),
             common_name: self.cn.clone(),
@@ -936,9 +941,25 @@ fn parse_renew(s: &str) -> Result<(f64, f64), String> {
     }
 }
 
-/// `ca=` of a csr: mapping: `file:PATH` (or an absolute path) or
-/// `configmap:NAMESPACE/NAME[/KEY]` (key `ca.crt` by default).
-fn parse_ca(s: &str) -> Result<CaSource, String> {
+/// `ca=` of a csr: mapping: `file:PATH` (or an absolute path),
+/// `configmap:NAMESPACE/NAME[/KEY]` (key `ca.crt` by default), or
+/// `clustertrustbundle[:SIGNER]` (the mapping's own signer by default).
+fn parse_ca(s: &str, signer: &str) -> Result<CaSource, String> {
+    if s == "clustertrustbundle" {
+        return Ok(CaSource::TrustBundles {
+            signer: signer.to_owned(),
+        });
+    }
+    if let Some(other) = s.strip_prefix("clustertrustbundle:") {
+        if !other.contains('/') {
+            return Err(format!(
+                "ca={s}: a ClusterTrustBundle is selected by a signer name DOMAIN/PATH"
+            ));
+        }
+        return Ok(CaSource::TrustBundles {
+            signer: other.to_owned(),
+        });
+    }
     if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s)) {
         if path.is_empty() {
             return Err("ca=file: needs a path".into());
@@ -959,8 +980,8 @@ fn parse_ca(s: &str) -> Result<CaSource, String> {
         });
     }
     Err(format!(
-        "ca {s:?}: for a csr: mapping give the signer's CA as file:PATH or \
-         configmap:NAMESPACE/NAME[/KEY]"
+        "ca {s:?}: for a csr: mapping give the signer's CA as file:PATH, \
+         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
     ))
 }
 

@@ -456,6 +456,97 @@ async fn the_signer_ca_can_come_from_a_configmap() {
     env.signer.cleanup().await;
 }
 
+/// `ca=clustertrustbundle`: the signer's ClusterTrustBundles, selected by
+/// signer name and joined in name order, are the CA the chain must verify
+/// against and are published as `ca.crt`. Without the API the error says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_signer_ca_can_come_from_cluster_trust_bundles() {
+    use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
+    let env = Env::new("ctb").await;
+    let client = kube_client(&env.kubeconfig).await;
+    let ctbs: kube::Api<ClusterTrustBundle> = kube::Api::all(client.clone());
+    if let Err(kube::Error::Api(e)) = ctbs.list(&Default::default()).await
+        && e.code == 404
+    {
+        eprintln!(
+            "clustertrustbundles: skipped (the cluster does not serve certificates.k8s.io/v1beta1)"
+        );
+        return;
+    }
+    let prefix = env.signer.name.replace('/', ":");
+    let other = Signer::new(client, "example.com/other");
+    let bundle = |name: &str, pem: &str| -> ClusterTrustBundle {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{prefix}:{name}")},
+            "spec": {"signerName": env.signer.name, "trustBundle": pem},
+        }))
+        .unwrap()
+    };
+    // Name order: "a-next" (another CA, e.g. the next one in a rollover)
+    // before "b-current" (the signer's).
+    for (name, pem) in [("b-current", &env.signer.ca_pem), ("a-next", &other.ca_pem)] {
+        ctbs.create(&Default::default(), &bundle(name, pem))
+            .await
+            .unwrap();
+    }
+    let cs = env.start(
+        &env.spec("").replace(
+            &format!("ca=file:{}", env.tmp.path().join("ca.crt").display()),
+            "ca=clustertrustbundle",
+        ),
+        None,
+    );
+    let name = env.signer.next_request(&[]).await;
+    let cert = env.signer.sign(&name, HOUR).await;
+    let target = env.target();
+    wait_for("the certificate", || {
+        (live_cert(&target)? == cert.as_bytes()).then_some(())
+    });
+    let (rev, _, _) = read_live(&target).unwrap();
+    let published = std::fs::read_to_string(target.join(rev).join("ca.crt")).unwrap();
+    assert_eq!(
+        published,
+        format!(
+            "{}\n{}\n",
+            other.ca_pem.trim_end(),
+            env.signer.ca_pem.trim_end()
+        )
+    );
+    drop(cs);
+    for n in ["a-next", "b-current"] {
+        let _ = ctbs
+            .delete(&format!("{prefix}:{n}"), &Default::default())
+            .await;
+    }
+    env.signer.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_trust_bundles_is_named_in_the_error() {
+    let env = Env::new("noctb").await;
+    let Some(fake) = &env._fake else {
+        eprintln!("noctb: skipped on a real cluster (needs the test API server)");
+        return;
+    };
+    fake.serve_cluster_trust_bundles(false);
+    let cs = env.start(
+        &env.spec("").replace(
+            &format!("ca=file:{}", env.tmp.path().join("ca.crt").display()),
+            "ca=clustertrustbundle",
+        ),
+        None,
+    );
+    let name = env.signer.next_request(&[]).await;
+    env.signer.sign(&name, HOUR).await;
+    cs.wait_log("does not serve ClusterTrustBundles (certificates.k8s.io/v1beta1");
+    assert!(
+        read_live(&env.target()).is_none(),
+        "nothing unchecked was published"
+    );
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstraps_with_a_token_then_renews_with_its_own_certificate() {
     if std::env::var_os("CERTSYNC_E2E_KUBECONFIG").is_some() {

@@ -1134,6 +1134,89 @@ async fn the_api_refuses_what_a_real_server_refuses() {
 /// malformed, the requester taken from authentication (not from what the
 /// client wrote), conditions and certificate writable only through their
 /// subresources, Approved and Denied exclusive, a certificate set once.
+/// ClusterTrustBundles: what a real server refuses (the name prefix of a
+/// signer's bundle, non-CA, duplicate or missing anchors, a changed signer)
+/// and its `spec.signerName` field selector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_trust_bundle_api_rules_match_a_real_server() {
+    use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle as Ctb;
+    let env = Env::new().await;
+    let api: Api<Ctb> = Api::all(env.client.clone());
+    if let Err(kube::Error::Api(e)) = api.list(&Default::default()).await
+        && e.code == 404
+    {
+        eprintln!("clustertrustbundles: skipped (not served by this cluster)");
+        return env.cleanup().await;
+    }
+    let signer = format!("example.com/certsync-{}", std::process::id());
+    let prefix = signer.replace('/', ":");
+    let ca = Pair::new("anchor").ca_cert;
+    let ca = String::from_utf8(ca).unwrap();
+    let ctb = |name: &str, signer: &str, bundle: &str| -> Ctb {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"signerName": signer, "trustBundle": bundle},
+        }))
+        .unwrap()
+    };
+    let pp = PostParams::default();
+    let refused = |r: kube::Result<Ctb>, want: &str| match r {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(e.code, 422, "{e:?}");
+            assert!(e.message.contains(want), "{want}: {}", e.message);
+        }
+        other => panic!("not refused ({want}): {other:?}"),
+    };
+    refused(
+        api.create(&pp, &ctb("no-prefix", &signer, &ca)).await,
+        &format!("must be named with prefix {prefix}:"),
+    );
+    refused(
+        api.create(&pp, &ctb("a:b", "", &ca)).await,
+        "must not have \":\" in its name",
+    );
+    let leaf = String::from_utf8(Pair::new("leaf").cert).unwrap();
+    refused(
+        api.create(&pp, &ctb(&format!("{prefix}:leaf"), &signer, &leaf))
+            .await,
+        "entry 0 does not have the CA bit set",
+    );
+    refused(
+        api.create(
+            &pp,
+            &ctb(&format!("{prefix}:dup"), &signer, &format!("{ca}{ca}")),
+        )
+        .await,
+        "duplicate trust anchor",
+    );
+    refused(
+        api.create(&pp, &ctb(&format!("{prefix}:empty"), &signer, ""))
+            .await,
+        "at least one trust anchor must be provided",
+    );
+    let name = format!("{prefix}:good");
+    let created = api.create(&pp, &ctb(&name, &signer, &ca)).await.unwrap();
+    let unsigned = format!("certsync-unsigned-{}", std::process::id());
+    api.create(&pp, &ctb(&unsigned, "", &ca)).await.unwrap();
+    let mut changed = created.clone();
+    changed.spec.signer_name = Some("example.com/other".into());
+    refused(api.replace(&name, &pp, &changed).await, "spec.signerName");
+    let selected = api
+        .list(&kube::api::ListParams::default().fields(&format!("spec.signerName={signer}")))
+        .await
+        .unwrap();
+    let names: Vec<_> = selected
+        .items
+        .iter()
+        .filter_map(|b| b.metadata.name.clone())
+        .collect();
+    assert_eq!(names, [name.clone()]);
+    for n in [name, unsigned] {
+        api.delete(&n, &Default::default()).await.unwrap();
+    }
+    env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csr_api_rules_match_a_real_server() {
     use k8s_openapi::api::certificates::v1::{

@@ -228,6 +228,9 @@ pub enum CaSource {
         name: String,
         key: String,
     },
+    /// Every ClusterTrustBundle (`certificates.k8s.io/v1beta1`) of a
+    /// signer, in name order, as kubelet's projected volumes select them.
+    TrustBundles { signer: String },
 }
 
 impl std::fmt::Display for CaSource {
@@ -239,6 +242,7 @@ impl std::fmt::Display for CaSource {
                 name,
                 key,
             } => write!(f, "configmap {namespace}/{name} key {key}"),
+            Self::TrustBundles { signer } => write!(f, "clustertrustbundles of signer {signer}"),
         }
     }
 }
@@ -1063,6 +1067,33 @@ impl CsrSource {
                     .map(String::into_bytes)
                     .or_else(|| cm.binary_data.and_then(|mut d| d.remove(key)).map(|b| b.0))
                     .ok_or_else(|| err(format!("key {key:?} is missing")))?
+            }
+            CaSource::TrustBundles { signer } => {
+                use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
+                let api: Api<ClusterTrustBundle> = Api::all(client.clone());
+                let fields = format!("spec.signerName={signer}");
+                let list = kube::api::ListParams::default().fields(&fields);
+                let mut bundles = match tokio::time::timeout(CALL_TIMEOUT, api.list(&list)).await {
+                    Ok(Ok(l)) => l.items,
+                    Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+                        return Err(err("the API server does not serve ClusterTrustBundles \
+                             (certificates.k8s.io/v1beta1: enable the ClusterTrustBundle feature \
+                             gate and that API version), give ca=file: or ca=configmap: instead"
+                            .into()));
+                    }
+                    Ok(Err(e)) => return Err(err(crate::error_chain(&e))),
+                    Err(_) => return Err(err(format!("no answer within {CALL_TIMEOUT:?}"))),
+                };
+                if bundles.is_empty() {
+                    return Err(err("no ClusterTrustBundle names this signer".into()));
+                }
+                bundles.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                let mut pem = Vec::new();
+                for b in bundles {
+                    pem.extend_from_slice(b.spec.trust_bundle.trim_end().as_bytes());
+                    pem.push(b'\n');
+                }
+                pem
             }
         };
         if CertificateDer::pem_slice_iter(&pem).next().is_none() {

@@ -49,6 +49,8 @@ use super::validation;
 
 #[path = "csr.rs"]
 pub mod csr;
+#[path = "ctb.rs"]
+pub mod ctb;
 
 type Key = (String, String, String); // resource, namespace, name
 
@@ -90,6 +92,8 @@ struct Shared {
     /// Bearer token → user, for the resources that need an identity
     /// (CertificateSigningRequests).
     users: Mutex<HashMap<String, csr::User>>,
+    /// Whether `certificates.k8s.io/v1beta1` ClusterTrustBundles are served.
+    ctb_served: std::sync::atomic::AtomicBool,
 }
 
 /// The running server. Stops when dropped.
@@ -183,6 +187,7 @@ impl ApiServer {
                     groups: Vec::new(),
                 },
             )])),
+            ctb_served: std::sync::atomic::AtomicBool::new(true),
         });
         let mut s = Self {
             addr: listener.local_addr().unwrap(),
@@ -251,6 +256,13 @@ impl ApiServer {
             .lock()
             .unwrap()
             .insert(token.to_owned(), user);
+    }
+
+    /// Serve ClusterTrustBundles or not (a cluster without the beta API).
+    pub fn serve_cluster_trust_bundles(&self, on: bool) {
+        self.shared
+            .ctb_served
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     // ---- faults -------------------------------------------------------
@@ -417,6 +429,14 @@ fn router(shared: Arc<Shared>) -> Router {
             "/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}/{sub}",
             axum::routing::put(csr::replace_subresource),
         )
+        .route(
+            "/apis/certificates.k8s.io/v1beta1/clustertrustbundles",
+            get(ctb::list).post(ctb::create),
+        )
+        .route(
+            "/apis/certificates.k8s.io/v1beta1/clustertrustbundles/{name}",
+            get(ctb::get_one).put(ctb::replace).delete(ctb::delete),
+        )
         .with_state(shared)
 }
 
@@ -434,6 +454,7 @@ fn kind_of(resource: &str) -> Option<&'static str> {
         "configmaps" => Some("ConfigMap"),
         "events" => Some("Event"),
         csr::RESOURCE => Some("CertificateSigningRequest"),
+        ctb::RESOURCE => Some("ClusterTrustBundle"),
         _ => None,
     }
 }
@@ -442,6 +463,7 @@ fn api_version_of(resource: &str) -> &'static str {
     match resource {
         "events" => "events.k8s.io/v1",
         csr::RESOURCE => "certificates.k8s.io/v1",
+        ctb::RESOURCE => ctb::API_VERSION,
         _ => "v1",
     }
 }

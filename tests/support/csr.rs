@@ -70,7 +70,7 @@ const USAGES: &[&str] = &[
 
 /// The user behind `Authorization: Bearer TOKEN`, else behind the
 /// connection's client certificate; `None` is a 401.
-fn authenticate(shared: &Shared, headers: &HeaderMap, peer: &Peer) -> Option<User> {
+pub(super) fn authenticate(shared: &Shared, headers: &HeaderMap, peer: &Peer) -> Option<User> {
     let token = headers
         .get("authorization")
         .and_then(|h| h.to_str().ok())
@@ -92,7 +92,7 @@ fn authenticate(shared: &Shared, headers: &HeaderMap, peer: &Peer) -> Option<Use
     Some(user)
 }
 
-fn unauthorized() -> Response {
+pub(super) fn unauthorized() -> Response {
     status(
         StatusCode::UNAUTHORIZED,
         "Unauthorized",
@@ -101,7 +101,7 @@ fn unauthorized() -> Response {
 }
 
 /// `ValidateSignerName`: `DOMAIN/PATH`, the domain a DNS subdomain.
-fn signer_name(name: &str) -> Option<String> {
+pub(super) fn signer_name(name: &str) -> Option<String> {
     let Some((domain, path)) = name.split_once('/') else {
         return Some(
             "must be a fully qualified domain and path of the form 'example.com/signer-name'"
