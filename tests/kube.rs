@@ -1210,7 +1210,7 @@ async fn cluster_trust_bundle_api_rules_match_a_real_server() {
         .iter()
         .filter_map(|b| b.metadata.name.clone())
         .collect();
-    assert_eq!(names, [name.clone()]);
+    assert_eq!(names, std::slice::from_ref(&name));
     for n in [name, unsigned] {
         api.delete(&n, &Default::default()).await.unwrap();
     }
