@@ -288,13 +288,23 @@ async fn a_certificate_that_does_not_match_the_request_is_never_published() {
 async fn renews_at_the_deadline_with_a_new_key() {
     let env = Env::new("rotate").await;
     let port = free_port();
+    // The main container, told after every flip as for any mapping.
+    let main = recorder(env.tmp.path(), &unique("csrmain"), false);
+    let name = main.file.file_stem().unwrap().to_str().unwrap().to_owned();
     // A 20 s certificate renewed at 10-20 % of its life: 2-4 s.
-    let cs = env.start(&env.spec(",renew=0.1-0.2"), Some(port));
+    let cs = env.start_with(
+        &env.spec(",renew=0.1-0.2"),
+        Some(port),
+        &["--reload-process", &name],
+    );
     let target = env.target();
     let first = env.signer.next_request(&[]).await;
     let cert1 = env.signer.sign(&first, Duration::from_secs(20)).await;
     wait_for("the first certificate", || {
         (live_cert(&target)? == cert1.as_bytes()).then_some(())
+    });
+    wait_for("a reload after the first flip", || {
+        (main.hups() == 1).then_some(())
     });
     let (_, _, key1) = read_live(&target).unwrap();
     cs.wait_log("renewal scheduled");
@@ -306,6 +316,9 @@ async fn renews_at_the_deadline_with_a_new_key() {
     });
     let (_, _, key2) = read_live(&target).unwrap();
     assert_ne!(key1, key2, "every rotation has a new key");
+    wait_for("a reload after the renewal", || {
+        (main.hups() == 2).then_some(())
+    });
     wait_metric(
         port,
         "certsync_csr_rotation_seconds_count{mapping=\"svc\"}",
@@ -647,6 +660,46 @@ async fn bootstraps_with_a_token_then_renews_with_its_own_certificate() {
 fn base64_of(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// `run --once` (an init container): waits for the certificate, publishes
+/// it and exits 0; run again with the good pair in place, it requests
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_waits_for_the_certificate_then_exits() {
+    let env = Env::new("once").await;
+    let spec = env.spec("");
+    let run_once = || {
+        std::process::Command::new(certsync_bin())
+            .args(["run", "--once", "--kubeconfig"])
+            .arg(&env.kubeconfig)
+            .args(["--sync", &spec])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let child = run_once();
+    let name = env.signer.next_request(&[]).await;
+    let cert = env.signer.sign(&name, HOUR).await;
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(live_cert(&env.target()).unwrap(), cert.as_bytes());
+
+    let again = run_once().wait_with_output().unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(env.signer.requests().await.len(), 1, "no second request");
+    assert_eq!(live_cert(&env.target()).unwrap(), cert.as_bytes());
+    env.signer.cleanup().await;
 }
 
 #[test]
