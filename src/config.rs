@@ -1322,6 +1322,47 @@ mod tests {
         assert!(e.contains("certsync.yaml") && e.contains("colour"), "{e}");
     }
 
+    /// A csr: mapping reads the same from the config file as from a flag,
+    /// lists and all.
+    #[test]
+    fn csr_mappings_in_either_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("certsync.yaml");
+        std::fs::write(
+            &file,
+            "mappings:\n  - source: csr:kubernetes.io/kube-apiserver-client\n    target: /t/a\n    \
+             cn: system:kube-scheduler\n    o: [team-a, team-b]\n    dns: [a.example]\n    \
+             ip: [\"10.0.0.1\", \"fd00::1\"]\n    key-alg: rsa-3072\n    lifetime: 30d\n    \
+             renew: 50%-60%\n    ca: clustertrustbundle\n",
+        )
+        .unwrap();
+        let flag = "csr:kubernetes.io/kube-apiserver-client=/t/b,cn=system:kube-scheduler,\
+                    o=team-a,o=team-b,dns=a.example,ip=10.0.0.1,ip=fd00::1,key-alg=rsa-3072,\
+                    lifetime=30d,renew=0.5-0.6,ca=clustertrustbundle";
+        let c = config(&["--config", file.to_str().unwrap(), "--sync", flag]).unwrap();
+        let [Source::Csr(a), Source::Csr(b)] = [&c.mappings[0].source, &c.mappings[1].source]
+        else {
+            panic!("not csr: {:?}", c.mappings)
+        };
+        assert_eq!(a, b);
+        assert_eq!(a.organizations, ["team-a", "team-b"]);
+        assert_eq!(a.ips.len(), 2);
+        assert_eq!(a.key_alg, KeyAlg::Rsa(3072));
+        assert_eq!(
+            a.usages,
+            ["digital signature", "key encipherment", "client auth"]
+        );
+        assert_eq!(a.lifetime, Some(Duration::from_secs(30 * 86_400)));
+        assert_eq!(a.renew, (0.5, 0.6));
+        assert_eq!(
+            a.ca,
+            Some(CaSource::TrustBundles {
+                signer: "kubernetes.io/kube-apiserver-client".into()
+            })
+        );
+        assert_eq!(a.approval_timeout, Duration::from_secs(900));
+    }
+
     #[test]
     fn bad_mappings_are_refused_with_the_reason() {
         let cases: &[(&[&str], &str)] = &[

@@ -219,11 +219,9 @@ impl Metrics {
 
     /// A `csr:` mapping's request failed.
     pub fn csr_error(&self, mapping: &str, reason: &'static str) {
-        let labels = ReasonLabels {
-            mapping: self.name(mapping),
-            reason,
-        };
-        self.csr_errors.get_or_create(&labels).inc();
+        self.csr_errors
+            .get_or_create(&self.reason(mapping, reason))
+            .inc();
     }
 
     /// A `csr:` mapping's certificate was replaced after `lived` seconds.
@@ -241,6 +239,13 @@ impl Metrics {
         let name = Arc::new(mapping.to_owned());
         names.insert(mapping.to_owned(), Arc::clone(&name));
         name
+    }
+
+    fn reason(&self, mapping: &str, reason: &'static str) -> ReasonLabels {
+        ReasonLabels {
+            mapping: self.name(mapping),
+            reason,
+        }
     }
 
     fn label(&self, mapping: &str) -> MappingLabel {
@@ -301,11 +306,9 @@ impl Metrics {
     }
 
     pub fn rejected(&self, mapping: &str, reason: &'static str) {
-        let labels = ReasonLabels {
-            mapping: self.name(mapping),
-            reason,
-        };
-        self.validation_failures.get_or_create(&labels).inc();
+        self.validation_failures
+            .get_or_create(&self.reason(mapping, reason))
+            .inc();
     }
 
     pub fn source_up(&self, mapping: &str, up: bool) {

@@ -87,6 +87,13 @@ fn live_cert(target: &Path) -> Option<Vec<u8>> {
     read_live(target).map(|(_, cert, _)| cert)
 }
 
+/// Waits until `target` serves the certificate `cert` (PEM).
+fn wait_cert(target: &Path, cert: &str, what: &str) {
+    wait_for(what, || {
+        (live_cert(target)? == cert.as_bytes()).then_some(())
+    });
+}
+
 fn metrics(port: u16) -> std::collections::BTreeMap<String, f64> {
     http_get(port, "/metrics")
         .map(|(_, body)| parse_metrics(&body))
@@ -132,9 +139,7 @@ async fn issues_after_approval_and_says_how_to_approve() {
 
     let cert = env.signer.sign(&name, HOUR).await;
     let target = env.target();
-    wait_for("the issued certificate", || {
-        (live_cert(&target)? == cert.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert, "the issued certificate");
     let (rev, _, key) = read_live(&target).unwrap();
     let dir = target.join(rev);
     assert_eq!(
@@ -184,9 +189,7 @@ async fn a_denied_request_is_retried_and_the_retry_succeeds() {
     let second = env.signer.next_request(std::slice::from_ref(&first)).await;
     let cert = env.signer.sign(&second, HOUR).await;
     let target = env.target();
-    wait_for("the retried certificate", || {
-        (live_cert(&target)? == cert.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert, "the retried certificate");
 
     // --events: the failure on the denied request, the flip on the issued
     // one (cluster-scoped objects' events live in `default`).
@@ -272,9 +275,7 @@ async fn a_certificate_that_does_not_match_the_request_is_never_published() {
     seen.push(second);
     let third = env.signer.next_request(&seen).await;
     let cert = env.signer.sign(&third, HOUR).await;
-    wait_for("the proper certificate", || {
-        (live_cert(&target)? == cert.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert, "the proper certificate");
     assert_eq!(
         revision_names(&target).len(),
         1,
@@ -300,9 +301,7 @@ async fn renews_at_the_deadline_with_a_new_key() {
     let target = env.target();
     let first = env.signer.next_request(&[]).await;
     let cert1 = env.signer.sign(&first, Duration::from_secs(20)).await;
-    wait_for("the first certificate", || {
-        (live_cert(&target)? == cert1.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert1, "the first certificate");
     wait_for("a reload after the first flip", || {
         (main.hups() == 1).then_some(())
     });
@@ -311,9 +310,7 @@ async fn renews_at_the_deadline_with_a_new_key() {
 
     let second = env.signer.next_request(std::slice::from_ref(&first)).await;
     let cert2 = env.signer.sign(&second, HOUR).await;
-    wait_for("the renewed certificate", || {
-        (live_cert(&target)? == cert2.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert2, "the renewed certificate");
     let (_, _, key2) = read_live(&target).unwrap();
     assert_ne!(key1, key2, "every rotation has a new key");
     wait_for("a reload after the renewal", || {
@@ -344,9 +341,7 @@ async fn restarts_keep_a_good_pair_and_abandon_a_pending_request() {
     let fresh = env.signer.next_request(&seen).await;
     env.signer.sign(&abandoned, HOUR).await;
     let cert = env.signer.sign(&fresh, HOUR).await;
-    wait_for("the fresh request's certificate", || {
-        (live_cert(&target)? == cert.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert, "the fresh request's certificate");
     seen.push(fresh);
     drop(cs);
 
@@ -371,9 +366,7 @@ async fn restarts_keep_a_good_pair_and_abandon_a_pending_request() {
     let req = rcgen::CertificateSigningRequestParams::from_pem(&pem).unwrap();
     assert!(format!("{:?}", req.params.subject_alt_names).contains("new.example"));
     let cert = env.signer.sign(&changed, HOUR).await;
-    wait_for("the certificate with the new name", || {
-        (live_cert(&target)? == cert.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert, "the certificate with the new name");
     drop(cs);
     env.signer.cleanup().await;
 }
@@ -408,9 +401,7 @@ async fn a_failed_or_deleted_request_is_retried() {
     let third = env.signer.next_request(&seen).await;
     let cert = env.signer.sign(&third, HOUR).await;
     let target = env.target();
-    wait_for("the certificate", || {
-        (live_cert(&target)? == cert.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert, "the certificate");
     drop(cs);
     env.signer.cleanup().await;
 }
@@ -456,9 +447,7 @@ async fn the_signer_ca_can_come_from_a_configmap() {
     let second = env.signer.next_request(std::slice::from_ref(&first)).await;
     let cert = env.signer.sign(&second, HOUR).await;
     let target = env.target();
-    wait_for("the certificate", || {
-        (live_cert(&target)? == cert.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert, "the certificate");
     let (rev, _, _) = read_live(&target).unwrap();
     assert_eq!(
         std::fs::read(target.join(rev).join("ca.crt")).unwrap(),
@@ -512,9 +501,7 @@ async fn the_signer_ca_can_come_from_cluster_trust_bundles() {
     let name = env.signer.next_request(&[]).await;
     let cert = env.signer.sign(&name, HOUR).await;
     let target = env.target();
-    wait_for("the certificate", || {
-        (live_cert(&target)? == cert.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert, "the certificate");
     let (rev, _, _) = read_live(&target).unwrap();
     let published = std::fs::read_to_string(target.join(rev).join("ca.crt")).unwrap();
     assert_eq!(
@@ -621,9 +608,7 @@ async fn bootstraps_with_a_token_then_renews_with_its_own_certificate() {
         ["digital signature", "client auth"]
     );
     let cert1 = signer.sign(&first, Duration::from_secs(20)).await;
-    wait_for("the bootstrapped certificate", || {
-        (live_cert(&target)? == cert1.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert1, "the bootstrapped certificate");
 
     // The kubeconfig beside the pair authenticates as the certificate.
     let own = kube_client(&target.join("kubeconfig")).await;
@@ -651,9 +636,7 @@ async fn bootstraps_with_a_token_then_renews_with_its_own_certificate() {
     let csr = signer.api.get(&second).await.unwrap();
     assert_eq!(csr.spec.username.as_deref(), Some("system:kube-scheduler"));
     let cert2 = signer.sign(&second, HOUR).await;
-    wait_for("the renewed certificate", || {
-        (live_cert(&target)? == cert2.as_bytes()).then_some(())
-    });
+    wait_cert(&target, &cert2, "the renewed certificate");
     drop(cs);
 }
 

@@ -826,6 +826,14 @@ async fn create(
 }
 
 /// Stores a new object (409 when the name is taken), with its uid.
+/// Creates the cluster-scoped `resource` object `name` (already validated).
+fn insert_cluster_scoped(shared: &Shared, resource: &str, name: &str, obj: Value) -> Response {
+    let mut st = shared.store.lock().unwrap();
+    st.requests.push(format!("create {resource} /{name}"));
+    let key = (resource.to_owned(), String::new(), name.to_owned());
+    insert_new(shared, &mut st, key, obj)
+}
+
 fn insert_new(shared: &Shared, st: &mut Store, key: Key, mut obj: Value) -> Response {
     if st.objects.contains_key(&key) {
         return status(

@@ -25,10 +25,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+// The usages the API knows (`pkg/apis/certificates`): one list, certsync's.
+use certsync::source::csr::USAGES;
+
 use super::super::Peer;
 use super::{
-    Shared, collection, commit, insert_new, not_found, stale_write, status, unprocessable,
-    validation,
+    Shared, collection, commit, not_found, stale_write, status, unprocessable, validation,
 };
 
 pub const RESOURCE: &str = "certificatesigningrequests";
@@ -41,32 +43,6 @@ pub struct User {
     pub uid: String,
     pub groups: Vec<String>,
 }
-
-const USAGES: &[&str] = &[
-    "signing",
-    "digital signature",
-    "content commitment",
-    "key encipherment",
-    "key agreement",
-    "data encipherment",
-    "cert sign",
-    "crl sign",
-    "encipher only",
-    "decipher only",
-    "any",
-    "server auth",
-    "client auth",
-    "code signing",
-    "email protection",
-    "s/mime",
-    "ipsec end system",
-    "ipsec tunnel",
-    "ipsec user",
-    "timestamping",
-    "ocsp signing",
-    "microsoft sgc",
-    "netscape sgc",
-];
 
 /// The user behind `Authorization: Bearer TOKEN`, else behind the
 /// connection's client certificate; `None` is a 401.
@@ -383,9 +359,7 @@ pub(super) async fn create(
     obj["metadata"]["creationTimestamp"] = json!(certsync::validate::rfc3339(
         certsync::validate::unix_seconds(std::time::SystemTime::now())
     ));
-    let mut st = shared.store.lock().unwrap();
-    st.requests.push(format!("create {RESOURCE} /{name}"));
-    insert_new(&shared, &mut st, key(&name), obj)
+    super::insert_cluster_scoped(&shared, RESOURCE, &name, obj)
 }
 
 /// GET one, as any other object once the client is authenticated.

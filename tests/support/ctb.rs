@@ -25,8 +25,7 @@ use serde_json::{Value, json};
 
 use super::super::Peer;
 use super::{
-    Shared, collection, commit, insert_new, not_found, stale_write, status, unprocessable,
-    validation,
+    Shared, collection, commit, not_found, stale_write, status, unprocessable, validation,
 };
 
 pub const RESOURCE: &str = "clustertrustbundles";
@@ -257,9 +256,7 @@ pub(super) async fn create(
     if !errors.is_empty() {
         return *unprocessable(KIND, &name, &errors);
     }
-    let mut st = shared.store.lock().unwrap();
-    st.requests.push(format!("create {RESOURCE} /{name}"));
-    insert_new(&shared, &mut st, key(&name), obj)
+    super::insert_cluster_scoped(&shared, RESOURCE, &name, obj)
 }
 
 pub(super) async fn get_one(
