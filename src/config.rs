@@ -80,6 +80,150 @@ pub enum Command {
     /// Restore an earlier revision of a target atomically and pin it until
     /// the source's content changes (a running certsync keeps it and reloads).
     Rollback(RollbackArgs),
+    /// Approve kubelet serving certificates (signer
+    /// kubernetes.io/kubelet-serving) that pass every check, deny those that
+    /// definitely fail one; a controller, safe in several replicas.
+    Approve(Box<ApproveArgs>),
+    /// Certificate signing requests: `csr review` shows pending CSRs with
+    /// the approver's verdict, and approves or denies on request.
+    #[command(subcommand)]
+    Csr(CsrCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CsrCommand {
+    /// Pending CSRs (or those named) with requester, node, SANs, usages,
+    /// key, age and the verdict of `certsync approve`'s checks.
+    Review(ReviewArgs),
+}
+
+/// The kubelet-serving policy's widening and limits (approve and review).
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// Also allow DNS SANs matching this pattern (a name, or `*.SUFFIX` for
+    /// names under SUFFIX), for clusters whose Node addresses lag behind;
+    /// repeatable.
+    #[arg(
+        long = "allowed-dns",
+        env = "CERTSYNC_ALLOWED_DNS",
+        value_delimiter = ',',
+        value_name = "PATTERN"
+    )]
+    pub allowed_dns: Vec<String>,
+    /// Also allow IP SANs in this range (e.g. 10.0.0.0/8, fd00::/64);
+    /// repeatable.
+    #[arg(
+        long = "allowed-cidr",
+        env = "CERTSYNC_ALLOWED_CIDR",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    pub allowed_cidrs: Vec<crate::approve::policy::Cidr>,
+    /// Deny requests whose expirationSeconds is longer than this.
+    #[arg(long, env = "CERTSYNC_MAX_EXPIRATION", value_parser = duration(600_000, YEAR * 100), value_name = "DURATION")]
+    pub max_expiration: Option<Duration>,
+}
+
+impl PolicyArgs {
+    pub fn policy(&self) -> crate::approve::Policy {
+        crate::approve::Policy {
+            allowed_dns: self.allowed_dns.clone(),
+            allowed_cidrs: self.allowed_cidrs.clone(),
+            max_expiration: self.max_expiration,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// CSRs to review (default: every pending one).
+    pub names: Vec<String>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: crate::inspect::Output,
+    /// Approve the reviewed kubelet serving CSRs that pass every check.
+    #[arg(long)]
+    pub approve: bool,
+    /// Deny the reviewed kubelet serving CSRs that definitely fail a check.
+    #[arg(long)]
+    pub deny: bool,
+    /// Kubeconfig (default: `KUBECONFIG`, then the pod's service account).
+    #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Log what would be decided; write nothing.
+    #[arg(long, env = "CERTSYNC_DRY_RUN")]
+    pub dry_run: bool,
+    /// Kubeconfig (default: `KUBECONFIG`, then the pod's service account).
+    #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The Lease replicas elect a leader with (only the leader writes);
+    /// `--lease-name ""` for a single replica without election.
+    #[arg(long, env = "CERTSYNC_LEASE_NAME", default_value = "certsync-approver")]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: the pod's, from POD_NAMESPACE or
+    /// the service account, else kube-system).
+    #[arg(long, env = "CERTSYNC_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// How long a leader holds the Lease without renewing it.
+    #[arg(long, env = "CERTSYNC_LEASE_DURATION", value_parser = duration(2000, 3_600_000), default_value = "15s")]
+    pub lease_duration: Duration,
+    /// Record CertificateApproved / CertificateDenied Events on the CSRs.
+    #[arg(long, env = "CERTSYNC_EVENTS")]
+    pub events: bool,
+    /// Address of the admin port (/livez, /readyz, /metrics).
+    #[arg(long, env = "CERTSYNC_ADMIN_ADDR", default_value = "127.0.0.1:9808")]
+    pub admin_addr: std::net::SocketAddr,
+    /// Server-side timeout of each watch call.
+    #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", value_parser = duration(MS, YEAR), default_value = "1m")]
+    pub watch_timeout: Duration,
+}
+
+impl ApproveArgs {
+    pub fn config(&self) -> crate::approve::ApproverConfig {
+        let namespace = self.lease_namespace.clone().unwrap_or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .or_else(|| {
+                    std::fs::read_to_string(
+                        "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
+                    )
+                    .ok()
+                })
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "kube-system".into())
+        });
+        let identity = std::env::var("POD_NAME")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("certsync-{}", std::process::id()));
+        crate::approve::ApproverConfig {
+            client: ClientSettings {
+                kubeconfig: self.kubeconfig.clone(),
+                watch_timeout: self.watch_timeout,
+                ..ClientSettings::default()
+            },
+            policy: self.policy.policy(),
+            signer: crate::approve::policy::SIGNER.into(),
+            dry_run: self.dry_run,
+            lease: (!self.lease_name.is_empty()).then(|| crate::approve::LeaseSettings {
+                name: self.lease_name.clone(),
+                namespace,
+                identity,
+                duration: self.lease_duration,
+            }),
+            events: self.events,
+            admin_addr: self.admin_addr,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -95,7 +95,15 @@ impl EventSink {
         let Some(client) = self.clients.borrow().clone() else {
             return;
         };
-        let (reference, object) = match &self.about {
+        let Some((reference, object)) = self.reference() else {
+            return;
+        };
+        publish(client, reference, object, type_, reason, action, note);
+    }
+
+    /// The object the events are about, and its name for logs.
+    fn reference(&self) -> Option<(ObjectReference, String)> {
+        Some(match &self.about {
             About::Object(object, uid) => {
                 let kind = match object.kind {
                     Kind::Secret => "Secret",
@@ -113,50 +121,71 @@ impl EventSink {
             }
             About::Csr(csr) => {
                 // Before the first request there is nothing to attach to.
-                let Some((name, uid)) = csr.lock().unwrap_or_else(PoisonError::into_inner).clone()
-                else {
-                    return;
-                };
-                let reference = ObjectReference {
-                    kind: Some("CertificateSigningRequest".into()),
-                    api_version: Some("certificates.k8s.io/v1".into()),
-                    name: Some(name.clone()),
-                    uid: Some(uid),
-                    ..Default::default()
-                };
-                (reference, format!("certificatesigningrequest {name}"))
+                let (name, uid) = csr.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
+                csr_reference(&name, &uid)
             }
-        };
-        let reporter = Reporter {
-            controller: "certsync".into(),
-            instance: std::env::var("POD_NAME")
-                .ok()
-                .or_else(|| std::env::var("HOSTNAME").ok()),
-        };
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            // The API caps notes at 1 kB.
-            note: Some(note.chars().take(1000).collect()),
-            action: action.into(),
-            secondary: None,
-        };
-        tokio::spawn(async move {
-            let recorder = Recorder::new(client, reporter);
-            match tokio::time::timeout(
-                Duration::from_secs(10),
-                recorder.publish(&event, &reference),
-            )
-            .await
-            {
-                Ok(Ok(())) => tracing::debug!(object, reason = %event.reason, "event recorded"),
-                Ok(Err(e)) => {
-                    tracing::warn!(object, reason = %event.reason, error = %e, "cannot record event (RBAC: deploy/rbac-events.yaml)")
-                }
-                Err(_) => {
-                    tracing::warn!(object, reason = %event.reason, "recording an event timed out")
-                }
-            }
-        });
+        })
     }
+}
+
+/// A CertificateSigningRequest as an event's subject.
+fn csr_reference(name: &str, uid: &str) -> (ObjectReference, String) {
+    let reference = ObjectReference {
+        kind: Some("CertificateSigningRequest".into()),
+        api_version: Some("certificates.k8s.io/v1".into()),
+        name: Some(name.to_owned()),
+        uid: Some(uid.to_owned()),
+        ..Default::default()
+    };
+    (reference, format!("certificatesigningrequest {name}"))
+}
+
+/// An Event about CSR `name` (the approver's decisions).
+pub fn on_csr(client: Client, name: &str, uid: &str, type_: EventType, reason: &str, note: String) {
+    let (reference, object) = csr_reference(name, uid);
+    publish(client, reference, object, type_, reason, "Decide", note);
+}
+
+/// Records one Event from its own task, under a timeout; failures are
+/// logged, never returned.
+fn publish(
+    client: Client,
+    reference: ObjectReference,
+    object: String,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let reporter = Reporter {
+        controller: "certsync".into(),
+        instance: std::env::var("POD_NAME")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok()),
+    };
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        // The API caps notes at 1 kB.
+        note: Some(note.chars().take(1000).collect()),
+        action: action.into(),
+        secondary: None,
+    };
+    tokio::spawn(async move {
+        let recorder = Recorder::new(client, reporter);
+        match tokio::time::timeout(
+            Duration::from_secs(10),
+            recorder.publish(&event, &reference),
+        )
+        .await
+        {
+            Ok(Ok(())) => tracing::debug!(object, reason = %event.reason, "event recorded"),
+            Ok(Err(e)) => {
+                tracing::warn!(object, reason = %event.reason, error = %e, "cannot record event (RBAC: deploy/rbac-events.yaml)")
+            }
+            Err(_) => {
+                tracing::warn!(object, reason = %event.reason, "recording an event timed out")
+            }
+        }
+    });
 }

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod approve;
 pub mod bundle;
 pub mod config;
 pub mod dirwatch;

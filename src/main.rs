@@ -8,7 +8,9 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 
 use std::sync::Arc;
 
-use certsync::config::{Cli, Command, Config, EXIT_USAGE, LogArgs, LogFormat};
+use certsync::config::{
+    Cli, Command, Config, CsrCommand, EXIT_USAGE, LogArgs, LogFormat, ReviewArgs,
+};
 use certsync::inspect::{CHECK_HEADER, REVISION_HEADER, check_cells, render, revision_cells};
 use certsync::metrics::Metrics;
 
@@ -24,7 +26,10 @@ fn main() -> ExitCode {
             };
         }
     };
-    if let Err(e) = init_tracing(&cli.log) {
+    // A command a person reads (a table, then what it did) logs only
+    // warnings unless asked; the daemons log at info.
+    let quiet = matches!(cli.command, Command::Csr(_));
+    if let Err(e) = init_tracing(&cli.log, quiet) {
         eprintln!("certsync: {e:#}");
         return ExitCode::from(EXIT_USAGE as u8);
     }
@@ -48,6 +53,20 @@ fn main() -> ExitCode {
             );
             (Ok(text), false)
         })),
+        Command::Approve(args) => match approve(args.config()) {
+            Ok(code) => code,
+            Err(e) => {
+                tracing::error!(error = %certsync::error_chain(e.as_ref()), "certsync approve failed");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Csr(CsrCommand::Review(a)) => match review(&a) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("certsync: {}", certsync::error_chain(e.as_ref()));
+                ExitCode::FAILURE
+            }
+        },
         Command::Run(args) => {
             let config = match Config::from_args(&args) {
                 Ok(c) => c,
@@ -93,7 +112,12 @@ fn report(
     }
 }
 
-fn init_tracing(log: &LogArgs) -> anyhow::Result<()> {
+fn init_tracing(log: &LogArgs, quiet: bool) -> anyhow::Result<()> {
+    let default = if quiet {
+        tracing::Level::WARN
+    } else {
+        tracing::Level::INFO
+    };
     let filter = match &log.log_level {
         Some(level) => level.parse::<Targets>().context("--log-level")?,
         // RUST_LOG in the same `LEVEL,target=LEVEL` form; anything else
@@ -101,7 +125,7 @@ fn init_tracing(log: &LogArgs) -> anyhow::Result<()> {
         None => std::env::var("RUST_LOG")
             .ok()
             .and_then(|v| v.parse::<Targets>().ok())
-            .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO)),
+            .unwrap_or_else(|| Targets::new().with_default(default)),
     };
     // notify logs at info what is routine for certsync (the watch of a
     // revision directory that was retired: one line per rotation). It is
@@ -183,6 +207,51 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
     // the whole run, and every stack page it touches stays resident.
     Box::pin(certsync::sync::run(config, metrics, stopped)).await?;
     let _ = admin.await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `certsync approve`: the controller and its admin port until a signal.
+#[tokio::main(flavor = "current_thread")]
+async fn approve(config: certsync::approve::ApproverConfig) -> anyhow::Result<ExitCode> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let metrics = Arc::new(Metrics::new(0.8));
+    let admin =
+        certsync::admin::serve(config.admin_addr, Arc::clone(&metrics), stopped.clone()).await?;
+    let admin = tokio::spawn(admin);
+    let m = Arc::clone(&metrics);
+    tokio::spawn(async move {
+        if shutdown_signal().await.is_ok() {
+            m.begin_shutdown();
+            let _ = stop.send(true);
+        }
+    });
+    Box::pin(certsync::approve::run(config, metrics, stopped)).await?;
+    let _ = admin.await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `certsync csr review`: the table, then what `--approve`/`--deny` did.
+#[tokio::main(flavor = "current_thread")]
+async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
+    let settings = certsync::source::client::ClientSettings {
+        kubeconfig: a.kubeconfig.clone(),
+        ..Default::default()
+    };
+    let client = settings.client().await?;
+    let (rows, done) =
+        certsync::approve::review(client, &a.names, &a.policy.policy(), a.approve, a.deny).await?;
+    print!(
+        "{}",
+        render(
+            &rows,
+            a.output,
+            certsync::approve::REVIEW_HEADER,
+            certsync::approve::review_cells
+        )?
+    );
+    for line in done {
+        eprintln!("{line}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -45,6 +45,12 @@ struct ReloadLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    decision: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MethodLabel {
     method: &'static str,
 }
@@ -76,6 +82,7 @@ pub struct Metrics {
     csr_pending: Family<MappingLabel, Gauge>,
     csr_errors: Family<ReasonLabels, Counter>,
     csr_rotation: Family<MappingLabel, Histogram>,
+    csr_decisions: Family<DecisionLabels, Counter>,
     /// Per mapping: the current certificate's window (for TTL and staleness).
     validity: Mutex<BTreeMap<String, Option<Validity>>>,
     /// Every mapping's name, allocated once: with 1,000 mappings, a copy
@@ -124,6 +131,7 @@ impl Metrics {
             csr_rotation: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(600.0, 2.0, 17))
             }),
+            csr_decisions: Family::default(),
             validity: Mutex::default(),
             names: Mutex::default(),
             readiness: Mutex::default(),
@@ -207,7 +215,19 @@ impl Metrics {
             Unit::Seconds,
             m.csr_rotation.clone(),
         );
+        registry.register(
+            "csr_decisions",
+            "certsync approve: verdicts on kubelet serving CSRs (approve, deny, wait) by check (ok when approved)",
+            m.csr_decisions.clone(),
+        );
         Self { registry, ..m }
+    }
+
+    /// `certsync approve` made a decision (or, for wait, first saw it).
+    pub fn csr_decision(&self, decision: &'static str, reason: &'static str) {
+        self.csr_decisions
+            .get_or_create(&DecisionLabels { decision, reason })
+            .inc();
     }
 
     /// A `csr:` mapping's request is waiting (or no longer is).

@@ -286,29 +286,15 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
         let certsync: Vec<&&Container> = all.iter().filter(|c| c.name == "certsync").collect();
         assert_eq!(certsync.len(), 1, "{file}: one certsync container");
         let c = certsync[0];
-        let config = check_args(c.args.as_deref().unwrap());
-        let port = config.admin_addr.port();
-        for (probe, path) in [
-            (&c.readiness_probe, "/readyz"),
-            (&c.liveness_probe, "/livez"),
-        ] {
-            let get = probe
-                .as_ref()
-                .and_then(|p| p.http_get.as_ref())
-                .unwrap_or_else(|| panic!("{file}: {path} probe"));
-            assert_eq!(get.path.as_deref(), Some(path), "{file}");
-            let probe_port = match &get.port {
-                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(p) => *p as u16,
-                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(name) => c
-                    .ports
-                    .iter()
-                    .flatten()
-                    .find(|p| p.name.as_deref() == Some(name.as_str()))
-                    .map(|p| p.container_port as u16)
-                    .unwrap_or_else(|| panic!("{file}: no port named {name}")),
-            };
-            assert_eq!(probe_port, port, "{file}: {path} probes the admin port");
+        let args = c.args.as_deref().unwrap();
+        if args.first().map(String::as_str) == Some("approve") {
+            let approver = approver_config(args);
+            assert_probes(file, c, approver.admin_addr.port());
+            continue;
         }
+        let config = check_args(args);
+        let port = config.admin_addr.port();
+        assert_probes(file, c, port);
         // A sidecar in a Deployment is a native sidecar.
         if spec.host_network != Some(true) {
             assert_eq!(
@@ -334,6 +320,112 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
             );
         }
     }
+}
+
+/// Readiness and liveness probes on certsync's admin port.
+fn assert_probes(file: &str, c: &Container, port: u16) {
+    for (probe, path) in [
+        (&c.readiness_probe, "/readyz"),
+        (&c.liveness_probe, "/livez"),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .unwrap_or_else(|| panic!("{file}: {path} probe"));
+        assert_eq!(get.path.as_deref(), Some(path), "{file}");
+        let probe_port = match &get.port {
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(p) => *p as u16,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(name) => c
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .map(|p| p.container_port as u16)
+                .unwrap_or_else(|| panic!("{file}: no port named {name}")),
+        };
+        assert_eq!(probe_port, port, "{file}: {path} probes the admin port");
+    }
+}
+
+/// `certsync approve`'s args, parsed by certsync itself.
+fn approver_config(args: &[String]) -> certsync::approve::ApproverConfig {
+    let cli = certsync::config::Cli::try_parse_from(
+        std::iter::once("certsync".to_owned()).chain(args.iter().cloned()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let certsync::config::Command::Approve(a) = cli.command else {
+        panic!("not approve")
+    };
+    a.config()
+}
+
+/// The approver: read CSRs and Nodes, update only `/approval`, approve
+/// only for the kubelet-serving signer, its own Lease by name, Events;
+/// two replicas with leader election.
+#[test]
+fn approver_is_least_privilege_and_elects_a_leader() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+    let docs = documents("approver.yaml");
+    let of = |kind: &str| -> Vec<serde_yaml_ng::Value> {
+        docs.iter()
+            .filter(|d| d["kind"].as_str() == Some(kind))
+            .cloned()
+            .collect()
+    };
+    let role: ClusterRole = serde_yaml_ng::from_value(of("ClusterRole").remove(0)).unwrap();
+    let rules: Vec<PolicyRule> = role.rules.unwrap();
+    let verbs = |resource: &str| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| {
+                r.resources
+                    .as_deref()
+                    .is_some_and(|rs| rs.iter().any(|x| x == resource))
+            })
+            .flat_map(|r| r.verbs.clone())
+            .collect()
+    };
+    assert_eq!(
+        verbs("certificatesigningrequests"),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(verbs("certificatesigningrequests/approval"), ["update"]);
+    assert_eq!(verbs("nodes"), ["get", "list", "watch"]);
+    assert_eq!(verbs("signers"), ["approve"]);
+    let signers = rules
+        .iter()
+        .find(|r| r.resources.as_deref() == Some(&["signers".to_owned()][..]))
+        .unwrap();
+    assert_eq!(
+        signers.resource_names.as_deref(),
+        Some(&["kubernetes.io/kubelet-serving".to_owned()][..])
+    );
+    assert_eq!(rules.len(), 4, "nothing else: {rules:?}");
+    let roles: Vec<Role> = of("Role")
+        .into_iter()
+        .map(|d| serde_yaml_ng::from_value(d).unwrap())
+        .collect();
+    let lease = roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("certsync-approver-lease"))
+        .unwrap();
+    for rule in lease.rules.as_deref().unwrap() {
+        if rule.verbs != ["create"] {
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(&["certsync-approver".to_owned()][..]),
+                "the Lease by name"
+            );
+        }
+    }
+    let dep: Deployment = serde_yaml_ng::from_value(of("Deployment").remove(0)).unwrap();
+    let spec = dep.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let c = &spec.template.spec.unwrap().containers[0];
+    let config = approver_config(c.args.as_deref().unwrap());
+    let lease = config.lease.expect("leader election on");
+    assert_eq!(lease.name, "certsync-approver");
+    assert!(!config.dry_run);
 }
 
 /// The Containerfile builds a static binary and runs it from `scratch`

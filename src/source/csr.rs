@@ -194,9 +194,9 @@ impl KeyAlg {
         .map_err(|e| err(&e))
     }
 
-    /// The algorithm of a certificate's public key, if it is one of ours.
-    fn of(cert: &X509Certificate<'_>) -> Option<Self> {
-        let spki = cert.public_key();
+    /// The algorithm of a public key, if it is one certsync requests (RSA
+    /// of any size, for callers that judge the size).
+    pub fn of_spki(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> Option<Self> {
         match spki.algorithm.algorithm.to_id_string().as_str() {
             "1.2.840.113549.1.1.1" => match spki.parsed().ok()? {
                 x509_parser::public_key::PublicKey::RSA(k) => Some(Self::Rsa(k.key_size())),
@@ -434,7 +434,7 @@ pub fn check(
     }
 
     check_usages(&cert, &spec.usages)?;
-    match KeyAlg::of(&cert) {
+    match KeyAlg::of_spki(cert.public_key()) {
         Some(alg) if alg == spec.key_alg => {}
         Some(alg) => {
             return Err(format!(
@@ -453,7 +453,8 @@ pub fn check(
     })
 }
 
-fn ip_of(b: &[u8]) -> Option<IpAddr> {
+/// A SAN's IP address bytes (4 or 16) as an address.
+pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
     match b.len() {
         4 => Some(IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
         16 => Some(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
@@ -545,9 +546,9 @@ fn chains_to(
 }
 
 /// A fresh key and the PEM request for it.
-struct Request {
-    key_pem: String,
-    csr_pem: String,
+pub(crate) struct Request {
+    pub(crate) key_pem: String,
+    pub(crate) csr_pem: String,
 }
 
 impl std::fmt::Debug for Request {
@@ -557,22 +558,29 @@ impl std::fmt::Debug for Request {
 }
 
 /// Generates a key and the PKCS#10 request `spec` describes, signed with it.
-fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
+pub(crate) fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
+    use rcgen::{PublicKeyData, SigningKey};
     let key = spec.key_alg.generate()?;
-    let csr_pem = pkcs10(spec, &key).map_err(CsrError::Request)?;
+    let csr_pem = pkcs10(spec, &key.subject_public_key_info(), &|tbs| {
+        key.sign(tbs).map_err(|e| e.to_string())
+    })
+    .map_err(CsrError::Request)?;
     Ok(Request {
         key_pem: key.serialize_pem(),
         csr_pem,
     })
 }
 
-/// The PKCS#10 request (PEM) for `key`: subject O=… (each organization its
-/// own RDN, as Kubernetes reads groups) then CN, the SANs in an
-/// extensionRequest, signed by `key` through ring. Encoded with the
-/// RustCrypto `x509-cert` types, as rcgen's subject holds one value per
-/// attribute type and Kubernetes groups need several organizations.
-fn pkcs10(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<String, String> {
-    use rcgen::{PublicKeyData, SigningKey};
+/// Signs the DER of a request with the key (signature bytes, or why not).
+pub type Sign<'a> = dyn Fn(&[u8]) -> Result<Vec<u8>, String> + 'a;
+
+/// The PKCS#10 request (PEM) for the public key `spki` (DER): subject O=…
+/// (each organization its own RDN, as Kubernetes reads groups) then CN, the
+/// SANs in an extensionRequest, signed with `sign` (the key, through ring)
+/// by `spec.key_alg`'s algorithm. Encoded with the RustCrypto `x509-cert`
+/// types, as rcgen's subject holds one value per attribute type and
+/// Kubernetes groups need several organizations.
+pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, String> {
     use x509_cert::attr::AttributeTypeAndValue;
     use x509_cert::der::asn1::{Any, BitString, Ia5String, OctetString, SetOfVec, Utf8StringRef};
     use x509_cert::der::pem::LineEnding;
@@ -640,12 +648,11 @@ fn pkcs10(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<String, String> {
     let info = CertReqInfo {
         version: Version::V1,
         subject: RdnSequence(rdns),
-        public_key: SubjectPublicKeyInfoOwned::from_der(&key.subject_public_key_info())
-            .map_err(e("public key"))?,
+        public_key: SubjectPublicKeyInfoOwned::from_der(spki).map_err(e("public key"))?,
         attributes,
     };
     let tbs = info.to_der().map_err(e("request"))?;
-    let signature = key.sign(&tbs).map_err(|err| format!("signing: {err}"))?;
+    let signature = sign(&tbs).map_err(|err| format!("signing: {err}"))?;
     let (alg, null_params) = match spec.key_alg {
         KeyAlg::EcdsaP256 => ("1.2.840.10045.4.3.2", false),
         KeyAlg::EcdsaP384 => ("1.2.840.10045.4.3.3", false),

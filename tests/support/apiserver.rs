@@ -51,6 +51,10 @@ use super::validation;
 pub mod csr;
 #[path = "ctb.rs"]
 pub mod ctb;
+#[path = "leases.rs"]
+pub mod leases;
+#[path = "nodes.rs"]
+pub mod nodes;
 
 type Key = (String, String, String); // resource, namespace, name
 
@@ -94,6 +98,8 @@ struct Shared {
     users: Mutex<HashMap<String, csr::User>>,
     /// Whether `certificates.k8s.io/v1beta1` ClusterTrustBundles are served.
     ctb_served: std::sync::atomic::AtomicBool,
+    /// Server-side apply: per object, which field managers own each field.
+    owners: Mutex<HashMap<Key, HashMap<String, std::collections::BTreeSet<String>>>>,
 }
 
 /// The running server. Stops when dropped.
@@ -188,6 +194,7 @@ impl ApiServer {
                 },
             )])),
             ctb_served: std::sync::atomic::AtomicBool::new(true),
+            owners: Mutex::default(),
         });
         let mut s = Self {
             addr: listener.local_addr().unwrap(),
@@ -429,6 +436,25 @@ fn router(shared: Arc<Shared>) -> Router {
             "/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}/{sub}",
             axum::routing::put(csr::replace_subresource),
         )
+        .route("/api/v1/nodes", get(nodes::list).post(nodes::create))
+        .route(
+            "/api/v1/nodes/{name}",
+            get(nodes::get_one)
+                .put(nodes::replace)
+                .delete(nodes::delete),
+        )
+        .route(
+            "/api/v1/nodes/{name}/{sub}",
+            axum::routing::put(nodes::replace_status),
+        )
+        .route(
+            "/apis/coordination.k8s.io/v1/namespaces/{ns}/{resource}",
+            get(collection).post(create),
+        )
+        .route(
+            "/apis/coordination.k8s.io/v1/namespaces/{ns}/{resource}/{name}",
+            get(get_one).put(replace).patch(lease_patch).delete(delete),
+        )
         .route(
             "/apis/certificates.k8s.io/v1beta1/clustertrustbundles",
             get(ctb::list).post(ctb::create),
@@ -455,6 +481,8 @@ fn kind_of(resource: &str) -> Option<&'static str> {
         "events" => Some("Event"),
         csr::RESOURCE => Some("CertificateSigningRequest"),
         ctb::RESOURCE => Some("ClusterTrustBundle"),
+        nodes::RESOURCE => Some("Node"),
+        leases::RESOURCE => Some("Lease"),
         _ => None,
     }
 }
@@ -464,6 +492,7 @@ fn api_version_of(resource: &str) -> &'static str {
         "events" => "events.k8s.io/v1",
         csr::RESOURCE => "certificates.k8s.io/v1",
         ctb::RESOURCE => ctb::API_VERSION,
+        leases::RESOURCE => leases::API_VERSION,
         _ => "v1",
     }
 }
@@ -541,16 +570,29 @@ async fn collection(
     if let Err(r) = admit(&shared, verb, &resource, &ns, name.as_deref(), &query).await {
         return r;
     }
+    // `spec.signerName=` selects CSRs and ClusterTrustBundles by signer,
+    // as the real server's field selectors for those kinds do.
+    let signer = query
+        .get("fieldSelector")
+        .and_then(|s| s.strip_prefix("spec.signerName="))
+        .map(str::to_owned);
     let matches = {
         let (resource, ns, name) = (resource.clone(), ns.clone(), name.clone());
-        move |k: &Key| k.0 == resource && k.1 == ns && name.as_ref().is_none_or(|n| *n == k.2)
+        move |k: &Key, obj: &Value| {
+            k.0 == resource
+                && k.1 == ns
+                && name.as_ref().is_none_or(|n| *n == k.2)
+                && signer
+                    .as_ref()
+                    .is_none_or(|s| obj["spec"]["signerName"] == s.as_str())
+        }
     };
     if !watching {
         let st = shared.store.lock().unwrap();
         let items: Vec<Value> = st
             .objects
             .iter()
-            .filter(|(k, _)| matches(k))
+            .filter(|(k, v)| matches(k, v))
             .map(|(_, v)| v.clone())
             .collect();
         let body = json!({
@@ -598,7 +640,7 @@ async fn collection(
             Some(rv) => (
                 st.log
                     .iter()
-                    .filter(|e| e.rv > rv && matches(&e.key))
+                    .filter(|e| e.rv > rv && matches(&e.key, &e.object))
                     .map(|e| line(e.kind, &e.object))
                     .collect(),
                 live,
@@ -608,7 +650,7 @@ async fn collection(
             None => (
                 st.objects
                     .iter()
-                    .filter(|(k, _)| matches(k))
+                    .filter(|(k, v)| matches(k, v))
                     .map(|(_, v)| line("ADDED", v))
                     .collect(),
                 live,
@@ -652,7 +694,7 @@ async fn collection(
                 _ = generation.changed() => return,
                 _ = stalled.changed() => continue,
                 ev = live.recv() => match ev {
-                    Ok(e) if matches(&e.key) => {
+                    Ok(e) if matches(&e.key, &e.object) => {
                         if tx.send(line(e.kind, &e.object)).await.is_err() { return; }
                     }
                     Ok(_) => {}
@@ -923,11 +965,26 @@ async fn merge_patch(
     axum::Json(obj).into_response()
 }
 
+/// PATCH of a Lease (server-side apply with field ownership).
+async fn lease_patch(
+    state: State<Arc<Shared>>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+    query: Query<HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    if resource != leases::RESOURCE {
+        return not_found(&resource, &name);
+    }
+    leases::patch(state, Path((ns, name)), query, headers, body).await
+}
+
 async fn delete(
     State(shared): State<Arc<Shared>>,
     Path((ns, resource, name)): Path<(String, String, String)>,
 ) -> Response {
     let key = (resource.clone(), ns.clone(), name.clone());
+    shared.owners.lock().unwrap().remove(&key);
     let mut st = shared.store.lock().unwrap();
     st.requests.push(format!("delete {resource} {ns}/{name}"));
     let Some(obj) = st.objects.get(&key).cloned() else {

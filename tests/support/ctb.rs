@@ -196,44 +196,12 @@ pub(super) async fn list(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     axum::Extension(peer): axum::Extension<Peer>,
-    Query(mut query): Query<HashMap<String, String>>,
+    query: Query<HashMap<String, String>>,
 ) -> Response {
     if let Some(r) = refused(&shared, &headers, &peer) {
         return r;
     }
-    let signer = query
-        .get("fieldSelector")
-        .and_then(|s| s.strip_prefix("spec.signerName=").map(str::to_owned));
-    let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
-    let Some(signer) = signer else {
-        return collection(
-            State(shared),
-            Path((String::new(), RESOURCE.into())),
-            Query(query),
-        )
-        .await;
-    };
-    if watching {
-        return status(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            "this test server lists ClusterTrustBundles by signer name but does not watch them"
-                .into(),
-        );
-    }
-    query.remove("fieldSelector");
-    let st = shared.store.lock().unwrap();
-    let items: Vec<Value> = st
-        .objects
-        .iter()
-        .filter(|(k, v)| k.0 == RESOURCE && v["spec"]["signerName"] == signer.as_str())
-        .map(|(_, v)| v.clone())
-        .collect();
-    axum::Json(json!({
-        "apiVersion": API_VERSION, "kind": "ClusterTrustBundleList",
-        "metadata": {"resourceVersion": st.rv.to_string()}, "items": items,
-    }))
-    .into_response()
+    collection(State(shared), Path((String::new(), RESOURCE.into())), query).await
 }
 
 pub(super) async fn create(

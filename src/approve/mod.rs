@@ -1,0 +1,510 @@
+//! `certsync approve` and `certsync csr review`: the kubelet-serving
+//! policy ([`policy`]) applied by a controller, or shown to a human.
+//!
+//! The controller watches the CSRs of its signer (field selector
+//! `spec.signerName`) and every Node, and after any change re-evaluates
+//! the pending CSRs: approve or deny through the `/approval` subresource
+//! (a `True` condition with a reason and message, as `kubectl certificate
+//! approve` writes), or wait. Only the holder of a `coordination.k8s.io`
+//! Lease writes, so two replicas are safe; every write carries the CSR's
+//! resourceVersion, so a CSR changed meanwhile (decided by someone else)
+//! is never decided twice: the conflict is dropped and the CSR looked at
+//! again as it now is. A verdict is logged once per CSR and counted in
+//! `certsync_csr_decisions_total{decision,reason}` when it is made.
+//!
+//! Invariants: nothing is approved that [`policy::decide`] did not
+//! approve; a CSR that already carries Approved, Denied or Failed is
+//! never written; `--dry-run` writes nothing.
+
+pub mod policy;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest as Csr, CertificateSigningRequestCondition as Condition,
+    CertificateSigningRequestStatus as Status,
+};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{ListParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::source::client::ClientSettings;
+pub use policy::{Check, Policy, Verdict};
+
+/// The name under which the approver's readiness is reported.
+const READINESS: &str = "approver";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApproveError {
+    #[error("API client: {0}")]
+    Client(String),
+    #[error("{verb} {object}: {message}")]
+    Api {
+        verb: &'static str,
+        object: String,
+        message: String,
+    },
+    #[error("leader election (lease {lease}): {message}")]
+    Lease { lease: String, message: String },
+}
+
+/// Leader election through a Lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseSettings {
+    pub name: String,
+    pub namespace: String,
+    /// This replica's identity (the pod name).
+    pub identity: String,
+    pub duration: Duration,
+}
+
+/// Everything `certsync approve` needs.
+#[derive(Debug, Clone)]
+pub struct ApproverConfig {
+    pub client: ClientSettings,
+    pub policy: Policy,
+    pub signer: String,
+    pub dry_run: bool,
+    /// `None`: this is the only replica and always writes.
+    pub lease: Option<LeaseSettings>,
+    pub events: bool,
+    pub admin_addr: std::net::SocketAddr,
+}
+
+/// A CSR still waiting for a decision.
+fn pending(csr: &Csr) -> bool {
+    !csr.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or(&[])
+        .iter()
+        .any(|c| matches!(c.type_.as_str(), "Approved" | "Denied" | "Failed"))
+}
+
+fn name_of(csr: &Csr) -> String {
+    csr.metadata.name.clone().unwrap_or_default()
+}
+
+/// Writes the verdict to `csr` through `/approval`, with its
+/// resourceVersion (a stale one is a 409: someone else decided); returns
+/// the CSR as the server stored it.
+pub async fn write_decision(
+    api: &Api<Csr>,
+    csr: &Csr,
+    verdict: &Verdict,
+    node: &str,
+) -> Result<Csr, ApproveError> {
+    let name = name_of(csr);
+    let (ty, reason, message) = match verdict {
+        Verdict::Approve => (
+            "Approved",
+            "CertsyncApprove",
+            format!(
+                "approved by certsync: requester, subject, usages, key and SANs checked against node {node}"
+            ),
+        ),
+        Verdict::Deny { check, message } => (
+            "Denied",
+            "CertsyncDeny",
+            format!("{}: {message}", check.label()),
+        ),
+        Verdict::Wait { .. } => return Ok(csr.clone()),
+    };
+    let mut obj = csr.clone();
+    let status = obj.status.get_or_insert_with(Status::default);
+    status
+        .conditions
+        .get_or_insert_with(Vec::new)
+        .push(Condition {
+            type_: ty.into(),
+            status: "True".into(),
+            reason: Some(reason.into()),
+            message: Some(message),
+            last_update_time: Some(Time(k8s_openapi::jiff::Timestamp::now())),
+            ..Default::default()
+        });
+    api.replace_subresource("approval", &name, &PostParams::default(), &obj)
+        .await
+        .map_err(|e| ApproveError::Api {
+            verb: "update approval of",
+            object: format!("certificatesigningrequest {name}"),
+            message: crate::error_chain(&e),
+        })
+}
+
+/// The controller: runs until `shutdown`.
+pub async fn run(
+    config: ApproverConfig,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ApproveError> {
+    metrics.add_mapping(READINESS);
+    let client = config
+        .client
+        .client()
+        .await
+        .map_err(|e| ApproveError::Client(e.to_string()))?;
+    let leader = leadership(&config, &client).await?;
+    let csrs: Api<Csr> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let selector = format!("spec.signerName={}", config.signer);
+    let mut csr_events = std::pin::pin!(watcher(
+        csrs.clone(),
+        watcher::Config::default().fields(&selector)
+    ));
+    let mut node_events = std::pin::pin!(watcher(nodes, watcher::Config::default()));
+    let mut state = State {
+        csrs: BTreeMap::new(),
+        nodes: BTreeMap::new(),
+        told: HashMap::new(),
+        synced: (false, false),
+    };
+    tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some(), "approver started");
+    let mut leader_rx = leader.clone();
+    loop {
+        tokio::select! {
+            () = crate::sync::stopped(&mut shutdown) => return Ok(()),
+            Some(e) = csr_events.next() => match e {
+                Ok(e) => state.csr_event(e),
+                Err(e) => tracing::warn!(error = %crate::error_chain(&e), "CSR watch failed; retrying"),
+            },
+            Some(e) = node_events.next() => match e {
+                Ok(e) => state.node_event(e),
+                Err(e) => tracing::warn!(error = %crate::error_chain(&e), "Node watch failed; retrying"),
+            },
+            Ok(()) = leader_rx.changed() => {
+                let leading = *leader_rx.borrow_and_update();
+                tracing::info!(leading, "leadership changed");
+            }
+        }
+        if state.synced == (true, true) {
+            metrics.ready(READINESS, None);
+            let leading = *leader.borrow();
+            state
+                .evaluate(&config, &csrs, &metrics, leading, &client)
+                .await;
+        }
+    }
+}
+
+/// `true` while this replica may write: always without a Lease, else
+/// while it holds it.
+async fn leadership(
+    config: &ApproverConfig,
+    client: &Client,
+) -> Result<watch::Receiver<bool>, ApproveError> {
+    let Some(lease) = &config.lease else {
+        return Ok(watch::channel(true).1);
+    };
+    let err = |e: &dyn std::fmt::Display| ApproveError::Lease {
+        lease: format!("{}/{}", lease.namespace, lease.name),
+        message: e.to_string(),
+    };
+    let secs = lease.duration.as_secs().max(2);
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease.name)
+        .with_namespace(&lease.namespace)
+        .with_identity(&lease.identity)
+        .with_duration(secs)
+        .with_grace(secs / 3)
+        .build()
+        .await
+        .map_err(|e| err(&e))?;
+    let (rx, task) = manager.watch().await;
+    tokio::spawn(async move {
+        if let Ok(Err(e)) = task.await {
+            tracing::error!(error = %e, "leader election ended");
+        }
+    });
+    Ok(rx)
+}
+
+struct State {
+    csrs: BTreeMap<String, Csr>,
+    nodes: BTreeMap<String, Node>,
+    /// Per CSR uid: the verdict last logged, so each is said once.
+    told: HashMap<String, String>,
+    /// Whether each watch has listed everything once (CSRs, Nodes).
+    synced: (bool, bool),
+}
+
+impl State {
+    fn csr_event(&mut self, e: watcher::Event<Csr>) {
+        match e {
+            watcher::Event::Apply(c) | watcher::Event::InitApply(c) => {
+                self.csrs.insert(name_of(&c), c);
+            }
+            watcher::Event::Delete(c) => {
+                self.csrs.remove(&name_of(&c));
+            }
+            watcher::Event::Init => self.csrs.clear(),
+            watcher::Event::InitDone => self.synced.0 = true,
+        }
+    }
+
+    fn node_event(&mut self, e: watcher::Event<Node>) {
+        let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+        match e {
+            watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
+                self.nodes.insert(name(&n), n);
+            }
+            watcher::Event::Delete(n) => {
+                self.nodes.remove(&name(&n));
+            }
+            watcher::Event::Init => self.nodes.clear(),
+            watcher::Event::InitDone => self.synced.1 = true,
+        }
+    }
+
+    /// Decides every pending CSR; writes approvals and denials when
+    /// `leading` and not a dry run.
+    async fn evaluate(
+        &mut self,
+        config: &ApproverConfig,
+        api: &Api<Csr>,
+        metrics: &Metrics,
+        leading: bool,
+        client: &Client,
+    ) {
+        let pending: Vec<Csr> = self.csrs.values().filter(|c| pending(c)).cloned().collect();
+        for csr in pending {
+            let name = name_of(&csr);
+            let uid = csr.metadata.uid.clone().unwrap_or_default();
+            let (verdict, facts) = policy::decide(&csr, &self.nodes, &config.policy);
+            let described = verdict.describe();
+            let decided = !matches!(verdict, Verdict::Wait { .. });
+            if decided && !config.dry_run && !leading {
+                continue; // the leader decides
+            }
+            let new = self.told.get(&uid) != Some(&described);
+            if new {
+                let node = facts.node.as_deref().unwrap_or("-");
+                let check = verdict.check().map_or("-", Check::label);
+                match &verdict {
+                    Verdict::Approve => {
+                        tracing::info!(csr = %name, node, dry_run = config.dry_run, "approve: every check passed")
+                    }
+                    Verdict::Deny { message, .. } => {
+                        tracing::warn!(csr = %name, node, check, dry_run = config.dry_run, "deny: {message}")
+                    }
+                    Verdict::Wait { message, .. } => {
+                        tracing::info!(csr = %name, node, check, "wait: {message}")
+                    }
+                }
+                self.told.insert(uid.clone(), described.clone());
+            }
+            if !decided || config.dry_run {
+                if new {
+                    metrics
+                        .csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
+                }
+                continue;
+            }
+            let node = facts.node.clone().unwrap_or_default();
+            match write_decision(api, &csr, &verdict, &node).await {
+                Ok(written) => {
+                    // Decided now, whatever the watch has not yet said.
+                    self.csrs.insert(name.clone(), written);
+                    metrics
+                        .csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
+                    if config.events {
+                        let (ty, reason) = match verdict {
+                            Verdict::Approve => (
+                                kube::runtime::events::EventType::Normal,
+                                "CertificateApproved",
+                            ),
+                            _ => (
+                                kube::runtime::events::EventType::Warning,
+                                "CertificateDenied",
+                            ),
+                        };
+                        crate::events::on_csr(client.clone(), &name, &uid, ty, reason, described);
+                    }
+                }
+                // Changed meanwhile (a 409: perhaps decided by another
+                // replica): the watch brings the new state, and the CSR is
+                // looked at again then.
+                Err(e) => {
+                    tracing::info!(csr = %name, error = %e, "decision not written; will look again");
+                }
+            }
+        }
+        let live: std::collections::HashSet<String> = self
+            .csrs
+            .values()
+            .filter_map(|c| c.metadata.uid.clone())
+            .collect();
+        self.told.retain(|uid, _| live.contains(uid));
+    }
+}
+
+/// One row of `csr review`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewRow {
+    pub name: String,
+    pub signer: String,
+    pub requester: String,
+    pub node: Option<String>,
+    pub sans: Vec<String>,
+    pub usages: Vec<String>,
+    pub key: String,
+    pub age_seconds: i64,
+    /// `approve`, `deny`, `wait`, or `not-checked` (another signer) or the
+    /// state of a decided CSR.
+    pub verdict: String,
+    /// The failed check and why; empty when approved.
+    pub reason: String,
+    #[serde(skip)]
+    decision: Option<Verdict>,
+}
+
+pub const REVIEW_HEADER: &[&str] = &[
+    "NAME",
+    "SIGNER",
+    "REQUESTER",
+    "NODE",
+    "SANS",
+    "USAGES",
+    "KEY",
+    "AGE",
+    "VERDICT",
+];
+
+pub fn review_cells(r: &ReviewRow) -> Vec<String> {
+    let verdict = if r.reason.is_empty() {
+        r.verdict.clone()
+    } else {
+        format!("{}: {}", r.verdict, r.reason)
+    };
+    vec![
+        r.name.clone(),
+        r.signer.clone(),
+        r.requester.clone(),
+        r.node.clone().unwrap_or_else(|| "-".into()),
+        r.sans.join(","),
+        r.usages.join(","),
+        r.key.clone(),
+        humantime::format_duration(Duration::from_secs(r.age_seconds.max(0) as u64))
+            .to_string()
+            .split(' ')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        verdict,
+    ]
+}
+
+/// `csr review`: the verdict on every pending CSR (or those named), and
+/// with `approve`/`deny` the writes; returns the rows and what was done.
+pub async fn review(
+    client: Client,
+    names: &[String],
+    policy: &Policy,
+    approve: bool,
+    deny: bool,
+) -> Result<(Vec<ReviewRow>, Vec<String>), ApproveError> {
+    let api_err = |verb: &'static str, object: &str, e: kube::Error| ApproveError::Api {
+        verb,
+        object: object.to_owned(),
+        message: crate::error_chain(&e),
+    };
+    let api: Api<Csr> = Api::all(client.clone());
+    let all = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| api_err("list", "certificatesigningrequests", e))?
+        .items;
+    let nodes: BTreeMap<String, Node> = Api::<Node>::all(client)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| api_err("list", "nodes", e))?
+        .items
+        .into_iter()
+        .map(|n| (n.metadata.name.clone().unwrap_or_default(), n))
+        .collect();
+    for n in names {
+        if !all.iter().any(|c| &name_of(c) == n) {
+            return Err(ApproveError::Api {
+                verb: "get",
+                object: format!("certificatesigningrequest {n}"),
+                message: "not found".into(),
+            });
+        }
+    }
+    let now = crate::validate::unix_seconds(std::time::SystemTime::now());
+    let mut rows = Vec::new();
+    for csr in &all {
+        let name = name_of(csr);
+        if names.is_empty() && !pending(csr) || !names.is_empty() && !names.contains(&name) {
+            continue;
+        }
+        let (verdict, facts) = policy::decide(csr, &nodes, policy);
+        let signer = csr.spec.signer_name.clone();
+        let mut sans: Vec<String> = facts.dns.clone();
+        sans.extend(facts.ips.iter().map(ToString::to_string));
+        let (label, reason, decision) = if !pending(csr) {
+            ("decided".to_owned(), String::new(), None)
+        } else if signer != policy::SIGNER {
+            (
+                "not-checked".to_owned(),
+                format!("signer {signer} (the policy is for {})", policy::SIGNER),
+                None,
+            )
+        } else {
+            let reason = match &verdict {
+                Verdict::Approve => String::new(),
+                Verdict::Deny { check, message } | Verdict::Wait { check, message } => {
+                    format!("{} {message}", check.label())
+                }
+            };
+            (verdict.label().to_owned(), reason, Some(verdict))
+        };
+        rows.push(ReviewRow {
+            name,
+            signer,
+            requester: csr.spec.username.clone().unwrap_or_default(),
+            node: facts.node,
+            sans,
+            usages: facts.usages,
+            key: facts.key,
+            age_seconds: csr
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| now - t.0.as_second()),
+            verdict: label,
+            reason,
+            decision,
+        });
+    }
+    let mut done = Vec::new();
+    for row in &rows {
+        let Some(verdict) = &row.decision else {
+            continue;
+        };
+        let write = match verdict {
+            Verdict::Approve => approve,
+            Verdict::Deny { .. } => deny,
+            Verdict::Wait { .. } => false,
+        };
+        if !write {
+            continue;
+        }
+        let Some(csr) = all.iter().find(|c| name_of(c) == row.name) else {
+            continue;
+        };
+        write_decision(&api, csr, verdict, row.node.as_deref().unwrap_or_default()).await?;
+        done.push(match verdict {
+            Verdict::Approve => format!("approved {}", row.name),
+            _ => format!("denied {}: {}", row.name, row.reason),
+        });
+    }
+    Ok((rows, done))
+}
