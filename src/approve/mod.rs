@@ -156,11 +156,14 @@ pub async fn run(
     let csrs: Api<Csr> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client.clone());
     let selector = format!("spec.signerName={}", config.signer);
-    let mut csr_events = std::pin::pin!(watcher(
-        csrs.clone(),
-        watcher::Config::default().fields(&selector)
-    ));
-    let mut node_events = std::pin::pin!(watcher(nodes, watcher::Config::default()));
+    // kube-runtime's watcher: list, watch, resume, re-list on 410, back
+    // off; each watch call ends server-side after --watch-timeout.
+    let timeout = u32::try_from(config.client.watch_timeout.as_secs())
+        .unwrap_or(290)
+        .clamp(1, 290);
+    let watching = watcher::Config::default().timeout(timeout);
+    let mut csr_events = std::pin::pin!(watcher(csrs.clone(), watching.clone().fields(&selector)));
+    let mut node_events = std::pin::pin!(watcher(nodes, watching));
     let mut state = State {
         csrs: BTreeMap::new(),
         nodes: BTreeMap::new(),
