@@ -38,13 +38,7 @@ const SERVING: &str = "kubernetes.io/kubelet-serving";
 impl Env {
     async fn new() -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let (kubeconfig, fake) = match std::env::var_os("CERTSYNC_E2E_KUBECONFIG") {
-            Some(kc) => (PathBuf::from(kc), None),
-            None => {
-                let fake = ApiServer::start().await;
-                (fake.kubeconfig(tmp.path()), Some(fake))
-            }
-        };
+        let (kubeconfig, fake) = cluster(tmp.path()).await;
         let admin = kube_client(&kubeconfig).await;
         Self {
             tmp,

@@ -28,13 +28,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 impl Env {
     async fn new(test: &str) -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let (kubeconfig, fake) = match std::env::var_os("CERTSYNC_E2E_KUBECONFIG") {
-            Some(kc) => (PathBuf::from(kc), None),
-            None => {
-                let fake = ApiServer::start().await;
-                (fake.kubeconfig(tmp.path()), Some(fake))
-            }
-        };
+        let (kubeconfig, fake) = cluster(tmp.path()).await;
         let client = kube_client(&kubeconfig).await;
         let name = format!("example.com/certsync-{test}-{}", std::process::id());
         let signer = Signer::new(client, &name);

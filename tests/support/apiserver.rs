@@ -868,6 +868,51 @@ async fn create(
 }
 
 /// Stores a new object (409 when the name is taken), with its uid.
+/// A JSON merge patch (RFC 7386): objects merge, `null` deletes.
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// POST of a cluster-scoped object: its apiVersion and kind set, checked
+/// by `validate` (422 on errors), then stored.
+fn create_cluster_scoped(
+    shared: &Shared,
+    resource: &str,
+    api_version: &str,
+    kind: &str,
+    mut obj: Value,
+    validate: fn(&Value) -> validation::Errors,
+) -> Response {
+    obj["apiVersion"] = json!(api_version);
+    obj["kind"] = json!(kind);
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let errors = validate(&obj);
+    if !errors.is_empty() {
+        // The real server names the kind with its group: Node,
+        // ClusterTrustBundle.certificates.k8s.io.
+        let qualified = match api_version.split_once('/') {
+            Some((group, _)) => format!("{kind}.{group}"),
+            None => kind.to_owned(),
+        };
+        return *unprocessable(&qualified, &name, &errors);
+    }
+    insert_cluster_scoped(shared, resource, &name, obj)
+}
+
 /// Creates the cluster-scoped `resource` object `name` (already validated).
 fn insert_cluster_scoped(shared: &Shared, resource: &str, name: &str, obj: Value) -> Response {
     let mut st = shared.store.lock().unwrap();
@@ -933,20 +978,6 @@ async fn merge_patch(
     Path((ns, resource, name)): Path<(String, String, String)>,
     body: bytes::Bytes,
 ) -> Response {
-    fn merge(target: &mut Value, patch: &Value) {
-        match (target, patch) {
-            (Value::Object(t), Value::Object(p)) => {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                    }
-                }
-            }
-            (t, p) => *t = p.clone(),
-        }
-    }
     let Ok(patch) = serde_json::from_slice::<Value>(&body) else {
         return status(
             StatusCode::BAD_REQUEST,

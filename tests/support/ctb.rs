@@ -214,17 +214,14 @@ pub(super) async fn create(
         return r;
     }
     super::generate_name(&mut obj);
-    obj["apiVersion"] = json!(API_VERSION);
-    obj["kind"] = json!("ClusterTrustBundle");
-    let name = obj["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let errors = validate(&obj);
-    if !errors.is_empty() {
-        return *unprocessable(KIND, &name, &errors);
-    }
-    super::insert_cluster_scoped(&shared, RESOURCE, &name, obj)
+    super::create_cluster_scoped(
+        &shared,
+        RESOURCE,
+        API_VERSION,
+        "ClusterTrustBundle",
+        obj,
+        validate,
+    )
 }
 
 pub(super) async fn get_one(

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{Shared, commit, not_found, status};
+use super::{Shared, commit, merge, not_found, status};
 
 pub const RESOURCE: &str = "leases";
 pub const API_VERSION: &str = "coordination.k8s.io/v1";
@@ -34,21 +34,6 @@ fn leaves(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
 
 fn at<'a>(obj: &'a Value, path: &str) -> &'a Value {
     path.split('.').skip(1).fold(obj, |v, k| &v[k])
-}
-
-fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
 }
 
 /// PATCH: apply, merge or strategic merge, with field ownership.

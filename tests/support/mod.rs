@@ -326,6 +326,20 @@ pub fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
         .collect()
 }
 
+/// Where an end-to-end test runs: the real cluster of
+/// `CERTSYNC_E2E_KUBECONFIG`, or a test API server started now, whose
+/// kubeconfig is written into `dir`. The server (if any) must outlive the
+/// test.
+pub async fn cluster(dir: &Path) -> (PathBuf, Option<apiserver::ApiServer>) {
+    match std::env::var_os("CERTSYNC_E2E_KUBECONFIG") {
+        Some(kc) => (PathBuf::from(kc), None),
+        None => {
+            let fake = apiserver::ApiServer::start().await;
+            (fake.kubeconfig(dir), Some(fake))
+        }
+    }
+}
+
 /// A Kubernetes client from a kubeconfig file (the test server's or a real
 /// cluster's).
 pub async fn kube_client(kubeconfig: &Path) -> kube::Client {

@@ -65,19 +65,9 @@ pub(super) async fn list(
 
 pub(super) async fn create(
     State(shared): State<Arc<Shared>>,
-    axum::Json(mut obj): axum::Json<Value>,
+    axum::Json(obj): axum::Json<Value>,
 ) -> Response {
-    obj["apiVersion"] = json!("v1");
-    obj["kind"] = json!(KIND);
-    let name = obj["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let errors = validate(&obj);
-    if !errors.is_empty() {
-        return *unprocessable(KIND, &name, &errors);
-    }
-    super::insert_cluster_scoped(&shared, RESOURCE, &name, obj)
+    super::create_cluster_scoped(&shared, RESOURCE, "v1", KIND, obj, validate)
 }
 
 pub(super) async fn get_one(
