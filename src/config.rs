@@ -32,6 +32,7 @@ use crate::reload::{Method, ReloadConfig};
 use crate::source::client::ClientSettings;
 use crate::source::csr::{CaSource, CsrSpec, KeyAlg, USAGES as CSR_USAGES, default_usages};
 use crate::source::secret::{Kind, ObjectRef};
+use crate::source::trust_bundle::Selection;
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
 
@@ -71,6 +72,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Keep every mapping's target in step with its source (or sync once).
+    #[command(after_help = MAPPING_GRAMMAR)]
     Run(Box<RunArgs>),
     /// Expiry report for certificate files, directories or certsync targets;
     /// exits 1 if anything expires within --warn-within or does not match its key.
@@ -88,7 +90,55 @@ pub enum Command {
     /// the approver's verdict, and approves or denies on request.
     #[command(subcommand)]
     Csr(CsrCommand),
+    /// Print a shell completion script (e.g. `certsync completion bash >
+    /// /etc/bash_completion.d/certsync`).
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), made from the same definitions as --help.
+    Man,
 }
+
+/// The mapping grammar, shown after `run -h` and `run --help`.
+pub const MAPPING_GRAMMAR: &str = "\
+Mappings (--sync KIND:SOURCE=TARGET[,OPTION=VALUE]..., or the config file's `mappings:`):
+  dir:PATH                   a host directory (inotify, debounced, resync)
+  secret:NAMESPACE/NAME      one Secret, listed and watched by name
+  configmap:NAMESPACE/NAME   one ConfigMap, listed and watched by name
+  csr:SIGNER                 a certificate certsync requests and renews itself
+  clustertrustbundle:NAME    one ClusterTrustBundle, as ca.crt
+  clustertrustbundle:SIGNER  every ClusterTrustBundle of a signer (label=KEY=VALUE
+                             narrows it), joined in name order, as ca.crt
+
+Options of every kind:
+  name=NAME                  name in logs and metrics (default: the target path)
+  cert=, key=, ca=           source file or key of the chain, key and CA bundle
+                             (default tls.crt, tls.key, ca.crt; ca optional)
+  combined=FILE              dir: one PEM with chain and key (kubelet-server-current.pem)
+  ca-only                    a CA bundle only, no key
+  cert-mode=, key-mode=, owner=, group=
+                             override the global file modes and owner
+  verify=HOST:PORT           after a reload, check the consumer serves the new pair
+  sni=NAME                   server name sent by verify=
+
+Options of csr: (see README, Requesting certificates):
+  cn=, o= (repeatable)       subject
+  dns=, ip= (repeatable)     SANs
+  key-alg=ALG                ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519
+  lifetime=DURATION          expirationSeconds (>= 10m)
+  usage=USAGE (repeatable)   e.g. digital-signature, server-auth (defaults per kubernetes.io signer)
+  ca=file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]
+                             the signer CA the issued chain must verify against
+  renew=LO-HI                renewal window of the lifetime (default 70%-90%)
+  approval-timeout=DURATION  default 15m
+  bootstrap-kubeconfig=FILE  first request with it, renewals with the issued pair
+  write-kubeconfig=FILE      publish a kubeconfig that uses the pair
+
+Examples:
+  certsync run --sync 'dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key'
+  certsync run --sync 'secret:kube-system/scheduler-serving=/etc/certs/serving,verify=127.0.0.1:10259'
+  certsync run --sync 'csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler'";
 
 #[derive(Debug, Subcommand)]
 pub enum CsrCommand {
@@ -265,6 +315,7 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Logging")]
 pub struct LogArgs {
     /// Log format.
     #[arg(
@@ -318,10 +369,18 @@ pub struct RunArgs {
     )]
     pub sync: Vec<String>,
 
-    /// YAML file with a `mappings:` list; each entry takes `source`,
-    /// `target` and the same options as `--sync` (e.g. `key-mode: "0600"`).
+    /// YAML file with a `mappings:` list (each entry takes `source`,
+    /// `target` and the same options as `--sync`, e.g. `key-mode: "0600"`)
+    /// and any other flag of `run` by its long name (`resync: 5m`,
+    /// `reload-process: nginx`); flags and `CERTSYNC_*` variables override
+    /// the file.
     #[arg(long, env = "CERTSYNC_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Print the effective configuration (file, environment and flags
+    /// merged; header values redacted) as YAML and exit.
+    #[arg(long)]
+    pub print_config: bool,
 
     /// Sync every mapping once and exit: 0 if all succeeded, 1 if any failed
     /// (for init containers).
@@ -339,23 +398,33 @@ pub struct RunArgs {
     pub resync: Duration,
 
     /// Revisions kept in each target, the live one included (>= 1).
-    #[arg(long, env = "CERTSYNC_KEEP_REVISIONS", default_value_t = 3, value_parser = count(1, 1000))]
+    #[arg(long, env = "CERTSYNC_KEEP_REVISIONS", help_heading = "Files", default_value_t = 3, value_parser = count(1, 1000))]
     pub keep_revisions: u32,
 
     /// Mode of published certificate files (octal).
-    #[arg(long, env = "CERTSYNC_CERT_MODE", value_parser = cert_mode, default_value = "0644")]
+    #[arg(long, env = "CERTSYNC_CERT_MODE", help_heading = "Files", value_parser = cert_mode, default_value = "0644")]
     pub cert_mode: u32,
 
     /// Mode of published key files (octal; never world-readable).
-    #[arg(long, env = "CERTSYNC_KEY_MODE", value_parser = key_mode, default_value = "0600")]
+    #[arg(long, env = "CERTSYNC_KEY_MODE", help_heading = "Files", value_parser = key_mode, default_value = "0600")]
     pub key_mode: u32,
 
     /// Numeric owner of published files (default: certsync's user).
-    #[arg(long, env = "CERTSYNC_OWNER", value_name = "UID")]
+    #[arg(
+        long,
+        env = "CERTSYNC_OWNER",
+        help_heading = "Files",
+        value_name = "UID"
+    )]
     pub owner: Option<u32>,
 
     /// Numeric group of published files (default: certsync's group).
-    #[arg(long, env = "CERTSYNC_GROUP", value_name = "GID")]
+    #[arg(
+        long,
+        env = "CERTSYNC_GROUP",
+        help_heading = "Files",
+        value_name = "GID"
+    )]
     pub group: Option<u32>,
 
     /// How far in the future a certificate's not-before may be and still be
@@ -365,24 +434,34 @@ pub struct RunArgs {
 
     /// Kubeconfig for secret:/configmap: mappings. Without it, `KUBECONFIG`,
     /// then the pod's service account. Rebuilt when the file changes.
-    #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "CERTSYNC_KUBECONFIG",
+        help_heading = "Kubernetes API",
+        value_name = "FILE"
+    )]
     pub kubeconfig: Option<PathBuf>,
 
     /// Name to verify in the API server's certificate, for servers reached
     /// as `localhost` whose certificate names another host (static pods).
-    #[arg(long, env = "CERTSYNC_TLS_SERVER_NAME", value_name = "NAME")]
+    #[arg(
+        long,
+        env = "CERTSYNC_TLS_SERVER_NAME",
+        help_heading = "Kubernetes API",
+        value_name = "NAME"
+    )]
     pub tls_server_name: Option<String>,
 
     /// Server-side timeout of each watch call. A silently dead connection
     /// is noticed within this plus 5 s; the watch then resumes.
-    #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", value_parser = duration(MS, YEAR), default_value = "1m")]
+    #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", help_heading = "Kubernetes API", value_parser = duration(MS, YEAR), default_value = "1m")]
     pub watch_timeout: Duration,
 
     /// Silence on an HTTP/2 connection to the API server after which
     /// certsync sends a PING; with no answer within half of it, the
     /// connection is dropped and every watch resumes on a new one.
     /// Connecting (TCP and the TLS handshake) must finish within it too.
-    #[arg(long, env = "CERTSYNC_API_KEEPALIVE", value_parser = duration(1000, 3_600_000), default_value = "30s")]
+    #[arg(long, env = "CERTSYNC_API_KEEPALIVE", help_heading = "Kubernetes API", value_parser = duration(1000, 3_600_000), default_value = "30s")]
     pub api_keepalive: Duration,
 
     #[command(flatten)]
@@ -390,17 +469,22 @@ pub struct RunArgs {
 
     /// Address of the admin port (/livez, /readyz, /metrics). Loopback by
     /// default; use 0.0.0.0:9808 for kubelet probes on a pod IP.
-    #[arg(long, env = "CERTSYNC_ADMIN_ADDR", default_value = "127.0.0.1:9808")]
+    #[arg(
+        long,
+        env = "CERTSYNC_ADMIN_ADDR",
+        help_heading = "Health and metrics",
+        default_value = "127.0.0.1:9808"
+    )]
     pub admin_addr: std::net::SocketAddr,
 
     /// Share of a certificate's lifetime after which, with nothing newer
     /// arrived, it is reported stale (warning + metric); kubelet rotates at 70-90%.
-    #[arg(long, env = "CERTSYNC_STALE_FRACTION", default_value_t = 0.8, value_parser = parse_fraction)]
+    #[arg(long, env = "CERTSYNC_STALE_FRACTION", help_heading = "Health and metrics", default_value_t = 0.8, value_parser = parse_fraction)]
     pub stale_fraction: f64,
 
     /// Record Kubernetes Events on source Secrets/ConfigMaps
     /// (CertificateUpdated, CertificateRejected); needs deploy/rbac-events.yaml.
-    #[arg(long, env = "CERTSYNC_EVENTS")]
+    #[arg(long, env = "CERTSYNC_EVENTS", help_heading = "Kubernetes API")]
     pub events: bool,
 }
 
@@ -447,6 +531,7 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
 /// `--reload-process`, `--reload-cmdline`, `--reload-pidfile`, `--reload-url`;
 /// none for consumers that watch their files (Kubernetes components).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Reloading the main container")]
 pub struct ReloadArgs {
     /// Signal the process with this name (comm, or executable/argv[0] base
     /// name), found through a shared PID namespace. Only the top-most match
@@ -647,7 +732,7 @@ pub fn key_mode(s: &str) -> Result<u32, String> {
 }
 
 /// One mapping as written by the user, in either form.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MappingSpec {
     pub source: String,
@@ -681,13 +766,233 @@ pub struct MappingSpec {
     pub approval_timeout: Option<String>,
     pub bootstrap_kubeconfig: Option<PathBuf>,
     pub write_kubeconfig: Option<String>,
+    // clustertrustbundle: mappings by signer only.
+    #[serde(default)]
+    pub label: Vec<String>,
 }
 
+/// The config file: `mappings:` and any of `run`'s flags by their long
+/// names (checked by [`file_settings`]).
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ConfigFile {
     #[serde(default)]
     mappings: Vec<MappingSpec>,
+}
+
+/// Flags that are not settings of the file (it is the config, or they act
+/// once).
+const NOT_IN_FILE: &[&str] = &["sync", "config", "print-config", "help", "once"];
+
+/// The global settings of a config file, as `(flag, values)`, each key
+/// checked against `run`'s flags; an unknown key is an error naming its
+/// line.
+fn file_settings(path: &Path, text: &str) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+    use clap::CommandFactory;
+    let err = |problem: String| ConfigError::File {
+        path: path.to_owned(),
+        problem,
+    };
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| err(e.to_string()))?;
+    let Some(map) = doc.as_mapping() else {
+        return Ok(Vec::new());
+    };
+    let mut cmd = Cli::command();
+    cmd.build();
+    let run = cmd.find_subcommand("run").cloned().unwrap_or_default();
+    let known: Vec<String> = run
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_owned))
+        .filter(|l| !NOT_IN_FILE.contains(&l.as_str()))
+        .collect();
+    let line = |key: &str| {
+        text.lines()
+            .position(|l| l.starts_with(&format!("{key}:")))
+            .map_or(0, |i| i + 1)
+    };
+    let mut out = Vec::new();
+    for (k, v) in map {
+        let key = k.as_str().unwrap_or_default();
+        if key == "mappings" {
+            continue;
+        }
+        if !known.iter().any(|l| l == key) {
+            return Err(err(format!(
+                "line {}: unknown key {key:?} (a setting is a flag of `certsync run` by its long \
+                 name, e.g. resync: 5m, reload-process: nginx; mappings go under mappings:)",
+                line(key)
+            )));
+        }
+        let scalar = |v: &serde_yaml_ng::Value| match v {
+            serde_yaml_ng::Value::String(s) => Ok(s.clone()),
+            serde_yaml_ng::Value::Number(n) => Ok(n.to_string()),
+            serde_yaml_ng::Value::Bool(b) => Ok(b.to_string()),
+            _ => Err(err(format!(
+                "line {}: {key} takes a value or a list of values",
+                line(key)
+            ))),
+        };
+        let values = match v {
+            serde_yaml_ng::Value::Sequence(items) => {
+                items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?
+            }
+            other => vec![scalar(other)?],
+        };
+        out.push((key.to_owned(), values));
+    }
+    Ok(out)
+}
+
+/// Parses the command line with `run --config FILE`'s settings filled in:
+/// each setting of the file becomes its flag unless the command line or the
+/// environment already set that flag, and the whole line is parsed again,
+/// so a setting is checked by exactly the flag's own parser. Returns the
+/// parsed command and, for `run`, the effective setting of every flag.
+pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    let cmd = Cli::command();
+    let matches = cmd.clone().try_get_matches_from(&argv)?;
+    let mut argv = argv;
+    let mut from_file = None;
+    if let Some(run) = matches.subcommand_matches("run")
+        && let Some(path) = run.get_one::<PathBuf>("config")
+    {
+        from_file = Some(path.clone());
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            cmd.clone().error(
+                clap::error::ErrorKind::Io,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        let settings = file_settings(path, &text).map_err(|e| {
+            cmd.clone()
+                .error(clap::error::ErrorKind::ValueValidation, e)
+        })?;
+        let mut built = cmd.clone();
+        built.build();
+        let ids: std::collections::HashMap<String, String> = built
+            .find_subcommand("run")
+            .into_iter()
+            .flat_map(|sub| sub.get_arguments())
+            .filter_map(|a| Some((a.get_long()?.to_owned(), a.get_id().as_str().to_owned())))
+            .collect();
+        for (flag, values) in settings {
+            // `file_settings` checked every key against these long names.
+            let Some(id) = ids.get(&flag) else { continue };
+            let given = matches!(
+                run.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            );
+            if given {
+                continue;
+            }
+            let is_switch = matches!(
+                values.as_slice(),
+                [v] if v == "true" || v == "false"
+            ) && run
+                .get_raw(id)
+                .is_none_or(|mut r| r.next().is_some_and(|v| v == "false"));
+            for v in values {
+                if is_switch {
+                    if v == "true" {
+                        argv.push(format!("--{flag}").into());
+                    }
+                } else {
+                    argv.push(format!("--{flag}={v}").into());
+                }
+            }
+        }
+    }
+    let matches = cmd.clone().try_get_matches_from(&argv).map_err(|e| {
+        // Name the file when one of its settings is what was refused.
+        match &from_file {
+            Some(path) if e.use_stderr() => {
+                let first = e.render().to_string();
+                let first = first.lines().next().unwrap_or_default();
+                let first = first.strip_prefix("error: ").unwrap_or(first);
+                cmd.clone().error(
+                    e.kind(),
+                    format!("{first} (with the settings of {})", path.display()),
+                )
+            }
+            _ => e,
+        }
+    })?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    let mut effective = Vec::new();
+    if let Some(run) = matches.subcommand_matches("run") {
+        let mut built = cmd;
+        built.build();
+        if let Some(sub) = built.find_subcommand("run") {
+            for arg in sub.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if NOT_IN_FILE.contains(&long) {
+                    continue;
+                }
+                let values: Vec<String> = run
+                    .get_raw(arg.get_id().as_str())
+                    .map(|r| r.map(|v| v.to_string_lossy().into_owned()).collect())
+                    .unwrap_or_default();
+                effective.push((long.to_owned(), values));
+            }
+        }
+    }
+    Ok(Parsed { cli, effective })
+}
+
+/// A parsed command line, and for `run` every flag's effective values.
+#[derive(Debug)]
+pub struct Parsed {
+    pub cli: Cli,
+    pub effective: Vec<(String, Vec<String>)>,
+}
+
+/// `run --print-config`: the effective settings and mappings as YAML,
+/// header values redacted (they may hold credentials).
+pub fn print_config(
+    args: &RunArgs,
+    effective: &[(String, Vec<String>)],
+) -> Result<String, ConfigError> {
+    let mut settings = serde_yaml_ng::Mapping::new();
+    for (flag, values) in effective {
+        let shown: Vec<String> = values
+            .iter()
+            .map(|v| {
+                if flag == "reload-header" {
+                    match v.split_once(':') {
+                        Some((name, _)) => format!("{name}: <redacted>"),
+                        None => "<redacted>".into(),
+                    }
+                } else {
+                    v.clone()
+                }
+            })
+            .collect();
+        let value = match shown.as_slice() {
+            [] => serde_yaml_ng::Value::Null,
+            [one] if !matches!(flag.as_str(), "reload-header") => one.clone().into(),
+            many => serde_yaml_ng::Value::Sequence(many.iter().cloned().map(Into::into).collect()),
+        };
+        settings.insert(flag.clone().into(), value);
+    }
+    // Each mapping as written, without the options it does not set.
+    let mut mappings = serde_json::to_value(mapping_specs(args)?).unwrap_or_default();
+    for m in mappings.as_array_mut().into_iter().flatten() {
+        if let Some(m) = m.as_object_mut() {
+            m.retain(|_, v| {
+                !(v.is_null() || *v == serde_json::json!(false) || *v == serde_json::json!([]))
+            });
+        }
+    }
+    settings.insert(
+        "mappings".into(),
+        serde_yaml_ng::to_value(&mappings).map_err(|e| ConfigError::Reload {
+            problem: e.to_string(),
+        })?,
+    );
+    serde_yaml_ng::to_string(&settings).map_err(|e| ConfigError::Reload {
+        problem: e.to_string(),
+    })
 }
 
 impl MappingSpec {
@@ -757,12 +1062,14 @@ impl MappingSpec {
                 "approval-timeout" => m.approval_timeout = Some(value()?),
                 "bootstrap-kubeconfig" => m.bootstrap_kubeconfig = Some(value()?.into()),
                 "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
+                "label" => m.label.push(value()?),
                 _ => {
                     return Err(err(format!(
                         "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
                          cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
                          ip, key-alg, lifetime, usage, renew, approval-timeout, \
-                         bootstrap-kubeconfig, write-kubeconfig)"
+                         bootstrap-kubeconfig, write-kubeconfig; for clustertrustbundle: \
+                         label)"
                     )));
                 }
             }
@@ -803,9 +1110,13 @@ impl MappingSpec {
             "secret" => Source::Kube(object(Kind::Secret)?),
             "configmap" => Source::Kube(object(Kind::ConfigMap)?),
             "csr" => Source::Csr(Box::new(self.csr_spec(location).map_err(&err)?)),
+            "clustertrustbundle" => {
+                Source::TrustBundle(self.trust_bundle_selection(location).map_err(&err)?)
+            }
             other => {
                 return Err(err(format!(
-                    "unknown source kind {other:?} (supported: dir, secret, configmap, csr)"
+                    "unknown source kind {other:?} (supported: dir, secret, configmap, csr, \
+                     clustertrustbundle)"
                 )));
             }
         };
@@ -831,6 +1142,26 @@ impl MappingSpec {
             return Err(err("combined applies to dir: sources only".into()));
         }
 
+        if !matches!(source, Source::TrustBundle(_)) && !self.label.is_empty() {
+            return Err(err(
+                "label applies to clustertrustbundle: sources only".into()
+            ));
+        }
+        if matches!(source, Source::TrustBundle(_)) {
+            for (opt, set) in [
+                ("cert", self.cert.is_some()),
+                ("key", self.key.is_some()),
+                ("ca", self.ca.is_some()),
+                ("combined", self.combined.is_some()),
+            ] {
+                if set {
+                    return Err(err(format!(
+                        "{opt} does not apply to clustertrustbundle: sources (the bundles are \
+                         published as ca.crt)"
+                    )));
+                }
+            }
+        }
         if matches!(source, Source::Csr(_)) {
             for (opt, set) in [
                 ("cert", self.cert.is_some()),
@@ -846,13 +1177,14 @@ impl MappingSpec {
                 }
             }
         }
-        let expect = if self.ca_only {
+        let ca_only = self.ca_only || matches!(source, Source::TrustBundle(_));
+        let expect = if ca_only {
             Expect::CaOnly
         } else {
             Expect::Pair
         };
         let mut items = Vec::new();
-        let layout = match (&self.combined, self.ca_only) {
+        let layout = match (&self.combined, ca_only) {
             (Some(_), true) => return Err(err("combined and ca-only exclude each other".into())),
             (Some(file), false) => {
                 if self.cert.is_some() || self.key.is_some() {
@@ -887,7 +1219,7 @@ impl MappingSpec {
             Source::Csr(_) => CA_FILE,
             _ => self.ca.as_deref().unwrap_or(CA_FILE),
         };
-        items.push(Item::new(ca_item, CA_FILE, self.ca_only));
+        items.push(Item::new(ca_item, CA_FILE, ca_only));
         for item in &items {
             check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
         }
@@ -946,9 +1278,38 @@ pub enum Source {
     Kube(ObjectRef),
     /// Certificates requested through the CSR API.
     Csr(Box<CsrSpec>),
+    /// ClusterTrustBundles, as a CA bundle.
+    TrustBundle(Selection),
 }
 
 impl MappingSpec {
+    /// `clustertrustbundle:NAME` or `clustertrustbundle:SIGNER` (a name
+    /// with `/`, which bundle names cannot contain) and its `label=` options.
+    fn trust_bundle_selection(&self, location: &str) -> Result<Selection, String> {
+        if location.contains('/') {
+            let labels = self
+                .label
+                .iter()
+                .map(|l| match l.split_once('=') {
+                    Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+                    _ => Err(format!("label {l:?} is not KEY=VALUE")),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Selection::Signer {
+                signer: location.to_owned(),
+                labels,
+            });
+        }
+        if !self.label.is_empty() {
+            return Err("label= selects among a signer's bundles: give \
+                        clustertrustbundle:SIGNER, not a bundle name"
+                .into());
+        }
+        let plain = location.replace(':', "-");
+        check_dns("name", &plain, 253)?;
+        Ok(Selection::Name(location.to_owned()))
+    }
+
     /// The `csr:SIGNER` options as a [`CsrSpec`].
     fn csr_spec(&self, signer: &str) -> Result<CsrSpec, String> {
         match signer.split_once('/') {
@@ -1209,13 +1570,7 @@ pub struct Config {
 impl Config {
     /// Builds the configuration from `run`'s arguments (reading `--config`).
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
-        let mut specs = Vec::new();
-        if let Some(path) = &args.config {
-            specs.extend(read_config_file(path)?);
-        }
-        for s in &args.sync {
-            specs.push(MappingSpec::parse_flag(s)?);
-        }
+        let specs = mapping_specs(args)?;
         if specs.is_empty() {
             return Err(ConfigError::NoMappings);
         }
@@ -1244,12 +1599,27 @@ impl Config {
     }
 }
 
+/// Every mapping: the config file's, then the flags'.
+fn mapping_specs(args: &RunArgs) -> Result<Vec<MappingSpec>, ConfigError> {
+    let mut specs = Vec::new();
+    if let Some(path) = &args.config {
+        specs.extend(read_config_file(path)?);
+    }
+    for s in &args.sync {
+        specs.push(MappingSpec::parse_flag(s)?);
+    }
+    Ok(specs)
+}
+
 fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {
     let err = |problem: String| ConfigError::File {
         path: path.to_owned(),
         problem,
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    // Settings beside the mappings are applied by `parse`; here they are
+    // only checked, so a file is refused the same way from any caller.
+    file_settings(path, &text)?;
     let file: ConfigFile = serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?;
     Ok(file.mappings)
 }
@@ -1290,7 +1660,7 @@ fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
         .map(|m| {
             let source = match &m.source {
                 Source::Dir(dir) => Some(resolve_path(dir)),
-                Source::Kube(_) | Source::Csr(_) => None,
+                Source::Kube(_) | Source::Csr(_) | Source::TrustBundle(_) => None,
             };
             (resolve_path(&m.target), source)
         })

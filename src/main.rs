@@ -3,20 +3,19 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 
 use std::sync::Arc;
 
 use certsync::config::{
-    Cli, Command, Config, CsrCommand, EXIT_USAGE, LogArgs, LogFormat, ReviewArgs,
+    Cli, Command, Config, CsrCommand, EXIT_USAGE, LogArgs, LogFormat, Parsed, ReviewArgs,
 };
 use certsync::inspect::{CHECK_HEADER, REVISION_HEADER, check_cells, render, revision_cells};
 use certsync::metrics::Metrics;
 
 fn main() -> ExitCode {
-    let cli = match parse_args() {
-        Ok(cli) => cli,
+    let Parsed { cli, effective } = match parse_args() {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
@@ -53,6 +52,21 @@ fn main() -> ExitCode {
             );
             (Ok(text), false)
         })),
+        Command::Completion { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "certsync", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("certsync: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Approve(args) => match approve(args.config()) {
             Ok(code) => code,
             Err(e) => {
@@ -67,6 +81,18 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Run(args) if args.print_config => {
+            match certsync::config::print_config(&args, &effective) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("certsync: {e}");
+                    ExitCode::from(EXIT_USAGE as u8)
+                }
+            }
+        }
         Command::Run(args) => {
             let config = match Config::from_args(&args) {
                 Ok(c) => c,
@@ -162,15 +188,13 @@ fn init_tracing(log: &LogArgs, quiet: bool) -> anyhow::Result<()> {
 /// pages would stay resident for the life of the process (a sixth of an
 /// idle sidecar's heap and stacks). A thread's stack is unmapped when it
 /// ends.
-fn parse_args() -> Result<Cli, clap::Error> {
+fn parse_args() -> Result<Parsed, clap::Error> {
+    let parse = || certsync::config::parse(std::env::args_os().collect());
     std::thread::Builder::new()
         .name("args".into())
         .stack_size(1 << 20)
-        .spawn(Cli::try_parse)
-        .map_or_else(
-            |_| Cli::try_parse(),
-            |t| t.join().unwrap_or_else(|_| Cli::try_parse()),
-        )
+        .spawn(parse)
+        .map_or_else(|_| parse(), |t| t.join().unwrap_or_else(|_| parse()))
 }
 
 /// One thread for all async work, whatever the node's core count: certsync

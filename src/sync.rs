@@ -22,6 +22,7 @@ use crate::source::Update;
 use crate::source::csr::{CsrSource, CsrSpec};
 use crate::source::hostdir::HostDir;
 use crate::source::secret::{KubeObject, ObjectRef};
+use crate::source::trust_bundle::{Selection, TrustBundles};
 use crate::validate::{self, Policy, ValidationError};
 use crate::writer::{DATA, Outcome, Writer, WriterError};
 use kube::Client;
@@ -103,6 +104,13 @@ async fn read_once(
                 .await
                 .map_err(|e| failure(&e.into()))
         }
+        Source::TrustBundle(selection) => {
+            let client = client.clone().map_err(unavailable)?;
+            trust_bundles(m, selection, metrics)
+                .get(client)
+                .await
+                .map_err(|e| failure(&e))
+        }
         Source::Csr(spec) => {
             let source = csr_source(m, spec, metrics, config);
             if spec.bootstrap.is_none() {
@@ -127,12 +135,21 @@ async fn read_once(
     }
 }
 
+/// The ClusterTrustBundle source of a mapping.
+fn trust_bundles(m: &Mapping, selection: &Selection, metrics: &Arc<Metrics>) -> TrustBundles {
+    TrustBundles {
+        selection: selection.clone(),
+        mapping: m.name.clone(),
+        metrics: Arc::clone(metrics),
+    }
+}
+
 /// Whether a source uses the process's API client (`--kubeconfig` or the
 /// pod's): a `csr:` mapping with a bootstrap kubeconfig makes its own.
 fn needs_process_client(source: &Source) -> bool {
     match source {
         Source::Dir(_) => false,
-        Source::Kube(_) => true,
+        Source::Kube(_) | Source::TrustBundle(_) => true,
         Source::Csr(spec) => spec.bootstrap.is_none(),
     }
 }
@@ -630,6 +647,9 @@ pub async fn run(
                     shutdown.clone(),
                 ))
             }
+            Source::TrustBundle(selection) => tasks.spawn(
+                trust_bundles(&m, selection, &metrics).run(clients.clone(), tx, shutdown.clone()),
+            ),
             Source::Csr(spec) => {
                 let mut source = csr_source(&m, spec, &metrics, &config);
                 if config.events {

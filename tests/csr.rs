@@ -515,6 +515,99 @@ async fn the_signer_ca_can_come_from_cluster_trust_bundles() {
     env.signer.cleanup().await;
 }
 
+/// `clustertrustbundle:SIGNER` (and `:NAME`) mappings publish the
+/// selected bundles as `ca.crt` and follow the selection as bundles come,
+/// change and go; `label=` narrows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trust_bundle_mappings_follow_their_selection() {
+    use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
+    let env = Env::new("ctbsrc").await;
+    let client = kube_client(&env.kubeconfig).await;
+    let ctbs: kube::Api<ClusterTrustBundle> = kube::Api::all(client.clone());
+    if let Err(kube::Error::Api(e)) = ctbs.list(&Default::default()).await
+        && e.code == 404
+    {
+        eprintln!("clustertrustbundle source: skipped (not served by this cluster)");
+        return;
+    }
+    let signer = &env.signer.name;
+    let prefix = signer.replace('/', ":");
+    let cas: Vec<String> = (0..3)
+        .map(|i| String::from_utf8(support::certs::Pair::new(&format!("ca{i}")).ca_cert).unwrap())
+        .collect();
+    let put = |name: &str, pem: &str, env_label: &str| -> ClusterTrustBundle {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{prefix}:{name}"), "labels": {"env": env_label}},
+            "spec": {"signerName": signer, "trustBundle": pem},
+        }))
+        .unwrap()
+    };
+    ctbs.create(&Default::default(), &put("b", &cas[1], "prod"))
+        .await
+        .unwrap();
+    ctbs.create(&Default::default(), &put("c", &cas[2], "test"))
+        .await
+        .unwrap();
+    let all = env.tmp.path().join("all");
+    let prod = env.tmp.path().join("prod");
+    let one = env.tmp.path().join("one");
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            env.kubeconfig.to_str().unwrap(),
+            "--sync",
+            &format!("clustertrustbundle:{signer}={},name=all", all.display()),
+            "--sync",
+            &format!(
+                "clustertrustbundle:{signer}={},name=prod,label=env=prod",
+                prod.display()
+            ),
+            "--sync",
+            &format!("clustertrustbundle:{prefix}:c={},name=one", one.display()),
+        ],
+        env.tmp.path(),
+    );
+    let ca = |t: &Path| std::fs::read_to_string(t.join("ca.crt")).ok();
+    let want = |pems: &[&String]| pems.iter().map(|p| p.as_str()).collect::<String>();
+    wait_for("all of the signer's bundles, in name order", || {
+        (ca(&all)? == want(&[&cas[1], &cas[2]])).then_some(())
+    });
+    wait_for("the prod bundle", || {
+        (ca(&prod)? == want(&[&cas[1]])).then_some(())
+    });
+    wait_for("bundle c by name", || {
+        (ca(&one)? == want(&[&cas[2]])).then_some(())
+    });
+
+    // A new bundle sorts first; a removed one leaves.
+    ctbs.create(&Default::default(), &put("a", &cas[0], "prod"))
+        .await
+        .unwrap();
+    wait_for("the new bundle", || {
+        (ca(&all)? == want(&[&cas[0], &cas[1], &cas[2]])).then_some(())
+    });
+    wait_for("prod gains it", || {
+        (ca(&prod)? == want(&[&cas[0], &cas[1]])).then_some(())
+    });
+    ctbs.delete(&format!("{prefix}:b"), &Default::default())
+        .await
+        .unwrap();
+    wait_for("the removed bundle gone", || {
+        (ca(&all)? == want(&[&cas[0], &cas[2]])).then_some(())
+    });
+    wait_for("prod loses it", || {
+        (ca(&prod)? == want(&[&cas[0]])).then_some(())
+    });
+    assert_eq!(ca(&one).unwrap(), want(&[&cas[2]]));
+    drop(cs);
+    for n in ["a", "c"] {
+        let _ = ctbs
+            .delete(&format!("{prefix}:{n}"), &Default::default())
+            .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_trust_bundles_is_named_in_the_error() {
     let env = Env::new("noctb").await;
@@ -537,6 +630,24 @@ async fn a_cluster_without_trust_bundles_is_named_in_the_error() {
         read_live(&env.target()).is_none(),
         "nothing unchecked was published"
     );
+    drop(cs);
+    // A clustertrustbundle: mapping says the same.
+    let bundle = env.tmp.path().join("bundle");
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            env.kubeconfig.to_str().unwrap(),
+            "--sync",
+            &format!(
+                "clustertrustbundle:{}={}",
+                env.signer.name,
+                bundle.display()
+            ),
+        ],
+        env.tmp.path(),
+    );
+    cs.wait_log("the API server does not serve ClusterTrustBundles");
     drop(cs);
     env.signer.cleanup().await;
 }

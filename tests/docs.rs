@@ -10,9 +10,17 @@ fn readme_documents_every_flag_and_env_var() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let mut help = String::new();
-    for sub in ["run", "check", "revisions", "rollback"] {
+    for sub in [
+        &["run"][..],
+        &["check"],
+        &["revisions"],
+        &["rollback"],
+        &["approve"],
+        &["csr", "review"],
+    ] {
         let out = Command::new(support::certsync_bin())
-            .args([sub, "--help"])
+            .args(sub)
+            .arg("--help")
             .output()
             .unwrap();
         assert!(out.status.success());

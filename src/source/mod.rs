@@ -6,11 +6,13 @@
 //! - `client`: the API client shared by every `secret` source.
 //! - `secret`: one Secret or ConfigMap, watched by name in the API server.
 //! - `csr`: a certificate requested, approved and renewed through the CSR API.
+//! - `trust_bundle`: ClusterTrustBundles, by name or by signer, as a CA bundle.
 
 pub mod client;
 pub mod csr;
 pub mod hostdir;
 pub mod secret;
+pub mod trust_bundle;
 
 use tokio::sync::watch;
 
@@ -23,6 +25,8 @@ pub enum SourceError {
     HostDir(#[from] hostdir::HostDirError),
     #[error(transparent)]
     Kube(#[from] secret::KubeError),
+    #[error(transparent)]
+    TrustBundle(#[from] trust_bundle::TrustBundleError),
 }
 
 impl SourceError {

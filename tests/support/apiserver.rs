@@ -576,6 +576,16 @@ async fn collection(
         .get("fieldSelector")
         .and_then(|s| s.strip_prefix("spec.signerName="))
         .map(str::to_owned);
+    // Equality-based label selectors (`k=v,k2=v2`).
+    let labels: Vec<(String, String)> = query
+        .get("labelSelector")
+        .map(|s| {
+            s.split(',')
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.trim_end_matches('=').to_owned(), v.to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
     let matches = {
         let (resource, ns, name) = (resource.clone(), ns.clone(), name.clone());
         move |k: &Key, obj: &Value| {
@@ -585,6 +595,9 @@ async fn collection(
                 && signer
                     .as_ref()
                     .is_none_or(|s| obj["spec"]["signerName"] == s.as_str())
+                && labels
+                    .iter()
+                    .all(|(k, v)| obj["metadata"]["labels"][k] == v.as_str())
         }
     };
     if !watching {

@@ -1,0 +1,264 @@
+//! `clustertrustbundle:` sources: `certificates.k8s.io/v1beta1`
+//! ClusterTrustBundles published as a CA bundle (`ca.crt`), as kubelet's
+//! projected volumes publish them.
+//!
+//! - `clustertrustbundle:NAME`: one bundle, by name;
+//! - `clustertrustbundle:SIGNER` (a name with `/`, which bundle names
+//!   cannot have): every bundle of that signer, optionally narrowed by
+//!   `label=KEY=VALUE` options, concatenated in name order with duplicate
+//!   certificates dropped, so the file changes only when the set does.
+//!
+//! The selection is watched (kube-runtime's watcher: list, watch, resume,
+//! re-list), so a bundle added, changed or removed is published. A cluster
+//! that does not serve the API, or a selection that matches nothing, is
+//! reported and the last good bundle stays.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use tokio::sync::watch;
+
+use super::{SourceError, Update};
+use crate::bundle::{Bundle, CA_FILE};
+use crate::metrics::Metrics;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TrustBundleError {
+    #[error(
+        "the API server does not serve ClusterTrustBundles (certificates.k8s.io/v1beta1: enable \
+         the ClusterTrustBundle feature gate and that API version)"
+    )]
+    NotServed,
+    #[error("{selection}: no ClusterTrustBundle matches")]
+    Empty { selection: String },
+    #[error("{selection}: {message}")]
+    Api { selection: String, message: String },
+}
+
+/// Which bundles a mapping publishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    Name(String),
+    Signer {
+        signer: String,
+        /// `KEY=VALUE` pairs, all required.
+        labels: Vec<(String, String)>,
+    },
+}
+
+impl std::fmt::Display for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Name(n) => write!(f, "clustertrustbundle {n}"),
+            Self::Signer { signer, labels } if labels.is_empty() => {
+                write!(f, "clustertrustbundles of signer {signer}")
+            }
+            Self::Signer { signer, labels } => {
+                let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(
+                    f,
+                    "clustertrustbundles of signer {signer} labelled {}",
+                    l.join(",")
+                )
+            }
+        }
+    }
+}
+
+impl Selection {
+    fn config(&self) -> watcher::Config {
+        match self {
+            Self::Name(n) => watcher::Config::default().fields(&format!("metadata.name={n}")),
+            Self::Signer { signer, labels } => {
+                let config =
+                    watcher::Config::default().fields(&format!("spec.signerName={signer}"));
+                if labels.is_empty() {
+                    config
+                } else {
+                    let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    config.labels(&l.join(","))
+                }
+            }
+        }
+    }
+}
+
+/// The CA bundle of `bundles` (name → PEM): in name order, each
+/// certificate once.
+pub fn joined(bundles: &BTreeMap<String, String>) -> Vec<u8> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for pem in bundles.values() {
+        for der in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
+            if seen.insert(der.to_vec()) {
+                out.extend_from_slice(pem_of(&der).as_bytes());
+            }
+        }
+    }
+    out
+}
+
+fn pem_of(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+/// A mapping's ClusterTrustBundle source.
+pub struct TrustBundles {
+    pub selection: Selection,
+    pub mapping: String,
+    pub metrics: Arc<Metrics>,
+}
+
+impl TrustBundles {
+    fn update(&self, bundles: &BTreeMap<String, String>) -> Update {
+        if bundles.is_empty() {
+            return Err(SourceError::TrustBundle(TrustBundleError::Empty {
+                selection: self.selection.to_string(),
+            }));
+        }
+        let mut b = Bundle::default();
+        b.insert(CA_FILE, joined(bundles), self.selection.to_string())
+            .map_err(|e| {
+                SourceError::TrustBundle(TrustBundleError::Api {
+                    selection: self.selection.to_string(),
+                    message: e.to_string(),
+                })
+            })?;
+        Ok(b)
+    }
+
+    fn failed(&self, e: &watcher::Error) -> Update {
+        let not_served = matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s)) if s.code == 404);
+        Err(SourceError::TrustBundle(if not_served {
+            TrustBundleError::NotServed
+        } else {
+            TrustBundleError::Api {
+                selection: self.selection.to_string(),
+                message: crate::error_chain(e),
+            }
+        }))
+    }
+
+    /// Watches the selection with the newest client, publishing into `tx`.
+    pub async fn run(
+        self,
+        mut clients: watch::Receiver<Option<Client>>,
+        tx: watch::Sender<Option<Update>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let client = tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                c = clients.wait_for(Option::is_some) => match c {
+                    Ok(c) => c.clone(),
+                    Err(_) => return,
+                },
+            };
+            let Some(client) = client else { continue };
+            tokio::select! {
+                () = crate::sync::stopped(&mut shutdown) => return,
+                _ = clients.changed() => {}
+                () = self.watch(client, &tx) => {}
+            }
+        }
+    }
+
+    async fn watch(&self, client: Client, tx: &watch::Sender<Option<Update>>) {
+        let api: Api<ClusterTrustBundle> = Api::all(client);
+        let mut events = std::pin::pin!(watcher(api, self.selection.config()));
+        let mut bundles = BTreeMap::new();
+        let mut listing = BTreeMap::new();
+        let mut synced = false;
+        let name = |b: &ClusterTrustBundle| b.metadata.name.clone().unwrap_or_default();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listing.clear(),
+                Ok(watcher::Event::InitApply(b)) => {
+                    listing.insert(name(&b), b.spec.trust_bundle);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    bundles = std::mem::take(&mut listing);
+                    synced = true;
+                }
+                Ok(watcher::Event::Apply(b)) => {
+                    bundles.insert(name(&b), b.spec.trust_bundle);
+                }
+                Ok(watcher::Event::Delete(b)) => {
+                    bundles.remove(&name(&b));
+                }
+                Err(e) => {
+                    self.metrics.watch_restarted(&self.mapping);
+                    super::publish(tx, self.failed(&e));
+                    continue;
+                }
+            }
+            if synced {
+                super::publish(tx, self.update(&bundles));
+            }
+        }
+    }
+
+    /// `run --once`: the selection's bundle now.
+    pub async fn get(&self, client: Client) -> Update {
+        let api: Api<ClusterTrustBundle> = Api::all(client);
+        let mut events = std::pin::pin!(watcher(api, self.selection.config()));
+        let mut bundles = BTreeMap::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::InitApply(b)) => {
+                    bundles.insert(
+                        b.metadata.name.clone().unwrap_or_default(),
+                        b.spec.trust_bundle,
+                    );
+                }
+                Ok(watcher::Event::InitDone) => return self.update(&bundles),
+                Ok(_) => {}
+                Err(e) => return self.failed(&e),
+            }
+        }
+        self.update(&bundles)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_certs as certs;
+
+    #[test]
+    fn bundles_join_in_name_order_once_each() {
+        let (a, b) = (certs::Pair::new("a"), certs::Pair::new("b"));
+        let a = String::from_utf8(a.ca_cert).unwrap();
+        let b = String::from_utf8(b.ca_cert).unwrap();
+        let bundles = BTreeMap::from([
+            ("z-old".to_owned(), format!("{a}{b}")),
+            ("a-new".to_owned(), b.clone()),
+        ]);
+        let joined = String::from_utf8(joined(&bundles)).unwrap();
+        // b (from a-new) first, then a; b not repeated.
+        let der = |p: &str| {
+            CertificateDer::from_pem_slice(p.as_bytes())
+                .unwrap()
+                .to_vec()
+        };
+        let got: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(joined.as_bytes())
+            .map(|c| c.unwrap().to_vec())
+            .collect();
+        assert_eq!(got, [der(&b), der(&a)]);
+    }
+}

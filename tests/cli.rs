@@ -1,0 +1,174 @@
+//! The command line a user discovers: `run -h` shows the mapping grammar
+//! with flags grouped by purpose; shell completions and the man page are
+//! generated from the same definitions as `--help`.
+
+mod support;
+
+use std::process::Command;
+
+fn certsync(args: &[&str]) -> (bool, String) {
+    let out = Command::new(support::certsync_bin())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn run_help_shows_the_mapping_grammar_and_groups_flags() {
+    let (ok, help) = certsync(&["run", "-h"]);
+    assert!(ok);
+    for needle in [
+        "dir:PATH",
+        "secret:NAMESPACE/NAME",
+        "configmap:NAMESPACE/NAME",
+        "csr:SIGNER",
+        "clustertrustbundle:SIGNER",
+        "verify=HOST:PORT",
+        "sni=NAME",
+        "key-alg=ALG",
+        "Logging:",
+        "Kubernetes API:",
+        "Reloading the main container:",
+        "Files:",
+        "Health and metrics:",
+    ] {
+        assert!(
+            help.contains(needle),
+            "{needle:?} missing from run -h:\n{help}"
+        );
+    }
+    // The logging flags are in their own group, after the sync flags.
+    let logging = help.find("Logging:").unwrap();
+    assert!(help.find("--log-level").unwrap() > logging, "{help}");
+    assert!(help.find("--sync").unwrap() < logging, "{help}");
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_same_definitions() {
+    let (ok, bash) = certsync(&["completion", "bash"]);
+    assert!(ok);
+    assert!(
+        bash.contains("_certsync()") && bash.contains("--reload-process"),
+        "{bash}"
+    );
+    let (ok, zsh) = certsync(&["completion", "zsh"]);
+    assert!(ok && zsh.starts_with("#compdef certsync"), "{zsh}");
+    let (ok, fish) = certsync(&["completion", "fish"]);
+    assert!(ok && fish.contains("complete -c certsync"), "{fish}");
+    let (ok, man) = certsync(&["man"]);
+    assert!(ok);
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH certsync"),
+        "{man}"
+    );
+    for sub in ["run", "check", "approve", "csr", "completion"] {
+        assert!(man.contains(sub), "man page lacks {sub}");
+    }
+    let (ok, _) = certsync(&["completion", "powershell"]);
+    assert!(ok, "every shell clap_complete knows");
+    let (ok, _) = certsync(&["completion", "tcsh"]);
+    assert!(!ok, "an unknown shell is refused");
+}
+
+/// Every global flag can live in the config file beside `mappings:`; the
+/// environment and flags override it; `--print-config` shows the result
+/// without secrets; an unknown key is refused with its line; and a setting
+/// from the file takes effect.
+#[test]
+fn the_config_file_holds_every_setting_and_flags_override_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let pair = support::certs::Pair::new("file-settings");
+    support::write_pair(&src, &pair);
+    let target = tmp.path().join("target");
+    let file = tmp.path().join("certsync.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "resync: 5m\nkey-mode: \"0640\"\nreload-quiet: 1s\nevents: true\n\
+             reload-url: http://127.0.0.1:9/reload\n\
+             reload-header: [\"Authorization: Bearer s3cr3t-token\"]\n\
+             mappings:\n  - source: dir:{}\n    target: {}\n",
+            src.display(),
+            target.display()
+        ),
+    )
+    .unwrap();
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(support::certsync_bin());
+        cmd.args(["run", "--config", file.to_str().unwrap()])
+            .args(extra);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(
+        &["--reload-quiet", "3s", "--print-config"],
+        &[("CERTSYNC_RESYNC", "7m")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let printed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(printed["key-mode"], "0640", "from the file:\n{text}");
+    assert_eq!(printed["reload-quiet"], "3s", "the flag wins:\n{text}");
+    assert_eq!(printed["resync"], "7m", "the environment wins:\n{text}");
+    assert_eq!(printed["events"], "true", "{text}");
+    assert_eq!(printed["debounce"], "2s", "defaults are shown too:\n{text}");
+    assert_eq!(
+        printed["mappings"][0]["source"].as_str(),
+        Some(format!("dir:{}", src.display()).as_str())
+    );
+    assert!(!text.contains("s3cr3t"), "no secret printed:\n{text}");
+    assert!(text.contains("Authorization: <redacted>"), "{text}");
+
+    // A setting from the file takes effect (the key file's mode).
+    std::fs::write(
+        &file,
+        format!(
+            "key-mode: \"0640\"\nmappings:\n  - source: dir:{}\n    target: {}\n",
+            src.display(),
+            target.display()
+        ),
+    )
+    .unwrap();
+    let out = run(&["--once"], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(target.join("tls.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o640);
+
+    // An unknown key is refused with its line; so is a bad value, by the
+    // flag's own parser.
+    std::fs::write(&file, "resync: 5m\nmappings: []\ncolour: red\n").unwrap();
+    let out = run(&["--print-config"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("line 3") && err.contains("\"colour\""),
+        "{err}"
+    );
+    std::fs::write(&file, "key-mode: \"0644\"\n").unwrap();
+    let out = run(&["--print-config"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("readable by every user") && err.contains("certsync.yaml"),
+        "{err}"
+    );
+}
