@@ -32,6 +32,14 @@ pub enum BundleError {
 /// not one of the names certsync reserves in a target (anything starting with
 /// `..`). This rules out `/`, NUL, `.` and `..`, so a name can never leave
 /// the directory it is joined to.
+/// Whether `bytes` hold a PEM private key: such a file is published with
+/// the key mode, whatever its name.
+pub fn holds_private_key(bytes: &[u8]) -> bool {
+    bytes
+        .windows(b"PRIVATE KEY-----".len())
+        .any(|w| w == b"PRIVATE KEY-----")
+}
+
 pub fn check_file_name(name: &str) -> Result<(), BundleError> {
     let bad = |reason| {
         Err(BundleError::BadFileName {

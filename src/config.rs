@@ -769,6 +769,11 @@ pub struct MappingSpec {
     // clustertrustbundle: mappings by signer only.
     #[serde(default)]
     pub label: Vec<String>,
+    /// `all`, or `NAME` / `NAME:TARGET`; repeatable.
+    #[serde(default)]
+    pub files: Vec<String>,
+    #[serde(default)]
+    pub allow_non_pem: bool,
 }
 
 /// The config file: `mappings:` and any of `run`'s flags by their long
@@ -1063,13 +1068,25 @@ impl MappingSpec {
                 "bootstrap-kubeconfig" => m.bootstrap_kubeconfig = Some(value()?.into()),
                 "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
                 "label" => m.label.push(value()?),
+                "files" => m.files.push(value()?),
+                "allow-non-pem" => {
+                    m.allow_non_pem = match v {
+                        "" | "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(err(format!(
+                                "allow-non-pem takes no value or true/false, got {v:?}"
+                            )));
+                        }
+                    }
+                }
                 _ => {
                     return Err(err(format!(
                         "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
                          cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
                          ip, key-alg, lifetime, usage, renew, approval-timeout, \
                          bootstrap-kubeconfig, write-kubeconfig; for clustertrustbundle: \
-                         label)"
+                         label; files, allow-non-pem)"
                     )));
                 }
             }
@@ -1177,49 +1194,99 @@ impl MappingSpec {
                 }
             }
         }
+        if !self.files.is_empty() || self.allow_non_pem {
+            if self.files.is_empty() {
+                return Err(err("allow-non-pem goes with files=".into()));
+            }
+            if !matches!(source, Source::Dir(_) | Source::Kube(_)) {
+                return Err(err(
+                    "files= applies to dir:, secret: and configmap: sources".into(),
+                ));
+            }
+            for (opt, set) in [
+                ("cert", self.cert.is_some()),
+                ("key", self.key.is_some()),
+                ("ca", self.ca.is_some()),
+                ("combined", self.combined.is_some()),
+                ("ca-only", self.ca_only),
+            ] {
+                if set {
+                    return Err(err(format!(
+                        "{opt} and files= exclude each other (files= names every file published)"
+                    )));
+                }
+            }
+        }
         let ca_only = self.ca_only || matches!(source, Source::TrustBundle(_));
-        let expect = if ca_only {
+        let expect = if !self.files.is_empty() {
+            Expect::Files {
+                allow_non_pem: self.allow_non_pem,
+            }
+        } else if ca_only {
             Expect::CaOnly
         } else {
             Expect::Pair
         };
         let mut items = Vec::new();
-        let layout = match (&self.combined, ca_only) {
-            (Some(_), true) => return Err(err("combined and ca-only exclude each other".into())),
-            (Some(file), false) => {
-                if self.cert.is_some() || self.key.is_some() {
-                    return Err(err(
-                        "combined replaces cert and key; give one or the other".into()
+        let layout = if self.files.iter().any(|f| f == "all") {
+            if self.files.len() > 1 {
+                return Err(err(
+                    "files=all publishes every file; give no other files=".into()
+                ));
+            }
+            Layout::All
+        } else if !self.files.is_empty() {
+            for f in &self.files {
+                let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
+                check_file_name(target_name).map_err(|e| err(format!("files={f}: {e}")))?;
+                if items.iter().any(|i: &Item| i.target == target_name) {
+                    return Err(err(format!("files=: {target_name} is published twice")));
+                }
+                items.push(Item::new(source_name, target_name, true));
+            }
+            Layout::Files
+        } else {
+            match (&self.combined, ca_only) {
+                (Some(_), true) => {
+                    return Err(err("combined and ca-only exclude each other".into()));
+                }
+                (Some(file), false) => {
+                    if self.cert.is_some() || self.key.is_some() {
+                        return Err(err(
+                            "combined replaces cert and key; give one or the other".into()
+                        ));
+                    }
+                    check_file_name(file).map_err(|e| err(format!("combined: {e}")))?;
+                    Layout::Combined(file.clone())
+                }
+                (None, true) => {
+                    if self.cert.is_some() || self.key.is_some() {
+                        return Err(err("a ca-only mapping takes no cert or key".into()));
+                    }
+                    Layout::Files
+                }
+                (None, false) => {
+                    items.push(Item::new(
+                        self.cert.as_deref().unwrap_or(CERT_FILE),
+                        CERT_FILE,
+                        true,
                     ));
+                    items.push(Item::new(
+                        self.key.as_deref().unwrap_or(KEY_FILE),
+                        KEY_FILE,
+                        true,
+                    ));
+                    Layout::Files
                 }
-                check_file_name(file).map_err(|e| err(format!("combined: {e}")))?;
-                Layout::Combined(file.clone())
-            }
-            (None, true) => {
-                if self.cert.is_some() || self.key.is_some() {
-                    return Err(err("a ca-only mapping takes no cert or key".into()));
-                }
-                Layout::Files
-            }
-            (None, false) => {
-                items.push(Item::new(
-                    self.cert.as_deref().unwrap_or(CERT_FILE),
-                    CERT_FILE,
-                    true,
-                ));
-                items.push(Item::new(
-                    self.key.as_deref().unwrap_or(KEY_FILE),
-                    KEY_FILE,
-                    true,
-                ));
-                Layout::Files
             }
         };
-        let ca_item = match &source {
-            Source::Csr(_) => CA_FILE,
-            _ => self.ca.as_deref().unwrap_or(CA_FILE),
-        };
-        items.push(Item::new(ca_item, CA_FILE, ca_only));
+        if self.files.is_empty() {
+            let ca_item = match &source {
+                Source::Csr(_) => CA_FILE,
+                _ => self.ca.as_deref().unwrap_or(CA_FILE),
+            };
+            items.push(Item::new(ca_item, CA_FILE, ca_only));
+        }
         for item in &items {
             check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
         }
@@ -1515,6 +1582,9 @@ fn check_dns(what: &str, s: &str, max: usize) -> Result<(), String> {
 pub enum Layout {
     /// One source file per target file (see [`Mapping::items`]).
     Files,
+    /// Every key of the object, or every file of the directory, under its
+    /// own name (`files=all`).
+    All,
     /// One PEM holding chain and key, split into tls.crt and tls.key.
     Combined(String),
 }
@@ -1523,15 +1593,15 @@ pub enum Layout {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     pub source: String,
-    pub target: &'static str,
+    pub target: String,
     pub required: bool,
 }
 
 impl Item {
-    fn new(source: &str, target: &'static str, required: bool) -> Self {
+    fn new(source: &str, target: &str, required: bool) -> Self {
         Self {
             source: source.to_owned(),
-            target,
+            target: target.to_owned(),
             required,
         }
     }

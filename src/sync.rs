@@ -66,6 +66,7 @@ fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics>) -> KubeO
     KubeObject {
         object: object.clone(),
         items: m.items.clone(),
+        all: m.layout == crate::config::Layout::All,
         mapping: m.name.clone(),
         metrics: Arc::clone(metrics),
         uid: Arc::default(),

@@ -32,6 +32,10 @@ pub enum Expect {
     Pair,
     /// Only `ca.crt` (a CA bundle, e.g. from a ConfigMap); no key allowed.
     CaOnly,
+    /// Files under their own names (`files=`), each checked for what it
+    /// holds: certificates parse, a private key matches its certificate,
+    /// other PEM parses, non-PEM only when allowed.
+    Files { allow_non_pem: bool },
 }
 
 /// The rules that depend on the caller: what is expected, when "now" is, and
@@ -116,6 +120,13 @@ pub enum ValidationError {
         rfc3339(*not_before)
     )]
     NotYetValid { file: String, not_before: i64 },
+    #[error("{file}: not PEM; add allow-non-pem to the mapping to publish it as it is")]
+    NotPem { file: String },
+    #[error(
+        "{key_file}: a private key with no certificate to pair with (expected {stem}.crt, \
+         {stem}.pem or the certificate in the same file)"
+    )]
+    Unpaired { key_file: String, stem: String },
 }
 
 impl ValidationError {
@@ -138,6 +149,8 @@ impl ValidationError {
             Self::LeafNotFirst { .. } => "leaf_not_first",
             Self::Expired { .. } => "expired",
             Self::NotYetValid { .. } => "not_yet_valid",
+            Self::NotPem { .. } => "not_pem",
+            Self::Unpaired { .. } => "unpaired_key",
         }
     }
 }
@@ -155,6 +168,9 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
             size,
             limit: MAX_BUNDLE_SIZE,
         });
+    }
+    if let Expect::Files { allow_non_pem } = policy.expect {
+        return validate_files(bundle, policy, allow_non_pem);
     }
     let file = |name| {
         let bytes = bundle.get(name).ok_or_else(|| ValidationError::Missing {
@@ -224,6 +240,74 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
         });
     }
     Ok(Validated { leaf: Some(leaf) })
+}
+
+/// `files=` bundles: every file checked for what it holds. A file with a
+/// private key is checked as a pair with its certificate: the same file's
+/// certificates, else `STEM.crt` / `STEM.pem` / `STEM.cert` beside it
+/// (`apiserver.key` with `apiserver.crt`; `tls.key` with `tls.crt`). The
+/// leaf of the first pair (by name) is the mapping's certificate for
+/// expiry metrics.
+fn validate_files(
+    bundle: &Bundle,
+    policy: &Policy,
+    allow_non_pem: bool,
+) -> Result<Validated, ValidationError> {
+    let mut leaf = None;
+    for (name, bytes) in bundle.files() {
+        let origin = bundle.origin(name).to_owned();
+        let blocks = match pem_blocks(&origin, bytes) {
+            Ok(b) if !b.is_empty() => b,
+            Err(ValidationError::EncryptedKey { file }) => {
+                return Err(ValidationError::EncryptedKey { file });
+            }
+            _ if allow_non_pem => continue,
+            _ => return Err(ValidationError::NotPem { file: origin }),
+        };
+        let has_cert = blocks.iter().any(|(k, _)| *k == SectionKind::Certificate);
+        let has_key = blocks.iter().any(|(k, _)| {
+            matches!(
+                k,
+                SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey
+            )
+        });
+        if has_cert {
+            certificates(&origin, &blocks)?;
+        }
+        if !has_key {
+            continue;
+        }
+        let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+        let cert_name = if has_cert {
+            Some(name.to_owned())
+        } else {
+            ["crt", "pem", "cert"]
+                .iter()
+                .map(|ext| format!("{stem}.{ext}"))
+                .find(|n| n != name && bundle.get(n).is_some())
+        };
+        let Some(cert_name) = cert_name else {
+            return Err(ValidationError::Unpaired {
+                key_file: origin,
+                stem: stem.to_owned(),
+            });
+        };
+        let mut pair = Bundle::default();
+        let cert_bytes = bundle.get(&cert_name).unwrap_or_default().to_vec();
+        let _ = pair.insert(CERT_FILE, cert_bytes, bundle.origin(&cert_name));
+        let _ = pair.insert(KEY_FILE, bytes.to_vec(), origin);
+        let checked = validate(
+            &pair,
+            &Policy {
+                expect: Expect::Pair,
+                ..*policy
+            },
+        )?;
+        if leaf.is_none() {
+            leaf = checked.leaf;
+        }
+    }
+    Ok(Validated { leaf })
 }
 
 /// Parses the certificate at the head of `pem` and returns its facts, for

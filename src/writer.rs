@@ -562,8 +562,8 @@ impl Writer {
         }))
     }
 
-    fn mode_for(&self, name: &str) -> u32 {
-        if name == KEY_FILE {
+    fn mode_for(&self, name: &str, bytes: &[u8]) -> u32 {
+        if name == KEY_FILE || crate::bundle::holds_private_key(bytes) {
             self.opts.key_mode
         } else {
             self.opts.cert_mode
@@ -572,7 +572,7 @@ impl Writer {
 
     fn check_modes(&self, dir: &Path, rev: &Revision) -> Option<String> {
         for (name, &(mode, uid, gid)) in &rev.meta {
-            let want = self.mode_for(name);
+            let want = self.mode_for(name, rev.bundle.get(name).unwrap_or_default());
             if mode != want {
                 return Some(format!(
                     "{} has mode {mode:04o}, expected {want:04o}",
@@ -627,7 +627,7 @@ impl Writer {
             create_file(
                 &dir,
                 name,
-                self.mode_for(name),
+                self.mode_for(name, bytes),
                 owner,
                 group,
                 bytes,
@@ -895,12 +895,11 @@ fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterError> {
 /// restores them as they were.
 fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
     let defaults = WriterOptions::default();
-    let key = rev.meta.get(KEY_FILE);
-    let cert = rev
-        .meta
-        .iter()
-        .find(|(n, _)| n.as_str() != KEY_FILE)
-        .map(|(_, m)| m);
+    let is_key = |n: &str| {
+        n == KEY_FILE || crate::bundle::holds_private_key(rev.bundle.get(n).unwrap_or_default())
+    };
+    let key = rev.meta.iter().find(|(n, _)| is_key(n)).map(|(_, m)| m);
+    let cert = rev.meta.iter().find(|(n, _)| !is_key(n)).map(|(_, m)| m);
     let any = key.or(cert);
     WriterOptions {
         keep,

@@ -272,3 +272,54 @@ fn rotations_at_info_level_log_no_watcher_noise() {
     assert_eq!(log.matches("published new revision").count(), 4, "{log}");
     assert!(!log.contains("notify"), "{log}");
 }
+
+/// `files=all` from a directory: a name certsync would not write is
+/// refused with the name, as is a non-PEM file unless allowed; nothing is
+/// published until the directory is acceptable.
+#[test]
+fn files_all_refuses_hostile_names_and_non_pem() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let p = Pair::new("files");
+    std::fs::write(src.join("ca-bundle.crt"), &p.ca_cert).unwrap();
+    std::fs::write(src.join("bad name.crt"), &p.ca_cert).unwrap();
+    let target = d.path().join("t");
+    let spec = format!("dir:{}={},files=all", src.display(), target.display());
+    let once = |spec: &str| {
+        std::process::Command::new(certsync_bin())
+            .args(["run", "--once", "--sync", spec])
+            .output()
+            .unwrap()
+    };
+    let out = once(&spec);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("bad name.crt"), "{err}");
+    assert!(!target.join("ca-bundle.crt").exists(), "nothing published");
+
+    std::fs::remove_file(src.join("bad name.crt")).unwrap();
+    std::fs::write(src.join("notes.bin"), [0u8, 159, 146, 150]).unwrap();
+    let out = once(&spec);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("notes.bin") && err.contains("allow-non-pem"),
+        "{err}"
+    );
+
+    let out = once(&format!("{spec},allow-non-pem"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(target.join("ca-bundle.crt")).unwrap(),
+        p.ca_cert
+    );
+    assert_eq!(
+        std::fs::read(target.join("notes.bin")).unwrap(),
+        [0u8, 159, 146, 150]
+    );
+}

@@ -1379,3 +1379,119 @@ async fn csr_api_rules_match_a_real_server() {
     assert_eq!(got.status.unwrap().certificate.unwrap().0, issued.cert);
     api.delete(&name, &Default::default()).await.unwrap();
 }
+
+/// `files=all`: every key of a Secret under its own name, each checked by
+/// what it holds (a key with its certificate, a CRL as PEM), keys at the
+/// key mode; a mismatched pair is refused and the last good files stay; a
+/// key removed from the object leaves the target. `files=NAME:TARGET`
+/// renames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_publishes_keys_under_their_own_names() {
+    let mut env = Env::new().await;
+    let name = env.name("files");
+    let api = Pair::new("apiserver");
+    let crl = {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.key_usages = vec![
+            rcgen::KeyUsagePurpose::CrlSign,
+            rcgen::KeyUsagePurpose::KeyCertSign,
+        ];
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        rcgen::CertificateRevocationListParams {
+            this_update: time::OffsetDateTime::now_utc(),
+            next_update: time::OffsetDateTime::now_utc() + time::Duration::days(1),
+            crl_number: rcgen::SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: Vec::new(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&issuer)
+        .unwrap()
+        .pem()
+        .unwrap()
+    };
+    env.put_secret_of(
+        "Opaque",
+        &name,
+        &[
+            ("apiserver.crt", &api.cert),
+            ("apiserver.key", &api.key),
+            ("ca.crt", &api.ca_cert),
+            ("revoked.crl", crl.as_bytes()),
+        ],
+    )
+    .await;
+    let target = env.target(&name);
+    let renamed = env.target(&format!("{name}-renamed"));
+    let cs = env.start(
+        &[
+            format!(
+                "secret:{}/{name}={},name=all,files=all",
+                env.ns,
+                target.display()
+            ),
+            format!(
+                "secret:{}/{name}={},name=renamed,files=ca.crt:ca-bundle.crt",
+                env.ns,
+                renamed.display()
+            ),
+        ],
+        &[],
+    );
+    let read = |t: &Path, f: &str| std::fs::read(t.join(f)).ok();
+    wait_for("every key under its own name", || {
+        (read(&target, "apiserver.crt")? == api.cert
+            && read(&target, "apiserver.key")? == api.key
+            && read(&target, "ca.crt")? == api.ca_cert
+            && read(&target, "revoked.crl")? == crl.as_bytes())
+        .then_some(())
+    });
+    wait_for("the renamed key", || {
+        (read(&renamed, "ca-bundle.crt")? == api.ca_cert).then_some(())
+    });
+    assert!(read(&renamed, "ca.crt").is_none(), "only what was named");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |f: &str| {
+        std::fs::metadata(target.join(f))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(
+        (mode("apiserver.key"), mode("apiserver.crt")),
+        (0o600, 0o644)
+    );
+
+    // A key that does not match its certificate: refused, nothing changes.
+    let other = Pair::new("other");
+    env.put_secret_of(
+        "Opaque",
+        &name,
+        &[
+            ("apiserver.crt", &api.cert),
+            ("apiserver.key", &other.key),
+            ("ca.crt", &api.ca_cert),
+        ],
+    )
+    .await;
+    cs.wait_log("reason=\"key_mismatch\"");
+    assert_eq!(read(&target, "apiserver.key").unwrap(), api.key);
+    assert_eq!(read(&target, "revoked.crl").unwrap(), crl.as_bytes());
+
+    // A key removed from the Secret leaves the target.
+    env.put_secret_of(
+        "Opaque",
+        &name,
+        &[("apiserver.crt", &api.cert), ("apiserver.key", &api.key)],
+    )
+    .await;
+    wait_for("ca.crt and revoked.crl gone", || {
+        (read(&target, "ca.crt").is_none() && read(&target, "revoked.crl").is_none()).then_some(())
+    });
+    assert_eq!(read(&target, "apiserver.key").unwrap(), api.key);
+    drop(cs);
+    env.cleanup().await;
+}

@@ -81,10 +81,43 @@ impl HostDir {
             bundle.insert(CERT_FILE, certs, format!("{origin} (certificates)"))?;
             bundle.insert(KEY_FILE, key, format!("{origin} (private key)"))?;
         }
+        if self.layout == Layout::All {
+            // Every entry but hidden ones (a Secret volume's `..data` and
+            // revision directories); what is not a regular file (after
+            // symlinks inside the directory) fails the read, as for a named
+            // file.
+            let entries = fs::read_dir(&self.dir).map_err(|source| HostDirError::Dir {
+                path: self.dir.clone(),
+                source,
+            })?;
+            let mut names: Vec<String> = Vec::new();
+            for e in entries {
+                let e = e.map_err(|source| HostDirError::Dir {
+                    path: self.dir.clone(),
+                    source,
+                })?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.starts_with('.') {
+                    names.push(name);
+                }
+            }
+            names.sort();
+            for name in names {
+                let path = self.dir.join(&name);
+                // A directory of the source (not a file to publish) is skipped.
+                if fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+                    continue;
+                }
+                if let Some(bytes) = read_inside(&root, &path)? {
+                    bundle.insert(&name, bytes, path.display().to_string())?;
+                }
+            }
+            return Ok(bundle);
+        }
         for item in self.items.iter() {
             let path = self.dir.join(&item.source);
             match read_inside(&root, &path)? {
-                Some(bytes) => bundle.insert(item.target, bytes, path.display().to_string())?,
+                Some(bytes) => bundle.insert(&item.target, bytes, path.display().to_string())?,
                 None if item.required => return Err(HostDirError::Missing { path }),
                 None => {}
             }
@@ -118,7 +151,12 @@ impl HostDir {
         // written in the same directory must not postpone the read forever.
         let names = self.watched_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let (events, watched) = watcher.subscribe_names(&self.dir, &names);
+        // files=all: any entry may be one to publish.
+        let (events, watched) = if self.layout == Layout::All {
+            watcher.subscribe_all(std::slice::from_ref(&self.dir))
+        } else {
+            watcher.subscribe_names(&self.dir, &names)
+        };
         if let Err(e) = watched {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
         }
@@ -218,17 +256,17 @@ mod tests {
             items: vec![
                 Item {
                     source: cert.into(),
-                    target: CERT_FILE,
+                    target: CERT_FILE.into(),
                     required: true,
                 },
                 Item {
                     source: key.into(),
-                    target: KEY_FILE,
+                    target: KEY_FILE.into(),
                     required: true,
                 },
                 Item {
                     source: "ca.crt".into(),
-                    target: CA_FILE,
+                    target: CA_FILE.into(),
                     required: false,
                 },
             ]
@@ -273,7 +311,7 @@ mod tests {
             layout: Layout::Combined("current.pem".into()),
             items: [Item {
                 source: "ca.crt".into(),
-                target: CA_FILE,
+                target: CA_FILE.into(),
                 required: false,
             }]
             .into(),

@@ -87,15 +87,26 @@ impl std::fmt::Display for ObjectRef {
 /// What the source reads from an object.
 trait Payload {
     fn value(&self, key: &str) -> Option<Vec<u8>>;
+    /// Every key, for `files=all`.
+    fn keys(&self) -> Vec<String>;
 }
 
 impl Payload for Secret {
     fn value(&self, key: &str) -> Option<Vec<u8>> {
         self.data.as_ref()?.get(key).map(|b| b.0.clone())
     }
+    fn keys(&self) -> Vec<String> {
+        self.data.iter().flat_map(|d| d.keys().cloned()).collect()
+    }
 }
 
 impl Payload for ConfigMap {
+    fn keys(&self) -> Vec<String> {
+        let text = self.data.iter().flat_map(|d| d.keys().cloned());
+        let binary = self.binary_data.iter().flat_map(|d| d.keys().cloned());
+        text.chain(binary).collect()
+    }
+
     fn value(&self, key: &str) -> Option<Vec<u8>> {
         let text = self
             .data
@@ -111,6 +122,8 @@ impl Payload for ConfigMap {
 pub struct KubeObject {
     pub object: ObjectRef,
     pub items: std::sync::Arc<[Item]>,
+    /// `files=all`: every key under its own name (`items` unused).
+    pub all: bool,
     /// The mapping's name, for metrics.
     pub mapping: String,
     /// The object's uid as last seen (for Events).
@@ -121,10 +134,19 @@ pub struct KubeObject {
 impl KubeObject {
     fn bundle(&self, obj: &impl Payload) -> Result<Bundle, KubeError> {
         let mut bundle = Bundle::default();
+        if self.all {
+            // Every key under its own name; a name certsync would not write
+            // (`..data`, a path) fails the whole update.
+            for key in obj.keys() {
+                let bytes = obj.value(&key).unwrap_or_default();
+                bundle.insert(&key, bytes, format!("{} key {key}", self.object))?;
+            }
+            return Ok(bundle);
+        }
         for item in self.items.iter() {
             match obj.value(&item.source) {
                 Some(bytes) => bundle.insert(
-                    item.target,
+                    &item.target,
                     bytes,
                     format!("{} key {}", self.object, item.source),
                 )?,
@@ -443,6 +465,7 @@ mod tests {
 
     fn object(kind: Kind, items: &[(&str, &'static str, bool)]) -> KubeObject {
         KubeObject {
+            all: false,
             mapping: "m".into(),
             uid: Default::default(),
             metrics: std::sync::Arc::new(crate::metrics::Metrics::new(0.8)),
@@ -455,7 +478,7 @@ mod tests {
                 .iter()
                 .map(|(source, target, required)| Item {
                     source: source.to_string(),
-                    target,
+                    target: target.to_string(),
                     required: *required,
                 })
                 .collect(),
