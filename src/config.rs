@@ -110,6 +110,9 @@ Mappings (--sync KIND:SOURCE=TARGET[,OPTION=VALUE]..., or the config file's `map
   clustertrustbundle:NAME    one ClusterTrustBundle, as ca.crt
   clustertrustbundle:SIGNER  every ClusterTrustBundle of a signer (label=KEY=VALUE
                              narrows it), joined in name order, as ca.crt
+  tree:NAMESPACE             cert-syncer's layout: DEST/secrets/NAME/KEY and
+                             DEST/configmaps/NAME/KEY for secret=NAME, configmap=NAME,
+                             optional-secret=NAME, optional-configmap=NAME (repeatable)
 
 Options of every kind:
   name=NAME                  name in logs and metrics (default: the target path)
@@ -119,6 +122,10 @@ Options of every kind:
   ca-only                    a CA bundle only, no key
   cert-mode=, key-mode=, owner=, group=
                              override the global file modes and owner
+  files=all | files=NAME[:TARGET] (repeatable)
+                             publish keys under their own names, each checked by content
+  allow-non-pem              with files=, publish non-PEM keys as they are
+  optional                   with files=, an absent object leaves no files (cert-syncer)
   verify=HOST:PORT           after a reload, check the consumer serves the new pair
   sni=NAME                   server name sent by verify=
 
@@ -774,6 +781,17 @@ pub struct MappingSpec {
     pub files: Vec<String>,
     #[serde(default)]
     pub allow_non_pem: bool,
+    #[serde(default)]
+    pub optional: bool,
+    // tree: mappings (cert-syncer's layout).
+    #[serde(default)]
+    pub secret: Vec<String>,
+    #[serde(default)]
+    pub configmap: Vec<String>,
+    #[serde(default)]
+    pub optional_secret: Vec<String>,
+    #[serde(default)]
+    pub optional_configmap: Vec<String>,
 }
 
 /// The config file: `mappings:` and any of `run`'s flags by their long
@@ -1069,6 +1087,21 @@ impl MappingSpec {
                 "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
                 "label" => m.label.push(value()?),
                 "files" => m.files.push(value()?),
+                "optional" => {
+                    m.optional = match v {
+                        "" | "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(err(format!(
+                                "optional takes no value or true/false, got {v:?}"
+                            )));
+                        }
+                    }
+                }
+                "secret" => m.secret.push(value()?),
+                "configmap" => m.configmap.push(value()?),
+                "optional-secret" => m.optional_secret.push(value()?),
+                "optional-configmap" => m.optional_configmap.push(value()?),
                 "allow-non-pem" => {
                     m.allow_non_pem = match v {
                         "" | "true" => true,
@@ -1086,7 +1119,8 @@ impl MappingSpec {
                          cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
                          ip, key-alg, lifetime, usage, renew, approval-timeout, \
                          bootstrap-kubeconfig, write-kubeconfig; for clustertrustbundle: \
-                         label; files, allow-non-pem)"
+                         label; files, allow-non-pem, optional; for tree: secret, configmap, \
+                         optional-secret, optional-configmap)"
                     )));
                 }
             }
@@ -1323,7 +1357,15 @@ impl MappingSpec {
                 "verify= needs a certificate/key pair, not a CA bundle".into()
             ));
         }
+        if self.optional && (!matches!(source, Source::Kube(_)) || self.files.is_empty()) {
+            return Err(err(
+                "optional applies to secret: and configmap: mappings with files= (an absent \
+                 object then leaves no files, as cert-syncer does)"
+                    .into(),
+            ));
+        }
         Ok(Mapping {
+            optional: self.optional,
             name,
             source,
             verify,
@@ -1620,6 +1662,8 @@ pub struct Mapping {
     pub expect: Expect,
     pub target: PathBuf,
     pub writer: WriterOptions,
+    /// An absent object publishes no files rather than an error.
+    pub optional: bool,
 }
 
 /// Everything `certsync run` needs.
@@ -1669,7 +1713,8 @@ impl Config {
     }
 }
 
-/// Every mapping: the config file's, then the flags'.
+/// Every mapping: the config file's, then the flags', with `tree:`
+/// mappings expanded into one mapping per object.
 fn mapping_specs(args: &RunArgs) -> Result<Vec<MappingSpec>, ConfigError> {
     let mut specs = Vec::new();
     if let Some(path) = &args.config {
@@ -1678,7 +1723,82 @@ fn mapping_specs(args: &RunArgs) -> Result<Vec<MappingSpec>, ConfigError> {
     for s in &args.sync {
         specs.push(MappingSpec::parse_flag(s)?);
     }
-    Ok(specs)
+    let mut out = Vec::new();
+    for spec in specs {
+        out.extend(spec.expand_tree()?);
+    }
+    Ok(out)
+}
+
+impl MappingSpec {
+    /// `tree:NAMESPACE=DEST,secret=A,configmap=B,optional-configmap=C`:
+    /// cert-syncer's layout, `DEST/secrets/A/KEY` and
+    /// `DEST/configmaps/B/KEY`, as one `files=all` mapping per object, each
+    /// watched by name; optional objects leave no files while absent.
+    fn expand_tree(self) -> Result<Vec<MappingSpec>, ConfigError> {
+        let listed = !(self.secret.is_empty()
+            && self.configmap.is_empty()
+            && self.optional_secret.is_empty()
+            && self.optional_configmap.is_empty());
+        let Some(namespace) = self.source.strip_prefix("tree:") else {
+            if listed {
+                return Err(ConfigError::Mapping {
+                    mapping: self.target.display().to_string(),
+                    problem: "secret=, configmap=, optional-secret= and optional-configmap= \
+                              belong to tree: mappings"
+                        .into(),
+                });
+            }
+            return Ok(vec![self]);
+        };
+        let err = |problem: String| ConfigError::Mapping {
+            mapping: format!("tree:{namespace}"),
+            problem,
+        };
+        check_dns("namespace", namespace, 63).map_err(&err)?;
+        if !listed {
+            return Err(err(
+                "a tree: mapping lists its objects: secret=NAME, configmap=NAME (or optional-...)"
+                    .into(),
+            ));
+        }
+        let rest = MappingSpec {
+            source: String::new(),
+            target: PathBuf::new(),
+            secret: Vec::new(),
+            configmap: Vec::new(),
+            optional_secret: Vec::new(),
+            optional_configmap: Vec::new(),
+            name: None,
+            files: vec!["all".into()],
+            ..self.clone()
+        };
+        if self.name.is_some() || !self.files.is_empty() {
+            return Err(err(
+                "a tree: mapping names each object itself and publishes every key (no name=, files=)"
+                    .into(),
+            ));
+        }
+        let lists = [
+            ("secret", "secrets", &self.secret, false),
+            ("configmap", "configmaps", &self.configmap, false),
+            ("secret", "secrets", &self.optional_secret, true),
+            ("configmap", "configmaps", &self.optional_configmap, true),
+        ];
+        let mut out = Vec::new();
+        for (kind, dir, names, optional) in lists {
+            for name in names {
+                out.push(MappingSpec {
+                    source: format!("{kind}:{namespace}/{name}"),
+                    target: self.target.join(dir).join(name),
+                    name: Some(format!("{namespace}/{dir}/{name}")),
+                    optional,
+                    ..rest.clone()
+                });
+            }
+        }
+        Ok(out)
+    }
 }
 
 fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {

@@ -67,6 +67,7 @@ fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics>) -> KubeO
         object: object.clone(),
         items: m.items.clone(),
         all: m.layout == crate::config::Layout::All,
+        optional: m.optional,
         mapping: m.name.clone(),
         metrics: Arc::clone(metrics),
         uid: Arc::default(),

@@ -1495,3 +1495,86 @@ async fn files_publishes_keys_under_their_own_names() {
     drop(cs);
     env.cleanup().await;
 }
+
+/// `tree:` lays Secrets and ConfigMaps out as cert-syncer does
+/// (`DEST/secrets/NAME/KEY`, `DEST/configmaps/NAME/KEY`, keys under their
+/// own names); an optional object leaves no files while absent and its
+/// files come and go with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cert_syncer_tree_with_an_optional_object() {
+    let mut env = Env::new().await;
+    let (secret, ca, opt) = (
+        env.name("client"),
+        env.name("client-ca"),
+        env.name("serving-ca"),
+    );
+    let pair = Pair::new("client");
+    env.put_secret_of(
+        TLS,
+        &secret,
+        &[("tls.crt", &pair.cert), ("tls.key", &pair.key)],
+    )
+    .await;
+    let cm = |name: &str, pem: &[u8]| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "ca-bundle.crt".to_owned(),
+            String::from_utf8(pem.to_vec()).unwrap(),
+        )])),
+        ..Default::default()
+    };
+    env.configmaps()
+        .create(&PostParams::default(), &cm(&ca, &pair.ca_cert))
+        .await
+        .unwrap();
+    env.created.push(("configmap", ca.clone()));
+    let dest = env.tmp.path().join("static-pod-certs");
+    let spec = format!(
+        "tree:{}={},secret={secret},configmap={ca},optional-configmap={opt}",
+        env.ns,
+        dest.display()
+    );
+    let cs = env.start(&[spec], &[]);
+    let read = |p: PathBuf| std::fs::read(p).ok();
+    wait_for("the tree", || {
+        (read(dest.join("secrets").join(&secret).join("tls.crt"))? == pair.cert
+            && read(dest.join("secrets").join(&secret).join("tls.key"))? == pair.key
+            && read(dest.join("configmaps").join(&ca).join("ca-bundle.crt"))? == pair.ca_cert)
+            .then_some(())
+    });
+    let optional = dest.join("configmaps").join(&opt).join("ca-bundle.crt");
+    assert!(
+        !optional.exists(),
+        "an absent optional object leaves no files"
+    );
+    assert!(
+        !cs.log().contains("ERROR"),
+        "absence of an optional object is not an error"
+    );
+
+    let serving = Pair::new("serving");
+    env.configmaps()
+        .create(&PostParams::default(), &cm(&opt, &serving.ca_cert))
+        .await
+        .unwrap();
+    wait_for("the optional object's files", || {
+        (read(optional.clone())? == serving.ca_cert).then_some(())
+    });
+    env.configmaps()
+        .delete(&opt, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the optional object's files gone", || {
+        (!optional.exists()).then_some(())
+    });
+    // The other objects are untouched.
+    assert_eq!(
+        read(dest.join("secrets").join(&secret).join("tls.key")).unwrap(),
+        pair.key
+    );
+    drop(cs);
+    env.cleanup().await;
+}

@@ -124,6 +124,9 @@ pub struct KubeObject {
     pub items: std::sync::Arc<[Item]>,
     /// `files=all`: every key under its own name (`items` unused).
     pub all: bool,
+    /// cert-syncer's optional objects: while the object does not exist the
+    /// target holds no files (an empty revision), not an error.
+    pub optional: bool,
     /// The mapping's name, for metrics.
     pub mapping: String,
     /// The object's uid as last seen (for Events).
@@ -169,12 +172,29 @@ impl KubeObject {
         match self.object.kind {
             Kind::Secret => {
                 let obj = Api::<Secret>::namespaced(client, ns).get_opt(name).await;
-                self.bundle(&self.found(obj)?)
+                match self.found(obj) {
+                    Ok(o) => self.bundle(&o),
+                    Err(e) => self.absent(e),
+                }
             }
             Kind::ConfigMap => {
                 let obj = Api::<ConfigMap>::namespaced(client, ns).get_opt(name).await;
-                self.bundle(&self.found(obj)?)
+                match self.found(obj) {
+                    Ok(o) => self.bundle(&o),
+                    Err(e) => self.absent(e),
+                }
             }
+        }
+    }
+
+    /// What an absent object publishes: nothing (an empty bundle) when
+    /// the mapping is optional, else the error.
+    fn absent(&self, e: KubeError) -> Result<Bundle, KubeError> {
+        match e {
+            KubeError::NotFound { .. } | KubeError::Deleted { .. } if self.optional => {
+                Ok(Bundle::default())
+            }
+            e => Err(e),
         }
     }
 
@@ -328,7 +348,7 @@ impl KubeObject {
         let version = list.metadata.resource_version.unwrap_or_default();
         let update = match list.items.first() {
             Some(obj) => self.applied(obj),
-            None => Err(KubeError::NotFound {
+            None => self.absent(KubeError::NotFound {
                 object: self.object.to_string(),
             }),
         };
@@ -397,7 +417,7 @@ impl KubeObject {
                 }
                 WatchEvent::Deleted(obj) => {
                     version = obj.meta().resource_version.clone().unwrap_or(version);
-                    Err(KubeError::Deleted {
+                    self.absent(KubeError::Deleted {
                         object: self.object.to_string(),
                     })
                 }
@@ -466,6 +486,7 @@ mod tests {
     fn object(kind: Kind, items: &[(&str, &'static str, bool)]) -> KubeObject {
         KubeObject {
             all: false,
+            optional: false,
             mapping: "m".into(),
             uid: Default::default(),
             metrics: std::sync::Arc::new(crate::metrics::Metrics::new(0.8)),
