@@ -261,6 +261,9 @@ fn validate_files(
             Err(ValidationError::EncryptedKey { file }) => {
                 return Err(ValidationError::EncryptedKey { file });
             }
+            // PEM of a kind rustls does not know (DH parameters, a
+            // signature): published once every block parses.
+            _ if other_pem(bytes) => continue,
             _ if allow_non_pem => continue,
             _ => return Err(ValidationError::NotPem { file: origin }),
         };
@@ -308,6 +311,12 @@ fn validate_files(
         }
     }
     Ok(Validated { leaf })
+}
+
+/// Whether `bytes` are PEM blocks (any label) that all decode.
+fn other_pem(bytes: &[u8]) -> bool {
+    let mut blocks = x509_parser::pem::Pem::iter_from_buffer(bytes).peekable();
+    blocks.peek().is_some() && blocks.all(|b| b.is_ok())
 }
 
 /// Parses the certificate at the head of `pem` and returns its facts, for
@@ -504,6 +513,61 @@ fn leaf_facts(der: &[u8]) -> Leaf {
             not_after: 0,
             sha256,
         },
+    }
+}
+
+#[cfg(test)]
+mod files_tests {
+    use super::*;
+    use crate::test_certs as certs;
+
+    fn policy() -> Policy {
+        Policy {
+            expect: Expect::Files {
+                allow_non_pem: false,
+            },
+            now: SystemTime::now(),
+            clock_skew: Duration::from_secs(300),
+        }
+    }
+
+    #[test]
+    fn files_are_checked_by_what_they_hold() {
+        let p = certs::Pair::new("files");
+        let mut b = Bundle::default();
+        b.insert("server.crt", p.cert.clone(), "t").unwrap();
+        b.insert("server.key", p.key.clone(), "t").unwrap();
+        b.insert(
+            "dh.pem",
+            b"-----BEGIN DH PARAMETERS-----\nMAYCAQACAQI=\n-----END DH PARAMETERS-----\n".to_vec(),
+            "t",
+        )
+        .unwrap();
+        let v = validate(&b, &policy()).unwrap();
+        assert!(
+            v.leaf.is_some(),
+            "the pair's leaf is the mapping's certificate"
+        );
+
+        let mut lone = Bundle::default();
+        lone.insert("orphan.key", p.key.clone(), "t").unwrap();
+        assert!(matches!(
+            validate(&lone, &policy()),
+            Err(ValidationError::Unpaired { .. })
+        ));
+        let mut garbage = Bundle::default();
+        garbage.insert("blob", vec![0, 1, 2], "t").unwrap();
+        assert!(matches!(
+            validate(&garbage, &policy()),
+            Err(ValidationError::NotPem { .. })
+        ));
+        let allowed = Policy {
+            expect: Expect::Files {
+                allow_non_pem: true,
+            },
+            ..policy()
+        };
+        assert!(validate(&garbage, &allowed).is_ok());
     }
 }
 
