@@ -209,7 +209,10 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
         .as_ref()
         .filter(|_| config.root_cert_file.is_none())
     {
-        let pem: String = roots.iter().map(|der| pem_of(der)).collect();
+        let pem: String = roots
+            .iter()
+            .map(|der| crate::bundle::certificate_pem(der))
+            .collect();
         cluster["certificate-authority-data"] =
             base64::engine::general_purpose::STANDARD.encode(pem).into();
     }
@@ -229,19 +232,6 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
         "current-context": "default",
     });
     serde_yaml_ng::to_string(&kubeconfig).unwrap_or_default()
-}
-
-/// One DER certificate as PEM.
-fn pem_of(der: &[u8]) -> String {
-    use base64::Engine as _;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
 }
 
 /// A kubeconfig, every YAML document in it merged as kube-rs'

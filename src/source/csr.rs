@@ -1008,7 +1008,7 @@ impl CsrSource {
         own_pair: bool,
     ) -> Option<Client> {
         if self.spec.bootstrap.is_none() {
-            return next_client(clients, shutdown).await;
+            return super::newest_client(clients, shutdown).await;
         }
         let mut failures = 0;
         loop {
@@ -1188,17 +1188,6 @@ impl CsrSource {
             return Ok(None);
         }
         self.obtain(client).await.map(|i| Some(i.bundle))
-    }
-}
-
-/// The newest API client, waiting for the first; `None` on shutdown.
-async fn next_client(
-    clients: &mut watch::Receiver<Option<Client>>,
-    shutdown: &mut watch::Receiver<bool>,
-) -> Option<Client> {
-    tokio::select! {
-        () = crate::sync::stopped(shutdown) => None,
-        c = clients.wait_for(Option::is_some) => c.ok().and_then(|c| c.clone()),
     }
 }
 

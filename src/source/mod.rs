@@ -57,3 +57,15 @@ pub fn publish(tx: &watch::Sender<Option<Update>>, update: Update) {
         !same
     });
 }
+
+/// The newest API client from `clients`, waiting for the first; `None` on
+/// shutdown or when the client task is gone.
+pub async fn newest_client(
+    clients: &mut watch::Receiver<Option<kube::Client>>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<kube::Client> {
+    tokio::select! {
+        () = crate::sync::stopped(shutdown) => None,
+        c = clients.wait_for(Option::is_some) => c.ok().and_then(|c| c.clone()),
+    }
+}

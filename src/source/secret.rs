@@ -231,14 +231,9 @@ impl KubeObject {
         mut shutdown: watch::Receiver<bool>,
     ) {
         loop {
-            let client = tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
-                c = clients.wait_for(Option::is_some) => match c {
-                    Ok(c) => c.clone(),
-                    Err(_) => return,
-                },
+            let Some(client) = super::newest_client(&mut clients, &mut shutdown).await else {
+                return;
             };
-            let Some(client) = client else { continue };
             let watching: std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> = match self
                 .object
                 .kind

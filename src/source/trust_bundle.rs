@@ -97,22 +97,10 @@ pub fn joined(bundles: &BTreeMap<String, String>) -> Vec<u8> {
     for pem in bundles.values() {
         for der in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
             if seen.insert(der.to_vec()) {
-                out.extend_from_slice(pem_of(&der).as_bytes());
+                out.extend_from_slice(crate::bundle::certificate_pem(&der).as_bytes());
             }
         }
     }
-    out
-}
-
-fn pem_of(der: &[u8]) -> String {
-    use base64::Engine as _;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
     out
 }
 
@@ -162,14 +150,9 @@ impl TrustBundles {
         mut shutdown: watch::Receiver<bool>,
     ) {
         loop {
-            let client = tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
-                c = clients.wait_for(Option::is_some) => match c {
-                    Ok(c) => c.clone(),
-                    Err(_) => return,
-                },
+            let Some(client) = super::newest_client(&mut clients, &mut shutdown).await else {
+                return;
             };
-            let Some(client) = client else { continue };
             tokio::select! {
                 () = crate::sync::stopped(&mut shutdown) => return,
                 _ = clients.changed() => {}
