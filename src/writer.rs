@@ -563,7 +563,7 @@ impl Writer {
     }
 
     fn mode_for(&self, name: &str, bytes: &[u8]) -> u32 {
-        if name == KEY_FILE || crate::bundle::holds_private_key(bytes) {
+        if name == KEY_FILE || crate::bundle::is_secret(bytes) {
             self.opts.key_mode
         } else {
             self.opts.cert_mode
@@ -895,9 +895,8 @@ fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterError> {
 /// restores them as they were.
 fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
     let defaults = WriterOptions::default();
-    let is_key = |n: &str| {
-        n == KEY_FILE || crate::bundle::holds_private_key(rev.bundle.get(n).unwrap_or_default())
-    };
+    let is_key =
+        |n: &str| n == KEY_FILE || crate::bundle::is_secret(rev.bundle.get(n).unwrap_or_default());
     let key = rev.meta.iter().find(|(n, _)| is_key(n)).map(|(_, m)| m);
     let cert = rev.meta.iter().find(|(n, _)| !is_key(n)).map(|(_, m)| m);
     let any = key.or(cert);

@@ -322,4 +322,7 @@ fn files_all_refuses_hostile_names_and_non_pem() {
         std::fs::read(target.join("notes.bin")).unwrap(),
         [0u8, 159, 146, 150]
     );
+    // Content certsync cannot tell is not secret gets the key mode.
+    let mode = |f: &str| fs::metadata(target.join(f)).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode("notes.bin"), mode("ca-bundle.crt")), (0o600, 0o644));
 }
