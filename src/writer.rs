@@ -1073,10 +1073,15 @@ mod tests {
     use std::fs::Permissions;
     use std::os::unix::fs::MetadataExt as _;
 
+    /// Certificate-shaped bytes: the writer gives non-PEM content the key
+    /// mode, so a certificate stand-in must look like PEM.
+    fn cert(tag: &str) -> Vec<u8> {
+        format!("-----BEGIN CERTIFICATE-----\ncert {tag}\n").into_bytes()
+    }
+
     fn bundle(tag: &str) -> Bundle {
         let mut b = Bundle::default();
-        b.insert(CERT_FILE, format!("cert {tag}").into_bytes(), "t")
-            .unwrap();
+        b.insert(CERT_FILE, cert(tag), "t").unwrap();
         b.insert(KEY_FILE, format!("key {tag}").into_bytes(), "t")
             .unwrap();
         b
@@ -1198,9 +1203,9 @@ mod tests {
     fn files_that_disappear_lose_their_links() {
         let (_d, w) = setup(3);
         let mut with_ca = bundle("1");
-        with_ca.insert(CA_FILE, b"ca".to_vec(), "t").unwrap();
+        with_ca.insert(CA_FILE, cert("ca"), "t").unwrap();
         w.publish(&with_ca).unwrap();
-        assert_eq!(fs::read(w.target().join(CA_FILE)).unwrap(), b"ca");
+        assert_eq!(fs::read(w.target().join(CA_FILE)).unwrap(), cert("ca"));
         let without = bundle("2");
         w.publish(&without).unwrap();
         assert_live(&w, &without);
@@ -1221,7 +1226,7 @@ mod tests {
         fs::create_dir(t.join("..tmp-stray")).unwrap();
         let old = format!("{REV_PREFIX}{}", rev_name(1, &bundle("1").hash()));
         fs::create_dir(t.join(&old)).unwrap();
-        fs::write(t.join(&old).join(CERT_FILE), b"cert 1").unwrap();
+        fs::write(t.join(&old).join(CERT_FILE), cert("1")).unwrap();
 
         let w = Writer::open(&t, WriterOptions::default()).unwrap();
         let names: Vec<_> = entries(&t)
@@ -1529,8 +1534,8 @@ mod tests {
             let (_d, w) = setup(keep);
             w.publish(&bundle("0")).unwrap();
             let ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
-            let cert = w.target().join(CERT_FILE);
-            let mut file_wd = ino.add_watch(&cert, F::IN_ALL_EVENTS).unwrap();
+            let cert_path = w.target().join(CERT_FILE);
+            let mut file_wd = ino.add_watch(&cert_path, F::IN_ALL_EVENTS).unwrap();
             let dir_wd = ino.add_watch(w.target(), F::IN_MOVED_TO).unwrap();
             for i in 1..=5 {
                 w.publish(&bundle(&i.to_string())).unwrap();
@@ -1553,8 +1558,8 @@ mod tests {
                     "keep={keep} flip {i}: no ..data event: {events:?}"
                 );
                 let _ = ino.rm_watch(file_wd); // may already be gone (IN_IGNORED)
-                file_wd = ino.add_watch(&cert, F::IN_ALL_EVENTS).unwrap();
-                assert_eq!(fs::read(&cert).unwrap(), format!("cert {i}").into_bytes());
+                file_wd = ino.add_watch(&cert_path, F::IN_ALL_EVENTS).unwrap();
+                assert_eq!(fs::read(&cert_path).unwrap(), cert(&i.to_string()));
             }
         }
     }
