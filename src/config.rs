@@ -385,7 +385,7 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
 
     /// Print the effective configuration (file, environment and flags
-    /// merged; header values redacted) as YAML and exit.
+    /// merged; header values and URL credentials redacted) as YAML and exit.
     #[arg(long)]
     pub print_config: bool,
 
@@ -971,7 +971,8 @@ pub struct Parsed {
 }
 
 /// `run --print-config`: the effective settings and mappings as YAML,
-/// header values redacted (they may hold credentials).
+/// header values and a reload URL's user information redacted (they may
+/// hold credentials).
 pub fn print_config(
     args: &RunArgs,
     effective: &[(String, Vec<String>)],
@@ -986,6 +987,8 @@ pub fn print_config(
                         Some((name, _)) => format!("{name}: <redacted>"),
                         None => "<redacted>".into(),
                     }
+                } else if flag == "reload-url" {
+                    crate::reload::http::redact_text(v)
                 } else {
                     v.clone()
                 }

@@ -90,7 +90,7 @@ fn the_config_file_holds_every_setting_and_flags_override_it() {
         &file,
         format!(
             "resync: 5m\nkey-mode: \"0640\"\nreload-quiet: 1s\nevents: true\n\
-             reload-url: http://127.0.0.1:9/reload\n\
+             reload-url: http://hook:pa55word@127.0.0.1:9/reload\n\
              reload-header: [\"Authorization: Bearer s3cr3t-token\"]\n\
              mappings:\n  - source: dir:{}\n    target: {}\n",
             src.display(),
@@ -127,7 +127,11 @@ fn the_config_file_holds_every_setting_and_flags_override_it() {
         printed["mappings"][0]["source"].as_str(),
         Some(format!("dir:{}", src.display()).as_str())
     );
-    assert!(!text.contains("s3cr3t"), "no secret printed:\n{text}");
+    assert!(
+        !text.contains("s3cr3t") && !text.contains("pa55word"),
+        "no secret printed:\n{text}"
+    );
+    assert_eq!(printed["reload-url"], "http://***@127.0.0.1:9/reload");
     assert!(text.contains("Authorization: <redacted>"), "{text}");
 
     // A setting from the file takes effect (the key file's mode).

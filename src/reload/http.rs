@@ -362,7 +362,7 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
 }
 
 /// `text` with any `user:password@` in its authority replaced by `***@`.
-fn redact_text(text: &str) -> String {
+pub fn redact_text(text: &str) -> String {
     let Some((scheme, rest)) = text.split_once("://") else {
         return text.to_owned();
     };
