@@ -666,8 +666,7 @@ impl ReloadArgs {
         let method = if let Some(name) = &self.reload_process {
             Some(signal(Target::Name(name.clone())))
         } else if let Some(re) = &self.reload_cmdline {
-            let re =
-                regex_lite::Regex::new(re).map_err(|e| err(format!("--reload-cmdline: {e}")))?;
+            let re = regex::Regex::new(re).map_err(|e| err(format!("--reload-cmdline: {e}")))?;
             Some(signal(Target::Cmdline(re)))
         } else if let Some(path) = &self.reload_pidfile {
             Some(signal(Target::Pidfile(path.clone())))
@@ -836,7 +835,8 @@ fn file_settings(path: &Path, text: &str) -> Result<Vec<(String, Vec<String>)>, 
     let mut out = Vec::new();
     for (k, v) in map {
         let key = k.as_str().unwrap_or_default();
-        if key == "mappings" {
+        // `owner: null` (as --print-config shows an unset flag) sets nothing.
+        if key == "mappings" || v.is_null() {
             continue;
         }
         if !known.iter().any(|l| l == key) {

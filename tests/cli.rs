@@ -132,6 +132,39 @@ fn the_config_file_holds_every_setting_and_flags_override_it() {
         "no secret printed:\n{text}"
     );
     assert_eq!(printed["reload-url"], "http://***@127.0.0.1:9/reload");
+
+    // What it prints is a config file that says the same (unset flags are
+    // null); the redacted header is left out, as a user would fill it in.
+    let round = tmp.path().join("printed.yaml");
+    std::fs::write(
+        &round,
+        text.lines()
+            .filter(|l| !l.contains("<redacted>") && !l.starts_with("reload-header"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    let again = Command::new(support::certsync_bin())
+        .args(["run", "--config", round.to_str().unwrap(), "--print-config"])
+        .output()
+        .unwrap();
+    let again_text = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let reprinted: serde_yaml_ng::Value = serde_yaml_ng::from_str(&again_text).unwrap();
+    for key in [
+        "key-mode",
+        "reload-quiet",
+        "resync",
+        "events",
+        "reload-url",
+        "mappings",
+    ] {
+        assert_eq!(reprinted[key], printed[key], "{key}:\n{again_text}");
+    }
     assert!(text.contains("Authorization: <redacted>"), "{text}");
 
     // A setting from the file takes effect (the key file's mode).
