@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use regex_lite::Regex;
+use regex::Regex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PidError {
