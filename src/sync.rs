@@ -588,7 +588,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
 /// `certsync run`: one source task and one sync task per mapping, until
 /// `shutdown` turns true. A write in progress is finished before returning.
 pub async fn run(
-    config: Config,
+    mut config: Config,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), SyncError> {
@@ -617,7 +617,10 @@ pub async fn run(
         let settings = config.client.clone();
         tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
     }
-    for m in config.mappings.clone() {
+    // Each mapping moves into its tasks; the rest of the configuration
+    // stays for the sources that read it (a copy of every mapping kept
+    // here was ~0.5 KiB per mapping for the process's life).
+    for m in std::mem::take(&mut config.mappings) {
         let mut syncer = Syncer::open(
             m.clone(),
             config.clock_skew,
