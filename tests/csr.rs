@@ -457,26 +457,15 @@ async fn the_signer_ca_can_come_from_a_configmap() {
 /// against and are published as `ca.crt`. Without the API the error says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_signer_ca_can_come_from_cluster_trust_bundles() {
-    use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
     let env = Env::new("ctb").await;
     let client = kube_client(&env.kubeconfig).await;
-    let ctbs: kube::Api<ClusterTrustBundle> = kube::Api::all(client.clone());
-    if let Err(kube::Error::Api(e)) = ctbs.list(&Default::default()).await
-        && e.code == 404
-    {
-        eprintln!(
-            "clustertrustbundles: skipped (the cluster does not serve certificates.k8s.io/v1beta1)"
-        );
+    let Some(ctbs) = support::trust_bundles_api(client.clone(), "ctb").await else {
         return;
-    }
+    };
     let prefix = env.signer.name.replace('/', ":");
     let other = Signer::new(client, "example.com/other");
-    let bundle = |name: &str, pem: &str| -> ClusterTrustBundle {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{prefix}:{name}")},
-            "spec": {"signerName": env.signer.name, "trustBundle": pem},
-        }))
-        .unwrap()
+    let bundle = |name: &str, pem: &str| {
+        support::trust_bundle(&format!("{prefix}:{name}"), &env.signer.name, pem, &[])
     };
     // Name order: "a-next" (another CA, e.g. the next one in a rollover)
     // before "b-current" (the signer's).
@@ -520,27 +509,23 @@ async fn the_signer_ca_can_come_from_cluster_trust_bundles() {
 /// change and go; `label=` narrows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trust_bundle_mappings_follow_their_selection() {
-    use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
     let env = Env::new("ctbsrc").await;
     let client = kube_client(&env.kubeconfig).await;
-    let ctbs: kube::Api<ClusterTrustBundle> = kube::Api::all(client.clone());
-    if let Err(kube::Error::Api(e)) = ctbs.list(&Default::default()).await
-        && e.code == 404
-    {
-        eprintln!("clustertrustbundle source: skipped (not served by this cluster)");
+    let Some(ctbs) = support::trust_bundles_api(client.clone(), "ctbsrc").await else {
         return;
-    }
+    };
     let signer = &env.signer.name;
     let prefix = signer.replace('/', ":");
     let cas: Vec<String> = (0..3)
         .map(|i| String::from_utf8(support::certs::Pair::new(&format!("ca{i}")).ca_cert).unwrap())
         .collect();
-    let put = |name: &str, pem: &str, env_label: &str| -> ClusterTrustBundle {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{prefix}:{name}"), "labels": {"env": env_label}},
-            "spec": {"signerName": signer, "trustBundle": pem},
-        }))
-        .unwrap()
+    let put = |name: &str, pem: &str, env_label: &str| {
+        support::trust_bundle(
+            &format!("{prefix}:{name}"),
+            signer,
+            pem,
+            &[("env", env_label)],
+        )
     };
     ctbs.create(&Default::default(), &put("b", &cas[1], "prod"))
         .await

@@ -36,6 +36,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
+use crate::source::Listed;
 use crate::source::client::ClientSettings;
 pub use policy::{Check, Policy, Verdict};
 
@@ -165,30 +166,36 @@ pub async fn run(
     let mut csr_events = std::pin::pin!(watcher(csrs.clone(), watching.clone().fields(&selector)));
     let mut node_events = std::pin::pin!(watcher(nodes, watching));
     let mut state = State {
-        csrs: BTreeMap::new(),
-        nodes: BTreeMap::new(),
+        csrs: Listed::default(),
+        nodes: Listed::default(),
         told: HashMap::new(),
-        synced: (false, false),
     };
     tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some(), "approver started");
     let mut leader_rx = leader.clone();
     loop {
-        tokio::select! {
+        let changed = tokio::select! {
             () = crate::sync::stopped(&mut shutdown) => return Ok(()),
             Some(e) = csr_events.next() => match e {
-                Ok(e) => state.csr_event(e),
-                Err(e) => tracing::warn!(error = %crate::error_chain(&e), "CSR watch failed; retrying"),
+                Ok(e) => state.csrs.apply(e),
+                Err(e) => {
+                    tracing::warn!(error = %crate::error_chain(&e), "CSR watch failed; retrying");
+                    false
+                }
             },
             Some(e) = node_events.next() => match e {
-                Ok(e) => state.node_event(e),
-                Err(e) => tracing::warn!(error = %crate::error_chain(&e), "Node watch failed; retrying"),
+                Ok(e) => state.nodes.apply(e),
+                Err(e) => {
+                    tracing::warn!(error = %crate::error_chain(&e), "Node watch failed; retrying");
+                    false
+                }
             },
             Ok(()) = leader_rx.changed() => {
                 let leading = *leader_rx.borrow_and_update();
                 tracing::info!(leading, "leadership changed");
+                true
             }
-        }
-        if state.synced == (true, true) {
+        };
+        if changed && state.csrs.synced() && state.nodes.synced() {
             metrics.ready(READINESS, None);
             let leading = *leader.borrow();
             state
@@ -230,42 +237,13 @@ async fn leadership(
 }
 
 struct State {
-    csrs: BTreeMap<String, Csr>,
-    nodes: BTreeMap<String, Node>,
+    csrs: Listed<Csr>,
+    nodes: Listed<Node>,
     /// Per CSR uid: the verdict last logged, so each is said once.
     told: HashMap<String, String>,
-    /// Whether each watch has listed everything once (CSRs, Nodes).
-    synced: (bool, bool),
 }
 
 impl State {
-    fn csr_event(&mut self, e: watcher::Event<Csr>) {
-        match e {
-            watcher::Event::Apply(c) | watcher::Event::InitApply(c) => {
-                self.csrs.insert(name_of(&c), c);
-            }
-            watcher::Event::Delete(c) => {
-                self.csrs.remove(&name_of(&c));
-            }
-            watcher::Event::Init => self.csrs.clear(),
-            watcher::Event::InitDone => self.synced.0 = true,
-        }
-    }
-
-    fn node_event(&mut self, e: watcher::Event<Node>) {
-        let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
-        match e {
-            watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
-                self.nodes.insert(name(&n), n);
-            }
-            watcher::Event::Delete(n) => {
-                self.nodes.remove(&name(&n));
-            }
-            watcher::Event::Init => self.nodes.clear(),
-            watcher::Event::InitDone => self.synced.1 = true,
-        }
-    }
-
     /// Decides every pending CSR; writes approvals and denials when
     /// `leading` and not a dry run.
     async fn evaluate(
@@ -276,11 +254,17 @@ impl State {
         leading: bool,
         client: &Client,
     ) {
-        let pending: Vec<Csr> = self.csrs.values().filter(|c| pending(c)).cloned().collect();
+        let pending: Vec<Csr> = self
+            .csrs
+            .items()
+            .values()
+            .filter(|c| pending(c))
+            .cloned()
+            .collect();
         for csr in pending {
             let name = name_of(&csr);
             let uid = csr.metadata.uid.clone().unwrap_or_default();
-            let (verdict, facts) = policy::decide(&csr, &self.nodes, &config.policy);
+            let (verdict, facts) = policy::decide(&csr, self.nodes.items(), &config.policy);
             let described = verdict.describe();
             let decided = !matches!(verdict, Verdict::Wait { .. });
             if decided && !config.dry_run && !leading {
@@ -341,6 +325,7 @@ impl State {
         }
         let live: std::collections::HashSet<String> = self
             .csrs
+            .items()
             .values()
             .filter_map(|c| c.metadata.uid.clone())
             .collect();

@@ -1076,31 +1076,19 @@ impl CsrSource {
                     .ok_or_else(|| err(format!("key {key:?} is missing")))?
             }
             CaSource::TrustBundles { signer } => {
-                use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
-                let api: Api<ClusterTrustBundle> = Api::all(client.clone());
-                let fields = format!("spec.signerName={signer}");
-                let list = kube::api::ListParams::default().fields(&fields);
-                let mut bundles = match tokio::time::timeout(CALL_TIMEOUT, api.list(&list)).await {
-                    Ok(Ok(l)) => l.items,
-                    Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
-                        return Err(err("the API server does not serve ClusterTrustBundles \
-                             (certificates.k8s.io/v1beta1: enable the ClusterTrustBundle feature \
-                             gate and that API version), give ca=file: or ca=configmap: instead"
-                            .into()));
-                    }
-                    Ok(Err(e)) => return Err(err(crate::error_chain(&e))),
-                    Err(_) => return Err(err(format!("no answer within {CALL_TIMEOUT:?}"))),
+                use super::trust_bundle::{Selection, TrustBundleError, read};
+                let selection = Selection::Signer {
+                    signer: signer.clone(),
+                    labels: Vec::new(),
                 };
-                if bundles.is_empty() {
-                    return Err(err("no ClusterTrustBundle names this signer".into()));
+                match tokio::time::timeout(CALL_TIMEOUT, read(client.clone(), &selection)).await {
+                    Ok(Ok(pem)) => pem,
+                    Ok(Err(e @ TrustBundleError::NotServed)) => {
+                        return Err(err(format!("{e}; give ca=file: or ca=configmap: instead")));
+                    }
+                    Ok(Err(e)) => return Err(err(e.to_string())),
+                    Err(_) => return Err(err(format!("no answer within {CALL_TIMEOUT:?}"))),
                 }
-                bundles.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-                let mut pem = Vec::new();
-                for b in bundles {
-                    pem.extend_from_slice(b.spec.trust_bundle.trim_end().as_bytes());
-                    pem.push(b'\n');
-                }
-                pem
             }
         };
         if CertificateDer::pem_slice_iter(&pem).next().is_none() {

@@ -14,6 +14,9 @@ pub mod hostdir;
 pub mod secret;
 pub mod trust_bundle;
 
+use std::collections::BTreeMap;
+
+use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::bundle::Bundle;
@@ -67,5 +70,109 @@ pub async fn newest_client(
     tokio::select! {
         () = crate::sync::stopped(shutdown) => None,
         c = clients.wait_for(Option::is_some) => c.ok().and_then(|c| c.clone()),
+    }
+}
+
+/// The objects a kube-runtime watcher reports, by name. A re-list (after a
+/// `410 Gone` or a reconnect) is collected aside and replaces the set only
+/// once complete, so a reader never sees half a list: a Node missing
+/// mid-re-list must not let the approver miss that another Node owns an
+/// address, nor a trust bundle drop out of the published CA for a moment.
+#[derive(Debug)]
+pub struct Listed<K> {
+    items: BTreeMap<String, K>,
+    listing: BTreeMap<String, K>,
+    synced: bool,
+}
+
+impl<K> Default for Listed<K> {
+    fn default() -> Self {
+        Self {
+            items: BTreeMap::new(),
+            listing: BTreeMap::new(),
+            synced: false,
+        }
+    }
+}
+
+impl<K: kube::Resource> Listed<K> {
+    /// Applies one watcher event; `true` when the visible set changed.
+    pub fn apply(&mut self, event: watcher::Event<K>) -> bool {
+        let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+        match event {
+            watcher::Event::Init => {
+                self.listing.clear();
+                false
+            }
+            watcher::Event::InitApply(o) => {
+                self.listing.insert(name(&o), o);
+                false
+            }
+            watcher::Event::InitDone => {
+                self.items = std::mem::take(&mut self.listing);
+                self.synced = true;
+                true
+            }
+            watcher::Event::Apply(o) => {
+                self.items.insert(name(&o), o);
+                true
+            }
+            watcher::Event::Delete(o) => {
+                self.items.remove(&name(&o));
+                true
+            }
+        }
+    }
+
+    /// Whether a complete list has been seen.
+    pub fn synced(&self) -> bool {
+        self.synced
+    }
+
+    pub fn items(&self) -> &BTreeMap<String, K> {
+        &self.items
+    }
+
+    /// Records what the process itself just wrote, ahead of the watch.
+    pub fn insert(&mut self, name: String, object: K) {
+        self.items.insert(name, object);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+
+    fn node(name: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n
+    }
+
+    #[test]
+    fn a_relist_replaces_the_set_only_when_complete() {
+        let mut l = Listed::default();
+        for e in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(node("a")),
+            watcher::Event::InitApply(node("b")),
+        ] {
+            assert!(!l.apply(e));
+        }
+        assert!(!l.synced() && l.items().is_empty());
+        assert!(l.apply(watcher::Event::InitDone));
+        assert!(l.apply(watcher::Event::Delete(node("a"))));
+        assert!(l.apply(watcher::Event::Apply(node("c"))));
+        assert_eq!(l.items().keys().collect::<Vec<_>>(), ["b", "c"]);
+
+        // A re-list: until it is done, the old set stays whole.
+        l.apply(watcher::Event::Init);
+        l.apply(watcher::Event::InitApply(node("c")));
+        assert_eq!(l.items().keys().collect::<Vec<_>>(), ["b", "c"]);
+        l.apply(watcher::Event::InitApply(node("d")));
+        l.apply(watcher::Event::InitDone);
+        assert_eq!(l.items().keys().collect::<Vec<_>>(), ["c", "d"]);
+        assert!(l.synced());
     }
 }

@@ -24,7 +24,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use tokio::sync::watch;
 
-use super::{SourceError, Update};
+use super::{Listed, SourceError, Update};
 use crate::bundle::{Bundle, CA_FILE};
 use crate::metrics::Metrics;
 
@@ -89,19 +89,53 @@ impl Selection {
     }
 }
 
-/// The CA bundle of `bundles` (name → PEM): in name order, each
-/// certificate once.
-pub fn joined(bundles: &BTreeMap<String, String>) -> Vec<u8> {
+/// The CA bundle of `bundles`: in name order, each certificate once.
+pub fn joined(bundles: &BTreeMap<String, ClusterTrustBundle>) -> Vec<u8> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for pem in bundles.values() {
-        for der in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
+    for b in bundles.values() {
+        for der in CertificateDer::pem_slice_iter(b.spec.trust_bundle.as_bytes()).flatten() {
             if seen.insert(der.to_vec()) {
                 out.extend_from_slice(crate::bundle::certificate_pem(&der).as_bytes());
             }
         }
     }
     out
+}
+
+/// Why a watch of ClusterTrustBundles failed, saying so when the API is
+/// not served at all.
+fn watch_error(selection: &Selection, e: &watcher::Error) -> TrustBundleError {
+    let not_served = matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) if s.code == 404);
+    if not_served {
+        TrustBundleError::NotServed
+    } else {
+        TrustBundleError::Api {
+            selection: selection.to_string(),
+            message: crate::error_chain(e),
+        }
+    }
+}
+
+/// The selection's CA bundle now (one list): for `run --once` and for a
+/// `csr:` mapping's `ca=clustertrustbundle`.
+pub async fn read(client: Client, selection: &Selection) -> Result<Vec<u8>, TrustBundleError> {
+    let api: Api<ClusterTrustBundle> = Api::all(client);
+    let mut events = std::pin::pin!(watcher(api, selection.config()));
+    let mut listed = Listed::default();
+    while let Some(event) = events.next().await {
+        listed.apply(event.map_err(|e| watch_error(selection, &e))?);
+        if listed.synced() {
+            break;
+        }
+    }
+    if listed.items().is_empty() {
+        return Err(TrustBundleError::Empty {
+            selection: selection.to_string(),
+        });
+    }
+    Ok(joined(listed.items()))
 }
 
 /// A mapping's ClusterTrustBundle source.
@@ -112,14 +146,18 @@ pub struct TrustBundles {
 }
 
 impl TrustBundles {
-    fn update(&self, bundles: &BTreeMap<String, String>) -> Update {
+    fn update(&self, bundles: &BTreeMap<String, ClusterTrustBundle>) -> Update {
         if bundles.is_empty() {
             return Err(SourceError::TrustBundle(TrustBundleError::Empty {
                 selection: self.selection.to_string(),
             }));
         }
+        self.bundle(joined(bundles))
+    }
+
+    fn bundle(&self, ca: Vec<u8>) -> Update {
         let mut b = Bundle::default();
-        b.insert(CA_FILE, joined(bundles), self.selection.to_string())
+        b.insert(CA_FILE, ca, self.selection.to_string())
             .map_err(|e| {
                 SourceError::TrustBundle(TrustBundleError::Api {
                     selection: self.selection.to_string(),
@@ -127,19 +165,6 @@ impl TrustBundles {
                 })
             })?;
         Ok(b)
-    }
-
-    fn failed(&self, e: &watcher::Error) -> Update {
-        let not_served = matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s))
-            | watcher::Error::WatchFailed(kube::Error::Api(s)) if s.code == 404);
-        Err(SourceError::TrustBundle(if not_served {
-            TrustBundleError::NotServed
-        } else {
-            TrustBundleError::Api {
-                selection: self.selection.to_string(),
-                message: crate::error_chain(e),
-            }
-        }))
     }
 
     /// Watches the selection with the newest client, publishing into `tx`.
@@ -164,57 +189,29 @@ impl TrustBundles {
     async fn watch(&self, client: Client, tx: &watch::Sender<Option<Update>>) {
         let api: Api<ClusterTrustBundle> = Api::all(client);
         let mut events = std::pin::pin!(watcher(api, self.selection.config()));
-        let mut bundles = BTreeMap::new();
-        let mut listing = BTreeMap::new();
-        let mut synced = false;
-        let name = |b: &ClusterTrustBundle| b.metadata.name.clone().unwrap_or_default();
+        let mut listed = Listed::default();
         while let Some(event) = events.next().await {
             match event {
-                Ok(watcher::Event::Init) => listing.clear(),
-                Ok(watcher::Event::InitApply(b)) => {
-                    listing.insert(name(&b), b.spec.trust_bundle);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    bundles = std::mem::take(&mut listing);
-                    synced = true;
-                }
-                Ok(watcher::Event::Apply(b)) => {
-                    bundles.insert(name(&b), b.spec.trust_bundle);
-                }
-                Ok(watcher::Event::Delete(b)) => {
-                    bundles.remove(&name(&b));
+                Ok(e) => {
+                    if listed.apply(e) {
+                        super::publish(tx, self.update(listed.items()));
+                    }
                 }
                 Err(e) => {
                     self.metrics.watch_restarted(&self.mapping);
-                    super::publish(tx, self.failed(&e));
-                    continue;
+                    let e = watch_error(&self.selection, &e);
+                    super::publish(tx, Err(SourceError::TrustBundle(e)));
                 }
-            }
-            if synced {
-                super::publish(tx, self.update(&bundles));
             }
         }
     }
 
     /// `run --once`: the selection's bundle now.
     pub async fn get(&self, client: Client) -> Update {
-        let api: Api<ClusterTrustBundle> = Api::all(client);
-        let mut events = std::pin::pin!(watcher(api, self.selection.config()));
-        let mut bundles = BTreeMap::new();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(watcher::Event::InitApply(b)) => {
-                    bundles.insert(
-                        b.metadata.name.clone().unwrap_or_default(),
-                        b.spec.trust_bundle,
-                    );
-                }
-                Ok(watcher::Event::InitDone) => return self.update(&bundles),
-                Ok(_) => {}
-                Err(e) => return self.failed(&e),
-            }
+        match read(client, &self.selection).await {
+            Ok(ca) => self.bundle(ca),
+            Err(e) => Err(SourceError::TrustBundle(e)),
         }
-        self.update(&bundles)
     }
 }
 
@@ -228,9 +225,14 @@ mod tests {
         let (a, b) = (certs::Pair::new("a"), certs::Pair::new("b"));
         let a = String::from_utf8(a.ca_cert).unwrap();
         let b = String::from_utf8(b.ca_cert).unwrap();
+        let ctb = |pem: String| {
+            let mut c = ClusterTrustBundle::default();
+            c.spec.trust_bundle = pem;
+            c
+        };
         let bundles = BTreeMap::from([
-            ("z-old".to_owned(), format!("{a}{b}")),
-            ("a-new".to_owned(), b.clone()),
+            ("z-old".to_owned(), ctb(format!("{a}{b}"))),
+            ("a-new".to_owned(), ctb(b.clone())),
         ]);
         let joined = String::from_utf8(joined(&bundles)).unwrap();
         // b (from a-new) first, then a; b not repeated.

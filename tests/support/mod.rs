@@ -640,3 +640,37 @@ pub fn server_addrs(kubeconfig: &Path) -> Vec<std::net::SocketAddr> {
         .unwrap()
         .collect()
 }
+
+/// The cluster's ClusterTrustBundle API, or `None` (said on stderr, the
+/// test skipped) when the cluster does not serve certificates.k8s.io/v1beta1.
+pub async fn trust_bundles_api(
+    client: kube::Client,
+    test: &str,
+) -> Option<kube::Api<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle>> {
+    let api = kube::Api::all(client);
+    if let Err(kube::Error::Api(e)) = api.list(&Default::default()).await
+        && e.code == 404
+    {
+        eprintln!("{test}: skipped (the cluster does not serve ClusterTrustBundles)");
+        return None;
+    }
+    Some(api)
+}
+
+/// A ClusterTrustBundle object as a client sends it.
+pub fn trust_bundle(
+    name: &str,
+    signer: &str,
+    pem: &str,
+    labels: &[(&str, &str)],
+) -> k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle {
+    let labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"signerName": signer, "trustBundle": pem},
+    }))
+    .unwrap()
+}
