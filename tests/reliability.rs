@@ -770,6 +770,13 @@ async fn api_faults_never_go_back_in_time_and_converge() {
     server.stall(false);
     faults += 1;
     converge(n, "a long stall").await.unwrap();
+    // The stalled watch was given up by certsync, not only ended by the
+    // server once it spoke again.
+    assert!(
+        cs.log()
+            .contains("did not end the watch within its 2s timeout and 5s more"),
+        "no watch was taken for stalled"
+    );
 
     // A 410 storm, then a restart that rewinds resourceVersions.
     server.gone_next(25);

@@ -351,6 +351,9 @@ impl KubeObject {
     }
 
     /// Watches from `version` until the watch ends, publishing every event.
+    /// A server that has not ended it [`WATCH_MARGIN`] after its timeout is
+    /// stalled, however alive its connection (HTTP/2 PINGs are answered and
+    /// TCP keepalives acknowledged below the API server): resume anew.
     async fn watch_from<K>(
         &self,
         client: &Client,
@@ -363,8 +366,25 @@ impl KubeObject {
     where
         K: kube::Resource + Payload + Clone + serde::de::DeserializeOwned,
     {
+        let timeout = Duration::from_secs(params.timeout.unwrap_or(290).into());
+        let deadline = tokio::time::Instant::now() + timeout + WATCH_MARGIN;
+        let stalled = || KubeError::Api {
+            verb: "watch",
+            object: self.object.to_string(),
+            message: format!(
+                "the API server did not end the watch within its {}s timeout and {}s more; watching again",
+                timeout.as_secs(),
+                WATCH_MARGIN.as_secs()
+            ),
+        };
         let stream = match request.watch(params, &version) {
-            Ok(req) => Box::pin(client.request_stream(req)).await,
+            Ok(req) => {
+                match tokio::time::timeout_at(deadline, Box::pin(client.request_stream(req))).await
+                {
+                    Ok(stream) => stream,
+                    Err(_) => return Ended::Failed(version, stalled()),
+                }
+            }
             Err(e) => Err(kube::Error::BuildRequest(e)),
         };
         let mut stream = match stream {
@@ -375,7 +395,12 @@ impl KubeObject {
             // A buffer per event, dropped once parsed: a watch that waits
             // for its next event holds nothing.
             let mut line = Vec::new();
-            match stream.read_until(b'\n', &mut line).await {
+            let Ok(read) =
+                tokio::time::timeout_at(deadline, stream.read_until(b'\n', &mut line)).await
+            else {
+                return Ended::Failed(version, stalled());
+            };
+            match read {
                 Ok(0) => return Ended::At(version),
                 Ok(_) => {}
                 // TLS and chunked-encoding EOFs after a long watch: resume.
@@ -454,6 +479,10 @@ impl KubeObject {
         self.bundle(obj)
     }
 }
+
+/// How long after a watch's own timeout the server has to end it before the
+/// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`).
+const WATCH_MARGIN: Duration = Duration::from_secs(5);
 
 /// The wait before retrying after `failures` failures in a row: from 0.8 s
 /// (client-go's and kube-runtime's start), doubling, jittered, at most 30 s.
