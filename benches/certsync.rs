@@ -4,7 +4,9 @@
 //! Options: `--quick` (fewer iterations, for a smoke run), `--only NAME`
 //! (writer, hostdir, idle, scale, secret-scale, secret, fanout), `--processes N` (the
 //! fan-out bench's process count, default 100). Against the test API server by
-//! default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set.
+//! default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set. The
+//! targets are made under `CERTSYNC_BENCH_DIR` if set (another file system),
+//! else under cargo's target/tmp.
 //!
 //! Latencies are measured without busy polling: the target directory is
 //! watched with inotify and the pair read when `..data` moves, and reload
@@ -40,7 +42,7 @@ static KEPT: std::sync::Mutex<Vec<tempfile::TempDir>> = std::sync::Mutex::new(Ve
 impl BenchDir {
     fn new() -> Self {
         Self(Some(
-            tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+            tempfile::tempdir_in(bench_root()).unwrap(),
         ))
     }
 
@@ -57,9 +59,17 @@ impl Drop for BenchDir {
     }
 }
 
+/// Where the cases' trees go: `CERTSYNC_BENCH_DIR` (to measure another
+/// file system, e.g. a node's journaled ext4 or XFS), else cargo's
+/// target/tmp.
+fn bench_root() -> PathBuf {
+    std::env::var_os("CERTSYNC_BENCH_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from)
+}
+
 /// When the bench last removed its trees (seconds since the epoch).
 fn cleaned_marker() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(".bench-cleaned-at")
+    bench_root().join(".bench-cleaned-at")
 }
 
 /// Removes every case's tree and records when.
@@ -80,7 +90,7 @@ fn clean_up() {
 /// the inodes the previous run freed are no longer skipped ([`BenchDir`]).
 fn settle() {
     const AGE: u64 = 305;
-    if !ext4_without_journal(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
+    if !ext4_without_journal(&bench_root()) {
         return;
     }
     let Some(at) = std::fs::read_to_string(cleaned_marker())
