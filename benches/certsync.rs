@@ -41,9 +41,7 @@ static KEPT: std::sync::Mutex<Vec<tempfile::TempDir>> = std::sync::Mutex::new(Ve
 
 impl BenchDir {
     fn new() -> Self {
-        Self(Some(
-            tempfile::tempdir_in(bench_root()).unwrap(),
-        ))
+        Self(Some(tempfile::tempdir_in(bench_root()).unwrap()))
     }
 
     fn path(&self) -> &Path {

@@ -97,7 +97,8 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
     let live = wait_pair(&target, &pairs[1]);
     let entry = live.trim_start_matches("..rev-").to_owned();
     symlink(&victim, target.join("..history").join(&entry)).unwrap();
-    fs::remove_file(target.join("..lock")).unwrap();
+    // The lock file of earlier builds (the lock is now a flock on the
+    // target directory): a planted one is never opened.
     symlink(victim.join("kubelet.conf"), target.join("..lock")).unwrap();
     write_pair(&src, &pairs[2]);
     wait_pair(&target, &pairs[2]);
@@ -113,7 +114,8 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
     assert!(
         fs::symlink_metadata(target.join("..lock"))
             .unwrap()
-            .is_file()
+            .is_symlink(),
+        "the planted ..lock was left alone, not opened"
     );
     // The retired keys are in the target's own history.
     let history = fs::read_dir(target.join("..history")).unwrap().count();
