@@ -57,7 +57,7 @@ const HISTORY: &str = "..history";
 const REV_PREFIX: &str = "..rev-";
 const TMP_PREFIX: &str = "..tmp";
 /// Where earlier builds kept the write lock (now a flock on the target
-/// directory); a leftover is removed when a target is opened.
+/// directory); a leftover is removed by [`Writer::tidy`].
 const OLD_LOCK: &str = "..lock";
 /// Held (flock) by the daemon that owns the target, for its lifetime.
 const OWNER: &str = "..owner";
@@ -241,7 +241,6 @@ impl Writer {
         };
         let root = w.root(true)?;
         let _lock = w.lock(&root)?;
-        remove_any(&root, OLD_LOCK, &w.path(OLD_LOCK))?;
         w.tidy(&root)?;
         Ok(w)
     }
@@ -438,9 +437,7 @@ impl Writer {
             None,
             text.as_bytes(),
             &self.path(&tmp),
-        )?
-        .sync_all()
-        .ctx("fsync", &self.path(&tmp))?;
+        )?;
         root.rename(&tmp, &root, PIN)
             .ctx("write rollback pin", &self.path(PIN))?;
         fsync(&root, &self.target)?;
@@ -633,27 +630,17 @@ impl Writer {
         let dir = root
             .open_dir_nofollow(dir_name)
             .ctx("open revision", &path)?;
-        let mut written = Vec::with_capacity(bundle.files().len());
         for (name, bytes) in bundle.files() {
             let (owner, group) = (self.opts.owner, self.opts.group);
-            let file_path = path.join(name);
-            let f = create_file(
+            create_file(
                 &dir,
                 name,
                 self.mode_for(name, bytes),
                 owner,
                 group,
                 bytes,
-                &file_path,
+                &path.join(name),
             )?;
-            written.push((f, file_path));
-        }
-        // Every file written before any is synced: on a journaled file
-        // system the first fsync commits all their creations at once and
-        // the others only wait for their data, instead of one journal
-        // commit per file.
-        for (f, file_path) in written {
-            f.sync_all().ctx("fsync", &file_path)?;
         }
         fsync(&dir, &path)
     }
@@ -755,7 +742,7 @@ impl Writer {
             .and_then(|l| Some((l.strip_prefix(REV_PREFIX).and_then(parse_rev)?.0, l)));
         let mut changed = false;
         for name in list(root, &self.target)? {
-            if name.starts_with(TMP_PREFIX) {
+            if name.starts_with(TMP_PREFIX) || name == OLD_LOCK {
                 remove_any(root, &name, &self.path(&name))?;
                 changed = true;
                 continue;
@@ -1010,8 +997,7 @@ fn read_file_meta(
 }
 
 /// Creates `name` in `dir` with exactly `mode` (never more permissive on
-/// the way: created with it, then chowned, then set) and writes it. The
-/// caller fsyncs it.
+/// the way: created with it, then chowned, then set), writes and fsyncs it.
 fn create_file(
     dir: &Dir,
     name: &str,
@@ -1020,7 +1006,7 @@ fn create_file(
     group: Option<u32>,
     bytes: &[u8],
     path: &Path,
-) -> Result<File, WriterError> {
+) -> Result<(), WriterError> {
     let mut f = dir
         .open_with(
             name,
@@ -1039,7 +1025,7 @@ fn create_file(
     f.set_permissions(fs::Permissions::from_mode(mode))
         .ctx("chmod", path)?;
     f.write_all(bytes).ctx("write", path)?;
-    Ok(f)
+    f.sync_all().ctx("fsync", path)
 }
 
 /// What the symlink `name` in `dir` says, if it is a symlink with UTF-8 text.
@@ -1408,9 +1394,6 @@ mod tests {
             ("..history/<live> -> victim", |t, live, link, _| {
                 link(&t.join(HISTORY).join(live.trim_start_matches(REV_PREFIX)))
             }),
-            // The old lock file's name: never opened, whatever it is.
-            ("..lock -> victim", |t, _, link, _| link(&t.join(OLD_LOCK))),
-            ("..lock is a FIFO", |t, _, _, fifo| fifo(&t.join(OLD_LOCK))),
             ("..pin is a FIFO", |t, _, _, fifo| fifo(&t.join(PIN))),
             ("..pin -> victim file", |t, _, _, _| {
                 std::os::unix::fs::symlink("/etc/hostname", t.join(PIN)).unwrap()
@@ -1475,13 +1458,37 @@ mod tests {
     }
 
     #[test]
-    fn a_leftover_lock_file_is_removed_on_open() {
-        let (_d, w) = setup(3);
-        w.publish(&bundle("1")).unwrap();
-        fs::write(w.target().join(OLD_LOCK), b"").unwrap();
-        let again = Writer::open(w.target(), WriterOptions::default()).unwrap();
-        assert!(fs::symlink_metadata(again.target().join(OLD_LOCK)).is_err());
-        assert_live(&again, &bundle("1"));
+    fn a_leftover_lock_file_is_removed_on_open_never_followed() {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("victim"), b"victim").unwrap();
+        type Plant<'a> = (&'a str, &'a dyn Fn(&Path));
+        let plants: [Plant; 4] = [
+            ("a file (an earlier build's)", &|p| {
+                fs::write(p, b"").unwrap()
+            }),
+            ("a symlink to a directory outside", &|p| {
+                std::os::unix::fs::symlink(outside.path(), p).unwrap()
+            }),
+            ("a symlink to a file outside", &|p| {
+                std::os::unix::fs::symlink(outside.path().join("victim"), p).unwrap()
+            }),
+            ("a FIFO", &|p| {
+                nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
+            }),
+        ];
+        for (what, plant) in plants {
+            let (_d, w) = setup(3);
+            w.publish(&bundle("1")).unwrap();
+            plant(&w.target().join(OLD_LOCK));
+            let again = Writer::open(w.target(), WriterOptions::default()).unwrap();
+            assert!(
+                fs::symlink_metadata(again.target().join(OLD_LOCK)).is_err(),
+                "{what}: still there"
+            );
+            assert_live(&again, &bundle("1"));
+            assert_eq!(entries(outside.path()), vec!["victim".to_owned()], "{what}");
+            assert_eq!(fs::read(outside.path().join("victim")).unwrap(), b"victim");
+        }
     }
 
     #[test]

@@ -267,11 +267,10 @@ impl KubeObject {
     {
         let request = kube::core::Request::new(K::url_path(&(), Some(&self.object.namespace)));
         let fields = format!("metadata.name={}", self.object.name);
-        let params = WatchParams::default().fields(&fields).timeout(
-            u32::try_from(timeout.as_secs())
-                .unwrap_or(290)
-                .clamp(1, 3600),
-        );
+        let seconds = u32::try_from(timeout.as_secs())
+            .unwrap_or(u32::MAX)
+            .clamp(1, 3600);
+        let params = WatchParams::default().fields(&fields).timeout(seconds);
         // Failures in a row (see `retry_delay`); any success resets it.
         let mut failures = 0u32;
         // Where to resume watching; `None`: list first.
@@ -351,9 +350,10 @@ impl KubeObject {
     }
 
     /// Watches from `version` until the watch ends, publishing every event.
-    /// A server that has not ended it [`WATCH_MARGIN`] after its timeout is
-    /// stalled, however alive its connection (HTTP/2 PINGs are answered and
-    /// TCP keepalives acknowledged below the API server): resume anew.
+    /// A server that has not ended it [`WATCH_MARGIN`] after the timeout the
+    /// request sent is stalled, however alive its connection (HTTP/2
+    /// PINGs are answered and TCP keepalives acknowledged below the API
+    /// server): resume anew.
     async fn watch_from<K>(
         &self,
         client: &Client,
@@ -366,6 +366,7 @@ impl KubeObject {
     where
         K: kube::Resource + Payload + Clone + serde::de::DeserializeOwned,
     {
+        // `timeoutSeconds` as sent: kube-core sends 290 when none is set.
         let timeout = Duration::from_secs(params.timeout.unwrap_or(290).into());
         let deadline = tokio::time::Instant::now() + timeout + WATCH_MARGIN;
         let stalled = || KubeError::Api {
@@ -481,7 +482,9 @@ impl KubeObject {
 }
 
 /// How long after a watch's own timeout the server has to end it before the
-/// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`).
+/// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`). The
+/// watches made through kube-runtime's `watcher` (trust bundles, the
+/// approver) get the same margin from it, per event.
 const WATCH_MARGIN: Duration = Duration::from_secs(5);
 
 /// The wait before retrying after `failures` failures in a row: from 0.8 s
