@@ -1848,78 +1848,110 @@ pub fn resolve_path(path: &Path) -> PathBuf {
 /// are unique. Paths are compared as the kernel resolves them, so `tgt`,
 /// `./tgt`, `/abs/tgt` and a symlink to it are one directory.
 fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
-    let resolved: Vec<(PathBuf, Option<PathBuf>)> = mappings
-        .iter()
-        .map(|m| {
-            let source = match &m.source {
-                Source::Dir(dir) => Some(resolve_path(dir)),
-                Source::Kube(_) | Source::Csr(_) | Source::TrustBundle(_) => None,
-            };
-            (resolve_path(&m.target), source)
-        })
-        .collect();
-    let nested = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     let fail = |m: &Mapping, problem: String| {
         Err(ConfigError::Mapping {
             mapping: m.name.clone(),
             problem,
         })
     };
-    for (i, a) in mappings.iter().enumerate() {
-        let (ta, _) = &resolved[i];
-        for (j, b) in mappings.iter().enumerate() {
-            let (tb, sb) = &resolved[j];
-            if let Some(sb) = sb
-                && nested(ta, sb)
-            {
-                let whose = if i == j {
-                    "its own source directory".to_owned()
-                } else {
-                    format!("the source directory of mapping {:?}", b.name)
-                };
-                return fail(
-                    a,
-                    format!(
-                        "the source and target directories overlap: target {} and {whose} {} \
-                         (certsync would write into what it reads)",
-                        ta.display(),
-                        sb.display()
-                    ),
-                );
-            }
-            if j <= i {
-                continue;
-            }
-            if a.name == b.name {
-                return fail(
-                    a,
-                    format!(
-                        "the name is used twice (targets {} and {})",
-                        ta.display(),
-                        tb.display()
-                    ),
-                );
-            }
-            if nested(ta, tb) {
-                let how = if ta == tb {
-                    "is the same directory as"
-                } else {
-                    "overlaps"
-                };
-                return fail(
-                    a,
-                    format!(
-                        "its target {} {how} the target {} of mapping {:?}; \
-                         two mappings would overwrite each other forever",
-                        ta.display(),
-                        tb.display(),
-                        b.name
-                    ),
-                );
-            }
+    let mut names = std::collections::HashMap::with_capacity(mappings.len());
+    for (j, b) in mappings.iter().enumerate() {
+        if let Some(&i) = names.get(b.name.as_str()) {
+            let a: &Mapping = &mappings[i];
+            return fail(
+                a,
+                format!(
+                    "the name is used twice (targets {} and {})",
+                    resolve_path(&a.target).display(),
+                    resolve_path(&b.target).display()
+                ),
+            );
+        }
+        names.insert(b.name.as_str(), j);
+    }
+    // Every target and host source directory, sorted component by
+    // component: a directory's subtree then follows it directly, so one
+    // pass with a stack of the enclosing directories finds every nesting
+    // (comparing all pairs took 0.15 s of start-up at 1,000 mappings).
+    let mut dirs: Vec<(PathBuf, bool, usize)> = Vec::with_capacity(mappings.len() * 2);
+    for (i, m) in mappings.iter().enumerate() {
+        dirs.push((resolve_path(&m.target), true, i));
+        if let Source::Dir(dir) = &m.source {
+            dirs.push((resolve_path(dir), false, i));
         }
     }
+    dirs.sort();
+    let mut enclosing: Vec<&(PathBuf, bool, usize)> = Vec::new();
+    for cur in &dirs {
+        while enclosing.last().is_some_and(|up| !cur.0.starts_with(&up.0)) {
+            enclosing.pop();
+        }
+        for &up in &enclosing {
+            if let Some(problem) = overlap(mappings, up, cur) {
+                return problem;
+            }
+        }
+        enclosing.push(cur);
+    }
     Ok(())
+}
+
+/// The error for directory `inner` lying in (or being) `outer`, if that
+/// is a conflict: a target in or around another target, or around or in
+/// any source directory. Sources may nest: both are only read.
+fn overlap(
+    mappings: &[Mapping],
+    outer: &(PathBuf, bool, usize),
+    inner: &(PathBuf, bool, usize),
+) -> Option<Result<(), ConfigError>> {
+    let fail = |m: &Mapping, problem: String| {
+        Some(Err(ConfigError::Mapping {
+            mapping: m.name.clone(),
+            problem,
+        }))
+    };
+    match (outer, inner) {
+        ((_, false, _), (_, false, _)) => None,
+        ((ta, true, i), (tb, true, j)) => {
+            // Reported on the mapping listed first, as it was written.
+            let ((ta, i), (tb, j)) = if i < j {
+                ((ta, *i), (tb, *j))
+            } else {
+                ((tb, *j), (ta, *i))
+            };
+            let how = if ta == tb {
+                "is the same directory as"
+            } else {
+                "overlaps"
+            };
+            fail(
+                &mappings[i],
+                format!(
+                    "its target {} {how} the target {} of mapping {:?}; \
+                     two mappings would overwrite each other forever",
+                    ta.display(),
+                    tb.display(),
+                    mappings[j].name
+                ),
+            )
+        }
+        ((ta, true, i), (sb, false, j)) | ((sb, false, j), (ta, true, i)) => {
+            let whose = if i == j {
+                "its own source directory".to_owned()
+            } else {
+                format!("the source directory of mapping {:?}", mappings[*j].name)
+            };
+            fail(
+                &mappings[*i],
+                format!(
+                    "the source and target directories overlap: target {} and {whose} {} \
+                     (certsync would write into what it reads)",
+                    ta.display(),
+                    sb.display()
+                ),
+            )
+        }
+    }
 }
 
 #[cfg(test)]
@@ -2214,6 +2246,34 @@ mod tests {
             }
             let e = config(&args).unwrap_err().to_string();
             assert!(e.contains(want), "{specs:?}: {e}");
+        }
+        // Among many mappings (one sorted pass, not all pairs): a nesting
+        // is found however many siblings sort between the two directories,
+        // and sources may share or nest in each other.
+        let many = |extra: &[String]| {
+            let mut specs: Vec<String> = (0..40)
+                .map(|i| format!("dir:{b}/s/{}=/{b}/t/a{i}", i % 3))
+                .collect();
+            specs.push(format!("dir:{b}/s=/{b}/u"));
+            specs.extend_from_slice(extra);
+            let args: Vec<&str> = specs.iter().flat_map(|s| ["--sync", s.as_str()]).collect();
+            config(&args).map(|c| c.mappings.len())
+        };
+        assert_eq!(many(&[]).unwrap(), 41);
+        for (extra, want) in [
+            (format!("dir:{b}/x={b}/t"), "overlaps the target"),
+            (format!("dir:{b}/x={b}/t/a7/in"), "overlaps the target"),
+            (
+                format!("dir:{b}/t/a39/x={b}/y"),
+                "the source directory of mapping",
+            ),
+            (
+                format!("dir:{b}/x={b}/s/2/out"),
+                "the source directory of mapping",
+            ),
+        ] {
+            let e = many(std::slice::from_ref(&extra)).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
         }
         // Relative spellings resolve against the working directory.
         assert_eq!(
