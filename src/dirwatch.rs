@@ -183,14 +183,7 @@ impl DirWatch {
     /// is returned even when the watch cannot be added yet (the directory
     /// may not exist): the caller retries with [`DirWatch::rewatch`].
     pub fn subscribe(&self, dir: &Path) -> (Events, Result<(), DirWatchError>) {
-        self.subscribe_to(&[dir], None)
-    }
-
-    /// One receiver for changes in any of `dirs`. The result is the first
-    /// directory's watch; the others (which may not exist yet, like a
-    /// target's `..data`) are for the caller to re-arm.
-    pub fn subscribe_all(&self, dirs: &[impl AsRef<Path>]) -> (Events, Result<(), DirWatchError>) {
-        self.subscribe_to(dirs, None)
+        self.subscribe_to(dir, None)
     }
 
     /// Like [`DirWatch::subscribe`], but woken only by changes to entries
@@ -201,34 +194,42 @@ impl DirWatch {
         dir: &Path,
         names: &[&str],
     ) -> (Events, Result<(), DirWatchError>) {
-        self.subscribe_to(&[dir], Some(names.iter().map(OsString::from).collect()))
+        self.subscribe_to(dir, Some(names.iter().map(OsString::from).collect()))
+    }
+
+    /// One receiver for changes in any of `dirs`, none of them watched
+    /// yet: the caller arms each with [`DirWatch::rearm`].
+    pub fn route(&self, dirs: &[impl AsRef<Path>]) -> Events {
+        let rx = Events::default();
+        for dir in dirs {
+            self.add_route(dir.as_ref(), &rx, None);
+        }
+        rx
+    }
+
+    fn add_route(&self, dir: &Path, rx: &Events, names: Option<Vec<OsString>>) {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key(dir))
+            // Most directories have one subscriber (a Vec would start at
+            // four, for every target of every mapping).
+            .or_insert_with(|| Vec::with_capacity(1))
+            .push(Route {
+                tx: rx.clone(),
+                names,
+            });
     }
 
     fn subscribe_to(
         &self,
-        dirs: &[impl AsRef<Path>],
+        dir: &Path,
         names: Option<Vec<OsString>>,
     ) -> (Events, Result<(), DirWatchError>) {
         let rx = Events::default();
-        let mut first = Ok(());
-        for (i, dir) in dirs.iter().map(AsRef::as_ref).enumerate() {
-            self.routes
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(key(dir))
-                // Most directories have one subscriber (a Vec would start
-                // at four, for every target of every mapping).
-                .or_insert_with(|| Vec::with_capacity(1))
-                .push(Route {
-                    tx: rx.clone(),
-                    names: names.clone(),
-                });
-            let watched = self.rewatch(dir);
-            if i == 0 {
-                first = watched;
-            }
-        }
-        (rx, first)
+        self.add_route(dir, &rx, names);
+        let watched = self.rewatch(dir);
+        (rx, watched)
     }
 
     /// (Re-)adds the watch on `dir`; needed after the directory was
@@ -236,6 +237,34 @@ impl DirWatch {
     /// symlink to a directory is followed (`<target>/..data` watches the
     /// live revision, so a chmod there is seen).
     pub fn rewatch(&self, dir: &Path) -> Result<(), DirWatchError> {
+        self.watch(dir).map(|_| ())
+    }
+
+    /// [`DirWatch::rewatch`], skipped while `dir` is still the directory
+    /// `armed` says inotify watches. Adding a watch is a round trip to
+    /// notify's thread that blocks the caller, and a sync task re-arms
+    /// after every wake-up: at 1,000 mappings those round trips were
+    /// thousands at start-up. A missing directory is reported without one.
+    pub fn rearm(&self, dir: &Path, armed: &mut Option<Identity>) -> Result<(), DirWatchError> {
+        let now = Identity::of(dir).map_err(|e| DirWatchError::Watch {
+            path: dir.to_owned(),
+            source: notify::Error::io(e),
+        });
+        if now.as_ref().is_ok_and(|n| n.is_some() && *n == *armed) {
+            return Ok(());
+        }
+        // Taken before the watch is added: a directory replaced in
+        // between reads as changed next time, never as watched.
+        let now = now?;
+        *armed = None;
+        if self.watch(dir)? {
+            *armed = now;
+        }
+        Ok(())
+    }
+
+    /// Adds the watch; true when inotify holds it (not the poller).
+    fn watch(&self, dir: &Path) -> Result<bool, DirWatchError> {
         let err = |source| DirWatchError::Watch {
             path: dir.to_owned(),
             source,
@@ -249,7 +278,7 @@ impl DirWatch {
                         tracing::warn!(dir = %dir.display(), error = %e, poll_interval = ?POLL_INTERVAL, "no inotify watch left for this user: raise the sysctl fs.inotify.max_user_watches; polling this directory instead");
                     }
                 }
-                other => return other.map_err(err),
+                other => return other.map(|()| true).map_err(err),
             }
         }
         if b.poll.is_none() {
@@ -263,7 +292,7 @@ impl DirWatch {
                 Some(PollWatcher::new(handler(Arc::clone(&self.routes)), config).map_err(err)?);
         }
         if b.polled.contains(dir) {
-            return Ok(());
+            return Ok(false);
         }
         if let Some(poll) = b.poll.as_mut() {
             poll.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
@@ -273,7 +302,32 @@ impl DirWatch {
         if dir.exists() {
             b.polled.insert(dir.clone());
         }
-        Ok(())
+        Ok(false)
+    }
+}
+
+/// Which directory a path names, as an inotify watch sees it: a watch
+/// belongs to an inode, and a directory removed and made again is a new
+/// one. The birth time tells them apart when the file system reuses the
+/// inode number; without one (a file system that keeps none) nothing is
+/// taken as unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    dev: u64,
+    ino: u64,
+    born: std::time::SystemTime,
+}
+
+impl Identity {
+    /// Follows symlinks, as inotify does (`<target>/..data`).
+    fn of(dir: &Path) -> std::io::Result<Option<Self>> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(dir)?;
+        Ok(m.created().ok().map(|born| Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            born,
+        }))
     }
 }
 
@@ -345,6 +399,75 @@ mod tests {
         let _ = std::fs::read(dir.path().join("f")).unwrap();
         let woke = tokio::time::timeout(Duration::from_millis(300), rx.changed()).await;
         assert!(woke.is_err(), "reads must not wake subscribers");
+    }
+
+    /// `rearm` watches a directory that appeared or was replaced (behind
+    /// the same name or a re-pointed symlink, as `..data` is at every
+    /// flip), and adds nothing while the directory is the one recorded.
+    #[tokio::test]
+    async fn rearm_follows_replaced_directories_and_skips_unchanged_ones() {
+        let base = tempfile::tempdir().unwrap();
+        let (a, b, link) = (
+            base.path().join("a"),
+            base.path().join("b"),
+            base.path().join("link"),
+        );
+        let w = DirWatch::new().unwrap();
+        let rx = w.route(&[&link]);
+        let mut armed = None;
+        let woken = |what: &'static str| {
+            let rx = rx.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(5), rx.changed())
+                    .await
+                    .unwrap_or_else(|_| panic!("{what} was not seen"));
+                quiet(&rx, Duration::from_millis(200), Duration::from_secs(5)).await;
+            }
+        };
+
+        let e = w.rearm(&link, &mut armed).unwrap_err().to_string();
+        assert!(e.contains("link"), "a missing directory is named: {e}");
+        assert_eq!(armed, None);
+
+        std::fs::create_dir(&a).unwrap();
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        w.rearm(&link, &mut armed).unwrap();
+        assert!(armed.is_some());
+        std::fs::write(a.join("f"), b"1").unwrap();
+        woken("a write in the first directory").await;
+
+        // The link re-pointed to another directory: that one is watched.
+        std::fs::create_dir(&b).unwrap();
+        let tmp = base.path().join("tmp");
+        std::os::unix::fs::symlink(&b, &tmp).unwrap();
+        std::fs::rename(&tmp, &link).unwrap();
+        let _ = rx.changed().now_or_never();
+        let before = armed;
+        w.rearm(&link, &mut armed).unwrap();
+        assert_ne!(armed, before);
+        std::fs::write(b.join("f"), b"2").unwrap();
+        woken("a write in the re-pointed directory").await;
+
+        // Removed and made again under the same name: a new inode (or the
+        // same number with a new birth time), watched again.
+        std::fs::remove_dir_all(&b).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let _ = rx.changed().now_or_never();
+        w.rearm(&link, &mut armed).unwrap();
+        std::fs::write(b.join("f"), b"3").unwrap();
+        woken("a write in the re-created directory").await;
+
+        // A directory recorded as watched is left alone: this one never
+        // was, so no write in it is seen.
+        let c = base.path().join("c");
+        std::fs::create_dir(&c).unwrap();
+        let rc = w.route(&[&c]);
+        let mut recorded = Identity::of(&c).unwrap();
+        assert!(recorded.is_some(), "this file system keeps birth times");
+        w.rearm(&c, &mut recorded).unwrap();
+        std::fs::write(c.join("f"), b"4").unwrap();
+        let woke = tokio::time::timeout(Duration::from_millis(300), rc.changed()).await;
+        assert!(woke.is_err(), "rearm added a watch it had recorded");
     }
 
     #[tokio::test(start_paused = true)]

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Config, Mapping, Source};
-use crate::dirwatch::DirWatch;
+use crate::dirwatch::{DirWatch, Identity};
 use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
 use crate::reload::{self, ReloadHandle};
@@ -197,21 +197,28 @@ impl Syncer {
     /// Opens the target (cleaning crash leftovers) and adopts an intact live
     /// revision as the last good pair, so it is served and repaired even
     /// before the source answers.
+    ///
+    /// With `claim`, the target is also claimed for this daemon (a second
+    /// daemon on the same target is refused instead of fighting the
+    /// first), in the same trip to the blocking pool: `run` opens every
+    /// target in turn before its source starts.
     pub async fn open(
         mapping: Mapping,
         clock_skew: Duration,
         reload: Option<ReloadHandle>,
         metrics: Arc<Metrics>,
-    ) -> Result<Self, SyncError> {
+        claim: bool,
+    ) -> Result<(Self, Option<crate::writer::Claim>), SyncError> {
         let (target, opts, name) = (
             mapping.target.clone(),
             mapping.writer.clone(),
             mapping.name.clone(),
         );
-        let (writer, live) = blocking(&name, move || {
+        let (writer, live, claim) = blocking(&name, move || {
             let w = Writer::open(target, opts)?;
             let live = w.live()?;
-            Ok((w, live))
+            let claim = if claim { Some(w.claim()?) } else { None };
+            Ok((w, live, claim))
         })
         .await?;
         metrics.add_mapping(&name);
@@ -238,7 +245,7 @@ impl Syncer {
             s.metrics.ready(&name, problem);
             s.last_good = Some(l.bundle);
         }
-        Ok(s)
+        Ok((s, claim))
     }
 
     /// The last good bundle: the live revision adopted at open, or the
@@ -441,13 +448,6 @@ impl Syncer {
         }
     }
 
-    /// Claims the target for this daemon: a second daemon on the same
-    /// target is refused instead of fighting the first.
-    pub async fn claim(&self) -> Result<crate::writer::Claim, SyncError> {
-        let writer = self.writer.clone();
-        blocking(&self.mapping.name, move || writer.claim()).await
-    }
-
     /// An operator's rollback is in place (`certsync rollback`): the source
     /// still offers the content rolled back from, so it is not published.
     /// When the live revision changed under us, the consumer is reloaded
@@ -565,15 +565,22 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     for m in &config.mappings {
         // `apply` and `source_failed` log their failures; an open failure
         // is logged here, so every failure is said exactly once.
-        let mut s =
-            match Syncer::open(m.clone(), config.clock_skew, None, Arc::clone(&metrics)).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::error!(mapping = %m.name, error = %e, "cannot open the target");
-                    failures.push(e);
-                    continue;
-                }
-            };
+        let mut s = match Syncer::open(
+            m.clone(),
+            config.clock_skew,
+            None,
+            Arc::clone(&metrics),
+            false,
+        )
+        .await
+        {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::error!(mapping = %m.name, error = %e, "cannot open the target");
+                failures.push(e);
+                continue;
+            }
+        };
         let result = match read_once(m, &client, &metrics, s.live(), config).await {
             Ok(bundle) => s.apply(bundle).await.map(|_| ()),
             Err(f) => Err(s.source_failed(f)),
@@ -621,14 +628,14 @@ pub async fn run(
     // stays for the sources that read it (a copy of every mapping kept
     // here was ~0.5 KiB per mapping for the process's life).
     for m in std::mem::take(&mut config.mappings) {
-        let mut syncer = Syncer::open(
+        let (mut syncer, claim) = Syncer::open(
             m.clone(),
             config.clock_skew,
             reload.clone(),
             Arc::clone(&metrics),
+            true,
         )
         .await?;
-        let claim = syncer.claim().await?;
         let (tx, rx) = watch::channel(None);
         match &m.source {
             Source::Dir(dir) => tasks.spawn(host_dir(&m, dir).run(
@@ -665,21 +672,10 @@ pub async fn run(
                 tasks.spawn(source.run(clients.clone(), syncer.live(), tx, shutdown.clone()))
             }
         };
-        // The target itself, and through `..data` the live revision (a
-        // chmod or edit of a live file happens there).
-        let watched_dirs = vec![m.target.clone(), m.target.join(DATA)];
-        let (drift, watched) = watcher.subscribe_all(&watched_dirs);
-        if let Err(e) = watched {
-            tracing::warn!(mapping = %m.name, error = %e, "cannot watch the target; drift is caught on resync only");
-        }
         tasks.spawn(sync_loop(
             Box::new(syncer),
             claim,
-            Watched {
-                watcher: watcher.clone(),
-                dirs: watched_dirs,
-                events: drift,
-            },
+            Watched::new(&watcher, &m.target),
             rx,
             config.debounce,
             config.resync,
@@ -733,26 +729,43 @@ pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 /// `..data`) is a new inode, which the kernel's old watch does not follow.
 struct Watched {
     watcher: DirWatch,
-    dirs: Vec<std::path::PathBuf>,
+    /// What is watched of the target itself and, through `..data`, of the
+    /// live revision (a chmod or edit of a live file happens there). The
+    /// paths are the syncer's: not kept twice for every mapping.
+    armed: [Option<Identity>; 2],
     events: crate::dirwatch::Events,
 }
 
 impl Watched {
-    fn rearm(&self, metrics: &Metrics) {
-        for dir in &self.dirs {
-            // Missing for a moment (a deleted target, no `..data` yet):
-            // the next resync tries again.
-            let _ = self.watcher.rewatch(dir);
+    /// Subscribed, not yet armed: the sync task arms as it starts.
+    fn new(watcher: &DirWatch, target: &std::path::Path) -> Self {
+        Self {
+            events: watcher.route(&[target, &target.join(DATA)]),
+            watcher: watcher.clone(),
+            armed: [None; 2],
         }
+    }
+
+    /// The target's watch result; `..data` may be missing for a moment (no
+    /// flip yet, a deleted target): the next re-arm tries again.
+    fn rearm(
+        &mut self,
+        target: &std::path::Path,
+        metrics: &Metrics,
+    ) -> Result<(), crate::dirwatch::DirWatchError> {
+        let [t, d] = &mut self.armed;
+        let watched = self.watcher.rearm(target, t);
+        let _ = self.watcher.rearm(&target.join(DATA), d);
         metrics.file_watch_polling(self.watcher.polling());
+        watched
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 async fn sync_loop(
     mut syncer: Box<Syncer>,
-    _claim: crate::writer::Claim,
-    watched: Watched,
+    _claim: Option<crate::writer::Claim>,
+    mut watched: Watched,
     mut updates: watch::Receiver<Option<Update>>,
     debounce: Duration,
     resync: Duration,
@@ -760,7 +773,9 @@ async fn sync_loop(
 ) {
     let mut tick = resync_interval(resync).await;
     let mut repair_at: Option<tokio::time::Instant> = None;
-    watched.rearm(&syncer.metrics);
+    if let Err(e) = watched.rearm(&syncer.mapping.target, &syncer.metrics) {
+        tracing::warn!(mapping = %syncer.mapping.name, error = %e, "cannot watch the target; drift is caught on resync only");
+    }
     loop {
         tokio::select! {
             biased;
@@ -800,7 +815,7 @@ async fn sync_loop(
             }
             _ = tick.tick() => Box::pin(syncer.resync()).await,
         }
-        watched.rearm(&syncer.metrics);
+        let _ = watched.rearm(&syncer.mapping.target, &syncer.metrics);
     }
 }
 
@@ -842,9 +857,11 @@ mod tests {
             Duration::from_secs(300),
             None,
             Arc::new(Metrics::new(0.8)),
+            false,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .0;
         let good = certs::Pair::new("good");
         assert!(s.apply(bundle(&good)).await.unwrap());
         let other = certs::Pair::new("other");
@@ -865,9 +882,11 @@ mod tests {
             Duration::from_secs(300),
             None,
             Arc::new(Metrics::new(0.8)),
+            false,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .0;
         again.repair().await;
         assert_eq!(std::fs::read(d.path().join("t/tls.key")).unwrap(), good.key);
     }

@@ -153,7 +153,7 @@ impl HostDir {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         // files=all: any entry may be one to publish.
         let (events, watched) = if self.layout == Layout::All {
-            watcher.subscribe_all(std::slice::from_ref(&self.dir))
+            watcher.subscribe(&self.dir)
         } else {
             watcher.subscribe_names(&self.dir, &names)
         };
