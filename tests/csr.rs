@@ -165,6 +165,37 @@ async fn issues_after_approval_and_says_how_to_approve() {
     env.signer.cleanup().await;
 }
 
+/// The wait for approval and issuance watches the request with
+/// `--watch-timeout`: a watch the API server has not ended 5 s after that
+/// is given up and the request read again, instead of hanging until the
+/// approval timeout (15 min). Against a real cluster, which cannot be
+/// stalled on demand, the short watches are re-made until issuance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_watch_is_given_up_while_waiting_for_the_certificate() {
+    let env = Env::new("stall").await;
+    let cs = env.start_with(&env.spec(""), None, &["--watch-timeout", "2s"]);
+    let name = env.signer.next_request(&[]).await;
+    cs.wait_log(&format!("kubectl certificate approve {name}"));
+    if let Some(fake) = &env._fake {
+        // Watches hang without a byte, and new requests wait, for longer
+        // than the watch timeout and the margin.
+        fake.stall(true);
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        fake.stall(false);
+        cs.wait_log("did not end the watch within its 2s timeout and 5s more");
+    } else {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let cert = env.signer.sign(&name, HOUR).await;
+    wait_cert(
+        &env.target(),
+        &cert,
+        "the certificate issued after the stall",
+    );
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_request_is_retried_and_the_retry_succeeds() {
     let env = Env::new("deny").await;

@@ -43,6 +43,8 @@ use kube::{Api, Client};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use tokio::sync::watch;
+
+use super::WATCH_MARGIN;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
 use super::Update;
@@ -919,24 +921,46 @@ impl CsrSource {
                 });
             }
             let version = obj.metadata.resource_version.clone().unwrap_or_default();
+            // `--watch-timeout`, or less when the approval wait ends sooner.
+            let timeout = left
+                .min(self.settings.watch_timeout)
+                .as_secs()
+                .clamp(1, 3600);
             let params = WatchParams::default()
                 .fields(&fields)
-                .timeout(u32::try_from(left.as_secs().clamp(1, 290)).unwrap_or(290));
-            let next =
-                tokio::time::timeout_at(deadline, self.next_change(api, name, &params, &version));
-            obj = match next.await {
-                Ok(Ok(Some(o))) => o,
+                .timeout(u32::try_from(timeout).unwrap_or(3600));
+            // A server that has not ended the watch WATCH_MARGIN after its
+            // timeout is stalled, however alive the connection: read the
+            // request again rather than wait out the approval timeout.
+            let stalled = tokio::time::Instant::now() + Duration::from_secs(timeout) + WATCH_MARGIN;
+            let next = tokio::time::timeout_at(
+                deadline.min(stalled),
+                self.next_change(api, name, &params, &version),
+            );
+            match next.await {
+                Ok(Ok(Some(o))) => {
+                    obj = o;
+                    continue;
+                }
                 Ok(Ok(None)) => return Err(CsrError::Deleted { csr: name.into() }),
                 Ok(Err(e)) => {
-                    // A broken watch: read the object again after a pause.
                     tracing::debug!(mapping = %self.mapping, csr = %name, error = %e, "watch failed; reading the request again");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    match timed("get", name, api.get_opt(name)).await? {
-                        Some(o) => o,
-                        None => return Err(CsrError::Deleted { csr: name.into() }),
-                    }
+                }
+                Err(_) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(
+                        mapping = %self.mapping,
+                        csr = %name,
+                        "the API server did not end the watch within its {timeout}s timeout and {}s more; reading the request again",
+                        WATCH_MARGIN.as_secs()
+                    );
                 }
                 Err(_) => continue, // the approval timeout: reported above
+            }
+            // A broken or stalled watch: read the object again after a pause.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            obj = match timed("get", name, api.get_opt(name)).await? {
+                Some(o) => o,
+                None => return Err(CsrError::Deleted { csr: name.into() }),
             };
         }
     }

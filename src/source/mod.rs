@@ -21,6 +21,13 @@ use tokio::sync::watch;
 
 use crate::bundle::Bundle;
 
+/// How long after a watch's own timeout the server has to end it before the
+/// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`): the
+/// Secret and ConfigMap watches and the CSR requester's wait for its
+/// certificate. The watches made through kube-runtime's `watcher` (trust
+/// bundles, the approver) get the same margin from it, per event.
+const WATCH_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why a source could not produce a bundle.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

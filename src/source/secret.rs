@@ -25,7 +25,7 @@ use kube::core::{ObjectList, Status, WatchEvent};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::{SourceError, Update};
+use super::{SourceError, Update, WATCH_MARGIN};
 use crate::bundle::{Bundle, BundleError};
 use crate::config::Item;
 use crate::error_chain;
@@ -480,12 +480,6 @@ impl KubeObject {
         self.bundle(obj)
     }
 }
-
-/// How long after a watch's own timeout the server has to end it before the
-/// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`). The
-/// watches made through kube-runtime's `watcher` (trust bundles, the
-/// approver) get the same margin from it, per event.
-const WATCH_MARGIN: Duration = Duration::from_secs(5);
 
 /// The wait before retrying after `failures` failures in a row: from 0.8 s
 /// (client-go's and kube-runtime's start), doubling, jittered, at most 30 s.
