@@ -224,15 +224,24 @@ fn writer_throughput(o: &Opts) -> Vec<Row> {
     let dir = BenchDir::new();
     let w = Writer::open(dir.path().join("t"), WriterOptions::default()).unwrap();
     let mut each = Vec::with_capacity(n);
+    // Until the new revision is live and durable (what a consumer waits
+    // for; the old one is retired to history after that).
+    let mut to_flip = Vec::with_capacity(n);
     settle();
     let start = Instant::now();
     for i in 0..n {
         let t = Instant::now();
-        w.publish(&generation(i)).unwrap();
+        w.publish_then(&generation(i), || {
+            to_flip.push(t.elapsed().as_secs_f64() * 1e3)
+        })
+        .unwrap();
         each.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let total = start.elapsed().as_secs_f64();
     let mut figures = percentiles(each);
+    for (k, v) in percentiles(to_flip) {
+        figures.insert(format!("flip_{k}"), v);
+    }
     figures.insert("rotations_per_s".into(), n as f64 / total);
     vec![Row {
         bench: "writer".into(),

@@ -1848,24 +1848,18 @@ pub fn resolve_path(path: &Path) -> PathBuf {
 /// are unique. Paths are compared as the kernel resolves them, so `tgt`,
 /// `./tgt`, `/abs/tgt` and a symlink to it are one directory.
 fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
-    let fail = |m: &Mapping, problem: String| {
-        Err(ConfigError::Mapping {
-            mapping: m.name.clone(),
-            problem,
-        })
-    };
     let mut names = std::collections::HashMap::with_capacity(mappings.len());
     for (j, b) in mappings.iter().enumerate() {
         if let Some(&i) = names.get(b.name.as_str()) {
             let a: &Mapping = &mappings[i];
-            return fail(
-                a,
-                format!(
+            return Err(ConfigError::Mapping {
+                mapping: a.name.clone(),
+                problem: format!(
                     "the name is used twice (targets {} and {})",
                     resolve_path(&a.target).display(),
                     resolve_path(&b.target).display()
                 ),
-            );
+            });
         }
         names.insert(b.name.as_str(), j);
     }
@@ -1886,10 +1880,8 @@ fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
         while enclosing.last().is_some_and(|up| !cur.0.starts_with(&up.0)) {
             enclosing.pop();
         }
-        for &up in &enclosing {
-            if let Some(problem) = overlap(mappings, up, cur) {
-                return problem;
-            }
+        if let Some(e) = enclosing.iter().find_map(|up| overlap(mappings, up, cur)) {
+            return Err(e);
         }
         enclosing.push(cur);
     }
@@ -1903,12 +1895,12 @@ fn overlap(
     mappings: &[Mapping],
     outer: &(PathBuf, bool, usize),
     inner: &(PathBuf, bool, usize),
-) -> Option<Result<(), ConfigError>> {
+) -> Option<ConfigError> {
     let fail = |m: &Mapping, problem: String| {
-        Some(Err(ConfigError::Mapping {
+        Some(ConfigError::Mapping {
             mapping: m.name.clone(),
             problem,
-        }))
+        })
     };
     match (outer, inner) {
         ((_, false, _), (_, false, _)) => None,

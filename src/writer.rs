@@ -429,15 +429,10 @@ impl Writer {
         );
         let tmp = format!("{TMP_PREFIX}-pin");
         remove_any(&root, &tmp, &self.path(&tmp))?;
-        create_file(
-            &root,
-            &tmp,
-            0o644,
-            None,
-            None,
-            text.as_bytes(),
-            &self.path(&tmp),
-        )?;
+        let tmp_path = self.path(&tmp);
+        create_file(&root, &tmp, 0o644, None, None, text.as_bytes(), &tmp_path)?
+            .sync_all()
+            .ctx("fsync", &tmp_path)?;
         root.rename(&tmp, &root, PIN)
             .ctx("write rollback pin", &self.path(PIN))?;
         fsync(&root, &self.target)?;
@@ -641,7 +636,7 @@ impl Writer {
         for (name, bytes) in bundle.files() {
             let (owner, group) = (self.opts.owner, self.opts.group);
             let file = path.join(name);
-            let f = create_unsynced(
+            let f = create_file(
                 &dir,
                 name,
                 self.mode_for(name, bytes),
@@ -1010,23 +1005,9 @@ fn read_file_meta(
 }
 
 /// Creates `name` in `dir` with exactly `mode` (never more permissive on
-/// the way: created with it, then chowned, then set), writes and fsyncs it.
+/// the way: created with it, then chowned, then set) and writes it. The
+/// fsync is the caller's: a revision's files are all written first.
 fn create_file(
-    dir: &Dir,
-    name: &str,
-    mode: u32,
-    owner: Option<u32>,
-    group: Option<u32>,
-    bytes: &[u8],
-    path: &Path,
-) -> Result<(), WriterError> {
-    create_unsynced(dir, name, mode, owner, group, bytes, path)?
-        .sync_all()
-        .ctx("fsync", path)
-}
-
-/// [`create_file`] without the fsync, which is the caller's.
-fn create_unsynced(
     dir: &Dir,
     name: &str,
     mode: u32,

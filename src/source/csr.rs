@@ -43,12 +43,10 @@ use kube::{Api, Client};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use tokio::sync::watch;
-
-use super::WATCH_MARGIN;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
-use super::Update;
 use super::client::{ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
+use super::{Update, stall_deadline, watch_seconds};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
@@ -922,17 +920,11 @@ impl CsrSource {
             }
             let version = obj.metadata.resource_version.clone().unwrap_or_default();
             // `--watch-timeout`, or less when the approval wait ends sooner.
-            let timeout = left
-                .min(self.settings.watch_timeout)
-                .as_secs()
-                .clamp(1, 3600);
-            let params = WatchParams::default()
-                .fields(&fields)
-                .timeout(u32::try_from(timeout).unwrap_or(3600));
-            // A server that has not ended the watch WATCH_MARGIN after its
-            // timeout is stalled, however alive the connection: read the
-            // request again rather than wait out the approval timeout.
-            let stalled = tokio::time::Instant::now() + Duration::from_secs(timeout) + WATCH_MARGIN;
+            let seconds = watch_seconds(left.min(self.settings.watch_timeout));
+            let params = WatchParams::default().fields(&fields).timeout(seconds);
+            // A stalled watch: read the request again rather than wait out
+            // the approval timeout.
+            let (stalled, said) = stall_deadline(seconds);
             let next = tokio::time::timeout_at(
                 deadline.min(stalled),
                 self.next_change(api, name, &params, &version),
@@ -947,12 +939,7 @@ impl CsrSource {
                     tracing::debug!(mapping = %self.mapping, csr = %name, error = %e, "watch failed; reading the request again");
                 }
                 Err(_) if tokio::time::Instant::now() < deadline => {
-                    tracing::warn!(
-                        mapping = %self.mapping,
-                        csr = %name,
-                        "the API server did not end the watch within its {timeout}s timeout and {}s more; reading the request again",
-                        WATCH_MARGIN.as_secs()
-                    );
+                    tracing::warn!(mapping = %self.mapping, csr = %name, "{said}; reading the request again");
                 }
                 Err(_) => continue, // the approval timeout: reported above
             }

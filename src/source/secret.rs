@@ -25,7 +25,7 @@ use kube::core::{ObjectList, Status, WatchEvent};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::{SourceError, Update, WATCH_MARGIN};
+use super::{SourceError, Update, stall_deadline, watch_seconds};
 use crate::bundle::{Bundle, BundleError};
 use crate::config::Item;
 use crate::error_chain;
@@ -267,10 +267,9 @@ impl KubeObject {
     {
         let request = kube::core::Request::new(K::url_path(&(), Some(&self.object.namespace)));
         let fields = format!("metadata.name={}", self.object.name);
-        let seconds = u32::try_from(timeout.as_secs())
-            .unwrap_or(u32::MAX)
-            .clamp(1, 3600);
-        let params = WatchParams::default().fields(&fields).timeout(seconds);
+        let params = WatchParams::default()
+            .fields(&fields)
+            .timeout(watch_seconds(timeout));
         // Failures in a row (see `retry_delay`); any success resets it.
         let mut failures = 0u32;
         // Where to resume watching; `None`: list first.
@@ -350,10 +349,8 @@ impl KubeObject {
     }
 
     /// Watches from `version` until the watch ends, publishing every event.
-    /// A server that has not ended it [`WATCH_MARGIN`] after the timeout the
-    /// request sent is stalled, however alive its connection (HTTP/2
-    /// PINGs are answered and TCP keepalives acknowledged below the API
-    /// server): resume anew.
+    /// A watch the server has not ended in time is stalled
+    /// ([`stall_deadline`]): resume anew.
     async fn watch_from<K>(
         &self,
         client: &Client,
@@ -367,16 +364,11 @@ impl KubeObject {
         K: kube::Resource + Payload + Clone + serde::de::DeserializeOwned,
     {
         // `timeoutSeconds` as sent: kube-core sends 290 when none is set.
-        let timeout = Duration::from_secs(params.timeout.unwrap_or(290).into());
-        let deadline = tokio::time::Instant::now() + timeout + WATCH_MARGIN;
+        let (deadline, said) = stall_deadline(params.timeout.unwrap_or(290));
         let stalled = || KubeError::Api {
             verb: "watch",
             object: self.object.to_string(),
-            message: format!(
-                "the API server did not end the watch within its {}s timeout and {}s more; watching again",
-                timeout.as_secs(),
-                WATCH_MARGIN.as_secs()
-            ),
+            message: format!("{said}; watching again"),
         };
         let stream = match request.watch(params, &version) {
             Ok(req) => {
