@@ -154,12 +154,30 @@ pub enum CsrCommand {
     Review(ReviewArgs),
 }
 
-/// The kubelet-serving policy's widening and limits (approve and review).
+/// The kubelet-serving policy's bounds (approve and review).
 #[derive(Debug, Args)]
 pub struct PolicyArgs {
-    /// Also allow DNS SANs matching this pattern (a name, or `*.SUFFIX` for
-    /// names under SUFFIX), for clusters whose Node addresses lag behind;
-    /// repeatable.
+    /// The node networks: an IP SAN is approved only inside one of these
+    /// ranges (and only if the node's Node lists it); repeatable, e.g.
+    /// `--node-cidr 192.168.10.0/24 --node-cidr fd00:10::/64`. Required
+    /// unless --allow-any-node-address.
+    #[arg(
+        long = "node-cidr",
+        env = "CERTSYNC_NODE_CIDR",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    pub node_cidrs: Vec<crate::approve::policy::Cidr>,
+    /// Declare no node network: approve any IP address a node's Node lists
+    /// (never reserved ones, never another node's). A node writes its own
+    /// Node status, so this lets a compromised node get a certificate for
+    /// any free address in the cluster's networks.
+    #[arg(long, env = "CERTSYNC_ALLOW_ANY_NODE_ADDRESS")]
+    pub allow_any_node_address: bool,
+    /// DNS SANs beyond the node's own name must match one of these
+    /// patterns (a name, or `*.SUFFIX` for names under SUFFIX) and be
+    /// listed by the node's Node; repeatable. A requested wildcard, a
+    /// Service name or another node's name is denied whatever the pattern.
     #[arg(
         long = "allowed-dns",
         env = "CERTSYNC_ALLOWED_DNS",
@@ -167,27 +185,48 @@ pub struct PolicyArgs {
         value_name = "PATTERN"
     )]
     pub allowed_dns: Vec<String>,
-    /// Also allow IP SANs in this range (e.g. 10.0.0.0/8, fd00::/64);
-    /// repeatable.
+    /// A Service range to refuse besides those the cluster reports
+    /// (ServiceCIDR objects, the `kubernetes` Service's IP); for clusters
+    /// without the networking.k8s.io/v1 ServiceCIDR API; repeatable.
     #[arg(
-        long = "allowed-cidr",
-        env = "CERTSYNC_ALLOWED_CIDR",
+        long = "service-cidr",
+        env = "CERTSYNC_SERVICE_CIDR",
         value_delimiter = ',',
         value_name = "CIDR"
     )]
-    pub allowed_cidrs: Vec<crate::approve::policy::Cidr>,
+    pub service_cidrs: Vec<crate::approve::policy::Cidr>,
     /// Deny requests whose expirationSeconds is longer than this.
     #[arg(long, env = "CERTSYNC_MAX_EXPIRATION", value_parser = duration(600_000, YEAR * 100), value_name = "DURATION")]
     pub max_expiration: Option<Duration>,
+    /// Decide only CSRs whose labels match this selector (as kubectl's
+    /// `-l`), e.g. to roll the approver out gradually; default: every
+    /// kubelet serving CSR.
+    #[arg(short = 'l', long, env = "CERTSYNC_SELECTOR", value_name = "SELECTOR")]
+    pub selector: Option<String>,
 }
 
 impl PolicyArgs {
     pub fn policy(&self) -> crate::approve::Policy {
         crate::approve::Policy {
             allowed_dns: self.allowed_dns.clone(),
-            allowed_cidrs: self.allowed_cidrs.clone(),
+            node_cidrs: self.node_cidrs.clone(),
+            any_node_address: self.allow_any_node_address,
+            reserved_cidrs: self.service_cidrs.clone(),
             max_expiration: self.max_expiration,
         }
+    }
+
+    /// Refuses a policy that would trust node-written addresses alone.
+    pub fn check(&self) -> Result<(), String> {
+        if self.node_cidrs.is_empty() && !self.allow_any_node_address {
+            return Err(
+                "no --node-cidr: say which networks node addresses come from \
+                 (e.g. --node-cidr 192.168.10.0/24), or pass --allow-any-node-address \
+                 to accept any address a node lists in its own Node status"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -279,6 +318,7 @@ impl ApproveArgs {
             }),
             events: self.events,
             admin_addr: self.admin_addr,
+            selector: self.policy.selector.clone(),
         }
     }
 }

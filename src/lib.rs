@@ -15,11 +15,13 @@ pub mod events;
 pub mod files;
 pub mod inspect;
 pub mod metrics;
+pub mod pem;
 pub mod reload;
 pub mod source;
 pub mod sync;
 pub mod validate;
 pub mod writer;
+pub mod x509;
 
 /// An error with its causes, each once ("client error (Connect): invalid
 /// peer certificate: ..."): the top-level messages of kube and hyper hide
@@ -36,6 +38,30 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     out
+}
+
+/// `s` with control characters (escape sequences, carriage returns, NUL,
+/// DEL) and bidirectional overrides written as Unicode escapes
+/// (`\u{1b}`), for a value someone else controls on its way to a terminal
+/// or a log line.
+pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(unsafe_char) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if unsafe_char(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// `base * 2^(attempt-1)` plus a random share of the same again, so many
@@ -56,6 +82,11 @@ pub fn random_fraction() -> f64 {
         .finish();
     (random >> 11) as f64 / (1u64 << 53) as f64
 }
+
+/// Hand-assembled requests of odd shapes, shared with the integration tests.
+#[cfg(test)]
+#[path = "../tests/support/forge.rs"]
+mod forge;
 
 /// Test certificates, shared with the integration tests (one maker).
 #[cfg(test)]

@@ -67,6 +67,8 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Approve(args) if args.policy.check().is_err() => usage(args.policy.check()),
+        Command::Csr(CsrCommand::Review(a)) if a.policy.check().is_err() => usage(a.policy.check()),
         Command::Approve(args) => match approve(args.config()) {
             Ok(code) => code,
             Err(e) => {
@@ -262,8 +264,15 @@ async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let client = settings.client().await?;
-    let (rows, done) =
-        certsync::approve::review(client, &a.names, &a.policy.policy(), a.approve, a.deny).await?;
+    let (rows, done) = certsync::approve::review(
+        client,
+        &a.names,
+        a.policy.selector.as_deref(),
+        &a.policy.policy(),
+        a.approve,
+        a.deny,
+    )
+    .await?;
     print!(
         "{}",
         render(
@@ -277,6 +286,14 @@ async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A refused combination of flags: said, and the usage exit code.
+fn usage(refused: Result<(), String>) -> ExitCode {
+    if let Err(e) = refused {
+        eprintln!("certsync: {e}");
+    }
+    ExitCode::from(EXIT_USAGE as u8)
 }
 
 async fn shutdown_signal() -> std::io::Result<()> {

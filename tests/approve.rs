@@ -6,9 +6,14 @@
 //! Against a real cluster (`CERTSYNC_E2E_KUBECONFIG`, an admin identity),
 //! the node identity is obtained through the CSR API itself: a
 //! `kubernetes.io/kube-apiserver-client` CSR for CN=`system:node:NAME`,
-//! O=`system:nodes`, approved by the test and signed by the cluster. The
-//! approver decides every pending kubelet-serving CSR of the cluster: run
-//! these on a disposable cluster.
+//! O=`system:nodes`, approved by the test and signed by the cluster.
+//!
+//! Each test is its own run: its Nodes, names and addresses are unique to
+//! it (addresses from 198.18.0.0/15 and fdc5::/16, which no real cluster
+//! routes), its CSRs carry a label with its run id and its approver
+//! decides only those (`-l`), and what it created is deleted even when it
+//! fails. So the suite runs in parallel, also against a real cluster
+//! where other CSRs are pending.
 
 mod support;
 
@@ -22,37 +27,80 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 
 use support::apiserver::ApiServer;
+use support::forge;
 use support::*;
+
+/// The node networks the approver under test is given.
+const NODE_NET: &str = "198.18.0.0/15";
+const NODE_NET6: &str = "fdc5::/16";
+/// The label that scopes a test's CSRs to its own approver.
+const RUN_LABEL: &str = "certsync.dev/e2e-run";
 
 struct Env {
     tmp: tempfile::TempDir,
     kubeconfig: PathBuf,
     admin: Client,
     fake: Option<ApiServer>,
+    /// Unique to this test in this process and across runs.
+    run: String,
+    /// This run's block of 256 addresses in NODE_NET.
+    block: u16,
     nodes: Vec<String>,
     csrs: Vec<String>,
+    leases: Vec<String>,
 }
 
 const SERVING: &str = "kubernetes.io/kubelet-serving";
+
+/// A number no other test of this or an earlier run has: the process id,
+/// the time and a per-process counter, hashed.
+fn unique() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.finish()
+}
 
 impl Env {
     async fn new() -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let (kubeconfig, fake) = cluster(tmp.path()).await;
         let admin = kube_client(&kubeconfig).await;
+        let n = unique();
         Self {
             tmp,
             kubeconfig,
             admin,
             fake,
+            run: format!("{:08x}", n as u32),
+            block: (n >> 32) as u16 % 512,
             nodes: Vec::new(),
             csrs: Vec::new(),
+            leases: Vec::new(),
         }
     }
 
     /// A node name unique to this test run.
     fn node_name(&self, n: &str) -> String {
-        format!("certsync-{n}-{}", std::process::id())
+        format!("certsync-{n}-{}", self.run)
+    }
+
+    /// Address `i` of this run's block in NODE_NET.
+    fn ip(&self, i: u8) -> String {
+        format!("198.{}.{}.{i}", 18 + self.block / 256, self.block % 256)
+    }
+
+    /// Address `i` of this run's block in NODE_NET6.
+    fn ip6(&self, i: u8) -> String {
+        format!("fdc5:0:{:x}::{i:x}", self.block)
     }
 
     /// Registers Node `name` with `addresses` (type, address).
@@ -184,6 +232,7 @@ impl Env {
         let csr = Csr {
             metadata: kube::api::ObjectMeta {
                 generate_name: Some("certsync-e2e-".into()),
+                labels: Some([(RUN_LABEL.to_owned(), self.run.clone())].into()),
                 ..Default::default()
             },
             spec: k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec {
@@ -240,10 +289,13 @@ impl Env {
             .map_or(0, |c| c.len())
     }
 
+    /// `certsync approve` deciding this run's CSRs, with its node networks.
     fn approver(&self, extra: &[&str], env: &[(&str, &str)]) -> Certsync {
         let mut cmd = std::process::Command::new(certsync_bin());
         cmd.args(["approve", "--kubeconfig"])
             .arg(&self.kubeconfig)
+            .args(["--node-cidr", NODE_NET, "--node-cidr", NODE_NET6])
+            .args(["-l", &format!("{RUN_LABEL}={}", self.run)])
             .args(extra)
             .env("POD_NAMESPACE", "default");
         for (k, v) in env {
@@ -252,15 +304,101 @@ impl Env {
         Certsync::start_with(&mut cmd, self.tmp.path())
     }
 
-    async fn cleanup(self) {
-        let csrs: Api<Csr> = Api::all(self.admin.clone());
-        for c in &self.csrs {
-            let _ = csrs.delete(c, &DeleteParams::default()).await;
+    /// `certsync csr review` of this run's CSRs: (stdout, stderr, exit code).
+    fn review(&self, args: &[&str]) -> (String, String, i32) {
+        let out = std::process::Command::new(certsync_bin())
+            .args(["csr", "review", "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .args(["--node-cidr", NODE_NET, "--node-cidr", NODE_NET6])
+            .args(["-l", &format!("{RUN_LABEL}={}", self.run)])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+            out.status.code().unwrap_or(-1),
+        )
+    }
+
+    /// The cluster's `kubernetes` Service IP and the API server's endpoint.
+    async fn cluster_addresses(&self) -> (String, String) {
+        let svc: k8s_openapi::api::core::v1::Service =
+            Api::namespaced(self.admin.clone(), "default")
+                .get("kubernetes")
+                .await
+                .unwrap();
+        let service_ip = svc.spec.unwrap().cluster_ip.unwrap();
+        let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+            Api::namespaced(self.admin.clone(), "default");
+        let endpoint = slices
+            .list(&kube::api::ListParams::default().labels("kubernetes.io/service-name=kubernetes"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .flat_map(|s| s.endpoints)
+            .flat_map(|e| e.addresses)
+            .next()
+            .unwrap();
+        (service_ip, endpoint)
+    }
+
+    async fn cleanup(mut self) {
+        delete_all(
+            &self.admin,
+            &std::mem::take(&mut self.csrs),
+            &std::mem::take(&mut self.nodes),
+            &std::mem::take(&mut self.leases),
+        )
+        .await;
+    }
+}
+
+async fn delete_all(admin: &Client, csrs: &[String], nodes: &[String], leases: &[String]) {
+    let api: Api<Csr> = Api::all(admin.clone());
+    for c in csrs {
+        let _ = api.delete(c, &DeleteParams::default()).await;
+    }
+    let api: Api<Node> = Api::all(admin.clone());
+    for n in nodes {
+        let _ = api.delete(n, &DeleteParams::default()).await;
+    }
+    let api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), "default");
+    for l in leases {
+        let _ = api.delete(l, &DeleteParams::default()).await;
+    }
+}
+
+/// A test that failed before `cleanup` still deletes what it created in a
+/// real cluster (a test server goes with the test): Nodes left behind
+/// would hold their addresses against the next run. On a thread of its
+/// own, with a client of its own: the test's runtime may be unwinding.
+impl Drop for Env {
+    fn drop(&mut self) {
+        if self.fake.is_some()
+            || self.csrs.is_empty() && self.nodes.is_empty() && self.leases.is_empty()
+        {
+            return;
         }
-        let nodes: Api<Node> = Api::all(self.admin.clone());
-        for n in &self.nodes {
-            let _ = nodes.delete(n, &DeleteParams::default()).await;
-        }
+        let (kubeconfig, csrs, nodes, leases) = (
+            self.kubeconfig.clone(),
+            std::mem::take(&mut self.csrs),
+            std::mem::take(&mut self.nodes),
+            std::mem::take(&mut self.leases),
+        );
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let admin = kube_client(&kubeconfig).await;
+                delete_all(&admin, &csrs, &nodes, &leases).await;
+            });
+        })
+        .join();
     }
 }
 
@@ -276,21 +414,42 @@ fn metric(port: u16, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// `Node.status.addresses` of `node` set to `addresses`, written by
+/// `client` (the node itself, as a compromised kubelet would).
+async fn set_addresses(client: &Client, node: &str, addresses: &[(&str, &str)]) {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut n = api.get(node).await.unwrap();
+    n.status.get_or_insert_with(Default::default).addresses = Some(
+        addresses
+            .iter()
+            .map(|(t, a)| k8s_openapi::api::core::v1::NodeAddress {
+                type_: (*t).into(),
+                address: (*a).into(),
+            })
+            .collect(),
+    );
+    api.replace_status(node, &PostParams::default(), &n)
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approves_what_passes_and_denies_what_definitely_fails() {
     let mut env = Env::new().await;
     let (n1, n2) = (env.node_name("n1"), env.node_name("n2"));
-    // n1's IPv6 address spelled out; its kubelet asks for fd00::11.
+    let (ip1, ip2, ip6) = (env.ip(11), env.ip(12), env.ip6(0x11));
+    // n1's IPv6 address spelled out; its kubelet asks for the short form.
+    let ip6_long = ip6.replace("::", ":0:0:0:0:");
     env.add_node(
         &n1,
         &[
-            ("InternalIP", "10.0.0.11"),
-            ("InternalIP", "fd00:0:0:0:0:0:0:11"),
+            ("InternalIP", &ip1),
+            ("InternalIP", &ip6_long),
             ("Hostname", &n1),
         ],
     )
     .await;
-    env.add_node(&n2, &[("InternalIP", "10.0.0.12"), ("Hostname", &n2)])
+    env.add_node(&n2, &[("InternalIP", &ip2), ("Hostname", &n2)])
         .await;
     let port = free_port();
     let admin_addr = format!("127.0.0.1:{port}");
@@ -300,9 +459,7 @@ async fn approves_what_passes_and_denies_what_definitely_fails() {
     );
     let kubelet = env.node_client(&n1).await;
 
-    let good = env
-        .kubelet_asks(&kubelet, &n1, &[&n1], &["10.0.0.11", "fd00::11"])
-        .await;
+    let good = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&ip1, &ip6]).await;
     let (ty, reason, message) = env.decision(&good).await;
     assert_eq!(
         (ty.as_str(), reason.as_str()),
@@ -311,13 +468,11 @@ async fn approves_what_passes_and_denies_what_definitely_fails() {
     );
     assert!(message.contains(&n1), "{message}");
 
-    let stolen = env
-        .kubelet_asks(&kubelet, &n1, &[&n1], &["10.0.0.12"])
-        .await;
+    let stolen = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&ip2]).await;
     let (ty, reason, message) = env.decision(&stolen).await;
     assert_eq!((ty.as_str(), reason.as_str()), ("Denied", "CertsyncDeny"));
     assert!(
-        message.starts_with("ip-san:") && message.contains(&format!("belongs to node {n2}")),
+        message.starts_with("ip-san:") && message.contains(&format!("belongs to node \"{n2}\"")),
         "{message}"
     );
 
@@ -369,7 +524,9 @@ async fn approves_what_passes_and_denies_what_definitely_fails() {
     assert!(
         approver
             .log()
-            .contains("deny: IP address 10.0.0.12 belongs to node")
+            .contains(&format!("deny: IP address {ip2} belongs to node")),
+        "{}",
+        approver.log()
     );
     // Events on the decided CSRs (cluster-scoped: in `default`).
     let events: Api<k8s_openapi::api::events::v1::Event> =
@@ -401,23 +558,149 @@ async fn approves_what_passes_and_denies_what_definitely_fails() {
     env.cleanup().await;
 }
 
+/// Issue 24, finding 1: the two shapes that made certsync see no names
+/// while Go (the API server, the signer) sees all of them. The API server
+/// accepts both; the approver must deny both, and `csr review` must not
+/// show them as approvable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_read_differently_by_go_are_denied() {
+    let mut env = Env::new().await;
+    let (n1, n2) = (env.node_name("n1"), env.node_name("n2"));
+    let (ip1, ip2) = (env.ip(21), env.ip(22));
+    env.add_node(&n1, &[("InternalIP", &ip1), ("Hostname", &n1)])
+        .await;
+    env.add_node(&n2, &[("InternalIP", &ip2), ("Hostname", &n2)])
+        .await;
+    let (service_ip, _) = env.cluster_addresses().await;
+    let kubelet = env.node_client(&n1).await;
+    let loot = || {
+        vec![
+            forge::dns("kubernetes.default.svc"),
+            forge::ip(&service_ip),
+            forge::ip(&ip2),
+        ]
+    };
+    // A harmless extensionRequest first, the names in a second one.
+    let mut two = forge::Shape::kubelet(&n1, &[]);
+    two.attributes = vec![
+        forge::extension_request(&[forge::key_usage_digital()]),
+        forge::extension_request(&[forge::san(&loot())]),
+    ];
+    // A UTF8String first in the SAN sequence: Go skips just that element.
+    let mut names = vec![forge::utf8("x")];
+    names.extend(loot());
+    let utf8 = forge::Shape::kubelet(&n1, &names);
+    let usages = ["digital signature", "server auth"];
+    let two = env.create_csr(&kubelet, &two.pem(), &usages).await;
+    let utf8 = env.create_csr(&kubelet, &utf8.pem(), &usages).await;
+
+    let (table, _, code) = env.review(&[&two, &utf8]);
+    assert_eq!(code, 0, "{table}");
+    for (name, says) in [(&two, "deny: request"), (&utf8, "deny: sans")] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(name.as_str()))
+            .unwrap_or_else(|| panic!("no row for {name} in\n{table}"));
+        assert!(row.contains(says), "{row}");
+    }
+
+    let approver = env.approver(&["--lease-name", ""], &[]);
+    let (ty, _, message) = env.decision(&two).await;
+    assert_eq!(ty, "Denied", "{message}");
+    assert!(message.contains("2 attributes"), "{message}");
+    let (ty, _, message) = env.decision(&utf8).await;
+    assert_eq!(ty, "Denied", "{message}");
+    assert!(message.contains("UTF8String"), "{message}");
+    drop(approver);
+    env.cleanup().await;
+}
+
+/// Issue 24, finding 2: a node writes its own Node status. Listing the
+/// `kubernetes` Service IP, the API server's name or endpoint there gets
+/// it nothing; listing another node's address gets that node's request
+/// held for a person, never denied, and gets the lister nothing either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn addresses_a_node_writes_itself_are_not_proof() {
+    let mut env = Env::new().await;
+    let (n1, n2) = (env.node_name("n1"), env.node_name("n2"));
+    let (ip1, ip2) = (env.ip(31), env.ip(32));
+    env.add_node(&n1, &[("InternalIP", &ip1), ("Hostname", &n1)])
+        .await;
+    env.add_node(&n2, &[("InternalIP", &ip2), ("Hostname", &n2)])
+        .await;
+    let (service_ip, endpoint) = env.cluster_addresses().await;
+    let evil = env.node_client(&n1).await;
+    set_addresses(
+        &evil,
+        &n1,
+        &[
+            ("InternalIP", &ip1),
+            ("InternalIP", &service_ip),
+            ("InternalIP", &endpoint),
+            ("InternalIP", &ip2),
+            ("InternalDNS", "kubernetes.default.svc"),
+            ("Hostname", &n1),
+        ],
+    )
+    .await;
+    let approver = env.approver(&["--lease-name", ""], &[]);
+    let svc_ip = env.kubelet_asks(&evil, &n1, &[&n1], &[&service_ip]).await;
+    let svc_name = env
+        .kubelet_asks(&evil, &n1, &[&n1, "kubernetes.default.svc"], &[&ip1])
+        .await;
+    let apiserver = env.kubelet_asks(&evil, &n1, &[&n1], &[&endpoint]).await;
+    for (csr, check) in [
+        (&svc_ip, "ip-san:"),
+        (&svc_name, "dns-san:"),
+        (&apiserver, "ip-san:"),
+    ] {
+        let (ty, _, message) = env.decision(csr).await;
+        assert_eq!(ty, "Denied", "{message}");
+        assert!(
+            message.starts_with(check) && message.contains("never a node's"),
+            "{message}"
+        );
+    }
+    // n2's own request for its own address, which n1 lists too: held.
+    let kubelet2 = env.node_client(&n2).await;
+    let victim = env.kubelet_asks(&kubelet2, &n2, &[&n2], &[&ip2]).await;
+    let grab = env.kubelet_asks(&evil, &n1, &[&n1], &[&ip2]).await;
+    approver.wait_log(&format!("csr={victim}"));
+    approver.wait_log(&format!("csr={grab}"));
+    approver.wait_log("lists it too");
+    assert_eq!(
+        env.conditions(&victim).await,
+        0,
+        "neither approved nor denied"
+    );
+    assert_eq!(
+        env.conditions(&grab).await,
+        0,
+        "neither approved nor denied"
+    );
+    drop(approver);
+    env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_for_a_node_that_registers_later() {
     let mut env = Env::new().await;
     let n3 = env.node_name("n3");
+    let ip = env.ip(13);
     let approver = env.approver(&["--lease-name", ""], &[]);
     let kubelet = env.node_client(&n3).await;
-    let csr = env
-        .kubelet_asks(&kubelet, &n3, &[&n3], &["10.0.0.13"])
-        .await;
-    approver.wait_log(&format!("wait: node {n3} does not exist (yet)"));
+    let csr = env.kubelet_asks(&kubelet, &n3, &[&n3], &[&ip]).await;
+    approver.wait_log(&format!("wait: node \"{n3}\" does not exist (yet)"));
     assert_eq!(env.conditions(&csr).await, 0, "neither approved nor denied");
-    env.add_node(&n3, &[("InternalIP", "10.0.0.13"), ("Hostname", &n3)])
+    env.add_node(&n3, &[("InternalIP", &ip), ("Hostname", &n3)])
         .await;
     let (ty, _, _) = env.decision(&csr).await;
     assert_eq!(ty, "Approved");
     assert_eq!(
-        approver.log().matches(&format!("wait: node {n3}")).count(),
+        approver
+            .log()
+            .matches(&format!("wait: node \"{n3}\""))
+            .count(),
         1,
         "a wait is logged once"
     );
@@ -425,22 +708,39 @@ async fn waits_for_a_node_that_registers_later() {
     env.cleanup().await;
 }
 
+/// A dry run decides, writes nothing and takes no Lease: started first, it
+/// must not keep the real approver from deciding (issue 24, finding 4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dry_run_decides_without_writing() {
+async fn dry_run_decides_without_writing_or_taking_the_lease() {
     let mut env = Env::new().await;
     let n4 = env.node_name("n4");
-    env.add_node(&n4, &[("InternalIP", "10.0.0.14"), ("Hostname", &n4)])
+    let ip = env.ip(14);
+    env.add_node(&n4, &[("InternalIP", &ip), ("Hostname", &n4)])
         .await;
-    let approver = env.approver(&["--lease-name", "", "--dry-run"], &[]);
+    let lease = format!("certsync-approver-{}", env.run);
+    env.leases.push(lease.clone());
+    let args = ["--lease-name", lease.as_str(), "--lease-duration", "4s"];
+    let dry = env.approver(
+        &[&args[..], &["--dry-run"]].concat(),
+        &[("POD_NAME", "dry-run")],
+    );
+    dry.wait_log("approver started");
     let kubelet = env.node_client(&n4).await;
-    let csr = env
-        .kubelet_asks(&kubelet, &n4, &[&n4], &["10.0.0.14"])
-        .await;
-    approver.wait_log(&format!("csr={csr}"));
-    approver.wait_log("approve: every check passed");
-    assert!(approver.log().contains("dry_run=true"));
+    let csr = env.kubelet_asks(&kubelet, &n4, &[&n4], &[&ip]).await;
+    dry.wait_log(&format!("csr={csr}"));
+    dry.wait_log("approve: every check passed");
+    assert!(dry.log().contains("dry_run=true"));
     assert_eq!(env.conditions(&csr).await, 0, "nothing written");
-    drop(approver);
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.admin.clone(), "default");
+    assert!(
+        leases.get_opt(&lease).await.unwrap().is_none(),
+        "a dry run took the Lease"
+    );
+    let real = env.approver(&args, &[("POD_NAME", "real")]);
+    assert_eq!(env.decision(&csr).await.0, "Approved");
+    drop(real);
+    drop(dry);
     env.cleanup().await;
 }
 
@@ -450,9 +750,11 @@ async fn dry_run_decides_without_writing() {
 async fn two_approvers_decide_each_csr_once() {
     let mut env = Env::new().await;
     let n5 = env.node_name("n5");
-    env.add_node(&n5, &[("InternalIP", "10.0.0.15"), ("Hostname", &n5)])
+    let ip = env.ip(15);
+    env.add_node(&n5, &[("InternalIP", &ip), ("Hostname", &n5)])
         .await;
-    let lease = format!("certsync-approver-{}", std::process::id());
+    let lease = format!("certsync-approver-{}", env.run);
+    env.leases.push(lease.clone());
     let a = env.approver(
         &["--lease-name", &lease, "--lease-duration", "4s"],
         &[("POD_NAME", "approver-a")],
@@ -464,10 +766,7 @@ async fn two_approvers_decide_each_csr_once() {
     let kubelet = env.node_client(&n5).await;
     let mut names = Vec::new();
     for _ in 0..5 {
-        names.push(
-            env.kubelet_asks(&kubelet, &n5, &[&n5], &["10.0.0.15"])
-                .await,
-        );
+        names.push(env.kubelet_asks(&kubelet, &n5, &[&n5], &[&ip]).await);
     }
     for n in &names {
         let (ty, _, _) = env.decision(n).await;
@@ -498,9 +797,7 @@ async fn two_approvers_decide_each_csr_once() {
     // The leader dies without releasing the Lease: the other replica takes
     // over once it expires and decides what arrives next.
     drop(leader);
-    let late = env
-        .kubelet_asks(&kubelet, &n5, &[&n5], &["10.0.0.15"])
-        .await;
+    let late = env.kubelet_asks(&kubelet, &n5, &[&n5], &[&ip]).await;
     assert_eq!(env.decision(&late).await.0, "Approved");
     assert_eq!(env.conditions(&late).await, 1);
     assert!(
@@ -508,7 +805,49 @@ async fn two_approvers_decide_each_csr_once() {
         "the other replica decided it"
     );
     drop(follower);
-    let _ = leases.delete(&lease, &DeleteParams::default()).await;
+    env.cleanup().await;
+}
+
+/// A leader whose Lease was taken over (here: by the admin, for another
+/// holder, for an hour) writes nothing, even before its election loop
+/// notices: it reads the Lease before each write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_without_its_lease_writes_nothing() {
+    let mut env = Env::new().await;
+    let n8 = env.node_name("n8");
+    let ip = env.ip(18);
+    env.add_node(&n8, &[("InternalIP", &ip), ("Hostname", &n8)])
+        .await;
+    let lease = format!("certsync-approver-{}", env.run);
+    env.leases.push(lease.clone());
+    let approver = env.approver(
+        &["--lease-name", &lease, "--lease-duration", "60s"],
+        &[("POD_NAME", "approver-a")],
+    );
+    let kubelet = env.node_client(&n8).await;
+    let first = env.kubelet_asks(&kubelet, &n8, &[&n8], &[&ip]).await;
+    assert_eq!(env.decision(&first).await.0, "Approved");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.admin.clone(), "default");
+    let mut l = leases.get(&lease).await.unwrap();
+    let spec = l.spec.get_or_insert_with(Default::default);
+    spec.holder_identity = Some("someone-else".into());
+    spec.lease_duration_seconds = Some(3600);
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    leases
+        .replace(&lease, &PostParams::default(), &l)
+        .await
+        .unwrap();
+    let second = env.kubelet_asks(&kubelet, &n8, &[&n8], &[&ip]).await;
+    approver.wait_log("not writing");
+    assert_eq!(
+        env.conditions(&second).await,
+        0,
+        "written without the Lease"
+    );
+    drop(approver);
     env.cleanup().await;
 }
 
@@ -518,37 +857,21 @@ async fn two_approvers_decide_each_csr_once() {
 async fn review_shows_verdicts_and_approves_only_what_passes() {
     let mut env = Env::new().await;
     let (n6, n7) = (env.node_name("n6"), env.node_name("n7"));
-    env.add_node(&n6, &[("InternalIP", "10.0.0.16"), ("Hostname", &n6)])
+    let (ip6, ip7, unlisted) = (env.ip(16), env.ip(17), env.ip(77));
+    env.add_node(&n6, &[("InternalIP", &ip6), ("Hostname", &n6)])
         .await;
-    env.add_node(&n7, &[("InternalIP", "10.0.0.17"), ("Hostname", &n7)])
+    env.add_node(&n7, &[("InternalIP", &ip7), ("Hostname", &n7)])
         .await;
     let kubelet = env.node_client(&n6).await;
-    let good = env
-        .kubelet_asks(&kubelet, &n6, &[&n6], &["10.0.0.16"])
-        .await;
-    let bad = env
-        .kubelet_asks(&kubelet, &n6, &[&n6], &["10.0.0.17"])
-        .await;
-    let unknown = env
-        .kubelet_asks(&kubelet, &n6, &[&n6], &["192.168.77.7"])
-        .await;
+    let good = env.kubelet_asks(&kubelet, &n6, &[&n6], &[&ip6]).await;
+    let bad = env.kubelet_asks(&kubelet, &n6, &[&n6], &[&ip7]).await;
+    let unknown = env.kubelet_asks(&kubelet, &n6, &[&n6], &[&unlisted]).await;
     let review = |extra: &[&str]| {
-        let out = std::process::Command::new(certsync_bin())
-            .args(["csr", "review", "--kubeconfig"])
-            .arg(&env.kubeconfig)
-            .args([good.as_str(), bad.as_str(), unknown.as_str()])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
+        let mut args = vec![good.as_str(), bad.as_str(), unknown.as_str()];
+        args.extend(extra);
+        let (out, err, code) = env.review(&args);
+        assert_eq!(code, 0, "{err}");
+        (out, err)
     };
     let (table, _) = review(&[]);
     let line = |name: &str| {
@@ -566,7 +889,7 @@ async fn review_shows_verdicts_and_approves_only_what_passes() {
     assert!(line(&good).trim_end().ends_with("approve"), "{table}");
     assert!(
         line(&bad).contains(&format!(
-            "deny: ip-san IP address 10.0.0.17 belongs to node {n7}"
+            "deny: ip-san IP address {ip7} belongs to node \"{n7}\""
         )),
         "{table}"
     );
@@ -607,4 +930,71 @@ async fn review_shows_verdicts_and_approves_only_what_passes() {
     assert_eq!(env.decision(&bad).await.0, "Denied");
     assert_eq!(env.conditions(&unknown).await, 0, "a wait is never decided");
     env.cleanup().await;
+}
+
+/// Issue 24, finding 5: what a node puts in its request reaches the
+/// operator's terminal escaped, in the table and in the approver's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_and_logs_escape_what_a_node_wrote() {
+    let mut env = Env::new().await;
+    let n9 = env.node_name("n9");
+    let ip = env.ip(19);
+    env.add_node(&n9, &[("InternalIP", &ip), ("Hostname", &n9)])
+        .await;
+    let kubelet = env.node_client(&n9).await;
+    let shape = forge::Shape::kubelet(
+        &n9,
+        &[
+            forge::dns(&format!("{n9}\u{1b}]0;pwned\u{7}\r\u{1b}[2K")),
+            forge::ip(&ip),
+        ],
+    );
+    let csr = env
+        .create_csr(
+            &kubelet,
+            &shape.pem(),
+            &["digital signature", "server auth"],
+        )
+        .await;
+    let (table, err, code) = env.review(&[&csr]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\r') && !table.contains('\u{7}'),
+        "raw control characters in\n{table:?}"
+    );
+    assert!(table.contains("\\u{1b}"), "{table}");
+    assert!(table.contains("deny: sans"), "{table}");
+    let approver = env.approver(&["--lease-name", ""], &[]);
+    let (ty, _, message) = env.decision(&csr).await;
+    assert_eq!(ty, "Denied");
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+    approver.wait_log(&format!("csr={csr}"));
+    let log = approver.log();
+    assert!(
+        !log.contains('\u{1b}') && !log.contains('\u{7}'),
+        "raw control characters in the log"
+    );
+    drop(approver);
+    env.cleanup().await;
+}
+
+/// Without a node network the approver would trust what nodes write about
+/// themselves: it refuses to start unless told to, and says how.
+#[test]
+fn approve_needs_node_networks_or_an_explicit_opt_in() {
+    for args in [
+        &["approve", "--kubeconfig", "/nonexistent"][..],
+        &["csr", "review", "--kubeconfig", "/nonexistent"][..],
+    ] {
+        let out = std::process::Command::new(certsync_bin())
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert!(
+            err.contains("--node-cidr") && err.contains("--allow-any-node-address"),
+            "{err}"
+        );
+    }
 }

@@ -6,7 +6,8 @@
 //! the pending CSRs: approve or deny through the `/approval` subresource
 //! (a `True` condition with a reason and message, as `kubectl certificate
 //! approve` writes), or wait. Only the holder of a `coordination.k8s.io`
-//! Lease writes, so two replicas are safe; every write carries the CSR's
+//! Lease writes, and only after reading that its Lease is unexpired, so
+//! two replicas are safe; every write carries the CSR's
 //! resourceVersion, so a CSR changed meanwhile (decided by someone else)
 //! is never decided twice: the conflict is dropped and the CSR looked at
 //! again as it now is. A verdict is logged once per CSR and counted in
@@ -14,8 +15,11 @@
 //!
 //! Invariants: nothing is approved that [`policy::decide`] did not
 //! approve; a CSR that already carries Approved, Denied or Failed is
-//! never written; `--dry-run` writes nothing.
+//! never written; `--dry-run` writes nothing and takes no Lease; nothing
+//! is decided without the cluster's own names and addresses
+//! ([`cluster::read`]).
 
+pub mod cluster;
 pub mod policy;
 
 use std::collections::{BTreeMap, HashMap};
@@ -42,6 +46,10 @@ pub use policy::{Check, Policy, Verdict};
 
 /// The name under which the approver's readiness is reported.
 const READINESS: &str = "approver";
+/// How long the cluster's Service ranges and API server endpoints are
+/// used before they are read again (they change when the control plane
+/// does, and only the cluster's administrators change them).
+const CLUSTER_FACTS_TTL: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApproveError {
@@ -78,6 +86,8 @@ pub struct ApproverConfig {
     pub lease: Option<LeaseSettings>,
     pub events: bool,
     pub admin_addr: std::net::SocketAddr,
+    /// Decide only CSRs with these labels.
+    pub selector: Option<String>,
 }
 
 /// A CSR still waiting for a decision.
@@ -153,7 +163,19 @@ pub async fn run(
         .client()
         .await
         .map_err(|e| ApproveError::Client(e.to_string()))?;
-    let leader = leadership(&config, &client).await?;
+    if config.policy.any_node_address {
+        tracing::warn!(
+            "--allow-any-node-address: any IP address a node lists in its own Node status is approved \
+             (except reserved ones and other nodes'); a compromised node can obtain a certificate for any free address"
+        );
+    }
+    // A dry run takes no Lease: it must never keep a real replica from
+    // deciding.
+    let leader = if config.dry_run {
+        watch::channel(false).1
+    } else {
+        leadership(&config, &client).await?
+    };
     let csrs: Api<Csr> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client.clone());
     let selector = format!("spec.signerName={}", config.signer);
@@ -163,14 +185,19 @@ pub async fn run(
         .unwrap_or(290)
         .clamp(1, 290);
     let watching = watcher::Config::default().timeout(timeout);
-    let mut csr_events = std::pin::pin!(watcher(csrs.clone(), watching.clone().fields(&selector)));
+    let mut csr_watch = watching.clone().fields(&selector);
+    if let Some(labels) = &config.selector {
+        csr_watch = csr_watch.labels(labels);
+    }
+    let mut csr_events = std::pin::pin!(watcher(csrs.clone(), csr_watch));
     let mut node_events = std::pin::pin!(watcher(nodes, watching));
     let mut state = State {
         csrs: Listed::default(),
         nodes: Listed::default(),
         told: HashMap::new(),
+        cluster: None,
     };
-    tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some(), "approver started");
+    tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
     let mut leader_rx = leader.clone();
     loop {
         let changed = tokio::select! {
@@ -241,6 +268,8 @@ struct State {
     nodes: Listed<Node>,
     /// Per CSR uid: the verdict last logged, so each is said once.
     told: HashMap<String, String>,
+    /// The cluster's own names and addresses, and when they were read.
+    cluster: Option<(tokio::time::Instant, policy::Cluster)>,
 }
 
 impl State {
@@ -254,6 +283,25 @@ impl State {
         leading: bool,
         client: &Client,
     ) {
+        let fresh = self
+            .cluster
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < CLUSTER_FACTS_TTL);
+        if !fresh {
+            match cluster::read(client).await {
+                Ok(c) => self.cluster = Some((tokio::time::Instant::now(), c)),
+                Err(e) => {
+                    // Fail closed: without them nothing is decided.
+                    tracing::warn!(error = %e, "cannot read the cluster's Service ranges and API server endpoints; deciding nothing until they can be read");
+                    self.cluster = None;
+                    return;
+                }
+            }
+        }
+        let Some((_, facts_of_cluster)) = &self.cluster else {
+            return;
+        };
+        let facts_of_cluster = facts_of_cluster.clone();
         let pending: Vec<Csr> = self
             .csrs
             .items()
@@ -264,7 +312,8 @@ impl State {
         for csr in pending {
             let name = name_of(&csr);
             let uid = csr.metadata.uid.clone().unwrap_or_default();
-            let (verdict, facts) = policy::decide(&csr, self.nodes.items(), &config.policy);
+            let (verdict, facts) =
+                policy::decide(&csr, self.nodes.items(), &facts_of_cluster, &config.policy);
             let described = verdict.describe();
             let decided = !matches!(verdict, Verdict::Wait { .. });
             if decided && !config.dry_run && !leading {
@@ -272,7 +321,8 @@ impl State {
             }
             let new = self.told.get(&uid) != Some(&described);
             if new {
-                let node = facts.node.as_deref().unwrap_or("-");
+                let node = crate::escape(facts.node.as_deref().unwrap_or("-"));
+                let node = node.as_ref();
                 let check = verdict.check().map_or("-", Check::label);
                 match &verdict {
                     Verdict::Approve => {
@@ -295,6 +345,21 @@ impl State {
                 continue;
             }
             let node = facts.node.clone().unwrap_or_default();
+            if let Some(lease) = &config.lease {
+                match cluster::holds_lease(client, &lease.namespace, &lease.name, &lease.identity)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::info!(csr = %name, "the Lease is no longer held or has expired; not writing");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(csr = %name, error = %e, "cannot confirm the Lease; not writing");
+                        return;
+                    }
+                }
+            }
             match write_decision(api, &csr, &verdict, &node).await {
                 Ok(written) => {
                     // Decided now, whatever the watch has not yet said.
@@ -365,18 +430,24 @@ pub const REVIEW_HEADER: &[&str] = &[
     "VERDICT",
 ];
 
+/// The table's cells; everything a requester controls is escaped, so no
+/// escape sequence or carriage return reaches the operator's terminal.
 pub fn review_cells(r: &ReviewRow) -> Vec<String> {
     let verdict = if r.reason.is_empty() {
         r.verdict.clone()
     } else {
         format!("{}: {}", r.verdict, r.reason)
     };
-    vec![
+    let cells = vec![
         r.name.clone(),
         r.signer.clone(),
         r.requester.clone(),
         r.node.clone().unwrap_or_else(|| "-".into()),
-        r.sans.join(","),
+        if r.sans.is_empty() {
+            "-".into()
+        } else {
+            r.sans.join(",")
+        },
         r.usages.join(","),
         r.key.clone(),
         humantime::format_duration(Duration::from_secs(r.age_seconds.max(0) as u64))
@@ -386,7 +457,11 @@ pub fn review_cells(r: &ReviewRow) -> Vec<String> {
             .unwrap_or_default()
             .to_owned(),
         verdict,
-    ]
+    ];
+    cells
+        .into_iter()
+        .map(|c| crate::escape(&c).into_owned())
+        .collect()
 }
 
 /// `csr review`: the verdict on every pending CSR (or those named), and
@@ -394,6 +469,7 @@ pub fn review_cells(r: &ReviewRow) -> Vec<String> {
 pub async fn review(
     client: Client,
     names: &[String],
+    selector: Option<&str>,
     policy: &Policy,
     approve: bool,
     deny: bool,
@@ -404,11 +480,16 @@ pub async fn review(
         message: crate::error_chain(&e),
     };
     let api: Api<Csr> = Api::all(client.clone());
+    let mut params = ListParams::default();
+    if let Some(labels) = selector {
+        params = params.labels(labels);
+    }
     let all = api
-        .list(&ListParams::default())
+        .list(&params)
         .await
         .map_err(|e| api_err("list", "certificatesigningrequests", e))?
         .items;
+    let facts_of_cluster = cluster::read(&client).await?;
     let nodes: BTreeMap<String, Node> = Api::<Node>::all(client)
         .list(&ListParams::default())
         .await
@@ -433,7 +514,8 @@ pub async fn review(
         if names.is_empty() && !pending(csr) || !names.is_empty() && !names.contains(&name) {
             continue;
         }
-        let (verdict, facts) = policy::decide(csr, &nodes, policy);
+        let (verdict, facts) = policy::decide(csr, &nodes, &facts_of_cluster, policy);
+
         let signer = csr.spec.signer_name.clone();
         let mut sans: Vec<String> = facts.dns.clone();
         sans.extend(facts.ips.iter().map(ToString::to_string));

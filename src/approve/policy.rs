@@ -1,29 +1,44 @@
-//! The kubelet-serving policy: a pure function from a CSR, the Nodes and
-//! the operator's policy flags to a verdict. No I/O, no clock.
+//! The kubelet-serving policy: a pure function from a CSR, the Nodes, the
+//! cluster's own names and addresses and the operator's flags to a
+//! verdict. No I/O, no clock.
 //!
-//! Approve only when every check holds; deny when one is definitely
-//! violated, naming it; wait when the answer depends on a Node that is
-//! not there yet (or does not list the address yet). The checks, in the
-//! order they are made:
+//! Approve only when every check holds; deny when one definitely fails,
+//! naming it; wait when the answer depends on a Node that is not there
+//! yet, or on a name or address nothing can prove (a person decides with
+//! `csr review`). Data a node writes itself (its Node's
+//! `status.addresses`) is necessary, never sufficient: every name and
+//! address must also lie inside what the operator declared, and nothing
+//! that belongs to the cluster or to another node is ever a node's. The
+//! checks, in the order they are made:
 //!
 //! 1. `requester`: `spec.username` is `system:node:NAME` and `spec.groups`
-//!    holds `system:nodes` (both set by the API server from how the kubelet
+//!    holds `system:nodes` (set by the API server from how the kubelet
 //!    authenticated, never by the kubelet);
-//! 2. `request`: `spec.request` is one PEM `CERTIFICATE REQUEST`;
+//! 2. `request` / `sans`: `spec.request` read strictly ([`crate::x509`]:
+//!    one PEM block, strict DER, exactly one extensionRequest, known
+//!    extensions once each, only DNS and IP SANs and at least one, two
+//!    parsers agreeing);
 //! 3. `key`: RSA ≥ 2048 bits, ECDSA P-256 or P-384, or Ed25519;
 //! 4. `signature`: its signature verifies with its own public key;
 //! 5. `subject`: exactly `CN=system:node:NAME` (the requester's NAME) and
 //!    `O=system:nodes`, nothing else;
-//! 6. `usages`: exactly digital signature and server auth, plus key
-//!    encipherment only for an RSA key (never client auth);
-//! 7. `sans`: DNS names and IP addresses only (no email, URI or other);
-//! 8. `expiration`: `expirationSeconds`, when set, within the maximum;
-//! 9. `ip-san` / `dns-san`: a SAN that another Node lists is denied;
-//! 10. `node`: wait while Node NAME does not exist or has no addresses;
-//! 11. `ip-san` / `dns-san`: every SAN is one of Node NAME's addresses
-//!     (IPs compared parsed, so `fd00::1` and `fd00:0:0::1` are one; DNS
-//!     case-insensitively), or allowed by `--allowed-cidr` /
-//!     `--allowed-dns`; otherwise wait (the Node may not list it yet).
+//! 6. `usages`: `spec.usages` exactly digital signature and server auth,
+//!    plus key encipherment only for an RSA key; any key usage, extended
+//!    key usage or basic constraints in the request itself within those
+//!    (never client auth, never a CA);
+//! 7. `expiration`: `expirationSeconds`, when set, within the maximum;
+//! 8. `dns-san` / `ip-san`, denied: a name or address of the cluster's
+//!    own (`kubernetes[.default[.svc[...]]]`, anything under `.svc`,
+//!    `localhost`; a Service range, the `kubernetes` Service's IP, an API
+//!    server endpoint; loopback, link-local, multicast, unspecified);
+//! 9. `dns-san` / `ip-san`, denied: another Node's name (or a name under
+//!    it) or a name or address another Node lists;
+//! 10. `ip-san`, denied: an address outside every `--node-cidr`;
+//! 11. `node`: wait while Node NAME does not exist or lists no addresses;
+//! 12. `ip-san` / `dns-san`, else wait: every IP is one Node NAME lists
+//!     (compared parsed: `fd00::1` and `fd00:0:0::1` are one); every DNS
+//!     name is NAME itself, or one Node NAME lists that also matches an
+//!     `--allowed-dns` pattern (case-insensitively).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -31,11 +46,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
-use x509_parser::certification_request::X509CertificationRequest;
-use x509_parser::extensions::{GeneralName, ParsedExtension};
-use x509_parser::prelude::FromDer;
 
-use crate::source::csr::{KeyAlg, ip_of};
+use crate::source::csr::KeyAlg;
+use crate::x509::{COMMON_NAME, ORGANIZATION, Request, RequestError, SERVER_AUTH};
 
 /// The signer this policy is for.
 pub const SIGNER: &str = crate::source::csr::KUBELET_SERVING;
@@ -121,16 +134,34 @@ impl Verdict {
     }
 }
 
-/// The operator's widening and limits.
+/// The operator's bounds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
-    /// DNS names a node may have beyond its Node's addresses: exact names,
-    /// or `*.SUFFIX` for any name directly or deeper under SUFFIX.
+    /// Patterns a DNS name beyond the node's own name must match (besides
+    /// being listed by its Node): exact names, or `*.SUFFIX` for names
+    /// under SUFFIX. Never widens what is reserved or another node's.
     pub allowed_dns: Vec<String>,
-    /// IP ranges a node may have beyond its Node's addresses.
-    pub allowed_cidrs: Vec<Cidr>,
+    /// The node networks: every IP SAN must lie inside one.
+    pub node_cidrs: Vec<Cidr>,
+    /// No node network declared, knowingly: any address a Node lists
+    /// (and nothing reserved nor another node's) is accepted.
+    pub any_node_address: bool,
+    /// Ranges the operator reserves on top of what the cluster reports
+    /// (Service ranges of clusters without the ServiceCIDR API).
+    pub reserved_cidrs: Vec<Cidr>,
     /// The longest `expirationSeconds` approved.
     pub max_expiration: Option<Duration>,
+}
+
+/// Names and addresses that belong to the cluster, as read from it: never
+/// a node's. Built by the controller ([`super::cluster_facts`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cluster {
+    /// Service ranges and where they were read (`ServiceCIDR kubernetes`).
+    pub ranges: Vec<(Cidr, String)>,
+    /// Single addresses (the `kubernetes` Service's IPs, the API server's
+    /// endpoints) and what they are.
+    pub addresses: Vec<(IpAddr, String)>,
 }
 
 /// An IP range `ADDR/BITS`.
@@ -177,7 +208,7 @@ impl Cidr {
 
 /// IPv4-mapped IPv6 addresses (`::ffff:10.0.0.1`) as the IPv4 address they
 /// are, so one address has one form.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -185,10 +216,12 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// What a CSR asks for, read once (for the verdict and for `csr review`).
+/// Strings come from the requester: escape them before they are shown.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     /// NAME of a `system:node:NAME` requester.
     pub node: Option<String>,
+    /// Lower-case; empty when the request could not be read strictly.
     pub dns: Vec<String>,
     pub ips: Vec<IpAddr>,
     /// e.g. `ecdsa-p256`, `rsa-1024`, `unknown`.
@@ -227,23 +260,27 @@ fn wait(check: Check, message: impl Into<String>) -> Verdict {
     }
 }
 
-/// The verdict on `csr`, given every Node by name.
+/// The verdict on `csr`, given every Node by name and the cluster's own
+/// names and addresses.
 pub fn decide(
     csr: &CertificateSigningRequest,
     nodes: &BTreeMap<String, Node>,
+    cluster: &Cluster,
     policy: &Policy,
 ) -> (Verdict, Facts) {
     let mut facts = Facts {
         usages: csr.spec.usages.clone().unwrap_or_default(),
+        key: "unknown".into(),
         ..Facts::default()
     };
-    let verdict = check_all(csr, nodes, policy, &mut facts);
+    let verdict = check_all(csr, nodes, cluster, policy, &mut facts);
     (verdict, facts)
 }
 
 fn check_all(
     csr: &CertificateSigningRequest,
     nodes: &BTreeMap<String, Node>,
+    cluster: &Cluster,
     policy: &Policy,
     facts: &mut Facts,
 ) -> Verdict {
@@ -260,47 +297,25 @@ fn check_all(
     if !groups.iter().any(|g| g == NODES_GROUP) {
         return deny(
             Check::Requester,
-            format!("requester {username} is not in group {NODES_GROUP}"),
+            format!("requester {username:?} is not in group {NODES_GROUP}"),
         );
     }
 
-    // 2-4. the request, its key and its signature.
-    let der = match x509_parser::pem::parse_x509_pem(&csr.spec.request.0) {
-        Ok((_, pem)) if pem.label == "CERTIFICATE REQUEST" => pem.contents,
-        _ => {
-            return deny(
-                Check::Request,
-                "spec.request is not a PEM CERTIFICATE REQUEST",
-            );
-        }
+    // 2. the request, read strictly, once.
+    let req = match Request::read(&csr.spec.request.0) {
+        Ok(req) => req,
+        Err(e @ RequestError::Sans(_)) => return deny(Check::Sans, e.to_string()),
+        Err(e) => return deny(Check::Request, e.to_string()),
     };
-    let req = match X509CertificationRequest::from_der(&der) {
-        Ok((_, req)) => req,
-        Err(e) => return deny(Check::Request, format!("the request does not parse: {e}")),
-    };
-    let spki = &req.certification_request_info.subject_pki;
-    let alg = KeyAlg::of_spki(spki);
-    facts.key = alg.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
-    let mut sans_ok = true;
-    for ext in req.requested_extensions().into_iter().flatten() {
-        if let ParsedExtension::SubjectAlternativeName(san) = ext {
-            for n in &san.general_names {
-                match n {
-                    GeneralName::DNSName(d) => {
-                        facts.dns.push(d.trim_end_matches('.').to_ascii_lowercase())
-                    }
-                    GeneralName::IPAddress(b) => match ip_of(b) {
-                        Some(ip) => facts.ips.push(canonical(ip)),
-                        None => sans_ok = false,
-                    },
-                    _ => sans_ok = false,
-                }
-            }
-        }
-    }
-    // The key before its signature: the verifier (ring) refuses weak RSA
-    // keys outright, which would read as a forged signature.
-    match alg {
+    facts.key = req
+        .key
+        .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+    facts.dns = req.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
+    facts.ips = req.ips.iter().copied().map(canonical).collect();
+
+    // 3-4. the key, then its signature: the verifier (ring) refuses weak
+    // RSA keys outright, which would read as a forged signature.
+    match req.key {
         Some(KeyAlg::Rsa(bits)) if bits < 2048 => {
             return deny(
                 Check::Key,
@@ -315,63 +330,36 @@ fn check_all(
             );
         }
     }
-    if req.verify_signature().is_err() {
-        return deny(
-            Check::Signature,
-            "the request's signature does not verify with its public key",
-        );
+    if let Err(e) = req.verify_signature() {
+        return deny(Check::Signature, e.to_string());
     }
 
     // 5. subject: exactly CN=system:node:NAME, O=system:nodes.
-    let subject = &req.certification_request_info.subject;
-    let mut cn = Vec::new();
-    let mut o = Vec::new();
-    let mut other = 0;
-    for attr in subject.iter_attributes() {
-        let value = attr.as_str().unwrap_or_default().to_owned();
-        match attr.attr_type().to_id_string().as_str() {
-            "2.5.4.3" => cn.push(value),
-            "2.5.4.10" => o.push(value),
-            _ => other += 1,
-        }
-    }
-    if cn != [username] || o != [NODES_GROUP] || other > 0 {
+    if req.subject.len() != 2
+        || req.subject_values(COMMON_NAME) != [username]
+        || req.subject_values(ORGANIZATION) != [NODES_GROUP]
+    {
+        let subject: Vec<String> = req
+            .subject
+            .iter()
+            .map(|(oid, v)| format!("{oid}={v:?}"))
+            .collect();
         return deny(
             Check::Subject,
-            format!("subject is {subject}, not exactly CN={username}, O={NODES_GROUP}"),
-        );
-    }
-
-    // 6. usages.
-    let rsa = matches!(alg, Some(KeyAlg::Rsa(_)));
-    let mut usages: Vec<&str> = facts.usages.iter().map(String::as_str).collect();
-    usages.sort_unstable();
-    let exact = ["digital signature", "server auth"];
-    let with_ke = ["digital signature", "key encipherment", "server auth"];
-    if usages != exact && !(rsa && usages == with_ke) {
-        let allowed = if rsa {
-            "digital signature and server auth, optionally key encipherment (RSA)"
-        } else {
-            "exactly digital signature and server auth"
-        };
-        return deny(
-            Check::Usages,
             format!(
-                "usages {:?}; a kubelet serving certificate has {allowed}",
-                facts.usages
+                "subject is [{}], not exactly CN={username:?}, O={NODES_GROUP}",
+                subject.join(", ")
             ),
         );
     }
 
-    // 7. SAN kinds.
-    if !sans_ok {
-        return deny(
-            Check::Sans,
-            "the request names an email address, URI or other SAN kind; only DNS names and IP addresses are allowed",
-        );
+    // 6. usages, as the signer will issue them and as the request asks.
+    let rsa = matches!(req.key, Some(KeyAlg::Rsa(_)));
+    if let Some(v) = usages(&facts.usages, &req, rsa) {
+        return v;
     }
 
-    // 8. requested lifetime.
+    // 7. requested lifetime.
     if let (Some(max), Some(secs)) = (policy.max_expiration, csr.spec.expiration_seconds)
         && u64::try_from(secs).unwrap_or(0) > max.as_secs()
     {
@@ -384,56 +372,222 @@ fn check_all(
         );
     }
 
-    // 9. a SAN another Node lists is definitely not this node's.
+    // 8. the cluster's own names and addresses.
+    if let Some(v) = reserved(facts, cluster, policy) {
+        return v;
+    }
+
+    // 9. another node's name or addresses. An address both Nodes list is
+    // in dispute: each node writes its own status, so one could list the
+    // other's address to get the other's requests denied; neither gets it
+    // until a person decides.
+    let (own_ips, own_dns) = nodes.get(name).map(addresses).unwrap_or_default();
     for (other, node) in nodes.iter().filter(|(n, _)| n.as_str() != name) {
+        let other_lc = other.to_ascii_lowercase();
         let (ips, dns) = addresses(node);
         if let Some(ip) = facts.ips.iter().find(|ip| ips.contains(ip)) {
+            let message = format!("IP address {ip} belongs to node {other:?}");
+            return if own_ips.contains(ip) {
+                wait(
+                    Check::IpSan,
+                    format!("{message}, and node {name:?} lists it too"),
+                )
+            } else {
+                deny(Check::IpSan, message)
+            };
+        }
+        if let Some(d) = facts.dns.iter().find(|d| {
+            **d == other_lc
+                || d.starts_with(&format!("{other_lc}."))
+                || d.ends_with(&format!(".{other_lc}"))
+        }) {
             return deny(
-                Check::IpSan,
-                format!("IP address {ip} belongs to node {other}"),
+                Check::DnsSan,
+                format!("DNS name {d:?} is node {other:?}'s name or under it"),
             );
         }
         if let Some(d) = facts.dns.iter().find(|d| dns.contains(d)) {
-            return deny(
-                Check::DnsSan,
-                format!("DNS name {d} belongs to node {other}"),
-            );
+            let message = format!("DNS name {d:?} belongs to node {other:?}");
+            return if own_dns.contains(d) {
+                wait(
+                    Check::DnsSan,
+                    format!("{message}, and node {name:?} lists it too"),
+                )
+            } else {
+                deny(Check::DnsSan, message)
+            };
         }
     }
 
-    // 10. the Node itself.
-    let Some(node) = nodes.get(name) else {
-        return wait(Check::Node, format!("node {name} does not exist (yet)"));
-    };
-    let (ips, dns) = addresses(node);
-    if ips.is_empty() && dns.is_empty() {
-        return wait(Check::Node, format!("node {name} lists no addresses (yet)"));
-    }
-
-    // 11. every SAN is the node's, or allowed by policy.
-    if let Some(ip) = facts
-        .ips
-        .iter()
-        .find(|ip| !ips.contains(ip) && !policy.allowed_cidrs.iter().any(|c| c.contains(**ip)))
+    // 10. the node networks.
+    if !policy.any_node_address
+        && let Some(ip) = facts
+            .ips
+            .iter()
+            .find(|ip| !policy.node_cidrs.iter().any(|c| c.contains(**ip)))
     {
-        return wait(
+        let declared: Vec<String> = policy.node_cidrs.iter().map(ToString::to_string).collect();
+        return deny(
             Check::IpSan,
             format!(
-                "IP address {ip} is not among node {name}'s addresses (yet) nor in --allowed-cidr"
+                "IP address {ip} is outside the node networks (--node-cidr {})",
+                if declared.is_empty() {
+                    "none declared".to_owned()
+                } else {
+                    declared.join(",")
+                }
             ),
         );
     }
-    if let Some(d) = facts
-        .dns
-        .iter()
-        .find(|d| !dns.contains(d) && !policy.allowed_dns.iter().any(|p| dns_matches(p, d)))
-    {
+
+    // 11. the Node itself.
+    let Some(node) = nodes.get(name) else {
+        return wait(Check::Node, format!("node {name:?} does not exist (yet)"));
+    };
+    let (ips, dns) = addresses(node);
+    if ips.is_empty() && dns.is_empty() {
+        return wait(
+            Check::Node,
+            format!("node {name:?} lists no addresses (yet)"),
+        );
+    }
+
+    // 12. every SAN is one the node lists, within the operator's bounds.
+    if let Some(ip) = facts.ips.iter().find(|ip| !ips.contains(ip)) {
+        return wait(
+            Check::IpSan,
+            format!("IP address {ip} is not among node {name:?}'s addresses (yet)"),
+        );
+    }
+    let own = name.to_ascii_lowercase();
+    if let Some(d) = facts.dns.iter().find(|d| {
+        **d != own && !(dns.contains(d) && policy.allowed_dns.iter().any(|p| dns_matches(p, d)))
+    }) {
+        let why = if dns.contains(d) {
+            "matches no --allowed-dns pattern"
+        } else {
+            "is not among the node's addresses (yet)"
+        };
         return wait(
             Check::DnsSan,
-            format!("DNS name {d} is not among node {name}'s addresses (yet) nor in --allowed-dns"),
+            format!("DNS name {d:?} is not node {name:?}'s own name and {why}"),
         );
     }
     Verdict::Approve
+}
+
+/// Check 6: `spec.usages` (what the signer issues) and whatever usages the
+/// request itself names.
+fn usages(spec: &[String], req: &Request, rsa: bool) -> Option<Verdict> {
+    let mut usages: Vec<&str> = spec.iter().map(String::as_str).collect();
+    usages.sort_unstable();
+    let exact = ["digital signature", "server auth"];
+    let with_ke = ["digital signature", "key encipherment", "server auth"];
+    if usages != exact && !(rsa && usages == with_ke) {
+        let allowed = if rsa {
+            "digital signature and server auth, optionally key encipherment (RSA)"
+        } else {
+            "exactly digital signature and server auth"
+        };
+        return Some(deny(
+            Check::Usages,
+            format!("usages {spec:?}; a kubelet serving certificate has {allowed}"),
+        ));
+    }
+    let ku_ok = req
+        .key_usage
+        .iter()
+        .all(|u| u == "DigitalSignature" || (rsa && u == "KeyEncipherment"));
+    let eku_ok = req.ext_key_usage.iter().all(|o| *o == SERVER_AUTH);
+    if !ku_ok || !eku_ok || req.ca == Some(true) {
+        return Some(deny(
+            Check::Usages,
+            format!(
+                "the request itself asks for key usages {:?}, extended key usages {:?}, CA {:?}; only digital signature{}, server auth and no CA are allowed",
+                req.key_usage,
+                req.ext_key_usage
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>(),
+                req.ca,
+                if rsa { ", key encipherment" } else { "" },
+            ),
+        ));
+    }
+    None
+}
+
+/// Check 8: names and addresses that are the cluster's, whatever the flags.
+fn reserved(facts: &Facts, cluster: &Cluster, policy: &Policy) -> Option<Verdict> {
+    for d in &facts.dns {
+        let labels: Vec<&str> = d.split('.').collect();
+        let why = if labels[0] == "kubernetes"
+            && (labels.len() == 1 || labels.get(1) == Some(&"default"))
+        {
+            Some("the API server's Service name")
+        } else if labels[1..].contains(&"svc") || labels.last() == Some(&"svc") {
+            Some("a Service name (under .svc)")
+        } else if labels.last() == Some(&"localhost") {
+            Some("localhost")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Some(deny(
+                Check::DnsSan,
+                format!("DNS name {d:?} is {why}; never a node's"),
+            ));
+        }
+    }
+    for ip in &facts.ips {
+        let why = special(*ip)
+            .map(str::to_owned)
+            .or_else(|| {
+                cluster
+                    .addresses
+                    .iter()
+                    .find(|(a, _)| canonical(*a) == *ip)
+                    .map(|(_, what)| what.clone())
+            })
+            .or_else(|| {
+                cluster
+                    .ranges
+                    .iter()
+                    .find(|(c, _)| c.contains(*ip))
+                    .map(|(c, what)| format!("in Service range {c} ({what})"))
+            })
+            .or_else(|| {
+                policy
+                    .reserved_cidrs
+                    .iter()
+                    .find(|c| c.contains(*ip))
+                    .map(|c| format!("in reserved range {c} (--service-cidr)"))
+            });
+        if let Some(why) = why {
+            return Some(deny(
+                Check::IpSan,
+                format!("IP address {ip} is {why}; never a node's"),
+            ));
+        }
+    }
+    None
+}
+
+/// Addresses no node can own: loopback, link-local, multicast,
+/// unspecified, broadcast.
+fn special(ip: IpAddr) -> Option<&'static str> {
+    match canonical(ip) {
+        IpAddr::V4(a) if a.is_loopback() => Some("a loopback address"),
+        IpAddr::V4(a) if a.is_link_local() => Some("a link-local address"),
+        IpAddr::V4(a) if a.is_multicast() => Some("a multicast address"),
+        IpAddr::V4(a) if a.is_unspecified() => Some("the unspecified address"),
+        IpAddr::V4(a) if a.is_broadcast() => Some("the broadcast address"),
+        IpAddr::V6(a) if a.is_loopback() => Some("a loopback address"),
+        IpAddr::V6(a) if a.is_unicast_link_local() => Some("a link-local address"),
+        IpAddr::V6(a) if a.is_multicast() => Some("a multicast address"),
+        IpAddr::V6(a) if a.is_unspecified() => Some("the unspecified address"),
+        _ => None,
+    }
 }
 
 /// `pattern` is an exact name or `*.SUFFIX` (any name under SUFFIX).
@@ -488,18 +642,7 @@ mod tests {
     }
 
     fn pem_of(der: &[u8]) -> Vec<u8> {
-        use base64::Engine as _;
-        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-        let lines: Vec<&str> = b64
-            .as_bytes()
-            .chunks(64)
-            .map(|c| std::str::from_utf8(c).unwrap())
-            .collect();
-        format!(
-            "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
-            lines.join("\n")
-        )
-        .into_bytes()
+        crate::forge::pem("CERTIFICATE REQUEST", der).into_bytes()
     }
 
     /// A 1024-bit RSA request, which ring refuses to sign: signed with the
@@ -540,8 +683,8 @@ mod tests {
                 .into_bytes(),
         };
         if a.tamper {
-            let (_, block) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
-            let mut der = block.contents;
+            let mut der =
+                crate::pem::exactly_one(&pem, rustls_pki_types::pem::SectionKind::Csr).unwrap();
             let last = der.len() - 1;
             der[last] ^= 0x55;
             pem = pem_of(&der);
@@ -583,7 +726,10 @@ mod tests {
         (name.to_owned(), node)
     }
 
-    fn cluster() -> BTreeMap<String, Node> {
+    /// Node n1 lists its own addresses, and also (a node writes its own
+    /// status) names and addresses that are the cluster's: listing them
+    /// must prove nothing.
+    fn nodes() -> BTreeMap<String, Node> {
         [
             node(
                 "n1",
@@ -591,34 +737,86 @@ mod tests {
                     ("InternalIP", "10.0.0.1"),
                     // The same address as the request's fd00::1, spelled out.
                     ("InternalIP", "fd00:0:0:0:0:0:0:1"),
+                    ("InternalIP", "10.0.0.7"),
+                    // Also n2's: in dispute.
+                    ("InternalIP", "10.0.0.3"),
+                    ("InternalDNS", "shared.nodes.example"),
                     ("Hostname", "N1"),
+                    ("InternalDNS", "n1.nodes.example"),
+                    ("InternalDNS", "n1.elsewhere.example"),
+                    ("InternalDNS", "n2.nodes.example"),
+                    ("InternalIP", "10.96.0.1"),
+                    ("InternalIP", "10.100.0.5"),
+                    ("InternalIP", "10.0.0.250"),
+                    ("InternalIP", "127.0.0.1"),
+                    ("InternalIP", "192.168.9.9"),
+                    ("InternalDNS", "kubernetes.default.svc"),
+                    ("InternalDNS", "web.prod.svc.cluster.local"),
                 ],
             ),
-            node("n2", &[("InternalIP", "10.0.0.2"), ("Hostname", "n2")]),
+            node(
+                "n2",
+                &[
+                    ("InternalIP", "10.0.0.2"),
+                    ("InternalIP", "10.0.0.3"),
+                    ("Hostname", "n2"),
+                    ("InternalDNS", "n2-alias.nodes.example"),
+                    ("InternalDNS", "shared.nodes.example"),
+                ],
+            ),
         ]
         .into_iter()
         .collect()
     }
 
+    /// What a kubeadm cluster reports: its Service range, the
+    /// `kubernetes` Service's IP, the API server's endpoint.
+    fn the_cluster() -> Cluster {
+        Cluster {
+            ranges: vec![(
+                "10.96.0.0/12".parse().unwrap(),
+                "ServiceCIDR kubernetes".into(),
+            )],
+            addresses: vec![
+                (
+                    "10.96.0.1".parse().unwrap(),
+                    "the kubernetes Service's IP".into(),
+                ),
+                (
+                    "10.0.0.250".parse().unwrap(),
+                    "an API server endpoint".into(),
+                ),
+            ],
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            node_cidrs: vec!["10.0.0.0/16".parse().unwrap(), "fd00::/64".parse().unwrap()],
+            allowed_dns: vec!["*.nodes.example".into()],
+            max_expiration: Some(Duration::from_secs(30 * 86_400)),
+            ..Policy::default()
+        }
+    }
+
+    fn verdict_of(request: CertificateSigningRequest) -> Verdict {
+        decide(&request, &nodes(), &the_cluster(), &policy()).0
+    }
+
+    /// A request n1 sends with a forged shape (see tests/support/forge.rs).
+    fn forged(shape: &crate::forge::Shape) -> CertificateSigningRequest {
+        let mut a = kubelet("n1");
+        a.pem = Some(shape.pem().into_bytes());
+        csr(&a)
+    }
+
     /// One row per check: a request that fails exactly that check, and
-    /// the verdict it gets; the first row passes everything.
+    /// the verdict it gets; the first rows pass everything.
     #[test]
     fn every_check_has_a_request_that_fails_it() {
         let email = {
-            let key = rcgen::KeyPair::generate().unwrap();
-            let mut p = rcgen::CertificateParams::new(vec!["n1".to_owned()]).unwrap();
-            p.distinguished_name = rcgen::DistinguishedName::new();
-            p.distinguished_name
-                .push(rcgen::DnType::CommonName, "system:node:n1");
-            p.distinguished_name
-                .push(rcgen::DnType::OrganizationName, "system:nodes");
-            p.subject_alt_names
-                .push(rcgen::SanType::Rfc822Name("root@n1".try_into().unwrap()));
-            p.serialize_request(&key)
-                .unwrap()
-                .pem()
-                .unwrap()
-                .into_bytes()
+            use crate::forge::*;
+            Shape::kubelet("n1", &[dns("n1"), email("root@n1")])
         };
         type Edit = Box<dyn Fn(&mut Ask)>;
         let rows: Vec<(&str, Edit, &str, Option<Check>)> = vec![
@@ -635,6 +833,12 @@ mod tests {
             (
                 "Ed25519",
                 Box::new(|a| a.alg = KeyAlg::Ed25519),
+                "approve",
+                None,
+            ),
+            (
+                "a listed name under an allowed suffix",
+                Box::new(|a| a.dns.push("N1.nodes.example".into())),
                 "approve",
                 None,
             ),
@@ -694,7 +898,22 @@ mod tests {
             ),
             (
                 "an email SAN",
-                Box::new(move |a| a.pem = Some(email.clone())),
+                Box::new(move |a| a.pem = Some(email.pem().into_bytes())),
+                "deny",
+                Some(Check::Sans),
+            ),
+            (
+                "no SAN at all",
+                Box::new(|a| {
+                    a.dns.clear();
+                    a.ips.clear();
+                }),
+                "deny",
+                Some(Check::Sans),
+            ),
+            (
+                "a wildcard under an allowed suffix",
+                Box::new(|a| a.dns.push("*.nodes.example".into())),
                 "deny",
                 Some(Check::Sans),
             ),
@@ -711,6 +930,72 @@ mod tests {
                 Some(Check::Expiration),
             ),
             (
+                "the API server's Service name, listed by the node",
+                Box::new(|a| a.dns.push("kubernetes.default.svc".into())),
+                "deny",
+                Some(Check::DnsSan),
+            ),
+            (
+                "a bare kubernetes",
+                Box::new(|a| a.dns.push("kubernetes".into())),
+                "deny",
+                Some(Check::DnsSan),
+            ),
+            (
+                "a Service name, listed by the node",
+                Box::new(|a| a.dns.push("web.prod.svc.cluster.local".into())),
+                "deny",
+                Some(Check::DnsSan),
+            ),
+            (
+                "localhost",
+                Box::new(|a| a.dns.push("localhost".into())),
+                "deny",
+                Some(Check::DnsSan),
+            ),
+            (
+                "the kubernetes Service IP, listed by the node",
+                Box::new(|a| a.ips.push("10.96.0.1".parse().unwrap())),
+                "deny",
+                Some(Check::IpSan),
+            ),
+            (
+                "an IP in the Service range, listed by the node",
+                Box::new(|a| a.ips.push("10.100.0.5".parse().unwrap())),
+                "deny",
+                Some(Check::IpSan),
+            ),
+            (
+                "the API server's endpoint, inside the node network and listed",
+                Box::new(|a| a.ips.push("10.0.0.250".parse().unwrap())),
+                "deny",
+                Some(Check::IpSan),
+            ),
+            (
+                "loopback, listed by the node",
+                Box::new(|a| a.ips.push("127.0.0.1".parse().unwrap())),
+                "deny",
+                Some(Check::IpSan),
+            ),
+            (
+                "IPv6 loopback",
+                Box::new(|a| a.ips.push("::1".parse().unwrap())),
+                "deny",
+                Some(Check::IpSan),
+            ),
+            (
+                "link-local",
+                Box::new(|a| a.ips.push("169.254.169.254".parse().unwrap())),
+                "deny",
+                Some(Check::IpSan),
+            ),
+            (
+                "IPv4-mapped loopback",
+                Box::new(|a| a.ips.push("::ffff:127.0.0.1".parse().unwrap())),
+                "deny",
+                Some(Check::IpSan),
+            ),
+            (
                 "another node's IP",
                 Box::new(|a| a.ips.push("10.0.0.2".parse().unwrap())),
                 "deny",
@@ -723,38 +1008,69 @@ mod tests {
                 Some(Check::DnsSan),
             ),
             (
+                "an IP both nodes list",
+                Box::new(|a| a.ips.push("10.0.0.3".parse().unwrap())),
+                "wait",
+                Some(Check::IpSan),
+            ),
+            (
+                "a name both nodes list",
+                Box::new(|a| a.dns.push("shared.nodes.example".into())),
+                "wait",
+                Some(Check::DnsSan),
+            ),
+            (
+                "a name another node lists",
+                Box::new(|a| a.dns.push("n2-alias.nodes.example".into())),
+                "deny",
+                Some(Check::DnsSan),
+            ),
+            (
+                "another node's name under the suffix, listed by this node",
+                Box::new(|a| a.dns.push("n2.nodes.example".into())),
+                "deny",
+                Some(Check::DnsSan),
+            ),
+            (
+                "an address outside the node networks, listed by the node",
+                Box::new(|a| a.ips.push("192.168.9.9".parse().unwrap())),
+                "deny",
+                Some(Check::IpSan),
+            ),
+            (
                 "a node that does not exist yet",
                 Box::new(|a| {
                     a.username = "system:node:n3".into();
                     a.cn = Some("system:node:n3".into());
                     a.dns = vec!["n3".into()];
-                    a.ips = vec!["10.0.0.3".parse().unwrap()];
+                    a.ips = vec!["10.0.0.33".parse().unwrap()];
                 }),
                 "wait",
                 Some(Check::Node),
             ),
             (
-                "an IP the node does not list",
-                Box::new(|a| a.ips.push("192.168.9.9".parse().unwrap())),
+                "an IP in the node network the node does not list",
+                Box::new(|a| a.ips.push("10.0.0.9".parse().unwrap())),
                 "wait",
                 Some(Check::IpSan),
             ),
             (
                 "a name the node does not list",
-                Box::new(|a| a.dns.push("n1.unknown.example".into())),
+                Box::new(|a| a.dns.push("n1a.nodes.example".into())),
+                "wait",
+                Some(Check::DnsSan),
+            ),
+            (
+                "a name the node lists that matches no pattern",
+                Box::new(|a| a.dns.push("n1.elsewhere.example".into())),
                 "wait",
                 Some(Check::DnsSan),
             ),
         ];
-        let policy = Policy {
-            max_expiration: Some(Duration::from_secs(30 * 86_400)),
-            ..Policy::default()
-        };
-        let nodes = cluster();
         for (what, edit, want, check) in rows {
             let mut a = kubelet("n1");
             edit(&mut a);
-            let (verdict, _) = decide(&csr(&a), &nodes, &policy);
+            let verdict = verdict_of(csr(&a));
             assert_eq!(
                 (verdict.label(), verdict.check()),
                 (want, check),
@@ -764,29 +1080,275 @@ mod tests {
         }
     }
 
+    /// Every shape a forger can send that Go reads one way and a lax
+    /// reader another: each is denied, naming the check.
     #[test]
-    fn policy_flags_widen_the_node_addresses() {
-        let mut a = kubelet("n1");
-        a.ips.push("192.168.9.9".parse().unwrap());
-        a.dns.push("n1.nodes.example".into());
-        let nodes = cluster();
-        let policy = Policy {
-            allowed_cidrs: vec!["192.168.0.0/16".parse().unwrap()],
-            allowed_dns: vec!["*.nodes.example".into()],
-            ..Policy::default()
+    fn forged_shapes_are_denied() {
+        use crate::forge::*;
+        let names = || vec![dns("n1"), ip("10.0.0.1")];
+        let ku = key_usage_digital();
+        let base = Shape::kubelet("n1", &names());
+        let mut rows: Vec<(&str, Shape, Check, &str)> = Vec::new();
+        // The one that was approved before: a harmless extensionRequest
+        // first, the names in a second one that x509-parser never read.
+        let mut two = base.clone();
+        two.attributes = vec![
+            extension_request(std::slice::from_ref(&ku)),
+            extension_request(&[san(&[dns("kubernetes.default.svc"), ip("10.96.0.1")])]),
+        ];
+        rows.push((
+            "two extensionRequest attributes",
+            two,
+            Check::Request,
+            "2 attributes",
+        ));
+        // A UTF8String inside the SAN sequence: Go skips it and reads the
+        // rest; x509-parser rejected the whole extension.
+        let utf8_in_san = Shape::kubelet(
+            "n1",
+            &[utf8("x"), dns("kubernetes.default.svc"), ip("10.96.0.1")],
+        );
+        rows.push((
+            "a UTF8String among the SANs",
+            utf8_in_san,
+            Check::Sans,
+            "UTF8String",
+        ));
+        let mut challenge = base.clone();
+        challenge
+            .attributes
+            .push(seq(&[oid(CHALLENGE_PASSWORD), set(&[utf8("secret")])]));
+        rows.push((
+            "a challengePassword beside the extensions",
+            challenge,
+            Check::Request,
+            "2 attributes",
+        ));
+        let mut only_other = base.clone();
+        only_other.attributes = vec![seq(&[oid(CHALLENGE_PASSWORD), set(&[utf8("secret")])])];
+        rows.push((
+            "an attribute other than extensionRequest",
+            only_other,
+            Check::Request,
+            "only extensionRequest",
+        ));
+        let mut two_values = base.clone();
+        two_values.attributes = vec![seq(&[
+            oid(EXTENSION_REQUEST),
+            set(&[seq(std::slice::from_ref(&ku)), seq(&[san(&names())])]),
+        ])];
+        rows.push((
+            "an extensionRequest with two values",
+            two_values,
+            Check::Request,
+            "2 values",
+        ));
+        let mut dup = base.clone();
+        dup.attributes = vec![extension_request(&[san(&names()), san(&[dns("n2")])])];
+        rows.push(("the SAN extension twice", dup, Check::Request, "twice"));
+        let mut unknown = base.clone();
+        unknown.attributes = vec![extension_request(&[
+            san(&names()),
+            ext("1.2.3.4", false, utf8("?")),
+        ])];
+        rows.push((
+            "an extension certsync does not read",
+            unknown,
+            Check::Request,
+            "1.2.3.4",
+        ));
+        let mut bad_ku = base.clone();
+        bad_ku.attributes = vec![extension_request(&[
+            san(&names()),
+            ext(KEY_USAGE, true, utf8("not a bit string")),
+        ])];
+        rows.push((
+            "a key usage that does not parse",
+            bad_ku,
+            Check::Request,
+            "keyUsage",
+        ));
+        let mut client_eku = base.clone();
+        client_eku.attributes = vec![extension_request(&[
+            san(&names()),
+            ext(EXT_KEY_USAGE, false, seq(&[oid("1.3.6.1.5.5.7.3.2")])),
+        ])];
+        rows.push((
+            "client auth asked in the request",
+            client_eku,
+            Check::Usages,
+            "extended key usages",
+        ));
+        let mut ca = base.clone();
+        ca.attributes = vec![extension_request(&[
+            san(&names()),
+            ext(BASIC_CONSTRAINTS, true, seq(&[vec![0x01, 0x01, 0xff]])),
+        ])];
+        rows.push((
+            "CA:TRUE asked in the request",
+            ca,
+            Check::Usages,
+            "CA Some(true)",
+        ));
+        let mut trailing = base.clone();
+        trailing.trailing = vec![0x05, 0x00];
+        rows.push(("trailing bytes", trailing, Check::Request, "trailing"));
+        let mut two_attr_rdn = base.clone();
+        two_attr_rdn.subject = vec![set(&[
+            seq(&[oid(O), utf8("system:nodes")]),
+            seq(&[oid(CN), utf8("system:node:n1")]),
+        ])];
+        rows.push((
+            "an RDN of two attributes",
+            two_attr_rdn,
+            Check::Request,
+            "2 attributes",
+        ));
+        let mut teletex = base.clone();
+        teletex.subject = vec![
+            rdn(O, tlv(0x14, b"system:nodes")),
+            rdn(CN, utf8("system:node:n1")),
+        ];
+        rows.push((
+            "a T61String in the subject",
+            teletex,
+            Check::Request,
+            "TeletexString",
+        ));
+        let bad_ip = Shape::kubelet("n1", &[dns("n1"), tlv(0x87, &[10, 0, 0])]);
+        rows.push(("an IP SAN of 3 bytes", bad_ip, Check::Sans, "3 bytes"));
+        let uri = Shape::kubelet("n1", &[dns("n1"), uri("spiffe://cluster/ns/x")]);
+        rows.push(("a URI SAN", uri, Check::Sans, "a URI"));
+        let esc = Shape::kubelet("n1", &[dns("n1\u{1b}[2J\rn1")]);
+        rows.push((
+            "an escape sequence in a DNS name",
+            esc,
+            Check::Sans,
+            "\\u{1b}",
+        ));
+        let trailing_dot = Shape::kubelet("n1", &[dns("n1.")]);
+        rows.push((
+            "a trailing dot",
+            trailing_dot,
+            Check::Sans,
+            "not a host name",
+        ));
+        let empty_san = Shape::kubelet("n1", &[]);
+        rows.push(("an empty SAN", empty_san, Check::Sans, "names no DNS name"));
+        let mut tampered = base.clone();
+        tampered.tamper = true;
+        rows.push((
+            "a forged signature",
+            tampered,
+            Check::Signature,
+            "signature",
+        ));
+        for (what, shape, check, says) in rows {
+            let verdict = verdict_of(forged(&shape));
+            assert_eq!(verdict.label(), "deny", "{what}: {}", verdict.describe());
+            assert_eq!(
+                verdict.check(),
+                Some(check),
+                "{what}: {}",
+                verdict.describe()
+            );
+            assert!(
+                verdict.describe().contains(says),
+                "{what}: {:?} does not say {says:?}",
+                verdict.describe()
+            );
+            assert!(
+                !verdict.describe().chars().any(char::is_control),
+                "{what}: control characters in {:?}",
+                verdict.describe()
+            );
+        }
+        // The forger's shape, well formed, passes: the rows fail for what
+        // they change, not for the forge.
+        assert_eq!(verdict_of(forged(&base)), Verdict::Approve);
+    }
+
+    /// A BER encoding (a long-form length where the short form fits) of
+    /// an otherwise good request: x509-parser reads it, DER forbids it.
+    #[test]
+    fn a_non_der_length_is_denied() {
+        use crate::forge::*;
+        let good = Shape::kubelet("n1", &[dns("n1")]).der();
+        // Rewrite the outer SEQUENCE's length in one more byte than needed.
+        let (len_bytes, body) = match good[1] {
+            0x82 => (vec![0x83, 0x00, good[2], good[3]], &good[4..]),
+            0x81 => (vec![0x82, 0x00, good[2]], &good[3..]),
+            n => panic!("unexpected length form {n:#x}"),
         };
-        let (verdict, facts) = decide(&csr(&a), &nodes, &policy);
-        assert_eq!(verdict, Verdict::Approve, "{}", verdict.describe());
+        let mut ber = vec![0x30];
+        ber.extend(len_bytes);
+        ber.extend_from_slice(body);
+        let mut a = kubelet("n1");
+        a.pem = Some(crate::forge::pem("CERTIFICATE REQUEST", &ber).into_bytes());
+        let verdict = verdict_of(csr(&a));
+        assert_eq!(
+            verdict.check(),
+            Some(Check::Request),
+            "{}",
+            verdict.describe()
+        );
+        assert_eq!(verdict.label(), "deny");
+    }
+
+    #[test]
+    fn patterns_and_the_node_network_bound_what_a_node_lists() {
+        // Without a pattern, a listed name beyond the node's own waits.
+        let mut a = kubelet("n1");
+        a.dns.push("n1.nodes.example".into());
+        let strict = Policy {
+            allowed_dns: vec![],
+            ..policy()
+        };
+        let (v, facts) = decide(&csr(&a), &nodes(), &the_cluster(), &strict);
+        assert_eq!(v.check(), Some(Check::DnsSan), "{}", v.describe());
+        assert_eq!(v.label(), "wait");
         assert_eq!(facts.node.as_deref(), Some("n1"));
         assert_eq!(facts.key, "ecdsa-p256");
         // A pattern matches names under it, not the suffix itself.
         assert!(!dns_matches("*.nodes.example", "nodes.example"));
         assert!(dns_matches("*.nodes.example", "a.b.nodes.example"));
+        // --allow-any-node-address: no network bound, still only listed
+        // addresses, still nothing reserved.
+        let any = Policy {
+            node_cidrs: vec![],
+            any_node_address: true,
+            ..policy()
+        };
+        let mut a = kubelet("n1");
+        a.ips.push("192.168.9.9".parse().unwrap());
+        let (v, _) = decide(&csr(&a), &nodes(), &the_cluster(), &any);
+        assert_eq!(v, Verdict::Approve, "{}", v.describe());
+        a.ips.push("10.96.0.1".parse().unwrap());
+        let (v, _) = decide(&csr(&a), &nodes(), &the_cluster(), &any);
+        assert_eq!((v.label(), v.check()), ("deny", Some(Check::IpSan)));
+        // Neither: every IP is outside the (empty) node networks.
+        let none = Policy {
+            node_cidrs: vec![],
+            ..policy()
+        };
+        let (v, _) = decide(&csr(&kubelet("n1")), &nodes(), &the_cluster(), &none);
+        assert_eq!((v.label(), v.check()), ("deny", Some(Check::IpSan)));
+        // An operator-declared Service range.
+        let reserved = Policy {
+            reserved_cidrs: vec!["10.0.0.0/24".parse().unwrap()],
+            ..policy()
+        };
+        let (v, _) = decide(&csr(&kubelet("n1")), &nodes(), &the_cluster(), &reserved);
+        assert_eq!(
+            (v.label(), v.check()),
+            ("deny", Some(Check::IpSan)),
+            "{}",
+            v.describe()
+        );
         // A node without addresses yet: wait.
         let bare: BTreeMap<String, Node> = [node("n1", &[])].into_iter().collect();
-        let (verdict, _) = decide(&csr(&kubelet("n1")), &bare, &Policy::default());
-        assert_eq!(verdict.check(), Some(Check::Node));
-        assert_eq!(verdict.label(), "wait");
+        let (v, _) = decide(&csr(&kubelet("n1")), &bare, &the_cluster(), &policy());
+        assert_eq!((v.label(), v.check()), ("wait", Some(Check::Node)));
     }
 
     #[test]
@@ -802,5 +1364,105 @@ mod tests {
         );
         assert!("10.0.0.0/33".parse::<Cidr>().is_err());
         assert!("10.0.0.0".parse::<Cidr>().is_err());
+    }
+
+    mod generated {
+        //! Requests of every odd shape: whatever the policy approves, the
+        //! names Go would read from it (every extensionRequest, every SAN
+        //! element it knows, unknown ones skipped) are n1's own.
+        use super::*;
+        use crate::forge::*;
+        use proptest::prelude::*;
+
+        fn san_element() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                4 => prop::sample::select(vec![
+                    "n1", "N1", "n2", "n1.nodes.example", "n2.nodes.example",
+                    "kubernetes", "kubernetes.default.svc", "a.b.svc", "*.nodes.example",
+                    "localhost", "n1.elsewhere.example", "x.n2",
+                ]).prop_map(dns),
+                4 => prop::sample::select(vec![
+                    "10.0.0.1", "fd00::1", "10.0.0.7", "10.0.0.2", "10.96.0.1",
+                    "10.100.0.5", "10.0.0.250", "127.0.0.1", "192.168.9.9", "::ffff:10.0.0.2",
+                ]).prop_map(ip),
+                1 => Just(utf8("x")),
+                1 => Just(email("a@n1")),
+                1 => Just(uri("https://n2")),
+                1 => Just(tlv(0x87, &[10, 0, 0])),
+            ]
+        }
+
+        fn extension() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                4 => prop::collection::vec(san_element(), 0..4).prop_map(|e| san(&e)),
+                1 => Just(key_usage_digital()),
+                1 => Just(ext(EXT_KEY_USAGE, false, seq(&[oid("1.3.6.1.5.5.7.3.1")]))),
+                1 => Just(ext("1.2.3.4", false, utf8("?"))),
+            ]
+        }
+
+        fn attribute() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                6 => prop::collection::vec(extension(), 0..3)
+                    .prop_map(|e| extension_request(&e)),
+                1 => Just(seq(&[oid(CHALLENGE_PASSWORD), set(&[utf8("pw")])])),
+                1 => prop::collection::vec(prop::collection::vec(extension(), 0..2), 2..3)
+                    .prop_map(|vs| seq(&[oid(EXTENSION_REQUEST), set(&vs.iter().map(|v| seq(v)).collect::<Vec<_>>())])),
+            ]
+        }
+
+        fn shape() -> impl Strategy<Value = Shape> {
+            (
+                prop::collection::vec(attribute(), 0..3),
+                prop::bool::weighted(0.1),
+            )
+                .prop_map(|(attributes, trailing)| Shape {
+                    subject: node_subject("n1"),
+                    attributes,
+                    trailing: if trailing { vec![0, 0] } else { Vec::new() },
+                    tamper: false,
+                })
+        }
+
+        /// What n1 may be certified for under `policy()` and `nodes()`.
+        fn entitled(name: &GoName) -> bool {
+            match name {
+                GoName::Dns(d) => {
+                    let d = d.to_ascii_lowercase();
+                    d == "n1" || d == "n1.nodes.example"
+                }
+                GoName::Ip(ip) => ["10.0.0.1", "fd00::1", "10.0.0.7"]
+                    .iter()
+                    .any(|a| a.parse::<IpAddr>().unwrap() == canonical(*ip)),
+                GoName::Email(_) | GoName::Uri(_) => false,
+            }
+        }
+
+        #[test]
+        fn never_approves_a_name_the_node_is_not_entitled_to() {
+            let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+                cases: 256,
+                ..ProptestConfig::default()
+            });
+            let approved = std::cell::Cell::new(0);
+            runner
+                .run(&shape(), |shape| {
+                    let der = shape.der();
+                    let verdict = verdict_of(forged(&shape));
+                    if verdict == Verdict::Approve {
+                        approved.set(approved.get() + 1);
+                        let names = go_names(&der);
+                        prop_assert!(!names.is_empty(), "approved with no name Go would read");
+                        for n in &names {
+                            prop_assert!(entitled(n), "approved {n:?}");
+                        }
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            // The property holds of approvals, so there must be some: a
+            // generator whose every request is denied proves nothing.
+            assert!(approved.get() > 0, "no generated request was approved");
+        }
     }
 }

@@ -53,6 +53,8 @@ pub mod csr;
 pub mod ctb;
 #[path = "leases.rs"]
 pub mod leases;
+#[path = "network.rs"]
+pub mod network;
 #[path = "nodes.rs"]
 pub mod nodes;
 
@@ -98,6 +100,8 @@ struct Shared {
     users: Mutex<HashMap<String, csr::User>>,
     /// Whether `certificates.k8s.io/v1beta1` ClusterTrustBundles are served.
     ctb_served: std::sync::atomic::AtomicBool,
+    /// Whether `networking.k8s.io/v1` ServiceCIDRs are served.
+    service_cidrs_served: std::sync::atomic::AtomicBool,
     /// Server-side apply: per object, which field managers own each field.
     owners: Mutex<HashMap<Key, HashMap<String, std::collections::BTreeSet<String>>>>,
 }
@@ -194,8 +198,13 @@ impl ApiServer {
                 },
             )])),
             ctb_served: std::sync::atomic::AtomicBool::new(true),
+            service_cidrs_served: std::sync::atomic::AtomicBool::new(true),
             owners: Mutex::default(),
         });
+        {
+            let mut st = shared.store.lock().unwrap();
+            network::seed(&shared, &mut st);
+        }
         let mut s = Self {
             addr: listener.local_addr().unwrap(),
             tls: None,
@@ -266,6 +275,14 @@ impl ApiServer {
     }
 
     /// Serve ClusterTrustBundles or not (a cluster without the beta API).
+    /// Serve the ServiceCIDR API (the default) or answer 404 for it, as a
+    /// cluster before Kubernetes 1.33 does.
+    pub fn serve_service_cidrs(&self, on: bool) {
+        self.shared
+            .service_cidrs_served
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub fn serve_cluster_trust_bundles(&self, on: bool) {
         self.shared
             .ctb_served
@@ -456,6 +473,14 @@ fn router(shared: Arc<Shared>) -> Router {
             get(get_one).put(replace).patch(lease_patch).delete(delete),
         )
         .route(
+            "/apis/networking.k8s.io/v1/servicecidrs",
+            get(network::list_service_cidrs),
+        )
+        .route(
+            "/apis/discovery.k8s.io/v1/namespaces/{ns}/{resource}",
+            get(collection),
+        )
+        .route(
             "/apis/certificates.k8s.io/v1beta1/clustertrustbundles",
             get(ctb::list).post(ctb::create),
         )
@@ -483,6 +508,9 @@ fn kind_of(resource: &str) -> Option<&'static str> {
         ctb::RESOURCE => Some("ClusterTrustBundle"),
         nodes::RESOURCE => Some("Node"),
         leases::RESOURCE => Some("Lease"),
+        network::SERVICES => Some("Service"),
+        network::ENDPOINT_SLICES => Some("EndpointSlice"),
+        network::SERVICE_CIDRS => Some("ServiceCIDR"),
         _ => None,
     }
 }
@@ -493,6 +521,8 @@ fn api_version_of(resource: &str) -> &'static str {
         csr::RESOURCE => "certificates.k8s.io/v1",
         ctb::RESOURCE => ctb::API_VERSION,
         leases::RESOURCE => leases::API_VERSION,
+        network::ENDPOINT_SLICES => "discovery.k8s.io/v1",
+        network::SERVICE_CIDRS => "networking.k8s.io/v1",
         _ => "v1",
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod certs;
+pub mod forge;
 pub mod signer;
 pub mod validation;
 

@@ -1,0 +1,413 @@
+//! The strict reading of a PKCS#10 certificate request, shared by the
+//! approver's policy and `csr review`: read once, as nothing but what Go's
+//! `crypto/x509` (kube-apiserver and the signer) would read from it, or
+//! refused.
+//!
+//! The request is decoded twice, by RustCrypto's `x509-cert` (strict DER:
+//! non-minimal lengths, indefinite lengths, unsorted SETs and trailing
+//! bytes are errors) and by `x509-parser`, and refused when either fails or
+//! the two disagree on the subject, the key, the extensions or the names.
+//! On top of what either parser checks, a request is refused when it holds
+//! anything a reader could take two ways:
+//! - any attribute but exactly one `extensionRequest` with exactly one
+//!   value (Go reads every `extensionRequest`; x509-parser only the first);
+//! - a duplicate extension, or one other than subjectAltName, keyUsage,
+//!   extKeyUsage and basicConstraints;
+//! - a SAN element other than a DNS name or an IP address (Go skips
+//!   elements of unknown kinds; x509-parser rejects the whole extension),
+//!   a DNS name that is not a host name, an IP of another length than 4
+//!   or 16 bytes, or no SAN at all;
+//! - a subject RDN with more than one attribute, or a value that is not a
+//!   UTF8String or PrintableString.
+
+use std::net::IpAddr;
+
+use rustls_pki_types::pem::SectionKind;
+use x509_cert::der::asn1::ObjectIdentifier as Oid;
+use x509_cert::der::{Any, Decode, Encode, Tag, TagNumber, Tagged};
+use x509_cert::ext::Extension;
+use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
+use x509_cert::request::CertReq;
+use x509_parser::certification_request::X509CertificationRequest;
+use x509_parser::cri_attributes::ParsedCriAttribute;
+use x509_parser::extensions::{GeneralName, ParsedExtension};
+use x509_parser::prelude::FromDer;
+
+use crate::source::csr::KeyAlg;
+
+const EXTENSION_REQUEST: Oid = Oid::new_unwrap("1.2.840.113549.1.9.14");
+const SAN: Oid = Oid::new_unwrap("2.5.29.17");
+const KEY_USAGE: Oid = Oid::new_unwrap("2.5.29.15");
+const EXT_KEY_USAGE: Oid = Oid::new_unwrap("2.5.29.37");
+const BASIC_CONSTRAINTS: Oid = Oid::new_unwrap("2.5.29.19");
+/// id-kp-serverAuth.
+pub const SERVER_AUTH: Oid = Oid::new_unwrap("1.3.6.1.5.5.7.3.1");
+pub const COMMON_NAME: &str = "2.5.4.3";
+pub const ORGANIZATION: &str = "2.5.4.10";
+
+/// Why a request was refused. Values that came with the request are shown
+/// `{:?}`-escaped: a requester controls them, and they reach terminals.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("spec.request is not one PEM CERTIFICATE REQUEST: {0}")]
+    Pem(#[from] crate::pem::PemError),
+    #[error("the request is not a strict DER PKCS#10 request: {0}")]
+    Der(String),
+    #[error("{0}")]
+    Attributes(String),
+    #[error("{0}")]
+    Extensions(String),
+    /// The names: their kinds, their syntax, or none.
+    #[error("{0}")]
+    Sans(String),
+    #[error("the two X.509 readings of the request disagree on {0}")]
+    Disagree(&'static str),
+    #[error("the request's signature does not verify with its public key")]
+    Signature,
+}
+
+/// A request as read strictly. Every field is what both parsers agreed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    der: Vec<u8>,
+    /// The subject, one `(OID, value)` per RDN, in order.
+    pub subject: Vec<(String, String)>,
+    /// `None`: a key type or curve certsync does not know.
+    pub key: Option<KeyAlg>,
+    /// DNS SANs as requested (host-name syntax, case kept).
+    pub dns: Vec<String>,
+    pub ips: Vec<IpAddr>,
+    /// Requested key usage bits, as x509-cert names them.
+    pub key_usage: Vec<String>,
+    /// Requested extended key usages (OIDs).
+    pub ext_key_usage: Vec<Oid>,
+    /// basicConstraints cA, when requested.
+    pub ca: Option<bool>,
+}
+
+impl Request {
+    /// Reads `pem` (the CSR's `spec.request`) strictly; see the module.
+    pub fn read(pem: &[u8]) -> Result<Self, RequestError> {
+        let der = crate::pem::exactly_one(pem, SectionKind::Csr)?;
+        let strict = CertReq::from_der(&der).map_err(|e| RequestError::Der(e.to_string()))?;
+        let (rest, lax) = X509CertificationRequest::from_der(&der)
+            .map_err(|e| RequestError::Der(format!("x509-parser: {e}")))?;
+        if !rest.is_empty() {
+            return Err(RequestError::Der("trailing data".into()));
+        }
+        if strict.info.version != x509_cert::request::Version::V1 {
+            return Err(RequestError::Der("version is not 1 (0)".into()));
+        }
+
+        let subject = subject(&strict)?;
+        let lax_subject: Vec<(String, String)> = lax
+            .certification_request_info
+            .subject
+            .iter_rdn()
+            .flat_map(|rdn| rdn.iter())
+            .map(|a| {
+                (
+                    a.attr_type().to_id_string(),
+                    a.as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        if subject != lax_subject {
+            return Err(RequestError::Disagree("the subject"));
+        }
+
+        let spki = lax.certification_request_info.subject_pki.raw;
+        let strict_spki = strict
+            .info
+            .public_key
+            .to_der()
+            .map_err(|e| RequestError::Der(e.to_string()))?;
+        if spki != strict_spki.as_slice() {
+            return Err(RequestError::Disagree("the public key"));
+        }
+        let key = KeyAlg::of_spki(&lax.certification_request_info.subject_pki);
+
+        let extensions = extensions(&strict)?;
+        let lax_attrs = lax.certification_request_info.attributes();
+        let lax_exts = match lax_attrs {
+            [one] => match one.parsed_attribute() {
+                ParsedCriAttribute::ExtensionRequest(r) => &r.extensions,
+                _ => return Err(RequestError::Disagree("the attributes")),
+            },
+            _ => return Err(RequestError::Disagree("the attributes")),
+        };
+        let same = extensions.len() == lax_exts.len()
+            && extensions.iter().zip(lax_exts).all(|(a, b)| {
+                a.extn_id.to_string() == b.oid.to_id_string()
+                    && a.critical == b.critical
+                    && a.extn_value.as_bytes() == b.value
+            });
+        if !same {
+            return Err(RequestError::Disagree("the extensions"));
+        }
+
+        let mut req = Request {
+            der: der.clone(),
+            subject,
+            key,
+            dns: Vec::new(),
+            ips: Vec::new(),
+            key_usage: Vec::new(),
+            ext_key_usage: Vec::new(),
+            ca: None,
+        };
+        for (ext, lax) in extensions.iter().zip(lax_exts) {
+            let value = ext.extn_value.as_bytes();
+            let bad = |what: &str, e: &dyn std::fmt::Display| {
+                RequestError::Extensions(format!("the {what} extension does not parse: {e}"))
+            };
+            match ext.extn_id {
+                SAN => {
+                    (req.dns, req.ips) = names(value)?;
+                    let agreed = match lax.parsed_extension() {
+                        ParsedExtension::SubjectAlternativeName(san) => {
+                            let mut dns = Vec::new();
+                            let mut ips = Vec::new();
+                            for n in &san.general_names {
+                                match n {
+                                    GeneralName::DNSName(d) => dns.push((*d).to_owned()),
+                                    GeneralName::IPAddress(b) => match ip_of(b) {
+                                        Some(ip) => ips.push(ip),
+                                        None => return Err(RequestError::Disagree("the names")),
+                                    },
+                                    _ => return Err(RequestError::Disagree("the names")),
+                                }
+                            }
+                            dns == req.dns && ips == req.ips
+                        }
+                        _ => false,
+                    };
+                    if !agreed {
+                        return Err(RequestError::Disagree("the names"));
+                    }
+                }
+                KEY_USAGE => {
+                    let ku = KeyUsage::from_der(value).map_err(|e| bad("keyUsage", &e))?;
+                    if !matches!(lax.parsed_extension(), ParsedExtension::KeyUsage(_)) {
+                        return Err(RequestError::Disagree("the key usage"));
+                    }
+                    req.key_usage = ku.0.into_iter().map(|f| format!("{f:?}")).collect();
+                }
+                EXT_KEY_USAGE => {
+                    let eku =
+                        ExtendedKeyUsage::from_der(value).map_err(|e| bad("extKeyUsage", &e))?;
+                    if !matches!(lax.parsed_extension(), ParsedExtension::ExtendedKeyUsage(_)) {
+                        return Err(RequestError::Disagree("the extended key usage"));
+                    }
+                    req.ext_key_usage = eku.0;
+                }
+                BASIC_CONSTRAINTS => {
+                    let bc = BasicConstraints::from_der(value)
+                        .map_err(|e| bad("basicConstraints", &e))?;
+                    if !matches!(lax.parsed_extension(), ParsedExtension::BasicConstraints(_)) {
+                        return Err(RequestError::Disagree("the basic constraints"));
+                    }
+                    req.ca = Some(bc.ca);
+                }
+                // `extensions` let no other through.
+                _ => return Err(RequestError::Extensions("unreachable".into())),
+            }
+        }
+        if req.dns.is_empty() && req.ips.is_empty() {
+            return Err(RequestError::Sans(
+                "the request names no DNS name or IP address (a subjectAltName is required)".into(),
+            ));
+        }
+        Ok(req)
+    }
+
+    /// Checks the request's signature with its own key (ring, through
+    /// x509-parser). Call after the key was found acceptable: ring refuses
+    /// weak RSA keys outright, which would read as a forged signature.
+    pub fn verify_signature(&self) -> Result<(), RequestError> {
+        X509CertificationRequest::from_der(&self.der)
+            .ok()
+            .and_then(|(_, r)| r.verify_signature().ok())
+            .ok_or(RequestError::Signature)
+    }
+
+    /// The values of subject attributes of type `oid`.
+    pub fn subject_values(&self, oid: &str) -> Vec<&str> {
+        self.subject
+            .iter()
+            .filter(|(o, _)| o == oid)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+/// The subject as `(OID, value)` per RDN: one attribute each, a
+/// UTF8String or PrintableString value.
+fn subject(req: &CertReq) -> Result<Vec<(String, String)>, RequestError> {
+    let mut out = Vec::new();
+    for rdn in &req.info.subject.0 {
+        let atvs: Vec<_> = rdn.0.iter().collect();
+        let [atv] = atvs.as_slice() else {
+            return Err(RequestError::Attributes(format!(
+                "a subject RDN holds {} attributes; one each is allowed",
+                atvs.len()
+            )));
+        };
+        let value = match atv.value.tag() {
+            Tag::Utf8String | Tag::PrintableString => std::str::from_utf8(atv.value.value())
+                .map_err(|_| RequestError::Der("a subject value is not UTF-8".into()))?,
+            tag => {
+                return Err(RequestError::Attributes(format!(
+                    "subject attribute {} is a {tag}; only UTF8String and PrintableString are read",
+                    atv.oid
+                )));
+            }
+        };
+        out.push((atv.oid.to_string(), value.to_owned()));
+    }
+    Ok(out)
+}
+
+/// The extensions of the one `extensionRequest` attribute, each known and
+/// present once.
+fn extensions(req: &CertReq) -> Result<Vec<Extension>, RequestError> {
+    let attrs: Vec<_> = req.info.attributes.iter().collect();
+    if attrs.is_empty() {
+        return Err(RequestError::Sans(
+            "the request has no extensionRequest and so names no DNS name or IP address".into(),
+        ));
+    }
+    let [attr] = attrs.as_slice() else {
+        return Err(RequestError::Attributes(format!(
+            "the request carries {} attributes; exactly one (extensionRequest) is allowed",
+            attrs.len()
+        )));
+    };
+    if attr.oid != EXTENSION_REQUEST {
+        return Err(RequestError::Attributes(format!(
+            "the request carries attribute {}; only extensionRequest is allowed",
+            attr.oid
+        )));
+    }
+    let values: Vec<&Any> = attr.values.iter().collect();
+    let [value] = values.as_slice() else {
+        return Err(RequestError::Attributes(format!(
+            "the extensionRequest attribute has {} values; exactly one is allowed",
+            values.len()
+        )));
+    };
+    let bytes = value
+        .to_der()
+        .map_err(|e| RequestError::Der(e.to_string()))?;
+    let exts = Vec::<Extension>::from_der(&bytes)
+        .map_err(|e| RequestError::Extensions(format!("the extensions do not parse: {e}")))?;
+    let mut seen = Vec::new();
+    for ext in &exts {
+        if seen.contains(&ext.extn_id) {
+            return Err(RequestError::Extensions(format!(
+                "extension {} is requested twice",
+                ext.extn_id
+            )));
+        }
+        seen.push(ext.extn_id);
+        if ![SAN, KEY_USAGE, EXT_KEY_USAGE, BASIC_CONSTRAINTS].contains(&ext.extn_id) {
+            return Err(RequestError::Extensions(format!(
+                "extension {} is not one certsync reads (subjectAltName, keyUsage, extKeyUsage, basicConstraints)",
+                ext.extn_id
+            )));
+        }
+    }
+    Ok(exts)
+}
+
+/// The DNS names and IPs of a subjectAltName value; any other kind of
+/// element, a malformed one or a DNS name that is not a host name is an
+/// error.
+fn names(value: &[u8]) -> Result<(Vec<String>, Vec<IpAddr>), RequestError> {
+    // Each element by its tag first, so that the error names the kind
+    // (x509-cert's CHOICE only says that decoding failed).
+    let elements = Vec::<Any>::from_der(value)
+        .map_err(|e| RequestError::Sans(format!("the subjectAltName does not parse: {e}")))?;
+    for e in &elements {
+        let kind = match e.tag() {
+            Tag::ContextSpecific {
+                constructed: false,
+                number,
+            } if number == TagNumber::N2 || number == TagNumber::N7 => continue,
+            Tag::ContextSpecific { number, .. } => match number.value() {
+                0 => "an otherName".to_owned(),
+                1 => "an email address".to_owned(),
+                4 => "a directory name".to_owned(),
+                5 => "an EDI party name".to_owned(),
+                6 => "a URI".to_owned(),
+                8 => "a registered ID".to_owned(),
+                n => format!("a [{n}] element"),
+            },
+            tag => format!("a {tag} element"),
+        };
+        return Err(RequestError::Sans(format!(
+            "the subjectAltName holds {kind}; only DNS names and IP addresses are allowed"
+        )));
+    }
+    let san = SubjectAltName::from_der(value)
+        .map_err(|e| RequestError::Sans(format!("the subjectAltName does not parse: {e}")))?;
+    let (mut dns, mut ips) = (Vec::new(), Vec::new());
+    for n in san.0 {
+        match n {
+            x509_cert::ext::pkix::name::GeneralName::DnsName(d) => {
+                let d = d.to_string();
+                host_name(&d)?;
+                dns.push(d);
+            }
+            x509_cert::ext::pkix::name::GeneralName::IpAddress(b) => {
+                ips.push(ip_of(b.as_bytes()).ok_or_else(|| {
+                    RequestError::Sans(format!(
+                        "an IP address SAN of {} bytes (4 or 16 are allowed)",
+                        b.as_bytes().len()
+                    ))
+                })?);
+            }
+            // The tags were checked above.
+            _ => return Err(RequestError::Sans("an unexpected SAN kind".into())),
+        }
+    }
+    Ok((dns, ips))
+}
+
+/// An IP SAN's bytes: 4 (IPv4) or 16 (IPv6), nothing else.
+pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
+    match b.len() {
+        4 => Some(IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
+        16 => Some(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
+        _ => None,
+    }
+}
+
+/// A DNS SAN must be a host name: labels of letters, digits and inner
+/// hyphens, 1-63 long, 253 in all, no empty label (so no trailing dot).
+/// A wildcard (`*.example`) is refused here with its own words, so no
+/// later check has to think about it.
+fn host_name(d: &str) -> Result<(), RequestError> {
+    let bad = |why: &str| RequestError::Sans(format!("DNS name {d:?} {why}"));
+    if d.split('.').next() == Some("*") || d.contains('*') {
+        return Err(bad("is a wildcard; wildcards are never approved"));
+    }
+    if d.is_empty() || d.len() > 253 {
+        return Err(bad("is empty or longer than 253 characters"));
+    }
+    for label in d.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(bad(
+                "is not a host name (letters, digits, inner hyphens; dot-separated labels of 1-63)",
+            ));
+        }
+    }
+    Ok(())
+}
