@@ -356,6 +356,8 @@ fn approver_config(args: &[String]) -> certsync::approve::ApproverConfig {
     let certsync::config::Command::Approve(a) = cli.command else {
         panic!("not approve")
     };
+    // What the binary checks before it starts.
+    a.policy.check().unwrap_or_else(|e| panic!("{args:?}: {e}"));
     a.config()
 }
 
@@ -392,6 +394,7 @@ fn approver_is_least_privilege_and_elects_a_leader() {
     assert_eq!(verbs("certificatesigningrequests/approval"), ["update"]);
     assert_eq!(verbs("nodes"), ["get", "list", "watch"]);
     assert_eq!(verbs("signers"), ["approve"]);
+    assert_eq!(verbs("servicecidrs"), ["list"]);
     let signers = rules
         .iter()
         .find(|r| r.resources.as_deref() == Some(&["signers".to_owned()][..]))
@@ -400,7 +403,7 @@ fn approver_is_least_privilege_and_elects_a_leader() {
         signers.resource_names.as_deref(),
         Some(&["kubernetes.io/kubelet-serving".to_owned()][..])
     );
-    assert_eq!(rules.len(), 4, "nothing else: {rules:?}");
+    assert_eq!(rules.len(), 5, "nothing else: {rules:?}");
     let roles: Vec<Role> = of("Role")
         .into_iter()
         .map(|d| serde_yaml_ng::from_value(d).unwrap())
@@ -418,11 +421,31 @@ fn approver_is_least_privilege_and_elects_a_leader() {
             );
         }
     }
+    // The cluster's own addresses: the kubernetes Service by name, its
+    // EndpointSlices, in `default`, read only.
+    let addresses = roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("certsync-approver-cluster-addresses"))
+        .unwrap();
+    assert_eq!(addresses.metadata.namespace.as_deref(), Some("default"));
+    for rule in addresses.rules.as_deref().unwrap() {
+        assert!(
+            rule.verbs.iter().all(|v| v == "get" || v == "list"),
+            "read only: {rule:?}"
+        );
+        if rule.resources.as_deref() == Some(&["services".to_owned()][..]) {
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(&["kubernetes".to_owned()][..])
+            );
+        }
+    }
     let dep: Deployment = serde_yaml_ng::from_value(of("Deployment").remove(0)).unwrap();
     let spec = dep.spec.unwrap();
     assert_eq!(spec.replicas, Some(2));
     let c = &spec.template.spec.unwrap().containers[0];
     let config = approver_config(c.args.as_deref().unwrap());
+    assert!(!config.policy.node_cidrs.is_empty() && !config.policy.any_node_address);
     let lease = config.lease.expect("leader election on");
     assert_eq!(lease.name, "certsync-approver");
     assert!(!config.dry_run);
