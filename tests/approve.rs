@@ -998,3 +998,59 @@ fn approve_needs_node_networks_or_an_explicit_opt_in() {
         );
     }
 }
+
+/// A cluster without the ServiceCIDR API (before Kubernetes 1.33): the
+/// `kubernetes` Service's own IP is still refused, and `--service-cidr`
+/// names the rest of the range. Test server only: a real cluster's API
+/// cannot be switched off by a test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_servicecidr_api_the_service_range_comes_from_flags() {
+    let mut env = Env::new().await;
+    let Some(fake) = &env.fake else {
+        return;
+    };
+    fake.serve_service_cidrs(false);
+    let n1 = env.node_name("n1");
+    let ip = env.ip(41);
+    // The operator's Service range here is inside the node network, so
+    // only --service-cidr can tell the approver it is not a node's.
+    let range = format!("{}/30", env.ip(44));
+    let in_range = env.ip(45);
+    let (service_ip, _) = env.cluster_addresses().await;
+    let kubelet = env.node_client(&n1).await;
+    env.add_node(
+        &n1,
+        &[
+            ("InternalIP", &ip),
+            ("InternalIP", &service_ip),
+            ("InternalIP", &in_range),
+            ("Hostname", &n1),
+        ],
+    )
+    .await;
+    let approver = env.approver(
+        &[
+            "--lease-name",
+            "",
+            "--node-cidr",
+            "10.0.0.0/8",
+            "--service-cidr",
+            &range,
+        ],
+        &[],
+    );
+    let svc = env
+        .kubelet_asks(&kubelet, &n1, &[&n1], &[&service_ip])
+        .await;
+    let ranged = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&in_range]).await;
+    let good = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&ip]).await;
+    let (ty, _, message) = env.decision(&svc).await;
+    assert_eq!(ty, "Denied");
+    assert!(message.contains("the kubernetes Service's IP"), "{message}");
+    let (ty, _, message) = env.decision(&ranged).await;
+    assert_eq!(ty, "Denied");
+    assert!(message.contains("--service-cidr"), "{message}");
+    assert_eq!(env.decision(&good).await.0, "Approved");
+    drop(approver);
+    env.cleanup().await;
+}
