@@ -144,3 +144,59 @@ async fn a_trust_bundle_watch_the_server_ends_at_once_is_backed_off() {
         cs.log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_request_watch_the_server_ends_at_once_is_backed_off() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((fake, kubeconfig)) = fake(d.path(), "csr short watch").await else {
+        return;
+    };
+    let signer = support::signer::Signer::new(kube_client(&kubeconfig).await, "example.com/short");
+    let ca_file = d.path().join("ca.crt");
+    std::fs::write(&ca_file, &signer.ca_pem).unwrap();
+    fake.end_watches_at_once(true);
+
+    let spec = format!(
+        "csr:{}={},name=svc,cn=svc.example,dns=svc.example,\
+         usage=digital-signature,usage=server-auth,ca=file:{}",
+        signer.name,
+        d.path().join("t").display(),
+        ca_file.display()
+    );
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &spec,
+        ],
+        d.path(),
+    );
+    let name = signer.next_request(&[]).await;
+    cs.wait_log(&format!("kubectl certificate approve {name}"));
+    tokio::time::sleep(WINDOW).await;
+    // Only certsync reads the request by name (the signer lists them all).
+    let reads = ["watch", "get", "list"]
+        .iter()
+        .map(|verb| {
+            count(
+                &fake,
+                &format!("{verb} certificatesigningrequests /{name} "),
+            )
+        })
+        .sum::<usize>();
+    assert!(
+        (1..=2 * HANDFUL).contains(&reads),
+        "{reads} reads of the request in {WINDOW:?}: {:?}",
+        fake.requests()
+    );
+    assert_eq!(
+        short_watch_warnings(&cs, &format!("certificatesigningrequest {name}")),
+        1,
+        "warned once per streak: {}",
+        cs.log()
+    );
+    drop(cs);
+    signer.cleanup().await;
+}
