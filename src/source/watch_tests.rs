@@ -359,3 +359,35 @@ fn retry_delays_double_with_jitter_up_to_thirty_seconds() {
     assert_eq!(retry_delay(7), Duration::from_secs(30));
     assert_eq!(retry_delay(u32::MAX), Duration::from_secs(30));
 }
+
+/// The approver's two kube-runtime watchers, replaced by this loop as its
+/// code would (the same `watcher::Config`, the same `Listed`, the same
+/// `select!`): both lists arrive and are applied.
+#[tokio::test(start_paused = true)]
+async fn the_approvers_watchers_switch_in_two_lines() {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
+    use k8s_openapi::api::core::v1::Node;
+    let (cm_api, csr_seen) = server(vec![Reply::List(5, &[])]);
+    let csrs: Api<Csr> = Api::all(cm_api.into_client());
+    let (cm_api, node_seen) = server(vec![Reply::List(6, &[])]);
+    let nodes: Api<Node> = Api::all(cm_api.into_client());
+    let selector = "spec.signerName=kubernetes.io/kubelet-serving";
+
+    let watching = watcher::Config::default().timeout(290);
+    let mut csr_events = std::pin::pin!(watch(csrs.clone(), watching.clone().fields(selector)));
+    let mut node_events = std::pin::pin!(watch(nodes, watching));
+
+    let (mut csr_list, mut node_list) = (
+        super::super::Listed::default(),
+        super::super::Listed::default(),
+    );
+    while !(csr_list.synced() && node_list.synced()) {
+        tokio::select! {
+            Some(e) = csr_events.next() => { csr_list.apply(e.unwrap()); }
+            Some(e) = node_events.next() => { node_list.apply(e.unwrap()); }
+        }
+    }
+    assert!(csr_list.items().is_empty() && node_list.items().is_empty());
+    assert_eq!(requests(&csr_seen)[..1], at(&[(0, "list limit=500")])[..]);
+    assert_eq!(requests(&node_seen)[..1], at(&[(0, "list limit=500")])[..]);
+}
