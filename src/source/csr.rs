@@ -38,7 +38,8 @@ use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestSpec,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::api::{ObjectMeta, PostParams};
+use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
@@ -46,7 +47,8 @@ use tokio::sync::watch;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
 use super::client::{ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
-use super::{Update, stall_deadline, watch_seconds};
+use super::watch::{Watch, WatchError};
+use super::{Update, watch_seconds};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
@@ -730,6 +732,13 @@ fn state(csr: &CertificateSigningRequest) -> State {
     }
 }
 
+/// What a wait has said once already.
+#[derive(Default)]
+struct Said {
+    waiting: bool,
+    approved: bool,
+}
+
 /// A mapping's CSR source.
 pub struct CsrSource {
     pub spec: Arc<CsrSpec>,
@@ -863,126 +872,123 @@ impl CsrSource {
     }
 
     /// Waits for `name` (whose uid is `uid`) to be issued, denied, failed
-    /// or deleted, or for the approval timeout.
+    /// or deleted, or for the approval timeout: `created`, then the request
+    /// as `source::watch`'s loop sees it (listed, then watched; a watch
+    /// that fails, stalls or is ended at once by the server is retried
+    /// with backoff there, so a wait never spins).
     async fn wait(
         &self,
         api: &Api<CertificateSigningRequest>,
         name: &str,
         uid: &str,
-        mut obj: CertificateSigningRequest,
+        created: CertificateSigningRequest,
     ) -> Result<Vec<u8>, CsrError> {
         let deadline = tokio::time::Instant::now() + self.spec.approval_timeout;
-        let mut warned = false;
-        let mut approved_seen = false;
-        let fields = format!("metadata.name={name}");
+        let mut said = Said::default();
+        if let Some(done) = self.settled(name, uid, &created, &mut said) {
+            return done;
+        }
+        // A consistent list (not from the cache, whose copy may predate
+        // the create) and no paging: one object.
+        let mut config = watcher::Config::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(watch_seconds(self.settings.watch_timeout));
+        config.page_size = None;
+        let events = Watch::new(api.clone(), config)
+            .named(format!("certificatesigningrequest {name}"))
+            .stream();
+        let mut events = std::pin::pin!(events);
+        // Whether the list being reported holds the request.
+        let mut listed = false;
         loop {
-            if obj.metadata.uid.as_deref() != Some(uid) {
-                return Err(CsrError::Replaced { csr: name.into() });
-            }
-            match state(&obj) {
-                State::Issued(cert) => return Ok(cert),
-                State::Denied { reason, message } => {
-                    return Err(CsrError::Denied {
-                        csr: name.into(),
-                        reason,
-                        message,
-                    });
-                }
-                State::Failed { reason, message } => {
-                    return Err(CsrError::Failed {
-                        csr: name.into(),
-                        reason,
-                        message,
-                    });
-                }
-                State::Pending { approved: true } if !approved_seen => {
-                    approved_seen = true;
-                    tracing::info!(mapping = %self.mapping, csr = %name, "approved; waiting for the signer to issue the certificate");
-                }
-                State::Pending { approved } => {
-                    if !warned && !approved {
-                        warned = true;
-                        tracing::warn!(
-                            mapping = %self.mapping,
-                            csr = %name,
-                            signer = %self.spec.signer,
-                            "waiting for approval; an administrator can approve it with: kubectl certificate approve {name}"
-                        );
-                    }
-                }
-            }
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
+            let Ok(event) = tokio::time::timeout_at(deadline, events.next()).await else {
                 return Err(CsrError::Timeout {
                     csr: name.into(),
                     waited: self.spec.approval_timeout,
                 });
-            }
-            let version = obj.metadata.resource_version.clone().unwrap_or_default();
-            // `--watch-timeout`, or less when the approval wait ends sooner.
-            let seconds = watch_seconds(left.min(self.settings.watch_timeout));
-            let params = WatchParams::default().fields(&fields).timeout(seconds);
-            // A stalled watch: read the request again rather than wait out
-            // the approval timeout.
-            let (stalled, said) = stall_deadline(seconds);
-            let next = tokio::time::timeout_at(
-                deadline.min(stalled),
-                self.next_change(api, name, &params, &version),
-            );
-            match next.await {
-                Ok(Ok(Some(o))) => {
-                    obj = o;
+            };
+            let obj = match event {
+                Some(Ok(Event::Init)) => {
+                    listed = false;
                     continue;
                 }
-                Ok(Ok(None)) => return Err(CsrError::Deleted { csr: name.into() }),
-                Ok(Err(e)) => {
-                    tracing::debug!(mapping = %self.mapping, csr = %name, error = %e, "watch failed; reading the request again");
+                Some(Ok(Event::InitApply(o) | Event::Apply(o))) => {
+                    listed = true;
+                    o
                 }
-                Err(_) if tokio::time::Instant::now() < deadline => {
-                    tracing::warn!(mapping = %self.mapping, csr = %name, "{said}; reading the request again");
+                Some(Ok(Event::InitDone)) if listed => continue,
+                Some(Ok(Event::InitDone | Event::Delete(_))) => {
+                    return Err(CsrError::Deleted { csr: name.into() });
                 }
-                Err(_) => continue, // the approval timeout: reported above
-            }
-            // A broken or stalled watch: read the object again after a pause.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            obj = match timed("get", name, api.get_opt(name)).await? {
-                Some(o) => o,
-                None => return Err(CsrError::Deleted { csr: name.into() }),
-            };
-        }
-    }
-
-    /// The object after its next change (`None`: deleted), or, when the
-    /// watch ends quietly, as it is now.
-    async fn next_change(
-        &self,
-        api: &Api<CertificateSigningRequest>,
-        name: &str,
-        params: &WatchParams,
-        version: &str,
-    ) -> Result<Option<CertificateSigningRequest>, CsrError> {
-        let api_err = |e: kube::Error| CsrError::Api {
-            verb: "watch",
-            object: format!("certificatesigningrequest {name}"),
-            message: crate::error_chain(&e),
-        };
-        let stream = api.watch(params, version).await.map_err(api_err)?;
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event.map_err(api_err)? {
-                WatchEvent::Added(o) | WatchEvent::Modified(o) => return Ok(Some(o)),
-                WatchEvent::Deleted(_) => return Ok(None),
-                WatchEvent::Bookmark(_) => {}
-                WatchEvent::Error(s) => {
+                Some(Err(e @ WatchError::Stalled { .. })) => {
+                    tracing::warn!(mapping = %self.mapping, csr = %name, "{e}");
+                    continue;
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(mapping = %self.mapping, csr = %name, error = %e, "watch failed; watching again");
+                    continue;
+                }
+                // The loop never ends; if it did, that is a failure to
+                // retry, not a verdict.
+                None => {
                     return Err(CsrError::Api {
                         verb: "watch",
                         object: format!("certificatesigningrequest {name}"),
-                        message: format!("{} ({})", s.message, s.code),
+                        message: "the watch ended".into(),
                     });
                 }
+            };
+            if let Some(done) = self.settled(name, uid, &obj, &mut said) {
+                return done;
             }
         }
-        timed("get", name, api.get_opt(name)).await
+    }
+
+    /// What `obj` says about the request: issued, denied, failed or
+    /// replaced (`Some`), or still pending (`None`, said once each: waiting
+    /// for approval, approved).
+    fn settled(
+        &self,
+        name: &str,
+        uid: &str,
+        obj: &CertificateSigningRequest,
+        said: &mut Said,
+    ) -> Option<Result<Vec<u8>, CsrError>> {
+        if obj.metadata.uid.as_deref() != Some(uid) {
+            return Some(Err(CsrError::Replaced { csr: name.into() }));
+        }
+        match state(obj) {
+            State::Issued(cert) => Some(Ok(cert)),
+            State::Denied { reason, message } => Some(Err(CsrError::Denied {
+                csr: name.into(),
+                reason,
+                message,
+            })),
+            State::Failed { reason, message } => Some(Err(CsrError::Failed {
+                csr: name.into(),
+                reason,
+                message,
+            })),
+            State::Pending { approved: true } => {
+                if !said.approved {
+                    said.approved = true;
+                    tracing::info!(mapping = %self.mapping, csr = %name, "approved; waiting for the signer to issue the certificate");
+                }
+                None
+            }
+            State::Pending { approved: false } => {
+                if !said.waiting {
+                    said.waiting = true;
+                    tracing::warn!(
+                        mapping = %self.mapping,
+                        csr = %name,
+                        signer = %self.spec.signer,
+                        "waiting for approval; an administrator can approve it with: kubectl certificate approve {name}"
+                    );
+                }
+                None
+            }
+        }
     }
 
     /// The client configuration requests are made with: the bootstrap

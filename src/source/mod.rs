@@ -7,25 +7,25 @@
 //! - `secret`: one Secret or ConfigMap, watched by name in the API server.
 //! - `csr`: a certificate requested, approved and renewed through the CSR API.
 //! - `trust_bundle`: ClusterTrustBundles, by name or by signer, as a CA bundle.
+//! - `watch`: the one list/watch loop all of the Kubernetes sources share.
 
 pub mod client;
 pub mod csr;
 pub mod hostdir;
 pub mod secret;
 pub mod trust_bundle;
+pub mod watch;
 
 use std::collections::BTreeMap;
 
 use kube::runtime::watcher;
-use tokio::sync::watch;
 
 use crate::bundle::Bundle;
 
 /// How long after a watch's own timeout the server has to end it before the
-/// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`): the
-/// Secret and ConfigMap watches and the CSR requester's wait for its
-/// certificate. The watches made through kube-runtime's `watcher` (trust
-/// bundles, the approver) get the same margin from it, per event.
+/// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`): every
+/// watch of `watch`'s loop. (kube-runtime's `watcher`, which the approver
+/// still uses, gives the same margin per event.)
 const WATCH_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `timeoutSeconds` for a watch meant to last `timeout`: 1 s to an hour.
@@ -74,7 +74,7 @@ pub type Update = Result<Bundle, SourceError>;
 
 /// Publishes `update` unless it equals what the channel holds, so a resync
 /// that reads the same content (or the same error) wakes nobody.
-pub fn publish(tx: &watch::Sender<Option<Update>>, update: Update) {
+pub fn publish(tx: &tokio::sync::watch::Sender<Option<Update>>, update: Update) {
     tx.send_if_modified(|cur| {
         let same = match (cur.as_ref(), &update) {
             (Some(Ok(a)), Ok(b)) => a == b,
@@ -91,8 +91,8 @@ pub fn publish(tx: &watch::Sender<Option<Update>>, update: Update) {
 /// The newest API client from `clients`, waiting for the first; `None` on
 /// shutdown or when the client task is gone.
 pub async fn newest_client(
-    clients: &mut watch::Receiver<Option<kube::Client>>,
-    shutdown: &mut watch::Receiver<bool>,
+    clients: &mut tokio::sync::watch::Receiver<Option<kube::Client>>,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Option<kube::Client> {
     tokio::select! {
         () = crate::sync::stopped(shutdown) => None,
@@ -100,7 +100,8 @@ pub async fn newest_client(
     }
 }
 
-/// The objects a kube-runtime watcher reports, by name. A re-list (after a
+/// The objects a list/watch loop (`watch`, or kube-runtime's watcher)
+/// reports, by name. A re-list (after a
 /// `410 Gone` or a reconnect) is collected aside and replaces the set only
 /// once complete, so a reader never sees half a list: a Node missing
 /// mid-re-list must not let the approver miss that another Node owns an

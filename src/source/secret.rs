@@ -18,14 +18,14 @@
 
 use std::time::Duration;
 
-use futures::AsyncBufReadExt;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{ListParams, WatchParams};
-use kube::core::{ObjectList, Status, WatchEvent};
+use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::{SourceError, Update, stall_deadline, watch_seconds};
+use super::watch::WatchError;
+use super::{SourceError, Update, watch_seconds};
 use crate::bundle::{Bundle, BundleError};
 use crate::config::Item;
 use crate::error_chain;
@@ -250,216 +250,77 @@ impl KubeObject {
         }
     }
 
-    /// Lists the object, then watches it from the list's resourceVersion:
-    /// the protocol of client-go's reflector and kube-runtime's watcher
-    /// (resume after a watch ends, bookmarks, re-list on `410 Gone`,
-    /// exponential backoff with jitter on errors), written out here so that
-    /// a quiet watch holds no read buffer: kube-runtime's reader keeps 8 KiB
-    /// per watch for its lifetime, which was a third of certsync's memory at
-    /// 1,000 mappings. Each event line is read into a buffer of its own and
-    /// freed once parsed.
+    /// Lists the object, then watches it (`watch`'s loop: resume,
+    /// bookmarks, re-list on `410 Gone`, backoff, short and stalled
+    /// watches), publishing what it sees. The list is served from the API
+    /// server's cache (`resourceVersion=0`, as client-go's informers list)
+    /// and not paged: it is one object.
     async fn watch<K>(&self, client: Client, timeout: Duration, tx: &watch::Sender<Option<Update>>)
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Payload
             + Clone
-            + serde::de::DeserializeOwned,
+            + serde::de::DeserializeOwned
+            + Send
+            + 'static,
     {
-        let request = kube::core::Request::new(K::url_path(&(), Some(&self.object.namespace)));
-        let fields = format!("metadata.name={}", self.object.name);
-        let params = WatchParams::default()
-            .fields(&fields)
-            .timeout(watch_seconds(timeout));
-        // Failures in a row (see `retry_delay`); any success resets it.
-        let mut failures = 0u32;
-        // Where to resume watching; `None`: list first.
-        let mut resume: Option<String> = None;
-        loop {
-            let version = match resume.take() {
-                Some(version) => version,
-                // Boxed, as the request below: a request's state lives
-                // only while it is in flight, not in every idle watch task.
-                None => match Box::pin(self.list::<K>(&client, &request, &fields)).await {
-                    Ok((version, update)) => {
-                        failures = 0;
-                        super::publish(tx, update.map_err(SourceError::from));
-                        version
-                    }
-                    Err(e) => {
-                        Box::pin(self.failed(tx, e, &mut failures)).await;
-                        continue;
-                    }
+        let api: Api<K> = Api::namespaced(client, &self.object.namespace);
+        let mut config = watcher::Config::default()
+            .fields(&format!("metadata.name={}", self.object.name))
+            .timeout(watch_seconds(timeout))
+            .any_semantic();
+        config.page_size = None;
+        let events = super::watch::Watch::new(api, config)
+            .named(self.object.to_string())
+            .stream();
+        let mut events = std::pin::pin!(events);
+        // The object as listed, until the list is complete.
+        let mut listed: Option<K> = None;
+        while let Some(event) = events.next().await {
+            let update = match event {
+                Ok(Event::Init) => {
+                    listed = None;
+                    continue;
+                }
+                Ok(Event::InitApply(obj)) => {
+                    listed = Some(obj);
+                    continue;
+                }
+                Ok(Event::InitDone) => match listed.take() {
+                    Some(obj) => self.applied(&obj),
+                    None => self.absent(KubeError::NotFound {
+                        object: self.object.to_string(),
+                    }),
                 },
+                Ok(Event::Apply(obj)) => self.applied(&obj),
+                Ok(Event::Delete(_)) => self.absent(KubeError::Deleted {
+                    object: self.object.to_string(),
+                }),
+                Err(e) => {
+                    self.metrics.watch_restarted(&self.mapping);
+                    Err(self.watch_error(&e))
+                }
             };
-            match self
-                .watch_from::<K>(&client, &request, &params, version, tx, &mut failures)
-                .await
-            {
-                Ended::At(version) => resume = Some(version),
-                // Routine (the watch fell too far behind): not an error,
-                // but still paced, so a server that answers every watch
-                // with 410 is not re-listed in a tight loop.
-                Ended::Gone => {
-                    tracing::debug!(object = %self.object, "resourceVersion expired; re-listing");
-                    failures = failures.saturating_add(1);
-                    Box::pin(tokio::time::sleep(retry_delay(failures))).await;
-                }
-                Ended::Failed(version, e) => {
-                    Box::pin(self.failed(tx, e, &mut failures)).await;
-                    resume = Some(version);
-                }
-            }
+            super::publish(tx, update.map_err(SourceError::from));
         }
     }
 
-    /// Publishes a failure, counts the restart and waits out the backoff.
-    async fn failed(&self, tx: &watch::Sender<Option<Update>>, e: KubeError, failures: &mut u32) {
-        self.metrics.watch_restarted(&self.mapping);
-        super::publish(tx, Err(SourceError::from(e)));
-        *failures = failures.saturating_add(1);
-        tokio::time::sleep(retry_delay(*failures)).await;
-    }
-
-    /// Lists the object (from the API server's cache, as kube-runtime and
-    /// client-go do): the list's resourceVersion and what to publish.
-    async fn list<K>(
-        &self,
-        client: &Client,
-        request: &kube::core::Request,
-        fields: &str,
-    ) -> Result<(String, Result<Bundle, KubeError>), KubeError>
-    where
-        K: kube::Resource + Payload + Clone + serde::de::DeserializeOwned,
-    {
-        let list = request
-            .list(&ListParams::default().fields(fields).match_any())
-            .map_err(|e| self.api_error("list", &kube::Error::BuildRequest(e)))?;
-        let list: ObjectList<K> = client
-            .request(list)
-            .await
-            .map_err(|e| self.api_error("list", &e))?;
-        let version = list.metadata.resource_version.unwrap_or_default();
-        let update = match list.items.first() {
-            Some(obj) => self.applied(obj),
-            None => self.absent(KubeError::NotFound {
-                object: self.object.to_string(),
-            }),
-        };
-        Ok((version, update))
-    }
-
-    /// Watches from `version` until the watch ends, publishing every event.
-    /// A watch the server has not ended in time is stalled
-    /// ([`stall_deadline`]): resume anew.
-    async fn watch_from<K>(
-        &self,
-        client: &Client,
-        request: &kube::core::Request,
-        params: &WatchParams,
-        mut version: String,
-        tx: &watch::Sender<Option<Update>>,
-        failures: &mut u32,
-    ) -> Ended
-    where
-        K: kube::Resource + Payload + Clone + serde::de::DeserializeOwned,
-    {
-        // `timeoutSeconds` as sent: kube-core sends 290 when none is set.
-        let (deadline, said) = stall_deadline(params.timeout.unwrap_or(290));
-        let stalled = || KubeError::Api {
-            verb: "watch",
-            object: self.object.to_string(),
-            message: format!("{said}; watching again"),
-        };
-        let stream = match request.watch(params, &version) {
-            Ok(req) => {
-                match tokio::time::timeout_at(deadline, Box::pin(client.request_stream(req))).await
-                {
-                    Ok(stream) => stream,
-                    Err(_) => return Ended::Failed(version, stalled()),
-                }
+    /// A failed list or watch, naming the verb and the object; a `403`
+    /// says what RBAC must allow.
+    fn watch_error(&self, e: &WatchError) -> KubeError {
+        let (verb, object, message) = (e.verb(), self.object.to_string(), e.message());
+        if e.code() == Some(403) {
+            KubeError::Forbidden {
+                verb,
+                object,
+                message,
             }
-            Err(e) => Err(kube::Error::BuildRequest(e)),
-        };
-        let mut stream = match stream {
-            Ok(s) => std::pin::pin!(s),
-            Err(e) => return Ended::Failed(version, self.api_error("watch", &e)),
-        };
-        loop {
-            // A buffer per event, dropped once parsed: a watch that waits
-            // for its next event holds nothing.
-            let mut line = Vec::new();
-            let Ok(read) =
-                tokio::time::timeout_at(deadline, stream.read_until(b'\n', &mut line)).await
-            else {
-                return Ended::Failed(version, stalled());
-            };
-            match read {
-                Ok(0) => return Ended::At(version),
-                Ok(_) => {}
-                // TLS and chunked-encoding EOFs after a long watch: resume.
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    return Ended::At(version);
-                }
-                Err(e) => {
-                    let e = KubeError::Api {
-                        verb: "watch",
-                        object: self.object.to_string(),
-                        message: error_chain(&e),
-                    };
-                    return Ended::Failed(version, e);
-                }
+        } else {
+            KubeError::Api {
+                verb,
+                object,
+                message,
             }
-            let event = match serde_json::from_slice::<WatchEvent<K>>(&line) {
-                Ok(event) => event,
-                Err(e) => {
-                    // A line that is not an event: a Status, or garbage.
-                    let message = serde_json::from_slice::<Status>(&line)
-                        .map_or_else(|_| format!("unreadable watch event: {e}"), |s| s.message);
-                    let e = KubeError::Api {
-                        verb: "watch",
-                        object: self.object.to_string(),
-                        message,
-                    };
-                    return Ended::Failed(version, e);
-                }
-            };
-            let update = match event {
-                WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                    version = obj.meta().resource_version.clone().unwrap_or(version);
-                    self.applied(&obj)
-                }
-                WatchEvent::Deleted(obj) => {
-                    version = obj.meta().resource_version.clone().unwrap_or(version);
-                    self.absent(KubeError::Deleted {
-                        object: self.object.to_string(),
-                    })
-                }
-                WatchEvent::Bookmark(b) => {
-                    version = b.metadata.resource_version;
-                    *failures = 0;
-                    continue;
-                }
-                WatchEvent::Error(s) if s.code == 410 => return Ended::Gone,
-                WatchEvent::Error(s) => {
-                    let object = self.object.to_string();
-                    let e = if s.code == 403 {
-                        KubeError::Forbidden {
-                            verb: "watch",
-                            object,
-                            message: s.message,
-                        }
-                    } else {
-                        KubeError::Api {
-                            verb: "watch",
-                            object,
-                            message: format!("{} ({})", s.message, s.code),
-                        }
-                    };
-                    return Ended::Failed(version, e);
-                }
-            };
-            *failures = 0;
-            super::publish(tx, update.map_err(SourceError::from));
         }
     }
 
@@ -471,22 +332,6 @@ impl KubeObject {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = obj.meta().uid.clone();
         self.bundle(obj)
     }
-}
-
-/// The wait before retrying after `failures` failures in a row: from 0.8 s
-/// (client-go's and kube-runtime's start), doubling, jittered, at most 30 s.
-fn retry_delay(failures: u32) -> Duration {
-    crate::backoff(Duration::from_millis(800), failures).min(Duration::from_secs(30))
-}
-
-/// How one watch request ended.
-enum Ended {
-    /// Normally (its timeout, or the server closed it): resume here.
-    At(String),
-    /// `410 Gone`: the resourceVersion is too old; list again.
-    Gone,
-    /// With an error: back off, then resume here.
-    Failed(String, KubeError),
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 //!   `label=KEY=VALUE` options, concatenated in name order with duplicate
 //!   certificates dropped, so the file changes only when the set does.
 //!
-//! The selection is watched (kube-runtime's watcher: list, watch, resume,
-//! re-list), so a bundle added, changed or removed is published. A cluster
+//! The selection is watched (`source::watch`'s loop: list, watch, resume,
+//! re-list, back off), so a bundle added, changed or removed is published. A cluster
 //! that does not serve the API, or a selection that matches nothing, is
 //! reported and the last good bundle stays.
 
@@ -20,6 +20,8 @@ use futures::StreamExt;
 use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use kube::runtime::watcher;
 use kube::{Api, Client};
+
+use super::watch::{Watch, WatchError};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use tokio::sync::watch;
@@ -72,6 +74,18 @@ impl std::fmt::Display for Selection {
 }
 
 impl Selection {
+    /// The loop over the selected bundles, named for the log.
+    fn watch(
+        &self,
+        client: Client,
+    ) -> impl futures::Stream<Item = Result<watcher::Event<ClusterTrustBundle>, WatchError>>
+    + Send
+    + 'static {
+        Watch::new(Api::all(client), self.config())
+            .named(self.to_string())
+            .stream()
+    }
+
     fn config(&self) -> watcher::Config {
         match self {
             Self::Name(n) => watcher::Config::default().fields(&format!("metadata.name={n}")),
@@ -105,15 +119,13 @@ pub fn joined(bundles: &BTreeMap<String, ClusterTrustBundle>) -> Vec<u8> {
 
 /// Why a watch of ClusterTrustBundles failed, saying so when the API is
 /// not served at all.
-fn watch_error(selection: &Selection, e: &watcher::Error) -> TrustBundleError {
-    let not_served = matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) if s.code == 404);
-    if not_served {
+fn watch_error(selection: &Selection, e: &WatchError) -> TrustBundleError {
+    if e.code() == Some(404) {
         TrustBundleError::NotServed
     } else {
         TrustBundleError::Api {
             selection: selection.to_string(),
-            message: crate::error_chain(e),
+            message: format!("{}: {}", e.verb(), e.message()),
         }
     }
 }
@@ -121,8 +133,7 @@ fn watch_error(selection: &Selection, e: &watcher::Error) -> TrustBundleError {
 /// The selection's CA bundle now (one list): for `run --once` and for a
 /// `csr:` mapping's `ca=clustertrustbundle`.
 pub async fn read(client: Client, selection: &Selection) -> Result<Vec<u8>, TrustBundleError> {
-    let api: Api<ClusterTrustBundle> = Api::all(client);
-    let mut events = std::pin::pin!(watcher(api, selection.config()));
+    let mut events = std::pin::pin!(selection.watch(client));
     let mut listed = Listed::default();
     while let Some(event) = events.next().await {
         listed.apply(event.map_err(|e| watch_error(selection, &e))?);
@@ -187,8 +198,7 @@ impl TrustBundles {
     }
 
     async fn watch(&self, client: Client, tx: &watch::Sender<Option<Update>>) {
-        let api: Api<ClusterTrustBundle> = Api::all(client);
-        let mut events = std::pin::pin!(watcher(api, self.selection.config()));
+        let mut events = std::pin::pin!(self.selection.watch(client));
         let mut listed = Listed::default();
         while let Some(event) = events.next().await {
             match event {

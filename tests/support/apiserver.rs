@@ -21,8 +21,9 @@
 //!   Go's default limit of 250 concurrent streams per connection (what
 //!   kube-apiserver serves unless `--http2-max-streams-per-connection` is
 //!   set); it records each connection's protocol;
-//! - faults on demand: drop every connection, end every watch, stall
-//!   watches (no bytes), answer 500 for the next N requests, 410 for the
+//! - faults on demand: drop every connection, end every watch, end each
+//!   new watch at once with no event (as a proxy that cuts long requests
+//!   does), stall watches (no bytes), answer 500 for the next N requests, 410 for the
 //!   next N watches, compact history, rewind the
 //!   resourceVersion counter, go down and come back on the same port.
 #![allow(dead_code)]
@@ -93,6 +94,8 @@ struct Shared {
     /// Bumped to end every open watch.
     generation: watch::Sender<u64>,
     stalled: watch::Sender<bool>,
+    /// Every new watch answers 200 and ends at once, without an event.
+    at_once: std::sync::atomic::AtomicBool,
     /// Milliseconds between bookmarks on a watch that asked for them.
     bookmark_ms: std::sync::atomic::AtomicU64,
     /// Bearer token → user, for the resources that need an identity
@@ -188,6 +191,7 @@ impl ApiServer {
             named: Mutex::default(),
             generation: watch::channel(0).0,
             stalled: watch::channel(false).0,
+            at_once: std::sync::atomic::AtomicBool::new(false),
             bookmark_ms: std::sync::atomic::AtomicU64::new(500),
             users: Mutex::new(HashMap::from([(
                 "test-token".to_owned(),
@@ -319,6 +323,15 @@ impl ApiServer {
     /// Ends every open watch cleanly (as a watch timeout does).
     pub fn end_watches(&self) {
         self.shared.generation.send_modify(|g| *g += 1);
+    }
+
+    /// While on, each new watch is answered (200) and ended at once
+    /// without a single event: what a client sees behind a proxy or load
+    /// balancer that cuts streaming responses.
+    pub fn end_watches_at_once(&self, on: bool) {
+        self.shared
+            .at_once
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// While stalled, open watches send nothing and new watch requests hang
@@ -656,6 +669,12 @@ async fn collection(
         .get("resourceVersion")
         .filter(|v| !v.is_empty() && *v != "0")
         .and_then(|v| v.parse().ok());
+    if shared.at_once.load(std::sync::atomic::Ordering::Relaxed) {
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::empty())
+            .unwrap();
+    }
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let line =
         |ty: &str, obj: &Value| Bytes::from(format!("{}\n", json!({"type": ty, "object": obj})));

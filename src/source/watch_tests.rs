@@ -1,0 +1,393 @@
+//! The loop against a scripted API server (a tower service behind a real
+//! `kube::Client`), on tokio's paused clock: every request is logged with
+//! the virtual time it was made at, so the pacing is asserted exactly, with
+//! a backoff without jitter (`n` failures: `10 s × n`).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body::Frame;
+use http_body_util::StreamBody;
+use http_body_util::combinators::UnsyncBoxBody;
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_json::{Value, json};
+
+use super::*;
+
+/// What the server answers to the next request.
+enum Reply {
+    /// A list at `rv` holding ConfigMaps of these names.
+    List(u64, &'static [&'static str]),
+    /// A page of a list, with more to come after `continue` token.
+    Page(&'static [&'static str], &'static str),
+    /// A watch sending these lines, then ending after `Duration`.
+    Watch(Vec<Value>, Duration),
+    /// A watch that sends nothing and never ends.
+    Hang,
+    /// An error status.
+    Status(u16),
+}
+
+fn cm(name: &str, rv: u64) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string()}})
+}
+
+fn event(ty: &str, object: Value) -> Value {
+    json!({"type": ty, "object": object})
+}
+
+fn bookmark(rv: u64) -> Value {
+    event(
+        "BOOKMARK",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"resourceVersion": rv.to_string()}}),
+    )
+}
+
+fn status(code: u16) -> Value {
+    json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+           "message": format!("status {code}"), "reason": "Test", "code": code})
+}
+
+type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+fn body(lines: Vec<Value>, end: Option<Duration>) -> Body {
+    let lines = futures::stream::iter(
+        lines
+            .into_iter()
+            .map(|l| Ok(Frame::data(Bytes::from(format!("{l}\n"))))),
+    );
+    let tail = futures::stream::once(async move {
+        match end {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    })
+    .filter_map(|()| async { None::<Result<Frame<Bytes>, std::io::Error>> });
+    UnsyncBoxBody::new(StreamBody::new(lines.chain(tail)))
+}
+
+/// Requests seen: (seconds since the start, "list" or "watch@RV").
+type Seen = Arc<Mutex<Vec<(u64, String)>>>;
+
+fn server(script: Vec<Reply>) -> (Api<ConfigMap>, Seen) {
+    let script = Arc::new(Mutex::new(VecDeque::from(script)));
+    let seen: Seen = Arc::default();
+    let start = Instant::now();
+    let log = Arc::clone(&seen);
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let query = req.uri().query().unwrap_or_default().to_owned();
+        let watching = query.contains("watch=true");
+        let what = if watching {
+            let rv = query
+                .split('&')
+                .find_map(|p| p.strip_prefix("resourceVersion="))
+                .unwrap_or_default();
+            format!("watch@{rv}")
+        } else {
+            let page = query
+                .split('&')
+                .find_map(|p| p.strip_prefix("continue="))
+                .map_or(String::new(), |c| format!("+{c}"));
+            let limit = query
+                .split('&')
+                .find_map(|p| p.strip_prefix("limit="))
+                .map_or(String::new(), |l| format!(" limit={l}"));
+            format!("list{page}{limit}")
+        };
+        log.lock()
+            .unwrap()
+            .push((start.elapsed().as_secs(), what.clone()));
+        let reply = script.lock().unwrap().pop_front().unwrap_or(Reply::Hang);
+        let response = match reply {
+            Reply::Page(names, token) => {
+                assert!(what.starts_with("list"), "script and requests disagree");
+                let items: Vec<Value> = names.iter().map(|n| cm(n, 5)).collect();
+                let list = json!({"apiVersion": "v1", "kind": "ConfigMapList",
+                                  "metadata": {"resourceVersion": "5", "continue": token}, "items": items});
+                http::Response::new(body(vec![list], Some(Duration::ZERO)))
+            }
+            Reply::List(rv, names) => {
+                assert!(what.starts_with("list"), "script and requests disagree");
+                let items: Vec<Value> = names.iter().map(|n| cm(n, rv)).collect();
+                let list = json!({"apiVersion": "v1", "kind": "ConfigMapList",
+                                  "metadata": {"resourceVersion": rv.to_string()}, "items": items});
+                http::Response::new(body(vec![list], Some(Duration::ZERO)))
+            }
+            Reply::Watch(lines, lasts) => {
+                assert!(what.starts_with("watch"), "script and requests disagree");
+                http::Response::new(body(lines, Some(lasts)))
+            }
+            Reply::Hang => http::Response::new(body(Vec::new(), None)),
+            Reply::Status(code) => {
+                let mut r = http::Response::new(body(vec![status(code)], Some(Duration::ZERO)));
+                *r.status_mut() = http::StatusCode::from_u16(code).unwrap();
+                r
+            }
+        };
+        async move { Ok::<_, std::convert::Infallible>(response) }
+    });
+    let client = Client::new(service, "ns");
+    (Api::namespaced(client, "ns"), seen)
+}
+
+fn paced(
+    api: Api<ConfigMap>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<Event<ConfigMap>, WatchError>> {
+    Watch::new(api, config)
+        .named("configmaps in ns")
+        .pacing(Pacing {
+            backoff: |n| Duration::from_secs(10 * u64::from(n)),
+            short: Duration::from_secs(1),
+        })
+        .stream()
+}
+
+/// What the stream says until it has been quiet for 100 s (virtual), at
+/// most `max` items. Errors are cut at their first " (" (kube's debug
+/// print of a Status).
+async fn drain(
+    events: impl Stream<Item = Result<Event<ConfigMap>, WatchError>>,
+    max: usize,
+) -> Vec<String> {
+    let mut events = std::pin::pin!(events);
+    let mut out = Vec::new();
+    while out.len() < max
+        && let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(100), events.next()).await
+    {
+        out.push(match e {
+            Ok(Event::Init) => "Init".to_owned(),
+            Ok(Event::InitApply(o)) => format!("InitApply {}", o.metadata.name.unwrap()),
+            Ok(Event::InitDone) => "InitDone".to_owned(),
+            Ok(Event::Apply(o)) => format!("Apply {}", o.metadata.name.unwrap()),
+            Ok(Event::Delete(o)) => format!("Delete {}", o.metadata.name.unwrap()),
+            Err(e) => {
+                let e = format!("Err {:?} {e}", e.code());
+                e.split(" (").next().unwrap_or_default().to_owned()
+            }
+        });
+    }
+    out
+}
+
+fn requests(seen: &Seen) -> Vec<(u64, String)> {
+    seen.lock().unwrap().clone()
+}
+
+fn at(list: &[(u64, &str)]) -> Vec<(u64, String)> {
+    list.iter().map(|(t, w)| (*t, (*w).to_owned())).collect()
+}
+
+/// client-go's "very short watch": ended within a second without an event,
+/// a watch is a failure, backed off more each time; a watch with an event,
+/// or one that lasted, resets the backoff.
+#[tokio::test(start_paused = true)]
+async fn short_watches_back_off_and_a_healthy_watch_resets_it() {
+    let (api, seen) = server(vec![
+        Reply::List(5, &["a"]),
+        Reply::Watch(vec![], Duration::ZERO), // short: 1 failure
+        Reply::Watch(vec![], Duration::from_millis(999)), // short: 2
+        Reply::Watch(vec![], Duration::ZERO), // short: 3
+        Reply::Watch(vec![event("MODIFIED", cm("a", 7))], Duration::ZERO), // healthy
+        Reply::Watch(vec![], Duration::ZERO), // short: 1 again
+        Reply::Watch(vec![], Duration::from_secs(2)), // quiet but lasted: healthy
+        Reply::Watch(vec![], Duration::ZERO), // short: 1 again
+        Reply::Watch(vec![bookmark(9)], Duration::ZERO), // a bookmark is an event
+    ]);
+    let events = drain(paced(api, watcher::Config::default().timeout(1000)), 99).await;
+    assert_eq!(events, ["Init", "InitApply a", "InitDone", "Apply a"]);
+    assert_eq!(
+        requests(&seen),
+        at(&[
+            (0, "list limit=500"),
+            (0, "watch@5"),
+            (10, "watch@5"), // after 10 s × 1
+            (30, "watch@5"), // 10 + 10 s × 2 (the 999 ms were still short)
+            (60, "watch@5"), // 30 + 10 s × 3
+            (60, "watch@7"), // the event reset it, and moved the version
+            (70, "watch@7"), // 10 s × 1: counting from one again
+            (72, "watch@7"), // it lasted 2 s: healthy, resumed at once
+            (82, "watch@7"), // 10 s × 1 again
+            (82, "watch@9"), // resumed at the bookmark, at once
+        ])
+    );
+}
+
+/// `410 Gone` relists at once after a healthy watch; only a 410 on the very
+/// watch a list started (a server that expires even fresh versions) waits.
+#[tokio::test(start_paused = true)]
+async fn gone_relists_at_once_unless_the_version_was_fresh() {
+    let gone = || Reply::Watch(vec![event("ERROR", status(410))], Duration::ZERO);
+    let (api, seen) = server(vec![
+        Reply::List(5, &["a"]),
+        gone(), // the list's own version: a storm, paced
+        Reply::List(6, &["a", "b"]),
+        Reply::Watch(vec![], Duration::from_secs(3)), // healthy (lasted)
+        gone(),                                       // compacted: at once
+        Reply::List(8, &["b"]),
+        Reply::Watch(vec![event("ADDED", cm("c", 9))], Duration::ZERO),
+        Reply::Status(410), // as an HTTP status, after a healthy watch
+        Reply::List(10, &["c"]),
+    ]);
+    let events = drain(paced(api, watcher::Config::default().timeout(1000)), 99).await;
+    assert_eq!(
+        events,
+        [
+            "Init",
+            "InitApply a",
+            "InitDone",
+            "Init",
+            "InitApply a",
+            "InitApply b",
+            "InitDone",
+            "Init",
+            "InitApply b",
+            "InitDone",
+            "Apply c",
+            "Init",
+            "InitApply c",
+            "InitDone",
+        ],
+        "410s are routine: no error reported"
+    );
+    assert_eq!(
+        requests(&seen),
+        at(&[
+            (0, "list limit=500"),
+            (0, "watch@5"),
+            (10, "list limit=500"), // paced: 410 on the list's own version
+            (10, "watch@6"),
+            (13, "watch@6"),
+            (13, "list limit=500"), // at once
+            (13, "watch@8"),
+            (13, "watch@9"),
+            (13, "list limit=500"), // at once
+            (13, "watch@10"),
+        ])
+    );
+}
+
+/// Errors are reported and backed off; the watch resumes where it was; a
+/// failed list is made again; a watch not ended in time is given up.
+#[tokio::test(start_paused = true)]
+async fn errors_are_reported_paced_and_resumed() {
+    let (api, seen) = server(vec![
+        Reply::Status(500),
+        Reply::List(5, &[]),
+        Reply::Status(403),
+        Reply::Watch(vec![event("ERROR", status(500))], Duration::ZERO),
+        Reply::Hang, // stalled: given up 10 s + 5 s after it started
+        Reply::Watch(vec![event("ADDED", cm("a", 6))], Duration::ZERO),
+    ]);
+    let events = drain(paced(api, watcher::Config::default().timeout(10)), 7).await;
+    assert_eq!(
+        events,
+        [
+            "Err Some(500) list configmaps in ns: ApiError: status 500: Test",
+            "Init",
+            "InitDone",
+            "Err Some(403) watch configmaps in ns: status 403",
+            "Err Some(500) watch configmaps in ns: status 500",
+            "Err None watch configmaps in ns: the API server did not end the watch within its 10s timeout and 5s more; watching again",
+            "Apply a",
+        ]
+    );
+    assert_eq!(
+        requests(&seen),
+        at(&[
+            (0, "list limit=500"),
+            (10, "list limit=500"),
+            (10, "watch@5"),
+            (30, "watch@5"),
+            (60, "watch@5"),
+            (115, "watch@5"), // the stall at 75, then 10 s × 4
+        ]),
+        "a list that succeeds does not reset the backoff; only a healthy watch does"
+    );
+}
+
+/// Pages are reported as one list: `Init`, every object, `InitDone`; a
+/// page that fails starts the list again.
+#[tokio::test(start_paused = true)]
+async fn a_paged_list_is_reported_whole() {
+    let (api, seen) = server(vec![
+        Reply::Page(&["a", "b"], "p2"),
+        Reply::Status(410), // the continue token expired
+        Reply::Page(&["a", "b"], "p2"),
+        Reply::List(5, &["c"]),
+    ]);
+    let events = drain(paced(api, watcher::Config::default().page_size(2)), 99).await;
+    assert_eq!(
+        events[..3],
+        ["Init", "InitApply a", "InitApply b"],
+        "a page at a time"
+    );
+    assert!(events[3].starts_with("Err Some(410) list"), "{events:?}");
+    assert_eq!(
+        events[4..],
+        [
+            "Init",
+            "InitApply a",
+            "InitApply b",
+            "InitApply c",
+            "InitDone"
+        ]
+    );
+    assert_eq!(
+        requests(&seen),
+        at(&[
+            (0, "list limit=2"),
+            (0, "list+p2 limit=2"),
+            (10, "list limit=2"),
+            (10, "list+p2 limit=2"),
+            (10, "watch@5"),
+        ])
+    );
+}
+
+/// The default pacing: jittered, doubling from 0.8 s, capped at 30 s.
+#[test]
+fn retry_delays_double_with_jitter_up_to_thirty_seconds() {
+    for n in 1..=5u32 {
+        let base = Duration::from_millis(800) * 2u32.pow(n - 1);
+        let d = retry_delay(n);
+        assert!(d >= base && d < base * 2, "{n}: {d:?}");
+    }
+    assert_eq!(retry_delay(7), Duration::from_secs(30));
+    assert_eq!(retry_delay(u32::MAX), Duration::from_secs(30));
+}
+
+/// The approver's two kube-runtime watchers, replaced by this loop as its
+/// code would (the same `watcher::Config`, the same `Listed`, the same
+/// `select!`): both lists arrive and are applied.
+#[tokio::test(start_paused = true)]
+async fn the_approvers_watchers_switch_in_two_lines() {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
+    use k8s_openapi::api::core::v1::Node;
+    let (cm_api, csr_seen) = server(vec![Reply::List(5, &[])]);
+    let csrs: Api<Csr> = Api::all(cm_api.into_client());
+    let (cm_api, node_seen) = server(vec![Reply::List(6, &[])]);
+    let nodes: Api<Node> = Api::all(cm_api.into_client());
+    let selector = "spec.signerName=kubernetes.io/kubelet-serving";
+
+    let watching = watcher::Config::default().timeout(290);
+    let mut csr_events = std::pin::pin!(watch(csrs.clone(), watching.clone().fields(selector)));
+    let mut node_events = std::pin::pin!(watch(nodes, watching));
+
+    let (mut csr_list, mut node_list) = (
+        super::super::Listed::default(),
+        super::super::Listed::default(),
+    );
+    while !(csr_list.synced() && node_list.synced()) {
+        tokio::select! {
+            Some(e) = csr_events.next() => { csr_list.apply(e.unwrap()); }
+            Some(e) = node_events.next() => { node_list.apply(e.unwrap()); }
+        }
+    }
+    assert!(csr_list.items().is_empty() && node_list.items().is_empty());
+    assert_eq!(requests(&csr_seen)[..1], at(&[(0, "list limit=500")])[..]);
+    assert_eq!(requests(&node_seen)[..1], at(&[(0, "list limit=500")])[..]);
+}

@@ -1,0 +1,202 @@
+//! The one list/watch loop every Kubernetes source shares
+//! (`source::watch`), through the binary, against the test API server: a
+//! watch the server ends at once, without a single event, is a failure
+//! (client-go's reflector's "very short watch"), backed off and warned about
+//! once, for every kind of source. These faults cannot be made on a real
+//! cluster, so the tests are skipped there.
+
+mod support;
+
+use std::time::Duration;
+
+use support::apiserver::ApiServer;
+use support::certs::Pair;
+use support::*;
+
+/// How long each test lets a server that ends every watch at once run.
+const WINDOW: Duration = Duration::from_secs(3);
+/// Watch requests allowed in [`WINDOW`]: with backoff from 0.8 s doubling,
+/// three or four; without, thousands.
+const HANDFUL: usize = 6;
+
+/// The test API server, or `None` (said) on a real cluster.
+async fn fake(dir: &std::path::Path, test: &str) -> Option<(ApiServer, std::path::PathBuf)> {
+    if std::env::var_os("CERTSYNC_E2E_KUBECONFIG").is_some() {
+        eprintln!("{test}: skipped on a real cluster (needs the test API server)");
+        return None;
+    }
+    let fake = ApiServer::start().await;
+    let kubeconfig = fake.kubeconfig(dir);
+    Some((fake, kubeconfig))
+}
+
+fn count(fake: &ApiServer, prefix: &str) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.starts_with(prefix))
+        .count()
+}
+
+/// The warnings about watches ended at once that name `what`.
+fn short_watch_warnings(cs: &Certsync, what: &str) -> usize {
+    cs.log()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("without a single event") && l.contains(what))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_watch_the_server_ends_at_once_is_backed_off() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((fake, kubeconfig)) = fake(d.path(), "secret short watch").await else {
+        return;
+    };
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(kube_client(&kubeconfig).await, "ns");
+    let pair = Pair::new("short");
+    let secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+        "stringData": {
+            "tls.crt": String::from_utf8(pair.cert.clone()).unwrap(),
+            "tls.key": String::from_utf8(pair.key.clone()).unwrap(),
+        },
+    }))
+    .unwrap();
+    api.create(&Default::default(), &secret).await.unwrap();
+    fake.end_watches_at_once(true);
+
+    let target = d.path().join("t");
+    let spec = format!("secret:ns/tls={}", target.display());
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &spec,
+        ],
+        d.path(),
+    );
+    wait_pair(&target, &pair);
+    tokio::time::sleep(WINDOW).await;
+    let watches = count(&fake, "watch secrets ns/tls");
+    assert!(
+        (1..=HANDFUL).contains(&watches),
+        "{watches} watch requests in {WINDOW:?}"
+    );
+    assert_eq!(
+        count(&fake, "list secrets"),
+        1,
+        "a short watch resumes, not re-lists"
+    );
+    assert_eq!(
+        short_watch_warnings(&cs, "secret ns/tls"),
+        1,
+        "warned once per streak: {}",
+        cs.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trust_bundle_watch_the_server_ends_at_once_is_backed_off() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((fake, kubeconfig)) = fake(d.path(), "trust bundle short watch").await else {
+        return;
+    };
+    let ctbs = kube::Api::all(kube_client(&kubeconfig).await);
+    let ca = String::from_utf8(Pair::new("ca").ca_cert).unwrap();
+    ctbs.create(
+        &Default::default(),
+        &trust_bundle("example.com:short:a", "example.com/short", &ca, &[]),
+    )
+    .await
+    .unwrap();
+    fake.end_watches_at_once(true);
+
+    let target = d.path().join("t");
+    let spec = format!(
+        "clustertrustbundle:example.com/short={},name=ctb",
+        target.display()
+    );
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &spec,
+        ],
+        d.path(),
+    );
+    wait_for("the trust bundle", || {
+        (std::fs::read_to_string(target.join("ca.crt")).ok()? == ca).then_some(())
+    });
+    tokio::time::sleep(WINDOW).await;
+    let watches = count(&fake, "watch clustertrustbundles");
+    assert!(
+        (1..=HANDFUL).contains(&watches),
+        "{watches} watch requests in {WINDOW:?}"
+    );
+    assert_eq!(
+        short_watch_warnings(&cs, "clustertrustbundles of signer example.com/short"),
+        1,
+        "warned once per streak: {}",
+        cs.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_request_watch_the_server_ends_at_once_is_backed_off() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((fake, kubeconfig)) = fake(d.path(), "csr short watch").await else {
+        return;
+    };
+    let signer = support::signer::Signer::new(kube_client(&kubeconfig).await, "example.com/short");
+    let ca_file = d.path().join("ca.crt");
+    std::fs::write(&ca_file, &signer.ca_pem).unwrap();
+    fake.end_watches_at_once(true);
+
+    let spec = format!(
+        "csr:{}={},name=svc,cn=svc.example,dns=svc.example,\
+         usage=digital-signature,usage=server-auth,ca=file:{}",
+        signer.name,
+        d.path().join("t").display(),
+        ca_file.display()
+    );
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &spec,
+        ],
+        d.path(),
+    );
+    let name = signer.next_request(&[]).await;
+    cs.wait_log(&format!("kubectl certificate approve {name}"));
+    tokio::time::sleep(WINDOW).await;
+    // Only certsync reads the request by name (the signer lists them all).
+    let reads = ["watch", "get", "list"]
+        .iter()
+        .map(|verb| {
+            count(
+                &fake,
+                &format!("{verb} certificatesigningrequests /{name} "),
+            )
+        })
+        .sum::<usize>();
+    assert!(
+        (1..=2 * HANDFUL).contains(&reads),
+        "{reads} reads of the request in {WINDOW:?}: {:?}",
+        fake.requests()
+    );
+    assert_eq!(
+        short_watch_warnings(&cs, &format!("certificatesigningrequest {name}")),
+        1,
+        "warned once per streak: {}",
+        cs.log()
+    );
+    drop(cs);
+    signer.cleanup().await;
+}
