@@ -200,3 +200,47 @@ async fn a_certificate_request_watch_the_server_ends_at_once_is_backed_off() {
     drop(cs);
     signer.cleanup().await;
 }
+
+/// The approver's two watches (its signer's CSRs, every Node) go through
+/// the same loop: ended at once, both are backed off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approvers_watches_the_server_ends_at_once_are_backed_off() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((fake, kubeconfig)) = fake(d.path(), "approver short watch").await else {
+        return;
+    };
+    fake.end_watches_at_once(true);
+    let port = free_port();
+    let cs = Certsync::start(
+        &[
+            "approve",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--lease-name",
+            "",
+            "--node-cidr",
+            "10.0.0.0/8",
+            "--admin-addr",
+            &format!("127.0.0.1:{port}"),
+        ],
+        d.path(),
+    );
+    wait_for("the approver ready", || {
+        http_get(port, "/readyz").filter(|(code, _)| *code == 200)
+    });
+    tokio::time::sleep(WINDOW).await;
+    for (prefix, what) in [
+        (
+            "watch certificatesigningrequests",
+            "certificatesigningrequests",
+        ),
+        ("watch nodes", "nodes"),
+    ] {
+        let watches = count(&fake, prefix);
+        assert!(
+            (1..=HANDFUL).contains(&watches),
+            "{what}: {watches} watch requests in {WINDOW:?}"
+        );
+        assert_eq!(short_watch_warnings(&cs, what), 1, "{what}: {}", cs.log());
+    }
+}

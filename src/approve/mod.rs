@@ -42,6 +42,7 @@ use tokio::sync::watch;
 use crate::metrics::Metrics;
 use crate::source::Listed;
 use crate::source::client::ClientSettings;
+use crate::source::watch::Watch;
 pub use policy::{Check, Policy, Verdict};
 
 /// The name under which the approver's readiness is reported.
@@ -179,8 +180,9 @@ pub async fn run(
     let csrs: Api<Csr> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client.clone());
     let selector = format!("spec.signerName={}", config.signer);
-    // kube-runtime's watcher: list, watch, resume, re-list on 410, back
-    // off; each watch call ends server-side after --watch-timeout.
+    // The one list/watch loop every Kubernetes source uses (resume,
+    // bookmarks, re-list on 410, back off, the short-watch rule); each
+    // watch call ends server-side after --watch-timeout.
     let timeout = u32::try_from(config.client.watch_timeout.as_secs())
         .unwrap_or(290)
         .clamp(1, 290);
@@ -189,8 +191,12 @@ pub async fn run(
     if let Some(labels) = &config.selector {
         csr_watch = csr_watch.labels(labels);
     }
-    let mut csr_events = std::pin::pin!(watcher(csrs.clone(), csr_watch));
-    let mut node_events = std::pin::pin!(watcher(nodes, watching));
+    let mut csr_events = std::pin::pin!(
+        Watch::new(csrs.clone(), csr_watch)
+            .named("certificatesigningrequests")
+            .stream()
+    );
+    let mut node_events = std::pin::pin!(Watch::new(nodes, watching).named("nodes").stream());
     let mut state = State {
         csrs: Listed::default(),
         nodes: Listed::default(),

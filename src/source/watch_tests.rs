@@ -364,7 +364,7 @@ fn retry_delays_double_with_jitter_up_to_thirty_seconds() {
 /// code would (the same `watcher::Config`, the same `Listed`, the same
 /// `select!`): both lists arrive and are applied.
 #[tokio::test(start_paused = true)]
-async fn the_approvers_watchers_switch_in_two_lines() {
+async fn a_cluster_scoped_watch_pair_fills_listed_sets() {
     use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
     use k8s_openapi::api::core::v1::Node;
     let (cm_api, csr_seen) = server(vec![Reply::List(5, &[])]);
