@@ -1366,6 +1366,38 @@ mod tests {
         assert!("10.0.0.0".parse::<Cidr>().is_err());
     }
 
+    /// Attack: a node's own name is proven by its credentials, not by any
+    /// Node's status. A compromised node that lists another node's name
+    /// in its own status must not get that node's request for its own
+    /// name denied (the threat model: "It cannot get another node's
+    /// legitimate request denied by listing that node's address in its
+    /// own status"). Here the victim's Node does not list its own name
+    /// (a cloud whose Hostname address differs from the node name).
+    #[test]
+    fn attack_listing_another_nodes_name_does_not_get_its_request_denied() {
+        let nodes: BTreeMap<String, Node> = [
+            node(
+                "n1",
+                &[
+                    ("InternalIP", "10.0.0.1"),
+                    ("InternalIP", "fd00::1"),
+                    ("Hostname", "ip-10-0-0-1"),
+                ],
+            ),
+            // The compromised node lists its victim's name.
+            node("n2", &[("InternalIP", "10.0.0.2"), ("Hostname", "n1")]),
+        ]
+        .into_iter()
+        .collect();
+        let (v, _) = decide(&csr(&kubelet("n1")), &nodes, &the_cluster(), &policy());
+        assert_ne!(
+            v.label(),
+            "deny",
+            "n2 listing n1's name got n1's own request denied: {}",
+            v.describe()
+        );
+    }
+
     mod generated {
         //! Requests of every odd shape: whatever the policy approves, the
         //! names Go would read from it (every extensionRequest, every SAN
