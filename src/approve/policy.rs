@@ -1398,6 +1398,56 @@ mod tests {
         );
     }
 
+    /// Attack: `localhost.localdomain` (and the other /etc/hosts names of
+    /// the loopback address: `localhost4`, `localhost6`, `ip6-localhost`,
+    /// ...) resolves to 127.0.0.1/::1 on every RHEL or Debian host, like
+    /// `localhost`. A cluster whose nodes are `*.localdomain` (RHEL's
+    /// default domain) allows that suffix; a node that lists the name
+    /// must still not get it.
+    #[test]
+    fn attack_loopback_host_names_are_never_a_nodes() {
+        let nodes: BTreeMap<String, Node> = [node(
+            "n1",
+            &[
+                ("InternalIP", "10.0.0.1"),
+                ("InternalIP", "fd00::1"),
+                ("Hostname", "n1.localdomain"),
+                ("InternalDNS", "localhost.localdomain"),
+                ("InternalDNS", "localhost4.localdomain4"),
+                ("InternalDNS", "localhost6.localdomain6"),
+            ],
+        )]
+        .into_iter()
+        .collect();
+        let local = Policy {
+            allowed_dns: vec![
+                "*.localdomain".into(),
+                "*.localdomain4".into(),
+                "*.localdomain6".into(),
+            ],
+            ..policy()
+        };
+        let mut a = kubelet("n1");
+        a.dns.push("n1.localdomain".into());
+        let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &local);
+        assert_eq!(v, Verdict::Approve, "the control: {}", v.describe());
+        for name in [
+            "localhost.localdomain",
+            "localhost4.localdomain4",
+            "localhost6.localdomain6",
+        ] {
+            let mut a = kubelet("n1");
+            a.dns.push(name.into());
+            let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &local);
+            assert_eq!(
+                (v.label(), v.check()),
+                ("deny", Some(Check::DnsSan)),
+                "{name}: {}",
+                v.describe()
+            );
+        }
+    }
+
     mod generated {
         //! Requests of every odd shape: whatever the policy approves, the
         //! names Go would read from it (every extensionRequest, every SAN
