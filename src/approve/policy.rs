@@ -1448,6 +1448,33 @@ mod tests {
         }
     }
 
+    /// Attack: a range written in its IPv4-mapped IPv6 form
+    /// (`::ffff:10.96.0.0/108`, as Go's net.ParseCIDR and some tools
+    /// print it) reserves nothing: requested IPs are canonicalised to
+    /// IPv4, the range is not, so `contains` is false for every address
+    /// in it. A reserved range must reserve whatever its spelling.
+    #[test]
+    fn attack_a_reserved_range_in_ipv4_mapped_form_still_reserves() {
+        let mapped: Cidr = "::ffff:10.0.0.0/120".parse().unwrap();
+        assert!(
+            mapped.contains("10.0.0.7".parse().unwrap()),
+            "{mapped} does not contain 10.0.0.7"
+        );
+        let reserved = Policy {
+            reserved_cidrs: vec![mapped],
+            ..policy()
+        };
+        let mut a = kubelet("n1");
+        a.ips = vec!["10.0.0.7".parse().unwrap()];
+        let (v, _) = decide(&csr(&a), &nodes(), &the_cluster(), &reserved);
+        assert_eq!(
+            (v.label(), v.check()),
+            ("deny", Some(Check::IpSan)),
+            "{}",
+            v.describe()
+        );
+    }
+
     mod generated {
         //! Requests of every odd shape: whatever the policy approves, the
         //! names Go would read from it (every extensionRequest, every SAN
