@@ -1475,6 +1475,46 @@ mod tests {
         );
     }
 
+    /// Attack: IPv6 forms that embed an IPv4 address other than the
+    /// IPv4-mapped one (IPv4-compatible `::a.b.c.d`, IPv4-translated
+    /// `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4 `2002:AABB:CCDD::`)
+    /// carry loopback, link-local or the API server's Service IP past the
+    /// reserved checks. Under --allow-any-node-address (or a broad IPv6
+    /// --node-cidr) a node that lists one gets it.
+    #[test]
+    fn attack_ipv4_embedding_forms_of_reserved_addresses_are_refused() {
+        let embedded = [
+            "::127.0.0.1",
+            "::ffff:0:127.0.0.1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::169.254.169.254",
+            "64:ff9b::10.96.0.1",
+            "2002:7f00:1::1",
+            "2002:a60:1::1",
+        ];
+        let mut listed: Vec<(&str, &str)> =
+            vec![("InternalIP", "10.0.0.1"), ("InternalIP", "fd00::1")];
+        listed.extend(embedded.iter().map(|a| ("InternalIP", *a)));
+        let nodes: BTreeMap<String, Node> = [node("n1", &listed)].into_iter().collect();
+        let any = Policy {
+            node_cidrs: vec![],
+            any_node_address: true,
+            ..policy()
+        };
+        let (v, _) = decide(&csr(&kubelet("n1")), &nodes, &the_cluster(), &any);
+        assert_eq!(v, Verdict::Approve, "the control: {}", v.describe());
+        let mut approved = Vec::new();
+        for addr in embedded {
+            let mut a = kubelet("n1");
+            a.ips.push(addr.parse().unwrap());
+            let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &any);
+            if v.label() != "deny" {
+                approved.push(format!("{addr}: {}", v.describe()));
+            }
+        }
+        assert!(approved.is_empty(), "not denied: {approved:#?}");
+    }
+
     mod generated {
         //! Requests of every odd shape: whatever the policy approves, the
         //! names Go would read from it (every extensionRequest, every SAN
