@@ -1120,3 +1120,52 @@ async fn attack_a_service_ip_is_not_approved_while_the_service_range_is_unknown(
     drop(approver);
     env.cleanup().await;
 }
+
+/// Attack: the API server is reached through an address that is neither
+/// the `kubernetes` Service's IP nor an EndpointSlice address: the
+/// control-plane endpoint (kubeadm's `controlPlaneEndpoint`, a
+/// keepalived/kube-vip VIP or a load balancer), published in
+/// `kube-public/cluster-info` and in every kubeconfig. It is often inside
+/// the node network. A node that lists it in its own status gets a
+/// serving certificate for it, signed by the cluster CA that every
+/// kubeconfig trusts for the API server: a man in the middle of every
+/// client. Test server only (a real cluster's cluster-info is not ours
+/// to rewrite).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_the_control_plane_endpoint_is_never_a_nodes() {
+    let mut env = Env::new().await;
+    if env.fake.is_none() {
+        return;
+    }
+    let vip = env.ip(60);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n    \
+         certificate-authority-data: \"\"\n    server: https://{vip}:6443\n\
+         contexts: null\ncurrent-context: \"\"\nusers: null\n"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(env.admin.clone(), "kube-public");
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+        "data": {"kubeconfig": kubeconfig},
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let n1 = env.node_name("n1");
+    let ip = env.ip(61);
+    env.add_node(
+        &n1,
+        &[("InternalIP", &ip), ("InternalIP", &vip), ("Hostname", &n1)],
+    )
+    .await;
+    let kubelet = env.node_client(&n1).await;
+    let approver = env.approver(&["--lease-name", ""], &[]);
+    let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&vip]).await;
+    let written = verdict_written(&env, &approver, &csr).await;
+    assert!(
+        !written.iter().any(|c| c.starts_with("Approved")),
+        "a certificate for the API server's control-plane endpoint {vip} was approved: {written:?}"
+    );
+    drop(approver);
+    env.cleanup().await;
+}
