@@ -29,10 +29,14 @@
 //! 7. `expiration`: `expirationSeconds`, when set, within the maximum;
 //! 8. `dns-san` / `ip-san`, denied: a name or address of the cluster's
 //!    own (`kubernetes[.default[.svc[...]]]`, anything under `.svc`,
-//!    `localhost`; a Service range, the `kubernetes` Service's IP, an API
-//!    server endpoint; loopback, link-local, multicast, unspecified);
+//!    `localhost` and the other /etc/hosts loopback names such as
+//!    `localhost.localdomain`; a Service range, the `kubernetes` Service's
+//!    IP, an API server endpoint; loopback, link-local, multicast,
+//!    unspecified, and IPv6 forms of IPv4 addresses other than the
+//!    IPv4-mapped one: IPv4-compatible, IPv4-translated, NAT64, 6to4);
 //! 9. `dns-san` / `ip-san`, denied: another Node's name (or a name under
-//!    it) or a name or address another Node lists;
+//!    it) or a name or address another Node lists (never the requester's
+//!    own name: its credentials prove it);
 //! 10. `ip-san`, denied: an address outside every `--node-cidr`;
 //! 11. `node`: wait while Node NAME does not exist or lists no addresses;
 //! 12. `ip-san` / `dns-san`, else wait: every IP is one Node NAME lists
@@ -181,6 +185,17 @@ impl std::str::FromStr for Cidr {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if bits > max {
             return Err(bad());
+        }
+        // An IPv4-mapped range (`::ffff:10.0.0.0/104`) is the IPv4 range
+        // it maps: addresses are compared in their IPv4 form.
+        if let IpAddr::V6(v6) = addr
+            && let Some(v4) = v6.to_ipv4_mapped()
+            && bits >= 96
+        {
+            return Ok(Self {
+                addr: IpAddr::V4(v4),
+                bits: bits - 96,
+            });
         }
         Ok(Self { addr, bits })
     }
@@ -382,6 +397,7 @@ fn check_all(
     // other's address to get the other's requests denied; neither gets it
     // until a person decides.
     let (own_ips, own_dns) = nodes.get(name).map(addresses).unwrap_or_default();
+    let own_name = name.to_ascii_lowercase();
     for (other, node) in nodes.iter().filter(|(n, _)| n.as_str() != name) {
         let other_lc = other.to_ascii_lowercase();
         let (ips, dns) = addresses(node);
@@ -406,7 +422,13 @@ fn check_all(
                 format!("DNS name {d:?} is node {other:?}'s name or under it"),
             );
         }
-        if let Some(d) = facts.dns.iter().find(|d| dns.contains(d)) {
+        // The requester's own name is proven by its credentials: another
+        // Node listing it proves nothing and must not get it denied.
+        if let Some(d) = facts
+            .dns
+            .iter()
+            .find(|d| **d != own_name && dns.contains(d))
+        {
             let message = format!("DNS name {d:?} belongs to node {other:?}");
             return if own_dns.contains(d) {
                 wait(
@@ -527,7 +549,14 @@ fn reserved(facts: &Facts, cluster: &Cluster, policy: &Policy) -> Option<Verdict
             Some("the API server's Service name")
         } else if labels[1..].contains(&"svc") || labels.last() == Some(&"svc") {
             Some("a Service name (under .svc)")
-        } else if labels.last() == Some(&"localhost") {
+        } else if labels.last() == Some(&"localhost")
+            || matches!(
+                labels[0],
+                "localhost" | "localhost4" | "localhost6" | "ip6-localhost" | "ip6-loopback"
+            )
+        {
+            // /etc/hosts names of the loopback address
+            // (localhost.localdomain, localhost4.localdomain4, ...).
             Some("localhost")
         } else {
             None
@@ -586,8 +615,27 @@ fn special(ip: IpAddr) -> Option<&'static str> {
         IpAddr::V6(a) if a.is_unicast_link_local() => Some("a link-local address"),
         IpAddr::V6(a) if a.is_multicast() => Some("a multicast address"),
         IpAddr::V6(a) if a.is_unspecified() => Some("the unspecified address"),
+        IpAddr::V6(a) if embeds_ipv4(a) => Some(
+            "an IPv6 form of an IPv4 address (IPv4-compatible, IPv4-translated, NAT64 or 6to4)",
+        ),
         _ => None,
     }
+}
+
+/// IPv6 addresses that stand for an IPv4 address (other than the
+/// IPv4-mapped form, which [`canonical`] turns into that address): no
+/// node has one as its own, and each can carry a reserved IPv4 address
+/// past the IPv4 checks.
+fn embeds_ipv4(a: std::net::Ipv6Addr) -> bool {
+    let s = a.segments();
+    // ::a.b.c.d (IPv4-compatible, deprecated), ::ffff:0:a.b.c.d (IPv4-translated)
+    (s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1))
+        || (s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0)
+        // 64:ff9b::/96 (NAT64 well-known), 64:ff9b:1::/48 (local NAT64)
+        || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+        || s[..3] == [0x64, 0xff9b, 1]
+        // 2002::/16 (6to4)
+        || s[0] == 0x2002
 }
 
 /// `pattern` is an exact name or `*.SUFFIX` (any name under SUFFIX).
