@@ -1054,3 +1054,118 @@ async fn without_the_servicecidr_api_the_service_range_comes_from_flags() {
     drop(approver);
     env.cleanup().await;
 }
+
+/// The conditions of `csr` once the approver has logged a verdict on it:
+/// none (it waits) or the one decision written.
+async fn verdict_written(env: &Env, approver: &Certsync, csr: &str) -> Vec<String> {
+    approver.wait_log(&format!("csr={csr}"));
+    // A decision is written right after it is logged.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let api: Api<Csr> = Api::all(env.admin.clone());
+    api.get(csr)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| format!("{}: {}", c.type_, c.message.unwrap_or_default()))
+        .collect()
+}
+
+/// Attack: before Kubernetes 1.33 (no networking.k8s.io/v1 ServiceCIDR)
+/// and without `--service-cidr`, the approver knows one Service IP (the
+/// `kubernetes` Service's) and decides anyway. With a node network that
+/// covers the Service range (here kubeadm's 10.96.0.0/12 inside a
+/// `--node-cidr 10.0.0.0/8`), a node that lists the cluster DNS Service's
+/// IP gets a serving certificate for it, signed by the cluster CA. Fail
+/// closed: a Service IP must be refused, or nothing decided, while the
+/// Service ranges are unknown. Test server only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_service_ip_is_not_approved_while_the_service_range_is_unknown() {
+    let mut env = Env::new().await;
+    let Some(fake) = &env.fake else {
+        return;
+    };
+    fake.serve_service_cidrs(false);
+    let kube_dns = "10.96.0.10";
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(env.admin.clone(), "kube-system");
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "kube-dns", "namespace": "kube-system"},
+        "spec": {"clusterIP": kube_dns, "clusterIPs": [kube_dns], "type": "ClusterIP",
+                 "ports": [{"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let n1 = env.node_name("n1");
+    let ip = env.ip(51);
+    env.add_node(
+        &n1,
+        &[
+            ("InternalIP", &ip),
+            ("InternalIP", kube_dns),
+            ("Hostname", &n1),
+        ],
+    )
+    .await;
+    let kubelet = env.node_client(&n1).await;
+    let approver = env.approver(&["--lease-name", "", "--node-cidr", "10.0.0.0/8"], &[]);
+    let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[kube_dns]).await;
+    let written = verdict_written(&env, &approver, &csr).await;
+    assert!(
+        !written.iter().any(|c| c.starts_with("Approved")),
+        "a certificate for the cluster DNS Service's IP was approved: {written:?}"
+    );
+    drop(approver);
+    env.cleanup().await;
+}
+
+/// Attack: the API server is reached through an address that is neither
+/// the `kubernetes` Service's IP nor an EndpointSlice address: the
+/// control-plane endpoint (kubeadm's `controlPlaneEndpoint`, a
+/// keepalived/kube-vip VIP or a load balancer), published in
+/// `kube-public/cluster-info` and in every kubeconfig. It is often inside
+/// the node network. A node that lists it in its own status gets a
+/// serving certificate for it, signed by the cluster CA that every
+/// kubeconfig trusts for the API server: a man in the middle of every
+/// client. Test server only (a real cluster's cluster-info is not ours
+/// to rewrite).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_the_control_plane_endpoint_is_never_a_nodes() {
+    let mut env = Env::new().await;
+    if env.fake.is_none() {
+        return;
+    }
+    let vip = env.ip(60);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n    \
+         certificate-authority-data: \"\"\n    server: https://{vip}:6443\n\
+         contexts: null\ncurrent-context: \"\"\nusers: null\n"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(env.admin.clone(), "kube-public");
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+        "data": {"kubeconfig": kubeconfig},
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let n1 = env.node_name("n1");
+    let ip = env.ip(61);
+    env.add_node(
+        &n1,
+        &[("InternalIP", &ip), ("InternalIP", &vip), ("Hostname", &n1)],
+    )
+    .await;
+    let kubelet = env.node_client(&n1).await;
+    let approver = env.approver(&["--lease-name", ""], &[]);
+    let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&vip]).await;
+    let written = verdict_written(&env, &approver, &csr).await;
+    assert!(
+        !written.iter().any(|c| c.starts_with("Approved")),
+        "a certificate for the API server's control-plane endpoint {vip} was approved: {written:?}"
+    );
+    drop(approver);
+    env.cleanup().await;
+}

@@ -29,10 +29,14 @@
 //! 7. `expiration`: `expirationSeconds`, when set, within the maximum;
 //! 8. `dns-san` / `ip-san`, denied: a name or address of the cluster's
 //!    own (`kubernetes[.default[.svc[...]]]`, anything under `.svc`,
-//!    `localhost`; a Service range, the `kubernetes` Service's IP, an API
-//!    server endpoint; loopback, link-local, multicast, unspecified);
+//!    `localhost` and the other /etc/hosts loopback names such as
+//!    `localhost.localdomain`; a Service range, the `kubernetes` Service's
+//!    IP, an API server endpoint; loopback, link-local, multicast,
+//!    unspecified, and IPv6 forms of IPv4 addresses other than the
+//!    IPv4-mapped one: IPv4-compatible, IPv4-translated, NAT64, 6to4);
 //! 9. `dns-san` / `ip-san`, denied: another Node's name (or a name under
-//!    it) or a name or address another Node lists;
+//!    it) or a name or address another Node lists (never the requester's
+//!    own name: its credentials prove it);
 //! 10. `ip-san`, denied: an address outside every `--node-cidr`;
 //! 11. `node`: wait while Node NAME does not exist or lists no addresses;
 //! 12. `ip-san` / `dns-san`, else wait: every IP is one Node NAME lists
@@ -181,6 +185,17 @@ impl std::str::FromStr for Cidr {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if bits > max {
             return Err(bad());
+        }
+        // An IPv4-mapped range (`::ffff:10.0.0.0/104`) is the IPv4 range
+        // it maps: addresses are compared in their IPv4 form.
+        if let IpAddr::V6(v6) = addr
+            && let Some(v4) = v6.to_ipv4_mapped()
+            && bits >= 96
+        {
+            return Ok(Self {
+                addr: IpAddr::V4(v4),
+                bits: bits - 96,
+            });
         }
         Ok(Self { addr, bits })
     }
@@ -382,6 +397,7 @@ fn check_all(
     // other's address to get the other's requests denied; neither gets it
     // until a person decides.
     let (own_ips, own_dns) = nodes.get(name).map(addresses).unwrap_or_default();
+    let own_name = name.to_ascii_lowercase();
     for (other, node) in nodes.iter().filter(|(n, _)| n.as_str() != name) {
         let other_lc = other.to_ascii_lowercase();
         let (ips, dns) = addresses(node);
@@ -406,7 +422,13 @@ fn check_all(
                 format!("DNS name {d:?} is node {other:?}'s name or under it"),
             );
         }
-        if let Some(d) = facts.dns.iter().find(|d| dns.contains(d)) {
+        // The requester's own name is proven by its credentials: another
+        // Node listing it proves nothing and must not get it denied.
+        if let Some(d) = facts
+            .dns
+            .iter()
+            .find(|d| **d != own_name && dns.contains(d))
+        {
             let message = format!("DNS name {d:?} belongs to node {other:?}");
             return if own_dns.contains(d) {
                 wait(
@@ -527,7 +549,14 @@ fn reserved(facts: &Facts, cluster: &Cluster, policy: &Policy) -> Option<Verdict
             Some("the API server's Service name")
         } else if labels[1..].contains(&"svc") || labels.last() == Some(&"svc") {
             Some("a Service name (under .svc)")
-        } else if labels.last() == Some(&"localhost") {
+        } else if labels.last() == Some(&"localhost")
+            || matches!(
+                labels[0],
+                "localhost" | "localhost4" | "localhost6" | "ip6-localhost" | "ip6-loopback"
+            )
+        {
+            // /etc/hosts names of the loopback address
+            // (localhost.localdomain, localhost4.localdomain4, ...).
             Some("localhost")
         } else {
             None
@@ -586,8 +615,27 @@ fn special(ip: IpAddr) -> Option<&'static str> {
         IpAddr::V6(a) if a.is_unicast_link_local() => Some("a link-local address"),
         IpAddr::V6(a) if a.is_multicast() => Some("a multicast address"),
         IpAddr::V6(a) if a.is_unspecified() => Some("the unspecified address"),
+        IpAddr::V6(a) if embeds_ipv4(a) => Some(
+            "an IPv6 form of an IPv4 address (IPv4-compatible, IPv4-translated, NAT64 or 6to4)",
+        ),
         _ => None,
     }
+}
+
+/// IPv6 addresses that stand for an IPv4 address (other than the
+/// IPv4-mapped form, which [`canonical`] turns into that address): no
+/// node has one as its own, and each can carry a reserved IPv4 address
+/// past the IPv4 checks.
+fn embeds_ipv4(a: std::net::Ipv6Addr) -> bool {
+    let s = a.segments();
+    // ::a.b.c.d (IPv4-compatible, deprecated), ::ffff:0:a.b.c.d (IPv4-translated)
+    (s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1))
+        || (s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0)
+        // 64:ff9b::/96 (NAT64 well-known), 64:ff9b:1::/48 (local NAT64)
+        || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+        || s[..3] == [0x64, 0xff9b, 1]
+        // 2002::/16 (6to4)
+        || s[0] == 0x2002
 }
 
 /// `pattern` is an exact name or `*.SUFFIX` (any name under SUFFIX).
@@ -1364,6 +1412,155 @@ mod tests {
         );
         assert!("10.0.0.0/33".parse::<Cidr>().is_err());
         assert!("10.0.0.0".parse::<Cidr>().is_err());
+    }
+
+    /// Attack: a node's own name is proven by its credentials, not by any
+    /// Node's status. A compromised node that lists another node's name
+    /// in its own status must not get that node's request for its own
+    /// name denied (the threat model: "It cannot get another node's
+    /// legitimate request denied by listing that node's address in its
+    /// own status"). Here the victim's Node does not list its own name
+    /// (a cloud whose Hostname address differs from the node name).
+    #[test]
+    fn attack_listing_another_nodes_name_does_not_get_its_request_denied() {
+        let nodes: BTreeMap<String, Node> = [
+            node(
+                "n1",
+                &[
+                    ("InternalIP", "10.0.0.1"),
+                    ("InternalIP", "fd00::1"),
+                    ("Hostname", "ip-10-0-0-1"),
+                ],
+            ),
+            // The compromised node lists its victim's name.
+            node("n2", &[("InternalIP", "10.0.0.2"), ("Hostname", "n1")]),
+        ]
+        .into_iter()
+        .collect();
+        let (v, _) = decide(&csr(&kubelet("n1")), &nodes, &the_cluster(), &policy());
+        assert_ne!(
+            v.label(),
+            "deny",
+            "n2 listing n1's name got n1's own request denied: {}",
+            v.describe()
+        );
+    }
+
+    /// Attack: `localhost.localdomain` (and the other /etc/hosts names of
+    /// the loopback address: `localhost4`, `localhost6`, `ip6-localhost`,
+    /// ...) resolves to 127.0.0.1/::1 on every RHEL or Debian host, like
+    /// `localhost`. A cluster whose nodes are `*.localdomain` (RHEL's
+    /// default domain) allows that suffix; a node that lists the name
+    /// must still not get it.
+    #[test]
+    fn attack_loopback_host_names_are_never_a_nodes() {
+        let nodes: BTreeMap<String, Node> = [node(
+            "n1",
+            &[
+                ("InternalIP", "10.0.0.1"),
+                ("InternalIP", "fd00::1"),
+                ("Hostname", "n1.localdomain"),
+                ("InternalDNS", "localhost.localdomain"),
+                ("InternalDNS", "localhost4.localdomain4"),
+                ("InternalDNS", "localhost6.localdomain6"),
+            ],
+        )]
+        .into_iter()
+        .collect();
+        let local = Policy {
+            allowed_dns: vec![
+                "*.localdomain".into(),
+                "*.localdomain4".into(),
+                "*.localdomain6".into(),
+            ],
+            ..policy()
+        };
+        let mut a = kubelet("n1");
+        a.dns.push("n1.localdomain".into());
+        let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &local);
+        assert_eq!(v, Verdict::Approve, "the control: {}", v.describe());
+        for name in [
+            "localhost.localdomain",
+            "localhost4.localdomain4",
+            "localhost6.localdomain6",
+        ] {
+            let mut a = kubelet("n1");
+            a.dns.push(name.into());
+            let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &local);
+            assert_eq!(
+                (v.label(), v.check()),
+                ("deny", Some(Check::DnsSan)),
+                "{name}: {}",
+                v.describe()
+            );
+        }
+    }
+
+    /// Attack: a range written in its IPv4-mapped IPv6 form
+    /// (`::ffff:10.96.0.0/108`, as Go's net.ParseCIDR and some tools
+    /// print it) reserves nothing: requested IPs are canonicalised to
+    /// IPv4, the range is not, so `contains` is false for every address
+    /// in it. A reserved range must reserve whatever its spelling.
+    #[test]
+    fn attack_a_reserved_range_in_ipv4_mapped_form_still_reserves() {
+        let mapped: Cidr = "::ffff:10.0.0.0/120".parse().unwrap();
+        assert!(
+            mapped.contains("10.0.0.7".parse().unwrap()),
+            "{mapped} does not contain 10.0.0.7"
+        );
+        let reserved = Policy {
+            reserved_cidrs: vec![mapped],
+            ..policy()
+        };
+        let mut a = kubelet("n1");
+        a.ips = vec!["10.0.0.7".parse().unwrap()];
+        let (v, _) = decide(&csr(&a), &nodes(), &the_cluster(), &reserved);
+        assert_eq!(
+            (v.label(), v.check()),
+            ("deny", Some(Check::IpSan)),
+            "{}",
+            v.describe()
+        );
+    }
+
+    /// Attack: IPv6 forms that embed an IPv4 address other than the
+    /// IPv4-mapped one (IPv4-compatible `::a.b.c.d`, IPv4-translated
+    /// `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4 `2002:AABB:CCDD::`)
+    /// carry loopback, link-local or the API server's Service IP past the
+    /// reserved checks. Under --allow-any-node-address (or a broad IPv6
+    /// --node-cidr) a node that lists one gets it.
+    #[test]
+    fn attack_ipv4_embedding_forms_of_reserved_addresses_are_refused() {
+        let embedded = [
+            "::127.0.0.1",
+            "::ffff:0:127.0.0.1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::169.254.169.254",
+            "64:ff9b::10.96.0.1",
+            "2002:7f00:1::1",
+            "2002:a60:1::1",
+        ];
+        let mut listed: Vec<(&str, &str)> =
+            vec![("InternalIP", "10.0.0.1"), ("InternalIP", "fd00::1")];
+        listed.extend(embedded.iter().map(|a| ("InternalIP", *a)));
+        let nodes: BTreeMap<String, Node> = [node("n1", &listed)].into_iter().collect();
+        let any = Policy {
+            node_cidrs: vec![],
+            any_node_address: true,
+            ..policy()
+        };
+        let (v, _) = decide(&csr(&kubelet("n1")), &nodes, &the_cluster(), &any);
+        assert_eq!(v, Verdict::Approve, "the control: {}", v.describe());
+        let mut approved = Vec::new();
+        for addr in embedded {
+            let mut a = kubelet("n1");
+            a.ips.push(addr.parse().unwrap());
+            let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &any);
+            if v.label() != "deny" {
+                approved.push(format!("{addr}: {}", v.describe()));
+            }
+        }
+        assert!(approved.is_empty(), "not denied: {approved:#?}");
     }
 
     mod generated {
