@@ -195,6 +195,17 @@ pub struct PolicyArgs {
         value_name = "CIDR"
     )]
     pub service_cidrs: Vec<crate::approve::policy::Cidr>,
+    /// An IP address, CIDR or DNS name that is never a node's, besides
+    /// what the approver reads from the cluster: a load balancer or VIP in
+    /// front of the API server that its EndpointSlices, `cluster-info` and
+    /// `kubeadm-config` do not name; repeatable.
+    #[arg(
+        long = "reserved",
+        env = "CERTSYNC_RESERVED",
+        value_delimiter = ',',
+        value_name = "IP|CIDR|NAME"
+    )]
+    pub reserved: Vec<crate::approve::policy::Reserved>,
     /// Deny requests whose expirationSeconds is longer than this.
     #[arg(long, env = "CERTSYNC_MAX_EXPIRATION", value_parser = duration(600_000, YEAR * 100), value_name = "DURATION")]
     pub max_expiration: Option<Duration>,
@@ -211,13 +222,19 @@ impl PolicyArgs {
             allowed_dns: self.allowed_dns.clone(),
             node_cidrs: self.node_cidrs.clone(),
             any_node_address: self.allow_any_node_address,
-            reserved_cidrs: self.service_cidrs.clone(),
+            service_cidrs: self.service_cidrs.clone(),
+            reserved: self.reserved.clone(),
             max_expiration: self.max_expiration,
         }
     }
 
     /// Refuses a policy that would trust node-written addresses alone.
     pub fn check(&self) -> Result<(), String> {
+        if let Some(all) = self.node_cidrs.iter().find(|c| c.is_everything()) {
+            return Err(format!(
+                "--node-cidr {all} is every address: pass --allow-any-node-address if that is meant"
+            ));
+        }
         if self.node_cidrs.is_empty() && !self.allow_any_node_address {
             return Err(
                 "no --node-cidr: say which networks node addresses come from \

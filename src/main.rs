@@ -263,9 +263,8 @@ async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
         kubeconfig: a.kubeconfig.clone(),
         ..Default::default()
     };
-    let client = settings.client().await?;
     let (rows, done) = certsync::approve::review(
-        client,
+        &settings,
         &a.names,
         a.policy.selector.as_deref(),
         &a.policy.policy(),

@@ -395,6 +395,17 @@ fn host_name(d: &str) -> Result<(), RequestError> {
     if d.is_empty() || d.len() > 253 {
         return Err(bad("is empty or longer than 253 characters"));
     }
+    // A last label of digits only is no host name (no top-level domain
+    // is numeric) but reads like an IP address to a person or a lax
+    // client: `10.96.0.1` as a DNS SAN.
+    if d.rsplit('.')
+        .next()
+        .is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(bad(
+            "looks like an IP address; an IP is requested as an IP SAN",
+        ));
+    }
     for label in d.split('.') {
         let ok = !label.is_empty()
             && label.len() <= 63

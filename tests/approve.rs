@@ -1112,11 +1112,17 @@ async fn attack_a_service_ip_is_not_approved_while_the_service_range_is_unknown(
     let kubelet = env.node_client(&n1).await;
     let approver = env.approver(&["--lease-name", "", "--node-cidr", "10.0.0.0/8"], &[]);
     let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[kube_dns]).await;
-    let written = verdict_written(&env, &approver, &csr).await;
-    assert!(
-        !written.iter().any(|c| c.starts_with("Approved")),
-        "a certificate for the cluster DNS Service's IP was approved: {written:?}"
+    // Fail closed: nothing is decided, and the log says what to pass.
+    approver.wait_log("pass --service-cidr");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        env.conditions(&csr).await,
+        0,
+        "decided without a Service range"
     );
+    let (_, err, code) = env.review(&[&csr]);
+    assert_ne!(code, 0, "csr review decided without a Service range");
+    assert!(err.contains("--service-cidr"), "{err}");
     drop(approver);
     env.cleanup().await;
 }

@@ -6,14 +6,14 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
 use super::ApproveError;
-use super::policy::{Cidr, Cluster};
+use super::policy::{Cidr, Cluster, Policy};
 
 fn api_err(verb: &'static str, object: &str, e: &kube::Error) -> ApproveError {
     ApproveError::Api {
@@ -29,11 +29,83 @@ fn not_found(e: &kube::Error) -> bool {
 
 /// The Service ranges (ServiceCIDR objects of networking.k8s.io/v1; absent
 /// before Kubernetes 1.33 or with the API off), the `default/kubernetes`
-/// Service's IPs and the API server's endpoints (its EndpointSlices).
-/// Any error but the ServiceCIDR API being absent is an error: the
-/// approver decides nothing without these.
-pub async fn read(client: &Client) -> Result<Cluster, ApproveError> {
+/// Service's IPs, the API server's endpoints (its EndpointSlices) and the
+/// addresses clients reach it by: `server`, the URL this process uses,
+/// and where kubeadm publishes them (`kube-public/cluster-info`, the
+/// `controlPlaneEndpoint` and `apiServer.certSANs` of
+/// `kube-system/kubeadm-config`). An object that does not exist is
+/// skipped (not every cluster is kubeadm's); any other error is an error:
+/// the approver decides nothing without these.
+pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, ApproveError> {
     let mut cluster = Cluster::default();
+    if let Some(host) = server.host() {
+        endpoint(&mut cluster, host, "the API server address certsync uses");
+    }
+    let cms = |ns: &str| Api::<ConfigMap>::namespaced(client.clone(), ns);
+    match cms("kube-public").get("cluster-info").await {
+        Ok(cm) => {
+            let kubeconfig = cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("kubeconfig"))
+                .cloned()
+                .unwrap_or_default();
+            let parsed: serde_yaml_ng::Value =
+                serde_yaml_ng::from_str(&kubeconfig).map_err(|e| ApproveError::Api {
+                    verb: "read",
+                    object: "configmap kube-public/cluster-info".into(),
+                    message: format!("its kubeconfig is not YAML: {e}"),
+                })?;
+            for c in parsed["clusters"].as_sequence().into_iter().flatten() {
+                if let Some(host) = c["cluster"]["server"]
+                    .as_str()
+                    .and_then(|s| s.parse::<http::Uri>().ok())
+                    .and_then(|u| u.host().map(str::to_owned))
+                {
+                    endpoint(
+                        &mut cluster,
+                        &host,
+                        "the API server's address in cluster-info",
+                    );
+                }
+            }
+        }
+        Err(e) if not_found(&e) => {}
+        Err(e) => return Err(api_err("get", "configmap kube-public/cluster-info", &e)),
+    }
+    match cms("kube-system").get("kubeadm-config").await {
+        Ok(cm) => {
+            let text = cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("ClusterConfiguration"))
+                .cloned()
+                .unwrap_or_default();
+            let parsed: serde_yaml_ng::Value =
+                serde_yaml_ng::from_str(&text).map_err(|e| ApproveError::Api {
+                    verb: "read",
+                    object: "configmap kube-system/kubeadm-config".into(),
+                    message: format!("its ClusterConfiguration is not YAML: {e}"),
+                })?;
+            if let Some(host) = parsed["controlPlaneEndpoint"]
+                .as_str()
+                .and_then(|e| format!("https://{e}").parse::<http::Uri>().ok())
+                .and_then(|u| u.host().map(str::to_owned))
+            {
+                endpoint(&mut cluster, &host, "kubeadm's controlPlaneEndpoint");
+            }
+            for san in parsed["apiServer"]["certSANs"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str())
+            {
+                endpoint(&mut cluster, san, "one of the API server's certSANs");
+            }
+        }
+        Err(e) if not_found(&e) => {}
+        Err(e) => return Err(api_err("get", "configmap kube-system/kubeadm-config", &e)),
+    }
     match Api::<ServiceCIDR>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -88,6 +160,33 @@ pub async fn read(client: &Client) -> Result<Cluster, ApproveError> {
         }
     }
     Ok(cluster)
+}
+
+/// Records `host` (an IP, bracketed or not, or a DNS name) as the API
+/// server's.
+fn endpoint(cluster: &mut Cluster, host: &str, what: &str) {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<IpAddr>() {
+        Ok(ip) => cluster.addresses.push((ip, what.to_owned())),
+        Err(_) => cluster.names.push((
+            host.trim_end_matches('.').to_ascii_lowercase(),
+            what.to_owned(),
+        )),
+    }
+}
+
+/// Fail closed on a Service range nobody named: without it any Service IP
+/// but the `kubernetes` Service's could be approved for a node that lists
+/// it.
+pub fn check_service_range(cluster: &Cluster, policy: &Policy) -> Result<(), ApproveError> {
+    if cluster.ranges.is_empty() && policy.service_cidrs.is_empty() {
+        return Err(ApproveError::Api {
+            verb: "read",
+            object: "servicecidrs.networking.k8s.io".into(),
+            message: "the cluster names no Service range (the ServiceCIDR API of Kubernetes 1.33+ is absent or empty): pass --service-cidr with the API server's --service-cluster-ip-range".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Whether `identity` holds Lease `namespace/name` and it has not expired

@@ -159,11 +159,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ApproveError> {
     metrics.add_mapping(READINESS);
-    let client = config
-        .client
-        .client()
-        .await
-        .map_err(|e| ApproveError::Client(e.to_string()))?;
+    let (client, server) = connect(&config.client).await?;
     if config.policy.any_node_address {
         tracing::warn!(
             "--allow-any-node-address: any IP address a node lists in its own Node status is approved \
@@ -202,7 +198,9 @@ pub async fn run(
         nodes: Listed::default(),
         told: HashMap::new(),
         cluster: None,
+        server,
     };
+
     tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
     let mut leader_rx = leader.clone();
     loop {
@@ -276,6 +274,16 @@ struct State {
     told: HashMap<String, String>,
     /// The cluster's own names and addresses, and when they were read.
     cluster: Option<(tokio::time::Instant, policy::Cluster)>,
+    /// The API server's URL as this process reaches it.
+    server: http::Uri,
+}
+
+/// A client, and the API server's URL it talks to.
+async fn connect(settings: &ClientSettings) -> Result<(Client, http::Uri), ApproveError> {
+    let err = |e: crate::source::client::ClientError| ApproveError::Client(e.to_string());
+    let config = settings.config().await.map_err(err)?;
+    let client = settings.client_for(&config).map_err(err)?;
+    Ok((client, config.cluster_url))
 }
 
 impl State {
@@ -294,7 +302,10 @@ impl State {
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < CLUSTER_FACTS_TTL);
         if !fresh {
-            match cluster::read(client).await {
+            match cluster::read(client, &self.server)
+                .await
+                .and_then(|c| cluster::check_service_range(&c, &config.policy).map(|()| c))
+            {
                 Ok(c) => self.cluster = Some((tokio::time::Instant::now(), c)),
                 Err(e) => {
                     // Fail closed: without them nothing is decided.
@@ -473,7 +484,7 @@ pub fn review_cells(r: &ReviewRow) -> Vec<String> {
 /// `csr review`: the verdict on every pending CSR (or those named), and
 /// with `approve`/`deny` the writes; returns the rows and what was done.
 pub async fn review(
-    client: Client,
+    settings: &ClientSettings,
     names: &[String],
     selector: Option<&str>,
     policy: &Policy,
@@ -485,6 +496,7 @@ pub async fn review(
         object: object.to_owned(),
         message: crate::error_chain(&e),
     };
+    let (client, server) = connect(settings).await?;
     let api: Api<Csr> = Api::all(client.clone());
     let mut params = ListParams::default();
     if let Some(labels) = selector {
@@ -495,7 +507,8 @@ pub async fn review(
         .await
         .map_err(|e| api_err("list", "certificatesigningrequests", e))?
         .items;
-    let facts_of_cluster = cluster::read(&client).await?;
+    let facts_of_cluster = cluster::read(&client, &server).await?;
+    cluster::check_service_range(&facts_of_cluster, policy)?;
     let nodes: BTreeMap<String, Node> = Api::<Node>::all(client)
         .list(&ListParams::default())
         .await
