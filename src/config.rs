@@ -385,7 +385,8 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
 
     /// Print the effective configuration (file, environment and flags
-    /// merged; header values and URL credentials redacted) as YAML and exit.
+    /// merged; header values and a URL's credentials, query values and
+    /// fragment redacted) as YAML and exit.
     #[arg(long)]
     pub print_config: bool,
 
@@ -971,8 +972,8 @@ pub struct Parsed {
 }
 
 /// `run --print-config`: the effective settings and mappings as YAML,
-/// header values and a reload URL's user information redacted (they may
-/// hold credentials).
+/// header values and a reload URL's userinfo, query values and fragment
+/// redacted (they may hold credentials).
 pub fn print_config(
     args: &RunArgs,
     effective: &[(String, Vec<String>)],
