@@ -310,6 +310,57 @@ async fn a_certificate_that_does_not_match_the_request_is_never_published() {
     env.signer.cleanup().await;
 }
 
+/// A signer that grants more than was asked (another subject attribute,
+/// more usages, a CA certificate) is refused with the request and the
+/// field named; nothing is published. Each case in a fresh process, which
+/// asks at once (no backoff to wait out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_granting_more_than_was_asked_is_refused() {
+    use rcgen::{ExtendedKeyUsagePurpose as Eku, KeyUsagePurpose as Ku};
+    let env = Env::new("overreach").await;
+    let target = env.target();
+    type Tweak = fn(&mut rcgen::CertificateParams);
+    let cases: [(&str, Tweak); 4] = [
+        (
+            "subject is [O=\"system:masters\", CN=\"svc.example\"], the mapping asks for exactly [CN=\"svc.example\"]",
+            |p| {
+                p.distinguished_name
+                    .push(rcgen::DnType::OrganizationName, "system:masters");
+            },
+        ),
+        (
+            "extended key usage is [\"server auth\", \"client auth\", \"code signing\"]",
+            |p| {
+                p.extended_key_usages.push(Eku::ClientAuth);
+                p.extended_key_usages.push(Eku::CodeSigning);
+            },
+        ),
+        ("key usage is [\"digital signature\", \"cert sign\"]", |p| {
+            p.key_usages.push(Ku::KeyCertSign)
+        }),
+        ("basic constraints say CA:TRUE", |p| {
+            p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        }),
+    ];
+    let mut seen = Vec::new();
+    for (want, tweak) in cases {
+        let cs = env.start(&env.spec(""), None);
+        let name = env.signer.next_request(&seen).await;
+        env.signer.approve(&name).await;
+        env.signer.issue_with(&name, HOUR, false, tweak).await;
+        cs.wait_log(&format!(
+            "certificatesigningrequest {name}: the issued certificate is refused: {want}"
+        ));
+        assert!(
+            !target.join("..data").exists(),
+            "nothing published after {want}"
+        );
+        seen.push(name);
+        drop(cs);
+    }
+    env.signer.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renews_at_the_deadline_with_a_new_key() {
     let env = Env::new("rotate").await;
