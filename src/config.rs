@@ -440,6 +440,12 @@ pub struct RunArgs {
     #[arg(long, env = "CERTSYNC_CLOCK_SKEW", value_parser = duration(0, YEAR), default_value = "5m")]
     pub clock_skew: Duration,
 
+    /// csr: mappings request a new certificate no sooner than this (or 10 %
+    /// of the issued lifetime, if longer) after the previous one was issued,
+    /// even when the signer issues certificates already due for renewal.
+    #[arg(long, env = "CERTSYNC_CSR_RENEW_FLOOR", value_parser = duration(1000, YEAR), default_value = "5m")]
+    pub csr_renew_floor: Duration,
+
     /// Kubeconfig for secret:/configmap: mappings. Without it, `KUBECONFIG`,
     /// then the pod's service account. Rebuilt when the file changes.
     #[arg(
@@ -1683,6 +1689,7 @@ pub struct Config {
     pub debounce: Duration,
     pub resync: Duration,
     pub clock_skew: Duration,
+    pub csr_renew_floor: Duration,
 }
 
 impl Config {
@@ -1713,6 +1720,7 @@ impl Config {
             debounce: args.debounce,
             resync: args.resync,
             clock_skew: args.clock_skew,
+            csr_renew_floor: args.csr_renew_floor,
         })
     }
 }

@@ -19,7 +19,9 @@
 //! Rotation: at a point drawn uniformly from [70 %, 90 %] of the live
 //! certificate's lifetime; at once when there is no live certificate, it
 //! has expired, or it does not satisfy the mapping any more (subject, SANs,
-//! usages, key algorithm or CA changed in the configuration). After a
+//! usages, key algorithm or CA changed in the configuration); never sooner
+//! than the renewal floor after the previous issuance ([`renewal`]: a
+//! signer issuing certificates already due must not cause a loop). After a
 //! restart the live revision is the state: while it is good, nothing is
 //! requested. A request pending at a restart is abandoned: its key lived
 //! only in the old process's memory.
@@ -53,6 +55,7 @@ use crate::metrics::Metrics;
 use crate::validate;
 
 mod issued;
+mod renewal;
 pub use issued::check;
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
@@ -550,6 +553,9 @@ pub struct CsrSource {
     pub current: CsrRef,
     /// `--events`: failures are recorded on the request.
     pub events: Option<EventSink>,
+    /// `--csr-renew-floor`: no request sooner than this (or 10 % of the
+    /// lifetime) after the previous issuance ([`renewal`]).
+    pub renew_floor: Duration,
 }
 
 /// A certificate obtained and checked.
@@ -931,6 +937,10 @@ impl CsrSource {
             return;
         };
         let mut current = self.adopt(&client, live.as_ref()).await;
+        // When the live certificate was issued to us: an adopted one, at
+        // its notBefore (so a restart loop cannot request faster either).
+        let mut issued_at: Option<SystemTime> = None;
+        let mut held = 0u32;
         let mut failures = 0u32;
         loop {
             let wait = if failures > 0 {
@@ -938,9 +948,34 @@ impl CsrSource {
             } else {
                 match current {
                     Some(w) => {
-                        let at = w.deadline(self.spec.renew, crate::random_fraction());
-                        tracing::info!(mapping = %self.mapping, renew_at = %validate::rfc3339(validate::unix_seconds(at)), "certificate is current; renewal scheduled");
-                        at.duration_since(SystemTime::now()).unwrap_or_default()
+                        let since = issued_at.unwrap_or_else(|| {
+                            SystemTime::UNIX_EPOCH
+                                + Duration::from_secs(u64::try_from(w.not_before).unwrap_or(0))
+                        });
+                        let next = renewal::next(
+                            w,
+                            self.spec.renew,
+                            crate::random_fraction(),
+                            since,
+                            self.renew_floor,
+                            held,
+                            crate::random_fraction(),
+                        );
+                        let renew_at = validate::rfc3339(validate::unix_seconds(next.at));
+                        match next.held {
+                            Some(why) => {
+                                held = held.saturating_add(1);
+                                self.metrics.csr_error(&self.mapping, "renewal_floor");
+                                tracing::warn!(mapping = %self.mapping, %renew_at, not_after = %validate::rfc3339(w.not_after), "renewal held back: {why}");
+                            }
+                            None => {
+                                held = 0;
+                                tracing::info!(mapping = %self.mapping, %renew_at, "certificate is current; renewal scheduled");
+                            }
+                        }
+                        next.at
+                            .duration_since(SystemTime::now())
+                            .unwrap_or_default()
                     }
                     None => Duration::ZERO,
                 }
@@ -962,13 +997,27 @@ impl CsrSource {
             match result {
                 Ok(issued) => {
                     tracing::info!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), "certificate issued");
-                    if let Some(prev) = current {
-                        let lived = validate::unix_seconds(SystemTime::now()) - prev.not_before;
-                        self.metrics.csr_rotated(&self.mapping, lived.max(0) as f64);
-                    }
-                    current = Some(issued.window);
                     failures = 0;
-                    super::publish(&tx, Ok(issued.bundle));
+                    issued_at = Some(SystemTime::now());
+                    let now = validate::unix_seconds(SystemTime::now());
+                    // A certificate issued already due (a CA about to expire
+                    // clips it) may end before the live one: the live pair
+                    // stays while it is valid and outlasts it.
+                    match current {
+                        Some(live)
+                            if live.not_after > now && live.not_after > issued.window.not_after =>
+                        {
+                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), live_not_after = %validate::rfc3339(live.not_after), "the issued certificate expires before the live one; keeping the live pair");
+                        }
+                        prev => {
+                            if let Some(prev) = prev {
+                                let lived = now - prev.not_before;
+                                self.metrics.csr_rotated(&self.mapping, lived.max(0) as f64);
+                            }
+                            current = Some(issued.window);
+                            super::publish(&tx, Ok(issued.bundle));
+                        }
+                    }
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
