@@ -45,27 +45,6 @@ pub fn certificate_pem(der: &[u8]) -> String {
     out
 }
 
-/// Whether `bytes` hold a PEM private key: such a file is published with
-/// the key mode, whatever its name.
-pub fn holds_private_key(bytes: &[u8]) -> bool {
-    bytes
-        .windows(b"PRIVATE KEY-----".len())
-        .any(|w| w == b"PRIVATE KEY-----")
-}
-
-/// Whether a file is published with the key mode: it holds a private key,
-/// or it is not PEM at all (a token or password from a Secret published
-/// with `allow-non-pem`: certsync cannot tell it is not secret). Only PEM
-/// without a private key (certificates, CRLs, parameters) gets the
-/// certificate mode.
-pub fn is_secret(bytes: &[u8]) -> bool {
-    // PEM may follow comment lines (CA bundles often have them).
-    let pem = bytes
-        .windows(b"-----BEGIN ".len())
-        .any(|w| w == b"-----BEGIN ");
-    holds_private_key(bytes) || !pem
-}
-
 pub fn check_file_name(name: &str) -> Result<(), BundleError> {
     let bad = |reason| {
         Err(BundleError::BadFileName {
@@ -269,15 +248,5 @@ mod tests {
         let s = format!("{b:?}");
         assert!(!s.contains("SECRET"), "{s}");
         assert!(s.contains("<16 bytes>"), "{s}");
-    }
-
-    #[test]
-    fn what_counts_as_secret() {
-        let key = b"-----BEGIN EC PRIVATE KEY-----\nAA==\n-----END EC PRIVATE KEY-----\n";
-        let cert = b"# comment\n-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
-        assert!(is_secret(key));
-        assert!(is_secret(b"s3cr3t-token"), "non-PEM may be a token");
-        assert!(!is_secret(cert), "PEM after comments is not secret");
-        assert!(!is_secret(b"-----BEGIN X509 CRL-----\n"));
     }
 }

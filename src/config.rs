@@ -442,7 +442,8 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
 
     /// Print the effective configuration (file, environment and flags
-    /// merged; header values and URL credentials redacted) as YAML and exit.
+    /// merged; header values and a URL's credentials, query values and
+    /// fragment redacted) as YAML and exit.
     #[arg(long)]
     pub print_config: bool,
 
@@ -495,6 +496,12 @@ pub struct RunArgs {
     /// accepted, to forgive clock skew between issuer and node.
     #[arg(long, env = "CERTSYNC_CLOCK_SKEW", value_parser = duration(0, YEAR), default_value = "5m")]
     pub clock_skew: Duration,
+
+    /// csr: mappings request a new certificate no sooner than this (or 10 %
+    /// of the issued lifetime, if longer) after the previous one was issued,
+    /// even when the signer issues certificates already due for renewal.
+    #[arg(long, env = "CERTSYNC_CSR_RENEW_FLOOR", value_parser = duration(1000, YEAR), default_value = "5m")]
+    pub csr_renew_floor: Duration,
 
     /// Kubeconfig for secret:/configmap: mappings. Without it, `KUBECONFIG`,
     /// then the pod's service account. Rebuilt when the file changes.
@@ -1028,8 +1035,8 @@ pub struct Parsed {
 }
 
 /// `run --print-config`: the effective settings and mappings as YAML,
-/// header values and a reload URL's user information redacted (they may
-/// hold credentials).
+/// header values and a reload URL's userinfo, query values and fragment
+/// redacted (they may hold credentials).
 pub fn print_config(
     args: &RunArgs,
     effective: &[(String, Vec<String>)],
@@ -1739,6 +1746,7 @@ pub struct Config {
     pub debounce: Duration,
     pub resync: Duration,
     pub clock_skew: Duration,
+    pub csr_renew_floor: Duration,
 }
 
 impl Config {
@@ -1769,6 +1777,7 @@ impl Config {
             debounce: args.debounce,
             resync: args.resync,
             clock_skew: args.clock_skew,
+            csr_renew_floor: args.csr_renew_floor,
         })
     }
 }

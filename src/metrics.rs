@@ -206,7 +206,7 @@ impl Metrics {
         );
         registry.register(
             "csr_renewal_errors",
-            "Failed certificate requests by reason (denied, failed, timeout, mismatch, api, ca, request, deleted)",
+            "Failed certificate requests by reason (denied, failed, timeout, mismatch, api, ca, request, deleted), and renewals held back by the floor (renewal_floor)",
             m.csr_errors.clone(),
         );
         registry.register_with_unit(

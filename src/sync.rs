@@ -167,6 +167,7 @@ fn csr_source(m: &Mapping, spec: &CsrSpec, metrics: &Arc<Metrics>, config: &Conf
         settings: config.client.clone(),
         current: CsrRef::default(),
         events: None,
+        renew_floor: config.csr_renew_floor,
     }
 }
 

@@ -319,6 +319,45 @@ fn other_pem(bytes: &[u8]) -> bool {
     blocks.peek().is_some() && blocks.all(|b| b.is_ok())
 }
 
+/// Whether `bytes` may be published with the certificate mode: nothing but
+/// CERTIFICATE blocks, each one X.509 certificate, with only whitespace
+/// before, between and after them. Anything else (text around a
+/// certificate, such as a config file with a password beside its CA
+/// certificate; a private key; another PEM label such as a CRL; non-PEM
+/// such as a token) may be secret, and certsync cannot tell: it gets the
+/// key mode. Fail closed: a wrongly private file costs a `group=`, a
+/// wrongly public one leaks.
+pub fn certificates_only(bytes: &[u8]) -> bool {
+    let mut rest = bytes;
+    let mut blocks = 0usize;
+    loop {
+        let before = rest;
+        // rustls-pki-types skips lines outside blocks and blocks of labels
+        // it does not know; what one call consumed shows whether it did.
+        match pem::from_buf(&mut rest) {
+            Ok(Some((SectionKind::Certificate, der))) => {
+                let consumed = before[..before.len() - rest.len()].trim_ascii();
+                let count = |needle: &[u8]| {
+                    consumed
+                        .windows(needle.len())
+                        .filter(|w| *w == needle)
+                        .count()
+                };
+                let one_block = consumed.starts_with(b"-----BEGIN CERTIFICATE-----")
+                    && consumed.ends_with(b"-----END CERTIFICATE-----")
+                    && count(b"-----BEGIN ") == 1
+                    && count(b"-----END ") == 1;
+                if !one_block || !matches!(x509_parser::parse_x509_certificate(&der), Ok(([], _))) {
+                    return false;
+                }
+                blocks += 1;
+            }
+            Ok(None) => return blocks > 0 && before.iter().all(u8::is_ascii_whitespace),
+            Ok(Some(_)) | Err(_) => return false,
+        }
+    }
+}
+
 /// Parses the certificate at the head of `pem` and returns its facts, for
 /// reporting on files that are already on disk. `None` if nothing parses.
 pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
@@ -568,6 +607,56 @@ mod files_tests {
             ..policy()
         };
         assert!(validate(&garbage, &allowed).is_ok());
+    }
+
+    /// The certificate mode is for certificate blocks and whitespace only.
+    #[test]
+    fn only_pure_certificate_pem_is_public() {
+        let p = certs::Pair::new("modes");
+        let cat = |parts: &[&[u8]]| parts.concat();
+        let crl = b"-----BEGIN X509 CRL-----\nMAA=\n-----END X509 CRL-----\n".as_slice();
+        let public = [
+            p.cert.clone(),
+            cat(&[&p.cert, &p.ca_cert]),
+            cat(&[b"\n \t\r\n", &p.cert, b"\n\n", &p.ca_cert, b"  \n"]),
+            String::from_utf8(p.cert.clone())
+                .unwrap()
+                .replace('\n', "\r\n")
+                .into_bytes(),
+        ];
+        for bytes in &public {
+            assert!(
+                certificates_only(bytes),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let end = b"-----END CERTIFICATE-----".as_slice();
+        let tail = p.cert.len() - end.len() - 1;
+        let secret = [
+            cat(&[b"password=hunter2\n", &p.ca_cert]),
+            cat(&[&p.ca_cert, b"password=hunter2\n"]),
+            cat(&[&p.cert, b"password=hunter2\n", &p.ca_cert]),
+            cat(&[b"# the cluster CA\n", &p.cert]),
+            cat(&[&p.cert[..tail], end, b" token=x\n"]),
+            cat(&[&p.cert, &p.key]),
+            cat(&[&p.cert, crl]),
+            crl.to_vec(),
+            p.key.clone(),
+            // A CERTIFICATE label around something that is not one.
+            b"-----BEGIN CERTIFICATE-----\naHVudGVyMg==\n-----END CERTIFICATE-----\n".to_vec(),
+            cat(&[b"-----BEGIN CERTIFICATE-----\n", &p.cert]),
+            b"s3cr3t-token".to_vec(),
+            b"  \n".to_vec(),
+            Vec::new(),
+        ];
+        for bytes in &secret {
+            assert!(
+                !certificates_only(bytes),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
     }
 }
 

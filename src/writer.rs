@@ -566,7 +566,7 @@ impl Writer {
     }
 
     fn mode_for(&self, name: &str, bytes: &[u8]) -> u32 {
-        if name == KEY_FILE || crate::bundle::is_secret(bytes) {
+        if name == KEY_FILE || !crate::validate::certificates_only(bytes) {
             self.opts.key_mode
         } else {
             self.opts.cert_mode
@@ -911,8 +911,9 @@ fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterError> {
 /// restores them as they were.
 fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
     let defaults = WriterOptions::default();
-    let is_key =
-        |n: &str| n == KEY_FILE || crate::bundle::is_secret(rev.bundle.get(n).unwrap_or_default());
+    let is_key = |n: &str| {
+        n == KEY_FILE || !crate::validate::certificates_only(rev.bundle.get(n).unwrap_or_default())
+    };
     let key = rev.meta.iter().find(|(n, _)| is_key(n)).map(|(_, m)| m);
     let cert = rev.meta.iter().find(|(n, _)| !is_key(n)).map(|(_, m)| m);
     let any = key.or(cert);
@@ -1090,10 +1091,15 @@ mod tests {
     use std::fs::Permissions;
     use std::os::unix::fs::MetadataExt as _;
 
-    /// Certificate-shaped bytes: the writer gives non-PEM content the key
-    /// mode, so a certificate stand-in must look like PEM.
+    /// A real certificate, the same for the same tag: the writer gives
+    /// anything but certificate PEM the key mode.
     fn cert(tag: &str) -> Vec<u8> {
-        format!("-----BEGIN CERTIFICATE-----\ncert {tag}\n").into_bytes()
+        static MADE: std::sync::Mutex<BTreeMap<String, Vec<u8>>> =
+            std::sync::Mutex::new(BTreeMap::new());
+        let mut made = MADE.lock().unwrap();
+        made.entry(tag.to_owned())
+            .or_insert_with(|| crate::test_certs::Pair::new(&format!("cert-{tag}")).cert)
+            .clone()
     }
 
     fn bundle(tag: &str) -> Bundle {

@@ -209,3 +209,32 @@ fn the_config_file_holds_every_setting_and_flags_override_it() {
         "{err}"
     );
 }
+
+/// `--print-config` shows a reload URL's query keys but never their values
+/// nor its fragment (tokens travel there as much as in `user:password@`).
+#[test]
+fn print_config_redacts_reload_url_query_values() {
+    let out = Command::new(support::certsync_bin())
+        .args([
+            "run",
+            "--sync",
+            "dir:/nonexistent/src=/nonexistent/target",
+            "--reload-url",
+            "https://u:pw@127.0.0.1:9/reload?token=s3cret&x=1#frag-s3cret",
+            "--print-config",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(
+        printed["reload-url"], "https://***@127.0.0.1:9/reload?token=REDACTED&x=REDACTED#REDACTED",
+        "{text}"
+    );
+    assert!(!text.contains("s3cret") && !text.contains("pw@"), "{text}");
+}

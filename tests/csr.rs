@@ -310,6 +310,111 @@ async fn a_certificate_that_does_not_match_the_request_is_never_published() {
     env.signer.cleanup().await;
 }
 
+/// A signer that grants more than was asked (another subject attribute,
+/// more usages, a CA certificate) is refused with the request and the
+/// field named; nothing is published. Each case in a fresh process, which
+/// asks at once (no backoff to wait out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_granting_more_than_was_asked_is_refused() {
+    use rcgen::{ExtendedKeyUsagePurpose as Eku, KeyUsagePurpose as Ku};
+    let env = Env::new("overreach").await;
+    let target = env.target();
+    type Tweak = fn(&mut rcgen::CertificateParams);
+    let cases: [(&str, Tweak); 4] = [
+        (
+            "subject is [O=\"system:masters\", CN=\"svc.example\"], the mapping asks for exactly [CN=\"svc.example\"]",
+            |p| {
+                p.distinguished_name
+                    .push(rcgen::DnType::OrganizationName, "system:masters");
+            },
+        ),
+        (
+            "extended key usage is [\"server auth\", \"client auth\", \"code signing\"]",
+            |p| {
+                p.extended_key_usages.push(Eku::ClientAuth);
+                p.extended_key_usages.push(Eku::CodeSigning);
+            },
+        ),
+        ("key usage is [\"digital signature\", \"cert sign\"]", |p| {
+            p.key_usages.push(Ku::KeyCertSign)
+        }),
+        ("basic constraints say CA:TRUE", |p| {
+            p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        }),
+    ];
+    let mut seen = Vec::new();
+    for (want, tweak) in cases {
+        let cs = env.start(&env.spec(""), None);
+        let name = env.signer.next_request(&seen).await;
+        env.signer.approve(&name).await;
+        env.signer.issue_with(&name, HOUR, false, tweak).await;
+        cs.wait_log(&format!(
+            "certificatesigningrequest {name}: the issued certificate is refused: {want}"
+        ));
+        assert!(
+            !target.join("..data").exists(),
+            "nothing published after {want}"
+        );
+        seen.push(name);
+        drop(cs);
+    }
+    env.signer.cleanup().await;
+}
+
+/// A signer whose certificates are already past their renewal point when
+/// issued (clock skew, a CA about to expire): each is published while it
+/// is valid, a warning says why, the renewal-error metric counts it, and no
+/// new request comes before the renewal floor (5 min by default), however
+/// fast the signer answers: one request over several seconds, not a loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_already_due_for_renewal_is_not_renewed_in_a_loop() {
+    let env = Env::new("due").await;
+    let port = free_port();
+    let cs = env.start(&env.spec(""), Some(port));
+    let target = env.target();
+    // Valid for ten more minutes, but issued ten hours ago: 70-90 % of its
+    // lifetime is long past. Every request is answered at once, for 6 s.
+    let sign_all = async {
+        let until = std::time::Instant::now() + Duration::from_secs(6);
+        let mut last = None;
+        while std::time::Instant::now() < until {
+            for c in env.signer.requests().await {
+                if c.status
+                    .as_ref()
+                    .and_then(|s| s.certificate.as_ref())
+                    .is_some()
+                {
+                    continue;
+                }
+                let name = c.metadata.name.unwrap();
+                env.signer.approve(&name).await;
+                let cert = env
+                    .signer
+                    .issue_with(&name, Duration::from_secs(600), false, |p| {
+                        p.not_before = time::OffsetDateTime::now_utc() - time::Duration::hours(10);
+                    })
+                    .await;
+                last = Some(cert);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        last.expect("a request was made")
+    };
+    let cert = sign_all.await;
+    wait_cert(&target, &cert, "the issued certificate, valid for now");
+    let requests = env.signer.requests().await.len();
+    assert_eq!(requests, 1, "one request, not a loop");
+    assert_eq!(revision_names(&target).len(), 1, "one revision");
+    cs.wait_log("is already past");
+    wait_metric(
+        port,
+        "certsync_csr_renewal_errors_total{mapping=\"svc\",reason=\"renewal_floor\"}",
+        1.0,
+    );
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renews_at_the_deadline_with_a_new_key() {
     let env = Env::new("rotate").await;
@@ -317,11 +422,12 @@ async fn renews_at_the_deadline_with_a_new_key() {
     // The main container, told after every flip as for any mapping.
     let main = recorder(env.tmp.path(), &unique("csrmain"), false);
     let name = main.file.file_stem().unwrap().to_str().unwrap().to_owned();
-    // A 20 s certificate renewed at 10-20 % of its life: 2-4 s.
+    // A 20 s certificate renewed at 30-40 % of its life: 4-6 s after it
+    // is issued, above a 1 s renewal floor (2 s: 10 % of the lifetime).
     let cs = env.start_with(
-        &env.spec(",renew=0.1-0.2"),
+        &env.spec(",renew=0.3-0.4"),
         Some(port),
-        &["--reload-process", &name],
+        &["--reload-process", &name, "--csr-renew-floor", "1s"],
     );
     let target = env.target();
     let first = env.signer.next_request(&[]).await;
@@ -711,12 +817,12 @@ async fn bootstraps_with_a_token_then_renews_with_its_own_certificate() {
     let target = dir.join("scheduler");
     let spec = format!(
         "csr:kubernetes.io/kube-apiserver-client={},name=sched,cn=system:kube-scheduler,\
-         bootstrap-kubeconfig={},write-kubeconfig=kubeconfig,renew=0.1-0.2",
+         bootstrap-kubeconfig={},write-kubeconfig=kubeconfig,renew=0.3-0.4",
         target.display(),
         bootstrap.display()
     );
     // No --kubeconfig: the bootstrap kubeconfig is all it has.
-    let cs = Certsync::start(&["run", "--sync", &spec], dir);
+    let cs = Certsync::start(&["run", "--sync", &spec, "--csr-renew-floor", "1s"], dir);
 
     let first = signer.next_request(&[]).await;
     let csr = signer.api.get(&first).await.unwrap();

@@ -422,6 +422,52 @@ fn the_hook_never_follows_redirects_or_logs_credentials() {
     );
 }
 
+/// A reload URL's query values and fragment (`?token=...`) are credentials
+/// as much as its userinfo: never in a log line, the redirect's Location
+/// included. The request itself still carries them.
+#[test]
+fn reload_url_query_values_never_reach_the_log() {
+    let (d, src, _, sync) = dirs();
+    write_pair(&src, &Pair::new("hook-query"));
+    let (port, seen) = canned_http(
+        "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/login?next=%2F&sig=hunter2#frag\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    let url = format!("http://127.0.0.1:{port}/-/reload?token=s3cret&mode=h4rdv4l#pw=fragsecret");
+    let cs = daemon(
+        d.path(),
+        &sync,
+        &[
+            "--reload-url",
+            &url,
+            "--reload-retries",
+            "1",
+            "--log-level",
+            "trace",
+        ],
+    );
+    cs.wait_log("gave up");
+    let log = cs.log();
+    assert!(
+        log.contains("/-/reload?token=REDACTED&mode=REDACTED#REDACTED"),
+        "{log}"
+    );
+    assert!(
+        log.contains("redirect to http://127.0.0.1:1/login?next=REDACTED&sig=REDACTED#REDACTED"),
+        "{log}"
+    );
+    for secret in ["s3cret", "h4rdv4l", "fragsecret", "hunter2"] {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        !seen.is_empty()
+            && seen
+                .iter()
+                .all(|l| l.contains("/-/reload?token=s3cret&mode=h4rdv4l")),
+        "the hook gets the query: {seen:?}"
+    );
+}
+
 /// Defect 9: a --reload-cmdline that matches the shell that started
 /// certsync never signals it; a pidfile naming a process that started
 /// after the pidfile was written (PID reuse) is refused.

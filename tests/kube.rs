@@ -1488,6 +1488,55 @@ async fn files_publishes_keys_under_their_own_names() {
     env.cleanup().await;
 }
 
+/// `files=`: the certificate mode only for a file that is nothing but
+/// CERTIFICATE blocks; a config file holding a password beside a CA
+/// certificate, or a certificate after a comment, gets the key mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_with_secret_text_beside_a_certificate_get_the_key_mode() {
+    let mut env = Env::new().await;
+    let name = env.name("files-modes");
+    let api = Pair::new("modes");
+    let config = [b"password=hunter2\nca: |\n".as_slice(), &api.ca_cert].concat();
+    let commented = [b"# the cluster CA\n".as_slice(), &api.ca_cert].concat();
+    let bundle = [api.ca_cert.as_slice(), b"\n\n", &api.cert].concat();
+    env.put_secret_of(
+        "Opaque",
+        &name,
+        &[
+            ("app.conf", &config),
+            ("commented.crt", &commented),
+            ("bundle.crt", &bundle),
+        ],
+    )
+    .await;
+    let target = env.target(&name);
+    let cs = env.start(
+        &[format!(
+            "secret:{}/{name}={},name=modes,files=all",
+            env.ns,
+            target.display()
+        )],
+        &[],
+    );
+    let read = |f: &str| std::fs::read(target.join(f)).ok();
+    wait_for("every key published", || {
+        (read("app.conf")? == config && read("commented.crt")? == commented).then_some(())
+    });
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |f: &str| {
+        std::fs::metadata(target.join(f))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode("app.conf"), 0o600, "a password beside a certificate");
+    assert_eq!(mode("commented.crt"), 0o600, "text before a certificate");
+    assert_eq!(mode("bundle.crt"), 0o644, "certificates only");
+    drop(cs);
+    env.cleanup().await;
+}
+
 /// `tree:` lays Secrets and ConfigMaps out as cert-syncer does
 /// (`DEST/secrets/NAME/KEY`, `DEST/configmaps/NAME/KEY`, keys under their
 /// own names); an optional object leaves no files while absent and its

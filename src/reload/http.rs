@@ -361,16 +361,51 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
     }
 }
 
-/// `text` with any `user:password@` in its authority replaced by `***@`.
+/// `text` (a URL, or a redirect's Location) as it may be shown: any
+/// `user:password@` in its authority replaced by `***@`, every query value
+/// by `REDACTED` (keys kept; a parameter without `=` is redacted whole),
+/// and a fragment by `#REDACTED`. Hooks take tokens in all three places
+/// (`?token=...`, `#access_token=...`), and a log or `--print-config`
+/// output is read by more people than the hook's owner.
 pub fn redact_text(text: &str) -> String {
-    let Some((scheme, rest)) = text.split_once("://") else {
-        return text.to_owned();
+    // RFC 3986: the fragment starts at the first '#', the query at the first
+    // '?' before it; neither may be taken for part of the authority.
+    let (text, fragment) = match text.split_once('#') {
+        Some((head, _)) => (head, Some("REDACTED")),
+        None => (text, None),
     };
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    match authority.rfind('@') {
-        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-        None => text.to_owned(),
+    let (head, query) = match text.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (text, None),
+    };
+    let mut out = match head.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+            match authority.rfind('@') {
+                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+                None => head.to_owned(),
+            }
+        }
+        None => head.to_owned(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        let params: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((key, "")) => format!("{key}="),
+                Some((key, _)) => format!("{key}=REDACTED"),
+                None if p.is_empty() => String::new(),
+                None => "REDACTED".to_owned(),
+            })
+            .collect();
+        out.push_str(&params.join("&"));
     }
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -440,6 +475,38 @@ mod tests {
         assert!(!e.contains("hunter2") && e.contains("***@"), "{e}");
         assert_eq!(redact_text("http://u:p@h/x"), "http://***@h/x");
         assert_eq!(redact_text("/relative/login"), "/relative/login");
+    }
+
+    #[test]
+    fn query_values_and_fragments_are_redacted() {
+        for (given, shown) in [
+            (
+                "http://h/x?token=s3cret&x=1",
+                "http://h/x?token=REDACTED&x=REDACTED",
+            ),
+            (
+                "https://u:p@h:8443/r?a=1#frag",
+                "https://***@h:8443/r?a=REDACTED#REDACTED",
+            ),
+            // An '@' in the query is not userinfo.
+            ("http://h?mail=a@b", "http://h?mail=REDACTED"),
+            ("http://h/?s3cret&k=", "http://h/?REDACTED&k="),
+            ("http://h/#access_token=s3cret", "http://h/#REDACTED"),
+            ("/login?next=%2F", "/login?next=REDACTED"),
+            ("http://h/plain", "http://h/plain"),
+        ] {
+            assert_eq!(redact_text(given), shown, "{given}");
+        }
+        let hook = HttpHook::new(&config("http://127.0.0.1:1/-/reload?token=s3cret")).unwrap();
+        assert_eq!(
+            hook.describe(),
+            "POST http://127.0.0.1:1/-/reload?token=REDACTED"
+        );
+        assert!(!format!("{hook:?}").contains("s3cret"));
+        let e = HttpHook::new(&config("ftp://h/?token=s3cret"))
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("s3cret"), "{e}");
         let with_header = HttpHook::new(&HttpHookConfig {
             headers: vec!["X-Api-Key: topsecret".into()],
             ..config("http://u:hunter2@127.0.0.1/")

@@ -9,16 +9,19 @@
 //! `Failed`, deleted or still without a certificate after the approval
 //! timeout (failure: logged with the condition's reason and message, retried
 //! after 2 s doubling, jittered, capped at 5 min). The issued chain is
-//! checked against the request ([`check`]: our key, our subject, exactly our
-//! SANs, our usages, its validity window, and a chain to the signer's CA
-//! when one is configured) and only then published as a bundle, like any
+//! checked against the request ([`check`], read by two X.509 parsers: our
+//! key, exactly our subject, SANs and usages, no CA, its validity window,
+//! and a chain to the signer's CA when one is configured) and only then
+//! published as a bundle, like any
 //! other source's, with the key beside it: the sync task writes both into
 //! one revision, so the pair can never be seen mismatched.
 //!
 //! Rotation: at a point drawn uniformly from [70 %, 90 %] of the live
 //! certificate's lifetime; at once when there is no live certificate, it
 //! has expired, or it does not satisfy the mapping any more (subject, SANs,
-//! usages, key algorithm or CA changed in the configuration). After a
+//! usages, key algorithm or CA changed in the configuration); never sooner
+//! than the renewal floor after the previous issuance ([`renewal`]: a
+//! signer issuing certificates already due must not cause a loop). After a
 //! restart the live revision is the state: while it is good, nothing is
 //! requested. A request pending at a restart is abandoned: its key lived
 //! only in the old process's memory.
@@ -41,10 +44,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, UnixTime};
 use tokio::sync::watch;
-use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
 use super::client::{ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
 use super::watch::{Watch, WatchError};
@@ -52,7 +54,11 @@ use super::{Update, watch_seconds};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
-use crate::validate::{self, Expect, Policy};
+use crate::validate;
+
+mod issued;
+mod renewal;
+pub use issued::check;
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
@@ -341,120 +347,6 @@ impl Window {
     }
 }
 
-/// Checks that `cert_pem` (leaf first, then any intermediates) is what
-/// `spec` asks for, for the key in `key_pem`: the key matches the leaf, the
-/// leaf is inside its validity window, has the requested subject, exactly
-/// the requested DNS and IP SANs and no other kind, the requested usages and
-/// key algorithm, and chains to `ca` (PEM) when given. Pure: `now` is the
-/// only clock. Used for a freshly issued certificate and for the live one
-/// at start.
-pub fn check(
-    spec: &CsrSpec,
-    cert_pem: &[u8],
-    key_pem: &[u8],
-    ca: Option<&[u8]>,
-    now: SystemTime,
-    clock_skew: Duration,
-) -> Result<Window, String> {
-    let mut pair = Bundle::default();
-    pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
-        .map_err(|e| e.to_string())?;
-    pair.insert(KEY_FILE, key_pem.to_vec(), "private key")
-        .map_err(|e| e.to_string())?;
-    let policy = Policy {
-        expect: Expect::Pair,
-        now,
-        clock_skew,
-    };
-    let leaf = validate::validate(&pair, &policy)
-        .map_err(|e| e.to_string())?
-        .leaf
-        .ok_or("no leaf certificate")?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("certificate PEM: {e}"))?;
-    let (_, cert) =
-        X509Certificate::from_der(&chain[0]).map_err(|e| format!("leaf certificate: {e}"))?;
-
-    let subject = cert.subject();
-    let values = |it: &mut dyn Iterator<Item = &x509_parser::x509::AttributeTypeAndValue<'_>>| {
-        it.filter_map(|a| a.as_str().ok().map(str::to_owned))
-            .collect::<Vec<_>>()
-    };
-    let cns = values(&mut subject.iter_common_name());
-    let want_cn: Vec<String> = spec.common_name.iter().cloned().collect();
-    if cns != want_cn {
-        return Err(format!(
-            "subject common name is {cns:?}, the mapping asks for {want_cn:?}"
-        ));
-    }
-    let mut orgs = values(&mut subject.iter_organization());
-    let mut want_o = spec.organizations.clone();
-    orgs.sort();
-    want_o.sort();
-    if orgs != want_o {
-        return Err(format!(
-            "subject organization is {orgs:?}, the mapping asks for {want_o:?}"
-        ));
-    }
-
-    let (mut dns, mut ips) = (Vec::new(), Vec::new());
-    if let Some(san) = cert
-        .subject_alternative_name()
-        .map_err(|e| format!("subjectAltName: {e}"))?
-    {
-        for name in &san.value.general_names {
-            match name {
-                GeneralName::DNSName(d) => dns.push(d.to_ascii_lowercase()),
-                GeneralName::IPAddress(b) => match ip_of(b) {
-                    Some(ip) => ips.push(ip),
-                    None => return Err("subjectAltName holds a malformed IP address".into()),
-                },
-                other => return Err(format!("subjectAltName holds {other}, not requested")),
-            }
-        }
-    }
-    let mut want_dns: Vec<String> = spec.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
-    let mut want_ips = spec.ips.clone();
-    for v in [&mut dns, &mut want_dns] {
-        v.sort();
-        v.dedup();
-    }
-    for v in [&mut ips, &mut want_ips] {
-        v.sort();
-        v.dedup();
-    }
-    if dns != want_dns {
-        return Err(format!(
-            "DNS names are {dns:?}, the mapping asks for {want_dns:?}"
-        ));
-    }
-    if ips != want_ips {
-        return Err(format!(
-            "IP addresses are {ips:?}, the mapping asks for {want_ips:?}"
-        ));
-    }
-
-    check_usages(&cert, &spec.usages)?;
-    match KeyAlg::of_spki(cert.public_key()) {
-        Some(alg) if alg == spec.key_alg => {}
-        Some(alg) => {
-            return Err(format!(
-                "key algorithm is {alg}, the mapping asks for {}",
-                spec.key_alg
-            ));
-        }
-        None => return Err("the key algorithm is not one certsync requests".into()),
-    }
-    if let Some(ca) = ca {
-        chains_to(&chain, ca, &spec.usages, now)?;
-    }
-    Ok(Window {
-        not_before: leaf.not_before,
-        not_after: leaf.not_after,
-    })
-}
-
 /// A SAN's IP address bytes (4 or 16) as an address.
 pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
     match b.len() {
@@ -462,89 +354,6 @@ pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
         16 => Some(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
         _ => None,
     }
-}
-
-/// Every requested usage must be in the leaf's key usage or extended key
-/// usage extension.
-fn check_usages(cert: &X509Certificate<'_>, usages: &[String]) -> Result<(), String> {
-    let ku = cert
-        .key_usage()
-        .map_err(|e| format!("keyUsage: {e}"))?
-        .map(|k| *k.value);
-    let eku = cert
-        .extended_key_usage()
-        .map_err(|e| format!("extendedKeyUsage: {e}"))?
-        .map(|e| e.value.clone());
-    for usage in usages {
-        let present = match usage.as_str() {
-            "digital signature" => ku.map(|k| k.digital_signature()),
-            "content commitment" => ku.map(|k| k.non_repudiation()),
-            "key encipherment" => ku.map(|k| k.key_encipherment()),
-            "data encipherment" => ku.map(|k| k.data_encipherment()),
-            "key agreement" => ku.map(|k| k.key_agreement()),
-            "cert sign" => ku.map(|k| k.key_cert_sign()),
-            "crl sign" => ku.map(|k| k.crl_sign()),
-            "server auth" => eku.as_ref().map(|e| e.server_auth),
-            "client auth" => eku.as_ref().map(|e| e.client_auth),
-            "code signing" => eku.as_ref().map(|e| e.code_signing),
-            "email protection" => eku.as_ref().map(|e| e.email_protection),
-            "timestamping" => eku.as_ref().map(|e| e.time_stamping),
-            "ocsp signing" => eku.as_ref().map(|e| e.ocsp_signing),
-            "any" => eku.as_ref().map(|e| e.any),
-            // Usages X.509 has no bit for here: the signer's business.
-            _ => Some(true),
-        };
-        if present != Some(true) {
-            return Err(format!("the certificate is not for {usage:?}"));
-        }
-    }
-    Ok(())
-}
-
-/// The chain (leaf first) verifies up to one of the CA certificates in
-/// `ca_pem`, with the extended key usage asked for (rustls' webpki).
-fn chains_to(
-    chain: &[CertificateDer<'_>],
-    ca_pem: &[u8],
-    usages: &[String],
-    now: SystemTime,
-) -> Result<(), String> {
-    let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("signer CA PEM: {e}"))?;
-    let anchors: Vec<_> = cas
-        .iter()
-        .filter_map(|c| webpki::anchor_from_trusted_cert(c).ok())
-        .collect();
-    if anchors.is_empty() {
-        return Err("the signer CA holds no usable certificate".into());
-    }
-    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(|e| format!("leaf: {e}"))?;
-    let has = |u: &str| usages.iter().any(|x| x == u);
-    let usage = if has("server auth") {
-        webpki::KeyUsage::server_auth()
-    } else if has("client auth") {
-        webpki::KeyUsage::client_auth()
-    } else {
-        // id-kp-serverAuth, only if present: any other purpose is not
-        // webpki's to check (check_usages did).
-        webpki::KeyUsage::required_if_present(&[43, 6, 1, 5, 5, 7, 3, 1])
-    };
-    let time = UnixTime::since_unix_epoch(
-        now.duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default(),
-    );
-    leaf.verify_for_usage(
-        webpki::ALL_VERIFICATION_ALGS,
-        &anchors,
-        &chain[1..],
-        time,
-        usage,
-        None,
-        None,
-    )
-    .map(|_| ())
-    .map_err(|e| format!("does not chain to the signer CA: {e}"))
 }
 
 /// A fresh key and the PEM request for it.
@@ -753,6 +562,9 @@ pub struct CsrSource {
     pub current: CsrRef,
     /// `--events`: failures are recorded on the request.
     pub events: Option<EventSink>,
+    /// `--csr-renew-floor`: no request sooner than this (or 10 % of the
+    /// lifetime) after the previous issuance ([`renewal`]).
+    pub renew_floor: Duration,
 }
 
 /// A certificate obtained and checked.
@@ -1131,6 +943,10 @@ impl CsrSource {
             return;
         };
         let mut current = self.adopt(&client, live.as_ref()).await;
+        // When the live certificate was issued to us: an adopted one, at
+        // its notBefore (so a restart loop cannot request faster either).
+        let mut issued_at: Option<SystemTime> = None;
+        let mut held = 0u32;
         let mut failures = 0u32;
         loop {
             let wait = if failures > 0 {
@@ -1138,9 +954,34 @@ impl CsrSource {
             } else {
                 match current {
                     Some(w) => {
-                        let at = w.deadline(self.spec.renew, crate::random_fraction());
-                        tracing::info!(mapping = %self.mapping, renew_at = %validate::rfc3339(validate::unix_seconds(at)), "certificate is current; renewal scheduled");
-                        at.duration_since(SystemTime::now()).unwrap_or_default()
+                        let since = issued_at.unwrap_or_else(|| {
+                            SystemTime::UNIX_EPOCH
+                                + Duration::from_secs(u64::try_from(w.not_before).unwrap_or(0))
+                        });
+                        let next = renewal::next(
+                            w,
+                            self.spec.renew,
+                            crate::random_fraction(),
+                            since,
+                            self.renew_floor,
+                            held,
+                            crate::random_fraction(),
+                        );
+                        let renew_at = validate::rfc3339(validate::unix_seconds(next.at));
+                        match next.held {
+                            Some(why) => {
+                                held = held.saturating_add(1);
+                                self.metrics.csr_error(&self.mapping, "renewal_floor");
+                                tracing::warn!(mapping = %self.mapping, %renew_at, not_after = %validate::rfc3339(w.not_after), "renewal held back: {why}");
+                            }
+                            None => {
+                                held = 0;
+                                tracing::info!(mapping = %self.mapping, %renew_at, "certificate is current; renewal scheduled");
+                            }
+                        }
+                        next.at
+                            .duration_since(SystemTime::now())
+                            .unwrap_or_default()
                     }
                     None => Duration::ZERO,
                 }
@@ -1162,13 +1003,27 @@ impl CsrSource {
             match result {
                 Ok(issued) => {
                     tracing::info!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), "certificate issued");
-                    if let Some(prev) = current {
-                        let lived = validate::unix_seconds(SystemTime::now()) - prev.not_before;
-                        self.metrics.csr_rotated(&self.mapping, lived.max(0) as f64);
-                    }
-                    current = Some(issued.window);
                     failures = 0;
-                    super::publish(&tx, Ok(issued.bundle));
+                    issued_at = Some(SystemTime::now());
+                    let now = validate::unix_seconds(SystemTime::now());
+                    // A certificate issued already due (a CA about to expire
+                    // clips it) may end before the live one: the live pair
+                    // stays while it is valid and outlasts it.
+                    match current {
+                        Some(live)
+                            if live.not_after > now && live.not_after > issued.window.not_after =>
+                        {
+                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), live_not_after = %validate::rfc3339(live.not_after), "the issued certificate expires before the live one; keeping the live pair");
+                        }
+                        prev => {
+                            if let Some(prev) = prev {
+                                let lived = now - prev.not_before;
+                                self.metrics.csr_rotated(&self.mapping, lived.max(0) as f64);
+                            }
+                            current = Some(issued.window);
+                            super::publish(&tx, Ok(issued.bundle));
+                        }
+                    }
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
@@ -1300,7 +1155,7 @@ mod tests {
                 .push(rcgen::DnType::CommonName, "system:masters");
         });
         let e = check(&s, wrong_cn.as_bytes(), key, None, now, skew).unwrap_err();
-        assert!(e.contains("common name"), "{e}");
+        assert!(e.contains("subject is [CN=\"system:masters\"]"), "{e}");
 
         let other = new_request(&s).unwrap();
         let e = check(
@@ -1320,12 +1175,80 @@ mod tests {
         assert!(e.contains("key algorithm is ecdsa-p256"), "{e}");
     }
 
+    /// A signer's answer is held to exactly what was asked: an extra
+    /// subject attribute, usage, name kind, CA:TRUE or unknown critical
+    /// extension is refused, naming the field.
+    #[test]
+    fn issued_certificates_with_more_than_was_asked_are_refused() {
+        use rcgen::{ExtendedKeyUsagePurpose as Eku, KeyUsagePurpose as Ku};
+        let s = spec();
+        let req = new_request(&s).unwrap();
+        let (now, skew) = (SystemTime::now(), Duration::from_secs(300));
+        let key = req.key_pem.as_bytes();
+        let refused = |tweak: &dyn Fn(&mut rcgen::CertificateParams)| {
+            let (cert, ca) = issue(&req, tweak);
+            check(&s, cert.as_bytes(), key, Some(ca.as_bytes()), now, skew).unwrap_err()
+        };
+        let (plain, ca) = issue(&req, |p| p.is_ca = rcgen::IsCa::ExplicitNoCa);
+        check(&s, plain.as_bytes(), key, Some(ca.as_bytes()), now, skew)
+            .expect("CA:FALSE is what a leaf says");
+        type Tweak<'a> = &'a dyn Fn(&mut rcgen::CertificateParams);
+        let cases: [(&str, Tweak<'_>); 9] = [
+            ("subject", &|p| {
+                p.distinguished_name
+                    .push(rcgen::DnType::OrganizationName, "system:masters");
+            }),
+            ("subject", &|p| {
+                p.distinguished_name
+                    .push(rcgen::DnType::OrganizationalUnitName, "ops");
+            }),
+            ("extended key usage", &|p| {
+                p.extended_key_usages.push(Eku::ClientAuth);
+            }),
+            ("extended key usage", &|p| {
+                p.extended_key_usages.push(Eku::CodeSigning);
+            }),
+            ("key usage", &|p| p.key_usages.push(Ku::KeyCertSign)),
+            ("key usage", &|p| p.key_usages.clear()),
+            ("CA:TRUE", &|p| {
+                p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            }),
+            ("critical extension 1.2.3.4", &|p| {
+                let mut ext = rcgen::CustomExtension::from_oid_content(&[1, 2, 3, 4], vec![5, 0]);
+                ext.set_criticality(true);
+                p.custom_extensions.push(ext);
+            }),
+            ("subjectAltName holds a URI", &|p| {
+                p.subject_alt_names
+                    .push(rcgen::SanType::URI("spiffe://x/y".try_into().unwrap()));
+            }),
+        ];
+        for (want, tweak) in cases {
+            let e = refused(tweak);
+            assert!(e.contains(want), "{want}: {e}");
+        }
+
+        // Not strict DER (BOOLEAN TRUE as 0x01): one parser at least
+        // refuses it, so the certificate is refused.
+        let (crit, _) = issue(&req, |p| p.is_ca = rcgen::IsCa::ExplicitNoCa);
+        let der = CertificateDer::from_pem_slice(crit.as_bytes())
+            .unwrap()
+            .to_vec();
+        let at = der.windows(3).position(|w| w == [1, 1, 0xff]).unwrap();
+        let mut ber = der.clone();
+        ber[at + 2] = 1;
+        let pem = crate::bundle::certificate_pem(&ber);
+        let e = check(&s, pem.as_bytes(), key, None, now, skew).unwrap_err();
+        assert!(e.contains("leaf certificate"), "{e}");
+    }
+
     /// Every algorithm's request parses, its signature verifies, and it
     /// carries the subject (each organization its own RDN) and the SANs.
     #[test]
     fn every_key_algorithm_makes_a_request_that_verifies() {
         use x509_parser::certification_request::X509CertificationRequest;
         use x509_parser::extensions::ParsedExtension;
+        use x509_parser::prelude::FromDer;
         for alg in [
             KeyAlg::EcdsaP256,
             KeyAlg::EcdsaP384,

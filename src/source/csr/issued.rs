@@ -1,0 +1,552 @@
+//! The check of an issued certificate against the request: the signer's
+//! answer is data someone else wrote, never proof by itself.
+//!
+//! The leaf is read twice, by x509-parser and by RustCrypto `x509-cert`
+//! (whose `der` decoding is strict DER), into the same [`Facts`]; when
+//! either parser fails or they read a field differently the certificate is
+//! refused, so an encoding one reader takes one way and a consumer another
+//! cannot slip extra authority past the check. Then the facts must be
+//! exactly what the mapping asked for: the subject's attributes (no extra
+//! RDN or attribute), the DNS and IP names and no other kind of name, the
+//! key usages and extended key usages the CSR API usage strings stand for
+//! (as kube-controller-manager's signer maps them), no CA, no critical
+//! extension certsync does not understand, and our key.
+
+use std::net::IpAddr;
+use std::time::SystemTime;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, UnixTime};
+
+use super::{CsrSpec, KeyAlg, Window};
+use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
+use crate::validate::{self, Expect, Policy};
+
+const OID_CN: &str = "2.5.4.3";
+const OID_O: &str = "2.5.4.10";
+const OID_SAN: &str = "2.5.29.17";
+const OID_KU: &str = "2.5.29.15";
+const OID_EKU: &str = "2.5.29.37";
+const OID_BC: &str = "2.5.29.19";
+
+/// Key usage bits, bit 0 first as both parsers number them (RFC 5280
+/// `KeyUsage` BIT STRING: digitalSignature (0) ... decipherOnly (8)).
+const KU_NAMES: [&str; 9] = [
+    "digital signature",
+    "content commitment",
+    "key encipherment",
+    "data encipherment",
+    "key agreement",
+    "cert sign",
+    "crl sign",
+    "encipher only",
+    "decipher only",
+];
+
+/// What a CSR API usage string puts into the certificate: a key usage bit
+/// or an extended key usage OID. Kubernetes'
+/// `pkg/controller/certificates/authority/policies.go` `keyUsagesFromStrings`.
+enum Usage {
+    Ku(u16),
+    Eku(&'static str),
+}
+
+fn usage(name: &str) -> Option<Usage> {
+    Some(match name {
+        "signing" | "digital signature" => Usage::Ku(1 << 0),
+        "content commitment" => Usage::Ku(1 << 1),
+        "key encipherment" => Usage::Ku(1 << 2),
+        "data encipherment" => Usage::Ku(1 << 3),
+        "key agreement" => Usage::Ku(1 << 4),
+        "cert sign" => Usage::Ku(1 << 5),
+        "crl sign" => Usage::Ku(1 << 6),
+        "encipher only" => Usage::Ku(1 << 7),
+        "decipher only" => Usage::Ku(1 << 8),
+        "any" => Usage::Eku("2.5.29.37.0"),
+        "server auth" => Usage::Eku("1.3.6.1.5.5.7.3.1"),
+        "client auth" => Usage::Eku("1.3.6.1.5.5.7.3.2"),
+        "code signing" => Usage::Eku("1.3.6.1.5.5.7.3.3"),
+        "email protection" | "s/mime" => Usage::Eku("1.3.6.1.5.5.7.3.4"),
+        "ipsec end system" => Usage::Eku("1.3.6.1.5.5.7.3.5"),
+        "ipsec tunnel" => Usage::Eku("1.3.6.1.5.5.7.3.6"),
+        "ipsec user" => Usage::Eku("1.3.6.1.5.5.7.3.7"),
+        "timestamping" => Usage::Eku("1.3.6.1.5.5.7.3.8"),
+        "ocsp signing" => Usage::Eku("1.3.6.1.5.5.7.3.9"),
+        "microsoft sgc" => Usage::Eku("1.3.6.1.4.1.311.10.3.3"),
+        "netscape sgc" => Usage::Eku("2.16.840.1.113730.4.1"),
+        _ => return None,
+    })
+}
+
+/// An EKU OID by the usage name that asks for it, for messages.
+fn eku_name(oid: &str) -> String {
+    crate::source::csr::USAGES
+        .iter()
+        .find(|u| matches!(usage(u), Some(Usage::Eku(o)) if o == oid))
+        .map_or_else(|| oid.to_owned(), |u| (*u).to_owned())
+}
+
+fn ku_names(bits: u16) -> Vec<&'static str> {
+    (0..KU_NAMES.len())
+        .filter(|i| bits & (1 << i) != 0)
+        .map(|i| KU_NAMES[i])
+        .collect()
+}
+
+/// A subject attribute for messages: `CN="x"`, `O="y"`, else the OID.
+fn attribute(oid: &str, value: &str) -> String {
+    let name = match oid {
+        OID_CN => "CN",
+        OID_O => "O",
+        "2.5.4.11" => "OU",
+        "2.5.4.6" => "C",
+        "2.5.4.7" => "L",
+        "2.5.4.8" => "ST",
+        "2.5.4.5" => "serialNumber",
+        other => other,
+    };
+    format!("{name}={value:?}")
+}
+
+/// What the leaf says about whom it is for and what it may do: the same
+/// from either parser, or the certificate is refused.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Facts {
+    /// Every subject attribute (OID, value), sorted: a signer may group
+    /// them into RDNs differently (Go puts several O values in one RDN)
+    /// without changing what the subject asserts.
+    subject: Vec<(String, String)>,
+    /// DNS names as written, sorted.
+    dns: Vec<String>,
+    ips: Vec<IpAddr>,
+    /// Any other kind of subjectAltName entry, by kind.
+    other_names: Vec<&'static str>,
+    /// Key usage bits (bit 0: digitalSignature); `None`: no extension.
+    key_usage: Option<u16>,
+    /// Extended key usage OIDs, sorted, once each; `None`: no extension.
+    ext_key_usage: Option<Vec<String>>,
+    /// basicConstraints: (cA, pathLenConstraint); `None`: no extension.
+    basic_constraints: Option<(bool, Option<u32>)>,
+    /// Critical extensions other than the four above, by OID.
+    unknown_critical: Vec<String>,
+    /// The SubjectPublicKeyInfo, DER.
+    spki: Vec<u8>,
+}
+
+impl Facts {
+    fn normalize(mut self) -> Self {
+        self.subject.sort();
+        self.dns.sort();
+        self.ips.sort();
+        self.other_names.sort_unstable();
+        if let Some(e) = &mut self.ext_key_usage {
+            e.sort();
+            e.dedup();
+        }
+        self.unknown_critical.sort();
+        self
+    }
+}
+
+/// The leaf read by x509-parser.
+fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
+    use x509_parser::asn1_rs::Tag;
+    use x509_parser::extensions::{GeneralName, ParsedExtension};
+    let (rest, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
+    if !rest.is_empty() {
+        return Err("trailing bytes after the certificate".into());
+    }
+    // Refuses an extension that appears twice (RFC 5280 4.2).
+    cert.tbs_certificate
+        .extensions_map()
+        .map_err(|e| format!("extensions: {e}"))?;
+    let mut facts = Facts::default();
+    for rdn in cert.subject().iter() {
+        for atv in rdn.iter() {
+            let oid = atv.attr_type().to_id_string();
+            if !matches!(
+                atv.attr_value().tag(),
+                Tag::Utf8String | Tag::PrintableString
+            ) {
+                return Err(format!(
+                    "subject attribute {oid} is not a UTF8String or PrintableString"
+                ));
+            }
+            let value = atv
+                .as_str()
+                .map_err(|e| format!("subject attribute {oid}: {e}"))?;
+            facts.subject.push((oid, value.to_owned()));
+        }
+    }
+    for ext in cert.extensions() {
+        let oid = ext.oid.to_id_string();
+        // A known extension the parser fell back to "unsupported" for is
+        // not one it understood.
+        let known = [OID_SAN, OID_KU, OID_EKU, OID_BC].contains(&oid.as_str());
+        if known && ext.parsed_extension().unsupported() {
+            return Err(format!("extension {oid} could not be read"));
+        }
+        match ext.parsed_extension() {
+            ParsedExtension::SubjectAlternativeName(san) => {
+                for name in &san.general_names {
+                    match name {
+                        GeneralName::DNSName(d) => facts.dns.push((*d).to_owned()),
+                        GeneralName::IPAddress(b) => facts.ips.push(
+                            super::ip_of(b).ok_or("subjectAltName holds a malformed IP address")?,
+                        ),
+                        GeneralName::OtherName(..) => facts.other_names.push("otherName"),
+                        GeneralName::RFC822Name(_) => facts.other_names.push("an email address"),
+                        GeneralName::X400Address(_) => facts.other_names.push("an X.400 address"),
+                        GeneralName::DirectoryName(_) => {
+                            facts.other_names.push("a directory name");
+                        }
+                        GeneralName::EDIPartyName(_) => facts.other_names.push("an EDI party name"),
+                        GeneralName::URI(_) => facts.other_names.push("a URI"),
+                        GeneralName::RegisteredID(_) => facts.other_names.push("a registered ID"),
+                        GeneralName::Invalid(..) => {
+                            return Err("subjectAltName holds an invalid entry".into());
+                        }
+                    }
+                }
+            }
+            ParsedExtension::KeyUsage(ku) => facts.key_usage = Some(ku.flags),
+            ParsedExtension::ExtendedKeyUsage(eku) => {
+                let mut oids: Vec<String> = [
+                    (eku.any, "2.5.29.37.0"),
+                    (eku.server_auth, "1.3.6.1.5.5.7.3.1"),
+                    (eku.client_auth, "1.3.6.1.5.5.7.3.2"),
+                    (eku.code_signing, "1.3.6.1.5.5.7.3.3"),
+                    (eku.email_protection, "1.3.6.1.5.5.7.3.4"),
+                    (eku.time_stamping, "1.3.6.1.5.5.7.3.8"),
+                    (eku.ocsp_signing, "1.3.6.1.5.5.7.3.9"),
+                ]
+                .into_iter()
+                .filter(|(set, _)| *set)
+                .map(|(_, oid)| oid.to_owned())
+                .collect();
+                oids.extend(eku.other.iter().map(|o| o.to_id_string()));
+                facts.ext_key_usage = Some(oids);
+            }
+            ParsedExtension::BasicConstraints(bc) => {
+                facts.basic_constraints = Some((bc.ca, bc.path_len_constraint));
+            }
+            ParsedExtension::ParseError { error } => {
+                return Err(format!("extension {oid}: {error}"));
+            }
+            _ if ext.critical => facts.unknown_critical.push(oid),
+            _ => {}
+        }
+    }
+    facts.spki = cert.public_key().raw.to_vec();
+    Ok(facts.normalize())
+}
+
+/// The leaf read by RustCrypto `x509-cert` (strict DER).
+fn read_x509_cert(der: &[u8]) -> Result<Facts, String> {
+    use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
+    use x509_cert::der::{Decode, Encode, Tag, Tagged};
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
+    let cert = x509_cert::Certificate::from_der(der).map_err(|e| e.to_string())?;
+    let tbs = &cert.tbs_certificate;
+    let mut facts = Facts::default();
+    for rdn in &tbs.subject.0 {
+        for atv in rdn.0.iter() {
+            let oid = atv.oid.to_string();
+            let value = match atv.value.tag() {
+                Tag::Utf8String => atv
+                    .value
+                    .decode_as::<Utf8StringRef<'_>>()
+                    .map(|s| s.to_string()),
+                Tag::PrintableString => atv
+                    .value
+                    .decode_as::<PrintableStringRef<'_>>()
+                    .map(|s| s.to_string()),
+                _ => {
+                    return Err(format!(
+                        "subject attribute {oid} is not a UTF8String or PrintableString"
+                    ));
+                }
+            }
+            .map_err(|e| format!("subject attribute {oid}: {e}"))?;
+            facts.subject.push((oid, value));
+        }
+    }
+    let mut seen = Vec::new();
+    for ext in tbs.extensions.iter().flatten() {
+        let oid = ext.extn_id.to_string();
+        if seen.contains(&oid) {
+            return Err(format!("extension {oid} appears twice"));
+        }
+        seen.push(oid.clone());
+        let bytes = ext.extn_value.as_bytes();
+        let err = |e: x509_cert::der::Error| format!("extension {oid}: {e}");
+        match oid.as_str() {
+            OID_SAN => {
+                for name in SubjectAltName::from_der(bytes).map_err(err)?.0 {
+                    match name {
+                        GeneralName::DnsName(d) => facts.dns.push(d.to_string()),
+                        GeneralName::IpAddress(b) => facts.ips.push(
+                            super::ip_of(b.as_bytes())
+                                .ok_or("subjectAltName holds a malformed IP address")?,
+                        ),
+                        GeneralName::OtherName(_) => facts.other_names.push("otherName"),
+                        GeneralName::Rfc822Name(_) => facts.other_names.push("an email address"),
+                        GeneralName::DirectoryName(_) => {
+                            facts.other_names.push("a directory name");
+                        }
+                        GeneralName::EdiPartyName(_) => facts.other_names.push("an EDI party name"),
+                        GeneralName::UniformResourceIdentifier(_) => {
+                            facts.other_names.push("a URI");
+                        }
+                        GeneralName::RegisteredId(_) => facts.other_names.push("a registered ID"),
+                    }
+                }
+            }
+            OID_KU => facts.key_usage = Some(KeyUsage::from_der(bytes).map_err(err)?.0.bits()),
+            OID_EKU => {
+                let eku = ExtendedKeyUsage::from_der(bytes).map_err(err)?;
+                facts.ext_key_usage = Some(eku.0.iter().map(ToString::to_string).collect());
+            }
+            OID_BC => {
+                let bc = BasicConstraints::from_der(bytes).map_err(err)?;
+                facts.basic_constraints = Some((bc.ca, bc.path_len_constraint.map(u32::from)));
+            }
+            _ if ext.critical => facts.unknown_critical.push(oid),
+            _ => {}
+        }
+    }
+    facts.spki = tbs
+        .subject_public_key_info
+        .to_der()
+        .map_err(|e| format!("public key: {e}"))?;
+    Ok(facts.normalize())
+}
+
+/// The leaf's facts when both parsers read it, and read it the same.
+fn read_strictly(der: &[u8]) -> Result<Facts, String> {
+    let a = read_x509_parser(der).map_err(|e| format!("leaf certificate (x509-parser): {e}"))?;
+    let b = read_x509_cert(der).map_err(|e| format!("leaf certificate (x509-cert): {e}"))?;
+    let differ = [
+        ("subject", a.subject != b.subject),
+        (
+            "subjectAltName",
+            a.dns != b.dns || a.ips != b.ips || a.other_names != b.other_names,
+        ),
+        ("key usage", a.key_usage != b.key_usage),
+        ("extended key usage", a.ext_key_usage != b.ext_key_usage),
+        (
+            "basic constraints",
+            a.basic_constraints != b.basic_constraints,
+        ),
+        (
+            "critical extensions",
+            a.unknown_critical != b.unknown_critical,
+        ),
+        ("public key", a.spki != b.spki),
+    ];
+    match differ.iter().find(|(_, d)| *d) {
+        Some((field, _)) => Err(format!(
+            "the leaf certificate's {field} reads differently with x509-parser and x509-cert"
+        )),
+        None => Ok(a),
+    }
+}
+
+/// Checks that `cert_pem` (leaf first, then any intermediates) is what
+/// `spec` asks for, for the key in `key_pem`: the key matches the leaf, the
+/// leaf is inside its validity window, and it is read strictly
+/// ([`read_strictly`]) and holds exactly the requested subject, DNS and IP
+/// names (no other kind), key usages and extended key usages, no CA, no
+/// unknown critical extension, the requested key algorithm, and chains to
+/// `ca` (PEM) when given. Pure: `now` is the only clock. Used for a freshly
+/// issued certificate and for the live one at start. The error names the
+/// field and what is wrong; values the signer chose are quoted (escaped).
+pub fn check(
+    spec: &CsrSpec,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    ca: Option<&[u8]>,
+    now: SystemTime,
+    clock_skew: std::time::Duration,
+) -> Result<Window, String> {
+    let mut pair = Bundle::default();
+    pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
+        .map_err(|e| e.to_string())?;
+    pair.insert(KEY_FILE, key_pem.to_vec(), "private key")
+        .map_err(|e| e.to_string())?;
+    let policy = Policy {
+        expect: Expect::Pair,
+        now,
+        clock_skew,
+    };
+    let leaf = validate::validate(&pair, &policy)
+        .map_err(|e| e.to_string())?
+        .leaf
+        .ok_or("no leaf certificate")?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("certificate PEM: {e}"))?;
+    let der = chain.first().ok_or("no leaf certificate")?;
+    let facts = read_strictly(der)?;
+
+    let mut want_subject: Vec<(String, String)> = spec
+        .organizations
+        .iter()
+        .map(|o| (OID_O.to_owned(), o.clone()))
+        .chain(
+            spec.common_name
+                .iter()
+                .map(|cn| (OID_CN.to_owned(), cn.clone())),
+        )
+        .collect();
+    want_subject.sort();
+    if facts.subject != want_subject {
+        let show = |s: &[(String, String)]| {
+            s.iter()
+                .map(|(o, v)| attribute(o, v))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(format!(
+            "subject is [{}], the mapping asks for exactly [{}]",
+            show(&facts.subject),
+            show(&want_subject)
+        ));
+    }
+
+    if let Some(kind) = facts.other_names.first() {
+        return Err(format!("subjectAltName holds {kind}, not requested"));
+    }
+    let mut dns: Vec<String> = facts.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
+    let mut want_dns: Vec<String> = spec.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
+    let mut ips = facts.ips.clone();
+    let mut want_ips = spec.ips.clone();
+    for v in [&mut dns, &mut want_dns] {
+        v.sort();
+        v.dedup();
+    }
+    for v in [&mut ips, &mut want_ips] {
+        v.sort();
+        v.dedup();
+    }
+    if dns != want_dns {
+        return Err(format!(
+            "DNS names are {dns:?}, the mapping asks for {want_dns:?}"
+        ));
+    }
+    if ips != want_ips {
+        return Err(format!(
+            "IP addresses are {ips:?}, the mapping asks for {want_ips:?}"
+        ));
+    }
+
+    let (mut want_ku, mut want_eku) = (0u16, Vec::new());
+    for u in &spec.usages {
+        match usage(u) {
+            Some(Usage::Ku(bit)) => want_ku |= bit,
+            Some(Usage::Eku(oid)) => want_eku.push(oid.to_owned()),
+            // The config parser accepts only the API's usage names.
+            None => return Err(format!("usage {u:?} is not one the CSR API knows")),
+        }
+    }
+    want_eku.sort();
+    want_eku.dedup();
+    let ku = facts.key_usage.unwrap_or(0);
+    if ku != want_ku {
+        return Err(format!(
+            "key usage is {:?}, the mapping asks for exactly {:?}",
+            ku_names(ku),
+            ku_names(want_ku)
+        ));
+    }
+    let eku = facts.ext_key_usage.clone().unwrap_or_default();
+    if eku != want_eku {
+        let names = |v: &[String]| v.iter().map(|o| eku_name(o)).collect::<Vec<_>>();
+        return Err(format!(
+            "extended key usage is {:?}, the mapping asks for exactly {:?}",
+            names(&eku),
+            names(&want_eku)
+        ));
+    }
+    match facts.basic_constraints {
+        None | Some((false, None)) => {}
+        Some((true, _)) => {
+            return Err("basic constraints say CA:TRUE; a CA certificate was not requested".into());
+        }
+        Some((false, Some(_))) => {
+            return Err("basic constraints carry a path length on a non-CA certificate".into());
+        }
+    }
+    if let Some(oid) = facts.unknown_critical.first() {
+        return Err(format!(
+            "critical extension {oid} is not one certsync understands"
+        ));
+    }
+
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(der).map_err(|e| format!("leaf certificate: {e}"))?;
+    match KeyAlg::of_spki(cert.public_key()) {
+        Some(alg) if alg == spec.key_alg => {}
+        Some(alg) => {
+            return Err(format!(
+                "key algorithm is {alg}, the mapping asks for {}",
+                spec.key_alg
+            ));
+        }
+        None => return Err("the key algorithm is not one certsync requests".into()),
+    }
+    if let Some(ca) = ca {
+        chains_to(&chain, ca, &spec.usages, now)?;
+    }
+    Ok(Window {
+        not_before: leaf.not_before,
+        not_after: leaf.not_after,
+    })
+}
+
+/// The chain (leaf first) verifies up to one of the CA certificates in
+/// `ca_pem`, with the extended key usage asked for (rustls' webpki).
+fn chains_to(
+    chain: &[CertificateDer<'_>],
+    ca_pem: &[u8],
+    usages: &[String],
+    now: SystemTime,
+) -> Result<(), String> {
+    let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("signer CA PEM: {e}"))?;
+    let anchors: Vec<_> = cas
+        .iter()
+        .filter_map(|c| webpki::anchor_from_trusted_cert(c).ok())
+        .collect();
+    if anchors.is_empty() {
+        return Err("the signer CA holds no usable certificate".into());
+    }
+    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(|e| format!("leaf: {e}"))?;
+    let has = |u: &str| usages.iter().any(|x| x == u);
+    let usage = if has("server auth") {
+        webpki::KeyUsage::server_auth()
+    } else if has("client auth") {
+        webpki::KeyUsage::client_auth()
+    } else {
+        // id-kp-serverAuth, only if present: any other purpose is not
+        // webpki's to check (the usages were compared exactly above).
+        webpki::KeyUsage::required_if_present(&[43, 6, 1, 5, 5, 7, 3, 1])
+    };
+    let time = UnixTime::since_unix_epoch(
+        now.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default(),
+    );
+    leaf.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        &anchors,
+        &chain[1..],
+        time,
+        usage,
+        None,
+        None,
+    )
+    .map(|_| ())
+    .map_err(|e| format!("does not chain to the signer CA: {e}"))
+}

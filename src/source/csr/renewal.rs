@@ -1,0 +1,170 @@
+//! When to request the next certificate.
+//!
+//! Normally at the renewal deadline (a share of the lifetime drawn from the
+//! mapping's window, kubelet's rule). But a signer may issue certificates
+//! that are already past that point (its clock behind ours, a CA about to
+//! expire clipping notAfter, a lifetime shorter than asked): renewing "at
+//! the deadline" would then request again at once, with a new key and a new
+//! revision each time, in a loop as fast as the signer answers. So no
+//! request is made sooner than a floor after the previous issuance:
+//! `max(--csr-renew-floor, 10 % of the issued lifetime)`, doubled on each
+//! consecutive time it holds a renewal back (jittered, up to an hour or
+//! the floor if that is longer). Pure: the caller gives the clock and the
+//! random draws.
+
+use std::time::{Duration, SystemTime};
+
+use super::Window;
+use crate::validate;
+
+/// Repeated hold-backs double the wait up to this (or the floor, if longer).
+const HELD_CAP: Duration = Duration::from_secs(3600);
+
+/// The next request's time, and why it is later than the deadline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Next {
+    pub at: SystemTime,
+    /// Set when the floor held the renewal back: a warning, for the log.
+    pub held: Option<String>,
+}
+
+/// When to renew the certificate `w`, issued (or adopted) at `since`.
+/// `held_before`: how many schedules in a row the floor already held back;
+/// `draw` and `jitter` are random numbers in [0, 1).
+pub fn next(
+    w: Window,
+    renew: (f64, f64),
+    draw: f64,
+    since: SystemTime,
+    floor: Duration,
+    held_before: u32,
+    jitter: f64,
+) -> Next {
+    let deadline = w.deadline(renew, draw);
+    let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
+    let floor = floor.max(life / 10);
+    let earliest = since + floor;
+    if deadline >= earliest {
+        return Next {
+            at: deadline,
+            held: None,
+        };
+    }
+    let cap = HELD_CAP.max(floor);
+    let base = floor.saturating_mul(1 << held_before.min(16)).min(cap);
+    let at = since + base + base.mul_f64(jitter.clamp(0.0, 1.0) / 4.0);
+    let now_past = if deadline <= since {
+        "is already past"
+    } else {
+        "comes sooner than the renewal floor"
+    };
+    let held = format!(
+        "the issued certificate's renewal point {} {now_past} (notBefore {}, notAfter {}); \
+         renewing no sooner than {} after it was issued, at {}, and keeping it while it is valid; \
+         check the signer's clock, its CA's expiry and the lifetime it issues",
+        validate::rfc3339(validate::unix_seconds(deadline)),
+        validate::rfc3339(w.not_before),
+        validate::rfc3339(w.not_after),
+        humantime::format_duration(Duration::from_secs(base.as_secs())),
+        validate::rfc3339(validate::unix_seconds(at)),
+    );
+    Next {
+        at,
+        held: Some(held),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn at(secs: i64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64)
+    }
+
+    #[test]
+    fn a_certificate_with_its_renewal_point_ahead_renews_there() {
+        // A day-long certificate issued now: 70 % of it is well past the floor.
+        let w = Window {
+            not_before: 100_000,
+            not_after: 100_000 + 86_400,
+        };
+        let n = next(w, (0.7, 0.9), 0.0, at(100_000), 5 * MIN, 0, 0.5);
+        assert_eq!(n.at, at(100_000 + 60_480));
+        assert!(n.held.is_none());
+    }
+
+    #[test]
+    fn a_certificate_already_due_waits_for_the_floor_then_backs_off() {
+        // Issued (notBefore) ten hours before it reached us, valid 10 more
+        // minutes: the deadline is long past.
+        let now = 1_000_000;
+        let w = Window {
+            not_before: now - 36_000,
+            not_after: now + 600,
+        };
+        let floor = 10 * MIN;
+        let life_tenth = Duration::from_secs(3_660);
+        let n = next(w, (0.7, 0.9), 0.5, at(now), floor, 0, 0.0);
+        assert_eq!(
+            n.at,
+            at(now) + life_tenth,
+            "10 % of the lifetime is the larger floor"
+        );
+        let why = n.held.unwrap();
+        assert!(why.contains("is already past"), "{why}");
+        assert!(why.contains("notAfter 1970-01-12T13:56:40Z"), "{why}");
+        // A tenth of this lifetime (61 min) is above the one-hour cap:
+        // repeats stay there.
+        let n = next(w, (0.7, 0.9), 0.5, at(now), floor, 5, 0.0);
+        assert_eq!(n.at, at(now) + life_tenth);
+
+        // Short certificates: the configured floor, doubled on repeats with
+        // jitter of at most a quarter, up to an hour.
+        let short = Window {
+            not_before: now - 30,
+            not_after: now + 10,
+        };
+        let mut bases = Vec::new();
+        for held in 0..6 {
+            for jitter in [0.0, 0.99] {
+                let wait = next(short, (0.7, 0.9), 0.5, at(now), floor, held, jitter)
+                    .at
+                    .duration_since(at(now))
+                    .unwrap();
+                let base = (floor * (1 << held)).min(HELD_CAP);
+                assert!(wait >= base && wait <= base + base / 4, "{held}: {wait:?}");
+                if jitter == 0.0 {
+                    bases.push(wait.as_secs() / 60);
+                }
+            }
+        }
+        assert_eq!(bases, [10, 20, 40, 60, 60, 60]);
+    }
+
+    #[test]
+    fn a_deadline_ahead_but_sooner_than_the_floor_is_held_back() {
+        // 20 s certificate, renewal at 10-20 %: 2-4 s ahead, under a 1 min floor.
+        let w = Window {
+            not_before: 1_000,
+            not_after: 1_020,
+        };
+        let n = next(w, (0.1, 0.2), 0.5, at(1_000), MIN, 0, 0.0);
+        assert_eq!(n.at, at(1_060));
+        assert!(n.held.unwrap().contains("sooner than the renewal floor"));
+        // With a 1 s floor it renews at its deadline.
+        let n = next(
+            w,
+            (0.1, 0.2),
+            0.5,
+            at(1_000),
+            Duration::from_secs(1),
+            0,
+            0.0,
+        );
+        assert_eq!(n.at, at(1_003));
+        assert!(n.held.is_none());
+    }
+}
