@@ -33,7 +33,11 @@ pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError>
         .windows(11)
         .position(|w| w == b"-----BEGIN ")
         .unwrap_or_default();
-    if !bytes[..start].iter().all(u8::is_ascii_whitespace) {
+    // Only white space before it, and the BEGIN line at a line's start
+    // (where Go's reader looks for it).
+    if !bytes[..start].iter().all(u8::is_ascii_whitespace)
+        || (start > 0 && bytes[start - 1] != b'\n')
+    {
         return Err(PemError::Outside);
     }
     let mut blocks = SliceIter::<(SectionKind, Vec<u8>)>::new(bytes);
@@ -65,7 +69,7 @@ mod tests {
         let csr = SectionKind::Csr;
         assert_eq!(exactly_one(REQ.as_bytes(), csr), Ok(vec![0, 1, 2]));
         assert_eq!(
-            exactly_one(format!("\n  {REQ}\n\n").as_bytes(), csr),
+            exactly_one(format!("\n \n{REQ}\n\n").as_bytes(), csr),
             Ok(vec![0, 1, 2])
         );
         for (bad, want) in [
@@ -74,6 +78,7 @@ mod tests {
             (format!("{REQ}{REQ}"), PemError::Several { found: 2 }),
             (format!("{REQ}{CERT}"), PemError::Several { found: 2 }),
             (format!("hello\n{REQ}"), PemError::Outside),
+            (format!("  {REQ}"), PemError::Outside),
             (format!("{REQ}trailing"), PemError::Outside),
             (CERT.into(), PemError::Kind("Certificate".into())),
         ] {

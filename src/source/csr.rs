@@ -347,15 +347,6 @@ impl Window {
     }
 }
 
-/// A SAN's IP address bytes (4 or 16) as an address.
-pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
-    match b.len() {
-        4 => Some(IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
-        16 => Some(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
-        _ => None,
-    }
-}
-
 /// A fresh key and the PEM request for it.
 pub(crate) struct Request {
     pub(crate) key_pem: String,

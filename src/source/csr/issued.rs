@@ -192,7 +192,8 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
                     match name {
                         GeneralName::DNSName(d) => facts.dns.push((*d).to_owned()),
                         GeneralName::IPAddress(b) => facts.ips.push(
-                            super::ip_of(b).ok_or("subjectAltName holds a malformed IP address")?,
+                            crate::x509::ip_of(b)
+                                .ok_or("subjectAltName holds a malformed IP address")?,
                         ),
                         GeneralName::OtherName(..) => facts.other_names.push("otherName"),
                         GeneralName::RFC822Name(_) => facts.other_names.push("an email address"),
@@ -287,7 +288,7 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, String> {
                     match name {
                         GeneralName::DnsName(d) => facts.dns.push(d.to_string()),
                         GeneralName::IpAddress(b) => facts.ips.push(
-                            super::ip_of(b.as_bytes())
+                            crate::x509::ip_of(b.as_bytes())
                                 .ok_or("subjectAltName holds a malformed IP address")?,
                         ),
                         GeneralName::OtherName(_) => facts.other_names.push("otherName"),
