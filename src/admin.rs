@@ -64,7 +64,7 @@ pub async fn serve(
     tracing::info!(addr = %bound, "admin port listening");
     Ok(async move {
         let app = router(metrics);
-        let stop = async move { crate::sync::stopped(&mut shutdown).await };
+        let stop = async move { crate::shutdown::stopped(&mut shutdown).await };
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(stop)
             .await

@@ -191,6 +191,36 @@ impl fmt::Debug for ContentHash {
     }
 }
 
+/// How the source's files map to target files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// One source file per target file (the mapping's items).
+    Files,
+    /// Every key of the object, or every file of the directory, under its
+    /// own name (`files=all`).
+    All,
+    /// One PEM holding chain and key, split into tls.crt and tls.key.
+    Combined(String),
+}
+
+/// A source file (or key) published under a target name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub source: String,
+    pub target: String,
+    pub required: bool,
+}
+
+impl Item {
+    pub fn new(source: &str, target: &str, required: bool) -> Self {
+        Self {
+            source: source.to_owned(),
+            target: target.to_owned(),
+            required,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use nix::sys::signal::Signal;
 use serde::Deserialize;
 
-use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
+use crate::bundle::{CA_FILE, CERT_FILE, Item, KEY_FILE, Layout, check_file_name};
 use crate::reload::http::{HttpHook, HttpHookConfig};
 use crate::reload::pid::Target;
 use crate::reload::verify::ServingCheck;
@@ -1683,36 +1683,6 @@ fn check_dns(what: &str, s: &str, max: usize) -> Result<(), String> {
         Err(format!(
             "{what} {s:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
         ))
-    }
-}
-
-/// How the source's files map to target files.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Layout {
-    /// One source file per target file (see [`Mapping::items`]).
-    Files,
-    /// Every key of the object, or every file of the directory, under its
-    /// own name (`files=all`).
-    All,
-    /// One PEM holding chain and key, split into tls.crt and tls.key.
-    Combined(String),
-}
-
-/// A source file (or key) published under a target name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
-    pub source: String,
-    pub target: String,
-    pub required: bool,
-}
-
-impl Item {
-    fn new(source: &str, target: &str, required: bool) -> Self {
-        Self {
-            source: source.to_owned(),
-            target: target.to_owned(),
-            required,
-        }
     }
 }
 

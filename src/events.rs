@@ -20,8 +20,6 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::watch;
 
-use crate::source::secret::{Kind, ObjectRef};
-
 /// The object a mapping's events are about.
 #[derive(Clone, Debug)]
 enum About {
@@ -188,4 +186,29 @@ fn publish(
             }
         }
     });
+}
+
+/// Which kind of object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Secret,
+    ConfigMap,
+}
+
+/// One object by kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            Kind::Secret => "secret",
+            Kind::ConfigMap => "configmap",
+        };
+        write!(f, "{kind} {}/{}", self.namespace, self.name)
+    }
 }

@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod metrics;
 pub mod pem;
 pub mod reload;
+pub mod shutdown;
 pub mod source;
 pub mod sync;
 pub mod validate;

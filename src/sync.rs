@@ -66,7 +66,7 @@ fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics>) -> KubeO
     KubeObject {
         object: object.clone(),
         items: m.items.clone(),
-        all: m.layout == crate::config::Layout::All,
+        all: m.layout == crate::bundle::Layout::All,
         optional: m.optional,
         mapping: m.name.clone(),
         metrics: Arc::clone(metrics),
@@ -687,7 +687,7 @@ pub async fn run(
     // not waited for past the grace period (kubelet kills at 30 s).
     let mut stopping = shutdown.clone();
     let grace = async {
-        stopped(&mut stopping).await;
+        crate::shutdown::stopped(&mut stopping).await;
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     };
     tokio::select! {
@@ -702,27 +702,12 @@ pub async fn run(
 /// How long `run` waits for its tasks after shutdown begins.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// A resync timer whose first tick is `period` from now, and which does not
-/// fire in a burst to catch up after a slow write.
-pub async fn resync_interval(period: Duration) -> tokio::time::Interval {
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await; // the first tick is immediate
-    tick
-}
-
 /// Sleeps until `deadline`, or forever without one.
 async fn until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
     }
-}
-
-/// Resolves once shutdown has begun (the guard `wait_for` returns is not
-/// `Send`, so it is dropped here rather than held in a `select!`).
-pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|s| *s).await;
 }
 
 /// The directories a sync task watches for drift, re-armed after every
@@ -772,7 +757,7 @@ async fn sync_loop(
     resync: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut tick = resync_interval(resync).await;
+    let mut tick = crate::shutdown::resync_interval(resync).await;
     let mut repair_at: Option<tokio::time::Instant> = None;
     if let Err(e) = watched.rearm(&syncer.mapping.target, &syncer.metrics) {
         tracing::warn!(mapping = %syncer.mapping.name, error = %e, "cannot watch the target; drift is caught on resync only");
@@ -780,7 +765,7 @@ async fn sync_loop(
     loop {
         tokio::select! {
             biased;
-            () = stopped(&mut shutdown) => return,
+            () = crate::shutdown::stopped(&mut shutdown) => return,
             changed = updates.changed() => {
                 if changed.is_err() {
                     return; // the source task ended (shutdown)

@@ -33,8 +33,6 @@ use x509_parser::cri_attributes::ParsedCriAttribute;
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::prelude::FromDer;
 
-use crate::source::csr::KeyAlg;
-
 const EXTENSION_REQUEST: Oid = Oid::new_unwrap("1.2.840.113549.1.9.14");
 const SAN: Oid = Oid::new_unwrap("2.5.29.17");
 const KEY_USAGE: Oid = Oid::new_unwrap("2.5.29.15");
@@ -44,6 +42,71 @@ const BASIC_CONSTRAINTS: Oid = Oid::new_unwrap("2.5.29.19");
 pub const SERVER_AUTH: Oid = Oid::new_unwrap("1.3.6.1.5.5.7.3.1");
 pub const COMMON_NAME: &str = "2.5.4.3";
 pub const ORGANIZATION: &str = "2.5.4.10";
+
+/// The key algorithm of requested certificates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyAlg {
+    #[default]
+    EcdsaP256,
+    EcdsaP384,
+    /// Modulus size in bits: 2048, 3072 or 4096.
+    Rsa(usize),
+    Ed25519,
+}
+
+impl std::fmt::Display for KeyAlg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::EcdsaP256 => f.write_str("ecdsa-p256"),
+            Self::EcdsaP384 => f.write_str("ecdsa-p384"),
+            Self::Rsa(bits) => write!(f, "rsa-{bits}"),
+            Self::Ed25519 => f.write_str("ed25519"),
+        }
+    }
+}
+
+impl std::str::FromStr for KeyAlg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "ecdsa-p256" | "p256" | "ecdsa" => Self::EcdsaP256,
+            "ecdsa-p384" | "p384" => Self::EcdsaP384,
+            "rsa-2048" | "rsa" => Self::Rsa(2048),
+            "rsa-3072" => Self::Rsa(3072),
+            "rsa-4096" => Self::Rsa(4096),
+            "ed25519" => Self::Ed25519,
+            _ => {
+                return Err(format!(
+                    "key algorithm {s:?} is not one of ecdsa-p256, ecdsa-p384, rsa-2048, \
+                     rsa-3072, rsa-4096, ed25519"
+                ));
+            }
+        })
+    }
+}
+
+impl KeyAlg {
+    /// The algorithm of a public key, if it is one certsync requests (RSA
+    /// of any size, for callers that judge the size).
+    pub fn of_spki(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> Option<Self> {
+        match spki.algorithm.algorithm.to_id_string().as_str() {
+            "1.2.840.113549.1.1.1" => match spki.parsed().ok()? {
+                x509_parser::public_key::PublicKey::RSA(k) => Some(Self::Rsa(k.key_size())),
+                _ => None,
+            },
+            "1.2.840.10045.2.1" => {
+                let curve = spki.algorithm.parameters.as_ref()?.as_oid().ok()?;
+                match curve.to_id_string().as_str() {
+                    "1.2.840.10045.3.1.7" => Some(Self::EcdsaP256),
+                    "1.3.132.0.34" => Some(Self::EcdsaP384),
+                    _ => None,
+                }
+            }
+            "1.3.101.112" => Some(Self::Ed25519),
+            _ => None,
+        }
+    }
+}
 
 /// Why a request was refused. Values that came with the request are shown
 /// `{:?}`-escaped: a requester controls them, and they reach terminals.

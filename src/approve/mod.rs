@@ -205,7 +205,7 @@ pub async fn run(
     let mut leader_rx = leader.clone();
     loop {
         let changed = tokio::select! {
-            () = crate::sync::stopped(&mut shutdown) => return Ok(()),
+            () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
             Some(e) = csr_events.next() => match e {
                 Ok(e) => state.csrs.apply(e),
                 Err(e) => {

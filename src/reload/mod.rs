@@ -98,7 +98,7 @@ pub async fn run(
 ) {
     loop {
         tokio::select! {
-            () = crate::sync::stopped(&mut shutdown) => return,
+            () = crate::shutdown::stopped(&mut shutdown) => return,
             () = handle.wake.notified() => {}
         }
         let batch = gather(&handle, config.quiet, config.max_delay).await;
@@ -107,7 +107,7 @@ pub async fn run(
         }
         // A hook that hangs (or retries for long) must not delay shutdown.
         tokio::select! {
-            () = crate::sync::stopped(&mut shutdown) => {
+            () = crate::shutdown::stopped(&mut shutdown) => {
                 tracing::info!("shutting down: abandoning the reload in progress");
                 return;
             }

@@ -166,7 +166,7 @@ impl ClientSettings {
                     Err(e) => {
                         tracing::error!(error = %e, retry_in = ?retry, "cannot build the API client");
                         tokio::select! {
-                            () = crate::sync::stopped(&mut shutdown) => return,
+                            () = crate::shutdown::stopped(&mut shutdown) => return,
                             () = tokio::time::sleep(retry) => {}
                         }
                         retry = (retry * 2).min(Duration::from_secs(30));
@@ -175,7 +175,7 @@ impl ClientSettings {
                 }
             }
             tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = events.changed() => {}
                 // The directory may not exist yet or may be replaced: look
                 // again now and then even without an event.

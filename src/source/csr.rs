@@ -55,6 +55,7 @@ use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
 use crate::validate;
+pub use crate::x509::KeyAlg;
 
 mod issued;
 mod renewal;
@@ -132,48 +133,6 @@ impl CsrError {
     }
 }
 
-/// The key algorithm of requested certificates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KeyAlg {
-    #[default]
-    EcdsaP256,
-    EcdsaP384,
-    /// Modulus size in bits: 2048, 3072 or 4096.
-    Rsa(usize),
-    Ed25519,
-}
-
-impl std::fmt::Display for KeyAlg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::EcdsaP256 => f.write_str("ecdsa-p256"),
-            Self::EcdsaP384 => f.write_str("ecdsa-p384"),
-            Self::Rsa(bits) => write!(f, "rsa-{bits}"),
-            Self::Ed25519 => f.write_str("ed25519"),
-        }
-    }
-}
-
-impl std::str::FromStr for KeyAlg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "ecdsa-p256" | "p256" | "ecdsa" => Self::EcdsaP256,
-            "ecdsa-p384" | "p384" => Self::EcdsaP384,
-            "rsa-2048" | "rsa" => Self::Rsa(2048),
-            "rsa-3072" => Self::Rsa(3072),
-            "rsa-4096" => Self::Rsa(4096),
-            "ed25519" => Self::Ed25519,
-            _ => {
-                return Err(format!(
-                    "key algorithm {s:?} is not one of ecdsa-p256, ecdsa-p384, rsa-2048, \
-                     rsa-3072, rsa-4096, ed25519"
-                ));
-            }
-        })
-    }
-}
-
 impl KeyAlg {
     /// A new key, from the operating system's random generator. ECDSA and
     /// Ed25519 keys are made by ring (through rcgen). ring cannot make RSA
@@ -200,27 +159,6 @@ impl KeyAlg {
             }
         }
         .map_err(|e| err(&e))
-    }
-
-    /// The algorithm of a public key, if it is one certsync requests (RSA
-    /// of any size, for callers that judge the size).
-    pub fn of_spki(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> Option<Self> {
-        match spki.algorithm.algorithm.to_id_string().as_str() {
-            "1.2.840.113549.1.1.1" => match spki.parsed().ok()? {
-                x509_parser::public_key::PublicKey::RSA(k) => Some(Self::Rsa(k.key_size())),
-                _ => None,
-            },
-            "1.2.840.10045.2.1" => {
-                let curve = spki.algorithm.parameters.as_ref()?.as_oid().ok()?;
-                match curve.to_id_string().as_str() {
-                    "1.2.840.10045.3.1.7" => Some(Self::EcdsaP256),
-                    "1.3.132.0.34" => Some(Self::EcdsaP384),
-                    _ => None,
-                }
-            }
-            "1.3.101.112" => Some(Self::Ed25519),
-            _ => None,
-        }
     }
 }
 
@@ -855,7 +793,7 @@ impl CsrSource {
                     let retry = crate::backoff(Duration::from_secs(1), failures).min(RETRY_CAP);
                     tracing::error!(mapping = %self.mapping, error = %e, retry_in = ?retry, "cannot build the API client for certificate requests");
                     tokio::select! {
-                        () = crate::sync::stopped(shutdown) => return None,
+                        () = crate::shutdown::stopped(shutdown) => return None,
                         () = tokio::time::sleep(retry) => {}
                     }
                 }
@@ -978,7 +916,7 @@ impl CsrSource {
                 }
             };
             tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = tokio::time::sleep(wait) => {}
             }
             // The live pair authenticates renewals only while it is valid.
@@ -988,7 +926,7 @@ impl CsrSource {
                 return;
             };
             let result = tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
                 r = self.obtain(&client) => r,
             };
             match result {

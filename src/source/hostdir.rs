@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use super::Update;
 use crate::bundle::{Bundle, BundleError, CERT_FILE, KEY_FILE};
-use crate::config::{Item, Layout};
+use crate::bundle::{Item, Layout};
 use crate::dirwatch::{self, DirWatch};
 use crate::files::FileError;
 use crate::validate::MAX_BUNDLE_SIZE;
@@ -160,7 +160,7 @@ impl HostDir {
         if let Err(e) = watched {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
         }
-        let mut tick = crate::sync::resync_interval(resync).await;
+        let mut tick = crate::shutdown::resync_interval(resync).await;
         loop {
             let me = self.clone();
             match tokio::task::spawn_blocking(move || me.read()).await {
@@ -171,7 +171,7 @@ impl HostDir {
                 }
             }
             tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = events.changed() => {
                     dirwatch::quiet(&events, debounce, dirwatch::quiet_limit(debounce)).await
                 }

@@ -95,7 +95,7 @@ pub async fn newest_client(
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Option<kube::Client> {
     tokio::select! {
-        () = crate::sync::stopped(shutdown) => None,
+        () = crate::shutdown::stopped(shutdown) => None,
         c = clients.wait_for(Option::is_some) => c.ok().and_then(|c| c.clone()),
     }
 }

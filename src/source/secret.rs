@@ -26,8 +26,8 @@ use tokio::sync::watch;
 
 use super::watch::WatchError;
 use super::{SourceError, Update, watch_seconds};
+use crate::bundle::Item;
 use crate::bundle::{Bundle, BundleError};
-use crate::config::Item;
 use crate::error_chain;
 
 #[derive(Debug, thiserror::Error)]
@@ -59,30 +59,7 @@ pub enum KubeError {
     Name(#[from] BundleError),
 }
 
-/// Which kind of object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Secret,
-    ConfigMap,
-}
-
-/// One object by kind, namespace and name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectRef {
-    pub kind: Kind,
-    pub namespace: String,
-    pub name: String,
-}
-
-impl std::fmt::Display for ObjectRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self.kind {
-            Kind::Secret => "secret",
-            Kind::ConfigMap => "configmap",
-        };
-        write!(f, "{kind} {}/{}", self.namespace, self.name)
-    }
-}
+pub use crate::events::{Kind, ObjectRef};
 
 /// What the source reads from an object.
 trait Payload {
@@ -242,7 +219,7 @@ impl KubeObject {
                 Kind::ConfigMap => Box::pin(self.watch::<ConfigMap>(client, watch_timeout, &tx)),
             };
             tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
                 // A rebuilt client (rotated credentials): watch again with it.
                 _ = clients.changed() => {}
                 () = watching => {}

@@ -190,7 +190,7 @@ impl TrustBundles {
                 return;
             };
             tokio::select! {
-                () = crate::sync::stopped(&mut shutdown) => return,
+                () = crate::shutdown::stopped(&mut shutdown) => return,
                 _ = clients.changed() => {}
                 () = self.watch(client, &tx) => {}
             }
