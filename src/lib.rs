@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod approve;
 pub mod bundle;
+pub mod cli;
 pub mod config;
 pub mod dirwatch;
 pub mod events;

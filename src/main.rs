@@ -7,9 +7,8 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 
 use std::sync::Arc;
 
-use certsync::config::{
-    Cli, Command, Config, CsrCommand, EXIT_USAGE, LogArgs, LogFormat, Parsed, ReviewArgs,
-};
+use certsync::cli::{Cli, Command, CsrCommand, EXIT_USAGE, LogArgs, LogFormat, ReviewArgs};
+use certsync::config::{Config, Parsed};
 use certsync::inspect::{CHECK_HEADER, REVISION_HEADER, check_cells, render, revision_cells};
 use certsync::metrics::Metrics;
 

@@ -809,7 +809,7 @@ async fn sync_loop(
 mod tests {
     use super::*;
     use crate::bundle::{CERT_FILE, KEY_FILE};
-    use crate::config::{Cli, Command};
+    use crate::cli::{Cli, Command};
     use crate::test_certs as certs;
     use clap::Parser;
 

@@ -66,11 +66,11 @@ fn certsync_args(file: &str) -> Vec<Vec<String>> {
 }
 
 fn check_args(args: &[String]) -> certsync::config::Config {
-    let cli = certsync::config::Cli::try_parse_from(
+    let cli = certsync::cli::Cli::try_parse_from(
         std::iter::once("certsync".to_owned()).chain(args.iter().cloned()),
     )
     .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let certsync::config::Command::Run(run) = cli.command else {
+    let certsync::cli::Command::Run(run) = cli.command else {
         panic!("not run")
     };
     certsync::config::Config::from_args(&run).unwrap_or_else(|e| panic!("{args:?}: {e}"))
@@ -349,11 +349,11 @@ fn assert_probes(file: &str, c: &Container, port: u16) {
 
 /// `certsync approve`'s args, parsed by certsync itself.
 fn approver_config(args: &[String]) -> certsync::approve::ApproverConfig {
-    let cli = certsync::config::Cli::try_parse_from(
+    let cli = certsync::cli::Cli::try_parse_from(
         std::iter::once("certsync".to_owned()).chain(args.iter().cloned()),
     )
     .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let certsync::config::Command::Approve(a) = cli.command else {
+    let certsync::cli::Command::Approve(a) = cli.command else {
         panic!("not approve")
     };
     // What the binary checks before it starts.

@@ -1,0 +1,254 @@
+//! The YAML config file (`run --config`): `mappings:` and any of `run`'s
+//! flags by their long names, unknown keys refused, the command line and
+//! environment winning; and `--print-config`, which prints it back.
+
+use super::*;
+use crate::cli::{Cli, RunArgs};
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The config file: `mappings:` and any of `run`'s flags by their long
+/// names (checked by [`file_settings`]).
+#[derive(Debug, Deserialize)]
+pub(crate) struct ConfigFile {
+    #[serde(default)]
+    mappings: Vec<MappingSpec>,
+}
+
+/// Flags that are not settings of the file (it is the config, or they act
+/// once).
+pub(crate) const NOT_IN_FILE: &[&str] = &["sync", "config", "print-config", "help", "once"];
+
+/// The global settings of a config file, as `(flag, values)`, each key
+/// checked against `run`'s flags; an unknown key is an error naming its
+/// line.
+pub(crate) fn file_settings(
+    path: &Path,
+    text: &str,
+) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+    use clap::CommandFactory;
+    let err = |problem: String| ConfigError::File {
+        path: path.to_owned(),
+        problem,
+    };
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| err(e.to_string()))?;
+    let Some(map) = doc.as_mapping() else {
+        return Ok(Vec::new());
+    };
+    let mut cmd = Cli::command();
+    cmd.build();
+    let run = cmd.find_subcommand("run").cloned().unwrap_or_default();
+    let known: Vec<String> = run
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_owned))
+        .filter(|l| !NOT_IN_FILE.contains(&l.as_str()))
+        .collect();
+    let line = |key: &str| {
+        text.lines()
+            .position(|l| l.starts_with(&format!("{key}:")))
+            .map_or(0, |i| i + 1)
+    };
+    let mut out = Vec::new();
+    for (k, v) in map {
+        let key = k.as_str().unwrap_or_default();
+        // `owner: null` (as --print-config shows an unset flag) sets nothing.
+        if key == "mappings" || v.is_null() {
+            continue;
+        }
+        if !known.iter().any(|l| l == key) {
+            return Err(err(format!(
+                "line {}: unknown key {key:?} (a setting is a flag of `certsync run` by its long \
+                 name, e.g. resync: 5m, reload-process: nginx; mappings go under mappings:)",
+                line(key)
+            )));
+        }
+        let scalar = |v: &serde_yaml_ng::Value| match v {
+            serde_yaml_ng::Value::String(s) => Ok(s.clone()),
+            serde_yaml_ng::Value::Number(n) => Ok(n.to_string()),
+            serde_yaml_ng::Value::Bool(b) => Ok(b.to_string()),
+            _ => Err(err(format!(
+                "line {}: {key} takes a value or a list of values",
+                line(key)
+            ))),
+        };
+        let values = match v {
+            serde_yaml_ng::Value::Sequence(items) => {
+                items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?
+            }
+            other => vec![scalar(other)?],
+        };
+        out.push((key.to_owned(), values));
+    }
+    Ok(out)
+}
+
+/// Parses the command line with `run --config FILE`'s settings filled in:
+/// each setting of the file becomes its flag unless the command line or the
+/// environment already set that flag, and the whole line is parsed again,
+/// so a setting is checked by exactly the flag's own parser. Returns the
+/// parsed command and, for `run`, the effective setting of every flag.
+pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    let cmd = Cli::command();
+    let matches = cmd.clone().try_get_matches_from(&argv)?;
+    let mut argv = argv;
+    let mut from_file = None;
+    if let Some(run) = matches.subcommand_matches("run")
+        && let Some(path) = run.get_one::<PathBuf>("config")
+    {
+        from_file = Some(path.clone());
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            cmd.clone().error(
+                clap::error::ErrorKind::Io,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        let settings = file_settings(path, &text).map_err(|e| {
+            cmd.clone()
+                .error(clap::error::ErrorKind::ValueValidation, e)
+        })?;
+        let mut built = cmd.clone();
+        built.build();
+        let ids: std::collections::HashMap<String, String> = built
+            .find_subcommand("run")
+            .into_iter()
+            .flat_map(|sub| sub.get_arguments())
+            .filter_map(|a| Some((a.get_long()?.to_owned(), a.get_id().as_str().to_owned())))
+            .collect();
+        for (flag, values) in settings {
+            // `file_settings` checked every key against these long names.
+            let Some(id) = ids.get(&flag) else { continue };
+            let given = matches!(
+                run.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            );
+            if given {
+                continue;
+            }
+            let is_switch = matches!(
+                values.as_slice(),
+                [v] if v == "true" || v == "false"
+            ) && run
+                .get_raw(id)
+                .is_none_or(|mut r| r.next().is_some_and(|v| v == "false"));
+            for v in values {
+                if is_switch {
+                    if v == "true" {
+                        argv.push(format!("--{flag}").into());
+                    }
+                } else {
+                    argv.push(format!("--{flag}={v}").into());
+                }
+            }
+        }
+    }
+    let matches = cmd.clone().try_get_matches_from(&argv).map_err(|e| {
+        // Name the file when one of its settings is what was refused.
+        match &from_file {
+            Some(path) if e.use_stderr() => {
+                let first = e.render().to_string();
+                let first = first.lines().next().unwrap_or_default();
+                let first = first.strip_prefix("error: ").unwrap_or(first);
+                cmd.clone().error(
+                    e.kind(),
+                    format!("{first} (with the settings of {})", path.display()),
+                )
+            }
+            _ => e,
+        }
+    })?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    let mut effective = Vec::new();
+    if let Some(run) = matches.subcommand_matches("run") {
+        let mut built = cmd;
+        built.build();
+        if let Some(sub) = built.find_subcommand("run") {
+            for arg in sub.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if NOT_IN_FILE.contains(&long) {
+                    continue;
+                }
+                let values: Vec<String> = run
+                    .get_raw(arg.get_id().as_str())
+                    .map(|r| r.map(|v| v.to_string_lossy().into_owned()).collect())
+                    .unwrap_or_default();
+                effective.push((long.to_owned(), values));
+            }
+        }
+    }
+    Ok(Parsed { cli, effective })
+}
+
+/// A parsed command line, and for `run` every flag's effective values.
+#[derive(Debug)]
+pub struct Parsed {
+    pub cli: Cli,
+    pub effective: Vec<(String, Vec<String>)>,
+}
+
+/// `run --print-config`: the effective settings and mappings as YAML,
+/// header values and a reload URL's userinfo, query values and fragment
+/// redacted (they may hold credentials).
+pub fn print_config(
+    args: &RunArgs,
+    effective: &[(String, Vec<String>)],
+) -> Result<String, ConfigError> {
+    let mut settings = serde_yaml_ng::Mapping::new();
+    for (flag, values) in effective {
+        let shown: Vec<String> = values
+            .iter()
+            .map(|v| {
+                if flag == "reload-header" {
+                    match v.split_once(':') {
+                        Some((name, _)) => format!("{name}: <redacted>"),
+                        None => "<redacted>".into(),
+                    }
+                } else if flag == "reload-url" {
+                    crate::reload::http::redact_text(v)
+                } else {
+                    v.clone()
+                }
+            })
+            .collect();
+        let value = match shown.as_slice() {
+            [] => serde_yaml_ng::Value::Null,
+            [one] if !matches!(flag.as_str(), "reload-header") => one.clone().into(),
+            many => serde_yaml_ng::Value::Sequence(many.iter().cloned().map(Into::into).collect()),
+        };
+        settings.insert(flag.clone().into(), value);
+    }
+    // Each mapping as written, without the options it does not set.
+    let mut mappings = serde_json::to_value(mapping_specs(args)?).unwrap_or_default();
+    for m in mappings.as_array_mut().into_iter().flatten() {
+        if let Some(m) = m.as_object_mut() {
+            m.retain(|_, v| {
+                !(v.is_null() || *v == serde_json::json!(false) || *v == serde_json::json!([]))
+            });
+        }
+    }
+    settings.insert(
+        "mappings".into(),
+        serde_yaml_ng::to_value(&mappings).map_err(|e| ConfigError::Reload {
+            problem: e.to_string(),
+        })?,
+    );
+    serde_yaml_ng::to_string(&settings).map_err(|e| ConfigError::Reload {
+        problem: e.to_string(),
+    })
+}
+
+pub(crate) fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {
+    let err = |problem: String| ConfigError::File {
+        path: path.to_owned(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    // Settings beside the mappings are applied by `parse`; here they are
+    // only checked, so a file is refused the same way from any caller.
+    file_settings(path, &text)?;
+    let file: ConfigFile = serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?;
+    Ok(file.mappings)
+}

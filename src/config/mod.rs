@@ -1,0 +1,260 @@
+//! The parsed command line (`cli`) and config file → a validated [`Config`]
+//! for `run`, an `ApproverConfig` for `approve`.
+//!
+//! Every flag is also a `CERTSYNC_*` environment variable. Mappings come from
+//! repeatable `--sync` flags and from the optional YAML `--config` file; both
+//! forms go through the same [`MappingSpec`], so they accept exactly the same
+//! options and produce the same errors.
+//!
+//! Flag form: `KIND:SOURCE=TARGET[,OPTION=VALUE]...`
+//!
+//! ```text
+//! dir:/var/lib/kubelet/pki=/etc/certs/kubelet,combined=kubelet-server-current.pem
+//! dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key
+//! secret:openshift-kube-scheduler/kube-scheduler-client-cert-key=/etc/certs/client
+//! configmap:kube-system/ca-bundle=/etc/certs/ca,ca-only,ca=ca-bundle.crt
+//! csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler
+//! ```
+//!
+//! Paths containing `=` or `,` need the config file.
+//!
+//! - [`mapping`]: the mapping grammar, one [`MappingSpec`] per source kind;
+//! - [`file`]: the YAML config file (unknown keys refused; flags override)
+//!   and `--print-config`;
+//! - [`overlap`]: canonical paths, so no two mappings and no source and
+//!   target overlap.
+
+mod file;
+mod mapping;
+mod overlap;
+#[cfg(test)]
+mod tests;
+
+use crate::cli::{ApproveArgs, PolicyArgs, ReloadArgs, RunArgs};
+use file::read_config_file;
+pub use file::{Parsed, parse, print_config};
+pub use mapping::{MappingSpec, Source};
+use overlap::check_overlaps;
+pub use overlap::resolve_path;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::bundle::{Item, Layout};
+use crate::reload::http::{HttpHook, HttpHookConfig};
+use crate::reload::pid::Target;
+use crate::reload::verify::ServingCheck;
+use crate::reload::{Method, ReloadConfig};
+use crate::source::client::ClientSettings;
+use crate::validate::Expect;
+use crate::writer::WriterOptions;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--sync {spec:?}: {problem}")]
+    Flag { spec: String, problem: String },
+    #[error("{path}: {problem}")]
+    File { path: PathBuf, problem: String },
+    #[error("mapping {mapping:?}: {problem}")]
+    Mapping { mapping: String, problem: String },
+    #[error("no mappings: give at least one --sync or a --config file with mappings")]
+    NoMappings,
+    #[error("reload: {problem}")]
+    Reload { problem: String },
+}
+
+impl PolicyArgs {
+    pub fn policy(&self) -> crate::approve::Policy {
+        crate::approve::Policy {
+            allowed_dns: self.allowed_dns.clone(),
+            node_cidrs: self.node_cidrs.clone(),
+            any_node_address: self.allow_any_node_address,
+            service_cidrs: self.service_cidrs.clone(),
+            reserved: self.reserved.clone(),
+            max_expiration: self.max_expiration,
+        }
+    }
+
+    /// Refuses a policy that would trust node-written addresses alone.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(all) = self.node_cidrs.iter().find(|c| c.is_everything()) {
+            return Err(format!(
+                "--node-cidr {all} is every address: pass --allow-any-node-address if that is meant"
+            ));
+        }
+        if self.node_cidrs.is_empty() && !self.allow_any_node_address {
+            return Err(
+                "no --node-cidr: say which networks node addresses come from \
+                 (e.g. --node-cidr 192.168.10.0/24), or pass --allow-any-node-address \
+                 to accept any address a node lists in its own Node status"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl ApproveArgs {
+    pub fn config(&self) -> crate::approve::ApproverConfig {
+        let namespace = self.lease_namespace.clone().unwrap_or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .or_else(|| {
+                    std::fs::read_to_string(
+                        "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
+                    )
+                    .ok()
+                })
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "kube-system".into())
+        });
+        let identity = std::env::var("POD_NAME")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("certsync-{}", std::process::id()));
+        crate::approve::ApproverConfig {
+            client: ClientSettings {
+                kubeconfig: self.kubeconfig.clone(),
+                watch_timeout: self.watch_timeout,
+                ..ClientSettings::default()
+            },
+            policy: self.policy.policy(),
+            signer: crate::approve::policy::SIGNER.into(),
+            dry_run: self.dry_run,
+            lease: (!self.lease_name.is_empty()).then(|| crate::approve::LeaseSettings {
+                name: self.lease_name.clone(),
+                namespace,
+                identity,
+                duration: self.lease_duration,
+            }),
+            events: self.events,
+            admin_addr: self.admin_addr,
+            selector: self.policy.selector.clone(),
+        }
+    }
+}
+
+impl ReloadArgs {
+    pub(crate) fn build(&self) -> Result<ReloadConfig, ConfigError> {
+        let err = |problem: String| ConfigError::Reload { problem };
+        let signal = |target| Method::Signal {
+            target,
+            signal: self.reload_signal,
+        };
+        let method = if let Some(name) = &self.reload_process {
+            Some(signal(Target::Name(name.clone())))
+        } else if let Some(re) = &self.reload_cmdline {
+            let re = regex::Regex::new(re).map_err(|e| err(format!("--reload-cmdline: {e}")))?;
+            Some(signal(Target::Cmdline(re)))
+        } else if let Some(path) = &self.reload_pidfile {
+            Some(signal(Target::Pidfile(path.clone())))
+        } else if let Some(url) = &self.reload_url {
+            let hook = HttpHook::new(&HttpHookConfig {
+                url: url.clone(),
+                method: self.reload_method.clone(),
+                headers: self.reload_headers.clone(),
+                bearer_token_file: self.reload_bearer_token_file.clone(),
+                ca_file: self.reload_ca_file.clone(),
+                insecure_skip_verify: self.reload_insecure_skip_verify,
+                timeout: self.reload_timeout,
+                retries: self.reload_retries,
+                backoff: Duration::from_millis(250),
+            })
+            .map_err(|e| err(e.to_string()))?;
+            Some(Method::Http(Box::new(hook)))
+        } else {
+            None
+        };
+        Ok(ReloadConfig {
+            method,
+            quiet: self.reload_quiet,
+            max_delay: self.reload_max_delay.max(self.reload_quiet),
+            find_timeout: self.reload_find_timeout,
+            verify_timeout: self.verify_timeout,
+            verify_retries: self.verify_retries,
+        })
+    }
+}
+
+/// A validated mapping: one source, one target directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub name: String,
+    pub source: Source,
+    /// Where the main container serves this pair, to check it after a reload.
+    pub verify: Option<ServingCheck>,
+    pub layout: Layout,
+    /// Shared by the mapping's source and sync tasks.
+    pub items: std::sync::Arc<[Item]>,
+    pub expect: Expect,
+    pub target: PathBuf,
+    pub writer: WriterOptions,
+    /// An absent object publishes no files rather than an error.
+    pub optional: bool,
+}
+
+/// Everything `certsync run` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub mappings: Vec<Mapping>,
+    pub admin_addr: std::net::SocketAddr,
+    pub stale_fraction: f64,
+    pub events: bool,
+    pub reload: ReloadConfig,
+    pub client: ClientSettings,
+    pub once: bool,
+    pub debounce: Duration,
+    pub resync: Duration,
+    pub clock_skew: Duration,
+    pub csr_renew_floor: Duration,
+}
+
+impl Config {
+    /// Builds the configuration from `run`'s arguments (reading `--config`).
+    pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
+        let specs = mapping_specs(args)?;
+        if specs.is_empty() {
+            return Err(ConfigError::NoMappings);
+        }
+        let mappings = specs
+            .into_iter()
+            .map(|s| s.resolve(args))
+            .collect::<Result<Vec<_>, _>>()?;
+        check_overlaps(&mappings)?;
+        Ok(Self {
+            mappings,
+            admin_addr: args.admin_addr,
+            stale_fraction: args.stale_fraction,
+            events: args.events,
+            reload: args.reload.build()?,
+            client: ClientSettings {
+                kubeconfig: args.kubeconfig.clone(),
+                tls_server_name: args.tls_server_name.clone(),
+                watch_timeout: args.watch_timeout,
+                keepalive: args.api_keepalive,
+            },
+            once: args.once,
+            debounce: args.debounce,
+            resync: args.resync,
+            clock_skew: args.clock_skew,
+            csr_renew_floor: args.csr_renew_floor,
+        })
+    }
+}
+
+/// Every mapping: the config file's, then the flags', with `tree:`
+/// mappings expanded into one mapping per object.
+fn mapping_specs(args: &RunArgs) -> Result<Vec<MappingSpec>, ConfigError> {
+    let mut specs = Vec::new();
+    if let Some(path) = &args.config {
+        specs.extend(read_config_file(path)?);
+    }
+    for s in &args.sync {
+        specs.push(MappingSpec::parse_flag(s)?);
+    }
+    let mut out = Vec::new();
+    for spec in specs {
+        out.extend(spec.expand_tree()?);
+    }
+    Ok(out)
+}

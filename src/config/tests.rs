@@ -1,0 +1,432 @@
+use super::mapping::*;
+use super::overlap::*;
+use super::*;
+use crate::bundle::{CA_FILE, CERT_FILE, Item, KEY_FILE, Layout};
+use crate::cli::*;
+use crate::events::{Kind, ObjectRef};
+use crate::source::csr::{CaSource, KeyAlg};
+use clap::Parser;
+use std::path::Path;
+
+fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+    let cli = Cli::try_parse_from(["certsync", "run"].iter().chain(extra))?;
+    let Command::Run(args) = cli.command else {
+        panic!("not run")
+    };
+    Ok(*args)
+}
+
+fn config(extra: &[&str]) -> Result<Config, ConfigError> {
+    Config::from_args(&run_args(extra).unwrap())
+}
+
+#[test]
+fn flag_forms() {
+    let c = config(&[
+        "--sync",
+        "dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key,name=apiserver",
+        "--sync",
+        "dir:/var/lib/kubelet/pki=/etc/certs/kubelet,combined=kubelet-server-current.pem,key-mode=0640,owner=1000",
+    ])
+    .unwrap();
+    let [api, kubelet] = c.mappings.as_slice() else {
+        panic!("two mappings")
+    };
+    assert_eq!(api.name, "apiserver");
+    assert_eq!(api.source, Source::Dir("/etc/kubernetes/pki".into()));
+    assert_eq!(
+        *api.items,
+        [
+            Item::new("apiserver.crt", CERT_FILE, true),
+            Item::new("apiserver.key", KEY_FILE, true),
+            Item::new("ca.crt", CA_FILE, false),
+        ]
+    );
+    assert_eq!(kubelet.name, "/etc/certs/kubelet");
+    assert_eq!(
+        kubelet.layout,
+        Layout::Combined("kubelet-server-current.pem".into())
+    );
+    assert_eq!(kubelet.writer.key_mode, 0o640);
+    assert_eq!(kubelet.writer.owner, Some(1000));
+    assert_eq!(kubelet.writer.cert_mode, 0o644);
+    assert_eq!(c.debounce, Duration::from_secs(2));
+
+    let c = config(&[
+        "--sync",
+        "secret:openshift-kube-scheduler/kube-scheduler-client-cert-key=/t/client",
+        "--sync",
+        "configmap:kube-system/ca.bundle=/t/ca,ca-only,ca=ca-bundle.crt",
+        "--tls-server-name",
+        "api.example",
+    ])
+    .unwrap();
+    assert_eq!(
+        c.mappings[0].source,
+        Source::Kube(ObjectRef {
+            kind: Kind::Secret,
+            namespace: "openshift-kube-scheduler".into(),
+            name: "kube-scheduler-client-cert-key".into(),
+        })
+    );
+    assert_eq!(
+        *c.mappings[1].items,
+        [Item::new("ca-bundle.crt", CA_FILE, true)]
+    );
+    assert_eq!(c.client.tls_server_name.as_deref(), Some("api.example"));
+}
+
+#[test]
+fn config_file_and_flags_combine() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("certsync.yaml");
+    std::fs::write(
+        &file,
+        "mappings:\n  - source: dir:/src/ca\n    target: /t/ca\n    ca-only: true\n    ca: ca-bundle.crt\n    cert-mode: \"0640\"\n",
+    )
+    .unwrap();
+    let c = config(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--sync",
+        "dir:/src/a=/t/a",
+    ])
+    .unwrap();
+    assert_eq!(c.mappings.len(), 2);
+    assert_eq!(c.mappings[0].expect, Expect::CaOnly);
+    assert_eq!(
+        *c.mappings[0].items,
+        [Item::new("ca-bundle.crt", CA_FILE, true)]
+    );
+    assert_eq!(c.mappings[0].writer.cert_mode, 0o640);
+
+    std::fs::write(
+        &file,
+        "mappings:\n  - source: dir:/a\n    target: /b\n    colour: red\n",
+    )
+    .unwrap();
+    let e = config(&["--config", file.to_str().unwrap()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("certsync.yaml") && e.contains("colour"), "{e}");
+}
+
+/// A csr: mapping reads the same from the config file as from a flag,
+/// lists and all.
+#[test]
+fn csr_mappings_in_either_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("certsync.yaml");
+    std::fs::write(
+        &file,
+        "mappings:\n  - source: csr:kubernetes.io/kube-apiserver-client\n    target: /t/a\n    \
+         cn: system:kube-scheduler\n    o: [team-a, team-b]\n    dns: [a.example]\n    \
+         ip: [\"10.0.0.1\", \"fd00::1\"]\n    key-alg: rsa-3072\n    lifetime: 30d\n    \
+         renew: 50%-60%\n    ca: clustertrustbundle\n",
+    )
+    .unwrap();
+    let flag = "csr:kubernetes.io/kube-apiserver-client=/t/b,cn=system:kube-scheduler,\
+                o=team-a,o=team-b,dns=a.example,ip=10.0.0.1,ip=fd00::1,key-alg=rsa-3072,\
+                lifetime=30d,renew=0.5-0.6,ca=clustertrustbundle";
+    let c = config(&["--config", file.to_str().unwrap(), "--sync", flag]).unwrap();
+    let [Source::Csr(a), Source::Csr(b)] = [&c.mappings[0].source, &c.mappings[1].source] else {
+        panic!("not csr: {:?}", c.mappings)
+    };
+    assert_eq!(a, b);
+    assert_eq!(a.organizations, ["team-a", "team-b"]);
+    assert_eq!(a.ips.len(), 2);
+    assert_eq!(a.key_alg, KeyAlg::Rsa(3072));
+    assert_eq!(
+        a.usages,
+        ["digital signature", "key encipherment", "client auth"]
+    );
+    assert_eq!(a.lifetime, Some(Duration::from_secs(30 * 86_400)));
+    assert_eq!(a.renew, (0.5, 0.6));
+    assert_eq!(
+        a.ca,
+        Some(CaSource::TrustBundles {
+            signer: "kubernetes.io/kube-apiserver-client".into()
+        })
+    );
+    assert_eq!(a.approval_timeout, Duration::from_secs(900));
+}
+
+#[test]
+fn bad_mappings_are_refused_with_the_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "no mappings"),
+        (&["--sync", "dir:/a"], "expected KIND:SOURCE=TARGET"),
+        (&["--sync", "dir:/a="], "target directory is empty"),
+        (&["--sync", "/a=/b"], "no KIND: prefix"),
+        (&["--sync", "nfs:/a=/b"], "unknown source kind \"nfs\""),
+        (&["--sync", "secret:default=/b"], "expected NAMESPACE/NAME"),
+        (
+            &["--sync", "secret:Default/x=/b"],
+            "namespace \"Default\" is not a valid",
+        ),
+        (
+            &["--sync", "configmap:ns/x_y=/b"],
+            "name \"x_y\" is not a valid",
+        ),
+        (
+            &["--sync", "secret:ns/x=/b,combined=c.pem"],
+            "dir: sources only",
+        ),
+        (
+            &["--sync", "dir:/a=/b,colour=red"],
+            "unknown option \"colour\"",
+        ),
+        (&["--sync", "dir:/a=/b,cert="], "needs a value"),
+        (&["--sync", "dir:/a=/b,cert=../x"], "not allowed"),
+        (
+            &["--sync", "dir:/a=/b,combined=c.pem,key=k"],
+            "combined replaces cert and key",
+        ),
+        (
+            &["--sync", "dir:/a=/b,ca-only,cert=c"],
+            "takes no cert or key",
+        ),
+        (
+            &["--sync", "dir:/a=/b,key-mode=0644"],
+            "readable by every user",
+        ),
+        (
+            &["--sync", "dir:/a=/b,key-mode=999"],
+            "not an octal file mode",
+        ),
+        (&["--sync", "dir:/a=/b,owner=root"], "numeric id"),
+        (&["--sync", "dir:/a=/b,owner=4294967295"], "real ids"),
+        (&["--sync", "dir:/a=/b,cert-mode=4644"], "setuid"),
+        (
+            &["--sync", "dir:/a=/b,cert-mode=0666"],
+            "other than the owner write",
+        ),
+        (
+            &["--sync", "dir:/a=/t", "--sync", "dir:/c=/t/sub"],
+            "overlaps",
+        ),
+        (
+            &["--sync", "dir:/a=/t,name=x", "--sync", "dir:/c=/u,name=x"],
+            "used twice",
+        ),
+        (
+            &["--sync", "dir:/a=/a/out"],
+            "source and target directories overlap",
+        ),
+        (&["--sync", "dir:/a=/b,verify=nohost"], "is not host:port"),
+        (&["--sync", "dir:/a=/b,sni=x"], "sni= goes with verify="),
+        (
+            &["--sync", "dir:/a=/b,ca-only,verify=127.0.0.1:1"],
+            "not a CA bundle",
+        ),
+        (
+            &["--sync", "dir:/a=/b", "--reload-cmdline", "("],
+            "--reload-cmdline",
+        ),
+        (
+            &[
+                "--sync",
+                "dir:/a=/b",
+                "--reload-url",
+                "https://example.com/",
+                "--reload-insecure-skip-verify",
+            ],
+            "loopback URLs only",
+        ),
+    ];
+    for (args, want) in cases {
+        let e = config(args).unwrap_err().to_string();
+        assert!(e.contains(want), "{args:?}: {e:?} lacks {want:?}");
+    }
+}
+
+/// Paths are compared as the kernel resolves them: the same directory
+/// spelled differently, through `..` or through a symlink is caught.
+#[test]
+fn overlaps_are_found_through_spellings_and_symlinks() {
+    let d = tempfile::tempdir().unwrap();
+    let base = d.path().canonicalize().unwrap();
+    let src = base.join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::os::unix::fs::symlink(&src, base.join("alias")).unwrap();
+    let b = base.display();
+    let cases = [
+        (
+            vec![format!("dir:{b}/src={b}/src")],
+            "its own source directory",
+        ),
+        (
+            vec![format!("dir:{b}/src={b}/src/./")],
+            "its own source directory",
+        ),
+        (
+            vec![format!("dir:{b}/src={b}/src/new/../")],
+            "its own source directory",
+        ),
+        (
+            vec![format!("dir:{b}/src={b}/alias/out")],
+            "its own source directory",
+        ),
+        (
+            vec![format!("dir:{b}/src={b}/new/../src/x")],
+            "its own source directory",
+        ),
+        (
+            vec![
+                format!("dir:{b}/a={b}/t,name=one"),
+                format!("dir:{b}/c={b}/./t,name=two"),
+            ],
+            "is the same directory as the target",
+        ),
+        (
+            vec![
+                format!("dir:{b}/a={b}/t,name=one"),
+                format!("dir:{b}/src={b}/t2,name=two"),
+                format!("dir:{b}/e={b}/alias,name=three"),
+            ],
+            "the source directory of mapping \"two\"",
+        ),
+    ];
+    for (specs, want) in cases {
+        let mut args = vec![];
+        for s in &specs {
+            args.push("--sync");
+            args.push(s.as_str());
+        }
+        let e = config(&args).unwrap_err().to_string();
+        assert!(e.contains(want), "{specs:?}: {e}");
+    }
+    // Among many mappings (one sorted pass, not all pairs): a nesting
+    // is found however many siblings sort between the two directories,
+    // and sources may share or nest in each other.
+    let many = |extra: &[String]| {
+        let mut specs: Vec<String> = (0..40)
+            .map(|i| format!("dir:{b}/s/{}=/{b}/t/a{i}", i % 3))
+            .collect();
+        specs.push(format!("dir:{b}/s=/{b}/u"));
+        specs.extend_from_slice(extra);
+        let args: Vec<&str> = specs.iter().flat_map(|s| ["--sync", s.as_str()]).collect();
+        config(&args).map(|c| c.mappings.len())
+    };
+    assert_eq!(many(&[]).unwrap(), 41);
+    for (extra, want) in [
+        (format!("dir:{b}/x={b}/t"), "overlaps the target"),
+        (format!("dir:{b}/x={b}/t/a7/in"), "overlaps the target"),
+        (
+            format!("dir:{b}/t/a39/x={b}/y"),
+            "the source directory of mapping",
+        ),
+        (
+            format!("dir:{b}/x={b}/s/2/out"),
+            "the source directory of mapping",
+        ),
+    ] {
+        let e = many(std::slice::from_ref(&extra)).unwrap_err().to_string();
+        assert!(e.contains(want), "{extra}: {e}");
+    }
+    // Relative spellings resolve against the working directory.
+    assert_eq!(
+        resolve_path(Path::new(".")),
+        std::env::current_dir().unwrap()
+    );
+}
+
+/// Numbers, durations, modes and signals that would crash, overflow or
+/// endanger the node are refused by the parser, naming the flag.
+#[test]
+fn unsafe_numbers_modes_and_signals_are_refused() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--resync", "0s"], "too short"),
+        (&["--watch-timeout", "0s"], "too short"),
+        (&["--reload-timeout", "0ms"], "too short"),
+        (&["--verify-timeout", "0s"], "too short"),
+        (&["--debounce", "500000000years"], "too long"),
+        (&["--clock-skew", "2years"], "too long"),
+        (&["--resync=-1s"], "--resync"),
+        (&["--keep-revisions", "0"], "from 1 to 1000"),
+        (
+            &["--keep-revisions", "99999999999999999999"],
+            "from 1 to 1000",
+        ),
+        (&["--reload-retries", "1000"], "from 0 to 100"),
+        (&["--cert-mode", "0777"], "executable"),
+        (&["--cert-mode", "2644"], "setuid"),
+        (&["--cert-mode", "0664"], "other than the owner write"),
+        (&["--key-mode", "0604"], "readable by every user"),
+        (&["--key-mode", "0040"], "owner read"),
+        (&["--reload-signal", "KILL"], "cannot be used to reload"),
+        (&["--reload-signal", "SIGSTOP"], "cannot be used to reload"),
+        (&["--reload-signal", "segv"], "cannot be used to reload"),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["--sync", "dir:/a=/b"];
+        args.extend_from_slice(extra);
+        let e = run_args(&args).unwrap_err().to_string();
+        let flag = extra[0].split('=').next().unwrap();
+        assert!(e.contains(want) && e.contains(flag), "{extra:?}: {e}");
+    }
+    for ok in [
+        ["--debounce", "0s"],
+        ["--reload-signal", "usr2"],
+        ["--cert-mode", "0440"],
+    ] {
+        let mut args = vec!["--sync", "dir:/a=/b"];
+        args.extend_from_slice(&ok);
+        run_args(&args).unwrap();
+    }
+}
+
+#[test]
+fn one_reload_method_at_most() {
+    let e = run_args(&[
+        "--sync",
+        "dir:/a=/b",
+        "--reload-process",
+        "nginx",
+        "--reload-url",
+        "http://127.0.0.1/",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("cannot be used with"), "{e}");
+    let c = config(&[
+        "--sync",
+        "dir:/a=/b",
+        "--reload-process",
+        "nginx",
+        "--reload-signal",
+        "usr1",
+    ])
+    .unwrap();
+    assert!(matches!(
+        c.reload.method,
+        Some(Method::Signal {
+            signal: nix::sys::signal::Signal::SIGUSR1,
+            ..
+        })
+    ));
+    assert!(
+        config(&["--sync", "dir:/a=/b"])
+            .unwrap()
+            .reload
+            .method
+            .is_none()
+    );
+}
+
+#[test]
+fn durations_and_octal_modes_parse() {
+    // (CERTSYNC_* variables are tested through the binary, in
+    // tests/hostdir.rs: setting the environment here would race.)
+    let a = run_args(&[
+        "--sync",
+        "dir:/a=/b",
+        "--debounce",
+        "250ms",
+        "--cert-mode",
+        "640",
+    ])
+    .unwrap();
+    assert_eq!(a.debounce, Duration::from_millis(250));
+    assert_eq!(a.cert_mode, 0o640);
+}
