@@ -1,0 +1,233 @@
+//! History: earlier revisions moved to `..history` after each flip (so
+//! consumers watching the files get an event), listed, pruned to
+//! `keep`; files found in a fresh target kept; leftovers tidied.
+
+use super::*;
+
+/// `..history`, opened without following and created if missing; a
+/// symlink, file or FIFO under that name is removed first, never followed.
+pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError> {
+    let path = target.join(HISTORY);
+    match root.symlink_metadata(HISTORY) {
+        Ok(m) if m.is_dir() => {}
+        other => {
+            if other.is_ok() {
+                remove_any(root, HISTORY, &path)?;
+            }
+            root.create_dir_with(HISTORY, DirBuilder::new().mode(0o700))
+                .ctx("create history", &path)?;
+        }
+    }
+    root.open_dir_nofollow(HISTORY).ctx("open history", &path)
+}
+
+/// `..history` if it is a real directory (for reading and pruning).
+pub(super) fn history_dir(root: &Dir) -> Option<Dir> {
+    root.open_dir_nofollow(HISTORY).ok()
+}
+
+/// History entries by revision number → directory name.
+pub(super) fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterError> {
+    let Some(h) = history_dir(root) else {
+        return Ok(BTreeMap::new());
+    };
+    Ok(list(&h, Path::new(HISTORY))?
+        .into_iter()
+        .filter_map(|n| Some((parse_rev(&n)?.0, n)))
+        .collect())
+}
+
+/// The modes and owner the files of a revision have, so a rollback
+/// restores them as they were.
+pub(super) fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
+    let defaults = WriterOptions::default();
+    let is_key = |n: &str| {
+        n == KEY_FILE || !crate::validate::certificates_only(rev.bundle.get(n).unwrap_or_default())
+    };
+    let key = rev.meta.iter().find(|(n, _)| is_key(n)).map(|(_, m)| m);
+    let cert = rev.meta.iter().find(|(n, _)| !is_key(n)).map(|(_, m)| m);
+    let any = key.or(cert);
+    WriterOptions {
+        keep,
+        cert_mode: cert.map_or(defaults.cert_mode, |m| m.0),
+        key_mode: key.map_or(defaults.key_mode, |m| m.0),
+        owner: any.map(|m| m.1),
+        group: any.map(|m| m.2),
+    }
+}
+
+impl Writer {
+    /// Every revision on disk, newest first, each with its content.
+    pub fn revisions(&self) -> Result<Vec<RevisionInfo>, WriterError> {
+        self.revisions_in(&self.root(false)?)
+    }
+
+    pub(super) fn revisions_in(&self, root: &Dir) -> Result<Vec<RevisionInfo>, WriterError> {
+        let live = read_link(root, DATA);
+        let mut out = Vec::new();
+        for n in list(root, &self.target)? {
+            let Some((revision, hash)) = n.strip_prefix(REV_PREFIX).and_then(parse_rev) else {
+                continue;
+            };
+            let dir = self.path(&n);
+            let content = read_revision_at(root, &n, &dir).map(|r| r.bundle);
+            out.push(RevisionInfo {
+                revision,
+                hash: hash.to_owned(),
+                current: live.as_deref() == Some(n.as_str()),
+                dir,
+                content,
+            });
+        }
+        if let Some(h) = history_dir(root) {
+            let base = self.path(HISTORY);
+            for (revision, name) in history_names(root)? {
+                let dir = base.join(&name);
+                let content = read_revision_at(&h, &name, &dir).map(|r| r.bundle);
+                out.push(RevisionInfo {
+                    revision,
+                    hash: parse_rev(&name).map_or(String::new(), |r| r.1.to_owned()),
+                    dir,
+                    current: false,
+                    content,
+                });
+            }
+        }
+        out.sort_by_key(|r| std::cmp::Reverse(r.revision));
+        Ok(out)
+    }
+
+    /// History entries by revision number → directory name.
+    pub fn history(&self) -> Result<BTreeMap<u64, String>, WriterError> {
+        history_names(&self.root(false)?)
+    }
+
+    /// Moves the files of `..rev-X` into `..history/X` one by one, then
+    /// removes the emptied directory. Whatever sits in the way under our
+    /// names (a planted `..history` or `..history/X` symlink) is removed, not
+    /// followed; symlinks planted inside the revision are moved as links.
+    /// With `keep == 1` the files are removed instead.
+    pub(super) fn retire(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
+        let src_path = self.path(dir_name);
+        let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
+            return Ok(());
+        };
+        let Ok(src) = root.open_dir_nofollow(dir_name) else {
+            // A symlink or a file under a revision name: not ours to keep.
+            return remove_any(root, dir_name, &src_path);
+        };
+        if self.opts.keep > 1 {
+            let history = open_history(root, &self.target)?;
+            let dst_path = self.path(HISTORY).join(rest);
+            remove_any(&history, rest, &dst_path)?;
+            history
+                .create_dir_with(rest, DirBuilder::new().mode(0o700))
+                .ctx("create history", &dst_path)?;
+            let dst = history
+                .open_dir_nofollow(rest)
+                .ctx("open history", &dst_path)?;
+            for name in list(&src, &src_path)? {
+                src.rename(&name, &dst, &name)
+                    .ctx("move to history", &src_path.join(&name))?;
+            }
+            fsync(&dst, &dst_path)?;
+            fsync(&history, &self.path(HISTORY))?;
+        } else {
+            for name in list(&src, &src_path)? {
+                remove_any(&src, &name, &src_path.join(&name))?;
+            }
+        }
+        root.remove_dir(dir_name)
+            .ctx("remove retired revision", &src_path)
+    }
+
+    /// Restores the layout's invariants: removes temporary entries, retires
+    /// revisions that are no longer live into history (moving each file so
+    /// watchers on it get an event), drops revisions newer than the live one
+    /// (a crash before the flip), and prunes history to `keep - 1`.
+    pub(super) fn tidy(&self, root: &Dir) -> Result<(), WriterError> {
+        let live = read_link(root, DATA)
+            .and_then(|l| Some((l.strip_prefix(REV_PREFIX).and_then(parse_rev)?.0, l)));
+        let mut changed = false;
+        for name in list(root, &self.target)? {
+            if name.starts_with(TMP_PREFIX) || name == OLD_LOCK {
+                remove_any(root, &name, &self.path(&name))?;
+                changed = true;
+                continue;
+            }
+            let Some((revision, _)) = name.strip_prefix(REV_PREFIX).and_then(parse_rev) else {
+                continue;
+            };
+            match &live {
+                Some((_, live_name)) if *live_name == name => continue,
+                Some((live_rev, _)) if revision > *live_rev => {
+                    remove_any(root, &name, &self.path(&name))?
+                }
+                _ => self.retire(root, &name)?,
+            }
+            changed = true;
+        }
+        let history = history_names(root)?;
+        let excess = history
+            .len()
+            .saturating_sub(self.opts.keep.saturating_sub(1));
+        if excess > 0
+            && let Some(h) = history_dir(root)
+        {
+            for name in history.values().take(excess) {
+                remove_any(&h, name, &self.path(HISTORY).join(name))?;
+            }
+            fsync(&h, &self.path(HISTORY))?;
+            changed = true;
+        }
+        if changed {
+            fsync(root, &self.target)?;
+        }
+        Ok(())
+    }
+
+    /// A target certsync has never published to may hold the files it is
+    /// about to replace with links (a migration). They are moved, not
+    /// lost: into history as revision 0, where `certsync revisions` lists
+    /// them and `certsync rollback` can restore them.
+    pub(super) fn keep_found_files(&self, root: &Dir, bundle: &Bundle) -> Result<(), WriterError> {
+        let found: Vec<&str> = bundle
+            .names()
+            .filter(|n| root.symlink_metadata(n).is_ok_and(|m| m.is_file()))
+            .collect();
+        if found.is_empty() {
+            return Ok(());
+        }
+        if self.opts.keep < 2 {
+            return Err(WriterError::Foreign {
+                path: self.path(found[0]),
+                what: "a file certsync did not write, and --keep-revisions 1 keeps no history \
+                       to move it to",
+            });
+        }
+        let mut kept = Bundle::default();
+        for name in &found {
+            if let Ok(bytes) = read_file_at(root, name, &self.path(name)) {
+                let _ = kept.insert(name, bytes, "found");
+            }
+        }
+        let entry = rev_name(FOUND_REVISION, &kept.hash());
+        let history = open_history(root, &self.target)?;
+        let dest_path = self.path(HISTORY).join(&entry);
+        remove_any(&history, &entry, &dest_path)?;
+        history
+            .create_dir_with(&entry, DirBuilder::new().mode(0o700))
+            .ctx("create history", &dest_path)?;
+        let dest = history
+            .open_dir_nofollow(&entry)
+            .ctx("open history", &dest_path)?;
+        for name in &found {
+            root.rename(name, &dest, name)
+                .ctx("move to history", &self.path(name))?;
+        }
+        fsync(&dest, &dest_path)?;
+        fsync(&history, &self.path(HISTORY))?;
+        tracing::warn!(dir = %self.target.display(), files = ?found, kept_in = %dest_path.display(), "the target held files certsync did not write; moved them to history before publishing");
+        Ok(())
+    }
+}

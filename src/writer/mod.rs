@@ -1,0 +1,353 @@
+//! The target directory: revision directories, the atomic `..data` flip,
+//! history, pruning and drift repair (kubelet's `atomic_writer.go` layout,
+//! plus fsync, history and a drift check).
+//!
+//! ```text
+//! <target>/..data -> ..rev-000042-3f9a1c2e        the one atomic switch
+//! <target>/..rev-000042-3f9a1c2e/tls.crt tls.key  live, complete, fsynced
+//! <target>/..history/000041-77b0d1aa/...          earlier revisions
+//! <target>/tls.crt -> ..data/tls.crt              visible files
+//! ```
+//!
+//! Invariants:
+//! - Every access inside the target goes through a directory handle
+//!   (`cap_std::fs::Dir`: `openat` and friends relative to the target's fd,
+//!   never resolving out of it) one name at a time, without following
+//!   symlinks. A name certsync owns (`..data`, `..rev-*`, `..history` and
+//!   everything in it, `..owner`, `..pin`, `..tmp*`) that turns out
+//!   to be a symlink, FIFO, device or the wrong kind of entry is removed and
+//!   made anew, never followed or opened; a file is read only after `fstat`
+//!   on the opened descriptor says it is a regular file, with a size cap.
+//! - `..data` only ever names a complete revision: files are created with
+//!   their final mode (never more permissive, never by umask), written,
+//!   fsynced, the revision directory fsynced, and only then `..data` is
+//!   replaced by `rename(2)` of a fresh symlink; the parent is fsynced.
+//! - A revision's name carries its number and the first 8 hex digits of its
+//!   content hash, so an edited revision is detected even across restarts.
+//! - After a flip the previous live *files* are moved (one `rename` each) into
+//!   `..history/`, so an inotify watch on them gets `IN_MOVE_SELF`: this is
+//!   what makes kube-apiserver & co. re-read their certificates.
+//! - Everything that changes the target (publish, start-up clean-up,
+//!   rollback) holds a flock on the target directory itself; a daemon also
+//!   holds `..owner` for its lifetime, so a second daemon on the same target
+//!   is refused. (A lock on the directory rather than a `..lock` file: one
+//!   inode fewer per target, which is 1/9 of a first sync's inode
+//!   allocations.)
+//! - At most `keep` revisions (live included) stay on disk; `certsync
+//!   rollback` never prunes (the daemon's setting is not known to it).
+//! - The target directory is opened by path on every operation, so a
+//!   deleted (or replaced) target is recreated on the next publish.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt};
+use nix::fcntl::{Flock, FlockArg, OFlag};
+
+use crate::bundle::{Bundle, ContentHash, KEY_FILE};
+use crate::validate::MAX_BUNDLE_SIZE;
+
+mod drift;
+mod history;
+mod lock;
+mod revision;
+mod rollback;
+#[cfg(test)]
+mod tests;
+
+use history::*;
+use revision::*;
+use rollback::*;
+
+/// The target's one atomic switch: a symlink to the live revision.
+pub const DATA: &str = "..data";
+
+const HISTORY: &str = "..history";
+
+const REV_PREFIX: &str = "..rev-";
+
+const TMP_PREFIX: &str = "..tmp";
+
+/// Where earlier builds kept the write lock (now a flock on the target
+/// directory); a leftover is removed by [`Writer::tidy`].
+const OLD_LOCK: &str = "..lock";
+
+/// Held (flock) by the daemon that owns the target, for its lifetime.
+const OWNER: &str = "..owner";
+
+/// Present after `certsync rollback`: the content the operator chose and
+/// the content it replaced (see [`Writer::publish`]).
+const PIN: &str = "..pin";
+
+/// Revision number of the files found in a fresh target before certsync.
+const FOUND_REVISION: u64 = 0;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("target {0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("{path} is {what}; refusing to replace it")]
+    Foreign { path: PathBuf, what: &'static str },
+    #[error("target {target}: {problem}")]
+    Rollback { target: PathBuf, problem: String },
+    #[error(
+        "target {target} is already managed by another certsync (pid {pid}); \
+         two daemons on one target would undo each other's work"
+    )]
+    Owned { target: PathBuf, pid: String },
+}
+
+trait Ctx<T> {
+    fn ctx(self, op: &'static str, path: &Path) -> Result<T, WriterError>;
+}
+
+impl<T> Ctx<T> for io::Result<T> {
+    fn ctx(self, op: &'static str, path: &Path) -> Result<T, WriterError> {
+        self.map_err(|source| WriterError::Io {
+            op,
+            path: path.to_owned(),
+            source,
+        })
+    }
+}
+
+/// How files are published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// Revisions kept on disk, the live one included (at least 1).
+    pub keep: usize,
+    pub cert_mode: u32,
+    pub key_mode: u32,
+    pub owner: Option<u32>,
+    pub group: Option<u32>,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self {
+            keep: 3,
+            cert_mode: 0o644,
+            key_mode: 0o600,
+            owner: None,
+            group: None,
+        }
+    }
+}
+
+/// What `publish` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The live revision already holds this content; nothing was flipped.
+    /// `repaired_links` counts visible symlinks that had to be restored.
+    Unchanged {
+        revision: u64,
+        repaired_links: usize,
+    },
+    /// A rollback pin holds: the source's content (the one the operator
+    /// rolled back from) was not published; the pinned content is live.
+    Pinned { revision: u64 },
+    /// A new revision was written and `..data` flipped to it.
+    Written {
+        revision: u64,
+        /// Why the previous live revision was not kept (`None` when the
+        /// content changed, `Some` when drift forced a rewrite).
+        drift: Option<String>,
+    },
+}
+
+impl Outcome {
+    /// The live revision after the operation.
+    pub fn revision(&self) -> u64 {
+        match self {
+            Self::Unchanged { revision, .. }
+            | Self::Pinned { revision }
+            | Self::Written { revision, .. } => *revision,
+        }
+    }
+}
+
+/// The revision `..data` points at, as found on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Live {
+    pub revision: u64,
+    /// The hash of what is on disk (not of what the name claims).
+    pub hash: ContentHash,
+    pub bundle: Bundle,
+    /// Why this revision cannot be trusted as is, if it cannot.
+    pub problem: Option<String>,
+}
+
+/// One revision on disk, for `certsync revisions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionInfo {
+    pub revision: u64,
+    /// First 8 hex digits of the content hash, from the name.
+    pub hash: String,
+    pub dir: PathBuf,
+    pub current: bool,
+    /// Its files, or why they cannot be read.
+    pub content: Result<Bundle, String>,
+}
+
+/// What `rollback` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolledBack {
+    /// The revision whose content was restored.
+    pub from_history: u64,
+    /// The new live revision holding it.
+    pub revision: u64,
+}
+
+/// The daemon's claim on a target (`..owner` flock), released on drop.
+#[derive(Debug)]
+pub struct Claim {
+    _lock: Flock<File>,
+}
+
+/// Owns one target directory.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    target: PathBuf,
+    opts: WriterOptions,
+}
+
+impl Writer {
+    /// Opens (creating if needed) `target` and, under the lock, cleans up
+    /// what a crash may have left: temporary entries, unfinished or
+    /// unretired revisions.
+    pub fn open(target: impl Into<PathBuf>, opts: WriterOptions) -> Result<Self, WriterError> {
+        let w = Self {
+            target: target.into(),
+            opts: WriterOptions {
+                keep: opts.keep.max(1),
+                ..opts
+            },
+        };
+        let root = w.root(true)?;
+        let _lock = w.lock(&root)?;
+        w.tidy(&root)?;
+        Ok(w)
+    }
+
+    /// A target that must already exist, for reading (nothing is created,
+    /// nothing cleaned) or for `rollback`.
+    pub fn existing(target: impl Into<PathBuf>) -> Result<Self, WriterError> {
+        let w = Self {
+            target: target.into(),
+            opts: WriterOptions::default(),
+        };
+        w.root(false)?;
+        Ok(w)
+    }
+
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.target.join(name)
+    }
+
+    /// The target directory's handle, opened by path now (the target may
+    /// have been deleted or replaced since the last operation).
+    fn root(&self, create: bool) -> Result<Dir, WriterError> {
+        match fs::metadata(&self.target) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(WriterError::NotADirectory(self.target.clone())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(&self.target)
+                .ctx("create target directory", &self.target)?,
+            Err(e) => return Err(e).ctx("open target directory", &self.target),
+        }
+        Dir::open_ambient_dir(&self.target, cap_std::ambient_authority())
+            .ctx("open target directory", &self.target)
+    }
+
+    /// Publishes `bundle`: nothing when the live revision already holds it
+    /// intact (only missing visible links are restored), otherwise a new
+    /// revision and a flip.
+    ///
+    /// After `certsync rollback` a pin records the chosen content and the
+    /// content it replaced. While the source still offers the replaced
+    /// content, the pinned content is kept (and repaired) instead; any other
+    /// content releases the pin and is published.
+    pub fn publish(&self, bundle: &Bundle) -> Result<Outcome, WriterError> {
+        self.publish_then(bundle, || {})
+    }
+
+    /// [`Writer::publish`], calling `flipped` as soon as a new revision is
+    /// live and durable, before the previous one is retired to history: a
+    /// reload need not wait for the bookkeeping. Not called when nothing
+    /// was flipped.
+    pub fn publish_then(
+        &self,
+        bundle: &Bundle,
+        flipped: impl FnOnce(),
+    ) -> Result<Outcome, WriterError> {
+        let root = self.root(true)?;
+        let _lock = self.lock(&root)?;
+        if let Some((pinned, replaced)) = read_pin(&root) {
+            let hash = bundle.hash().to_string();
+            if hash == replaced {
+                return self.keep_pinned(&root, &pinned);
+            }
+            if hash != pinned {
+                remove_any(&root, PIN, &self.path(PIN))?;
+            }
+        }
+        self.publish_locked(&root, bundle, flipped)
+    }
+
+    fn publish_locked(
+        &self,
+        root: &Dir,
+        bundle: &Bundle,
+        flipped: impl FnOnce(),
+    ) -> Result<Outcome, WriterError> {
+        let live = self.live_in(root)?;
+        let drift = match &live {
+            Some(l) if l.problem.is_none() && l.hash == bundle.hash() => {
+                let repaired_links = self.link_visible(root, bundle)?;
+                if repaired_links > 0 {
+                    fsync(root, &self.target)?;
+                }
+                return Ok(Outcome::Unchanged {
+                    revision: l.revision,
+                    repaired_links,
+                });
+            }
+            Some(l) => l.problem.clone(),
+            None => {
+                self.keep_found_files(root, bundle)?;
+                None
+            }
+        };
+        let revision = self.next_revision(root)?;
+        let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
+        if let Err(e) = self.write_revision(root, &dir_name, bundle) {
+            // No partial revision stays behind (a full disk, an I/O error);
+            // the live one was never touched.
+            let _ = remove_any(root, &dir_name, &self.path(&dir_name));
+            return Err(e);
+        }
+        self.flip(root, &dir_name)?;
+        self.link_visible(root, bundle)?;
+        fsync(root, &self.target)?;
+        flipped();
+        self.tidy(root)?;
+        Ok(Outcome::Written { revision, drift })
+    }
+}

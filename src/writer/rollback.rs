@@ -1,0 +1,111 @@
+//! Rollback to an earlier revision, and the pin (`..pin`) that keeps it
+//! live until the source changes.
+
+use super::*;
+
+/// The rollback pin, if `..pin` is a regular file holding one.
+pub(super) fn read_pin(root: &Dir) -> Option<(String, String)> {
+    let bytes = read_file_at(root, PIN, Path::new(PIN)).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let mut pinned = None;
+    let mut replaced = None;
+    for line in text.lines() {
+        match line.split_once(' ') {
+            Some(("pinned", h)) => pinned = Some(h.trim().to_owned()),
+            Some(("replaced", h)) => replaced = Some(h.trim().to_owned()),
+            _ => {}
+        }
+    }
+    Some((pinned?, replaced?))
+}
+
+impl Writer {
+    /// The rollback pin: (pinned content hash, replaced content hash).
+    pub fn pin(&self) -> Option<(String, String)> {
+        read_pin(&self.root(false).ok()?)
+    }
+
+    /// Keeps the pinned content live, rewriting it from the live revision
+    /// or history if drift damaged it.
+    pub(super) fn keep_pinned(&self, root: &Dir, pinned: &str) -> Result<Outcome, WriterError> {
+        for info in self.revisions_in(root)? {
+            let Ok(bundle) = info.content else { continue };
+            if bundle.hash().to_string() != pinned {
+                continue;
+            }
+            let revision = self.publish_locked(root, &bundle, || {})?.revision();
+            return Ok(Outcome::Pinned { revision });
+        }
+        Err(WriterError::Rollback {
+            target: self.target.clone(),
+            problem: "the rollback pin names content no revision on disk holds; remove ..pin"
+                .into(),
+        })
+    }
+
+    /// Restores the content of history revision `to` (default: the newest
+    /// in history, i.e. the one live before the current one) as a new live
+    /// revision, with the modes and owner its files had, after `check`
+    /// accepts it; then pins it (see `publish`). Nothing is pruned: the
+    /// daemon prunes to its own `--keep-revisions` on its next write.
+    pub fn rollback(
+        &self,
+        to: Option<u64>,
+        check: impl Fn(&Bundle) -> Result<(), String>,
+    ) -> Result<RolledBack, WriterError> {
+        let root = self.root(false)?;
+        let _lock = self.lock(&root)?;
+        let err = |problem: String| WriterError::Rollback {
+            target: self.target.clone(),
+            problem,
+        };
+        let live = self
+            .live_in(&root)?
+            .ok_or_else(|| err("no live revision to roll back from".into()))?;
+        let history = history_names(&root)?;
+        let (number, name) = match to {
+            Some(n) => history.get_key_value(&n).ok_or_else(|| {
+                err(format!(
+                    "revision {n} is not in history (see `certsync revisions`)"
+                ))
+            })?,
+            None => history
+                .iter()
+                .next_back()
+                .ok_or_else(|| err("no earlier revision in history".into()))?,
+        };
+        let shown = self.path(HISTORY).join(name);
+        let revision = history_dir(&root)
+            .ok_or_else(|| err("no earlier revision in history".into()))
+            .and_then(|h| {
+                let dir = h.open_dir_nofollow(name).map_err(|e| err(e.to_string()))?;
+                read_revision(&dir, &shown).map_err(|e| err(format!("revision {number}: {e}")))
+            })?;
+        check(&revision.bundle).map_err(|e| err(format!("refusing revision {number}: {e}")))?;
+        let restorer = Self {
+            target: self.target.clone(),
+            opts: options_of(&revision, usize::MAX),
+        };
+        let new = restorer
+            .publish_locked(&root, &revision.bundle, || {})?
+            .revision();
+        let text = format!(
+            "pinned {}\nreplaced {}\n",
+            revision.bundle.hash(),
+            live.hash
+        );
+        let tmp = format!("{TMP_PREFIX}-pin");
+        remove_any(&root, &tmp, &self.path(&tmp))?;
+        let tmp_path = self.path(&tmp);
+        create_file(&root, &tmp, 0o644, None, None, text.as_bytes(), &tmp_path)?
+            .sync_all()
+            .ctx("fsync", &tmp_path)?;
+        root.rename(&tmp, &root, PIN)
+            .ctx("write rollback pin", &self.path(PIN))?;
+        fsync(&root, &self.target)?;
+        Ok(RolledBack {
+            from_history: *number,
+            revision: new,
+        })
+    }
+}

@@ -1,0 +1,658 @@
+use super::*;
+use crate::bundle::{CA_FILE, CERT_FILE};
+use std::fs::Permissions;
+use std::os::unix::fs::MetadataExt as _;
+
+/// A real certificate, the same for the same tag: the writer gives
+/// anything but certificate PEM the key mode.
+fn cert(tag: &str) -> Vec<u8> {
+    static MADE: std::sync::Mutex<BTreeMap<String, Vec<u8>>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut made = MADE.lock().unwrap();
+    made.entry(tag.to_owned())
+        .or_insert_with(|| crate::test_certs::Pair::new(&format!("cert-{tag}")).cert)
+        .clone()
+}
+
+fn bundle(tag: &str) -> Bundle {
+    let mut b = Bundle::default();
+    b.insert(CERT_FILE, cert(tag), "t").unwrap();
+    b.insert(KEY_FILE, format!("key {tag}").into_bytes(), "t")
+        .unwrap();
+    b
+}
+
+fn setup(keep: usize) -> (tempfile::TempDir, Writer) {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Writer::open(
+        dir.path().join("target"),
+        WriterOptions {
+            keep,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (dir, w)
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The visible files resolve through `..data` to one complete revision
+/// with exactly `b`'s bytes and the configured modes.
+fn assert_live(w: &Writer, b: &Bundle) {
+    let t = w.target();
+    let data = fs::read_link(t.join(DATA)).unwrap();
+    let data = data.to_str().unwrap();
+    assert!(data.starts_with(REV_PREFIX), "{data}");
+    assert!(data.ends_with(&b.hash().short()), "{data}");
+    for (name, bytes) in b.files() {
+        assert_eq!(
+            fs::read_link(t.join(name)).unwrap(),
+            Path::new(DATA).join(name)
+        );
+        assert_eq!(fs::read(t.join(name)).unwrap(), bytes, "{name}");
+        let mode = fs::metadata(t.join(name)).unwrap().mode() & 0o7777;
+        assert_eq!(mode, if name == KEY_FILE { 0o600 } else { 0o644 }, "{name}");
+    }
+    let in_rev = entries(&t.join(data));
+    let want: Vec<_> = b.names().map(str::to_owned).collect();
+    assert_eq!(in_rev, want, "revision holds exactly the bundle");
+}
+
+fn revisions_on_disk(w: &Writer) -> usize {
+    let live = entries(w.target())
+        .iter()
+        .filter(|n| n.starts_with(REV_PREFIX))
+        .count();
+    live + w.history().unwrap().len()
+}
+
+#[test]
+fn publish_rotate_and_prune() {
+    let (_d, w) = setup(3);
+    for i in 1..=10u64 {
+        let b = bundle(&i.to_string());
+        assert_eq!(
+            w.publish(&b).unwrap(),
+            Outcome::Written {
+                revision: i,
+                drift: None
+            }
+        );
+        assert_live(&w, &b);
+        assert_eq!(revisions_on_disk(&w), (i as usize).min(3));
+    }
+    let history: Vec<u64> = w.history().unwrap().into_keys().collect();
+    assert_eq!(history, vec![8, 9]);
+    // History keeps the files of each retired revision, key mode intact.
+    let h9 = w
+        .target()
+        .join(HISTORY)
+        .join(rev_name(9, &bundle("9").hash()));
+    assert_eq!(fs::read(h9.join(KEY_FILE)).unwrap(), b"key 9");
+    assert_eq!(
+        fs::metadata(h9.join(KEY_FILE)).unwrap().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn identical_content_creates_no_revision_even_after_reopen() {
+    let (_d, w) = setup(3);
+    let b = bundle("same");
+    w.publish(&b).unwrap();
+    let before = entries(w.target());
+    assert_eq!(
+        w.publish(&b).unwrap(),
+        Outcome::Unchanged {
+            revision: 1,
+            repaired_links: 0
+        }
+    );
+    let reopened = Writer::open(w.target(), WriterOptions::default()).unwrap();
+    assert!(matches!(
+        reopened.publish(&b).unwrap(),
+        Outcome::Unchanged { revision: 1, .. }
+    ));
+    assert_eq!(entries(w.target()), before);
+}
+
+#[test]
+fn keep_one_removes_old_files() {
+    let (_d, w) = setup(1);
+    for i in 0..4 {
+        w.publish(&bundle(&i.to_string())).unwrap();
+    }
+    assert_eq!(revisions_on_disk(&w), 1);
+    assert!(!w.target().join(HISTORY).exists() || w.history().unwrap().is_empty());
+}
+
+#[test]
+fn files_that_disappear_lose_their_links() {
+    let (_d, w) = setup(3);
+    let mut with_ca = bundle("1");
+    with_ca.insert(CA_FILE, cert("ca"), "t").unwrap();
+    w.publish(&with_ca).unwrap();
+    assert_eq!(fs::read(w.target().join(CA_FILE)).unwrap(), cert("ca"));
+    let without = bundle("2");
+    w.publish(&without).unwrap();
+    assert_live(&w, &without);
+    assert!(fs::symlink_metadata(w.target().join(CA_FILE)).is_err());
+}
+
+#[test]
+fn crash_leftovers_are_cleaned_at_open() {
+    let (_d, w) = setup(3);
+    w.publish(&bundle("1")).unwrap();
+    w.publish(&bundle("2")).unwrap();
+    let t = w.target().to_owned();
+    // A crash mid-write: an unfinished newer revision, temporary links,
+    // and an older revision that was never moved to history.
+    fs::create_dir(t.join("..rev-000009-00000000")).unwrap();
+    fs::write(t.join("..rev-000009-00000000").join(CERT_FILE), b"half").unwrap();
+    std::os::unix::fs::symlink("..rev-000009-00000000", t.join("..tmp-data")).unwrap();
+    fs::create_dir(t.join("..tmp-stray")).unwrap();
+    let old = format!("{REV_PREFIX}{}", rev_name(1, &bundle("1").hash()));
+    fs::create_dir(t.join(&old)).unwrap();
+    fs::write(t.join(&old).join(CERT_FILE), cert("1")).unwrap();
+
+    let w = Writer::open(&t, WriterOptions::default()).unwrap();
+    let names: Vec<_> = entries(&t)
+        .into_iter()
+        .filter(|n| n.starts_with(".."))
+        .collect();
+    let live = fs::read_link(t.join(DATA)).unwrap();
+    assert_eq!(names, vec![DATA, HISTORY, live.to_str().unwrap()]);
+    assert_live(&w, &bundle("2"));
+    // The next revision continues after the highest number ever seen.
+    w.publish(&bundle("3")).unwrap();
+    assert!(
+        fs::read_link(t.join(DATA))
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("..rev-000003")
+    );
+}
+
+#[test]
+fn drift_is_repaired() {
+    type Damage = fn(&Path, &str);
+    let cases: Vec<(&str, Damage, bool)> = vec![
+        (
+            "visible link deleted",
+            |t, _| fs::remove_file(t.join(CERT_FILE)).unwrap(),
+            false,
+        ),
+        (
+            "visible link replaced by a file",
+            |t, _| {
+                fs::remove_file(t.join(KEY_FILE)).unwrap();
+                fs::write(t.join(KEY_FILE), b"edited").unwrap();
+            },
+            false,
+        ),
+        (
+            "..data deleted",
+            |t, _| fs::remove_file(t.join(DATA)).unwrap(),
+            true,
+        ),
+        (
+            "revision file edited",
+            |t, live| fs::write(t.join(live).join(CERT_FILE), b"edited").unwrap(),
+            true,
+        ),
+        (
+            "revision file deleted",
+            |t, live| fs::remove_file(t.join(live).join(KEY_FILE)).unwrap(),
+            true,
+        ),
+        (
+            "key mode loosened",
+            |t, live| {
+                fs::set_permissions(t.join(live).join(KEY_FILE), Permissions::from_mode(0o644))
+                    .unwrap()
+            },
+            true,
+        ),
+        (
+            "revision deleted",
+            |t, live| fs::remove_dir_all(t.join(live)).unwrap(),
+            true,
+        ),
+        (
+            "..data replaced by a directory",
+            |t, _| {
+                fs::remove_file(t.join(DATA)).unwrap();
+                fs::create_dir(t.join(DATA)).unwrap();
+            },
+            true,
+        ),
+    ];
+    for (name, damage, new_revision) in cases {
+        let (_d, w) = setup(3);
+        let b = bundle("good");
+        w.publish(&b).unwrap();
+        let live = fs::read_link(w.target().join(DATA)).unwrap();
+        damage(w.target(), live.to_str().unwrap());
+        let out = w.publish(&b).unwrap();
+        match out {
+            Outcome::Written { revision: 2, .. } => assert!(new_revision, "{name}: {out:?}"),
+            Outcome::Unchanged {
+                revision: 1,
+                repaired_links: 1,
+            } => {
+                assert!(!new_revision, "{name}: {out:?}")
+            }
+            other => panic!("{name}: unexpected {other:?}"),
+        }
+        assert_live(&w, &b);
+    }
+}
+
+#[test]
+fn planted_symlinks_are_not_followed_out_of_the_target() {
+    let outside = tempfile::tempdir().unwrap();
+    let outside_file = outside.path().join(CERT_FILE);
+    fs::write(&outside_file, b"do not touch").unwrap();
+    fs::set_permissions(&outside_file, Permissions::from_mode(0o640)).unwrap();
+
+    // `..data` pointing outside the target.
+    let (_d, w) = setup(3);
+    w.publish(&bundle("1")).unwrap();
+    fs::remove_file(w.target().join(DATA)).unwrap();
+    std::os::unix::fs::symlink(outside.path(), w.target().join(DATA)).unwrap();
+    assert_eq!(w.live().unwrap(), None, "an escaping ..data is not read");
+    assert!(matches!(
+        w.publish(&bundle("1")).unwrap(),
+        Outcome::Written { .. }
+    ));
+    assert_live(&w, &bundle("1"));
+
+    // The live revision directory replaced by a symlink to outside.
+    let live = fs::read_link(w.target().join(DATA)).unwrap();
+    fs::remove_dir_all(w.target().join(&live)).unwrap();
+    std::os::unix::fs::symlink(outside.path(), w.target().join(&live)).unwrap();
+    assert!(w.live().unwrap().unwrap().problem.is_some());
+    w.publish(&bundle("1")).unwrap();
+    assert_live(&w, &bundle("1"));
+
+    // A file inside the live revision replaced by a symlink to outside.
+    let live = fs::read_link(w.target().join(DATA)).unwrap();
+    let planted = w.target().join(&live).join(CERT_FILE);
+    fs::remove_file(&planted).unwrap();
+    std::os::unix::fs::symlink(&outside_file, &planted).unwrap();
+    w.publish(&bundle("1")).unwrap();
+    assert_live(&w, &bundle("1"));
+
+    // Outside stayed exactly as it was, through rotation and pruning.
+    for i in 2..6 {
+        w.publish(&bundle(&i.to_string())).unwrap();
+    }
+    assert_eq!(fs::read(&outside_file).unwrap(), b"do not touch");
+    assert_eq!(fs::metadata(&outside_file).unwrap().mode() & 0o777, 0o640);
+    assert_eq!(entries(outside.path()), vec![CERT_FILE.to_owned()]);
+}
+
+/// Every name certsync owns, planted as a symlink to a victim
+/// directory or file (or as a FIFO): rotation and pruning neither
+/// follow it nor hang on it, and the victim is untouched.
+#[test]
+fn planted_owned_names_are_replaced_not_followed() {
+    let victim = tempfile::tempdir().unwrap();
+    fs::write(victim.path().join(CERT_FILE), b"victim").unwrap();
+    let fifo =
+        |p: &Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let link = |p: &Path| std::os::unix::fs::symlink(victim.path(), p).unwrap();
+    type Plant = fn(&Path, &str, &dyn Fn(&Path), &dyn Fn(&Path));
+    let cases: Vec<(&str, Plant)> = vec![
+        ("..history -> victim", |t, _, link, _| {
+            fs::remove_dir_all(t.join(HISTORY)).unwrap();
+            link(&t.join(HISTORY));
+        }),
+        ("..history/<live> -> victim", |t, live, link, _| {
+            link(&t.join(HISTORY).join(live.trim_start_matches(REV_PREFIX)))
+        }),
+        ("..pin is a FIFO", |t, _, _, fifo| fifo(&t.join(PIN))),
+        ("..pin -> victim file", |t, _, _, _| {
+            std::os::unix::fs::symlink("/etc/hostname", t.join(PIN)).unwrap()
+        }),
+        ("..tmp-data -> victim", |t, _, link, _| {
+            link(&t.join("..tmp-data"))
+        }),
+    ];
+    for (name, plant) in cases {
+        let (_d, w) = setup(3);
+        w.publish(&bundle("1")).unwrap();
+        w.publish(&bundle("2")).unwrap();
+        let live = fs::read_link(w.target().join(DATA)).unwrap();
+        plant(w.target(), live.to_str().unwrap(), &link, &fifo);
+        for i in 3..7 {
+            w.publish(&bundle(&i.to_string())).unwrap();
+            assert_live(&w, &bundle(&i.to_string()));
+        }
+        assert_eq!(entries(victim.path()), vec![CERT_FILE.to_owned()], "{name}");
+        assert_eq!(fs::read(victim.path().join(CERT_FILE)).unwrap(), b"victim");
+        assert!(
+            fs::symlink_metadata(w.target().join(HISTORY))
+                .unwrap()
+                .is_dir(),
+            "{name}: ..history is a real directory again"
+        );
+        assert_eq!(
+            w.history().unwrap().len(),
+            2,
+            "{name}: history pruned to keep-1"
+        );
+    }
+}
+
+#[test]
+fn writers_are_serialized_by_a_flock_on_the_target_directory() {
+    let (_d, w) = setup(3);
+    w.publish(&bundle("1")).unwrap();
+    // Another writer (`certsync rollback`, another process) holds it.
+    let held = Flock::lock(File::open(w.target()).unwrap(), FlockArg::LockExclusive).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = Writer::existing(w.target()).unwrap();
+    let t = std::thread::spawn(move || {
+        let out = writer.publish(&bundle("2"));
+        tx.send(()).unwrap();
+        out
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_millis(300))
+            .is_err(),
+        "published while another writer held the lock"
+    );
+    assert_live(&w, &bundle("1"));
+    drop(held);
+    rx.recv().unwrap();
+    t.join().unwrap().unwrap();
+    assert_live(&w, &bundle("2"));
+    assert!(
+        fs::symlink_metadata(w.target().join(OLD_LOCK)).is_err(),
+        "no lock file in the target"
+    );
+}
+
+#[test]
+fn a_leftover_lock_file_is_removed_on_open_never_followed() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("victim"), b"victim").unwrap();
+    type Plant<'a> = (&'a str, &'a dyn Fn(&Path));
+    let plants: [Plant; 4] = [
+        ("a file (an earlier build's)", &|p| {
+            fs::write(p, b"").unwrap()
+        }),
+        ("a symlink to a directory outside", &|p| {
+            std::os::unix::fs::symlink(outside.path(), p).unwrap()
+        }),
+        ("a symlink to a file outside", &|p| {
+            std::os::unix::fs::symlink(outside.path().join("victim"), p).unwrap()
+        }),
+        ("a FIFO", &|p| {
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
+        }),
+    ];
+    for (what, plant) in plants {
+        let (_d, w) = setup(3);
+        w.publish(&bundle("1")).unwrap();
+        plant(&w.target().join(OLD_LOCK));
+        let again = Writer::open(w.target(), WriterOptions::default()).unwrap();
+        assert!(
+            fs::symlink_metadata(again.target().join(OLD_LOCK)).is_err(),
+            "{what}: still there"
+        );
+        assert_live(&again, &bundle("1"));
+        assert_eq!(entries(outside.path()), vec!["victim".to_owned()], "{what}");
+        assert_eq!(fs::read(outside.path().join("victim")).unwrap(), b"victim");
+    }
+}
+
+#[test]
+fn files_found_in_a_fresh_target_are_kept_in_history() {
+    let (_d, w) = setup(3);
+    fs::write(w.target().join(CERT_FILE), b"old cert").unwrap();
+    fs::write(w.target().join(KEY_FILE), b"old key").unwrap();
+    w.publish(&bundle("1")).unwrap();
+    assert_live(&w, &bundle("1"));
+    let history = w.history().unwrap();
+    let kept = w.target().join(HISTORY).join(&history[&FOUND_REVISION]);
+    assert_eq!(fs::read(kept.join(CERT_FILE)).unwrap(), b"old cert");
+    assert_eq!(fs::read(kept.join(KEY_FILE)).unwrap(), b"old key");
+
+    let (_d, w) = setup(1);
+    fs::write(w.target().join(CERT_FILE), b"old cert").unwrap();
+    let e = w.publish(&bundle("1")).unwrap_err().to_string();
+    assert!(
+        e.contains("did not write") && e.contains("--keep-revisions"),
+        "{e}"
+    );
+    assert_eq!(fs::read(w.target().join(CERT_FILE)).unwrap(), b"old cert");
+}
+
+#[test]
+fn rollback_prunes_nothing_and_a_second_daemon_is_refused() {
+    let (_d, w) = setup(10);
+    for i in 1..=6 {
+        w.publish(&bundle(&i.to_string())).unwrap();
+    }
+    Writer::existing(w.target())
+        .unwrap()
+        .rollback(None, |_| Ok(()))
+        .unwrap();
+    let numbers: Vec<u64> = w.revisions().unwrap().iter().map(|r| r.revision).collect();
+    assert_eq!(
+        numbers,
+        vec![7, 6, 5, 4, 3, 2, 1],
+        "nothing pruned by rollback"
+    );
+
+    let claim = w.claim().unwrap();
+    let e = w.claim().unwrap_err().to_string();
+    let me = std::process::id().to_string();
+    assert!(
+        e.contains("already managed by another certsync") && e.contains(&me),
+        "{e}"
+    );
+    drop(claim);
+    w.claim().unwrap();
+}
+
+#[test]
+fn target_that_is_a_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("file");
+    fs::write(&f, b"x").unwrap();
+    let err = Writer::open(&f, WriterOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("not a directory"), "{err}");
+}
+
+#[test]
+fn modes_ignore_umask_and_owner_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = nix::unistd::getuid().as_raw();
+    let w = Writer::open(
+        dir.path().join("t"),
+        WriterOptions {
+            cert_mode: 0o640,
+            key_mode: 0o400,
+            owner: Some(me),
+            group: Some(nix::unistd::getgid().as_raw()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let r = w.publish(&bundle("1"));
+    nix::sys::stat::umask(old);
+    r.unwrap();
+    let t = w.target();
+    assert_eq!(
+        fs::metadata(t.join(CERT_FILE)).unwrap().mode() & 0o7777,
+        0o640
+    );
+    assert_eq!(
+        fs::metadata(t.join(KEY_FILE)).unwrap().mode() & 0o7777,
+        0o400
+    );
+    assert_eq!(fs::metadata(t.join(KEY_FILE)).unwrap().uid(), me);
+    // Same content, same modes: nothing to do.
+    assert!(matches!(
+        w.publish(&bundle("1")).unwrap(),
+        Outcome::Unchanged { .. }
+    ));
+}
+
+/// What kube-apiserver's dynamic certificate loader does: an inotify
+/// watch on the `tls.crt` path (landing on the file the symlinks resolve
+/// to), re-added after a remove or move. Every flip must reach it, with
+/// history kept and without, and a directory watch must see `..data`.
+#[test]
+fn every_flip_wakes_file_and_directory_watchers() {
+    use nix::sys::inotify::{AddWatchFlags as F, InitFlags, Inotify};
+    for keep in [3, 1] {
+        let (_d, w) = setup(keep);
+        w.publish(&bundle("0")).unwrap();
+        let ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+        let cert_path = w.target().join(CERT_FILE);
+        let mut file_wd = ino.add_watch(&cert_path, F::IN_ALL_EVENTS).unwrap();
+        let dir_wd = ino.add_watch(w.target(), F::IN_MOVED_TO).unwrap();
+        for i in 1..=5 {
+            w.publish(&bundle(&i.to_string())).unwrap();
+            let mut events = Vec::new();
+            while let Ok(batch) = ino.read_events() {
+                events.extend(batch);
+            }
+            let file_moved = events
+                .iter()
+                .any(|e| e.wd == file_wd && e.mask.intersects(F::IN_MOVE_SELF | F::IN_DELETE_SELF));
+            assert!(
+                file_moved,
+                "keep={keep} flip {i}: no move/delete on tls.crt: {events:?}"
+            );
+            let data_flipped = events
+                .iter()
+                .any(|e| e.wd == dir_wd && e.name.as_deref() == Some(std::ffi::OsStr::new(DATA)));
+            assert!(
+                data_flipped,
+                "keep={keep} flip {i}: no ..data event: {events:?}"
+            );
+            let _ = ino.rm_watch(file_wd); // may already be gone (IN_IGNORED)
+            file_wd = ino.add_watch(&cert_path, F::IN_ALL_EVENTS).unwrap();
+            assert_eq!(fs::read(&cert_path).unwrap(), cert(&i.to_string()));
+        }
+    }
+}
+
+#[test]
+fn rollback_restores_history_and_pins_until_the_source_changes() {
+    let (_d, w) = setup(4);
+    for tag in ["a", "b", "c"] {
+        w.publish(&bundle(tag)).unwrap();
+    }
+    let ok = |_: &Bundle| Ok(());
+    let e = w.rollback(Some(9), ok).unwrap_err().to_string();
+    assert!(e.contains("revision 9 is not in history"), "{e}");
+    let e = w
+        .rollback(None, |_| Err("expired".into()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("refusing revision 2: expired"), "{e}");
+    assert_live(&w, &bundle("c"));
+
+    let done = w.rollback(None, ok).unwrap();
+    assert_eq!(
+        done,
+        RolledBack {
+            from_history: 2,
+            revision: 4
+        }
+    );
+    assert_live(&w, &bundle("b"));
+    assert_eq!(
+        w.pin(),
+        Some((
+            bundle("b").hash().to_string(),
+            bundle("c").hash().to_string()
+        ))
+    );
+
+    // The source still offers "c": the rollback holds, and is repaired.
+    assert_eq!(
+        w.publish(&bundle("c")).unwrap(),
+        Outcome::Pinned { revision: 4 }
+    );
+    let live = fs::read_link(w.target().join(DATA)).unwrap();
+    fs::remove_file(w.target().join(live).join(KEY_FILE)).unwrap();
+    assert_eq!(
+        w.publish(&bundle("c")).unwrap(),
+        Outcome::Pinned { revision: 5 }
+    );
+    assert_live(&w, &bundle("b"));
+
+    // New source content releases the pin.
+    assert!(matches!(
+        w.publish(&bundle("d")).unwrap(),
+        Outcome::Written { revision: 6, .. }
+    ));
+    assert_live(&w, &bundle("d"));
+    assert_eq!(w.pin(), None);
+}
+
+#[test]
+fn rollback_keeps_the_modes_the_revision_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t");
+    let w = Writer::open(
+        &t,
+        WriterOptions {
+            key_mode: 0o640,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    w.publish(&bundle("old")).unwrap();
+    let w = Writer::open(&t, WriterOptions::default()).unwrap();
+    w.publish(&bundle("new")).unwrap();
+    Writer::existing(&t)
+        .unwrap()
+        .rollback(None, |_| Ok(()))
+        .unwrap();
+    assert_eq!(fs::read(t.join(KEY_FILE)).unwrap(), b"key old");
+    assert_eq!(
+        fs::metadata(t.join(KEY_FILE)).unwrap().mode() & 0o777,
+        0o640
+    );
+    let revs: Vec<(u64, bool)> = Writer::existing(&t)
+        .unwrap()
+        .revisions()
+        .unwrap()
+        .iter()
+        .map(|r| (r.revision, r.current))
+        .collect();
+    assert_eq!(revs, vec![(3, true), (2, false), (1, false)]);
+}
+
+#[test]
+fn revision_names_parse() {
+    assert_eq!(parse_rev("000042-3f9a1c2e"), Some((42, "3f9a1c2e")));
+    assert_eq!(parse_rev("1234567-3f9a1c2e"), Some((1_234_567, "3f9a1c2e")));
+    for bad in [
+        "42-3f9a1c2e",
+        "000042-3F9A1C2E",
+        "000042-3f9a1c2",
+        "x/000042-3f9a1c2e",
+        "000042",
+    ] {
+        assert_eq!(parse_rev(bad), None, "{bad}");
+    }
+}
