@@ -1,0 +1,183 @@
+//! A new key (kept in memory only) and the PKCS#10 request for it, named
+//! after the mapping.
+
+use super::*;
+
+impl KeyAlg {
+    /// A new key, from the operating system's random generator. ECDSA and
+    /// Ed25519 keys are made by ring (through rcgen). ring cannot make RSA
+    /// keys, so the RustCrypto `rsa` crate makes them; ring still does all
+    /// signing with them (the request's signature), so `rsa`'s
+    /// non-constant-time private-key operations (RUSTSEC-2023-0071) are
+    /// never used.
+    fn generate(self) -> Result<rcgen::KeyPair, CsrError> {
+        let err = |e: &dyn std::fmt::Display| CsrError::KeyGen {
+            alg: self,
+            message: e.to_string(),
+        };
+        match self {
+            Self::EcdsaP256 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
+            Self::EcdsaP384 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384),
+            Self::Ed25519 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519),
+            Self::Rsa(bits) => {
+                use rsa::pkcs8::EncodePrivateKey;
+                let key =
+                    rsa::RsaPrivateKey::new(&mut rand_core::OsRng, bits).map_err(|e| err(&e))?;
+                let der = key.to_pkcs8_der().map_err(|e| err(&e))?;
+                let der = rustls::pki_types::PrivatePkcs8KeyDer::from(der.as_bytes());
+                rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&der, &rcgen::PKCS_RSA_SHA256)
+            }
+        }
+        .map_err(|e| err(&e))
+    }
+}
+
+/// A fresh key and the PEM request for it.
+pub(crate) struct Request {
+    pub(crate) key_pem: String,
+    pub(crate) csr_pem: String,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request").finish_non_exhaustive()
+    }
+}
+
+/// Generates a key and the PKCS#10 request `spec` describes, signed with it.
+pub(crate) fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
+    use rcgen::{PublicKeyData, SigningKey};
+    let key = spec.key_alg.generate()?;
+    let csr_pem = pkcs10(spec, &key.subject_public_key_info(), &|tbs| {
+        key.sign(tbs).map_err(|e| e.to_string())
+    })
+    .map_err(CsrError::Request)?;
+    Ok(Request {
+        key_pem: key.serialize_pem(),
+        csr_pem,
+    })
+}
+
+/// Signs the DER of a request with the key (signature bytes, or why not).
+pub type Sign<'a> = dyn Fn(&[u8]) -> Result<Vec<u8>, String> + 'a;
+
+/// The PKCS#10 request (PEM) for the public key `spki` (DER): subject O=…
+/// (each organization its own RDN, as Kubernetes reads groups) then CN, the
+/// SANs in an extensionRequest, signed with `sign` (the key, through ring)
+/// by `spec.key_alg`'s algorithm. Encoded with the RustCrypto `x509-cert`
+/// types, as rcgen's subject holds one value per attribute type and
+/// Kubernetes groups need several organizations.
+pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, String> {
+    use x509_cert::attr::AttributeTypeAndValue;
+    use x509_cert::der::asn1::{Any, BitString, Ia5String, OctetString, SetOfVec, Utf8StringRef};
+    use x509_cert::der::pem::LineEnding;
+    use x509_cert::der::{Decode, Encode, EncodePem};
+    use x509_cert::ext::Extension;
+    use x509_cert::ext::pkix::SubjectAltName;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::name::{RdnSequence, RelativeDistinguishedName};
+    use x509_cert::request::{CertReq, CertReqInfo, ExtensionReq, Version};
+    use x509_cert::spki::{AlgorithmIdentifierOwned, ObjectIdentifier, SubjectPublicKeyInfoOwned};
+    const CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+    const O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
+    const SAN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
+    fn e(what: &'static str) -> impl Fn(x509_cert::der::Error) -> String {
+        move |err| format!("{what}: {err}")
+    }
+
+    let rdn = |oid, value: &str| -> Result<RelativeDistinguishedName, String> {
+        let value = Any::encode_from(&Utf8StringRef::new(value).map_err(e("subject"))?)
+            .map_err(e("subject"))?;
+        let set =
+            SetOfVec::try_from(vec![AttributeTypeAndValue { oid, value }]).map_err(e("subject"))?;
+        Ok(RelativeDistinguishedName::from(set))
+    };
+    let mut rdns = Vec::new();
+    for o in &spec.organizations {
+        rdns.push(rdn(O, o)?);
+    }
+    if let Some(cn) = &spec.common_name {
+        rdns.push(rdn(CN, cn)?);
+    }
+    let subject_empty = rdns.is_empty();
+
+    let mut names = Vec::new();
+    for d in &spec.dns {
+        names.push(GeneralName::DnsName(
+            Ia5String::new(d).map_err(e("DNS name"))?,
+        ));
+    }
+    for ip in &spec.ips {
+        let bytes = match ip {
+            IpAddr::V4(v4) => v4.octets().to_vec(),
+            IpAddr::V6(v6) => v6.octets().to_vec(),
+        };
+        names.push(GeneralName::IpAddress(
+            OctetString::new(bytes).map_err(e("IP address"))?,
+        ));
+    }
+    let mut attributes = SetOfVec::new();
+    if !names.is_empty() {
+        let san = SubjectAltName(names)
+            .to_der()
+            .map_err(e("subjectAltName"))?;
+        let ext = Extension {
+            extn_id: SAN,
+            // RFC 5280 4.2.1.6: critical when the subject is empty.
+            critical: subject_empty,
+            extn_value: OctetString::new(san).map_err(e("subjectAltName"))?,
+        };
+        let attr = ExtensionReq(vec![ext])
+            .try_into()
+            .map_err(e("extensionRequest"))?;
+        attributes.insert(attr).map_err(e("extensionRequest"))?;
+    }
+    let info = CertReqInfo {
+        version: Version::V1,
+        subject: RdnSequence(rdns),
+        public_key: SubjectPublicKeyInfoOwned::from_der(spki).map_err(e("public key"))?,
+        attributes,
+    };
+    let tbs = info.to_der().map_err(e("request"))?;
+    let signature = sign(&tbs).map_err(|err| format!("signing: {err}"))?;
+    let (alg, null_params) = match spec.key_alg {
+        KeyAlg::EcdsaP256 => ("1.2.840.10045.4.3.2", false),
+        KeyAlg::EcdsaP384 => ("1.2.840.10045.4.3.3", false),
+        KeyAlg::Ed25519 => ("1.3.101.112", false),
+        KeyAlg::Rsa(_) => ("1.2.840.113549.1.1.11", true),
+    };
+    let algorithm = AlgorithmIdentifierOwned {
+        oid: ObjectIdentifier::new(alg).map_err(|err| format!("{alg}: {err}"))?,
+        parameters: null_params.then(Any::null),
+    };
+    CertReq {
+        info,
+        algorithm,
+        signature: BitString::from_bytes(&signature).map_err(e("signature"))?,
+    }
+    .to_pem(LineEnding::LF)
+    .map_err(e("PEM"))
+}
+
+/// A `generateName` prefix that says who asked: `certsync-` and the
+/// mapping's name reduced to DNS-1123 characters (at most 40 of them).
+pub fn generate_name(mapping: &str) -> String {
+    let mut slug = String::new();
+    for c in mapping.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+        if slug.len() >= 40 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    if slug.is_empty() {
+        "certsync-".to_owned()
+    } else {
+        format!("certsync-{slug}-")
+    }
+}

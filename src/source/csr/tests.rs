@@ -1,0 +1,269 @@
+use super::request::Request;
+use super::*;
+
+fn spec() -> CsrSpec {
+    CsrSpec {
+        signer: "example.com/test".into(),
+        common_name: Some("svc".into()),
+        organizations: Vec::new(),
+        dns: vec!["svc.example".into()],
+        ips: vec!["10.0.0.1".parse().unwrap()],
+        key_alg: KeyAlg::EcdsaP256,
+        lifetime: None,
+        usages: vec!["digital signature".into(), "server auth".into()],
+        ca: None,
+        renew: (0.7, 0.9),
+        approval_timeout: Duration::from_secs(900),
+        bootstrap: None,
+        write_kubeconfig: None,
+    }
+}
+
+/// Signs `req` with a throwaway CA as a signer would, with `tweak`
+/// applied to what is issued.
+fn issue(req: &Request, tweak: impl FnOnce(&mut rcgen::CertificateParams)) -> (String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::from_pem(&req.key_pem).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["svc.example".to_owned()]).unwrap();
+    params
+        .subject_alt_names
+        .push(rcgen::SanType::IpAddress("10.0.0.1".parse().unwrap()));
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "svc");
+    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    tweak(&mut params);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), ca.pem())
+}
+
+#[test]
+fn issued_certificates_are_checked_against_the_request() {
+    let s = spec();
+    let req = new_request(&s).unwrap();
+    let now = SystemTime::now();
+    let skew = Duration::from_secs(300);
+    let (cert, ca) = issue(&req, |_| {});
+    let key = req.key_pem.as_bytes();
+    assert!(check(&s, cert.as_bytes(), key, Some(ca.as_bytes()), now, skew).is_ok());
+
+    let (_, other_ca) = issue(&req, |_| {});
+    let e = check(
+        &s,
+        cert.as_bytes(),
+        key,
+        Some(other_ca.as_bytes()),
+        now,
+        skew,
+    )
+    .unwrap_err();
+    assert!(e.contains("does not chain"), "{e}");
+
+    let (extra_san, _) = issue(&req, |p| {
+        p.subject_alt_names
+            .push(rcgen::SanType::DnsName("evil.example".try_into().unwrap()));
+    });
+    let e = check(&s, extra_san.as_bytes(), key, None, now, skew).unwrap_err();
+    assert!(e.contains("DNS names"), "{e}");
+
+    let (client_only, _) = issue(&req, |p| {
+        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    });
+    let e = check(&s, client_only.as_bytes(), key, None, now, skew).unwrap_err();
+    assert!(e.contains("server auth"), "{e}");
+
+    let (wrong_cn, _) = issue(&req, |p| {
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "system:masters");
+    });
+    let e = check(&s, wrong_cn.as_bytes(), key, None, now, skew).unwrap_err();
+    assert!(e.contains("subject is [CN=\"system:masters\"]"), "{e}");
+
+    let other = new_request(&s).unwrap();
+    let e = check(
+        &s,
+        cert.as_bytes(),
+        other.key_pem.as_bytes(),
+        None,
+        now,
+        skew,
+    )
+    .unwrap_err();
+    assert!(e.contains("does not match"), "{e}");
+
+    let mut p384 = s.clone();
+    p384.key_alg = KeyAlg::EcdsaP384;
+    let e = check(&p384, cert.as_bytes(), key, None, now, skew).unwrap_err();
+    assert!(e.contains("key algorithm is ecdsa-p256"), "{e}");
+}
+
+/// A signer's answer is held to exactly what was asked: an extra
+/// subject attribute, usage, name kind, CA:TRUE or unknown critical
+/// extension is refused, naming the field.
+#[test]
+fn issued_certificates_with_more_than_was_asked_are_refused() {
+    use rcgen::{ExtendedKeyUsagePurpose as Eku, KeyUsagePurpose as Ku};
+    let s = spec();
+    let req = new_request(&s).unwrap();
+    let (now, skew) = (SystemTime::now(), Duration::from_secs(300));
+    let key = req.key_pem.as_bytes();
+    let refused = |tweak: &dyn Fn(&mut rcgen::CertificateParams)| {
+        let (cert, ca) = issue(&req, tweak);
+        check(&s, cert.as_bytes(), key, Some(ca.as_bytes()), now, skew).unwrap_err()
+    };
+    let (plain, ca) = issue(&req, |p| p.is_ca = rcgen::IsCa::ExplicitNoCa);
+    check(&s, plain.as_bytes(), key, Some(ca.as_bytes()), now, skew)
+        .expect("CA:FALSE is what a leaf says");
+    type Tweak<'a> = &'a dyn Fn(&mut rcgen::CertificateParams);
+    let cases: [(&str, Tweak<'_>); 9] = [
+        ("subject", &|p| {
+            p.distinguished_name
+                .push(rcgen::DnType::OrganizationName, "system:masters");
+        }),
+        ("subject", &|p| {
+            p.distinguished_name
+                .push(rcgen::DnType::OrganizationalUnitName, "ops");
+        }),
+        ("extended key usage", &|p| {
+            p.extended_key_usages.push(Eku::ClientAuth);
+        }),
+        ("extended key usage", &|p| {
+            p.extended_key_usages.push(Eku::CodeSigning);
+        }),
+        ("key usage", &|p| p.key_usages.push(Ku::KeyCertSign)),
+        ("key usage", &|p| p.key_usages.clear()),
+        ("CA:TRUE", &|p| {
+            p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        }),
+        ("critical extension 1.2.3.4", &|p| {
+            let mut ext = rcgen::CustomExtension::from_oid_content(&[1, 2, 3, 4], vec![5, 0]);
+            ext.set_criticality(true);
+            p.custom_extensions.push(ext);
+        }),
+        ("subjectAltName holds a URI", &|p| {
+            p.subject_alt_names
+                .push(rcgen::SanType::URI("spiffe://x/y".try_into().unwrap()));
+        }),
+    ];
+    for (want, tweak) in cases {
+        let e = refused(tweak);
+        assert!(e.contains(want), "{want}: {e}");
+    }
+
+    // Not strict DER (BOOLEAN TRUE as 0x01): one parser at least
+    // refuses it, so the certificate is refused.
+    let (crit, _) = issue(&req, |p| p.is_ca = rcgen::IsCa::ExplicitNoCa);
+    let der = CertificateDer::from_pem_slice(crit.as_bytes())
+        .unwrap()
+        .to_vec();
+    let at = der.windows(3).position(|w| w == [1, 1, 0xff]).unwrap();
+    let mut ber = der.clone();
+    ber[at + 2] = 1;
+    let pem = crate::bundle::certificate_pem(&ber);
+    let e = check(&s, pem.as_bytes(), key, None, now, skew).unwrap_err();
+    assert!(e.contains("leaf certificate"), "{e}");
+}
+
+/// Every algorithm's request parses, its signature verifies, and it
+/// carries the subject (each organization its own RDN) and the SANs.
+#[test]
+fn every_key_algorithm_makes_a_request_that_verifies() {
+    use x509_parser::certification_request::X509CertificationRequest;
+    use x509_parser::extensions::ParsedExtension;
+    use x509_parser::prelude::FromDer;
+    for alg in [
+        KeyAlg::EcdsaP256,
+        KeyAlg::EcdsaP384,
+        KeyAlg::Ed25519,
+        KeyAlg::Rsa(2048),
+    ] {
+        let mut s = spec();
+        s.key_alg = alg;
+        s.organizations = vec!["system:masters".into(), "team-a".into()];
+        let r = new_request(&s).unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(r.csr_pem.as_bytes()).unwrap();
+        let (_, req) = X509CertificationRequest::from_der(&pem.contents).unwrap();
+        req.verify_signature()
+            .unwrap_or_else(|e| panic!("{alg}: {e:?}"));
+        let subject = &req.certification_request_info.subject;
+        assert_eq!(
+            subject.to_string(),
+            "O=system:masters, O=team-a, CN=svc",
+            "{alg}"
+        );
+        let sans: Vec<String> = req
+            .requested_extensions()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| match e {
+                ParsedExtension::SubjectAlternativeName(san) => Some(san),
+                _ => None,
+            })
+            .flat_map(|san| san.general_names.iter().map(|n| n.to_string()))
+            .collect();
+        assert_eq!(
+            sans,
+            ["DNSName(svc.example)", "IPAddress(0a:00:00:01)"],
+            "{alg}"
+        );
+        assert!(
+            r.csr_pem.starts_with("-----BEGIN CERTIFICATE REQUEST-----"),
+            "{alg}"
+        );
+        assert!(
+            r.key_pem.starts_with("-----BEGIN PRIVATE KEY-----"),
+            "{alg}"
+        );
+        assert!(!format!("{r:?}").contains("PRIVATE"), "Debug is redacted");
+    }
+}
+
+#[test]
+fn usages_default_per_signer() {
+    assert_eq!(
+        default_usages(KUBELET_SERVING, KeyAlg::EcdsaP256).unwrap(),
+        ["digital signature", "server auth"]
+    );
+    assert_eq!(
+        default_usages(KUBELET_SERVING, KeyAlg::Rsa(2048)).unwrap(),
+        ["digital signature", "key encipherment", "server auth"]
+    );
+    assert_eq!(
+        default_usages(KUBE_APISERVER_CLIENT, KeyAlg::Ed25519).unwrap(),
+        ["digital signature", "client auth"]
+    );
+    assert!(default_usages("example.com/x", KeyAlg::EcdsaP256).is_none());
+}
+
+#[test]
+fn deadlines_fall_in_the_renewal_window() {
+    let w = Window {
+        not_before: 1_000,
+        not_after: 2_000,
+    };
+    let at = |draw| validate::unix_seconds(w.deadline((0.7, 0.9), draw));
+    assert_eq!(at(0.0), 1_700);
+    assert_eq!(at(0.5), 1_800);
+    assert_eq!(at(1.0), 1_900);
+    for _ in 0..100 {
+        let t = at(crate::random_fraction());
+        assert!((1_700..=1_900).contains(&t), "{t}");
+    }
+}
+
+#[test]
+fn generate_names_are_dns_labels() {
+    assert_eq!(
+        generate_name("/etc/certs/kube-scheduler"),
+        "certsync-etc-certs-kube-scheduler-"
+    );
+    assert_eq!(generate_name("Client_Cert"), "certsync-client-cert-");
+    assert_eq!(generate_name("..."), "certsync-");
+    assert!(generate_name(&"x".repeat(100)).len() <= 50);
+}

@@ -1,0 +1,169 @@
+//! Waiting for the request to be decided and the certificate issued:
+//! the request watched by name through the one list/watch loop, its uid
+//! checked, under the approval timeout.
+
+use super::*;
+
+/// Where an object stands.
+pub(super) enum State {
+    Pending { approved: bool },
+    Issued(Vec<u8>),
+    Denied { reason: String, message: String },
+    Failed { reason: String, message: String },
+}
+
+pub(super) fn state(csr: &CertificateSigningRequest) -> State {
+    let status = csr.status.as_ref();
+    let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    let find = |ty: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == ty && c.status == "True")
+            .map(|c| {
+                (
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                )
+            })
+    };
+    if let Some((reason, message)) = find("Denied") {
+        return State::Denied { reason, message };
+    }
+    if let Some((reason, message)) = find("Failed") {
+        return State::Failed { reason, message };
+    }
+    let approved = find("Approved").is_some();
+    match status.and_then(|s| s.certificate.as_ref()) {
+        Some(cert) if approved && !cert.0.is_empty() => State::Issued(cert.0.clone()),
+        _ => State::Pending { approved },
+    }
+}
+
+/// What a wait has said once already.
+#[derive(Default)]
+pub(super) struct Said {
+    waiting: bool,
+    approved: bool,
+}
+
+impl CsrSource {
+    /// Waits for `name` (whose uid is `uid`) to be issued, denied, failed
+    /// or deleted, or for the approval timeout: `created`, then the request
+    /// as `source::watch`'s loop sees it (listed, then watched; a watch
+    /// that fails, stalls or is ended at once by the server is retried
+    /// with backoff there, so a wait never spins).
+    pub(super) async fn wait(
+        &self,
+        api: &Api<CertificateSigningRequest>,
+        name: &str,
+        uid: &str,
+        created: CertificateSigningRequest,
+    ) -> Result<Vec<u8>, CsrError> {
+        let deadline = tokio::time::Instant::now() + self.spec.approval_timeout;
+        let mut said = Said::default();
+        if let Some(done) = self.settled(name, uid, &created, &mut said) {
+            return done;
+        }
+        // A consistent list (not from the cache, whose copy may predate
+        // the create) and no paging: one object.
+        let mut config = watcher::Config::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(watch_seconds(self.settings.watch_timeout));
+        config.page_size = None;
+        let events = Watch::new(api.clone(), config)
+            .named(format!("certificatesigningrequest {name}"))
+            .stream();
+        let mut events = std::pin::pin!(events);
+        // Whether the list being reported holds the request.
+        let mut listed = false;
+        loop {
+            let Ok(event) = tokio::time::timeout_at(deadline, events.next()).await else {
+                return Err(CsrError::Timeout {
+                    csr: name.into(),
+                    waited: self.spec.approval_timeout,
+                });
+            };
+            let obj = match event {
+                Some(Ok(Event::Init)) => {
+                    listed = false;
+                    continue;
+                }
+                Some(Ok(Event::InitApply(o) | Event::Apply(o))) => {
+                    listed = true;
+                    o
+                }
+                Some(Ok(Event::InitDone)) if listed => continue,
+                Some(Ok(Event::InitDone | Event::Delete(_))) => {
+                    return Err(CsrError::Deleted { csr: name.into() });
+                }
+                Some(Err(e @ WatchError::Stalled { .. })) => {
+                    tracing::warn!(mapping = %self.mapping, csr = %name, "{e}");
+                    continue;
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(mapping = %self.mapping, csr = %name, error = %e, "watch failed; watching again");
+                    continue;
+                }
+                // The loop never ends; if it did, that is a failure to
+                // retry, not a verdict.
+                None => {
+                    return Err(CsrError::Api {
+                        verb: "watch",
+                        object: format!("certificatesigningrequest {name}"),
+                        message: "the watch ended".into(),
+                    });
+                }
+            };
+            if let Some(done) = self.settled(name, uid, &obj, &mut said) {
+                return done;
+            }
+        }
+    }
+
+    /// What `obj` says about the request: issued, denied, failed or
+    /// replaced (`Some`), or still pending (`None`, said once each: waiting
+    /// for approval, approved).
+    pub(super) fn settled(
+        &self,
+        name: &str,
+        uid: &str,
+        obj: &CertificateSigningRequest,
+        said: &mut Said,
+    ) -> Option<Result<Vec<u8>, CsrError>> {
+        if obj.metadata.uid.as_deref() != Some(uid) {
+            return Some(Err(CsrError::Replaced { csr: name.into() }));
+        }
+        match state(obj) {
+            State::Issued(cert) => Some(Ok(cert)),
+            State::Denied { reason, message } => Some(Err(CsrError::Denied {
+                csr: name.into(),
+                reason,
+                message,
+            })),
+            State::Failed { reason, message } => Some(Err(CsrError::Failed {
+                csr: name.into(),
+                reason,
+                message,
+            })),
+            State::Pending { approved: true } => {
+                if !said.approved {
+                    said.approved = true;
+                    tracing::info!(mapping = %self.mapping, csr = %name, "approved; waiting for the signer to issue the certificate");
+                }
+                None
+            }
+            State::Pending { approved: false } => {
+                if !said.waiting {
+                    said.waiting = true;
+                    tracing::warn!(
+                        mapping = %self.mapping,
+                        csr = %name,
+                        signer = %self.spec.signer,
+                        "waiting for approval; an administrator can approve it with: kubectl certificate approve {name}"
+                    );
+                }
+                None
+            }
+        }
+    }
+}
