@@ -142,6 +142,7 @@ fn paced(
         .pacing(Pacing {
             backoff: |n| Duration::from_secs(10 * u64::from(n)),
             short: Duration::from_secs(1),
+            ..Pacing::default()
         })
         .stream()
 }
