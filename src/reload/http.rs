@@ -520,6 +520,39 @@ mod tests {
         assert!(!debug.contains("hunter2"), "{debug}");
     }
 
+    /// Attack: a password the operator did not percent-encode (a base64
+    /// token holds '/'; others '?' or '#') ends the authority early, as
+    /// RFC 3986 reads it, so the '@' and what precedes it were taken for
+    /// a path, query or fragment and shown: in the error for the URL (its
+    /// "port" is not a number), in `--print-config` and in the log. A
+    /// redirect's Location may be scheme-relative (`//user:pass@host/`).
+    #[test]
+    fn attack_credentials_that_end_the_authority_early_are_redacted() {
+        for given in [
+            "http://admin:hunt/er2@127.0.0.1:1/-/reload",
+            "http://admin:hunt?er2@127.0.0.1:1/-/reload",
+            "http://admin:hunt#er2@127.0.0.1:1/-/reload",
+            "http://admin:12/hunter2@127.0.0.1:1/-/reload",
+            "//admin:hunter2@evil.example/x",
+        ] {
+            let shown = redact_text(given);
+            assert!(
+                !shown.contains("hunt") && !shown.contains("er2") && !shown.contains("12/"),
+                "{given} shown as {shown}"
+            );
+        }
+        for given in [
+            "http://admin:hunt/er2@127.0.0.1:1/-/reload",
+            "http://admin:hunt#er2@127.0.0.1:1/-/reload",
+        ] {
+            let e = match HttpHook::new(&config(given)) {
+                Ok(hook) => hook.describe(),
+                Err(e) => e.to_string(),
+            };
+            assert!(!e.contains("hunt") && !e.contains("er2"), "{e}");
+        }
+    }
+
     #[test]
     fn backoff_grows_with_jitter_within_bounds() {
         let base = Duration::from_millis(100);
