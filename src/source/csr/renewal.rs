@@ -144,6 +144,32 @@ mod tests {
         assert_eq!(bases, [10, 20, 40, 60, 60, 60]);
     }
 
+    /// Attack: a signer backdates notBefore (by ten years, or to the epoch
+    /// as a buggy one does) on a certificate valid for 30 more days. Its
+    /// renewal point is long past, so the floor holds it back, and 10 % of
+    /// that "lifetime" is a year: renewal was scheduled eleven months after
+    /// the certificate expired, and the mapping stayed expired until then.
+    #[test]
+    fn attack_a_backdated_certificate_is_renewed_before_it_expires() {
+        const DAY: i64 = 86_400;
+        let now = 2_000_000_000;
+        for not_before in [now - 3_650 * DAY, 0] {
+            let w = Window {
+                not_before,
+                not_after: now + 30 * DAY,
+            };
+            for held in [0, 3] {
+                let n = next(w, (0.7, 0.9), 0.5, at(now), 5 * MIN, held, 0.99);
+                assert!(
+                    n.at < at(w.not_after),
+                    "notBefore {not_before}: renewal at {:?}, {} days after notAfter",
+                    n.at,
+                    (validate::unix_seconds(n.at) - w.not_after) / DAY
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_deadline_ahead_but_sooner_than_the_floor_is_held_back() {
         // 20 s certificate, renewal at 10-20 %: 2-4 s ahead, under a 1 min floor.
