@@ -7,10 +7,10 @@
 //! the deadline" would then request again at once, with a new key and a new
 //! revision each time, in a loop as fast as the signer answers. So no
 //! request is made sooner than a floor after the previous issuance:
-//! `max(--csr-renew-floor, 10 % of the issued lifetime)`, doubled on each
-//! consecutive time it holds a renewal back (jittered, up to an hour or
-//! the floor if that is longer). Pure: the caller gives the clock and the
-//! random draws.
+//! `max(--csr-renew-floor, 10 % of the issued lifetime up to a day)`,
+//! doubled on each consecutive time it holds a renewal back (jittered, up
+//! to an hour or the floor if that is longer). Pure: the caller gives the
+//! clock and the random draws.
 
 use std::time::{Duration, SystemTime};
 
@@ -19,6 +19,12 @@ use crate::validate;
 
 /// Repeated hold-backs double the wait up to this (or the floor, if longer).
 const HELD_CAP: Duration = Duration::from_secs(3600);
+
+/// The lifetime's share of the floor is at most this: the lifetime is
+/// notAfter minus notBefore, both the signer's, and a signer that backdates
+/// notBefore (by years, or to the epoch) would otherwise hold renewal back
+/// for a tenth of that, long past notAfter.
+const LIFE_FLOOR_CAP: Duration = Duration::from_secs(86_400);
 
 /// The next request's time, and why it is later than the deadline.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +48,7 @@ pub fn next(
 ) -> Next {
     let deadline = w.deadline(renew, draw);
     let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
-    let floor = floor.max(life / 10);
+    let floor = floor.max((life / 10).min(LIFE_FLOOR_CAP));
     let earliest = since + floor;
     if deadline >= earliest {
         return Next {
