@@ -370,9 +370,9 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
 ///
 /// Fail closed: a password the operator did not percent-encode may hold
 /// `/`, `?` or `#`, which end the authority early (`http://u:pa/ss@h/`).
-/// So when the authority as RFC 3986 reads it is not a plain
-/// `host[:port]`, everything up to the last `@` is taken for userinfo;
-/// and an `@` in the path is taken for the end of one too.
+/// So an `@` anywhere in the authority or the path ends a userinfo, and
+/// when the authority as RFC 3986 reads it is not a plain `host[:port]`,
+/// everything up to the last `@` is taken for userinfo.
 pub fn redact_text(text: &str) -> String {
     // The authority follows "scheme://" or, in a scheme-relative
     // reference (a Location may be one), a leading "//".
@@ -391,14 +391,26 @@ pub fn redact_text(text: &str) -> String {
     if let Some(start) = start {
         let rest = &text[start..];
         let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        // The authority and path: an '@' in either ends a userinfo (in the
+        // path, of a password holding a '/').
         let path = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
-        let at = if authority.contains('@') {
-            authority.rfind('@')
-        } else if !plain_host_port(authority) {
-            rest.rfind('@')
-        } else {
-            path.rfind('@')
+        let at = match path.rfind('@') {
+            Some(at) => Some(at),
+            // A password holding '?' or '#' leaves no plain host before it.
+            None if !plain_host_port(authority) => rest.rfind('@'),
+            None => None,
         };
+        // What follows the cut must be a plain host too, or the password
+        // held an '@' as well as a '?' or '#'.
+        let at = at.map(|at| {
+            let after = &rest[at + 1..];
+            let host = &after[..after.find(['/', '?', '#']).unwrap_or(after.len())];
+            if !host.is_empty() && plain_host_port(host) {
+                at
+            } else {
+                rest.rfind('@').unwrap_or(at)
+            }
+        });
         if let Some(at) = at {
             return format!(
                 "{}***@{}",
@@ -594,6 +606,7 @@ mod tests {
             "http://admin:hunt#er2@127.0.0.1:1/-/reload",
             "http://admin:12/hunter2@127.0.0.1:1/-/reload",
             "//admin:hunter2@evil.example/x",
+            "http://admin:hu@nt/er2@127.0.0.1:1/-/reload",
         ] {
             let shown = redact_text(given);
             assert!(
