@@ -385,7 +385,7 @@ pub struct RunArgs {
     pub clock_skew: Duration,
 
     /// csr: mappings request a new certificate no sooner than this (or 10 %
-    /// of the issued lifetime, if longer) after the previous one was issued,
+    /// of the issued lifetime up to a day, if longer) after the previous one was issued,
     /// even when the signer issues certificates already due for renewal.
     #[arg(long, env = "CERTSYNC_CSR_RENEW_FLOOR", value_parser = duration(1000, YEAR), default_value = "5m")]
     pub csr_renew_floor: Duration,

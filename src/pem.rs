@@ -56,9 +56,166 @@ pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError>
     Ok(der)
 }
 
+/// The blocks Go's `encoding/pem` reads from `data` (`pem.Decode` until it
+/// finds none), as (type, bytes): a port of Go's reader, which
+/// kube-apiserver and every Go consumer of the published files use
+/// (`tls.LoadX509KeyPair` takes its first CERTIFICATE block). It differs
+/// from rustls-pki-types': a BEGIN line must follow a `\n` (rustls also
+/// takes a lone `\r`), an END line may carry only spaces and tabs after
+/// its dashes, the base64 allows only spaces, tabs, `\r` and `\n` besides
+/// its alphabet and needs its padding, `Key: value` header lines are read,
+/// and a block that fails any of this is skipped, not an error: Go then
+/// reads the next one.
+pub fn go_blocks(data: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut blocks = Vec::new();
+    let mut rest = data;
+    while let Some((block, next)) = go_decode(rest) {
+        blocks.push(block);
+        rest = next;
+    }
+    blocks
+}
+
+/// Go's `getLine`: the first `\n`- or `\r\n`-ended line without its
+/// trailing spaces and tabs, and what follows it.
+fn go_line(data: &[u8]) -> (&[u8], &[u8]) {
+    let (line, rest) = match data.iter().position(|&b| b == b'\n') {
+        Some(i) => {
+            let end = if i > 0 && data[i - 1] == b'\r' {
+                i - 1
+            } else {
+                i
+            };
+            (&data[..end], &data[i + 1..])
+        }
+        None => (data, &data[data.len()..]),
+    };
+    let kept = line
+        .iter()
+        .rposition(|&b| b != b' ' && b != b'\t')
+        .map_or(0, |p| p + 1);
+    (&line[..kept], rest)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Go's `pem.Decode`.
+#[allow(clippy::type_complexity)]
+fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const START: &[u8] = b"\n-----BEGIN ";
+    const END: &[u8] = b"\n-----END ";
+    const DASHES: &[u8] = b"-----";
+    // Go's StdEncoding: padding required, non-zero trailing bits allowed;
+    // `\r` and `\n` are skipped by its decoder, spaces and tabs before.
+    let engine = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+    );
+    let mut rest = data;
+    loop {
+        if rest.starts_with(&START[1..]) {
+            rest = &rest[START.len() - 1..];
+        } else if let Some(i) = find(rest, START) {
+            rest = &rest[i + START.len()..];
+        } else {
+            return None;
+        }
+        let (type_line, next) = go_line(rest);
+        rest = next;
+        let Some(kind) = type_line.strip_suffix(DASHES) else {
+            continue;
+        };
+        let mut headers = false;
+        loop {
+            if rest.is_empty() {
+                return None;
+            }
+            let (line, next) = go_line(rest);
+            if !line.contains(&b':') {
+                break;
+            }
+            headers = true;
+            rest = next;
+        }
+        let (end, trailer) = if !headers && rest.starts_with(&END[1..]) {
+            (0, END.len() - 1)
+        } else {
+            match find(rest, END) {
+                Some(i) => (i, i + END.len()),
+                None => continue,
+            }
+        };
+        let trailer = &rest[trailer..];
+        if trailer.len() < kind.len() + DASHES.len() {
+            continue;
+        }
+        let (end_line, after) = trailer.split_at(kind.len() + DASHES.len());
+        if !end_line.starts_with(kind)
+            || !end_line.ends_with(DASHES)
+            || !go_line(after).0.is_empty()
+        {
+            continue;
+        }
+        let b64: Vec<u8> = rest[..end]
+            .iter()
+            .copied()
+            .filter(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+            .collect();
+        let Ok(der) = engine.decode(&b64) else {
+            continue;
+        };
+        let (_, next) = go_line(&rest[end + END.len() - 1..]);
+        return Some(((kind.to_vec(), der), next));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Go's reader, as `encoding/pem`'s own tests and source read these.
+    #[test]
+    fn go_blocks_read_as_go_does() {
+        let block = |body: &str| {
+            format!("-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n")
+        };
+        let read = |s: &str| -> Vec<Vec<u8>> {
+            go_blocks(s.as_bytes())
+                .into_iter()
+                .map(|(_, d)| d)
+                .collect()
+        };
+        assert_eq!(read(&block("AAEC")), [vec![0, 1, 2]]);
+        assert_eq!(read(&block("AAEC").replace('\n', "\r\n")), [vec![0, 1, 2]]);
+        assert_eq!(
+            read(&format!("text\n{}{}", block("AAEC"), block("AwQF"))),
+            [vec![0, 1, 2], vec![3, 4, 5]]
+        );
+        // Skipped: text after an END line, a vertical tab, missing
+        // padding, a BEGIN after a lone CR; the next block is read.
+        let next = block("AwQF");
+        for skipped in [
+            block("AAEC").replace("CERTIFICATE-----\n", "CERTIFICATE----- x\n"),
+            block("AA\u{b}EC"),
+            block("AAE"),
+        ] {
+            assert_eq!(
+                read(&format!("{skipped}{next}")),
+                [vec![3, 4, 5]],
+                "{skipped:?}"
+            );
+        }
+        assert!(read(&format!("x\r{}", block("AAEC"))).is_empty());
+        assert_eq!(read(&block("AA EC\t")), [vec![0, 1, 2]]);
+        // Headers are read, not decoded.
+        assert_eq!(read(&block("Proc-Type: 4\n\nAAEC")), [vec![0, 1, 2]]);
+    }
 
     const REQ: &str =
         "-----BEGIN CERTIFICATE REQUEST-----\nAAEC\n-----END CERTIFICATE REQUEST-----\n";

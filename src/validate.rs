@@ -261,6 +261,10 @@ fn validate_files(
             Err(ValidationError::EncryptedKey { file }) => {
                 return Err(ValidationError::EncryptedKey { file });
             }
+            Err(e @ ValidationError::Pem { .. }) if matches!(&e, ValidationError::Pem { problem, .. } if *problem == READ_DIFFERENTLY) =>
+            {
+                return Err(e);
+            }
             // PEM of a kind rustls does not know (DH parameters, a
             // signature): published once every block parses.
             _ if other_pem(bytes) => continue,
@@ -385,6 +389,10 @@ pub fn unix_seconds(t: SystemTime) -> i64 {
     }
 }
 
+/// The problem of PEM that Go's reader reads other blocks from.
+const READ_DIFFERENTLY: &str =
+    "Go's PEM reader (kube-apiserver's, and Go programs') reads other blocks from it";
+
 /// Splits `bytes` into PEM sections. Sections with labels pki-types does not
 /// know are skipped by it, so encrypted keys are detected here first: skipping
 /// them silently would turn "encrypted key" into a vaguer "no key".
@@ -412,6 +420,17 @@ fn pem_blocks(file: &str, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, V
         })?;
     if blocks.is_empty() {
         return Err(pem_err("no PEM blocks found"));
+    }
+    // Go's reader (kube-apiserver's, and a Go consumer's) must read the
+    // same blocks: where it skips one rustls reads (text after an END
+    // line, a lone CR, a vertical tab or missing padding in the base64),
+    // it takes the next as the leaf, which nothing here checked.
+    let go: Vec<(SectionKind, Vec<u8>)> = crate::pem::go_blocks(bytes)
+        .into_iter()
+        .filter_map(|(kind, der)| Some((SectionKind::try_from(kind.as_slice()).ok()?, der)))
+        .collect();
+    if go != blocks {
+        return Err(pem_err(READ_DIFFERENTLY));
     }
     Ok(blocks)
 }

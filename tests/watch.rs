@@ -244,3 +244,51 @@ async fn the_approvers_watches_the_server_ends_at_once_are_backed_off() {
         assert_eq!(short_watch_warnings(&cs, what), 1, "{what}: {}", cs.log());
     }
 }
+
+/// Attack: a server (or a proxy that cuts a stream after its first chunk)
+/// that answers every watch with one BOOKMARK and ends it. A bookmark
+/// counts as an event, so the short-watch rule never fires and nothing
+/// backed off: certsync re-watched as fast as the server answered.
+/// client-go's client is bounded by its rate limiter (5 requests a second,
+/// bursts of 10); so must certsync's loop be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_watches_ending_after_one_bookmark_are_paced() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((fake, kubeconfig)) = fake(d.path(), "one-bookmark watch").await else {
+        return;
+    };
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(kube_client(&kubeconfig).await, "ns");
+    let pair = Pair::new("bookmark");
+    let secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+        "stringData": {
+            "tls.crt": String::from_utf8(pair.cert.clone()).unwrap(),
+            "tls.key": String::from_utf8(pair.key.clone()).unwrap(),
+        },
+    }))
+    .unwrap();
+    api.create(&Default::default(), &secret).await.unwrap();
+    fake.end_watches_after_one_bookmark(true);
+
+    let target = d.path().join("t");
+    let spec = format!("secret:ns/tls={}", target.display());
+    let _cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &spec,
+        ],
+        d.path(),
+    );
+    wait_pair(&target, &pair);
+    let before = count(&fake, "watch secrets ns/tls");
+    tokio::time::sleep(WINDOW).await;
+    let watches = count(&fake, "watch secrets ns/tls") - before;
+    assert!(
+        watches <= 30,
+        "{watches} watch requests in {WINDOW:?} against a server that ends every watch after one bookmark"
+    );
+}

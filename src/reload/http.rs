@@ -367,9 +367,90 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
 /// and a fragment by `#REDACTED`. Hooks take tokens in all three places
 /// (`?token=...`, `#access_token=...`), and a log or `--print-config`
 /// output is read by more people than the hook's owner.
+///
+/// Fail closed: a password the operator did not percent-encode may hold
+/// `/`, `?` or `#`, which end the authority early (`http://u:pa/ss@h/`).
+/// So an `@` anywhere in the authority or the path ends a userinfo, and
+/// when the authority as RFC 3986 reads it is not a plain `host[:port]`,
+/// everything up to the last `@` is taken for userinfo.
 pub fn redact_text(text: &str) -> String {
+    // The authority follows "scheme://" or, in a scheme-relative
+    // reference (a Location may be one), a leading "//".
+    let start = match text.find("://") {
+        Some(i)
+            if i > 0
+                && text[..i]
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
+        {
+            Some(i + 3)
+        }
+        _ if text.starts_with("//") => Some(2),
+        _ => None,
+    };
+    if let Some(start) = start {
+        let rest = &text[start..];
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        // The authority and path: an '@' in either ends a userinfo (in the
+        // path, of a password holding a '/').
+        let path = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
+        let at = match path.rfind('@') {
+            Some(at) => Some(at),
+            // A password holding '?' or '#' leaves no plain host before it.
+            None if !plain_host_port(authority) => rest.rfind('@'),
+            None => None,
+        };
+        // What follows the cut must be a plain host too, or the password
+        // held an '@' as well as a '?' or '#'.
+        let at = at.map(|at| {
+            let after = &rest[at + 1..];
+            let host = &after[..after.find(['/', '?', '#']).unwrap_or(after.len())];
+            if !host.is_empty() && plain_host_port(host) {
+                at
+            } else {
+                rest.rfind('@').unwrap_or(at)
+            }
+        });
+        if let Some(at) = at {
+            return format!(
+                "{}***@{}",
+                &text[..start],
+                redact_after_authority(&rest[at + 1..])
+            );
+        }
+    }
+    redact_after_authority(text)
+}
+
+/// Whether `authority` is a host (a name, an IPv4 address or a bracketed
+/// IPv6 literal) and an optional numeric port, with no userinfo.
+fn plain_host_port(authority: &str) -> bool {
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((addr, port)) if addr.parse::<std::net::Ipv6Addr>().is_ok() => (None, port),
+            _ => return false,
+        },
+        None => match authority.find(':') {
+            Some(i) => (Some(&authority[..i]), &authority[i..]),
+            None => (Some(authority), ""),
+        },
+    };
+    let host_ok = host.is_none_or(|h| {
+        h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~%".contains(&b))
+    });
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    host_ok && port_ok
+}
+
+/// [`redact_text`]'s query and fragment redaction, for text whose
+/// authority (if any) holds no userinfo.
+fn redact_after_authority(text: &str) -> String {
     // RFC 3986: the fragment starts at the first '#', the query at the first
-    // '?' before it; neither may be taken for part of the authority.
+    // '?' before it.
     let (text, fragment) = match text.split_once('#') {
         Some((head, _)) => (head, Some("REDACTED")),
         None => (text, None),
@@ -378,16 +459,7 @@ pub fn redact_text(text: &str) -> String {
         Some((head, query)) => (head, Some(query)),
         None => (text, None),
     };
-    let mut out = match head.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-            match authority.rfind('@') {
-                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-                None => head.to_owned(),
-            }
-        }
-        None => head.to_owned(),
-    };
+    let mut out = head.to_owned();
     if let Some(query) = query {
         out.push('?');
         let params: Vec<String> = query
@@ -518,6 +590,40 @@ mod tests {
             "{debug}"
         );
         assert!(!debug.contains("hunter2"), "{debug}");
+    }
+
+    /// Attack: a password the operator did not percent-encode (a base64
+    /// token holds '/'; others '?' or '#') ends the authority early, as
+    /// RFC 3986 reads it, so the '@' and what precedes it were taken for
+    /// a path, query or fragment and shown: in the error for the URL (its
+    /// "port" is not a number), in `--print-config` and in the log. A
+    /// redirect's Location may be scheme-relative (`//user:pass@host/`).
+    #[test]
+    fn attack_credentials_that_end_the_authority_early_are_redacted() {
+        for given in [
+            "http://admin:hunt/er2@127.0.0.1:1/-/reload",
+            "http://admin:hunt?er2@127.0.0.1:1/-/reload",
+            "http://admin:hunt#er2@127.0.0.1:1/-/reload",
+            "http://admin:12/hunter2@127.0.0.1:1/-/reload",
+            "//admin:hunter2@evil.example/x",
+            "http://admin:hu@nt/er2@127.0.0.1:1/-/reload",
+        ] {
+            let shown = redact_text(given);
+            assert!(
+                !shown.contains("hunt") && !shown.contains("er2") && !shown.contains("12/"),
+                "{given} shown as {shown}"
+            );
+        }
+        for given in [
+            "http://admin:hunt/er2@127.0.0.1:1/-/reload",
+            "http://admin:hunt#er2@127.0.0.1:1/-/reload",
+        ] {
+            let e = match HttpHook::new(&config(given)) {
+                Ok(hook) => hook.describe(),
+                Err(e) => e.to_string(),
+            };
+            assert!(!e.contains("hunt") && !e.contains("er2"), "{e}");
+        }
     }
 
     #[test]

@@ -24,6 +24,11 @@
 //!   reported as `Err` items, except short watches and 410s (routine, or
 //!   said once in the log); a healthy watch (one that delivered an event,
 //!   or lasted) resets the backoff;
+//! - whatever the server does, the loop makes at most [`Pacing::qps`]
+//!   requests a second on average, in bursts of at most [`Pacing::burst`]
+//!   (client-go's client rate limiter: 5 and 10): a server or proxy that
+//!   ends every watch after one event or bookmark (never "short"), or
+//!   answers one with `410 Gone` (relisted at once), cannot make it spin;
 //! - a watch the server has not ended within its `timeoutSeconds` and
 //!   [`super::WATCH_MARGIN`] more is stalled ([`super::stall_deadline`]):
 //!   given up and resumed, however alive its connection looks.
@@ -105,6 +110,11 @@ pub struct Pacing {
     /// A watch that ends sooner than this without a single event is a
     /// failure (client-go: one second).
     pub short: Duration,
+    /// Requests (list pages and watches) a second, on average, at most
+    /// (client-go's client default: 5).
+    pub qps: f64,
+    /// Requests made at once, at most, before `qps` applies (client-go: 10).
+    pub burst: f64,
 }
 
 impl Default for Pacing {
@@ -112,6 +122,8 @@ impl Default for Pacing {
         Self {
             backoff: retry_delay,
             short: Duration::from_secs(1),
+            qps: 5.0,
+            burst: 10.0,
         }
     }
 }
@@ -205,6 +217,8 @@ where
                 watch,
                 what,
             },
+            tokens: self.pacing.burst,
+            refilled: Instant::now(),
             pacing: self.pacing,
             failures: 0,
             short_streak: 0,
@@ -264,6 +278,10 @@ struct Conn {
 struct Loop<K> {
     conn: Conn,
     pacing: Pacing,
+    /// The rate limiter's bucket: requests that may be made now, as of
+    /// `refilled`.
+    tokens: f64,
+    refilled: Instant,
     /// Failures in a row; a healthy watch resets it.
     failures: u32,
     /// Short watches in a row (only the first is warned about).
@@ -292,7 +310,7 @@ where
                 tokio::time::sleep_until(until).await;
             }
             match std::mem::replace(&mut self.state, State::List) {
-                State::List => match Box::pin(self.conn.page(None)).await {
+                State::List => match Box::pin(self.throttled(|c| c.page(None))).await {
                     Ok(list) => {
                         self.state = Self::listing(list);
                         return Ok(Event::Init);
@@ -319,31 +337,33 @@ where
                         };
                         return Ok(Event::InitDone);
                     };
-                    match Box::pin(self.conn.page(Some(token))).await {
+                    match Box::pin(self.throttled(|c| c.page(Some(token)))).await {
                         Ok(list) => self.state = Self::listing(list),
                         // A failed page (an expired continue token, too):
                         // the whole list again, after the backoff.
                         Err(e) => return Err(self.failed(e)),
                     }
                 }
-                State::Watch { version, fresh } => match Box::pin(self.conn.open(&version)).await {
-                    Ok((body, deadline, said)) => {
-                        self.state = State::Watching(Box::new(Open {
-                            body,
-                            version,
-                            fresh,
-                            started: Instant::now(),
-                            deadline,
-                            said,
-                            seen: false,
-                        }));
+                State::Watch { version, fresh } => {
+                    match Box::pin(self.throttled(|c| c.open(&version))).await {
+                        Ok((body, deadline, said)) => {
+                            self.state = State::Watching(Box::new(Open {
+                                body,
+                                version,
+                                fresh,
+                                started: Instant::now(),
+                                deadline,
+                                said,
+                                seen: false,
+                            }));
+                        }
+                        Err(e) if e.code() == Some(410) => self.gone(fresh),
+                        Err(e) => {
+                            self.state = State::Watch { version, fresh };
+                            return Err(self.failed(e));
+                        }
                     }
-                    Err(e) if e.code() == Some(410) => self.gone(fresh),
-                    Err(e) => {
-                        self.state = State::Watch { version, fresh };
-                        return Err(self.failed(e));
-                    }
-                },
+                }
                 State::Watching(mut open) => match self.conn.read::<K>(&mut open).await {
                     Line::Event(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
                         self.healthy(&mut open, o.meta().resource_version.clone());
@@ -374,6 +394,30 @@ where
                 },
             }
         }
+    }
+
+    /// `request` once the rate limiter lets one more through.
+    async fn throttled<'a, F, T>(&'a mut self, request: impl FnOnce(&'a Conn) -> F) -> T
+    where
+        F: Future<Output = T> + 'a,
+    {
+        let (qps, burst) = (
+            self.pacing.qps.max(f64::MIN_POSITIVE),
+            self.pacing.burst.max(1.0),
+        );
+        loop {
+            let now = Instant::now();
+            let earned = now.duration_since(self.refilled).as_secs_f64() * qps;
+            self.tokens = (self.tokens + earned).min(burst);
+            self.refilled = now;
+            if self.tokens >= 1.0 {
+                self.tokens -= 1.0;
+                break;
+            }
+            let wait = Duration::from_secs_f64(((1.0 - self.tokens) / qps).min(3600.0));
+            tokio::time::sleep(wait).await;
+        }
+        request(&self.conn).await
     }
 
     fn listing(list: ObjectList<K>) -> State<K> {

@@ -142,6 +142,7 @@ fn paced(
         .pacing(Pacing {
             backoff: |n| Duration::from_secs(10 * u64::from(n)),
             short: Duration::from_secs(1),
+            ..Pacing::default()
         })
         .stream()
 }
@@ -390,4 +391,51 @@ async fn a_cluster_scoped_watch_pair_fills_listed_sets() {
     assert!(csr_list.items().is_empty() && node_list.items().is_empty());
     assert_eq!(requests(&csr_seen)[..1], at(&[(0, "list limit=500")])[..]);
     assert_eq!(requests(&node_seen)[..1], at(&[(0, "list limit=500")])[..]);
+}
+
+/// Attack: a server (or a proxy cutting streams after the first chunk)
+/// that answers every watch with one BOOKMARK and ends it at once. A
+/// bookmark makes the watch "healthy", so neither the short-watch rule nor
+/// the backoff applies, and the loop re-watched as fast as the server
+/// answered: client-go is bounded by its client's rate limiter (5 requests
+/// a second, bursts of 10); the loop must be bounded too.
+#[tokio::test(start_paused = true)]
+async fn attack_watches_ending_after_one_bookmark_are_not_a_hot_loop() {
+    let mut script = vec![Reply::List(5, &["a"])];
+    script.extend((0..300).map(|i| Reply::Watch(vec![bookmark(6 + i)], Duration::ZERO)));
+    let (api, seen) = server(script);
+    let events = drain(paced(api, watcher::Config::default().timeout(1000)), 99).await;
+    assert_eq!(events, ["Init", "InitApply a", "InitDone"]);
+    let first_10s = requests(&seen).iter().filter(|(t, _)| *t < 10).count();
+    assert!(
+        first_10s <= 60,
+        "{first_10s} requests in the first 10 s against a server that ends every watch after one bookmark"
+    );
+}
+
+/// Attack: every watch delivers one event, then `410 Gone`. The event
+/// makes the watch healthy (backoff reset, version no longer fresh), so
+/// each 410 relisted at once: a full list and a watch in a loop, as fast
+/// as the server answers.
+#[tokio::test(start_paused = true)]
+async fn attack_a_gone_after_every_one_event_watch_does_not_relist_in_a_loop() {
+    let mut script = Vec::new();
+    for _ in 0..150 {
+        script.push(Reply::List(5, &["a"]));
+        script.push(Reply::Watch(
+            vec![event("MODIFIED", cm("a", 6)), event("ERROR", status(410))],
+            Duration::ZERO,
+        ));
+    }
+    let (api, seen) = server(script);
+    let events = drain(paced(api, watcher::Config::default().timeout(1000)), 2000).await;
+    assert!(events.len() > 4, "{events:?}");
+    let lists = requests(&seen)
+        .iter()
+        .filter(|(t, w)| *t < 10 && w.starts_with("list"))
+        .count();
+    assert!(
+        lists <= 30,
+        "{lists} full lists in the first 10 s against a server that ends every watch with 410"
+    );
 }

@@ -96,6 +96,9 @@ struct Shared {
     stalled: watch::Sender<bool>,
     /// Every new watch answers 200 and ends at once, without an event.
     at_once: std::sync::atomic::AtomicBool,
+    /// Every new watch sends one BOOKMARK (at the current resourceVersion)
+    /// and ends at once.
+    one_bookmark: std::sync::atomic::AtomicBool,
     /// Milliseconds between bookmarks on a watch that asked for them.
     bookmark_ms: std::sync::atomic::AtomicU64,
     /// Bearer token → user, for the resources that need an identity
@@ -192,6 +195,7 @@ impl ApiServer {
             generation: watch::channel(0).0,
             stalled: watch::channel(false).0,
             at_once: std::sync::atomic::AtomicBool::new(false),
+            one_bookmark: std::sync::atomic::AtomicBool::new(false),
             bookmark_ms: std::sync::atomic::AtomicU64::new(500),
             users: Mutex::new(HashMap::from([(
                 "test-token".to_owned(),
@@ -331,6 +335,15 @@ impl ApiServer {
     pub fn end_watches_at_once(&self, on: bool) {
         self.shared
             .at_once
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// While on, each new watch is answered with one BOOKMARK and ended
+    /// at once: a server (or a proxy that cuts a stream after its first
+    /// chunk) whose watches are never "short" by client-go's rule.
+    pub fn end_watches_after_one_bookmark(&self, on: bool) {
+        self.shared
+            .one_bookmark
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -678,6 +691,18 @@ async fn collection(
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let line =
         |ty: &str, obj: &Value| Bytes::from(format!("{}\n", json!({"type": ty, "object": obj})));
+    if shared
+        .one_bookmark
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        let rv = shared.store.lock().unwrap().rv;
+        let obj = json!({"kind": kind, "apiVersion": api_version_of(&resource),
+                         "metadata": {"resourceVersion": rv.to_string()}});
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(line("BOOKMARK", &obj)))
+            .unwrap();
+    }
 
     // Subscribe under the store lock, so no event falls between the replay
     // and the live stream.

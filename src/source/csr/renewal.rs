@@ -7,10 +7,10 @@
 //! the deadline" would then request again at once, with a new key and a new
 //! revision each time, in a loop as fast as the signer answers. So no
 //! request is made sooner than a floor after the previous issuance:
-//! `max(--csr-renew-floor, 10 % of the issued lifetime)`, doubled on each
-//! consecutive time it holds a renewal back (jittered, up to an hour or
-//! the floor if that is longer). Pure: the caller gives the clock and the
-//! random draws.
+//! `max(--csr-renew-floor, 10 % of the issued lifetime up to a day)`,
+//! doubled on each consecutive time it holds a renewal back (jittered, up
+//! to an hour or the floor if that is longer). Pure: the caller gives the
+//! clock and the random draws.
 
 use std::time::{Duration, SystemTime};
 
@@ -19,6 +19,12 @@ use crate::validate;
 
 /// Repeated hold-backs double the wait up to this (or the floor, if longer).
 const HELD_CAP: Duration = Duration::from_secs(3600);
+
+/// The lifetime's share of the floor is at most this: the lifetime is
+/// notAfter minus notBefore, both the signer's, and a signer that backdates
+/// notBefore (by years, or to the epoch) would otherwise hold renewal back
+/// for a tenth of that, long past notAfter.
+const LIFE_FLOOR_CAP: Duration = Duration::from_secs(86_400);
 
 /// The next request's time, and why it is later than the deadline.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +48,7 @@ pub fn next(
 ) -> Next {
     let deadline = w.deadline(renew, draw);
     let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
-    let floor = floor.max(life / 10);
+    let floor = floor.max((life / 10).min(LIFE_FLOOR_CAP));
     let earliest = since + floor;
     if deadline >= earliest {
         return Next {
@@ -142,6 +148,32 @@ mod tests {
             }
         }
         assert_eq!(bases, [10, 20, 40, 60, 60, 60]);
+    }
+
+    /// Attack: a signer backdates notBefore (by ten years, or to the epoch
+    /// as a buggy one does) on a certificate valid for 30 more days. Its
+    /// renewal point is long past, so the floor holds it back, and 10 % of
+    /// that "lifetime" is a year: renewal was scheduled eleven months after
+    /// the certificate expired, and the mapping stayed expired until then.
+    #[test]
+    fn attack_a_backdated_certificate_is_renewed_before_it_expires() {
+        const DAY: i64 = 86_400;
+        let now = 2_000_000_000;
+        for not_before in [now - 3_650 * DAY, 0] {
+            let w = Window {
+                not_before,
+                not_after: now + 30 * DAY,
+            };
+            for held in [0, 3] {
+                let n = next(w, (0.7, 0.9), 0.5, at(now), 5 * MIN, held, 0.99);
+                assert!(
+                    n.at < at(w.not_after),
+                    "notBefore {not_before}: renewal at {:?}, {} days after notAfter",
+                    n.at,
+                    (validate::unix_seconds(n.at) - w.not_after) / DAY
+                );
+            }
+        }
     }
 
     #[test]

@@ -267,3 +267,61 @@ fn generate_names_are_dns_labels() {
     assert_eq!(generate_name("..."), "certsync-");
     assert!(generate_name(&"x".repeat(100)).len() <= 50);
 }
+
+/// Attack: a signer answers with PEM that rustls (certsync's reader) and
+/// Go's `encoding/pem` (kube-apiserver's, which accepts it, and every Go
+/// consumer's: `tls.LoadX509KeyPair` takes the first CERTIFICATE block)
+/// read differently. certsync checked the first block it read, exactly
+/// what was asked; Go skips that block (text after its END line, a
+/// vertical tab in its base64, base64 without padding) and takes the
+/// next, signed by the same CA for the same key, as the leaf: client
+/// auth and another name the check never saw.
+#[test]
+fn attack_an_issued_pem_go_reads_another_leaf_from_is_refused() {
+    let s = spec();
+    let req = new_request(&s).unwrap();
+    let (now, skew) = (SystemTime::now(), Duration::from_secs(300));
+    let key = rcgen::KeyPair::from_pem(&req.key_pem).unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap().pem();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf = |evil: bool| {
+        let mut p = rcgen::CertificateParams::new(vec!["svc.example".to_owned()]).unwrap();
+        p.subject_alt_names
+            .push(rcgen::SanType::IpAddress("10.0.0.1".parse().unwrap()));
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, "svc");
+        p.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        if evil {
+            p.subject_alt_names.push(rcgen::SanType::DnsName(
+                "kubernetes.default".try_into().unwrap(),
+            ));
+            p.extended_key_usages
+                .push(rcgen::ExtendedKeyUsagePurpose::ClientAuth);
+        }
+        p.signed_by(&key, &issuer).unwrap().pem()
+    };
+    let (good, evil) = (leaf(false), leaf(true));
+    let k = req.key_pem.as_bytes();
+    check(&s, good.as_bytes(), k, Some(ca.as_bytes()), now, skew).unwrap();
+    check(&s, evil.as_bytes(), k, Some(ca.as_bytes()), now, skew).unwrap_err();
+
+    let end = "-----END CERTIFICATE-----";
+    let mut variants = vec![
+        // Go: "the line must end with only whitespace"; rustls: any.
+        good.replace(end, &format!("{end} x")) + &evil,
+        // Go's base64 has no vertical tab; rustls skips it as space.
+        good.replacen('\n', "\n\u{b}", 2) + &evil,
+    ];
+    // Go's base64 needs its padding; rustls does without.
+    if good.contains("=\n") {
+        variants.push(good.replace("=\n", "\n") + &evil);
+    }
+    for pem in variants {
+        let e = check(&s, pem.as_bytes(), k, Some(ca.as_bytes()), now, skew);
+        assert!(e.is_err(), "published, and Go reads the other leaf:\n{pem}");
+    }
+}
