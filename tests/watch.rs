@@ -37,6 +37,42 @@ fn count(fake: &ApiServer, prefix: &str) -> usize {
         .count()
 }
 
+/// A `secret:ns/tls` mapping into `dir/t` whose Secret the server already
+/// holds; returns once its pair is on disk (the watch fault, if any, set
+/// before: the first list is not a watch).
+async fn secret_mapping(
+    kubeconfig: &std::path::Path,
+    dir: &std::path::Path,
+    tag: &str,
+) -> Certsync {
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(kube_client(kubeconfig).await, "ns");
+    let pair = Pair::new(tag);
+    let secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+        "stringData": {
+            "tls.crt": String::from_utf8(pair.cert.clone()).unwrap(),
+            "tls.key": String::from_utf8(pair.key.clone()).unwrap(),
+        },
+    }))
+    .unwrap();
+    api.create(&Default::default(), &secret).await.unwrap();
+    let target = dir.join("t");
+    let spec = format!("secret:ns/tls={}", target.display());
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &spec,
+        ],
+        dir,
+    );
+    wait_pair(&target, &pair);
+    cs
+}
+
 /// The warnings about watches ended at once that name `what`.
 fn short_watch_warnings(cs: &Certsync, what: &str) -> usize {
     cs.log()
@@ -51,33 +87,8 @@ async fn a_secret_watch_the_server_ends_at_once_is_backed_off() {
     let Some((fake, kubeconfig)) = fake(d.path(), "secret short watch").await else {
         return;
     };
-    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
-        kube::Api::namespaced(kube_client(&kubeconfig).await, "ns");
-    let pair = Pair::new("short");
-    let secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
-        "stringData": {
-            "tls.crt": String::from_utf8(pair.cert.clone()).unwrap(),
-            "tls.key": String::from_utf8(pair.key.clone()).unwrap(),
-        },
-    }))
-    .unwrap();
-    api.create(&Default::default(), &secret).await.unwrap();
     fake.end_watches_at_once(true);
-
-    let target = d.path().join("t");
-    let spec = format!("secret:ns/tls={}", target.display());
-    let cs = Certsync::start(
-        &[
-            "run",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--sync",
-            &spec,
-        ],
-        d.path(),
-    );
-    wait_pair(&target, &pair);
+    let cs = secret_mapping(&kubeconfig, d.path(), "short").await;
     tokio::time::sleep(WINDOW).await;
     let watches = count(&fake, "watch secrets ns/tls");
     assert!(
@@ -257,33 +268,8 @@ async fn attack_watches_ending_after_one_bookmark_are_paced() {
     let Some((fake, kubeconfig)) = fake(d.path(), "one-bookmark watch").await else {
         return;
     };
-    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
-        kube::Api::namespaced(kube_client(&kubeconfig).await, "ns");
-    let pair = Pair::new("bookmark");
-    let secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
-        "stringData": {
-            "tls.crt": String::from_utf8(pair.cert.clone()).unwrap(),
-            "tls.key": String::from_utf8(pair.key.clone()).unwrap(),
-        },
-    }))
-    .unwrap();
-    api.create(&Default::default(), &secret).await.unwrap();
     fake.end_watches_after_one_bookmark(true);
-
-    let target = d.path().join("t");
-    let spec = format!("secret:ns/tls={}", target.display());
-    let _cs = Certsync::start(
-        &[
-            "run",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--sync",
-            &spec,
-        ],
-        d.path(),
-    );
-    wait_pair(&target, &pair);
+    let _cs = secret_mapping(&kubeconfig, d.path(), "bookmark").await;
     let before = count(&fake, "watch secrets ns/tls");
     tokio::time::sleep(WINDOW).await;
     let watches = count(&fake, "watch secrets ns/tls") - before;

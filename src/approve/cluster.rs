@@ -41,70 +41,39 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
     if let Some(host) = server.host() {
         endpoint(&mut cluster, host, "the API server address certsync uses");
     }
-    let cms = |ns: &str| Api::<ConfigMap>::namespaced(client.clone(), ns);
-    match cms("kube-public").get("cluster-info").await {
-        Ok(cm) => {
-            let kubeconfig = cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get("kubeconfig"))
-                .cloned()
-                .unwrap_or_default();
-            let parsed: serde_yaml_ng::Value =
-                serde_yaml_ng::from_str(&kubeconfig).map_err(|e| ApproveError::Api {
-                    verb: "read",
-                    object: "configmap kube-public/cluster-info".into(),
-                    message: format!("its kubeconfig is not YAML: {e}"),
-                })?;
-            for c in parsed["clusters"].as_sequence().into_iter().flatten() {
-                if let Some(host) = c["cluster"]["server"]
-                    .as_str()
-                    .and_then(|s| s.parse::<http::Uri>().ok())
-                    .and_then(|u| u.host().map(str::to_owned))
-                {
-                    endpoint(
-                        &mut cluster,
-                        &host,
-                        "the API server's address in cluster-info",
-                    );
-                }
+    if let Some(kubeconfig) = yaml_in(client, "kube-public", "cluster-info", "kubeconfig").await? {
+        for c in kubeconfig["clusters"].as_sequence().into_iter().flatten() {
+            if let Some(host) = c["cluster"]["server"].as_str().and_then(host_of) {
+                endpoint(
+                    &mut cluster,
+                    &host,
+                    "the API server's address in cluster-info",
+                );
             }
         }
-        Err(e) if not_found(&e) => {}
-        Err(e) => return Err(api_err("get", "configmap kube-public/cluster-info", &e)),
     }
-    match cms("kube-system").get("kubeadm-config").await {
-        Ok(cm) => {
-            let text = cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get("ClusterConfiguration"))
-                .cloned()
-                .unwrap_or_default();
-            let parsed: serde_yaml_ng::Value =
-                serde_yaml_ng::from_str(&text).map_err(|e| ApproveError::Api {
-                    verb: "read",
-                    object: "configmap kube-system/kubeadm-config".into(),
-                    message: format!("its ClusterConfiguration is not YAML: {e}"),
-                })?;
-            if let Some(host) = parsed["controlPlaneEndpoint"]
-                .as_str()
-                .and_then(|e| format!("https://{e}").parse::<http::Uri>().ok())
-                .and_then(|u| u.host().map(str::to_owned))
-            {
-                endpoint(&mut cluster, &host, "kubeadm's controlPlaneEndpoint");
-            }
-            for san in parsed["apiServer"]["certSANs"]
-                .as_sequence()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.as_str())
-            {
-                endpoint(&mut cluster, san, "one of the API server's certSANs");
-            }
+    let kubeadm = yaml_in(
+        client,
+        "kube-system",
+        "kubeadm-config",
+        "ClusterConfiguration",
+    )
+    .await?;
+    if let Some(config) = kubeadm {
+        if let Some(host) = config["controlPlaneEndpoint"]
+            .as_str()
+            .and_then(|e| host_of(&format!("https://{e}")))
+        {
+            endpoint(&mut cluster, &host, "kubeadm's controlPlaneEndpoint");
         }
-        Err(e) if not_found(&e) => {}
-        Err(e) => return Err(api_err("get", "configmap kube-system/kubeadm-config", &e)),
+        for san in config["apiServer"]["certSANs"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+        {
+            endpoint(&mut cluster, san, "one of the API server's certSANs");
+        }
     }
     match Api::<ServiceCIDR>::all(client.clone())
         .list(&ListParams::default())
@@ -160,6 +129,38 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
         }
     }
     Ok(cluster)
+}
+
+/// Key `key` of ConfigMap `ns/name`, read as YAML; `None` when the
+/// ConfigMap does not exist (not every cluster is kubeadm's).
+async fn yaml_in(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    key: &str,
+) -> Result<Option<serde_yaml_ng::Value>, ApproveError> {
+    let object = format!("configmap {ns}/{name}");
+    let cm = match Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+    {
+        Ok(cm) => cm,
+        Err(e) if not_found(&e) => return Ok(None),
+        Err(e) => return Err(api_err("get", &object, &e)),
+    };
+    let text = cm.data.and_then(|mut d| d.remove(key)).unwrap_or_default();
+    serde_yaml_ng::from_str(&text)
+        .map(Some)
+        .map_err(|e| ApproveError::Api {
+            verb: "read",
+            object,
+            message: format!("its {key} is not YAML: {e}"),
+        })
+}
+
+/// The host of a URL, as written (an IPv6 address in brackets).
+fn host_of(url: &str) -> Option<String> {
+    url.parse::<http::Uri>().ok()?.host().map(str::to_owned)
 }
 
 /// Records `host` (an IP, bracketed or not, or a DNS name) as the API
