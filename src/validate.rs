@@ -263,7 +263,7 @@ fn validate_files(
             }
             // PEM of a kind rustls does not know (DH parameters, a
             // signature): published once every block parses.
-            _ if other_pem(bytes) => continue,
+            _ if crate::pem::all_decode(bytes) => continue,
             _ if allow_non_pem => continue,
             _ => return Err(ValidationError::NotPem { file: origin }),
         };
@@ -311,12 +311,6 @@ fn validate_files(
         }
     }
     Ok(Validated { leaf })
-}
-
-/// Whether `bytes` are PEM blocks (any label) that all decode.
-fn other_pem(bytes: &[u8]) -> bool {
-    let mut blocks = x509_parser::pem::Pem::iter_from_buffer(bytes).peekable();
-    blocks.peek().is_some() && blocks.all(|b| b.is_ok())
 }
 
 /// Whether `bytes` may be published with the certificate mode: nothing but
@@ -402,14 +396,7 @@ fn pem_blocks(file: &str, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, V
     };
     let blocks = <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes)
         .collect::<Result<Vec<_>, _>>()
-        // The library's own messages can quote input lines; ours never do.
-        .map_err(|e| match e {
-            pem::Error::MissingSectionEnd { .. } => pem_err("a block has no END line (truncated?)"),
-            pem::Error::IllegalSectionStart { .. } => pem_err("a BEGIN line is malformed"),
-            pem::Error::Base64Decode(_) => pem_err("a block's body is not valid base64"),
-            pem::Error::SectionTooLarge => pem_err("a block is too large"),
-            _ => pem_err("unreadable"),
-        })?;
+        .map_err(|e| pem_err(crate::pem::problem(&e)))?;
     if blocks.is_empty() {
         return Err(pem_err("no PEM blocks found"));
     }
