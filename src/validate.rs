@@ -17,7 +17,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::pem::{self, PemObject, SectionKind};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer};
-use sha2::{Digest, Sha256};
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 
@@ -500,7 +499,7 @@ pub fn key_matches(cert_pem: &[u8], key_pem: &[u8]) -> Result<bool, ValidationEr
 
 /// Facts of a certificate that `certificates` already parsed.
 fn leaf_facts(der: &[u8]) -> Leaf {
-    let sha256 = Sha256::digest(der).into();
+    let sha256 = crate::bundle::sha256(der);
     match x509_parser::parse_x509_certificate(der) {
         Ok((_, c)) => Leaf {
             subject: c.subject().to_string(),
