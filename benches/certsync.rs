@@ -470,19 +470,41 @@ fn rss_mib(pid: u32) -> f64 {
     status_field(pid, "VmRSS:") / 1024.0
 }
 
-/// Where resident memory goes: the binary's own pages (file-backed: code
-/// and read-only data the kernel maps in as they are touched, with
-/// fault-around), the heap and stacks (anonymous), and the thread count.
+/// A `/proc/PID/smaps_rollup` field's number (kB).
+fn rollup_field(pid: u32, name: &str) -> f64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    rollup
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Where resident memory goes, in MiB: RSS; its file-backed part (the
+/// binary's code and read-only data, mapped in as touched, with
+/// fault-around; shared by every process running the same binary and
+/// reclaimable) and its anonymous part (heap, stacks, relocated data);
+/// private dirty memory (what only this process holds and the kernel
+/// cannot drop: what each more sidecar on a node costs); PSS (every page
+/// divided by the number of processes mapping it); and the thread count.
 fn memory_parts(pid: u32) -> BTreeMap<String, f64> {
+    let mib = |kb: f64| kb / 1024.0;
     BTreeMap::from([
+        ("rss_mib".to_owned(), mib(status_field(pid, "VmRSS:"))),
         (
             "rss_file_mib".to_owned(),
-            status_field(pid, "RssFile:") / 1024.0,
+            mib(status_field(pid, "RssFile:")),
         ),
         (
             "rss_anon_mib".to_owned(),
-            status_field(pid, "RssAnon:") / 1024.0,
+            mib(status_field(pid, "RssAnon:")),
         ),
+        (
+            "private_dirty_mib".to_owned(),
+            mib(rollup_field(pid, "Private_Dirty:")),
+        ),
+        ("pss_mib".to_owned(), mib(rollup_field(pid, "Pss:"))),
         ("threads".to_owned(), status_field(pid, "Threads:")),
     ])
 }
@@ -758,62 +780,92 @@ fn hostdir_latency(n: usize, debounce: &str) -> Row {
     }
 }
 
-/// RSS and CPU of an idle certsync with one Secret mapping.
-fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
+/// Memory and CPU of `processes` idle certsync processes of the same
+/// binary running at once, each with its own Secret mapping: per process
+/// (the mean over them), private memory, PSS and RSS. With more processes
+/// the code pages are shared, so PSS drops towards the private part, while
+/// RSS stays what one process alone shows.
+fn idle_cost(rt: &tokio::runtime::Runtime, processes: usize, seconds: u64) -> Row {
     let dir = BenchDir::new();
     let c = rt.block_on(cluster(dir.path()));
-    let name = format!("idle-{}", std::process::id());
-    c.create(
-        rt,
-        std::slice::from_ref(&name),
-        &support::certs::Pair::new("idle"),
-    );
-    let target = dir.path().join("target");
-    let spec = format!("secret:{}/{name}={}", c.ns, target.display());
+    let names: Vec<String> = (0..processes)
+        .map(|i| format!("idle-{}-{i}", std::process::id()))
+        .collect();
+    c.create(rt, &names, &support::certs::Pair::new("idle"));
     let kc = c.kubeconfig.display().to_string();
-    let cs = support::Certsync::start(
-        &[
-            "run",
-            "--kubeconfig",
-            &kc,
-            "--sync",
-            &spec,
-            "--log-level",
-            "warn",
-        ],
-        dir.path(),
-    );
-    support::wait_for("the first sync", || support::read_live(&target));
+    let running: Vec<support::Certsync> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let target = dir.path().join(format!("t{i}"));
+            let spec = format!("secret:{}/{name}={}", c.ns, target.display());
+            let cs = support::Certsync::start(
+                &[
+                    "run",
+                    "--kubeconfig",
+                    &kc,
+                    "--sync",
+                    &spec,
+                    "--log-level",
+                    "warn",
+                ],
+                dir.path(),
+            );
+            support::wait_for("the first sync", || support::read_live(&target));
+            cs
+        })
+        .collect();
     std::thread::sleep(Duration::from_secs(5)); // settle
-    let pid = cs.child.id();
-    let acct = CpuAcct::for_process(pid);
-    let (rss0, cpu0) = usage(pid, acct.as_ref());
+    let pids: Vec<u32> = running.iter().map(|cs| cs.child.id()).collect();
+    let accts: Vec<Option<CpuAcct>> = pids.iter().map(|p| CpuAcct::for_process(*p)).collect();
+    let before: Vec<(f64, f64)> = pids
+        .iter()
+        .zip(&accts)
+        .map(|(p, a)| usage(*p, a.as_ref()))
+        .collect();
     std::thread::sleep(Duration::from_secs(seconds));
-    let (rss1, cpu1) = usage(pid, acct.as_ref());
-    let parts = memory_parts(pid);
-    drop(cs);
-    let source = if acct.is_some() {
+    let after: Vec<(f64, f64)> = pids
+        .iter()
+        .zip(&accts)
+        .map(|(p, a)| usage(*p, a.as_ref()))
+        .collect();
+    let parts: Vec<BTreeMap<String, f64>> = pids.iter().map(|p| memory_parts(*p)).collect();
+    drop(running);
+    let source = if accts.iter().all(Option::is_some) {
         "cgroup cpuacct, ns"
     } else {
         "utime+stime, 10 ms ticks"
     };
-    drop(acct);
-    c.delete(rt, std::slice::from_ref(&name));
+    drop(accts);
+    c.delete(rt, &names);
+    let n = processes as f64;
     let mut figures = BTreeMap::new();
-    figures.insert("rss_mib".into(), rss1);
-    figures.insert("rss_start_mib".into(), rss0);
-    figures.extend(parts);
+    for key in parts[0].keys() {
+        let values: Vec<f64> = parts.iter().map(|m| m[key]).collect();
+        figures.insert(key.clone(), values.iter().sum::<f64>() / n);
+        if processes > 1 && key != "threads" {
+            let max = values.iter().copied().fold(f64::MIN, f64::max);
+            figures.insert(format!("{key}_max"), max);
+        }
+    }
     figures.insert(
-        "cpu_ms_per_min".into(),
-        (cpu1 - cpu0) * 60.0 / seconds as f64,
+        "rss_start_mib".into(),
+        before.iter().map(|(rss, _)| rss).sum::<f64>() / n,
     );
+    let cpu: f64 = before
+        .iter()
+        .zip(&after)
+        .map(|((_, c0), (_, c1))| c1 - c0)
+        .sum::<f64>()
+        / n;
+    figures.insert("cpu_ms_per_min".into(), cpu * 60.0 / seconds as f64);
     Row {
         bench: "idle".into(),
-        case: format!("one Secret mapping, {seconds} s"),
-        n: 1,
+        case: format!("{processes} process(es), one Secret mapping each, {seconds} s"),
+        n: processes,
         figures,
         note: format!(
-            "CPU from {source}; default --resync 1m, --watch-timeout 1m; a bookmark a minute"
+            "per process (mean; _max the largest); CPU from {source}; default --resync 1m, --watch-timeout 1m; a bookmark a minute"
         ),
     }
 }
@@ -965,7 +1017,7 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
     let (cs, all, cpu) = start_mappings(dir.path(), &sources, &["--kubeconfig", &kc]);
     std::thread::sleep(Duration::from_secs(5));
     let pid = cs.child.id();
-    let rss = rss_mib(pid);
+    let memory = memory_parts(pid);
     let conns = support::tcp_connections(pid, &support::server_addrs(&c.kubeconfig));
     flush_writeback();
     let mut each = Vec::with_capacity(rotations);
@@ -982,7 +1034,7 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
     let mut figures = percentiles(each);
     figures.insert("first_sync_all_s".into(), all.as_secs_f64());
     cpu.record(&mut figures);
-    figures.insert("rss_mib".into(), rss);
+    figures.extend(memory);
     figures.insert("rss_after_rotations_mib".into(), rss_after);
     figures.insert("tcp_connections".into(), conns as f64);
     Row {
@@ -1211,7 +1263,16 @@ fn main() {
         rows.push(hostdir_latency(if o.quick { 20 } else { 200 }, "1ms"));
     }
     if run("idle") {
-        rows.push(idle_cost(&rt, if o.quick { 10 } else { 60 }));
+        // One process alone, then ten of the same binary at once.
+        let processes: Vec<usize> =
+            std::env::var("CERTSYNC_BENCH_IDLE_PROCESSES").map_or(vec![1, 10], |v| {
+                v.split(',')
+                    .map(|n| n.parse().expect("CERTSYNC_BENCH_IDLE_PROCESSES: numbers"))
+                    .collect()
+            });
+        for n in processes {
+            rows.push(idle_cost(&rt, n, if o.quick { 10 } else { 60 }));
+        }
     }
     if run("scale") {
         for n in [1, 10, 100, 1000] {
