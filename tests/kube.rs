@@ -511,6 +511,58 @@ async fn converges_after_every_injected_fault() {
     env.cleanup().await;
 }
 
+/// kube-apiserver back after an outage with the history certsync's watch
+/// would resume from compacted meanwhile: the resumed watch gets 410 Gone,
+/// and the mapping re-lists and converges to the change made while the
+/// server was down. No timing assertion (the wait is bounded; the bench's
+/// `recovery` case measures the time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_after_a_restart_with_compacted_history() {
+    let mut env = Env::new().await;
+    if env
+        .fake("converges_after_a_restart_with_compacted_history")
+        .is_none()
+    {
+        return env.cleanup().await;
+    }
+    let name = env.name("restart");
+    let first = Pair::new("before");
+    env.put_pair(&name, &first).await;
+    let mut cs = env.start(&[env.secret_spec(&name)], &[]);
+    let target = env.target(&name);
+    wait_pair(&target, &first);
+
+    let fake = env.fake.as_mut().unwrap();
+    fake.down();
+    // Down long enough for the watch to fail and be retried.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let newest = Pair::new("while-down");
+    fake.write_secret_data(
+        &env.ns,
+        &name,
+        &[("tls.crt", &newest.cert), ("tls.key", &newest.key)],
+    );
+    fake.compact();
+    let seen = fake.requests().len();
+    fake.up().await;
+    wait_pair(&target, &newest);
+    assert!(cs.is_running(), "certsync exited");
+
+    // It got there by a watch the server refused (410) and a re-list.
+    let after = env.fake.as_ref().unwrap().requests()[seen..].to_vec();
+    let ours = |verb: &str| {
+        after.iter().position(|r| {
+            r.starts_with(&format!("{verb} secrets {}/", env.ns)) && r.contains(&name)
+        })
+    };
+    let (watch, list) = (ours("watch"), ours("list"));
+    assert!(
+        matches!((watch, list), (Some(w), Some(l)) if w < l),
+        "a resumed watch, then a list: {after:#?}"
+    );
+    env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forbidden_names_the_verb_and_object() {
     let mut env = Env::new().await;

@@ -355,6 +355,25 @@ impl ApiServer {
         self.shared.store.lock().unwrap().gone_next = n;
     }
 
+    /// Sets Secret `ns/name`'s data, under a new resourceVersion, without
+    /// a request: a write that reached etcd through another API server
+    /// while this one was down (a rolling restart of an HA control plane).
+    pub fn write_secret_data(&self, ns: &str, name: &str, data: &[(&str, &[u8])]) {
+        use base64::Engine as _;
+        let mut st = self.shared.store.lock().unwrap();
+        let key: Key = ("secrets".into(), ns.into(), name.into());
+        let mut obj = st.objects.get(&key).expect("the Secret exists").clone();
+        obj["data"] = data
+            .iter()
+            .map(|(k, v)| {
+                let v = base64::engine::general_purpose::STANDARD.encode(v);
+                ((*k).to_owned(), Value::String(v))
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        commit(&self.shared, &mut st, "MODIFIED", key, obj);
+    }
+
     /// Forgets history: watches from any earlier resourceVersion get 410.
     pub fn compact(&self) {
         let mut st = self.shared.store.lock().unwrap();
