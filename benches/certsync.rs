@@ -2,9 +2,11 @@
 //!
 //! Prints a table and, with `--json FILE`, writes the same figures as JSON.
 //! Options: `--quick` (fewer iterations, for a smoke run), `--only NAME`
-//! (writer, hostdir, idle, scale, secret-scale, secret, fanout), `--processes N` (the
-//! fan-out bench's process count, default 100). Against the test API server by
-//! default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set. The
+//! (writer, hostdir, idle, scale, secret-scale, secret, fanout, recovery),
+//! `--processes N` (the fan-out bench's process count, default 100);
+//! `CERTSYNC_BENCH_IDLE_PROCESSES` (default 1,10), `CERTSYNC_BENCH_SCALE`
+//! (1,100,1000) and `CERTSYNC_BENCH_RECOVERY` (1,100) choose the sizes.
+//! Against the test API server by default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set. The
 //! targets are made under `CERTSYNC_BENCH_DIR` if set (another file system),
 //! else under cargo's target/tmp.
 //!
@@ -581,6 +583,29 @@ impl Cluster {
         now_ns()
     }
 
+    /// [`Cluster::update`], retried while the bench's own client finds its
+    /// pooled connection dead (the server has just come back).
+    fn update_retrying(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        name: &str,
+        p: &support::certs::Pair,
+    ) -> u128 {
+        use kube::api::PostParams;
+        for _ in 0..50 {
+            let done = rt.block_on(async {
+                let mut s = self.api.get(name).await?;
+                s.data = secret(name, p).data;
+                self.api.replace(name, &PostParams::default(), &s).await
+            });
+            if done.is_ok() {
+                return now_ns();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("could not update Secret {name}");
+    }
+
     fn delete(&self, rt: &tokio::runtime::Runtime, names: &[String]) {
         rt.block_on(async {
             for name in names {
@@ -878,6 +903,17 @@ fn start_mappings(
     sources: &[String],
     extra: &[&str],
 ) -> (support::Certsync, Duration, CpuTime) {
+    settle();
+    start_mappings_unsettled(dir, sources, extra)
+}
+
+/// [`start_mappings`] without waiting for the file system to settle, for
+/// cases that do not measure the first sync.
+fn start_mappings_unsettled(
+    dir: &Path,
+    sources: &[String],
+    extra: &[&str],
+) -> (support::Certsync, Duration, CpuTime) {
     let mut config = String::from("mappings:\n");
     for (i, source) in sources.iter().enumerate() {
         let target = dir.join(format!("t{i}"));
@@ -896,7 +932,6 @@ fn start_mappings(
         "warn",
     ];
     args.extend_from_slice(extra);
-    settle();
     let mut done = 0;
     let start = Instant::now();
     let cs = support::Certsync::start(&args, dir);
@@ -1051,6 +1086,89 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
             }
         ),
     }
+}
+
+/// Watch recovery: `n` Secret mappings in one process, the test API server
+/// down for `outage` with its history compacted meanwhile (certsync's
+/// resumed watches get 410 Gone), then serving again on the same port, and
+/// every Secret changed right then. Reports the time from the server
+/// serving again to each change on disk (the first, p50 and the last of
+/// the `n` mappings), waiting up to 3 minutes.
+fn recovery(rt: &tokio::runtime::Runtime, n: usize, outage: Duration) -> Option<Row> {
+    let dir = BenchDir::new();
+    let mut c = rt.block_on(cluster(dir.path()));
+    c.fake.as_ref()?;
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("recovery-{}-{i}", std::process::id()))
+        .collect();
+    c.create(rt, &names, &support::certs::Pair::new("recovery"));
+    let sources: Vec<String> = names
+        .iter()
+        .map(|name| format!("secret:{}/{name}", c.ns))
+        .collect();
+    let targets: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("t{i}"))).collect();
+    let flips = FlipWatch::start(&targets);
+    let kc = c.kubeconfig.display().to_string();
+    let (mut cs, _, _) = start_mappings_unsettled(dir.path(), &sources, &["--kubeconfig", &kc]);
+    std::thread::sleep(Duration::from_secs(2));
+    {
+        let fake = c.fake.as_mut()?;
+        fake.down();
+        std::thread::sleep(outage);
+        fake.compact();
+        rt.block_on(fake.up());
+    }
+    let up = now_ns();
+    let next = support::certs::Pair::new("recovery-2");
+    let acks: Vec<u128> = names
+        .iter()
+        .map(|name| c.update_retrying(rt, name, &next))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut on_disk: Vec<Option<u128>> = vec![None; n];
+    while Instant::now() < deadline && on_disk.iter().any(Option::is_none) {
+        for (i, t) in on_disk.iter_mut().enumerate() {
+            if t.is_none() {
+                *t = flips.when(i, &next.cert);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let running = cs.is_running();
+    drop(cs);
+    c.delete(rt, &names);
+    let from_up: Vec<f64> = on_disk
+        .iter()
+        .flatten()
+        .map(|t| ms_between(up, *t))
+        .collect();
+    let mut figures = BTreeMap::new();
+    for (k, v) in percentiles(from_up.clone()) {
+        figures.insert(format!("serving_to_file_{k}"), v);
+    }
+    figures.insert(
+        "serving_to_file_first_ms".into(),
+        from_up.iter().copied().fold(f64::MAX, f64::min),
+    );
+    figures.insert(
+        "serving_to_last_change_acked_ms".into(),
+        ms_between(up, acks.iter().copied().max().unwrap_or(up)),
+    );
+    figures.insert(
+        "missed".into(),
+        on_disk.iter().filter(|t| t.is_none()).count() as f64,
+    );
+    figures.insert("exited".into(), if running { 0.0 } else { 1.0 });
+    Some(Row {
+        bench: "recovery".into(),
+        case: format!(
+            "{n} Secret mapping(s), one process, {} outage, history compacted",
+            humantime::format_duration(outage)
+        ),
+        n,
+        figures,
+        note: "from the test API server listening again to each mapping's change on disk (every Secret changed right then); max = the last mapping; waits up to 180 s".into(),
+    })
 }
 
 /// N certsync processes watching one Secret, each into its own target:
@@ -1289,6 +1407,18 @@ fn main() {
             });
         for n in sizes {
             rows.push(secret_scale(&rt, n, rotations));
+        }
+    }
+    if run("recovery") {
+        let outage = Duration::from_secs(if o.quick { 5 } else { 20 });
+        let sizes: Vec<usize> =
+            std::env::var("CERTSYNC_BENCH_RECOVERY").map_or(vec![1, 100], |v| {
+                v.split(',')
+                    .map(|n| n.parse().expect("CERTSYNC_BENCH_RECOVERY: numbers"))
+                    .collect()
+            });
+        for n in sizes {
+            rows.extend(recovery(&rt, n, outage));
         }
     }
     if run("fanout") {
