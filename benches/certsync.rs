@@ -459,13 +459,7 @@ fn usage(pid: u32, acct: Option<&CpuAcct>) -> (f64, f64) {
 
 /// A `/proc/PID/status` field's number (kB for the memory fields).
 fn status_field(pid: u32, name: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    proc_field(pid, "status", name)
 }
 
 fn rss_mib(pid: u32) -> f64 {
@@ -474,9 +468,13 @@ fn rss_mib(pid: u32) -> f64 {
 
 /// A `/proc/PID/smaps_rollup` field's number (kB).
 fn rollup_field(pid: u32, name: &str) -> f64 {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    rollup
-        .lines()
+    proc_field(pid, "smaps_rollup", name)
+}
+
+/// The number after `name` in `/proc/PID/file` (0 if the process is gone).
+fn proc_field(pid: u32, file: &str, name: &str) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
+    text.lines()
         .find(|l| l.starts_with(name))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
@@ -817,25 +815,12 @@ fn idle_cost(rt: &tokio::runtime::Runtime, processes: usize, seconds: u64) -> Ro
         .map(|i| format!("idle-{}-{i}", std::process::id()))
         .collect();
     c.create(rt, &names, &support::certs::Pair::new("idle"));
-    let kc = c.kubeconfig.display().to_string();
     let running: Vec<support::Certsync> = names
         .iter()
         .enumerate()
         .map(|(i, name)| {
             let target = dir.path().join(format!("t{i}"));
-            let spec = format!("secret:{}/{name}={}", c.ns, target.display());
-            let cs = support::Certsync::start(
-                &[
-                    "run",
-                    "--kubeconfig",
-                    &kc,
-                    "--sync",
-                    &spec,
-                    "--log-level",
-                    "warn",
-                ],
-                dir.path(),
-            );
+            let cs = one_secret_process(&c, name, &target, dir.path());
             support::wait_for("the first sync", || support::read_live(&target));
             cs
         })
@@ -893,6 +878,33 @@ fn idle_cost(rt: &tokio::runtime::Runtime, processes: usize, seconds: u64) -> Ro
             "per process (mean; _max the largest); CPU from {source}; default --resync 1m, --watch-timeout 1m; a bookmark a minute"
         ),
     }
+}
+
+/// A certsync process with one mapping, from Secret `name` to `target`.
+fn one_secret_process(c: &Cluster, name: &str, target: &Path, dir: &Path) -> support::Certsync {
+    let kc = c.kubeconfig.display().to_string();
+    let spec = format!("secret:{}/{name}={}", c.ns, target.display());
+    support::Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            &kc,
+            "--sync",
+            &spec,
+            "--log-level",
+            "warn",
+        ],
+        dir,
+    )
+}
+
+/// The sizes a case runs: `var` as comma-separated numbers, else `default`.
+fn sizes(var: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(var).map_or(default.to_vec(), |v| {
+        v.split(',')
+            .map(|n| n.parse().unwrap_or_else(|_| panic!("{var}: numbers")))
+            .collect()
+    })
 }
 
 /// One certsync process with a mapping from each of `sources` to
@@ -1182,26 +1194,13 @@ fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
     c.create(rt, std::slice::from_ref(&name), &pair);
     let targets: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("t{i}"))).collect();
     let flips = FlipWatch::start(&targets);
-    let kc = c.kubeconfig.display().to_string();
     settle();
     let start = Instant::now();
     let procs: Vec<support::Certsync> = targets
         .iter()
         .map(|t| {
             // Each on a free admin port (Certsync::start sets port 0).
-            let spec = format!("secret:{}/{name}={}", c.ns, t.display());
-            support::Certsync::start(
-                &[
-                    "run",
-                    "--kubeconfig",
-                    &kc,
-                    "--sync",
-                    &spec,
-                    "--log-level",
-                    "warn",
-                ],
-                dir.path(),
-            )
+            one_secret_process(&c, &name, t, dir.path())
         })
         .collect();
     let spawned = start.elapsed();
@@ -1382,13 +1381,7 @@ fn main() {
     }
     if run("idle") {
         // One process alone, then ten of the same binary at once.
-        let processes: Vec<usize> =
-            std::env::var("CERTSYNC_BENCH_IDLE_PROCESSES").map_or(vec![1, 10], |v| {
-                v.split(',')
-                    .map(|n| n.parse().expect("CERTSYNC_BENCH_IDLE_PROCESSES: numbers"))
-                    .collect()
-            });
-        for n in processes {
+        for n in sizes("CERTSYNC_BENCH_IDLE_PROCESSES", &[1, 10]) {
             rows.push(idle_cost(&rt, n, if o.quick { 10 } else { 60 }));
         }
     }
@@ -1399,25 +1392,13 @@ fn main() {
     }
     if run("scale") || run("secret-scale") {
         let rotations = if o.quick { 20 } else { 200 };
-        let sizes: Vec<usize> =
-            std::env::var("CERTSYNC_BENCH_SCALE").map_or(vec![1, 100, 1000], |v| {
-                v.split(',')
-                    .map(|n| n.parse().expect("CERTSYNC_BENCH_SCALE: numbers"))
-                    .collect()
-            });
-        for n in sizes {
+        for n in sizes("CERTSYNC_BENCH_SCALE", &[1, 100, 1000]) {
             rows.push(secret_scale(&rt, n, rotations));
         }
     }
     if run("recovery") {
         let outage = Duration::from_secs(if o.quick { 5 } else { 20 });
-        let sizes: Vec<usize> =
-            std::env::var("CERTSYNC_BENCH_RECOVERY").map_or(vec![1, 100], |v| {
-                v.split(',')
-                    .map(|n| n.parse().expect("CERTSYNC_BENCH_RECOVERY: numbers"))
-                    .collect()
-            });
-        for n in sizes {
+        for n in sizes("CERTSYNC_BENCH_RECOVERY", &[1, 100]) {
             rows.extend(recovery(&rt, n, outage));
         }
     }
