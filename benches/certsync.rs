@@ -2,9 +2,11 @@
 //!
 //! Prints a table and, with `--json FILE`, writes the same figures as JSON.
 //! Options: `--quick` (fewer iterations, for a smoke run), `--only NAME`
-//! (writer, hostdir, idle, scale, secret-scale, secret, fanout), `--processes N` (the
-//! fan-out bench's process count, default 100). Against the test API server by
-//! default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set. The
+//! (writer, hostdir, idle, scale, secret-scale, secret, fanout, recovery),
+//! `--processes N` (the fan-out bench's process count, default 100);
+//! `CERTSYNC_BENCH_IDLE_PROCESSES` (default 1,10), `CERTSYNC_BENCH_SCALE`
+//! (1,100,1000) and `CERTSYNC_BENCH_RECOVERY` (1,100) choose the sizes.
+//! Against the test API server by default; against a real cluster when `CERTSYNC_E2E_KUBECONFIG` is set. The
 //! targets are made under `CERTSYNC_BENCH_DIR` if set (another file system),
 //! else under cargo's target/tmp.
 //!
@@ -457,32 +459,52 @@ fn usage(pid: u32, acct: Option<&CpuAcct>) -> (f64, f64) {
 
 /// A `/proc/PID/status` field's number (kB for the memory fields).
 fn status_field(pid: u32, name: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    proc_field(pid, "status", name)
 }
 
 fn rss_mib(pid: u32) -> f64 {
     status_field(pid, "VmRSS:") / 1024.0
 }
 
-/// Where resident memory goes: the binary's own pages (file-backed: code
-/// and read-only data the kernel maps in as they are touched, with
-/// fault-around), the heap and stacks (anonymous), and the thread count.
+/// A `/proc/PID/smaps_rollup` field's number (kB).
+fn rollup_field(pid: u32, name: &str) -> f64 {
+    proc_field(pid, "smaps_rollup", name)
+}
+
+/// The number after `name` in `/proc/PID/file` (0 if the process is gone).
+fn proc_field(pid: u32, file: &str, name: &str) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Where resident memory goes, in MiB: RSS; its file-backed part (the
+/// binary's code and read-only data, mapped in as touched, with
+/// fault-around; shared by every process running the same binary and
+/// reclaimable) and its anonymous part (heap, stacks, relocated data);
+/// private dirty memory (what only this process holds and the kernel
+/// cannot drop: what each more sidecar on a node costs); PSS (every page
+/// divided by the number of processes mapping it); and the thread count.
 fn memory_parts(pid: u32) -> BTreeMap<String, f64> {
+    let mib = |kb: f64| kb / 1024.0;
     BTreeMap::from([
+        ("rss_mib".to_owned(), mib(status_field(pid, "VmRSS:"))),
         (
             "rss_file_mib".to_owned(),
-            status_field(pid, "RssFile:") / 1024.0,
+            mib(status_field(pid, "RssFile:")),
         ),
         (
             "rss_anon_mib".to_owned(),
-            status_field(pid, "RssAnon:") / 1024.0,
+            mib(status_field(pid, "RssAnon:")),
         ),
+        (
+            "private_dirty_mib".to_owned(),
+            mib(rollup_field(pid, "Private_Dirty:")),
+        ),
+        ("pss_mib".to_owned(), mib(rollup_field(pid, "Pss:"))),
         ("threads".to_owned(), status_field(pid, "Threads:")),
     ])
 }
@@ -557,6 +579,29 @@ impl Cluster {
                 .unwrap();
         });
         now_ns()
+    }
+
+    /// [`Cluster::update`], retried while the bench's own client finds its
+    /// pooled connection dead (the server has just come back).
+    fn update_retrying(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        name: &str,
+        p: &support::certs::Pair,
+    ) -> u128 {
+        use kube::api::PostParams;
+        for _ in 0..50 {
+            let done = rt.block_on(async {
+                let mut s = self.api.get(name).await?;
+                s.data = secret(name, p).data;
+                self.api.replace(name, &PostParams::default(), &s).await
+            });
+            if done.is_ok() {
+                return now_ns();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("could not update Secret {name}");
     }
 
     fn delete(&self, rt: &tokio::runtime::Runtime, names: &[String]) {
@@ -758,20 +803,88 @@ fn hostdir_latency(n: usize, debounce: &str) -> Row {
     }
 }
 
-/// RSS and CPU of an idle certsync with one Secret mapping.
-fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
+/// Memory and CPU of `processes` idle certsync processes of the same
+/// binary running at once, each with its own Secret mapping: per process
+/// (the mean over them), private memory, PSS and RSS. With more processes
+/// the code pages are shared, so PSS drops towards the private part, while
+/// RSS stays what one process alone shows.
+fn idle_cost(rt: &tokio::runtime::Runtime, processes: usize, seconds: u64) -> Row {
     let dir = BenchDir::new();
     let c = rt.block_on(cluster(dir.path()));
-    let name = format!("idle-{}", std::process::id());
-    c.create(
-        rt,
-        std::slice::from_ref(&name),
-        &support::certs::Pair::new("idle"),
+    let names: Vec<String> = (0..processes)
+        .map(|i| format!("idle-{}-{i}", std::process::id()))
+        .collect();
+    c.create(rt, &names, &support::certs::Pair::new("idle"));
+    let running: Vec<support::Certsync> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let target = dir.path().join(format!("t{i}"));
+            let cs = one_secret_process(&c, name, &target, dir.path());
+            support::wait_for("the first sync", || support::read_live(&target));
+            cs
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(5)); // settle
+    let pids: Vec<u32> = running.iter().map(|cs| cs.child.id()).collect();
+    let accts: Vec<Option<CpuAcct>> = pids.iter().map(|p| CpuAcct::for_process(*p)).collect();
+    let before: Vec<(f64, f64)> = pids
+        .iter()
+        .zip(&accts)
+        .map(|(p, a)| usage(*p, a.as_ref()))
+        .collect();
+    std::thread::sleep(Duration::from_secs(seconds));
+    let after: Vec<(f64, f64)> = pids
+        .iter()
+        .zip(&accts)
+        .map(|(p, a)| usage(*p, a.as_ref()))
+        .collect();
+    let parts: Vec<BTreeMap<String, f64>> = pids.iter().map(|p| memory_parts(*p)).collect();
+    drop(running);
+    let source = if accts.iter().all(Option::is_some) {
+        "cgroup cpuacct, ns"
+    } else {
+        "utime+stime, 10 ms ticks"
+    };
+    drop(accts);
+    c.delete(rt, &names);
+    let n = processes as f64;
+    let mut figures = BTreeMap::new();
+    for key in parts[0].keys() {
+        let values: Vec<f64> = parts.iter().map(|m| m[key]).collect();
+        figures.insert(key.clone(), values.iter().sum::<f64>() / n);
+        if processes > 1 && key != "threads" {
+            let max = values.iter().copied().fold(f64::MIN, f64::max);
+            figures.insert(format!("{key}_max"), max);
+        }
+    }
+    figures.insert(
+        "rss_start_mib".into(),
+        before.iter().map(|(rss, _)| rss).sum::<f64>() / n,
     );
-    let target = dir.path().join("target");
-    let spec = format!("secret:{}/{name}={}", c.ns, target.display());
+    let cpu: f64 = before
+        .iter()
+        .zip(&after)
+        .map(|((_, c0), (_, c1))| c1 - c0)
+        .sum::<f64>()
+        / n;
+    figures.insert("cpu_ms_per_min".into(), cpu * 60.0 / seconds as f64);
+    Row {
+        bench: "idle".into(),
+        case: format!("{processes} process(es), one Secret mapping each, {seconds} s"),
+        n: processes,
+        figures,
+        note: format!(
+            "per process (mean; _max the largest); CPU from {source}; default --resync 1m, --watch-timeout 1m; a bookmark a minute"
+        ),
+    }
+}
+
+/// A certsync process with one mapping, from Secret `name` to `target`.
+fn one_secret_process(c: &Cluster, name: &str, target: &Path, dir: &Path) -> support::Certsync {
     let kc = c.kubeconfig.display().to_string();
-    let cs = support::Certsync::start(
+    let spec = format!("secret:{}/{name}={}", c.ns, target.display());
+    support::Certsync::start(
         &[
             "run",
             "--kubeconfig",
@@ -781,47 +894,34 @@ fn idle_cost(rt: &tokio::runtime::Runtime, seconds: u64) -> Row {
             "--log-level",
             "warn",
         ],
-        dir.path(),
-    );
-    support::wait_for("the first sync", || support::read_live(&target));
-    std::thread::sleep(Duration::from_secs(5)); // settle
-    let pid = cs.child.id();
-    let acct = CpuAcct::for_process(pid);
-    let (rss0, cpu0) = usage(pid, acct.as_ref());
-    std::thread::sleep(Duration::from_secs(seconds));
-    let (rss1, cpu1) = usage(pid, acct.as_ref());
-    let parts = memory_parts(pid);
-    drop(cs);
-    let source = if acct.is_some() {
-        "cgroup cpuacct, ns"
-    } else {
-        "utime+stime, 10 ms ticks"
-    };
-    drop(acct);
-    c.delete(rt, std::slice::from_ref(&name));
-    let mut figures = BTreeMap::new();
-    figures.insert("rss_mib".into(), rss1);
-    figures.insert("rss_start_mib".into(), rss0);
-    figures.extend(parts);
-    figures.insert(
-        "cpu_ms_per_min".into(),
-        (cpu1 - cpu0) * 60.0 / seconds as f64,
-    );
-    Row {
-        bench: "idle".into(),
-        case: format!("one Secret mapping, {seconds} s"),
-        n: 1,
-        figures,
-        note: format!(
-            "CPU from {source}; default --resync 1m, --watch-timeout 1m; a bookmark a minute"
-        ),
-    }
+        dir,
+    )
+}
+
+/// The sizes a case runs: `var` as comma-separated numbers, else `default`.
+fn sizes(var: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(var).map_or(default.to_vec(), |v| {
+        v.split(',')
+            .map(|n| n.parse().unwrap_or_else(|_| panic!("{var}: numbers")))
+            .collect()
+    })
 }
 
 /// One certsync process with a mapping from each of `sources` to
 /// `dir/t{i}` (through a config file) and `extra` flags: the process, and
 /// the time from its start until every target was live.
 fn start_mappings(
+    dir: &Path,
+    sources: &[String],
+    extra: &[&str],
+) -> (support::Certsync, Duration, CpuTime) {
+    settle();
+    start_mappings_unsettled(dir, sources, extra)
+}
+
+/// [`start_mappings`] without waiting for the file system to settle, for
+/// cases that do not measure the first sync.
+fn start_mappings_unsettled(
     dir: &Path,
     sources: &[String],
     extra: &[&str],
@@ -844,7 +944,6 @@ fn start_mappings(
         "warn",
     ];
     args.extend_from_slice(extra);
-    settle();
     let mut done = 0;
     let start = Instant::now();
     let cs = support::Certsync::start(&args, dir);
@@ -965,7 +1064,7 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
     let (cs, all, cpu) = start_mappings(dir.path(), &sources, &["--kubeconfig", &kc]);
     std::thread::sleep(Duration::from_secs(5));
     let pid = cs.child.id();
-    let rss = rss_mib(pid);
+    let memory = memory_parts(pid);
     let conns = support::tcp_connections(pid, &support::server_addrs(&c.kubeconfig));
     flush_writeback();
     let mut each = Vec::with_capacity(rotations);
@@ -982,7 +1081,7 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
     let mut figures = percentiles(each);
     figures.insert("first_sync_all_s".into(), all.as_secs_f64());
     cpu.record(&mut figures);
-    figures.insert("rss_mib".into(), rss);
+    figures.extend(memory);
     figures.insert("rss_after_rotations_mib".into(), rss_after);
     figures.insert("tcp_connections".into(), conns as f64);
     Row {
@@ -1001,6 +1100,89 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
     }
 }
 
+/// Watch recovery: `n` Secret mappings in one process, the test API server
+/// down for `outage` with its history compacted meanwhile (certsync's
+/// resumed watches get 410 Gone), then serving again on the same port, and
+/// every Secret changed right then. Reports the time from the server
+/// serving again to each change on disk (the first, p50 and the last of
+/// the `n` mappings), waiting up to 3 minutes.
+fn recovery(rt: &tokio::runtime::Runtime, n: usize, outage: Duration) -> Option<Row> {
+    let dir = BenchDir::new();
+    let mut c = rt.block_on(cluster(dir.path()));
+    c.fake.as_ref()?;
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("recovery-{}-{i}", std::process::id()))
+        .collect();
+    c.create(rt, &names, &support::certs::Pair::new("recovery"));
+    let sources: Vec<String> = names
+        .iter()
+        .map(|name| format!("secret:{}/{name}", c.ns))
+        .collect();
+    let targets: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("t{i}"))).collect();
+    let flips = FlipWatch::start(&targets);
+    let kc = c.kubeconfig.display().to_string();
+    let (mut cs, _, _) = start_mappings_unsettled(dir.path(), &sources, &["--kubeconfig", &kc]);
+    std::thread::sleep(Duration::from_secs(2));
+    {
+        let fake = c.fake.as_mut()?;
+        fake.down();
+        std::thread::sleep(outage);
+        fake.compact();
+        rt.block_on(fake.up());
+    }
+    let up = now_ns();
+    let next = support::certs::Pair::new("recovery-2");
+    let acks: Vec<u128> = names
+        .iter()
+        .map(|name| c.update_retrying(rt, name, &next))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut on_disk: Vec<Option<u128>> = vec![None; n];
+    while Instant::now() < deadline && on_disk.iter().any(Option::is_none) {
+        for (i, t) in on_disk.iter_mut().enumerate() {
+            if t.is_none() {
+                *t = flips.when(i, &next.cert);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let running = cs.is_running();
+    drop(cs);
+    c.delete(rt, &names);
+    let from_up: Vec<f64> = on_disk
+        .iter()
+        .flatten()
+        .map(|t| ms_between(up, *t))
+        .collect();
+    let mut figures = BTreeMap::new();
+    for (k, v) in percentiles(from_up.clone()) {
+        figures.insert(format!("serving_to_file_{k}"), v);
+    }
+    figures.insert(
+        "serving_to_file_first_ms".into(),
+        from_up.iter().copied().fold(f64::MAX, f64::min),
+    );
+    figures.insert(
+        "serving_to_last_change_acked_ms".into(),
+        ms_between(up, acks.iter().copied().max().unwrap_or(up)),
+    );
+    figures.insert(
+        "missed".into(),
+        on_disk.iter().filter(|t| t.is_none()).count() as f64,
+    );
+    figures.insert("exited".into(), if running { 0.0 } else { 1.0 });
+    Some(Row {
+        bench: "recovery".into(),
+        case: format!(
+            "{n} Secret mapping(s), one process, {} outage, history compacted",
+            humantime::format_duration(outage)
+        ),
+        n,
+        figures,
+        note: "from the test API server listening again to each mapping's change on disk (every Secret changed right then); max = the last mapping; waits up to 180 s".into(),
+    })
+}
+
 /// N certsync processes watching one Secret, each into its own target:
 /// start-to-synced, fan-out latency (API acknowledgement to all N flipped)
 /// over `updates` updates, and each process's RSS.
@@ -1012,26 +1194,13 @@ fn fanout(rt: &tokio::runtime::Runtime, n: usize, updates: usize) -> Row {
     c.create(rt, std::slice::from_ref(&name), &pair);
     let targets: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("t{i}"))).collect();
     let flips = FlipWatch::start(&targets);
-    let kc = c.kubeconfig.display().to_string();
     settle();
     let start = Instant::now();
     let procs: Vec<support::Certsync> = targets
         .iter()
         .map(|t| {
             // Each on a free admin port (Certsync::start sets port 0).
-            let spec = format!("secret:{}/{name}={}", c.ns, t.display());
-            support::Certsync::start(
-                &[
-                    "run",
-                    "--kubeconfig",
-                    &kc,
-                    "--sync",
-                    &spec,
-                    "--log-level",
-                    "warn",
-                ],
-                dir.path(),
-            )
+            one_secret_process(&c, &name, t, dir.path())
         })
         .collect();
     let spawned = start.elapsed();
@@ -1211,7 +1380,10 @@ fn main() {
         rows.push(hostdir_latency(if o.quick { 20 } else { 200 }, "1ms"));
     }
     if run("idle") {
-        rows.push(idle_cost(&rt, if o.quick { 10 } else { 60 }));
+        // One process alone, then ten of the same binary at once.
+        for n in sizes("CERTSYNC_BENCH_IDLE_PROCESSES", &[1, 10]) {
+            rows.push(idle_cost(&rt, n, if o.quick { 10 } else { 60 }));
+        }
     }
     if run("scale") {
         for n in [1, 10, 100, 1000] {
@@ -1220,14 +1392,14 @@ fn main() {
     }
     if run("scale") || run("secret-scale") {
         let rotations = if o.quick { 20 } else { 200 };
-        let sizes: Vec<usize> =
-            std::env::var("CERTSYNC_BENCH_SCALE").map_or(vec![1, 100, 1000], |v| {
-                v.split(',')
-                    .map(|n| n.parse().expect("CERTSYNC_BENCH_SCALE: numbers"))
-                    .collect()
-            });
-        for n in sizes {
+        for n in sizes("CERTSYNC_BENCH_SCALE", &[1, 100, 1000]) {
             rows.push(secret_scale(&rt, n, rotations));
+        }
+    }
+    if run("recovery") {
+        let outage = Duration::from_secs(if o.quick { 5 } else { 20 });
+        for n in sizes("CERTSYNC_BENCH_RECOVERY", &[1, 100]) {
+            rows.extend(recovery(&rt, n, outage));
         }
     }
     if run("fanout") {

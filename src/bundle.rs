@@ -9,8 +9,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 /// Target name of the certificate chain.
 pub const CERT_FILE: &str = "tls.crt";
 /// Target name of the private key.
@@ -145,15 +143,30 @@ impl Bundle {
     /// length-prefixed so that no two different bundles can collide by moving
     /// bytes between a name and its contents.
     pub fn hash(&self) -> ContentHash {
-        let mut h = Sha256::new();
+        let mut h = ring::digest::Context::new(&ring::digest::SHA256);
         for (name, bytes) in self.files() {
-            h.update((name.len() as u64).to_be_bytes());
+            h.update(&(name.len() as u64).to_be_bytes());
             h.update(name.as_bytes());
-            h.update((bytes.len() as u64).to_be_bytes());
+            h.update(&(bytes.len() as u64).to_be_bytes());
             h.update(bytes);
         }
-        ContentHash(h.finalize().into())
+        ContentHash(sha256_of(h))
     }
+}
+
+/// SHA-256 of `bytes`, by ring: the implementation TLS already links (the
+/// sha2 crate would be a second one, with its own CPU detection).
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut h = ring::digest::Context::new(&ring::digest::SHA256);
+    h.update(bytes);
+    sha256_of(h)
+}
+
+fn sha256_of(h: ring::digest::Context) -> [u8; 32] {
+    let mut out = [0; 32];
+    // A SHA-256 context's digest is 32 bytes: the lengths always match.
+    out.copy_from_slice(h.finish().as_ref());
+    out
 }
 
 impl fmt::Debug for Bundle {
@@ -224,6 +237,16 @@ impl Item {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// FIPS 180-2's "abc" vector: the hash is SHA-256, whoever computes it
+    /// (fingerprints are compared with openssl's and kube-apiserver's).
+    #[test]
+    fn sha256_is_sha256() {
+        assert_eq!(
+            hex::encode(sha256(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 
     fn bundle(pairs: &[(&str, &[u8])]) -> Bundle {
         let mut b = Bundle::default();

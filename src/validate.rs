@@ -17,7 +17,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::pem::{self, PemObject, SectionKind};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer};
-use sha2::{Digest, Sha256};
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 
@@ -267,7 +266,7 @@ fn validate_files(
             }
             // PEM of a kind rustls does not know (DH parameters, a
             // signature): published once every block parses.
-            _ if other_pem(bytes) => continue,
+            _ if crate::pem::all_decode(bytes) => continue,
             _ if allow_non_pem => continue,
             _ => return Err(ValidationError::NotPem { file: origin }),
         };
@@ -315,12 +314,6 @@ fn validate_files(
         }
     }
     Ok(Validated { leaf })
-}
-
-/// Whether `bytes` are PEM blocks (any label) that all decode.
-fn other_pem(bytes: &[u8]) -> bool {
-    let mut blocks = x509_parser::pem::Pem::iter_from_buffer(bytes).peekable();
-    blocks.peek().is_some() && blocks.all(|b| b.is_ok())
 }
 
 /// Whether `bytes` may be published with the certificate mode: nothing but
@@ -410,14 +403,7 @@ fn pem_blocks(file: &str, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, V
     };
     let blocks = <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes)
         .collect::<Result<Vec<_>, _>>()
-        // The library's own messages can quote input lines; ours never do.
-        .map_err(|e| match e {
-            pem::Error::MissingSectionEnd { .. } => pem_err("a block has no END line (truncated?)"),
-            pem::Error::IllegalSectionStart { .. } => pem_err("a BEGIN line is malformed"),
-            pem::Error::Base64Decode(_) => pem_err("a block's body is not valid base64"),
-            pem::Error::SectionTooLarge => pem_err("a block is too large"),
-            _ => pem_err("unreadable"),
-        })?;
+        .map_err(|e| pem_err(crate::pem::problem(&e)))?;
     if blocks.is_empty() {
         return Err(pem_err("no PEM blocks found"));
     }
@@ -532,7 +518,7 @@ pub fn key_matches(cert_pem: &[u8], key_pem: &[u8]) -> Result<bool, ValidationEr
 
 /// Facts of a certificate that `certificates` already parsed.
 fn leaf_facts(der: &[u8]) -> Leaf {
-    let sha256 = Sha256::digest(der).into();
+    let sha256 = crate::bundle::sha256(der);
     match x509_parser::parse_x509_certificate(der) {
         Ok((_, c)) => Leaf {
             subject: c.subject().to_string(),

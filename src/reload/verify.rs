@@ -13,7 +13,6 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
-use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
@@ -145,7 +144,7 @@ impl ServingCheck {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        leaf.map(|der| Sha256::digest(der).into())
+        leaf.map(|der| crate::bundle::sha256(&der))
             .ok_or_else(|| "no certificate presented".to_owned())
     }
 

@@ -37,7 +37,6 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::Client;
 use kube::client::{Body, ConfigExt};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tower::{BoxError, ServiceBuilder};
 
@@ -146,7 +145,7 @@ impl ClientSettings {
         let fingerprint = || {
             crate::files::read_regular(&file, KUBECONFIG_LIMIT)
                 .ok()
-                .map(Sha256::digest)
+                .map(|bytes| crate::bundle::sha256(&bytes))
         };
         let mut built = false;
         let mut built_from = None;

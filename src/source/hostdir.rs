@@ -19,6 +19,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rustls_pki_types::pem::SectionKind;
 use tokio::sync::watch;
 
 use super::Update;
@@ -52,6 +53,11 @@ pub enum HostDirError {
         #[source]
         source: io::Error,
     },
+    #[error("{path}: not a combined PEM certsync can read: {problem}")]
+    Combined {
+        path: PathBuf,
+        problem: &'static str,
+    },
     #[error(transparent)]
     Name(#[from] BundleError),
 }
@@ -76,7 +82,7 @@ impl HostDir {
             let path = self.dir.join(name);
             let pem =
                 read_inside(&root, &path)?.ok_or(HostDirError::Missing { path: path.clone() })?;
-            let (certs, key) = split_combined(&pem);
+            let (certs, key) = split_combined(&path, &pem)?;
             let origin = path.display();
             bundle.insert(CERT_FILE, certs, format!("{origin} (certificates)"))?;
             bundle.insert(KEY_FILE, key, format!("{origin} (private key)"))?;
@@ -223,24 +229,28 @@ fn read_inside(root: &Path, path: &Path) -> Result<Option<Vec<u8>>, HostDirError
 }
 
 /// Splits a combined PEM into (certificate blocks, private-key blocks),
-/// keeping each block's bytes as they were. Text outside blocks is dropped;
-/// validation judges what remains.
-fn split_combined(pem: &[u8]) -> (Vec<u8>, Vec<u8>) {
+/// keeping each block's text as it was; text outside blocks is dropped and
+/// validation judges what remains. Blocks of other kinds rustls-pki-types
+/// reads (a request, a CRL) go with the certificates, where validation
+/// judges them as for any certificate file. What the reader cannot read
+/// (a syntax error, an unknown label such as an encrypted key) fails the
+/// read: passing on part of the file would publish less than it holds.
+fn split_combined(path: &Path, pem: &[u8]) -> Result<(Vec<u8>, Vec<u8>), HostDirError> {
+    let blocks = crate::pem::blocks(pem).map_err(|problem| HostDirError::Combined {
+        path: path.into(),
+        problem,
+    })?;
     let (mut certs, mut key) = (Vec::new(), Vec::new());
-    let mut current: Option<&mut Vec<u8>> = None;
-    for line in pem.split_inclusive(|b| *b == b'\n') {
-        if line.starts_with(b"-----BEGIN ") {
-            let is_key = line.windows(11).any(|w| w == b"PRIVATE KEY");
-            current = Some(if is_key { &mut key } else { &mut certs });
-        }
-        if let Some(buf) = current.as_deref_mut() {
-            buf.extend_from_slice(line);
-        }
-        if line.starts_with(b"-----END ") {
-            current = None;
-        }
+    for block in blocks {
+        let to = match block.kind {
+            SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey => {
+                &mut key
+            }
+            _ => &mut certs,
+        };
+        to.extend_from_slice(block.text);
     }
-    (certs, key)
+    Ok((certs, key))
 }
 
 #[cfg(test)]
@@ -297,9 +307,9 @@ mod tests {
     #[test]
     fn combined_pem_through_a_symlink() {
         let d = tempfile::tempdir().unwrap();
-        let pem = "junk\n-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n\
-                   -----BEGIN EC PRIVATE KEY-----\nBBB\n-----END EC PRIVATE KEY-----\n\
-                   -----BEGIN CERTIFICATE-----\nCCC\n-----END CERTIFICATE-----\n";
+        let pem = "junk\n-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n\
+                   -----BEGIN EC PRIVATE KEY-----\nBBBB\n-----END EC PRIVATE KEY-----\n\
+                   -----BEGIN CERTIFICATE-----\nCCCC\n-----END CERTIFICATE-----\n";
         fs::write(d.path().join("kubelet-server-2026.pem"), pem).unwrap();
         symlink(
             d.path().join("kubelet-server-2026.pem"),
@@ -319,13 +329,43 @@ mod tests {
         let b = src.read().unwrap();
         assert_eq!(
             b.get(CERT_FILE).unwrap(),
-            b"-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nCCC\n-----END CERTIFICATE-----\n"
+            b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nCCCC\n-----END CERTIFICATE-----\n"
         );
         assert_eq!(
             b.get(KEY_FILE).unwrap(),
-            b"-----BEGIN EC PRIVATE KEY-----\nBBB\n-----END EC PRIVATE KEY-----\n"
+            b"-----BEGIN EC PRIVATE KEY-----\nBBBB\n-----END EC PRIVATE KEY-----\n"
         );
         assert!(b.origin(KEY_FILE).contains("current.pem (private key)"));
+    }
+
+    /// What the one PEM reader would step over unread (an encrypted key has
+    /// a label it does not know) fails the read instead of being dropped.
+    #[test]
+    fn combined_pem_with_a_block_it_cannot_read_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let cert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let src = HostDir {
+            dir: d.path().into(),
+            layout: Layout::Combined("current.pem".into()),
+            items: [].into(),
+        };
+        for (pem, want) in [
+            (
+                format!(
+                    "{cert}-----BEGIN ENCRYPTED PRIVATE KEY-----\nBBBB\n-----END ENCRYPTED PRIVATE KEY-----\n"
+                ),
+                "a block certsync does not read",
+            ),
+            (
+                format!("{cert}-----BEGIN EC PRIVATE KEY-----\nBBBB\n"),
+                "a block has no END line",
+            ),
+        ] {
+            fs::write(d.path().join("current.pem"), pem).unwrap();
+            let e = src.read().unwrap_err().to_string();
+            assert!(e.contains("current.pem: not a combined PEM"), "{e}");
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]

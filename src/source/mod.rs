@@ -64,6 +64,8 @@ impl SourceError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::HostDir(hostdir::HostDirError::TooLarge { .. }) => "too_large",
+            // As when validation finds it in a file.
+            Self::HostDir(hostdir::HostDirError::Combined { .. }) => "bad_pem",
             _ => "source_unavailable",
         }
     }

@@ -18,9 +18,8 @@
 //!   including a list or watch without a name selector, like RBAC with
 //!   `resourceNames`;
 //! - HTTP/1.1 and HTTP/2 (ALPN `h2` over TLS, as kube-apiserver), with
-//!   Go's default limit of 250 concurrent streams per connection (what
-//!   kube-apiserver serves unless `--http2-max-streams-per-connection` is
-//!   set); it records each connection's protocol;
+//!   the limit of concurrent streams per connection kube-apiserver v1.36
+//!   advertises ([`MAX_STREAMS`]); it records each connection's protocol;
 //! - faults on demand: drop every connection, end every watch, end each
 //!   new watch at once with no event (as a proxy that cuts long requests
 //!   does), stall watches (no bytes), answer 500 for the next N requests, 410 for the
@@ -112,6 +111,11 @@ struct Shared {
     owners: Mutex<HashMap<Key, HashMap<String, std::collections::BTreeSet<String>>>>,
 }
 
+/// SETTINGS_MAX_CONCURRENT_STREAMS as kube-apiserver v1.36 advertises it
+/// (measured; its `--http2-max-streams-per-connection` default), not Go's
+/// own default of 250: 1,000 watches need 10 connections on a real server.
+pub const MAX_STREAMS: u32 = 100;
+
 /// The running server. Stops when dropped.
 pub struct ApiServer {
     pub addr: SocketAddr,
@@ -145,7 +149,7 @@ impl ApiServer {
 
     /// Starts on a free loopback port serving HTTPS with `cert`/`key` (PEM).
     pub async fn start_tls(cert: &[u8], key: &[u8]) -> Self {
-        Self::start_tls_with(cert, key, true, 250).await
+        Self::start_tls_with(cert, key, true, MAX_STREAMS).await
     }
 
     /// HTTPS offering `h2` only when `h2`, with `max_streams` per HTTP/2
@@ -216,7 +220,7 @@ impl ApiServer {
         let mut s = Self {
             addr: listener.local_addr().unwrap(),
             tls: None,
-            max_streams: 250,
+            max_streams: MAX_STREAMS,
             protocols: Arc::default(),
             shared,
             accept: None,
@@ -362,6 +366,25 @@ impl ApiServer {
     /// resourceVersion (a storm of expirations).
     pub fn gone_next(&self, n: u32) {
         self.shared.store.lock().unwrap().gone_next = n;
+    }
+
+    /// Sets Secret `ns/name`'s data, under a new resourceVersion, without
+    /// a request: a write that reached etcd through another API server
+    /// while this one was down (a rolling restart of an HA control plane).
+    pub fn write_secret_data(&self, ns: &str, name: &str, data: &[(&str, &[u8])]) {
+        use base64::Engine as _;
+        let mut st = self.shared.store.lock().unwrap();
+        let key: Key = ("secrets".into(), ns.into(), name.into());
+        let mut obj = st.objects.get(&key).expect("the Secret exists").clone();
+        obj["data"] = data
+            .iter()
+            .map(|(k, v)| {
+                let v = base64::engine::general_purpose::STANDARD.encode(v);
+                ((*k).to_owned(), Value::String(v))
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        commit(&self.shared, &mut st, "MODIFIED", key, obj);
     }
 
     /// Forgets history: watches from any earlier resourceVersion get 410.

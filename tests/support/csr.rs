@@ -101,14 +101,15 @@ fn request(spec: &Value) -> Result<(), String> {
         .as_str()
         .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
         .ok_or("PEM block type must be CERTIFICATE REQUEST")?;
-    let (_, block) = x509_parser::pem::parse_x509_pem(&pem)
-        .map_err(|_| "PEM block type must be CERTIFICATE REQUEST")?;
-    if block.label != "CERTIFICATE REQUEST" {
-        return Err("PEM block type must be CERTIFICATE REQUEST".into());
-    }
+    // `certificates.ParseCSR`: the first block only.
+    let block = validation::go_pem_blocks(&String::from_utf8_lossy(&pem))
+        .into_iter()
+        .next()
+        .filter(|b| b.label == "CERTIFICATE REQUEST")
+        .ok_or("PEM block type must be CERTIFICATE REQUEST")?;
     use x509_parser::prelude::FromDer as _;
     let (_, req) =
-        x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
+        x509_parser::certification_request::X509CertificationRequest::from_der(&block.der)
             .map_err(|e| format!("asn1: {e}"))?;
     req.verify_signature()
         .map_err(|e| format!("request signature is invalid: {e}"))
@@ -122,15 +123,17 @@ fn certificate(text: &str) -> Result<(), String> {
         .decode(text)
         .map_err(|e| e.to_string())?;
     let mut blocks = 0;
-    for block in x509_parser::pem::Pem::iter_from_buffer(&pem) {
-        let block = block.map_err(|e| e.to_string())?;
+    for block in validation::go_pem_blocks(&String::from_utf8_lossy(&pem)) {
         if block.label != "CERTIFICATE" {
             return Err(format!(
                 "only CERTIFICATE PEM blocks are allowed, found {:?}",
                 block.label
             ));
         }
-        block.parse_x509().map_err(|e| e.to_string())?;
+        if block.headers {
+            return Err("no PEM block headers are permitted".into());
+        }
+        x509_parser::parse_x509_certificate(&block.der).map_err(|e| e.to_string())?;
         blocks += 1;
     }
     if blocks == 0 {

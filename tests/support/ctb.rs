@@ -80,7 +80,7 @@ fn trust_bundle_errors(bundle: &str) -> Vec<String> {
     }
     let mut errors = Vec::new();
     let mut seen: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
-    for (i, block) in pem_blocks(bundle).into_iter().enumerate() {
+    for (i, block) in validation::go_pem_blocks(bundle).into_iter().enumerate() {
         let invalid = |m: String| format!("Invalid value: \"<value omitted>\": {m}");
         if block.label != "CERTIFICATE" {
             errors.push(invalid(format!(
@@ -120,50 +120,6 @@ fn trust_bundle_errors(bundle: &str) -> Vec<String> {
         ));
     }
     errors
-}
-
-/// One PEM block as Go's `pem.Decode` sees it.
-struct Block {
-    label: String,
-    /// `Key: value` lines before the base64 (RFC 1421 headers).
-    headers: bool,
-    der: Vec<u8>,
-}
-
-/// The PEM blocks of `text`, in order; text between blocks is ignored, and
-/// a block whose base64 does not decode is skipped, as `pem.Decode` does.
-fn pem_blocks(text: &str) -> Vec<Block> {
-    use base64::Engine as _;
-    let mut blocks = Vec::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        let Some(label) = line
-            .trim()
-            .strip_prefix("-----BEGIN ")
-            .and_then(|l| l.strip_suffix("-----"))
-        else {
-            continue;
-        };
-        let (mut headers, mut b64) = (false, String::new());
-        for l in lines.by_ref() {
-            if l.trim().starts_with("-----END ") {
-                break;
-            }
-            if l.contains(':') {
-                headers = true;
-            } else {
-                b64.push_str(l.trim());
-            }
-        }
-        if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(&b64) {
-            blocks.push(Block {
-                label: label.to_owned(),
-                headers,
-                der,
-            });
-        }
-    }
-    blocks
 }
 
 fn validate(obj: &Value) -> validation::Errors {

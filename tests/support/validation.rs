@@ -251,3 +251,49 @@ pub fn update(old: &Value, new: &Value) -> Errors {
     }
     errors
 }
+
+/// One PEM block as Go's `pem.Decode` sees it.
+pub struct GoPemBlock {
+    pub label: String,
+    /// `Key: value` lines before the base64 (RFC 1421 headers).
+    pub headers: bool,
+    pub der: Vec<u8>,
+}
+
+/// The PEM blocks of `text`, in order, as the API server's Go `pem.Decode`
+/// loop reads them: text between blocks is ignored, and a block whose
+/// base64 does not decode is skipped. Not certsync's reader
+/// (rustls-pki-types): the test server must accept and refuse what Go
+/// does, RFC 1421 headers and unknown labels included.
+pub fn go_pem_blocks(text: &str) -> Vec<GoPemBlock> {
+    let mut blocks = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(label) = line
+            .trim()
+            .strip_prefix("-----BEGIN ")
+            .and_then(|l| l.strip_suffix("-----"))
+        else {
+            continue;
+        };
+        let (mut headers, mut b64) = (false, String::new());
+        for l in lines.by_ref() {
+            if l.trim().starts_with("-----END ") {
+                break;
+            }
+            if l.contains(':') {
+                headers = true;
+            } else {
+                b64.push_str(l.trim());
+            }
+        }
+        if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(&b64) {
+            blocks.push(GoPemBlock {
+                label: label.to_owned(),
+                headers,
+                der,
+            });
+        }
+    }
+    blocks
+}

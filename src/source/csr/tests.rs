@@ -187,8 +187,10 @@ fn every_key_algorithm_makes_a_request_that_verifies() {
         s.key_alg = alg;
         s.organizations = vec!["system:masters".into(), "team-a".into()];
         let r = new_request(&s).unwrap();
-        let (_, pem) = x509_parser::pem::parse_x509_pem(r.csr_pem.as_bytes()).unwrap();
-        let (_, req) = X509CertificationRequest::from_der(&pem.contents).unwrap();
+        let der =
+            rustls_pki_types::CertificateSigningRequestDer::from_pem_slice(r.csr_pem.as_bytes())
+                .unwrap();
+        let (_, req) = X509CertificationRequest::from_der(der.as_ref()).unwrap();
         req.verify_signature()
             .unwrap_or_else(|e| panic!("{alg}: {e:?}"));
         let subject = &req.certification_request_info.subject;
