@@ -480,3 +480,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "metrics_docs_tests.rs"]
+mod docs_tests;

@@ -1,5 +1,5 @@
 //! The manifests in deploy/ parse as Kubernetes objects and say what the
-//! README promises.
+//! docs promise (docs/guides/, docs/install.md).
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;

@@ -1,6 +1,6 @@
 //! certsync runs as root next to the control plane: nothing it is handed
 //! may turn it against the node. One test per class of defect, through the
-//! real binary (see README, "Security").
+//! real binary (see docs/security.md, "File-system invariants").
 
 mod support;
 

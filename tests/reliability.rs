@@ -48,7 +48,7 @@ fn gen_of(bytes: &[u8]) -> Option<u64> {
 
 /// A reader that resolves `..data` once and reads both files through it
 /// never sees a certificate of one generation beside a key of another,
-/// across many flips (the README's "how consumers should read").
+/// across many flips (docs/reference/layout.md, "How consumers should read").
 #[test]
 fn readers_resolving_data_once_never_see_a_mixed_pair() {
     let dir = scratch();
