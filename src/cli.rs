@@ -88,7 +88,7 @@ Options of every kind:
   verify=HOST:PORT           after a reload, check the consumer serves the new pair
   sni=NAME                   server name sent by verify=
 
-Options of csr: (see README, Requesting certificates):
+Options of csr: (see docs/guides/requesting-certificates.md):
   cn=, o= (repeatable)       subject
   dns=, ip= (repeatable)     SANs
   key-alg=ALG                ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519

@@ -356,7 +356,8 @@ fn a_chatty_source_directory_does_not_starve_the_sync() {
 
 /// A one-shot HTTP server: answers every request with `response` and
 /// records the request lines it saw.
-fn canned_http(response: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+fn canned_http(response: impl Into<String>) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let response: String = response.into();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -394,7 +395,7 @@ fn redirected_reload(
     let response = format!(
         "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
-    let (port, seen) = canned_http(Box::leak(response.into_boxed_str()));
+    let (port, seen) = canned_http(response);
     let url = url(port);
     let cs = daemon(
         d.path(),

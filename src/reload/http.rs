@@ -133,7 +133,7 @@ impl HttpHook {
             })
             .collect::<Result<Vec<_>, HttpError>>()?;
 
-        // ring, the provider certsync uses everywhere (see README).
+        // ring, the provider certsync uses everywhere (docs/security.md, Crypto provider).
         // Installing twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut hook = Self {
