@@ -29,6 +29,12 @@
 //!   (client-go's client rate limiter: 5 and 10): a server or proxy that
 //!   ends every watch after one event or bookmark (never "short"), or
 //!   answers one with `410 Gone` (relisted at once), cannot make it spin;
+//! - a loop that could not reach the API server (no HTTP answer) waits out
+//!   its backoff, or less: as soon as another loop of the process hears
+//!   from the server again ([`Recovery`]), it retries within a second
+//!   (jittered). One process's hundreds of watches then come back together
+//!   after an outage instead of over the next 30 s, while different
+//!   processes, each woken by its own first jittered retry, still spread out;
 //! - a watch the server has not ended within its `timeoutSeconds` and
 //!   [`super::WATCH_MARGIN`] more is stalled ([`super::stall_deadline`]):
 //!   given up and resumed, however alive its connection looks.
@@ -102,6 +108,34 @@ pub fn retry_delay(failures: u32) -> Duration {
     crate::backoff(Duration::from_millis(800), failures).min(Duration::from_secs(30))
 }
 
+/// News, shared by the loops of one process (they talk to one API server),
+/// that the server answers again after it could not be reached.
+#[derive(Clone)]
+pub struct Recovery(std::sync::Arc<tokio::sync::watch::Sender<u64>>);
+
+impl Recovery {
+    /// A channel of its own (tests: loops that must not hear others').
+    pub fn new() -> Self {
+        Self(std::sync::Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+
+    /// The process's: what every loop uses unless told otherwise.
+    pub fn process() -> Self {
+        static PROCESS: std::sync::LazyLock<Recovery> = std::sync::LazyLock::new(Recovery::new);
+        PROCESS.clone()
+    }
+
+    fn answered(&self) {
+        self.0.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+impl Default for Recovery {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// How failures are paced; the default is client-go's.
 #[derive(Debug, Clone, Copy)]
 pub struct Pacing {
@@ -147,6 +181,7 @@ pub struct Watch<K> {
     config: watcher::Config,
     what: Option<String>,
     pacing: Pacing,
+    recovery: Recovery,
 }
 
 impl<K> Watch<K>
@@ -159,6 +194,7 @@ where
             config,
             what: None,
             pacing: Pacing::default(),
+            recovery: Recovery::process(),
         }
     }
 
@@ -173,6 +209,14 @@ where
     #[must_use]
     pub fn pacing(mut self, pacing: Pacing) -> Self {
         self.pacing = pacing;
+        self
+    }
+
+    /// Whose news of the server answering again this loop shares (by
+    /// default the process's).
+    #[must_use]
+    pub fn recovery(mut self, recovery: Recovery) -> Self {
+        self.recovery = recovery;
         self
     }
 
@@ -223,6 +267,8 @@ where
             failures: 0,
             short_streak: 0,
             pause: None,
+            recovery: self.recovery,
+            unreachable: None,
             state: State::List,
         };
         futures::stream::unfold(state, |mut state| async move {
@@ -288,6 +334,10 @@ struct Loop<K> {
     short_streak: u32,
     /// Nothing is asked of the server before this (the backoff).
     pause: Option<Instant>,
+    recovery: Recovery,
+    /// Set while the last failure was the server not answering at all:
+    /// the news of another loop hearing from it again cuts the backoff.
+    unreachable: Option<tokio::sync::watch::Receiver<u64>>,
     state: State<K>,
 }
 
@@ -307,7 +357,7 @@ where
     async fn next(&mut self) -> Result<Event<K>, WatchError> {
         loop {
             if let Some(until) = self.pause.take() {
-                tokio::time::sleep_until(until).await;
+                self.wait(until).await;
             }
             match std::mem::replace(&mut self.state, State::List) {
                 State::List => match Box::pin(self.throttled(|c| c.page(None))).await {
@@ -359,7 +409,13 @@ where
                         }
                         Err(e) if e.code() == Some(410) => self.gone(fresh),
                         Err(e) => {
-                            self.state = State::Watch { version, fresh };
+                            // Not fresh any more: time passed since the
+                            // list, and a 410 now is an expired version
+                            // (a server back from an outage), not a storm.
+                            self.state = State::Watch {
+                                version,
+                                fresh: false,
+                            };
                             return Err(self.failed(e));
                         }
                     }
@@ -396,10 +452,31 @@ where
         }
     }
 
-    /// `request` once the rate limiter lets one more through.
-    async fn throttled<'a, F, T>(&'a mut self, request: impl FnOnce(&'a Conn) -> F) -> T
+    /// Sleeps until `until`, or, when the server could not be reached, until
+    /// another loop of the process hears from it again and a jittered
+    /// moment (under a second) has passed, if that is sooner.
+    async fn wait(&mut self, until: Instant) {
+        // Kept: the first answer after the pause is what tells the others.
+        let Some(news) = self.unreachable.as_mut() else {
+            return tokio::time::sleep_until(until).await;
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => {}
+            Ok(()) = news.changed() => {
+                let spread = Duration::from_secs(1).mul_f64(crate::random_fraction());
+                tokio::time::sleep_until(until.min(Instant::now() + spread)).await;
+            }
+        }
+    }
+
+    /// `request` once the rate limiter lets one more through; its answer
+    /// [`heard`].
+    async fn throttled<'a, F, T>(
+        &'a mut self,
+        request: impl FnOnce(&'a Conn) -> F,
+    ) -> Result<T, WatchError>
     where
-        F: Future<Output = T> + 'a,
+        F: Future<Output = Result<T, WatchError>> + 'a,
     {
         let (qps, burst) = (
             self.pacing.qps.max(f64::MIN_POSITIVE),
@@ -417,7 +494,8 @@ where
             let wait = Duration::from_secs_f64(((1.0 - self.tokens) / qps).min(3600.0));
             tokio::time::sleep(wait).await;
         }
-        request(&self.conn).await
+        let answer = request(&self.conn).await;
+        heard(&mut self.unreachable, &self.recovery, answer)
     }
 
     fn listing(list: ObjectList<K>) -> State<K> {
@@ -484,11 +562,14 @@ where
         self.state = State::List;
     }
 
-    /// A failed watch: resumed from where it was, after the backoff.
+    /// A failed watch: resumed from where it was, after the backoff. The
+    /// version is not fresh any more: a 410 on the resumed watch (the
+    /// server restarted with its history compacted) relists at once rather
+    /// than after the backoff the outage built up.
     fn resume_after(&mut self, open: Open, e: WatchError) -> WatchError {
         self.state = State::Watch {
             version: open.version,
-            fresh: open.fresh,
+            fresh: false,
         };
         self.failed(e)
     }
@@ -496,6 +577,11 @@ where
     /// A failure the caller is told about (and says how it sees fit).
     fn failed(&mut self, e: WatchError) -> WatchError {
         self.count_failure();
+        // No answer at all (connection refused or reset, TLS, timeout):
+        // listen for another loop hearing from the server again, from now
+        // on, so news that arrives before the pause begins is not missed.
+        let unanswered = matches!(e, WatchError::Api { code: None, .. });
+        self.unreachable = unanswered.then(|| self.recovery.0.subscribe());
         e
     }
 
@@ -615,6 +701,24 @@ impl Conn {
             _ => self.error(verb, None, crate::error_chain(e)),
         }
     }
+}
+
+/// Passes `answer` on; when it says the server serves again (anything but
+/// no answer, 429 or 5xx) after the loop could not reach it, tells the
+/// process's other loops ([`Recovery`]).
+fn heard<T>(
+    unreachable: &mut Option<tokio::sync::watch::Receiver<u64>>,
+    recovery: &Recovery,
+    answer: Result<T, WatchError>,
+) -> Result<T, WatchError> {
+    let serving = match &answer {
+        Ok(_) => true,
+        Err(e) => e.code().is_some_and(|c| c != 429 && c < 500),
+    };
+    if serving && unreachable.take().is_some() {
+        recovery.answered();
+    }
+    answer
 }
 
 /// An I/O error that only means the stream ended (a TLS close without

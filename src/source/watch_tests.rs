@@ -28,6 +28,8 @@ enum Reply {
     Hang,
     /// An error status.
     Status(u16),
+    /// A watch whose connection breaks after `Duration`, having sent nothing.
+    Cut(Duration),
 }
 
 fn cm(name: &str, rv: u64) -> Value {
@@ -52,6 +54,18 @@ fn status(code: u16) -> Value {
 }
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// A body that fails (a broken connection) after `after`.
+fn cut(after: Duration) -> Body {
+    let fail = futures::stream::once(async move {
+        tokio::time::sleep(after).await;
+        Err::<Frame<Bytes>, _>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset",
+        ))
+    });
+    UnsyncBoxBody::new(StreamBody::new(fail))
+}
 
 fn body(lines: Vec<Value>, end: Option<Duration>) -> Body {
     let lines = futures::stream::iter(
@@ -121,6 +135,7 @@ fn server(script: Vec<Reply>) -> (Api<ConfigMap>, Seen) {
                 http::Response::new(body(lines, Some(lasts)))
             }
             Reply::Hang => http::Response::new(body(Vec::new(), None)),
+            Reply::Cut(after) => http::Response::new(cut(after)),
             Reply::Status(code) => {
                 let mut r = http::Response::new(body(vec![status(code)], Some(Duration::ZERO)));
                 *r.status_mut() = http::StatusCode::from_u16(code).unwrap();
@@ -267,6 +282,41 @@ async fn gone_relists_at_once_unless_the_version_was_fresh() {
             (13, "watch@9"),
             (13, "list limit=500"), // at once
             (13, "watch@10"),
+        ])
+    );
+}
+
+/// The API server restarts with its history compacted: the watch from a
+/// list, quiet for minutes, is cut; the retries fail while the server is
+/// down; then the resumed watch gets `410 Gone`. The version was not fresh
+/// any more (the watch lasted): relist at once, not after the backoff the
+/// outage built up (it was 30 s in the recovery bench).
+#[tokio::test(start_paused = true)]
+async fn gone_after_an_outage_relists_at_once() {
+    let (api, seen) = server(vec![
+        Reply::List(5, &["a"]),
+        Reply::Cut(Duration::from_secs(60)), // the server goes away
+        Reply::Status(503),
+        Reply::Status(503),
+        Reply::Status(410), // back, compacted
+        Reply::List(9, &["a"]),
+    ]);
+    let events = drain(paced(api, watcher::Config::default().timeout(1000)), 99).await;
+    assert_eq!(
+        events.iter().filter(|e| e.starts_with("Init")).count(),
+        6,
+        "{events:?}"
+    );
+    assert_eq!(
+        requests(&seen),
+        at(&[
+            (0, "list limit=500"),
+            (0, "watch@5"),
+            (70, "watch@5"),         // cut at 60, 10 s × 1
+            (90, "watch@5"),         // 10 s × 2
+            (120, "watch@5"),        // 10 s × 3: the server answers 410
+            (120, "list limit=500"), // at once
+            (120, "watch@9"),
         ])
     );
 }
@@ -438,4 +488,106 @@ async fn attack_a_gone_after_every_one_event_watch_does_not_relist_in_a_loop() {
         lists <= 30,
         "{lists} full lists in the first 10 s against a server that ends every watch with 410"
     );
+}
+
+/// Attack on the rule above: every watch fails (500) once, then answers
+/// `410 Gone`. The 410 is not on a fresh version, so it relists at once,
+/// but the failures are counted and never reset (no watch is ever
+/// healthy), so the relists slow down with the backoff.
+#[tokio::test(start_paused = true)]
+async fn attack_a_gone_after_every_failed_watch_does_not_relist_in_a_loop() {
+    let mut script = Vec::new();
+    for _ in 0..50 {
+        script.push(Reply::List(5, &["a"]));
+        script.push(Reply::Status(500));
+        script.push(Reply::Status(410));
+    }
+    let (api, seen) = server(script);
+    let events = drain(paced(api, watcher::Config::default().timeout(1000)), 2000).await;
+    assert!(events.len() > 4, "{events:?}");
+    let lists: Vec<u64> = requests(&seen)
+        .iter()
+        .filter(|(_, w)| w.starts_with("list"))
+        .map(|(t, _)| *t)
+        .collect();
+    // 10 s × 1, then × 2, × 3…: the n-th relist at 10 × n(n+1)/2 s.
+    assert_eq!(lists[..5], [0, 10, 30, 60, 100], "{lists:?}");
+}
+
+/// Two loops of one process lose the server together; the first to hear
+/// from it again tells the other, which retries within a second instead of
+/// sleeping out its own (longer) backoff.
+#[tokio::test(start_paused = true)]
+async fn a_loop_hearing_from_the_server_again_wakes_the_others() {
+    let recovery = Recovery::new();
+    let loop_with = |script, step: u64| {
+        let (api, seen) = server(script);
+        let stream = Watch::new(api, watcher::Config::default().timeout(1000))
+            .pacing(Pacing {
+                backoff: match step {
+                    10 => |n| Duration::from_secs(10 * u64::from(n)),
+                    _ => |n| Duration::from_secs(100 * u64::from(n)),
+                },
+                ..Pacing::default()
+            })
+            .recovery(recovery.clone())
+            .stream();
+        (stream, seen)
+    };
+    let (quick, quick_seen) = loop_with(
+        vec![
+            Reply::List(5, &["a"]),
+            Reply::Cut(Duration::from_secs(60)),
+            Reply::Status(410),
+            Reply::List(9, &["a"]),
+        ],
+        10,
+    );
+    let (slow, slow_seen) = loop_with(
+        vec![
+            Reply::List(5, &["b"]),
+            Reply::Cut(Duration::from_secs(60)),
+            Reply::Status(410),
+            Reply::List(9, &["b"]),
+        ],
+        100,
+    );
+    let _ = tokio::join!(drain(quick, 99), drain(slow, 99));
+    let after_cut = |seen: &Seen| requests(seen)[2..].to_vec();
+    assert_eq!(
+        after_cut(&quick_seen),
+        at(&[(70, "watch@5"), (70, "list limit=500"), (70, "watch@9")]),
+        "the quick loop's own backoff: 10 s"
+    );
+    assert_eq!(
+        after_cut(&slow_seen),
+        at(&[(70, "watch@5"), (70, "list limit=500"), (70, "watch@9")]),
+        "woken by the quick loop's answer, within a second, not at 160 s"
+    );
+}
+
+/// Loops that do not share a [`Recovery`] (other processes) keep their own
+/// backoff: the news is no stampede trigger across processes.
+#[tokio::test(start_paused = true)]
+async fn loops_of_other_processes_keep_their_backoff() {
+    let (api, seen) = server(vec![
+        Reply::List(5, &["b"]),
+        Reply::Cut(Duration::from_secs(60)),
+        Reply::Status(410),
+        Reply::List(9, &["b"]),
+    ]);
+    let stream = Watch::new(api, watcher::Config::default().timeout(1000))
+        .pacing(Pacing {
+            backoff: |n| Duration::from_secs(30 * u64::from(n)),
+            ..Pacing::default()
+        })
+        .recovery(Recovery::new())
+        .stream();
+    let other = Recovery::new();
+    let tell = async {
+        tokio::time::sleep(Duration::from_secs(70)).await;
+        other.answered();
+    };
+    let _ = tokio::join!(drain(stream, 99), tell);
+    assert_eq!(requests(&seen)[2].0, 90, "{:?}", requests(&seen));
 }
