@@ -1100,13 +1100,21 @@ fn secret_scale(rt: &tokio::runtime::Runtime, n: usize, rotations: usize) -> Row
     }
 }
 
-/// Watch recovery: `n` Secret mappings in one process, the test API server
-/// down for `outage` with its history compacted meanwhile (certsync's
-/// resumed watches get 410 Gone), then serving again on the same port, and
-/// every Secret changed right then. Reports the time from the server
-/// serving again to each change on disk (the first, p50 and the last of
-/// the `n` mappings), waiting up to 3 minutes.
-fn recovery(rt: &tokio::runtime::Runtime, n: usize, outage: Duration) -> Option<Row> {
+/// Watch recovery: `n` Secret mappings spread over `processes` certsync
+/// processes, the test API server down for `outage` with its history
+/// compacted meanwhile (certsync's resumed watches get 410 Gone), then
+/// serving again on the same port, and every Secret changed right then.
+/// Reports the time from the server serving again to each change on disk
+/// (the first, p50 and the last of the `n` mappings), waiting up to 3
+/// minutes. One process's mappings come back together (the first watch
+/// to hear from the server wakes the others); separate processes each
+/// wait out their own jittered backoff, so they spread out.
+fn recovery(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    processes: usize,
+    outage: Duration,
+) -> Option<Row> {
     let dir = BenchDir::new();
     let mut c = rt.block_on(cluster(dir.path()));
     c.fake.as_ref()?;
@@ -1114,14 +1122,22 @@ fn recovery(rt: &tokio::runtime::Runtime, n: usize, outage: Duration) -> Option<
         .map(|i| format!("recovery-{}-{i}", std::process::id()))
         .collect();
     c.create(rt, &names, &support::certs::Pair::new("recovery"));
-    let sources: Vec<String> = names
-        .iter()
-        .map(|name| format!("secret:{}/{name}", c.ns))
-        .collect();
-    let targets: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("t{i}"))).collect();
-    let flips = FlipWatch::start(&targets);
     let kc = c.kubeconfig.display().to_string();
-    let (mut cs, _, _) = start_mappings_unsettled(dir.path(), &sources, &["--kubeconfig", &kc]);
+    let per = n.div_ceil(processes.max(1));
+    let mut targets = Vec::new();
+    let mut running_processes = Vec::new();
+    for (p, chunk) in names.chunks(per).enumerate() {
+        let pdir = dir.path().join(format!("p{p}"));
+        std::fs::create_dir_all(&pdir).unwrap();
+        let sources: Vec<String> = chunk
+            .iter()
+            .map(|name| format!("secret:{}/{name}", c.ns))
+            .collect();
+        targets.extend((0..chunk.len()).map(|i| pdir.join(format!("t{i}"))));
+        let (cs, _, _) = start_mappings_unsettled(&pdir, &sources, &["--kubeconfig", &kc]);
+        running_processes.push(cs);
+    }
+    let flips = FlipWatch::start(&targets);
     std::thread::sleep(Duration::from_secs(2));
     {
         let fake = c.fake.as_mut()?;
@@ -1146,8 +1162,8 @@ fn recovery(rt: &tokio::runtime::Runtime, n: usize, outage: Duration) -> Option<
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let running = cs.is_running();
-    drop(cs);
+    let running = running_processes.iter_mut().all(|cs| cs.is_running());
+    drop(running_processes);
     c.delete(rt, &names);
     let from_up: Vec<f64> = on_disk
         .iter()
@@ -1174,7 +1190,7 @@ fn recovery(rt: &tokio::runtime::Runtime, n: usize, outage: Duration) -> Option<
     Some(Row {
         bench: "recovery".into(),
         case: format!(
-            "{n} Secret mapping(s), one process, {} outage, history compacted",
+            "{n} Secret mapping(s), {processes} process(es), {} outage, history compacted",
             humantime::format_duration(outage)
         ),
         n,
@@ -1399,8 +1415,11 @@ fn main() {
     if run("recovery") {
         let outage = Duration::from_secs(if o.quick { 5 } else { 20 });
         for n in sizes("CERTSYNC_BENCH_RECOVERY", &[1, 100]) {
-            rows.extend(recovery(&rt, n, outage));
+            rows.extend(recovery(&rt, n, 1, outage));
         }
+        // Many processes, one mapping each: spread by their own backoff.
+        let processes = if o.quick { 5 } else { 20 };
+        rows.extend(recovery(&rt, processes, processes, outage));
     }
     if run("fanout") {
         let updates = if o.quick { 10 } else { 20 };

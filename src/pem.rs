@@ -25,38 +25,40 @@ pub enum PemError {
 /// (what kube-apiserver uses) reads the first block and ignores the rest;
 /// reading less or more than it would is an ambiguity, so both are refused.
 pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError> {
-    let begins = bytes.windows(11).filter(|w| w == b"-----BEGIN ").count();
-    match begins {
-        0 => return Err(PemError::Empty),
-        1 => {}
-        found => return Err(PemError::Several { found }),
-    }
-    let start = bytes
-        .windows(11)
-        .position(|w| w == b"-----BEGIN ")
-        .unwrap_or_default();
-    // Only white space before it, and the BEGIN line at a line's start
-    // (where Go's reader looks for it).
+    // The one block reader, [`blocks`]: it refuses blocks it would step
+    // over unread, so every block in `bytes` is counted here.
+    let found = blocks(bytes).map_err(|problem| PemError::Syntax(problem.into()))?;
+    let block = match found.as_slice() {
+        [] if find(bytes, BEGIN).is_some() => return Err(PemError::Outside),
+        [] => return Err(PemError::Empty),
+        [block] => block,
+        several => {
+            return Err(PemError::Several {
+                found: several.len(),
+            });
+        }
+    };
+    // Only white space before and after it (a BEGIN line is at a line's
+    // start, where Go's reader looks for it: [`blocks`] sees to that).
+    let start = block.text.as_ptr() as usize - bytes.as_ptr() as usize;
+    let end = start + block.text.len();
     if !bytes[..start].iter().all(u8::is_ascii_whitespace)
-        || (start > 0 && bytes[start - 1] != b'\n')
+        || !bytes[end..].iter().all(u8::is_ascii_whitespace)
     {
         return Err(PemError::Outside);
     }
-    let mut blocks = SliceIter::<(SectionKind, Vec<u8>)>::new(bytes);
-    let (found, der) = match blocks.next() {
-        Some(Ok(block)) => block,
-        Some(Err(e)) => return Err(PemError::Syntax(format!("{e:?}"))),
-        // One BEGIN line but no block rustls knows: another kind.
-        None => return Err(PemError::Syntax("a block of an unknown kind".into())),
-    };
-    if !blocks.remainder().iter().all(u8::is_ascii_whitespace) {
-        return Err(PemError::Outside);
+    if block.kind != kind {
+        return Err(PemError::Kind(format!("{:?}", block.kind)));
     }
-    if found != kind {
-        return Err(PemError::Kind(format!("{found:?}")));
+    let mut der = SliceIter::<(SectionKind, Vec<u8>)>::new(block.text);
+    match der.next() {
+        Some(Ok((_, der))) => Ok(der),
+        // Read once already by `blocks`: it cannot fail the second time.
+        _ => Err(PemError::Syntax("unreadable".into())),
     }
-    Ok(der)
 }
+
+const BEGIN: &[u8] = b"-----BEGIN ";
 
 /// The blocks Go's `encoding/pem` reads from `data` (`pem.Decode` until it
 /// finds none), as (type, bytes): a port of Go's reader, which
@@ -212,7 +214,7 @@ pub fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, &'static str> {
         let kind = match next {
             None => {
                 // Blocks of unknown labels are stepped over up to the end.
-                return match line_starts(read, b"-----BEGIN ").next() {
+                return match line_starts(read, BEGIN).next() {
                     Some(_) => Err(UNKNOWN_LABEL),
                     None => Ok(out),
                 };
@@ -225,7 +227,7 @@ pub fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, &'static str> {
         if read.ends_with(b"\r") && rest.starts_with(b"\n") {
             read = &before[..read.len() + 1];
         }
-        let mut begins = line_starts(read, b"-----BEGIN ");
+        let mut begins = line_starts(read, BEGIN);
         let (Some(start), None) = (begins.next_back(), begins.next()) else {
             // An unknown-label block was stepped over before this one.
             return Err(UNKNOWN_LABEL);
@@ -267,7 +269,7 @@ pub fn all_decode(bytes: &[u8]) -> bool {
     for line in bytes.split_inclusive(|b| matches!(b, b'\n' | b'\r')) {
         let body = line.trim_ascii_end();
         let marker = |m: &[u8]| body.starts_with(m) && body.ends_with(b"-----");
-        if marker(b"-----BEGIN ") {
+        if marker(BEGIN) {
             begins += 1;
             relabelled.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
         } else if marker(b"-----END ") {
