@@ -914,6 +914,11 @@ async fn forty_watches_share_one_http2_connection() {
 /// the others for minutes) and not 20; with the test server's default, the
 /// limit kube-apiserver v1.36 advertises (100), 101 watches open a second
 /// connection, as 1,000 watches hold 10 on a real server.
+///
+/// At start every mapping lists and then watches at once, so for a moment
+/// up to twice as many streams are open as watches: the pool may open a
+/// connection more for that peak (it flaked at exactly 3 once), and keeps
+/// it. So: at least what the watches need, at most what the peak needs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_connections_only_when_the_stream_limit_is_reached() {
     let mut env = Env::new().await;
@@ -923,7 +928,7 @@ async fn more_connections_only_when_the_stream_limit_is_reached() {
     {
         return env.cleanup().await;
     }
-    for (limit, watches, connections) in [(8, 20, 3), (MAX_STREAMS, 101, 2)] {
+    for (limit, watches) in [(8, 20), (MAX_STREAMS, 101)] {
         let tls = Tls::start(&env.tmp.path().join(format!("tls-{limit}")), true, limit).await;
         let mut names = Vec::new();
         let p = Pair::new("limit");
@@ -943,10 +948,13 @@ async fn more_connections_only_when_the_stream_limit_is_reached() {
         tls.put_pair(&env.ns, last, &p2).await;
         wait_pair(&env.target(last), &p2);
         let remotes = server_addrs(&tls.kubeconfig);
-        assert_eq!(
-            tcp_connections(cs.child.id(), &remotes),
-            connections,
-            "{watches} watches, {limit} streams per connection"
+        let connections = tcp_connections(cs.child.id(), &remotes);
+        let per = limit as usize;
+        let (least, most) = (watches.div_ceil(per), (2 * watches).div_ceil(per));
+        assert!(
+            (least..=most).contains(&connections),
+            "{watches} watches, {limit} streams per connection: {connections} connections, \
+             not in {least}..={most}"
         );
         let h2 = tls
             .server

@@ -456,7 +456,34 @@ impl Pool {
         Ok(Route::H2(send, stream))
     }
 
+    /// `req` on a connection with a free stream. A stream the server
+    /// refused (`REFUSED_STREAM`: it processed nothing) is sent again, as
+    /// Go's transport does: a new connection's first burst is sent before
+    /// the server's SETTINGS say how many streams it takes (h2 assumes
+    /// 100 until then; a server allowing fewer refuses the rest).
     async fn send(self, req: Request<Body>) -> Result<Response<PoolBody>, BoxError> {
+        const ATTEMPTS: usize = 4;
+        let (parts, body) = req.into_parts();
+        // kube's request bodies are in memory (JSON, or empty for GETs).
+        let body = http_body_util::BodyExt::collect(body).await?.to_bytes();
+        let mut attempt = 1;
+        loop {
+            let mut again = Request::new(Body::from(body.clone()));
+            *again.method_mut() = parts.method.clone();
+            *again.uri_mut() = parts.uri.clone();
+            *again.version_mut() = parts.version;
+            *again.headers_mut() = parts.headers.clone();
+            match self.clone().send_once(again).await {
+                Err(e) if attempt < ATTEMPTS && refused_stream(&*e) => {
+                    tracing::debug!(server = %self.inner.server, attempt, "the API server refused a stream before processing it; sending it again");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn send_once(self, req: Request<Body>) -> Result<Response<PoolBody>, BoxError> {
         match self.route().await? {
             Route::H1 => {
                 let resp = self.inner.h1.request(req).await?;
@@ -474,6 +501,21 @@ impl Pool {
             }
         }
     }
+}
+
+/// Whether `e` is an HTTP/2 `REFUSED_STREAM` from the server: the request
+/// was not processed, so sending it again is safe whatever it is.
+fn refused_stream(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if c.downcast_ref::<h2::Error>()
+            .is_some_and(|h| h.is_remote() && h.reason() == Some(h2::Reason::REFUSED_STREAM))
+        {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
 }
 
 impl tower::Service<Request<Body>> for Pool {
