@@ -55,8 +55,24 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), made from the same definitions as --help.
-    Man,
+    /// Print a man page (roff), made from the same definitions as --help:
+    /// certsync(1), or a subcommand's (`certsync man csr review`); --dir
+    /// writes every page.
+    Man(ManArgs),
+}
+
+/// `certsync man`: one page, or all of them for packagers.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print, e.g. `run` or `csr review`
+    /// (default: the top page, certsync(1)).
+    #[arg(value_name = "SUBCOMMAND", conflicts_with = "dir")]
+    pub command: Vec<String>,
+    /// Write every page instead (certsync.1, certsync-run.1,
+    /// certsync-csr-review.1, ...) into DIR, created if missing, e.g.
+    /// /usr/share/man/man1; prints the paths written.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// The mapping grammar, shown after `run -h` and `run --help`.

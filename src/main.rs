@@ -56,16 +56,7 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut cmd, "certsync", &mut std::io::stdout());
             ExitCode::SUCCESS
         }
-        Command::Man => {
-            let cmd = <Cli as clap::CommandFactory>::command();
-            match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("certsync: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Man(a) => man(&a),
         Command::Approve(args) if args.policy.check().is_err() => usage(args.policy.check()),
         Command::Csr(CsrCommand::Review(a)) if a.policy.check().is_err() => usage(a.policy.check()),
         Command::Approve(args) => match approve(args.config()) {
@@ -112,6 +103,39 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// `certsync man`: one page to stdout, or every page into `--dir`.
+fn man(a: &certsync::cli::ManArgs) -> ExitCode {
+    use certsync::man::ManError;
+    use std::io::Write;
+    let result = match &a.dir {
+        Some(dir) => certsync::man::write_all(dir).map(|paths| {
+            paths
+                .iter()
+                .map(|p| format!("{}\n", p.display()))
+                .collect::<String>()
+                .into_bytes()
+        }),
+        None => certsync::man::page(&a.command),
+    };
+    match result {
+        Ok(text) => match std::io::stdout().write_all(&text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("certsync: stdout: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e @ ManError::Unknown { .. }) => {
+            eprintln!("certsync: {e}");
+            ExitCode::from(EXIT_USAGE as u8)
+        }
+        Err(e) => {
+            eprintln!("certsync: {}", certsync::error_chain(&e));
+            ExitCode::FAILURE
         }
     }
 }

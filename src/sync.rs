@@ -223,6 +223,9 @@ impl Syncer {
         })
         .await?;
         metrics.add_mapping(&name);
+        if matches!(mapping.source, Source::Csr(_)) {
+            metrics.add_csr_mapping(&name);
+        }
         let mut s = Self {
             mapping,
             writer,

@@ -74,6 +74,116 @@ fn completions_and_man_page_come_from_the_same_definitions() {
     assert!(!ok, "an unknown shell is refused");
 }
 
+/// Every page name a man page refers to (`certsync-run(1)`), as roff
+/// writes it (hyphens escaped).
+fn pages_named(roff: &str) -> Vec<String> {
+    let text = roff.replace("\\-", "-");
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("(1)") {
+        let start = text[..i]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .map_or(0, |p| p + 1);
+        let name = &text[start..i];
+        if name.starts_with("certsync") {
+            out.push(format!("{name}.1"));
+        }
+    }
+    out
+}
+
+/// Every subcommand's page file name, from clap's definitions:
+/// `certsync-csr.1` and `certsync-csr-review.1` for `csr review`.
+fn expected_pages(cmd: &clap::Command, prefix: &str, out: &mut Vec<String>) {
+    out.push(format!("{prefix}.1"));
+    for sub in cmd.get_subcommands() {
+        expected_pages(sub, &format!("{prefix}-{}", sub.get_name()), out);
+    }
+}
+
+/// Packagers install one page per subcommand: `certsync man --dir DIR`
+/// writes them all from the same definitions as `--help`; every page a
+/// page names (SUBCOMMANDS, SEE ALSO) exists; `certsync man csr review`
+/// prints one of them; an unknown subcommand is a usage error.
+#[test]
+fn man_pages_exist_for_every_subcommand_and_every_page_they_name() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("man1");
+    let out = Command::new(support::certsync_bin())
+        .args(["man", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut want = Vec::new();
+    expected_pages(
+        &<certsync::cli::Cli as clap::CommandFactory>::command(),
+        "certsync",
+        &mut want,
+    );
+    want.sort();
+    assert!(want.len() >= 10, "{want:?}");
+    assert_eq!(files, want, "one page per subcommand, no help page");
+
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let top = read("certsync.1");
+    let see_also = top
+        .split(".SH \"SEE ALSO\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no SEE ALSO in certsync.1:\n{top}"));
+    let mut named = pages_named(see_also);
+    named.sort();
+    let subpages: Vec<&String> = files.iter().filter(|f| *f != "certsync.1").collect();
+    assert_eq!(
+        named.iter().collect::<Vec<_>>(),
+        subpages,
+        "the top page's SEE ALSO names every other page"
+    );
+    for f in &files {
+        let page = read(f);
+        let title = format!(".TH {} 1", f.trim_end_matches(".1"));
+        assert!(page.replace("\\-", "-").contains(&title), "{f}: {title}");
+        for n in pages_named(&page) {
+            assert!(files.contains(&n), "{f} names {n}, which does not exist");
+        }
+        if f != "certsync.1" {
+            assert!(
+                pages_named(&page).contains(&"certsync.1".to_owned()),
+                "{f} names certsync(1)"
+            );
+        }
+    }
+
+    let (ok, run) = certsync(&["man", "run"]);
+    assert!(ok);
+    assert_eq!(run, read("certsync-run.1"));
+    let (ok, review) = certsync(&["man", "csr", "review"]);
+    assert!(ok);
+    assert_eq!(review, read("certsync-csr-review.1"));
+    let (ok, top_printed) = certsync(&["man"]);
+    assert!(ok);
+    assert_eq!(top_printed, top);
+
+    let bad = Command::new(support::certsync_bin())
+        .args(["man", "nosuch"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("nosuch") && err.contains("csr review"),
+        "{err}"
+    );
+}
+
 /// Every global flag can live in the config file beside `mappings:`; the
 /// environment and flags override it; `--print-config` shows the result
 /// without secrets; an unknown key is refused with its line; and a setting

@@ -7,6 +7,11 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use serde::Deserialize;
 
+/// The static pods, each with its own kustomization (they share a name).
+const SERVING_POD: &str = "static-pods/kube-scheduler-serving/kube-scheduler.yaml";
+const CLIENT_CERT_POD: &str = "static-pods/kube-scheduler-client-cert/kube-scheduler.yaml";
+
+/// The YAML documents of `file`, relative to deploy/.
 fn documents(file: &str) -> Vec<serde_yaml_ng::Value> {
     let path = format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap();
@@ -15,8 +20,9 @@ fn documents(file: &str) -> Vec<serde_yaml_ng::Value> {
         .collect()
 }
 
-/// RBAC grants only get/list/watch, only on named Secrets and ConfigMaps,
-/// and binds it to the ServiceAccount it defines.
+/// RBAC grants only get/list/watch, only on named Secrets and ConfigMaps;
+/// one ServiceAccount per workload, none mounting its token by itself,
+/// each bound to its own Role.
 #[test]
 fn rbac_is_least_privilege() {
     let docs = documents("rbac.yaml");
@@ -34,22 +40,47 @@ fn rbac_is_least_privilege() {
             other => panic!("unexpected kind {other} in rbac.yaml"),
         }
     }
-    assert_eq!((roles.len(), bindings.len(), accounts.len()), (1, 1, 1));
-    for rule in roles[0].rules.as_deref().unwrap() {
-        assert_eq!(rule.verbs, ["get", "list", "watch"]);
-        assert_eq!(rule.api_groups.as_deref(), Some(&[String::new()][..]));
-        for r in rule.resources.as_deref().unwrap() {
-            assert!(r == "secrets" || r == "configmaps", "{r}");
+    assert_eq!((roles.len(), bindings.len(), accounts.len()), (3, 3, 3));
+    for role in &roles {
+        for rule in role.rules.as_deref().unwrap() {
+            assert_eq!(rule.verbs, ["get", "list", "watch"]);
+            assert_eq!(rule.api_groups.as_deref(), Some(&[String::new()][..]));
+            for r in rule.resources.as_deref().unwrap() {
+                assert!(r == "secrets" || r == "configmaps", "{r}");
+            }
+            assert!(
+                rule.resource_names.as_ref().is_some_and(|n| !n.is_empty()),
+                "every rule names its objects"
+            );
         }
+    }
+    let mut bound = Vec::new();
+    for b in &bindings {
         assert!(
-            rule.resource_names.as_ref().is_some_and(|n| !n.is_empty()),
-            "every rule names its objects"
+            roles
+                .iter()
+                .any(|r| r.metadata.name.as_ref() == Some(&b.role_ref.name)),
+            "{b:?}"
+        );
+        let subjects = b.subjects.as_deref().unwrap();
+        assert_eq!(subjects.len(), 1, "one workload per Role");
+        bound.push(subjects[0].name.clone());
+    }
+    bound.sort();
+    let mut names: Vec<String> = accounts
+        .iter()
+        .map(|a| a.metadata.name.clone().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(bound, names, "each ServiceAccount bound to its own Role");
+    for a in &accounts {
+        assert_eq!(
+            a.automount_service_account_token,
+            Some(false),
+            "{:?} mounts its token into every container",
+            a.metadata.name
         );
     }
-    let b = &bindings[0];
-    assert_eq!(b.role_ref.name, roles[0].metadata.name.clone().unwrap());
-    let subject = &b.subjects.as_deref().unwrap()[0];
-    assert_eq!(Some(&subject.name), accounts[0].metadata.name.as_ref());
 }
 
 /// The certsync containers of every Pod manifest in deploy/: their args are
@@ -59,7 +90,12 @@ fn certsync_args(file: &str) -> Vec<Vec<String>> {
         .into_iter()
         .filter(|d| d["kind"].as_str() == Some("Pod"))
         .map(|d| serde_yaml_ng::from_value::<Pod>(d).unwrap())
-        .flat_map(|pod| pod.spec.unwrap().containers)
+        .flat_map(|pod| {
+            let spec = pod.spec.unwrap();
+            spec.containers
+                .into_iter()
+                .chain(spec.init_containers.into_iter().flatten())
+        })
         .filter(|c| c.name == "certsync")
         .map(|c| c.args.unwrap_or_default())
         .collect()
@@ -80,7 +116,7 @@ fn check_args(args: &[String]) -> certsync::config::Config {
 /// must never be signalled), serving verification on the secure port.
 #[test]
 fn kube_scheduler_static_pod_uses_file_watching_mode() {
-    let all = certsync_args("static-pod-kube-scheduler.yaml");
+    let all = certsync_args(SERVING_POD);
     assert_eq!(all.len(), 1);
     let config = check_args(&all[0]);
     assert!(
@@ -92,7 +128,7 @@ fn kube_scheduler_static_pod_uses_file_watching_mode() {
         m.verify.as_ref().map(|v| v.addr.as_str()),
         Some("127.0.0.1:10259")
     );
-    let pods: Vec<Pod> = documents("static-pod-kube-scheduler.yaml")
+    let pods: Vec<Pod> = documents(SERVING_POD)
         .into_iter()
         .map(|d| serde_yaml_ng::from_value(d).unwrap())
         .collect();
@@ -128,7 +164,13 @@ fn events_rbac_is_separate_and_minimal() {
         Some(&["events".to_owned()][..])
     );
     assert_eq!(rules[0].verbs, ["create", "patch"]);
-    assert_eq!(binding.subjects.unwrap()[0].name, "certsync");
+    let subjects: Vec<String> = binding
+        .subjects
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(subjects, ["web", "prometheus", "web-signed"]);
 }
 
 /// A csr: mapping's ClusterRole is kubelet's bootstrapper role: create,
@@ -160,7 +202,7 @@ fn csr_rbac_grants_requesting_only() {
         .collect();
     // The static pod's bootstrap group and the certificate it renews as.
     for who in [
-        "certsync",
+        "web-signed",
         "system:bootstrappers:certsync",
         "system:kube-scheduler",
     ] {
@@ -172,7 +214,7 @@ fn csr_rbac_grants_requesting_only() {
 /// certsync writes beside the pair it requests as system:kube-scheduler.
 #[test]
 fn kube_scheduler_client_cert_pod_uses_the_written_kubeconfig() {
-    let file = "static-pod-kube-scheduler-client-cert.yaml";
+    let file = CLIENT_CERT_POD;
     let pod: Pod = serde_yaml_ng::from_value(documents(file).remove(0)).unwrap();
     let spec = pod.spec.unwrap();
     let certsync = &spec.init_containers.as_ref().unwrap()[0];
@@ -195,16 +237,38 @@ fn kube_scheduler_client_cert_pod_uses_the_written_kubeconfig() {
     assert!(config.reload.method.is_none(), "never signalled");
 }
 
+/// Every YAML file under deploy/, relative to it, sorted.
+fn yaml_files() -> Vec<String> {
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else if p.extension().is_some_and(|x| x == "yaml") {
+                out.push(p.strip_prefix(base).unwrap().display().to_string());
+            }
+        }
+    }
+    let base = std::path::PathBuf::from(format!("{}/deploy", env!("CARGO_MANIFEST_DIR")));
+    let mut out = Vec::new();
+    walk(&base, &base, &mut out);
+    out.sort();
+    out
+}
+
+/// Every manifest (Kubernetes objects) under deploy/, relative to it:
+/// every YAML file but kustomize's own.
+fn manifests() -> Vec<String> {
+    yaml_files()
+        .into_iter()
+        .filter(|f| !f.ends_with("kustomization.yaml"))
+        .collect()
+}
+
 /// Every pod template in deploy/ (Pods and Deployments), by file.
 fn pod_specs() -> Vec<(String, PodSpec)> {
-    let dir = format!("{}/deploy", env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let file = entry.unwrap().file_name().to_string_lossy().into_owned();
-        // Manifests only (deploy/image holds the image's rootfs script).
-        if !file.ends_with(".yaml") {
-            continue;
-        }
+    for file in manifests() {
         for d in documents(&file) {
             match d["kind"].as_str() {
                 Some("Pod") => out.push((
@@ -295,30 +359,44 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
         let config = check_args(args);
         let port = config.admin_addr.port();
         assert_probes(file, c, port);
-        // A sidecar in a Deployment is a native sidecar.
+        // Every certsync sidecar, static pods' too, is a native sidecar
+        // whose startup probe holds the main container back until a valid
+        // pair is on disk.
+        assert_eq!(
+            c.restart_policy.as_deref(),
+            Some("Always"),
+            "{file}: native sidecar"
+        );
+        assert!(
+            spec.init_containers
+                .iter()
+                .flatten()
+                .any(|i| i.name == "certsync"),
+            "{file}: certsync among the initContainers"
+        );
+        let startup = c
+            .startup_probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .unwrap_or_else(|| panic!("{file}: startupProbe"));
+        assert_eq!(startup.path.as_deref(), Some("/readyz"), "{file}");
         if spec.host_network != Some(true) {
-            assert_eq!(
-                c.restart_policy.as_deref(),
-                Some("Always"),
-                "{file}: native sidecar"
-            );
             assert!(
                 config.admin_addr.ip().is_unspecified(),
                 "{file}: kubelet probes the pod IP"
             );
         }
-        if config
+        // A shared PID namespace exactly where something is signalled.
+        let signals = config
             .reload
             .method
             .as_ref()
-            .is_some_and(|m| matches!(m, certsync::reload::Method::Signal { .. }))
-        {
-            assert_eq!(
-                spec.share_process_namespace,
-                Some(true),
-                "{file}: signal mode needs a shared PID namespace"
-            );
-        }
+            .is_some_and(|m| matches!(m, certsync::reload::Method::Signal { .. }));
+        assert_eq!(
+            spec.share_process_namespace.unwrap_or(false),
+            signals,
+            "{file}: shareProcessNamespace only for signal mode"
+        );
     }
 }
 
@@ -554,4 +632,377 @@ fn rootfs_script_lays_out_the_runtime_filesystem() {
         std::fs::read(dest.join("certsync")).unwrap(),
         std::fs::read(env!("CARGO_BIN_EXE_certsync")).unwrap()
     );
+}
+
+/// A kustomization file under deploy/ (relative), as YAML.
+fn kustomization(dir: &str) -> serde_yaml_ng::Value {
+    let file = if dir.is_empty() {
+        "kustomization.yaml".to_owned()
+    } else {
+        format!("{dir}/kustomization.yaml")
+    };
+    documents(&file).remove(0)
+}
+
+fn strings(v: &serde_yaml_ng::Value) -> Vec<String> {
+    v.as_sequence()
+        .map(|s| s.iter().map(|x| x.as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// `rel` joined to `dir` with `..` resolved, as a path relative to deploy/.
+fn join(dir: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    for p in rel.split('/') {
+        match p {
+            ".." => {
+                parts.pop().expect("stays inside deploy/");
+            }
+            "." | "" => {}
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
+
+/// Every manifest is listed in exactly one kustomization and every listed
+/// file exists; each kustomization takes the image from the one component
+/// that sets it; the manifests name the placeholder `certsync` that it
+/// rewrites. Static pods are not in the base applied to the API server:
+/// each has its own kustomization (they share a name) that renders one Pod.
+#[test]
+fn kustomizations_list_every_manifest_and_set_the_image_in_one_place() {
+    let kustomizations: Vec<String> = yaml_files()
+        .into_iter()
+        .filter(|f| f.ends_with("kustomization.yaml"))
+        .map(|f| {
+            f.trim_end_matches("kustomization.yaml")
+                .trim_end_matches('/')
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        kustomizations.contains(&String::new()),
+        "deploy/kustomization.yaml"
+    );
+
+    let component = kustomization("image");
+    assert_eq!(component["kind"].as_str(), Some("Component"));
+    let images = component["images"].as_sequence().unwrap();
+    assert_eq!(images.len(), 1, "one image entry");
+    assert_eq!(images[0]["name"].as_str(), Some("certsync"));
+    assert!(
+        images[0]["newName"]
+            .as_str()
+            .is_some_and(|n| n.contains('/'))
+    );
+    assert!(images[0]["newTag"].as_str().is_some());
+
+    let mut listed = Vec::new();
+    for dir in kustomizations.iter().filter(|d| *d != "image") {
+        let k = kustomization(dir);
+        assert_eq!(k["kind"].as_str(), Some("Kustomization"), "{dir}");
+        assert!(
+            k.get("images").is_none(),
+            "{dir}: the image is set in deploy/image only"
+        );
+        let components: Vec<String> = strings(&k["components"])
+            .iter()
+            .map(|c| join(dir, c))
+            .collect();
+        assert_eq!(components, ["image"], "{dir}: takes the image component");
+        let resources = strings(&k["resources"]);
+        assert!(!resources.is_empty(), "{dir}");
+        let mut pods = 0;
+        for r in &resources {
+            let file = join(dir, r);
+            assert!(
+                std::path::Path::new(&format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR")))
+                    .is_file(),
+                "{dir}/kustomization.yaml lists {r}, which does not exist"
+            );
+            pods += documents(&file)
+                .iter()
+                .filter(|d| d["kind"].as_str() == Some("Pod"))
+                .count();
+            listed.push(file);
+        }
+        if dir.is_empty() {
+            assert_eq!(pods, 0, "no static pod is applied through the API server");
+        } else {
+            assert_eq!(pods, 1, "{dir}: renders one static pod for kubelet");
+        }
+    }
+    listed.sort();
+    assert_eq!(listed, manifests(), "every manifest listed exactly once");
+
+    for (file, spec) in pod_specs() {
+        for c in spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+        {
+            let image = c.image.as_deref().unwrap_or_default();
+            if c.name == "certsync" {
+                assert_eq!(
+                    image, "certsync",
+                    "{file}: the placeholder kustomize rewrites"
+                );
+            } else {
+                assert!(!image.contains("certsync"), "{file}: {image}");
+            }
+        }
+    }
+}
+
+const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The main containers cannot read certsync's API token: a pod with any
+/// container but certsync mounts no token by itself (pod and
+/// ServiceAccount say `automountServiceAccountToken: false`) and projects
+/// it into certsync alone, which reads it where in-cluster clients look.
+#[test]
+fn main_containers_cannot_read_the_api_token() {
+    let accounts: Vec<ServiceAccount> = manifests()
+        .iter()
+        .flat_map(|f| documents(f))
+        .filter(|d| d["kind"].as_str() == Some("ServiceAccount"))
+        .map(|d| serde_yaml_ng::from_value(d).unwrap())
+        .collect();
+    let mut checked = 0;
+    for (file, spec) in pod_specs() {
+        let Some(sa) = &spec.service_account_name else {
+            // A static pod: no ServiceAccount, no token.
+            assert_eq!(
+                spec.host_network,
+                Some(true),
+                "{file}: names its ServiceAccount"
+            );
+            continue;
+        };
+        let all: Vec<&Container> = spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .collect();
+        if all.iter().all(|c| c.name == "certsync") {
+            continue; // the approver: certsync is the main container
+        }
+        checked += 1;
+        assert_eq!(
+            spec.automount_service_account_token,
+            Some(false),
+            "{file}: the pod mounts the token into every container"
+        );
+        let account = accounts
+            .iter()
+            .find(|a| a.metadata.name.as_ref() == Some(sa))
+            .unwrap_or_else(|| panic!("{file}: ServiceAccount {sa} is not created"));
+        assert_eq!(account.automount_service_account_token, Some(false), "{sa}");
+        let token_volumes: Vec<&str> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter(|v| {
+                v.projected.as_ref().is_some_and(|p| {
+                    p.sources
+                        .iter()
+                        .flatten()
+                        .any(|s| s.service_account_token.is_some())
+                })
+            })
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(token_volumes.len(), 1, "{file}: one projected token");
+        for c in &all {
+            let mounts: Vec<_> = c
+                .volume_mounts
+                .iter()
+                .flatten()
+                .filter(|m| token_volumes.contains(&m.name.as_str()))
+                .collect();
+            if c.name == "certsync" {
+                assert!(
+                    mounts
+                        .iter()
+                        .any(|m| m.mount_path == TOKEN_PATH && m.read_only == Some(true)),
+                    "{file}: certsync reads its token at {TOKEN_PATH}"
+                );
+            } else {
+                assert!(mounts.is_empty(), "{file}: {} mounts the token", c.name);
+            }
+        }
+    }
+    assert_eq!(checked, 3, "the three example workloads");
+}
+
+/// Where certsync writes keys: memory-backed emptyDirs, never the node's
+/// disk, except the static pod whose requested client key must survive a
+/// reboot (as kubelet keeps its own in /var/lib/kubelet/pki).
+#[test]
+fn key_volumes_are_memory_backed() {
+    let mut checked = 0;
+    for (file, spec) in pod_specs() {
+        let Some(c) = spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .find(|c| c.name == "certsync")
+        else {
+            continue;
+        };
+        for m in c.volume_mounts.iter().flatten() {
+            if m.read_only == Some(true) {
+                continue; // kubeconfigs, the token: read, never written
+            }
+            checked += 1;
+            let v = spec
+                .volumes
+                .iter()
+                .flatten()
+                .find(|v| v.name == m.name)
+                .unwrap_or_else(|| panic!("{file}: no volume {}", m.name));
+            if let Some(e) = &v.empty_dir {
+                assert_eq!(e.medium.as_deref(), Some("Memory"), "{file}: {}", v.name);
+            } else {
+                assert!(v.host_path.is_some(), "{file}: {} is neither", v.name);
+                assert_eq!(file, CLIENT_CERT_POD, "{file}: a key on the node's disk");
+            }
+        }
+    }
+    assert!(checked >= 5, "checked {checked} volumes");
+}
+
+/// The approver keeps a replica through voluntary disruptions (drains).
+#[test]
+fn the_approver_has_a_pod_disruption_budget() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let docs = documents("approver.yaml");
+    let pdb: PodDisruptionBudget = docs
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("PodDisruptionBudget"))
+        .map(|d| serde_yaml_ng::from_value(d.clone()).unwrap())
+        .expect("a PodDisruptionBudget in approver.yaml");
+    let dep: Deployment = docs
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("Deployment"))
+        .map(|d| serde_yaml_ng::from_value(d.clone()).unwrap())
+        .unwrap();
+    assert_eq!(pdb.metadata.namespace, dep.metadata.namespace);
+    let spec = pdb.spec.unwrap();
+    let dep_spec = dep.spec.unwrap();
+    assert_eq!(spec.min_available, Some(IntOrString::Int(1)));
+    assert!(
+        dep_spec.replicas.unwrap_or(1) > 1,
+        "a budget needs spare replicas"
+    );
+    let labels = dep_spec.template.metadata.unwrap().labels.unwrap();
+    let wanted = spec.selector.unwrap().match_labels.unwrap();
+    assert!(!wanted.is_empty());
+    for (k, v) in &wanted {
+        assert_eq!(
+            labels.get(k),
+            Some(v),
+            "the budget selects the approver's pods"
+        );
+    }
+}
+
+/// Everything the base refers to is in it: the namespace of every object,
+/// the ServiceAccount of every pod and of every binding, every ConfigMap
+/// and Secret a pod mounts (kube-root-ca.crt is in every namespace).
+#[test]
+fn every_referenced_object_is_created() {
+    let k = kustomization("");
+    let mut objects: Vec<(String, String, String)> = Vec::new(); // kind, namespace, name
+    let mut docs = Vec::new();
+    for r in strings(&k["resources"]) {
+        for d in documents(&r) {
+            objects.push((
+                d["kind"].as_str().unwrap().to_owned(),
+                d["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                d["metadata"]["name"].as_str().unwrap().to_owned(),
+            ));
+            docs.push((r.clone(), d));
+        }
+    }
+    let exists = |kind: &str, ns: &str, name: &str| {
+        objects
+            .iter()
+            .any(|(k, n, m)| k == kind && n == ns && m == name)
+    };
+    for (file, d) in &docs {
+        let ns = d["metadata"]["namespace"].as_str().unwrap_or_default();
+        if !ns.is_empty() && !["default", "kube-system", "kube-public"].contains(&ns) {
+            assert!(
+                exists("Namespace", "", ns),
+                "{file}: namespace {ns} is not created"
+            );
+        }
+        for s in d["subjects"].as_sequence().into_iter().flatten() {
+            if s["kind"].as_str() == Some("ServiceAccount") {
+                let (sns, name) = (
+                    s["namespace"].as_str().unwrap(),
+                    s["name"].as_str().unwrap(),
+                );
+                assert!(
+                    exists("ServiceAccount", sns, name),
+                    "{file}: binds {sns}/{name}"
+                );
+            }
+        }
+        let spec = match d["kind"].as_str() {
+            Some("Deployment") => {
+                let dep: Deployment = serde_yaml_ng::from_value(d.clone()).unwrap();
+                dep.spec.unwrap().template.spec.unwrap()
+            }
+            _ => continue,
+        };
+        if let Some(sa) = &spec.service_account_name {
+            assert!(
+                exists("ServiceAccount", ns, sa),
+                "{file}: ServiceAccount {sa}"
+            );
+        }
+        for v in spec.volumes.iter().flatten() {
+            if let Some(cm) = &v.config_map {
+                assert!(
+                    exists("ConfigMap", ns, &cm.name),
+                    "{file}: ConfigMap {}",
+                    cm.name
+                );
+            }
+            if let Some(sec) = &v.secret {
+                let name = sec.secret_name.as_deref().unwrap();
+                assert!(exists("Secret", ns, name), "{file}: Secret {name}");
+            }
+            for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+                if let Some(cm) = &src.config_map {
+                    assert_eq!(cm.name, "kube-root-ca.crt", "{file}: projected ConfigMap");
+                }
+            }
+        }
+    }
+}
+
+/// Every file in deploy/ is described in docs/install.md's table (a
+/// kustomization by its directory), so none is left for a user to guess.
+#[test]
+fn every_manifest_is_described_in_the_docs() {
+    let doc =
+        std::fs::read_to_string(format!("{}/docs/install.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    for f in yaml_files() {
+        let needle = match f.strip_suffix("kustomization.yaml") {
+            Some(dir) if !dir.is_empty() => format!("deploy/{dir}"),
+            _ => format!("deploy/{f}"),
+        };
+        assert!(
+            doc.contains(&needle),
+            "docs/install.md does not describe {f}"
+        );
+    }
 }

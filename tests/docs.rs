@@ -2,7 +2,7 @@
 //! every flag and environment variable of every subcommand (read from the
 //! clap definitions the binary parses with), docs/reference/metrics.md every
 //! metric a running certsync serves (every registered family, even one
-//! without series yet, is checked by `src/metrics_docs_tests.rs`), and every
+//! without series yet, is checked by `src/metrics/docs_tests.rs`), and every
 //! relative link in README.md, docs/ and benches/results/ leads to a file
 //! that exists.
 

@@ -155,6 +155,132 @@ fn metrics_after_a_rotation_a_rejection_and_a_reload() {
     );
 }
 
+/// A fresh `certsync run` whose mapping cannot sync yet (its source
+/// directory is empty): every series of the mapping is there from the first
+/// scrape, at values an alert understands: no `+Inf` time to live (an
+/// expiry alert must fire for a certificate that never arrived), revision
+/// 0, counters at 0 for every result; and the process is described
+/// (`certsync_build_info`, Prometheus' standard `process_*` metrics).
+#[test]
+fn a_mapping_that_never_synced_has_every_series_and_no_infinite_ttl() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let port = free_port();
+    let dead_hook = format!("http://127.0.0.1:{}/reload", free_port());
+    let spec = format!(
+        "dir:{}={},name=web",
+        src.display(),
+        d.path().join("t").display()
+    );
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let _cs = Certsync::start(
+        &[
+            "run",
+            "--admin-addr",
+            &format!("127.0.0.1:{port}"),
+            "--sync",
+            &spec,
+            "--reload-url",
+            &dead_hook,
+        ],
+        d.path(),
+    );
+    // The first scrape that shows the mapping at all must show all of it.
+    let text = wait_for("the mapping's first series", || {
+        http_get(port, "/metrics")
+            .map(|(_, body)| body)
+            .filter(|b| b.contains("{mapping=\"web\""))
+    });
+    let m = parse_metrics(&text);
+    let get = |k: &str| {
+        *m.get(k)
+            .unwrap_or_else(|| panic!("{k} missing in:\n{text}"))
+    };
+    assert!(!text.contains("+Inf\n"), "no infinite value:\n{text}");
+    for (series, want) in [
+        ("certsync_certificate_ttl_seconds{mapping=\"web\"}", 0.0),
+        (
+            "certsync_certificate_not_after_seconds{mapping=\"web\"}",
+            0.0,
+        ),
+        ("certsync_certificate_stale{mapping=\"web\"}", 0.0),
+        ("certsync_revision{mapping=\"web\"}", 0.0),
+        (
+            "certsync_last_success_timestamp_seconds{mapping=\"web\"}",
+            0.0,
+        ),
+        ("certsync_watch_restarts_total{mapping=\"web\"}", 0.0),
+        (
+            "certsync_syncs_total{mapping=\"web\",result=\"written\"}",
+            0.0,
+        ),
+        (
+            "certsync_syncs_total{mapping=\"web\",result=\"unchanged\"}",
+            0.0,
+        ),
+        (
+            "certsync_syncs_total{mapping=\"web\",result=\"pinned\"}",
+            0.0,
+        ),
+        (
+            "certsync_syncs_total{mapping=\"web\",result=\"error\"}",
+            0.0,
+        ),
+        ("certsync_reloads_total{method=\"http\",result=\"ok\"}", 0.0),
+        (
+            "certsync_reloads_total{method=\"http\",result=\"failed\"}",
+            0.0,
+        ),
+        (
+            "certsync_reload_duration_seconds_count{method=\"http\"}",
+            0.0,
+        ),
+        ("certsync_file_watch_polling", 0.0),
+        (
+            &format!(
+                "certsync_build_info{{version=\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            ),
+            1.0,
+        ),
+    ] {
+        assert_eq!(get(series), want, "{series} in:\n{text}");
+    }
+    // Whether the empty directory was read yet is a race: present, 0 or 1.
+    for series in [
+        "certsync_source_up{mapping=\"web\"}",
+        "certsync_syncs_total{mapping=\"web\",result=\"rejected\"}",
+        "certsync_syncs_total{mapping=\"web\",result=\"source_error\"}",
+    ] {
+        assert!(matches!(get(series), 0.0 | 1.0), "{series}");
+    }
+
+    // Prometheus' process collector, read from /proc/self.
+    let start = get("process_start_time_seconds");
+    assert!(
+        start > started - 60.0 && start < started + 60.0,
+        "start {start}, test began {started}"
+    );
+    let rss = get("process_resident_memory_bytes");
+    assert!(rss > 1e6 && rss < 1e9, "rss {rss}");
+    assert!(get("process_virtual_memory_bytes") >= rss);
+    let (fds, max) = (get("process_open_fds"), get("process_max_fds"));
+    assert!(fds >= 3.0 && fds < max, "fds {fds} of {max}");
+    let cpu = get("process_cpu_seconds_total");
+    assert!((0.0..60.0).contains(&cpu), "cpu {cpu}");
+    for family in [
+        "# TYPE process_cpu_seconds counter",
+        "# TYPE process_resident_memory_bytes gauge",
+        "# TYPE certsync_build_info gauge",
+    ] {
+        assert!(text.contains(family), "{family} in:\n{text}");
+    }
+}
+
 /// A certificate 90% through its life with nothing newer: one warning per
 /// revision (not one per resync) and the stale metric set.
 #[test]

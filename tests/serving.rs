@@ -97,19 +97,51 @@ impl Drop for Killed {
     }
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// Without a tool a test skips, naming what to install; under CI it fails.
+#[test]
+fn a_missing_tool_skips_with_what_to_install_and_fails_under_ci() {
+    let absent = "certsync-test-no-such-tool";
+    let d = tempfile::tempdir().unwrap();
+    let (bin, other) = (d.path().join("bin"), d.path().join("other"));
+    fs::create_dir(&bin).unwrap();
+    fs::create_dir(&other).unwrap();
+    fs::write(bin.join("tool"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(
+        bin.join("tool"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    fs::write(other.join("plain"), "not executable").unwrap();
+    let path = std::env::join_paths([&other, &bin]).unwrap();
+    assert_eq!(
+        tools::missing_in(&["tool", "plain", absent], &path),
+        ["plain", absent]
+    );
+    let mut said = Vec::new();
+    assert!(tools::have_all(&[], true, &mut said));
+    assert!(!tools::have_all(&[absent], false, &mut said), "skips");
+    assert_eq!(
+        String::from_utf8(said).unwrap(),
+        format!("skipped: needs {absent} (apt-get install {absent}; .ci/run installs them)\n")
+    );
+    assert_eq!(
+        tools::message(&["nginx", "openssl"]),
+        "needs nginx and openssl (apt-get install nginx openssl; .ci/run installs them)"
+    );
+    let failed = std::panic::catch_unwind(|| tools::have_all(&[absent], true, &mut Vec::new()))
+        .expect_err("a missing tool fails when tools are required");
+    let text = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        text.contains(&format!("needs {absent} (apt-get install {absent}"))
+            && text.contains("CI=true"),
+        "{text}"
+    );
 }
 
 #[test]
 fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
-    if !have("nginx") || !have("openssl") {
-        // .ci/run installs both; say so loudly rather than pass silently.
-        panic!("nginx and openssl are needed (apt-get install nginx openssl; .ci/run does this)");
+    if !tools::have(&["nginx", "openssl"]) {
+        return;
     }
     let d = tempfile::tempdir().unwrap();
     let (src, target) = (d.path().join("src"), d.path().join("target"));
@@ -183,8 +215,8 @@ fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
 
 #[test]
 fn verification_catches_a_server_that_ignores_the_signal() {
-    if !have("openssl") {
-        panic!("openssl is needed (.ci/run installs it)");
+    if !tools::have(&["openssl"]) {
+        return;
     }
     let d = tempfile::tempdir().unwrap();
     let (src, target) = (d.path().join("src"), d.path().join("target"));

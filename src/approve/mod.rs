@@ -158,7 +158,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ApproveError> {
-    metrics.add_mapping(READINESS);
+    metrics.add_readiness(READINESS);
     let (client, server) = connect(&config.client).await?;
     if config.policy.any_node_address {
         tracing::warn!(

@@ -96,6 +96,9 @@ pub async fn run(
     metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    if let Some(method) = &config.method {
+        metrics.add_reload_method(method.name());
+    }
     loop {
         tokio::select! {
             () = crate::shutdown::stopped(&mut shutdown) => return,

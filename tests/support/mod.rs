@@ -7,6 +7,7 @@ pub mod apiserver;
 pub mod certs;
 pub mod forge;
 pub mod signer;
+pub mod tools;
 pub mod validation;
 
 use std::fs;

@@ -47,6 +47,8 @@ fn registered(m: &Metrics) -> Vec<String> {
             _ => break,
         }
     }
+    // The process collector's families are not descriptors in the registry.
+    names.extend(super::process::NAMES.iter().map(|n| (*n).to_owned()));
     names
 }
 
@@ -95,4 +97,50 @@ fn the_metrics_reference_names_every_registered_metric() {
         missing.is_empty(),
         "registered but not in docs/reference/metrics.md: {missing:?}"
     );
+}
+
+/// The example alert rules in docs/reference/metrics.md are valid rule
+/// groups that name only metrics that exist: every rule has a name, an
+/// expression, a severity and a summary, and every `certsync_*` or
+/// `process_*` word of an expression is a registered family (or one of
+/// its samples: `_total`, `_count`, `_bucket`, `_sum`).
+#[test]
+fn the_example_alert_rules_parse_and_name_real_metrics() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference/metrics.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    let section = &doc[doc.find("## Example alert rules").expect("the section")..];
+    let start = section.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let rules: serde_yaml_ng::Value = serde_yaml_ng::from_str(block).unwrap();
+    let groups = rules["groups"].as_sequence().expect("groups:");
+    let names = registered(&Metrics::new(0.8));
+    let mut count = 0;
+    for group in groups {
+        assert!(group["name"].as_str().is_some());
+        for rule in group["rules"].as_sequence().expect("rules:") {
+            count += 1;
+            let alert = rule["alert"].as_str().expect("alert:");
+            let expr = rule["expr"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{alert}: expr"));
+            assert!(rule["labels"]["severity"].as_str().is_some(), "{alert}");
+            assert!(rule["annotations"]["summary"].as_str().is_some(), "{alert}");
+            let words = expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            let metrics: Vec<&str> = words
+                .filter(|w| w.starts_with("certsync_") || w.starts_with("process_"))
+                .collect();
+            assert!(!metrics.is_empty(), "{alert}: {expr}");
+            for m in metrics {
+                let family = ["_total", "_count", "_bucket", "_sum"]
+                    .iter()
+                    .find_map(|s| m.strip_suffix(s))
+                    .unwrap_or(m);
+                assert!(
+                    names.iter().any(|n| n == family || n == m),
+                    "{alert}: {m} is not a metric ({names:?})"
+                );
+            }
+        }
+    }
+    assert!(count >= 8, "read only {count} rules");
 }

@@ -4,6 +4,14 @@
 //! Labels are fixed, short values (results, reasons, methods), never Debug
 //! strings. Values that depend on "now" (seconds left, staleness) are
 //! computed when scraped, so they are right without a timer.
+//!
+//! Every series of a mapping exists from the moment the mapping is added,
+//! at 0, so `rate()` and `increase()` see the first event and an absent
+//! series never hides a broken mapping. A mapping without a live
+//! certificate has a time to live of 0, not `+Inf`: "unknown" must fire an
+//! expiry alert, not silence it.
+
+mod process;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,6 +63,22 @@ struct MethodLabel {
     method: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// Every `result` of `certsync_syncs_total` (see `Metrics::sync`), each
+/// series created at 0 when a mapping is added.
+const SYNC_RESULTS: [&str; 6] = [
+    "written",
+    "unchanged",
+    "pinned",
+    "rejected",
+    "source_error",
+    "error",
+];
+
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// What is known about a mapping's current certificate.
@@ -62,6 +86,16 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 struct Validity {
     not_before: i64,
     not_after: i64,
+}
+
+/// A mapping's live revision, as far as expiry goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Live {
+    /// Nothing valid published yet: expiry unknown, reported as expired.
+    Nothing,
+    /// A revision without a leaf (a CA bundle): no expiry series.
+    NoLeaf,
+    Leaf(Validity),
 }
 
 /// All metrics and the readiness of every mapping.
@@ -84,7 +118,7 @@ pub struct Metrics {
     csr_rotation: Family<MappingLabel, Histogram>,
     csr_decisions: Family<DecisionLabels, Counter>,
     /// Per mapping: the current certificate's window (for TTL and staleness).
-    validity: Mutex<BTreeMap<String, Option<Validity>>>,
+    validity: Mutex<BTreeMap<String, Live>>,
     /// Every mapping's name, allocated once: with 1,000 mappings, a copy
     /// per series was a quarter of a MiB.
     names: Mutex<std::collections::HashMap<String, Name>>,
@@ -109,7 +143,7 @@ impl Metrics {
     /// `stale_fraction`: share of a certificate's lifetime after which it
     /// counts as stale if nothing newer arrived (kubelet rotates at 70–90%).
     pub fn new(stale_fraction: f64) -> Self {
-        let mut registry = Registry::with_prefix("certsync");
+        let mut root = Registry::default();
         let m = Self {
             not_after: Family::default(),
             ttl: Family::default(),
@@ -139,15 +173,27 @@ impl Metrics {
             shutting_down: AtomicBool::new(false),
             registry: Registry::default(),
         };
+        let build_info: Family<BuildLabels, Gauge> = Family::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        let registry = root.sub_registry_with_prefix("certsync");
+        registry.register(
+            "build_info",
+            "Always 1; the version of the running certsync in its label",
+            build_info,
+        );
         registry.register_with_unit(
             "certificate_not_after",
-            "Leaf certificate's not-after as a Unix timestamp",
+            "Leaf certificate's not-after as a Unix timestamp (0 until a certificate is live)",
             Unit::Seconds,
             m.not_after.clone(),
         );
         registry.register_with_unit(
             "certificate_ttl",
-            "Seconds until the current leaf certificate expires (+Inf when there is none)",
+            "Seconds until the current leaf certificate expires (0 until a certificate is live; absent for a CA bundle)",
             Unit::Seconds,
             m.ttl.clone(),
         );
@@ -220,7 +266,12 @@ impl Metrics {
             "certsync approve: verdicts on kubelet serving CSRs (approve, deny, wait) by check (ok when approved)",
             m.csr_decisions.clone(),
         );
-        Self { registry, ..m }
+        // Unprefixed: Prometheus' standard names.
+        root.register_collector(Box::new(process::ProcessCollector));
+        Self {
+            registry: root,
+            ..m
+        }
     }
 
     /// `certsync approve` made a decision (or, for wait, first saw it).
@@ -274,35 +325,82 @@ impl Metrics {
         }
     }
 
-    /// Declares a mapping (not ready until it has a valid revision).
-    pub fn add_mapping(&self, mapping: &str) {
+    /// Declares something `/readyz` waits for (not ready until told).
+    pub fn add_readiness(&self, name: &str) {
         self.readiness
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), Some("no valid revision yet".into()));
+            .insert(name.to_owned(), Some("no valid revision yet".into()));
+    }
+
+    /// Declares a mapping: not ready until it has a valid revision, and
+    /// every series it will ever have created now at 0 (the TTL too: see
+    /// the module's comment). Reasons of rejections are left to their
+    /// first occurrence: 18 reasons per mapping would be most of the
+    /// series of a large configuration, and `certsync_syncs_total`'s
+    /// `rejected` already counts every one from 0.
+    pub fn add_mapping(&self, mapping: &str) {
+        self.add_readiness(mapping);
         self.validity
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), None);
+            .insert(mapping.to_owned(), Live::Nothing);
+        let l = self.label(mapping);
+        self.not_after.get_or_create(&l).set(0.0);
+        self.ttl.get_or_create(&l).set(0.0);
+        self.stale.get_or_create(&l).set(0);
+        self.revision.get_or_create(&l).set(0);
+        self.source_up.get_or_create(&l).set(0);
+        self.last_success.get_or_create(&l).set(0.0);
+        // Creating the series is the point; the guard goes at once.
+        drop(self.watch_restarts.get_or_create(&l));
+        for result in SYNC_RESULTS {
+            drop(self.syncs.get_or_create(&ResultLabels {
+                mapping: Arc::clone(&l.mapping),
+                result,
+            }));
+        }
+    }
+
+    /// Declares a `csr:` mapping's own series (after `add_mapping`).
+    pub fn add_csr_mapping(&self, mapping: &str) {
+        let l = self.label(mapping);
+        self.csr_pending.get_or_create(&l).set(0);
+        drop(self.csr_rotation.get_or_create(&l));
+    }
+
+    /// Declares the reload method in use, so its counters start at 0.
+    pub fn add_reload_method(&self, method: &'static str) {
+        for result in ["ok", "failed"] {
+            drop(self.reloads.get_or_create(&ReloadLabels { method, result }));
+        }
+        drop(self.reload_duration.get_or_create(&MethodLabel { method }));
     }
 
     /// Records the live revision and its leaf (`None` for a CA bundle).
     pub fn current(&self, mapping: &str, revision: u64, leaf: Option<(i64, i64)>) {
         let l = self.label(mapping);
         self.revision.get_or_create(&l).set(revision as i64);
-        if let Some((_, not_after)) = leaf {
-            self.not_after.get_or_create(&l).set(not_after as f64);
-        }
+        let live = match leaf {
+            Some((not_before, not_after)) => {
+                self.not_after.get_or_create(&l).set(not_after as f64);
+                Live::Leaf(Validity {
+                    not_before,
+                    not_after,
+                })
+            }
+            // A CA bundle has no leaf to expire: no expiry series rather
+            // than a made-up value (`certsync check` reads CA bundles).
+            None => {
+                self.not_after.remove(&l);
+                self.ttl.remove(&l);
+                Live::NoLeaf
+            }
+        };
         self.validity
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                mapping.to_owned(),
-                leaf.map(|(not_before, not_after)| Validity {
-                    not_before,
-                    not_after,
-                }),
-            );
+            .insert(mapping.to_owned(), live);
     }
 
     pub fn ready(&self, mapping: &str, problem: Option<String>) {
@@ -356,11 +454,7 @@ impl Metrics {
     /// Whether `mapping`'s certificate is past the stale fraction now.
     pub fn is_stale(&self, mapping: &str) -> bool {
         let validity = self.validity.lock().unwrap_or_else(PoisonError::into_inner);
-        validity
-            .get(mapping)
-            .copied()
-            .flatten()
-            .is_some_and(|v| stale(v, unix_now(), self.stale_fraction))
+        matches!(validity.get(mapping), Some(Live::Leaf(v)) if stale(*v, unix_now(), self.stale_fraction))
     }
 
     pub fn begin_shutdown(&self) {
@@ -397,9 +491,17 @@ impl Metrics {
             .iter()
         {
             let l = self.label(mapping);
-            let ttl = v.map_or(f64::INFINITY, |v| v.not_after as f64 - now);
-            self.ttl.get_or_create(&l).set(ttl);
-            let is_stale = v.is_some_and(|v| stale(v, now, self.stale_fraction));
+            let (ttl, is_stale) = match v {
+                Live::Nothing => (Some(0.0), false),
+                Live::NoLeaf => (None, false),
+                Live::Leaf(v) => (
+                    Some(v.not_after as f64 - now),
+                    stale(*v, now, self.stale_fraction),
+                ),
+            };
+            if let Some(ttl) = ttl {
+                self.ttl.get_or_create(&l).set(ttl);
+            }
             self.stale.get_or_create(&l).set(i64::from(is_stale));
         }
         let mut out = String::new();
@@ -452,14 +554,47 @@ mod tests {
             "certsync_validation_failures_total{mapping=\"web\",reason=\"key_mismatch\"} 1",
             "certsync_reloads_total{method=\"signal\",result=\"ok\"} 1",
             "certsync_reload_duration_seconds_count{method=\"signal\"} 1",
-            "certsync_certificate_ttl_seconds{mapping=\"ca\"} +Inf",
             "certsync_certificate_stale{mapping=\"web\"} 0",
             "# EOF",
         ] {
             assert!(text.contains(want), "{want} missing from:\n{text}");
         }
+        // A CA bundle has no leaf: no expiry series, rather than +Inf.
+        assert!(!text.contains("mapping=\"ca\"} +Inf"), "{text}");
+        assert!(
+            !text.contains("certsync_certificate_ttl_seconds{mapping=\"ca\"}"),
+            "{text}"
+        );
         m.begin_shutdown();
         assert_eq!(m.readiness().unwrap_err(), "shutting down\n");
+    }
+
+    #[test]
+    fn a_new_mapping_has_every_series_at_zero_and_expires_now() {
+        let m = Metrics::new(0.8);
+        m.add_mapping("web");
+        m.add_csr_mapping("web");
+        m.add_reload_method("signal");
+        let text = m.encode();
+        for want in [
+            "certsync_certificate_ttl_seconds{mapping=\"web\"} 0.0\n",
+            "certsync_certificate_not_after_seconds{mapping=\"web\"} 0.0\n",
+            "certsync_revision{mapping=\"web\"} 0\n",
+            "certsync_source_up{mapping=\"web\"} 0\n",
+            "certsync_watch_restarts_total{mapping=\"web\"} 0\n",
+            "certsync_syncs_total{mapping=\"web\",result=\"rejected\"} 0\n",
+            "certsync_csr_pending{mapping=\"web\"} 0\n",
+            "certsync_csr_rotation_seconds_count{mapping=\"web\"} 0\n",
+            "certsync_reloads_total{method=\"signal\",result=\"failed\"} 0\n",
+            "certsync_build_info{version=\"",
+            "process_open_fds ",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
+        // The readiness of something that is not a mapping has no series.
+        m.add_readiness("approver");
+        assert!(!m.encode().contains("approver"));
+        assert!(m.readiness().unwrap_err().contains("approver"));
     }
 
     #[test]
@@ -482,5 +617,4 @@ mod tests {
 }
 
 #[cfg(test)]
-#[path = "metrics_docs_tests.rs"]
 mod docs_tests;
