@@ -277,9 +277,11 @@ pub struct LogArgs {
         default_value = "text"
     )]
     pub log_format: LogFormat,
-    /// Log level or filter (e.g. `debug`, `certsync=trace`). Without it,
-    /// `RUST_LOG` is used, and `info` without that.
-    #[arg(long, global = true, env = "CERTSYNC_LOG_LEVEL")]
+    /// Log level or filter: `LEVEL` and `TARGET=LEVEL` directives,
+    /// comma-separated (e.g. `debug`, `info,certsync=trace`); levels are
+    /// trace, debug, info, warn (or warning), error and off. Without it,
+    /// `RUST_LOG` (same form) is used, and `info` without that.
+    #[arg(long, global = true, env = "CERTSYNC_LOG_LEVEL", value_parser = log_filter, value_name = "FILTER")]
     pub log_level: Option<String>,
 }
 
@@ -444,6 +446,54 @@ pub struct RunArgs {
     /// (CertificateUpdated, CertificateRejected); needs deploy/rbac-events.yaml.
     #[arg(long, env = "CERTSYNC_EVENTS", help_heading = "Kubernetes API")]
     pub events: bool,
+}
+
+/// A log filter (`--log-level`, `RUST_LOG`) in tracing's `Targets` form,
+/// with klog's and Python's `warning` spelled `warn`. Every directive must
+/// be `LEVEL` or `TARGET=LEVEL` with a known level: tracing reads a bare
+/// unknown word (`verbose`, `warning`) as a target name, which turns off
+/// every other log line, errors included.
+pub fn log_filter(s: &str) -> Result<String, String> {
+    let level = |word: &str| {
+        let word = word.trim().to_ascii_lowercase();
+        match word.as_str() {
+            "trace" | "debug" | "info" | "warn" | "error" | "off" => Some(word),
+            "warning" => Some("warn".to_owned()),
+            _ => None,
+        }
+    };
+    let bad = |directive: &str, why: &str| {
+        format!(
+            "log directive {directive:?}: {why} (directives are LEVEL or TARGET=LEVEL, \
+             comma-separated; levels: trace, debug, info, warn or warning, error, off)"
+        )
+    };
+    let mut out = Vec::new();
+    for directive in s.split(',') {
+        let d = directive.trim();
+        if d.is_empty() {
+            continue;
+        }
+        match d.split_once('=') {
+            None => out.push(level(d).ok_or_else(|| bad(d, "not a level"))?),
+            Some((target, lvl)) => {
+                let target = target.trim();
+                let ok_target = !target.is_empty()
+                    && target
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '-' | '.'));
+                if !ok_target {
+                    return Err(bad(d, "not a module path before `=`"));
+                }
+                let lvl = level(lvl).ok_or_else(|| bad(d, "not a level after `=`"))?;
+                out.push(format!("{target}={lvl}"));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(bad(s, "no directive"));
+    }
+    Ok(out.join(","))
 }
 
 pub(crate) const MS: u64 = 1;

@@ -145,14 +145,21 @@ fn init_tracing(log: &LogArgs, quiet: bool) -> anyhow::Result<()> {
     } else {
         tracing::Level::INFO
     };
-    let filter = match &log.log_level {
-        Some(level) => level.parse::<Targets>().context("--log-level")?,
-        // RUST_LOG in the same `LEVEL,target=LEVEL` form; anything else
-        // (span or field filters) falls back to info.
-        None => std::env::var("RUST_LOG")
-            .ok()
-            .and_then(|v| v.parse::<Targets>().ok())
-            .unwrap_or_else(|| Targets::new().with_default(default)),
+    // `--log-level` went through `cli::log_filter` already; `RUST_LOG` is
+    // held to the same rule (an unknown word would silence every line).
+    let text = match &log.log_level {
+        Some(level) => Some(level.clone()),
+        None => match std::env::var("RUST_LOG") {
+            Ok(v) if !v.trim().is_empty() => Some(
+                certsync::cli::log_filter(&v)
+                    .map_err(|e| anyhow::anyhow!("RUST_LOG: {e} (or give --log-level)"))?,
+            ),
+            _ => None,
+        },
+    };
+    let filter = match text {
+        Some(text) => text.parse::<Targets>().context("--log-level")?,
+        None => Targets::new().with_default(default),
     };
     // notify logs at info what is routine for certsync (the watch of a
     // revision directory that was retired: one line per rotation). It is
