@@ -188,9 +188,13 @@ pub struct ReviewArgs {
     /// Deny the reviewed kubelet serving CSRs that definitely fail a check.
     #[arg(long)]
     pub deny: bool,
-    /// Kubeconfig (default: `KUBECONFIG`, then the pod's service account).
+    /// Kubeconfig (default, as kubectl: `KUBECONFIG`'s paths merged, then
+    /// `~/.kube/config`, then the pod's service account).
     #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, env = "CERTSYNC_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }
@@ -202,15 +206,20 @@ pub struct ApproveArgs {
     /// Log what would be decided; write nothing.
     #[arg(long, env = "CERTSYNC_DRY_RUN")]
     pub dry_run: bool,
-    /// Kubeconfig (default: `KUBECONFIG`, then the pod's service account).
+    /// Kubeconfig (default, as kubectl: `KUBECONFIG`'s paths merged, then
+    /// `~/.kube/config`, then the pod's service account).
     #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, env = "CERTSYNC_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
     /// The Lease replicas elect a leader with (only the leader writes);
     /// `--lease-name ""` for a single replica without election.
     #[arg(long, env = "CERTSYNC_LEASE_NAME", default_value = "certsync-approver")]
     pub lease_name: String,
-    /// Namespace of the Lease (default: the pod's, from POD_NAMESPACE or
-    /// the service account, else kube-system).
+    /// Namespace of the Lease (default: POD_NAMESPACE, else the namespace
+    /// of the kubeconfig context or of the pod's service account, else
+    /// kube-system).
     #[arg(long, env = "CERTSYNC_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// How long a leader holds the Lease without renewing it.
@@ -392,8 +401,9 @@ pub struct RunArgs {
     #[arg(long, env = "CERTSYNC_CSR_RENEW_FLOOR", value_parser = duration(1000, YEAR), default_value = "5m")]
     pub csr_renew_floor: Duration,
 
-    /// Kubeconfig for secret:/configmap: mappings. Without it, `KUBECONFIG`,
-    /// then the pod's service account. Rebuilt when the file changes.
+    /// Kubeconfig for Kubernetes mappings. Without it, as kubectl:
+    /// `KUBECONFIG`'s paths merged, then `~/.kube/config`, then the pod's
+    /// service account. Rebuilt when the file changes.
     #[arg(
         long,
         env = "CERTSYNC_KUBECONFIG",
@@ -401,6 +411,15 @@ pub struct RunArgs {
         value_name = "FILE"
     )]
     pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(
+        long,
+        env = "CERTSYNC_CONTEXT",
+        help_heading = "Kubernetes API",
+        value_name = "NAME"
+    )]
+    pub context: Option<String>,
 
     /// Name to verify in the API server's certificate, for servers reached
     /// as `localhost` whose certificate names another host (static pods).

@@ -267,6 +267,7 @@ async fn approve(config: certsync::approve::ApproverConfig) -> anyhow::Result<Ex
 async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
     let settings = certsync::source::client::ClientSettings {
         kubeconfig: a.kubeconfig.clone(),
+        context: a.context.clone(),
         ..Default::default()
     };
     let (rows, done) = certsync::approve::review(

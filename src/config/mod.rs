@@ -95,18 +95,13 @@ impl PolicyArgs {
 
 impl ApproveArgs {
     pub fn config(&self) -> crate::approve::ApproverConfig {
-        let namespace = self.lease_namespace.clone().unwrap_or_else(|| {
+        // Without a flag or POD_NAMESPACE, the client configuration's
+        // namespace (context or service account), known once it is loaded.
+        let namespace = self.lease_namespace.clone().or_else(|| {
             std::env::var("POD_NAMESPACE")
                 .ok()
-                .or_else(|| {
-                    std::fs::read_to_string(
-                        "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
-                    )
-                    .ok()
-                })
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "kube-system".into())
         });
         let identity = std::env::var("POD_NAME")
             .ok()
@@ -115,6 +110,7 @@ impl ApproveArgs {
         crate::approve::ApproverConfig {
             client: ClientSettings {
                 kubeconfig: self.kubeconfig.clone(),
+                context: self.context.clone(),
                 watch_timeout: self.watch_timeout,
                 ..ClientSettings::default()
             },
@@ -229,6 +225,7 @@ impl Config {
             reload: args.reload.build()?,
             client: ClientSettings {
                 kubeconfig: args.kubeconfig.clone(),
+                context: args.context.clone(),
                 tls_server_name: args.tls_server_name.clone(),
                 watch_timeout: args.watch_timeout,
                 keepalive: args.api_keepalive,
