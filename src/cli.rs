@@ -350,6 +350,11 @@ pub struct RunArgs {
     #[arg(long, env = "CERTSYNC_ONCE")]
     pub once: bool,
 
+    /// With --once: how long to wait for the API server to answer (an init
+    /// container may start beside it) before failing.
+    #[arg(long, env = "CERTSYNC_ONCE_TIMEOUT", value_parser = duration(0, YEAR), default_value = "1m", value_name = "DURATION")]
+    pub once_timeout: Duration,
+
     /// How long a source directory must be quiet before it is read, so a
     /// pair written non-atomically (certificate, then key) is read whole.
     #[arg(long, env = "CERTSYNC_DEBOUNCE", value_parser = duration(0, YEAR), default_value = "2s")]

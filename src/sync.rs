@@ -559,7 +559,15 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         .iter()
         .any(|m| needs_process_client(&m.source))
     {
-        config.client.client().await.map_err(|e| e.to_string())
+        match config.client.config().await {
+            Ok(c) => match config.client.client_for(&c) {
+                Ok(client) => reachable(&client, &c.cluster_url, config.once_timeout)
+                    .await
+                    .map(|()| client),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        }
     } else {
         Err("no API client needed".to_owned())
     };
@@ -591,6 +599,38 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         }
     }
     failures
+}
+
+/// Waits until the API server answers (`GET /version`; any answer but a
+/// 5xx counts: it is up, whatever it thinks of us), retrying with jittered
+/// backoff, for at most `within`: an init container may start beside the
+/// API server it reads from.
+async fn reachable(client: &Client, server: &http::Uri, within: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut attempt = 0;
+    loop {
+        let problem = match client.apiserver_version().await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code < 500 => return Ok(()),
+            Err(e) => crate::error_chain(&e),
+        };
+        attempt += 1;
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            let message = format!(
+                "the API server {server} did not answer within {}: {problem}",
+                humantime::format_duration(within)
+            );
+            tracing::error!(%server, error = %problem, "API server {server} did not answer within {}; giving up (--once-timeout)", humantime::format_duration(within));
+            return Err(message);
+        }
+        if attempt == 1 {
+            tracing::info!(%server, error = %problem, timeout = %humantime::format_duration(within), "waiting for the API server");
+        }
+        // 200 ms doubling to 3.2 s, plus up to as much again at random.
+        let pause = crate::backoff(Duration::from_millis(200), attempt.min(5));
+        tokio::time::sleep(pause.min(deadline - now)).await;
+    }
 }
 
 /// `certsync run`: one source task and one sync task per mapping, until

@@ -291,6 +291,7 @@ fn print_config_is_typed_yaml() {
         serde_yaml_ng::Value::Bool(true),
         "{text}"
     );
+    assert_eq!(printed["once-timeout"], "1m", "{text}");
     assert_eq!(printed["reload-insecure-skip-verify"], false, "{text}");
     assert_eq!(printed["keep-revisions"].as_u64(), Some(3), "{text}");
     assert_eq!(printed["owner"].as_u64(), Some(1000), "{text}");

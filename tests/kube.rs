@@ -1800,3 +1800,55 @@ async fn home_kubeconfig_and_context_as_kubectl() {
     assert!(err.contains("nowhere"), "{err}");
     env.cleanup().await;
 }
+
+/// `--once` in an init container started beside its API server: it waits
+/// for the server (bounded by `--once-timeout`, 1 minute by default), then
+/// syncs; a server that never answers fails the run after the timeout,
+/// naming the server and the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_waits_for_the_api_server_within_its_timeout() {
+    let mut env = Env::new().await;
+    if env.fake("once_waits_for_the_api_server").is_none() {
+        return env.cleanup().await;
+    }
+    let name = env.name("late");
+    let p = Pair::new("late");
+    env.put_pair(&name, &p).await;
+    env.fake.as_mut().unwrap().down();
+    let child = std::process::Command::new(certsync_bin())
+        .args(["run", "--once", "--kubeconfig"])
+        .arg(&env.kubeconfig)
+        .args(["--sync", &env.secret_spec(&name)])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    env.fake.as_mut().unwrap().up().await;
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("waiting for the API server"), "{err}");
+    assert_eq!(read_live(&env.target(&name)).unwrap().1, p.cert);
+
+    let dead = ApiServer::reserve().await;
+    let dir = env.tmp.path().join("kc-never");
+    std::fs::create_dir(&dir).unwrap();
+    let kubeconfig = write_kubeconfig(&dir, &format!("http://{dead}"));
+    let out = std::process::Command::new(certsync_bin())
+        .args(["run", "--once", "--once-timeout", "1s", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--sync", &env.secret_spec(&env.name("never"))])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "API server http://{dead}/ did not answer within 1s"
+        )),
+        "{err}"
+    );
+    env.cleanup().await;
+}

@@ -199,6 +199,8 @@ pub struct Config {
     pub reload: ReloadConfig,
     pub client: ClientSettings,
     pub once: bool,
+    /// With `once`: how long to wait for the API server to answer.
+    pub once_timeout: Duration,
     pub debounce: Duration,
     pub resync: Duration,
     pub clock_skew: Duration,
@@ -231,6 +233,7 @@ impl Config {
                 keepalive: args.api_keepalive,
             },
             once: args.once,
+            once_timeout: args.once_timeout,
             debounce: args.debounce,
             resync: args.resync,
             clock_skew: args.clock_skew,

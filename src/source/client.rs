@@ -262,7 +262,7 @@ impl ClientSettings {
         };
         let mut built = false;
         let mut built_from = Vec::new();
-        let mut retry = Duration::from_secs(1);
+        let mut failures = 0;
         loop {
             let now = fingerprint();
             if !built || now != built_from {
@@ -272,16 +272,19 @@ impl ClientSettings {
                             tracing::info!(file = %shown, "credentials changed; rebuilt the API client");
                         }
                         (built, built_from) = (true, now);
-                        retry = Duration::from_secs(1);
+                        failures = 0;
                         let _ = tx.send(Some(client));
                     }
                     Err(e) => {
+                        // 1 s doubling to 16 s, plus up to as much again
+                        // at random: nodes restarted together spread out.
+                        failures += 1;
+                        let retry = crate::backoff(Duration::from_secs(1), failures.min(5));
                         tracing::error!(error = %e, retry_in = ?retry, "cannot build the API client");
                         tokio::select! {
                             () = crate::shutdown::stopped(&mut shutdown) => return,
                             () = tokio::time::sleep(retry) => {}
                         }
-                        retry = (retry * 2).min(Duration::from_secs(30));
                         continue;
                     }
                 }
