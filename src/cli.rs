@@ -451,15 +451,17 @@ pub struct RunArgs {
     #[command(flatten)]
     pub reload: ReloadArgs,
 
-    /// Address of the admin port (/livez, /readyz, /metrics). Loopback by
-    /// default; use 0.0.0.0:9808 for kubelet probes on a pod IP.
+    /// Address of the admin port (/livez, /readyz, /metrics), e.g.
+    /// 127.0.0.1:9808, or 0.0.0.0:9808 for kubelet probes on a pod IP.
+    /// None unless given: host-network pods on one node share its ports,
+    /// and any fixed default would collide between two of them.
     #[arg(
         long,
         env = "CERTSYNC_ADMIN_ADDR",
         help_heading = "Health and metrics",
-        default_value = "127.0.0.1:9808"
+        value_name = "ADDR"
     )]
-    pub admin_addr: std::net::SocketAddr,
+    pub admin_addr: Option<std::net::SocketAddr>,
 
     /// Share of a certificate's lifetime after which, with nothing newer
     /// arrived, it is reported stale (warning + metric); kubelet rotates at 70-90%.

@@ -221,9 +221,12 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let metrics = Arc::new(Metrics::new(config.stale_fraction));
-    let admin =
-        certsync::admin::serve(config.admin_addr, Arc::clone(&metrics), stopped.clone()).await?;
-    let admin = tokio::spawn(admin);
+    let admin = match config.admin_addr {
+        Some(addr) => Some(tokio::spawn(
+            certsync::admin::serve(addr, Arc::clone(&metrics), stopped.clone()).await?,
+        )),
+        None => None,
+    };
     let m = Arc::clone(&metrics);
     tokio::spawn(async move {
         if let Err(e) = shutdown_signal().await {
@@ -238,7 +241,9 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
     // Boxed: a future awaited here lives on the main thread's stack for
     // the whole run, and every stack page it touches stays resident.
     Box::pin(certsync::sync::run(config, metrics, stopped)).await?;
-    let _ = admin.await;
+    if let Some(admin) = admin {
+        let _ = admin.await;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -293,7 +293,11 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
             continue;
         }
         let config = check_args(args);
-        let port = config.admin_addr.port();
+        // `run` opens no admin port unless asked: a probed one is given.
+        let admin = config
+            .admin_addr
+            .unwrap_or_else(|| panic!("{file}: probes, but no --admin-addr"));
+        let port = admin.port();
         assert_probes(file, c, port);
         // A sidecar in a Deployment is a native sidecar.
         if spec.host_network != Some(true) {
@@ -303,7 +307,7 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
                 "{file}: native sidecar"
             );
             assert!(
-                config.admin_addr.ip().is_unspecified(),
+                admin.ip().is_unspecified(),
                 "{file}: kubelet probes the pod IP"
             );
         }

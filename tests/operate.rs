@@ -456,3 +456,59 @@ fn log_level_takes_per_target_directives() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--log-level"), "{err}");
 }
+
+/// Two host-network static pods on one node must not collide on a default
+/// admin port: `run` opens none unless `--admin-addr` asks for one, and a
+/// port already taken is refused naming the flag.
+#[test]
+fn no_admin_port_by_default_and_a_busy_one_names_the_flag() {
+    let d = tempfile::tempdir().unwrap();
+    // Not through `Certsync::start`, which gives every process a free
+    // admin port.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let start = |n: &str| {
+        let src = d.path().join(format!("src-{n}"));
+        write_pair(&src, &Pair::new(n));
+        let sync = format!("dir:{}={}", src.display(), d.path().join(n).display());
+        let log = fs::File::create(d.path().join(format!("{n}.log"))).unwrap();
+        Killed(
+            std::process::Command::new(certsync_bin())
+                .args(["run", "--sync", &sync])
+                .env_remove("CERTSYNC_ADMIN_ADDR")
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut a = start("a");
+    let mut b = start("b");
+    for n in ["a", "b"] {
+        wait_for("first sync", || read_live(&d.path().join(n)));
+    }
+    let log = |n: &str| fs::read_to_string(d.path().join(format!("{n}.log"))).unwrap();
+    for (cs, n) in [(&mut a, "a"), (&mut b, "b")] {
+        assert!(
+            cs.0.try_wait().unwrap().is_none(),
+            "{n} exited:\n{}",
+            log(n)
+        );
+        assert!(!log(n).contains("admin port listening"), "{}", log(n));
+    }
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let src = d.path().join("src-a");
+    let sync = format!("dir:{}={}", src.display(), d.path().join("c").display());
+    let (code, _, err) = certsync(&["run", "--admin-addr", &addr, "--sync", &sync]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&addr) && err.contains("in use") && err.contains("--admin-addr"),
+        "{err}"
+    );
+}

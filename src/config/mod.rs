@@ -193,7 +193,8 @@ pub struct Mapping {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub mappings: Vec<Mapping>,
-    pub admin_addr: std::net::SocketAddr,
+    /// `None`: no admin port (see `--admin-addr`).
+    pub admin_addr: Option<std::net::SocketAddr>,
     pub stale_fraction: f64,
     pub events: bool,
     pub reload: ReloadConfig,
