@@ -237,7 +237,7 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
         m.begin_shutdown();
         let _ = stop.send(true);
     });
-    tracing::info!(mappings = config.mappings.len(), "certsync started");
+    certsync::sync::log_plan(&config).await;
     // Boxed: a future awaited here lives on the main thread's stack for
     // the whole run, and every stack page it touches stays resident.
     Box::pin(certsync::sync::run(config, metrics, stopped)).await?;

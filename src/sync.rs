@@ -411,7 +411,7 @@ impl Syncer {
                         tracing::warn!(mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
                     }
                     None => {
-                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, dir = %self.mapping.target.display(), "published new revision");
+                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, target_dir = %self.mapping.target.display(), "published new revision");
                         if let Some(events) = &self.events {
                             let serial = leaf.as_ref().map_or("-", |l| l.serial.as_str());
                             events.updated(format!(
@@ -599,6 +599,59 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         }
     }
     failures
+}
+
+/// Logs what `run` is about to do, at info: each mapping's source and
+/// target directory, then the version, the reload method, the API server
+/// (scheme, host and port only: never credentials) and the admin address.
+pub async fn log_plan(config: &Config) {
+    for m in &config.mappings {
+        let source = match &m.source {
+            Source::Dir(dir) => format!("dir {}", dir.display()),
+            Source::Kube(object) => object.to_string(),
+            Source::TrustBundle(selection) => selection.to_string(),
+            Source::Csr(spec) => format!("csr {}", spec.signer),
+        };
+        tracing::info!(mapping = %m.name, source = %crate::escape(&source), target_dir = %m.target.display(), "mapping");
+    }
+    let reload = match &config.reload.method {
+        Some(reload::Method::Signal { target, signal }) => format!("signal {signal} to {target}"),
+        Some(reload::Method::Http(hook)) => format!("http {}", hook.describe()),
+        None => "none (the consumer watches its files)".to_owned(),
+    };
+    let api_server = if config
+        .mappings
+        .iter()
+        .any(|m| needs_process_client(&m.source))
+    {
+        match config.client.config().await {
+            Ok(c) => server_origin(&c.cluster_url),
+            Err(e) => format!("unknown yet ({e})"),
+        }
+    } else {
+        "none needed".to_owned()
+    };
+    let admin_addr = config
+        .admin_addr
+        .map_or_else(|| "none (no --admin-addr)".to_owned(), |a| a.to_string());
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        mappings = config.mappings.len(),
+        %reload,
+        %api_server,
+        %admin_addr,
+        "certsync started"
+    );
+}
+
+/// `scheme://host:port` of a URL: no userinfo, path or query.
+fn server_origin(uri: &http::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("https");
+    let host = uri.host().unwrap_or("");
+    match uri.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    }
 }
 
 /// Waits until the API server answers (`GET /version`; any answer but a

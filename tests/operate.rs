@@ -512,3 +512,74 @@ fn no_admin_port_by_default_and_a_busy_one_names_the_flag() {
         "{err}"
     );
 }
+
+/// `run` says at start what it will do: its version, each mapping's source
+/// and target directory, the reload method, the API server (no
+/// credentials) and the admin address; in JSON the target directory is
+/// `target_dir`, never `target` (tracing's module path) nor `dir`.
+#[test]
+fn run_logs_its_version_and_plan() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    write_pair(&src, &Pair::new("plan"));
+    let target = d.path().join("t");
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = dead.local_addr().unwrap();
+    drop(dead);
+    let kubeconfig = support::apiserver::write_kubeconfig(d.path(), &format!("http://{server}"));
+    let admin = format!("127.0.0.1:{}", free_port());
+    let cs = Certsync::start(
+        &[
+            "--log-format",
+            "json",
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--admin-addr",
+            &admin,
+            "--reload-process",
+            "nginx",
+            "--sync",
+            &format!("dir:{}={},name=web", src.display(), target.display()),
+            "--sync",
+            &format!("secret:ns1/api={},name=api", d.path().join("api").display()),
+        ],
+        d.path(),
+    );
+    wait_for("first sync", || read_live(&target));
+    cs.wait_log("published new revision");
+    let lines: Vec<serde_json::Value> = cs
+        .log()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let find = |message: &str| {
+        lines
+            .iter()
+            .filter(|l| l["message"] == message)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let started = find("certsync started");
+    assert_eq!(started.len(), 1, "{}", cs.log());
+    let s = &started[0];
+    assert_eq!(s["version"], env!("CARGO_PKG_VERSION"), "{s}");
+    assert_eq!(s["mappings"], 2, "{s}");
+    assert_eq!(s["admin_addr"], admin.as_str(), "{s}");
+    assert_eq!(s["api_server"], format!("http://{server}"), "{s}");
+    assert!(s["reload"].as_str().unwrap().contains("nginx"), "{s}");
+    let plan = find("mapping");
+    let web = plan.iter().find(|l| l["mapping"] == "web").unwrap();
+    assert_eq!(web["source"], format!("dir {}", src.display()), "{web}");
+    assert_eq!(web["target_dir"], target.display().to_string(), "{web}");
+    let api = plan.iter().find(|l| l["mapping"] == "api").unwrap();
+    assert_eq!(api["source"], "secret ns1/api", "{api}");
+    let published = &find("published new revision")[0];
+    assert_eq!(
+        published["target_dir"],
+        target.display().to_string(),
+        "{published}"
+    );
+    assert!(published.get("dir").is_none(), "{published}");
+    assert!(!cs.log().contains("test-token"), "no credentials logged");
+}

@@ -164,7 +164,7 @@ impl HostDir {
             watcher.subscribe_names(&self.dir, &names)
         };
         if let Err(e) = watched {
-            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
+            tracing::warn!(source_dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
         }
         let mut tick = crate::shutdown::resync_interval(resync).await;
         loop {
@@ -173,7 +173,7 @@ impl HostDir {
                 Ok(r) => super::publish(&tx, r.map_err(super::SourceError::from)),
                 // Not published; the next event or resync reads again.
                 Err(e) => {
-                    tracing::error!(dir = %self.dir.display(), error = %e, "source read task failed")
+                    tracing::error!(source_dir = %self.dir.display(), error = %e, "source read task failed")
                 }
             }
             tokio::select! {
@@ -184,7 +184,7 @@ impl HostDir {
                 _ = tick.tick() => {
                     // The directory may have been replaced, dropping the watch.
                     if let Err(e) = watcher.rewatch(&self.dir) {
-                        tracing::debug!(dir = %self.dir.display(), error = %e, "cannot watch the source directory");
+                        tracing::debug!(source_dir = %self.dir.display(), error = %e, "cannot watch the source directory");
                     }
                 }
             }
