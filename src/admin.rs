@@ -17,12 +17,26 @@ use crate::metrics::Metrics;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
-    #[error("admin port {addr}: {source}")]
+    #[error("admin port {addr}: {source}{hint}", hint = bind_hint(source))]
     Bind {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What to do about a port that cannot be had.
+fn bind_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            " (another process listens there, e.g. a second host-network pod on this \
+             node: give this one its own --admin-addr)"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            " (no interface has this address: fix --admin-addr)"
+        }
+        _ => "",
+    }
 }
 
 pub fn router(metrics: Arc<Metrics>) -> Router {

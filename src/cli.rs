@@ -204,9 +204,13 @@ pub struct ReviewArgs {
     /// Deny the reviewed kubelet serving CSRs that definitely fail a check.
     #[arg(long)]
     pub deny: bool,
-    /// Kubeconfig (default: `KUBECONFIG`, then the pod's service account).
+    /// Kubeconfig (default, as kubectl: `KUBECONFIG`'s paths merged, then
+    /// `~/.kube/config`, then the pod's service account).
     #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, env = "CERTSYNC_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }
@@ -218,15 +222,20 @@ pub struct ApproveArgs {
     /// Log what would be decided; write nothing.
     #[arg(long, env = "CERTSYNC_DRY_RUN")]
     pub dry_run: bool,
-    /// Kubeconfig (default: `KUBECONFIG`, then the pod's service account).
+    /// Kubeconfig (default, as kubectl: `KUBECONFIG`'s paths merged, then
+    /// `~/.kube/config`, then the pod's service account).
     #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, env = "CERTSYNC_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
     /// The Lease replicas elect a leader with (only the leader writes);
     /// `--lease-name ""` for a single replica without election.
     #[arg(long, env = "CERTSYNC_LEASE_NAME", default_value = "certsync-approver")]
     pub lease_name: String,
-    /// Namespace of the Lease (default: the pod's, from POD_NAMESPACE or
-    /// the service account, else kube-system).
+    /// Namespace of the Lease (default: POD_NAMESPACE, else the namespace
+    /// of the kubeconfig context or of the pod's service account, else
+    /// kube-system).
     #[arg(long, env = "CERTSYNC_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// How long a leader holds the Lease without renewing it.
@@ -293,9 +302,11 @@ pub struct LogArgs {
         default_value = "text"
     )]
     pub log_format: LogFormat,
-    /// Log level or filter (e.g. `debug`, `certsync=trace`). Without it,
-    /// `RUST_LOG` is used, and `info` without that.
-    #[arg(long, global = true, env = "CERTSYNC_LOG_LEVEL")]
+    /// Log level or filter: `LEVEL` and `TARGET=LEVEL` directives,
+    /// comma-separated (e.g. `debug`, `info,certsync=trace`); levels are
+    /// trace, debug, info, warn (or warning), error and off. Without it,
+    /// `RUST_LOG` (same form) is used, and `info` without that.
+    #[arg(long, global = true, env = "CERTSYNC_LOG_LEVEL", value_parser = log_filter, value_name = "FILTER")]
     pub log_level: Option<String>,
 }
 
@@ -355,6 +366,11 @@ pub struct RunArgs {
     #[arg(long, env = "CERTSYNC_ONCE")]
     pub once: bool,
 
+    /// With --once: how long to wait for the API server to answer (an init
+    /// container may start beside it) before failing.
+    #[arg(long, env = "CERTSYNC_ONCE_TIMEOUT", value_parser = duration(0, YEAR), default_value = "1m", value_name = "DURATION")]
+    pub once_timeout: Duration,
+
     /// How long a source directory must be quiet before it is read, so a
     /// pair written non-atomically (certificate, then key) is read whole.
     #[arg(long, env = "CERTSYNC_DEBOUNCE", value_parser = duration(0, YEAR), default_value = "2s")]
@@ -406,8 +422,9 @@ pub struct RunArgs {
     #[arg(long, env = "CERTSYNC_CSR_RENEW_FLOOR", value_parser = duration(1000, YEAR), default_value = "5m")]
     pub csr_renew_floor: Duration,
 
-    /// Kubeconfig for secret:/configmap: mappings. Without it, `KUBECONFIG`,
-    /// then the pod's service account. Rebuilt when the file changes.
+    /// Kubeconfig for Kubernetes mappings. Without it, as kubectl:
+    /// `KUBECONFIG`'s paths merged, then `~/.kube/config`, then the pod's
+    /// service account. Rebuilt when the file changes.
     #[arg(
         long,
         env = "CERTSYNC_KUBECONFIG",
@@ -415,6 +432,15 @@ pub struct RunArgs {
         value_name = "FILE"
     )]
     pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(
+        long,
+        env = "CERTSYNC_CONTEXT",
+        help_heading = "Kubernetes API",
+        value_name = "NAME"
+    )]
+    pub context: Option<String>,
 
     /// Name to verify in the API server's certificate, for servers reached
     /// as `localhost` whose certificate names another host (static pods).
@@ -441,15 +467,17 @@ pub struct RunArgs {
     #[command(flatten)]
     pub reload: ReloadArgs,
 
-    /// Address of the admin port (/livez, /readyz, /metrics). Loopback by
-    /// default; use 0.0.0.0:9808 for kubelet probes on a pod IP.
+    /// Address of the admin port (/livez, /readyz, /metrics), e.g.
+    /// 127.0.0.1:9808, or 0.0.0.0:9808 for kubelet probes on a pod IP.
+    /// None unless given: host-network pods on one node share its ports,
+    /// and any fixed default would collide between two of them.
     #[arg(
         long,
         env = "CERTSYNC_ADMIN_ADDR",
         help_heading = "Health and metrics",
-        default_value = "127.0.0.1:9808"
+        value_name = "ADDR"
     )]
-    pub admin_addr: std::net::SocketAddr,
+    pub admin_addr: Option<std::net::SocketAddr>,
 
     /// Share of a certificate's lifetime after which, with nothing newer
     /// arrived, it is reported stale (warning + metric); kubelet rotates at 70-90%.
@@ -460,6 +488,54 @@ pub struct RunArgs {
     /// (CertificateUpdated, CertificateRejected); needs deploy/rbac-events.yaml.
     #[arg(long, env = "CERTSYNC_EVENTS", help_heading = "Kubernetes API")]
     pub events: bool,
+}
+
+/// A log filter (`--log-level`, `RUST_LOG`) in tracing's `Targets` form,
+/// with klog's and Python's `warning` spelled `warn`. Every directive must
+/// be `LEVEL` or `TARGET=LEVEL` with a known level: tracing reads a bare
+/// unknown word (`verbose`, `warning`) as a target name, which turns off
+/// every other log line, errors included.
+pub fn log_filter(s: &str) -> Result<String, String> {
+    let level = |word: &str| {
+        let word = word.trim().to_ascii_lowercase();
+        match word.as_str() {
+            "trace" | "debug" | "info" | "warn" | "error" | "off" => Some(word),
+            "warning" => Some("warn".to_owned()),
+            _ => None,
+        }
+    };
+    let bad = |directive: &str, why: &str| {
+        format!(
+            "log directive {directive:?}: {why} (directives are LEVEL or TARGET=LEVEL, \
+             comma-separated; levels: trace, debug, info, warn or warning, error, off)"
+        )
+    };
+    let mut out = Vec::new();
+    for directive in s.split(',') {
+        let d = directive.trim();
+        if d.is_empty() {
+            continue;
+        }
+        match d.split_once('=') {
+            None => out.push(level(d).ok_or_else(|| bad(d, "not a level"))?),
+            Some((target, lvl)) => {
+                let target = target.trim();
+                let ok_target = !target.is_empty()
+                    && target
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '-' | '.'));
+                if !ok_target {
+                    return Err(bad(d, "not a module path before `=`"));
+                }
+                let lvl = level(lvl).ok_or_else(|| bad(d, "not a level after `=`"))?;
+                out.push(format!("{target}={lvl}"));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(bad(s, "no directive"));
+    }
+    Ok(out.join(","))
 }
 
 pub(crate) const MS: u64 = 1;

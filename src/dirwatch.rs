@@ -197,6 +197,19 @@ impl DirWatch {
         self.subscribe_to(dir, Some(names.iter().map(OsString::from).collect()))
     }
 
+    /// [`DirWatch::subscribe_names`] into an existing receiver, so one
+    /// wake-up covers files in several directories (the paths of
+    /// `KUBECONFIG`).
+    pub fn subscribe_names_into(
+        &self,
+        rx: &Events,
+        dir: &Path,
+        names: &[&str],
+    ) -> Result<(), DirWatchError> {
+        self.add_route(dir, rx, Some(names.iter().map(OsString::from).collect()));
+        self.rewatch(dir)
+    }
+
     /// One receiver for changes in any of `dirs`, none of them watched
     /// yet: the caller arms each with [`DirWatch::rearm`].
     pub fn route(&self, dirs: &[impl AsRef<Path>]) -> Events {

@@ -169,14 +169,21 @@ fn init_tracing(log: &LogArgs, quiet: bool) -> anyhow::Result<()> {
     } else {
         tracing::Level::INFO
     };
-    let filter = match &log.log_level {
-        Some(level) => level.parse::<Targets>().context("--log-level")?,
-        // RUST_LOG in the same `LEVEL,target=LEVEL` form; anything else
-        // (span or field filters) falls back to info.
-        None => std::env::var("RUST_LOG")
-            .ok()
-            .and_then(|v| v.parse::<Targets>().ok())
-            .unwrap_or_else(|| Targets::new().with_default(default)),
+    // `--log-level` went through `cli::log_filter` already; `RUST_LOG` is
+    // held to the same rule (an unknown word would silence every line).
+    let text = match &log.log_level {
+        Some(level) => Some(level.clone()),
+        None => match std::env::var("RUST_LOG") {
+            Ok(v) if !v.trim().is_empty() => Some(
+                certsync::cli::log_filter(&v)
+                    .map_err(|e| anyhow::anyhow!("RUST_LOG: {e} (or give --log-level)"))?,
+            ),
+            _ => None,
+        },
+    };
+    let filter = match text {
+        Some(text) => text.parse::<Targets>().context("--log-level")?,
+        None => Targets::new().with_default(default),
     };
     // notify logs at info what is routine for certsync (the watch of a
     // revision directory that was retired: one line per rotation). It is
@@ -238,9 +245,12 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let metrics = Arc::new(Metrics::new(config.stale_fraction));
-    let admin =
-        certsync::admin::serve(config.admin_addr, Arc::clone(&metrics), stopped.clone()).await?;
-    let admin = tokio::spawn(admin);
+    let admin = match config.admin_addr {
+        Some(addr) => Some(tokio::spawn(
+            certsync::admin::serve(addr, Arc::clone(&metrics), stopped.clone()).await?,
+        )),
+        None => None,
+    };
     let m = Arc::clone(&metrics);
     tokio::spawn(async move {
         if let Err(e) = shutdown_signal().await {
@@ -251,11 +261,13 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
         m.begin_shutdown();
         let _ = stop.send(true);
     });
-    tracing::info!(mappings = config.mappings.len(), "certsync started");
+    certsync::sync::log_plan(&config).await;
     // Boxed: a future awaited here lives on the main thread's stack for
     // the whole run, and every stack page it touches stays resident.
     Box::pin(certsync::sync::run(config, metrics, stopped)).await?;
-    let _ = admin.await;
+    if let Some(admin) = admin {
+        let _ = admin.await;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -284,6 +296,7 @@ async fn approve(config: certsync::approve::ApproverConfig) -> anyhow::Result<Ex
 async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
     let settings = certsync::source::client::ClientSettings {
         kubeconfig: a.kubeconfig.clone(),
+        context: a.context.clone(),
         ..Default::default()
     };
     let (rows, done) = certsync::approve::review(

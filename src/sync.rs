@@ -414,7 +414,7 @@ impl Syncer {
                         tracing::warn!(mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
                     }
                     None => {
-                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, dir = %self.mapping.target.display(), "published new revision");
+                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, target_dir = %self.mapping.target.display(), "published new revision");
                         if let Some(events) = &self.events {
                             let serial = leaf.as_ref().map_or("-", |l| l.serial.as_str());
                             events.updated(format!(
@@ -562,7 +562,15 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         .iter()
         .any(|m| needs_process_client(&m.source))
     {
-        config.client.client().await.map_err(|e| e.to_string())
+        match config.client.config().await {
+            Ok(c) => match config.client.client_for(&c) {
+                Ok(client) => reachable(&client, &c.cluster_url, config.once_timeout)
+                    .await
+                    .map(|()| client),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        }
     } else {
         Err("no API client needed".to_owned())
     };
@@ -594,6 +602,91 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         }
     }
     failures
+}
+
+/// Logs what `run` is about to do, at info: each mapping's source and
+/// target directory, then the version, the reload method, the API server
+/// (scheme, host and port only: never credentials) and the admin address.
+pub async fn log_plan(config: &Config) {
+    for m in &config.mappings {
+        let source = match &m.source {
+            Source::Dir(dir) => format!("dir {}", dir.display()),
+            Source::Kube(object) => object.to_string(),
+            Source::TrustBundle(selection) => selection.to_string(),
+            Source::Csr(spec) => format!("csr {}", spec.signer),
+        };
+        tracing::info!(mapping = %m.name, source = %crate::escape(&source), target_dir = %m.target.display(), "mapping");
+    }
+    let reload = match &config.reload.method {
+        Some(reload::Method::Signal { target, signal }) => format!("signal {signal} to {target}"),
+        Some(reload::Method::Http(hook)) => format!("http {}", hook.describe()),
+        None => "none (the consumer watches its files)".to_owned(),
+    };
+    let api_server = if config
+        .mappings
+        .iter()
+        .any(|m| needs_process_client(&m.source))
+    {
+        match config.client.config().await {
+            Ok(c) => server_origin(&c.cluster_url),
+            Err(e) => format!("unknown yet ({e})"),
+        }
+    } else {
+        "none needed".to_owned()
+    };
+    let admin_addr = config
+        .admin_addr
+        .map_or_else(|| "none (no --admin-addr)".to_owned(), |a| a.to_string());
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        mappings = config.mappings.len(),
+        %reload,
+        %api_server,
+        %admin_addr,
+        "certsync started"
+    );
+}
+
+/// `scheme://host:port` of a URL: no userinfo, path or query.
+fn server_origin(uri: &http::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("https");
+    let host = uri.host().unwrap_or("");
+    match uri.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    }
+}
+
+/// Waits until the API server answers (`GET /version`; any answer but a
+/// 5xx counts: it is up, whatever it thinks of us), retrying with jittered
+/// backoff, for at most `within`: an init container may start beside the
+/// API server it reads from.
+async fn reachable(client: &Client, server: &http::Uri, within: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut attempt = 0;
+    loop {
+        let problem = match client.apiserver_version().await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code < 500 => return Ok(()),
+            Err(e) => crate::error_chain(&e),
+        };
+        attempt += 1;
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            let message = format!(
+                "the API server {server} did not answer within {}: {problem}",
+                humantime::format_duration(within)
+            );
+            tracing::error!(%server, error = %problem, "API server {server} did not answer within {}; giving up (--once-timeout)", humantime::format_duration(within));
+            return Err(message);
+        }
+        if attempt == 1 {
+            tracing::info!(%server, error = %problem, timeout = %humantime::format_duration(within), "waiting for the API server");
+        }
+        // 200 ms doubling to 3.2 s, plus up to as much again at random.
+        let pause = crate::backoff(Duration::from_millis(200), attempt.min(5));
+        tokio::time::sleep(pause.min(deadline - now)).await;
+    }
 }
 
 /// `certsync run`: one source task and one sync task per mapping, until

@@ -1175,3 +1175,100 @@ async fn attack_the_control_plane_endpoint_is_never_a_nodes() {
     drop(approver);
     env.cleanup().await;
 }
+
+/// From a workstation (no pod, no POD_NAMESPACE): the kubeconfig comes
+/// from `KUBECONFIG`, `--context` picks the context, and the Lease goes in
+/// that context's namespace, as kubectl would put anything namespaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_goes_in_the_namespace_of_the_chosen_context() {
+    let mut env = Env::new().await;
+    let n9 = env.node_name("n9");
+    let ip = env.ip(19);
+    env.add_node(&n9, &[("InternalIP", &ip), ("Hostname", &n9)])
+        .await;
+    // The admin kubeconfig plus a context "picked" like its current one,
+    // with the namespace `default`.
+    let mut kc = kube::config::Kubeconfig::read_from(&env.kubeconfig).unwrap();
+    let current = kc.current_context.clone().unwrap();
+    let mut picked = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == current)
+        .unwrap()
+        .clone();
+    picked.name = "picked".into();
+    picked.context.as_mut().unwrap().namespace = Some("default".into());
+    kc.contexts.push(picked);
+    let file = env.tmp.path().join("contexts.yaml");
+    std::fs::write(&file, serde_yaml_ng::to_string(&kc).unwrap()).unwrap();
+
+    let lease = format!("certsync-approver-{}", env.run);
+    env.leases.push(lease.clone());
+    let mut cmd = std::process::Command::new(certsync_bin());
+    cmd.args(["approve", "--context", "picked", "--lease-name", &lease])
+        .args(["--node-cidr", NODE_NET, "--admin-addr", "127.0.0.1:0"])
+        .args(["-l", &format!("{RUN_LABEL}={}", env.run)])
+        .env("KUBECONFIG", &file)
+        .env_remove("POD_NAMESPACE")
+        .env_remove("CERTSYNC_KUBECONFIG");
+    let approver = Certsync::start_with(&mut cmd, env.tmp.path());
+    let kubelet = env.node_client(&n9).await;
+    let csr = env.kubelet_asks(&kubelet, &n9, &[&n9], &[&ip]).await;
+    assert_eq!(env.decision(&csr).await.0, "Approved");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.admin.clone(), "default");
+    let held = leases.get(&lease).await;
+    assert!(
+        held.is_ok(),
+        "no Lease {lease} in default: {held:?}\n{}",
+        approver.log()
+    );
+    drop(approver);
+    env.cleanup().await;
+}
+
+/// An approver started while the API server is down stays up (alive, not
+/// ready) and retries with backoff; once the server is up it takes its
+/// Lease and decides. A Deployment's pod never crash-loops over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_started_before_the_api_server_waits_for_it() {
+    let mut env = Env::new().await;
+    let Some(fake) = env.fake.as_mut() else {
+        eprintln!(
+            "an_approver_started_before_the_api_server_waits_for_it: needs the test API server"
+        );
+        return env.cleanup().await;
+    };
+    fake.down();
+    let lease = format!("certsync-approver-{}", env.run);
+    env.leases.push(lease.clone());
+    let port = free_port();
+    let mut approver = env.approver(
+        &[
+            "--lease-name",
+            &lease,
+            "--admin-addr",
+            &format!("127.0.0.1:{port}"),
+        ],
+        &[],
+    );
+    approver.wait_log("not ready, retrying");
+    assert!(approver.is_running(), "{}", approver.log());
+    assert_eq!(http_get(port, "/livez").map(|r| r.0), Some(200));
+    assert_eq!(http_get(port, "/readyz").map(|r| r.0), Some(503));
+
+    env.fake.as_mut().unwrap().up().await;
+    let n10 = env.node_name("n10");
+    let ip = env.ip(20);
+    env.add_node(&n10, &[("InternalIP", &ip), ("Hostname", &n10)])
+        .await;
+    let kubelet = env.node_client(&n10).await;
+    let csr = env.kubelet_asks(&kubelet, &n10, &[&n10], &[&ip]).await;
+    assert_eq!(env.decision(&csr).await.0, "Approved");
+    wait_for("ready", || {
+        (http_get(port, "/readyz").map(|r| r.0) == Some(200)).then_some(())
+    });
+    assert!(approver.is_running());
+    drop(approver);
+    env.cleanup().await;
+}

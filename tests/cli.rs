@@ -231,7 +231,7 @@ fn the_config_file_holds_every_setting_and_flags_override_it() {
     assert_eq!(printed["key-mode"], "0640", "from the file:\n{text}");
     assert_eq!(printed["reload-quiet"], "3s", "the flag wins:\n{text}");
     assert_eq!(printed["resync"], "7m", "the environment wins:\n{text}");
-    assert_eq!(printed["events"], "true", "{text}");
+    assert_eq!(printed["events"], true, "typed:\n{text}");
     assert_eq!(printed["debounce"], "2s", "defaults are shown too:\n{text}");
     assert_eq!(
         printed["mappings"][0]["source"].as_str(),
@@ -347,4 +347,118 @@ fn print_config_redacts_reload_url_query_values() {
         "{text}"
     );
     assert!(!text.contains("s3cret") && !text.contains("pw@"), "{text}");
+}
+
+/// `--print-config` refuses what `run` refuses (exit 64 and the reason),
+/// so a configuration it prints is one `run` starts with.
+#[test]
+fn print_config_refuses_what_run_refuses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("target");
+    let t = target.to_str().unwrap();
+    for (args, says) in [
+        (vec![format!("/etc/certs/src={t}")], "KIND"),
+        (vec![format!("secret:only-a-name={t}")], "NAMESPACE/NAME"),
+        (vec![], "no mappings"),
+    ] {
+        let mut cmd = Command::new(support::certsync_bin());
+        cmd.args(["run", "--print-config"]);
+        for a in &args {
+            cmd.args(["--sync", a]);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?} accepted:\n{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed a configuration");
+    }
+}
+
+/// `--print-config` prints numbers and switches as YAML numbers and
+/// booleans, modes and durations as they are written.
+#[test]
+fn print_config_is_typed_yaml() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = format!(
+        "dir:{}={}",
+        tmp.path().join("src").display(),
+        tmp.path().join("target").display()
+    );
+    let out = Command::new(support::certsync_bin())
+        .args(["run", "--sync", &spec, "--events", "--owner", "1000"])
+        .arg("--print-config")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(
+        printed["events"],
+        serde_yaml_ng::Value::Bool(true),
+        "{text}"
+    );
+    assert_eq!(printed["once-timeout"], "1m", "{text}");
+    assert_eq!(printed["reload-insecure-skip-verify"], false, "{text}");
+    assert_eq!(printed["keep-revisions"].as_u64(), Some(3), "{text}");
+    assert_eq!(printed["owner"].as_u64(), Some(1000), "{text}");
+    assert_eq!(printed["stale-fraction"].as_f64(), Some(0.8), "{text}");
+    assert_eq!(
+        printed["key-mode"], "0600",
+        "modes stay octal text:\n{text}"
+    );
+    assert_eq!(printed["resync"], "1m", "{text}");
+}
+
+/// klog's and Python's `warning` is `warn`; an unknown level or a malformed
+/// directive is a usage error naming it, never a silent process.
+#[test]
+fn log_levels_as_other_tools_say_them_and_refused_when_unknown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = format!(
+        "dir:{}={}",
+        tmp.path().join("missing").display(),
+        tmp.path().join("target").display()
+    );
+    let once = |level: &str| {
+        Command::new(support::certsync_bin())
+            .args(["--log-level", level, "run", "--once", "--sync", &spec])
+            .output()
+            .unwrap()
+    };
+    for level in ["warning", "warn", "WARNING", "certsync=warning", "error"] {
+        let out = once(level);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{level}: {err}");
+        assert!(
+            err.contains("ERROR"),
+            "{level}: the failure is logged:\n{err}"
+        );
+        assert!(!err.contains(" INFO "), "{level}: {err}");
+    }
+    for (level, named) in [
+        ("verbose", "verbose"),
+        ("certsync=loud", "loud"),
+        ("info,=debug", "=debug"),
+        ("info,[span]=debug", "[span]"),
+    ] {
+        let out = once(level);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{level}: {err}");
+        assert!(
+            err.contains(named) && err.contains("--log-level"),
+            "{level}: {err}"
+        );
+    }
+    let out = Command::new(support::certsync_bin())
+        .env("RUST_LOG", "verbose")
+        .args(["run", "--once", "--sync", &spec])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("RUST_LOG") && err.contains("verbose"), "{err}");
 }

@@ -357,7 +357,11 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
             continue;
         }
         let config = check_args(args);
-        let port = config.admin_addr.port();
+        // `run` opens no admin port unless asked: a probed one is given.
+        let admin = config
+            .admin_addr
+            .unwrap_or_else(|| panic!("{file}: probes, but no --admin-addr"));
+        let port = admin.port();
         assert_probes(file, c, port);
         // Every certsync sidecar, static pods' too, is a native sidecar
         // whose startup probe holds the main container back until a valid
@@ -382,7 +386,7 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
         assert_eq!(startup.path.as_deref(), Some("/readyz"), "{file}");
         if spec.host_network != Some(true) {
             assert!(
-                config.admin_addr.ip().is_unspecified(),
+                admin.ip().is_unspecified(),
                 "{file}: kubelet probes the pod IP"
             );
         }

@@ -326,3 +326,36 @@ fn files_all_refuses_hostile_names_and_non_pem() {
     let mode = |f: &str| fs::metadata(target.join(f)).unwrap().permissions().mode() & 0o777;
     assert_eq!((mode("notes.bin"), mode("ca-bundle.crt")), (0o600, 0o644));
 }
+
+/// A source directory (and its parent) created after start is picked up
+/// at once, not at the next resync (an hour here); while it is missing the
+/// log says so in plain words, never notify's "No path was found".
+#[test]
+fn a_source_directory_created_after_start_is_picked_up_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("later/src");
+    let target = tmp.path().join("target");
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &spec(&src, &target, ""),
+            "--debounce",
+            "100ms",
+            "--resync",
+            "1h",
+        ],
+        tmp.path(),
+    );
+    cs.wait_log(&format!(
+        "source directory {} does not exist yet; waiting for it",
+        src.display()
+    ));
+    assert!(!cs.log().contains("No path was found"), "{}", cs.log());
+    let p = Pair::new("later");
+    // The directory and its parent appear, then the files in it.
+    fs::create_dir_all(&src).unwrap();
+    write_pair(&src, &p);
+    wait_pair(&target, &p);
+    assert!(!cs.log().contains("No path was found"), "{}", cs.log());
+}

@@ -1688,3 +1688,175 @@ async fn cert_syncer_tree_with_an_optional_object() {
     drop(cs);
     env.cleanup().await;
 }
+
+/// Runs `certsync run --once` for `spec` with `env` and without
+/// `--kubeconfig`, `KUBECONFIG` or `HOME` unless `env` sets them.
+fn once_with_env(spec: &str, args: &[&str], env: &[(&str, &Path)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(certsync_bin());
+    cmd.env_remove("KUBECONFIG")
+        .env_remove("HOME")
+        .env_remove("CERTSYNC_KUBECONFIG")
+        .args(["run", "--once", "--sync", spec])
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// kubectl's `KUBECONFIG`: several paths merged (the cluster and context in
+/// one file, the user in another; a missing path skipped), not only the
+/// first read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_paths_are_merged_as_kubectl_merges_them() {
+    let mut env = Env::new().await;
+    if env.fake("kubeconfig_paths_are_merged").is_none() {
+        return env.cleanup().await;
+    }
+    let name = env.name("merged");
+    let p = Pair::new("merged");
+    env.put_pair(&name, &p).await;
+    let server = env.fake.as_ref().unwrap().addr;
+    let dir = env.tmp.path();
+    let user = dir.join("user.yaml");
+    std::fs::write(
+        &user,
+        "apiVersion: v1\nkind: Config\nusers:\n- name: test\n  user: {token: test-token}\n\
+         contexts:\n- name: test\n  context: {cluster: test, user: test}\ncurrent-context: test\n",
+    )
+    .unwrap();
+    let cluster = dir.join("cluster.yaml");
+    std::fs::write(
+        &cluster,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: http://{server}\n\
+             current-context: elsewhere\n"
+        ),
+    )
+    .unwrap();
+    let paths = std::env::join_paths([user.clone(), dir.join("missing.yaml"), cluster]).unwrap();
+    let out = once_with_env(
+        &env.secret_spec(&name),
+        &[],
+        &[("KUBECONFIG", Path::new(&paths))],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(read_live(&env.target(&name)).unwrap().1, p.cert);
+
+    // The first file alone names a cluster nobody defines: refused, with
+    // the file named.
+    let out = once_with_env(&env.secret_spec(&name), &[], &[("KUBECONFIG", &user)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("user.yaml"), "{err}");
+    env.cleanup().await;
+}
+
+/// Without `--kubeconfig` and `KUBECONFIG`, `~/.kube/config` (as kubectl),
+/// before any in-cluster configuration; `--context` picks a context other
+/// than the current one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn home_kubeconfig_and_context_as_kubectl() {
+    let mut env = Env::new().await;
+    if env.fake("home_kubeconfig_and_context_as_kubectl").is_none() {
+        return env.cleanup().await;
+    }
+    let name = env.name("home");
+    let p = Pair::new("home");
+    env.put_pair(&name, &p).await;
+    let home = env.tmp.path().join("home");
+    std::fs::create_dir_all(home.join(".kube")).unwrap();
+    std::fs::copy(&env.kubeconfig, home.join(".kube/config")).unwrap();
+    let out = once_with_env(&env.secret_spec(&name), &[], &[("HOME", &home)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(read_live(&env.target(&name)).unwrap().1, p.cert);
+
+    // The current context points where nothing answers; `--context` picks
+    // the one that works, and an unknown context is refused by name.
+    let dead = ApiServer::reserve().await;
+    let live = env.fake.as_ref().unwrap().addr;
+    std::fs::write(
+        home.join(".kube/config"),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster: {{server: 'http://{dead}'}}\n\
+             - name: live\n  cluster: {{server: 'http://{live}'}}\n\
+             users:\n- name: test\n  user: {{token: test-token}}\n\
+             contexts:\n- name: dead\n  context: {{cluster: dead, user: test}}\n\
+             - name: live\n  context: {{cluster: live, user: test}}\ncurrent-context: dead\n"
+        ),
+    )
+    .unwrap();
+    let second = Pair::new("context");
+    env.put_pair(&name, &second).await;
+    let out = once_with_env(
+        &env.secret_spec(&name),
+        &["--context", "live"],
+        &[("HOME", &home)],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(read_live(&env.target(&name)).unwrap().1, second.cert);
+    let out = once_with_env(
+        &env.secret_spec(&name),
+        &["--context", "nowhere"],
+        &[("HOME", &home)],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nowhere"), "{err}");
+    env.cleanup().await;
+}
+
+/// `--once` in an init container started beside its API server: it waits
+/// for the server (bounded by `--once-timeout`, 1 minute by default), then
+/// syncs; a server that never answers fails the run after the timeout,
+/// naming the server and the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_waits_for_the_api_server_within_its_timeout() {
+    let mut env = Env::new().await;
+    if env.fake("once_waits_for_the_api_server").is_none() {
+        return env.cleanup().await;
+    }
+    let name = env.name("late");
+    let p = Pair::new("late");
+    env.put_pair(&name, &p).await;
+    env.fake.as_mut().unwrap().down();
+    let child = std::process::Command::new(certsync_bin())
+        .args(["run", "--once", "--kubeconfig"])
+        .arg(&env.kubeconfig)
+        .args(["--sync", &env.secret_spec(&name)])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    env.fake.as_mut().unwrap().up().await;
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("waiting for the API server"), "{err}");
+    assert_eq!(read_live(&env.target(&name)).unwrap().1, p.cert);
+
+    let dead = ApiServer::reserve().await;
+    let dir = env.tmp.path().join("kc-never");
+    std::fs::create_dir(&dir).unwrap();
+    let kubeconfig = write_kubeconfig(&dir, &format!("http://{dead}"));
+    let out = std::process::Command::new(certsync_bin())
+        .args(["run", "--once", "--once-timeout", "1s", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--sync", &env.secret_spec(&env.name("never"))])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "API server http://{dead}/ did not answer within 1s"
+        )),
+        "{err}"
+    );
+    env.cleanup().await;
+}

@@ -582,3 +582,130 @@ fn log_level_takes_per_target_directives() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--log-level"), "{err}");
 }
+
+/// Two host-network static pods on one node must not collide on a default
+/// admin port: `run` opens none unless `--admin-addr` asks for one, and a
+/// port already taken is refused naming the flag.
+#[test]
+fn no_admin_port_by_default_and_a_busy_one_names_the_flag() {
+    let d = tempfile::tempdir().unwrap();
+    // Not through `Certsync::start`, which gives every process a free
+    // admin port.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let start = |n: &str| {
+        let src = d.path().join(format!("src-{n}"));
+        write_pair(&src, &Pair::new(n));
+        let sync = format!("dir:{}={}", src.display(), d.path().join(n).display());
+        let log = fs::File::create(d.path().join(format!("{n}.log"))).unwrap();
+        Killed(
+            std::process::Command::new(certsync_bin())
+                .args(["run", "--sync", &sync])
+                .env_remove("CERTSYNC_ADMIN_ADDR")
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut a = start("a");
+    let mut b = start("b");
+    for n in ["a", "b"] {
+        wait_for("first sync", || read_live(&d.path().join(n)));
+    }
+    let log = |n: &str| fs::read_to_string(d.path().join(format!("{n}.log"))).unwrap();
+    for (cs, n) in [(&mut a, "a"), (&mut b, "b")] {
+        assert!(
+            cs.0.try_wait().unwrap().is_none(),
+            "{n} exited:\n{}",
+            log(n)
+        );
+        assert!(!log(n).contains("admin port listening"), "{}", log(n));
+    }
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let src = d.path().join("src-a");
+    let sync = format!("dir:{}={}", src.display(), d.path().join("c").display());
+    let (code, _, err) = certsync(&["run", "--admin-addr", &addr, "--sync", &sync]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&addr) && err.contains("in use") && err.contains("--admin-addr"),
+        "{err}"
+    );
+}
+
+/// `run` says at start what it will do: its version, each mapping's source
+/// and target directory, the reload method, the API server (no
+/// credentials) and the admin address; in JSON the target directory is
+/// `target_dir`, never `target` (tracing's module path) nor `dir`.
+#[test]
+fn run_logs_its_version_and_plan() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    write_pair(&src, &Pair::new("plan"));
+    let target = d.path().join("t");
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = dead.local_addr().unwrap();
+    drop(dead);
+    let kubeconfig = support::apiserver::write_kubeconfig(d.path(), &format!("http://{server}"));
+    let admin = format!("127.0.0.1:{}", free_port());
+    let cs = Certsync::start(
+        &[
+            "--log-format",
+            "json",
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--admin-addr",
+            &admin,
+            "--reload-process",
+            "nginx",
+            "--sync",
+            &format!("dir:{}={},name=web", src.display(), target.display()),
+            "--sync",
+            &format!("secret:ns1/api={},name=api", d.path().join("api").display()),
+        ],
+        d.path(),
+    );
+    wait_for("first sync", || read_live(&target));
+    cs.wait_log("published new revision");
+    let lines: Vec<serde_json::Value> = cs
+        .log()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let find = |message: &str| {
+        lines
+            .iter()
+            .filter(|l| l["message"] == message)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let started = find("certsync started");
+    assert_eq!(started.len(), 1, "{}", cs.log());
+    let s = &started[0];
+    assert_eq!(s["version"], env!("CARGO_PKG_VERSION"), "{s}");
+    assert_eq!(s["mappings"], 2, "{s}");
+    assert_eq!(s["admin_addr"], admin.as_str(), "{s}");
+    assert_eq!(s["api_server"], format!("http://{server}"), "{s}");
+    assert!(s["reload"].as_str().unwrap().contains("nginx"), "{s}");
+    let plan = find("mapping");
+    let web = plan.iter().find(|l| l["mapping"] == "web").unwrap();
+    assert_eq!(web["source"], format!("dir {}", src.display()), "{web}");
+    assert_eq!(web["target_dir"], target.display().to_string(), "{web}");
+    let api = plan.iter().find(|l| l["mapping"] == "api").unwrap();
+    assert_eq!(api["source"], "secret ns1/api", "{api}");
+    let published = &find("published new revision")[0];
+    assert_eq!(
+        published["target_dir"],
+        target.display().to_string(),
+        "{published}"
+    );
+    assert!(published.get("dir").is_none(), "{published}");
+    assert!(!cs.log().contains("test-token"), "no credentials logged");
+}

@@ -70,10 +70,21 @@ pub enum ApproveError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseSettings {
     pub name: String,
-    pub namespace: String,
+    /// `None`: the namespace the client configuration implies (the
+    /// kubeconfig context's, or the pod's), else [`LEASE_NAMESPACE`].
+    pub namespace: Option<String>,
     /// This replica's identity (the pod name).
     pub identity: String,
     pub duration: Duration,
+}
+
+/// The Lease's namespace when nothing names one.
+pub const LEASE_NAMESPACE: &str = "kube-system";
+
+impl LeaseSettings {
+    fn namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or(LEASE_NAMESPACE)
+    }
 }
 
 /// Everything `certsync approve` needs.
@@ -159,7 +170,22 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ApproveError> {
     metrics.add_readiness(READINESS);
-    let (client, server) = connect(&config.client).await?;
+    let mut config = config;
+    // Not ready, but alive, until the API server answers: a Deployment's
+    // pod waits for it instead of crash-looping.
+    let Some((client, server, implied)) =
+        until_ok(&mut shutdown, "load the client configuration", || {
+            connect(&config.client)
+        })
+        .await
+    else {
+        return Ok(());
+    };
+    if let Some(lease) = config.lease.as_mut()
+        && lease.namespace.is_none()
+    {
+        lease.namespace = implied;
+    }
     if config.policy.any_node_address {
         tracing::warn!(
             "--allow-any-node-address: any IP address a node lists in its own Node status is approved \
@@ -171,7 +197,14 @@ pub async fn run(
     let leader = if config.dry_run {
         watch::channel(false).1
     } else {
-        leadership(&config, &client).await?
+        match until_ok(&mut shutdown, "start leader election", || {
+            leadership(&config, &client)
+        })
+        .await
+        {
+            Some(leader) => leader,
+            None => return Ok(()),
+        }
     };
     let csrs: Api<Csr> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client.clone());
@@ -246,12 +279,12 @@ async fn leadership(
         return Ok(watch::channel(true).1);
     };
     let err = |e: &dyn std::fmt::Display| ApproveError::Lease {
-        lease: format!("{}/{}", lease.namespace, lease.name),
+        lease: format!("{}/{}", lease.namespace(), lease.name),
         message: e.to_string(),
     };
     let secs = lease.duration.as_secs().max(2);
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease.name)
-        .with_namespace(&lease.namespace)
+        .with_namespace(lease.namespace())
         .with_identity(&lease.identity)
         .with_duration(secs)
         .with_grace(secs / 3)
@@ -278,12 +311,48 @@ struct State {
     server: http::Uri,
 }
 
-/// A client, and the API server's URL it talks to.
-async fn connect(settings: &ClientSettings) -> Result<(Client, http::Uri), ApproveError> {
+/// A client, the API server's URL it talks to, and the namespace its
+/// configuration implies.
+async fn connect(
+    settings: &ClientSettings,
+) -> Result<(Client, http::Uri, Option<String>), ApproveError> {
     let err = |e: crate::source::client::ClientError| ApproveError::Client(e.to_string());
-    let config = settings.config().await.map_err(err)?;
-    let client = settings.client_for(&config).map_err(err)?;
-    Ok((client, config.cluster_url))
+    let loaded = settings.load().await.map_err(err)?;
+    let client = settings.client_for(&loaded.config).map_err(err)?;
+    Ok((client, loaded.config.cluster_url, loaded.namespace))
+}
+
+/// `step` until it succeeds, retried with jittered backoff (1 s doubling,
+/// capped at 16-32 s) while it fails; `None` when shutdown comes first.
+async fn until_ok<T, F, Fut>(
+    shutdown: &mut watch::Receiver<bool>,
+    what: &str,
+    mut step: F,
+) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ApproveError>>,
+{
+    let mut attempt = 0;
+    loop {
+        let result = tokio::select! {
+            () = crate::shutdown::stopped(shutdown) => return None,
+            r = step() => r,
+        };
+        match result {
+            Ok(t) => return Some(t),
+            Err(e) => {
+                attempt += 1;
+                // 1 s doubling to 16 s, plus up to as much again at random.
+                let retry_in = crate::backoff(Duration::from_secs(1), attempt.min(5));
+                tracing::warn!(error = %crate::error_chain(&e), retry_in = ?retry_in, "cannot {what} yet; not ready, retrying");
+                tokio::select! {
+                    () = crate::shutdown::stopped(shutdown) => return None,
+                    () = tokio::time::sleep(retry_in) => {}
+                }
+            }
+        }
+    }
 }
 
 impl State {
@@ -363,7 +432,7 @@ impl State {
             }
             let node = facts.node.clone().unwrap_or_default();
             if let Some(lease) = &config.lease {
-                match cluster::holds_lease(client, &lease.namespace, &lease.name, &lease.identity)
+                match cluster::holds_lease(client, lease.namespace(), &lease.name, &lease.identity)
                     .await
                 {
                     Ok(true) => {}
@@ -496,7 +565,7 @@ pub async fn review(
         object: object.to_owned(),
         message: crate::error_chain(&e),
     };
-    let (client, server) = connect(settings).await?;
+    let (client, server, _) = connect(settings).await?;
     let api: Api<Csr> = Api::all(client.clone());
     let mut params = ListParams::default();
     if let Some(labels) = selector {

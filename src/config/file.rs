@@ -196,6 +196,9 @@ pub fn print_config(
     args: &RunArgs,
     effective: &[(String, Vec<String>)],
 ) -> Result<String, ConfigError> {
+    // Everything `run` checks, checked: what is printed is what runs.
+    Config::from_args(args)?;
+    let switches = switches();
     let mut settings = serde_yaml_ng::Mapping::new();
     for (flag, values) in effective {
         let shown: Vec<String> = values
@@ -213,10 +216,11 @@ pub fn print_config(
                 }
             })
             .collect();
+        let typed = |v: &String| typed_value(v, switches.contains(flag));
         let value = match shown.as_slice() {
             [] => serde_yaml_ng::Value::Null,
-            [one] if !matches!(flag.as_str(), "reload-header") => one.clone().into(),
-            many => serde_yaml_ng::Value::Sequence(many.iter().cloned().map(Into::into).collect()),
+            [one] if !matches!(flag.as_str(), "reload-header") => typed(one),
+            many => serde_yaml_ng::Value::Sequence(many.iter().map(typed).collect()),
         };
         settings.insert(flag.clone().into(), value);
     }
@@ -238,6 +242,40 @@ pub fn print_config(
     serde_yaml_ng::to_string(&settings).map_err(|e| ConfigError::Reload {
         problem: e.to_string(),
     })
+}
+
+/// The long names of `run`'s on/off flags.
+fn switches() -> Vec<String> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    cmd.build();
+    cmd.find_subcommand("run")
+        .into_iter()
+        .flat_map(|run| run.get_arguments())
+        .filter(|a| !a.get_action().takes_values())
+        .filter_map(|a| a.get_long().map(str::to_owned))
+        .collect()
+}
+
+/// A flag's value as YAML: a switch as a boolean, a number written the way
+/// YAML writes it back as a number; anything else (a mode such as `0644`,
+/// a duration, a name) as text, so it reads back exactly as given.
+fn typed_value(v: &str, switch: bool) -> serde_yaml_ng::Value {
+    if switch && let Ok(b) = v.parse::<bool>() {
+        return b.into();
+    }
+    if let Ok(n) = v.parse::<u64>()
+        && n.to_string() == v
+    {
+        return n.into();
+    }
+    if let Ok(f) = v.parse::<f64>()
+        && f.is_finite()
+        && f.to_string() == v
+    {
+        return f.into();
+    }
+    v.into()
 }
 
 pub(crate) fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {

@@ -95,18 +95,13 @@ impl PolicyArgs {
 
 impl ApproveArgs {
     pub fn config(&self) -> crate::approve::ApproverConfig {
-        let namespace = self.lease_namespace.clone().unwrap_or_else(|| {
+        // Without a flag or POD_NAMESPACE, the client configuration's
+        // namespace (context or service account), known once it is loaded.
+        let namespace = self.lease_namespace.clone().or_else(|| {
             std::env::var("POD_NAMESPACE")
                 .ok()
-                .or_else(|| {
-                    std::fs::read_to_string(
-                        "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
-                    )
-                    .ok()
-                })
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "kube-system".into())
         });
         let identity = std::env::var("POD_NAME")
             .ok()
@@ -115,6 +110,7 @@ impl ApproveArgs {
         crate::approve::ApproverConfig {
             client: ClientSettings {
                 kubeconfig: self.kubeconfig.clone(),
+                context: self.context.clone(),
                 watch_timeout: self.watch_timeout,
                 ..ClientSettings::default()
             },
@@ -197,12 +193,15 @@ pub struct Mapping {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub mappings: Vec<Mapping>,
-    pub admin_addr: std::net::SocketAddr,
+    /// `None`: no admin port (see `--admin-addr`).
+    pub admin_addr: Option<std::net::SocketAddr>,
     pub stale_fraction: f64,
     pub events: bool,
     pub reload: ReloadConfig,
     pub client: ClientSettings,
     pub once: bool,
+    /// With `once`: how long to wait for the API server to answer.
+    pub once_timeout: Duration,
     pub debounce: Duration,
     pub resync: Duration,
     pub clock_skew: Duration,
@@ -229,11 +228,13 @@ impl Config {
             reload: args.reload.build()?,
             client: ClientSettings {
                 kubeconfig: args.kubeconfig.clone(),
+                context: args.context.clone(),
                 tls_server_name: args.tls_server_name.clone(),
                 watch_timeout: args.watch_timeout,
                 keepalive: args.api_keepalive,
             },
             once: args.once,
+            once_timeout: args.once_timeout,
             debounce: args.debounce,
             resync: args.resync,
             clock_skew: args.clock_skew,

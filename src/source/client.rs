@@ -1,10 +1,20 @@
 //! How certsync talks to the API server: the credentials it uses, the
 //! client rebuilt when they rotate, and the connections under it.
 //!
-//! The client is built from `--kubeconfig`, then `KUBECONFIG`, then the pod's
-//! service account. When the kubeconfig file changes on disk (rotated
+//! The client is found as kubectl finds it: `--kubeconfig`, else every path
+//! of `KUBECONFIG` merged (kube's `Kubeconfig::merge`: the first file to set
+//! a value wins; missing files are skipped), else `~/.kube/config`, else the
+//! pod's service account; `--context` picks a context other than the
+//! current one, and that context's namespace is the one implied where a
+//! command needs one. When a kubeconfig file changes on disk (rotated
 //! credentials) the client is rebuilt and every watch restarts with it; the
 //! in-cluster token file is re-read by kube's auth layer itself.
+//!
+//! Each file is read by certsync (a regular file, size-capped, as every
+//! file it is handed) and parsed with the YAML parser it already carries;
+//! kube's `Kubeconfig::read_from` would bring its own parser, about half a
+//! MiB resident for the process's life (benches: idle). Everything after
+//! reading (merging, relative paths, contexts, auth) is kube's.
 //!
 //! Connections: kube-rs negotiates HTTP/1.1 only, which costs one TCP
 //! connection and TLS session per watch (a thousand watches, a thousand
@@ -52,8 +62,15 @@ const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 pub enum ClientError {
     #[error("kubeconfig {path}: {message}")]
     Kubeconfig { path: String, message: String },
-    #[error("in-cluster configuration: {0} (give --kubeconfig when not running in a pod)")]
+    #[error(
+        "in-cluster configuration: {0} (no --kubeconfig, no KUBECONFIG and no ~/.kube/config; \
+         give one when not running in a pod)"
+    )]
     InCluster(String),
+    #[error(
+        "--context {0}: contexts come from a kubeconfig, and none was found (give --kubeconfig)"
+    )]
+    ContextWithoutKubeconfig(String),
     #[error("cannot build the API client: {0}")]
     Build(String),
     #[error("connect to the API server {server}: {message}")]
@@ -64,6 +81,8 @@ pub enum ClientError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientSettings {
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    pub context: Option<String>,
     /// Server name to verify in the API server's certificate (static pods
     /// reach it as `localhost` while its certificate names another host).
     pub tls_server_name: Option<String>,
@@ -81,6 +100,7 @@ impl Default for ClientSettings {
     fn default() -> Self {
         Self {
             kubeconfig: None,
+            context: None,
             tls_server_name: None,
             watch_timeout: Duration::from_secs(290),
             keepalive: Duration::from_secs(30),
@@ -88,35 +108,114 @@ impl Default for ClientSettings {
     }
 }
 
+/// Where the client configuration comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    /// Kubeconfig files, merged in this order; `listed` when they come from
+    /// `KUBECONFIG`, where a missing file is skipped (as kubectl does).
+    Files {
+        paths: Vec<PathBuf>,
+        listed: bool,
+    },
+    InCluster,
+}
+
+/// A loaded client configuration.
+pub struct Loaded {
+    pub config: kube::Config,
+    /// The namespace the configuration implies: the chosen context's, or
+    /// the pod's in a cluster; `None` when a context names none.
+    pub namespace: Option<String>,
+}
+
 impl ClientSettings {
-    /// The kubeconfig to use: the flag, else `KUBECONFIG` (first path).
-    fn kubeconfig_path(&self) -> Option<PathBuf> {
-        self.kubeconfig.clone().or_else(|| {
-            let env = std::env::var_os("KUBECONFIG")?;
-            std::env::split_paths(&env).find(|p| !p.as_os_str().is_empty())
-        })
+    /// `--kubeconfig`, else `KUBECONFIG`'s paths, else `~/.kube/config` if
+    /// it exists, else in-cluster.
+    fn origin(&self) -> Origin {
+        if let Some(path) = &self.kubeconfig {
+            return Origin::Files {
+                paths: vec![path.clone()],
+                listed: false,
+            };
+        }
+        if let Some(env) = std::env::var_os("KUBECONFIG") {
+            let paths: Vec<PathBuf> = std::env::split_paths(&env)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect();
+            if !paths.is_empty() {
+                return Origin::Files {
+                    paths,
+                    listed: true,
+                };
+            }
+        }
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            let path = PathBuf::from(home).join(".kube").join("config");
+            if path.exists() {
+                return Origin::Files {
+                    paths: vec![path],
+                    listed: false,
+                };
+            }
+        }
+        Origin::InCluster
     }
 
     /// Files whose change means the client must be rebuilt.
-    fn credential_file(&self) -> PathBuf {
-        self.kubeconfig_path()
-            .unwrap_or_else(|| PathBuf::from(SA_TOKEN))
+    fn credential_files(&self) -> Vec<PathBuf> {
+        match self.origin() {
+            Origin::Files { paths, .. } => paths,
+            Origin::InCluster => vec![PathBuf::from(SA_TOKEN)],
+        }
     }
 
     pub async fn client(&self) -> Result<Client, ClientError> {
         build(&self.config().await?, self.keepalive)
     }
 
-    /// The client configuration: `--kubeconfig`, `KUBECONFIG`, or the pod's.
+    /// The client configuration (see [`ClientSettings::load`]).
     pub async fn config(&self) -> Result<kube::Config, ClientError> {
-        let mut config = match self.kubeconfig_path() {
-            Some(path) => read_kubeconfig(&path).await?,
-            None => kube::Config::incluster().map_err(|e| ClientError::InCluster(e.to_string()))?,
+        Ok(self.load().await?.config)
+    }
+
+    /// The client configuration and the namespace it implies, found as
+    /// kubectl finds them.
+    pub async fn load(&self) -> Result<Loaded, ClientError> {
+        let mut loaded = match self.origin() {
+            Origin::Files { paths, listed } => {
+                let (kc, shown) = read_kubeconfigs(&paths, listed)?;
+                let context = self.context.clone().or_else(|| kc.current_context.clone());
+                let namespace = kc
+                    .contexts
+                    .iter()
+                    .find(|c| Some(&c.name) == context.as_ref())
+                    .and_then(|c| c.context.as_ref()?.namespace.clone());
+                let options = KubeConfigOptions {
+                    context: self.context.clone(),
+                    ..KubeConfigOptions::default()
+                };
+                let config = kube::Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|e| ClientError::Kubeconfig {
+                        path: shown,
+                        message: e.to_string(),
+                    })?;
+                Loaded { config, namespace }
+            }
+            Origin::InCluster => {
+                if let Some(context) = &self.context {
+                    return Err(ClientError::ContextWithoutKubeconfig(context.clone()));
+                }
+                let config =
+                    kube::Config::incluster().map_err(|e| ClientError::InCluster(e.to_string()))?;
+                let namespace = Some(config.default_namespace.clone());
+                Loaded { config, namespace }
+            }
         };
         if let Some(name) = &self.tls_server_name {
-            config.tls_server_name = Some(name.clone());
+            loaded.config.tls_server_name = Some(name.clone());
         }
-        Ok(config)
+        Ok(loaded)
     }
 
     /// A client for `config`, with these settings' keep-alive.
@@ -133,42 +232,59 @@ impl ClientSettings {
         tx: watch::Sender<Option<Client>>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        let file = self.credential_file();
-        let dir = file.parent().map(PathBuf::from).unwrap_or_default();
-        // Only the file itself, or a Secret-volume `..data` flip; other files
-        // in the directory (and logs written there) are none of our business.
-        let name = file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (events, _) = watcher.subscribe_names(&dir, &[&name, "..data"]);
+        let files = self.credential_files();
+        let shown = files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":");
+        let dir_of = |file: &PathBuf| file.parent().map(PathBuf::from).unwrap_or_default();
+        let events = crate::dirwatch::Events::default();
+        for file in &files {
+            // Only the file itself, or a Secret-volume `..data` flip; other
+            // files in the directory (and logs written there) are none of
+            // our business.
+            let name = file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let _ = watcher.subscribe_names_into(&events, &dir_of(file), &[&name, "..data"]);
+        }
         let fingerprint = || {
-            crate::files::read_regular(&file, KUBECONFIG_LIMIT)
-                .ok()
-                .map(|bytes| crate::bundle::sha256(&bytes))
+            files
+                .iter()
+                .map(|file| {
+                    crate::files::read_regular(file, KUBECONFIG_LIMIT)
+                        .ok()
+                        .map(|bytes| crate::bundle::sha256(&bytes))
+                })
+                .collect::<Vec<_>>()
         };
         let mut built = false;
-        let mut built_from = None;
-        let mut retry = Duration::from_secs(1);
+        let mut built_from = Vec::new();
+        let mut failures = 0;
         loop {
             let now = fingerprint();
             if !built || now != built_from {
                 match self.client().await {
                     Ok(client) => {
                         if built {
-                            tracing::info!(file = %file.display(), "credentials changed; rebuilt the API client");
+                            tracing::info!(file = %shown, "credentials changed; rebuilt the API client");
                         }
                         (built, built_from) = (true, now);
-                        retry = Duration::from_secs(1);
+                        failures = 0;
                         let _ = tx.send(Some(client));
                     }
                     Err(e) => {
+                        // 1 s doubling to 16 s, plus up to as much again
+                        // at random: nodes restarted together spread out.
+                        failures += 1;
+                        let retry = crate::backoff(Duration::from_secs(1), failures.min(5));
                         tracing::error!(error = %e, retry_in = ?retry, "cannot build the API client");
                         tokio::select! {
                             () = crate::shutdown::stopped(&mut shutdown) => return,
                             () = tokio::time::sleep(retry) => {}
                         }
-                        retry = (retry * 2).min(Duration::from_secs(30));
                         continue;
                     }
                 }
@@ -178,23 +294,101 @@ impl ClientSettings {
                 () = events.changed() => {}
                 // The directory may not exist yet or may be replaced: look
                 // again now and then even without an event.
-                () = tokio::time::sleep(Duration::from_secs(60)) => { let _ = watcher.rewatch(&dir); }
+                () = tokio::time::sleep(Duration::from_secs(60)) => {
+                    for file in &files {
+                        let _ = watcher.rewatch(&dir_of(file));
+                    }
+                }
             }
         }
     }
 }
 
-/// The client configuration a kubeconfig file describes.
+/// The client configuration a kubeconfig file describes (its current
+/// context).
 pub async fn read_kubeconfig(path: &std::path::Path) -> Result<kube::Config, ClientError> {
-    let err = |e: &dyn std::fmt::Display| ClientError::Kubeconfig {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let text = crate::files::read_text(path, KUBECONFIG_LIMIT).map_err(|e| err(&e.problem()))?;
-    let kc = parse_kubeconfig(&text).map_err(|e| err(&e))?;
+    let (kc, shown) = read_kubeconfigs(&[path.to_owned()], false)?;
     kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
-        .map_err(|e| err(&e))
+        .map_err(|e| ClientError::Kubeconfig {
+            path: shown,
+            message: e.to_string(),
+        })
+}
+
+/// Kubeconfig files merged as kubectl merges `KUBECONFIG` (kube's
+/// `Kubeconfig::merge`), each file's relative paths made absolute against
+/// its own directory (as kube's `Kubeconfig::read_from` does). With
+/// `listed`, missing files are skipped, unless every one is missing.
+/// Returns the merged kubeconfig and the paths read, for messages.
+fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, String), ClientError> {
+    let all = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+    let mut merged = Kubeconfig::default();
+    let mut read = Vec::new();
+    for path in paths {
+        let err = |message: String| ClientError::Kubeconfig {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = match crate::files::read_text(path, KUBECONFIG_LIMIT) {
+            Ok(text) => text,
+            Err(e) if listed && !path.exists() => {
+                tracing::debug!(path = %path.display(), error = %e.problem(), "KUBECONFIG path skipped: no such file");
+                continue;
+            }
+            Err(e) => return Err(err(e.problem().to_string())),
+        };
+        let mut kc = parse_kubeconfig(&text).map_err(err)?;
+        if let Some(dir) = path.parent() {
+            absolute_paths(&mut kc, dir);
+        }
+        merged = merged.merge(kc).map_err(|e| err(e.to_string()))?;
+        read.push(path.display().to_string());
+    }
+    if read.is_empty() {
+        return Err(ClientError::Kubeconfig {
+            path: all,
+            message: "KUBECONFIG names no file that exists".into(),
+        });
+    }
+    Ok((merged, read.join(":")))
+}
+
+/// A file a kubeconfig names relative to itself, made absolute (kube's
+/// `read_from` rule: exec commands only when they hold a separator).
+fn absolute_paths(kc: &mut Kubeconfig, dir: &std::path::Path) {
+    let fix = |p: &mut Option<String>| {
+        if let Some(path) = p.as_mut()
+            && std::path::Path::new(path.as_str()).is_relative()
+            && let Some(abs) = dir.join(path.as_str()).to_str()
+        {
+            *path = abs.to_owned();
+        }
+    };
+    for cluster in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        fix(&mut cluster.certificate_authority);
+    }
+    for user in kc
+        .auth_infos
+        .iter_mut()
+        .filter_map(|u| u.auth_info.as_mut())
+    {
+        fix(&mut user.client_certificate);
+        fix(&mut user.client_key);
+        fix(&mut user.token_file);
+        if let Some(exec) = user.exec.as_mut()
+            && exec
+                .command
+                .as_ref()
+                .is_some_and(|c| c.contains(std::path::MAIN_SEPARATOR))
+        {
+            fix(&mut exec.command);
+        }
+    }
 }
 
 /// A kubeconfig for `config`'s cluster that authenticates with the client

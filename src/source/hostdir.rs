@@ -31,6 +31,8 @@ use crate::validate::MAX_BUNDLE_SIZE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostDirError {
+    #[error("source directory {path} does not exist yet; waiting for it")]
+    NotYet { path: PathBuf },
     #[error("source directory {path}: {source}")]
     Dir {
         path: PathBuf,
@@ -73,9 +75,17 @@ pub struct HostDir {
 impl HostDir {
     /// Reads the directory once into a bundle.
     pub fn read(&self) -> Result<Bundle, HostDirError> {
-        let root = fs::canonicalize(&self.dir).map_err(|source| HostDirError::Dir {
-            path: self.dir.clone(),
-            source,
+        let root = fs::canonicalize(&self.dir).map_err(|source| {
+            if source.kind() == io::ErrorKind::NotFound {
+                HostDirError::NotYet {
+                    path: self.dir.clone(),
+                }
+            } else {
+                HostDirError::Dir {
+                    path: self.dir.clone(),
+                    source,
+                }
+            }
         })?;
         let mut bundle = Bundle::default();
         if let Layout::Combined(name) = &self.layout {
@@ -141,6 +151,45 @@ impl HostDir {
         names
     }
 
+    /// Watches the source directory if it exists (returns `false`), else
+    /// its nearest existing ancestor for the next missing component, with
+    /// `events` woken by either (returns `true`: still waiting). `armed`
+    /// is the ancestor already subscribed to: each subscription is a route
+    /// kept for the process's life, so one is added only when it changes.
+    fn arm(
+        &self,
+        watcher: &DirWatch,
+        events: &dirwatch::Events,
+        armed: &mut Option<PathBuf>,
+    ) -> bool {
+        if self.dir.is_dir() && watcher.rewatch(&self.dir).is_ok() {
+            tracing::info!(source_dir = %self.dir.display(), "source directory appeared; watching it");
+            return false;
+        }
+        let mut child = self.dir.as_path();
+        while let Some(parent) = child.parent() {
+            if parent.is_dir() {
+                let name = child
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if armed.as_deref() == Some(parent) {
+                    // Subscribed already; the kernel's watch may need
+                    // renewing if the ancestor was replaced.
+                    let _ = watcher.rewatch(parent);
+                    break;
+                }
+                *armed = Some(parent.to_owned());
+                if let Err(e) = watcher.subscribe_names_into(events, parent, &[&name]) {
+                    tracing::debug!(source_dir = %self.dir.display(), watching = %parent.display(), error = %e, "cannot watch for the source directory; relying on resync");
+                }
+                break;
+            }
+            child = parent;
+        }
+        true
+    }
+
     /// Publishes the directory's content into `tx` now, then whenever the
     /// directory has been quiet for `debounce` after a change, and every
     /// `resync`; until `shutdown` turns true.
@@ -163,8 +212,17 @@ impl HostDir {
         } else {
             watcher.subscribe_names(&self.dir, &names)
         };
+        // A directory that does not exist yet is waited for through its
+        // nearest existing ancestor, so its creation is seen at once rather
+        // than at the next resync.
+        let mut waiting = false;
+        let mut ancestor = None;
         if let Err(e) = watched {
-            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the source directory yet; relying on resync");
+            if self.dir.exists() {
+                tracing::warn!(source_dir = %self.dir.display(), error = %e, "cannot watch the source directory; relying on resync");
+            } else {
+                waiting = self.arm(&watcher, &events, &mut ancestor);
+            }
         }
         let mut tick = crate::shutdown::resync_interval(resync).await;
         loop {
@@ -173,18 +231,26 @@ impl HostDir {
                 Ok(r) => super::publish(&tx, r.map_err(super::SourceError::from)),
                 // Not published; the next event or resync reads again.
                 Err(e) => {
-                    tracing::error!(dir = %self.dir.display(), error = %e, "source read task failed")
+                    tracing::error!(source_dir = %self.dir.display(), error = %e, "source read task failed")
                 }
             }
             tokio::select! {
                 () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = events.changed() => {
+                    // Watch a directory that just appeared before waiting
+                    // for quiet, so the files written into it wake us too.
+                    if waiting {
+                        waiting = self.arm(&watcher, &events, &mut ancestor);
+                    }
                     dirwatch::quiet(&events, debounce, dirwatch::quiet_limit(debounce)).await
                 }
                 _ = tick.tick() => {
-                    // The directory may have been replaced, dropping the watch.
-                    if let Err(e) = watcher.rewatch(&self.dir) {
-                        tracing::debug!(dir = %self.dir.display(), error = %e, "cannot watch the source directory");
+                    // The directory may have been replaced, dropping the
+                    // watch, or removed.
+                    if waiting || !self.dir.exists() {
+                        waiting = self.arm(&watcher, &events, &mut ancestor);
+                    } else if let Err(e) = watcher.rewatch(&self.dir) {
+                        tracing::debug!(source_dir = %self.dir.display(), error = %e, "cannot watch the source directory");
                     }
                 }
             }

@@ -227,7 +227,7 @@ impl Writer {
         }
         fsync(&dest, &dest_path)?;
         fsync(&history, &self.path(HISTORY))?;
-        tracing::warn!(dir = %self.target.display(), files = ?found, kept_in = %dest_path.display(), "the target held files certsync did not write; moved them to history before publishing");
+        tracing::warn!(target_dir = %self.target.display(), files = ?found, kept_in = %dest_path.display(), "the target held files certsync did not write; moved them to history before publishing");
         Ok(())
     }
 }
