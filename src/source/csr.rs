@@ -63,10 +63,11 @@ mod request;
 mod tests;
 mod wait;
 
-pub(crate) use request::new_request;
-pub use request::{Sign, generate_name, pkcs10};
+pub(crate) use request::{new_request, san_extension, signature_algorithm, subject};
+pub use request::{San, Sign, generate_name, pkcs10};
 
-mod renewal;
+pub(crate) mod renewal;
+pub(crate) use issued::{KU_NAMES, Usage, eku_usage, usage};
 pub use issued::check;
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
