@@ -475,7 +475,11 @@ impl Metrics {
     }
 
     fn encode_ca(&self, now: f64) {
-        let not_after = self.ca.not_after.lock().unwrap_or_else(PoisonError::into_inner);
+        let not_after = self
+            .ca
+            .not_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for (mapping, t) in not_after.iter() {
             self.ca
                 .ttl

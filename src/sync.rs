@@ -135,7 +135,10 @@ async fn read_once(
                 Err(e) => Err((e.reason(), e.to_string())),
             }
         }
-        Source::Ca(spec) => match ca_source(m, spec, metrics, config).once(live.as_ref()).await {
+        Source::Ca(spec) => match ca_source(m, spec, metrics, config)
+            .once(live.as_ref())
+            .await
+        {
             Ok(Some(issued)) => Ok(issued),
             Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
             Err(e) => Err((e.reason(), e.to_string())),

@@ -108,17 +108,15 @@ impl MappingSpec {
                 ));
             }
         }
-        let mut spec = self.issue_options(
-            (600_000, " (the API requires at least 10m)"),
-            |key_alg| {
+        let mut spec =
+            self.issue_options((600_000, " (the API requires at least 10m)"), |key_alg| {
                 default_usages(signer, key_alg).ok_or_else(|| {
                     format!(
                         "signer {signer} is not one whose usages certsync knows; give them, e.g. \
                          usage=digital-signature,usage=server-auth"
                     )
                 })
-            },
-        )?;
+            })?;
         if self.cn.is_none() && spec.dns.is_empty() && spec.ips.is_empty() {
             return Err("a csr: mapping needs a subject: cn=, dns= or ip=".into());
         }
@@ -202,8 +200,7 @@ impl MappingSpec {
                          usage=key-encipherment,usage=server-auth) or template=PATH"
                 .into()),
         })?;
-        if template.is_none() && self.cn.is_none() && issue.dns.is_empty() && issue.ips.is_empty()
-        {
+        if template.is_none() && self.cn.is_none() && issue.dns.is_empty() && issue.ips.is_empty() {
             return Err("a ca: mapping needs a subject: cn=, dns=, ip= or template=".into());
         }
         issue.signer = format!("ca:{}", ca_cert.display());
@@ -219,7 +216,6 @@ impl MappingSpec {
         })
     }
 }
-
 
 /// `renew=LO-HI`: the renewal window as shares of the lifetime, as
 /// fractions (`0.7-0.9`) or percentages (`70%-90%`).

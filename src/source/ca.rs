@@ -194,11 +194,15 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     let der = sign::certificate(&w, &ca_key, &key, window).map_err(CaError::Sign)?;
     drop(ca_key);
     let cert_pem = sign::pem("CERTIFICATE", &der).into_bytes();
-    let checked =
-        check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew).map_err(CaError::Mismatch)?;
+    let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
+        .map_err(CaError::Mismatch)?;
     let mut bundle = Bundle::default();
     let origin = format!("issued by {}", spec.issue.signer);
-    for (file, bytes) in [(CERT_FILE, cert_pem), (KEY_FILE, key_pem), (CA_FILE, ca_pem)] {
+    for (file, bytes) in [
+        (CERT_FILE, cert_pem),
+        (KEY_FILE, key_pem),
+        (CA_FILE, ca_pem),
+    ] {
         bundle
             .insert(file, bytes, &origin)
             .map_err(|e| CaError::Sign(e.to_string()))?;
@@ -319,8 +323,10 @@ impl CaSource {
                         prev => {
                             tracing::info!(mapping = %self.mapping, %not_after, signer = %self.spec.issue.signer, "certificate issued");
                             if let Some(prev) = prev {
-                                self.metrics
-                                    .csr_rotated(&self.mapping, (now - prev.not_before).max(0) as f64);
+                                self.metrics.csr_rotated(
+                                    &self.mapping,
+                                    (now - prev.not_before).max(0) as f64,
+                                );
                             }
                             current = Some(issued.window);
                             live = Some(issued.bundle.clone());

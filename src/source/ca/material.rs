@@ -153,10 +153,13 @@ fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, 
     }
     let alg = KeyAlg::of_spki(cert.public_key())
         .ok_or_else(|| err("its key is not RSA, ECDSA P-256/P-384 or Ed25519".into()))?;
-    let ski = cert.extensions().iter().find_map(|e| match e.parsed_extension() {
-        ParsedExtension::SubjectKeyIdentifier(id) => Some(id.0.to_vec()),
-        _ => None,
-    });
+    let ski = cert
+        .extensions()
+        .iter()
+        .find_map(|e| match e.parsed_extension() {
+            ParsedExtension::SubjectKeyIdentifier(id) => Some(id.0.to_vec()),
+            _ => None,
+        });
     Ok(CaCert {
         pem: super::sign::pem("CERTIFICATE", &der).into_bytes(),
         spki: cert.public_key().raw.to_vec(),
@@ -238,7 +241,9 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, String> {
     let wrapped = match (kind, alg) {
         (SectionKind::PrivateKey, _) => Ok(None),
         (SectionKind::RsaPrivateKey, KeyAlg::Rsa(_)) => {
-            PrivateKeyInfo::new(rsa::pkcs1::ALGORITHM_ID, &der).to_der().map(Some)
+            PrivateKeyInfo::new(rsa::pkcs1::ALGORITHM_ID, &der)
+                .to_der()
+                .map(Some)
         }
         (SectionKind::EcPrivateKey, KeyAlg::EcdsaP256 | KeyAlg::EcdsaP384) => {
             let curve = ObjectIdentifier::new_unwrap(if alg == KeyAlg::EcdsaP256 {
@@ -339,9 +344,9 @@ fn read_template(path: &Path) -> Result<Template, String> {
                 for name in &san.general_names {
                     sans.push(match name {
                         GeneralName::DNSName(d) => San::Dns((*d).to_owned()),
-                        GeneralName::IPAddress(b) => San::Ip(
-                            crate::x509::ip_of(b).ok_or("a malformed IP address SAN")?,
-                        ),
+                        GeneralName::IPAddress(b) => {
+                            San::Ip(crate::x509::ip_of(b).ok_or("a malformed IP address SAN")?)
+                        }
                         other => {
                             return Err(format!(
                                 "its SAN {other:?} is not a DNS name or IP address"

@@ -43,7 +43,9 @@ fn time(secs: i64) -> Result<Time, String> {
 }
 
 fn extension(oid: &str, critical: bool, value: &impl Encode) -> Result<Extension, String> {
-    let der = value.to_der().map_err(|e| format!("extension {oid}: {e}"))?;
+    let der = value
+        .to_der()
+        .map_err(|e| format!("extension {oid}: {e}"))?;
     Ok(Extension {
         extn_id: ObjectIdentifier::new(oid).map_err(|e| format!("{oid}: {e}"))?,
         critical,
