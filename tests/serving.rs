@@ -238,3 +238,107 @@ fn verification_catches_a_server_that_ignores_the_signal() {
         .count();
     assert_eq!(signals, 4, "initial reload + 3 for the rotation:\n{log}");
 }
+
+/// nginx serving two `ca:` targets, one renewed with a new key each time
+/// and one with `keep-key`, reloaded by signal on every flip: each renewal
+/// is what it serves next, as openssl reads it.
+#[test]
+fn nginx_serves_every_ca_renewal_with_new_and_kept_keys() {
+    if !have("nginx") || !have("openssl") {
+        panic!("nginx and openssl are needed (apt-get install nginx openssl; .ci/run does this)");
+    }
+    let d = tempfile::tempdir().unwrap();
+    let prefix = support::certs::ca_files(d.path(), 3600);
+    let (new_key, kept) = (d.path().join("new-key"), d.path().join("kept"));
+    let sync = |target: &Path, extra: &str| {
+        format!(
+            "ca:{}={},cn=web,dns=localhost,ip=127.0.0.1,usage=digital-signature,\
+             usage=server-auth,lifetime=4s{extra}",
+            prefix.display(),
+            target.display()
+        )
+    };
+    let specs = [sync(&new_key, ""), sync(&kept, ",keep-key")];
+    for s in &specs {
+        let once = Command::new(certsync_bin())
+            .args(["run", "--once", "--sync", s])
+            .output()
+            .unwrap();
+        assert!(
+            once.status.success(),
+            "{}",
+            String::from_utf8_lossy(&once.stderr)
+        );
+    }
+    let ports = [free_port(), free_port()];
+    let nginx_dir = d.path().join("nginx");
+    fs::create_dir(&nginx_dir).unwrap();
+    let server = |port: u16, t: &Path| {
+        format!(
+            "server {{ listen 127.0.0.1:{port} ssl; ssl_certificate {t}/tls.crt; \
+             ssl_certificate_key {t}/tls.key; location / {{ return 200 \"ok\\n\"; }} }}\n",
+            t = t.display()
+        )
+    };
+    let conf = nginx_dir.join("nginx.conf");
+    fs::write(
+        &conf,
+        format!(
+            "daemon off; master_process on; worker_processes 1;\n\
+             pid {p}/nginx.pid; error_log {p}/error.log;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; client_body_temp_path {p}/body; proxy_temp_path {p}/proxy;\n\
+               fastcgi_temp_path {p}/fcgi; uwsgi_temp_path {p}/uwsgi; scgi_temp_path {p}/scgi;\n\
+               {a}{b} }}\n",
+            p = nginx_dir.display(),
+            a = server(ports[0], &new_key),
+            b = server(ports[1], &kept),
+        ),
+    )
+    .unwrap();
+    let _nginx = spawn_quiet(
+        Command::new("nginx")
+            .arg("-p")
+            .arg(&nginx_dir)
+            .arg("-c")
+            .arg(&conf)
+            .args(["-e", "stderr"]),
+    );
+    let master = format!("master process.*{}", nginx_dir.display());
+    let mut args = vec![
+        "run",
+        "--debounce",
+        "100ms",
+        "--reload-quiet",
+        "100ms",
+        "--csr-renew-floor",
+        "1s",
+        "--reload-cmdline",
+        &master,
+    ];
+    for s in &specs {
+        args.extend(["--sync", s.as_str()]);
+    }
+    let _cs = Certsync::start(&args, d.path());
+    for (port, target) in ports.iter().zip([&new_key, &kept]) {
+        let mut served = Vec::new();
+        let mut keys = Vec::new();
+        while served.len() < 3 {
+            // The next live certificate, then nginx serving exactly it.
+            let (cert, key) = wait_for("a renewal", || {
+                let (_, cert, key) = read_live(target)?;
+                let fp = fingerprint_of(&cert, d.path());
+                (!served.contains(&fp)).then_some((cert, key))
+            });
+            let fp = fingerprint_of(&cert, d.path());
+            wait_for("nginx to serve the renewal", || {
+                (served_fingerprint(*port)? == fp).then_some(())
+            });
+            served.push(fp);
+            keys.push(key);
+        }
+        keys.dedup();
+        let want = if target == &kept { 1 } else { 3 };
+        assert_eq!(keys.len(), want, "{}: distinct keys", target.display());
+    }
+}
