@@ -97,6 +97,47 @@ impl Drop for Killed {
     }
 }
 
+/// nginx (master and `workers`) under `dir/nginx`, serving each target's
+/// pair on its port: the process, and its prefix (in its title).
+fn nginx(dir: &Path, servers: &[(u16, &Path)], workers: u32) -> (Killed, std::path::PathBuf) {
+    let prefix = dir.join("nginx");
+    fs::create_dir(&prefix).unwrap();
+    let servers: String = servers
+        .iter()
+        .map(|(port, t)| {
+            format!(
+                "server {{ listen 127.0.0.1:{port} ssl;\n\
+                 ssl_certificate {t}/tls.crt; ssl_certificate_key {t}/tls.key;\n\
+                 location / {{ return 200 \"ok\\n\"; }} }}\n",
+                t = t.display()
+            )
+        })
+        .collect();
+    let conf = prefix.join("nginx.conf");
+    fs::write(
+        &conf,
+        format!(
+            "daemon off; master_process on; worker_processes {workers};\n\
+             pid {p}/nginx.pid; error_log {p}/error.log;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; client_body_temp_path {p}/body; proxy_temp_path {p}/proxy;\n\
+               fastcgi_temp_path {p}/fcgi; uwsgi_temp_path {p}/uwsgi; scgi_temp_path {p}/scgi;\n\
+               {servers} }}\n",
+            p = prefix.display(),
+        ),
+    )
+    .unwrap();
+    let process = spawn_quiet(
+        Command::new("nginx")
+            .arg("-p")
+            .arg(&prefix)
+            .arg("-c")
+            .arg(&conf)
+            .args(["-e", "stderr"]),
+    );
+    (process, prefix)
+}
+
 fn have(tool: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
@@ -130,33 +171,7 @@ fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
     );
 
     let port = free_port();
-    let prefix = d.path().join("nginx");
-    fs::create_dir(&prefix).unwrap();
-    let conf = prefix.join("nginx.conf");
-    fs::write(
-        &conf,
-        format!(
-            "daemon off; master_process on; worker_processes 2;\n\
-             pid {p}/nginx.pid; error_log {p}/error.log;\n\
-             events {{ worker_connections 64; }}\n\
-             http {{ access_log off; client_body_temp_path {p}/body; proxy_temp_path {p}/proxy;\n\
-               fastcgi_temp_path {p}/fcgi; uwsgi_temp_path {p}/uwsgi; scgi_temp_path {p}/scgi;\n\
-               server {{ listen 127.0.0.1:{port} ssl;\n\
-                 ssl_certificate {t}/tls.crt; ssl_certificate_key {t}/tls.key;\n\
-                 location / {{ return 200 \"ok\\n\"; }} }} }}\n",
-            p = prefix.display(),
-            t = target.display(),
-        ),
-    )
-    .unwrap();
-    let _nginx = spawn_quiet(
-        Command::new("nginx")
-            .args(["-p"])
-            .arg(&prefix)
-            .arg("-c")
-            .arg(&conf)
-            .args(["-e", "stderr"]),
-    );
+    let (_nginx, prefix) = nginx(d.path(), &[(port, &target)], 2);
     let first_fp = fingerprint_of(&first.cert, d.path());
     wait_for("nginx to serve the first certificate", || {
         (served_fingerprint(port)? == first_fp).then_some(())
@@ -271,39 +286,7 @@ fn nginx_serves_every_ca_renewal_with_new_and_kept_keys() {
         );
     }
     let ports = [free_port(), free_port()];
-    let nginx_dir = d.path().join("nginx");
-    fs::create_dir(&nginx_dir).unwrap();
-    let server = |port: u16, t: &Path| {
-        format!(
-            "server {{ listen 127.0.0.1:{port} ssl; ssl_certificate {t}/tls.crt; \
-             ssl_certificate_key {t}/tls.key; location / {{ return 200 \"ok\\n\"; }} }}\n",
-            t = t.display()
-        )
-    };
-    let conf = nginx_dir.join("nginx.conf");
-    fs::write(
-        &conf,
-        format!(
-            "daemon off; master_process on; worker_processes 1;\n\
-             pid {p}/nginx.pid; error_log {p}/error.log;\n\
-             events {{ worker_connections 64; }}\n\
-             http {{ access_log off; client_body_temp_path {p}/body; proxy_temp_path {p}/proxy;\n\
-               fastcgi_temp_path {p}/fcgi; uwsgi_temp_path {p}/uwsgi; scgi_temp_path {p}/scgi;\n\
-               {a}{b} }}\n",
-            p = nginx_dir.display(),
-            a = server(ports[0], &new_key),
-            b = server(ports[1], &kept),
-        ),
-    )
-    .unwrap();
-    let _nginx = spawn_quiet(
-        Command::new("nginx")
-            .arg("-p")
-            .arg(&nginx_dir)
-            .arg("-c")
-            .arg(&conf)
-            .args(["-e", "stderr"]),
-    );
+    let (_nginx, nginx_dir) = nginx(d.path(), &[(ports[0], &new_key), (ports[1], &kept)], 1);
     let master = format!("master process.*{}", nginx_dir.display());
     let mut args = vec![
         "run",
