@@ -138,6 +138,16 @@ fn nginx(dir: &Path, servers: &[(u16, &Path)], workers: u32) -> (Killed, std::pa
     (process, prefix)
 }
 
+/// `certsync run --once --sync SYNC`, which must succeed.
+fn run_once(sync: &str) {
+    let once = Command::new(certsync_bin())
+        .args(["run", "--once", "--sync", sync])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&once.stderr);
+    assert!(once.status.success(), "{err}");
+}
+
 fn have(tool: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
@@ -160,15 +170,7 @@ fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
     let sync = format!("dir:{}={}", src.display(), target.display());
 
     // Init-container step: the target exists before nginx starts.
-    let once = Command::new(certsync_bin())
-        .args(["run", "--once", "--sync", &sync])
-        .output()
-        .unwrap();
-    assert!(
-        once.status.success(),
-        "{}",
-        String::from_utf8_lossy(&once.stderr)
-    );
+    run_once(&sync);
 
     let port = free_port();
     let (_nginx, prefix) = nginx(d.path(), &[(port, &target)], 2);
@@ -275,34 +277,13 @@ fn nginx_serves_every_ca_renewal_with_new_and_kept_keys() {
     };
     let specs = [sync(&new_key, ""), sync(&kept, ",keep-key")];
     for s in &specs {
-        let once = Command::new(certsync_bin())
-            .args(["run", "--once", "--sync", s])
-            .output()
-            .unwrap();
-        assert!(
-            once.status.success(),
-            "{}",
-            String::from_utf8_lossy(&once.stderr)
-        );
+        run_once(s);
     }
     let ports = [free_port(), free_port()];
     let (_nginx, nginx_dir) = nginx(d.path(), &[(ports[0], &new_key), (ports[1], &kept)], 1);
     let master = format!("master process.*{}", nginx_dir.display());
-    let mut args = vec![
-        "run",
-        "--debounce",
-        "100ms",
-        "--reload-quiet",
-        "100ms",
-        "--csr-renew-floor",
-        "1s",
-        "--reload-cmdline",
-        &master,
-    ];
-    for s in &specs {
-        args.extend(["--sync", s.as_str()]);
-    }
-    let _cs = Certsync::start(&args, d.path());
+    let extra = ["--csr-renew-floor", "1s", "--sync", &specs[1]];
+    let _cs = start_signalling(&specs[0], &master, &extra, d.path());
     for (port, target) in ports.iter().zip([&new_key, &kept]) {
         let mut served = Vec::new();
         let mut keys = Vec::new();
