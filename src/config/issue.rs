@@ -20,10 +20,12 @@ const CA_DEFAULT_LIFETIME: Duration = Duration::from_secs(365 * 86_400);
 impl MappingSpec {
     /// The options both kinds share, as a [`CsrSpec`] without a signer (or
     /// its CA, approval timeout, bootstrap or kubeconfig). `min_lifetime`
-    /// is in ms; `usages` are the defaults when no `usage=` is given.
+    /// is in ms; `no_subject`: the error when there is no cn=, dns= or ip=
+    /// (`None`: allowed); `usages` are the defaults when no `usage=` is given.
     fn issue_options(
         &self,
         min_lifetime: (u64, &str),
+        no_subject: Option<&str>,
         usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, String>,
     ) -> Result<CsrSpec, String> {
         let key_alg: KeyAlg = match &self.key_alg {
@@ -45,6 +47,13 @@ impl MappingSpec {
         }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err("cn and o may not be empty".into());
+        }
+        if let Some(e) = no_subject
+            && self.cn.is_none()
+            && self.dns.is_empty()
+            && ips.is_empty()
+        {
+            return Err(e.into());
         }
         let usages = if self.usage.is_empty() {
             usages(key_alg)?
@@ -108,18 +117,18 @@ impl MappingSpec {
                 ));
             }
         }
-        let mut spec =
-            self.issue_options((600_000, " (the API requires at least 10m)"), |key_alg| {
+        let mut spec = self.issue_options(
+            (600_000, " (the API requires at least 10m)"),
+            Some("a csr: mapping needs a subject: cn=, dns= or ip="),
+            |key_alg| {
                 default_usages(signer, key_alg).ok_or_else(|| {
                     format!(
                         "signer {signer} is not one whose usages certsync knows; give them, e.g. \
                          usage=digital-signature,usage=server-auth"
                     )
                 })
-            })?;
-        if self.cn.is_none() && spec.dns.is_empty() && spec.ips.is_empty() {
-            return Err("a csr: mapping needs a subject: cn=, dns= or ip=".into());
-        }
+            },
+        )?;
         spec.signer = signer.to_owned();
         spec.approval_timeout = self
             .approval_timeout
@@ -194,15 +203,15 @@ impl MappingSpec {
                 ));
             }
         }
-        let mut issue = self.issue_options((1000, ""), |_| match &template {
+        let no_subject = template
+            .is_none()
+            .then_some("a ca: mapping needs a subject: cn=, dns=, ip= or template=");
+        let mut issue = self.issue_options((1000, ""), no_subject, |_| match &template {
             Some(_) => Ok(Vec::new()),
             None => Err("a ca: mapping needs its usages (usage=digital-signature,\
                          usage=key-encipherment,usage=server-auth) or template=PATH"
                 .into()),
         })?;
-        if template.is_none() && self.cn.is_none() && issue.dns.is_empty() && issue.ips.is_empty() {
-            return Err("a ca: mapping needs a subject: cn=, dns=, ip= or template=".into());
-        }
         issue.signer = format!("ca:{}", ca_cert.display());
         issue.lifetime = Some(issue.lifetime.unwrap_or(CA_DEFAULT_LIFETIME));
         Ok(CaSpec {
