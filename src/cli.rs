@@ -82,6 +82,7 @@ Mappings (--sync KIND:SOURCE=TARGET[,OPTION=VALUE]..., or the config file's `map
   secret:NAMESPACE/NAME      one Secret, listed and watched by name
   configmap:NAMESPACE/NAME   one ConfigMap, listed and watched by name
   csr:SIGNER                 a certificate certsync requests and renews itself
+  ca:PREFIX                  a certificate certsync issues from PREFIX.crt/PREFIX.key
   clustertrustbundle:NAME    one ClusterTrustBundle, as ca.crt
   clustertrustbundle:SIGNER  every ClusterTrustBundle of a signer (label=KEY=VALUE
                              narrows it), joined in name order, as ca.crt
@@ -116,6 +117,14 @@ Options of csr: (see docs/guides/requesting-certificates.md):
   approval-timeout=DURATION  default 15m
   bootstrap-kubeconfig=FILE  first request with it, renewals with the issued pair
   write-kubeconfig=FILE      publish a kubeconfig that uses the pair
+
+Options of ca: (see docs/guides/kubeadm-control-plane.md): cn=, o=, dns=, ip=,
+key-alg=, usage=, renew= as for csr:, and
+  cert=PATH, key=PATH        the CA's files instead of PREFIX.crt, PREFIX.key
+  template=PATH              copy subject, SANs and usages from this certificate
+  lifetime=DURATION          default 365d, never past the CA's own expiry
+  keep-key                   renewals keep the live key (kubeadm certs renew)
+  allow-loose-ca-key         use a CA key that group or others may read
 
 Examples:
   certsync run --sync 'dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key'

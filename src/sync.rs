@@ -19,6 +19,7 @@ use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
 use crate::reload::{self, ReloadHandle};
 use crate::source::Update;
+use crate::source::ca::{CaSource, CaSpec};
 use crate::source::csr::{CsrSource, CsrSpec};
 use crate::source::hostdir::HostDir;
 use crate::source::secret::{KubeObject, ObjectRef};
@@ -134,6 +135,14 @@ async fn read_once(
                 Err(e) => Err((e.reason(), e.to_string())),
             }
         }
+        Source::Ca(spec) => match ca_source(m, spec, metrics, config)
+            .once(live.as_ref())
+            .await
+        {
+            Ok(Some(issued)) => Ok(issued),
+            Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
+            Err(e) => Err((e.reason(), e.to_string())),
+        },
     }
 }
 
@@ -150,7 +159,7 @@ fn trust_bundles(m: &Mapping, selection: &Selection, metrics: &Arc<Metrics>) -> 
 /// pod's): a `csr:` mapping with a bootstrap kubeconfig makes its own.
 fn needs_process_client(source: &Source) -> bool {
     match source {
-        Source::Dir(_) => false,
+        Source::Dir(_) | Source::Ca(_) => false,
         Source::Kube(_) | Source::TrustBundle(_) => true,
         Source::Csr(spec) => spec.bootstrap.is_none(),
     }
@@ -168,6 +177,18 @@ fn csr_source(m: &Mapping, spec: &CsrSpec, metrics: &Arc<Metrics>, config: &Conf
         current: CsrRef::default(),
         events: None,
         renew_floor: config.csr_renew_floor,
+    }
+}
+
+/// The local-CA source of a mapping.
+fn ca_source(m: &Mapping, spec: &CaSpec, metrics: &Arc<Metrics>, config: &Config) -> CaSource {
+    CaSource {
+        spec: Arc::new(spec.clone()),
+        mapping: m.name.clone(),
+        metrics: Arc::clone(metrics),
+        clock_skew: config.clock_skew,
+        renew_floor: config.csr_renew_floor,
+        recheck: config.resync,
     }
 }
 
@@ -614,6 +635,7 @@ pub async fn log_plan(config: &Config) {
             Source::Kube(object) => object.to_string(),
             Source::TrustBundle(selection) => selection.to_string(),
             Source::Csr(spec) => format!("csr {}", spec.signer),
+            Source::Ca(spec) => format!("ca {}", spec.ca_cert.display()),
         };
         tracing::info!(mapping = %m.name, source = %crate::escape(&source), target_dir = %m.target.display(), "mapping");
     }
@@ -768,6 +790,11 @@ pub async fn run(
                 }
                 tasks.spawn(source.run(clients.clone(), syncer.live(), tx, shutdown.clone()))
             }
+            Source::Ca(spec) => tasks.spawn(ca_source(&m, spec, &metrics, &config).run(
+                syncer.live(),
+                tx,
+                shutdown.clone(),
+            )),
         };
         tasks.spawn(sync_loop(
             Box::new(syncer),

@@ -949,7 +949,7 @@ fn bad_csr_mappings_are_refused_with_the_reason() {
         ),
         (
             format!("dir:/etc={t},cn=x"),
-            "cn applies to csr: sources only",
+            "cn applies to csr: and ca: sources only",
         ),
     ] {
         let out = std::process::Command::new(certsync_bin())

@@ -138,6 +138,57 @@ fn a_missing_tool_skips_with_what_to_install_and_fails_under_ci() {
     );
 }
 
+/// nginx (master and `workers`) under `dir/nginx`, serving each target's
+/// pair on its port: the process, and its prefix (in its title).
+fn nginx(dir: &Path, servers: &[(u16, &Path)], workers: u32) -> (Killed, std::path::PathBuf) {
+    let prefix = dir.join("nginx");
+    fs::create_dir(&prefix).unwrap();
+    let servers: String = servers
+        .iter()
+        .map(|(port, t)| {
+            format!(
+                "server {{ listen 127.0.0.1:{port} ssl;\n\
+                 ssl_certificate {t}/tls.crt; ssl_certificate_key {t}/tls.key;\n\
+                 location / {{ return 200 \"ok\\n\"; }} }}\n",
+                t = t.display()
+            )
+        })
+        .collect();
+    let conf = prefix.join("nginx.conf");
+    fs::write(
+        &conf,
+        format!(
+            "daemon off; master_process on; worker_processes {workers};\n\
+             pid {p}/nginx.pid; error_log {p}/error.log;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; client_body_temp_path {p}/body; proxy_temp_path {p}/proxy;\n\
+               fastcgi_temp_path {p}/fcgi; uwsgi_temp_path {p}/uwsgi; scgi_temp_path {p}/scgi;\n\
+               {servers} }}\n",
+            p = prefix.display(),
+        ),
+    )
+    .unwrap();
+    let process = spawn_quiet(
+        Command::new("nginx")
+            .arg("-p")
+            .arg(&prefix)
+            .arg("-c")
+            .arg(&conf)
+            .args(["-e", "stderr"]),
+    );
+    (process, prefix)
+}
+
+/// `certsync run --once --sync SYNC`, which must succeed.
+fn run_once(sync: &str) {
+    let once = Command::new(certsync_bin())
+        .args(["run", "--once", "--sync", sync])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&once.stderr);
+    assert!(once.status.success(), "{err}");
+}
+
 #[test]
 fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
     if !tools::have(&["nginx", "openssl"]) {
@@ -151,44 +202,10 @@ fn nginx_reloads_on_sighup_and_verification_sees_the_new_certificate() {
     let sync = format!("dir:{}={}", src.display(), target.display());
 
     // Init-container step: the target exists before nginx starts.
-    let once = Command::new(certsync_bin())
-        .args(["run", "--once", "--sync", &sync])
-        .output()
-        .unwrap();
-    assert!(
-        once.status.success(),
-        "{}",
-        String::from_utf8_lossy(&once.stderr)
-    );
+    run_once(&sync);
 
     let port = free_port();
-    let prefix = d.path().join("nginx");
-    fs::create_dir(&prefix).unwrap();
-    let conf = prefix.join("nginx.conf");
-    fs::write(
-        &conf,
-        format!(
-            "daemon off; master_process on; worker_processes 2;\n\
-             pid {p}/nginx.pid; error_log {p}/error.log;\n\
-             events {{ worker_connections 64; }}\n\
-             http {{ access_log off; client_body_temp_path {p}/body; proxy_temp_path {p}/proxy;\n\
-               fastcgi_temp_path {p}/fcgi; uwsgi_temp_path {p}/uwsgi; scgi_temp_path {p}/scgi;\n\
-               server {{ listen 127.0.0.1:{port} ssl;\n\
-                 ssl_certificate {t}/tls.crt; ssl_certificate_key {t}/tls.key;\n\
-                 location / {{ return 200 \"ok\\n\"; }} }} }}\n",
-            p = prefix.display(),
-            t = target.display(),
-        ),
-    )
-    .unwrap();
-    let _nginx = spawn_quiet(
-        Command::new("nginx")
-            .args(["-p"])
-            .arg(&prefix)
-            .arg("-c")
-            .arg(&conf)
-            .args(["-e", "stderr"]),
-    );
+    let (_nginx, prefix) = nginx(d.path(), &[(port, &target)], 2);
     let first_fp = fingerprint_of(&first.cert, d.path());
     wait_for("nginx to serve the first certificate", || {
         (served_fingerprint(port)? == first_fp).then_some(())
@@ -269,4 +286,55 @@ fn verification_catches_a_server_that_ignores_the_signal() {
         .filter(|l| l.contains("reloaded") && l.contains("sent SIGHUP"))
         .count();
     assert_eq!(signals, 4, "initial reload + 3 for the rotation:\n{log}");
+}
+
+/// nginx serving two `ca:` targets, one renewed with a new key each time
+/// and one with `keep-key`, reloaded by signal on every flip: each renewal
+/// is what it serves next, as openssl reads it.
+#[test]
+fn nginx_serves_every_ca_renewal_with_new_and_kept_keys() {
+    if !tools::have(&["nginx", "openssl"]) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let prefix = support::certs::ca_files(d.path(), 3600);
+    let (new_key, kept) = (d.path().join("new-key"), d.path().join("kept"));
+    let sync = |target: &Path, extra: &str| {
+        format!(
+            "ca:{}={},cn=web,dns=localhost,ip=127.0.0.1,usage=digital-signature,\
+             usage=server-auth,lifetime=4s{extra}",
+            prefix.display(),
+            target.display()
+        )
+    };
+    let specs = [sync(&new_key, ""), sync(&kept, ",keep-key")];
+    for s in &specs {
+        run_once(s);
+    }
+    let ports = [free_port(), free_port()];
+    let (_nginx, nginx_dir) = nginx(d.path(), &[(ports[0], &new_key), (ports[1], &kept)], 1);
+    let master = format!("master process.*{}", nginx_dir.display());
+    let extra = ["--csr-renew-floor", "1s", "--sync", &specs[1]];
+    let _cs = start_signalling(&specs[0], &master, &extra, d.path());
+    for (port, target) in ports.iter().zip([&new_key, &kept]) {
+        let mut served = Vec::new();
+        let mut keys = Vec::new();
+        while served.len() < 3 {
+            // The next live certificate, then nginx serving exactly it.
+            let (cert, key) = wait_for("a renewal", || {
+                let (_, cert, key) = read_live(target)?;
+                let fp = fingerprint_of(&cert, d.path());
+                (!served.contains(&fp)).then_some((cert, key))
+            });
+            let fp = fingerprint_of(&cert, d.path());
+            wait_for("nginx to serve the renewal", || {
+                (served_fingerprint(*port)? == fp).then_some(())
+            });
+            served.push(fp);
+            keys.push(key);
+        }
+        keys.dedup();
+        let want = if target == &kept { 1 } else { 3 };
+        assert_eq!(keys.len(), want, "{}: distinct keys", target.display());
+    }
 }

@@ -3,16 +3,16 @@
 //! source kind.
 
 use super::*;
-use crate::cli::{RunArgs, YEAR, duration, key_mode, parse_mode};
+use crate::cli::{RunArgs, key_mode, parse_mode};
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::bundle::{CA_FILE, CERT_FILE, Item, KEY_FILE, Layout, check_file_name};
 use crate::reload::verify::ServingCheck;
-use crate::source::csr::{CaSource, CsrSpec, KeyAlg, USAGES as CSR_USAGES, default_usages};
+use crate::source::ca::CaSpec;
+use crate::source::csr::CsrSpec;
 use crate::source::secret::{Kind, ObjectRef};
 use crate::source::trust_bundle::Selection;
 use crate::validate::Expect;
@@ -53,6 +53,12 @@ pub struct MappingSpec {
     pub approval_timeout: Option<String>,
     pub bootstrap_kubeconfig: Option<PathBuf>,
     pub write_kubeconfig: Option<String>,
+    // ca: mappings only.
+    pub template: Option<PathBuf>,
+    #[serde(default)]
+    pub keep_key: bool,
+    #[serde(default)]
+    pub allow_loose_ca_key: bool,
     // clustertrustbundle: mappings by signer only.
     #[serde(default)]
     pub label: Vec<String>,
@@ -103,6 +109,11 @@ impl MappingSpec {
                     Ok(v.to_owned())
                 }
             };
+            let flag = || match v {
+                "" | "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(err(format!("{k} takes no value or true/false, got {v:?}"))),
+            };
             let number = || {
                 v.parse::<u32>()
                     .map_err(|_| err(format!("option {k:?} needs a numeric id, got {v:?}")))
@@ -141,6 +152,9 @@ impl MappingSpec {
                 "approval-timeout" => m.approval_timeout = Some(value()?),
                 "bootstrap-kubeconfig" => m.bootstrap_kubeconfig = Some(value()?.into()),
                 "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
+                "template" => m.template = Some(value()?.into()),
+                "keep-key" => m.keep_key = flag()?,
+                "allow-loose-ca-key" => m.allow_loose_ca_key = flag()?,
                 "label" => m.label.push(value()?),
                 "files" => m.files.push(value()?),
                 "optional" => {
@@ -174,7 +188,9 @@ impl MappingSpec {
                         "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
                          cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
                          ip, key-alg, lifetime, usage, renew, approval-timeout, \
-                         bootstrap-kubeconfig, write-kubeconfig; for clustertrustbundle: \
+                         bootstrap-kubeconfig, write-kubeconfig; for ca: cn, o, dns, ip, \
+                         key-alg, lifetime, usage, renew, template, keep-key, \
+                         allow-loose-ca-key; for clustertrustbundle: \
                          label; files, allow-non-pem, optional; for tree: secret, configmap, \
                          optional-secret, optional-configmap)"
                     )));
@@ -184,7 +200,7 @@ impl MappingSpec {
         Ok(m)
     }
 
-    pub(crate) fn resolve(self, args: &RunArgs) -> Result<Mapping, ConfigError> {
+    pub(crate) fn resolve(mut self, args: &RunArgs) -> Result<Mapping, ConfigError> {
         let name = self
             .name
             .clone()
@@ -217,17 +233,24 @@ impl MappingSpec {
             "secret" => Source::Kube(object(Kind::Secret)?),
             "configmap" => Source::Kube(object(Kind::ConfigMap)?),
             "csr" => Source::Csr(Box::new(self.csr_spec(location).map_err(&err)?)),
+            // cert= and key= name the CA's files; what is published keeps
+            // the usual names.
+            "ca" => {
+                let (cert, key) = (self.cert.take(), self.key.take());
+                let spec = self.ca_spec(location, cert.as_deref(), key.as_deref());
+                Source::Ca(Box::new(spec.map_err(&err)?))
+            }
             "clustertrustbundle" => {
                 Source::TrustBundle(self.trust_bundle_selection(location).map_err(&err)?)
             }
             other => {
                 return Err(err(format!(
                     "unknown source kind {other:?} (supported: dir, secret, configmap, csr, \
-                     clustertrustbundle)"
+                     ca, clustertrustbundle)"
                 )));
             }
         };
-        let csr_only = [
+        let issuing = [
             ("cn", self.cn.is_some()),
             ("o", !self.o.is_empty()),
             ("dns", !self.dns.is_empty()),
@@ -236,6 +259,13 @@ impl MappingSpec {
             ("lifetime", self.lifetime.is_some()),
             ("usage", !self.usage.is_empty()),
             ("renew", self.renew.is_some()),
+        ];
+        if !matches!(source, Source::Csr(_) | Source::Ca(_))
+            && let Some((opt, _)) = issuing.iter().find(|(_, set)| *set)
+        {
+            return Err(err(format!("{opt} applies to csr: and ca: sources only")));
+        }
+        let csr_only = [
             ("approval-timeout", self.approval_timeout.is_some()),
             ("bootstrap-kubeconfig", self.bootstrap_kubeconfig.is_some()),
             ("write-kubeconfig", self.write_kubeconfig.is_some()),
@@ -244,6 +274,31 @@ impl MappingSpec {
             && let Some((opt, _)) = csr_only.iter().find(|(_, set)| *set)
         {
             return Err(err(format!("{opt} applies to csr: sources only")));
+        }
+        let ca_kind_only = [
+            ("template", self.template.is_some()),
+            ("keep-key", self.keep_key),
+            ("allow-loose-ca-key", self.allow_loose_ca_key),
+        ];
+        if !matches!(source, Source::Ca(_))
+            && let Some((opt, _)) = ca_kind_only.iter().find(|(_, set)| *set)
+        {
+            return Err(err(format!("{opt} applies to ca: sources only")));
+        }
+        if matches!(source, Source::Ca(_)) {
+            for (opt, set) in [
+                ("ca", self.ca.is_some()),
+                ("combined", self.combined.is_some()),
+                ("ca-only", self.ca_only),
+            ] {
+                if set {
+                    return Err(err(format!(
+                        "{opt} does not apply to ca: sources (certsync makes the key and \
+                         publishes tls.crt, tls.key and the CA certificate as ca.crt; \
+                         cert= and key= name the CA's files)"
+                    )));
+                }
+            }
         }
         if !matches!(source, Source::Dir(_) | Source::Csr(_)) && self.combined.is_some() {
             return Err(err("combined applies to dir: sources only".into()));
@@ -372,7 +427,7 @@ impl MappingSpec {
         };
         if self.files.is_empty() {
             let ca_item = match &source {
-                Source::Csr(_) => CA_FILE,
+                Source::Csr(_) | Source::Ca(_) => CA_FILE,
                 _ => self.ca.as_deref().unwrap_or(CA_FILE),
             };
             items.push(Item::new(ca_item, CA_FILE, ca_only));
@@ -443,6 +498,8 @@ pub enum Source {
     Kube(ObjectRef),
     /// Certificates requested through the CSR API.
     Csr(Box<CsrSpec>),
+    /// Certificates issued from a CA on the node.
+    Ca(Box<CaSpec>),
     /// ClusterTrustBundles, as a CA bundle.
     TrustBundle(Selection),
 }
@@ -474,185 +531,6 @@ impl MappingSpec {
         check_dns("name", &plain, 253)?;
         Ok(Selection::Name(location.to_owned()))
     }
-
-    /// The `csr:SIGNER` options as a [`CsrSpec`].
-    pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, String> {
-        match signer.split_once('/') {
-            Some((domain, path)) if !path.is_empty() && check_dns("name", domain, 253).is_ok() => {
-                if signer == "kubernetes.io/legacy-unknown" {
-                    return Err("the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1".into());
-                }
-            }
-            _ => {
-                return Err(format!(
-                    "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
-                     csr:kubernetes.io/kube-apiserver-client"
-                ));
-            }
-        }
-        let key_alg: KeyAlg = match &self.key_alg {
-            Some(s) => s.parse()?,
-            None => KeyAlg::default(),
-        };
-        let ips = self
-            .ip
-            .iter()
-            .map(|s| {
-                s.parse::<std::net::IpAddr>()
-                    .map_err(|_| format!("ip {s:?} is not an IPv4 or IPv6 address"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        for d in &self.dns {
-            let wildcard = d.strip_prefix("*.").unwrap_or(d);
-            check_dns("name", &wildcard.to_ascii_lowercase(), 253)
-                .map_err(|_| format!("dns {d:?} is not a DNS name"))?;
-        }
-        if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
-            return Err("cn and o may not be empty".into());
-        }
-        if self.cn.is_none() && self.dns.is_empty() && ips.is_empty() {
-            return Err("a csr: mapping needs a subject: cn=, dns= or ip=".into());
-        }
-        let usages = if self.usage.is_empty() {
-            default_usages(signer, key_alg).ok_or_else(|| {
-                format!(
-                    "signer {signer} is not one whose usages certsync knows; give them, e.g. \
-                     usage=digital-signature,usage=server-auth"
-                )
-            })?
-        } else {
-            let mut usages: Vec<String> = Vec::new();
-            for u in &self.usage {
-                let u = u.replace('-', " ").to_ascii_lowercase();
-                if !CSR_USAGES.contains(&u.as_str()) {
-                    return Err(format!(
-                        "usage {u:?} is not a Kubernetes key usage (known: {})",
-                        CSR_USAGES.join(", ")
-                    ));
-                }
-                if usages.contains(&u) {
-                    return Err(format!("usage {u:?} is given twice"));
-                }
-                usages.push(u);
-            }
-            usages
-        };
-        let lifetime = self
-            .lifetime
-            .as_deref()
-            .map(duration(600_000, YEAR * 100))
-            .transpose()
-            .map_err(|e| format!("lifetime: {e} (the API requires at least 10m)"))?;
-        let approval_timeout = self
-            .approval_timeout
-            .as_deref()
-            .map(duration(1000, YEAR))
-            .transpose()
-            .map_err(|e| format!("approval-timeout: {e}"))?
-            .unwrap_or(Duration::from_secs(15 * 60));
-        let renew = match &self.renew {
-            Some(s) => parse_renew(s)?,
-            None => (0.7, 0.9),
-        };
-        let ca = self
-            .ca
-            .as_deref()
-            .map(|ca| parse_ca(ca, signer))
-            .transpose()?;
-        Ok(CsrSpec {
-            signer: signer.to_owned(),
-            common_name: self.cn.clone(),
-            organizations: self.o.clone(),
-            dns: self.dns.clone(),
-            ips,
-            key_alg,
-            lifetime,
-            usages,
-            ca,
-            renew,
-            approval_timeout,
-            bootstrap: self.bootstrap_kubeconfig.clone(),
-            write_kubeconfig: self
-                .write_kubeconfig
-                .as_deref()
-                .map(|f| {
-                    check_file_name(f)
-                        .map_err(|e| format!("write-kubeconfig: {e}"))
-                        .and_then(|()| {
-                            if [CERT_FILE, KEY_FILE, CA_FILE].contains(&f) {
-                                Err(format!("write-kubeconfig: {f} is the pair's own file"))
-                            } else {
-                                Ok(f.to_owned())
-                            }
-                        })
-                })
-                .transpose()?,
-        })
-    }
-}
-
-/// `renew=LO-HI`: the renewal window as shares of the lifetime, as
-/// fractions (`0.7-0.9`) or percentages (`70%-90%`).
-pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), String> {
-    let share = |p: &str| -> Option<f64> {
-        let p = p.trim();
-        let v = match p.strip_suffix('%') {
-            Some(n) => n.parse::<f64>().ok()? / 100.0,
-            None => p.parse::<f64>().ok()?,
-        };
-        (v > 0.0 && v < 1.0).then_some(v)
-    };
-    match s.split_once('-').map(|(a, b)| (share(a), share(b))) {
-        Some((Some(lo), Some(hi))) if lo <= hi => Ok((lo, hi)),
-        _ => Err(format!(
-            "renew {s:?} is not a window LO-HI of the lifetime such as 0.7-0.9 or 70%-90% \
-             (both above 0 and below 1, LO <= HI)"
-        )),
-    }
-}
-
-/// `ca=` of a csr: mapping: `file:PATH` (or an absolute path),
-/// `configmap:NAMESPACE/NAME[/KEY]` (key `ca.crt` by default), or
-/// `clustertrustbundle[:SIGNER]` (the mapping's own signer by default).
-pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, String> {
-    if s == "clustertrustbundle" {
-        return Ok(CaSource::TrustBundles {
-            signer: signer.to_owned(),
-        });
-    }
-    if let Some(other) = s.strip_prefix("clustertrustbundle:") {
-        if !other.contains('/') {
-            return Err(format!(
-                "ca={s}: a ClusterTrustBundle is selected by a signer name DOMAIN/PATH"
-            ));
-        }
-        return Ok(CaSource::TrustBundles {
-            signer: other.to_owned(),
-        });
-    }
-    if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s)) {
-        if path.is_empty() {
-            return Err("ca=file: needs a path".into());
-        }
-        return Ok(CaSource::File(PathBuf::from(path)));
-    }
-    if let Some(rest) = s.strip_prefix("configmap:") {
-        let mut parts = rest.splitn(3, '/');
-        let (namespace, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let key = parts.next().unwrap_or(CA_FILE);
-        check_dns("namespace", namespace, 63)?;
-        check_dns("name", name, 253)?;
-        check_file_name(key).map_err(|e| format!("ca key: {e}"))?;
-        return Ok(CaSource::ConfigMap {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            key: key.to_owned(),
-        });
-    }
-    Err(format!(
-        "ca {s:?}: for a csr: mapping give the signer's CA as file:PATH, \
-         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
-    ))
 }
 
 /// Checks a Kubernetes namespace or object name (DNS-1123: lower-case

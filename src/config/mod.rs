@@ -14,17 +14,20 @@
 //! secret:openshift-kube-scheduler/kube-scheduler-client-cert-key=/etc/certs/client
 //! configmap:kube-system/ca-bundle=/etc/certs/ca,ca-only,ca=ca-bundle.crt
 //! csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler
+//! ca:/etc/kubernetes/pki/ca=/etc/kubernetes/pki/certsync/apiserver,template=/etc/kubernetes/pki/apiserver.crt
 //! ```
 //!
 //! Paths containing `=` or `,` need the config file.
 //!
 //! - [`mapping`]: the mapping grammar, one [`MappingSpec`] per source kind;
+//! - [`issue`]: the options `csr:` and `ca:` share, and each one's own;
 //! - [`file`]: the YAML config file (unknown keys refused; flags override)
 //!   and `--print-config`;
 //! - [`overlap`]: canonical paths, so no two mappings and no source and
 //!   target overlap.
 
 mod file;
+mod issue;
 mod mapping;
 mod overlap;
 #[cfg(test)]

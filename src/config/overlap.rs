@@ -73,6 +73,36 @@ pub(crate) fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
         }
         enclosing.push(cur);
     }
+    check_ca_files(mappings)
+}
+
+/// A `ca:` mapping's CA certificate and key lie in no target: the CA key
+/// must never be where certsync publishes (history, rollback and drift
+/// repair move and replace what is there).
+fn check_ca_files(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    let targets: Vec<(PathBuf, &str)> = mappings
+        .iter()
+        .map(|m| (resolve_path(&m.target), m.name.as_str()))
+        .collect();
+    for m in mappings {
+        let Source::Ca(spec) = &m.source else {
+            continue;
+        };
+        for file in [&spec.ca_cert, &spec.ca_key] {
+            let file = resolve_path(file);
+            if let Some((t, name)) = targets.iter().find(|(t, _)| file.starts_with(t)) {
+                return Err(ConfigError::Mapping {
+                    mapping: m.name.clone(),
+                    problem: format!(
+                        "its CA file {} lies in the target {} of mapping {name:?}; keep the CA \
+                         outside every target",
+                        file.display(),
+                        t.display()
+                    ),
+                });
+            }
+        }
+    }
     Ok(())
 }
 

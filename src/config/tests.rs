@@ -430,3 +430,68 @@ fn durations_and_octal_modes_parse() {
     assert_eq!(a.debounce, Duration::from_millis(250));
     assert_eq!(a.cert_mode, 0o640);
 }
+
+#[test]
+fn ca_mappings() {
+    let c = config(&[
+        "--sync",
+        "ca:/etc/kubernetes/pki/ca=/t/apiserver,template=/etc/kubernetes/pki/apiserver.crt,keep-key",
+        "--sync",
+        "ca:=/t/etcd,cert=/pki/etcd/ca.crt,key=/pki/etcd/ca.key,cn=cp-1,dns=cp-1,ip=127.0.0.1,\
+         usage=digital-signature,usage=server-auth,usage=client-auth,lifetime=90d,key-alg=rsa",
+    ])
+    .unwrap();
+    let [api, etcd] = c.mappings.as_slice() else {
+        panic!("two mappings")
+    };
+    let Source::Ca(a) = &api.source else {
+        panic!("{:?}", api.source)
+    };
+    assert_eq!(a.ca_cert, Path::new("/etc/kubernetes/pki/ca.crt"));
+    assert_eq!(a.ca_key, Path::new("/etc/kubernetes/pki/ca.key"));
+    assert!(a.keep_key && a.key_alg_from_template && !a.allow_loose_ca_key);
+    assert_eq!(a.issue.lifetime, Some(Duration::from_secs(365 * 86_400)));
+    assert!(a.issue.usages.is_empty() && a.issue.common_name.is_none());
+    // cert= and key= name the CA's files; the target's names stay.
+    assert_eq!(
+        *etcd.items,
+        [
+            Item::new(CERT_FILE, CERT_FILE, true),
+            Item::new(KEY_FILE, KEY_FILE, true),
+            Item::new(CA_FILE, CA_FILE, false),
+        ]
+    );
+    let Source::Ca(e) = &etcd.source else {
+        panic!()
+    };
+    assert_eq!(e.ca_key, Path::new("/pki/etcd/ca.key"));
+    assert_eq!(e.issue.key_alg, KeyAlg::Rsa(2048));
+    assert_eq!(e.issue.lifetime, Some(Duration::from_secs(90 * 86_400)));
+
+    for (flag, want) in [
+        ("ca:/pki/ca=/t,cn=x", "needs its usages"),
+        ("ca:/pki/ca=/t,usage=server-auth", "needs a subject"),
+        ("ca:=/t,cn=x,usage=server-auth", "needs the CA as a prefix"),
+        (
+            "ca:/pki/ca=/t,cn=x,usage=server-auth,ca=/pki/ca.crt",
+            "ca does not apply",
+        ),
+        (
+            "ca:/pki/ca=/t,cn=x,usage=server-auth,approval-timeout=1m",
+            "csr: sources only",
+        ),
+        (
+            "csr:example.com/x=/t,cn=x,usage=server-auth,keep-key",
+            "ca: sources only",
+        ),
+        ("dir:/src=/t,template=/a.crt", "ca: sources only"),
+        ("dir:/src=/t,cn=x", "csr: and ca: sources only"),
+        (
+            "ca:/t/pki/ca=/t,cn=x,usage=server-auth",
+            "lies in the target",
+        ),
+    ] {
+        let e = config(&["--sync", flag]).unwrap_err().to_string();
+        assert!(e.contains(want), "{flag}: {e}");
+    }
+}

@@ -117,6 +117,8 @@ pub struct Metrics {
     csr_errors: Family<ReasonLabels, Counter>,
     csr_rotation: Family<MappingLabel, Histogram>,
     csr_decisions: Family<DecisionLabels, Counter>,
+    /// `ca:` mappings' CA (below, apart).
+    ca: CaMetrics,
     /// Per mapping: the current certificate's window (for TTL and staleness).
     validity: Mutex<BTreeMap<String, Live>>,
     /// Every mapping's name, allocated once: with 1,000 mappings, a copy
@@ -166,6 +168,7 @@ impl Metrics {
                 Histogram::new(exponential_buckets(600.0, 2.0, 17))
             }),
             csr_decisions: Family::default(),
+            ca: CaMetrics::default(),
             validity: Mutex::default(),
             names: Mutex::default(),
             readiness: Mutex::default(),
@@ -266,6 +269,7 @@ impl Metrics {
             "certsync approve: verdicts on kubelet serving CSRs (approve, deny, wait) by check (ok when approved)",
             m.csr_decisions.clone(),
         );
+        m.ca.register(registry);
         // Unprefixed: Prometheus' standard names.
         root.register_collector(Box::new(process::ProcessCollector));
         Self {
@@ -504,6 +508,7 @@ impl Metrics {
             }
             self.stale.get_or_create(&l).set(i64::from(is_stale));
         }
+        self.encode_ca(now);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -523,6 +528,67 @@ fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+// `ca:` mappings: the CA certificate they issue from.
+
+/// Per `ca:` mapping: when its CA expires, and whether the last
+/// certificate issued was cut short by that.
+#[derive(Default)]
+struct CaMetrics {
+    not_after: Mutex<BTreeMap<String, i64>>,
+    ttl: Family<MappingLabel, FloatGauge>,
+    capped: Family<MappingLabel, Gauge>,
+}
+
+impl CaMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register_with_unit(
+            "ca_certificate_ttl",
+            "ca: mappings: seconds until the CA certificate they issue from expires",
+            Unit::Seconds,
+            self.ttl.clone(),
+        );
+        registry.register(
+            "ca_lifetime_capped",
+            "ca: mappings: 1 when the last certificate issued ends at the CA's expiry, short of its lifetime",
+            self.capped.clone(),
+        );
+    }
+}
+
+impl Metrics {
+    /// A `ca:` mapping's CA certificate expires at `not_after`.
+    pub fn ca_expiry(&self, mapping: &str, not_after: i64) {
+        self.ca
+            .not_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(mapping.to_owned(), not_after);
+    }
+
+    /// A `ca:` mapping issued a certificate, cut short at the CA's expiry
+    /// (`capped`) or not.
+    pub fn ca_capped(&self, mapping: &str, capped: bool) {
+        self.ca
+            .capped
+            .get_or_create(&self.label(mapping))
+            .set(i64::from(capped));
+    }
+
+    fn encode_ca(&self, now: f64) {
+        let not_after = self
+            .ca
+            .not_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (mapping, t) in not_after.iter() {
+            self.ca
+                .ttl
+                .get_or_create(&self.label(mapping))
+                .set(*t as f64 - now);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -63,11 +63,12 @@ mod request;
 mod tests;
 mod wait;
 
-pub(crate) use request::new_request;
-pub use request::{Sign, generate_name, pkcs10};
+pub use request::{San, Sign, generate_name, pkcs10};
+pub(crate) use request::{new_request, san_extension, signature_algorithm, subject};
 
-mod renewal;
+pub(crate) mod renewal;
 pub use issued::check;
+pub(crate) use issued::{KU_NAMES, Usage, eku_usage, usage};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";

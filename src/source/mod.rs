@@ -6,9 +6,11 @@
 //! - `client`: the API client shared by every `secret` source.
 //! - `secret`: one Secret or ConfigMap, watched by name in the API server.
 //! - `csr`: a certificate requested, approved and renewed through the CSR API.
+//! - `ca`: a certificate issued and renewed from a CA on the node.
 //! - `trust_bundle`: ClusterTrustBundles, by name or by signer, as a CA bundle.
 //! - `watch`: the one list/watch loop all of the Kubernetes sources share.
 
+pub mod ca;
 pub mod client;
 pub mod csr;
 pub mod hostdir;

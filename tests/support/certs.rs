@@ -133,3 +133,31 @@ pub fn csr_pem(cn: &str, dns: &str) -> String {
         .pem()
         .expect("pem")
 }
+
+/// A CA for `ca:` mappings written as `dir/ca.crt` and `dir/ca.key` (PKCS#8
+/// P-256, mode 0600), valid until `now + not_after_secs`; returns the
+/// prefix `dir/ca`.
+pub fn ca_files(dir: &std::path::Path, not_after_secs: i64) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let key = KeyPair::generate().expect("ca key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "certsync test CA");
+    params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyCertSign,
+    ];
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - Duration::minutes(5);
+    params.not_after = now + Duration::seconds(not_after_secs);
+    let cert = params.self_signed(&key).expect("ca cert");
+    let prefix = dir.join("ca");
+    std::fs::write(prefix.with_extension("crt"), cert.pem()).expect("ca.crt");
+    let key_path = prefix.with_extension("key");
+    std::fs::write(&key_path, key.serialize_pem()).expect("ca.key");
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    prefix
+}

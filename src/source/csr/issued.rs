@@ -31,7 +31,7 @@ const OID_BC: &str = "2.5.29.19";
 
 /// Key usage bits, bit 0 first as both parsers number them (RFC 5280
 /// `KeyUsage` BIT STRING: digitalSignature (0) ... decipherOnly (8)).
-const KU_NAMES: [&str; 9] = [
+pub(crate) const KU_NAMES: [&str; 9] = [
     "digital signature",
     "content commitment",
     "key encipherment",
@@ -46,12 +46,12 @@ const KU_NAMES: [&str; 9] = [
 /// What a CSR API usage string puts into the certificate: a key usage bit
 /// or an extended key usage OID. Kubernetes'
 /// `pkg/controller/certificates/authority/policies.go` `keyUsagesFromStrings`.
-enum Usage {
+pub(crate) enum Usage {
     Ku(u16),
     Eku(&'static str),
 }
 
-fn usage(name: &str) -> Option<Usage> {
+pub(crate) fn usage(name: &str) -> Option<Usage> {
     Some(match name {
         "signing" | "digital signature" => Usage::Ku(1 << 0),
         "content commitment" => Usage::Ku(1 << 1),
@@ -78,12 +78,17 @@ fn usage(name: &str) -> Option<Usage> {
     })
 }
 
-/// An EKU OID by the usage name that asks for it, for messages.
-fn eku_name(oid: &str) -> String {
+/// The usage name that asks for an EKU OID, if one does.
+pub(crate) fn eku_usage(oid: &str) -> Option<&'static str> {
     crate::source::csr::USAGES
         .iter()
         .find(|u| matches!(usage(u), Some(Usage::Eku(o)) if o == oid))
-        .map_or_else(|| oid.to_owned(), |u| (*u).to_owned())
+        .copied()
+}
+
+/// An EKU OID by the usage name that asks for it, for messages.
+fn eku_name(oid: &str) -> String {
+    eku_usage(oid).map_or_else(|| oid.to_owned(), str::to_owned)
 }
 
 fn ku_names(bits: u16) -> Vec<&'static str> {

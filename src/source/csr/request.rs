@@ -10,7 +10,7 @@ impl KeyAlg {
     /// signing with them (the request's signature), so `rsa`'s
     /// non-constant-time private-key operations (RUSTSEC-2023-0071) are
     /// never used.
-    fn generate(self) -> Result<rcgen::KeyPair, CsrError> {
+    pub(crate) fn generate(self) -> Result<rcgen::KeyPair, CsrError> {
         let err = |e: &dyn std::fmt::Display| CsrError::KeyGen {
             alg: self,
             message: e.to_string(),
@@ -61,35 +61,32 @@ pub(crate) fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
 /// Signs the DER of a request with the key (signature bytes, or why not).
 pub type Sign<'a> = dyn Fn(&[u8]) -> Result<Vec<u8>, String> + 'a;
 
-/// The PKCS#10 request (PEM) for the public key `spki` (DER): subject O=…
-/// (each organization its own RDN, as Kubernetes reads groups) then CN, the
-/// SANs in an extensionRequest, signed with `sign` (the key, through ring)
-/// by `spec.key_alg`'s algorithm. Encoded with the RustCrypto `x509-cert`
-/// types, as rcgen's subject holds one value per attribute type and
-/// Kubernetes groups need several organizations.
-pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, String> {
+/// A subjectAltName entry, in the order it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum San {
+    Dns(String),
+    Ip(IpAddr),
+}
+
+fn der_err(what: &'static str) -> impl Fn(x509_cert::der::Error) -> String {
+    move |err| format!("{what}: {err}")
+}
+
+/// The subject `spec` asks for: O=… (each organization its own RDN, as
+/// Kubernetes reads groups) then CN, as UTF8Strings. Encoded with the
+/// RustCrypto `x509-cert` types, as rcgen's subject holds one value per
+/// attribute type and Kubernetes groups need several organizations.
+pub(crate) fn subject(spec: &CsrSpec) -> Result<x509_cert::name::RdnSequence, String> {
     use x509_cert::attr::AttributeTypeAndValue;
-    use x509_cert::der::asn1::{Any, BitString, Ia5String, OctetString, SetOfVec, Utf8StringRef};
-    use x509_cert::der::pem::LineEnding;
-    use x509_cert::der::{Decode, Encode, EncodePem};
-    use x509_cert::ext::Extension;
-    use x509_cert::ext::pkix::SubjectAltName;
-    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::der::asn1::{Any, SetOfVec, Utf8StringRef};
     use x509_cert::name::{RdnSequence, RelativeDistinguishedName};
-    use x509_cert::request::{CertReq, CertReqInfo, ExtensionReq, Version};
-    use x509_cert::spki::{AlgorithmIdentifierOwned, ObjectIdentifier, SubjectPublicKeyInfoOwned};
+    use x509_cert::spki::ObjectIdentifier;
     const CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
     const O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
-    const SAN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
-    fn e(what: &'static str) -> impl Fn(x509_cert::der::Error) -> String {
-        move |err| format!("{what}: {err}")
-    }
-
+    let e = der_err("subject");
     let rdn = |oid, value: &str| -> Result<RelativeDistinguishedName, String> {
-        let value = Any::encode_from(&Utf8StringRef::new(value).map_err(e("subject"))?)
-            .map_err(e("subject"))?;
-        let set =
-            SetOfVec::try_from(vec![AttributeTypeAndValue { oid, value }]).map_err(e("subject"))?;
+        let value = Any::encode_from(&Utf8StringRef::new(value).map_err(&e)?).map_err(&e)?;
+        let set = SetOfVec::try_from(vec![AttributeTypeAndValue { oid, value }]).map_err(&e)?;
         Ok(RelativeDistinguishedName::from(set))
     };
     let mut rdns = Vec::new();
@@ -99,34 +96,81 @@ pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, St
     if let Some(cn) = &spec.common_name {
         rdns.push(rdn(CN, cn)?);
     }
-    let subject_empty = rdns.is_empty();
+    Ok(RdnSequence(rdns))
+}
 
-    let mut names = Vec::new();
-    for d in &spec.dns {
-        names.push(GeneralName::DnsName(
-            Ia5String::new(d).map_err(e("DNS name"))?,
-        ));
+/// The subjectAltName extension holding `names` in their order; critical
+/// when the subject is empty (RFC 5280 4.2.1.6). `None` without names.
+pub(crate) fn san_extension(
+    names: &[San],
+    subject_empty: bool,
+) -> Result<Option<x509_cert::ext::Extension>, String> {
+    use x509_cert::der::Encode;
+    use x509_cert::der::asn1::{Ia5String, OctetString};
+    use x509_cert::ext::pkix::SubjectAltName;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::spki::ObjectIdentifier;
+    const SAN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
+    if names.is_empty() {
+        return Ok(None);
     }
-    for ip in &spec.ips {
-        let bytes = match ip {
-            IpAddr::V4(v4) => v4.octets().to_vec(),
-            IpAddr::V6(v6) => v6.octets().to_vec(),
-        };
-        names.push(GeneralName::IpAddress(
-            OctetString::new(bytes).map_err(e("IP address"))?,
-        ));
+    let mut general = Vec::new();
+    for name in names {
+        general.push(match name {
+            San::Dns(d) => GeneralName::DnsName(Ia5String::new(d).map_err(der_err("DNS name"))?),
+            San::Ip(ip) => {
+                let bytes = match ip {
+                    IpAddr::V4(v4) => v4.octets().to_vec(),
+                    IpAddr::V6(v6) => v6.octets().to_vec(),
+                };
+                GeneralName::IpAddress(OctetString::new(bytes).map_err(der_err("IP address"))?)
+            }
+        });
     }
+    let e = der_err("subjectAltName");
+    Ok(Some(x509_cert::ext::Extension {
+        extn_id: SAN,
+        critical: subject_empty,
+        extn_value: OctetString::new(SubjectAltName(general).to_der().map_err(&e)?).map_err(&e)?,
+    }))
+}
+
+/// The signature algorithm a key of `alg` signs with (through ring): ECDSA
+/// with the curve's hash, Ed25519, or RSA PKCS#1 v1.5 with SHA-256.
+pub(crate) fn signature_algorithm(
+    alg: KeyAlg,
+) -> Result<x509_cert::spki::AlgorithmIdentifierOwned, String> {
+    use x509_cert::der::asn1::Any;
+    use x509_cert::spki::{AlgorithmIdentifierOwned, ObjectIdentifier};
+    let (oid, null_params) = match alg {
+        KeyAlg::EcdsaP256 => ("1.2.840.10045.4.3.2", false),
+        KeyAlg::EcdsaP384 => ("1.2.840.10045.4.3.3", false),
+        KeyAlg::Ed25519 => ("1.3.101.112", false),
+        KeyAlg::Rsa(_) => ("1.2.840.113549.1.1.11", true),
+    };
+    Ok(AlgorithmIdentifierOwned {
+        oid: ObjectIdentifier::new(oid).map_err(|err| format!("{oid}: {err}"))?,
+        parameters: null_params.then(Any::null),
+    })
+}
+
+/// The PKCS#10 request (PEM) for the public key `spki` (DER): the subject
+/// ([`subject`]), the SANs in an extensionRequest, signed with `sign` (the
+/// key, through ring) by `spec.key_alg`'s algorithm.
+pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, String> {
+    use x509_cert::der::asn1::{BitString, SetOfVec};
+    use x509_cert::der::pem::LineEnding;
+    use x509_cert::der::{Decode, Encode, EncodePem};
+    use x509_cert::request::{CertReq, CertReqInfo, ExtensionReq, Version};
+    use x509_cert::spki::SubjectPublicKeyInfoOwned;
+    let e = der_err;
+
+    let subject = subject(spec)?;
+    let names: Vec<San> = (spec.dns.iter().map(|d| San::Dns(d.clone())))
+        .chain(spec.ips.iter().map(|ip| San::Ip(*ip)))
+        .collect();
     let mut attributes = SetOfVec::new();
-    if !names.is_empty() {
-        let san = SubjectAltName(names)
-            .to_der()
-            .map_err(e("subjectAltName"))?;
-        let ext = Extension {
-            extn_id: SAN,
-            // RFC 5280 4.2.1.6: critical when the subject is empty.
-            critical: subject_empty,
-            extn_value: OctetString::new(san).map_err(e("subjectAltName"))?,
-        };
+    if let Some(ext) = san_extension(&names, subject.0.is_empty())? {
         let attr = ExtensionReq(vec![ext])
             .try_into()
             .map_err(e("extensionRequest"))?;
@@ -134,25 +178,15 @@ pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, St
     }
     let info = CertReqInfo {
         version: Version::V1,
-        subject: RdnSequence(rdns),
+        subject,
         public_key: SubjectPublicKeyInfoOwned::from_der(spki).map_err(e("public key"))?,
         attributes,
     };
     let tbs = info.to_der().map_err(e("request"))?;
     let signature = sign(&tbs).map_err(|err| format!("signing: {err}"))?;
-    let (alg, null_params) = match spec.key_alg {
-        KeyAlg::EcdsaP256 => ("1.2.840.10045.4.3.2", false),
-        KeyAlg::EcdsaP384 => ("1.2.840.10045.4.3.3", false),
-        KeyAlg::Ed25519 => ("1.3.101.112", false),
-        KeyAlg::Rsa(_) => ("1.2.840.113549.1.1.11", true),
-    };
-    let algorithm = AlgorithmIdentifierOwned {
-        oid: ObjectIdentifier::new(alg).map_err(|err| format!("{alg}: {err}"))?,
-        parameters: null_params.then(Any::null),
-    };
     CertReq {
         info,
-        algorithm,
+        algorithm: signature_algorithm(spec.key_alg)?,
         signature: BitString::from_bytes(&signature).map_err(e("signature"))?,
     }
     .to_pem(LineEnding::LF)

@@ -1,0 +1,291 @@
+//! The options `csr:` and `ca:` mappings share (subject, names, key
+//! algorithm, usages, lifetime, renewal window), parsed once, and each
+//! kind's own: the signer and its CA for `csr:`, the CA files, template and
+//! key rules for `ca:`.
+
+use super::mapping::check_dns;
+use super::*;
+use crate::cli::{YEAR, duration};
+
+use std::time::Duration;
+
+use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
+use crate::source::ca::CaSpec;
+use crate::source::csr::{CaSource, CsrSpec, KeyAlg, USAGES as CSR_USAGES, default_usages};
+
+/// A `ca:` certificate lives this long unless `lifetime=` says otherwise:
+/// kubeadm's `CertificateValidity` (`cmd/kubeadm/app/constants`).
+const CA_DEFAULT_LIFETIME: Duration = Duration::from_secs(365 * 86_400);
+
+impl MappingSpec {
+    /// The options both kinds share, as a [`CsrSpec`] without a signer (or
+    /// its CA, approval timeout, bootstrap or kubeconfig). `min_lifetime`
+    /// is in ms; `no_subject`: the error when there is no cn=, dns= or ip=
+    /// (`None`: allowed); `usages` are the defaults when no `usage=` is given.
+    fn issue_options(
+        &self,
+        min_lifetime: (u64, &str),
+        no_subject: Option<&str>,
+        usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, String>,
+    ) -> Result<CsrSpec, String> {
+        let key_alg: KeyAlg = match &self.key_alg {
+            Some(s) => s.parse()?,
+            None => KeyAlg::default(),
+        };
+        let ips = self
+            .ip
+            .iter()
+            .map(|s| {
+                s.parse::<std::net::IpAddr>()
+                    .map_err(|_| format!("ip {s:?} is not an IPv4 or IPv6 address"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for d in &self.dns {
+            let wildcard = d.strip_prefix("*.").unwrap_or(d);
+            check_dns("name", &wildcard.to_ascii_lowercase(), 253)
+                .map_err(|_| format!("dns {d:?} is not a DNS name"))?;
+        }
+        if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
+            return Err("cn and o may not be empty".into());
+        }
+        if let Some(e) = no_subject
+            && self.cn.is_none()
+            && self.dns.is_empty()
+            && ips.is_empty()
+        {
+            return Err(e.into());
+        }
+        let usages = if self.usage.is_empty() {
+            usages(key_alg)?
+        } else {
+            let mut usages: Vec<String> = Vec::new();
+            for u in &self.usage {
+                let u = u.replace('-', " ").to_ascii_lowercase();
+                if !CSR_USAGES.contains(&u.as_str()) {
+                    return Err(format!(
+                        "usage {u:?} is not a Kubernetes key usage (known: {})",
+                        CSR_USAGES.join(", ")
+                    ));
+                }
+                if usages.contains(&u) {
+                    return Err(format!("usage {u:?} is given twice"));
+                }
+                usages.push(u);
+            }
+            usages
+        };
+        let (min_ms, why) = min_lifetime;
+        let lifetime = self
+            .lifetime
+            .as_deref()
+            .map(duration(min_ms, YEAR * 100))
+            .transpose()
+            .map_err(|e| format!("lifetime: {e}{why}"))?;
+        let renew = match &self.renew {
+            Some(s) => parse_renew(s)?,
+            None => (0.7, 0.9),
+        };
+        Ok(CsrSpec {
+            signer: String::new(),
+            common_name: self.cn.clone(),
+            organizations: self.o.clone(),
+            dns: self.dns.clone(),
+            ips,
+            key_alg,
+            lifetime,
+            usages,
+            ca: None,
+            renew,
+            approval_timeout: Duration::ZERO,
+            bootstrap: None,
+            write_kubeconfig: None,
+        })
+    }
+
+    /// The `csr:SIGNER` options as a [`CsrSpec`].
+    pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, String> {
+        match signer.split_once('/') {
+            Some((domain, path)) if !path.is_empty() && check_dns("name", domain, 253).is_ok() => {
+                if signer == "kubernetes.io/legacy-unknown" {
+                    return Err("the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1".into());
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
+                     csr:kubernetes.io/kube-apiserver-client"
+                ));
+            }
+        }
+        let mut spec = self.issue_options(
+            (600_000, " (the API requires at least 10m)"),
+            Some("a csr: mapping needs a subject: cn=, dns= or ip="),
+            |key_alg| {
+                default_usages(signer, key_alg).ok_or_else(|| {
+                    format!(
+                        "signer {signer} is not one whose usages certsync knows; give them, e.g. \
+                         usage=digital-signature,usage=server-auth"
+                    )
+                })
+            },
+        )?;
+        spec.signer = signer.to_owned();
+        spec.approval_timeout = self
+            .approval_timeout
+            .as_deref()
+            .map(duration(1000, YEAR))
+            .transpose()
+            .map_err(|e| format!("approval-timeout: {e}"))?
+            .unwrap_or(Duration::from_secs(15 * 60));
+        spec.ca = self
+            .ca
+            .as_deref()
+            .map(|ca| parse_ca(ca, signer))
+            .transpose()?;
+        spec.bootstrap = self.bootstrap_kubeconfig.clone();
+        spec.write_kubeconfig = self
+            .write_kubeconfig
+            .as_deref()
+            .map(|f| {
+                check_file_name(f)
+                    .map_err(|e| format!("write-kubeconfig: {e}"))
+                    .and_then(|()| {
+                        if [CERT_FILE, KEY_FILE, CA_FILE].contains(&f) {
+                            Err(format!("write-kubeconfig: {f} is the pair's own file"))
+                        } else {
+                            Ok(f.to_owned())
+                        }
+                    })
+            })
+            .transpose()?;
+        Ok(spec)
+    }
+
+    /// The `ca:PREFIX` options as a [`CaSpec`]: the CA certificate and key
+    /// (`PREFIX.crt`, `PREFIX.key`, or `cert=`/`key=`), and what to issue,
+    /// from the shared options or from `template=` (never both: a subject,
+    /// name or usage given twice, one way in the mapping and another in the
+    /// template, has no right answer, so it is refused).
+    pub(crate) fn ca_spec(
+        &self,
+        prefix: &str,
+        cert: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<CaSpec, String> {
+        let path = |given: Option<&str>, ext: &str, opt: &str| match given {
+            Some(p) => Ok(PathBuf::from(p)),
+            None if !prefix.is_empty() => Ok(PathBuf::from(format!("{prefix}.{ext}"))),
+            None => Err(format!(
+                "ca: needs the CA as a prefix (ca:/etc/kubernetes/pki/ca for ca.crt and \
+                 ca.key) or as {opt}=PATH"
+            )),
+        };
+        let (ca_cert, ca_key) = (path(cert, "crt", "cert")?, path(key, "key", "key")?);
+        if ca_cert == ca_key {
+            return Err(format!(
+                "the CA certificate and key are the same file {}",
+                ca_cert.display()
+            ));
+        }
+        let template = self.template.clone();
+        if template.is_some() {
+            let given = [
+                ("cn", self.cn.is_some()),
+                ("o", !self.o.is_empty()),
+                ("dns", !self.dns.is_empty()),
+                ("ip", !self.ip.is_empty()),
+                ("usage", !self.usage.is_empty()),
+            ];
+            if let Some((opt, _)) = given.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "{opt}= and template= both say what to issue; template= copies the \
+                     subject, names and usages from the certificate, so give one or the other"
+                ));
+            }
+        }
+        let no_subject = template
+            .is_none()
+            .then_some("a ca: mapping needs a subject: cn=, dns=, ip= or template=");
+        let mut issue = self.issue_options((1000, ""), no_subject, |_| match &template {
+            Some(_) => Ok(Vec::new()),
+            None => Err("a ca: mapping needs its usages (usage=digital-signature,\
+                         usage=key-encipherment,usage=server-auth) or template=PATH"
+                .into()),
+        })?;
+        issue.signer = format!("ca:{}", ca_cert.display());
+        issue.lifetime = Some(issue.lifetime.unwrap_or(CA_DEFAULT_LIFETIME));
+        Ok(CaSpec {
+            ca_cert,
+            ca_key,
+            key_alg_from_template: template.is_some() && self.key_alg.is_none(),
+            template,
+            issue,
+            keep_key: self.keep_key,
+            allow_loose_ca_key: self.allow_loose_ca_key,
+        })
+    }
+}
+
+/// `renew=LO-HI`: the renewal window as shares of the lifetime, as
+/// fractions (`0.7-0.9`) or percentages (`70%-90%`).
+pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), String> {
+    let share = |p: &str| -> Option<f64> {
+        let p = p.trim();
+        let v = match p.strip_suffix('%') {
+            Some(n) => n.parse::<f64>().ok()? / 100.0,
+            None => p.parse::<f64>().ok()?,
+        };
+        (v > 0.0 && v < 1.0).then_some(v)
+    };
+    match s.split_once('-').map(|(a, b)| (share(a), share(b))) {
+        Some((Some(lo), Some(hi))) if lo <= hi => Ok((lo, hi)),
+        _ => Err(format!(
+            "renew {s:?} is not a window LO-HI of the lifetime such as 0.7-0.9 or 70%-90% \
+             (both above 0 and below 1, LO <= HI)"
+        )),
+    }
+}
+
+/// `ca=` of a csr: mapping: `file:PATH` (or an absolute path),
+/// `configmap:NAMESPACE/NAME[/KEY]` (key `ca.crt` by default), or
+/// `clustertrustbundle[:SIGNER]` (the mapping's own signer by default).
+pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, String> {
+    if s == "clustertrustbundle" {
+        return Ok(CaSource::TrustBundles {
+            signer: signer.to_owned(),
+        });
+    }
+    if let Some(other) = s.strip_prefix("clustertrustbundle:") {
+        if !other.contains('/') {
+            return Err(format!(
+                "ca={s}: a ClusterTrustBundle is selected by a signer name DOMAIN/PATH"
+            ));
+        }
+        return Ok(CaSource::TrustBundles {
+            signer: other.to_owned(),
+        });
+    }
+    if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s)) {
+        if path.is_empty() {
+            return Err("ca=file: needs a path".into());
+        }
+        return Ok(CaSource::File(PathBuf::from(path)));
+    }
+    if let Some(rest) = s.strip_prefix("configmap:") {
+        let mut parts = rest.splitn(3, '/');
+        let (namespace, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let key = parts.next().unwrap_or(CA_FILE);
+        check_dns("namespace", namespace, 63)?;
+        check_dns("name", name, 253)?;
+        check_file_name(key).map_err(|e| format!("ca key: {e}"))?;
+        return Ok(CaSource::ConfigMap {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            key: key.to_owned(),
+        });
+    }
+    Err(format!(
+        "ca {s:?}: for a csr: mapping give the signer's CA as file:PATH, \
+         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
+    ))
+}

@@ -1,0 +1,383 @@
+//! `ca:PREFIX`: certificates certsync issues itself from a CA on the node
+//! (kubeadm's `/etc/kubernetes/pki/ca.crt` and `ca.key`), for the
+//! control-plane certificates no Kubernetes signer issues.
+//!
+//! One issuance: the CA certificate is read and must be a CA (basic
+//! constraints CA:TRUE, keyCertSign) valid now; the template certificate,
+//! if any, gives the subject, SANs (order and kinds), key usages and EKUs;
+//! the CA key is read (a regular file, refused when group or others may
+//! read or write it unless `allow-loose-ca-key`), must be the CA
+//! certificate's, and signs in memory ([`sign`]); a new key is made, or
+//! the live one kept (`keep-key`, as `kubeadm certs renew` does). The
+//! certificate then passes the same [`check`] as a `csr:` one (two
+//! parsers, exact subject, names and usages, our key, no CA, a chain to the
+//! CA) before the bundle (tls.crt, tls.key, and the CA certificate as
+//! ca.crt) is published into one revision by the sync task.
+//!
+//! Rotation follows the `csr:` source: at 70–90 % of the lifetime, never
+//! sooner than the renewal floor after the previous issuance ([`renewal`]);
+//! at once when there is no live pair, it expired, or it no longer
+//! satisfies the mapping (its CA, template, subject, names, usages or key
+//! algorithm changed), which is rechecked every resync. After a restart the
+//! live revision is the state: while it is good, nothing is issued.
+//!
+//! Invariants: the CA key is read, never copied to disk, logged or
+//! published (only its certificate is, as ca.crt); its type's `Debug` is
+//! redacted. notAfter never passes the CA's own (capped, with a warning and
+//! `certsync_ca_lifetime_capped`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use super::Update;
+use super::csr::{CsrSpec, Window, check, renewal};
+use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
+use crate::metrics::Metrics;
+use crate::validate;
+
+mod material;
+mod sign;
+#[cfg(test)]
+mod tests;
+
+pub use material::key_pair;
+use material::{Wanted, read_ca_key, wanted};
+
+/// Failed issuances are retried after 2 s, doubling, at most this.
+const RETRY_CAP: Duration = Duration::from_secs(300);
+
+/// notBefore is this far in the past (kubeadm's `CertificateBackdate`), or a
+/// tenth of the lifetime if that is less, so that a consumer whose clock is
+/// a little behind accepts the certificate at once.
+const BACKDATE: Duration = Duration::from_secs(300);
+
+/// What a `ca:` mapping issues, from which CA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaSpec {
+    pub ca_cert: PathBuf,
+    pub ca_key: PathBuf,
+    /// Subject, SANs and usages are copied from this certificate at every
+    /// issuance (and the live pair compared with it).
+    pub template: Option<PathBuf>,
+    /// The certificate, in the `csr:` source's terms, so that both share
+    /// [`check`] and [`renewal`]: subject, names, usages (empty with a
+    /// template: filled from it), key algorithm, lifetime (always set),
+    /// renewal window. `signer` names the CA for messages; the CSR API's
+    /// own fields are unused.
+    pub issue: CsrSpec,
+    /// No `key-alg=` with a template: its key algorithm is taken.
+    pub key_alg_from_template: bool,
+    /// Renewals keep the live key (`keep-key`).
+    pub keep_key: bool,
+    /// A CA key group or others may read is used anyway.
+    pub allow_loose_ca_key: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    #[error("CA certificate {path}: {problem}")]
+    CaCert { path: PathBuf, problem: String },
+    #[error("CA key {path}: {problem}")]
+    CaKey { path: PathBuf, problem: String },
+    #[error("template {path}: {problem}")]
+    Template { path: PathBuf, problem: String },
+    #[error("cannot make the certificate's key: {0}")]
+    Key(String),
+    #[error("cannot sign the certificate: {0}")]
+    Sign(String),
+    #[error("the issued certificate is refused: {0}")]
+    Mismatch(String),
+    #[error("internal task failed: {0}")]
+    Task(String),
+}
+
+impl CaError {
+    /// A short, fixed label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::CaCert { .. } => "ca",
+            Self::CaKey { .. } => "ca_key",
+            Self::Template { .. } => "template",
+            Self::Key(_) | Self::Task(_) => "request",
+            Self::Sign(_) => "sign",
+            Self::Mismatch(_) => "mismatch",
+        }
+    }
+}
+
+/// A certificate issued and checked.
+pub struct Issued {
+    pub bundle: Bundle,
+    pub window: Window,
+    /// notAfter was cut to the CA's.
+    pub capped: bool,
+    /// The CA certificate's notAfter.
+    pub ca_not_after: i64,
+}
+
+/// A mapping's local-CA source.
+pub struct CaSource {
+    pub spec: Arc<CaSpec>,
+    pub mapping: String,
+    pub metrics: Arc<Metrics>,
+    pub clock_skew: Duration,
+    /// `--csr-renew-floor`: no issuance sooner than this (or 10 % of the
+    /// lifetime) after the previous one.
+    pub renew_floor: Duration,
+    /// How often the live pair is compared with the CA and template on disk.
+    pub recheck: Duration,
+}
+
+/// Runs blocking work (file reads, key generation, signing) off the runtime.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, CaError> + Send + 'static,
+) -> Result<T, CaError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| CaError::Task(e.to_string()))?
+}
+
+/// Whether the live pair satisfies what is wanted now: [`check`], and the
+/// published ca.crt is the CA's current certificate.
+fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, String> {
+    let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
+        return Err("the live revision holds no pair".into());
+    };
+    let window = check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
+    if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
+        return Err("its ca.crt is not the CA certificate on disk".into());
+    }
+    Ok(window)
+}
+
+/// One issuance, start to end (blocking): what is wanted, the CA key, the
+/// leaf's key (kept or new), signed, checked, bundled.
+fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued, CaError> {
+    let now = SystemTime::now();
+    let w = wanted(spec, now, skew)?;
+    let ca_key = read_ca_key(spec, &w.ca)?;
+    let kept = live
+        .filter(|_| spec.keep_key)
+        .and_then(|l| l.get(KEY_FILE))
+        .and_then(|pem| match key_pair(pem, w.want.key_alg) {
+            Ok(k) => Some((k, pem.to_vec())),
+            Err(problem) => {
+                tracing::info!(signer = %spec.issue.signer, %problem, "keep-key: the live key cannot be kept; making a new one");
+                None
+            }
+        });
+    let (key, key_pem) = match kept {
+        Some(k) => k,
+        None => {
+            let k = w
+                .want
+                .key_alg
+                .generate()
+                .map_err(|e| CaError::Key(e.to_string()))?;
+            let pem = k.serialize_pem().into_bytes();
+            (k, pem)
+        }
+    };
+    let lifetime = spec.issue.lifetime.unwrap_or(Duration::ZERO);
+    let now_s = validate::unix_seconds(now);
+    let backdate = BACKDATE.min(lifetime / 10).as_secs() as i64;
+    let asked = now_s.saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX));
+    let not_after = asked.min(w.ca.not_after);
+    let ca_pem = w.ca.pem.clone();
+    let window = Window {
+        not_before: now_s - backdate,
+        not_after,
+    };
+    let der = sign::certificate(&w, &ca_key, &key, window).map_err(CaError::Sign)?;
+    drop(ca_key);
+    let cert_pem = sign::pem("CERTIFICATE", &der).into_bytes();
+    let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
+        .map_err(CaError::Mismatch)?;
+    let mut bundle = Bundle::default();
+    let origin = format!("issued by {}", spec.issue.signer);
+    for (file, bytes) in [
+        (CERT_FILE, cert_pem),
+        (KEY_FILE, key_pem),
+        (CA_FILE, ca_pem),
+    ] {
+        bundle
+            .insert(file, bytes, &origin)
+            .map_err(|e| CaError::Sign(e.to_string()))?;
+    }
+    Ok(Issued {
+        bundle,
+        window: checked,
+        capped: not_after < asked,
+        ca_not_after: w.ca.not_after,
+    })
+}
+
+impl CaSource {
+    /// The live pair's window if it still satisfies the mapping; `None`
+    /// (logged) if a certificate is needed now. When the CA or template
+    /// cannot be read, a live pair that is valid stays (the last good
+    /// files are never given up for a read error); issuing reports it.
+    pub async fn adopt(&self, live: Option<&Bundle>) -> Option<Window> {
+        let live = live?.clone();
+        let (spec, skew) = (Arc::clone(&self.spec), self.clock_skew);
+        let wanted = blocking(move || wanted(&spec, SystemTime::now(), skew)).await;
+        match wanted {
+            Ok(w) => {
+                self.metrics.ca_expiry(&self.mapping, w.ca.not_after);
+                match live_ok(&w, &live, SystemTime::now(), self.clock_skew) {
+                    Ok(window) => Some(window),
+                    Err(problem) => {
+                        tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; issuing a new one");
+                        None
+                    }
+                }
+            }
+            Err(e) => {
+                self.metrics.csr_error(&self.mapping, e.reason());
+                tracing::error!(mapping = %self.mapping, error = %e, "cannot read what to issue; keeping the live pair while it is valid");
+                let leaf = validate::leaf_of(live.get(CERT_FILE)?)?;
+                (leaf.not_after > validate::unix_seconds(SystemTime::now())).then_some(Window {
+                    not_before: leaf.not_before,
+                    not_after: leaf.not_after,
+                })
+            }
+        }
+    }
+
+    /// Issues one certificate, logging what the CA's expiry did to it.
+    pub async fn obtain(&self, live: Option<&Bundle>) -> Result<Issued, CaError> {
+        let (spec, skew, live) = (Arc::clone(&self.spec), self.clock_skew, live.cloned());
+        let issued = blocking(move || issue(&spec, live.as_ref(), skew)).await?;
+        let lifetime = self.spec.issue.lifetime.unwrap_or_default().as_secs() as i64;
+        let now = validate::unix_seconds(SystemTime::now());
+        self.metrics.ca_expiry(&self.mapping, issued.ca_not_after);
+        self.metrics.ca_capped(&self.mapping, issued.capped);
+        if issued.capped {
+            let ca_not_after = validate::rfc3339(issued.window.not_after);
+            let renew_at = now + (lifetime as f64 * self.spec.issue.renew.0) as i64;
+            if issued.window.not_after < renew_at {
+                tracing::warn!(mapping = %self.mapping, %ca_not_after, "the CA expires before this certificate's renewal point: renew the CA now; certificates issued from it end with it");
+            } else {
+                tracing::warn!(mapping = %self.mapping, %ca_not_after, "the CA expires before the lifetime asked for; the certificate ends with the CA");
+            }
+        }
+        Ok(issued)
+    }
+
+    /// Keeps the mapping's certificate current until shutdown: adopts the
+    /// live pair, rechecks it every `recheck`, renews at the deadline,
+    /// retries failures with backoff. Publishes every issued bundle.
+    pub async fn run(
+        self,
+        live: Option<Bundle>,
+        tx: watch::Sender<Option<Update>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut live = live;
+        let mut current = self.adopt(live.as_ref()).await;
+        // Adopted: issued at its notBefore (a restart loop cannot issue faster).
+        let mut issued_at: Option<SystemTime> = None;
+        let mut deadline: Option<SystemTime> = None;
+        let (mut held, mut failures) = (0u32, 0u32);
+        loop {
+            let now = SystemTime::now();
+            let at = match current {
+                _ if failures > 0 => {
+                    now + crate::backoff(Duration::from_secs(2), failures).min(RETRY_CAP)
+                }
+                Some(w) => *deadline.get_or_insert_with(|| self.schedule(w, issued_at, &mut held)),
+                None => now,
+            };
+            let wait = at.duration_since(now).unwrap_or_default();
+            let recheck = current.is_some() && failures == 0 && wait > self.recheck;
+            tokio::select! {
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep(self.recheck), if recheck => {
+                    if self.adopt(live.as_ref()).await.is_some() {
+                        continue;
+                    }
+                }
+            }
+            let result = tokio::select! {
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+                r = self.obtain(live.as_ref()) => r,
+            };
+            match result {
+                Ok(issued) => {
+                    failures = 0;
+                    issued_at = Some(SystemTime::now());
+                    deadline = None;
+                    let now = validate::unix_seconds(SystemTime::now());
+                    let not_after = validate::rfc3339(issued.window.not_after);
+                    match current {
+                        // A certificate cut short by the CA may end before
+                        // the live one: the live pair stays while it is
+                        // valid and outlasts it.
+                        Some(l) if l.not_after > now && l.not_after > issued.window.not_after => {
+                            tracing::warn!(mapping = %self.mapping, %not_after, live_not_after = %validate::rfc3339(l.not_after), "the issued certificate expires before the live one; keeping the live pair");
+                        }
+                        prev => {
+                            tracing::info!(mapping = %self.mapping, %not_after, signer = %self.spec.issue.signer, "certificate issued");
+                            if let Some(prev) = prev {
+                                self.metrics.csr_rotated(
+                                    &self.mapping,
+                                    (now - prev.not_before).max(0) as f64,
+                                );
+                            }
+                            current = Some(issued.window);
+                            live = Some(issued.bundle.clone());
+                            super::publish(&tx, Ok(issued.bundle));
+                        }
+                    }
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    self.metrics.csr_error(&self.mapping, e.reason());
+                    tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "issuing a certificate failed; the live files stay; retrying with backoff");
+                }
+            }
+        }
+    }
+
+    /// When to renew `w` ([`renewal::next`]), logged.
+    fn schedule(&self, w: Window, issued_at: Option<SystemTime>, held: &mut u32) -> SystemTime {
+        let since = issued_at.unwrap_or_else(|| {
+            SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(w.not_before).unwrap_or(0))
+        });
+        let next = renewal::next(
+            w,
+            self.spec.issue.renew,
+            crate::random_fraction(),
+            since,
+            self.renew_floor,
+            *held,
+            crate::random_fraction(),
+        );
+        let renew_at = validate::rfc3339(validate::unix_seconds(next.at));
+        match next.held {
+            Some(why) => {
+                *held = held.saturating_add(1);
+                self.metrics.csr_error(&self.mapping, "renewal_floor");
+                tracing::warn!(mapping = %self.mapping, %renew_at, "renewal held back: {why}");
+            }
+            None => {
+                *held = 0;
+                tracing::info!(mapping = %self.mapping, %renew_at, "certificate is current; renewal scheduled");
+            }
+        }
+        next.at
+    }
+
+    /// `run --once`: the live pair if it satisfies the mapping, else one
+    /// certificate issued.
+    pub async fn once(&self, live: Option<&Bundle>) -> Result<Option<Bundle>, CaError> {
+        if self.adopt(live).await.is_some() {
+            return Ok(None);
+        }
+        self.obtain(live).await.map(|i| Some(i.bundle))
+    }
+}

@@ -1,0 +1,276 @@
+//! Unit tests of the local-CA source: each CA key encoding kubeadm writes,
+//! the refusals (modes, mismatch, not a CA, expired), the cap at the CA's
+//! expiry, and template fidelity against certificates made by kubeadm's
+//! rules.
+
+use super::*;
+use crate::config::MappingSpec;
+use crate::test_certs::{FixtureKey, fixture_key};
+use rcgen::{CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose as Ku};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use time::OffsetDateTime;
+use x509_parser::extensions::{GeneralName, ParsedExtension};
+
+const EC_PKCS8: &str = include_str!("../../../tests/fixtures/ec-pkcs8.key");
+const SKEW: Duration = Duration::from_secs(300);
+
+/// A CA written as `PREFIX.crt` and `PREFIX.key` (mode 0600) in `dir`.
+struct Ca {
+    prefix: PathBuf,
+    issuer: Issuer<'static, KeyPair>,
+    not_before: OffsetDateTime,
+}
+
+/// `disk`: the key file as written; `pkcs8`: the same key for rcgen.
+fn ca_with(
+    dir: &Path,
+    disk: &str,
+    pkcs8: &str,
+    alg: &'static rcgen::SignatureAlgorithm,
+    edit: impl FnOnce(&mut CertificateParams),
+) -> Ca {
+    let key = KeyPair::from_pem_and_sign_algo(pkcs8, alg).unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kubernetes");
+    params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![Ku::DigitalSignature, Ku::KeyEncipherment, Ku::KeyCertSign];
+    // kubeadm backdates its CAs by CertificateBackdate (5 min).
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::minutes(5);
+    params.not_after = now + time::Duration::days(3650);
+    edit(&mut params);
+    let cert = params.self_signed(&key).unwrap();
+    let prefix = dir.join("ca");
+    std::fs::write(prefix.with_extension("crt"), cert.pem()).unwrap();
+    let key_path = prefix.with_extension("key");
+    std::fs::write(&key_path, disk).unwrap();
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    Ca {
+        prefix,
+        not_before: params.not_before,
+        issuer: Issuer::new(params, key),
+    }
+}
+
+fn rsa_ca(dir: &Path) -> Ca {
+    let pkcs8 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap();
+    let pkcs1 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs1)).unwrap();
+    ca_with(dir, &pkcs1, &pkcs8, &rcgen::PKCS_RSA_SHA256, |_| {})
+}
+
+fn spec(prefix: &Path, opts: &str) -> CaSpec {
+    let flag = format!("ca:{}=/nonexistent{opts}", prefix.display());
+    MappingSpec::parse_flag(&flag)
+        .unwrap()
+        .ca_spec(&prefix.display().to_string(), None, None)
+        .unwrap()
+}
+
+const SERVER: &str =
+    ",cn=svc,dns=svc.example,ip=10.0.0.1,usage=digital-signature,usage=server-auth";
+
+fn parsed(pem: &[u8]) -> Vec<u8> {
+    crate::pem::exactly_one(pem, rustls::pki_types::pem::SectionKind::Certificate).unwrap()
+}
+
+/// Each encoding of a CA key kubeadm writes (RSA PKCS#1 by default, ECDSA
+/// P-256 as SEC1 with `encryptionAlgorithm: ECDSA-P256`) and PKCS#8 of
+/// both: the issued certificate passes the csr: check, chains to the CA,
+/// carries its SKI as AKI, and ca.crt is the CA certificate.
+#[test]
+fn issues_from_every_ca_key_encoding() {
+    let rsa8 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap();
+    let rsa1 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs1)).unwrap();
+    let sec1 = String::from_utf8(fixture_key(FixtureKey::EcSec1)).unwrap();
+    let cases: [(&str, &str, &'static rcgen::SignatureAlgorithm); 4] = [
+        (&rsa1, &rsa8, &rcgen::PKCS_RSA_SHA256),
+        (&rsa8, &rsa8, &rcgen::PKCS_RSA_SHA256),
+        (&sec1, EC_PKCS8, &rcgen::PKCS_ECDSA_P256_SHA256),
+        (EC_PKCS8, EC_PKCS8, &rcgen::PKCS_ECDSA_P256_SHA256),
+    ];
+    for (i, (disk, pkcs8, alg)) in cases.into_iter().enumerate() {
+        let d = tempfile::tempdir().unwrap();
+        let ca = ca_with(d.path(), disk, pkcs8, alg, |_| {});
+        let issued = issue(&spec(&ca.prefix, SERVER), None, SKEW)
+            .unwrap_or_else(|e| panic!("case {i}: {e}"));
+        let ca_pem = std::fs::read(ca.prefix.with_extension("crt")).unwrap();
+        assert_eq!(
+            parsed(issued.bundle.get(CA_FILE).unwrap()),
+            parsed(&ca_pem),
+            "case {i}"
+        );
+        let der = parsed(issued.bundle.get(CERT_FILE).unwrap());
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let ca_der = parsed(&ca_pem);
+        let (_, ca_cert) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
+        cert.verify_signature(Some(ca_cert.public_key()))
+            .unwrap_or_else(|e| panic!("case {i}: {e}"));
+        let ski = ca_cert
+            .extensions()
+            .iter()
+            .find_map(|e| match e.parsed_extension() {
+                ParsedExtension::SubjectKeyIdentifier(k) => Some(k.0.to_vec()),
+                _ => None,
+            })
+            .unwrap();
+        let aki = cert
+            .extensions()
+            .iter()
+            .find_map(|e| match e.parsed_extension() {
+                ParsedExtension::AuthorityKeyIdentifier(a) => {
+                    a.key_identifier.as_ref().map(|k| k.0.to_vec())
+                }
+                _ => None,
+            });
+        assert_eq!(aki, Some(ski), "case {i}: AKI is the CA's SKI");
+        assert!(
+            cert.extensions().iter().any(|e| matches!(
+                e.parsed_extension(),
+                ParsedExtension::SubjectKeyIdentifier(_)
+            )),
+            "case {i}: SKI set"
+        );
+        // Serial: positive, at least 64 bits; notBefore a little in the past.
+        let serial = cert.raw_serial();
+        assert!(serial.len() >= 8 && serial[0] & 0x80 == 0, "{serial:?}");
+        let now = validate::unix_seconds(SystemTime::now());
+        let nb = cert.validity().not_before.timestamp();
+        assert!(
+            nb <= now - 299 && nb >= now - 302,
+            "notBefore {nb}, now {now}"
+        );
+        assert!(!issued.capped);
+        assert_eq!(
+            issued.window.not_after - now,
+            365 * 86_400,
+            "kubeadm's year by default"
+        );
+    }
+}
+
+#[test]
+fn a_ca_key_group_or_others_may_read_is_refused_unless_allowed() {
+    let d = tempfile::tempdir().unwrap();
+    let ca = rsa_ca(d.path());
+    let key = ca.prefix.with_extension("key");
+    for mode in [0o640, 0o604, 0o660] {
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        let e = issue(&spec(&ca.prefix, SERVER), None, SKEW)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains(&key.display().to_string()) && e.contains(&format!("mode {mode:04o}")),
+            "{e}"
+        );
+        let allowed = spec(&ca.prefix, &format!("{SERVER},allow-loose-ca-key"));
+        issue(&allowed, None, SKEW).unwrap();
+    }
+}
+
+#[test]
+fn a_key_that_is_not_the_cas_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let ca = rsa_ca(d.path());
+    let other = crate::test_certs::Pair::new("other");
+    // Another RSA key would do as well; an EC key fails the same check.
+    let key = ca.prefix.with_extension("key");
+    let rsa = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 2048).unwrap();
+    use rsa::pkcs1::EncodeRsaPrivateKey;
+    let der = rsa.to_pkcs1_der().unwrap();
+    std::fs::write(&key, sign::pem("RSA PRIVATE KEY", der.as_bytes())).unwrap();
+    let e = issue(&spec(&ca.prefix, SERVER), None, SKEW).err().unwrap();
+    assert!(matches!(e, CaError::CaKey { .. }), "{e}");
+    assert!(
+        e.to_string().contains("not the key of the CA certificate"),
+        "{e}"
+    );
+    std::fs::write(&key, &other.key).unwrap();
+    let e = issue(&spec(&ca.prefix, SERVER), None, SKEW).err().unwrap();
+    assert!(
+        e.to_string().contains("cannot be the certificate's")
+            || e.to_string().contains("not a usable"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_certificate_that_is_not_a_usable_ca_is_refused() {
+    let rsa8 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap();
+    type Edit = fn(&mut CertificateParams);
+    let cases: [(Edit, &str); 4] = [
+        (
+            |p| p.is_ca = IsCa::NoCa,
+            "basic constraints do not say CA:TRUE",
+        ),
+        (
+            |p| p.is_ca = IsCa::ExplicitNoCa,
+            "basic constraints do not say CA:TRUE",
+        ),
+        (
+            |p| p.key_usages = vec![Ku::DigitalSignature],
+            "lacks keyCertSign",
+        ),
+        (
+            |p| {
+                p.not_before = OffsetDateTime::now_utc() - time::Duration::days(2);
+                p.not_after = OffsetDateTime::now_utc() - time::Duration::days(1);
+            },
+            "expired at",
+        ),
+    ];
+    for (edit, want) in cases {
+        let d = tempfile::tempdir().unwrap();
+        let ca = ca_with(d.path(), &rsa8, &rsa8, &rcgen::PKCS_RSA_SHA256, edit);
+        let e = issue(&spec(&ca.prefix, SERVER), None, SKEW).err().unwrap();
+        assert!(
+            matches!(e, CaError::CaCert { .. }) && e.to_string().contains(want),
+            "{e}"
+        );
+    }
+}
+
+/// The issued lifetime never passes the CA's own expiry.
+#[test]
+fn the_lifetime_is_capped_at_the_cas_expiry() {
+    let rsa8 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let ends = OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let ca = ca_with(d.path(), &rsa8, &rsa8, &rcgen::PKCS_RSA_SHA256, |p| {
+        p.not_after = ends;
+    });
+    let issued = issue(&spec(&ca.prefix, SERVER), None, SKEW).unwrap();
+    assert!(issued.capped);
+    assert_eq!(issued.window.not_after, ends.unix_timestamp());
+    assert_eq!(issued.ca_not_after, ends.unix_timestamp());
+}
+
+/// The CA key never reaches a bundle or a Debug string.
+#[test]
+fn the_ca_key_is_never_published() {
+    let d = tempfile::tempdir().unwrap();
+    let ca = rsa_ca(d.path());
+    let ca_key = std::fs::read(ca.prefix.with_extension("key")).unwrap();
+    let issued = issue(&spec(&ca.prefix, SERVER), None, SKEW).unwrap();
+    let body = |b: &[u8]| b.split(|c| *c == b'\n').nth(1).unwrap().to_vec();
+    let ca_line = body(&ca_key);
+    for name in issued.bundle.names() {
+        let bytes = issued.bundle.get(name).unwrap();
+        assert!(
+            !bytes
+                .windows(ca_line.len())
+                .any(|w| w == ca_line.as_slice()),
+            "{name} holds the CA key"
+        );
+    }
+    let w = material::wanted(&spec(&ca.prefix, SERVER), SystemTime::now(), SKEW).unwrap();
+    let key = read_ca_key(&spec(&ca.prefix, SERVER), &w.ca).unwrap();
+    assert_eq!(format!("{key:?}"), "CaKey(redacted)");
+}
+
+#[path = "template_tests.rs"]
+mod template_tests;

@@ -1,0 +1,313 @@
+//! `ca:` mappings end to end through the real binary, with no kubeconfig
+//! and no API server: issuance and renewal with lifetimes of seconds, a
+//! restart in the middle, the cap at the CA's expiry and its metrics, the
+//! refusals (loose CA key modes, a key that is not the CA's, a certificate
+//! that is not a CA), a broken CA key that never costs the good files, and
+//! a consumer watching `tls.crt` with inotify (as kube-apiserver does) that
+//! sees every renewal.
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::certs::{Pair, ca_files};
+use support::*;
+
+const SERVER: &str =
+    "cn=svc,dns=svc.example,ip=127.0.0.1,usage=digital-signature,usage=server-auth";
+
+fn spec(prefix: &Path, target: &Path, opts: &str) -> String {
+    format!(
+        "ca:{}={},{SERVER}{opts}",
+        prefix.display(),
+        target.display()
+    )
+}
+
+/// `certsync run` of `spec` with short windows, without any kubeconfig.
+fn start(spec: &str, extra: &[&str], dir: &Path) -> Certsync {
+    let mut cmd = Command::new(certsync_bin());
+    cmd.args(["run", "--debounce", "100ms", "--csr-renew-floor", "1s"])
+        .args(["--sync", spec])
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    Certsync::start_with(&mut cmd, dir)
+}
+
+fn once(spec: &str) -> std::process::Output {
+    Command::new(certsync_bin())
+        .args(["run", "--once", "--sync", spec])
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap()
+}
+
+/// The live certificate, once it differs from every one in `seen`.
+fn next_cert(target: &Path, seen: &[Vec<u8>]) -> (Vec<u8>, Vec<u8>) {
+    wait_for("a new live certificate", || {
+        let (_, cert, key) = read_live(target)?;
+        (!seen.contains(&cert)).then_some((cert, key))
+    })
+}
+
+/// openssl, independently of certsync, verifies the live chain (skipped,
+/// saying so, without openssl; a failure under CI).
+fn openssl_verifies(target: &Path) {
+    if !tools::have(&["openssl"]) {
+        return;
+    }
+    let out = Command::new("openssl")
+        .args(["verify", "-CAfile"])
+        .arg(target.join("ca.crt"))
+        .arg(target.join("tls.crt"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn issues_and_renews_with_a_short_lifetime_and_no_kubeconfig() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let cs = start(&spec(&prefix, &target, ",lifetime=5s"), &[], d.path());
+    let (c1, k1) = next_cert(&target, &[]);
+    openssl_verifies(&target);
+    let ca_der = |pem: &[u8]| {
+        rustls_pki_types::CertificateDer::pem_slice_iter(pem)
+            .map(|c| c.unwrap().to_vec())
+            .collect::<Vec<_>>()
+    };
+    use rustls_pki_types::pem::PemObject;
+    assert_eq!(
+        ca_der(&fs::read(target.join("ca.crt")).unwrap()),
+        ca_der(&fs::read(prefix.with_extension("crt")).unwrap())
+    );
+    let (c2, k2) = next_cert(&target, std::slice::from_ref(&c1));
+    assert_ne!(k1, k2, "a new key on every renewal by default");
+    openssl_verifies(&target);
+    let (_, k3) = next_cert(&target, &[c1, c2]);
+    assert_ne!(k2, k3);
+    let log = cs.log();
+    assert!(log.matches("certificate issued").count() >= 3, "{log}");
+    assert!(
+        !log.contains("kubeconfig"),
+        "a ca:-only run needs no API: {log}"
+    );
+    // The CA key's bytes never reach a revision.
+    let ca_key = fs::read(prefix.with_extension("key")).unwrap();
+    let body = ca_key.split(|c| *c == b'\n').nth(1).unwrap().to_vec();
+    for (path, _, bytes) in snapshot(&target) {
+        assert!(
+            !bytes.windows(body.len()).any(|w| w == body.as_slice()),
+            "{} holds the CA key",
+            path.display()
+        );
+    }
+}
+
+/// The live revision is the state: a restart with a good pair issues
+/// nothing, and renews when it is due.
+#[test]
+fn a_restart_issues_nothing_while_the_pair_is_good_and_renews_when_due() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let sync = spec(&prefix, &target, ",lifetime=12s");
+    let first = start(&sync, &[], d.path());
+    let (c1, _) = next_cert(&target, &[]);
+    drop(first); // SIGKILL, as a node reboot or OOM kill would
+    let second = start(&sync, &[], d.path());
+    second.wait_log("certificate is current; renewal scheduled");
+    assert!(
+        !second.log().contains("certificate issued"),
+        "{}",
+        second.log()
+    );
+    assert_eq!(read_live(&target).unwrap().1, c1);
+    assert_eq!(revision_names(&target).len(), 1);
+    next_cert(&target, std::slice::from_ref(&c1));
+    assert_eq!(second.log().matches("certificate issued").count(), 1);
+}
+
+/// A CA with an hour left: the certificate ends with it, a warning says
+/// so, and the metrics show the CA's TTL and the cap.
+#[test]
+fn the_lifetime_is_capped_at_the_cas_expiry_with_metrics() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let cs = start(
+        &spec(&prefix, &target, ",name=capped"),
+        &["--admin-addr", &addr],
+        d.path(),
+    );
+    next_cert(&target, &[]);
+    cs.wait_log("the CA expires before this certificate's renewal point");
+    let m = wait_for("metrics", || {
+        let (_, body) = http_get(port, "/metrics")?;
+        let m = parse_metrics(&body);
+        m.contains_key("certsync_ca_lifetime_capped{mapping=\"capped\"}")
+            .then_some(m)
+    });
+    assert_eq!(m["certsync_ca_lifetime_capped{mapping=\"capped\"}"], 1.0);
+    let ca_ttl = m["certsync_ca_certificate_ttl_seconds{mapping=\"capped\"}"];
+    assert!((3500.0..=3600.0).contains(&ca_ttl), "{ca_ttl}");
+    let ttl = m["certsync_certificate_ttl_seconds{mapping=\"capped\"}"];
+    assert!((ca_ttl - ttl).abs() < 5.0, "leaf {ttl}, CA {ca_ttl}");
+}
+
+/// The CA key and certificate are checked before anything is signed.
+#[test]
+fn loose_modes_a_foreign_key_and_a_non_ca_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let key = prefix.with_extension("key");
+    let t = |n: &str| d.path().join(n);
+
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o640)).unwrap();
+    let out = once(&spec(&prefix, &t("loose"), ""));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&key.display().to_string()) && err.contains("mode 0640"),
+        "{err}"
+    );
+    assert!(read_live(&t("loose")).is_none());
+    let out = once(&spec(&prefix, &t("allowed"), ",allow-loose-ca-key"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(read_live(&t("allowed")).is_some());
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+
+    let other = Pair::new("other");
+    let foreign = d.path().join("foreign.key");
+    fs::write(&foreign, &other.key).unwrap();
+    fs::set_permissions(&foreign, fs::Permissions::from_mode(0o600)).unwrap();
+    let sync = format!(
+        "{},key={}",
+        spec(&prefix, &t("foreign"), ""),
+        foreign.display()
+    );
+    let err = String::from_utf8_lossy(&once(&sync).stderr).into_owned();
+    assert!(err.contains("not the key of the CA certificate"), "{err}");
+
+    // A leaf (CA:FALSE) as the CA, with its own key.
+    let leaf = d.path().join("leaf");
+    fs::write(leaf.with_extension("crt"), &other.cert).unwrap();
+    fs::write(leaf.with_extension("key"), &other.key).unwrap();
+    fs::set_permissions(
+        leaf.with_extension("key"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let err = String::from_utf8_lossy(&once(&spec(&leaf, &t("leaf"), "")).stderr).into_owned();
+    assert!(err.contains("not a CA"), "{err}");
+    for n in ["foreign", "leaf"] {
+        assert!(read_live(&t(n)).is_none(), "{n}");
+    }
+}
+
+/// A CA key broken after a good issuance: a clear error, the last good
+/// files stay; mended, renewal resumes.
+#[test]
+fn a_broken_ca_key_never_costs_the_good_files() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let key = prefix.with_extension("key");
+    let good_key = fs::read(&key).unwrap();
+    let cs = start(&spec(&prefix, &target, ",lifetime=4s"), &[], d.path());
+    let (c1, k1) = next_cert(&target, &[]);
+    fs::write(
+        &key,
+        b"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    cs.wait_log("issuing a certificate failed; the live files stay");
+    let log = cs.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("issuing a certificate failed"))
+        .unwrap();
+    assert!(line.contains(&key.display().to_string()), "{line}");
+    let (_, cert, k) = read_live(&target).unwrap();
+    assert_eq!(
+        (cert.as_slice(), k.as_slice()),
+        (c1.as_slice(), k1.as_slice())
+    );
+    fs::write(&key, good_key).unwrap();
+    next_cert(&target, &[c1]);
+}
+
+/// What kube-apiserver's dynamic certificate loader does: an inotify watch
+/// on `tls.crt`, re-added after each event, the file re-read then. Every
+/// renewal reaches it, with a new key and with keep-key.
+#[test]
+fn a_consumer_watching_tls_crt_sees_every_renewal() {
+    use nix::sys::inotify::{AddWatchFlags as F, InitFlags, Inotify};
+    for keep in ["", ",keep-key"] {
+        let d = tempfile::tempdir().unwrap();
+        let prefix = ca_files(d.path(), 3600);
+        let target = d.path().join("target");
+        let sync = spec(&prefix, &target, &format!(",lifetime=3s{keep}"));
+        assert!(once(&sync).status.success());
+        let cert_path: PathBuf = target.join("tls.crt");
+        let ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+        let mut wd = ino.add_watch(&cert_path, F::IN_ALL_EVENTS).unwrap();
+        let mut seen = vec![fs::read(&cert_path).unwrap()];
+        let _cs = start(&sync, &[], d.path());
+        let mut live = vec![read_live(&target).unwrap().1];
+        while live.len() < 4 {
+            let (c, _) = next_cert(&target, &live);
+            live.push(c);
+            // The watcher must hear of it, and read the new file then.
+            let got = wait_for("the watcher to see the flip", || {
+                let events = ino.read_events().unwrap_or_default();
+                let woke = events
+                    .iter()
+                    .any(|e| e.wd == wd && e.mask.intersects(F::IN_MOVE_SELF | F::IN_DELETE_SELF));
+                if !woke {
+                    return None;
+                }
+                let _ = ino.rm_watch(wd);
+                wd = ino.add_watch(&cert_path, F::IN_ALL_EVENTS).unwrap();
+                Some(fs::read(&cert_path).unwrap())
+            });
+            seen.push(got);
+        }
+        assert_eq!(seen, live, "keep={keep:?}: the watcher read every renewal");
+        if !keep.is_empty() {
+            assert_eq!(
+                read_live(&target).unwrap().2,
+                fs::read(
+                    target
+                        .join("..history")
+                        .read_dir()
+                        .unwrap()
+                        .next()
+                        .unwrap()
+                        .unwrap()
+                        .path()
+                        .join("tls.key")
+                )
+                .unwrap(),
+                "keep-key: the key stayed"
+            );
+        }
+    }
+}
