@@ -320,28 +320,34 @@ fn the_config_file_holds_every_setting_and_flags_override_it() {
     );
 }
 
-/// `--print-config` shows a reload URL's query keys but never their values
-/// nor its fragment (tokens travel there as much as in `user:password@`).
-#[test]
-fn print_config_redacts_reload_url_query_values() {
+/// `certsync run ARGS --print-config`, which must succeed: what it printed,
+/// as YAML and as text.
+fn printed_config(args: &[&str]) -> (serde_yaml_ng::Value, String) {
     let out = Command::new(support::certsync_bin())
-        .args([
-            "run",
-            "--sync",
-            "dir:/nonexistent/src=/nonexistent/target",
-            "--reload-url",
-            "https://u:pw@127.0.0.1:9/reload?token=s3cret&x=1#frag-s3cret",
-            "--print-config",
-        ])
+        .arg("run")
+        .args(args)
+        .arg("--print-config")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let printed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    (serde_yaml_ng::from_str(&text).unwrap(), text)
+}
+
+/// `--print-config` shows a reload URL's query keys but never their values
+/// nor its fragment (tokens travel there as much as in `user:password@`).
+#[test]
+fn print_config_redacts_reload_url_query_values() {
+    let (printed, text) = printed_config(&[
+        "--sync",
+        "dir:/nonexistent/src=/nonexistent/target",
+        "--reload-url",
+        "https://u:pw@127.0.0.1:9/reload?token=s3cret&x=1#frag-s3cret",
+    ]);
     assert_eq!(
         printed["reload-url"], "https://***@127.0.0.1:9/reload?token=REDACTED&x=REDACTED#REDACTED",
         "{text}"
@@ -384,18 +390,7 @@ fn print_config_is_typed_yaml() {
         tmp.path().join("src").display(),
         tmp.path().join("target").display()
     );
-    let out = Command::new(support::certsync_bin())
-        .args(["run", "--sync", &spec, "--events", "--owner", "1000"])
-        .arg("--print-config")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let (printed, text) = printed_config(&["--sync", &spec, "--events", "--owner", "1000"]);
     assert_eq!(
         printed["events"],
         serde_yaml_ng::Value::Bool(true),

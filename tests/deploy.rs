@@ -164,12 +164,7 @@ fn events_rbac_is_separate_and_minimal() {
         Some(&["events".to_owned()][..])
     );
     assert_eq!(rules[0].verbs, ["create", "patch"]);
-    let subjects: Vec<String> = binding
-        .subjects
-        .unwrap()
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
+    let subjects = subject_names(binding.subjects);
     assert_eq!(subjects, ["web", "prometheus", "web-signed"]);
 }
 
@@ -194,12 +189,7 @@ fn csr_rbac_grants_requesting_only() {
     );
     assert_eq!(rules[0].verbs, ["create", "get", "list", "watch"]);
     assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
-    let subjects: Vec<String> = binding
-        .subjects
-        .unwrap()
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
+    let subjects = subject_names(binding.subjects);
     // The static pod's bootstrap group and the certificate it renews as.
     for who in [
         "web-signed",
@@ -1009,4 +999,9 @@ fn every_manifest_is_described_in_the_docs() {
             "docs/install.md does not describe {f}"
         );
     }
+}
+
+/// The names of a binding's subjects, in order.
+fn subject_names(subjects: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>) -> Vec<String> {
+    subjects.unwrap().into_iter().map(|s| s.name).collect()
 }
