@@ -18,7 +18,8 @@ pub const EXIT_USAGE: i32 = 64;
     version,
     about = "Keeps TLS certificates on disk in step with their source, atomically.",
     long_about = "Keeps TLS certificate/key pairs on disk in step with their source (a \
-Kubernetes Secret or ConfigMap, or a host directory), validates every new pair, publishes it atomically through a `..data` \
+Kubernetes Secret, ConfigMap or ClusterTrustBundle, a host directory, a certificate it requests through the CSR API, \
+or one it issues from a CA on the node), validates every new pair, publishes it atomically through a `..data` \
 symlink flip (the kubelet Secret-volume layout) and keeps earlier revisions for rollback."
 )]
 pub struct Cli {
@@ -327,7 +328,10 @@ pub struct RunArgs {
     /// Kinds: `dir:PATH` (a host directory), `secret:NAMESPACE/NAME`,
     /// `configmap:NAMESPACE/NAME` (one object, watched by name),
     /// `csr:SIGNER` (a certificate certsync requests and renews through the
-    /// CSR API, e.g. `csr:kubernetes.io/kube-apiserver-client`).
+    /// CSR API, e.g. `csr:kubernetes.io/kube-apiserver-client`),
+    /// `ca:PREFIX` (a certificate certsync issues and renews from the CA
+    /// PREFIX.crt/PREFIX.key on the node), `clustertrustbundle:NAME|SIGNER`,
+    /// `tree:NAMESPACE` (cert-syncer's layout); the grammar is below.
     /// Options: `name=` (used in logs; default: the target path),
     /// `cert=`, `key=`, `ca=` (source file names or object keys; default
     /// tls.crt, tls.key, ca.crt; ca is optional), `combined=FILE` (one PEM with chain and key,
@@ -598,7 +602,9 @@ pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
 pub struct ReloadArgs {
     /// Signal the process with this name (comm, or executable/argv[0] base
     /// name), found through a shared PID namespace. Only the top-most match
-    /// of each process tree (e.g. the nginx master) is signalled.
+    /// of each process tree (e.g. the nginx master) is signalled. Every
+    /// process of that name the PID namespace shows is a match: on a host
+    /// (not in a pod) that is every user's; use --reload-pidfile there.
     #[arg(
         long,
         env = "CERTSYNC_RELOAD_PROCESS",

@@ -125,13 +125,13 @@ fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, 
     }
     match cert.basic_constraints() {
         Ok(Some(bc)) if bc.value.ca => {}
-        Ok(_) => return Err(err("not a CA: basic constraints do not say CA:TRUE".into())),
+        Ok(_) => return Err(err("not usable as a CA: its basic constraints do not say CA:TRUE".into())),
         Err(e) => return Err(err(format!("basic constraints: {e}"))),
     }
     match cert.key_usage() {
         Ok(Some(ku)) if ku.value.key_cert_sign() => {}
-        Ok(Some(_)) => return Err(err("not a CA: its key usage lacks keyCertSign".into())),
-        Ok(None) => return Err(err("not a CA: it has no key usage (keyCertSign)".into())),
+        Ok(Some(_)) => return Err(err("not usable as a CA: its keyUsage lacks keyCertSign".into())),
+        Ok(None) => return Err(err("not usable as a CA: it has no keyUsage extension with keyCertSign (openssl: -addext keyUsage=critical,keyCertSign,cRLSign)".into())),
         Err(e) => return Err(err(format!("key usage: {e}"))),
     }
     let (not_before, not_after) = (
