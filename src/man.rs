@@ -87,6 +87,10 @@ fn render(page: &Page, all: &[Page]) -> Vec<u8> {
         // The footer: the program and version, not the subcommand's name.
         .source(format!("certsync {}", env!("CARGO_PKG_VERSION")))
         .render(&mut out);
+    // clap_mangen heads a command's after-help (the mapping grammar and
+    // examples) "EXTRA"; man-pages(7) calls that NOTES.
+    let out = String::from_utf8_lossy(&out).replace("\n.SH EXTRA\n", "\n.SH NOTES\n");
+    let mut out = out.into_bytes();
     let related: Vec<String> = all
         .iter()
         .filter(|other| {
@@ -167,6 +171,11 @@ mod tests {
         assert_eq!(csr.trim(), "certsync(1), certsync-csr-review(1)");
         let run = text(&["run"]);
         assert_eq!(run.trim(), "certsync(1)");
+        let run_page = String::from_utf8(page(&["run".to_owned()]).unwrap()).unwrap();
+        assert!(
+            run_page.contains("\n.SH NOTES\n") && !run_page.contains(".SH EXTRA"),
+            "the mapping grammar under NOTES"
+        );
         assert!(matches!(
             page(&["nosuch".to_owned()]),
             Err(ManError::Unknown { .. })
