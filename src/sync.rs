@@ -435,7 +435,13 @@ impl Syncer {
                         tracing::warn!(mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
                     }
                     None => {
-                        tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, target_dir = %self.mapping.target.display(), "published new revision");
+                        if leaf.is_some() {
+                            tracing::info!(mapping = %name, revision, hash = %hash.short(), subject, %not_after, target_dir = %self.mapping.target.display(), "published new revision");
+                        } else {
+                            // A CA bundle (ca.crt only) has no leaf: no
+                            // empty subject and date in the log.
+                            tracing::info!(mapping = %name, revision, hash = %hash.short(), content = "CA certificates only", target_dir = %self.mapping.target.display(), "published new revision");
+                        }
                         if let Some(events) = &self.events {
                             let serial = leaf.as_ref().map_or("-", |l| l.serial.as_str());
                             events.updated(format!(
