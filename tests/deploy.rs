@@ -1,6 +1,11 @@
 //! The manifests in deploy/ parse as Kubernetes objects and say what the
 //! docs promise (docs/guides/, docs/install.md).
 
+/// Only its skip rule (the tool checks are for other tests).
+#[path = "support/tools.rs"]
+#[allow(dead_code)]
+mod tools;
+
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ServiceAccount};
@@ -570,7 +575,9 @@ fn rootfs_script_lays_out_the_runtime_filesystem() {
     use std::os::unix::fs::PermissionsExt;
     let root = env!("CARGO_MANIFEST_DIR");
     if !std::path::Path::new("/etc/ssl/certs/ca-certificates.crt").exists() {
-        eprintln!("skipped: no /etc/ssl/certs/ca-certificates.crt (Debian's ca-certificates)");
+        tools::skip(
+            "rootfs_script_lays_out_the_runtime_filesystem needs /etc/ssl/certs/ca-certificates.crt (apt-get install ca-certificates)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -148,8 +148,8 @@ fn no_match_is_retried_then_reported_and_a_late_process_gets_the_next_reload() {
 #[test]
 fn permission_denied_is_explained() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!(
-            "permission_denied_is_explained: skipped (needs root to run certsync as another user)"
+        support::tools::skip(
+            "permission_denied_is_explained needs root (to run certsync as another user)",
         );
         return;
     }

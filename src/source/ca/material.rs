@@ -125,7 +125,11 @@ fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, 
     }
     match cert.basic_constraints() {
         Ok(Some(bc)) if bc.value.ca => {}
-        Ok(_) => return Err(err("not usable as a CA: its basic constraints do not say CA:TRUE".into())),
+        Ok(_) => {
+            return Err(err(
+                "not usable as a CA: its basic constraints do not say CA:TRUE".into(),
+            ));
+        }
         Err(e) => return Err(err(format!("basic constraints: {e}"))),
     }
     match cert.key_usage() {
