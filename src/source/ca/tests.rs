@@ -274,3 +274,53 @@ fn the_ca_key_is_never_published() {
 
 #[path = "template_tests.rs"]
 mod template_tests;
+
+/// Attack: with `keep-key`, a pair planted in the target's live revision
+/// by anyone who can write the target (a self-signed certificate for the
+/// attacker's key) had its key certified by the CA. A key is kept only
+/// when the live certificate is one the CA signed, for that key.
+#[test]
+fn keep_key_keeps_only_a_key_the_ca_certified() {
+    let d = tempfile::tempdir().unwrap();
+    let ca = rsa_ca(d.path());
+    let keep = spec(&ca.prefix, &format!("{SERVER},keep-key"));
+    let first = issue(&keep, None, SKEW).unwrap().bundle;
+    let again = issue(&keep, Some(&first), SKEW).unwrap().bundle;
+    assert_eq!(
+        again.get(KEY_FILE),
+        first.get(KEY_FILE),
+        "its own key is kept"
+    );
+
+    let evil = crate::test_certs::Pair::new("svc");
+    let mut planted = Bundle::default();
+    for (file, bytes) in [
+        (CERT_FILE, evil.cert.clone()),
+        (KEY_FILE, evil.key.clone()),
+        (CA_FILE, first.get(CA_FILE).unwrap().to_vec()),
+    ] {
+        planted.insert(file, bytes, "planted").unwrap();
+    }
+    let issued = issue(&keep, Some(&planted), SKEW).unwrap().bundle;
+    assert_ne!(
+        issued.get(KEY_FILE),
+        Some(evil.key.as_slice()),
+        "the planted key was certified"
+    );
+
+    // The CA's certificate for another key, beside the planted key.
+    let mut mixed = Bundle::default();
+    for (file, bytes) in [
+        (CERT_FILE, first.get(CERT_FILE).unwrap().to_vec()),
+        (KEY_FILE, evil.key.clone()),
+        (CA_FILE, first.get(CA_FILE).unwrap().to_vec()),
+    ] {
+        mixed.insert(file, bytes, "planted").unwrap();
+    }
+    let issued = issue(&keep, Some(&mixed), SKEW).unwrap().bundle;
+    assert_ne!(
+        issued.get(KEY_FILE),
+        Some(evil.key.as_slice()),
+        "a key beside another key's certificate was kept"
+    );
+}
