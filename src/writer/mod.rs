@@ -97,6 +97,15 @@ pub enum WriterError {
     },
     #[error("target {0} is not a directory")]
     NotADirectory(PathBuf),
+    #[error(
+        "target {target} is now {now}, not {was} as when certsync started (a symlink on its \
+         path was replaced?); refusing to write there"
+    )]
+    Moved {
+        target: PathBuf,
+        was: PathBuf,
+        now: PathBuf,
+    },
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
     #[error("target {target}: {problem}")]
@@ -120,6 +129,12 @@ impl<T> Ctx<T> for io::Result<T> {
             source,
         })
     }
+}
+
+/// The path of the directory `dir` is open on, as the kernel names it.
+fn opened_path(dir: &Dir) -> io::Result<PathBuf> {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
 }
 
 /// How files are published.
@@ -220,6 +235,10 @@ pub struct Claim {
 pub struct Writer {
     target: PathBuf,
     opts: WriterOptions,
+    /// The directory `target` led to when opened (symlinks resolved): the
+    /// overlap checks were made against it, so every later open must lead
+    /// there too, however the path's symlinks change meanwhile.
+    resolved: Option<PathBuf>,
 }
 
 impl Writer {
@@ -227,14 +246,16 @@ impl Writer {
     /// what a crash may have left: temporary entries, unfinished or
     /// unretired revisions.
     pub fn open(target: impl Into<PathBuf>, opts: WriterOptions) -> Result<Self, WriterError> {
-        let w = Self {
+        let mut w = Self {
             target: target.into(),
             opts: WriterOptions {
                 keep: opts.keep.max(1),
                 ..opts
             },
+            resolved: None,
         };
         let root = w.root(true)?;
+        w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
         let _lock = w.lock(&root)?;
         w.tidy(&root)?;
         Ok(w)
@@ -243,11 +264,13 @@ impl Writer {
     /// A target that must already exist, for reading (nothing is created,
     /// nothing cleaned) or for `rollback`.
     pub fn existing(target: impl Into<PathBuf>) -> Result<Self, WriterError> {
-        let w = Self {
+        let mut w = Self {
             target: target.into(),
             opts: WriterOptions::default(),
+            resolved: None,
         };
-        w.root(false)?;
+        let root = w.root(false)?;
+        w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
         Ok(w)
     }
 
@@ -272,8 +295,21 @@ impl Writer {
                 .ctx("create target directory", &self.target)?,
             Err(e) => return Err(e).ctx("open target directory", &self.target),
         }
-        Dir::open_ambient_dir(&self.target, cap_std::ambient_authority())
-            .ctx("open target directory", &self.target)
+        let dir = Dir::open_ambient_dir(&self.target, cap_std::ambient_authority())
+            .ctx("open target directory", &self.target)?;
+        // What was opened, not what the path says now: no window between
+        // a check and the open.
+        if let Some(was) = &self.resolved {
+            let now = opened_path(&dir).ctx("resolve target directory", &self.target)?;
+            if &now != was {
+                return Err(WriterError::Moved {
+                    target: self.target.clone(),
+                    was: was.clone(),
+                    now,
+                });
+            }
+        }
+        Ok(dir)
     }
 
     /// Publishes `bundle`: nothing when the live revision already holds it

@@ -85,6 +85,7 @@ impl Writer {
         let restorer = Self {
             target: self.target.clone(),
             opts: options_of(&revision, usize::MAX),
+            resolved: self.resolved.clone(),
         };
         let new = restorer
             .publish_locked(&root, &revision.bundle, || {})?

@@ -656,3 +656,36 @@ fn revision_names_parse() {
         assert_eq!(parse_rev(bad), None, "{bad}");
     }
 }
+
+/// Attack: the target path is a symlink (or runs through one) that someone
+/// swaps after start, to another directory (a CA's: the overlap checks ran
+/// at start). The writer keeps writing where it started or nowhere.
+#[test]
+fn attack_a_target_symlink_swapped_after_start_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    fs::create_dir(&a).unwrap();
+    fs::create_dir(&b).unwrap();
+    fs::write(b.join("ca.crt"), "the other CA").unwrap();
+    let link = d.path().join("target");
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    let w = Writer::open(&link, WriterOptions::default()).unwrap();
+    w.publish(&bundle("one")).unwrap();
+
+    let swap = d.path().join("swap");
+    std::os::unix::fs::symlink(&b, &swap).unwrap();
+    fs::rename(&swap, &link).unwrap();
+    let err = w.publish(&bundle("two")).unwrap_err().to_string();
+    assert!(err.contains("is now") && err.contains(&b.display().to_string()), "{err}");
+    assert_eq!(entries(&b), ["ca.crt"], "nothing written into the other directory");
+    assert_eq!(fs::read(b.join("ca.crt")).unwrap(), b"the other CA");
+
+    // The link put back, the directory deleted and made again where it
+    // was: that is still the target.
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    fs::remove_dir_all(&a).unwrap();
+    fs::create_dir(&a).unwrap();
+    w.publish(&bundle("three")).unwrap();
+    assert!(a.join("..data").exists());
+}
