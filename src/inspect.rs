@@ -266,7 +266,14 @@ pub fn render<T: Serialize>(
         }
         Output::Table => {
             let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
-            table.extend(rows.iter().map(&cells));
+            // Subjects and names come from whoever wrote the certificate:
+            // no terminal escapes, no newline forging a row.
+            table.extend(rows.iter().map(|r| {
+                cells(r)
+                    .into_iter()
+                    .map(|c| crate::escape(&c).into_owned())
+                    .collect::<Vec<_>>()
+            }));
             let widths: Vec<usize> = (0..header.len())
                 .map(|c| {
                     table
@@ -346,6 +353,20 @@ mod tests {
         assert_eq!(residual(5 * 3_600 + 1), "5h");
         assert_eq!(residual(120), "2m");
         assert_eq!(residual(-3 * 86_400), "expired 3d ago");
+    }
+
+    #[test]
+    fn attack_a_table_cell_cannot_reach_the_terminal_raw() {
+        let rows = [(
+            "evil\u{1b}[31m\nCERTIFICATE forged".to_owned(),
+            "ok\u{7}".to_owned(),
+        )];
+        let out = render(&rows, Output::Table, &["A", "B"], |r| {
+            vec![r.0.clone(), r.1.clone()]
+        })
+        .unwrap();
+        assert_eq!(out.lines().count(), 2, "{out:?}");
+        assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
     }
 
     #[test]

@@ -676,8 +676,15 @@ fn attack_a_target_symlink_swapped_after_start_is_refused() {
     std::os::unix::fs::symlink(&b, &swap).unwrap();
     fs::rename(&swap, &link).unwrap();
     let err = w.publish(&bundle("two")).unwrap_err().to_string();
-    assert!(err.contains("is now") && err.contains(&b.display().to_string()), "{err}");
-    assert_eq!(entries(&b), ["ca.crt"], "nothing written into the other directory");
+    assert!(
+        err.contains("is now") && err.contains(&b.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(
+        entries(&b),
+        ["ca.crt"],
+        "nothing written into the other directory"
+    );
     assert_eq!(fs::read(b.join("ca.crt")).unwrap(), b"the other CA");
 
     // The link put back, the directory deleted and made again where it
