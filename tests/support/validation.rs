@@ -310,11 +310,16 @@ pub fn event(obj: &Value) -> Errors {
     if !matches!(obj["type"].as_str(), Some("Normal" | "Warning")) {
         errors.push((
             "type".into(),
-            format!("Invalid value: \"\": has invalid value: {}", obj["type"].as_str().unwrap_or("")),
+            format!(
+                "Invalid value: \"\": has invalid value: {}",
+                obj["type"].as_str().unwrap_or("")
+            ),
         ));
     }
     let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
-    if obj["regarding"]["namespace"].as_str().is_none_or(str::is_empty)
+    if obj["regarding"]["namespace"]
+        .as_str()
+        .is_none_or(str::is_empty)
         && !matches!(ns, "default" | "kube-system")
     {
         errors.push((
