@@ -133,22 +133,17 @@ async fn events_about(
     }
 }
 
-/// A `ca:` mapping's events are on certsync's Pod (kind, namespace, name
-/// and uid, which `kubectl describe pod` matches): `CertificateUpdated`
-/// after issuance, and `CertificateRequestFailed` when a renewal fails
-/// because the CA key's mode was loosened; the note names the key's path
-/// and mode, never its bytes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ca_events_are_recorded_on_the_pod() {
-    let d = tempfile::tempdir().unwrap();
-    let (kubeconfig, _fake) = cluster(d.path()).await;
-    let client = kube_client(&kubeconfig).await;
+/// A Pod to stand for the one certsync runs in, never scheduled (a
+/// scheduling gate): namespace, API, name, uid.
+async fn own_pod(
+    client: &kube::Client,
+    prefix: &str,
+) -> (String, Api<Pod>, String, Option<String>) {
     let ns = std::env::var("CERTSYNC_E2E_NAMESPACE").unwrap_or_else(|_| "default".into());
-    let pod_name = unique("certsync-ca");
+    let name = unique(prefix);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    // Never scheduled: it only stands for the Pod certsync runs in.
     let pod: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": pod_name},
+        "metadata": {"name": name},
         "spec": {
             "schedulingGates": [{"name": "certsync.invalid/never"}],
             "containers": [{"name": "certsync", "image": "registry.k8s.io/pause:3.10"}],
@@ -162,6 +157,61 @@ async fn ca_events_are_recorded_on_the_pod() {
         .metadata
         .uid;
     assert!(uid.is_some());
+    (ns, pods, name, uid)
+}
+
+/// A `dir:` mapping has no object either: with the Pod named, its flips
+/// are recorded there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dir_events_are_recorded_on_the_pod_when_it_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let (kubeconfig, _fake) = cluster(d.path()).await;
+    let client = kube_client(&kubeconfig).await;
+    let (ns, pods, pod_name, uid) = own_pod(&client, "certsync-dir").await;
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    write_pair(&src, &support::certs::Pair::new("dir"));
+    let target = d.path().join("target");
+    let mut cmd = Command::new(certsync_bin());
+    cmd.args(["run", "--events", "--debounce", "100ms", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args([
+            "--sync",
+            &format!("dir:{}={}", src.display(), target.display()),
+        ])
+        .env("POD_NAME", &pod_name)
+        .env("POD_NAMESPACE", &ns);
+    let cs = Certsync::start_with(&mut cmd, d.path());
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let mine = events_about(&events, &pod_name, |es| {
+        es.iter()
+            .any(|e| e.reason.as_deref() == Some("CertificateUpdated"))
+    })
+    .await;
+    let updated = &mine[0];
+    assert_eq!(updated.regarding.as_ref().unwrap().uid, uid);
+    let note = updated.note.as_deref().unwrap();
+    assert!(note.contains(&target.display().to_string()), "{note}");
+    drop(cs);
+    for e in mine {
+        let _ = events
+            .delete(e.metadata.name.as_deref().unwrap(), &Default::default())
+            .await;
+    }
+    let _ = pods.delete(&pod_name, &Default::default()).await;
+}
+
+/// A `ca:` mapping's events are on certsync's Pod (kind, namespace, name
+/// and uid, which `kubectl describe pod` matches): `CertificateUpdated`
+/// after issuance, and `CertificateRequestFailed` when a renewal fails
+/// because the CA key's mode was loosened; the note names the key's path
+/// and mode, never its bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ca_events_are_recorded_on_the_pod() {
+    let d = tempfile::tempdir().unwrap();
+    let (kubeconfig, _fake) = cluster(d.path()).await;
+    let client = kube_client(&kubeconfig).await;
+    let (ns, pods, pod_name, uid) = own_pod(&client, "certsync-ca").await;
 
     let prefix = ca_files(d.path(), 3600);
     let key = prefix.with_extension("key");
