@@ -497,8 +497,10 @@ pub struct RunArgs {
     #[arg(long, env = "CERTSYNC_STALE_FRACTION", help_heading = "Health and metrics", default_value_t = 0.8, value_parser = parse_fraction)]
     pub stale_fraction: f64,
 
-    /// Record Kubernetes Events on source Secrets/ConfigMaps
-    /// (CertificateUpdated, CertificateRejected); needs deploy/rbac-events.yaml.
+    /// Record Kubernetes Events (CertificateUpdated, CertificateRejected,
+    /// CertificateRequestFailed) on source Secrets/ConfigMaps, csr: requests,
+    /// and for ca: (and dir:) mappings on this Pod (needs POD_NAME and
+    /// POD_NAMESPACE from the downward API); needs deploy/rbac-events.yaml.
     #[arg(long, env = "CERTSYNC_EVENTS", help_heading = "Kubernetes API")]
     pub events: bool,
 }

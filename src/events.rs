@@ -1,10 +1,17 @@
-//! Kubernetes Events on a mapping's source Secret or ConfigMap, or on a
-//! `csr:` mapping's newest CertificateSigningRequest (opt-in with
-//! `--events`): `CertificateUpdated` after a flip, `CertificateRejected` with
-//! the reason when validation fails, `CertificateRequestFailed` when a
-//! request is denied, fails, times out or is answered with a certificate
-//! that does not satisfy it. Events about a cluster-scoped CSR are recorded
-//! in the `default` namespace, as kube-controller-manager's are.
+//! Kubernetes Events on a mapping's source Secret or ConfigMap, on a
+//! `csr:` mapping's newest CertificateSigningRequest, or, for mappings with
+//! no object of their own (`ca:`, `dir:`), on the Pod certsync runs in
+//! (opt-in with `--events`): `CertificateUpdated` after a flip,
+//! `CertificateRejected` with the reason when validation fails,
+//! `CertificateRequestFailed` when a request is denied, fails, times out or
+//! is answered with a certificate that does not satisfy it, or when a `ca:`
+//! mapping cannot issue. Events about a cluster-scoped CSR are recorded in
+//! the `default` namespace, as kube-controller-manager's are.
+//!
+//! The Pod is named by the downward API (`POD_NAME`, `POD_NAMESPACE`): for
+//! a static pod, its mirror pod, which `kubectl describe pod` shows. Its
+//! uid is read (GET) before each event, in the event's task: a mirror pod
+//! deleted and made again by kubelet has a new one.
 //!
 //! Events are sent from their own task with a timeout, so syncing never
 //! waits on the API server; a failure is logged and otherwise ignored. The
@@ -15,7 +22,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::watch;
@@ -29,6 +36,21 @@ enum About {
     /// The newest CertificateSigningRequest of a `csr:` mapping (name,
     /// uid), set by the source when it creates one.
     Csr(CsrRef),
+    /// The Pod certsync runs in.
+    Pod(PodRef),
+}
+
+/// The Pod certsync runs in, from the downward API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pod {}/{}", self.namespace, self.name)
+    }
 }
 
 /// The newest request of a `csr:` mapping: name and uid.
@@ -69,6 +91,14 @@ impl EventSink {
         }
     }
 
+    /// Events on the Pod certsync runs in (mappings with no object).
+    pub fn for_pod(clients: watch::Receiver<Option<Client>>, pod: PodRef) -> Self {
+        Self {
+            clients,
+            about: About::Pod(pod),
+        }
+    }
+
     /// A certificate request failed (denied, failed, timed out, refused).
     pub fn request_failed(&self, note: String) {
         self.send(
@@ -93,6 +123,22 @@ impl EventSink {
         let Some(client) = self.clients.borrow().clone() else {
             return;
         };
+        if let About::Pod(pod) = &self.about {
+            let (pod, event) = (pod.clone(), event(type_, reason, action, note));
+            tokio::spawn(async move {
+                let uid = pod_uid(&client, &pod).await;
+                let reference = ObjectReference {
+                    kind: Some("Pod".into()),
+                    api_version: Some("v1".into()),
+                    namespace: Some(pod.namespace.clone()),
+                    name: Some(pod.name.clone()),
+                    uid,
+                    ..Default::default()
+                };
+                record(client, reference, pod.to_string(), event).await;
+            });
+            return;
+        }
         let Some((reference, object)) = self.reference() else {
             return;
         };
@@ -122,6 +168,8 @@ impl EventSink {
                 let (name, uid) = csr.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
                 csr_reference(&name, &uid)
             }
+            // Resolved in the event's own task (`send`).
+            About::Pod(_) => return None,
         })
     }
 }
@@ -144,6 +192,37 @@ pub fn on_csr(client: Client, name: &str, uid: &str, type_: EventType, reason: &
     publish(client, reference, object, type_, reason, "Decide", note);
 }
 
+/// The Pod's uid, or `None` (logged) when it cannot be read: the event
+/// still names the Pod, only `kubectl describe` may not match it.
+async fn pod_uid(client: &Client, pod: &PodRef) -> Option<String> {
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), &pod.namespace);
+    match tokio::time::timeout(TIMEOUT, pods.get(&pod.name)).await {
+        Ok(Ok(p)) => p.metadata.uid,
+        Ok(Err(e)) => {
+            tracing::warn!(object = %pod, error = %e, "cannot read the pod's uid for its events (RBAC: get pods); recording without it");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(object = %pod, "reading the pod's uid for its events timed out; recording without it");
+            None
+        }
+    }
+}
+
+/// Each API call of an event (the pod's uid, the event) is bounded by this.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn event(type_: EventType, reason: &str, action: &str, note: String) -> Event {
+    Event {
+        type_,
+        reason: reason.into(),
+        // The API caps notes at 1 kB.
+        note: Some(note.chars().take(1000).collect()),
+        action: action.into(),
+        secondary: None,
+    }
+}
+
 /// Records one Event from its own task, under a timeout; failures are
 /// logged, never returned.
 fn publish(
@@ -155,37 +234,28 @@ fn publish(
     action: &str,
     note: String,
 ) {
+    let event = event(type_, reason, action, note);
+    tokio::spawn(record(client, reference, object, event));
+}
+
+/// Records `event` about `reference`, under a timeout; failures are logged.
+async fn record(client: Client, reference: ObjectReference, object: String, event: Event) {
     let reporter = Reporter {
         controller: "certsync".into(),
         instance: std::env::var("POD_NAME")
             .ok()
             .or_else(|| std::env::var("HOSTNAME").ok()),
     };
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        // The API caps notes at 1 kB.
-        note: Some(note.chars().take(1000).collect()),
-        action: action.into(),
-        secondary: None,
-    };
-    tokio::spawn(async move {
-        let recorder = Recorder::new(client, reporter);
-        match tokio::time::timeout(
-            Duration::from_secs(10),
-            recorder.publish(&event, &reference),
-        )
-        .await
-        {
-            Ok(Ok(())) => tracing::debug!(object, reason = %event.reason, "event recorded"),
-            Ok(Err(e)) => {
-                tracing::warn!(object, reason = %event.reason, error = %e, "cannot record event (RBAC: deploy/rbac-events.yaml)")
-            }
-            Err(_) => {
-                tracing::warn!(object, reason = %event.reason, "recording an event timed out")
-            }
+    let recorder = Recorder::new(client, reporter);
+    match tokio::time::timeout(TIMEOUT, recorder.publish(&event, &reference)).await {
+        Ok(Ok(())) => tracing::debug!(object, reason = %event.reason, "event recorded"),
+        Ok(Err(e)) => {
+            tracing::warn!(object, reason = %event.reason, error = %e, "cannot record event (RBAC: deploy/rbac-events.yaml)")
         }
-    });
+        Err(_) => {
+            tracing::warn!(object, reason = %event.reason, "recording an event timed out")
+        }
+    }
 }
 
 /// Which kind of object.

@@ -155,6 +155,16 @@ fn trust_bundles(m: &Mapping, selection: &Selection, metrics: &Arc<Metrics>) -> 
     }
 }
 
+/// Whether `run` needs the process's API client: a mapping's source uses
+/// it, or Events go on the Pod (`ca:`, `dir:` with `--events`).
+fn needs_client(config: &Config) -> bool {
+    config.events_pod.is_some()
+        || config
+            .mappings
+            .iter()
+            .any(|m| needs_process_client(&m.source))
+}
+
 /// Whether a source uses the process's API client (`--kubeconfig` or the
 /// pod's): a `csr:` mapping with a bootstrap kubeconfig makes its own.
 fn needs_process_client(source: &Source) -> bool {
@@ -189,6 +199,7 @@ fn ca_source(m: &Mapping, spec: &CaSpec, metrics: &Arc<Metrics>, config: &Config
         clock_skew: config.clock_skew,
         renew_floor: config.csr_renew_floor,
         recheck: config.resync,
+        events: None,
     }
 }
 
@@ -650,11 +661,7 @@ pub async fn log_plan(config: &Config) {
         Some(reload::Method::Http(hook)) => format!("http {}", hook.describe()),
         None => "none (the consumer watches its files)".to_owned(),
     };
-    let api_server = if config
-        .mappings
-        .iter()
-        .any(|m| needs_process_client(&m.source))
-    {
+    let api_server = if needs_client(config) {
         match config.client.config().await {
             Ok(c) => server_origin(&c.cluster_url),
             Err(e) => format!("unknown yet ({e})"),
@@ -741,13 +748,20 @@ pub async fn run(
         ));
     }
     let (clients_tx, clients) = watch::channel(None);
-    if config
-        .mappings
-        .iter()
-        .any(|m| needs_process_client(&m.source))
-    {
+    if needs_client(&config) {
         let settings = config.client.clone();
         tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
+    }
+    if config.events
+        && config.events_pod.is_none()
+        && config
+            .mappings
+            .iter()
+            .any(|m| matches!(m.source, Source::Dir(_)))
+    {
+        tracing::warn!(
+            "--events: dir: mappings have no object to record Events on; set POD_NAME and POD_NAMESPACE (downward API) to record them on this Pod"
+        );
     }
     // Each mapping moves into its tasks; the rest of the configuration
     // stays for the sources that read it (a copy of every mapping kept
@@ -763,13 +777,18 @@ pub async fn run(
         .await?;
         let (tx, rx) = watch::channel(None);
         match &m.source {
-            Source::Dir(dir) => tasks.spawn(host_dir(&m, dir).run(
-                watcher.clone(),
-                config.debounce,
-                config.resync,
-                tx,
-                shutdown.clone(),
-            )),
+            Source::Dir(dir) => {
+                if let Some(pod) = config.events_pod.clone() {
+                    syncer = syncer.with_events(EventSink::for_pod(clients.clone(), pod));
+                }
+                tasks.spawn(host_dir(&m, dir).run(
+                    watcher.clone(),
+                    config.debounce,
+                    config.resync,
+                    tx,
+                    shutdown.clone(),
+                ))
+            }
             Source::Kube(object) => {
                 let source = kube_object(&m, object, &metrics);
                 if config.events {
@@ -796,11 +815,16 @@ pub async fn run(
                 }
                 tasks.spawn(source.run(clients.clone(), syncer.live(), tx, shutdown.clone()))
             }
-            Source::Ca(spec) => tasks.spawn(ca_source(&m, spec, &metrics, &config).run(
-                syncer.live(),
-                tx,
-                shutdown.clone(),
-            )),
+            Source::Ca(spec) => {
+                let mut source = ca_source(&m, spec, &metrics, &config);
+                // `Config` refuses --events with a ca: mapping and no Pod.
+                if let Some(pod) = config.events_pod.clone() {
+                    let sink = EventSink::for_pod(clients.clone(), pod);
+                    source.events = Some(sink.clone());
+                    syncer = syncer.with_events(sink);
+                }
+                tasks.spawn(source.run(syncer.live(), tx, shutdown.clone()))
+            }
         };
         tasks.spawn(sync_loop(
             Box::new(syncer),

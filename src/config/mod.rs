@@ -30,6 +30,7 @@ mod file;
 mod issue;
 mod mapping;
 mod overlap;
+mod pod;
 #[cfg(test)]
 mod tests;
 
@@ -63,6 +64,8 @@ pub enum ConfigError {
     NoMappings,
     #[error("reload: {problem}")]
     Reload { problem: String },
+    #[error("--events: {problem}")]
+    Events { problem: String },
 }
 
 impl PolicyArgs {
@@ -200,6 +203,8 @@ pub struct Config {
     pub admin_addr: Option<std::net::SocketAddr>,
     pub stale_fraction: f64,
     pub events: bool,
+    /// With `events`: the Pod that `ca:` and `dir:` mappings' Events go on.
+    pub events_pod: Option<crate::events::PodRef>,
     pub reload: ReloadConfig,
     pub client: ClientSettings,
     pub once: bool,
@@ -223,7 +228,10 @@ impl Config {
             .map(|s| s.resolve(args))
             .collect::<Result<Vec<_>, _>>()?;
         check_overlaps(&mappings)?;
+        let events_pod =
+            pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
         Ok(Self {
+            events_pod,
             mappings,
             admin_addr: args.admin_addr,
             stale_fraction: args.stale_fraction,

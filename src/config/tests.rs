@@ -495,3 +495,61 @@ fn ca_mappings() {
         assert!(e.contains(want), "{flag}: {e}");
     }
 }
+
+/// `--events` and the Pod: a `ca:` mapping needs POD_NAME and
+/// POD_NAMESPACE (refused without, naming both); `dir:` mappings take the
+/// Pod only when both are set; names are checked; `--once` and mappings
+/// with objects of their own need neither.
+#[test]
+fn events_pod_for_mappings_without_an_object() {
+    let maps = |spec: &str| config(&["--sync", spec]).unwrap().mappings;
+    let ca = maps("ca:/pki/ca=/t/ca,cn=x,usage=server-auth");
+    let dir = maps("dir:/src=/t/dir");
+    let secret = maps("secret:ns/tls=/t/secret");
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    let both = env(&[
+        ("POD_NAME", "certsync-cp1"),
+        ("POD_NAMESPACE", "kube-system"),
+    ]);
+    let pod = Some(crate::events::PodRef {
+        namespace: "kube-system".into(),
+        name: "certsync-cp1".into(),
+    });
+    let events_pod = pod::events_pod;
+    assert_eq!(events_pod(true, false, &ca, both).unwrap(), pod);
+    assert_eq!(events_pod(true, false, &dir, both).unwrap(), pod);
+    for partial in [
+        env(&[]),
+        env(&[("POD_NAME", "certsync-cp1")]),
+        env(&[("POD_NAME", " "), ("POD_NAMESPACE", "kube-system")]),
+    ] {
+        let e = events_pod(true, false, &ca, partial)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("POD_NAME") && e.contains("POD_NAMESPACE") && e.contains("fieldRef"),
+            "{e}"
+        );
+        assert_eq!(events_pod(true, false, &dir, partial).unwrap(), None);
+    }
+    let bad = env(&[
+        ("POD_NAME", "certsync-cp1"),
+        ("POD_NAMESPACE", "kube/system"),
+    ]);
+    for m in [&ca, &dir] {
+        let e = events_pod(true, false, m, bad).unwrap_err().to_string();
+        assert!(
+            e.contains("POD_NAMESPACE") && e.contains("kube/system"),
+            "{e}"
+        );
+    }
+    assert_eq!(events_pod(false, false, &ca, env(&[])).unwrap(), None);
+    assert_eq!(events_pod(true, true, &ca, env(&[])).unwrap(), None);
+    assert_eq!(events_pod(true, false, &secret, both).unwrap(), None);
+}

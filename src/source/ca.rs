@@ -35,6 +35,7 @@ use tokio::sync::watch;
 use super::Update;
 use super::csr::{CsrSpec, Window, check, renewal};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
+use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::validate;
 
@@ -129,6 +130,8 @@ pub struct CaSource {
     pub renew_floor: Duration,
     /// How often the live pair is compared with the CA and template on disk.
     pub recheck: Duration,
+    /// `--events`: failures are recorded on the Pod certsync runs in.
+    pub events: Option<EventSink>,
 }
 
 /// Runs blocking work (file reads, key generation, signing) off the runtime.
@@ -276,6 +279,10 @@ impl CaSource {
             Err(e) => {
                 self.metrics.csr_error(&self.mapping, e.reason());
                 tracing::error!(mapping = %self.mapping, error = %e, "cannot read what to issue; keeping the live pair while it is valid");
+                self.failed(
+                    &e,
+                    "cannot read what to issue; the live files stay while valid",
+                );
                 let leaf = validate::leaf_of(live.get(CERT_FILE)?)?;
                 (leaf.not_after > validate::unix_seconds(SystemTime::now())).then_some(Window {
                     not_before: leaf.not_before,
@@ -375,9 +382,23 @@ impl CaSource {
                 Err(e) => {
                     failures = failures.saturating_add(1);
                     self.metrics.csr_error(&self.mapping, e.reason());
+                    self.failed(&e, "the live files stay; retrying with backoff");
                     tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "issuing a certificate failed; the live files stay; retrying with backoff");
                 }
             }
+        }
+    }
+
+    /// `--events`: a failure to issue, as the `csr:` source words it
+    /// (`CertificateRequestFailed`, the metric's reason first). Messages
+    /// name paths and what is wrong with them, never file contents.
+    fn failed(&self, e: &CaError, then: &str) {
+        if let Some(events) = &self.events {
+            events.request_failed(format!(
+                "{}: mapping {}: {e}; {then}",
+                e.reason(),
+                self.mapping
+            ));
         }
     }
 

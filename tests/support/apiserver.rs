@@ -14,6 +14,9 @@
 //!   them (see `validation`: names, data keys and sizes, the keys each
 //!   Secret type requires, immutable types and data), `stringData` is
 //!   folded into `data`, and `generateName` names a created object;
+//! - Pods are stored as written (a test creates the one certsync runs
+//!   in; nothing runs it), with the containers the real server requires;
+//!   Events (events.k8s.io/v1) are checked as `ValidateEventCreate` does;
 //! - an optional allow-list answers `403 Forbidden` for any other object,
 //!   including a list or watch without a name selector, like RBAC with
 //!   `resourceNames`;
@@ -563,6 +566,7 @@ fn kind_of(resource: &str) -> Option<&'static str> {
     match resource {
         "secrets" => Some("Secret"),
         "configmaps" => Some("ConfigMap"),
+        "pods" => Some("Pod"),
         "events" => Some("Event"),
         csr::RESOURCE => Some("CertificateSigningRequest"),
         ctb::RESOURCE => Some("ClusterTrustBundle"),
@@ -908,6 +912,8 @@ fn normalize(resource: &str, ns: &str, mut obj: Value) -> Result<(Key, Value), B
     let errors = match kind {
         "Secret" => validation::secret(&obj),
         "ConfigMap" => validation::config_map(&obj),
+        "Pod" => validation::pod(&obj),
+        "Event" => validation::event(&obj),
         _ => Vec::new(),
     };
     if !errors.is_empty() {

@@ -252,6 +252,84 @@ pub fn update(old: &Value, new: &Value) -> Errors {
     errors
 }
 
+/// The part of `ValidatePod` a test's Pod meets: a name, and containers
+/// each with a name and an image.
+pub fn pod(obj: &Value) -> Errors {
+    let mut errors = Errors::new();
+    meta_name(obj, &mut errors);
+    match obj["spec"]["containers"].as_array() {
+        Some(cs) if !cs.is_empty() => {
+            for (i, c) in cs.iter().enumerate() {
+                for field in ["name", "image"] {
+                    if c[field].as_str().is_none_or(str::is_empty) {
+                        errors.push((
+                            format!("spec.containers[{i}].{field}"),
+                            "Required value".into(),
+                        ));
+                    }
+                }
+            }
+        }
+        _ => errors.push(("spec.containers".into(), "Required value".into())),
+    }
+    errors
+}
+
+/// `ValidateEventCreate` for events.k8s.io/v1 (eventTime set): the
+/// reporter, action and reason required and at most 128 bytes, the note
+/// at most 1 kB, the type Normal or Warning, and an event about a
+/// cluster-scoped object only in `default` or `kube-system`. The object it
+/// is about need not exist, as on the real server.
+pub fn event(obj: &Value) -> Errors {
+    let mut errors = Errors::new();
+    meta_name(obj, &mut errors);
+    if obj["eventTime"].as_str().is_none_or(str::is_empty) {
+        errors.push(("eventTime".into(), "Required value".into()));
+    }
+    for (field, max) in [
+        ("reportingController", 128),
+        ("reportingInstance", 128),
+        ("action", 128),
+        ("reason", 128),
+    ] {
+        match obj[field].as_str() {
+            None | Some("") => errors.push((field.into(), "Required value".into())),
+            Some(v) if v.len() > max => errors.push((
+                field.into(),
+                format!("Too long: may not be more than {max} bytes"),
+            )),
+            Some(_) => {}
+        }
+    }
+    if obj["note"].as_str().is_some_and(|n| n.len() > 1024) {
+        errors.push((
+            "note".into(),
+            "Too long: may not be more than 1024 bytes".into(),
+        ));
+    }
+    if !matches!(obj["type"].as_str(), Some("Normal" | "Warning")) {
+        errors.push((
+            "type".into(),
+            format!(
+                "Invalid value: \"\": has invalid value: {}",
+                obj["type"].as_str().unwrap_or("")
+            ),
+        ));
+    }
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
+    if obj["regarding"]["namespace"]
+        .as_str()
+        .is_none_or(str::is_empty)
+        && !matches!(ns, "default" | "kube-system")
+    {
+        errors.push((
+            "involvedObject.namespace".into(),
+            "Invalid value: \"\": does not match event.namespace".into(),
+        ));
+    }
+    errors
+}
+
 /// One PEM block as Go's `pem.Decode` sees it.
 pub struct GoPemBlock {
     pub label: String,

@@ -1,0 +1,59 @@
+//! `--events` for mappings with no Kubernetes object of their own (`ca:`,
+//! `dir:`): their Events go on the Pod certsync runs in, named by the
+//! downward API (`POD_NAME`, `POD_NAMESPACE`).
+//!
+//! A `ca:` mapping with `--events` needs both: without them it is refused
+//! at start rather than sending nothing. `dir:` mappings had no Events
+//! before, so they take the Pod only when both variables are set: a
+//! `--events` deployment that predates this (many set only POD_NAME, for
+//! the reporting instance) keeps starting. Names that are set but not
+//! valid Kubernetes names are refused either way: they go into API paths.
+
+use super::{ConfigError, Mapping, Source};
+use crate::events::PodRef;
+
+/// What to do when the variables are missing, said once for every caller.
+const HOW: &str = "set them from the downward API in the container's env: \
+     `- name: POD_NAME` with `valueFrom: {fieldRef: {fieldPath: metadata.name}}` and \
+     `- name: POD_NAMESPACE` with `valueFrom: {fieldRef: {fieldPath: metadata.namespace}}`";
+
+/// The Pod that `ca:` and `dir:` mappings' Events go on, if any. `env`
+/// reads a variable (the process's environment, or a test's).
+pub(super) fn events_pod(
+    events: bool,
+    once: bool,
+    mappings: &[Mapping],
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<PodRef>, ConfigError> {
+    // `--once` records no Events for any mapping.
+    if !events || once {
+        return Ok(None);
+    }
+    let ca = mappings.iter().find(|m| matches!(m.source, Source::Ca(_)));
+    let dir = mappings.iter().any(|m| matches!(m.source, Source::Dir(_)));
+    if ca.is_none() && !dir {
+        return Ok(None);
+    }
+    let read = |var: &str| env(var).map(|v| v.trim().to_owned());
+    let (name, namespace) = (read("POD_NAME"), read("POD_NAMESPACE"));
+    let err = |problem: String| ConfigError::Events { problem };
+    match (name, namespace) {
+        (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
+            super::mapping::check_dns("name", &name, 253)
+                .map_err(|e| err(format!("POD_NAME: {e}")))?;
+            super::mapping::check_dns("namespace", &namespace, 63)
+                .map_err(|e| err(format!("POD_NAMESPACE: {e}")))?;
+            Ok(Some(PodRef { namespace, name }))
+        }
+        // Only dir: mappings: no Events for them, as before (said at start).
+        _ if ca.is_none() => Ok(None),
+        _ => {
+            let mapping = ca.map_or_else(String::new, |m| m.name.clone());
+            Err(err(format!(
+                "mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod \
+                 certsync runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; \
+                 {HOW}; or drop --events"
+            )))
+        }
+    }
+}
