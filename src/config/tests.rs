@@ -553,3 +553,66 @@ fn events_pod_for_mappings_without_an_object() {
     assert_eq!(events_pod(true, true, &ca, env(&[])).unwrap(), None);
     assert_eq!(events_pod(true, false, &secret, both).unwrap(), None);
 }
+
+/// Attack: a config file with `ca:` mappings in a ConfigMap volume (or a
+/// file another user may write) lets whoever edits it have the CA sign
+/// any identity (`O=system:masters`, a key readable by any uid). Refused;
+/// `--sync` flags and a root-only file on the node are fine.
+#[test]
+fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let yaml = "mappings:\n  - source: ca:/etc/kubernetes/pki/ca\n    target: /t/x\n    cn: evil\n    o: [system:masters]\n    usage: [client-auth]\n";
+    let load = |file: &Path| config(&["--config", file.to_str().unwrap()]).map(|_| ());
+    let d = tempfile::tempdir().unwrap();
+
+    let ok = d.path().join("ok");
+    std::fs::create_dir(&ok).unwrap();
+    std::fs::set_permissions(&ok, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(ok.join("certsync.yaml"), yaml).unwrap();
+    std::fs::set_permissions(
+        ok.join("certsync.yaml"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    load(&ok.join("certsync.yaml")).unwrap();
+
+    // kubelet's layout of a ConfigMap volume.
+    let vol = d.path().join("vol");
+    std::fs::create_dir_all(vol.join("..2026_11_24")).unwrap();
+    std::fs::write(vol.join("..2026_11_24/certsync.yaml"), yaml).unwrap();
+    std::os::unix::fs::symlink("..2026_11_24", vol.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/certsync.yaml", vol.join("certsync.yaml")).unwrap();
+    let e = load(&vol.join("certsync.yaml")).unwrap_err().to_string();
+    assert!(e.contains("ConfigMap or Secret volume"), "{e}");
+
+    let loose = d.path().join("loose");
+    std::fs::create_dir(&loose).unwrap();
+    std::fs::write(loose.join("certsync.yaml"), yaml).unwrap();
+    std::fs::set_permissions(
+        loose.join("certsync.yaml"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
+    let e = load(&loose.join("certsync.yaml")).unwrap_err().to_string();
+    assert!(e.contains("mode 0666"), "{e}");
+    std::fs::set_permissions(
+        loose.join("certsync.yaml"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = load(&loose.join("certsync.yaml")).unwrap_err().to_string();
+    assert!(
+        e.contains("its directory") && e.contains("mode 0777"),
+        "{e}"
+    );
+
+    // Other kinds from such a file stay fine (their sources are what the
+    // cluster says anyway).
+    std::fs::write(
+        vol.join("..2026_11_24/certsync.yaml"),
+        "mappings:\n  - source: secret:ns/tls\n    target: /t/y\n",
+    )
+    .unwrap();
+    load(&vol.join("certsync.yaml")).unwrap();
+}
