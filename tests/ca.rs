@@ -30,8 +30,11 @@ fn spec(prefix: &Path, target: &Path, opts: &str) -> String {
 /// `certsync run` of `spec` with short windows, without any kubeconfig.
 fn start(spec: &str, extra: &[&str], dir: &Path) -> Certsync {
     let mut cmd = Command::new(certsync_bin());
-    cmd.args(["run", "--debounce", "100ms", "--csr-renew-floor", "1s"])
-        .args(["--sync", spec])
+    cmd.args(["run", "--debounce", "100ms"]);
+    if !extra.contains(&"--csr-renew-floor") {
+        cmd.args(["--csr-renew-floor", "1s"]);
+    }
+    cmd.args(["--sync", spec])
         .args(extra)
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST");
@@ -312,4 +315,29 @@ fn a_consumer_watching_tls_crt_sees_every_renewal() {
             );
         }
     }
+}
+
+/// Attack (on the renewal floor): a live pair that stops satisfying the
+/// mapping at a recheck (here it expires: a lifetime shorter than the
+/// recheck; a template someone flips does the same) was reissued at every
+/// recheck, each a new revision and a reload. At once, but never sooner
+/// than the floor after the last issuance.
+#[test]
+fn a_pair_unfit_at_every_recheck_is_not_reissued_within_the_floor() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let cs = start(
+        &spec(&prefix, &target, ",lifetime=1s"),
+        &["--resync", "500ms", "--csr-renew-floor", "1h"],
+        d.path(),
+    );
+    next_cert(&target, &[]);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let log = cs.log();
+    assert_eq!(log.matches("certificate issued").count(), 1, "{log}");
+    assert!(
+        log.contains("issued less than the renewal floor ago"),
+        "{log}"
+    );
 }

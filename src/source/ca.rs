@@ -345,6 +345,20 @@ impl CaSource {
                     if self.adopt(live.as_ref()).await.is_some() {
                         continue;
                     }
+                    // Unfit now (template or CA changed, expired): at
+                    // once, but never sooner than the floor after this
+                    // process's last issuance, or whoever can flip the
+                    // template (or a lifetime shorter than the recheck)
+                    // drives an issuance and a reload every recheck.
+                    if let Some(hold) = self.floor_hold(issued_at, current) {
+                        if deadline != Some(hold) {
+                            self.metrics.csr_error(&self.mapping, "renewal_floor");
+                            let renew_at = validate::rfc3339(validate::unix_seconds(hold));
+                            tracing::warn!(mapping = %self.mapping, %renew_at, "the live certificate no longer satisfies the mapping, but one was issued less than the renewal floor ago; issuing no sooner than that");
+                            deadline = Some(hold);
+                        }
+                        continue;
+                    }
                 }
             }
             let result = tokio::select! {
@@ -400,6 +414,19 @@ impl CaSource {
                 self.mapping
             ));
         }
+    }
+
+    /// When an issuance that is due now must wait for the renewal floor
+    /// after the last one this process made (`issued_at`); `None` when it
+    /// may go ahead.
+    fn floor_hold(&self, issued_at: Option<SystemTime>, w: Option<Window>) -> Option<SystemTime> {
+        let (since, w) = (issued_at?, w?);
+        let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
+        let floor = self
+            .renew_floor
+            .max((life / 10).min(Duration::from_secs(86_400)));
+        let earliest = since + floor;
+        (SystemTime::now() < earliest).then_some(earliest)
     }
 
     /// When to renew `w` ([`renewal::next`]), logged.
