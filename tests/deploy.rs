@@ -15,6 +15,7 @@ use serde::Deserialize;
 /// The static pods, each with its own kustomization (they share a name).
 const SERVING_POD: &str = "static-pods/kube-scheduler-serving/kube-scheduler.yaml";
 const CLIENT_CERT_POD: &str = "static-pods/kube-scheduler-client-cert/kube-scheduler.yaml";
+const KUBEADM_POD: &str = "static-pods/kubeadm-ca/certsync.yaml";
 
 /// The YAML documents of `file`, relative to deploy/.
 fn documents(file: &str) -> Vec<serde_yaml_ng::Value> {
@@ -106,7 +107,39 @@ fn certsync_args(file: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The node's config file of the kubeadm static pod is the one its guide
+/// shows: checked as certsync would read it, from a file of its own.
+const KUBEADM_CONFIG: &str = "/etc/kubernetes/certsync.yaml";
+
+fn guide_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let guide = std::fs::read_to_string(format!(
+        "{}/docs/guides/kubeadm-control-plane.md",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let after = guide
+        .split_once(&format!("`{KUBEADM_CONFIG}` (`certsync run --config`):"))
+        .expect("the guide shows the config file")
+        .1;
+    let yaml = after
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("a yaml block")
+        .0;
+    let file = dir.join("certsync.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    file
+}
+
 fn check_args(args: &[String]) -> certsync::config::Config {
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| match a.strip_prefix("--config=") {
+            Some(KUBEADM_CONFIG) => format!("--config={}", guide_config(dir.path()).display()),
+            _ => a.clone(),
+        })
+        .collect();
     let cli = certsync::cli::Cli::try_parse_from(
         std::iter::once("certsync".to_owned()).chain(args.iter().cloned()),
     )
@@ -360,19 +393,24 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
         assert_probes(file, c, port);
         // Every certsync sidecar, static pods' too, is a native sidecar
         // whose startup probe holds the main container back until a valid
-        // pair is on disk.
-        assert_eq!(
-            c.restart_policy.as_deref(),
-            Some("Always"),
-            "{file}: native sidecar"
-        );
-        assert!(
-            spec.init_containers
-                .iter()
-                .flatten()
-                .any(|i| i.name == "certsync"),
-            "{file}: certsync among the initContainers"
-        );
+        // pair is on disk. Alone in its pod (kubeadm's renewer), it is the
+        // main container.
+        if spec.containers.len() + spec.init_containers.iter().flatten().count() > 1 {
+            assert_eq!(
+                c.restart_policy.as_deref(),
+                Some("Always"),
+                "{file}: native sidecar"
+            );
+            assert!(
+                spec.init_containers
+                    .iter()
+                    .flatten()
+                    .any(|i| i.name == "certsync"),
+                "{file}: certsync among the initContainers"
+            );
+        } else {
+            assert_eq!(file, KUBEADM_POD, "{file}: certsync alone");
+        }
         let startup = c
             .startup_probe
             .as_ref()
@@ -839,7 +877,8 @@ fn main_containers_cannot_read_the_api_token() {
 
 /// Where certsync writes keys: memory-backed emptyDirs, never the node's
 /// disk, except the static pod whose requested client key must survive a
-/// reboot (as kubelet keeps its own in /var/lib/kubelet/pki).
+/// reboot (as kubelet keeps its own in /var/lib/kubelet/pki), and the one
+/// renewing kubeadm's certificates where kubeadm's components read them.
 #[test]
 fn key_volumes_are_memory_backed() {
     let mut checked = 0;
@@ -867,7 +906,10 @@ fn key_volumes_are_memory_backed() {
                 assert_eq!(e.medium.as_deref(), Some("Memory"), "{file}: {}", v.name);
             } else {
                 assert!(v.host_path.is_some(), "{file}: {} is neither", v.name);
-                assert_eq!(file, CLIENT_CERT_POD, "{file}: a key on the node's disk");
+                assert!(
+                    file == CLIENT_CERT_POD || file == KUBEADM_POD,
+                    "{file}: a key on the node's disk"
+                );
             }
         }
     }
