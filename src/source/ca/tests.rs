@@ -274,3 +274,6 @@ fn the_ca_key_is_never_published() {
 
 #[path = "template_tests.rs"]
 mod template_tests;
+
+#[path = "hardening_tests.rs"]
+mod hardening_tests;
