@@ -85,7 +85,22 @@ impl std::str::FromStr for KeyAlg {
     }
 }
 
+/// The RSA modulus sizes certsync makes keys of. Any other size is
+/// refused before a key is made: an RSA-16384 key takes minutes to
+/// generate, on a blocking thread no signal can stop.
+pub const RSA_BITS: [usize; 3] = [2048, 3072, 4096];
+
 impl KeyAlg {
+    /// `self` if certsync makes keys of it: RSA only of [`RSA_BITS`].
+    pub fn issuable(self) -> Result<Self, String> {
+        match self {
+            Self::Rsa(bits) if !RSA_BITS.contains(&bits) => Err(format!(
+                "RSA-{bits}: certsync makes RSA keys of 2048, 3072 or 4096 bits only"
+            )),
+            other => Ok(other),
+        }
+    }
+
     /// The algorithm of a public key, if it is one certsync requests (RSA
     /// of any size, for callers that judge the size).
     pub fn of_spki(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> Option<Self> {
@@ -482,6 +497,41 @@ fn host_name(d: &str) -> Result<(), RequestError> {
                 "is not a host name (letters, digits, inner hyphens; dot-separated labels of 1-63)",
             ));
         }
+    }
+    Ok(())
+}
+
+/// A DNS name an issued certificate may carry, as a `dns=` option gives it
+/// (compared without case): an optional leading `*.` wildcard label, then
+/// host-name labels of letters, digits and inner hyphens, 1-63 long, 253
+/// in all, none empty (so no `..`, no leading or trailing dot), the last
+/// not all digits (that is an IP address written as a name).
+pub fn dns_name(d: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("DNS name {d:?} {why}"));
+    let name = d.strip_prefix("*.").unwrap_or(d).to_ascii_lowercase();
+    if name.is_empty() || d.len() > 253 {
+        return bad("is empty or longer than 253 characters");
+    }
+    if name
+        .rsplit('.')
+        .next()
+        .is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return bad("looks like an IP address; an IP is an IP SAN");
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if !name.split('.').all(label_ok) {
+        return bad(
+            "is not a host name (an optional leading *., then dot-separated labels of \
+             1-63 letters, digits and inner hyphens)",
+        );
     }
     Ok(())
 }

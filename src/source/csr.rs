@@ -68,7 +68,7 @@ pub(crate) use request::{new_request, san_extension, signature_algorithm, subjec
 
 pub(crate) mod renewal;
 pub use issued::check;
-pub(crate) use issued::{KU_NAMES, Usage, eku_usage, usage};
+pub(crate) use issued::{KU_NAMES, Usage, eku_usage, leaf_usages, usage};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";

@@ -1,8 +1,10 @@
 //! What a `ca:` issuance reads from the node: the CA certificate (a CA,
-//! valid now), the CA key (its modes, its encodings, the certificate's own
-//! key), and the identity the template certificate gives.
+//! valid now, owned by root or certsync's user), the CA key (its owner,
+//! its modes and its directory's, its encodings, the certificate's own
+//! key), and the identity the template certificate gives (signed by the
+//! CA, read strictly).
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -13,7 +15,7 @@ use x509_parser::extensions::{GeneralName, ParsedExtension};
 
 use super::{CaError, CaSpec};
 use crate::pem::PemError;
-use crate::source::csr::{CsrSpec, KU_NAMES, KeyAlg, San, eku_usage};
+use crate::source::csr::{CsrSpec, KU_NAMES, KeyAlg, San, eku_usage, leaf_usages};
 use crate::validate;
 
 /// CA, template and key files are small.
@@ -24,7 +26,11 @@ pub(super) struct CaCert {
     pub der: Vec<u8>,
     /// Re-encoded from the DER: published as ca.crt, chains checked with it.
     pub pem: Vec<u8>,
+    /// The issued certificate's notBefore is never earlier.
+    pub not_before: i64,
     pub not_after: i64,
+    /// The subject (DER): a template's issuer must be it.
+    pub subject: Vec<u8>,
     pub alg: KeyAlg,
     /// SubjectPublicKeyInfo (DER), which the key must match.
     pub spki: Vec<u8>,
@@ -66,6 +72,8 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     let ca = read_ca_cert(&spec.ca_cert, now, skew)?;
     let mut want = spec.issue.clone();
     let Some(path) = &spec.template else {
+        // usage= options: refused before the CA key is even read.
+        leaf_usages(want.usages.iter().map(String::as_str)).map_err(CaError::Sign)?;
         let sans = (want.dns.iter().map(|d| San::Dns(d.clone())))
             .chain(want.ips.iter().map(|ip| San::Ip(*ip)))
             .collect();
@@ -76,7 +84,7 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
             sans,
         });
     };
-    let t = read_template(path).map_err(|problem| CaError::Template {
+    let t = read_template(path, &ca).map_err(|problem| CaError::Template {
         path: path.clone(),
         problem,
     })?;
@@ -106,11 +114,60 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     })
 }
 
-/// The DER of the one certificate in the file at `path`.
-fn one_certificate(path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = crate::files::read_regular(path, LIMIT).map_err(|e| e.problem())?;
-    crate::pem::exactly_one(&bytes, SectionKind::Certificate)
+/// The DER of the one certificate in `bytes`.
+fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    crate::pem::exactly_one(bytes, SectionKind::Certificate)
         .map_err(|e| format!("{e} (one CERTIFICATE block is expected)"))
+}
+
+/// A CA file or directory is owned by root or by the user certsync runs as
+/// (a rootless run, a test): anyone else who owns it may replace it.
+/// `allow-loose-ca-key` never allows another owner.
+fn owned_safely(meta: &std::fs::Metadata) -> Result<(), String> {
+    let (uid, euid) = (meta.uid(), nix::unistd::geteuid().as_raw());
+    if uid == 0 || uid == euid {
+        return Ok(());
+    }
+    Err(format!(
+        "owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
+         it can replace it; chown it to root"
+    ))
+}
+
+/// The directories of the CA key (as named, and where a symlink leads)
+/// may be written by no one but their owner, root or certsync's user
+/// (ssh's StrictModes): who may write them may swap ca.key and ca.crt
+/// for a pair of their own. Checked on the opened directory (fstat).
+fn key_directories(path: &Path, allow_loose: bool) -> Result<(), String> {
+    let parent = |p: &Path| {
+        let dir = p.parent().unwrap_or(Path::new("/")).to_owned();
+        if dir.as_os_str().is_empty() {
+            Path::new(".").to_owned()
+        } else {
+            dir
+        }
+    };
+    let mut dirs = vec![parent(path)];
+    let real = std::fs::canonicalize(path).map_err(|e| format!("cannot resolve it: {e}"))?;
+    if parent(&real) != dirs[0] {
+        dirs.push(parent(&real));
+    }
+    for dir in dirs {
+        let meta = std::fs::File::open(&dir)
+            .and_then(|d| d.metadata())
+            .map_err(|e| format!("its directory {}: {e}", dir.display()))?;
+        owned_safely(&meta).map_err(|e| format!("its directory {} is {e}", dir.display()))?;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o022 != 0 && !allow_loose {
+            return Err(format!(
+                "its directory {} has mode {mode:04o}: group or others may write it, and so \
+                 swap the CA key and certificate; chmod go-w it, or give allow-loose-ca-key \
+                 to use it anyway",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, CaError> {
@@ -118,7 +175,10 @@ fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, 
         path: path.to_owned(),
         problem,
     };
-    let der = one_certificate(path).map_err(err)?;
+    let file = crate::files::open_regular(path).map_err(|e| err(e.problem()))?;
+    owned_safely(&file.metadata().map_err(|e| err(e.to_string()))?).map_err(err)?;
+    let bytes = crate::files::read_capped(file, path, LIMIT).map_err(|e| err(e.problem()))?;
+    let der = one_certificate(&bytes).map_err(err)?;
     let (rest, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| err(e.to_string()))?;
     if !rest.is_empty() {
         return Err(err("trailing bytes after the certificate".into()));
@@ -167,16 +227,19 @@ fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, 
     Ok(CaCert {
         pem: super::sign::pem("CERTIFICATE", &der).into_bytes(),
         spki: cert.public_key().raw.to_vec(),
+        subject: cert.subject().as_raw().to_vec(),
         der,
+        not_before,
         not_after,
         alg,
         ski,
     })
 }
 
-/// Reads the CA key: a regular file no one but its owner may read or
-/// write (unless allowed), the CA certificate's own key. The bytes read
-/// are overwritten once the key is loaded.
+/// Reads the CA key: a regular file owned by root or certsync's user, that
+/// no one but its owner may read or write, in directories no one else may
+/// write (modes: unless allowed), the CA certificate's own key. The bytes
+/// read are overwritten once the key is loaded.
 pub(super) fn read_ca_key(spec: &CaSpec, ca: &CaCert) -> Result<CaKey, CaError> {
     let path = &spec.ca_key;
     let err = |problem: String| CaError::CaKey {
@@ -184,18 +247,16 @@ pub(super) fn read_ca_key(spec: &CaSpec, ca: &CaCert) -> Result<CaKey, CaError> 
         problem,
     };
     let file = crate::files::open_regular(path).map_err(|e| err(e.problem()))?;
-    let mode = file
-        .metadata()
-        .map_err(|e| err(e.to_string()))?
-        .permissions()
-        .mode()
-        & 0o7777;
+    let meta = file.metadata().map_err(|e| err(e.to_string()))?;
+    owned_safely(&meta).map_err(&err)?;
+    let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 && !spec.allow_loose_ca_key {
         return Err(err(format!(
             "mode {mode:04o} lets group or others at the CA key; chmod 600 it (kubeadm \
              writes it so), or give allow-loose-ca-key to use it anyway"
         )));
     }
+    key_directories(path, spec.allow_loose_ca_key).map_err(&err)?;
     let mut pem = crate::files::read_capped(file, path, LIMIT).map_err(|e| err(e.problem()))?;
     let key = key_pair(&pem, ca.alg);
     pem.fill(0);
@@ -313,14 +374,38 @@ struct Template {
     alg: KeyAlg,
 }
 
-/// Reads the identity of a template: a subject of CN and O only, DNS and
-/// IP SANs only, key usages and EKUs the CSR API names, not a CA. Anything
-/// else is refused rather than dropped, so nothing the template says is
-/// silently left out of the renewal.
-fn read_template(path: &Path) -> Result<Template, String> {
+/// Reads the identity of a template, strictly, as data someone else may
+/// have written: it must be signed by the CA (its validity is not checked:
+/// an expired certificate is the usual template), one strict DER
+/// certificate, each extension once. It may hold a subject of CN and O
+/// only, DNS names that pass [`crate::x509::dns_name`] and IP SANs, key
+/// usages and EKUs the CSR API names and a leaf may have, a key certsync
+/// can make, and no CA, name constraints or critical extension certsync
+/// does not copy. Anything else is refused rather than dropped, so nothing
+/// the template says is silently left out of the renewal; non-critical
+/// extensions certsync does not copy (SKI, AKI, authorityInfoAccess, CRL
+/// distribution points) are the signer's own and are ignored.
+fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
     use x509_cert::der::Decode;
-    let der = one_certificate(path)?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| e.to_string())?;
+    use x509_parser::prelude::FromDer;
+    let bytes = crate::files::read_regular(path, LIMIT).map_err(|e| e.problem())?;
+    let der = one_certificate(&bytes)?;
+    let (rest, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| e.to_string())?;
+    if !rest.is_empty() {
+        return Err("trailing bytes after the certificate inside its PEM block".into());
+    }
+    x509_cert::Certificate::from_der(&der).map_err(|e| format!("not strict DER: {e}"))?;
+    let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
+        .map_err(|e| format!("the CA's public key: {e}"))?;
+    if cert.issuer().as_raw() != ca.subject.as_slice()
+        || cert.verify_signature(Some(&ca_key)).is_err()
+    {
+        return Err(
+            "it is not signed by the CA (its issuer or signature is not the CA's); a template \
+             is a certificate the CA issued"
+                .into(),
+        );
+    }
     let (mut cn, mut o) = (None, Vec::new());
     for rdn in cert.subject().iter() {
         for atv in rdn.iter() {
@@ -329,6 +414,9 @@ fn read_template(path: &Path) -> Result<Template, String> {
                 .as_str()
                 .map_err(|e| format!("subject attribute {oid}: {e}"))?
                 .to_owned();
+            if value.is_empty() {
+                return Err(format!("its subject attribute {oid} is empty"));
+            }
             match oid.as_str() {
                 crate::x509::COMMON_NAME if cn.is_none() => cn = Some(value),
                 crate::x509::COMMON_NAME => return Err("its subject holds two CNs".into()),
@@ -342,12 +430,21 @@ fn read_template(path: &Path) -> Result<Template, String> {
         }
     }
     let (mut sans, mut ku, mut ekus) = (Vec::new(), 0u16, Vec::new());
+    let mut seen = Vec::new();
     for ext in cert.extensions() {
+        let oid = ext.oid.to_id_string();
+        if seen.contains(&oid) {
+            return Err(format!("extension {oid} appears twice"));
+        }
+        seen.push(oid.clone());
         match ext.parsed_extension() {
             ParsedExtension::SubjectAlternativeName(san) => {
                 for name in &san.general_names {
                     sans.push(match name {
-                        GeneralName::DNSName(d) => San::Dns((*d).to_owned()),
+                        GeneralName::DNSName(d) => {
+                            crate::x509::dns_name(d)?;
+                            San::Dns((*d).to_owned())
+                        }
                         GeneralName::IPAddress(b) => {
                             San::Ip(crate::x509::ip_of(b).ok_or("a malformed IP address SAN")?)
                         }
@@ -377,25 +474,50 @@ fn read_template(path: &Path) -> Result<Template, String> {
             ParsedExtension::BasicConstraints(bc) if bc.ca => {
                 return Err("it is a CA certificate".into());
             }
+            ParsedExtension::BasicConstraints(bc) if bc.path_len_constraint.is_some() => {
+                return Err(
+                    "its basic constraints carry a path length, which only a CA has".into(),
+                );
+            }
+            // CA:FALSE: what certsync writes itself.
+            ParsedExtension::BasicConstraints(_) => {}
+            ParsedExtension::NameConstraints(_) => {
+                return Err("it carries name constraints, which only a CA certificate has".into());
+            }
             ParsedExtension::ParseError { error } => {
-                return Err(format!("extension {}: {error}", ext.oid.to_id_string()));
+                return Err(format!("extension {oid}: {error}"));
+            }
+            // The four above, not read as what they are: not understood.
+            _ if ["2.5.29.17", "2.5.29.15", "2.5.29.37", "2.5.29.19"].contains(&oid.as_str()) => {
+                return Err(format!("extension {oid} could not be read"));
+            }
+            _ if ext.critical => {
+                return Err(format!(
+                    "critical extension {oid} is not one certsync copies (subjectAltName, \
+                     keyUsage, extKeyUsage, basicConstraints)"
+                ));
             }
             _ => {}
         }
     }
-    let usages = (0..KU_NAMES.len())
+    if cn.is_none() && sans.is_empty() {
+        return Err("it names no CN, DNS name or IP address".into());
+    }
+    let ku_names = (0..KU_NAMES.len())
         .filter(|i| ku & (1 << i) != 0)
-        .map(|i| KU_NAMES[i])
-        .chain(ekus)
-        .map(str::to_owned)
-        .collect();
+        .map(|i| KU_NAMES[i]);
+    leaf_usages(ku_names.clone())?;
+    let usages = ku_names.chain(ekus).map(str::to_owned).collect();
+    let alg = KeyAlg::of_spki(cert.public_key())
+        .ok_or("its key is not RSA, ECDSA P-256/P-384 or Ed25519")?
+        .issuable()
+        .map_err(|e| format!("its key is {e}"))?;
     Ok(Template {
         subject: cert.subject().as_raw().to_vec(),
         cn,
         o,
         sans,
         usages,
-        alg: KeyAlg::of_spki(cert.public_key())
-            .ok_or("its key is not RSA, ECDSA P-256/P-384 or Ed25519")?,
+        alg,
     })
 }

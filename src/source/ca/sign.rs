@@ -23,7 +23,9 @@ use x509_cert::spki::{ObjectIdentifier, SubjectPublicKeyInfoOwned};
 use x509_cert::time::{Time, Validity};
 
 use super::material::{CaKey, Wanted};
-use crate::source::csr::{Usage, Window, san_extension, signature_algorithm, subject, usage};
+use crate::source::csr::{
+    Usage, Window, leaf_usages, san_extension, signature_algorithm, subject, usage,
+};
 
 /// `label` PEM of `der`, LF line endings.
 pub(super) fn pem(label: &'static str, der: &[u8]) -> String {
@@ -65,14 +67,17 @@ fn serial() -> Result<SerialNumber, String> {
     SerialNumber::new(&bytes).map_err(|e| format!("serial: {e}"))
 }
 
-/// The certificate (DER) for `key`, as `w` wants it, valid for `window`,
-/// signed by `ca_key`.
+/// The certificate (DER) for `key`, as `w` wants it, valid for `window`
+/// (its notBefore never earlier than the CA's: kubeadm's is the CA's
+/// notBefore, and nothing is valid before its issuer), signed by `ca_key`.
+/// Usages only a CA has are refused here too, whatever asked for them.
 pub(super) fn certificate(
     w: &Wanted,
     ca_key: &CaKey,
     key: &rcgen::KeyPair,
     window: Window,
 ) -> Result<Vec<u8>, String> {
+    leaf_usages(w.want.usages.iter().map(String::as_str))?;
     let ca = x509_cert::Certificate::from_der(&w.ca.der).map_err(|e| format!("CA: {e}"))?;
     let subject = match &w.subject {
         Some(der) => Name::from_der(der).map_err(|e| format!("template subject: {e}"))?,
@@ -131,7 +136,7 @@ pub(super) fn certificate(
         signature: algorithm.clone(),
         issuer: ca.tbs_certificate.subject.clone(),
         validity: Validity {
-            not_before: time(window.not_before)?,
+            not_before: time(window.not_before.max(w.ca.not_before))?,
             not_after: time(window.not_after)?,
         },
         subject,

@@ -324,3 +324,6 @@ fn keep_key_keeps_only_a_key_the_ca_certified() {
         "a key beside another key's certificate was kept"
     );
 }
+
+#[path = "hardening_tests.rs"]
+mod hardening_tests;

@@ -78,6 +78,28 @@ pub(crate) fn usage(name: &str) -> Option<Usage> {
     })
 }
 
+/// Refuses usages only a CA certificate has: keyCertSign and cRLSign on a
+/// CA:FALSE leaf are a contradiction some verifiers read one way and
+/// some the other; certsync issues no CA certificates, so neither is ever
+/// asked for or accepted.
+pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+    for u in usages {
+        if let Some(Usage::Ku(bit)) = usage(u)
+            && bit & (CERT_SIGN | CRL_SIGN) != 0
+        {
+            return Err(format!(
+                "usage {u:?} belongs to a CA certificate (keyCertSign, cRLSign); certsync \
+                 issues leaf certificates only (CA:FALSE)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// keyUsage bits 5 and 6.
+const CERT_SIGN: u16 = 1 << 5;
+const CRL_SIGN: u16 = 1 << 6;
+
 /// The usage name that asks for an EKU OID, if one does.
 pub(crate) fn eku_usage(oid: &str) -> Option<&'static str> {
     crate::source::csr::USAGES
@@ -475,6 +497,8 @@ pub fn check(
             names(&want_eku)
         ));
     }
+    // Asked for and given: still refused (a leaf is never a signer).
+    leaf_usages(ku_names(ku))?;
     match facts.basic_constraints {
         None | Some((false, None)) => {}
         Some((true, _)) => {

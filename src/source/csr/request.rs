@@ -15,6 +15,7 @@ impl KeyAlg {
             alg: self,
             message: e.to_string(),
         };
+        self.issuable().map_err(|e| err(&e))?;
         match self {
             Self::EcdsaP256 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
             Self::EcdsaP384 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384),
