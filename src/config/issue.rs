@@ -44,6 +44,9 @@ impl MappingSpec {
             let wildcard = d.strip_prefix("*.").unwrap_or(d);
             check_dns("name", &wildcard.to_ascii_lowercase(), 253)
                 .map_err(|_| format!("dns {d:?} is not a DNS name"))?;
+            // The rule templates and issued certificates are held to too
+            // (labels, no address written as a name).
+            crate::x509::dns_name(d).map_err(|e| format!("dns: {e}"))?;
         }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err("cn and o may not be empty".into());
@@ -74,6 +77,8 @@ impl MappingSpec {
             }
             usages
         };
+        // A leaf's usages only: refused at start, not after a request.
+        crate::source::csr::leaf_usages(usages.iter().map(String::as_str))?;
         let (min_ms, why) = min_lifetime;
         let lifetime = self
             .lifetime

@@ -616,3 +616,34 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     .unwrap();
     load(&vol.join("certsync.yaml")).unwrap();
 }
+
+/// `dns=` is held to the rule templates and issued certificates are (no
+/// empty label, no address written as a name), and a leaf's usages never
+/// include a CA's (keyCertSign, cRLSign): refused at start, for `csr:` and
+/// `ca:` alike, not after a request was made.
+#[test]
+fn dns_names_and_usages_are_checked_as_for_issued_certificates() {
+    for (opts, says) in [
+        ("dns=a..b", "dns"),
+        ("dns=10.96.0.1", "dns"),
+        ("dns=svc,usage=cert-sign", "keyCertSign"),
+        (
+            "dns=svc,usage=digital-signature,usage=crl-sign",
+            "keyCertSign",
+        ),
+    ] {
+        for kind in ["csr:example.com/signer", "ca:/pki/ca"] {
+            let flag = format!("{kind}=/t/x,{opts},usage=server-auth");
+            let e = config(&["--sync", &flag])
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{flag}: {e}");
+        }
+    }
+    config(&[
+        "--sync",
+        "csr:example.com/signer=/t/x,dns=svc.example,usage=server-auth",
+    ])
+    .unwrap();
+}
