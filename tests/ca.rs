@@ -16,16 +16,7 @@ use std::process::Command;
 use support::certs::{Pair, ca_files};
 use support::*;
 
-const SERVER: &str =
-    "cn=svc,dns=svc.example,ip=127.0.0.1,usage=digital-signature,usage=server-auth";
-
-fn spec(prefix: &Path, target: &Path, opts: &str) -> String {
-    format!(
-        "ca:{}={},{SERVER}{opts}",
-        prefix.display(),
-        target.display()
-    )
-}
+use support::certs::ca_spec as spec;
 
 /// `certsync run` of `spec` with short windows, without any kubeconfig.
 fn start(spec: &str, extra: &[&str], dir: &Path) -> Certsync {

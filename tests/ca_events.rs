@@ -23,16 +23,7 @@ use kube::Api;
 use support::certs::ca_files;
 use support::*;
 
-const SERVER: &str =
-    "cn=svc,dns=svc.example,ip=127.0.0.1,usage=digital-signature,usage=server-auth";
-
-fn spec(prefix: &Path, target: &Path, opts: &str) -> String {
-    format!(
-        "ca:{}={},{SERVER}{opts}",
-        prefix.display(),
-        target.display()
-    )
-}
+use support::certs::ca_spec as spec;
 
 /// Runs `cmd` to its end, killed after [`PATIENCE`] (a run that was not
 /// refused does not end by itself): exit code and stderr.
@@ -193,12 +184,7 @@ async fn dir_events_are_recorded_on_the_pod_when_it_is_named() {
     let note = updated.note.as_deref().unwrap();
     assert!(note.contains(&target.display().to_string()), "{note}");
     drop(cs);
-    for e in mine {
-        let _ = events
-            .delete(e.metadata.name.as_deref().unwrap(), &Default::default())
-            .await;
-    }
-    let _ = pods.delete(&pod_name, &Default::default()).await;
+    clean_up(&events, mine, &pods, &pod_name).await;
 }
 
 /// A `ca:` mapping's events are on certsync's Pod (kind, namespace, name
@@ -276,10 +262,15 @@ async fn ca_events_are_recorded_on_the_pod() {
         );
     }
     drop(cs);
+    clean_up(&events, mine, &pods, &pod_name).await;
+}
+
+/// Deletes the events a test saw and its Pod (a real cluster keeps them).
+async fn clean_up(events: &Api<Event>, mine: Vec<Event>, pods: &Api<Pod>, pod: &str) {
     for e in mine {
         let _ = events
             .delete(e.metadata.name.as_deref().unwrap(), &Default::default())
             .await;
     }
-    let _ = pods.delete(&pod_name, &Default::default()).await;
+    let _ = pods.delete(pod, &Default::default()).await;
 }

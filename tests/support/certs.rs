@@ -161,3 +161,17 @@ pub fn ca_files(dir: &std::path::Path, not_after_secs: i64) -> std::path::PathBu
     std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     prefix
 }
+
+/// What `ca:` mappings in the tests issue: a serving certificate.
+pub const CA_SERVER: &str =
+    "cn=svc,dns=svc.example,ip=127.0.0.1,usage=digital-signature,usage=server-auth";
+
+/// A `ca:` mapping from the CA at `prefix` into `target`, issuing
+/// [`CA_SERVER`] with `opts` (",lifetime=5s", ...) after it.
+pub fn ca_spec(prefix: &std::path::Path, target: &std::path::Path, opts: &str) -> String {
+    format!(
+        "ca:{}={},{CA_SERVER}{opts}",
+        prefix.display(),
+        target.display()
+    )
+}
