@@ -150,3 +150,96 @@ mod tests {
         );
     }
 }
+
+/// Whether only root (or certsync's own user) can change what `path`
+/// names: the file, if it exists, and every directory above it, both as
+/// written and where its symlinks lead, must be owned by root or the
+/// effective user and not writable by group or others (a root-owned
+/// directory with the sticky bit, such as /tmp, is allowed: others cannot
+/// rename root's entries in it). A path that does not exist yet is judged
+/// by its nearest existing ancestor. As ssh's StrictModes, for every
+/// ancestor: whoever can rename an entry on the way can swap what is read
+/// or written. The problem, in words, or `Ok`.
+pub fn only_root_may_change(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let euid = nix::unistd::geteuid().as_raw();
+    let judge = |p: &Path| -> Result<(), String> {
+        let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let owner_ok = m.uid() == 0 || m.uid() == euid;
+        let sticky_root = m.is_dir() && m.mode() & 0o1000 != 0 && m.uid() == 0;
+        if !owner_ok || (m.mode() & 0o022 != 0 && !sticky_root) {
+            return Err(format!(
+                "{} (owner {}, mode {:04o}) may be changed by another user",
+                p.display(),
+                m.uid(),
+                m.mode() & 0o7777
+            ));
+        }
+        Ok(())
+    };
+    let mut seen = Vec::new();
+    // As written (each parent resolved: a symlink's own directory counts),
+    // and where the whole path leads.
+    let mut starts = Vec::new();
+    let mut cur = Some(path);
+    while let Some(p) = cur {
+        if p.symlink_metadata().is_ok() {
+            starts.push(p.to_owned());
+            break;
+        }
+        cur = p.parent();
+    }
+    if let Some(existing) = starts.first().cloned() {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            starts.push(real);
+        }
+        if let Some(parent) = existing
+            .parent()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+        {
+            starts.push(parent);
+        }
+    }
+    for start in starts {
+        for p in start.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+            let p = p.to_owned();
+            if !seen.contains(&p) {
+                judge(&p)?;
+                seen.push(p);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::only_root_may_change;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn every_ancestor_and_symlink_hop_must_be_root_only() {
+        let d = tempfile::tempdir().unwrap();
+        let ok = d.path().join("ok");
+        std::fs::create_dir(&ok).unwrap();
+        std::fs::write(ok.join("f"), "x").unwrap();
+        only_root_may_change(&ok.join("f")).unwrap();
+        only_root_may_change(&ok.join("not/yet/there")).unwrap();
+
+        let open = d.path().join("open");
+        std::fs::create_dir_all(open.join("deep")).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = only_root_may_change(&open.join("deep/f")).unwrap_err();
+        assert!(e.contains("mode 0777") && e.contains("open"), "{e}");
+
+        // A link in a root-only place into an open directory, and the other
+        // way round.
+        std::os::unix::fs::symlink(open.join("deep"), ok.join("link")).unwrap();
+        assert!(only_root_may_change(&ok.join("link/f")).is_err());
+        std::os::unix::fs::symlink(&ok, open.join("back")).unwrap();
+        assert!(only_root_may_change(&open.join("back/f")).is_err());
+
+        std::fs::set_permissions(ok.join("f"), std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(only_root_may_change(&ok.join("f")).is_err());
+    }
+}

@@ -288,46 +288,52 @@ pub(crate) fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigEr
     // only checked, so a file is refused the same way from any caller.
     file_settings(path, &text)?;
     let file: ConfigFile = serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?;
-    if file.mappings.iter().any(|m| m.source.starts_with("ca:")) {
-        ca_config_guarded(path).map_err(err)?;
-    }
     Ok(file.mappings)
 }
 
-/// A file holding `ca:` mappings decides which certificates a CA on the
-/// node signs (names, `O=system:masters`, who may read the key): it must be
-/// as hard to change as the CA key. Refused: a file in a ConfigMap or
-/// Secret volume (kubelet's `..data` layout: anyone who may edit that
-/// object would mint certificates), and a file or directory another user
-/// may write.
-fn ca_config_guarded(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt as _;
-    let file = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
-    let dir = file.parent().unwrap_or(Path::new("/"));
-    let volume = |d: &Path| d.join("..data").symlink_metadata().is_ok();
-    let origin = path.parent().unwrap_or(Path::new("."));
-    if volume(origin) || volume(dir) || file.components().any(|c| c.as_os_str() == "..data") {
-        return Err(
-            "it holds ca: mappings and is in a ConfigMap or Secret volume: anyone who \
-                    may edit that object could have the CA sign any identity. Give ca: mappings \
-                    with --sync in the pod's manifest, or in a file on the node only root may \
-                    write"
+/// A config file that goes with `ca:` mappings (holding them, or settings
+/// such as `owner:` that apply to them) decides what a CA on the node
+/// signs and who may read the key: it must be as hard to change as the CA
+/// key. Refused: a file in a ConfigMap or Secret volume (kubelet's
+/// `..data` layout, on any directory of the way: anyone who may edit that
+/// object would mint certificates), and a file or any directory above it
+/// another user may change ([`crate::files::only_root_may_change`]).
+/// Not seen: a ConfigMap mounted with `subPath` (a bind mount of the file
+/// alone); the docs say to keep this file on the node.
+pub(crate) fn ca_config_guarded(path: &Path) -> Result<(), ConfigError> {
+    let err = |problem: String| ConfigError::File {
+        path: path.to_owned(),
+        problem,
+    };
+    let real = std::fs::canonicalize(path).map_err(|e| err(e.to_string()))?;
+    let written = path.parent().and_then(|p| {
+        std::fs::canonicalize(if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        })
+        .ok()
+    });
+    let in_volume = real
+        .ancestors()
+        .chain(written.iter().flat_map(|w| w.ancestors()))
+        .any(|d| d.join("..data").symlink_metadata().is_ok())
+        || real
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with("..2"));
+    if in_volume {
+        return Err(err(
+            "it goes with ca: mappings and is in a ConfigMap or Secret volume: anyone \
+                        who may edit that object could have the CA sign any identity. Give ca: \
+                        mappings with --sync in the pod's manifest, or keep this file on the node \
+                        where only root may write"
                 .into(),
-        );
+        ));
     }
-    let euid = nix::unistd::geteuid().as_raw();
-    for (what, p) in [("the file", file.as_path()), ("its directory", dir)] {
-        let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        if (m.uid() != 0 && m.uid() != euid) || m.mode() & 0o022 != 0 {
-            return Err(format!(
-                "it holds ca: mappings, and {what} ({}, owner {}, mode {:04o}) may be written \
-                 by another user, who could have the CA sign any identity: make it owned by \
-                 root and writable by its owner only",
-                p.display(),
-                m.uid(),
-                m.mode() & 0o7777
-            ));
-        }
-    }
-    Ok(())
+    crate::files::only_root_may_change(path).map_err(|problem| {
+        err(format!(
+            "it goes with ca: mappings, and {problem}, who could have the CA sign any identity: \
+             make it and its directories owned by root and writable by their owner only"
+        ))
+    })
 }

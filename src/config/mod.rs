@@ -228,6 +228,7 @@ impl Config {
             .map(|s| s.resolve(args))
             .collect::<Result<Vec<_>, _>>()?;
         check_overlaps(&mappings)?;
+        mappings.iter().try_for_each(ca_paths_guarded)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
         Ok(Self {
@@ -254,6 +255,47 @@ impl Config {
     }
 }
 
+/// A `ca:` mapping's paths can be changed by root only: its target (a
+/// directory another user could rename or swap a symlink in would send the
+/// CA's output, or the CA's files, elsewhere; `..` is refused outright,
+/// since the kernel resolves it after symlinks and the overlap checks
+/// cannot), its template (whoever edits it chooses the identity), and,
+/// unless `allow-loose-ca-key`, the CA's files.
+fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    let Source::Ca(spec) = &m.source else {
+        return Ok(());
+    };
+    let err = |problem: String| ConfigError::Mapping {
+        mapping: m.name.clone(),
+        problem,
+    };
+    if m.target
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(err(format!(
+            "target {}: no `..` in the target of a ca: mapping; give the path it means",
+            m.target.display()
+        )));
+    }
+    let mut paths = vec![("target", m.target.as_path())];
+    paths.extend(spec.template.as_deref().map(|t| ("template", t)));
+    if !spec.allow_loose_ca_key {
+        paths.push(("CA key", spec.ca_key.as_path()));
+        paths.push(("CA certificate", spec.ca_cert.as_path()));
+    }
+    for (what, path) in paths {
+        crate::files::only_root_may_change(path).map_err(|problem| {
+            err(format!(
+                "{what} {}: {problem}, who could redirect or choose what the CA signs; make \
+                 it and its directories owned by root and writable by their owner only",
+                path.display()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
 /// Every mapping: the config file's, then the flags', with `tree:`
 /// mappings expanded into one mapping per object.
 fn mapping_specs(args: &RunArgs) -> Result<Vec<MappingSpec>, ConfigError> {
@@ -267,6 +309,11 @@ fn mapping_specs(args: &RunArgs) -> Result<Vec<MappingSpec>, ConfigError> {
     let mut out = Vec::new();
     for spec in specs {
         out.extend(spec.expand_tree()?);
+    }
+    if let Some(path) = &args.config
+        && out.iter().any(|m| m.source.starts_with("ca:"))
+    {
+        file::ca_config_guarded(path)?;
     }
     Ok(out)
 }

@@ -602,10 +602,33 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     .unwrap();
     std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o777)).unwrap();
     let e = load(&loose.join("certsync.yaml")).unwrap_err().to_string();
-    assert!(
-        e.contains("its directory") && e.contains("mode 0777"),
-        "{e}"
-    );
+    assert!(e.contains("loose") && e.contains("mode 0777"), "{e}");
+
+    // Through a symlink from a root-only place into the volume.
+    let etc = d.path().join("etc");
+    std::fs::create_dir(&etc).unwrap();
+    std::os::unix::fs::symlink(vol.join("certsync.yaml"), etc.join("certsync.yaml")).unwrap();
+    let e = load(&etc.join("certsync.yaml")).unwrap_err().to_string();
+    assert!(e.contains("ConfigMap or Secret volume"), "{e}");
+
+    // A file of settings alone (owner: who may read the key) goes with a
+    // ca: mapping given as a flag.
+    let settings = d.path().join("settings");
+    std::fs::create_dir_all(settings.join("..2026_11_24")).unwrap();
+    std::fs::write(settings.join("..2026_11_24/certsync.yaml"), "owner: 4242\n").unwrap();
+    std::os::unix::fs::symlink("..2026_11_24", settings.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/certsync.yaml", settings.join("certsync.yaml")).unwrap();
+    let file = settings.join("certsync.yaml");
+    let e = config(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--sync",
+        "ca:/etc/kubernetes/pki/ca=/t/z,cn=a,usage=client-auth",
+    ])
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("ConfigMap or Secret volume"), "{e}");
 
     // Other kinds from such a file stay fine (their sources are what the
     // cluster says anyway).
@@ -646,4 +669,44 @@ fn dns_names_and_usages_are_checked_as_for_issued_certificates() {
         "csr:example.com/signer=/t/x,dns=svc.example,usage=server-auth",
     ])
     .unwrap();
+}
+
+/// Attack: a ca: mapping's target, template or CA files reached through a
+/// directory another user may change (rename the target away and put a
+/// CA's directory in its place; swap a symlink on the way to the CA key;
+/// edit the template), or a target with `..` (resolved by the kernel after
+/// symlinks, past the overlap checks): refused at start.
+#[test]
+fn attack_ca_paths_others_may_change_are_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = tempfile::tempdir().unwrap();
+    let open = d.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let safe = d.path().join("safe");
+    std::fs::create_dir(&safe).unwrap();
+    let (ca, t, o) = (
+        safe.join("ca").display().to_string(),
+        safe.join("t").display().to_string(),
+        open.display().to_string(),
+    );
+    let id = "cn=a,usage=digital-signature,usage=client-auth";
+    config(&["--sync", &format!("ca:{ca}={t},{id}")]).unwrap();
+    for (flag, says) in [
+        (format!("ca:{ca}={o}/t,{id}"), "target"),
+        (format!("ca:{ca}={t}/../x,{id}"), "no `..`"),
+        (format!("ca:{o}/ca={t},{id}"), "CA key"),
+        (
+            format!("ca:{ca}={t},template={o}/apiserver.crt"),
+            "template",
+        ),
+    ] {
+        let e = config(&["--sync", &flag])
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{flag}: {e}");
+    }
+    // allow-loose-ca-key takes the CA's files out of the rule, not the rest.
+    config(&["--sync", &format!("ca:{o}/ca={t},{id},allow-loose-ca-key")]).unwrap();
 }

@@ -156,36 +156,25 @@ fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result
     Ok(window)
 }
 
-/// The live key, if the live certificate is one the CA signed and is the
-/// certificate of that key. Anyone who can write the target can plant a
-/// revision: a key kept without this would be certified for them
-/// (`keep_key_keeps_only_a_key_the_ca_certified`). The certificate's
-/// validity is not asked (an expired pair's key is kept, as kubeadm does).
-fn certified_key<'a>(live: &'a Bundle, ca_pem: &[u8]) -> Result<&'a [u8], String> {
-    use rustls::pki_types::pem::PemObject as _;
+/// The live key, if the live pair is one this mapping would issue now
+/// ([`check`]: signed by the CA, exactly the identity, names and usages
+/// asked for, valid, and the certificate of that key). Anyone who can
+/// write the target can plant a revision: a key kept on less would be
+/// certified for them, whether from a self-signed pair or from any pair
+/// the CA ever issued, for another identity or long expired
+/// (`keep_key_keeps_only_a_key_the_ca_certified`). A key is therefore not
+/// kept across a change of identity or after its certificate expired.
+fn certified_key<'a>(
+    live: &'a Bundle,
+    w: &Wanted,
+    now: SystemTime,
+    skew: Duration,
+) -> Result<&'a [u8], String> {
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
         return Err("the live revision holds no pair".into());
     };
-    let leaf = rustls::pki_types::CertificateDer::pem_slice_iter(cert)
-        .next()
-        .ok_or("the live tls.crt holds no certificate")?
-        .map_err(|e| format!("the live certificate: {e:?}"))?;
-    let (_, leaf) = x509_parser::parse_x509_certificate(&leaf)
-        .map_err(|e| format!("the live certificate: {e}"))?;
-    let signed = rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem)
-        .filter_map(Result::ok)
-        .any(|ca| {
-            x509_parser::parse_x509_certificate(&ca)
-                .is_ok_and(|(_, ca)| leaf.verify_signature(Some(ca.public_key())).is_ok())
-        });
-    if !signed {
-        return Err("the live certificate is not signed by the CA".into());
-    }
-    match validate::key_matches(cert, key) {
-        Ok(true) => Ok(key),
-        Ok(false) => Err("the live key is not the live certificate's".into()),
-        Err(e) => Err(format!("the live pair: {e}")),
-    }
+    check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
+    Ok(key)
 }
 
 /// One issuance, start to end (blocking): what is wanted, the CA key, the
@@ -196,10 +185,10 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     let ca_key = read_ca_key(spec, &w.ca)?;
     let kept = live
         .filter(|_| spec.keep_key)
-        .and_then(|l| match certified_key(l, &w.ca.pem) {
+        .and_then(|l| match certified_key(l, &w, now, skew) {
             Ok(pem) => Some(pem),
             Err(problem) => {
-                tracing::warn!(signer = %spec.issue.signer, %problem, "keep-key: the live key is not one this CA certified; making a new one");
+                tracing::warn!(signer = %spec.issue.signer, %problem, "keep-key: the live pair is not one this mapping would issue now; making a new key");
                 None
             }
         })

@@ -337,9 +337,18 @@ fn a_ca_key_in_a_directory_others_may_write_is_refused() {
 fn cert_sign_and_crl_sign_on_a_leaf_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let ca = rsa_ca(d.path());
+    // From usage=: refused when the mapping is read, before any issuance
+    // (config::tests::dns_names_and_usages_are_checked_as_for_issued_certificates).
     for usage in ["cert-sign", "crl-sign"] {
-        let s = spec(&ca.prefix, &format!("{SERVER},usage={usage}"));
-        let e = issue(&s, None, SKEW).err().unwrap().to_string();
+        let flag = format!(
+            "ca:{}=/nonexistent{SERVER},usage={usage}",
+            ca.prefix.display()
+        );
+        let e = MappingSpec::parse_flag(&flag)
+            .unwrap()
+            .ca_spec(&ca.prefix.display().to_string(), None, None)
+            .err()
+            .unwrap();
         assert!(
             e.contains(&usage.replace('-', " ")) && e.contains("CA"),
             "{e}"

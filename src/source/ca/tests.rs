@@ -323,6 +323,20 @@ fn keep_key_keeps_only_a_key_the_ca_certified() {
         Some(evil.key.as_slice()),
         "a key beside another key's certificate was kept"
     );
+
+    // A pair the CA really issued, for another identity (any kubelet's
+    // client pair in a kubeadm cluster): its key is not kept either.
+    let other = spec(
+        &ca.prefix,
+        ",cn=system:node:worker-7,o=system:nodes,usage=digital-signature,usage=client-auth",
+    );
+    let theirs = issue(&other, None, SKEW).unwrap().bundle;
+    let issued = issue(&keep, Some(&theirs), SKEW).unwrap().bundle;
+    assert_ne!(
+        issued.get(KEY_FILE),
+        theirs.get(KEY_FILE),
+        "another identity's key was kept"
+    );
 }
 
 #[path = "hardening_tests.rs"]
