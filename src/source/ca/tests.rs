@@ -4,6 +4,10 @@
 //! rules.
 
 use super::*;
+// The one import from above the sources, in tests only: each case's CaSpec
+// is built from the mapping text a user writes (`ca:PREFIX=…,template=…`),
+// so the grammar and the source are tested together; the source itself
+// never imports config (tests/architecture.rs checks non-test code).
 use crate::config::MappingSpec;
 use crate::test_certs::{FixtureKey, fixture_key};
 use rcgen::{CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose as Ku};
