@@ -473,13 +473,7 @@ fn host_name(d: &str) -> Result<(), RequestError> {
     if d.is_empty() || d.len() > 253 {
         return Err(bad("is empty or longer than 253 characters"));
     }
-    // A last label of digits only is no host name (no top-level domain
-    // is numeric) but reads like an IP address to a person or a lax
-    // client: `10.96.0.1` as a DNS SAN.
-    if d.rsplit('.')
-        .next()
-        .is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
-    {
+    if reads_as_ipv4(d) {
         return Err(bad(
             "looks like an IP address; an IP is requested as an IP SAN",
         ));
@@ -501,22 +495,34 @@ fn host_name(d: &str) -> Result<(), RequestError> {
     Ok(())
 }
 
+/// Whether an IPv4 reader takes host `d` for an address: its last label
+/// is a number, decimal (`127.1`, `10.96.0.1`, octal `0177.1`) or `0x`
+/// hex (`0x7f000001`, even a bare `0x`). glibc's `inet_aton` and the
+/// WHATWG URL parser (browsers; the URL crates of Go and Rust follow it)
+/// read such a host as IPv4 or refuse it, and no top-level domain is
+/// numeric, so it is never a host name: refused wherever a DNS name is
+/// read, so a name cannot carry an address past the IP checks.
+pub fn reads_as_ipv4(d: &str) -> bool {
+    let last = d.rsplit('.').next().unwrap_or_default();
+    let hex = last
+        .strip_prefix("0x")
+        .or_else(|| last.strip_prefix("0X"))
+        .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+    hex || (!last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// A DNS name an issued certificate may carry, as a `dns=` option gives it
 /// (compared without case): an optional leading `*.` wildcard label, then
 /// host-name labels of letters, digits and inner hyphens, 1-63 long, 253
 /// in all, none empty (so no `..`, no leading or trailing dot), the last
-/// not all digits (that is an IP address written as a name).
+/// not a number (an IP address written as a name: [`reads_as_ipv4`]).
 pub fn dns_name(d: &str) -> Result<(), String> {
     let bad = |why: &str| Err(format!("DNS name {d:?} {why}"));
     let name = d.strip_prefix("*.").unwrap_or(d).to_ascii_lowercase();
     if name.is_empty() || d.len() > 253 {
         return bad("is empty or longer than 253 characters");
     }
-    if name
-        .rsplit('.')
-        .next()
-        .is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
-    {
+    if reads_as_ipv4(&name) {
         return bad("looks like an IP address; an IP is an IP SAN");
     }
     let label_ok = |l: &str| {

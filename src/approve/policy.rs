@@ -613,8 +613,14 @@ fn reserved(
             cluster
                 .names
                 .iter()
-                .find(|(n, _)| n == d)
-                .map(|(_, what)| what.clone())
+                .find(|(n, _)| reserves(n, d))
+                .map(|(n, what)| {
+                    if n == d {
+                        what.clone()
+                    } else {
+                        format!("under {n:?}, {what}")
+                    }
+                })
                 .or_else(|| {
                     policy
                         .reserved
@@ -672,6 +678,18 @@ fn reserved(
         }
     }
     None
+}
+
+/// Whether the cluster's name `n` (the API server's) reserves `d`: the
+/// same name, or, for a wildcard `*.BASE` (a certSAN or endpoint the API
+/// server's certificate is valid for), any name under BASE at any depth:
+/// the certificate covers one label, but a deeper name is as much the
+/// API server's domain, and nothing is lost by refusing it to a node.
+fn reserves(n: &str, d: &str) -> bool {
+    match n.strip_prefix("*.") {
+        Some(base) => d == n || d.strip_suffix(base).is_some_and(|head| head.ends_with('.')),
+        None => n == d,
+    }
 }
 
 /// A Pod address: inside a Node's `spec.podCIDRs` (set by the controller

@@ -1072,3 +1072,136 @@ mod generated {
         assert!(approved.get() > 0, "no generated request was approved");
     }
 }
+
+/// Attack: a DNS name that an IPv4 reader takes for an address. glibc's
+/// `inet_aton` and the WHATWG URL parser (browsers, Go's and Rust's URL
+/// crates follow it for `http://HOST/`) read a host whose last label is
+/// a number, decimal or `0x` hex, as IPv4: `0x7f000001` is 127.0.0.1,
+/// `127.1` is 127.0.0.1. A node named so (a Node name is any DNS
+/// subdomain) would get a certificate for the loopback address under a
+/// DNS SAN, past every IP check.
+#[test]
+fn attack_dns_names_an_ipv4_reader_takes_for_an_address_are_denied() {
+    let mut nodes = nodes();
+    let (name, mut n) = node(
+        "0x7f000001",
+        &[("InternalIP", "10.0.0.40"), ("Hostname", "0x7f000001")],
+    );
+    n.status
+        .as_mut()
+        .and_then(|s| s.addresses.as_mut())
+        .unwrap()
+        .extend(
+            ["0x0a000001.nodes.example", "n1.0x7f", "n1.0X7F", "n1.0x"]
+                .iter()
+                .map(|a| NodeAddress {
+                    type_: "InternalDNS".into(),
+                    address: (*a).into(),
+                }),
+        );
+    nodes.insert(name, n);
+    let mut own = kubelet("0x7f000001");
+    own.ips = vec!["10.0.0.40".parse().unwrap()];
+    let (v, _) = decide(&csr(&own), &nodes, &the_cluster(), &policy());
+    assert_eq!(
+        (v.label(), v.check()),
+        ("deny", Some(Check::Sans)),
+        "a node named 0x7f000001 asking for its own name: {}",
+        v.describe()
+    );
+    for extra in ["n1.0x7f", "n1.0X7F", "n1.0x"] {
+        let mut a = kubelet("0x7f000001");
+        a.dns = vec![extra.into()];
+        a.ips = vec!["10.0.0.40".parse().unwrap()];
+        let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &policy());
+        assert_eq!(
+            (v.label(), v.check()),
+            ("deny", Some(Check::Sans)),
+            "{extra}: {}",
+            v.describe()
+        );
+    }
+    // The control: a hex-looking first label is a name (only the last
+    // label makes an IPv4 reader take it), and `0xg` is not hex.
+    let mut a = kubelet("0x7f000001");
+    a.dns = vec!["0x0a000001.nodes.example".into()];
+    a.ips = vec!["10.0.0.40".parse().unwrap()];
+    let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &policy());
+    assert_eq!(
+        v,
+        Verdict::Approve,
+        "the control is not refused for its shape: {}",
+        v.describe()
+    );
+    assert_eq!(
+        crate::x509::dns_name("api.0x7f"),
+        Err("DNS name \"api.0x7f\" looks like an IP address; an IP is an IP SAN".into())
+    );
+    assert_eq!(crate::x509::dns_name("api.0xg"), Ok(()));
+}
+
+/// Attack: kubeadm's `apiServer.certSANs` (and, less often,
+/// `controlPlaneEndpoint`) may be a wildcard: `*.api.example` makes the
+/// API server's certificate valid for every name one label under
+/// `api.example`. A node that lists such a name, under a suffix the
+/// operator allows, must not get it: clients would take it for the API
+/// server. Every name under the wildcard's base is reserved, at any
+/// depth (fail closed), and so is the base's wildcard itself.
+#[test]
+fn attack_names_under_a_wildcard_cert_san_are_never_a_nodes() {
+    let mut cluster = the_cluster();
+    cluster.names.push((
+        "*.api.nodes.example".into(),
+        "one of the API server's certSANs".into(),
+    ));
+    cluster.names.push((
+        "*.lb.nodes.example".into(),
+        "kubeadm's controlPlaneEndpoint".into(),
+    ));
+    let mut nodes = nodes();
+    let n1 = nodes.get_mut("n1").unwrap();
+    n1.status
+        .as_mut()
+        .and_then(|s| s.addresses.as_mut())
+        .unwrap()
+        .extend(
+            [
+                "x.api.nodes.example",
+                "a.b.api.nodes.example",
+                "x.lb.nodes.example",
+                "xapi.nodes.example",
+            ]
+            .iter()
+            .map(|a| NodeAddress {
+                type_: "InternalDNS".into(),
+                address: (*a).into(),
+            }),
+        );
+    for name in [
+        "x.api.nodes.example",
+        "X.API.nodes.example",
+        "a.b.api.nodes.example",
+        "x.lb.nodes.example",
+    ] {
+        let mut a = kubelet("n1");
+        a.dns.push(name.into());
+        let (v, _) = decide(&csr(&a), &nodes, &cluster, &policy());
+        assert_eq!(
+            (v.label(), v.check()),
+            ("deny", Some(Check::DnsSan)),
+            "{name}: {}",
+            v.describe()
+        );
+        assert!(
+            v.describe().contains("certSANs") || v.describe().contains("controlPlaneEndpoint"),
+            "{}",
+            v.describe()
+        );
+    }
+    // The control: a name that only ends with the same letters is not
+    // under the wildcard.
+    let mut a = kubelet("n1");
+    a.dns.push("xapi.nodes.example".into());
+    let (v, _) = decide(&csr(&a), &nodes, &cluster, &policy());
+    assert_eq!(v, Verdict::Approve, "the control: {}", v.describe());
+}
