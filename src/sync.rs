@@ -612,6 +612,10 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     } else {
         Err("no API client needed".to_owned())
     };
+    // Claims held until every mapping is done: one owner per target, so a
+    // run beside the daemon that owns a target is refused (exit 1, naming
+    // it) instead of flipping under it.
+    let mut claims = Vec::new();
     for m in &config.mappings {
         // `apply` and `source_failed` log their failures; an open failure
         // is logged here, so every failure is said exactly once.
@@ -620,11 +624,14 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
             config.clock_skew,
             None,
             Arc::clone(&metrics),
-            false,
+            true,
         )
         .await
         {
-            Ok((s, _)) => s,
+            Ok((s, claim)) => {
+                claims.push(claim);
+                s
+            }
             Err(e) => {
                 tracing::error!(mapping = %m.name, error = %e, "cannot open the target");
                 failures.push(e);
