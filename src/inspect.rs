@@ -199,6 +199,9 @@ pub struct RevisionReport {
     pub revision: u64,
     pub hash: String,
     pub current: bool,
+    /// The live revision is held by a rollback pin (`certsync rollback`):
+    /// a `ca:` or `csr:` mapping issues nothing over it.
+    pub pinned: bool,
     pub not_after: Option<String>,
     pub serial: Option<String>,
     pub subject: Option<String>,
@@ -207,6 +210,7 @@ pub struct RevisionReport {
 /// The revisions of a target, newest first.
 pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
     let writer = Writer::existing(target)?;
+    let pinned = writer.pin().is_some();
     Ok(writer
         .revisions()?
         .into_iter()
@@ -219,6 +223,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
                 revision: r.revision,
                 hash: r.hash,
                 current: r.current,
+                pinned: pinned && r.current,
                 not_after: leaf.as_ref().map(|l| validate::rfc3339(l.not_after)),
                 serial: leaf.as_ref().map(|l| l.serial.clone()),
                 subject: leaf.map(|l| l.subject),
@@ -333,7 +338,15 @@ pub const CHECK_HEADER: &[&str] = &[
 /// The table columns of a `revisions` line.
 pub fn revision_cells(r: &RevisionReport) -> Vec<String> {
     vec![
-        format!("{}{}", r.revision, if r.current { " *" } else { "" }),
+        format!(
+            "{}{}",
+            r.revision,
+            match (r.current, r.pinned) {
+                (true, true) => " * pinned",
+                (true, false) => " *",
+                _ => "",
+            }
+        ),
         r.hash.clone(),
         r.not_after.clone().unwrap_or_else(|| "-".into()),
         r.serial.clone().unwrap_or_else(|| "-".into()),
