@@ -246,7 +246,7 @@ impl MappingSpec {
             other => {
                 return Err(err(format!(
                     "unknown source kind {other:?} (supported: dir, secret, configmap, csr, \
-                     ca, clustertrustbundle)"
+                     ca, clustertrustbundle, tree)"
                 )));
             }
         };
