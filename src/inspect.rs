@@ -23,7 +23,10 @@ pub enum InspectError {
 /// Output format of the reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
+    /// Aligned columns; `check` shows the few that fit 80 columns.
     Table,
+    /// Every column in full.
+    Wide,
     Json,
     Yaml,
 }
@@ -199,6 +202,9 @@ pub struct RevisionReport {
     pub revision: u64,
     pub hash: String,
     pub current: bool,
+    /// The live revision is held by a rollback pin (`certsync rollback`):
+    /// a `ca:` or `csr:` mapping issues nothing over it.
+    pub pinned: bool,
     pub not_after: Option<String>,
     pub serial: Option<String>,
     pub subject: Option<String>,
@@ -207,8 +213,16 @@ pub struct RevisionReport {
 /// The revisions of a target, newest first.
 pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
     let writer = Writer::existing(target)?;
-    Ok(writer
-        .revisions()?
+    let pinned = writer.pin().is_some();
+    let revisions = writer.revisions()?;
+    if revisions.is_empty() {
+        // An empty table and exit 0 read as "a target with no history".
+        return Err(InspectError::Path {
+            path: target.to_owned(),
+            problem: "not a certsync target: no live revision (..data) and no history".into(),
+        });
+    }
+    Ok(revisions
         .into_iter()
         .map(|r| {
             let leaf = r
@@ -219,6 +233,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
                 revision: r.revision,
                 hash: r.hash,
                 current: r.current,
+                pinned: pinned && r.current,
                 not_after: leaf.as_ref().map(|l| validate::rfc3339(l.not_after)),
                 serial: leaf.as_ref().map(|l| l.serial.clone()),
                 subject: leaf.map(|l| l.subject),
@@ -250,12 +265,72 @@ pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledB
     Ok(writer.rollback(to, check)?)
 }
 
-/// Renders rows as an aligned table, JSON or YAML.
+/// A terminal's width when nobody set one: `check`'s table fits it.
+pub const TERMINAL_COLUMNS: usize = 80;
+
+/// Renders rows as an aligned table (`wide` the same), JSON or YAML.
 pub fn render<T: Serialize>(
     rows: &[T],
     output: Output,
     header: &[&str],
     cells: impl Fn(&T) -> Vec<String>,
+) -> Result<String, InspectError> {
+    render_within(rows, output, header, cells, None)
+}
+
+/// `check`'s report: a table of its narrow columns, each line at most
+/// [`TERMINAL_COLUMNS`] (the certificate's path shortened from the left,
+/// the status from the right); `wide`, JSON and YAML in full.
+pub fn render_check(rows: &[CertReport], output: Output) -> Result<String, InspectError> {
+    match output {
+        Output::Table => render_within(
+            rows,
+            output,
+            CHECK_NARROW_HEADER,
+            check_narrow_cells,
+            Some(TERMINAL_COLUMNS),
+        ),
+        _ => render(rows, output, CHECK_HEADER, check_cells),
+    }
+}
+
+/// Shortens `cell` to `width` characters: paths keep their end (the file
+/// and its directory say which certificate), anything else its start.
+fn shorten(cell: &str, width: usize, keep_end: bool) -> String {
+    let n = cell.chars().count();
+    if n <= width {
+        return cell.to_owned();
+    }
+    let keep = width.saturating_sub(3);
+    if keep_end {
+        format!("...{}", cell.chars().skip(n - keep).collect::<String>())
+    } else {
+        format!("{}...", cell.chars().take(keep).collect::<String>())
+    }
+}
+
+/// Column widths within `max` (separators included): the first column
+/// (a path) and then the last (a message) give up what is over, down to a
+/// readable minimum.
+fn fit_widths(mut widths: Vec<usize>, max: usize) -> Vec<usize> {
+    const MIN: usize = 16;
+    let total = |w: &[usize]| w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+    let last = widths.len().saturating_sub(1);
+    for c in [0, last] {
+        let over = total(&widths).saturating_sub(max);
+        if over > 0 && widths[c] > MIN {
+            widths[c] -= over.min(widths[c] - MIN);
+        }
+    }
+    widths
+}
+
+fn render_within<T: Serialize>(
+    rows: &[T],
+    output: Output,
+    header: &[&str],
+    cells: impl Fn(&T) -> Vec<String>,
+    max: Option<usize>,
 ) -> Result<String, InspectError> {
     match output {
         Output::Json => serde_json::to_string_pretty(rows)
@@ -264,7 +339,7 @@ pub fn render<T: Serialize>(
         Output::Yaml => {
             serde_yaml_ng::to_string(rows).map_err(|e| InspectError::Encode(e.to_string()))
         }
-        Output::Table => {
+        Output::Table | Output::Wide => {
             let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
             // Subjects and names come from whoever wrote the certificate:
             // no terminal escapes, no newline forging a row.
@@ -283,12 +358,17 @@ pub fn render<T: Serialize>(
                         .unwrap_or(0)
                 })
                 .collect();
+            let widths = match max {
+                Some(max) => fit_widths(widths, max),
+                None => widths,
+            };
             let mut out = String::new();
             for row in table {
                 let line: Vec<String> = row
                     .iter()
                     .zip(&widths)
-                    .map(|(cell, w)| format!("{cell:<w$}"))
+                    .enumerate()
+                    .map(|(c, (cell, w))| format!("{:<w$}", shorten(cell, *w, c == 0)))
                     .collect();
                 out.push_str(line.join("  ").trim_end());
                 out.push('\n');
@@ -330,10 +410,32 @@ pub const CHECK_HEADER: &[&str] = &[
     "STATUS",
 ];
 
+/// `check`'s narrow table: which file, how long it has, whether its key
+/// matches, and what is wrong (`-o wide` for subject, SANs, issuer).
+pub fn check_narrow_cells(r: &CertReport) -> Vec<String> {
+    let mut all = check_cells(r);
+    vec![
+        std::mem::take(&mut all[0]),
+        std::mem::take(&mut all[4]),
+        std::mem::take(&mut all[6]),
+        std::mem::take(&mut all[7]),
+    ]
+}
+
+pub const CHECK_NARROW_HEADER: &[&str] = &["CERTIFICATE", "RESIDUAL TIME", "KEY", "STATUS"];
+
 /// The table columns of a `revisions` line.
 pub fn revision_cells(r: &RevisionReport) -> Vec<String> {
     vec![
-        format!("{}{}", r.revision, if r.current { " *" } else { "" }),
+        format!(
+            "{}{}",
+            r.revision,
+            match (r.current, r.pinned) {
+                (true, true) => " * pinned",
+                (true, false) => " *",
+                _ => "",
+            }
+        ),
         r.hash.clone(),
         r.not_after.clone().unwrap_or_else(|| "-".into()),
         r.serial.clone().unwrap_or_else(|| "-".into()),

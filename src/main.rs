@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use certsync::cli::{Cli, Command, CsrCommand, EXIT_USAGE, LogArgs, LogFormat, ReviewArgs};
 use certsync::config::{Config, Parsed};
-use certsync::inspect::{CHECK_HEADER, REVISION_HEADER, check_cells, render, revision_cells};
+use certsync::inspect::{REVISION_HEADER, render, revision_cells};
 use certsync::metrics::Metrics;
 
 fn main() -> ExitCode {
@@ -35,7 +35,7 @@ fn main() -> ExitCode {
         Command::Check(a) => report(
             certsync::inspect::check(&a.paths, a.warn_within).map(|rows| {
                 let failing = rows.iter().any(|r| r.problem.is_some());
-                (render(&rows, a.output, CHECK_HEADER, check_cells), failing)
+                (certsync::inspect::render_check(&rows, a.output), failing)
             }),
         ),
         Command::Revisions(a) => report(

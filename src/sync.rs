@@ -247,14 +247,16 @@ impl Syncer {
             mapping.writer.clone(),
             mapping.name.clone(),
         );
-        let (writer, live, claim) = blocking(&name, move || {
+        let (writer, live, claim, pinned) = blocking(&name, move || {
             let w = Writer::open(target, opts)?;
             let live = w.live()?;
             let claim = if claim { Some(w.claim()?) } else { None };
-            Ok((w, live, claim))
+            let pinned = w.pin().is_some();
+            Ok((w, live, claim, pinned))
         })
         .await?;
         metrics.add_mapping(&name);
+        metrics.pinned(&name, pinned);
         if matches!(mapping.source, Source::Csr(_)) {
             metrics.add_csr_mapping(&name);
         }
@@ -414,8 +416,13 @@ impl Syncer {
             };
         let revision = outcome.revision();
         if let Outcome::Pinned { revision } = outcome {
+            self.metrics.pinned(&self.mapping.name, true);
             self.pinned(revision).await;
             return Ok(outcome);
+        }
+        if matches!(outcome, Outcome::Written { .. }) {
+            // A flip releases any pin (the writer removed it).
+            self.metrics.pinned(&self.mapping.name, false);
         }
         // The content is ours but its revision is not the one we last saw:
         // someone else flipped `..data` (a `certsync rollback` back to the
@@ -612,6 +619,10 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     } else {
         Err("no API client needed".to_owned())
     };
+    // Claims held until every mapping is done: one owner per target, so a
+    // run beside the daemon that owns a target is refused (exit 1, naming
+    // it) instead of flipping under it.
+    let mut claims = Vec::new();
     for m in &config.mappings {
         // `apply` and `source_failed` log their failures; an open failure
         // is logged here, so every failure is said exactly once.
@@ -620,17 +631,24 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
             config.clock_skew,
             None,
             Arc::clone(&metrics),
-            false,
+            true,
         )
         .await
         {
-            Ok((s, _)) => s,
+            Ok((s, claim)) => {
+                claims.push(claim);
+                s
+            }
             Err(e) => {
                 tracing::error!(mapping = %m.name, error = %e, "cannot open the target");
                 failures.push(e);
                 continue;
             }
         };
+        if m.writer.issuing && target_pinned(&m.target).await {
+            tracing::warn!(mapping = %m.name, target_dir = %m.target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", m.target.display());
+            continue;
+        }
         let result = match read_once(m, &client, &metrics, s.live(), config).await {
             Ok(bundle) => s.apply(bundle).await.map(|_| ()),
             Err(f) => Err(s.source_failed(f)),
@@ -813,7 +831,19 @@ pub async fn run(
                     source.events = Some(sink.clone());
                     syncer = syncer.with_events(sink);
                 }
-                tasks.spawn(source.run(clients.clone(), syncer.live(), tx, shutdown.clone()))
+                let (clients, stop) = (clients.clone(), shutdown.clone());
+                tasks.spawn(unless_pinned(
+                    m.target.clone(),
+                    m.name.clone(),
+                    Arc::clone(&metrics),
+                    config.resync,
+                    shutdown.clone(),
+                    move |live| {
+                        source
+                            .clone()
+                            .run(clients.clone(), live, tx.clone(), stop.clone())
+                    },
+                ))
             }
             Source::Ca(spec) => {
                 let mut source = ca_source(&m, spec, &metrics, &config);
@@ -823,7 +853,15 @@ pub async fn run(
                     source.events = Some(sink.clone());
                     syncer = syncer.with_events(sink);
                 }
-                tasks.spawn(source.run(syncer.live(), tx, shutdown.clone()))
+                let stop = shutdown.clone();
+                tasks.spawn(unless_pinned(
+                    m.target.clone(),
+                    m.name.clone(),
+                    Arc::clone(&metrics),
+                    config.resync,
+                    shutdown.clone(),
+                    move |live| source.clone().run(live, tx.clone(), stop.clone()),
+                ))
             }
         };
         tasks.spawn(sync_loop(
@@ -850,6 +888,78 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Whether `target` holds a rollback pin (`certsync rollback`).
+async fn target_pinned(target: &std::path::Path) -> bool {
+    let target = target.to_owned();
+    tokio::task::spawn_blocking(move || Writer::existing(target).ok().and_then(|w| w.pin()))
+        .await
+        .ok()
+        .flatten()
+        .is_some()
+}
+
+/// The live pair on disk, if intact.
+async fn live_on_disk(target: &std::path::Path) -> Option<Bundle> {
+    let target = target.to_owned();
+    tokio::task::spawn_blocking(move || Writer::existing(target).ok()?.live().ok()?)
+        .await
+        .ok()
+        .flatten()
+        .filter(|l| l.problem.is_none())
+        .map(|l| l.bundle)
+}
+
+/// Runs an issuing source (`ca:`, `csr:`) only while its target holds no
+/// rollback pin: each pair it makes is new, so none can stand for "the
+/// source changed" (what releases the pin of other sources), and issuing
+/// over the pin would undo the operator's rollback at the next start or
+/// renewal. While pinned nothing is issued or requested; once the pin is
+/// removed the source starts again from the live pair on disk. Checked every
+/// `every` (`--resync`); the writer refuses issued pairs over a pin in
+/// between.
+async fn unless_pinned<F, Fut>(
+    target: std::path::PathBuf,
+    mapping: String,
+    metrics: Arc<Metrics>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+    start: F,
+) where
+    F: Fn(Option<Bundle>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    loop {
+        let mut said = false;
+        while target_pinned(&target).await {
+            if !said {
+                metrics.pinned(&mapping, true);
+                tracing::warn!(%mapping, target_dir = %target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", target.display());
+                said = true;
+            }
+            tokio::select! {
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+        if said {
+            metrics.pinned(&mapping, false);
+            tracing::info!(%mapping, "the rollback pin was removed; the mapping issues again");
+        }
+        let run = start(live_on_disk(&target).await);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                () = &mut run => return,
+                () = tokio::time::sleep(every) => {
+                    if target_pinned(&target).await {
+                        break;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// How long `run` waits for its tasks after shutdown begins.

@@ -135,6 +135,60 @@ fn a_restart_issues_nothing_while_the_pair_is_good_and_renews_when_due() {
     assert_eq!(second.log().matches("certificate issued").count(), 1);
 }
 
+/// `certsync rollback --to 0` back to the pair found in the target before
+/// certsync (kubeadm's, with no ca.crt beside it) holds: neither `--once`
+/// nor a restarted daemon issues over the pin, `revisions` says so, and
+/// removing the pin lets the mapping issue again.
+#[test]
+fn a_rollback_to_the_found_pair_holds_across_restarts() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    // kubeadm's pair: issued by the same CA, plain files in the target.
+    let made = d.path().join("made");
+    assert!(once(&spec(&prefix, &made, "")).status.success());
+    let target = d.path().join("target");
+    fs::create_dir(&target).unwrap();
+    let (_, found_cert, _) = read_live(&made).unwrap();
+    fs::write(target.join("tls.crt"), &found_cert).unwrap();
+    fs::copy(made.join("tls.key"), target.join("tls.key")).unwrap();
+    let sync = spec(&prefix, &target, "");
+    let out = once(&sync);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_ne!(read_live(&target).unwrap().1, found_cert);
+
+    let certsync = |args: &[&str]| {
+        let out = Command::new(certsync_bin()).args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let t = target.to_str().unwrap();
+    let (ok, text) = certsync(&["rollback", "--to", "0", t]);
+    assert!(ok, "{text}");
+    assert_eq!(read_live(&target).unwrap().1, found_cert);
+
+    let out = once(&sync);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        read_live(&target).unwrap().1,
+        found_cert,
+        "--once issued over the pin: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cs = start(&sync, &["--resync", "1s"], d.path());
+    cs.wait_log("pinned by a rollback");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(read_live(&target).unwrap().1, found_cert, "{}", cs.log());
+    assert!(!cs.log().contains("certificate issued"), "{}", cs.log());
+    let (ok, text) = certsync(&["revisions", t]);
+    assert!(ok && text.contains("pinned"), "{text}");
+    drop(cs);
+
+    fs::remove_file(target.join("..pin")).unwrap();
+    let _cs = start(&sync, &[], d.path());
+    next_cert(&target, std::slice::from_ref(&found_cert));
+}
+
 /// A CA with an hour left: the certificate ends with it, a warning says
 /// so, and the metrics show the CA's TTL and the cap.
 #[test]

@@ -457,3 +457,62 @@ fn log_levels_as_other_tools_say_them_and_refused_when_unknown() {
     assert_eq!(out.status.code(), Some(64), "{err}");
     assert!(err.contains("RUST_LOG") && err.contains("verbose"), "{err}");
 }
+
+/// From a newcomer's first hour: `revisions` on a directory certsync never
+/// wrote says so and fails (it printed an empty table and exited 0), and a
+/// mistyped source kind lists every kind, `tree:` included.
+#[test]
+fn a_directory_that_is_not_a_target_and_an_unknown_kind_are_named() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("tls.crt"), b"not ours").unwrap();
+    let out = Command::new(support::certsync_bin())
+        .arg("revisions")
+        .arg(d.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not a certsync target") && err.contains(&d.path().display().to_string()),
+        "{err}"
+    );
+    let out = Command::new(support::certsync_bin())
+        .args(["run", "--once", "--sync", "nfs:/a=/b"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("unknown source kind") && err.contains("tree"), "{err}");
+}
+
+/// `check` fits an 80-column terminal (kubeadm's node paths are long):
+/// certificate, residual time, key and status, a long path shortened from
+/// the left; `-o wide` shows every column in full.
+#[test]
+fn check_fits_eighty_columns_and_wide_shows_everything() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d
+        .path()
+        .join("etc/kubernetes/pki/certsync/apiserver-kubelet-client-with-a-long-name");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pair = support::certs::Pair::new("kube-apiserver-kubelet-client.example.internal");
+    std::fs::write(dir.join("tls.crt"), &pair.cert).unwrap();
+    std::fs::write(dir.join("tls.key"), &pair.key).unwrap();
+    let path = dir.display().to_string();
+    let (ok, table) = certsync(&["check", &path]);
+    assert!(ok, "{table}");
+    for line in table.lines() {
+        assert!(line.chars().count() <= 80, "{} columns: {line}", line.chars().count());
+    }
+    assert!(table.contains("tls.crt") && table.contains("matches"), "{table}");
+    let (ok, wide) = certsync(&["check", "-o", "wide", &path]);
+    assert!(ok, "{wide}");
+    for needle in [
+        "SUBJECT",
+        "ISSUER",
+        "kube-apiserver-kubelet-client.example.internal",
+        &format!("{path}/tls.crt"),
+    ] {
+        assert!(wide.contains(needle), "{needle}: {wide}");
+    }
+}

@@ -916,6 +916,79 @@ fn key_volumes_are_memory_backed() {
     assert!(checked >= 5, "checked {checked} volumes");
 }
 
+/// The kubeadm static pod writes only certsync's targets: the CA files (keys
+/// included), the templates and the config file reach the container
+/// read-only, every read-write mount is exactly one mapping's target, and
+/// every path appears in the container where the guide's configuration
+/// names it.
+#[test]
+fn kubeadm_static_pod_writes_only_the_targets() {
+    use certsync::config::Source;
+    use std::path::{Path, PathBuf};
+    let all = certsync_args(KUBEADM_POD);
+    assert_eq!(all.len(), 1);
+    let config = check_args(&all[0]);
+    let (_, spec) = pod_specs()
+        .into_iter()
+        .find(|(f, _)| f == KUBEADM_POD)
+        .expect("the kubeadm static pod");
+    let c = spec.containers.iter().find(|c| c.name == "certsync").unwrap();
+    // (host path, mount path, read-only) of every hostPath mount.
+    let mounts: Vec<(PathBuf, PathBuf, bool)> = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| {
+            let v = spec
+                .volumes
+                .iter()
+                .flatten()
+                .find(|v| v.name == m.name)
+                .unwrap();
+            let host = &v.host_path.as_ref().expect("hostPath volumes only").path;
+            (
+                PathBuf::from(host),
+                PathBuf::from(&m.mount_path),
+                m.read_only == Some(true),
+            )
+        })
+        .collect();
+    for (host, mount, _) in &mounts {
+        assert_eq!(host, mount, "paths in the config are the node's");
+    }
+    // The deepest mount holding `p` decides whether it is writable.
+    let writable = |p: &Path| -> bool {
+        let (_, _, ro) = mounts
+            .iter()
+            .filter(|(h, _, _)| p.starts_with(h))
+            .max_by_key(|(h, _, _)| h.components().count())
+            .unwrap_or_else(|| panic!("{} is not mounted", p.display()));
+        !ro
+    };
+    let mut targets = Vec::new();
+    for m in &config.mappings {
+        let Source::Ca(ca) = &m.source else {
+            panic!("{}: not a ca: mapping", m.name)
+        };
+        assert!(writable(&m.target), "{}: target read-only", m.name);
+        for p in [&ca.ca_cert, &ca.ca_key]
+            .into_iter()
+            .chain(ca.template.as_ref())
+        {
+            assert!(!writable(p), "{}: {} writable", m.name, p.display());
+        }
+        targets.push(m.target.clone());
+    }
+    assert!(!writable(Path::new(KUBEADM_CONFIG)));
+    for (host, _, ro) in &mounts {
+        assert!(
+            *ro || targets.contains(host),
+            "{} is read-write and not a target",
+            host.display()
+        );
+    }
+}
+
 /// The approver keeps a replica through voluntary disruptions (drains).
 #[test]
 fn the_approver_has_a_pod_disruption_budget() {

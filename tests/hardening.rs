@@ -688,6 +688,10 @@ fn second_daemon_mode_drift_shutdown_and_json_logs() {
     let (code, _, err) = run_bounded(&["run", "--sync", &sync], d.path());
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("already managed by another certsync"), "{err}");
+    // `--once` too: a one-shot run beside the daemon would flip under it.
+    let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+    assert_eq!(code, 1, "--once on a target a daemon owns: {err}");
+    assert!(err.contains("already managed by another certsync"), "{err}");
 
     let key = target.join("tls.key");
     fs::set_permissions(

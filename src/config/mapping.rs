@@ -246,7 +246,7 @@ impl MappingSpec {
             other => {
                 return Err(err(format!(
                     "unknown source kind {other:?} (supported: dir, secret, configmap, csr, \
-                     ca, clustertrustbundle)"
+                     ca, clustertrustbundle, tree)"
                 )));
             }
         };
@@ -447,6 +447,7 @@ impl MappingSpec {
             },
             owner: self.owner.or(args.owner),
             group: self.group.or(args.group),
+            issuing: matches!(source, Source::Csr(_) | Source::Ca(_)),
         };
         // -1 means "leave unchanged" to chown(2): never a real id.
         if writer.owner == Some(u32::MAX) || writer.group == Some(u32::MAX) {

@@ -159,6 +159,7 @@ fn bad_mappings_are_refused_with_the_reason() {
         (&["--sync", "dir:/a="], "target directory is empty"),
         (&["--sync", "/a=/b"], "no KIND: prefix"),
         (&["--sync", "nfs:/a=/b"], "unknown source kind \"nfs\""),
+        (&["--sync", "nfs:/a=/b"], "ca, clustertrustbundle, tree)"),
         (&["--sync", "secret:default=/b"], "expected NAMESPACE/NAME"),
         (
             &["--sync", "secret:Default/x=/b"],

@@ -112,6 +112,7 @@ pub struct Metrics {
     watch_restarts: Family<MappingLabel, Counter>,
     last_success: Family<MappingLabel, FloatGauge>,
     stale: Family<MappingLabel, Gauge>,
+    pinned: Family<MappingLabel, Gauge>,
     file_watch_polling: Gauge,
     csr_pending: Family<MappingLabel, Gauge>,
     csr_errors: Family<ReasonLabels, Counter>,
@@ -160,6 +161,7 @@ impl Metrics {
             watch_restarts: Family::default(),
             last_success: Family::default(),
             stale: Family::default(),
+            pinned: Family::default(),
             file_watch_polling: Gauge::default(),
             csr_pending: Family::default(),
             csr_errors: Family::default(),
@@ -247,6 +249,11 @@ impl Metrics {
             "certificate_stale",
             "1 when the current certificate passed the stale fraction of its lifetime with nothing newer",
             m.stale.clone(),
+        );
+        registry.register(
+            "rollback_pinned",
+            "1 while a rollback pin holds the target's live revision (certsync rollback); ca: and csr: mappings issue nothing over it",
+            m.pinned.clone(),
         );
         registry.register(
             "csr_pending",
@@ -353,6 +360,7 @@ impl Metrics {
         self.not_after.get_or_create(&l).set(0.0);
         self.ttl.get_or_create(&l).set(0.0);
         self.stale.get_or_create(&l).set(0);
+        self.pinned.get_or_create(&l).set(0);
         self.revision.get_or_create(&l).set(0);
         self.source_up.get_or_create(&l).set(0);
         self.last_success.get_or_create(&l).set(0.0);
@@ -364,6 +372,13 @@ impl Metrics {
                 result,
             }));
         }
+    }
+
+    /// Whether a rollback pin holds the mapping's target.
+    pub fn pinned(&self, mapping: &str, pinned: bool) {
+        self.pinned
+            .get_or_create(&self.label(mapping))
+            .set(i64::from(pinned));
     }
 
     /// Declares a `csr:` mapping's own series (after `add_mapping`).

@@ -120,6 +120,7 @@ pub struct Issued {
 }
 
 /// A mapping's local-CA source.
+#[derive(Clone)]
 pub struct CaSource {
     pub spec: Arc<CaSpec>,
     pub mapping: String,

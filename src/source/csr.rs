@@ -270,6 +270,7 @@ impl Window {
 }
 
 /// A mapping's CSR source.
+#[derive(Clone)]
 pub struct CsrSource {
     pub spec: Arc<CsrSpec>,
     pub mapping: String,

@@ -53,6 +53,7 @@ pub(super) fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
         key_mode: key.map_or(defaults.key_mode, |m| m.0),
         owner: any.map(|m| m.1),
         group: any.map(|m| m.2),
+        issuing: false,
     }
 }
 
@@ -167,7 +168,10 @@ impl Writer {
             }
             changed = true;
         }
-        let history = history_names(root)?;
+        // The pair found before certsync's first publish (kubeadm's) is the
+        // way back to what was there: never pruned, not counted.
+        let mut history = history_names(root)?;
+        history.remove(&FOUND_REVISION);
         let excess = history
             .len()
             .saturating_sub(self.opts.keep.saturating_sub(1));

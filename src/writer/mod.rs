@@ -146,6 +146,10 @@ pub struct WriterOptions {
     pub key_mode: u32,
     pub owner: Option<u32>,
     pub group: Option<u32>,
+    /// The source issues its own pairs (`ca:`, `csr:`): every pair it
+    /// offers is new, so none can release a rollback pin; the pin holds
+    /// until it is removed.
+    pub issuing: bool,
 }
 
 impl Default for WriterOptions {
@@ -156,6 +160,7 @@ impl Default for WriterOptions {
             key_mode: 0o600,
             owner: None,
             group: None,
+            issuing: false,
         }
     }
 }
@@ -337,7 +342,9 @@ impl Writer {
         let _lock = self.lock(&root)?;
         if let Some((pinned, replaced)) = read_pin(&root) {
             let hash = bundle.hash().to_string();
-            if hash == replaced {
+            // An issuing source offers a new pair every time: none of them
+            // is the operator's "source changed", so the pin holds.
+            if hash == replaced || (self.opts.issuing && hash != pinned) {
                 return self.keep_pinned(&root, &pinned);
             }
             if hash != pinned {

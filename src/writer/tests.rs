@@ -439,6 +439,58 @@ fn files_found_in_a_fresh_target_are_kept_in_history() {
     assert_eq!(fs::read(w.target().join(CERT_FILE)).unwrap(), b"old cert");
 }
 
+/// The pair found on the first publish (kubeadm's, revision 0) is the way
+/// back to what was there before certsync: pruning never removes it.
+#[test]
+fn the_found_revision_is_never_pruned() {
+    let (_d, w) = setup(2);
+    fs::write(w.target().join(CERT_FILE), b"old cert").unwrap();
+    fs::write(w.target().join(KEY_FILE), b"old key").unwrap();
+    for i in 1..=5 {
+        w.publish(&bundle(&i.to_string())).unwrap();
+    }
+    let history = w.history().unwrap();
+    assert!(history.contains_key(&FOUND_REVISION), "{history:?}");
+    assert_eq!(
+        history.keys().copied().collect::<Vec<_>>(),
+        vec![FOUND_REVISION, 4],
+        "revision 0 kept beside the newest keep - 1"
+    );
+}
+
+/// A pin on a target whose source issues its own certificates (`ca:`,
+/// `csr:`) holds against any issued pair: only its removal releases it.
+#[test]
+fn a_pin_holds_against_issued_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Writer::open(
+        dir.path().join("target"),
+        WriterOptions {
+            keep: 4,
+            issuing: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for tag in ["a", "b"] {
+        w.publish(&bundle(tag)).unwrap();
+    }
+    w.rollback(None, |_| Ok(())).unwrap();
+    assert_live(&w, &bundle("a"));
+    assert!(matches!(
+        w.publish(&bundle("new")).unwrap(),
+        Outcome::Pinned { .. }
+    ));
+    assert_live(&w, &bundle("a"));
+    assert!(w.pin().is_some());
+    fs::remove_file(w.target().join(PIN)).unwrap();
+    assert!(matches!(
+        w.publish(&bundle("new")).unwrap(),
+        Outcome::Written { .. }
+    ));
+    assert_live(&w, &bundle("new"));
+}
+
 #[test]
 fn rollback_prunes_nothing_and_a_second_daemon_is_refused() {
     let (_d, w) = setup(10);
