@@ -174,3 +174,116 @@ fn swap_sub_and_link() {
     }
     println!("swaps {swaps}");
 }
+
+/// Runs certsync to completion as root, failing (not hanging) past
+/// [`PATIENCE`]. Returns (exit code, stderr).
+fn run_bounded(args: &[&str]) -> (i32, String) {
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(certsync_bin())
+        .args(args)
+        .env("CERTSYNC_ADMIN_ADDR", "127.0.0.1:0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "certsync {args:?} hung; stderr:\n{}",
+                fs::read_to_string(err.path()).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (
+        status.code().unwrap_or(-1),
+        fs::read_to_string(err.path()).unwrap(),
+    )
+}
+
+/// A directory of the attacker's, holding a FIFO (no writer: opening it
+/// for reading blocks forever) where certsync is told a file is.
+fn user_fifo(d: &Path, name: &str) -> PathBuf {
+    let dir = d.join("user");
+    fs::create_dir_all(&dir).unwrap();
+    chown(&dir, USER);
+    let fifo = dir.join(name);
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    chown(&fifo, USER);
+    fifo
+}
+
+/// The config file is read once, on the opened descriptor: a FIFO (or
+/// `/dev/zero`) where it should be is refused at once, naming it, instead
+/// of hanging certsync or filling its memory.
+#[test]
+fn a_config_file_that_is_not_a_regular_file_is_refused_not_waited_on() {
+    if !root_or_skip() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let fifo = user_fifo(d.path(), "certsync.yaml");
+    for path in [fifo.as_path(), Path::new("/dev/zero")] {
+        let (code, err) = run_bounded(&["run", "--once", "--config", path.to_str().unwrap()]);
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("not a regular file"),
+            "{err}"
+        );
+    }
+}
+
+/// Files a kubeconfig names (CA, client certificate and key) are read by
+/// certsync as any file it is handed: regular files only, on the opened
+/// descriptor, with a size cap, never by kube's own unchecked read.
+#[test]
+fn files_a_kubeconfig_names_must_be_regular_files() {
+    if !root_or_skip() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    for field in ["certificate-authority", "client-certificate", "client-key"] {
+        let fifo = user_fifo(d.path(), &format!("{field}.pem"));
+        let (cluster_extra, user_extra) = if field == "certificate-authority" {
+            (format!("\n    {field}: {}", fifo.display()), String::new())
+        } else {
+            (String::new(), format!("\n    {field}: {}", fifo.display()))
+        };
+        let kubeconfig = d.path().join(format!("{field}.kubeconfig"));
+        fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1{cluster_extra}\n\
+                 users:\n- name: u\n  user:\n    token: t{user_extra}\n\
+                 contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+            ),
+        )
+        .unwrap();
+        let target = d.path().join("t");
+        let (code, err) = run_bounded(&[
+            "run",
+            "--once",
+            "--once-timeout",
+            "5s",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &format!("secret:default/x={}", target.display()),
+        ]);
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains(&fifo.display().to_string()) && err.contains("not a regular file"),
+            "{field}: {err}"
+        );
+        fs::remove_file(&fifo).unwrap();
+    }
+}
