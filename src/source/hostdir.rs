@@ -10,15 +10,20 @@
 //! alone and read a mismatched pair. Waiting until the whole directory is
 //! quiet reads the pair once, whole.
 //!
-//! Invariants: only the configured names are read; a name that resolves (via
-//! symlinks) outside the source directory, or into a loop, is refused; no
+//! Invariants: only the configured names are read; every file is opened
+//! beneath a handle on the source directory (cap-std: `openat2` with
+//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`), so a directory swapped in
+//! between two reads cannot lead outside it, and checked on the opened
+//! descriptor (regular file, size cap), never re-opened by name. A name that
+//! resolves outside the source directory, or into a loop, is refused; no
 //! file larger than the bundle limit is read into memory.
 
-use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
+use nix::fcntl::OFlag;
 use rustls_pki_types::pem::SectionKind;
 use tokio::sync::watch;
 
@@ -73,25 +78,16 @@ pub struct HostDir {
 }
 
 impl HostDir {
-    /// Reads the directory once into a bundle.
+    /// Reads the directory once into a bundle, every file beneath one
+    /// handle on the directory.
     pub fn read(&self) -> Result<Bundle, HostDirError> {
-        let root = fs::canonicalize(&self.dir).map_err(|source| {
-            if source.kind() == io::ErrorKind::NotFound {
-                HostDirError::NotYet {
-                    path: self.dir.clone(),
-                }
-            } else {
-                HostDirError::Dir {
-                    path: self.dir.clone(),
-                    source,
-                }
-            }
-        })?;
+        let root = Beneath::open(&self.dir)?;
         let mut bundle = Bundle::default();
         if let Layout::Combined(name) = &self.layout {
             let path = self.dir.join(name);
-            let pem =
-                read_inside(&root, &path)?.ok_or(HostDirError::Missing { path: path.clone() })?;
+            let pem = root
+                .read(Path::new(name), &path)?
+                .ok_or(HostDirError::Missing { path: path.clone() })?;
             let (certs, key) = split_combined(&path, &pem)?;
             let origin = path.display();
             bundle.insert(CERT_FILE, certs, format!("{origin} (certificates)"))?;
@@ -102,7 +98,7 @@ impl HostDir {
             // revision directories); what is not a regular file (after
             // symlinks inside the directory) fails the read, as for a named
             // file.
-            let entries = fs::read_dir(&self.dir).map_err(|source| HostDirError::Dir {
+            let entries = root.dir.entries().map_err(|source| HostDirError::Dir {
                 path: self.dir.clone(),
                 source,
             })?;
@@ -120,19 +116,21 @@ impl HostDir {
             names.sort();
             for name in names {
                 let path = self.dir.join(&name);
-                // A directory of the source (not a file to publish) is skipped.
-                if fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
-                    continue;
-                }
-                if let Some(bytes) = read_inside(&root, &path)? {
-                    bundle.insert(&name, bytes, path.display().to_string())?;
+                // A directory of the source (not a file to publish) is
+                // skipped, judged on what was opened.
+                match root.open_name(Path::new(&name), &path)? {
+                    Some(Opened::Dir) | None => {}
+                    Some(Opened::File(file)) => {
+                        let bytes = read_capped(file, &path)?;
+                        bundle.insert(&name, bytes, path.display().to_string())?;
+                    }
                 }
             }
             return Ok(bundle);
         }
         for item in self.items.iter() {
             let path = self.dir.join(&item.source);
-            match read_inside(&root, &path)? {
+            match root.read(Path::new(&item.source), &path)? {
                 Some(bytes) => bundle.insert(&item.target, bytes, path.display().to_string())?,
                 None if item.required => return Err(HostDirError::Missing { path }),
                 None => {}
@@ -258,40 +256,190 @@ impl HostDir {
     }
 }
 
-/// Reads `path` if it exists, refusing anything that resolves outside
-/// `root`. `Ok(None)` when it does not exist.
-fn read_inside(root: &Path, path: &Path) -> Result<Option<Vec<u8>>, HostDirError> {
-    let resolved = match fs::canonicalize(path) {
-        Ok(r) => r,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-            return Err(HostDirError::Loop { path: path.into() });
+/// What a name of the source led to.
+enum Opened {
+    File(std::fs::File),
+    Dir,
+}
+
+/// Symlink hops followed for one name before it counts as a loop (Linux's
+/// own limit).
+const MAX_HOPS: usize = 40;
+
+/// A handle on the source directory, and the spellings an absolute symlink
+/// inside it may use for it.
+struct Beneath {
+    dir: Dir,
+    /// The directory as configured and as resolved.
+    prefixes: Vec<PathBuf>,
+}
+
+impl Beneath {
+    fn open(path: &Path) -> Result<Self, HostDirError> {
+        let dir = Dir::open_ambient_dir(path, cap_std::ambient_authority()).map_err(|source| {
+            if source.kind() == io::ErrorKind::NotFound {
+                HostDirError::NotYet { path: path.into() }
+            } else {
+                HostDirError::Dir {
+                    path: path.into(),
+                    source,
+                }
+            }
+        })?;
+        let mut prefixes = vec![path.to_owned()];
+        if let Ok(real) = std::fs::canonicalize(path)
+            && real != path
+        {
+            prefixes.push(real);
         }
-        Err(source) => {
-            return Err(HostDirError::Read {
+        Ok(Self { dir, prefixes })
+    }
+
+    /// Reads `name` (shown as `path`) if it exists and is a regular file.
+    fn read(&self, name: &Path, path: &Path) -> Result<Option<Vec<u8>>, HostDirError> {
+        match self.open_name(name, path)? {
+            None => Ok(None),
+            Some(Opened::Dir) => Err(HostDirError::NotAFile { path: path.into() }),
+            Some(Opened::File(file)) => read_capped(file, path).map(Some),
+        }
+    }
+
+    /// Opens `name` beneath the directory: `Ok(None)` when it does not
+    /// exist; a directory is reported as such; anything else that is not a
+    /// regular file is refused, judged on the opened descriptor.
+    ///
+    /// Why the walk before the open: cap-std (like `RESOLVE_BENEATH`)
+    /// refuses every absolute symlink, and kubelet's
+    /// `kubelet-server-current.pem` is one (it points at the dated file by
+    /// its full path). The walk rewrites absolute links that name the source
+    /// directory into relative ones and refuses the rest; it decides nothing
+    /// about safety: the one open is cap-std's, beneath the handle, so a
+    /// component swapped after the walk still cannot lead outside.
+    fn open_name(&self, name: &Path, path: &Path) -> Result<Option<Opened>, HostDirError> {
+        let Some(rel) = self.resolve(name, path)? else {
+            return Ok(None);
+        };
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits());
+        let file = match self.dir.open_with(&rel, &options) {
+            Ok(f) => f.into_std(),
+            Err(e) => return self.open_error(e, path).map(|()| None),
+        };
+        let t = file
+            .metadata()
+            .map_err(|source| HostDirError::Read {
                 path: path.into(),
                 source,
-            });
+            })?
+            .file_type();
+        if t.is_dir() {
+            Ok(Some(Opened::Dir))
+        } else if t.is_file() {
+            Ok(Some(Opened::File(file)))
+        } else {
+            Err(HostDirError::NotAFile { path: path.into() })
         }
-    };
-    if !resolved.starts_with(root) {
-        return Err(HostDirError::Escapes {
+    }
+
+    /// `Ok(())` for a name that does not exist; the error otherwise.
+    fn open_error(&self, e: io::Error, path: &Path) -> Result<(), HostDirError> {
+        // cap-std's answer to a path leading outside (EXDEV from openat2,
+        // its own "a path led outside" error from its resolver): a name was
+        // changed under us to point outside.
+        let outside = e.raw_os_error() == Some(nix::libc::EXDEV)
+            || (e.kind() == io::ErrorKind::PermissionDenied && e.raw_os_error().is_none());
+        match e.raw_os_error() {
+            _ if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Some(nix::libc::ELOOP) => Err(HostDirError::Loop { path: path.into() }),
+            _ if outside => Err(HostDirError::Escapes {
+                path: path.into(),
+                resolved: PathBuf::from("a path outside it, swapped in while reading"),
+            }),
+            _ => Err(HostDirError::Read {
+                path: path.into(),
+                source: e,
+            }),
+        }
+    }
+
+    /// The path, relative to the directory and free of the symlinks seen,
+    /// that `name` leads to; `Ok(None)` when a component does not exist.
+    fn resolve(&self, name: &Path, path: &Path) -> Result<Option<PathBuf>, HostDirError> {
+        let escapes = |resolved: PathBuf| HostDirError::Escapes {
             path: path.into(),
             resolved,
-        });
+        };
+        // Components still to walk, the last one first.
+        let mut todo: Vec<std::ffi::OsString> = Vec::new();
+        let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
+            for c in p.components().rev() {
+                todo.push(c.as_os_str().to_owned());
+            }
+        };
+        push(&mut todo, name);
+        let mut done = PathBuf::new();
+        let mut hops = 0;
+        while let Some(c) = todo.pop() {
+            match Path::new(&c).components().next() {
+                None | Some(Component::CurDir) => {}
+                Some(Component::ParentDir) => {
+                    if !done.pop() {
+                        return Err(escapes(self.prefixes[0].join("..")));
+                    }
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {
+                    return Err(escapes(PathBuf::from(&c)));
+                }
+                Some(Component::Normal(n)) => {
+                    let next = done.join(n);
+                    let meta = match self.dir.symlink_metadata(&next) {
+                        Ok(m) => m,
+                        Err(e) => return self.open_error(e, path).map(|()| None),
+                    };
+                    if !meta.file_type().is_symlink() {
+                        done = next;
+                        continue;
+                    }
+                    hops += 1;
+                    if hops > MAX_HOPS {
+                        return Err(HostDirError::Loop { path: path.into() });
+                    }
+                    let target = match self.dir.read_link_contents(&next) {
+                        Ok(t) => t,
+                        Err(e) => return self.open_error(e, path).map(|()| None),
+                    };
+                    if target.is_absolute() {
+                        let inside = self
+                            .prefixes
+                            .iter()
+                            .find_map(|p| target.strip_prefix(p).ok())
+                            .ok_or_else(|| escapes(target.clone()))?;
+                        done = PathBuf::new();
+                        push(&mut todo, inside);
+                    } else {
+                        push(&mut todo, &target);
+                    }
+                }
+            }
+        }
+        Ok(Some(done))
     }
-    match crate::files::read_regular(&resolved, MAX_BUNDLE_SIZE as u64) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(FileError::NotRegular { .. }) => Err(HostDirError::NotAFile { path: path.into() }),
-        Err(FileError::TooLarge { limit, .. }) => Err(HostDirError::TooLarge {
+}
+
+fn read_capped(file: std::fs::File, path: &Path) -> Result<Vec<u8>, HostDirError> {
+    crate::files::read_capped(file, path, MAX_BUNDLE_SIZE as u64).map_err(|e| match e {
+        FileError::TooLarge { limit, .. } => HostDirError::TooLarge {
             path: path.into(),
             limit: limit as usize,
-        }),
-        Err(FileError::Io { source, .. }) => Err(HostDirError::Read {
+        },
+        FileError::NotRegular { .. } => HostDirError::NotAFile { path: path.into() },
+        FileError::Io { source, .. } => HostDirError::Read {
             path: path.into(),
             source,
-        }),
-    }
+        },
+    })
 }
 
 /// Splits a combined PEM into (certificate blocks, private-key blocks),
@@ -323,6 +471,7 @@ fn split_combined(path: &Path, pem: &[u8]) -> Result<(Vec<u8>, Vec<u8>), HostDir
 mod tests {
     use super::*;
     use crate::bundle::CA_FILE;
+    use std::fs;
     use std::os::unix::fs::symlink;
 
     fn pair_dir(cert: &str, key: &str) -> HostDir {
@@ -432,6 +581,63 @@ mod tests {
             assert!(e.contains("current.pem: not a combined PEM"), "{e}");
             assert!(e.contains(want), "{e}");
         }
+    }
+
+    /// Links that stay inside keep working whatever their spelling: a
+    /// kubelet Secret volume (`..data` -> a dated directory, relative
+    /// links through it) and kubelet's absolute `current` link; links that
+    /// leave by `..` or by an absolute path elsewhere are refused.
+    #[test]
+    fn links_inside_work_and_links_out_are_refused_beneath_the_handle() {
+        let d = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("tls.key"), b"OUT").unwrap();
+        let vol = d.path().join("vol");
+        fs::create_dir_all(vol.join("..2026_11_24_19_00_00.1")).unwrap();
+        fs::write(vol.join("..2026_11_24_19_00_00.1/tls.crt"), b"C").unwrap();
+        fs::write(vol.join("..2026_11_24_19_00_00.1/kubelet-2026.pem"), b"K").unwrap();
+        symlink("..2026_11_24_19_00_00.1", vol.join("..data")).unwrap();
+        symlink("..data/tls.crt", vol.join("tls.crt")).unwrap();
+        // Absolute, by the directory's own name, through ..data.
+        symlink(vol.join("..data/kubelet-2026.pem"), vol.join("tls.key")).unwrap();
+        let src = HostDir {
+            dir: vol.clone(),
+            ..pair_dir("tls.crt", "tls.key")
+        };
+        let b = src.read().unwrap();
+        assert_eq!(b.get(CERT_FILE), Some(&b"C"[..]));
+        assert_eq!(b.get(KEY_FILE), Some(&b"K"[..]));
+
+        // The same directory named through a symlink: absolute links by
+        // its real name still count as inside.
+        symlink(&vol, d.path().join("alias")).unwrap();
+        let b = HostDir {
+            dir: d.path().join("alias"),
+            ..pair_dir("tls.crt", "tls.key")
+        }
+        .read()
+        .unwrap();
+        assert_eq!(b.get(KEY_FILE), Some(&b"K"[..]));
+
+        for link in [
+            PathBuf::from("../../")
+                .join(outside.path().strip_prefix("/").unwrap())
+                .join("tls.key"),
+            outside.path().join("tls.key"),
+            vol.join("..data/../../vol/../..")
+                .join(outside.path().strip_prefix("/").unwrap())
+                .join("tls.key"),
+        ] {
+            fs::remove_file(vol.join("tls.key")).unwrap();
+            symlink(&link, vol.join("tls.key")).unwrap();
+            let e = src.read().unwrap_err().to_string();
+            assert!(e.contains("outside the source directory"), "{link:?}: {e}");
+        }
+        // A dangling link is a missing file, not an error of another kind.
+        fs::remove_file(vol.join("tls.key")).unwrap();
+        symlink("..data/none", vol.join("tls.key")).unwrap();
+        let e = src.read().unwrap_err().to_string();
+        assert!(e.contains("tls.key: required file is missing"), "{e}");
     }
 
     #[test]

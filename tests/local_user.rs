@@ -1,0 +1,289 @@
+//! The local-user attacker position (docs/security.md): an unprivileged
+//! user of the node who owns a source directory, or can write a path
+//! certsync reads, must not make root certsync read or publish anything
+//! outside what that user could read anyway. Each test runs certsync as
+//! root and the attacker as uid 65534 through `setpriv`; without root it
+//! skips (and fails under CI, which runs as root).
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// The attacker: nobody, no groups.
+const USER: u32 = 65534;
+const AS_USER: [&str; 5] = ["--reuid", "65534", "--regid", "65534", "--clear-groups"];
+
+/// The bytes of the root-only file the attacker wants published.
+const SECRET: &[u8] = b"ROOT-ONLY-SECRET\n";
+
+fn root_or_skip() -> bool {
+    if nix::unistd::geteuid().is_root() && tools::have(&["setpriv"]) {
+        return true;
+    }
+    tools::skip("needs root (to create files of another user and run it with setpriv)");
+    false
+}
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+}
+
+/// Every file under `dir`, recursively, not following symlinks.
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            out.extend(files_under(&e.path()));
+        } else if t.is_file() {
+            out.push((e.path(), fs::read(e.path()).unwrap_or_default()));
+        }
+    }
+    out
+}
+
+/// Finding 1 of issue 33: the owner of a `dir:` source swaps a
+/// subdirectory the source's link goes through with a symlink to a
+/// root-only directory (`renameat2(RENAME_EXCHANGE)`, in a loop) while
+/// certsync re-reads the directory every few milliseconds. No revision may
+/// ever hold the root-only file; the inside file is still published.
+#[test]
+fn a_source_owner_swapping_directories_never_gets_a_root_only_file() {
+    if !root_or_skip() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // Root's: a directory only root may enter, holding the prize.
+    let secret = d.path().join("secret");
+    fs::create_dir(&secret).unwrap();
+    fs::write(secret.join("data.txt"), SECRET).unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o700)).unwrap();
+    // The user's: the source directory and everything in it. The swapped
+    // pair sits one level down, where the source's inotify watch does not
+    // see it (so certsync reads on every resync, not on a flood of events).
+    let src = d.path().join("src");
+    fs::create_dir_all(src.join("a/sub")).unwrap();
+    fs::write(src.join("a/sub/data.txt"), b"inside\n").unwrap();
+    symlink("a/sub/data.txt", src.join("data.txt")).unwrap();
+    symlink(&secret, src.join("a/link")).unwrap();
+    for p in ["", "a", "a/sub", "a/sub/data.txt", "data.txt", "a/link"] {
+        chown(&src.join(p), USER);
+    }
+    let target = d.path().join("t");
+
+    let swapper = Command::new("setpriv")
+        .args(AS_USER)
+        .arg(std::env::current_exe().unwrap())
+        .args(["swap_sub_and_link", "--exact", "--ignored", "--nocapture"])
+        .env("CERTSYNC_TEST_SWAP_DIR", src.join("a"))
+        .env("CERTSYNC_TEST_SWAP_SECS", "6")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sync = format!(
+        "dir:{}={},files=data.txt,allow-non-pem",
+        src.display(),
+        target.display()
+    );
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--debounce",
+            "0s",
+            "--resync",
+            "5ms",
+            "--keep-revisions",
+            "1000",
+        ],
+        d.path(),
+    );
+    let start = Instant::now();
+    let mut seen_inside = false;
+    while start.elapsed() < Duration::from_secs(6) {
+        for (path, bytes) in files_under(&target) {
+            assert_ne!(
+                bytes,
+                SECRET,
+                "{} holds the root-only file; log:\n{}",
+                path.display(),
+                cs.log()
+            );
+            seen_inside |= bytes == b"inside\n";
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = swapper.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    let swaps: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("swaps ")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the swapper did not report: {out}"));
+    assert!(swaps > 1000, "the swap loop barely ran: {swaps} swaps");
+    for (path, bytes) in files_under(&target) {
+        assert_ne!(bytes, SECRET, "{} holds the root-only file", path.display());
+    }
+    assert!(seen_inside, "the file inside was never published");
+    let log = cs.log();
+    let _ = cs.terminate();
+    eprintln!("{swaps} swaps; log:\n{log}");
+    assert!(
+        log.contains("outside the source directory"),
+        "the escape was never reported:\n{log}"
+    );
+}
+
+/// The attacker's half of the test above, run as uid 65534: exchanges
+/// `sub` (a directory) and `link` (a symlink to root's directory) for
+/// `CERTSYNC_TEST_SWAP_SECS` seconds and prints how many times.
+#[test]
+#[ignore = "run by a_source_owner_swapping_directories_never_gets_a_root_only_file"]
+fn swap_sub_and_link() {
+    let Some(dir) = std::env::var_os("CERTSYNC_TEST_SWAP_DIR") else {
+        return;
+    };
+    let secs: u64 = std::env::var("CERTSYNC_TEST_SWAP_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let dir = fs::File::open(&dir).unwrap();
+    let start = Instant::now();
+    let mut swaps = 0u64;
+    while start.elapsed() < Duration::from_secs(secs) {
+        nix::fcntl::renameat2(
+            &dir,
+            "sub",
+            &dir,
+            "link",
+            nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+        )
+        .unwrap();
+        swaps += 1;
+    }
+    println!("swaps {swaps}");
+}
+
+/// Runs certsync to completion as root, failing (not hanging) past
+/// [`PATIENCE`]. Returns (exit code, stderr).
+fn run_bounded(args: &[&str]) -> (i32, String) {
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(certsync_bin())
+        .args(args)
+        .env("CERTSYNC_ADMIN_ADDR", "127.0.0.1:0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "certsync {args:?} hung; stderr:\n{}",
+                fs::read_to_string(err.path()).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (
+        status.code().unwrap_or(-1),
+        fs::read_to_string(err.path()).unwrap(),
+    )
+}
+
+/// A directory of the attacker's, holding a FIFO (no writer: opening it
+/// for reading blocks forever) where certsync is told a file is.
+fn user_fifo(d: &Path, name: &str) -> PathBuf {
+    let dir = d.join("user");
+    fs::create_dir_all(&dir).unwrap();
+    chown(&dir, USER);
+    let fifo = dir.join(name);
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    chown(&fifo, USER);
+    fifo
+}
+
+/// The config file is read once, on the opened descriptor: a FIFO (or
+/// `/dev/zero`) where it should be is refused at once, naming it, instead
+/// of hanging certsync or filling its memory.
+#[test]
+fn a_config_file_that_is_not_a_regular_file_is_refused_not_waited_on() {
+    if !root_or_skip() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let fifo = user_fifo(d.path(), "certsync.yaml");
+    for path in [fifo.as_path(), Path::new("/dev/zero")] {
+        let (code, err) = run_bounded(&["run", "--once", "--config", path.to_str().unwrap()]);
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("not a regular file"),
+            "{err}"
+        );
+    }
+}
+
+/// Files a kubeconfig names (CA, client certificate and key) are read by
+/// certsync as any file it is handed: regular files only, on the opened
+/// descriptor, with a size cap, never by kube's own unchecked read.
+#[test]
+fn files_a_kubeconfig_names_must_be_regular_files() {
+    if !root_or_skip() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    for field in ["certificate-authority", "client-certificate", "client-key"] {
+        let fifo = user_fifo(d.path(), &format!("{field}.pem"));
+        let (cluster_extra, user_extra) = if field == "certificate-authority" {
+            (format!("\n    {field}: {}", fifo.display()), String::new())
+        } else {
+            (String::new(), format!("\n    {field}: {}", fifo.display()))
+        };
+        let kubeconfig = d.path().join(format!("{field}.kubeconfig"));
+        fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1{cluster_extra}\n\
+                 users:\n- name: u\n  user:\n    token: t{user_extra}\n\
+                 contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+            ),
+        )
+        .unwrap();
+        let target = d.path().join("t");
+        let (code, err) = run_bounded(&[
+            "run",
+            "--once",
+            "--once-timeout",
+            "5s",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &format!("secret:default/x={}", target.display()),
+        ]);
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains(&fifo.display().to_string()) && err.contains("not a regular file"),
+            "{field}: {err}"
+        );
+        fs::remove_file(&fifo).unwrap();
+    }
+}
