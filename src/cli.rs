@@ -597,8 +597,9 @@ pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
 }
 
 /// How the main container is told about a new pair. At most one of
-/// `--reload-process`, `--reload-cmdline`, `--reload-pidfile`, `--reload-url`;
-/// none for consumers that watch their files (Kubernetes components).
+/// `--reload-process`, `--reload-cmdline`, `--reload-pidfile`, `--reload-url`
+/// (`--reload-pidfile` with `--reload-process`: the pidfile's process must
+/// have that name); none for consumers that watch their files (Kubernetes components).
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Reloading the main container")]
 pub struct ReloadArgs {
@@ -623,11 +624,14 @@ pub struct ReloadArgs {
     )]
     pub reload_cmdline: Option<String>,
     /// Signal the process whose PID is in this file (re-read every reload).
+    /// Only when that process runs as the file's owner (a root-owned file:
+    /// a root process); with --reload-process too, it must have that name.
+    /// A symlink is never followed.
     #[arg(
         long,
         env = "CERTSYNC_RELOAD_PIDFILE",
         value_name = "FILE",
-        group = "reload_target"
+        conflicts_with_all = ["reload_cmdline", "reload_url"]
     )]
     pub reload_pidfile: Option<PathBuf>,
     /// Call this URL instead of sending a signal (success: a 2xx answer).

@@ -114,6 +114,12 @@ impl EventSink {
         self.send(EventType::Normal, "CertificateUpdated", "Sync", note);
     }
 
+    /// A reload signal was not sent: the pidfile did not prove its process
+    /// is the consumer.
+    pub fn reload_refused(&self, note: String) {
+        self.send(EventType::Warning, "ReloadRefused", "Reload", note);
+    }
+
     /// After the source's content was refused.
     pub fn rejected(&self, note: String) {
         self.send(EventType::Warning, "CertificateRejected", "Validate", note);

@@ -533,7 +533,8 @@ impl Syncer {
         let handle = self.reload.clone()?;
         let name = self.mapping.name.clone();
         let verify = self.mapping.verify.clone().zip(leaf.map(|l| l.sha256));
-        Some(move || handle.request(&name, verify))
+        let events = self.events.clone();
+        Some(move || handle.request(&name, verify, events))
     }
 
     fn report(&mut self, hash: Option<ContentHash>, err: &SyncError) {

@@ -184,6 +184,124 @@ fn permission_denied_is_explained() {
     assert_eq!(target.hups(), 0);
 }
 
+/// An unprivileged uid of the test's own, used by no account: the
+/// consumer's user.
+fn test_uid() -> u32 {
+    61_000 + std::process::id() % 4_000
+}
+
+/// Issue 33, finding 2: whoever writes the consumer's pidfile must not be
+/// able to make root signal another user's process. The consumer runs as
+/// an unprivileged user who owns its pidfile's directory (the normal case)
+/// and rewrites the pidfile to name a root process, then replaces it with a
+/// symlink to a root-owned pidfile naming that process: no signal reaches
+/// it, the refusal names the pidfile, its owner and the process, a metric
+/// counts it, and the new files are published all the same.
+#[test]
+fn a_pidfile_its_user_points_at_a_root_process_signals_nothing() {
+    use std::os::unix::fs::{chown, lchown, symlink};
+    if !nix::unistd::geteuid().is_root() {
+        support::tools::skip(
+            "a_pidfile_its_user_points_at_a_root_process_signals_nothing needs root (to run the \
+             consumer as another user)",
+        );
+        return;
+    }
+    let uid = test_uid();
+    let d = Dirs::new();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let app = d.path().join("app");
+    fs::create_dir(&app).unwrap();
+    chown(&app, Some(uid), Some(uid)).unwrap();
+    let consumer = recorder_as(&app, &unique("csu"), false, Some(uid));
+    let victim = recorder(d.path(), &unique("csv"), false); // root's
+    let pidfile = app.join("app.pid");
+    // What the consumer's user writes: its pidfile, owned by it.
+    let write_as_user = |content: String| {
+        let tmp = app.join("app.pid.tmp");
+        fs::write(&tmp, content).unwrap();
+        chown(&tmp, Some(uid), Some(uid)).unwrap();
+        fs::rename(&tmp, &pidfile).unwrap();
+    };
+    write_as_user(format!("{}\n", consumer.child.id()));
+
+    let port = free_port();
+    let spec = d.source("web", &Pair::new("one"), "");
+    let admin = format!("127.0.0.1:{port}");
+    let cs = d.start(
+        &[spec],
+        &[
+            "--reload-pidfile",
+            pidfile.to_str().unwrap(),
+            "--admin-addr",
+            &admin,
+        ],
+    );
+    wait_count("HUPs of the consumer (its own pidfile)", 1, || {
+        consumer.hups()
+    });
+
+    let victim_pid = victim.child.id();
+    let refused = |n: usize| {
+        wait_for("the reload after the rotation", || {
+            let log = cs.log();
+            (victim.hups() > 0 || log.matches("refusing to signal").count() >= n).then_some(())
+        });
+        assert_eq!(victim.hups(), 0, "root's process was signalled");
+        assert_eq!(consumer.hups(), 1);
+    };
+
+    // 1. The user names a root process in the pidfile it owns.
+    write_as_user(format!("{victim_pid}\n"));
+    let two = Pair::new("two");
+    d.rotate("web", &two);
+    wait_pair(&d.target("web"), &two);
+    refused(1);
+    let log = cs.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("refusing to signal"))
+        .unwrap();
+    for needle in [
+        pidfile.to_str().unwrap(),
+        &format!("owned by uid {uid}"),
+        &format!("process {victim_pid}"),
+        "runs as uid 0",
+    ] {
+        assert!(line.contains(needle), "{needle:?} not in {line}");
+    }
+
+    // 2. The user replaces it with a symlink to a root-owned pidfile
+    //    naming the same process: never followed.
+    let root_pid = d.path().join("root.pid");
+    fs::write(&root_pid, format!("{victim_pid}\n")).unwrap();
+    fs::remove_file(&pidfile).unwrap();
+    symlink(&root_pid, &pidfile).unwrap();
+    lchown(&pidfile, Some(uid), Some(uid)).unwrap();
+    let three = Pair::new("three");
+    d.rotate("web", &three);
+    wait_pair(&d.target("web"), &three);
+    refused(2);
+    assert!(
+        cs.log().contains("symbolic link"),
+        "the refusal does not say why: {}",
+        cs.log()
+    );
+
+    let (_, text) = wait_for("metrics", || http_get(port, "/metrics"));
+    let metrics = parse_metrics(&text);
+    assert_eq!(
+        metrics.get("certsync_reload_refusals_total{reason=\"user\"}"),
+        Some(&1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metrics.get("certsync_reload_refusals_total{reason=\"pidfile\"}"),
+        Some(&1.0),
+        "{text}"
+    );
+}
+
 // ---- HTTP hook -----------------------------------------------------------
 
 #[derive(Clone, Debug)]

@@ -143,13 +143,16 @@ impl ReloadArgs {
             target,
             signal: self.reload_signal,
         };
-        let method = if let Some(name) = &self.reload_process {
+        let method = if let Some(path) = &self.reload_pidfile {
+            Some(signal(Target::Pidfile {
+                path: path.clone(),
+                name: self.reload_process.clone(),
+            }))
+        } else if let Some(name) = &self.reload_process {
             Some(signal(Target::Name(name.clone())))
         } else if let Some(re) = &self.reload_cmdline {
             let re = regex::Regex::new(re).map_err(|e| err(format!("--reload-cmdline: {e}")))?;
             Some(signal(Target::Cmdline(re)))
-        } else if let Some(path) = &self.reload_pidfile {
-            Some(signal(Target::Pidfile(path.clone())))
         } else if let Some(url) = &self.reload_url {
             let hook = HttpHook::new(&HttpHookConfig {
                 url: url.clone(),

@@ -64,6 +64,11 @@ struct MethodLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -108,6 +113,7 @@ pub struct Metrics {
     validation_failures: Family<ReasonLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     reload_duration: Family<MethodLabel, Histogram>,
+    reload_refusals: Family<RefusalLabel, Counter>,
     source_up: Family<MappingLabel, Gauge>,
     watch_restarts: Family<MappingLabel, Counter>,
     last_success: Family<MappingLabel, FloatGauge>,
@@ -154,6 +160,7 @@ impl Metrics {
             syncs: Family::default(),
             validation_failures: Family::default(),
             reloads: Family::default(),
+            reload_refusals: Family::default(),
             reload_duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 16))
             }),
@@ -222,6 +229,11 @@ impl Metrics {
             "reloads",
             "Reload attempts by method and result",
             m.reloads.clone(),
+        );
+        registry.register(
+            "reload_refusals",
+            "Signals not sent because the pidfile did not prove the process is the consumer, by reason",
+            m.reload_refusals.clone(),
         );
         registry.register_with_unit(
             "reload_duration",
@@ -468,6 +480,14 @@ impl Metrics {
         self.reload_duration
             .get_or_create(&MethodLabel { method })
             .observe(seconds);
+    }
+
+    /// A signal not sent: the pidfile named a process it does not prove is
+    /// the consumer (`reason`: `pidfile`, `user`, `name`, `pid`).
+    pub fn reload_refused(&self, reason: &'static str) {
+        self.reload_refusals
+            .get_or_create(&RefusalLabel { reason })
+            .inc();
     }
 
     /// Whether `mapping`'s certificate is past the stale fraction now.

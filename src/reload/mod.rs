@@ -25,6 +25,7 @@ use tokio::sync::{Notify, watch};
 use self::http::HttpHook;
 use self::pid::{PidError, Target};
 use self::verify::ServingCheck;
+use crate::events::EventSink;
 use crate::metrics::Metrics;
 
 /// How the main container is told.
@@ -60,10 +61,12 @@ pub struct ReloadConfig {
     pub verify_retries: u32,
 }
 
-/// What a mapping asks for after a flip: a reload, and optionally proof.
+/// What a mapping asks for after a flip: a reload, and optionally proof;
+/// where its Events go, if anywhere (a refused reload is recorded there).
 #[derive(Debug, Clone)]
 struct Request {
     verify: Option<(ServingCheck, [u8; 32])>,
+    events: Option<EventSink>,
 }
 
 /// Given to sync tasks. Cheap to clone.
@@ -75,12 +78,18 @@ pub struct ReloadHandle {
 
 impl ReloadHandle {
     /// Asks for a reload for `mapping` (the newest request per mapping wins),
-    /// to be verified against `fingerprint` at `check` if given.
-    pub fn request(&self, mapping: &str, verify: Option<(ServingCheck, [u8; 32])>) {
+    /// to be verified against `fingerprint` at `check` if given; a refused
+    /// reload becomes a Warning Event in `events`.
+    pub fn request(
+        &self,
+        mapping: &str,
+        verify: Option<(ServingCheck, [u8; 32])>,
+        events: Option<EventSink>,
+    ) {
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), Request { verify });
+            .insert(mapping.to_owned(), Request { verify, events });
         self.wake.notify_one();
     }
 
@@ -143,9 +152,8 @@ async fn reload_and_verify(
     mut batch: BTreeMap<String, Request>,
 ) {
     for round in 0..=config.verify_retries {
-        let mappings: Vec<&str> = batch.keys().map(String::as_str).collect();
         if let Some(method) = &config.method
-            && reload(config, metrics, method, &mappings).await.is_err()
+            && reload(config, metrics, method, &batch).await.is_err()
         {
             return; // logged; the next flip tries again
         }
@@ -189,10 +197,10 @@ async fn reload(
     config: &ReloadConfig,
     metrics: &Metrics,
     method: &Method,
-    mappings: &[&str],
+    batch: &BTreeMap<String, Request>,
 ) -> Result<(), ()> {
     let started = Instant::now();
-    let mappings = mappings.join(",");
+    let mappings = batch.keys().map(String::as_str).collect::<Vec<_>>().join(",");
     let result: Result<String, String> = match method {
         Method::Signal { target, signal } => {
             let mut attempt = 1;
@@ -211,6 +219,15 @@ async fn reload(
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_secs(2));
                         attempt += 1;
+                    }
+                    Ok(Err(e @ PidError::Refused { reason, .. })) => {
+                        // Not the consumer: said once here, counted, and
+                        // recorded on every mapping that asked.
+                        metrics.reload_refused(reason.label());
+                        for events in batch.values().filter_map(|r| r.events.as_ref()) {
+                            events.reload_refused(e.to_string());
+                        }
+                        break Err(e.to_string());
                     }
                     Ok(Err(e)) => break Err(e.to_string()),
                     Err(e) => break Err(e),
@@ -255,7 +272,7 @@ mod tests {
         let handle = ReloadHandle::default();
         let start = tokio::time::Instant::now();
         for m in ["serving", "client", "ca"] {
-            handle.request(m, None);
+            handle.request(m, None, None);
         }
         handle.wake.notified().await;
         let batch = gather(&handle, Duration::from_millis(200), Duration::from_secs(2)).await;
@@ -276,7 +293,7 @@ mod tests {
         let h = handle.clone();
         let feeder = tokio::spawn(async move {
             for i in 0..40 {
-                h.request(&format!("m{}", i % 3), None);
+                h.request(&format!("m{}", i % 3), None, None);
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });

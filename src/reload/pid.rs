@@ -8,7 +8,16 @@
 //! Invariants: certsync never signals itself, one of its ancestors (the
 //! shell or init that started it), PID 1 or the pod's `pause` process; a
 //! pidfile's PID is refused when that process started after the pidfile
-//! was last written (the PID was reused by something else). When several
+//! was last written (the PID was reused by something else).
+//!
+//! A pidfile is written by whoever can write it, usually the consumer's own
+//! unprivileged user, and certsync signals as root: the file alone is never
+//! proof. It names the consumer only when the process it names runs as the
+//! pidfile's owner (real, effective and saved uid; a root-owned pidfile:
+//! a root process), and, with `--reload-process` too, has that name. The
+//! file is opened without following a symlink, checked as a regular file
+//! on the opened descriptor, its owner taken from that descriptor, and read
+//! with a size cap. Anything else is a [`PidError::Refused`]. When several
 //! processes match (nginx master and workers), only the top-most matching
 //! ancestor of each matching tree is signalled.
 
@@ -29,6 +38,13 @@ pub enum PidError {
     NoMatch { what: String },
     #[error("pidfile {path}: {problem}")]
     Pidfile { path: PathBuf, problem: String },
+    /// The pidfile is not proof that the process it names is the consumer.
+    #[error("pidfile {path}: {problem}; refusing to signal it")]
+    Refused {
+        path: PathBuf,
+        reason: Refusal,
+        problem: String,
+    },
     #[error(
         "permission denied sending {signal} to pid {pid} ({comm}): certsync runs as another user \
          without CAP_KILL; run it as the main container's user or add the KILL capability"
@@ -49,6 +65,31 @@ pub enum PidError {
     Proc(String),
 }
 
+/// Why a pidfile was not trusted (the `reason` label of
+/// `certsync_reload_refusals_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A symlink, not a regular file, or larger than the cap.
+    Pidfile,
+    /// The named process does not run as the pidfile's owner.
+    User,
+    /// The named process does not have the `--reload-process` name.
+    Name,
+    /// certsync, one of its ancestors, or a process younger than the file.
+    Pid,
+}
+
+impl Refusal {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pidfile => "pidfile",
+            Self::User => "user",
+            Self::Name => "name",
+            Self::Pid => "pid",
+        }
+    }
+}
+
 /// How the main process is found.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -56,8 +97,9 @@ pub enum Target {
     Name(String),
     /// A regular expression matched against the space-joined command line.
     Cmdline(Regex),
-    /// A file holding the PID, re-read for every reload.
-    Pidfile(PathBuf),
+    /// A file holding the PID, re-read for every reload; with a name
+    /// (`--reload-process` too), the process must also have that name.
+    Pidfile { path: PathBuf, name: Option<String> },
 }
 
 impl std::fmt::Display for Target {
@@ -65,7 +107,11 @@ impl std::fmt::Display for Target {
         match self {
             Self::Name(n) => write!(f, "process name {n:?}"),
             Self::Cmdline(r) => write!(f, "command line /{r}/"),
-            Self::Pidfile(p) => write!(f, "pidfile {}", p.display()),
+            Self::Pidfile { path, name: None } => write!(f, "pidfile {}", path.display()),
+            Self::Pidfile {
+                path,
+                name: Some(n),
+            } => write!(f, "pidfile {} (process name {n:?})", path.display()),
         }
     }
 }
@@ -95,7 +141,7 @@ impl Proc {
                     || self.cmdline.first().and_then(|a| base(a)).as_deref() == Some(n.as_str())
             }
             Target::Cmdline(re) => re.is_match(&self.cmdline.join(" ")),
-            Target::Pidfile(_) => false,
+            Target::Pidfile { .. } => false,
         }
     }
 }
@@ -173,7 +219,7 @@ pub fn select(target: &Target, procs: &[Proc], me: i32) -> Vec<Proc> {
 pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
     let me = std::process::id() as i32;
     let chosen = match target {
-        Target::Pidfile(path) => vec![pidfile_target(path, me)?],
+        Target::Pidfile { path, name } => vec![pidfile_target(path, name.as_deref(), me)?],
         _ => select(target, &processes()?, me)
             .into_iter()
             .map(|p| (p.pid, p.comm))
@@ -207,20 +253,54 @@ pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
 /// known to the second only.
 const START_TOLERANCE_SECS: f64 = 1.0;
 
-/// The process a pidfile names, checked: a PID (not 1), not certsync or
-/// one of its ancestors, alive, and started before the pidfile was last
-/// written. Returns (pid, comm).
-fn pidfile_target(path: &Path, me: i32) -> Result<(i32, String), PidError> {
+/// The process a pidfile names, checked: the pidfile is a regular file
+/// (not followed if a symlink), a PID (not 1), not certsync or one of its
+/// ancestors, alive, running as the pidfile's owner, named `name` if given,
+/// and started before the pidfile was last written. Returns (pid, comm).
+fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<(i32, String), PidError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let err = |problem: String| PidError::Pidfile {
         path: path.to_owned(),
         problem,
     };
-    let file = crate::files::open_regular(path).map_err(|e| err(e.problem()))?;
-    let written = file
-        .metadata()
-        .and_then(|m| m.modified())
-        .map_err(|e| err(e.to_string()))?;
-    let bytes = crate::files::read_capped(file, path, 64).map_err(|e| err(e.problem()))?;
+    let refused = |reason: Refusal, problem: String| PidError::Refused {
+        path: path.to_owned(),
+        reason,
+        problem,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(
+            (nix::fcntl::OFlag::O_NOFOLLOW
+                | nix::fcntl::OFlag::O_NONBLOCK
+                | nix::fcntl::OFlag::O_CLOEXEC
+                | nix::fcntl::OFlag::O_NOCTTY)
+                .bits(),
+        )
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == Errno::ELOOP as i32 => refused(
+                Refusal::Pidfile,
+                "is a symbolic link, which is never followed (whoever can write its directory \
+                 chooses where it points)"
+                    .into(),
+            ),
+            _ => err(e.to_string()),
+        })?;
+    // Type, owner and time from the opened descriptor, not the path.
+    let meta = file.metadata().map_err(|e| err(e.to_string()))?;
+    if !meta.file_type().is_file() {
+        return Err(refused(
+            Refusal::Pidfile,
+            format!("is {}, not a regular file", crate::files::kind_of(meta.file_type())),
+        ));
+    }
+    let owner = meta.uid();
+    let written = meta.modified().map_err(|e| err(e.to_string()))?;
+    let bytes = crate::files::read_capped(file, path, 64).map_err(|e| match e {
+        crate::files::FileError::TooLarge { .. } => refused(Refusal::Pidfile, e.problem()),
+        e => err(e.problem()),
+    })?;
     let text = String::from_utf8_lossy(&bytes);
     let pid = match text.trim().parse::<i32>() {
         Ok(pid) if pid > 1 => pid,
@@ -229,16 +309,53 @@ fn pidfile_target(path: &Path, me: i32) -> Result<(i32, String), PidError> {
     let procs = processes()?;
     let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
     if pid == me {
-        return Err(err("names certsync itself".into()));
+        return Err(refused(Refusal::Pid, "names certsync itself".into()));
     }
     if lineage(me, &parent).contains(&pid) {
-        return Err(err(format!(
-            "names process {pid}, which started certsync; refusing to signal it"
-        )));
+        return Err(refused(
+            Refusal::Pid,
+            format!("names process {pid}, which started certsync"),
+        ));
     }
-    let stat = procfs::process::Process::new(pid)
-        .and_then(|p| p.stat())
+    let process = procfs::process::Process::new(pid)
         .map_err(|_| err(format!("process {pid} does not exist")))?;
+    let (stat, status) = process
+        .stat()
+        .and_then(|stat| Ok((stat, process.status()?)))
+        .map_err(|_| err(format!("process {pid} does not exist")))?;
+    let comm = &stat.comm;
+    // Real, effective and saved: a process that can switch back to root
+    // (or to anyone) is not the owner's.
+    let uids = [status.ruid, status.euid, status.suid];
+    if uids.iter().any(|&u| u != owner) {
+        return Err(refused(
+            Refusal::User,
+            format!(
+                "owned by uid {owner}, names process {pid} ({}), which runs as uid {} (real {}, \
+                 saved {}): a pidfile names only a process of its owner's (a root-owned one, a \
+                 root process)",
+                crate::escape(comm),
+                status.euid,
+                status.ruid,
+                status.suid
+            ),
+        ));
+    }
+    if let Some(name) = name {
+        let named = procs
+            .iter()
+            .find(|p| p.pid == pid)
+            .is_some_and(|p| p.matches(&Target::Name(name.to_owned())));
+        if !named {
+            return Err(refused(
+                Refusal::Name,
+                format!(
+                    "names process {pid} ({}), which is not named {name:?} (--reload-process)",
+                    crate::escape(comm)
+                ),
+            ));
+        }
+    }
     let started = procfs::boot_time_secs()
         .map(|boot| boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64);
     let written = written
@@ -247,12 +364,15 @@ fn pidfile_target(path: &Path, me: i32) -> Result<(i32, String), PidError> {
     if let Ok(started) = started
         && started > written + START_TOLERANCE_SECS
     {
-        return Err(err(format!(
-            "names process {pid} ({}), which started {:.0} s after the pidfile was last \
-             written: the PID was reused and the pidfile is stale; refusing to signal it",
-            stat.comm,
-            started - written
-        )));
+        return Err(refused(
+            Refusal::Pid,
+            format!(
+                "names process {pid} ({}), which started {:.0} s after the pidfile was last \
+                 written: the PID was reused and the pidfile is stale",
+                crate::escape(comm),
+                started - written
+            ),
+        ));
     }
     Ok((pid, stat.comm))
 }
@@ -352,17 +472,17 @@ mod tests {
     fn pidfile_errors_are_clear() {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("app.pid");
-        let e = signal(&Target::Pidfile(f.clone()), Signal::SIGHUP)
+        let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
             .unwrap_err()
             .to_string();
         assert!(e.starts_with(&format!("pidfile {}:", f.display())), "{e}");
         std::fs::write(&f, "garbage\n").unwrap();
-        let e = signal(&Target::Pidfile(f.clone()), Signal::SIGHUP)
+        let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"garbage\" is not a process id"), "{e}");
         std::fs::write(&f, format!("{}\n", std::process::id())).unwrap();
-        let e = signal(&Target::Pidfile(f.clone()), Signal::SIGHUP)
+        let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
             .unwrap_err()
             .to_string();
         assert!(e.contains("names certsync itself"), "{e}");
@@ -370,7 +490,7 @@ mod tests {
         let parent = nix::unistd::getppid().as_raw();
         if parent > 1 {
             std::fs::write(&f, format!("{parent}\n")).unwrap();
-            let e = signal(&Target::Pidfile(f.clone()), Signal::SIGHUP)
+            let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("which started certsync"), "{e}");
@@ -389,12 +509,33 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let e = signal(&Target::Pidfile(f.clone()), Signal::SIGHUP)
+        let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
             .unwrap_err()
             .to_string();
         let _ = child.kill();
         let _ = child.wait();
         assert!(e.contains("PID was reused") && e.contains("stale"), "{e}");
+        // --reload-process too: a process of the right user but another name.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::write(&f, format!("{}\n", child.id())).unwrap();
+        let named = |name: &str| Target::Pidfile {
+            path: f.clone(),
+            name: Some(name.into()),
+        };
+        let e = signal(&named("nginx"), Signal::SIGCONT).unwrap_err();
+        let sent = signal(&named("sleep"), Signal::SIGCONT);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            matches!(e, PidError::Refused { reason: Refusal::Name, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("not named \"nginx\""), "{e}");
+        assert_eq!(sent.unwrap(), vec![child.id() as i32]);
         let e = signal(&Target::Name("no-such-process-xyz".into()), Signal::SIGHUP)
             .unwrap_err()
             .to_string();

@@ -363,6 +363,12 @@ pub struct Recorder {
 }
 
 pub fn recorder(dir: &Path, name: &str, with_child: bool) -> Recorder {
+    recorder_as(dir, name, with_child, None)
+}
+
+/// [`recorder`] running as `uid` (and the same gid) when given, through
+/// `setpriv`: the test must be root, and `dir` writable by that user.
+pub fn recorder_as(dir: &Path, name: &str, with_child: bool, uid: Option<u32>) -> Recorder {
     let exe = dir.join(name);
     if !exe.exists() {
         fs::copy("/bin/bash", &exe).unwrap();
@@ -401,7 +407,20 @@ pub fn recorder(dir: &Path, name: &str, with_child: bool) -> Recorder {
     // and env's exec of the copy then fails with ETXTBSY: start again.
     let mut tries = 0;
     let child = loop {
-        let mut child = Command::new("env")
+        let mut cmd = match uid {
+            Some(uid) => {
+                let mut c = Command::new("setpriv");
+                c.args([
+                    format!("--reuid={uid}"),
+                    format!("--regid={uid}"),
+                    "--clear-groups".into(),
+                    "env".into(),
+                ]);
+                c
+            }
+            None => Command::new("env"),
+        };
+        let mut child = cmd
             .arg("--default-signal=HUP")
             .arg(&exe)
             .args(["-c", &script])
