@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod certs;
+pub mod control_plane;
 pub mod forge;
 pub mod signer;
 pub mod tools;
@@ -568,6 +569,9 @@ pub struct FreezeProxy {
     /// While set, new connections are accepted and then held silent too (a
     /// server that accepts but never answers the TLS handshake).
     hold_new: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// While set, new connections are closed at once (a server that is
+    /// not there).
+    refuse_new: std::sync::Arc<std::sync::atomic::AtomicBool>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -579,8 +583,14 @@ impl FreezeProxy {
         let frozen = epoch.clone();
         let hold_new: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
         let hold = std::sync::Arc::clone(&hold_new);
+        let refuse_new: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
+        let refuse = std::sync::Arc::clone(&refuse_new);
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                if refuse.load(std::sync::atomic::Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
                 if hold.load(std::sync::atomic::Ordering::SeqCst) {
                     tokio::spawn(async move {
                         let _client = client;
@@ -616,8 +626,15 @@ impl FreezeProxy {
             addr,
             epoch,
             hold_new,
+            refuse_new,
             accept,
         }
+    }
+
+    /// Closes every new connection at once while `on`.
+    pub fn refuse_new(&self, on: bool) {
+        self.refuse_new
+            .store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Freezes every connection open now.
