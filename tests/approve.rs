@@ -70,9 +70,24 @@ fn unique() -> u64 {
 }
 
 impl Env {
+    /// On the cluster of `CERTSYNC_E2E_KUBECONFIG`, else the test API server.
     async fn new() -> Self {
+        Self::on(false).await
+    }
+
+    /// On the test API server whatever `CERTSYNC_E2E_KUBECONFIG` says: for
+    /// what only it can do ([`support::test_server`]).
+    async fn test_server() -> Self {
+        Self::on(true).await
+    }
+
+    async fn on(test_server: bool) -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let (kubeconfig, fake) = cluster(tmp.path()).await;
+        let (kubeconfig, fake) = if test_server {
+            support::test_server(tmp.path()).await
+        } else {
+            cluster(tmp.path()).await
+        };
         let admin = kube_client(&kubeconfig).await;
         let n = unique();
         Self {
@@ -321,7 +336,12 @@ impl Env {
         )
     }
 
-    /// The cluster's `kubernetes` Service IP and the API server's endpoint.
+    /// The cluster's `kubernetes` Service IP and an address of the API
+    /// server: an endpoint of its EndpointSlice when the cluster publishes
+    /// one, else the address this run reaches it at (what the kubeconfig's
+    /// server resolves to, which the approver counts as the API server's
+    /// too). An API server advertised on a loopback address, as
+    /// `realkube/up` runs it, publishes no EndpointSlice.
     async fn cluster_addresses(&self) -> (String, String) {
         let svc: k8s_openapi::api::core::v1::Service =
             Api::namespaced(self.admin.clone(), "default")
@@ -340,7 +360,7 @@ impl Env {
             .flat_map(|s| s.endpoints)
             .flat_map(|e| e.addresses)
             .next()
-            .unwrap();
+            .unwrap_or_else(|| server_addrs(&self.kubeconfig)[0].ip().to_string());
         (service_ip, endpoint)
     }
 
@@ -1005,10 +1025,8 @@ fn approve_needs_node_networks_or_an_explicit_opt_in() {
 /// cannot be switched off by a test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_servicecidr_api_the_service_range_comes_from_flags() {
-    let mut env = Env::new().await;
-    let Some(fake) = &env.fake else {
-        return;
-    };
+    let mut env = Env::test_server().await;
+    let fake = env.fake.as_ref().expect("the test API server");
     fake.serve_service_cidrs(false);
     let n1 = env.node_name("n1");
     let ip = env.ip(41);
@@ -1083,10 +1101,8 @@ async fn verdict_written(env: &Env, approver: &Certsync, csr: &str) -> Vec<Strin
 /// Service ranges are unknown. Test server only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_a_service_ip_is_not_approved_while_the_service_range_is_unknown() {
-    let mut env = Env::new().await;
-    let Some(fake) = &env.fake else {
-        return;
-    };
+    let mut env = Env::test_server().await;
+    let fake = env.fake.as_ref().expect("the test API server");
     fake.serve_service_cidrs(false);
     let kube_dns = "10.96.0.10";
     let services: Api<k8s_openapi::api::core::v1::Service> =
@@ -1139,10 +1155,7 @@ async fn attack_a_service_ip_is_not_approved_while_the_service_range_is_unknown(
 /// to rewrite).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_the_control_plane_endpoint_is_never_a_nodes() {
-    let mut env = Env::new().await;
-    if env.fake.is_none() {
-        return;
-    }
+    let mut env = Env::test_server().await;
     let vip = env.ip(60);
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n    \
@@ -1232,13 +1245,8 @@ async fn the_lease_goes_in_the_namespace_of_the_chosen_context() {
 /// Lease and decides. A Deployment's pod never crash-loops over it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approver_started_before_the_api_server_waits_for_it() {
-    let mut env = Env::new().await;
-    let Some(fake) = env.fake.as_mut() else {
-        eprintln!(
-            "an_approver_started_before_the_api_server_waits_for_it: needs the test API server"
-        );
-        return env.cleanup().await;
-    };
+    let mut env = Env::test_server().await;
+    let fake = env.fake.as_mut().expect("the test API server");
     fake.down();
     let lease = format!("certsync-approver-{}", env.run);
     env.leases.push(lease.clone());

@@ -130,7 +130,7 @@ async fn own_pod(
     client: &kube::Client,
     prefix: &str,
 ) -> (String, Api<Pod>, String, Option<String>) {
-    let ns = std::env::var("CERTSYNC_E2E_NAMESPACE").unwrap_or_else(|_| "default".into());
+    let ns = support::e2e_namespace();
     let name = unique(prefix);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let pod: Pod = serde_json::from_value(serde_json::json!({

@@ -5,8 +5,8 @@
 //! (and `CERTSYNC_E2E_NAMESPACE`, default `default`); each test then uses its
 //! own uniquely named objects and deletes them. Without it they run against
 //! the test API server in `tests/support/apiserver.rs`. Tests that inject
-//! faults or need a particular RBAC setup need that server and are skipped
-//! (with a message) on a real cluster.
+//! faults or need a particular RBAC setup run against that server always
+//! (`Env::test_server`), so a run against a real cluster skips nothing.
 
 mod support;
 
@@ -56,14 +56,23 @@ async fn client_for(kubeconfig: &Path) -> Client {
 }
 
 impl Env {
+    /// The cluster of `CERTSYNC_E2E_KUBECONFIG`, else the test API server.
     async fn new() -> Self {
+        Self::at(std::env::var_os("CERTSYNC_E2E_KUBECONFIG")).await
+    }
+
+    /// The test API server, whatever `CERTSYNC_E2E_KUBECONFIG` says: for a
+    /// test of what only it can do (inject a fault, serve as an HTTP/1.1-only
+    /// or silent server, allow only some objects), which a run against a
+    /// real cluster then runs too instead of skipping it.
+    async fn test_server() -> Self {
+        Self::at(None).await
+    }
+
+    async fn at(real: Option<std::ffi::OsString>) -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let (kubeconfig, ns, fake) = match std::env::var_os("CERTSYNC_E2E_KUBECONFIG") {
-            Some(kc) => {
-                let ns =
-                    std::env::var("CERTSYNC_E2E_NAMESPACE").unwrap_or_else(|_| "default".into());
-                (PathBuf::from(kc), ns, None)
-            }
+        let (kubeconfig, ns, fake) = match real {
+            Some(kc) => (PathBuf::from(kc), support::e2e_namespace(), None),
             None => {
                 let fake = ApiServer::start().await;
                 (
@@ -82,14 +91,6 @@ impl Env {
             fake,
             created: Vec::new(),
         }
-    }
-
-    /// The test API server, or `None` (with a note) on a real cluster.
-    fn fake(&mut self, test: &str) -> Option<&mut ApiServer> {
-        if self.fake.is_none() {
-            eprintln!("{test}: skipped on a real cluster (needs the test API server)");
-        }
-        self.fake.as_mut()
     }
 
     fn name(&self, prefix: &str) -> String {
@@ -210,7 +211,8 @@ async fn initial_sync_rotation_and_field_selector() {
     assert!(wait_pair(&target, &second).starts_with("..rev-000002-"));
     cs.wait_log("published new revision");
 
-    if let Some(fake) = env.fake("field selector check") {
+    // The requests certsync made are seen only by the test API server.
+    if let Some(fake) = env.fake.as_mut() {
         // certsync listed and watched exactly this object, never the namespace.
         let reads: Vec<String> = fake
             .requests()
@@ -232,10 +234,7 @@ async fn initial_sync_rotation_and_field_selector() {
 /// on without any event for this object), and a new list only on 410 Gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_resume_where_they_ended_and_relist_only_when_gone() {
-    let mut env = Env::new().await;
-    if env.fake("watch resume").is_none() {
-        return;
-    }
+    let mut env = Env::test_server().await;
     let name = env.name("resume");
     let first = Pair::new("first");
     env.put_pair(&name, &first).await;
@@ -409,10 +408,7 @@ async fn configmap_ca_bundle_with_key_mapping() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_server_down_at_start_then_up() {
-    let mut env = Env::new().await;
-    if env.fake("api_server_down_at_start_then_up").is_none() {
-        return env.cleanup().await;
-    }
+    let mut env = Env::test_server().await;
     // A first run leaves a good pair on disk.
     let name = env.name("down");
     let first = Pair::new("first");
@@ -453,10 +449,7 @@ async fn api_server_down_at_start_then_up() {
 /// to the newest object, stay up, and never go back to older content.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn converges_after_every_injected_fault() {
-    let mut env = Env::new().await;
-    if env.fake("converges_after_every_injected_fault").is_none() {
-        return env.cleanup().await;
-    }
+    let mut env = Env::test_server().await;
     let name = env.name("faults");
     env.put_pair(&name, &Pair::new("start")).await;
     let mut cs = env.start(&[env.secret_spec(&name)], &[]);
@@ -518,13 +511,7 @@ async fn converges_after_every_injected_fault() {
 /// `recovery` case measures the time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn converges_after_a_restart_with_compacted_history() {
-    let mut env = Env::new().await;
-    if env
-        .fake("converges_after_a_restart_with_compacted_history")
-        .is_none()
-    {
-        return env.cleanup().await;
-    }
+    let mut env = Env::test_server().await;
     let name = env.name("restart");
     let first = Pair::new("before");
     env.put_pair(&name, &first).await;
@@ -565,12 +552,10 @@ async fn converges_after_a_restart_with_compacted_history() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forbidden_names_the_verb_and_object() {
-    let mut env = Env::new().await;
+    let mut env = Env::test_server().await;
     let name = env.name("denied");
     let ns = env.ns.clone();
-    let Some(fake) = env.fake("forbidden_names_the_verb_and_object") else {
-        return env.cleanup().await;
-    };
+    let fake = env.fake.as_mut().expect("the test API server");
     fake.allow_only(&[("secrets", &ns, "some-other-secret")]);
     let cs = env.start(&[env.secret_spec(&name)], &[]);
     cs.wait_log("forbidden: cannot list secret");
@@ -590,10 +575,7 @@ async fn forbidden_names_the_verb_and_object() {
 /// handshake fails (and says so); with it, certsync syncs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_server_name_override() {
-    let mut env = Env::new().await;
-    if env.fake("tls_server_name_override").is_none() {
-        return env.cleanup().await;
-    }
+    let env = Env::test_server().await;
     let serving = Pair::new("kube-apiserver.test");
     let tls = ApiServer::start_tls(&serving.cert, &serving.key).await;
     let dir = env.tmp.path().join("tls");
@@ -636,10 +618,7 @@ async fn tls_server_name_override() {
 /// runs; the client is rebuilt from it without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubeconfig_change_rebuilds_the_client() {
-    let mut env = Env::new().await;
-    if env.fake("kubeconfig_change_rebuilds_the_client").is_none() {
-        return env.cleanup().await;
-    }
+    let mut env = Env::test_server().await;
     let name = env.name("rekey");
     let p = Pair::new("rekey");
     env.put_pair(&name, &p).await;
@@ -921,13 +900,7 @@ async fn forty_watches_share_one_http2_connection() {
 /// it. So: at least what the watches need, at most what the peak needs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_connections_only_when_the_stream_limit_is_reached() {
-    let mut env = Env::new().await;
-    if env
-        .fake("more_connections_only_when_the_stream_limit_is_reached")
-        .is_none()
-    {
-        return env.cleanup().await;
-    }
+    let env = Env::test_server().await;
     for (limit, watches) in [(8, 20), (MAX_STREAMS, 101)] {
         let tls = Tls::start(&env.tmp.path().join(format!("tls-{limit}")), true, limit).await;
         let mut names = Vec::new();
@@ -969,10 +942,7 @@ async fn more_connections_only_when_the_stream_limit_is_reached() {
 /// A server that offers only HTTP/1.1 through ALPN is spoken to in HTTP/1.1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_when_the_server_offers_no_http2() {
-    let mut env = Env::new().await;
-    if env.fake("http1_when_the_server_offers_no_http2").is_none() {
-        return env.cleanup().await;
-    }
+    let env = Env::test_server().await;
     let tls = Tls::start(&env.tmp.path().join("tls"), false, MAX_STREAMS).await;
     let names: Vec<String> = (0..3).map(|i| env.name(&format!("h1-{i}"))).collect();
     let p = Pair::new("h1");
@@ -1005,13 +975,7 @@ async fn http1_when_the_server_offers_no_http2() {
 /// the update made meanwhile arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_connection_is_noticed_by_keepalive_pings() {
-    let mut env = Env::new().await;
-    if env
-        .fake("a_silent_connection_is_noticed_by_keepalive_pings")
-        .is_none()
-    {
-        return env.cleanup().await;
-    }
+    let env = Env::test_server().await;
     let tls = Tls::start(&env.tmp.path().join("tls"), true, MAX_STREAMS).await;
     let (proxy, kubeconfig) = tls.via_proxy(&env.tmp.path().join("via-proxy")).await;
 
@@ -1035,13 +999,7 @@ async fn a_silent_connection_is_noticed_by_keepalive_pings() {
 /// another server; every watch moves there and the old connection closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotated_kubeconfig_moves_every_watch_to_a_new_connection() {
-    let mut env = Env::new().await;
-    if env
-        .fake("rotated_kubeconfig_moves_every_watch_to_a_new_connection")
-        .is_none()
-    {
-        return env.cleanup().await;
-    }
+    let env = Env::test_server().await;
     let a = Tls::start(&env.tmp.path().join("a"), true, MAX_STREAMS).await;
     let b = Tls::start(&env.tmp.path().join("b"), true, MAX_STREAMS).await;
     let names: Vec<String> = (0..3).map(|i| env.name(&format!("rot-{i}"))).collect();
@@ -1076,10 +1034,7 @@ async fn rotated_kubeconfig_moves_every_watch_to_a_new_connection() {
 /// `--api-keepalive`, over HTTP/2 and HTTP/1.1 alike, and the watch resumes
 /// once the server answers.
 async fn a_silent_tls_handshake_is_given_up_and_retried(h2: bool) {
-    let mut env = Env::new().await;
-    if env.fake("a_silent_tls_handshake").is_none() {
-        return env.cleanup().await;
-    }
+    let env = Env::test_server().await;
     let tls = Tls::start(&env.tmp.path().join("tls"), h2, MAX_STREAMS).await;
     let (proxy, kubeconfig) = tls.via_proxy(&env.tmp.path().join("via-proxy")).await;
     let name = env.name("silent");
@@ -1709,10 +1664,7 @@ fn once_with_env(spec: &str, args: &[&str], env: &[(&str, &Path)]) -> std::proce
 /// first read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubeconfig_paths_are_merged_as_kubectl_merges_them() {
-    let mut env = Env::new().await;
-    if env.fake("kubeconfig_paths_are_merged").is_none() {
-        return env.cleanup().await;
-    }
+    let mut env = Env::test_server().await;
     let name = env.name("merged");
     let p = Pair::new("merged");
     env.put_pair(&name, &p).await;
@@ -1758,10 +1710,7 @@ async fn kubeconfig_paths_are_merged_as_kubectl_merges_them() {
 /// than the current one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn home_kubeconfig_and_context_as_kubectl() {
-    let mut env = Env::new().await;
-    if env.fake("home_kubeconfig_and_context_as_kubectl").is_none() {
-        return env.cleanup().await;
-    }
+    let mut env = Env::test_server().await;
     let name = env.name("home");
     let p = Pair::new("home");
     env.put_pair(&name, &p).await;
@@ -1815,10 +1764,7 @@ async fn home_kubeconfig_and_context_as_kubectl() {
 /// naming the server and the timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_waits_for_the_api_server_within_its_timeout() {
-    let mut env = Env::new().await;
-    if env.fake("once_waits_for_the_api_server").is_none() {
-        return env.cleanup().await;
-    }
+    let mut env = Env::test_server().await;
     let name = env.name("late");
     let p = Pair::new("late");
     env.put_pair(&name, &p).await;

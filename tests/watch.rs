@@ -3,7 +3,7 @@
 //! watch the server ends at once, without a single event, is a failure
 //! (client-go's reflector's "very short watch"), backed off and warned about
 //! once, for every kind of source. These faults cannot be made on a real
-//! cluster, so the tests are skipped there.
+//! cluster, so the tests run against the test API server always.
 
 mod support;
 
@@ -19,15 +19,12 @@ const WINDOW: Duration = Duration::from_secs(3);
 /// three or four; without, thousands.
 const HANDFUL: usize = 6;
 
-/// The test API server, or `None` (said) on a real cluster.
-async fn fake(dir: &std::path::Path, test: &str) -> Option<(ApiServer, std::path::PathBuf)> {
-    if std::env::var_os("CERTSYNC_E2E_KUBECONFIG").is_some() {
-        eprintln!("{test}: skipped on a real cluster (needs the test API server)");
-        return None;
-    }
+/// The test API server, also when the other suites run against a real
+/// cluster: only it ends watches at will.
+async fn fake(dir: &std::path::Path) -> (ApiServer, std::path::PathBuf) {
     let fake = ApiServer::start().await;
     let kubeconfig = fake.kubeconfig(dir);
-    Some((fake, kubeconfig))
+    (fake, kubeconfig)
 }
 
 fn count(fake: &ApiServer, prefix: &str) -> usize {
@@ -107,9 +104,7 @@ fn short_watch_warnings(cs: &Certsync, what: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_watch_the_server_ends_at_once_is_backed_off() {
     let d = tempfile::tempdir().unwrap();
-    let Some((fake, kubeconfig)) = fake(d.path(), "secret short watch").await else {
-        return;
-    };
+    let (fake, kubeconfig) = fake(d.path()).await;
     fake.end_watches_at_once(true);
     let cs = secret_mapping(&kubeconfig, d.path(), "short").await;
     tokio::time::sleep(WINDOW).await;
@@ -124,9 +119,7 @@ async fn a_secret_watch_the_server_ends_at_once_is_backed_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trust_bundle_watch_the_server_ends_at_once_is_backed_off() {
     let d = tempfile::tempdir().unwrap();
-    let Some((fake, kubeconfig)) = fake(d.path(), "trust bundle short watch").await else {
-        return;
-    };
+    let (fake, kubeconfig) = fake(d.path()).await;
     let ctbs = kube::Api::all(kube_client(&kubeconfig).await);
     let ca = String::from_utf8(Pair::new("ca").ca_cert).unwrap();
     ctbs.create(
@@ -159,9 +152,7 @@ async fn a_trust_bundle_watch_the_server_ends_at_once_is_backed_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_request_watch_the_server_ends_at_once_is_backed_off() {
     let d = tempfile::tempdir().unwrap();
-    let Some((fake, kubeconfig)) = fake(d.path(), "csr short watch").await else {
-        return;
-    };
+    let (fake, kubeconfig) = fake(d.path()).await;
     let signer = support::signer::Signer::new(kube_client(&kubeconfig).await, "example.com/short");
     let ca_file = d.path().join("ca.crt");
     std::fs::write(&ca_file, &signer.ca_pem).unwrap();
@@ -201,9 +192,7 @@ async fn a_certificate_request_watch_the_server_ends_at_once_is_backed_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_approvers_watches_the_server_ends_at_once_are_backed_off() {
     let d = tempfile::tempdir().unwrap();
-    let Some((fake, kubeconfig)) = fake(d.path(), "approver short watch").await else {
-        return;
-    };
+    let (fake, kubeconfig) = fake(d.path()).await;
     fake.end_watches_at_once(true);
     let port = free_port();
     let cs = Certsync::start(
@@ -244,9 +233,7 @@ async fn the_approvers_watches_the_server_ends_at_once_are_backed_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_watches_ending_after_one_bookmark_are_paced() {
     let d = tempfile::tempdir().unwrap();
-    let Some((fake, kubeconfig)) = fake(d.path(), "one-bookmark watch").await else {
-        return;
-    };
+    let (fake, kubeconfig) = fake(d.path()).await;
     fake.end_watches_after_one_bookmark(true);
     let _cs = secret_mapping(&kubeconfig, d.path(), "bookmark").await;
     let before = count(&fake, "watch secrets ns/tls");

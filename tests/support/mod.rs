@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod certs;
+pub mod control_plane;
 pub mod forge;
 pub mod signer;
 pub mod tools;
@@ -335,11 +336,23 @@ pub fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
 pub async fn cluster(dir: &Path) -> (PathBuf, Option<apiserver::ApiServer>) {
     match std::env::var_os("CERTSYNC_E2E_KUBECONFIG") {
         Some(kc) => (PathBuf::from(kc), None),
-        None => {
-            let fake = apiserver::ApiServer::start().await;
-            (fake.kubeconfig(dir), Some(fake))
-        }
+        None => test_server(dir).await,
     }
+}
+
+/// The test API server, started now whatever `CERTSYNC_E2E_KUBECONFIG`
+/// says, its kubeconfig written into `dir`: for a test of what only it can
+/// do (inject a fault, switch an API off), which a run against a real
+/// cluster then runs too rather than skipping it.
+pub async fn test_server(dir: &Path) -> (PathBuf, Option<apiserver::ApiServer>) {
+    let fake = apiserver::ApiServer::start().await;
+    (fake.kubeconfig(dir), Some(fake))
+}
+
+/// The namespace end-to-end tests put their objects in on a real cluster:
+/// `CERTSYNC_E2E_NAMESPACE`, else `default`, which every cluster has.
+pub fn e2e_namespace() -> String {
+    std::env::var("CERTSYNC_E2E_NAMESPACE").unwrap_or_else(|_| "default".into())
 }
 
 /// A Kubernetes client from a kubeconfig file (the test server's or a real
@@ -575,6 +588,9 @@ pub struct FreezeProxy {
     /// While set, new connections are accepted and then held silent too (a
     /// server that accepts but never answers the TLS handshake).
     hold_new: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// While set, new connections are closed at once (a server that is
+    /// not there).
+    refuse_new: std::sync::Arc<std::sync::atomic::AtomicBool>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -586,8 +602,14 @@ impl FreezeProxy {
         let frozen = epoch.clone();
         let hold_new: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
         let hold = std::sync::Arc::clone(&hold_new);
+        let refuse_new: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
+        let refuse = std::sync::Arc::clone(&refuse_new);
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                if refuse.load(std::sync::atomic::Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
                 if hold.load(std::sync::atomic::Ordering::SeqCst) {
                     tokio::spawn(async move {
                         let _client = client;
@@ -623,8 +645,15 @@ impl FreezeProxy {
             addr,
             epoch,
             hold_new,
+            refuse_new,
             accept,
         }
+    }
+
+    /// Closes every new connection at once while `on`.
+    pub fn refuse_new(&self, on: bool) {
+        self.refuse_new
+            .store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Freezes every connection open now.
@@ -662,8 +691,9 @@ pub fn server_addrs(kubeconfig: &Path) -> Vec<std::net::SocketAddr> {
         .collect()
 }
 
-/// The cluster's ClusterTrustBundle API, or `None` (said on stderr, the
-/// test skipped) when the cluster does not serve certificates.k8s.io/v1beta1.
+/// The cluster's ClusterTrustBundle API, or `None` (the test skipped, as
+/// [`tools::skip`] says: a failure under CI) when the cluster does not serve
+/// certificates.k8s.io/v1beta1.
 pub async fn trust_bundles_api(
     client: kube::Client,
     test: &str,
@@ -672,7 +702,9 @@ pub async fn trust_bundles_api(
     if let Err(kube::Error::Api(e)) = api.list(&Default::default()).await
         && e.code == 404
     {
-        eprintln!("{test}: skipped (the cluster does not serve ClusterTrustBundles)");
+        tools::skip(&format!(
+            "{test}: the cluster does not serve ClusterTrustBundles (certificates.k8s.io/v1beta1)"
+        ));
         return None;
     }
     Some(api)

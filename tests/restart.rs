@@ -1,0 +1,123 @@
+//! The watch faults of `tests/kube.rs` that a real cluster can produce,
+//! against real kube-apiserver, kube-controller-manager and etcd v1.36:
+//! the API server stopped (its pid killed, as a node loses it) and started
+//! again with `realkube/up`, its history compacted meanwhile, or down when
+//! certsync starts. Each test stops and starts a control plane of its own
+//! (`support::control_plane`), never one other tests share; without the
+//! realkube tools or root the tests skip, a failure under CI.
+
+mod support;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::PostParams;
+
+use support::certs::Pair;
+use support::control_plane::ControlPlane;
+use support::*;
+
+const NS: &str = "default";
+
+/// Creates or replaces `kubernetes.io/tls` Secret `default/name` holding `p`.
+async fn put_pair(kubeconfig: &std::path::Path, name: &str, p: &Pair) {
+    let api: Api<Secret> = Api::namespaced(kube_client(kubeconfig).await, NS);
+    let mut secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name}, "type": "kubernetes.io/tls",
+        "stringData": {
+            "tls.crt": String::from_utf8(p.cert.clone()).unwrap(),
+            "tls.key": String::from_utf8(p.key.clone()).unwrap(),
+        },
+    }))
+    .unwrap();
+    match api.get_opt(name).await.unwrap() {
+        Some(old) => {
+            secret.metadata.resource_version = old.metadata.resource_version;
+            api.replace(name, &PostParams::default(), &secret)
+                .await
+                .unwrap();
+        }
+        None => {
+            api.create(&PostParams::default(), &secret).await.unwrap();
+        }
+    }
+}
+
+fn run(kubeconfig: &std::path::Path, target: &std::path::Path, dir: &std::path::Path) -> Certsync {
+    Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--sync",
+            &format!("secret:{NS}/tls={},name=tls", target.display()),
+        ],
+        dir,
+    )
+}
+
+/// kube-apiserver killed and started again while the Secret changed and
+/// etcd's history was compacted up to the change: certsync converges on
+/// the change and stays up. It reaches the API server through a proxy that
+/// refuses connections from the kill until after the change and the
+/// compaction, so the order is certain. (How it gets there, a resumed
+/// watch refused with 410 and a re-list, is checked against the test API
+/// server, which records requests: kube.rs,
+/// converges_after_a_restart_with_compacted_history.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_api_server_restarted_with_compacted_history() {
+    let Some(cp) = ControlPlane::up("restart") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let proxy = FreezeProxy::start(cp.api).await;
+    let via_proxy = cp.admin_via(proxy.addr, tmp.path());
+    let first = Pair::new("before");
+    put_pair(&cp.admin, "tls", &first).await;
+    let target = tmp.path().join("target");
+    let mut cs = run(&via_proxy, &target, tmp.path());
+    wait_pair(&target, &first);
+
+    proxy.refuse_new(true);
+    cp.stop_api_server();
+    cs.wait_log("reason=\"source_unavailable\"");
+    cp.start();
+    let newest = Pair::new("while-away");
+    put_pair(&cp.admin, "tls", &newest).await;
+    cp.compact();
+    assert_eq!(
+        read_live(&target).map(|(_, c, _)| c),
+        Some(first.cert.clone()),
+        "nothing reached certsync yet"
+    );
+    proxy.refuse_new(false);
+    wait_pair(&target, &newest);
+    assert!(cs.is_running(), "certsync exited\n{}", cs.log());
+}
+
+/// certsync started while kube-apiserver is down keeps the files it has
+/// and stays up; once the API server is back it converges on the Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_api_server_down_at_start_then_up() {
+    let Some(cp) = ControlPlane::up("down-at-start") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let first = Pair::new("first");
+    put_pair(&cp.admin, "tls", &first).await;
+    let target = tmp.path().join("target");
+    let cs = run(&cp.admin, &target, tmp.path());
+    let rev = wait_pair(&target, &first);
+    drop(cs);
+
+    cp.stop_api_server();
+    let mut cs = run(&cp.admin, &target, tmp.path());
+    cs.wait_log("reason=\"source_unavailable\"");
+    assert!(cs.is_running(), "{}", cs.log());
+    assert_eq!(read_live(&target).unwrap().0, rev, "the good pair stays");
+
+    cp.start();
+    let second = Pair::new("second");
+    put_pair(&cp.admin, "tls", &second).await;
+    wait_pair(&target, &second);
+    assert!(cs.is_running(), "{}", cs.log());
+}
