@@ -14,8 +14,9 @@
 //! CA) before the bundle (tls.crt, tls.key, and the CA certificate as
 //! ca.crt) is published into one revision by the sync task.
 //!
-//! Rotation follows the `csr:` source: at 70–90 % of the lifetime, never
-//! sooner than the renewal floor after the previous issuance ([`renewal`]);
+//! Rotation follows the `csr:` source: at 70–90 % of the lifetime (a
+//! certificate already due when issued waits for the renewal floor after
+//! the previous issuance, [`renewal`]);
 //! at once when there is no live pair, it expired, or it no longer
 //! satisfies the mapping (its CA, template, subject, names, usages or key
 //! algorithm changed), which is rechecked every resync. After a restart the
