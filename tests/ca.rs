@@ -220,6 +220,48 @@ fn a_short_lifetime_is_renewed_before_the_floor_and_before_expiry() {
     assert!(!cs.log().contains("renewal held back"), "{}", cs.log());
 }
 
+/// Honest health: a pair past its renewal point whose renewal fails (the
+/// CA key turned 0644) makes /readyz 503 naming the mapping and why, and
+/// the same error is logged once at error level, then at debug. /readyz
+/// stayed 200 with the certificate expired, and every retry logged it.
+#[test]
+fn failing_renewal_past_the_renewal_point_is_not_ready_and_logged_once() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let cs = start(
+        &spec(&prefix, &target, ",lifetime=4s,name=short"),
+        &["--admin-addr", &addr],
+        d.path(),
+    );
+    next_cert(&target, &[]);
+    wait_for("ready", || {
+        (http_get(port, "/readyz")?.0 == 200).then_some(())
+    });
+    let key = prefix.with_extension("key");
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).unwrap();
+    let body = wait_for("not ready", || {
+        let (code, body) = http_get(port, "/readyz")?;
+        (code == 503).then_some(body)
+    });
+    assert!(
+        body.contains("mapping short") && body.contains("0644"),
+        "{body}"
+    );
+    // Retries at 2, 4, 8 s: the same error, logged once at error level.
+    wait_for("three attempts", || {
+        (cs.log().matches("mode 0644").count() >= 3).then_some(())
+    });
+    let log = cs.log();
+    let at_error = log
+        .lines()
+        .filter(|l| l.contains(" ERROR ") && l.contains("mode 0644"))
+        .count();
+    assert_eq!(at_error, 1, "{log}");
+}
+
 /// A CA with an hour left: the certificate ends with it, a warning says
 /// so, and the metrics show the CA's TTL and the cap.
 #[test]
