@@ -429,9 +429,10 @@ pub struct RunArgs {
     #[arg(long, env = "CERTSYNC_CLOCK_SKEW", value_parser = duration(0, YEAR), default_value = "5m")]
     pub clock_skew: Duration,
 
-    /// csr: mappings request a new certificate no sooner than this (or 10 %
-    /// of the issued lifetime up to a day, if longer) after the previous one was issued,
-    /// even when the signer issues certificates already due for renewal.
+    /// When the signer issues certificates already due for renewal, csr:
+    /// mappings request (and ca: mappings issue) a new one no sooner than
+    /// this (or 10 % of the issued lifetime up to a day, if longer) after the
+    /// previous one; a renewal point still ahead is never delayed.
     #[arg(long, env = "CERTSYNC_CSR_RENEW_FLOOR", value_parser = duration(1000, YEAR), default_value = "5m")]
     pub csr_renew_floor: Duration,
 

@@ -58,7 +58,13 @@ fn main() -> ExitCode {
         }
         Command::Man(a) => man(&a),
         Command::Approve(args) if args.policy.check().is_err() => usage(args.policy.check()),
-        Command::Csr(CsrCommand::Review(a)) if a.policy.check().is_err() => usage(a.policy.check()),
+        // Looking needs no policy flags (what they would check is marked);
+        // approving or denying does.
+        Command::Csr(CsrCommand::Review(a))
+            if (a.approve || a.deny) && a.policy.check().is_err() =>
+        {
+            usage(a.policy.check())
+        }
         Command::Approve(args) => match approve(args.config()) {
             Ok(code) => code,
             Err(e) => {
@@ -299,11 +305,19 @@ async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
         context: a.context.clone(),
         ..Default::default()
     };
+    // No node network given: every other check runs, and the addresses
+    // are marked as not checked (never approved: `--approve` needs them).
+    let addresses_unchecked = a.policy.node_cidrs.is_empty() && !a.policy.allow_any_node_address;
+    let mut policy = a.policy.policy();
+    if addresses_unchecked {
+        policy.any_node_address = true;
+    }
     let (rows, done) = certsync::approve::review(
         &settings,
         &a.names,
         a.policy.selector.as_deref(),
-        &a.policy.policy(),
+        &policy,
+        addresses_unchecked,
         a.approve,
         a.deny,
     )

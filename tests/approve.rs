@@ -999,12 +999,23 @@ async fn review_and_logs_escape_what_a_node_wrote() {
 }
 
 /// Without a node network the approver would trust what nodes write about
-/// themselves: it refuses to start unless told to, and says how.
+/// themselves: it refuses to start unless told to, and says how; so does
+/// `csr review` asked to approve or deny. Looking needs no flags: plain
+/// `csr review` goes on to the API server (here a kubeconfig that does not
+/// exist) and marks what it cannot check.
 #[test]
 fn approve_needs_node_networks_or_an_explicit_opt_in() {
+    let out = std::process::Command::new(certsync_bin())
+        .args(["csr", "review", "--kubeconfig", "/nonexistent"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("/nonexistent"), "{err}");
     for args in [
         &["approve", "--kubeconfig", "/nonexistent"][..],
-        &["csr", "review", "--kubeconfig", "/nonexistent"][..],
+        &["csr", "review", "--approve", "--kubeconfig", "/nonexistent"][..],
+        &["csr", "review", "--deny", "--kubeconfig", "/nonexistent"][..],
     ] {
         let out = std::process::Command::new(certsync_bin())
             .args(args)

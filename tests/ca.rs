@@ -189,6 +189,79 @@ fn a_rollback_to_the_found_pair_holds_across_restarts() {
     next_cert(&target, std::slice::from_ref(&found_cert));
 }
 
+/// A 3-minute lifetime under the default 5-minute renewal floor is renewed
+/// at its own renewal point, before it expires (the floor held it back past
+/// expiry).
+#[test]
+fn a_short_lifetime_is_renewed_before_the_floor_and_before_expiry() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let cs = start(
+        &spec(&prefix, &target, ",lifetime=3m,renew=10%-20%"),
+        &["--csr-renew-floor", "5m"],
+        d.path(),
+    );
+    let (c1, _) = next_cert(&target, &[]);
+    // Renewal point: 18 to 36 s after issuance; the floor would be 300 s.
+    let start = std::time::Instant::now();
+    loop {
+        let (_, cert, _) = read_live(&target).unwrap_or_default();
+        if !cert.is_empty() && cert != c1 {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(90),
+            "not renewed 90 s after issuance (renewal point 18-36 s): {}",
+            cs.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(!cs.log().contains("renewal held back"), "{}", cs.log());
+}
+
+/// Honest health: a pair past its renewal point whose renewal fails (the
+/// CA key turned 0644) makes /readyz 503 naming the mapping and why, and
+/// the same error is logged once at error level, then at debug. /readyz
+/// stayed 200 with the certificate expired, and every retry logged it.
+#[test]
+fn failing_renewal_past_the_renewal_point_is_not_ready_and_logged_once() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let cs = start(
+        &spec(&prefix, &target, ",lifetime=4s,name=short"),
+        &["--admin-addr", &addr],
+        d.path(),
+    );
+    next_cert(&target, &[]);
+    wait_for("ready", || {
+        (http_get(port, "/readyz")?.0 == 200).then_some(())
+    });
+    let key = prefix.with_extension("key");
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).unwrap();
+    let body = wait_for("not ready", || {
+        let (code, body) = http_get(port, "/readyz")?;
+        (code == 503).then_some(body)
+    });
+    assert!(
+        body.contains("mapping short") && body.contains("0644"),
+        "{body}"
+    );
+    // Retries at 2, 4, 8 s: the same error, logged once at error level.
+    wait_for("three attempts", || {
+        (cs.log().matches("mode 0644").count() >= 3).then_some(())
+    });
+    let log = cs.log();
+    let at_error = log
+        .lines()
+        .filter(|l| l.contains(" ERROR ") && l.contains("mode 0644"))
+        .count();
+    assert_eq!(at_error, 1, "{log}");
+}
+
 /// A CA with an hour left: the certificate ends with it, a warning says
 /// so, and the metrics show the CA's TTL and the cap.
 #[test]
@@ -363,21 +436,23 @@ fn a_consumer_watching_tls_crt_sees_every_renewal() {
 }
 
 /// Attack (on the renewal floor): a live pair that stops satisfying the
-/// mapping at a recheck (here it expires: a lifetime shorter than the
-/// recheck; a template someone flips does the same) was reissued at every
-/// recheck, each a new revision and a reload. At once, but never sooner
-/// than the floor after the last issuance.
+/// mapping at a recheck (here its CA is replaced; a template someone flips
+/// does the same) was reissued at every recheck, each a new revision and a
+/// reload. At once, but never sooner than the floor after the last
+/// issuance. (A lifetime shorter than the recheck no longer shows it: such
+/// a pair is renewed at its own renewal point, before it is unfit.)
 #[test]
 fn a_pair_unfit_at_every_recheck_is_not_reissued_within_the_floor() {
     let d = tempfile::tempdir().unwrap();
     let prefix = ca_files(d.path(), 3600);
     let target = d.path().join("target");
     let cs = start(
-        &spec(&prefix, &target, ",lifetime=1s"),
+        &spec(&prefix, &target, ",lifetime=1h"),
         &["--resync", "500ms", "--csr-renew-floor", "1h"],
         d.path(),
     );
     next_cert(&target, &[]);
+    assert_eq!(ca_files(d.path(), 3600), prefix, "a new CA in its place");
     std::thread::sleep(std::time::Duration::from_secs(5));
     let log = cs.log();
     assert_eq!(log.matches("certificate issued").count(), 1, "{log}");

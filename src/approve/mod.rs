@@ -495,7 +495,8 @@ pub struct ReviewRow {
     pub usages: Vec<String>,
     pub key: String,
     pub age_seconds: i64,
-    /// `approve`, `deny`, `wait`, or `not-checked` (another signer) or the
+    /// `approve`, `deny`, `wait`, `unchecked` (no node network given: the
+    /// addresses were not checked), or `not-checked` (another signer) or the
     /// state of a decided CSR.
     pub verdict: String,
     /// The failed check and why; empty when approved.
@@ -552,11 +553,16 @@ pub fn review_cells(r: &ReviewRow) -> Vec<String> {
 
 /// `csr review`: the verdict on every pending CSR (or those named), and
 /// with `approve`/`deny` the writes; returns the rows and what was done.
+/// `addresses_unchecked`: no node network was given, so a request that
+/// passes every other check is shown as `unchecked` (its IP addresses not
+/// checked against node networks) and never approved.
+#[allow(clippy::too_many_arguments)]
 pub async fn review(
     settings: &ClientSettings,
     names: &[String],
     selector: Option<&str>,
     policy: &Policy,
+    addresses_unchecked: bool,
     approve: bool,
     deny: bool,
 ) -> Result<(Vec<ReviewRow>, Vec<String>), ApproveError> {
@@ -613,6 +619,14 @@ pub async fn review(
             (
                 "not-checked".to_owned(),
                 format!("signer {signer} (the policy is for {})", policy::SIGNER),
+                None,
+            )
+        } else if addresses_unchecked && matches!(verdict, Verdict::Approve) {
+            (
+                "unchecked".to_owned(),
+                "passes every other check; IP addresses not checked against the node \
+                 networks (give --node-cidr, or --allow-any-node-address)"
+                    .to_owned(),
                 None,
             )
         } else {

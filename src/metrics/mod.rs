@@ -133,6 +133,10 @@ pub struct Metrics {
     names: Mutex<std::collections::HashMap<String, Name>>,
     /// Per mapping: `None` when ready, else why not.
     readiness: Mutex<BTreeMap<String, Option<String>>>,
+    /// Per `ca:`/`csr:` mapping whose renewal is failing: the error. Every
+    /// attempt is made at or past the renewal point, so such a mapping is
+    /// not ready until an attempt succeeds.
+    renewal_failing: Mutex<BTreeMap<String, String>>,
     stale_fraction: f64,
     shutting_down: AtomicBool,
 }
@@ -181,6 +185,7 @@ impl Metrics {
             validity: Mutex::default(),
             names: Mutex::default(),
             readiness: Mutex::default(),
+            renewal_failing: Mutex::default(),
             stale_fraction,
             shutting_down: AtomicBool::new(false),
             registry: Registry::default(),
@@ -500,18 +505,62 @@ impl Metrics {
         self.shutting_down.store(true, Ordering::SeqCst);
     }
 
-    /// `Ok` when every mapping is ready, else one line per problem.
+    /// A `ca:` or `csr:` mapping's renewal failed with `error` (`None`:
+    /// it succeeded).
+    pub fn renewal_failing(&self, mapping: &str, error: Option<String>) {
+        let mut failing = self
+            .renewal_failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match error {
+            Some(e) => failing.insert(mapping.to_owned(), e),
+            None => failing.remove(mapping),
+        };
+    }
+
+    /// `Ok` when every mapping is ready, else one line per problem: a
+    /// mapping is not ready with a problem reported, with its live
+    /// certificate expired, or with its renewal failing.
     pub fn readiness(&self) -> Result<(), String> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err("shutting down\n".into());
         }
-        let r = self
+        // Each lock taken alone, never nested.
+        let reported = self
             .readiness
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let problems: String = r
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let failing = self
+            .renewal_failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let validity = self
+            .validity
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let now = unix_now();
+        let problems: String = reported
             .iter()
-            .filter_map(|(m, p)| p.as_ref().map(|p| format!("mapping {m}: {p}\n")))
+            .filter_map(|(m, p)| {
+                let expired = match validity.get(m) {
+                    Some(Live::Leaf(v)) if v.not_after as f64 <= now => Some(format!(
+                        "the live certificate expired at {}",
+                        crate::validate::rfc3339(v.not_after)
+                    )),
+                    _ => None,
+                };
+                let problem = p.clone().or_else(|| match (expired, failing.get(m)) {
+                    (Some(x), Some(e)) => Some(format!("{x}; renewal is failing: {e}")),
+                    (None, Some(e)) => Some(format!(
+                        "past its renewal point and renewal is failing: {e}"
+                    )),
+                    (x, None) => x,
+                })?;
+                Some(format!("mapping {m}: {problem}\n"))
+            })
             .collect();
         if problems.is_empty() {
             Ok(())

@@ -14,8 +14,9 @@
 //! CA) before the bundle (tls.crt, tls.key, and the CA certificate as
 //! ca.crt) is published into one revision by the sync task.
 //!
-//! Rotation follows the `csr:` source: at 70–90 % of the lifetime, never
-//! sooner than the renewal floor after the previous issuance ([`renewal`]);
+//! Rotation follows the `csr:` source: at 70–90 % of the lifetime (a
+//! certificate already due when issued waits for the renewal floor after
+//! the previous issuance, [`renewal`]);
 //! at once when there is no live pair, it expired, or it no longer
 //! satisfies the mapping (its CA, template, subject, names, usages or key
 //! algorithm changed), which is rechecked every resync. After a restart the
@@ -317,6 +318,8 @@ impl CaSource {
         let mut issued_at: Option<SystemTime> = None;
         let mut deadline: Option<SystemTime> = None;
         let (mut held, mut failures) = (0u32, 0u32);
+        // The last error logged at error level: each distinct one once.
+        let mut last_error: Option<String> = None;
         loop {
             let now = SystemTime::now();
             let at = match current {
@@ -358,6 +361,8 @@ impl CaSource {
             match result {
                 Ok(issued) => {
                     failures = 0;
+                    last_error = None;
+                    self.metrics.renewal_failing(&self.mapping, None);
                     issued_at = Some(SystemTime::now());
                     deadline = None;
                     let now = validate::unix_seconds(SystemTime::now());
@@ -386,8 +391,16 @@ impl CaSource {
                 Err(e) => {
                     failures = failures.saturating_add(1);
                     self.metrics.csr_error(&self.mapping, e.reason());
-                    self.failed(&e, "the live files stay; retrying with backoff");
-                    tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "issuing a certificate failed; the live files stay; retrying with backoff");
+                    let message = e.to_string();
+                    self.metrics
+                        .renewal_failing(&self.mapping, Some(message.clone()));
+                    if last_error.as_ref() == Some(&message) {
+                        tracing::debug!(mapping = %self.mapping, error = %e, attempt = failures, "issuing a certificate still fails");
+                    } else {
+                        self.failed(&e, "the live files stay; retrying with backoff");
+                        tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "issuing a certificate failed; the live files stay; retrying with backoff");
+                        last_error = Some(message);
+                    }
                 }
             }
         }

@@ -550,6 +550,8 @@ impl CsrSource {
         let mut issued_at: Option<SystemTime> = None;
         let mut held = 0u32;
         let mut failures = 0u32;
+        // The last error logged at error level: each distinct one once.
+        let mut last_error: Option<String> = None;
         loop {
             let wait = if failures > 0 {
                 crate::backoff(Duration::from_secs(2), failures).min(RETRY_CAP)
@@ -606,6 +608,8 @@ impl CsrSource {
                 Ok(issued) => {
                     tracing::info!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), "certificate issued");
                     failures = 0;
+                    last_error = None;
+                    self.metrics.renewal_failing(&self.mapping, None);
                     issued_at = Some(SystemTime::now());
                     let now = validate::unix_seconds(SystemTime::now());
                     // A certificate issued already due (a CA about to expire
@@ -630,10 +634,19 @@ impl CsrSource {
                 Err(e) => {
                     failures = failures.saturating_add(1);
                     self.metrics.csr_error(&self.mapping, e.reason());
+                    let message = e.to_string();
+                    self.metrics
+                        .renewal_failing(&self.mapping, Some(message.clone()));
                     if let Some(events) = &self.events {
-                        events.request_failed(e.to_string());
+                        events.request_failed(message.clone());
                     }
-                    tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "certificate request failed; retrying with backoff");
+                    // Each distinct error once at error level, then debug.
+                    if last_error.as_ref() == Some(&message) {
+                        tracing::debug!(mapping = %self.mapping, error = %e, attempt = failures, "certificate request still fails");
+                    } else {
+                        tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "certificate request failed; retrying with backoff");
+                        last_error = Some(message);
+                    }
                 }
             }
         }

@@ -5,12 +5,16 @@
 //! that are already past that point (its clock behind ours, a CA about to
 //! expire clipping notAfter, a lifetime shorter than asked): renewing "at
 //! the deadline" would then request again at once, with a new key and a new
-//! revision each time, in a loop as fast as the signer answers. So no
-//! request is made sooner than a floor after the previous issuance:
+//! revision each time, in a loop as fast as the signer answers. So when a
+//! certificate's renewal point has already passed as it arrives, no request
+//! is made sooner than a floor after the previous issuance:
 //! `max(--csr-renew-floor, 10 % of the issued lifetime up to a day)`,
 //! doubled on each consecutive time it holds a renewal back (jittered, up
-//! to an hour or the floor if that is longer). Pure: the caller gives the
-//! clock and the random draws.
+//! to an hour or the floor if that is longer). A renewal point still ahead
+//! is kept as it is, however near: the floor must never carry a valid
+//! schedule past expiry (a 3-minute lifetime under the 5-minute floor
+//! expired before its renewal). Pure: the caller gives the clock and the
+//! random draws.
 
 use std::time::{Duration, SystemTime};
 
@@ -49,8 +53,8 @@ pub fn next(
     let deadline = w.deadline(renew, draw);
     let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
     let floor = floor.max((life / 10).min(LIFE_FLOOR_CAP));
-    let earliest = since + floor;
-    if deadline >= earliest {
+    // Not due on arrival: the schedule is the certificate's own.
+    if deadline > since {
         return Next {
             at: deadline,
             held: None,
@@ -59,13 +63,8 @@ pub fn next(
     let cap = HELD_CAP.max(floor);
     let base = floor.saturating_mul(1 << held_before.min(16)).min(cap);
     let at = since + base + base.mul_f64(jitter.clamp(0.0, 1.0) / 4.0);
-    let now_past = if deadline <= since {
-        "is already past"
-    } else {
-        "comes sooner than the renewal floor"
-    };
     let held = format!(
-        "the issued certificate's renewal point {} {now_past} (notBefore {}, notAfter {}); \
+        "the issued certificate's renewal point {} is already past (notBefore {}, notAfter {}); \
          renewing no sooner than {} after it was issued, at {}, and keeping it while it is valid; \
          check the signer's clock, its CA's expiry and the lifetime it issues",
         validate::rfc3339(validate::unix_seconds(deadline)),
@@ -127,11 +126,12 @@ mod tests {
         let n = next(w, (0.7, 0.9), 0.5, at(now), floor, 5, 0.0);
         assert_eq!(n.at, at(now) + life_tenth);
 
-        // Short certificates: the configured floor, doubled on repeats with
-        // jitter of at most a quarter, up to an hour.
+        // Short certificates already due (renewal point 2 s ago): the
+        // configured floor, doubled on repeats with jitter of at most a
+        // quarter, up to an hour.
         let short = Window {
             not_before: now - 30,
-            not_after: now + 10,
+            not_after: now + 5,
         };
         let mut bases = Vec::new();
         for held in 0..6 {
@@ -176,27 +176,24 @@ mod tests {
         }
     }
 
+    /// A floor exists to stop a loop on already-due certificates; it must
+    /// never push a valid schedule past expiry. A 3-minute certificate
+    /// (`--cluster-signing-duration=3m`, `lifetime=3m`) under the default
+    /// 5-minute floor was renewed two minutes after it expired.
     #[test]
-    fn a_deadline_ahead_but_sooner_than_the_floor_is_held_back() {
-        // 20 s certificate, renewal at 10-20 %: 2-4 s ahead, under a 1 min floor.
+    fn a_deadline_ahead_is_kept_whatever_the_floor() {
         let w = Window {
             not_before: 1_000,
-            not_after: 1_020,
+            not_after: 1_180,
         };
-        let n = next(w, (0.1, 0.2), 0.5, at(1_000), MIN, 0, 0.0);
-        assert_eq!(n.at, at(1_060));
-        assert!(n.held.unwrap().contains("sooner than the renewal floor"));
-        // With a 1 s floor it renews at its deadline.
-        let n = next(
-            w,
-            (0.1, 0.2),
-            0.5,
-            at(1_000),
-            Duration::from_secs(1),
-            0,
-            0.0,
-        );
-        assert_eq!(n.at, at(1_003));
-        assert!(n.held.is_none());
+        for (renew, want) in [((0.7, 0.9), 1_144), ((0.1, 0.2), 1_027)] {
+            let n = next(w, renew, 0.5, at(1_000), 5 * MIN, 0, 0.0);
+            assert_eq!(n.at, at(want), "{renew:?}");
+            assert!(n.held.is_none());
+            assert!(n.at < at(w.not_after));
+        }
+        // Issued late but not yet due: still its own deadline.
+        let n = next(w, (0.7, 0.9), 0.5, at(1_100), 5 * MIN, 2, 0.0);
+        assert_eq!(n.at, at(1_144));
     }
 }
