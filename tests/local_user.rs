@@ -251,6 +251,22 @@ fn files_a_kubeconfig_names_must_be_regular_files() {
     }
     let d = tempfile::tempdir().unwrap();
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // The kubeconfig itself first.
+    let fifo = user_fifo(d.path(), "kubeconfig");
+    let target = d.path().join("t");
+    let (code, err) = run_bounded(&[
+        "run",
+        "--once",
+        "--kubeconfig",
+        fifo.to_str().unwrap(),
+        "--sync",
+        &format!("secret:default/x={}", target.display()),
+    ]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains(&fifo.display().to_string()) && err.contains("not a regular file"),
+        "kubeconfig: {err}"
+    );
     for field in ["certificate-authority", "client-certificate", "client-key"] {
         let fifo = user_fifo(d.path(), &format!("{field}.pem"));
         let (cluster_extra, user_extra) = if field == "certificate-authority" {
