@@ -154,9 +154,10 @@ mod tests {
 /// Whether only root (or certsync's own user) can change what `path`
 /// names: the file, if it exists, and every directory above it, both as
 /// written and where its symlinks lead, must be owned by root or the
-/// effective user and not writable by group or others (a root-owned
-/// directory with the sticky bit, such as /tmp, is allowed: others cannot
-/// rename root's entries in it). A path that does not exist yet is judged
+/// effective user and not writable by group or others. A sticky directory
+/// such as /tmp is no exception: others cannot rename root's entries in
+/// it, but once a cleaner removes one, anyone may make it again. A path
+/// that does not exist yet is judged
 /// by its nearest existing ancestor. As ssh's StrictModes, for every
 /// ancestor: whoever can rename an entry on the way can swap what is read
 /// or written. The problem, in words, or `Ok`.
@@ -166,8 +167,7 @@ pub fn only_root_may_change(path: &Path) -> Result<(), String> {
     let judge = |p: &Path| -> Result<(), String> {
         let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let owner_ok = m.uid() == 0 || m.uid() == euid;
-        let sticky_root = m.is_dir() && m.mode() & 0o1000 != 0 && m.uid() == 0;
-        if !owner_ok || (m.mode() & 0o022 != 0 && !sticky_root) {
+        if !owner_ok || m.mode() & 0o022 != 0 {
             return Err(format!(
                 "{} (owner {}, mode {:04o}) may be changed by another user",
                 p.display(),
@@ -241,5 +241,13 @@ mod guard_tests {
 
         std::fs::set_permissions(ok.join("f"), std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(only_root_may_change(&ok.join("f")).is_err());
+
+        // Sticky, as /tmp: root's entries stay, but a removed one may be
+        // made again by anyone.
+        let sticky = d.path().join("sticky");
+        std::fs::create_dir_all(sticky.join("root-made")).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = only_root_may_change(&sticky.join("root-made/t")).unwrap_err();
+        assert!(e.contains("mode 1777") && e.contains("sticky"), "{e}");
     }
 }

@@ -586,8 +586,15 @@ fn every_failure_says_why_once() {
 /// warns once naming the sysctl, polls instead, and keeps syncing.
 #[test]
 fn inotify_exhaustion_falls_back_to_polling() {
-    let (d, src, target, sync) = dirs();
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // certsync runs as nobody here: its target lies in nobody's own
+    // directory (a directory others may write is refused at start).
+    let home = d.path().join("nobody");
+    fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    let (src, target) = (home.join("src"), home.join("t"));
+    let sync = format!("dir:{}={}", src.display(), target.display());
     let first = Pair::new("poll");
     write_pair(&src, &first);
     fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).unwrap();

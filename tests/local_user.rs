@@ -251,6 +251,22 @@ fn files_a_kubeconfig_names_must_be_regular_files() {
     }
     let d = tempfile::tempdir().unwrap();
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // The kubeconfig itself first.
+    let fifo = user_fifo(d.path(), "kubeconfig");
+    let target = d.path().join("t");
+    let (code, err) = run_bounded(&[
+        "run",
+        "--once",
+        "--kubeconfig",
+        fifo.to_str().unwrap(),
+        "--sync",
+        &format!("secret:default/x={}", target.display()),
+    ]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains(&fifo.display().to_string()) && err.contains("not a regular file"),
+        "kubeconfig: {err}"
+    );
     for field in ["certificate-authority", "client-certificate", "client-key"] {
         let fifo = user_fifo(d.path(), &format!("{field}.pem"));
         let (cluster_extra, user_extra) = if field == "certificate-authority" {
@@ -286,4 +302,64 @@ fn files_a_kubeconfig_names_must_be_regular_files() {
         );
         fs::remove_file(&fifo).unwrap();
     }
+}
+
+/// A target another user could re-create is refused at start, naming it:
+/// under a directory that user owns, or under a sticky world-writable one
+/// (/tmp: a cleaner removes an old entry, anyone makes it again), for a
+/// `ca:` mapping as for any other. The directories here stand in for /tmp
+/// and for a user's own directory (tests keep their files under
+/// target/tmp, see .cargo/config.toml).
+#[test]
+fn a_target_another_user_could_recreate_is_refused_at_start() {
+    if !root_or_skip() {
+        return;
+    }
+    // Not under /tmp, which is itself such a directory.
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let sticky = d.path().join("sticky");
+    fs::create_dir(&sticky).unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+    let user = d.path().join("user");
+    fs::create_dir(&user).unwrap();
+    chown(&user, USER);
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let pair = certs::Pair::new("recreate");
+    write_pair(&src, &pair);
+    for (sync, target) in [
+        (
+            format!("ca:{}=", d.path().join("ca").display()),
+            sticky.join("root-made/t"),
+        ),
+        (format!("dir:{}=", src.display()), sticky.join("t")),
+        (format!("dir:{}=", src.display()), user.join("t")),
+        (format!("dir:{}=", src.display()), user.join("deeper/t")),
+    ] {
+        // Root made the directory on the way: still re-creatable by anyone
+        // once removed.
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        let extra = if sync.starts_with("ca:") {
+            ",cn=x,usage=server-auth"
+        } else {
+            ""
+        };
+        let sync = format!("{sync}{}{extra}", target.display());
+        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+        assert_ne!(code, 0, "{sync}: {err}");
+        assert!(
+            err.contains(&format!("target {}", target.display()))
+                && err.contains("may be changed by another user"),
+            "{sync}: {err}"
+        );
+        assert!(!target.join("tls.crt").exists(), "{sync}: nothing written");
+    }
+    // The same source into a directory only root may change: published.
+    let target = d.path().join("root-only/t");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read(target.join("tls.crt")).unwrap(), pair.cert);
 }

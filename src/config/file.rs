@@ -100,7 +100,7 @@ pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
         && let Some(path) = run.get_one::<PathBuf>("config")
     {
         from_file = Some(path.clone());
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = read_file(path).map_err(|e| {
             cmd.clone().error(
                 clap::error::ErrorKind::Io,
                 format!("{}: {e}", path.display()),
@@ -278,12 +278,23 @@ fn typed_value(v: &str, switch: bool) -> serde_yaml_ng::Value {
     v.into()
 }
 
+/// The config file's size cap: thousands of mappings fit in far less.
+const CONFIG_LIMIT: u64 = 4 << 20;
+
+/// Reads the config file as any file certsync is handed: a regular file
+/// (judged on the opened descriptor, so a FIFO or device never hangs or
+/// floods certsync), at most [`CONFIG_LIMIT`] bytes, UTF-8. The problem, in
+/// words, without the path.
+fn read_file(path: &Path) -> Result<String, String> {
+    crate::files::read_text(path, CONFIG_LIMIT).map_err(|e| e.problem())
+}
+
 pub(crate) fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {
     let err = |problem: String| ConfigError::File {
         path: path.to_owned(),
         problem,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let text = read_file(path).map_err(err)?;
     // Settings beside the mappings are applied by `parse`; here they are
     // only checked, so a file is refused the same way from any caller.
     file_settings(path, &text)?;

@@ -346,6 +346,7 @@ fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, Stri
         if let Some(dir) = path.parent() {
             absolute_paths(&mut kc, dir);
         }
+        inline_files(&mut kc).map_err(err)?;
         merged = merged.merge(kc).map_err(|e| err(e.to_string()))?;
         read.push(path.display().to_string());
     }
@@ -356,6 +357,45 @@ fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, Stri
         });
     }
     Ok((merged, read.join(":")))
+}
+
+/// The CA, client certificate and client key files a kubeconfig names,
+/// read as every file certsync is handed (a regular file, judged on the
+/// opened descriptor, size-capped: [`crate::files`]) and put inline, so
+/// kube never opens them itself (its read follows any FIFO or device, and
+/// has no cap). Token files stay files: kube re-reads them as they rotate.
+fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
+    use base64::Engine as _;
+    let read = |path: &Option<String>| -> Result<Option<String>, String> {
+        path.as_deref()
+            .map(|p| {
+                crate::files::read_regular(std::path::Path::new(p), KUBECONFIG_LIMIT)
+                    .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
+                    .map_err(|e| e.to_string())
+            })
+            .transpose()
+    };
+    for cluster in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        if cluster.certificate_authority_data.is_none() {
+            cluster.certificate_authority_data = read(&cluster.certificate_authority)?;
+        }
+        cluster.certificate_authority = None;
+    }
+    for user in kc
+        .auth_infos
+        .iter_mut()
+        .filter_map(|u| u.auth_info.as_mut())
+    {
+        if user.client_certificate_data.is_none() {
+            user.client_certificate_data = read(&user.client_certificate)?;
+        }
+        user.client_certificate = None;
+        if user.client_key_data.is_none() {
+            user.client_key_data = read(&user.client_key)?.map(secrecy::SecretString::from);
+        }
+        user.client_key = None;
+    }
+    Ok(())
 }
 
 /// A file a kubeconfig names relative to itself, made absolute (kube's
