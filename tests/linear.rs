@@ -74,13 +74,16 @@ fn pem_readers_are_linear_on_hostile_shapes() {
     let c = pair.cert.clone();
     let unterminated = move |size: usize| fill(&c, b"-----BEGIN CERTIFICATE-----\n", size);
     let c = pair.cert.clone();
-    let mismatched = move |size: usize| {
-        fill(&c, b"-----BEGIN A-----\nAAAA\n-----END B-----\n", size)
-    };
+    let mismatched =
+        move |size: usize| fill(&c, b"-----BEGIN A-----\nAAAA\n-----END B-----\n", size);
     let c = pair.cert.clone();
     let ends = move |size: usize| fill(&c, b"\n-----END ", size);
     let headers = move |size: usize| {
-        fill(b"-----BEGIN CERTIFICATE-----\n", b"Proc-Type: 4,ENCRYPTED\n", size)
+        fill(
+            b"-----BEGIN CERTIFICATE-----\n",
+            b"Proc-Type: 4,ENCRYPTED\n",
+            size,
+        )
     };
     let c = pair.cert.clone();
     let begins_no_newline = move |size: usize| fill(&c, b"-----BEGIN X-----", size);
@@ -97,7 +100,12 @@ fn pem_readers_are_linear_on_hostile_shapes() {
     linear("pem::blocks", &blocks, &bundle, &hostile);
     let all = |b: &[u8]| drop(pem::all_decode(b));
     linear("pem::all_decode", &all, &bundle, &hostile);
-    let one = |b: &[u8]| drop(pem::exactly_one(b, rustls_pki_types::pem::SectionKind::Certificate));
+    let one = |b: &[u8]| {
+        drop(pem::exactly_one(
+            b,
+            rustls_pki_types::pem::SectionKind::Certificate,
+        ))
+    };
     linear("pem::exactly_one", &one, &bundle, &hostile);
     // X.509 of every block, the leaf's facts, the mode by content.
     let leaf = |b: &[u8]| drop(validate::leaf_of(b));
@@ -132,24 +140,41 @@ fn yaml_json_and_kubeconfig_readers_are_linear_on_hostile_shapes() {
         v
     };
     let long_scalar = |size: usize| fill(b"key: \"", b"\\u0041", size);
-    let hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 4] = [
+    let block_nesting = |size: usize| fill(b"", b"- ", size);
+    let hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 5] = [
+        ("nested block sequences on one line", &block_nesting),
         ("nested sequences", &nested),
         ("nested mappings", &nested_maps),
         ("aliases of aliases", &laughs),
         ("escapes in one scalar", &long_scalar),
     ];
-    let yaml = |b: &[u8]| drop(serde_yaml_ng::from_slice::<serde_yaml_ng::Value>(b));
+    // The readers certsync uses: its config file's and its kubeconfig's.
+    let yaml = |b: &[u8]| {
+        drop(certsync::files::parse_yaml::<serde_yaml_ng::Value>(
+            &String::from_utf8_lossy(b),
+        ))
+    };
     linear("YAML (config file)", &yaml, &mappings, &hostile);
     let kubeconfig = |b: &[u8]| {
-        drop(kube::config::Kubeconfig::from_yaml(&String::from_utf8_lossy(b)))
+        drop(certsync::source::client::parse_kubeconfig(
+            &String::from_utf8_lossy(b),
+        ))
     };
     linear("kubeconfig", &kubeconfig, &mappings, &hostile);
 
-    let objects = |size: usize| fill(b"[", b"{\"kind\":\"Secret\",\"data\":{\"a\":\"QUFB\"}},", size);
+    let objects = |size: usize| {
+        fill(
+            b"[",
+            b"{\"kind\":\"Secret\",\"data\":{\"a\":\"QUFB\"}},",
+            size,
+        )
+    };
     let deep = |size: usize| fill(b"", b"[", size);
     let escapes = |size: usize| fill(b"\"", b"\\u0041", size);
-    let json_hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 2] =
-        [("nested arrays", &deep), ("escapes in one string", &escapes)];
+    let json_hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 2] = [
+        ("nested arrays", &deep),
+        ("escapes in one string", &escapes),
+    ];
     let json = |b: &[u8]| drop(serde_json::from_slice::<serde_json::Value>(b));
     linear("JSON (API objects)", &json, &objects, &json_hostile);
 }
