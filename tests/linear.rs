@@ -178,3 +178,77 @@ fn yaml_json_and_kubeconfig_readers_are_linear_on_hostile_shapes() {
     let json = |b: &[u8]| drop(serde_json::from_slice::<serde_json::Value>(b));
     linear("JSON (API objects)", &json, &objects, &json_hostile);
 }
+
+/// Issue 33, finding 3, through the binary: sources holding the shape that
+/// was quadratic (one certificate, then BEGIN lines without ends, up to the
+/// 1 MiB bundle cap), more of them than the runtime has worker threads,
+/// rewritten again and again, while another mapping rotates: that mapping
+/// still publishes every pair and `/livez` and `/metrics` still answer,
+/// because parsing runs off the runtime's threads (and in linear time).
+#[test]
+fn hostile_sources_stall_neither_other_mappings_nor_the_admin_port() {
+    use support::*;
+    let d = tempfile::tempdir().unwrap();
+    let good = d.path().join("good");
+    std::fs::create_dir(&good).unwrap();
+    let first = Pair::new("good0");
+    write_pair(&good, &first);
+    let hostile_pair = Pair::new("hostile");
+    let hostile = |n: usize| {
+        let mut crt = hostile_pair.cert.clone();
+        crt.extend_from_slice(format!("# round {n}\n").as_bytes());
+        let room = (1 << 20) - hostile_pair.key.len() - 64;
+        // A trailing space: rustls-pki-types takes the line for text and
+        // steps over it, Go's reader trims it and searches for an END.
+        fill(&crt, b"-----BEGIN CERTIFICATE----- \n", room)
+    };
+    let mut args = vec![
+        "run".to_owned(),
+        "--debounce".into(),
+        "100ms".into(),
+        "--sync".into(),
+        format!(
+            "dir:{}={}",
+            good.display(),
+            d.path().join("good-target").display()
+        ),
+    ];
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for i in 0..workers + 2 {
+        let src = d.path().join(format!("hostile{i}"));
+        std::fs::create_dir(&src).unwrap();
+        write_pair_files(&src, &hostile(0), &hostile_pair.key);
+        args.push("--sync".into());
+        args.push(format!(
+            "dir:{}={}",
+            src.display(),
+            d.path().join(format!("hostile{i}-target")).display()
+        ));
+    }
+    let port = free_port();
+    args.extend(["--admin-addr".into(), format!("127.0.0.1:{port}")]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let cs = Certsync::start(&args, d.path());
+    wait_pair(&d.path().join("good-target"), &first);
+    for round in 1..=3 {
+        for i in 0..workers + 2 {
+            let src = d.path().join(format!("hostile{i}"));
+            write_atomic(&src.join("tls.crt"), &hostile(round));
+        }
+        let next = Pair::new(&format!("good{round}"));
+        write_pair(&good, &next);
+        wait_pair(&d.path().join("good-target"), &next);
+        for path in ["/livez", "/metrics"] {
+            let (status, _) = wait_for(path, || http_get(port, path));
+            assert_eq!(status, 200, "{path} in round {round}");
+        }
+    }
+    // The hostile content was refused, not published.
+    cs.wait_log("hostile0");
+    for i in 0..workers + 2 {
+        assert!(
+            read_live(&d.path().join(format!("hostile{i}-target"))).is_none(),
+            "hostile{i} was published"
+        );
+    }
+}
