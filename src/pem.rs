@@ -81,31 +81,40 @@ pub fn go_blocks(data: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 /// Go's `getLine`: the first `\n`- or `\r\n`-ended line without its
-/// trailing spaces and tabs, and what follows it.
-fn go_line(data: &[u8]) -> (&[u8], &[u8]) {
-    let (line, rest) = match data.iter().position(|&b| b == b'\n') {
+/// trailing spaces and tabs, what follows it, and how many bytes it took.
+fn go_line(data: &[u8]) -> (&[u8], &[u8], usize) {
+    let (line, taken) = match data.iter().position(|&b| b == b'\n') {
         Some(i) => {
             let end = if i > 0 && data[i - 1] == b'\r' {
                 i - 1
             } else {
                 i
             };
-            (&data[..end], &data[i + 1..])
+            (&data[..end], i + 1)
         }
-        None => (data, &data[data.len()..]),
+        None => (data, data.len()),
     };
     let kept = line
         .iter()
         .rposition(|&b| b != b' ' && b != b'\t')
         .map_or(0, |p| p + 1);
-    (&line[..kept], rest)
+    (&line[..kept], &data[taken..], taken)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Go's `pem.Decode`.
+fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).rposition(|w| w == needle)
+}
+
+/// Go's `pem.Decode` as of Go 1.25.5 / 1.24.11 (the fix for CVE-2025-61723):
+/// find the first END line, then the last BEGIN line before it, so every
+/// byte is looked at a bounded number of times. The reader before it
+/// searched for an END after every BEGIN: quadratic on many BEGIN lines
+/// without ends (46 s for 360 KB in `run --once`). kube-apiserver v1.36 is
+/// built with the fixed Go, so this is also the reading it does.
 #[allow(clippy::type_complexity)]
 fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
     use base64::Engine as _;
@@ -122,16 +131,32 @@ fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
             .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
     );
     let mut rest = data;
+    // Offsets into `rest` as Go keeps them: they go negative when the END
+    // line's newline was taken by the line before it.
+    let mut end_trailer: isize = 0;
     loop {
-        if rest.starts_with(&START[1..]) {
-            rest = &rest[START.len() - 1..];
-        } else if let Some(i) = find(rest, START) {
-            rest = &rest[i + START.len()..];
-        } else {
-            return None;
+        // Skip past the END line already tried.
+        let skip = usize::try_from(end_trailer)
+            .ok()
+            .filter(|&n| n <= rest.len())?;
+        rest = &rest[skip..];
+        let end = find(rest, END)?;
+        end_trailer = (end + END.len()) as isize;
+        let Some(begin) = rfind(&rest[..end], &START[1..]) else {
+            continue;
+        };
+        if begin > 0 && rest[begin - 1] != b'\n' {
+            continue;
         }
-        let (type_line, next) = go_line(rest);
+        let taken = begin + START.len() - 1;
+        rest = &rest[taken..];
+        let mut end = end as isize - taken as isize;
+        end_trailer -= taken as isize;
+
+        let (type_line, next, taken) = go_line(rest);
         rest = next;
+        end -= taken as isize;
+        end_trailer -= taken as isize;
         let Some(kind) = type_line.strip_suffix(DASHES) else {
             continue;
         };
@@ -140,22 +165,25 @@ fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
             if rest.is_empty() {
                 return None;
             }
-            let (line, next) = go_line(rest);
+            let (line, next, taken) = go_line(rest);
             if !line.contains(&b':') {
                 break;
             }
             headers = true;
             rest = next;
+            end -= taken as isize;
+            end_trailer -= taken as isize;
         }
-        let (end, trailer) = if !headers && rest.starts_with(&END[1..]) {
-            (0, END.len() - 1)
-        } else {
-            match find(rest, END) {
-                Some(i) => (i, i + END.len()),
-                None => continue,
-            }
+        // With headers there must be a newline between them and the END.
+        if headers && end < 0 {
+            continue;
+        }
+        let Some(trailer) = usize::try_from(end_trailer)
+            .ok()
+            .and_then(|t| rest.get(t..))
+        else {
+            continue;
         };
-        let trailer = &rest[trailer..];
         if trailer.len() < kind.len() + DASHES.len() {
             continue;
         }
@@ -166,15 +194,23 @@ fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
         {
             continue;
         }
-        let b64: Vec<u8> = rest[..end]
-            .iter()
-            .copied()
-            .filter(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-            .collect();
-        let Ok(der) = engine.decode(&b64) else {
-            continue;
+        let der = match usize::try_from(end) {
+            Ok(end) if end > 0 => {
+                let b64: Vec<u8> = rest[..end]
+                    .iter()
+                    .copied()
+                    .filter(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+                    .collect();
+                let Ok(der) = engine.decode(&b64) else {
+                    continue;
+                };
+                der
+            }
+            _ => Vec::new(),
         };
-        let (_, next) = go_line(&rest[end + END.len() - 1..]);
+        // The -1: the END may have been matched without its newline.
+        let from = usize::try_from(end + END.len() as isize - 1).ok()?;
+        let (_, next, _) = go_line(rest.get(from..)?);
         return Some(((kind.to_vec(), der), next));
     }
 }

@@ -341,7 +341,7 @@ impl Syncer {
         let policy = self.policy();
         // The last good bundle passed already; anything else is checked.
         let known_good = self.last_good.as_ref().is_some_and(|g| g.hash() == hash);
-        if !known_good && let Err(source) = validate::validate(&bundle, &policy) {
+        if !known_good && let Err(source) = self.validate(&bundle, policy).await? {
             self.pending = Some(bundle);
             let err = SyncError::Rejected {
                 mapping: self.mapping.name.clone(),
@@ -363,6 +363,23 @@ impl Syncer {
                 Err(e)
             }
         }
+    }
+
+    /// [`validate::validate`] on a blocking thread: parsing outside bytes
+    /// must not hold a runtime thread, which the admin port and every other
+    /// mapping share.
+    async fn validate(
+        &self,
+        bundle: &Bundle,
+        policy: Policy,
+    ) -> Result<Result<validate::Validated, ValidationError>, SyncError> {
+        let b = bundle.clone();
+        tokio::task::spawn_blocking(move || validate::validate(&b, &policy))
+            .await
+            .map_err(|e| SyncError::Task {
+                mapping: self.mapping.name.clone(),
+                message: e.to_string(),
+            })
     }
 
     /// Records that the source could not be read; the target is untouched.
@@ -400,7 +417,13 @@ impl Syncer {
 
     async fn publish(&mut self, bundle: &Bundle) -> Result<Outcome, SyncError> {
         let (writer, b) = (self.writer.clone(), bundle.clone());
-        let leaf = leaf_of_bundle(bundle);
+        let parsed = bundle.clone();
+        let leaf = tokio::task::spawn_blocking(move || leaf_of_bundle(&parsed))
+            .await
+            .map_err(|e| SyncError::Task {
+                mapping: self.mapping.name.clone(),
+                message: e.to_string(),
+            })?;
         // Every flip is followed by a reload (drift rewrites too: the
         // consumer may have read the damaged files), requested as soon as
         // the new revision is live.

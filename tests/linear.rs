@@ -74,13 +74,16 @@ fn pem_readers_are_linear_on_hostile_shapes() {
     let c = pair.cert.clone();
     let unterminated = move |size: usize| fill(&c, b"-----BEGIN CERTIFICATE-----\n", size);
     let c = pair.cert.clone();
-    let mismatched = move |size: usize| {
-        fill(&c, b"-----BEGIN A-----\nAAAA\n-----END B-----\n", size)
-    };
+    let mismatched =
+        move |size: usize| fill(&c, b"-----BEGIN A-----\nAAAA\n-----END B-----\n", size);
     let c = pair.cert.clone();
     let ends = move |size: usize| fill(&c, b"\n-----END ", size);
     let headers = move |size: usize| {
-        fill(b"-----BEGIN CERTIFICATE-----\n", b"Proc-Type: 4,ENCRYPTED\n", size)
+        fill(
+            b"-----BEGIN CERTIFICATE-----\n",
+            b"Proc-Type: 4,ENCRYPTED\n",
+            size,
+        )
     };
     let c = pair.cert.clone();
     let begins_no_newline = move |size: usize| fill(&c, b"-----BEGIN X-----", size);
@@ -97,7 +100,12 @@ fn pem_readers_are_linear_on_hostile_shapes() {
     linear("pem::blocks", &blocks, &bundle, &hostile);
     let all = |b: &[u8]| drop(pem::all_decode(b));
     linear("pem::all_decode", &all, &bundle, &hostile);
-    let one = |b: &[u8]| drop(pem::exactly_one(b, rustls_pki_types::pem::SectionKind::Certificate));
+    let one = |b: &[u8]| {
+        drop(pem::exactly_one(
+            b,
+            rustls_pki_types::pem::SectionKind::Certificate,
+        ))
+    };
     linear("pem::exactly_one", &one, &bundle, &hostile);
     // X.509 of every block, the leaf's facts, the mode by content.
     let leaf = |b: &[u8]| drop(validate::leaf_of(b));
@@ -132,24 +140,115 @@ fn yaml_json_and_kubeconfig_readers_are_linear_on_hostile_shapes() {
         v
     };
     let long_scalar = |size: usize| fill(b"key: \"", b"\\u0041", size);
-    let hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 4] = [
+    let block_nesting = |size: usize| fill(b"", b"- ", size);
+    let hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 5] = [
+        ("nested block sequences on one line", &block_nesting),
         ("nested sequences", &nested),
         ("nested mappings", &nested_maps),
         ("aliases of aliases", &laughs),
         ("escapes in one scalar", &long_scalar),
     ];
-    let yaml = |b: &[u8]| drop(serde_yaml_ng::from_slice::<serde_yaml_ng::Value>(b));
+    // The readers certsync uses: its config file's and its kubeconfig's.
+    let yaml = |b: &[u8]| {
+        drop(certsync::files::parse_yaml::<serde_yaml_ng::Value>(
+            &String::from_utf8_lossy(b),
+        ))
+    };
     linear("YAML (config file)", &yaml, &mappings, &hostile);
     let kubeconfig = |b: &[u8]| {
-        drop(kube::config::Kubeconfig::from_yaml(&String::from_utf8_lossy(b)))
+        drop(certsync::source::client::parse_kubeconfig(
+            &String::from_utf8_lossy(b),
+        ))
     };
     linear("kubeconfig", &kubeconfig, &mappings, &hostile);
 
-    let objects = |size: usize| fill(b"[", b"{\"kind\":\"Secret\",\"data\":{\"a\":\"QUFB\"}},", size);
+    let objects = |size: usize| {
+        fill(
+            b"[",
+            b"{\"kind\":\"Secret\",\"data\":{\"a\":\"QUFB\"}},",
+            size,
+        )
+    };
     let deep = |size: usize| fill(b"", b"[", size);
     let escapes = |size: usize| fill(b"\"", b"\\u0041", size);
-    let json_hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 2] =
-        [("nested arrays", &deep), ("escapes in one string", &escapes)];
+    let json_hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 2] = [
+        ("nested arrays", &deep),
+        ("escapes in one string", &escapes),
+    ];
     let json = |b: &[u8]| drop(serde_json::from_slice::<serde_json::Value>(b));
     linear("JSON (API objects)", &json, &objects, &json_hostile);
+}
+
+/// Issue 33, finding 3, through the binary: sources holding the shape that
+/// was quadratic (one certificate, then BEGIN lines without ends, up to the
+/// 1 MiB bundle cap), more of them than the runtime has worker threads,
+/// rewritten again and again, while another mapping rotates: that mapping
+/// still publishes every pair and `/livez` and `/metrics` still answer,
+/// because parsing runs off the runtime's threads (and in linear time).
+#[test]
+fn hostile_sources_stall_neither_other_mappings_nor_the_admin_port() {
+    use support::*;
+    let d = tempfile::tempdir().unwrap();
+    let good = d.path().join("good");
+    std::fs::create_dir(&good).unwrap();
+    let first = Pair::new("good0");
+    write_pair(&good, &first);
+    let hostile_pair = Pair::new("hostile");
+    let hostile = |n: usize| {
+        let mut crt = hostile_pair.cert.clone();
+        crt.extend_from_slice(format!("# round {n}\n").as_bytes());
+        let room = (1 << 20) - hostile_pair.key.len() - 64;
+        // A trailing space: rustls-pki-types takes the line for text and
+        // steps over it, Go's reader trims it and searches for an END.
+        fill(&crt, b"-----BEGIN CERTIFICATE----- \n", room)
+    };
+    let mut args = vec![
+        "run".to_owned(),
+        "--debounce".into(),
+        "100ms".into(),
+        "--sync".into(),
+        format!(
+            "dir:{}={}",
+            good.display(),
+            d.path().join("good-target").display()
+        ),
+    ];
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for i in 0..workers + 2 {
+        let src = d.path().join(format!("hostile{i}"));
+        std::fs::create_dir(&src).unwrap();
+        write_pair_files(&src, &hostile(0), &hostile_pair.key);
+        args.push("--sync".into());
+        args.push(format!(
+            "dir:{}={}",
+            src.display(),
+            d.path().join(format!("hostile{i}-target")).display()
+        ));
+    }
+    let port = free_port();
+    args.extend(["--admin-addr".into(), format!("127.0.0.1:{port}")]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let cs = Certsync::start(&args, d.path());
+    wait_pair(&d.path().join("good-target"), &first);
+    for round in 1..=3 {
+        for i in 0..workers + 2 {
+            let src = d.path().join(format!("hostile{i}"));
+            write_atomic(&src.join("tls.crt"), &hostile(round));
+        }
+        let next = Pair::new(&format!("good{round}"));
+        write_pair(&good, &next);
+        wait_pair(&d.path().join("good-target"), &next);
+        for path in ["/livez", "/metrics"] {
+            let (status, _) = wait_for(path, || http_get(port, path));
+            assert_eq!(status, 200, "{path} in round {round}");
+        }
+    }
+    // The hostile content was refused, not published.
+    cs.wait_log("hostile0");
+    for i in 0..workers + 2 {
+        assert!(
+            read_live(&d.path().join(format!("hostile{i}-target"))).is_none(),
+            "hostile{i} was published"
+        );
+    }
 }

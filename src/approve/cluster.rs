@@ -149,7 +149,8 @@ async fn yaml_in(
         Err(e) => return Err(api_err("get", &object, &e)),
     };
     let text = cm.data.and_then(|mut d| d.remove(key)).unwrap_or_default();
-    serde_yaml_ng::from_str(&text)
+    // Linear-time reading (no aliases, bounded nesting): see files::check_yaml.
+    crate::files::parse_yaml(&text)
         .map(Some)
         .map_err(|e| ApproveError::Api {
             verb: "read",

@@ -33,8 +33,7 @@ pub(crate) fn file_settings(
         path: path.to_owned(),
         problem,
     };
-    let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(text).map_err(|e| err(e.to_string()))?;
+    let doc: serde_yaml_ng::Value = crate::files::parse_yaml(text).map_err(err)?;
     let Some(map) = doc.as_mapping() else {
         return Ok(Vec::new());
     };
@@ -298,7 +297,7 @@ pub(crate) fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigEr
     // Settings beside the mappings are applied by `parse`; here they are
     // only checked, so a file is refused the same way from any caller.
     file_settings(path, &text)?;
-    let file: ConfigFile = serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?;
+    let file: ConfigFile = crate::files::parse_yaml(&text).map_err(err)?;
     Ok(file.mappings)
 }
 

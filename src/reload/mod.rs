@@ -200,7 +200,11 @@ async fn reload(
     batch: &BTreeMap<String, Request>,
 ) -> Result<(), ()> {
     let started = Instant::now();
-    let mappings = batch.keys().map(String::as_str).collect::<Vec<_>>().join(",");
+    let mappings = batch
+        .keys()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(",");
     let result: Result<String, String> = match method {
         Method::Signal { target, signal } => {
             let mut attempt = 1;

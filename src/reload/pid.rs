@@ -292,7 +292,10 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<(i32, Stri
     if !meta.file_type().is_file() {
         return Err(refused(
             Refusal::Pidfile,
-            format!("is {}, not a regular file", crate::files::kind_of(meta.file_type())),
+            format!(
+                "is {}, not a regular file",
+                crate::files::kind_of(meta.file_type())
+            ),
         ));
     }
     let owner = meta.uid();
@@ -472,27 +475,51 @@ mod tests {
     fn pidfile_errors_are_clear() {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("app.pid");
-        let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
-            .unwrap_err()
-            .to_string();
+        let e = signal(
+            &Target::Pidfile {
+                path: f.clone(),
+                name: None,
+            },
+            Signal::SIGHUP,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with(&format!("pidfile {}:", f.display())), "{e}");
         std::fs::write(&f, "garbage\n").unwrap();
-        let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
-            .unwrap_err()
-            .to_string();
+        let e = signal(
+            &Target::Pidfile {
+                path: f.clone(),
+                name: None,
+            },
+            Signal::SIGHUP,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("\"garbage\" is not a process id"), "{e}");
         std::fs::write(&f, format!("{}\n", std::process::id())).unwrap();
-        let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
-            .unwrap_err()
-            .to_string();
+        let e = signal(
+            &Target::Pidfile {
+                path: f.clone(),
+                name: None,
+            },
+            Signal::SIGHUP,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("names certsync itself"), "{e}");
         // This test's parent (cargo's harness or a shell) started us.
         let parent = nix::unistd::getppid().as_raw();
         if parent > 1 {
             std::fs::write(&f, format!("{parent}\n")).unwrap();
-            let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
-                .unwrap_err()
-                .to_string();
+            let e = signal(
+                &Target::Pidfile {
+                    path: f.clone(),
+                    name: None,
+                },
+                Signal::SIGHUP,
+            )
+            .unwrap_err()
+            .to_string();
             assert!(e.contains("which started certsync"), "{e}");
         }
         // A PID whose process started after the pidfile was written.
@@ -509,9 +536,15 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let e = signal(&Target::Pidfile { path: f.clone(), name: None }, Signal::SIGHUP)
-            .unwrap_err()
-            .to_string();
+        let e = signal(
+            &Target::Pidfile {
+                path: f.clone(),
+                name: None,
+            },
+            Signal::SIGHUP,
+        )
+        .unwrap_err()
+        .to_string();
         let _ = child.kill();
         let _ = child.wait();
         assert!(e.contains("PID was reused") && e.contains("stale"), "{e}");
@@ -531,7 +564,13 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert!(
-            matches!(e, PidError::Refused { reason: Refusal::Name, .. }),
+            matches!(
+                e,
+                PidError::Refused {
+                    reason: Refusal::Name,
+                    ..
+                }
+            ),
             "{e}"
         );
         assert!(e.to_string().contains("not named \"nginx\""), "{e}");

@@ -472,8 +472,10 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
 /// certsync already uses for its own config file: kube-rs' parser is about
 /// half a MiB of code that would stay resident for the process's life
 /// (benches: idle).
-fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
+pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
     use serde::Deserialize;
+    // libyaml is quadratic in flow depth: see `check_yaml`.
+    crate::files::check_yaml(text)?;
     let mut merged = Kubeconfig::default();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let kc = Kubeconfig::deserialize(doc).map_err(|e| e.to_string())?;
