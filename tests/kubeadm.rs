@@ -358,6 +358,97 @@ fn file_kubeconfig(server: &str, user: &str, target: &str) -> String {
     )
 }
 
+/// kubeadm's config documents of the node (`DIR/kubeadm.yaml`: its
+/// InitConfiguration and ClusterConfiguration).
+fn kubeadm_config(node: &Node) -> Vec<serde_yaml_ng::Value> {
+    let text = std::fs::read_to_string(node.dir.join("kubeadm.yaml")).expect("kubeadm.yaml");
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
+        .collect()
+}
+
+/// Runs `kubeadm init phase PHASE --config` with `docs` for each phase on
+/// the node: the manifests as `kubeadm upgrade` regenerates them from a
+/// ClusterConfiguration.
+fn regenerate(node: &Node, docs: &[serde_yaml_ng::Value], phases: &[&[&str]]) {
+    let file = node.dir.join("kubeadm-adopted.yaml");
+    let text: Vec<String> = docs
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).expect("yaml"))
+        .collect();
+    std::fs::write(&file, text.join("---\n")).expect("write");
+    for phase in phases {
+        let mut a = vec!["init", "phase"];
+        a.extend(*phase);
+        a.extend(["--config", file.to_str().expect("utf-8")]);
+        let out = node.sh("kubeadm", &a);
+        assert!(
+            out.status.success(),
+            "kubeadm {a:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Issue 34, finding 1, on kubeadm's own etcd manifest: a target under
+/// pki/certsync (where the guide used to put etcd's) is a path etcd cannot
+/// open, since its pod mounts only pki/etcd and /var/lib/etcd: etcd exits
+/// naming the file and is restarted, again and again. (The layout that
+/// works is the next test's.)
+#[test]
+fn etcd_cannot_open_a_target_outside_pki_etcd() {
+    use std::time::Duration;
+    let Some(realkube) = realkube() else { return };
+    let node = Node::up(&realkube, "etcdmount", &["--no-addons"]);
+    let etc = node.etc();
+    let e = etc.to_str().expect("utf-8");
+    let target = etc.join("pki/certsync/etcd-server");
+    let config = etc.join("certsync-etcd.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "mappings:\n  - {{source: \"ca:{e}/pki/etcd/ca\", target: {e}/pki/certsync/etcd-server, template: {e}/pki/etcd/server.crt}}\n"
+        ),
+    )
+    .expect("config");
+    let _daemon = support::Certsync::start(
+        &["run", "--config", config.to_str().expect("utf-8")],
+        &node.dir,
+    );
+    wait_long(
+        "the target's first revision",
+        Duration::from_secs(120),
+        || live_der(&target),
+    );
+    let mut docs = kubeadm_config(&node);
+    let cc = docs
+        .iter_mut()
+        .find(|d| d["kind"] == "ClusterConfiguration")
+        .expect("ClusterConfiguration");
+    let crt = "/etc/kubernetes/pki/certsync/etcd-server/tls.crt";
+    let key = "/etc/kubernetes/pki/certsync/etcd-server/tls.key";
+    cc["etcd"]["local"]["extraArgs"] = serde_yaml_ng::from_str(&format!(
+        "[{{name: cert-file, value: {crt}}}, {{name: key-file, value: {key}}}]"
+    ))
+    .expect("args");
+    regenerate(&node, &docs, &[&["etcd", "local"]]);
+    let log = node
+        .dir
+        .join("logs")
+        .join(format!("etcd-{}_etcd.log", node.name));
+    let restarted = wait_long("etcd restarted", Duration::from_secs(120), || {
+        containers(&node)
+            .into_iter()
+            .find(|(name, _, restarts)| name.starts_with("etcd-") && *restarts > 0)
+    });
+    let text = std::fs::read_to_string(&log).expect("etcd log");
+    assert!(
+        text.contains(&format!("open {crt}: no such file or directory")),
+        "{restarted:?}: etcd names the file it cannot see:\n{}",
+        &text[text.len().saturating_sub(2000)..]
+    );
+}
+
 /// Where each certificate lives once certsync renews it, inside the node
 /// (`/etc/kubernetes` as the components see it): each component sees its
 /// targets through the mounts kubeadm's manifests already have plus what
@@ -491,10 +582,7 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
 
     // ClusterConfiguration: only extraArgs and extraVolumes, the fields
     // `kubeadm upgrade` carries over.
-    let text = std::fs::read_to_string(node.dir.join("kubeadm.yaml")).expect("kubeadm.yaml");
-    let mut docs: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
-        .collect();
+    let mut docs = kubeadm_config(&node);
     let args = |pairs: &[(&str, String)]| -> serde_yaml_ng::Value {
         serde_yaml_ng::to_value(
             pairs
@@ -592,24 +680,12 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
             "Directory",
         ),
     ]);
-    let adopted = node.dir.join("kubeadm-adopted.yaml");
-    let text: Vec<String> = docs
-        .iter()
-        .map(|d| serde_yaml_ng::to_string(d).expect("yaml"))
-        .collect();
-    std::fs::write(&adopted, text.join("---\n")).expect("write");
     let before = containers(&node);
-    for phase in [&["control-plane", "all"][..], &["etcd", "local"][..]] {
-        let mut a = vec!["init", "phase"];
-        a.extend(phase);
-        a.extend(["--config", adopted.to_str().expect("utf-8")]);
-        let out = node.sh("kubeadm", &a);
-        assert!(
-            out.status.success(),
-            "kubeadm {a:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    regenerate(
+        &node,
+        &docs,
+        &[&["control-plane", "all"], &["etcd", "local"]],
+    );
     let manifests = std::fs::read_to_string(etc.join("manifests/etcd.yaml")).expect("etcd.yaml");
     assert!(
         manifests.contains(&format!("--cert-file={PE}/server/tls.crt")),
