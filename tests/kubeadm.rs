@@ -160,6 +160,13 @@ const KUBEADM_CERTS: [(&str, &str, &str); 10] = [
 
 const DAY: i64 = 86_400;
 
+/// The row `check -o json` printed for `path`.
+fn row<'a>(rows: &'a [serde_json::Value], path: &str) -> &'a serde_json::Value {
+    rows.iter()
+        .find(|r| r["certificate"] == path)
+        .unwrap_or_else(|| panic!("no row for {path}"))
+}
+
 #[test]
 fn check_reports_every_certificate_kubeadm_made() {
     let Some(realkube) = realkube() else { return };
@@ -193,10 +200,7 @@ fn check_reports_every_certificate_kubeadm_made() {
 
     for (file, subject, issuer) in KUBEADM_CERTS {
         let path = format!("{pki_s}/{file}");
-        let row = rows
-            .iter()
-            .find(|r| r["certificate"] == path.as_str())
-            .expect("row");
+        let row = row(&rows, &path);
         assert_eq!(
             row["subject"],
             subject.replace("{node}", &node.name),
@@ -222,10 +226,7 @@ fn check_reports_every_certificate_kubeadm_made() {
     // and address (and the Service address for the API server).
     let sans = |file: &str| -> Vec<String> {
         let path = format!("{pki_s}/{file}");
-        let row = rows
-            .iter()
-            .find(|r| r["certificate"] == path.as_str())
-            .expect("row");
+        let row = row(&rows, &path);
         row["sans"]
             .as_array()
             .expect("sans")
@@ -275,10 +276,7 @@ fn check_reports_every_certificate_kubeadm_made() {
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("check -o json");
     for (file, _, _) in KUBEADM_CERTS {
         let path = format!("{pki_s}/{file}");
-        let row = rows
-            .iter()
-            .find(|r| r["certificate"] == path.as_str())
-            .expect("row");
+        let row = row(&rows, &path);
         assert_eq!(
             row["problem"].is_null(),
             file.ends_with("ca.crt"),
