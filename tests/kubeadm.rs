@@ -160,6 +160,13 @@ const KUBEADM_CERTS: [(&str, &str, &str); 10] = [
 
 const DAY: i64 = 86_400;
 
+/// The row `check -o json` printed for `path`.
+fn row<'a>(rows: &'a [serde_json::Value], path: &str) -> &'a serde_json::Value {
+    rows.iter()
+        .find(|r| r["certificate"] == path)
+        .unwrap_or_else(|| panic!("no row for {path}"))
+}
+
 #[test]
 fn check_reports_every_certificate_kubeadm_made() {
     let Some(realkube) = realkube() else { return };
@@ -193,10 +200,7 @@ fn check_reports_every_certificate_kubeadm_made() {
 
     for (file, subject, issuer) in KUBEADM_CERTS {
         let path = format!("{pki_s}/{file}");
-        let row = rows
-            .iter()
-            .find(|r| r["certificate"] == path.as_str())
-            .expect("row");
+        let row = row(&rows, &path);
         assert_eq!(
             row["subject"],
             subject.replace("{node}", &node.name),
@@ -222,10 +226,7 @@ fn check_reports_every_certificate_kubeadm_made() {
     // and address (and the Service address for the API server).
     let sans = |file: &str| -> Vec<String> {
         let path = format!("{pki_s}/{file}");
-        let row = rows
-            .iter()
-            .find(|r| r["certificate"] == path.as_str())
-            .expect("row");
+        let row = row(&rows, &path);
         row["sans"]
             .as_array()
             .expect("sans")
@@ -275,14 +276,538 @@ fn check_reports_every_certificate_kubeadm_made() {
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("check -o json");
     for (file, _, _) in KUBEADM_CERTS {
         let path = format!("{pki_s}/{file}");
-        let row = rows
-            .iter()
-            .find(|r| r["certificate"] == path.as_str())
-            .expect("row");
+        let row = row(&rows, &path);
         assert_eq!(
             row["problem"].is_null(),
             file.ends_with("ca.crt"),
             "{file}: {row}"
         );
     }
+}
+
+/// The first certificate of a PEM text, as DER.
+fn first_der(pem: &[u8]) -> Option<Vec<u8>> {
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem).ok()?;
+    Some(p.contents)
+}
+
+/// The certificate `addr` serves (what a TLS client is shown), read with
+/// openssl s_client: independent of certsync. `client` is a pair to
+/// present (etcd asks for one).
+fn served(node: &Node, addr: &str, client: Option<(&Path, &Path)>) -> Option<Vec<u8>> {
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_client", "-connect", addr, "-servername", &node.name]);
+    if let Some((c, k)) = client {
+        cmd.arg("-cert").arg(c).arg("-key").arg(k);
+    }
+    let out = cmd.stdin(std::process::Stdio::null()).output().ok()?;
+    first_der(&out.stdout)
+}
+
+fn live_der(target: &Path) -> Option<Vec<u8>> {
+    first_der(&std::fs::read(target.join("tls.crt")).ok()?)
+}
+
+/// Every container the runner runs: (pod/container, pid, restarts).
+fn containers(node: &Node) -> Vec<(String, u64, u64)> {
+    let text = std::fs::read_to_string(node.dir.join("run/status.json")).unwrap_or_default();
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pod in v["pods"].as_array().into_iter().flatten() {
+        for c in pod["containers"].as_array().into_iter().flatten() {
+            out.push((
+                format!(
+                    "{}/{}",
+                    pod["name"].as_str().unwrap_or("?"),
+                    c["name"].as_str().unwrap_or("?")
+                ),
+                c["pid"].as_u64().unwrap_or(0),
+                c["restarts"].as_u64().unwrap_or(u64::MAX),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Polls `check` every second until it returns `Some`, or panics with
+/// `what` after `limit` (node operations take seconds, not milliseconds).
+fn wait_long<T>(what: &str, limit: std::time::Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// A kubeconfig whose user is a certsync target by file reference (client-go
+/// re-reads such files; never embedded data), with the target's CA.
+fn file_kubeconfig(server: &str, user: &str, target: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority: {target}/ca.crt\n    server: {server}\n  name: kubernetes\ncontexts:\n- context: {{cluster: kubernetes, user: \"{user}\"}}\n  name: certsync\ncurrent-context: certsync\nusers:\n- name: \"{user}\"\n  user:\n    client-certificate: {target}/tls.crt\n    client-key: {target}/tls.key\n"
+    )
+}
+
+/// kubeadm's config documents of the node (`DIR/kubeadm.yaml`: its
+/// InitConfiguration and ClusterConfiguration).
+fn kubeadm_config(node: &Node) -> Vec<serde_yaml_ng::Value> {
+    let text = std::fs::read_to_string(node.dir.join("kubeadm.yaml")).expect("kubeadm.yaml");
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
+        .collect()
+}
+
+/// Runs `kubeadm init phase PHASE --config` with `docs` for each phase on
+/// the node: the manifests as `kubeadm upgrade` regenerates them from a
+/// ClusterConfiguration.
+fn regenerate(node: &Node, docs: &[serde_yaml_ng::Value], phases: &[&[&str]]) {
+    let file = node.dir.join("kubeadm-adopted.yaml");
+    let text: Vec<String> = docs
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).expect("yaml"))
+        .collect();
+    std::fs::write(&file, text.join("---\n")).expect("write");
+    for phase in phases {
+        let mut a = vec!["init", "phase"];
+        a.extend(*phase);
+        a.extend(["--config", file.to_str().expect("utf-8")]);
+        let out = node.sh("kubeadm", &a);
+        assert!(
+            out.status.success(),
+            "kubeadm {a:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Issue 34, finding 1, on kubeadm's own etcd manifest: a target under
+/// pki/certsync (where the guide used to put etcd's) is a path etcd cannot
+/// open, since its pod mounts only pki/etcd and /var/lib/etcd: etcd exits
+/// naming the file and is restarted, again and again. (The layout that
+/// works is the next test's.)
+#[test]
+fn etcd_cannot_open_a_target_outside_pki_etcd() {
+    use std::time::Duration;
+    let Some(realkube) = realkube() else { return };
+    let node = Node::up(&realkube, "etcdmount", &["--no-addons"]);
+    let etc = node.etc();
+    let e = etc.to_str().expect("utf-8");
+    let target = etc.join("pki/certsync/etcd-server");
+    let config = etc.join("certsync-etcd.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "mappings:\n  - {{source: \"ca:{e}/pki/etcd/ca\", target: {e}/pki/certsync/etcd-server, template: {e}/pki/etcd/server.crt}}\n"
+        ),
+    )
+    .expect("config");
+    let _daemon = support::Certsync::start(
+        &["run", "--config", config.to_str().expect("utf-8")],
+        &node.dir,
+    );
+    wait_long(
+        "the target's first revision",
+        Duration::from_secs(120),
+        || live_der(&target),
+    );
+    let mut docs = kubeadm_config(&node);
+    let cc = docs
+        .iter_mut()
+        .find(|d| d["kind"] == "ClusterConfiguration")
+        .expect("ClusterConfiguration");
+    let crt = "/etc/kubernetes/pki/certsync/etcd-server/tls.crt";
+    let key = "/etc/kubernetes/pki/certsync/etcd-server/tls.key";
+    cc["etcd"]["local"]["extraArgs"] = serde_yaml_ng::from_str(&format!(
+        "[{{name: cert-file, value: {crt}}}, {{name: key-file, value: {key}}}]"
+    ))
+    .expect("args");
+    regenerate(&node, &docs, &[&["etcd", "local"]]);
+    let log = node
+        .dir
+        .join("logs")
+        .join(format!("etcd-{}_etcd.log", node.name));
+    let restarted = wait_long("etcd restarted", Duration::from_secs(120), || {
+        containers(&node)
+            .into_iter()
+            .find(|(name, _, restarts)| name.starts_with("etcd-") && *restarts > 0)
+    });
+    let text = std::fs::read_to_string(&log).expect("etcd log");
+    assert!(
+        text.contains(&format!("open {crt}: no such file or directory")),
+        "{restarted:?}: etcd names the file it cannot see:\n{}",
+        &text[text.len().saturating_sub(2000)..]
+    );
+}
+
+/// Where each certificate lives once certsync renews it, inside the node
+/// (`/etc/kubernetes` as the components see it): each component sees its
+/// targets through the mounts kubeadm's manifests already have plus what
+/// ClusterConfiguration carries across `kubeadm upgrade`.
+/// (mapping target under /etc/kubernetes, CA prefix under pki/, template
+/// under pki/ or the client identity).
+const P: &str = "/etc/kubernetes/pki/certsync";
+const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
+
+/// The finding of issue 34 (1-3) on a real node, by hand what
+/// `certsync kubeadm adopt` is to do: etcd's targets under pki/etcd (the only
+/// part of pki its manifest mounts; etcd.local has no extraVolumes) named by
+/// etcd.local.extraArgs; the API server's under pki/certsync (pki is
+/// mounted); the scheduler's and controller-manager's client certificates
+/// in targets that a kubeconfig of certsync's references by file, that
+/// kubeconfig and (scheduler) the target given to them by
+/// scheduler/controllerManager extraArgs + extraVolumes. The manifests
+/// come from kubeadm itself (`init phase control-plane all`, `etcd local`,
+/// what `kubeadm upgrade` does), never edited. Then renewals at an
+/// 8-minute lifetime: every component goes on with zero restarts, the
+/// served certificates of etcd and the API server follow each flip, and
+/// the scheduler's and controller-manager's leases are renewed after the
+/// first client certificates expired (client-go re-read the files: it
+/// polls them every 5 minutes, so a client certificate needs more than 5
+/// minutes left at its renewal point).
+#[test]
+fn cluster_configuration_alone_lets_every_component_follow_renewals() {
+    use std::time::{Duration, Instant, SystemTime};
+    let Some(realkube) = realkube() else { return };
+    let node = Node::up(&realkube, "layout", &["--no-addons"]);
+    let etc = node.etc();
+    let host = |inside: &str| etc.join(inside.strip_prefix("/etc/kubernetes/").expect("inside"));
+    let server = format!("https://{}:6443", node.ip);
+
+    // certsync runs on the host here; its paths are the host's.
+    let e = etc.to_str().expect("utf-8");
+    let opts = "lifetime: 8m, renew: 20%-25%";
+    let mut mappings = String::new();
+    for (ca, target, template) in [
+        ("ca", "apiserver", "apiserver"),
+        ("ca", "apiserver-kubelet-client", "apiserver-kubelet-client"),
+        ("etcd/ca", "apiserver-etcd-client", "apiserver-etcd-client"),
+        ("front-proxy-ca", "front-proxy-client", "front-proxy-client"),
+    ] {
+        mappings += &format!(
+            "  - {{source: \"ca:{e}/pki/{ca}\", target: {e}/pki/certsync/{target}, template: {e}/pki/{template}.crt, {opts}}}\n"
+        );
+    }
+    for name in ["server", "peer", "healthcheck-client"] {
+        mappings += &format!(
+            "  - {{source: \"ca:{e}/pki/etcd/ca\", target: {e}/pki/etcd/certsync/{name}, template: {e}/pki/etcd/{name}.crt, {opts}}}\n"
+        );
+    }
+    for (target, cn, o) in [
+        (
+            "controller-manager-client",
+            "system:kube-controller-manager",
+            "",
+        ),
+        ("scheduler-client", "system:kube-scheduler", ""),
+        (
+            "admin-client",
+            "kubernetes-admin",
+            ", o: [\"kubeadm:cluster-admins\"]",
+        ),
+    ] {
+        mappings += &format!(
+            "  - {{source: \"ca:{e}/pki/ca\", target: {e}/pki/certsync/{target}, cn: \"{cn}\"{o}, usage: [digital-signature, key-encipherment, client-auth], key-alg: rsa-2048, {opts}}}\n"
+        );
+    }
+    std::fs::create_dir_all(etc.join("certsync")).expect("mkdir");
+    let config = etc.join("certsync/certsync.yaml");
+    std::fs::write(
+        &config,
+        format!("mappings:\n{mappings}csr-renew-floor: 30s\n"),
+    )
+    .expect("config");
+    let daemon = support::Certsync::start(
+        &["run", "--config", config.to_str().expect("utf-8")],
+        &node.dir,
+    );
+    let targets: Vec<PathBuf> = [
+        "apiserver",
+        "apiserver-kubelet-client",
+        "apiserver-etcd-client",
+        "front-proxy-client",
+        "controller-manager-client",
+        "scheduler-client",
+        "admin-client",
+    ]
+    .iter()
+    .map(|t| host(&format!("{P}/{t}")))
+    .chain(
+        ["server", "peer", "healthcheck-client"]
+            .iter()
+            .map(|t| host(&format!("{PE}/{t}"))),
+    )
+    .collect();
+    wait_long(
+        "every target's first revision",
+        Duration::from_secs(180),
+        || targets.iter().all(|t| live_der(t).is_some()).then_some(()),
+    );
+
+    // The kubeconfigs the scheduler and controller-manager are given.
+    for (file, user, target) in [
+        (
+            "scheduler.conf",
+            "system:kube-scheduler",
+            "scheduler-client",
+        ),
+        (
+            "controller-manager.conf",
+            "system:kube-controller-manager",
+            "controller-manager-client",
+        ),
+    ] {
+        let text = file_kubeconfig(&server, user, &format!("{P}/{target}"));
+        std::fs::write(etc.join("certsync").join(file), text).expect("kubeconfig");
+    }
+    let admin = node.dir.join("admin-files.conf");
+    std::fs::write(
+        &admin,
+        file_kubeconfig(
+            &server,
+            "kubernetes-admin",
+            host(&format!("{P}/admin-client")).to_str().expect("utf-8"),
+        ),
+    )
+    .expect("admin kubeconfig");
+
+    // ClusterConfiguration: only extraArgs and extraVolumes, the fields
+    // `kubeadm upgrade` carries over.
+    let mut docs = kubeadm_config(&node);
+    let args = |pairs: &[(&str, String)]| -> serde_yaml_ng::Value {
+        serde_yaml_ng::to_value(
+            pairs
+                .iter()
+                .map(|(n, v)| {
+                    [("name", n.to_string()), ("value", v.clone())]
+                        .into_iter()
+                        .collect()
+                })
+                .collect::<Vec<std::collections::BTreeMap<&str, String>>>(),
+        )
+        .expect("args")
+    };
+    let pair = |flag_crt: &'static str, flag_key: &'static str, dir: String| {
+        [
+            (flag_crt, format!("{dir}/tls.crt")),
+            (flag_key, format!("{dir}/tls.key")),
+        ]
+    };
+    let kubeconfig_args = |file: &str| {
+        let path = format!("/etc/kubernetes/certsync/{file}");
+        [
+            "kubeconfig",
+            "authentication-kubeconfig",
+            "authorization-kubeconfig",
+        ]
+        .map(|f| (f, path.clone()))
+    };
+    let volume = |name: &str, path: &str, kind: &str| {
+        serde_yaml_ng::to_value(
+            [
+                ("name", name),
+                ("hostPath", path),
+                ("mountPath", path),
+                ("pathType", kind),
+            ]
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        )
+        .and_then(|mut v| {
+            v["readOnly"] = serde_yaml_ng::Value::Bool(true);
+            Ok(v)
+        })
+        .expect("volume")
+    };
+    let cc = docs
+        .iter_mut()
+        .find(|d| d["kind"] == "ClusterConfiguration")
+        .expect("ClusterConfiguration");
+    let mut api = Vec::new();
+    for (c, k, t) in [
+        ("tls-cert-file", "tls-private-key-file", "apiserver"),
+        (
+            "kubelet-client-certificate",
+            "kubelet-client-key",
+            "apiserver-kubelet-client",
+        ),
+        ("etcd-certfile", "etcd-keyfile", "apiserver-etcd-client"),
+        (
+            "proxy-client-cert-file",
+            "proxy-client-key-file",
+            "front-proxy-client",
+        ),
+    ] {
+        api.extend(pair(c, k, format!("{P}/{t}")));
+    }
+    cc["apiServer"] = serde_yaml_ng::Value::Mapping(Default::default());
+    cc["apiServer"]["extraArgs"] = args(&api);
+    let mut etcd_args = Vec::new();
+    etcd_args.extend(pair("cert-file", "key-file", format!("{PE}/server")));
+    etcd_args.extend(pair(
+        "peer-cert-file",
+        "peer-key-file",
+        format!("{PE}/peer"),
+    ));
+    cc["etcd"]["local"]["extraArgs"] = args(&etcd_args);
+    cc["controllerManager"] = serde_yaml_ng::Value::Mapping(Default::default());
+    cc["controllerManager"]["extraArgs"] = args(&kubeconfig_args("controller-manager.conf"));
+    cc["controllerManager"]["extraVolumes"] = serde_yaml_ng::Value::Sequence(vec![volume(
+        "certsync-kubeconfig",
+        "/etc/kubernetes/certsync/controller-manager.conf",
+        "File",
+    )]);
+    cc["scheduler"] = serde_yaml_ng::Value::Mapping(Default::default());
+    cc["scheduler"]["extraArgs"] = args(&kubeconfig_args("scheduler.conf"));
+    cc["scheduler"]["extraVolumes"] = serde_yaml_ng::Value::Sequence(vec![
+        volume(
+            "certsync-kubeconfig",
+            "/etc/kubernetes/certsync/scheduler.conf",
+            "File",
+        ),
+        volume(
+            "certsync-client",
+            &format!("{P}/scheduler-client"),
+            "Directory",
+        ),
+    ]);
+    let before = containers(&node);
+    regenerate(
+        &node,
+        &docs,
+        &[&["control-plane", "all"], &["etcd", "local"]],
+    );
+    let manifests = std::fs::read_to_string(etc.join("manifests/etcd.yaml")).expect("etcd.yaml");
+    assert!(
+        manifests.contains(&format!("--cert-file={PE}/server/tls.crt")),
+        "{manifests}"
+    );
+
+    // Every pod restarted once for its new manifest (new pids), then runs.
+    let kubectl = realkube.join("bin");
+    let bin =
+        String::from_utf8(Command::new(&kubectl).output().expect("bin").stdout).expect("utf-8");
+    let kubectl = PathBuf::from(bin.trim()).join("kubectl");
+    let ready = |kc: &Path| {
+        Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(kc)
+            .args(["get", "--raw", "/readyz", "--request-timeout=5s"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let adopted_pids = wait_long("the adopted pods", Duration::from_secs(180), || {
+        let now = containers(&node);
+        let fresh = now.len() == 4
+            && now
+                .iter()
+                .all(|(name, pid, _)| before.iter().all(|(n, p, _)| n != name || p != pid));
+        (fresh && ready(&admin)).then_some(now)
+    });
+
+    // Renewals: at least two of each serving certificate, each served; the
+    // client certificates the components started with expire meanwhile.
+    let first_client_expiry = SystemTime::now() + Duration::from_secs(8 * 60);
+    let healthcheck = host(&format!("{PE}/healthcheck-client"));
+    let (hc_crt, hc_key) = (healthcheck.join("tls.crt"), healthcheck.join("tls.key"));
+    let etcd_addr = format!("{}:2379", node.ip);
+    let api_addr = format!("{}:6443", node.ip);
+    let mut seen_api = std::collections::BTreeSet::new();
+    let mut seen_etcd = std::collections::BTreeSet::new();
+    let mut calls = 0;
+    let start = Instant::now();
+    while SystemTime::now() < first_client_expiry + Duration::from_secs(60) {
+        assert!(
+            ready(&admin),
+            "the API through the renewed admin client after {:?}",
+            start.elapsed()
+        );
+        calls += 1;
+        for (target, addr, client, seen) in [
+            (
+                host(&format!("{P}/apiserver")),
+                &api_addr,
+                None,
+                &mut seen_api,
+            ),
+            (
+                host(&format!("{PE}/server")),
+                &etcd_addr,
+                Some((hc_crt.as_path(), hc_key.as_path())),
+                &mut seen_etcd,
+            ),
+        ] {
+            // Served within seconds of a flip (at the next handshake).
+            let got = wait_long(
+                "the live certificate served",
+                Duration::from_secs(20),
+                || {
+                    let live = live_der(&target)?;
+                    served(&node, addr, client).filter(|s| *s == live)
+                },
+            );
+            seen.insert(got);
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    assert!(
+        seen_api.len() >= 3,
+        "API server served {} certificates",
+        seen_api.len()
+    );
+    assert!(
+        seen_etcd.len() >= 3,
+        "etcd served {} certificates",
+        seen_etcd.len()
+    );
+
+    // The scheduler and controller-manager still renew their leases: their
+    // first client certificates are expired, so client-go re-read the files.
+    for lease in ["kube-scheduler", "kube-controller-manager"] {
+        wait_long(
+            &format!("{lease}'s lease renewed"),
+            Duration::from_secs(30),
+            || {
+                let out = Command::new(&kubectl)
+                    .arg("--kubeconfig")
+                    .arg(&admin)
+                    .args([
+                        "get",
+                        "lease",
+                        "-n",
+                        "kube-system",
+                        lease,
+                        "-o",
+                        "jsonpath={.spec.renewTime}",
+                    ])
+                    .output()
+                    .ok()?;
+                let t = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                let renewed =
+                    time::OffsetDateTime::parse(&t, &time::format_description::well_known::Rfc3339)
+                        .ok()?;
+                (SystemTime::from(renewed) > first_client_expiry).then_some(())
+            },
+        );
+    }
+    // Zero restarts: the same processes as right after adoption.
+    assert_eq!(containers(&node), adopted_pids, "no container restarted");
+    assert!(
+        !node.dir.join("restarts.log").exists(),
+        "restarts.log: {:?}",
+        std::fs::read_to_string(node.dir.join("restarts.log"))
+    );
+    eprintln!(
+        "{calls} API calls, {} API server and {} etcd certificates served",
+        seen_api.len(),
+        seen_etcd.len()
+    );
+    drop(daemon);
 }
