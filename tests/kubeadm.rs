@@ -20,15 +20,7 @@ use support::{certsync_bin, tools};
 
 /// The realkube tools, or `None` after saying why a test cannot run.
 fn realkube() -> Option<PathBuf> {
-    let dir = std::env::var_os("CERTSYNC_REALKUBE").map_or_else(
-        || {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .unwrap_or(Path::new("/"))
-                .join("shared/realkube")
-        },
-        PathBuf::from,
-    );
+    let dir = support::control_plane::tools_dir();
     if !dir.join("kubeadm/node.sh").is_file() {
         tools::skip(&format!(
             "needs the realkube environment ({}/kubeadm/node.sh; set CERTSYNC_REALKUBE)",

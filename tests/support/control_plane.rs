@@ -10,11 +10,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// Where the realkube tools are looked for: `CERTSYNC_REALKUBE`, else
+/// `shared/realkube` beside the checkout (`/work/shared/realkube` for a
+/// checkout in `/work/NAME`).
+pub fn tools_dir() -> PathBuf {
+    std::env::var_os("CERTSYNC_REALKUBE").map_or_else(
+        || {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .join("shared/realkube")
+        },
+        PathBuf::from,
+    )
+}
+
 /// The realkube tools' directory, when there is one.
 pub fn tools() -> Option<PathBuf> {
-    let dir = std::env::var_os("CERTSYNC_REALKUBE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realkube"));
+    let dir = tools_dir();
     dir.join("up").is_file().then_some(dir)
 }
 
