@@ -19,6 +19,14 @@ const SIZES: [usize; 3] = [64 << 10, 256 << 10, 1 << 20];
 /// over at 64 KiB already.
 const MAX_RATIO: f64 = 25.0;
 
+/// Keeps a parser's result from being optimised away.
+fn sink<T>(t: T) {
+    std::hint::black_box(t);
+}
+
+/// A named maker of hostile input of a given size.
+type Shape<'a> = (&'a str, &'a dyn Fn(usize) -> Vec<u8>);
+
 /// `unit` repeated to `size` bytes, after `head`.
 fn fill(head: &[u8], unit: &[u8], size: usize) -> Vec<u8> {
     let mut v = head.to_vec();
@@ -42,12 +50,7 @@ fn time(f: &dyn Fn(&[u8]), input: &[u8]) -> Duration {
 
 /// Asserts `parse` is about as fast on every `hostile(size)` as on
 /// `plain(size)`, for every size.
-fn linear(
-    what: &str,
-    parse: &dyn Fn(&[u8]),
-    plain: &dyn Fn(usize) -> Vec<u8>,
-    hostile: &[(&str, &dyn Fn(usize) -> Vec<u8>)],
-) {
+fn linear(what: &str, parse: &dyn Fn(&[u8]), plain: &dyn Fn(usize) -> Vec<u8>, hostile: &[Shape]) {
     for size in SIZES {
         let base = plain(size);
         let t_plain = time(parse, &base).max(Duration::from_micros(50));
@@ -87,30 +90,30 @@ fn pem_readers_are_linear_on_hostile_shapes() {
     };
     let c = pair.cert.clone();
     let begins_no_newline = move |size: usize| fill(&c, b"-----BEGIN X-----", size);
-    let hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 5] = [
+    let hostile: [Shape; 5] = [
         ("unterminated BEGIN lines", &unterminated),
         ("BEGIN/END of different labels", &mismatched),
         ("END markers", &ends),
         ("header lines", &headers),
         ("BEGIN markers on one line", &begins_no_newline),
     ];
-    let go = |b: &[u8]| drop(pem::go_blocks(b));
+    let go = |b: &[u8]| sink(pem::go_blocks(b));
     linear("pem::go_blocks (Go's reader)", &go, &bundle, &hostile);
-    let blocks = |b: &[u8]| drop(pem::blocks(b));
+    let blocks = |b: &[u8]| sink(pem::blocks(b));
     linear("pem::blocks", &blocks, &bundle, &hostile);
-    let all = |b: &[u8]| drop(pem::all_decode(b));
+    let all = |b: &[u8]| sink(pem::all_decode(b));
     linear("pem::all_decode", &all, &bundle, &hostile);
     let one = |b: &[u8]| {
-        drop(pem::exactly_one(
+        sink(pem::exactly_one(
             b,
             rustls_pki_types::pem::SectionKind::Certificate,
         ))
     };
     linear("pem::exactly_one", &one, &bundle, &hostile);
     // X.509 of every block, the leaf's facts, the mode by content.
-    let leaf = |b: &[u8]| drop(validate::leaf_of(b));
+    let leaf = |b: &[u8]| sink(validate::leaf_of(b));
     linear("validate::leaf_of", &leaf, &bundle, &hostile);
-    let certs = |b: &[u8]| drop(validate::certificates_only(b));
+    let certs = |b: &[u8]| sink(validate::certificates_only(b));
     linear("validate::certificates_only", &certs, &bundle, &hostile);
 }
 
@@ -141,7 +144,7 @@ fn yaml_json_and_kubeconfig_readers_are_linear_on_hostile_shapes() {
     };
     let long_scalar = |size: usize| fill(b"key: \"", b"\\u0041", size);
     let block_nesting = |size: usize| fill(b"", b"- ", size);
-    let hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 5] = [
+    let hostile: [Shape; 5] = [
         ("nested block sequences on one line", &block_nesting),
         ("nested sequences", &nested),
         ("nested mappings", &nested_maps),
@@ -150,13 +153,13 @@ fn yaml_json_and_kubeconfig_readers_are_linear_on_hostile_shapes() {
     ];
     // The readers certsync uses: its config file's and its kubeconfig's.
     let yaml = |b: &[u8]| {
-        drop(certsync::files::parse_yaml::<serde_yaml_ng::Value>(
+        sink(certsync::files::parse_yaml::<serde_yaml_ng::Value>(
             &String::from_utf8_lossy(b),
         ))
     };
     linear("YAML (config file)", &yaml, &mappings, &hostile);
     let kubeconfig = |b: &[u8]| {
-        drop(certsync::source::client::parse_kubeconfig(
+        sink(certsync::source::client::parse_kubeconfig(
             &String::from_utf8_lossy(b),
         ))
     };
@@ -171,11 +174,11 @@ fn yaml_json_and_kubeconfig_readers_are_linear_on_hostile_shapes() {
     };
     let deep = |size: usize| fill(b"", b"[", size);
     let escapes = |size: usize| fill(b"\"", b"\\u0041", size);
-    let json_hostile: [(&str, &dyn Fn(usize) -> Vec<u8>); 2] = [
+    let json_hostile: [Shape; 2] = [
         ("nested arrays", &deep),
         ("escapes in one string", &escapes),
     ];
-    let json = |b: &[u8]| drop(serde_json::from_slice::<serde_json::Value>(b));
+    let json = |b: &[u8]| sink(serde_json::from_slice::<serde_json::Value>(b));
     linear("JSON (API objects)", &json, &objects, &json_hostile);
 }
 

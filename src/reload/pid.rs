@@ -475,37 +475,18 @@ mod tests {
     fn pidfile_errors_are_clear() {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("app.pid");
-        let e = signal(
-            &Target::Pidfile {
-                path: f.clone(),
-                name: None,
-            },
-            Signal::SIGHUP,
-        )
-        .unwrap_err()
-        .to_string();
+        let pidfile = Target::Pidfile {
+            path: f.clone(),
+            name: None,
+        };
+        let err = || signal(&pidfile, Signal::SIGHUP).unwrap_err().to_string();
+        let e = err();
         assert!(e.starts_with(&format!("pidfile {}:", f.display())), "{e}");
         std::fs::write(&f, "garbage\n").unwrap();
-        let e = signal(
-            &Target::Pidfile {
-                path: f.clone(),
-                name: None,
-            },
-            Signal::SIGHUP,
-        )
-        .unwrap_err()
-        .to_string();
+        let e = err();
         assert!(e.contains("\"garbage\" is not a process id"), "{e}");
         std::fs::write(&f, format!("{}\n", std::process::id())).unwrap();
-        let e = signal(
-            &Target::Pidfile {
-                path: f.clone(),
-                name: None,
-            },
-            Signal::SIGHUP,
-        )
-        .unwrap_err()
-        .to_string();
+        let e = err();
         assert!(e.contains("names certsync itself"), "{e}");
         // This test's parent (cargo's harness or a shell) started us.
         let parent = nix::unistd::getppid().as_raw();
@@ -536,15 +517,7 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let e = signal(
-            &Target::Pidfile {
-                path: f.clone(),
-                name: None,
-            },
-            Signal::SIGHUP,
-        )
-        .unwrap_err()
-        .to_string();
+        let e = err();
         let _ = child.kill();
         let _ = child.wait();
         assert!(e.contains("PID was reused") && e.contains("stale"), "{e}");
