@@ -231,7 +231,6 @@ impl Config {
             .map(|s| s.resolve(args))
             .collect::<Result<Vec<_>, _>>()?;
         check_overlaps(&mappings)?;
-        mappings.iter().try_for_each(target_guarded)?;
         mappings.iter().try_for_each(ca_paths_guarded)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
@@ -259,28 +258,15 @@ impl Config {
     }
 }
 
-/// Every target can be changed by root (or certsync's own user) only: a
+/// A `ca:` mapping's paths can be changed by root only: its target (a
 /// directory on the way that another user may write, sticky or not, lets
 /// that user re-create a removed target (a /tmp cleaner removes an old
 /// entry; anyone makes it again) or swap a symlink in, and receive the
-/// keys certsync writes there, or point its writes at root's files.
-fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
-    crate::files::only_root_may_change(&m.target).map_err(|problem| ConfigError::Mapping {
-        mapping: m.name.clone(),
-        problem: format!(
-            "target {}: {problem}, who could re-create it or swap it and receive what \
-             certsync writes there; give a target whose directories are owned by root and \
-             writable by their owner only",
-            m.target.display()
-        ),
-    })
-}
-
-/// A `ca:` mapping's paths can be changed by root only: its target (as
-/// every target, [`target_guarded`]; `..` is refused outright, since the
-/// kernel resolves it after symlinks and the overlap checks cannot), its
-/// template (whoever edits it chooses the identity), and, unless
-/// `allow-loose-ca-key`, the CA's files.
+/// keys the CA issues; `..` is refused outright, since the kernel resolves
+/// it after symlinks and the overlap checks cannot), its template (whoever
+/// edits it chooses the identity), and, unless `allow-loose-ca-key`, the
+/// CA's files. Other mappings' targets are not held to this yet: a
+/// sidecar's target inside a 0777 emptyDir would be refused.
 fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Ca(spec) = &m.source else {
         return Ok(());
@@ -298,7 +284,7 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
             m.target.display()
         )));
     }
-    let mut paths: Vec<(&str, &std::path::Path)> = Vec::new();
+    let mut paths = vec![("target", m.target.as_path())];
     paths.extend(spec.template.as_deref().map(|t| ("template", t)));
     if !spec.allow_loose_ca_key {
         paths.push(("CA key", spec.ca_key.as_path()));
