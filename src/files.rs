@@ -191,12 +191,36 @@ mod tests {
 /// ancestor: whoever can rename an entry on the way can swap what is read
 /// or written. The problem, in words, or `Ok`.
 pub fn only_root_may_change(path: &Path) -> Result<(), String> {
+    guard(path, false)
+}
+
+/// [`only_root_may_change`], except that a directory every container of a
+/// pod may write is accepted where it is a volume's root: kubelet makes an
+/// emptyDir 0777 (not sticky), and a sidecar's target such as
+/// `/certs/web` lies inside one, shared by design with the pod's own
+/// containers. On a host, the directories writable by all are sticky
+/// (/tmp, /var/tmp, /dev/shm) and stay refused, as does one another user
+/// owns, and one writable by others that is not a mount point. For the
+/// targets of mappings that do not issue from a CA on the node.
+pub fn no_other_user_may_recreate(path: &Path) -> Result<(), String> {
+    guard(path, true)
+}
+
+fn guard(path: &Path, volume_roots: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
     let euid = nix::unistd::geteuid().as_raw();
+    let mounts = if volume_roots {
+        mount_points()
+    } else {
+        Vec::new()
+    };
     let judge = |p: &Path| -> Result<(), String> {
         let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let owner_ok = m.uid() == 0 || m.uid() == euid;
-        if !owner_ok || m.mode() & 0o022 != 0 {
+        let volume_root = m.uid() == 0
+            && m.mode() & 0o1000 == 0
+            && std::fs::canonicalize(p).is_ok_and(|c| mounts.contains(&c));
+        if !owner_ok || (m.mode() & 0o022 != 0 && !volume_root) {
             return Err(format!(
                 "{} (owner {}, mode {:04o}) may be changed by another user",
                 p.display(),
@@ -239,6 +263,44 @@ pub fn only_root_may_change(path: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Where file systems are mounted in this process's mount namespace
+/// (`/proc/self/mountinfo`'s fifth field, octal escapes undone). Empty
+/// when it cannot be read: then no directory counts as a volume root.
+fn mount_points() -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStringExt as _;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(std::ffi::OsString::from_vec(unescape_octal(m))))
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\NNN`.
+fn unescape_octal(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push(
+                    d.iter()
+                        .fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')),
+                );
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

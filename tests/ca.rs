@@ -153,7 +153,11 @@ fn a_rollback_to_the_found_pair_holds_across_restarts() {
     fs::copy(made.join("tls.key"), target.join("tls.key")).unwrap();
     let sync = spec(&prefix, &target, "");
     let out = once(&sync);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_ne!(read_live(&target).unwrap().1, found_cert);
 
     let certsync = |args: &[&str]| {
@@ -168,7 +172,11 @@ fn a_rollback_to_the_found_pair_holds_across_restarts() {
     assert_eq!(read_live(&target).unwrap().1, found_cert);
 
     let out = once(&sync);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         read_live(&target).unwrap().1,
         found_cert,

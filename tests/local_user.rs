@@ -357,3 +357,67 @@ fn a_ca_target_another_user_could_recreate_is_refused_at_start() {
         "{err}"
     );
 }
+
+/// Attack: every target, not only a `ca:` one. A root certsync that writes
+/// a Secret's key under a host's shared temporary directory (sticky,
+/// writable by all: /tmp, /var/tmp, /dev/shm) or under a directory a user
+/// owns writes it where that user can re-create the target beforehand or
+/// after a cleaner removed it, and the consumer then reads that user's
+/// pair by path. Refused at start, naming the path. A volume's root that
+/// every container of a pod may write (kubelet makes emptyDirs 0777, not
+/// sticky) is a mount point and stays usable: the sidecar layout,
+/// `/certs` an emptyDir and the target `/certs/web`.
+#[test]
+fn any_target_another_user_could_recreate_is_refused_at_start() {
+    if !root_or_skip() {
+        return;
+    }
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let sticky = d.path().join("sticky");
+    fs::create_dir(&sticky).unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+    let user = d.path().join("user");
+    fs::create_dir(&user).unwrap();
+    chown(&user, USER);
+    let open = d.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+    let source = format!("dir:{}/examples/certs=", env!("CARGO_MANIFEST_DIR"));
+    for target in [
+        sticky.join("t"),
+        sticky.join("root-made/t"),
+        user.join("t"),
+        open.join("t"),
+    ] {
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        let sync = format!("{source}{}", target.display());
+        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+        assert_eq!(code, 64, "{sync}: {err}");
+        assert!(
+            err.contains(&format!("target {}", target.display()))
+                && err.contains("may be changed by another user"),
+            "{sync}: {err}"
+        );
+        assert!(!target.join("tls.crt").exists(), "{sync}: nothing written");
+    }
+    // The control: a volume root writable by all (an emptyDir) is a
+    // mount point; a target inside it is published.
+    let volume = d.path().join("volume");
+    fs::create_dir(&volume).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs"])
+        .arg(&volume)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        tools::skip("root but cannot mount a tmpfs (the volume-root control)");
+        return;
+    }
+    let target = volume.join("web");
+    let sync = format!("{source}{}", target.display());
+    let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+    let _ = Command::new("umount").arg(&volume).status();
+    assert_eq!(code, 0, "a target inside a writable volume root: {err}");
+}

@@ -231,6 +231,7 @@ impl Config {
             .map(|s| s.resolve(args))
             .collect::<Result<Vec<_>, _>>()?;
         check_overlaps(&mappings)?;
+        mappings.iter().try_for_each(target_guarded)?;
         mappings.iter().try_for_each(ca_paths_guarded)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
@@ -258,6 +259,28 @@ impl Config {
     }
 }
 
+/// Every other target: no directory on the way that another user could
+/// use to re-create it, or a user's own (a /tmp cleaner removes an old
+/// entry and anyone makes it again; the consumer then reads that user's
+/// pair by path, and certsync's writes would go where that user chose).
+/// A volume's root writable by a pod's containers (an emptyDir) is
+/// accepted ([`crate::files::no_other_user_may_recreate`]); `ca:`
+/// targets are held to the stricter rule below.
+fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    if matches!(m.source, Source::Ca(_)) {
+        return Ok(());
+    }
+    crate::files::no_other_user_may_recreate(&m.target).map_err(|problem| ConfigError::Mapping {
+        mapping: m.name.clone(),
+        problem: format!(
+            "target {}: {problem}, who could re-create it and have the consumer read \
+                 their own pair there; give a target whose directories are owned by root \
+                 (or certsync's user) and writable by their owner only, or a volume's root",
+            m.target.display()
+        ),
+    })
+}
+
 /// A `ca:` mapping's paths can be changed by root only: its target (a
 /// directory on the way that another user may write, sticky or not, lets
 /// that user re-create a removed target (a /tmp cleaner removes an old
@@ -265,8 +288,7 @@ impl Config {
 /// keys the CA issues; `..` is refused outright, since the kernel resolves
 /// it after symlinks and the overlap checks cannot), its template (whoever
 /// edits it chooses the identity), and, unless `allow-loose-ca-key`, the
-/// CA's files. Other mappings' targets are not held to this yet: a
-/// sidecar's target inside a 0777 emptyDir would be refused.
+/// CA's files.
 fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Ca(spec) = &m.source else {
         return Ok(());
