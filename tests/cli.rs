@@ -482,7 +482,10 @@ fn a_directory_that_is_not_a_target_and_an_unknown_kind_are_named() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("unknown source kind") && err.contains("tree"), "{err}");
+    assert!(
+        err.contains("unknown source kind") && err.contains("tree"),
+        "{err}"
+    );
 }
 
 /// `check` fits an 80-column terminal (kubeadm's node paths are long):
@@ -502,9 +505,16 @@ fn check_fits_eighty_columns_and_wide_shows_everything() {
     let (ok, table) = certsync(&["check", &path]);
     assert!(ok, "{table}");
     for line in table.lines() {
-        assert!(line.chars().count() <= 80, "{} columns: {line}", line.chars().count());
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line}",
+            line.chars().count()
+        );
     }
-    assert!(table.contains("tls.crt") && table.contains("matches"), "{table}");
+    assert!(
+        table.contains("tls.crt") && table.contains("matches"),
+        "{table}"
+    );
     let (ok, wide) = certsync(&["check", "-o", "wide", &path]);
     assert!(ok, "{wide}");
     for needle in [

@@ -932,7 +932,11 @@ fn kubeadm_static_pod_writes_only_the_targets() {
         .into_iter()
         .find(|(f, _)| f == KUBEADM_POD)
         .expect("the kubeadm static pod");
-    let c = spec.containers.iter().find(|c| c.name == "certsync").unwrap();
+    let c = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "certsync")
+        .unwrap();
     // (host path, mount path, read-only) of every hostPath mount.
     let mounts: Vec<(PathBuf, PathBuf, bool)> = c
         .volume_mounts

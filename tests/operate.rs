@@ -359,7 +359,10 @@ fn check_reports_expiry_and_key_match_with_exit_codes() {
     assert!(table.starts_with("CERTIFICATE"), "{table}");
     assert!(line("good").contains("matches"), "{table}");
     let (_, wide, _) = certsync(&["check", "-o", "wide", pki.to_str().unwrap()]);
-    assert!(wide.contains("good.example"), "the subject, in full: {wide}");
+    assert!(
+        wide.contains("good.example"),
+        "the subject, in full: {wide}"
+    );
     assert!(
         line("soon").contains("9d") || line("soon").contains("10d"),
         "{table}"
