@@ -856,18 +856,13 @@ pub async fn run(
                     syncer = syncer.with_events(sink);
                 }
                 let (clients, stop) = (clients.clone(), shutdown.clone());
-                tasks.spawn(unless_pinned(
-                    m.target.clone(),
-                    m.name.clone(),
-                    Arc::clone(&metrics),
-                    config.resync,
-                    shutdown.clone(),
-                    move |live| {
+                tasks.spawn(
+                    PinHold::new(&m, &metrics, &config, &shutdown).run(move |live| {
                         source
                             .clone()
                             .run(clients.clone(), live, tx.clone(), stop.clone())
-                    },
-                ))
+                    }),
+                )
             }
             Source::Ca(spec) => {
                 let mut source = ca_source(&m, spec, &metrics, &config);
@@ -878,14 +873,10 @@ pub async fn run(
                     syncer = syncer.with_events(sink);
                 }
                 let stop = shutdown.clone();
-                tasks.spawn(unless_pinned(
-                    m.target.clone(),
-                    m.name.clone(),
-                    Arc::clone(&metrics),
-                    config.resync,
-                    shutdown.clone(),
-                    move |live| source.clone().run(live, tx.clone(), stop.clone()),
-                ))
+                tasks.spawn(
+                    PinHold::new(&m, &metrics, &config, &shutdown)
+                        .run(move |live| source.clone().run(live, tx.clone(), stop.clone())),
+                )
             }
         };
         tasks.spawn(sync_loop(
@@ -943,42 +934,63 @@ async fn live_on_disk(target: &std::path::Path) -> Option<Bundle> {
 /// removed the source starts again from the live pair on disk. Checked every
 /// `every` (`--resync`); the writer refuses issued pairs over a pin in
 /// between.
-async fn unless_pinned<F, Fut>(
+struct PinHold {
     target: std::path::PathBuf,
     mapping: String,
     metrics: Arc<Metrics>,
     every: Duration,
-    mut shutdown: watch::Receiver<bool>,
-    start: F,
-) where
-    F: Fn(Option<Bundle>) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    loop {
-        let mut said = false;
-        while target_pinned(&target).await {
-            if !said {
-                metrics.pinned(&mapping, true);
-                tracing::warn!(%mapping, target_dir = %target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", target.display());
-                said = true;
-            }
-            tokio::select! {
-                () = crate::shutdown::stopped(&mut shutdown) => return,
-                () = tokio::time::sleep(every) => {}
-            }
+    shutdown: watch::Receiver<bool>,
+}
+
+impl PinHold {
+    fn new(
+        m: &Mapping,
+        metrics: &Arc<Metrics>,
+        config: &Config,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            target: m.target.clone(),
+            mapping: m.name.clone(),
+            metrics: Arc::clone(metrics),
+            every: config.resync,
+            shutdown: shutdown.clone(),
         }
-        if said {
-            metrics.pinned(&mapping, false);
-            tracing::info!(%mapping, "the rollback pin was removed; the mapping issues again");
-        }
-        let run = start(live_on_disk(&target).await);
-        tokio::pin!(run);
+    }
+
+    /// Runs the source `start` makes from the live pair, whenever unpinned.
+    async fn run<F, Fut>(mut self, start: F)
+    where
+        F: Fn(Option<Bundle>) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let (target, mapping) = (&self.target, &self.mapping);
         loop {
-            tokio::select! {
-                () = &mut run => return,
-                () = tokio::time::sleep(every) => {
-                    if target_pinned(&target).await {
-                        break;
+            let mut said = false;
+            while target_pinned(target).await {
+                if !said {
+                    self.metrics.pinned(mapping, true);
+                    tracing::warn!(%mapping, target_dir = %target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", target.display());
+                    said = true;
+                }
+                tokio::select! {
+                    () = crate::shutdown::stopped(&mut self.shutdown) => return,
+                    () = tokio::time::sleep(self.every) => {}
+                }
+            }
+            if said {
+                self.metrics.pinned(mapping, false);
+                tracing::info!(%mapping, "the rollback pin was removed; the mapping issues again");
+            }
+            let run = start(live_on_disk(target).await);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    () = &mut run => return,
+                    () = tokio::time::sleep(self.every) => {
+                        if target_pinned(target).await {
+                            break;
+                        }
                     }
                 }
             }

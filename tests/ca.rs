@@ -32,6 +32,13 @@ fn start(spec: &str, extra: &[&str], dir: &Path) -> Certsync {
     Certsync::start_with(&mut cmd, dir)
 }
 
+/// [`start`] with the admin port on a free port, returned.
+fn start_with_admin(spec: &str, dir: &Path) -> (Certsync, u16) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    (start(spec, &["--admin-addr", &addr], dir), port)
+}
+
 fn once(spec: &str) -> std::process::Output {
     Command::new(certsync_bin())
         .args(["run", "--once", "--sync", spec])
@@ -237,13 +244,7 @@ fn failing_renewal_past_the_renewal_point_is_not_ready_and_logged_once() {
     let d = tempfile::tempdir().unwrap();
     let prefix = ca_files(d.path(), 3600);
     let target = d.path().join("target");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let cs = start(
-        &spec(&prefix, &target, ",lifetime=4s,name=short"),
-        &["--admin-addr", &addr],
-        d.path(),
-    );
+    let (cs, port) = start_with_admin(&spec(&prefix, &target, ",lifetime=4s,name=short"), d.path());
     next_cert(&target, &[]);
     wait_for("ready", || {
         (http_get(port, "/readyz")?.0 == 200).then_some(())
@@ -277,13 +278,7 @@ fn the_lifetime_is_capped_at_the_cas_expiry_with_metrics() {
     let d = tempfile::tempdir().unwrap();
     let prefix = ca_files(d.path(), 3600);
     let target = d.path().join("target");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let cs = start(
-        &spec(&prefix, &target, ",name=capped"),
-        &["--admin-addr", &addr],
-        d.path(),
-    );
+    let (cs, port) = start_with_admin(&spec(&prefix, &target, ",name=capped"), d.path());
     next_cert(&target, &[]);
     cs.wait_log("the CA expires before this certificate's renewal point");
     let m = wait_for("metrics", || {
