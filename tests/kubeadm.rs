@@ -468,7 +468,7 @@ const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
 fn cluster_configuration_alone_lets_every_component_follow_renewals() {
     use std::time::{Duration, Instant, SystemTime};
     let Some(realkube) = realkube() else { return };
-    let node = Node::up(&realkube, "layout", &["--no-addons"]);
+    let node = Node::up(&realkube, "layout", &[]);
     let etc = node.etc();
     let host = |inside: &str| etc.join(inside.strip_prefix("/etc/kubernetes/").expect("inside"));
     let server = format!("https://{}:6443", node.ip);
@@ -612,9 +612,9 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
             .into_iter()
             .collect::<std::collections::BTreeMap<_, _>>(),
         )
-        .and_then(|mut v| {
+        .map(|mut v| {
             v["readOnly"] = serde_yaml_ng::Value::Bool(true);
-            Ok(v)
+            v
         })
         .expect("volume")
     };
@@ -670,6 +670,7 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
             "Directory",
         ),
     ]);
+    let docs_cc_etcd_args = cc["etcd"]["local"]["extraArgs"].clone();
     let before = containers(&node);
     regenerate(
         &node,
@@ -703,6 +704,87 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
                 .all(|(name, pid, _)| before.iter().all(|(n, p, _)| n != name || p != pid));
         (fresh && ready(&admin)).then_some(now)
     });
+
+    // `kubeadm upgrade`, simulated: the adopted ClusterConfiguration is
+    // uploaded (the guide's last step), then what an upgrade does is done
+    // by mistake: `kubeadm certs renew all`, and the manifests regenerated
+    // from the ClusterConfiguration in the kubeadm-config ConfigMap. The
+    // manifests come out byte for byte the same, so nothing restarts.
+    let adopted_file = node.dir.join("kubeadm-adopted.yaml");
+    let out = node.sh(
+        "kubeadm",
+        &[
+            "init",
+            "phase",
+            "upload-config",
+            "kubeadm",
+            "--config",
+            adopted_file.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "upload-config: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifests_dir = etc.join("manifests");
+    let read_manifests = || -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&manifests_dir)
+            .expect("manifests")
+            .map(|e| {
+                let e = e.expect("entry");
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).expect("read"),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let adopted_manifests = read_manifests();
+    let out = node.sh("kubeadm", &["certs", "renew", "all"]);
+    assert!(
+        out.status.success(),
+        "certs renew all: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&admin)
+        .args([
+            "get",
+            "cm",
+            "-n",
+            "kube-system",
+            "kubeadm-config",
+            "-o",
+            "jsonpath={.data.ClusterConfiguration}",
+        ])
+        .output()
+        .expect("kubectl");
+    let stored: serde_yaml_ng::Value =
+        serde_yaml_ng::from_slice(&out.stdout).expect("ClusterConfiguration");
+    assert_eq!(
+        stored["etcd"]["local"]["extraArgs"], docs_cc_etcd_args,
+        "uploaded"
+    );
+    let mut upgraded = kubeadm_config(&node);
+    for d in upgraded
+        .iter_mut()
+        .filter(|d| d["kind"] == "ClusterConfiguration")
+    {
+        *d = stored.clone();
+    }
+    regenerate(
+        &node,
+        &upgraded,
+        &[&["control-plane", "all"], &["etcd", "local"]],
+    );
+    assert!(
+        read_manifests() == adopted_manifests,
+        "the manifests kubeadm regenerates are the adopted ones"
+    );
 
     // Renewals: at least two of each serving certificate, each served; the
     // client certificates the components started with expire meanwhile.
