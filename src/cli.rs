@@ -627,7 +627,8 @@ pub struct ReloadArgs {
     /// Signal the process whose PID is in this file (re-read every reload).
     /// Only when that process runs as the file's owner (a root-owned file:
     /// a root process); with --reload-process too, it must have that name.
-    /// A symlink is never followed.
+    /// A symlink is never followed. The directories above the pidfile's own
+    /// must be root's (or a volume's root), checked at start.
     #[arg(
         long,
         env = "CERTSYNC_RELOAD_PIDFILE",

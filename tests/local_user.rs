@@ -421,3 +421,58 @@ fn any_target_another_user_could_recreate_is_refused_at_start() {
     let _ = Command::new("umount").arg(&volume).status();
     assert_eq!(code, 0, "a target inside a writable volume root: {err}");
 }
+
+/// Attack (attacker review): the consumer's user owns its pidfile's
+/// directory, and that directory sits where the user may rename it (a
+/// sticky /tmp, or a directory of theirs). Swapping it for a link to a
+/// root-owned directory with a root-owned pidfile naming a root process
+/// passed the owner check, and root's process got the signal. The
+/// directories above the pidfile's own must be root's (or a volume's
+/// root), checked at start, naming the path; the pidfile's directory
+/// itself may be the consumer's.
+#[test]
+fn a_pidfile_whose_directory_its_user_may_replace_is_refused_at_start() {
+    if !root_or_skip() {
+        return;
+    }
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let sticky = d.path().join("sticky");
+    fs::create_dir(&sticky).unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+    let user = d.path().join("user");
+    fs::create_dir(&user).unwrap();
+    chown(&user, USER);
+    let root_only = d.path().join("root-only");
+    fs::create_dir(&root_only).unwrap();
+    let target = d.path().join("t");
+    let sync = format!(
+        "dir:{}/examples/certs={}",
+        env!("CARGO_MANIFEST_DIR"),
+        target.display()
+    );
+    for dir in [sticky.join("app"), user.join("run"), root_only.join("app")] {
+        fs::create_dir_all(&dir).unwrap();
+        chown(&dir, USER);
+        let pidfile = dir.join("app.pid");
+        let (code, err) = run_bounded(&[
+            "run",
+            "--once",
+            "--sync",
+            &sync,
+            "--reload-pidfile",
+            pidfile.to_str().unwrap(),
+        ]);
+        if dir.starts_with(&root_only) {
+            // The control: the consumer's own directory under root's.
+            assert!(!err.contains("may be changed by another user"), "{err}");
+            assert_eq!(code, 0, "{err}");
+        } else {
+            assert_eq!(code, 64, "{}: {err}", pidfile.display());
+            assert!(
+                err.contains("--reload-pidfile") && err.contains("may be changed by another user"),
+                "{}: {err}",
+                pidfile.display()
+            );
+        }
+    }
+}

@@ -144,6 +144,7 @@ impl ReloadArgs {
             signal: self.reload_signal,
         };
         let method = if let Some(path) = &self.reload_pidfile {
+            pidfile_dir_guarded(path).map_err(err)?;
             Some(signal(Target::Pidfile {
                 path: path.clone(),
                 name: self.reload_process.clone(),
@@ -257,6 +258,33 @@ impl Config {
             csr_renew_floor: args.csr_renew_floor,
         })
     }
+}
+
+/// The directories above a pidfile's own (which may be the consumer's):
+/// root's, or a volume's root, as written and where its symlinks lead.
+/// Otherwise the consumer's user may replace its directory with a link to
+/// a root-owned one whose root-owned pidfile names a root process, which
+/// the pidfile's owner check then accepts.
+fn pidfile_dir_guarded(pidfile: &std::path::Path) -> Result<(), String> {
+    let Some(dir) = pidfile.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    let real = std::fs::canonicalize(dir).ok();
+    for above in [Some(dir), real.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter_map(std::path::Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        crate::files::no_other_user_may_recreate(above).map_err(|problem| {
+            format!(
+                "--reload-pidfile {}: {problem}, who could replace the pidfile's directory \
+                 and have root signal another process; keep it in a directory under root's",
+                pidfile.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Every other target: no directory on the way that another user could
