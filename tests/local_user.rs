@@ -476,3 +476,56 @@ fn a_pidfile_whose_directory_its_user_may_replace_is_refused_at_start() {
         }
     }
 }
+
+/// Attack (attacker review): the owner of a `dir:` source may rename its
+/// own entry where it sits (in a sticky /tmp, or under a directory of
+/// theirs) and put a link to a root-only directory in its place: certsync
+/// finds the source again by its path, so the files beneath that
+/// directory were published (a root key as `tls.key`, owned by the
+/// consumer). The directories above a source (as written and where its
+/// links lead) must be root's or a volume's root, checked at start; the
+/// source itself may be its user's.
+#[test]
+fn a_source_its_owner_may_replace_is_refused_at_start() {
+    if !root_or_skip() {
+        return;
+    }
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let sticky = d.path().join("sticky");
+    fs::create_dir(&sticky).unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+    let user = d.path().join("user");
+    fs::create_dir(&user).unwrap();
+    chown(&user, USER);
+    let root_only = d.path().join("root-only");
+    fs::create_dir(&root_only).unwrap();
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
+    for (i, src) in [sticky.join("src"), user.join("src"), root_only.join("src")]
+        .iter()
+        .enumerate()
+    {
+        fs::create_dir_all(src).unwrap();
+        for f in ["tls.crt", "tls.key"] {
+            fs::copy(certs.join(f), src.join(f)).unwrap();
+        }
+        chown(src, USER);
+        let target = d.path().join(format!("t{i}"));
+        let sync = format!("dir:{}={}", src.display(), target.display());
+        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+        if src.starts_with(&root_only) {
+            // The control: the user's own source under root's directory.
+            assert_eq!(code, 0, "{err}");
+        } else {
+            assert_eq!(code, 64, "{sync}: {err}");
+            assert!(
+                err.contains(&format!("source {}", src.display()))
+                    && err.contains("may be changed by another user"),
+                "{sync}: {err}"
+            );
+            assert!(
+                !target.join("tls.key").exists(),
+                "{sync}: nothing published"
+            );
+        }
+    }
+}

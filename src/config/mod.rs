@@ -233,6 +233,7 @@ impl Config {
             .collect::<Result<Vec<_>, _>>()?;
         check_overlaps(&mappings)?;
         mappings.iter().try_for_each(target_guarded)?;
+        mappings.iter().try_for_each(source_guarded)?;
         mappings.iter().try_for_each(ca_paths_guarded)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
@@ -261,30 +262,53 @@ impl Config {
 }
 
 /// The directories above a pidfile's own (which may be the consumer's):
-/// root's, or a volume's root, as written and where its symlinks lead.
-/// Otherwise the consumer's user may replace its directory with a link to
+/// otherwise the consumer's user may replace its directory with a link to
 /// a root-owned one whose root-owned pidfile names a root process, which
-/// the pidfile's owner check then accepts.
+/// the pidfile's owner check then accepts ([`above_guarded`]).
 fn pidfile_dir_guarded(pidfile: &std::path::Path) -> Result<(), String> {
     let Some(dir) = pidfile.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(());
     };
+    above_guarded(dir).map_err(|problem| {
+        format!(
+            "--reload-pidfile {}: {problem}, who could replace the pidfile's directory \
+             and have root signal another process; keep it in a directory under root's",
+            pidfile.display()
+        )
+    })
+}
+
+/// A `dir:` source may be its user's own, but not the directories above
+/// it: whoever may rename its entry could put a link to a root-only
+/// directory in its place, and certsync, which finds the source by its
+/// path at every read, would publish what is beneath ([`above_guarded`]).
+fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    let Source::Dir(dir) = &m.source else {
+        return Ok(());
+    };
+    above_guarded(dir).map_err(|problem| ConfigError::Mapping {
+        mapping: m.name.clone(),
+        problem: format!(
+            "source {}: {problem}, who could replace the source directory with a link to \
+             another and have certsync publish what is there; keep it in a directory \
+             under root's",
+            dir.display()
+        ),
+    })
+}
+
+/// Every directory above `dir`, as written and where its symlinks lead,
+/// can be changed by root (or certsync's user) only, or is a volume's root
+/// ([`crate::files::no_other_user_may_recreate`]); `dir` itself is not
+/// judged: it may belong to the user who writes in it.
+fn above_guarded(dir: &std::path::Path) -> Result<(), String> {
     let real = std::fs::canonicalize(dir).ok();
-    for above in [Some(dir), real.as_deref()]
+    [Some(dir), real.as_deref()]
         .into_iter()
         .flatten()
         .filter_map(std::path::Path::parent)
         .filter(|p| !p.as_os_str().is_empty())
-    {
-        crate::files::no_other_user_may_recreate(above).map_err(|problem| {
-            format!(
-                "--reload-pidfile {}: {problem}, who could replace the pidfile's directory \
-                 and have root signal another process; keep it in a directory under root's",
-                pidfile.display()
-            )
-        })?;
-    }
-    Ok(())
+        .try_for_each(crate::files::no_other_user_may_recreate)
 }
 
 /// Every other target: no directory on the way that another user could
