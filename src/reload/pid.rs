@@ -215,14 +215,30 @@ pub fn select(target: &Target, procs: &[Proc], me: i32) -> Vec<Proc> {
     roots
 }
 
+/// A process chosen to be signalled.
+#[derive(Debug)]
+pub struct Chosen {
+    pub pid: i32,
+    pub comm: String,
+}
+
 /// Finds the target now and sends `signal`. Returns the PIDs signalled.
 pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
+    send(&find(target)?, signal)
+}
+
+/// The processes `target` names now, checked (see [`select`] and, for a
+/// pidfile, the checks of [`pidfile_target`]).
+pub fn find(target: &Target) -> Result<Vec<Chosen>, PidError> {
     let me = std::process::id() as i32;
-    let chosen = match target {
+    let chosen: Vec<Chosen> = match target {
         Target::Pidfile { path, name } => vec![pidfile_target(path, name.as_deref(), me)?],
         _ => select(target, &processes()?, me)
             .into_iter()
-            .map(|p| (p.pid, p.comm))
+            .map(|p| Chosen {
+                pid: p.pid,
+                comm: p.comm,
+            })
             .collect(),
     };
     if chosen.is_empty() {
@@ -230,7 +246,12 @@ pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
             what: target.to_string(),
         });
     }
-    for (pid, comm) in &chosen {
+    Ok(chosen)
+}
+
+/// Sends `signal` to every process of `chosen`. Returns their PIDs.
+pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, PidError> {
+    for Chosen { pid, comm } in chosen {
         kill(Pid::from_raw(*pid), signal).map_err(|errno| match errno {
             Errno::EPERM => PidError::Permission {
                 pid: *pid,
@@ -245,7 +266,7 @@ pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
             },
         })?;
     }
-    Ok(chosen.into_iter().map(|(pid, _)| pid).collect())
+    Ok(chosen.iter().map(|c| c.pid).collect())
 }
 
 /// How much later than its pidfile's last write a process may seem to
@@ -256,8 +277,8 @@ const START_TOLERANCE_SECS: f64 = 1.0;
 /// The process a pidfile names, checked: the pidfile is a regular file
 /// (not followed if a symlink), a PID (not 1), not certsync or one of its
 /// ancestors, alive, running as the pidfile's owner, named `name` if given,
-/// and started before the pidfile was last written. Returns (pid, comm).
-fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<(i32, String), PidError> {
+/// and started before the pidfile was last written.
+fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, PidError> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let err = |problem: String| PidError::Pidfile {
         path: path.to_owned(),
@@ -377,7 +398,10 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<(i32, Stri
             ),
         ));
     }
-    Ok((pid, stat.comm))
+    Ok(Chosen {
+        pid,
+        comm: stat.comm,
+    })
 }
 
 #[cfg(test)]
