@@ -576,3 +576,58 @@ fn three_mappings_rotated_together_produce_one_reload() {
     assert_eq!(hook.count(), 2, "three flips, one reload");
     cs.wait_log("mappings=");
 }
+
+/// Issue 33, finding 2 (the race left): the process a pidfile names passes
+/// every check, then exits and another process takes its PID before the
+/// signal is sent. The signal must reach nothing: certsync holds the
+/// checked process (a pidfd), not its number. Root picks the next PID
+/// through `/proc/sys/kernel/ns_last_pid` to make the reuse happen.
+#[test]
+fn a_pid_reused_between_the_checks_and_the_signal_gets_nothing() {
+    use certsync::reload::pid;
+    use nix::sys::signal::Signal;
+    if !nix::unistd::geteuid().is_root() {
+        support::tools::skip("needs root (to choose the next PID through ns_last_pid)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("app.pid");
+    let mut consumer = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = consumer.id() as i32;
+    fs::write(&f, format!("{pid}\n")).unwrap();
+    let target = pid::Target::Pidfile {
+        path: f,
+        name: None,
+    };
+    let chosen = pid::find(&target).unwrap();
+    consumer.kill().unwrap();
+    consumer.wait().unwrap();
+    // Another process takes the PID (others on the machine may take it
+    // first: try again).
+    let mut reused = None;
+    for _ in 0..1000 {
+        fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid - 1)).unwrap();
+        let mut c = Command::new("sleep").arg("30").spawn().unwrap();
+        if c.id() as i32 == pid {
+            reused = Some(c);
+            break;
+        }
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    let mut other = reused.unwrap_or_else(|| panic!("no process took PID {pid} in 1000 tries"));
+    let sent = pid::send(&chosen, Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    let survived = other.try_wait().unwrap().is_none();
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(
+        survived,
+        "the process that took PID {pid} after the checks got the signal ({sent:?})"
+    );
+    let e = sent.unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("pid {pid}")) && e.contains("exited"),
+        "{e}"
+    );
+}
