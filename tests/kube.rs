@@ -1806,3 +1806,51 @@ async fn once_waits_for_the_api_server_within_its_timeout() {
     );
     env.cleanup().await;
 }
+
+/// `--events` with a pidfile certsync refuses (a FIFO): the flip stands and
+/// a ReloadRefused Warning naming the pidfile is recorded on the source
+/// Secret (issue 33, finding 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_pidfile_is_recorded_as_a_reload_refused_event() {
+    use k8s_openapi::api::events::v1::Event;
+    let mut env = Env::new().await;
+    let name = env.name("refused");
+    let pair = Pair::new("refused");
+    env.put_pair(&name, &pair).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("app.pid");
+    nix::unistd::mkfifo(&pidfile, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    let cs = env.start(
+        &[env.secret_spec(&name)],
+        &["--events", "--reload-pidfile", pidfile.to_str().unwrap()],
+    );
+    wait_pair(&env.target(&name), &pair);
+    cs.wait_log("refusing to signal it");
+    let api: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
+    let mut refused = None;
+    for _ in 0..200 {
+        refused = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                    && e.reason.as_deref() == Some("ReloadRefused")
+            });
+        if refused.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let refused = refused.expect("no ReloadRefused event on the Secret");
+    assert_eq!(refused.type_.as_deref(), Some("Warning"));
+    let note = refused.note.unwrap_or_default();
+    assert!(
+        note.contains(&format!("pidfile {}", pidfile.display()))
+            && note.contains("not a regular file"),
+        "{note}"
+    );
+    env.cleanup().await;
+}

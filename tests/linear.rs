@@ -90,8 +90,17 @@ fn pem_readers_are_linear_on_hostile_shapes() {
     };
     let c = pair.cert.clone();
     let begins_no_newline = move |size: usize| fill(&c, b"-----BEGIN X-----", size);
-    let hostile: [Shape; 5] = [
+    // What rustls-pki-types accepts, so every reader after it sees it too.
+    let c = pair.cert.clone();
+    let closed_once = move |size: usize| {
+        let end = b"-----END CERTIFICATE-----\n";
+        let mut v = fill(&c, b"-----BEGIN CERTIFICATE-----\n", size - end.len());
+        v.extend_from_slice(end);
+        v
+    };
+    let hostile: [Shape; 6] = [
         ("unterminated BEGIN lines", &unterminated),
+        ("BEGIN lines closed by one END", &closed_once),
         ("BEGIN/END of different labels", &mismatched),
         ("END markers", &ends),
         ("header lines", &headers),
@@ -183,8 +192,8 @@ fn yaml_json_and_kubeconfig_readers_are_linear_on_hostile_shapes() {
 }
 
 /// Issue 33, finding 3, through the binary: sources holding the shape that
-/// was quadratic (one certificate, then BEGIN lines without ends, up to the
-/// 1 MiB bundle cap), more of them than the runtime has worker threads,
+/// was quadratic (one certificate, then BEGIN lines and a single END, up to
+/// the 1 MiB bundle cap), more of them than the runtime has worker threads,
 /// rewritten again and again, while another mapping rotates: that mapping
 /// still publishes every pair and `/livez` and `/metrics` still answer,
 /// because parsing runs off the runtime's threads (and in linear time).
@@ -200,10 +209,16 @@ fn hostile_sources_stall_neither_other_mappings_nor_the_admin_port() {
     let hostile = |n: usize| {
         let mut crt = hostile_pair.cert.clone();
         crt.extend_from_slice(format!("# round {n}\n").as_bytes());
-        let room = (1 << 20) - hostile_pair.key.len() - 64;
-        // A trailing space: rustls-pki-types takes the line for text and
-        // steps over it, Go's reader trims it and searches for an END.
-        fill(&crt, b"-----BEGIN CERTIFICATE----- \n", room)
+        // The issue's reproduction: BEGIN lines, then one END. Without
+        // that END rustls-pki-types refuses the file (a section without
+        // end) before Go's reader sees it; with it, rustls reads the last
+        // BEGIN's empty block and Go's reader searched the rest of the
+        // file for an END from every BEGIN line: quadratic. The empty
+        // certificate is then refused, so nothing hostile is published.
+        const END: &[u8] = b"-----END CERTIFICATE-----\n";
+        let mut crt = fill(&crt, b"-----BEGIN CERTIFICATE-----\n", (1 << 20) - 4096);
+        crt.extend_from_slice(END);
+        crt
     };
     let mut args = vec![
         "run".to_owned(),

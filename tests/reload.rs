@@ -576,3 +576,121 @@ fn three_mappings_rotated_together_produce_one_reload() {
     assert_eq!(hook.count(), 2, "three flips, one reload");
     cs.wait_log("mappings=");
 }
+
+/// Issue 33, finding 2 (the race left): the process a pidfile names passes
+/// every check, then exits and another process takes its PID before the
+/// signal is sent. The signal must reach nothing: certsync holds the
+/// checked process (a pidfd), not its number. Root picks the next PID
+/// through `/proc/sys/kernel/ns_last_pid` to make the reuse happen.
+#[test]
+fn a_pid_reused_between_the_checks_and_the_signal_gets_nothing() {
+    use certsync::reload::pid;
+    use nix::sys::signal::Signal;
+    if !nix::unistd::geteuid().is_root() {
+        support::tools::skip("needs root (to choose the next PID through ns_last_pid)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("app.pid");
+    let mut consumer = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = consumer.id() as i32;
+    fs::write(&f, format!("{pid}\n")).unwrap();
+    let target = pid::Target::Pidfile {
+        path: f,
+        name: None,
+    };
+    let chosen = pid::find(&target).unwrap();
+    consumer.kill().unwrap();
+    consumer.wait().unwrap();
+    // Another process takes the PID (others on the machine may take it
+    // first: try again).
+    let mut reused = None;
+    for _ in 0..1000 {
+        fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid - 1)).unwrap();
+        let mut c = Command::new("sleep").arg("30").spawn().unwrap();
+        if c.id() as i32 == pid {
+            reused = Some(c);
+            break;
+        }
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    let mut other = reused.unwrap_or_else(|| panic!("no process took PID {pid} in 1000 tries"));
+    let sent = pid::send(&chosen, Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    let survived = other.try_wait().unwrap().is_none();
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(
+        survived,
+        "the process that took PID {pid} after the checks got the signal ({sent:?})"
+    );
+    let e = sent.unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("pid {pid}")) && e.contains("exited"),
+        "{e}"
+    );
+}
+
+/// Issue 33, finding 2: the pidfile refusals the consumer's user can reach
+/// besides a root process: a FIFO (a reader that would block), a file past
+/// the size cap, and a root-owned pidfile naming a process of another
+/// user. Each is refused (so nothing is sent) with its reason, naming the
+/// pidfile.
+#[test]
+fn pidfiles_of_the_wrong_kind_size_or_user_are_refused() {
+    use certsync::reload::pid::{self, PidError, Refusal};
+    use std::os::unix::process::CommandExt;
+    let d = tempfile::tempdir().unwrap();
+    let refusal = |path: &Path| match pid::find(&pid::Target::Pidfile {
+        path: path.to_owned(),
+        name: None,
+    }) {
+        Err(e @ PidError::Refused { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.starts_with(&format!("pidfile {}:", path.display())),
+                "{text}"
+            );
+            let PidError::Refused { reason, .. } = e else {
+                unreachable!()
+            };
+            (reason, text)
+        }
+        other => panic!("{}: not refused: {other:?}", path.display()),
+    };
+    let fifo = d.path().join("fifo.pid");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    let (reason, text) = refusal(&fifo);
+    assert_eq!(reason, Refusal::Pidfile, "{text}");
+    assert!(text.contains("not a regular file"), "{text}");
+
+    let big = d.path().join("big.pid");
+    let mut content = format!("{}\n", std::process::id()).into_bytes();
+    content.resize(4096, b' ');
+    fs::write(&big, &content).unwrap();
+    let (reason, text) = refusal(&big);
+    assert_eq!(reason, Refusal::Pidfile, "{text}");
+
+    if !nix::unistd::geteuid().is_root() {
+        support::tools::skip("needs root (a root-owned pidfile naming another user's process)");
+        return;
+    }
+    let mut nobody = Command::new("sleep")
+        .arg("30")
+        .uid(65534)
+        .gid(65534)
+        .spawn()
+        .unwrap();
+    let rooted = d.path().join("root.pid");
+    std::thread::sleep(Duration::from_millis(100));
+    fs::write(&rooted, format!("{}\n", nobody.id())).unwrap();
+    let (reason, text) = refusal(&rooted);
+    let _ = nobody.kill();
+    let _ = nobody.wait();
+    assert_eq!(reason, Refusal::User, "{text}");
+    assert!(
+        text.contains("owned by uid 0") && text.contains(&format!("process {}", nobody.id())),
+        "{text}"
+    );
+}

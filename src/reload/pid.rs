@@ -24,10 +24,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use std::os::fd::OwnedFd;
+
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use regex::Regex;
+use rustix::process::{Pid, PidfdFlags, pidfd_open, pidfd_send_signal};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PidError {
@@ -50,6 +52,15 @@ pub enum PidError {
          without CAP_KILL; run it as the main container's user or add the KILL capability"
     )]
     Permission {
+        pid: i32,
+        comm: String,
+        signal: Signal,
+    },
+    #[error(
+        "pid {pid} ({comm}) exited after it was checked; {signal} was not sent (its number may \
+         now be another process's)"
+    )]
+    Exited {
         pid: i32,
         comm: String,
         signal: Signal,
@@ -122,6 +133,9 @@ pub struct Proc {
     pub pid: i32,
     pub ppid: i32,
     pub comm: String,
+    /// When it started, in clock ticks after boot: with the PID, which
+    /// process this is.
+    start: u64,
     exe: Option<String>,
     cmdline: Vec<String>,
 }
@@ -161,6 +175,7 @@ pub fn processes() -> Result<Vec<Proc>, PidError> {
                 pid: stat.pid,
                 ppid: stat.ppid,
                 comm: stat.comm,
+                start: stat.starttime,
                 exe,
                 cmdline: p.cmdline().unwrap_or_default(),
             })
@@ -215,37 +230,91 @@ pub fn select(target: &Target, procs: &[Proc], me: i32) -> Vec<Proc> {
     roots
 }
 
+/// A process chosen to be signalled, held by a pidfd opened before the
+/// checks that chose it were made: if it exits, the signal fails instead of
+/// reaching whatever process is given its number next.
+#[derive(Debug)]
+pub struct Chosen {
+    pub pid: i32,
+    pub comm: String,
+    fd: OwnedFd,
+}
+
+/// A pidfd for `pid`, or `None` when no such process exists.
+fn open_pid(pid: i32) -> Result<Option<OwnedFd>, PidError> {
+    let Some(raw) = Pid::from_raw(pid) else {
+        return Ok(None);
+    };
+    match pidfd_open(raw, PidfdFlags::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(rustix::io::Errno::SRCH) => Ok(None),
+        Err(e) => Err(PidError::Proc(format!("pidfd_open({pid}): {e}"))),
+    }
+}
+
 /// Finds the target now and sends `signal`. Returns the PIDs signalled.
 pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
+    send(&find(target)?, signal)
+}
+
+/// The processes `target` names now, checked (see [`select`] and, for a
+/// pidfile, the checks of [`pidfile_target`]).
+pub fn find(target: &Target) -> Result<Vec<Chosen>, PidError> {
     let me = std::process::id() as i32;
-    let chosen = match target {
+    let chosen: Vec<Chosen> = match target {
         Target::Pidfile { path, name } => vec![pidfile_target(path, name.as_deref(), me)?],
-        _ => select(target, &processes()?, me)
-            .into_iter()
-            .map(|p| (p.pid, p.comm))
-            .collect(),
+        _ => {
+            let mut chosen = Vec::new();
+            for p in select(target, &processes()?, me) {
+                // Opened after the selection: the process must still be
+                // the one selected (same start time), else it is skipped.
+                let Some(fd) = open_pid(p.pid)? else { continue };
+                let same = procfs::process::Process::new(p.pid)
+                    .and_then(|now| now.stat())
+                    .is_ok_and(|now| now.starttime == p.start);
+                if same {
+                    chosen.push(Chosen {
+                        pid: p.pid,
+                        comm: p.comm,
+                        fd,
+                    });
+                }
+            }
+            chosen
+        }
     };
     if chosen.is_empty() {
         return Err(PidError::NoMatch {
             what: target.to_string(),
         });
     }
-    for (pid, comm) in &chosen {
-        kill(Pid::from_raw(*pid), signal).map_err(|errno| match errno {
-            Errno::EPERM => PidError::Permission {
-                pid: *pid,
-                comm: comm.clone(),
+    Ok(chosen)
+}
+
+/// Sends `signal` through each pidfd of `chosen`. Returns their PIDs.
+pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, PidError> {
+    for Chosen { pid, comm, fd } in chosen {
+        let (pid, comm) = (*pid, comm.clone());
+        let Some(sig) = rustix::process::Signal::from_named_raw(signal as i32) else {
+            return Err(PidError::Signal {
+                pid,
+                comm,
                 signal,
-            },
-            errno => PidError::Signal {
-                pid: *pid,
-                comm: comm.clone(),
+                errno: Errno::EINVAL,
+            });
+        };
+        pidfd_send_signal(fd, sig).map_err(|e| match e {
+            rustix::io::Errno::PERM => PidError::Permission { pid, comm, signal },
+            rustix::io::Errno::SRCH => PidError::Exited { pid, comm, signal },
+            e => PidError::Signal {
+                pid,
+                comm,
                 signal,
-                errno,
+                errno: Errno::from_raw(e.raw_os_error()),
             },
         })?;
     }
-    Ok(chosen.into_iter().map(|(pid, _)| pid).collect())
+    Ok(chosen.iter().map(|c| c.pid).collect())
 }
 
 /// How much later than its pidfile's last write a process may seem to
@@ -256,8 +325,8 @@ const START_TOLERANCE_SECS: f64 = 1.0;
 /// The process a pidfile names, checked: the pidfile is a regular file
 /// (not followed if a symlink), a PID (not 1), not certsync or one of its
 /// ancestors, alive, running as the pidfile's owner, named `name` if given,
-/// and started before the pidfile was last written. Returns (pid, comm).
-fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<(i32, String), PidError> {
+/// and started before the pidfile was last written.
+fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, PidError> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let err = |problem: String| PidError::Pidfile {
         path: path.to_owned(),
@@ -309,6 +378,11 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<(i32, Stri
         Ok(pid) if pid > 1 => pid,
         _ => return Err(err(format!("{:?} is not a process id", text.trim()))),
     };
+    // Held before anything about the process is checked: the checks below
+    // read /proc for the PID, so if the process exits and its number is
+    // reused meanwhile, they judge the newcomer but the signal goes to
+    // the exited process and fails.
+    let fd = open_pid(pid)?.ok_or_else(|| err(format!("process {pid} does not exist")))?;
     let procs = processes()?;
     let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
     if pid == me {
@@ -377,7 +451,11 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<(i32, Stri
             ),
         ));
     }
-    Ok((pid, stat.comm))
+    Ok(Chosen {
+        pid,
+        comm: stat.comm,
+        fd,
+    })
 }
 
 #[cfg(test)]
@@ -389,6 +467,7 @@ mod tests {
             pid,
             ppid,
             comm: comm.into(),
+            start: 0,
             exe: Some(comm.into()),
             cmdline: cmdline.iter().map(|s| s.to_string()).collect(),
         }
@@ -455,6 +534,7 @@ mod tests {
             pid: 5,
             ppid: 1,
             comm: "kube-controller".into(), // the kernel's 15 bytes
+            start: 0,
             exe: Some("kube-controller-manager".into()),
             cmdline: vec!["/usr/bin/kube-controller-manager".into()],
         };
