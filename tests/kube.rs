@@ -51,6 +51,28 @@ fn secret_of(ty: &str, name: &str, data: &[(&str, &[u8])]) -> Secret {
     }
 }
 
+/// The test's own request, sent again when the connection failed under it
+/// (a fault the test injected for certsync drops the test's pooled
+/// connection too): the test's client is not what is under test. An
+/// answer from the server (any API error) is not retried.
+async fn transport_retried<T, F, Fut>(mut send: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match send().await {
+            Ok(v) => return v,
+            Err(e) if !matches!(e, kube::Error::Api(_)) && attempt < 20 => {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("the test's own request failed: {e}"),
+        }
+    }
+}
+
 async fn client_for(kubeconfig: &Path) -> Client {
     support::kube_client(kubeconfig).await
 }
@@ -123,13 +145,13 @@ impl Env {
     async fn put_secret_of(&mut self, ty: &str, name: &str, data: &[(&str, &[u8])]) {
         let new = secret_of(ty, name, data);
         let api = self.secrets();
-        match api.get_opt(name).await.unwrap() {
+        match transport_retried(|| api.get_opt(name)).await {
             Some(mut s) => {
                 s.data = new.data;
-                api.replace(name, &PostParams::default(), &s).await.unwrap();
+                transport_retried(|| api.replace(name, &PostParams::default(), &s)).await;
             }
             None => {
-                api.create(&PostParams::default(), &new).await.unwrap();
+                transport_retried(|| api.create(&PostParams::default(), &new)).await;
                 self.created.push(("secret", name.to_owned()));
             }
         }

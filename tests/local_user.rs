@@ -337,14 +337,7 @@ fn a_ca_target_another_user_could_recreate_is_refused_at_start() {
             fs::create_dir_all(parent).unwrap();
         }
         let sync = format!("{sync}{},cn=x,usage=server-auth", target.display());
-        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
-        assert_ne!(code, 0, "{sync}: {err}");
-        assert!(
-            err.contains(&format!("target {}", target.display()))
-                && err.contains("may be changed by another user"),
-            "{sync}: {err}"
-        );
-        assert!(!target.join("tls.crt").exists(), "{sync}: nothing written");
+        assert_refused_at_start(&sync, &format!("target {}", target.display()), &target);
     }
     // The same mapping into a directory only root may change gets past
     // the target check: it fails on the CA certificate it lacks instead.
@@ -356,6 +349,19 @@ fn a_ca_target_another_user_could_recreate_is_refused_at_start() {
         !err.contains("may be changed by another user") && err.contains("ca.crt"),
         "{err}"
     );
+}
+
+/// Runs `run --once --sync SYNC` and asserts it is refused at start (exit
+/// 64) naming `what` (`target PATH`, `source PATH`) as a path another user
+/// may change, and that nothing reached `target`.
+fn assert_refused_at_start(sync: &str, what: &str, target: &Path) {
+    let (code, err) = run_bounded(&["run", "--once", "--sync", sync]);
+    assert_eq!(code, 64, "{sync}: {err}");
+    assert!(
+        err.contains(what) && err.contains("may be changed by another user"),
+        "{sync}: {err}"
+    );
+    assert!(!target.join("tls.crt").exists(), "{sync}: nothing written");
 }
 
 /// Attack: every target, not only a `ca:` one. A root certsync that writes
@@ -393,14 +399,7 @@ fn any_target_another_user_could_recreate_is_refused_at_start() {
             fs::create_dir_all(parent).unwrap();
         }
         let sync = format!("{source}{}", target.display());
-        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
-        assert_eq!(code, 64, "{sync}: {err}");
-        assert!(
-            err.contains(&format!("target {}", target.display()))
-                && err.contains("may be changed by another user"),
-            "{sync}: {err}"
-        );
-        assert!(!target.join("tls.crt").exists(), "{sync}: nothing written");
+        assert_refused_at_start(&sync, &format!("target {}", target.display()), &target);
     }
     // The control: a volume root writable by all (an emptyDir) is a
     // mount point; a target inside it is published.
@@ -511,21 +510,12 @@ fn a_source_its_owner_may_replace_is_refused_at_start() {
         chown(src, USER);
         let target = d.path().join(format!("t{i}"));
         let sync = format!("dir:{}={}", src.display(), target.display());
-        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
         if src.starts_with(&root_only) {
             // The control: the user's own source under root's directory.
+            let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
             assert_eq!(code, 0, "{err}");
         } else {
-            assert_eq!(code, 64, "{sync}: {err}");
-            assert!(
-                err.contains(&format!("source {}", src.display()))
-                    && err.contains("may be changed by another user"),
-                "{sync}: {err}"
-            );
-            assert!(
-                !target.join("tls.key").exists(),
-                "{sync}: nothing published"
-            );
+            assert_refused_at_start(&sync, &format!("source {}", src.display()), &target);
         }
     }
 }
