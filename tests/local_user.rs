@@ -421,3 +421,57 @@ fn any_target_another_user_could_recreate_is_refused_at_start() {
     let _ = Command::new("umount").arg(&volume).status();
     assert_eq!(code, 0, "a target inside a writable volume root: {err}");
 }
+
+/// Finding 1 of the attacker review of issue 33: a target is 0755 (its
+/// consumer reads it), so any local user can open it read-only and hold a
+/// flock on it. Writers must lock something only certsync's user can
+/// open: with the user's flock held, `run --once` still publishes, well
+/// before its timeout, instead of waiting on the user forever.
+#[test]
+fn a_user_flocking_the_target_directory_does_not_stop_publishing() {
+    if !root_or_skip() {
+        return;
+    }
+    if !tools::have(&["flock"]) {
+        tools::skip("needs flock (util-linux) to hold a lock as the user");
+        return;
+    }
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let target = d.path().join("t");
+    fs::create_dir(&target).unwrap();
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
+    // The user: flock(1) opens a directory read-only and holds LOCK_EX
+    // while `sleep` runs (-o: the lock is flock's own, gone when it is).
+    let mut holder = Command::new("setpriv")
+        .args(AS_USER)
+        .args(["flock", "-o", "-x"])
+        .arg(&target)
+        .args(["sleep", "60"])
+        .spawn()
+        .unwrap();
+    wait_for("the user's flock on the target", || {
+        let dir = fs::File::open(&target).unwrap();
+        matches!(
+            nix::fcntl::Flock::lock(dir, nix::fcntl::FlockArg::LockExclusiveNonblock),
+            Err((_, nix::errno::Errno::EWOULDBLOCK))
+        )
+        .then_some(())
+    });
+    let sync = format!(
+        "dir:{}/examples/certs={}",
+        env!("CARGO_MANIFEST_DIR"),
+        target.display()
+    );
+    let out = std::panic::catch_unwind(|| {
+        run_bounded(&["run", "--once", "--once-timeout", "10s", "--sync", &sync])
+    });
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let (code, err) = out.unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read(target.join("tls.crt")).unwrap(),
+        fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs/tls.crt")).unwrap()
+    );
+}

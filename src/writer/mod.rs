@@ -72,9 +72,8 @@ const REV_PREFIX: &str = "..rev-";
 
 const TMP_PREFIX: &str = "..tmp";
 
-/// Where earlier builds kept the write lock (now a flock on the target
-/// directory); a leftover is removed by [`Writer::tidy`].
-const OLD_LOCK: &str = "..lock";
+/// The write lock (flock), 0600: see `lock.rs` for why not the directory.
+const LOCK: &str = "..lock";
 
 /// Held (flock) by the daemon that owns the target, for its lifetime.
 const OWNER: &str = "..owner";
