@@ -97,8 +97,8 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
     let live = wait_pair(&target, &pairs[1]);
     let entry = live.trim_start_matches("..rev-").to_owned();
     symlink(&victim, target.join("..history").join(&entry)).unwrap();
-    // The lock file of earlier builds (the lock is now a flock on the
-    // target directory): a planted one is removed, never opened.
+    // The write lock: a planted symlink is replaced, never opened.
+    fs::remove_file(target.join("..lock")).unwrap();
     symlink(victim.join("kubelet.conf"), target.join("..lock")).unwrap();
     write_pair(&src, &pairs[2]);
     wait_pair(&target, &pairs[2]);
@@ -111,9 +111,10 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
             .unwrap()
             .is_dir()
     );
+    let lock = fs::symlink_metadata(target.join("..lock")).unwrap();
     assert!(
-        fs::symlink_metadata(target.join("..lock")).is_err(),
-        "the planted ..lock was removed"
+        lock.is_file() && lock.permissions().mode() & 0o777 == 0o600,
+        "the planted ..lock was replaced by a private file: {lock:?}"
     );
     // The retired keys are in the target's own history.
     let history = fs::read_dir(target.join("..history")).unwrap().count();

@@ -519,3 +519,110 @@ fn a_source_its_owner_may_replace_is_refused_at_start() {
         }
     }
 }
+
+/// Finding 1 of the attacker review of issue 33: a target is 0755 (its
+/// consumer reads it), so any local user can open it read-only and hold a
+/// flock on it. Writers must lock something only certsync's user can
+/// open: with the user's flock held, `run --once` still publishes, well
+/// before its timeout, instead of waiting on the user forever.
+#[test]
+fn a_user_flocking_the_target_directory_does_not_stop_publishing() {
+    if !root_or_skip() {
+        return;
+    }
+    if !tools::have(&["flock"]) {
+        tools::skip("needs flock (util-linux) to hold a lock as the user");
+        return;
+    }
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let target = d.path().join("t");
+    fs::create_dir(&target).unwrap();
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
+    // The user: flock(1) opens a directory read-only and holds LOCK_EX
+    // while `sleep` runs (-o: the lock is flock's own, gone when it is).
+    let mut holder = Command::new("setpriv")
+        .args(AS_USER)
+        .args(["flock", "-o", "-x"])
+        .arg(&target)
+        .args(["sleep", "60"])
+        .spawn()
+        .unwrap();
+    wait_for("the user's flock on the target", || {
+        let dir = fs::File::open(&target).unwrap();
+        matches!(
+            nix::fcntl::Flock::lock(dir, nix::fcntl::FlockArg::LockExclusiveNonblock),
+            Err((_, nix::errno::Errno::EWOULDBLOCK))
+        )
+        .then_some(())
+    });
+    let sync = format!(
+        "dir:{}/examples/certs={}",
+        env!("CARGO_MANIFEST_DIR"),
+        target.display()
+    );
+    let out = std::panic::catch_unwind(|| {
+        run_bounded(&["run", "--once", "--once-timeout", "10s", "--sync", &sync])
+    });
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let (code, err) = out.unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read(target.join("tls.crt")).unwrap(),
+        fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs/tls.crt")).unwrap()
+    );
+}
+
+/// Finding 5 of the attacker review of issue 33: with
+/// `fs.protected_hardlinks=0` (the kernel's default) a user may hard-link
+/// a root-only file into a source directory they own. The link is made by
+/// root here (the same inode state, without changing the machine's
+/// sysctl): a file with several links whose owner is not the source
+/// directory's is refused, naming it; the user's own hard-linked file is
+/// still published.
+#[test]
+fn a_root_only_file_hard_linked_into_a_users_source_is_refused() {
+    if !root_or_skip() {
+        return;
+    }
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // Root's: a key only root may read, in a directory only root may enter.
+    let secret = d.path().join("secret");
+    fs::create_dir(&secret).unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::copy(certs.join("tls.key"), secret.join("tls.key")).unwrap();
+    fs::set_permissions(secret.join("tls.key"), fs::Permissions::from_mode(0o600)).unwrap();
+    // The user's source directory: their certificate, root's key linked in.
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    fs::copy(certs.join("tls.crt"), src.join("tls.crt")).unwrap();
+    fs::hard_link(secret.join("tls.key"), src.join("tls.key")).unwrap();
+    chown(&src, USER);
+    chown(&src.join("tls.crt"), USER);
+    let target = d.path().join("t");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains(&src.join("tls.key").display().to_string()) && err.contains("hard link"),
+        "{err}"
+    );
+    assert!(
+        fs::symlink_metadata(target.join("tls.key")).is_err(),
+        "root's key published"
+    );
+    // The control: the user's own key, hard-linked by them (a backup).
+    fs::remove_file(src.join("tls.key")).unwrap();
+    fs::copy(certs.join("tls.key"), src.join("tls.key")).unwrap();
+    chown(&src.join("tls.key"), USER);
+    fs::hard_link(src.join("tls.key"), src.join("backup.key")).unwrap();
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read(target.join("tls.key")).unwrap(),
+        fs::read(certs.join("tls.key")).unwrap()
+    );
+}

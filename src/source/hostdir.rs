@@ -14,7 +14,8 @@
 //! beneath a handle on the source directory (cap-std: `openat2` with
 //! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`), so a directory swapped in
 //! between two reads cannot lead outside it, and checked on the opened
-//! descriptor (regular file, size cap), never re-opened by name. A name that
+//! descriptor (regular file, size cap, not another owner's file hard-linked
+//! in), never re-opened by name. A name that
 //! resolves outside the source directory, or into a loop, is refused; no
 //! file larger than the bundle limit is read into memory.
 
@@ -52,6 +53,16 @@ pub enum HostDirError {
     Loop { path: PathBuf },
     #[error("{path}: not a regular file (a FIFO, device or directory); refusing to read it")]
     NotAFile { path: PathBuf },
+    #[error(
+        "{path}: a hard link (links {links}) to a file of uid {owner}, not the source \
+         directory's owner (uid {dir_owner}); refusing to read it"
+    )]
+    HardLink {
+        path: PathBuf,
+        links: u64,
+        owner: u32,
+        dir_owner: u32,
+    },
     #[error("{path}: larger than the {limit}-byte limit")]
     TooLarge { path: PathBuf, limit: usize },
     #[error("{path}: {source}")]
@@ -270,6 +281,9 @@ const MAX_HOPS: usize = 40;
 /// inside it may use for it.
 struct Beneath {
     dir: Dir,
+    /// The directory's owner, read through the handle: a file with several
+    /// links that someone else owns may be another user's file linked in.
+    owner: u32,
     /// The directory as configured and as resolved.
     prefixes: Vec<PathBuf>,
 }
@@ -286,13 +300,23 @@ impl Beneath {
                 }
             }
         })?;
+        let owner = cap_std::fs::MetadataExt::uid(&dir.dir_metadata().map_err(|source| {
+            HostDirError::Dir {
+                path: path.into(),
+                source,
+            }
+        })?);
         let mut prefixes = vec![path.to_owned()];
         if let Ok(real) = std::fs::canonicalize(path)
             && real != path
         {
             prefixes.push(real);
         }
-        Ok(Self { dir, prefixes })
+        Ok(Self {
+            dir,
+            owner,
+            prefixes,
+        })
     }
 
     /// Reads `name` (shown as `path`) if it exists and is a regular file.
@@ -327,16 +351,26 @@ impl Beneath {
             Ok(f) => f.into_std(),
             Err(e) => return self.open_error(e, path).map(|()| None),
         };
-        let t = file
-            .metadata()
-            .map_err(|source| HostDirError::Read {
-                path: path.into(),
-                source,
-            })?
-            .file_type();
+        let meta = file.metadata().map_err(|source| HostDirError::Read {
+            path: path.into(),
+            source,
+        })?;
+        let t = meta.file_type();
         if t.is_dir() {
             Ok(Some(Opened::Dir))
         } else if t.is_file() {
+            // With fs.protected_hardlinks=0 (the kernel's default) a user
+            // may link a file they cannot read (root's key) into a directory
+            // they own; certsync, reading as root, would publish it.
+            use std::os::unix::fs::MetadataExt as _;
+            if meta.nlink() > 1 && meta.uid() != self.owner {
+                return Err(HostDirError::HardLink {
+                    path: path.into(),
+                    links: meta.nlink(),
+                    owner: meta.uid(),
+                    dir_owner: self.owner,
+                });
+            }
             Ok(Some(Opened::File(file)))
         } else {
             Err(HostDirError::NotAFile { path: path.into() })

@@ -151,7 +151,7 @@ impl Writer {
             .and_then(|l| Some((l.strip_prefix(REV_PREFIX).and_then(parse_rev)?.0, l)));
         let mut changed = false;
         for name in list(root, &self.target)? {
-            if name.starts_with(TMP_PREFIX) || name == OLD_LOCK {
+            if name.starts_with(TMP_PREFIX) {
                 remove_any(root, &name, &self.path(&name))?;
                 changed = true;
                 continue;

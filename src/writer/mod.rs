@@ -28,11 +28,11 @@
 //!   `..history/`, so an inotify watch on them gets `IN_MOVE_SELF`: this is
 //!   what makes kube-apiserver & co. re-read their certificates.
 //! - Everything that changes the target (publish, start-up clean-up,
-//!   rollback) holds a flock on the target directory itself; a daemon also
-//!   holds `..owner` for its lifetime, so a second daemon on the same target
-//!   is refused. (A lock on the directory rather than a `..lock` file: one
-//!   inode fewer per target, which is 1/9 of a first sync's inode
-//!   allocations.)
+//!   rollback) holds a flock on `..lock`; a daemon also holds `..owner` for
+//!   its lifetime, so a second daemon on the same target is refused. Both
+//!   are 0600 files of certsync's user. (Not a lock on the directory, though
+//!   it saved one inode per target: the target is 0755 for its consumer,
+//!   and any local user who can open it read-only can hold its flock.)
 //! - At most `keep` revisions (live included) stay on disk; `certsync
 //!   rollback` never prunes (the daemon's setting is not known to it).
 //! - The target directory is opened by path on every operation, so a
@@ -72,9 +72,8 @@ const REV_PREFIX: &str = "..rev-";
 
 const TMP_PREFIX: &str = "..tmp";
 
-/// Where earlier builds kept the write lock (now a flock on the target
-/// directory); a leftover is removed by [`Writer::tidy`].
-const OLD_LOCK: &str = "..lock";
+/// The write lock (flock), 0600: see `lock.rs` for why not the directory.
+const LOCK: &str = "..lock";
 
 /// Held (flock) by the daemon that owns the target, for its lifetime.
 const OWNER: &str = "..owner";

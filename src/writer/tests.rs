@@ -169,7 +169,7 @@ fn crash_leftovers_are_cleaned_at_open() {
         .filter(|n| n.starts_with(".."))
         .collect();
     let live = fs::read_link(t.join(DATA)).unwrap();
-    assert_eq!(names, vec![DATA, HISTORY, live.to_str().unwrap()]);
+    assert_eq!(names, vec![DATA, HISTORY, LOCK, live.to_str().unwrap()]);
     assert_live(&w, &bundle("2"));
     // The next revision continues after the highest number ever seen.
     w.publish(&bundle("3")).unwrap();
@@ -355,11 +355,15 @@ fn planted_owned_names_are_replaced_not_followed() {
 }
 
 #[test]
-fn writers_are_serialized_by_a_flock_on_the_target_directory() {
+fn writers_are_serialized_by_a_flock_on_the_lock_file() {
     let (_d, w) = setup(3);
     w.publish(&bundle("1")).unwrap();
     // Another writer (`certsync rollback`, another process) holds it.
-    let held = Flock::lock(File::open(w.target()).unwrap(), FlockArg::LockExclusive).unwrap();
+    let held = Flock::lock(
+        File::open(w.target().join(LOCK)).unwrap(),
+        FlockArg::LockExclusive,
+    )
+    .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let writer = Writer::existing(w.target()).unwrap();
     let t = std::thread::spawn(move || {
@@ -377,20 +381,26 @@ fn writers_are_serialized_by_a_flock_on_the_target_directory() {
     rx.recv().unwrap();
     t.join().unwrap().unwrap();
     assert_live(&w, &bundle("2"));
-    assert!(
-        fs::symlink_metadata(w.target().join(OLD_LOCK)).is_err(),
-        "no lock file in the target"
-    );
+    let m = fs::symlink_metadata(w.target().join(LOCK)).unwrap();
+    assert!(m.is_file(), "{m:?}");
+    assert_eq!(m.mode() & 0o777, 0o600, "only certsync's user may open it");
+    // A flock on the directory (anyone who can read it may take one) no
+    // longer stops a writer.
+    let dir = Flock::lock(File::open(w.target()).unwrap(), FlockArg::LockExclusive).unwrap();
+    w.publish(&bundle("3")).unwrap();
+    assert_live(&w, &bundle("3"));
+    drop(dir);
 }
 
 #[test]
-fn a_leftover_lock_file_is_removed_on_open_never_followed() {
+fn a_planted_lock_entry_is_replaced_never_followed() {
     let outside = tempfile::tempdir().unwrap();
     fs::write(outside.path().join("victim"), b"victim").unwrap();
     type Plant<'a> = (&'a str, &'a dyn Fn(&Path));
     let plants: [Plant; 4] = [
         ("a file (an earlier build's)", &|p| {
-            fs::write(p, b"").unwrap()
+            fs::write(p, b"").unwrap();
+            fs::set_permissions(p, Permissions::from_mode(0o600)).unwrap()
         }),
         ("a symlink to a directory outside", &|p| {
             std::os::unix::fs::symlink(outside.path(), p).unwrap()
@@ -405,15 +415,58 @@ fn a_leftover_lock_file_is_removed_on_open_never_followed() {
     for (what, plant) in plants {
         let (_d, w) = setup(3);
         w.publish(&bundle("1")).unwrap();
-        plant(&w.target().join(OLD_LOCK));
+        fs::remove_file(w.target().join(LOCK)).unwrap();
+        plant(&w.target().join(LOCK));
         let again = Writer::open(w.target(), WriterOptions::default()).unwrap();
-        assert!(
-            fs::symlink_metadata(again.target().join(OLD_LOCK)).is_err(),
-            "{what}: still there"
-        );
-        assert_live(&again, &bundle("1"));
+        again.publish(&bundle("2")).unwrap();
+        let m = fs::symlink_metadata(again.target().join(LOCK)).unwrap();
+        assert!(m.is_file(), "{what}: {m:?}");
+        assert_eq!(m.mode() & 0o777, 0o600, "{what}");
+        assert_live(&again, &bundle("2"));
         assert_eq!(entries(outside.path()), vec!["victim".to_owned()], "{what}");
         assert_eq!(fs::read(outside.path().join("victim")).unwrap(), b"victim");
+    }
+}
+
+/// Whoever can open the lock file can hold its flock and stop every
+/// write: one that others may open, or that another user owns, is replaced
+/// by a private one, and a flock someone took on it while it was open to
+/// them stops nothing.
+#[test]
+fn a_lock_file_others_could_open_is_replaced() {
+    let root = nix::unistd::geteuid().is_root();
+    for (what, mode, uid) in [
+        ("mode 0644", 0o644, None),
+        ("mode 0660", 0o660, None),
+        ("another user's", 0o600, Some(65534)),
+    ] {
+        if uid.is_some() && !root {
+            continue;
+        }
+        let (_d, w) = setup(3);
+        w.publish(&bundle("1")).unwrap();
+        let lock = w.target().join(LOCK);
+        fs::set_permissions(&lock, Permissions::from_mode(mode)).unwrap();
+        if let Some(uid) = uid {
+            std::os::unix::fs::chown(&lock, Some(uid), None).unwrap();
+        }
+        let old = fs::metadata(&lock).unwrap().ino();
+        let held = Flock::lock(File::open(&lock).unwrap(), FlockArg::LockExclusive).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = Writer::existing(w.target()).unwrap();
+        std::thread::spawn(move || tx.send(writer.publish(&bundle("2")).map(|_| ())));
+        let out = rx.recv_timeout(std::time::Duration::from_secs(10));
+        drop(held);
+        out.expect("waited on a lock file others could open")
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_live(&w, &bundle("2"));
+        let m = fs::symlink_metadata(&lock).unwrap();
+        assert_ne!(m.ino(), old, "{what}: same file kept");
+        assert_eq!(
+            (m.mode() & 0o777, m.uid()),
+            (0o600, nix::unistd::geteuid().as_raw()),
+            "{what}"
+        );
     }
 }
 
