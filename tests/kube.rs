@@ -145,13 +145,14 @@ impl Env {
     async fn put_secret_of(&mut self, ty: &str, name: &str, data: &[(&str, &[u8])]) {
         let new = secret_of(ty, name, data);
         let api = self.secrets();
+        let pp = PostParams::default();
         match transport_retried(|| api.get_opt(name)).await {
             Some(mut s) => {
                 s.data = new.data;
-                transport_retried(|| api.replace(name, &PostParams::default(), &s)).await;
+                transport_retried(|| api.replace(name, &pp, &s)).await;
             }
             None => {
-                transport_retried(|| api.create(&PostParams::default(), &new)).await;
+                transport_retried(|| api.create(&pp, &new)).await;
                 self.created.push(("secret", name.to_owned()));
             }
         }
