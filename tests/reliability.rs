@@ -19,14 +19,12 @@ fn soak(n: u64) -> u64 {
     }
 }
 
-/// A scratch directory on tmpfs when there is one (these tests are about
-/// atomicity and modes, not durability, and fsync there is free).
+/// A scratch directory under the tests' own temporary directory. Not
+/// /dev/shm, though fsync is free there: it is sticky and writable by all,
+/// and certsync refuses a target below a directory another user may write
+/// (a user could re-create it).
 fn scratch() -> tempfile::TempDir {
-    if Path::new("/dev/shm").is_dir() {
-        tempfile::tempdir_in("/dev/shm").unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
-    }
+    tempfile::tempdir().unwrap()
 }
 
 /// Generation `i`: the certificate and key say which generation they are,
@@ -408,7 +406,15 @@ impl SmallDisk {
     fn mount(size: &str) -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
         let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            // mode=0755: a tmpfs root is 1777 by default, which certsync
+            // refuses above a target (anyone could re-create it).
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
             .arg(dir.path())
             .stderr(std::process::Stdio::null())
             .status()
