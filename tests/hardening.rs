@@ -35,46 +35,6 @@ fn mkfifo(path: &Path) {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
 }
 
-/// Runs certsync to completion, failing the test (not hanging it) if it
-/// does not exit within [`PATIENCE`]. Returns (exit code, stdout, stderr).
-fn run_bounded(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let mut child = Command::new(certsync_bin())
-        .args(args)
-        .current_dir(cwd)
-        .env("CERTSYNC_ADMIN_ADDR", "127.0.0.1:0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > PATIENCE {
-            let _ = child.kill();
-            panic!("certsync {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (status.code().unwrap_or(-1), out, err)
-}
-
 /// Defect 1: a symlink planted under any name certsync owns is replaced,
 /// never followed; retired keys never land outside the target.
 #[test]

@@ -22,12 +22,30 @@ const AS_USER: [&str; 5] = ["--reuid", "65534", "--regid", "65534", "--clear-gro
 /// The bytes of the root-only file the attacker wants published.
 const SECRET: &[u8] = b"ROOT-ONLY-SECRET\n";
 
-fn root_or_skip() -> bool {
-    if nix::unistd::geteuid().is_root() && tools::have(&["setpriv"]) {
-        return true;
+/// A scratch directory (root's, 0755, so the attacker may enter it) when
+/// running as root with `setpriv`; `None`, having said why, otherwise.
+/// Under the test's own target/tmp, not /tmp: certsync refuses targets
+/// below a directory every user may write.
+fn as_root() -> Option<tempfile::TempDir> {
+    if !(nix::unistd::geteuid().is_root() && tools::have(&["setpriv"])) {
+        tools::skip("needs root (to create files of another user and run it with setpriv)");
+        return None;
     }
-    tools::skip("needs root (to create files of another user and run it with setpriv)");
-    false
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    Some(d)
+}
+
+/// Two directories another user may change, in `d`: a sticky
+/// world-writable one (a stand-in for /tmp) and one the attacker owns.
+fn sticky_and_user(d: &Path) -> (PathBuf, PathBuf) {
+    let sticky = d.join("sticky");
+    fs::create_dir(&sticky).unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+    let user = d.join("user");
+    fs::create_dir(&user).unwrap();
+    chown(&user, USER);
+    (sticky, user)
 }
 
 fn chown(path: &Path, uid: u32) {
@@ -58,11 +76,9 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 /// ever hold the root-only file; the inside file is still published.
 #[test]
 fn a_source_owner_swapping_directories_never_gets_a_root_only_file() {
-    if !root_or_skip() {
+    let Some(d) = as_root() else {
         return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    };
     // Root's: a directory only root may enter, holding the prize.
     let secret = d.path().join("secret");
     fs::create_dir(&secret).unwrap();
@@ -178,34 +194,8 @@ fn swap_sub_and_link() {
 /// Runs certsync to completion as root, failing (not hanging) past
 /// [`PATIENCE`]. Returns (exit code, stderr).
 fn run_bounded(args: &[&str]) -> (i32, String) {
-    let err = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(certsync_bin())
-        .args(args)
-        .env("CERTSYNC_ADMIN_ADDR", "127.0.0.1:0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err.reopen().unwrap())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > PATIENCE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "certsync {args:?} hung; stderr:\n{}",
-                fs::read_to_string(err.path()).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (
-        status.code().unwrap_or(-1),
-        fs::read_to_string(err.path()).unwrap(),
-    )
+    let (code, _, err) = support::run_bounded(args, Path::new("."));
+    (code, err)
 }
 
 /// A directory of the attacker's, holding a FIFO (no writer: opening it
@@ -225,11 +215,9 @@ fn user_fifo(d: &Path, name: &str) -> PathBuf {
 /// of hanging certsync or filling its memory.
 #[test]
 fn a_config_file_that_is_not_a_regular_file_is_refused_not_waited_on() {
-    if !root_or_skip() {
+    let Some(d) = as_root() else {
         return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    };
     let fifo = user_fifo(d.path(), "certsync.yaml");
     for path in [fifo.as_path(), Path::new("/dev/zero")] {
         let (code, err) = run_bounded(&["run", "--once", "--config", path.to_str().unwrap()]);
@@ -246,11 +234,9 @@ fn a_config_file_that_is_not_a_regular_file_is_refused_not_waited_on() {
 /// descriptor, with a size cap, never by kube's own unchecked read.
 #[test]
 fn files_a_kubeconfig_names_must_be_regular_files() {
-    if !root_or_skip() {
+    let Some(d) = as_root() else {
         return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    };
     // The kubeconfig itself first.
     let fifo = user_fifo(d.path(), "kubeconfig");
     let target = d.path().join("t");
@@ -313,17 +299,11 @@ fn files_a_kubeconfig_names_must_be_regular_files() {
 /// target/tmp, see .cargo/config.toml).
 #[test]
 fn a_ca_target_another_user_could_recreate_is_refused_at_start() {
-    if !root_or_skip() {
-        return;
-    }
     // Not under /tmp, which is itself such a directory.
-    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let sticky = d.path().join("sticky");
-    fs::create_dir(&sticky).unwrap();
-    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
-    let user = d.path().join("user");
-    fs::create_dir(&user).unwrap();
-    chown(&user, USER);
+    let Some(d) = as_root() else {
+        return;
+    };
+    let (sticky, user) = sticky_and_user(d.path());
     let ca = format!("ca:{}=", d.path().join("ca").display());
     for (sync, target) in [
         (ca.clone(), sticky.join("root-made/t")),
@@ -375,16 +355,10 @@ fn assert_refused_at_start(sync: &str, what: &str, target: &Path) {
 /// `/certs` an emptyDir and the target `/certs/web`.
 #[test]
 fn any_target_another_user_could_recreate_is_refused_at_start() {
-    if !root_or_skip() {
+    let Some(d) = as_root() else {
         return;
-    }
-    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let sticky = d.path().join("sticky");
-    fs::create_dir(&sticky).unwrap();
-    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
-    let user = d.path().join("user");
-    fs::create_dir(&user).unwrap();
-    chown(&user, USER);
+    };
+    let (sticky, user) = sticky_and_user(d.path());
     let open = d.path().join("open");
     fs::create_dir(&open).unwrap();
     fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
@@ -431,16 +405,10 @@ fn any_target_another_user_could_recreate_is_refused_at_start() {
 /// itself may be the consumer's.
 #[test]
 fn a_pidfile_whose_directory_its_user_may_replace_is_refused_at_start() {
-    if !root_or_skip() {
+    let Some(d) = as_root() else {
         return;
-    }
-    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let sticky = d.path().join("sticky");
-    fs::create_dir(&sticky).unwrap();
-    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
-    let user = d.path().join("user");
-    fs::create_dir(&user).unwrap();
-    chown(&user, USER);
+    };
+    let (sticky, user) = sticky_and_user(d.path());
     let root_only = d.path().join("root-only");
     fs::create_dir(&root_only).unwrap();
     let target = d.path().join("t");
@@ -486,16 +454,10 @@ fn a_pidfile_whose_directory_its_user_may_replace_is_refused_at_start() {
 /// source itself may be its user's.
 #[test]
 fn a_source_its_owner_may_replace_is_refused_at_start() {
-    if !root_or_skip() {
+    let Some(d) = as_root() else {
         return;
-    }
-    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let sticky = d.path().join("sticky");
-    fs::create_dir(&sticky).unwrap();
-    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
-    let user = d.path().join("user");
-    fs::create_dir(&user).unwrap();
-    chown(&user, USER);
+    };
+    let (sticky, user) = sticky_and_user(d.path());
     let root_only = d.path().join("root-only");
     fs::create_dir(&root_only).unwrap();
     let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
@@ -527,15 +489,13 @@ fn a_source_its_owner_may_replace_is_refused_at_start() {
 /// before its timeout, instead of waiting on the user forever.
 #[test]
 fn a_user_flocking_the_target_directory_does_not_stop_publishing() {
-    if !root_or_skip() {
-        return;
-    }
     if !tools::have(&["flock"]) {
         tools::skip("needs flock (util-linux) to hold a lock as the user");
         return;
     }
-    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let Some(d) = as_root() else {
+        return;
+    };
     let target = d.path().join("t");
     fs::create_dir(&target).unwrap();
     fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
@@ -583,12 +543,10 @@ fn a_user_flocking_the_target_directory_does_not_stop_publishing() {
 /// still published.
 #[test]
 fn a_root_only_file_hard_linked_into_a_users_source_is_refused() {
-    if !root_or_skip() {
+    let Some(d) = as_root() else {
         return;
-    }
+    };
     let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
-    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
     // Root's: a key only root may read, in a directory only root may enter.
     let secret = d.path().join("secret");
     fs::create_dir(&secret).unwrap();

@@ -33,6 +33,44 @@ pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// Runs certsync to completion in `cwd`, failing the test (not hanging it)
+/// if it does not exit within [`PATIENCE`]. Returns (exit code, stdout,
+/// stderr). Output goes to files, so a chatty child never blocks on a full
+/// pipe while the test waits for it.
+pub fn run_bounded(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(certsync_bin())
+        .args(args)
+        .current_dir(cwd)
+        .env("CERTSYNC_ADMIN_ADDR", "127.0.0.1:0")
+        .stdin(Stdio::null())
+        .stdout(out.reopen().unwrap())
+        .stderr(err.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "certsync {args:?} hung; stderr:\n{}",
+                fs::read_to_string(err.path()).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (
+        status.code().unwrap_or(-1),
+        fs::read_to_string(out.path()).unwrap(),
+        fs::read_to_string(err.path()).unwrap(),
+    )
+}
+
 /// A running `certsync` whose stderr goes to a file; killed on drop.
 pub struct Certsync {
     pub child: Child,
