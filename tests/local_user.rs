@@ -253,7 +253,14 @@ fn files_a_kubeconfig_names_must_be_regular_files() {
         err.contains(&fifo.display().to_string()) && err.contains("not a regular file"),
         "kubeconfig: {err}"
     );
-    for field in ["certificate-authority", "client-certificate", "client-key"] {
+    // tokenFile too: kube re-reads it as it rotates, so it stays a file,
+    // but one that is not a regular file is refused at start.
+    for field in [
+        "certificate-authority",
+        "client-certificate",
+        "client-key",
+        "tokenFile",
+    ] {
         let fifo = user_fifo(d.path(), &format!("{field}.pem"));
         let (cluster_extra, user_extra) = if field == "certificate-authority" {
             (format!("\n    {field}: {}", fifo.display()), String::new())

@@ -363,7 +363,9 @@ fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, Stri
 /// read as every file certsync is handed (a regular file, judged on the
 /// opened descriptor, size-capped: [`crate::files`]) and put inline, so
 /// kube never opens them itself (its read follows any FIFO or device, and
-/// has no cap). Token files stay files: kube re-reads them as they rotate.
+/// has no cap). Token files stay files, as kube re-reads them as they
+/// rotate, but are checked the same way at start, so a FIFO or a device
+/// named there is refused, naming it, instead of hanging the first request.
 fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
     use base64::Engine as _;
     let read = |path: &Option<String>| -> Result<Option<String>, String> {
@@ -394,6 +396,10 @@ fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
             user.client_key_data = read(&user.client_key)?.map(secrecy::SecretString::from);
         }
         user.client_key = None;
+        if let Some(token_file) = &user.token_file {
+            crate::files::read_regular(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
+                .map_err(|e| e.to_string())?;
+        }
     }
     Ok(())
 }
