@@ -591,3 +591,37 @@ fn a_root_only_file_hard_linked_into_a_users_source_is_refused() {
         fs::read(certs.join("tls.key")).unwrap()
     );
 }
+
+/// The same link made one level down: the source directory is root's (so
+/// a root-owned file matches its owner), but a link in it leads into a
+/// subdirectory a user owns, where the user hard-linked root's key. Who
+/// owns the source says nothing about who made a link below it: a file
+/// with several links owned by certsync's own user is refused too.
+#[test]
+fn a_root_only_file_hard_linked_below_a_root_source_is_refused() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
+    let secret = d.path().join("secret");
+    fs::create_dir(&secret).unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::copy(certs.join("tls.key"), secret.join("tls.key")).unwrap();
+    fs::set_permissions(secret.join("tls.key"), fs::Permissions::from_mode(0o600)).unwrap();
+    // Root's source; the user's drop box inside it, which root's links use.
+    let src = d.path().join("src");
+    fs::create_dir_all(src.join("user")).unwrap();
+    fs::copy(certs.join("tls.crt"), src.join("tls.crt")).unwrap();
+    symlink("user/tls.key", src.join("tls.key")).unwrap();
+    chown(&src.join("user"), USER);
+    fs::hard_link(secret.join("tls.key"), src.join("user/tls.key")).unwrap();
+    let target = d.path().join("t");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("hard link"), "{err}");
+    assert!(
+        fs::symlink_metadata(target.join("tls.key")).is_err(),
+        "root's key published"
+    );
+}

@@ -54,8 +54,10 @@ pub enum HostDirError {
     #[error("{path}: not a regular file (a FIFO, device or directory); refusing to read it")]
     NotAFile { path: PathBuf },
     #[error(
-        "{path}: a hard link (links {links}) to a file of uid {owner}, not the source \
-         directory's owner (uid {dir_owner}); refusing to read it"
+        "{path}: a hard link (links {links}) to a file of uid {owner}; a file with several \
+         links is read only when the source directory's owner owns it (uid {dir_owner}) and \
+         certsync does not: anyone with a directory in the source could have linked it there \
+         (copy the file instead); refusing to read it"
     )]
     HardLink {
         path: PathBuf,
@@ -362,8 +364,14 @@ impl Beneath {
             // With fs.protected_hardlinks=0 (the kernel's default) a user
             // may link a file they cannot read (root's key) into a directory
             // they own; certsync, reading as root, would publish it.
+            // A link's owner is the file's, not who made it: a file of
+            // certsync's own user (root's key) is refused even in a source
+            // that user owns, since a link below it may lead into a
+            // directory someone else may write.
             use std::os::unix::fs::MetadataExt as _;
-            if meta.nlink() > 1 && meta.uid() != self.owner {
+            if meta.nlink() > 1
+                && (meta.uid() != self.owner || meta.uid() == nix::unistd::geteuid().as_raw())
+            {
                 return Err(HostDirError::HardLink {
                     path: path.into(),
                     links: meta.nlink(),
