@@ -147,7 +147,12 @@ fn guide_config(dir: &std::path::Path) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let mut yaml = guide_yaml();
     for path in guide_kubeconfigs() {
-        let user = path.file_stem().unwrap().to_str().unwrap().replace(".conf", "");
+        let user = path
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .replace(".conf", "");
         let local = dir.join(path.file_name().unwrap());
         std::fs::write(
             &local,
@@ -1041,9 +1046,15 @@ fn kubeadm_static_pod_writes_only_the_targets() {
         .map(|k| k.parent().unwrap().to_owned())
         .collect();
     for k in &kubeconfigs {
-        assert!(writable(k.parent().unwrap()), "{}: not writable", k.display());
+        assert!(
+            writable(k.parent().unwrap()),
+            "{}: not writable",
+            k.display()
+        );
     }
-    assert!(!writable(Path::new("/etc/kubernetes/manifests/kube-apiserver.yaml")));
+    assert!(!writable(Path::new(
+        "/etc/kubernetes/manifests/kube-apiserver.yaml"
+    )));
     for (host, _, ro) in &mounts {
         assert!(
             *ro || targets.contains(host) || kubeconfig_dirs.contains(host),

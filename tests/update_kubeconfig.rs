@@ -159,7 +159,10 @@ fn a_kubeadm_admin_conf_embeds_each_renewed_pair_and_keeps_working() {
         // The API server accepts the new pair as the identity it names.
         assert_eq!(kubectl(&bin, &conf, &["get", "--raw", "/readyz"]), "ok");
         let who = kubectl(&bin, &conf, &["auth", "whoami"]);
-        assert!(who.contains("kubernetes-super-admin"), "round {round}: {who}");
+        assert!(
+            who.contains("kubernetes-super-admin"),
+            "round {round}: {who}"
+        );
         seen.push(cert);
     }
     let log = cs.log();
@@ -188,7 +191,10 @@ fn a_kubeconfig_that_cannot_be_kept_is_refused_at_start_naming_it() {
         "    client-key-data: a2V5\n",
         "    client-key-data: a2V5\n    client-certificate: /etc/kubernetes/pki/admin.crt\n",
     );
-    assert_ne!(text, kubeadm_conf("https://127.0.0.1:1", b"ca", b"cert", b"key"));
+    assert_ne!(
+        text,
+        kubeadm_conf("https://127.0.0.1:1", b"ca", b"cert", b"key")
+    );
     fs::write(&conf, &text).unwrap();
     fs::set_permissions(&conf, fs::Permissions::from_mode(0o600)).unwrap();
     let spec = |extra: &str| {
@@ -216,7 +222,11 @@ fn a_kubeconfig_that_cannot_be_kept_is_refused_at_start_naming_it() {
     assert_eq!(fs::read_to_string(&conf).unwrap(), text, "left as it was");
     assert!(!d.path().join("t").exists(), "nothing published");
     // Group-writable.
-    fs::write(&conf, kubeadm_conf("https://127.0.0.1:1", b"ca", b"c", b"k")).unwrap();
+    fs::write(
+        &conf,
+        kubeadm_conf("https://127.0.0.1:1", b"ca", b"c", b"k"),
+    )
+    .unwrap();
     fs::set_permissions(&conf, fs::Permissions::from_mode(0o660)).unwrap();
     let out = run(&spec(""));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -225,7 +235,11 @@ fn a_kubeconfig_that_cannot_be_kept_is_refused_at_start_naming_it() {
     // Fine once it is the owner's only: published and embedded.
     fs::set_permissions(&conf, fs::Permissions::from_mode(0o600)).unwrap();
     let out = run(&spec(""));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (_, live, _) = read_live(&d.path().join("t")).unwrap();
     assert_eq!(embedded(&conf).0, live);
 }

@@ -215,7 +215,10 @@ fn bad_mappings_are_refused_with_the_reason() {
             "source and target directories overlap",
         ),
         (
-            &["--sync", "dir:/a=/b,update-kubeconfig=/etc/kubernetes/admin.conf"],
+            &[
+                "--sync",
+                "dir:/a=/b,update-kubeconfig=/etc/kubernetes/admin.conf",
+            ],
             "update-kubeconfig applies to csr: and ca: sources only",
         ),
         (

@@ -128,7 +128,8 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
     };
     let dir = Dir::open_ambient_dir(dir_path, cap_std::ambient_authority())
         .ctx("open directory", dir_path)?;
-    let (bytes, meta) = read_file_meta(&dir, &name, path).map_err(|e| refused(path, e.problem()))?;
+    let (bytes, meta) =
+        read_file_meta(&dir, &name, path).map_err(|e| refused(path, e.problem()))?;
     let (mode, uid, _) = meta;
     let euid = nix::unistd::geteuid().as_raw();
     if uid != euid {
@@ -208,7 +209,11 @@ fn current_user(doc: &Value) -> Result<usize, String> {
                 "gives its client {} as a file ({key}); replacing a file reference with \
                  embedded data would change what the file means: point certsync's \
                  consumers at the target's files instead, or remove {key}",
-                if key == "client-key" { "key" } else { "certificate" }
+                if key == "client-key" {
+                    "key"
+                } else {
+                    "certificate"
+                }
             ),
             "token" | "tokenFile" => format!("authenticates with a token ({key}) too"),
             "exec" => "authenticates with an exec plugin too".into(),
@@ -238,7 +243,10 @@ fn user_fields(doc: &mut Value, u: usize) -> Option<&mut Mapping> {
 
 /// The decoded bytes of `field` of the current user, `None` when absent.
 fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, String> {
-    match o.doc["users"][o.user].get("user").and_then(|u| u.get(field)) {
+    match o.doc["users"][o.user]
+        .get("user")
+        .and_then(|u| u.get(field))
+    {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
             .decode(s.trim())

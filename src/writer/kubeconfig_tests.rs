@@ -120,7 +120,10 @@ fn refusal_of(text: &str) -> String {
     let d = tempfile::tempdir().unwrap();
     let path = write(d.path(), text, 0o600);
     let e = check_kubeconfig(&path).unwrap_err().to_string();
-    assert!(e.contains(&path.display().to_string()), "names the path: {e}");
+    assert!(
+        e.contains(&path.display().to_string()),
+        "names the path: {e}"
+    );
     // And nothing is written on update either.
     assert!(update_kubeconfig(&path, CERT, KEY).is_err());
     assert_eq!(fs::read_to_string(&path).unwrap(), text);
@@ -140,7 +143,10 @@ fn refused_an_absent_file() {
     let e = check_kubeconfig(&d.path().join("admin.conf"))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("admin.conf") && e.contains("No such file"), "{e}");
+    assert!(
+        e.contains("admin.conf") && e.contains("No such file"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -207,7 +213,10 @@ fn refused_without_a_current_context() {
 #[test]
 fn refused_when_the_contexts_user_is_absent() {
     let e = refusal_of(&ADMIN_CONF.replace("- name: kubernetes-admin\n", "- name: someone\n"));
-    assert!(e.contains("\"kubernetes-admin\"") && e.contains("users"), "{e}");
+    assert!(
+        e.contains("\"kubernetes-admin\"") && e.contains("users"),
+        "{e}"
+    );
     let e = refusal_of(&ADMIN_CONF.replace(
         "current-context: kubernetes-admin@kubernetes",
         "current-context: gone",
