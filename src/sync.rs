@@ -364,7 +364,11 @@ impl Syncer {
             Ok(outcome) => {
                 self.pending = None;
                 self.last_good = Some(bundle);
-                self.last_problem = None;
+                // A kubeconfig still failing is the same problem with the
+                // new pair: said once, not again at every renewal.
+                if !self.kubeconfig_failing {
+                    self.last_problem = None;
+                }
                 Ok(matches!(outcome, Outcome::Written { .. }))
             }
             Err(e) => {
@@ -583,7 +587,9 @@ impl Syncer {
             Err(e) => e,
         };
         self.kubeconfig_failing = true;
-        self.report(Some(live.hash()), &err);
+        // Keyed without the pair's hash: the same file problem with each
+        // renewed pair is one problem.
+        self.report(None, &err);
         Some(err.to_string())
     }
 

@@ -243,3 +243,97 @@ fn a_kubeconfig_that_cannot_be_kept_is_refused_at_start_naming_it() {
     let (_, live, _) = read_live(&d.path().join("t")).unwrap();
     assert_eq!(embedded(&conf).0, live);
 }
+
+/// Made a symlink (or a FIFO) after start: an error of the mapping, said
+/// once with the path, counted (`result="kubeconfig_error"`), /readyz 503
+/// naming it, while renewals go on publishing into the target and nothing
+/// is written through the link; the file put back is updated again and
+/// the mapping is ready again.
+#[test]
+fn a_kubeconfig_replaced_by_a_symlink_or_fifo_later_is_an_error_not_followed() {
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let prefix = support::certs::ca_files(d.path(), 3600);
+    let conf = d.path().join("admin.conf");
+    let good = kubeadm_conf("https://127.0.0.1:1", b"ca", b"c", b"k");
+    fs::write(&conf, &good).unwrap();
+    fs::set_permissions(&conf, fs::Permissions::from_mode(0o600)).unwrap();
+    let target = d.path().join("t");
+    let port = free_port();
+    let spec = format!(
+        "ca:{}={},name=admin,cn=kubernetes-admin,usage=client-auth,lifetime=6s,renew=50%-60%,\
+         update-kubeconfig={}",
+        prefix.display(),
+        target.display(),
+        conf.display()
+    );
+    let mut cmd = Command::new(certsync_bin());
+    cmd.args(["run", "--debounce", "100ms", "--csr-renew-floor", "1s"])
+        .args(["--resync", "500ms", "--sync", &spec])
+        .args(["--admin-addr", &format!("127.0.0.1:{port}")])
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    let cs = Certsync::start_with(&mut cmd, d.path());
+    wait_for("the pair embedded", || {
+        let (_, live, _) = read_live(&target)?;
+        (embedded(&conf).0 == live).then_some(())
+    });
+    wait_for("ready", || {
+        (http_get(port, "/readyz")?.0 == 200).then_some(())
+    });
+
+    // A link to a file elsewhere: never written through.
+    let elsewhere = d.path().join("elsewhere.conf");
+    fs::write(&elsewhere, &good).unwrap();
+    fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::remove_file(&conf).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &conf).unwrap();
+    let body = wait_for("not ready", || {
+        let (code, body) = http_get(port, "/readyz")?;
+        (code == 503).then_some(body)
+    });
+    assert!(
+        body.contains("mapping admin") && body.contains("a symlink"),
+        "{body}"
+    );
+    let metrics = parse_metrics(&http_get(port, "/metrics").unwrap().1);
+    let errors = metrics
+        .get("certsync_syncs_total{mapping=\"admin\",result=\"kubeconfig_error\"}")
+        .copied()
+        .unwrap_or_default();
+    assert!(errors >= 1.0, "{metrics:?}");
+    // Renewals go on into the target meanwhile.
+    let (_, before, _) = read_live(&target).unwrap();
+    wait_for("a renewal while the kubeconfig is broken", || {
+        (read_live(&target)?.1 != before).then_some(())
+    });
+    assert_eq!(fs::read_to_string(&elsewhere).unwrap(), good, "followed");
+    let log = cs.log();
+    let at_error: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains(" ERROR ") && l.contains("kubeconfig_failed"))
+        .collect();
+    assert_eq!(at_error.len(), 1, "{log}");
+    assert!(at_error[0].contains(&conf.display().to_string()), "{log}");
+
+    // A FIFO in its place: refused without blocking, still not ready.
+    fs::remove_file(&conf).unwrap();
+    nix::unistd::mkfifo(&conf, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    wait_for("the FIFO refused", || {
+        let (code, body) = http_get(port, "/readyz")?;
+        (code == 503 && body.contains("a FIFO")).then_some(())
+    });
+
+    // Put back: updated again, ready again.
+    fs::remove_file(&conf).unwrap();
+    fs::write(&conf, &good).unwrap();
+    fs::set_permissions(&conf, fs::Permissions::from_mode(0o600)).unwrap();
+    wait_for("the pair embedded again", || {
+        let (_, live, _) = read_live(&target)?;
+        (embedded(&conf).0 == live).then_some(())
+    });
+    wait_for("ready again", || {
+        (http_get(port, "/readyz")?.0 == 200).then_some(())
+    });
+    cs.terminate();
+}
