@@ -267,7 +267,9 @@ pub struct ApproveArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Certificate files, directories (every *.crt and *.pem) or targets.
+    /// Certificate files, directories (every *.crt and *.pem), targets or
+    /// kubeconfigs (`*.conf`: the certificate embedded for the current
+    /// context's user, as in kubeadm's admin.conf).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// Output format.

@@ -132,6 +132,10 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
     let warn = i64::try_from(warn_within.as_secs()).unwrap_or(i64::MAX);
     let mut out = Vec::new();
     for path in paths {
+        if path.extension().is_some_and(|e| e == "conf") && path.is_file() {
+            out.push(kubeconfig_line(path, now, warn));
+            continue;
+        }
         for (cert, key) in certificate_files(path)? {
             let unreadable = |certificate, problem| CertReport {
                 certificate,
@@ -168,6 +172,36 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
         }
     }
     Ok(out)
+}
+
+/// A kubeconfig (kubeadm's `admin.conf`): the certificate embedded for its
+/// current context's user, its key checked against it.
+fn kubeconfig_line(path: &Path, now: i64, warn: i64) -> CertReport {
+    let unreadable = |problem: String| CertReport {
+        certificate: path.to_owned(),
+        subject: String::new(),
+        sans: Vec::new(),
+        expires: String::new(),
+        residual: String::new(),
+        residual_seconds: 0,
+        issuer: String::new(),
+        key: KeyStatus::Unreadable,
+        problem: Some(problem),
+    };
+    let (pem, key) = match crate::writer::kubeconfig_certificate(path) {
+        Ok(pair) => pair,
+        Err(problem) => return unreadable(problem),
+    };
+    let Some(leaf) = validate::leaf_of(&pem) else {
+        return unreadable("no certificate could be parsed".into());
+    };
+    let key = match key.map(|k| validate::key_matches(&pem, &k)) {
+        None => KeyStatus::Missing,
+        Some(Ok(true)) => KeyStatus::Matches,
+        Some(Ok(false)) => KeyStatus::Mismatch,
+        Some(Err(_)) => KeyStatus::Unreadable,
+    };
+    report_line(path.to_owned(), &leaf, key, now, warn)
 }
 
 fn report_line(cert: PathBuf, leaf: &Leaf, key: KeyStatus, now: i64, warn: i64) -> CertReport {

@@ -52,12 +52,8 @@ pub enum SyncError {
     #[error("mapping {mapping}: internal task failed: {message}")]
     Task { mapping: String, message: String },
     /// The target is published; its `update-kubeconfig=` file is not.
-    #[error("mapping {mapping}: {source}")]
-    Kubeconfig {
-        mapping: String,
-        #[source]
-        source: WriterError,
-    },
+    #[error("mapping {mapping}: {message}")]
+    Kubeconfig { mapping: String, message: String },
 }
 
 /// The directory source of a mapping.
@@ -231,8 +227,9 @@ pub struct Syncer {
     stale_warned: Option<u64>,
     /// Kubernetes Events on the source object (`--events`, API sources).
     events: Option<EventSink>,
-    /// The last `update-kubeconfig=` attempt failed (said once, at error).
-    kubeconfig_failing: bool,
+    /// Why the last `update-kubeconfig=` attempt failed (said once, at
+    /// error level), while it does.
+    kubeconfig_failing: Option<String>,
 }
 
 impl Syncer {
@@ -281,7 +278,7 @@ impl Syncer {
             revision: None,
             stale_warned: None,
             events: None,
-            kubeconfig_failing: false,
+            kubeconfig_failing: None,
         };
         if let Some(l) = live.filter(|l| l.problem.is_none()) {
             tracing::info!(mapping = %name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
@@ -366,7 +363,7 @@ impl Syncer {
                 self.last_good = Some(bundle);
                 // A kubeconfig still failing is the same problem with the
                 // new pair: said once, not again at every renewal.
-                if !self.kubeconfig_failing {
+                if self.kubeconfig_failing.is_none() {
                     self.last_problem = None;
                 }
                 Ok(matches!(outcome, Outcome::Written { .. }))
@@ -578,15 +575,19 @@ impl Syncer {
                 if updated {
                     tracing::info!(mapping = %name, kubeconfig = %path.display(), "kubeconfig now embeds the live pair");
                 }
-                if std::mem::take(&mut self.kubeconfig_failing) {
+                if self.kubeconfig_failing.take().is_some() {
                     self.last_problem = None;
                 }
                 return None;
             }
-            Err(SyncError::Writer { mapping, source }) => SyncError::Kubeconfig { mapping, source },
-            Err(e) => e,
+            Err(SyncError::Writer { source, .. }) => source.to_string(),
+            Err(other) => other.to_string(),
         };
-        self.kubeconfig_failing = true;
+        self.kubeconfig_failing = Some(err.clone());
+        let err = SyncError::Kubeconfig {
+            mapping: name,
+            message: err,
+        };
         // Keyed without the pair's hash: the same file problem with each
         // renewed pair is one problem.
         self.report(None, &err);
@@ -733,6 +734,15 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         let result = match read_once(m, &client, &metrics, s.live(), config).await {
             Ok(bundle) => s.apply(bundle).await.map(|_| ()),
             Err(f) => Err(s.source_failed(f)),
+        };
+        // Published, but its kubeconfig was not brought to the pair: a
+        // failure of the run (exit 1), already logged.
+        let result = match (result, s.kubeconfig_failing.take()) {
+            (Ok(()), Some(message)) => Err(SyncError::Kubeconfig {
+                mapping: m.name.clone(),
+                message,
+            }),
+            (result, _) => result,
         };
         if let Err(e) = result {
             failures.push(e);

@@ -242,6 +242,24 @@ fn a_kubeconfig_that_cannot_be_kept_is_refused_at_start_naming_it() {
     );
     let (_, live, _) = read_live(&d.path().join("t")).unwrap();
     assert_eq!(embedded(&conf).0, live);
+    // `certsync check` shows the embedded certificate, its key checked.
+    let out = Command::new(certsync_bin())
+        .args(["check", "-o", "json", "--warn-within", "1m"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["certificate"], conf.display().to_string());
+    assert!(
+        rows[0]["subject"]
+            .as_str()
+            .is_some_and(|s| s.contains("CN=kubernetes-admin")),
+        "{rows:?}"
+    );
+    assert_eq!(rows[0]["key"], "matches", "{rows:?}");
+    assert!(out.status.success(), "{rows:?}");
 }
 
 /// Made a symlink (or a FIFO) after start: an error of the mapping, said

@@ -54,10 +54,28 @@ pub fn check_kubeconfig(path: &Path) -> Result<(), WriterError> {
     open(path).map(|_| ())
 }
 
-/// The certificate (PEM) embedded for the current context's user, if any.
-pub fn kubeconfig_certificate(path: &Path) -> Result<Option<Vec<u8>>, WriterError> {
-    let o = open(path)?;
-    embedded(&o, CERT_DATA).map_err(|p| refused(path, p))
+/// The certificate and key (PEM) embedded for the current context's user,
+/// for `certsync check` (as `kubeadm certs check-expiration` reads
+/// admin.conf): read only, so none of the rules for writing apply, but
+/// still a regular file, capped, through the one YAML reader. `Err` says
+/// why there is no certificate to show.
+pub fn kubeconfig_certificate(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
+    let text = crate::files::read_text(path, MAX_BUNDLE_SIZE as u64).map_err(|e| e.problem())?;
+    let doc: Value =
+        crate::files::parse_yaml(&text).map_err(|e| format!("is not a kubeconfig: {e}"))?;
+    let context = doc
+        .get("current-context")
+        .and_then(Value::as_str)
+        .ok_or("has no current-context")?;
+    let c = named(&doc, "contexts", context)?;
+    let user = doc["contexts"][c]["context"]["user"]
+        .as_str()
+        .ok_or_else(|| format!("context {context:?} names no user"))?;
+    let u = named(&doc, "users", user)?;
+    let data = |field| decode(doc["users"][u]["user"].get(field), field);
+    let cert = data(CERT_DATA)?
+        .ok_or_else(|| format!("user {user:?} has no embedded client certificate ({CERT_DATA})"))?;
+    Ok((cert, data(KEY_DATA)?))
 }
 
 /// Makes the current context's user of `path` carry `cert` and `key`
@@ -243,10 +261,17 @@ fn user_fields(doc: &mut Value, u: usize) -> Option<&mut Mapping> {
 
 /// The decoded bytes of `field` of the current user, `None` when absent.
 fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, String> {
-    match o.doc["users"][o.user]
-        .get("user")
-        .and_then(|u| u.get(field))
-    {
+    decode(
+        o.doc["users"][o.user]
+            .get("user")
+            .and_then(|u| u.get(field)),
+        field,
+    )
+}
+
+/// A base64 data field's bytes, `None` when absent.
+fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, String> {
+    match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
             .decode(s.trim())

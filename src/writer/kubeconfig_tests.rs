@@ -77,7 +77,7 @@ fn the_current_users_data_is_replaced_and_everything_else_kept() {
         "the fields keep their places"
     );
     assert_eq!(after["users"][1], want["users"][1], "other users untouched");
-    assert_eq!(kubeconfig_certificate(&path).unwrap().unwrap(), CERT);
+    assert_eq!(kubeconfig_certificate(&path).unwrap().0, CERT);
 
     let m = fs::metadata(&path).unwrap();
     assert_ne!(m.ino(), inode, "renamed over, not written in place");
@@ -99,7 +99,7 @@ fn the_current_users_data_is_replaced_and_everything_else_kept() {
     );
     let path = write(d.path(), &bare, 0o600);
     assert!(update_kubeconfig(&path, CERT, KEY).unwrap());
-    assert_eq!(kubeconfig_certificate(&path).unwrap().unwrap(), CERT);
+    assert_eq!(kubeconfig_certificate(&path).unwrap().0, CERT);
 }
 
 #[test]
