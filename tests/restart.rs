@@ -18,6 +18,10 @@ use support::*;
 
 const NS: &str = "default";
 
+/// What certsync logs (at debug, as tests run it) when a watch is refused
+/// with `410 Gone` and it lists again (src/source/watch.rs).
+const RELIST: &str = "resourceVersion expired; re-listing";
+
 /// Creates or replaces `kubernetes.io/tls` Secret `default/name` holding `p`.
 async fn put_pair(kubeconfig: &std::path::Path, name: &str, p: &Pair) {
     let api: Api<Secret> = Api::namespaced(kube_client(kubeconfig).await, NS);
@@ -56,11 +60,16 @@ fn run(kubeconfig: &std::path::Path, target: &std::path::Path, dir: &std::path::
 }
 
 /// kube-apiserver killed and started again while the Secret changed and
-/// etcd's history was compacted up to the change: certsync converges on
-/// the change and stays up. It reaches the API server through a proxy that
-/// refuses connections from the kill until after the change and the
-/// compaction, so the order is certain. (How it gets there, a resumed
-/// watch refused with 410 and a re-list, is checked against the test API
+/// etcd's history was compacted past the resourceVersion certsync holds:
+/// certsync's resumed watch is refused with `410 Gone` by the real API
+/// server, it re-lists (its debug log says so: the test fails if that path
+/// did not run), converges on the change and stays up. It reaches the API
+/// server through a proxy that refuses connections from the kill until
+/// after the change, the compaction and a second restart, so the order is
+/// certain. The second restart matters: kube-apiserver's watch cache,
+/// started before the change, would replay it from the old version without
+/// a 410; started after the compaction, it begins past that version and
+/// etcd no longer has it either. (The same path against the test API
 /// server, which records requests: kube.rs,
 /// converges_after_a_restart_with_compacted_history.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,14 +93,26 @@ async fn a_real_api_server_restarted_with_compacted_history() {
     let newest = Pair::new("while-away");
     put_pair(&cp.admin, "tls", &newest).await;
     cp.compact();
+    cp.stop_api_server();
+    cp.start();
     assert_eq!(
         read_live(&target).map(|(_, c, _)| c),
         Some(first.cert.clone()),
         "nothing reached certsync yet"
     );
+    assert!(
+        !cs.log().contains(RELIST),
+        "re-listed too early\n{}",
+        cs.log()
+    );
     proxy.refuse_new(false);
     wait_pair(&target, &newest);
     assert!(cs.is_running(), "certsync exited\n{}", cs.log());
+    assert!(
+        cs.log().contains(RELIST),
+        "converged without the 410 and re-list path\n{}",
+        cs.log()
+    );
 }
 
 /// certsync started while kube-apiserver is down keeps the files it has
