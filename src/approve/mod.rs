@@ -1,9 +1,10 @@
 //! `certsync approve` and `certsync csr review`: the kubelet-serving
 //! policy ([`policy`]) applied by a controller, or shown to a human.
 //!
-//! The controller watches the CSRs of its signer (field selector
-//! `spec.signerName`) and every Node, and after any change re-evaluates
-//! the pending CSRs: approve or deny through the `/approval` subresource
+//! The controller ([`controller`]) watches the CSRs of its signer (field
+//! selector `spec.signerName`) and every Node, and decides a pending CSR
+//! when it or its Node changed (all of them at each refresh of the
+//! cluster facts), taking turns between requesters: approve or deny through the `/approval` subresource
 //! (a `True` condition with a reason and message, as `kubectl certificate
 //! approve` writes), or wait. Only the holder of a `coordination.k8s.io`
 //! Lease writes, and only after reading that its Lease is unexpired, so
