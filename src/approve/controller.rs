@@ -382,7 +382,7 @@ impl State {
         let round = self.next_round();
         let nodes = self.slim_nodes();
         let policy = self.policy.clone();
-        let decided = tokio::task::spawn_blocking(move || {
+        let decided = crate::blocking(move || {
             round
                 .into_iter()
                 .map(|(csr, over)| {
