@@ -151,7 +151,14 @@ pub async fn run(
             _ = refresh.tick() => state.all_dirty(),
             () = std::future::ready(()), if synced && !state.dirty.is_empty() => {
                 let leading = *leader.borrow();
-                state.round(&config, &csrs, &metrics, leading, &client).await;
+                let with = Round {
+                    config: &config,
+                    api: &csrs,
+                    metrics: &metrics,
+                    leading,
+                    client: &client,
+                };
+                state.round(with).await;
             }
         }
     }
@@ -186,6 +193,17 @@ async fn leadership(
         }
     });
     Ok(rx)
+}
+
+/// What a round of decisions works with besides the state.
+#[derive(Clone, Copy)]
+struct Round<'a> {
+    config: &'a ApproverConfig,
+    api: &'a Api<Csr>,
+    metrics: &'a Metrics,
+    /// Whether this replica may write now.
+    leading: bool,
+    client: &'a Client,
 }
 
 struct State {
@@ -366,14 +384,8 @@ impl State {
 
     /// One round: decides the next CSR of each requester, off the runtime,
     /// and writes the verdicts when `leading` and not a dry run.
-    async fn round(
-        &mut self,
-        config: &ApproverConfig,
-        api: &Api<Csr>,
-        metrics: &Metrics,
-        leading: bool,
-        client: &Client,
-    ) {
+    async fn round(&mut self, with: Round<'_>) {
+        let Round { config, client, .. } = with;
         let Some(facts_of_cluster) = self.cluster_facts(config, client).await else {
             // Fail closed; the next refresh tries again.
             self.dirty.clear();
@@ -413,10 +425,7 @@ impl State {
             }
         };
         for (csr, verdict, facts) in decided {
-            if !self
-                .write(config, api, metrics, leading, client, &csr, verdict, facts)
-                .await
-            {
+            if !self.write(with, &csr, verdict, facts).await {
                 return;
             }
         }
@@ -431,18 +440,20 @@ impl State {
 
     /// Logs `verdict` on `csr` once and writes it; `false` when this
     /// replica must stop writing (its Lease is no longer confirmed).
-    #[allow(clippy::too_many_arguments)]
     async fn write(
         &mut self,
-        config: &ApproverConfig,
-        api: &Api<Csr>,
-        metrics: &Metrics,
-        leading: bool,
-        client: &Client,
+        with: Round<'_>,
         csr: &Csr,
         verdict: Verdict,
         facts: policy::Facts,
     ) -> bool {
+        let Round {
+            config,
+            api,
+            metrics,
+            leading,
+            client,
+        } = with;
         let name = name_of(csr);
         let uid = csr.metadata.uid.clone().unwrap_or_default();
         let described = verdict.describe();

@@ -1017,22 +1017,27 @@ async fn create(
 async fn replace_status(
     State(shared): State<Arc<Shared>>,
     Path((ns, resource, name)): Path<(String, String, String)>,
-    axum::Json(obj): axum::Json<Value>,
+    axum::Json(mut obj): axum::Json<Value>,
 ) -> Response {
-    let (mut st, key, obj) = match write_request(&shared, "update", &resource, &ns, obj) {
-        Ok(v) => v,
-        Err(r) => return *r,
+    // The stored object with the body's status and resourceVersion, then
+    // an ordinary update (conflict check, validation).
+    let current = {
+        let st = shared.store.lock().unwrap();
+        st.objects
+            .get(&(resource.clone(), ns.clone(), name.clone()))
+            .cloned()
     };
-    let Some(current) = st.objects.get(&key) else {
+    let Some(mut updated) = current else {
         return not_found(&resource, &name);
     };
-    if let Some(conflict) = stale_write(current, &obj) {
-        return conflict;
-    }
-    let mut updated = current.clone();
-    updated["status"] = obj["status"].clone();
-    let obj = commit(&shared, &mut st, "MODIFIED", key, updated);
-    axum::Json(obj).into_response()
+    updated["status"] = obj["status"].take();
+    updated["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"].take();
+    replace(
+        State(shared),
+        Path((ns, resource, name)),
+        axum::Json(updated),
+    )
+    .await
 }
 
 /// A JSON merge patch (RFC 7386): objects merge, `null` deletes.
