@@ -67,6 +67,18 @@ pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
+/// Runs `f` on tokio's blocking pool, never on the async runtime's threads:
+/// parsers of outside bytes, file I/O, key generation and signing go
+/// through here, so one slow input never stalls `/livez` or another
+/// mapping. `Err` (the panic's message) only when `f` panicked.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// `base * 2^(attempt-1)` plus a random share of the same again, so many
 /// sidecars restarted together do not retry in lockstep (`attempt` ≥ 1).
 pub fn backoff(base: std::time::Duration, attempt: u32) -> std::time::Duration {
@@ -95,3 +107,32 @@ mod forge;
 #[cfg(test)]
 #[path = "../tests/support/certs.rs"]
 mod test_certs;
+
+#[cfg(test)]
+mod blocking_tests {
+    /// The one helper runs its work on another thread than the runtime's
+    /// (a runtime of one thread stays free to answer while it runs), and a
+    /// panic in the work is an error, not a crash of the caller.
+    #[test]
+    fn blocking_work_runs_off_the_runtime_thread() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let runtime_thread = std::thread::current().id();
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let work = tokio::spawn(super::blocking(move || {
+                // Blocks until the runtime has shown it is still running.
+                rx.recv().unwrap();
+                std::thread::current().id()
+            }));
+            // The runtime's only thread is free while the work blocks.
+            tokio::task::yield_now().await;
+            tx.send(()).unwrap();
+            let worker = work.await.unwrap().unwrap();
+            assert_ne!(worker, runtime_thread);
+            let panicked = super::blocking(|| -> u8 { panic!("hostile input") }).await;
+            assert!(panicked.unwrap_err().contains("panic"));
+        });
+    }
+}

@@ -98,9 +98,9 @@ async fn read_once(
     match &m.source {
         Source::Dir(dir) => {
             let src = host_dir(m, dir);
-            match tokio::task::spawn_blocking(move || src.read()).await {
+            match crate::blocking(move || src.read()).await {
                 Ok(r) => r.map_err(|e| failure(&e.into())),
-                Err(e) => Err(unavailable(e.to_string())),
+                Err(e) => Err(unavailable(e)),
             }
         }
         Source::Kube(object) => {
@@ -385,11 +385,11 @@ impl Syncer {
         policy: Policy,
     ) -> Result<Result<validate::Validated, ValidationError>, SyncError> {
         let b = bundle.clone();
-        tokio::task::spawn_blocking(move || validate::validate(&b, &policy))
+        crate::blocking(move || validate::validate(&b, &policy))
             .await
-            .map_err(|e| SyncError::Task {
+            .map_err(|message| SyncError::Task {
                 mapping: self.mapping.name.clone(),
-                message: e.to_string(),
+                message,
             })
     }
 
@@ -429,11 +429,11 @@ impl Syncer {
     async fn publish(&mut self, bundle: &Bundle) -> Result<Outcome, SyncError> {
         let (writer, b) = (self.writer.clone(), bundle.clone());
         let parsed = bundle.clone();
-        let leaf = tokio::task::spawn_blocking(move || leaf_of_bundle(&parsed))
+        let leaf = crate::blocking(move || leaf_of_bundle(&parsed))
             .await
-            .map_err(|e| SyncError::Task {
+            .map_err(|message| SyncError::Task {
                 mapping: self.mapping.name.clone(),
-                message: e.to_string(),
+                message,
             })?;
         // Every flip is followed by a reload (drift rewrites too: the
         // consumer may have read the damaged files), requested as soon as
@@ -663,20 +663,22 @@ fn leaf_of_bundle(bundle: &Bundle) -> Option<validate::Leaf> {
         .and_then(validate::leaf_of)
 }
 
+/// Writer work off the runtime ([`crate::blocking`]), its errors named
+/// after the mapping.
 async fn blocking<T: Send + 'static>(
     mapping: &str,
     f: impl FnOnce() -> Result<T, WriterError> + Send + 'static,
 ) -> Result<T, SyncError> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(r) => r.map_err(|source| SyncError::Writer {
+    crate::blocking(f)
+        .await
+        .map_err(|message| SyncError::Task {
+            mapping: mapping.to_owned(),
+            message,
+        })?
+        .map_err(|source| SyncError::Writer {
             mapping: mapping.to_owned(),
             source,
-        }),
-        Err(e) => Err(SyncError::Task {
-            mapping: mapping.to_owned(),
-            message: e.to_string(),
-        }),
-    }
+        })
 }
 
 /// `certsync run --once`: every mapping read, validated and published once.
@@ -975,7 +977,7 @@ pub async fn run(
 /// Whether `target` holds a rollback pin (`certsync rollback`).
 async fn target_pinned(target: &std::path::Path) -> bool {
     let target = target.to_owned();
-    tokio::task::spawn_blocking(move || Writer::existing(target).ok().and_then(|w| w.pin()))
+    crate::blocking(move || Writer::existing(target).ok().and_then(|w| w.pin()))
         .await
         .ok()
         .flatten()
@@ -985,7 +987,7 @@ async fn target_pinned(target: &std::path::Path) -> bool {
 /// The live pair on disk, if intact.
 async fn live_on_disk(target: &std::path::Path) -> Option<Bundle> {
     let target = target.to_owned();
-    tokio::task::spawn_blocking(move || Writer::existing(target).ok()?.live().ok()?)
+    crate::blocking(move || Writer::existing(target).ok()?.live().ok()?)
         .await
         .ok()
         .flatten()

@@ -1291,3 +1291,217 @@ async fn an_approver_started_before_the_api_server_waits_for_it() {
     drop(approver);
     env.cleanup().await;
 }
+
+/// `GET /livez` on the admin port, with a generous read timeout: `None`
+/// when it does not answer within it (a stalled runtime).
+fn livez(port: u16) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    write!(
+        s,
+        "GET /livez HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.split(' ').nth(1)?.parse().ok()
+}
+
+/// Attack: one node (its kubelet credentials may create CSRs) floods the
+/// approver: a thousand small requests that all wait (its Node is never
+/// registered), and a few of ~700 KB (kube-apiserver takes bodies up to
+/// ~3 MB). Before, every watch event re-decided every pending CSR, parsing
+/// each on the runtime: another node's request waited minutes and
+/// `/livez` stalled. Now each CSR is decided when it changes, off the
+/// runtime, one per requester in turn; a requester's CSRs beyond the
+/// oldest few pending are denied unread, and an oversized request is
+/// denied unparsed. The honest node's request is decided within the usual
+/// patience while the flood is there, and `/livez` answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_node_flooding_csrs_delays_no_other_node() {
+    use futures::StreamExt;
+    let mut env = Env::new().await;
+    let (flooder, honest) = (env.node_name("flood"), env.node_name("honest"));
+    let ip = env.ip(71);
+    env.add_node(&honest, &[("InternalIP", &ip), ("Hostname", &honest)])
+        .await;
+    let flood_client = env.node_client(&flooder).await;
+    let honest_client = env.node_client(&honest).await;
+    let port = free_port();
+    let approver = env.approver(
+        &[
+            "--lease-name",
+            "",
+            "--admin-addr",
+            &format!("127.0.0.1:{port}"),
+        ],
+        &[],
+    );
+    wait_for("ready", || {
+        (http_get(port, "/readyz").map(|r| r.0) == Some(200)).then_some(())
+    });
+    // The flood: valid requests for the flooder's own name, which wait for
+    // a Node that never comes.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec![flooder.clone()]).unwrap();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("system:node:{flooder}"));
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "system:nodes");
+    let small = params.serialize_request(&key).unwrap().pem().unwrap();
+    // ~700 KB: the same request followed by filler; first, so that they
+    // are among the oldest and read (and refused for their size).
+    let big = format!("{small}{}", "x".repeat(700 * 1024));
+    let requests: Vec<String> = std::iter::repeat_n(big, 4)
+        .chain(std::iter::repeat_n(small, 1000))
+        .collect();
+    let run = env.run.clone();
+    let flooding = tokio::spawn(
+        futures::stream::iter(requests)
+            .map(move |request| {
+                let (client, run) = (flood_client.clone(), run.clone());
+                async move {
+                    let csr = Csr {
+                        metadata: kube::api::ObjectMeta {
+                            generate_name: Some("certsync-e2e-flood-".into()),
+                            labels: Some([(RUN_LABEL.to_owned(), run)].into()),
+                            ..Default::default()
+                        },
+                        spec: k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec {
+                            request: ByteString(request.into_bytes()),
+                            signer_name: SERVING.into(),
+                            usages: Some(vec!["digital signature".into(), "server auth".into()]),
+                            ..Default::default()
+                        },
+                        status: None,
+                    };
+                    Api::<Csr>::all(client)
+                        .create(&PostParams::default(), &csr)
+                        .await
+                        .unwrap()
+                        .metadata
+                        .name
+                        .unwrap()
+                }
+            })
+            .buffer_unordered(8)
+            .collect::<Vec<String>>(),
+    );
+    let count = |d: &str, r: &str| {
+        metric(
+            port,
+            &format!("certsync_csr_decisions_total{{decision=\"{d}\",reason=\"{r}\"}}"),
+        )
+    };
+    // While the flood is being decided, the honest node asks.
+    wait_for("the flood under way", || {
+        (count("deny", "too-many-pending") >= 20.0).then_some(())
+    });
+    assert_eq!(livez(port), Some(200), "/livez while the flood is decided");
+    let csr = env
+        .kubelet_asks(&honest_client, &honest, &[&honest], &[&ip])
+        .await;
+    let (ty, _, message) = env.decision(&csr).await;
+    assert_eq!(ty, "Approved", "{message}");
+    assert_eq!(livez(port), Some(200), "/livez while the flood is decided");
+    let flood = flooding.await.unwrap();
+    env.csrs.extend(flood.iter().cloned());
+    // The flood itself: the extras denied unread (the oversized among the
+    // oldest refused unparsed), the oldest few left waiting for their Node.
+    // (A real API server writes ~20 denials a second: the test waits
+    // for a good part of them, not all.)
+    wait_for("the flood's extras denied", || {
+        (count("deny", "too-many-pending") >= 200.0).then_some(())
+    });
+    let api: Api<Csr> = Api::all(env.admin.clone());
+    let messages: Vec<String> = api
+        .list(&kube::api::ListParams::default().labels(&format!("{RUN_LABEL}={}", env.run)))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|c| c.metadata.name.as_ref().is_some_and(|n| flood.contains(n)))
+        .flat_map(|c| c.status.and_then(|s| s.conditions).unwrap_or_default())
+        .filter_map(|c| c.message)
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("too-many-pending:") && m.contains(&flooder)),
+        "{:?}",
+        messages.first()
+    );
+
+    assert_eq!(livez(port), Some(200));
+    drop(approver);
+    let _ = api
+        .delete_collection(
+            &DeleteParams::default(),
+            &kube::api::ListParams::default().labels(&format!("{RUN_LABEL}={}", env.run)),
+        )
+        .await;
+    env.csrs.retain(|c| !flood.contains(c));
+    env.cleanup().await;
+}
+
+/// Attack: a Service's external addresses (spec.externalIPs,
+/// spec.loadBalancerIP, status.loadBalancer.ingress) are often inside the
+/// node network. A node that lists one in its own status must not get a
+/// serving certificate for it, signed by the cluster CA: the denial names
+/// the Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_services_external_address_is_never_a_nodes() {
+    let mut env = Env::new().await;
+    let (external, ingress) = (env.ip(81), env.ip(82));
+    let name = format!("certsync-e2e-lb-{}", env.run);
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(env.admin.clone(), "default");
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "externalIPs": [external],
+                 "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]},
+    }))
+    .unwrap();
+    let mut svc = services.create(&PostParams::default(), &svc).await.unwrap();
+    svc.status = serde_json::from_value(serde_json::json!({
+        "loadBalancer": {"ingress": [{"ip": ingress}]}
+    }))
+    .unwrap();
+    services
+        .replace_status(&name, &PostParams::default(), &svc)
+        .await
+        .unwrap();
+    let n1 = env.node_name("n1");
+    let ip = env.ip(83);
+    env.add_node(
+        &n1,
+        &[
+            ("InternalIP", &ip),
+            ("ExternalIP", &external),
+            ("ExternalIP", &ingress),
+            ("Hostname", &n1),
+        ],
+    )
+    .await;
+    let kubelet = env.node_client(&n1).await;
+    let approver = env.approver(&["--lease-name", ""], &[]);
+    for address in [&external, &ingress] {
+        let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[address]).await;
+        let (ty, _, message) = env.decision(&csr).await;
+        assert_eq!(ty, "Denied", "{address}: {message}");
+        assert!(
+            message.starts_with("ip-san:") && message.contains(&format!("default/{name}")),
+            "{address}: {message}"
+        );
+    }
+    // The node's own address is still its own.
+    let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&ip]).await;
+    assert_eq!(env.decision(&csr).await.0, "Approved");
+    drop(approver);
+    let _ = services.delete(&name, &DeleteParams::default()).await;
+    env.cleanup().await;
+}

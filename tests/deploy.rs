@@ -551,6 +551,9 @@ fn approver_is_least_privilege_and_elects_a_leader() {
     assert_eq!(verbs("nodes"), ["get", "list", "watch"]);
     assert_eq!(verbs("signers"), ["approve"]);
     assert_eq!(verbs("servicecidrs"), ["list"]);
+    // Every Service's addresses (external, load balancer) are never a
+    // node's: listed cluster-wide, read only.
+    assert_eq!(verbs("services"), ["list"]);
     let signers = rules
         .iter()
         .find(|r| r.resources.as_deref() == Some(&["signers".to_owned()][..]))
@@ -559,7 +562,7 @@ fn approver_is_least_privilege_and_elects_a_leader() {
         signers.resource_names.as_deref(),
         Some(&["kubernetes.io/kubelet-serving".to_owned()][..])
     );
-    assert_eq!(rules.len(), 5, "nothing else: {rules:?}");
+    assert_eq!(rules.len(), 6, "nothing else: {rules:?}");
     let roles: Vec<Role> = of("Role")
         .into_iter()
         .map(|d| serde_yaml_ng::from_value(d).unwrap())
@@ -577,8 +580,7 @@ fn approver_is_least_privilege_and_elects_a_leader() {
             );
         }
     }
-    // The cluster's own addresses: the kubernetes Service by name, its
-    // EndpointSlices, in `default`, read only.
+    // The API server's EndpointSlices, in `default`, read only.
     let addresses = roles
         .iter()
         .find(|r| r.metadata.name.as_deref() == Some("certsync-approver-cluster-addresses"))
@@ -589,12 +591,11 @@ fn approver_is_least_privilege_and_elects_a_leader() {
             rule.verbs.iter().all(|v| v == "get" || v == "list"),
             "read only: {rule:?}"
         );
-        if rule.resources.as_deref() == Some(&["services".to_owned()][..]) {
-            assert_eq!(
-                rule.resource_names.as_deref(),
-                Some(&["kubernetes".to_owned()][..])
-            );
-        }
+        assert_eq!(
+            rule.resources.as_deref(),
+            Some(&["endpointslices".to_owned()][..]),
+            "only EndpointSlices in default: {rule:?}"
+        );
     }
     let dep: Deployment = serde_yaml_ng::from_value(of("Deployment").remove(0)).unwrap();
     let spec = dep.spec.unwrap();

@@ -1,5 +1,6 @@
 //! What the approver reads from the cluster besides CSRs and Nodes: the
-//! names and addresses that are the cluster's own (never a node's), and
+//! names and addresses that are the cluster's own (never a node's: the
+//! API server's, every Service's), and
 //! whether this replica still holds its Lease.
 
 use std::net::IpAddr;
@@ -28,8 +29,8 @@ fn not_found(e: &kube::Error) -> bool {
 }
 
 /// The Service ranges (ServiceCIDR objects of networking.k8s.io/v1; absent
-/// before Kubernetes 1.33 or with the API off), the `default/kubernetes`
-/// Service's IPs, the API server's endpoints (its EndpointSlices) and the
+/// before Kubernetes 1.33 or with the API off), every Service's cluster,
+/// external and load balancer addresses, the API server's endpoints (its EndpointSlices) and the
 /// addresses clients reach it by: `server`, the URL this process uses,
 /// and where kubeadm publishes them (`kube-public/cluster-info`, the
 /// `controlPlaneEndpoint` and `apiServer.certSANs` of
@@ -95,25 +96,17 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
         Err(e) if not_found(&e) => {}
         Err(e) => return Err(api_err("list", "servicecidrs.networking.k8s.io", &e)),
     }
-    match Api::<Service>::namespaced(client.clone(), "default")
-        .get("kubernetes")
+    // Every Service, cluster-wide: the `kubernetes` Service's IPs, and
+    // the addresses a Service is reached at from outside (external IPs,
+    // load balancer addresses), which are often inside the node network.
+    // Read at each refresh with the other facts, so a Service that cannot
+    // be read means nothing is decided.
+    let services = Api::<Service>::all(client.clone())
+        .list(&ListParams::default())
         .await
-    {
-        Ok(svc) => {
-            let spec = svc.spec.unwrap_or_default();
-            let ips = spec
-                .cluster_ips
-                .unwrap_or_default()
-                .into_iter()
-                .chain(spec.cluster_ip);
-            for ip in ips.filter_map(|ip| ip.parse::<IpAddr>().ok()) {
-                cluster
-                    .addresses
-                    .push((ip, "the kubernetes Service's IP".into()));
-            }
-        }
-        Err(e) if not_found(&e) => {}
-        Err(e) => return Err(api_err("get", "service default/kubernetes", &e)),
+        .map_err(|e| api_err("list", "services", &e))?;
+    for svc in &services.items {
+        service_addresses(&mut cluster, svc);
     }
     let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default")
         .list(&ListParams::default().labels("kubernetes.io/service-name=kubernetes"))
@@ -129,6 +122,81 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
         }
     }
     Ok(cluster)
+}
+
+/// Records the addresses of `svc` that are never a node's: its cluster
+/// IPs, `spec.externalIPs`, `spec.loadBalancerIP` and
+/// `status.loadBalancer.ingress` (IPs and hostnames), each named after the
+/// Service.
+fn service_addresses(cluster: &mut Cluster, svc: &Service) {
+    let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
+    let name = svc.metadata.name.as_deref().unwrap_or_default();
+    let what = |kind: &str| {
+        if ns == "default" && name == "kubernetes" {
+            format!("the kubernetes Service's {kind}")
+        } else {
+            format!("Service {ns}/{name}'s {kind}")
+        }
+    };
+    let add = |cluster: &mut Cluster, address: &str, kind: &str| match lenient_ip(address) {
+        Some(ip) => cluster.addresses.push((ip, what(kind))),
+        None if !address.is_empty() => cluster.names.push((
+            address.trim_end_matches('.').to_ascii_lowercase(),
+            what(kind),
+        )),
+        None => {}
+    };
+    if let Some(spec) = &svc.spec {
+        for ip in spec
+            .cluster_ips
+            .iter()
+            .flatten()
+            .chain(spec.cluster_ip.iter())
+        {
+            // "None": a headless Service.
+            if let Some(ip) = lenient_ip(ip) {
+                cluster.addresses.push((ip, what("IP")));
+            }
+        }
+        for ip in spec.external_ips.iter().flatten() {
+            add(cluster, ip, "external IP");
+        }
+        if let Some(ip) = &spec.load_balancer_ip {
+            add(cluster, ip, "load balancer IP");
+        }
+    }
+    let ingress = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref());
+    for i in ingress.into_iter().flatten() {
+        if let Some(ip) = &i.ip {
+            add(cluster, ip, "load balancer address");
+        }
+        if let Some(host) = &i.hostname {
+            add(cluster, host, "load balancer hostname");
+        }
+    }
+}
+
+/// An IP address as Go's legacy parser (older objects) reads it too:
+/// IPv4 octets with leading zeros are decimal (`010.001.002.003` is
+/// 10.1.2.3).
+fn lenient_ip(s: &str) -> Option<IpAddr> {
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    let octets: Vec<u8> = s
+        .split('.')
+        .map(|o| {
+            (!o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| o.parse::<u8>().ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()?;
+    let octets: [u8; 4] = octets.try_into().ok()?;
+    Some(IpAddr::from(octets))
 }
 
 /// Key `key` of ConfigMap `ns/name`, read as YAML; `None` when the

@@ -1,9 +1,10 @@
 //! `certsync approve` and `certsync csr review`: the kubelet-serving
 //! policy ([`policy`]) applied by a controller, or shown to a human.
 //!
-//! The controller watches the CSRs of its signer (field selector
-//! `spec.signerName`) and every Node, and after any change re-evaluates
-//! the pending CSRs: approve or deny through the `/approval` subresource
+//! The controller ([`controller`]) watches the CSRs of its signer (field
+//! selector `spec.signerName`) and every Node, and decides a pending CSR
+//! when it or its Node changed (all of them at each refresh of the
+//! cluster facts), taking turns between requesters: approve or deny through the `/approval` subresource
 //! (a `True` condition with a reason and message, as `kubectl certificate
 //! approve` writes), or wait. Only the holder of a `coordination.k8s.io`
 //! Lease writes, and only after reading that its Lease is unexpired, so
@@ -20,13 +21,12 @@
 //! ([`cluster::read`]).
 
 pub mod cluster;
+pub mod controller;
 pub mod policy;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest as Csr, CertificateSigningRequestCondition as Condition,
     CertificateSigningRequestStatus as Status,
@@ -34,15 +34,12 @@ use k8s_openapi::api::certificates::v1::{
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ListParams, PostParams};
-use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::metrics::Metrics;
-use crate::source::Listed;
 use crate::source::client::ClientSettings;
-use crate::source::watch::Watch;
+pub use controller::run;
 pub use policy::{Check, Policy, Verdict};
 
 /// The name under which the approver's readiness is reported.
@@ -163,154 +160,6 @@ pub async fn write_decision(
         })
 }
 
-/// The controller: runs until `shutdown`.
-pub async fn run(
-    config: ApproverConfig,
-    metrics: Arc<Metrics>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Result<(), ApproveError> {
-    metrics.add_readiness(READINESS);
-    let mut config = config;
-    // Not ready, but alive, until the API server answers: a Deployment's
-    // pod waits for it instead of crash-looping.
-    let Some((client, server, implied)) =
-        until_ok(&mut shutdown, "load the client configuration", || {
-            connect(&config.client)
-        })
-        .await
-    else {
-        return Ok(());
-    };
-    if let Some(lease) = config.lease.as_mut()
-        && lease.namespace.is_none()
-    {
-        lease.namespace = implied;
-    }
-    if config.policy.any_node_address {
-        tracing::warn!(
-            "--allow-any-node-address: any IP address a node lists in its own Node status is approved \
-             (except reserved ones and other nodes'); a compromised node can obtain a certificate for any free address"
-        );
-    }
-    // A dry run takes no Lease: it must never keep a real replica from
-    // deciding.
-    let leader = if config.dry_run {
-        watch::channel(false).1
-    } else {
-        match until_ok(&mut shutdown, "start leader election", || {
-            leadership(&config, &client)
-        })
-        .await
-        {
-            Some(leader) => leader,
-            None => return Ok(()),
-        }
-    };
-    let csrs: Api<Csr> = Api::all(client.clone());
-    let nodes: Api<Node> = Api::all(client.clone());
-    let selector = format!("spec.signerName={}", config.signer);
-    // The one list/watch loop every Kubernetes source uses (resume,
-    // bookmarks, re-list on 410, back off, the short-watch rule); each
-    // watch call ends server-side after --watch-timeout.
-    let timeout = u32::try_from(config.client.watch_timeout.as_secs())
-        .unwrap_or(290)
-        .clamp(1, 290);
-    let watching = watcher::Config::default().timeout(timeout);
-    let mut csr_watch = watching.clone().fields(&selector);
-    if let Some(labels) = &config.selector {
-        csr_watch = csr_watch.labels(labels);
-    }
-    let mut csr_events = std::pin::pin!(
-        Watch::new(csrs.clone(), csr_watch)
-            .named("certificatesigningrequests")
-            .stream()
-    );
-    let mut node_events = std::pin::pin!(Watch::new(nodes, watching).named("nodes").stream());
-    let mut state = State {
-        csrs: Listed::default(),
-        nodes: Listed::default(),
-        told: HashMap::new(),
-        cluster: None,
-        server,
-    };
-
-    tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
-    let mut leader_rx = leader.clone();
-    loop {
-        let changed = tokio::select! {
-            () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
-            Some(e) = csr_events.next() => match e {
-                Ok(e) => state.csrs.apply(e),
-                Err(e) => {
-                    tracing::warn!(error = %crate::error_chain(&e), "CSR watch failed; retrying");
-                    false
-                }
-            },
-            Some(e) = node_events.next() => match e {
-                Ok(e) => state.nodes.apply(e),
-                Err(e) => {
-                    tracing::warn!(error = %crate::error_chain(&e), "Node watch failed; retrying");
-                    false
-                }
-            },
-            Ok(()) = leader_rx.changed() => {
-                let leading = *leader_rx.borrow_and_update();
-                tracing::info!(leading, "leadership changed");
-                true
-            }
-        };
-        if changed && state.csrs.synced() && state.nodes.synced() {
-            metrics.ready(READINESS, None);
-            let leading = *leader.borrow();
-            state
-                .evaluate(&config, &csrs, &metrics, leading, &client)
-                .await;
-        }
-    }
-}
-
-/// `true` while this replica may write: always without a Lease, else
-/// while it holds it.
-async fn leadership(
-    config: &ApproverConfig,
-    client: &Client,
-) -> Result<watch::Receiver<bool>, ApproveError> {
-    let Some(lease) = &config.lease else {
-        return Ok(watch::channel(true).1);
-    };
-    let err = |e: &dyn std::fmt::Display| ApproveError::Lease {
-        lease: format!("{}/{}", lease.namespace(), lease.name),
-        message: e.to_string(),
-    };
-    let secs = lease.duration.as_secs().max(2);
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease.name)
-        .with_namespace(lease.namespace())
-        .with_identity(&lease.identity)
-        .with_duration(secs)
-        .with_grace(secs / 3)
-        .build()
-        .await
-        .map_err(|e| err(&e))?;
-    let (rx, task) = manager.watch().await;
-    tokio::spawn(async move {
-        if let Ok(Err(e)) = task.await {
-            tracing::error!(error = %e, "leader election ended");
-        }
-    });
-    Ok(rx)
-}
-
-struct State {
-    csrs: Listed<Csr>,
-    nodes: Listed<Node>,
-    /// Per CSR uid: the verdict last logged, so each is said once.
-    told: HashMap<String, String>,
-    /// The cluster's own names and addresses, and when they were read.
-    cluster: Option<(tokio::time::Instant, policy::Cluster)>,
-    /// The API server's URL as this process reaches it.
-    server: http::Uri,
-}
-
 /// A client, the API server's URL it talks to, and the namespace its
 /// configuration implies.
 async fn connect(
@@ -352,135 +201,6 @@ where
                 }
             }
         }
-    }
-}
-
-impl State {
-    /// Decides every pending CSR; writes approvals and denials when
-    /// `leading` and not a dry run.
-    async fn evaluate(
-        &mut self,
-        config: &ApproverConfig,
-        api: &Api<Csr>,
-        metrics: &Metrics,
-        leading: bool,
-        client: &Client,
-    ) {
-        let fresh = self
-            .cluster
-            .as_ref()
-            .is_some_and(|(at, _)| at.elapsed() < CLUSTER_FACTS_TTL);
-        if !fresh {
-            match cluster::read(client, &self.server)
-                .await
-                .and_then(|c| cluster::check_service_range(&c, &config.policy).map(|()| c))
-            {
-                Ok(c) => self.cluster = Some((tokio::time::Instant::now(), c)),
-                Err(e) => {
-                    // Fail closed: without them nothing is decided.
-                    tracing::warn!(error = %e, "cannot read the cluster's Service ranges and API server endpoints; deciding nothing until they can be read");
-                    self.cluster = None;
-                    return;
-                }
-            }
-        }
-        let Some((_, facts_of_cluster)) = &self.cluster else {
-            return;
-        };
-        let facts_of_cluster = facts_of_cluster.clone();
-        let pending: Vec<Csr> = self
-            .csrs
-            .items()
-            .values()
-            .filter(|c| pending(c))
-            .cloned()
-            .collect();
-        for csr in pending {
-            let name = name_of(&csr);
-            let uid = csr.metadata.uid.clone().unwrap_or_default();
-            let (verdict, facts) =
-                policy::decide(&csr, self.nodes.items(), &facts_of_cluster, &config.policy);
-            let described = verdict.describe();
-            let decided = !matches!(verdict, Verdict::Wait { .. });
-            if decided && !config.dry_run && !leading {
-                continue; // the leader decides
-            }
-            let new = self.told.get(&uid) != Some(&described);
-            if new {
-                let node = crate::escape(facts.node.as_deref().unwrap_or("-"));
-                let node = node.as_ref();
-                let check = verdict.check().map_or("-", Check::label);
-                match &verdict {
-                    Verdict::Approve => {
-                        tracing::info!(csr = %name, node, dry_run = config.dry_run, "approve: every check passed")
-                    }
-                    Verdict::Deny { message, .. } => {
-                        tracing::warn!(csr = %name, node, check, dry_run = config.dry_run, "deny: {message}")
-                    }
-                    Verdict::Wait { message, .. } => {
-                        tracing::info!(csr = %name, node, check, "wait: {message}")
-                    }
-                }
-                self.told.insert(uid.clone(), described.clone());
-            }
-            if !decided || config.dry_run {
-                if new {
-                    metrics
-                        .csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
-                }
-                continue;
-            }
-            let node = facts.node.clone().unwrap_or_default();
-            if let Some(lease) = &config.lease {
-                match cluster::holds_lease(client, lease.namespace(), &lease.name, &lease.identity)
-                    .await
-                {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::info!(csr = %name, "the Lease is no longer held or has expired; not writing");
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(csr = %name, error = %e, "cannot confirm the Lease; not writing");
-                        return;
-                    }
-                }
-            }
-            match write_decision(api, &csr, &verdict, &node).await {
-                Ok(written) => {
-                    // Decided now, whatever the watch has not yet said.
-                    self.csrs.insert(name.clone(), written);
-                    metrics
-                        .csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
-                    if config.events {
-                        let (ty, reason) = match verdict {
-                            Verdict::Approve => (
-                                kube::runtime::events::EventType::Normal,
-                                "CertificateApproved",
-                            ),
-                            _ => (
-                                kube::runtime::events::EventType::Warning,
-                                "CertificateDenied",
-                            ),
-                        };
-                        crate::events::on_csr(client.clone(), &name, &uid, ty, reason, described);
-                    }
-                }
-                // Changed meanwhile (a 409: perhaps decided by another
-                // replica): the watch brings the new state, and the CSR is
-                // looked at again then.
-                Err(e) => {
-                    tracing::info!(csr = %name, error = %e, "decision not written; will look again");
-                }
-            }
-        }
-        let live: std::collections::HashSet<String> = self
-            .csrs
-            .items()
-            .values()
-            .filter_map(|c| c.metadata.uid.clone())
-            .collect();
-        self.told.retain(|uid, _| live.contains(uid));
     }
 }
 

@@ -56,7 +56,7 @@ use crate::x509::{COMMON_NAME, ORGANIZATION, Request, RequestError, SERVER_AUTH}
 
 /// The signer this policy is for.
 pub const SIGNER: &str = crate::source::csr::KUBELET_SERVING;
-const NODE_PREFIX: &str = "system:node:";
+pub const NODE_PREFIX: &str = "system:node:";
 const NODES_GROUP: &str = "system:nodes";
 
 /// A check, as named in logs, conditions, Events and metrics.
@@ -73,6 +73,8 @@ pub enum Check {
     Node,
     IpSan,
     DnsSan,
+    /// The requester has more pending CSRs than any kubelet ever has.
+    Pending,
 }
 
 impl Check {
@@ -90,6 +92,7 @@ impl Check {
             Self::Node => "node",
             Self::IpSan => "ip-san",
             Self::DnsSan => "dns-san",
+            Self::Pending => "too-many-pending",
         }
     }
 }
@@ -320,6 +323,23 @@ fn wait(check: Check, message: impl Into<String>) -> Verdict {
 
 /// The verdict on `csr`, given every Node by name and the cluster's own
 /// names and addresses.
+/// The largest `spec.request` read: a kubelet's PEM request is about 1 KB
+/// (a handful of SANs), so 64 KiB leaves room for any real one and keeps
+/// a hostile one from costing more than a few milliseconds to parse.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// A denial for a requester's CSR beyond the oldest `cap` it has pending:
+/// refused unread, so that one identity's flood costs no parsing.
+pub fn too_many_pending(requester: &str, pending: usize, cap: usize) -> Verdict {
+    deny(
+        Check::Pending,
+        format!(
+            "{requester:?} has {pending} pending CSRs for this signer; only its oldest {cap} are \
+             looked at (a kubelet has one or two)"
+        ),
+    )
+}
+
 pub fn decide(
     csr: &CertificateSigningRequest,
     nodes: &BTreeMap<String, Node>,
@@ -359,7 +379,15 @@ fn check_all(
         );
     }
 
-    // 2. the request, read strictly, once.
+    // 2. the request, read strictly, once; one larger than any kubelet's
+    // is refused unread (kube-apiserver takes bodies up to ~3 MB).
+    let size = csr.spec.request.0.len();
+    if size > MAX_REQUEST_BYTES {
+        return deny(
+            Check::Request,
+            format!("request of {size} bytes; at most {MAX_REQUEST_BYTES} read"),
+        );
+    }
     let req = match Request::read(&csr.spec.request.0) {
         Ok(req) => req,
         Err(e @ RequestError::Sans(_)) => return deny(Check::Sans, e.to_string()),

@@ -211,9 +211,7 @@ async fn reload(
             let mut pause = Duration::from_millis(250);
             loop {
                 let (t, s) = (target.clone(), *signal);
-                let r = tokio::task::spawn_blocking(move || pid::signal(&t, s))
-                    .await
-                    .map_err(|e| e.to_string());
+                let r = crate::blocking(move || pid::signal(&t, s)).await;
                 match r {
                     Ok(Ok(pids)) => break Ok(format!("sent {signal} to pid {pids:?}")),
                     Ok(Err(PidError::NoMatch { what }))

@@ -136,13 +136,11 @@ pub struct CaSource {
     pub events: Option<EventSink>,
 }
 
-/// Runs blocking work (file reads, key generation, signing) off the runtime.
+/// Blocking work (file reads, key generation, signing) off the runtime.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, CaError> + Send + 'static,
 ) -> Result<T, CaError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| CaError::Task(e.to_string()))?
+    crate::blocking(f).await.map_err(CaError::Task)?
 }
 
 /// Whether the live pair satisfies what is wanted now: [`check`], and the
@@ -255,11 +253,18 @@ impl CaSource {
     pub async fn adopt(&self, live: Option<&Bundle>) -> Option<Window> {
         let live = live?.clone();
         let (spec, skew) = (Arc::clone(&self.spec), self.clock_skew);
-        let wanted = blocking(move || wanted(&spec, SystemTime::now(), skew)).await;
+        // Read and compared off the runtime: the live pair is parsed too.
+        let checked = live.clone();
+        let wanted = blocking(move || {
+            let w = wanted(&spec, SystemTime::now(), skew)?;
+            let ok = live_ok(&w, &checked, SystemTime::now(), skew);
+            Ok((w.ca.not_after, ok))
+        })
+        .await;
         match wanted {
-            Ok(w) => {
-                self.metrics.ca_expiry(&self.mapping, w.ca.not_after);
-                match live_ok(&w, &live, SystemTime::now(), self.clock_skew) {
+            Ok((ca_not_after, ok)) => {
+                self.metrics.ca_expiry(&self.mapping, ca_not_after);
+                match ok {
                     Ok(window) => Some(window),
                     Err(problem) => {
                         tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; issuing a new one");
@@ -274,7 +279,12 @@ impl CaSource {
                     &e,
                     "cannot read what to issue; the live files stay while valid",
                 );
-                let leaf = validate::leaf_of(live.get(CERT_FILE)?)?;
+                // Parsed off the runtime, as every certificate is.
+                let cert = live.get(CERT_FILE)?.to_vec();
+                let leaf = crate::blocking(move || validate::leaf_of(&cert))
+                    .await
+                    .ok()
+                    .flatten()?;
                 (leaf.not_after > validate::unix_seconds(SystemTime::now())).then_some(Window {
                     not_before: leaf.not_before,
                     not_after: leaf.not_after,

@@ -68,6 +68,35 @@ pub(crate) use request::{new_request, san_extension, signature_algorithm, subjec
 
 pub(crate) mod renewal;
 pub use issued::check;
+
+/// [`check`] on the blocking pool ([`crate::blocking`]): the certificate
+/// is the signer's answer and the CA an object others write.
+async fn check_off_runtime(
+    spec: &Arc<CsrSpec>,
+    cert: &[u8],
+    key: &[u8],
+    ca: Option<&[u8]>,
+    clock_skew: std::time::Duration,
+) -> Result<Window, String> {
+    let (spec, cert, key, ca) = (
+        Arc::clone(spec),
+        cert.to_vec(),
+        key.to_vec(),
+        ca.map(<[u8]>::to_vec),
+    );
+    crate::blocking(move || {
+        check(
+            &spec,
+            &cert,
+            &key,
+            ca.as_deref(),
+            SystemTime::now(),
+            clock_skew,
+        )
+    })
+    .await
+    .unwrap_or_else(Err)
+}
 pub(crate) use issued::{KU_NAMES, Usage, eku_usage, leaf_usages, usage};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
@@ -314,14 +343,7 @@ impl CsrSource {
                 None
             }
         };
-        match check(
-            &self.spec,
-            cert,
-            key,
-            ca.as_deref(),
-            SystemTime::now(),
-            self.clock_skew,
-        ) {
+        match check_off_runtime(&self.spec, cert, key, ca.as_deref(), self.clock_skew).await {
             Ok(w) => Some(w),
             Err(problem) => {
                 tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; requesting a new one");
@@ -333,7 +355,7 @@ impl CsrSource {
     /// Requests, waits for and checks one certificate.
     pub async fn obtain(&self, client: &Client) -> Result<Issued, CsrError> {
         let spec = Arc::clone(&self.spec);
-        let request = tokio::task::spawn_blocking(move || new_request(&spec))
+        let request = crate::blocking(move || new_request(&spec))
             .await
             .map_err(|e| CsrError::Request(e.to_string()))??;
         let api: Api<CertificateSigningRequest> = Api::all(client.clone());
@@ -372,14 +394,14 @@ impl CsrSource {
         self.metrics.csr_pending(&self.mapping, false);
         let cert = issued?;
         let ca = self.ca(client).await?;
-        let window = check(
+        let window = check_off_runtime(
             &self.spec,
             &cert,
             request.key_pem.as_bytes(),
             ca.as_deref(),
-            SystemTime::now(),
             self.clock_skew,
         )
+        .await
         .map_err(|problem| CsrError::Mismatch {
             csr: name.clone(),
             problem,
@@ -486,7 +508,7 @@ impl CsrSource {
         let pem = match source {
             CaSource::File(path) => {
                 let path = path.clone();
-                tokio::task::spawn_blocking(move || crate::files::read_regular(&path, CA_LIMIT))
+                crate::blocking(move || crate::files::read_regular(&path, CA_LIMIT))
                     .await
                     .map_err(|e| err(e.to_string()))?
                     .map_err(|e| err(e.problem()))?
@@ -522,7 +544,14 @@ impl CsrSource {
                 }
             }
         };
-        if CertificateDer::pem_slice_iter(&pem).next().is_none() {
+        // An object others write: read off the runtime.
+        let (pem, has_cert) = crate::blocking(move || {
+            let has_cert = CertificateDer::pem_slice_iter(&pem).next().is_some();
+            (pem, has_cert)
+        })
+        .await
+        .map_err(err)?;
+        if !has_cert {
             return Err(err("holds no CERTIFICATE block".into()));
         }
         Ok(Some(pem))

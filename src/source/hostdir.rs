@@ -238,7 +238,7 @@ impl HostDir {
         let mut tick = crate::shutdown::resync_interval(resync).await;
         loop {
             let me = self.clone();
-            match tokio::task::spawn_blocking(move || me.read()).await {
+            match crate::blocking(move || me.read()).await {
                 Ok(r) => super::publish(&tx, r.map_err(super::SourceError::from)),
                 // Not published; the next event or resync reads again.
                 Err(e) => {

@@ -496,6 +496,20 @@ fn router(shared: Arc<Shared>) -> Router {
             "/api/v1/namespaces/{ns}/{resource}/{name}",
             get(get_one).put(replace).delete(delete),
         )
+        // The status subresource: only `status` is taken from the body.
+        .route(
+            "/api/v1/namespaces/{ns}/{resource}/{name}/status",
+            axum::routing::put(replace_status),
+        )
+        // Services of every namespace, as a cluster-wide list.
+        .route(
+            "/api/v1/services",
+            get(
+                |st: State<Arc<Shared>>, q: Query<HashMap<String, String>>| {
+                    collection(st, Path((ALL_NAMESPACES.into(), "services".into())), q)
+                },
+            ),
+        )
         .route(
             "/apis/events.k8s.io/v1/namespaces/{ns}/{resource}",
             get(collection).post(create),
@@ -646,6 +660,9 @@ fn name_selector(query: &HashMap<String, String>) -> Option<String> {
     Some(v.to_owned())
 }
 
+/// The namespace a cluster-wide list is given (no real namespace has it).
+const ALL_NAMESPACES: &str = "*";
+
 async fn collection(
     State(shared): State<Arc<Shared>>,
     Path((ns, resource)): Path<(String, String)>,
@@ -684,7 +701,7 @@ async fn collection(
         let (resource, ns, name) = (resource.clone(), ns.clone(), name.clone());
         move |k: &Key, obj: &Value| {
             k.0 == resource
-                && k.1 == ns
+                && (k.1 == ns || ns == ALL_NAMESPACES)
                 && name.as_ref().is_none_or(|n| *n == k.2)
                 && signer
                     .as_ref()
@@ -995,6 +1012,34 @@ async fn create(
 }
 
 /// Stores a new object (409 when the name is taken), with its uid.
+/// PUT of a status subresource: the stored object with the body's
+/// `status`, as kube-apiserver's status strategies keep the spec.
+async fn replace_status(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+    axum::Json(mut obj): axum::Json<Value>,
+) -> Response {
+    // The stored object with the body's status and resourceVersion, then
+    // an ordinary update (conflict check, validation).
+    let current = {
+        let st = shared.store.lock().unwrap();
+        st.objects
+            .get(&(resource.clone(), ns.clone(), name.clone()))
+            .cloned()
+    };
+    let Some(mut updated) = current else {
+        return not_found(&resource, &name);
+    };
+    updated["status"] = obj["status"].take();
+    updated["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"].take();
+    replace(
+        State(shared),
+        Path((ns, resource, name)),
+        axum::Json(updated),
+    )
+    .await
+}
+
 /// A JSON merge patch (RFC 7386): objects merge, `null` deletes.
 fn merge(target: &mut Value, patch: &Value) {
     match (target, patch) {

@@ -1205,3 +1205,30 @@ fn attack_names_under_a_wildcard_cert_san_are_never_a_nodes() {
     let (v, _) = decide(&csr(&a), &nodes, &cluster, &policy());
     assert_eq!(v, Verdict::Approve, "the control: {}", v.describe());
 }
+
+/// Attack: a request of ~700 KB (kube-apiserver takes bodies up to ~3 MB)
+/// is refused for its size before any parsing; one just under the cap is
+/// read as usual (and refused for what it is).
+#[test]
+fn attack_an_oversized_request_is_denied_unparsed() {
+    let mut over = csr(&kubelet("node-a"));
+    over.spec.request.0.extend(vec![b'x'; 700 * 1024]);
+    match verdict_of(over) {
+        Verdict::Deny {
+            check: Check::Request,
+            message,
+        } => assert!(
+            message.contains(&format!("at most {MAX_REQUEST_BYTES} read")),
+            "{message}"
+        ),
+        v => panic!("{v:?}"),
+    }
+    let mut under = csr(&kubelet("node-a"));
+    let room = MAX_REQUEST_BYTES - under.spec.request.0.len();
+    under.spec.request.0.extend(vec![b'\n'; room]);
+    let verdict = verdict_of(under);
+    assert!(
+        !verdict.describe().contains("at most"),
+        "a request within the cap is read: {verdict:?}"
+    );
+}

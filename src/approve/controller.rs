@@ -1,0 +1,534 @@
+//! The approver's controller: watches the CSRs of its signer and every
+//! Node, and decides a CSR when something it depends on changed.
+//!
+//! What is decided when, so that no requester can delay another's
+//! decision or the admin port:
+//! - a CSR event decides that CSR; a Node event re-decides only the
+//!   pending CSRs of that node; a new leader, a re-list and each refresh
+//!   of the cluster facts ([`CLUSTER_FACTS_TTL`]) re-decide all pending;
+//! - events are applied before any decision (the loop is biased), so a
+//!   burst of events becomes one set of CSRs to decide;
+//! - decisions are made in rounds that take the oldest CSR to decide of
+//!   each requester, so a requester with a thousand pending CSRs gets one
+//!   decision per round like any other;
+//! - a requester's CSRs beyond its oldest [`MAX_PENDING`] are denied
+//!   unread, and an oversized request unparsed
+//!   ([`policy::MAX_REQUEST_BYTES`]);
+//! - parsing and the policy run on a blocking thread, never on the
+//!   runtime's.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use tokio::sync::watch;
+
+use super::{
+    ApproveError, ApproverConfig, CLUSTER_FACTS_TTL, Check, READINESS, Verdict, cluster, connect,
+    name_of, pending, policy, until_ok, write_decision,
+};
+use crate::metrics::Metrics;
+use crate::source::Listed;
+use crate::source::watch::Watch;
+
+/// Pending CSRs of one requester that are looked at; the newer ones are
+/// denied unread. A kubelet has one pending (two across a rotation); one
+/// whose Node is not registered yet creates a new one every 15 minutes
+/// while it waits.
+pub const MAX_PENDING: usize = 10;
+
+/// The controller: runs until `shutdown`.
+pub async fn run(
+    config: ApproverConfig,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ApproveError> {
+    metrics.add_readiness(READINESS);
+    let mut config = config;
+    // Not ready, but alive, until the API server answers: a Deployment's
+    // pod waits for it instead of crash-looping.
+    let Some((client, server, implied)) =
+        until_ok(&mut shutdown, "load the client configuration", || {
+            connect(&config.client)
+        })
+        .await
+    else {
+        return Ok(());
+    };
+    if let Some(lease) = config.lease.as_mut()
+        && lease.namespace.is_none()
+    {
+        lease.namespace = implied;
+    }
+    if config.policy.any_node_address {
+        tracing::warn!(
+            "--allow-any-node-address: any IP address a node lists in its own Node status is approved \
+             (except reserved ones and other nodes'); a compromised node can obtain a certificate for any free address"
+        );
+    }
+    // A dry run takes no Lease: it must never keep a real replica from
+    // deciding.
+    let leader = if config.dry_run {
+        watch::channel(false).1
+    } else {
+        match until_ok(&mut shutdown, "start leader election", || {
+            leadership(&config, &client)
+        })
+        .await
+        {
+            Some(leader) => leader,
+            None => return Ok(()),
+        }
+    };
+    let csrs: Api<Csr> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let selector = format!("spec.signerName={}", config.signer);
+    // The one list/watch loop every Kubernetes source uses (resume,
+    // bookmarks, re-list on 410, back off, the short-watch rule); each
+    // watch call ends server-side after --watch-timeout.
+    let timeout = u32::try_from(config.client.watch_timeout.as_secs())
+        .unwrap_or(290)
+        .clamp(1, 290);
+    let watching = watcher::Config::default().timeout(timeout);
+    let mut csr_watch = watching.clone().fields(&selector);
+    if let Some(labels) = &config.selector {
+        csr_watch = csr_watch.labels(labels);
+    }
+    let mut csr_events = std::pin::pin!(
+        Watch::new(csrs.clone(), csr_watch)
+            .named("certificatesigningrequests")
+            .stream()
+    );
+    let mut node_events = std::pin::pin!(Watch::new(nodes, watching).named("nodes").stream());
+    let mut state = State {
+        csrs: Listed::default(),
+        nodes: Listed::default(),
+        slim_nodes: None,
+        told: HashMap::new(),
+        cluster: None,
+        server,
+        dirty: BTreeSet::new(),
+        policy: Arc::new(config.policy.clone()),
+    };
+    // Each refresh of the cluster facts re-decides every pending CSR
+    // (a CSR waiting on another node's addresses, a Service that went).
+    let mut refresh = tokio::time::interval(CLUSTER_FACTS_TTL);
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
+    let mut leader_rx = leader.clone();
+    loop {
+        let synced = state.csrs.synced() && state.nodes.synced();
+        if synced {
+            metrics.ready(READINESS, None);
+        }
+        // Biased: every event that is already there is applied before a
+        // round of decisions, so a burst is decided as one set.
+        tokio::select! {
+            biased;
+            () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
+            Some(e) = csr_events.next() => match e {
+                Ok(e) => state.csr_event(e),
+                Err(e) => {
+                    tracing::warn!(error = %crate::error_chain(&e), "CSR watch failed; retrying");
+                }
+            },
+            Some(e) = node_events.next() => match e {
+                Ok(e) => state.node_event(e),
+                Err(e) => {
+                    tracing::warn!(error = %crate::error_chain(&e), "Node watch failed; retrying");
+                }
+            },
+            Ok(()) = leader_rx.changed() => {
+                let leading = *leader_rx.borrow_and_update();
+                tracing::info!(leading, "leadership changed");
+                state.all_dirty();
+            }
+            _ = refresh.tick() => state.all_dirty(),
+            () = std::future::ready(()), if synced && !state.dirty.is_empty() => {
+                let leading = *leader.borrow();
+                let with = Round {
+                    config: &config,
+                    api: &csrs,
+                    metrics: &metrics,
+                    leading,
+                    client: &client,
+                };
+                state.round(with).await;
+            }
+        }
+    }
+}
+
+/// `true` while this replica may write: always without a Lease, else
+/// while it holds it.
+async fn leadership(
+    config: &ApproverConfig,
+    client: &Client,
+) -> Result<watch::Receiver<bool>, ApproveError> {
+    let Some(lease) = &config.lease else {
+        return Ok(watch::channel(true).1);
+    };
+    let err = |e: &dyn std::fmt::Display| ApproveError::Lease {
+        lease: format!("{}/{}", lease.namespace(), lease.name),
+        message: e.to_string(),
+    };
+    let secs = lease.duration.as_secs().max(2);
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease.name)
+        .with_namespace(lease.namespace())
+        .with_identity(&lease.identity)
+        .with_duration(secs)
+        .with_grace(secs / 3)
+        .build()
+        .await
+        .map_err(|e| err(&e))?;
+    let (rx, task) = manager.watch().await;
+    tokio::spawn(async move {
+        if let Ok(Err(e)) = task.await {
+            tracing::error!(error = %e, "leader election ended");
+        }
+    });
+    Ok(rx)
+}
+
+/// What a round of decisions works with besides the state.
+#[derive(Clone, Copy)]
+struct Round<'a> {
+    config: &'a ApproverConfig,
+    api: &'a Api<Csr>,
+    metrics: &'a Metrics,
+    /// Whether this replica may write now.
+    leading: bool,
+    client: &'a Client,
+}
+
+struct State {
+    csrs: Listed<Csr>,
+    nodes: Listed<Node>,
+    /// What the policy reads of the Nodes (name, Pod ranges, addresses),
+    /// shared with the blocking thread; rebuilt after a Node changed.
+    slim_nodes: Option<Arc<BTreeMap<String, Node>>>,
+    /// Per CSR uid: the verdict last logged, so each is said once.
+    told: HashMap<String, String>,
+    /// The cluster's own names and addresses, and when they were read.
+    cluster: Option<(tokio::time::Instant, Arc<policy::Cluster>)>,
+    /// The API server's URL as this process reaches it.
+    server: http::Uri,
+    /// Names of the CSRs to decide (again).
+    dirty: BTreeSet<String>,
+    policy: Arc<policy::Policy>,
+}
+
+/// The requester of a CSR, as the API server authenticated it.
+fn requester(csr: &Csr) -> &str {
+    csr.spec.username.as_deref().unwrap_or_default()
+}
+
+/// The object a watcher event is about: `None` for a whole re-list.
+fn touched<K: kube::Resource>(event: &watcher::Event<K>) -> Option<Option<String>> {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+            Some(Some(o.meta().name.clone().unwrap_or_default()))
+        }
+        watcher::Event::InitDone => Some(None),
+        watcher::Event::Init | watcher::Event::InitApply(_) => None,
+    }
+}
+
+impl State {
+    fn all_dirty(&mut self) {
+        self.dirty = self
+            .csrs
+            .items()
+            .values()
+            .filter(|c| pending(c))
+            .map(name_of)
+            .collect();
+    }
+
+    fn csr_event(&mut self, event: watcher::Event<Csr>) {
+        let what = touched(&event);
+        self.csrs.apply(event);
+        match what {
+            Some(Some(name)) => {
+                if self.csrs.items().get(&name).is_some_and(pending) {
+                    self.dirty.insert(name);
+                } else {
+                    self.dirty.remove(&name);
+                }
+            }
+            Some(None) => self.all_dirty(),
+            None => {}
+        }
+    }
+
+    fn node_event(&mut self, event: watcher::Event<Node>) {
+        let what = touched(&event);
+        if !self.nodes.apply(event) {
+            return;
+        }
+        self.slim_nodes = None;
+        match what {
+            Some(Some(node)) => {
+                let user = format!("{}{node}", policy::NODE_PREFIX);
+                let names: Vec<String> = self
+                    .csrs
+                    .items()
+                    .values()
+                    .filter(|c| pending(c) && requester(c) == user)
+                    .map(name_of)
+                    .collect();
+                self.dirty.extend(names);
+            }
+            _ => self.all_dirty(),
+        }
+    }
+
+    fn slim_nodes(&mut self) -> Arc<BTreeMap<String, Node>> {
+        let nodes = &self.nodes;
+        self.slim_nodes
+            .get_or_insert_with(|| {
+                Arc::new(
+                    nodes
+                        .items()
+                        .iter()
+                        .map(|(name, n)| {
+                            let slim = Node {
+                                metadata: kube::api::ObjectMeta {
+                                    name: n.metadata.name.clone(),
+                                    ..Default::default()
+                                },
+                                spec: n.spec.as_ref().map(|s| NodeSpec {
+                                    pod_cidr: s.pod_cidr.clone(),
+                                    pod_cidrs: s.pod_cidrs.clone(),
+                                    ..Default::default()
+                                }),
+                                status: n.status.as_ref().map(|s| NodeStatus {
+                                    addresses: s.addresses.clone(),
+                                    ..Default::default()
+                                }),
+                            };
+                            (name.clone(), slim)
+                        })
+                        .collect(),
+                )
+            })
+            .clone()
+    }
+
+    /// The cluster facts, read again once older than
+    /// [`CLUSTER_FACTS_TTL`]; `None` (decide nothing) when they cannot be.
+    async fn cluster_facts(
+        &mut self,
+        config: &ApproverConfig,
+        client: &Client,
+    ) -> Option<Arc<policy::Cluster>> {
+        if let Some((at, facts)) = &self.cluster
+            && at.elapsed() < CLUSTER_FACTS_TTL
+        {
+            return Some(facts.clone());
+        }
+        match cluster::read(client, &self.server)
+            .await
+            .and_then(|c| cluster::check_service_range(&c, &config.policy).map(|()| c))
+        {
+            Ok(c) => {
+                let c = Arc::new(c);
+                self.cluster = Some((tokio::time::Instant::now(), c.clone()));
+                Some(c)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the cluster's Service ranges, Services and API server endpoints; deciding nothing until they can be read");
+                self.cluster = None;
+                None
+            }
+        }
+    }
+
+    /// The next CSRs to decide: of each requester with a CSR to decide,
+    /// its oldest, and whether it is beyond the requester's oldest
+    /// [`MAX_PENDING`] pending (then with the requester's pending count).
+    fn next_round(&mut self) -> Vec<(Csr, Option<usize>)> {
+        let mut by_requester: BTreeMap<&str, Vec<&Csr>> = BTreeMap::new();
+        for csr in self.csrs.items().values().filter(|c| pending(c)) {
+            by_requester.entry(requester(csr)).or_default().push(csr);
+        }
+        let mut round = Vec::new();
+        for list in by_requester.values_mut() {
+            list.sort_by(|a, b| {
+                (&a.metadata.creation_timestamp, &a.metadata.name)
+                    .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
+            });
+            let Some((i, csr)) = list
+                .iter()
+                .enumerate()
+                .find(|(_, c)| self.dirty.contains(&name_of(c)))
+            else {
+                continue;
+            };
+            round.push(((*csr).clone(), (i >= MAX_PENDING).then_some(list.len())));
+        }
+        for (csr, _) in &round {
+            self.dirty.remove(&name_of(csr));
+        }
+        // What is no longer pending (or gone) has nothing to decide.
+        let items = self.csrs.items();
+        self.dirty
+            .retain(|name| items.get(name).is_some_and(pending));
+        round
+    }
+
+    /// One round: decides the next CSR of each requester, off the runtime,
+    /// and writes the verdicts when `leading` and not a dry run.
+    async fn round(&mut self, with: Round<'_>) {
+        let Round { config, client, .. } = with;
+        let Some(facts_of_cluster) = self.cluster_facts(config, client).await else {
+            // Fail closed; the next refresh tries again.
+            self.dirty.clear();
+            return;
+        };
+        let round = self.next_round();
+        let nodes = self.slim_nodes();
+        let policy = self.policy.clone();
+        let decided = crate::blocking(move || {
+            round
+                .into_iter()
+                .map(|(csr, over)| {
+                    let (verdict, facts) = match over {
+                        Some(count) => {
+                            let user = requester(&csr);
+                            let facts = policy::Facts {
+                                node: user.strip_prefix(policy::NODE_PREFIX).map(str::to_owned),
+                                usages: csr.spec.usages.clone().unwrap_or_default(),
+                                key: "unknown".into(),
+                                ..Default::default()
+                            };
+                            (policy::too_many_pending(user, count, MAX_PENDING), facts)
+                        }
+                        None => policy::decide(&csr, &nodes, &facts_of_cluster, &policy),
+                    };
+                    (csr, verdict, facts)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        let decided = match decided {
+            Ok(d) => d,
+            Err(e) => {
+                // A panic in the policy: nothing of this round is decided.
+                tracing::error!(error = %e, "deciding CSRs failed");
+                return;
+            }
+        };
+        for (csr, verdict, facts) in decided {
+            if !self.write(with, &csr, verdict, facts).await {
+                return;
+            }
+        }
+        let live: std::collections::HashSet<String> = self
+            .csrs
+            .items()
+            .values()
+            .filter_map(|c| c.metadata.uid.clone())
+            .collect();
+        self.told.retain(|uid, _| live.contains(uid));
+    }
+
+    /// Logs `verdict` on `csr` once and writes it; `false` when this
+    /// replica must stop writing (its Lease is no longer confirmed).
+    async fn write(
+        &mut self,
+        with: Round<'_>,
+        csr: &Csr,
+        verdict: Verdict,
+        facts: policy::Facts,
+    ) -> bool {
+        let Round {
+            config,
+            api,
+            metrics,
+            leading,
+            client,
+        } = with;
+        let name = name_of(csr);
+        let uid = csr.metadata.uid.clone().unwrap_or_default();
+        let described = verdict.describe();
+        let decided = !matches!(verdict, Verdict::Wait { .. });
+        if decided && !config.dry_run && !leading {
+            return true; // the leader decides
+        }
+        let new = self.told.get(&uid) != Some(&described);
+        if new {
+            let node = crate::escape(facts.node.as_deref().unwrap_or("-"));
+            let node = node.as_ref();
+            let check = verdict.check().map_or("-", Check::label);
+            match &verdict {
+                Verdict::Approve => {
+                    tracing::info!(csr = %name, node, dry_run = config.dry_run, "approve: every check passed")
+                }
+                Verdict::Deny { message, .. } => {
+                    tracing::warn!(csr = %name, node, check, dry_run = config.dry_run, "deny: {message}")
+                }
+                Verdict::Wait { message, .. } => {
+                    tracing::info!(csr = %name, node, check, "wait: {message}")
+                }
+            }
+            self.told.insert(uid.clone(), described.clone());
+        }
+        if !decided || config.dry_run {
+            if new {
+                metrics.csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
+            }
+            return true;
+        }
+        let node = facts.node.clone().unwrap_or_default();
+        if let Some(lease) = &config.lease {
+            match cluster::holds_lease(client, lease.namespace(), &lease.name, &lease.identity)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    // Until the next refresh or event: no busy loop on
+                    // the Lease.
+                    tracing::info!(csr = %name, "the Lease is no longer held or has expired; not writing");
+                    return false;
+                }
+                Err(e) => {
+                    tracing::warn!(csr = %name, error = %e, "cannot confirm the Lease; not writing");
+                    return false;
+                }
+            }
+        }
+        match write_decision(api, csr, &verdict, &node).await {
+            Ok(written) => {
+                // Decided now, whatever the watch has not yet said.
+                self.csrs.insert(name.clone(), written);
+                metrics.csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
+                if config.events {
+                    let (ty, reason) = match verdict {
+                        Verdict::Approve => (
+                            kube::runtime::events::EventType::Normal,
+                            "CertificateApproved",
+                        ),
+                        _ => (
+                            kube::runtime::events::EventType::Warning,
+                            "CertificateDenied",
+                        ),
+                    };
+                    crate::events::on_csr(client.clone(), &name, &uid, ty, reason, described);
+                }
+            }
+            // Changed meanwhile (a 409: perhaps decided by another
+            // replica): the watch brings the new state, and the CSR is
+            // looked at again then.
+            Err(e) => {
+                tracing::info!(csr = %name, error = %e, "decision not written; will look again");
+            }
+        }
+        true
+    }
+}
