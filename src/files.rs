@@ -201,7 +201,9 @@ pub fn only_root_may_change(path: &Path) -> Result<(), String> {
 /// containers. On a host, the directories writable by all are sticky
 /// (/tmp, /var/tmp, /dev/shm) and stay refused, as does one another user
 /// owns, and one writable by others that is not a mount point. For the
-/// targets of mappings that do not issue from a CA on the node.
+/// targets of mappings that do not issue from a CA on the node only: never
+/// above a source or a pidfile, which are read (a swapped-in link leads
+/// certsync to root's files).
 pub fn no_other_user_may_recreate(path: &Path) -> Result<(), String> {
     guard(path, true)
 }

@@ -625,3 +625,76 @@ fn a_root_only_file_hard_linked_below_a_root_source_is_refused() {
         "root's key published"
     );
 }
+
+/// Mounts a tmpfs at `dir` with `mode` (as root); `false`, having said
+/// why, when the machine does not let it.
+fn mount_tmpfs(dir: &Path, mode: &str) -> bool {
+    fs::create_dir_all(dir).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size=1m,mode={mode}"), "tmpfs"])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        tools::skip("root but cannot mount a tmpfs (a volume root)");
+    }
+    ok
+}
+
+/// Finding 1 of the second attacker review of issue 33 (A3, A3c, P3,
+/// P3b): the volume-root exception let a `dir:` source, or a pidfile's
+/// directory, sit inside a mount point other users may write (an
+/// emptyDir-style 0777 volume, an fsGroup-style root:group 2775 one).
+/// Whoever writes the volume renames the source (or the pidfile's
+/// directory) and puts a link to a root-only directory in its place. Both
+/// are refused at start (exit 64), naming the path, mount point or not.
+#[test]
+fn a_source_or_pidfile_inside_a_writable_volume_root_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
+    for (i, mode) in ["0777", "2775"].into_iter().enumerate() {
+        let vol = d.path().join(format!("vol{i}"));
+        if !mount_tmpfs(&vol, mode) {
+            return;
+        }
+        std::os::unix::fs::chown(&vol, Some(0), Some(USER)).unwrap();
+        let src = vol.join("src");
+        fs::create_dir(&src).unwrap();
+        for f in ["tls.crt", "tls.key"] {
+            fs::copy(certs.join(f), src.join(f)).unwrap();
+            chown(&src.join(f), USER);
+        }
+        chown(&src, USER);
+        let app = vol.join("app");
+        fs::create_dir(&app).unwrap();
+        chown(&app, USER);
+        let target = d.path().join(format!("t{i}"));
+        let sync = format!("dir:{}={}", src.display(), target.display());
+        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+        let pidfile = app.join("app.pid");
+        let good = format!("dir:{}={}", certs.display(), target.display());
+        let (pcode, perr) = run_bounded(&[
+            "run",
+            "--once",
+            "--sync",
+            &good,
+            "--reload-pidfile",
+            pidfile.to_str().unwrap(),
+        ]);
+        let _ = Command::new("umount").arg(&vol).status();
+        assert_eq!(code, 64, "{mode}: {err}");
+        assert!(
+            err.contains(&format!("source {}", src.display()))
+                && err.contains("may be changed by another user"),
+            "{mode}: {err}"
+        );
+        assert!(!target.join("tls.key").exists(), "{mode}: published");
+        assert_eq!(pcode, 64, "{mode}: {perr}");
+        assert!(
+            perr.contains("--reload-pidfile") && perr.contains("may be changed by another user"),
+            "{mode}: {perr}"
+        );
+    }
+}

@@ -261,7 +261,8 @@ impl Config {
     }
 }
 
-/// The directories above a pidfile's own (which may be the consumer's):
+/// The directories above a pidfile's own (which may be the consumer's), a
+/// volume's root included:
 /// otherwise the consumer's user may replace its directory with a link to
 /// a root-owned one whose root-owned pidfile names a root process, which
 /// the pidfile's owner check then accepts ([`above_guarded`]).
@@ -281,7 +282,8 @@ fn pidfile_dir_guarded(pidfile: &std::path::Path) -> Result<(), String> {
 /// A `dir:` source may be its user's own, but not the directories above
 /// it: whoever may rename its entry could put a link to a root-only
 /// directory in its place, and certsync, which finds the source by its
-/// path at every read, would publish what is beneath ([`above_guarded`]).
+/// path at every read, would publish what is beneath ([`above_guarded`],
+/// a volume's root included).
 fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Dir(dir) = &m.source else {
         return Ok(());
@@ -298,9 +300,14 @@ fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
 }
 
 /// Every directory above `dir`, as written and where its symlinks lead,
-/// can be changed by root (or certsync's user) only, or is a volume's root
-/// ([`crate::files::no_other_user_may_recreate`]); `dir` itself is not
-/// judged: it may belong to the user who writes in it.
+/// can be changed by root (or certsync's user) only
+/// ([`crate::files::only_root_may_change`]); `dir` itself is not judged:
+/// it may belong to the user who writes in it. No exception for a volume's
+/// root here (as there is for targets): whoever may write a mount point's
+/// directory may rename what is in it, and a source or a pidfile's
+/// directory swapped for a link leads certsync to root's files or
+/// processes. A volume shared this way is named as the source itself
+/// (`dir:/shared`): a mount point cannot be renamed.
 fn above_guarded(dir: &std::path::Path) -> Result<(), String> {
     let real = std::fs::canonicalize(dir).ok();
     [Some(dir), real.as_deref()]
@@ -308,7 +315,7 @@ fn above_guarded(dir: &std::path::Path) -> Result<(), String> {
         .flatten()
         .filter_map(std::path::Path::parent)
         .filter(|p| !p.as_os_str().is_empty())
-        .try_for_each(crate::files::no_other_user_may_recreate)
+        .try_for_each(crate::files::only_root_may_change)
 }
 
 /// Every other target: no directory on the way that another user could
