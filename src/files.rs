@@ -180,6 +180,16 @@ mod tests {
     }
 }
 
+/// Whether a directory of `mode`, open as `dir`, may be written by group
+/// or others: its mode says so and it is not on a read-only mount (kubelet
+/// mounts Secret and ConfigMap volumes read-only, their roots 1777 or
+/// 0777: no one writes through such a mount, root included).
+pub fn others_may_write(mode: u32, dir: &impl std::os::fd::AsFd) -> bool {
+    mode & 0o022 != 0
+        && !nix::sys::statvfs::fstatvfs(dir)
+            .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+}
+
 /// Whether only root (or certsync's own user) can change what `path`
 /// names: the file, if it exists, and every directory above it, both as
 /// written and where its symlinks lead, must be owned by root or the

@@ -572,13 +572,43 @@ fn a_root_only_file_hard_linked_into_a_users_source_is_refused() {
     let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
     assert_ne!(code, 0, "{err}");
     assert!(
-        err.contains(&src.join("tls.key").display().to_string()) && err.contains("hard link"),
+        err.contains(&src.join("tls.key").display().to_string()) && err.contains("could not read"),
         "{err}"
     );
     assert!(
         fs::symlink_metadata(target.join("tls.key")).is_err(),
         "root's key published"
     );
+    // Second review (A1, A10): root replaces its own file by rename
+    // (kubeadm-style rotation, any write-then-rename tool): the user's
+    // link is now the inode's only one. Still root's file in the user's
+    // directory, which the user could not read: refused, whatever the
+    // link count, also with files=all.
+    fs::write(secret.join("tls.key.new"), b"rotated").unwrap();
+    fs::rename(secret.join("tls.key.new"), secret.join("tls.key")).unwrap();
+    for sync in [
+        sync.clone(),
+        format!("dir:{}={},files=all,allow-non-pem", src.display(), target.display()),
+    ] {
+        let (code, err) =
+            run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+        assert_ne!(code, 0, "{sync}: {err}");
+        assert!(
+            err.contains(&src.join("tls.key").display().to_string())
+                && err.contains("uid 0")
+                && err.contains("could not read"),
+            "{sync}: {err}"
+        );
+        assert!(
+            fs::symlink_metadata(target.join("tls.key")).is_err(),
+            "{sync}: root's key published with one link"
+        );
+    }
+    // A root file everyone may read gives the user nothing: published.
+    fs::set_permissions(src.join("tls.key"), fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_eq!(code, 0, "a root file others may read: {err}");
+    fs::remove_dir_all(&target).unwrap();
     // The control: the user's own key, hard-linked by them (a backup).
     fs::remove_file(src.join("tls.key")).unwrap();
     fs::copy(certs.join("tls.key"), src.join("tls.key")).unwrap();
@@ -619,11 +649,56 @@ fn a_root_only_file_hard_linked_below_a_root_source_is_refused() {
     let sync = format!("dir:{}={}", src.display(), target.display());
     let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
     assert_ne!(code, 0, "{err}");
-    assert!(err.contains("hard link"), "{err}");
+    assert!(
+        err.contains(&src.join("tls.key").display().to_string()) && err.contains("could not read"),
+        "{err}"
+    );
     assert!(
         fs::symlink_metadata(target.join("tls.key")).is_err(),
         "root's key published"
     );
+    // Second review: root removes its own name; the link in the user's
+    // subdirectory is the only one left. Still refused.
+    fs::remove_file(secret.join("tls.key")).unwrap();
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_ne!(code, 0, "one link left: {err}");
+    assert!(err.contains("could not read"), "{err}");
+    assert!(
+        fs::symlink_metadata(target.join("tls.key")).is_err(),
+        "root's key published with one link"
+    );
+    // The control: the user's own key in their subdirectory is published
+    // (root linked through it on purpose).
+    fs::remove_file(src.join("user/tls.key")).unwrap();
+    fs::copy(certs.join("tls.key"), src.join("user/tls.key")).unwrap();
+    chown(&src.join("user/tls.key"), USER);
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Finding 6 of the second attacker review of issue 33 (A1b): a root-owned
+/// source other users may write (0777, 1777, 0770 with their group): a
+/// root key hard-linked in has the directory's owner, and was published.
+/// Such a source has more writers than one user, so no owner can vouch for
+/// what is in it: refused at start (exit 64), naming it.
+#[test]
+fn a_source_others_may_write_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
+    for (i, mode) in [0o777, 0o1777, 0o770].into_iter().enumerate() {
+        let src = d.path().join(format!("src{i}"));
+        fs::create_dir(&src).unwrap();
+        for f in ["tls.crt", "tls.key"] {
+            fs::copy(certs.join(f), src.join(f)).unwrap();
+        }
+        std::os::unix::fs::chown(&src, Some(0), Some(USER)).unwrap();
+        fs::set_permissions(&src, fs::Permissions::from_mode(mode)).unwrap();
+        let target = d.path().join(format!("t{i}"));
+        let sync = format!("dir:{}={}", src.display(), target.display());
+        assert_refused_at_start(&sync, &format!("source {}", src.display()), &target);
+    }
 }
 
 /// Mounts a tmpfs at `dir` with `mode` (as root); `false`, having said

@@ -288,15 +288,39 @@ fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Dir(dir) = &m.source else {
         return Ok(());
     };
-    above_guarded(dir).map_err(|problem| ConfigError::Mapping {
+    let err = |problem: String| ConfigError::Mapping {
         mapping: m.name.clone(),
-        problem: format!(
+        problem,
+    };
+    above_guarded(dir).map_err(|problem| {
+        err(format!(
             "source {}: {problem}, who could replace the source directory with a link to \
              another and have certsync publish what is there; keep it in a directory \
              under root's",
             dir.display()
-        ),
-    })
+        ))
+    })?;
+    // The source itself: one writer, its owner (or root). A directory
+    // group or others may write has several, and a file one of them
+    // linked in (root's key, 0600) would be owned by whom the directory's
+    // owner trusts. Not there yet: judged when it appears (every read
+    // refuses what its writers could not read).
+    use std::os::unix::fs::MetadataExt as _;
+    if let Ok(open) = std::fs::File::open(dir)
+        && let Ok(meta) = open.metadata()
+        && meta.is_dir()
+        && crate::files::others_may_write(meta.mode(), &open)
+    {
+        return Err(err(format!(
+            "source {}: owner {}, mode {:04o}: may be changed by another user (group or \
+             others may write it), any of whom could link in a file the others could not \
+             read and have certsync publish it; make it writable by its owner only",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 /// Every directory above `dir`, as written and where its symlinks lead,
