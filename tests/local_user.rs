@@ -773,3 +773,73 @@ fn a_source_or_pidfile_inside_a_writable_volume_root_is_refused_at_start() {
         );
     }
 }
+
+/// Finding 4 of the second attacker review of issue 33 (T1): the bearer
+/// token file was read by path on every reload, following symlinks and
+/// hard links, its path never checked: the consumer put a link to a
+/// root-only token in its own directory, and the next reload sent root's
+/// token to the consumer's server. The token file is now held to the CA
+/// files' rule at start (exit 64, naming it): owned by root (or
+/// certsync's user), not writable by group or others, one link, and every
+/// directory above it (as written and where a symlink leads) root's.
+#[test]
+fn a_bearer_token_file_another_user_may_change_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let (_, user) = sticky_and_user(d.path());
+    let root_only = d.path().join("root-only");
+    fs::create_dir(&root_only).unwrap();
+    fs::set_permissions(&root_only, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(root_only.join("token"), SECRET).unwrap();
+    fs::set_permissions(root_only.join("token"), fs::Permissions::from_mode(0o600)).unwrap();
+    let root_dir = d.path().join("root-dir");
+    fs::create_dir(&root_dir).unwrap();
+    // A symlink in the user's directory; a hard link in root's; a file of
+    // the user's in root's directory; root's own file, mode 0666.
+    symlink(root_only.join("token"), user.join("token")).unwrap();
+    fs::hard_link(root_only.join("token"), root_dir.join("linked")).unwrap();
+    fs::write(root_dir.join("users"), b"t").unwrap();
+    chown(&root_dir.join("users"), USER);
+    fs::write(root_dir.join("open"), b"t").unwrap();
+    fs::set_permissions(root_dir.join("open"), fs::Permissions::from_mode(0o666)).unwrap();
+    let target = d.path().join("t");
+    let sync = format!(
+        "dir:{}/examples/certs={}",
+        env!("CARGO_MANIFEST_DIR"),
+        target.display()
+    );
+    let run = |token: &Path| {
+        run_bounded(&[
+            "run",
+            "--once",
+            "--sync",
+            &sync,
+            "--reload-url",
+            "http://127.0.0.1:1/-/reload",
+            "--reload-bearer-token-file",
+            token.to_str().unwrap(),
+        ])
+    };
+    for (token, want) in [
+        (user.join("token"), "may be changed by another user"),
+        (root_dir.join("linked"), "links 2"),
+        (root_dir.join("users"), "may be changed by another user"),
+        (root_dir.join("open"), "may be changed by another user"),
+    ] {
+        let (code, err) = run(&token);
+        assert_eq!(code, 64, "{}: {err}", token.display());
+        assert!(
+            err.contains(&token.display().to_string()) && err.contains(want),
+            "{}: {err}",
+            token.display()
+        );
+    }
+    // The control: root's own token in root's directory, through a link
+    // root made there (as a Secret volume's `..data` links).
+    fs::write(root_dir.join("own"), b"t").unwrap();
+    fs::set_permissions(root_dir.join("own"), fs::Permissions::from_mode(0o600)).unwrap();
+    symlink("own", root_dir.join("via-link")).unwrap();
+    let (code, err) = run(&root_dir.join("via-link"));
+    assert_eq!(code, 0, "{err}");
+}
