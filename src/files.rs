@@ -216,6 +216,18 @@ pub fn only_root_may_change(path: &Path) -> Result<(), String> {
 /// problem, in words, without the path (callers name it).
 pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::MetadataExt as _;
+    // What is not a regular file is named as such, before the rest (a
+    // FIFO or device in a user's directory says what it is); `stat`
+    // opens nothing, and the descriptor is judged again below.
+    if let Ok(m) = std::fs::metadata(path)
+        && !m.is_file()
+    {
+        return Err(FileError::NotRegular {
+            path: path.to_owned(),
+            what: kind_of(m.file_type()),
+        }
+        .problem());
+    }
     guard(path, false, true)?;
     let file = open_regular(path).map_err(|e| e.problem())?;
     let m = file.metadata().map_err(|e| e.to_string())?;
@@ -235,6 +247,19 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
         ));
     }
     read_capped(file, path, limit).map_err(|e| e.problem())
+}
+
+/// A file that steers certsync (`--config`, a kubeconfig and the files it
+/// names): through [`read_owned`] when certsync runs as root, who would
+/// otherwise act on what another user wrote (map a root-only directory to
+/// a target they read, send root's token to their server); as another
+/// user, [`read_regular`] (the kernel already limits what it may read).
+pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    if nix::unistd::geteuid().is_root() {
+        read_owned(path, limit)
+    } else {
+        read_regular(path, limit).map_err(|e| e.problem())
+    }
 }
 
 /// Whether `path` is on a read-only mount.

@@ -843,3 +843,107 @@ fn a_bearer_token_file_another_user_may_change_is_refused_at_start() {
     let (code, err) = run(&root_dir.join("via-link"));
     assert_eq!(code, 0, "{err}");
 }
+
+/// Finding 5 of the second attacker review of issue 33 (F1, F2): a config
+/// file or kubeconfig another user may change was read as long as the
+/// config had no `ca:` mapping. F1: the user rewrote `--config` to map a
+/// root-only directory to a target they read; F2: the user's kubeconfig
+/// named a root-only `tokenFile` and the user's server, and certsync sent
+/// the token. As root, `--config`, every kubeconfig and every file a
+/// kubeconfig names must be root's (or certsync's user's), not writable
+/// by group or others, in directories only root may change: refused at
+/// start, naming the path.
+#[test]
+fn a_config_or_kubeconfig_another_user_may_change_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let (_, user) = sticky_and_user(d.path());
+    let target = d.path().join("t");
+    let certs = format!("{}/examples/certs", env!("CARGO_MANIFEST_DIR"));
+    // F1: the user's config file, in the user's directory and in root's.
+    let root_dir = d.path().join("root-dir");
+    fs::create_dir(&root_dir).unwrap();
+    for dir in [&user, &root_dir] {
+        let config = dir.join("certsync.yaml");
+        fs::write(
+            &config,
+            format!("mappings:\n  - source: dir:{certs}\n    target: {}\n", target.display()),
+        )
+        .unwrap();
+        chown(&config, USER);
+        let (code, err) = run_bounded(&["run", "--once", "--config", config.to_str().unwrap()]);
+        assert_ne!(code, 0, "{}: {err}", config.display());
+        assert!(
+            err.contains(&config.display().to_string())
+                && err.contains("may be changed by another user"),
+            "{}: {err}",
+            config.display()
+        );
+        assert!(!target.join("tls.crt").exists(), "published");
+    }
+    // The control: the documented sidecar layout, the config in a
+    // ConfigMap volume (kubelet: root's files behind `..data` links, the
+    // volume's root 0777 on a read-only mount) is read.
+    let vol = d.path().join("configmap");
+    if !mount_tmpfs(&vol, "0777") {
+        return;
+    }
+    let data = vol.join("..2026_11_24_23_00_00.1");
+    fs::create_dir(&data).unwrap();
+    fs::write(
+        data.join("certsync.yaml"),
+        format!("mappings:\n  - source: dir:{certs}\n    target: {}\n", target.display()),
+    )
+    .unwrap();
+    symlink("..2026_11_24_23_00_00.1", vol.join("..data")).unwrap();
+    symlink("..data/certsync.yaml", vol.join("certsync.yaml")).unwrap();
+    let remounted = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&vol)
+        .status()
+        .is_ok_and(|s| s.success());
+    let config = vol.join("certsync.yaml");
+    let (code, err) = run_bounded(&["run", "--once", "--config", config.to_str().unwrap()]);
+    let _ = Command::new("umount").arg(&vol).status();
+    assert!(remounted, "cannot remount the volume read-only");
+    assert_eq!(code, 0, "a config in a ConfigMap volume: {err}");
+    fs::remove_dir_all(&target).unwrap();
+    // F2: a kubeconfig of the user's, and root's kubeconfig naming a
+    // token file in the user's directory.
+    let token = user.join("token");
+    fs::write(&token, "t").unwrap();
+    chown(&token, USER);
+    let kubeconfig = |token_file: &Path| {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n\
+             users:\n- name: u\n  user:\n    tokenFile: {}\n\
+             contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n",
+            token_file.display()
+        )
+    };
+    let users_kc = user.join("kubeconfig");
+    fs::write(&users_kc, kubeconfig(&root_dir.join("none"))).unwrap();
+    chown(&users_kc, USER);
+    let roots_kc = root_dir.join("kubeconfig");
+    fs::write(&roots_kc, kubeconfig(&token)).unwrap();
+    for (kc, named) in [(&users_kc, &users_kc), (&roots_kc, &token)] {
+        let (code, err) = run_bounded(&[
+            "run",
+            "--once",
+            "--once-timeout",
+            "5s",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--sync",
+            &format!("secret:default/x={}", target.display()),
+        ]);
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains(&named.display().to_string())
+                && err.contains("may be changed by another user"),
+            "{}: {err}",
+            kc.display()
+        );
+    }
+}
