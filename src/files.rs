@@ -296,8 +296,7 @@ fn guard(path: &Path, volume_roots: bool, read_only_mounts: bool) -> Result<(), 
         let volume_root = m.uid() == 0
             && m.mode() & 0o1000 == 0
             && std::fs::canonicalize(p).is_ok_and(|c| mounts.contains(&c));
-        let writable =
-            m.mode() & 0o022 != 0 && !(read_only_mounts && on_read_only_mount(p));
+        let writable = m.mode() & 0o022 != 0 && !(read_only_mounts && on_read_only_mount(p));
         if !owner_ok || (writable && !volume_root) {
             return Err(format!(
                 "{} (owner {}, mode {:04o}) may be changed by another user",

@@ -509,7 +509,11 @@ fn a_hard_linked_pidfile_is_refused() {
         log.contains(&pidfile.display().to_string()) && log.contains("links 2"),
         "{log}"
     );
-    assert_eq!(rec.hups(), 0, "a hard-linked pidfile's process was signalled");
+    assert_eq!(
+        rec.hups(),
+        0,
+        "a hard-linked pidfile's process was signalled"
+    );
     // The control: one link again, the next change reloads.
     fs::remove_file(&rootd).unwrap();
     let next = Pair::new("one-link");

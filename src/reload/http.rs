@@ -294,8 +294,12 @@ fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, String> {
         .map_err(|e| format!("bearer token file {}: {e}", path.display()))?;
     let token = String::from_utf8(token)
         .map_err(|_| format!("bearer token file {}: not UTF-8 text", path.display()))?;
-    HeaderValue::from_str(&format!("Bearer {}", token.trim()))
-        .map_err(|_| format!("bearer token file {}: not a valid header value", path.display()))
+    HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
+        format!(
+            "bearer token file {}: not a valid header value",
+            path.display()
+        )
+    })
 }
 
 fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), String> {
