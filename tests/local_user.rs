@@ -588,10 +588,13 @@ fn a_root_only_file_hard_linked_into_a_users_source_is_refused() {
     fs::rename(secret.join("tls.key.new"), secret.join("tls.key")).unwrap();
     for sync in [
         sync.clone(),
-        format!("dir:{}={},files=all,allow-non-pem", src.display(), target.display()),
+        format!(
+            "dir:{}={},files=all,allow-non-pem",
+            src.display(),
+            target.display()
+        ),
     ] {
-        let (code, err) =
-            run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+        let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
         assert_ne!(code, 0, "{sync}: {err}");
         assert!(
             err.contains(&src.join("tls.key").display().to_string())
@@ -706,7 +709,13 @@ fn a_source_others_may_write_is_refused_at_start() {
 fn mount_tmpfs(dir: &Path, mode: &str) -> bool {
     fs::create_dir_all(dir).unwrap();
     let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size=1m,mode={mode}"), "tmpfs"])
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size=1m,mode={mode}"),
+            "tmpfs",
+        ])
         .arg(dir)
         .status()
         .is_ok_and(|s| s.success());
@@ -868,7 +877,10 @@ fn a_config_or_kubeconfig_another_user_may_change_is_refused_at_start() {
         let config = dir.join("certsync.yaml");
         fs::write(
             &config,
-            format!("mappings:\n  - source: dir:{certs}\n    target: {}\n", target.display()),
+            format!(
+                "mappings:\n  - source: dir:{certs}\n    target: {}\n",
+                target.display()
+            ),
         )
         .unwrap();
         chown(&config, USER);
@@ -893,7 +905,10 @@ fn a_config_or_kubeconfig_another_user_may_change_is_refused_at_start() {
     fs::create_dir(&data).unwrap();
     fs::write(
         data.join("certsync.yaml"),
-        format!("mappings:\n  - source: dir:{certs}\n    target: {}\n", target.display()),
+        format!(
+            "mappings:\n  - source: dir:{certs}\n    target: {}\n",
+            target.display()
+        ),
     )
     .unwrap();
     symlink("..2026_11_24_23_00_00.1", vol.join("..data")).unwrap();
@@ -944,6 +959,38 @@ fn a_config_or_kubeconfig_another_user_may_change_is_refused_at_start() {
                 && err.contains("may be changed by another user"),
             "{}: {err}",
             kc.display()
+        );
+    }
+}
+
+/// Finding 9 of the second attacker review of issue 33 (R2): `rollback`
+/// run as root on a target a user owns restored what the user had put in
+/// its history (root's key hard-linked there) as a root 0600 file in the
+/// user's directory. As for `run`, `rollback` and `revisions` refuse a
+/// target another user owns or may re-create, naming it.
+#[test]
+fn rollback_and_revisions_refuse_a_target_another_user_may_change() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let src = d.path().join("src");
+    let target = d.path().join("t");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    for name in ["one", "two"] {
+        write_pair(&src, &support::certs::Pair::new(name));
+        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let t = target.to_str().unwrap();
+    let (code, _, err) = support::run_bounded(&["revisions", t], d.path());
+    assert_eq!(code, 0, "root's target: {err}");
+    chown(&target, USER);
+    for cmd in ["revisions", "rollback"] {
+        let (code, out, err) = support::run_bounded(&[cmd, t], d.path());
+        assert_ne!(code, 0, "{cmd}: {out}{err}");
+        assert!(
+            err.contains(t) && err.contains("may be changed by another user"),
+            "{cmd}: {err}"
         );
     }
 }
