@@ -385,14 +385,7 @@ fn any_target_another_user_could_recreate_is_refused_at_start() {
     // The control: a volume root writable by all (an emptyDir) is a
     // mount point; a target inside it is published.
     let volume = d.path().join("volume");
-    fs::create_dir(&volume).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs"])
-        .arg(&volume)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        tools::skip("root but cannot mount a tmpfs (the volume-root control)");
+    if !mount_tmpfs(&volume, "0777") {
         return;
     }
     let target = volume.join("web");
