@@ -180,6 +180,16 @@ mod tests {
     }
 }
 
+/// Whether a directory of `mode`, open as `dir`, may be written by group
+/// or others: its mode says so and it is not on a read-only mount (kubelet
+/// mounts Secret and ConfigMap volumes read-only, their roots 1777 or
+/// 0777: no one writes through such a mount, root included).
+pub fn others_may_write(mode: u32, dir: &impl std::os::fd::AsFd) -> bool {
+    mode & 0o022 != 0
+        && !nix::sys::statvfs::fstatvfs(dir)
+            .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+}
+
 /// Whether only root (or certsync's own user) can change what `path`
 /// names: the file, if it exists, and every directory above it, both as
 /// written and where its symlinks lead, must be owned by root or the
@@ -191,7 +201,71 @@ mod tests {
 /// ancestor: whoever can rename an entry on the way can swap what is read
 /// or written. The problem, in words, or `Ok`.
 pub fn only_root_may_change(path: &Path) -> Result<(), String> {
-    guard(path, false)
+    guard(path, false, false)
+}
+
+/// Reads a file that steers what root certsync does (a bearer token, a
+/// config file, a kubeconfig and the files it names): the path is held to
+/// [`only_root_may_change`], except that a directory on a read-only mount
+/// counts as not writable (kubelet mounts ConfigMap and Secret volumes
+/// read-only, their roots 0777 or 1777: no one writes through them); then,
+/// on the opened descriptor, a regular file owned by root or certsync's
+/// user, not writable by group or others, with one link (a second name may
+/// be another user's), at most `limit` bytes. A symlink is followed only
+/// where only root may have made it (its directory is judged too). The
+/// problem, in words, without the path (callers name it).
+pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::MetadataExt as _;
+    // What is not a regular file is named as such, before the rest (a
+    // FIFO or device in a user's directory says what it is); `stat`
+    // opens nothing, and the descriptor is judged again below.
+    if let Ok(m) = std::fs::metadata(path)
+        && !m.is_file()
+    {
+        return Err(FileError::NotRegular {
+            path: path.to_owned(),
+            what: kind_of(m.file_type()),
+        }
+        .problem());
+    }
+    guard(path, false, true)?;
+    let file = open_regular(path).map_err(|e| e.problem())?;
+    let m = file.metadata().map_err(|e| e.to_string())?;
+    let euid = nix::unistd::geteuid().as_raw();
+    if (m.uid() != 0 && m.uid() != euid) || m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "owner {}, mode {:04o}: may be changed by another user",
+            m.uid(),
+            m.mode() & 0o7777
+        ));
+    }
+    if m.nlink() > 1 {
+        return Err(format!(
+            "a hard link (links {}): another name of the file may be another user's, or \
+             root's file linked where a user chose; give it one link",
+            m.nlink()
+        ));
+    }
+    read_capped(file, path, limit).map_err(|e| e.problem())
+}
+
+/// A file that steers certsync (`--config`, a kubeconfig and the files it
+/// names): through [`read_owned`] when certsync runs as root, who would
+/// otherwise act on what another user wrote (map a root-only directory to
+/// a target they read, send root's token to their server); as another
+/// user, [`read_regular`] (the kernel already limits what it may read).
+pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    if nix::unistd::geteuid().is_root() {
+        read_owned(path, limit)
+    } else {
+        read_regular(path, limit).map_err(|e| e.problem())
+    }
+}
+
+/// Whether `path` is on a read-only mount.
+fn on_read_only_mount(path: &Path) -> bool {
+    nix::sys::statvfs::statvfs(path)
+        .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
 }
 
 /// [`only_root_may_change`], except that a directory every container of a
@@ -201,12 +275,14 @@ pub fn only_root_may_change(path: &Path) -> Result<(), String> {
 /// containers. On a host, the directories writable by all are sticky
 /// (/tmp, /var/tmp, /dev/shm) and stay refused, as does one another user
 /// owns, and one writable by others that is not a mount point. For the
-/// targets of mappings that do not issue from a CA on the node.
+/// targets of mappings that do not issue from a CA on the node only: never
+/// above a source or a pidfile, which are read (a swapped-in link leads
+/// certsync to root's files).
 pub fn no_other_user_may_recreate(path: &Path) -> Result<(), String> {
-    guard(path, true)
+    guard(path, true, false)
 }
 
-fn guard(path: &Path, volume_roots: bool) -> Result<(), String> {
+fn guard(path: &Path, volume_roots: bool, read_only_mounts: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
     let euid = nix::unistd::geteuid().as_raw();
     let mounts = if volume_roots {
@@ -220,7 +296,8 @@ fn guard(path: &Path, volume_roots: bool) -> Result<(), String> {
         let volume_root = m.uid() == 0
             && m.mode() & 0o1000 == 0
             && std::fs::canonicalize(p).is_ok_and(|c| mounts.contains(&c));
-        if !owner_ok || (m.mode() & 0o022 != 0 && !volume_root) {
+        let writable = m.mode() & 0o022 != 0 && !(read_only_mounts && on_read_only_mount(p));
+        if !owner_ok || (writable && !volume_root) {
             return Err(format!(
                 "{} (owner {}, mode {:04o}) may be changed by another user",
                 p.display(),

@@ -244,8 +244,23 @@ pub struct RevisionReport {
     pub subject: Option<String>,
 }
 
+/// A target another user owns or may re-create is refused, as `run`
+/// refuses it at start ([`crate::files::no_other_user_may_recreate`]):
+/// whoever may change it chooses what its history holds (root's key
+/// hard-linked there), which root would read, print or restore into their
+/// directory.
+fn target_guarded(target: &Path) -> Result<(), InspectError> {
+    crate::files::no_other_user_may_recreate(target).map_err(|problem| InspectError::Path {
+        path: target.to_owned(),
+        problem: format!(
+            "{problem}, who chooses what its history holds; refusing to read or restore it"
+        ),
+    })
+}
+
 /// The revisions of a target, newest first.
 pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
+    target_guarded(target)?;
     let writer = Writer::existing(target)?;
     let pinned = writer.pin().is_some();
     let revisions = writer.revisions()?;
@@ -280,6 +295,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
 /// one), refusing content that would not pass validation now (expired, key
 /// mismatch, not yet valid).
 pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledBack, InspectError> {
+    target_guarded(target)?;
     let writer = Writer::existing(target)?;
     let check = |b: &crate::bundle::Bundle| {
         let expect = if b.get(crate::bundle::KEY_FILE).is_some() {

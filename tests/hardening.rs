@@ -479,6 +479,52 @@ fn signals_never_reach_an_ancestor_or_a_reused_pid() {
     assert_eq!(rec.hups(), 0, "the reused PID was signalled");
 }
 
+/// Finding 3 of the second attacker review of issue 33 (P1): with
+/// `fs.protected_hardlinks=0` the consumer may replace its pidfile with a
+/// hard link to a root-owned pidfile naming a root process: the file is
+/// root's, names a process of its owner, and passed every check. A pidfile
+/// with more than one link is refused (no signal), naming it, through the
+/// same path as every pidfile refusal; the same file with one link is
+/// trusted (the control). The link is made by root here: the same inode
+/// state, without changing the machine's sysctl.
+#[test]
+fn a_hard_linked_pidfile_is_refused() {
+    let (d, src, target, sync) = dirs();
+    let first = Pair::new("links");
+    write_pair(&src, &first);
+    let rec = recorder(d.path(), &unique("link"), false);
+    let rootd = d.path().join("rootd.pid");
+    fs::write(&rootd, format!("{}\n", rec.child.id())).unwrap();
+    let pidfile = d.path().join("app.pid");
+    fs::hard_link(&rootd, &pidfile).unwrap();
+    let cs = daemon(
+        d.path(),
+        &sync,
+        &["--reload-pidfile", pidfile.to_str().unwrap()],
+    );
+    wait_pair(&target, &first);
+    cs.wait_log("hard link");
+    let log = cs.log();
+    assert!(
+        log.contains(&pidfile.display().to_string()) && log.contains("links 2"),
+        "{log}"
+    );
+    assert_eq!(
+        rec.hups(),
+        0,
+        "a hard-linked pidfile's process was signalled"
+    );
+    // The control: one link again, the next change reloads.
+    fs::remove_file(&rootd).unwrap();
+    let next = Pair::new("one-link");
+    write_pair(&src, &next);
+    wait_pair(&target, &next);
+    wait_for("a reload through a pidfile with one link", || {
+        (rec.hups() > 0).then_some(())
+    });
+    assert!(cs.terminate().success());
+}
+
 /// Defect 10: zero, negative and overflowing numbers, unsafe modes and
 /// signals are usage errors (exit 64), never a panic.
 #[test]

@@ -385,14 +385,7 @@ fn any_target_another_user_could_recreate_is_refused_at_start() {
     // The control: a volume root writable by all (an emptyDir) is a
     // mount point; a target inside it is published.
     let volume = d.path().join("volume");
-    fs::create_dir(&volume).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs"])
-        .arg(&volume)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        tools::skip("root but cannot mount a tmpfs (the volume-root control)");
+    if !mount_tmpfs(&volume, "0777") {
         return;
     }
     let target = volume.join("web");
@@ -572,13 +565,46 @@ fn a_root_only_file_hard_linked_into_a_users_source_is_refused() {
     let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
     assert_ne!(code, 0, "{err}");
     assert!(
-        err.contains(&src.join("tls.key").display().to_string()) && err.contains("hard link"),
+        err.contains(&src.join("tls.key").display().to_string()) && err.contains("could not read"),
         "{err}"
     );
     assert!(
         fs::symlink_metadata(target.join("tls.key")).is_err(),
         "root's key published"
     );
+    // Second review (A1, A10): root replaces its own file by rename
+    // (kubeadm-style rotation, any write-then-rename tool): the user's
+    // link is now the inode's only one. Still root's file in the user's
+    // directory, which the user could not read: refused, whatever the
+    // link count, also with files=all.
+    fs::write(secret.join("tls.key.new"), b"rotated").unwrap();
+    fs::rename(secret.join("tls.key.new"), secret.join("tls.key")).unwrap();
+    for sync in [
+        sync.clone(),
+        format!(
+            "dir:{}={},files=all,allow-non-pem",
+            src.display(),
+            target.display()
+        ),
+    ] {
+        let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+        assert_ne!(code, 0, "{sync}: {err}");
+        assert!(
+            err.contains(&src.join("tls.key").display().to_string())
+                && err.contains("uid 0")
+                && err.contains("could not read"),
+            "{sync}: {err}"
+        );
+        assert!(
+            fs::symlink_metadata(target.join("tls.key")).is_err(),
+            "{sync}: root's key published with one link"
+        );
+    }
+    // A root file everyone may read gives the user nothing: published.
+    fs::set_permissions(src.join("tls.key"), fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_eq!(code, 0, "a root file others may read: {err}");
+    fs::remove_dir_all(&target).unwrap();
     // The control: the user's own key, hard-linked by them (a backup).
     fs::remove_file(src.join("tls.key")).unwrap();
     fs::copy(certs.join("tls.key"), src.join("tls.key")).unwrap();
@@ -619,9 +645,345 @@ fn a_root_only_file_hard_linked_below_a_root_source_is_refused() {
     let sync = format!("dir:{}={}", src.display(), target.display());
     let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
     assert_ne!(code, 0, "{err}");
-    assert!(err.contains("hard link"), "{err}");
+    assert!(
+        err.contains(&src.join("tls.key").display().to_string()) && err.contains("could not read"),
+        "{err}"
+    );
     assert!(
         fs::symlink_metadata(target.join("tls.key")).is_err(),
         "root's key published"
     );
+    // Second review: root removes its own name; the link in the user's
+    // subdirectory is the only one left. Still refused.
+    fs::remove_file(secret.join("tls.key")).unwrap();
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_ne!(code, 0, "one link left: {err}");
+    assert!(err.contains("could not read"), "{err}");
+    assert!(
+        fs::symlink_metadata(target.join("tls.key")).is_err(),
+        "root's key published with one link"
+    );
+    // The control: the user's own key in their subdirectory is published
+    // (root linked through it on purpose).
+    fs::remove_file(src.join("user/tls.key")).unwrap();
+    fs::copy(certs.join("tls.key"), src.join("user/tls.key")).unwrap();
+    chown(&src.join("user/tls.key"), USER);
+    let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Finding 6 of the second attacker review of issue 33 (A1b): a root-owned
+/// source other users may write (0777, 1777, 0770 with their group): a
+/// root key hard-linked in has the directory's owner, and was published.
+/// Such a source has more writers than one user, so no owner can vouch for
+/// what is in it: refused at start (exit 64), naming it.
+#[test]
+fn a_source_others_may_write_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
+    for (i, mode) in [0o777, 0o1777, 0o770].into_iter().enumerate() {
+        let src = d.path().join(format!("src{i}"));
+        fs::create_dir(&src).unwrap();
+        for f in ["tls.crt", "tls.key"] {
+            fs::copy(certs.join(f), src.join(f)).unwrap();
+        }
+        std::os::unix::fs::chown(&src, Some(0), Some(USER)).unwrap();
+        fs::set_permissions(&src, fs::Permissions::from_mode(mode)).unwrap();
+        let target = d.path().join(format!("t{i}"));
+        let sync = format!("dir:{}={}", src.display(), target.display());
+        assert_refused_at_start(&sync, &format!("source {}", src.display()), &target);
+    }
+}
+
+/// Mounts a tmpfs at `dir` with `mode` (as root); `false`, having said
+/// why, when the machine does not let it.
+fn mount_tmpfs(dir: &Path, mode: &str) -> bool {
+    fs::create_dir_all(dir).unwrap();
+    let ok = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size=1m,mode={mode}"),
+            "tmpfs",
+        ])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        tools::skip("root but cannot mount a tmpfs (a volume root)");
+    }
+    ok
+}
+
+/// Finding 1 of the second attacker review of issue 33 (A3, A3c, P3,
+/// P3b): the volume-root exception let a `dir:` source, or a pidfile's
+/// directory, sit inside a mount point other users may write (an
+/// emptyDir-style 0777 volume, an fsGroup-style root:group 2775 one).
+/// Whoever writes the volume renames the source (or the pidfile's
+/// directory) and puts a link to a root-only directory in its place. Both
+/// are refused at start (exit 64), naming the path, mount point or not.
+#[test]
+fn a_source_or_pidfile_inside_a_writable_volume_root_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/certs");
+    for (i, mode) in ["0777", "2775"].into_iter().enumerate() {
+        let vol = d.path().join(format!("vol{i}"));
+        if !mount_tmpfs(&vol, mode) {
+            return;
+        }
+        std::os::unix::fs::chown(&vol, Some(0), Some(USER)).unwrap();
+        let src = vol.join("src");
+        fs::create_dir(&src).unwrap();
+        for f in ["tls.crt", "tls.key"] {
+            fs::copy(certs.join(f), src.join(f)).unwrap();
+            chown(&src.join(f), USER);
+        }
+        chown(&src, USER);
+        let app = vol.join("app");
+        fs::create_dir(&app).unwrap();
+        chown(&app, USER);
+        let target = d.path().join(format!("t{i}"));
+        let sync = format!("dir:{}={}", src.display(), target.display());
+        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+        let pidfile = app.join("app.pid");
+        let good = format!("dir:{}={}", certs.display(), target.display());
+        let (pcode, perr) = run_bounded(&[
+            "run",
+            "--once",
+            "--sync",
+            &good,
+            "--reload-pidfile",
+            pidfile.to_str().unwrap(),
+        ]);
+        let _ = Command::new("umount").arg(&vol).status();
+        assert_eq!(code, 64, "{mode}: {err}");
+        assert!(
+            err.contains(&format!("source {}", src.display()))
+                && err.contains("may be changed by another user"),
+            "{mode}: {err}"
+        );
+        assert!(!target.join("tls.key").exists(), "{mode}: published");
+        assert_eq!(pcode, 64, "{mode}: {perr}");
+        assert!(
+            perr.contains("--reload-pidfile") && perr.contains("may be changed by another user"),
+            "{mode}: {perr}"
+        );
+    }
+}
+
+/// Finding 4 of the second attacker review of issue 33 (T1): the bearer
+/// token file was read by path on every reload, following symlinks and
+/// hard links, its path never checked: the consumer put a link to a
+/// root-only token in its own directory, and the next reload sent root's
+/// token to the consumer's server. The token file is now held to the CA
+/// files' rule at start (exit 64, naming it): owned by root (or
+/// certsync's user), not writable by group or others, one link, and every
+/// directory above it (as written and where a symlink leads) root's.
+#[test]
+fn a_bearer_token_file_another_user_may_change_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let (_, user) = sticky_and_user(d.path());
+    let root_only = d.path().join("root-only");
+    fs::create_dir(&root_only).unwrap();
+    fs::set_permissions(&root_only, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(root_only.join("token"), SECRET).unwrap();
+    fs::set_permissions(root_only.join("token"), fs::Permissions::from_mode(0o600)).unwrap();
+    let root_dir = d.path().join("root-dir");
+    fs::create_dir(&root_dir).unwrap();
+    // A symlink in the user's directory; a hard link in root's; a file of
+    // the user's in root's directory; root's own file, mode 0666.
+    symlink(root_only.join("token"), user.join("token")).unwrap();
+    fs::hard_link(root_only.join("token"), root_dir.join("linked")).unwrap();
+    fs::write(root_dir.join("users"), b"t").unwrap();
+    chown(&root_dir.join("users"), USER);
+    fs::write(root_dir.join("open"), b"t").unwrap();
+    fs::set_permissions(root_dir.join("open"), fs::Permissions::from_mode(0o666)).unwrap();
+    let target = d.path().join("t");
+    let sync = format!(
+        "dir:{}/examples/certs={}",
+        env!("CARGO_MANIFEST_DIR"),
+        target.display()
+    );
+    let run = |token: &Path| {
+        run_bounded(&[
+            "run",
+            "--once",
+            "--sync",
+            &sync,
+            "--reload-url",
+            "http://127.0.0.1:1/-/reload",
+            "--reload-bearer-token-file",
+            token.to_str().unwrap(),
+        ])
+    };
+    for (token, want) in [
+        (user.join("token"), "may be changed by another user"),
+        (root_dir.join("linked"), "links 2"),
+        (root_dir.join("users"), "may be changed by another user"),
+        (root_dir.join("open"), "may be changed by another user"),
+    ] {
+        let (code, err) = run(&token);
+        assert_eq!(code, 64, "{}: {err}", token.display());
+        assert!(
+            err.contains(&token.display().to_string()) && err.contains(want),
+            "{}: {err}",
+            token.display()
+        );
+    }
+    // The control: root's own token in root's directory, through a link
+    // root made there (as a Secret volume's `..data` links).
+    fs::write(root_dir.join("own"), b"t").unwrap();
+    fs::set_permissions(root_dir.join("own"), fs::Permissions::from_mode(0o600)).unwrap();
+    symlink("own", root_dir.join("via-link")).unwrap();
+    let (code, err) = run(&root_dir.join("via-link"));
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Finding 5 of the second attacker review of issue 33 (F1, F2): a config
+/// file or kubeconfig another user may change was read as long as the
+/// config had no `ca:` mapping. F1: the user rewrote `--config` to map a
+/// root-only directory to a target they read; F2: the user's kubeconfig
+/// named a root-only `tokenFile` and the user's server, and certsync sent
+/// the token. As root, `--config`, every kubeconfig and every file a
+/// kubeconfig names must be root's (or certsync's user's), not writable
+/// by group or others, in directories only root may change: refused at
+/// start, naming the path.
+#[test]
+fn a_config_or_kubeconfig_another_user_may_change_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let (_, user) = sticky_and_user(d.path());
+    let target = d.path().join("t");
+    let certs = format!("{}/examples/certs", env!("CARGO_MANIFEST_DIR"));
+    // F1: the user's config file, in the user's directory and in root's.
+    let root_dir = d.path().join("root-dir");
+    fs::create_dir(&root_dir).unwrap();
+    for dir in [&user, &root_dir] {
+        let config = dir.join("certsync.yaml");
+        fs::write(
+            &config,
+            format!(
+                "mappings:\n  - source: dir:{certs}\n    target: {}\n",
+                target.display()
+            ),
+        )
+        .unwrap();
+        chown(&config, USER);
+        let (code, err) = run_bounded(&["run", "--once", "--config", config.to_str().unwrap()]);
+        assert_ne!(code, 0, "{}: {err}", config.display());
+        assert!(
+            err.contains(&config.display().to_string())
+                && err.contains("may be changed by another user"),
+            "{}: {err}",
+            config.display()
+        );
+        assert!(!target.join("tls.crt").exists(), "published");
+    }
+    // The control: the documented sidecar layout, the config in a
+    // ConfigMap volume (kubelet: root's files behind `..data` links, the
+    // volume's root 0777 on a read-only mount) is read.
+    let vol = d.path().join("configmap");
+    if !mount_tmpfs(&vol, "0777") {
+        return;
+    }
+    let data = vol.join("..2026_11_24_23_00_00.1");
+    fs::create_dir(&data).unwrap();
+    fs::write(
+        data.join("certsync.yaml"),
+        format!(
+            "mappings:\n  - source: dir:{certs}\n    target: {}\n",
+            target.display()
+        ),
+    )
+    .unwrap();
+    symlink("..2026_11_24_23_00_00.1", vol.join("..data")).unwrap();
+    symlink("..data/certsync.yaml", vol.join("certsync.yaml")).unwrap();
+    let remounted = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&vol)
+        .status()
+        .is_ok_and(|s| s.success());
+    let config = vol.join("certsync.yaml");
+    let (code, err) = run_bounded(&["run", "--once", "--config", config.to_str().unwrap()]);
+    let _ = Command::new("umount").arg(&vol).status();
+    assert!(remounted, "cannot remount the volume read-only");
+    assert_eq!(code, 0, "a config in a ConfigMap volume: {err}");
+    fs::remove_dir_all(&target).unwrap();
+    // F2: a kubeconfig of the user's, and root's kubeconfig naming a
+    // token file in the user's directory.
+    let token = user.join("token");
+    fs::write(&token, "t").unwrap();
+    chown(&token, USER);
+    let kubeconfig = |token_file: &Path| {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n\
+             users:\n- name: u\n  user:\n    tokenFile: {}\n\
+             contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n",
+            token_file.display()
+        )
+    };
+    let users_kc = user.join("kubeconfig");
+    fs::write(&users_kc, kubeconfig(&root_dir.join("none"))).unwrap();
+    chown(&users_kc, USER);
+    let roots_kc = root_dir.join("kubeconfig");
+    fs::write(&roots_kc, kubeconfig(&token)).unwrap();
+    for (kc, named) in [(&users_kc, &users_kc), (&roots_kc, &token)] {
+        let (code, err) = run_bounded(&[
+            "run",
+            "--once",
+            "--once-timeout",
+            "5s",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--sync",
+            &format!("secret:default/x={}", target.display()),
+        ]);
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains(&named.display().to_string())
+                && err.contains("may be changed by another user"),
+            "{}: {err}",
+            kc.display()
+        );
+    }
+}
+
+/// Finding 9 of the second attacker review of issue 33 (R2): `rollback`
+/// run as root on a target a user owns restored what the user had put in
+/// its history (root's key hard-linked there) as a root 0600 file in the
+/// user's directory. As for `run`, `rollback` and `revisions` refuse a
+/// target another user owns or may re-create, naming it.
+#[test]
+fn rollback_and_revisions_refuse_a_target_another_user_may_change() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let src = d.path().join("src");
+    let target = d.path().join("t");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    for name in ["one", "two"] {
+        write_pair(&src, &support::certs::Pair::new(name));
+        let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let t = target.to_str().unwrap();
+    let (code, _, err) = support::run_bounded(&["revisions", t], d.path());
+    assert_eq!(code, 0, "root's target: {err}");
+    chown(&target, USER);
+    for cmd in ["revisions", "rollback"] {
+        let (code, out, err) = support::run_bounded(&[cmd, t], d.path());
+        assert_ne!(code, 0, "{cmd}: {out}{err}");
+        assert!(
+            err.contains(t) && err.contains("may be changed by another user"),
+            "{cmd}: {err}"
+        );
+    }
 }

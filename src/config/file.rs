@@ -282,10 +282,12 @@ const CONFIG_LIMIT: u64 = 4 << 20;
 
 /// Reads the config file as any file certsync is handed: a regular file
 /// (judged on the opened descriptor, so a FIFO or device never hangs or
-/// floods certsync), at most [`CONFIG_LIMIT`] bytes, UTF-8. The problem, in
+/// floods certsync), at most [`CONFIG_LIMIT`] bytes, UTF-8; as root, one
+/// only root may change ([`crate::files::read_steering`]). The problem, in
 /// words, without the path.
 fn read_file(path: &Path) -> Result<String, String> {
-    crate::files::read_text(path, CONFIG_LIMIT).map_err(|e| e.problem())
+    let bytes = crate::files::read_steering(path, CONFIG_LIMIT)?;
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into())
 }
 
 pub(crate) fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {

@@ -265,7 +265,8 @@ impl Config {
     }
 }
 
-/// The directories above a pidfile's own (which may be the consumer's):
+/// The directories above a pidfile's own (which may be the consumer's), a
+/// volume's root included:
 /// otherwise the consumer's user may replace its directory with a link to
 /// a root-owned one whose root-owned pidfile names a root process, which
 /// the pidfile's owner check then accepts ([`above_guarded`]).
@@ -285,26 +286,56 @@ fn pidfile_dir_guarded(pidfile: &std::path::Path) -> Result<(), String> {
 /// A `dir:` source may be its user's own, but not the directories above
 /// it: whoever may rename its entry could put a link to a root-only
 /// directory in its place, and certsync, which finds the source by its
-/// path at every read, would publish what is beneath ([`above_guarded`]).
+/// path at every read, would publish what is beneath ([`above_guarded`],
+/// a volume's root included).
 fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Dir(dir) = &m.source else {
         return Ok(());
     };
-    above_guarded(dir).map_err(|problem| ConfigError::Mapping {
+    let err = |problem: String| ConfigError::Mapping {
         mapping: m.name.clone(),
-        problem: format!(
+        problem,
+    };
+    above_guarded(dir).map_err(|problem| {
+        err(format!(
             "source {}: {problem}, who could replace the source directory with a link to \
              another and have certsync publish what is there; keep it in a directory \
              under root's",
             dir.display()
-        ),
-    })
+        ))
+    })?;
+    // The source itself: one writer, its owner (or root). A directory
+    // group or others may write has several, and a file one of them
+    // linked in (root's key, 0600) would be owned by whom the directory's
+    // owner trusts. Not there yet: judged when it appears (every read
+    // refuses what its writers could not read).
+    use std::os::unix::fs::MetadataExt as _;
+    if let Ok(open) = std::fs::File::open(dir)
+        && let Ok(meta) = open.metadata()
+        && meta.is_dir()
+        && crate::files::others_may_write(meta.mode(), &open)
+    {
+        return Err(err(format!(
+            "source {}: owner {}, mode {:04o}: may be changed by another user (group or \
+             others may write it), any of whom could link in a file the others could not \
+             read and have certsync publish it; make it writable by its owner only",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 /// Every directory above `dir`, as written and where its symlinks lead,
-/// can be changed by root (or certsync's user) only, or is a volume's root
-/// ([`crate::files::no_other_user_may_recreate`]); `dir` itself is not
-/// judged: it may belong to the user who writes in it.
+/// can be changed by root (or certsync's user) only
+/// ([`crate::files::only_root_may_change`]); `dir` itself is not judged:
+/// it may belong to the user who writes in it. No exception for a volume's
+/// root here (as there is for targets): whoever may write a mount point's
+/// directory may rename what is in it, and a source or a pidfile's
+/// directory swapped for a link leads certsync to root's files or
+/// processes. A volume shared this way is named as the source itself
+/// (`dir:/shared`): a mount point cannot be renamed.
 fn above_guarded(dir: &std::path::Path) -> Result<(), String> {
     let real = std::fs::canonicalize(dir).ok();
     [Some(dir), real.as_deref()]
@@ -312,7 +343,7 @@ fn above_guarded(dir: &std::path::Path) -> Result<(), String> {
         .flatten()
         .filter_map(std::path::Path::parent)
         .filter(|p| !p.as_os_str().is_empty())
-        .try_for_each(crate::files::no_other_user_may_recreate)
+        .try_for_each(crate::files::only_root_may_change)
 }
 
 /// Every other target: no directory on the way that another user could

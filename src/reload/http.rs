@@ -27,6 +27,8 @@ pub enum HttpError {
     Header { header: String },
     #[error("reload CA file {path}: {problem}")]
     CaFile { path: PathBuf, problem: String },
+    #[error("--reload-bearer-token-file: {0}")]
+    TokenFile(String),
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
     #[error("{hook}: gave up after {attempts} attempts; last: {last}")]
@@ -153,6 +155,11 @@ impl HttpHook {
         if hook.ca_file.is_none() {
             hook.client = Some(hook.build_client()?);
         }
+        // Judged at start too, so a token file another user may change is
+        // refused before anything is published, naming it.
+        if let Some(path) = &hook.bearer_token_file {
+            bearer_token(path).map_err(HttpError::TokenFile)?;
+        }
         Ok(hook)
     }
 
@@ -253,16 +260,7 @@ impl HttpHook {
             req = req.header(AUTHORIZATION, basic);
         }
         if let Some(path) = &self.bearer_token_file {
-            let token = crate::files::read_text(path, crate::files::SMALL_FILE)
-                .map_err(|e| format!("bearer token file {e}"))?;
-            let value =
-                HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
-                    format!(
-                        "bearer token file {}: not a valid header value",
-                        path.display()
-                    )
-                })?;
-            req = req.header(AUTHORIZATION, value);
+            req = req.header(AUTHORIZATION, bearer_token(path)?);
         }
         let req = req.body(Empty::new()).map_err(|e| e.to_string())?;
         let resp = client
@@ -287,6 +285,23 @@ impl HttpHook {
 
 /// `uri` without its `user:password@`, and that userinfo as an
 /// `Authorization: Basic` value (percent-decoded, as in RFC 3986).
+/// The bearer token, read on every call (a rotated token is picked up)
+/// through [`crate::files::read_owned`]: the token goes to whatever the
+/// URL names, so a file another user may change (or link to root's
+/// token) would hand them root's secret.
+fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, String> {
+    let token = crate::files::read_owned(path, crate::files::SMALL_FILE)
+        .map_err(|e| format!("bearer token file {}: {e}", path.display()))?;
+    let token = String::from_utf8(token)
+        .map_err(|_| format!("bearer token file {}: not UTF-8 text", path.display()))?;
+    HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
+        format!(
+            "bearer token file {}: not a valid header value",
+            path.display()
+        )
+    })
+}
+
 fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), String> {
     let Some(authority) = uri.authority() else {
         return Ok((uri.clone(), None));

@@ -323,7 +323,7 @@ pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, PidError> {
 const START_TOLERANCE_SECS: f64 = 1.0;
 
 /// The process a pidfile names, checked: the pidfile is a regular file
-/// (not followed if a symlink), a PID (not 1), not certsync or one of its
+/// (not followed if a symlink) with one link, a PID (not 1), not certsync or one of its
 /// ancestors, alive, running as the pidfile's owner, named `name` if given,
 /// and started before the pidfile was last written.
 fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, PidError> {
@@ -364,6 +364,21 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, Pi
             format!(
                 "is {}, not a regular file",
                 crate::files::kind_of(meta.file_type())
+            ),
+        ));
+    }
+    // A hard link says nothing of who made it: with
+    // fs.protected_hardlinks=0 the consumer may link a root-owned pidfile
+    // naming a root process into its own directory, and the owner check
+    // below would pass. A pidfile is written by its process, one name.
+    if meta.nlink() > 1 {
+        return Err(refused(
+            Refusal::Pidfile,
+            format!(
+                "is a hard link (links {}) to a file that has another name; whoever can \
+                 write its directory may have linked another user's pidfile there; a pidfile \
+                 must have one link",
+                meta.nlink()
             ),
         ));
     }

@@ -334,13 +334,15 @@ fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, Stri
             path: path.display().to_string(),
             message,
         };
-        let text = match crate::files::read_text(path, KUBECONFIG_LIMIT) {
+        let text = match crate::files::read_steering(path, KUBECONFIG_LIMIT)
+            .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".into()))
+        {
             Ok(text) => text,
             Err(e) if listed && !path.exists() => {
-                tracing::debug!(path = %path.display(), error = %e.problem(), "KUBECONFIG path skipped: no such file");
+                tracing::debug!(path = %path.display(), error = %e, "KUBECONFIG path skipped: no such file");
                 continue;
             }
-            Err(e) => return Err(err(e.problem().to_string())),
+            Err(e) => return Err(err(e)),
         };
         let mut kc = parse_kubeconfig(&text).map_err(err)?;
         if let Some(dir) = path.parent() {
@@ -361,7 +363,8 @@ fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, Stri
 
 /// The CA, client certificate and client key files a kubeconfig names,
 /// read as every file certsync is handed (a regular file, judged on the
-/// opened descriptor, size-capped: [`crate::files`]) and put inline, so
+/// opened descriptor, size-capped; as root, one only root may change:
+/// [`crate::files::read_steering`]) and put inline, so
 /// kube never opens them itself (its read follows any FIFO or device, and
 /// has no cap). Token files stay files, as kube re-reads them as they
 /// rotate, but are checked the same way at start, so a FIFO or a device
@@ -371,9 +374,9 @@ fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
     let read = |path: &Option<String>| -> Result<Option<String>, String> {
         path.as_deref()
             .map(|p| {
-                crate::files::read_regular(std::path::Path::new(p), KUBECONFIG_LIMIT)
+                crate::files::read_steering(std::path::Path::new(p), KUBECONFIG_LIMIT)
                     .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| format!("{p}: {e}"))
             })
             .transpose()
     };
@@ -397,8 +400,8 @@ fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
         }
         user.client_key = None;
         if let Some(token_file) = &user.token_file {
-            crate::files::read_regular(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
-                .map_err(|e| e.to_string())?;
+            crate::files::read_steering(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
+                .map_err(|e| format!("{token_file}: {e}"))?;
         }
     }
     Ok(())

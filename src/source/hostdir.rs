@@ -14,8 +14,9 @@
 //! beneath a handle on the source directory (cap-std: `openat2` with
 //! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`), so a directory swapped in
 //! between two reads cannot lead outside it, and checked on the opened
-//! descriptor (regular file, size cap, not another owner's file hard-linked
-//! in), never re-opened by name. A name that
+//! descriptor (regular file, size cap, readable by every user who may
+//! change the directories on its way: see [`Beneath::open_name`]), never
+//! re-opened by name. A name that
 //! resolves outside the source directory, or into a loop, is refused; no
 //! file larger than the bundle limit is read into memory.
 
@@ -23,6 +24,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+use cap_fs_ext::{DirExt as _, FollowSymlinks, OpenOptionsFollowExt as _};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
 use nix::fcntl::OFlag;
 use rustls_pki_types::pem::SectionKind;
@@ -54,16 +56,18 @@ pub enum HostDirError {
     #[error("{path}: not a regular file (a FIFO, device or directory); refusing to read it")]
     NotAFile { path: PathBuf },
     #[error(
-        "{path}: a hard link (links {links}) to a file of uid {owner}; a file with several \
-         links is read only when the source directory's owner owns it (uid {dir_owner}) and \
-         certsync does not: anyone with a directory in the source could have linked it there \
-         (copy the file instead); refusing to read it"
+        "{path}: a file of uid {owner} (mode {mode:04o}) in a source {writers}, who could not \
+         read it themselves: certsync publishes from a source only what the users who may \
+         change it could read (they may have hard-linked it there, and a link stays when its \
+         other names are renamed away); give the file to the directory's owner, or copy it \
+         into a directory only root may change; refusing to read it"
     )]
-    HardLink {
+    Unreadable {
         path: PathBuf,
-        links: u64,
         owner: u32,
-        dir_owner: u32,
+        mode: u32,
+        /// Who may change the source, in words.
+        writers: String,
     },
     #[error("{path}: larger than the {limit}-byte limit")]
     TooLarge { path: PathBuf, limit: usize },
@@ -283,9 +287,6 @@ const MAX_HOPS: usize = 40;
 /// inside it may use for it.
 struct Beneath {
     dir: Dir,
-    /// The directory's owner, read through the handle: a file with several
-    /// links that someone else owns may be another user's file linked in.
-    owner: u32,
     /// The directory as configured and as resolved.
     prefixes: Vec<PathBuf>,
 }
@@ -302,23 +303,13 @@ impl Beneath {
                 }
             }
         })?;
-        let owner = cap_std::fs::MetadataExt::uid(&dir.dir_metadata().map_err(|source| {
-            HostDirError::Dir {
-                path: path.into(),
-                source,
-            }
-        })?);
         let mut prefixes = vec![path.to_owned()];
         if let Ok(real) = std::fs::canonicalize(path)
             && real != path
         {
             prefixes.push(real);
         }
-        Ok(Self {
-            dir,
-            owner,
-            prefixes,
-        })
+        Ok(Self { dir, prefixes })
     }
 
     /// Reads `name` (shown as `path`) if it exists and is a regular file.
@@ -345,11 +336,32 @@ impl Beneath {
         let Some(rel) = self.resolve(name, path)? else {
             return Ok(None);
         };
+        // The directories on the way are opened one by one, never
+        // following a link (the walk above rewrote the ones seen), and
+        // judged on their handles; the file is opened in the last one.
+        let mut writers = Writers::default();
+        writers.note(&self.dir, path)?;
+        let (ways, last) = match (rel.parent(), rel.file_name()) {
+            (Some(parent), Some(last)) => (parent, last),
+            // The source directory itself (a link to `.`).
+            _ => return Ok(Some(Opened::Dir)),
+        };
+        let mut held: Option<Dir> = None;
+        for c in ways.components() {
+            let from = held.as_ref().unwrap_or(&self.dir);
+            let next = match from.open_dir_nofollow(c) {
+                Ok(d) => d,
+                Err(e) => return self.open_error(e, path).map(|()| None),
+            };
+            writers.note(&next, path)?;
+            held = Some(next);
+        }
         let mut options = OpenOptions::new();
         options
             .read(true)
+            .follow(FollowSymlinks::No)
             .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits());
-        let file = match self.dir.open_with(&rel, &options) {
+        let file = match held.as_ref().unwrap_or(&self.dir).open_with(last, &options) {
             Ok(f) => f.into_std(),
             Err(e) => return self.open_error(e, path).map(|()| None),
         };
@@ -361,24 +373,7 @@ impl Beneath {
         if t.is_dir() {
             Ok(Some(Opened::Dir))
         } else if t.is_file() {
-            // With fs.protected_hardlinks=0 (the kernel's default) a user
-            // may link a file they cannot read (root's key) into a directory
-            // they own; certsync, reading as root, would publish it.
-            // A link's owner is the file's, not who made it: a file of
-            // certsync's own user (root's key) is refused even in a source
-            // that user owns, since a link below it may lead into a
-            // directory someone else may write.
-            use std::os::unix::fs::MetadataExt as _;
-            if meta.nlink() > 1
-                && (meta.uid() != self.owner || meta.uid() == nix::unistd::geteuid().as_raw())
-            {
-                return Err(HostDirError::HardLink {
-                    path: path.into(),
-                    links: meta.nlink(),
-                    owner: meta.uid(),
-                    dir_owner: self.owner,
-                });
-            }
+            writers.may_read(&meta, path)?;
             Ok(Some(Opened::File(file)))
         } else {
             Err(HostDirError::NotAFile { path: path.into() })
@@ -467,6 +462,70 @@ impl Beneath {
             }
         }
         Ok(Some(done))
+    }
+}
+
+/// Who may change the directories on a file's way from the source
+/// directory (itself included), for the rule that certsync publishes from
+/// a source only what those users could read themselves. With
+/// `fs.protected_hardlinks=0` (the kernel's default) a user may hard-link
+/// a file they cannot read (root's key) into a directory they own; once
+/// root renames its own name away, the link count is back to 1, so no
+/// link count tells who made the link. Root (and certsync's own user)
+/// adds no constraint: it may read everything anyway.
+///
+/// Why not read as the directory's owner (`setfsuid`, so the kernel
+/// checks): the thread keeps root's supplementary groups (setgroups is
+/// process-wide through glibc), so a root-group file would still be read.
+#[derive(Default)]
+struct Writers {
+    /// Owners of directories on the way other than root and certsync's user.
+    users: Vec<u32>,
+    /// A directory on the way that group or others may write, if any.
+    open: Option<u32>,
+}
+
+impl Writers {
+    fn note(&mut self, dir: &Dir, path: &Path) -> Result<(), HostDirError> {
+        use cap_std::fs::MetadataExt as _;
+        let m = dir.dir_metadata().map_err(|source| HostDirError::Read {
+            path: path.into(),
+            source,
+        })?;
+        if crate::files::others_may_write(m.mode(), dir) {
+            self.open.get_or_insert(m.uid());
+        }
+        let me = nix::unistd::geteuid().as_raw();
+        if m.uid() != 0 && m.uid() != me && !self.users.contains(&m.uid()) {
+            self.users.push(m.uid());
+        }
+        Ok(())
+    }
+
+    /// Refuses `meta`'s file unless everyone may read it, or every user who
+    /// may change its way owns it.
+    fn may_read(&self, meta: &std::fs::Metadata, path: &Path) -> Result<(), HostDirError> {
+        use std::os::unix::fs::MetadataExt as _;
+        if meta.mode() & 0o004 != 0 {
+            return Ok(());
+        }
+        let writers = if self.open.is_some() {
+            Some("whose directories group or others may write (several users)".to_owned())
+        } else {
+            self.users
+                .iter()
+                .find(|&&u| u != meta.uid())
+                .map(|u| format!("that uid {u} may change"))
+        };
+        match writers {
+            None => Ok(()),
+            Some(writers) => Err(HostDirError::Unreadable {
+                path: path.into(),
+                owner: meta.uid(),
+                mode: meta.mode() & 0o7777,
+                writers,
+            }),
+        }
     }
 }
 
