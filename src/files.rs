@@ -282,7 +282,15 @@ pub fn no_other_user_may_recreate(path: &Path) -> Result<(), String> {
     guard(path, true, false)
 }
 
-fn guard(path: &Path, volume_roots: bool, read_only_mounts: bool) -> Result<(), String> {
+///
+/// `reading`: the path is read now, by [`read_owned`], and judged again at
+/// each read. Then a read-only mount counts as not writable, and so does a
+/// root-owned sticky directory (/tmp): others may not rename or remove
+/// root's entries in it, and an entry a user made again after a cleaner
+/// removed root's is that user's, refused when the entry itself is judged.
+/// A write-time target has no such second look, so for it both stay
+/// refused.
+fn guard(path: &Path, volume_roots: bool, reading: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
     let euid = nix::unistd::geteuid().as_raw();
     let mounts = if volume_roots {
@@ -291,12 +299,28 @@ fn guard(path: &Path, volume_roots: bool, read_only_mounts: bool) -> Result<(), 
         Vec::new()
     };
     let judge = |p: &Path| -> Result<(), String> {
+        // A symlink on the way is judged by its own owner too: one a user
+        // made in a sticky directory may lead to a root file of their
+        // choosing.
+        if let Ok(l) = std::fs::symlink_metadata(p)
+            && l.file_type().is_symlink()
+            && l.uid() != 0
+            && l.uid() != euid
+        {
+            return Err(format!(
+                "{} (a symlink of uid {}) may be changed by another user",
+                p.display(),
+                l.uid()
+            ));
+        }
         let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let owner_ok = m.uid() == 0 || m.uid() == euid;
         let volume_root = m.uid() == 0
             && m.mode() & 0o1000 == 0
             && std::fs::canonicalize(p).is_ok_and(|c| mounts.contains(&c));
-        let writable = m.mode() & 0o022 != 0 && !(read_only_mounts && on_read_only_mount(p));
+        let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0 && p != path;
+        let writable =
+            m.mode() & 0o022 != 0 && !(reading && (sticky_root || on_read_only_mount(p)));
         if !owner_ok || (writable && !volume_root) {
             return Err(format!(
                 "{} (owner {}, mode {:04o}) may be changed by another user",
@@ -417,6 +441,42 @@ mod guard_tests {
         std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let e = only_root_may_change(&sticky.join("root-made/t")).unwrap_err();
         assert!(e.contains("mode 1777") && e.contains("sticky"), "{e}");
+    }
+
+    /// A file read now and judged again at each read (a kubeconfig in
+    /// `mktemp -d /tmp/...`) may sit below a root-owned sticky directory:
+    /// others cannot rename root's entries there. An entry of another
+    /// user's below it, or their symlink, is still refused.
+    #[test]
+    fn a_read_may_pass_a_sticky_directory_through_roots_entries_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            return; // needs root to make another user's entries
+        }
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let sticky = d.path().join("sticky");
+        std::fs::create_dir_all(sticky.join("root-made")).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let file = sticky.join("root-made/kubeconfig");
+        std::fs::write(&file, b"x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(super::read_owned(&file, 10).unwrap(), b"x");
+        // Not for a target, which is written with no second look.
+        assert!(only_root_may_change(&file).is_err());
+
+        let user = sticky.join("user-made");
+        std::fs::create_dir(&user).unwrap();
+        std::os::unix::fs::lchown(&user, Some(65534), Some(65534)).unwrap();
+        std::fs::write(user.join("kubeconfig"), b"x").unwrap();
+        let e = super::read_owned(&user.join("kubeconfig"), 10).unwrap_err();
+        assert!(e.contains("owner 65534"), "{e}");
+
+        let link = sticky.join("link");
+        std::os::unix::fs::symlink(sticky.join("root-made"), &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        let e = super::read_owned(&link.join("kubeconfig"), 10).unwrap_err();
+        assert!(e.contains("a symlink of uid 65534"), "{e}");
     }
 }
 
