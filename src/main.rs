@@ -79,6 +79,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Kubeadm(c) => match kubeadm(c) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("certsync: {}", certsync::error_chain(e.as_ref()));
+                ExitCode::FAILURE
+            }
+        },
         Command::Run(args) if args.print_config => {
             match certsync::config::print_config(&args, &effective) {
                 Ok(text) => {
@@ -335,6 +345,37 @@ async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `certsync kubeadm adopt|revert`: what it printed.
+#[tokio::main(flavor = "current_thread")]
+async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
+    use certsync::cli::{KubeadmCommand, PlanOutput};
+    use certsync::kubeadm::Options;
+    Ok(match c {
+        KubeadmCommand::Adopt(a) => {
+            let opts = Options {
+                dir: a.kubeadm_dir,
+                dry_run: a.dry_run,
+                set: a.set,
+                image: a.image,
+                json: a.output == PlanOutput::Json,
+                purge: false,
+            };
+            Box::pin(certsync::kubeadm::adopt(&opts)).await?
+        }
+        KubeadmCommand::Revert(a) => {
+            let opts = Options {
+                dir: a.kubeadm_dir,
+                dry_run: false,
+                set: Vec::new(),
+                image: String::new(),
+                json: false,
+                purge: a.purge,
+            };
+            certsync::kubeadm::revert(&opts).await?
+        }
+    })
 }
 
 /// A refused combination of flags: said, and the usage exit code.

@@ -60,6 +60,7 @@ mod rollback;
 mod tests;
 
 use history::*;
+pub use revision::replace_file;
 use revision::*;
 use rollback::*;
 

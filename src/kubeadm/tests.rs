@@ -1,0 +1,1 @@
+//! Unit tests on fixtures copied from a kubeadm v1.36.2 node.
