@@ -164,20 +164,33 @@ impl Manifest {
             .find_map(|a| a.as_str()?.strip_prefix(&prefix).map(str::to_owned))
     }
 
-    /// Sets `--flag=value` in place of the existing one (or, missing,
-    /// where kubeadm's sorted order puts it). Returns whether it changed.
+    /// Sets `--flag=value` as kubeadm v1.36 does for an `extraArgs` entry:
+    /// its own flag of that name taken out, the extra argument appended
+    /// after kubeadm's sorted ones, in the list's order (checked against
+    /// `kubeadm init phase control-plane` on a node). A flag that already
+    /// has the value stays where it is. Returns whether it changed.
     pub fn set_flag(&mut self, flag: &str, value: &str) -> bool {
         let prefix = format!("--{flag}=");
         let arg = Value::String(format!("{prefix}{value}"));
         let cmd = self.command();
-        if let Some(a) = cmd
-            .iter_mut()
-            .find(|a| a.as_str().is_some_and(|s| s.starts_with(&prefix)))
-        {
-            let changed = *a != arg;
-            *a = arg;
-            return changed;
+        if cmd.contains(&arg) {
+            return false;
         }
+        cmd.retain(|a| !a.as_str().is_some_and(|s| s.starts_with(&prefix)));
+        cmd.push(arg);
+        true
+    }
+
+    /// Puts kubeadm's own `--flag=value` back where kubeadm writes it: in
+    /// sorted order among its flags.
+    pub fn restore_flag(&mut self, flag: &str, value: &str) -> bool {
+        let prefix = format!("--{flag}=");
+        let arg = Value::String(format!("{prefix}{value}"));
+        let cmd = self.command();
+        if cmd.contains(&arg) {
+            return false;
+        }
+        cmd.retain(|a| !a.as_str().is_some_and(|s| s.starts_with(&prefix)));
         let at = cmd
             .iter()
             .skip(1)
@@ -323,7 +336,7 @@ pub fn unadopt(c: &Component, m: &mut Manifest) -> bool {
     let mut changed = false;
     for (flag, kubeadm, ours) in &c.flags {
         if m.flag(flag).as_deref() == Some(ours.as_str()) {
-            changed |= m.set_flag(flag, kubeadm);
+            changed |= m.restore_flag(flag, kubeadm);
         }
     }
     for v in &c.volumes {
