@@ -172,7 +172,7 @@ pub struct AdoptArgs {
     /// A ca: option for every mapping adopt writes: lifetime=, renew=,
     /// key-alg= or keep-key= (repeatable), e.g. --set lifetime=10m
     /// --set renew=30%-40% for a cautious first rollout.
-    #[arg(long = "set", value_name = "OPTION=VALUE", value_parser = crate::kubeadm::check_set)]
+    #[arg(long = "set", value_name = "OPTION=VALUE", value_parser = check_set)]
     pub set: Vec<(String, String)>,
     /// The certsync image for certsync's static pod (the node's kubelet
     /// pulls it), e.g. registry.example.com/platform/certsync:0.1.0.
@@ -181,6 +181,29 @@ pub struct AdoptArgs {
     /// Output format of the plan.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: PlanOutput,
+}
+
+/// `--set` options adopt accepts: how a certificate is renewed, never who
+/// it is for (that is kubeadm's template or the component's identity).
+pub const SETTABLE: [&str; 4] = ["lifetime", "renew", "key-alg", "keep-key"];
+
+/// One `kubeadm adopt --set OPTION=VALUE`, refused unless it is one of
+/// [`SETTABLE`] (the value itself is checked with the configuration).
+pub fn check_set(spec: &str) -> Result<(String, String), String> {
+    let (k, v) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("--set {spec:?}: expected OPTION=VALUE"))?;
+    if !SETTABLE.contains(&k) {
+        return Err(format!(
+            "--set {k}: adopt sets only {} on its mappings (identity options such as \
+             cn, o, dns, ip, usage or template come from kubeadm's certificates)",
+            SETTABLE.join(", ")
+        ));
+    }
+    if v.is_empty() {
+        return Err(format!("--set {k}: empty value"));
+    }
+    Ok((k.to_owned(), v.to_owned()))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     };
     // A command a person reads (a table, then what it did) logs only
     // warnings unless asked; the daemons log at info.
-    let quiet = matches!(cli.command, Command::Csr(_));
+    let quiet = matches!(cli.command, Command::Csr(_) | Command::Kubeadm(_));
     if let Err(e) = init_tracing(&cli.log, quiet) {
         eprintln!("certsync: {e:#}");
         return ExitCode::from(EXIT_USAGE as u8);

@@ -38,35 +38,13 @@ pub struct Options {
     pub dir: PathBuf,
     pub dry_run: bool,
     /// `ca:` options for every mapping (`lifetime`, `renew`, `key-alg`,
-    /// `keep-key`), checked by [`check_set`].
+    /// `keep-key`), checked by `cli::check_set`.
     pub set: Vec<(String, String)>,
     /// The certsync image the node's kubelet runs.
     pub image: String,
     pub json: bool,
     /// `revert --purge`: certsync's own files go too.
     pub purge: bool,
-}
-
-/// `--set` options adopt accepts: how a certificate is renewed, never who
-/// it is for (that is kubeadm's template or the component's identity).
-pub const SETTABLE: [&str; 4] = ["lifetime", "renew", "key-alg", "keep-key"];
-
-/// One `--set OPTION=VALUE`, refused unless it is one of [`SETTABLE`].
-pub fn check_set(spec: &str) -> Result<(String, String), String> {
-    let (k, v) = spec
-        .split_once('=')
-        .ok_or_else(|| format!("--set {spec:?}: expected OPTION=VALUE"))?;
-    if !SETTABLE.contains(&k) {
-        return Err(format!(
-            "--set {k}: adopt sets only {} on its mappings (identity options such as \
-             cn, o, dns, ip, usage or template come from kubeadm's certificates)",
-            SETTABLE.join(", ")
-        ));
-    }
-    if v.is_empty() {
-        return Err(format!("--set {k}: empty value"));
-    }
-    Ok((k.to_owned(), v.to_owned()))
 }
 
 #[derive(Debug, thiserror::Error)]

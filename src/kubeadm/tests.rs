@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::manifest::{self, Manifest};
 use super::*;
+use crate::cli::check_set;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm")
