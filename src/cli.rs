@@ -123,6 +123,8 @@ Options of csr: (see docs/guides/requesting-certificates.md):
   approval-timeout=DURATION  default 15m
   bootstrap-kubeconfig=FILE  first request with it, renewals with the issued pair
   write-kubeconfig=FILE      publish a kubeconfig that uses the pair
+  update-kubeconfig=PATH     keep PATH's current user holding the pair, embedded
+                             (admin.conf; refused unless it can be done safely)
 
 Options of ca: (see docs/guides/kubeadm-control-plane.md): cn=, o=, dns=, ip=,
 key-alg=, usage=, renew= as for csr:, and
@@ -131,6 +133,7 @@ key-alg=, usage=, renew= as for csr:, and
   lifetime=DURATION          default 365d, never past the CA's own expiry
   keep-key                   renewals keep the live key (kubeadm certs renew)
   allow-loose-ca-key         use a CA key that group or others may read
+  update-kubeconfig=PATH     as for csr: (kubeadm's admin.conf, super-admin.conf)
 
 Examples:
   certsync run --sync 'dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key'
@@ -435,7 +438,10 @@ pub struct RunArgs {
     /// `renew=` (window of the lifetime, default 70%-90%),
     /// `approval-timeout=` (default 15m), `bootstrap-kubeconfig=FILE`
     /// (first request with it, renewals with the issued pair),
-    /// `write-kubeconfig=FILE` (a kubeconfig using the pair, in the target).
+    /// `write-kubeconfig=FILE` (a kubeconfig using the pair, in the target),
+    /// `update-kubeconfig=PATH` (csr: and ca:: an existing kubeconfig, such
+    /// as admin.conf, whose current user certsync keeps holding the live
+    /// pair as embedded data).
     #[arg(
         long = "sync",
         env = "CERTSYNC_SYNC",

@@ -51,6 +51,13 @@ pub enum SyncError {
     },
     #[error("mapping {mapping}: internal task failed: {message}")]
     Task { mapping: String, message: String },
+    /// The target is published; its `update-kubeconfig=` file is not.
+    #[error("mapping {mapping}: {source}")]
+    Kubeconfig {
+        mapping: String,
+        #[source]
+        source: WriterError,
+    },
 }
 
 /// The directory source of a mapping.
@@ -224,6 +231,8 @@ pub struct Syncer {
     stale_warned: Option<u64>,
     /// Kubernetes Events on the source object (`--events`, API sources).
     events: Option<EventSink>,
+    /// The last `update-kubeconfig=` attempt failed (said once, at error).
+    kubeconfig_failing: bool,
 }
 
 impl Syncer {
@@ -272,6 +281,7 @@ impl Syncer {
             revision: None,
             stale_warned: None,
             events: None,
+            kubeconfig_failing: false,
         };
         if let Some(l) = live.filter(|l| l.problem.is_none()) {
             tracing::info!(mapping = %name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
@@ -354,7 +364,11 @@ impl Syncer {
             Ok(outcome) => {
                 self.pending = None;
                 self.last_good = Some(bundle);
-                self.last_problem = None;
+                // A kubeconfig still failing is the same problem with the
+                // new pair: said once, not again at every renewal.
+                if !self.kubeconfig_failing {
+                    self.last_problem = None;
+                }
                 Ok(matches!(outcome, Outcome::Written { .. }))
             }
             Err(e) => {
@@ -462,7 +476,8 @@ impl Syncer {
         let name = self.mapping.name.clone();
         self.metrics
             .sync(&name, if written { "written" } else { "unchanged" });
-        self.metrics.ready(&name, None);
+        let kubeconfig = self.update_kubeconfig(bundle).await;
+        self.metrics.ready(&name, kubeconfig);
         let (name, hash) = (&name, bundle.hash());
         match &outcome {
             Outcome::Written { revision, drift } => {
@@ -536,8 +551,46 @@ impl Syncer {
         tracing::warn!(mapping = %name, revision, "rollback in place: keeping it until the source content changes");
         let leaf = leaf_of_bundle(&live.bundle);
         self.record_current(revision, leaf.as_ref());
-        self.metrics.ready(&name, None);
+        let kubeconfig = self.update_kubeconfig(&live.bundle).await;
+        self.metrics.ready(&name, kubeconfig);
         self.reload_now(leaf.as_ref());
+    }
+
+    /// Makes the mapping's `update-kubeconfig=` file hold the pair of
+    /// `live` (the live revision's content), if it does not. `Some`
+    /// problem (for readiness) when it failed: the target stays published,
+    /// the failure is logged and counted, and the next repair or resync
+    /// tries again.
+    async fn update_kubeconfig(&mut self, live: &Bundle) -> Option<String> {
+        use crate::bundle::{CERT_FILE, KEY_FILE};
+        let path = self.mapping.update_kubeconfig.clone()?;
+        let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
+            return None;
+        };
+        let (cert, key, p) = (cert.to_vec(), key.to_vec(), path.clone());
+        let name = self.mapping.name.clone();
+        let result = blocking(&name, move || {
+            crate::writer::update_kubeconfig(&p, &cert, &key)
+        })
+        .await;
+        let err = match result {
+            Ok(updated) => {
+                if updated {
+                    tracing::info!(mapping = %name, kubeconfig = %path.display(), "kubeconfig now embeds the live pair");
+                }
+                if std::mem::take(&mut self.kubeconfig_failing) {
+                    self.last_problem = None;
+                }
+                return None;
+            }
+            Err(SyncError::Writer { mapping, source }) => SyncError::Kubeconfig { mapping, source },
+            Err(e) => e,
+        };
+        self.kubeconfig_failing = true;
+        // Keyed without the pair's hash: the same file problem with each
+        // renewed pair is one problem.
+        self.report(None, &err);
+        Some(err.to_string())
     }
 
     fn reload_now(&self, leaf: Option<&validate::Leaf>) {
@@ -577,6 +630,10 @@ impl Syncer {
             SyncError::Writer { .. } | SyncError::Task { .. } => {
                 self.metrics.sync(name, "error");
                 "write_failed"
+            }
+            SyncError::Kubeconfig { .. } => {
+                self.metrics.sync(name, "kubeconfig_error");
+                "kubeconfig_failed"
             }
         };
         if self.last_problem.as_ref() == Some(&key) {
@@ -1060,6 +1117,11 @@ async fn sync_loop(
     let mut repair_at: Option<tokio::time::Instant> = None;
     if let Err(e) = watched.rearm(&syncer.mapping.target, &syncer.metrics) {
         tracing::warn!(mapping = %syncer.mapping.name, error = %e, "cannot watch the target; drift is caught on resync only");
+    }
+    // An issuing source keeps a good live pair without publishing it
+    // again: the kubeconfig is brought to it now, not at the first resync.
+    if syncer.mapping.update_kubeconfig.is_some() {
+        Box::pin(syncer.repair()).await;
     }
     loop {
         tokio::select! {

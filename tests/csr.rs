@@ -971,3 +971,60 @@ fn bad_csr_mappings_are_refused_with_the_reason() {
         assert!(err.contains(want), "{spec}: want {want:?} in {err}");
     }
 }
+
+/// A `csr:` mapping's rollback pin holds across restarts: rolled back to
+/// the pair found in the target (revision 0), a restarted certsync requests
+/// nothing and keeps it, `certsync_rollback_pinned` is 1; once `..pin` is
+/// removed the metric drops to 0 and the mapping requests and publishes
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_pin_holds_across_restarts_and_rm_pin_releases_it() {
+    let env = Env::new("pin").await;
+    let target = env.target();
+    // The pair found in a fresh target: kept as revision 0.
+    let found = support::certs::Pair::new("svc.example");
+    std::fs::create_dir(&target).unwrap();
+    write_pair(&target, &found);
+    let cs = env.start(&env.spec(""), None);
+    let first = env.signer.next_request(&[]).await;
+    let cert = env.signer.sign(&first, HOUR).await;
+    wait_cert(&target, &cert, "the first issued certificate");
+    drop(cs);
+
+    let t = target.to_str().unwrap();
+    let out = std::process::Command::new(certsync_bin())
+        .args(["rollback", "--to", "0", t])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(live_cert(&target).unwrap(), found.cert);
+
+    let port = free_port();
+    let cs = env.start_with(&env.spec(""), Some(port), &["--resync", "500ms"]);
+    cs.wait_log("pinned by a rollback");
+    wait_metric(port, "certsync_rollback_pinned{mapping=\"svc\"}", 1.0);
+    // Several resyncs and rechecks later: nothing requested, nothing flipped.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(env.signer.requests().await.len(), 1, "{}", cs.log());
+    assert_eq!(live_cert(&target).unwrap(), found.cert, "{}", cs.log());
+    assert_eq!(
+        metrics(port).get("certsync_rollback_pinned{mapping=\"svc\"}"),
+        Some(&1.0)
+    );
+
+    std::fs::remove_file(target.join("..pin")).unwrap();
+    wait_metric(port, "certsync_rollback_pinned{mapping=\"svc\"}", 0.0);
+    let second = env.signer.next_request(std::slice::from_ref(&first)).await;
+    let cert = env.signer.sign(&second, HOUR).await;
+    wait_cert(
+        &target,
+        &cert,
+        "a certificate issued after the pin was removed",
+    );
+    drop(cs);
+    env.signer.cleanup().await;
+}

@@ -111,7 +111,8 @@ fn certsync_args(file: &str) -> Vec<Vec<String>> {
 /// shows: checked as certsync would read it, from a file of its own.
 const KUBEADM_CONFIG: &str = "/etc/kubernetes/certsync.yaml";
 
-fn guide_config(dir: &std::path::Path) -> std::path::PathBuf {
+/// The YAML of the guide's config file, as the guide shows it.
+fn guide_yaml() -> String {
     let guide = std::fs::read_to_string(format!(
         "{}/docs/guides/kubeadm-control-plane.md",
         env!("CARGO_MANIFEST_DIR")
@@ -121,11 +122,51 @@ fn guide_config(dir: &std::path::Path) -> std::path::PathBuf {
         .split_once(&format!("`{KUBEADM_CONFIG}` (`certsync run --config`):"))
         .expect("the guide shows the config file")
         .1;
-    let yaml = after
+    after
         .split_once("```yaml\n")
         .and_then(|(_, rest)| rest.split_once("```"))
         .expect("a yaml block")
-        .0;
+        .0
+        .to_owned()
+}
+
+/// The kubeconfigs the guide's mappings keep updated (`update-kubeconfig:`).
+fn guide_kubeconfigs() -> Vec<std::path::PathBuf> {
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&guide_yaml()).unwrap();
+    doc["mappings"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.get("update-kubeconfig")?.as_str().map(Into::into))
+        .collect()
+}
+
+/// The guide's config in `dir`, its kubeconfigs (which certsync refuses
+/// unless they exist, kubeadm-shaped) moved into `dir` as kubeadm makes them.
+fn guide_config(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut yaml = guide_yaml();
+    for path in guide_kubeconfigs() {
+        let user = path
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .replace(".conf", "");
+        let local = dir.join(path.file_name().unwrap());
+        std::fs::write(
+            &local,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: kubernetes\n  cluster: \
+                 {{server: https://127.0.0.1:6443}}\ncontexts:\n- name: k\n  context: \
+                 {{cluster: kubernetes, user: {user}}}\ncurrent-context: k\nusers:\n- name: \
+                 {user}\n  user: {{client-certificate-data: eA==, client-key-data: eA==}}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o600)).unwrap();
+        yaml = yaml.replace(path.to_str().unwrap(), local.to_str().unwrap());
+    }
     let file = dir.join("certsync.yaml");
     std::fs::write(&file, yaml).unwrap();
     file
@@ -984,10 +1025,40 @@ fn kubeadm_static_pod_writes_only_the_targets() {
         targets.push(m.target.clone());
     }
     assert!(!writable(Path::new(KUBEADM_CONFIG)));
+    // admin.conf and super-admin.conf are renamed over: their directory is
+    // writable, the static pod manifests in it are not.
+    let kubeconfigs = guide_kubeconfigs();
+    assert_eq!(
+        kubeconfigs.len(),
+        2,
+        "admin.conf and super-admin.conf: {kubeconfigs:?}"
+    );
+    assert_eq!(
+        config
+            .mappings
+            .iter()
+            .filter(|m| m.update_kubeconfig.is_some())
+            .count(),
+        2
+    );
+    let kubeconfig_dirs: Vec<PathBuf> = kubeconfigs
+        .iter()
+        .map(|k| k.parent().unwrap().to_owned())
+        .collect();
+    for k in &kubeconfigs {
+        assert!(
+            writable(k.parent().unwrap()),
+            "{}: not writable",
+            k.display()
+        );
+    }
+    assert!(!writable(Path::new(
+        "/etc/kubernetes/manifests/kube-apiserver.yaml"
+    )));
     for (host, _, ro) in &mounts {
         assert!(
-            *ro || targets.contains(host),
-            "{} is read-write and not a target",
+            *ro || targets.contains(host) || kubeconfig_dirs.contains(host),
+            "{} is read-write and not a target or a kubeconfig's directory",
             host.display()
         );
     }

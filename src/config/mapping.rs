@@ -53,6 +53,9 @@ pub struct MappingSpec {
     pub approval_timeout: Option<String>,
     pub bootstrap_kubeconfig: Option<PathBuf>,
     pub write_kubeconfig: Option<String>,
+    /// csr: and ca: mappings: a kubeconfig outside the target whose current
+    /// user certsync keeps holding the live pair, embedded.
+    pub update_kubeconfig: Option<PathBuf>,
     // ca: mappings only.
     pub template: Option<PathBuf>,
     #[serde(default)]
@@ -152,6 +155,7 @@ impl MappingSpec {
                 "approval-timeout" => m.approval_timeout = Some(value()?),
                 "bootstrap-kubeconfig" => m.bootstrap_kubeconfig = Some(value()?.into()),
                 "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
+                "update-kubeconfig" => m.update_kubeconfig = Some(value()?.into()),
                 "template" => m.template = Some(value()?.into()),
                 "keep-key" => m.keep_key = flag()?,
                 "allow-loose-ca-key" => m.allow_loose_ca_key = flag()?,
@@ -188,8 +192,9 @@ impl MappingSpec {
                         "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
                          cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
                          ip, key-alg, lifetime, usage, renew, approval-timeout, \
-                         bootstrap-kubeconfig, write-kubeconfig; for ca: cn, o, dns, ip, \
-                         key-alg, lifetime, usage, renew, template, keep-key, \
+                         bootstrap-kubeconfig, write-kubeconfig, update-kubeconfig; for ca: cn, \
+                         o, dns, ip, key-alg, lifetime, usage, renew, template, keep-key, \
+                         update-kubeconfig, \
                          allow-loose-ca-key; for clustertrustbundle: \
                          label; files, allow-non-pem, optional; for tree: secret, configmap, \
                          optional-secret, optional-configmap)"
@@ -259,6 +264,7 @@ impl MappingSpec {
             ("lifetime", self.lifetime.is_some()),
             ("usage", !self.usage.is_empty()),
             ("renew", self.renew.is_some()),
+            ("update-kubeconfig", self.update_kubeconfig.is_some()),
         ];
         if !matches!(source, Source::Csr(_) | Source::Ca(_))
             && let Some((opt, _)) = issuing.iter().find(|(_, set)| *set)
@@ -476,7 +482,24 @@ impl MappingSpec {
                     .into(),
             ));
         }
+        if let Some(path) = &self.update_kubeconfig {
+            if !path.is_absolute() {
+                return Err(err(format!(
+                    "update-kubeconfig {}: give an absolute path (e.g. /etc/kubernetes/admin.conf)",
+                    path.display()
+                )));
+            }
+            if path.starts_with(&self.target) {
+                return Err(err(format!(
+                    "update-kubeconfig {} is inside the target {}; it names a kubeconfig \
+                     elsewhere (write-kubeconfig= publishes one in the target)",
+                    path.display(),
+                    self.target.display()
+                )));
+            }
+        }
         Ok(Mapping {
+            update_kubeconfig: self.update_kubeconfig,
             optional: self.optional,
             name,
             source,

@@ -197,6 +197,9 @@ pub struct Mapping {
     pub writer: WriterOptions,
     /// An absent object publishes no files rather than an error.
     pub optional: bool,
+    /// A kubeconfig outside the target whose current-context user is kept
+    /// holding the live pair, embedded (`update-kubeconfig=`).
+    pub update_kubeconfig: Option<PathBuf>,
 }
 
 /// Everything `certsync run` needs.
@@ -235,6 +238,7 @@ impl Config {
         mappings.iter().try_for_each(target_guarded)?;
         mappings.iter().try_for_each(source_guarded)?;
         mappings.iter().try_for_each(ca_paths_guarded)?;
+        kubeconfigs_guarded(&mappings)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
         Ok(Self {
@@ -372,6 +376,34 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
                 path.display()
             ))
         })?;
+    }
+    Ok(())
+}
+
+/// Every `update-kubeconfig=` file is one certsync may keep updated
+/// ([`crate::writer::check_kubeconfig`]: a regular file of certsync's user,
+/// in directories only root may change, whose current user authenticates
+/// by embedded client certificate data only), named by one mapping only.
+fn kubeconfigs_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    for (i, m) in mappings.iter().enumerate() {
+        let Some(path) = &m.update_kubeconfig else {
+            continue;
+        };
+        let err = |problem: String| ConfigError::Mapping {
+            mapping: m.name.clone(),
+            problem,
+        };
+        if let Some(other) = mappings[..i]
+            .iter()
+            .find(|o| o.update_kubeconfig.as_ref() == Some(path))
+        {
+            return Err(err(format!(
+                "update-kubeconfig {}: mapping {:?} updates it too; one pair per kubeconfig",
+                path.display(),
+                other.name
+            )));
+        }
+        crate::writer::check_kubeconfig(path).map_err(|e| err(e.to_string()))?;
     }
     Ok(())
 }

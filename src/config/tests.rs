@@ -214,6 +214,41 @@ fn bad_mappings_are_refused_with_the_reason() {
             &["--sync", "dir:/a=/a/out"],
             "source and target directories overlap",
         ),
+        (
+            &[
+                "--sync",
+                "dir:/a=/b,update-kubeconfig=/etc/kubernetes/admin.conf",
+            ],
+            "update-kubeconfig applies to csr: and ca: sources only",
+        ),
+        (
+            &[
+                "--sync",
+                "clustertrustbundle:x=/b,update-kubeconfig=/etc/kubernetes/admin.conf",
+            ],
+            "update-kubeconfig applies to csr: and ca: sources only",
+        ),
+        (
+            &[
+                "--sync",
+                "csr:kubernetes.io/kube-apiserver-client=/b,cn=u,ca-only,update-kubeconfig=/k",
+            ],
+            "ca-only does not apply to csr:",
+        ),
+        (
+            &[
+                "--sync",
+                "csr:kubernetes.io/kube-apiserver-client=/b,cn=u,update-kubeconfig=admin.conf",
+            ],
+            "give an absolute path",
+        ),
+        (
+            &[
+                "--sync",
+                "csr:kubernetes.io/kube-apiserver-client=/b,cn=u,update-kubeconfig=/b/k.conf",
+            ],
+            "is inside the target",
+        ),
         (&["--sync", "dir:/a=/b,verify=nohost"], "is not host:port"),
         (&["--sync", "dir:/a=/b,sni=x"], "sni= goes with verify="),
         (

@@ -75,13 +75,14 @@ struct BuildLabels {
 
 /// Every `result` of `certsync_syncs_total` (see `Metrics::sync`), each
 /// series created at 0 when a mapping is added.
-const SYNC_RESULTS: [&str; 6] = [
+const SYNC_RESULTS: [&str; 7] = [
     "written",
     "unchanged",
     "pinned",
     "rejected",
     "source_error",
     "error",
+    "kubeconfig_error",
 ];
 
 type FloatGauge = Gauge<f64, AtomicU64>;

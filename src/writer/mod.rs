@@ -53,6 +53,7 @@ use crate::validate::MAX_BUNDLE_SIZE;
 
 mod drift;
 mod history;
+mod kubeconfig;
 mod lock;
 mod revision;
 mod rollback;
@@ -60,6 +61,7 @@ mod rollback;
 mod tests;
 
 use history::*;
+pub use kubeconfig::{check_kubeconfig, kubeconfig_certificate, update_kubeconfig};
 pub use revision::replace_file;
 use revision::*;
 use rollback::*;
@@ -110,6 +112,8 @@ pub enum WriterError {
     Foreign { path: PathBuf, what: &'static str },
     #[error("target {target}: {problem}")]
     Rollback { target: PathBuf, problem: String },
+    #[error("update-kubeconfig {path}: {problem}")]
+    Kubeconfig { path: PathBuf, problem: String },
     #[error(
         "target {target} is already managed by another certsync (pid {pid}); \
          two daemons on one target would undo each other's work"
