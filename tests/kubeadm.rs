@@ -690,7 +690,11 @@ fn stored_cluster_configuration(kubectl: &Path, admin: &Path) -> String {
         ])
         .output()
         .expect("kubectl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
@@ -770,21 +774,38 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         "--tls-cert-file: /etc/kubernetes/pki/apiserver.crt -> /etc/kubernetes/pki/certsync/apiserver/tls.crt",
         "--cert-file: /etc/kubernetes/pki/etcd/server.crt -> /etc/kubernetes/pki/etcd/certsync/server/tls.crt",
         "scheduler.extraVolumes: certsync-client=/etc/kubernetes/pki/certsync/scheduler-client",
+        "renew in place /etc/kubernetes/admin.conf",
+        "renew in place /etc/kubernetes/super-admin.conf",
         "dry run: nothing written",
     ] {
         assert!(text.contains(line), "{line:?} not in the plan:\n{text}");
     }
     assert!(tree(&etc) == before, "--dry-run changed a file");
     assert_eq!(stored_cluster_configuration(&kubectl, &admin), original_cc);
-    let (ok, json) = kubeadm_cmd(&node, &["adopt", "--dry-run", "--image", "certsync", "-o", "json"]);
+    let (ok, json) = kubeadm_cmd(
+        &node,
+        &["adopt", "--dry-run", "--image", "certsync", "-o", "json"],
+    );
     assert!(ok, "{json}");
     let plan: serde_json::Value = serde_json::from_str(&json).expect("-o json");
-    assert_eq!(plan["manifests"].as_array().map(Vec::len), Some(4), "{plan}");
+    assert_eq!(
+        plan["manifests"].as_array().map(Vec::len),
+        Some(4),
+        "{plan}"
+    );
 
     // Adopt.
     let (ok, text) = kubeadm_cmd(
         &node,
-        &["adopt", "--image", "certsync", "--set", "lifetime=8m", "--set", "renew=20%-25%"],
+        &[
+            "adopt",
+            "--image",
+            "certsync",
+            "--set",
+            "lifetime=8m",
+            "--set",
+            "renew=20%-25%",
+        ],
     );
     assert!(ok, "{text}");
     assert!(text.ends_with("adopted\n"), "{text}");
@@ -792,7 +813,9 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     // manifest, serving certsync's certificates.
     let pids = wait_long("five pods running", Duration::from_secs(180), || {
         let now = settled(&node, 5)?;
-        now.iter().any(|(n, _, _)| n.starts_with("certsync-")).then_some(())?;
+        now.iter()
+            .any(|(n, _, _)| n.starts_with("certsync-"))
+            .then_some(())?;
         ready(&kubectl, &admin).then_some(now)
     });
     let api_target = etc.join("pki/certsync/apiserver");
@@ -808,13 +831,33 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
             Some((hc_crt.as_path(), hc_key.as_path())),
         ),
     ] {
-        wait_long(&format!("{addr} serving certsync's certificate"), Duration::from_secs(60), || {
-            let live = live_der(target)?;
-            served(&node, &addr, client).filter(|s| *s == live)
-        });
+        wait_long(
+            &format!("{addr} serving certsync's certificate"),
+            Duration::from_secs(60),
+            || {
+                let live = live_der(target)?;
+                served(&node, &addr, client).filter(|s| *s == live)
+            },
+        );
     }
     let config = std::fs::read_to_string(etc.join("certsync.yaml")).expect("certsync.yaml");
-    assert_eq!(config.matches("lifetime: 8m").count(), 9, "{config}");
+    assert_eq!(config.matches("lifetime: 8m").count(), 11, "{config}");
+    // admin.conf and super-admin.conf embed certsync's pairs, and work.
+    for (conf, target) in [
+        ("admin.conf", "admin-client"),
+        ("super-admin.conf", "super-admin-client"),
+    ] {
+        let text = std::fs::read_to_string(etc.join(conf)).expect("kubeconfig");
+        let live = std::fs::read_to_string(etc.join("pki/certsync").join(target).join("tls.crt"))
+            .expect("live");
+        use base64::Engine as _;
+        let embedded = base64::engine::general_purpose::STANDARD.encode(live.as_bytes());
+        assert!(
+            text.contains(&embedded),
+            "{conf} embeds the live {target} pair"
+        );
+        assert!(ready(&kubectl, &etc.join(conf)), "{conf} works");
+    }
     let adopted_cc = stored_cluster_configuration(&kubectl, &admin);
     assert!(
         adopted_cc.contains("/etc/kubernetes/pki/etcd/certsync/server/tls.crt"),
@@ -823,19 +866,42 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
 
     // Adopt again: nothing to change, nothing written, nothing restarted.
     let adopted = tree(&etc);
-    let (ok, text) = kubeadm_cmd(&node, &["adopt", "--image", "certsync", "--set", "lifetime=8m", "--set", "renew=20%-25%"]);
+    let (ok, text) = kubeadm_cmd(
+        &node,
+        &[
+            "adopt",
+            "--image",
+            "certsync",
+            "--set",
+            "lifetime=8m",
+            "--set",
+            "renew=20%-25%",
+        ],
+    );
     assert!(ok, "{text}");
-    assert!(text.contains("already adopted: nothing to change"), "{text}");
+    assert!(
+        text.contains("already adopted: nothing to change"),
+        "{text}"
+    );
     assert!(tree(&etc) == adopted, "a second adopt wrote a file");
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(containers(&node), pids, "a second adopt restarted something");
+    assert_eq!(
+        containers(&node),
+        pids,
+        "a second adopt restarted something"
+    );
 
     // Revert: kubeadm's manifests byte for byte, its ClusterConfiguration,
     // certsync's pod gone, kubeadm's certificate served again.
     let (ok, text) = kubeadm_cmd(&node, &["revert"]);
     assert!(ok, "{text}");
     assert!(text.ends_with("reverted\n"), "{text}");
-    for m in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"] {
+    for m in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
         let path = etc.join(format!("manifests/{m}.yaml"));
         assert!(
             std::fs::read(&path).ok() == before.get(&path).cloned(),
@@ -843,16 +909,30 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         );
     }
     assert!(!etc.join("manifests/certsync.yaml").exists());
+    for conf in ["admin.conf", "super-admin.conf"] {
+        let path = etc.join(conf);
+        assert!(
+            std::fs::read(&path).ok() == before.get(&path).cloned(),
+            "{conf} is not kubeadm's again"
+        );
+    }
     assert_eq!(stored_cluster_configuration(&kubectl, &admin), original_cc);
     wait_long("four pods, ready", Duration::from_secs(180), || {
         let now = settled(&node, 4)?;
         ready(&kubectl, &admin).then_some(now)
     });
-    wait_long("kubeadm's certificate served again", Duration::from_secs(60), || {
-        let want = kubeadm_api.clone()?;
-        served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == want)
-    });
-    assert!(etc.join("certsync.yaml").exists(), "kept for inspection without --purge");
+    wait_long(
+        "kubeadm's certificate served again",
+        Duration::from_secs(60),
+        || {
+            let want = kubeadm_api.clone()?;
+            served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == want)
+        },
+    );
+    assert!(
+        etc.join("certsync.yaml").exists(),
+        "kept for inspection without --purge"
+    );
 
     // Revert again: nothing to do.
     let reverted = tree(&etc);

@@ -23,6 +23,11 @@ pub struct State {
     pub manifests: BTreeMap<String, (String, String)>,
     /// Backups made, oldest first.
     pub backups: Vec<String>,
+    /// admin.conf and super-admin.conf (node path) -> the backup holding
+    /// kubeadm's own, from the first adoption: certsync rewrites them in
+    /// place, so revert puts them back.
+    #[serde(default)]
+    pub kubeconfigs: BTreeMap<String, String>,
 }
 
 impl State {
@@ -101,6 +106,15 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
             s.text.as_bytes(),
         )?;
     }
+    for k in plan::EMBEDDED {
+        if state.kubeconfigs.contains_key(k) {
+            continue;
+        }
+        if let Some(old) = super::node::read_optional(dir, k)? {
+            put(dir, &node_rel(dir, backup, k), &old)?;
+            state.kubeconfigs.insert(k.to_owned(), backup.clone());
+        }
+    }
     state.backups.push(backup.clone());
     for m in &plan.manifests {
         state
@@ -155,7 +169,7 @@ fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
 /// directory is elsewhere). Skipped when every target already has a live
 /// revision (a second adopt: the running certsync owns them).
 async fn issue(dir: &Path) -> Result<(), KubeadmError> {
-    if plan::targets()
+    if plan::targets(dir)
         .iter()
         .all(|t| host(dir, t).join("..data").exists())
     {

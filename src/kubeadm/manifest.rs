@@ -170,20 +170,16 @@ impl Manifest {
     /// `kubeadm init phase control-plane` on a node). A flag that already
     /// has the value stays where it is. Returns whether it changed.
     pub fn set_flag(&mut self, flag: &str, value: &str) -> bool {
-        let prefix = format!("--{flag}=");
-        let arg = Value::String(format!("{prefix}{value}"));
-        let cmd = self.command();
-        if cmd.contains(&arg) {
-            return false;
-        }
-        cmd.retain(|a| !a.as_str().is_some_and(|s| s.starts_with(&prefix)));
-        cmd.push(arg);
-        true
+        self.put_flag(flag, value, false)
     }
 
     /// Puts kubeadm's own `--flag=value` back where kubeadm writes it: in
     /// sorted order among its flags.
     pub fn restore_flag(&mut self, flag: &str, value: &str) -> bool {
+        self.put_flag(flag, value, true)
+    }
+
+    fn put_flag(&mut self, flag: &str, value: &str, sorted: bool) -> bool {
         let prefix = format!("--{flag}=");
         let arg = Value::String(format!("{prefix}{value}"));
         let cmd = self.command();
@@ -191,11 +187,14 @@ impl Manifest {
             return false;
         }
         cmd.retain(|a| !a.as_str().is_some_and(|s| s.starts_with(&prefix)));
-        let at = cmd
-            .iter()
-            .skip(1)
-            .position(|a| a.as_str().is_some_and(|s| s > prefix.as_str()))
-            .map_or(cmd.len(), |i| i + 1);
+        let at = if sorted {
+            cmd.iter()
+                .skip(1)
+                .position(|a| a.as_str().is_some_and(|s| s > prefix.as_str()))
+                .map_or(cmd.len(), |i| i + 1)
+        } else {
+            cmd.len()
+        };
         cmd.insert(at, arg);
         true
     }

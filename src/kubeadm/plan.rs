@@ -15,23 +15,37 @@ pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
 pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
 pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
 
+/// kubeconfigs with an embedded client pair that people and kubeadm read:
+/// kept renewed in place (`update-kubeconfig:`) when the node has them
+/// (a joined control-plane node has no super-admin.conf).
+pub const EMBEDDED: [&str; 2] = [
+    "/etc/kubernetes/admin.conf",
+    "/etc/kubernetes/super-admin.conf",
+];
+
 /// One `ca:` mapping: (name, CA under pki/, target, template under pki/ or
-/// the client identity (cn, o)).
+/// the client identity (cn, o), the kubeconfig it keeps renewed).
 struct Cert {
     name: &'static str,
     ca: &'static str,
     target: String,
     template: Option<&'static str>,
     cn: Option<&'static str>,
+    o: Option<&'static str>,
+    kubeconfig: Option<&'static str>,
 }
 
-fn certs() -> Vec<Cert> {
+/// The mappings for the node at `dir`: every certificate `kubeadm certs
+/// renew all` renews that the node has.
+fn certs(dir: &Path) -> Vec<Cert> {
     let t = |name, ca, target: String, template| Cert {
         name,
         ca,
         target,
         template: Some(template),
         cn: None,
+        o: None,
+        kubeconfig: None,
     };
     let client = |name, cn| Cert {
         name,
@@ -39,8 +53,15 @@ fn certs() -> Vec<Cert> {
         target: format!("{P}/{name}"),
         template: None,
         cn: Some(cn),
+        o: None,
+        kubeconfig: None,
     };
-    vec![
+    let embedded = |name, cn, o, kubeconfig| Cert {
+        kubeconfig: Some(kubeconfig),
+        o: Some(o),
+        ..client(name, cn)
+    };
+    let mut all = vec![
         t("apiserver", "ca", format!("{P}/apiserver"), "apiserver"),
         t(
             "apiserver-kubelet-client",
@@ -78,12 +99,27 @@ fn certs() -> Vec<Cert> {
             "system:kube-controller-manager",
         ),
         client("scheduler-client", "system:kube-scheduler"),
-    ]
+    ];
+    let [admin, super_admin] = EMBEDDED;
+    all.push(embedded(
+        "admin-client",
+        "kubernetes-admin",
+        "kubeadm:cluster-admins",
+        admin,
+    ));
+    all.push(embedded(
+        "super-admin-client",
+        "kubernetes-super-admin",
+        "system:masters",
+        super_admin,
+    ));
+    all.retain(|c| c.kubeconfig.is_none_or(|k| host(dir, k).is_file()));
+    all
 }
 
-/// Every target adopt's configuration names (node paths).
-pub fn targets() -> Vec<String> {
-    certs().into_iter().map(|c| c.target).collect()
+/// Every target adopt's configuration names for the node (node paths).
+pub fn targets(dir: &Path) -> Vec<String> {
+    certs(dir).into_iter().map(|c| c.target).collect()
 }
 
 /// A file adopt writes.
@@ -129,6 +165,8 @@ pub struct Plan {
     pub stored: Option<std::sync::Arc<cluster::Stored>>,
     /// Where the files changed are copied first.
     pub backup: String,
+    /// admin.conf / super-admin.conf whose embedded pair certsync renews.
+    pub kubeconfigs_renewed: Vec<String>,
 }
 
 impl Plan {
@@ -153,6 +191,12 @@ impl Plan {
         s.push_str("files:\n");
         for f in &self.files {
             let _ = writeln!(s, "  {} {} ({}): {}", f.action, f.path, f.mode, f.what);
+        }
+        for k in &self.kubeconfigs_renewed {
+            let _ = writeln!(
+                s,
+                "  renew in place {k}: its embedded client certificate (update-kubeconfig; backed up first)"
+            );
         }
         s.push_str("manifests:\n");
         for m in &self.manifests {
@@ -189,7 +233,7 @@ fn set_value(v: &str) -> Value {
 /// certsync's configuration: one `ca:` mapping per certificate.
 pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError> {
     let mut mappings = Vec::new();
-    for c in certs() {
+    for c in certs(&opts.dir) {
         let mut m = serde_yaml_ng::Mapping::new();
         let mut put = |k: &str, v: Value| {
             m.insert(k.into(), v);
@@ -207,7 +251,13 @@ pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError
                 serde_yaml_ng::to_value(["digital-signature", "key-encipherment", "client-auth"])
                     .unwrap_or_default(),
             );
+            if let Some(o) = c.o {
+                put("o", serde_yaml_ng::to_value([o]).unwrap_or_default());
+            }
             put("key-alg", key_alg.into());
+        }
+        if let Some(k) = c.kubeconfig {
+            put("update-kubeconfig", k.into());
         }
         for (k, v) in &opts.set {
             put(k, set_value(v));
@@ -237,7 +287,7 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> String {
 /// certsync's static pod: the CA files and templates read-only, each target
 /// read-write, the config read-only; restarted (a new pod) when the config
 /// changes, through its hash in an annotation.
-fn pod_text(image: &str, config: &[u8]) -> String {
+fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
     let mut mounts = String::new();
     let mut volumes = String::new();
     let mut add = |name: &str, path: &str, kind: &str, ro: bool| {
@@ -253,7 +303,16 @@ fn pod_text(image: &str, config: &[u8]) -> String {
     };
     add("pki", "/etc/kubernetes/pki", "Directory", true);
     add("config", CONFIG, "File", true);
-    for c in certs() {
+    let certs = certs(dir);
+    if certs.iter().any(|c| c.kubeconfig.is_some()) {
+        // admin.conf and super-admin.conf are replaced by rename: their
+        // directory is writable, and what else is in it (the static pod
+        // manifests, adopt's kubeconfigs and backups) is not.
+        add("etc-kubernetes", "/etc/kubernetes", "Directory", false);
+        add("manifests", "/etc/kubernetes/manifests", "Directory", true);
+        add("certsync-files", KUBECONFIGS, "Directory", true);
+    }
+    for c in certs {
         add(c.name, &c.target, "DirectoryOrCreate", false);
     }
     let hash = &digest(config)[..16];
@@ -381,7 +440,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         });
     }
     // Templates: each one kubeadm made, issued by the CA its mapping names.
-    for c in certs() {
+    for c in certs(dir) {
         if let Some(t) = c.template {
             node::issued_by(
                 dir,
@@ -416,7 +475,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             adopted,
         )?);
     }
-    let pod = pod_text(&opts.image, &config).into_bytes();
+    let pod = pod_text(dir, &opts.image, &config).into_bytes();
     files.extend(file_write(
         opts,
         CONFIG,
@@ -460,6 +519,10 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         files,
         manifests,
         backup: format!("{BACKUPS}/{stamp}"),
+        kubeconfigs_renewed: certs(dir)
+            .iter()
+            .filter_map(|c| c.kubeconfig.map(str::to_owned))
+            .collect(),
     })
 }
 

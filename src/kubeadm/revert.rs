@@ -62,6 +62,14 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             .map_err(|e| KubeadmError::Revert(format!("move {POD} away: {e}")))?;
         let _ = writeln!(out, "removed {POD} (kept in {newest}/)");
     }
+    // kubeadm's admin.conf and super-admin.conf, as they were before
+    // certsync renewed them in place (their pair may be certsync's short-lived one).
+    for (k, backup) in &state.kubeconfigs {
+        let saved = std::fs::read(backup_path(dir, backup, k))
+            .map_err(|e| KubeadmError::Revert(format!("backup of {k}: {e}")))?;
+        replace_file(&host(dir, k), 0o600, &saved)?;
+        let _ = writeln!(out, "restored {k} from {backup}/");
+    }
     // The ClusterConfiguration.
     let admin = host(dir, "/etc/kubernetes/admin.conf");
     match cluster::read(&admin).await {
@@ -83,7 +91,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         }
     }
     if opts.purge {
-        for t in targets() {
+        for t in targets(dir) {
             let _ = std::fs::remove_dir_all(host(dir, &t));
         }
         for p in [

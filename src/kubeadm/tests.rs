@@ -107,7 +107,10 @@ fn a_cluster_configuration_adopt_does_not_know_is_refused() {
 #[test]
 fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
     let comps = manifest::components();
-    let api = comps.iter().find(|c| c.name == "kube-apiserver").expect("api");
+    let api = comps
+        .iter()
+        .find(|c| c.name == "kube-apiserver")
+        .expect("api");
     let text = fixture("manifests/kube-apiserver.yaml").replace(
         "--tls-cert-file=/etc/kubernetes/pki/apiserver.crt",
         "--tls-cert-file=/srv/certs/apiserver.crt",
@@ -118,12 +121,17 @@ fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
         why.contains("--tls-cert-file=/srv/certs/apiserver.crt is neither"),
         "{why}"
     );
-    let text = fixture("manifests/kube-apiserver.yaml")
-        .replace("    - --tls-private-key-file=/etc/kubernetes/pki/apiserver.key\n", "");
+    let text = fixture("manifests/kube-apiserver.yaml").replace(
+        "    - --tls-private-key-file=/etc/kubernetes/pki/apiserver.key\n",
+        "",
+    );
     let m = Manifest::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
     let why = manifest::conflict(api, &m).expect("refused");
     assert!(why.contains("no --tls-private-key-file"), "{why}");
-    let sched = comps.iter().find(|c| c.name == "kube-scheduler").expect("sched");
+    let sched = comps
+        .iter()
+        .find(|c| c.name == "kube-scheduler")
+        .expect("sched");
     let text = fixture("manifests/kube-scheduler.yaml").replace(
         "  volumes:\n",
         "  volumes:\n  - hostPath:\n      path: /srv\n      type: Directory\n    name: certsync-client\n",
@@ -143,7 +151,13 @@ fn set_accepts_renewal_options_only() {
     );
     assert!(check_set("renew=30%-40%").is_ok());
     assert!(check_set("keep-key=true").is_ok());
-    for bad in ["cn=evil", "template=/x", "dns=a.example", "o=system:masters", "usage=server-auth"] {
+    for bad in [
+        "cn=evil",
+        "template=/x",
+        "dns=a.example",
+        "o=system:masters",
+        "usage=server-auth",
+    ] {
         let why = check_set(bad).expect_err(bad);
         assert!(why.contains("identity"), "{bad}: {why}");
     }
@@ -209,10 +223,47 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
     assert_eq!(p.files.len(), 4, "{:?}", p.files);
     let text = p.text();
     assert!(text.contains("NOT reachable"), "{text}");
-    let config = &p.files.iter().find(|f| f.path == plan::CONFIG).expect("config").bytes;
+    let config = &p
+        .files
+        .iter()
+        .find(|f| f.path == plan::CONFIG)
+        .expect("config")
+        .bytes;
     let config = String::from_utf8_lossy(config);
     assert_eq!(config.matches("lifetime: 8m").count(), 9, "{config}");
-    assert!(config.contains("template: /etc/kubernetes/pki/etcd/server.crt"), "{config}");
+    assert!(
+        config.contains("template: /etc/kubernetes/pki/etcd/server.crt"),
+        "{config}"
+    );
+    assert!(
+        !config.contains("update-kubeconfig"),
+        "no admin.conf here: {config}"
+    );
+
+    // With admin.conf (and no super-admin.conf, as on a joined node): its
+    // embedded pair is kept renewed, and certsync's pod may replace it.
+    std::fs::write(dir.path().join("admin.conf"), "kubeadm's\n").expect("admin.conf");
+    let p = plan(&options(dir.path())).await.expect("plan");
+    let file = |path: &str| {
+        String::from_utf8_lossy(&p.files.iter().find(|f| f.path == path).expect(path).bytes)
+            .into_owned()
+    };
+    let config = file(plan::CONFIG);
+    assert_eq!(config.matches("update-kubeconfig:").count(), 1, "{config}");
+    assert!(
+        config.contains("update-kubeconfig: /etc/kubernetes/admin.conf"),
+        "{config}"
+    );
+    assert!(config.contains("- kubeadm:cluster-admins"), "{config}");
+    let pod = file(plan::POD);
+    assert!(
+        pod.contains("mountPath: /etc/kubernetes\n      name: etc-kubernetes\n    - ")
+            && pod.contains(
+                "mountPath: /etc/kubernetes/manifests\n      name: manifests\n      readOnly: true"
+            ),
+        "{pod}"
+    );
+    assert_eq!(p.kubeconfigs_renewed, ["/etc/kubernetes/admin.conf"]);
 }
 
 #[tokio::test]
