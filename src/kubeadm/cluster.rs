@@ -103,10 +103,10 @@ pub fn refusal(config: &Value) -> Option<String> {
 fn section<'a>(config: &'a mut Value, path: &str) -> &'a mut Value {
     let mut v = config;
     for p in path.split('.') {
-        if !v[p].is_mapping() {
-            if let Value::Mapping(m) = v {
-                m.insert(p.into(), Value::Mapping(Mapping::new()));
-            }
+        if !v[p].is_mapping()
+            && let Value::Mapping(m) = v
+        {
+            m.insert(p.into(), Value::Mapping(Mapping::new()));
         }
         v = &mut v[p];
     }

@@ -202,10 +202,10 @@ impl Manifest {
     fn list(&mut self, path: &[&str]) -> &mut Vec<Value> {
         let mut v = &mut self.pod;
         for p in path {
-            if v.get(*p).is_none() {
-                if let Value::Mapping(m) = v {
-                    m.insert((*p).into(), Value::Sequence(vec![]));
-                }
+            if v.get(*p).is_none()
+                && let Value::Mapping(m) = v
+            {
+                m.insert((*p).into(), Value::Sequence(vec![]));
             }
             v = &mut v[*p];
         }
@@ -221,10 +221,10 @@ impl Manifest {
 
     fn mounts(&mut self) -> &mut Vec<Value> {
         let c = &mut self.pod["spec"]["containers"][0];
-        if c.get("volumeMounts").is_none() {
-            if let Value::Mapping(m) = c {
-                m.insert("volumeMounts".into(), Value::Sequence(vec![]));
-            }
+        if c.get("volumeMounts").is_none()
+            && let Value::Mapping(m) = c
+        {
+            m.insert("volumeMounts".into(), Value::Sequence(vec![]));
         }
         c["volumeMounts"]
             .as_sequence_mut()
@@ -298,13 +298,13 @@ pub fn conflict(c: &Component, m: &Manifest) -> Option<String> {
         }
     }
     for v in &c.volumes {
-        if let Some((path, kind)) = m.volume(&v.name) {
-            if path != v.path || kind != v.kind {
-                return Some(format!(
-                    "a volume {} already exists ({path}, {kind}), not certsync's",
-                    v.name
-                ));
-            }
+        if let Some((path, kind)) = m.volume(&v.name)
+            && (path != v.path || kind != v.kind)
+        {
+            return Some(format!(
+                "a volume {} already exists ({path}, {kind}), not certsync's",
+                v.name
+            ));
         }
     }
     None

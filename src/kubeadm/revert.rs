@@ -29,14 +29,14 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         let Some(now) = node::read_optional(dir, &path)? else {
             continue;
         };
-        if let Some((backup, adopted)) = state.manifests.get(&path) {
-            if digest(&now) == *adopted {
-                let saved = std::fs::read(backup_path(dir, backup, &path))
-                    .map_err(|e| KubeadmError::Revert(format!("backup of {path}: {e}")))?;
-                replace_file(&host(dir, &path), 0o600, &saved)?;
-                let _ = writeln!(out, "restored {path} from {backup}/");
-                continue;
-            }
+        if let Some((backup, adopted)) = state.manifests.get(&path)
+            && digest(&now) == *adopted
+        {
+            let saved = std::fs::read(backup_path(dir, backup, &path))
+                .map_err(|e| KubeadmError::Revert(format!("backup of {path}: {e}")))?;
+            replace_file(&host(dir, &path), 0o600, &saved)?;
+            let _ = writeln!(out, "restored {path} from {backup}/");
+            continue;
         }
         let text = String::from_utf8(now)
             .map_err(|_| KubeadmError::file(&host(dir, &path), "not UTF-8"))?;
