@@ -472,18 +472,7 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
     let ready = |kc: &Path| ready(&kubectl, kc);
 
     let before = containers(&node);
-    let (ok, text) = kubeadm_cmd(
-        &node,
-        &[
-            "adopt",
-            "--image",
-            "certsync",
-            "--set",
-            "lifetime=8m",
-            "--set",
-            "renew=20%-25%",
-        ],
-    );
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
     assert!(ok, "{text}");
     let manifests = std::fs::read_to_string(etc.join("manifests/etcd.yaml")).expect("etcd.yaml");
     assert!(
@@ -658,6 +647,18 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
     );
 }
 
+/// `kubeadm adopt` at an 8-minute lifetime renewed at 20-25 %: renewals
+/// within a test, and more than the 5 minutes client-go needs left at each.
+const ADOPT_SHORT: [&str; 7] = [
+    "adopt",
+    "--image",
+    "certsync",
+    "--set",
+    "lifetime=8m",
+    "--set",
+    "renew=20%-25%",
+];
+
 /// kubectl from the realkube binaries.
 fn kubectl(realkube: &Path) -> PathBuf {
     let out = Command::new(realkube.join("bin")).output().expect("bin");
@@ -795,18 +796,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     );
 
     // Adopt.
-    let (ok, text) = kubeadm_cmd(
-        &node,
-        &[
-            "adopt",
-            "--image",
-            "certsync",
-            "--set",
-            "lifetime=8m",
-            "--set",
-            "renew=20%-25%",
-        ],
-    );
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
     assert!(ok, "{text}");
     assert!(text.ends_with("adopted\n"), "{text}");
     // certsync runs in the node, and every component comes back on its new
@@ -866,18 +856,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
 
     // Adopt again: nothing to change, nothing written, nothing restarted.
     let adopted = tree(&etc);
-    let (ok, text) = kubeadm_cmd(
-        &node,
-        &[
-            "adopt",
-            "--image",
-            "certsync",
-            "--set",
-            "lifetime=8m",
-            "--set",
-            "renew=20%-25%",
-        ],
-    );
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
     assert!(ok, "{text}");
     assert!(
         text.contains("already adopted: nothing to change"),
