@@ -50,6 +50,11 @@ pub enum Command {
     /// the approver's verdict, and approves or denies on request.
     #[command(subcommand)]
     Csr(CsrCommand),
+    /// A kubeadm control-plane node: `kubeadm adopt` hands every certificate
+    /// `kubeadm certs renew all` renews to certsync's `ca:` mappings,
+    /// `kubeadm revert` gives them back.
+    #[command(subcommand)]
+    Kubeadm(KubeadmCommand),
     /// Print a shell completion script (e.g. `certsync completion bash >
     /// /etc/bash_completion.d/certsync`).
     Completion {
@@ -140,6 +145,85 @@ pub enum CsrCommand {
     /// Pending CSRs (or those named) with requester, node, SANs, usages,
     /// key, age and the verdict of `certsync approve`'s checks.
     Review(ReviewArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KubeadmCommand {
+    /// Read the node's kubeadm files, print the plan (every file written,
+    /// manifest flag and volume changed, ClusterConfiguration field set) and
+    /// apply it: backups, certsync's config and an initial issuance,
+    /// certsync's static pod, the component manifests, the
+    /// ClusterConfiguration. Refuses what it does not recognise; a second
+    /// run changes nothing.
+    Adopt(AdoptArgs),
+    /// Give the certificates back to kubeadm: its manifests restored,
+    /// certsync's static pod removed, adopt's ClusterConfiguration fields
+    /// taken out; certsync's files kept unless --purge. Nothing to do on a
+    /// node never adopted.
+    Revert(RevertArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The node's kubeadm directory (its /etc/kubernetes) as seen from here;
+    /// paths written into files stay the node's own /etc/kubernetes/... .
+    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
+    pub kubeadm_dir: PathBuf,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// A ca: option for every mapping adopt writes: lifetime=, renew=,
+    /// key-alg= or keep-key= (repeatable), e.g. --set lifetime=10m
+    /// --set renew=30%-40% for a cautious first rollout.
+    #[arg(long = "set", value_name = "OPTION=VALUE", value_parser = check_set)]
+    pub set: Vec<(String, String)>,
+    /// The certsync image for certsync's static pod (the node's kubelet
+    /// pulls it), e.g. registry.example.com/platform/certsync:0.1.0.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// Output format of the plan.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: PlanOutput,
+}
+
+/// `--set` options adopt accepts: how a certificate is renewed, never who
+/// it is for (that is kubeadm's template or the component's identity).
+pub const SETTABLE: [&str; 4] = ["lifetime", "renew", "key-alg", "keep-key"];
+
+/// One `kubeadm adopt --set OPTION=VALUE`, refused unless it is one of
+/// [`SETTABLE`] (the value itself is checked with the configuration).
+pub fn check_set(spec: &str) -> Result<(String, String), String> {
+    let (k, v) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("--set {spec:?}: expected OPTION=VALUE"))?;
+    if !SETTABLE.contains(&k) {
+        return Err(format!(
+            "--set {k}: adopt sets only {} on its mappings (identity options such as \
+             cn, o, dns, ip, usage or template come from kubeadm's certificates)",
+            SETTABLE.join(", ")
+        ));
+    }
+    if v.is_empty() {
+        return Err(format!("--set {k}: empty value"));
+    }
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanOutput {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RevertArgs {
+    /// The node's kubeadm directory (its /etc/kubernetes) as seen from here.
+    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
+    pub kubeadm_dir: PathBuf,
+    /// Also remove certsync's configuration, kubeconfigs and targets
+    /// (backups stay).
+    #[arg(long)]
+    pub purge: bool,
 }
 
 /// The kubelet-serving policy's bounds (approve and review).

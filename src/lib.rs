@@ -15,6 +15,7 @@ pub mod dirwatch;
 pub mod events;
 pub mod files;
 pub mod inspect;
+pub mod kubeadm;
 pub mod man;
 pub mod metrics;
 pub mod pem;

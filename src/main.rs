@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     };
     // A command a person reads (a table, then what it did) logs only
     // warnings unless asked; the daemons log at info.
-    let quiet = matches!(cli.command, Command::Csr(_));
+    let quiet = matches!(cli.command, Command::Csr(_) | Command::Kubeadm(_));
     if let Err(e) = init_tracing(&cli.log, quiet) {
         eprintln!("certsync: {e:#}");
         return ExitCode::from(EXIT_USAGE as u8);
@@ -74,6 +74,16 @@ fn main() -> ExitCode {
         },
         Command::Csr(CsrCommand::Review(a)) => match review(&a) {
             Ok(code) => code,
+            Err(e) => {
+                eprintln!("certsync: {}", certsync::error_chain(e.as_ref()));
+                ExitCode::FAILURE
+            }
+        },
+        Command::Kubeadm(c) => match kubeadm(c) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
             Err(e) => {
                 eprintln!("certsync: {}", certsync::error_chain(e.as_ref()));
                 ExitCode::FAILURE
@@ -335,6 +345,37 @@ async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `certsync kubeadm adopt|revert`: what it printed.
+#[tokio::main(flavor = "current_thread")]
+async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
+    use certsync::cli::{KubeadmCommand, PlanOutput};
+    use certsync::kubeadm::Options;
+    Ok(match c {
+        KubeadmCommand::Adopt(a) => {
+            let opts = Options {
+                dir: a.kubeadm_dir,
+                dry_run: a.dry_run,
+                set: a.set,
+                image: a.image,
+                json: a.output == PlanOutput::Json,
+                purge: false,
+            };
+            Box::pin(certsync::kubeadm::adopt(&opts)).await?
+        }
+        KubeadmCommand::Revert(a) => {
+            let opts = Options {
+                dir: a.kubeadm_dir,
+                dry_run: false,
+                set: Vec::new(),
+                image: String::new(),
+                json: false,
+                purge: a.purge,
+            };
+            certsync::kubeadm::revert(&opts).await?
+        }
+    })
 }
 
 /// A refused combination of flags: said, and the usage exit code.

@@ -92,7 +92,7 @@ fn imports_point_down() {
             })
             .collect();
         if lower.contains(&top) {
-            for up in ["sync", "config", "cli"] {
+            for up in ["sync", "config", "cli", "kubeadm"] {
                 assert!(
                     !used.contains(&up),
                     "{} imports crate::{up}: arrows point down",

@@ -62,6 +62,7 @@ mod tests;
 
 use history::*;
 pub use kubeconfig::{check_kubeconfig, kubeconfig_certificate, update_kubeconfig};
+pub use revision::replace_file;
 use revision::*;
 use rollback::*;
 

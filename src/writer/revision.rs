@@ -145,6 +145,43 @@ pub(super) fn create_file(
     Ok(f)
 }
 
+/// Replaces `name` in `dir` with `bytes` atomically: a temporary file
+/// created with `mode`, written and fsynced, renamed over `name`, then the
+/// directory fsynced. Readers see the old file or the new one, never part.
+pub(super) fn replace_file_in(
+    dir: &Dir,
+    name: &str,
+    mode: u32,
+    bytes: &[u8],
+    shown: &Path,
+) -> Result<(), WriterError> {
+    let tmp = format!("{TMP_PREFIX}-{}", name.trim_start_matches('.'));
+    let tmp_path = shown.join(&tmp);
+    remove_any(dir, &tmp, &tmp_path)?;
+    create_file(dir, &tmp, mode, None, None, bytes, &tmp_path)?
+        .sync_all()
+        .ctx("fsync", &tmp_path)?;
+    dir.rename(&tmp, dir, name)
+        .ctx("rename", &shown.join(name))?;
+    fsync(dir, shown)
+}
+
+/// [`replace_file_in`] for a path: its parent directory is opened without
+/// following a symlink in the last component, and the file is owned by
+/// whoever runs certsync (root on a node). For configuration files that
+/// are not targets (kubeadm's manifests, certsync's own config).
+pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+    else {
+        return Err(WriterError::Foreign {
+            path: path.to_owned(),
+            what: "not a file path",
+        });
+    };
+    let dir = Dir::open_ambient_dir(parent, cap_std::ambient_authority()).ctx("open", parent)?;
+    replace_file_in(&dir, name, mode, bytes, parent)
+}
+
 /// What the symlink `name` in `dir` says, if it is a symlink with UTF-8 text.
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {
     let link = dir.read_link_contents(name).ok()?;

@@ -95,15 +95,7 @@ impl Writer {
             revision.bundle.hash(),
             live.hash
         );
-        let tmp = format!("{TMP_PREFIX}-pin");
-        remove_any(&root, &tmp, &self.path(&tmp))?;
-        let tmp_path = self.path(&tmp);
-        create_file(&root, &tmp, 0o644, None, None, text.as_bytes(), &tmp_path)?
-            .sync_all()
-            .ctx("fsync", &tmp_path)?;
-        root.rename(&tmp, &root, PIN)
-            .ctx("write rollback pin", &self.path(PIN))?;
-        fsync(&root, &self.target)?;
+        replace_file_in(&root, PIN, 0o644, text.as_bytes(), &self.target)?;
         Ok(RolledBack {
             from_history: *number,
             revision: new,

@@ -1,0 +1,219 @@
+//! Applying the plan, in the order that never leaves a component pointed
+//! at a file that does not exist: backups, certsync's configuration and
+//! kubeconfigs, an initial issuance (`run --once` on that configuration),
+//! certsync's static pod, the component manifests, then the
+//! ClusterConfiguration. Every write is atomic (`writer::replace_file`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::Path;
+
+use super::plan::{self, BACKUPS, CONFIG, POD, Plan, STATE, backup_path};
+use super::{KUBEADM_DIR, KubeadmError, Options, cluster, digest, host};
+use crate::writer::replace_file;
+
+/// adopt's record on the node (`/etc/kubernetes/certsync/adopted.json`):
+/// for each manifest it changed, kubeadm's copy in a backup and the
+/// digest of what adopt wrote (revert restores the copy only if the
+/// manifest is still adopt's, else takes adopt's changes out of it).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct State {
+    /// manifest (node path) -> (backup dir, SHA-256 of adopt's version).
+    pub manifests: BTreeMap<String, (String, String)>,
+    /// Backups made, oldest first.
+    pub backups: Vec<String>,
+    /// admin.conf and super-admin.conf (node path) -> the backup holding
+    /// kubeadm's own, from the first adoption: certsync rewrites them in
+    /// place, so revert puts them back.
+    #[serde(default)]
+    pub kubeconfigs: BTreeMap<String, String>,
+}
+
+impl State {
+    pub fn read(dir: &Path) -> Result<Option<Self>, KubeadmError> {
+        let Some(bytes) = super::node::read_optional(dir, STATE)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| KubeadmError::file(&host(dir, STATE), e))
+    }
+
+    fn write(&self, dir: &Path) -> Result<(), KubeadmError> {
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| KubeadmError::file(&host(dir, STATE), e))?;
+        Ok(replace_file(&host(dir, STATE), 0o600, &bytes)?)
+    }
+}
+
+/// A directory made (with its parents) only root may enter.
+pub fn mkdir(path: &Path) -> Result<(), KubeadmError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| KubeadmError::file(path, e))
+}
+
+/// Writes `bytes` to `node_path` atomically, mode 0600, its directory made.
+pub fn put(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
+    let path = host(dir, node_path);
+    if let Some(parent) = path.parent() {
+        mkdir(parent)?;
+    }
+    Ok(replace_file(&path, 0o600, bytes)?)
+}
+
+/// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied.
+/// Returns what to print.
+pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
+    let plan = plan::plan(opts).await?;
+    let mut out = if opts.json {
+        serde_json::to_string_pretty(&plan).unwrap_or_default() + "\n"
+    } else {
+        plan.text()
+    };
+    if opts.dry_run || plan.is_empty() {
+        if opts.dry_run && !opts.json {
+            out.push_str("dry run: nothing written\n");
+        }
+        return Ok(out);
+    }
+    apply(opts, &plan, &mut out).await?;
+    Ok(out)
+}
+
+async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
+    let dir = &opts.dir;
+    let mut state = State::read(dir)?.unwrap_or_default();
+    // Backups of every file replaced or changed.
+    let backup = &plan.backup;
+    mkdir(&host(dir, BACKUPS))?;
+    mkdir(&host(dir, backup))?;
+    for m in &plan.manifests {
+        put(dir, &node_rel(dir, backup, &m.path), &m.before)?;
+    }
+    for f in plan.files.iter().filter(|f| f.action == "replace") {
+        if let Some(old) = super::node::read_optional(dir, &f.path)? {
+            put(dir, &node_rel(dir, backup, &f.path), &old)?;
+        }
+    }
+    if let Some(s) = &plan.stored {
+        put(
+            dir,
+            &format!("{backup}/cluster-configuration.yaml"),
+            s.text.as_bytes(),
+        )?;
+    }
+    for k in plan::EMBEDDED {
+        if state.kubeconfigs.contains_key(k) {
+            continue;
+        }
+        if let Some(old) = super::node::read_optional(dir, k)? {
+            put(dir, &node_rel(dir, backup, k), &old)?;
+            state.kubeconfigs.insert(k.to_owned(), backup.clone());
+        }
+    }
+    state.backups.push(backup.clone());
+    for m in &plan.manifests {
+        state
+            .manifests
+            .insert(m.path.clone(), (backup.clone(), digest(&m.after)));
+    }
+    state.write(dir)?;
+    let _ = writeln!(out, "backed up into {backup}/");
+
+    // certsync's files, then every target issued before anything uses it.
+    for f in plan.files.iter().filter(|f| f.path != POD) {
+        put(dir, &f.path, &f.bytes)?;
+        let _ = writeln!(out, "wrote {}", f.path);
+    }
+    issue(dir).await?;
+    let _ = writeln!(out, "issued every target once (run --once on {CONFIG})");
+    for f in plan.files.iter().filter(|f| f.path == POD) {
+        put(dir, &f.path, &f.bytes)?;
+        let _ = writeln!(out, "wrote {}", f.path);
+    }
+    for m in &plan.manifests {
+        replace_file(&host(dir, &m.path), 0o600, &m.after)?;
+        let _ = writeln!(out, "changed {}", m.path);
+    }
+    match (&plan.stored, &plan.cluster_configuration_new) {
+        (Some(stored), Some(new)) if !plan.cluster_configuration.is_empty() => {
+            cluster::write(&host(dir, "/etc/kubernetes/admin.conf"), stored, new).await?;
+            let _ = writeln!(out, "updated ClusterConfiguration in kubeadm-config");
+        }
+        (None, _) => {
+            let _ = writeln!(
+                out,
+                "ClusterConfiguration NOT updated (not reachable): set the fields above in kubeadm-config \
+                 before the next `kubeadm upgrade`, which would otherwise drop adopt's flags"
+            );
+        }
+        _ => {}
+    }
+    out.push_str("adopted\n");
+    Ok(())
+}
+
+/// `node_path` below `backup`, as a node path.
+fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
+    let p = backup_path(dir, backup, node_path);
+    let rel = p.strip_prefix(dir).unwrap_or(&p);
+    format!("{KUBEADM_DIR}/{}", rel.display())
+}
+
+/// The initial issuance: the same code as `certsync run --once --config`
+/// on adopt's configuration (its paths made this process's when the node's
+/// directory is elsewhere). Skipped when every target already has a live
+/// revision (a second adopt: the running certsync owns them).
+async fn issue(dir: &Path) -> Result<(), KubeadmError> {
+    if plan::targets(dir)
+        .iter()
+        .all(|t| host(dir, t).join("..data").exists())
+    {
+        return Ok(());
+    }
+    let text = super::node::read(dir, CONFIG)?;
+    let prefix = format!("{}/", dir.display());
+    let (path, temp) = if dir == Path::new(KUBEADM_DIR) {
+        (host(dir, CONFIG), false)
+    } else {
+        let p = host(dir, "/etc/kubernetes/certsync/adopt-once.yaml");
+        let local = text.replace(&format!("{KUBEADM_DIR}/"), &prefix);
+        replace_file(&p, 0o600, local.as_bytes())?;
+        (p, true)
+    };
+    let result = once(&path).await;
+    if temp {
+        let _ = std::fs::remove_file(&path);
+    }
+    result
+}
+
+async fn once(config: &Path) -> Result<(), KubeadmError> {
+    let argv = ["certsync", "run", "--once", "--config"]
+        .into_iter()
+        .map(std::ffi::OsString::from)
+        .chain([config.as_os_str().to_owned()])
+        .collect();
+    let parsed = crate::config::parse(argv).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    let crate::cli::Command::Run(args) = parsed.cli.command else {
+        return Err(KubeadmError::Issue("not a run command".into()));
+    };
+    let config =
+        crate::config::Config::from_args(&args).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    let failures = Box::pin(crate::sync::once(&config)).await;
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(KubeadmError::Issue(
+            failures
+                .iter()
+                .map(|e| crate::error_chain(e))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ))
+    }
+}

@@ -1,0 +1,237 @@
+//! The ClusterConfiguration in the `kubeadm-config` ConfigMap: read, the
+//! fields adopt sets added (or taken out), written back with the
+//! resourceVersion read (a concurrent change makes the write fail, never
+//! lost).
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_yaml_ng::{Mapping, Value};
+
+use super::KubeadmError;
+use super::manifest::Component;
+
+const KEY: &str = "ClusterConfiguration";
+
+/// The ConfigMap as read: its ClusterConfiguration, parsed, and the object
+/// to write back.
+#[derive(Debug)]
+pub struct Stored {
+    pub config: Value,
+    pub text: String,
+    object: ConfigMap,
+}
+
+async fn api(kubeconfig: &Path) -> Result<kube::Api<ConfigMap>, KubeadmError> {
+    let settings = crate::source::client::ClientSettings {
+        kubeconfig: Some(kubeconfig.to_owned()),
+        ..Default::default()
+    };
+    let client = settings
+        .client()
+        .await
+        .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+    Ok(kube::Api::namespaced(client, "kube-system"))
+}
+
+/// Reads the ConfigMap through `kubeconfig` (admin.conf), within 15 s.
+pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
+    let get = async {
+        let object = api(kubeconfig)
+            .await?
+            .get("kubeadm-config")
+            .await
+            .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+        let text = object
+            .data
+            .as_ref()
+            .and_then(|d| d.get(KEY))
+            .cloned()
+            .ok_or_else(|| KubeadmError::ClusterConfig(format!("no {KEY} key")))?;
+        let config: Value = serde_yaml_ng::from_str(&text)
+            .map_err(|e| KubeadmError::ClusterConfig(format!("{KEY}: {e}")))?;
+        Ok(Stored {
+            config,
+            text,
+            object,
+        })
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(15), get)
+        .await
+        .map_err(|_| KubeadmError::ClusterConfig("no answer within 15 s".into()))?
+}
+
+/// Writes `config` back (a replace carrying the resourceVersion read).
+pub async fn write(kubeconfig: &Path, stored: &Stored, config: &Value) -> Result<(), KubeadmError> {
+    let text =
+        serde_yaml_ng::to_string(config).map_err(|e| KubeadmError::ClusterConfig(e.to_string()))?;
+    let mut object = stored.object.clone();
+    object
+        .data
+        .get_or_insert_with(Default::default)
+        .insert(KEY.into(), text);
+    api(kubeconfig)
+        .await?
+        .replace("kubeadm-config", &Default::default(), &object)
+        .await
+        .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+    Ok(())
+}
+
+/// What adopt refuses in a ClusterConfiguration, if anything.
+pub fn refusal(config: &Value) -> Option<String> {
+    if config["apiVersion"] != "kubeadm.k8s.io/v1beta4" {
+        return Some(format!(
+            "ClusterConfiguration apiVersion {:?}: adopt knows kubeadm.k8s.io/v1beta4 (kubeadm 1.31+)",
+            config["apiVersion"].as_str().unwrap_or("")
+        ));
+    }
+    if !config["etcd"]["external"].is_null() {
+        return Some(
+            "external etcd (etcd.external): its certificates are not this node's to renew".into(),
+        );
+    }
+    match config["certificatesDir"].as_str() {
+        None | Some("/etc/kubernetes/pki") => None,
+        Some(other) => Some(format!(
+            "certificatesDir is {other}, not /etc/kubernetes/pki: adopt knows kubeadm's default layout only"
+        )),
+    }
+}
+
+/// The section of `config` at `path` (`etcd.local`), made a mapping if missing.
+fn section<'a>(config: &'a mut Value, path: &str) -> &'a mut Value {
+    let mut v = config;
+    for p in path.split('.') {
+        if !v[p].is_mapping()
+            && let Value::Mapping(m) = v
+        {
+            m.insert(p.into(), Value::Mapping(Mapping::new()));
+        }
+        v = &mut v[p];
+    }
+    v
+}
+
+fn entry(pairs: &[(&str, Value)]) -> Value {
+    Value::Mapping(
+        pairs
+            .iter()
+            .map(|(k, v)| (Value::from(*k), v.clone()))
+            .collect(),
+    )
+}
+
+fn volume_entry(v: &super::manifest::Volume) -> Value {
+    entry(&[
+        ("name", v.name.clone().into()),
+        ("hostPath", v.path.clone().into()),
+        ("mountPath", v.path.clone().into()),
+        ("readOnly", true.into()),
+        ("pathType", v.kind.into()),
+    ])
+}
+
+/// A field adopt sets: (`apiServer.extraArgs`, name, value).
+pub type Field = (String, String, String);
+
+/// Adds adopt's fields to `config`. `Err` names an entry of the same name
+/// with another value (someone else's: refused, never overwritten).
+pub fn adopt(config: &mut Value, components: &[Component]) -> Result<Vec<Field>, String> {
+    let mut set = Vec::new();
+    for c in components {
+        let s = section(config, c.section);
+        let args = list(s, "extraArgs")?;
+        for (flag, _, ours) in &c.flags {
+            match args.iter().find(|a| a["name"] == *flag) {
+                Some(a) if a["value"] == ours.as_str() => {}
+                Some(a) => {
+                    return Err(format!(
+                        "{}.extraArgs already has {flag}={}",
+                        c.section,
+                        a["value"].as_str().unwrap_or("?")
+                    ));
+                }
+                None => {
+                    args.push(entry(&[
+                        ("name", (*flag).into()),
+                        ("value", ours.clone().into()),
+                    ]));
+                    set.push((
+                        format!("{}.extraArgs", c.section),
+                        flag.to_string(),
+                        ours.clone(),
+                    ));
+                }
+            }
+        }
+        if c.volumes.is_empty() {
+            continue;
+        }
+        let vols = list(s, "extraVolumes")?;
+        for v in &c.volumes {
+            match vols.iter().find(|e| e["name"] == v.name.as_str()) {
+                Some(e) if *e == volume_entry(v) => {}
+                Some(_) => {
+                    return Err(format!(
+                        "{}.extraVolumes already has a volume {} that is not certsync's",
+                        c.section, v.name
+                    ));
+                }
+                None => {
+                    vols.push(volume_entry(v));
+                    set.push((
+                        format!("{}.extraVolumes", c.section),
+                        v.name.clone(),
+                        v.path.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(set)
+}
+
+/// Takes out exactly the entries adopt adds (same name and value); a list
+/// left empty goes too. Whether anything changed.
+pub fn unadopt(config: &mut Value, components: &[Component]) -> bool {
+    let mut changed = false;
+    for c in components {
+        let s = section(config, c.section);
+        let Value::Mapping(m) = s else { continue };
+        if let Some(Value::Sequence(args)) = m.get_mut("extraArgs") {
+            let before = args.len();
+            args.retain(|a| {
+                !c.flags
+                    .iter()
+                    .any(|(f, _, ours)| a["name"] == *f && a["value"] == ours.as_str())
+            });
+            changed |= args.len() != before;
+        }
+        if let Some(Value::Sequence(vols)) = m.get_mut("extraVolumes") {
+            let before = vols.len();
+            vols.retain(|e| !c.volumes.iter().any(|v| *e == volume_entry(v)));
+            changed |= vols.len() != before;
+        }
+        for key in ["extraArgs", "extraVolumes"] {
+            if m.get(key)
+                .and_then(Value::as_sequence)
+                .is_some_and(Vec::is_empty)
+            {
+                m.remove(key);
+            }
+        }
+    }
+    changed
+}
+
+fn list<'a>(s: &'a mut Value, key: &str) -> Result<&'a mut Vec<Value>, String> {
+    let Value::Mapping(m) = s else {
+        return Err(format!("{key}: its section is not a mapping"));
+    };
+    let v = m
+        .entry(key.into())
+        .or_insert_with(|| Value::Sequence(vec![]));
+    v.as_sequence_mut()
+        .ok_or_else(|| format!("{key} is not a list (kubeadm.k8s.io/v1beta4 has a list)"))
+}

@@ -1,0 +1,347 @@
+//! What adopt changes in each kubeadm component: the flags (kubeadm's value
+//! and certsync's) and the extra volumes, applied to a manifest the way
+//! `kubeadm upgrade` applies `extraArgs`/`extraVolumes` (an extra argument
+//! takes the place of kubeadm's flag of the same name; volumes and mounts
+//! kept sorted by name, as kubeadm writes them), and taken out again.
+
+use serde_yaml_ng::{Mapping, Value};
+
+/// certsync's targets, as the components see them.
+pub const P: &str = "/etc/kubernetes/pki/certsync";
+pub const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
+pub const KUBECONFIGS: &str = "/etc/kubernetes/certsync";
+
+/// An extra volume (hostPath mounted at the same path, read-only).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Volume {
+    pub name: String,
+    pub path: String,
+    /// `File` or `Directory`.
+    pub kind: &'static str,
+}
+
+/// One kubeadm component: its manifest, its ClusterConfiguration section,
+/// and adopt's changes.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Component {
+    /// `kube-apiserver`, `etcd`, ...: the manifest's file stem and container.
+    pub name: &'static str,
+    /// `apiServer`, `etcd.local`, `controllerManager`, `scheduler`.
+    pub section: &'static str,
+    /// (flag, kubeadm's value, certsync's value).
+    pub flags: Vec<(&'static str, String, String)>,
+    pub volumes: Vec<Volume>,
+}
+
+/// The four components and what adopt changes in each.
+pub fn components() -> Vec<Component> {
+    let pki = "/etc/kubernetes/pki";
+    let pair = |c: &'static str, k: &'static str, kubeadm: &str, target: String| {
+        [
+            (c, format!("{kubeadm}.crt"), format!("{target}/tls.crt")),
+            (k, format!("{kubeadm}.key"), format!("{target}/tls.key")),
+        ]
+    };
+    let kubeconfig = |file: &str| {
+        [
+            "kubeconfig",
+            "authentication-kubeconfig",
+            "authorization-kubeconfig",
+        ]
+        .map(|f| {
+            (
+                f,
+                format!("/etc/kubernetes/{file}"),
+                format!("{KUBECONFIGS}/{file}"),
+            )
+        })
+    };
+    let conf_volume = |file: &str| Volume {
+        name: "certsync-kubeconfig".into(),
+        path: format!("{KUBECONFIGS}/{file}"),
+        kind: "File",
+    };
+    let mut api = Vec::new();
+    for (c, k, t) in [
+        ("tls-cert-file", "tls-private-key-file", "apiserver"),
+        (
+            "kubelet-client-certificate",
+            "kubelet-client-key",
+            "apiserver-kubelet-client",
+        ),
+        ("etcd-certfile", "etcd-keyfile", "apiserver-etcd-client"),
+        (
+            "proxy-client-cert-file",
+            "proxy-client-key-file",
+            "front-proxy-client",
+        ),
+    ] {
+        api.extend(pair(c, k, &format!("{pki}/{t}"), format!("{P}/{t}")));
+    }
+    let mut etcd = Vec::new();
+    etcd.extend(pair(
+        "cert-file",
+        "key-file",
+        &format!("{pki}/etcd/server"),
+        format!("{PE}/server"),
+    ));
+    etcd.extend(pair(
+        "peer-cert-file",
+        "peer-key-file",
+        &format!("{pki}/etcd/peer"),
+        format!("{PE}/peer"),
+    ));
+    vec![
+        Component {
+            name: "kube-apiserver",
+            section: "apiServer",
+            flags: api,
+            volumes: vec![],
+        },
+        Component {
+            name: "etcd",
+            section: "etcd.local",
+            flags: etcd,
+            volumes: vec![],
+        },
+        Component {
+            name: "kube-controller-manager",
+            section: "controllerManager",
+            flags: kubeconfig("controller-manager.conf").into(),
+            volumes: vec![conf_volume("controller-manager.conf")],
+        },
+        Component {
+            name: "kube-scheduler",
+            section: "scheduler",
+            flags: kubeconfig("scheduler.conf").into(),
+            volumes: vec![
+                conf_volume("scheduler.conf"),
+                Volume {
+                    name: "certsync-client".into(),
+                    path: format!("{P}/scheduler-client"),
+                    kind: "Directory",
+                },
+            ],
+        },
+    ]
+}
+
+/// A parsed manifest: the Pod, and its first container's index.
+pub struct Manifest {
+    pub pod: Value,
+}
+
+impl Manifest {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let pod: Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        if pod["kind"] != "Pod"
+            || pod["spec"]["containers"][0]["command"]
+                .as_sequence()
+                .is_none()
+        {
+            return Err("not a Pod whose first container has a command".into());
+        }
+        Ok(Self { pod })
+    }
+
+    pub fn render(&self) -> Result<String, String> {
+        serde_yaml_ng::to_string(&self.pod).map_err(|e| e.to_string())
+    }
+
+    fn command(&mut self) -> &mut Vec<Value> {
+        // Checked in `parse`.
+        self.pod["spec"]["containers"][0]["command"]
+            .as_sequence_mut()
+            .expect("command checked in parse")
+    }
+
+    /// The value of `--flag=` in the command, if present.
+    pub fn flag(&self, flag: &str) -> Option<String> {
+        let prefix = format!("--{flag}=");
+        self.pod["spec"]["containers"][0]["command"]
+            .as_sequence()?
+            .iter()
+            .find_map(|a| a.as_str()?.strip_prefix(&prefix).map(str::to_owned))
+    }
+
+    /// Sets `--flag=value` as kubeadm v1.36 does for an `extraArgs` entry:
+    /// its own flag of that name taken out, the extra argument appended
+    /// after kubeadm's sorted ones, in the list's order (checked against
+    /// `kubeadm init phase control-plane` on a node). A flag that already
+    /// has the value stays where it is. Returns whether it changed.
+    pub fn set_flag(&mut self, flag: &str, value: &str) -> bool {
+        self.put_flag(flag, value, false)
+    }
+
+    /// Puts kubeadm's own `--flag=value` back where kubeadm writes it: in
+    /// sorted order among its flags.
+    pub fn restore_flag(&mut self, flag: &str, value: &str) -> bool {
+        self.put_flag(flag, value, true)
+    }
+
+    fn put_flag(&mut self, flag: &str, value: &str, sorted: bool) -> bool {
+        let prefix = format!("--{flag}=");
+        let arg = Value::String(format!("{prefix}{value}"));
+        let cmd = self.command();
+        if cmd.contains(&arg) {
+            return false;
+        }
+        cmd.retain(|a| !a.as_str().is_some_and(|s| s.starts_with(&prefix)));
+        let at = if sorted {
+            cmd.iter()
+                .skip(1)
+                .position(|a| a.as_str().is_some_and(|s| s > prefix.as_str()))
+                .map_or(cmd.len(), |i| i + 1)
+        } else {
+            cmd.len()
+        };
+        cmd.insert(at, arg);
+        true
+    }
+
+    fn list(&mut self, path: &[&str]) -> &mut Vec<Value> {
+        let mut v = &mut self.pod;
+        for p in path {
+            if v.get(*p).is_none()
+                && let Value::Mapping(m) = v
+            {
+                m.insert((*p).into(), Value::Sequence(vec![]));
+            }
+            v = &mut v[*p];
+        }
+        if !v.is_sequence() {
+            *v = Value::Sequence(vec![]);
+        }
+        v.as_sequence_mut().expect("made a sequence above")
+    }
+
+    fn volumes(&mut self) -> &mut Vec<Value> {
+        self.list(&["spec", "volumes"])
+    }
+
+    fn mounts(&mut self) -> &mut Vec<Value> {
+        let c = &mut self.pod["spec"]["containers"][0];
+        if c.get("volumeMounts").is_none()
+            && let Value::Mapping(m) = c
+        {
+            m.insert("volumeMounts".into(), Value::Sequence(vec![]));
+        }
+        c["volumeMounts"]
+            .as_sequence_mut()
+            .expect("volumeMounts is a list")
+    }
+
+    /// The volume named `name`: (hostPath, type).
+    pub fn volume(&self, name: &str) -> Option<(String, String)> {
+        let v = self.pod["spec"]["volumes"]
+            .as_sequence()?
+            .iter()
+            .find(|v| v["name"] == name)?;
+        Some((
+            v["hostPath"]["path"].as_str().unwrap_or("").to_owned(),
+            v["hostPath"]["type"].as_str().unwrap_or("").to_owned(),
+        ))
+    }
+
+    /// Adds the volume and its read-only mount, each list kept sorted by
+    /// name. Returns whether anything changed.
+    pub fn add_volume(&mut self, v: &Volume) -> bool {
+        if self.volume(&v.name).is_some() {
+            return false;
+        }
+        let mut host = Mapping::new();
+        host.insert("path".into(), v.path.clone().into());
+        host.insert("type".into(), v.kind.into());
+        let mut vol = Mapping::new();
+        vol.insert("hostPath".into(), Value::Mapping(host));
+        vol.insert("name".into(), v.name.clone().into());
+        let mut mount = Mapping::new();
+        mount.insert("mountPath".into(), v.path.clone().into());
+        mount.insert("name".into(), v.name.clone().into());
+        mount.insert("readOnly".into(), true.into());
+        insert_sorted(self.volumes(), Value::Mapping(vol), &v.name);
+        insert_sorted(self.mounts(), Value::Mapping(mount), &v.name);
+        true
+    }
+
+    /// Removes the volume and its mount named `name`.
+    pub fn remove_volume(&mut self, name: &str) -> bool {
+        let before = self.volumes().len();
+        self.volumes().retain(|v| v["name"] != name);
+        self.mounts().retain(|v| v["name"] != name);
+        self.volumes().len() != before
+    }
+}
+
+fn insert_sorted(list: &mut Vec<Value>, item: Value, name: &str) {
+    let at = list
+        .iter()
+        .position(|v| v["name"].as_str().is_some_and(|n| n > name))
+        .unwrap_or(list.len());
+    list.insert(at, item);
+}
+
+/// What adopt found wrong with a component's manifest, if anything: a flag
+/// it sets already carrying a third value, or a volume of its name that is
+/// not its own.
+pub fn conflict(c: &Component, m: &Manifest) -> Option<String> {
+    for (flag, kubeadm, ours) in &c.flags {
+        match m.flag(flag) {
+            Some(v) if v == *kubeadm || v == *ours => {}
+            Some(v) => {
+                return Some(format!(
+                    "--{flag}={v} is neither kubeadm's default ({kubeadm}) nor certsync's \
+                     ({ours}): a custom path adopt does not know how to keep"
+                ));
+            }
+            None => return Some(format!("no --{flag} (kubeadm always sets it)")),
+        }
+    }
+    for v in &c.volumes {
+        if let Some((path, kind)) = m.volume(&v.name)
+            && (path != v.path || kind != v.kind)
+        {
+            return Some(format!(
+                "a volume {} already exists ({path}, {kind}), not certsync's",
+                v.name
+            ));
+        }
+    }
+    None
+}
+
+/// Adopt's change to one manifest: (flag, old value, new value) for each
+/// flag changed, and the volumes added.
+pub fn adopt(c: &Component, m: &mut Manifest) -> (Vec<(String, String, String)>, Vec<String>) {
+    let mut flags = Vec::new();
+    for (flag, _, ours) in &c.flags {
+        let old = m.flag(flag).unwrap_or_default();
+        if m.set_flag(flag, ours) {
+            flags.push(((*flag).to_owned(), old, ours.clone()));
+        }
+    }
+    let volumes = c
+        .volumes
+        .iter()
+        .filter(|v| m.add_volume(v))
+        .map(|v| v.name.clone())
+        .collect();
+    (flags, volumes)
+}
+
+/// The inverse: kubeadm's values back, certsync's volumes out. Whether it
+/// changed anything.
+pub fn unadopt(c: &Component, m: &mut Manifest) -> bool {
+    let mut changed = false;
+    for (flag, kubeadm, ours) in &c.flags {
+        if m.flag(flag).as_deref() == Some(ours.as_str()) {
+            changed |= m.restore_flag(flag, kubeadm);
+        }
+    }
+    for v in &c.volumes {
+        if m.volume(&v.name) == Some((v.path.clone(), v.kind.to_owned())) {
+            changed |= m.remove_volume(&v.name);
+        }
+    }
+    changed
+}

@@ -1,0 +1,91 @@
+//! `certsync kubeadm adopt` and `revert`: a kubeadm control-plane node's
+//! certificates handed to certsync's `ca:` mappings, and back.
+//!
+//! The layout is the one `docs/guides/kubeadm-control-plane.md` found on
+//! kubeadm v1.36's own manifests: etcd's targets under `pki/etcd/certsync`
+//! (the only part of `pki` its pod mounts), the API server's under
+//! `pki/certsync`, the controller-manager and scheduler given kubeconfigs of
+//! certsync's that reference their client targets by file. Manifests change
+//! only in what `kubeadm upgrade` regenerates from the ClusterConfiguration
+//! (`extraArgs`, `extraVolumes`), and the ClusterConfiguration in the
+//! `kubeadm-config` ConfigMap gets the same fields so the next upgrade keeps
+//! them.
+//!
+//! Every path is the node's (`/etc/kubernetes/...`), read and written below
+//! `--kubeadm-dir` (the same directory on a real node; a node's directory
+//! seen from elsewhere in tests).
+
+use std::path::{Path, PathBuf};
+
+mod apply;
+mod cluster;
+mod manifest;
+mod node;
+mod plan;
+mod revert;
+
+pub use apply::adopt;
+pub use plan::{Plan, plan};
+pub use revert::revert;
+
+/// Where kubeadm keeps everything, as the node's components see it.
+pub const KUBEADM_DIR: &str = "/etc/kubernetes";
+
+/// What `adopt` and `revert` are asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The node's `/etc/kubernetes` as this process sees it.
+    pub dir: PathBuf,
+    pub dry_run: bool,
+    /// `ca:` options for every mapping (`lifetime`, `renew`, `key-alg`,
+    /// `keep-key`), checked by `cli::check_set`.
+    pub set: Vec<(String, String)>,
+    /// The certsync image the node's kubelet runs.
+    pub image: String,
+    pub json: bool,
+    /// `revert --purge`: certsync's own files go too.
+    pub purge: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeadmError {
+    /// Something on the node adopt does not recognise: it refuses rather
+    /// than guess.
+    #[error("refusing to adopt {dir}: {reason}")]
+    Refused { dir: PathBuf, reason: String },
+    #[error("{path}: {problem}")]
+    File { path: PathBuf, problem: String },
+    #[error(transparent)]
+    Write(#[from] crate::writer::WriterError),
+    #[error("ConfigMap kube-system/kubeadm-config: {0}")]
+    ClusterConfig(String),
+    #[error("initial issuance failed ({0}); no manifest was changed")]
+    Issue(String),
+    #[error("revert: {0}")]
+    Revert(String),
+}
+
+impl KubeadmError {
+    fn file(path: &Path, problem: impl std::fmt::Display) -> Self {
+        Self::File {
+            path: path.to_owned(),
+            problem: problem.to_string(),
+        }
+    }
+}
+
+/// `/etc/kubernetes/REL` as seen through `dir`.
+fn host(dir: &Path, node_path: &str) -> PathBuf {
+    match node_path.strip_prefix(KUBEADM_DIR) {
+        Some(rel) => dir.join(rel.trim_start_matches('/')),
+        None => PathBuf::from(node_path),
+    }
+}
+
+/// SHA-256 of `bytes`, hex.
+fn digest(bytes: &[u8]) -> String {
+    hex::encode(ring::digest::digest(&ring::digest::SHA256, bytes))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+//! Reading a kubeadm node's files: certificates (kubeadm's, each issued by
+//! the CA adopt will renew it from), kubeconfigs (the server each
+//! component talks to), manifests.
+
+use std::path::Path;
+
+use super::{KubeadmError, host};
+
+/// Files on a node are small: a manifest, a kubeconfig, a certificate.
+const LIMIT: u64 = 1 << 20;
+
+pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
+    let path = host(dir, node_path);
+    crate::files::read_text(&path, LIMIT).map_err(|e| KubeadmError::file(&path, e.problem()))
+}
+
+/// The file's bytes if it exists (`None` when missing; other errors are errors).
+pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, KubeadmError> {
+    let path = host(dir, node_path);
+    match crate::files::read_regular(&path, LIMIT) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(KubeadmError::file(&path, e.problem())),
+    }
+}
+
+/// The first certificate of a PEM file, as DER.
+fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, String> {
+    let text = read(dir, node_path).map_err(|e| e.to_string())?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(text.as_bytes())
+        .map_err(|e| format!("{node_path}: not a PEM certificate ({e})"))?;
+    Ok(pem.contents)
+}
+
+/// Checks that `template` is a certificate `ca` issued (issuer name and
+/// signature): a certificate kubeadm made, not one planted or brought from
+/// elsewhere, whose identity adopt would copy into every renewal.
+pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), String> {
+    let ca_der = cert_der(dir, ca)?;
+    let leaf_der = cert_der(dir, template)?;
+    let (_, ca_cert) = x509_parser::parse_x509_certificate(&ca_der)
+        .map_err(|e| format!("{ca}: not a certificate ({e})"))?;
+    let (_, leaf) = x509_parser::parse_x509_certificate(&leaf_der)
+        .map_err(|e| format!("{template}: not a certificate ({e})"))?;
+    if leaf.issuer().as_raw() != ca_cert.subject().as_raw() {
+        return Err(format!(
+            "{template} was issued by {:?}, not by {ca} ({:?}): not a certificate kubeadm made",
+            crate::escape(&leaf.issuer().to_string()),
+            crate::escape(&ca_cert.subject().to_string())
+        ));
+    }
+    leaf.verify_signature(Some(ca_cert.public_key()))
+        .map_err(|_| format!("{template} names {ca} as its issuer but {ca} did not sign it"))
+}
+
+/// The API server address of a kubeadm kubeconfig (its only cluster).
+pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
+    let text = read(dir, node_path)?;
+    let path = host(dir, node_path);
+    let config =
+        crate::source::client::parse_kubeconfig(&text).map_err(|e| KubeadmError::file(&path, e))?;
+    let clusters = &config.clusters;
+    match clusters.as_slice() {
+        [one] => one
+            .cluster
+            .as_ref()
+            .and_then(|c| c.server.clone())
+            .ok_or_else(|| KubeadmError::file(&path, "its cluster has no server")),
+        _ => Err(KubeadmError::file(
+            &path,
+            format!(
+                "{} clusters; kubeadm writes one: not a kubeconfig adopt recognises",
+                clusters.len()
+            ),
+        )),
+    }
+}

@@ -1,0 +1,560 @@
+//! The plan: what adopt reads on the node, what it refuses, and every file,
+//! manifest flag and ClusterConfiguration field it would write.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_yaml_ng::Value;
+
+use super::manifest::{self, KUBECONFIGS, Manifest, P, PE};
+use super::{KubeadmError, Options, cluster, digest, host, node};
+
+/// certsync's configuration, its static pod, and adopt's record of what it did.
+pub const CONFIG: &str = "/etc/kubernetes/certsync.yaml";
+pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
+pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
+pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
+
+/// kubeconfigs with an embedded client pair that people and kubeadm read:
+/// kept renewed in place (`update-kubeconfig:`) when the node has them
+/// (a joined control-plane node has no super-admin.conf).
+pub const EMBEDDED: [&str; 2] = [
+    "/etc/kubernetes/admin.conf",
+    "/etc/kubernetes/super-admin.conf",
+];
+
+/// One `ca:` mapping: (name, CA under pki/, target, template under pki/ or
+/// the client identity (cn, o), the kubeconfig it keeps renewed).
+struct Cert {
+    name: &'static str,
+    ca: &'static str,
+    target: String,
+    template: Option<&'static str>,
+    cn: Option<&'static str>,
+    o: Option<&'static str>,
+    kubeconfig: Option<&'static str>,
+}
+
+/// The mappings for the node at `dir`: every certificate `kubeadm certs
+/// renew all` renews that the node has.
+fn certs(dir: &Path) -> Vec<Cert> {
+    let t = |name, ca, target: String, template| Cert {
+        name,
+        ca,
+        target,
+        template: Some(template),
+        cn: None,
+        o: None,
+        kubeconfig: None,
+    };
+    let client = |name, cn| Cert {
+        name,
+        ca: "ca",
+        target: format!("{P}/{name}"),
+        template: None,
+        cn: Some(cn),
+        o: None,
+        kubeconfig: None,
+    };
+    let embedded = |name, cn, o, kubeconfig| Cert {
+        kubeconfig: Some(kubeconfig),
+        o: Some(o),
+        ..client(name, cn)
+    };
+    let mut all = vec![
+        t("apiserver", "ca", format!("{P}/apiserver"), "apiserver"),
+        t(
+            "apiserver-kubelet-client",
+            "ca",
+            format!("{P}/apiserver-kubelet-client"),
+            "apiserver-kubelet-client",
+        ),
+        t(
+            "apiserver-etcd-client",
+            "etcd/ca",
+            format!("{P}/apiserver-etcd-client"),
+            "apiserver-etcd-client",
+        ),
+        t(
+            "front-proxy-client",
+            "front-proxy-ca",
+            format!("{P}/front-proxy-client"),
+            "front-proxy-client",
+        ),
+        t(
+            "etcd-server",
+            "etcd/ca",
+            format!("{PE}/server"),
+            "etcd/server",
+        ),
+        t("etcd-peer", "etcd/ca", format!("{PE}/peer"), "etcd/peer"),
+        t(
+            "etcd-healthcheck-client",
+            "etcd/ca",
+            format!("{PE}/healthcheck-client"),
+            "etcd/healthcheck-client",
+        ),
+        client(
+            "controller-manager-client",
+            "system:kube-controller-manager",
+        ),
+        client("scheduler-client", "system:kube-scheduler"),
+    ];
+    let [admin, super_admin] = EMBEDDED;
+    all.push(embedded(
+        "admin-client",
+        "kubernetes-admin",
+        "kubeadm:cluster-admins",
+        admin,
+    ));
+    all.push(embedded(
+        "super-admin-client",
+        "kubernetes-super-admin",
+        "system:masters",
+        super_admin,
+    ));
+    all.retain(|c| c.kubeconfig.is_none_or(|k| host(dir, k).is_file()));
+    all
+}
+
+/// Every target adopt's configuration names for the node (node paths).
+pub fn targets(dir: &Path) -> Vec<String> {
+    certs(dir).into_iter().map(|c| c.target).collect()
+}
+
+/// A file adopt writes.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileWrite {
+    pub path: String,
+    /// `create` or `replace`.
+    pub action: &'static str,
+    pub mode: String,
+    pub what: String,
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
+/// A manifest adopt changes.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ManifestChange {
+    pub path: String,
+    /// (flag, old value, new value).
+    pub flags: Vec<(String, String, String)>,
+    pub volumes_added: Vec<String>,
+    #[serde(skip)]
+    pub before: Vec<u8>,
+    #[serde(skip)]
+    pub after: Vec<u8>,
+}
+
+/// Everything adopt would do on the node, and what it read to decide.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Plan {
+    pub kubeadm_dir: PathBuf,
+    /// Where the ClusterConfiguration came from, or why it could not be read.
+    pub cluster_configuration_from: String,
+    pub files: Vec<FileWrite>,
+    pub manifests: Vec<ManifestChange>,
+    /// (field, name, value) set in the ClusterConfiguration.
+    pub cluster_configuration: Vec<cluster::Field>,
+    /// Whether the kubeadm-config ConfigMap can be written (read through admin.conf).
+    pub cluster_configuration_reachable: bool,
+    #[serde(skip)]
+    pub cluster_configuration_new: Option<Value>,
+    #[serde(skip)]
+    pub stored: Option<std::sync::Arc<cluster::Stored>>,
+    /// Where the files changed are copied first.
+    pub backup: String,
+    /// admin.conf / super-admin.conf whose embedded pair certsync renews.
+    pub kubeconfigs_renewed: Vec<String>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.manifests.is_empty() && self.cluster_configuration.is_empty()
+    }
+
+    /// The plan as a person reads it.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "node: {}", self.kubeadm_dir.display());
+        let _ = writeln!(
+            s,
+            "ClusterConfiguration: {}",
+            self.cluster_configuration_from
+        );
+        if self.is_empty() {
+            s.push_str("already adopted: nothing to change\n");
+            return s;
+        }
+        let _ = writeln!(s, "backup of every file changed: {}/", self.backup);
+        s.push_str("files:\n");
+        for f in &self.files {
+            let _ = writeln!(s, "  {} {} ({}): {}", f.action, f.path, f.mode, f.what);
+        }
+        for k in &self.kubeconfigs_renewed {
+            let _ = writeln!(
+                s,
+                "  renew in place {k}: its embedded client certificate (update-kubeconfig; backed up first)"
+            );
+        }
+        s.push_str("manifests:\n");
+        for m in &self.manifests {
+            let _ = writeln!(s, "  {}", m.path);
+            for (flag, old, new) in &m.flags {
+                let _ = writeln!(s, "    --{flag}: {old} -> {new}");
+            }
+            for v in &m.volumes_added {
+                let _ = writeln!(s, "    + volume {v} (read-only)");
+            }
+        }
+        let how = if self.cluster_configuration_reachable {
+            "ClusterConfiguration (kubeadm-config ConfigMap), kept by `kubeadm upgrade`:"
+        } else {
+            "ClusterConfiguration: NOT reachable; set these by hand in kubeadm-config so `kubeadm upgrade` keeps them:"
+        };
+        let _ = writeln!(s, "{how}");
+        for (field, name, value) in &self.cluster_configuration {
+            let _ = writeln!(s, "  {field}: {name}={value}");
+        }
+        s
+    }
+}
+
+/// A value given to `--set`, as YAML would read it (`keep-key=true` a bool).
+fn set_value(v: &str) -> Value {
+    match v {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::String(v.to_owned()),
+    }
+}
+
+/// certsync's configuration: one `ca:` mapping per certificate.
+pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError> {
+    let mut mappings = Vec::new();
+    for c in certs(&opts.dir) {
+        let mut m = serde_yaml_ng::Mapping::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.into(), v);
+        };
+        put("name", c.name.into());
+        put("source", format!("ca:/etc/kubernetes/pki/{}", c.ca).into());
+        put("target", c.target.clone().into());
+        if let Some(t) = c.template {
+            put("template", format!("/etc/kubernetes/pki/{t}.crt").into());
+        }
+        if let Some(cn) = c.cn {
+            put("cn", cn.into());
+            put(
+                "usage",
+                serde_yaml_ng::to_value(["digital-signature", "key-encipherment", "client-auth"])
+                    .unwrap_or_default(),
+            );
+            if let Some(o) = c.o {
+                put("o", serde_yaml_ng::to_value([o]).unwrap_or_default());
+            }
+            put("key-alg", key_alg.into());
+        }
+        if let Some(k) = c.kubeconfig {
+            put("update-kubeconfig", k.into());
+        }
+        for (k, v) in &opts.set {
+            put(k, set_value(v));
+        }
+        mappings.push(Value::Mapping(m));
+    }
+    let mut doc = serde_yaml_ng::Mapping::new();
+    doc.insert("mappings".into(), Value::Sequence(mappings));
+    doc.insert("admin-addr".into(), "127.0.0.1:9814".into());
+    let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    Ok(format!(
+        "# Written by `certsync kubeadm adopt`: every certificate `kubeadm certs renew all`\n\
+         # renews on this node, issued from kubeadm's CAs (docs/guides/kubeadm-control-plane.md).\n\
+         # Edit freely; `certsync kubeadm revert` undoes adoption.\n{body}"
+    ))
+}
+
+/// A kubeconfig of certsync's for a component: its client target by file.
+fn kubeconfig_text(server: &str, user: &str, target: &str) -> String {
+    format!(
+        "# Written by `certsync kubeadm adopt`: the client certificate is certsync's target,\n\
+         # re-read by client-go when it is renewed.\n\
+         apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority: {target}/ca.crt\n    server: {server}\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: {user}\n  name: {user}@kubernetes\ncurrent-context: {user}@kubernetes\nusers:\n- name: {user}\n  user:\n    client-certificate: {target}/tls.crt\n    client-key: {target}/tls.key\n"
+    )
+}
+
+/// certsync's static pod: the CA files and templates read-only, each target
+/// read-write, the config read-only; restarted (a new pod) when the config
+/// changes, through its hash in an annotation.
+fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
+    let mut mounts = String::new();
+    let mut volumes = String::new();
+    let mut add = |name: &str, path: &str, kind: &str, ro: bool| {
+        let _ = write!(
+            mounts,
+            "    - mountPath: {path}\n      name: {name}\n{}",
+            if ro { "      readOnly: true\n" } else { "" }
+        );
+        let _ = write!(
+            volumes,
+            "  - hostPath:\n      path: {path}\n      type: {kind}\n    name: {name}\n"
+        );
+    };
+    add("pki", "/etc/kubernetes/pki", "Directory", true);
+    add("config", CONFIG, "File", true);
+    let certs = certs(dir);
+    if certs.iter().any(|c| c.kubeconfig.is_some()) {
+        // admin.conf and super-admin.conf are replaced by rename: their
+        // directory is writable, and what else is in it (the static pod
+        // manifests, adopt's kubeconfigs and backups) is not.
+        add("etc-kubernetes", "/etc/kubernetes", "Directory", false);
+        add("manifests", "/etc/kubernetes/manifests", "Directory", true);
+        add("certsync-files", KUBECONFIGS, "Directory", true);
+    }
+    for c in certs {
+        add(c.name, &c.target, "DirectoryOrCreate", false);
+    }
+    let hash = &digest(config)[..16];
+    format!(
+        "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n\
+apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: 127.0.0.1\n        path: /livez\n        port: 9814\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: 127.0.0.1\n        path: /readyz\n        port: 9814\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: 127.0.0.1\n        path: /readyz\n        port: 9814\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  volumes:\n{volumes}"
+    )
+}
+
+fn refused(opts: &Options, reason: impl Into<String>) -> KubeadmError {
+    KubeadmError::Refused {
+        dir: opts.dir.clone(),
+        reason: reason.into(),
+    }
+}
+
+/// A file to write unless it already has these bytes; `owned` says whether
+/// an existing file with other bytes is adopt's own to replace.
+fn file(
+    opts: &Options,
+    path: &str,
+    bytes: Vec<u8>,
+    what: &str,
+    owned: bool,
+) -> Result<Option<FileWrite>, KubeadmError> {
+    let action = match node::read_optional(&opts.dir, path)? {
+        Some(old) if old == bytes => return Ok(None),
+        Some(_) if !owned => {
+            return Err(refused(
+                opts,
+                format!("{path} exists and adopt did not write it (an unknown certsync setup?)"),
+            ));
+        }
+        Some(_) => "replace",
+        None => "create",
+    };
+    Ok(Some(FileWrite {
+        path: path.to_owned(),
+        action,
+        mode: "0600".into(),
+        what: what.to_owned(),
+        bytes,
+    }))
+}
+
+/// Reads the node and works out the plan; refuses what it does not recognise.
+pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
+    let dir = &opts.dir;
+    let adopted = node::read_optional(dir, STATE)?.is_some();
+    // The ClusterConfiguration, through admin.conf.
+    let admin = host(dir, "/etc/kubernetes/admin.conf");
+    let (stored, from) = match cluster::read(&admin).await {
+        Ok(s) => (
+            Some(s),
+            format!(
+                "ConfigMap kube-system/kubeadm-config, read through {}",
+                admin.display()
+            ),
+        ),
+        Err(e) => (
+            None,
+            format!(
+                "not read ({e}); kubeadm keeps no copy on a control-plane node, so the manifests alone were checked"
+            ),
+        ),
+    };
+    let mut key_alg = "rsa-2048".to_owned();
+    if let Some(s) = &stored {
+        if let Some(r) = cluster::refusal(&s.config) {
+            return Err(refused(opts, r));
+        }
+        key_alg = match s.config["encryptionAlgorithm"]
+            .as_str()
+            .unwrap_or("RSA-2048")
+        {
+            "RSA-2048" => "rsa-2048",
+            "RSA-3072" => "rsa-3072",
+            "RSA-4096" => "rsa-4096",
+            "ECDSA-P256" => "ecdsa-p256",
+            "ECDSA-P384" => "ecdsa-p384",
+            other => {
+                return Err(refused(
+                    opts,
+                    format!("encryptionAlgorithm {other:?} is not one adopt knows"),
+                ));
+            }
+        }
+        .to_owned();
+    }
+    // Manifests: kubeadm's four, each flag adopt sets either kubeadm's or certsync's.
+    let components = manifest::components();
+    let mut manifests = Vec::new();
+    for c in &components {
+        let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
+        let Some(before) = node::read_optional(dir, &path)? else {
+            return Err(refused(
+                opts,
+                if c.name == "etcd" {
+                    format!("no {path}: external etcd, or not a control-plane node")
+                } else {
+                    format!("no {path}: not a kubeadm control-plane node")
+                },
+            ));
+        };
+        let text = String::from_utf8(before.clone())
+            .map_err(|_| KubeadmError::file(&host(dir, &path), "not UTF-8"))?;
+        let mut m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
+        if let Some(problem) = manifest::conflict(c, &m) {
+            return Err(refused(opts, format!("{path}: {problem}")));
+        }
+        let (flags, volumes_added) = manifest::adopt(c, &mut m);
+        if flags.is_empty() && volumes_added.is_empty() {
+            continue;
+        }
+        let after = m
+            .render()
+            .map_err(|e| KubeadmError::file(&host(dir, &path), e))?
+            .into_bytes();
+        manifests.push(ManifestChange {
+            path,
+            flags,
+            volumes_added,
+            before,
+            after,
+        });
+    }
+    // Templates: each one kubeadm made, issued by the CA its mapping names.
+    for c in certs(dir) {
+        if let Some(t) = c.template {
+            node::issued_by(
+                dir,
+                &format!("/etc/kubernetes/pki/{t}.crt"),
+                &format!("/etc/kubernetes/pki/{}.crt", c.ca),
+            )
+            .map_err(|e| refused(opts, e))?;
+        }
+    }
+    // Files: certsync's config, kubeconfigs and pod.
+    let config = config_text(opts, &key_alg)?.into_bytes();
+    let mut files = Vec::new();
+    for (file, user, target) in [
+        (
+            "controller-manager.conf",
+            "system:kube-controller-manager",
+            "controller-manager-client",
+        ),
+        (
+            "scheduler.conf",
+            "system:kube-scheduler",
+            "scheduler-client",
+        ),
+    ] {
+        let server = node::server(dir, &format!("/etc/kubernetes/{file}"))?;
+        let text = kubeconfig_text(&server, user, &format!("{P}/{target}"));
+        files.extend(file_write(
+            opts,
+            &format!("{KUBECONFIGS}/{file}"),
+            text.into_bytes(),
+            &format!("{user}'s kubeconfig (client certificate by file)"),
+            adopted,
+        )?);
+    }
+    let pod = pod_text(dir, &opts.image, &config).into_bytes();
+    files.extend(file_write(
+        opts,
+        CONFIG,
+        config,
+        "certsync's configuration (issued once before any manifest changes)",
+        adopted,
+    )?);
+    files.extend(file_write(
+        opts,
+        POD,
+        pod,
+        "certsync's static pod",
+        adopted,
+    )?);
+    // The ClusterConfiguration's fields.
+    let (cc, new) = match &stored {
+        Some(s) => {
+            let mut config = s.config.clone();
+            let set = cluster::adopt(&mut config, &components).map_err(|e| refused(opts, e))?;
+            (set, Some(config))
+        }
+        None => {
+            let mut config = Value::Mapping(Default::default());
+            let set = cluster::adopt(&mut config, &components).map_err(|e| refused(opts, e))?;
+            // Unknown: everything adopt would set, to do by hand.
+            (set, None)
+        }
+    };
+    let stamp = time_stamp();
+    Ok(Plan {
+        kubeadm_dir: dir.clone(),
+        cluster_configuration_from: from,
+        cluster_configuration_reachable: stored.is_some(),
+        cluster_configuration: if stored.is_none() && manifests.is_empty() && files.is_empty() {
+            Vec::new()
+        } else {
+            cc
+        },
+        cluster_configuration_new: new,
+        stored: stored.map(std::sync::Arc::new),
+        files,
+        manifests,
+        backup: format!("{BACKUPS}/{stamp}"),
+        kubeconfigs_renewed: certs(dir)
+            .iter()
+            .filter_map(|c| c.kubeconfig.map(str::to_owned))
+            .collect(),
+    })
+}
+
+fn file_write(
+    opts: &Options,
+    path: &str,
+    bytes: Vec<u8>,
+    what: &str,
+    adopted: bool,
+) -> Result<Option<FileWrite>, KubeadmError> {
+    file(opts, path, bytes, what, adopted)
+}
+
+/// UTC, sortable, one per second: `20261124T221933Z` (the `time` that
+/// x509-parser already links).
+pub fn time_stamp() -> String {
+    let t = x509_parser::time::ASN1Time::now().to_datetime();
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// Where `node_path` is in the backup `backup`.
+pub fn backup_path(dir: &Path, backup: &str, node_path: &str) -> PathBuf {
+    let rel = node_path
+        .strip_prefix("/etc/kubernetes/")
+        .unwrap_or(node_path);
+    host(dir, backup).join(rel)
+}

@@ -1,0 +1,338 @@
+//! Unit tests on fixtures copied from a kubeadm v1.36.2 node
+//! (`tests/fixtures/kubeadm/`: its four manifests, its certificates without
+//! keys, its ClusterConfiguration), and `adopted/`: the manifests kubeadm
+//! itself generated (`init phase control-plane all`, `etcd local`) from the
+//! ClusterConfiguration adopt wrote, and that ClusterConfiguration as the
+//! ConfigMap stored it.
+
+use std::path::{Path, PathBuf};
+
+use super::manifest::{self, Manifest};
+use super::*;
+use crate::cli::check_set;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm")
+}
+
+fn fixture(rel: &str) -> String {
+    std::fs::read_to_string(fixtures().join(rel)).expect("fixture")
+}
+
+#[test]
+fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
+    for c in manifest::components() {
+        let original = fixture(&format!("manifests/{}.yaml", c.name));
+        let kubeadms = fixture(&format!("adopted/{}.yaml", c.name));
+        let mut m = Manifest::parse(&original).expect("parse");
+        assert!(manifest::conflict(&c, &m).is_none(), "{}", c.name);
+        let (flags, _) = manifest::adopt(&c, &mut m);
+        assert_eq!(flags.len(), c.flags.len(), "{}", c.name);
+        assert_eq!(
+            m.render().expect("render"),
+            kubeadms,
+            "{}: byte for byte what kubeadm writes from the adopted ClusterConfiguration",
+            c.name
+        );
+        // Adopting what kubeadm regenerated changes nothing.
+        let mut again = Manifest::parse(&kubeadms).expect("parse");
+        assert!(manifest::conflict(&c, &again).is_none(), "{}", c.name);
+        let (flags, volumes) = manifest::adopt(&c, &mut again);
+        assert!(flags.is_empty() && volumes.is_empty(), "{}", c.name);
+        // And taking adopt's changes out gives kubeadm's original back.
+        assert!(manifest::unadopt(&c, &mut again), "{}", c.name);
+        assert_eq!(again.render().expect("render"), original, "{}", c.name);
+    }
+}
+
+#[test]
+fn cluster_configuration_gets_exactly_adopts_fields_and_loses_them() {
+    let original = fixture("cluster-configuration.yaml");
+    let stored = fixture("adopted/cluster-configuration.yaml");
+    let mut cc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&original).expect("yaml");
+    assert!(cluster::refusal(&cc).is_none());
+    let set = cluster::adopt(&mut cc, &manifest::components()).expect("adopt");
+    assert_eq!(set.len(), 8 + 4 + 3 + 1 + 3 + 2, "{set:?}");
+    assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), stored);
+    assert!(
+        cluster::adopt(&mut cc, &manifest::components())
+            .expect("again")
+            .is_empty()
+    );
+    assert!(cluster::unadopt(&mut cc, &manifest::components()));
+    assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), original);
+}
+
+#[test]
+fn a_cluster_configuration_adopt_does_not_know_is_refused() {
+    let base: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&fixture("cluster-configuration.yaml")).expect("yaml");
+    for (change, reason) in [
+        (
+            "etcd: {external: {endpoints: [\"https://10.0.0.1:2379\"]}}",
+            "external etcd",
+        ),
+        ("certificatesDir: /srv/pki", "certificatesDir is /srv/pki"),
+        ("apiVersion: kubeadm.k8s.io/v1beta3", "v1beta3"),
+    ] {
+        let mut cc = base.clone();
+        let patch: serde_yaml_ng::Mapping = serde_yaml_ng::from_str(change).expect("patch");
+        for (k, v) in patch {
+            cc[k.as_str().expect("key")] = v;
+        }
+        let why = cluster::refusal(&cc).unwrap_or_else(|| panic!("{change}: not refused"));
+        assert!(why.contains(reason), "{change}: {why}");
+    }
+    // An extraArgs entry of a flag adopt sets, with someone else's value.
+    let mut cc = base.clone();
+    cc["apiServer"] = serde_yaml_ng::from_str(
+        "{extraArgs: [{name: tls-cert-file, value: /etc/kubernetes/pki/mine.crt}]}",
+    )
+    .expect("yaml");
+    let why = cluster::adopt(&mut cc, &manifest::components()).expect_err("refused");
+    assert!(
+        why.contains("apiServer.extraArgs already has tls-cert-file=/etc/kubernetes/pki/mine.crt"),
+        "{why}"
+    );
+    // A volume of certsync's name that is not certsync's.
+    let mut cc = base;
+    cc["scheduler"] = serde_yaml_ng::from_str(
+        "{extraVolumes: [{name: certsync-client, hostPath: /srv, mountPath: /srv}]}",
+    )
+    .expect("yaml");
+    let why = cluster::adopt(&mut cc, &manifest::components()).expect_err("refused");
+    assert!(why.contains("certsync-client"), "{why}");
+}
+
+#[test]
+fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
+    let comps = manifest::components();
+    let api = comps
+        .iter()
+        .find(|c| c.name == "kube-apiserver")
+        .expect("api");
+    let text = fixture("manifests/kube-apiserver.yaml").replace(
+        "--tls-cert-file=/etc/kubernetes/pki/apiserver.crt",
+        "--tls-cert-file=/srv/certs/apiserver.crt",
+    );
+    let m = Manifest::parse(&text).expect("parse");
+    let why = manifest::conflict(api, &m).expect("refused");
+    assert!(
+        why.contains("--tls-cert-file=/srv/certs/apiserver.crt is neither"),
+        "{why}"
+    );
+    let text = fixture("manifests/kube-apiserver.yaml").replace(
+        "    - --tls-private-key-file=/etc/kubernetes/pki/apiserver.key\n",
+        "",
+    );
+    let m = Manifest::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    let why = manifest::conflict(api, &m).expect("refused");
+    assert!(why.contains("no --tls-private-key-file"), "{why}");
+    let sched = comps
+        .iter()
+        .find(|c| c.name == "kube-scheduler")
+        .expect("sched");
+    let text = fixture("manifests/kube-scheduler.yaml").replace(
+        "  volumes:\n",
+        "  volumes:\n  - hostPath:\n      path: /srv\n      type: Directory\n    name: certsync-client\n",
+    );
+    let why = manifest::conflict(sched, &Manifest::parse(&text).expect("parse")).expect("refused");
+    assert!(
+        why.contains("a volume certsync-client already exists (/srv, Directory)"),
+        "{why}"
+    );
+}
+
+#[test]
+fn set_accepts_renewal_options_only() {
+    assert_eq!(
+        check_set("lifetime=10m"),
+        Ok(("lifetime".into(), "10m".into()))
+    );
+    assert!(check_set("renew=30%-40%").is_ok());
+    assert!(check_set("keep-key=true").is_ok());
+    for bad in [
+        "cn=evil",
+        "template=/x",
+        "dns=a.example",
+        "o=system:masters",
+        "usage=server-auth",
+    ] {
+        let why = check_set(bad).expect_err(bad);
+        assert!(why.contains("identity"), "{bad}: {why}");
+    }
+    assert!(check_set("lifetime").is_err());
+    assert!(check_set("lifetime=").is_err());
+}
+
+/// A node directory made of the fixtures (no keys: the plan reads only
+/// certificates), with kubeconfigs naming the node's API server.
+fn node_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("read_dir") {
+            let e = e.expect("entry");
+            if e.file_type().expect("type").is_file() {
+                std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+            }
+        }
+    };
+    copy(&fixtures().join("manifests"), &dir.path().join("manifests"));
+    copy(&fixtures().join("pki"), &dir.path().join("pki"));
+    copy(&fixtures().join("pki/etcd"), &dir.path().join("pki/etcd"));
+    for f in ["controller-manager.conf", "scheduler.conf"] {
+        std::fs::write(
+            dir.path().join(f),
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: \"https://10.77.0.11:6443\"}\n  name: kubernetes\n",
+        )
+        .expect("kubeconfig");
+    }
+    dir
+}
+
+fn options(dir: &Path) -> Options {
+    Options {
+        dir: dir.to_owned(),
+        dry_run: true,
+        set: vec![("lifetime".into(), "8m".into())],
+        image: "certsync".into(),
+        json: false,
+        purge: false,
+    }
+}
+
+async fn refusal(dir: &Path) -> String {
+    match plan(&options(dir)).await {
+        Err(KubeadmError::Refused { reason, .. }) => reason,
+        Err(e) => panic!("not a refusal: {e}"),
+        Ok(p) => panic!("not refused:\n{}", p.text()),
+    }
+}
+
+#[tokio::test]
+async fn the_plan_on_kubeadms_files_names_every_change() {
+    let dir = node_dir();
+    let p = plan(&options(dir.path())).await.expect("plan");
+    assert!(
+        p.cluster_configuration_from.starts_with("not read"),
+        "no admin.conf here: {}",
+        p.cluster_configuration_from
+    );
+    assert_eq!(p.manifests.len(), 4);
+    assert_eq!(p.files.len(), 4, "{:?}", p.files);
+    let text = p.text();
+    assert!(text.contains("NOT reachable"), "{text}");
+    let config = &p
+        .files
+        .iter()
+        .find(|f| f.path == plan::CONFIG)
+        .expect("config")
+        .bytes;
+    let config = String::from_utf8_lossy(config);
+    assert_eq!(config.matches("lifetime: 8m").count(), 9, "{config}");
+    assert!(
+        config.contains("template: /etc/kubernetes/pki/etcd/server.crt"),
+        "{config}"
+    );
+    assert!(
+        !config.contains("update-kubeconfig"),
+        "no admin.conf here: {config}"
+    );
+
+    // With admin.conf (and no super-admin.conf, as on a joined node): its
+    // embedded pair is kept renewed, and certsync's pod may replace it.
+    std::fs::write(dir.path().join("admin.conf"), "kubeadm's\n").expect("admin.conf");
+    let p = plan(&options(dir.path())).await.expect("plan");
+    let file = |path: &str| {
+        String::from_utf8_lossy(&p.files.iter().find(|f| f.path == path).expect(path).bytes)
+            .into_owned()
+    };
+    let config = file(plan::CONFIG);
+    assert_eq!(config.matches("update-kubeconfig:").count(), 1, "{config}");
+    assert!(
+        config.contains("update-kubeconfig: /etc/kubernetes/admin.conf"),
+        "{config}"
+    );
+    assert!(config.contains("- kubeadm:cluster-admins"), "{config}");
+    let pod = file(plan::POD);
+    assert!(
+        pod.contains("mountPath: /etc/kubernetes\n      name: etc-kubernetes\n    - ")
+            && pod.contains(
+                "mountPath: /etc/kubernetes/manifests\n      name: manifests\n      readOnly: true"
+            ),
+        "{pod}"
+    );
+    assert_eq!(p.kubeconfigs_renewed, ["/etc/kubernetes/admin.conf"]);
+}
+
+#[tokio::test]
+async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
+    // External etcd: no etcd manifest.
+    let dir = node_dir();
+    std::fs::remove_file(dir.path().join("manifests/etcd.yaml")).expect("rm");
+    assert!(refusal(dir.path()).await.contains("external etcd"));
+
+    // An unknown certsync static pod, or configuration, already there.
+    for file in ["manifests/certsync.yaml", "certsync.yaml"] {
+        let dir = node_dir();
+        std::fs::write(dir.path().join(file), "someone else's\n").expect("write");
+        let why = refusal(dir.path()).await;
+        assert!(why.contains("adopt did not write it"), "{file}: {why}");
+    }
+
+    // A template not issued by the CA its mapping names: the etcd CA's
+    // client certificate put in place of the API server's.
+    let dir = node_dir();
+    std::fs::copy(
+        fixtures().join("pki/apiserver-etcd-client.crt"),
+        dir.path().join("pki/apiserver.crt"),
+    )
+    .expect("copy");
+    let why = refusal(dir.path()).await;
+    assert!(
+        why.contains("/etc/kubernetes/pki/apiserver.crt was issued by") && why.contains("etcd-ca"),
+        "{why}"
+    );
+
+    // A certificate naming the CA as issuer that the CA did not sign
+    // (signed by the front-proxy CA's key under the name "kubernetes").
+    let dir = node_dir();
+    let forged = forge_issuer("kubernetes");
+    std::fs::write(dir.path().join("pki/apiserver-kubelet-client.crt"), forged).expect("write");
+    let why = refusal(dir.path()).await;
+    assert!(
+        why.contains("apiserver-kubelet-client.crt names /etc/kubernetes/pki/ca.crt as its issuer but /etc/kubernetes/pki/ca.crt did not sign it"),
+        "{why}"
+    );
+
+    // A custom path in a manifest.
+    let dir = node_dir();
+    let p = dir.path().join("manifests/etcd.yaml");
+    let text = std::fs::read_to_string(&p).expect("read").replace(
+        "--peer-cert-file=/etc/kubernetes/pki/etcd/peer.crt",
+        "--peer-cert-file=/etc/etcd/peer.crt",
+    );
+    std::fs::write(&p, text).expect("write");
+    let why = refusal(dir.path()).await;
+    assert!(why.contains("--peer-cert-file=/etc/etcd/peer.crt"), "{why}");
+}
+
+/// A certificate whose issuer is `CN=<cn>` but signed by a key of its own.
+fn forge_issuer(cn: &str) -> String {
+    let issuer_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    // PrintableString, as Go encodes kubeadm's CA name: the issuer bytes
+    // match the CA's subject exactly, only the signature is wrong.
+    ca.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        rcgen::DnValue::PrintableString(cn.try_into().expect("printable")),
+    );
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let issuer = rcgen::Issuer::new(ca, issuer_key);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut leaf = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    leaf.distinguished_name
+        .push(rcgen::DnType::CommonName, "kube-apiserver-kubelet-client");
+    leaf.signed_by(&key, &issuer).expect("leaf").pem()
+}
