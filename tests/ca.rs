@@ -284,8 +284,12 @@ fn the_lifetime_is_capped_at_the_cas_expiry_with_metrics() {
     let m = wait_for("metrics", || {
         let (_, body) = http_get(port, "/metrics")?;
         let m = parse_metrics(&body);
-        m.contains_key("certsync_ca_lifetime_capped{mapping=\"capped\"}")
-            .then_some(m)
+        // The cap is recorded at issuance, the certificate's TTL once it
+        // is published: wait for both.
+        (m.contains_key("certsync_ca_lifetime_capped{mapping=\"capped\"}")
+            && m.get("certsync_certificate_ttl_seconds{mapping=\"capped\"}")
+                .is_some_and(|ttl| *ttl > 0.0))
+        .then_some(m)
     });
     assert_eq!(m["certsync_ca_lifetime_capped{mapping=\"capped\"}"], 1.0);
     let ca_ttl = m["certsync_ca_certificate_ttl_seconds{mapping=\"capped\"}"];
