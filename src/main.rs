@@ -361,6 +361,8 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 image: a.image,
                 json: a.output == PlanOutput::Json,
                 purge: false,
+                local_only: a.local_only,
+                force: false,
             };
             Box::pin(certsync::kubeadm::adopt(&opts)).await?
         }
@@ -372,6 +374,8 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 image: String::new(),
                 json: false,
                 purge: a.purge,
+                local_only: a.local_only,
+                force: a.force,
             };
             certsync::kubeadm::revert(&opts).await?
         }

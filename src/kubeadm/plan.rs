@@ -117,6 +117,15 @@ fn certs(dir: &Path) -> Vec<Cert> {
     all
 }
 
+/// kubeadm's own certificates adopt copies identities from, and revert
+/// hands back to the components (node paths).
+pub fn templates(dir: &Path) -> Vec<String> {
+    certs(dir)
+        .into_iter()
+        .filter_map(|c| c.template.map(|t| format!("/etc/kubernetes/pki/{t}.crt")))
+        .collect()
+}
+
 /// Every target adopt's configuration names for the node (node paths).
 pub fn targets(dir: &Path) -> Vec<String> {
     certs(dir).into_iter().map(|c| c.target).collect()
@@ -411,7 +420,11 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             return Err(refused(
                 opts,
                 if c.name == "etcd" {
-                    format!("no {path}: external etcd, or not a control-plane node")
+                    format!(
+                        "no {path}: external etcd, not a control-plane node, or a \
+                         `kubeadm join --control-plane` still in its etcd-join phase (run adopt \
+                         while join waits there, once kubeadm has written {path})"
+                    )
                 } else {
                     format!("no {path}: not a kubeadm control-plane node")
                 },
