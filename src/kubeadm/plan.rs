@@ -176,6 +176,11 @@ pub struct Plan {
     pub backup: String,
     /// admin.conf / super-admin.conf whose embedded pair certsync renews.
     pub kubeconfigs_renewed: Vec<String>,
+    /// certsync's static pod's image.
+    pub image: String,
+    /// Each `ca:` mapping of certsync.yaml: (name, target, renewal options
+    /// as written, or the defaults).
+    pub mappings: Vec<(String, String, String)>,
 }
 
 impl Plan {
@@ -197,6 +202,11 @@ impl Plan {
             return s;
         }
         let _ = writeln!(s, "backup of every file changed: {}/", self.backup);
+        let _ = writeln!(s, "certsync image: {}", self.image);
+        let _ = writeln!(s, "mappings in {CONFIG}:");
+        for (name, target, options) in &self.mappings {
+            let _ = writeln!(s, "  {name} -> {target} ({options})");
+        }
         s.push_str("files:\n");
         for f in &self.files {
             let _ = writeln!(s, "  {} {} ({}): {}", f.action, f.path, f.mode, f.what);
@@ -228,6 +238,17 @@ impl Plan {
         }
         s
     }
+}
+
+/// The renewal options every mapping gets, as the plan shows them.
+fn renewal(set: &[(String, String)]) -> String {
+    if set.is_empty() {
+        return "certsync's defaults: lifetime=365d, renew=70%-90%".into();
+    }
+    set.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A value given to `--set`, as YAML would read it (`keep-key=true` a bool).
@@ -535,6 +556,11 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         kubeconfigs_renewed: certs(dir)
             .iter()
             .filter_map(|c| c.kubeconfig.map(str::to_owned))
+            .collect(),
+        image: opts.image.clone(),
+        mappings: certs(dir)
+            .into_iter()
+            .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
             .collect(),
     })
 }

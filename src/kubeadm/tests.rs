@@ -225,6 +225,11 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
     assert_eq!(p.files.len(), 4, "{:?}", p.files);
     let text = p.text();
     assert!(text.contains("NOT reachable"), "{text}");
+    assert!(text.contains("certsync image: certsync\n"), "{text}");
+    assert!(
+        text.contains("  apiserver -> /etc/kubernetes/pki/certsync/apiserver (lifetime=8m)\n"),
+        "{text}"
+    );
     let config = &p
         .files
         .iter()
