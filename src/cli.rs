@@ -230,6 +230,9 @@ pub struct RevertArgs {
     /// moving them into the backup (the backups stay).
     #[arg(long)]
     pub purge: bool,
+    /// Check and print what revert would do; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Revert even when the ClusterConfiguration (kubeadm-config) cannot be
     /// read: the entries to take out by hand are printed. Without it revert
     /// refuses, changing nothing.

@@ -369,7 +369,7 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
         KubeadmCommand::Revert(a) => {
             let opts = Options {
                 dir: a.kubeadm_dir,
-                dry_run: false,
+                dry_run: a.dry_run,
                 set: Vec::new(),
                 image: String::new(),
                 json: false,

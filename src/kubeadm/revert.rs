@@ -82,6 +82,12 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             "--force: handing back kubeadm certificates that expire within 24 h:\n  {list}"
         );
     }
+    // `--dry-run`: past this point every write is skipped; the same lines
+    // say what revert would do.
+    let dry = opts.dry_run;
+    if dry {
+        out.push_str("dry run: nothing written; revert would do this:\n");
+    }
     // Components first: they stop reading certsync's files before
     // certsync's pod goes.
     for c in manifest::components() {
@@ -94,7 +100,9 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         {
             let saved = std::fs::read(backup_path(dir, backup, &path))
                 .map_err(|e| KubeadmError::Revert(format!("backup of {path}: {e}")))?;
-            replace_file(&host(dir, &path), 0o600, &saved)?;
+            if !dry {
+                replace_file(&host(dir, &path), 0o600, &saved)?;
+            }
             let _ = writeln!(out, "restored {path} from {backup}/");
             continue;
         }
@@ -105,7 +113,9 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             let text = m
                 .render()
                 .map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
-            replace_file(&host(dir, &path), 0o600, text.as_bytes())?;
+            if !dry {
+                replace_file(&host(dir, &path), 0o600, text.as_bytes())?;
+            }
             let _ = writeln!(
                 out,
                 "{path} changed since adoption: took adopt's flags and volumes out of it"
@@ -114,7 +124,9 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     }
     let newest = state.backups.last().cloned().unwrap_or_default();
     if node::read_optional(dir, POD)?.is_some() {
-        move_away(dir, &newest, POD)?;
+        if !dry {
+            move_away(dir, &newest, POD)?;
+        }
         let _ = writeln!(out, "removed {POD} (kept in {newest}/)");
     }
     // kubeadm's admin.conf and super-admin.conf, as they were before
@@ -123,7 +135,9 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     for k in &kubeconfigs {
         match &k.restore {
             Some((backup, saved)) => {
-                replace_file(&host(dir, &k.node_path), 0o600, saved)?;
+                if !dry {
+                    replace_file(&host(dir, &k.node_path), 0o600, saved)?;
+                }
                 let _ = writeln!(out, "restored {} from {backup}/", k.node_path);
             }
             None => {
@@ -138,7 +152,9 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     if let Some(stored) = &stored {
         let mut config = stored.config.clone();
         if cluster::unadopt(&mut config, &manifest::components()) {
-            cluster::write(&admin, stored, &config).await?;
+            if !dry {
+                cluster::write(&admin, stored, &config).await?;
+            }
             out.push_str("took adopt's fields out of the ClusterConfiguration in kubeadm-config\n");
         }
     }
@@ -148,7 +164,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")));
     for t in own {
         let path = host(dir, &t);
-        if std::fs::symlink_metadata(&path).is_err() {
+        if dry || std::fs::symlink_metadata(&path).is_err() {
             continue;
         }
         if opts.purge {
@@ -170,6 +186,9 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             "moved certsync's configuration, kubeconfigs and targets into {newest}/ \
              (nothing can use them by accident there)"
         );
+    }
+    if dry {
+        return Ok(out);
     }
     std::fs::rename(
         host(dir, STATE),

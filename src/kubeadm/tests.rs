@@ -566,6 +566,42 @@ async fn without_the_cluster_configuration_adopt_and_revert_change_nothing() {
 }
 
 #[tokio::test]
+async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
+    let dir = adopted_node();
+    let d = dir.path();
+    let before = snapshot(d);
+    let out = revert(&Options {
+        dry_run: true,
+        ..revert_options(d)
+    })
+    .await
+    .expect("dry run");
+    assert!(before == snapshot(d), "dry run wrote: {out}");
+    for line in [
+        "dry run: nothing written",
+        &format!("restored /etc/kubernetes/admin.conf from {BACKUP}/"),
+        "moved certsync's configuration, kubeconfigs and targets",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    // It refuses as revert would.
+    std::fs::write(
+        d.join("pki/etcd/peer.crt"),
+        cert_ending(time::Duration::hours(1)),
+    )
+    .expect("write");
+    let why = revert_refusal(&Options {
+        dry_run: true,
+        ..revert_options(d)
+    })
+    .await;
+    assert!(
+        why.contains("/etc/kubernetes/pki/etcd/peer.crt (notAfter "),
+        "{why}"
+    );
+}
+
+#[tokio::test]
 async fn revert_moves_certsyncs_files_into_the_backup_or_purges_them() {
     for purge in [false, true] {
         let dir = adopted_node();
