@@ -218,6 +218,9 @@ impl Plan {
             );
         }
         s.push_str("manifests:\n");
+        if self.manifests.is_empty() {
+            s.push_str("  none to change: each already names certsync's files\n");
+        }
         for m in &self.manifests {
             let _ = writeln!(s, "  {}", m.path);
             for (flag, old, new) in &m.flags {
@@ -233,6 +236,9 @@ impl Plan {
             "ClusterConfiguration: NOT reachable; set these by hand in kubeadm-config so `kubeadm upgrade` keeps them:"
         };
         let _ = writeln!(s, "{how}");
+        if self.cluster_configuration.is_empty() {
+            s.push_str("  nothing to add: every entry already set\n");
+        }
         for (field, name, value) in &self.cluster_configuration {
             let _ = writeln!(s, "  {field}: {name}={value}");
         }

@@ -274,6 +274,27 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
 }
 
 #[tokio::test]
+async fn a_plan_with_nothing_to_change_in_a_section_says_so() {
+    // Manifests kubeadm generated from an adopted ClusterConfiguration (a
+    // node joined after adoption): nothing to change in them.
+    let dir = node_dir();
+    for c in manifest::components() {
+        std::fs::write(
+            dir.path().join(format!("manifests/{}.yaml", c.name)),
+            fixture(&format!("adopted/{}.yaml", c.name)),
+        )
+        .expect("write");
+    }
+    let p = plan(&options(dir.path())).await.expect("plan");
+    assert!(p.manifests.is_empty());
+    let text = p.text();
+    assert!(
+        text.contains("manifests:\n  none to change: each already names certsync's files\n"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
     // External etcd: no etcd manifest.
     let dir = node_dir();
