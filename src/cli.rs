@@ -158,8 +158,9 @@ pub enum KubeadmCommand {
     Adopt(AdoptArgs),
     /// Give the certificates back to kubeadm: its manifests restored,
     /// certsync's static pod removed, adopt's ClusterConfiguration fields
-    /// taken out; certsync's files kept unless --purge. Nothing to do on a
-    /// node never adopted.
+    /// taken out; certsync's files moved into the backup (removed with
+    /// --purge). Refuses expiring kubeadm certificates and an unreadable
+    /// ClusterConfiguration. Nothing to do on a node never adopted.
     Revert(RevertArgs),
 }
 
@@ -184,6 +185,11 @@ pub struct AdoptArgs {
     /// Output format of the plan.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: PlanOutput,
+    /// Adopt even when the ClusterConfiguration (kubeadm-config) cannot be
+    /// read: the plan lists the fields to set there by hand before the next
+    /// `kubeadm upgrade` or join. Without it adopt refuses, changing nothing.
+    #[arg(long)]
+    pub local_only: bool,
 }
 
 /// `--set` options adopt accepts: how a certificate is renewed, never who
@@ -220,10 +226,23 @@ pub struct RevertArgs {
     /// The node's kubeadm directory (its /etc/kubernetes) as seen from here.
     #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
     pub kubeadm_dir: PathBuf,
-    /// Also remove certsync's configuration, kubeconfigs and targets
-    /// (backups stay).
+    /// Remove certsync's configuration, kubeconfigs and targets instead of
+    /// moving them into the backup (the backups stay).
     #[arg(long)]
     pub purge: bool,
+    /// Check and print what revert would do; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Revert even when the ClusterConfiguration (kubeadm-config) cannot be
+    /// read: the entries to take out by hand are printed. Without it revert
+    /// refuses, changing nothing.
+    #[arg(long)]
+    pub local_only: bool,
+    /// Hand back kubeadm's certificates even when one has expired or expires
+    /// within 24 h (revert refuses otherwise, naming each; run `kubeadm
+    /// certs renew all` first).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// The kubelet-serving policy's bounds (approve and review).

@@ -361,17 +361,21 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 image: a.image,
                 json: a.output == PlanOutput::Json,
                 purge: false,
+                local_only: a.local_only,
+                force: false,
             };
             Box::pin(certsync::kubeadm::adopt(&opts)).await?
         }
         KubeadmCommand::Revert(a) => {
             let opts = Options {
                 dir: a.kubeadm_dir,
-                dry_run: false,
+                dry_run: a.dry_run,
                 set: Vec::new(),
                 image: String::new(),
                 json: false,
                 purge: a.purge,
+                local_only: a.local_only,
+                force: a.force,
             };
             certsync::kubeadm::revert(&opts).await?
         }

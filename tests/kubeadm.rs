@@ -908,10 +908,21 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
             served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == want)
         },
     );
+    // certsync's files moved into the backup (without --purge): kept for
+    // inspection, where nothing starts on them.
+    assert!(!etc.join("certsync.yaml").exists(), "left in place");
     assert!(
-        etc.join("certsync.yaml").exists(),
-        "kept for inspection without --purge"
+        !etc.join("pki/certsync/apiserver").exists(),
+        "left in place"
     );
+    let kept = std::fs::read_dir(etc.join("certsync/backup"))
+        .expect("backups")
+        .filter_map(Result::ok)
+        .any(|b| {
+            b.path().join("certsync.yaml").is_file()
+                && b.path().join("pki/certsync/apiserver").is_dir()
+        });
+    assert!(kept, "certsync's configuration and targets in a backup");
 
     // Revert again: nothing to do.
     let reverted = tree(&etc);

@@ -74,6 +74,24 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
     } else {
         plan.text()
     };
+    if !opts.dry_run
+        && !plan.is_empty()
+        && !plan.cluster_configuration_reachable
+        && !opts.local_only
+    {
+        // Refused before anything is written: a node adopted without its
+        // ClusterConfiguration loses adopt's flags at the next upgrade or join.
+        return Err(KubeadmError::Refused {
+            dir: opts.dir.clone(),
+            reason: format!(
+                "ClusterConfiguration in kubeadm-config {}; nothing was changed. \
+                 Wait until the API server admin.conf names answers (after adopt or revert on another \
+                 node it restarts for about 40 s: check its /readyz), or pass --local-only and set \
+                 the fields `--dry-run --local-only` lists in kubeadm-config by hand",
+                plan.cluster_configuration_from
+            ),
+        });
+    }
     if opts.dry_run || plan.is_empty() {
         if opts.dry_run && !opts.json {
             out.push_str("dry run: nothing written\n");

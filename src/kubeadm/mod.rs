@@ -31,6 +31,10 @@ pub use revert::revert;
 /// Where kubeadm keeps everything, as the node's components see it.
 pub const KUBEADM_DIR: &str = "/etc/kubernetes";
 
+/// revert refuses to hand back a kubeadm certificate that expires within
+/// this many seconds (24 h): a day to notice, renew and revert again.
+pub const REVERT_MARGIN_SECS: i64 = 24 * 3600;
+
 /// What `adopt` and `revert` are asked to do.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -45,6 +49,12 @@ pub struct Options {
     pub json: bool,
     /// `revert --purge`: certsync's own files go too.
     pub purge: bool,
+    /// `--local-only`: go on when the ClusterConfiguration cannot be read
+    /// or changed; the operator changes it by hand (what to change is printed).
+    pub local_only: bool,
+    /// `revert --force`: hand back kubeadm's certificates even when they
+    /// have expired or expire within [`REVERT_MARGIN_SECS`].
+    pub force: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

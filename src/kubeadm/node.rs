@@ -75,3 +75,37 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
         )),
     }
 }
+
+/// notAfter of the first certificate in PEM `bytes`.
+pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(bytes)
+        .map_err(|e| format!("not a PEM certificate ({e})"))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&pem.contents)
+        .map_err(|e| format!("not a certificate ({e})"))?;
+    Ok(cert.validity().not_after)
+}
+
+/// The earliest notAfter of a kubeconfig's client certificates (embedded,
+/// or a file named by node path); a kubeconfig with none is an error: what
+/// revert hands back must be a pair it can judge.
+pub fn kubeconfig_not_after(dir: &Path, text: &str) -> Result<x509_parser::time::ASN1Time, String> {
+    use base64::Engine as _;
+    let config = crate::source::client::parse_kubeconfig(text)?;
+    let mut earliest: Option<x509_parser::time::ASN1Time> = None;
+    for user in config
+        .auth_infos
+        .iter()
+        .filter_map(|u| u.auth_info.as_ref())
+    {
+        let pem = match (&user.client_certificate_data, &user.client_certificate) {
+            (Some(data), _) => base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .map_err(|e| format!("client-certificate-data: not base64 ({e})"))?,
+            (None, Some(file)) => read(dir, file).map_err(|e| e.to_string())?.into_bytes(),
+            (None, None) => continue,
+        };
+        let t = not_after(&pem).map_err(|e| format!("client certificate: {e}"))?;
+        earliest = Some(earliest.map_or(t, |e| e.min(t)));
+    }
+    earliest.ok_or_else(|| "no client certificate".to_owned())
+}

@@ -117,6 +117,15 @@ fn certs(dir: &Path) -> Vec<Cert> {
     all
 }
 
+/// kubeadm's own certificates adopt copies identities from, and revert
+/// hands back to the components (node paths).
+pub fn templates(dir: &Path) -> Vec<String> {
+    certs(dir)
+        .into_iter()
+        .filter_map(|c| c.template.map(|t| format!("/etc/kubernetes/pki/{t}.crt")))
+        .collect()
+}
+
 /// Every target adopt's configuration names for the node (node paths).
 pub fn targets(dir: &Path) -> Vec<String> {
     certs(dir).into_iter().map(|c| c.target).collect()
@@ -167,6 +176,11 @@ pub struct Plan {
     pub backup: String,
     /// admin.conf / super-admin.conf whose embedded pair certsync renews.
     pub kubeconfigs_renewed: Vec<String>,
+    /// certsync's static pod's image.
+    pub image: String,
+    /// Each `ca:` mapping of certsync.yaml: (name, target, renewal options
+    /// as written, or the defaults).
+    pub mappings: Vec<(String, String, String)>,
 }
 
 impl Plan {
@@ -188,6 +202,11 @@ impl Plan {
             return s;
         }
         let _ = writeln!(s, "backup of every file changed: {}/", self.backup);
+        let _ = writeln!(s, "certsync image: {}", self.image);
+        let _ = writeln!(s, "mappings in {CONFIG}:");
+        for (name, target, options) in &self.mappings {
+            let _ = writeln!(s, "  {name} -> {target} ({options})");
+        }
         s.push_str("files:\n");
         for f in &self.files {
             let _ = writeln!(s, "  {} {} ({}): {}", f.action, f.path, f.mode, f.what);
@@ -199,6 +218,9 @@ impl Plan {
             );
         }
         s.push_str("manifests:\n");
+        if self.manifests.is_empty() {
+            s.push_str("  none to change: each already names certsync's files\n");
+        }
         for m in &self.manifests {
             let _ = writeln!(s, "  {}", m.path);
             for (flag, old, new) in &m.flags {
@@ -214,11 +236,25 @@ impl Plan {
             "ClusterConfiguration: NOT reachable; set these by hand in kubeadm-config so `kubeadm upgrade` keeps them:"
         };
         let _ = writeln!(s, "{how}");
+        if self.cluster_configuration.is_empty() {
+            s.push_str("  nothing to add: every entry already set\n");
+        }
         for (field, name, value) in &self.cluster_configuration {
             let _ = writeln!(s, "  {field}: {name}={value}");
         }
         s
     }
+}
+
+/// The renewal options every mapping gets, as the plan shows them.
+fn renewal(set: &[(String, String)]) -> String {
+    if set.is_empty() {
+        return "certsync's defaults: lifetime=365d, renew=70%-90%".into();
+    }
+    set.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A value given to `--set`, as YAML would read it (`keep-key=true` a bool).
@@ -411,7 +447,11 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             return Err(refused(
                 opts,
                 if c.name == "etcd" {
-                    format!("no {path}: external etcd, or not a control-plane node")
+                    format!(
+                        "no {path}: external etcd, not a control-plane node, or a \
+                         `kubeadm join --control-plane` still in its etcd-join phase (run adopt \
+                         while join waits there, once kubeadm has written {path})"
+                    )
                 } else {
                     format!("no {path}: not a kubeadm control-plane node")
                 },
@@ -522,6 +562,11 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         kubeconfigs_renewed: certs(dir)
             .iter()
             .filter_map(|c| c.kubeconfig.map(str::to_owned))
+            .collect(),
+        image: opts.image.clone(),
+        mappings: certs(dir)
+            .into_iter()
+            .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
             .collect(),
     })
 }

@@ -3,17 +3,38 @@
 //! a `kubeadm upgrade` rewrote it, adopt's flags and volumes taken out of
 //! the current one so the upgrade is kept), certsync's static pod removed,
 //! adopt's ClusterConfiguration fields taken out (exactly those: anything
-//! else changed since stays). certsync's files stay for inspection unless
-//! `--purge`. The record moves into the backup, so a second revert finds
-//! nothing to do.
+//! else changed since stays). certsync's targets, configuration and
+//! kubeconfigs move into the backup (removed with `--purge`): a stale copy
+//! left in place would be used silently by a later `kubeadm upgrade` whose
+//! ClusterConfiguration still names them (another node adopted), and
+//! expire there unnoticed. The record moves into the backup, so a second
+//! revert finds nothing to do.
+//!
+//! Refused before anything changes: a ClusterConfiguration it cannot read
+//! (unless `--local-only`), and a kubeadm certificate it would hand back
+//! that expires within [`REVERT_MARGIN_SECS`] (unless `--force`).
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use super::apply::State;
-use super::manifest::{self, Manifest};
-use super::plan::{CONFIG, POD, STATE, backup_path, targets};
-use super::{KubeadmError, Options, cluster, digest, host, node};
+use super::manifest::{self, KUBECONFIGS, Manifest};
+use super::plan::{CONFIG, POD, STATE, backup_path, targets, templates};
+use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, node};
 use crate::writer::replace_file;
+
+/// certsync's kubeconfigs for the controller-manager and scheduler.
+const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
+
+/// What a kubeconfig kubeadm reads gets back: kubeadm's copy from the
+/// backup, or the current one when its pair lasts longer (kubeadm renewed
+/// it in place since), each with its notAfter.
+struct Kubeconfig {
+    node_path: String,
+    /// The backup to restore, `None` to keep the current file.
+    restore: Option<(String, Vec<u8>)>,
+    not_after: x509_parser::time::ASN1Time,
+}
 
 pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     let dir = &opts.dir;
@@ -22,6 +43,51 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         out.push_str("not adopted (no /etc/kubernetes/certsync/adopted.json): nothing to do\n");
         return Ok(out);
     };
+    // Everything that could refuse comes before the first change.
+    let admin = host(dir, "/etc/kubernetes/admin.conf");
+    let stored = match cluster::read(&admin).await {
+        Ok(stored) => Some(stored),
+        Err(e) if opts.local_only => {
+            let _ = writeln!(
+                out,
+                "ClusterConfiguration not read ({e}); --local-only: before the next `kubeadm upgrade` \
+                 or `join`, remove these entries from kubeadm-config by hand (if no other node is adopted):"
+            );
+            for (field, name, value) in hand_edits() {
+                let _ = writeln!(out, "  {field}: {name}={value}");
+            }
+            None
+        }
+        Err(e) => {
+            return Err(KubeadmError::Revert(format!(
+                "{e}; nothing was changed. Wait until the API server admin.conf names answers (after \
+                 adopt or revert on another node it restarts for about 40 s: check its /readyz), or \
+                 pass --local-only and take adopt's entries out of kubeadm-config by hand"
+            )));
+        }
+    };
+    let kubeconfigs = kubeconfigs(dir, &state)?;
+    let expiring = expiring(dir, &kubeconfigs);
+    if !expiring.is_empty() {
+        let list = expiring.join("\n  ");
+        if !opts.force {
+            return Err(KubeadmError::Revert(format!(
+                "kubeadm's certificates that revert hands back have expired or expire within 24 h; \
+                 nothing was changed:\n  {list}\nrun `kubeadm certs renew all` first (certsync keeps \
+                 serving until revert), then revert again; --force reverts anyway"
+            )));
+        }
+        let _ = writeln!(
+            out,
+            "--force: handing back kubeadm certificates that expire within 24 h:\n  {list}"
+        );
+    }
+    // `--dry-run`: past this point every write is skipped; the same lines
+    // say what revert would do.
+    let dry = opts.dry_run;
+    if dry {
+        out.push_str("dry run: nothing written; revert would do this:\n");
+    }
     // Components first: they stop reading certsync's files before
     // certsync's pod goes.
     for c in manifest::components() {
@@ -34,7 +100,9 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         {
             let saved = std::fs::read(backup_path(dir, backup, &path))
                 .map_err(|e| KubeadmError::Revert(format!("backup of {path}: {e}")))?;
-            replace_file(&host(dir, &path), 0o600, &saved)?;
+            if !dry {
+                replace_file(&host(dir, &path), 0o600, &saved)?;
+            }
             let _ = writeln!(out, "restored {path} from {backup}/");
             continue;
         }
@@ -45,7 +113,9 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             let text = m
                 .render()
                 .map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
-            replace_file(&host(dir, &path), 0o600, text.as_bytes())?;
+            if !dry {
+                replace_file(&host(dir, &path), 0o600, text.as_bytes())?;
+            }
             let _ = writeln!(
                 out,
                 "{path} changed since adoption: took adopt's flags and volumes out of it"
@@ -54,54 +124,71 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     }
     let newest = state.backups.last().cloned().unwrap_or_default();
     if node::read_optional(dir, POD)?.is_some() {
-        let kept = backup_path(dir, &newest, POD);
-        if let Some(parent) = kept.parent() {
-            super::apply::mkdir(parent)?;
+        if !dry {
+            move_away(dir, &newest, POD)?;
         }
-        std::fs::rename(host(dir, POD), &kept)
-            .map_err(|e| KubeadmError::Revert(format!("move {POD} away: {e}")))?;
         let _ = writeln!(out, "removed {POD} (kept in {newest}/)");
     }
     // kubeadm's admin.conf and super-admin.conf, as they were before
-    // certsync renewed them in place (their pair may be certsync's short-lived one).
-    for (k, backup) in &state.kubeconfigs {
-        let saved = std::fs::read(backup_path(dir, backup, k))
-            .map_err(|e| KubeadmError::Revert(format!("backup of {k}: {e}")))?;
-        replace_file(&host(dir, k), 0o600, &saved)?;
-        let _ = writeln!(out, "restored {k} from {backup}/");
-    }
-    // The ClusterConfiguration.
-    let admin = host(dir, "/etc/kubernetes/admin.conf");
-    match cluster::read(&admin).await {
-        Ok(stored) => {
-            let mut config = stored.config.clone();
-            if cluster::unadopt(&mut config, &manifest::components()) {
-                cluster::write(&admin, &stored, &config).await?;
-                out.push_str(
-                    "took adopt's fields out of the ClusterConfiguration in kubeadm-config\n",
+    // certsync renewed them in place (their pair may be certsync's
+    // short-lived one), unless kubeadm renewed them since.
+    for k in &kubeconfigs {
+        match &k.restore {
+            Some((backup, saved)) => {
+                if !dry {
+                    replace_file(&host(dir, &k.node_path), 0o600, saved)?;
+                }
+                let _ = writeln!(out, "restored {} from {backup}/", k.node_path);
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "kept {}: its client certificate outlasts the backup's (renewed since adoption)",
+                    k.node_path
                 );
             }
         }
-        Err(e) => {
-            let _ = writeln!(
-                out,
-                "ClusterConfiguration NOT changed ({e}): remove certsync's extraArgs and extraVolumes \
-                 from kubeadm-config by hand before the next `kubeadm upgrade`"
-            );
+    }
+    if let Some(stored) = &stored {
+        let mut config = stored.config.clone();
+        if cluster::unadopt(&mut config, &manifest::components()) {
+            if !dry {
+                cluster::write(&admin, stored, &config).await?;
+            }
+            out.push_str("took adopt's fields out of the ClusterConfiguration in kubeadm-config\n");
+        }
+    }
+    let own = targets(dir)
+        .into_iter()
+        .chain([CONFIG.to_owned()])
+        .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")));
+    for t in own {
+        let path = host(dir, &t);
+        if dry || std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        if opts.purge {
+            let gone = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            gone.map_err(|e| KubeadmError::Revert(format!("purge {t}: {e}")))?;
+        } else {
+            move_away(dir, &newest, &t)?;
         }
     }
     if opts.purge {
-        for t in targets(dir) {
-            let _ = std::fs::remove_dir_all(host(dir, &t));
-        }
-        for p in [
-            CONFIG,
-            "/etc/kubernetes/certsync/controller-manager.conf",
-            "/etc/kubernetes/certsync/scheduler.conf",
-        ] {
-            let _ = std::fs::remove_file(host(dir, p));
-        }
         out.push_str("purged certsync's configuration, kubeconfigs and targets (backups kept)\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "moved certsync's configuration, kubeconfigs and targets into {newest}/ \
+             (nothing can use them by accident there)"
+        );
+    }
+    if dry {
+        return Ok(out);
     }
     std::fs::rename(
         host(dir, STATE),
@@ -110,4 +197,77 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     .map_err(|e| KubeadmError::Revert(format!("move {STATE} away: {e}")))?;
     out.push_str("reverted\n");
     Ok(out)
+}
+
+/// Moves `node_path` to its place in the backup `backup`.
+fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, KubeadmError> {
+    let kept = backup_path(dir, backup, node_path);
+    if let Some(parent) = kept.parent() {
+        super::apply::mkdir(parent)?;
+    }
+    std::fs::rename(host(dir, node_path), &kept)
+        .map_err(|e| KubeadmError::Revert(format!("move {node_path} into {backup}/: {e}")))?;
+    Ok(kept)
+}
+
+/// Every ClusterConfiguration entry adopt sets: what to take out by hand.
+fn hand_edits() -> Vec<cluster::Field> {
+    let mut config = serde_yaml_ng::Value::Mapping(Default::default());
+    cluster::adopt(&mut config, &manifest::components()).unwrap_or_default()
+}
+
+/// admin.conf and super-admin.conf as revert would leave them.
+fn kubeconfigs(dir: &Path, state: &State) -> Result<Vec<Kubeconfig>, KubeadmError> {
+    let mut all = Vec::new();
+    for (k, backup) in &state.kubeconfigs {
+        let path = backup_path(dir, backup, k);
+        let saved = std::fs::read(&path)
+            .map_err(|e| KubeadmError::Revert(format!("backup of {k}: {e}")))?;
+        let text =
+            String::from_utf8(saved.clone()).map_err(|_| KubeadmError::file(&path, "not UTF-8"))?;
+        let theirs =
+            node::kubeconfig_not_after(dir, &text).map_err(|e| KubeadmError::file(&path, e))?;
+        // The current file's pair, if it has one that parses.
+        let current = node::read_optional(dir, k)?
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|t| node::kubeconfig_not_after(dir, &t).ok());
+        all.push(match current {
+            Some(now) if now > theirs => Kubeconfig {
+                node_path: k.clone(),
+                restore: None,
+                not_after: now,
+            },
+            _ => Kubeconfig {
+                node_path: k.clone(),
+                restore: Some((backup.clone(), saved)),
+                not_after: theirs,
+            },
+        });
+    }
+    Ok(all)
+}
+
+/// Each certificate revert hands back that has expired or expires within
+/// the margin (or cannot be read), as `path (notAfter ...)`.
+fn expiring(dir: &Path, kubeconfigs: &[Kubeconfig]) -> Vec<String> {
+    let deadline = x509_parser::time::ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
+    let mut found = Vec::new();
+    let mut judge = |what: String, t: Result<x509_parser::time::ASN1Time, String>| match t {
+        Ok(t) if t.timestamp() > deadline => {}
+        Ok(t) => found.push(format!("{what} (notAfter {t})")),
+        Err(e) => found.push(format!("{what} ({e})")),
+    };
+    for t in templates(dir) {
+        let bytes = node::read(dir, &t).map_err(|e| e.to_string());
+        judge(t, bytes.and_then(|b| node::not_after(b.as_bytes())));
+    }
+    for f in OWN_KUBECONFIGS {
+        let k = format!("/etc/kubernetes/{f}");
+        let text = node::read(dir, &k).map_err(|e| e.to_string());
+        judge(k, text.and_then(|t| node::kubeconfig_not_after(dir, &t)));
+    }
+    for k in kubeconfigs {
+        judge(k.node_path.clone(), Ok(k.not_after));
+    }
+    found
 }

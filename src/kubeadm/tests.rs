@@ -199,6 +199,8 @@ fn options(dir: &Path) -> Options {
         image: "certsync".into(),
         json: false,
         purge: false,
+        local_only: false,
+        force: false,
     }
 }
 
@@ -223,6 +225,11 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
     assert_eq!(p.files.len(), 4, "{:?}", p.files);
     let text = p.text();
     assert!(text.contains("NOT reachable"), "{text}");
+    assert!(text.contains("certsync image: certsync\n"), "{text}");
+    assert!(
+        text.contains("  apiserver -> /etc/kubernetes/pki/certsync/apiserver (lifetime=8m)\n"),
+        "{text}"
+    );
     let config = &p
         .files
         .iter()
@@ -264,6 +271,27 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         "{pod}"
     );
     assert_eq!(p.kubeconfigs_renewed, ["/etc/kubernetes/admin.conf"]);
+}
+
+#[tokio::test]
+async fn a_plan_with_nothing_to_change_in_a_section_says_so() {
+    // Manifests kubeadm generated from an adopted ClusterConfiguration (a
+    // node joined after adoption): nothing to change in them.
+    let dir = node_dir();
+    for c in manifest::components() {
+        std::fs::write(
+            dir.path().join(format!("manifests/{}.yaml", c.name)),
+            fixture(&format!("adopted/{}.yaml", c.name)),
+        )
+        .expect("write");
+    }
+    let p = plan(&options(dir.path())).await.expect("plan");
+    assert!(p.manifests.is_empty());
+    let text = p.text();
+    assert!(
+        text.contains("manifests:\n  none to change: each already names certsync's files\n"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -336,3 +364,5 @@ fn forge_issuer(cn: &str) -> String {
         .push(rcgen::DnType::CommonName, "kube-apiserver-kubelet-client");
     leaf.signed_by(&key, &issuer).expect("leaf").pem()
 }
+
+mod revert;
