@@ -27,7 +27,9 @@ fn module_of(path: &Path) -> Option<String> {
     let rel = path.strip_prefix(root().join("src")).unwrap();
     let s = rel.to_str().unwrap().trim_end_matches(".rs");
     let name = rel.file_stem().unwrap().to_str().unwrap();
-    if name == "tests" || name.ends_with("_tests") || s == "lib" {
+    // Test modules, and the files a test module splits into (`x/tests/y.rs`).
+    let in_tests = rel.parent().is_some_and(|d| d.ends_with("tests"));
+    if name == "tests" || name.ends_with("_tests") || in_tests || s == "lib" {
         return None;
     }
     if s == "main" {
