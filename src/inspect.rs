@@ -58,6 +58,23 @@ pub struct CertReport {
     pub problem: Option<String>,
 }
 
+impl CertReport {
+    /// A line for a file whose certificate could not be read, saying why.
+    fn unreadable(certificate: PathBuf, problem: String) -> Self {
+        Self {
+            certificate,
+            subject: String::new(),
+            sans: Vec::new(),
+            expires: String::new(),
+            residual: String::new(),
+            residual_seconds: 0,
+            issuer: String::new(),
+            key: KeyStatus::Unreadable,
+            problem: Some(problem),
+        }
+    }
+}
+
 /// Certificates found under `path`, each with the key file that should
 /// match it: a certsync target (its visible files), a directory (every
 /// `*.crt`/`*.pem`, keys by stem: `apiserver.crt` → `apiserver.key`, or a
@@ -137,26 +154,18 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
             continue;
         }
         for (cert, key) in certificate_files(path)? {
-            let unreadable = |certificate, problem| CertReport {
-                certificate,
-                subject: String::new(),
-                sans: Vec::new(),
-                expires: String::new(),
-                residual: String::new(),
-                residual_seconds: 0,
-                issuer: String::new(),
-                key: KeyStatus::Unreadable,
-                problem: Some(problem),
-            };
             let pem = match read(&cert) {
                 Ok(pem) => pem,
                 Err(e) => {
-                    out.push(unreadable(cert, e.problem()));
+                    out.push(CertReport::unreadable(cert, e.problem()));
                     continue;
                 }
             };
             let Some(leaf) = validate::leaf_of(&pem) else {
-                out.push(unreadable(cert, "no certificate could be parsed".into()));
+                out.push(CertReport::unreadable(
+                    cert,
+                    "no certificate could be parsed".into(),
+                ));
                 continue;
             };
             let key_status = match (&key, leaf.is_ca) {
@@ -177,17 +186,7 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
 /// A kubeconfig (kubeadm's `admin.conf`): the certificate embedded for its
 /// current context's user, its key checked against it.
 fn kubeconfig_line(path: &Path, now: i64, warn: i64) -> CertReport {
-    let unreadable = |problem: String| CertReport {
-        certificate: path.to_owned(),
-        subject: String::new(),
-        sans: Vec::new(),
-        expires: String::new(),
-        residual: String::new(),
-        residual_seconds: 0,
-        issuer: String::new(),
-        key: KeyStatus::Unreadable,
-        problem: Some(problem),
-    };
+    let unreadable = |problem: String| CertReport::unreadable(path.to_owned(), problem);
     let (pem, key) = match crate::writer::kubeconfig_certificate(path) {
         Ok(pair) => pair,
         Err(problem) => return unreadable(problem),
