@@ -62,6 +62,26 @@ async fn renews_through_kube_controller_managers_signer() {
         kube_client(&cp.admin).await,
         "kubernetes.io/kube-apiserver-client",
     );
+    // kube-controller-manager publishes kube-root-ca.crt in each namespace
+    // once its controllers run, which may be after `up` returns. Without
+    // it certsync's first issued certificate has no CA to check against
+    // and it requests again, which this test would not approve.
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(kube_client(&cp.admin).await, "default");
+    let start = std::time::Instant::now();
+    while configmaps
+        .get_opt("kube-root-ca.crt")
+        .await
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "kube-controller-manager never published default/kube-root-ca.crt"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let spec = format!(
         "csr:kubernetes.io/kube-apiserver-client={},name=client,cn=certsync-renew,\
          usage=digital-signature,usage=client-auth,lifetime=10m,renew=0.44-0.45,\
