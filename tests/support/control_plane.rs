@@ -175,5 +175,12 @@ impl Drop for ControlPlane {
             .arg(&self.dir)
             .arg("--purge")
             .status();
+        // `down` sends SIGTERM and does not wait; a kube-apiserver whose
+        // etcd went first may never exit (two were found hours later).
+        // Whatever still has a flag naming the directory goes now.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f", "--"])
+            .arg(format!("={}/", self.dir.display()))
+            .status();
     }
 }
