@@ -293,11 +293,10 @@ pub fn no_other_user_may_recreate(path: &Path) -> Result<(), String> {
 fn guard(path: &Path, volume_roots: bool, reading: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
     let euid = nix::unistd::geteuid().as_raw();
-    let mounts = if volume_roots {
-        mount_points()
-    } else {
-        Vec::new()
-    };
+    // Read only when a directory on the way is writable by others and
+    // could be a volume's root: most paths never need it, and a start with
+    // many mappings would otherwise read mountinfo once per target.
+    let mounts = std::cell::OnceCell::new();
     let judge = |p: &Path| -> Result<(), String> {
         // A symlink on the way is judged by its own owner too: one a user
         // made in a sticky directory may lead to a root file of their
@@ -315,13 +314,17 @@ fn guard(path: &Path, volume_roots: bool, reading: bool) -> Result<(), String> {
         }
         let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let owner_ok = m.uid() == 0 || m.uid() == euid;
-        let volume_root = m.uid() == 0
-            && m.mode() & 0o1000 == 0
-            && std::fs::canonicalize(p).is_ok_and(|c| mounts.contains(&c));
         let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0 && p != path;
         let writable =
             m.mode() & 0o022 != 0 && !(reading && (sticky_root || on_read_only_mount(p)));
-        if !owner_ok || (writable && !volume_root) {
+        let volume_root = || {
+            volume_roots
+                && m.uid() == 0
+                && m.mode() & 0o1000 == 0
+                && std::fs::canonicalize(p)
+                    .is_ok_and(|c| mounts.get_or_init(mount_points).contains(&c))
+        };
+        if !owner_ok || (writable && !volume_root()) {
             return Err(format!(
                 "{} (owner {}, mode {:04o}) may be changed by another user",
                 p.display(),
