@@ -93,36 +93,20 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<bool, W
     user.insert(KEY_DATA.into(), b64(key));
     let text = serde_yaml_ng::to_string(&o.doc)
         .map_err(|e| refused(path, format!("cannot write it as YAML: {e}")))?;
-    replace(&o, path, text.as_bytes())?;
-    Ok(true)
-}
-
-/// The temporary file beside `name`: a name certsync owns in that
-/// directory (a leftover of a crash is removed before it is made anew).
-fn tmp_name(name: &str) -> String {
-    format!(".{name}.certsync-tmp")
-}
-
-/// Writes `bytes` to a new file beside the kubeconfig, with its owner and
-/// mode, and renames it over the kubeconfig.
-fn replace(o: &Opened, path: &Path, bytes: &[u8]) -> Result<(), WriterError> {
-    let tmp = tmp_name(&o.name);
-    let tmp_path = path.with_file_name(&tmp);
-    let dir_path = path.parent().unwrap_or(Path::new("."));
-    remove_any(&o.dir, &tmp, &tmp_path)?;
     let (mode, uid, gid) = o.meta;
-    let written = create_file(&o.dir, &tmp, 0o600, Some(uid), Some(gid), bytes, &tmp_path)
-        .and_then(|f| {
-            f.set_permissions(fs::Permissions::from_mode(mode))
-                .ctx("chmod", &tmp_path)?;
-            f.sync_all().ctx("fsync", &tmp_path)
-        })
-        .and_then(|()| o.dir.rename(&tmp, &o.dir, &o.name).ctx("rename", path));
-    if let Err(e) = written {
-        let _ = remove_any(&o.dir, &tmp, &tmp_path);
-        return Err(e);
-    }
-    fsync(&o.dir, dir_path)
+    let dir_path = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    replace_file_in(
+        &o.dir,
+        &o.name,
+        mode,
+        Some((uid, gid)),
+        text.as_bytes(),
+        dir_path,
+    )?;
+    Ok(true)
 }
 
 fn open(path: &Path) -> Result<Opened, WriterError> {

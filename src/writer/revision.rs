@@ -148,22 +148,41 @@ pub(super) fn create_file(
 /// Replaces `name` in `dir` with `bytes` atomically: a temporary file
 /// created with `mode`, written and fsynced, renamed over `name`, then the
 /// directory fsynced. Readers see the old file or the new one, never part.
+///
+/// `owner` (uid, gid) for the new file, else whoever runs certsync. A
+/// temporary file left by a failure is removed.
 pub(super) fn replace_file_in(
     dir: &Dir,
     name: &str,
     mode: u32,
+    owner: Option<(u32, u32)>,
     bytes: &[u8],
     shown: &Path,
 ) -> Result<(), WriterError> {
-    let tmp = format!("{TMP_PREFIX}-{}", name.trim_start_matches('.'));
+    let tmp = tmp_name(name);
     let tmp_path = shown.join(&tmp);
     remove_any(dir, &tmp, &tmp_path)?;
-    create_file(dir, &tmp, mode, None, None, bytes, &tmp_path)?
-        .sync_all()
-        .ctx("fsync", &tmp_path)?;
-    dir.rename(&tmp, dir, name)
-        .ctx("rename", &shown.join(name))?;
+    let written = create_file(
+        dir,
+        &tmp,
+        mode,
+        owner.map(|o| o.0),
+        owner.map(|o| o.1),
+        bytes,
+        &tmp_path,
+    )
+    .and_then(|f| f.sync_all().ctx("fsync", &tmp_path))
+    .and_then(|()| dir.rename(&tmp, dir, name).ctx("rename", &shown.join(name)));
+    if let Err(e) = written {
+        let _ = remove_any(dir, &tmp, &tmp_path);
+        return Err(e);
+    }
     fsync(dir, shown)
+}
+
+/// The temporary entry a replacement of `name` is written to first.
+pub(super) fn tmp_name(name: &str) -> String {
+    format!("{TMP_PREFIX}-{}", name.trim_start_matches('.'))
 }
 
 /// [`replace_file_in`] for a path: its parent directory is opened without
@@ -179,7 +198,7 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
         });
     };
     let dir = Dir::open_ambient_dir(parent, cap_std::ambient_authority()).ctx("open", parent)?;
-    replace_file_in(&dir, name, mode, bytes, parent)
+    replace_file_in(&dir, name, mode, None, bytes, parent)
 }
 
 /// What the symlink `name` in `dir` says, if it is a symlink with UTF-8 text.
@@ -209,7 +228,7 @@ pub(super) fn replace_symlink(
     text: &str,
     shown: &Path,
 ) -> Result<(), WriterError> {
-    let tmp = format!("{TMP_PREFIX}-{}", name.trim_start_matches('.'));
+    let tmp = tmp_name(name);
     remove_any(dir, &tmp, &shown.join(&tmp))?;
     dir.symlink_contents(text, &tmp)
         .ctx("symlink", &shown.join(&tmp))?;

@@ -95,7 +95,7 @@ impl Writer {
             revision.bundle.hash(),
             live.hash
         );
-        replace_file_in(&root, PIN, 0o644, text.as_bytes(), &self.target)?;
+        replace_file_in(&root, PIN, 0o644, None, text.as_bytes(), &self.target)?;
         Ok(RolledBack {
             from_history: *number,
             revision: new,
