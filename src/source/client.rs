@@ -403,8 +403,63 @@ fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
             crate::files::read_steering(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
                 .map_err(|e| format!("{token_file}: {e}"))?;
         }
+        if let Some(exec) = user.exec.as_mut()
+            && let Some(command) = exec.command.as_mut()
+            && nix::unistd::geteuid().is_root()
+        {
+            let path = exec
+                .env
+                .iter()
+                .flatten()
+                .find(|e| e.get("name").map(String::as_str) == Some("PATH"))
+                .and_then(|e| e.get("value").cloned())
+                .or_else(|| std::env::var("PATH").ok())
+                .unwrap_or_default();
+            *command = root_may_run(command, &path)?;
+        }
     }
     Ok(())
+}
+
+/// The program an `exec` credential plugin names, as root certsync may
+/// run it: found as `execvp` finds it (a name with a `/` as it is, else the
+/// first executable regular file of that name in `path`'s absolute
+/// entries), and held to [`crate::files::only_root_may_change`] (the file
+/// and every directory on the way root's and written by no one else), so
+/// that root never runs what another user wrote or can swap in. Returned
+/// absolute, and put in place of the name, so that no later `PATH` search
+/// (an earlier directory gaining a file of that name) runs something else.
+fn root_may_run(command: &str, path: &str) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let shown = crate::escape(command);
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if command.contains('/') {
+        std::path::PathBuf::from(command)
+    } else {
+        std::env::split_paths(path)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(command))
+            .find(|p| executable(p))
+            .ok_or_else(|| {
+                format!("exec command {shown}: not found as an executable file in PATH's absolute directories")
+            })?
+    };
+    let at = crate::escape(&found.to_string_lossy()).into_owned();
+    if !found.is_absolute() {
+        return Err(format!("exec command {at}: not an absolute path"));
+    }
+    if !executable(&found) {
+        return Err(format!("exec command {at}: not an executable regular file"));
+    }
+    crate::files::only_root_may_change(&found).map_err(|e| {
+        format!("exec command {at}: {e}: root certsync would run what another user may change")
+    })?;
+    found
+        .into_os_string()
+        .into_string()
+        .map_err(|_| format!("exec command {at}: not UTF-8"))
 }
 
 /// A file a kubeconfig names relative to itself, made absolute (kube's
@@ -860,6 +915,58 @@ current-context: x
             e.contains("proxy-url http://proxy.example:3128/ is not supported"),
             "{e}"
         );
+    }
+
+    /// An exec credential plugin runs as root: a program another user may
+    /// change (the file, or a directory on the way, writable by others) is
+    /// refused, naming it; one only root may change is kept, by its absolute
+    /// path, found through PATH's absolute directories as execvp would.
+    #[test]
+    fn an_exec_plugin_runs_only_what_only_root_may_change() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&good).unwrap();
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        for d in [&good, &open] {
+            let f = d.join("login");
+            std::fs::write(&f, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let writable = good.join("writable");
+        std::fs::write(&writable, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o757)).unwrap();
+        let path =
+            |ds: &[&std::path::Path]| std::env::join_paths(ds).unwrap().into_string().unwrap();
+        let (g, o) = (good.as_path(), open.as_path());
+        // Only judged as root (the kernel limits any other user).
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let ok = root_may_run("login", &path(&[std::path::Path::new("rel"), g, o])).unwrap();
+        assert_eq!(ok, g.join("login").to_str().unwrap());
+        for (command, path_var, why) in [
+            ("login", path(&[o, g]), "a directory another user may write"),
+            (
+                o.join("login").to_str().unwrap(),
+                path(&[g]),
+                "named by path",
+            ),
+            (writable.to_str().unwrap(), path(&[g]), "the file itself"),
+            ("absent", path(&[g]), "not found"),
+            (
+                "login",
+                "rel:also-rel".to_owned(),
+                "only relative PATH entries",
+            ),
+            (g.to_str().unwrap(), path(&[g]), "a directory"),
+        ] {
+            let e = root_may_run(command, &path_var).expect_err(why);
+            assert!(e.starts_with("exec command "), "{why}: {e}");
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use kube::{Api, Client};
 
 use super::watch::{Watch, WatchError};
 use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::pem::{PemObject, SectionKind};
 use tokio::sync::watch;
 
 use super::{Listed, SourceError, Update};
@@ -41,6 +41,11 @@ pub enum TrustBundleError {
     Empty { selection: String },
     #[error("{selection}: {message}")]
     Api { selection: String, message: String },
+    #[error(
+        "clustertrustbundle {bundle}: {problem}: refused, with the whole selection (a trust \
+         bundle holds only CERTIFICATE blocks; kube-apiserver refuses any other)"
+    )]
+    Invalid { bundle: String, problem: String },
 }
 
 /// Which bundles a mapping publishes.
@@ -104,17 +109,49 @@ impl Selection {
 }
 
 /// The CA bundle of `bundles`: in name order, each certificate once.
-pub fn joined(bundles: &BTreeMap<String, ClusterTrustBundle>) -> Vec<u8> {
+/// Anything but well-formed CERTIFICATE blocks in any bundle refuses the
+/// whole set, naming the bundle (never a bundle made of the blocks that
+/// happened to read). Linear in the input (the one PEM reader); callers
+/// run it off the async runtime.
+pub fn joined(bundles: &BTreeMap<String, ClusterTrustBundle>) -> Result<Vec<u8>, TrustBundleError> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for b in bundles.values() {
-        for der in CertificateDer::pem_slice_iter(b.spec.trust_bundle.as_bytes()).flatten() {
+    for (name, b) in bundles {
+        let invalid = |problem: &str| TrustBundleError::Invalid {
+            bundle: crate::escape(name).into_owned(),
+            problem: problem.to_owned(),
+        };
+        let blocks = crate::pem::blocks(b.spec.trust_bundle.as_bytes()).map_err(invalid)?;
+        if blocks.is_empty() {
+            return Err(invalid("no certificate"));
+        }
+        for block in blocks {
+            if block.kind != SectionKind::Certificate {
+                return Err(invalid("a block that is not a CERTIFICATE"));
+            }
+            let der = CertificateDer::from_pem_slice(block.text)
+                .map_err(|e| invalid(crate::pem::problem(&e)))?;
             if seen.insert(der.to_vec()) {
                 out.extend_from_slice(crate::bundle::certificate_pem(&der).as_bytes());
             }
         }
     }
-    out
+    Ok(out)
+}
+
+/// [`joined`] on the blocking pool.
+async fn joined_off_runtime(
+    bundles: BTreeMap<String, ClusterTrustBundle>,
+    selection: &Selection,
+) -> Result<Vec<u8>, TrustBundleError> {
+    crate::blocking(move || joined(&bundles))
+        .await
+        .unwrap_or_else(|panic| {
+            Err(TrustBundleError::Api {
+                selection: selection.to_string(),
+                message: format!("reading the bundles panicked: {panic}"),
+            })
+        })
 }
 
 /// Why a watch of ClusterTrustBundles failed, saying so when the API is
@@ -146,7 +183,7 @@ pub async fn read(client: Client, selection: &Selection) -> Result<Vec<u8>, Trus
             selection: selection.to_string(),
         });
     }
-    Ok(joined(listed.items()))
+    joined_off_runtime(listed.items().clone(), selection).await
 }
 
 /// A mapping's ClusterTrustBundle source.
@@ -157,13 +194,14 @@ pub struct TrustBundles {
 }
 
 impl TrustBundles {
-    fn update(&self, bundles: &BTreeMap<String, ClusterTrustBundle>) -> Update {
+    async fn update(&self, bundles: &BTreeMap<String, ClusterTrustBundle>) -> Update {
         if bundles.is_empty() {
             return Err(SourceError::TrustBundle(TrustBundleError::Empty {
                 selection: self.selection.to_string(),
             }));
         }
-        self.bundle(joined(bundles))
+        let ca = joined_off_runtime(bundles.clone(), &self.selection).await?;
+        self.bundle(ca)
     }
 
     fn bundle(&self, ca: Vec<u8>) -> Update {
@@ -204,7 +242,7 @@ impl TrustBundles {
             match event {
                 Ok(e) => {
                     if listed.apply(e) {
-                        super::publish(tx, self.update(listed.items()));
+                        super::publish(tx, self.update(listed.items()).await);
                     }
                 }
                 Err(e) => {
@@ -244,7 +282,7 @@ mod tests {
             ("z-old".to_owned(), ctb(format!("{a}{b}"))),
             ("a-new".to_owned(), ctb(b.clone())),
         ]);
-        let joined = String::from_utf8(joined(&bundles)).unwrap();
+        let joined = String::from_utf8(joined(&bundles).unwrap()).unwrap();
         // b (from a-new) first, then a; b not repeated.
         let der = |p: &str| {
             CertificateDer::from_pem_slice(p.as_bytes())
@@ -255,5 +293,38 @@ mod tests {
             .map(|c| c.unwrap().to_vec())
             .collect();
         assert_eq!(got, [der(&b), der(&a)]);
+    }
+
+    /// Fail closed: a bundle holding anything but well-formed CERTIFICATE
+    /// blocks (kube-apiserver refuses such a bundle, so it comes from
+    /// something else that answers as the API server) refuses the whole
+    /// selection, naming the bundle, rather than publishing the blocks
+    /// that happened to read.
+    #[test]
+    fn a_bundle_with_anything_but_certificates_is_refused_by_name() {
+        let a = String::from_utf8(certs::Pair::new("a").ca_cert).unwrap();
+        let key = String::from_utf8(certs::Pair::new("k").key).unwrap();
+        let ctb = |pem: String| {
+            let mut c = ClusterTrustBundle::default();
+            c.spec.trust_bundle = pem;
+            c
+        };
+        let broken = a.replacen("MII", "MII*", 1);
+        let unterminated = format!("{a}-----BEGIN CERTIFICATE-----\nMIIB\n");
+        let unknown = format!("{a}-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n");
+        for (why, bad) in [
+            ("a private key", format!("{a}{key}")),
+            ("bad base64", broken),
+            ("a BEGIN without END", unterminated),
+            ("an unknown label", unknown),
+            ("nothing", String::new()),
+        ] {
+            let bundles = BTreeMap::from([
+                ("good".to_owned(), ctb(a.clone())),
+                ("hostile".to_owned(), ctb(bad)),
+            ]);
+            let e = joined(&bundles).expect_err(why).to_string();
+            assert!(e.contains("clustertrustbundle hostile"), "{why}: {e}");
+        }
     }
 }
