@@ -931,3 +931,99 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     assert!(text.contains("nothing to do"), "{text}");
     assert!(tree(&etc) == reverted, "a second revert wrote a file");
 }
+
+/// Issue 34, revert's refusal on a node: after adoption kubeadm's own
+/// apiserver.crt (the template certsync issues from) is renewed by kubeadm
+/// with a 2-hour lifetime (`certificateValidityPeriod`), as a certificate
+/// near its end. revert refuses naming it and changes nothing; after
+/// `kubeadm certs renew all` revert goes through, and the API server serves
+/// kubeadm's certificate again with /readyz ok.
+#[test]
+fn revert_refuses_kubeadms_certificate_near_its_end_until_renewed() {
+    use std::time::Duration;
+    let Some(realkube) = realkube() else { return };
+    let image = format!("certsync={}", certsync_bin());
+    let node = Node::up(&realkube, "revert-end", &["--", "--image", &image]);
+    let etc = node.etc();
+    let kubectl = kubectl(&realkube);
+    let admin = etc.join("admin.conf");
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
+    assert!(ok, "{text}");
+    let api_target = etc.join("pki/certsync/apiserver");
+    let api = format!("{}:6443", node.ip);
+    wait_long(
+        "the API server serving certsync's certificate",
+        Duration::from_secs(180),
+        || {
+            settled(&node, 5)?;
+            let live = live_der(&api_target)?;
+            served(&node, &api, None).filter(|s| *s == live)
+        },
+    );
+
+    // kubeadm renews apiserver.crt for 2 hours: what a certificate near its
+    // end looks like to revert.
+    let mut docs = kubeadm_config(&node);
+    for d in &mut docs {
+        if d["kind"] == "ClusterConfiguration"
+            && let serde_yaml_ng::Value::Mapping(m) = d
+        {
+            m.insert("certificateValidityPeriod".into(), "2h0m0s".into());
+        }
+    }
+    let file = node.dir.join("kubeadm-2h.yaml");
+    let text: Vec<String> = docs
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).expect("yaml"))
+        .collect();
+    std::fs::write(&file, text.join("---\n")).expect("write");
+    let out = node.sh(
+        "kubeadm",
+        &[
+            "certs",
+            "renew",
+            "apiserver",
+            "--config",
+            file.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let before = tree(&etc);
+    let (ok, text) = kubeadm_cmd(&node, &["revert"]);
+    assert!(!ok, "revert went through:\n{text}");
+    for said in [
+        "/etc/kubernetes/pki/apiserver.crt (notAfter ",
+        "within 24 h",
+        "nothing was changed",
+        "kubeadm certs renew all",
+    ] {
+        assert!(text.contains(said), "{said:?} not in:\n{text}");
+    }
+    assert!(tree(&etc) == before, "a refused revert changed a file");
+
+    // Renewed for a year: revert goes through.
+    let out = node.sh("kubeadm", &["certs", "renew", "all"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kubeadms = first_der(&std::fs::read(etc.join("pki/apiserver.crt")).expect("crt"));
+    let (ok, text) = kubeadm_cmd(&node, &["revert"]);
+    assert!(ok, "{text}");
+    assert!(text.ends_with("reverted\n"), "{text}");
+    wait_long(
+        "kubeadm's renewed certificate served, /readyz ok",
+        Duration::from_secs(180),
+        || {
+            settled(&node, 4)?;
+            let want = kubeadms.clone()?;
+            served(&node, &api, None).filter(|s| *s == want)?;
+            ready(&kubectl, &admin).then_some(())
+        },
+    );
+}
