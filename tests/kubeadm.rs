@@ -350,16 +350,22 @@ fn kubeadm_config(node: &Node) -> Vec<serde_yaml_ng::Value> {
         .collect()
 }
 
-/// Runs `kubeadm init phase PHASE --config` with `docs` for each phase on
-/// the node: the manifests as `kubeadm upgrade` regenerates them from a
-/// ClusterConfiguration.
-fn regenerate(node: &Node, docs: &[serde_yaml_ng::Value], phases: &[&[&str]]) {
-    let file = node.dir.join("kubeadm-adopted.yaml");
+/// `docs` written as one kubeadm config file `DIR/NAME` for `--config`.
+fn config_file(node: &Node, docs: &[serde_yaml_ng::Value], name: &str) -> PathBuf {
+    let file = node.dir.join(name);
     let text: Vec<String> = docs
         .iter()
         .map(|d| serde_yaml_ng::to_string(d).expect("yaml"))
         .collect();
     std::fs::write(&file, text.join("---\n")).expect("write");
+    file
+}
+
+/// Runs `kubeadm init phase PHASE --config` with `docs` for each phase on
+/// the node: the manifests as `kubeadm upgrade` regenerates them from a
+/// ClusterConfiguration.
+fn regenerate(node: &Node, docs: &[serde_yaml_ng::Value], phases: &[&[&str]]) {
+    let file = config_file(node, docs, "kubeadm-adopted.yaml");
     for phase in phases {
         let mut a = vec!["init", "phase"];
         a.extend(*phase);
@@ -895,7 +901,6 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
             "{conf} is not kubeadm's again"
         );
     }
-    assert_eq!(stored_cluster_configuration(&kubectl, &admin), original_cc);
     wait_long("four pods, ready", Duration::from_secs(180), || {
         let now = settled(&node, 4)?;
         ready(&kubectl, &admin).then_some(now)
@@ -908,6 +913,9 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
             served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == want)
         },
     );
+    // Read from the API server restarted on kubeadm's manifest (the one
+    // revert left may still be stopping).
+    assert_eq!(stored_cluster_configuration(&kubectl, &admin), original_cc);
     // certsync's files moved into the backup (without --purge): kept for
     // inspection, where nothing starts on them.
     assert!(!etc.join("certsync.yaml").exists(), "left in place");
@@ -971,12 +979,7 @@ fn revert_refuses_kubeadms_certificate_near_its_end_until_renewed() {
             m.insert("certificateValidityPeriod".into(), "2h0m0s".into());
         }
     }
-    let file = node.dir.join("kubeadm-2h.yaml");
-    let text: Vec<String> = docs
-        .iter()
-        .map(|d| serde_yaml_ng::to_string(d).expect("yaml"))
-        .collect();
-    std::fs::write(&file, text.join("---\n")).expect("write");
+    let file = config_file(&node, &docs, "kubeadm-2h.yaml");
     let out = node.sh(
         "kubeadm",
         &[

@@ -290,27 +290,15 @@ async fn revert_moves_certsyncs_files_into_the_backup_or_purges_them() {
     for purge in [false, true] {
         let dir = adopted_node();
         let d = dir.path();
-        let own: Vec<String> = plan::targets(d)
-            .into_iter()
-            .map(|t| format!("{t}/tls.crt"))
-            .chain([
-                plan::CONFIG.to_owned(),
-                "/etc/kubernetes/certsync/controller-manager.conf".to_owned(),
-                "/etc/kubernetes/certsync/scheduler.conf".to_owned(),
-            ])
-            .collect();
-        assert_eq!(own.len(), 10 + 3, "{own:?}");
-        let bytes: Vec<Vec<u8>> = own
-            .iter()
-            .map(|f| std::fs::read(host(d, f)).expect("own file"))
-            .collect();
+        let own = own_files(d);
+        assert_eq!(own.len(), 10 + 3);
         revert(&Options {
             purge,
             ..revert_options(d)
         })
         .await
         .expect("revert");
-        for (f, b) in own.iter().zip(&bytes) {
+        for (f, b) in &own {
             assert!(!host(d, f).exists(), "purge={purge}: {f} left in place");
             let kept = std::fs::read(plan::backup_path(d, BACKUP, f)).ok();
             assert_eq!(kept.as_ref(), (!purge).then_some(b), "purge={purge}: {f}");
@@ -612,16 +600,23 @@ fn adopted_node_on(api: &ConfigMapApi) -> tempfile::TempDir {
     dir
 }
 
+/// An API server, a node adopted on it, and revert's options for it
+/// (reading and writing the ClusterConfiguration).
+async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, Options) {
+    let api = ConfigMapApi::start().await;
+    let dir = adopted_node_on(&api);
+    let opts = Options {
+        local_only: false,
+        ..revert_options(dir.path())
+    };
+    (api, dir, opts)
+}
+
 #[tokio::test]
 async fn a_cluster_configuration_write_that_fails_leaves_the_node_unchanged() {
     use std::sync::atomic::Ordering::SeqCst;
-    let api = ConfigMapApi::start().await;
-    let dir = adopted_node_on(&api);
+    let (api, dir, opts) = adopted_node_with_api().await;
     let d = dir.path();
-    let opts = Options {
-        local_only: false,
-        ..revert_options(d)
-    };
     // The API server answers the read, then refuses the write: nothing on
     // the node has changed, and the message says a re-run completes.
     api.refuse.store(true, SeqCst);
@@ -658,13 +653,8 @@ async fn a_cluster_configuration_write_that_fails_leaves_the_node_unchanged() {
 #[tokio::test]
 async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_api_server() {
     use std::sync::atomic::Ordering::SeqCst;
-    let api = ConfigMapApi::start().await;
-    let dir = adopted_node_on(&api);
+    let (api, dir, opts) = adopted_node_with_api().await;
     let d = dir.path();
-    let opts = Options {
-        local_only: false,
-        ..revert_options(d)
-    };
     // A local step fails after the ClusterConfiguration was written (a
     // file of another origin where certsync's configuration goes).
     let kept = plan::backup_path(d, BACKUP, plan::CONFIG);
