@@ -364,9 +364,4 @@ async fn an_expired_template_still_serves_and_says_when_revert_would_refuse_it()
     assert!(!s.template_expiry(Some(now + 365 * 86400)));
     assert!(!s.template_due.load(Ordering::Relaxed));
     assert!(s.template_expiry(Some(now + 23 * 3600)));
-    // The margin is revert's.
-    assert_eq!(
-        TEMPLATE_MARGIN.as_secs() as i64,
-        crate::kubeadm::REVERT_MARGIN_SECS
-    );
 }
