@@ -139,6 +139,9 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
         }
     }
     state.backups.push(backup.clone());
+    // Adopting a part-reverted node puts adopt's fields back: a later
+    // revert must take them out again.
+    state.cluster_config_reverted = false;
     for m in &plan.manifests {
         state
             .manifests

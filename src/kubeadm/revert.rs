@@ -115,7 +115,12 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         }
         if !dry {
             state.cluster_config_reverted = true;
-            state.write(dir)?;
+            state.write(dir).map_err(|e| {
+                KubeadmError::Revert(format!(
+                    "the ClusterConfiguration is done, but recording it failed ({e}); nothing else \
+                     was changed: run `certsync kubeadm revert` again (it finds adopt's fields gone)"
+                ))
+            })?;
         }
     }
     local(opts, &state, &kubeconfigs, &mut out).map_err(|e| {
