@@ -113,6 +113,13 @@ fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
         }
         for e in std::fs::read_dir(from)? {
             let e = e?;
+            // Lock state: revert's own claim rewrote `..owner` since.
+            if crate::writer::LOCK_FILES
+                .iter()
+                .any(|l| e.file_name() == *l)
+            {
+                continue;
+            }
             if !contained(&e.path(), &to.join(e.file_name()))? {
                 return Ok(false);
             }

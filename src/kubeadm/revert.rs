@@ -21,7 +21,7 @@ use super::apply::State;
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets, templates};
 use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, moves, node};
-use crate::writer::replace_file;
+use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
@@ -123,7 +123,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             })?;
         }
     }
-    local(opts, &state, &kubeconfigs, &mut out).map_err(|e| {
+    local(opts, &state, &kubeconfigs, &mut out).await.map_err(|e| {
         let cc = if state.cluster_config_reverted {
             "the ClusterConfiguration is done (recorded in adopted.json: the re-run needs no API server); "
         } else {
@@ -139,7 +139,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
 
 /// revert's changes on the node, in an order that a re-run completes from
 /// wherever it stopped: each step finds its work done or does it.
-fn local(
+async fn local(
     opts: &Options,
     state: &State,
     kubeconfigs: &[Kubeconfig],
@@ -208,6 +208,12 @@ fn local(
             }
         }
     }
+    // Held until every target has moved: no certsync publishes into one.
+    let _claims = if dry {
+        Vec::new()
+    } else {
+        claim_targets(dir, CLAIM_WAIT).await?
+    };
     let own = targets(dir)
         .into_iter()
         .chain([CONFIG.to_owned()])
@@ -245,6 +251,48 @@ fn local(
     moves::move_path(&host(dir, STATE), &to).map_err(KubeadmError::Revert)?;
     out.push_str("reverted\n");
     Ok(())
+}
+
+/// How long revert waits for certsync's daemon to let go of its targets
+/// once its static pod is gone: the kubelet stops it within the pod's
+/// grace period (30 s unless the manifest says otherwise), and a
+/// kubelet's manifest poll comes first.
+const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// certsync's claim (`..owner`) on each of its targets, taken before they
+/// move. The daemon whose static pod revert just removed may still be
+/// stopping; one that published after its target moved would create it
+/// again in place (a target nothing renews, that a later `kubeadm upgrade`
+/// could start a component on). Waits up to `wait` for it to exit.
+async fn claim_targets(dir: &Path, wait: std::time::Duration) -> Result<Vec<Claim>, KubeadmError> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut claims = Vec::new();
+    for t in targets(dir) {
+        let path = host(dir, &t);
+        if !path.is_dir() {
+            continue;
+        }
+        loop {
+            match Writer::existing(&path)?.claim() {
+                Ok(c) => {
+                    claims.push(c);
+                    break;
+                }
+                Err(WriterError::Owned { .. }) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                Err(WriterError::Owned { pid, .. }) => {
+                    return Err(KubeadmError::Revert(format!(
+                        "certsync (pid {pid}) still holds {t} {} s after its static pod was \
+                         removed; stop it, then run revert again",
+                        wait.as_secs()
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(claims)
 }
 
 /// Moves `node_path` to its place in the backup `backup`, which may be on

@@ -679,3 +679,36 @@ async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_
     assert!(out.ends_with("reverted\n"), "{out}");
     assert!(!host(d, plan::CONFIG).exists());
 }
+
+#[tokio::test]
+async fn revert_waits_for_certsyncs_daemon_to_let_go_of_its_targets() {
+    // The daemon whose static pod revert removes is still stopping (the
+    // kubelet gives it its grace period) and publishes once more before it
+    // exits: revert moves the target only once the daemon's claim is gone,
+    // so the last publish is in the backup, not a target recreated in place.
+    let dir = adopted_node();
+    let d = dir.path().to_owned();
+    let api = host(&d, "/etc/kubernetes/pki/certsync/apiserver");
+    let claim = crate::writer::Writer::existing(&api)
+        .expect("target")
+        .claim()
+        .expect("claim");
+    let daemon = {
+        let api = api.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            std::fs::create_dir_all(&api).expect("mkdir");
+            std::fs::write(api.join("late"), "last publish\n").expect("publish");
+            drop(claim);
+        })
+    };
+    let out = revert(&revert_options(&d)).await.expect("revert");
+    daemon.join().expect("daemon");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!api.exists(), "a target recreated in place after revert");
+    let kept = plan::backup_path(&d, BACKUP, "/etc/kubernetes/pki/certsync/apiserver");
+    assert_eq!(
+        std::fs::read(kept.join("late")).expect("the last publish, kept"),
+        b"last publish\n"
+    );
+}
