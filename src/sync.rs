@@ -203,6 +203,7 @@ fn ca_source(m: &Mapping, spec: &CaSpec, metrics: &Arc<Metrics>, config: &Config
         renew_floor: config.csr_renew_floor,
         recheck: config.resync,
         events: None,
+        template_due: Arc::default(),
     }
 }
 

@@ -350,6 +350,17 @@ fn kubeadm_config(node: &Node) -> Vec<serde_yaml_ng::Value> {
         .collect()
 }
 
+/// `docs` written as one kubeadm config file `DIR/NAME` for `--config`.
+fn config_file(node: &Node, docs: &[serde_yaml_ng::Value], name: &str) -> PathBuf {
+    let file = node.dir.join(name);
+    let text: Vec<String> = docs
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).expect("yaml"))
+        .collect();
+    std::fs::write(&file, text.join("---\n")).expect("write");
+    file
+}
+
 /// The manifests as `kubeadm upgrade` regenerates them from a
 /// ClusterConfiguration (`docs`): `kubeadm init phase PHASE --dry-run` for
 /// each phase writes them into a directory of their own
@@ -360,12 +371,7 @@ fn kubeadm_config(node: &Node) -> Vec<serde_yaml_ng::Value> {
 /// restarts the pod even when the bytes end up the same.) Returns the names
 /// of the manifests that changed.
 fn regenerate(node: &Node, docs: &[serde_yaml_ng::Value], phases: &[&[&str]]) -> Vec<String> {
-    let file = node.dir.join("kubeadm-adopted.yaml");
-    let text: Vec<String> = docs
-        .iter()
-        .map(|d| serde_yaml_ng::to_string(d).expect("yaml"))
-        .collect();
-    std::fs::write(&file, text.join("---\n")).expect("write");
+    let file = config_file(node, docs, "kubeadm-adopted.yaml");
     let generated = node.dir.join("regenerated");
     let _ = std::fs::remove_dir_all(&generated);
     std::fs::create_dir(&generated).expect("mkdir");
@@ -962,7 +968,6 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
             "{conf} is not kubeadm's again"
         );
     }
-    assert_eq!(stored_cluster_configuration(&kubectl, &admin), original_cc);
     wait_long("four pods, ready", Duration::from_secs(180), || {
         let now = settled(&node, 4)?;
         ready(&kubectl, &admin).then_some(now)
@@ -975,6 +980,9 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
             served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == want)
         },
     );
+    // Read from the API server restarted on kubeadm's manifest (the one
+    // revert left may still be stopping).
+    assert_eq!(stored_cluster_configuration(&kubectl, &admin), original_cc);
     // certsync's files moved into the backup (without --purge): kept for
     // inspection, where nothing starts on them.
     assert!(!etc.join("certsync.yaml").exists(), "left in place");
@@ -997,4 +1005,95 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     assert!(ok, "{text}");
     assert!(text.contains("nothing to do"), "{text}");
     assert!(tree(&etc) == reverted, "a second revert wrote a file");
+}
+
+/// Issue 34, revert's refusal on a node: after adoption kubeadm's own
+/// apiserver.crt (the template certsync issues from) is renewed by kubeadm
+/// with a 2-hour lifetime (`certificateValidityPeriod`), as a certificate
+/// near its end. revert refuses naming it and changes nothing; after
+/// `kubeadm certs renew all` revert goes through, and the API server serves
+/// kubeadm's certificate again with /readyz ok.
+#[test]
+fn revert_refuses_kubeadms_certificate_near_its_end_until_renewed() {
+    use std::time::Duration;
+    let Some(realkube) = realkube() else { return };
+    let image = format!("certsync={}", certsync_bin());
+    let node = Node::up(&realkube, "revert-end", &["--", "--image", &image]);
+    let etc = node.etc();
+    let kubectl = kubectl(&realkube);
+    let admin = etc.join("admin.conf");
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
+    assert!(ok, "{text}");
+    let api_target = etc.join("pki/certsync/apiserver");
+    let api = format!("{}:6443", node.ip);
+    wait_long(
+        "the API server serving certsync's certificate",
+        Duration::from_secs(180),
+        || {
+            settled(&node, 5)?;
+            let live = live_der(&api_target)?;
+            served(&node, &api, None).filter(|s| *s == live)
+        },
+    );
+
+    // kubeadm renews apiserver.crt for 2 hours: what a certificate near its
+    // end looks like to revert.
+    let mut docs = kubeadm_config(&node);
+    for d in &mut docs {
+        if d["kind"] == "ClusterConfiguration"
+            && let serde_yaml_ng::Value::Mapping(m) = d
+        {
+            m.insert("certificateValidityPeriod".into(), "2h0m0s".into());
+        }
+    }
+    let file = config_file(&node, &docs, "kubeadm-2h.yaml");
+    let out = node.sh(
+        "kubeadm",
+        &[
+            "certs",
+            "renew",
+            "apiserver",
+            "--config",
+            file.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let before = tree(&etc);
+    let (ok, text) = kubeadm_cmd(&node, &["revert"]);
+    assert!(!ok, "revert went through:\n{text}");
+    for said in [
+        "/etc/kubernetes/pki/apiserver.crt (notAfter ",
+        "within 24 h",
+        "nothing was changed",
+        "kubeadm certs renew all",
+    ] {
+        assert!(text.contains(said), "{said:?} not in:\n{text}");
+    }
+    assert!(tree(&etc) == before, "a refused revert changed a file");
+
+    // Renewed for a year: revert goes through.
+    let out = node.sh("kubeadm", &["certs", "renew", "all"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kubeadms = first_der(&std::fs::read(etc.join("pki/apiserver.crt")).expect("crt"));
+    let (ok, text) = kubeadm_cmd(&node, &["revert"]);
+    assert!(ok, "{text}");
+    assert!(text.ends_with("reverted\n"), "{text}");
+    wait_long(
+        "kubeadm's renewed certificate served, /readyz ok",
+        Duration::from_secs(180),
+        || {
+            settled(&node, 4)?;
+            let want = kubeadms.clone()?;
+            served(&node, &api, None).filter(|s| *s == want)?;
+            ready(&kubectl, &admin).then_some(())
+        },
+    );
 }

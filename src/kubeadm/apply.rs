@@ -28,6 +28,11 @@ pub struct State {
     /// place, so revert puts them back.
     #[serde(default)]
     pub kubeconfigs: BTreeMap<String, String>,
+    /// revert has taken adopt's fields out of the ClusterConfiguration: a
+    /// revert that stopped after that finishes without the API server
+    /// (this node's restarts on kubeadm's manifest).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cluster_config_reverted: bool,
 }
 
 impl State {
@@ -40,7 +45,7 @@ impl State {
             .map_err(|e| KubeadmError::file(&host(dir, STATE), e))
     }
 
-    fn write(&self, dir: &Path) -> Result<(), KubeadmError> {
+    pub(super) fn write(&self, dir: &Path) -> Result<(), KubeadmError> {
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| KubeadmError::file(&host(dir, STATE), e))?;
         Ok(replace_file(&host(dir, STATE), 0o600, &bytes)?)
@@ -134,6 +139,9 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
         }
     }
     state.backups.push(backup.clone());
+    // Adopting a part-reverted node puts adopt's fields back: a later
+    // revert must take them out again.
+    state.cluster_config_reverted = false;
     for m in &plan.manifests {
         state
             .manifests

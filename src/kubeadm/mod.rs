@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 mod apply;
 mod cluster;
 mod manifest;
+mod moves;
 mod node;
 mod plan;
 mod revert;
@@ -33,7 +34,7 @@ pub const KUBEADM_DIR: &str = "/etc/kubernetes";
 
 /// revert refuses to hand back a kubeadm certificate that expires within
 /// this many seconds (24 h): a day to notice, renew and revert again.
-pub const REVERT_MARGIN_SECS: i64 = 24 * 3600;
+pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
 /// What `adopt` and `revert` are asked to do.
 #[derive(Debug, Clone)]

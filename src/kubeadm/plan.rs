@@ -207,6 +207,14 @@ impl Plan {
         for (name, target, options) in &self.mappings {
             let _ = writeln!(s, "  {name} -> {target} ({options})");
         }
+        // An expired template is fine as a template (only its shape is
+        // copied); it matters when revert hands it back.
+        s.push_str(
+            "templates: kubeadm's certificates stay in place; certsync copies only their subject, \
+             names and usages, so it keeps issuing from one after it expires, but revert hands \
+             them back and refuses any that ends within 24 h (certsync_ca_template_ttl_seconds \
+             and a warning in certsync's log say when: run `kubeadm certs renew all` first)\n",
+        );
         s.push_str("files:\n");
         for f in &self.files {
             let _ = writeln!(s, "  {} {} ({}): {}", f.action, f.path, f.mode, f.what);

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use super::apply::State;
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets, templates};
-use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, node};
-use crate::writer::replace_file;
+use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, moves, node};
+use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
@@ -39,31 +39,36 @@ struct Kubeconfig {
 pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     let dir = &opts.dir;
     let mut out = String::new();
-    let Some(state) = State::read(dir)? else {
+    let Some(mut state) = State::read(dir)? else {
         out.push_str("not adopted (no /etc/kubernetes/certsync/adopted.json): nothing to do\n");
         return Ok(out);
     };
     // Everything that could refuse comes before the first change.
     let admin = host(dir, "/etc/kubernetes/admin.conf");
-    let stored = match cluster::read(&admin).await {
-        Ok(stored) => Some(stored),
-        Err(e) if opts.local_only => {
-            let _ = writeln!(
-                out,
-                "ClusterConfiguration not read ({e}); --local-only: before the next `kubeadm upgrade` \
-                 or `join`, remove these entries from kubeadm-config by hand (if no other node is adopted):"
-            );
-            for (field, name, value) in hand_edits() {
-                let _ = writeln!(out, "  {field}: {name}={value}");
+    let stored = if state.cluster_config_reverted {
+        out.push_str("ClusterConfiguration: adopt's fields taken out by an earlier revert\n");
+        None
+    } else {
+        match cluster::read(&admin).await {
+            Ok(stored) => Some(stored),
+            Err(e) if opts.local_only => {
+                let _ = writeln!(
+                    out,
+                    "ClusterConfiguration not read ({e}); --local-only: before the next `kubeadm upgrade` \
+                     or `join`, remove these entries from kubeadm-config by hand (if no other node is adopted):"
+                );
+                for (field, name, value) in hand_edits() {
+                    let _ = writeln!(out, "  {field}: {name}={value}");
+                }
+                None
             }
-            None
-        }
-        Err(e) => {
-            return Err(KubeadmError::Revert(format!(
-                "{e}; nothing was changed. Wait until the API server admin.conf names answers (after \
-                 adopt or revert on another node it restarts for about 40 s: check its /readyz), or \
-                 pass --local-only and take adopt's entries out of kubeadm-config by hand"
-            )));
+            Err(e) => {
+                return Err(KubeadmError::Revert(format!(
+                    "{e}; nothing was changed. Wait until the API server admin.conf names answers (after \
+                     adopt or revert on another node it restarts for about 40 s: check its /readyz), or \
+                     pass --local-only and take adopt's entries out of kubeadm-config by hand"
+                )));
+            }
         }
     };
     let kubeconfigs = kubeconfigs(dir, &state)?;
@@ -88,6 +93,60 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     if dry {
         out.push_str("dry run: nothing written; revert would do this:\n");
     }
+    // The ClusterConfiguration first, the one step that needs the API
+    // server: this node's is still running as adopted (restoring its
+    // manifest restarts it for ~40 s), and a refused or lost write leaves
+    // the node as it was. Once written, the record says so, and a revert
+    // that stops later finishes without the API server.
+    if let Some(stored) = &stored {
+        let mut config = stored.config.clone();
+        if cluster::unadopt(&mut config, &manifest::components()) {
+            if !dry {
+                cluster::write(&admin, stored, &config).await.map_err(|e| {
+                    KubeadmError::Revert(format!(
+                        "{e}; nothing was changed (the ClusterConfiguration is revert's first change): \
+                         run `certsync kubeadm revert` again once the API server admin.conf names \
+                         accepts writes, or pass --local-only and take adopt's entries out of \
+                         kubeadm-config by hand"
+                    ))
+                })?;
+            }
+            out.push_str("took adopt's fields out of the ClusterConfiguration in kubeadm-config\n");
+        }
+        if !dry {
+            state.cluster_config_reverted = true;
+            state.write(dir).map_err(|e| {
+                KubeadmError::Revert(format!(
+                    "the ClusterConfiguration is done, but recording it failed ({e}); nothing else \
+                     was changed: run `certsync kubeadm revert` again (it finds adopt's fields gone)"
+                ))
+            })?;
+        }
+    }
+    local(opts, &state, &kubeconfigs, &mut out).await.map_err(|e| {
+        let cc = if state.cluster_config_reverted {
+            "the ClusterConfiguration is done (recorded in adopted.json: the re-run needs no API server); "
+        } else {
+            ""
+        };
+        KubeadmError::Revert(format!(
+            "stopped partway, the node is part-reverted: {e}; {cc}run `certsync kubeadm revert` \
+             again: it finishes what is left"
+        ))
+    })?;
+    Ok(out)
+}
+
+/// revert's changes on the node, in an order that a re-run completes from
+/// wherever it stopped: each step finds its work done or does it.
+async fn local(
+    opts: &Options,
+    state: &State,
+    kubeconfigs: &[Kubeconfig],
+    out: &mut String,
+) -> Result<(), KubeadmError> {
+    let dir = &opts.dir;
+    let dry = opts.dry_run;
     // Components first: they stop reading certsync's files before
     // certsync's pod goes.
     for c in manifest::components() {
@@ -132,7 +191,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     // kubeadm's admin.conf and super-admin.conf, as they were before
     // certsync renewed them in place (their pair may be certsync's
     // short-lived one), unless kubeadm renewed them since.
-    for k in &kubeconfigs {
+    for k in kubeconfigs {
         match &k.restore {
             Some((backup, saved)) => {
                 if !dry {
@@ -149,15 +208,12 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             }
         }
     }
-    if let Some(stored) = &stored {
-        let mut config = stored.config.clone();
-        if cluster::unadopt(&mut config, &manifest::components()) {
-            if !dry {
-                cluster::write(&admin, stored, &config).await?;
-            }
-            out.push_str("took adopt's fields out of the ClusterConfiguration in kubeadm-config\n");
-        }
-    }
+    // Held until every target has moved: no certsync publishes into one.
+    let _claims = if dry {
+        Vec::new()
+    } else {
+        claim_targets(dir, CLAIM_WAIT).await?
+    };
     let own = targets(dir)
         .into_iter()
         .chain([CONFIG.to_owned()])
@@ -188,25 +244,65 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         );
     }
     if dry {
-        return Ok(out);
+        return Ok(());
     }
-    std::fs::rename(
-        host(dir, STATE),
-        backup_path(dir, &newest, "/etc/kubernetes/reverted.json"),
-    )
-    .map_err(|e| KubeadmError::Revert(format!("move {STATE} away: {e}")))?;
+    // Last: while the record is in place, revert is not done.
+    let to = backup_path(dir, &newest, "/etc/kubernetes/reverted.json");
+    moves::move_path(&host(dir, STATE), &to).map_err(KubeadmError::Revert)?;
     out.push_str("reverted\n");
-    Ok(out)
+    Ok(())
 }
 
-/// Moves `node_path` to its place in the backup `backup`.
+/// How long revert waits for certsync's daemon to let go of its targets
+/// once its static pod is gone: the kubelet stops it within the pod's
+/// grace period (30 s unless the manifest says otherwise), and a
+/// kubelet's manifest poll comes first.
+const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// certsync's claim (`..owner`) on each of its targets, taken before they
+/// move. The daemon whose static pod revert just removed may still be
+/// stopping; one that published after its target moved would create it
+/// again in place (a target nothing renews, that a later `kubeadm upgrade`
+/// could start a component on). Waits up to `wait` for it to exit.
+async fn claim_targets(dir: &Path, wait: std::time::Duration) -> Result<Vec<Claim>, KubeadmError> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut claims = Vec::new();
+    for t in targets(dir) {
+        let path = host(dir, &t);
+        if !path.is_dir() {
+            continue;
+        }
+        loop {
+            match Writer::existing(&path)?.claim() {
+                Ok(c) => {
+                    claims.push(c);
+                    break;
+                }
+                Err(WriterError::Owned { .. }) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                Err(WriterError::Owned { pid, .. }) => {
+                    return Err(KubeadmError::Revert(format!(
+                        "certsync (pid {pid}) still holds {t} {} s after its static pod was \
+                         removed; stop it, then run revert again",
+                        wait.as_secs()
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(claims)
+}
+
+/// Moves `node_path` to its place in the backup `backup`, which may be on
+/// another filesystem (see [`moves`]).
 fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, KubeadmError> {
     let kept = backup_path(dir, backup, node_path);
     if let Some(parent) = kept.parent() {
         super::apply::mkdir(parent)?;
     }
-    std::fs::rename(host(dir, node_path), &kept)
-        .map_err(|e| KubeadmError::Revert(format!("move {node_path} into {backup}/: {e}")))?;
+    moves::move_path(&host(dir, node_path), &kept).map_err(KubeadmError::Revert)?;
     Ok(kept)
 }
 

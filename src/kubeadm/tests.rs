@@ -227,6 +227,11 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
     assert!(text.contains("NOT reachable"), "{text}");
     assert!(text.contains("certsync image: certsync\n"), "{text}");
     assert!(
+        text.contains("keeps issuing from one after it expires")
+            && text.contains("refuses any that ends within 24 h"),
+        "{text}"
+    );
+    assert!(
         text.contains("  apiserver -> /etc/kubernetes/pki/certsync/apiserver (lifetime=8m)\n"),
         "{text}"
     );

@@ -624,6 +624,8 @@ struct CaMetrics {
     not_after: Mutex<BTreeMap<String, i64>>,
     ttl: Family<MappingLabel, FloatGauge>,
     capped: Family<MappingLabel, Gauge>,
+    template_not_after: Mutex<BTreeMap<String, i64>>,
+    template_ttl: Family<MappingLabel, FloatGauge>,
 }
 
 impl CaMetrics {
@@ -638,6 +640,12 @@ impl CaMetrics {
             "ca_lifetime_capped",
             "ca: mappings: 1 when the last certificate issued ends at the CA's expiry, short of its lifetime",
             self.capped.clone(),
+        );
+        registry.register_with_unit(
+            "ca_template_ttl",
+            "ca: mappings with a template: seconds until the template certificate expires (negative once it has; still a fine template, but kubeadm revert refuses one within 24 h of its end)",
+            Unit::Seconds,
+            self.template_ttl.clone(),
         );
     }
 }
@@ -661,6 +669,15 @@ impl Metrics {
             .set(i64::from(capped));
     }
 
+    /// A `ca:` mapping's template certificate expires at `not_after`.
+    pub fn ca_template_expiry(&self, mapping: &str, not_after: i64) {
+        self.ca
+            .template_not_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(mapping.to_owned(), not_after);
+    }
+
     fn encode_ca(&self, now: f64) {
         let not_after = self
             .ca
@@ -670,6 +687,18 @@ impl Metrics {
         for (mapping, t) in not_after.iter() {
             self.ca
                 .ttl
+                .get_or_create(&self.label(mapping))
+                .set(*t as f64 - now);
+        }
+        drop(not_after);
+        let template = self
+            .ca
+            .template_not_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (mapping, t) in template.iter() {
+            self.ca
+                .template_ttl
                 .get_or_create(&self.label(mapping))
                 .set(*t as f64 - now);
         }

@@ -29,6 +29,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
@@ -55,6 +56,12 @@ const RETRY_CAP: Duration = Duration::from_secs(300);
 /// tenth of the lifetime if that is less, so that a consumer whose clock is
 /// a little behind accepts the certificate at once.
 const BACKDATE: Duration = Duration::from_secs(300);
+
+/// `certsync kubeadm revert` refuses to hand back a kubeadm certificate
+/// that ends within this (24 h); a `ca:` mapping whose template comes this
+/// close to its end says so once (and `certsync_ca_template_ttl_seconds`),
+/// so the operator renews it before trying to revert, not after.
+pub const TEMPLATE_MARGIN: Duration = Duration::from_secs(24 * 3600);
 
 /// What a `ca:` mapping issues, from which CA.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +125,8 @@ pub struct Issued {
     pub capped: bool,
     /// The CA certificate's notAfter.
     pub ca_not_after: i64,
+    /// The template's notAfter, if the mapping has one.
+    pub template_not_after: Option<i64>,
 }
 
 /// A mapping's local-CA source.
@@ -134,6 +143,9 @@ pub struct CaSource {
     pub recheck: Duration,
     /// `--events`: failures are recorded on the Pod certsync runs in.
     pub events: Option<EventSink>,
+    /// The template's end within [`TEMPLATE_MARGIN`] was logged (once,
+    /// until a renewed template moves it away).
+    pub template_due: Arc<AtomicBool>,
 }
 
 /// Blocking work (file reads, key generation, signing) off the runtime.
@@ -242,6 +254,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
         window: checked,
         capped: not_after < asked,
         ca_not_after: w.ca.not_after,
+        template_not_after: w.template_not_after,
     })
 }
 
@@ -258,12 +271,13 @@ impl CaSource {
         let wanted = blocking(move || {
             let w = wanted(&spec, SystemTime::now(), skew)?;
             let ok = live_ok(&w, &checked, SystemTime::now(), skew);
-            Ok((w.ca.not_after, ok))
+            Ok((w.ca.not_after, w.template_not_after, ok))
         })
         .await;
         match wanted {
-            Ok((ca_not_after, ok)) => {
+            Ok((ca_not_after, template_not_after, ok)) => {
                 self.metrics.ca_expiry(&self.mapping, ca_not_after);
+                self.template_expiry(template_not_after);
                 match ok {
                     Ok(window) => Some(window),
                     Err(problem) => {
@@ -293,6 +307,34 @@ impl CaSource {
         }
     }
 
+    /// Records when the template ends (`certsync_ca_template_ttl_seconds`)
+    /// and warns once when it comes within [`TEMPLATE_MARGIN`] of its end.
+    /// An expired template is still a fine template: only its subject,
+    /// names and usages are copied, as `kubeadm certs renew` copies them
+    /// from an expired certificate; but a kubeadm template is the
+    /// certificate `certsync kubeadm revert` hands back, and revert refuses
+    /// one that ends within the margin. Whether it warned now.
+    fn template_expiry(&self, not_after: Option<i64>) -> bool {
+        let Some(not_after) = not_after else {
+            return false;
+        };
+        self.metrics.ca_template_expiry(&self.mapping, not_after);
+        let now = validate::unix_seconds(SystemTime::now());
+        let due = not_after <= now.saturating_add(TEMPLATE_MARGIN.as_secs() as i64);
+        if self.template_due.swap(due, Ordering::Relaxed) || !due {
+            return false;
+        }
+        let template = self
+            .spec
+            .template
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let template_not_after = validate::rfc3339(not_after);
+        tracing::warn!(mapping = %self.mapping, %template, %template_not_after, "the template certificate has expired or expires within 24 h: certsync keeps issuing from it (only its subject, names and usages are used), but if it is kubeadm's, `certsync kubeadm revert` refuses to hand it back until it is renewed (`kubeadm certs renew all`)");
+        true
+    }
+
     /// Issues one certificate, logging what the CA's expiry did to it.
     pub async fn obtain(&self, live: Option<&Bundle>) -> Result<Issued, CaError> {
         let (spec, skew, live) = (Arc::clone(&self.spec), self.clock_skew, live.cloned());
@@ -300,6 +342,7 @@ impl CaSource {
         let lifetime = self.spec.issue.lifetime.unwrap_or_default().as_secs() as i64;
         let now = validate::unix_seconds(SystemTime::now());
         self.metrics.ca_expiry(&self.mapping, issued.ca_not_after);
+        self.template_expiry(issued.template_not_after);
         self.metrics.ca_capped(&self.mapping, issued.capped);
         if issued.capped {
             let ca_not_after = validate::rfc3339(issued.window.not_after);

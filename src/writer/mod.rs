@@ -81,6 +81,10 @@ const LOCK: &str = "..lock";
 /// Held (flock) by the daemon that owns the target, for its lifetime.
 const OWNER: &str = "..owner";
 
+/// The files in a target that hold lock state, not data (whoever copies a
+/// target compares everything else).
+pub const LOCK_FILES: [&str; 2] = [LOCK, OWNER];
+
 /// Present after `certsync rollback`: the content the operator chose and
 /// the content it replaced (see [`Writer::publish`]).
 const PIN: &str = "..pin";

@@ -7,22 +7,33 @@ use super::*;
 
 /// A self-signed certificate (PEM) that ends `ends` from now (negative: ended).
 fn cert_ending(ends: time::Duration) -> String {
+    pair_ending(ends).0
+}
+
+/// A self-signed certificate and its key (PEM), ending `ends` from now.
+fn pair_ending(ends: time::Duration) -> (String, String) {
     let now = time::OffsetDateTime::now_utc();
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
     p.not_before = now - time::Duration::days(2);
     p.not_after = now + ends;
     let key = rcgen::KeyPair::generate().expect("key");
-    p.self_signed(&key).expect("cert").pem()
+    (
+        p.self_signed(&key).expect("cert").pem(),
+        key.serialize_pem(),
+    )
 }
 
 /// A kubeadm kubeconfig with an embedded client certificate ending `ends`
 /// from now; its server refuses connections at once.
 fn kubeconfig_ending(ends: time::Duration) -> String {
     use base64::Engine as _;
-    let data = base64::engine::general_purpose::STANDARD.encode(cert_ending(ends));
+    let (cert, key) = pair_ending(ends);
+    let b64 = |pem: String| base64::engine::general_purpose::STANDARD.encode(pem);
+    let (data, key) = (b64(cert), b64(key));
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {{server: \"https://127.0.0.1:1\"}}\n  name: kubernetes\n\
-         users:\n- name: kubernetes-admin\n  user: {{client-certificate-data: {data}}}\n"
+         contexts:\n- context: {{cluster: kubernetes, user: kubernetes-admin}}\n  name: admin\ncurrent-context: admin\n\
+         users:\n- name: kubernetes-admin\n  user: {{client-certificate-data: {data}, client-key-data: {key}}}\n"
     )
 }
 
@@ -59,12 +70,24 @@ fn adopted_node() -> tempfile::TempDir {
         write(&format!("{t}/tls.crt"), &format!("target {t}\n"));
     }
     write(plan::CONFIG, "mappings: []\n");
-    write(
-        plan::STATE,
-        &format!(
-            r#"{{"manifests": {{}}, "backups": ["{BACKUP}"], "kubeconfigs": {{"/etc/kubernetes/admin.conf": "{BACKUP}"}}}}"#
-        ),
-    );
+    // The manifests kubeadm regenerates from adopt's ClusterConfiguration,
+    // kubeadm's own in the backup.
+    let mut manifests = serde_json::Map::new();
+    for c in manifest::components() {
+        let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
+        let ours = super::fixture(&format!("adopted/{}.yaml", c.name));
+        let kept = plan::backup_path(d, BACKUP, &path);
+        std::fs::create_dir_all(kept.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(host(d, &path), kept).expect("backup");
+        write(&path, &ours);
+        manifests.insert(path, serde_json::json!([BACKUP, digest(ours.as_bytes())]));
+    }
+    let state = serde_json::json!({
+        "manifests": manifests,
+        "backups": [BACKUP],
+        "kubeconfigs": {"/etc/kubernetes/admin.conf": BACKUP},
+    });
+    write(plan::STATE, &state.to_string());
     dir
 }
 
@@ -267,30 +290,425 @@ async fn revert_moves_certsyncs_files_into_the_backup_or_purges_them() {
     for purge in [false, true] {
         let dir = adopted_node();
         let d = dir.path();
-        let own: Vec<String> = plan::targets(d)
-            .into_iter()
-            .map(|t| format!("{t}/tls.crt"))
-            .chain([
-                plan::CONFIG.to_owned(),
-                "/etc/kubernetes/certsync/controller-manager.conf".to_owned(),
-                "/etc/kubernetes/certsync/scheduler.conf".to_owned(),
-            ])
-            .collect();
-        assert_eq!(own.len(), 10 + 3, "{own:?}");
-        let bytes: Vec<Vec<u8>> = own
-            .iter()
-            .map(|f| std::fs::read(host(d, f)).expect("own file"))
-            .collect();
+        let own = own_files(d);
+        assert_eq!(own.len(), 10 + 3);
         revert(&Options {
             purge,
             ..revert_options(d)
         })
         .await
         .expect("revert");
-        for (f, b) in own.iter().zip(&bytes) {
+        for (f, b) in &own {
             assert!(!host(d, f).exists(), "purge={purge}: {f} left in place");
             let kept = std::fs::read(plan::backup_path(d, BACKUP, f)).ok();
             assert_eq!(kept.as_ref(), (!purge).then_some(b), "purge={purge}: {f}");
         }
     }
+}
+
+/// A test that needs root (mounting a filesystem): `false` after saying
+/// why it cannot run here; under `CI=true` it fails instead (CI runs as
+/// root), as `tests/support/tools.rs` does for integration tests.
+fn as_root(why: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{why} needs root; a skipped test fails under CI=true"
+    );
+    eprintln!("skipped: {why} needs root");
+    false
+}
+
+/// A tmpfs mounted at a path, unmounted on drop (a failing test too).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path) -> Tmpfs {
+        std::fs::create_dir_all(at).expect("mkdir");
+        nix::mount::mount(
+            Some("tmpfs"),
+            at,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some("mode=0700,size=16m"),
+        )
+        .expect("mount tmpfs");
+        Tmpfs(at.to_owned())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// An adopted node whose backups are on a filesystem of their own (a
+/// tmpfs at `/etc/kubernetes/certsync/backup`): a rename from `pki/` into
+/// it fails with EXDEV.
+fn adopted_node_with_backup_on_tmpfs() -> (tempfile::TempDir, Tmpfs) {
+    let dir = adopted_node();
+    let backups = host(dir.path(), plan::BACKUPS);
+    let before = snapshot(&backups);
+    let mounted = Tmpfs::mount(&backups);
+    for (p, bytes) in &before {
+        if bytes.as_slice() == b"<dir>" {
+            std::fs::create_dir_all(p).expect("mkdir");
+        } else {
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, bytes).expect("write");
+        }
+    }
+    (dir, mounted)
+}
+
+/// certsync's own files on the node (node paths) and their bytes.
+fn own_files(d: &Path) -> Vec<(String, Vec<u8>)> {
+    plan::targets(d)
+        .into_iter()
+        .map(|t| format!("{t}/tls.crt"))
+        .chain([
+            plan::CONFIG.to_owned(),
+            "/etc/kubernetes/certsync/controller-manager.conf".to_owned(),
+            "/etc/kubernetes/certsync/scheduler.conf".to_owned(),
+        ])
+        .map(|f| {
+            let b = std::fs::read(host(d, &f)).expect("own file");
+            (f, b)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn revert_moves_certsyncs_files_into_a_backup_on_another_filesystem() {
+    if !as_root("mounting a tmpfs as the backup") {
+        return;
+    }
+    let (dir, _tmpfs) = adopted_node_with_backup_on_tmpfs();
+    let d = dir.path();
+    let own = own_files(d);
+    // A target as certsync leaves it: a revision directory, `..data` and
+    // the file names as symlinks through it.
+    let api = host(d, "/etc/kubernetes/pki/certsync/apiserver");
+    std::fs::create_dir(api.join("..2026_11_25")).expect("mkdir");
+    std::fs::write(api.join("..2026_11_25/tls.key"), "key\n").expect("write");
+    std::fs::set_permissions(
+        api.join("..2026_11_25/tls.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .expect("chmod");
+    std::os::unix::fs::symlink("..2026_11_25", api.join("..data")).expect("symlink");
+    std::os::unix::fs::symlink("..data/tls.key", api.join("tls.key")).expect("symlink");
+
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    for (f, b) in &own {
+        assert!(!host(d, f).exists(), "{f} left in place");
+        let kept = std::fs::read(plan::backup_path(d, BACKUP, f)).ok();
+        assert_eq!(kept.as_ref(), Some(b), "{f} in the backup");
+    }
+    let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/certsync/apiserver");
+    assert_eq!(
+        std::fs::read_link(kept.join("..data")).expect("..data"),
+        Path::new("..2026_11_25")
+    );
+    assert_eq!(
+        std::fs::read(kept.join("tls.key")).expect("through the links"),
+        b"key\n"
+    );
+    let mode = std::fs::metadata(kept.join("..2026_11_25/tls.key"))
+        .expect("key")
+        .permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    assert!(
+        !host(d, plan::STATE).exists(),
+        "adopt's record left in place"
+    );
+    let leftovers: Vec<_> = snapshot(&host(d, plan::BACKUPS))
+        .into_keys()
+        .filter(|p| p.to_string_lossy().contains(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let again = revert(&revert_options(d)).await.expect("again");
+    assert!(again.contains("nothing to do"), "{again}");
+}
+
+#[tokio::test]
+async fn a_move_that_stopped_after_the_copy_is_finished_by_the_next_revert() {
+    // The copy into the backup is complete, the original half removed (a
+    // crash in remove_dir_all): the next revert finishes, never refuses
+    // over its own copy; an original that differs from the copy is refused.
+    let dir = adopted_node();
+    let d = dir.path();
+    let api = "/etc/kubernetes/pki/certsync/apiserver";
+    std::fs::write(host(d, &format!("{api}/tls.key")), "key\n").expect("write");
+    let kept = plan::backup_path(d, BACKUP, api);
+    std::fs::create_dir_all(&kept).expect("mkdir");
+    for f in ["tls.crt", "tls.key"] {
+        std::fs::copy(host(d, api).join(f), kept.join(f)).expect("copy");
+    }
+    std::fs::remove_file(host(d, api).join("tls.key")).expect("half removed");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!host(d, api).exists());
+    assert_eq!(std::fs::read(kept.join("tls.key")).expect("kept"), b"key\n");
+
+    let dir = adopted_node();
+    let d = dir.path();
+    let kept = plan::backup_path(d, BACKUP, api);
+    std::fs::create_dir_all(&kept).expect("mkdir");
+    std::fs::write(kept.join("tls.crt"), "another\n").expect("write");
+    let why = match revert(&revert_options(d)).await {
+        Err(e) => e.to_string(),
+        Ok(out) => panic!("not refused:\n{out}"),
+    };
+    assert!(
+        why.contains(&host(d, api).display().to_string())
+            && why.contains(&kept.display().to_string())
+            && why.contains("differ")
+            && why.contains("run `certsync kubeadm revert` again"),
+        "{why}"
+    );
+    assert_eq!(
+        std::fs::read(host(d, api).join("tls.crt")).expect("still in place"),
+        format!("target {api}\n").as_bytes()
+    );
+}
+
+/// An API server holding the kubeadm-config ConfigMap with adopt's
+/// ClusterConfiguration, over plain HTTP: GET answers it, PUT stores the
+/// object (or, while `refuse` is set, answers 500 as kube-apiserver does
+/// when etcd times out).
+struct ConfigMapApi {
+    url: String,
+    refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The ClusterConfiguration of each PUT that was accepted.
+    puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ConfigMapApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ConfigMapApi {
+    async fn start() -> ConfigMapApi {
+        use std::sync::atomic::Ordering::SeqCst;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let refuse = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let puts = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let stored = std::sync::Arc::new(std::sync::Mutex::new(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "kubeadm-config", "namespace": "kube-system", "resourceVersion": "7"},
+            "data": {"ClusterConfiguration": super::fixture("adopted/cluster-configuration.yaml")},
+        })));
+        let (r, p) = (refuse.clone(), puts.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (r, p, stored) = (r.clone(), p.clone(), stored.clone());
+                let service =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let (r, p, stored) = (r.clone(), p.clone(), stored.clone());
+                        async move {
+                            use http_body_util::BodyExt as _;
+                            let path = req.uri().path().to_owned();
+                            let method = req.method().clone();
+                            let body = req.into_body().collect().await?.to_bytes();
+                            let (code, answer) = if path
+                                != "/api/v1/namespaces/kube-system/configmaps/kubeadm-config"
+                            {
+                                (404, serde_json::json!({"kind": "Status", "code": 404}))
+                            } else if method == http::Method::GET {
+                                (200, stored.lock().expect("lock").clone())
+                            } else if method == http::Method::PUT && r.load(SeqCst) {
+                                (
+                                    500,
+                                    serde_json::json!({
+                                        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                        "message": "etcdserver: request timed out",
+                                        "reason": "InternalError", "code": 500,
+                                    }),
+                                )
+                            } else if method == http::Method::PUT {
+                                let object: serde_json::Value =
+                                    serde_json::from_slice(&body).expect("json");
+                                p.lock().expect("lock").push(
+                                    object["data"]["ClusterConfiguration"]
+                                        .as_str()
+                                        .unwrap_or_default()
+                                        .to_owned(),
+                                );
+                                *stored.lock().expect("lock") = object.clone();
+                                (200, object)
+                            } else {
+                                (405, serde_json::json!({"kind": "Status", "code": 405}))
+                            };
+                            http::Response::builder()
+                                .status(code)
+                                .header("content-type", "application/json")
+                                .body(http_body_util::Full::new(bytes::Bytes::from(
+                                    answer.to_string(),
+                                )))
+                                .map(Ok::<_, hyper::Error>)
+                                .expect("response")
+                        }
+                    });
+                tokio::spawn(async move {
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+                });
+            }
+        });
+        ConfigMapApi {
+            url,
+            refuse,
+            puts,
+            task,
+        }
+    }
+}
+
+/// An adopted node whose admin.conf (current and kubeadm's in the backup)
+/// names `api`.
+fn adopted_node_on(api: &ConfigMapApi) -> tempfile::TempDir {
+    let dir = adopted_node();
+    let d = dir.path();
+    for p in [
+        d.join("admin.conf"),
+        plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf"),
+    ] {
+        let text = std::fs::read_to_string(&p).expect("admin.conf");
+        std::fs::write(&p, text.replace("https://127.0.0.1:1", &api.url)).expect("write");
+    }
+    dir
+}
+
+/// An API server, a node adopted on it, and revert's options for it
+/// (reading and writing the ClusterConfiguration).
+async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, Options) {
+    let api = ConfigMapApi::start().await;
+    let dir = adopted_node_on(&api);
+    let opts = Options {
+        local_only: false,
+        ..revert_options(dir.path())
+    };
+    (api, dir, opts)
+}
+
+#[tokio::test]
+async fn a_cluster_configuration_write_that_fails_leaves_the_node_unchanged() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (api, dir, opts) = adopted_node_with_api().await;
+    let d = dir.path();
+    // The API server answers the read, then refuses the write: nothing on
+    // the node has changed, and the message says a re-run completes.
+    api.refuse.store(true, SeqCst);
+    let why = revert_refusal(&opts).await;
+    for said in [
+        "etcdserver: request timed out",
+        "nothing was changed",
+        "run `certsync kubeadm revert` again",
+    ] {
+        assert!(why.contains(said), "{said}: {why}");
+    }
+    assert!(api.puts.lock().expect("lock").is_empty());
+
+    // Re-run once it accepts: the whole revert, ClusterConfiguration first.
+    api.refuse.store(false, SeqCst);
+    let out = revert(&opts).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert_eq!(
+        *api.puts.lock().expect("lock"),
+        vec![super::fixture("cluster-configuration.yaml")],
+        "adopt's fields taken out, nothing else"
+    );
+    for c in manifest::components() {
+        let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
+        assert_eq!(
+            std::fs::read(host(d, &path)).expect("manifest"),
+            std::fs::read(super::fixtures().join(format!("manifests/{}.yaml", c.name)))
+                .expect("kubeadm's"),
+            "{path} is kubeadm's again"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_api_server() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (api, dir, opts) = adopted_node_with_api().await;
+    let d = dir.path();
+    // A local step fails after the ClusterConfiguration was written (a
+    // file of another origin where certsync's configuration goes).
+    let kept = plan::backup_path(d, BACKUP, plan::CONFIG);
+    std::fs::write(&kept, "someone else's\n").expect("write");
+    let why = match revert(&opts).await {
+        Err(e) => e.to_string(),
+        Ok(out) => panic!("not refused:\n{out}"),
+    };
+    assert!(
+        why.contains("stopped partway")
+            && why.contains("ClusterConfiguration")
+            && why.contains("run `certsync kubeadm revert` again"),
+        "{why}"
+    );
+    assert_eq!(api.puts.lock().expect("lock").len(), 1);
+    // This node's API server restarts on kubeadm's manifest and the
+    // ClusterConfiguration is done: the re-run needs no API server.
+    std::fs::remove_file(&kept).expect("remove");
+    api.refuse.store(true, SeqCst);
+    drop(api);
+    let out = revert(&opts).await.expect("re-run");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!host(d, plan::CONFIG).exists());
+}
+
+#[tokio::test]
+async fn revert_waits_for_certsyncs_daemon_to_let_go_of_its_targets() {
+    // The daemon whose static pod revert removes is still stopping (the
+    // kubelet gives it its grace period) and publishes once more before it
+    // exits: revert moves the target only once the daemon's claim is gone,
+    // so the last publish is in the backup, not a target recreated in place.
+    let dir = adopted_node();
+    let d = dir.path().to_owned();
+    let api = host(&d, "/etc/kubernetes/pki/certsync/apiserver");
+    let claim = crate::writer::Writer::existing(&api)
+        .expect("target")
+        .claim()
+        .expect("claim");
+    let daemon = {
+        let api = api.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            std::fs::create_dir_all(&api).expect("mkdir");
+            std::fs::write(api.join("late"), "last publish\n").expect("publish");
+            drop(claim);
+        })
+    };
+    let out = revert(&revert_options(&d)).await.expect("revert");
+    daemon.join().expect("daemon");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!api.exists(), "a target recreated in place after revert");
+    let kept = plan::backup_path(&d, BACKUP, "/etc/kubernetes/pki/certsync/apiserver");
+    assert_eq!(
+        std::fs::read(kept.join("late")).expect("the last publish, kept"),
+        b"last publish\n"
+    );
 }

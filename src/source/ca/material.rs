@@ -65,6 +65,10 @@ pub(super) struct Wanted {
     pub subject: Option<Vec<u8>>,
     /// The SANs in their order.
     pub sans: Vec<San>,
+    /// The template's notAfter: only its shape is used, so an expired one
+    /// still serves, but whoever hands it back (`kubeadm revert`) needs it
+    /// valid.
+    pub template_not_after: Option<i64>,
 }
 
 /// Reads the CA certificate and the template (not the key) as they are now.
@@ -82,6 +86,7 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
             want,
             subject: None,
             sans,
+            template_not_after: None,
         });
     };
     let t = read_template(path, &ca).map_err(|problem| CaError::Template {
@@ -111,6 +116,7 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
         want,
         subject: Some(t.subject),
         sans: t.sans,
+        template_not_after: Some(t.not_after),
     })
 }
 
@@ -372,6 +378,7 @@ struct Template {
     /// Key usages (bit order), then EKUs (the template's order).
     usages: Vec<String>,
     alg: KeyAlg,
+    not_after: i64,
 }
 
 /// Reads the identity of a template, strictly, as data someone else may
@@ -519,5 +526,6 @@ fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
         sans,
         usages,
         alg,
+        not_after: cert.validity().not_after.timestamp(),
     })
 }

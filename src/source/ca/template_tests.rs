@@ -74,6 +74,11 @@ const CERTS: [Kubeadm; 3] = [
 
 /// The certificate kubeadm's rules make for `k`, signed by `ca`.
 fn kubeadm_cert(k: &Kubeadm, ca: &Ca) -> String {
+    kubeadm_cert_ending(k, ca, time::Duration::days(365))
+}
+
+/// [`kubeadm_cert`] ending `ends` from now (negative: ended).
+fn kubeadm_cert_ending(k: &Kubeadm, ca: &Ca, ends: time::Duration) -> String {
     let key = if k.rsa {
         use rsa::pkcs8::EncodePrivateKey;
         let rsa = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 2048).unwrap();
@@ -101,7 +106,7 @@ fn kubeadm_cert(k: &Kubeadm, ca: &Ca) -> String {
     p.is_ca = IsCa::ExplicitNoCa;
     p.use_authority_key_identifier_extension = true;
     p.not_before = ca.not_before;
-    p.not_after = OffsetDateTime::now_utc() + time::Duration::days(365);
+    p.not_after = OffsetDateTime::now_utc() + ends;
     p.signed_by(&key, &ca.issuer).unwrap().pem()
 }
 
@@ -289,4 +294,74 @@ fn a_template_with_what_certsync_cannot_issue_is_refused() {
         e.to_string().contains("not a DNS name or IP address"),
         "{e}"
     );
+}
+
+/// The value `metrics` shows for `certsync_ca_template_ttl_seconds` of
+/// mapping `m`, if any.
+fn template_ttl(metrics: &Metrics, m: &str) -> Option<f64> {
+    let text = metrics.encode();
+    let line = text.lines().find(|l| {
+        l.starts_with("certsync_ca_template_ttl_seconds{") && l.contains(&format!("\"{m}\""))
+    })?;
+    line.rsplit(' ').next()?.parse().ok()
+}
+
+/// An expired template is only a shape: certsync issues from it, as
+/// `kubeadm certs renew` does from an expired certificate. But it is the
+/// certificate `kubeadm revert` would hand back, and revert refuses one
+/// that ends within 24 h: the mapping says so once (a warning) and shows
+/// the template's time left (`certsync_ca_template_ttl_seconds`), so the
+/// operator knows before trying to revert.
+#[tokio::test]
+async fn an_expired_template_still_serves_and_says_when_revert_would_refuse_it() {
+    let d = tempfile::tempdir().unwrap();
+    let ca = rsa_ca(d.path());
+    let template = d.path().join("apiserver.crt");
+    let source = |template: &Path| CaSource {
+        spec: Arc::new(spec(
+            &ca.prefix,
+            &format!(",template={}", template.display()),
+        )),
+        mapping: "apiserver".into(),
+        metrics: Arc::new(Metrics::new(0.9)),
+        clock_skew: SKEW,
+        renew_floor: Duration::from_secs(300),
+        recheck: Duration::from_secs(60),
+        events: None,
+        template_due: Arc::default(),
+    };
+    // A template good for a year: nothing to say.
+    std::fs::write(&template, kubeadm_cert(&CERTS[0], &ca)).unwrap();
+    let s = source(&template);
+    s.obtain(None).await.unwrap();
+    assert!(!s.template_due.load(Ordering::Relaxed));
+    let ttl = template_ttl(&s.metrics, "apiserver").expect("the metric");
+    assert!(ttl > 364.0 * 86400.0, "{ttl}");
+
+    // Expired an hour ago: issued from all the same, with its identity.
+    std::fs::write(
+        &template,
+        kubeadm_cert_ending(&CERTS[0], &ca, -time::Duration::hours(1)),
+    )
+    .unwrap();
+    let s = source(&template);
+    let issued = s.obtain(None).await.unwrap();
+    let want = fields(std::fs::read(&template).unwrap().as_slice());
+    let got = fields(issued.bundle.get(CERT_FILE).unwrap());
+    for f in ["subject", "SAN (in order)", "key usage", "EKU (in order)"] {
+        let pick = |all: &[(&'static str, String)]| {
+            all.iter().find(|(k, _)| *k == f).map(|(_, v)| v.clone())
+        };
+        assert_eq!(pick(&got), pick(&want), "{f}");
+    }
+    assert!(s.template_due.load(Ordering::Relaxed), "warned");
+    let ttl = template_ttl(&s.metrics, "apiserver").expect("the metric");
+    assert!((-3700.0..-3500.0).contains(&ttl), "{ttl}");
+    // Once: the next issuance says nothing more.
+    let now = validate::unix_seconds(SystemTime::now());
+    assert!(!s.template_expiry(Some(now - 3600)));
+    // Renewed (a year): quiet again; ending within 24 h: said again.
+    assert!(!s.template_expiry(Some(now + 365 * 86400)));
+    assert!(!s.template_due.load(Ordering::Relaxed));
+    assert!(s.template_expiry(Some(now + 23 * 3600)));
 }

@@ -1,0 +1,146 @@
+//! Moving certsync's files into a backup that may be on another filesystem
+//! than `/etc/kubernetes/pki` (a backup directory that is its own mount:
+//! `rename` answers EXDEV). Either way the move is resumable: the copy is
+//! made under a temporary name, fsynced, renamed into place, and only then
+//! is the original removed; a move that stopped after the copy (a crash, an
+//! error removing) is finished by the next attempt, which finds the
+//! complete copy and what is left of the original inside it.
+
+use std::io::Write as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+/// Moves `from` (a file, symlink or directory tree) to `to`, whose parent
+/// exists. `Err` names both paths.
+pub fn move_path(from: &Path, to: &Path) -> Result<(), String> {
+    let named = |what: &str, e: &dyn std::fmt::Display| {
+        format!("move {} to {}: {what}{e}", from.display(), to.display())
+    };
+    if std::fs::symlink_metadata(to).is_ok() {
+        // A previous attempt copied everything and stopped before the
+        // original was gone: finish it, unless the two differ.
+        return match contained(from, to) {
+            Ok(true) => remove(from).map_err(|e| named("removing the original: ", &e)),
+            Ok(false) => Err(named(
+                "",
+                &"both exist and differ; move one of them away by hand",
+            )),
+            Err(e) => Err(named("", &e)),
+        };
+    }
+    match std::fs::rename(from, to) {
+        Ok(()) => sync_parent(to).map_err(|e| named("", &e)),
+        Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
+            let partial = partial_name(to);
+            if std::fs::symlink_metadata(&partial).is_ok() {
+                remove(&partial).map_err(|e| named("removing an earlier partial copy: ", &e))?;
+            }
+            copy(from, &partial).map_err(|e| named("another filesystem; copying: ", &e))?;
+            std::fs::rename(&partial, to).map_err(|e| named("", &e))?;
+            sync_parent(to).map_err(|e| named("", &e))?;
+            remove(from).map_err(|e| {
+                named(
+                    "copied, but removing the original failed (a second attempt finishes it): ",
+                    &e,
+                )
+            })?;
+            sync_parent(from).map_err(|e| named("", &e))
+        }
+        Err(e) => Err(named("", &e)),
+    }
+}
+
+/// `.NAME.partial` beside `to`: where a copy is made before it is complete.
+fn partial_name(to: &Path) -> PathBuf {
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    to.with_file_name(format!(".{name}.partial"))
+}
+
+/// Copies `from` to `to` (absent) keeping modes, owners and symlinks, every
+/// file and directory fsynced. Anything but a file, symlink or directory is
+/// refused, never skipped.
+fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(from)?;
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)?;
+    } else if kind.is_dir() {
+        std::fs::create_dir(to)?;
+        for e in std::fs::read_dir(from)? {
+            let e = e?;
+            copy(&e.path(), &to.join(e.file_name()))?;
+        }
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+        std::fs::File::open(to)?.sync_all()?;
+    } else if kind.is_file() {
+        let bytes = std::fs::read(from)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(to)?;
+        f.write_all(&bytes)?;
+        f.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+        f.sync_all()?;
+    } else {
+        return Err(std::io::Error::other(format!(
+            "{}: not a file, symlink or directory",
+            from.display()
+        )));
+    }
+    std::os::unix::fs::lchown(to, Some(meta.uid()), Some(meta.gid()))
+}
+
+/// Whether everything left of `from` is in `to` with the same content (a
+/// file's bytes, a symlink's target, a directory's entries).
+fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
+    let Ok(meta) = std::fs::symlink_metadata(from) else {
+        return Ok(true);
+    };
+    let Ok(there) = std::fs::symlink_metadata(to) else {
+        return Ok(false);
+    };
+    let (a, b) = (meta.file_type(), there.file_type());
+    if a.is_symlink() {
+        return Ok(b.is_symlink() && std::fs::read_link(from)? == std::fs::read_link(to)?);
+    }
+    if a.is_dir() {
+        if !b.is_dir() {
+            return Ok(false);
+        }
+        for e in std::fs::read_dir(from)? {
+            let e = e?;
+            // Lock state: revert's own claim rewrote `..owner` since.
+            if crate::writer::LOCK_FILES
+                .iter()
+                .any(|l| e.file_name() == *l)
+            {
+                continue;
+            }
+            if !contained(&e.path(), &to.join(e.file_name()))? {
+                return Ok(false);
+            }
+        }
+        return Ok(true);
+    }
+    Ok(a.is_file() && b.is_file() && std::fs::read(from)? == std::fs::read(to)?)
+}
+
+fn remove(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+    }
+}
+
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(p) => std::fs::File::open(p)?.sync_all(),
+        None => Ok(()),
+    }
+}
