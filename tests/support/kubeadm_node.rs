@@ -46,6 +46,14 @@ impl Node {
     /// runs: a half-made node is taken down too.
     pub fn up(realkube: &Path, tag: &str, args: &[&str]) -> Node {
         let dir = std::env::temp_dir().join(format!("h34d-{tag}-{}", std::process::id()));
+        Self::up_in(realkube, dir, args)
+    }
+
+    /// `node.sh up DIR ARGS` (a benchmark chooses its file system), with
+    /// the same guard as [`Node::up`]. DIR's parent must exist and be
+    /// writable only by root: certsync refuses targets below a directory
+    /// others may write (/tmp).
+    pub fn up_in(realkube: &Path, dir: PathBuf, args: &[&str]) -> Node {
         let mut node = Node {
             node_sh: realkube.join("kubeadm/node.sh"),
             dir,
