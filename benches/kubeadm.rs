@@ -153,6 +153,9 @@ struct Measured {
     /// resolution of `ms` (connect, handshake, the server's signature).
     last_handshake_ms: Vec<f64>,
     missed: usize,
+    /// Flips that came after the certificate they replaced had expired
+    /// (the component served an expired certificate until then).
+    late: usize,
     errors: usize,
     first_error: Option<String>,
 }
@@ -166,6 +169,7 @@ fn measure(c: &Component, flips: usize, deadline: Instant) -> Measured {
     ino.add_watch(&c.target, AddWatchFlags::IN_MOVED_TO)
         .unwrap();
     let mut m = Measured::default();
+    let mut previous = live_der(&c.target);
     while m.ms.len() + m.missed < flips && Instant::now() < deadline {
         let mut fds = [nix::poll::PollFd::new(
             ino.as_fd(),
@@ -187,6 +191,16 @@ fn measure(c: &Component, flips: usize, deadline: Instant) -> Measured {
         else {
             continue;
         };
+        let expired = |der: &[u8]| {
+            x509_parser::parse_x509_certificate(der).is_ok_and(|(_, cert)| {
+                cert.validity().not_after.timestamp()
+                    < x509_parser::time::ASN1Time::now().timestamp()
+            })
+        };
+        if previous.as_deref().is_some_and(expired) {
+            m.late += 1;
+        }
+        previous = Some(live.clone());
         let mut tries = 0;
         loop {
             tries += 1;
@@ -379,6 +393,17 @@ fn main() {
     let restarts = std::fs::read_to_string(node.dir.join("restarts.log"))
         .map(|t| t.lines().count())
         .unwrap_or(0);
+    // The node's logs (certsync's among them) outlive it when anything
+    // was off: removed with the node otherwise.
+    if measured.iter().any(|m| m.missed + m.late + m.errors > 0) {
+        let kept = root.join(format!("kubeadm-flip-{}-logs", std::process::id()));
+        let _ = Command::new("cp")
+            .arg("-a")
+            .arg(node.dir.join("logs"))
+            .arg(&kept)
+            .status();
+        eprintln!("node logs kept in {}", kept.display());
+    }
     drop(node);
 
     let rows: Vec<Row> = components
@@ -392,6 +417,7 @@ fn main() {
                 figures.insert(format!("last_handshake_{k}"), v);
             }
             figures.insert("missed".into(), m.missed as f64);
+            figures.insert("flips_after_expiry".into(), m.late as f64);
             figures.insert("handshake_errors".into(), m.errors as f64);
             figures.insert("restarts_on_node".into(), restarts as f64);
             figures.insert("load1_before".into(), load_before);
