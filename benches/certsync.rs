@@ -166,17 +166,14 @@ struct Opts {
 }
 
 fn opts() -> Opts {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let args = report::Args::from_env();
     Opts {
-        quick: args.iter().any(|a| a == "--quick"),
-        fanout: value("--processes").map_or(100, |v| v.parse().expect("--processes N")),
-        only: value("--only"),
-        json: value("--json"),
+        quick: args.has("--quick"),
+        fanout: args
+            .value("--processes")
+            .map_or(100, |v| v.parse().expect("--processes N")),
+        only: args.value("--only"),
+        json: args.value("--json"),
     }
 }
 

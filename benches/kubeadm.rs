@@ -59,19 +59,15 @@ struct Opts {
 }
 
 fn opts() -> Opts {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let quick = args.iter().any(|a| a == "--quick");
+    let args = report::Args::from_env();
+    let quick = args.has("--quick");
     Opts {
-        flips: value("--flips")
+        flips: args
+            .value("--flips")
             .map_or(if quick { 3 } else { 6 }, |v| v.parse().expect("--flips N")),
-        lifetime: value("--lifetime").unwrap_or_else(|| "3m".into()),
-        renew: value("--renew").unwrap_or_else(|| "30%-35%".into()),
-        json: value("--json"),
+        lifetime: args.value("--lifetime").unwrap_or_else(|| "3m".into()),
+        renew: args.value("--renew").unwrap_or_else(|| "30%-35%".into()),
+        json: args.value("--json"),
     }
 }
 

@@ -30,6 +30,28 @@ pub fn percentiles(mut ms: Vec<f64>) -> BTreeMap<String, f64> {
     f
 }
 
+/// The bench's own arguments (after cargo's `--`): `--flag VALUE` and
+/// bare `--flag`.
+pub struct Args(Vec<String>);
+
+impl Args {
+    pub fn from_env() -> Self {
+        Self(std::env::args().skip(1).collect())
+    }
+
+    /// The word after `flag`.
+    pub fn value(&self, flag: &str) -> Option<String> {
+        self.0
+            .iter()
+            .position(|a| a == flag)
+            .and_then(|i| self.0.get(i + 1).cloned())
+    }
+
+    pub fn has(&self, flag: &str) -> bool {
+        self.0.iter().any(|a| a == flag)
+    }
+}
+
 /// The table on stdout.
 pub fn print(rows: &[Row]) {
     println!("{:<10} {:<48} {:>6}  figures", "bench", "case", "n");
