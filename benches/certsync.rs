@@ -18,6 +18,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod report;
+use report::{Row, percentiles, print};
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -154,17 +157,6 @@ fn ext4_without_journal(path: &Path) -> bool {
     !journaled
 }
 
-/// One row of the report.
-#[derive(Debug, Clone, serde::Serialize)]
-struct Row {
-    bench: String,
-    case: String,
-    n: usize,
-    /// Named figures, e.g. p50_ms, rss_mib.
-    figures: BTreeMap<String, f64>,
-    note: String,
-}
-
 struct Opts {
     quick: bool,
     /// Processes in the fan-out bench.
@@ -174,32 +166,15 @@ struct Opts {
 }
 
 fn opts() -> Opts {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let args = report::Args::from_env();
     Opts {
-        quick: args.iter().any(|a| a == "--quick"),
-        fanout: value("--processes").map_or(100, |v| v.parse().expect("--processes N")),
-        only: value("--only"),
-        json: value("--json"),
+        quick: args.has("--quick"),
+        fanout: args
+            .value("--processes")
+            .map_or(100, |v| v.parse().expect("--processes N")),
+        only: args.value("--only"),
+        json: args.value("--json"),
     }
-}
-
-fn percentiles(mut ms: Vec<f64>) -> BTreeMap<String, f64> {
-    ms.sort_by(f64::total_cmp);
-    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
-    let mut f = BTreeMap::new();
-    if ms.is_empty() {
-        return f;
-    }
-    f.insert("p50_ms".into(), at(0.50));
-    f.insert("p90_ms".into(), at(0.90));
-    f.insert("p99_ms".into(), at(0.99));
-    f.insert("max_ms".into(), *ms.last().unwrap());
-    f
 }
 
 fn generation(i: usize) -> Bundle {
@@ -1336,24 +1311,6 @@ impl Drop for FlipWatch {
     }
 }
 
-fn print(rows: &[Row]) {
-    println!("{:<10} {:<48} {:>6}  figures", "bench", "case", "n");
-    for r in rows {
-        let figs: Vec<String> = r
-            .figures
-            .iter()
-            .map(|(k, v)| format!("{k}={v:.3}"))
-            .collect();
-        println!(
-            "{:<10} {:<48} {:>6}  {}",
-            r.bench,
-            r.case,
-            r.n,
-            figs.join(" ")
-        );
-    }
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--sigwait") {
         sigwait_main();
@@ -1428,7 +1385,6 @@ fn main() {
     clean_up();
     print(&rows);
     if let Some(path) = &o.json {
-        std::fs::write(path, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
-        println!("wrote {path}");
+        report::write_json(path, &rows);
     }
 }

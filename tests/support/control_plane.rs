@@ -177,10 +177,11 @@ impl Drop for ControlPlane {
             .status();
         // `down` sends SIGTERM and does not wait; a kube-apiserver whose
         // etcd went first may never exit (two were found hours later).
-        // Whatever still has a flag naming the directory goes now.
+        // Whatever still has a flag naming the directory goes now (`=DIR/`,
+        // or `DIR/` as the next argument: etcd's `--data-dir DIR/etcd-data`).
         let _ = Command::new("pkill")
             .args(["-KILL", "-f", "--"])
-            .arg(format!("={}/", self.dir.display()))
+            .arg(format!("[= ]{}/", self.dir.display()))
             .status();
     }
 }

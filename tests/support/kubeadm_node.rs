@@ -1,0 +1,132 @@
+//! A control-plane node that kubeadm v1.36 itself made
+//! (`../shared/realkube/kubeadm/node.sh`), driven as a person on the node
+//! would: up, `node.sh` subcommands, down on drop; and the certificates it
+//! serves, read independently of certsync. Shared by tests/kubeadm.rs and
+//! the kubeadm benchmark.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::tools;
+
+/// The realkube tools, or `None` after saying why a test cannot run.
+pub fn realkube() -> Option<PathBuf> {
+    let dir = super::control_plane::tools_dir();
+    if !dir.join("kubeadm/node.sh").is_file() {
+        tools::skip(&format!(
+            "needs the realkube environment ({}/kubeadm/node.sh; set CERTSYNC_REALKUBE)",
+            dir.display()
+        ));
+        return None;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        tools::skip("kubeadm nodes need root (network namespaces, bubblewrap)");
+        return None;
+    }
+    if !tools::have(&["bwrap", "ip", "python3", "openssl", "xz"]) {
+        return None;
+    }
+    Some(dir)
+}
+
+/// A node brought up by `node.sh up`; `node.sh down` and its DIR removed on
+/// drop, so a failing test (a panic unwinds through it) leaves no runner,
+/// namespace or address behind.
+pub struct Node {
+    pub node_sh: PathBuf,
+    pub dir: PathBuf,
+    /// The node's address, port and name (`DIR/run/node.env`).
+    pub ip: String,
+    pub name: String,
+}
+
+impl Node {
+    /// `node.sh up $TMPDIR/h34d-TAG-PID ARGS` (the network namespace is
+    /// named after the DIR's basename). The guard exists before `up`
+    /// runs: a half-made node is taken down too.
+    pub fn up(realkube: &Path, tag: &str, args: &[&str]) -> Node {
+        let dir = std::env::temp_dir().join(format!("h34d-{tag}-{}", std::process::id()));
+        Self::up_in(realkube, dir, args)
+    }
+
+    /// `node.sh up DIR ARGS` (a benchmark chooses its file system), with
+    /// the same guard as [`Node::up`]. DIR's parent must exist and be
+    /// writable only by root: certsync refuses targets below a directory
+    /// others may write (/tmp).
+    pub fn up_in(realkube: &Path, dir: PathBuf, args: &[&str]) -> Node {
+        let mut node = Node {
+            node_sh: realkube.join("kubeadm/node.sh"),
+            dir,
+            ip: String::new(),
+            name: String::new(),
+        };
+        let out = node.sh("up", args);
+        assert!(
+            out.status.success(),
+            "node.sh up {} failed:\n{}{}",
+            node.dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = std::fs::read_to_string(node.dir.join("run/node.env")).expect("node.env");
+        let fields: Vec<&str> = env.split_whitespace().collect();
+        assert_eq!(fields.len(), 3, "node.env is `IP PORT NAME`: {env:?}");
+        node.ip = fields[0].to_owned();
+        node.name = fields[2].to_owned();
+        node
+    }
+
+    pub fn sh(&self, cmd: &str, args: &[&str]) -> Output {
+        Command::new(&self.node_sh)
+            .arg(cmd)
+            .arg(&self.dir)
+            .args(args)
+            .output()
+            .expect("run node.sh")
+    }
+
+    /// The node's `/etc/kubernetes`.
+    pub fn etc(&self) -> PathBuf {
+        self.dir.join("etc-kubernetes")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let out = self.sh("down", &[]);
+        if !out.status.success() {
+            // Not a panic inside a drop during a panic: say it and keep
+            // the DIR for whoever looks.
+            eprintln!(
+                "node.sh down {} failed:\n{}",
+                self.dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The first certificate of a PEM text, as DER.
+pub fn first_der(pem: &[u8]) -> Option<Vec<u8>> {
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem).ok()?;
+    Some(p.contents)
+}
+
+/// The certificate `addr` serves (what a TLS client is shown), read with
+/// openssl s_client: independent of certsync. `client` is a pair to
+/// present (etcd asks for one).
+pub fn served(node: &Node, addr: &str, client: Option<(&Path, &Path)>) -> Option<Vec<u8>> {
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_client", "-connect", addr, "-servername", &node.name]);
+    if let Some((c, k)) = client {
+        cmd.arg("-cert").arg(c).arg("-key").arg(k);
+    }
+    let out = cmd.stdin(std::process::Stdio::null()).output().ok()?;
+    first_der(&out.stdout)
+}
+
+pub fn live_der(target: &Path) -> Option<Vec<u8>> {
+    first_der(&std::fs::read(target.join("tls.crt")).ok()?)
+}
