@@ -244,3 +244,70 @@ async fn attack_watches_ending_after_one_bookmark_are_paced() {
         "{watches} watch requests in {WINDOW:?} against a server that ends every watch after one bookmark"
     );
 }
+
+/// Hundreds of mappings in one process start with at most
+/// `source::watch::IN_FLIGHT` LISTs in flight (kube-apiserver's Priority and
+/// Fairness gives one flow 6 queues of 50: a thousand at once were refused
+/// with 429 on a real server), yet side by side, and every one converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_mappings_keep_their_lists_in_flight_bounded() {
+    const MAPPINGS: usize = 240;
+    let d = tempfile::tempdir().unwrap();
+    // HTTPS with h2, as kube-apiserver serves: every request of the
+    // process shares a few connections, nothing paces them.
+    let serving = Pair::new("127.0.0.1");
+    let fake = ApiServer::start_tls(&serving.cert, &serving.key).await;
+    let ca = d.path().join("ca.crt");
+    std::fs::write(&ca, &serving.ca_cert).unwrap();
+    let kubeconfig = fake.tls_kubeconfig(d.path(), &ca);
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(kube_client(&kubeconfig).await, "ns");
+    let pair = Pair::new("many");
+    let mut config = String::from("mappings:\n");
+    for i in 0..MAPPINGS {
+        let secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("tls-{i}")}, "type": "kubernetes.io/tls",
+            "stringData": {
+                "tls.crt": String::from_utf8(pair.cert.clone()).unwrap(),
+                "tls.key": String::from_utf8(pair.key.clone()).unwrap(),
+            },
+        }))
+        .unwrap();
+        api.create(&Default::default(), &secret).await.unwrap();
+        let target = d.path().join(format!("t{i}"));
+        config.push_str(&format!(
+            "  - source: secret:ns/tls-{i}\n    target: {}\n",
+            target.display()
+        ));
+    }
+    let file = d.path().join("certsync.yaml");
+    std::fs::write(&file, config).unwrap();
+    // Slow enough that lists made at once overlap, as on a busy server.
+    fake.slow_lists(Duration::from_millis(500));
+    let _cs = Certsync::start(
+        &[
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--config",
+            file.to_str().unwrap(),
+        ],
+        d.path(),
+    );
+    for i in 0..MAPPINGS {
+        wait_pair(&d.path().join(format!("t{i}")), &pair);
+    }
+    let lists = count(&fake, "list secrets ns/tls-");
+    assert!(lists >= MAPPINGS, "{lists} lists for {MAPPINGS} mappings");
+    let most = fake.lists_in_flight_max();
+    let limit = certsync::source::watch::IN_FLIGHT;
+    println!("{lists} lists, at most {most} in flight (limit {limit})");
+    assert!(
+        most <= limit,
+        "{most} LISTs in flight at once, more than the limit of {limit}"
+    );
+    assert!(
+        most > 1,
+        "the limit serialized the lists: never more than {most} in flight"
+    );
+}

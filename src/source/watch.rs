@@ -37,7 +37,14 @@
 //!   processes, each woken by its own first jittered retry, still spread out;
 //! - a watch the server has not ended within its `timeoutSeconds` and
 //!   [`super::WATCH_MARGIN`] more is stalled ([`super::stall_deadline`]):
-//!   given up and resumed, however alive its connection looks.
+//!   given up and resumed, however alive its connection looks;
+//! - every loop of the process shares one [`Gate`]: at most [`IN_FLIGHT`]
+//!   requests (list pages, and watches until their response headers) are
+//!   in flight at once, so that a thousand mappings starting together (or
+//!   relisting together after an outage) do not overflow the API server's
+//!   Priority and Fairness queues of the one flow they all are (see
+//!   [`IN_FLIGHT`]). A permit is never held across an open watch, and a
+//!   request holding one is given up after [`ANSWER_WITHIN`].
 //!
 //! Event lines are read into a buffer of their own, freed once parsed, so a
 //! quiet watch holds no read buffer (kube-runtime's keeps 8 KiB per watch,
@@ -106,6 +113,61 @@ impl WatchError {
 /// sidecars restarted together do not retry in lockstep, at most 30 s.
 pub fn retry_delay(failures: u32) -> Duration {
     crate::backoff(Duration::from_millis(800), failures).min(Duration::from_secs(30))
+}
+
+/// Requests one process's loops have in flight at once, at most: list
+/// pages, and watches until their response headers arrive (kube-apiserver
+/// holds an APF seat for a WATCH until the watch is set up, then frees it).
+///
+/// An identity without a FlowSchema of its own (a ServiceAccount: the
+/// `service-accounts` schema, level `workload-low`; a user:
+/// `global-default`) is one flow, shuffle-sharded onto 6 of its level's
+/// queues of at most 50 requests: 300 places, shared with whatever else
+/// hashes there, and more are refused with 429 (kube-apiserver v1.36's
+/// bootstrap configuration, `apiserver/pkg/apis/flowcontrol/bootstrap`).
+/// Executing, `global-default` has 49 seats on a default server (600 seats
+/// in all; it may lend half) and `workload-low` 245 (it may lend 90%).
+/// 32 keeps one process well inside its seats, and lets nine processes of
+/// one ServiceAccount (one flow) start at the same moment before its
+/// queues could fill; it still runs 32 requests side by side, so a
+/// thousand mappings' 2,000 requests go in about 63 rounds of a few
+/// milliseconds each.
+pub const IN_FLIGHT: usize = 32;
+
+/// How long a request holding a permit of the [`Gate`] waits for its answer
+/// (a list page whole, a watch its headers): kube-apiserver's own
+/// `--request-timeout` (1 minute, APF queueing included) and
+/// [`super::WATCH_MARGIN`]. A server that holds a request longer is not
+/// answering; the permit goes to the next loop and this one backs off.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(60).saturating_add(super::WATCH_MARGIN);
+
+/// The permits of [`IN_FLIGHT`], shared by the loops of one process (they
+/// talk to one API server, as one flow). Waiting loops are served in the
+/// order they asked (tokio's semaphore is fair), so none starves.
+#[derive(Clone)]
+pub struct Gate(std::sync::Arc<tokio::sync::Semaphore>);
+
+impl Gate {
+    /// A gate of its own with `permits` (tests: loops that must not wait
+    /// for others').
+    pub fn new(permits: usize) -> Self {
+        Self(std::sync::Arc::new(tokio::sync::Semaphore::new(
+            permits.max(1),
+        )))
+    }
+
+    /// The process's: what every loop uses unless told otherwise.
+    pub fn process() -> Self {
+        static PROCESS: std::sync::LazyLock<Gate> =
+            std::sync::LazyLock::new(|| Gate::new(IN_FLIGHT));
+        PROCESS.clone()
+    }
+
+    /// A permit, once one is free. `None` never happens: the semaphore is
+    /// never closed.
+    async fn enter(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.0.acquire().await.ok()
+    }
 }
 
 /// News, shared by the loops of one process (they talk to one API server),
@@ -182,6 +244,7 @@ pub struct Watch<K> {
     what: Option<String>,
     pacing: Pacing,
     recovery: Recovery,
+    gate: Gate,
 }
 
 impl<K> Watch<K>
@@ -195,6 +258,7 @@ where
             what: None,
             pacing: Pacing::default(),
             recovery: Recovery::process(),
+            gate: Gate::process(),
         }
     }
 
@@ -217,6 +281,13 @@ where
     #[must_use]
     pub fn recovery(mut self, recovery: Recovery) -> Self {
         self.recovery = recovery;
+        self
+    }
+
+    /// Whose permits this loop's requests take (by default the process's).
+    #[must_use]
+    pub fn gate(mut self, gate: Gate) -> Self {
+        self.gate = gate;
         self
     }
 
@@ -268,6 +339,7 @@ where
             short_streak: 0,
             pause: None,
             recovery: self.recovery,
+            gate: self.gate,
             unreachable: None,
             state: State::List,
         };
@@ -335,6 +407,7 @@ struct Loop<K> {
     /// Nothing is asked of the server before this (the backoff).
     pause: Option<Instant>,
     recovery: Recovery,
+    gate: Gate,
     /// Set while the last failure was the server not answering at all:
     /// the news of another loop hearing from it again cuts the backoff.
     unreachable: Option<tokio::sync::watch::Receiver<u64>>,
@@ -469,8 +542,9 @@ where
         }
     }
 
-    /// `request` once the rate limiter lets one more through; its answer
-    /// [`heard`].
+    /// `request` once the rate limiter lets one more through and the
+    /// [`Gate`] has a permit, held until `request` is answered (a watch:
+    /// its headers); its answer [`heard`].
     async fn throttled<'a, F, T>(
         &'a mut self,
         request: impl FnOnce(&'a Conn) -> F,
@@ -494,7 +568,9 @@ where
             let wait = Duration::from_secs_f64(((1.0 - self.tokens) / qps).min(3600.0));
             tokio::time::sleep(wait).await;
         }
+        let permit = self.gate.enter().await;
         let answer = request(&self.conn).await;
+        drop(permit);
         heard(&mut self.unreachable, &self.recovery, answer)
     }
 
@@ -605,10 +681,9 @@ impl Conn {
             .request
             .list(&params)
             .map_err(|e| self.error("list", None, e.to_string()))?;
-        let list: ObjectList<K> = self
-            .client
-            .request(req)
+        let list: ObjectList<K> = tokio::time::timeout(ANSWER_WITHIN, self.client.request(req))
             .await
+            .map_err(|_| self.unanswered("list"))?
             .map_err(|e| self.kube_error("list", &e))?;
         let last = list.metadata.continue_.as_deref().is_none_or(str::is_empty);
         if last
@@ -641,9 +716,14 @@ impl Conn {
             .request
             .watch(&self.watch, version)
             .map_err(|e| self.error("watch", None, e.to_string()))?;
-        match tokio::time::timeout_at(deadline, self.client.request_stream(req)).await {
+        // Headers within ANSWER_WITHIN (the permit is held until then), or
+        // within the stall deadline when a short watch timeout makes it
+        // sooner.
+        let headers_by = deadline.min(Instant::now() + ANSWER_WITHIN);
+        match tokio::time::timeout_at(headers_by, self.client.request_stream(req)).await {
             Ok(Ok(body)) => Ok((Box::pin(body), deadline, said)),
             Ok(Err(e)) => Err(self.kube_error("watch", &e)),
+            Err(_) if headers_by < deadline => Err(self.unanswered("watch")),
             Err(_) => Err(WatchError::Stalled {
                 what: self.what.clone(),
                 said,
@@ -681,6 +761,19 @@ impl Conn {
                 Line::Failed(self.error("watch", code, message))
             }
         }
+    }
+
+    /// No answer within [`ANSWER_WITHIN`]: like a server that cannot be
+    /// reached (no status code), retried after the backoff.
+    fn unanswered(&self, verb: &'static str) -> WatchError {
+        self.error(
+            verb,
+            None,
+            format!(
+                "the API server did not answer within {}s",
+                ANSWER_WITHIN.as_secs()
+            ),
+        )
     }
 
     fn error(&self, verb: &'static str, code: Option<u16>, message: String) -> WatchError {

@@ -591,3 +591,56 @@ async fn loops_of_other_processes_keep_their_backoff() {
     let _ = tokio::join!(drain(stream, 99), tell);
     assert_eq!(requests(&seen)[2].0, 90, "{:?}", requests(&seen));
 }
+
+/// Loops sharing a [`Gate`] of one permit: a list the server never answers
+/// holds it for [`ANSWER_WITHIN`], not forever; the other loop then lists
+/// and opens its watch, whose permit is given back at its headers (not held
+/// while it lasts), so the first loop's retry goes through after its own
+/// backoff.
+#[tokio::test(start_paused = true)]
+async fn a_permit_is_held_until_the_answer_or_the_timeout_never_across_a_watch() {
+    let gate = Gate::new(1);
+    let loop_with = |script| {
+        let (api, seen) = server(script);
+        let stream = Watch::new(api, watcher::Config::default().timeout(1000))
+            .named("configmaps in ns")
+            .pacing(Pacing {
+                backoff: |n| Duration::from_secs(10 * u64::from(n)),
+                ..Pacing::default()
+            })
+            .recovery(Recovery::new())
+            .gate(gate.clone())
+            .stream();
+        (stream, seen)
+    };
+    let (stuck, stuck_seen) = loop_with(vec![Reply::Hang, Reply::List(5, &["a"]), Reply::Hang]);
+    let (other, other_seen) = loop_with(vec![Reply::List(5, &["b"]), Reply::Hang]);
+    let (stuck, other) = tokio::join!(drain(stuck, 9), drain(other, 9));
+    let waited = ANSWER_WITHIN.as_secs();
+    assert_eq!(
+        stuck,
+        [
+            format!(
+                "Err None list configmaps in ns: the API server did not answer within {waited}s"
+            ),
+            "Init".to_owned(),
+            "InitApply a".to_owned(),
+            "InitDone".to_owned(),
+        ]
+    );
+    assert_eq!(other, ["Init", "InitApply b", "InitDone"]);
+    assert_eq!(
+        requests(&stuck_seen),
+        at(&[
+            (0, "list limit=500"),
+            (waited + 10, "list limit=500"),
+            (waited + 10, "watch@5")
+        ]),
+        "given up after {waited} s, retried after the backoff while the other loop's watch is open"
+    );
+    assert_eq!(
+        requests(&other_seen),
+        at(&[(waited, "list limit=500"), (waited, "watch@5")]),
+        "the permit, free once the stuck list was given up"
+    );
+}

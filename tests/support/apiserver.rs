@@ -110,6 +110,12 @@ struct Shared {
     ctb_served: std::sync::atomic::AtomicBool,
     /// Whether `networking.k8s.io/v1` ServiceCIDRs are served.
     service_cidrs_served: std::sync::atomic::AtomicBool,
+    /// Milliseconds each LIST waits before it is answered (0: none), so
+    /// that lists overlap as they do on a loaded server.
+    list_delay_ms: std::sync::atomic::AtomicU64,
+    /// LIST requests being answered now, and the most there ever were.
+    lists_in_flight: std::sync::atomic::AtomicUsize,
+    lists_in_flight_max: std::sync::atomic::AtomicUsize,
     /// Server-side apply: per object, which field managers own each field.
     owners: Mutex<HashMap<Key, HashMap<String, std::collections::BTreeSet<String>>>>,
 }
@@ -204,6 +210,9 @@ impl ApiServer {
             at_once: std::sync::atomic::AtomicBool::new(false),
             one_bookmark: std::sync::atomic::AtomicBool::new(false),
             bookmark_ms: std::sync::atomic::AtomicU64::new(500),
+            list_delay_ms: std::sync::atomic::AtomicU64::new(0),
+            lists_in_flight: std::sync::atomic::AtomicUsize::new(0),
+            lists_in_flight_max: std::sync::atomic::AtomicUsize::new(0),
             users: Mutex::new(HashMap::from([(
                 "test-token".to_owned(),
                 csr::User {
@@ -442,6 +451,22 @@ impl ApiServer {
         );
     }
 
+    /// Every LIST from now on is answered after `delay` (its admission
+    /// first), as a busy API server answers: lists made at once overlap.
+    pub fn slow_lists(&self, delay: Duration) {
+        self.shared.list_delay_ms.store(
+            delay.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The most LIST requests this server was answering at the same time.
+    pub fn lists_in_flight_max(&self) -> usize {
+        self.shared
+            .lists_in_flight_max
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Every request seen, as `VERB resource namespace/name {query}` (verb:
     /// get, list, watch, create, update, delete).
     pub fn requests(&self) -> Vec<String> {
@@ -660,6 +685,27 @@ fn name_selector(query: &HashMap<String, String>) -> Option<String> {
     Some(v.to_owned())
 }
 
+/// One LIST being answered, counted in [`Shared::lists_in_flight`] until
+/// dropped (its response built).
+struct InFlight<'a>(&'a Shared);
+
+impl<'a> InFlight<'a> {
+    fn enter(shared: &'a Shared) -> Self {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = shared.lists_in_flight.fetch_add(1, SeqCst) + 1;
+        shared.lists_in_flight_max.fetch_max(now, SeqCst);
+        Self(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0
+            .lists_in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// The namespace a cluster-wide list is given (no real namespace has it).
 const ALL_NAMESPACES: &str = "*";
 
@@ -712,6 +758,13 @@ async fn collection(
         }
     };
     if !watching {
+        let _in_flight = InFlight::enter(&shared);
+        let delay = shared
+            .list_delay_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
         let st = shared.store.lock().unwrap();
         let items: Vec<Value> = st
             .objects
