@@ -7,6 +7,7 @@ pub mod apiserver;
 pub mod certs;
 pub mod control_plane;
 pub mod forge;
+pub mod local_user;
 pub mod signer;
 pub mod tools;
 pub mod validation;
