@@ -181,6 +181,11 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
     }
     assert!(row(&rows, &user.join("loop.crt"))["problem"].is_string());
 
+    // A certificate named on the command line: its key beside it is
+    // resolved beneath its directory all the same.
+    let (_, rows, _) = check_json(&[user.join("tls.crt").to_str().unwrap()]);
+    assert_eq!(rows[0]["key"], "unreadable", "{rows:?}");
+
     // A file named on the command line: the operator's own path is
     // followed, but what is not a regular file is refused before a read.
     let (code, rows, _) = check_json(&[user.join("fifo.crt").to_str().unwrap()]);

@@ -90,13 +90,7 @@ fn certificate_files(path: &Path) -> Result<read::WithKeys, InspectError> {
     })?;
     Ok(match listed {
         Some(with_keys) => with_keys,
-        None => {
-            let key = path.with_extension("key");
-            let key = std::fs::symlink_metadata(&key)
-                .is_ok()
-                .then(|| Input::named(&key));
-            vec![(Input::named(path), key)]
-        }
+        None => vec![(Input::named(path), read::key_beside(path))],
     })
 }
 

@@ -121,6 +121,28 @@ fn kind_name(kind: nix::sys::stat::SFlag) -> &'static str {
     }
 }
 
+/// The key file named after `cert` (`x.crt` → `x.key`), if there is one,
+/// resolved beneath the certificate's directory like a directory's
+/// entry: the operator named the certificate, not where its key's links
+/// lead.
+pub(super) fn key_beside(cert: &Path) -> Option<Input> {
+    let key = cert.with_extension("key");
+    std::fs::symlink_metadata(&key).ok()?;
+    let parent = match cert.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = File::options()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
+        .open(parent)
+        .ok()?;
+    Some(Input {
+        shown: key,
+        beneath: Some(Rc::new(dir)),
+    })
+}
+
 /// Certificate inputs, each with the key file named after it, if any.
 pub(super) type WithKeys = Vec<(Input, Option<Input>)>;
 
