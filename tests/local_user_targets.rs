@@ -125,6 +125,12 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
     symlink(pki.join("other.crt"), user.join("root.crt")).unwrap();
     symlink("tls.crt", user.join("inside.crt")).unwrap();
     symlink("loop.crt", user.join("loop.crt")).unwrap();
+    // A hard link to root's 0600 certificate (a user may make one with
+    // fs.protected_hardlinks=0), and the user's own file hard-linked as
+    // the control.
+    fs::hard_link(pki.join("other.crt"), user.join("hard.crt")).unwrap();
+    fs::write(user.join("own.crt"), Pair::new("users-own").ca_cert).unwrap();
+    fs::hard_link(user.join("own.crt"), user.join("own-link.crt")).unwrap();
     nix::unistd::mkfifo(
         &user.join("fifo.crt"),
         nix::sys::stat::Mode::from_bits_truncate(0o644),
@@ -146,6 +152,7 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
         "loop.crt",
         "fifo.crt",
         "null.pem",
+        "own.crt",
     ] {
         chown(&user.join(f), USER);
     }
@@ -160,6 +167,14 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
             .is_some_and(|p| p.contains("leads out of")),
         "{root}"
     );
+    let hard = row(&rows, &user.join("hard.crt"));
+    assert!(
+        hard["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("a hard link")),
+        "{hard}"
+    );
+    assert!(row(&rows, &user.join("own-link.crt"))["problem"].is_null());
     let tls = row(&rows, &user.join("tls.crt"));
     assert_eq!(tls["key"], "unreadable", "{tls}");
     assert!(

@@ -61,6 +61,9 @@ impl Input {
                 kind_name(kind)
             ));
         }
+        if let Some(problem) = self.linked_in(&st) {
+            return Err(problem);
+        }
         let file = File::options()
             .read(true)
             .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).bits())
@@ -72,6 +75,28 @@ impl Input {
         }
         crate::files::read_capped(file, &self.shown, validate::MAX_BUNDLE_SIZE as u64)
             .map_err(|e| e.problem())
+    }
+
+    /// Why a directory entry must not be read although it is a regular
+    /// file beneath the directory: in a directory another user may change,
+    /// a file with several links that its owner (not the directory's)
+    /// keeps from others is a hard link someone made to a file they may
+    /// not read (`fs.protected_hardlinks=0`): root's key, for one.
+    fn linked_in(&self, st: &nix::sys::stat::FileStat) -> Option<String> {
+        let dir = self.beneath.as_ref()?.metadata().ok()?;
+        let euid = nix::unistd::geteuid().as_raw();
+        let others_may_change = (dir.uid() != 0 && dir.uid() != euid)
+            || crate::files::others_may_write(dir.mode(), self.beneath.as_ref()?.as_ref());
+        (others_may_change && st.st_nlink > 1 && st.st_uid != dir.uid() && st.st_mode & 0o004 == 0)
+            .then(|| {
+                format!(
+                    "a hard link (links {}) to a file of uid {} that others may not read, in a \
+                     directory uid {} or others may change; refusing to read it",
+                    st.st_nlink,
+                    st.st_uid,
+                    dir.uid()
+                )
+            })
     }
 
     /// An `O_PATH` descriptor (nothing read, no device opened).
