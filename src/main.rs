@@ -274,6 +274,8 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
             return;
         }
         tracing::info!("shutting down after the write in progress");
+        // A target's lock another process holds is not waited for.
+        certsync::writer::stop_waiting();
         m.begin_shutdown();
         let _ = stop.send(true);
     });

@@ -711,6 +711,10 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     for m in &config.mappings {
         // `apply` and `source_failed` log their failures; an open failure
         // is logged here, so every failure is said exactly once.
+        // A write lock another process holds is waited for no longer than
+        // the run itself may take.
+        let mut m = m.clone();
+        m.writer.lock_timeout = Some(config.once_timeout);
         let mut s = match Syncer::open(
             m.clone(),
             config.clock_skew,
@@ -734,7 +738,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
             tracing::warn!(mapping = %m.name, target_dir = %m.target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", m.target.display());
             continue;
         }
-        let result = match read_once(m, &client, &metrics, s.live(), config).await {
+        let result = match read_once(&m, &client, &metrics, s.live(), config).await {
             Ok(bundle) => s.apply(bundle).await.map(|_| ()),
             Err(f) => Err(s.source_failed(f)),
         };

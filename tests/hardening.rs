@@ -228,22 +228,36 @@ fn rollbacks_keep_history_and_always_reload() {
     drop(cs);
 }
 
-/// Defect 5: a deleted or replaced target is recreated and watched again;
-/// readiness follows whether the target holds valid files.
+/// Defect 5: a deleted target is recreated and watched again; one
+/// replaced by another directory is not written into (finding 7 of the
+/// second attacker review of issue 33: whoever may write the directory
+/// above could have made it); readiness follows whether the target holds
+/// valid files.
 #[test]
-fn deleted_or_replaced_targets_are_recreated() {
+fn deleted_targets_are_recreated_replaced_ones_refused() {
     let (d, src, target, sync) = dirs();
     let pair = Pair::new("recreate");
     write_pair(&src, &pair);
     let port = free_port();
     let admin = format!("127.0.0.1:{port}");
     // A resync far away: only the re-armed watch can repair in time.
-    let _cs = daemon(d.path(), &sync, &["--admin-addr", &admin, "--resync", "1h"]);
+    let cs = daemon(d.path(), &sync, &["--admin-addr", &admin, "--resync", "1h"]);
     wait_pair(&target, &pair);
     fs::remove_dir_all(&target).unwrap();
     wait_pair(&target, &pair);
+    // Renamed away and made again by hand: not the directory certsync
+    // opened, so nothing is written there; a restart adopts it.
     fs::rename(&target, d.path().join("t.old")).unwrap();
     fs::create_dir(&target).unwrap();
+    let pair = Pair::new("recreate-after");
+    write_pair(&src, &pair);
+    cs.wait_log(&format!(
+        "target {} is no longer the directory certsync opened",
+        target.display()
+    ));
+    assert!(fs::read_dir(&target).unwrap().next().is_none());
+    drop(cs);
+    let _cs = daemon(d.path(), &sync, &["--admin-addr", &admin, "--resync", "1h"]);
     wait_pair(&target, &pair);
     // The new directory is watched: damage there is repaired.
     fs::remove_file(target.join("tls.crt")).unwrap();

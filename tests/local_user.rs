@@ -13,28 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::local_user::*;
 use support::*;
-
-/// The attacker: nobody, no groups.
-const USER: u32 = 65534;
-const AS_USER: [&str; 5] = ["--reuid", "65534", "--regid", "65534", "--clear-groups"];
 
 /// The bytes of the root-only file the attacker wants published.
 const SECRET: &[u8] = b"ROOT-ONLY-SECRET\n";
-
-/// A scratch directory (root's, 0755, so the attacker may enter it) when
-/// running as root with `setpriv`; `None`, having said why, otherwise.
-/// Under the test's own target/tmp, not /tmp: certsync refuses targets
-/// below a directory every user may write.
-fn as_root() -> Option<tempfile::TempDir> {
-    if !(nix::unistd::geteuid().is_root() && tools::have(&["setpriv"])) {
-        tools::skip("needs root (to create files of another user and run it with setpriv)");
-        return None;
-    }
-    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    Some(d)
-}
 
 /// Two directories another user may change, in `d`: a sticky
 /// world-writable one (a stand-in for /tmp) and one the attacker owns.
@@ -46,10 +29,6 @@ fn sticky_and_user(d: &Path) -> (PathBuf, PathBuf) {
     fs::create_dir(&user).unwrap();
     chown(&user, USER);
     (sticky, user)
-}
-
-fn chown(path: &Path, uid: u32) {
-    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
 }
 
 /// Every file under `dir`, recursively, not following symlinks.
@@ -695,27 +674,6 @@ fn a_source_others_may_write_is_refused_at_start() {
         let sync = format!("dir:{}={}", src.display(), target.display());
         assert_refused_at_start(&sync, &format!("source {}", src.display()), &target);
     }
-}
-
-/// Mounts a tmpfs at `dir` with `mode` (as root); `false`, having said
-/// why, when the machine does not let it.
-fn mount_tmpfs(dir: &Path, mode: &str) -> bool {
-    fs::create_dir_all(dir).unwrap();
-    let ok = Command::new("mount")
-        .args([
-            "-t",
-            "tmpfs",
-            "-o",
-            &format!("size=1m,mode={mode}"),
-            "tmpfs",
-        ])
-        .arg(dir)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        tools::skip("root but cannot mount a tmpfs (a volume root)");
-    }
-    ok
 }
 
 /// Finding 1 of the second attacker review of issue 33 (A3, A3c, P3,

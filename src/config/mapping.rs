@@ -454,6 +454,7 @@ impl MappingSpec {
             owner: self.owner.or(args.owner),
             group: self.group.or(args.group),
             issuing: matches!(source, Source::Csr(_) | Source::Ca(_)),
+            lock_timeout: None,
         };
         // -1 means "leave unchanged" to chown(2): never a real id.
         if writer.owner == Some(u32::MAX) || writer.group == Some(u32::MAX) {

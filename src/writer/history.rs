@@ -54,6 +54,7 @@ pub(super) fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
         owner: any.map(|m| m.1),
         group: any.map(|m| m.2),
         issuing: false,
+        lock_timeout: None,
     }
 }
 

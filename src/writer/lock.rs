@@ -4,7 +4,48 @@
 //! than a read-only descriptor, so a lock on the directory itself could be
 //! taken (and held forever) by any local user.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
 use super::*;
+
+/// Set once the process is shutting down: a wait for a target's write
+/// lock ends (with an error; nothing is written).
+static STOP_WAITING: AtomicBool = AtomicBool::new(false);
+
+/// How often a held write lock is tried again. A wait is rare (a second
+/// certsync, a stuck writer) and this keeps it interruptible.
+const LOCK_RETRY: Duration = Duration::from_millis(50);
+
+/// Ends every wait for a target's write lock, now and later: for a
+/// shutdown signal.
+pub fn stop_waiting() {
+    STOP_WAITING.store(true, Ordering::SeqCst);
+}
+
+/// Who holds the flock on `file`, from `/proc/locks` (`pid N (comm)`), if
+/// the kernel says.
+fn holder(file: &File) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = file.metadata().ok()?;
+    let inode = format!(
+        "{:02x}:{:02x}:{}",
+        nix::sys::stat::major(m.dev()),
+        nix::sys::stat::minor(m.dev()),
+        m.ino()
+    );
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    // `1: FLOCK  ADVISORY  WRITE 2406 fd:01:1054834 0 EOF`; a waiter's
+    // line has `->` after the number, and is not the holder.
+    let pid = locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&inode.as_str()))
+            .then(|| f.get(4).and_then(|p| p.parse::<u32>().ok()))
+            .flatten()
+    })?;
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    Some(format!("pid {pid} ({})", comm.trim().escape_debug()))
+}
 
 /// Opens (creating if needed) a lock file under a reserved name, a regular
 /// file of certsync's user that only it may open: whoever can open it can
@@ -61,14 +102,51 @@ impl Writer {
     /// `certsync rollback`): a flock on `..lock`, opened through the
     /// target's directory handle, never following a link. Released when
     /// the returned guard drops.
+    ///
+    /// A lock someone else holds is waited for, said once (naming the
+    /// holder when `/proc/locks` does), and the wait ends at a shutdown
+    /// signal ([`stop_waiting`]) or after `lock_timeout`.
     pub(super) fn lock(&self, root: &Dir) -> Result<Flock<File>, WriterError> {
         let path = self.path(LOCK);
+        let start = Instant::now();
+        let mut holder_said: Option<String> = None;
         loop {
-            let file = lock_file(root, LOCK, &path)?;
-            let lock = Flock::lock(file, FlockArg::LockExclusive)
-                .map_err(|(_, e)| io::Error::from(e))
-                .ctx("lock", &path)?;
+            let mut file = lock_file(root, LOCK, &path)?;
+            let lock = loop {
+                match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                    Ok(lock) => break lock,
+                    Err((f, nix::errno::Errno::EWOULDBLOCK)) => file = f,
+                    Err((_, e)) => return Err(io::Error::from(e)).ctx("lock", &path),
+                }
+                let held_by = holder_said.get_or_insert_with(|| {
+                    let who = holder(&file).unwrap_or_else(|| "another process".into());
+                    tracing::warn!(target_dir = %self.target.display(), holder = %who, "waiting for the write lock on {}: {} is held by {who}", self.target.display(), path.display());
+                    who
+                });
+                let gave_up = |why: String| WriterError::LockWait {
+                    target: self.target.clone(),
+                    problem: format!(
+                        "{} is held by {held_by}; {why}; nothing was written",
+                        path.display()
+                    ),
+                };
+                if STOP_WAITING.load(Ordering::SeqCst) {
+                    return Err(gave_up("stopped waiting for it at shutdown".into()));
+                }
+                if let Some(limit) = self.opts.lock_timeout
+                    && start.elapsed() >= limit
+                {
+                    return Err(gave_up(format!(
+                        "gave up after {} (--once-timeout)",
+                        humantime::format_duration(limit)
+                    )));
+                }
+                std::thread::sleep(LOCK_RETRY);
+            };
             if still_named(root, LOCK, &lock) {
+                if holder_said.is_some() {
+                    tracing::info!(target_dir = %self.target.display(), "got the write lock");
+                }
                 return Ok(lock);
             }
         }

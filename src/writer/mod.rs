@@ -35,14 +35,20 @@
 //!   and any local user who can open it read-only can hold its flock.)
 //! - At most `keep` revisions (live included) stay on disk; `certsync
 //!   rollback` never prunes (the daemon's setting is not known to it).
-//! - The target directory is opened by path on every operation, so a
-//!   deleted (or replaced) target is recreated on the next publish.
+//! - The target directory is opened by path on every operation and must
+//!   be the directory opened at start (device and inode, from `fstat` on
+//!   the handle): a target a user renamed away and made again under its
+//!   name (the directory above may be a volume's root every container of
+//!   the pod writes) is refused, naming it, until certsync restarts. Only
+//!   a target that is gone is made again, by certsync itself: it adopts
+//!   the new directory if what it opened is empty and certsync's own.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt};
@@ -62,6 +68,7 @@ mod tests;
 
 use history::*;
 pub use kubeconfig::{check_kubeconfig, kubeconfig_certificate, update_kubeconfig};
+pub use lock::stop_waiting;
 pub use revision::replace_file;
 use revision::*;
 use rollback::*;
@@ -112,10 +119,18 @@ pub enum WriterError {
         was: PathBuf,
         now: PathBuf,
     },
+    #[error(
+        "target {target} is no longer the directory certsync opened at start (inode {was}, now \
+         {now}: renamed away and made again, by hand or by whoever may write the directory \
+         above it); refusing to write there; restart certsync to adopt a directory made by hand"
+    )]
+    Replaced { target: PathBuf, was: u64, now: u64 },
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
     #[error("target {target}: {problem}")]
     Rollback { target: PathBuf, problem: String },
+    #[error("target {target}: waiting for the write lock: {problem}")]
+    LockWait { target: PathBuf, problem: String },
     #[error("update-kubeconfig {path}: {problem}")]
     Kubeconfig { path: PathBuf, problem: String },
     #[error(
@@ -158,6 +173,10 @@ pub struct WriterOptions {
     /// offers is new, so none can release a rollback pin; the pin holds
     /// until it is removed.
     pub issuing: bool,
+    /// How long to wait for a target's write lock another process holds
+    /// (`run --once`: `--once-timeout`); `None`: until it is released or
+    /// the process shuts down.
+    pub lock_timeout: Option<std::time::Duration>,
 }
 
 impl Default for WriterOptions {
@@ -169,6 +188,7 @@ impl Default for WriterOptions {
             owner: None,
             group: None,
             issuing: false,
+            lock_timeout: None,
         }
     }
 }
@@ -252,6 +272,9 @@ pub struct Writer {
     /// overlap checks were made against it, so every later open must lead
     /// there too, however the path's symlinks change meanwhile.
     resolved: Option<PathBuf>,
+    /// The target directory's (device, inode) since it was opened first,
+    /// shared by the clones: each later open must find the same one.
+    identity: Arc<Mutex<Option<(u64, u64)>>>,
 }
 
 impl Writer {
@@ -266,6 +289,7 @@ impl Writer {
                 ..opts
             },
             resolved: None,
+            identity: Arc::default(),
         };
         let root = w.root(true)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
@@ -281,6 +305,7 @@ impl Writer {
             target: target.into(),
             opts: WriterOptions::default(),
             resolved: None,
+            identity: Arc::default(),
         };
         let root = w.root(false)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
@@ -296,16 +321,21 @@ impl Writer {
     }
 
     /// The target directory's handle, opened by path now (the target may
-    /// have been deleted or replaced since the last operation).
+    /// have been deleted or replaced since the last operation), and only
+    /// if it is the directory opened first (see the module's invariants).
     fn root(&self, create: bool) -> Result<Dir, WriterError> {
+        let mut made = false;
         match fs::metadata(&self.target) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(WriterError::NotADirectory(self.target.clone())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound && create => fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(&self.target)
-                .ctx("create target directory", &self.target)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(&self.target)
+                    .ctx("create target directory", &self.target)?;
+                made = true;
+            }
             Err(e) => return Err(e).ctx("open target directory", &self.target),
         }
         let dir = Dir::open_ambient_dir(&self.target, cap_std::ambient_authority())
@@ -322,7 +352,42 @@ impl Writer {
                 });
             }
         }
+        self.same_directory(&dir, made)?;
         Ok(dir)
+    }
+
+    /// Checks (on the handle, never by path) that `dir` is the directory
+    /// this writer opened first; records it on the first open. A directory
+    /// certsync just `made` because the target was gone is adopted if it is
+    /// empty and certsync's own: whoever swapped theirs in between the
+    /// `mkdir` and the open made one of their own, or moved one that holds
+    /// something.
+    fn same_directory(&self, dir: &Dir, made: bool) -> Result<(), WriterError> {
+        let m = dir
+            .dir_metadata()
+            .ctx("stat target directory", &self.target)?;
+        let now = (m.dev(), m.ino());
+        let mut known = self.identity.lock().unwrap_or_else(|e| e.into_inner());
+        match *known {
+            None => *known = Some(now),
+            Some(was) if was == now => {}
+            Some(_)
+                if made
+                    && m.uid() == nix::unistd::geteuid().as_raw()
+                    && dir.entries().ctx("list", &self.target)?.next().is_none() =>
+            {
+                tracing::warn!(target_dir = %self.target.display(), "the target directory was gone; made it again");
+                *known = Some(now);
+            }
+            Some(was) => {
+                return Err(WriterError::Replaced {
+                    target: self.target.clone(),
+                    was: was.1,
+                    now: now.1,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Publishes `bundle`: nothing when the live revision already holds it

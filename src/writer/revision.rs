@@ -27,6 +27,8 @@ pub(super) type FileMeta = (u32, u32, u32);
 pub(super) struct Revision {
     pub(super) bundle: Bundle,
     pub(super) meta: BTreeMap<String, FileMeta>,
+    /// Each file's link count.
+    pub(super) links: BTreeMap<String, u64>,
 }
 
 /// Reads the revision directory `name` of `parent` (never through a
@@ -52,16 +54,47 @@ pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, String>
     let mut rev = Revision {
         bundle: Bundle::default(),
         meta: BTreeMap::new(),
+        links: BTreeMap::new(),
     };
     for name in list(dir, shown).map_err(|e| e.to_string())? {
         let path = shown.join(&name);
-        let (bytes, meta) = read_file_meta(dir, &name, &path).map_err(|e| e.to_string())?;
+        let (bytes, meta, links) = read_file_links(dir, &name, &path).map_err(|e| e.to_string())?;
         rev.bundle
             .insert(&name, bytes, path.display().to_string())
             .map_err(|e| e.to_string())?;
-        rev.meta.insert(name, meta);
+        rev.meta.insert(name.clone(), meta);
+        rev.links.insert(name, links);
     }
     Ok(rev)
+}
+
+/// Whether a revision's files are as certsync wrote them: one link each
+/// (a second name may be anywhere: root's key linked into a history
+/// entry), and one owner and group for all of them (every file of a
+/// revision is written with the same). `Err` names the file and why.
+pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), String> {
+    if let Some((name, n)) = rev.links.iter().find(|(_, n)| **n > 1) {
+        return Err(format!(
+            "{}: a hard link (links {n}): its other name may be any file, root's key \
+             included; certsync writes every file with one link",
+            shown.join(name).display()
+        ));
+    }
+    let owners: std::collections::BTreeSet<(u32, u32)> =
+        rev.meta.values().map(|m| (m.1, m.2)).collect();
+    if owners.len() > 1 {
+        let each: Vec<String> = rev
+            .meta
+            .iter()
+            .map(|(n, m)| format!("{} (owner {}:{})", shown.join(n).display(), m.1, m.2))
+            .collect();
+        return Err(format!(
+            "its files have different owners: {}; certsync writes all of a revision's files \
+             with one owner and group",
+            each.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 pub(super) fn read_file_at(
@@ -80,6 +113,15 @@ pub(super) fn read_file_meta(
     name: &str,
     path: &Path,
 ) -> Result<(Vec<u8>, FileMeta), crate::files::FileError> {
+    read_file_links(dir, name, path).map(|(b, m, _)| (b, m))
+}
+
+/// [`read_file_meta`], with the file's link count.
+fn read_file_links(
+    dir: &Dir,
+    name: &str,
+    path: &Path,
+) -> Result<(Vec<u8>, FileMeta, u64), crate::files::FileError> {
     use crate::files::FileError;
     let io_err = |source| FileError::Io {
         path: path.to_owned(),
@@ -109,7 +151,7 @@ pub(super) fn read_file_meta(
     }
     let meta = (m.mode() & 0o7777, m.uid(), m.gid());
     let bytes = crate::files::read_capped(f.into_std(), path, MAX_BUNDLE_SIZE as u64)?;
-    Ok((bytes, meta))
+    Ok((bytes, meta, m.nlink()))
 }
 
 /// Creates `name` in `dir` with exactly `mode` (never more permissive on

@@ -79,13 +79,16 @@ impl Writer {
             .ok_or_else(|| err("no earlier revision in history".into()))
             .and_then(|h| {
                 let dir = h.open_dir_nofollow(name).map_err(|e| err(e.to_string()))?;
-                read_revision(&dir, &shown).map_err(|e| err(format!("revision {number}: {e}")))
+                read_revision(&dir, &shown)
+                    .and_then(|r| as_written(&r, &shown).map(|()| r))
+                    .map_err(|e| err(format!("revision {number}: {e}")))
             })?;
         check(&revision.bundle).map_err(|e| err(format!("refusing revision {number}: {e}")))?;
         let restorer = Self {
             target: self.target.clone(),
             opts: options_of(&revision, usize::MAX),
             resolved: self.resolved.clone(),
+            identity: Arc::clone(&self.identity),
         };
         let new = restorer
             .publish_locked(&root, &revision.bundle, || {})?

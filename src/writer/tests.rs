@@ -801,3 +801,31 @@ fn attack_a_target_symlink_swapped_after_start_is_refused() {
     w.publish(&bundle("three")).unwrap();
     assert!(a.join("..data").exists());
 }
+
+/// Finding 7 of the second attacker review of issue 33: a target renamed
+/// away and made again under its name (by hand, or by a user who may write
+/// the directory above) is not written into; one that is simply gone is
+/// made again by the writer and adopted.
+#[test]
+fn a_replaced_target_is_refused_a_removed_one_made_again() {
+    let (dir, w) = setup(3);
+    w.publish(&bundle("a")).unwrap();
+    fs::rename(w.target(), dir.path().join("old")).unwrap();
+    fs::create_dir(w.target()).unwrap();
+    let err = w.publish(&bundle("b")).unwrap_err().to_string();
+    assert!(
+        err.contains(&w.target().display().to_string())
+            && err.contains("is no longer the directory certsync opened"),
+        "{err}"
+    );
+    assert!(entries(w.target()).is_empty());
+    // A clone (the daemon's blocking task) shares what was opened.
+    assert!(w.clone().publish(&bundle("b")).is_err());
+    fs::remove_dir(w.target()).unwrap();
+    w.publish(&bundle("b")).unwrap();
+    assert_live(&w, &bundle("b"));
+    // The one made again is now the target: a replacement of it is refused.
+    fs::rename(w.target(), dir.path().join("old2")).unwrap();
+    fs::create_dir(w.target()).unwrap();
+    assert!(w.publish(&bundle("c")).is_err());
+}

@@ -8,6 +8,7 @@ pub mod certs;
 pub mod control_plane;
 pub mod forge;
 pub mod kubeadm_node;
+pub mod local_user;
 pub mod signer;
 pub mod tools;
 pub mod validation;

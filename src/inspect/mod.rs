@@ -10,6 +10,10 @@ use serde::Serialize;
 use crate::validate::{self, Leaf};
 use crate::writer::Writer;
 
+mod read;
+
+use read::Input;
+
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
     #[error("{path}: {problem}")]
@@ -75,52 +79,19 @@ impl CertReport {
     }
 }
 
-/// Certificates found under `path`, each with the key file that should
-/// match it: a certsync target (its visible files), a directory (every
-/// `*.crt`/`*.pem`, keys by stem: `apiserver.crt` → `apiserver.key`, or a
-/// combined PEM), or one file.
-fn certificate_files(path: &Path) -> Result<Vec<(PathBuf, Option<PathBuf>)>, InspectError> {
-    let err = |problem: String| InspectError::Path {
+/// Certificates found under `path`: a certsync target (its visible
+/// files), a directory (every `*.crt`/`*.pem`, each entry resolved beneath
+/// it, see [`read`]), or one file. Each comes with the key file named
+/// after it (`apiserver.crt` → `apiserver.key`), if there is one.
+fn certificate_files(path: &Path) -> Result<read::WithKeys, InspectError> {
+    let listed = read::directory(path).map_err(|problem| InspectError::Path {
         path: path.to_owned(),
         problem,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
-    let files: Vec<PathBuf> = if meta.is_dir() {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| err(e.to_string()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                let name = p
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                !name.starts_with('.') && (name.ends_with(".crt") || name.ends_with(".pem"))
-            })
-            .collect();
-        v.sort();
-        v
-    } else {
-        vec![path.to_owned()]
-    };
-    Ok(files
-        .into_iter()
-        .map(|cert| {
-            let stem_key = cert.with_extension("key");
-            let key = if stem_key.exists() {
-                Some(stem_key)
-            } else if read(&cert).is_ok_and(|b| contains(&b, b"PRIVATE KEY-----")) {
-                Some(cert.clone()) // combined PEM
-            } else {
-                None
-            };
-            (cert, key)
-        })
-        .collect())
-}
-
-/// Reads an input of `check` only if it is a regular file, capped.
-fn read(path: &Path) -> Result<Vec<u8>, crate::files::FileError> {
-    crate::files::read_regular(path, validate::MAX_BUNDLE_SIZE as u64)
+    })?;
+    Ok(match listed {
+        Some(with_keys) => with_keys,
+        None => vec![(Input::named(path), read::key_beside(path))],
+    })
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -154,30 +125,46 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
             continue;
         }
         for (cert, key) in certificate_files(path)? {
-            let pem = match read(&cert) {
+            let pem = match cert.read() {
                 Ok(pem) => pem,
-                Err(e) => {
-                    out.push(CertReport::unreadable(cert, e.problem()));
+                Err(problem) => {
+                    out.push(CertReport::unreadable(cert.shown, problem));
                     continue;
                 }
             };
             let Some(leaf) = validate::leaf_of(&pem) else {
                 out.push(CertReport::unreadable(
-                    cert,
+                    cert.shown,
                     "no certificate could be parsed".into(),
                 ));
                 continue;
             };
-            let key_status = match (&key, leaf.is_ca) {
-                (None, true) => KeyStatus::NotApplicable,
-                (None, false) => KeyStatus::Missing,
-                (Some(k), _) => match read(k).map(|kp| validate::key_matches(&pem, &kp)) {
-                    Ok(Ok(true)) => KeyStatus::Matches,
-                    Ok(Ok(false)) => KeyStatus::Mismatch,
-                    _ => KeyStatus::Unreadable,
-                },
+            // The key named after the certificate, else the certificate
+            // itself when it holds one (a combined PEM).
+            let key_pem = match &key {
+                Some(k) => Some(k.read().map_err(|e| (k.shown.clone(), e))),
+                None => contains(&pem, b"PRIVATE KEY-----").then(|| Ok(pem.clone())),
             };
-            out.push(report_line(cert, &leaf, key_status, now, warn));
+            let (key_status, why) = match (key_pem, leaf.is_ca) {
+                (None, true) => (KeyStatus::NotApplicable, None),
+                (None, false) => (KeyStatus::Missing, None),
+                (Some(Ok(kp)), _) => match validate::key_matches(&pem, &kp) {
+                    Ok(true) => (KeyStatus::Matches, None),
+                    Ok(false) => (KeyStatus::Mismatch, None),
+                    Err(e) => (KeyStatus::Unreadable, Some(e.to_string())),
+                },
+                (Some(Err((path, e))), _) => (
+                    KeyStatus::Unreadable,
+                    Some(format!("{}: {e}", path.display())),
+                ),
+            };
+            let mut line = report_line(cert.shown, &leaf, key_status, now, warn);
+            if let (Some(why), Some(problem)) = (why, line.problem.as_mut())
+                && key_status == KeyStatus::Unreadable
+            {
+                *problem = format!("{problem}: {why}");
+            }
+            out.push(line);
         }
     }
     Ok(out)

@@ -1,0 +1,209 @@
+//! How `certsync check` reads its inputs. Root runs it on directories
+//! other users may control (a user's certificate directory, a pod's
+//! volume), so:
+//! - an entry of a directory argument is resolved beneath it (`openat2`,
+//!   `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): a symlink that stays
+//!   inside works (a certsync target's visible files are such links), one
+//!   that leads out of it is refused, named, and nothing it leads to is
+//!   read, printed or matched against;
+//! - every input is first opened `O_PATH`, which reads nothing and makes
+//!   no device act (opening `/dev/ptmx` allocates a terminal,
+//!   `/dev/watchdog` arms the watchdog), and `fstat`ed: only a regular
+//!   file is then opened for reading, at most the bundle size limit.
+//!
+//! The reading open is of `/proc/self/fd/N` for the `O_PATH` descriptor:
+//! a magic link to that descriptor's own file, so the kernel opens the very
+//! inode that was checked, with no lookup of a name someone could swap
+//! meanwhile (an `O_PATH` descriptor cannot be read, and Linux has no other
+//! way to upgrade one). Device and inode are compared after, in case
+//! `/proc` is not what it should be.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+
+use crate::validate;
+
+/// One input of `check`: a path the operator named (followed as given),
+/// or an entry of a directory they named (resolved beneath it).
+#[derive(Debug, Clone)]
+pub(super) struct Input {
+    /// As reported.
+    pub(super) shown: PathBuf,
+    /// The directory argument an entry is resolved beneath.
+    beneath: Option<Rc<File>>,
+}
+
+impl Input {
+    pub(super) fn named(path: &Path) -> Self {
+        Self {
+            shown: path.to_owned(),
+            beneath: None,
+        }
+    }
+
+    /// Reads the input if it is a regular file of at most the bundle size
+    /// limit; otherwise why not, without the path.
+    pub(super) fn read(&self) -> Result<Vec<u8>, String> {
+        let fd = self.open_path()?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| e.to_string())?;
+        let kind =
+            nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT;
+        if kind != nix::sys::stat::SFlag::S_IFREG {
+            return Err(format!(
+                "is {}, not a regular file; refusing to open it",
+                kind_name(kind)
+            ));
+        }
+        if let Some(problem) = self.linked_in(&st) {
+            return Err(problem);
+        }
+        let file = File::options()
+            .read(true)
+            .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).bits())
+            .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| e.to_string())?;
+        let m = file.metadata().map_err(|e| e.to_string())?;
+        if !m.is_file() || m.dev() != st.st_dev || m.ino() != st.st_ino {
+            return Err("changed while it was opened; refusing to read it".into());
+        }
+        crate::files::read_capped(file, &self.shown, validate::MAX_BUNDLE_SIZE as u64)
+            .map_err(|e| e.problem())
+    }
+
+    /// Why a directory entry must not be read although it is a regular
+    /// file beneath the directory: in a directory another user may change,
+    /// a file with several links that its owner (not the directory's)
+    /// keeps from others is a hard link someone made to a file they may
+    /// not read (`fs.protected_hardlinks=0`): root's key, for one.
+    fn linked_in(&self, st: &nix::sys::stat::FileStat) -> Option<String> {
+        let dir = self.beneath.as_ref()?.metadata().ok()?;
+        let euid = nix::unistd::geteuid().as_raw();
+        let others_may_change = (dir.uid() != 0 && dir.uid() != euid)
+            || crate::files::others_may_write(dir.mode(), self.beneath.as_ref()?.as_ref());
+        (others_may_change && st.st_nlink > 1 && st.st_uid != dir.uid() && st.st_mode & 0o004 == 0)
+            .then(|| {
+                format!(
+                    "a hard link (links {}) to a file of uid {} that others may not read, in a \
+                     directory uid {} or others may change; refusing to read it",
+                    st.st_nlink,
+                    st.st_uid,
+                    dir.uid()
+                )
+            })
+    }
+
+    /// An `O_PATH` descriptor (nothing read, no device opened).
+    fn open_path(&self) -> Result<OwnedFd, String> {
+        let how = |resolve| {
+            OpenHow::new()
+                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+                .resolve(resolve)
+        };
+        match &self.beneath {
+            None => nix::fcntl::openat2(
+                nix::fcntl::AT_FDCWD,
+                &self.shown,
+                how(ResolveFlag::RESOLVE_NO_MAGICLINKS),
+            )
+            .map_err(|e| io::Error::from(e).to_string()),
+            Some(dir) => {
+                let name = self.shown.file_name().unwrap_or_default();
+                nix::fcntl::openat2(
+                    dir.as_fd(),
+                    name,
+                    how(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS),
+                )
+                .map_err(|e| match e {
+                    Errno::EXDEV => format!(
+                        "a symlink that leads out of {}; refusing to follow it",
+                        self.shown.parent().unwrap_or(Path::new("")).display()
+                    ),
+                    Errno::ELOOP => "a symlink loop (or a link through /proc); refusing to \
+                                     follow it"
+                        .into(),
+                    e => io::Error::from(e).to_string(),
+                })
+            }
+        }
+    }
+}
+
+fn kind_name(kind: nix::sys::stat::SFlag) -> &'static str {
+    use nix::sys::stat::SFlag;
+    match kind {
+        SFlag::S_IFDIR => "a directory",
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR | SFlag::S_IFBLK => "a device",
+        _ => "not a regular file",
+    }
+}
+
+/// The key file named after `cert` (`x.crt` → `x.key`), if there is one,
+/// resolved beneath the certificate's directory like a directory's
+/// entry: the operator named the certificate, not where its key's links
+/// lead.
+pub(super) fn key_beside(cert: &Path) -> Option<Input> {
+    let key = cert.with_extension("key");
+    std::fs::symlink_metadata(&key).ok()?;
+    let parent = match cert.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = File::options()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
+        .open(parent)
+        .ok()?;
+    Some(Input {
+        shown: key,
+        beneath: Some(Rc::new(dir)),
+    })
+}
+
+/// Certificate inputs, each with the key file named after it, if any.
+pub(super) type WithKeys = Vec<(Input, Option<Input>)>;
+
+/// The entries of the directory `path` (opened as given) whose names
+/// look like certificates (`*.crt`, `*.pem`, not hidden), sorted, each
+/// with the entry named after it with `.key` if there is one.
+/// `Ok(None)` when `path` is not a directory.
+pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, String> {
+    let dir = match File::options()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
+        .open(path)
+    {
+        Ok(d) => Rc::new(d),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let listing = cap_std::fs::Dir::from_std_file(dir.try_clone().map_err(|e| e.to_string())?);
+    let mut names = std::collections::BTreeSet::new();
+    for entry in listing.entries().map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        names.insert(entry.file_name().to_string_lossy().into_owned());
+    }
+    let beneath = |name: &str| Input {
+        shown: path.join(name),
+        beneath: Some(Rc::clone(&dir)),
+    };
+    Ok(Some(
+        names
+            .iter()
+            .filter(|n| !n.starts_with('.') && (n.ends_with(".crt") || n.ends_with(".pem")))
+            .map(|n| {
+                let stem = n.rsplit_once('.').map_or(n.as_str(), |(s, _)| s);
+                let key = format!("{stem}.key");
+                (beneath(n), names.contains(&key).then(|| beneath(&key)))
+            })
+            .collect(),
+    ))
+}

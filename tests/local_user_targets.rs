@@ -1,0 +1,335 @@
+//! The local-user attacker position (docs/security.md), continued: what
+//! root certsync writes into a target a user may rename, what root's
+//! `certsync check` reads in a user's directory, and what `certsync
+//! rollback` restores. Findings 7 to 9 of the second attacker review of
+//! issue 33. Each runs certsync as root and the attacker as uid 65534
+//! through `setpriv`; without root it skips (and fails under CI).
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+use std::process::Command;
+
+use support::certs::Pair;
+use support::local_user::*;
+use support::*;
+
+/// Finding 7 (A4, A4b): a target directly in a volume root the user may
+/// write (an emptyDir-style 0777 tmpfs, an fsGroup-style root:group 2775
+/// one) is accepted at start; the user then renames it away and makes a
+/// directory of theirs under its name. certsync must not write into the
+/// user's directory: the write is refused, naming the target, and the old
+/// revision stays where it was.
+#[test]
+fn a_target_recreated_by_a_user_in_a_volume_root_is_never_written_into() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    for (i, mode) in ["0777", "2775"].into_iter().enumerate() {
+        let vol = d.path().join(format!("vol{i}"));
+        if !mount_tmpfs(&vol, mode) {
+            return;
+        }
+        std::os::unix::fs::chown(&vol, Some(0), Some(USER)).unwrap();
+        let src = d.path().join(format!("src{i}"));
+        let target = vol.join("t");
+        let first = Pair::new("first");
+        write_pair(&src, &first);
+        let sync = format!("dir:{}={}", src.display(), target.display());
+        let cs = Certsync::start(
+            &[
+                "run",
+                "--sync",
+                &sync,
+                "--debounce",
+                "100ms",
+                "--resync",
+                "1s",
+            ],
+            d.path(),
+        );
+        wait_pair(&target, &first);
+        let t = target.display();
+        as_user(&format!("mv {t} {t}-old && mkdir {t} && chmod 777 {t}"));
+        write_pair(&src, &Pair::new("second"));
+        let outcome = std::panic::catch_unwind(|| {
+            cs.wait_log("is no longer the directory certsync opened");
+        });
+        let log = cs.log();
+        let written: Vec<_> = fs::read_dir(&target)
+            .map(|r| r.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        let old = read_live(&vol.join("t-old"));
+        drop(cs);
+        let _ = Command::new("umount").arg(&vol).status();
+        assert!(
+            written.is_empty(),
+            "{mode}: certsync wrote into the user's directory: {written:?}\n{log}"
+        );
+        assert!(
+            outcome.is_ok(),
+            "{mode}: the refusal was not logged:\n{log}"
+        );
+        assert!(log.contains(&target.display().to_string()), "{log}");
+        let (_, cert, _) = old.expect("the old revision stays in place");
+        assert_eq!(cert, first.cert, "{mode}");
+    }
+}
+
+/// The rows of `certsync check -o json ARGS` (exit code, rows, stderr).
+fn check_json(args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
+    let mut all = vec!["check", "-o", "json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = run_bounded(&all, Path::new("."));
+    let rows = serde_json::from_str(&out).unwrap_or_default();
+    (code, rows, err)
+}
+
+fn row<'a>(rows: &'a [serde_json::Value], path: &Path) -> &'a serde_json::Value {
+    let p = path.display().to_string();
+    rows.iter()
+        .find(|r| r["certificate"] == p.as_str())
+        .unwrap_or_else(|| panic!("no row for {p}: {rows:?}"))
+}
+
+/// Finding 8 (C1, C2): root's `certsync check DIR` on a user's directory
+/// followed the user's symlinks out of it, printing the subject of a
+/// root-only certificate and whether a root-only key matched a
+/// certificate the user chose. Entries are now resolved beneath the
+/// directory: a link leaving it is refused, naming it, and nothing it
+/// leads to is read; a FIFO or device entry is refused without being
+/// opened for reading (a FIFO with no writer stands in for a device: a
+/// reading open would block); a link that stays inside still works (a
+/// certsync target's visible files are such links).
+#[test]
+fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let pki = d.path().join("pki");
+    fs::create_dir(&pki).unwrap();
+    let (secret, other) = (Pair::new("root-secret"), Pair::new("root-only-subject"));
+    fs::write(pki.join("secret.key"), &secret.key).unwrap();
+    fs::write(pki.join("other.crt"), &other.cert).unwrap();
+    for f in ["secret.key", "other.crt"] {
+        fs::set_permissions(pki.join(f), fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let user = d.path().join("user");
+    fs::create_dir(&user).unwrap();
+    // The user's: a public certificate (root's, copied) whose key is a link
+    // to root's key: a "matches" would tell the user the key is there.
+    fs::write(user.join("tls.crt"), &secret.cert).unwrap();
+    symlink(pki.join("secret.key"), user.join("tls.key")).unwrap();
+    symlink(pki.join("other.crt"), user.join("root.crt")).unwrap();
+    symlink("tls.crt", user.join("inside.crt")).unwrap();
+    symlink("loop.crt", user.join("loop.crt")).unwrap();
+    // A hard link to root's 0600 certificate (a user may make one with
+    // fs.protected_hardlinks=0), and the user's own file hard-linked as
+    // the control.
+    fs::hard_link(pki.join("other.crt"), user.join("hard.crt")).unwrap();
+    fs::write(user.join("own.crt"), Pair::new("users-own").ca_cert).unwrap();
+    fs::hard_link(user.join("own.crt"), user.join("own-link.crt")).unwrap();
+    nix::unistd::mkfifo(
+        &user.join("fifo.crt"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    nix::sys::stat::mknod(
+        &user.join("null.pem"),
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .unwrap();
+    for f in [
+        "",
+        "tls.crt",
+        "tls.key",
+        "root.crt",
+        "inside.crt",
+        "loop.crt",
+        "fifo.crt",
+        "null.pem",
+        "own.crt",
+    ] {
+        chown(&user.join(f), USER);
+    }
+
+    let (_, rows, _) = check_json(&[user.to_str().unwrap()]);
+    let text = serde_json::to_string(&rows).unwrap();
+    assert!(!text.contains("root-only-subject"), "{text}");
+    let root = row(&rows, &user.join("root.crt"));
+    assert!(
+        root["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("leads out of")),
+        "{root}"
+    );
+    let hard = row(&rows, &user.join("hard.crt"));
+    assert!(
+        hard["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("a hard link")),
+        "{hard}"
+    );
+    assert!(row(&rows, &user.join("own-link.crt"))["problem"].is_null());
+    let tls = row(&rows, &user.join("tls.crt"));
+    assert_eq!(tls["key"], "unreadable", "{tls}");
+    assert!(
+        tls["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("tls.key") && p.contains("leads out of")),
+        "{tls}"
+    );
+    assert_eq!(
+        row(&rows, &user.join("inside.crt"))["subject"],
+        "CN=root-secret"
+    );
+    for (name, what) in [("fifo.crt", "a FIFO"), ("null.pem", "a device")] {
+        let r = row(&rows, &user.join(name));
+        assert!(
+            r["problem"].as_str().is_some_and(|p| p.contains(what)),
+            "{name}: {r}"
+        );
+    }
+    assert!(row(&rows, &user.join("loop.crt"))["problem"].is_string());
+
+    // A certificate named on the command line: its key beside it is
+    // resolved beneath its directory all the same.
+    let (_, rows, _) = check_json(&[user.join("tls.crt").to_str().unwrap()]);
+    assert_eq!(rows[0]["key"], "unreadable", "{rows:?}");
+
+    // A file named on the command line: the operator's own path is
+    // followed, but what is not a regular file is refused before a read.
+    let (code, rows, _) = check_json(&[user.join("fifo.crt").to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        rows[0]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("a FIFO")),
+        "{rows:?}"
+    );
+}
+
+/// A target with two revisions published from `src`: the second live,
+/// the first in history. Returns the history entry's directory.
+fn target_with_history(d: &Path) -> (std::path::PathBuf, std::path::PathBuf, Pair) {
+    let src = d.join("src");
+    let target = d.join("t");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let one = Pair::new("one");
+    for p in [&one, &Pair::new("two")] {
+        write_pair(&src, p);
+        let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d);
+        assert_eq!(code, 0, "{err}");
+    }
+    let history = target.join("..history");
+    let entry = fs::read_dir(&history)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    (target, entry, one)
+}
+
+/// Finding 9b (R2): `rollback` restored history files that were hard
+/// links (root's key, linked into a history entry, would be published in
+/// the target under the target's modes and owner). A revision whose files
+/// have more than one link, or are not owned as the writer wrote them
+/// (one owner and group for all of its files), is refused, naming the
+/// file; the live revision stays.
+#[test]
+fn rollback_refuses_history_files_that_are_hard_links_or_foreign_owned() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let (target, entry, _) = target_with_history(d.path());
+    let live = read_live(&target).unwrap();
+    let t = target.to_str().unwrap();
+    // Root's key elsewhere (/etc/kubernetes/pki: 0755 directory, 0600
+    // key), linked into the history entry: the same inode state as a
+    // user's link with fs.protected_hardlinks=0.
+    let pki = d.path().join("pki");
+    fs::create_dir(&pki).unwrap();
+    fs::rename(entry.join("tls.key"), pki.join("s.key")).unwrap();
+    fs::hard_link(pki.join("s.key"), entry.join("tls.key")).unwrap();
+    let (code, out, err) = run_bounded(&["rollback", t], d.path());
+    assert_ne!(code, 0, "a hard-linked key was restored: {out}");
+    assert!(
+        err.contains(&entry.join("tls.key").display().to_string()) && err.contains("links"),
+        "{err}"
+    );
+    assert_eq!(read_live(&target).unwrap(), live);
+
+    // One link again, but the certificate is another user's.
+    fs::remove_file(entry.join("tls.key")).unwrap();
+    fs::copy(pki.join("s.key"), entry.join("tls.key")).unwrap();
+    fs::set_permissions(entry.join("tls.key"), fs::Permissions::from_mode(0o600)).unwrap();
+    chown(&entry.join("tls.crt"), USER);
+    let (code, out, err) = run_bounded(&["rollback", t], d.path());
+    assert_ne!(code, 0, "a file of another owner was restored: {out}");
+    assert!(
+        err.contains(&entry.join("tls.crt").display().to_string()) && err.contains("owner"),
+        "{err}"
+    );
+    assert_eq!(read_live(&target).unwrap(), live);
+
+    // The control: as the writer left it, the rollback goes through.
+    chown(&entry.join("tls.crt"), 0);
+    let (code, _, err) = run_bounded(&["rollback", t], d.path());
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Robustness: a second `certsync run` or a `rollback` waiting for a
+/// target's write lock (`..lock`, held here by the test as a stuck writer
+/// would) says so once, naming the target and the holder, and the wait
+/// ends: at `--once-timeout` for `run --once`, at SIGTERM for the daemon
+/// and for `rollback`.
+#[test]
+fn a_wait_for_the_target_lock_is_logged_once_and_can_be_ended() {
+    let d = tempfile::tempdir().unwrap();
+    let (target, _, _) = target_with_history(d.path());
+    let sync = format!(
+        "dir:{}={}",
+        d.path().join("src").display(),
+        target.display()
+    );
+    let lock = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(target.join("..lock"))
+        .unwrap();
+    let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+    let me = format!("pid {}", std::process::id());
+    let waiting = format!("waiting for the write lock on {}", target.display());
+
+    let (code, _, err) = run_bounded(
+        &["run", "--once", "--once-timeout", "2s", "--sync", &sync],
+        d.path(),
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains(&waiting) && err.contains(&me), "{err}");
+    assert!(err.contains("--once-timeout"), "{err}");
+    assert_eq!(err.matches(&waiting).count(), 1, "{err}");
+
+    for args in [
+        vec!["run", "--sync", &sync],
+        vec!["rollback", target.to_str().unwrap()],
+    ] {
+        let cs = Certsync::start(&args, d.path());
+        cs.wait_log(&waiting);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let log = cs.log();
+        assert!(log.contains(&me), "{args:?}: {log}");
+        assert_eq!(log.matches(&waiting).count(), 1, "{args:?}: {log}");
+        // Ended, not finished: nothing was written.
+        let status = cs.terminate();
+        assert!(!status.success(), "{args:?}: {status:?}");
+    }
+    drop(held);
+    let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+    assert_eq!(code, 0, "{err}");
+}
