@@ -1477,19 +1477,28 @@ async fn attack_a_services_external_address_is_never_a_nodes() {
         .unwrap();
     let n1 = env.node_name("n1");
     let ip = env.ip(83);
+    env.add_node(&n1, &[("InternalIP", &ip), ("Hostname", &n1)])
+        .await;
+    // n2 lists the Service's addresses as its own (k3s ServiceLB and
+    // kube-vip publish node IPs as Service addresses): in dispute.
+    let n2 = env.node_name("n2");
+    let ip2 = env.ip(84);
     env.add_node(
-        &n1,
+        &n2,
         &[
-            ("InternalIP", &ip),
+            ("InternalIP", &ip2),
             ("ExternalIP", &external),
             ("ExternalIP", &ingress),
-            ("Hostname", &n1),
+            ("Hostname", &n2),
         ],
     )
     .await;
     let kubelet = env.node_client(&n1).await;
+    let kubelet2 = env.node_client(&n2).await;
     let approver = env.approver(&["--lease-name", ""], &[]);
     for address in [&external, &ingress] {
+        // Also to a node that does not list it (review 3, finding 4
+        // moved the case of a node listing it to a person).
         let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[address]).await;
         let (ty, _, message) = env.decision(&csr).await;
         assert_eq!(ty, "Denied", "{address}: {message}");
@@ -1501,6 +1510,14 @@ async fn attack_a_services_external_address_is_never_a_nodes() {
     // The node's own address is still its own.
     let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&ip]).await;
     assert_eq!(env.decision(&csr).await.0, "Approved");
+    // The node listing the Service's address waits for a person: its
+    // older CSR is decided (waits) in a round before its newer one.
+    let disputed = env
+        .kubelet_asks(&kubelet2, &n2, &[&n2], &[&ip2, &external])
+        .await;
+    let own = env.kubelet_asks(&kubelet2, &n2, &[&n2], &[&ip2]).await;
+    assert_eq!(env.decision(&own).await.0, "Approved");
+    assert_eq!(env.conditions(&disputed).await, 0, "the disputed CSR waits");
     drop(approver);
     let _ = services.delete(&name, &DeleteParams::default()).await;
     env.cleanup().await;

@@ -139,7 +139,7 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
         }
     };
     let add = |cluster: &mut Cluster, address: &str, kind: &str| match lenient_ip(address) {
-        Some(ip) => cluster.addresses.push((ip, what(kind))),
+        Some(ip) => cluster.services.push((ip, what(kind))),
         None if !address.is_empty() => cluster.names.push((
             address.trim_end_matches('.').to_ascii_lowercase(),
             what(kind),
@@ -233,12 +233,14 @@ fn host_of(url: &str) -> Option<String> {
 }
 
 /// Records `host` (an IP, bracketed or not, or a DNS name) as the API
-/// server's.
+/// server's. An IPv4 address with leading zeros is read as kubeadm reads
+/// certSANs and controlPlaneEndpoint (`netutils.ParseIPSloppy`: decimal),
+/// the address it puts in the API server's certificate.
 fn endpoint(cluster: &mut Cluster, host: &str, what: &str) {
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    match host.parse::<IpAddr>() {
-        Ok(ip) => cluster.addresses.push((ip, what.to_owned())),
-        Err(_) => cluster.names.push((
+    match lenient_ip(host) {
+        Some(ip) => cluster.addresses.push((ip, what.to_owned())),
+        None => cluster.names.push((
             host.trim_end_matches('.').to_ascii_lowercase(),
             what.to_owned(),
         )),
@@ -286,4 +288,35 @@ pub async fn holds_lease(
         + Duration::from_millis(u64::try_from(renewed.0.as_millisecond()).unwrap_or(0));
     let until = renewed + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
     Ok(SystemTime::now() < until)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review 3, finding 5: kubeadm reads `certSANs` and
+    /// `controlPlaneEndpoint` with `netutils.ParseIPSloppy`, so
+    /// `192.168.001.063` is 192.168.1.63 in the API server's certificate:
+    /// reserved as that address, not as a DNS name nobody asks for.
+    #[test]
+    fn leading_zero_ipv4_endpoints_are_read_as_kubeadm_reads_them() {
+        let mut cluster = Cluster::default();
+        endpoint(
+            &mut cluster,
+            "192.168.001.063",
+            "one of the API server's certSANs",
+        );
+        let host = host_of("https://192.168.001.066:6443").unwrap_or_default();
+        endpoint(&mut cluster, &host, "kubeadm's controlPlaneEndpoint");
+        let ips: Vec<IpAddr> = cluster.addresses.iter().map(|(ip, _)| *ip).collect();
+        assert_eq!(
+            ips,
+            [
+                "192.168.1.63".parse::<IpAddr>().unwrap(),
+                "192.168.1.66".parse().unwrap()
+            ],
+            "{cluster:?}"
+        );
+        assert!(cluster.names.is_empty(), "{cluster:?}");
+    }
 }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -107,11 +107,12 @@ pub async fn run(
     let mut state = State {
         csrs: Listed::default(),
         nodes: Listed::default(),
-        slim_nodes: None,
+        node_index: None,
         told: HashMap::new(),
         cluster: None,
         server,
         dirty: BTreeSet::new(),
+        facts_problem: None,
         policy: Arc::new(config.policy.clone()),
     };
     // Each refresh of the cluster facts re-decides every pending CSR
@@ -124,8 +125,9 @@ pub async fn run(
     loop {
         let synced = state.csrs.synced() && state.nodes.synced();
         if synced {
-            metrics.ready(READINESS, None);
+            metrics.ready(READINESS, state.facts_problem.clone());
         }
+        metrics.csr_backlog(state.dirty.len());
         // Biased: every event that is already there is applied before a
         // round of decisions, so a burst is decided as one set.
         tokio::select! {
@@ -148,7 +150,15 @@ pub async fn run(
                 tracing::info!(leading, "leadership changed");
                 state.all_dirty();
             }
-            _ = refresh.tick() => state.all_dirty(),
+            _ = refresh.tick() => {
+                state.all_dirty();
+                // Nothing to decide: the facts are still read, so /readyz
+                // fails while they cannot be (a missing RBAC rule shows
+                // before the first CSR waits on it).
+                if synced && state.dirty.is_empty() {
+                    let _ = state.cluster_facts(&config, &client).await;
+                }
+            }
             () = std::future::ready(()), if synced && !state.dirty.is_empty() => {
                 let leading = *leader.borrow();
                 let with = Round {
@@ -158,7 +168,13 @@ pub async fn run(
                     leading,
                     client: &client,
                 };
-                state.round(with).await;
+                // A round decides one CSR per requester; SIGTERM is
+                // answered while it runs (a write cut short is either
+                // made or not: the next leader looks again).
+                tokio::select! {
+                    () = state.round(with) => {}
+                    () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
+                }
             }
         }
     }
@@ -209,9 +225,10 @@ struct Round<'a> {
 struct State {
     csrs: Listed<Csr>,
     nodes: Listed<Node>,
-    /// What the policy reads of the Nodes (name, Pod ranges, addresses),
-    /// shared with the blocking thread; rebuilt after a Node changed.
-    slim_nodes: Option<Arc<BTreeMap<String, Node>>>,
+    /// What the policy reads of the Nodes (names, Pod ranges, addresses)
+    /// indexed, shared with the blocking thread; rebuilt after a Node
+    /// changed.
+    node_index: Option<Arc<policy::Nodes>>,
     /// Per CSR uid: the verdict last logged, so each is said once.
     told: HashMap<String, String>,
     /// The cluster's own names and addresses, and when they were read.
@@ -220,6 +237,9 @@ struct State {
     server: http::Uri,
     /// Names of the CSRs to decide (again).
     dirty: BTreeSet<String>,
+    /// Why the cluster facts cannot be read (then nothing is decided and
+    /// the approver is not ready).
+    facts_problem: Option<String>,
     policy: Arc<policy::Policy>,
 }
 
@@ -271,7 +291,7 @@ impl State {
         if !self.nodes.apply(event) {
             return;
         }
-        self.slim_nodes = None;
+        self.node_index = None;
         match what {
             Some(Some(node)) => {
                 let user = format!("{}{node}", policy::NODE_PREFIX);
@@ -288,35 +308,11 @@ impl State {
         }
     }
 
-    fn slim_nodes(&mut self) -> Arc<BTreeMap<String, Node>> {
+    /// The Nodes indexed for the policy, built once after they changed.
+    fn node_index(&mut self) -> Arc<policy::Nodes> {
         let nodes = &self.nodes;
-        self.slim_nodes
-            .get_or_insert_with(|| {
-                Arc::new(
-                    nodes
-                        .items()
-                        .iter()
-                        .map(|(name, n)| {
-                            let slim = Node {
-                                metadata: kube::api::ObjectMeta {
-                                    name: n.metadata.name.clone(),
-                                    ..Default::default()
-                                },
-                                spec: n.spec.as_ref().map(|s| NodeSpec {
-                                    pod_cidr: s.pod_cidr.clone(),
-                                    pod_cidrs: s.pod_cidrs.clone(),
-                                    ..Default::default()
-                                }),
-                                status: n.status.as_ref().map(|s| NodeStatus {
-                                    addresses: s.addresses.clone(),
-                                    ..Default::default()
-                                }),
-                            };
-                            (name.clone(), slim)
-                        })
-                        .collect(),
-                )
-            })
+        self.node_index
+            .get_or_insert_with(|| Arc::new(policy::Nodes::new(nodes.items())))
             .clone()
     }
 
@@ -339,11 +335,15 @@ impl State {
             Ok(c) => {
                 let c = Arc::new(c);
                 self.cluster = Some((tokio::time::Instant::now(), c.clone()));
+                self.facts_problem = None;
                 Some(c)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the cluster's Service ranges, Services and API server endpoints; deciding nothing until they can be read");
                 self.cluster = None;
+                self.facts_problem = Some(format!(
+                    "cannot read the cluster's Service ranges, Services and API server endpoints: {e}"
+                ));
                 None
             }
         }
@@ -392,7 +392,7 @@ impl State {
             return;
         };
         let round = self.next_round();
-        let nodes = self.slim_nodes();
+        let nodes = self.node_index();
         let policy = self.policy.clone();
         let decided = crate::blocking(move || {
             round
@@ -409,7 +409,7 @@ impl State {
                             };
                             (policy::too_many_pending(user, count, MAX_PENDING), facts)
                         }
-                        None => policy::decide(&csr, &nodes, &facts_of_cluster, &policy),
+                        None => policy::decide_with(&csr, &nodes, &facts_of_cluster, &policy),
                     };
                     (csr, verdict, facts)
                 })

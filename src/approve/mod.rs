@@ -312,6 +312,7 @@ pub async fn review(
         .into_iter()
         .map(|n| (n.metadata.name.clone().unwrap_or_default(), n))
         .collect();
+    let nodes = policy::Nodes::new(&nodes);
     for n in names {
         if !all.iter().any(|c| &name_of(c) == n) {
             return Err(ApproveError::Api {
@@ -328,7 +329,7 @@ pub async fn review(
         if names.is_empty() && !pending(csr) || !names.is_empty() && !names.contains(&name) {
             continue;
         }
-        let (verdict, facts) = policy::decide(csr, &nodes, &facts_of_cluster, policy);
+        let (verdict, facts) = policy::decide_with(csr, &nodes, &facts_of_cluster, policy);
 
         let signer = csr.spec.signer_name.clone();
         let mut sans: Vec<String> = facts.dns.clone();

@@ -44,7 +44,7 @@
 //!     name is NAME itself, or one Node NAME lists that also matches an
 //!     `--allowed-dns` pattern (case-insensitively).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -203,6 +203,12 @@ pub struct Cluster {
     /// Single addresses (the `kubernetes` Service's IPs, the API server's
     /// endpoints, its control-plane endpoint) and what they are.
     pub addresses: Vec<(IpAddr, String)>,
+    /// Addresses Services are reached at from outside (external IPs, load
+    /// balancer addresses) and which Service: never a node's, except that
+    /// a node's own address can be one too (k3s ServiceLB and kube-vip
+    /// publish node IPs; any namespace user can name one), so one the
+    /// requester itself lists is in dispute, not denied.
+    pub services: Vec<(IpAddr, String)>,
     /// Lower-case DNS names the API server is reached by (the
     /// control-plane endpoint, its certificate's extra names), and what
     /// they are.
@@ -290,23 +296,6 @@ pub struct Facts {
     pub usages: Vec<String>,
 }
 
-/// The addresses a Node lists, as IPs and lower-case DNS names.
-fn addresses(node: &Node) -> (Vec<IpAddr>, Vec<String>) {
-    let (mut ips, mut dns) = (Vec::new(), Vec::new());
-    for a in node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.as_deref())
-        .unwrap_or(&[])
-    {
-        match a.address.parse::<IpAddr>() {
-            Ok(ip) => ips.push(canonical(ip)),
-            Err(_) => dns.push(a.address.trim_end_matches('.').to_ascii_lowercase()),
-        }
-    }
-    (ips, dns)
-}
-
 fn deny(check: Check, message: impl Into<String>) -> Verdict {
     Verdict::Deny {
         check,
@@ -346,6 +335,17 @@ pub fn decide(
     cluster: &Cluster,
     policy: &Policy,
 ) -> (Verdict, Facts) {
+    decide_with(csr, &Nodes::new(nodes), cluster, policy)
+}
+
+/// [`decide`] with the Nodes indexed once ([`Nodes::new`]) for many
+/// requests.
+pub fn decide_with(
+    csr: &CertificateSigningRequest,
+    nodes: &Nodes,
+    cluster: &Cluster,
+    policy: &Policy,
+) -> (Verdict, Facts) {
     let mut facts = Facts {
         usages: csr.spec.usages.clone().unwrap_or_default(),
         key: "unknown".into(),
@@ -357,7 +357,7 @@ pub fn decide(
 
 fn check_all(
     csr: &CertificateSigningRequest,
-    nodes: &BTreeMap<String, Node>,
+    nodes: &Nodes,
     cluster: &Cluster,
     policy: &Policy,
     facts: &mut Facts,
@@ -459,22 +459,23 @@ fn check_all(
     }
 
     // 8. the cluster's own names and addresses.
-    if let Some(v) = reserved(facts, nodes, cluster, policy) {
+    let own = nodes.listed(name);
+    if let Some(v) = reserved(facts, nodes, own, cluster, policy) {
         return v;
     }
 
-    // 9. another node's name or addresses. An address both Nodes list is
-    // in dispute: each node writes its own status, so one could list the
-    // other's address to get the other's requests denied; neither gets it
-    // until a person decides.
-    let (own_ips, own_dns) = nodes.get(name).map(addresses).unwrap_or_default();
+    // 9. another node's name or addresses: each a hash lookup (the
+    // Nodes are indexed once per change, [`Nodes`]). An address or name
+    // both Nodes list is in dispute: each node writes its own status, so
+    // one could list the other's to get the other's requests denied;
+    // neither gets it until a person decides. The requester's own name is
+    // proven by its credentials: never in dispute, whatever other Nodes
+    // are named or list.
     let own_name = name.to_ascii_lowercase();
-    for (other, node) in nodes.iter().filter(|(n, _)| n.as_str() != name) {
-        let other_lc = other.to_ascii_lowercase();
-        let (ips, dns) = addresses(node);
-        if let Some(ip) = facts.ips.iter().find(|ip| ips.contains(ip)) {
+    for ip in &facts.ips {
+        if let Some(other) = nodes.listing_ip(ip, name) {
             let message = format!("IP address {ip} belongs to node {other:?}");
-            return if own_ips.contains(ip) {
+            return if own.is_some_and(|l| l.ips.contains(ip)) {
                 wait(
                     Check::IpSan,
                     format!("{message}, and node {name:?} lists it too"),
@@ -483,25 +484,22 @@ fn check_all(
                 deny(Check::IpSan, message)
             };
         }
-        if let Some(d) = facts.dns.iter().find(|d| {
-            **d == other_lc
-                || d.starts_with(&format!("{other_lc}."))
-                || d.ends_with(&format!(".{other_lc}"))
-        }) {
+    }
+    for d in facts.dns.iter().filter(|d| **d != own_name) {
+        // Another node's exact name is that node's (its credentials).
+        // A name *under* another node's name is not: a node may be named
+        // after a domain (`ec2.internal`, `example.com`; anyone with a
+        // bootstrap token names a node), and a host name is no zone; such
+        // a name is another node's only when that node lists it (below).
+        if let Some(other) = nodes.named(d, name) {
             return deny(
                 Check::DnsSan,
-                format!("DNS name {d:?} is node {other:?}'s name or under it"),
+                format!("DNS name {d:?} is node {other:?}'s name"),
             );
         }
-        // The requester's own name is proven by its credentials: another
-        // Node listing it proves nothing and must not get it denied.
-        if let Some(d) = facts
-            .dns
-            .iter()
-            .find(|d| **d != own_name && dns.contains(d))
-        {
+        if let Some(other) = nodes.listing_dns(d, name) {
             let message = format!("DNS name {d:?} belongs to node {other:?}");
-            return if own_dns.contains(d) {
+            return if own.is_some_and(|l| l.dns.contains(d)) {
                 wait(
                     Check::DnsSan,
                     format!("{message}, and node {name:?} lists it too"),
@@ -509,6 +507,21 @@ fn check_all(
             } else {
                 deny(Check::DnsSan, message)
             };
+        }
+        // `n2.nodes.example` where a node is named `n2`: likely that
+        // node's FQDN, which it need not list. In dispute, not denied: a
+        // node choosing its name must not get another's listed alias
+        // denied, nor get it.
+        if let Some(other) = d
+            .split_once('.')
+            .and_then(|(first, _)| nodes.named(first, name))
+        {
+            return wait(
+                Check::DnsSan,
+                format!(
+                    "DNS name {d:?} begins with node {other:?}'s name (perhaps its FQDN); a person decides"
+                ),
+            );
         }
     }
 
@@ -534,15 +547,26 @@ fn check_all(
     }
 
     // 11. the Node itself.
-    let Some(node) = nodes.get(name) else {
+    let Some(Listed { ips, dns, over }) = own else {
         return wait(Check::Node, format!("node {name:?} does not exist (yet)"));
     };
-    let (ips, dns) = addresses(node);
+    if let Some(count) = over {
+        return wait(
+            Check::Node,
+            format!(
+                "node {name:?} lists {count} addresses; no kubelet lists more than \
+                 {MAX_NODE_ADDRESSES} (a person decides)"
+            ),
+        );
+    }
     if ips.is_empty() && dns.is_empty() {
         return wait(
             Check::Node,
             format!("node {name:?} lists no addresses (yet)"),
         );
+    }
+    if let Some(v) = service_dispute(facts, cluster, ips) {
+        return v;
     }
 
     // 12. every SAN is one the node lists, within the operator's bounds.
@@ -552,11 +576,11 @@ fn check_all(
             format!("IP address {ip} is not among node {name:?}'s addresses (yet)"),
         );
     }
-    let own = name.to_ascii_lowercase();
     if let Some(d) = facts.dns.iter().find(|d| {
-        **d != own && !(dns.contains(d) && policy.allowed_dns.iter().any(|p| dns_matches(p, d)))
+        **d != own_name
+            && !(dns.contains(*d) && policy.allowed_dns.iter().any(|p| dns_matches(p, d)))
     }) {
-        let why = if dns.contains(d) {
+        let why = if dns.contains(d.as_str()) {
             "matches no --allowed-dns pattern"
         } else {
             "is not among the node's addresses (yet)"
@@ -610,10 +634,30 @@ fn usages(spec: &[String], req: &Request, rsa: bool) -> Option<Verdict> {
     None
 }
 
-/// Check 8: names and addresses that are the cluster's, whatever the flags.
+/// A Service address the requester lists too (check 8 left it for
+/// here): in dispute, a person decides.
+fn service_dispute(facts: &Facts, cluster: &Cluster, own: &HashSet<IpAddr>) -> Option<Verdict> {
+    facts.ips.iter().find_map(|ip| {
+        let (_, what) = cluster
+            .services
+            .iter()
+            .find(|(a, _)| canonical(*a) == *ip && own.contains(ip))?;
+        Some(wait(
+            Check::IpSan,
+            format!(
+                "IP address {ip} is {what}, and node {:?} lists it as its own: in dispute, a person decides",
+                facts.node.as_deref().unwrap_or_default()
+            ),
+        ))
+    })
+}
+
+/// Check 8: names and addresses that are the cluster's, whatever the flags
+/// (a Service address the requester lists is left to [`service_dispute`]).
 fn reserved(
     facts: &Facts,
-    nodes: &BTreeMap<String, Node>,
+    nodes: &Nodes,
+    own: Option<&Listed>,
     cluster: &Cluster,
     policy: &Policy,
 ) -> Option<Verdict> {
@@ -676,6 +720,14 @@ fn reserved(
             })
             .or_else(|| {
                 cluster
+                    .services
+                    .iter()
+                    .find(|(a, _)| canonical(*a) == *ip)
+                    .filter(|_| !own.is_some_and(|l| l.ips.contains(ip)))
+                    .map(|(_, what)| what.clone())
+            })
+            .or_else(|| {
+                cluster
                     .ranges
                     .iter()
                     .find(|(c, _)| c.contains(*ip))
@@ -696,7 +748,11 @@ fn reserved(
                     _ => None,
                 })
             })
-            .or_else(|| pod_range(nodes, *ip));
+            .or_else(|| {
+                nodes
+                    .pod_range(*ip)
+                    .map(|(c, n)| format!("in node {n:?}'s Pod range {c}"))
+            });
 
         if let Some(why) = why {
             return Some(deny(
@@ -718,19 +774,6 @@ fn reserves(n: &str, d: &str) -> bool {
         Some(base) => d == n || d.strip_suffix(base).is_some_and(|head| head.ends_with('.')),
         None => n == d,
     }
-}
-
-/// A Pod address: inside a Node's `spec.podCIDRs` (set by the controller
-/// manager, not by the node), whichever Node's.
-fn pod_range(nodes: &BTreeMap<String, Node>, ip: IpAddr) -> Option<String> {
-    nodes.iter().find_map(|(name, node)| {
-        let spec = node.spec.as_ref()?;
-        let ranges = spec.pod_cidrs.iter().flatten().chain(spec.pod_cidr.iter());
-        ranges
-            .filter_map(|c| c.parse::<Cidr>().ok())
-            .find(|c| c.contains(ip))
-            .map(|c| format!("in node {name:?}'s Pod range {c}"))
-    })
 }
 
 /// Addresses no node can own: loopback, link-local, multicast,
@@ -779,6 +822,9 @@ fn dns_matches(pattern: &str, name: &str) -> bool {
         None => pattern == name,
     }
 }
+
+mod index;
+pub use index::{Listed, MAX_NODE_ADDRESSES, Nodes};
 
 #[cfg(test)]
 mod tests;

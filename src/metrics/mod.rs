@@ -125,6 +125,7 @@ pub struct Metrics {
     csr_errors: Family<ReasonLabels, Counter>,
     csr_rotation: Family<MappingLabel, Histogram>,
     csr_decisions: Family<DecisionLabels, Counter>,
+    csr_backlog: Gauge,
     /// `ca:` mappings' CA (below, apart).
     ca: CaMetrics,
     /// Per mapping: the current certificate's window (for TTL and staleness).
@@ -182,6 +183,7 @@ impl Metrics {
                 Histogram::new(exponential_buckets(600.0, 2.0, 17))
             }),
             csr_decisions: Family::default(),
+            csr_backlog: Gauge::default(),
             ca: CaMetrics::default(),
             validity: Mutex::default(),
             names: Mutex::default(),
@@ -294,6 +296,11 @@ impl Metrics {
             "certsync approve: verdicts on kubelet serving CSRs (approve, deny, wait) by check (ok when approved)",
             m.csr_decisions.clone(),
         );
+        registry.register(
+            "csr_backlog",
+            "certsync approve: pending CSRs waiting to be decided (again)",
+            m.csr_backlog.clone(),
+        );
         m.ca.register(registry);
         // Unprefixed: Prometheus' standard names.
         root.register_collector(Box::new(process::ProcessCollector));
@@ -301,6 +308,12 @@ impl Metrics {
             registry: root,
             ..m
         }
+    }
+
+    /// `certsync approve`: how many pending CSRs wait for a decision.
+    pub fn csr_backlog(&self, backlog: usize) {
+        self.csr_backlog
+            .set(i64::try_from(backlog).unwrap_or(i64::MAX));
     }
 
     /// `certsync approve` made a decision (or, for wait, first saw it).

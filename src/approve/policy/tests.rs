@@ -191,6 +191,7 @@ fn the_cluster() -> Cluster {
             "api.nodes.example".into(),
             "kubeadm's controlPlaneEndpoint".into(),
         )],
+        services: vec![],
     }
 }
 

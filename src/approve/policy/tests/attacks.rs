@@ -420,3 +420,135 @@ fn attack_an_oversized_request_is_denied_unparsed() {
         "a request within the cap is read: {verdict:?}"
     );
 }
+
+/// Attack (review 3, finding 1): a Node named after a parent domain
+/// (`ec2.internal`; anyone with a bootstrap token gets a client
+/// certificate for any node name) must not get every node named under
+/// it denied its own name, nor a name that node lists; and it gets
+/// another node's exact name for itself no more than before.
+#[test]
+fn attack_a_node_named_after_a_parent_domain_denies_no_one() {
+    let victim = "ip-10-0-0-1.ec2.internal";
+    let nodes: BTreeMap<String, Node> = [
+        node(
+            victim,
+            &[
+                ("InternalIP", "10.0.0.1"),
+                ("InternalIP", "fd00::1"),
+                ("InternalDNS", "web.ec2.internal"),
+            ],
+        ),
+        node(
+            "ec2.internal",
+            &[("InternalIP", "10.0.0.9"), ("InternalDNS", victim)],
+        ),
+        // A short name that is the first label of the victim's.
+        node("ip-10-0-0-1", &[("InternalIP", "10.0.0.8")]),
+    ]
+    .into_iter()
+    .collect();
+    let policy = Policy {
+        allowed_dns: vec!["*.ec2.internal".into()],
+        ..policy()
+    };
+    let mut honest = kubelet(victim);
+    honest.dns.push("web.ec2.internal".into());
+    let (v, _) = decide(&csr(&honest), &nodes, &the_cluster(), &policy);
+    assert_eq!(v, Verdict::Approve, "{}", v.describe());
+    // The attacker asks for its victim's name, which it lists: denied.
+    let mut attack = kubelet("ec2.internal");
+    attack.ips = vec!["10.0.0.9".parse().unwrap()];
+    attack.dns.push(victim.into());
+    let (v, _) = decide(&csr(&attack), &nodes, &the_cluster(), &policy);
+    assert_eq!(
+        (v.label(), v.check()),
+        ("deny", Some(Check::DnsSan)),
+        "{}",
+        v.describe()
+    );
+    // A name that the victim lists is the victim's.
+    let mut attack = kubelet("ec2.internal");
+    attack.ips = vec!["10.0.0.9".parse().unwrap()];
+    attack.dns.push("web.ec2.internal".into());
+    let (v, _) = decide(&csr(&attack), &nodes, &the_cluster(), &policy);
+    assert_eq!(v.label(), "deny", "{}", v.describe());
+}
+
+/// Attack (review 3, finding 4): a Service naming a node's own address
+/// (k3s ServiceLB, kube-vip, or any namespace user) must not get that
+/// node's request denied: the address is in dispute, a person decides;
+/// a Service address the node does not list stays denied.
+#[test]
+fn attack_a_service_naming_a_nodes_own_address_is_a_dispute_not_a_denial() {
+    let mut cluster = the_cluster();
+    cluster.services.push((
+        "10.0.0.1".parse().unwrap(),
+        "Service default/on-node-ip's external IP".into(),
+    ));
+    let (v, _) = decide(&csr(&kubelet("n1")), &nodes(), &cluster, &policy());
+    assert_eq!(
+        (v.label(), v.check()),
+        ("wait", Some(Check::IpSan)),
+        "{}",
+        v.describe()
+    );
+    assert!(v.describe().contains("on-node-ip"), "{}", v.describe());
+    // A Service address the requester does not list: denied.
+    cluster.services.push((
+        "10.0.5.5".parse().unwrap(),
+        "Service default/other's external IP".into(),
+    ));
+    let mut a = kubelet("n2");
+    a.dns = vec!["n2".into()];
+    a.ips = vec!["10.0.0.2".parse().unwrap(), "10.0.5.5".parse().unwrap()];
+    let (v, _) = decide(&csr(&a), &nodes(), &cluster, &policy());
+    assert_eq!(
+        (v.label(), v.check()),
+        ("deny", Some(Check::IpSan)),
+        "{}",
+        v.describe()
+    );
+}
+
+/// Attack (review 3, finding 2), at a scale the suite affords: nodes
+/// listing thousands of names each, and a request with 1,300 SANs they
+/// list. What is indexed is bounded per Node ([`MAX_NODE_ADDRESSES`]),
+/// so deciding costs a lookup per SAN whatever the Nodes list; the
+/// listing nodes' own requests wait for a person, and an honest node's
+/// request is approved while the hostile state exists.
+#[test]
+fn attack_nodes_listing_thousands_of_names_cost_a_bounded_index() {
+    let mut nodes = nodes();
+    let names: Vec<String> = (0..5_000).map(|i| format!("h{i}.nodes.example")).collect();
+    for g in 0..4 {
+        let ip = format!("10.0.1.{g}");
+        // Each lists its own address, then the same 5,000 names.
+        let addrs: Vec<(&str, &str)> = std::iter::once(("InternalIP", ip.as_str()))
+            .chain(names.iter().map(|n| ("InternalDNS", n.as_str())))
+            .collect();
+        let (name, node) = node(&format!("g{g}"), &addrs);
+        nodes.insert(name, node);
+    }
+    let index = Nodes::new(&nodes);
+    assert!(
+        index.entries() <= nodes.len() * MAX_NODE_ADDRESSES,
+        "{} entries indexed for {} nodes",
+        index.entries(),
+        nodes.len()
+    );
+    let mut hostile = kubelet("g0");
+    hostile.ips = vec!["10.0.1.0".parse().unwrap()];
+    // Names beyond what is indexed of the other hostile nodes.
+    hostile
+        .dns
+        .extend(names.iter().skip(1_000).take(1_300).cloned());
+    let (v, _) = decide_with(&csr(&hostile), &index, &the_cluster(), &policy());
+    assert_eq!(v.label(), "wait", "{}", v.describe());
+    assert!(
+        v.describe().contains("5001 addresses"),
+        "the count is named: {}",
+        v.describe()
+    );
+    let (v, _) = decide_with(&csr(&kubelet("n1")), &index, &the_cluster(), &policy());
+    assert_eq!(v, Verdict::Approve, "{}", v.describe());
+}

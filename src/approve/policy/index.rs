@@ -1,0 +1,135 @@
+//! Every Node's name, listed names and addresses and Pod ranges, indexed
+//! once per change of the Nodes, so that deciding a request costs a
+//! hash lookup per SAN whatever the Nodes list (review 3, finding 2: a
+//! scan of every Node per SAN made 30 idle nodes with 1,300-SAN requests
+//! and 20 nodes listing 25,000 names each keep the approver busy for
+//! minutes).
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::Node;
+
+use super::{Cidr, canonical};
+
+/// The most addresses (IPs and names together) of one Node that are
+/// looked at. A kubelet lists its InternalIP/ExternalIP (one per family
+/// and interface the cloud reports), Hostname and InternalDNS/ExternalDNS:
+/// tens at most. A Node listing more is refused its own requests (they
+/// wait for a person, naming the count), and only its first
+/// `MAX_NODE_ADDRESSES` count as its claims against other nodes: what a
+/// node writes in its own status is never proof, and a node listing
+/// 25,000 names must cost no more than one listing this many.
+pub const MAX_NODE_ADDRESSES: usize = 128;
+
+/// What one Node lists, lower-cased and parsed once.
+#[derive(Debug, Default)]
+pub struct Listed {
+    pub ips: HashSet<IpAddr>,
+    pub dns: HashSet<String>,
+    /// How many addresses its status holds, when over [`MAX_NODE_ADDRESSES`].
+    pub over: Option<usize>,
+}
+
+/// The Nodes as the policy reads them.
+#[derive(Debug, Default)]
+pub struct Nodes {
+    /// Per Node name: what it lists.
+    listed: HashMap<String, Listed>,
+    /// Lower-case node name -> node name.
+    names: HashMap<String, String>,
+    /// Per address and per listed name: up to two Nodes listing it (two
+    /// are enough to find one that is not the requester).
+    ips: HashMap<IpAddr, Vec<String>>,
+    dns: HashMap<String, Vec<String>>,
+    /// Pod ranges (`spec.podCIDRs`, set by the controller manager) and whose.
+    pod_ranges: Vec<(Cidr, String)>,
+}
+
+fn claim<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<String>>, key: K, node: &str) {
+    let owners = map.entry(key).or_default();
+    if owners.len() < 2 && !owners.iter().any(|o| o == node) {
+        owners.push(node.to_owned());
+    }
+}
+
+impl Nodes {
+    pub fn new<'a>(nodes: impl IntoIterator<Item = (&'a String, &'a Node)>) -> Self {
+        let mut index = Self::default();
+        for (name, node) in nodes {
+            index.names.insert(name.to_ascii_lowercase(), name.clone());
+            let all = node
+                .status
+                .as_ref()
+                .and_then(|s| s.addresses.as_deref())
+                .unwrap_or(&[]);
+            let mut listed = Listed {
+                over: (all.len() > MAX_NODE_ADDRESSES).then_some(all.len()),
+                ..Listed::default()
+            };
+            for a in all.iter().take(MAX_NODE_ADDRESSES) {
+                match a.address.parse::<IpAddr>() {
+                    Ok(ip) => {
+                        let ip = canonical(ip);
+                        claim(&mut index.ips, ip, name);
+                        listed.ips.insert(ip);
+                    }
+                    Err(_) => {
+                        let d = a.address.trim_end_matches('.').to_ascii_lowercase();
+                        claim(&mut index.dns, d.clone(), name);
+                        listed.dns.insert(d);
+                    }
+                }
+            }
+            index.listed.insert(name.clone(), listed);
+            if let Some(spec) = &node.spec {
+                let ranges = spec.pod_cidrs.iter().flatten().chain(spec.pod_cidr.iter());
+                for c in ranges.filter_map(|c| c.parse::<Cidr>().ok()) {
+                    index.pod_ranges.push((c, name.clone()));
+                }
+            }
+        }
+        index
+    }
+
+    /// How many addresses and names are indexed, all Nodes together: at
+    /// most [`MAX_NODE_ADDRESSES`] per Node.
+    pub fn entries(&self) -> usize {
+        self.listed
+            .values()
+            .map(|l| l.ips.len() + l.dns.len())
+            .sum()
+    }
+
+    /// What Node `name` lists; `None` when there is no such Node.
+    pub fn listed(&self, name: &str) -> Option<&Listed> {
+        self.listed.get(name)
+    }
+
+    /// The Node (other than `not`) named `d` exactly (lower-case).
+    pub fn named(&self, d: &str, not: &str) -> Option<&str> {
+        self.names.get(d).map(String::as_str).filter(|n| *n != not)
+    }
+
+    /// A Node other than `not` that lists address `ip`.
+    pub fn listing_ip(&self, ip: &IpAddr, not: &str) -> Option<&str> {
+        Self::other(self.ips.get(ip), not)
+    }
+
+    /// A Node other than `not` that lists name `d` (lower-case).
+    pub fn listing_dns(&self, d: &str, not: &str) -> Option<&str> {
+        Self::other(self.dns.get(d), not)
+    }
+
+    fn other<'a>(owners: Option<&'a Vec<String>>, not: &str) -> Option<&'a str> {
+        owners?.iter().map(String::as_str).find(|o| *o != not)
+    }
+
+    /// Whose Pod range holds `ip`, and the range.
+    pub fn pod_range(&self, ip: IpAddr) -> Option<(&Cidr, &str)> {
+        self.pod_ranges
+            .iter()
+            .find(|(c, _)| c.contains(ip))
+            .map(|(c, n)| (c, n.as_str()))
+    }
+}
