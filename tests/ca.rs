@@ -468,3 +468,65 @@ fn a_pair_unfit_at_every_recheck_is_not_reissued_within_the_floor() {
         "{log}"
     );
 }
+
+/// (notBefore, notAfter) of a PEM certificate, in Unix seconds.
+fn validity(pem: &[u8]) -> (i64, i64) {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    (
+        cert.validity().not_before.timestamp(),
+        cert.validity().not_after.timestamp(),
+    )
+}
+
+/// Issue 34, finding 8, found again by the kubeadm flip-to-served bench:
+/// with the lifetime lowered under a running pair, the first pair issued
+/// at the renewal point ends before the live one and is refused, and the
+/// renewal floor (counted from that issuance) held the next one back past
+/// the live pair's end: kube-apiserver served an expired certificate for
+/// 35 s. The next issuance must come while the live pair is valid, as soon
+/// as a pair of the new lifetime outlasts it.
+#[test]
+fn a_lowered_lifetime_never_lets_the_live_pair_expire_under_the_floor() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let first = start(
+        &spec(&prefix, &target, ",lifetime=40s,renew=95%-95%"),
+        &[],
+        d.path(),
+    );
+    let (c1, _) = next_cert(&target, &[]);
+    drop(first);
+    let (_, c1_end) = validity(&c1);
+    // Due at once (10 % of c1's 40 s is past); a 20 s pair ends before c1.
+    let second = start(
+        &spec(&prefix, &target, ",lifetime=20s,renew=10%-10%"),
+        &["--csr-renew-floor", "5m"],
+        d.path(),
+    );
+    let began = std::time::Instant::now();
+    let c2 = loop {
+        let (_, cert, _) = read_live(&target).unwrap_or_default();
+        if !cert.is_empty() && cert != c1 {
+            break cert;
+        }
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(60),
+            "no new pair 60 s after the restart; c1 ended at {c1_end}: {}",
+            second.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let (c2_start, c2_end) = validity(&c2);
+    assert!(
+        c2_start <= c1_end && c2_end > c1_end,
+        "c2 {c2_start}..{c2_end} issued while c1 (until {c1_end}) was valid and outlasting it: {}",
+        second.log()
+    );
+    assert!(
+        second.log().contains("expires before the live one"),
+        "{}",
+        second.log()
+    );
+}

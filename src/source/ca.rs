@@ -425,7 +425,11 @@ impl CaSource {
                         // the live one: the live pair stays while it is
                         // valid and outlasts it.
                         Some(l) if l.not_after > now && l.not_after > issued.window.not_after => {
-                            tracing::warn!(mapping = %self.mapping, %not_after, live_not_after = %validate::rfc3339(l.not_after), "the issued certificate expires before the live one; keeping the live pair");
+                            let retry =
+                                renewal::outlasting(now, issued.window.not_after, l.not_after);
+                            let retry_at = validate::rfc3339(validate::unix_seconds(retry));
+                            tracing::warn!(mapping = %self.mapping, %not_after, live_not_after = %validate::rfc3339(l.not_after), %retry_at, "the issued certificate expires before the live one; keeping the live pair, issuing again when one would outlast it");
+                            deadline = Some(retry);
                         }
                         prev => {
                             tracing::info!(mapping = %self.mapping, %not_after, signer = %self.spec.issue.signer, "certificate issued");

@@ -581,9 +581,14 @@ impl CsrSource {
         let mut failures = 0u32;
         // The last error logged at error level: each distinct one once.
         let mut last_error: Option<String> = None;
+        // Set when an issued certificate was refused for ending before the
+        // live one ([`renewal::outlasting`]).
+        let mut retry_at: Option<SystemTime> = None;
         loop {
             let wait = if failures > 0 {
                 crate::backoff(Duration::from_secs(2), failures).min(RETRY_CAP)
+            } else if let Some(at) = retry_at.take() {
+                at.duration_since(SystemTime::now()).unwrap_or_default()
             } else {
                 match current {
                     Some(w) => {
@@ -648,7 +653,11 @@ impl CsrSource {
                         Some(live)
                             if live.not_after > now && live.not_after > issued.window.not_after =>
                         {
-                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), live_not_after = %validate::rfc3339(live.not_after), "the issued certificate expires before the live one; keeping the live pair");
+                            let retry =
+                                renewal::outlasting(now, issued.window.not_after, live.not_after);
+                            let retry_on = validate::rfc3339(validate::unix_seconds(retry));
+                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), live_not_after = %validate::rfc3339(live.not_after), retry_at = %retry_on, "the issued certificate expires before the live one; keeping the live pair, asking again when one would outlast it");
+                            retry_at = Some(retry);
                         }
                         prev => {
                             if let Some(prev) = prev {

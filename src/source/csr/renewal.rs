@@ -79,9 +79,41 @@ pub fn next(
     }
 }
 
+/// When to ask again after a new certificate (ending `issued_not_after`)
+/// was refused because the live one (ending `live_not_after`, later) outlasts
+/// it: when a certificate of the same lifetime would outlast the live one
+/// (the lifetime was lowered, or the CA cut this one short), so the next is
+/// kept, while the live one is still valid. Not the floor's schedule: the
+/// floor counts from this issuance and would carry the live pair past its
+/// end (a lifetime lowered from 8 to 3 minutes served an expired
+/// certificate for 35 s). At least `MIN_RETRY` apart, so a CA cutting
+/// every certificate short cannot drive a loop; never after the live end.
+pub fn outlasting(now: i64, issued_not_after: i64, live_not_after: i64) -> SystemTime {
+    let lifetime = issued_not_after.saturating_sub(now);
+    let at = live_not_after
+        .saturating_sub(lifetime)
+        .saturating_add(1)
+        .max(now.saturating_add(MIN_RETRY))
+        .min(live_not_after);
+    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap_or(0))
+}
+
+/// The least time between two issuances [`outlasting`] schedules.
+const MIN_RETRY: i64 = 10;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_shorter_certificate_is_asked_again_when_one_would_outlast_the_live() {
+        // Live until 1,000; a 180 s certificate issued at 400 (ends 580)
+        // was refused: one issued at 821 ends at 1,001.
+        assert_eq!(outlasting(400, 580, 1_000), at(821));
+        // Never sooner than 10 s, never after the live end.
+        assert_eq!(outlasting(400, 998, 1_000), at(410));
+        assert_eq!(outlasting(995, 998, 1_000), at(1_000));
+    }
 
     const MIN: Duration = Duration::from_secs(60);
 
