@@ -792,14 +792,20 @@ fn attack_a_target_symlink_swapped_after_start_is_refused() {
     );
     assert_eq!(fs::read(b.join("ca.crt")).unwrap(), b"the other CA");
 
-    // The link put back, the directory deleted and made again where it
-    // was: that is still the target.
+    // The link put back: the same directory again, written into.
     fs::remove_file(&link).unwrap();
     std::os::unix::fs::symlink(&a, &link).unwrap();
-    fs::remove_dir_all(&a).unwrap();
-    fs::create_dir(&a).unwrap();
     w.publish(&bundle("three")).unwrap();
     assert!(a.join("..data").exists());
+    // The directory renamed away and another made where it was (kept
+    // apart by the rename, so no inode number is reused): not the target
+    // any more (finding 7 of the second local review), nothing written
+    // into it.
+    fs::rename(&a, d.path().join("a-old")).unwrap();
+    fs::create_dir(&a).unwrap();
+    let err = w.publish(&bundle("four")).unwrap_err().to_string();
+    assert!(err.contains("is no longer the directory"), "{err}");
+    assert!(entries(&a).is_empty());
 }
 
 /// Finding 7 of the second attacker review of issue 33: a target renamed
