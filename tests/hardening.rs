@@ -55,6 +55,14 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
     symlink(&victim, target.join("..history")).unwrap();
     write_pair(&src, &pairs[1]);
     let live = wait_pair(&target, &pairs[1]);
+    // certsync replaces the planted ..history after the flip, as it retires
+    // the old revision; planting the entry before that would have the test
+    // itself write through its own link into the victim directory.
+    wait_for("..history replaced by a directory", || {
+        fs::symlink_metadata(target.join("..history"))
+            .is_ok_and(|m| m.is_dir())
+            .then_some(())
+    });
     let entry = live.trim_start_matches("..rev-").to_owned();
     symlink(&victim, target.join("..history").join(&entry)).unwrap();
     // The write lock: a planted symlink is replaced, never opened.
