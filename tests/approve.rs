@@ -1522,3 +1522,61 @@ async fn attack_a_services_external_address_is_never_a_nodes() {
     let _ = services.delete(&name, &DeleteParams::default()).await;
     env.cleanup().await;
 }
+
+/// Third attacker review, finding 3: the cluster facts are read at most
+/// every 30 s, and a node that watches Services listed a new Service's
+/// external IP and asked for it inside that window (4 of 6 approved).
+/// Approvals are now decided again on facts read after the CSR was seen:
+/// the claim waits for a person (a Service's address the node lists),
+/// while the node's own request is approved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_service_made_just_before_a_csr_is_seen_at_decision_time() {
+    let mut env = Env::new().await;
+    let n1 = env.node_name("n1");
+    let ip = env.ip(91);
+    env.add_node(&n1, &[("InternalIP", &ip), ("Hostname", &n1)])
+        .await;
+    let kubelet = env.node_client(&n1).await;
+    let approver = env.approver(&["--lease-name", ""], &[]);
+    // The approver has read the cluster facts once: n1 is approved.
+    let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&ip]).await;
+    assert_eq!(env.decision(&csr).await.0, "Approved");
+    // Then, well inside the 30 s: a Service with a new external IP, a node
+    // listing that IP as its own, and its request for it.
+    let external = env.ip(92);
+    let name = format!("certsync-e2e-race-{}", env.run);
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(env.admin.clone(), "default");
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"externalIPs": [external],
+                 "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]},
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let n2 = env.node_name("n2");
+    let ip2 = env.ip(93);
+    env.add_node(
+        &n2,
+        &[
+            ("InternalIP", &ip2),
+            ("ExternalIP", &external),
+            ("Hostname", &n2),
+        ],
+    )
+    .await;
+    let kubelet2 = env.node_client(&n2).await;
+    let claimed = env
+        .kubelet_asks(&kubelet2, &n2, &[&n2], &[&ip2, &external])
+        .await;
+    let own = env.kubelet_asks(&kubelet2, &n2, &[&n2], &[&ip2]).await;
+    assert_eq!(env.decision(&own).await.0, "Approved");
+    assert_eq!(
+        env.conditions(&claimed).await,
+        0,
+        "the claim of the new Service's address waits for a person"
+    );
+    drop(approver);
+    let _ = services.delete(&name, &DeleteParams::default()).await;
+    env.cleanup().await;
+}

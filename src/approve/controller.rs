@@ -424,6 +424,10 @@ impl State {
                 return;
             }
         };
+        let Some(decided) = self.confirm_approvals(with, decided).await else {
+            self.dirty.clear();
+            return;
+        };
         for (csr, verdict, facts) in decided {
             if !self.write(with, &csr, verdict, facts).await {
                 return;
@@ -436,6 +440,50 @@ impl State {
             .filter_map(|c| c.metadata.uid.clone())
             .collect();
         self.told.retain(|uid, _| live.contains(uid));
+    }
+
+    /// Approvals decided again on cluster facts read now, after the CSRs
+    /// were seen: the facts a round starts with may be up to
+    /// [`CLUSTER_FACTS_TTL`] old, and a node that watches Services could
+    /// list a new Service's address and ask for it inside that window
+    /// (the third attacker review got 4 of 6 approved). Denials and waits
+    /// stand as they are. `None` (decide nothing) when the facts cannot be
+    /// read now.
+    async fn confirm_approvals(
+        &mut self,
+        with: Round<'_>,
+        decided: Vec<(Csr, Verdict, policy::Facts)>,
+    ) -> Option<Vec<(Csr, Verdict, policy::Facts)>> {
+        if !decided
+            .iter()
+            .any(|(_, v, _)| matches!(v, Verdict::Approve))
+        {
+            return Some(decided);
+        }
+        self.cluster = None;
+        let fresh = self.cluster_facts(with.config, with.client).await?;
+        let nodes = self.node_index();
+        let policy = self.policy.clone();
+        let again = crate::blocking(move || {
+            decided
+                .into_iter()
+                .map(|(csr, verdict, facts)| match verdict {
+                    Verdict::Approve => {
+                        let (verdict, facts) = policy::decide_with(&csr, &nodes, &fresh, &policy);
+                        (csr, verdict, facts)
+                    }
+                    other => (csr, other, facts),
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        match again {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::error!(error = %e, "deciding CSRs failed");
+                None
+            }
+        }
     }
 
     /// Logs `verdict` on `csr` once and writes it; `false` when this
