@@ -248,15 +248,15 @@ fn config_file(node: &Node, docs: &[serde_yaml_ng::Value], name: &str) -> PathBu
     file
 }
 
-/// The manifests as `kubeadm upgrade` regenerates them from a
-/// ClusterConfiguration (`docs`): `kubeadm init phase PHASE --dry-run` for
-/// each phase writes them into a directory of their own
-/// (`KUBEADM_INIT_DRYRUN_DIR`), and, as upgrade does, only a manifest that
-/// differs from the one in place replaces it, by rename. (Writing them in
-/// place instead, as a plain `init phase` does, truncates each file before
-/// writing it: a kubelet reading in between sees a changed manifest and
-/// restarts the pod even when the bytes end up the same.) Returns the names
-/// of the manifests that changed.
+/// The manifests regenerated from a ClusterConfiguration (`docs`), as a
+/// stand-in for `kubeadm upgrade` (a real upgrade is not run here):
+/// `kubeadm init phase PHASE --dry-run` for each phase writes them into a
+/// directory of their own (`KUBEADM_INIT_DRYRUN_DIR`, checked on a node.sh
+/// node: byte for byte what the phase writes in place), and only a
+/// manifest that differs from the one in place replaces it, by rename.
+/// (A plain `init phase` truncates each file before writing it, so a
+/// kubelet reading in between may see a changed manifest.) Returns the
+/// names of the manifests that changed.
 fn regenerate(node: &Node, docs: &[serde_yaml_ng::Value], phases: &[&[&str]]) -> Vec<String> {
     let file = config_file(node, docs, "kubeadm-adopted.yaml");
     let generated = node.dir.join("regenerated");
