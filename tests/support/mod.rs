@@ -197,7 +197,11 @@ pub fn write_pair(dir: &Path, p: &certs::Pair) {
 pub fn wait_pair(target: &Path, p: &certs::Pair) -> String {
     wait_for("the target to hold the expected pair", || {
         let (rev, cert, key) = read_live(target)?;
-        (cert == p.cert && key == p.key).then_some(rev)
+        // The visible links too: they are made just after `..data` flips,
+        // and a test that damages one next must not race the publish.
+        let linked = fs::read(target.join("tls.crt")).ok()? == p.cert
+            && fs::read(target.join("tls.key")).ok()? == p.key;
+        (cert == p.cert && key == p.key && linked).then_some(rev)
     })
 }
 
