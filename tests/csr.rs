@@ -97,9 +97,13 @@ fn live_cert(target: &Path) -> Option<Vec<u8>> {
 }
 
 /// Waits until `target` serves the certificate `cert` (PEM).
+/// The visible `tls.crt` link too: it is made just after `..data` flips,
+/// and the kubeconfig beside the pair names it (a client built from it
+/// right after the flip found no `tls.crt`, 1 run in the real-cluster stage).
 fn wait_cert(target: &Path, cert: &str, what: &str) {
     wait_for(what, || {
-        (live_cert(target)? == cert.as_bytes()).then_some(())
+        let linked = std::fs::read(target.join("tls.crt")).ok()?;
+        (live_cert(target)? == cert.as_bytes() && linked == cert.as_bytes()).then_some(())
     });
 }
 

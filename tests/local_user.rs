@@ -8,6 +8,7 @@
 mod support;
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -480,11 +481,15 @@ fn a_user_flocking_the_target_directory_does_not_stop_publishing() {
     fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
     // The user: flock(1) opens a directory read-only and holds LOCK_EX
     // while `sleep` runs (-o: the lock is flock's own, gone when it is).
+    // In a process group of its own: flock runs `sleep` as its child, and
+    // killing flock alone would leave that `sleep` holding the test's
+    // output for a minute (nextest reports the test as leaky).
     let mut holder = Command::new("setpriv")
         .args(AS_USER)
         .args(["flock", "-o", "-x"])
         .arg(&target)
         .args(["sleep", "60"])
+        .process_group(0)
         .spawn()
         .unwrap();
     wait_for("the user's flock on the target", || {
@@ -503,7 +508,8 @@ fn a_user_flocking_the_target_directory_does_not_stop_publishing() {
     let out = std::panic::catch_unwind(|| {
         run_bounded(&["run", "--once", "--once-timeout", "10s", "--sync", &sync])
     });
-    let _ = holder.kill();
+    let group = nix::unistd::Pid::from_raw(i32::try_from(holder.id()).expect("pid"));
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
     let _ = holder.wait();
     let (code, err) = out.unwrap();
     assert_eq!(code, 0, "{err}");
