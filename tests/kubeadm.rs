@@ -14,17 +14,13 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use support::certsync_bin;
-use support::kubeadm_node::{Node, first_der, live_der, realkube, served};
-
-fn certsync(args: &[&str]) -> Output {
-    Command::new(certsync_bin())
-        .args(args)
-        .output()
-        .expect("run certsync")
-}
+use support::kubeadm_node::{
+    Node, certsync, containers, first_der, kubeadm_cmd, kubectl, live_der, ready, readyz, realkube,
+    served, settled, wait_long,
+};
 
 /// What `kubeadm init` makes, as `certsync check -o json` must report it:
 /// (file under pki/, subject, issuer). Every one with its key beside it.
@@ -185,46 +181,6 @@ fn check_reports_every_certificate_kubeadm_made() {
             file.ends_with("ca.crt"),
             "{file}: {row}"
         );
-    }
-}
-
-/// Every container the runner runs: (pod/container, pid, restarts).
-fn containers(node: &Node) -> Vec<(String, u64, u64)> {
-    let text = std::fs::read_to_string(node.dir.join("run/status.json")).unwrap_or_default();
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for pod in v["pods"].as_array().into_iter().flatten() {
-        for c in pod["containers"].as_array().into_iter().flatten() {
-            out.push((
-                format!(
-                    "{}/{}",
-                    pod["name"].as_str().unwrap_or("?"),
-                    c["name"].as_str().unwrap_or("?")
-                ),
-                c["pid"].as_u64().unwrap_or(0),
-                c["restarts"].as_u64().unwrap_or(u64::MAX),
-            ));
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Polls `check` every second until it returns `Some`, or panics with
-/// `what` after `limit` (node operations take seconds, not milliseconds).
-fn wait_long<T>(what: &str, limit: std::time::Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }
 
@@ -605,36 +561,6 @@ const ADOPT_SHORT: [&str; 7] = [
     "renew=20%-25%",
 ];
 
-/// kubectl from the realkube binaries.
-fn kubectl(realkube: &Path) -> PathBuf {
-    let out = Command::new(realkube.join("bin")).output().expect("bin");
-    PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim()).join("kubectl")
-}
-
-/// `kubectl get --raw /readyz` through `kubeconfig` succeeds.
-fn ready(kubectl: &Path, kubeconfig: &Path) -> bool {
-    readyz(kubectl, kubeconfig).is_ok()
-}
-
-/// `/readyz` through `kubeconfig`, with kubectl's complaint when it fails.
-fn readyz(kubectl: &Path, kubeconfig: &Path) -> Result<(), String> {
-    let out = Command::new(kubectl)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["get", "--raw", "/readyz?verbose", "--request-timeout=5s"])
-        .output()
-        .map_err(|e| format!("kubectl: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
-
 /// The ClusterConfiguration in the kubeadm-config ConfigMap, as stored.
 fn stored_cluster_configuration(kubectl: &Path, admin: &Path) -> String {
     let out = Command::new(kubectl)
@@ -681,27 +607,6 @@ fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
         }
     }
     out
-}
-
-/// `certsync kubeadm ARGS --kubeadm-dir DIR/etc-kubernetes`.
-fn kubeadm_cmd(node: &Node, args: &[&str]) -> (bool, String) {
-    let etc = node.etc();
-    let mut a = vec!["kubeadm"];
-    a.extend(args);
-    a.extend(["--kubeadm-dir", etc.to_str().expect("utf-8")]);
-    let out = certsync(&a);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-/// The containers once every pod of `names` has a pid and is ready.
-fn settled(node: &Node, count: usize) -> Option<Vec<(String, u64, u64)>> {
-    let now = containers(node);
-    (now.len() == count && now.iter().all(|(_, pid, _)| *pid > 0)).then_some(now)
 }
 
 /// Issue 34, `certsync kubeadm adopt` and `revert` on a node kubeadm made,

@@ -8,8 +8,8 @@
 mod support;
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

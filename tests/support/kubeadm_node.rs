@@ -54,16 +54,30 @@ impl Node {
     /// writable only by root: certsync refuses targets below a directory
     /// others may write (/tmp).
     pub fn up_in(realkube: &Path, dir: PathBuf, args: &[&str]) -> Node {
+        Self::made(realkube, dir, "up", args)
+    }
+
+    /// `node.sh join $TMPDIR/h34d-TAG-PID --from FROM ARGS`: another
+    /// control-plane node of FROM's cluster (stacked etcd), taken down on
+    /// drop like [`Node::up`]'s.
+    pub fn join(realkube: &Path, tag: &str, from: &Node, args: &[&str]) -> Node {
+        let dir = std::env::temp_dir().join(format!("h34d-{tag}-{}", std::process::id()));
+        let mut all = vec!["--from", from.dir.to_str().expect("utf-8 DIR")];
+        all.extend(args);
+        Self::made(realkube, dir, "join", &all)
+    }
+
+    fn made(realkube: &Path, dir: PathBuf, how: &str, args: &[&str]) -> Node {
         let mut node = Node {
             node_sh: realkube.join("kubeadm/node.sh"),
             dir,
             ip: String::new(),
             name: String::new(),
         };
-        let out = node.sh("up", args);
+        let out = node.sh(how, args);
         assert!(
             out.status.success(),
-            "node.sh up {} failed:\n{}{}",
+            "node.sh {how} {} failed:\n{}{}",
             node.dir.display(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
@@ -129,4 +143,115 @@ pub fn served(node: &Node, addr: &str, client: Option<(&Path, &Path)>) -> Option
 
 pub fn live_der(target: &Path) -> Option<Vec<u8>> {
     first_der(&std::fs::read(target.join("tls.crt")).ok()?)
+}
+
+pub fn certsync(args: &[&str]) -> Output {
+    Command::new(super::certsync_bin())
+        .args(args)
+        .output()
+        .expect("run certsync")
+}
+
+/// Every container the runner runs: (pod/container, pid, restarts).
+pub fn containers(node: &Node) -> Vec<(String, u64, u64)> {
+    let text = std::fs::read_to_string(node.dir.join("run/status.json")).unwrap_or_default();
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pod in v["pods"].as_array().into_iter().flatten() {
+        for c in pod["containers"].as_array().into_iter().flatten() {
+            out.push((
+                format!(
+                    "{}/{}",
+                    pod["name"].as_str().unwrap_or("?"),
+                    c["name"].as_str().unwrap_or("?")
+                ),
+                c["pid"].as_u64().unwrap_or(0),
+                c["restarts"].as_u64().unwrap_or(u64::MAX),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Polls `check` every second until it returns `Some`, or panics with
+/// `what` after `limit` (node operations take seconds, not milliseconds).
+pub fn wait_long<T>(
+    what: &str,
+    limit: std::time::Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// kubectl from the realkube binaries.
+pub fn kubectl(realkube: &Path) -> PathBuf {
+    let out = Command::new(realkube.join("bin")).output().expect("bin");
+    PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim()).join("kubectl")
+}
+
+/// `kubectl get --raw /readyz` through `kubeconfig` succeeds.
+pub fn ready(kubectl: &Path, kubeconfig: &Path) -> bool {
+    readyz(kubectl, kubeconfig).is_ok()
+}
+
+/// `/readyz` through `kubeconfig`, with kubectl's complaint when it fails.
+pub fn readyz(kubectl: &Path, kubeconfig: &Path) -> Result<(), String> {
+    readyz_at(kubectl, kubeconfig, None)
+}
+
+/// `/readyz` through `kubeconfig`, at `server` (`https://IP:6443`) when
+/// given instead of the kubeconfig's: one API server of several.
+pub fn readyz_at(kubectl: &Path, kubeconfig: &Path, server: Option<&str>) -> Result<(), String> {
+    let mut cmd = Command::new(kubectl);
+    cmd.arg("--kubeconfig").arg(kubeconfig);
+    if let Some(s) = server {
+        cmd.args(["--server", s]);
+    }
+    let out = cmd
+        .args(["get", "--raw", "/readyz?verbose", "--request-timeout=5s"])
+        .output()
+        .map_err(|e| format!("kubectl: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// `certsync kubeadm ARGS --kubeadm-dir DIR/etc-kubernetes`.
+pub fn kubeadm_cmd(node: &Node, args: &[&str]) -> (bool, String) {
+    let etc = node.etc();
+    let mut a = vec!["kubeadm"];
+    a.extend(args);
+    a.extend(["--kubeadm-dir", etc.to_str().expect("utf-8")]);
+    let out = certsync(&a);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The containers once every pod of `names` has a pid and is ready.
+pub fn settled(node: &Node, count: usize) -> Option<Vec<(String, u64, u64)>> {
+    let now = containers(node);
+    (now.len() == count && now.iter().all(|(_, pid, _)| *pid > 0)).then_some(now)
 }
