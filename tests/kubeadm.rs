@@ -617,7 +617,8 @@ fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
 /// certsync's certificates); a second adopt changes nothing; revert gives
 /// back kubeadm's manifests byte for byte and its ClusterConfiguration, the
 /// components serve kubeadm's certificates again, and a second revert has
-/// nothing to do.
+/// nothing to do; adopt again works, and `kubeadm upgrade`'s regenerated
+/// manifests are then the adopted ones (nothing restarts).
 #[test]
 fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     use std::time::Duration;
@@ -797,6 +798,53 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     assert!(ok, "{text}");
     assert!(text.contains("nothing to do"), "{text}");
     assert!(tree(&etc) == reverted, "a second revert wrote a file");
+
+    // Adopt again after the revert (the first adoption's backup is still
+    // there), then what `kubeadm upgrade` does to the manifests: they are
+    // regenerated from the stored ClusterConfiguration byte for byte, so
+    // nothing restarts and certsync's certificate stays served.
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
+    assert!(ok, "adopt after revert:\n{text}");
+    assert!(text.ends_with("adopted\n"), "{text}");
+    let readopted = wait_long("five pods again", Duration::from_secs(180), || {
+        let now = settled(&node, 5)?;
+        now.iter()
+            .any(|(n, _, _)| n.starts_with("certsync-"))
+            .then_some(())?;
+        let live = live_der(&api_target)?;
+        served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == live)?;
+        ready(&kubectl, &admin).then_some(now)
+    });
+    let stored: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&stored_cluster_configuration(&kubectl, &admin))
+            .expect("ClusterConfiguration");
+    let mut upgraded = kubeadm_config(&node);
+    for d in upgraded
+        .iter_mut()
+        .filter(|d| d["kind"] == "ClusterConfiguration")
+    {
+        *d = stored.clone();
+    }
+    assert_eq!(
+        regenerate(
+            &node,
+            &upgraded,
+            &[&["control-plane", "all"], &["etcd", "local"]]
+        ),
+        Vec::<String>::new(),
+        "the manifests kubeadm regenerates after a re-adoption are the adopted ones"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let pids = |v: &[(String, u64, u64)]| {
+        v.iter()
+            .map(|(n, p, _)| (n.clone(), *p))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        pids(&containers(&node)),
+        pids(&readopted),
+        "nothing restarted"
+    );
 }
 
 /// Issue 34, revert's refusal on a node: after adoption kubeadm's own
