@@ -264,7 +264,10 @@ const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
 /// stopping; one that published after its target moved would create it
 /// again in place (a target nothing renews, that a later `kubeadm upgrade`
 /// could start a component on). Waits up to `wait` for it to exit.
-async fn claim_targets(dir: &Path, wait: std::time::Duration) -> Result<Vec<Claim>, KubeadmError> {
+pub(super) async fn claim_targets(
+    dir: &Path,
+    wait: std::time::Duration,
+) -> Result<Vec<Claim>, KubeadmError> {
     let deadline = std::time::Instant::now() + wait;
     let mut claims = Vec::new();
     for t in targets(dir) {

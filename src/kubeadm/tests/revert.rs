@@ -712,3 +712,36 @@ async fn revert_waits_for_certsyncs_daemon_to_let_go_of_its_targets() {
         b"last publish\n"
     );
 }
+
+#[tokio::test]
+async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
+    // The daemon outlives the wait (a kubelet that never stops it, a
+    // certsync started by hand): revert gives up naming the process and
+    // the target, and leaves the target where it is for the next run.
+    let dir = adopted_node();
+    let d = dir.path().to_owned();
+    let api = host(&d, "/etc/kubernetes/pki/certsync/apiserver");
+    let claim = crate::writer::Writer::existing(&api)
+        .expect("target")
+        .claim()
+        .expect("claim");
+    let err = crate::kubeadm::revert::claim_targets(&d, std::time::Duration::from_millis(600))
+        .await
+        .err()
+        .expect("revert waited past its limit");
+    let text = err.to_string();
+    for said in [
+        format!("(pid {})", std::process::id()),
+        "still holds /etc/kubernetes/pki/certsync/apiserver".into(),
+        "stop it, then run revert again".into(),
+    ] {
+        assert!(text.contains(&said), "{said:?} not in {text}");
+    }
+    assert!(api.is_dir(), "the target stays for the next revert");
+    drop(claim);
+    let out = revert(&revert_options(&d))
+        .await
+        .expect("revert once it let go");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!api.exists());
+}
