@@ -725,10 +725,11 @@ async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
         .expect("target")
         .claim()
         .expect("claim");
-    let err = crate::kubeadm::revert::claim_targets(&d, std::time::Duration::from_millis(600))
-        .await
-        .err()
-        .expect("revert waited past its limit");
+    let Err(err) =
+        crate::kubeadm::revert::claim_targets(&d, std::time::Duration::from_millis(600)).await
+    else {
+        panic!("revert waited past its limit and claimed the target");
+    };
     let text = err.to_string();
     for said in [
         format!("(pid {})", std::process::id()),
