@@ -1580,3 +1580,6 @@ async fn attack_a_service_made_just_before_a_csr_is_seen_at_decision_time() {
     let _ = services.delete(&name, &DeleteParams::default()).await;
     env.cleanup().await;
 }
+
+#[path = "approve/rounds.rs"]
+mod rounds;
