@@ -1583,3 +1583,6 @@ async fn attack_a_service_made_just_before_a_csr_is_seen_at_decision_time() {
 
 #[path = "approve/rounds.rs"]
 mod rounds;
+
+#[path = "approve/services.rs"]
+mod services;
