@@ -31,6 +31,17 @@ fn readyz(port: u16) -> Option<u16> {
     http_get(port, "/readyz").map(|r| r.0)
 }
 
+/// The approver, without a Lease, its admin port on `port`.
+fn approver_on(env: &Env, port: u16, extra: &[&str]) -> Certsync {
+    let admin = format!("127.0.0.1:{port}");
+    let args = [
+        &["--lease-name", "", "--admin-addr", admin.as_str()][..],
+        extra,
+    ]
+    .concat();
+    env.approver(&args, &[])
+}
+
 /// Third attacker review, finding 2 (the rest): the CSR and Node watches
 /// were read only between rounds, so a long round (a slow API server, a
 /// slow write) left them unread until the client's own stall deadline
@@ -54,17 +65,7 @@ async fn attack_a_round_held_open_leaves_the_watches_read() {
     env.add_node(&n1, &[("InternalIP", &ip1), ("Hostname", &n1)])
         .await;
     let port = free_port();
-    let approver = env.approver(
-        &[
-            "--lease-name",
-            "",
-            "--admin-addr",
-            &format!("127.0.0.1:{port}"),
-            "--watch-timeout",
-            "1s",
-        ],
-        &[],
-    );
+    let approver = approver_on(&env, port, &["--watch-timeout", "1s"]);
     wait_for("ready", || (readyz(port) == Some(200)).then_some(()));
     env.fake.as_ref().unwrap().hold_approvals(true);
     let kubelet = env.node_client(&n1).await;
@@ -165,15 +166,7 @@ async fn readyz_fails_while_the_cluster_facts_cannot_be_read() {
     env.add_node(&n1, &[("InternalIP", &ip), ("Hostname", &n1)])
         .await;
     let port = free_port();
-    let approver = env.approver(
-        &[
-            "--lease-name",
-            "",
-            "--admin-addr",
-            &format!("127.0.0.1:{port}"),
-        ],
-        &[],
-    );
+    let approver = approver_on(&env, port, &[]);
     approver.wait_log("approver started");
     wait_for("/readyz failing", || {
         (readyz(port) == Some(503)).then_some(())
@@ -200,25 +193,6 @@ async fn readyz_fails_while_the_cluster_facts_cannot_be_read() {
     });
     drop(approver);
     env.cleanup().await;
-}
-
-/// A serving request for `dns` and `ips` signed for node `node` (PEM).
-fn request_for(node: &str, dns: &[String], ips: &[&str]) -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(dns.to_vec()).unwrap();
-    for ip in ips {
-        params
-            .subject_alt_names
-            .push(rcgen::SanType::IpAddress(ip.parse().unwrap()));
-    }
-    params.distinguished_name = rcgen::DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, format!("system:node:{node}"));
-    params
-        .distinguished_name
-        .push(rcgen::DnType::OrganizationName, "system:nodes");
-    params.serialize_request(&key).unwrap().pem().unwrap()
 }
 
 /// The CSR named in a log line (`csr=NAME`).
@@ -266,9 +240,9 @@ async fn attack_idle_hostile_nodes_with_huge_requests_delay_no_honest_csr() {
         // An address in the node network the Node does not list.
         let unlisted = env.ip(200 + i as u8);
         for _ in 0..PER_NODE {
-            let mut dns = vec![name.clone()];
-            dns.extend(names.iter().cloned());
-            let pem = request_for(&name, &dns, &[&unlisted]);
+            let mut dns = vec![name.as_str()];
+            dns.extend(names.iter().map(String::as_str));
+            let pem = serving_request(&name, &dns, &[&unlisted]);
             hostile_csrs.push(
                 env.create_csr(&client, &pem, &["digital signature", "server auth"])
                     .await,
@@ -285,15 +259,7 @@ async fn attack_idle_hostile_nodes_with_huge_requests_delay_no_honest_csr() {
         .await;
 
     let port = free_port();
-    let approver = env.approver(
-        &[
-            "--lease-name",
-            "",
-            "--admin-addr",
-            &format!("127.0.0.1:{port}"),
-        ],
-        &[],
-    );
+    let approver = approver_on(&env, port, &[]);
     let (ty, _, message) = env.decision(&csr).await;
     assert_eq!(ty, "Approved", "{message}");
     approver.wait_log(&format!("csr={csr}"));
