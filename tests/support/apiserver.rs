@@ -27,7 +27,9 @@
 //!   new watch at once with no event (as a proxy that cuts long requests
 //!   does), stall watches (no bytes), answer 500 for the next N requests, 410 for the
 //!   next N watches, compact history, rewind the
-//!   resourceVersion counter, go down and come back on the same port.
+//!   resourceVersion counter, go down and come back on the same port,
+//!   hold every write to a CSR's `/approval` unanswered, answer 403 for
+//!   one verb on one resource (a missing RBAC rule).
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
