@@ -222,23 +222,7 @@ impl Env {
         dns: &[&str],
         ips: &[&str],
     ) -> String {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params =
-            rcgen::CertificateParams::new(dns.iter().map(|d| d.to_string()).collect::<Vec<_>>())
-                .unwrap();
-        for ip in ips {
-            params
-                .subject_alt_names
-                .push(rcgen::SanType::IpAddress(ip.parse().unwrap()));
-        }
-        params.distinguished_name = rcgen::DistinguishedName::new();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, format!("system:node:{name}"));
-        params
-            .distinguished_name
-            .push(rcgen::DnType::OrganizationName, "system:nodes");
-        let request = params.serialize_request(&key).unwrap().pem().unwrap();
+        let request = serving_request(name, dns, ips);
         self.create_csr(node, &request, &["digital signature", "server auth"])
             .await
     }
@@ -420,6 +404,28 @@ impl Drop for Env {
         })
         .join();
     }
+}
+
+/// A kubelet's serving request (PEM) for node `name`, `dns` and `ips`,
+/// with a fresh key.
+fn serving_request(name: &str, dns: &[&str], ips: &[&str]) -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(dns.iter().map(|d| d.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    for ip in ips {
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress(ip.parse().unwrap()));
+    }
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("system:node:{name}"));
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "system:nodes");
+    params.serialize_request(&key).unwrap().pem().unwrap()
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -1580,3 +1586,9 @@ async fn attack_a_service_made_just_before_a_csr_is_seen_at_decision_time() {
     let _ = services.delete(&name, &DeleteParams::default()).await;
     env.cleanup().await;
 }
+
+#[path = "approve/rounds.rs"]
+mod rounds;
+
+#[path = "approve/services.rs"]
+mod services;

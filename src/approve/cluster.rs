@@ -164,6 +164,18 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
         if let Some(ip) = &spec.load_balancer_ip {
             add(cluster, ip, "load balancer IP");
         }
+        // An ExternalName Service's name: any namespace user writes it
+        // (review 3, finding 7: a node listing it got it approved under
+        // an --allowed-dns pattern).
+        if let Some(name) = spec.external_name.as_deref().filter(|n| !n.is_empty()) {
+            match lenient_ip(name) {
+                Some(ip) => cluster.services.push((ip, what("external name"))),
+                None => cluster.service_names.push((
+                    name.trim_end_matches('.').to_ascii_lowercase(),
+                    what("external name"),
+                )),
+            }
+        }
     }
     let ingress = svc
         .status
@@ -318,5 +330,25 @@ mod tests {
             "{cluster:?}"
         );
         assert!(cluster.names.is_empty(), "{cluster:?}");
+    }
+
+    /// Review 3, finding 7: an ExternalName Service's name is a Service's,
+    /// whatever its case or a trailing dot.
+    #[test]
+    fn an_external_name_service_reserves_its_name() {
+        let svc: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "prod"},
+            "spec": {"type": "ExternalName", "externalName": "DB.Example.COM."},
+        }))
+        .unwrap();
+        let mut cluster = Cluster::default();
+        service_addresses(&mut cluster, &svc);
+        assert_eq!(
+            cluster.service_names,
+            [(
+                "db.example.com".to_owned(),
+                "Service prod/db's external name".to_owned()
+            )]
+        );
     }
 }

@@ -6,8 +6,11 @@
 //! - a CSR event decides that CSR; a Node event re-decides only the
 //!   pending CSRs of that node; a new leader, a re-list and each refresh
 //!   of the cluster facts ([`CLUSTER_FACTS_TTL`]) re-decide all pending;
-//! - events are applied before any decision (the loop is biased), so a
-//!   burst of events becomes one set of CSRs to decide;
+//! - each watch is read by a task of its own ([`seen`]), also while a
+//!   round runs, so a long round never leaves a watch unread until its
+//!   stall deadline (and the re-list after it re-decides everything); a
+//!   round takes what is to be decided when it starts, so a burst of
+//!   events becomes one set of CSRs to decide;
 //! - decisions are made in rounds that take the oldest CSR to decide of
 //!   each requester, so a requester with a thousand pending CSRs gets one
 //!   decision per round like any other;
@@ -17,10 +20,9 @@
 //! - parsing and the policy run on a blocking thread, never on the
 //!   runtime's.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher;
@@ -29,11 +31,13 @@ use tokio::sync::watch;
 
 use super::{
     ApproveError, ApproverConfig, CLUSTER_FACTS_TTL, Check, READINESS, Verdict, cluster, connect,
-    name_of, pending, policy, until_ok, write_decision,
+    name_of, policy, until_ok, write_decision,
 };
 use crate::metrics::Metrics;
-use crate::source::Listed;
 use crate::source::watch::Watch;
+
+mod seen;
+use seen::Watches;
 
 /// Pending CSRs of one requester that are looked at; the newer ones are
 /// denied unread. A kubelet has one pending (two across a rotation); one
@@ -98,21 +102,19 @@ pub async fn run(
     if let Some(labels) = &config.selector {
         csr_watch = csr_watch.labels(labels);
     }
-    let mut csr_events = std::pin::pin!(
+    let watches = Watches::start(
         Watch::new(csrs.clone(), csr_watch)
             .named("certificatesigningrequests")
-            .stream()
+            .stream(),
+        Watch::new(nodes, watching).named("nodes").stream(),
+        &metrics,
     );
-    let mut node_events = std::pin::pin!(Watch::new(nodes, watching).named("nodes").stream());
     let mut state = State {
-        csrs: Listed::default(),
-        nodes: Listed::default(),
-        node_index: None,
         told: HashMap::new(),
         cluster: None,
         server,
-        dirty: BTreeSet::new(),
         facts_problem: None,
+        facts_read: false,
         policy: Arc::new(config.policy.clone()),
     };
     // Each refresh of the cluster facts re-decides every pending CSR
@@ -123,43 +125,49 @@ pub async fn run(
     tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
     let mut leader_rx = leader.clone();
     loop {
-        let synced = state.csrs.synced() && state.nodes.synced();
-        if synced {
+        let (synced, backlog) = {
+            let seen = watches.lock();
+            (seen.synced(), seen.dirty.len())
+        };
+        // Ready once the facts were read too, and while they can be.
+        if synced && state.facts_read {
             metrics.ready(READINESS, state.facts_problem.clone());
         }
-        metrics.csr_backlog(state.dirty.len());
-        // Biased: every event that is already there is applied before a
-        // round of decisions, so a burst is decided as one set.
+        metrics.csr_backlog(backlog);
         tokio::select! {
             biased;
             () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
-            Some(e) = csr_events.next() => match e {
-                Ok(e) => state.csr_event(e),
-                Err(e) => {
-                    tracing::warn!(error = %crate::error_chain(&e), "CSR watch failed; retrying");
-                }
-            },
-            Some(e) = node_events.next() => match e {
-                Ok(e) => state.node_event(e),
-                Err(e) => {
-                    tracing::warn!(error = %crate::error_chain(&e), "Node watch failed; retrying");
-                }
-            },
             Ok(()) = leader_rx.changed() => {
                 let leading = *leader_rx.borrow_and_update();
                 tracing::info!(leading, "leadership changed");
-                state.all_dirty();
+                watches.lock().all_dirty();
             }
             _ = refresh.tick() => {
-                state.all_dirty();
+                let idle = {
+                    let mut seen = watches.lock();
+                    seen.all_dirty();
+                    seen.dirty.is_empty()
+                };
                 // Nothing to decide: the facts are still read, so /readyz
                 // fails while they cannot be (a missing RBAC rule shows
                 // before the first CSR waits on it).
-                if synced && state.dirty.is_empty() {
-                    let _ = state.cluster_facts(&config, &client).await;
+                if synced && idle {
+                    tokio::select! {
+                        _ = state.cluster_facts(&config, &client) => {}
+                        () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
+                    }
                 }
             }
-            () = std::future::ready(()), if synced && !state.dirty.is_empty() => {
+            // The facts read as soon as the watches have listed, not at
+            // the first refresh: /readyz says from the start whether
+            // they can be (review 3, finding 6).
+            () = std::future::ready(()), if synced && !state.facts_read => {
+                tokio::select! {
+                    _ = state.cluster_facts(&config, &client) => {}
+                    () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
+                }
+            }
+            () = std::future::ready(()), if synced && backlog > 0 => {
                 let leading = *leader.borrow();
                 let with = Round {
                     config: &config,
@@ -172,10 +180,11 @@ pub async fn run(
                 // answered while it runs (a write cut short is either
                 // made or not: the next leader looks again).
                 tokio::select! {
-                    () = state.round(with) => {}
+                    () = state.round(with, &watches) => {}
                     () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
                 }
             }
+            () = watches.changed() => {}
         }
     }
 }
@@ -222,24 +231,19 @@ struct Round<'a> {
     client: &'a Client,
 }
 
+/// What the loop keeps besides what the watches have seen.
 struct State {
-    csrs: Listed<Csr>,
-    nodes: Listed<Node>,
-    /// What the policy reads of the Nodes (names, Pod ranges, addresses)
-    /// indexed, shared with the blocking thread; rebuilt after a Node
-    /// changed.
-    node_index: Option<Arc<policy::Nodes>>,
     /// Per CSR uid: the verdict last logged, so each is said once.
     told: HashMap<String, String>,
     /// The cluster's own names and addresses, and when they were read.
     cluster: Option<(tokio::time::Instant, Arc<policy::Cluster>)>,
     /// The API server's URL as this process reaches it.
     server: http::Uri,
-    /// Names of the CSRs to decide (again).
-    dirty: BTreeSet<String>,
     /// Why the cluster facts cannot be read (then nothing is decided and
     /// the approver is not ready).
     facts_problem: Option<String>,
+    /// Whether the facts were read (or tried) once: not ready before.
+    facts_read: bool,
     policy: Arc<policy::Policy>,
 }
 
@@ -248,74 +252,7 @@ fn requester(csr: &Csr) -> &str {
     csr.spec.username.as_deref().unwrap_or_default()
 }
 
-/// The object a watcher event is about: `None` for a whole re-list.
-fn touched<K: kube::Resource>(event: &watcher::Event<K>) -> Option<Option<String>> {
-    match event {
-        watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
-            Some(Some(o.meta().name.clone().unwrap_or_default()))
-        }
-        watcher::Event::InitDone => Some(None),
-        watcher::Event::Init | watcher::Event::InitApply(_) => None,
-    }
-}
-
 impl State {
-    fn all_dirty(&mut self) {
-        self.dirty = self
-            .csrs
-            .items()
-            .values()
-            .filter(|c| pending(c))
-            .map(name_of)
-            .collect();
-    }
-
-    fn csr_event(&mut self, event: watcher::Event<Csr>) {
-        let what = touched(&event);
-        self.csrs.apply(event);
-        match what {
-            Some(Some(name)) => {
-                if self.csrs.items().get(&name).is_some_and(pending) {
-                    self.dirty.insert(name);
-                } else {
-                    self.dirty.remove(&name);
-                }
-            }
-            Some(None) => self.all_dirty(),
-            None => {}
-        }
-    }
-
-    fn node_event(&mut self, event: watcher::Event<Node>) {
-        let what = touched(&event);
-        if !self.nodes.apply(event) {
-            return;
-        }
-        self.node_index = None;
-        match what {
-            Some(Some(node)) => {
-                let user = format!("{}{node}", policy::NODE_PREFIX);
-                let names: Vec<String> = self
-                    .csrs
-                    .items()
-                    .values()
-                    .filter(|c| pending(c) && requester(c) == user)
-                    .map(name_of)
-                    .collect();
-                self.dirty.extend(names);
-            }
-            _ => self.all_dirty(),
-        }
-    }
-
-    /// The Nodes indexed for the policy, built once after they changed.
-    fn node_index(&mut self) -> Arc<policy::Nodes> {
-        let nodes = &self.nodes;
-        self.node_index
-            .get_or_insert_with(|| Arc::new(policy::Nodes::new(nodes.items())))
-            .clone()
-    }
-
     /// The cluster facts, read again once older than
     /// [`CLUSTER_FACTS_TTL`]; `None` (decide nothing) when they cannot be.
     async fn cluster_facts(
@@ -328,6 +265,7 @@ impl State {
         {
             return Some(facts.clone());
         }
+        self.facts_read = true;
         match cluster::read(client, &self.server)
             .await
             .and_then(|c| cluster::check_service_range(&c, &config.policy).map(|()| c))
@@ -349,50 +287,19 @@ impl State {
         }
     }
 
-    /// The next CSRs to decide: of each requester with a CSR to decide,
-    /// its oldest, and whether it is beyond the requester's oldest
-    /// [`MAX_PENDING`] pending (then with the requester's pending count).
-    fn next_round(&mut self) -> Vec<(Csr, Option<usize>)> {
-        let mut by_requester: BTreeMap<&str, Vec<&Csr>> = BTreeMap::new();
-        for csr in self.csrs.items().values().filter(|c| pending(c)) {
-            by_requester.entry(requester(csr)).or_default().push(csr);
-        }
-        let mut round = Vec::new();
-        for list in by_requester.values_mut() {
-            list.sort_by(|a, b| {
-                (&a.metadata.creation_timestamp, &a.metadata.name)
-                    .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
-            });
-            let Some((i, csr)) = list
-                .iter()
-                .enumerate()
-                .find(|(_, c)| self.dirty.contains(&name_of(c)))
-            else {
-                continue;
-            };
-            round.push(((*csr).clone(), (i >= MAX_PENDING).then_some(list.len())));
-        }
-        for (csr, _) in &round {
-            self.dirty.remove(&name_of(csr));
-        }
-        // What is no longer pending (or gone) has nothing to decide.
-        let items = self.csrs.items();
-        self.dirty
-            .retain(|name| items.get(name).is_some_and(pending));
-        round
-    }
-
     /// One round: decides the next CSR of each requester, off the runtime,
     /// and writes the verdicts when `leading` and not a dry run.
-    async fn round(&mut self, with: Round<'_>) {
+    async fn round(&mut self, with: Round<'_>, watches: &Watches) {
         let Round { config, client, .. } = with;
         let Some(facts_of_cluster) = self.cluster_facts(config, client).await else {
             // Fail closed; the next refresh tries again.
-            self.dirty.clear();
+            watches.lock().dirty.clear();
             return;
         };
-        let round = self.next_round();
-        let nodes = self.node_index();
+        let (round, nodes) = {
+            let mut seen = watches.lock();
+            (seen.next_round(), seen.node_index())
+        };
         let policy = self.policy.clone();
         let decided = crate::blocking(move || {
             round
@@ -424,21 +331,16 @@ impl State {
                 return;
             }
         };
-        let Some(decided) = self.confirm_approvals(with, decided).await else {
-            self.dirty.clear();
+        let Some(decided) = self.confirm_approvals(with, watches, decided).await else {
+            watches.lock().dirty.clear();
             return;
         };
         for (csr, verdict, facts) in decided {
-            if !self.write(with, &csr, verdict, facts).await {
+            if !self.write(with, watches, &csr, verdict, facts).await {
                 return;
             }
         }
-        let live: std::collections::HashSet<String> = self
-            .csrs
-            .items()
-            .values()
-            .filter_map(|c| c.metadata.uid.clone())
-            .collect();
+        let live = watches.lock().uids();
         self.told.retain(|uid, _| live.contains(uid));
     }
 
@@ -452,6 +354,7 @@ impl State {
     async fn confirm_approvals(
         &mut self,
         with: Round<'_>,
+        watches: &Watches,
         decided: Vec<(Csr, Verdict, policy::Facts)>,
     ) -> Option<Vec<(Csr, Verdict, policy::Facts)>> {
         if !decided
@@ -462,7 +365,7 @@ impl State {
         }
         self.cluster = None;
         let fresh = self.cluster_facts(with.config, with.client).await?;
-        let nodes = self.node_index();
+        let nodes = watches.lock().node_index();
         let policy = self.policy.clone();
         let again = crate::blocking(move || {
             decided
@@ -491,6 +394,7 @@ impl State {
     async fn write(
         &mut self,
         with: Round<'_>,
+        watches: &Watches,
         csr: &Csr,
         verdict: Verdict,
         facts: policy::Facts,
@@ -554,7 +458,7 @@ impl State {
         match write_decision(api, csr, &verdict, &node).await {
             Ok(written) => {
                 // Decided now, whatever the watch has not yet said.
-                self.csrs.insert(name.clone(), written);
+                watches.lock().written(csr, written);
                 metrics.csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
                 if config.events {
                     let (ty, reason) = match verdict {

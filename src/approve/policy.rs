@@ -30,10 +30,12 @@
 //! 8. `dns-san` / `ip-san`, denied: a name or address of the cluster's
 //!    own (`kubernetes[.default[.svc[...]]]`, anything under `.svc`,
 //!    `localhost` and the other /etc/hosts loopback names such as
-//!    `localhost.localdomain`; a Service range, the `kubernetes` Service's
+//!    `localhost.localdomain`; an ExternalName Service's name the
+//!    requester does not list; a Service range, the `kubernetes` Service's
 //!    IP, an API server endpoint; loopback, link-local, multicast,
 //!    unspecified, and IPv6 forms of IPv4 addresses other than the
-//!    IPv4-mapped one: IPv4-compatible, IPv4-translated, NAT64, 6to4);
+//!    IPv4-mapped one: IPv4-compatible, IPv4-translated, NAT64, 6to4,
+//!    Teredo);
 //! 9. `dns-san` / `ip-san`, denied: another Node's name (or a name under
 //!    it) or a name or address another Node lists (never the requester's
 //!    own name: its credentials prove it);
@@ -213,6 +215,13 @@ pub struct Cluster {
     /// control-plane endpoint, its certificate's extra names), and what
     /// they are.
     pub names: Vec<(String, String)>,
+    /// Lower-case names Services stand for that any namespace user writes
+    /// (an ExternalName Service's `spec.externalName`), and which Service:
+    /// never a node's, except that one the requester lists, or its own
+    /// name, is in dispute, as an address in [`Self::services`] is (a
+    /// namespace user must not get a node's renewals denied by naming
+    /// the node's name in a Service).
+    pub service_names: Vec<(String, String)>,
 }
 
 /// An IP range `ADDR/BITS`.
@@ -565,7 +574,7 @@ fn check_all(
             format!("node {name:?} lists no addresses (yet)"),
         );
     }
-    if let Some(v) = service_dispute(facts, cluster, ips) {
+    if let Some(v) = service_dispute(facts, cluster, ips, dns) {
         return v;
     }
 
@@ -634,10 +643,31 @@ fn usages(spec: &[String], req: &Request, rsa: bool) -> Option<Verdict> {
     None
 }
 
-/// A Service address the requester lists too (check 8 left it for
-/// here): in dispute, a person decides.
-fn service_dispute(facts: &Facts, cluster: &Cluster, own: &HashSet<IpAddr>) -> Option<Verdict> {
-    facts.ips.iter().find_map(|ip| {
+/// A Service address the requester lists too, or a Service's name it
+/// lists or is named (check 8 left them for here): in dispute, a person
+/// decides.
+fn service_dispute(
+    facts: &Facts,
+    cluster: &Cluster,
+    own: &HashSet<IpAddr>,
+    own_dns: &HashSet<String>,
+) -> Option<Verdict> {
+    let node = facts.node.as_deref().unwrap_or_default();
+    let named = facts.dns.iter().find_map(|d| {
+        let (_, what) = cluster.service_names.iter().find(|(n, _)| n == d)?;
+        let how = if own_dns.contains(d) {
+            "lists it as its own"
+        } else {
+            "is named so"
+        };
+        Some(wait(
+            Check::DnsSan,
+            format!(
+                "DNS name {d:?} is {what}, and node {node:?} {how}: in dispute, a person decides"
+            ),
+        ))
+    });
+    named.or_else(|| facts.ips.iter().find_map(|ip| {
         let (_, what) = cluster
             .services
             .iter()
@@ -649,7 +679,7 @@ fn service_dispute(facts: &Facts, cluster: &Cluster, own: &HashSet<IpAddr>) -> O
                 facts.node.as_deref().unwrap_or_default()
             ),
         ))
-    })
+    }))
 }
 
 /// Check 8: names and addresses that are the cluster's, whatever the flags
@@ -661,6 +691,14 @@ fn reserved(
     cluster: &Cluster,
     policy: &Policy,
 ) -> Option<Verdict> {
+    let own_name = facts
+        .node
+        .as_deref()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    // A Service's name the requester lists, or is named, is left to
+    // [`service_dispute`].
+    let claims = |d: &str| d == own_name || own.is_some_and(|l| l.dns.contains(d));
     for d in &facts.dns {
         let labels: Vec<&str> = d.split('.').collect();
         let why = if labels[0] == "kubernetes"
@@ -692,6 +730,13 @@ fn reserved(
                     } else {
                         format!("under {n:?}, {what}")
                     }
+                })
+                .or_else(|| {
+                    cluster
+                        .service_names
+                        .iter()
+                        .find(|(n, _)| n == d && !claims(d))
+                        .map(|(_, what)| what.clone())
                 })
                 .or_else(|| {
                     policy
@@ -790,7 +835,7 @@ fn special(ip: IpAddr) -> Option<&'static str> {
         IpAddr::V6(a) if a.is_multicast() => Some("a multicast address"),
         IpAddr::V6(a) if a.is_unspecified() => Some("the unspecified address"),
         IpAddr::V6(a) if embeds_ipv4(a) => Some(
-            "an IPv6 form of an IPv4 address (IPv4-compatible, IPv4-translated, NAT64 or 6to4)",
+            "an IPv6 form of an IPv4 address (IPv4-compatible, IPv4-translated, NAT64, 6to4 or Teredo)",
         ),
         _ => None,
     }
@@ -810,6 +855,9 @@ fn embeds_ipv4(a: std::net::Ipv6Addr) -> bool {
         || s[..3] == [0x64, 0xff9b, 1]
         // 2002::/16 (6to4)
         || s[0] == 0x2002
+        // 2001:0::/32 (Teredo: a server's IPv4 address, and the client's
+        // with its bits inverted; review 3, finding 7)
+        || s[..2] == [0x2001, 0]
 }
 
 /// `pattern` is an exact name or `*.SUFFIX` (any name under SUFFIX).

@@ -27,7 +27,9 @@
 //!   new watch at once with no event (as a proxy that cuts long requests
 //!   does), stall watches (no bytes), answer 500 for the next N requests, 410 for the
 //!   next N watches, compact history, rewind the
-//!   resourceVersion counter, go down and come back on the same port.
+//!   resourceVersion counter, go down and come back on the same port,
+//!   hold every write to a CSR's `/approval` unanswered, answer 403 for
+//!   one verb on one resource (a missing RBAC rule).
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -82,6 +84,8 @@ struct Store {
     fail_next: u32,
     gone_next: u32,
     requests: Vec<String>,
+    /// (verb, resource) answered 403, as RBAC without that rule answers.
+    forbidden: BTreeSet<(String, String)>,
 }
 
 struct Shared {
@@ -118,6 +122,11 @@ struct Shared {
     lists_in_flight_max: std::sync::atomic::AtomicUsize,
     /// Server-side apply: per object, which field managers own each field.
     owners: Mutex<HashMap<Key, HashMap<String, std::collections::BTreeSet<String>>>>,
+    /// While true, every write to a CSR's `/approval` waits before it is
+    /// looked at (a slow write on a loaded server).
+    approvals_held: watch::Sender<bool>,
+    /// Writes to `/approval` that arrived (held or not).
+    approvals_arrived: std::sync::atomic::AtomicUsize,
 }
 
 /// SETTINGS_MAX_CONCURRENT_STREAMS as kube-apiserver v1.36 advertises it
@@ -224,6 +233,8 @@ impl ApiServer {
             ctb_served: std::sync::atomic::AtomicBool::new(true),
             service_cidrs_served: std::sync::atomic::AtomicBool::new(true),
             owners: Mutex::default(),
+            approvals_held: watch::channel(false).0,
+            approvals_arrived: std::sync::atomic::AtomicUsize::new(0),
         });
         {
             let mut st = shared.store.lock().unwrap();
@@ -435,6 +446,32 @@ impl ApiServer {
                 .map(|(r, n, o)| (r.to_string(), n.to_string(), o.to_string()))
                 .collect(),
         );
+    }
+
+    /// While on, each write to a CSR's `/approval` is held (no answer)
+    /// until this is turned off: a round of decisions held open.
+    pub fn hold_approvals(&self, on: bool) {
+        self.shared.approvals_held.send_replace(on);
+    }
+
+    /// Writes to a CSR's `/approval` that have arrived so far, held ones
+    /// included.
+    pub fn approvals_arrived(&self) -> usize {
+        self.shared
+            .approvals_arrived
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// While on, `verb` (`list`, `watch`, `get`) on `resource` is answered
+    /// 403 Forbidden for everyone, as a missing RBAC rule is.
+    pub fn forbid(&self, verb: &str, resource: &str, on: bool) {
+        let key = (verb.to_owned(), resource.to_owned());
+        let mut st = self.shared.store.lock().unwrap();
+        if on {
+            st.forbidden.insert(key);
+        } else {
+            st.forbidden.remove(&key);
+        }
     }
 
     /// Injected 500s not yet served.
@@ -660,6 +697,19 @@ async fn admit(
         let _ = stalled.wait_for(|s| !*s).await;
     }
     let st = shared.store.lock().unwrap();
+    if st
+        .forbidden
+        .contains(&(verb.to_owned(), resource.to_owned()))
+    {
+        return Err(status(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            format!(
+                "{resource} is forbidden: User \"system:serviceaccount:certsync:certsync\" \
+                 cannot {verb} resource \"{resource}\" in API group \"\" at the cluster scope"
+            ),
+        ));
+    }
     if let Some(allow) = &st.allow {
         let ok = name.is_some_and(|n| allow.contains(&(resource.into(), ns.into(), n.into())));
         if !ok {

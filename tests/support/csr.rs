@@ -395,6 +395,13 @@ async fn update(
     if authenticate(&shared, &headers, &peer).is_none() {
         return unauthorized();
     }
+    if path == Part::Approval {
+        shared
+            .approvals_arrived
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut held = shared.approvals_held.subscribe();
+        let _ = held.wait_for(|h| !*h).await;
+    }
     // A body that is not an object (a JSON array, say) is a decoding
     // error, not an update that changes nothing.
     if !new.is_object() || new["kind"] != "CertificateSigningRequest" {

@@ -192,6 +192,7 @@ fn the_cluster() -> Cluster {
             "kubeadm's controlPlaneEndpoint".into(),
         )],
         services: vec![],
+        service_names: vec![],
     }
 }
 

@@ -129,8 +129,16 @@ fn attack_ipv4_embedding_forms_of_reserved_addresses_are_refused() {
         "2002:7f00:1::1",
         "2002:a60:1::1",
     ];
+    let approved = not_denied_under_any_node_address(&embedded);
+    assert!(approved.is_empty(), "not denied: {approved:#?}");
+}
+
+/// Of `addresses`, each listed by n1 and asked for by it with
+/// --allow-any-node-address, those not denied (`ip-san`), with the
+/// verdict; n1's request without them is approved (the control).
+fn not_denied_under_any_node_address(addresses: &[&str]) -> Vec<String> {
     let mut listed: Vec<(&str, &str)> = vec![("InternalIP", "10.0.0.1"), ("InternalIP", "fd00::1")];
-    listed.extend(embedded.iter().map(|a| ("InternalIP", *a)));
+    listed.extend(addresses.iter().map(|a| ("InternalIP", *a)));
     let nodes: BTreeMap<String, Node> = [node("n1", &listed)].into_iter().collect();
     let any = Policy {
         node_cidrs: vec![],
@@ -140,15 +148,15 @@ fn attack_ipv4_embedding_forms_of_reserved_addresses_are_refused() {
     let (v, _) = decide(&csr(&kubelet("n1")), &nodes, &the_cluster(), &any);
     assert_eq!(v, Verdict::Approve, "the control: {}", v.describe());
     let mut approved = Vec::new();
-    for addr in embedded {
+    for addr in addresses {
         let mut a = kubelet("n1");
         a.ips.push(addr.parse().unwrap());
         let (v, _) = decide(&csr(&a), &nodes, &the_cluster(), &any);
-        if v.label() != "deny" {
+        if (v.label(), v.check()) != ("deny", Some(Check::IpSan)) {
             approved.push(format!("{addr}: {}", v.describe()));
         }
     }
-    assert!(approved.is_empty(), "not denied: {approved:#?}");
+    approved
 }
 
 mod generated {
@@ -551,4 +559,76 @@ fn attack_nodes_listing_thousands_of_names_cost_a_bounded_index() {
     );
     let (v, _) = decide_with(&csr(&kubelet("n1")), &index, &the_cluster(), &policy());
     assert_eq!(v, Verdict::Approve, "{}", v.describe());
+}
+
+/// Attack (review 3, finding 7): an ExternalName Service's name (any
+/// namespace user writes it) was approved to a node that listed it under
+/// an --allowed-dns pattern. It is a Service's: denied to a node that does
+/// not list it; in dispute (a person decides) for one that lists it or is
+/// named so, so that naming a node's name in a Service gets nobody's
+/// renewal denied.
+#[test]
+fn attack_an_external_name_services_name_is_never_a_nodes() {
+    let mut cluster = the_cluster();
+    for (name, svc) in [
+        ("n1.nodes.example", "web"),
+        ("db.nodes.example", "db"),
+        ("n2", "shadow"),
+    ] {
+        cluster
+            .service_names
+            .push((name.into(), format!("Service prod/{svc}'s external name")));
+    }
+    // n1 lists n1.nodes.example, and the pattern covers it.
+    let mut a = kubelet("n1");
+    a.dns.push("n1.nodes.example".into());
+    let (v, _) = decide(&csr(&a), &nodes(), &cluster, &policy());
+    assert_eq!(
+        (v.label(), v.check()),
+        ("wait", Some(Check::DnsSan)),
+        "{}",
+        v.describe()
+    );
+    assert!(v.describe().contains("prod/web"), "{}", v.describe());
+    // n2 does not list db.nodes.example: denied, naming the Service.
+    let mut a = kubelet("n2");
+    a.dns = vec!["n2".into(), "db.nodes.example".into()];
+    a.ips = vec!["10.0.0.2".parse().unwrap()];
+    let (v, _) = decide(&csr(&a), &nodes(), &cluster, &policy());
+    assert_eq!(
+        (v.label(), v.check()),
+        ("deny", Some(Check::DnsSan)),
+        "{}",
+        v.describe()
+    );
+    assert!(v.describe().contains("prod/db"), "{}", v.describe());
+    // A Service named after node n2: its own name is in dispute, not
+    // denied.
+    a.dns = vec!["n2".into()];
+    let (v, _) = decide(&csr(&a), &nodes(), &cluster, &policy());
+    assert_eq!(
+        (v.label(), v.check()),
+        ("wait", Some(Check::DnsSan)),
+        "{}",
+        v.describe()
+    );
+}
+
+/// Attack (review 3, finding 7): a Teredo address (2001:0::/32) carries
+/// an IPv4 address, the client's with its bits inverted: the attacker's
+/// `…:3f57:fecd` is 192.168.1.50. Under --allow-any-node-address a node
+/// that listed one got it, though every other IPv6 form of an IPv4
+/// address was denied. Denied, whatever IPv4 address it carries.
+#[test]
+fn attack_teredo_addresses_are_refused_under_allow_any_node_address() {
+    let teredo = [
+        "2001:0:4136:e378:8000:63bf:3f57:fecd",
+        // Client 127.0.0.1 (inverted: 80ff:fffe).
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",
+        "2001::1",
+    ];
+    let approved = not_denied_under_any_node_address(&teredo);
+    assert!(approved.is_empty(), "not denied: {approved:#?}");
+    // Not every 2001::/16 address: 2001:db8::/32 is not Teredo.
+    assert!(special("2001:db8::1".parse().unwrap()).is_none());
 }
