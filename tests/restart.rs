@@ -19,7 +19,7 @@ use support::*;
 const NS: &str = "default";
 
 /// What certsync logs (at debug, as tests run it) when a watch is refused
-/// with `410 Gone` and it lists again (src/source/watch.rs).
+/// with `410 Gone` and it lists again (src/source/watch/reflector.rs).
 const RELIST: &str = "resourceVersion expired; re-listing";
 
 /// Creates or replaces `kubernetes.io/tls` Secret `default/name` holding `p`.

@@ -1,0 +1,191 @@
+//! `certsync run --once`: every mapping's source read once (after the API
+//! server answers, within `--once-timeout`), validated and published.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use tokio::sync::watch;
+
+use super::pin::target_pinned;
+use super::sources::{
+    Failure, ca_source, csr_source, failure, host_dir, kube_object, needs_process_client,
+    trust_bundles,
+};
+use super::syncer::Syncer;
+use super::{LOG, SyncError};
+use crate::bundle::Bundle;
+use crate::config::{Config, Mapping, Source};
+use crate::metrics::Metrics;
+
+/// `certsync run --once`: every mapping read, validated and published once.
+/// Returns the failures.
+pub async fn once(config: &Config) -> Vec<SyncError> {
+    let mut failures = Vec::new();
+    let metrics = Arc::new(Metrics::new(config.stale_fraction));
+    let client = if config
+        .mappings
+        .iter()
+        .any(|m| needs_process_client(&m.source))
+    {
+        match config.client.config().await {
+            Ok(c) => match config.client.client_for(&c) {
+                Ok(client) => reachable(&client, &c.cluster_url, config.once_timeout)
+                    .await
+                    .map(|()| client),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        }
+    } else {
+        Err("no API client needed".to_owned())
+    };
+    // Claims held until every mapping is done: one owner per target, so a
+    // run beside the daemon that owns a target is refused (exit 1, naming
+    // it) instead of flipping under it.
+    let mut claims = Vec::new();
+    for m in &config.mappings {
+        // `apply` and `source_failed` log their failures; an open failure
+        // is logged here, so every failure is said exactly once.
+        // A write lock another process holds is waited for no longer than
+        // the run itself may take.
+        let mut m = m.clone();
+        m.writer.lock_timeout = Some(config.once_timeout);
+        let mut s = match Syncer::open(
+            m.clone(),
+            config.clock_skew,
+            None,
+            Arc::clone(&metrics),
+            true,
+        )
+        .await
+        {
+            Ok((s, claim)) => {
+                claims.push(claim);
+                s
+            }
+            Err(e) => {
+                tracing::error!(target: LOG, mapping = %m.name, error = %e, "cannot open the target");
+                failures.push(e);
+                continue;
+            }
+        };
+        if m.writer.issuing && target_pinned(&m.target).await {
+            tracing::warn!(target: LOG, mapping = %m.name, target_dir = %m.target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", m.target.display());
+            continue;
+        }
+        let result = match read_once(&m, &client, &metrics, s.live(), config).await {
+            Ok(bundle) => s.apply(bundle).await.map(|_| ()),
+            Err(f) => Err(s.source_failed(f)),
+        };
+        // Published, but its kubeconfig was not brought to the pair: a
+        // failure of the run (exit 1), already logged.
+        let result = match (result, s.kubeconfig_failing.take()) {
+            (Ok(()), Some(message)) => Err(SyncError::Kubeconfig {
+                mapping: m.name.clone(),
+                message,
+            }),
+            (result, _) => result,
+        };
+        if let Err(e) = result {
+            failures.push(e);
+        }
+    }
+    failures
+}
+
+/// Reads a mapping's source once (`--once`). `client` is the API client,
+/// or why there is none.
+async fn read_once(
+    m: &Mapping,
+    client: &Result<Client, String>,
+    metrics: &Arc<Metrics>,
+    live: Option<Bundle>,
+    config: &Config,
+) -> Result<Bundle, Failure> {
+    let unavailable = |e: String| ("source_unavailable", e);
+    match &m.source {
+        Source::Dir(dir) => {
+            let src = host_dir(m, dir);
+            match crate::blocking(move || src.read()).await {
+                Ok(r) => r.map_err(|e| failure(&e.into())),
+                Err(e) => Err(unavailable(e)),
+            }
+        }
+        Source::Kube(object) => {
+            let client = client.clone().map_err(unavailable)?;
+            kube_object(m, object, metrics)
+                .get(client)
+                .await
+                .map_err(|e| failure(&e.into()))
+        }
+        Source::TrustBundle(selection) => {
+            let client = client.clone().map_err(unavailable)?;
+            trust_bundles(m, selection, metrics)
+                .get(client)
+                .await
+                .map_err(|e| failure(&e))
+        }
+        Source::Csr(spec) => {
+            let source = csr_source(m, spec, metrics, config);
+            if spec.bootstrap.is_none() {
+                client.clone().map_err(unavailable)?;
+            }
+            let (_clients_tx, mut clients) = watch::channel(client.clone().ok());
+            let (_stop, mut never) = watch::channel(false);
+            let Some(client) = source
+                .client(&mut clients, &mut never, live.is_some())
+                .await
+            else {
+                return Err(unavailable("no API client".into()));
+            };
+            match source.once(&client, live.as_ref()).await {
+                Ok(Some(issued)) => Ok(issued),
+                // The live pair satisfies the mapping: publishing it again
+                // changes nothing.
+                Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
+                Err(e) => Err((e.reason(), e.to_string())),
+            }
+        }
+        Source::Ca(spec) => match ca_source(m, spec, metrics, config)
+            .once(live.as_ref())
+            .await
+        {
+            Ok(Some(issued)) => Ok(issued),
+            Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
+            Err(e) => Err((e.reason(), e.to_string())),
+        },
+    }
+}
+
+/// Waits until the API server answers (`GET /version`; any answer but a
+/// 5xx counts: it is up, whatever it thinks of us), retrying with jittered
+/// backoff, for at most `within`: an init container may start beside the
+/// API server it reads from.
+async fn reachable(client: &Client, server: &http::Uri, within: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut attempt = 0;
+    loop {
+        let problem = match client.apiserver_version().await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code < 500 => return Ok(()),
+            Err(e) => crate::error_chain(&e),
+        };
+        attempt += 1;
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            let message = format!(
+                "the API server {server} did not answer within {}: {problem}",
+                humantime::format_duration(within)
+            );
+            tracing::error!(target: LOG, %server, error = %problem, "API server {server} did not answer within {}; giving up (--once-timeout)", humantime::format_duration(within));
+            return Err(message);
+        }
+        if attempt == 1 {
+            tracing::info!(target: LOG, %server, error = %problem, timeout = %humantime::format_duration(within), "waiting for the API server");
+        }
+        // 200 ms doubling to 3.2 s, plus up to as much again at random.
+        let pause = crate::backoff(Duration::from_millis(200), attempt.min(5));
+        tokio::time::sleep(pause.min(deadline - now)).await;
+    }
+}

@@ -1,0 +1,208 @@
+//! Publishing through the writer: the flip and the reload it calls for, a
+//! rollback pin kept, the `update-kubeconfig=` file brought to the live
+//! pair, and what each outcome logs, counts and records as an Event.
+
+use super::syncer::Syncer;
+use super::{LOG, SyncError, blocking};
+use crate::bundle::Bundle;
+use crate::validate;
+use crate::writer::Outcome;
+
+impl Syncer {
+    /// Writes `bundle` as the live revision (nothing when it is already
+    /// live), reloads after a flip, and records and logs the outcome.
+    pub(super) async fn publish(&mut self, bundle: &Bundle) -> Result<Outcome, SyncError> {
+        let (writer, b) = (self.writer.clone(), bundle.clone());
+        let parsed = bundle.clone();
+        let leaf = crate::blocking(move || leaf_of_bundle(&parsed))
+            .await
+            .map_err(|message| SyncError::Task {
+                mapping: self.mapping.name.clone(),
+                message,
+            })?;
+        // Every flip is followed by a reload (drift rewrites too: the
+        // consumer may have read the damaged files), requested as soon as
+        // the new revision is live.
+        let reload = self.reload_request(leaf.as_ref());
+        let flipped = move || reload.into_iter().for_each(|request| request());
+        let outcome =
+            match blocking(&self.mapping.name, move || writer.publish_then(&b, flipped)).await {
+                Ok(o) => o,
+                Err(e) => {
+                    self.unready_if_broken(&e).await;
+                    return Err(e);
+                }
+            };
+        let revision = outcome.revision();
+        if let Outcome::Pinned { revision } = outcome {
+            self.metrics.pinned(&self.mapping.name, true);
+            self.pinned(revision).await;
+            return Ok(outcome);
+        }
+        if matches!(outcome, Outcome::Written { .. }) {
+            // A flip releases any pin (the writer removed it).
+            self.metrics.pinned(&self.mapping.name, false);
+        }
+        // The content is ours but its revision is not the one we last saw:
+        // someone else flipped `..data` (a `certsync rollback` back to the
+        // source's content). The consumer may hold the files of the
+        // revision in between: reload it.
+        if matches!(outcome, Outcome::Unchanged { .. })
+            && self.revision.is_some_and(|r| r != revision)
+        {
+            tracing::warn!(target: LOG, mapping = %self.mapping.name, revision, "the live revision was changed by another writer (a rollback?); reloading the consumer");
+            self.reload_now(leaf.as_ref());
+        }
+        let written = matches!(outcome, Outcome::Written { .. });
+        self.record_current(revision, leaf.as_ref());
+        let name = self.mapping.name.clone();
+        self.metrics
+            .sync(&name, if written { "written" } else { "unchanged" });
+        let kubeconfig = self.update_kubeconfig(bundle).await;
+        self.metrics.ready(&name, kubeconfig);
+        let (name, hash) = (&name, bundle.hash());
+        match &outcome {
+            Outcome::Written { revision, drift } => {
+                let not_after = leaf
+                    .as_ref()
+                    .map(|l| validate::rfc3339(l.not_after))
+                    .unwrap_or_default();
+                let subject = leaf.as_ref().map_or("", |l| l.subject.as_str());
+                match drift {
+                    Some(why) => {
+                        tracing::warn!(target: LOG, mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
+                    }
+                    None => {
+                        if leaf.is_some() {
+                            tracing::info!(target: LOG, mapping = %name, revision, hash = %hash.short(), subject, %not_after, target_dir = %self.mapping.target.display(), "published new revision");
+                        } else {
+                            // A CA bundle (ca.crt only) has no leaf: no
+                            // empty subject and date in the log.
+                            tracing::info!(target: LOG, mapping = %name, revision, hash = %hash.short(), content = "CA certificates only", target_dir = %self.mapping.target.display(), "published new revision");
+                        }
+                        if let Some(events) = &self.events {
+                            let serial = leaf.as_ref().map_or("-", |l| l.serial.as_str());
+                            events.updated(format!(
+                                "revision {revision} written to {}: {subject}, serial {serial}, not after {not_after}",
+                                self.mapping.target.display()
+                            ));
+                        }
+                    }
+                }
+            }
+            Outcome::Unchanged {
+                revision,
+                repaired_links,
+            } if *repaired_links > 0 => {
+                tracing::warn!(target: LOG, mapping = %name, revision, repaired_links, "restored missing or altered links in the target");
+            }
+            Outcome::Unchanged { revision, .. } => {
+                tracing::debug!(target: LOG, mapping = %name, revision, "target already current");
+            }
+            Outcome::Pinned { .. } => {} // returned above
+        }
+        Ok(outcome)
+    }
+
+    /// After a failed write: not ready while the target holds no intact
+    /// revision (deleted, unwritable), since the consumer has nothing to read.
+    async fn unready_if_broken(&self, err: &SyncError) {
+        let writer = self.writer.clone();
+        let live = blocking(&self.mapping.name, move || writer.live()).await;
+        if !matches!(live, Ok(Some(ref l)) if l.problem.is_none()) {
+            self.metrics.ready(
+                &self.mapping.name,
+                Some(format!("the target holds no valid files: {err}")),
+            );
+        }
+    }
+
+    /// An operator's rollback is in place (`certsync rollback`): the source
+    /// still offers the content rolled back from, so it is not published.
+    /// When the live revision changed under us, the consumer is reloaded
+    /// with the restored pair.
+    async fn pinned(&mut self, revision: u64) {
+        let name = self.mapping.name.clone();
+        self.metrics.sync(&name, "pinned");
+        if self.revision == Some(revision) {
+            return;
+        }
+        let writer = self.writer.clone();
+        let live = blocking(&name, move || writer.live()).await.ok().flatten();
+        let Some(live) = live else { return };
+        tracing::warn!(target: LOG, mapping = %name, revision, "rollback in place: keeping it until the source content changes");
+        let leaf = leaf_of_bundle(&live.bundle);
+        self.record_current(revision, leaf.as_ref());
+        let kubeconfig = self.update_kubeconfig(&live.bundle).await;
+        self.metrics.ready(&name, kubeconfig);
+        self.reload_now(leaf.as_ref());
+    }
+
+    /// Makes the mapping's `update-kubeconfig=` file hold the pair of
+    /// `live` (the live revision's content), if it does not. `Some`
+    /// problem (for readiness) when it failed: the target stays published,
+    /// the failure is logged and counted, and the next repair or resync
+    /// tries again.
+    async fn update_kubeconfig(&mut self, live: &Bundle) -> Option<String> {
+        use crate::bundle::{CERT_FILE, KEY_FILE};
+        let path = self.mapping.update_kubeconfig.clone()?;
+        let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
+            return None;
+        };
+        let (cert, key, p) = (cert.to_vec(), key.to_vec(), path.clone());
+        let name = self.mapping.name.clone();
+        let result = blocking(&name, move || {
+            crate::writer::update_kubeconfig(&p, &cert, &key)
+        })
+        .await;
+        let err = match result {
+            Ok(updated) => {
+                if updated {
+                    tracing::info!(target: LOG, mapping = %name, kubeconfig = %path.display(), "kubeconfig now embeds the live pair");
+                }
+                if self.kubeconfig_failing.take().is_some() {
+                    self.last_problem = None;
+                }
+                return None;
+            }
+            Err(SyncError::Writer { source, .. }) => source.to_string(),
+            Err(other) => other.to_string(),
+        };
+        self.kubeconfig_failing = Some(err.clone());
+        let err = SyncError::Kubeconfig {
+            mapping: name,
+            message: err,
+        };
+        // Keyed without the pair's hash: the same file problem with each
+        // renewed pair is one problem.
+        self.report(None, &err);
+        Some(err.to_string())
+    }
+
+    fn reload_now(&self, leaf: Option<&validate::Leaf>) {
+        if let Some(request) = self.reload_request(leaf) {
+            request();
+        }
+    }
+
+    /// The reload to ask for once a revision whose leaf is `leaf` is live,
+    /// verified at the mapping's `verify=` address if it has one. `None`
+    /// when nothing is to be reloaded (`--once`, no method, no check).
+    fn reload_request(
+        &self,
+        leaf: Option<&validate::Leaf>,
+    ) -> Option<impl FnOnce() + Send + 'static> {
+        let handle = self.reload.clone()?;
+        let name = self.mapping.name.clone();
+        let verify = self.mapping.verify.clone().zip(leaf.map(|l| l.sha256));
+        let events = self.events.clone();
+        Some(move || handle.request(&name, verify, events))
+    }
+}
+
+/// The leaf certificate of a bundle, if it has one.
+pub(super) fn leaf_of_bundle(bundle: &Bundle) -> Option<validate::Leaf> {
+    bundle
+        .get(crate::bundle::CERT_FILE)
+        .and_then(validate::leaf_of)
+}

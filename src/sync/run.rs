@@ -1,0 +1,212 @@
+//! `certsync run`: the reload task, the API clients, and a source task and
+//! a sync task per mapping until shutdown; the plan logged as it starts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::pin::PinHold;
+use super::sources::{ca_source, csr_source, host_dir, kube_object, needs_client, trust_bundles};
+use super::syncer::Syncer;
+use super::task::{Watched, sync_loop};
+use super::{LOG, SyncError};
+use crate::config::{Config, Source};
+use crate::dirwatch::DirWatch;
+use crate::events::EventSink;
+use crate::metrics::Metrics;
+use crate::reload::{self, ReloadHandle};
+
+/// `certsync run`: one source task and one sync task per mapping, until
+/// `shutdown` turns true. A write in progress is finished before returning.
+pub async fn run(
+    mut config: Config,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), SyncError> {
+    let watcher = DirWatch::new().map_err(|e| SyncError::Task {
+        mapping: "*".into(),
+        message: e.to_string(),
+    })?;
+    let mut tasks = tokio::task::JoinSet::new();
+    let wants_reload =
+        config.reload.method.is_some() || config.mappings.iter().any(|m| m.verify.is_some());
+    let reload = wants_reload.then(ReloadHandle::default);
+    if let Some(handle) = &reload {
+        tasks.spawn(reload::run(
+            config.reload.clone(),
+            handle.clone(),
+            Arc::clone(&metrics),
+            shutdown.clone(),
+        ));
+    }
+    let (clients_tx, clients) = watch::channel(None);
+    if needs_client(&config) {
+        let settings = config.client.clone();
+        tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
+    }
+    if config.events
+        && config.events_pod.is_none()
+        && config
+            .mappings
+            .iter()
+            .any(|m| matches!(m.source, Source::Dir(_)))
+    {
+        tracing::warn!(
+            target: LOG,
+            "--events: dir: mappings have no object to record Events on; set POD_NAME and POD_NAMESPACE (downward API) to record them on this Pod"
+        );
+    }
+    // Each mapping moves into its tasks; the rest of the configuration
+    // stays for the sources that read it (a copy of every mapping kept
+    // here was ~0.5 KiB per mapping for the process's life).
+    for m in std::mem::take(&mut config.mappings) {
+        let (mut syncer, claim) = Syncer::open(
+            m.clone(),
+            config.clock_skew,
+            reload.clone(),
+            Arc::clone(&metrics),
+            true,
+        )
+        .await?;
+        let (tx, rx) = watch::channel(None);
+        match &m.source {
+            Source::Dir(dir) => {
+                if let Some(pod) = config.events_pod.clone() {
+                    syncer = syncer.with_events(EventSink::for_pod(clients.clone(), pod));
+                }
+                tasks.spawn(host_dir(&m, dir).run(
+                    watcher.clone(),
+                    config.debounce,
+                    config.resync,
+                    tx,
+                    shutdown.clone(),
+                ))
+            }
+            Source::Kube(object) => {
+                let source = kube_object(&m, object, &metrics);
+                if config.events {
+                    let uid = Arc::clone(&source.uid);
+                    syncer =
+                        syncer.with_events(EventSink::new(clients.clone(), object.clone(), uid));
+                }
+                tasks.spawn(Box::new(source).run(
+                    clients.clone(),
+                    config.client.watch_timeout,
+                    tx,
+                    shutdown.clone(),
+                ))
+            }
+            Source::TrustBundle(selection) => tasks.spawn(
+                trust_bundles(&m, selection, &metrics).run(clients.clone(), tx, shutdown.clone()),
+            ),
+            Source::Csr(spec) => {
+                let mut source = csr_source(&m, spec, &metrics, &config);
+                if config.events {
+                    let sink = EventSink::for_csr(clients.clone(), Arc::clone(&source.current));
+                    source.events = Some(sink.clone());
+                    syncer = syncer.with_events(sink);
+                }
+                let (clients, stop) = (clients.clone(), shutdown.clone());
+                tasks.spawn(
+                    PinHold::new(&m, &metrics, &config, &shutdown).run(move |live| {
+                        source
+                            .clone()
+                            .run(clients.clone(), live, tx.clone(), stop.clone())
+                    }),
+                )
+            }
+            Source::Ca(spec) => {
+                let mut source = ca_source(&m, spec, &metrics, &config);
+                // `Config` refuses --events with a ca: mapping and no Pod.
+                if let Some(pod) = config.events_pod.clone() {
+                    let sink = EventSink::for_pod(clients.clone(), pod);
+                    source.events = Some(sink.clone());
+                    syncer = syncer.with_events(sink);
+                }
+                let stop = shutdown.clone();
+                tasks.spawn(
+                    PinHold::new(&m, &metrics, &config, &shutdown)
+                        .run(move |live| source.clone().run(live, tx.clone(), stop.clone())),
+                )
+            }
+        };
+        tasks.spawn(sync_loop(
+            Box::new(syncer),
+            claim,
+            Watched::new(&watcher, &m.target),
+            rx,
+            config.debounce,
+            config.resync,
+            shutdown.clone(),
+        ));
+    }
+    // Every task ends on shutdown; one stuck in a hook or an API call is
+    // not waited for past the grace period (kubelet kills at 30 s).
+    let mut stopping = shutdown.clone();
+    let grace = async {
+        crate::shutdown::stopped(&mut stopping).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        () = async { while tasks.join_next().await.is_some() {} } => {}
+        () = grace => {
+            tracing::warn!(target: LOG, grace = ?SHUTDOWN_GRACE, "tasks still running after shutdown began; exiting anyway");
+        }
+    }
+    Ok(())
+}
+
+/// How long `run` waits for its tasks after shutdown begins.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Logs what `run` is about to do, at info: each mapping's source and
+/// target directory, then the version, the reload method, the API server
+/// (scheme, host and port only: never credentials) and the admin address.
+pub async fn log_plan(config: &Config) {
+    for m in &config.mappings {
+        let source = match &m.source {
+            Source::Dir(dir) => format!("dir {}", dir.display()),
+            Source::Kube(object) => object.to_string(),
+            Source::TrustBundle(selection) => selection.to_string(),
+            Source::Csr(spec) => format!("csr {}", spec.signer),
+            Source::Ca(spec) => format!("ca {}", spec.ca_cert.display()),
+        };
+        tracing::info!(target: LOG, mapping = %m.name, source = %crate::escape(&source), target_dir = %m.target.display(), "mapping");
+    }
+    let reload = match &config.reload.method {
+        Some(reload::Method::Signal { target, signal }) => format!("signal {signal} to {target}"),
+        Some(reload::Method::Http(hook)) => format!("http {}", hook.describe()),
+        None => "none (the consumer watches its files)".to_owned(),
+    };
+    let api_server = if needs_client(config) {
+        match config.client.config().await {
+            Ok(c) => server_origin(&c.cluster_url),
+            Err(e) => format!("unknown yet ({e})"),
+        }
+    } else {
+        "none needed".to_owned()
+    };
+    let admin_addr = config
+        .admin_addr
+        .map_or_else(|| "none (no --admin-addr)".to_owned(), |a| a.to_string());
+    tracing::info!(
+        target: LOG,
+        version = env!("CARGO_PKG_VERSION"),
+        mappings = config.mappings.len(),
+        %reload,
+        %api_server,
+        %admin_addr,
+        "certsync started"
+    );
+}
+
+/// `scheme://host:port` of a URL: no userinfo, path or query.
+fn server_origin(uri: &http::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("https");
+    let host = uri.host().unwrap_or("");
+    match uri.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    }
+}

@@ -1,0 +1,354 @@
+//! One mapping's sync state: its target opened and the live revision
+//! adopted, updates validated and applied, a rejected one retried on
+//! resync, drift repaired with the last good pair, each problem reported
+//! once.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::publish::leaf_of_bundle;
+use super::sources::Failure;
+use super::{LOG, SyncError, blocking};
+use crate::bundle::{Bundle, ContentHash};
+use crate::config::{Mapping, Source};
+use crate::events::EventSink;
+use crate::metrics::Metrics;
+use crate::reload::ReloadHandle;
+use crate::validate::{self, Policy, ValidationError};
+use crate::writer::{Outcome, Writer};
+
+/// One mapping's sync state.
+pub struct Syncer {
+    pub(super) mapping: Mapping,
+    pub(super) writer: Writer,
+    clock_skew: Duration,
+    /// What drift repair restores.
+    last_good: Option<Bundle>,
+    /// The newest update not (yet) published, retried on every resync:
+    /// a not-yet-valid certificate becomes valid with time.
+    pending: Option<Bundle>,
+    /// The last problem logged at error level, to log each one once.
+    pub(super) last_problem: Option<(Option<ContentHash>, String)>,
+    /// Told after every flip; `None` with `--once` or nothing to reload.
+    pub(super) reload: Option<ReloadHandle>,
+    pub(super) metrics: Arc<Metrics>,
+    /// The live revision, once known.
+    pub(super) revision: Option<u64>,
+    /// The revision for which the stale-certificate warning was logged.
+    stale_warned: Option<u64>,
+    /// Kubernetes Events on the source object (`--events`, API sources).
+    pub(super) events: Option<EventSink>,
+    /// Why the last `update-kubeconfig=` attempt failed (said once, at
+    /// error level), while it does.
+    pub(super) kubeconfig_failing: Option<String>,
+}
+
+impl Syncer {
+    /// Opens the target (cleaning crash leftovers) and adopts an intact live
+    /// revision as the last good pair, so it is served and repaired even
+    /// before the source answers.
+    ///
+    /// With `claim`, the target is also claimed for this daemon (a second
+    /// daemon on the same target is refused instead of fighting the
+    /// first), in the same trip to the blocking pool: `run` opens every
+    /// target in turn before its source starts.
+    pub async fn open(
+        mapping: Mapping,
+        clock_skew: Duration,
+        reload: Option<ReloadHandle>,
+        metrics: Arc<Metrics>,
+        claim: bool,
+    ) -> Result<(Self, Option<crate::writer::Claim>), SyncError> {
+        let (target, opts, name) = (
+            mapping.target.clone(),
+            mapping.writer.clone(),
+            mapping.name.clone(),
+        );
+        let (writer, live, claim, pinned) = blocking(&name, move || {
+            let w = Writer::open(target, opts)?;
+            let live = w.live()?;
+            let claim = if claim { Some(w.claim()?) } else { None };
+            let pinned = w.pin().is_some();
+            Ok((w, live, claim, pinned))
+        })
+        .await?;
+        metrics.add_mapping(&name);
+        metrics.pinned(&name, pinned);
+        if matches!(mapping.source, Source::Csr(_)) {
+            metrics.add_csr_mapping(&name);
+        }
+        let mut s = Self {
+            mapping,
+            writer,
+            clock_skew,
+            last_good: None,
+            pending: None,
+            last_problem: None,
+            reload,
+            metrics,
+            revision: None,
+            stale_warned: None,
+            events: None,
+            kubeconfig_failing: None,
+        };
+        if let Some(l) = live.filter(|l| l.problem.is_none()) {
+            tracing::info!(target: LOG, mapping = %name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
+            // Served and repaired as it is; ready only if it is still valid.
+            let problem = validate::validate(&l.bundle, &s.policy())
+                .err()
+                .map(|e| format!("current revision {} is not valid: {e}", l.revision));
+            s.record_current(l.revision, leaf_of_bundle(&l.bundle).as_ref());
+            s.metrics.ready(&name, problem);
+            s.last_good = Some(l.bundle);
+        }
+        Ok((s, claim))
+    }
+
+    /// The last good bundle: the live revision adopted at open, or the
+    /// newest one published.
+    pub fn live(&self) -> Option<Bundle> {
+        self.last_good.clone()
+    }
+
+    /// Records Events on the source object from now on.
+    pub fn with_events(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
+        self
+    }
+
+    fn policy(&self) -> Policy {
+        Policy {
+            expect: self.mapping.expect,
+            now: SystemTime::now(),
+            clock_skew: self.clock_skew,
+        }
+    }
+
+    /// Metrics for the live revision, whose leaf is `leaf`.
+    pub(super) fn record_current(&mut self, revision: u64, leaf: Option<&validate::Leaf>) {
+        self.metrics.current(
+            &self.mapping.name,
+            revision,
+            leaf.map(|l| (l.not_before, l.not_after)),
+        );
+        self.revision = Some(revision);
+    }
+
+    /// Warns once per revision when its certificate passed the stale
+    /// fraction of its lifetime and nothing newer has arrived.
+    fn check_stale(&mut self) {
+        let name = &self.mapping.name;
+        if self.revision.is_some()
+            && self.stale_warned != self.revision
+            && self.metrics.is_stale(name)
+        {
+            tracing::warn!(target: LOG, mapping = %name, revision = self.revision, "certificate is past its renewal point and no newer one has arrived; check the issuer");
+            self.stale_warned = self.revision;
+        }
+    }
+
+    /// Records that the source delivered something (good or bad content).
+    pub fn source_ok(&self) {
+        self.metrics.source_up(&self.mapping.name, true);
+    }
+
+    /// Validates and publishes `bundle`. `Ok(true)` when a new revision was
+    /// flipped in.
+    pub async fn apply(&mut self, bundle: Bundle) -> Result<bool, SyncError> {
+        let hash = bundle.hash();
+        let policy = self.policy();
+        // The last good bundle passed already; anything else is checked.
+        let known_good = self.last_good.as_ref().is_some_and(|g| g.hash() == hash);
+        if !known_good && let Err(source) = self.validate(&bundle, policy).await? {
+            self.pending = Some(bundle);
+            let err = SyncError::Rejected {
+                mapping: self.mapping.name.clone(),
+                source,
+            };
+            self.report(Some(hash), &err);
+            return Err(err);
+        }
+        match self.publish(&bundle).await {
+            Ok(outcome) => {
+                self.pending = None;
+                self.last_good = Some(bundle);
+                // A kubeconfig still failing is the same problem with the
+                // new pair: said once, not again at every renewal.
+                if self.kubeconfig_failing.is_none() {
+                    self.last_problem = None;
+                }
+                Ok(matches!(outcome, Outcome::Written { .. }))
+            }
+            Err(e) => {
+                self.pending = Some(bundle);
+                self.report(Some(hash), &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`validate::validate`] on a blocking thread: parsing outside bytes
+    /// must not hold a runtime thread, which the admin port and every other
+    /// mapping share.
+    async fn validate(
+        &self,
+        bundle: &Bundle,
+        policy: Policy,
+    ) -> Result<Result<validate::Validated, ValidationError>, SyncError> {
+        let b = bundle.clone();
+        crate::blocking(move || validate::validate(&b, &policy))
+            .await
+            .map_err(|message| SyncError::Task {
+                mapping: self.mapping.name.clone(),
+                message,
+            })
+    }
+
+    /// Records that the source could not be read; the target is untouched.
+    pub fn source_failed(&mut self, (reason, message): Failure) -> SyncError {
+        let err = SyncError::Source {
+            mapping: self.mapping.name.clone(),
+            message,
+            reason,
+        };
+        self.report(None, &err);
+        err
+    }
+
+    /// Retries a pending update (it may have become valid), then re-checks
+    /// the target against the last good bundle.
+    pub async fn resync(&mut self) {
+        if let Some(pending) = self.pending.clone()
+            && self.apply(pending).await.is_ok()
+        {
+            return;
+        }
+        self.repair().await;
+        self.check_stale();
+    }
+
+    /// Restores the last good bundle if the target drifted from it.
+    pub async fn repair(&mut self) {
+        let Some(good) = self.last_good.clone() else {
+            return;
+        };
+        if let Err(e) = self.publish(&good).await {
+            self.report(Some(good.hash()), &e);
+        }
+    }
+
+    pub(super) fn report(&mut self, hash: Option<ContentHash>, err: &SyncError) {
+        let key = (hash, err.to_string());
+        let name = &self.mapping.name;
+        let reason = match err {
+            SyncError::Rejected { source, .. } => {
+                self.metrics.rejected(name, source.reason());
+                self.metrics.sync(name, "rejected");
+                source.reason()
+            }
+            SyncError::Source { reason, .. } => {
+                self.metrics.source_up(name, false);
+                self.metrics.sync(name, "source_error");
+                reason
+            }
+            SyncError::Writer { .. } | SyncError::Task { .. } => {
+                self.metrics.sync(name, "error");
+                "write_failed"
+            }
+            SyncError::Kubeconfig { .. } => {
+                self.metrics.sync(name, "kubeconfig_error");
+                "kubeconfig_failed"
+            }
+        };
+        if self.last_problem.as_ref() == Some(&key) {
+            tracing::debug!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "still failing");
+        } else {
+            if self.last_good.is_some() {
+                tracing::error!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "keeping the last good files");
+            } else {
+                tracing::error!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "nothing published yet; the target is left as it is");
+            }
+            if let (Some(events), SyncError::Rejected { source, .. }) = (&self.events, err) {
+                events.rejected(format!(
+                    "{}: {source}; the last good files stay in place",
+                    source.reason()
+                ));
+            }
+            self.last_problem = Some(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{CERT_FILE, KEY_FILE};
+    use crate::cli::{Cli, Command};
+    use crate::config::Config;
+    use crate::test_certs as certs;
+    use clap::Parser;
+
+    fn mapping(src: &std::path::Path, target: &std::path::Path) -> Mapping {
+        let cli = Cli::try_parse_from([
+            "certsync",
+            "run",
+            "--sync",
+            &format!("dir:{}={}", src.display(), target.display()),
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        Config::from_args(&args).unwrap().mappings.remove(0)
+    }
+
+    fn bundle(p: &certs::Pair) -> Bundle {
+        let mut b = Bundle::default();
+        b.insert(CERT_FILE, p.cert.clone(), "t").unwrap();
+        b.insert(KEY_FILE, p.key.clone(), "t").unwrap();
+        b
+    }
+
+    #[tokio::test]
+    async fn bad_material_keeps_the_last_good_pair() {
+        let d = tempfile::tempdir().unwrap();
+        let m = mapping(&d.path().join("src"), &d.path().join("t"));
+        let mut s = Syncer::open(
+            m.clone(),
+            Duration::from_secs(300),
+            None,
+            Arc::new(Metrics::new(0.8)),
+            false,
+        )
+        .await
+        .unwrap()
+        .0;
+        let good = certs::Pair::new("good");
+        assert!(s.apply(bundle(&good)).await.unwrap());
+        let other = certs::Pair::new("other");
+        let mut bad = bundle(&good);
+        bad.insert(KEY_FILE, other.key.clone(), "t").unwrap();
+        let err = s.apply(bad).await.unwrap_err().to_string();
+        assert!(err.contains("does not match"), "{err}");
+        assert_eq!(
+            std::fs::read(d.path().join("t/tls.crt")).unwrap(),
+            good.cert
+        );
+        assert_eq!(std::fs::read(d.path().join("t/tls.key")).unwrap(), good.key);
+
+        // A fresh syncer adopts what is on disk and repairs drift with it.
+        std::fs::remove_file(d.path().join("t/tls.key")).unwrap();
+        let mut again = Syncer::open(
+            m,
+            Duration::from_secs(300),
+            None,
+            Arc::new(Metrics::new(0.8)),
+            false,
+        )
+        .await
+        .unwrap()
+        .0;
+        again.repair().await;
+        assert_eq!(std::fs::read(d.path().join("t/tls.key")).unwrap(), good.key);
+    }
+}
