@@ -81,6 +81,7 @@ impl Writer {
                 let dir = h.open_dir_nofollow(name).map_err(|e| err(e.to_string()))?;
                 read_revision(&dir, &shown)
                     .and_then(|r| as_written(&r, &shown).map(|()| r))
+                    .and_then(|r| unchanged(&r, name, &shown).map(|()| r))
                     .map_err(|e| err(format!("revision {number}: {e}")))
             })?;
         check(&revision.bundle).map_err(|e| err(format!("refusing revision {number}: {e}")))?;
@@ -104,4 +105,25 @@ impl Writer {
             revision: new,
         })
     }
+}
+
+/// A history entry's content is still what certsync wrote: its name ends
+/// in the content hash. The files keep the owner the mapping gave them
+/// (`owner=`), so that user may rewrite them in place through a handle
+/// kept open while they were live (the fourth attacker review): rolling
+/// back would then publish and pin the user's pair. The live revision is
+/// checked the same way (drift repair).
+fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), String> {
+    let named = parse_rev(name).map(|(_, h)| h);
+    let hash = rev.bundle.hash();
+    if named == Some(hash.short().as_str()) {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: its files were changed after certsync wrote them (content hash {}, the name says {}); \
+         it is not restored",
+        shown.display(),
+        hash.short(),
+        named.unwrap_or("nothing")
+    ))
 }

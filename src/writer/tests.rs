@@ -835,3 +835,32 @@ fn a_replaced_target_is_refused_a_removed_one_made_again() {
     fs::create_dir(w.target()).unwrap();
     assert!(w.publish(&bundle("c")).is_err());
 }
+
+#[test]
+fn attack_a_history_revision_rewritten_in_place_is_not_restored() {
+    // The fourth attacker review: with `owner=` the published files are
+    // the consumer's; it kept a handle on the live pair, let it move to
+    // history and wrote its own pair through the handle. Rollback read
+    // the entry, found one link and one owner, and restored and pinned it.
+    let (_d, w) = setup(4);
+    w.publish(&bundle("a")).unwrap();
+    w.publish(&bundle("b")).unwrap();
+    let history = w.target().join(HISTORY);
+    let entry = fs::read_dir(&history)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .expect("revision 1 in history");
+    let key = entry.join(KEY_FILE);
+    let mut f = fs::OpenOptions::new().write(true).open(&key).unwrap();
+    std::io::Write::write_all(&mut f, b"key evil").unwrap();
+    drop(f);
+    let e = w.rollback(None, |_| Ok(())).unwrap_err().to_string();
+    assert!(
+        e.contains("its files were changed after certsync wrote them"),
+        "{e}"
+    );
+    assert!(e.contains(&entry.display().to_string()), "{e}");
+    assert_live(&w, &bundle("b"));
+    assert_eq!(w.pin(), None);
+}
