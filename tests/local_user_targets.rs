@@ -129,6 +129,11 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
     // fs.protected_hardlinks=0), and the user's own file hard-linked as
     // the control.
     fs::hard_link(pki.join("other.crt"), user.join("hard.crt")).unwrap();
+    // The same link once root rotated its own name away (fourth review):
+    // a single link left, root's 0600 file in the user's directory. Made
+    // here by root directly: the same state.
+    fs::copy(pki.join("other.crt"), user.join("orphan.crt")).unwrap();
+    fs::set_permissions(user.join("orphan.crt"), fs::Permissions::from_mode(0o600)).unwrap();
     fs::write(user.join("own.crt"), Pair::new("users-own").ca_cert).unwrap();
     fs::hard_link(user.join("own.crt"), user.join("own-link.crt")).unwrap();
     nix::unistd::mkfifo(
@@ -173,6 +178,13 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
             .as_str()
             .is_some_and(|p| p.contains("a hard link")),
         "{hard}"
+    );
+    let orphan = row(&rows, &user.join("orphan.crt"));
+    assert!(
+        orphan["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("others may not read")),
+        "{orphan}"
     );
     assert!(row(&rows, &user.join("own-link.crt"))["problem"].is_null());
     let tls = row(&rows, &user.join("tls.crt"));

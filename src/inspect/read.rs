@@ -81,22 +81,38 @@ impl Input {
     /// file beneath the directory: in a directory another user may change,
     /// a file with several links that its owner (not the directory's)
     /// keeps from others is a hard link someone made to a file they may
-    /// not read (`fs.protected_hardlinks=0`): root's key, for one.
+    /// not read (`fs.protected_hardlinks=0`): root's key, for one. In
+    /// another user's own directory a single link proves nothing either:
+    /// it is what is left of such a link once the owner renamed its own
+    /// file away (a rotation), so there too a file kept from others that
+    /// is not the directory owner's is not read.
     fn linked_in(&self, st: &nix::sys::stat::FileStat) -> Option<String> {
         let dir = self.beneath.as_ref()?.metadata().ok()?;
         let euid = nix::unistd::geteuid().as_raw();
-        let others_may_change = (dir.uid() != 0 && dir.uid() != euid)
+        let users_own = dir.uid() != 0 && dir.uid() != euid;
+        let others_may_change = users_own
             || crate::files::others_may_write(dir.mode(), self.beneath.as_ref()?.as_ref());
-        (others_may_change && st.st_nlink > 1 && st.st_uid != dir.uid() && st.st_mode & 0o004 == 0)
-            .then(|| {
-                format!(
-                    "a hard link (links {}) to a file of uid {} that others may not read, in a \
-                     directory uid {} or others may change; refusing to read it",
-                    st.st_nlink,
-                    st.st_uid,
-                    dir.uid()
-                )
-            })
+        let kept_from_others = st.st_uid != dir.uid() && st.st_mode & 0o004 == 0;
+        if !others_may_change || !kept_from_others {
+            return None;
+        }
+        if st.st_nlink > 1 {
+            return Some(format!(
+                "a hard link (links {}) to a file of uid {} that others may not read, in a \
+                 directory uid {} or others may change; refusing to read it",
+                st.st_nlink,
+                st.st_uid,
+                dir.uid()
+            ));
+        }
+        users_own.then(|| {
+            format!(
+                "a file of uid {} that others may not read, in the directory of uid {}: it may \
+                 be what is left of a hard link to another user's file; refusing to read it",
+                st.st_uid,
+                dir.uid()
+            )
+        })
     }
 
     /// An `O_PATH` descriptor (nothing read, no device opened).
