@@ -112,7 +112,12 @@ mod tests {
     async fn readyz_follows_mappings_and_shutdown() {
         let m = Arc::new(Metrics::new(0.8));
         let app = router(Arc::clone(&m));
+        assert_eq!(
+            get(&app, "/readyz").await,
+            (StatusCode::SERVICE_UNAVAILABLE, "starting\n".into())
+        );
         m.add_mapping("web");
+        m.started();
         assert_eq!(
             get(&app, "/readyz").await,
             (

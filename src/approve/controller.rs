@@ -52,6 +52,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ApproveError> {
     metrics.add_readiness(READINESS);
+    metrics.started();
     let mut config = config;
     // Not ready, but alive, until the API server answers: a Deployment's
     // pod waits for it instead of crash-looping.

@@ -141,6 +141,10 @@ pub struct Metrics {
     renewal_failing: Mutex<BTreeMap<String, String>>,
     stale_fraction: f64,
     shutting_down: AtomicBool,
+    /// Until the process has declared everything `/readyz` waits for:
+    /// the admin port listens before the mappings (or the approver) are
+    /// declared, and an empty list must not read as ready.
+    starting: AtomicBool,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -191,6 +195,7 @@ impl Metrics {
             renewal_failing: Mutex::default(),
             stale_fraction,
             shutting_down: AtomicBool::new(false),
+            starting: AtomicBool::new(true),
             registry: Registry::default(),
         };
         let build_info: Family<BuildLabels, Gauge> = Family::default();
@@ -367,6 +372,12 @@ impl Metrics {
         }
     }
 
+    /// Everything `/readyz` waits for is declared: from now on an empty
+    /// list of problems is ready.
+    pub fn started(&self) {
+        self.starting.store(false, Ordering::SeqCst);
+    }
+
     /// Declares something `/readyz` waits for (not ready until told).
     pub fn add_readiness(&self, name: &str) {
         self.readiness
@@ -538,6 +549,9 @@ impl Metrics {
     pub fn readiness(&self) -> Result<(), String> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err("shutting down\n".into());
+        }
+        if self.starting.load(Ordering::SeqCst) {
+            return Err("starting\n".into());
         }
         // Each lock taken alone, never nested.
         let reported = self
@@ -725,8 +739,12 @@ mod tests {
     #[test]
     fn encodes_values_and_readiness() {
         let m = Metrics::new(0.8);
+        // Nothing declared yet: starting, not ready.
+        assert_eq!(m.readiness().unwrap_err(), "starting\n");
         m.add_mapping("web");
         m.add_mapping("ca");
+        assert_eq!(m.readiness().unwrap_err(), "starting\n");
+        m.started();
         assert_eq!(
             m.readiness().unwrap_err(),
             "mapping ca: no valid revision yet\nmapping web: no valid revision yet\n"
@@ -786,6 +804,7 @@ mod tests {
         }
         // The readiness of something that is not a mapping has no series.
         m.add_readiness("approver");
+        m.started();
         assert!(!m.encode().contains("approver"));
         assert!(m.readiness().unwrap_err().contains("approver"));
     }

@@ -28,6 +28,12 @@ pub async fn run(
         mapping: "*".into(),
         message: e.to_string(),
     })?;
+    // Every mapping is waited for by /readyz from the start, before any
+    // of them has opened its target.
+    for m in &config.mappings {
+        metrics.add_readiness(&m.name);
+    }
+    metrics.started();
     let mut tasks = tokio::task::JoinSet::new();
     let wants_reload =
         config.reload.method.is_some() || config.mappings.iter().any(|m| m.verify.is_some());
