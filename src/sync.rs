@@ -307,10 +307,25 @@ impl Syncer {
     }
 
     fn policy(&self) -> Policy {
+        // A CA from ClusterTrustBundles is bounded by its source
+        // (`validate::MAX_TRUST_BUNDLES_SIZE`), not by one object's 1 MiB.
+        let trust_bundles = match &self.mapping.source {
+            Source::TrustBundle(_) => true,
+            Source::Csr(spec) => matches!(
+                spec.ca,
+                Some(crate::source::csr::CaSource::TrustBundles { .. })
+            ),
+            _ => false,
+        };
         Policy {
             expect: self.mapping.expect,
             now: SystemTime::now(),
             clock_skew: self.clock_skew,
+            max_size: if trust_bundles {
+                validate::MAX_PUBLISHED_SIZE
+            } else {
+                validate::MAX_BUNDLE_SIZE
+            },
         }
     }
 
@@ -625,6 +640,11 @@ impl Syncer {
                 source.reason()
             }
             SyncError::Source { reason, .. } => {
+                // Content the source refused itself (too large, a file
+                // that is not PEM) is counted as validation would count it.
+                if matches!(*reason, "too_large" | "bad_pem") {
+                    self.metrics.rejected(name, reason);
+                }
                 self.metrics.source_up(name, false);
                 self.metrics.sync(name, "source_error");
                 reason

@@ -56,7 +56,7 @@ use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, Open
 use nix::fcntl::{Flock, FlockArg, OFlag};
 
 use crate::bundle::{Bundle, ContentHash, KEY_FILE};
-use crate::validate::MAX_BUNDLE_SIZE;
+use crate::validate::{MAX_BUNDLE_SIZE, MAX_PUBLISHED_SIZE};
 
 mod drift;
 mod history;
