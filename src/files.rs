@@ -221,6 +221,18 @@ pub fn only_root_may_change(path: &Path) -> Result<(), String> {
 /// in words, without the path (callers name it).
 pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::MetadataExt as _;
+    // What is not a regular file is named as such, before the rest (a
+    // FIFO or device in a user's directory says what it is). This `stat`
+    // only words a refusal: it opens nothing and lets nothing through.
+    if let Ok(m) = std::fs::metadata(path)
+        && !m.is_file()
+    {
+        return Err(FileError::NotRegular {
+            path: path.to_owned(),
+            what: kind_of(m.file_type()),
+        }
+        .problem());
+    }
     let file = open_owned(path)?;
     let m = file.metadata().map_err(|e| e.to_string())?;
     let euid = nix::unistd::geteuid().as_raw();
@@ -401,19 +413,21 @@ fn judge_held_dir(dir: &File, shown: &Path) -> Result<(), String> {
     let euid = nix::unistd::geteuid().as_raw();
     let owner_ok = m.uid() == 0 || m.uid() == euid;
     let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0;
-    let writable = m.mode() & 0o022 != 0
-        && !sticky_root
-        && !nix::sys::statvfs::fstatvfs(dir)
-            .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY));
-    if !owner_ok || writable {
-        return Err(format!(
-            "{} (owner {}, mode {:04o}) may be changed by another user",
-            shown.display(),
-            m.uid(),
-            m.mode() & 0o7777
-        ));
+    if !owner_ok || (!sticky_root && others_may_write(m.mode(), dir)) {
+        return Err(changeable(shown, &m));
     }
     Ok(())
+}
+
+/// "`p` (owner U, mode M) may be changed by another user".
+fn changeable(p: &Path, m: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    format!(
+        "{} (owner {}, mode {:04o}) may be changed by another user",
+        p.display(),
+        m.uid(),
+        m.mode() & 0o7777
+    )
 }
 
 #[cfg(test)]
@@ -502,12 +516,7 @@ fn guard(path: &Path, volume_roots: bool) -> Result<(), String> {
                     .is_ok_and(|c| mounts.get_or_init(mount_points).contains(&c))
         };
         if !owner_ok || (writable && !volume_root()) {
-            return Err(format!(
-                "{} (owner {}, mode {:04o}) may be changed by another user",
-                p.display(),
-                m.uid(),
-                m.mode() & 0o7777
-            ));
+            return Err(changeable(p, &m));
         }
         Ok(())
     };
