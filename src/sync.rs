@@ -666,11 +666,19 @@ impl Syncer {
             } else {
                 tracing::error!(mapping = %self.mapping.name, reason, error = %err, "nothing published yet; the target is left as it is");
             }
-            if let (Some(events), SyncError::Rejected { source, .. }) = (&self.events, err) {
-                events.rejected(format!(
-                    "{}: {source}; the last good files stay in place",
-                    source.reason()
-                ));
+            let refused = match err {
+                SyncError::Rejected { source, .. } => {
+                    Some(format!("{}: {source}", source.reason()))
+                }
+                SyncError::Source {
+                    reason: reason @ ("too_large" | "bad_pem"),
+                    message,
+                    ..
+                } => Some(format!("{reason}: {message}")),
+                _ => None,
+            };
+            if let (Some(events), Some(refused)) = (&self.events, refused) {
+                events.rejected(format!("{refused}; the last good files stay in place"));
             }
             self.last_problem = Some(key);
         }
@@ -939,9 +947,17 @@ pub async fn run(
                     shutdown.clone(),
                 ))
             }
-            Source::TrustBundle(selection) => tasks.spawn(
-                trust_bundles(&m, selection, &metrics).run(clients.clone(), tx, shutdown.clone()),
-            ),
+            Source::TrustBundle(selection) => {
+                // A selection across the cluster: Events on certsync's Pod.
+                if let Some(pod) = config.events_pod.clone() {
+                    syncer = syncer.with_events(EventSink::for_pod(clients.clone(), pod));
+                }
+                tasks.spawn(trust_bundles(&m, selection, &metrics).run(
+                    clients.clone(),
+                    tx,
+                    shutdown.clone(),
+                ))
+            }
             Source::Csr(spec) => {
                 let mut source = csr_source(&m, spec, &metrics, &config);
                 if config.events {

@@ -807,16 +807,35 @@ async fn full_size_trust_bundles_are_joined_up_to_the_documented_bound() {
     }
     let target = env.tmp.path().join("all");
     let port = free_port();
-    let cs = Certsync::start(
-        &[
-            "run",
-            "--kubeconfig",
-            env.kubeconfig.to_str().unwrap(),
-            "--admin-addr",
-            &format!("127.0.0.1:{port}"),
-            "--sync",
-            &format!("clustertrustbundle:{signer}={},name=all", target.display()),
-        ],
+    // A Pod never scheduled stands for certsync's own: a selection across
+    // the cluster has no object of its own, its Events go there.
+    let ns = support::e2e_namespace();
+    let pod_name = unique("certsync-ctbbig");
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &ns);
+    let pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": pod_name},
+        "spec": {
+            "schedulingGates": [{"name": "certsync.invalid/never"}],
+            "containers": [{"name": "certsync", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }))
+    .unwrap();
+    pods.create(&pp, &pod).await.unwrap();
+    let cs = Certsync::start_with(
+        std::process::Command::new(certsync_bin())
+            .args([
+                "run",
+                "--events",
+                "--kubeconfig",
+                env.kubeconfig.to_str().unwrap(),
+                "--admin-addr",
+                &format!("127.0.0.1:{port}"),
+                "--sync",
+                &format!("clustertrustbundle:{signer}={},name=all", target.display()),
+            ])
+            .env("POD_NAME", &pod_name)
+            .env("POD_NAMESPACE", &ns),
         env.tmp.path(),
     );
     let ca = || std::fs::read_to_string(target.join("ca.crt")).ok();
@@ -847,6 +866,41 @@ async fn full_size_trust_bundles_are_joined_up_to_the_documented_bound() {
         "the last good files stay"
     );
     assert_eq!(http_get(port, "/livez").map(|r| r.0), Some(200));
+    // Named on certsync's Pod as other refusals are.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), &ns);
+    let start = std::time::Instant::now();
+    let rejected = loop {
+        let found = events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod_name.as_str())
+                    && e.reason.as_deref() == Some("CertificateRejected")
+            });
+        if let Some(e) = found {
+            break e;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "no CertificateRejected Event on {pod_name}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let note = rejected.note.unwrap_or_default();
+    assert!(
+        note.contains("too_large") && note.contains(&format!("signer {signer}")),
+        "{note}"
+    );
+    let _ = events
+        .delete(
+            &rejected.metadata.name.unwrap_or_default(),
+            &Default::default(),
+        )
+        .await;
     // Back within the bound, published again.
     for n in ["a-copy", "b0"] {
         ctbs.delete(&format!("{prefix}:{n}"), &Default::default())
@@ -857,6 +911,7 @@ async fn full_size_trust_bundles_are_joined_up_to_the_documented_bound() {
         (ca()? == bundles[1..5].concat()).then_some(())
     });
     drop(cs);
+    let _ = pods.delete(&pod_name, &Default::default()).await;
     for i in 1..5 {
         let _ = ctbs
             .delete(&format!("{prefix}:b{i}"), &Default::default())
