@@ -869,27 +869,9 @@ async fn full_size_trust_bundles_are_joined_up_to_the_documented_bound() {
     // Named on certsync's Pod as other refusals are.
     let events: kube::Api<k8s_openapi::api::events::v1::Event> =
         kube::Api::namespaced(client.clone(), &ns);
-    let start = std::time::Instant::now();
-    let rejected = loop {
-        let found = events
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod_name.as_str())
-                    && e.reason.as_deref() == Some("CertificateRejected")
-            });
-        if let Some(e) = found {
-            break e;
-        }
-        assert!(
-            start.elapsed() < PATIENCE,
-            "no CertificateRejected Event on {pod_name}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let rejected = event_about(&events, &pod_name, "CertificateRejected")
+        .await
+        .unwrap_or_else(|| panic!("no CertificateRejected Event on {pod_name}"));
     let note = rejected.note.unwrap_or_default();
     assert!(
         note.contains("too_large") && note.contains(&format!("signer {signer}")),
