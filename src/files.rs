@@ -201,24 +201,29 @@ pub fn others_may_write(mode: u32, dir: &impl std::os::fd::AsFd) -> bool {
 /// ancestor: whoever can rename an entry on the way can swap what is read
 /// or written. The problem, in words, or `Ok`.
 pub fn only_root_may_change(path: &Path) -> Result<(), String> {
-    guard(path, false, false)
+    guard(path, false)
 }
 
 /// Reads a file that steers what root certsync does (a bearer token, a
-/// config file, a kubeconfig and the files it names): the path is held to
-/// [`only_root_may_change`], except that a directory on a read-only mount
-/// counts as not writable (kubelet mounts ConfigMap and Secret volumes
-/// read-only, their roots 0777 or 1777: no one writes through them); then,
-/// on the opened descriptor, a regular file owned by root or certsync's
-/// user, not writable by group or others, with one link (a second name may
-/// be another user's), at most `limit` bytes. A symlink is followed only
-/// where only root may have made it (its directory is judged too). The
-/// problem, in words, without the path (callers name it).
+/// config file, a kubeconfig and the files it names). The path is walked
+/// one name at a time from `/` ([`open_owned`]), each name opened beneath
+/// the directory opened before it without following it, and judged on the
+/// descriptor opened: every directory owned by root or certsync's user and
+/// written by no one else, except that a root-owned sticky directory
+/// (/tmp: others may not rename or remove root's entries in it) and a
+/// directory on a read-only mount (kubelet mounts ConfigMap and Secret
+/// volumes read-only, their roots 0777 or 1777) count as not writable; a
+/// symlink followed only if root or certsync's user made it; then the file
+/// read is a regular file owned by root or certsync's user, not writable
+/// by group or others, with one link (a second name may be another
+/// user's), at most `limit` bytes. Nothing judged is opened again by its
+/// path, so a name swapped meanwhile is never what is read. The problem,
+/// in words, without the path (callers name it).
 pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::MetadataExt as _;
     // What is not a regular file is named as such, before the rest (a
-    // FIFO or device in a user's directory says what it is); `stat`
-    // opens nothing, and the descriptor is judged again below.
+    // FIFO or device in a user's directory says what it is). This `stat`
+    // only words a refusal: it opens nothing and lets nothing through.
     if let Ok(m) = std::fs::metadata(path)
         && !m.is_file()
     {
@@ -228,8 +233,7 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
         }
         .problem());
     }
-    guard(path, false, true)?;
-    let file = open_regular(path).map_err(|e| e.problem())?;
+    let file = open_owned(path)?;
     let m = file.metadata().map_err(|e| e.to_string())?;
     let euid = nix::unistd::geteuid().as_raw();
     if (m.uid() != 0 && m.uid() != euid) || m.mode() & 0o022 != 0 {
@@ -249,6 +253,202 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     read_capped(file, path, limit).map_err(|e| e.problem())
 }
 
+/// Most symlinks one path may lead through (the kernel's `MAXSYMLINKS`).
+const MAX_SYMLINKS: usize = 40;
+
+/// Opens `path` for [`read_owned`] by walking it: from `/` (a relative
+/// path from the working directory's absolute name), each name is opened
+/// with `O_PATH | O_NOFOLLOW` relative to the directory descriptor opened
+/// before it, and judged by `fstat` on what was opened: a directory by
+/// [`judge_held_dir`] and then held for the next name, a symlink by its
+/// owner and then its target walked the same way (from `/` when absolute,
+/// else from the directory holding it), `..` as the kernel does, from the
+/// held directory. The file itself must be a regular file; it is opened for
+/// reading beneath the held directory (`O_PATH` cannot read) and must be
+/// the very file judged (device and inode), or it is refused.
+fn open_owned(path: &Path) -> Result<File, String> {
+    use std::ffi::OsString;
+    use std::os::unix::fs::MetadataExt as _;
+    let absolute = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| format!("the working directory: {e}"))?
+            .join(path)
+    };
+    let open_at = |dir: &File, name: &OsString, flags: OFlag, shown: &Path| {
+        nix::fcntl::openat(
+            dir,
+            name.as_os_str(),
+            flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map(File::from)
+        .map_err(|e| {
+            let e = io::Error::from(e);
+            if shown == path {
+                e.to_string()
+            } else {
+                format!("{}: {e}", shown.display())
+            }
+        })
+    };
+    let root = || {
+        let slash = nix::fcntl::open(
+            "/",
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map(File::from)
+        .map_err(|e| format!("/: {}", io::Error::from(e)))?;
+        judge_held_dir(&slash, Path::new("/"))?;
+        Ok::<_, String>((slash, PathBuf::from("/")))
+    };
+    let euid = nix::unistd::geteuid().as_raw();
+    // The names still to walk, the next one last.
+    let mut todo: Vec<OsString> = Vec::new();
+    push_names(&mut todo, &absolute);
+    let (mut dir, mut shown) = root()?;
+    let mut links = 0;
+    while let Some(name) = todo.pop() {
+        if name == ".." {
+            dir = open_at(&dir, &name, OFlag::O_PATH | OFlag::O_DIRECTORY, &shown)?;
+            shown.pop();
+            judge_held_dir(&dir, &shown)?;
+            continue;
+        }
+        let here = shown.join(&name);
+        let shown_here = if todo.is_empty() && links == 0 {
+            path
+        } else {
+            here.as_path()
+        };
+        if todo.is_empty() {
+            between_check_and_open();
+        }
+        let entry = open_at(&dir, &name, OFlag::O_PATH, shown_here)?;
+        let m = entry
+            .metadata()
+            .map_err(|e| format!("{}: {e}", here.display()))?;
+        let t = m.file_type();
+        if t.is_symlink() {
+            if m.uid() != 0 && m.uid() != euid {
+                return Err(format!(
+                    "{} (a symlink of uid {}) may be changed by another user",
+                    here.display(),
+                    m.uid()
+                ));
+            }
+            links += 1;
+            if links > MAX_SYMLINKS {
+                return Err(format!(
+                    "more than {MAX_SYMLINKS} symlinks on the way (at {})",
+                    here.display()
+                ));
+            }
+            let to = PathBuf::from(
+                nix::fcntl::readlinkat(&entry, "")
+                    .map_err(|e| format!("{}: {}", here.display(), io::Error::from(e)))?,
+            );
+            if to.is_absolute() {
+                (dir, shown) = root()?;
+            }
+            push_names(&mut todo, &to);
+        } else if t.is_dir() {
+            judge_held_dir(&entry, &here)?;
+            (dir, shown) = (entry, here);
+        } else if !todo.is_empty() {
+            return Err(format!("{}: not a directory", here.display()));
+        } else if !t.is_file() {
+            return Err(FileError::NotRegular {
+                path: here,
+                what: kind_of(t),
+            }
+            .problem());
+        } else {
+            let file = open_at(
+                &dir,
+                &name,
+                OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+                shown_here,
+            )?;
+            let f = file.metadata().map_err(|e| e.to_string())?;
+            if (f.dev(), f.ino()) != (m.dev(), m.ino()) {
+                return Err(format!(
+                    "{}: replaced while it was being opened; refusing to read it",
+                    here.display()
+                ));
+            }
+            return Ok(file);
+        }
+    }
+    Err(FileError::NotRegular {
+        path: shown,
+        what: "a directory",
+    }
+    .problem())
+}
+
+/// `p`'s names pushed so that the first is popped first (`.` dropped,
+/// `..` kept: [`open_owned`] walks it from the directory it holds).
+fn push_names(todo: &mut Vec<std::ffi::OsString>, p: &Path) {
+    use std::path::Component;
+    for c in p.components().rev() {
+        match c {
+            Component::Normal(n) => todo.push(n.to_owned()),
+            Component::ParentDir => todo.push("..".into()),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+}
+
+/// A directory [`open_owned`] holds, judged on its descriptor: owned by
+/// root or certsync's user and not writable by group or others, unless it
+/// is root's and sticky or on a read-only mount (see [`read_owned`]).
+fn judge_held_dir(dir: &File, shown: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = dir
+        .metadata()
+        .map_err(|e| format!("{}: {e}", shown.display()))?;
+    let euid = nix::unistd::geteuid().as_raw();
+    let owner_ok = m.uid() == 0 || m.uid() == euid;
+    let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0;
+    if !owner_ok || (!sticky_root && others_may_write(m.mode(), dir)) {
+        return Err(changeable(shown, &m));
+    }
+    Ok(())
+}
+
+/// "`p` (owner U, mode M) may be changed by another user".
+fn changeable(p: &Path, m: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    format!(
+        "{} (owner {}, mode {:04o}) may be changed by another user",
+        p.display(),
+        m.uid(),
+        m.mode() & 0o7777
+    )
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A step a unit test injects into [`read_owned`] after what it has
+    /// judged and before it opens the file: a swap there is what an
+    /// attacker racing the read would do.
+    static BETWEEN_CHECK_AND_OPEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs the step a unit test injected, once; nothing outside tests.
+fn between_check_and_open() {
+    #[cfg(test)]
+    BETWEEN_CHECK_AND_OPEN.with(|h| {
+        if let Some(step) = h.borrow_mut().take() {
+            step();
+        }
+    });
+}
+
 /// A file that steers certsync (`--config`, a kubeconfig and the files it
 /// names): through [`read_owned`] when certsync runs as root, who would
 /// otherwise act on what another user wrote (map a root-only directory to
@@ -262,12 +462,6 @@ pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Whether `path` is on a read-only mount.
-fn on_read_only_mount(path: &Path) -> bool {
-    nix::sys::statvfs::statvfs(path)
-        .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
-}
-
 /// [`only_root_may_change`], except that a directory every container of a
 /// pod may write is accepted where it is a volume's root: kubelet makes an
 /// emptyDir 0777 (not sticky), and a sidecar's target such as
@@ -279,18 +473,17 @@ fn on_read_only_mount(path: &Path) -> bool {
 /// above a source or a pidfile, which are read (a swapped-in link leads
 /// certsync to root's files).
 pub fn no_other_user_may_recreate(path: &Path) -> Result<(), String> {
-    guard(path, true, false)
+    guard(path, true)
 }
 
-///
-/// `reading`: the path is read now, by [`read_owned`], and judged again at
-/// each read. Then a read-only mount counts as not writable, and so does a
-/// root-owned sticky directory (/tmp): others may not rename or remove
-/// root's entries in it, and an entry a user made again after a cleaner
-/// removed root's is that user's, refused when the entry itself is judged.
-/// A write-time target has no such second look, so for it both stay
-/// refused.
-fn guard(path: &Path, volume_roots: bool, reading: bool) -> Result<(), String> {
+/// The check of [`only_root_may_change`] (and, with `volume_roots`, of
+/// [`no_other_user_may_recreate`]), by path: for a target written later
+/// and for a file run or read by another program, where certsync opens
+/// nothing now. A file certsync reads is judged on its descriptors
+/// instead ([`read_owned`]). A read-only mount and a root-owned sticky
+/// directory stay refused here: a write-time target has no second look at
+/// an entry a user made again after a cleaner removed root's.
+fn guard(path: &Path, volume_roots: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
     let euid = nix::unistd::geteuid().as_raw();
     // Read only when a directory on the way is writable by others and
@@ -314,9 +507,7 @@ fn guard(path: &Path, volume_roots: bool, reading: bool) -> Result<(), String> {
         }
         let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let owner_ok = m.uid() == 0 || m.uid() == euid;
-        let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0 && p != path;
-        let writable =
-            m.mode() & 0o022 != 0 && !(reading && (sticky_root || on_read_only_mount(p)));
+        let writable = m.mode() & 0o022 != 0;
         let volume_root = || {
             volume_roots
                 && m.uid() == 0
@@ -325,12 +516,7 @@ fn guard(path: &Path, volume_roots: bool, reading: bool) -> Result<(), String> {
                     .is_ok_and(|c| mounts.get_or_init(mount_points).contains(&c))
         };
         if !owner_ok || (writable && !volume_root()) {
-            return Err(format!(
-                "{} (owner {}, mode {:04o}) may be changed by another user",
-                p.display(),
-                m.uid(),
-                m.mode() & 0o7777
-            ));
+            return Err(changeable(p, &m));
         }
         Ok(())
     };
@@ -480,6 +666,49 @@ mod guard_tests {
         std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
         let e = super::read_owned(&link.join("kubeconfig"), 10).unwrap_err();
         assert!(e.contains("a symlink of uid 65534"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod race_tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// Issue 33: what `read_owned` judged is what it reads. A step
+    /// injected between its judging and its open replaces a directory on
+    /// the way with a link to another directory (another user's, when the
+    /// test runs as root) holding a different file of root's: the read
+    /// still gives the file judged, never the other one.
+    #[test]
+    fn a_path_swapped_between_check_and_open_is_not_read() {
+        let d = tempfile::tempdir().unwrap();
+        let mode = |p: &std::path::Path, m| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(d.path(), 0o755);
+        let (cfg, other) = (d.path().join("cfg"), d.path().join("other"));
+        for (dir, text) in [(&cfg, "judged"), (&other, "other")] {
+            std::fs::create_dir(dir).unwrap();
+            mode(dir, 0o755);
+            std::fs::write(dir.join("kubeconfig"), text).unwrap();
+            mode(&dir.join("kubeconfig"), 0o600);
+        }
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::lchown(&other, Some(65534), Some(65534)).unwrap();
+        }
+        let old = d.path().join("cfg.old");
+        let (from, to) = (cfg.clone(), other.clone());
+        super::BETWEEN_CHECK_AND_OPEN.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                std::fs::rename(&from, &old).unwrap();
+                std::os::unix::fs::symlink(&to, &from).unwrap();
+            }))
+        });
+        let got = super::read_owned(&cfg.join("kubeconfig"), 100);
+        assert_eq!(got, Ok(b"judged".to_vec()), "read through the swapped path");
+        assert!(
+            super::BETWEEN_CHECK_AND_OPEN.with(|h| h.borrow().is_none()),
+            "the swap ran"
+        );
     }
 }
 

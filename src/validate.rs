@@ -20,8 +20,27 @@ use rustls::pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, P
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 
-/// Kubernetes caps a Secret or ConfigMap at 1 MiB; a bundle may not be larger.
+/// Kubernetes caps a Secret or ConfigMap at 1 MiB, and each
+/// ClusterTrustBundle's `trustBundle` too; a bundle may not be larger
+/// (but see [`MAX_TRUST_BUNDLES_SIZE`]).
 pub const MAX_BUNDLE_SIZE: usize = 1024 * 1024;
+
+/// The most a `clustertrustbundle:SIGNER` selection publishes as `ca.crt`:
+/// its distinct certificates, each once, up to 4 times what one bundle
+/// may hold. Each bundle may be as large as the API allows, so a signer
+/// that publishes a second full-size bundle (a CA rotation's overlap) must
+/// not freeze the mapping, as one 1 MiB cap on the joined file did.
+/// Kubelet's projection sets no bound at all; certsync sets one, because
+/// it keeps the file in memory a few times over and on the node's disk in
+/// every revision it keeps: 4 is twice an overlap of two full-size bundles
+/// (old and new), and 4 MiB of PEM is some 7,000 CA certificates. Past it
+/// the selection is refused, naming it, and the last good files stay.
+pub const MAX_TRUST_BUNDLES_SIZE: usize = 4 * MAX_BUNDLE_SIZE;
+
+/// The most any mapping publishes in all: a ClusterTrustBundle CA beside
+/// a pair (`csr:` with `ca=clustertrustbundle`). The writer reads its own
+/// revisions back, and `check` reads targets, with this cap.
+pub const MAX_PUBLISHED_SIZE: usize = MAX_TRUST_BUNDLES_SIZE + MAX_BUNDLE_SIZE;
 
 /// What a mapping must contain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,6 +63,9 @@ pub struct Policy {
     pub expect: Expect,
     pub now: SystemTime,
     pub clock_skew: Duration,
+    /// The most bytes the bundle may hold in all: [`MAX_BUNDLE_SIZE`],
+    /// or more for a CA from ClusterTrustBundles ([`MAX_PUBLISHED_SIZE`]).
+    pub max_size: usize,
 }
 
 /// Facts about a validated leaf certificate (for logs, metrics and checks).
@@ -157,7 +179,7 @@ impl ValidationError {
 /// Checks `bundle` against `policy`. Pure: no I/O, no clock but `policy.now`.
 pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, ValidationError> {
     let size = bundle.size();
-    if size > MAX_BUNDLE_SIZE {
+    if size > policy.max_size {
         let largest = bundle
             .files()
             .max_by_key(|(_, b)| b.len())
@@ -165,7 +187,7 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
         return Err(ValidationError::TooLarge {
             file: bundle.origin(largest).to_owned(),
             size,
-            limit: MAX_BUNDLE_SIZE,
+            limit: policy.max_size,
         });
     }
     if let Expect::Files { allow_non_pem } = policy.expect {
@@ -572,6 +594,7 @@ mod files_tests {
             },
             now: SystemTime::now(),
             clock_skew: Duration::from_secs(300),
+            max_size: MAX_BUNDLE_SIZE,
         }
     }
 
@@ -677,6 +700,7 @@ mod tests {
             expect: Expect::Pair,
             now: SystemTime::now(),
             clock_skew: Duration::from_secs(300),
+            max_size: MAX_BUNDLE_SIZE,
         }
     }
 

@@ -749,6 +749,162 @@ async fn trust_bundle_mappings_follow_their_selection() {
     }
 }
 
+/// `count` distinct CA certificates as PEM, numbered from `first`: one
+/// rcgen CA whose name is rewritten in its DER (same length, so it still
+/// parses; nothing checks a trust anchor's own signature), so that
+/// megabytes of them cost one key.
+fn distinct_cas(first: usize, count: usize) -> Vec<String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let template = support::certs::Pair::new("ctbfill-000000").ca_cert;
+    let der = CertificateDer::from_pem_slice(&template).unwrap().to_vec();
+    let name = b"ctbfill-000000";
+    (first..first + count)
+        .map(|i| {
+            let mut d = der.clone();
+            let new = format!("ctbfill-{i:06}");
+            let at: Vec<usize> = (0..d.len() - name.len())
+                .filter(|&k| &d[k..k + name.len()] == name)
+                .collect();
+            assert_eq!(at.len(), 2, "issuer and subject");
+            for k in at {
+                d[k..k + name.len()].copy_from_slice(new.as_bytes());
+            }
+            certsync::bundle::certificate_pem(&d)
+        })
+        .collect()
+}
+
+/// Issue 33 (finding 7 of the third attacker review): each of a signer's
+/// ClusterTrustBundles may be as large as the API allows (1 MiB); a
+/// `clustertrustbundle:SIGNER` mapping publishes them joined, each
+/// certificate once, up to 4 MiB (docs/reference/mappings.md), and
+/// refuses a selection past that by name, keeping the last good files and
+/// counting it in `certsync_validation_failures_total`; the admin port
+/// keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_size_trust_bundles_are_joined_up_to_the_documented_bound() {
+    let env = Env::new("ctbbig").await;
+    let client = kube_client(&env.kubeconfig).await;
+    let Some(ctbs) = support::trust_bundles_api(client.clone(), "ctbbig").await else {
+        return;
+    };
+    let signer = &env.signer.name;
+    let prefix = signer.replace('/', ":");
+    // From one template, so all are as long (another key's signature
+    // may be a byte longer); more than needed, cut to five bundles.
+    let cas = distinct_cas(0, 5 * 1024 * 1024 / 400);
+    let per = 1024 * 1024 / cas[0].len();
+    let bundles: Vec<String> = cas.chunks(per).take(5).map(|c| c.concat()).collect();
+    assert!(
+        bundles.len() == 5
+            && bundles
+                .iter()
+                .all(|b| b.len() <= 1024 * 1024 && b.len() > 1000 * 1024)
+    );
+    let pp = kube::api::PostParams::default();
+    let put = |name: &str, pem: &str| {
+        support::trust_bundle(&format!("{prefix}:{name}"), signer, pem, &[])
+    };
+    for (i, b) in bundles.iter().enumerate().take(2) {
+        ctbs.create(&pp, &put(&format!("b{i}"), b)).await.unwrap();
+    }
+    let target = env.tmp.path().join("all");
+    let port = free_port();
+    // A Pod never scheduled stands for certsync's own: a selection across
+    // the cluster has no object of its own, its Events go there.
+    let ns = support::e2e_namespace();
+    let pod_name = unique("certsync-ctbbig");
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &ns);
+    let pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": pod_name},
+        "spec": {
+            "schedulingGates": [{"name": "certsync.invalid/never"}],
+            "containers": [{"name": "certsync", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }))
+    .unwrap();
+    pods.create(&pp, &pod).await.unwrap();
+    let cs = Certsync::start_with(
+        std::process::Command::new(certsync_bin())
+            .args([
+                "run",
+                "--events",
+                "--kubeconfig",
+                env.kubeconfig.to_str().unwrap(),
+                "--admin-addr",
+                &format!("127.0.0.1:{port}"),
+                "--sync",
+                &format!("clustertrustbundle:{signer}={},name=all", target.display()),
+            ])
+            .env("POD_NAME", &pod_name)
+            .env("POD_NAMESPACE", &ns),
+        env.tmp.path(),
+    );
+    let ca = || std::fs::read_to_string(target.join("ca.crt")).ok();
+    wait_for("two full-size bundles published", || {
+        (ca()? == bundles[..2].concat()).then_some(())
+    });
+    // A copy of b0 (sorting first) adds nothing: each certificate counts
+    // once, so four distinct full-size bundles and the copy are published.
+    ctbs.create(&pp, &put("a-copy", &bundles[0])).await.unwrap();
+    for (i, b) in bundles.iter().enumerate().take(4).skip(2) {
+        ctbs.create(&pp, &put(&format!("b{i}"), b)).await.unwrap();
+    }
+    wait_for("four distinct full-size bundles published", || {
+        (ca()? == bundles[..4].concat()).then_some(())
+    });
+    // A fifth is past the bound: refused, naming the selection.
+    ctbs.create(&pp, &put("b4", &bundles[4])).await.unwrap();
+    let counted = r#"certsync_validation_failures_total{mapping="all",reason="too_large"}"#;
+    wait_for("the refusal counted", || {
+        http_get(port, "/metrics").filter(|(s, body)| *s == 200 && body.contains(counted))
+    });
+    cs.wait_log(&format!(
+        "clustertrustbundles of signer {signer}: the selected bundles hold more than 4194304 bytes"
+    ));
+    assert_eq!(
+        ca().unwrap(),
+        bundles[..4].concat(),
+        "the last good files stay"
+    );
+    assert_eq!(http_get(port, "/livez").map(|r| r.0), Some(200));
+    // Named on certsync's Pod as other refusals are.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), &ns);
+    let rejected = event_about(&events, &pod_name, "CertificateRejected")
+        .await
+        .unwrap_or_else(|| panic!("no CertificateRejected Event on {pod_name}"));
+    let note = rejected.note.unwrap_or_default();
+    assert!(
+        note.contains("too_large") && note.contains(&format!("signer {signer}")),
+        "{note}"
+    );
+    let _ = events
+        .delete(
+            &rejected.metadata.name.unwrap_or_default(),
+            &Default::default(),
+        )
+        .await;
+    // Back within the bound, published again.
+    for n in ["a-copy", "b0"] {
+        ctbs.delete(&format!("{prefix}:{n}"), &Default::default())
+            .await
+            .unwrap();
+    }
+    wait_for("b1 to b4 published", || {
+        (ca()? == bundles[1..5].concat()).then_some(())
+    });
+    drop(cs);
+    let _ = pods.delete(&pod_name, &Default::default()).await;
+    for i in 1..5 {
+        let _ = ctbs
+            .delete(&format!("{prefix}:b{i}"), &Default::default())
+            .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_trust_bundles_is_named_in_the_error() {
     // Only the test API server can stop serving an API.

@@ -297,6 +297,38 @@ fn deleted_targets_are_recreated_replaced_ones_refused() {
 /// Defect 6: a file rewritten over and over next to the pair (a heartbeat)
 /// does not postpone reading the pair (nor does a relative source path
 /// leave it to the hourly resync).
+/// A target certsync makes again (it was removed while the daemon ran)
+/// is claimed again: a `run --once` on it afterwards exits 1 naming the
+/// daemon, as on the target it opened first (issue 33; before, the new
+/// directory's `..owner` was free until a restart and `--once` wrote).
+#[test]
+fn a_recreated_target_stays_claimed_by_the_daemon() {
+    let (d, src, target, sync) = dirs();
+    let pair = Pair::new("reclaim");
+    write_pair(&src, &pair);
+    let cs = daemon(d.path(), &sync, &["--resync", "1h"]);
+    wait_pair(&target, &pair);
+    fs::remove_dir_all(&target).unwrap();
+    wait_pair(&target, &pair);
+    let revisions = revision_names(&target);
+    let pid = cs.child.id().to_string();
+    let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+    assert_eq!(
+        code, 1,
+        "--once on a re-created target a daemon owns: {err}"
+    );
+    assert!(
+        err.contains("already managed by another certsync") && err.contains(&pid),
+        "{err}"
+    );
+    assert_eq!(revision_names(&target), revisions, "--once wrote nothing");
+    // The daemon still publishes there.
+    let next = Pair::new("reclaim-next");
+    write_pair(&src, &next);
+    wait_pair(&target, &next);
+    drop(cs);
+}
+
 #[test]
 fn a_chatty_source_directory_does_not_starve_the_sync() {
     let (d, src, target, _) = dirs();

@@ -1850,24 +1850,9 @@ async fn a_refused_pidfile_is_recorded_as_a_reload_refused_event() {
     wait_pair(&env.target(&name), &pair);
     cs.wait_log("refusing to signal it");
     let api: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
-    let mut refused = None;
-    for _ in 0..200 {
-        refused = api
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
-                    && e.reason.as_deref() == Some("ReloadRefused")
-            });
-        if refused.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let refused = refused.expect("no ReloadRefused event on the Secret");
+    let refused = event_about(&api, &name, "ReloadRefused")
+        .await
+        .expect("no ReloadRefused event on the Secret");
     assert_eq!(refused.type_.as_deref(), Some("Warning"));
     let note = refused.note.unwrap_or_default();
     assert!(

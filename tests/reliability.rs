@@ -197,6 +197,7 @@ mod hostile_input {
             expect: Expect::Pair,
             now: SystemTime::now(),
             clock_skew: Duration::from_secs(300),
+            max_size: certsync::validate::MAX_BUNDLE_SIZE,
         }
     }
 

@@ -1,5 +1,6 @@
 //! `--events` for mappings with no Kubernetes object of their own (`ca:`,
-//! `dir:`): their Events go on the Pod certsync runs in, named by the
+//! `dir:`, and `clustertrustbundle:`, whose source is a cluster-wide
+//! selection): their Events go on the Pod certsync runs in, named by the
 //! downward API (`POD_NAME`, `POD_NAMESPACE`).
 //!
 //! A `ca:` mapping with `--events` needs both: without them it is refused
@@ -30,7 +31,10 @@ pub(super) fn events_pod(
         return Ok(None);
     }
     let ca = mappings.iter().find(|m| matches!(m.source, Source::Ca(_)));
-    let dir = mappings.iter().any(|m| matches!(m.source, Source::Dir(_)));
+    // Mappings that had no Events before take the Pod only when it is named.
+    let dir = mappings
+        .iter()
+        .any(|m| matches!(m.source, Source::Dir(_) | Source::TrustBundle(_)));
     if ca.is_none() && !dir {
         return Ok(None);
     }

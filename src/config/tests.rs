@@ -533,7 +533,8 @@ fn ca_mappings() {
 }
 
 /// `--events` and the Pod: a `ca:` mapping needs POD_NAME and
-/// POD_NAMESPACE (refused without, naming both); `dir:` mappings take the
+/// POD_NAMESPACE (refused without, naming both); `dir:` and
+/// `clustertrustbundle:` mappings take the
 /// Pod only when both are set; names are checked; `--once` and mappings
 /// with objects of their own need neither.
 #[test]
@@ -541,6 +542,7 @@ fn events_pod_for_mappings_without_an_object() {
     let maps = |spec: &str| config(&["--sync", spec]).unwrap().mappings;
     let ca = maps("ca:/pki/ca=/t/ca,cn=x,usage=server-auth");
     let dir = maps("dir:/src=/t/dir");
+    let ctb = maps("clustertrustbundle:example.com/s=/t/ctb");
     let secret = maps("secret:ns/tls=/t/secret");
     let env = |vars: &'static [(&'static str, &'static str)]| {
         move |k: &str| {
@@ -560,6 +562,7 @@ fn events_pod_for_mappings_without_an_object() {
     let events_pod = pod::events_pod;
     assert_eq!(events_pod(true, false, &ca, both).unwrap(), pod);
     assert_eq!(events_pod(true, false, &dir, both).unwrap(), pod);
+    assert_eq!(events_pod(true, false, &ctb, both).unwrap(), pod);
     for partial in [
         env(&[]),
         env(&[("POD_NAME", "certsync-cp1")]),
@@ -573,6 +576,7 @@ fn events_pod_for_mappings_without_an_object() {
             "{e}"
         );
         assert_eq!(events_pod(true, false, &dir, partial).unwrap(), None);
+        assert_eq!(events_pod(true, false, &ctb, partial).unwrap(), None);
     }
     let bad = env(&[
         ("POD_NAME", "certsync-cp1"),

@@ -73,7 +73,7 @@ impl Input {
         if !m.is_file() || m.dev() != st.st_dev || m.ino() != st.st_ino {
             return Err("changed while it was opened; refusing to read it".into());
         }
-        crate::files::read_capped(file, &self.shown, validate::MAX_BUNDLE_SIZE as u64)
+        crate::files::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64)
             .map_err(|e| e.problem())
     }
 

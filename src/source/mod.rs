@@ -65,7 +65,8 @@ impl SourceError {
     /// A short, fixed label for metrics, as validation reasons are.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::HostDir(hostdir::HostDirError::TooLarge { .. }) => "too_large",
+            Self::HostDir(hostdir::HostDirError::TooLarge { .. })
+            | Self::TrustBundle(trust_bundle::TrustBundleError::TooLarge { .. }) => "too_large",
             // As when validation finds it in a file.
             Self::HostDir(hostdir::HostDirError::Combined { .. }) => "bad_pem",
             _ => "source_unavailable",

@@ -8,6 +8,14 @@
 //!   `label=KEY=VALUE` options, concatenated in name order with duplicate
 //!   certificates dropped, so the file changes only when the set does.
 //!
+//! Each bundle may be as large as the API allows (1 MiB, as kube-apiserver
+//! refuses larger ones); the joined file up to
+//! [`MAX_TRUST_BUNDLES_SIZE`] of distinct certificates, so that a signer's
+//! second full-size bundle is published rather than freezing the mapping.
+//! Past it the selection is refused (`too_large`), naming it, and the last
+//! good files stay. Kubelet's projection (`GetTrustAnchorsBySigner`) joins
+//! the same way, deduplicated, without a bound.
+//!
 //! The selection is watched (`source::watch`'s loop: list, watch, resume,
 //! re-list, back off), so a bundle added, changed or removed is published. A cluster
 //! that does not serve the API, or a selection that matches nothing, is
@@ -29,6 +37,7 @@ use tokio::sync::watch;
 use super::{Listed, SourceError, Update};
 use crate::bundle::{Bundle, CA_FILE};
 use crate::metrics::Metrics;
+use crate::validate::{MAX_BUNDLE_SIZE, MAX_TRUST_BUNDLES_SIZE};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum TrustBundleError {
@@ -46,6 +55,12 @@ pub enum TrustBundleError {
          bundle holds only CERTIFICATE blocks; kube-apiserver refuses any other)"
     )]
     Invalid { bundle: String, problem: String },
+    #[error(
+        "{selection}: the selected bundles hold more than {limit} bytes of distinct \
+         certificates; refused, the last good files stay (remove bundles the signer no \
+         longer needs)"
+    )]
+    TooLarge { selection: String, limit: usize },
 }
 
 /// Which bundles a mapping publishes.
@@ -108,12 +123,19 @@ impl Selection {
     }
 }
 
-/// The CA bundle of `bundles`: in name order, each certificate once.
-/// Anything but well-formed CERTIFICATE blocks in any bundle refuses the
-/// whole set, naming the bundle (never a bundle made of the blocks that
-/// happened to read). Linear in the input (the one PEM reader); callers
+/// The CA bundle of `bundles`, the selection `selection`: in name order,
+/// each certificate once. Anything but well-formed CERTIFICATE blocks in
+/// any bundle, or a bundle larger than the API's 1 MiB, refuses the whole
+/// set, naming the bundle (never a bundle made of the blocks that happened
+/// to read); more than `limit` bytes of distinct certificates refuses it,
+/// naming the selection, as soon as the output passes it. Linear in the
+/// input (the one PEM reader, one hash set of the certificates); callers
 /// run it off the async runtime.
-pub fn joined(bundles: &BTreeMap<String, ClusterTrustBundle>) -> Result<Vec<u8>, TrustBundleError> {
+pub fn joined(
+    bundles: &BTreeMap<String, ClusterTrustBundle>,
+    selection: &Selection,
+    limit: usize,
+) -> Result<Vec<u8>, TrustBundleError> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for (name, b) in bundles {
@@ -121,6 +143,11 @@ pub fn joined(bundles: &BTreeMap<String, ClusterTrustBundle>) -> Result<Vec<u8>,
             bundle: crate::escape(name).into_owned(),
             problem: problem.to_owned(),
         };
+        if b.spec.trust_bundle.len() > MAX_BUNDLE_SIZE {
+            return Err(invalid(&format!(
+                "larger than the API's {MAX_BUNDLE_SIZE}-byte limit for one bundle"
+            )));
+        }
         let blocks = crate::pem::blocks(b.spec.trust_bundle.as_bytes()).map_err(invalid)?;
         if blocks.is_empty() {
             return Err(invalid("no certificate"));
@@ -133,6 +160,12 @@ pub fn joined(bundles: &BTreeMap<String, ClusterTrustBundle>) -> Result<Vec<u8>,
                 .map_err(|e| invalid(crate::pem::problem(&e)))?;
             if seen.insert(der.to_vec()) {
                 out.extend_from_slice(crate::bundle::certificate_pem(&der).as_bytes());
+                if out.len() > limit {
+                    return Err(TrustBundleError::TooLarge {
+                        selection: selection.to_string(),
+                        limit,
+                    });
+                }
             }
         }
     }
@@ -144,7 +177,8 @@ async fn joined_off_runtime(
     bundles: BTreeMap<String, ClusterTrustBundle>,
     selection: &Selection,
 ) -> Result<Vec<u8>, TrustBundleError> {
-    crate::blocking(move || joined(&bundles))
+    let s = selection.clone();
+    crate::blocking(move || joined(&bundles, &s, MAX_TRUST_BUNDLES_SIZE))
         .await
         .unwrap_or_else(|panic| {
             Err(TrustBundleError::Api {
@@ -282,7 +316,15 @@ mod tests {
             ("z-old".to_owned(), ctb(format!("{a}{b}"))),
             ("a-new".to_owned(), ctb(b.clone())),
         ]);
-        let joined = String::from_utf8(joined(&bundles).unwrap()).unwrap();
+        let joined = String::from_utf8(
+            joined(
+                &bundles,
+                &Selection::Name("t".into()),
+                MAX_TRUST_BUNDLES_SIZE,
+            )
+            .unwrap(),
+        )
+        .unwrap();
         // b (from a-new) first, then a; b not repeated.
         let der = |p: &str| {
             CertificateDer::from_pem_slice(p.as_bytes())
@@ -323,8 +365,67 @@ mod tests {
                 ("good".to_owned(), ctb(a.clone())),
                 ("hostile".to_owned(), ctb(bad)),
             ]);
-            let e = joined(&bundles).expect_err(why).to_string();
+            let e = joined(
+                &bundles,
+                &Selection::Name("t".into()),
+                MAX_TRUST_BUNDLES_SIZE,
+            )
+            .expect_err(why)
+            .to_string();
             assert!(e.contains("clustertrustbundle hostile"), "{why}: {e}");
         }
+    }
+
+    /// Issue 33: a signer's bundles are joined up to the bound given,
+    /// counting each certificate once, and refused past it by the
+    /// selection's name; one bundle larger than the API allows is refused
+    /// by its own, before it is read.
+    #[test]
+    fn the_joined_bound_counts_each_certificate_once() {
+        let pems: Vec<String> = ["x", "y", "z"]
+            .iter()
+            .map(|n| String::from_utf8(certs::Pair::new(n).ca_cert).unwrap())
+            .collect();
+        let ctb = |pem: String| {
+            let mut c = ClusterTrustBundle::default();
+            c.spec.trust_bundle = pem;
+            c
+        };
+        let selection = Selection::Signer {
+            signer: "example.com/s".into(),
+            labels: Vec::new(),
+        };
+        let two = pems[0].len() + pems[1].len();
+        let mut bundles = BTreeMap::from([
+            ("a".to_owned(), ctb(pems[0].clone())),
+            ("b".to_owned(), ctb(pems[1].clone())),
+            ("c-copy".to_owned(), ctb(format!("{}{}", pems[1], pems[0]))),
+        ]);
+        let out = joined(&bundles, &selection, two).unwrap();
+        assert_eq!(out, format!("{}{}", pems[0], pems[1]).into_bytes());
+        bundles.insert("d".into(), ctb(pems[2].clone()));
+        let e = joined(&bundles, &selection, two).unwrap_err();
+        assert!(matches!(e, TrustBundleError::TooLarge { .. }), "{e}");
+        let e = e.to_string();
+        assert!(
+            e.contains("clustertrustbundles of signer example.com/s")
+                && e.contains(&two.to_string()),
+            "{e}"
+        );
+        assert_eq!(
+            SourceError::TrustBundle(joined(&bundles, &selection, two).unwrap_err()).reason(),
+            "too_large"
+        );
+        assert!(joined(&bundles, &selection, two + pems[2].len()).is_ok());
+
+        let huge = format!("{}{}", pems[0], " ".repeat(MAX_BUNDLE_SIZE));
+        let one = BTreeMap::from([("huge".to_owned(), ctb(huge))]);
+        let e = joined(&one, &selection, MAX_TRUST_BUNDLES_SIZE)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("clustertrustbundle huge") && e.contains("1048576"),
+            "{e}"
+        );
     }
 }

@@ -103,9 +103,17 @@ pub async fn run(
                     shutdown.clone(),
                 ))
             }
-            Source::TrustBundle(selection) => tasks.spawn(
-                trust_bundles(&m, selection, &metrics).run(clients.clone(), tx, shutdown.clone()),
-            ),
+            Source::TrustBundle(selection) => {
+                // A selection across the cluster: Events on certsync's Pod.
+                if let Some(pod) = config.events_pod.clone() {
+                    syncer = syncer.with_events(EventSink::for_pod(clients.clone(), pod));
+                }
+                tasks.spawn(trust_bundles(&m, selection, &metrics).run(
+                    clients.clone(),
+                    tx,
+                    shutdown.clone(),
+                ))
+            }
             Source::Csr(spec) => {
                 let mut source = csr_source(&m, spec, &metrics, &config);
                 if config.events {

@@ -117,10 +117,25 @@ impl Syncer {
     }
 
     fn policy(&self) -> Policy {
+        // A CA from ClusterTrustBundles is bounded by its source
+        // (`validate::MAX_TRUST_BUNDLES_SIZE`), not by one object's 1 MiB.
+        let trust_bundles = match &self.mapping.source {
+            Source::TrustBundle(_) => true,
+            Source::Csr(spec) => matches!(
+                spec.ca,
+                Some(crate::source::csr::CaSource::TrustBundles { .. })
+            ),
+            _ => false,
+        };
         Policy {
             expect: self.mapping.expect,
             now: SystemTime::now(),
             clock_skew: self.clock_skew,
+            max_size: if trust_bundles {
+                crate::validate::MAX_PUBLISHED_SIZE
+            } else {
+                crate::validate::MAX_BUNDLE_SIZE
+            },
         }
     }
 
@@ -247,6 +262,11 @@ impl Syncer {
                 source.reason()
             }
             SyncError::Source { reason, .. } => {
+                // Content the source refused itself (too large, a file
+                // that is not PEM) is counted as validation would count it.
+                if matches!(*reason, "too_large" | "bad_pem") {
+                    self.metrics.rejected(name, reason);
+                }
                 self.metrics.source_up(name, false);
                 self.metrics.sync(name, "source_error");
                 reason
@@ -268,11 +288,19 @@ impl Syncer {
             } else {
                 tracing::error!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "nothing published yet; the target is left as it is");
             }
-            if let (Some(events), SyncError::Rejected { source, .. }) = (&self.events, err) {
-                events.rejected(format!(
-                    "{}: {source}; the last good files stay in place",
-                    source.reason()
-                ));
+            let refused = match err {
+                SyncError::Rejected { source, .. } => {
+                    Some(format!("{}: {source}", source.reason()))
+                }
+                SyncError::Source {
+                    reason: reason @ ("too_large" | "bad_pem"),
+                    message,
+                    ..
+                } => Some(format!("{reason}: {message}")),
+                _ => None,
+            };
+            if let (Some(events), Some(refused)) = (&self.events, refused) {
+                events.rejected(format!("{refused}; the last good files stay in place"));
             }
             self.last_problem = Some(key);
         }

@@ -155,8 +155,37 @@ impl Writer {
     /// Claims the target for this daemon, or says which process owns it.
     pub fn claim(&self) -> Result<Claim, WriterError> {
         let root = self.root(true)?;
+        let lock = self.take_claim(&root)?;
+        *self.claimed.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock);
+        Ok(Claim {
+            slot: Arc::clone(&self.claimed),
+        })
+    }
+
+    /// Keeps the claim, while one is held, on the directory the target is
+    /// now: a target removed while the daemon ran and made again by
+    /// certsync (see [`Writer::root`]) has a new `..owner` no one holds,
+    /// and a `run --once` or a second daemon would take it and write.
+    /// Taken again before anything is written; if another process got it
+    /// first, nothing is written (the error names it) until it lets go.
+    pub(super) fn hold_claim(&self, root: &Dir) -> Result<(), WriterError> {
+        let mut slot = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            None => return Ok(()),
+            Some(held) if still_named(root, OWNER, held) => return Ok(()),
+            Some(_) => {}
+        }
+        let lock = self.take_claim(root)?;
+        tracing::warn!(target_dir = %self.target.display(), "{} was made again; claimed it again", self.path(OWNER).display());
+        *slot = Some(lock);
+        Ok(())
+    }
+
+    /// The flock on `..owner` in `root`, with this process's id written
+    /// in it, or who holds it.
+    fn take_claim(&self, root: &Dir) -> Result<Flock<File>, WriterError> {
         let path = self.path(OWNER);
-        let file = lock_file(&root, OWNER, &path)?;
+        let file = lock_file(root, OWNER, &path)?;
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(l) => l,
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
@@ -173,6 +202,6 @@ impl Writer {
             .and_then(|()| lock.rewind())
             .and_then(|()| writeln!(lock, "{}", std::process::id()))
             .ctx("write", &path)?;
-        Ok(Claim { _lock: lock })
+        Ok(lock)
     }
 }

@@ -29,7 +29,8 @@
 //!   what makes kube-apiserver & co. re-read their certificates.
 //! - Everything that changes the target (publish, start-up clean-up,
 //!   rollback) holds a flock on `..lock`; a daemon also holds `..owner` for
-//!   its lifetime, so a second daemon on the same target is refused. Both
+//!   its lifetime, so a second daemon on the same target is refused; on a
+//!   target it made again too, taken again before the first write. Both
 //!   are 0600 files of certsync's user. (Not a lock on the directory, though
 //!   it saved one inode per target: the target is 0755 for its consumer,
 //!   and any local user who can open it read-only can hold its flock.)
@@ -55,7 +56,7 @@ use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, Open
 use nix::fcntl::{Flock, FlockArg, OFlag};
 
 use crate::bundle::{Bundle, ContentHash, KEY_FILE};
-use crate::validate::MAX_BUNDLE_SIZE;
+use crate::validate::{MAX_BUNDLE_SIZE, MAX_PUBLISHED_SIZE};
 
 mod drift;
 mod history;
@@ -258,10 +259,22 @@ pub struct RolledBack {
 }
 
 /// The daemon's claim on a target (`..owner` flock), released on drop.
+/// The flock itself sits in the writer's [`ClaimSlot`], so that a target
+/// certsync makes again (it was removed while the daemon ran) is claimed
+/// again before anything is written there.
 #[derive(Debug)]
 pub struct Claim {
-    _lock: Flock<File>,
+    slot: ClaimSlot,
 }
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// The `..owner` flock a [`Claim`] holds, shared by the writer's clones.
+type ClaimSlot = Arc<Mutex<Option<Flock<File>>>>;
 
 /// Owns one target directory.
 #[derive(Debug, Clone)]
@@ -275,6 +288,9 @@ pub struct Writer {
     /// The target directory's (device, inode) since it was opened first,
     /// shared by the clones: each later open must find the same one.
     identity: Arc<Mutex<Option<(u64, u64)>>>,
+    /// The claim, while one is held: kept on whatever directory the
+    /// target is now.
+    claimed: ClaimSlot,
 }
 
 impl Writer {
@@ -290,6 +306,7 @@ impl Writer {
             },
             resolved: None,
             identity: Arc::default(),
+            claimed: Arc::default(),
         };
         let root = w.root(true)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
@@ -306,6 +323,7 @@ impl Writer {
             opts: WriterOptions::default(),
             resolved: None,
             identity: Arc::default(),
+            claimed: Arc::default(),
         };
         let root = w.root(false)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
@@ -412,6 +430,7 @@ impl Writer {
         flipped: impl FnOnce(),
     ) -> Result<Outcome, WriterError> {
         let root = self.root(true)?;
+        self.hold_claim(&root)?;
         let _lock = self.lock(&root)?;
         if let Some((pinned, replaced)) = read_pin(&root) {
             let hash = bundle.hash().to_string();

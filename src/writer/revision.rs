@@ -150,7 +150,7 @@ fn read_file_links(
         });
     }
     let meta = (m.mode() & 0o7777, m.uid(), m.gid());
-    let bytes = crate::files::read_capped(f.into_std(), path, MAX_BUNDLE_SIZE as u64)?;
+    let bytes = crate::files::read_capped(f.into_std(), path, MAX_PUBLISHED_SIZE as u64)?;
     Ok((bytes, meta, m.nlink()))
 }
 

@@ -90,6 +90,7 @@ impl Writer {
             opts: options_of(&revision, usize::MAX),
             resolved: self.resolved.clone(),
             identity: Arc::clone(&self.identity),
+            claimed: Arc::clone(&self.claimed),
         };
         let new = restorer
             .publish_locked(&root, &revision.bundle, || {})?

@@ -358,6 +358,33 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// The first Event in `api`'s namespace about the object named `name`
+/// with reason `reason`, waited for up to [`PATIENCE`]; `None` if none came.
+pub async fn event_about(
+    api: &kube::Api<k8s_openapi::api::events::v1::Event>,
+    name: &str,
+    reason: &str,
+) -> Option<k8s_openapi::api::events::v1::Event> {
+    let start = Instant::now();
+    while start.elapsed() < PATIENCE {
+        let found = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            });
+        if found.is_some() {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
 /// Parses OpenMetrics text into `name{labels}` → value.
 pub fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
     text.lines()

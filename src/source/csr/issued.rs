@@ -407,6 +407,7 @@ pub fn check(
         expect: Expect::Pair,
         now,
         clock_skew,
+        max_size: validate::MAX_BUNDLE_SIZE,
     };
     let leaf = validate::validate(&pair, &policy)
         .map_err(|e| e.to_string())?
