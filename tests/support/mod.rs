@@ -24,13 +24,24 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Polls `check` until it returns `Some`, or panics with `what` after
 /// [`PATIENCE`].
-pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
+    wait_for_within(what, PATIENCE, check)
+}
+
+/// [`wait_for`] with a patience of its own, for work that is slow in a
+/// debug build on a loaded machine (megabytes of PEM), still only a bound
+/// on a hang.
+pub fn wait_for_within<T>(
+    what: &str,
+    patience: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = check() {
             return v;
         }
-        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        assert!(start.elapsed() < patience, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
