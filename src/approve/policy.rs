@@ -500,11 +500,21 @@ fn check_all(
         // after a domain (`ec2.internal`, `example.com`; anyone with a
         // bootstrap token names a node), and a host name is no zone; such
         // a name is another node's only when that node lists it (below).
+        // One the requester lists itself is in dispute, not denied
+        // (review 4, finding 4): whoever registers a Node chooses its
+        // name, so a Node named `web1.example.com` must not get the
+        // renewals of the node that listed that name first denied; a
+        // person decides which is whose.
         if let Some(other) = nodes.named(d, name) {
-            return deny(
-                Check::DnsSan,
-                format!("DNS name {d:?} is node {other:?}'s name"),
-            );
+            let message = format!("DNS name {d:?} is node {other:?}'s name");
+            return if own.is_some_and(|l| l.dns.contains(d)) {
+                wait(
+                    Check::DnsSan,
+                    format!("{message}, and node {name:?} lists it: in dispute, a person decides"),
+                )
+            } else {
+                deny(Check::DnsSan, message)
+            };
         }
         if let Some(other) = nodes.listing_dns(d, name) {
             let message = format!("DNS name {d:?} belongs to node {other:?}");

@@ -12,14 +12,23 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::{Cidr, canonical};
 
-/// The most addresses (IPs and names together) of one Node that are
-/// looked at. A kubelet lists its InternalIP/ExternalIP (one per family
-/// and interface the cloud reports), Hostname and InternalDNS/ExternalDNS:
-/// tens at most. A Node listing more is refused its own requests (they
-/// wait for a person, naming the count), and only its first
-/// `MAX_NODE_ADDRESSES` count as its claims against other nodes: what a
-/// node writes in its own status is never proof, and a node listing
-/// 25,000 names must cost no more than one listing this many.
+/// The most addresses (IPs and names together) a Node may list and still
+/// have its own requests decided by the approver. A kubelet lists its
+/// InternalIP/ExternalIP (one per family and interface the cloud reports),
+/// Hostname and InternalDNS/ExternalDNS: tens at most. A Node listing
+/// more has its own requests wait for a person, naming the count.
+///
+/// Everything a Node lists is indexed all the same, as that Node's
+/// against every other node (review 4, finding 1: only the first 128
+/// were, so the 150th address of a Node listing 200 was no one's and
+/// another node that listed it got it). Not a cap with "undecidable"
+/// beyond it: one node listing 129 names would then make every other
+/// node's requests wait, a denial of service by any single node. The
+/// cost of indexing all is one hash insert per listed entry, once per
+/// round after the Nodes changed (linear in what the Nodes hold, which
+/// the API server bounds: a Node object is at most ~1.5 MiB in etcd, and
+/// the watch already decoded every byte of it), and one hash lookup per
+/// SAN whatever the Nodes list.
 pub const MAX_NODE_ADDRESSES: usize = 128;
 
 /// What one Node lists, lower-cased and parsed once.
@@ -27,7 +36,8 @@ pub const MAX_NODE_ADDRESSES: usize = 128;
 pub struct Listed {
     pub ips: HashSet<IpAddr>,
     pub dns: HashSet<String>,
-    /// How many addresses its status holds, when over [`MAX_NODE_ADDRESSES`].
+    /// How many addresses its status holds, when over [`MAX_NODE_ADDRESSES`]
+    /// (all of them are indexed all the same).
     pub over: Option<usize>,
 }
 
@@ -67,7 +77,7 @@ impl Nodes {
                 over: (all.len() > MAX_NODE_ADDRESSES).then_some(all.len()),
                 ..Listed::default()
             };
-            for a in all.iter().take(MAX_NODE_ADDRESSES) {
+            for a in all {
                 match a.address.parse::<IpAddr>() {
                     Ok(ip) => {
                         let ip = canonical(ip);
@@ -92,8 +102,8 @@ impl Nodes {
         index
     }
 
-    /// How many addresses and names are indexed, all Nodes together: at
-    /// most [`MAX_NODE_ADDRESSES`] per Node.
+    /// How many addresses and names are indexed, all Nodes together: one
+    /// per distinct entry a Node lists.
     pub fn entries(&self) -> usize {
         self.listed
             .values()
