@@ -1592,3 +1592,6 @@ mod rounds;
 
 #[path = "approve/services.rs"]
 mod services;
+
+#[path = "approve/kubeadm_config.rs"]
+mod kubeadm_config;
