@@ -882,7 +882,7 @@ fn dns_matches(pattern: &str, name: &str) -> bool {
 }
 
 mod index;
-pub use index::{Listed, MAX_NODE_ADDRESSES, Nodes};
+pub use index::{Listed, MAX_NODE_ADDRESSES, Nodes, Piece};
 
 #[cfg(test)]
 mod tests;

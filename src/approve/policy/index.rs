@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -41,11 +42,59 @@ pub struct Listed {
     pub over: Option<usize>,
 }
 
+/// What one Node adds to the index, read once when that Node changes
+/// (the approver keeps one per Node, so that a Node's event costs a read
+/// of that Node only, and the index is put together off the async
+/// runtime: [`Nodes::from_pieces`]).
+#[derive(Debug)]
+pub struct Piece {
+    name: String,
+    listed: Listed,
+    pod_ranges: Vec<Cidr>,
+}
+
+impl Piece {
+    pub fn of(name: &str, node: &Node) -> Self {
+        let all = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_deref())
+            .unwrap_or(&[]);
+        let mut listed = Listed {
+            over: (all.len() > MAX_NODE_ADDRESSES).then_some(all.len()),
+            ..Listed::default()
+        };
+        for a in all {
+            match a.address.parse::<IpAddr>() {
+                Ok(ip) => {
+                    listed.ips.insert(canonical(ip));
+                }
+                Err(_) => {
+                    listed
+                        .dns
+                        .insert(a.address.trim_end_matches('.').to_ascii_lowercase());
+                }
+            }
+        }
+        let pod_ranges = node
+            .spec
+            .iter()
+            .flat_map(|spec| spec.pod_cidrs.iter().flatten().chain(spec.pod_cidr.iter()))
+            .filter_map(|c| c.parse::<Cidr>().ok())
+            .collect();
+        Self {
+            name: name.to_owned(),
+            listed,
+            pod_ranges,
+        }
+    }
+}
+
 /// The Nodes as the policy reads them.
 #[derive(Debug, Default)]
 pub struct Nodes {
     /// Per Node name: what it lists.
-    listed: HashMap<String, Listed>,
+    listed: HashMap<String, Arc<Piece>>,
     /// Lower-case node name -> node name.
     names: HashMap<String, String>,
     /// Per address and per listed name: up to two Nodes listing it (two
@@ -65,39 +114,31 @@ fn claim<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<String>>, key: K, nod
 
 impl Nodes {
     pub fn new<'a>(nodes: impl IntoIterator<Item = (&'a String, &'a Node)>) -> Self {
+        Self::from_pieces(
+            nodes
+                .into_iter()
+                .map(|(n, node)| Arc::new(Piece::of(n, node))),
+        )
+    }
+
+    /// The index of every Node's [`Piece`], in the order given (the first
+    /// two Nodes listing an entry are the ones named): one hash insert per
+    /// entry a Node lists.
+    pub fn from_pieces(pieces: impl IntoIterator<Item = Arc<Piece>>) -> Self {
         let mut index = Self::default();
-        for (name, node) in nodes {
+        for piece in pieces {
+            let name = &piece.name;
             index.names.insert(name.to_ascii_lowercase(), name.clone());
-            let all = node
-                .status
-                .as_ref()
-                .and_then(|s| s.addresses.as_deref())
-                .unwrap_or(&[]);
-            let mut listed = Listed {
-                over: (all.len() > MAX_NODE_ADDRESSES).then_some(all.len()),
-                ..Listed::default()
-            };
-            for a in all {
-                match a.address.parse::<IpAddr>() {
-                    Ok(ip) => {
-                        let ip = canonical(ip);
-                        claim(&mut index.ips, ip, name);
-                        listed.ips.insert(ip);
-                    }
-                    Err(_) => {
-                        let d = a.address.trim_end_matches('.').to_ascii_lowercase();
-                        claim(&mut index.dns, d.clone(), name);
-                        listed.dns.insert(d);
-                    }
-                }
+            for ip in &piece.listed.ips {
+                claim(&mut index.ips, *ip, name);
             }
-            index.listed.insert(name.clone(), listed);
-            if let Some(spec) = &node.spec {
-                let ranges = spec.pod_cidrs.iter().flatten().chain(spec.pod_cidr.iter());
-                for c in ranges.filter_map(|c| c.parse::<Cidr>().ok()) {
-                    index.pod_ranges.push((c, name.clone()));
-                }
+            for d in &piece.listed.dns {
+                claim(&mut index.dns, d.clone(), name);
             }
+            for c in &piece.pod_ranges {
+                index.pod_ranges.push((*c, name.clone()));
+            }
+            index.listed.insert(name.clone(), piece);
         }
         index
     }
@@ -107,13 +148,13 @@ impl Nodes {
     pub fn entries(&self) -> usize {
         self.listed
             .values()
-            .map(|l| l.ips.len() + l.dns.len())
+            .map(|p| p.listed.ips.len() + p.listed.dns.len())
             .sum()
     }
 
     /// What Node `name` lists; `None` when there is no such Node.
     pub fn listed(&self, name: &str) -> Option<&Listed> {
-        self.listed.get(name)
+        self.listed.get(name).map(|p| &p.listed)
     }
 
     /// The Node (other than `not`) named `d` exactly (lower-case).
