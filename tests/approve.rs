@@ -1593,3 +1593,6 @@ mod rounds;
 
 #[path = "approve/services.rs"]
 mod services;
+
+#[path = "approve/kubeadm_config.rs"]
+mod kubeadm_config;

@@ -138,7 +138,7 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
             format!("Service {ns}/{name}'s {kind}")
         }
     };
-    let add = |cluster: &mut Cluster, address: &str, kind: &str| match lenient_ip(address) {
+    let add = |cluster: &mut Cluster, address: &str, kind: &str| match parse_ip_sloppy(address) {
         Some(ip) => cluster.services.push((ip, what(kind))),
         None if !address.is_empty() => cluster.names.push((
             address.trim_end_matches('.').to_ascii_lowercase(),
@@ -154,7 +154,7 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
             .chain(spec.cluster_ip.iter())
         {
             // "None": a headless Service.
-            if let Some(ip) = lenient_ip(ip) {
+            if let Some(ip) = parse_ip_sloppy(ip) {
                 cluster.addresses.push((ip, what("IP")));
             }
         }
@@ -168,7 +168,7 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
         // (review 3, finding 7: a node listing it got it approved under
         // an --allowed-dns pattern).
         if let Some(name) = spec.external_name.as_deref().filter(|n| !n.is_empty()) {
-            match lenient_ip(name) {
+            match parse_ip_sloppy(name) {
                 Some(ip) => cluster.services.push((ip, what("external name"))),
                 None => cluster.service_names.push((
                     name.trim_end_matches('.').to_ascii_lowercase(),
@@ -192,23 +192,106 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
     }
 }
 
-/// An IP address as Go's legacy parser (older objects) reads it too:
-/// IPv4 octets with leading zeros are decimal (`010.001.002.003` is
-/// 10.1.2.3).
-fn lenient_ip(s: &str) -> Option<IpAddr> {
-    if let Ok(ip) = s.parse::<IpAddr>() {
-        return Some(ip);
+/// An IP address as kubeadm reads certSANs and controlPlaneEndpoint
+/// (`k8s.io/utils/net.ParseIPSloppy`, Go's `net.ParseIP` before 1.17,
+/// forked in k8s.io/utils): an IPv4 octet is any run of decimal digits
+/// worth at most 255, leading zeros and all (`0192.0168.01.074` is
+/// 192.168.1.74); an IPv6 group is any run of hex digits worth at most
+/// 0xffff; an IPv6 form may end in an IPv4 part read the same way
+/// (`::ffff:192.168.001.072`). Review 4, finding 3: a reader that took
+/// fewer forms left addresses in the API server's certificate free for
+/// a node. Linear in `s`; the first `.` or `:` picks the family, as Go's
+/// does.
+fn parse_ip_sloppy(s: &str) -> Option<IpAddr> {
+    match s.bytes().find(|b| *b == b'.' || *b == b':')? {
+        b'.' => sloppy_v4(s.as_bytes()).map(IpAddr::from),
+        _ => sloppy_v6(s.as_bytes()).map(IpAddr::from),
     }
-    let octets: Vec<u8> = s
-        .split('.')
-        .map(|o| {
-            (!o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| o.parse::<u8>().ok())
-                .flatten()
-        })
-        .collect::<Option<_>>()?;
-    let octets: [u8; 4] = octets.try_into().ok()?;
-    Some(IpAddr::from(octets))
+}
+
+/// A run of digits in `radix` at the start of `s`: its value (at most
+/// `max`, else `None`) and its length (at least one).
+fn number(s: &[u8], radix: u32, max: u32) -> Option<(u32, usize)> {
+    let mut n: u32 = 0;
+    let mut len = 0;
+    for d in s.iter().map_while(|b| char::from(*b).to_digit(radix)) {
+        n = n * radix + d;
+        if n > max {
+            return None;
+        }
+        len += 1;
+    }
+    (len > 0).then_some((n, len))
+}
+
+fn sloppy_v4(mut s: &[u8]) -> Option<[u8; 4]> {
+    let mut out = [0u8; 4];
+    for (i, octet) in out.iter_mut().enumerate() {
+        if i > 0 {
+            s = s.strip_prefix(b".")?;
+        }
+        let (n, len) = number(s, 10, 0xff)?;
+        *octet = u8::try_from(n).ok()?;
+        s = &s[len..];
+    }
+    s.is_empty().then_some(out)
+}
+
+fn sloppy_v6(mut s: &[u8]) -> Option<[u8; 16]> {
+    let mut ip = [0u8; 16];
+    let mut ellipsis = None;
+    if let Some(rest) = s.strip_prefix(b"::") {
+        ellipsis = Some(0);
+        s = rest;
+        if s.is_empty() {
+            return Some(ip);
+        }
+    }
+    let mut i = 0;
+    while i < 16 {
+        let (n, len) = number(s, 16, 0xffff)?;
+        if s.get(len) == Some(&b'.') {
+            // A trailing IPv4 part, where there is room for it.
+            if (ellipsis.is_none() && i != 12) || i + 4 > 16 {
+                return None;
+            }
+            ip[i..i + 4].copy_from_slice(&sloppy_v4(s)?);
+            s = &[];
+            i += 4;
+            break;
+        }
+        ip[i..i + 2].copy_from_slice(&u16::try_from(n).ok()?.to_be_bytes());
+        i += 2;
+        s = &s[len..];
+        if s.is_empty() {
+            break;
+        }
+        s = s.strip_prefix(b":").filter(|r| !r.is_empty())?;
+        if let Some(rest) = s.strip_prefix(b":") {
+            if ellipsis.is_some() {
+                return None;
+            }
+            ellipsis = Some(i);
+            s = rest;
+            if s.is_empty() {
+                break;
+            }
+        }
+    }
+    if !s.is_empty() {
+        return None;
+    }
+    match ellipsis {
+        // The ellipsis stands for the groups not written (at least one).
+        Some(at) if i < 16 => {
+            let gap = 16 - i;
+            ip.copy_within(at..i, at + gap);
+            ip[at..at + gap].fill(0);
+            Some(ip)
+        }
+        None if i == 16 => Some(ip),
+        _ => None,
+    }
 }
 
 /// Key `key` of ConfigMap `ns/name`, read as YAML; `None` when the
@@ -250,7 +333,7 @@ fn host_of(url: &str) -> Option<String> {
 /// the address it puts in the API server's certificate.
 fn endpoint(cluster: &mut Cluster, host: &str, what: &str) {
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    match lenient_ip(host) {
+    match parse_ip_sloppy(host) {
         Some(ip) => cluster.addresses.push((ip, what.to_owned())),
         None => cluster.names.push((
             host.trim_end_matches('.').to_ascii_lowercase(),
@@ -330,6 +413,61 @@ mod tests {
             "{cluster:?}"
         );
         assert!(cluster.names.is_empty(), "{cluster:?}");
+    }
+
+    /// Review 4, finding 3: ParseIPSloppy takes any number of leading
+    /// zeros per octet, also in the IPv4 part of an IPv6 form (checked
+    /// with kubeadm v1.36: these are 192.168.1.66, .69, .74 and .72 in
+    /// the API server's certificate), and hex groups of any length.
+    #[test]
+    fn any_leading_zeros_and_mapped_forms_are_read_as_kubeadm_reads_them() {
+        let mut cluster = Cluster::default();
+        let host = host_of("https://192.168.0001.066:6443").unwrap_or_default();
+        endpoint(&mut cluster, &host, "kubeadm's controlPlaneEndpoint");
+        for san in [
+            "192.168.1.0000069",
+            "0192.0168.01.074",
+            "::ffff:192.168.001.072",
+            "::FFFF:0000c0a8:00154",
+        ] {
+            endpoint(&mut cluster, san, "one of the API server's certSANs");
+        }
+        let ips: Vec<String> = cluster
+            .addresses
+            .iter()
+            .map(|(ip, _)| crate::approve::policy::canonical(*ip).to_string())
+            .collect();
+        assert_eq!(
+            ips,
+            [
+                "192.168.1.66",
+                "192.168.1.69",
+                "192.168.1.74",
+                "192.168.1.72",
+                "192.168.1.84"
+            ],
+            "{cluster:?}"
+        );
+        assert!(cluster.names.is_empty(), "{cluster:?}");
+        // What Go's reader refuses stays a name (never an address nobody
+        // means): an octet over 255, five octets, a leading ellipsis
+        // that stands for no group, an IPv4 part not at the end.
+        for not_ip in [
+            "192.168.1.256",
+            "1.2.3.4.5",
+            "1.2.3",
+            "1:2:3:4:5:6:7:8::",
+            "::1.2.3.4:1",
+            "1::2::3",
+            "0x7f.0.0.1",
+        ] {
+            assert_eq!(parse_ip_sloppy(not_ip), None, "{not_ip}");
+        }
+        assert_eq!(
+            parse_ip_sloppy("1:2:3:4:5:6:1.2.3.004"),
+            "1:2:3:4:5:6:102:304".parse().ok()
+        );
+        assert_eq!(parse_ip_sloppy("::"), "::".parse().ok());
     }
 
     /// Review 3, finding 7: an ExternalName Service's name is a Service's,

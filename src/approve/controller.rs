@@ -303,7 +303,8 @@ impl State {
         };
         let policy = self.policy.clone();
         let decided = crate::blocking(move || {
-            round
+            let (generation, nodes) = nodes.get();
+            let decided = round
                 .into_iter()
                 .map(|(csr, over)| {
                     let (verdict, facts) = match over {
@@ -321,11 +322,15 @@ impl State {
                     };
                     (csr, verdict, facts)
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (decided, generation, nodes)
         })
         .await;
         let decided = match decided {
-            Ok(d) => d,
+            Ok((d, generation, nodes)) => {
+                watches.lock().keep_index(generation, nodes);
+                d
+            }
             Err(e) => {
                 // A panic in the policy: nothing of this round is decided.
                 tracing::error!(error = %e, "deciding CSRs failed");
@@ -369,6 +374,7 @@ impl State {
         let nodes = watches.lock().node_index();
         let policy = self.policy.clone();
         let again = crate::blocking(move || {
+            let (_, nodes) = nodes.get();
             decided
                 .into_iter()
                 .map(|(csr, verdict, facts)| match verdict {

@@ -36,9 +36,10 @@
 //!    unspecified, and IPv6 forms of IPv4 addresses other than the
 //!    IPv4-mapped one: IPv4-compatible, IPv4-translated, NAT64, 6to4,
 //!    Teredo);
-//! 9. `dns-san` / `ip-san`, denied: another Node's name (or a name under
-//!    it) or a name or address another Node lists (never the requester's
-//!    own name: its credentials prove it);
+//! 9. `dns-san` / `ip-san`, denied: another Node's name, or a name or
+//!    address another Node lists, however many it lists (in dispute, a
+//!    wait, when the requester lists it too; never the requester's own
+//!    name: its credentials prove it);
 //! 10. `ip-san`, denied: an address outside every `--node-cidr`;
 //! 11. `node`: wait while Node NAME does not exist or lists no addresses;
 //! 12. `ip-san` / `dns-san`, else wait: every IP is one Node NAME lists
@@ -483,15 +484,12 @@ fn check_all(
     let own_name = name.to_ascii_lowercase();
     for ip in &facts.ips {
         if let Some(other) = nodes.listing_ip(ip, name) {
-            let message = format!("IP address {ip} belongs to node {other:?}");
-            return if own.is_some_and(|l| l.ips.contains(ip)) {
-                wait(
-                    Check::IpSan,
-                    format!("{message}, and node {name:?} lists it too"),
-                )
-            } else {
-                deny(Check::IpSan, message)
-            };
+            return deny_unless_listed(
+                Check::IpSan,
+                format!("IP address {ip} belongs to node {other:?}"),
+                own.is_some_and(|l| l.ips.contains(ip)),
+                name,
+            );
         }
     }
     for d in facts.dns.iter().filter(|d| **d != own_name) {
@@ -500,22 +498,26 @@ fn check_all(
         // after a domain (`ec2.internal`, `example.com`; anyone with a
         // bootstrap token names a node), and a host name is no zone; such
         // a name is another node's only when that node lists it (below).
+        // One the requester lists itself is in dispute, not denied
+        // (review 4, finding 4): whoever registers a Node chooses its
+        // name, so a Node named `web1.example.com` must not get the
+        // renewals of the node that listed that name first denied; a
+        // person decides which is whose.
         if let Some(other) = nodes.named(d, name) {
-            return deny(
+            return deny_unless_listed(
                 Check::DnsSan,
                 format!("DNS name {d:?} is node {other:?}'s name"),
+                own.is_some_and(|l| l.dns.contains(d)),
+                name,
             );
         }
         if let Some(other) = nodes.listing_dns(d, name) {
-            let message = format!("DNS name {d:?} belongs to node {other:?}");
-            return if own.is_some_and(|l| l.dns.contains(d)) {
-                wait(
-                    Check::DnsSan,
-                    format!("{message}, and node {name:?} lists it too"),
-                )
-            } else {
-                deny(Check::DnsSan, message)
-            };
+            return deny_unless_listed(
+                Check::DnsSan,
+                format!("DNS name {d:?} belongs to node {other:?}"),
+                own.is_some_and(|l| l.dns.contains(d)),
+                name,
+            );
         }
         // `n2.nodes.example` where a node is named `n2`: likely that
         // node's FQDN, which it need not list. In dispute, not denied: a
@@ -600,6 +602,19 @@ fn check_all(
         );
     }
     Verdict::Approve
+}
+
+/// Check 9's verdict on another node's entry: denied, or in dispute (a
+/// person decides) when the requester `name` lists it too.
+fn deny_unless_listed(check: Check, message: String, listed: bool, name: &str) -> Verdict {
+    if listed {
+        wait(
+            check,
+            format!("{message}, and node {name:?} lists it too: in dispute, a person decides"),
+        )
+    } else {
+        deny(check, message)
+    }
 }
 
 /// Check 6: `spec.usages` (what the signer issues) and whatever usages the
@@ -872,7 +887,7 @@ fn dns_matches(pattern: &str, name: &str) -> bool {
 }
 
 mod index;
-pub use index::{Listed, MAX_NODE_ADDRESSES, Nodes};
+pub use index::{Listed, MAX_NODE_ADDRESSES, Nodes, Piece};
 
 #[cfg(test)]
 mod tests;

@@ -36,10 +36,18 @@ use crate::source::watch::WatchError;
 pub(super) struct Seen {
     pub csrs: Listed<Csr>,
     pub nodes: Listed<Node>,
-    /// What the policy reads of the Nodes (names, Pod ranges, addresses)
-    /// indexed, shared with the blocking thread; rebuilt after a Node
-    /// changed.
+    /// What the policy reads of each Node, read when that Node changed
+    /// (a cost of the order of decoding its event).
+    pieces: BTreeMap<String, Arc<policy::Piece>>,
+    /// Those indexed, shared with the blocking thread: put together off
+    /// the runtime and outside this lock after the Nodes changed
+    /// ([`NodeIndex`]; review 4, finding 1: every entry a Node lists is
+    /// indexed, 500,000 for 20 Nodes of 25,000 names, 2.6 s in a debug
+    /// build, which must not hold the watches or a runtime thread).
     node_index: Option<Arc<policy::Nodes>>,
+    /// Counts changes of the Nodes, so that an index put together from
+    /// older pieces is not kept.
+    node_generation: u64,
     /// Names of the CSRs to decide (again).
     pub dirty: BTreeSet<String>,
 }
@@ -96,6 +104,26 @@ impl Seen {
             return;
         }
         self.node_index = None;
+        self.node_generation += 1;
+        match &what {
+            Some(Some(node)) => match self.nodes.items().get(node) {
+                Some(n) => {
+                    self.pieces
+                        .insert(node.clone(), Arc::new(policy::Piece::of(node, n)));
+                }
+                None => {
+                    self.pieces.remove(node);
+                }
+            },
+            _ => {
+                self.pieces = self
+                    .nodes
+                    .items()
+                    .iter()
+                    .map(|(name, n)| (name.clone(), Arc::new(policy::Piece::of(name, n))))
+                    .collect();
+            }
+        }
         match what {
             Some(Some(node)) => {
                 let user = format!("{}{node}", policy::NODE_PREFIX);
@@ -112,12 +140,27 @@ impl Seen {
         }
     }
 
-    /// The Nodes indexed for the policy, built once after they changed.
-    pub fn node_index(&mut self) -> Arc<policy::Nodes> {
-        let nodes = &self.nodes;
-        self.node_index
-            .get_or_insert_with(|| Arc::new(policy::Nodes::new(nodes.items())))
-            .clone()
+    /// The Nodes for the policy: indexed already, or what to index them
+    /// from (off the runtime: [`NodeIndex::get`]). Cheap: one `Arc` per
+    /// Node at most.
+    pub fn node_index(&self) -> NodeIndex {
+        NodeIndex {
+            generation: self.node_generation,
+            built: self.node_index.clone(),
+            pieces: if self.node_index.is_some() {
+                Vec::new()
+            } else {
+                self.pieces.values().cloned().collect()
+            },
+        }
+    }
+
+    /// Keeps `index`, put together by [`NodeIndex::get`], unless the
+    /// Nodes changed since.
+    pub fn keep_index(&mut self, generation: u64, index: Arc<policy::Nodes>) {
+        if generation == self.node_generation {
+            self.node_index = Some(index);
+        }
     }
 
     /// The next CSRs to decide: of each requester with a CSR to decide,
@@ -176,6 +219,25 @@ impl Seen {
             .values()
             .filter_map(|c| c.metadata.uid.clone())
             .collect()
+    }
+}
+
+/// The Nodes as a round takes them ([`Seen::node_index`]).
+pub(super) struct NodeIndex {
+    generation: u64,
+    built: Option<Arc<policy::Nodes>>,
+    pieces: Vec<Arc<policy::Piece>>,
+}
+
+impl NodeIndex {
+    /// The index, put together now when it was not yet (linear in what
+    /// the Nodes list: call it off the async runtime), and the generation
+    /// of the Nodes it is for ([`Seen::keep_index`]).
+    pub fn get(self) -> (u64, Arc<policy::Nodes>) {
+        let index = self
+            .built
+            .unwrap_or_else(|| Arc::new(policy::Nodes::from_pieces(self.pieces)));
+        (self.generation, index)
     }
 }
 

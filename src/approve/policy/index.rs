@@ -7,19 +7,29 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
 use super::{Cidr, canonical};
 
-/// The most addresses (IPs and names together) of one Node that are
-/// looked at. A kubelet lists its InternalIP/ExternalIP (one per family
-/// and interface the cloud reports), Hostname and InternalDNS/ExternalDNS:
-/// tens at most. A Node listing more is refused its own requests (they
-/// wait for a person, naming the count), and only its first
-/// `MAX_NODE_ADDRESSES` count as its claims against other nodes: what a
-/// node writes in its own status is never proof, and a node listing
-/// 25,000 names must cost no more than one listing this many.
+/// The most addresses (IPs and names together) a Node may list and still
+/// have its own requests decided by the approver. A kubelet lists its
+/// InternalIP/ExternalIP (one per family and interface the cloud reports),
+/// Hostname and InternalDNS/ExternalDNS: tens at most. A Node listing
+/// more has its own requests wait for a person, naming the count.
+///
+/// Everything a Node lists is indexed all the same, as that Node's
+/// against every other node (review 4, finding 1: only the first 128
+/// were, so the 150th address of a Node listing 200 was no one's and
+/// another node that listed it got it). Not a cap with "undecidable"
+/// beyond it: one node listing 129 names would then make every other
+/// node's requests wait, a denial of service by any single node. The
+/// cost of indexing all is one hash insert per listed entry, once per
+/// round after the Nodes changed (linear in what the Nodes hold, which
+/// the API server bounds: a Node object is at most ~1.5 MiB in etcd, and
+/// the watch already decoded every byte of it), and one hash lookup per
+/// SAN whatever the Nodes list.
 pub const MAX_NODE_ADDRESSES: usize = 128;
 
 /// What one Node lists, lower-cased and parsed once.
@@ -27,15 +37,64 @@ pub const MAX_NODE_ADDRESSES: usize = 128;
 pub struct Listed {
     pub ips: HashSet<IpAddr>,
     pub dns: HashSet<String>,
-    /// How many addresses its status holds, when over [`MAX_NODE_ADDRESSES`].
+    /// How many addresses its status holds, when over [`MAX_NODE_ADDRESSES`]
+    /// (all of them are indexed all the same).
     pub over: Option<usize>,
+}
+
+/// What one Node adds to the index, read once when that Node changes
+/// (the approver keeps one per Node, so that a Node's event costs a read
+/// of that Node only, and the index is put together off the async
+/// runtime: [`Nodes::from_pieces`]).
+#[derive(Debug)]
+pub struct Piece {
+    name: String,
+    listed: Listed,
+    pod_ranges: Vec<Cidr>,
+}
+
+impl Piece {
+    pub fn of(name: &str, node: &Node) -> Self {
+        let all = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_deref())
+            .unwrap_or(&[]);
+        let mut listed = Listed {
+            over: (all.len() > MAX_NODE_ADDRESSES).then_some(all.len()),
+            ..Listed::default()
+        };
+        for a in all {
+            match a.address.parse::<IpAddr>() {
+                Ok(ip) => {
+                    listed.ips.insert(canonical(ip));
+                }
+                Err(_) => {
+                    listed
+                        .dns
+                        .insert(a.address.trim_end_matches('.').to_ascii_lowercase());
+                }
+            }
+        }
+        let pod_ranges = node
+            .spec
+            .iter()
+            .flat_map(|spec| spec.pod_cidrs.iter().flatten().chain(spec.pod_cidr.iter()))
+            .filter_map(|c| c.parse::<Cidr>().ok())
+            .collect();
+        Self {
+            name: name.to_owned(),
+            listed,
+            pod_ranges,
+        }
+    }
 }
 
 /// The Nodes as the policy reads them.
 #[derive(Debug, Default)]
 pub struct Nodes {
     /// Per Node name: what it lists.
-    listed: HashMap<String, Listed>,
+    listed: HashMap<String, Arc<Piece>>,
     /// Lower-case node name -> node name.
     names: HashMap<String, String>,
     /// Per address and per listed name: up to two Nodes listing it (two
@@ -55,55 +114,47 @@ fn claim<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<String>>, key: K, nod
 
 impl Nodes {
     pub fn new<'a>(nodes: impl IntoIterator<Item = (&'a String, &'a Node)>) -> Self {
+        Self::from_pieces(
+            nodes
+                .into_iter()
+                .map(|(n, node)| Arc::new(Piece::of(n, node))),
+        )
+    }
+
+    /// The index of every Node's [`Piece`], in the order given (the first
+    /// two Nodes listing an entry are the ones named): one hash insert per
+    /// entry a Node lists.
+    pub fn from_pieces(pieces: impl IntoIterator<Item = Arc<Piece>>) -> Self {
         let mut index = Self::default();
-        for (name, node) in nodes {
+        for piece in pieces {
+            let name = &piece.name;
             index.names.insert(name.to_ascii_lowercase(), name.clone());
-            let all = node
-                .status
-                .as_ref()
-                .and_then(|s| s.addresses.as_deref())
-                .unwrap_or(&[]);
-            let mut listed = Listed {
-                over: (all.len() > MAX_NODE_ADDRESSES).then_some(all.len()),
-                ..Listed::default()
-            };
-            for a in all.iter().take(MAX_NODE_ADDRESSES) {
-                match a.address.parse::<IpAddr>() {
-                    Ok(ip) => {
-                        let ip = canonical(ip);
-                        claim(&mut index.ips, ip, name);
-                        listed.ips.insert(ip);
-                    }
-                    Err(_) => {
-                        let d = a.address.trim_end_matches('.').to_ascii_lowercase();
-                        claim(&mut index.dns, d.clone(), name);
-                        listed.dns.insert(d);
-                    }
-                }
+            for ip in &piece.listed.ips {
+                claim(&mut index.ips, *ip, name);
             }
-            index.listed.insert(name.clone(), listed);
-            if let Some(spec) = &node.spec {
-                let ranges = spec.pod_cidrs.iter().flatten().chain(spec.pod_cidr.iter());
-                for c in ranges.filter_map(|c| c.parse::<Cidr>().ok()) {
-                    index.pod_ranges.push((c, name.clone()));
-                }
+            for d in &piece.listed.dns {
+                claim(&mut index.dns, d.clone(), name);
             }
+            for c in &piece.pod_ranges {
+                index.pod_ranges.push((*c, name.clone()));
+            }
+            index.listed.insert(name.clone(), piece);
         }
         index
     }
 
-    /// How many addresses and names are indexed, all Nodes together: at
-    /// most [`MAX_NODE_ADDRESSES`] per Node.
+    /// How many addresses and names are indexed, all Nodes together: one
+    /// per distinct entry a Node lists.
     pub fn entries(&self) -> usize {
         self.listed
             .values()
-            .map(|l| l.ips.len() + l.dns.len())
+            .map(|p| p.listed.ips.len() + p.listed.dns.len())
             .sum()
     }
 
     /// What Node `name` lists; `None` when there is no such Node.
     pub fn listed(&self, name: &str) -> Option<&Listed> {
-        self.listed.get(name)
+        self.listed.get(name).map(|p| &p.listed)
     }
 
     /// The Node (other than `not`) named `d` exactly (lower-case).
