@@ -5,13 +5,17 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use tokio::sync::watch;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{Semaphore, watch};
+use tower::ServiceExt;
 
 use crate::metrics::Metrics;
 
@@ -64,8 +68,37 @@ async fn metrics_text(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
     )
 }
 
+/// How many admin connections are served at once. kubelet's probes open a
+/// connection per probe and close it, a scraper keeps one or two: a
+/// handful are ever busy, and 64 leaves room for bursts and a person's
+/// `curl`. The cap is what bounds the descriptors anyone who reaches the
+/// port can make certsync hold (every local user, on loopback; every Pod
+/// network peer with `--admin-addr 0.0.0.0:...`), so the file work
+/// (revisions, sources, locks, pidfiles) never runs out of them: attacker
+/// review 4 held 20,000 trickling connections until a rotation failed
+/// with "Too many open files". A connection over the cap is closed as soon
+/// as it is accepted.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// A request's headers must be in within this time of the connection's
+/// start or of the previous answer (hyper's header-read timeout runs from
+/// both): an idle connection, a keep-alive one left idle and one that
+/// trickles a header a byte at a time are all closed. A probe sends its
+/// request at once; a scraper opens a new connection when its kept one
+/// was closed.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest any connection lives, whatever it does: bounds a request
+/// whose body trickles and a client that never reads its answer, which
+/// the header timeout does not see.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// A request's head (and hyper's read buffer) at most: probes and scrapers
+/// send a few hundred bytes; 64 connections hold at most 1 MiB.
+const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
 /// Binds `addr` now (so a bad address fails at start) and serves until
-/// shutdown.
+/// shutdown, at most [`MAX_CONNECTIONS`] connections at once.
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
@@ -75,17 +108,99 @@ pub async fn serve(
         .await
         .map_err(|source| AdminError::Bind { addr, source })?;
     let bound = listener.local_addr().unwrap_or(addr);
-    tracing::info!(addr = %bound, "admin port listening");
+    tracing::info!(addr = %bound, max_connections = MAX_CONNECTIONS, "admin port listening");
     Ok(async move {
-        let app = router(metrics);
-        let stop = async move { crate::shutdown::stopped(&mut shutdown).await };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
-            .await
-        {
-            tracing::error!(error = %e, "admin port failed");
+        let app = router(Arc::clone(&metrics));
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        // Said once each time the cap is reached, not per refusal.
+        let mut full = false;
+        loop {
+            let accepted = tokio::select! {
+                () = crate::shutdown::stopped(&mut shutdown) => break,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // A peer gone before accept(2) is nothing; anything else
+                    // (no descriptor left, no memory) is waited out.
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                    ) {
+                        tracing::warn!(error = %e, "admin port cannot accept connections");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    continue;
+                }
+            };
+            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                drop(stream);
+                metrics.admin_connection_closed("limit");
+                if !full {
+                    full = true;
+                    tracing::warn!(
+                        max_connections = MAX_CONNECTIONS,
+                        "admin port: connection limit reached; closing new connections until one ends"
+                    );
+                }
+                continue;
+            };
+            full = false;
+            let (app, metrics, shutdown) = (app.clone(), Arc::clone(&metrics), shutdown.clone());
+            tokio::spawn(async move {
+                if let Closed::TimedOut = connection(stream, app, shutdown).await {
+                    metrics.admin_connection_closed("timeout");
+                }
+                drop(slot);
+            });
         }
     })
+}
+
+/// How a connection ended.
+enum Closed {
+    /// The peer closed it, or certsync did after answering or at shutdown.
+    Done,
+    /// No full request head within [`HEADER_TIMEOUT`], or past
+    /// [`CONNECTION_LIFETIME`].
+    TimedOut,
+}
+
+/// Serves one connection (HTTP/1.1) until it ends, times out or shutdown
+/// has closed it after the request in progress.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    app: Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> Closed {
+    let service = hyper::service::service_fn(move |req: axum::extract::Request<Incoming>| {
+        app.clone().oneshot(req.map(axum::body::Body::new))
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(MAX_REQUEST_BYTES);
+    let conn = http.serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    let lifetime = tokio::time::sleep(CONNECTION_LIFETIME);
+    let mut lifetime = std::pin::pin!(lifetime);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            served = conn.as_mut() => {
+                return match served {
+                    Err(e) if e.is_timeout() => Closed::TimedOut,
+                    _ => Closed::Done,
+                };
+            }
+            () = &mut lifetime => return Closed::TimedOut,
+            () = crate::shutdown::stopped(&mut shutdown), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -93,7 +208,6 @@ mod tests {
     use super::*;
     use axum::body::Body;
     use axum::http::Request;
-    use tower::ServiceExt;
 
     async fn get(app: &Router, path: &str) -> (StatusCode, String) {
         let resp = app
