@@ -3,8 +3,9 @@
 //! mapping otherwise, and 503 once shutdown has begun) and `/metrics`
 //! (OpenMetrics text). Loopback by default; nothing here changes state.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
@@ -14,7 +15,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{oneshot, watch};
 use tower::ServiceExt;
 
 use crate::metrics::Metrics;
@@ -76,8 +77,8 @@ async fn metrics_text(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
 /// network peer with `--admin-addr 0.0.0.0:...`), so the file work
 /// (revisions, sources, locks, pidfiles) never runs out of them: attacker
 /// review 4 held 20,000 trickling connections until a rotation failed
-/// with "Too many open files". A connection over the cap is closed as soon
-/// as it is accepted.
+/// with "Too many open files". A connection over the cap closes the
+/// oldest one.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// A request's headers must be in within this time of the connection's
@@ -111,8 +112,11 @@ pub async fn serve(
     tracing::info!(addr = %bound, max_connections = MAX_CONNECTIONS, "admin port listening");
     Ok(async move {
         let app = router(Arc::clone(&metrics));
-        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        // Said once each time the cap is reached, not per refusal.
+        // The connections being served, oldest first, each with the
+        // sender that closes it.
+        let open: Open = Arc::default();
+        let mut next_id = 0u64;
+        // Said once each time the cap is reached, not per connection.
         let mut full = false;
         loop {
             let accepted = tokio::select! {
@@ -134,33 +138,64 @@ pub async fn serve(
                     continue;
                 }
             };
-            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                drop(stream);
+            // Over the cap the oldest connection is closed, not the new
+            // one: whoever holds the port must keep re-opening
+            // connections, and a probe, which sends its request at once,
+            // is answered before 64 newer connections push it out.
+            next_id += 1;
+            let (close, closed) = oneshot::channel();
+            let evicted = {
+                let mut open = open.lock().unwrap_or_else(PoisonError::into_inner);
+                let evicted = (open.len() >= MAX_CONNECTIONS)
+                    .then(|| open.pop_first())
+                    .flatten()
+                    .map(|(_, oldest)| oldest.send(()));
+                open.insert(next_id, close);
+                evicted.is_some()
+            };
+            if evicted {
                 metrics.admin_connection_closed("limit");
                 if !full {
                     full = true;
                     tracing::warn!(
                         max_connections = MAX_CONNECTIONS,
-                        "admin port: connection limit reached; closing new connections until one ends"
+                        "admin port: connection limit reached; closing the oldest connection for each new one"
                     );
                 }
-                continue;
-            };
-            full = false;
-            let (app, metrics, shutdown) = (app.clone(), Arc::clone(&metrics), shutdown.clone());
+            } else {
+                full = false;
+            }
+            let (app, metrics, shutdown, open) = (
+                app.clone(),
+                Arc::clone(&metrics),
+                shutdown.clone(),
+                Arc::clone(&open),
+            );
+            let id = next_id;
             tokio::spawn(async move {
-                if let Closed::TimedOut = connection(stream, app, shutdown).await {
+                if let Closed::TimedOut = connection(stream, app, shutdown, closed).await {
                     metrics.admin_connection_closed("timeout");
                 }
-                drop(slot);
+                open.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
             });
+            // The connection just accepted, and the one closed for it, run
+            // before the next accept: the descriptors held stay at the cap
+            // and a probe's request is read while it is the newest.
+            tokio::task::yield_now().await;
         }
     })
 }
 
+/// The admin connections being served, by accept order (oldest first),
+/// each with the sender that closes it.
+type Open = Arc<Mutex<BTreeMap<u64, oneshot::Sender<()>>>>;
+
 /// How a connection ended.
 enum Closed {
-    /// The peer closed it, or certsync did after answering or at shutdown.
+    /// The peer closed it, or certsync did after answering, at shutdown,
+    /// or to make room for a newer one (counted where it was closed).
     Done,
     /// No full request head within [`HEADER_TIMEOUT`], or past
     /// [`CONNECTION_LIFETIME`].
@@ -173,6 +208,7 @@ async fn connection(
     stream: tokio::net::TcpStream,
     app: Router,
     mut shutdown: watch::Receiver<bool>,
+    mut evicted: oneshot::Receiver<()>,
 ) -> Closed {
     let service = hyper::service::service_fn(move |req: axum::extract::Request<Incoming>| {
         app.clone().oneshot(req.map(axum::body::Body::new))
@@ -195,6 +231,7 @@ async fn connection(
                 };
             }
             () = &mut lifetime => return Closed::TimedOut,
+            _ = &mut evicted => return Closed::Done,
             () = crate::shutdown::stopped(&mut shutdown), if !stopping => {
                 stopping = true;
                 conn.as_mut().graceful_shutdown();
