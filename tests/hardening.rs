@@ -763,14 +763,26 @@ fn second_daemon_mode_drift_shutdown_and_json_logs() {
     }
 }
 
-/// `certsync run --sync SYNC --admin-addr 127.0.0.1:PORT` under `prlimit
+/// A `dir:` mapping of [`dirs`] whose source holds a pair, served by
+/// `certsync run --admin-addr 127.0.0.1:PORT` under `prlimit
 /// --nofile=LIMITS` (no pre_exec: prlimit sets the limit and execs
-/// certsync, so the child is certsync itself). `None` when prlimit is
-/// missing (skipped, or failed under CI).
-fn daemon_with_nofile(dir: &Path, sync: &str, limits: &str) -> Option<(Certsync, u16)> {
+/// certsync, so the child is certsync itself), once the pair is published.
+/// `None` when prlimit is missing (skipped, or failed under CI).
+struct Limited {
+    d: tempfile::TempDir,
+    src: PathBuf,
+    target: PathBuf,
+    cs: Certsync,
+    port: u16,
+}
+
+fn daemon_with_nofile(limits: &str) -> Option<Limited> {
     if !tools::have(&["prlimit"]) {
         return None;
     }
+    let (d, src, target, sync) = dirs();
+    let first = Pair::new("first");
+    write_pair(&src, &first);
     let port = free_port();
     let bin = certsync_bin();
     let addr = format!("127.0.0.1:{port}");
@@ -781,15 +793,22 @@ fn daemon_with_nofile(dir: &Path, sync: &str, limits: &str) -> Option<(Certsync,
             &bin,
             "run",
             "--sync",
-            sync,
+            &sync,
             "--debounce",
             "100ms",
             "--admin-addr",
             &addr,
         ]),
-        dir,
+        d.path(),
     );
-    Some((cs, port))
+    wait_pair(&target, &first);
+    Some(Limited {
+        d,
+        src,
+        target,
+        cs,
+        port,
+    })
 }
 
 /// The soft and hard `Max open files` of a process.
@@ -815,13 +834,16 @@ fn nofile_limits(pid: u32) -> (String, String) {
 #[test]
 fn admin_connections_never_starve_the_file_work() {
     use std::net::TcpStream;
-    let (d, src, target, sync) = dirs();
-    let first = Pair::new("before-flood");
-    write_pair(&src, &first);
-    let Some((cs, port)) = daemon_with_nofile(d.path(), &sync, "256:256") else {
+    let Some(Limited {
+        d: _d,
+        src,
+        target,
+        cs,
+        port,
+    }) = daemon_with_nofile("256:256")
+    else {
         return;
     };
-    wait_pair(&target, &first);
     wait_for("/livez", || {
         http_get(port, "/livez").filter(|(s, _)| *s == 200)
     });
@@ -905,13 +927,9 @@ fn admin_connections_never_starve_the_file_work() {
 /// of many mappings has.
 #[test]
 fn the_open_file_limit_is_raised_to_the_hard_limit_at_start() {
-    let (d, src, target, sync) = dirs();
-    let pair = Pair::new("limits");
-    write_pair(&src, &pair);
-    let Some((cs, _)) = daemon_with_nofile(d.path(), &sync, "128:4096") else {
+    let Some(Limited { d: _d, cs, .. }) = daemon_with_nofile("128:4096") else {
         return;
     };
-    wait_pair(&target, &pair);
     assert_eq!(
         nofile_limits(cs.child.id()),
         ("4096".to_owned(), "4096".to_owned())
