@@ -2,6 +2,8 @@
 //! mapping has a valid current revision; 503 with one line per failing
 //! mapping otherwise, and 503 once shutdown has begun) and `/metrics`
 //! (OpenMetrics text). Loopback by default; nothing here changes state.
+//! Whoever reaches the port holds at most [`MAX_CONNECTIONS`] of certsync's
+//! descriptors, each for at most a header timeout while idle.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
