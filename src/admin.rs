@@ -2,16 +2,23 @@
 //! mapping has a valid current revision; 503 with one line per failing
 //! mapping otherwise, and 503 once shutdown has begun) and `/metrics`
 //! (OpenMetrics text). Loopback by default; nothing here changes state.
+//! Whoever reaches the port holds at most [`MAX_CONNECTIONS`] of certsync's
+//! descriptors, each for at most a header timeout while idle.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use tokio::sync::watch;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{oneshot, watch};
+use tower::ServiceExt;
 
 use crate::metrics::Metrics;
 
@@ -64,8 +71,37 @@ async fn metrics_text(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
     )
 }
 
+/// How many admin connections are served at once. kubelet's probes open a
+/// connection per probe and close it, a scraper keeps one or two: a
+/// handful are ever busy, and 64 leaves room for bursts and a person's
+/// `curl`. The cap is what bounds the descriptors anyone who reaches the
+/// port can make certsync hold (every local user, on loopback; every Pod
+/// network peer with `--admin-addr 0.0.0.0:...`), so the file work
+/// (revisions, sources, locks, pidfiles) never runs out of them: attacker
+/// review 4 held 20,000 trickling connections until a rotation failed
+/// with "Too many open files". A connection over the cap closes the
+/// oldest one.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// A request's headers must be in within this time of the connection's
+/// start or of the previous answer (hyper's header-read timeout runs from
+/// both): an idle connection, a keep-alive one left idle and one that
+/// trickles a header a byte at a time are all closed. A probe sends its
+/// request at once; a scraper opens a new connection when its kept one
+/// was closed.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest any connection lives, whatever it does: bounds a request
+/// whose body trickles and a client that never reads its answer, which
+/// the header timeout does not see.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// A request's head (and hyper's read buffer) at most: probes and scrapers
+/// send a few hundred bytes; 64 connections hold at most 1 MiB.
+const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
 /// Binds `addr` now (so a bad address fails at start) and serves until
-/// shutdown.
+/// shutdown, at most [`MAX_CONNECTIONS`] connections at once.
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
@@ -75,17 +111,135 @@ pub async fn serve(
         .await
         .map_err(|source| AdminError::Bind { addr, source })?;
     let bound = listener.local_addr().unwrap_or(addr);
-    tracing::info!(addr = %bound, "admin port listening");
+    tracing::info!(addr = %bound, max_connections = MAX_CONNECTIONS, "admin port listening");
     Ok(async move {
-        let app = router(metrics);
-        let stop = async move { crate::shutdown::stopped(&mut shutdown).await };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
-            .await
-        {
-            tracing::error!(error = %e, "admin port failed");
+        let app = router(Arc::clone(&metrics));
+        // The connections being served, oldest first, each with the
+        // sender that closes it.
+        let open: Open = Arc::default();
+        let mut next_id = 0u64;
+        // Said once each time the cap is reached, not per connection.
+        let mut full = false;
+        loop {
+            let accepted = tokio::select! {
+                () = crate::shutdown::stopped(&mut shutdown) => break,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // A peer gone before accept(2) is nothing; anything else
+                    // (no descriptor left, no memory) is waited out.
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                    ) {
+                        tracing::warn!(error = %e, "admin port cannot accept connections");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    continue;
+                }
+            };
+            // Over the cap the oldest connection is closed, not the new
+            // one: whoever holds the port must keep re-opening
+            // connections, and a probe, which sends its request at once,
+            // is answered before 64 newer connections push it out.
+            next_id += 1;
+            let (close, closed) = oneshot::channel();
+            let evicted = {
+                let mut open = open.lock().unwrap_or_else(PoisonError::into_inner);
+                let evicted = (open.len() >= MAX_CONNECTIONS)
+                    .then(|| open.pop_first())
+                    .flatten()
+                    .map(|(_, oldest)| oldest.send(()));
+                open.insert(next_id, close);
+                evicted.is_some()
+            };
+            if evicted {
+                metrics.admin_connection_closed("limit");
+                if !full {
+                    full = true;
+                    tracing::warn!(
+                        max_connections = MAX_CONNECTIONS,
+                        "admin port: connection limit reached; closing the oldest connection for each new one"
+                    );
+                }
+            } else {
+                full = false;
+            }
+            let (app, metrics, shutdown, open) = (
+                app.clone(),
+                Arc::clone(&metrics),
+                shutdown.clone(),
+                Arc::clone(&open),
+            );
+            let id = next_id;
+            tokio::spawn(async move {
+                if let Closed::TimedOut = connection(stream, app, shutdown, closed).await {
+                    metrics.admin_connection_closed("timeout");
+                }
+                open.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+            });
+            // The connection just accepted, and the one closed for it, run
+            // before the next accept: the descriptors held stay at the cap
+            // and a probe's request is read while it is the newest.
+            tokio::task::yield_now().await;
         }
     })
+}
+
+/// The admin connections being served, by accept order (oldest first),
+/// each with the sender that closes it.
+type Open = Arc<Mutex<BTreeMap<u64, oneshot::Sender<()>>>>;
+
+/// How a connection ended.
+enum Closed {
+    /// The peer closed it, or certsync did after answering, at shutdown,
+    /// or to make room for a newer one (counted where it was closed).
+    Done,
+    /// No full request head within [`HEADER_TIMEOUT`], or past
+    /// [`CONNECTION_LIFETIME`].
+    TimedOut,
+}
+
+/// Serves one connection (HTTP/1.1) until it ends, times out or shutdown
+/// has closed it after the request in progress.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    app: Router,
+    mut shutdown: watch::Receiver<bool>,
+    mut evicted: oneshot::Receiver<()>,
+) -> Closed {
+    let service = hyper::service::service_fn(move |req: axum::extract::Request<Incoming>| {
+        app.clone().oneshot(req.map(axum::body::Body::new))
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(MAX_REQUEST_BYTES);
+    let conn = http.serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    let lifetime = tokio::time::sleep(CONNECTION_LIFETIME);
+    let mut lifetime = std::pin::pin!(lifetime);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            served = conn.as_mut() => {
+                return match served {
+                    Err(e) if e.is_timeout() => Closed::TimedOut,
+                    _ => Closed::Done,
+                };
+            }
+            () = &mut lifetime => return Closed::TimedOut,
+            _ = &mut evicted => return Closed::Done,
+            () = crate::shutdown::stopped(&mut shutdown), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -93,7 +247,6 @@ mod tests {
     use super::*;
     use axum::body::Body;
     use axum::http::Request;
-    use tower::ServiceExt;
 
     async fn get(app: &Router, path: &str) -> (StatusCode, String) {
         let resp = app

@@ -16,6 +16,7 @@ pub mod events;
 pub mod files;
 pub mod inspect;
 pub mod kubeadm;
+pub mod limits;
 pub mod man;
 pub mod metrics;
 pub mod pem;

@@ -251,6 +251,7 @@ fn parse_args() -> Result<Parsed, clap::Error> {
 /// control-plane node) for nothing.
 #[tokio::main(flavor = "current_thread")]
 async fn run(config: Config) -> anyhow::Result<ExitCode> {
+    certsync::limits::raise_open_files();
     if config.once {
         let failures = Box::pin(certsync::sync::once(&config)).await;
         return Ok(if failures.is_empty() {
@@ -292,6 +293,7 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
 /// `certsync approve`: the controller and its admin port until a signal.
 #[tokio::main(flavor = "current_thread")]
 async fn approve(config: certsync::approve::ApproverConfig) -> anyhow::Result<ExitCode> {
+    certsync::limits::raise_open_files();
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let metrics = Arc::new(Metrics::new(0.8));
     let admin =

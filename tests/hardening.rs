@@ -794,3 +794,182 @@ fn second_daemon_mode_drift_shutdown_and_json_logs() {
         assert!(line.matches("\"target\":").count() <= 1, "{line}");
     }
 }
+
+/// A `dir:` mapping of [`dirs`] whose source holds a pair, served by
+/// `certsync run --admin-addr 127.0.0.1:PORT` under `prlimit
+/// --nofile=LIMITS` (no pre_exec: prlimit sets the limit and execs
+/// certsync, so the child is certsync itself), once the pair is published.
+/// `None` when prlimit is missing (skipped, or failed under CI).
+struct Limited {
+    d: tempfile::TempDir,
+    src: PathBuf,
+    target: PathBuf,
+    cs: Certsync,
+    port: u16,
+}
+
+fn daemon_with_nofile(limits: &str) -> Option<Limited> {
+    if !tools::have(&["prlimit"]) {
+        return None;
+    }
+    let (d, src, target, sync) = dirs();
+    let first = Pair::new("first");
+    write_pair(&src, &first);
+    let port = free_port();
+    let bin = certsync_bin();
+    let addr = format!("127.0.0.1:{port}");
+    let cs = Certsync::start_with(
+        Command::new("prlimit").args([
+            &format!("--nofile={limits}"),
+            "--",
+            &bin,
+            "run",
+            "--sync",
+            &sync,
+            "--debounce",
+            "100ms",
+            "--admin-addr",
+            &addr,
+        ]),
+        d.path(),
+    );
+    wait_pair(&target, &first);
+    Some(Limited {
+        d,
+        src,
+        target,
+        cs,
+        port,
+    })
+}
+
+/// The soft and hard `Max open files` of a process.
+fn nofile_limits(pid: u32) -> (String, String) {
+    let limits = fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut f = line["Max open files".len()..].split_whitespace();
+    (f.next().unwrap().to_owned(), f.next().unwrap().to_owned())
+}
+
+/// Issue 33, attacker review 4 finding 2: anyone who can reach the admin
+/// port (every local user on loopback) held idle and header-trickling
+/// connections until certsync's descriptors ran out; a rotation then
+/// failed with "Too many open files" and `/livez` stopped answering. Here
+/// with a 256-descriptor limit certsync may not raise (soft = hard), more
+/// connections than the admin port's cap (64) and than the limit: the
+/// rotation is published and `/livez` answers while they are held, every
+/// one of them is closed by certsync (the oldest for each one over the
+/// cap, the others by the header timeout), and the metric counts both.
+#[test]
+fn admin_connections_never_starve_the_file_work() {
+    use std::net::TcpStream;
+    let Some(Limited {
+        d: _d,
+        src,
+        target,
+        cs,
+        port,
+    }) = daemon_with_nofile("256:256")
+    else {
+        return;
+    };
+    wait_for("/livez", || {
+        http_get(port, "/livez").filter(|(s, _)| *s == 200)
+    });
+
+    // Half idle (not a byte sent), half trickling a request header.
+    const HELD: usize = 300;
+    let mut held = Vec::new();
+    let mut trickling = Vec::new();
+    for i in 0..HELD {
+        let s = TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        if i % 2 == 1 {
+            let mut w = s.try_clone().unwrap();
+            // A refused connection may already be closed: errors are fine.
+            let _ = w.write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\n");
+            trickling.push(w);
+        }
+        held.push(s);
+    }
+    let stop = Arc::new(Mutex::new(false));
+    let trickler = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !*stop.lock().unwrap() {
+                for s in &mut trickling {
+                    let _ = s.write_all(b"X");
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+    };
+
+    let next = Pair::new("during-flood");
+    write_pair(&src, &next);
+    wait_pair(&target, &next);
+    // A probe is answered at its first try while they are held: it closes
+    // the oldest held connection, not the other way round.
+    assert_eq!(
+        http_get(port, "/livez").map(|(status, _)| status),
+        Some(200),
+        "/livez while {HELD} connections are held"
+    );
+
+    // Every held connection ends on certsync's side: EOF or a reset, never
+    // a read that waits past PATIENCE.
+    for (i, mut s) in held.into_iter().enumerate() {
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!("held connection {i} still open after {PATIENCE:?}: {e}"),
+            }
+        }
+    }
+    *stop.lock().unwrap() = true;
+    trickler.join().unwrap();
+    let (status, _) = wait_for("/livez after the flood", || http_get(port, "/livez"));
+    assert_eq!(status, 200);
+    let (_, text) = wait_for("/metrics", || http_get(port, "/metrics"));
+    let m = parse_metrics(&text);
+    let closed = |reason: &str| {
+        m.get(&format!(
+            "certsync_admin_connections_closed_total{{reason=\"{reason}\"}}"
+        ))
+        .copied()
+        .unwrap_or_else(|| panic!("no closed{{reason={reason}}} in\n{text}"))
+    };
+    assert!(closed("limit") >= (HELD - 64) as f64, "{text}");
+    assert!(closed("timeout") >= 1.0, "{text}");
+    assert!(!cs.log().contains("Too many open files"), "{}", cs.log());
+}
+
+/// The soft open-file limit is raised to the hard one at start (as Go
+/// does), and said once: a systemd unit's 1024 is otherwise all a daemon
+/// of many mappings has.
+#[test]
+fn the_open_file_limit_is_raised_to_the_hard_limit_at_start() {
+    let Some(Limited { d: _d, cs, .. }) = daemon_with_nofile("128:4096") else {
+        return;
+    };
+    assert_eq!(
+        nofile_limits(cs.child.id()),
+        ("4096".to_owned(), "4096".to_owned())
+    );
+    assert_eq!(
+        cs.log().matches("raised the open-file limit").count(),
+        1,
+        "{}",
+        cs.log()
+    );
+}

@@ -85,6 +85,9 @@ const SYNC_RESULTS: [&str; 7] = [
     "kubeconfig_error",
 ];
 
+/// Every `reason` of `certsync_admin_connections_closed_total`.
+const ADMIN_CLOSE_REASONS: [&str; 2] = ["limit", "timeout"];
+
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// What is known about a mapping's current certificate.
@@ -126,6 +129,7 @@ pub struct Metrics {
     csr_rotation: Family<MappingLabel, Histogram>,
     csr_decisions: Family<DecisionLabels, Counter>,
     csr_backlog: Gauge,
+    admin_closed: Family<RefusalLabel, Counter>,
     /// `ca:` mappings' CA (below, apart).
     ca: CaMetrics,
     /// Per mapping: the current certificate's window (for TTL and staleness).
@@ -188,6 +192,7 @@ impl Metrics {
             }),
             csr_decisions: Family::default(),
             csr_backlog: Gauge::default(),
+            admin_closed: Family::default(),
             ca: CaMetrics::default(),
             validity: Mutex::default(),
             names: Mutex::default(),
@@ -306,6 +311,15 @@ impl Metrics {
             "certsync approve: pending CSRs waiting to be decided (again)",
             m.csr_backlog.clone(),
         );
+        // Both reasons from 0, so the first refusal shows in increase().
+        for reason in ADMIN_CLOSE_REASONS {
+            let _ = m.admin_closed.get_or_create(&RefusalLabel { reason });
+        }
+        registry.register(
+            "admin_connections_closed",
+            "Admin-port connections certsync closed: over the connection limit (limit), or no request in time (timeout)",
+            m.admin_closed.clone(),
+        );
         m.ca.register(registry);
         // Unprefixed: Prometheus' standard names.
         root.register_collector(Box::new(process::ProcessCollector));
@@ -313,6 +327,14 @@ impl Metrics {
             registry: root,
             ..m
         }
+    }
+
+    /// The admin port closed a connection: `limit` (over the connection
+    /// cap) or `timeout` (no request head in time, or too long open).
+    pub fn admin_connection_closed(&self, reason: &'static str) {
+        self.admin_closed
+            .get_or_create(&RefusalLabel { reason })
+            .inc();
     }
 
     /// `certsync approve`: how many pending CSRs wait for a decision.
