@@ -132,6 +132,16 @@ mod yaml_tests {
                 .contains("alias")
         );
         assert!(check_yaml("b: [*x]\n").is_err());
+        // What go-yaml (kubeadm) reads and certsync's reader would not.
+        for other in [
+            "apiServer: {<<: {certSANs: [\"192.168.1.98\"]}}\n",
+            "apiServer:\n  <<:\n    certSANs: [a]\n",
+            "certSANs: [!!binary MTkyLjE2OC4xLjEwMg==]\n",
+            "a: !custom x\n",
+        ] {
+            let e = check_yaml(other).unwrap_err();
+            assert!(e.contains("merge key") || e.contains("tag"), "{other}: {e}");
+        }
         assert!(
             check_yaml(&"[".repeat(33))
                 .unwrap_err()
@@ -143,6 +153,7 @@ mod yaml_tests {
             "a: '*x {{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{'\n",
             "# *x [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\na: /etc/*.crt\n",
             "mappings:\n  - \"secret:ns/n=/x\"\n",
+            "a: \"!!binary <<\"\nb: x!y<<z\n",
         ] {
             assert!(check_yaml(fine).is_ok(), "{fine}");
         }
@@ -747,6 +758,16 @@ pub fn check_yaml(text: &str) -> Result<(), String> {
             }
             (None, b'*') if token_start => {
                 return Err("holds a YAML alias (*name), which certsync does not accept".into());
+            }
+            // Read differently by other YAML readers (the fifth attacker
+            // review: kubeadm's go-yaml applies `<<` merge keys and decodes
+            // `!!binary`, so certSANs written that way reached the API
+            // server's certificate while certsync read nothing there).
+            (None, b'!') if token_start => {
+                return Err("holds a YAML tag (!tag), which certsync does not accept".into());
+            }
+            (None, b'<') if token_start && bytes.get(i + 1) == Some(&b'<') => {
+                return Err("holds a YAML merge key (<<), which certsync does not accept".into());
             }
             (None, b'[' | b'{') => {
                 depth += 1;

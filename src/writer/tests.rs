@@ -864,3 +864,27 @@ fn attack_a_history_revision_rewritten_in_place_is_not_restored() {
     assert_live(&w, &bundle("b"));
     assert_eq!(w.pin(), None);
 }
+
+#[test]
+fn attack_a_history_revision_owned_by_the_consumer_is_not_restored() {
+    // The fifth attacker review: the name's hash is 32 bits, and the
+    // consumer (owner=) matched it with bytes after its key's END line,
+    // then rewrote a history pair in place. Files that are not certsync's
+    // own are not restored, whatever they hold.
+    let dir = tempfile::tempdir().unwrap();
+    let w = Writer::open(
+        dir.path().join("target"),
+        WriterOptions {
+            owner: Some(65534),
+            group: Some(65534),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    w.publish(&bundle("a")).unwrap();
+    w.publish(&bundle("b")).unwrap();
+    let e = w.rollback(None, |_| Ok(())).unwrap_err().to_string();
+    assert!(e.contains("owned by uid 65534"), "{e}");
+    assert_live(&w, &bundle("b"));
+    assert_eq!(w.pin(), None);
+}
