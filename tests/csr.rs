@@ -896,7 +896,7 @@ async fn full_size_trust_bundles_are_joined_up_to_the_documented_bound() {
             .await
             .unwrap();
     }
-    wait_for("b1 to b4 published", || {
+    wait_for_within("b1 to b4 published", slow, || {
         (ca()? == bundles[1..5].concat()).then_some(())
     });
     drop(cs);
