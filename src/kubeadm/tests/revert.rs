@@ -680,19 +680,26 @@ async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_
     assert!(!host(d, plan::CONFIG).exists());
 }
 
+/// An adopted node whose apiserver target a daemon (this process) holds
+/// claimed: (the node, the target, the claim).
+fn adopted_with_a_daemon() -> (tempfile::TempDir, PathBuf, crate::writer::Claim) {
+    let dir = adopted_node();
+    let api = host(dir.path(), "/etc/kubernetes/pki/certsync/apiserver");
+    let claim = crate::writer::Writer::existing(&api)
+        .expect("target")
+        .claim()
+        .expect("claim");
+    (dir, api, claim)
+}
+
 #[tokio::test]
 async fn revert_waits_for_certsyncs_daemon_to_let_go_of_its_targets() {
     // The daemon whose static pod revert removes is still stopping (the
     // kubelet gives it its grace period) and publishes once more before it
     // exits: revert moves the target only once the daemon's claim is gone,
     // so the last publish is in the backup, not a target recreated in place.
-    let dir = adopted_node();
+    let (dir, api, claim) = adopted_with_a_daemon();
     let d = dir.path().to_owned();
-    let api = host(&d, "/etc/kubernetes/pki/certsync/apiserver");
-    let claim = crate::writer::Writer::existing(&api)
-        .expect("target")
-        .claim()
-        .expect("claim");
     let daemon = {
         let api = api.clone();
         std::thread::spawn(move || {
@@ -718,13 +725,8 @@ async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
     // The daemon outlives the wait (a kubelet that never stops it, a
     // certsync started by hand): revert gives up naming the process and
     // the target, and leaves the target where it is for the next run.
-    let dir = adopted_node();
+    let (dir, api, claim) = adopted_with_a_daemon();
     let d = dir.path().to_owned();
-    let api = host(&d, "/etc/kubernetes/pki/certsync/apiserver");
-    let claim = crate::writer::Writer::existing(&api)
-        .expect("target")
-        .claim()
-        .expect("claim");
     let Err(err) =
         crate::kubeadm::revert::claim_targets(&d, std::time::Duration::from_millis(600)).await
     else {
