@@ -56,6 +56,9 @@ pub struct MappingSpec {
     /// csr: and ca: mappings: a kubeconfig outside the target whose current
     /// user certsync keeps holding the live pair, embedded.
     pub update_kubeconfig: Option<PathBuf>,
+    /// csr: and ca: mappings: `PREFIX.crt` and `PREFIX.key` outside the
+    /// target that certsync keeps holding the live pair (kubeadm's copies).
+    pub update_pair: Option<PathBuf>,
     // ca: mappings only.
     pub template: Option<PathBuf>,
     #[serde(default)]
@@ -156,6 +159,7 @@ impl MappingSpec {
                 "bootstrap-kubeconfig" => m.bootstrap_kubeconfig = Some(value()?.into()),
                 "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
                 "update-kubeconfig" => m.update_kubeconfig = Some(value()?.into()),
+                "update-pair" => m.update_pair = Some(value()?.into()),
                 "template" => m.template = Some(value()?.into()),
                 "keep-key" => m.keep_key = flag()?,
                 "allow-loose-ca-key" => m.allow_loose_ca_key = flag()?,
@@ -192,9 +196,9 @@ impl MappingSpec {
                         "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
                          cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
                          ip, key-alg, lifetime, usage, renew, approval-timeout, \
-                         bootstrap-kubeconfig, write-kubeconfig, update-kubeconfig; for ca: cn, \
-                         o, dns, ip, key-alg, lifetime, usage, renew, template, keep-key, \
-                         update-kubeconfig, \
+                         bootstrap-kubeconfig, write-kubeconfig, update-kubeconfig, update-pair; \
+                         for ca: cn, o, dns, ip, key-alg, lifetime, usage, renew, template, \
+                         keep-key, update-kubeconfig, update-pair, \
                          allow-loose-ca-key; for clustertrustbundle: \
                          label; files, allow-non-pem, optional; for tree: secret, configmap, \
                          optional-secret, optional-configmap)"
@@ -265,6 +269,7 @@ impl MappingSpec {
             ("usage", !self.usage.is_empty()),
             ("renew", self.renew.is_some()),
             ("update-kubeconfig", self.update_kubeconfig.is_some()),
+            ("update-pair", self.update_pair.is_some()),
         ];
         if !matches!(source, Source::Csr(_) | Source::Ca(_))
             && let Some((opt, _)) = issuing.iter().find(|(_, set)| *set)
@@ -499,8 +504,36 @@ impl MappingSpec {
                 )));
             }
         }
+        if let Some(prefix) = &self.update_pair {
+            if !prefix.is_absolute() {
+                return Err(err(format!(
+                    "update-pair {}: give an absolute path without .crt/.key (e.g. \
+                     /etc/kubernetes/pki/apiserver)",
+                    prefix.display()
+                )));
+            }
+            if prefix.starts_with(&self.target) {
+                return Err(err(format!(
+                    "update-pair {} is inside the target {}; it names kubeadm's copy of the \
+                     pair elsewhere",
+                    prefix.display(),
+                    self.target.display()
+                )));
+            }
+            if prefix
+                .extension()
+                .is_some_and(|e| e == "crt" || e == "key" || e == "pem")
+            {
+                return Err(err(format!(
+                    "update-pair {}: give the path without its extension; certsync writes \
+                     PREFIX.crt and PREFIX.key",
+                    prefix.display()
+                )));
+            }
+        }
         Ok(Mapping {
             update_kubeconfig: self.update_kubeconfig,
+            update_pair: self.update_pair,
             optional: self.optional,
             name,
             source,

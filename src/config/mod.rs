@@ -200,6 +200,9 @@ pub struct Mapping {
     /// A kubeconfig outside the target whose current-context user is kept
     /// holding the live pair, embedded (`update-kubeconfig=`).
     pub update_kubeconfig: Option<PathBuf>,
+    /// `PREFIX.crt` and `PREFIX.key` outside the target kept holding the
+    /// live pair (`update-pair=`).
+    pub update_pair: Option<PathBuf>,
 }
 
 /// Everything `certsync run` needs.
@@ -435,6 +438,41 @@ fn kubeconfigs_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
             )));
         }
         crate::writer::check_kubeconfig(path).map_err(|e| err(e.to_string()))?;
+    }
+    pairs_guarded(mappings)
+}
+
+/// Every `update-pair=` prefix is one certsync may keep in step
+/// ([`crate::writer::check_pair`]), named by one mapping only and inside no
+/// mapping's target (the target's writer owns every name there).
+fn pairs_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    for (i, m) in mappings.iter().enumerate() {
+        let Some(prefix) = &m.update_pair else {
+            continue;
+        };
+        let err = |problem: String| ConfigError::Mapping {
+            mapping: m.name.clone(),
+            problem,
+        };
+        if let Some(other) = mappings[..i]
+            .iter()
+            .find(|o| o.update_pair.as_ref() == Some(prefix))
+        {
+            return Err(err(format!(
+                "update-pair {}: mapping {:?} updates it too; one pair per prefix",
+                prefix.display(),
+                other.name
+            )));
+        }
+        if let Some(other) = mappings.iter().find(|o| prefix.starts_with(&o.target)) {
+            return Err(err(format!(
+                "update-pair {} is inside the target {} of mapping {:?}",
+                prefix.display(),
+                other.target.display(),
+                other.name
+            )));
+        }
+        crate::writer::check_pair(prefix).map_err(|e| err(e.to_string()))?;
     }
     Ok(())
 }

@@ -75,7 +75,7 @@ struct BuildLabels {
 
 /// Every `result` of `certsync_syncs_total` (see `Metrics::sync`), each
 /// series created at 0 when a mapping is added.
-const SYNC_RESULTS: [&str; 7] = [
+const SYNC_RESULTS: [&str; 8] = [
     "written",
     "unchanged",
     "pinned",
@@ -83,6 +83,7 @@ const SYNC_RESULTS: [&str; 7] = [
     "source_error",
     "error",
     "kubeconfig_error",
+    "pair_error",
 ];
 
 /// Every `reason` of `certsync_admin_connections_closed_total`.

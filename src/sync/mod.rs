@@ -56,9 +56,23 @@ pub enum SyncError {
     },
     #[error("mapping {mapping}: internal task failed: {message}")]
     Task { mapping: String, message: String },
-    /// The target is published; its `update-kubeconfig=` file is not.
+    /// The target is published; its `update-kubeconfig=` file or
+    /// `update-pair=` copy is not.
     #[error("mapping {mapping}: {message}")]
-    Kubeconfig { mapping: String, message: String },
+    Copy {
+        mapping: String,
+        copy: Copy,
+        message: String,
+    },
+}
+
+/// A copy of the live pair outside the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copy {
+    /// `update-kubeconfig=`: embedded in a kubeconfig.
+    Kubeconfig,
+    /// `update-pair=`: `PREFIX.crt` and `PREFIX.key`.
+    Pair,
 }
 
 /// Writer work off the runtime ([`crate::blocking`]), its errors named

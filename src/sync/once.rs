@@ -80,9 +80,10 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         };
         // Published, but its kubeconfig was not brought to the pair: a
         // failure of the run (exit 1), already logged.
-        let result = match (result, s.kubeconfig_failing.take()) {
-            (Ok(()), Some(message)) => Err(SyncError::Kubeconfig {
+        let result = match (result, s.copy_failing.take()) {
+            (Ok(()), Some((copy, message))) => Err(SyncError::Copy {
                 mapping: m.name.clone(),
+                copy,
                 message,
             }),
             (result, _) => result,

@@ -1,9 +1,9 @@
 //! Publishing through the writer: the flip and the reload it calls for, a
-//! rollback pin kept, the `update-kubeconfig=` file brought to the live
-//! pair, and what each outcome logs, counts and records as an Event.
+//! rollback pin kept, the `update-kubeconfig=` file and `update-pair=`
+//! copy brought to the live pair, and what each outcome logs, counts and records as an Event.
 
 use super::syncer::Syncer;
-use super::{LOG, SyncError, blocking};
+use super::{Copy, LOG, SyncError, blocking};
 use crate::bundle::Bundle;
 use crate::validate;
 use crate::writer::Outcome;
@@ -58,7 +58,7 @@ impl Syncer {
         let name = self.mapping.name.clone();
         self.metrics
             .sync(&name, if written { "written" } else { "unchanged" });
-        let kubeconfig = self.update_kubeconfig(bundle).await;
+        let kubeconfig = self.update_copies(bundle).await;
         self.metrics.ready(&name, kubeconfig);
         let (name, hash) = (&name, bundle.hash());
         match &outcome {
@@ -133,50 +133,65 @@ impl Syncer {
         tracing::warn!(target: LOG, mapping = %name, revision, "rollback in place: keeping it until the source content changes");
         let leaf = leaf_of_bundle(&live.bundle);
         self.record_current(revision, leaf.as_ref());
-        let kubeconfig = self.update_kubeconfig(&live.bundle).await;
+        let kubeconfig = self.update_copies(&live.bundle).await;
         self.metrics.ready(&name, kubeconfig);
         self.reload_now(leaf.as_ref());
     }
 
-    /// Makes the mapping's `update-kubeconfig=` file hold the pair of
-    /// `live` (the live revision's content), if it does not. `Some`
-    /// problem (for readiness) when it failed: the target stays published,
-    /// the failure is logged and counted, and the next repair or resync
-    /// tries again.
-    async fn update_kubeconfig(&mut self, live: &Bundle) -> Option<String> {
+    /// Makes the mapping's `update-kubeconfig=` file and `update-pair=`
+    /// copy hold the pair of `live` (the live revision's content), where
+    /// they do not. `Some` problem (for readiness) when one failed: the
+    /// target stays published, the failure is logged and counted, and the
+    /// next repair or resync tries again.
+    async fn update_copies(&mut self, live: &Bundle) -> Option<String> {
         use crate::bundle::{CERT_FILE, KEY_FILE};
-        let path = self.mapping.update_kubeconfig.clone()?;
+        let copies = [
+            (Copy::Kubeconfig, self.mapping.update_kubeconfig.clone()),
+            (Copy::Pair, self.mapping.update_pair.clone()),
+        ];
         let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
             return None;
         };
-        let (cert, key, p) = (cert.to_vec(), key.to_vec(), path.clone());
         let name = self.mapping.name.clone();
-        let result = blocking(&name, move || {
-            crate::writer::update_kubeconfig(&p, &cert, &key)
-        })
-        .await;
-        let err = match result {
-            Ok(updated) => {
-                if updated {
-                    tracing::info!(target: LOG, mapping = %name, kubeconfig = %path.display(), "kubeconfig now embeds the live pair");
+        for (copy, path) in copies {
+            let Some(path) = path else { continue };
+            let (cert, key, p) = (cert.to_vec(), key.to_vec(), path.clone());
+            let result = blocking(&name, move || match copy {
+                Copy::Kubeconfig => crate::writer::update_kubeconfig(&p, &cert, &key),
+                Copy::Pair => crate::writer::update_pair(&p, &cert, &key),
+            })
+            .await;
+            let message = match result {
+                Ok(true) => {
+                    match copy {
+                        Copy::Kubeconfig => {
+                            tracing::info!(target: LOG, mapping = %name, kubeconfig = %path.display(), "kubeconfig now embeds the live pair");
+                        }
+                        Copy::Pair => {
+                            tracing::info!(target: LOG, mapping = %name, prefix = %path.display(), "the pair's .crt and .key now hold the live pair");
+                        }
+                    }
+                    continue;
                 }
-                if self.kubeconfig_failing.take().is_some() {
-                    self.last_problem = None;
-                }
-                return None;
-            }
-            Err(SyncError::Writer { source, .. }) => source.to_string(),
-            Err(other) => other.to_string(),
-        };
-        self.kubeconfig_failing = Some(err.clone());
-        let err = SyncError::Kubeconfig {
-            mapping: name,
-            message: err,
-        };
-        // Keyed without the pair's hash: the same file problem with each
-        // renewed pair is one problem.
-        self.report(None, &err);
-        Some(err.to_string())
+                Ok(false) => continue,
+                Err(SyncError::Writer { source, .. }) => source.to_string(),
+                Err(other) => other.to_string(),
+            };
+            self.copy_failing = Some((copy, message.clone()));
+            let err = SyncError::Copy {
+                mapping: name,
+                copy,
+                message,
+            };
+            // Keyed without the pair's hash: the same file problem with
+            // each renewed pair is one problem.
+            self.report(None, &err);
+            return Some(err.to_string());
+        }
+        if self.copy_failing.take().is_some() {
+            self.last_problem = None;
+        }
+        None
     }
 
     fn reload_now(&self, leaf: Option<&validate::Leaf>) {

@@ -38,9 +38,9 @@ pub struct Syncer {
     stale_warned: Option<u64>,
     /// Kubernetes Events on the source object (`--events`, API sources).
     pub(super) events: Option<EventSink>,
-    /// Why the last `update-kubeconfig=` attempt failed (said once, at
-    /// error level), while it does.
-    pub(super) kubeconfig_failing: Option<String>,
+    /// Why the last `update-kubeconfig=` or `update-pair=` attempt failed
+    /// (said once, at error level), while it does.
+    pub(super) copy_failing: Option<(super::Copy, String)>,
 }
 
 impl Syncer {
@@ -89,7 +89,7 @@ impl Syncer {
             revision: None,
             stale_warned: None,
             events: None,
-            kubeconfig_failing: None,
+            copy_failing: None,
         };
         if let Some(l) = live.filter(|l| l.problem.is_none()) {
             tracing::info!(target: LOG, mapping = %name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
@@ -189,7 +189,7 @@ impl Syncer {
                 self.last_good = Some(bundle);
                 // A kubeconfig still failing is the same problem with the
                 // new pair: said once, not again at every renewal.
-                if self.kubeconfig_failing.is_none() {
+                if self.copy_failing.is_none() {
                     self.last_problem = None;
                 }
                 Ok(matches!(outcome, Outcome::Written { .. }))
@@ -275,9 +275,19 @@ impl Syncer {
                 self.metrics.sync(name, "error");
                 "write_failed"
             }
-            SyncError::Kubeconfig { .. } => {
+            SyncError::Copy {
+                copy: super::Copy::Kubeconfig,
+                ..
+            } => {
                 self.metrics.sync(name, "kubeconfig_error");
                 "kubeconfig_failed"
+            }
+            SyncError::Copy {
+                copy: super::Copy::Pair,
+                ..
+            } => {
+                self.metrics.sync(name, "pair_error");
+                "pair_failed"
             }
         };
         if self.last_problem.as_ref() == Some(&key) {

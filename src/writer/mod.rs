@@ -62,6 +62,7 @@ mod drift;
 mod history;
 mod kubeconfig;
 mod lock;
+mod pair;
 mod revision;
 mod rollback;
 #[cfg(test)]
@@ -70,6 +71,7 @@ mod tests;
 use history::*;
 pub use kubeconfig::{check_kubeconfig, kubeconfig_certificate, update_kubeconfig};
 pub use lock::stop_waiting;
+pub use pair::{check_pair, update_pair};
 pub use revision::replace_file;
 use revision::*;
 use rollback::*;
@@ -134,6 +136,8 @@ pub enum WriterError {
     LockWait { target: PathBuf, problem: String },
     #[error("update-kubeconfig {path}: {problem}")]
     Kubeconfig { path: PathBuf, problem: String },
+    #[error("update-pair {prefix}: {problem}")]
+    Pair { prefix: PathBuf, problem: String },
     #[error(
         "target {target} is already managed by another certsync (pid {pid}); \
          two daemons on one target would undo each other's work"

@@ -1,0 +1,143 @@
+//! A pair kept in step outside the target (`update-pair=PREFIX`):
+//! `PREFIX.crt` and `PREFIX.key` hold the live pair, as kubeadm's
+//! `/etc/kubernetes/pki/apiserver.crt` and `.key` do. Once certsync renews
+//! kubeadm's certificates, the components read certsync's targets; these
+//! copies are for what still reads kubeadm's paths (`kubeadm certs
+//! check-expiration`, a person's `openssl`, and the components again after
+//! `certsync kubeadm revert`).
+//!
+//! Invariants:
+//! - The directory and every one above it can be changed by root (or
+//!   certsync's user) only; each existing file is certsync's user's, a
+//!   regular file (checked on the opened descriptor, never followed), not
+//!   writable by group or others. Anything else is refused, never repaired.
+//! - The directory is opened once; each file is replaced beneath that
+//!   handle by a temporary file written, fsynced and renamed over it (never
+//!   written in place), then the directory is fsynced. The key goes first,
+//!   as kubeadm writes them; it is always 0600, the certificate keeps its
+//!   mode (0644 when new).
+//! - Key bytes are never logged or put in an error.
+
+use super::*;
+
+/// `PREFIX.crt`, `PREFIX.key`.
+pub const CERT_EXT: &str = "crt";
+pub const KEY_EXT: &str = "key";
+
+fn refused(prefix: &Path, problem: impl Into<String>) -> WriterError {
+    WriterError::Pair {
+        prefix: prefix.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+/// The directory of `prefix`, opened once, and the two file names.
+struct Opened {
+    dir: Dir,
+    dir_path: PathBuf,
+    cert: String,
+    key: String,
+}
+
+fn open(prefix: &Path) -> Result<Opened, WriterError> {
+    let stem = prefix
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty() && !n.starts_with('.'))
+        .ok_or_else(|| {
+            refused(
+                prefix,
+                "names no file stem (e.g. /etc/kubernetes/pki/apiserver)",
+            )
+        })?;
+    let dir_path = match prefix.parent() {
+        Some(p) if p.is_absolute() => p.to_owned(),
+        _ => return Err(refused(prefix, "is not an absolute path")),
+    };
+    crate::files::only_root_may_change(&dir_path).map_err(|p| {
+        refused(
+            prefix,
+            format!(
+                "{p}, who could swap the files certsync writes the key into; keep the directory \
+                 and those above it owned by root and writable by their owner only"
+            ),
+        )
+    })?;
+    let dir = Dir::open_ambient_dir(&dir_path, cap_std::ambient_authority())
+        .ctx("open directory", &dir_path)?;
+    Ok(Opened {
+        dir,
+        dir_path,
+        cert: format!("{stem}.{CERT_EXT}"),
+        key: format!("{stem}.{KEY_EXT}"),
+    })
+}
+
+/// The bytes and mode of `name` beneath `o`, `None` when absent; refused
+/// unless a regular file of certsync's user that group and others cannot
+/// write.
+fn read(o: &Opened, prefix: &Path, name: &str) -> Result<Option<(Vec<u8>, u32)>, WriterError> {
+    let path = o.dir_path.join(name);
+    let (bytes, (mode, uid, _)) = match read_file_meta(&o.dir, name, &path) {
+        Ok(read) => read,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => {
+            return Err(refused(
+                prefix,
+                format!("{}: {}", path.display(), e.problem()),
+            ));
+        }
+    };
+    let euid = nix::unistd::geteuid().as_raw();
+    if uid != euid {
+        return Err(refused(
+            prefix,
+            format!(
+                "{} is owned by uid {uid}, not certsync's user (uid {euid})",
+                path.display()
+            ),
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Err(refused(
+            prefix,
+            format!(
+                "{} has mode {mode:04o}, which lets group or others write it",
+                path.display()
+            ),
+        ));
+    }
+    Ok(Some((bytes, mode)))
+}
+
+/// Checks that `prefix` names a pair certsync may keep in step (see the
+/// module's invariants), reading it as every update will.
+pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
+    let o = open(prefix)?;
+    read(&o, prefix, &o.cert)?;
+    read(&o, prefix, &o.key)?;
+    Ok(())
+}
+
+/// Makes `PREFIX.crt` and `PREFIX.key` hold `cert` and `key` (PEM), unless
+/// they already do. `Ok(true)` when a file was replaced.
+pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<bool, WriterError> {
+    let o = open(prefix)?;
+    let old_cert = read(&o, prefix, &o.cert)?;
+    let old_key = read(&o, prefix, &o.key)?;
+    let same = |old: &Option<(Vec<u8>, u32)>, want: &[u8]| {
+        old.as_ref().is_some_and(|(b, _)| b.as_slice() == want)
+    };
+    let key_ok = same(&old_key, key) && old_key.as_ref().is_some_and(|(_, m)| m & 0o077 == 0);
+    if key_ok && same(&old_cert, cert) {
+        return Ok(false);
+    }
+    if !key_ok {
+        replace_file_in(&o.dir, &o.key, 0o600, None, key, &o.dir_path)?;
+    }
+    if !same(&old_cert, cert) {
+        let mode = old_cert.map_or(0o644, |(_, m)| m & 0o7777);
+        replace_file_in(&o.dir, &o.cert, mode, None, cert, &o.dir_path)?;
+    }
+    Ok(true)
+}

@@ -1,0 +1,188 @@
+//! `update-pair=PREFIX` through the binary: a `ca:` mapping keeps
+//! kubeadm-shaped `PREFIX.crt` and `PREFIX.key` holding its live pair,
+//! renewal after renewal (what `kubeadm certs check-expiration` reads once
+//! certsync renews kubeadm's certificates); never writes through a link;
+//! and a prefix it cannot keep is refused at start, naming it.
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::Path;
+use std::process::Command;
+
+use support::*;
+
+fn mode(p: &Path) -> u32 {
+    fs::symlink_metadata(p).unwrap().mode() & 0o7777
+}
+
+/// `pki/` (0755) holding a kubeadm-shaped apiserver pair: 0644 and 0600.
+fn kubeadm_pki(d: &Path) -> std::path::PathBuf {
+    let pki = d.join("pki");
+    fs::create_dir(&pki).unwrap();
+    fs::set_permissions(&pki, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(pki.join("apiserver.crt"), b"kubeadm's certificate\n").unwrap();
+    fs::set_permissions(pki.join("apiserver.crt"), fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(pki.join("apiserver.key"), b"kubeadm's key\n").unwrap();
+    fs::set_permissions(pki.join("apiserver.key"), fs::Permissions::from_mode(0o600)).unwrap();
+    pki
+}
+
+/// Each renewed pair lands in PREFIX.crt/.key (modes kept: 0644, 0600); a
+/// key made a symlink later is an error of the mapping (counted as
+/// `pair_error`, /readyz 503 naming it) while renewals go on and nothing is
+/// written through the link; the link taken away, the pair is repaired.
+#[test]
+fn a_kubeadm_pair_is_kept_in_step_with_each_renewal_and_never_followed() {
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let prefix = support::certs::ca_files(d.path(), 3600);
+    let pki = kubeadm_pki(d.path());
+    let (crt, key) = (pki.join("apiserver.crt"), pki.join("apiserver.key"));
+    let target = d.path().join("t");
+    let port = free_port();
+    let spec = format!(
+        "ca:{}={},name=apiserver,cn=kube-apiserver,dns=kubernetes,usage=server-auth,lifetime=6s,renew=50%-60%,\
+         update-pair={}",
+        prefix.display(),
+        target.display(),
+        pki.join("apiserver").display()
+    );
+    let mut cmd = Command::new(certsync_bin());
+    cmd.args(["run", "--debounce", "100ms", "--csr-renew-floor", "1s"])
+        .args(["--resync", "500ms", "--sync", &spec])
+        .args(["--admin-addr", &format!("127.0.0.1:{port}")])
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    let cs = Certsync::start_with(&mut cmd, d.path());
+    let in_step = || {
+        let (_, c, k) = read_live(&target)?;
+        (fs::read(&crt).ok()? == c && fs::read(&key).ok()? == k).then_some(c)
+    };
+    let first = wait_for("the pair in step", in_step);
+    assert_eq!((mode(&crt), mode(&key)), (0o644, 0o600));
+    let second = wait_for("a renewal in step", || in_step().filter(|c| *c != first));
+    assert_ne!(first, second);
+    let mut names: Vec<_> = fs::read_dir(&pki)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["apiserver.crt", "apiserver.key"],
+        "nothing left beside"
+    );
+
+    // The key made a link to a file elsewhere: never written through.
+    let elsewhere = d.path().join("elsewhere.key");
+    fs::write(&elsewhere, b"not certsync's\n").unwrap();
+    fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::remove_file(&key).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &key).unwrap();
+    let body = wait_for("not ready", || {
+        let (code, body) = http_get(port, "/readyz")?;
+        (code == 503).then_some(body)
+    });
+    assert!(
+        body.contains("mapping apiserver") && body.contains("update-pair"),
+        "{body}"
+    );
+    let metrics = parse_metrics(&http_get(port, "/metrics").unwrap().1);
+    let errors = metrics
+        .get("certsync_syncs_total{mapping=\"apiserver\",result=\"pair_error\"}")
+        .copied()
+        .unwrap_or_default();
+    assert!(errors >= 1.0, "{metrics:?}");
+    let (_, before, _) = read_live(&target).unwrap();
+    wait_for("a renewal while the pair is broken", || {
+        (read_live(&target)?.1 != before).then_some(())
+    });
+    assert_eq!(
+        fs::read(&elsewhere).unwrap(),
+        b"not certsync's\n",
+        "followed"
+    );
+    assert!(fs::symlink_metadata(&key).unwrap().file_type().is_symlink());
+    let log = cs.log();
+    let at_error: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains(" ERROR ") && l.contains("pair_failed"))
+        .collect();
+    assert_eq!(at_error.len(), 1, "said once: {log}");
+    assert!(at_error[0].contains(&pki.display().to_string()), "{log}");
+
+    // Taken away: repaired at the next resync, ready again.
+    fs::remove_file(&key).unwrap();
+    wait_for("repaired", in_step);
+    wait_for("ready again", || {
+        (http_get(port, "/readyz")?.0 == 200).then_some(())
+    });
+    assert_eq!(mode(&key), 0o600);
+    cs.terminate();
+}
+
+/// Refused at start (exit 64, naming the prefix and why), nothing written:
+/// a directory group may write, a file of another user, a key that is a
+/// symlink, a prefix with an extension, a prefix inside a target.
+#[test]
+fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let ca = support::certs::ca_files(d.path(), 3600);
+    let pki = kubeadm_pki(d.path());
+    let target = d.path().join("t");
+    let run = |prefix: &Path| {
+        let spec = format!(
+            "ca:{}={},cn=kube-apiserver,dns=kubernetes,usage=server-auth,update-pair={}",
+            ca.display(),
+            target.display(),
+            prefix.display()
+        );
+        Command::new(certsync_bin())
+            .args(["run", "--once", "--sync", &spec])
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let refused = |prefix: &Path, why: &str| {
+        let before = snapshot(&pki);
+        let out = run(prefix);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{why}: {err}");
+        assert!(
+            err.contains(&prefix.display().to_string()) && err.contains(why),
+            "{why}: {err}"
+        );
+        assert_eq!(snapshot(&pki), before, "{why}: left as it was");
+        assert!(!target.exists(), "{why}: nothing published");
+    };
+    let prefix = pki.join("apiserver");
+    fs::set_permissions(&pki, fs::Permissions::from_mode(0o775)).unwrap();
+    refused(&prefix, "writable");
+    fs::set_permissions(&pki, fs::Permissions::from_mode(0o755)).unwrap();
+    refused(&pki.join("apiserver.crt"), "without its extension");
+    refused(&target.join("apiserver"), "inside the target");
+    let crt = pki.join("apiserver.crt");
+    if nix::unistd::geteuid().is_root() {
+        nix::unistd::chown(&crt, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        refused(&prefix, "uid 65534");
+        nix::unistd::chown(&crt, Some(nix::unistd::geteuid()), None).unwrap();
+    }
+    let key = pki.join("apiserver.key");
+    fs::remove_file(&key).unwrap();
+    std::os::unix::fs::symlink(d.path().join("ca.key"), &key).unwrap();
+    refused(&prefix, "symlink");
+    // Fine once it is a plain file again: published and copied.
+    fs::remove_file(&key).unwrap();
+    let out = run(&prefix);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, c, k) = read_live(&target).unwrap();
+    assert_eq!((fs::read(&crt).unwrap(), fs::read(&key).unwrap()), (c, k));
+    assert_eq!((mode(&crt), mode(&key)), (0o644, 0o600));
+}
