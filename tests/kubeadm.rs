@@ -531,6 +531,16 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
             },
         );
     }
+    // kubeadm's own view agrees with certsync's: every certificate
+    // `kubeadm certs check-expiration` lists ends when certsync's live one
+    // does (kubeadm's pairs and kubeconfigs are kept in step, also after
+    // the `certs renew all` above).
+    let agreed = wait_long(
+        "check-expiration and certsync check agree",
+        Duration::from_secs(120),
+        || expirations_agree(&node).map_err(|e| eprintln!("{e}")).ok(),
+    );
+    assert_eq!(agreed, 11, "every certificate kubeadm renews");
     // Zero restarts: the same processes as right after adoption.
     assert_eq!(containers(&node), adopted_pids, "no container restarted");
     assert!(
@@ -547,6 +557,99 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
         seen_api.len(),
         seen_etcd.len()
     );
+}
+
+/// Each certificate `kubeadm certs check-expiration` lists on `node` and
+/// the target certsync renews it in, as `certsync check -o json` reports
+/// it.
+const KUBEADM_ROWS: [(&str, &str); 11] = [
+    ("admin.conf", "/etc/kubernetes/pki/certsync/admin-client"),
+    ("apiserver", "/etc/kubernetes/pki/certsync/apiserver"),
+    (
+        "apiserver-etcd-client",
+        "/etc/kubernetes/pki/certsync/apiserver-etcd-client",
+    ),
+    (
+        "apiserver-kubelet-client",
+        "/etc/kubernetes/pki/certsync/apiserver-kubelet-client",
+    ),
+    (
+        "controller-manager.conf",
+        "/etc/kubernetes/pki/certsync/controller-manager-client",
+    ),
+    (
+        "etcd-healthcheck-client",
+        "/etc/kubernetes/pki/etcd/certsync/healthcheck-client",
+    ),
+    ("etcd-peer", "/etc/kubernetes/pki/etcd/certsync/peer"),
+    ("etcd-server", "/etc/kubernetes/pki/etcd/certsync/server"),
+    (
+        "front-proxy-client",
+        "/etc/kubernetes/pki/certsync/front-proxy-client",
+    ),
+    (
+        "scheduler.conf",
+        "/etc/kubernetes/pki/certsync/scheduler-client",
+    ),
+    (
+        "super-admin.conf",
+        "/etc/kubernetes/pki/certsync/super-admin-client",
+    ),
+];
+
+/// Whether `kubeadm certs check-expiration` (run on the node, with its
+/// minute-precision `Jan 02, 2006 15:04 MST`) and `certsync check` of each
+/// target say the same end for every certificate of [`KUBEADM_ROWS`]; the
+/// count agreed, or what differs.
+fn expirations_agree(node: &Node) -> Result<usize, String> {
+    let out = node.sh("kubeadm", &["certs", "check-expiration"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!(
+            "check-expiration failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let etc = node.etc();
+    let paths: Vec<String> = KUBEADM_ROWS
+        .iter()
+        .map(|(_, t)| {
+            let t = t.strip_prefix("/etc/kubernetes/").expect("inside");
+            etc.join(t).join("tls.crt").display().to_string()
+        })
+        .collect();
+    let mut args = vec!["check", "-o", "json", "--warn-within", "1s"];
+    args.extend(paths.iter().map(String::as_str));
+    let ours = certsync(&args);
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&ours.stdout).map_err(|e| format!("check -o json: {e}"))?;
+    let format = time::format_description::parse_borrowed::<1>(
+        "[month repr:short] [day], [year] [hour]:[minute] UTC",
+    )
+    .expect("format");
+    let mut agreed = 0;
+    for ((name, _), path) in KUBEADM_ROWS.iter().zip(&paths) {
+        let theirs = text
+            .lines()
+            .find_map(|l| {
+                let mut words = l.split_whitespace();
+                (words.next() == Some(*name)).then(|| words.take(5).collect::<Vec<_>>().join(" "))
+            })
+            .ok_or_else(|| format!("{name}: not in check-expiration: {text}"))?;
+        let expires = row(&rows, path)["expires"]
+            .as_str()
+            .ok_or_else(|| format!("{path}: no expiry"))?;
+        let ours =
+            time::OffsetDateTime::parse(expires, &time::format_description::well_known::Rfc3339)
+                .map_err(|e| format!("{path}: {expires}: {e}"))?
+                .format(&format)
+                .expect("format");
+        if ours != theirs {
+            return Err(format!("{name}: kubeadm says {theirs}, certsync {ours}"));
+        }
+        agreed += 1;
+    }
+    Ok(agreed)
 }
 
 /// `kubeadm adopt` at an 8-minute lifetime renewed at 20-25 %: renewals

@@ -28,6 +28,11 @@ pub struct State {
     /// place, so revert puts them back.
     #[serde(default)]
     pub kubeconfigs: BTreeMap<String, String>,
+    /// kubeadm's pairs certsync keeps in step (prefix, node path without
+    /// `.crt`/`.key`) -> the backup holding kubeadm's own, from the first
+    /// adoption that kept them: revert hands back whichever lasts longer.
+    #[serde(default)]
+    pub pairs: BTreeMap<String, String>,
     /// revert has taken adopt's fields out of the ClusterConfiguration: a
     /// revert that stopped after that finishes without the API server
     /// (this node's restarts on kubeadm's manifest).
@@ -137,6 +142,18 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
             put(dir, &node_rel(dir, backup, k), &old)?;
             state.kubeconfigs.insert(k.to_owned(), backup.clone());
         }
+    }
+    for p in plan::pairs(dir) {
+        if state.pairs.contains_key(&p) {
+            continue;
+        }
+        for ext in ["crt", "key"] {
+            let f = format!("{p}.{ext}");
+            let old = super::node::read_optional(dir, &f)?
+                .ok_or_else(|| KubeadmError::file(&host(dir, &f), "kubeadm's file is missing"))?;
+            put(dir, &node_rel(dir, backup, &f), &old)?;
+        }
+        state.pairs.insert(p, backup.clone());
     }
     state.backups.push(backup.clone());
     // Adopting a part-reverted node puts adopt's fields back: a later

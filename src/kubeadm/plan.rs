@@ -17,14 +17,35 @@ pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
 
 /// kubeconfigs with an embedded client pair that people and kubeadm read:
 /// kept renewed in place (`update-kubeconfig:`) when the node has them
-/// (a joined control-plane node has no super-admin.conf).
-pub const EMBEDDED: [&str; 2] = [
+/// (a joined control-plane node has no super-admin.conf). The components
+/// read certsync's own kubeconfigs (client certificate by file, which
+/// client-go re-reads); controller-manager.conf and scheduler.conf are
+/// kept in step for `kubeadm certs check-expiration` and for revert.
+pub const EMBEDDED: [&str; 4] = [
     "/etc/kubernetes/admin.conf",
     "/etc/kubernetes/super-admin.conf",
+    "/etc/kubernetes/controller-manager.conf",
+    "/etc/kubernetes/scheduler.conf",
+];
+
+/// kubeadm's CA and service-account files: certsync's pod mounts each one
+/// read-only over the read-write `pki/` (the pairs it keeps in step live
+/// there), so the CA keys stay unchangeable from its container.
+pub const CA_FILES: [&str; 8] = [
+    "/etc/kubernetes/pki/ca.crt",
+    "/etc/kubernetes/pki/ca.key",
+    "/etc/kubernetes/pki/front-proxy-ca.crt",
+    "/etc/kubernetes/pki/front-proxy-ca.key",
+    "/etc/kubernetes/pki/etcd/ca.crt",
+    "/etc/kubernetes/pki/etcd/ca.key",
+    "/etc/kubernetes/pki/sa.key",
+    "/etc/kubernetes/pki/sa.pub",
 ];
 
 /// One `ca:` mapping: (name, CA under pki/, target, template under pki/ or
-/// the client identity (cn, o), the kubeconfig it keeps renewed).
+/// the client identity (cn, o), the kubeconfig it keeps renewed). A
+/// template is also kubeadm's copy of the pair, kept in step
+/// (`update-pair:`).
 struct Cert {
     name: &'static str,
     ca: &'static str,
@@ -56,11 +77,12 @@ fn certs(dir: &Path) -> Vec<Cert> {
         o: None,
         kubeconfig: None,
     };
-    let embedded = |name, cn, o, kubeconfig| Cert {
+    let embedded = |name, cn, o: Option<&'static str>, kubeconfig| Cert {
         kubeconfig: Some(kubeconfig),
-        o: Some(o),
+        o,
         ..client(name, cn)
     };
+    let [admin, super_admin, controller_manager, scheduler] = EMBEDDED;
     let mut all = vec![
         t("apiserver", "ca", format!("{P}/apiserver"), "apiserver"),
         t(
@@ -94,25 +116,26 @@ fn certs(dir: &Path) -> Vec<Cert> {
             format!("{PE}/healthcheck-client"),
             "etcd/healthcheck-client",
         ),
-        client(
+        embedded(
             "controller-manager-client",
             "system:kube-controller-manager",
+            None,
+            controller_manager,
         ),
-        client("scheduler-client", "system:kube-scheduler"),
+        embedded("scheduler-client", "system:kube-scheduler", None, scheduler),
+        embedded(
+            "admin-client",
+            "kubernetes-admin",
+            Some("kubeadm:cluster-admins"),
+            admin,
+        ),
+        embedded(
+            "super-admin-client",
+            "kubernetes-super-admin",
+            Some("system:masters"),
+            super_admin,
+        ),
     ];
-    let [admin, super_admin] = EMBEDDED;
-    all.push(embedded(
-        "admin-client",
-        "kubernetes-admin",
-        "kubeadm:cluster-admins",
-        admin,
-    ));
-    all.push(embedded(
-        "super-admin-client",
-        "kubernetes-super-admin",
-        "system:masters",
-        super_admin,
-    ));
     all.retain(|c| c.kubeconfig.is_none_or(|k| host(dir, k).is_file()));
     all
 }
@@ -123,6 +146,15 @@ pub fn templates(dir: &Path) -> Vec<String> {
     certs(dir)
         .into_iter()
         .filter_map(|c| c.template.map(|t| format!("/etc/kubernetes/pki/{t}.crt")))
+        .collect()
+}
+
+/// kubeadm's pairs certsync keeps in step (`update-pair:`), as prefixes
+/// (node paths, without `.crt`/`.key`).
+pub fn pairs(dir: &Path) -> Vec<String> {
+    certs(dir)
+        .into_iter()
+        .filter_map(|c| c.template.map(|t| format!("/etc/kubernetes/pki/{t}")))
         .collect()
 }
 
@@ -174,8 +206,10 @@ pub struct Plan {
     pub stored: Option<std::sync::Arc<cluster::Stored>>,
     /// Where the files changed are copied first.
     pub backup: String,
-    /// admin.conf / super-admin.conf whose embedded pair certsync renews.
+    /// kubeadm's kubeconfigs whose embedded pair certsync renews.
     pub kubeconfigs_renewed: Vec<String>,
+    /// kubeadm's pairs (prefixes) certsync keeps in step.
+    pub pairs_renewed: Vec<String>,
     /// certsync's static pod's image.
     pub image: String,
     /// Each `ca:` mapping of certsync.yaml: (name, target, renewal options
@@ -223,6 +257,13 @@ impl Plan {
             let _ = writeln!(
                 s,
                 "  renew in place {k}: its embedded client certificate (update-kubeconfig; backed up first)"
+            );
+        }
+        for p in &self.pairs_renewed {
+            let _ = writeln!(
+                s,
+                "  renew in place {p}.crt and {p}.key: kubeadm's copy of the pair, for `kubeadm certs \
+                 check-expiration` and revert (update-pair; backed up first)"
             );
         }
         s.push_str("manifests:\n");
@@ -287,6 +328,7 @@ pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError
         put("target", c.target.clone().into());
         if let Some(t) = c.template {
             put("template", format!("/etc/kubernetes/pki/{t}.crt").into());
+            put("update-pair", format!("/etc/kubernetes/pki/{t}").into());
         }
         if let Some(cn) = c.cn {
             put("cn", cn.into());
@@ -328,9 +370,10 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> String {
     )
 }
 
-/// certsync's static pod: the CA files and templates read-only, each target
-/// read-write, the config read-only; restarted (a new pod) when the config
-/// changes, through its hash in an annotation.
+/// certsync's static pod: `pki/` read-write (kubeadm's pairs are kept in
+/// step there) with each CA and service-account file mounted read-only
+/// over it, each target read-write, the config read-only; restarted (a new
+/// pod) when the config changes, through its hash in an annotation.
 fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
     let mut mounts = String::new();
     let mut volumes = String::new();
@@ -345,7 +388,14 @@ fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
             "  - hostPath:\n      path: {path}\n      type: {kind}\n    name: {name}\n"
         );
     };
-    add("pki", "/etc/kubernetes/pki", "Directory", true);
+    add("pki", "/etc/kubernetes/pki", "Directory", false);
+    for f in CA_FILES.iter().filter(|f| host(dir, f).is_file()) {
+        // /etc/kubernetes/pki/etcd/ca.key -> kubeadm-etcd-ca-key
+        let name = f
+            .trim_start_matches("/etc/kubernetes/pki/")
+            .replace(['/', '.'], "-");
+        add(&format!("kubeadm-{name}"), f, "File", true);
+    }
     add("config", CONFIG, "File", true);
     let certs = certs(dir);
     if certs.iter().any(|c| c.kubeconfig.is_some()) {
@@ -498,6 +548,18 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .map_err(|e| refused(opts, e))?;
         }
     }
+    // kubeadm's pairs, kept in step from now on: both files there.
+    for p in pairs(dir) {
+        for ext in ["crt", "key"] {
+            let f = format!("{p}.{ext}");
+            if node::read_optional(dir, &f)?.is_none() {
+                return Err(refused(
+                    opts,
+                    format!("no {f}: kubeadm makes each pair it renews; adopt keeps them in step"),
+                ));
+            }
+        }
+    }
     // Files: certsync's config, kubeconfigs and pod.
     let config = config_text(opts, &key_alg)?.into_bytes();
     let mut files = Vec::new();
@@ -571,6 +633,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .iter()
             .filter_map(|c| c.kubeconfig.map(str::to_owned))
             .collect(),
+        pairs_renewed: pairs(dir),
         image: opts.image.clone(),
         mappings: certs(dir)
             .into_iter()

@@ -26,13 +26,19 @@ use crate::writer::{Claim, Writer, WriterError, replace_file};
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
 
-/// What a kubeconfig kubeadm reads gets back: kubeadm's copy from the
-/// backup, or the current one when its pair lasts longer (kubeadm renewed
-/// it in place since), each with its notAfter.
-struct Kubeconfig {
+/// What a kubeconfig or pair kubeadm reads gets back: kubeadm's copy from
+/// the backup, or the current one when it lasts longer (certsync renewed
+/// it with a longer lifetime, or kubeadm renewed it since), with the
+/// notAfter of the one kept.
+/// A file to put back: node path, bytes, mode.
+type Restore = (String, Vec<u8>, u32);
+
+struct Handback {
+    /// The kubeconfig, or the pair's `.crt` (the `.key` goes with it).
     node_path: String,
-    /// The backup to restore, `None` to keep the current file.
-    restore: Option<(String, Vec<u8>)>,
+    /// The backup and the files to restore from it (node path, bytes,
+    /// mode); `None` to keep the current files.
+    restore: Option<(String, Vec<Restore>)>,
     not_after: x509_parser::time::ASN1Time,
 }
 
@@ -71,8 +77,8 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             }
         }
     };
-    let kubeconfigs = kubeconfigs(dir, &state)?;
-    let expiring = expiring(dir, &kubeconfigs);
+    let handbacks = handbacks(dir, &state)?;
+    let expiring = expiring(dir, &state, &handbacks);
     if !expiring.is_empty() {
         let list = expiring.join("\n  ");
         if !opts.force {
@@ -123,7 +129,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             })?;
         }
     }
-    local(opts, &state, &kubeconfigs, &mut out).await.map_err(|e| {
+    local(opts, &state, &handbacks, &mut out).await.map_err(|e| {
         let cc = if state.cluster_config_reverted {
             "the ClusterConfiguration is done (recorded in adopted.json: the re-run needs no API server); "
         } else {
@@ -142,13 +148,53 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
 async fn local(
     opts: &Options,
     state: &State,
-    kubeconfigs: &[Kubeconfig],
+    handbacks: &[Handback],
     out: &mut String,
 ) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     let dry = opts.dry_run;
-    // Components first: they stop reading certsync's files before
-    // certsync's pod goes.
+    // certsync's pod first, and its daemon gone (its claims on the targets
+    // taken) before kubeadm's files are handed back: a daemon still
+    // running would bring them to its pair again at its next resync. The
+    // components keep reading certsync's targets, which stay in place
+    // until they have restarted on kubeadm's files.
+    let newest = state.backups.last().cloned().unwrap_or_default();
+    if node::read_optional(dir, POD)?.is_some() {
+        if !dry {
+            move_away(dir, &newest, POD)?;
+        }
+        let _ = writeln!(out, "removed {POD} (kept in {newest}/)");
+    }
+    // Held until every target has moved: no certsync publishes into one.
+    let _claims = if dry {
+        Vec::new()
+    } else {
+        claim_targets(dir, CLAIM_WAIT).await?
+    };
+    // kubeadm's kubeconfigs and pairs, as they were before certsync
+    // renewed them in place (certsync's may be short-lived), unless the
+    // current ones last longer; before the manifests, so each component
+    // starts on the files it keeps.
+    for h in handbacks {
+        match &h.restore {
+            Some((backup, files)) => {
+                for (path, bytes, mode) in files {
+                    if !dry {
+                        replace_file(&host(dir, path), *mode, bytes)?;
+                    }
+                    let _ = writeln!(out, "restored {path} from {backup}/");
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "kept {}: it outlasts kubeadm's in the backup (renewed since adoption)",
+                    h.node_path
+                );
+            }
+        }
+    }
+    // Then the components, onto kubeadm's files.
     for c in manifest::components() {
         let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
         let Some(now) = node::read_optional(dir, &path)? else {
@@ -181,39 +227,6 @@ async fn local(
             );
         }
     }
-    let newest = state.backups.last().cloned().unwrap_or_default();
-    if node::read_optional(dir, POD)?.is_some() {
-        if !dry {
-            move_away(dir, &newest, POD)?;
-        }
-        let _ = writeln!(out, "removed {POD} (kept in {newest}/)");
-    }
-    // kubeadm's admin.conf and super-admin.conf, as they were before
-    // certsync renewed them in place (their pair may be certsync's
-    // short-lived one), unless kubeadm renewed them since.
-    for k in kubeconfigs {
-        match &k.restore {
-            Some((backup, saved)) => {
-                if !dry {
-                    replace_file(&host(dir, &k.node_path), 0o600, saved)?;
-                }
-                let _ = writeln!(out, "restored {} from {backup}/", k.node_path);
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "kept {}: its client certificate outlasts the backup's (renewed since adoption)",
-                    k.node_path
-                );
-            }
-        }
-    }
-    // Held until every target has moved: no certsync publishes into one.
-    let _claims = if dry {
-        Vec::new()
-    } else {
-        claim_targets(dir, CLAIM_WAIT).await?
-    };
     let own = targets(dir)
         .into_iter()
         .chain([CONFIG.to_owned()])
@@ -315,8 +328,8 @@ fn hand_edits() -> Vec<cluster::Field> {
     cluster::adopt(&mut config, &manifest::components()).unwrap_or_default()
 }
 
-/// admin.conf and super-admin.conf as revert would leave them.
-fn kubeconfigs(dir: &Path, state: &State) -> Result<Vec<Kubeconfig>, KubeadmError> {
+/// kubeadm's kubeconfigs and pairs as revert would leave them.
+fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
     let mut all = Vec::new();
     for (k, backup) in &state.kubeconfigs {
         let path = backup_path(dir, backup, k);
@@ -330,25 +343,56 @@ fn kubeconfigs(dir: &Path, state: &State) -> Result<Vec<Kubeconfig>, KubeadmErro
         let current = node::read_optional(dir, k)?
             .and_then(|b| String::from_utf8(b).ok())
             .and_then(|t| node::kubeconfig_not_after(dir, &t).ok());
-        all.push(match current {
-            Some(now) if now > theirs => Kubeconfig {
-                node_path: k.clone(),
-                restore: None,
-                not_after: now,
-            },
-            _ => Kubeconfig {
-                node_path: k.clone(),
-                restore: Some((backup.clone(), saved)),
-                not_after: theirs,
-            },
-        });
+        all.push(choose(
+            k,
+            current,
+            theirs,
+            backup,
+            vec![(k.clone(), saved, 0o600)],
+        ));
+    }
+    for (p, backup) in &state.pairs {
+        let (crt, key) = (format!("{p}.crt"), format!("{p}.key"));
+        let read = |f: &str| {
+            std::fs::read(backup_path(dir, backup, f))
+                .map_err(|e| KubeadmError::Revert(format!("backup of {f}: {e}")))
+        };
+        let (saved_crt, saved_key) = (read(&crt)?, read(&key)?);
+        let theirs = node::not_after(&saved_crt)
+            .map_err(|e| KubeadmError::file(&backup_path(dir, backup, &crt), e))?;
+        let current = node::read_optional(dir, &crt)?.and_then(|b| node::not_after(&b).ok());
+        let files = vec![(key, saved_key, 0o600), (crt.clone(), saved_crt, 0o644)];
+        all.push(choose(&crt, current, theirs, backup, files));
     }
     Ok(all)
 }
 
+/// The current file when it outlasts kubeadm's in the backup, else the
+/// backup's `files`.
+fn choose(
+    node_path: &str,
+    current: Option<x509_parser::time::ASN1Time>,
+    theirs: x509_parser::time::ASN1Time,
+    backup: &str,
+    files: Vec<Restore>,
+) -> Handback {
+    match current {
+        Some(now) if now > theirs => Handback {
+            node_path: node_path.to_owned(),
+            restore: None,
+            not_after: now,
+        },
+        _ => Handback {
+            node_path: node_path.to_owned(),
+            restore: Some((backup.to_owned(), files)),
+            not_after: theirs,
+        },
+    }
+}
+
 /// Each certificate revert hands back that has expired or expires within
 /// the margin (or cannot be read), as `path (notAfter ...)`.
-fn expiring(dir: &Path, kubeconfigs: &[Kubeconfig]) -> Vec<String> {
+fn expiring(dir: &Path, state: &State, handbacks: &[Handback]) -> Vec<String> {
     let deadline = x509_parser::time::ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
     let mut found = Vec::new();
     let mut judge = |what: String, t: Result<x509_parser::time::ASN1Time, String>| match t {
@@ -356,17 +400,29 @@ fn expiring(dir: &Path, kubeconfigs: &[Kubeconfig]) -> Vec<String> {
         Ok(t) => found.push(format!("{what} (notAfter {t})")),
         Err(e) => found.push(format!("{what} ({e})")),
     };
-    for t in templates(dir) {
+    // What an adoption before kubeadm's files were kept in step left as
+    // kubeadm made it: judged as it is.
+    let kept_in_step = |p: &String| {
+        state.kubeconfigs.contains_key(p)
+            || state
+                .pairs
+                .keys()
+                .any(|k| p.strip_suffix(".crt") == Some(k.as_str()))
+    };
+    for t in templates(dir).into_iter().filter(|t| !kept_in_step(t)) {
         let bytes = node::read(dir, &t).map_err(|e| e.to_string());
         judge(t, bytes.and_then(|b| node::not_after(b.as_bytes())));
     }
     for f in OWN_KUBECONFIGS {
         let k = format!("/etc/kubernetes/{f}");
+        if kept_in_step(&k) {
+            continue;
+        }
         let text = node::read(dir, &k).map_err(|e| e.to_string());
         judge(k, text.and_then(|t| node::kubeconfig_not_after(dir, &t)));
     }
-    for k in kubeconfigs {
-        judge(k.node_path.clone(), Ok(k.not_after));
+    for h in handbacks {
+        judge(h.node_path.clone(), Ok(h.not_after));
     }
     found
 }

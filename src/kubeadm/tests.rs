@@ -181,6 +181,11 @@ fn node_dir() -> tempfile::TempDir {
     copy(&fixtures().join("manifests"), &dir.path().join("manifests"));
     copy(&fixtures().join("pki"), &dir.path().join("pki"));
     copy(&fixtures().join("pki/etcd"), &dir.path().join("pki/etcd"));
+    // Each pair's key beside its certificate (not in the fixtures: only
+    // their presence is read).
+    for p in plan::pairs(dir.path()) {
+        std::fs::write(host(dir.path(), &format!("{p}.key")), "kubeadm's key\n").expect("key");
+    }
     for f in ["controller-manager.conf", "scheduler.conf"] {
         std::fs::write(
             dir.path().join(f),
@@ -247,10 +252,52 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         config.contains("template: /etc/kubernetes/pki/etcd/server.crt"),
         "{config}"
     );
+    // No admin.conf here: only the components' kubeconfigs kept in step,
+    // and every template's pair.
+    assert_eq!(config.matches("update-kubeconfig:").count(), 2, "{config}");
+    for k in ["controller-manager.conf", "scheduler.conf"] {
+        assert!(
+            config.contains(&format!("update-kubeconfig: /etc/kubernetes/{k}")),
+            "{config}"
+        );
+    }
+    assert_eq!(config.matches("update-pair:").count(), 7, "{config}");
     assert!(
-        !config.contains("update-kubeconfig"),
-        "no admin.conf here: {config}"
+        config.contains("update-pair: /etc/kubernetes/pki/etcd/server\n"),
+        "{config}"
     );
+    assert!(
+        text.contains(
+            "renew in place /etc/kubernetes/pki/apiserver.crt and /etc/kubernetes/pki/apiserver.key"
+        ),
+        "{text}"
+    );
+    // certsync's pod writes pki/ (the pairs), never a CA or SA file.
+    let pod = String::from_utf8_lossy(
+        &p.files
+            .iter()
+            .find(|f| f.path == plan::POD)
+            .expect("pod")
+            .bytes,
+    )
+    .into_owned();
+    assert!(
+        pod.contains("    - mountPath: /etc/kubernetes/pki\n      name: pki\n    - "),
+        "pki read-write: {pod}"
+    );
+    for f in plan::CA_FILES {
+        if host(dir.path(), f).is_file() {
+            assert!(
+                pod.contains(&format!("    - mountPath: {f}\n      name: kubeadm-")),
+                "{f}: {pod}"
+            );
+            let at = pod.find(&format!("mountPath: {f}\n")).expect("mount");
+            assert!(
+                pod[at..].lines().nth(2) == Some("      readOnly: true"),
+                "{f} read-only: {pod}"
+            );
+        }
+    }
 
     // With admin.conf (and no super-admin.conf, as on a joined node): its
     // embedded pair is kept renewed, and certsync's pod may replace it.
@@ -261,7 +308,7 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
             .into_owned()
     };
     let config = file(plan::CONFIG);
-    assert_eq!(config.matches("update-kubeconfig:").count(), 1, "{config}");
+    assert_eq!(config.matches("update-kubeconfig:").count(), 3, "{config}");
     assert!(
         config.contains("update-kubeconfig: /etc/kubernetes/admin.conf"),
         "{config}"
@@ -275,7 +322,14 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
             ),
         "{pod}"
     );
-    assert_eq!(p.kubeconfigs_renewed, ["/etc/kubernetes/admin.conf"]);
+    assert_eq!(
+        p.kubeconfigs_renewed,
+        [
+            "/etc/kubernetes/controller-manager.conf",
+            "/etc/kubernetes/scheduler.conf",
+            "/etc/kubernetes/admin.conf"
+        ]
+    );
 }
 
 #[tokio::test]

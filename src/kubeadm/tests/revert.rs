@@ -748,3 +748,89 @@ async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
     assert!(out.ends_with("reverted\n"), "{out}");
     assert!(!api.exists());
 }
+
+/// A node adopted with kubeadm's apiserver pair kept in step: kubeadm's
+/// year-long pair in the backup, certsync's 10-minute one in place.
+fn adopted_node_with_pair() -> (tempfile::TempDir, (String, String), (String, String)) {
+    let dir = adopted_node();
+    let d = dir.path();
+    let p = "/etc/kubernetes/pki/apiserver";
+    let kubeadms = pair_ending(time::Duration::days(365));
+    let certsyncs = pair_ending(time::Duration::minutes(10));
+    for (root, (crt, key)) in [
+        (plan::backup_path(d, BACKUP, "/etc/kubernetes/"), &kubeadms),
+        (d.to_owned(), &certsyncs),
+    ] {
+        std::fs::create_dir_all(root.join("pki")).expect("mkdir");
+        std::fs::write(root.join("pki/apiserver.crt"), crt).expect("crt");
+        std::fs::write(root.join("pki/apiserver.key"), key).expect("key");
+    }
+    let mut state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(host(d, plan::STATE)).expect("state")).expect("json");
+    state["pairs"] = serde_json::json!({ p: BACKUP });
+    std::fs::write(host(d, plan::STATE), state.to_string()).expect("state");
+    (dir, kubeadms, certsyncs)
+}
+
+#[tokio::test]
+async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
+    // kubeadm's pair outlasts certsync's 10-minute one: both files back
+    // from the backup, the key 0600, before any component restarts.
+    let (dir, kubeadms, _) = adopted_node_with_pair();
+    let d = dir.path();
+    let out = revert(&revert_options(d)).await.expect("revert");
+    let read = |f: &str| std::fs::read_to_string(d.join(f)).expect("read");
+    assert_eq!(
+        (read("pki/apiserver.crt"), read("pki/apiserver.key")),
+        kubeadms
+    );
+    let mode = |f: &str| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(d.join(f))
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(
+        (mode("pki/apiserver.crt"), mode("pki/apiserver.key")),
+        (0o644, 0o600)
+    );
+    let pair = out
+        .find("restored /etc/kubernetes/pki/apiserver.crt")
+        .expect(&out);
+    let manifest = out
+        .find("restored /etc/kubernetes/manifests/kube-apiserver.yaml")
+        .expect(&out);
+    assert!(
+        pair < manifest,
+        "the pair goes back before the manifest: {out}"
+    );
+
+    // certsync's lasts longer (its default year, renewed since): kept.
+    let (dir, _, _) = adopted_node_with_pair();
+    let d = dir.path();
+    let longer = pair_ending(time::Duration::days(400));
+    std::fs::write(d.join("pki/apiserver.crt"), &longer.0).expect("crt");
+    std::fs::write(d.join("pki/apiserver.key"), &longer.1).expect("key");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(
+        out.contains("kept /etc/kubernetes/pki/apiserver.crt"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("pki/apiserver.key")).expect("key"),
+        longer.1
+    );
+
+    // Both end within a day: refused, naming the pair, nothing changed.
+    let (dir, _, _) = adopted_node_with_pair();
+    let d = dir.path();
+    let backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/apiserver.crt");
+    std::fs::write(&backup, cert_ending(time::Duration::hours(2))).expect("crt");
+    let why = revert_refusal(&revert_options(d)).await;
+    assert!(
+        why.contains("/etc/kubernetes/pki/apiserver.crt (notAfter "),
+        "{why}"
+    );
+}
