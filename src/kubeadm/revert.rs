@@ -84,8 +84,12 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         if !opts.force {
             return Err(KubeadmError::Revert(format!(
                 "kubeadm's certificates that revert hands back have expired or expire within 24 h; \
-                 nothing was changed:\n  {list}\nrun `kubeadm certs renew all` first (certsync keeps \
-                 serving until revert), then revert again; --force reverts anyway"
+                 nothing was changed:\n  {list}\nfor a file certsync keeps in step (kubeadm's pairs and \
+                 kubeconfigs since this version's adopt), both kubeadm's copy in the backup and \
+                 certsync's current one end that soon: adopt again without a short `--set lifetime=` and \
+                 revert after certsync's next renewal; for the others run `kubeadm certs renew all` first \
+                 (certsync keeps serving until revert). Then revert again; --force reverts anyway (then run \
+                 `kubeadm certs renew all` at once)"
             )));
         }
         let _ = writeln!(
