@@ -1596,3 +1596,6 @@ mod services;
 
 #[path = "approve/kubeadm_config.rs"]
 mod kubeadm_config;
+
+#[path = "approve/addresses.rs"]
+mod addresses;
