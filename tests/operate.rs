@@ -715,3 +715,6 @@ fn run_logs_its_version_and_plan() {
     assert!(published.get("dir").is_none(), "{published}");
     assert!(!cs.log().contains("test-token"), "no credentials logged");
 }
+
+#[path = "operate/source_up.rs"]
+mod source_up;
