@@ -1599,3 +1599,6 @@ mod kubeadm_config;
 
 #[path = "approve/addresses.rs"]
 mod addresses;
+
+#[path = "approve/admin.rs"]
+mod admin;
