@@ -15,16 +15,7 @@ async fn the_approvers_admin_port_answers_probes_and_holds_its_connection_cap() 
     let mut env = Env::test_server().await;
     let fake = env.fake.as_ref().expect("the test API server");
     fake.forbid("list", "services", true);
-    let port = free_port();
-    let approver = env.approver(
-        &[
-            "--lease-name",
-            "",
-            "--admin-addr",
-            &format!("127.0.0.1:{port}"),
-        ],
-        &[],
-    );
+    let (approver, port) = env.approver_with_admin();
     wait_for("/livez", || {
         http_get(port, "/livez").filter(|(s, _)| *s == 200)
     });

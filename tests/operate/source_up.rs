@@ -16,26 +16,7 @@ fn a_source_whose_content_is_refused_is_still_up() {
     let src = d.path().join("src");
     let first = Pair::new("first");
     write_pair_files(&src, &first.cert, &first.key);
-    let port = free_port();
-    let spec = format!(
-        "dir:{}={},name=web",
-        src.display(),
-        d.path().join("t").display()
-    );
-    let cs = Certsync::start(
-        &[
-            "run",
-            "--debounce",
-            "100ms",
-            "--resync",
-            "1s",
-            "--admin-addr",
-            &format!("127.0.0.1:{port}"),
-            "--sync",
-            &spec,
-        ],
-        d.path(),
-    );
+    let (cs, port) = run_dir(d.path(), "web", &["--debounce", "100ms", "--resync", "1s"]);
     wait_for("first sync", || read_live(&d.path().join("t")));
     let metrics = || {
         http_get(port, "/metrics")
