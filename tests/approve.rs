@@ -303,6 +303,17 @@ impl Env {
         Certsync::start_with(&mut cmd, self.tmp.path())
     }
 
+    /// [`Env::approver`] without a Lease, its admin port on a free
+    /// loopback port: (the approver, the port).
+    fn approver_with_admin(&self) -> (Certsync, u16) {
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        (
+            self.approver(&["--lease-name", "", "--admin-addr", &addr], &[]),
+            port,
+        )
+    }
+
     /// `certsync csr review` of this run's CSRs: (stdout, stderr, exit code).
     fn review(&self, args: &[&str]) -> (String, String, i32) {
         let out = std::process::Command::new(certsync_bin())
@@ -1334,16 +1345,7 @@ async fn attack_a_node_flooding_csrs_delays_no_other_node() {
         .await;
     let flood_client = env.node_client(&flooder).await;
     let honest_client = env.node_client(&honest).await;
-    let port = free_port();
-    let approver = env.approver(
-        &[
-            "--lease-name",
-            "",
-            "--admin-addr",
-            &format!("127.0.0.1:{port}"),
-        ],
-        &[],
-    );
+    let (approver, port) = env.approver_with_admin();
     wait_for("ready", || {
         (http_get(port, "/readyz").map(|r| r.0) == Some(200)).then_some(())
     });
@@ -1596,3 +1598,9 @@ mod services;
 
 #[path = "approve/kubeadm_config.rs"]
 mod kubeadm_config;
+
+#[path = "approve/addresses.rs"]
+mod addresses;
+
+#[path = "approve/admin.rs"]
+mod admin;

@@ -225,6 +225,92 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
     );
 }
 
+/// Fifth review, F3: root's `check` refused a root-only file with one
+/// link only in another user's own directory. In a root-owned directory
+/// others may write (an emptyDir-style 0777, a /tmp-style 1777) the same
+/// file (what is left of a user's hard link once root renamed its own name
+/// away) was read: its subject printed and its key "matches". So was a
+/// certificate named on the command line in the user's own directory, or
+/// below a 0777 one. Every such read is refused now, naming the path and
+/// the directory; root's files in root's directories and a user's own
+/// files checked as that user still read.
+#[test]
+fn check_refuses_root_only_files_reached_through_a_directory_others_may_change() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let secret = Pair::new("root-only-subject");
+    let put = |dir: &Path, mode: u32| {
+        fs::create_dir_all(dir).unwrap();
+        fs::write(dir.join("rotated.crt"), &secret.cert).unwrap();
+        fs::write(dir.join("rotated.key"), &secret.key).unwrap();
+        for f in ["rotated.crt", "rotated.key"] {
+            fs::set_permissions(dir.join(f), fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let refused = |r: &serde_json::Value, dir: &Path| {
+        let p = r["problem"].as_str().unwrap_or_default();
+        assert!(
+            p.contains("others may not read") && p.contains(&format!("{} (", dir.display())),
+            "{r}"
+        );
+        assert_eq!(r["subject"], "", "{r}");
+    };
+    for mode in [0o1777, 0o777] {
+        let vol = d.path().join(format!("vol{mode:o}"));
+        put(&vol, mode);
+        let (code, rows, _) = check_json(&[vol.to_str().unwrap()]);
+        assert_ne!(code, 0, "{mode:o}");
+        assert!(!serde_json::to_string(&rows).unwrap().contains("root-only"));
+        refused(row(&rows, &vol.join("rotated.crt")), &vol);
+        let named = vol.join("rotated.crt");
+        let (_, rows, _) = check_json(&[named.to_str().unwrap()]);
+        refused(&rows[0], &vol);
+    }
+    // Below a 0777 directory, through a root-owned 0755 one.
+    let below = d.path().join("vol777/sub");
+    put(&below, 0o755);
+    for arg in [below.clone(), below.join("rotated.crt")] {
+        let (_, rows, _) = check_json(&[arg.to_str().unwrap()]);
+        refused(&rows[0], &d.path().join("vol777"));
+    }
+    // Named directly in the user's own directory.
+    let user = d.path().join("user");
+    put(&user, 0o755);
+    chown(&user, USER);
+    let (_, rows, _) = check_json(&[user.join("rotated.crt").to_str().unwrap()]);
+    refused(&rows[0], &user);
+
+    // Controls: root's pair in root's 0755 directory, by directory and by
+    // name; the user's own 0600 pair checked as the user.
+    let pki = d.path().join("pki");
+    put(&pki, 0o755);
+    for arg in [pki.clone(), pki.join("rotated.crt")] {
+        let (code, rows, err) = check_json(&[arg.to_str().unwrap()]);
+        assert_eq!(code, 0, "{rows:?} {err}");
+        assert_eq!(rows[0]["subject"], "CN=root-only-subject", "{rows:?}");
+        assert_eq!(rows[0]["key"], "matches", "{rows:?}");
+    }
+    let own = d.path().join("own");
+    put(&own, 0o755);
+    for f in ["", "rotated.crt", "rotated.key"] {
+        chown(&own.join(f), USER);
+    }
+    for arg in [own.clone(), own.join("rotated.crt")] {
+        let out = Command::new("setpriv")
+            .args(AS_USER)
+            .arg(certsync_bin())
+            .args(["check", "-o", "json"])
+            .arg(&arg)
+            .output()
+            .unwrap();
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(rows[0]["subject"], "CN=root-only-subject", "{rows:?}");
+        assert_eq!(rows[0]["key"], "matches", "{rows:?}");
+    }
+}
+
 /// A target with two revisions published from `src`: the second live,
 /// the first in history. Returns the history entry's directory.
 fn target_with_history(d: &Path) -> (std::path::PathBuf, std::path::PathBuf, Pair) {

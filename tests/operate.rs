@@ -293,24 +293,7 @@ fn stale_certificate_is_warned_once_and_exposed() {
     let src = d.path().join("src");
     let old = Pair::with_validity("late", -9 * 86_400, 86_400);
     write_pair_files(&src, &old.cert, &old.key);
-    let port = free_port();
-    let spec = format!(
-        "dir:{}={},name=late",
-        src.display(),
-        d.path().join("t").display()
-    );
-    let cs = Certsync::start(
-        &[
-            "run",
-            "--resync",
-            "300ms",
-            "--admin-addr",
-            &format!("127.0.0.1:{port}"),
-            "--sync",
-            &spec,
-        ],
-        d.path(),
-    );
+    let (cs, port) = run_dir(d.path(), "late", &["--resync", "300ms"]);
     cs.wait_log("past its renewal point");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let warnings = cs.log().matches("past its renewal point").count();
@@ -715,3 +698,22 @@ fn run_logs_its_version_and_plan() {
     assert!(published.get("dir").is_none(), "{published}");
     assert!(!cs.log().contains("test-token"), "no credentials logged");
 }
+
+/// `certsync run` of one mapping `name` from `D/src` to `D/t`, with
+/// `extra` flags, its admin port on a free loopback port: (the daemon, the
+/// port).
+fn run_dir(d: &Path, name: &str, extra: &[&str]) -> (Certsync, u16) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let spec = format!(
+        "dir:{}={},name={name}",
+        d.join("src").display(),
+        d.join("t").display()
+    );
+    let mut args = vec!["run", "--admin-addr", &addr, "--sync", &spec];
+    args.extend_from_slice(extra);
+    (Certsync::start(&args, d), port)
+}
+
+#[path = "operate/source_up.rs"]
+mod source_up;

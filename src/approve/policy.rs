@@ -35,7 +35,7 @@
 //!    IP, an API server endpoint; loopback, link-local, multicast,
 //!    unspecified, and IPv6 forms of IPv4 addresses other than the
 //!    IPv4-mapped one: IPv4-compatible, IPv4-translated, NAT64, 6to4,
-//!    Teredo);
+//!    Teredo, ISATAP);
 //! 9. `dns-san` / `ip-san`, denied: another Node's name, or a name or
 //!    address another Node lists, however many it lists (in dispute, a
 //!    wait, when the requester lists it too; never the requester's own
@@ -850,7 +850,7 @@ fn special(ip: IpAddr) -> Option<&'static str> {
         IpAddr::V6(a) if a.is_multicast() => Some("a multicast address"),
         IpAddr::V6(a) if a.is_unspecified() => Some("the unspecified address"),
         IpAddr::V6(a) if embeds_ipv4(a) => Some(
-            "an IPv6 form of an IPv4 address (IPv4-compatible, IPv4-translated, NAT64, 6to4 or Teredo)",
+            "an IPv6 form of an IPv4 address (IPv4-compatible, IPv4-translated, NAT64, 6to4, Teredo or ISATAP)",
         ),
         _ => None,
     }
@@ -873,6 +873,12 @@ fn embeds_ipv4(a: std::net::Ipv6Addr) -> bool {
         // 2001:0::/32 (Teredo: a server's IPv4 address, and the client's
         // with its bits inverted; review 3, finding 7)
         || s[..2] == [0x2001, 0]
+        // ISATAP (RFC 5214), under any /64 prefix: interface identifier
+        // 0000:5efe or 0200:5efe (the u bit), the g bit set too, then the
+        // IPv4 address, which a host's ISATAP tunnel sends it to (fifth
+        // review, F6). Go does not read it as that IPv4 address; kubelet
+        // takes it as a node IP.
+        || (s[4] & !0x0300 == 0 && s[5] == 0x5efe)
 }
 
 /// `pattern` is an exact name or `*.SUFFIX` (any name under SUFFIX).

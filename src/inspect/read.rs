@@ -9,7 +9,10 @@
 //! - every input is first opened `O_PATH`, which reads nothing and makes
 //!   no device act (opening `/dev/ptmx` allocates a terminal,
 //!   `/dev/watchdog` arms the watchdog), and `fstat`ed: only a regular
-//!   file is then opened for reading, at most the bundle size limit.
+//!   file is then opened for reading, at most the bundle size limit;
+//! - a file kept from others is not read when the way to it leads through
+//!   a directory someone other than root and its owner may change (see
+//!   `Input::exposed`): a user there may have linked root's file in.
 //!
 //! The reading open is of `/proc/self/fd/N` for the `O_PATH` descriptor:
 //! a magic link to that descriptor's own file, so the kernel opens the very
@@ -27,6 +30,7 @@ use std::rc::Rc;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::FileStat;
 
 use crate::validate;
 
@@ -61,7 +65,7 @@ impl Input {
                 kind_name(kind)
             ));
         }
-        if let Some(problem) = self.linked_in(&st) {
+        if let Some(problem) = Self::exposed(&fd, &st) {
             return Err(problem);
         }
         let file = File::options()
@@ -77,42 +81,67 @@ impl Input {
             .map_err(|e| e.problem())
     }
 
-    /// Why a directory entry must not be read although it is a regular
-    /// file beneath the directory: in a directory another user may change,
-    /// a file with several links that its owner (not the directory's)
-    /// keeps from others is a hard link someone made to a file they may
-    /// not read (`fs.protected_hardlinks=0`): root's key, for one. In
-    /// another user's own directory a single link proves nothing either:
-    /// it is what is left of such a link once the owner renamed its own
-    /// file away (a rotation), so there too a file kept from others that
-    /// is not the directory owner's is not read.
-    fn linked_in(&self, st: &nix::sys::stat::FileStat) -> Option<String> {
-        let dir = self.beneath.as_ref()?.metadata().ok()?;
+    /// Why a regular file must not be read: it is kept from others (not
+    /// world-readable), not the reader's own when the reader is not root,
+    /// and the way to it leads through a directory that someone other
+    /// than root and the file's owner may change (owned by another user,
+    /// writable by group or others, sticky or not, unless on a read-only
+    /// mount). There it may be a hard link someone made to a file they may
+    /// not read (`fs.protected_hardlinks=0`: root's key, for one), or, with
+    /// one link, what is left of such a link once the owner renamed its own
+    /// name away (a rotation). Found on descriptors: the directory that
+    /// holds the opened file and then each `..` above it, up to `/`.
+    fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<String> {
         let euid = nix::unistd::geteuid().as_raw();
-        let users_own = dir.uid() != 0 && dir.uid() != euid;
-        let others_may_change = users_own
-            || crate::files::others_may_write(dir.mode(), self.beneath.as_ref()?.as_ref());
-        let kept_from_others = st.st_uid != dir.uid() && st.st_mode & 0o004 == 0;
-        if !others_may_change || !kept_from_others {
+        if st.st_mode & 0o004 != 0 || (euid != 0 && st.st_uid == euid) {
             return None;
         }
-        if st.st_nlink > 1 {
-            return Some(format!(
-                "a hard link (links {}) to a file of uid {} that others may not read, in a \
-                 directory uid {} or others may change; refusing to read it",
-                st.st_nlink,
-                st.st_uid,
-                dir.uid()
-            ));
-        }
-        users_own.then(|| {
-            format!(
-                "a file of uid {} that others may not read, in the directory of uid {}: it may \
-                 be what is left of a hard link to another user's file; refusing to read it",
-                st.st_uid,
-                dir.uid()
+        let (mut dir, mut shown) = match holding_directory(fd, st) {
+            Ok(found) => found,
+            Err(problem) => return Some(problem),
+        };
+        loop {
+            let m = match nix::sys::stat::fstat(&dir) {
+                Ok(m) => m,
+                Err(e) => return Some(format!("{}: {}", shown.display(), io::Error::from(e))),
+            };
+            let read_only = nix::sys::statvfs::fstatvfs(&dir)
+                .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY));
+            let others = (m.st_uid != 0 && m.st_uid != st.st_uid) || m.st_mode & 0o022 != 0;
+            if others && !read_only {
+                let what = if st.st_nlink > 1 {
+                    format!("a hard link (links {}) to a file", st.st_nlink)
+                } else {
+                    "a file".to_owned()
+                };
+                return Some(format!(
+                    "{what} of uid {} that others may not read, reached through {} (owner {}, \
+                     mode {:04o}), which users other than root and the file's owner may \
+                     change: it may be a link someone made to a file they may not read; \
+                     refusing to read it",
+                    st.st_uid,
+                    shown.display(),
+                    m.st_uid,
+                    m.st_mode & 0o7777
+                ));
+            }
+            let up = match nix::fcntl::openat(
+                &dir,
+                "..",
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
             )
-        })
+            .and_then(|up| nix::sys::stat::fstat(&up).map(|u| (up, u)))
+            {
+                Ok(up) => up,
+                Err(e) => return Some(format!("{}/..: {}", shown.display(), io::Error::from(e))),
+            };
+            if (up.1.st_dev, up.1.st_ino) == (m.st_dev, m.st_ino) {
+                return None;
+            }
+            dir = up.0;
+            shown.pop();
+        }
     }
 
     /// An `O_PATH` descriptor (nothing read, no device opened).
@@ -149,6 +178,35 @@ impl Input {
             }
         }
     }
+}
+
+/// The directory that holds the file open as `fd` (of status `st`) and
+/// its name: the kernel's name for the descriptor, its parent opened with
+/// no symlink on the way (that name has none, unless someone swapped one
+/// in meanwhile) and checked to hold this very file.
+fn holding_directory(fd: &OwnedFd, st: &FileStat) -> Result<(OwnedFd, PathBuf), String> {
+    let real = PathBuf::from(
+        nix::fcntl::readlink(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str())
+            .map_err(|e| format!("cannot tell where it is: {}", io::Error::from(e)))?,
+    );
+    let moved = || "moved while it was being checked; refusing to read it".to_owned();
+    let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
+        return Err(moved());
+    };
+    let dir = nix::fcntl::openat2(
+        nix::fcntl::AT_FDCWD,
+        parent,
+        OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS),
+    )
+    .map_err(|_| moved())?;
+    let there = nix::sys::stat::fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .map_err(|_| moved())?;
+    if (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino) {
+        return Err(moved());
+    }
+    Ok((dir, parent.to_owned()))
 }
 
 fn kind_name(kind: nix::sys::stat::SFlag) -> &'static str {

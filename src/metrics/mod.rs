@@ -262,7 +262,7 @@ impl Metrics {
         );
         registry.register(
             "source_up",
-            "1 when the source was read successfully last time",
+            "1 when the source answered last time, refused content included; 0 when it could not be read",
             m.source_up.clone(),
         );
         registry.register(

@@ -162,7 +162,7 @@ impl Syncer {
         }
     }
 
-    /// Records that the source delivered something (good or bad content).
+    /// Records that the source answered (with content good or refused).
     pub fn source_ok(&self) {
         self.metrics.source_up(&self.mapping.name, true);
     }
@@ -263,11 +263,15 @@ impl Syncer {
             }
             SyncError::Source { reason, .. } => {
                 // Content the source refused itself (too large, a file
-                // that is not PEM) is counted as validation would count it.
-                if matches!(*reason, "too_large" | "bad_pem") {
+                // that is not PEM) is counted as validation would count it,
+                // and the source is up: it answered, as when validation
+                // refuses what it sent. `source_up` 0 means no answer, what
+                // a "source down" alert is about.
+                let refused = matches!(*reason, "too_large" | "bad_pem");
+                if refused {
                     self.metrics.rejected(name, reason);
                 }
-                self.metrics.source_up(name, false);
+                self.metrics.source_up(name, refused);
                 self.metrics.sync(name, "source_error");
                 reason
             }

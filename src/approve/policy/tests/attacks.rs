@@ -656,3 +656,38 @@ fn attack_teredo_addresses_are_refused_under_allow_any_node_address() {
     // Not every 2001::/16 address: 2001:db8::/32 is not Teredo.
     assert!(special("2001:db8::1".parse().unwrap()).is_none());
 }
+
+/// Attack (fifth review, F6): an ISATAP address (RFC 5214: any /64
+/// prefix, interface identifier `0000:5efe` or `0200:5efe` then an IPv4
+/// address) routes, over a host's ISATAP tunnel, to the IPv4 address it
+/// carries: another node's, or a reserved one. Go does not read it as that
+/// IPv4 address (`net.IP.To4` only takes the mapped form), so a TLS client
+/// dialing the IPv4 address never matches it, but one dialing the ISATAP
+/// address reaches the IPv4 host; kubelet takes any address that is not
+/// loopback, link-local, multicast or unspecified as a node IP. Under
+/// --allow-any-node-address a node that listed one got it; denied now as
+/// Teredo is, with the group bit (`0100`, `0300`) too. 6to4 (2002::/16)
+/// was already denied.
+#[test]
+fn attack_isatap_addresses_are_refused_under_allow_any_node_address() {
+    let isatap = [
+        "2001:db8::5efe:c0a8:10a",
+        "2001:db8::200:5efe:c0a8:10a",
+        "fd00:1::200:5efe:7f00:1",
+        "fe80::5efe:c0a8:10a",
+        "2001:db8:1:2:100:5efe:a00:1",
+        "2001:db8:1:2:300:5efe:a00:1",
+        "2002:c0a8:10a::1",
+    ];
+    let approved = not_denied_under_any_node_address(&isatap);
+    assert!(approved.is_empty(), "not denied: {approved:#?}");
+    // Controls: other interface identifiers are not ISATAP.
+    for other in [
+        "2001:db8::5eff:c0a8:10a",
+        "2001:db8::400:5efe:c0a8:10a",
+        "2001:db8::1:5efe:c0a8:10a",
+        "2001:db8:0:5efe::1",
+    ] {
+        assert!(special(other.parse().unwrap()).is_none(), "{other}");
+    }
+}
