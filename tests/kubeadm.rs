@@ -868,9 +868,12 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         let now = settled(&node, 4)?;
         ready(&kubectl, &admin).then_some(now)
     });
+    // revert restores the manifests last (after certsync has stopped and
+    // kubeadm's files are back): the kubelet's next look at them, the old
+    // containers' 30 s grace and the new start may take past a minute.
     wait_long(
         "kubeadm's certificate served again",
-        Duration::from_secs(60),
+        Duration::from_secs(180),
         || {
             let want = kubeadm_api.clone()?;
             served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == want)
