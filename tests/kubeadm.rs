@@ -781,7 +781,17 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     let etcd_target = etc.join("pki/etcd/certsync/server");
     let hc = etc.join("pki/etcd/certsync/healthcheck-client");
     let (hc_crt, hc_key) = (hc.join("tls.crt"), hc.join("tls.key"));
-    let kubeadm_api = first_der(&std::fs::read(etc.join("pki/apiserver.crt")).expect("crt"));
+    // kubeadm's own apiserver.crt, as before adoption: certsync keeps the
+    // file in step with its target since (update-pair).
+    let kubeadm_api = first_der(before.get(&etc.join("pki/apiserver.crt")).expect("crt"));
+    wait_long(
+        "kubeadm's apiserver.crt in step with certsync's",
+        Duration::from_secs(90),
+        || {
+            let copy = first_der(&std::fs::read(etc.join("pki/apiserver.crt")).ok()?)?;
+            (Some(copy) == live_der(&api_target)).then_some(())
+        },
+    );
     for (target, addr, client) in [
         (&api_target, format!("{}:6443", node.ip), None),
         (
@@ -857,7 +867,15 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         );
     }
     assert!(!etc.join("manifests/certsync.yaml").exists());
-    for conf in ["admin.conf", "super-admin.conf"] {
+    for conf in [
+        "admin.conf",
+        "super-admin.conf",
+        "controller-manager.conf",
+        "scheduler.conf",
+        "pki/apiserver.crt",
+        "pki/apiserver.key",
+        "pki/etcd/server.crt",
+    ] {
         let path = etc.join(conf);
         assert!(
             std::fs::read(&path).ok() == before.get(&path).cloned(),
@@ -1035,8 +1053,13 @@ fn revert_refuses_kubeadms_certificate_near_its_end_until_renewed() {
     assert!(
         changed.iter().all(|p| {
             let p = p.to_string_lossy();
-            p.contains("/certsync/") || p.ends_with(".crt") || p.ends_with(".key") || p.ends_with(".conf")
-        }) && !changed.iter().any(|p| p.to_string_lossy().contains("manifests")),
+            p.contains("/certsync/")
+                || p.ends_with(".crt")
+                || p.ends_with(".key")
+                || p.ends_with(".conf")
+        }) && !changed
+            .iter()
+            .any(|p| p.to_string_lossy().contains("manifests")),
         "a refused revert changed {changed:?}"
     );
 
