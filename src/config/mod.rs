@@ -414,65 +414,68 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Every `update-kubeconfig=` file is one certsync may keep updated
-/// ([`crate::writer::check_kubeconfig`]: a regular file of certsync's user,
-/// in directories only root may change, whose current user authenticates
-/// by embedded client certificate data only), named by one mapping only.
+/// Every copy of a live pair outside the targets is one certsync may keep
+/// updated, named by one mapping only, inside no mapping's target (the
+/// target's writer owns every name there) and no other copy's file:
+/// `update-kubeconfig=` files ([`crate::writer::check_kubeconfig`]: a
+/// regular file of certsync's user, in directories only root may change,
+/// whose current user authenticates by embedded client certificate data
+/// only) and `update-pair=` prefixes ([`crate::writer::check_pair`]).
 fn kubeconfigs_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
-    for (i, m) in mappings.iter().enumerate() {
-        let Some(path) = &m.update_kubeconfig else {
-            continue;
-        };
-        let err = |problem: String| ConfigError::Mapping {
-            mapping: m.name.clone(),
-            problem,
-        };
-        if let Some(other) = mappings[..i]
+    // Each mapping's copies: (option, path as given, files written).
+    let copies = |m: &Mapping| {
+        let kubeconfig = m
+            .update_kubeconfig
             .iter()
-            .find(|o| o.update_kubeconfig.as_ref() == Some(path))
-        {
-            return Err(err(format!(
-                "update-kubeconfig {}: mapping {:?} updates it too; one pair per kubeconfig",
-                path.display(),
-                other.name
-            )));
-        }
-        crate::writer::check_kubeconfig(path).map_err(|e| err(e.to_string()))?;
-    }
-    pairs_guarded(mappings)
-}
-
-/// Every `update-pair=` prefix is one certsync may keep in step
-/// ([`crate::writer::check_pair`]), named by one mapping only and inside no
-/// mapping's target (the target's writer owns every name there).
-fn pairs_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
+            .map(|p| ("update-kubeconfig", p.clone(), vec![p.clone()]));
+        let pair = m.update_pair.iter().map(|p| {
+            let file = |ext| {
+                p.with_file_name(format!(
+                    "{}.{ext}",
+                    p.file_name().unwrap_or_default().to_string_lossy()
+                ))
+            };
+            ("update-pair", p.clone(), vec![file("crt"), file("key")])
+        });
+        kubeconfig.chain(pair).collect::<Vec<_>>()
+    };
     for (i, m) in mappings.iter().enumerate() {
-        let Some(prefix) = &m.update_pair else {
-            continue;
-        };
-        let err = |problem: String| ConfigError::Mapping {
-            mapping: m.name.clone(),
-            problem,
-        };
-        if let Some(other) = mappings[..i]
-            .iter()
-            .find(|o| o.update_pair.as_ref() == Some(prefix))
-        {
-            return Err(err(format!(
-                "update-pair {}: mapping {:?} updates it too; one pair per prefix",
-                prefix.display(),
-                other.name
-            )));
+        for (option, path, files) in copies(m) {
+            let err = |problem: String| ConfigError::Mapping {
+                mapping: m.name.clone(),
+                problem: format!("{option} {}: {problem}", path.display()),
+            };
+            for (j, o) in mappings.iter().enumerate() {
+                if let Some(t) = files.iter().find(|f| f.starts_with(&o.target)) {
+                    return Err(err(format!(
+                        "{} is inside the target {} of mapping {:?}",
+                        t.display(),
+                        o.target.display(),
+                        o.name
+                    )));
+                }
+                let theirs = copies(o);
+                let shared = theirs
+                    .iter()
+                    .filter(|(other, p, _)| j != i || (*other, p) != (option, &path))
+                    .find(|(_, _, f)| f.iter().any(|f| files.contains(f)));
+                if let Some((other, _, _)) = shared {
+                    return Err(err(format!(
+                        "mapping {:?} writes that file too ({other}); one copy per file",
+                        o.name
+                    )));
+                }
+            }
+            let checked = match option {
+                "update-kubeconfig" => crate::writer::check_kubeconfig(&path),
+                _ => crate::writer::check_pair(&path),
+            };
+            // The writer's error names the option and path itself.
+            checked.map_err(|e| ConfigError::Mapping {
+                mapping: m.name.clone(),
+                problem: e.to_string(),
+            })?;
         }
-        if let Some(other) = mappings.iter().find(|o| prefix.starts_with(&o.target)) {
-            return Err(err(format!(
-                "update-pair {} is inside the target {} of mapping {:?}",
-                prefix.display(),
-                other.target.display(),
-                other.name
-            )));
-        }
-        crate::writer::check_pair(prefix).map_err(|e| err(e.to_string()))?;
     }
     Ok(())
 }

@@ -750,3 +750,52 @@ fn attack_ca_paths_others_may_change_are_refused() {
     // allow-loose-ca-key takes the CA's files out of the rule, not the rest.
     config(&["--sync", &format!("ca:{o}/ca={t},{id},allow-loose-ca-key")]).unwrap();
 }
+
+#[test]
+fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
+    let d = tempfile::tempdir().unwrap();
+    let b = d.path().canonicalize().unwrap();
+    let b = b.display();
+    let csr = |name: &str, target: &str, extra: &str| {
+        format!("csr:kubernetes.io/kube-apiserver-client={b}/{target},name={name},cn=u{extra}")
+    };
+    let cases = [
+        (
+            [
+                csr("one", "t1", &format!(",update-pair={b}/p")),
+                csr("two", "t2", &format!(",update-pair={b}/p")),
+            ],
+            "writes that file too (update-pair)",
+        ),
+        (
+            [
+                csr("one", "t1", &format!(",update-kubeconfig={b}/p.crt")),
+                csr("two", "t2", &format!(",update-pair={b}/p")),
+            ],
+            "writes that file too",
+        ),
+        (
+            [
+                csr("one", "t1", ""),
+                csr("two", "t2", &format!(",update-pair={b}/t1/p")),
+            ],
+            "is inside the target",
+        ),
+        (
+            [
+                csr("one", "t1", ""),
+                csr(
+                    "two",
+                    "t2",
+                    &format!(",update-kubeconfig={b}/t1/admin.conf"),
+                ),
+            ],
+            "of mapping \"one\"",
+        ),
+    ];
+    for (specs, want) in cases {
+        let args: Vec<&str> = specs.iter().flat_map(|s| ["--sync", s.as_str()]).collect();
+        let e = config(&args).unwrap_err().to_string();
+        assert!(e.contains(want), "{specs:?}: {e}");
+    }
+}
