@@ -1,5 +1,6 @@
 //! What kubeadm's own configuration names is never a node's: the fourth
-//! attacker review's finding 3, through the binary.
+//! attacker review's finding 3 and the sixth's finding 1, through the
+//! binary.
 
 use super::*;
 
@@ -14,6 +15,43 @@ async fn kubeadm_config(env: &Env, config: &str) {
     }))
     .unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
+}
+
+/// A v1beta4 ClusterConfiguration with `controlPlaneEndpoint` and `rest`.
+fn cluster_configuration(endpoint: &str, rest: &str) -> String {
+    format!(
+        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n\
+         controlPlaneEndpoint: \"{endpoint}\"\n{rest}"
+    )
+}
+
+/// With `config` stored as kubeadm's, a node listing its own address
+/// `own` and every one of `theirs` asks for each of `theirs` (beside
+/// `own`): each is denied by the `ip-san` check with a message holding
+/// `naming`, and its request for `own` alone is approved.
+async fn kubeadm_reserves(env: &mut Env, config: &str, own: &str, theirs: &[String], naming: &str) {
+    kubeadm_config(env, config).await;
+    let n1 = env.node_name("n1");
+    let mut addrs = vec![("InternalIP", own), ("Hostname", n1.as_str())];
+    addrs.extend(theirs.iter().map(|ip| ("InternalIP", ip.as_str())));
+    env.add_node(&n1, &addrs).await;
+    let kubelet = env.node_client(&n1).await;
+    let approver = env.approver(&["--lease-name", ""], &[]);
+    for ip in theirs {
+        let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[own, ip]).await;
+        let (ty, _, message) = env.decision(&csr).await;
+        assert_eq!(
+            ty, "Denied",
+            "{ip}, which kubeadm puts in the API server's certificate ({config:?}): {message}"
+        );
+        assert!(
+            message.starts_with("ip-san:") && message.contains(naming),
+            "{message}"
+        );
+    }
+    let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[own]).await;
+    assert_eq!(env.decision(&csr).await.0, "Approved");
+    drop(approver);
 }
 
 /// Fourth attacker review, finding 3: kubeadm reads `controlPlaneEndpoint`
@@ -35,34 +73,18 @@ async fn attack_kubeadm_addresses_with_leading_zeros_are_never_a_nodes() {
         format!("0{}.0{}.0{}.0{}", s2[0], s2[1], s2[2], s2[3]),
         format!("::ffff:{}.{}.{:0>3}.{:0>3}", s3[0], s3[1], s3[2], s3[3]),
     ];
-    let config = format!(
-        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n\
-         controlPlaneEndpoint: \"{endpoint}\"\napiServer:\n  certSANs:\n{}",
-        sans.iter()
-            .map(|s| format!("  - \"{s}\"\n"))
-            .collect::<String>()
+    let config = cluster_configuration(
+        &endpoint,
+        &format!(
+            "apiServer:\n  certSANs:\n{}",
+            sans.iter()
+                .map(|s| format!("  - \"{s}\"\n"))
+                .collect::<String>()
+        ),
     );
-    kubeadm_config(&env, &config).await;
-    let n1 = env.node_name("n1");
     let own = env.ip(75);
     let theirs = [env.ip(66), env.ip(69), env.ip(74), env.ip(72)];
-    let mut addrs = vec![("InternalIP", own.as_str()), ("Hostname", n1.as_str())];
-    addrs.extend(theirs.iter().map(|ip| ("InternalIP", ip.as_str())));
-    env.add_node(&n1, &addrs).await;
-    let kubelet = env.node_client(&n1).await;
-    let approver = env.approver(&["--lease-name", ""], &[]);
-    for ip in &theirs {
-        let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&own, ip]).await;
-        let (ty, _, message) = env.decision(&csr).await;
-        assert_eq!(
-            ty, "Denied",
-            "{ip}, which kubeadm puts in the API server's certificate ({endpoint}, {sans:?}): {message}"
-        );
-        assert!(message.starts_with("ip-san:"), "{message}");
-    }
-    let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&own]).await;
-    assert_eq!(env.decision(&csr).await.0, "Approved");
-    drop(approver);
+    kubeadm_reserves(&mut env, &config, &own, &theirs, "").await;
     env.cleanup().await;
 }
 
@@ -93,43 +115,9 @@ async fn attack_a_bare_ipv6_control_plane_endpoint_is_never_a_nodes() {
             let groups: Vec<String> = long.segments().iter().map(|g| format!("{g:x}")).collect();
             (groups.join(":"), v6)
         };
-        kubeadm_config(
-            &env,
-            &format!(
-                "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n\
-                 controlPlaneEndpoint: \"{endpoint}\"\n"
-            ),
-        )
-        .await;
-        let n1 = env.node_name("n1");
+        let config = cluster_configuration(&endpoint, "");
         let own = env.ip(0x4b);
-        env.add_node(
-            &n1,
-            &[
-                ("InternalIP", &own),
-                ("InternalIP", &address),
-                ("Hostname", &n1),
-            ],
-        )
-        .await;
-        let kubelet = env.node_client(&n1).await;
-        let approver = env.approver(&["--lease-name", ""], &[]);
-        let csr = env
-            .kubelet_asks(&kubelet, &n1, &[&n1], &[&own, &address])
-            .await;
-        let (ty, _, message) = env.decision(&csr).await;
-        assert_eq!(
-            ty, "Denied",
-            "{address}, which kubeadm puts in the API server's certificate \
-             (controlPlaneEndpoint {endpoint:?}): {message}"
-        );
-        assert!(
-            message.starts_with("ip-san:") && message.contains("controlPlaneEndpoint"),
-            "{message}"
-        );
-        let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[&own]).await;
-        assert_eq!(env.decision(&csr).await.0, "Approved");
-        drop(approver);
+        kubeadm_reserves(&mut env, &config, &own, &[address], "controlPlaneEndpoint").await;
         env.cleanup().await;
     }
 }
@@ -144,14 +132,7 @@ async fn attack_a_bare_ipv6_control_plane_endpoint_is_never_a_nodes() {
 async fn attack_an_endpoint_kubeadm_refuses_means_nothing_is_decided() {
     let mut env = Env::test_server().await;
     let endpoint = format!("[{}]", env.ip6(0x42));
-    kubeadm_config(
-        &env,
-        &format!(
-            "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n\
-             controlPlaneEndpoint: \"{endpoint}\"\n"
-        ),
-    )
-    .await;
+    kubeadm_config(&env, &cluster_configuration(&endpoint, "")).await;
     let n1 = env.node_name("n1");
     let own = env.ip(0x4c);
     env.add_node(&n1, &[("InternalIP", &own), ("Hostname", &n1)])
