@@ -158,6 +158,25 @@ mod yaml_tests {
             assert!(check_yaml(fine).is_ok(), "{fine}");
         }
     }
+
+    /// The sixth attacker review, F5: a ClusterConfiguration that starts
+    /// with a UTF-8 byte-order mark is read by kubeadm (go-yaml, under
+    /// sigs.k8s.io/yaml, skips it: checked with kubeadm v1.36.2, the
+    /// certSAN was in the certificate) and was refused by certsync as
+    /// "more than one document". One leading mark is skipped, as go-yaml
+    /// skips it; a second one is refused, naming it (kubeadm v1.36.2
+    /// refuses that text too: "kind and apiVersion is mandatory").
+    #[test]
+    fn one_leading_byte_order_mark_is_read_as_go_yaml_reads_it() {
+        let text = "kind: ClusterConfiguration\napiServer:\n  certSANs:\n  - 192.168.1.117\n";
+        let plain: serde_yaml_ng::Value = super::parse_yaml(text).unwrap();
+        let marked: Result<serde_yaml_ng::Value, String> =
+            super::parse_yaml(&format!("\u{feff}{text}"));
+        assert_eq!(marked, Ok(plain));
+        let twice: Result<serde_yaml_ng::Value, String> =
+            super::parse_yaml(&format!("\u{feff}\u{feff}{text}"));
+        assert!(twice.unwrap_err().contains("byte-order mark"));
+    }
 }
 
 #[cfg(test)]
@@ -787,8 +806,16 @@ pub fn check_yaml(text: &str) -> Result<(), String> {
 }
 
 /// YAML from outside (a config file, a kubeconfig), read as `T` after
-/// [`check_yaml`]: the one way certsync parses YAML.
+/// [`check_yaml`]: the one way certsync parses YAML. One leading UTF-8
+/// byte-order mark is skipped, as go-yaml (sigs.k8s.io/yaml: kubeadm,
+/// kubectl) skips it; serde_yaml_ng read it as a second document (the
+/// sixth attacker review, F5). A second mark is refused by name, as
+/// kubeadm refuses it (it reads a key that is not `apiVersion`).
 pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.starts_with('\u{feff}') {
+        return Err("starts with more than one byte-order mark (U+FEFF)".into());
+    }
     check_yaml(text)?;
     serde_yaml_ng::from_str(text).map_err(|e| e.to_string())
 }

@@ -15,6 +15,9 @@ use kube::{Api, Client};
 
 use super::ApproveError;
 use super::policy::{Cidr, Cluster, Policy};
+use hostport::{Host, parse_ip_sloppy};
+
+mod hostport;
 
 fn api_err(verb: &'static str, object: &str, e: &kube::Error) -> ApproveError {
     ApproveError::Api {
@@ -61,12 +64,7 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
     )
     .await?;
     if let Some(config) = kubeadm {
-        if let Some(host) = config["controlPlaneEndpoint"]
-            .as_str()
-            .and_then(|e| host_of(&format!("https://{e}")))
-        {
-            endpoint(&mut cluster, &host, "kubeadm's controlPlaneEndpoint");
-        }
+        control_plane_endpoint(&mut cluster, &config["controlPlaneEndpoint"])?;
         for san in config["apiServer"]["certSANs"]
             .as_sequence()
             .into_iter()
@@ -192,108 +190,6 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
     }
 }
 
-/// An IP address as kubeadm reads certSANs and controlPlaneEndpoint
-/// (`k8s.io/utils/net.ParseIPSloppy`, Go's `net.ParseIP` before 1.17,
-/// forked in k8s.io/utils): an IPv4 octet is any run of decimal digits
-/// worth at most 255, leading zeros and all (`0192.0168.01.074` is
-/// 192.168.1.74); an IPv6 group is any run of hex digits worth at most
-/// 0xffff; an IPv6 form may end in an IPv4 part read the same way
-/// (`::ffff:192.168.001.072`). Review 4, finding 3: a reader that took
-/// fewer forms left addresses in the API server's certificate free for
-/// a node. Linear in `s`; the first `.` or `:` picks the family, as Go's
-/// does.
-fn parse_ip_sloppy(s: &str) -> Option<IpAddr> {
-    match s.bytes().find(|b| *b == b'.' || *b == b':')? {
-        b'.' => sloppy_v4(s.as_bytes()).map(IpAddr::from),
-        _ => sloppy_v6(s.as_bytes()).map(IpAddr::from),
-    }
-}
-
-/// A run of digits in `radix` at the start of `s`: its value (at most
-/// `max`, else `None`) and its length (at least one).
-fn number(s: &[u8], radix: u32, max: u32) -> Option<(u32, usize)> {
-    let mut n: u32 = 0;
-    let mut len = 0;
-    for d in s.iter().map_while(|b| char::from(*b).to_digit(radix)) {
-        n = n * radix + d;
-        if n > max {
-            return None;
-        }
-        len += 1;
-    }
-    (len > 0).then_some((n, len))
-}
-
-fn sloppy_v4(mut s: &[u8]) -> Option<[u8; 4]> {
-    let mut out = [0u8; 4];
-    for (i, octet) in out.iter_mut().enumerate() {
-        if i > 0 {
-            s = s.strip_prefix(b".")?;
-        }
-        let (n, len) = number(s, 10, 0xff)?;
-        *octet = u8::try_from(n).ok()?;
-        s = &s[len..];
-    }
-    s.is_empty().then_some(out)
-}
-
-fn sloppy_v6(mut s: &[u8]) -> Option<[u8; 16]> {
-    let mut ip = [0u8; 16];
-    let mut ellipsis = None;
-    if let Some(rest) = s.strip_prefix(b"::") {
-        ellipsis = Some(0);
-        s = rest;
-        if s.is_empty() {
-            return Some(ip);
-        }
-    }
-    let mut i = 0;
-    while i < 16 {
-        let (n, len) = number(s, 16, 0xffff)?;
-        if s.get(len) == Some(&b'.') {
-            // A trailing IPv4 part, where there is room for it.
-            if (ellipsis.is_none() && i != 12) || i + 4 > 16 {
-                return None;
-            }
-            ip[i..i + 4].copy_from_slice(&sloppy_v4(s)?);
-            s = &[];
-            i += 4;
-            break;
-        }
-        ip[i..i + 2].copy_from_slice(&u16::try_from(n).ok()?.to_be_bytes());
-        i += 2;
-        s = &s[len..];
-        if s.is_empty() {
-            break;
-        }
-        s = s.strip_prefix(b":").filter(|r| !r.is_empty())?;
-        if let Some(rest) = s.strip_prefix(b":") {
-            if ellipsis.is_some() {
-                return None;
-            }
-            ellipsis = Some(i);
-            s = rest;
-            if s.is_empty() {
-                break;
-            }
-        }
-    }
-    if !s.is_empty() {
-        return None;
-    }
-    match ellipsis {
-        // The ellipsis stands for the groups not written (at least one).
-        Some(at) if i < 16 => {
-            let gap = 16 - i;
-            ip.copy_within(at..i, at + gap);
-            ip[at..at + gap].fill(0);
-            Some(ip)
-        }
-        None if i == 16 => Some(ip),
-        _ => None,
-    }
-}
-
 /// Key `key` of ConfigMap `ns/name`, read as YAML; `None` when the
 /// ConfigMap does not exist (not every cluster is kubeadm's).
 async fn yaml_in(
@@ -327,10 +223,11 @@ fn host_of(url: &str) -> Option<String> {
     url.parse::<http::Uri>().ok()?.host().map(str::to_owned)
 }
 
-/// Records `host` (an IP, bracketed or not, or a DNS name) as the API
-/// server's. An IPv4 address with leading zeros is read as kubeadm reads
-/// certSANs and controlPlaneEndpoint (`netutils.ParseIPSloppy`: decimal),
+/// Records `host` (an IP, bracketed or not, or a DNS name: a URL's host
+/// or a certSAN) as the API server's. An IPv4 address with leading zeros
+/// is read as kubeadm reads certSANs (`netutils.ParseIPSloppy`: decimal),
 /// the address it puts in the API server's certificate.
+/// `controlPlaneEndpoint` has its own reader, [`control_plane_endpoint`].
 fn endpoint(cluster: &mut Cluster, host: &str, what: &str) {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     match parse_ip_sloppy(host) {
@@ -340,6 +237,47 @@ fn endpoint(cluster: &mut Cluster, host: &str, what: &str) {
             what.to_owned(),
         )),
     }
+}
+
+/// Records kubeadm's `controlPlaneEndpoint` as kubeadm reads it
+/// (`ParseHostPort`: a bare IPv6 address is the whole string, the sixth
+/// attacker review's finding 1). A value kubeadm refuses, or one that is
+/// not a string, is an error: what it would reserve is unknown, so the
+/// approver decides nothing. Empty or absent: kubeadm uses the advertise
+/// address, which the API server's endpoints name.
+fn control_plane_endpoint(
+    cluster: &mut Cluster,
+    value: &serde_yaml_ng::Value,
+) -> Result<(), ApproveError> {
+    let what = "kubeadm's controlPlaneEndpoint";
+    let refuse = |message: String| ApproveError::Api {
+        verb: "read",
+        object: "configmap kube-system/kubeadm-config".into(),
+        message,
+    };
+    let text = match value {
+        serde_yaml_ng::Value::Null => return Ok(()),
+        serde_yaml_ng::Value::String(s) if s.is_empty() => return Ok(()),
+        serde_yaml_ng::Value::String(s) => s,
+        _ => {
+            return Err(refuse(
+                "its ClusterConfiguration's controlPlaneEndpoint is not a string, which kubeadm \
+                 does not read either; deciding nothing"
+                    .into(),
+            ));
+        }
+    };
+    match hostport::parse_host_port(text) {
+        Ok(Host::Ip(ip)) => cluster.addresses.push((ip, what.to_owned())),
+        Ok(Host::Name(name)) => cluster.names.push((name, what.to_owned())),
+        Err(e) => {
+            return Err(refuse(format!(
+                "its ClusterConfiguration's controlPlaneEndpoint {text:?} is not read by \
+                 kubeadm either ({e}); what it reserves is unknown, so nothing is decided"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Fail closed on a Service range nobody named: without it any Service IP
@@ -401,8 +339,7 @@ mod tests {
             "192.168.001.063",
             "one of the API server's certSANs",
         );
-        let host = host_of("https://192.168.001.066:6443").unwrap_or_default();
-        endpoint(&mut cluster, &host, "kubeadm's controlPlaneEndpoint");
+        control_plane_endpoint(&mut cluster, &"192.168.001.066:6443".into()).unwrap();
         let ips: Vec<IpAddr> = cluster.addresses.iter().map(|(ip, _)| *ip).collect();
         assert_eq!(
             ips,
@@ -422,8 +359,7 @@ mod tests {
     #[test]
     fn any_leading_zeros_and_mapped_forms_are_read_as_kubeadm_reads_them() {
         let mut cluster = Cluster::default();
-        let host = host_of("https://192.168.0001.066:6443").unwrap_or_default();
-        endpoint(&mut cluster, &host, "kubeadm's controlPlaneEndpoint");
+        control_plane_endpoint(&mut cluster, &"192.168.0001.066:6443".into()).unwrap();
         for san in [
             "192.168.1.0000069",
             "0192.0168.01.074",
@@ -468,6 +404,48 @@ mod tests {
             "1:2:3:4:5:6:102:304".parse().ok()
         );
         assert_eq!(parse_ip_sloppy("::"), "::".parse().ok());
+    }
+
+    /// The sixth attacker review, finding 1: the endpoint goes through
+    /// kubeadm's `ParseHostPort`; absent, null or empty reserves nothing
+    /// (kubeadm uses the advertise address); a value kubeadm does not
+    /// read (not a string, or refused) is an error naming it, so nothing
+    /// is decided.
+    #[test]
+    fn the_control_plane_endpoint_is_read_by_parse_host_port_or_refused() {
+        let mut cluster = Cluster::default();
+        control_plane_endpoint(&mut cluster, &"fd00:1::141".into()).unwrap();
+        control_plane_endpoint(&mut cluster, &"api.example.com:6443".into()).unwrap();
+        for nothing in [serde_yaml_ng::Value::Null, "".into()] {
+            control_plane_endpoint(&mut cluster, &nothing).unwrap();
+        }
+        assert_eq!(
+            cluster.addresses,
+            [(
+                "fd00:1::141".parse().unwrap(),
+                "kubeadm's controlPlaneEndpoint".to_owned()
+            )]
+        );
+        assert_eq!(
+            cluster.names,
+            [(
+                "api.example.com".to_owned(),
+                "kubeadm's controlPlaneEndpoint".to_owned()
+            )]
+        );
+        let e = control_plane_endpoint(&mut cluster, &"[fd00:1::142]".into())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("kube-system/kubeadm-config") && e.contains("\"[fd00:1::142]\""),
+            "{e}"
+        );
+        let number: serde_yaml_ng::Value = serde_yaml_ng::from_str("6443").unwrap();
+        let e = control_plane_endpoint(&mut cluster, &number)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a string"), "{e}");
+        assert_eq!(cluster.addresses.len() + cluster.names.len(), 2);
     }
 
     /// Review 3, finding 7: an ExternalName Service's name is a Service's,
