@@ -439,14 +439,51 @@ fn kubeconfigs_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
         });
         kubeconfig.chain(pair).collect::<Vec<_>>()
     };
+    // Where a path leads (its directory resolved where it exists): a
+    // symlink on the way must not hide a target or a CA file.
+    let real = |p: &std::path::Path| -> PathBuf {
+        if let Ok(c) = p.canonicalize() {
+            return c;
+        }
+        match (p.parent().map(std::path::Path::canonicalize), p.file_name()) {
+            (Some(Ok(dir)), Some(name)) => dir.join(name),
+            _ => p.to_owned(),
+        }
+    };
     for (i, m) in mappings.iter().enumerate() {
         for (option, path, files) in copies(m) {
             let err = |problem: String| ConfigError::Mapping {
                 mapping: m.name.clone(),
                 problem: format!("{option} {}: {problem}", path.display()),
             };
+            if path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+            {
+                return Err(err("no `..` in it; give the path it means".into()));
+            }
+            let files_real: Vec<PathBuf> = files.iter().map(|f| real(f)).collect();
             for (j, o) in mappings.iter().enumerate() {
-                if let Some(t) = files.iter().find(|f| f.starts_with(&o.target)) {
+                // A CA certificate or key overwritten with a leaf pair
+                // would be the CA lost (the seventh review, F4).
+                if let Source::Ca(spec) = &o.source {
+                    let ca = [&spec.ca_cert, &spec.ca_key];
+                    if let Some(f) = files
+                        .iter()
+                        .zip(&files_real)
+                        .find_map(|(f, r)| ca.iter().any(|c| *c == f || real(c) == *r).then_some(f))
+                    {
+                        return Err(err(format!(
+                            "{} is a CA file of mapping {:?}; certsync never writes a CA",
+                            f.display(),
+                            o.name
+                        )));
+                    }
+                }
+                let target = real(&o.target);
+                if let Some(t) = files.iter().zip(&files_real).find_map(|(f, r)| {
+                    (f.starts_with(&o.target) || r.starts_with(&target)).then_some(f)
+                }) {
                     return Err(err(format!(
                         "{} is inside the target {} of mapping {:?}",
                         t.display(),

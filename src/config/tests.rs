@@ -798,4 +798,45 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
         let e = config(&args).unwrap_err().to_string();
         assert!(e.contains(want), "{specs:?}: {e}");
     }
+    // Attack (seventh review, F4, F5): a CA's own files, directly or through
+    // a symlink, and a target reached through a symlink.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir(d.path().join("pki")).unwrap();
+    for f in ["ca.crt", "ca.key"] {
+        std::fs::write(d.path().join("pki").join(f), "x").unwrap();
+        std::fs::set_permissions(
+            d.path().join("pki").join(f),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::symlink(d.path().join("pki"), d.path().join("pki-link")).unwrap();
+    std::fs::create_dir(d.path().join("t1")).unwrap();
+    std::os::unix::fs::symlink(d.path().join("t1"), d.path().join("t1-link")).unwrap();
+    let ca = |extra: &str| format!("ca:{b}/pki/ca={b}/t3,name=three,cn=x,usage=client-auth{extra}");
+    for (specs, want) in [
+        (
+            vec![ca(&format!(",update-pair={b}/pki/ca"))],
+            "is a CA file of mapping \"three\"",
+        ),
+        (
+            vec![ca(&format!(",update-pair={b}/pki-link/ca"))],
+            "is a CA file of mapping \"three\"",
+        ),
+        (
+            vec![
+                csr("one", "t1", ""),
+                csr("two", "t2", &format!(",update-pair={b}/t1-link/p")),
+            ],
+            "is inside the target",
+        ),
+        (
+            vec![csr("one", "t1", &format!(",update-pair={b}/x/../p"))],
+            "no `..`",
+        ),
+    ] {
+        let args: Vec<&str> = specs.iter().flat_map(|s| ["--sync", s.as_str()]).collect();
+        let e = config(&args).unwrap_err().to_string();
+        assert!(e.contains(want), "{specs:?}: {e}");
+    }
 }

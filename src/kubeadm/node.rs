@@ -36,11 +36,15 @@ fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, String> {
 /// signature): a certificate kubeadm made, not one planted or brought from
 /// elsewhere, whose identity adopt would copy into every renewal.
 pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), String> {
-    let ca_der = cert_der(dir, ca)?;
-    let leaf_der = cert_der(dir, template)?;
-    let (_, ca_cert) = x509_parser::parse_x509_certificate(&ca_der)
+    signed_by(&cert_der(dir, template)?, template, &cert_der(dir, ca)?, ca)
+}
+
+/// Checks that the certificate `leaf_der` (named `leaf` in errors) was
+/// issued by the CA certificate `ca_der` (issuer name and signature).
+fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result<(), String> {
+    let (_, ca_cert) = x509_parser::parse_x509_certificate(ca_der)
         .map_err(|e| format!("{ca}: not a certificate ({e})"))?;
-    let (_, leaf) = x509_parser::parse_x509_certificate(&leaf_der)
+    let (_, leaf) = x509_parser::parse_x509_certificate(leaf_der)
         .map_err(|e| format!("{template}: not a certificate ({e})"))?;
     if leaf.issuer().as_raw() != ca_cert.subject().as_raw() {
         return Err(format!(
@@ -51,6 +55,27 @@ pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), String> {
     }
     leaf.verify_signature(Some(ca_cert.public_key()))
         .map_err(|_| format!("{template} names {ca} as its issuer but {ca} did not sign it"))
+}
+
+/// Checks that `cert_pem` and `key_pem` (named `what`) are a pair the CA
+/// at node path `ca` issued: what revert may leave in place of kubeadm's
+/// backup. A pair someone rewrote (self-signed, another CA's, a key that
+/// is not the certificate's) is not.
+pub fn sound_pair(
+    dir: &Path,
+    what: &str,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    ca: &str,
+) -> Result<(), String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem)
+        .map_err(|e| format!("{what}: not a PEM certificate ({e})"))?;
+    signed_by(&pem.contents, what, &cert_der(dir, ca)?, ca)?;
+    match crate::validate::key_matches(cert_pem, key_pem) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("{what}: the key is not the certificate's")),
+        Err(e) => Err(format!("{what}: {e}")),
+    }
 }
 
 /// The API server address of a kubeadm kubeconfig (its only cluster).

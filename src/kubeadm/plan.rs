@@ -158,6 +158,18 @@ pub fn pairs(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The CA certificate (node path) that issues the pair at `prefix` (one
+/// of [`pairs`]).
+pub fn pair_ca(dir: &Path, prefix: &str) -> Option<String> {
+    certs(dir)
+        .into_iter()
+        .find(|c| {
+            c.template
+                .is_some_and(|t| format!("/etc/kubernetes/pki/{t}") == prefix)
+        })
+        .map(|c| format!("/etc/kubernetes/pki/{}.crt", c.ca))
+}
+
 /// Every target adopt's configuration names for the node (node paths).
 pub fn targets(dir: &Path) -> Vec<String> {
     certs(dir).into_iter().map(|c| c.target).collect()
@@ -388,7 +400,13 @@ fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
             "  - hostPath:\n      path: {path}\n      type: {kind}\n    name: {name}\n"
         );
     };
+    // A directory that holds a read-only file, or certsync's targets, is a
+    // mount point of its own: one the container could rename would carry
+    // those mounts away and let it put its own files (a CA) in their place.
     add("pki", "/etc/kubernetes/pki", "Directory", false);
+    add("pki-etcd", "/etc/kubernetes/pki/etcd", "Directory", false);
+    add("certsync-targets", P, "DirectoryOrCreate", false);
+    add("certsync-etcd-targets", PE, "DirectoryOrCreate", false);
     for f in CA_FILES.iter().filter(|f| host(dir, f).is_file()) {
         // /etc/kubernetes/pki/etcd/ca.key -> kubeadm-etcd-ca-key
         let name = f
@@ -405,6 +423,18 @@ fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
         add("etc-kubernetes", "/etc/kubernetes", "Directory", false);
         add("manifests", "/etc/kubernetes/manifests", "Directory", true);
         add("certsync-files", KUBECONFIGS, "Directory", true);
+        // The kubelet's own kubeconfigs are no business of certsync's.
+        for (name, f) in [
+            ("kubelet-conf", "/etc/kubernetes/kubelet.conf"),
+            (
+                "bootstrap-kubelet-conf",
+                "/etc/kubernetes/bootstrap-kubelet.conf",
+            ),
+        ] {
+            if host(dir, f).is_file() {
+                add(name, f, "File", true);
+            }
+        }
     }
     for c in certs {
         add(c.name, &c.target, "DirectoryOrCreate", false);

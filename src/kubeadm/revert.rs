@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use super::apply::State;
 use super::manifest::{self, KUBECONFIGS, Manifest};
-use super::plan::{CONFIG, POD, STATE, backup_path, targets, templates};
+use super::plan::{self, CONFIG, POD, STATE, backup_path, targets, templates};
 use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, moves, node};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
@@ -77,6 +77,17 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             }
         }
     };
+    // certsync's files are moved or purged as root: none may be reached
+    // through a symlink (a compromised certsync container could put one in
+    // place of a target to have revert move or delete the host's files).
+    for t in own_paths(dir) {
+        if let Some(link) = symlink_on_the_way(dir, &t) {
+            return Err(KubeadmError::Revert(format!(
+                "{link} is a symlink, where certsync's {t} should be a directory or file of its \
+                 own; nothing was changed: remove it (and check who made it), then run revert again"
+            )));
+        }
+    }
     let handbacks = handbacks(dir, &state)?;
     let expiring = expiring(dir, &state, &handbacks);
     if !expiring.is_empty() {
@@ -231,14 +242,17 @@ async fn local(
             );
         }
     }
-    let own = targets(dir)
-        .into_iter()
-        .chain([CONFIG.to_owned()])
-        .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")));
-    for t in own {
+    for t in own_paths(dir) {
         let path = host(dir, &t);
         if dry || std::fs::symlink_metadata(&path).is_err() {
             continue;
+        }
+        // Again, now that certsync's container is gone: it may have made
+        // one after the check at the start.
+        if let Some(link) = symlink_on_the_way(dir, &t) {
+            return Err(KubeadmError::Revert(format!(
+                "{link} is a symlink, where certsync's {t} should be; not following it"
+            )));
         }
         if opts.purge {
             let gone = if path.is_dir() {
@@ -268,6 +282,32 @@ async fn local(
     moves::move_path(&host(dir, STATE), &to).map_err(KubeadmError::Revert)?;
     out.push_str("reverted\n");
     Ok(())
+}
+
+/// certsync's own files on the node (node paths): its targets, its
+/// configuration and the kubeconfigs adopt wrote for the components.
+fn own_paths(dir: &Path) -> Vec<String> {
+    targets(dir)
+        .into_iter()
+        .chain([CONFIG.to_owned()])
+        .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")))
+        .collect()
+}
+
+/// The first name from `/etc/kubernetes` down to `node_path` that is a
+/// symlink, if one is (a name absent is none).
+fn symlink_on_the_way(dir: &Path, node_path: &str) -> Option<String> {
+    let rel = node_path.strip_prefix("/etc/kubernetes/")?;
+    let mut at = String::from("/etc/kubernetes");
+    for name in rel.split('/') {
+        at = format!("{at}/{name}");
+        match std::fs::symlink_metadata(host(dir, &at)) {
+            Ok(m) if m.file_type().is_symlink() => return Some(at),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// How long revert waits for certsync's daemon to let go of its targets
@@ -343,8 +383,15 @@ fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
             String::from_utf8(saved.clone()).map_err(|_| KubeadmError::file(&path, "not UTF-8"))?;
         let theirs =
             node::kubeconfig_not_after(dir, &text).map_err(|e| KubeadmError::file(&path, e))?;
-        // The current file's pair, if it has one that parses.
-        let current = node::read_optional(dir, k)?
+        // The current file's pair, if it is one kubeadm's CA issued (with
+        // its key): a kubeconfig someone rewrote is never kept.
+        let sound = crate::writer::kubeconfig_certificate(&host(dir, k))
+            .ok()
+            .and_then(|(cert, key)| {
+                node::sound_pair(dir, k, &cert, &key?, "/etc/kubernetes/pki/ca.crt").ok()
+            });
+        let current = sound
+            .and_then(|()| node::read_optional(dir, k).ok().flatten())
             .and_then(|b| String::from_utf8(b).ok())
             .and_then(|t| node::kubeconfig_not_after(dir, &t).ok());
         all.push(choose(
@@ -364,7 +411,19 @@ fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
         let (saved_crt, saved_key) = (read(&crt)?, read(&key)?);
         let theirs = node::not_after(&saved_crt)
             .map_err(|e| KubeadmError::file(&backup_path(dir, backup, &crt), e))?;
-        let current = node::read_optional(dir, &crt)?.and_then(|b| node::not_after(&b).ok());
+        // The current pair, if the pair's CA issued it and the key is its
+        // own: a pair someone rewrote is never kept.
+        let ca = plan::pair_ca(dir, p)
+            .ok_or_else(|| KubeadmError::Revert(format!("{p}: not a pair adopt keeps")))?;
+        let current = match (
+            node::read_optional(dir, &crt)?,
+            node::read_optional(dir, &key)?,
+        ) {
+            (Some(c), Some(k)) if node::sound_pair(dir, &crt, &c, &k, &ca).is_ok() => {
+                node::not_after(&c).ok()
+            }
+            _ => None,
+        };
         let files = vec![(key, saved_key, 0o600), (crt.clone(), saved_crt, 0o644)];
         all.push(choose(&crt, current, theirs, backup, files));
     }

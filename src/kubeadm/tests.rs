@@ -285,6 +285,19 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         pod.contains("    - mountPath: /etc/kubernetes/pki\n      name: pki\n    - "),
         "pki read-write: {pod}"
     );
+    // Attack (seventh review, F2): a directory holding a read-only file or
+    // certsync's targets is a mount point of its own, which the container
+    // cannot rename away (EBUSY) to put its own CA in its place.
+    for (path, name) in [
+        ("/etc/kubernetes/pki/etcd", "pki-etcd"),
+        ("/etc/kubernetes/pki/certsync", "certsync-targets"),
+        ("/etc/kubernetes/pki/etcd/certsync", "certsync-etcd-targets"),
+    ] {
+        assert!(
+            pod.contains(&format!("    - mountPath: {path}\n      name: {name}\n    - ")),
+            "{path} its own read-write mount: {pod}"
+        );
+    }
     for f in plan::CA_FILES {
         if host(dir.path(), f).is_file() {
             assert!(

@@ -10,8 +10,36 @@ fn cert_ending(ends: time::Duration) -> String {
     pair_ending(ends).0
 }
 
-/// A self-signed certificate and its key (PEM), ending `ends` from now.
+/// The node's CA in these tests (written as pki/ca.crt by
+/// [`adopted_node`]): its certificate (PEM) and issuer.
+static CA: std::sync::LazyLock<(String, rcgen::Issuer<'static, rcgen::KeyPair>)> =
+    std::sync::LazyLock::new(|| {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "kubernetes");
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let cert = p.self_signed(&key).expect("ca").pem();
+        (cert, rcgen::Issuer::new(p, key))
+    });
+
+/// A certificate the node's CA issued and its key (PEM), ending `ends`
+/// from now.
 fn pair_ending(ends: time::Duration) -> (String, String) {
+    let now = time::OffsetDateTime::now_utc();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    p.not_before = now - time::Duration::days(2);
+    p.not_after = now + ends;
+    let key = rcgen::KeyPair::generate().expect("key");
+    (
+        p.signed_by(&key, &CA.1).expect("cert").pem(),
+        key.serialize_pem(),
+    )
+}
+
+/// A self-signed certificate and its key, ending `ends` from now: what
+/// someone who may write the node's files could put in place of a pair.
+fn forged_ending(ends: time::Duration) -> (String, String) {
     let now = time::OffsetDateTime::now_utc();
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
     p.not_before = now - time::Duration::days(2);
@@ -26,8 +54,16 @@ fn pair_ending(ends: time::Duration) -> (String, String) {
 /// A kubeadm kubeconfig with an embedded client certificate ending `ends`
 /// from now; its server refuses connections at once.
 fn kubeconfig_ending(ends: time::Duration) -> String {
+    kubeconfig_with(pair_ending(ends))
+}
+
+/// [`kubeconfig_ending`] with a self-signed pair.
+fn forged_kubeconfig(ends: time::Duration) -> String {
+    kubeconfig_with(forged_ending(ends))
+}
+
+fn kubeconfig_with((cert, key): (String, String)) -> String {
     use base64::Engine as _;
-    let (cert, key) = pair_ending(ends);
     let b64 = |pem: String| base64::engine::general_purpose::STANDARD.encode(pem);
     let (data, key) = (b64(cert), b64(key));
     format!(
@@ -52,6 +88,7 @@ fn adopted_node() -> tempfile::TempDir {
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
         std::fs::write(p, text).expect("write");
     };
+    write("/etc/kubernetes/pki/ca.crt", &CA.0);
     for t in plan::templates(d) {
         write(&t, &cert_ending(year));
     }
@@ -196,6 +233,21 @@ async fn revert_hands_back_the_admin_conf_that_lasts_longer_and_judges_it() {
         std::fs::read_to_string(d.join("admin.conf")).expect("read"),
         renewed
     );
+
+    // Attack (seventh review, F3): a current one that lasts longer but is
+    // self-signed is not kept.
+    let dir = adopted_node();
+    let d = dir.path();
+    let kubeadms =
+        std::fs::read(plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf")).expect("backup");
+    std::fs::write(
+        d.join("admin.conf"),
+        forged_kubeconfig(time::Duration::days(400)),
+    )
+    .expect("write");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.contains("restored /etc/kubernetes/admin.conf"), "{out}");
+    assert_eq!(std::fs::read(d.join("admin.conf")).expect("read"), kubeadms);
 
     // Normally kubeadm's year-long pair comes back from the backup.
     let dir = adopted_node();
@@ -779,9 +831,11 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
     let (dir, kubeadms, _) = adopted_node_with_pair();
     let d = dir.path();
     let out = revert(&revert_options(d)).await.expect("revert");
-    let read = |f: &str| std::fs::read_to_string(d.join(f)).expect("read");
     assert_eq!(
-        (read("pki/apiserver.crt"), read("pki/apiserver.key")),
+        (
+            read_in(d, "pki/apiserver.crt"),
+            read_in(d, "pki/apiserver.key")
+        ),
         kubeadms
     );
     let mode = |f: &str| {
@@ -823,6 +877,39 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
         longer.1
     );
 
+    // Attack (seventh review, F3): a pair that lasts longer but that the
+    // CA did not issue, or whose key is not the certificate's, is never
+    // kept: kubeadm's comes back from the backup.
+    for (what, crt, key) in [
+        {
+            let f = forged_ending(time::Duration::days(400));
+            ("self-signed", f.0, f.1)
+        },
+        (
+            "another key",
+            pair_ending(time::Duration::days(400)).0,
+            pair_ending(time::Duration::days(400)).1,
+        ),
+    ] {
+        let (dir, kubeadms, _) = adopted_node_with_pair();
+        let d = dir.path();
+        std::fs::write(d.join("pki/apiserver.crt"), &crt).expect("crt");
+        std::fs::write(d.join("pki/apiserver.key"), &key).expect("key");
+        let out = revert(&revert_options(d)).await.expect("revert");
+        assert!(
+            out.contains("restored /etc/kubernetes/pki/apiserver.crt"),
+            "{what}: {out}"
+        );
+        assert_eq!(
+            (
+                read_in(d, "pki/apiserver.crt"),
+                read_in(d, "pki/apiserver.key")
+            ),
+            kubeadms,
+            "{what}"
+        );
+    }
+
     // Both end within a day: refused, naming the pair, nothing changed.
     let (dir, _, _) = adopted_node_with_pair();
     let d = dir.path();
@@ -833,4 +920,8 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
         why.contains("/etc/kubernetes/pki/apiserver.crt (notAfter "),
         "{why}"
     );
+}
+
+fn read_in(d: &Path, f: &str) -> String {
+    std::fs::read_to_string(d.join(f)).expect("read")
 }
