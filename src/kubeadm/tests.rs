@@ -294,7 +294,9 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         ("/etc/kubernetes/pki/etcd/certsync", "certsync-etcd-targets"),
     ] {
         assert!(
-            pod.contains(&format!("    - mountPath: {path}\n      name: {name}\n    - ")),
+            pod.contains(&format!(
+                "    - mountPath: {path}\n      name: {name}\n    - "
+            )),
             "{path} its own read-write mount: {pod}"
         );
     }

@@ -925,3 +925,34 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
 fn read_in(d: &Path, f: &str) -> String {
     std::fs::read_to_string(d.join(f)).expect("read")
 }
+
+#[tokio::test]
+async fn attack_a_symlink_in_place_of_certsyncs_targets_is_never_followed() {
+    // The seventh review, F1: a compromised certsync container put a
+    // symlink in place of pki/certsync; revert (as root, on the host) moved
+    // and deleted the directories it led to. Now it refuses, changing
+    // nothing, and the directories stay.
+    let dir = adopted_node();
+    let d = dir.path();
+    let decoy = tempfile::tempdir().expect("decoy");
+    std::fs::create_dir(decoy.path().join("apiserver")).expect("mkdir");
+    std::fs::write(decoy.path().join("apiserver/canary"), "host's\n").expect("canary");
+    let p = host(d, "/etc/kubernetes/pki/certsync");
+    std::fs::rename(&p, host(d, "/etc/kubernetes/pki/.certsync-real")).expect("rename");
+    std::os::unix::fs::symlink(decoy.path(), &p).expect("symlink");
+    for purge in [false, true] {
+        let opts = Options {
+            purge,
+            ..revert_options(d)
+        };
+        let why = revert_refusal(&opts).await;
+        assert!(
+            why.contains("/etc/kubernetes/pki/certsync is a symlink"),
+            "{why}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(decoy.path().join("apiserver/canary")).expect("canary"),
+            "host's\n"
+        );
+    }
+}
