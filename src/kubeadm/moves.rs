@@ -96,7 +96,7 @@ fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// Whether everything left of `from` is in `to` with the same content (a
 /// file's bytes, a symlink's target, a directory's entries).
-fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
+pub fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
     let Ok(meta) = std::fs::symlink_metadata(from) else {
         return Ok(true);
     };

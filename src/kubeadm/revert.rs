@@ -358,11 +358,30 @@ pub(super) async fn claim_targets(
 /// Moves `node_path` to its place in the backup `backup`, which may be on
 /// another filesystem (see [`moves`]).
 fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, KubeadmError> {
-    let kept = backup_path(dir, backup, node_path);
-    if let Some(parent) = kept.parent() {
+    let from = host(dir, node_path);
+    let base = backup_path(dir, backup, node_path);
+    if let Some(parent) = base.parent() {
         super::apply::mkdir(parent)?;
     }
-    moves::move_path(&host(dir, node_path), &kept).map_err(KubeadmError::Revert)?;
+    // The backup may hold an earlier copy under this name (a second adopt
+    // backed up the pod and configuration it replaced): kept beside it as
+    // NAME.reverted-N, never overwriting it. A move that stopped after its
+    // copy is found again (the copy holds what is left of the original).
+    let name = base
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut kept = base.clone();
+    for n in 1.. {
+        if std::fs::symlink_metadata(&kept).is_err()
+            || moves::contained(&from, &kept)
+                .map_err(|e| KubeadmError::Revert(format!("{}: {e}", kept.display())))?
+        {
+            break;
+        }
+        kept = base.with_file_name(format!("{name}.reverted-{n}"));
+    }
+    moves::move_path(&from, &kept).map_err(KubeadmError::Revert)?;
     Ok(kept)
 }
 

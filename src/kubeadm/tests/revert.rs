@@ -510,26 +510,25 @@ async fn a_move_that_stopped_after_the_copy_is_finished_by_the_next_revert() {
     assert!(!host(d, api).exists());
     assert_eq!(std::fs::read(kept.join("tls.key")).expect("kept"), b"key\n");
 
+    // The backup holds something else under the name (an earlier copy):
+    // it stays as it is, and the original is kept beside it.
     let dir = adopted_node();
     let d = dir.path();
     let kept = plan::backup_path(d, BACKUP, api);
     std::fs::create_dir_all(&kept).expect("mkdir");
     std::fs::write(kept.join("tls.crt"), "another\n").expect("write");
-    let why = match revert(&revert_options(d)).await {
-        Err(e) => e.to_string(),
-        Ok(out) => panic!("not refused:\n{out}"),
-    };
-    assert!(
-        why.contains(&host(d, api).display().to_string())
-            && why.contains(&kept.display().to_string())
-            && why.contains("differ")
-            && why.contains("run `certsync kubeadm revert` again"),
-        "{why}"
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert_eq!(
+        std::fs::read(kept.join("tls.crt")).expect("earlier"),
+        b"another\n"
     );
     assert_eq!(
-        std::fs::read(host(d, api).join("tls.crt")).expect("still in place"),
+        std::fs::read(kept.with_file_name("apiserver.reverted-1").join("tls.crt"))
+            .expect("beside it"),
         format!("target {api}\n").as_bytes()
     );
+    assert!(!host(d, api).exists());
 }
 
 /// An API server holding the kubeadm-config ConfigMap with adopt's
@@ -708,9 +707,9 @@ async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_
     let (api, dir, opts) = adopted_node_with_api().await;
     let d = dir.path();
     // A local step fails after the ClusterConfiguration was written (a
-    // file of another origin where certsync's configuration goes).
-    let kept = plan::backup_path(d, BACKUP, plan::CONFIG);
-    std::fs::write(&kept, "someone else's\n").expect("write");
+    // file where the backup's pki/ directory goes).
+    let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki");
+    std::fs::write(&kept, "in the way\n").expect("write");
     let why = match revert(&opts).await {
         Err(e) => e.to_string(),
         Ok(out) => panic!("not refused:\n{out}"),
@@ -955,4 +954,29 @@ async fn attack_a_symlink_in_place_of_certsyncs_targets_is_never_followed() {
             "host's\n"
         );
     }
+}
+
+#[tokio::test]
+async fn revert_after_a_second_adopt_keeps_both_configurations() {
+    // The operator's review: adopt with short lifetimes, adopt again with
+    // the defaults (its backup holds the first certsync.yaml and pod), then
+    // revert: it stopped partway on "both exist and differ". Now the
+    // current one is kept beside the earlier copy, which stays as it was.
+    let dir = adopted_node();
+    let d = dir.path();
+    let earlier = plan::backup_path(d, BACKUP, plan::CONFIG);
+    std::fs::create_dir_all(earlier.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&earlier, "mappings: [] # the first adoption's\n").expect("write");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&earlier).expect("earlier"),
+        "mappings: [] # the first adoption's\n"
+    );
+    let kept = earlier.with_file_name("certsync.yaml.reverted-1");
+    assert_eq!(
+        std::fs::read_to_string(kept).expect("kept"),
+        "mappings: []\n"
+    );
+    assert!(!host(d, plan::CONFIG).exists());
 }
