@@ -345,3 +345,56 @@ fn a_wait_for_the_target_lock_is_logged_once_and_can_be_ended() {
     let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
     assert_eq!(code, 0, "{err}");
 }
+
+/// Sixth attacker review, F2: a volume root that other users may write (an
+/// emptyDir-style 0777 tmpfs, an fsGroup-style root:group 2775 one) was
+/// accepted as a target itself, not only as the directory above one.
+/// Whoever shares the volume planted `..pin` there, and certsync kept the
+/// user's pair as an operator's rollback (a `csr:` mapping stopped
+/// issuing). Such a target is refused at start (exit 64), naming it and
+/// saying to use a subdirectory, by `run` and by `revisions` and
+/// `rollback`; a subdirectory of the same volume is the control.
+#[test]
+fn a_target_other_users_may_write_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let source = format!("dir:{}/examples/certs=", env!("CARGO_MANIFEST_DIR"));
+    for (i, mode) in ["0777", "2775"].into_iter().enumerate() {
+        let vol = d.path().join(format!("vol{i}"));
+        if !mount_tmpfs(&vol, mode) {
+            return;
+        }
+        std::os::unix::fs::chown(&vol, Some(0), Some(USER)).unwrap();
+        // The attack: the user's pin, naming any content as the rollback's.
+        let v = vol.display();
+        as_user(&format!(
+            "printf 'pinned %s\\nreplaced %s\\n' {h} {h} > {v}/..pin",
+            h = "0".repeat(64)
+        ));
+        let sync = format!("{source}{v}");
+        let (code, _, err) = run_bounded(&["run", "--once", "--sync", &sync], d.path());
+        let (rcode, _, rerr) = run_bounded(&["revisions", &v.to_string()], d.path());
+        let (sub_code, _, sub_err) = run_bounded(
+            &["run", "--once", "--sync", &format!("{source}{v}/web")],
+            d.path(),
+        );
+        let written = vol.join("tls.crt").exists();
+        let _ = Command::new("umount").arg(&vol).status();
+        assert_eq!(
+            code, 64,
+            "{mode}: a writable volume root as the target: {err}"
+        );
+        assert!(
+            err.contains(&format!("target {v}")) && err.contains("subdirectory"),
+            "{mode}: {err}"
+        );
+        assert!(!written, "{mode}: published into the volume root");
+        assert_ne!(rcode, 0, "{mode}: revisions of a writable target: {rerr}");
+        assert!(rerr.contains(&v.to_string()), "{mode}: {rerr}");
+        assert_eq!(
+            sub_code, 0,
+            "{mode}: a subdirectory of the volume: {sub_err}"
+        );
+    }
+}
