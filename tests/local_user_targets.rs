@@ -398,3 +398,102 @@ fn a_target_other_users_may_write_is_refused_at_start() {
         );
     }
 }
+
+/// Sixth attacker review, F3: a target two levels below a volume root the
+/// user may write (`vol/a/b`: certsync made `a` and `b`) was made again,
+/// once gone, with a `mkdir` of its path, which followed the symlink the
+/// user had exchanged for `a`: root made `b` in a root-only directory of
+/// the user's choosing. Missing directories are made one at a time from
+/// the directory checked at start, each opened without following links:
+/// the link is refused, named, and nothing is made through it.
+#[test]
+fn a_missing_nested_target_is_never_made_through_a_users_link() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let vol = d.path().join("vol");
+    if !mount_tmpfs(&vol, "0777") {
+        return;
+    }
+    let rootonly = d.path().join("rootonly");
+    fs::create_dir(&rootonly).unwrap();
+    fs::set_permissions(&rootonly, fs::Permissions::from_mode(0o700)).unwrap();
+    let src = d.path().join("src");
+    let first = Pair::new("first");
+    write_pair(&src, &first);
+    let target = vol.join("a/b");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let cs = Certsync::start(
+        &[
+            "run",
+            "--sync",
+            &sync,
+            "--debounce",
+            "100ms",
+            "--resync",
+            "1s",
+        ],
+        d.path(),
+    );
+    wait_pair(&target, &first);
+    as_user(&format!(
+        "ln -s {} {}",
+        rootonly.display(),
+        vol.join("lnk").display()
+    ));
+    // One renameat2(RENAME_EXCHANGE), as the user: `a` is the link at
+    // once, so certsync never sees the target merely gone.
+    let out = Command::new("setpriv")
+        .args(AS_USER)
+        .arg(std::env::current_exe().unwrap())
+        .args(["exchange_a_and_lnk", "--exact", "--ignored", "--nocapture"])
+        .env("CERTSYNC_TEST_XCHG_DIR", &vol)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("exchanged"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed = cs.log().matches("keeping the last good files").count();
+    let outcome = std::panic::catch_unwind(|| {
+        wait_for("a failed write", || {
+            (cs.log().matches("keeping the last good files").count() > failed).then_some(())
+        })
+    });
+    // Two more resyncs, each of which would make the target again.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let made = rootonly.join("b").exists();
+    let log = cs.log();
+    drop(cs);
+    let _ = Command::new("umount").arg(&vol).status();
+    assert!(
+        !made,
+        "root made a directory through the user's link:\n{log}"
+    );
+    assert!(outcome.is_ok(), "no write failed:\n{log}");
+    assert!(
+        log.contains(&format!("{}: a symlink", vol.join("a").display())),
+        "the link is not named:\n{log}"
+    );
+}
+
+/// The attacker's half of the test above, run as uid 65534: exchanges
+/// `a` and `lnk` in `CERTSYNC_TEST_XCHG_DIR` once.
+#[test]
+#[ignore = "run by a_missing_nested_target_is_never_made_through_a_users_link"]
+fn exchange_a_and_lnk() {
+    let Some(dir) = std::env::var_os("CERTSYNC_TEST_XCHG_DIR") else {
+        return;
+    };
+    let dir = fs::File::open(&dir).unwrap();
+    nix::fcntl::renameat2(
+        &dir,
+        "a",
+        &dir,
+        "lnk",
+        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+    )
+    .unwrap();
+    println!("exchanged");
+}

@@ -43,11 +43,18 @@
 //!   the pod writes) is refused, naming it, until certsync restarts. Only
 //!   a target that is gone is made again, by certsync itself: it adopts
 //!   the new directory if what it opened is empty and certsync's own.
+//! - A missing target (and what is missing above it) is made one name at a
+//!   time with `mkdirat` beneath a handle opened at start on the directory
+//!   the start-up checks judged ([`Anchor`]), each name opened without
+//!   following links and judged on its handle, never by a path `mkdir`:
+//!   a link a user exchanged for a directory on the way (one they may
+//!   rename, in a volume's root) would have root make a directory where
+//!   the link leads (the sixth attacker review, F3).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -143,6 +150,16 @@ pub enum WriterError {
          two daemons on one target would undo each other's work"
     )]
     Owned { target: PathBuf, pid: String },
+    #[error(
+        "target {target} is gone, and {path}: {problem}; certsync makes a missing target only \
+         through directories it opens without following links, owned by root or itself and \
+         written by no one else; nothing was made"
+    )]
+    Way {
+        target: PathBuf,
+        path: PathBuf,
+        problem: String,
+    },
 }
 
 trait Ctx<T> {
@@ -295,6 +312,109 @@ pub struct Writer {
     /// The claim, while one is held: kept on whatever directory the
     /// target is now.
     claimed: ClaimSlot,
+    /// Where a missing target is made from (`None`: never made, for
+    /// `rollback` and reading).
+    anchor: Option<Arc<Anchor>>,
+}
+
+/// A handle on the directory a missing target is made beneath, opened at
+/// start, and the names from it to the target, as the kernel resolved the
+/// path then (no link on the way). It is the deepest directory above the
+/// target that others may write (a volume's root: itself a mount point no
+/// one renames, while its writers may rename what is in it), else the
+/// nearest directory that existed.
+#[derive(Debug)]
+struct Anchor {
+    dir: Dir,
+    path: PathBuf,
+    below: Vec<std::ffi::OsString>,
+}
+
+impl Anchor {
+    /// The anchor of `target`; `None` for `/`.
+    fn of(target: &Path) -> Result<Option<Self>, WriterError> {
+        let mut missing = Vec::new();
+        let mut cur = target;
+        while let Err(e) = cur.symlink_metadata() {
+            match (e.kind(), cur.parent(), cur.file_name()) {
+                (io::ErrorKind::NotFound, Some(parent), Some(name)) => {
+                    missing.push(name.to_owned());
+                    cur = parent;
+                }
+                _ => return Err(e).ctx("open target directory", target),
+            }
+        }
+        let mut full = fs::canonicalize(cur).ctx("resolve target directory", target)?;
+        full.extend(missing.iter().rev());
+        let Some(parent) = full.parent() else {
+            return Ok(None);
+        };
+        let dirs = || {
+            parent
+                .ancestors()
+                .filter_map(|p| Some((p, fs::metadata(p).ok().filter(|m| m.is_dir())?)))
+        };
+        let Some(path) = dirs()
+            .find(|(_, m)| std::os::unix::fs::MetadataExt::mode(m) & 0o022 != 0)
+            .or_else(|| dirs().next())
+            .map(|(p, _)| p.to_owned())
+        else {
+            return Ok(None);
+        };
+        let dir = Dir::open_ambient_dir(&path, cap_std::ambient_authority())
+            .ctx("open target directory", &path)?;
+        let below = full
+            .strip_prefix(&path)
+            .map(|rest| rest.iter().map(ToOwned::to_owned).collect())
+            .unwrap_or_default();
+        Ok(Some(Self { dir, path, below }))
+    }
+
+    /// Makes what is missing of `target` beneath the anchor, one name at a
+    /// time (`mkdirat`, 0755), each opened without following links and
+    /// judged on its handle: root's or certsync's, written by no one else.
+    fn make(&self, target: &Path) -> Result<(), WriterError> {
+        let me = nix::unistd::geteuid().as_raw();
+        let mut dir = self
+            .dir
+            .try_clone()
+            .ctx("open target directory", &self.path)?;
+        let mut shown = self.path.clone();
+        for name in &self.below {
+            shown.push(name);
+            let way = |problem: String| WriterError::Way {
+                target: target.to_owned(),
+                path: shown.clone(),
+                problem,
+            };
+            let opened = match dir.open_dir_nofollow(name) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    match dir.create_dir_with(name, DirBuilder::new().mode(0o755)) {
+                        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                            return Err(e).ctx("create target directory", &shown);
+                        }
+                        _ => dir.open_dir_nofollow(name),
+                    }
+                }
+                other => other,
+            };
+            dir = opened.map_err(|e| {
+                way(match dir.symlink_metadata(name) {
+                    Ok(m) if m.file_type().is_symlink() => "a symlink".into(),
+                    _ => not_a_dir(e),
+                })
+            })?;
+            let m = dir.dir_metadata().ctx("stat target directory", &shown)?;
+            if (m.uid() != 0 && m.uid() != me) || m.mode() & 0o022 != 0 {
+                return Err(way(format!(
+                    "owner {}, mode {:04o}: another user's, or writable by others",
+                    m.uid(),
+                    m.mode() & 0o7777
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Writer {
@@ -311,7 +431,9 @@ impl Writer {
             resolved: None,
             identity: Arc::default(),
             claimed: Arc::default(),
+            anchor: None,
         };
+        w.anchor = Anchor::of(&w.target)?.map(Arc::new);
         let root = w.root(true)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
         let _lock = w.lock(&root)?;
@@ -328,6 +450,7 @@ impl Writer {
             resolved: None,
             identity: Arc::default(),
             claimed: Arc::default(),
+            anchor: None,
         };
         let root = w.root(false)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
@@ -351,11 +474,10 @@ impl Writer {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(WriterError::NotADirectory(self.target.clone())),
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
-                fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o755)
-                    .create(&self.target)
-                    .ctx("create target directory", &self.target)?;
+                let Some(anchor) = &self.anchor else {
+                    return Err(e).ctx("open target directory", &self.target);
+                };
+                anchor.make(&self.target)?;
                 made = true;
             }
             Err(e) => return Err(e).ctx("open target directory", &self.target),

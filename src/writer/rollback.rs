@@ -92,6 +92,7 @@ impl Writer {
             resolved: self.resolved.clone(),
             identity: Arc::clone(&self.identity),
             claimed: Arc::clone(&self.claimed),
+            anchor: None,
         };
         let new = restorer
             .publish_locked(&root, &revision.bundle, || {})?
