@@ -16,7 +16,8 @@
 //!   symlinks. A name certsync owns (`..data`, `..rev-*`, `..history` and
 //!   everything in it, `..owner`, `..pin`, `..tmp*`) that turns out
 //!   to be a symlink, FIFO, device or the wrong kind of entry is removed and
-//!   made anew, never followed or opened; a file is read only after `fstat`
+//!   made anew, never followed or opened; so is one that is not certsync's
+//!   own (its user's, written by no one else: [`own`]), never obeyed; a file is read only after `fstat`
 //!   on the opened descriptor says it is a regular file, with a size cap.
 //! - `..data` only ever names a complete revision: files are created with
 //!   their final mode (never more permissive, never by umask), written,
@@ -70,6 +71,8 @@ mod history;
 mod kubeconfig;
 mod lock;
 mod pair;
+#[cfg(test)]
+mod planted_tests;
 mod revision;
 mod rollback;
 #[cfg(test)]
@@ -174,6 +177,23 @@ impl<T> Ctx<T> for io::Result<T> {
             source,
         })
     }
+}
+
+/// Whether an entry certsync made in a target (`..pin`, `..data`,
+/// `..history` and its entries, a revision directory) is still only
+/// certsync's: its user's, written by no one else. Anything else may have
+/// been put there by whoever else may write the target (the sixth attacker
+/// review, F2: a user's `..pin` in a volume root was obeyed as an
+/// operator's rollback), so it is removed and made anew, never obeyed.
+/// `Err` says why not, without the path.
+fn own(uid: u32, mode: u32) -> Result<(), String> {
+    if uid == nix::unistd::geteuid().as_raw() && mode & 0o022 == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "owner {uid}, mode {:04o}: not certsync's own (its user's, written by no one else)",
+        mode & 0o7777
+    ))
 }
 
 /// The path of the directory `dir` is open on, as the kernel names it.
@@ -558,7 +578,11 @@ impl Writer {
         let root = self.root(true)?;
         self.hold_claim(&root)?;
         let _lock = self.lock(&root)?;
-        if let Some((pinned, replaced)) = read_pin(&root) {
+        let pin = read_pin(&root).or_else(|problem| {
+            tracing::warn!(target_dir = %self.target.display(), %problem, "removed a ..pin certsync did not write; not obeyed");
+            remove_any(&root, PIN, &self.path(PIN)).map(|()| None)
+        })?;
+        if let Some((pinned, replaced)) = pin {
             let hash = bundle.hash().to_string();
             // An issuing source offers a new pair every time: none of them
             // is the operator's "source changed", so the pin holds.
