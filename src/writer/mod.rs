@@ -353,8 +353,10 @@ struct Anchor {
 impl Anchor {
     /// The anchor of `target`; `None` for `/`.
     fn of(target: &Path) -> Result<Option<Self>, WriterError> {
+        // A relative target (`dir:src=t`) is the working directory's.
+        let absolute = std::path::absolute(target).ctx("resolve target directory", target)?;
         let mut missing = Vec::new();
-        let mut cur = target;
+        let mut cur = absolute.as_path();
         while let Err(e) = cur.symlink_metadata() {
             match (e.kind(), cur.parent(), cur.file_name()) {
                 (io::ErrorKind::NotFound, Some(parent), Some(name)) => {
