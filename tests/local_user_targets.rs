@@ -9,12 +9,32 @@ mod support;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use support::certs::Pair;
 use support::local_user::*;
 use support::*;
+
+/// A daemon publishing `first` from the `dir:` source `d/src` to `target`
+/// (a 1 s resync), once it is there. Returns it and the source.
+fn publishing(d: &Path, src: &str, target: &Path, first: &Pair) -> (Certsync, PathBuf) {
+    let src = d.join(src);
+    write_pair(&src, first);
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let args = [
+        "run",
+        "--sync",
+        &sync,
+        "--debounce",
+        "100ms",
+        "--resync",
+        "1s",
+    ];
+    let cs = Certsync::start(&args, d);
+    wait_pair(target, first);
+    (cs, src)
+}
 
 /// Finding 7 (A4, A4b): a target directly in a volume root the user may
 /// write (an emptyDir-style 0777 tmpfs, an fsGroup-style root:group 2775
@@ -33,24 +53,9 @@ fn a_target_recreated_by_a_user_in_a_volume_root_is_never_written_into() {
             return;
         }
         std::os::unix::fs::chown(&vol, Some(0), Some(USER)).unwrap();
-        let src = d.path().join(format!("src{i}"));
         let target = vol.join("t");
         let first = Pair::new("first");
-        write_pair(&src, &first);
-        let sync = format!("dir:{}={}", src.display(), target.display());
-        let cs = Certsync::start(
-            &[
-                "run",
-                "--sync",
-                &sync,
-                "--debounce",
-                "100ms",
-                "--resync",
-                "1s",
-            ],
-            d.path(),
-        );
-        wait_pair(&target, &first);
+        let (cs, src) = publishing(d.path(), &format!("src{i}"), &target, &first);
         let t = target.display();
         as_user(&format!("mv {t} {t}-old && mkdir {t} && chmod 777 {t}"));
         write_pair(&src, &Pair::new("second"));
@@ -418,24 +423,8 @@ fn a_missing_nested_target_is_never_made_through_a_users_link() {
     let rootonly = d.path().join("rootonly");
     fs::create_dir(&rootonly).unwrap();
     fs::set_permissions(&rootonly, fs::Permissions::from_mode(0o700)).unwrap();
-    let src = d.path().join("src");
-    let first = Pair::new("first");
-    write_pair(&src, &first);
     let target = vol.join("a/b");
-    let sync = format!("dir:{}={}", src.display(), target.display());
-    let cs = Certsync::start(
-        &[
-            "run",
-            "--sync",
-            &sync,
-            "--debounce",
-            "100ms",
-            "--resync",
-            "1s",
-        ],
-        d.path(),
-    );
-    wait_pair(&target, &first);
+    let (cs, _) = publishing(d.path(), "src", &target, &Pair::new("first"));
     as_user(&format!(
         "ln -s {} {}",
         rootonly.display(),
