@@ -486,3 +486,55 @@ fn exchange_a_and_lnk() {
     .unwrap();
     println!("exchanged");
 }
+
+/// Sixth attacker review, F2, defence in depth through the daemon: a
+/// target made writable by all after start (an operator's `chmod`; the
+/// start-up check refuses one that already is). The user plants what the
+/// review planted in a volume root: a revision of their own holding their
+/// pair, `..data` pointing at it, and `..pin` naming it as an operator's
+/// rollback. The daemon kept the user's pair live ("rollback in place");
+/// now none of it is certsync's own, so the pin is removed, not obeyed,
+/// the source's pair is published again and the user's revision removed.
+#[test]
+fn entries_a_user_planted_in_a_target_made_writable_are_never_obeyed() {
+    use certsync::bundle::{Bundle, CERT_FILE, KEY_FILE};
+    let Some(d) = as_root() else {
+        return;
+    };
+    let target = d.path().join("t");
+    let first = Pair::new("first");
+    let (cs, _) = publishing(d.path(), "src", &target, &first);
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o777)).unwrap();
+    let hash = |p: &Pair| {
+        let mut b = Bundle::default();
+        b.insert(CERT_FILE, p.cert.clone(), "t").unwrap();
+        b.insert(KEY_FILE, p.key.clone(), "t").unwrap();
+        b.hash()
+    };
+    let evil = Pair::new("user-evil");
+    let from = d.path().join("evil");
+    write_pair(&from, &evil);
+    fs::set_permissions(from.join("tls.key"), fs::Permissions::from_mode(0o644)).unwrap();
+    let rev = format!("..rev-000009-{}", hash(&evil).short());
+    let (t, e) = (target.display(), from.display());
+    as_user(&format!(
+        "mkdir {t}/{rev} && cp {e}/tls.crt {e}/tls.key {t}/{rev}/ && chmod 600 {t}/{rev}/tls.key \
+         && ln -s {rev} {t}/..tmp-user && mv -T {t}/..tmp-user {t}/..data \
+         && printf 'pinned %s\\nreplaced %s\\n' {} {} > {t}/..pin-user && mv {t}/..pin-user {t}/..pin",
+        hash(&evil),
+        hash(&first)
+    ));
+    let outcome = std::panic::catch_unwind(|| {
+        cs.wait_log("removed a ..pin certsync did not write");
+        wait_pair(&target, &first);
+    });
+    let log = cs.log();
+    drop(cs);
+    assert!(outcome.is_ok(), "the user's pin was obeyed:\n{log}");
+    assert!(!log.contains("rollback in place"), "{log}");
+    assert!(!target.join("..pin").exists(), "{log}");
+    assert!(
+        !target.join(&rev).exists(),
+        "the user's revision stays:\n{log}"
+    );
+}
