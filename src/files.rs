@@ -506,6 +506,34 @@ pub fn no_other_user_may_recreate(path: &Path) -> Result<(), String> {
     guard(path, true)
 }
 
+/// A target directory itself, where it exists (where its links lead): owned
+/// by root or certsync's user and writable by its owner only, whatever the
+/// mapping's `owner=`/`group=` (they are for the files), and with no
+/// exception for a volume's root. Whoever may write in the target may plant
+/// the entries certsync keeps there (`..pin`, `..data`, `..history`, a
+/// revision) for it to act on (the sixth attacker review, F2: a user's
+/// `..pin` in a 0777 emptyDir root was obeyed as an operator's rollback).
+/// A missing target is made by certsync, root's and 0755.
+pub fn no_other_user_may_write(target: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(m) = std::fs::metadata(target) else {
+        return Ok(());
+    };
+    let euid = nix::unistd::geteuid().as_raw();
+    if (m.uid() == 0 || m.uid() == euid) && m.mode() & 0o022 == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "{} (owner {}, mode {:04o}) may be changed by another user, who could plant the \
+         entries certsync keeps there (..data, ..pin, ..history) for it to obey; a \
+         directory others may write (a volume's root) is no target: name a subdirectory \
+         of it (as /certs/web in a /certs volume), which certsync makes root's, 0755",
+        target.display(),
+        m.uid(),
+        m.mode() & 0o7777
+    ))
+}
+
 /// The check of [`only_root_may_change`] (and, with `volume_roots`, of
 /// [`no_other_user_may_recreate`]), by path: for a target written later
 /// and for a file run or read by another program, where certsync opens

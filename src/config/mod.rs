@@ -354,9 +354,14 @@ fn above_guarded(dir: &std::path::Path) -> Result<(), String> {
 /// entry and anyone makes it again; the consumer then reads that user's
 /// pair by path, and certsync's writes would go where that user chose).
 /// A volume's root writable by a pod's containers (an emptyDir) is
-/// accepted ([`crate::files::no_other_user_may_recreate`]); `ca:`
-/// targets are held to the stricter rule below.
+/// accepted above a target ([`crate::files::no_other_user_may_recreate`]),
+/// never as the target itself ([`crate::files::no_other_user_may_write`],
+/// every mapping); `ca:` targets are held to the stricter rule below.
 fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    crate::files::no_other_user_may_write(&m.target).map_err(|problem| ConfigError::Mapping {
+        mapping: m.name.clone(),
+        problem: format!("target {problem}"),
+    })?;
     if matches!(m.source, Source::Ca(_)) {
         return Ok(());
     }
@@ -365,7 +370,8 @@ fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
         problem: format!(
             "target {}: {problem}, who could re-create it and have the consumer read \
                  their own pair there; give a target whose directories are owned by root \
-                 (or certsync's user) and writable by their owner only, or a volume's root",
+                 (or certsync's user) and writable by their owner only, or a subdirectory of \
+                 a volume's root",
             m.target.display()
         ),
     })

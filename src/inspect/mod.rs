@@ -230,18 +230,20 @@ pub struct RevisionReport {
     pub subject: Option<String>,
 }
 
-/// A target another user owns or may re-create is refused, as `run`
-/// refuses it at start ([`crate::files::no_other_user_may_recreate`]):
+/// A target another user owns, may write or may re-create is refused, as
+/// `run` refuses it at start ([`crate::files::no_other_user_may_write`],
+/// [`crate::files::no_other_user_may_recreate`]):
 /// whoever may change it chooses what its history holds (root's key
 /// hard-linked there), which root would read, print or restore into their
 /// directory.
 fn target_guarded(target: &Path) -> Result<(), InspectError> {
-    crate::files::no_other_user_may_recreate(target).map_err(|problem| InspectError::Path {
+    let refuse = |problem: String| InspectError::Path {
         path: target.to_owned(),
-        problem: format!(
-            "{problem}, who chooses what its history holds; refusing to read or restore it"
-        ),
-    })
+        problem: format!("{problem}; refusing to read or restore it"),
+    };
+    crate::files::no_other_user_may_write(target).map_err(refuse)?;
+    crate::files::no_other_user_may_recreate(target)
+        .map_err(|p| refuse(format!("{p}, who chooses what its history holds")))
 }
 
 /// The revisions of a target, newest first.

@@ -34,6 +34,14 @@ impl Writer {
             Err(problem) => (Bundle::default(), Some(problem)),
         };
         let hash = bundle.hash();
+        if problem.is_none()
+            && let Err(p) = root
+                .symlink_metadata(DATA)
+                .map_err(|e| e.to_string())
+                .and_then(|m| own(m.uid(), 0))
+        {
+            problem = Some(format!("{DATA}: {p}"));
+        }
         if problem.is_none() && hash.short() != name_hash {
             problem = Some(format!(
                 "{dir_name}: contents were changed after it was written"

@@ -9,7 +9,7 @@ use super::*;
 pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError> {
     let path = target.join(HISTORY);
     match root.symlink_metadata(HISTORY) {
-        Ok(m) if m.is_dir() => {}
+        Ok(m) if m.is_dir() && own(m.uid(), m.mode()).is_ok() => {}
         other => {
             if other.is_ok() {
                 remove_any(root, HISTORY, &path)?;
@@ -21,9 +21,12 @@ pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError
     root.open_dir_nofollow(HISTORY).ctx("open history", &path)
 }
 
-/// `..history` if it is a real directory (for reading and pruning).
+/// `..history` if it is a real directory and certsync's own ([`own`]),
+/// for reading and pruning; one that is not is never read.
 pub(super) fn history_dir(root: &Dir) -> Option<Dir> {
-    root.open_dir_nofollow(HISTORY).ok()
+    let h = root.open_dir_nofollow(HISTORY).ok()?;
+    let m = h.dir_metadata().ok()?;
+    own(m.uid(), m.mode()).is_ok().then_some(h)
 }
 
 /// History entries by revision number → directory name.
@@ -114,8 +117,13 @@ impl Writer {
         let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
             return Ok(());
         };
-        let Ok(src) = root.open_dir_nofollow(dir_name) else {
-            // A symlink or a file under a revision name: not ours to keep.
+        let src = root.open_dir_nofollow(dir_name).ok().filter(|d| {
+            d.dir_metadata()
+                .is_ok_and(|m| own(m.uid(), m.mode()).is_ok())
+        });
+        let Some(src) = src else {
+            // A symlink, a file or a directory certsync did not make under
+            // a revision name: not ours to keep, nor to restore later.
             return remove_any(root, dir_name, &src_path);
         };
         if self.opts.keep > 1 {
@@ -169,6 +177,7 @@ impl Writer {
             }
             changed = true;
         }
+        changed |= self.remove_planted_history(root)?;
         // The pair found before certsync's first publish (kubeadm's) is the
         // way back to what was there: never pruned, not counted.
         let mut history = history_names(root)?;
@@ -189,6 +198,34 @@ impl Writer {
             fsync(root, &self.target)?;
         }
         Ok(())
+    }
+
+    /// Removes a `..history` that is not certsync's own, and entries in its
+    /// own that are not (see [`own`]): whoever else made them chose what
+    /// `rollback` would restore. Returns whether anything went.
+    fn remove_planted_history(&self, root: &Dir) -> Result<bool, WriterError> {
+        let path = self.path(HISTORY);
+        if root.symlink_metadata(HISTORY).is_err() {
+            return Ok(false);
+        }
+        let Some(h) = history_dir(root) else {
+            tracing::warn!(path = %path.display(), "removed a ..history certsync did not make; not read");
+            remove_any(root, HISTORY, &path)?;
+            return Ok(true);
+        };
+        let mut removed = false;
+        for name in list(&h, &path)? {
+            let planted = h
+                .symlink_metadata(&name)
+                .map_or(true, |m| !m.is_dir() || own(m.uid(), m.mode()).is_err());
+            if planted {
+                let entry = path.join(&name);
+                tracing::warn!(path = %entry.display(), "removed a history entry certsync did not make; not restored");
+                remove_any(&h, &name, &entry)?;
+                removed = true;
+            }
+        }
+        Ok(removed)
     }
 
     /// A target certsync has never published to may hold the files it is

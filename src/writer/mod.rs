@@ -16,7 +16,8 @@
 //!   symlinks. A name certsync owns (`..data`, `..rev-*`, `..history` and
 //!   everything in it, `..owner`, `..pin`, `..tmp*`) that turns out
 //!   to be a symlink, FIFO, device or the wrong kind of entry is removed and
-//!   made anew, never followed or opened; a file is read only after `fstat`
+//!   made anew, never followed or opened; so is one that is not certsync's
+//!   own (its user's, written by no one else: [`own`]), never obeyed; a file is read only after `fstat`
 //!   on the opened descriptor says it is a regular file, with a size cap.
 //! - `..data` only ever names a complete revision: files are created with
 //!   their final mode (never more permissive, never by umask), written,
@@ -43,11 +44,18 @@
 //!   the pod writes) is refused, naming it, until certsync restarts. Only
 //!   a target that is gone is made again, by certsync itself: it adopts
 //!   the new directory if what it opened is empty and certsync's own.
+//! - A missing target (and what is missing above it) is made one name at a
+//!   time with `mkdirat` beneath a handle opened at start on the directory
+//!   the start-up checks judged ([`Anchor`]), each name opened without
+//!   following links and judged on its handle, never by a path `mkdir`:
+//!   a link a user exchanged for a directory on the way (one they may
+//!   rename, in a volume's root) would have root make a directory where
+//!   the link leads (the sixth attacker review, F3).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -58,16 +66,20 @@ use nix::fcntl::{Flock, FlockArg, OFlag};
 use crate::bundle::{Bundle, ContentHash, KEY_FILE};
 use crate::validate::{MAX_BUNDLE_SIZE, MAX_PUBLISHED_SIZE};
 
+mod anchor;
 mod drift;
 mod history;
 mod kubeconfig;
 mod lock;
 mod pair;
+#[cfg(test)]
+mod planted_tests;
 mod revision;
 mod rollback;
 #[cfg(test)]
 mod tests;
 
+use anchor::Anchor;
 use history::*;
 pub use kubeconfig::{check_kubeconfig, kubeconfig_certificate, update_kubeconfig};
 pub use lock::stop_waiting;
@@ -143,6 +155,16 @@ pub enum WriterError {
          two daemons on one target would undo each other's work"
     )]
     Owned { target: PathBuf, pid: String },
+    #[error(
+        "target {target} is gone, and {path}: {problem}; certsync makes a missing target only \
+         through directories it opens without following links, owned by root or itself and \
+         written by no one else; nothing was made"
+    )]
+    Way {
+        target: PathBuf,
+        path: PathBuf,
+        problem: String,
+    },
 }
 
 trait Ctx<T> {
@@ -157,6 +179,23 @@ impl<T> Ctx<T> for io::Result<T> {
             source,
         })
     }
+}
+
+/// Whether an entry certsync made in a target (`..pin`, `..data`,
+/// `..history` and its entries, a revision directory) is still only
+/// certsync's: its user's, written by no one else. Anything else may have
+/// been put there by whoever else may write the target (the sixth attacker
+/// review, F2: a user's `..pin` in a volume root was obeyed as an
+/// operator's rollback), so it is removed and made anew, never obeyed.
+/// `Err` says why not, without the path.
+fn own(uid: u32, mode: u32) -> Result<(), String> {
+    if uid == nix::unistd::geteuid().as_raw() && mode & 0o022 == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "owner {uid}, mode {:04o}: not certsync's own (its user's, written by no one else)",
+        mode & 0o7777
+    ))
 }
 
 /// The path of the directory `dir` is open on, as the kernel names it.
@@ -295,6 +334,9 @@ pub struct Writer {
     /// The claim, while one is held: kept on whatever directory the
     /// target is now.
     claimed: ClaimSlot,
+    /// Where a missing target is made from (`None`: never made, for
+    /// `rollback` and reading).
+    anchor: Option<Arc<Anchor>>,
 }
 
 impl Writer {
@@ -311,7 +353,9 @@ impl Writer {
             resolved: None,
             identity: Arc::default(),
             claimed: Arc::default(),
+            anchor: None,
         };
+        w.anchor = Anchor::of(&w.target)?.map(Arc::new);
         let root = w.root(true)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
         let _lock = w.lock(&root)?;
@@ -328,6 +372,7 @@ impl Writer {
             resolved: None,
             identity: Arc::default(),
             claimed: Arc::default(),
+            anchor: None,
         };
         let root = w.root(false)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
@@ -351,11 +396,10 @@ impl Writer {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(WriterError::NotADirectory(self.target.clone())),
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
-                fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o755)
-                    .create(&self.target)
-                    .ctx("create target directory", &self.target)?;
+                let Some(anchor) = &self.anchor else {
+                    return Err(e).ctx("open target directory", &self.target);
+                };
+                anchor.make(&self.target)?;
                 made = true;
             }
             Err(e) => return Err(e).ctx("open target directory", &self.target),
@@ -436,7 +480,11 @@ impl Writer {
         let root = self.root(true)?;
         self.hold_claim(&root)?;
         let _lock = self.lock(&root)?;
-        if let Some((pinned, replaced)) = read_pin(&root) {
+        let pin = read_pin(&root).or_else(|problem| {
+            tracing::warn!(target_dir = %self.target.display(), %problem, "removed a ..pin certsync did not write; not obeyed");
+            remove_any(&root, PIN, &self.path(PIN)).map(|()| None)
+        })?;
+        if let Some((pinned, replaced)) = pin {
             let hash = bundle.hash().to_string();
             // An issuing source offers a new pair every time: none of them
             // is the operator's "source changed", so the pin holds.

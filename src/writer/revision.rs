@@ -32,11 +32,16 @@ pub(super) struct Revision {
 }
 
 /// Reads the revision directory `name` of `parent` (never through a
-/// symlink). `Err` carries why it cannot be trusted.
+/// symlink), if it is certsync's own ([`own`]). `Err` carries why it
+/// cannot be trusted.
 pub(super) fn read_revision_at(parent: &Dir, name: &str, shown: &Path) -> Result<Revision, String> {
     let dir = parent
         .open_dir_nofollow(name)
         .map_err(|e| format!("{}: {}", shown.display(), not_a_dir(e)))?;
+    dir.dir_metadata()
+        .map_err(|e| e.to_string())
+        .and_then(|m| own(m.uid(), m.mode()))
+        .map_err(|e| format!("{}: {e}", shown.display()))?;
     read_revision(&dir, shown)
 }
 
@@ -117,7 +122,7 @@ pub(super) fn read_file_meta(
 }
 
 /// [`read_file_meta`], with the file's link count.
-fn read_file_links(
+pub(super) fn read_file_links(
     dir: &Dir,
     name: &str,
     path: &Path,

@@ -3,9 +3,24 @@
 
 use super::*;
 
-/// The rollback pin, if `..pin` is a regular file holding one.
-pub(super) fn read_pin(root: &Dir) -> Option<(String, String)> {
-    let bytes = read_file_at(root, PIN, Path::new(PIN)).ok()?;
+/// The rollback pin, if `..pin` is a regular file holding one. `Err`
+/// (why) when `..pin` is not certsync's own: not a regular file, another
+/// user's or writable by others ([`own`]), or a hard link: never obeyed.
+pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, String> {
+    let (bytes, (mode, uid, _), links) = match read_file_links(root, PIN, Path::new(PIN)) {
+        Ok(read) => read,
+        Err(crate::files::FileError::Io { .. }) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    own(uid, mode).map_err(|p| format!("{PIN}: {p}"))?;
+    if links != 1 {
+        return Err(format!("{PIN}: a hard link (links {links})"));
+    }
+    Ok(parse_pin(bytes))
+}
+
+/// `pinned HASH` and `replaced HASH` lines.
+fn parse_pin(bytes: Vec<u8>) -> Option<(String, String)> {
     let text = String::from_utf8(bytes).ok()?;
     let mut pinned = None;
     let mut replaced = None;
@@ -22,7 +37,7 @@ pub(super) fn read_pin(root: &Dir) -> Option<(String, String)> {
 impl Writer {
     /// The rollback pin: (pinned content hash, replaced content hash).
     pub fn pin(&self) -> Option<(String, String)> {
-        read_pin(&self.root(false).ok()?)
+        read_pin(&self.root(false).ok()?).ok().flatten()
     }
 
     /// Keeps the pinned content live, rewriting it from the live revision
@@ -78,8 +93,7 @@ impl Writer {
         let revision = history_dir(&root)
             .ok_or_else(|| err("no earlier revision in history".into()))
             .and_then(|h| {
-                let dir = h.open_dir_nofollow(name).map_err(|e| err(e.to_string()))?;
-                read_revision(&dir, &shown)
+                read_revision_at(&h, name, &shown)
                     .and_then(|r| as_written(&r, &shown).map(|()| r))
                     .and_then(|r| unchanged(&r, name, &shown).map(|()| r))
                     .and_then(|r| certsyncs_own(&r, &shown).map(|()| r))
@@ -92,6 +106,7 @@ impl Writer {
             resolved: self.resolved.clone(),
             identity: Arc::clone(&self.identity),
             claimed: Arc::clone(&self.claimed),
+            anchor: None,
         };
         let new = restorer
             .publish_locked(&root, &revision.bundle, || {})?

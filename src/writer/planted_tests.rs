@@ -1,0 +1,182 @@
+//! Entries certsync keeps in a target (`..pin`, `..data`, `..history`, a
+//! revision) that are not its own: the sixth attacker review, F2. Where a
+//! target is writable by others (refused at start since; an operator's
+//! `chmod` later), whoever may write it planted them and certsync obeyed.
+//! Each is trusted only when certsync's user owns it and no one else may
+//! write it; otherwise removed and made anew, never obeyed. Planted here
+//! by the test's own user with a mode others may write (and, as root, by
+//! another owner), which is what certsync can tell.
+
+use super::*;
+use std::fs::Permissions;
+use std::os::unix::fs::MetadataExt as _;
+
+fn bundle(tag: &str) -> Bundle {
+    let mut b = Bundle::default();
+    b.insert(
+        crate::bundle::CERT_FILE,
+        crate::test_certs::Pair::new(&format!("planted-{tag}")).cert,
+        "t",
+    )
+    .unwrap();
+    b.insert(KEY_FILE, format!("key {tag}").into_bytes(), "t")
+        .unwrap();
+    b
+}
+
+fn setup() -> (tempfile::TempDir, Writer) {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Writer::open(
+        dir.path().join("target"),
+        WriterOptions {
+            keep: 4,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (dir, w)
+}
+
+/// The ways a planted entry differs from certsync's own: writable by
+/// others, and (as root) another user's.
+fn plantings() -> Vec<(&'static str, u32, Option<u32>)> {
+    let mut ways = vec![("others may write it", 0o777, None)];
+    if nix::unistd::geteuid().is_root() {
+        ways.push(("another user's", 0o755, Some(65534)));
+    }
+    ways
+}
+
+fn plant(path: &Path, mode: u32, owner: Option<u32>) {
+    if let Some(uid) = owner {
+        std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    }
+    if !fs::symlink_metadata(path).unwrap().file_type().is_symlink() {
+        fs::set_permissions(path, Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+fn live_name(w: &Writer) -> String {
+    fs::read_link(w.target().join(DATA))
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn attack_a_pin_certsync_did_not_write_is_removed_never_obeyed() {
+    for (how, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        let (a, b) = (bundle("a"), bundle("b"));
+        w.publish(&a).unwrap();
+        // The user's pin: keep `a` while the source offers `b`.
+        let pin = w.target().join(PIN);
+        fs::write(
+            &pin,
+            format!("pinned {}\nreplaced {}\n", a.hash(), b.hash()),
+        )
+        .unwrap();
+        plant(&pin, mode & 0o666, owner);
+        assert_eq!(w.pin(), None, "{how}: a planted pin is reported as a pin");
+        let out = w.publish(&b).unwrap();
+        assert!(
+            matches!(out, Outcome::Written { .. }),
+            "{how}: the planted pin was obeyed: {out:?}"
+        );
+        assert!(live_name(&w).ends_with(&b.hash().short()), "{how}");
+        assert!(!pin.exists(), "{how}: the planted pin stays");
+    }
+}
+
+#[test]
+fn attack_a_live_revision_certsync_did_not_make_is_replaced() {
+    for (how, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        let (a, b) = (bundle("a"), bundle("b"));
+        w.publish(&a).unwrap();
+        // The user's revision holding `b`, files as certsync writes them,
+        // and `..data` pointing at it.
+        let name = format!("{REV_PREFIX}{}", rev_name(9, &b.hash()));
+        let planted = w.target().join(&name);
+        fs::create_dir(&planted).unwrap();
+        for (file, bytes) in b.files() {
+            fs::write(planted.join(file), bytes).unwrap();
+            let m = if file == KEY_FILE { 0o600 } else { 0o644 };
+            fs::set_permissions(planted.join(file), Permissions::from_mode(m)).unwrap();
+        }
+        plant(&planted, mode, owner);
+        let tmp = w.target().join("..data-new");
+        std::os::unix::fs::symlink(&name, &tmp).unwrap();
+        fs::rename(&tmp, w.target().join(DATA)).unwrap();
+        let out = w.publish(&b).unwrap();
+        assert!(
+            matches!(out, Outcome::Written { drift: Some(_), .. }),
+            "{how}: the planted revision was kept as live: {out:?}"
+        );
+        assert_ne!(live_name(&w), name, "{how}");
+        let m = fs::metadata(w.target().join(live_name(&w))).unwrap();
+        assert_eq!(
+            (m.uid(), m.mode() & 0o022),
+            (nix::unistd::geteuid().as_raw(), 0),
+            "{how}"
+        );
+        // Removed, not kept in history for a rollback.
+        assert!(!planted.exists(), "{how}");
+        let history = w.history().unwrap();
+        assert!(!history.keys().any(|n| *n == 9), "{how}: {history:?}");
+    }
+}
+
+#[test]
+fn attack_a_history_certsync_did_not_make_is_neither_read_nor_restored() {
+    for (how, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        let (a, b) = (bundle("a"), bundle("b"));
+        w.publish(&a).unwrap();
+        w.publish(&b).unwrap();
+        // The user's `..history` in place of certsync's, holding a copy of
+        // what certsync would restore (root's files, one link each, in the
+        // attacker's report) under a name that matches.
+        let history = w.target().join(HISTORY);
+        fs::remove_dir_all(&history).unwrap();
+        fs::create_dir(&history).unwrap();
+        let entry = history.join(rev_name(7, &a.hash()));
+        fs::create_dir(&entry).unwrap();
+        for (file, bytes) in a.files() {
+            fs::write(entry.join(file), bytes).unwrap();
+        }
+        plant(&history, mode, owner);
+        let listed = w.revisions().unwrap();
+        assert!(
+            listed.iter().all(|r| r.revision != 7 || r.content.is_err()),
+            "{how}: a planted history entry was read"
+        );
+        let rolled = w.rollback(Some(7), |_| Ok(()));
+        assert!(rolled.is_err(), "{how}: restored from a planted history");
+        assert!(live_name(&w).ends_with(&b.hash().short()), "{how}");
+        assert_eq!(w.pin(), None, "{how}");
+        // The daemon's next write removes it and keeps its own anew.
+        w.publish(&a).unwrap();
+        let m = fs::metadata(&history).unwrap();
+        assert_eq!(
+            (m.uid(), m.mode() & 0o022),
+            (nix::unistd::geteuid().as_raw(), 0),
+            "{how}"
+        );
+        assert!(!entry.exists(), "{how}: the planted entry stays");
+
+        // An entry others may write inside certsync's own history.
+        let own = fs::read_dir(&history)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .next()
+            .unwrap();
+        plant(&own, mode, owner);
+        let number = w.history().unwrap().into_keys().next().unwrap();
+        assert!(
+            w.rollback(Some(number), |_| Ok(())).is_err(),
+            "{how}: restored from a planted history entry"
+        );
+    }
+}
