@@ -172,8 +172,14 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     }
     let key = pki.join("apiserver.key");
     fs::remove_file(&key).unwrap();
-    std::os::unix::fs::symlink(d.path().join("ca.key"), &key).unwrap();
+    let elsewhere = d.path().join("elsewhere.key");
+    fs::write(&elsewhere, b"someone's key\n").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &key).unwrap();
     refused(&prefix, "symlink");
+    // A link to the CA's own key is refused as what it is.
+    fs::remove_file(&key).unwrap();
+    std::os::unix::fs::symlink(ca.with_extension("key"), &key).unwrap();
+    refused(&prefix, "is a CA file");
     // Fine once it is a plain file again: published and copied.
     fs::remove_file(&key).unwrap();
     let out = run(&prefix);
