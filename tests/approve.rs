@@ -455,19 +455,25 @@ fn metric(port: u16, name: &str) -> f64 {
 /// `client` (the node itself, as a compromised kubelet would).
 async fn set_addresses(client: &Client, node: &str, addresses: &[(&str, &str)]) {
     let api: Api<Node> = Api::all(client.clone());
-    let mut n = api.get(node).await.unwrap();
-    n.status.get_or_insert_with(Default::default).addresses = Some(
-        addresses
-            .iter()
-            .map(|(t, a)| k8s_openapi::api::core::v1::NodeAddress {
-                type_: (*t).into(),
-                address: (*a).into(),
-            })
-            .collect(),
-    );
-    api.replace_status(node, &PostParams::default(), &n)
-        .await
-        .unwrap();
+    // A real API server's controllers write the Node too (a 409 Conflict
+    // on our resourceVersion, seen once in CI): read it again and retry.
+    for attempt in 1.. {
+        let mut n = api.get(node).await.unwrap();
+        n.status.get_or_insert_with(Default::default).addresses = Some(
+            addresses
+                .iter()
+                .map(|(t, a)| k8s_openapi::api::core::v1::NodeAddress {
+                    type_: (*t).into(),
+                    address: (*a).into(),
+                })
+                .collect(),
+        );
+        match api.replace_status(node, &PostParams::default(), &n).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < 10 => continue,
+            Err(e) => panic!("set the addresses of {node}: {e}"),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -164,6 +164,18 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     fs::set_permissions(&pki, fs::Permissions::from_mode(0o755)).unwrap();
     refused(&pki.join("apiserver.crt"), "without its extension");
     refused(&target.join("apiserver"), "inside the target");
+    // The eighth review, N2: a CA no mapping names (a typo such as
+    // update-pair=/etc/kubernetes/pki/front-proxy-ca) is never written over.
+    let other = d.path().join("other-ca");
+    fs::create_dir(&other).unwrap();
+    fs::set_permissions(&other, fs::Permissions::from_mode(0o755)).unwrap();
+    let other_ca = support::certs::ca_files(&other, 3600);
+    let before = fs::read(other_ca.with_extension("key")).unwrap();
+    let out = run(&other_ca);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("is a CA certificate"), "{err}");
+    assert_eq!(fs::read(other_ca.with_extension("key")).unwrap(), before);
     let crt = pki.join("apiserver.crt");
     if nix::unistd::geteuid().is_root() {
         nix::unistd::chown(&crt, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();

@@ -257,6 +257,7 @@ impl Config {
                 tls_server_name: args.tls_server_name.clone(),
                 watch_timeout: args.watch_timeout,
                 keepalive: args.api_keepalive,
+                no_plugins: false,
             },
             once: args.once,
             once_timeout: args.once_timeout,

@@ -25,6 +25,9 @@ pub struct Stored {
 async fn api(kubeconfig: &Path) -> Result<kube::Api<ConfigMap>, KubeadmError> {
     let settings = crate::source::client::ClientSettings {
         kubeconfig: Some(kubeconfig.to_owned()),
+        // admin.conf: a file certsync's container may write (its embedded
+        // pair is kept renewed); never a command run from it.
+        no_plugins: true,
         ..Default::default()
     };
     let client = settings

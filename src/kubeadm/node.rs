@@ -78,6 +78,42 @@ pub fn sound_pair(
     }
 }
 
+/// Whether two certificates (PEM) name the same identity: subject, and
+/// subject alternative names in the same order. A pair kept in place of
+/// kubeadm's must be for what kubeadm's was for.
+pub fn same_identity(a_pem: &[u8], b_pem: &[u8]) -> bool {
+    fn identity(pem: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+        let (_, pem) = x509_parser::pem::parse_x509_pem(pem).ok()?;
+        let (_, c) = x509_parser::parse_x509_certificate(&pem.contents).ok()?;
+        let san = c
+            .extensions()
+            .iter()
+            .find(|e| e.oid == x509_parser::oid_registry::OID_X509_EXT_SUBJECT_ALT_NAME)
+            .map(|e| e.value.to_vec());
+        Some((c.subject().as_raw().to_vec(), san))
+    }
+    matches!((identity(a_pem), identity(b_pem)), (Some(a), Some(b)) if a == b)
+}
+
+/// Two kubeconfigs (YAML text) the same but for their users' embedded
+/// client pairs: a kubeconfig kept in place of kubeadm's must say
+/// everything else kubeadm's did (server, CA, no plugin added).
+pub fn same_but_pairs(a: &str, b: &str) -> bool {
+    fn stripped(text: &str) -> Option<serde_yaml_ng::Value> {
+        let mut doc: serde_yaml_ng::Value = crate::files::parse_yaml(text).ok()?;
+        if let Some(users) = doc.get_mut("users").and_then(|u| u.as_sequence_mut()) {
+            for u in users {
+                if let Some(user) = u.get_mut("user").and_then(|u| u.as_mapping_mut()) {
+                    user.remove("client-certificate-data");
+                    user.remove("client-key-data");
+                }
+            }
+        }
+        Some(doc)
+    }
+    matches!((stripped(a), stripped(b)), (Some(a), Some(b)) if a == b)
+}
+
 /// The API server address of a kubeadm kubeconfig (its only cluster).
 pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     let text = read(dir, node_path)?;

@@ -404,14 +404,24 @@ fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
             node::kubeconfig_not_after(dir, &text).map_err(|e| KubeadmError::file(&path, e))?;
         // The current file's pair, if it is one kubeadm's CA issued (with
         // its key): a kubeconfig someone rewrote is never kept.
+        // Nor one that says anything else than kubeadm's did (another
+        // server, CA or identity, a plugin added).
+        let theirs_cert = crate::writer::kubeconfig_certificate(&path)
+            .ok()
+            .map(|(c, _)| c);
         let sound = crate::writer::kubeconfig_certificate(&host(dir, k))
             .ok()
             .and_then(|(cert, key)| {
-                node::sound_pair(dir, k, &cert, &key?, "/etc/kubernetes/pki/ca.crt").ok()
+                node::sound_pair(dir, k, &cert, &key?, "/etc/kubernetes/pki/ca.crt").ok()?;
+                theirs_cert
+                    .as_ref()
+                    .is_some_and(|t| node::same_identity(&cert, t))
+                    .then_some(())
             });
         let current = sound
             .and_then(|()| node::read_optional(dir, k).ok().flatten())
             .and_then(|b| String::from_utf8(b).ok())
+            .filter(|t| node::same_but_pairs(t, &text))
             .and_then(|t| node::kubeconfig_not_after(dir, &t).ok());
         all.push(choose(
             k,
@@ -438,7 +448,10 @@ fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
             node::read_optional(dir, &crt)?,
             node::read_optional(dir, &key)?,
         ) {
-            (Some(c), Some(k)) if node::sound_pair(dir, &crt, &c, &k, &ca).is_ok() => {
+            (Some(c), Some(k))
+                if node::sound_pair(dir, &crt, &c, &k, &ca).is_ok()
+                    && node::same_identity(&c, &saved_crt) =>
+            {
                 node::not_after(&c).ok()
             }
             _ => None,

@@ -146,6 +146,11 @@ pub struct CaSource {
     /// The template's end within [`TEMPLATE_MARGIN`] was logged (once,
     /// until a renewed template moves it away).
     pub template_due: Arc<AtomicBool>,
+    /// The template is the mapping's own `update-pair=` copy (adopt's
+    /// kubeadm pairs): the live certificate itself, whose end says nothing
+    /// about what revert hands back, so it is neither exported nor warned
+    /// about.
+    pub template_is_copy: bool,
 }
 
 /// Blocking work (file reads, key generation, signing) off the runtime.
@@ -315,7 +320,7 @@ impl CaSource {
     /// certificate `certsync kubeadm revert` hands back, and revert refuses
     /// one that ends within the margin. Whether it warned now.
     fn template_expiry(&self, not_after: Option<i64>) -> bool {
-        let Some(not_after) = not_after else {
+        let Some(not_after) = not_after.filter(|_| !self.template_is_copy) else {
             return false;
         };
         self.metrics.ca_template_expiry(&self.mapping, not_after);

@@ -110,5 +110,9 @@ pub(super) fn ca_source(
         recheck: config.resync,
         events: None,
         template_due: Arc::default(),
+        template_is_copy: m.update_pair.as_ref().is_some_and(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            spec.template.as_ref() == Some(&p.with_file_name(format!("{name}.crt")))
+        }),
     }
 }

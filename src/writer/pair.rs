@@ -114,8 +114,31 @@ fn read(o: &Opened, prefix: &Path, name: &str) -> Result<Option<(Vec<u8>, u32)>,
 /// module's invariants), reading it as every update will.
 pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
     let o = open(prefix)?;
-    read(&o, prefix, &o.cert)?;
+    not_a_ca(prefix, read(&o, prefix, &o.cert)?.as_ref())?;
     read(&o, prefix, &o.key)?;
+    Ok(())
+}
+
+/// Refuses to replace a CA certificate (basic constraints CA:TRUE): a
+/// prefix naming a CA, by any path (a typo, a bind mount), would lose the
+/// CA's key to a leaf's.
+fn not_a_ca(prefix: &Path, cert: Option<&(Vec<u8>, u32)>) -> Result<(), WriterError> {
+    let Some((bytes, _)) = cert else {
+        return Ok(());
+    };
+    let is_ca = x509_parser::pem::parse_x509_pem(bytes)
+        .ok()
+        .and_then(|(_, pem)| {
+            let (_, c) = x509_parser::parse_x509_certificate(&pem.contents).ok()?;
+            Some(c.basic_constraints().ok()??.value.ca)
+        })
+        .unwrap_or(false);
+    if is_ca {
+        return Err(refused(
+            prefix,
+            "its .crt is a CA certificate; certsync never writes over a CA",
+        ));
+    }
     Ok(())
 }
 
@@ -124,6 +147,7 @@ pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
 pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<bool, WriterError> {
     let o = open(prefix)?;
     let old_cert = read(&o, prefix, &o.cert)?;
+    not_a_ca(prefix, old_cert.as_ref())?;
     let old_key = read(&o, prefix, &o.key)?;
     let same = |old: &Option<(Vec<u8>, u32)>, want: &[u8]| {
         old.as_ref().is_some_and(|(b, _)| b.as_slice() == want)

@@ -249,6 +249,19 @@ async fn revert_hands_back_the_admin_conf_that_lasts_longer_and_judges_it() {
     assert!(out.contains("restored /etc/kubernetes/admin.conf"), "{out}");
     assert_eq!(std::fs::read(d.join("admin.conf")).expect("read"), kubeadms);
 
+    // The eighth review, N6: a CA-issued pair that lasts longer in a
+    // kubeconfig that names another server is not kept.
+    let dir = adopted_node();
+    let d = dir.path();
+    let kubeadms =
+        std::fs::read(plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf")).expect("backup");
+    let elsewhere = kubeconfig_ending(time::Duration::days(400))
+        .replace("https://127.0.0.1:1", "https://203.0.113.66:6443");
+    std::fs::write(d.join("admin.conf"), elsewhere).expect("write");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.contains("restored /etc/kubernetes/admin.conf"), "{out}");
+    assert_eq!(std::fs::read(d.join("admin.conf")).expect("read"), kubeadms);
+
     // Normally kubeadm's year-long pair comes back from the backup.
     let dir = adopted_node();
     let d = dir.path();
@@ -909,6 +922,36 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
         );
     }
 
+    // The eighth review, N6: a pair the node's CA issued, key and all, but
+    // for other names (an attacker's, holding the CA key it reads), is not
+    // kept either.
+    let (dir, kubeadms, _) = adopted_node_with_pair();
+    let d = dir.path();
+    let now = time::OffsetDateTime::now_utc();
+    let mut p =
+        rcgen::CertificateParams::new(vec!["evil.attacker.example".to_owned()]).expect("params");
+    p.not_before = now - time::Duration::days(2);
+    p.not_after = now + time::Duration::days(36500);
+    let key = rcgen::KeyPair::generate().expect("key");
+    std::fs::write(
+        d.join("pki/apiserver.crt"),
+        p.signed_by(&key, &CA.1).expect("cert").pem(),
+    )
+    .expect("crt");
+    std::fs::write(d.join("pki/apiserver.key"), key.serialize_pem()).expect("key");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(
+        out.contains("restored /etc/kubernetes/pki/apiserver.crt"),
+        "{out}"
+    );
+    assert_eq!(
+        (
+            read_in(d, "pki/apiserver.crt"),
+            read_in(d, "pki/apiserver.key")
+        ),
+        kubeadms
+    );
+
     // Both end within a day: refused, naming the pair, nothing changed.
     let (dir, _, _) = adopted_node_with_pair();
     let d = dir.path();
@@ -979,4 +1022,35 @@ async fn revert_after_a_second_adopt_keeps_both_configurations() {
         "mappings: []\n"
     );
     assert!(!host(d, plan::CONFIG).exists());
+}
+
+#[tokio::test]
+async fn attack_admin_conf_never_runs_a_command_as_root() {
+    // The eighth review, N1: a compromised certsync container rewrote
+    // admin.conf (its embedded pair is kept renewed, so the container may
+    // replace the file) with an exec credential plugin; revert and adopt read
+    // the ClusterConfiguration through it and ran the command as root.
+    let dir = adopted_node();
+    let d = dir.path();
+    let marker = d.join("ran");
+    let conf = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {{server: \"https://127.0.0.1:1\"}}\n  name: kubernetes\n\
+         contexts:\n- context: {{cluster: kubernetes, user: kubernetes-admin}}\n  name: admin\ncurrent-context: admin\n\
+         users:\n- name: kubernetes-admin\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      \
+         command: /bin/sh\n      args: [\"-c\", \"touch {}\"]\n      interactiveMode: Never\n",
+        marker.display()
+    );
+    std::fs::write(d.join("admin.conf"), conf).expect("write");
+    let Err(e) = super::super::cluster::read(&d.join("admin.conf")).await else {
+        panic!("read through an exec plugin");
+    };
+    assert!(e.to_string().contains("credential plugin"), "{e}");
+    assert!(!marker.exists(), "the command ran");
+    let why = revert_refusal(&Options {
+        local_only: false,
+        ..revert_options(d)
+    })
+    .await;
+    assert!(why.contains("credential plugin"), "{why}");
+    assert!(!marker.exists(), "the command ran");
 }

@@ -329,6 +329,7 @@ async fn an_expired_template_still_serves_and_says_when_revert_would_refuse_it()
         recheck: Duration::from_secs(60),
         events: None,
         template_due: Arc::default(),
+        template_is_copy: false,
     };
     // A template good for a year: nothing to say.
     std::fs::write(&template, kubeadm_cert(&CERTS[0], &ca)).unwrap();
@@ -364,4 +365,17 @@ async fn an_expired_template_still_serves_and_says_when_revert_would_refuse_it()
     assert!(!s.template_expiry(Some(now + 365 * 86400)));
     assert!(!s.template_due.load(Ordering::Relaxed));
     assert!(s.template_expiry(Some(now + 23 * 3600)));
+
+    // The operator's review: the template is the mapping's own
+    // `update-pair=` copy (adopt's kubeadm pairs at an 8-minute lifetime):
+    // its end is the live certificate's, not what revert hands back; no
+    // warning, no metric.
+    let copy = CaSource {
+        metrics: Arc::new(Metrics::new(0.9)),
+        template_is_copy: true,
+        ..source(&template)
+    };
+    assert!(!copy.template_expiry(Some(now + 480)));
+    assert!(!copy.template_due.load(Ordering::Relaxed));
+    assert_eq!(template_ttl(&copy.metrics, "apiserver"), None);
 }
