@@ -101,8 +101,12 @@ fn live_cert(target: &Path) -> Option<Vec<u8>> {
 /// and the kubeconfig beside the pair names it (a client built from it
 /// right after the flip found no `tls.crt`, 1 run in the real-cluster stage).
 fn wait_cert(target: &Path, cert: &str, what: &str) {
+    // Every visible link, not only tls.crt: they are made one after
+    // another after the flip, and a kubeconfig beside the pair names
+    // tls.key (read too early once in CI: "tls.key: No such file").
     wait_for(what, || {
         let linked = std::fs::read(target.join("tls.crt")).ok()?;
+        std::fs::metadata(target.join("tls.key")).ok()?;
         (live_cert(target)? == cert.as_bytes() && linked == cert.as_bytes()).then_some(())
     });
 }
