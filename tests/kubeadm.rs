@@ -1066,6 +1066,11 @@ fn revert_refuses_kubeadms_certificate_near_its_end_until_renewed() {
     // --force hands kubeadm's 2-hour pair back (it outlasts certsync's 8
     // minutes); `kubeadm certs renew all` then renews it for a year, and the
     // API server serves it.
+    // revert reads the ClusterConfiguration through admin.conf: the API
+    // server must answer (it may be restarting; failed once in CI).
+    wait_long("the API server ready", Duration::from_secs(180), || {
+        ready(&kubectl, &admin).then_some(())
+    });
     let (ok, text) = kubeadm_cmd(&node, &["revert", "--force"]);
     assert!(ok, "{text}");
     assert!(text.ends_with("reverted\n"), "{text}");
