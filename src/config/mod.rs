@@ -241,7 +241,7 @@ impl Config {
         mappings.iter().try_for_each(target_guarded)?;
         mappings.iter().try_for_each(source_guarded)?;
         mappings.iter().try_for_each(ca_paths_guarded)?;
-        kubeconfigs_guarded(&mappings)?;
+        copies_guarded(&mappings)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
         Ok(Self {
@@ -428,24 +428,7 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// regular file of certsync's user, in directories only root may change,
 /// whose current user authenticates by embedded client certificate data
 /// only) and `update-pair=` prefixes ([`crate::writer::check_pair`]).
-fn kubeconfigs_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
-    // Each mapping's copies: (option, path as given, files written).
-    let copies = |m: &Mapping| {
-        let kubeconfig = m
-            .update_kubeconfig
-            .iter()
-            .map(|p| ("update-kubeconfig", p.clone(), vec![p.clone()]));
-        let pair = m.update_pair.iter().map(|p| {
-            let file = |ext| {
-                p.with_file_name(format!(
-                    "{}.{ext}",
-                    p.file_name().unwrap_or_default().to_string_lossy()
-                ))
-            };
-            ("update-pair", p.clone(), vec![file("crt"), file("key")])
-        });
-        kubeconfig.chain(pair).collect::<Vec<_>>()
-    };
+fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
     // Where a path leads (its directory resolved where it exists): a
     // symlink on the way must not hide a target or a CA file.
     let real = |p: &std::path::Path| -> PathBuf {
@@ -457,69 +440,93 @@ fn kubeconfigs_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
             _ => p.to_owned(),
         }
     };
+    // Every copy once: (mapping, option, path as given, files written and
+    // where each leads).
+    let mut copies = Vec::new();
     for (i, m) in mappings.iter().enumerate() {
-        for (option, path, files) in copies(m) {
-            let err = |problem: String| ConfigError::Mapping {
-                mapping: m.name.clone(),
-                problem: format!("{option} {}: {problem}", path.display()),
-            };
-            if path
-                .components()
-                .any(|c| c == std::path::Component::ParentDir)
-            {
-                return Err(err("no `..` in it; give the path it means".into()));
-            }
-            let files_real: Vec<PathBuf> = files.iter().map(|f| real(f)).collect();
-            for (j, o) in mappings.iter().enumerate() {
-                // A CA certificate or key overwritten with a leaf pair
-                // would be the CA lost (the seventh review, F4).
-                if let Source::Ca(spec) = &o.source {
-                    let ca = [&spec.ca_cert, &spec.ca_key];
-                    if let Some(f) = files
-                        .iter()
-                        .zip(&files_real)
-                        .find_map(|(f, r)| ca.iter().any(|c| *c == f || real(c) == *r).then_some(f))
-                    {
-                        return Err(err(format!(
-                            "{} is a CA file of mapping {:?}; certsync never writes a CA",
-                            f.display(),
-                            o.name
-                        )));
-                    }
-                }
-                let target = real(&o.target);
-                if let Some(t) = files.iter().zip(&files_real).find_map(|(f, r)| {
-                    (f.starts_with(&o.target) || r.starts_with(&target)).then_some(f)
-                }) {
-                    return Err(err(format!(
-                        "{} is inside the target {} of mapping {:?}",
-                        t.display(),
-                        o.target.display(),
-                        o.name
-                    )));
-                }
-                let theirs = copies(o);
-                let shared = theirs
-                    .iter()
-                    .filter(|(other, p, _)| j != i || (*other, p) != (option, &path))
-                    .find(|(_, _, f)| f.iter().any(|f| files.contains(f)));
-                if let Some((other, _, _)) = shared {
-                    return Err(err(format!(
-                        "mapping {:?} writes that file too ({other}); one copy per file",
-                        o.name
-                    )));
-                }
-            }
-            let checked = match option {
-                "update-kubeconfig" => crate::writer::check_kubeconfig(&path),
-                _ => crate::writer::check_pair(&path),
-            };
-            // The writer's error names the option and path itself.
-            checked.map_err(|e| ConfigError::Mapping {
-                mapping: m.name.clone(),
-                problem: e.to_string(),
-            })?;
+        if let Some(p) = &m.update_kubeconfig {
+            copies.push((i, "update-kubeconfig", p, vec![p.clone()]));
         }
+        if let Some(p) = &m.update_pair {
+            let stem = p.file_name().unwrap_or_default().to_string_lossy();
+            let files = ["crt", "key"].map(|ext| p.with_file_name(format!("{stem}.{ext}")));
+            copies.push((i, "update-pair", p, files.into()));
+        }
+    }
+    if copies.is_empty() {
+        return Ok(());
+    }
+    let copies: Vec<_> = copies
+        .into_iter()
+        .map(|(i, option, path, files)| {
+            let reals: Vec<PathBuf> = files.iter().map(|f| real(f)).collect();
+            (i, option, path, files, reals)
+        })
+        .collect();
+    // What no copy may write: each target (as given and where it leads),
+    // and each CA file of a `ca:` mapping (a CA overwritten with a leaf
+    // pair would be the CA lost: the seventh review, F4).
+    let targets: Vec<_> = mappings.iter().map(|o| (o, real(&o.target))).collect();
+    let cas: Vec<_> = mappings
+        .iter()
+        .filter_map(|o| match &o.source {
+            Source::Ca(spec) => Some((o, [&spec.ca_cert, &spec.ca_key].map(|c| real(c)))),
+            _ => None,
+        })
+        .collect();
+    for (n, (i, option, path, files, reals)) in copies.iter().enumerate() {
+        let m = &mappings[*i];
+        let err = |problem: String| ConfigError::Mapping {
+            mapping: m.name.clone(),
+            problem: format!("{option} {}: {problem}", path.display()),
+        };
+        if path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(err("no `..` in it; give the path it means".into()));
+        }
+        let both = || files.iter().zip(reals);
+        for (o, ca) in &cas {
+            if let Some((f, _)) = both().find(|(_, r)| ca.contains(r)) {
+                return Err(err(format!(
+                    "{} is a CA file of mapping {:?}; certsync never writes a CA",
+                    f.display(),
+                    o.name
+                )));
+            }
+        }
+        for (o, target) in &targets {
+            if let Some((t, _)) =
+                both().find(|(f, r)| f.starts_with(&o.target) || r.starts_with(target))
+            {
+                return Err(err(format!(
+                    "{} is inside the target {} of mapping {:?}",
+                    t.display(),
+                    o.target.display(),
+                    o.name
+                )));
+            }
+        }
+        let shared = copies
+            .iter()
+            .enumerate()
+            .find(|(k, c)| *k != n && c.4.iter().any(|r| reals.contains(r)));
+        if let Some((_, (j, other, ..))) = shared {
+            return Err(err(format!(
+                "mapping {:?} writes that file too ({other}); one copy per file",
+                mappings[*j].name
+            )));
+        }
+        let checked = match *option {
+            "update-kubeconfig" => crate::writer::check_kubeconfig(path),
+            _ => crate::writer::check_pair(path),
+        };
+        // The writer's error names the option and path itself.
+        checked.map_err(|e| ConfigError::Mapping {
+            mapping: m.name.clone(),
+            problem: e.to_string(),
+        })?;
     }
     Ok(())
 }
