@@ -439,4 +439,5 @@ fn forge_issuer(cn: &str) -> String {
     leaf.signed_by(&key, &issuer).expect("leaf").pem()
 }
 
+mod handback;
 mod revert;
