@@ -746,7 +746,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         "scheduler.extraVolumes: certsync-client=/etc/kubernetes/pki/certsync/scheduler-client",
         "renew in place /etc/kubernetes/admin.conf",
         "renew in place /etc/kubernetes/super-admin.conf",
-        "dry run: nothing written",
+        "dry run: nothing was changed",
     ] {
         assert!(text.contains(line), "{line:?} not in the plan:\n{text}");
     }

@@ -104,7 +104,7 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
     }
     if opts.dry_run || plan.is_empty() {
         if opts.dry_run && !opts.json {
-            out.push_str("dry run: nothing written\n");
+            out.push_str("dry run: nothing was changed\n");
         }
         return Ok(out);
     }

@@ -105,14 +105,15 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         }
         let _ = writeln!(
             out,
-            "--force: handing back kubeadm certificates that expire within 24 h:\n  {list}"
+            "--force: {} kubeadm certificates that expire within 24 h:\n  {list}",
+            tense(opts.dry_run, "handing back", "would hand back")
         );
     }
-    // `--dry-run`: past this point every write is skipped; the same lines
-    // say what revert would do.
+    // `--dry-run`: past this point every write is skipped; each line says
+    // what revert would do, where a real run says what it did.
     let dry = opts.dry_run;
     if dry {
-        out.push_str("dry run: nothing written; revert would do this:\n");
+        out.push_str("dry run: revert would do this, writing nothing:\n");
     }
     // The ClusterConfiguration first, the one step that needs the API
     // server: this node's is still running as adopted (restoring its
@@ -132,7 +133,11 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
                     ))
                 })?;
             }
-            out.push_str("took adopt's fields out of the ClusterConfiguration in kubeadm-config\n");
+            let _ = writeln!(
+                out,
+                "{} adopt's fields out of the ClusterConfiguration in kubeadm-config",
+                tense(dry, "took", "would take")
+            );
         }
         if !dry {
             state.cluster_config_reverted = true;
@@ -155,7 +160,15 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
              again: it finishes what is left"
         ))
     })?;
+    if dry {
+        out.push_str("dry run: nothing was changed\n");
+    }
     Ok(out)
+}
+
+/// What a line says revert did, or in a dry run would do.
+fn tense<'a>(dry: bool, done: &'a str, would: &'a str) -> &'a str {
+    if dry { would } else { done }
 }
 
 /// revert's changes on the node, in an order that a re-run completes from
@@ -178,7 +191,11 @@ async fn local(
         if !dry {
             move_away(dir, &newest, POD)?;
         }
-        let _ = writeln!(out, "removed {POD} (kept in {newest}/)");
+        let _ = writeln!(
+            out,
+            "{} {POD} (kept in {newest}/)",
+            tense(dry, "removed", "would remove")
+        );
     }
     // Held until every target has moved: no certsync publishes into one.
     let _claims = if dry {
@@ -197,13 +214,18 @@ async fn local(
                     if !dry {
                         replace_file(&host(dir, path), *mode, bytes)?;
                     }
-                    let _ = writeln!(out, "restored {path} from {backup}/");
+                    let _ = writeln!(
+                        out,
+                        "{} {path} from {backup}/",
+                        tense(dry, "restored", "would restore")
+                    );
                 }
             }
             None => {
                 let _ = writeln!(
                     out,
-                    "kept {}: it outlasts kubeadm's in the backup (renewed since adoption)",
+                    "{} {}: it outlasts kubeadm's in the backup (renewed since adoption)",
+                    tense(dry, "kept", "would keep"),
                     h.node_path
                 );
             }
@@ -223,7 +245,11 @@ async fn local(
             if !dry {
                 replace_file(&host(dir, &path), 0o600, &saved)?;
             }
-            let _ = writeln!(out, "restored {path} from {backup}/");
+            let _ = writeln!(
+                out,
+                "{} {path} from {backup}/",
+                tense(dry, "restored", "would restore")
+            );
             continue;
         }
         let text = String::from_utf8(now)
@@ -238,7 +264,8 @@ async fn local(
             }
             let _ = writeln!(
                 out,
-                "{path} changed since adoption: took adopt's flags and volumes out of it"
+                "{path} changed since adoption: {} adopt's flags and volumes out of it",
+                tense(dry, "took", "would take")
             );
         }
     }
@@ -266,12 +293,17 @@ async fn local(
         }
     }
     if opts.purge {
-        out.push_str("purged certsync's configuration, kubeconfigs and targets (backups kept)\n");
+        let _ = writeln!(
+            out,
+            "{} certsync's configuration, kubeconfigs and targets (backups kept)",
+            tense(dry, "purged", "would purge")
+        );
     } else {
         let _ = writeln!(
             out,
-            "moved certsync's configuration, kubeconfigs and targets into {newest}/ \
-             (nothing can use them by accident there)"
+            "{} certsync's configuration, kubeconfigs and targets into {newest}/ \
+             (nothing can use them by accident there)",
+            tense(dry, "moved", "would move")
         );
     }
     if dry {

@@ -253,26 +253,82 @@ async fn without_the_cluster_configuration_adopt_and_revert_change_nothing() {
     assert!(before == snapshot(dir.path()), "{why}");
 }
 
+/// The words revert's real run starts a line with: what it did. A dry run
+/// starts none of its lines with one (the operator's review: a dry run in
+/// the past tense reads as if it had changed the node).
+const DONE: [&str; 8] = [
+    "restored",
+    "removed",
+    "moved",
+    "took",
+    "kept",
+    "purged",
+    "reverted",
+    "--force: handing",
+];
+
+/// Checks that `out` is a dry run's: no line says it did something, these
+/// lines are there, and the last says nothing was changed.
+fn assert_dry_run(out: &str, lines: &[String]) {
+    for line in out.lines() {
+        assert!(
+            !DONE.iter().any(|w| line.trim_start().starts_with(w)),
+            "in the past tense: {line:?} in\n{out}"
+        );
+    }
+    for line in lines {
+        assert!(out.contains(line.as_str()), "{line:?} not in\n{out}");
+    }
+    assert!(out.ends_with("dry run: nothing was changed\n"), "{out}");
+}
+
 #[tokio::test]
 async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
     let dir = adopted_node();
     let d = dir.path();
     let before = snapshot(d);
-    let out = revert(&Options {
-        dry_run: true,
-        ..revert_options(d)
-    })
-    .await
-    .expect("dry run");
-    assert!(before == snapshot(d), "dry run wrote: {out}");
-    for line in [
-        "dry run: nothing written",
-        &format!("restored /etc/kubernetes/admin.conf from {BACKUP}/"),
-        "moved certsync's configuration, kubeconfigs and targets",
-    ] {
-        assert!(out.contains(line), "{line}: {out}");
+    for purge in [false, true] {
+        let out = revert(&Options {
+            dry_run: true,
+            purge,
+            ..revert_options(d)
+        })
+        .await
+        .expect("dry run");
+        assert!(before == snapshot(d), "dry run wrote: {out}");
+        let certsyncs = if purge {
+            "would purge certsync's configuration, kubeconfigs and targets".to_owned()
+        } else {
+            format!("would move certsync's configuration, kubeconfigs and targets into {BACKUP}/")
+        };
+        assert_dry_run(
+            &out,
+            &[
+                format!("would restore /etc/kubernetes/admin.conf from {BACKUP}/"),
+                format!(
+                    "would restore /etc/kubernetes/manifests/kube-apiserver.yaml from {BACKUP}/"
+                ),
+                certsyncs,
+            ],
+        );
     }
-    // It refuses as revert would.
+    // A real run says what it did.
+    let out = revert(&revert_options(d)).await.expect("revert");
+    for line in [
+        format!("restored /etc/kubernetes/admin.conf from {BACKUP}/"),
+        format!("restored /etc/kubernetes/manifests/kube-apiserver.yaml from {BACKUP}/"),
+        format!("moved certsync's configuration, kubeconfigs and targets into {BACKUP}/"),
+    ] {
+        assert!(out.contains(&line), "{line}: {out}");
+    }
+    assert!(
+        out.ends_with("reverted\n") && !out.contains("would "),
+        "{out}"
+    );
+
+    // It refuses as revert would, and with --force says what it would hand back.
+    let dir = adopted_node();
+    let d = dir.path();
     std::fs::write(
         d.join("pki/etcd/peer.crt"),
         cert_ending(time::Duration::hours(1)),
@@ -287,6 +343,30 @@ async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
         why.contains("/etc/kubernetes/pki/etcd/peer.crt (notAfter "),
         "{why}"
     );
+    let before = snapshot(d);
+    let out = revert(&Options {
+        dry_run: true,
+        force: true,
+        ..revert_options(d)
+    })
+    .await
+    .expect("forced dry run");
+    assert!(before == snapshot(d), "dry run wrote: {out}");
+    assert_dry_run(
+        &out,
+        &["--force: would hand back kubeadm certificates that expire within 24 h".to_owned()],
+    );
+}
+
+#[tokio::test]
+async fn adopt_dry_run_says_what_it_would_do_and_that_nothing_was_changed() {
+    // adopt's dry run prints the plan (its own wording: create, replace,
+    // renew in place) and ends as revert's does.
+    let dir = node_dir();
+    let before = snapshot(dir.path());
+    let out = adopt(&options(dir.path())).await.expect("dry run");
+    assert!(before == snapshot(dir.path()), "dry run wrote: {out}");
+    assert_dry_run(&out, &["create /etc/kubernetes/certsync.yaml".to_owned()]);
 }
 
 #[tokio::test]
