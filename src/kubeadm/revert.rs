@@ -18,29 +18,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::apply::State;
+use super::handback::{Handback, handbacks};
 use super::manifest::{self, KUBECONFIGS, Manifest};
-use super::plan::{self, CONFIG, POD, STATE, backup_path, targets, templates};
+use super::plan::{CONFIG, POD, STATE, backup_path, targets, templates};
 use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, moves, node};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
-
-/// What a kubeconfig or pair kubeadm reads gets back: kubeadm's copy from
-/// the backup, or the current one when it lasts longer (certsync renewed
-/// it with a longer lifetime, or kubeadm renewed it since), with the
-/// notAfter of the one kept.
-/// A file to put back: node path, bytes, mode.
-type Restore = (String, Vec<u8>, u32);
-
-struct Handback {
-    /// The kubeconfig, or the pair's `.crt` (the `.key` goes with it).
-    node_path: String,
-    /// The backup and the files to restore from it (node path, bytes,
-    /// mode); `None` to keep the current files.
-    restore: Option<(String, Vec<Restore>)>,
-    not_after: x509_parser::time::ASN1Time,
-}
 
 pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     let dir = &opts.dir;
@@ -207,26 +192,19 @@ async fn local(
     // renewed them in place (certsync's may be short-lived), unless the
     // current ones last longer; before the manifests, so each component
     // starts on the files it keeps.
+    // Each with the judgement (both copies' notAfter, which one stays
+    // and why), the same in a dry run.
     for h in handbacks {
-        match &h.restore {
-            Some((backup, files)) => {
-                for (path, bytes, mode) in files {
-                    if !dry {
-                        replace_file(&host(dir, path), *mode, bytes)?;
-                    }
-                    let _ = writeln!(
-                        out,
-                        "{} {path} from {backup}/",
-                        tense(dry, "restored", "would restore")
-                    );
+        let _ = writeln!(out, "{}", h.judgement);
+        if let Some((backup, files)) = &h.restore {
+            for (path, bytes, mode) in files {
+                if !dry {
+                    replace_file(&host(dir, path), *mode, bytes)?;
                 }
-            }
-            None => {
                 let _ = writeln!(
                     out,
-                    "{} {}: it outlasts kubeadm's in the backup (renewed since adoption)",
-                    tense(dry, "kept", "would keep"),
-                    h.node_path
+                    "{} {path} from {backup}/",
+                    tense(dry, "restored", "would restore")
                 );
             }
         }
@@ -421,100 +399,6 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, Kubea
 fn hand_edits() -> Vec<cluster::Field> {
     let mut config = serde_yaml_ng::Value::Mapping(Default::default());
     cluster::adopt(&mut config, &manifest::components()).unwrap_or_default()
-}
-
-/// kubeadm's kubeconfigs and pairs as revert would leave them.
-fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
-    let mut all = Vec::new();
-    for (k, backup) in &state.kubeconfigs {
-        let path = backup_path(dir, backup, k);
-        let saved = std::fs::read(&path)
-            .map_err(|e| KubeadmError::Revert(format!("backup of {k}: {e}")))?;
-        let text =
-            String::from_utf8(saved.clone()).map_err(|_| KubeadmError::file(&path, "not UTF-8"))?;
-        let theirs =
-            node::kubeconfig_not_after(dir, &text).map_err(|e| KubeadmError::file(&path, e))?;
-        // The current file's pair, if it is one kubeadm's CA issued (with
-        // its key): a kubeconfig someone rewrote is never kept.
-        // Nor one that says anything else than kubeadm's did (another
-        // server, CA or identity, a plugin added).
-        let theirs_cert = crate::writer::kubeconfig_certificate(&path)
-            .ok()
-            .map(|(c, _)| c);
-        let sound = crate::writer::kubeconfig_certificate(&host(dir, k))
-            .ok()
-            .and_then(|(cert, key)| {
-                node::sound_pair(dir, k, &cert, &key?, "/etc/kubernetes/pki/ca.crt").ok()?;
-                theirs_cert
-                    .as_ref()
-                    .is_some_and(|t| node::same_identity(&cert, t))
-                    .then_some(())
-            });
-        let current = sound
-            .and_then(|()| node::read_optional(dir, k).ok().flatten())
-            .and_then(|b| String::from_utf8(b).ok())
-            .filter(|t| node::same_but_pairs(t, &text))
-            .and_then(|t| node::kubeconfig_not_after(dir, &t).ok());
-        all.push(choose(
-            k,
-            current,
-            theirs,
-            backup,
-            vec![(k.clone(), saved, 0o600)],
-        ));
-    }
-    for (p, backup) in &state.pairs {
-        let (crt, key) = (format!("{p}.crt"), format!("{p}.key"));
-        let read = |f: &str| {
-            std::fs::read(backup_path(dir, backup, f))
-                .map_err(|e| KubeadmError::Revert(format!("backup of {f}: {e}")))
-        };
-        let (saved_crt, saved_key) = (read(&crt)?, read(&key)?);
-        let theirs = node::not_after(&saved_crt)
-            .map_err(|e| KubeadmError::file(&backup_path(dir, backup, &crt), e))?;
-        // The current pair, if the pair's CA issued it and the key is its
-        // own: a pair someone rewrote is never kept.
-        let ca = plan::pair_ca(dir, p)
-            .ok_or_else(|| KubeadmError::Revert(format!("{p}: not a pair adopt keeps")))?;
-        let current = match (
-            node::read_optional(dir, &crt)?,
-            node::read_optional(dir, &key)?,
-        ) {
-            (Some(c), Some(k))
-                if node::sound_pair(dir, &crt, &c, &k, &ca).is_ok()
-                    && node::same_identity(&c, &saved_crt) =>
-            {
-                node::not_after(&c).ok()
-            }
-            _ => None,
-        };
-        let files = vec![(key, saved_key, 0o600), (crt.clone(), saved_crt, 0o644)];
-        all.push(choose(&crt, current, theirs, backup, files));
-    }
-    Ok(all)
-}
-
-/// The current file when it outlasts kubeadm's in the backup, else the
-/// backup's `files`.
-fn choose(
-    node_path: &str,
-    current: Option<x509_parser::time::ASN1Time>,
-    theirs: x509_parser::time::ASN1Time,
-    backup: &str,
-    files: Vec<Restore>,
-) -> Handback {
-    match current {
-        Some(now) if now > theirs => Handback {
-            node_path: node_path.to_owned(),
-            restore: None,
-            not_after: now,
-        },
-        _ => Handback {
-            node_path: node_path.to_owned(),
-            restore: Some((backup.to_owned(), files)),
-            not_after: theirs,
-        },
-    }
 }
 
 /// Each certificate revert hands back that has expired or expires within

@@ -29,7 +29,10 @@ async fn revert_hands_back_the_admin_conf_that_lasts_longer_and_judges_it() {
     let renewed = kubeconfig_ending(time::Duration::days(365));
     std::fs::write(d.join("admin.conf"), &renewed).expect("write");
     let out = revert(&revert_options(d)).await.expect("revert");
-    assert!(out.contains("kept /etc/kubernetes/admin.conf"), "{out}");
+    assert!(
+        out.contains("/etc/kubernetes/admin.conf: keeping certsync's (until "),
+        "{out}"
+    );
     assert_eq!(
         std::fs::read_to_string(d.join("admin.conf")).expect("read"),
         renewed
@@ -140,7 +143,7 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
     std::fs::write(d.join("pki/apiserver.key"), &longer.1).expect("key");
     let out = revert(&revert_options(d)).await.expect("revert");
     assert!(
-        out.contains("kept /etc/kubernetes/pki/apiserver.crt"),
+        out.contains("/etc/kubernetes/pki/apiserver.crt and .key: keeping certsync's (until "),
         "{out}"
     );
     assert_eq!(
@@ -221,6 +224,147 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
         why.contains("/etc/kubernetes/pki/apiserver.crt (notAfter "),
         "{why}"
     );
+}
+
+/// A certificate's notAfter (PEM, or a kubeconfig's embedded one) as
+/// revert shows it: `2027-11-25 12:00Z`.
+fn until(pem: &str) -> String {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).expect("pem");
+    let (_, c) = x509_parser::parse_x509_certificate(&pem.contents).expect("cert");
+    let t = c.validity().not_after.to_datetime();
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute()
+    )
+}
+
+/// The embedded client certificate of a kubeconfig as [`until`] shows it.
+fn until_in_kubeconfig(text: &str) -> String {
+    use base64::Engine as _;
+    let data = text
+        .split("client-certificate-data: ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .expect("client-certificate-data");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .expect("base64");
+    until(&String::from_utf8(pem).expect("pem"))
+}
+
+#[tokio::test]
+async fn revert_shows_both_copies_and_why_it_keeps_one() {
+    // The operator's review: revert gave no reason for choosing kubeadm's
+    // backup (no notAfter of either copy), and `kept` never named the key.
+    // Dry run and real run show the same judgement for each file.
+    let pair = "/etc/kubernetes/pki/apiserver.crt and .key";
+    for dry_run in [true, false] {
+        // kubeadm's backup lasts longer.
+        let (dir, kubeadms, certsyncs) = adopted_node_with_pair();
+        let d = dir.path();
+        let opts = Options {
+            dry_run,
+            ..revert_options(d)
+        };
+        let out = revert(&opts).await.expect("revert");
+        let said = format!(
+            "{pair}: keeping kubeadm's backup (until {}) over certsync's (until {}): it lasts longer\n",
+            until(&kubeadms.0),
+            until(&certsyncs.0)
+        );
+        assert!(out.contains(&said), "dry_run={dry_run}: {said:?} not in\n{out}");
+
+        // certsync's lasts longer.
+        let (dir, kubeadms, _) = adopted_node_with_pair();
+        let d = dir.path();
+        let longer = pair_ending(time::Duration::days(400));
+        std::fs::write(d.join("pki/apiserver.crt"), &longer.0).expect("crt");
+        std::fs::write(d.join("pki/apiserver.key"), &longer.1).expect("key");
+        let out = revert(&Options {
+            dry_run,
+            ..revert_options(d)
+        })
+        .await
+        .expect("revert");
+        let said = format!(
+            "{pair}: keeping certsync's (until {}) over kubeadm's backup (until {}): it lasts longer\n",
+            until(&longer.0),
+            until(&kubeadms.0)
+        );
+        assert!(out.contains(&said), "dry_run={dry_run}: {said:?} not in\n{out}");
+
+        // certsync's is refused, each for its reason, its notAfter shown.
+        let now = time::OffsetDateTime::now_utc();
+        let mut p = rcgen::CertificateParams::new(vec!["evil.attacker.example".to_owned()])
+            .expect("params");
+        p.not_before = now - time::Duration::days(2);
+        p.not_after = now + time::Duration::days(500);
+        let key = rcgen::KeyPair::generate().expect("key");
+        let others = (
+            p.signed_by(&key, &CA.1).expect("cert").pem(),
+            key.serialize_pem(),
+        );
+        for (crt, key, why) in [
+            {
+                let f = forged_ending(time::Duration::days(400));
+                (f.0, f.1, "not issued by the node's CA")
+            },
+            (
+                pair_ending(time::Duration::days(400)).0,
+                pair_ending(time::Duration::days(400)).1,
+                "its key is not the certificate's",
+            ),
+            (others.0, others.1, "other subject or names than kubeadm's"),
+        ] {
+            let (dir, kubeadms, _) = adopted_node_with_pair();
+            let d = dir.path();
+            std::fs::write(d.join("pki/apiserver.crt"), &crt).expect("crt");
+            std::fs::write(d.join("pki/apiserver.key"), &key).expect("key");
+            let out = revert(&Options {
+                dry_run,
+                ..revert_options(d)
+            })
+            .await
+            .expect("revert");
+            let said = format!(
+                "{pair}: keeping kubeadm's backup (until {}), not certsync's (until {}): {why}",
+                until(&kubeadms.0),
+                until(&crt)
+            );
+            assert!(out.contains(&said), "dry_run={dry_run}: {said:?} not in\n{out}");
+        }
+
+        // A kubeconfig: the same judgement, and why one that says
+        // something else than kubeadm's is refused.
+        let dir = adopted_node();
+        let d = dir.path();
+        let kubeadms = std::fs::read_to_string(plan::backup_path(
+            d,
+            BACKUP,
+            "/etc/kubernetes/admin.conf",
+        ))
+        .expect("backup");
+        let elsewhere = kubeconfig_ending(time::Duration::days(400))
+            .replace("https://127.0.0.1:1", "https://203.0.113.66:6443");
+        std::fs::write(d.join("admin.conf"), &elsewhere).expect("write");
+        let out = revert(&Options {
+            dry_run,
+            ..revert_options(d)
+        })
+        .await
+        .expect("revert");
+        let said = format!(
+            "/etc/kubernetes/admin.conf: keeping kubeadm's backup (until {}), not certsync's (until {}): \
+             it differs from kubeadm's in more than its client pair",
+            until_in_kubeconfig(&kubeadms),
+            until_in_kubeconfig(&elsewhere)
+        );
+        assert!(out.contains(&said), "dry_run={dry_run}: {said:?} not in\n{out}");
+    }
 }
 
 fn read_in(d: &Path, f: &str) -> String {
