@@ -108,19 +108,18 @@ fn current_kubeconfig(
         node::sound_pair(dir, &cert, &key, "/etc/kubernetes/pki/ca.crt")?;
         identity(&cert, theirs_cert.unwrap_or_default())?;
         if !node::same_but_pairs(&text, saved) {
-            return Err("it differs from kubeadm's in more than its client pair (server, CA, \
+            return Err(
+                "it differs from kubeadm's in more than its client pair (server, CA, \
                         user or plugin)"
-                .into());
+                    .into(),
+            );
         }
         Ok(())
     }))
 }
 
 /// A current copy whose notAfter is `until`, sound if `check` passes.
-fn judged(
-    until: Result<ASN1Time, String>,
-    check: impl FnOnce() -> Result<(), String>,
-) -> Current {
+fn judged(until: Result<ASN1Time, String>, check: impl FnOnce() -> Result<(), String>) -> Current {
     let until = until.map_err(|e| (None, e))?;
     check().map(|()| until).map_err(|why| (Some(until), why))
 }

@@ -284,6 +284,39 @@ async fn local(
             tense(dry, "moved", "would move")
         );
     }
+    // The directories adopt made, each once nothing is left in it (the
+    // record, moved next, does not count). In a dry run, what is left once
+    // certsync's files are out.
+    let own = own_paths(dir);
+    for d in &state.made_dirs {
+        let mut moving: Vec<String> = own
+            .iter()
+            .chain([&STATE.to_owned()])
+            .filter(|p| dry || *p == STATE)
+            .filter_map(|p| p.strip_prefix(&format!("{d}/")))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_owned)
+            .collect();
+        moving.dedup();
+        match moves::remove_empty_dir(dir, d, &moving, dry).map_err(KubeadmError::Revert)? {
+            moves::Left::Removed => {
+                let _ = writeln!(
+                    out,
+                    "{} {d}/ (adopt made it; {})",
+                    tense(dry, "removed", "would remove"),
+                    tense(dry, "now empty", "empty once certsync's files are out")
+                );
+            }
+            moves::Left::Absent => {}
+            moves::Left::Kept(why) => {
+                let _ = writeln!(
+                    out,
+                    "{} {d}/ in place: {why}",
+                    tense(dry, "left", "would leave")
+                );
+            }
+        }
+    }
     if dry {
         return Ok(());
     }

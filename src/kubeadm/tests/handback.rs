@@ -276,7 +276,10 @@ async fn revert_shows_both_copies_and_why_it_keeps_one() {
             until(&kubeadms.0),
             until(&certsyncs.0)
         );
-        assert!(out.contains(&said), "dry_run={dry_run}: {said:?} not in\n{out}");
+        assert!(
+            out.contains(&said),
+            "dry_run={dry_run}: {said:?} not in\n{out}"
+        );
 
         // certsync's lasts longer.
         let (dir, kubeadms, _) = adopted_node_with_pair();
@@ -295,7 +298,10 @@ async fn revert_shows_both_copies_and_why_it_keeps_one() {
             until(&longer.0),
             until(&kubeadms.0)
         );
-        assert!(out.contains(&said), "dry_run={dry_run}: {said:?} not in\n{out}");
+        assert!(
+            out.contains(&said),
+            "dry_run={dry_run}: {said:?} not in\n{out}"
+        );
 
         // certsync's is refused, each for its reason, its notAfter shown.
         let now = time::OffsetDateTime::now_utc();
@@ -335,19 +341,19 @@ async fn revert_shows_both_copies_and_why_it_keeps_one() {
                 until(&kubeadms.0),
                 until(&crt)
             );
-            assert!(out.contains(&said), "dry_run={dry_run}: {said:?} not in\n{out}");
+            assert!(
+                out.contains(&said),
+                "dry_run={dry_run}: {said:?} not in\n{out}"
+            );
         }
 
         // A kubeconfig: the same judgement, and why one that says
         // something else than kubeadm's is refused.
         let dir = adopted_node();
         let d = dir.path();
-        let kubeadms = std::fs::read_to_string(plan::backup_path(
-            d,
-            BACKUP,
-            "/etc/kubernetes/admin.conf",
-        ))
-        .expect("backup");
+        let kubeadms =
+            std::fs::read_to_string(plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf"))
+                .expect("backup");
         let elsewhere = kubeconfig_ending(time::Duration::days(400))
             .replace("https://127.0.0.1:1", "https://203.0.113.66:6443");
         std::fs::write(d.join("admin.conf"), &elsewhere).expect("write");
@@ -363,7 +369,10 @@ async fn revert_shows_both_copies_and_why_it_keeps_one() {
             until_in_kubeconfig(&kubeadms),
             until_in_kubeconfig(&elsewhere)
         );
-        assert!(out.contains(&said), "dry_run={dry_run}: {said:?} not in\n{out}");
+        assert!(
+            out.contains(&said),
+            "dry_run={dry_run}: {said:?} not in\n{out}"
+        );
     }
 }
 

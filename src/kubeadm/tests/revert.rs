@@ -831,3 +831,122 @@ async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
     assert!(out.ends_with("reverted\n"), "{out}");
     assert!(!api.exists());
 }
+
+#[tokio::test]
+async fn revert_removes_the_directories_adopt_made_once_empty() {
+    // The operator's review: revert left pki/certsync/ and
+    // pki/etcd/certsync/ behind it, empty. Now each directory adopt made is
+    // removed once empty (dry run: said, not done); the one holding the
+    // backups stays, saying so; a second revert has nothing to do.
+    let made = [
+        "/etc/kubernetes/pki/certsync",
+        "/etc/kubernetes/pki/etcd/certsync",
+    ];
+    for purge in [false, true] {
+        let dir = adopted_node();
+        let d = dir.path();
+        let before = snapshot(d);
+        let out = revert(&Options {
+            dry_run: true,
+            purge,
+            ..revert_options(d)
+        })
+        .await
+        .expect("dry run");
+        assert!(before == snapshot(d), "dry run wrote: {out}");
+        for m in made {
+            let said =
+                format!("would remove {m}/ (adopt made it; empty once certsync's files are out)\n");
+            assert!(out.contains(&said), "purge={purge}: {said:?} not in\n{out}");
+        }
+        let out = revert(&Options {
+            purge,
+            ..revert_options(d)
+        })
+        .await
+        .expect("revert");
+        for m in made {
+            assert!(
+                !host(d, m).exists(),
+                "purge={purge}: {m} left behind:\n{out}"
+            );
+            let said = format!("removed {m}/ (adopt made it; now empty)\n");
+            assert!(out.contains(&said), "purge={purge}: {said:?} not in\n{out}");
+        }
+        assert!(
+            out.contains("left /etc/kubernetes/certsync/ in place: it holds backup\n"),
+            "{out}"
+        );
+        assert!(host(d, plan::BACKUPS).is_dir());
+        assert!(out.ends_with("reverted\n"), "{out}");
+        let again = revert(&revert_options(d)).await.expect("again");
+        assert!(again.contains("nothing to do"), "{again}");
+    }
+
+    // Something else in one of them: left in place, naming what it holds.
+    let dir = adopted_node();
+    let d = dir.path();
+    std::fs::write(host(d, "/etc/kubernetes/pki/certsync/stray"), "someone's\n").expect("write");
+    let said = "/etc/kubernetes/pki/certsync/ in place: it holds stray\n";
+    let out = revert(&Options {
+        dry_run: true,
+        ..revert_options(d)
+    })
+    .await
+    .expect("dry run");
+    assert!(out.contains(&format!("would leave {said}")), "{out}");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.contains(&format!("left {said}")), "{out}");
+    assert_eq!(
+        std::fs::read(host(d, "/etc/kubernetes/pki/certsync/stray")).expect("kept"),
+        b"someone's\n"
+    );
+    assert!(!host(d, made[1]).exists(), "{out}");
+
+    // Not root's: left in place.
+    if !as_root("chown") {
+        return;
+    }
+    let dir = adopted_node();
+    let d = dir.path();
+    std::os::unix::fs::chown(host(d, made[1]), Some(1000), Some(1000)).expect("chown");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(
+        out.contains(&format!(
+            "left {}/ in place: owned by uid 1000, not root\n",
+            made[1]
+        )),
+        "{out}"
+    );
+    assert!(host(d, made[1]).is_dir());
+}
+
+#[test]
+fn attack_an_empty_directory_is_never_removed_through_a_symlink() {
+    // A compromised certsync container swaps pki/etcd for a symlink to a
+    // host directory holding an empty `certsync` (or makes pki/certsync a
+    // symlink to one): the directory is reached one name at a time
+    // beneath a handle, never through a link, so the host's stays.
+    let node = tempfile::tempdir().expect("node");
+    let decoy = tempfile::tempdir().expect("decoy");
+    let d = node.path();
+    std::fs::create_dir_all(decoy.path().join("certsync")).expect("mkdir");
+    std::fs::create_dir_all(d.join("pki")).expect("mkdir");
+    std::os::unix::fs::symlink(decoy.path(), d.join("pki/etcd")).expect("symlink");
+    std::os::unix::fs::symlink(decoy.path().join("certsync"), d.join("pki/certsync"))
+        .expect("symlink");
+    for m in [
+        "/etc/kubernetes/pki/etcd/certsync",
+        "/etc/kubernetes/pki/certsync",
+    ] {
+        let left = super::super::moves::remove_empty_dir(d, m, &[], false).expect(m);
+        assert!(
+            matches!(&left, super::super::moves::Left::Kept(why) if why.contains("symlink")),
+            "{m}: {left:?}"
+        );
+    }
+    assert!(
+        decoy.path().join("certsync").is_dir(),
+        "the host's directory was removed"
+    );
+}
