@@ -184,7 +184,7 @@ fn choose(
 }
 
 /// A notAfter as revert shows it: `2027-11-25 12:00Z`.
-fn until(t: ASN1Time) -> String {
+pub(super) fn until(t: ASN1Time) -> String {
     let t = t.to_datetime();
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}Z",

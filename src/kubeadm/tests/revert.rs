@@ -282,20 +282,30 @@ fn assert_dry_run(out: &str, lines: &[String]) {
     assert!(out.ends_with("dry run: nothing was changed\n"), "{out}");
 }
 
+/// revert `--dry-run` with `opts`: its output, after checking that it
+/// changed nothing on the node.
+async fn dry_run(opts: Options) -> String {
+    let before = snapshot(&opts.dir);
+    let out = revert(&Options {
+        dry_run: true,
+        ..opts.clone()
+    })
+    .await
+    .expect("dry run");
+    assert!(before == snapshot(&opts.dir), "dry run wrote: {out}");
+    out
+}
+
 #[tokio::test]
 async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
     let dir = adopted_node();
     let d = dir.path();
-    let before = snapshot(d);
     for purge in [false, true] {
-        let out = revert(&Options {
-            dry_run: true,
+        let out = dry_run(Options {
             purge,
             ..revert_options(d)
         })
-        .await
-        .expect("dry run");
-        assert!(before == snapshot(d), "dry run wrote: {out}");
+        .await;
         let certsyncs = if purge {
             "would purge certsync's configuration, kubeconfigs and targets".to_owned()
         } else {
@@ -343,15 +353,11 @@ async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
         why.contains("/etc/kubernetes/pki/etcd/peer.crt (notAfter "),
         "{why}"
     );
-    let before = snapshot(d);
-    let out = revert(&Options {
-        dry_run: true,
+    let out = dry_run(Options {
         force: true,
         ..revert_options(d)
     })
-    .await
-    .expect("forced dry run");
-    assert!(before == snapshot(d), "dry run wrote: {out}");
+    .await;
     assert_dry_run(
         &out,
         &["--force: would hand back kubeadm certificates that expire within 24 h".to_owned()],
@@ -845,15 +851,11 @@ async fn revert_removes_the_directories_adopt_made_once_empty() {
     for purge in [false, true] {
         let dir = adopted_node();
         let d = dir.path();
-        let before = snapshot(d);
-        let out = revert(&Options {
-            dry_run: true,
+        let out = dry_run(Options {
             purge,
             ..revert_options(d)
         })
-        .await
-        .expect("dry run");
-        assert!(before == snapshot(d), "dry run wrote: {out}");
+        .await;
         for m in made {
             let said =
                 format!("would remove {m}/ (adopt made it; empty once certsync's files are out)\n");
@@ -888,12 +890,7 @@ async fn revert_removes_the_directories_adopt_made_once_empty() {
     let d = dir.path();
     std::fs::write(host(d, "/etc/kubernetes/pki/certsync/stray"), "someone's\n").expect("write");
     let said = "/etc/kubernetes/pki/certsync/ in place: it holds stray\n";
-    let out = revert(&Options {
-        dry_run: true,
-        ..revert_options(d)
-    })
-    .await
-    .expect("dry run");
+    let out = dry_run(revert_options(d)).await;
     assert!(out.contains(&format!("would leave {said}")), "{out}");
     let out = revert(&revert_options(d)).await.expect("revert");
     assert!(out.contains(&format!("left {said}")), "{out}");
