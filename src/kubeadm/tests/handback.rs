@@ -198,7 +198,7 @@ async fn revert_keeps_the_sound_copy_that_lasts_longer_and_says_why() {
     // is self-signed, has another key, or names other names is never kept.
     let year = time::Duration::days(400);
     let another_key = (pair_ending(year).0, pair_ending(year).1);
-    let cases: [(&str, Option<(String, String)>, Option<&str>); 5] = [
+    let cases = [
         ("certsync's 10 minutes", None, Some("it lasts longer")),
         (
             "certsync's renewed for longer",
