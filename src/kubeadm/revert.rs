@@ -298,8 +298,11 @@ async fn local(
             .map(str::to_owned)
             .collect();
         moving.dedup();
-        match moves::remove_empty_dir(dir, d, &moving, dry).map_err(KubeadmError::Revert)? {
-            moves::Left::Removed => {
+        // Removing one is tidying, not reverting: a directory it cannot
+        // remove (a mount point, EBUSY) is left, saying why, never a
+        // revert stopped there at every re-run.
+        match moves::remove_empty_dir(dir, d, &moving, dry) {
+            Ok(moves::Left::Removed) => {
                 let _ = writeln!(
                     out,
                     "{} {d}/ (adopt made it; {})",
@@ -307,8 +310,8 @@ async fn local(
                     tense(dry, "now empty", "empty once certsync's files are out")
                 );
             }
-            moves::Left::Absent => {}
-            moves::Left::Kept(why) => {
+            Ok(moves::Left::Absent) => {}
+            Ok(moves::Left::Kept(why)) | Err(why) => {
                 let _ = writeln!(
                     out,
                     "{} {d}/ in place: {why}",
