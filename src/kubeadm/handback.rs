@@ -6,6 +6,12 @@
 //! named, and a kubeconfig says everything else kubeadm's said. Each
 //! judgement is shown with both copies' notAfter (dry run and real run
 //! alike): an operator sees which copy comes back and why.
+//!
+//! Each current file is read once, beneath its directory's handle and
+//! never through a link, and judged on those bytes; what revert keeps is
+//! those bytes written anew with kubeadm's modes, never the entry it read
+//! (the ninth review, F1 and F2: a file renamed in after the judgement, a
+//! symlink, or a key made 0666 by certsync's container survived revert).
 
 use std::path::Path;
 
@@ -13,17 +19,26 @@ use x509_parser::time::ASN1Time;
 
 use super::apply::State;
 use super::plan::{self, backup_path};
-use super::{KubeadmError, host, node};
+use super::{KubeadmError, host, moves, node};
 
 /// A file to put back: node path, bytes, mode.
 pub(super) type Restore = (String, Vec<u8>, u32);
 
+/// kubeadm's modes: its keys and kubeconfigs are root's 0600, its
+/// certificates 0644. What revert writes has these, whatever the file it
+/// judged had (the ninth review, F2: a key certsync's container made 0666
+/// was kept so).
+const PRIVATE: u32 = 0o600;
+const PUBLIC: u32 = 0o644;
+
 pub(super) struct Handback {
     /// The kubeconfig, or the pair's `.crt` (the `.key` goes with it).
     pub node_path: String,
-    /// The backup and the files to restore from it (node path, bytes,
-    /// mode); `None` to keep the current files.
-    pub restore: Option<(String, Vec<Restore>)>,
+    /// What revert writes (node path, bytes, mode): the current copy's
+    /// bytes as judged, or kubeadm's from the backup.
+    pub files: Vec<Restore>,
+    /// The backup the files come from; `None`: the current copy's bytes.
+    pub backup: Option<String>,
     /// The notAfter of the copy revert leaves.
     pub not_after: ASN1Time,
     /// Which copy revert leaves and why, both copies' notAfter shown.
@@ -34,7 +49,8 @@ pub(super) struct Handback {
 /// not (with its notAfter when it could be read).
 type Current = Result<ASN1Time, (Option<ASN1Time>, String)>;
 
-/// kubeadm's kubeconfigs and pairs as revert would leave them.
+/// kubeadm's kubeconfigs and pairs as revert would leave them, each
+/// current file read once (see [`read_current`]) and judged on those bytes.
 pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
     let mut all = Vec::new();
     for (k, backup) in &state.kubeconfigs {
@@ -45,18 +61,17 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
             String::from_utf8(saved.clone()).map_err(|_| KubeadmError::file(&path, "not UTF-8"))?;
         let theirs =
             node::kubeconfig_not_after(dir, &text).map_err(|e| KubeadmError::file(&path, e))?;
-        let theirs_cert = crate::writer::kubeconfig_certificate(&path)
-            .ok()
-            .map(|(c, _)| c);
-        let current = current_kubeconfig(dir, k, &text, theirs_cert.as_deref())?;
-        all.push(choose(
-            k,
-            k,
-            current,
-            theirs,
-            backup,
-            vec![(k.clone(), saved, 0o600)],
-        ));
+        let theirs_cert = crate::writer::kubeconfig_pair(&text).ok().map(|(c, _)| c);
+        let (current, ours) = match read_current(dir, k) {
+            Ok(Some(bytes)) => (
+                current_kubeconfig(dir, &bytes, &text, theirs_cert.as_deref()),
+                vec![(k.clone(), bytes, PRIVATE)],
+            ),
+            Ok(None) => (Err((None, "missing".into())), Vec::new()),
+            Err(why) => (Err((None, why)), Vec::new()),
+        };
+        let theirs_files = vec![(k.clone(), saved, PRIVATE)];
+        all.push(choose(k, k, current, theirs, backup, ours, theirs_files));
     }
     for (p, backup) in &state.pairs {
         let (crt, key) = (format!("{p}.crt"), format!("{p}.key"));
@@ -69,45 +84,100 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
             .map_err(|e| KubeadmError::file(&backup_path(dir, backup, &crt), e))?;
         let ca = plan::pair_ca(dir, p)
             .ok_or_else(|| KubeadmError::Revert(format!("{p}: not a pair adopt keeps")))?;
-        let current = match (
-            node::read_optional(dir, &crt)?,
-            node::read_optional(dir, &key)?,
-        ) {
-            (Some(c), Some(k)) => judged(node::not_after(&c), || {
-                node::sound_pair(dir, &c, &k, &ca)?;
-                identity(&c, &saved_crt)
-            }),
-            (Some(c), None) => Err((node::not_after(&c).ok(), "its key is missing".into())),
-            (None, _) => Err((None, "missing".into())),
+        let (current, ours) = match (read_current(dir, &crt), read_current(dir, &key)) {
+            (Ok(Some(c)), Ok(Some(k))) => (
+                judged(node::not_after(&c), || {
+                    node::sound_pair(dir, &c, &k, &ca)?;
+                    identity(&c, &saved_crt)
+                }),
+                vec![(key.clone(), k, PRIVATE), (crt.clone(), c, PUBLIC)],
+            ),
+            (Err(why), _) | (Ok(Some(_)), Err(why)) => (Err((None, why)), Vec::new()),
+            (Ok(Some(c)), Ok(None)) => (
+                Err((node::not_after(&c).ok(), "its key is missing".into())),
+                Vec::new(),
+            ),
+            (Ok(None), _) => (Err((None, "missing".into())), Vec::new()),
         };
-        let files = vec![(key, saved_key, 0o600), (crt.clone(), saved_crt, 0o644)];
+        let theirs_files = vec![(key, saved_key, PRIVATE), (crt.clone(), saved_crt, PUBLIC)];
         let shown = format!("{crt} and .key");
-        all.push(choose(&shown, &crt, current, theirs, backup, files));
+        all.push(choose(
+            &shown,
+            &crt,
+            current,
+            theirs,
+            backup,
+            ours,
+            theirs_files,
+        ));
     }
     Ok(all)
 }
 
-/// The kubeconfig at `k` as it is now, judged against kubeadm's `saved`
-/// text (whose client certificate is `theirs_cert`).
+/// The file at `node_path` as it is now, read once: its directory reached
+/// from `dir` one name at a time and the file opened beneath that handle,
+/// neither followed if a symlink, a regular file within the size limit.
+/// `None` when it is missing; `Err` says, starting with the path, why it
+/// is not a file revert may keep (the ninth review, F2: a symlink into
+/// certsync's own target was kept, then dangled once revert moved the
+/// target away).
+fn read_current(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, String> {
+    let (parent, name) = node_path
+        .rsplit_once('/')
+        .ok_or_else(|| format!("{node_path}: not a file path"))?;
+    let d = match moves::open_beneath(dir, parent) {
+        Ok(d) => d,
+        Err(moves::Blocked::Absent) => return Ok(None),
+        Err(b) => return Err(b.to_string()),
+    };
+    match crate::writer::read_beneath(&d, name, &host(dir, node_path)) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(format!("{node_path} {}", e.problem())),
+    }
+}
+
+/// Writes `bytes` as `node_path` anew with `mode`: a new file (`..tmp-NAME`,
+/// `O_EXCL|O_NOFOLLOW`, fsynced) renamed over the name beneath its
+/// directory's handle, reached as [`read_current`] reaches it. Whatever
+/// was at the name (a file written after revert read it, a link, another
+/// mode) is gone.
+pub(super) fn write(
+    dir: &Path,
+    node_path: &str,
+    mode: u32,
+    bytes: &[u8],
+) -> Result<(), KubeadmError> {
+    let (parent, name) = node_path
+        .rsplit_once('/')
+        .ok_or_else(|| KubeadmError::Revert(format!("{node_path}: not a file path")))?;
+    let d = moves::open_beneath(dir, parent)
+        .map_err(|b| KubeadmError::Revert(format!("{node_path}: {b}")))?;
+    Ok(crate::writer::replace_beneath(
+        &d,
+        name,
+        mode,
+        bytes,
+        &host(dir, parent),
+    )?)
+}
+
+/// The kubeconfig read as `bytes`, judged against kubeadm's `saved` text
+/// (whose client certificate is `theirs_cert`).
 fn current_kubeconfig(
     dir: &Path,
-    k: &str,
+    bytes: &[u8],
     saved: &str,
     theirs_cert: Option<&[u8]>,
-) -> Result<Current, KubeadmError> {
-    let Some(bytes) = node::read_optional(dir, k)? else {
-        return Ok(Err((None, "missing".into())));
-    };
-    let Ok(text) = String::from_utf8(bytes) else {
-        return Ok(Err((None, "not UTF-8".into())));
-    };
-    Ok(judged(node::kubeconfig_not_after(dir, &text), || {
-        let (cert, key) = crate::writer::kubeconfig_certificate(&host(dir, k))
-            .map_err(|e| format!("no client pair to judge ({e})"))?;
+) -> Current {
+    let text = std::str::from_utf8(bytes).map_err(|_| (None, "not UTF-8".to_owned()))?;
+    let (cert, key) = crate::writer::kubeconfig_pair(text)
+        .map_err(|e| (None, format!("no client pair to judge ({e})")))?;
+    judged(node::not_after(&cert), || {
         let key = key.ok_or("no embedded client key")?;
         node::sound_pair(dir, &cert, &key, "/etc/kubernetes/pki/ca.crt")?;
         identity(&cert, theirs_cert.unwrap_or_default())?;
-        if !node::same_but_pairs(&text, saved) {
+        if !node::same_but_pairs(text, saved) {
             return Err(
                 "it differs from kubeadm's in more than its client pair (server, CA, \
                         user or plugin)"
@@ -115,7 +185,7 @@ fn current_kubeconfig(
             );
         }
         Ok(())
-    }))
+    })
 }
 
 /// A current copy whose notAfter is `until`, sound if `check` passes.
@@ -133,16 +203,17 @@ fn identity(cert: &[u8], kubeadms: &[u8]) -> Result<(), String> {
     }
 }
 
-/// The current file when it is sound and outlasts kubeadm's in the
-/// backup, else the backup's `files`; `shown` names the file in the
-/// judgement.
+/// The current files (`ours`, as read) when they are sound and outlast
+/// kubeadm's in the backup, else the backup's `theirs`; `shown` names the
+/// file in the judgement.
 fn choose(
     shown: &str,
     node_path: &str,
     current: Current,
     theirs: ASN1Time,
     backup: &str,
-    files: Vec<Restore>,
+    ours: Vec<Restore>,
+    theirs_files: Vec<Restore>,
 ) -> Handback {
     let kubeadms = format!("kubeadm's backup (until {})", until(theirs));
     // The current copy's notAfter when it is the one kept.
@@ -175,10 +246,15 @@ fn choose(
             ),
         ),
     };
+    let (files, backup) = match kept {
+        Some(_) => (ours, None),
+        None => (theirs_files, Some(backup.to_owned())),
+    };
     Handback {
         node_path: node_path.to_owned(),
         not_after: kept.unwrap_or(theirs),
-        restore: kept.is_none().then(|| (backup.to_owned(), files)),
+        files,
+        backup,
         judgement,
     }
 }

@@ -173,36 +173,17 @@ pub fn remove_empty_dir(
     moving: &[String],
     dry: bool,
 ) -> Result<Left, String> {
-    use cap_fs_ext::DirExt as _;
-    use cap_std::fs::{Dir, MetadataExt as _};
+    use cap_std::fs::MetadataExt as _;
     let named = |e: &dyn std::fmt::Display| format!("{node_path}: {e}");
-    let rel = node_path
-        .strip_prefix("/etc/kubernetes/")
-        .ok_or_else(|| named(&"not below /etc/kubernetes"))?;
-    let mut parent =
-        Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| named(&e))?;
-    let mut at = String::from("/etc/kubernetes");
-    let mut names = rel.split('/').peekable();
-    let (last, opened) = loop {
-        let Some(name) = names.next() else {
-            return Err(named(&"no name"));
-        };
-        at = format!("{at}/{name}");
-        match parent.symlink_metadata(name) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Left::Absent),
-            Err(e) => return Err(named(&e)),
-            Ok(m) if m.file_type().is_symlink() => {
-                return Ok(Left::Kept(format!("{at} is a symlink, not followed")));
-            }
-            Ok(m) if !m.is_dir() => return Ok(Left::Kept(format!("{at} is not a directory"))),
-            Ok(_) => {}
-        }
-        // Swapped for a link since: ELOOP, an error.
-        let opened = parent.open_dir_nofollow(name).map_err(|e| named(&e))?;
-        if names.peek().is_none() {
-            break (name, opened);
-        }
-        parent = opened;
+    let last = match node_path.rsplit_once('/') {
+        Some((up, last)) if up.starts_with(crate::kubeadm::KUBEADM_DIR) && !last.is_empty() => last,
+        _ => return Err(named(&"not below /etc/kubernetes")),
+    };
+    let (parent, opened) = match walk(dir, node_path) {
+        Ok(both) => both,
+        Err(Blocked::Absent) => return Ok(Left::Absent),
+        Err(Blocked::Io(e)) => return Err(e),
+        Err(b) => return Ok(Left::Kept(b.to_string())),
     };
     let uid = opened.dir_metadata().map_err(|e| named(&e))?.uid();
     if uid != 0 {
@@ -237,4 +218,64 @@ pub fn remove_empty_dir(
         )),
         Err(e) => Err(named(&e)),
     }
+}
+
+/// Why a directory below `/etc/kubernetes` was not opened.
+#[derive(Debug)]
+pub enum Blocked {
+    /// A name on the way does not exist.
+    Absent,
+    /// The node path of a name on the way that is a symlink.
+    Link(String),
+    /// The node path of a name on the way that is not a directory.
+    NotDir(String),
+    Io(String),
+}
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Absent => f.write_str("missing"),
+            Self::Link(at) => write!(f, "{at} is a symlink, not followed"),
+            Self::NotDir(at) => write!(f, "{at} is not a directory"),
+            Self::Io(e) => f.write_str(e),
+        }
+    }
+}
+
+/// The directory at `node_dir` (`/etc/kubernetes` or below), reached from
+/// `dir` one name at a time without following a link: a handle to read
+/// and write beneath, never a path a symlink planted on the way leads
+/// elsewhere.
+pub fn open_beneath(dir: &Path, node_dir: &str) -> Result<cap_std::fs::Dir, Blocked> {
+    walk(dir, node_dir).map(|(_, opened)| opened)
+}
+
+/// [`open_beneath`], with its parent's handle (`dir` itself for
+/// `/etc/kubernetes`).
+fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Dir), Blocked> {
+    use cap_fs_ext::DirExt as _;
+    let io = |at: &str, e: std::io::Error| Blocked::Io(format!("{at}: {e}"));
+    let rel = node_dir
+        .strip_prefix(crate::kubeadm::KUBEADM_DIR)
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+        .ok_or_else(|| Blocked::Io(format!("{node_dir}: not below /etc/kubernetes")))?;
+    let mut at = String::from(crate::kubeadm::KUBEADM_DIR);
+    let mut opened = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+        .map_err(|e| io(&at, e))?;
+    let mut parent = opened.try_clone().map_err(|e| io(&at, e))?;
+    for name in rel.split('/').filter(|n| !n.is_empty()) {
+        at = format!("{at}/{name}");
+        match opened.symlink_metadata(name) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Blocked::Absent),
+            Err(e) => return Err(io(&at, e)),
+            Ok(m) if m.file_type().is_symlink() => return Err(Blocked::Link(at)),
+            Ok(m) if !m.is_dir() => return Err(Blocked::NotDir(at)),
+            Ok(_) => {}
+        }
+        // Swapped for a link since: ELOOP, an error.
+        let next = opened.open_dir_nofollow(name).map_err(|e| io(&at, e))?;
+        parent = std::mem::replace(&mut opened, next);
+    }
+    Ok((parent, opened))
 }

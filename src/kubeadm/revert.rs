@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::apply::State;
-use super::handback::{Handback, handbacks};
+use super::handback::{self, Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets, templates};
 use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, moves, node};
@@ -151,6 +151,50 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     Ok(out)
 }
 
+/// The points a unit test injects a step at (what a compromised certsync
+/// container racing revert would do there).
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// certsync's daemon is gone, kubeadm's files not yet judged again.
+    DaemonGone,
+    /// Judged again, not yet written.
+    Judged,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The step a unit test injects, and where.
+    pub(super) static INJECTED: std::cell::RefCell<Option<(Step, Box<dyn FnOnce()>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs the step a unit test injected at `at`, once; nothing outside tests.
+#[cfg(test)]
+fn step(at: Step) {
+    let due = INJECTED.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.as_ref().is_some_and(|(s, _)| *s == at) {
+            h.take().map(|(_, f)| f)
+        } else {
+            None
+        }
+    });
+    if let Some(f) = due {
+        f();
+    }
+}
+
+#[cfg(not(test))]
+#[derive(Clone, Copy)]
+enum Step {
+    DaemonGone,
+    Judged,
+}
+
+#[cfg(not(test))]
+fn step(_: Step) {}
+
 /// What a line says revert did, or in a dry run would do.
 fn tense<'a>(dry: bool, done: &'a str, would: &'a str) -> &'a str {
     if dry { would } else { done }
@@ -161,7 +205,7 @@ fn tense<'a>(dry: bool, done: &'a str, would: &'a str) -> &'a str {
 async fn local(
     opts: &Options,
     state: &State,
-    handbacks: &[Handback],
+    first: &[Handback],
     out: &mut String,
 ) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
@@ -188,25 +232,64 @@ async fn local(
     } else {
         claim_targets(dir, CLAIM_WAIT).await?
     };
+    step(Step::DaemonGone);
     // kubeadm's kubeconfigs and pairs, as they were before certsync
     // renewed them in place (certsync's may be short-lived), unless the
-    // current ones last longer; before the manifests, so each component
-    // starts on the files it keeps.
-    // Each with the judgement (both copies' notAfter, which one stays
-    // and why), the same in a dry run.
+    // current ones last longer and are sound; before the manifests, so
+    // each component starts on the files it keeps. Judged again now that
+    // certsync's daemon is gone (the ninth review, F1: judged only before
+    // its pod was removed, they were swapped in the gap by its container,
+    // which sees manifests/, and an exec-plugin admin.conf was kept), each
+    // file read once, and written anew from the bytes judged: nothing put
+    // there after the read survives. A dry run shows the first judgement.
+    let again;
+    let handbacks = if dry {
+        out.push_str(
+            "the real run judges each kubeconfig and pair below again once certsync's daemon is \
+             gone, and writes the copy it keeps anew (root's, mode 0600, a certificate 0644); \
+             as they are now:\n",
+        );
+        first
+    } else {
+        again = handbacks(dir, state)?;
+        &again
+    };
+    let deadline = x509_parser::time::ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
     for h in handbacks {
         let _ = writeln!(out, "{}", h.judgement);
-        if let Some((backup, files)) = &h.restore {
-            for (path, bytes, mode) in files {
-                if !dry {
-                    replace_file(&host(dir, path), *mode, bytes)?;
-                }
-                let _ = writeln!(
+        // The copy judged first is gone and kubeadm's ends soon: said,
+        // never kept instead (the refusal before any change saw the other).
+        let was = first.iter().find(|f| f.node_path == h.node_path);
+        if h.not_after.timestamp() <= deadline
+            && was.is_some_and(|f| f.not_after.timestamp() > deadline)
+        {
+            let _ = writeln!(
+                out,
+                "{}: what revert hands back ends {}, within 24 h (the copy judged first changed \
+                 since): run `kubeadm certs renew all` now",
+                h.node_path,
+                until(h.not_after)
+            );
+        }
+    }
+    step(Step::Judged);
+    for h in handbacks {
+        for (path, bytes, mode) in &h.files {
+            if !dry {
+                handback::write(dir, path, *mode, bytes)?;
+            }
+            let _ = match &h.backup {
+                Some(backup) => writeln!(
                     out,
                     "{} {path} from {backup}/",
                     tense(dry, "restored", "would restore")
-                );
-            }
+                ),
+                None => writeln!(
+                    out,
+                    "{} {path} anew from the bytes judged (mode {mode:04o})",
+                    tense(dry, "wrote", "would write")
+                ),
+            };
         }
     }
     // Then the components, onto kubeadm's files.

@@ -440,4 +440,5 @@ fn forge_issuer(cn: &str) -> String {
 }
 
 mod handback;
+mod races;
 mod revert;

@@ -81,11 +81,13 @@ mod tests;
 
 use anchor::Anchor;
 use history::*;
-pub use kubeconfig::{check_kubeconfig, kubeconfig_certificate, update_kubeconfig};
+pub use kubeconfig::{
+    check_kubeconfig, kubeconfig_certificate, kubeconfig_pair, update_kubeconfig,
+};
 pub use lock::stop_waiting;
 pub use pair::{check_pair, update_pair};
-pub use revision::replace_file;
 use revision::*;
+pub use revision::{read_beneath, replace_beneath, replace_file};
 use rollback::*;
 
 /// The target's one atomic switch: a symlink to the live revision.

@@ -248,6 +248,31 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
     replace_file_in(&dir, name, mode, None, bytes, parent)
 }
 
+/// Reads `name` beneath the handle `dir` once: never through a symlink,
+/// never blocking on a FIFO, a regular file of at most the published size
+/// (`shown` names it in errors). For a caller that judges the bytes and
+/// then writes them, never the path, again (kubeadm revert).
+pub fn read_beneath(
+    dir: &Dir,
+    name: &str,
+    shown: &Path,
+) -> Result<Vec<u8>, crate::files::FileError> {
+    read_file_at(dir, name, shown)
+}
+
+/// [`replace_file_in`] beneath a handle the caller opened, the new file
+/// whoever runs certsync's (root on a node) with exactly `mode`; `shown`
+/// is the directory's path for errors.
+pub fn replace_beneath(
+    dir: &Dir,
+    name: &str,
+    mode: u32,
+    bytes: &[u8],
+    shown: &Path,
+) -> Result<(), WriterError> {
+    replace_file_in(dir, name, mode, None, bytes, shown)
+}
+
 /// What the symlink `name` in `dir` says, if it is a symlink with UTF-8 text.
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {
     let link = dir.read_link_contents(name).ok()?;
