@@ -19,7 +19,7 @@ use x509_parser::time::ASN1Time;
 
 use super::apply::State;
 use super::plan::{self, backup_path};
-use super::{KubeadmError, host, moves, node};
+use super::{KubeadmError, host, kept, moves, node};
 
 /// A file to put back: node path, bytes, mode.
 pub(super) type Restore = (String, Vec<u8>, u32);
@@ -53,6 +53,14 @@ type Current = Result<ASN1Time, (Option<ASN1Time>, String)>;
 /// current file read once (see [`read_current`]) and judged on those bytes.
 pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
     let mut all = Vec::new();
+    // certsync's configuration as adopt wrote it (mounted read-only into
+    // its pod), or the copy in the backup: each mapping's lifetime.
+    let config = read_current(dir, plan::CONFIG).ok().flatten().or_else(|| {
+        let b = state.backups.last()?;
+        read_current(dir, &format!("{b}/certsync.yaml"))
+            .ok()
+            .flatten()
+    });
     for (k, backup) in &state.kubeconfigs {
         let path = backup_path(dir, backup, k);
         let saved = std::fs::read(&path)
@@ -64,7 +72,13 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
         let theirs_cert = crate::writer::kubeconfig_pair(&text).ok().map(|(c, _)| c);
         let (current, ours) = match read_current(dir, k) {
             Ok(Some(bytes)) => (
-                current_kubeconfig(dir, &bytes, &text, theirs_cert.as_deref()),
+                current_kubeconfig(
+                    dir,
+                    &bytes,
+                    &text,
+                    theirs_cert.as_deref(),
+                    kept::lifetime(config.as_deref(), "update-kubeconfig", k),
+                ),
                 vec![(k.clone(), bytes, PRIVATE)],
             ),
             Ok(None) => (Err((None, "missing".into())), Vec::new()),
@@ -88,7 +102,12 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
             (Ok(Some(c)), Ok(Some(k))) => (
                 judged(node::not_after(&c), || {
                     node::sound_pair(dir, &c, &k, &ca)?;
-                    identity(&c, &saved_crt)
+                    identity(&c, &saved_crt)?;
+                    kept::shape(
+                        &c,
+                        &saved_crt,
+                        kept::lifetime(config.as_deref(), "update-pair", p),
+                    )
                 }),
                 vec![(key.clone(), k, PRIVATE), (crt.clone(), c, PUBLIC)],
             ),
@@ -169,6 +188,7 @@ fn current_kubeconfig(
     bytes: &[u8],
     saved: &str,
     theirs_cert: Option<&[u8]>,
+    lifetime: i64,
 ) -> Current {
     let text = std::str::from_utf8(bytes).map_err(|_| (None, "not UTF-8".to_owned()))?;
     let (cert, key) = crate::writer::kubeconfig_pair(text)
@@ -184,7 +204,7 @@ fn current_kubeconfig(
                     .into(),
             );
         }
-        Ok(())
+        kept::shape(&cert, theirs_cert.unwrap_or_default(), lifetime)
     })
 }
 

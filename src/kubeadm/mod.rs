@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 mod apply;
 mod cluster;
 mod handback;
+mod kept;
 mod manifest;
 mod moves;
 mod node;

@@ -442,3 +442,4 @@ fn forge_issuer(cn: &str) -> String {
 mod handback;
 mod races;
 mod revert;
+mod shapes;

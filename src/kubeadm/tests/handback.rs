@@ -227,6 +227,13 @@ async fn revert_keeps_the_sound_copy_that_lasts_longer_and_says_why() {
             let (dir, kubeadms, certsyncs) = adopted_node_with_pair();
             let d = dir.path();
             let current = current.clone().unwrap_or(certsyncs);
+            // certsync's lifetime for the pair: longer than the year
+            // kubeadm's lasts, so its renewal may outlast it.
+            std::fs::write(
+                host(d, plan::CONFIG),
+                "mappings:\n- update-pair: /etc/kubernetes/pki/apiserver\n  lifetime: 500d\n",
+            )
+            .expect("config");
             std::fs::write(d.join("pki/apiserver.crt"), &current.0).expect("crt");
             std::fs::write(d.join("pki/apiserver.key"), &current.1).expect("key");
             let before = snapshot(d);

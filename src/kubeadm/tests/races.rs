@@ -42,7 +42,7 @@ fn swap_in(path: &Path, bytes: &[u8]) {
 
 /// A node whose current admin.conf is sound and outlasts kubeadm's in
 /// the backup (200 days against a year): revert keeps it, as judged.
-fn node_keeping_admin_conf() -> (tempfile::TempDir, String, Vec<u8>) {
+pub(super) fn node_keeping_admin_conf() -> (tempfile::TempDir, String, Vec<u8>) {
     let dir = adopted_node();
     let d = dir.path();
     let backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf");
@@ -99,7 +99,7 @@ async fn attack_admin_conf_swapped_between_judging_and_handing_back_never_surviv
 
 /// A node whose current apiserver pair is sound and outlasts kubeadm's
 /// (200 days against a year); returns kubeadm's pair and the current one.
-fn node_keeping_a_pair() -> (tempfile::TempDir, (String, String), (String, String)) {
+pub(super) fn node_keeping_a_pair() -> (tempfile::TempDir, (String, String), (String, String)) {
     let dir = adopted_node();
     let d = dir.path();
     let kubeadms = pair_ending(time::Duration::days(200));
@@ -119,7 +119,7 @@ fn node_keeping_a_pair() -> (tempfile::TempDir, (String, String), (String, Strin
     (dir, kubeadms, current)
 }
 
-fn pair_in(d: &Path) -> (String, String) {
+pub(super) fn pair_in(d: &Path) -> (String, String) {
     let read = |f: &str| std::fs::read_to_string(d.join(f)).expect("read");
     (read("pki/apiserver.crt"), read("pki/apiserver.key"))
 }

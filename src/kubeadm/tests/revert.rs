@@ -40,10 +40,32 @@ fn pair_by(
     ends: time::Duration,
     issuer: Option<&rcgen::Issuer<'static, rcgen::KeyPair>>,
 ) -> (String, String) {
+    pair_from(kubeadm_params(ends), issuer)
+}
+
+/// A leaf as kubeadm makes one (KeyUsage digitalSignature and
+/// keyEncipherment, ExtKeyUsage serverAuth, CA:FALSE, started 5 minutes
+/// ago), ending `ends` from now; a test changes what it attacks.
+pub(super) fn kubeadm_params(ends: time::Duration) -> rcgen::CertificateParams {
     let now = time::OffsetDateTime::now_utc();
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    p.not_before = now - time::Duration::days(2);
+    p.not_before = now - time::Duration::minutes(5);
     p.not_after = now + ends;
+    p.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyEncipherment,
+    ];
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    p.is_ca = rcgen::IsCa::ExplicitNoCa;
+    p
+}
+
+/// The certificate `p` describes with a new key, signed by `issuer` or
+/// self-signed, and the key (PEM).
+pub(super) fn pair_from(
+    p: rcgen::CertificateParams,
+    issuer: Option<&rcgen::Issuer<'static, rcgen::KeyPair>>,
+) -> (String, String) {
     let key = rcgen::KeyPair::generate().expect("key");
     let cert = match issuer {
         Some(issuer) => p.signed_by(&key, issuer),
@@ -63,7 +85,7 @@ pub(super) fn forged_kubeconfig(ends: time::Duration) -> String {
     kubeconfig_with(forged_ending(ends))
 }
 
-fn kubeconfig_with((cert, key): (String, String)) -> String {
+pub(super) fn kubeconfig_with((cert, key): (String, String)) -> String {
     use base64::Engine as _;
     let b64 = |pem: String| base64::engine::general_purpose::STANDARD.encode(pem);
     let (data, key) = (b64(cert), b64(key));
