@@ -162,10 +162,13 @@ pub(super) enum Step {
     Judged,
 }
 
+/// A step a unit test injects, and where.
+#[cfg(test)]
+pub(super) type Injected = Option<(Step, Box<dyn FnOnce()>)>;
+
 #[cfg(test)]
 thread_local! {
-    /// The step a unit test injects, and where.
-    pub(super) static INJECTED: std::cell::RefCell<Option<(Step, Box<dyn FnOnce()>)>> =
+    pub(super) static INJECTED: std::cell::RefCell<Injected> =
         const { std::cell::RefCell::new(None) };
 }
 

@@ -7,6 +7,9 @@ use super::races::{node_keeping_a_pair, node_keeping_admin_conf, pair_in};
 use super::revert::{CA, kubeadm_params, kubeconfig_with, pair_from, revert_options};
 use super::*;
 
+/// A change to a kubeadm-shaped leaf.
+type Shape = fn(&mut rcgen::CertificateParams);
+
 /// A year from 2036 on, whatever today is: not valid yet.
 fn from_2036(p: &mut rcgen::CertificateParams) {
     let at = |t| time::OffsetDateTime::from_unix_timestamp(t).expect("time");
@@ -22,7 +25,6 @@ fn ca_true(p: &mut rcgen::CertificateParams) {
 
 #[tokio::test]
 async fn attack_a_ca_signed_pair_with_kubeadms_names_but_another_shape_is_never_kept() {
-    type Shape = fn(&mut rcgen::CertificateParams);
     let cases: [(&str, Shape, &str); 8] = [
         (
             "notBefore in 2036",
@@ -124,7 +126,7 @@ async fn attack_a_ca_signed_pair_with_kubeadms_names_but_another_shape_is_never_
 async fn attack_an_admin_conf_with_another_shape_of_client_certificate_is_never_kept() {
     // The same rules for the client certificate in a kubeconfig: CA:TRUE
     // or valid only from 2036 (root's kubectl refused) means kubeadm's.
-    let shapes: [(fn(&mut rcgen::CertificateParams), &str); 3] = [
+    let shapes: [(Shape, &str); 3] = [
         (ca_true, "it is a CA certificate (CA:TRUE)"),
         (from_2036, "it is not valid before 2036-11-22 12:22Z"),
         (
