@@ -78,14 +78,24 @@ async fn revert_hands_back_the_admin_conf_that_lasts_longer_and_judges_it() {
 /// A node adopted with kubeadm's apiserver pair kept in step: kubeadm's
 /// year-long pair in the backup, certsync's 10-minute one in place.
 fn adopted_node_with_pair() -> (tempfile::TempDir, (String, String), (String, String)) {
+    node_with_pair(time::Duration::days(365), time::Duration::minutes(10))
+}
+
+/// A node adopted with kubeadm's apiserver pair kept in step: kubeadm's
+/// pair in the backup ending in `kubeadms`, the current one in place
+/// ending in `current`; returns both.
+pub(super) fn node_with_pair(
+    kubeadms: time::Duration,
+    current: time::Duration,
+) -> (tempfile::TempDir, (String, String), (String, String)) {
     let dir = adopted_node();
     let d = dir.path();
     let p = "/etc/kubernetes/pki/apiserver";
-    let kubeadms = pair_ending(time::Duration::days(365));
-    let certsyncs = pair_ending(time::Duration::minutes(10));
+    let kubeadms = pair_ending(kubeadms);
+    let current = pair_ending(current);
     for (root, (crt, key)) in [
         (plan::backup_path(d, BACKUP, "/etc/kubernetes/"), &kubeadms),
-        (d.to_owned(), &certsyncs),
+        (d.to_owned(), &current),
     ] {
         std::fs::create_dir_all(root.join("pki")).expect("mkdir");
         std::fs::write(root.join("pki/apiserver.crt"), crt).expect("crt");
@@ -95,7 +105,7 @@ fn adopted_node_with_pair() -> (tempfile::TempDir, (String, String), (String, St
         serde_json::from_slice(&std::fs::read(host(d, plan::STATE)).expect("state")).expect("json");
     state["pairs"] = serde_json::json!({ p: BACKUP });
     std::fs::write(host(d, plan::STATE), state.to_string()).expect("state");
-    (dir, kubeadms, certsyncs)
+    (dir, kubeadms, current)
 }
 
 #[tokio::test]

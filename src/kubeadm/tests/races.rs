@@ -7,9 +7,8 @@
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use super::revert::{
-    BACKUP, adopted_node, forged_ending, kubeconfig_ending, pair_ending, revert_options,
-};
+use super::handback::node_with_pair;
+use super::revert::{BACKUP, adopted_node, forged_ending, kubeconfig_ending, revert_options};
 use super::*;
 use crate::kubeadm::revert::{INJECTED, Step};
 
@@ -100,23 +99,7 @@ async fn attack_admin_conf_swapped_between_judging_and_handing_back_never_surviv
 /// A node whose current apiserver pair is sound and outlasts kubeadm's
 /// (200 days against a year); returns kubeadm's pair and the current one.
 pub(super) fn node_keeping_a_pair() -> (tempfile::TempDir, (String, String), (String, String)) {
-    let dir = adopted_node();
-    let d = dir.path();
-    let kubeadms = pair_ending(time::Duration::days(200));
-    let current = pair_ending(time::Duration::days(365));
-    for (root, (crt, key)) in [
-        (plan::backup_path(d, BACKUP, "/etc/kubernetes/"), &kubeadms),
-        (d.to_owned(), &current),
-    ] {
-        std::fs::create_dir_all(root.join("pki")).expect("mkdir");
-        std::fs::write(root.join("pki/apiserver.crt"), crt).expect("crt");
-        std::fs::write(root.join("pki/apiserver.key"), key).expect("key");
-    }
-    let mut state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(host(d, plan::STATE)).expect("state")).expect("json");
-    state["pairs"] = serde_json::json!({ "/etc/kubernetes/pki/apiserver": BACKUP });
-    std::fs::write(host(d, plan::STATE), state.to_string()).expect("state");
-    (dir, kubeadms, current)
+    node_with_pair(time::Duration::days(200), time::Duration::days(365))
 }
 
 pub(super) fn pair_in(d: &Path) -> (String, String) {
