@@ -26,7 +26,8 @@ const SKEW: i64 = 300;
 /// or no basic constraints where kubeadm's has none), kubeadm's KeyUsage
 /// and ExtKeyUsage, no critical extension kubeadm's lacks, no name
 /// constraints, valid now (its notBefore not past now and the skew), and
-/// lasting no longer than `lifetime` seconds (certsync's for the mapping).
+/// lasting no longer than `lifetime` seconds (certsync's for the mapping)
+/// and the backdate.
 /// `Err` is the rule it fails, as revert shows it.
 pub fn shape(cert_pem: &[u8], kubeadms_pem: &[u8], lifetime: i64) -> Result<(), String> {
     let der = crate::pem::exactly_one(cert_pem, rustls_pki_types::pem::SectionKind::Certificate)
@@ -103,7 +104,10 @@ pub fn shape(cert_pem: &[u8], kubeadms_pem: &[u8], lifetime: i64) -> Result<(), 
             super::handback::until(ours.validity().not_before)
         ));
     }
-    if to.saturating_sub(from) > lifetime.saturating_add(SKEW) {
+    // The backdate, and as much again: kubeadm starts a kubeconfig's
+    // certificate at its CA's notBefore, seconds before it backdates the
+    // rest (admin.conf on a fresh node: a year, 5 minutes and 1 second).
+    if to.saturating_sub(from) > lifetime.saturating_add(2 * SKEW) {
         return Err(format!(
             "it lasts {}, longer than certsync's lifetime for it ({})",
             span(to.saturating_sub(from)),
