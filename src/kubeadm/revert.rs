@@ -257,6 +257,7 @@ async fn local(
         again = handbacks(dir, state)?;
         &again
     };
+    step(Step::Judged);
     let deadline = x509_parser::time::ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
     for h in handbacks {
         let _ = writeln!(out, "{}", h.judgement);
@@ -274,9 +275,6 @@ async fn local(
                 until(h.not_after)
             );
         }
-    }
-    step(Step::Judged);
-    for h in handbacks {
         for (path, bytes, mode) in &h.files {
             if !dry {
                 handback::write(dir, path, *mode, bytes)?;
