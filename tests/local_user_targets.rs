@@ -83,22 +83,6 @@ fn a_target_recreated_by_a_user_in_a_volume_root_is_never_written_into() {
     }
 }
 
-/// The rows of `certsync check -o json ARGS` (exit code, rows, stderr).
-fn check_json(args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
-    let mut all = vec!["check", "-o", "json"];
-    all.extend_from_slice(args);
-    let (code, out, err) = run_bounded(&all, Path::new("."));
-    let rows = serde_json::from_str(&out).unwrap_or_default();
-    (code, rows, err)
-}
-
-fn row<'a>(rows: &'a [serde_json::Value], path: &Path) -> &'a serde_json::Value {
-    let p = path.display().to_string();
-    rows.iter()
-        .find(|r| r["certificate"] == p.as_str())
-        .unwrap_or_else(|| panic!("no row for {p}: {rows:?}"))
-}
-
 /// Finding 8 (C1, C2): root's `certsync check DIR` on a user's directory
 /// followed the user's symlinks out of it, printing the subject of a
 /// root-only certificate and whether a root-only key matched a

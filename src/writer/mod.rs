@@ -81,7 +81,7 @@ mod tests;
 
 use anchor::Anchor;
 use history::*;
-pub use kubeconfig::{check_kubeconfig, kubeconfig_certificate, update_kubeconfig};
+pub use kubeconfig::{check_kubeconfig, embedded_pair, kubeconfig_certificate, update_kubeconfig};
 pub use lock::stop_waiting;
 pub use pair::{check_pair, update_pair};
 pub use revision::replace_file;
