@@ -562,9 +562,12 @@ fn exchange_a_and_lnk() {
 /// start-up check refuses one that already is). The user plants what the
 /// review planted in a volume root: a revision of their own holding their
 /// pair, `..data` pointing at it, and `..pin` naming it as an operator's
-/// rollback. The daemon kept the user's pair live ("rollback in place");
-/// now none of it is certsync's own, so the pin is removed, not obeyed,
-/// the source's pair is published again and the user's revision removed.
+/// rollback. The daemon kept the user's pair live ("rollback in place").
+/// Now no publish goes into the target while others may write it (h33p:
+/// the mode is judged on the opened handle before each publish), so the
+/// pin is never obeyed; once the mode is put back, none of the planted
+/// entries is certsync's own, so the pin is removed, not obeyed, the
+/// source's pair is published again and the user's revision removed.
 #[test]
 fn entries_a_user_planted_in_a_target_made_writable_are_never_obeyed() {
     use certsync::bundle::{Bundle, CERT_FILE, KEY_FILE};
@@ -595,8 +598,14 @@ fn entries_a_user_planted_in_a_target_made_writable_are_never_obeyed() {
         hash(&first)
     ));
     let outcome = std::panic::catch_unwind(|| {
+        cs.wait_log("may now be changed by a user other than root");
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
         cs.wait_log("removed a ..pin certsync did not write");
         wait_pair(&target, &first);
+        // Removed once the flip is done (the tidy after it).
+        wait_for("the user's revision removed", || {
+            (!target.join(&rev).exists()).then_some(())
+        });
     });
     let log = cs.log();
     drop(cs);
