@@ -123,6 +123,25 @@ fn a_kubeadm_pair_is_kept_in_step_with_each_renewal_and_never_followed() {
     cs.terminate();
 }
 
+/// `run(prefix)` exits 64 naming `prefix` and `why`, and `watched` is
+/// left as it was.
+fn refused_at_start(
+    run: &dyn Fn(&Path) -> std::process::Output,
+    prefix: &Path,
+    why: &str,
+    watched: &Path,
+) {
+    let before = snapshot(watched);
+    let out = run(prefix);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{why}: {err}");
+    assert!(
+        err.contains(&prefix.display().to_string()) && err.contains(why),
+        "{why}: {err}"
+    );
+    assert_eq!(snapshot(watched), before, "{why}: left as it was");
+}
+
 /// Refused at start (exit 64, naming the prefix and why), nothing written:
 /// a directory group may write, a file of another user, a key that is a
 /// symlink, a prefix with an extension, a prefix inside a target.
@@ -147,15 +166,7 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
             .unwrap()
     };
     let refused = |prefix: &Path, why: &str| {
-        let before = snapshot(&pki);
-        let out = run(prefix);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(64), "{why}: {err}");
-        assert!(
-            err.contains(&prefix.display().to_string()) && err.contains(why),
-            "{why}: {err}"
-        );
-        assert_eq!(snapshot(&pki), before, "{why}: left as it was");
+        refused_at_start(&run, prefix, why, &pki);
         assert!(!target.exists(), "{why}: nothing published");
     };
     let prefix = pki.join("apiserver");
@@ -265,15 +276,7 @@ fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
             .unwrap()
     };
     let refused = |prefix: &Path, why: &str, watched: &Path| {
-        let before = snapshot(watched);
-        let out = run(prefix);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(64), "{why}: {err}");
-        assert!(
-            err.contains(&prefix.display().to_string()) && err.contains(why),
-            "{why}: {err}"
-        );
-        assert_eq!(snapshot(watched), before, "{why}: left as it was");
+        refused_at_start(&run, prefix, why, watched);
     };
     // j5: another mapping's target, by a directory bound elsewhere.
     let bt = b.join("bt");

@@ -468,23 +468,20 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
     // and each CA file of a `ca:` mapping (a CA overwritten with a leaf
     // pair would be the CA lost: the seventh review, F4).
     let targets: Vec<_> = mappings.iter().map(|o| (o, real(&o.target))).collect();
+    // Each CA file where it leads and by device and inode.
     let cas: Vec<_> = mappings
         .iter()
         .filter_map(|o| match &o.source {
-            Source::Ca(spec) => Some((o, [&spec.ca_cert, &spec.ca_key].map(|c| real(c)))),
+            Source::Ca(spec) => {
+                let files = [&spec.ca_cert, &spec.ca_key];
+                Some((o, files.map(|c| real(c)), files.map(|c| identity(c))))
+            }
             _ => None,
         })
         .collect();
     let target_ids: Vec<_> = mappings
         .iter()
         .filter_map(|o| Some((o, identity(&o.target)?)))
-        .collect();
-    let ca_ids: Vec<_> = mappings
-        .iter()
-        .filter_map(|o| match &o.source {
-            Source::Ca(spec) => Some((o, [&spec.ca_cert, &spec.ca_key].map(|c| identity(c)))),
-            _ => None,
-        })
         .collect();
     for (n, (i, option, path, files, reals)) in copies.iter().enumerate() {
         let m = &mappings[*i];
@@ -499,7 +496,7 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
             return Err(err("no `..` in it; give the path it means".into()));
         }
         let both = || files.iter().zip(reals);
-        for (o, ca) in &cas {
+        for (o, ca, _) in &cas {
             if let Some((f, _)) = both().find(|(_, r)| ca.contains(r)) {
                 return Err(err(format!(
                     "{} is a CA file of mapping {:?}; certsync never writes a CA",
@@ -524,7 +521,7 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
         // hard link) leads to a target or a CA file with no symlink for
         // the path checks above to see (the eighth review, N3 and N2).
         let above = crate::files::directory_and_ancestors(path.parent().unwrap_or(path));
-        for (o, ids) in &ca_ids {
+        for (o, _, ids) in &cas {
             if let Some(f) = files
                 .iter()
                 .find(|f| identity(f).is_some_and(|id| ids.contains(&Some(id))))
