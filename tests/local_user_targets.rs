@@ -599,6 +599,25 @@ fn entries_a_user_planted_in_a_target_made_writable_are_never_obeyed() {
     ));
     let outcome = std::panic::catch_unwind(|| {
         cs.wait_log("may now be changed by a user other than root");
+        // Counted as a sync error (the admin port certsync chose, from its
+        // log).
+        let log = cs.log();
+        let port: u16 = log
+            .split("admin port listening addr=127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next()?.parse().ok())
+            .expect("the admin port in the log");
+        let errors = format!(
+            "certsync_syncs_total{{mapping=\"{}\",result=\"error\"}} ",
+            target.display()
+        );
+        wait_for("a sync error counted", || {
+            let (_, m) = http_get(port, "/metrics")?;
+            let n: u64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix(&errors)?.parse().ok())?;
+            (n > 0).then_some(())
+        });
         fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
         cs.wait_log("removed a ..pin certsync did not write");
         wait_pair(&target, &first);
