@@ -284,6 +284,40 @@ fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
     {
         let _m = Bound::new(&other, &bt);
         refused(&bt.join("x"), "is inside the target", &other);
+        // update-kubeconfig has the same guard: a kubeconfig in the other
+        // target, named through the bind mount.
+        let p = support::certs::Pair::new("admin");
+        let b64 = |v: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, v);
+        let conf = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  \
+             cluster:\n    server: https://127.0.0.1:6443\ncontexts:\n- name: c\n  context:\n    \
+             cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    \
+             client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(&p.cert),
+            b64(&p.key)
+        );
+        fs::write(other.join("admin.conf"), conf).unwrap();
+        fs::set_permissions(other.join("admin.conf"), fs::Permissions::from_mode(0o600)).unwrap();
+        let run_kubeconfig = |conf: &Path| {
+            let spec = format!(
+                "ca:{}={},cn=kubernetes-admin,usage=client-auth,update-kubeconfig={}",
+                ca.display(),
+                b.join("t").display(),
+                conf.display()
+            );
+            Command::new(certsync_bin())
+                .args(["run", "--once", "--sync", &spec, "--sync", &other_spec])
+                .env_remove("KUBECONFIG")
+                .output()
+                .unwrap()
+        };
+        refused_at_start(
+            &run_kubeconfig,
+            &bt.join("admin.conf"),
+            "is inside the target",
+            &other,
+        );
+        fs::remove_file(other.join("admin.conf")).unwrap();
     }
     // i6: the CA's directory bound elsewhere.
     let bind = b.join("bind");
