@@ -262,18 +262,21 @@ fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
         ca.display(),
         other.display()
     );
-    let run = |prefix: &Path| {
-        let spec = format!(
-            "ca:{}={},cn=kube-apiserver,usage=server-auth,update-pair={}",
-            ca.display(),
-            b.join("t").display(),
-            prefix.display()
-        );
+    // `run --once` with a mapping into `t` carrying `copy`, beside the
+    // other mapping.
+    let run_with = |copy: String| {
+        let spec = format!("ca:{}={},{copy}", ca.display(), b.join("t").display());
         Command::new(certsync_bin())
             .args(["run", "--once", "--sync", &spec, "--sync", &other_spec])
             .env_remove("KUBECONFIG")
             .output()
             .unwrap()
+    };
+    let run = |prefix: &Path| {
+        run_with(format!(
+            "cn=kube-apiserver,usage=server-auth,update-pair={}",
+            prefix.display()
+        ))
     };
     let refused = |prefix: &Path, why: &str, watched: &Path| {
         refused_at_start(&run, prefix, why, watched);
@@ -299,17 +302,10 @@ fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
         fs::write(other.join("admin.conf"), conf).unwrap();
         fs::set_permissions(other.join("admin.conf"), fs::Permissions::from_mode(0o600)).unwrap();
         let run_kubeconfig = |conf: &Path| {
-            let spec = format!(
-                "ca:{}={},cn=kubernetes-admin,usage=client-auth,update-kubeconfig={}",
-                ca.display(),
-                b.join("t").display(),
+            run_with(format!(
+                "cn=kubernetes-admin,usage=client-auth,update-kubeconfig={}",
                 conf.display()
-            );
-            Command::new(certsync_bin())
-                .args(["run", "--once", "--sync", &spec, "--sync", &other_spec])
-                .env_remove("KUBECONFIG")
-                .output()
-                .unwrap()
+            ))
         };
         refused_at_start(
             &run_kubeconfig,
