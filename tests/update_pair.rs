@@ -123,6 +123,25 @@ fn a_kubeadm_pair_is_kept_in_step_with_each_renewal_and_never_followed() {
     cs.terminate();
 }
 
+/// `run(prefix)` exits 64 naming `prefix` and `why`, and `watched` is
+/// left as it was.
+fn refused_at_start(
+    run: &dyn Fn(&Path) -> std::process::Output,
+    prefix: &Path,
+    why: &str,
+    watched: &Path,
+) {
+    let before = snapshot(watched);
+    let out = run(prefix);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{why}: {err}");
+    assert!(
+        err.contains(&prefix.display().to_string()) && err.contains(why),
+        "{why}: {err}"
+    );
+    assert_eq!(snapshot(watched), before, "{why}: left as it was");
+}
+
 /// Refused at start (exit 64, naming the prefix and why), nothing written:
 /// a directory group may write, a file of another user, a key that is a
 /// symlink, a prefix with an extension, a prefix inside a target.
@@ -147,15 +166,7 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
             .unwrap()
     };
     let refused = |prefix: &Path, why: &str| {
-        let before = snapshot(&pki);
-        let out = run(prefix);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(64), "{why}: {err}");
-        assert!(
-            err.contains(&prefix.display().to_string()) && err.contains(why),
-            "{why}: {err}"
-        );
-        assert_eq!(snapshot(&pki), before, "{why}: left as it was");
+        refused_at_start(&run, prefix, why, &pki);
         assert!(!target.exists(), "{why}: nothing published");
     };
     let prefix = pki.join("apiserver");
@@ -203,4 +214,122 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     let (_, c, k) = read_live(&target).unwrap();
     assert_eq!((fs::read(&crt).unwrap(), fs::read(&key).unwrap()), (c, k));
     assert_eq!((mode(&crt), mode(&key)), (0o644, 0o600));
+}
+
+/// A bind mount, taken away when dropped.
+struct Bound(std::path::PathBuf);
+
+impl Bound {
+    fn new(from: &Path, at: &Path) -> Self {
+        let ok = Command::new("mount")
+            .arg("--bind")
+            .args([from, at])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount --bind {} {}", from.display(), at.display());
+        Self(at.to_owned())
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The eighth review, N3 and N2 (f45.sh j5, i6): the copies' guard compared
+/// paths, so a bind mount (no symlink to see) of another mapping's target,
+/// of the CA's directory, or of the CA's key file alone (no `.crt` beside
+/// it to read CA:TRUE from) let update-pair write there. Compared by
+/// device and inode now: each refused at start (64), naming the option and
+/// what it would have written into, and nothing there changed.
+#[test]
+fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
+    if !nix::unistd::geteuid().is_root() {
+        support::tools::skip("needs root (bind mounts)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let b = d.path();
+    fs::set_permissions(b, fs::Permissions::from_mode(0o755)).unwrap();
+    let ca_dir = b.join("ca");
+    fs::create_dir(&ca_dir).unwrap();
+    let ca = support::certs::ca_files(&ca_dir, 3600);
+    let other = b.join("other");
+    fs::create_dir(&other).unwrap();
+    let other_spec = format!(
+        "ca:{}={},cn=o,usage=server-auth",
+        ca.display(),
+        other.display()
+    );
+    // `run --once` with a mapping into `t` carrying `copy`, beside the
+    // other mapping.
+    let run_with = |copy: String| {
+        let spec = format!("ca:{}={},{copy}", ca.display(), b.join("t").display());
+        Command::new(certsync_bin())
+            .args(["run", "--once", "--sync", &spec, "--sync", &other_spec])
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let run = |prefix: &Path| {
+        run_with(format!(
+            "cn=kube-apiserver,usage=server-auth,update-pair={}",
+            prefix.display()
+        ))
+    };
+    let refused = |prefix: &Path, why: &str, watched: &Path| {
+        refused_at_start(&run, prefix, why, watched);
+    };
+    // j5: another mapping's target, by a directory bound elsewhere.
+    let bt = b.join("bt");
+    fs::create_dir(&bt).unwrap();
+    {
+        let _m = Bound::new(&other, &bt);
+        refused(&bt.join("x"), "is inside the target", &other);
+        // update-kubeconfig has the same guard: a kubeconfig in the other
+        // target, named through the bind mount.
+        let p = support::certs::Pair::new("admin");
+        let b64 = |v: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, v);
+        let conf = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  \
+             cluster:\n    server: https://127.0.0.1:6443\ncontexts:\n- name: c\n  context:\n    \
+             cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    \
+             client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(&p.cert),
+            b64(&p.key)
+        );
+        fs::write(other.join("admin.conf"), conf).unwrap();
+        fs::set_permissions(other.join("admin.conf"), fs::Permissions::from_mode(0o600)).unwrap();
+        let run_kubeconfig = |conf: &Path| {
+            run_with(format!(
+                "cn=kubernetes-admin,usage=client-auth,update-kubeconfig={}",
+                conf.display()
+            ))
+        };
+        refused_at_start(
+            &run_kubeconfig,
+            &bt.join("admin.conf"),
+            "is inside the target",
+            &other,
+        );
+        fs::remove_file(other.join("admin.conf")).unwrap();
+    }
+    // i6: the CA's directory bound elsewhere.
+    let bind = b.join("bind");
+    fs::create_dir(&bind).unwrap();
+    {
+        let _m = Bound::new(&ca_dir, &bind);
+        refused(&bind.join("ca"), "is a CA file of mapping", &ca_dir);
+    }
+    // The CA's key file alone bound over a key of a pair whose .crt is
+    // not there: nothing says CA:TRUE.
+    let pki = b.join("pki");
+    fs::create_dir(&pki).unwrap();
+    fs::write(pki.join("x.key"), b"a key\n").unwrap();
+    fs::set_permissions(pki.join("x.key"), fs::Permissions::from_mode(0o600)).unwrap();
+    {
+        let _m = Bound::new(&ca.with_extension("key"), &pki.join("x.key"));
+        refused(&pki.join("x"), "is a CA file of mapping", &ca_dir);
+    }
 }

@@ -429,6 +429,7 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// whose current user authenticates by embedded client certificate data
 /// only) and `update-pair=` prefixes ([`crate::writer::check_pair`]).
 fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    use crate::files::identity;
     // Where a path leads (its directory resolved where it exists): a
     // symlink on the way must not hide a target or a CA file.
     let real = |p: &std::path::Path| -> PathBuf {
@@ -467,12 +468,20 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
     // and each CA file of a `ca:` mapping (a CA overwritten with a leaf
     // pair would be the CA lost: the seventh review, F4).
     let targets: Vec<_> = mappings.iter().map(|o| (o, real(&o.target))).collect();
+    // Each CA file where it leads and by device and inode.
     let cas: Vec<_> = mappings
         .iter()
         .filter_map(|o| match &o.source {
-            Source::Ca(spec) => Some((o, [&spec.ca_cert, &spec.ca_key].map(|c| real(c)))),
+            Source::Ca(spec) => {
+                let files = [&spec.ca_cert, &spec.ca_key];
+                Some((o, files.map(|c| real(c)), files.map(|c| identity(c))))
+            }
             _ => None,
         })
+        .collect();
+    let target_ids: Vec<_> = mappings
+        .iter()
+        .filter_map(|o| Some((o, identity(&o.target)?)))
         .collect();
     for (n, (i, option, path, files, reals)) in copies.iter().enumerate() {
         let m = &mappings[*i];
@@ -487,7 +496,7 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
             return Err(err("no `..` in it; give the path it means".into()));
         }
         let both = || files.iter().zip(reals);
-        for (o, ca) in &cas {
+        for (o, ca, _) in &cas {
             if let Some((f, _)) = both().find(|(_, r)| ca.contains(r)) {
                 return Err(err(format!(
                     "{} is a CA file of mapping {:?}; certsync never writes a CA",
@@ -507,6 +516,32 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
                     o.name
                 )));
             }
+        }
+        // The same by device and inode: a bind mount (or, for a file, a
+        // hard link) leads to a target or a CA file with no symlink for
+        // the path checks above to see (the eighth review, N3 and N2).
+        let above = crate::files::directory_and_ancestors(path.parent().unwrap_or(path));
+        for (o, _, ids) in &cas {
+            if let Some(f) = files
+                .iter()
+                .find(|f| identity(f).is_some_and(|id| ids.contains(&Some(id))))
+            {
+                return Err(err(format!(
+                    "{} is a CA file of mapping {:?} (the same file by device and inode: a \
+                     bind mount or hard link); certsync never writes a CA",
+                    f.display(),
+                    o.name
+                )));
+            }
+        }
+        if let Some((o, _)) = target_ids.iter().find(|(_, id)| above.contains(id)) {
+            return Err(err(format!(
+                "{} is inside the target {} of mapping {:?} (the same directory by device and \
+                 inode: a bind mount)",
+                files[0].display(),
+                o.target.display(),
+                o.name
+            )));
         }
         let shared = copies
             .iter()
