@@ -289,7 +289,7 @@ async fn local(
     // certsync's files are out.
     let own = own_paths(dir);
     for d in &state.made_dirs {
-        let mut moving: Vec<String> = own
+        let moving: Vec<String> = own
             .iter()
             .chain([&STATE.to_owned()])
             .filter(|p| dry || *p == STATE)
@@ -297,7 +297,6 @@ async fn local(
             .filter(|name| !name.contains('/'))
             .map(str::to_owned)
             .collect();
-        moving.dedup();
         // Removing one is tidying, not reverting: a directory it cannot
         // remove (a mount point, EBUSY) is left, saying why, never a
         // revert stopped there at every re-run.
