@@ -746,7 +746,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         "scheduler.extraVolumes: certsync-client=/etc/kubernetes/pki/certsync/scheduler-client",
         "renew in place /etc/kubernetes/admin.conf",
         "renew in place /etc/kubernetes/super-admin.conf",
-        "dry run: nothing written",
+        "dry run: nothing was changed",
     ] {
         assert!(text.contains(line), "{line:?} not in the plan:\n{text}");
     }
@@ -849,11 +849,47 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         "a second adopt restarted something"
     );
 
+    // revert --dry-run: what revert would do (never what it did), each
+    // pair judged with both copies' notAfter (kubeadm's year-long backup
+    // outlasts certsync's 8 minutes), and the node still adopted.
+    let (ok, text) = kubeadm_cmd(&node, &["revert", "--dry-run"]);
+    assert!(ok, "{text}");
+    for line in [
+        "would take adopt's fields out of the ClusterConfiguration",
+        "would remove /etc/kubernetes/manifests/certsync.yaml",
+        "/etc/kubernetes/pki/apiserver.crt and .key: keeping kubeadm's backup (until ",
+        "/etc/kubernetes/admin.conf: keeping kubeadm's backup (until ",
+        "would restore /etc/kubernetes/manifests/kube-apiserver.yaml from ",
+        "would remove /etc/kubernetes/pki/certsync/ (adopt made it; empty once certsync's files are out)",
+        "would remove /etc/kubernetes/pki/etcd/certsync/ (adopt made it; empty once certsync's files are out)",
+    ] {
+        assert!(text.contains(line), "{line:?} not in the dry run:\n{text}");
+    }
+    assert!(
+        text.ends_with("dry run: nothing was changed\n")
+            && !text
+                .lines()
+                .any(|l| ["restored", "removed", "moved", "took"]
+                    .iter()
+                    .any(|w| l.starts_with(w))),
+        "{text}"
+    );
+    assert!(
+        etc.join("manifests/certsync.yaml").is_file(),
+        "the dry run reverted"
+    );
+
     // Revert: kubeadm's manifests byte for byte, its ClusterConfiguration,
     // certsync's pod gone, kubeadm's certificate served again.
     let (ok, text) = kubeadm_cmd(&node, &["revert"]);
     assert!(ok, "{text}");
     assert!(text.ends_with("reverted\n"), "{text}");
+    assert!(
+        text.contains(
+            "/etc/kubernetes/pki/apiserver.crt and .key: keeping kubeadm's backup (until "
+        ),
+        "{text}"
+    );
     for m in [
         "etcd",
         "kube-apiserver",
@@ -907,6 +943,11 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         !etc.join("pki/certsync/apiserver").exists(),
         "left in place"
     );
+    // ... and the directories adopt made for them removed, empty: pki/ is
+    // kubeadm's tree again (the operator's review found both left behind).
+    for made in ["pki/certsync", "pki/etcd/certsync"] {
+        assert!(!etc.join(made).exists(), "{made} left behind:\n{text}");
+    }
     let kept = std::fs::read_dir(etc.join("certsync/backup"))
         .expect("backups")
         .filter_map(Result::ok)

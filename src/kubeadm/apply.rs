@@ -38,6 +38,16 @@ pub struct State {
     /// (this node's restarts on kubeadm's manifest).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cluster_config_reverted: bool,
+    /// The directories adopt made (or found empty: an earlier revert's
+    /// leftovers), node paths: revert removes each once it is empty again.
+    /// A record written before this field: all of [`plan::MADE_DIRS`]
+    /// (that adopt made every one; kubeadm makes none of them).
+    #[serde(default = "made_dirs")]
+    pub made_dirs: Vec<String>,
+}
+
+fn made_dirs() -> Vec<String> {
+    plan::MADE_DIRS.map(str::to_owned).to_vec()
 }
 
 impl State {
@@ -104,7 +114,7 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
     }
     if opts.dry_run || plan.is_empty() {
         if opts.dry_run && !opts.json {
-            out.push_str("dry run: nothing written\n");
+            out.push_str("dry run: nothing was changed\n");
         }
         return Ok(out);
     }
@@ -117,6 +127,15 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
     let mut state = State::read(dir)?.unwrap_or_default();
     // Backups of every file replaced or changed.
     let backup = &plan.backup;
+    for d in plan::MADE_DIRS {
+        let absent_or_empty = match std::fs::read_dir(host(dir, d)) {
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            Ok(mut entries) => entries.next().is_none(),
+        };
+        if absent_or_empty && !state.made_dirs.iter().any(|m| m == d) {
+            state.made_dirs.push(d.to_owned());
+        }
+    }
     mkdir(&host(dir, BACKUPS))?;
     mkdir(&host(dir, backup))?;
     for m in &plan.manifests {

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 mod apply;
 mod cluster;
+mod handback;
 mod manifest;
 mod moves;
 mod node;

@@ -4,7 +4,8 @@
 //! made under a temporary name, fsynced, renamed into place, and only then
 //! is the original removed; a move that stopped after the copy (a crash, an
 //! error removing) is finished by the next attempt, which finds the
-//! complete copy and what is left of the original inside it.
+//! complete copy and what is left of the original inside it. And the
+//! directories adopt made, removed once the moves leave them empty.
 
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
@@ -142,5 +143,98 @@ fn sync_parent(path: &Path) -> std::io::Result<()> {
     match path.parent() {
         Some(p) => std::fs::File::open(p)?.sync_all(),
         None => Ok(()),
+    }
+}
+
+/// What became of a directory adopt made, once revert moved certsync's
+/// files out of it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Left {
+    /// Removed (in a dry run: would be).
+    Removed,
+    /// Not there (an earlier revert removed it).
+    Absent,
+    /// Left in place, and why.
+    Kept(String),
+}
+
+/// Removes the directory at `node_path` (below `/etc/kubernetes`) if it
+/// is a directory, not a symlink, root's, and empty but for the names in
+/// `moving` (what revert is about to move out of it: in a dry run, the
+/// prediction). It is reached from `dir` one name at a time without
+/// following a link, judged on its own handle and removed by `unlinkat`
+/// beneath its parent's handle: a path a compromised certsync container
+/// swapped for a symlink never leads revert (root, on the host) to remove
+/// a directory elsewhere; `rmdir` itself removes only an empty directory.
+/// With `dry`, only says what it would do.
+pub fn remove_empty_dir(
+    dir: &Path,
+    node_path: &str,
+    moving: &[String],
+    dry: bool,
+) -> Result<Left, String> {
+    use cap_fs_ext::DirExt as _;
+    use cap_std::fs::{Dir, MetadataExt as _};
+    let named = |e: &dyn std::fmt::Display| format!("{node_path}: {e}");
+    let rel = node_path
+        .strip_prefix("/etc/kubernetes/")
+        .ok_or_else(|| named(&"not below /etc/kubernetes"))?;
+    let mut parent =
+        Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| named(&e))?;
+    let mut at = String::from("/etc/kubernetes");
+    let mut names = rel.split('/').peekable();
+    let (last, opened) = loop {
+        let Some(name) = names.next() else {
+            return Err(named(&"no name"));
+        };
+        at = format!("{at}/{name}");
+        match parent.symlink_metadata(name) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Left::Absent),
+            Err(e) => return Err(named(&e)),
+            Ok(m) if m.file_type().is_symlink() => {
+                return Ok(Left::Kept(format!("{at} is a symlink, not followed")));
+            }
+            Ok(m) if !m.is_dir() => return Ok(Left::Kept(format!("{at} is not a directory"))),
+            Ok(_) => {}
+        }
+        // Swapped for a link since: ELOOP, an error.
+        let opened = parent.open_dir_nofollow(name).map_err(|e| named(&e))?;
+        if names.peek().is_none() {
+            break (name, opened);
+        }
+        parent = opened;
+    };
+    let uid = opened.dir_metadata().map_err(|e| named(&e))?.uid();
+    if uid != 0 {
+        return Ok(Left::Kept(format!("owned by uid {uid}, not root")));
+    }
+    let mut held = Vec::new();
+    for e in opened.entries().map_err(|e| named(&e))? {
+        let name = e.map_err(|e| named(&e))?.file_name();
+        let name = name.to_string_lossy();
+        if !moving.iter().any(|m| *m == name) {
+            held.push(crate::escape(&name).into_owned());
+        }
+    }
+    if !held.is_empty() {
+        held.sort();
+        return Ok(Left::Kept(format!("it holds {}", held.join(", "))));
+    }
+    if dry {
+        return Ok(Left::Removed);
+    }
+    match parent.remove_dir(last) {
+        Ok(()) => {
+            // The handle may be O_PATH (no fsync): "." opened for reading.
+            parent
+                .open(".")
+                .and_then(|d| d.sync_all())
+                .map_err(|e| named(&e))?;
+            Ok(Left::Removed)
+        }
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTEMPTY) => Ok(Left::Kept(
+            "something was put in it while revert ran".into(),
+        )),
+        Err(e) => Err(named(&e)),
     }
 }

@@ -57,24 +57,20 @@ fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result
         .map_err(|_| format!("{template} names {ca} as its issuer but {ca} did not sign it"))
 }
 
-/// Checks that `cert_pem` and `key_pem` (named `what`) are a pair the CA
-/// at node path `ca` issued: what revert may leave in place of kubeadm's
-/// backup. A pair someone rewrote (self-signed, another CA's, a key that
-/// is not the certificate's) is not.
-pub fn sound_pair(
-    dir: &Path,
-    what: &str,
-    cert_pem: &[u8],
-    key_pem: &[u8],
-    ca: &str,
-) -> Result<(), String> {
+/// Checks that `cert_pem` and `key_pem` are a pair the CA at node path
+/// `ca` issued: what revert may leave in place of kubeadm's backup. A
+/// pair someone rewrote (self-signed, another CA's, a key that is not the
+/// certificate's) is not; the error says which, as revert shows it.
+pub fn sound_pair(dir: &Path, cert_pem: &[u8], key_pem: &[u8], ca: &str) -> Result<(), String> {
     let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem)
-        .map_err(|e| format!("{what}: not a PEM certificate ({e})"))?;
-    signed_by(&pem.contents, what, &cert_der(dir, ca)?, ca)?;
+        .map_err(|e| format!("not a PEM certificate ({e})"))?;
+    let ca_der = cert_der(dir, ca)?;
+    signed_by(&pem.contents, "it", &ca_der, ca)
+        .map_err(|e| format!("not issued by the node's CA ({e})"))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
         Ok(true) => Ok(()),
-        Ok(false) => Err(format!("{what}: the key is not the certificate's")),
-        Err(e) => Err(format!("{what}: {e}")),
+        Ok(false) => Err("its key is not the certificate's".into()),
+        Err(e) => Err(format!("its key: {e}")),
     }
 }
 

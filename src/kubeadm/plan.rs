@@ -15,6 +15,11 @@ pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
 pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
 pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
 
+/// The directories of certsync's layout that adopt makes: its own under
+/// `/etc/kubernetes` (the backups live there, so it stays) and the parents
+/// of its targets, which revert removes once their targets have moved.
+pub const MADE_DIRS: [&str; 3] = [KUBECONFIGS, P, PE];
+
 /// kubeconfigs with an embedded client pair that people and kubeadm read:
 /// kept renewed in place (`update-kubeconfig:`) when the node has them
 /// (a joined control-plane node has no super-admin.conf). The components

@@ -18,29 +18,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::apply::State;
+use super::handback::{Handback, handbacks};
 use super::manifest::{self, KUBECONFIGS, Manifest};
-use super::plan::{self, CONFIG, POD, STATE, backup_path, targets, templates};
+use super::plan::{CONFIG, POD, STATE, backup_path, targets, templates};
 use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, moves, node};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
-
-/// What a kubeconfig or pair kubeadm reads gets back: kubeadm's copy from
-/// the backup, or the current one when it lasts longer (certsync renewed
-/// it with a longer lifetime, or kubeadm renewed it since), with the
-/// notAfter of the one kept.
-/// A file to put back: node path, bytes, mode.
-type Restore = (String, Vec<u8>, u32);
-
-struct Handback {
-    /// The kubeconfig, or the pair's `.crt` (the `.key` goes with it).
-    node_path: String,
-    /// The backup and the files to restore from it (node path, bytes,
-    /// mode); `None` to keep the current files.
-    restore: Option<(String, Vec<Restore>)>,
-    not_after: x509_parser::time::ASN1Time,
-}
 
 pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     let dir = &opts.dir;
@@ -105,14 +90,15 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         }
         let _ = writeln!(
             out,
-            "--force: handing back kubeadm certificates that expire within 24 h:\n  {list}"
+            "--force: {} kubeadm certificates that expire within 24 h:\n  {list}",
+            tense(opts.dry_run, "handing back", "would hand back")
         );
     }
-    // `--dry-run`: past this point every write is skipped; the same lines
-    // say what revert would do.
+    // `--dry-run`: past this point every write is skipped; each line says
+    // what revert would do, where a real run says what it did.
     let dry = opts.dry_run;
     if dry {
-        out.push_str("dry run: nothing written; revert would do this:\n");
+        out.push_str("dry run: revert would do this, writing nothing:\n");
     }
     // The ClusterConfiguration first, the one step that needs the API
     // server: this node's is still running as adopted (restoring its
@@ -132,7 +118,11 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
                     ))
                 })?;
             }
-            out.push_str("took adopt's fields out of the ClusterConfiguration in kubeadm-config\n");
+            let _ = writeln!(
+                out,
+                "{} adopt's fields out of the ClusterConfiguration in kubeadm-config",
+                tense(dry, "took", "would take")
+            );
         }
         if !dry {
             state.cluster_config_reverted = true;
@@ -155,7 +145,15 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
              again: it finishes what is left"
         ))
     })?;
+    if dry {
+        out.push_str("dry run: nothing was changed\n");
+    }
     Ok(out)
+}
+
+/// What a line says revert did, or in a dry run would do.
+fn tense<'a>(dry: bool, done: &'a str, would: &'a str) -> &'a str {
+    if dry { would } else { done }
 }
 
 /// revert's changes on the node, in an order that a re-run completes from
@@ -178,7 +176,11 @@ async fn local(
         if !dry {
             move_away(dir, &newest, POD)?;
         }
-        let _ = writeln!(out, "removed {POD} (kept in {newest}/)");
+        let _ = writeln!(
+            out,
+            "{} {POD} (kept in {newest}/)",
+            tense(dry, "removed", "would remove")
+        );
     }
     // Held until every target has moved: no certsync publishes into one.
     let _claims = if dry {
@@ -190,21 +192,19 @@ async fn local(
     // renewed them in place (certsync's may be short-lived), unless the
     // current ones last longer; before the manifests, so each component
     // starts on the files it keeps.
+    // Each with the judgement (both copies' notAfter, which one stays
+    // and why), the same in a dry run.
     for h in handbacks {
-        match &h.restore {
-            Some((backup, files)) => {
-                for (path, bytes, mode) in files {
-                    if !dry {
-                        replace_file(&host(dir, path), *mode, bytes)?;
-                    }
-                    let _ = writeln!(out, "restored {path} from {backup}/");
+        let _ = writeln!(out, "{}", h.judgement);
+        if let Some((backup, files)) = &h.restore {
+            for (path, bytes, mode) in files {
+                if !dry {
+                    replace_file(&host(dir, path), *mode, bytes)?;
                 }
-            }
-            None => {
                 let _ = writeln!(
                     out,
-                    "kept {}: it outlasts kubeadm's in the backup (renewed since adoption)",
-                    h.node_path
+                    "{} {path} from {backup}/",
+                    tense(dry, "restored", "would restore")
                 );
             }
         }
@@ -223,7 +223,11 @@ async fn local(
             if !dry {
                 replace_file(&host(dir, &path), 0o600, &saved)?;
             }
-            let _ = writeln!(out, "restored {path} from {backup}/");
+            let _ = writeln!(
+                out,
+                "{} {path} from {backup}/",
+                tense(dry, "restored", "would restore")
+            );
             continue;
         }
         let text = String::from_utf8(now)
@@ -238,7 +242,8 @@ async fn local(
             }
             let _ = writeln!(
                 out,
-                "{path} changed since adoption: took adopt's flags and volumes out of it"
+                "{path} changed since adoption: {} adopt's flags and volumes out of it",
+                tense(dry, "took", "would take")
             );
         }
     }
@@ -266,13 +271,53 @@ async fn local(
         }
     }
     if opts.purge {
-        out.push_str("purged certsync's configuration, kubeconfigs and targets (backups kept)\n");
+        let _ = writeln!(
+            out,
+            "{} certsync's configuration, kubeconfigs and targets (backups kept)",
+            tense(dry, "purged", "would purge")
+        );
     } else {
         let _ = writeln!(
             out,
-            "moved certsync's configuration, kubeconfigs and targets into {newest}/ \
-             (nothing can use them by accident there)"
+            "{} certsync's configuration, kubeconfigs and targets into {newest}/ \
+             (nothing can use them by accident there)",
+            tense(dry, "moved", "would move")
         );
+    }
+    // The directories adopt made, each once nothing is left in it (the
+    // record, moved next, does not count). In a dry run, what is left once
+    // certsync's files are out.
+    let own = own_paths(dir);
+    for d in &state.made_dirs {
+        let moving: Vec<String> = own
+            .iter()
+            .chain([&STATE.to_owned()])
+            .filter(|p| dry || *p == STATE)
+            .filter_map(|p| p.strip_prefix(&format!("{d}/")))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_owned)
+            .collect();
+        // Removing one is tidying, not reverting: a directory it cannot
+        // remove (a mount point, EBUSY) is left, saying why, never a
+        // revert stopped there at every re-run.
+        match moves::remove_empty_dir(dir, d, &moving, dry) {
+            Ok(moves::Left::Removed) => {
+                let _ = writeln!(
+                    out,
+                    "{} {d}/ (adopt made it; {})",
+                    tense(dry, "removed", "would remove"),
+                    tense(dry, "now empty", "empty once certsync's files are out")
+                );
+            }
+            Ok(moves::Left::Absent) => {}
+            Ok(moves::Left::Kept(why)) | Err(why) => {
+                let _ = writeln!(
+                    out,
+                    "{} {d}/ in place: {why}",
+                    tense(dry, "left", "would leave")
+                );
+            }
+        }
     }
     if dry {
         return Ok(());
@@ -389,100 +434,6 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, Kubea
 fn hand_edits() -> Vec<cluster::Field> {
     let mut config = serde_yaml_ng::Value::Mapping(Default::default());
     cluster::adopt(&mut config, &manifest::components()).unwrap_or_default()
-}
-
-/// kubeadm's kubeconfigs and pairs as revert would leave them.
-fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
-    let mut all = Vec::new();
-    for (k, backup) in &state.kubeconfigs {
-        let path = backup_path(dir, backup, k);
-        let saved = std::fs::read(&path)
-            .map_err(|e| KubeadmError::Revert(format!("backup of {k}: {e}")))?;
-        let text =
-            String::from_utf8(saved.clone()).map_err(|_| KubeadmError::file(&path, "not UTF-8"))?;
-        let theirs =
-            node::kubeconfig_not_after(dir, &text).map_err(|e| KubeadmError::file(&path, e))?;
-        // The current file's pair, if it is one kubeadm's CA issued (with
-        // its key): a kubeconfig someone rewrote is never kept.
-        // Nor one that says anything else than kubeadm's did (another
-        // server, CA or identity, a plugin added).
-        let theirs_cert = crate::writer::kubeconfig_certificate(&path)
-            .ok()
-            .map(|(c, _)| c);
-        let sound = crate::writer::kubeconfig_certificate(&host(dir, k))
-            .ok()
-            .and_then(|(cert, key)| {
-                node::sound_pair(dir, k, &cert, &key?, "/etc/kubernetes/pki/ca.crt").ok()?;
-                theirs_cert
-                    .as_ref()
-                    .is_some_and(|t| node::same_identity(&cert, t))
-                    .then_some(())
-            });
-        let current = sound
-            .and_then(|()| node::read_optional(dir, k).ok().flatten())
-            .and_then(|b| String::from_utf8(b).ok())
-            .filter(|t| node::same_but_pairs(t, &text))
-            .and_then(|t| node::kubeconfig_not_after(dir, &t).ok());
-        all.push(choose(
-            k,
-            current,
-            theirs,
-            backup,
-            vec![(k.clone(), saved, 0o600)],
-        ));
-    }
-    for (p, backup) in &state.pairs {
-        let (crt, key) = (format!("{p}.crt"), format!("{p}.key"));
-        let read = |f: &str| {
-            std::fs::read(backup_path(dir, backup, f))
-                .map_err(|e| KubeadmError::Revert(format!("backup of {f}: {e}")))
-        };
-        let (saved_crt, saved_key) = (read(&crt)?, read(&key)?);
-        let theirs = node::not_after(&saved_crt)
-            .map_err(|e| KubeadmError::file(&backup_path(dir, backup, &crt), e))?;
-        // The current pair, if the pair's CA issued it and the key is its
-        // own: a pair someone rewrote is never kept.
-        let ca = plan::pair_ca(dir, p)
-            .ok_or_else(|| KubeadmError::Revert(format!("{p}: not a pair adopt keeps")))?;
-        let current = match (
-            node::read_optional(dir, &crt)?,
-            node::read_optional(dir, &key)?,
-        ) {
-            (Some(c), Some(k))
-                if node::sound_pair(dir, &crt, &c, &k, &ca).is_ok()
-                    && node::same_identity(&c, &saved_crt) =>
-            {
-                node::not_after(&c).ok()
-            }
-            _ => None,
-        };
-        let files = vec![(key, saved_key, 0o600), (crt.clone(), saved_crt, 0o644)];
-        all.push(choose(&crt, current, theirs, backup, files));
-    }
-    Ok(all)
-}
-
-/// The current file when it outlasts kubeadm's in the backup, else the
-/// backup's `files`.
-fn choose(
-    node_path: &str,
-    current: Option<x509_parser::time::ASN1Time>,
-    theirs: x509_parser::time::ASN1Time,
-    backup: &str,
-    files: Vec<Restore>,
-) -> Handback {
-    match current {
-        Some(now) if now > theirs => Handback {
-            node_path: node_path.to_owned(),
-            restore: None,
-            not_after: now,
-        },
-        _ => Handback {
-            node_path: node_path.to_owned(),
-            restore: Some((backup.to_owned(), files)),
-            not_after: theirs,
-        },
-    }
 }
 
 /// Each certificate revert hands back that has expired or expires within

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::revert::{
     BACKUP, CA, adopted_node, cert_ending, forged_ending, forged_kubeconfig, kubeconfig_ending,
-    pair_ending, revert_options, revert_refusal,
+    pair_ending, revert_options, revert_refusal, snapshot,
 };
 use super::*;
 
@@ -29,7 +29,10 @@ async fn revert_hands_back_the_admin_conf_that_lasts_longer_and_judges_it() {
     let renewed = kubeconfig_ending(time::Duration::days(365));
     std::fs::write(d.join("admin.conf"), &renewed).expect("write");
     let out = revert(&revert_options(d)).await.expect("revert");
-    assert!(out.contains("kept /etc/kubernetes/admin.conf"), "{out}");
+    assert!(
+        out.contains("/etc/kubernetes/admin.conf: keeping certsync's (until "),
+        "{out}"
+    );
     assert_eq!(
         std::fs::read_to_string(d.join("admin.conf")).expect("read"),
         renewed
@@ -132,85 +135,6 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
         "the pair goes back before the manifest: {out}"
     );
 
-    // certsync's lasts longer (its default year, renewed since): kept.
-    let (dir, _, _) = adopted_node_with_pair();
-    let d = dir.path();
-    let longer = pair_ending(time::Duration::days(400));
-    std::fs::write(d.join("pki/apiserver.crt"), &longer.0).expect("crt");
-    std::fs::write(d.join("pki/apiserver.key"), &longer.1).expect("key");
-    let out = revert(&revert_options(d)).await.expect("revert");
-    assert!(
-        out.contains("kept /etc/kubernetes/pki/apiserver.crt"),
-        "{out}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(d.join("pki/apiserver.key")).expect("key"),
-        longer.1
-    );
-
-    // Attack (seventh review, F3): a pair that lasts longer but that the
-    // CA did not issue, or whose key is not the certificate's, is never
-    // kept: kubeadm's comes back from the backup.
-    for (what, crt, key) in [
-        {
-            let f = forged_ending(time::Duration::days(400));
-            ("self-signed", f.0, f.1)
-        },
-        (
-            "another key",
-            pair_ending(time::Duration::days(400)).0,
-            pair_ending(time::Duration::days(400)).1,
-        ),
-    ] {
-        let (dir, kubeadms, _) = adopted_node_with_pair();
-        let d = dir.path();
-        std::fs::write(d.join("pki/apiserver.crt"), &crt).expect("crt");
-        std::fs::write(d.join("pki/apiserver.key"), &key).expect("key");
-        let out = revert(&revert_options(d)).await.expect("revert");
-        assert!(
-            out.contains("restored /etc/kubernetes/pki/apiserver.crt"),
-            "{what}: {out}"
-        );
-        assert_eq!(
-            (
-                read_in(d, "pki/apiserver.crt"),
-                read_in(d, "pki/apiserver.key")
-            ),
-            kubeadms,
-            "{what}"
-        );
-    }
-
-    // The eighth review, N6: a pair the node's CA issued, key and all, but
-    // for other names (an attacker's, holding the CA key it reads), is not
-    // kept either.
-    let (dir, kubeadms, _) = adopted_node_with_pair();
-    let d = dir.path();
-    let now = time::OffsetDateTime::now_utc();
-    let mut p =
-        rcgen::CertificateParams::new(vec!["evil.attacker.example".to_owned()]).expect("params");
-    p.not_before = now - time::Duration::days(2);
-    p.not_after = now + time::Duration::days(36500);
-    let key = rcgen::KeyPair::generate().expect("key");
-    std::fs::write(
-        d.join("pki/apiserver.crt"),
-        p.signed_by(&key, &CA.1).expect("cert").pem(),
-    )
-    .expect("crt");
-    std::fs::write(d.join("pki/apiserver.key"), key.serialize_pem()).expect("key");
-    let out = revert(&revert_options(d)).await.expect("revert");
-    assert!(
-        out.contains("restored /etc/kubernetes/pki/apiserver.crt"),
-        "{out}"
-    );
-    assert_eq!(
-        (
-            read_in(d, "pki/apiserver.crt"),
-            read_in(d, "pki/apiserver.key")
-        ),
-        kubeadms
-    );
-
     // Both end within a day: refused, naming the pair, nothing changed.
     let (dir, _, _) = adopted_node_with_pair();
     let d = dir.path();
@@ -221,6 +145,155 @@ async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
         why.contains("/etc/kubernetes/pki/apiserver.crt (notAfter "),
         "{why}"
     );
+}
+
+/// A certificate's notAfter (PEM) as revert shows it.
+fn until(pem: &str) -> String {
+    crate::kubeadm::handback::until(node::not_after(pem.as_bytes()).expect("cert"))
+}
+
+#[test]
+fn revert_shows_a_not_after_to_the_minute_in_utc() {
+    let t = x509_parser::time::ASN1Time::from_timestamp(1_795_000_000).expect("time");
+    assert_eq!(crate::kubeadm::handback::until(t), "2026-11-18 11:06Z");
+}
+
+/// The embedded client certificate of a kubeconfig as [`until`] shows it.
+fn until_in_kubeconfig(text: &str) -> String {
+    use base64::Engine as _;
+    let data = text
+        .split("client-certificate-data: ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .expect("client-certificate-data");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .expect("base64");
+    until(&String::from_utf8(pem).expect("pem"))
+}
+
+/// A pair the node's CA issued, key and all, for other names than
+/// kubeadm's (an attacker's, holding the CA key it reads), ending in 500
+/// days.
+fn other_names_pair() -> (String, String) {
+    let now = time::OffsetDateTime::now_utc();
+    let mut p =
+        rcgen::CertificateParams::new(vec!["evil.attacker.example".to_owned()]).expect("params");
+    p.not_before = now - time::Duration::days(2);
+    p.not_after = now + time::Duration::days(500);
+    let key = rcgen::KeyPair::generate().expect("key");
+    (
+        p.signed_by(&key, &CA.1).expect("cert").pem(),
+        key.serialize_pem(),
+    )
+}
+
+#[tokio::test]
+async fn revert_keeps_the_sound_copy_that_lasts_longer_and_says_why() {
+    // Each current apiserver pair against kubeadm's year-long one in the
+    // backup: which stays, and the line that says so with both notAfter
+    // (the operator's review: nothing said why the backup won, and `kept`
+    // never named the key), the same in a dry run, which changes nothing.
+    // Attacks (seventh review F3, eighth N6): a pair that lasts longer but
+    // is self-signed, has another key, or names other names is never kept.
+    let year = time::Duration::days(400);
+    let another_key = (pair_ending(year).0, pair_ending(year).1);
+    let cases = [
+        ("certsync's 10 minutes", None, Some("it lasts longer")),
+        (
+            "certsync's renewed for longer",
+            Some(pair_ending(year)),
+            None,
+        ),
+        (
+            "self-signed",
+            Some(forged_ending(year)),
+            Some("not issued by the node's CA"),
+        ),
+        (
+            "another key",
+            Some(another_key),
+            Some("its key is not the certificate's"),
+        ),
+        (
+            "other names",
+            Some(other_names_pair()),
+            Some("other subject or names than kubeadm's"),
+        ),
+    ];
+    let pair = "/etc/kubernetes/pki/apiserver.crt and .key";
+    for (what, current, refused) in cases {
+        for dry_run in [true, false] {
+            let (dir, kubeadms, certsyncs) = adopted_node_with_pair();
+            let d = dir.path();
+            let current = current.clone().unwrap_or(certsyncs);
+            std::fs::write(d.join("pki/apiserver.crt"), &current.0).expect("crt");
+            std::fs::write(d.join("pki/apiserver.key"), &current.1).expect("key");
+            let before = snapshot(d);
+            let out = revert(&Options {
+                dry_run,
+                ..revert_options(d)
+            })
+            .await
+            .expect("revert");
+            let (theirs, ours) = (until(&kubeadms.0), until(&current.0));
+            let said = match refused {
+                None => format!(
+                    "{pair}: keeping certsync's (until {ours}) over kubeadm's backup (until {theirs}): it lasts longer\n"
+                ),
+                Some("it lasts longer") => format!(
+                    "{pair}: keeping kubeadm's backup (until {theirs}) over certsync's (until {ours}): it lasts longer\n"
+                ),
+                Some(why) => format!(
+                    "{pair}: keeping kubeadm's backup (until {theirs}), not certsync's (until {ours}): {why}"
+                ),
+            };
+            assert!(
+                out.contains(&said),
+                "{what}, dry_run={dry_run}: {said:?} not in\n{out}"
+            );
+            let left = (
+                read_in(d, "pki/apiserver.crt"),
+                read_in(d, "pki/apiserver.key"),
+            );
+            if dry_run {
+                assert!(before == snapshot(d), "{what}: the dry run wrote: {out}");
+            } else if refused.is_none() {
+                assert_eq!(left, current, "{what}");
+            } else {
+                assert_eq!(left, kubeadms, "{what}");
+            }
+        }
+    }
+
+    // A kubeconfig: the same judgement, and why one that says something
+    // else than kubeadm's (another server) is refused.
+    for dry_run in [true, false] {
+        let dir = adopted_node();
+        let d = dir.path();
+        let kubeadms =
+            std::fs::read_to_string(plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf"))
+                .expect("backup");
+        let elsewhere =
+            kubeconfig_ending(year).replace("https://127.0.0.1:1", "https://203.0.113.66:6443");
+        std::fs::write(d.join("admin.conf"), &elsewhere).expect("write");
+        let out = revert(&Options {
+            dry_run,
+            ..revert_options(d)
+        })
+        .await
+        .expect("revert");
+        let said = format!(
+            "/etc/kubernetes/admin.conf: keeping kubeadm's backup (until {}), not certsync's (until {}): \
+             it differs from kubeadm's in more than its client pair",
+            until_in_kubeconfig(&kubeadms),
+            until_in_kubeconfig(&elsewhere)
+        );
+        assert!(
+            out.contains(&said),
+            "dry_run={dry_run}: {said:?} not in\n{out}"
+        );
+    }
 }
 
 fn read_in(d: &Path, f: &str) -> String {

@@ -253,26 +253,92 @@ async fn without_the_cluster_configuration_adopt_and_revert_change_nothing() {
     assert!(before == snapshot(dir.path()), "{why}");
 }
 
+/// The words revert's real run starts a line with: what it did. A dry run
+/// starts none of its lines with one (the operator's review: a dry run in
+/// the past tense reads as if it had changed the node).
+const DONE: [&str; 8] = [
+    "restored",
+    "removed",
+    "moved",
+    "took",
+    "kept",
+    "purged",
+    "reverted",
+    "--force: handing",
+];
+
+/// Checks that `out` is a dry run's: no line says it did something, these
+/// lines are there, and the last says nothing was changed.
+fn assert_dry_run(out: &str, lines: &[String]) {
+    for line in out.lines() {
+        assert!(
+            !DONE.iter().any(|w| line.trim_start().starts_with(w)),
+            "in the past tense: {line:?} in\n{out}"
+        );
+    }
+    for line in lines {
+        assert!(out.contains(line.as_str()), "{line:?} not in\n{out}");
+    }
+    assert!(out.ends_with("dry run: nothing was changed\n"), "{out}");
+}
+
+/// revert `--dry-run` with `opts`: its output, after checking that it
+/// changed nothing on the node.
+async fn dry_run(opts: Options) -> String {
+    let before = snapshot(&opts.dir);
+    let out = revert(&Options {
+        dry_run: true,
+        ..opts.clone()
+    })
+    .await
+    .expect("dry run");
+    assert!(before == snapshot(&opts.dir), "dry run wrote: {out}");
+    out
+}
+
 #[tokio::test]
 async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
     let dir = adopted_node();
     let d = dir.path();
-    let before = snapshot(d);
-    let out = revert(&Options {
-        dry_run: true,
-        ..revert_options(d)
-    })
-    .await
-    .expect("dry run");
-    assert!(before == snapshot(d), "dry run wrote: {out}");
-    for line in [
-        "dry run: nothing written",
-        &format!("restored /etc/kubernetes/admin.conf from {BACKUP}/"),
-        "moved certsync's configuration, kubeconfigs and targets",
-    ] {
-        assert!(out.contains(line), "{line}: {out}");
+    for purge in [false, true] {
+        let out = dry_run(Options {
+            purge,
+            ..revert_options(d)
+        })
+        .await;
+        let certsyncs = if purge {
+            "would purge certsync's configuration, kubeconfigs and targets".to_owned()
+        } else {
+            format!("would move certsync's configuration, kubeconfigs and targets into {BACKUP}/")
+        };
+        assert_dry_run(
+            &out,
+            &[
+                format!("would restore /etc/kubernetes/admin.conf from {BACKUP}/"),
+                format!(
+                    "would restore /etc/kubernetes/manifests/kube-apiserver.yaml from {BACKUP}/"
+                ),
+                certsyncs,
+            ],
+        );
     }
-    // It refuses as revert would.
+    // A real run says what it did.
+    let out = revert(&revert_options(d)).await.expect("revert");
+    for line in [
+        format!("restored /etc/kubernetes/admin.conf from {BACKUP}/"),
+        format!("restored /etc/kubernetes/manifests/kube-apiserver.yaml from {BACKUP}/"),
+        format!("moved certsync's configuration, kubeconfigs and targets into {BACKUP}/"),
+    ] {
+        assert!(out.contains(&line), "{line}: {out}");
+    }
+    assert!(
+        out.ends_with("reverted\n") && !out.contains("would "),
+        "{out}"
+    );
+
+    // It refuses as revert would, and with --force says what it would hand back.
+    let dir = adopted_node();
+    let d = dir.path();
     std::fs::write(
         d.join("pki/etcd/peer.crt"),
         cert_ending(time::Duration::hours(1)),
@@ -287,6 +353,26 @@ async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
         why.contains("/etc/kubernetes/pki/etcd/peer.crt (notAfter "),
         "{why}"
     );
+    let out = dry_run(Options {
+        force: true,
+        ..revert_options(d)
+    })
+    .await;
+    assert_dry_run(
+        &out,
+        &["--force: would hand back kubeadm certificates that expire within 24 h".to_owned()],
+    );
+}
+
+#[tokio::test]
+async fn adopt_dry_run_says_what_it_would_do_and_that_nothing_was_changed() {
+    // adopt's dry run prints the plan (its own wording: create, replace,
+    // renew in place) and ends as revert's does.
+    let dir = node_dir();
+    let before = snapshot(dir.path());
+    let out = adopt(&options(dir.path())).await.expect("dry run");
+    assert!(before == snapshot(dir.path()), "dry run wrote: {out}");
+    assert_dry_run(&out, &["create /etc/kubernetes/certsync.yaml".to_owned()]);
 }
 
 #[tokio::test]
@@ -343,6 +429,24 @@ impl Tmpfs {
     }
 }
 
+impl Tmpfs {
+    /// A tmpfs mounted over the directory `at`, holding a copy of what
+    /// was in it.
+    fn mount_over(at: &Path) -> Tmpfs {
+        let before = snapshot(at);
+        let mounted = Tmpfs::mount(at);
+        for (p, bytes) in &before {
+            if bytes.as_slice() == b"<dir>" {
+                std::fs::create_dir_all(p).expect("mkdir");
+            } else {
+                std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+                std::fs::write(p, bytes).expect("write");
+            }
+        }
+        mounted
+    }
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
@@ -354,17 +458,7 @@ impl Drop for Tmpfs {
 /// it fails with EXDEV.
 fn adopted_node_with_backup_on_tmpfs() -> (tempfile::TempDir, Tmpfs) {
     let dir = adopted_node();
-    let backups = host(dir.path(), plan::BACKUPS);
-    let before = snapshot(&backups);
-    let mounted = Tmpfs::mount(&backups);
-    for (p, bytes) in &before {
-        if bytes.as_slice() == b"<dir>" {
-            std::fs::create_dir_all(p).expect("mkdir");
-        } else {
-            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-            std::fs::write(p, bytes).expect("write");
-        }
-    }
+    let mounted = Tmpfs::mount_over(&host(dir.path(), plan::BACKUPS));
     (dir, mounted)
 }
 
@@ -750,4 +844,135 @@ async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
         .expect("revert once it let go");
     assert!(out.ends_with("reverted\n"), "{out}");
     assert!(!api.exists());
+}
+
+#[tokio::test]
+async fn revert_removes_the_directories_adopt_made_once_empty() {
+    // The operator's review: revert left pki/certsync/ and
+    // pki/etcd/certsync/ behind it, empty. Now each directory adopt made is
+    // removed once empty (dry run: said, not done); the one holding the
+    // backups stays, saying so; a second revert has nothing to do.
+    let made = [
+        "/etc/kubernetes/pki/certsync",
+        "/etc/kubernetes/pki/etcd/certsync",
+    ];
+    for purge in [false, true] {
+        let dir = adopted_node();
+        let d = dir.path();
+        let out = dry_run(Options {
+            purge,
+            ..revert_options(d)
+        })
+        .await;
+        for m in made {
+            let said =
+                format!("would remove {m}/ (adopt made it; empty once certsync's files are out)\n");
+            assert!(out.contains(&said), "purge={purge}: {said:?} not in\n{out}");
+        }
+        let out = revert(&Options {
+            purge,
+            ..revert_options(d)
+        })
+        .await
+        .expect("revert");
+        for m in made {
+            assert!(
+                !host(d, m).exists(),
+                "purge={purge}: {m} left behind:\n{out}"
+            );
+            let said = format!("removed {m}/ (adopt made it; now empty)\n");
+            assert!(out.contains(&said), "purge={purge}: {said:?} not in\n{out}");
+        }
+        assert!(
+            out.contains("left /etc/kubernetes/certsync/ in place: it holds backup\n"),
+            "{out}"
+        );
+        assert!(host(d, plan::BACKUPS).is_dir());
+        assert!(out.ends_with("reverted\n"), "{out}");
+        let again = revert(&revert_options(d)).await.expect("again");
+        assert!(again.contains("nothing to do"), "{again}");
+    }
+
+    // Something else in one of them: left in place, naming what it holds.
+    let dir = adopted_node();
+    let d = dir.path();
+    std::fs::write(host(d, "/etc/kubernetes/pki/certsync/stray"), "someone's\n").expect("write");
+    let said = "/etc/kubernetes/pki/certsync/ in place: it holds stray\n";
+    let out = dry_run(revert_options(d)).await;
+    assert!(out.contains(&format!("would leave {said}")), "{out}");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.contains(&format!("left {said}")), "{out}");
+    assert_eq!(
+        std::fs::read(host(d, "/etc/kubernetes/pki/certsync/stray")).expect("kept"),
+        b"someone's\n"
+    );
+    assert!(!host(d, made[1]).exists(), "{out}");
+
+    // Not root's: left in place.
+    if !as_root("chown") {
+        return;
+    }
+    let dir = adopted_node();
+    let d = dir.path();
+    std::os::unix::fs::chown(host(d, made[1]), Some(1000), Some(1000)).expect("chown");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(
+        out.contains(&format!(
+            "left {}/ in place: owned by uid 1000, not root\n",
+            made[1]
+        )),
+        "{out}"
+    );
+    assert!(host(d, made[1]).is_dir());
+}
+
+#[tokio::test]
+async fn a_directory_revert_cannot_remove_never_stops_it() {
+    // pki/etcd/certsync is a mount point on the host (EBUSY on rmdir):
+    // removing it is tidying, not reverting, so revert finishes, leaving
+    // it in place and saying why; a re-run would otherwise stop there
+    // every time.
+    if !as_root("mounting a tmpfs") {
+        return;
+    }
+    let dir = adopted_node();
+    let d = dir.path();
+    let _mounted = Tmpfs::mount_over(&host(d, "/etc/kubernetes/pki/etcd/certsync"));
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(
+        out.contains("left /etc/kubernetes/pki/etcd/certsync/ in place: ") && out.contains("busy"),
+        "{out}"
+    );
+    assert!(!host(d, "/etc/kubernetes/pki/certsync").exists(), "{out}");
+}
+
+#[test]
+fn attack_an_empty_directory_is_never_removed_through_a_symlink() {
+    // A compromised certsync container swaps pki/etcd for a symlink to a
+    // host directory holding an empty `certsync` (or makes pki/certsync a
+    // symlink to one): the directory is reached one name at a time
+    // beneath a handle, never through a link, so the host's stays.
+    let node = tempfile::tempdir().expect("node");
+    let decoy = tempfile::tempdir().expect("decoy");
+    let d = node.path();
+    std::fs::create_dir_all(decoy.path().join("certsync")).expect("mkdir");
+    std::fs::create_dir_all(d.join("pki")).expect("mkdir");
+    std::os::unix::fs::symlink(decoy.path(), d.join("pki/etcd")).expect("symlink");
+    std::os::unix::fs::symlink(decoy.path().join("certsync"), d.join("pki/certsync"))
+        .expect("symlink");
+    for m in [
+        "/etc/kubernetes/pki/etcd/certsync",
+        "/etc/kubernetes/pki/certsync",
+    ] {
+        let left = super::super::moves::remove_empty_dir(d, m, &[], false).expect(m);
+        assert!(
+            matches!(&left, super::super::moves::Left::Kept(why) if why.contains("symlink")),
+            "{m}: {left:?}"
+        );
+    }
+    assert!(
+        decoy.path().join("certsync").is_dir(),
+        "the host's directory was removed"
+    );
 }
