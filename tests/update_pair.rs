@@ -17,14 +17,16 @@ fn mode(p: &Path) -> u32 {
     fs::symlink_metadata(p).unwrap().mode() & 0o7777
 }
 
-/// `pki/` (0755) holding a kubeadm-shaped apiserver pair: 0644 and 0600.
+/// `pki/` (0755) holding a kubeadm-shaped apiserver pair: 0644 and 0600
+/// (self-signed leaf: certsync replaces only a pair it can judge a leaf).
 fn kubeadm_pki(d: &Path) -> std::path::PathBuf {
     let pki = d.join("pki");
     fs::create_dir(&pki).unwrap();
     fs::set_permissions(&pki, fs::Permissions::from_mode(0o755)).unwrap();
-    fs::write(pki.join("apiserver.crt"), b"kubeadm's certificate\n").unwrap();
+    let kubeadms = support::certs::Pair::new("kube-apiserver");
+    fs::write(pki.join("apiserver.crt"), &kubeadms.cert).unwrap();
     fs::set_permissions(pki.join("apiserver.crt"), fs::Permissions::from_mode(0o644)).unwrap();
-    fs::write(pki.join("apiserver.key"), b"kubeadm's key\n").unwrap();
+    fs::write(pki.join("apiserver.key"), &kubeadms.key).unwrap();
     fs::set_permissions(pki.join("apiserver.key"), fs::Permissions::from_mode(0o600)).unwrap();
     pki
 }
@@ -187,6 +189,21 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     assert_eq!(out.status.code(), Some(64), "{err}");
     assert!(err.contains("is a CA certificate"), "{err}");
     assert_eq!(fs::read(other_ca.with_extension("key")).unwrap(), before);
+    // The ninth review, F5: a key with no certificate of its own beside it
+    // is someone's signing key (kubeadm's sa.key has sa.pub; a CA kept as
+    // ca.pem/ca.key): update-pair=/etc/kubernetes/pki/sa replaced sa.key
+    // with a leaf's key, exit 0. A .crt certsync cannot read is not judged
+    // safe to replace either.
+    let sa = pki.join("sa");
+    fs::write(sa.with_extension("key"), b"kubeadm's service-account key\n").unwrap();
+    fs::set_permissions(sa.with_extension("key"), fs::Permissions::from_mode(0o600)).unwrap();
+    refused_at_start(&run, &sa, "no sa.crt beside it", &pki);
+    let pem_ca = other.join("pem-ca");
+    fs::rename(other_ca.with_extension("crt"), pem_ca.with_extension("pem")).unwrap();
+    fs::rename(other_ca.with_extension("key"), pem_ca.with_extension("key")).unwrap();
+    refused_at_start(&run, &pem_ca, "no pem-ca.crt beside it", &other);
+    fs::write(sa.with_extension("crt"), b"not a certificate\n").unwrap();
+    refused_at_start(&run, &sa, "not one certificate certsync can read", &pki);
     let crt = pki.join("apiserver.crt");
     if nix::unistd::geteuid().is_root() {
         nix::unistd::chown(&crt, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
