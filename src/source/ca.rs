@@ -18,8 +18,9 @@
 //! certificate already due when issued waits for the renewal floor after
 //! the previous issuance, [`renewal`]);
 //! at once when there is no live pair, it expired, or it no longer
-//! satisfies the mapping (its CA, template, subject, names, usages or key
-//! algorithm changed), which is rechecked every resync. After a restart the
+//! satisfies the mapping (its CA, template, subject, names, usages, key
+//! algorithm or lifetime changed: [`lifetime`]), which is rechecked every
+//! resync. After a restart the
 //! live revision is the state: while it is good, nothing is issued.
 //!
 //! Invariants: the CA key is read, never copied to disk, logged or
