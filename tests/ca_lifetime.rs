@@ -16,19 +16,21 @@ use std::process::{Command, Output};
 use support::certs::{ca_files, ca_spec as spec};
 use support::*;
 
-fn once(spec: &str) -> Output {
+/// certsync with `args`, without any kubeconfig; it must succeed.
+fn certsync_ok(args: &[&str]) -> Output {
     let out = Command::new(certsync_bin())
-        .args(["run", "--once", "--sync", spec])
+        .args(args)
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "certsync {args:?}: {log}");
     out
+}
+
+fn once(spec: &str) -> Output {
+    certsync_ok(&["run", "--once", "--sync", spec])
 }
 
 /// notAfter - notBefore of the live certificate, in seconds.
@@ -75,15 +77,7 @@ fn a_changed_lifetime_is_issued_at_once_and_only_once() {
     // Rolled back to the 10-minute pair (pinned): neither --once nor the
     // daemon issues over the pin, though the lifetime differs.
     let t = target.to_str().unwrap();
-    let out = Command::new(certsync_bin())
-        .args(["rollback", t])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    certsync_ok(&["rollback", t]);
     assert_eq!(read_live(&target).unwrap().1, first);
     let out = once(&thirty);
     assert_eq!(

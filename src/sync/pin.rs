@@ -170,9 +170,6 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         task.abort();
-        assert_eq!(
-            *started.lock().unwrap(),
-            vec![Some(old.hash().to_string())]
-        );
+        assert_eq!(*started.lock().unwrap(), vec![Some(old.hash().to_string())]);
     }
 }
