@@ -3,7 +3,7 @@
 //! again at once, whichever way the lifetime changed; one the CA cut short
 //! is not (it would be issued again at every check); every certificate
 //! certsync issues passes the rule itself (no loop), `keep-key` keeps its
-//! key across the change.
+//! key across the change; a changed `key-alg=` (or RSA size) counts too.
 
 use super::*;
 
@@ -112,4 +112,22 @@ fn keep_key_keeps_its_key_across_a_lifetime_change() {
     let span = again.window.not_after - again.window.not_before;
     assert_eq!(span, 365 * 86_400 + 300);
     judged(&year, &again.bundle).unwrap();
+}
+
+/// The other `ca:` option that changes what is in the certificate beside
+/// the identity, `key-alg=`, was already held against the live pair by
+/// `check` (the RSA size included): checked here with the lifetime rule
+/// beside it, so that a live pair is judged on all of them.
+#[test]
+fn a_changed_key_algorithm_or_rsa_size_is_issued_again() {
+    let d = tempfile::tempdir().unwrap();
+    let ca = rsa_ca(d.path());
+    let opts = |alg: &str| spec(&ca.prefix, &format!("{SERVER},key-alg={alg}"));
+    let p256 = live(&opts("ecdsa-p256"));
+    let e = judged(&opts("ed25519"), &p256).unwrap_err();
+    assert!(e.contains("key algorithm is ecdsa-p256"), "{e}");
+    let rsa = live(&opts("rsa-2048"));
+    let e = judged(&opts("rsa-3072"), &rsa).unwrap_err();
+    assert!(e.contains("key algorithm is rsa-2048"), "{e}");
+    judged(&opts("rsa-2048"), &rsa).unwrap();
 }
