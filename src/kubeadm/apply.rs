@@ -191,8 +191,8 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
         put(dir, &f.path, &f.bytes)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
-    issue(dir).await?;
-    let _ = writeln!(out, "issued every target once (run --once on {CONFIG})");
+    let said = issue(dir).await?;
+    let _ = writeln!(out, "{said}");
     for f in plan.files.iter().filter(|f| f.path == POD) {
         put(dir, &f.path, &f.bytes)?;
         let _ = writeln!(out, "wrote {}", f.path);
@@ -229,13 +229,20 @@ fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
 /// The initial issuance: the same code as `certsync run --once --config`
 /// on adopt's configuration (its paths made this process's when the node's
 /// directory is elsewhere). Skipped when every target already has a live
-/// revision (a second adopt: the running certsync owns them).
-async fn issue(dir: &Path) -> Result<(), KubeadmError> {
+/// revision (a second adopt: the running certsync owns them, and its pod,
+/// restarted for the new configuration, issues again what that changes).
+/// What to print.
+pub(super) async fn issue(dir: &Path) -> Result<String, KubeadmError> {
     if plan::targets(dir)
         .iter()
         .all(|t| host(dir, t).join("..data").exists())
     {
-        return Ok(());
+        return Ok(
+            "every target has a live pair: not issued by adopt; certsync's pod restarts for the \
+             new configuration and issues again each pair it no longer satisfies (a changed \
+             lifetime= or key-alg=)"
+                .into(),
+        );
     }
     let text = super::node::read(dir, CONFIG)?;
     let prefix = format!("{}/", dir.display());
@@ -251,7 +258,7 @@ async fn issue(dir: &Path) -> Result<(), KubeadmError> {
     if temp {
         let _ = std::fs::remove_file(&path);
     }
-    result
+    result.map(|()| format!("issued every target once (run --once on {CONFIG})"))
 }
 
 async fn once(config: &Path) -> Result<(), KubeadmError> {
