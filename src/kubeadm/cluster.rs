@@ -23,16 +23,11 @@ pub struct Stored {
 }
 
 async fn api(kubeconfig: &Path) -> Result<kube::Api<ConfigMap>, KubeadmError> {
-    let settings = crate::source::client::ClientSettings {
-        kubeconfig: Some(kubeconfig.to_owned()),
-        // admin.conf: a file certsync's container may write (its embedded
-        // pair is kept renewed); never a command run from it.
-        no_plugins: true,
-        ..Default::default()
-    };
-    let client = settings
-        .client()
-        .await
+    // admin.conf as kubeadm writes it, its server and CA the backup's
+    // once adopt made one (see `admin`).
+    let config = super::admin::config(kubeconfig).await?;
+    let client = crate::source::client::ClientSettings::default()
+        .client_for(&config)
         .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
     Ok(kube::Api::namespaced(client, "kube-system"))
 }

@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod admin;
 mod apply;
 mod cluster;
 mod handback;

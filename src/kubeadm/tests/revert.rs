@@ -581,11 +581,11 @@ async fn a_move_that_stopped_after_the_copy_is_finished_by_the_next_revert() {
 /// ClusterConfiguration, over plain HTTP: GET answers it, PUT stores the
 /// object (or, while `refuse` is set, answers 500 as kube-apiserver does
 /// when etcd times out).
-struct ConfigMapApi {
-    url: String,
+pub(super) struct ConfigMapApi {
+    pub(super) url: String,
     refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The ClusterConfiguration of each PUT that was accepted.
-    puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub(super) puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -699,7 +699,7 @@ fn adopted_node_on(api: &ConfigMapApi) -> tempfile::TempDir {
 
 /// An API server, a node adopted on it, and revert's options for it
 /// (reading and writing the ClusterConfiguration).
-async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, Options) {
+pub(super) async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, Options) {
     let api = ConfigMapApi::start().await;
     let dir = adopted_node_on(&api);
     let opts = Options {
