@@ -583,7 +583,7 @@ async fn a_move_that_stopped_after_the_copy_is_finished_by_the_next_revert() {
 /// when etcd times out).
 pub(super) struct ConfigMapApi {
     pub(super) url: String,
-    refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub(super) refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The ClusterConfiguration of each PUT that was accepted.
     pub(super) puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
@@ -597,6 +597,11 @@ impl Drop for ConfigMapApi {
 
 impl ConfigMapApi {
     async fn start() -> ConfigMapApi {
+        Self::start_with(super::fixture("adopted/cluster-configuration.yaml")).await
+    }
+
+    /// An API server holding `cluster_configuration`.
+    pub(super) async fn start_with(cluster_configuration: String) -> ConfigMapApi {
         use std::sync::atomic::Ordering::SeqCst;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -608,7 +613,7 @@ impl ConfigMapApi {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "kubeadm-config", "namespace": "kube-system", "resourceVersion": "7"},
-            "data": {"ClusterConfiguration": super::fixture("adopted/cluster-configuration.yaml")},
+            "data": {"ClusterConfiguration": cluster_configuration},
         })));
         let (r, p) = (refuse.clone(), puts.clone());
         let task = tokio::spawn(async move {
