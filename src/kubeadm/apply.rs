@@ -90,10 +90,16 @@ pub fn put(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError
 /// Returns what to print.
 pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
     let plan = plan::plan(opts).await?;
+    // What a container could have left from an earlier adoption, said
+    // before anything changes (a warning: adopt goes on).
+    let warnings = super::audit::warnings(&opts.dir);
     let mut out = if opts.json {
+        for w in warnings.lines() {
+            tracing::warn!(warning = %w.trim_start_matches("warning: "));
+        }
         serde_json::to_string_pretty(&plan).unwrap_or_default() + "\n"
     } else {
-        plan.text()
+        warnings + &plan.text()
     };
     if !opts.dry_run
         && !plan.is_empty()

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 mod admin;
 mod apply;
+mod audit;
 mod cluster;
 mod handback;
 mod manifest;

@@ -145,6 +145,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
              again: it finishes what is left"
         ))
     })?;
+    out.push_str(&super::audit::warnings(dir));
     if dry {
         out.push_str("dry run: nothing was changed\n");
     }

@@ -234,3 +234,60 @@ async fn adopt_writes_the_cluster_configuration_before_the_manifests_and_says_pa
     // backup, cannot be shown on them).
     assert!(api.puts.lock().expect("lock").is_empty());
 }
+
+#[tokio::test]
+async fn attack_set_id_files_and_open_directories_are_reported_never_removed() {
+    // F0: the container (uid 0, no capabilities) may make a file of its own
+    // set-user-ID root, and chmod a directory 0777.
+    use std::os::unix::fs::PermissionsExt as _;
+    let plant = |d: &Path| {
+        let suid = d.join(".atk9-suid");
+        std::fs::write(&suid, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
+        let open = d.join("pki/open");
+        std::fs::create_dir(&open).expect("mkdir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        // A symlink's own mode (0777) is no finding; it is never followed.
+        std::os::unix::fs::symlink("/", d.join("pki/root")).expect("symlink");
+        (suid, open)
+    };
+    let expected = [
+        "warning: /etc/kubernetes/.atk9-suid is set-user-ID (mode 4755, owner uid ",
+        "warning: /etc/kubernetes/pki/open is writable by its group, writable by others (mode 0777, owner uid ",
+    ];
+    // adopt (a dry run) on kubeadm's node, revert on an adopted one.
+    let kubeadms = node_dir();
+    let before_adopt = plant(kubeadms.path());
+    let adopted = adopt(&options(kubeadms.path()))
+        .await
+        .expect("adopt --dry-run");
+    let node = adopted_node();
+    let before_revert = plant(node.path());
+    let reverted = revert(&revert_options(node.path())).await.expect("revert");
+    for (what, out, (suid, open)) in [
+        ("adopt", &adopted, before_adopt),
+        ("revert", &reverted, before_revert),
+    ] {
+        let warnings: Vec<&str> = out.lines().filter(|l| l.starts_with("warning:")).collect();
+        assert_eq!(warnings.len(), 2, "{what}: {out}");
+        for e in expected {
+            assert!(
+                warnings.iter().any(|w| w.starts_with(e)
+                    && w.ends_with(
+                        "(a compromised certsync container could have left it; inspect it)"
+                    )),
+                "{what}: no {e}: {out}"
+            );
+        }
+        assert_eq!(
+            std::fs::metadata(&suid).expect("kept").permissions().mode() & 0o7777,
+            0o4755,
+            "{what}"
+        );
+        assert!(open.is_dir(), "{what}: never removed");
+    }
+    assert!(
+        adopted.starts_with("warning:"),
+        "adopt warns first: {adopted}"
+    );
+}
