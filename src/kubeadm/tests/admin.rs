@@ -12,22 +12,13 @@ use super::*;
 struct Listener {
     url: String,
     seen: Arc<Mutex<Vec<u8>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Aborting,
 }
 
 impl Listener {
     async fn start() -> Listener {
         use tokio::io::AsyncReadExt as _;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let (listener, url) = bind().await;
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
         let task = tokio::spawn(async move {
@@ -42,7 +33,11 @@ impl Listener {
                 });
             }
         });
-        Listener { url, seen, task }
+        Listener {
+            url,
+            seen,
+            _task: Aborting(task),
+        }
     }
 
     fn seen(&self) -> String {
@@ -219,15 +214,7 @@ async fn adopt_writes_the_cluster_configuration_before_the_manifests_and_says_pa
     ] {
         assert!(why.contains(said), "{said}: {why}");
     }
-    for c in manifest::components() {
-        let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
-        assert_eq!(
-            std::fs::read(host(d, &path)).expect("manifest"),
-            std::fs::read(super::fixtures().join(format!("manifests/{}.yaml", c.name)))
-                .expect("kubeadm's"),
-            "{path} is still kubeadm's"
-        );
-    }
+    assert_kubeadms_manifests(d);
     // Nothing was written to the API server; a re-run is what the
     // revert tests show for revert (the fixtures' admin.conf pair is not one
     // their CA issued, so adopt's re-run, which judges it against the

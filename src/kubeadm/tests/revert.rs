@@ -586,13 +586,25 @@ pub(super) struct ConfigMapApi {
     pub(super) refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The ClusterConfiguration of each PUT that was accepted.
     pub(super) puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    task: tokio::task::JoinHandle<()>,
+    _task: Aborting,
 }
 
-impl Drop for ConfigMapApi {
+/// A server's task, ended with the test.
+pub(super) struct Aborting(pub(super) tokio::task::JoinHandle<()>);
+
+impl Drop for Aborting {
     fn drop(&mut self) {
-        self.task.abort();
+        self.0.abort();
     }
+}
+
+/// A listener on a free loopback port and its `http://` URL.
+pub(super) async fn bind() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    (listener, url)
 }
 
 impl ConfigMapApi {
@@ -603,10 +615,7 @@ impl ConfigMapApi {
     /// An API server holding `cluster_configuration`.
     pub(super) async fn start_with(cluster_configuration: String) -> ConfigMapApi {
         use std::sync::atomic::Ordering::SeqCst;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let (listener, url) = bind().await;
         let refuse = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let puts = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let stored = std::sync::Arc::new(std::sync::Mutex::new(serde_json::json!({
@@ -682,7 +691,7 @@ impl ConfigMapApi {
             url,
             refuse,
             puts,
-            task,
+            _task: Aborting(task),
         }
     }
 }
@@ -741,13 +750,18 @@ async fn a_cluster_configuration_write_that_fails_leaves_the_node_unchanged() {
         vec![super::fixture("cluster-configuration.yaml")],
         "adopt's fields taken out, nothing else"
     );
+    assert_kubeadms_manifests(d);
+}
+
+/// Checks that the node's four manifests are kubeadm's, byte for byte.
+pub(super) fn assert_kubeadms_manifests(d: &Path) {
     for c in manifest::components() {
         let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
         assert_eq!(
             std::fs::read(host(d, &path)).expect("manifest"),
             std::fs::read(super::fixtures().join(format!("manifests/{}.yaml", c.name)))
                 .expect("kubeadm's"),
-            "{path} is kubeadm's again"
+            "{path} is kubeadm's"
         );
     }
 }
