@@ -257,7 +257,6 @@ impl Config {
                 tls_server_name: args.tls_server_name.clone(),
                 watch_timeout: args.watch_timeout,
                 keepalive: args.api_keepalive,
-                no_plugins: false,
             },
             once: args.once,
             once_timeout: args.once_timeout,

@@ -109,7 +109,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         let mut config = stored.config.clone();
         if cluster::unadopt(&mut config, &manifest::components()) {
             if !dry {
-                cluster::write(&admin, stored, &config).await.map_err(|e| {
+                cluster::write(stored, &config).await.map_err(|e| {
                     KubeadmError::Revert(format!(
                         "{e}; nothing was changed (the ClusterConfiguration is revert's first change): \
                          run `certsync kubeadm revert` again once the API server admin.conf names \
@@ -145,6 +145,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
              again: it finishes what is left"
         ))
     })?;
+    out.push_str(&super::audit::warnings(dir));
     if dry {
         out.push_str("dry run: nothing was changed\n");
     }

@@ -439,6 +439,7 @@ fn forge_issuer(cn: &str) -> String {
     leaf.signed_by(&key, &issuer).expect("leaf").pem()
 }
 
+mod admin;
 mod handback;
 mod revert;
 
