@@ -114,6 +114,28 @@ fn a_csr_ca_file_another_user_may_change_is_refused_at_start() {
     }
 }
 
+/// I2: a `bootstrap-kubeconfig=` of the user's was refused only when the
+/// mapping first built its client, and `run --once` retried instead of
+/// exiting 64.
+#[test]
+fn a_bootstrap_kubeconfig_another_user_may_change_is_refused_at_start() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let user = d.path().join("user");
+    fs::create_dir(&user).unwrap();
+    chown(&user, USER);
+    let kubeconfig = user.join("boot.kubeconfig");
+    fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
+    chown(&kubeconfig, USER);
+    let option = format!("bootstrap-kubeconfig={}", kubeconfig.display());
+    assert_csr_refused(d.path(), &option, &kubeconfig);
+    // Not there yet, in the user's directory: refused by its directory.
+    let later = user.join("later.kubeconfig");
+    let option = format!("bootstrap-kubeconfig={}", later.display());
+    assert_csr_refused(d.path(), &option, &later);
+}
+
 /// A `csr:` mapping with `option` exits 64 at start, naming `path` and
 /// why, before any request (there is no API server to ask).
 fn assert_csr_refused(d: &Path, option: &str, path: &Path) {

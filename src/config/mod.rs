@@ -423,11 +423,14 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
 }
 
 /// A `csr:` mapping's `ca=file:` (published as the consumer's `ca.crt`,
-/// its trust anchor) steers root certsync as `--kubeconfig` does:
+/// its trust anchor) and `bootstrap-kubeconfig=` (the credentials and
+/// server its requests go to) steer root certsync as `--kubeconfig` does:
 /// judged at start, naming the path, by the readers every later read uses
 /// ([`crate::files::read_steering`]); one not there yet by the directories
 /// it will appear in. The ninth attacker review: a user appended its CA to
-/// a `ca=file:` and certsync published it (F1).
+/// a `ca=file:` and certsync published it (F1); a user's bootstrap
+/// kubeconfig was refused only at the first request, and `run --once`
+/// retried instead of exiting 64 (I2).
 fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Csr(spec) = &m.source else {
         return Ok(());
@@ -439,6 +442,17 @@ fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     if let Some(crate::source::csr::CaSource::File(path)) = &spec.ca {
         crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
             .map_err(|p| err("ca=file:", path, p))?;
+    }
+    if let Some(path) = &spec.bootstrap {
+        if path.exists() {
+            crate::source::client::check_kubeconfig(path).map_err(|e| ConfigError::Mapping {
+                mapping: m.name.clone(),
+                problem: format!("bootstrap-kubeconfig=: {e}"),
+            })?;
+        } else {
+            crate::files::steering_or_absent(path, 0)
+                .map_err(|p| err("bootstrap-kubeconfig=", path, p))?;
+        }
     }
     Ok(())
 }
