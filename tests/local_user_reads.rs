@@ -15,7 +15,11 @@ use std::path::{Path, PathBuf};
 use support::local_user::*;
 
 fn ca_pem() -> Vec<u8> {
-    fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/certs/ca.crt")).unwrap()
+    fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/certs/ca.crt"
+    ))
+    .unwrap()
 }
 
 /// The four ways the ninth attacker review (F1) had its CA accepted: a

@@ -583,13 +583,20 @@ mod tests {
         .unwrap();
         std::fs::write(
             &ca,
-            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/certs/ca.crt")).unwrap(),
+            std::fs::read(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/certs/ca.crt"
+            ))
+            .unwrap(),
         )
         .unwrap();
         std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(hook.build_client().is_ok(), "root's 0644 file");
         std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let e = hook.build_client().err().expect("0666 refused").to_string();
+        let Err(e) = hook.build_client() else {
+            panic!("a 0666 CA file was read");
+        };
+        let e = e.to_string();
         assert!(
             e.contains(&ca.display().to_string()) && e.contains("may be changed"),
             "{e}"
