@@ -537,6 +537,22 @@ pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     }
 }
 
+/// A file that steers certsync but may not exist yet (a CA certificate
+/// certsync itself publishes later), judged at start: where it exists, as
+/// [`read_steering`] reads it; where it does not, the directories it will
+/// appear in ([`only_root_may_change`]: whoever may write there chooses
+/// what appears). As another user, nothing (the kernel limits what it may
+/// read). Every later read goes through [`read_steering`] again.
+pub fn steering_or_absent(path: &Path, limit: u64) -> Result<(), String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => only_root_may_change(path),
+        _ => read_owned(path, limit).map(drop),
+    }
+}
+
 /// [`only_root_may_change`], except that a directory every container of a
 /// pod may write is accepted where it is a volume's root: kubelet makes an
 /// emptyDir 0777 (not sticky), and a sidecar's target such as

@@ -241,6 +241,7 @@ impl Config {
         mappings.iter().try_for_each(target_guarded)?;
         mappings.iter().try_for_each(source_guarded)?;
         mappings.iter().try_for_each(ca_paths_guarded)?;
+        mappings.iter().try_for_each(csr_paths_guarded)?;
         copies_guarded(&mappings)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
@@ -416,6 +417,41 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
                 path.display()
             ))
         })?;
+    }
+    Ok(())
+}
+
+/// A `csr:` mapping's `ca=file:` (published as the consumer's `ca.crt`,
+/// its trust anchor) and `bootstrap-kubeconfig=` (the credentials and
+/// server its requests go to) steer root certsync as `--kubeconfig` does:
+/// judged at start, naming the path, by the readers every later read uses
+/// ([`crate::files::read_steering`]); one not there yet by the directories
+/// it will appear in. The ninth attacker review: a user appended its CA to
+/// a `ca=file:` and certsync published it (F1); a user's bootstrap
+/// kubeconfig was refused only at the first request, and `run --once`
+/// retried instead of exiting 64 (I2).
+fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    let Source::Csr(spec) = &m.source else {
+        return Ok(());
+    };
+    let err = |what: &str, path: &std::path::Path, problem: String| ConfigError::Mapping {
+        mapping: m.name.clone(),
+        problem: format!("{what} {}: {problem}", path.display()),
+    };
+    if let Some(crate::source::csr::CaSource::File(path)) = &spec.ca {
+        crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
+            .map_err(|p| err("ca=file:", path, p))?;
+    }
+    if let Some(path) = &spec.bootstrap {
+        if path.exists() {
+            crate::source::client::check_kubeconfig(path).map_err(|e| ConfigError::Mapping {
+                mapping: m.name.clone(),
+                problem: format!("bootstrap-kubeconfig=: {e}"),
+            })?;
+        } else {
+            crate::files::steering_or_absent(path, 0)
+                .map_err(|p| err("bootstrap-kubeconfig=", path, p))?;
+        }
     }
     Ok(())
 }

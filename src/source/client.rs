@@ -304,6 +304,13 @@ impl ClientSettings {
     }
 }
 
+/// A kubeconfig file judged as [`read_kubeconfig`] reads it (the file,
+/// the files it names, an exec plugin), without building a client: for
+/// checks at start.
+pub fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
+    read_kubeconfigs(&[path.to_owned()], false).map(drop)
+}
+
 /// The client configuration a kubeconfig file describes (its current
 /// context).
 pub async fn read_kubeconfig(path: &std::path::Path) -> Result<kube::Config, ClientError> {
