@@ -220,6 +220,51 @@ pub fn others_may_write(mode: u32, dir: &impl std::os::fd::AsFd) -> bool {
             .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
 }
 
+/// Device and inode of what `path` names (symlinks followed), from
+/// `fstat` of an `O_PATH` handle; `None` when it cannot be opened (it does
+/// not exist yet). Two paths are the same file exactly when these are
+/// equal, whatever bind mount, hard link or symlink leads to each: a path
+/// comparison sees none of the first two.
+pub fn identity(path: &Path) -> Option<(u64, u64)> {
+    let fd = nix::fcntl::open(
+        path,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()?;
+    let st = nix::sys::stat::fstat(&fd).ok()?;
+    Some((st.st_dev, st.st_ino))
+}
+
+/// The identities ([`identity`]) of the nearest existing directory at or
+/// above `dir` and of every directory above that one, by `..` from its
+/// handle up to `/`. `..` of a bind mount's root is where it is mounted,
+/// and the root itself has the identity of the directory bound there, so
+/// a directory reached through a bind mount is found below that one.
+pub fn directory_and_ancestors(dir: &Path) -> Vec<(u64, u64)> {
+    use nix::fcntl::OFlag;
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Some(mut fd) = dir
+        .ancestors()
+        .find_map(|d| nix::fcntl::open(d, flags, nix::sys::stat::Mode::empty()).ok())
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    while let Ok(st) = nix::sys::stat::fstat(&fd) {
+        let id = (st.st_dev, st.st_ino);
+        if out.contains(&id) {
+            break;
+        }
+        out.push(id);
+        match nix::fcntl::openat(&fd, "..", flags, nix::sys::stat::Mode::empty()) {
+            Ok(up) => fd = up,
+            Err(_) => break,
+        }
+    }
+    out
+}
+
 /// Whether only root (or certsync's own user) can change what `path`
 /// names: the file, if it exists, and every directory above it, both as
 /// written and where its symlinks lead, must be owned by root or the
@@ -489,6 +534,22 @@ pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
         read_owned(path, limit)
     } else {
         read_regular(path, limit).map_err(|e| e.problem())
+    }
+}
+
+/// A file that steers certsync but may not exist yet (a CA certificate
+/// certsync itself publishes later), judged at start: where it exists, as
+/// [`read_steering`] reads it; where it does not, the directories it will
+/// appear in ([`only_root_may_change`]: whoever may write there chooses
+/// what appears). As another user, nothing (the kernel limits what it may
+/// read). Every later read goes through [`read_steering`] again.
+pub fn steering_or_absent(path: &Path, limit: u64) -> Result<(), String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => only_root_may_change(path),
+        _ => read_owned(path, limit).map(drop),
     }
 }
 

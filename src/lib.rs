@@ -46,13 +46,15 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// `s` with control characters (escape sequences, carriage returns, NUL,
-/// DEL) and bidirectional overrides written as Unicode escapes
+/// DEL), the line and paragraph separators (U+2028, U+2029: a new line to
+/// some terminals and log viewers) and bidirectional overrides written as
+/// Unicode escapes
 /// (`\u{1b}`), for a value someone else controls on its way to a terminal
 /// or a log line.
 pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| {
         c.is_control()
-            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
     };
     if !s.chars().any(unsafe_char) {
         return s.into();
@@ -136,5 +138,21 @@ mod blocking_tests {
             let panicked = super::blocking(|| -> u8 { panic!("hostile input") }).await;
             assert!(panicked.unwrap_err().contains("panic"));
         });
+    }
+}
+
+#[cfg(test)]
+mod escape_tests {
+    /// The ninth attacker review, I1: `check` and `revisions` printed the
+    /// line and paragraph separators (U+2028, U+2029) raw, which a
+    /// terminal or log viewer may show as a new line, while other control
+    /// and bidi characters were escaped.
+    #[test]
+    fn line_and_paragraph_separators_are_escaped_with_controls_and_bidi() {
+        assert_eq!(
+            super::escape("a\u{2028}b\u{2029}c\u{202e}d\u{1b}e\nf"),
+            "a\\u{2028}b\\u{2029}c\\u{202e}d\\u{1b}e\\u{a}f"
+        );
+        assert_eq!(super::escape("CN=plain, O=é"), "CN=plain, O=é");
     }
 }

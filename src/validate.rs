@@ -443,7 +443,8 @@ fn pem_blocks(file: &str, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, V
     Ok(blocks)
 }
 
-/// The certificates of `blocks` in order; each must parse as X.509, and a
+/// The certificates of `blocks` in order; each must parse as X.509 (and as
+/// Go reads it, [`crate::x509::strict_certificate`]), and a
 /// certificate file must not carry a private key (it is published 0644).
 fn certificates(
     file: &str,
@@ -471,6 +472,9 @@ fn certificates(
             Ok(_) => return Err(bad("trailing bytes after the certificate".into())),
             Err(e) => return Err(bad(e.to_string())),
         }
+        // Also as Go reads it: what Go refuses, published over the last
+        // good pair, stops a Kubernetes component at its next start.
+        crate::x509::strict_certificate(der).map_err(bad)?;
     }
     Ok(certs)
 }
@@ -966,6 +970,36 @@ mod tests {
         assert_eq!(leaf_of(&p.ca_cert).map(|l| l.is_ca), Some(true));
         assert_eq!(leaf_of(&p.cert), Some(leaf));
         assert_eq!(leaf_of(b"junk"), None);
+    }
+
+    /// The ninth attacker review, F2: certificates Go's
+    /// `x509.ParseCertificate` refuses were published over the last good
+    /// pair, and kube-apiserver then failed at its next start. Every
+    /// certificate of `tls.crt` and `ca.crt` goes through
+    /// [`crate::x509::strict_certificate`] (one shape per rule is in
+    /// `src/x509/certificate.rs`); here, that validate calls it, for the
+    /// leaf and for a CA.
+    #[test]
+    fn certificates_go_refuses_are_refused_naming_the_file() {
+        let p = Pair::new("go");
+        let v4 = crate::test_certs::as_version_4;
+        let e = validate(&pair(&v4(&p.cert), &p.key), &policy()).unwrap_err();
+        assert_eq!(e.reason(), "bad_certificate", "{e}");
+        assert!(
+            e.to_string().contains("tls.crt") && e.to_string().contains("Go"),
+            "{e}"
+        );
+        let mut b = pair(&p.cert, &p.key);
+        b.insert(CA_FILE, v4(&p.ca_cert), "src/ca.crt").unwrap();
+        let e = validate(&b, &policy()).unwrap_err();
+        assert!(
+            e.to_string().contains("ca.crt") && e.to_string().contains("Go"),
+            "{e}"
+        );
+        // The unedited pair, with its CA, passes.
+        let mut b = pair(&p.cert, &p.key);
+        b.insert(CA_FILE, p.ca_cert.clone(), "src/ca.crt").unwrap();
+        validate(&b, &policy()).unwrap();
     }
 
     fn crlf(pem: &[u8]) -> Vec<u8> {

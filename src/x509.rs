@@ -20,6 +20,9 @@
 //! - a subject RDN with more than one attribute, or a value that is not a
 //!   UTF8String or PrintableString.
 
+mod certificate;
+pub use certificate::strict_certificate;
+
 use std::net::IpAddr;
 
 use rustls_pki_types::pem::SectionKind;

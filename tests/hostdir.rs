@@ -138,6 +138,37 @@ fn bad_pair_leaves_target_untouched_and_process_running() {
     wait_pair(&target, &fixed);
 }
 
+/// The ninth attacker review, F2: a certificate Go's x509 refuses (here
+/// version 4; every shape is in `src/x509/certificate.rs`) replaced the
+/// last good pair, and kube-apiserver then failed at its next start. It
+/// is refused, naming the file and Go's rule, and the good pair stays.
+#[test]
+fn a_certificate_go_refuses_keeps_the_last_good_pair() {
+    let good = Pair::new("good");
+    let dirs = dirs_with(&good);
+    let mut cs = dirs.start("", "200ms");
+    let rev = wait_pair(&dirs.target, &good);
+    let bad = Pair::new("v4");
+    write_pair_files(
+        &dirs.src,
+        &support::certs::as_version_4(&bad.cert),
+        &bad.key,
+    );
+    cs.wait_log("reason=\"bad_certificate\"");
+    let log = cs.log();
+    let line = log.lines().find(|l| l.contains("bad_certificate")).unwrap();
+    assert!(
+        line.contains("tls.crt") && line.contains("Go's x509"),
+        "{line}"
+    );
+    assert_eq!(
+        read_live(&dirs.target).unwrap(),
+        (rev, good.cert.clone(), good.key.clone())
+    );
+    assert_eq!(revision_names(&dirs.target).len(), 1);
+    assert!(cs.is_running());
+}
+
 #[test]
 fn drift_in_the_target_is_repaired() {
     let good = Pair::new("good");

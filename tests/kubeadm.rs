@@ -18,8 +18,8 @@ use std::process::Command;
 
 use support::certsync_bin;
 use support::kubeadm_node::{
-    Node, certsync, containers, first_der, kubeadm_cmd, kubectl, live_der, ready, readyz, realkube,
-    served, settled, wait_long,
+    ADOPT_SHORT, Node, certsync, containers, first_der, kubeadm_cmd, kubectl, live_der, ready,
+    readyz, realkube, served, settled, wait_long,
 };
 
 /// What `kubeadm init` makes, as `certsync check -o json` must report it:
@@ -651,18 +651,6 @@ fn expirations_agree(node: &Node) -> Result<usize, String> {
     }
     Ok(agreed)
 }
-
-/// `kubeadm adopt` at an 8-minute lifetime renewed at 20-25 %: renewals
-/// within a test, and more than the 5 minutes client-go needs left at each.
-const ADOPT_SHORT: [&str; 7] = [
-    "adopt",
-    "--image",
-    "certsync",
-    "--set",
-    "lifetime=8m",
-    "--set",
-    "renew=20%-25%",
-];
 
 /// The ClusterConfiguration in the kubeadm-config ConfigMap, as stored.
 fn stored_cluster_configuration(kubectl: &Path, admin: &Path) -> String {

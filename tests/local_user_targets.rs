@@ -83,22 +83,6 @@ fn a_target_recreated_by_a_user_in_a_volume_root_is_never_written_into() {
     }
 }
 
-/// The rows of `certsync check -o json ARGS` (exit code, rows, stderr).
-fn check_json(args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
-    let mut all = vec!["check", "-o", "json"];
-    all.extend_from_slice(args);
-    let (code, out, err) = run_bounded(&all, Path::new("."));
-    let rows = serde_json::from_str(&out).unwrap_or_default();
-    (code, rows, err)
-}
-
-fn row<'a>(rows: &'a [serde_json::Value], path: &Path) -> &'a serde_json::Value {
-    let p = path.display().to_string();
-    rows.iter()
-        .find(|r| r["certificate"] == p.as_str())
-        .unwrap_or_else(|| panic!("no row for {p}: {rows:?}"))
-}
-
 /// Finding 8 (C1, C2): root's `certsync check DIR` on a user's directory
 /// followed the user's symlinks out of it, printing the subject of a
 /// root-only certificate and whether a root-only key matched a
@@ -578,9 +562,12 @@ fn exchange_a_and_lnk() {
 /// start-up check refuses one that already is). The user plants what the
 /// review planted in a volume root: a revision of their own holding their
 /// pair, `..data` pointing at it, and `..pin` naming it as an operator's
-/// rollback. The daemon kept the user's pair live ("rollback in place");
-/// now none of it is certsync's own, so the pin is removed, not obeyed,
-/// the source's pair is published again and the user's revision removed.
+/// rollback. The daemon kept the user's pair live ("rollback in place").
+/// Now no publish goes into the target while others may write it (h33p:
+/// the mode is judged on the opened handle before each publish), so the
+/// pin is never obeyed; once the mode is put back, none of the planted
+/// entries is certsync's own, so the pin is removed, not obeyed, the
+/// source's pair is published again and the user's revision removed.
 #[test]
 fn entries_a_user_planted_in_a_target_made_writable_are_never_obeyed() {
     use certsync::bundle::{Bundle, CERT_FILE, KEY_FILE};
@@ -611,8 +598,33 @@ fn entries_a_user_planted_in_a_target_made_writable_are_never_obeyed() {
         hash(&first)
     ));
     let outcome = std::panic::catch_unwind(|| {
+        cs.wait_log("may now be changed by a user other than root");
+        // Counted as a sync error (the admin port certsync chose, from its
+        // log).
+        let log = cs.log();
+        let port: u16 = log
+            .split("admin port listening addr=127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next()?.parse().ok())
+            .expect("the admin port in the log");
+        let errors = format!(
+            "certsync_syncs_total{{mapping=\"{}\",result=\"error\"}} ",
+            target.display()
+        );
+        wait_for("a sync error counted", || {
+            let (_, m) = http_get(port, "/metrics")?;
+            let n: u64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix(&errors)?.parse().ok())?;
+            (n > 0).then_some(())
+        });
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
         cs.wait_log("removed a ..pin certsync did not write");
         wait_pair(&target, &first);
+        // Removed once the flip is done (the tidy after it).
+        wait_for("the user's revision removed", || {
+            (!target.join(&rev).exists()).then_some(())
+        });
     });
     let log = cs.log();
     drop(cs);

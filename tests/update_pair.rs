@@ -17,14 +17,16 @@ fn mode(p: &Path) -> u32 {
     fs::symlink_metadata(p).unwrap().mode() & 0o7777
 }
 
-/// `pki/` (0755) holding a kubeadm-shaped apiserver pair: 0644 and 0600.
+/// `pki/` (0755) holding a kubeadm-shaped apiserver pair: 0644 and 0600
+/// (self-signed leaf: certsync replaces only a pair it can judge a leaf).
 fn kubeadm_pki(d: &Path) -> std::path::PathBuf {
     let pki = d.join("pki");
     fs::create_dir(&pki).unwrap();
     fs::set_permissions(&pki, fs::Permissions::from_mode(0o755)).unwrap();
-    fs::write(pki.join("apiserver.crt"), b"kubeadm's certificate\n").unwrap();
+    let kubeadms = support::certs::Pair::new("kube-apiserver");
+    fs::write(pki.join("apiserver.crt"), &kubeadms.cert).unwrap();
     fs::set_permissions(pki.join("apiserver.crt"), fs::Permissions::from_mode(0o644)).unwrap();
-    fs::write(pki.join("apiserver.key"), b"kubeadm's key\n").unwrap();
+    fs::write(pki.join("apiserver.key"), &kubeadms.key).unwrap();
     fs::set_permissions(pki.join("apiserver.key"), fs::Permissions::from_mode(0o600)).unwrap();
     pki
 }
@@ -123,6 +125,25 @@ fn a_kubeadm_pair_is_kept_in_step_with_each_renewal_and_never_followed() {
     cs.terminate();
 }
 
+/// `run(prefix)` exits 64 naming `prefix` and `why`, and `watched` is
+/// left as it was.
+fn refused_at_start(
+    run: &dyn Fn(&Path) -> std::process::Output,
+    prefix: &Path,
+    why: &str,
+    watched: &Path,
+) {
+    let before = snapshot(watched);
+    let out = run(prefix);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{why}: {err}");
+    assert!(
+        err.contains(&prefix.display().to_string()) && err.contains(why),
+        "{why}: {err}"
+    );
+    assert_eq!(snapshot(watched), before, "{why}: left as it was");
+}
+
 /// Refused at start (exit 64, naming the prefix and why), nothing written:
 /// a directory group may write, a file of another user, a key that is a
 /// symlink, a prefix with an extension, a prefix inside a target.
@@ -147,15 +168,7 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
             .unwrap()
     };
     let refused = |prefix: &Path, why: &str| {
-        let before = snapshot(&pki);
-        let out = run(prefix);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(64), "{why}: {err}");
-        assert!(
-            err.contains(&prefix.display().to_string()) && err.contains(why),
-            "{why}: {err}"
-        );
-        assert_eq!(snapshot(&pki), before, "{why}: left as it was");
+        refused_at_start(&run, prefix, why, &pki);
         assert!(!target.exists(), "{why}: nothing published");
     };
     let prefix = pki.join("apiserver");
@@ -176,6 +189,21 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     assert_eq!(out.status.code(), Some(64), "{err}");
     assert!(err.contains("is a CA certificate"), "{err}");
     assert_eq!(fs::read(other_ca.with_extension("key")).unwrap(), before);
+    // The ninth review, F5: a key with no certificate of its own beside it
+    // is someone's signing key (kubeadm's sa.key has sa.pub; a CA kept as
+    // ca.pem/ca.key): update-pair=/etc/kubernetes/pki/sa replaced sa.key
+    // with a leaf's key, exit 0. A .crt certsync cannot read is not judged
+    // safe to replace either.
+    let sa = pki.join("sa");
+    fs::write(sa.with_extension("key"), b"kubeadm's service-account key\n").unwrap();
+    fs::set_permissions(sa.with_extension("key"), fs::Permissions::from_mode(0o600)).unwrap();
+    refused_at_start(&run, &sa, "no sa.crt beside it", &pki);
+    let pem_ca = other.join("pem-ca");
+    fs::rename(other_ca.with_extension("crt"), pem_ca.with_extension("pem")).unwrap();
+    fs::rename(other_ca.with_extension("key"), pem_ca.with_extension("key")).unwrap();
+    refused_at_start(&run, &pem_ca, "no pem-ca.crt beside it", &other);
+    fs::write(sa.with_extension("crt"), b"not a certificate\n").unwrap();
+    refused_at_start(&run, &sa, "not one certificate certsync can read", &pki);
     let crt = pki.join("apiserver.crt");
     if nix::unistd::geteuid().is_root() {
         nix::unistd::chown(&crt, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
@@ -203,4 +231,122 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     let (_, c, k) = read_live(&target).unwrap();
     assert_eq!((fs::read(&crt).unwrap(), fs::read(&key).unwrap()), (c, k));
     assert_eq!((mode(&crt), mode(&key)), (0o644, 0o600));
+}
+
+/// A bind mount, taken away when dropped.
+struct Bound(std::path::PathBuf);
+
+impl Bound {
+    fn new(from: &Path, at: &Path) -> Self {
+        let ok = Command::new("mount")
+            .arg("--bind")
+            .args([from, at])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount --bind {} {}", from.display(), at.display());
+        Self(at.to_owned())
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The eighth review, N3 and N2 (f45.sh j5, i6): the copies' guard compared
+/// paths, so a bind mount (no symlink to see) of another mapping's target,
+/// of the CA's directory, or of the CA's key file alone (no `.crt` beside
+/// it to read CA:TRUE from) let update-pair write there. Compared by
+/// device and inode now: each refused at start (64), naming the option and
+/// what it would have written into, and nothing there changed.
+#[test]
+fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
+    if !nix::unistd::geteuid().is_root() {
+        support::tools::skip("needs root (bind mounts)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let b = d.path();
+    fs::set_permissions(b, fs::Permissions::from_mode(0o755)).unwrap();
+    let ca_dir = b.join("ca");
+    fs::create_dir(&ca_dir).unwrap();
+    let ca = support::certs::ca_files(&ca_dir, 3600);
+    let other = b.join("other");
+    fs::create_dir(&other).unwrap();
+    let other_spec = format!(
+        "ca:{}={},cn=o,usage=server-auth",
+        ca.display(),
+        other.display()
+    );
+    // `run --once` with a mapping into `t` carrying `copy`, beside the
+    // other mapping.
+    let run_with = |copy: String| {
+        let spec = format!("ca:{}={},{copy}", ca.display(), b.join("t").display());
+        Command::new(certsync_bin())
+            .args(["run", "--once", "--sync", &spec, "--sync", &other_spec])
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let run = |prefix: &Path| {
+        run_with(format!(
+            "cn=kube-apiserver,usage=server-auth,update-pair={}",
+            prefix.display()
+        ))
+    };
+    let refused = |prefix: &Path, why: &str, watched: &Path| {
+        refused_at_start(&run, prefix, why, watched);
+    };
+    // j5: another mapping's target, by a directory bound elsewhere.
+    let bt = b.join("bt");
+    fs::create_dir(&bt).unwrap();
+    {
+        let _m = Bound::new(&other, &bt);
+        refused(&bt.join("x"), "is inside the target", &other);
+        // update-kubeconfig has the same guard: a kubeconfig in the other
+        // target, named through the bind mount.
+        let p = support::certs::Pair::new("admin");
+        let b64 = |v: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, v);
+        let conf = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  \
+             cluster:\n    server: https://127.0.0.1:6443\ncontexts:\n- name: c\n  context:\n    \
+             cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    \
+             client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(&p.cert),
+            b64(&p.key)
+        );
+        fs::write(other.join("admin.conf"), conf).unwrap();
+        fs::set_permissions(other.join("admin.conf"), fs::Permissions::from_mode(0o600)).unwrap();
+        let run_kubeconfig = |conf: &Path| {
+            run_with(format!(
+                "cn=kubernetes-admin,usage=client-auth,update-kubeconfig={}",
+                conf.display()
+            ))
+        };
+        refused_at_start(
+            &run_kubeconfig,
+            &bt.join("admin.conf"),
+            "is inside the target",
+            &other,
+        );
+        fs::remove_file(other.join("admin.conf")).unwrap();
+    }
+    // i6: the CA's directory bound elsewhere.
+    let bind = b.join("bind");
+    fs::create_dir(&bind).unwrap();
+    {
+        let _m = Bound::new(&ca_dir, &bind);
+        refused(&bind.join("ca"), "is a CA file of mapping", &ca_dir);
+    }
+    // The CA's key file alone bound over a key of a pair whose .crt is
+    // not there: nothing says CA:TRUE.
+    let pki = b.join("pki");
+    fs::create_dir(&pki).unwrap();
+    fs::write(pki.join("x.key"), b"a key\n").unwrap();
+    fs::set_permissions(pki.join("x.key"), fs::Permissions::from_mode(0o600)).unwrap();
+    {
+        let _m = Bound::new(&ca.with_extension("key"), &pki.join("x.key"));
+        refused(&pki.join("x"), "is a CA file of mapping", &ca_dir);
+    }
 }

@@ -241,6 +241,7 @@ impl Config {
         mappings.iter().try_for_each(target_guarded)?;
         mappings.iter().try_for_each(source_guarded)?;
         mappings.iter().try_for_each(ca_paths_guarded)?;
+        mappings.iter().try_for_each(csr_paths_guarded)?;
         copies_guarded(&mappings)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;
@@ -257,7 +258,6 @@ impl Config {
                 tls_server_name: args.tls_server_name.clone(),
                 watch_timeout: args.watch_timeout,
                 keepalive: args.api_keepalive,
-                no_plugins: false,
             },
             once: args.once,
             once_timeout: args.once_timeout,
@@ -421,6 +421,41 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A `csr:` mapping's `ca=file:` (published as the consumer's `ca.crt`,
+/// its trust anchor) and `bootstrap-kubeconfig=` (the credentials and
+/// server its requests go to) steer root certsync as `--kubeconfig` does:
+/// judged at start, naming the path, by the readers every later read uses
+/// ([`crate::files::read_steering`]); one not there yet by the directories
+/// it will appear in. The ninth attacker review: a user appended its CA to
+/// a `ca=file:` and certsync published it (F1); a user's bootstrap
+/// kubeconfig was refused only at the first request, and `run --once`
+/// retried instead of exiting 64 (I2).
+fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    let Source::Csr(spec) = &m.source else {
+        return Ok(());
+    };
+    let err = |what: &str, path: &std::path::Path, problem: String| ConfigError::Mapping {
+        mapping: m.name.clone(),
+        problem: format!("{what} {}: {problem}", path.display()),
+    };
+    if let Some(crate::source::csr::CaSource::File(path)) = &spec.ca {
+        crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
+            .map_err(|p| err("ca=file:", path, p))?;
+    }
+    if let Some(path) = &spec.bootstrap {
+        if path.exists() {
+            crate::source::client::check_kubeconfig(path).map_err(|e| ConfigError::Mapping {
+                mapping: m.name.clone(),
+                problem: format!("bootstrap-kubeconfig=: {e}"),
+            })?;
+        } else {
+            crate::files::steering_or_absent(path, 0)
+                .map_err(|p| err("bootstrap-kubeconfig=", path, p))?;
+        }
+    }
+    Ok(())
+}
+
 /// Every copy of a live pair outside the targets is one certsync may keep
 /// updated, named by one mapping only, inside no mapping's target (the
 /// target's writer owns every name there) and no other copy's file:
@@ -429,6 +464,7 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// whose current user authenticates by embedded client certificate data
 /// only) and `update-pair=` prefixes ([`crate::writer::check_pair`]).
 fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    use crate::files::identity;
     // Where a path leads (its directory resolved where it exists): a
     // symlink on the way must not hide a target or a CA file.
     let real = |p: &std::path::Path| -> PathBuf {
@@ -467,12 +503,20 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
     // and each CA file of a `ca:` mapping (a CA overwritten with a leaf
     // pair would be the CA lost: the seventh review, F4).
     let targets: Vec<_> = mappings.iter().map(|o| (o, real(&o.target))).collect();
+    // Each CA file where it leads and by device and inode.
     let cas: Vec<_> = mappings
         .iter()
         .filter_map(|o| match &o.source {
-            Source::Ca(spec) => Some((o, [&spec.ca_cert, &spec.ca_key].map(|c| real(c)))),
+            Source::Ca(spec) => {
+                let files = [&spec.ca_cert, &spec.ca_key];
+                Some((o, files.map(|c| real(c)), files.map(|c| identity(c))))
+            }
             _ => None,
         })
+        .collect();
+    let target_ids: Vec<_> = mappings
+        .iter()
+        .filter_map(|o| Some((o, identity(&o.target)?)))
         .collect();
     for (n, (i, option, path, files, reals)) in copies.iter().enumerate() {
         let m = &mappings[*i];
@@ -487,7 +531,7 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
             return Err(err("no `..` in it; give the path it means".into()));
         }
         let both = || files.iter().zip(reals);
-        for (o, ca) in &cas {
+        for (o, ca, _) in &cas {
             if let Some((f, _)) = both().find(|(_, r)| ca.contains(r)) {
                 return Err(err(format!(
                     "{} is a CA file of mapping {:?}; certsync never writes a CA",
@@ -507,6 +551,32 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
                     o.name
                 )));
             }
+        }
+        // The same by device and inode: a bind mount (or, for a file, a
+        // hard link) leads to a target or a CA file with no symlink for
+        // the path checks above to see (the eighth review, N3 and N2).
+        let above = crate::files::directory_and_ancestors(path.parent().unwrap_or(path));
+        for (o, _, ids) in &cas {
+            if let Some(f) = files
+                .iter()
+                .find(|f| identity(f).is_some_and(|id| ids.contains(&Some(id))))
+            {
+                return Err(err(format!(
+                    "{} is a CA file of mapping {:?} (the same file by device and inode: a \
+                     bind mount or hard link); certsync never writes a CA",
+                    f.display(),
+                    o.name
+                )));
+            }
+        }
+        if let Some((o, _)) = target_ids.iter().find(|(_, id)| above.contains(id)) {
+            return Err(err(format!(
+                "{} is inside the target {} of mapping {:?} (the same directory by device and \
+                 inode: a bind mount)",
+                files[0].display(),
+                o.target.display(),
+                o.name
+            )));
         }
         let shared = copies
             .iter()

@@ -11,6 +11,7 @@ use crate::validate::{self, Leaf};
 use crate::writer::Writer;
 
 mod read;
+mod walk;
 
 use read::Input;
 
@@ -174,7 +175,13 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
 /// current context's user, its key checked against it.
 fn kubeconfig_line(path: &Path, now: i64, warn: i64) -> CertReport {
     let unreadable = |problem: String| CertReport::unreadable(path.to_owned(), problem);
-    let (pem, key) = match crate::writer::kubeconfig_certificate(path) {
+    // Read as a certificate is (walked as written, kept-from-others
+    // files refused through what others may change): admin.conf is root's
+    // 0600 and holds a client key.
+    let read = Input::named(path)
+        .read()
+        .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned()));
+    let (pem, key) = match read.and_then(|text| crate::writer::embedded_pair(&text)) {
         Ok(pair) => pair,
         Err(problem) => return unreadable(problem),
     };

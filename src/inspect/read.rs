@@ -1,8 +1,8 @@
 //! How `certsync check` reads its inputs. Root runs it on directories
 //! other users may control (a user's certificate directory, a pod's
 //! volume), so:
-//! - an entry of a directory argument is resolved beneath it (`openat2`,
-//!   `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): a symlink that stays
+//! - an entry of a directory argument is resolved beneath it (as
+//!   `openat2`'s `RESOLVE_BENEATH` would, by the walk): a symlink that stays
 //!   inside works (a certsync target's visible files are such links), one
 //!   that leads out of it is refused, named, and nothing it leads to is
 //!   read, printed or matched against;
@@ -10,8 +10,11 @@
 //!   no device act (opening `/dev/ptmx` allocates a terminal,
 //!   `/dev/watchdog` arms the watchdog), and `fstat`ed: only a regular
 //!   file is then opened for reading, at most the bundle size limit;
+//! - a path is walked as written, one component at a time beneath
+//!   descriptors (see [`walk`]);
 //! - a file kept from others is not read when the way to it leads through
-//!   a directory someone other than root and its owner may change (see
+//!   a directory or symlink someone other than root and its owner may
+//!   change, as written (the walk) or where the file really is (see
 //!   `Input::exposed`): a user there may have linked root's file in.
 //!
 //! The reading open is of `/proc/self/fd/N` for the `O_PATH` descriptor:
@@ -28,10 +31,10 @@ use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::FileStat;
 
+use super::walk::{self, Passed, Start, Walked};
 use crate::validate;
 
 /// One input of `check`: a path the operator named (followed as given),
@@ -41,7 +44,66 @@ pub(super) struct Input {
     /// As reported.
     pub(super) shown: PathBuf,
     /// The directory argument an entry is resolved beneath.
-    beneath: Option<Rc<File>>,
+    beneath: Option<Rc<Base>>,
+}
+
+/// A directory entries are resolved beneath: an `O_PATH` descriptor,
+/// its path as shown, what the walk to it passed, and why nothing in it
+/// may be told (kept from others, reached through what others may
+/// change), if so.
+#[derive(Debug)]
+struct Base {
+    fd: OwnedFd,
+    shown: PathBuf,
+    passed: Vec<Passed>,
+    refused: Option<String>,
+}
+
+impl Base {
+    /// `path` walked as written; `Ok(None)` when it is not a directory.
+    fn open(path: &Path) -> Result<Option<Self>, String> {
+        let Walked { fd, passed } = walk::walk(&Start::Path, path)?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| io::Error::from(e).to_string())?;
+        if kind(&st) != nix::sys::stat::SFlag::S_IFDIR {
+            return Ok(None);
+        }
+        // A directory others may not list or enter: its names are kept
+        // from them too.
+        let kept = st.st_mode & 0o005 != 0o005 && !own(&st);
+        let refused = kept
+            .then(|| walk::exposure(&passed, st.st_uid))
+            .flatten()
+            .map(|p| refusal("a directory", &st, &p.describe()));
+        Ok(Some(Self {
+            fd,
+            shown: path.to_owned(),
+            passed,
+            refused,
+        }))
+    }
+}
+
+/// Whether the reader is not root and `st` is its own: the kernel already
+/// decided what it may read.
+fn own(st: &FileStat) -> bool {
+    let euid = nix::unistd::geteuid().as_raw();
+    euid != 0 && st.st_uid == euid
+}
+
+fn kind(st: &FileStat) -> nix::sys::stat::SFlag {
+    nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT
+}
+
+/// The refusal of `what` (of status `st`, kept from others) reached
+/// through `through`, which someone other than root and its owner may
+/// change.
+fn refusal(what: &str, st: &FileStat, through: &str) -> String {
+    format!(
+        "{what} of uid {} that others may not read, reached through {through}, which users \
+         other than root and the file's owner may change: it may be a link someone made to \
+         a file they may not read; refusing to read it",
+        st.st_uid
+    )
 }
 
 impl Input {
@@ -55,15 +117,18 @@ impl Input {
     /// Reads the input if it is a regular file of at most the bundle size
     /// limit; otherwise why not, without the path.
     pub(super) fn read(&self) -> Result<Vec<u8>, String> {
-        let fd = self.open_path()?;
+        let Walked { fd, passed } = self.open_path()?;
         let st = nix::sys::stat::fstat(&fd).map_err(|e| e.to_string())?;
-        let kind =
-            nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT;
+        let kind = kind(&st);
         if kind != nix::sys::stat::SFlag::S_IFREG {
             return Err(format!(
                 "is {}, not a regular file; refusing to open it",
                 kind_name(kind)
             ));
+        }
+        let kept = st.st_mode & 0o004 == 0 && !own(&st);
+        if let Some(p) = kept.then(|| walk::exposure(&passed, st.st_uid)).flatten() {
+            return Err(refusal(&file_kind(&st), &st, &p.describe()));
         }
         if let Some(problem) = Self::exposed(&fd, &st) {
             return Err(problem);
@@ -92,8 +157,7 @@ impl Input {
     /// name away (a rotation). Found on descriptors: the directory that
     /// holds the opened file and then each `..` above it, up to `/`.
     fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<String> {
-        let euid = nix::unistd::geteuid().as_raw();
-        if st.st_mode & 0o004 != 0 || (euid != 0 && st.st_uid == euid) {
+        if st.st_mode & 0o004 != 0 || own(st) {
             return None;
         }
         let (mut dir, mut shown) = match holding_directory(fd, st) {
@@ -109,21 +173,13 @@ impl Input {
                 .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY));
             let others = (m.st_uid != 0 && m.st_uid != st.st_uid) || m.st_mode & 0o022 != 0;
             if others && !read_only {
-                let what = if st.st_nlink > 1 {
-                    format!("a hard link (links {}) to a file", st.st_nlink)
-                } else {
-                    "a file".to_owned()
-                };
-                return Some(format!(
-                    "{what} of uid {} that others may not read, reached through {} (owner {}, \
-                     mode {:04o}), which users other than root and the file's owner may \
-                     change: it may be a link someone made to a file they may not read; \
-                     refusing to read it",
-                    st.st_uid,
+                let through = format!(
+                    "{} (owner {}, mode {:04o})",
                     shown.display(),
                     m.st_uid,
                     m.st_mode & 0o7777
-                ));
+                );
+                return Some(refusal(&file_kind(st), st, &through));
             }
             let up = match nix::fcntl::openat(
                 &dir,
@@ -144,39 +200,32 @@ impl Input {
         }
     }
 
-    /// An `O_PATH` descriptor (nothing read, no device opened).
-    fn open_path(&self) -> Result<OwnedFd, String> {
-        let how = |resolve| {
-            OpenHow::new()
-                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-                .resolve(resolve)
+    /// An `O_PATH` descriptor (nothing read, no device opened) and what
+    /// the way to it passed: the path as written, or the entry beneath its
+    /// directory.
+    fn open_path(&self) -> Result<Walked, String> {
+        let Some(base) = &self.beneath else {
+            return walk::walk(&Start::Path, &self.shown);
         };
-        match &self.beneath {
-            None => nix::fcntl::openat2(
-                nix::fcntl::AT_FDCWD,
-                &self.shown,
-                how(ResolveFlag::RESOLVE_NO_MAGICLINKS),
-            )
-            .map_err(|e| io::Error::from(e).to_string()),
-            Some(dir) => {
-                let name = self.shown.file_name().unwrap_or_default();
-                nix::fcntl::openat2(
-                    dir.as_fd(),
-                    name,
-                    how(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS),
-                )
-                .map_err(|e| match e {
-                    Errno::EXDEV => format!(
-                        "a symlink that leads out of {}; refusing to follow it",
-                        self.shown.parent().unwrap_or(Path::new("")).display()
-                    ),
-                    Errno::ELOOP => "a symlink loop (or a link through /proc); refusing to \
-                                     follow it"
-                        .into(),
-                    e => io::Error::from(e).to_string(),
-                })
-            }
+        if let Some(refused) = &base.refused {
+            return Err(refused.clone());
         }
+        let name = Path::new(self.shown.file_name().unwrap_or_default());
+        let mut walked = walk::walk(&Start::Beneath(base.fd.as_fd(), &base.shown), name)?;
+        let mut passed = base.passed.clone();
+        passed.append(&mut walked.passed);
+        walked.passed = passed;
+        Ok(walked)
+    }
+}
+
+/// "a file", or "a hard link (links N) to a file": how a refusal names
+/// what it would not read.
+fn file_kind(st: &FileStat) -> String {
+    if st.st_nlink > 1 {
+        format!("a hard link (links {}) to a file", st.st_nlink)
+    } else {
+        "a file".to_owned()
     }
 }
 
@@ -226,48 +275,64 @@ fn kind_name(kind: nix::sys::stat::SFlag) -> &'static str {
 /// lead.
 pub(super) fn key_beside(cert: &Path) -> Option<Input> {
     let key = cert.with_extension("key");
-    std::fs::symlink_metadata(&key).ok()?;
     let parent = match cert.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let dir = File::options()
-        .read(true)
-        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
-        .open(parent)
+    let base = Base::open(parent).ok()??;
+    // Whether the key is there is told only when the directory may be.
+    if base.refused.is_none() {
+        nix::sys::stat::fstatat(
+            &base.fd,
+            key.file_name()?,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
         .ok()?;
+    }
     Some(Input {
         shown: key,
-        beneath: Some(Rc::new(dir)),
+        beneath: Some(Rc::new(base)),
     })
 }
 
 /// Certificate inputs, each with the key file named after it, if any.
 pub(super) type WithKeys = Vec<(Input, Option<Input>)>;
 
-/// The entries of the directory `path` (opened as given) whose names
+/// The entries of the directory `path` (walked as written) whose names
 /// look like certificates (`*.crt`, `*.pem`, not hidden), sorted, each
 /// with the entry named after it with `.key` if there is one.
 /// `Ok(None)` when `path` is not a directory.
 pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, String> {
-    let dir = match File::options()
+    let Some(base) = Base::open(path)? else {
+        return Ok(None);
+    };
+    if let Some(refused) = base.refused {
+        return Err(refused);
+    }
+    // Listed through the walked descriptor itself (see `Input::read` for
+    // why `/proc/self/fd`), checked to be the same directory.
+    let dir = File::options()
         .read(true)
         .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
-        .open(path)
-    {
-        Ok(d) => Rc::new(d),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    };
-    let listing = cap_std::fs::Dir::from_std_file(dir.try_clone().map_err(|e| e.to_string())?);
+        .open(format!("/proc/self/fd/{}", base.fd.as_raw_fd()))
+        .map_err(|e| e.to_string())?;
+    let (m, st) = (
+        dir.metadata().map_err(|e| e.to_string())?,
+        nix::sys::stat::fstat(&base.fd).map_err(|e| io::Error::from(e).to_string())?,
+    );
+    if m.dev() != st.st_dev || m.ino() != st.st_ino {
+        return Err("changed while it was opened; refusing to list it".into());
+    }
+    let listing = cap_std::fs::Dir::from_std_file(dir);
     let mut names = std::collections::BTreeSet::new();
     for entry in listing.entries().map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;
         names.insert(entry.file_name().to_string_lossy().into_owned());
     }
+    let base = Rc::new(base);
     let beneath = |name: &str| Input {
         shown: path.join(name),
-        beneath: Some(Rc::clone(&dir)),
+        beneath: Some(Rc::clone(&base)),
     };
     Ok(Some(
         names

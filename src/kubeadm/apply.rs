@@ -1,8 +1,9 @@
 //! Applying the plan, in the order that never leaves a component pointed
 //! at a file that does not exist: backups, certsync's configuration and
 //! kubeconfigs, an initial issuance (`run --once` on that configuration),
-//! certsync's static pod, the component manifests, then the
-//! ClusterConfiguration. Every write is atomic (`writer::replace_file`).
+//! the ClusterConfiguration, certsync's static pod, then the component
+//! manifests (whose change restarts the API server the ClusterConfiguration
+//! is written through). Every write is atomic (`writer::replace_file`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -89,10 +90,16 @@ pub fn put(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError
 /// Returns what to print.
 pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
     let plan = plan::plan(opts).await?;
+    // What a container could have left from an earlier adoption, said
+    // before anything changes (a warning: adopt goes on).
+    let warnings = super::audit::warnings(&opts.dir);
     let mut out = if opts.json {
+        for w in warnings.lines() {
+            tracing::warn!(warning = %w.trim_start_matches("warning: "));
+        }
         serde_json::to_string_pretty(&plan).unwrap_or_default() + "\n"
     } else {
-        plan.text()
+        warnings + &plan.text()
     };
     if !opts.dry_run
         && !plan.is_empty()
@@ -186,24 +193,34 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
     state.write(dir)?;
     let _ = writeln!(out, "backed up into {backup}/");
 
+    // From here on the node is part-adopted: any failure says so, and
+    // that a re-run finishes it (each step finds its work done or does it).
+    changes(dir, plan, out)
+        .await
+        .map_err(|e| KubeadmError::PartAdopted(e.to_string()))?;
+    out.push_str("adopted\n");
+    Ok(())
+}
+
+/// adopt's changes after its backups and record: certsync's files, the
+/// initial issuance, the ClusterConfiguration, certsync's pod, then the
+/// component manifests.
+async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
     // certsync's files, then every target issued before anything uses it.
     for f in plan.files.iter().filter(|f| f.path != POD) {
         put(dir, &f.path, &f.bytes)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
-    issue(dir).await?;
-    let _ = writeln!(out, "issued every target once (run --once on {CONFIG})");
-    for f in plan.files.iter().filter(|f| f.path == POD) {
-        put(dir, &f.path, &f.bytes)?;
-        let _ = writeln!(out, "wrote {}", f.path);
-    }
-    for m in &plan.manifests {
-        replace_file(&host(dir, &m.path), 0o600, &m.after)?;
-        let _ = writeln!(out, "changed {}", m.path);
-    }
+    let said = issue(dir).await?;
+    let _ = writeln!(out, "{said}");
+    // The ClusterConfiguration before the manifests: changing the API
+    // server's manifest restarts it, and a write racing that restart
+    // failed (the ninth review, F6: `apiserver is shutting down`) with the
+    // manifests already changed. Written first, it names certsync's targets,
+    // which exist now, and a refused write leaves kubeadm's manifests.
     match (&plan.stored, &plan.cluster_configuration_new) {
         (Some(stored), Some(new)) if !plan.cluster_configuration.is_empty() => {
-            cluster::write(&host(dir, "/etc/kubernetes/admin.conf"), stored, new).await?;
+            cluster::write(stored, new).await?;
             let _ = writeln!(out, "updated ClusterConfiguration in kubeadm-config");
         }
         (None, _) => {
@@ -215,7 +232,14 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
         }
         _ => {}
     }
-    out.push_str("adopted\n");
+    for f in plan.files.iter().filter(|f| f.path == POD) {
+        put(dir, &f.path, &f.bytes)?;
+        let _ = writeln!(out, "wrote {}", f.path);
+    }
+    for m in &plan.manifests {
+        replace_file(&host(dir, &m.path), 0o600, &m.after)?;
+        let _ = writeln!(out, "changed {}", m.path);
+    }
     Ok(())
 }
 
@@ -229,13 +253,20 @@ fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
 /// The initial issuance: the same code as `certsync run --once --config`
 /// on adopt's configuration (its paths made this process's when the node's
 /// directory is elsewhere). Skipped when every target already has a live
-/// revision (a second adopt: the running certsync owns them).
-async fn issue(dir: &Path) -> Result<(), KubeadmError> {
+/// revision (a second adopt: the running certsync owns them, and its pod,
+/// restarted for the new configuration, issues again what that changes).
+/// What to print.
+pub(super) async fn issue(dir: &Path) -> Result<String, KubeadmError> {
     if plan::targets(dir)
         .iter()
         .all(|t| host(dir, t).join("..data").exists())
     {
-        return Ok(());
+        return Ok(
+            "every target has a live pair: not issued by adopt; certsync's pod restarts for the \
+             new configuration and issues again each pair it no longer satisfies (a changed \
+             lifetime= or key-alg=)"
+                .into(),
+        );
     }
     let text = super::node::read(dir, CONFIG)?;
     let prefix = format!("{}/", dir.display());
@@ -251,7 +282,7 @@ async fn issue(dir: &Path) -> Result<(), KubeadmError> {
     if temp {
         let _ = std::fs::remove_file(&path);
     }
-    result
+    result.map(|()| format!("issued every target once (run --once on {CONFIG})"))
 }
 
 async fn once(config: &Path) -> Result<(), KubeadmError> {

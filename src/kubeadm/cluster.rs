@@ -20,19 +20,14 @@ pub struct Stored {
     pub config: Value,
     pub text: String,
     object: ConfigMap,
+    /// The client configuration it was read through, judged once: the
+    /// write goes the same way, whatever admin.conf has become since.
+    client: kube::Config,
 }
 
-async fn api(kubeconfig: &Path) -> Result<kube::Api<ConfigMap>, KubeadmError> {
-    let settings = crate::source::client::ClientSettings {
-        kubeconfig: Some(kubeconfig.to_owned()),
-        // admin.conf: a file certsync's container may write (its embedded
-        // pair is kept renewed); never a command run from it.
-        no_plugins: true,
-        ..Default::default()
-    };
-    let client = settings
-        .client()
-        .await
+fn api(config: &kube::Config) -> Result<kube::Api<ConfigMap>, KubeadmError> {
+    let client = crate::source::client::ClientSettings::default()
+        .client_for(config)
         .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
     Ok(kube::Api::namespaced(client, "kube-system"))
 }
@@ -40,8 +35,10 @@ async fn api(kubeconfig: &Path) -> Result<kube::Api<ConfigMap>, KubeadmError> {
 /// Reads the ConfigMap through `kubeconfig` (admin.conf), within 15 s.
 pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
     let get = async {
-        let object = api(kubeconfig)
-            .await?
+        // admin.conf as kubeadm writes it, its server and CA the backup's
+        // once adopt made one (see `admin`).
+        let client = super::admin::config(kubeconfig).await?;
+        let object = api(&client)?
             .get("kubeadm-config")
             .await
             .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
@@ -57,6 +54,7 @@ pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
             config,
             text,
             object,
+            client,
         })
     };
     tokio::time::timeout(std::time::Duration::from_secs(15), get)
@@ -64,8 +62,9 @@ pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
         .map_err(|_| KubeadmError::ClusterConfig("no answer within 15 s".into()))?
 }
 
-/// Writes `config` back (a replace carrying the resourceVersion read).
-pub async fn write(kubeconfig: &Path, stored: &Stored, config: &Value) -> Result<(), KubeadmError> {
+/// Writes `config` back (a replace carrying the resourceVersion read),
+/// through the client configuration it was read with.
+pub async fn write(stored: &Stored, config: &Value) -> Result<(), KubeadmError> {
     let text =
         serde_yaml_ng::to_string(config).map_err(|e| KubeadmError::ClusterConfig(e.to_string()))?;
     let mut object = stored.object.clone();
@@ -73,8 +72,7 @@ pub async fn write(kubeconfig: &Path, stored: &Stored, config: &Value) -> Result
         .data
         .get_or_insert_with(Default::default)
         .insert(KEY.into(), text);
-    api(kubeconfig)
-        .await?
+    api(&stored.client)?
         .replace("kubeadm-config", &Default::default(), &object)
         .await
         .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;

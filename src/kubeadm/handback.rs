@@ -69,7 +69,7 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
             String::from_utf8(saved.clone()).map_err(|_| KubeadmError::file(&path, "not UTF-8"))?;
         let theirs =
             node::kubeconfig_not_after(dir, &text).map_err(|e| KubeadmError::file(&path, e))?;
-        let theirs_cert = crate::writer::kubeconfig_pair(&text).ok().map(|(c, _)| c);
+        let theirs_cert = crate::writer::embedded_pair(&text).ok().map(|(c, _)| c);
         let (current, ours) = match read_current(dir, k) {
             Ok(Some(bytes)) => (
                 current_kubeconfig(
@@ -191,7 +191,7 @@ fn current_kubeconfig(
     lifetime: i64,
 ) -> Current {
     let text = std::str::from_utf8(bytes).map_err(|_| (None, "not UTF-8".to_owned()))?;
-    let (cert, key) = crate::writer::kubeconfig_pair(text)
+    let (cert, key) = crate::writer::embedded_pair(text)
         .map_err(|e| (None, format!("no client pair to judge ({e})")))?;
     judged(node::not_after(&cert), || {
         let key = key.ok_or("no embedded client key")?;

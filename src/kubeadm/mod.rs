@@ -17,7 +17,9 @@
 
 use std::path::{Path, PathBuf};
 
+mod admin;
 mod apply;
+mod audit;
 mod cluster;
 mod handback;
 mod kept;
@@ -74,6 +76,12 @@ pub enum KubeadmError {
     ClusterConfig(String),
     #[error("initial issuance failed ({0}); no manifest was changed")]
     Issue(String),
+    /// adopt failed after its first change (the backups and its record).
+    #[error(
+        "adopt stopped partway, the node is part-adopted: {0}; run `certsync kubeadm adopt` \
+         again to finish it (or `certsync kubeadm revert` to undo it)"
+    )]
+    PartAdopted(String),
     #[error("revert: {0}")]
     Revert(String),
 }

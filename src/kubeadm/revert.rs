@@ -109,7 +109,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
         let mut config = stored.config.clone();
         if cluster::unadopt(&mut config, &manifest::components()) {
             if !dry {
-                cluster::write(&admin, stored, &config).await.map_err(|e| {
+                cluster::write(stored, &config).await.map_err(|e| {
                     KubeadmError::Revert(format!(
                         "{e}; nothing was changed (the ClusterConfiguration is revert's first change): \
                          run `certsync kubeadm revert` again once the API server admin.conf names \
@@ -145,6 +145,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
              again: it finishes what is left"
         ))
     })?;
+    out.push_str(&super::audit::warnings(dir));
     if dry {
         out.push_str("dry run: nothing was changed\n");
     }
@@ -373,7 +374,7 @@ async fn local(
     // certsync's files are out.
     let own = own_paths(dir);
     for d in &state.made_dirs {
-        let mut moving: Vec<String> = own
+        let moving: Vec<String> = own
             .iter()
             .chain([&STATE.to_owned()])
             .filter(|p| dry || *p == STATE)
@@ -381,7 +382,6 @@ async fn local(
             .filter(|name| !name.contains('/'))
             .map(str::to_owned)
             .collect();
-        moving.dedup();
         // Removing one is tidying, not reverting: a directory it cannot
         // remove (a mount point, EBUSY) is left, saying why, never a
         // revert stopped there at every re-run.

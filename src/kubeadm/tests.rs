@@ -439,7 +439,27 @@ fn forge_issuer(cn: &str) -> String {
     leaf.signed_by(&key, &issuer).expect("leaf").pem()
 }
 
+mod admin;
 mod handback;
 mod races;
 mod revert;
 mod shapes;
+
+/// Adopting again with another configuration (a first rollout's
+/// `lifetime=8m`, then the defaults) issues nothing itself: the running
+/// certsync owns the targets, and its pod, restarted for the new
+/// configuration, issues again what it changes. adopt said "issued every
+/// target once" all the same, which the operator took for the new
+/// lifetime being in place.
+#[tokio::test]
+async fn a_second_adopt_issues_nothing_itself_and_says_so() {
+    let d = tempfile::tempdir().expect("tempdir");
+    for t in plan::targets(d.path()) {
+        let target = host(d.path(), &t);
+        std::fs::create_dir_all(target.join("..rev-000001-00000000")).expect("target");
+        std::os::unix::fs::symlink("..rev-000001-00000000", target.join("..data")).expect("..data");
+    }
+    let said = apply::issue(d.path()).await.expect("issue");
+    assert!(said.contains("not issued by adopt"), "{said}");
+    assert!(!said.contains("issued every target once"), "{said}");
+}

@@ -160,6 +160,17 @@ impl HttpHook {
         if let Some(path) = &hook.bearer_token_file {
             bearer_token(path).map_err(HttpError::TokenFile)?;
         }
+        // The CA decides where the token and the reload go: as the token
+        // file, one only root may change (the ninth attacker review, F1:
+        // the user's CA vouched for the user's server, which got root's
+        // token). It may not exist yet (a ca.crt certsync publishes).
+        if let Some(path) = &hook.ca_file {
+            crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
+                .map_err(|problem| HttpError::CaFile {
+                    path: path.clone(),
+                    problem,
+                })?;
+        }
         Ok(hook)
     }
 
@@ -179,8 +190,8 @@ impl HttpHook {
                 path: path.clone(),
                 problem,
             };
-            let pem = crate::files::read_regular(path, crate::validate::MAX_BUNDLE_SIZE as u64)
-                .map_err(|e| ca_err(e.to_string()))?;
+            let pem = crate::files::read_steering(path, crate::validate::MAX_BUNDLE_SIZE as u64)
+                .map_err(ca_err)?;
             let mut roots = rustls::RootCertStore::empty();
             use rustls_pki_types::pem::PemObject;
             for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
@@ -550,6 +561,46 @@ mod tests {
             ..config("https://127.0.0.1/")
         })
         .unwrap();
+    }
+
+    /// The ninth attacker review, F1: a CA file that appears after start
+    /// (a ca.crt certsync publishes) is held to the token file's rule at
+    /// every read, not only at start: root's own file left 0666 is
+    /// refused, naming it, and nothing is sent.
+    #[test]
+    fn a_reload_ca_file_others_may_write_is_refused_at_every_read() {
+        use std::os::unix::fs::PermissionsExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP: needs root (read_owned judges files as root only)");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let ca = d.path().join("ca.crt");
+        let hook = HttpHook::new(&HttpHookConfig {
+            ca_file: Some(ca.clone()),
+            ..config("https://127.0.0.1:1/")
+        })
+        .unwrap();
+        std::fs::write(
+            &ca,
+            std::fs::read(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/certs/ca.crt"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(hook.build_client().is_ok(), "root's 0644 file");
+        std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let Err(e) = hook.build_client() else {
+            panic!("a 0666 CA file was read");
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains(&ca.display().to_string()) && e.contains("may be changed"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! certificate already due when issued waits for the renewal floor after
 //! the previous issuance, [`renewal`]);
 //! at once when there is no live pair, it expired, or it no longer
-//! satisfies the mapping (its CA, template, subject, names, usages or key
-//! algorithm changed), which is rechecked every resync. After a restart the
+//! satisfies the mapping (its CA, template, subject, names, usages, key
+//! algorithm or lifetime changed: [`lifetime`]), which is rechecked every
+//! resync. After a restart the
 //! live revision is the state: while it is good, nothing is issued.
 //!
 //! Invariants: the CA key is read, never copied to disk, logged or
@@ -41,6 +42,7 @@ use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::validate;
 
+mod lifetime;
 mod material;
 mod sign;
 #[cfg(test)]
@@ -160,8 +162,9 @@ async fn blocking<T: Send + 'static>(
     crate::blocking(f).await.map_err(CaError::Task)?
 }
 
-/// Whether the live pair satisfies what is wanted now: [`check`], and the
-/// published ca.crt is the CA's current certificate.
+/// Whether the live pair satisfies what is wanted now: [`check`], the
+/// published ca.crt is the CA's current certificate, and it was issued
+/// with the `lifetime=` asked for now ([`lifetime`]).
 fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, String> {
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
         return Err("the live revision holds no pair".into());
@@ -170,7 +173,24 @@ fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result
     if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
         return Err("its ca.crt is not the CA certificate on disk".into());
     }
+    lifetime_fits(w, window, now, skew)?;
     Ok(window)
+}
+
+/// [`lifetime::same_lifetime`] of `window` with what `w` asks for.
+fn lifetime_fits(
+    w: &Wanted,
+    window: Window,
+    now: SystemTime,
+    skew: Duration,
+) -> Result<(), String> {
+    lifetime::same_lifetime(
+        window,
+        w.want.lifetime.unwrap_or_default(),
+        (w.ca.not_before, w.ca.not_after),
+        validate::unix_seconds(now),
+        skew,
+    )
 }
 
 /// The live key, if the live pair is one this mapping would issue now
@@ -230,7 +250,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     };
     let lifetime = spec.issue.lifetime.unwrap_or(Duration::ZERO);
     let now_s = validate::unix_seconds(now);
-    let backdate = BACKDATE.min(lifetime / 10).as_secs() as i64;
+    let backdate = lifetime::backdate(lifetime);
     let asked = now_s.saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX));
     let not_after = asked.min(w.ca.not_after);
     let ca_pem = w.ca.pem.clone();
@@ -243,6 +263,9 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     let cert_pem = sign::pem("CERTIFICATE", &der).into_bytes();
     let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
         .map_err(CaError::Mismatch)?;
+    // What was just issued must pass the rule the live pair is held to, or
+    // every recheck and every restart would issue again: fail instead.
+    lifetime_fits(&w, checked, now, skew).map_err(CaError::Mismatch)?;
     let mut bundle = Bundle::default();
     let origin = format!("issued by {}", spec.issue.signer);
     for (file, bytes) in [
@@ -286,7 +309,7 @@ impl CaSource {
                 match ok {
                     Ok(window) => Some(window),
                     Err(problem) => {
-                        tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; issuing a new one");
+                        tracing::info!(mapping = %self.mapping, reason = %problem, "the live certificate does not satisfy the mapping; issuing a new one");
                         None
                     }
                 }

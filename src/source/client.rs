@@ -94,11 +94,6 @@ pub struct ClientSettings {
     /// on a new one (client-go: 30 s and 15 s). Connecting (TCP and TLS)
     /// must finish within it too.
     pub keepalive: Duration,
-    /// Refuse a kubeconfig whose users run a credential plugin (`exec`,
-    /// `auth-provider`): `certsync kubeadm` reads admin.conf, a file a
-    /// compromised certsync container may rewrite, and must never run a
-    /// command it names as root on the host.
-    pub no_plugins: bool,
 }
 
 impl Default for ClientSettings {
@@ -109,7 +104,6 @@ impl Default for ClientSettings {
             tls_server_name: None,
             watch_timeout: Duration::from_secs(290),
             keepalive: Duration::from_secs(30),
-            no_plugins: false,
         }
     }
 }
@@ -190,23 +184,6 @@ impl ClientSettings {
         let mut loaded = match self.origin() {
             Origin::Files { paths, listed } => {
                 let (kc, shown) = read_kubeconfigs(&paths, listed)?;
-                if self.no_plugins
-                    && let Some(user) = kc.auth_infos.iter().find(|u| {
-                        u.auth_info
-                            .as_ref()
-                            .is_some_and(|a| a.exec.is_some() || a.auth_provider.is_some())
-                    })
-                {
-                    return Err(ClientError::Kubeconfig {
-                        path: shown,
-                        message: format!(
-                            "user {:?} runs a credential plugin (exec or auth-provider); \
-                             kubeadm's admin.conf embeds a client certificate, and certsync \
-                             kubeadm never runs a command a kubeconfig names",
-                            crate::escape(&user.name)
-                        ),
-                    });
-                }
                 let context = self.context.clone().or_else(|| kc.current_context.clone());
                 let namespace = kc
                     .contexts
@@ -325,6 +302,13 @@ impl ClientSettings {
             }
         }
     }
+}
+
+/// A kubeconfig file judged as [`read_kubeconfig`] reads it (the file,
+/// the files it names, an exec plugin), without building a client: for
+/// checks at start.
+pub fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
+    read_kubeconfigs(&[path.to_owned()], false).map(drop)
 }
 
 /// The client configuration a kubeconfig file describes (its current

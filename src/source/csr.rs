@@ -508,10 +508,10 @@ impl CsrSource {
         let pem = match source {
             CaSource::File(path) => {
                 let path = path.clone();
-                crate::blocking(move || crate::files::read_regular(&path, CA_LIMIT))
+                crate::blocking(move || crate::files::read_steering(&path, CA_LIMIT))
                     .await
                     .map_err(|e| err(e.to_string()))?
-                    .map_err(|e| err(e.problem()))?
+                    .map_err(err)?
             }
             CaSource::ConfigMap {
                 namespace,

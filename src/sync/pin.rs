@@ -104,3 +104,72 @@ impl PinHold {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{CERT_FILE, KEY_FILE};
+    use crate::writer::WriterOptions;
+    use std::sync::Mutex;
+
+    fn pair(cn: &str) -> Bundle {
+        let p = crate::test_certs::Pair::new(cn);
+        let mut b = Bundle::default();
+        b.insert(CERT_FILE, p.cert, "test").unwrap();
+        b.insert(KEY_FILE, p.key, "test").unwrap();
+        b
+    }
+
+    /// An issuing mapping whose target is pinned to an older pair (a
+    /// rollback to the 8-minute pair after adopting again with a year):
+    /// its source, which would issue at once for the other lifetime, is
+    /// not started while the pin holds; removing the pin starts it from
+    /// the pinned pair.
+    #[tokio::test]
+    async fn a_pinned_target_starts_no_issuing_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        let w = Writer::open(
+            &target,
+            WriterOptions {
+                issuing: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let (old, new) = (pair("old"), pair("new"));
+        w.publish(&old).unwrap();
+        w.publish(&new).unwrap();
+        w.rollback(None, |_| Ok(())).unwrap();
+        assert!(w.pin().is_some());
+
+        let (_stop, shutdown) = watch::channel(false);
+        let hold = PinHold {
+            target: target.clone(),
+            mapping: "apiserver".into(),
+            metrics: Arc::new(Metrics::new(0.5)),
+            every: Duration::from_millis(20),
+            shutdown,
+        };
+        let started: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let seen = Arc::clone(&started);
+        let task = tokio::spawn(hold.run(move |live| {
+            seen.lock()
+                .unwrap()
+                .push(live.map(|b| b.hash().to_string()));
+            std::future::pending::<()>()
+        }));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(started.lock().unwrap().is_empty(), "started over the pin");
+
+        std::fs::remove_file(target.join("..pin")).unwrap();
+        for _ in 0..100 {
+            if !started.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        task.abort();
+        assert_eq!(*started.lock().unwrap(), vec![Some(old.hash().to_string())]);
+    }
+}

@@ -61,12 +61,12 @@ pub fn check_kubeconfig(path: &Path) -> Result<(), WriterError> {
 /// why there is no certificate to show.
 pub fn kubeconfig_certificate(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
     let text = crate::files::read_text(path, MAX_BUNDLE_SIZE as u64).map_err(|e| e.problem())?;
-    kubeconfig_pair(&text)
+    embedded_pair(&text)
 }
 
-/// [`kubeconfig_certificate`] of a kubeconfig's text already read (revert
-/// judges the bytes it read once, never the path again).
-pub fn kubeconfig_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
+/// [`kubeconfig_certificate`] of a kubeconfig's text, read by the caller
+/// (`check` reads it as it reads a certificate: walked as written).
+pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
     let doc: Value =
         crate::files::parse_yaml(text).map_err(|e| format!("is not a kubeconfig: {e}"))?;
     let context = doc

@@ -81,9 +81,7 @@ mod tests;
 
 use anchor::Anchor;
 use history::*;
-pub use kubeconfig::{
-    check_kubeconfig, kubeconfig_certificate, kubeconfig_pair, update_kubeconfig,
-};
+pub use kubeconfig::{check_kubeconfig, embedded_pair, kubeconfig_certificate, update_kubeconfig};
 pub use lock::stop_waiting;
 pub use pair::{check_pair, update_pair};
 use revision::*;
@@ -142,6 +140,17 @@ pub enum WriterError {
          above it); refusing to write there; restart certsync to adopt a directory made by hand"
     )]
     Replaced { target: PathBuf, was: u64, now: u64 },
+    #[error(
+        "target {target} (owner {uid}, mode {mode:04o}) may now be changed by a user other than \
+         root and certsync's, who could plant or swap what certsync writes and obeys there; \
+         refusing to publish into it (the last good files stay); make it writable by its owner \
+         only (chmod go-w) and root's"
+    )]
+    OthersMayWrite {
+        target: PathBuf,
+        uid: u32,
+        mode: u32,
+    },
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
     #[error("target {target}: {problem}")]
@@ -458,6 +467,27 @@ impl Writer {
         Ok(())
     }
 
+    /// Refuses a target directory (open as `dir`, judged on the handle)
+    /// that someone other than root and certsync's user may now write:
+    /// start refuses one that already is
+    /// ([`crate::files::no_other_user_may_write`]), and a `chmod` or `chown`
+    /// later must not make every publish after it one into a directory
+    /// others may plant in.
+    fn only_ours(&self, dir: &Dir) -> Result<(), WriterError> {
+        let m = dir
+            .dir_metadata()
+            .ctx("stat target directory", &self.target)?;
+        let euid = nix::unistd::geteuid().as_raw();
+        if (m.uid() == 0 || m.uid() == euid) && m.mode() & 0o022 == 0 {
+            return Ok(());
+        }
+        Err(WriterError::OthersMayWrite {
+            target: self.target.clone(),
+            uid: m.uid(),
+            mode: m.mode() & 0o7777,
+        })
+    }
+
     /// Publishes `bundle`: nothing when the live revision already holds it
     /// intact (only missing visible links are restored), otherwise a new
     /// revision and a flip.
@@ -480,6 +510,7 @@ impl Writer {
         flipped: impl FnOnce(),
     ) -> Result<Outcome, WriterError> {
         let root = self.root(true)?;
+        self.only_ours(&root)?;
         self.hold_claim(&root)?;
         let _lock = self.lock(&root)?;
         let pin = read_pin(&root).or_else(|problem| {

@@ -14,8 +14,11 @@
 //! - The directory is opened once; each file is replaced beneath that
 //!   handle by a temporary file written, fsynced and renamed over it (never
 //!   written in place), then the directory is fsynced. The key goes first,
-//!   as kubeadm writes them; it is always 0600, the certificate keeps its
+//!   as kubeadm writes them (a new pair certificate first, so no lone key
+//!   is ever left); the key is always 0600, the certificate keeps its
 //!   mode (0644 when new).
+//! - Only a leaf pair is replaced: never a CA certificate, a `.crt`
+//!   certsync cannot read, or a `.key` with no `.crt` (a signing key).
 //! - Key bytes are never logged or put in an error.
 
 use super::*;
@@ -114,25 +117,56 @@ fn read(o: &Opened, prefix: &Path, name: &str) -> Result<Option<(Vec<u8>, u32)>,
 /// module's invariants), reading it as every update will.
 pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
     let o = open(prefix)?;
-    not_a_ca(prefix, read(&o, prefix, &o.cert)?.as_ref())?;
-    read(&o, prefix, &o.key)?;
-    Ok(())
+    let cert = read(&o, prefix, &o.cert)?;
+    let key = read(&o, prefix, &o.key)?;
+    replaceable(&o, prefix, cert.as_ref(), key.as_ref())
 }
 
-/// Refuses to replace a CA certificate (basic constraints CA:TRUE): a
-/// prefix naming a CA, by any path (a typo, a bind mount), would lose the
-/// CA's key to a leaf's.
-fn not_a_ca(prefix: &Path, cert: Option<&(Vec<u8>, u32)>) -> Result<(), WriterError> {
+/// Refuses to replace what is not a leaf pair: a CA certificate (basic
+/// constraints CA:TRUE), by any path (a typo, a bind mount), would lose the
+/// CA's key to a leaf's; a `.crt` that is not one certificate certsync can
+/// read cannot be judged not to be one; and a `.key` with no `.crt` beside
+/// it is someone's signing key (kubeadm's `sa.key` has `sa.pub`; a CA kept
+/// as `ca.pem`/`ca.key`), never a pair certsync keeps. certsync itself never
+/// leaves a lone key: a new pair is written certificate first.
+fn replaceable(
+    o: &Opened,
+    prefix: &Path,
+    cert: Option<&(Vec<u8>, u32)>,
+    key: Option<&(Vec<u8>, u32)>,
+) -> Result<(), WriterError> {
     let Some((bytes, _)) = cert else {
-        return Ok(());
+        return match key {
+            Some(_) => Err(refused(
+                prefix,
+                format!(
+                    "{} exists with no {} beside it: a lone key is a signing key (a \
+                     service-account or CA key), not a pair certsync keeps",
+                    o.key, o.cert
+                ),
+            )),
+            None => Ok(()),
+        };
     };
-    let is_ca = x509_parser::pem::parse_x509_pem(bytes)
-        .ok()
-        .and_then(|(_, pem)| {
-            let (_, c) = x509_parser::parse_x509_certificate(&pem.contents).ok()?;
-            Some(c.basic_constraints().ok()??.value.ca)
-        })
-        .unwrap_or(false);
+    let unreadable = || {
+        refused(
+            prefix,
+            format!(
+                "{} is not one certificate certsync can read, so it cannot be judged \
+                 not to be a CA's; certsync replaces only a leaf pair",
+                o.cert
+            ),
+        )
+    };
+    let (rest, pem) = x509_parser::pem::parse_x509_pem(bytes).map_err(|_| unreadable())?;
+    if pem.label != "CERTIFICATE" || x509_parser::pem::parse_x509_pem(rest).is_ok() {
+        return Err(unreadable());
+    }
+    let (_, c) = x509_parser::parse_x509_certificate(&pem.contents).map_err(|_| unreadable())?;
+    let is_ca = match c.basic_constraints() {
+        Ok(bc) => bc.is_some_and(|bc| bc.value.ca),
+        Err(_) => return Err(unreadable()),
+    };
     if is_ca {
         return Err(refused(
             prefix,
@@ -147,8 +181,8 @@ fn not_a_ca(prefix: &Path, cert: Option<&(Vec<u8>, u32)>) -> Result<(), WriterEr
 pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<bool, WriterError> {
     let o = open(prefix)?;
     let old_cert = read(&o, prefix, &o.cert)?;
-    not_a_ca(prefix, old_cert.as_ref())?;
     let old_key = read(&o, prefix, &o.key)?;
+    replaceable(&o, prefix, old_cert.as_ref(), old_key.as_ref())?;
     let same = |old: &Option<(Vec<u8>, u32)>, want: &[u8]| {
         old.as_ref().is_some_and(|(b, _)| b.as_slice() == want)
     };
@@ -156,12 +190,23 @@ pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<bool, Write
     if key_ok && same(&old_cert, cert) {
         return Ok(false);
     }
+    // A new pair is written certificate first, so an interrupted first
+    // write never leaves a lone key (refused above); an existing one key
+    // first, as kubeadm writes them.
+    let new_pair = old_cert.is_none();
+    let write_cert = |old: Option<(Vec<u8>, u32)>| -> Result<(), WriterError> {
+        let mode = old.map_or(0o644, |(_, m)| m & 0o7777);
+        replace_file_in(&o.dir, &o.cert, mode, None, cert, &o.dir_path)
+    };
+    let cert_differs = !same(&old_cert, cert);
+    if new_pair {
+        write_cert(None)?;
+    }
     if !key_ok {
         replace_file_in(&o.dir, &o.key, 0o600, None, key, &o.dir_path)?;
     }
-    if !same(&old_cert, cert) {
-        let mode = old_cert.map_or(0o644, |(_, m)| m & 0o7777);
-        replace_file_in(&o.dir, &o.cert, mode, None, cert, &o.dir_path)?;
+    if cert_differs && !new_pair {
+        write_cert(old_cert)?;
     }
     Ok(true)
 }

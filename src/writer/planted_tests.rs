@@ -180,3 +180,53 @@ fn attack_a_history_certsync_did_not_make_is_neither_read_nor_restored() {
         );
     }
 }
+
+/// The target itself made writable by others after start (start refuses
+/// one that already is): root's `chmod g+w`, `o+w`, a sticky 1777, or (as
+/// root) a `chown` to another user. Whoever may write it now may plant
+/// what the entries above show, swap a revision between its write and
+/// the flip, or rename the target away: each publish judges the opened
+/// handle again and is refused, naming the target, its owner and mode;
+/// the last good files stay live; once the mode is put back it publishes.
+#[test]
+fn attack_a_target_made_writable_after_start_is_never_published_into() {
+    let mut ways = vec![(0o775, None), (0o757, None), (0o1777, None)];
+    if nix::unistd::geteuid().is_root() {
+        ways.push((0o755, Some(65534)));
+    }
+    for (mode, owner) in ways {
+        let (_d, w) = setup();
+        let (a, b) = (bundle("a"), bundle("b"));
+        w.publish(&a).unwrap();
+        let live = live_name(&w);
+        fs::set_permissions(w.target(), Permissions::from_mode(mode)).unwrap();
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(w.target(), Some(uid), None).unwrap();
+        }
+        let before: Vec<_> = fs::read_dir(w.target())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let e = w
+            .publish(&b)
+            .expect_err(&format!("{mode:04o} {owner:?}: published into it"))
+            .to_string();
+        assert!(
+            e.contains(&w.target().display().to_string())
+                && e.contains(&format!("mode {mode:04o}"))
+                && e.contains("other than root"),
+            "{e}"
+        );
+        assert_eq!(live_name(&w), live, "{mode:04o}: the last good files stay");
+        let after: Vec<_> = fs::read_dir(w.target())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(before, after, "{mode:04o}: nothing written");
+        if owner.is_some() {
+            std::os::unix::fs::chown(w.target(), Some(0), None).unwrap();
+        }
+        fs::set_permissions(w.target(), Permissions::from_mode(0o755)).unwrap();
+        assert!(matches!(w.publish(&b).unwrap(), Outcome::Written { .. }));
+    }
+}

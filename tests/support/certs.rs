@@ -175,3 +175,28 @@ pub fn ca_spec(prefix: &std::path::Path, target: &std::path::Path, opts: &str) -
         target.display()
     )
 }
+
+/// `pem`'s first certificate as version 4 (the version field's `02` made
+/// `03`, not re-signed): one of the shapes Go's `x509.ParseCertificate`
+/// refuses ("x509: invalid version") and x509-parser reads.
+pub fn as_version_4(pem: &[u8]) -> Vec<u8> {
+    use base64::Engine as _;
+    let (_, block) = x509_parser::pem::parse_x509_pem(pem).expect("PEM");
+    let mut der = block.contents;
+    let at = der
+        .windows(5)
+        .position(|w| w == [0xa0, 0x03, 0x02, 0x01, 0x02])
+        .expect("a v3 certificate");
+    der[at + 4] = 0x03;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+    .into_bytes()
+}

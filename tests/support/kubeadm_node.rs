@@ -29,6 +29,19 @@ pub fn realkube() -> Option<PathBuf> {
     Some(dir)
 }
 
+/// `kubeadm adopt` at an 8-minute lifetime renewed at 20-25 %: renewals
+/// within a test, and more than the 5 minutes client-go needs left at each
+/// (the guide's cautious first rollout).
+pub const ADOPT_SHORT: [&str; 7] = [
+    "adopt",
+    "--image",
+    "certsync",
+    "--set",
+    "lifetime=8m",
+    "--set",
+    "renew=20%-25%",
+];
+
 /// A node brought up by `node.sh up`; `node.sh down` and its DIR removed on
 /// drop, so a failing test (a panic unwinds through it) leaves no runner,
 /// namespace or address behind.

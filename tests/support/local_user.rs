@@ -65,3 +65,26 @@ pub fn mount_tmpfs(dir: &Path, mode: &str) -> bool {
     }
     ok
 }
+
+/// The rows of root's `certsync check -o json ARGS` run in `cwd` (exit
+/// code, rows, stderr).
+pub fn check_json_in(cwd: &Path, args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
+    let mut all = vec!["check", "-o", "json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = super::run_bounded(&all, cwd);
+    let rows = serde_json::from_str(&out).unwrap_or_default();
+    (code, rows, err)
+}
+
+/// [`check_json_in`] from the test's own directory.
+pub fn check_json(args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
+    check_json_in(Path::new("."), args)
+}
+
+/// The row of `path` among `rows`; panics naming it when there is none.
+pub fn row<'a>(rows: &'a [serde_json::Value], path: &Path) -> &'a serde_json::Value {
+    let p = path.display().to_string();
+    rows.iter()
+        .find(|r| r["certificate"] == p.as_str())
+        .unwrap_or_else(|| panic!("no row for {p}: {rows:?}"))
+}

@@ -603,34 +603,48 @@ async fn a_move_that_stopped_after_the_copy_is_finished_by_the_next_revert() {
 /// ClusterConfiguration, over plain HTTP: GET answers it, PUT stores the
 /// object (or, while `refuse` is set, answers 500 as kube-apiserver does
 /// when etcd times out).
-struct ConfigMapApi {
-    url: String,
-    refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
+pub(super) struct ConfigMapApi {
+    pub(super) url: String,
+    pub(super) refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The ClusterConfiguration of each PUT that was accepted.
-    puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    task: tokio::task::JoinHandle<()>,
+    pub(super) puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    _task: Aborting,
 }
 
-impl Drop for ConfigMapApi {
+/// A server's task, ended with the test.
+pub(super) struct Aborting(pub(super) tokio::task::JoinHandle<()>);
+
+impl Drop for Aborting {
     fn drop(&mut self) {
-        self.task.abort();
+        self.0.abort();
     }
+}
+
+/// A listener on a free loopback port and its `http://` URL.
+pub(super) async fn bind() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    (listener, url)
 }
 
 impl ConfigMapApi {
     async fn start() -> ConfigMapApi {
+        Self::start_with(super::fixture("adopted/cluster-configuration.yaml")).await
+    }
+
+    /// An API server holding `cluster_configuration`.
+    pub(super) async fn start_with(cluster_configuration: String) -> ConfigMapApi {
         use std::sync::atomic::Ordering::SeqCst;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let (listener, url) = bind().await;
         let refuse = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let puts = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let stored = std::sync::Arc::new(std::sync::Mutex::new(serde_json::json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "kubeadm-config", "namespace": "kube-system", "resourceVersion": "7"},
-            "data": {"ClusterConfiguration": super::fixture("adopted/cluster-configuration.yaml")},
+            "data": {"ClusterConfiguration": cluster_configuration},
         })));
         let (r, p) = (refuse.clone(), puts.clone());
         let task = tokio::spawn(async move {
@@ -699,7 +713,7 @@ impl ConfigMapApi {
             url,
             refuse,
             puts,
-            task,
+            _task: Aborting(task),
         }
     }
 }
@@ -721,7 +735,7 @@ fn adopted_node_on(api: &ConfigMapApi) -> tempfile::TempDir {
 
 /// An API server, a node adopted on it, and revert's options for it
 /// (reading and writing the ClusterConfiguration).
-async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, Options) {
+pub(super) async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, Options) {
     let api = ConfigMapApi::start().await;
     let dir = adopted_node_on(&api);
     let opts = Options {
@@ -758,13 +772,18 @@ async fn a_cluster_configuration_write_that_fails_leaves_the_node_unchanged() {
         vec![super::fixture("cluster-configuration.yaml")],
         "adopt's fields taken out, nothing else"
     );
+    assert_kubeadms_manifests(d);
+}
+
+/// Checks that the node's four manifests are kubeadm's, byte for byte.
+pub(super) fn assert_kubeadms_manifests(d: &Path) {
     for c in manifest::components() {
         let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
         assert_eq!(
             std::fs::read(host(d, &path)).expect("manifest"),
             std::fs::read(super::fixtures().join(format!("manifests/{}.yaml", c.name)))
                 .expect("kubeadm's"),
-            "{path} is kubeadm's again"
+            "{path} is kubeadm's"
         );
     }
 }

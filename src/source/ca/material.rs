@@ -401,7 +401,7 @@ fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
     if !rest.is_empty() {
         return Err("trailing bytes after the certificate inside its PEM block".into());
     }
-    x509_cert::Certificate::from_der(&der).map_err(|e| format!("not strict DER: {e}"))?;
+    crate::x509::strict_certificate(&der)?;
     let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
         .map_err(|e| format!("the CA's public key: {e}"))?;
     if cert.issuer().as_raw() != ca.subject.as_slice()
@@ -437,13 +437,9 @@ fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
         }
     }
     let (mut sans, mut ku, mut ekus) = (Vec::new(), 0u16, Vec::new());
-    let mut seen = Vec::new();
+    // Each extension once: [`crate::x509::strict_certificate`] above.
     for ext in cert.extensions() {
         let oid = ext.oid.to_id_string();
-        if seen.contains(&oid) {
-            return Err(format!("extension {oid} appears twice"));
-        }
-        seen.push(oid.clone());
         match ext.parsed_extension() {
             ParsedExtension::SubjectAlternativeName(san) => {
                 for name in &san.general_names {

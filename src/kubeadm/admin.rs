@@ -1,0 +1,202 @@
+//! How adopt and revert reach the API server: through admin.conf, a file a
+//! compromised certsync container may replace (certsync keeps its embedded
+//! pair renewed), so only kubeadm's shape of it is followed. A kubeconfig
+//! can make a root process read host files (`tokenFile`, file references),
+//! send them to a server of its choosing (`server`, `proxy-url`,
+//! `insecure-skip-tls-verify`, another CA) or run a command (`exec`,
+//! `auth-provider`); kubeadm writes none of that but an embedded client
+//! pair, an embedded CA and a server. Anything else is refused, naming the
+//! field. Once adopt has backed admin.conf up (kubeadm's own, below
+//! `/etc/kubernetes/certsync/`, which the container only reads), the
+//! server and CA are the backup's; the live file contributes only its
+//! client pair, and only one the node's CA (`pki/ca.crt`, read-only to
+//! the container) issued.
+
+use std::path::Path;
+
+use kube::config::{AuthInfo, Cluster, Kubeconfig};
+use secrecy::ExposeSecret as _;
+
+use super::apply::State;
+use super::plan::backup_path;
+use super::{KubeadmError, node};
+
+const ADMIN: &str = "/etc/kubernetes/admin.conf";
+const CA: &str = "/etc/kubernetes/pki/ca.crt";
+
+/// What adopt and revert accept of admin.conf; the rest is refused.
+const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it: a server, \
+     certificate-authority-data and an embedded client-certificate-data/client-key-data, nothing \
+     that makes it read another file, trust another server or run a command";
+
+/// The selected context's cluster and user, each refused if it holds
+/// anything kubeadm does not write.
+fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), String> {
+    let context = kc
+        .current_context
+        .as_ref()
+        .and_then(|name| kc.contexts.iter().find(|c| &c.name == name))
+        .and_then(|c| c.context.as_ref())
+        .ok_or("no current context")?;
+    let named_cluster = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)
+        .ok_or_else(|| format!("no cluster {:?}", crate::escape(&context.cluster)))?;
+    let user_name = context.user.clone().unwrap_or_default();
+    let named_user = kc
+        .auth_infos
+        .iter()
+        .find(|u| u.name == user_name)
+        .ok_or_else(|| format!("no user {:?}", crate::escape(&user_name)))?;
+    let cluster = named_cluster
+        .cluster
+        .as_ref()
+        .ok_or("its cluster is empty")?;
+    let user = named_user.auth_info.as_ref().ok_or("its user is empty")?;
+    let cluster_fields = [
+        (
+            "certificate-authority",
+            cluster.certificate_authority.is_some(),
+        ),
+        (
+            "insecure-skip-tls-verify",
+            cluster.insecure_skip_tls_verify.is_some(),
+        ),
+        ("proxy-url", cluster.proxy_url.is_some()),
+        ("tls-server-name", cluster.tls_server_name.is_some()),
+        ("extensions", cluster.extensions.is_some()),
+    ];
+    let user_fields = [
+        ("token", user.token.is_some()),
+        ("tokenFile", user.token_file.is_some()),
+        ("username", user.username.is_some()),
+        ("password", user.password.is_some()),
+        ("client-certificate", user.client_certificate.is_some()),
+        ("client-key", user.client_key.is_some()),
+        ("exec (a credential plugin)", user.exec.is_some()),
+        (
+            "auth-provider (a credential plugin)",
+            user.auth_provider.is_some(),
+        ),
+        ("as (impersonation)", user.impersonate.is_some()),
+        ("as-uid (impersonation)", user.impersonate_uid.is_some()),
+        (
+            "as-groups (impersonation)",
+            user.impersonate_groups.is_some(),
+        ),
+        (
+            "as-user-extra (impersonation)",
+            user.impersonate_user_extra.is_some(),
+        ),
+        ("extensions", user.extensions.is_some()),
+    ];
+    let unknown = |other: &std::collections::BTreeMap<String, serde_json::Value>| {
+        other.keys().next().map(|k| crate::escape(k).to_string())
+    };
+    let refused = cluster_fields
+        .iter()
+        .find(|(_, set)| *set)
+        .map(|(f, _)| format!("cluster {:?} has {f}", crate::escape(&named_cluster.name)))
+        .or_else(|| {
+            unknown(&cluster.other).map(|k| {
+                format!(
+                    "cluster {:?} has an unknown field {k:?}",
+                    crate::escape(&named_cluster.name)
+                )
+            })
+        })
+        .or_else(|| {
+            user_fields
+                .iter()
+                .find(|(_, set)| *set)
+                .map(|(f, _)| format!("user {:?} has {f}", crate::escape(&named_user.name)))
+        })
+        .or_else(|| {
+            unknown(&user.other).map(|k| {
+                format!(
+                    "user {:?} has an unknown field {k:?}",
+                    crate::escape(&named_user.name)
+                )
+            })
+        });
+    match refused {
+        Some(why) => Err(format!("{why}; {ACCEPTED}")),
+        None => Ok((cluster, user)),
+    }
+}
+
+fn parse(path: &Path, text: &str) -> Result<Kubeconfig, KubeadmError> {
+    crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(path, e))
+}
+
+/// The client configuration adopt and revert use, from the node's
+/// admin.conf at `admin` (`/etc/kubernetes/admin.conf` below the node's
+/// directory) and, once adopt has backed it up, kubeadm's copy in the backup.
+pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
+    use base64::Engine as _;
+    let dir = admin.parent().unwrap_or(Path::new("/"));
+    let live = parse(admin, &node::read(dir, ADMIN)?)?;
+    let (live_cluster, user) = kubeadm_shape(&live).map_err(|e| KubeadmError::file(admin, e))?;
+    let (cert, key) = match (&user.client_certificate_data, &user.client_key_data) {
+        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+        _ => {
+            return Err(KubeadmError::file(
+                admin,
+                format!(
+                    "its user has no embedded client-certificate-data/client-key-data; {ACCEPTED}"
+                ),
+            ));
+        }
+    };
+    let backup = State::read(dir)?.and_then(|s| s.kubeconfigs.get(ADMIN).cloned());
+    let (server, ca) = match backup {
+        None => (
+            live_cluster.server.clone(),
+            live_cluster.certificate_authority_data.clone(),
+        ),
+        Some(backup) => {
+            let path = backup_path(dir, &backup, ADMIN);
+            let text = crate::files::read_text(&path, 1 << 20)
+                .map_err(|e| KubeadmError::file(&path, e.problem()))?;
+            let kept = parse(&path, &text)?;
+            let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
+            // The pair the container could have replaced: it must be one
+            // the node's CA issued, its key the certificate's.
+            let b64 = |what: &str, v: &str| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(v.trim())
+                    .map_err(|e| KubeadmError::file(admin, format!("{what}: not base64 ({e})")))
+            };
+            let cert_pem = b64("client-certificate-data", &cert)?;
+            let key_pem = b64("client-key-data", key.expose_secret())?;
+            node::sound_pair(dir, &cert_pem, &key_pem, CA)
+                .map_err(|e| KubeadmError::file(admin, format!("its client certificate: {e}")))?;
+            (
+                cluster.server.clone(),
+                cluster.certificate_authority_data.clone(),
+            )
+        }
+    };
+    let server = server.ok_or_else(|| KubeadmError::file(admin, "its cluster has no server"))?;
+    let mut cluster = serde_json::json!({"server": server});
+    if let Some(ca) = ca {
+        cluster["certificate-authority-data"] = ca.into();
+    }
+    let minimal = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubernetes", "cluster": cluster}],
+        "users": [{"name": "admin", "user": {
+            "client-certificate-data": cert,
+            "client-key-data": key.expose_secret(),
+        }}],
+        "contexts": [{"name": "admin", "context": {"cluster": "kubernetes", "user": "admin"}}],
+        "current-context": "admin",
+    });
+    let kc: Kubeconfig =
+        serde_json::from_value(minimal).map_err(|e| KubeadmError::file(admin, e))?;
+    kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|e| KubeadmError::file(admin, e))
+}

@@ -1,0 +1,119 @@
+//! What a compromised certsync container could have left in
+//! `/etc/kubernetes` (the ninth review, F0): it runs as uid 0 without
+//! capabilities on read-write hostPaths, and the owner of a file may still
+//! make it set-user-ID, so it can plant a set-user-ID-root program any
+//! local user runs as root, or open a directory to every user (`chmod
+//! 0777`). adopt (before it starts) and revert (once it has finished)
+//! report every set-user-ID or set-group-ID file, every entry the group or
+//! others may write and every entry not root's, and never delete one: what
+//! it is and who made it is for a person to find out.
+
+use std::path::Path;
+
+use cap_fs_ext::DirExt as _;
+use cap_std::fs::{Dir, MetadataExt as _};
+
+/// Entries looked at before the walk stops saying so: `/etc/kubernetes`
+/// holds a few hundred, certsync's backups included.
+const LIMIT: usize = 100_000;
+
+const WHY: &str = "(a compromised certsync container could have left it; inspect it)";
+
+/// One `warning: ...` line per suspicious entry below `dir` (the node's
+/// `/etc/kubernetes`), walked one directory handle at a time without
+/// following a link. Empty when there is none.
+pub fn warnings(dir: &Path) -> String {
+    let mut out = Vec::new();
+    let mut seen = 0;
+    match Dir::open_ambient_dir(dir, cap_std::ambient_authority()) {
+        Ok(root) => {
+            if let Ok(m) = root.dir_metadata() {
+                judge("/etc/kubernetes", m.mode(), m.uid(), true, &mut out);
+            }
+            walk(&root, "/etc/kubernetes", &mut seen, &mut out);
+        }
+        Err(e) => out.push(format!("/etc/kubernetes could not be inspected: {e}")),
+    }
+    out.iter()
+        .map(|w| format!("warning: {w} {WHY}\n"))
+        .collect()
+}
+
+fn walk(dir: &Dir, at: &str, seen: &mut usize, out: &mut Vec<String>) {
+    let entries = match dir.entries() {
+        Ok(e) => e,
+        Err(e) => return out.push(format!("{at} could not be listed: {e}")),
+    };
+    for entry in entries {
+        *seen += 1;
+        if *seen > LIMIT {
+            return out.push(format!(
+                "{at}: more than {LIMIT} entries below /etc/kubernetes, the rest not inspected"
+            ));
+        }
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => return out.push(format!("{at} could not be listed: {e}")),
+        };
+        let name = entry.file_name();
+        let path = format!("{at}/{}", crate::escape(&name.to_string_lossy()));
+        // The entry itself: a symlink is not followed.
+        let meta = match dir.symlink_metadata(&name) {
+            Ok(m) => m,
+            Err(e) => {
+                out.push(format!("{path} could not be inspected: {e}"));
+                continue;
+            }
+        };
+        let kind = meta.file_type();
+        judge(&path, meta.mode(), meta.uid(), !kind.is_symlink(), out);
+        if kind.is_dir() {
+            // Swapped for a link since: an error, reported, never followed.
+            match dir.open_dir_nofollow(&name) {
+                Ok(sub) => walk(&sub, &path, seen, out),
+                Err(e) => out.push(format!("{path} could not be opened: {e}")),
+            }
+        }
+    }
+}
+
+/// What is wrong with an entry of `mode` owned by `uid`, if anything; the
+/// mode of a symlink (`has_mode` false) means nothing and is not judged.
+fn judge(path: &str, mode: u32, uid: u32, has_mode: bool, out: &mut Vec<String>) {
+    let mut why = Vec::new();
+    let is_dir = mode & 0o170_000 == 0o040_000;
+    if has_mode && mode & 0o4000 != 0 {
+        why.push("set-user-ID");
+    }
+    if has_mode && !is_dir && mode & 0o2000 != 0 {
+        why.push("set-group-ID");
+    }
+    if has_mode && mode & 0o020 != 0 {
+        why.push("writable by its group");
+    }
+    if has_mode && mode & 0o002 != 0 {
+        why.push("writable by others");
+    }
+    // root, as certsync kubeadm runs; a test run by another user judges
+    // against that user.
+    let owner = nix::unistd::geteuid().as_raw();
+    let not_owner;
+    if uid != owner {
+        not_owner = format!(
+            "owned by uid {uid}, not {}",
+            if owner == 0 {
+                "root".to_owned()
+            } else {
+                format!("uid {owner}")
+            }
+        );
+        why.push(&not_owner);
+    }
+    if !why.is_empty() {
+        out.push(format!(
+            "{path} is {} (mode {:04o}, owner uid {uid})",
+            why.join(", "),
+            mode & 0o7777
+        ));
+    }
+}

@@ -1,0 +1,280 @@
+//! The ninth review's F4 and F6a: admin.conf, which a compromised certsync
+//! container may replace, steers adopt and revert only in kubeadm's shape,
+//! and once adopt has backed it up, to the backup's server and CA.
+
+use std::sync::{Arc, Mutex};
+
+use super::revert::*;
+use super::*;
+
+/// A TCP listener standing in for the container's own: every byte any
+/// connection sends it, kept.
+struct Listener {
+    url: String,
+    seen: Arc<Mutex<Vec<u8>>>,
+    _task: Aborting,
+}
+
+impl Listener {
+    async fn start() -> Listener {
+        use tokio::io::AsyncReadExt as _;
+        let (listener, url) = bind().await;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                s.lock().expect("lock").extend_from_slice(b"<connection>");
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                        s.lock().expect("lock").extend_from_slice(&buf[..n]);
+                    }
+                });
+            }
+        });
+        Listener {
+            url,
+            seen,
+            _task: Aborting(task),
+        }
+    }
+
+    fn seen(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().expect("lock")).into_owned()
+    }
+}
+
+/// kubeadm's admin.conf (a pair the node's CA issued) naming `server`,
+/// with `cluster` and `user` fields added.
+fn admin_conf(server: &str, cluster: &str, user: &str) -> String {
+    let text = kubeconfig_ending(time::Duration::days(365));
+    let text = text.replace(
+        "cluster: {server: \"https://127.0.0.1:1\"}",
+        &format!("cluster: {{server: \"{server}\"{cluster}}}"),
+    );
+    text.replace("user: {", &format!("user: {{{user}"))
+}
+
+#[tokio::test]
+async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them() {
+    let fake = Listener::start().await;
+    // (field as refused, cluster fields, user fields)
+    let cases = [
+        ("tokenFile", "", "tokenFile: SECRET, "),
+        ("token", "", "token: atk-token, "),
+        ("username", "", "username: admin, "),
+        ("password", "", "password: atk-password, "),
+        (
+            "client-certificate",
+            "",
+            "client-certificate: /etc/kubernetes/pki/apiserver.crt, ",
+        ),
+        (
+            "client-key",
+            "",
+            "client-key: /etc/kubernetes/pki/apiserver.key, ",
+        ),
+        (
+            "exec",
+            "",
+            "exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/true}, ",
+        ),
+        ("auth-provider", "", "auth-provider: {name: oidc}, "),
+        ("as (impersonation)", "", "as: system:admin, "),
+        (
+            "insecure-skip-tls-verify",
+            ", insecure-skip-tls-verify: true",
+            "",
+        ),
+        ("proxy-url", ", proxy-url: \"http://127.0.0.1:9\"", ""),
+        (
+            "certificate-authority",
+            ", certificate-authority: /etc/kubernetes/pki/ca.crt",
+            "",
+        ),
+    ];
+    for (field, cluster, user) in cases {
+        // A one-line root-only host file, as in the review.
+        let secret_dir = tempfile::tempdir().expect("tempdir");
+        let secret = secret_dir.path().join("secret.txt");
+        std::fs::write(&secret, "atk9-ROOT-ONLY-SECRET").expect("secret");
+        let user = user.replace("SECRET", &secret.display().to_string());
+        let conf = admin_conf(&fake.url, cluster, &user);
+        let said = format!("has {field}");
+
+        // revert on an adopted node: refused, nothing changed.
+        let dir = adopted_node();
+        std::fs::write(dir.path().join("admin.conf"), &conf).expect("write");
+        let why = revert_refusal(&Options {
+            local_only: false,
+            ..revert_options(dir.path())
+        })
+        .await;
+        assert!(
+            why.contains(&said) && why.contains("nothing was changed"),
+            "{field}: {why}"
+        );
+
+        // adopt on kubeadm's node (no backup yet): refused, nothing changed.
+        let dir = node_dir();
+        std::fs::write(dir.path().join("admin.conf"), &conf).expect("write");
+        let before = snapshot(dir.path());
+        let why = match adopt(&Options {
+            dry_run: false,
+            ..options(dir.path())
+        })
+        .await
+        {
+            Err(e) => e.to_string(),
+            Ok(out) => panic!("{field}: not refused:\n{out}"),
+        };
+        assert!(
+            why.contains(&said) && why.contains("nothing was changed"),
+            "{field}: {why}"
+        );
+        assert!(before == snapshot(dir.path()), "{field}: {why}");
+        assert_eq!(fake.seen(), "", "{field}: the listener was reached");
+    }
+}
+
+#[tokio::test]
+async fn revert_reaches_the_backups_server_not_the_one_admin_conf_names() {
+    // F6a: the container pointed admin.conf at its own listener (the
+    // genuine pair kept) and revert reported success against it.
+    let fake = Listener::start().await;
+    let (api, dir, opts) = adopted_node_with_api().await;
+    let d = dir.path();
+    let live = std::fs::read_to_string(d.join("admin.conf")).expect("admin.conf");
+    std::fs::write(d.join("admin.conf"), live.replace(&api.url, &fake.url)).expect("write");
+    let out = revert(&opts).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert_eq!(
+        *api.puts.lock().expect("lock"),
+        vec![super::fixture("cluster-configuration.yaml")],
+        "the backup's API server got the ClusterConfiguration"
+    );
+    assert_eq!(fake.seen(), "", "admin.conf's server was reached");
+}
+
+#[tokio::test]
+async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
+    let (api, dir, opts) = adopted_node_with_api().await;
+    let d = dir.path();
+    let forged = forged_kubeconfig(time::Duration::days(365));
+    std::fs::write(
+        d.join("admin.conf"),
+        forged.replace("https://127.0.0.1:1", &api.url),
+    )
+    .expect("write");
+    let why = revert_refusal(&opts).await;
+    assert!(
+        why.contains("its client certificate: not issued by the node's CA")
+            && why.contains("nothing was changed"),
+        "{why}"
+    );
+    assert!(api.puts.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn adopt_writes_the_cluster_configuration_before_the_manifests_and_says_part_adopted() {
+    // F6b: adopt wrote the manifests, then its ClusterConfiguration write
+    // raced the API server restart they caused and stopped with only
+    // `apiserver is shutting down`. The write now comes first: refused, it
+    // leaves kubeadm's manifests, and the error says the node is
+    // part-adopted and that adopt again finishes it.
+    use std::sync::atomic::Ordering::SeqCst;
+    let api = ConfigMapApi::start_with(super::fixture("cluster-configuration.yaml")).await;
+    let dir = node_dir();
+    let d = dir.path();
+    std::fs::write(
+        d.join("admin.conf"),
+        kubeconfig_ending(time::Duration::days(365)).replace("https://127.0.0.1:1", &api.url),
+    )
+    .expect("admin.conf");
+    // Every target already issued: adopt's initial issuance is skipped
+    // (the fixtures hold no CA keys).
+    for t in plan::targets(d) {
+        let p = host(d, &t).join("..data");
+        std::fs::create_dir_all(&p).expect("mkdir");
+    }
+    api.refuse.store(true, SeqCst);
+    let opts = Options {
+        dry_run: false,
+        ..options(d)
+    };
+    let why = match adopt(&opts).await {
+        Err(e) => e.to_string(),
+        Ok(out) => panic!("not refused:\n{out}"),
+    };
+    for said in [
+        "etcdserver: request timed out",
+        "part-adopted",
+        "run `certsync kubeadm adopt` again to finish it",
+    ] {
+        assert!(why.contains(said), "{said}: {why}");
+    }
+    assert_kubeadms_manifests(d);
+    // Nothing was written to the API server; a re-run is what the
+    // revert tests show for revert (the fixtures' admin.conf pair is not one
+    // their CA issued, so adopt's re-run, which judges it against the
+    // backup, cannot be shown on them).
+    assert!(api.puts.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn attack_set_id_files_and_open_directories_are_reported_never_removed() {
+    // F0: the container (uid 0, no capabilities) may make a file of its own
+    // set-user-ID root, and chmod a directory 0777.
+    use std::os::unix::fs::PermissionsExt as _;
+    let plant = |d: &Path| {
+        let suid = d.join(".atk9-suid");
+        std::fs::write(&suid, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
+        let open = d.join("pki/open");
+        std::fs::create_dir(&open).expect("mkdir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        // A symlink's own mode (0777) is no finding; it is never followed.
+        std::os::unix::fs::symlink("/", d.join("pki/root")).expect("symlink");
+        (suid, open)
+    };
+    let expected = [
+        "warning: /etc/kubernetes/.atk9-suid is set-user-ID (mode 4755, owner uid ",
+        "warning: /etc/kubernetes/pki/open is writable by its group, writable by others (mode 0777, owner uid ",
+    ];
+    // adopt (a dry run) on kubeadm's node, revert on an adopted one.
+    let kubeadms = node_dir();
+    let before_adopt = plant(kubeadms.path());
+    let adopted = adopt(&options(kubeadms.path()))
+        .await
+        .expect("adopt --dry-run");
+    let node = adopted_node();
+    let before_revert = plant(node.path());
+    let reverted = revert(&revert_options(node.path())).await.expect("revert");
+    for (what, out, (suid, open)) in [
+        ("adopt", &adopted, before_adopt),
+        ("revert", &reverted, before_revert),
+    ] {
+        let warnings: Vec<&str> = out.lines().filter(|l| l.starts_with("warning:")).collect();
+        assert_eq!(warnings.len(), 2, "{what}: {out}");
+        for e in expected {
+            assert!(
+                warnings.iter().any(|w| w.starts_with(e)
+                    && w.ends_with(
+                        "(a compromised certsync container could have left it; inspect it)"
+                    )),
+                "{what}: no {e}: {out}"
+            );
+        }
+        assert_eq!(
+            std::fs::metadata(&suid).expect("kept").permissions().mode() & 0o7777,
+            0o4755,
+            "{what}"
+        );
+        assert!(open.is_dir(), "{what}: never removed");
+    }
+    assert!(
+        adopted.starts_with("warning:"),
+        "adopt warns first: {adopted}"
+    );
+}

@@ -1,0 +1,125 @@
+//! Whether the live certificate was issued with the lifetime the mapping
+//! asks for now. [`check`](super::check) compares who a certificate is for
+//! (subject, names, usages, key algorithm, CA), not how long it lasts, so a
+//! pair issued under an earlier `lifetime=` was kept and renewed at 70-90 %
+//! of its old lifetime: after a cautious `kubeadm adopt --set lifetime=8m`
+//! and adopting again with the defaults, the 8-minute pairs were renewed
+//! with 0.8-2.4 minutes left, less than client-go's 5-minute poll of a
+//! kubeconfig's certificate files, and the scheduler and controller-manager
+//! used expired client certificates for about a minute.
+//!
+//! How certsync issues (the rule inverted here): at time `t`, notAfter =
+//! min(t + lifetime, the CA's notAfter) and notBefore = max(t - backdate,
+//! the CA's notBefore), backdate = min(5 min, lifetime / 10). So a live
+//! pair was issued with `lifetime` when `t = notAfter - lifetime` gives
+//! back its notBefore. Differences within the backdate are not told apart
+//! from clock rounding and the clamps (nor need they be: the schedule
+//! barely moves). A pair that ends with the CA (cut short) says nothing of
+//! the lifetime asked for: it differs only if one issued now would end
+//! before the CA, or it would be issued again at every check.
+
+use std::time::Duration;
+
+use super::BACKDATE;
+use crate::source::csr::Window;
+
+/// notBefore and notAfter are whole seconds, computed from one clock read.
+const SLACK: i64 = 2;
+
+/// What certsync backdates a certificate of `lifetime` by, in seconds.
+pub(super) fn backdate(lifetime: Duration) -> i64 {
+    secs(BACKDATE.min(lifetime / 10))
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// `Err(reason)` when `live` was not issued with `lifetime` from the CA
+/// valid `ca` (notBefore, notAfter), at `now`; `skew`: how far in the
+/// future the CA's notBefore may be when it issues.
+pub(super) fn same_lifetime(
+    live: Window,
+    lifetime: Duration,
+    ca: (i64, i64),
+    now: i64,
+    skew: Duration,
+) -> Result<(), String> {
+    let (ca_not_before, ca_not_after) = ca;
+    let life = secs(lifetime);
+    if live.not_after >= ca_not_after {
+        if now.saturating_add(life) >= ca_not_after - SLACK {
+            return Ok(());
+        }
+        return Err(format!(
+            "lifetime changed: live ends with the CA at {}, wanted {}",
+            crate::validate::rfc3339(live.not_after),
+            show(lifetime)
+        ));
+    }
+    let issued_at = live.not_after.saturating_sub(life);
+    let not_before = issued_at.saturating_sub(backdate(lifetime));
+    let fits = if not_before >= ca_not_before - SLACK {
+        (live.not_before - not_before).abs() <= SLACK
+    } else {
+        // Clamped to the CA's notBefore: issued after the CA began (or
+        // before, by no more than the clock skew allowed to the CA).
+        (live.not_before - ca_not_before).abs() <= SLACK
+            && issued_at >= ca_not_before.saturating_sub(secs(skew)) - SLACK
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(format!(
+        "lifetime changed: live {}, wanted {}",
+        show(issued_lifetime(live)),
+        show(lifetime)
+    ))
+}
+
+/// The lifetime `live` was issued with, if by certsync's backdate: its
+/// span less min(5 min, a tenth of the lifetime); for a message.
+fn issued_lifetime(live: Window) -> Duration {
+    let span = u64::try_from(live.not_after - live.not_before).unwrap_or(0);
+    let backdate = BACKDATE.as_secs();
+    Duration::from_secs(if span >= 11 * backdate {
+        span - backdate
+    } else {
+        span * 10 / 11
+    })
+}
+
+/// A duration as Go writes one (`8760h`, `8m`, `1h30m`, `45s`): the form
+/// kubeadm's `certificateValidityPeriod` and `lifetime=` accept.
+fn show(d: Duration) -> String {
+    let s = d.as_secs();
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    let mut out = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_shown_as_go_writes_them() {
+        for (secs, shown) in [
+            (365 * 86_400, "8760h"),
+            (480, "8m"),
+            (5400, "1h30m"),
+            (45, "45s"),
+            (0, "0s"),
+        ] {
+            assert_eq!(show(Duration::from_secs(secs)), shown);
+        }
+    }
+}
