@@ -204,6 +204,33 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     refused_at_start(&run, &pem_ca, "no pem-ca.crt beside it", &other);
     fs::write(sa.with_extension("crt"), b"not a certificate\n").unwrap();
     refused_at_start(&run, &sa, "not one certificate certsync can read", &pki);
+    // The re-attack of the ninth review, G1: a CA without CA:TRUE (a
+    // certificate that may sign certificates) is a CA all the same; and a
+    // key that is not its .crt's (sa.key beside an unrelated sa.crt) is
+    // another's: refused when the update is judged, the key left.
+    let mut signer = rcgen::CertificateParams::new(vec!["signer".into()]).unwrap();
+    signer.is_ca = rcgen::IsCa::ExplicitNoCa;
+    signer.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+    let signer_key = rcgen::KeyPair::generate().unwrap();
+    let signer_cert = signer.self_signed(&signer_key).unwrap();
+    fs::write(sa.with_extension("crt"), signer_cert.pem()).unwrap();
+    fs::write(sa.with_extension("key"), signer_key.serialize_pem()).unwrap();
+    refused_at_start(&run, &sa, "keyCertSign", &pki);
+    let unrelated = support::certs::Pair::new("unrelated");
+    fs::write(sa.with_extension("crt"), &unrelated.cert).unwrap();
+    fs::write(sa.with_extension("key"), b"kubeadm's service-account key\n").unwrap();
+    let out = run(&sa);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("sa.key is not the key of sa.crt"), "{err}");
+    assert_eq!(
+        fs::read(sa.with_extension("key")).unwrap(),
+        b"kubeadm's service-account key\n"
+    );
+    fs::remove_dir_all(&target).unwrap();
+    for f in ["sa.crt", "sa.key"] {
+        fs::remove_file(pki.join(f)).unwrap();
+    }
     let crt = pki.join("apiserver.crt");
     if nix::unistd::geteuid().is_root() {
         nix::unistd::chown(&crt, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();

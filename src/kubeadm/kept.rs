@@ -22,7 +22,8 @@ pub const KUBEADM_LIFETIME: i64 = 365 * 86_400;
 const SKEW: i64 = 300;
 
 /// Checks that `cert_pem` is a certificate revert may keep in place of
-/// kubeadm's `kubeadms_pem`: exactly one certificate, not a CA (CA:FALSE,
+/// kubeadm's `kubeadms_pem`: exactly one certificate, signed with kubeadm's
+/// signature algorithm and read as Go reads it, not a CA (CA:FALSE,
 /// or no basic constraints where kubeadm's has none), kubeadm's KeyUsage
 /// and ExtKeyUsage, no critical extension kubeadm's lacks, no name
 /// constraints, valid now (its notBefore not past now and the skew), and
@@ -38,6 +39,17 @@ pub fn shape(cert_pem: &[u8], kubeadms_pem: &[u8], lifetime: i64) -> Result<(), 
         .map_err(|e| format!("kubeadm's backup: not PEM ({e})"))?;
     let (_, theirs) = x509_parser::parse_x509_certificate(&theirs_pem.contents)
         .map_err(|e| format!("kubeadm's backup: not a certificate ({e})"))?;
+    // Go refuses a SHA-1 signature (the ninth review's re-attack, G3: a
+    // pair the container signed with SHA-1, otherwise kubeadm's, was kept
+    // and the scheduler and controller-manager lost the API server): the
+    // algorithm kubeadm's backup was signed with, or nothing.
+    if ours.signature_algorithm.algorithm != theirs.signature_algorithm.algorithm {
+        return Err(format!(
+            "it is signed with {}, not kubeadm's {}",
+            ours.signature_algorithm.algorithm, theirs.signature_algorithm.algorithm
+        ));
+    }
+    crate::x509::strict_certificate(&der).map_err(|e| format!("Go would refuse it: {e}"))?;
     let bad = |e: x509_parser::error::X509Error| format!("its extensions: {e}");
     match (
         ours.basic_constraints().map_err(bad)?,

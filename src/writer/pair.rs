@@ -119,7 +119,7 @@ pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
     let o = open(prefix)?;
     let cert = read(&o, prefix, &o.cert)?;
     let key = read(&o, prefix, &o.key)?;
-    replaceable(&o, prefix, cert.as_ref(), key.as_ref())
+    replaceable(&o, prefix, cert.as_ref(), key.as_ref(), None)
 }
 
 /// Refuses to replace what is not a leaf pair: a CA certificate (basic
@@ -134,6 +134,7 @@ fn replaceable(
     prefix: &Path,
     cert: Option<&(Vec<u8>, u32)>,
     key: Option<&(Vec<u8>, u32)>,
+    new_key: Option<&[u8]>,
 ) -> Result<(), WriterError> {
     let Some((bytes, _)) = cert else {
         return match key {
@@ -167,11 +168,38 @@ fn replaceable(
         Ok(bc) => bc.is_some_and(|bc| bc.value.ca),
         Err(_) => return Err(unreadable()),
     };
-    if is_ca {
+    // A CA without CA:TRUE is a CA all the same (the re-attack of the
+    // ninth review, G1): a version 1 certificate (`openssl x509 -req
+    // -key`'s classic CA) or one that may sign certificates.
+    let signs = c
+        .key_usage()
+        .ok()
+        .flatten()
+        .is_some_and(|ku| ku.value.key_cert_sign());
+    if is_ca || signs || c.version() != x509_parser::x509::X509Version::V3 {
         return Err(refused(
             prefix,
-            "its .crt is a CA certificate; certsync never writes over a CA",
+            "its .crt is a CA certificate (CA:TRUE, keyCertSign, or version 1 or 2); certsync \
+             never writes over a CA",
         ));
+    }
+    // A key that is not the certificate's is someone else's (sa.key beside
+    // an unrelated sa.crt), unless it is the very key certsync writes (a
+    // replacement cut short after the key). Judged when the new key is
+    // known, at each update: at start an interrupted replacement must not
+    // keep certsync from starting.
+    if let (Some((old_key, _)), Some(new_key)) = (key, new_key) {
+        let ours = old_key.as_slice() == new_key;
+        if !ours && !crate::validate::key_matches(bytes, old_key).unwrap_or(false) {
+            return Err(refused(
+                prefix,
+                format!(
+                    "{} is not the key of {} (nor the key certsync writes): another's key, \
+                     never replaced",
+                    o.key, o.cert
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -182,7 +210,7 @@ pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<bool, Write
     let o = open(prefix)?;
     let old_cert = read(&o, prefix, &o.cert)?;
     let old_key = read(&o, prefix, &o.key)?;
-    replaceable(&o, prefix, old_cert.as_ref(), old_key.as_ref())?;
+    replaceable(&o, prefix, old_cert.as_ref(), old_key.as_ref(), Some(key))?;
     let same = |old: &Option<(Vec<u8>, u32)>, want: &[u8]| {
         old.as_ref().is_some_and(|(b, _)| b.as_slice() == want)
     };

@@ -162,3 +162,42 @@ async fn attack_an_admin_conf_with_another_shape_of_client_certificate_is_never_
     }
     assert!(kept.is_empty(), "{}", kept.join("\n"));
 }
+
+/// The ninth review's re-attack, G3: a pair signed with SHA-1 by the
+/// node's CA, otherwise kubeadm's, was kept, and Go's clients refused it
+/// (`insecure algorithm SHA1-RSA`). Another signature algorithm than
+/// kubeadm's backup's is never kept (rcgen signs no SHA-1: the OID of
+/// ecdsa-with-SHA256 is edited to ecdsa-with-SHA384, the same length, in
+/// both places; shape() judges the shape, the CA's signature is judged
+/// before it).
+#[test]
+fn attack_another_signature_algorithm_than_kubeadms_is_never_kept() {
+    let kubeadms = rcgen::generate_simple_self_signed(vec!["kubernetes".into()])
+        .expect("cert")
+        .cert;
+    let der = kubeadms.der().to_vec();
+    let (sha256, sha384) = (
+        [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02],
+        [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03],
+    );
+    let mut edited = der.clone();
+    let mut n = 0;
+    while let Some(at) = edited.windows(8).position(|w| w == sha256) {
+        edited[at..at + 8].copy_from_slice(&sha384);
+        n += 1;
+    }
+    assert_eq!(n, 2, "the algorithm in the TBS and outside it");
+    // rcgen's default validity runs to 4096: lifetime no limit here.
+    let no_limit = i64::MAX / 4;
+    let pem = |d: &[u8]| crate::bundle::certificate_pem(d).into_bytes();
+    assert_eq!(
+        super::super::kept::shape(&pem(&der), &pem(&der), no_limit),
+        Ok(()),
+        "the control: kubeadm's own shape is kept"
+    );
+    let e = super::super::kept::shape(&pem(&edited), &pem(&der), no_limit).unwrap_err();
+    assert!(
+        e.contains("signed with 1.2.840.10045.4.3.3, not kubeadm's 1.2.840.10045.4.3.2"),
+        "{e}"
+    );
+}
