@@ -11,7 +11,9 @@
 //! integers and lengths, trailing bytes, a version other than v1-v3), a
 //! negative serial number, an extension that appears twice, and a name
 //! attribute whose PrintableString, IA5String, UTF8String or BMPString
-//! holds what that type may not.
+//! holds what that type may not, a SAN dNSName, rfc822Name or URI that is
+//! not ASCII, a URI `url.Parse` refuses, an IP address SAN of another length
+//! than 4 or 16, and a key usage whose unused bits are not zero.
 
 use x509_cert::der::asn1::{BmpString, Ia5StringRef, PrintableStringRef, Utf8StringRef};
 use x509_cert::der::{Any, Decode, Tag, Tagged};
@@ -39,6 +41,7 @@ pub fn strict_certificate(der: &[u8]) -> Result<(), String> {
             ));
         }
         seen.push(ext.extn_id);
+        extension(ext)?;
     }
     for (which, name) in [("subject", &tbs.subject), ("issuer", &tbs.issuer)] {
         for atv in name.0.iter().flat_map(|rdn| rdn.0.iter()) {
@@ -48,6 +51,80 @@ pub fn strict_certificate(der: &[u8]) -> Result<(), String> {
                     atv.oid
                 )
             })?;
+        }
+    }
+    Ok(())
+}
+
+/// The extensions whose content Go reads strictly when it parses a
+/// certificate (the re-attack of the ninth review, G4: each published, each
+/// refused by Go): the subject alternative names (dNSName, rfc822Name and
+/// URI IA5 strings, the URI one `url.Parse` takes, an IP address of 4 or 16
+/// bytes) and the key usage BIT STRING (its unused bits zero).
+fn extension(ext: &x509_cert::ext::Extension) -> Result<(), String> {
+    use x509_cert::der::oid::ObjectIdentifier;
+    const SUBJECT_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
+    const KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.15");
+    use x509_cert::ext::pkix::name::GeneralName;
+    let content = ext.extn_value.as_bytes();
+    if ext.extn_id == SUBJECT_ALT_NAME {
+        let names = x509_cert::ext::pkix::SubjectAltName::from_der(content).map_err(|e| {
+            format!("subject alternative names: {e} (Go: x509: SAN dNSName is malformed)")
+        })?;
+        for name in &names.0 {
+            match name {
+                GeneralName::IpAddress(ip) if ![4, 16].contains(&ip.as_bytes().len()) => {
+                    return Err(format!(
+                        "an IP address SAN of {} bytes (Go: x509: cannot parse IP address of \
+                         length {})",
+                        ip.as_bytes().len(),
+                        ip.as_bytes().len()
+                    ));
+                }
+                GeneralName::UniformResourceIdentifier(uri) => {
+                    url_parses(uri.as_str()).map_err(|problem| {
+                        format!("a URI SAN {problem} (Go: x509: cannot parse URI)")
+                    })?
+                }
+                _ => {}
+            }
+        }
+    }
+    if ext.extn_id == KEY_USAGE {
+        let bits = x509_cert::der::asn1::BitStringRef::from_der(content)
+            .map_err(|e| format!("key usage: {e} (Go: x509: invalid key usage)"))?;
+        let raw = bits.raw_bytes();
+        let unused = bits.unused_bits();
+        let padding = raw.last().map_or(0, |b| b & ((1u8 << unused) - 1));
+        if raw.is_empty() || padding != 0 {
+            return Err(
+                "key usage: its unused bits are not zero (Go: x509: invalid key usage)".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What Go's `url.Parse` refuses in a URI SAN: a control character, a `%`
+/// not followed by two hex digits, a scheme that is empty.
+fn url_parses(uri: &str) -> Result<(), String> {
+    if uri.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Err("holds a control character".into());
+    }
+    if uri.starts_with(':') {
+        return Err("has an empty scheme".into());
+    }
+    let b = uri.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = |j: usize| b.get(j).is_some_and(|c| c.is_ascii_hexdigit());
+            if !(hex(i + 1) && hex(i + 2)) {
+                return Err("holds an invalid % escape".into());
+            }
+            i += 3;
+        } else {
+            i += 1;
         }
     }
     Ok(())
@@ -186,6 +263,92 @@ mod tests {
             );
             let e = strict_certificate(&der).expect_err(shape);
             assert!(e.contains(want), "{shape}: {e}");
+        }
+    }
+
+    /// A leaf whose subject alternative names (or key usage) are the DER
+    /// `content` given, as a custom extension of that OID.
+    fn leaf_with(oid: &[u64], content: Vec<u8>) -> Vec<u8> {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, "shape");
+        p.custom_extensions
+            .push(CustomExtension::from_oid_content(oid, content));
+        p.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    /// `SEQUENCE { [tag] value }`: one general name.
+    fn san(tag: u8, value: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x30, value.len() as u8 + 2, tag, value.len() as u8];
+        v.extend_from_slice(value);
+        v
+    }
+
+    /// The re-attack of the ninth review (G4): five more shapes Go refuses,
+    /// each published before; their well-formed neighbours pass.
+    #[test]
+    fn each_san_and_key_usage_shape_go_refuses_is_refused() {
+        const SAN: &[u64] = &[2, 5, 29, 17];
+        const KU: &[u64] = &[2, 5, 29, 15];
+        let shapes = [
+            (
+                "non-ASCII dNSName",
+                SAN,
+                san(0x82, "sh\u{e9}pe.example".as_bytes()),
+                "subject alternative names",
+            ),
+            (
+                "non-ASCII rfc822Name",
+                SAN,
+                san(0x81, "\u{e9}@example.com".as_bytes()),
+                "subject alternative names",
+            ),
+            (
+                "13-byte IP address",
+                SAN,
+                san(0x87, &[10; 13]),
+                "IP address SAN of 13 bytes",
+            ),
+            (
+                "URI with a bad escape",
+                SAN,
+                san(0x86, b"https://x.example/%zz"),
+                "invalid % escape",
+            ),
+            (
+                "URI with a control character",
+                SAN,
+                san(0x86, b"https://x.example/\x01"),
+                "control character",
+            ),
+            (
+                "key usage padding bit set",
+                KU,
+                vec![0x03, 0x02, 0x05, 0xa1],
+                "unused bits are not zero",
+            ),
+        ];
+        for (shape, oid, content, want) in shapes {
+            let der = leaf_with(oid, content);
+            assert!(
+                matches!(x509_parser::parse_x509_certificate(&der), Ok(([], _))),
+                "{shape}: the lenient reader takes it"
+            );
+            let e = strict_certificate(&der).expect_err(shape);
+            assert!(e.contains(want), "{shape}: {e}");
+        }
+        for (fine, oid, content) in [
+            ("dNSName", SAN, san(0x82, b"shape.example")),
+            ("IPv4", SAN, san(0x87, &[10, 0, 0, 1])),
+            ("IPv6", SAN, san(0x87, &[0xfd; 16])),
+            (
+                "URI",
+                SAN,
+                san(0x86, b"spiffe://cluster.local/ns/a/sa/b%20c"),
+            ),
+            ("key usage", KU, vec![0x03, 0x02, 0x05, 0xa0]),
+        ] {
+            strict_certificate(&leaf_with(oid, content)).unwrap_or_else(|e| panic!("{fine}: {e}"));
         }
     }
 }
