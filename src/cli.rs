@@ -150,15 +150,16 @@ pub enum CsrCommand {
 #[derive(Debug, Subcommand)]
 pub enum KubeadmCommand {
     /// Read the node's kubeadm files, print the plan (every file written,
-    /// manifest flag and volume changed, ClusterConfiguration field set) and
-    /// apply it: backups, certsync's config and an initial issuance,
-    /// certsync's static pod, the component manifests, the
-    /// ClusterConfiguration. Refuses what it does not recognise; a second
-    /// run changes nothing.
+    /// manifest flag and volume changed) and apply it: backups, certsync's
+    /// config and an initial issuance, certsync's static pod, the component
+    /// manifests. The ClusterConfiguration (kubeadm-config) stays kubeadm's,
+    /// so nodes join as kubeadm makes them (adopt each after its join); it
+    /// needs no API server. Refuses what it does not recognise; a second run
+    /// changes nothing.
     Adopt(AdoptArgs),
     /// Give the certificates back to kubeadm: its manifests restored,
-    /// certsync's static pod removed, adopt's ClusterConfiguration fields
-    /// taken out; certsync's files moved into the backup (removed with
+    /// certsync's static pod removed, fields an earlier adopt left in the
+    /// ClusterConfiguration taken out; certsync's files moved into the backup (removed with
     /// --purge). Refuses expiring kubeadm certificates and an unreadable
     /// ClusterConfiguration. Nothing to do on a node never adopted.
     Revert(RevertArgs),
@@ -185,11 +186,6 @@ pub struct AdoptArgs {
     /// Output format of the plan.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: PlanOutput,
-    /// Adopt even when the ClusterConfiguration (kubeadm-config) cannot be
-    /// read: the plan lists the fields to set there by hand before the next
-    /// `kubeadm upgrade` or join. Without it adopt refuses, changing nothing.
-    #[arg(long)]
-    pub local_only: bool,
 }
 
 /// `--set` options adopt accepts: how a certificate is renewed, never who

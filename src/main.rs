@@ -365,7 +365,7 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 image: a.image,
                 json: a.output == PlanOutput::Json,
                 purge: false,
-                local_only: a.local_only,
+                local_only: false,
                 force: false,
             };
             Box::pin(certsync::kubeadm::adopt(&opts)).await?

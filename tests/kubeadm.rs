@@ -19,7 +19,7 @@ use std::process::Command;
 use support::certsync_bin;
 use support::kubeadm_node::{
     ADOPT_SHORT, Node, certsync, containers, first_der, kubeadm_cmd, kubectl, live_der, ready,
-    readyz, realkube, served, settled, wait_long,
+    readyz, realkube, served, settled, stored_cluster_configuration, wait_long,
 };
 
 /// What `kubeadm init` makes, as `certsync check -o json` must report it:
@@ -214,6 +214,30 @@ fn config_file(node: &Node, docs: &[serde_yaml_ng::Value], name: &str) -> PathBu
 /// kubelet reading in between may see a changed manifest.) Returns the
 /// names of the manifests that changed.
 fn regenerate(node: &Node, docs: &[serde_yaml_ng::Value], phases: &[&[&str]]) -> Vec<String> {
+    let manifests = node.etc().join("manifests");
+    let mut changed = Vec::new();
+    for (name, new) in generate(node, docs, phases) {
+        if std::fs::read(manifests.join(&name)).ok().as_deref() == Some(&new[..]) {
+            continue;
+        }
+        // A dot-file is never read as a manifest; the rename is atomic.
+        let tmp = manifests.join(format!(".{name}.new"));
+        std::fs::write(&tmp, &new).expect("write");
+        std::fs::rename(&tmp, manifests.join(&name)).expect("rename");
+        changed.push(name);
+    }
+    changed.sort();
+    changed
+}
+
+/// The manifests kubeadm writes from `docs` for `phases` (`kubeadm init
+/// phase PHASE --dry-run` into a directory of their own), by name, sorted;
+/// nothing on the node changes.
+fn generate(
+    node: &Node,
+    docs: &[serde_yaml_ng::Value],
+    phases: &[&[&str]],
+) -> Vec<(String, Vec<u8>)> {
     let file = config_file(node, docs, "kubeadm-adopted.yaml");
     let generated = node.dir.join("regenerated");
     let _ = std::fs::remove_dir_all(&generated);
@@ -234,26 +258,63 @@ fn regenerate(node: &Node, docs: &[serde_yaml_ng::Value], phases: &[&[&str]]) ->
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let manifests = node.etc().join("manifests");
-    let mut changed = Vec::new();
+    let mut all = Vec::new();
     for entry in std::fs::read_dir(&generated).expect("generated") {
         let name = entry.expect("entry").file_name();
         let name = name.to_str().expect("utf-8").to_owned();
-        if !name.ends_with(".yaml") {
-            continue;
+        if name.ends_with(".yaml") {
+            let bytes = std::fs::read(generated.join(&name)).expect("read");
+            all.push((name, bytes));
         }
-        let new = std::fs::read(generated.join(&name)).expect("read");
-        if std::fs::read(manifests.join(&name)).ok().as_deref() == Some(&new[..]) {
-            continue;
-        }
-        // A dot-file is never read as a manifest; the rename is atomic.
-        let tmp = manifests.join(format!(".{name}.new"));
-        std::fs::write(&tmp, &new).expect("write");
-        std::fs::rename(&tmp, manifests.join(&name)).expect("rename");
-        changed.push(name);
     }
-    changed.sort();
-    changed
+    all.sort();
+    all
+}
+
+/// The ClusterConfiguration stored in kubeadm-config, as the node's
+/// kubeadm config documents (its InitConfiguration kept): what `kubeadm
+/// upgrade` or a joining node's kubeadm generates manifests from.
+fn stored_docs(node: &Node, kubectl: &Path, admin: &Path) -> Vec<serde_yaml_ng::Value> {
+    let stored: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&stored_cluster_configuration(kubectl, admin))
+            .expect("ClusterConfiguration");
+    let mut docs = kubeadm_config(node);
+    for d in docs
+        .iter_mut()
+        .filter(|d| d["kind"] == "ClusterConfiguration")
+    {
+        *d = stored.clone();
+    }
+    docs
+}
+
+/// kubeadm's four manifests as adopt's first backup holds them.
+fn kubeadms_manifests(node: &Node) -> Vec<(String, Vec<u8>)> {
+    let backups = node.etc().join("certsync/backup");
+    let mut dirs: Vec<_> = std::fs::read_dir(&backups)
+        .expect("backups")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    dirs.sort();
+    manifest_bytes(&dirs[0])
+}
+
+/// The four component manifests under `etc` (a node's /etc/kubernetes or
+/// a backup of it), by name.
+fn manifest_bytes(etc: &Path) -> Vec<(String, Vec<u8>)> {
+    [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ]
+    .iter()
+    .map(|c| {
+        let name = format!("{c}.yaml");
+        let bytes = std::fs::read(etc.join("manifests").join(&name)).expect("manifest");
+        (name, bytes)
+    })
+    .collect()
 }
 
 /// Issue 34, finding 1, on kubeadm's own etcd manifest: a target under
@@ -335,10 +396,10 @@ const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
 /// controller-manager's client certificates in targets that a kubeconfig of
 /// certsync's references by file, that kubeconfig and (scheduler) the
 /// target given to them by scheduler/controllerManager extraArgs +
-/// extraVolumes. certsync runs as a static pod of the node, seeing only its
-/// mounts. Then `kubeadm upgrade`'s effects by mistake (`certs renew all`,
-/// the manifests regenerated by kubeadm from the kubeadm-config ConfigMap:
-/// the same bytes as adopt's), and renewals at an 8-minute lifetime: every
+/// extraVolumes in the node's manifests. certsync runs as a static pod of the node, seeing only its
+/// mounts. The ClusterConfiguration stays kubeadm's (what kubeadm generates
+/// from it is kubeadm's own manifests: a node can join). Then `kubeadm
+/// certs renew all` by mistake, and renewals at an 8-minute lifetime: every
 /// component goes on with zero restarts, the served certificates of etcd
 /// and the API server follow each flip, and the scheduler's and
 /// controller-manager's leases are renewed after the first client
@@ -383,10 +444,8 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
         "{adopted_pids:?}"
     );
 
-    // `kubeadm upgrade`'s effects, by mistake: `kubeadm certs renew all`,
-    // and the manifests regenerated from the ClusterConfiguration adopt
-    // stored in the kubeadm-config ConfigMap. The manifests come out byte
-    // for byte the same, so nothing restarts.
+    // `kubeadm certs renew all` by mistake (certsync's next resync puts its
+    // pairs back in kubeadm's files); the manifests stay adopt's.
     let manifests_dir = etc.join("manifests");
     let read_manifests = || -> Vec<(String, Vec<u8>)> {
         let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&manifests_dir)
@@ -409,30 +468,17 @@ fn cluster_configuration_alone_lets_every_component_follow_renewals() {
         "certs renew all: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let stored: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&stored_cluster_configuration(&kubectl, &admin))
-            .expect("ClusterConfiguration");
-    assert_eq!(
-        stored["etcd"]["local"]["extraArgs"][0]["value"],
-        format!("{PE}/server/tls.crt").as_str(),
-        "adopt stored the ClusterConfiguration"
-    );
-    let mut upgraded = kubeadm_config(&node);
-    for d in upgraded
-        .iter_mut()
-        .filter(|d| d["kind"] == "ClusterConfiguration")
-    {
-        *d = stored.clone();
-    }
-    let changed = regenerate(
+    // The ClusterConfiguration holds nothing of certsync's: what kubeadm
+    // generates from it (at a join, or an upgrade) is kubeadm's own
+    // manifests, naming only files kubeadm makes.
+    let generated = generate(
         &node,
-        &upgraded,
+        &stored_docs(&node, &kubectl, &admin),
         &[&["control-plane", "all"], &["etcd", "local"]],
     );
-    assert_eq!(
-        changed,
-        Vec::<String>::new(),
-        "the manifests kubeadm regenerates are the adopted ones"
+    assert!(
+        generated == kubeadms_manifests(&node),
+        "kubeadm generates its own manifests from the stored ClusterConfiguration"
     );
     assert!(read_manifests() == adopted_manifests);
 
@@ -652,30 +698,6 @@ fn expirations_agree(node: &Node) -> Result<usize, String> {
     Ok(agreed)
 }
 
-/// The ClusterConfiguration in the kubeadm-config ConfigMap, as stored.
-fn stored_cluster_configuration(kubectl: &Path, admin: &Path) -> String {
-    let out = Command::new(kubectl)
-        .arg("--kubeconfig")
-        .arg(admin)
-        .args([
-            "get",
-            "cm",
-            "-n",
-            "kube-system",
-            "kubeadm-config",
-            "-o",
-            "jsonpath={.data.ClusterConfiguration}",
-        ])
-        .output()
-        .expect("kubectl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
 /// Every file below `dir` with its bytes, except certsync's targets (a
 /// running certsync renews them).
 fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
@@ -708,8 +730,9 @@ fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
 /// certsync's certificates); a second adopt changes nothing; revert gives
 /// back kubeadm's manifests byte for byte and its ClusterConfiguration, the
 /// components serve kubeadm's certificates again, and a second revert has
-/// nothing to do; adopt again works, and `kubeadm upgrade`'s regenerated
-/// manifests are then the adopted ones (nothing restarts).
+/// nothing to do; adopt again works; `kubeadm upgrade`'s regenerated
+/// manifests are kubeadm's (the node serves on kubeadm's files, which
+/// certsync keeps renewed), and adopt again restores the adoption.
 #[test]
 fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     use std::time::Duration;
@@ -731,7 +754,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         "create /etc/kubernetes/manifests/certsync.yaml",
         "--tls-cert-file: /etc/kubernetes/pki/apiserver.crt -> /etc/kubernetes/pki/certsync/apiserver/tls.crt",
         "--cert-file: /etc/kubernetes/pki/etcd/server.crt -> /etc/kubernetes/pki/etcd/certsync/server/tls.crt",
-        "scheduler.extraVolumes: certsync-client=/etc/kubernetes/pki/certsync/scheduler-client",
+        "ClusterConfiguration (kubeadm-config): stays kubeadm's",
         "renew in place /etc/kubernetes/admin.conf",
         "renew in place /etc/kubernetes/super-admin.conf",
         "dry run: nothing was changed",
@@ -815,10 +838,10 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         );
         assert!(ready(&kubectl, &etc.join(conf)), "{conf} works");
     }
-    let adopted_cc = stored_cluster_configuration(&kubectl, &admin);
-    assert!(
-        adopted_cc.contains("/etc/kubernetes/pki/etcd/certsync/server/tls.crt"),
-        "{adopted_cc}"
+    assert_eq!(
+        stored_cluster_configuration(&kubectl, &admin),
+        original_cc,
+        "adopt adds nothing to the ClusterConfiguration"
     );
 
     // Adopt again: nothing to change, nothing written, nothing restarted.
@@ -953,13 +976,16 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     assert!(tree(&etc) == reverted, "a second revert wrote a file");
 
     // Adopt again after the revert (the first adoption's backup is still
-    // there), then what `kubeadm upgrade` does to the manifests: they are
-    // regenerated from the stored ClusterConfiguration byte for byte, so
-    // nothing restarts and certsync's certificate stays served.
+    // there), then what `kubeadm upgrade` does to the manifests: regenerated
+    // from the stored ClusterConfiguration, they are kubeadm's own again,
+    // and the components restart on kubeadm's files, which certsync keeps
+    // renewed in place: the API server serves certsync's live pair from
+    // pki/apiserver.crt. Adopt again puts the adoption back.
     let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
     assert!(ok, "adopt after revert:\n{text}");
     assert!(text.ends_with("adopted\n"), "{text}");
-    let readopted = wait_long("five pods again", Duration::from_secs(180), || {
+    let adopted_manifests = manifest_bytes(&etc);
+    wait_long("five pods again", Duration::from_secs(180), || {
         let now = settled(&node, 5)?;
         now.iter()
             .any(|(n, _, _)| n.starts_with("certsync-"))
@@ -968,35 +994,39 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == live)?;
         ready(&kubectl, &admin).then_some(now)
     });
-    let stored: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&stored_cluster_configuration(&kubectl, &admin))
-            .expect("ClusterConfiguration");
-    let mut upgraded = kubeadm_config(&node);
-    for d in upgraded
-        .iter_mut()
-        .filter(|d| d["kind"] == "ClusterConfiguration")
-    {
-        *d = stored.clone();
-    }
+    let upgraded = stored_docs(&node, &kubectl, &admin);
     assert_eq!(
         regenerate(
             &node,
             &upgraded,
             &[&["control-plane", "all"], &["etcd", "local"]]
         ),
-        Vec::<String>::new(),
-        "the manifests kubeadm regenerates after a re-adoption are the adopted ones"
+        [
+            "etcd.yaml",
+            "kube-apiserver.yaml",
+            "kube-controller-manager.yaml",
+            "kube-scheduler.yaml"
+        ],
+        "an upgrade gives kubeadm's manifests back"
     );
-    std::thread::sleep(Duration::from_secs(3));
-    let pids = |v: &[(String, u64, u64)]| {
-        v.iter()
-            .map(|(n, p, _)| (n.clone(), *p))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        pids(&containers(&node)),
-        pids(&readopted),
-        "nothing restarted"
+    wait_long(
+        "the API server on kubeadm's files, serving certsync's live pair",
+        Duration::from_secs(180),
+        || {
+            settled(&node, 5)?;
+            let kubeadms = first_der(&std::fs::read(etc.join("pki/apiserver.crt")).ok()?);
+            let live = live_der(&api_target)?;
+            (kubeadms == Some(live.clone())).then_some(())?;
+            served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == live)?;
+            ready(&kubectl, &admin).then_some(())
+        },
+    );
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
+    assert!(ok, "adopt after an upgrade:\n{text}");
+    assert!(text.ends_with("adopted\n"), "{text}");
+    assert!(
+        manifest_bytes(&etc) == adopted_manifests,
+        "adopt again puts the same manifests back"
     );
 }
 

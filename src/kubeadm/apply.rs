@@ -34,9 +34,10 @@ pub struct State {
     /// adoption that kept them: revert hands back whichever lasts longer.
     #[serde(default)]
     pub pairs: BTreeMap<String, String>,
-    /// revert has taken adopt's fields out of the ClusterConfiguration: a
-    /// revert that stopped after that finishes without the API server
-    /// (this node's restarts on kubeadm's manifest).
+    /// The ClusterConfiguration is known to hold none of adopt's fields
+    /// (adopt read it and found none or took them out, or revert took them
+    /// out): revert then needs no API server (a revert that stopped after
+    /// that step finishes while this node's restarts on kubeadm's manifest).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cluster_config_reverted: bool,
     /// The directories adopt made (or found empty: an earlier revert's
@@ -101,24 +102,6 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
     } else {
         warnings + &plan.text()
     };
-    if !opts.dry_run
-        && !plan.is_empty()
-        && !plan.cluster_configuration_reachable
-        && !opts.local_only
-    {
-        // Refused before anything is written: a node adopted without its
-        // ClusterConfiguration loses adopt's flags at the next upgrade or join.
-        return Err(KubeadmError::Refused {
-            dir: opts.dir.clone(),
-            reason: format!(
-                "ClusterConfiguration in kubeadm-config {}; nothing was changed. \
-                 Wait until the API server admin.conf names answers (after adopt or revert on another \
-                 node it restarts for about 40 s: check its /readyz), or pass --local-only and set \
-                 the fields `--dry-run --local-only` lists in kubeadm-config by hand",
-                plan.cluster_configuration_from
-            ),
-        });
-    }
     if opts.dry_run || plan.is_empty() {
         if opts.dry_run && !opts.json {
             out.push_str("dry run: nothing was changed\n");
@@ -182,9 +165,12 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
         state.pairs.insert(p, backup.clone());
     }
     state.backups.push(backup.clone());
-    // Adopting a part-reverted node puts adopt's fields back: a later
-    // revert must take them out again.
-    state.cluster_config_reverted = false;
+    // Whether the ClusterConfiguration is known to hold none of adopt's
+    // fields (read, and nothing found); set once adopt took them out. A
+    // later revert then needs no API server.
+    if plan.cluster_configuration_reachable {
+        state.cluster_config_reverted = plan.cluster_configuration.is_empty();
+    }
     for m in &plan.manifests {
         state
             .manifests
@@ -213,24 +199,19 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), Kubead
     }
     let said = issue(dir).await?;
     let _ = writeln!(out, "{said}");
-    // The ClusterConfiguration before the manifests: changing the API
-    // server's manifest restarts it, and a write racing that restart
-    // failed (the ninth review, F6: `apiserver is shutting down`) with the
-    // manifests already changed. Written first, it names certsync's targets,
-    // which exist now, and a refused write leaves kubeadm's manifests.
-    match (&plan.stored, &plan.cluster_configuration_new) {
-        (Some(stored), Some(new)) if !plan.cluster_configuration.is_empty() => {
-            cluster::write(stored, new).await?;
-            let _ = writeln!(out, "updated ClusterConfiguration in kubeadm-config");
-        }
-        (None, _) => {
-            let _ = writeln!(
-                out,
-                "ClusterConfiguration NOT updated (not reachable): set the fields above in kubeadm-config \
-                 before the next `kubeadm upgrade`, which would otherwise drop adopt's flags"
-            );
-        }
-        _ => {}
+    // Fields an earlier certsync adopt left in the ClusterConfiguration,
+    // taken out before the manifests change: changing the API server's
+    // manifest restarts it, and a write racing that restart fails
+    // (`apiserver is shutting down`) with the manifests already changed.
+    if let (Some(stored), Some(new)) = (&plan.stored, &plan.cluster_configuration_new) {
+        cluster::write(stored, new).await?;
+        let mut state = State::read(dir)?.unwrap_or_default();
+        state.cluster_config_reverted = true;
+        state.write(dir)?;
+        let _ = writeln!(
+            out,
+            "took an earlier adopt's fields out of the ClusterConfiguration in kubeadm-config"
+        );
     }
     for f in plan.files.iter().filter(|f| f.path == POD) {
         put(dir, &f.path, &f.bytes)?;

@@ -1,7 +1,16 @@
 //! The ClusterConfiguration in the `kubeadm-config` ConfigMap: read, the
-//! fields adopt sets added (or taken out), written back with the
-//! resourceVersion read (a concurrent change makes the write fail, never
-//! lost).
+//! fields an earlier certsync adopt added found and taken out, written back
+//! with the resourceVersion read (a concurrent change makes the write fail,
+//! never lost).
+//!
+//! adopt keeps certsync's flags in the node's manifests only: the
+//! ClusterConfiguration is cluster-wide, and one naming certsync's targets
+//! made `kubeadm join --control-plane` write manifests for files a new node
+//! does not have (its etcd exited on the missing peer certificate and the
+//! join failed). Left as kubeadm's, a join writes kubeadm's own manifests,
+//! and a `kubeadm upgrade` puts a node back on kubeadm's files, which
+//! certsync keeps renewed in place (`update-pair:`, `update-kubeconfig:`),
+//! until adopt is run again.
 
 use std::path::Path;
 
@@ -191,6 +200,44 @@ pub fn adopt(config: &mut Value, components: &[Component]) -> Result<Vec<Field>,
         }
     }
     Ok(set)
+}
+
+/// The entries of adopt's already in `config` (an earlier certsync adopt
+/// put them there): what adopt and revert take out.
+pub fn present(config: &Value, components: &[Component]) -> Vec<Field> {
+    let mut found = Vec::new();
+    for c in components {
+        let mut s = config;
+        for p in c.section.split('.') {
+            s = &s[p];
+        }
+        if let Some(args) = s["extraArgs"].as_sequence() {
+            for (flag, _, ours) in &c.flags {
+                if args
+                    .iter()
+                    .any(|a| a["name"] == *flag && a["value"] == ours.as_str())
+                {
+                    found.push((
+                        format!("{}.extraArgs", c.section),
+                        flag.to_string(),
+                        ours.clone(),
+                    ));
+                }
+            }
+        }
+        if let Some(vols) = s["extraVolumes"].as_sequence() {
+            for v in &c.volumes {
+                if vols.iter().any(|e| *e == volume_entry(v)) {
+                    found.push((
+                        format!("{}.extraVolumes", c.section),
+                        v.name.clone(),
+                        v.path.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    found
 }
 
 /// Takes out exactly the entries adopt adds (same name and value); a list

@@ -32,6 +32,29 @@ fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, String> {
     Ok(pem.contents)
 }
 
+/// The `key-alg=` of kubeadm's keys on the node, read from the public key
+/// of `cert` (kubeadm makes every key with the ClusterConfiguration's
+/// `encryptionAlgorithm`): what adopt uses when that ClusterConfiguration
+/// cannot be read. `None` for a key kubeadm does not make.
+pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, String> {
+    use x509_parser::public_key::PublicKey;
+    let der = cert_der(dir, cert)?;
+    let (_, c) = x509_parser::parse_x509_certificate(&der)
+        .map_err(|e| format!("{cert}: not a certificate ({e})"))?;
+    let key = c
+        .public_key()
+        .parsed()
+        .map_err(|e| format!("{cert}: its public key cannot be read ({e})"))?;
+    Ok(match (&key, key.key_size()) {
+        (PublicKey::RSA(_), 2048) => Some("rsa-2048"),
+        (PublicKey::RSA(_), 3072) => Some("rsa-3072"),
+        (PublicKey::RSA(_), 4096) => Some("rsa-4096"),
+        (PublicKey::EC(_), 256) => Some("ecdsa-p256"),
+        (PublicKey::EC(_), 384) => Some("ecdsa-p384"),
+        _ => None,
+    })
+}
+
 /// Checks that `template` is a certificate `ca` issued (issuer name and
 /// signature): a certificate kubeadm made, not one planted or brought from
 /// elsewhere, whose identity adopt would copy into every renewal.

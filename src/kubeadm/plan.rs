@@ -213,7 +213,8 @@ pub struct Plan {
     pub cluster_configuration_from: String,
     pub files: Vec<FileWrite>,
     pub manifests: Vec<ManifestChange>,
-    /// (field, name, value) set in the ClusterConfiguration.
+    /// (field, name, value) an earlier certsync adopt set in the
+    /// ClusterConfiguration, taken out.
     pub cluster_configuration: Vec<cluster::Field>,
     /// Whether the kubeadm-config ConfigMap can be written (read through admin.conf).
     pub cluster_configuration_reachable: bool,
@@ -296,17 +297,26 @@ impl Plan {
                 let _ = writeln!(s, "    + volume {v} (read-only)");
             }
         }
-        let how = if self.cluster_configuration_reachable {
-            "ClusterConfiguration (kubeadm-config ConfigMap), kept by `kubeadm upgrade`:"
-        } else {
-            "ClusterConfiguration: NOT reachable; set these by hand in kubeadm-config so `kubeadm upgrade` keeps them:"
-        };
-        let _ = writeln!(s, "{how}");
-        if self.cluster_configuration.is_empty() {
-            s.push_str("  nothing to add: every entry already set\n");
+        if !self.manifests.is_empty() {
+            s.push_str(
+                "each component restarts once for its new manifest; etcd and the API server \
+                 together: this node's API server is gone for about 40 s\n",
+            );
+        }
+        s.push_str(
+            "ClusterConfiguration (kubeadm-config): stays kubeadm's; certsync's flags live in this \
+             node's manifests only, so `kubeadm join --control-plane` writes kubeadm's own manifests \
+             on a new node (adopt it afterwards), and `kubeadm upgrade` puts this node back on \
+             kubeadm's files, which certsync keeps renewed: run adopt again after it\n",
+        );
+        if !self.cluster_configuration.is_empty() {
+            s.push_str(
+                "  taking out what an earlier certsync adopt set there (a joining node would get \
+                 manifests naming files it does not have):\n",
+            );
         }
         for (field, name, value) in &self.cluster_configuration {
-            let _ = writeln!(s, "  {field}: {name}={value}");
+            let _ = writeln!(s, "  - {field}: {name}={value}");
         }
         s
     }
@@ -508,28 +518,29 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             ),
         ),
     };
-    let mut key_alg = "rsa-2048".to_owned();
+    let mut key_alg = None;
     if let Some(s) = &stored {
         if let Some(r) = cluster::refusal(&s.config) {
             return Err(refused(opts, r));
         }
-        key_alg = match s.config["encryptionAlgorithm"]
-            .as_str()
-            .unwrap_or("RSA-2048")
-        {
-            "RSA-2048" => "rsa-2048",
-            "RSA-3072" => "rsa-3072",
-            "RSA-4096" => "rsa-4096",
-            "ECDSA-P256" => "ecdsa-p256",
-            "ECDSA-P384" => "ecdsa-p384",
-            other => {
-                return Err(refused(
-                    opts,
-                    format!("encryptionAlgorithm {other:?} is not one adopt knows"),
-                ));
-            }
-        }
-        .to_owned();
+        key_alg = Some(
+            match s.config["encryptionAlgorithm"]
+                .as_str()
+                .unwrap_or("RSA-2048")
+            {
+                "RSA-2048" => "rsa-2048",
+                "RSA-3072" => "rsa-3072",
+                "RSA-4096" => "rsa-4096",
+                "ECDSA-P256" => "ecdsa-p256",
+                "ECDSA-P384" => "ecdsa-p384",
+                other => {
+                    return Err(refused(
+                        opts,
+                        format!("encryptionAlgorithm {other:?} is not one adopt knows"),
+                    ));
+                }
+            },
+        );
     }
     // Manifests: kubeadm's four, each flag adopt sets either kubeadm's or certsync's.
     let components = manifest::components();
@@ -542,8 +553,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
                 if c.name == "etcd" {
                     format!(
                         "no {path}: external etcd, not a control-plane node, or a \
-                         `kubeadm join --control-plane` still in its etcd-join phase (run adopt \
-                         while join waits there, once kubeadm has written {path})"
+                         `kubeadm join --control-plane` that has not finished (adopt a new node \
+                         once its join has completed)"
                     )
                 } else {
                     format!("no {path}: not a kubeadm control-plane node")
@@ -596,7 +607,24 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         }
     }
     // Files: certsync's config, kubeconfigs and pod.
-    let config = config_text(opts, &key_alg)?.into_bytes();
+    // Without the ClusterConfiguration (adopt needs no API server: after an
+    // outage the node's own may be down), kubeadm's keys say which algorithm
+    // it uses.
+    let apiserver_crt = "/etc/kubernetes/pki/apiserver.crt";
+    let key_alg = match key_alg {
+        Some(alg) => alg,
+        None => match node::key_alg(dir, apiserver_crt) {
+            Ok(Some(alg)) => alg,
+            Ok(None) => {
+                return Err(refused(
+                    opts,
+                    format!("{apiserver_crt}: a key of a size or curve kubeadm does not make"),
+                ));
+            }
+            Err(e) => return Err(refused(opts, e)),
+        },
+    };
+    let config = config_text(opts, key_alg)?.into_bytes();
     let mut files = Vec::new();
     for (file, user, target) in [
         (
@@ -635,30 +663,23 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         "certsync's static pod",
         adopted,
     )?);
-    // The ClusterConfiguration's fields.
+    // The ClusterConfiguration stays kubeadm's: fields an earlier certsync
+    // adopt put there are taken out (see `cluster`).
     let (cc, new) = match &stored {
         Some(s) => {
+            let found = cluster::present(&s.config, &components);
             let mut config = s.config.clone();
-            let set = cluster::adopt(&mut config, &components).map_err(|e| refused(opts, e))?;
-            (set, Some(config))
+            let changed = cluster::unadopt(&mut config, &components);
+            (found, changed.then_some(config))
         }
-        None => {
-            let mut config = Value::Mapping(Default::default());
-            let set = cluster::adopt(&mut config, &components).map_err(|e| refused(opts, e))?;
-            // Unknown: everything adopt would set, to do by hand.
-            (set, None)
-        }
+        None => (Vec::new(), None),
     };
     let stamp = time_stamp();
     Ok(Plan {
         kubeadm_dir: dir.clone(),
         cluster_configuration_from: from,
         cluster_configuration_reachable: stored.is_some(),
-        cluster_configuration: if stored.is_none() && manifests.is_empty() && files.is_empty() {
-            Vec::new()
-        } else {
-            cc
-        },
+        cluster_configuration: cc,
         cluster_configuration_new: new,
         stored: stored.map(std::sync::Arc::new),
         files,

@@ -37,7 +37,7 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     // Everything that could refuse comes before the first change.
     let admin = host(dir, "/etc/kubernetes/admin.conf");
     let stored = if state.cluster_config_reverted {
-        out.push_str("ClusterConfiguration: adopt's fields taken out by an earlier revert\n");
+        out.push_str("ClusterConfiguration: holds none of adopt's fields (checked when adopting, or taken out by an earlier revert)\n");
         None
     } else {
         match cluster::read(&admin).await {

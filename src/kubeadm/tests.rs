@@ -59,8 +59,11 @@ fn cluster_configuration_gets_exactly_adopts_fields_and_loses_them() {
             .expect("again")
             .is_empty()
     );
+    // What an earlier adopt left is found entry by entry, and taken out.
+    assert_eq!(cluster::present(&cc, &manifest::components()), set);
     assert!(cluster::unadopt(&mut cc, &manifest::components()));
     assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), original);
+    assert!(cluster::present(&cc, &manifest::components()).is_empty());
 }
 
 #[test]
@@ -229,7 +232,14 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
     assert_eq!(p.manifests.len(), 4);
     assert_eq!(p.files.len(), 4, "{:?}", p.files);
     let text = p.text();
-    assert!(text.contains("NOT reachable"), "{text}");
+    // Nothing to take out of a ClusterConfiguration it could not read, and
+    // nothing added to it: the adoption is this node's.
+    assert!(p.cluster_configuration.is_empty(), "{text}");
+    assert!(
+        text.contains("ClusterConfiguration (kubeadm-config): stays kubeadm's;"),
+        "{text}"
+    );
+    assert!(text.contains("about 40 s"), "{text}");
     assert!(text.contains("certsync image: certsync\n"), "{text}");
     assert!(
         text.contains("keeps issuing from one after it expires")

@@ -268,3 +268,27 @@ pub fn settled(node: &Node, count: usize) -> Option<Vec<(String, u64, u64)>> {
     let now = containers(node);
     (now.len() == count && now.iter().all(|(_, pid, _)| *pid > 0)).then_some(now)
 }
+
+/// The ClusterConfiguration in the kubeadm-config ConfigMap, as stored.
+pub fn stored_cluster_configuration(kubectl: &Path, admin: &Path) -> String {
+    let out = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(admin)
+        .args([
+            "get",
+            "cm",
+            "-n",
+            "kube-system",
+            "kubeadm-config",
+            "-o",
+            "jsonpath={.data.ClusterConfiguration}",
+        ])
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}

@@ -116,24 +116,19 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
             "{field}: {why}"
         );
 
-        // adopt on kubeadm's node (no backup yet): refused, nothing changed.
+        // adopt on kubeadm's node (no backup yet): it needs no
+        // ClusterConfiguration, so it plans without one, saying why it was
+        // not read; the field was neither followed nor sent anywhere.
         let dir = node_dir();
         std::fs::write(dir.path().join("admin.conf"), &conf).expect("write");
-        let before = snapshot(dir.path());
-        let why = match adopt(&Options {
-            dry_run: false,
-            ..options(dir.path())
-        })
-        .await
-        {
-            Err(e) => e.to_string(),
-            Ok(out) => panic!("{field}: not refused:\n{out}"),
-        };
+        let out = adopt(&options(dir.path()))
+            .await
+            .unwrap_or_else(|e| panic!("{field}: {e}"));
         assert!(
-            why.contains(&said) && why.contains("nothing was changed"),
-            "{field}: {why}"
+            out.lines()
+                .any(|l| l.starts_with("ClusterConfiguration: not read (") && l.contains(&said)),
+            "{field}: {out}"
         );
-        assert!(before == snapshot(dir.path()), "{field}: {why}");
         assert_eq!(fake.seen(), "", "{field}: the listener was reached");
     }
 }
@@ -177,32 +172,51 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
 }
 
 #[tokio::test]
-async fn adopt_writes_the_cluster_configuration_before_the_manifests_and_says_part_adopted() {
-    // F6b: adopt wrote the manifests, then its ClusterConfiguration write
-    // raced the API server restart they caused and stopped with only
-    // `apiserver is shutting down`. The write now comes first: refused, it
-    // leaves kubeadm's manifests, and the error says the node is
-    // part-adopted and that adopt again finishes it.
+async fn adopt_adds_nothing_to_the_cluster_configuration_and_takes_out_an_earlier_adopts_fields() {
+    // A ClusterConfiguration naming certsync's targets made `kubeadm join
+    // --control-plane` write manifests for files a new node does not have
+    // (its etcd exited, the join failed): adopt leaves kubeadm's alone, and
+    // takes out what an earlier adopt put there, before any manifest
+    // changes (a write racing the API server's restart fails with
+    // `apiserver is shutting down`); refused, it leaves kubeadm's
+    // manifests and says the node is part-adopted.
     use std::sync::atomic::Ordering::SeqCst;
+    let setup = |api: &ConfigMapApi| {
+        let dir = node_dir();
+        let d = dir.path();
+        std::fs::write(
+            d.join("admin.conf"),
+            kubeconfig_ending(time::Duration::days(365)).replace("https://127.0.0.1:1", &api.url),
+        )
+        .expect("admin.conf");
+        // Every target already issued: adopt's initial issuance is skipped
+        // (the fixtures hold no CA keys).
+        for t in plan::targets(d) {
+            let p = host(d, &t).join("..data");
+            std::fs::create_dir_all(&p).expect("mkdir");
+        }
+        dir
+    };
+    // kubeadm's ClusterConfiguration: read, never written.
     let api = ConfigMapApi::start_with(super::fixture("cluster-configuration.yaml")).await;
-    let dir = node_dir();
+    let dir = setup(&api);
+    let opts = Options {
+        dry_run: false,
+        ..options(dir.path())
+    };
+    let out = adopt(&opts).await.expect("adopt");
+    assert!(out.ends_with("adopted\n"), "{out}");
+    assert!(api.puts.lock().expect("lock").is_empty(), "{out}");
+
+    // One an earlier adopt changed: its fields taken out, first.
+    let api = ConfigMapApi::start_with(super::fixture("adopted/cluster-configuration.yaml")).await;
+    let dir = setup(&api);
     let d = dir.path();
-    std::fs::write(
-        d.join("admin.conf"),
-        kubeconfig_ending(time::Duration::days(365)).replace("https://127.0.0.1:1", &api.url),
-    )
-    .expect("admin.conf");
-    // Every target already issued: adopt's initial issuance is skipped
-    // (the fixtures hold no CA keys).
-    for t in plan::targets(d) {
-        let p = host(d, &t).join("..data");
-        std::fs::create_dir_all(&p).expect("mkdir");
-    }
-    api.refuse.store(true, SeqCst);
     let opts = Options {
         dry_run: false,
         ..options(d)
     };
+    api.refuse.store(true, SeqCst);
     let why = match adopt(&opts).await {
         Err(e) => e.to_string(),
         Ok(out) => panic!("not refused:\n{out}"),
@@ -215,11 +229,26 @@ async fn adopt_writes_the_cluster_configuration_before_the_manifests_and_says_pa
         assert!(why.contains(said), "{said}: {why}");
     }
     assert_kubeadms_manifests(d);
-    // Nothing was written to the API server; a re-run is what the
-    // revert tests show for revert (the fixtures' admin.conf pair is not one
-    // their CA issued, so adopt's re-run, which judges it against the
-    // backup, cannot be shown on them).
     assert!(api.puts.lock().expect("lock").is_empty());
+    // Accepted (on a node of its own: a re-run here would judge the
+    // fixtures' admin.conf pair against the backup, and their CA did not
+    // issue it), the fields are gone and nothing else changed.
+    let api = ConfigMapApi::start_with(super::fixture("adopted/cluster-configuration.yaml")).await;
+    let dir = setup(&api);
+    let opts = Options {
+        dry_run: false,
+        ..options(dir.path())
+    };
+    let out = adopt(&opts).await.expect("adopt");
+    assert!(
+        out.contains("took an earlier adopt's fields out of the ClusterConfiguration"),
+        "{out}"
+    );
+    assert_eq!(
+        api.puts.lock().expect("lock").as_slice(),
+        [super::fixture("cluster-configuration.yaml")],
+        "kubeadm's ClusterConfiguration back, byte for byte"
+    );
 }
 
 #[tokio::test]
