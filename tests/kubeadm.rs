@@ -866,7 +866,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     let (ok, text) = kubeadm_cmd(&node, &["revert", "--dry-run"]);
     assert!(ok, "{text}");
     for line in [
-        "would take adopt's fields out of the ClusterConfiguration",
+        "ClusterConfiguration: holds none of adopt's fields",
         "would remove /etc/kubernetes/manifests/certsync.yaml",
         "/etc/kubernetes/pki/apiserver.crt and .key: keeping kubeadm's backup (until ",
         "/etc/kubernetes/admin.conf: keeping kubeadm's backup (until ",
