@@ -407,7 +407,7 @@ const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
 /// minutes, so a client certificate needs more than 5 minutes left at its
 /// renewal point).
 #[test]
-fn cluster_configuration_alone_lets_every_component_follow_renewals() {
+fn every_component_follows_renewals_in_adopts_layout() {
     use std::time::{Duration, Instant, SystemTime};
     let Some(realkube) = realkube() else { return };
     let image = format!("certsync={}", certsync_bin());
