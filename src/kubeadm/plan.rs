@@ -33,6 +33,25 @@ pub const EMBEDDED: [&str; 4] = [
     "/etc/kubernetes/scheduler.conf",
 ];
 
+/// certsync's kubeconfigs for the components that read their client pair
+/// by file, through client-go, which re-reads it every 5 minutes (its
+/// embedded copy would never be re-read): (file under [`KUBECONFIGS`],
+/// user, the mapping whose target it names, the component).
+pub const BY_FILE: [(&str, &str, &str, &str); 2] = [
+    (
+        "controller-manager.conf",
+        "system:kube-controller-manager",
+        "controller-manager-client",
+        "kube-controller-manager",
+    ),
+    (
+        "scheduler.conf",
+        "system:kube-scheduler",
+        "scheduler-client",
+        "kube-scheduler",
+    ),
+];
+
 /// kubeadm's CA and service-account files: certsync's pod mounts each one
 /// read-only over the read-write `pki/` (the pairs it keeps in step live
 /// there), so the CA keys stay unchangeable from its container.
@@ -295,6 +314,29 @@ impl Plan {
             for v in &m.volumes_added {
                 let _ = writeln!(s, "    + volume {v} (read-only)");
             }
+        }
+        // The kubelet stops the old etcd and API server (30 s grace, then
+        // SIGKILL) before it starts the new ones.
+        let restarted: Vec<&str> = ["etcd", "kube-apiserver"]
+            .into_iter()
+            .filter(|c| {
+                self.manifests
+                    .iter()
+                    .any(|m| m.path == format!("/etc/kubernetes/manifests/{c}.yaml"))
+            })
+            .collect();
+        if !restarted.is_empty() {
+            let _ = writeln!(
+                s,
+                "  {} {}: this node's API server is unavailable for about 40 s (wait for \
+                 its /readyz before adopting the next node)",
+                restarted.join(" and "),
+                if restarted.len() == 1 {
+                    "restarts for its new manifest"
+                } else {
+                    "restart for their new manifests"
+                },
+            );
         }
         let how = if self.cluster_configuration_reachable {
             "ClusterConfiguration (kubeadm-config ConfigMap), kept by `kubeadm upgrade`:"
@@ -595,21 +637,13 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             }
         }
     }
-    // Files: certsync's config, kubeconfigs and pod.
-    let config = config_text(opts, &key_alg)?.into_bytes();
+    // Files: certsync's config, kubeconfigs and pod. The config is judged
+    // as `certsync run` will judge it before anything is written.
+    let config = config_text(opts, &key_alg)?;
+    super::judge::judge(opts, &config)?;
+    let config = config.into_bytes();
     let mut files = Vec::new();
-    for (file, user, target) in [
-        (
-            "controller-manager.conf",
-            "system:kube-controller-manager",
-            "controller-manager-client",
-        ),
-        (
-            "scheduler.conf",
-            "system:kube-scheduler",
-            "scheduler-client",
-        ),
-    ] {
+    for (file, user, target, _) in BY_FILE {
         let server = node::server(dir, &format!("/etc/kubernetes/{file}"))?;
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"));
         files.extend(file_write(
