@@ -180,7 +180,7 @@ pub struct AdoptArgs {
     /// the lifetime: client-go (kube-scheduler, kube-controller-manager)
     /// re-reads its client certificate file only every 5m. A cautious first
     /// rollout: --set lifetime=8m --set renew=20%-25% (safe only while
-    /// certsync is never down for more than about a minute).
+    /// certsync is never down for more than about 1.5 minutes).
     #[arg(long = "set", value_name = "OPTION=VALUE", value_parser = check_set)]
     pub set: Vec<(String, String)>,
     /// The certsync image for certsync's static pod (the node's kubelet
