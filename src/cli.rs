@@ -175,8 +175,13 @@ pub struct AdoptArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// A ca: option for every mapping adopt writes: lifetime=, renew=,
-    /// key-alg= or keep-key= (repeatable), e.g. --set lifetime=10m
-    /// --set renew=30%-40% for a cautious first rollout.
+    /// key-alg= or keep-key= (repeatable). The configuration is judged as
+    /// `certsync run` judges it before anything is written, and refused
+    /// when the upper end of renew= (default 90%) leaves less than 6m of
+    /// the lifetime: client-go (kube-scheduler, kube-controller-manager)
+    /// re-reads its client certificate file only every 5m. A cautious first
+    /// rollout: --set lifetime=8m --set renew=20%-25% (safe only while
+    /// certsync is never down for more than about 1.5 minutes).
     #[arg(long = "set", value_name = "OPTION=VALUE", value_parser = check_set)]
     pub set: Vec<(String, String)>,
     /// The certsync image for certsync's static pod (the node's kubelet

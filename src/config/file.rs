@@ -90,6 +90,15 @@ pub(crate) fn file_settings(
 /// so a setting is checked by exactly the flag's own parser. Returns the
 /// parsed command and, for `run`, the effective setting of every flag.
 pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
+    parse_given(argv, None)
+}
+
+/// [`parse`], the config file's text `given` instead of read from its path
+/// (see [`super::load_once`]).
+pub(crate) fn parse_given(
+    argv: Vec<std::ffi::OsString>,
+    given: Option<&str>,
+) -> Result<Parsed, clap::Error> {
     use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
     let cmd = Cli::command();
     let matches = cmd.clone().try_get_matches_from(&argv)?;
@@ -99,12 +108,15 @@ pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
         && let Some(path) = run.get_one::<PathBuf>("config")
     {
         from_file = Some(path.clone());
-        let text = read_file(path).map_err(|e| {
-            cmd.clone().error(
-                clap::error::ErrorKind::Io,
-                format!("{}: {e}", path.display()),
-            )
-        })?;
+        let text = match given {
+            Some(text) => text.to_owned(),
+            None => read_file(path).map_err(|e| {
+                cmd.clone().error(
+                    clap::error::ErrorKind::Io,
+                    format!("{}: {e}", path.display()),
+                )
+            })?,
+        };
         let settings = file_settings(path, &text).map_err(|e| {
             cmd.clone()
                 .error(clap::error::ErrorKind::ValueValidation, e)
@@ -224,7 +236,7 @@ pub fn print_config(
         settings.insert(flag.clone().into(), value);
     }
     // Each mapping as written, without the options it does not set.
-    let mut mappings = serde_json::to_value(mapping_specs(args)?).unwrap_or_default();
+    let mut mappings = serde_json::to_value(mapping_specs(args, None)?).unwrap_or_default();
     for m in mappings.as_array_mut().into_iter().flatten() {
         if let Some(m) = m.as_object_mut() {
             m.retain(|_, v| {
@@ -290,12 +302,20 @@ fn read_file(path: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into())
 }
 
-pub(crate) fn read_config_file(path: &Path) -> Result<Vec<MappingSpec>, ConfigError> {
+/// The config file's mappings, its settings checked; its text `given`, or
+/// read from `path`.
+pub(crate) fn read_config_file(
+    path: &Path,
+    given: Option<&str>,
+) -> Result<Vec<MappingSpec>, ConfigError> {
     let err = |problem: String| ConfigError::File {
         path: path.to_owned(),
         problem,
     };
-    let text = read_file(path).map_err(err)?;
+    let text = match given {
+        Some(text) => text.to_owned(),
+        None => read_file(path).map_err(err)?,
+    };
     // Settings beside the mappings are applied by `parse`; here they are
     // only checked, so a file is refused the same way from any caller.
     file_settings(path, &text)?;

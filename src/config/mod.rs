@@ -229,7 +229,12 @@ pub struct Config {
 impl Config {
     /// Builds the configuration from `run`'s arguments (reading `--config`).
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
-        let specs = mapping_specs(args)?;
+        Self::build(args, None)
+    }
+
+    /// [`Config::from_args`] with `--config`'s text `given` (not read).
+    fn build(args: &RunArgs, given: Option<&str>) -> Result<Self, ConfigError> {
+        let specs = mapping_specs(args, given)?;
         if specs.is_empty() {
             return Err(ConfigError::NoMappings);
         }
@@ -267,6 +272,37 @@ impl Config {
             csr_renew_floor: args.csr_renew_floor,
         })
     }
+}
+
+/// `certsync run --once --config PATH` as `run` loads it, every check
+/// made by the same code: PATH read, or (`text`) the configuration a
+/// command is about to write there (`kubeadm adopt`, which must never
+/// write one `run` refuses). Only where the file lives is not judged for
+/// given text: there is no file yet, and `run` judges it when it reads it.
+pub fn load_once(path: &std::path::Path, text: Option<&str>) -> Result<Config, ConfigError> {
+    let argv = ["certsync", "run", "--once", "--config"]
+        .into_iter()
+        .map(std::ffi::OsString::from)
+        .chain([path.as_os_str().to_owned()])
+        .collect();
+    let parsed = file::parse_given(argv, text).map_err(|e| ConfigError::File {
+        path: path.to_owned(),
+        problem: e
+            .render()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_owned(),
+    })?;
+    let crate::cli::Command::Run(args) = parsed.cli.command else {
+        return Err(ConfigError::File {
+            path: path.to_owned(),
+            problem: "not loaded as `certsync run`".into(),
+        });
+    };
+    Config::build(&args, text)
 }
 
 /// The directories above a pidfile's own (which may be the consumer's), a
@@ -603,10 +639,11 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
 
 /// Every mapping: the config file's, then the flags', with `tree:`
 /// mappings expanded into one mapping per object.
-fn mapping_specs(args: &RunArgs) -> Result<Vec<MappingSpec>, ConfigError> {
+/// `given`: the config file's text, when it is not (yet) the file's.
+fn mapping_specs(args: &RunArgs, given: Option<&str>) -> Result<Vec<MappingSpec>, ConfigError> {
     let mut specs = Vec::new();
     if let Some(path) = &args.config {
-        specs.extend(read_config_file(path)?);
+        specs.extend(read_config_file(path, given)?);
     }
     for s in &args.sync {
         specs.push(MappingSpec::parse_flag(s)?);
@@ -615,7 +652,9 @@ fn mapping_specs(args: &RunArgs) -> Result<Vec<MappingSpec>, ConfigError> {
     for spec in specs {
         out.extend(spec.expand_tree()?);
     }
+    // Where the file lives is judged when it is read there.
     if let Some(path) = &args.config
+        && given.is_none()
         && out.iter().any(|m| m.source.starts_with("ca:"))
     {
         file::ca_config_guarded(path)?;

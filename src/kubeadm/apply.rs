@@ -249,38 +249,17 @@ pub(super) async fn issue(dir: &Path) -> Result<String, KubeadmError> {
                 .into(),
         );
     }
-    let text = super::node::read(dir, CONFIG)?;
-    let prefix = format!("{}/", dir.display());
-    let (path, temp) = if dir == Path::new(KUBEADM_DIR) {
-        (host(dir, CONFIG), false)
+    // On the node, the file as written, where it is (`run` judges where it
+    // lives too); elsewhere, its text with the paths moved below `dir`.
+    let config = if dir == Path::new(KUBEADM_DIR) {
+        crate::config::load_once(&host(dir, CONFIG), None)
     } else {
-        let p = host(dir, "/etc/kubernetes/certsync/adopt-once.yaml");
-        let local = text.replace(&format!("{KUBEADM_DIR}/"), &prefix);
-        replace_file(&p, 0o600, local.as_bytes())?;
-        (p, true)
-    };
-    let result = once(&path).await;
-    if temp {
-        let _ = std::fs::remove_file(&path);
+        super::judge::load(dir, &super::node::read(dir, CONFIG)?)
     }
-    result.map(|()| format!("issued every target once (run --once on {CONFIG})"))
-}
-
-async fn once(config: &Path) -> Result<(), KubeadmError> {
-    let argv = ["certsync", "run", "--once", "--config"]
-        .into_iter()
-        .map(std::ffi::OsString::from)
-        .chain([config.as_os_str().to_owned()])
-        .collect();
-    let parsed = crate::config::parse(argv).map_err(|e| KubeadmError::Issue(e.to_string()))?;
-    let crate::cli::Command::Run(args) = parsed.cli.command else {
-        return Err(KubeadmError::Issue("not a run command".into()));
-    };
-    let config =
-        crate::config::Config::from_args(&args).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    .map_err(|e| KubeadmError::Issue(e.to_string()))?;
     let failures = Box::pin(crate::sync::once(&config)).await;
     if failures.is_empty() {
-        Ok(())
+        Ok(format!("issued every target once (run --once on {CONFIG})"))
     } else {
         Err(KubeadmError::Issue(
             failures

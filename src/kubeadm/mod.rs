@@ -22,6 +22,7 @@ mod apply;
 mod audit;
 mod cluster;
 mod handback;
+mod judge;
 mod kept;
 mod manifest;
 mod moves;
@@ -68,6 +69,18 @@ pub enum KubeadmError {
     /// than guess.
     #[error("refusing to adopt {dir}: {reason}")]
     Refused { dir: PathBuf, reason: String },
+    /// The configuration adopt would write is one `certsync run` refuses,
+    /// or one that renews a component's certificate too late: refused
+    /// before anything is written. `with`: the `--set` options given.
+    #[error(
+        "refusing to adopt {dir}: the configuration it would write \
+         (/etc/kubernetes/certsync.yaml{with}) {problem}; nothing was changed"
+    )]
+    Configuration {
+        dir: PathBuf,
+        with: String,
+        problem: String,
+    },
     #[error("{path}: {problem}")]
     File { path: PathBuf, problem: String },
     #[error(transparent)]

@@ -33,6 +33,25 @@ pub const EMBEDDED: [&str; 4] = [
     "/etc/kubernetes/scheduler.conf",
 ];
 
+/// certsync's kubeconfigs for the components that read their client pair
+/// by file, through client-go, which re-reads it every 5 minutes (its
+/// embedded copy would never be re-read): (file under [`KUBECONFIGS`],
+/// user, the mapping whose target it names, the component).
+pub const BY_FILE: [(&str, &str, &str, &str); 2] = [
+    (
+        "controller-manager.conf",
+        "system:kube-controller-manager",
+        "controller-manager-client",
+        "kube-controller-manager",
+    ),
+    (
+        "scheduler.conf",
+        "system:kube-scheduler",
+        "scheduler-client",
+        "kube-scheduler",
+    ),
+];
+
 /// kubeadm's CA and service-account files: certsync's pod mounts each one
 /// read-only over the read-write `pki/` (the pairs it keeps in step live
 /// there), so the CA keys stay unchangeable from its container.
@@ -297,10 +316,27 @@ impl Plan {
                 let _ = writeln!(s, "    + volume {v} (read-only)");
             }
         }
-        if !self.manifests.is_empty() {
-            s.push_str(
-                "each component restarts once for its new manifest; etcd and the API server \
-                 together: this node's API server is gone for about 40 s\n",
+        // The kubelet stops the old etcd and API server (30 s grace, then
+        // SIGKILL) before it starts the new ones.
+        let restarted: Vec<&str> = ["etcd", "kube-apiserver"]
+            .into_iter()
+            .filter(|c| {
+                self.manifests
+                    .iter()
+                    .any(|m| m.path == format!("/etc/kubernetes/manifests/{c}.yaml"))
+            })
+            .collect();
+        if !restarted.is_empty() {
+            let _ = writeln!(
+                s,
+                "  {} {}: this node's API server is unavailable for about 40 s (wait for \
+                 its /readyz before adopting the next node)",
+                restarted.join(" and "),
+                if restarted.len() == 1 {
+                    "restarts for its new manifest"
+                } else {
+                    "restart for their new manifests"
+                },
             );
         }
         s.push_str(
@@ -606,7 +642,6 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             }
         }
     }
-    // Files: certsync's config, kubeconfigs and pod.
     // Without the ClusterConfiguration (adopt needs no API server: after an
     // outage the node's own may be down), kubeadm's keys say which algorithm
     // it uses.
@@ -624,20 +659,13 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             Err(e) => return Err(refused(opts, e)),
         },
     };
-    let config = config_text(opts, key_alg)?.into_bytes();
+    // Files: certsync's config, kubeconfigs and pod. The config is judged
+    // as `certsync run` will judge it before anything is written.
+    let config = config_text(opts, key_alg)?;
+    super::judge::judge(opts, &config)?;
+    let config = config.into_bytes();
     let mut files = Vec::new();
-    for (file, user, target) in [
-        (
-            "controller-manager.conf",
-            "system:kube-controller-manager",
-            "controller-manager-client",
-        ),
-        (
-            "scheduler.conf",
-            "system:kube-scheduler",
-            "scheduler-client",
-        ),
-    ] {
+    for (file, user, target, _) in BY_FILE {
         let server = node::server(dir, &format!("/etc/kubernetes/{file}"))?;
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"));
         files.extend(file_write(

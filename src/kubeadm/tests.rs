@@ -189,10 +189,20 @@ fn node_dir() -> tempfile::TempDir {
     for p in plan::pairs(dir.path()) {
         std::fs::write(host(dir.path(), &format!("{p}.key")), "kubeadm's key\n").expect("key");
     }
-    for f in ["controller-manager.conf", "scheduler.conf"] {
+    // As kubeadm writes them: the client pair embedded (certsync keeps it
+    // in step, and `run`'s loader judges that it can).
+    for (f, user) in [
+        ("controller-manager.conf", "system:kube-controller-manager"),
+        ("scheduler.conf", "system:kube-scheduler"),
+    ] {
         std::fs::write(
             dir.path().join(f),
-            "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: \"https://10.77.0.11:6443\"}\n  name: kubernetes\n",
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {{server: \"https://10.77.0.11:6443\"}}\n  \
+                 name: kubernetes\ncontexts:\n- context: {{cluster: kubernetes, user: {user}}}\n  \
+                 name: {user}@kubernetes\ncurrent-context: {user}@kubernetes\nusers:\n- name: {user}\n  \
+                 user: {{client-certificate-data: Y2VydA==, client-key-data: a2V5}}\n"
+            ),
         )
         .expect("kubeconfig");
     }
@@ -203,7 +213,11 @@ fn options(dir: &Path) -> Options {
     Options {
         dir: dir.to_owned(),
         dry_run: true,
-        set: vec![("lifetime".into(), "8m".into())],
+        // The guide's first rollout.
+        set: vec![
+            ("lifetime".into(), "8m".into()),
+            ("renew".into(), "20%-25%".into()),
+        ],
         image: "certsync".into(),
         json: false,
         purge: false,
@@ -247,7 +261,9 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         "{text}"
     );
     assert!(
-        text.contains("  apiserver -> /etc/kubernetes/pki/certsync/apiserver (lifetime=8m)\n"),
+        text.contains(
+            "  apiserver -> /etc/kubernetes/pki/certsync/apiserver (lifetime=8m, renew=20%-25%)\n"
+        ),
         "{text}"
     );
     let config = &p
@@ -326,7 +342,11 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
 
     // With admin.conf (and no super-admin.conf, as on a joined node): its
     // embedded pair is kept renewed, and certsync's pod may replace it.
-    std::fs::write(dir.path().join("admin.conf"), "kubeadm's\n").expect("admin.conf");
+    std::fs::write(
+        dir.path().join("admin.conf"),
+        revert::kubeconfig_ending(time::Duration::days(365)),
+    )
+    .expect("admin.conf");
     let p = plan(&options(dir.path())).await.expect("plan");
     let file = |path: &str| {
         String::from_utf8_lossy(&p.files.iter().find(|f| f.path == path).expect(path).bytes)

@@ -1,0 +1,156 @@
+//! The configuration adopt would write, judged before anything is written
+//! (dry run included, and again when adopting an adopted node to change
+//! its options): by `certsync run`'s own loader, so no value reaches the
+//! node that certsync's pod would refuse (a `lifetime=banana` otherwise
+//! left a fresh node part-adopted, and on an adopted node a pod that
+//! crash-looped while every certificate expired); and for the components
+//! that re-read their client certificate on a timer, which must never be
+//! left holding an expired one.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::plan::{BY_FILE, CONFIG};
+use super::{KUBEADM_DIR, KubeadmError, Options, host};
+use crate::config::{Config, ConfigError, Mapping, Source};
+use crate::kubeadm::manifest::KUBECONFIGS;
+
+/// How often client-go re-reads a kubeconfig's client certificate and key
+/// files (`transport.CertCallbackRefreshDuration`): a renewed pair reaches
+/// kube-controller-manager and kube-scheduler up to this long after
+/// certsync wrote it.
+pub const CLIENT_GO_REREAD: Duration = Duration::from_secs(300);
+
+/// What certsync's latest renewal point leaves of a certificate beyond
+/// [`CLIENT_GO_REREAD`]: issuing and writing the pair (a new RSA-4096 key
+/// takes seconds on a busy control-plane node), notAfter's whole seconds,
+/// and the renewal timer firing late on a loaded node.
+pub const REREAD_MARGIN: Duration = Duration::from_secs(60);
+
+/// certsync's configuration (node paths, `/etc/kubernetes/...`) as this
+/// process reads the node: the same text when the node's directory is
+/// `/etc/kubernetes`, its paths moved below `dir` when that is elsewhere
+/// (a node's directory seen from outside it, as in tests).
+fn local(dir: &Path, text: &str) -> String {
+    if dir == Path::new(KUBEADM_DIR) {
+        return text.to_owned();
+    }
+    text.replace(&format!("{KUBEADM_DIR}/"), &format!("{}/", dir.display()))
+}
+
+/// certsync's configuration `text` for the node at `dir`, loaded by the
+/// code `certsync run --once --config /etc/kubernetes/certsync.yaml` runs
+/// on the node (the text given, not read: it may not be written yet).
+pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
+    crate::config::load_once(&host(dir, CONFIG), Some(&local(dir, text)))
+}
+
+/// Refuses the configuration `text` adopt would write unless `certsync
+/// run` accepts it and each component reading a client target by file
+/// gets its renewed pair before the old one ends.
+pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
+    let refused = |problem: String| KubeadmError::Configuration {
+        dir: opts.dir.clone(),
+        with: match opts.set.as_slice() {
+            [] => String::new(),
+            set => set.iter().fold(" with".to_owned(), |s, (k, v)| {
+                s + &format!(" --set {k}={v}")
+            }),
+        },
+        problem,
+    };
+    let config = load(&opts.dir, text)
+        .map_err(|e| refused(format!("is one `certsync run` refuses: {e}")))?;
+    config
+        .mappings
+        .iter()
+        .try_for_each(renewed_in_time)
+        .map_err(refused)
+}
+
+/// A mapping whose target one of certsync's kubeconfigs names ([`BY_FILE`])
+/// is renewed with more than [`CLIENT_GO_REREAD`] left, by
+/// [`REREAD_MARGIN`], at the latest point of its renewal window.
+fn renewed_in_time(m: &Mapping) -> Result<(), String> {
+    let Some((file, _, _, component)) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)
+    else {
+        return Ok(());
+    };
+    let Source::Ca(spec) = &m.source else {
+        return Err(format!(
+            "mapping {:?} is not a ca: mapping: adopt issues {component}'s client certificate",
+            m.name
+        ));
+    };
+    let Some(lifetime) = spec.issue.lifetime else {
+        return Err(format!("mapping {:?} has no lifetime", m.name));
+    };
+    let latest = spec.issue.renew.1;
+    let need = CLIENT_GO_REREAD + REREAD_MARGIN;
+    let Err((left, minimum)) = leaves(lifetime, latest, need) else {
+        return Ok(());
+    };
+    let show = |d: Duration| humantime::format_duration(d).to_string();
+    Err(format!(
+        "renews {component}'s client certificate too late: mapping {:?} (lifetime={}, \
+         renewed at the latest at {}% of it) leaves {} of a certificate, and {component} \
+         reads it through {KUBECONFIGS}/{file} with client-go, which re-reads a client \
+         certificate file only every {}; at least {} must be left ({} and {} for issuing, \
+         writing and a late timer): give lifetime={} or longer with this renew=, or a renew= \
+         that ends earlier",
+        m.name,
+        show(lifetime),
+        (latest * 1000.0).round() / 10.0,
+        show(left),
+        show(CLIENT_GO_REREAD),
+        show(need),
+        show(CLIENT_GO_REREAD),
+        show(REREAD_MARGIN),
+        show(minimum),
+    ))
+}
+
+/// `Err((left, shortest))` when a certificate of `lifetime` renewed at the
+/// share `latest` of it leaves less than `need`: what it leaves, and the
+/// shortest lifetime (whole minutes) that leaves `need`. Whole
+/// milliseconds: 8m at 25 % leaves exactly 6m, not a hair under.
+fn leaves(lifetime: Duration, latest: f64, need: Duration) -> Result<(), (Duration, Duration)> {
+    let share = 1.0 - latest;
+    let left = Duration::from_millis((lifetime.as_millis() as f64 * share).round() as u64);
+    if left >= need {
+        return Ok(());
+    }
+    let minutes = (need.as_secs_f64() / share / 60.0 - 1e-9).ceil() as u64;
+    Err((left, Duration::from_secs(minutes * 60)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEED: Duration = Duration::from_secs(360);
+
+    fn min(m: u64) -> Duration {
+        Duration::from_secs(m * 60)
+    }
+
+    #[test]
+    fn the_latest_renewal_point_leaves_client_go_six_minutes() {
+        // The guide's pilot and certsync's defaults, exactly or well above.
+        assert_eq!(leaves(min(8), 0.25, NEED), Ok(()));
+        assert_eq!(leaves(min(60), 0.9, NEED), Ok(()));
+        assert_eq!(leaves(min(365 * 24 * 60), 0.9, NEED), Ok(()));
+        assert_eq!(leaves(min(10), 0.4, NEED), Ok(()));
+        // A hair under, and the issue's 4m: the shortest lifetime named is
+        // one accepted at that renew=.
+        for (lifetime, latest, left, shortest) in [
+            (min(8), 0.26, Duration::from_millis(355_200), min(9)),
+            (min(4), 0.9, Duration::from_secs(24), min(60)),
+            (min(59), 0.9, Duration::from_secs(354), min(60)),
+            (min(30), 0.9, Duration::from_secs(180), min(60)),
+        ] {
+            assert_eq!(leaves(lifetime, latest, NEED), Err((left, shortest)));
+            assert_eq!(leaves(shortest, latest, NEED), Ok(()));
+        }
+    }
+}
