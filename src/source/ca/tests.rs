@@ -344,8 +344,8 @@ fn keep_key_keeps_only_a_key_the_ca_certified() {
     );
 }
 
-#[path = "hardening_tests.rs"]
-mod hardening_tests;
+#[path = "untrusted_inputs_tests.rs"]
+mod untrusted_inputs_tests;
 
 #[path = "lifetime_tests.rs"]
 mod lifetime_tests;
