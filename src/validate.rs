@@ -377,6 +377,11 @@ pub fn certificates_only(bytes: &[u8]) -> bool {
     }
 }
 
+/// The leaf certificate of a bundle, if it has one.
+pub fn leaf_of_bundle(bundle: &Bundle) -> Option<Leaf> {
+    bundle.get(CERT_FILE).and_then(leaf_of)
+}
+
 /// Parses the certificate at the head of `pem` and returns its facts, for
 /// reporting on files that are already on disk. `None` if nothing parses.
 pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {

@@ -187,7 +187,7 @@ fn a_key_that_is_not_the_cas_is_refused() {
     let rsa = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 2048).unwrap();
     use rsa::pkcs1::EncodeRsaPrivateKey;
     let der = rsa.to_pkcs1_der().unwrap();
-    std::fs::write(&key, sign::pem("RSA PRIVATE KEY", der.as_bytes())).unwrap();
+    std::fs::write(&key, crate::pem::encode("RSA PRIVATE KEY", der.as_bytes())).unwrap();
     let e = issue(&spec(&ca.prefix, SERVER), None, SKEW).err().unwrap();
     assert!(matches!(e, CaError::CaKey { .. }), "{e}");
     assert!(

@@ -194,7 +194,7 @@ fn a_template_with_trailing_bytes_is_refused() {
     let t = template_with(&ca, d.path(), "t", |_| {});
     let mut der = parsed(&std::fs::read(&t).unwrap());
     der.extend_from_slice(&[0x30, 0x03, 0x02, 0x01, 0x05]);
-    std::fs::write(&t, sign::pem("CERTIFICATE", &der)).unwrap();
+    std::fs::write(&t, crate::pem::encode("CERTIFICATE", &der)).unwrap();
     let e = template_refusal(&ca, &t);
     assert!(e.contains("trailing bytes"), "{e}");
     let t = template_with(&ca, d.path(), "t", |_| {});
