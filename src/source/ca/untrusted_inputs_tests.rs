@@ -1,7 +1,7 @@
-//! The findings of an attacker's review of the `ca:` source (issue 27):
-//! an unauthenticated, leniently read template (A), RSA sizes that made
-//! key generation run for minutes (B), CA files someone else owns or may
-//! swap (C), and leaf usages and a notBefore a CA would not give (D).
+//! What a `ca:` mapping is handed and must refuse: an unauthenticated,
+//! leniently read template, RSA sizes that made key generation run for
+//! minutes, CA files someone else owns or may swap, and leaf usages and a
+//! notBefore a CA would not give.
 
 use super::*;
 use rcgen::{CustomExtension, ExtendedKeyUsagePurpose as Eku, SanType};
