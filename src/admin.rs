@@ -77,9 +77,9 @@ async fn metrics_text(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
 /// `curl`. The cap is what bounds the descriptors anyone who reaches the
 /// port can make certsync hold (every local user, on loopback; every Pod
 /// network peer with `--admin-addr 0.0.0.0:...`), so the file work
-/// (revisions, sources, locks, pidfiles) never runs out of them: attacker
-/// review 4 held 20,000 trickling connections until a rotation failed
-/// with "Too many open files". A connection over the cap closes the
+/// (revisions, sources, locks, pidfiles) never runs out of them: 20,000
+/// trickling connections held by one peer once made a rotation fail with
+/// "Too many open files". A connection over the cap closes the
 /// oldest one.
 pub const MAX_CONNECTIONS: usize = 64;
 

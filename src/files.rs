@@ -159,7 +159,7 @@ mod yaml_tests {
         }
     }
 
-    /// The sixth attacker review, F5: a ClusterConfiguration that starts
+    /// A ClusterConfiguration that starts
     /// with a UTF-8 byte-order mark is read by kubeadm (go-yaml, under
     /// sigs.k8s.io/yaml, skips it: checked with kubeadm v1.36.2, the
     /// certSAN was in the certificate) and was refused by certsync as
@@ -572,8 +572,8 @@ pub fn no_other_user_may_recreate(path: &Path) -> Result<(), String> {
 /// mapping's `owner=`/`group=` (they are for the files), and with no
 /// exception for a volume's root. Whoever may write in the target may plant
 /// the entries certsync keeps there (`..pin`, `..data`, `..history`, a
-/// revision) for it to act on (the sixth attacker review, F2: a user's
-/// `..pin` in a 0777 emptyDir root was obeyed as an operator's rollback).
+/// revision) for it to act on (a user's `..pin` in a 0777 emptyDir root
+/// was obeyed as an operator's rollback).
 /// A missing target is made by certsync, root's and 0755.
 pub fn no_other_user_may_write(target: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
@@ -792,7 +792,7 @@ mod guard_tests {
 mod race_tests {
     use std::os::unix::fs::PermissionsExt as _;
 
-    /// Issue 33: what `read_owned` judged is what it reads. A step
+    /// What `read_owned` judged is what it reads. A step
     /// injected between its judging and its open replaces a directory on
     /// the way with a link to another directory (another user's, when the
     /// test runs as root) holding a different file of root's: the read
@@ -867,8 +867,8 @@ pub fn check_yaml(text: &str) -> Result<(), String> {
             (None, b'*') if token_start => {
                 return Err("holds a YAML alias (*name), which certsync does not accept".into());
             }
-            // Read differently by other YAML readers (the fifth attacker
-            // review: kubeadm's go-yaml applies `<<` merge keys and decodes
+            // Read differently by other YAML readers (kubeadm's go-yaml
+            // applies `<<` merge keys and decodes
             // `!!binary`, so certSANs written that way reached the API
             // server's certificate while certsync read nothing there).
             (None, b'!') if token_start => {
@@ -897,8 +897,8 @@ pub fn check_yaml(text: &str) -> Result<(), String> {
 /// YAML from outside (a config file, a kubeconfig), read as `T` after
 /// [`check_yaml`]: the one way certsync parses YAML. One leading UTF-8
 /// byte-order mark is skipped, as go-yaml (sigs.k8s.io/yaml: kubeadm,
-/// kubectl) skips it; serde_yaml_ng read it as a second document (the
-/// sixth attacker review, F5). A second mark is refused by name, as
+/// kubectl) skips it; serde_yaml_ng read it as a second document, and refused
+/// a ClusterConfiguration kubeadm reads. A second mark is refused by name, as
 /// kubeadm refuses it (it reads a key that is not `apiVersion`).
 pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);

@@ -143,7 +143,7 @@ mod blocking_tests {
 
 #[cfg(test)]
 mod escape_tests {
-    /// The ninth attacker review, I1: `check` and `revisions` printed the
+    /// `check` and `revisions` printed the
     /// line and paragraph separators (U+2028, U+2029) raw, which a
     /// terminal or log viewer may show as a new line, while other control
     /// and bidi characters were escaped.

@@ -8,7 +8,7 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 /// 1024 (and a hard one of 524288) so that old `select(2)` programs keep
 /// working; certsync never uses `select`, and a daemon of many mappings,
 /// or one whose admin port is busy, needs more than 1024 descriptors
-/// (attacker review 4: 1,020 idle admin connections stopped a rotation
+/// (1,020 idle admin connections held by a local user stopped a rotation
 /// under 1024; the admin port's own cap is what bounds those). Programs
 /// certsync starts (a kubeconfig's exec credential plugin) inherit the
 /// raised limit: Rust cannot restore it for a child without `pre_exec`,

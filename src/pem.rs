@@ -1,7 +1,7 @@
 //! PEM reading on rustls-pki-types (the project's one PEM reader): input
 //! that must be exactly one block of one kind, the blocks of a combined file
 //! with the text each was read from, and whether every block of any label
-//! decodes.
+//! decodes; and the one PEM writer.
 
 use rustls_pki_types::pem::{self, SectionKind, SliceIter};
 
@@ -317,6 +317,13 @@ pub fn all_decode(bytes: &[u8]) -> bool {
     let decoded: Result<Vec<_>, _> =
         SliceIter::<(SectionKind, Vec<u8>)>::new(&relabelled).collect();
     begins > 0 && decoded.is_ok_and(|d| d.len() == begins)
+}
+
+/// `label` PEM of `der`, LF line endings: the project's one PEM writer.
+pub fn encode(label: &'static str, der: &[u8]) -> String {
+    // Encoding into a String cannot fail for a fixed, valid label.
+    x509_cert::der::pem::encode_string(label, x509_cert::der::pem::LineEnding::LF, der)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -377,6 +377,11 @@ pub fn certificates_only(bytes: &[u8]) -> bool {
     }
 }
 
+/// The leaf certificate of a bundle, if it has one.
+pub fn leaf_of_bundle(bundle: &Bundle) -> Option<Leaf> {
+    bundle.get(CERT_FILE).and_then(leaf_of)
+}
+
 /// Parses the certificate at the head of `pem` and returns its facts, for
 /// reporting on files that are already on disk. `None` if nothing parses.
 pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
@@ -972,10 +977,9 @@ mod tests {
         assert_eq!(leaf_of(b"junk"), None);
     }
 
-    /// The ninth attacker review, F2: certificates Go's
-    /// `x509.ParseCertificate` refuses were published over the last good
-    /// pair, and kube-apiserver then failed at its next start. Every
-    /// certificate of `tls.crt` and `ca.crt` goes through
+    /// Certificates Go's `x509.ParseCertificate` refuses were published over
+    /// the last good pair, and kube-apiserver then failed at its next start.
+    /// Every certificate of `tls.crt` and `ca.crt` goes through
     /// [`crate::x509::strict_certificate`] (one shape per rule is in
     /// `src/x509/certificate.rs`); here, that validate calls it, for the
     /// leaf and for a CA.

@@ -601,7 +601,7 @@ async fn approves_what_passes_and_denies_what_definitely_fails() {
     env.cleanup().await;
 }
 
-/// Issue 24, finding 1: the two shapes that made certsync see no names
+/// The two shapes that made certsync see no names
 /// while Go (the API server, the signer) sees all of them. The API server
 /// accepts both; the approver must deny both, and `csr review` must not
 /// show them as approvable.
@@ -658,7 +658,7 @@ async fn requests_read_differently_by_go_are_denied() {
     env.cleanup().await;
 }
 
-/// Issue 24, finding 2: a node writes its own Node status. Listing the
+/// A node writes its own Node status. Listing the
 /// `kubernetes` Service IP, the API server's name or endpoint there gets
 /// it nothing; listing another node's address gets that node's request
 /// held for a person, never denied, and gets the lister nothing either.
@@ -752,7 +752,7 @@ async fn waits_for_a_node_that_registers_later() {
 }
 
 /// A dry run decides, writes nothing and takes no Lease: started first, it
-/// must not keep the real approver from deciding (issue 24, finding 4).
+/// must not keep the real approver from deciding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_decides_without_writing_or_taking_the_lease() {
     let mut env = Env::new().await;
@@ -975,7 +975,7 @@ async fn review_shows_verdicts_and_approves_only_what_passes() {
     env.cleanup().await;
 }
 
-/// Issue 24, finding 5: what a node puts in its request reaches the
+/// What a node puts in its request reaches the
 /// operator's terminal escaped, in the table and in the approver's log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_and_logs_escape_what_a_node_wrote() {
@@ -1512,8 +1512,9 @@ async fn attack_a_services_external_address_is_never_a_nodes() {
     let kubelet2 = env.node_client(&n2).await;
     let approver = env.approver(&["--lease-name", ""], &[]);
     for address in [&external, &ingress] {
-        // Also to a node that does not list it (review 3, finding 4
-        // moved the case of a node listing it to a person).
+        // Also to a node that does not list it (a node listing it waits
+        // for a person: a Service must not get a node's own address
+        // denied to it).
         let csr = env.kubelet_asks(&kubelet, &n1, &[&n1], &[address]).await;
         let (ty, _, message) = env.decision(&csr).await;
         assert_eq!(ty, "Denied", "{address}: {message}");
@@ -1538,7 +1539,7 @@ async fn attack_a_services_external_address_is_never_a_nodes() {
     env.cleanup().await;
 }
 
-/// Third attacker review, finding 3: the cluster facts are read at most
+/// The cluster facts are read at most
 /// every 30 s, and a node that watches Services listed a new Service's
 /// external IP and asked for it inside that window (4 of 6 approved).
 /// Approvals are now decided again on facts read after the CSR was seen:

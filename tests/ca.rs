@@ -479,13 +479,12 @@ fn validity(pem: &[u8]) -> (i64, i64) {
     )
 }
 
-/// Issue 34, finding 8, found again by the kubeadm flip-to-served bench:
-/// with the lifetime lowered under a running pair, the first pair issued
+/// With the lifetime lowered under a running pair, the first pair issued
 /// at the renewal point ended before the live one and was refused, and the
 /// renewal floor (counted from that issuance) held the next one back past
 /// the live pair's end: kube-apiserver served an expired certificate for
 /// 35 s. Since a pair issued with another lifetime no longer satisfies the
-/// mapping (the rollout adopted again with the defaults, issue 34), the
+/// mapping (the rollout adopted again with the defaults), the
 /// restart issues one of the new lifetime at once, while the live pair is
 /// valid, and publishes it though it ends first: the configuration asks
 /// for it, and the floor has no say at start.

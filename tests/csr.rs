@@ -779,9 +779,8 @@ fn distinct_cas(first: usize, count: usize) -> Vec<String> {
         .collect()
 }
 
-/// Issue 33 (finding 7 of the third attacker review): each of a signer's
-/// ClusterTrustBundles may be as large as the API allows (1 MiB); a
-/// `clustertrustbundle:SIGNER` mapping publishes them joined, each
+/// Each of a signer's ClusterTrustBundles may be as large as the API allows
+/// (1 MiB); a `clustertrustbundle:SIGNER` mapping publishes them joined, each
 /// certificate once, up to 4 MiB (docs/reference/mappings.md), and
 /// refuses a selection past that by name, keeping the last good files and
 /// counting it in `certsync_validation_failures_total`; the admin port

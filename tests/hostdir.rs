@@ -138,7 +138,7 @@ fn bad_pair_leaves_target_untouched_and_process_running() {
     wait_pair(&target, &fixed);
 }
 
-/// The ninth attacker review, F2: a certificate Go's x509 refuses (here
+/// A certificate Go's x509 refuses (here
 /// version 4; every shape is in `src/x509/certificate.rs`) replaced the
 /// last good pair, and kube-apiserver then failed at its next start. It
 /// is refused, naming the file and Go's rule, and the good pair stays.

@@ -1832,7 +1832,8 @@ async fn once_waits_for_the_api_server_within_its_timeout() {
 
 /// `--events` with a pidfile certsync refuses (a FIFO): the flip stands and
 /// a ReloadRefused Warning naming the pidfile is recorded on the source
-/// Secret (issue 33, finding 2).
+/// Secret (whoever writes the pidfile must not have certsync signal what
+/// it names).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_pidfile_is_recorded_as_a_reload_refused_event() {
     use k8s_openapi::api::events::v1::Event;

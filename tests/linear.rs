@@ -1,4 +1,4 @@
-//! Issue 33, finding 3: every parser of outside bytes runs in time linear
+//! Every parser of outside bytes runs in time linear
 //! in its input. Each is fed adversarial shapes at 64 KiB, 256 KiB and the
 //! 1 MiB cap, and its time is compared with a plain input of the same size
 //! (a CA bundle, a list of mappings): a RATIO, never an absolute time, so a
@@ -191,7 +191,7 @@ fn yaml_json_and_kubeconfig_readers_are_linear_on_hostile_shapes() {
     linear("JSON (API objects)", &json, &objects, &json_hostile);
 }
 
-/// Issue 33, finding 3, through the binary: sources holding the shape that
+/// Linear parsing through the binary: sources holding the shape that
 /// was quadratic (one certificate, then BEGIN lines and a single END, up to
 /// the 1 MiB bundle cap), more of them than the runtime has worker threads,
 /// rewritten again and again, while another mapping rotates: that mapping

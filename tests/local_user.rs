@@ -49,7 +49,7 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// Finding 1 of issue 33: the owner of a `dir:` source swaps a
+/// The owner of a `dir:` source swaps a
 /// subdirectory the source's link goes through with a symlink to a
 /// root-only directory (`renameat2(RENAME_EXCHANGE)`, in a loop) while
 /// certsync re-reads the directory every few milliseconds. No revision may
@@ -375,7 +375,7 @@ fn any_target_another_user_could_recreate_is_refused_at_start() {
     assert_eq!(code, 0, "a target inside a writable volume root: {err}");
 }
 
-/// Attack (attacker review): the consumer's user owns its pidfile's
+/// Attack: the consumer's user owns its pidfile's
 /// directory, and that directory sits where the user may rename it (a
 /// sticky /tmp, or a directory of theirs). Swapping it for a link to a
 /// root-owned directory with a root-owned pidfile naming a root process
@@ -424,7 +424,7 @@ fn a_pidfile_whose_directory_its_user_may_replace_is_refused_at_start() {
     }
 }
 
-/// Attack (attacker review): the owner of a `dir:` source may rename its
+/// Attack: the owner of a `dir:` source may rename its
 /// own entry where it sits (in a sticky /tmp, or under a directory of
 /// theirs) and put a link to a root-only directory in its place: certsync
 /// finds the source again by its path, so the files beneath that
@@ -462,11 +462,11 @@ fn a_source_its_owner_may_replace_is_refused_at_start() {
     }
 }
 
-/// Finding 1 of the attacker review of issue 33: a target is 0755 (its
-/// consumer reads it), so any local user can open it read-only and hold a
-/// flock on it. Writers must lock something only certsync's user can
-/// open: with the user's flock held, `run --once` still publishes, well
-/// before its timeout, instead of waiting on the user forever.
+/// A target is 0755 (its consumer reads it), so any local user can open it
+/// read-only and hold a flock on it. Writers must lock something only
+/// certsync's user can open: with the user's flock held, `run --once` still
+/// publishes, well before its timeout, instead of waiting on the user
+/// forever.
 #[test]
 fn a_user_flocking_the_target_directory_does_not_stop_publishing() {
     if !tools::have(&["flock"]) {
@@ -519,10 +519,9 @@ fn a_user_flocking_the_target_directory_does_not_stop_publishing() {
     );
 }
 
-/// Finding 5 of the attacker review of issue 33: with
-/// `fs.protected_hardlinks=0` (the kernel's default) a user may hard-link
-/// a root-only file into a source directory they own. The link is made by
-/// root here (the same inode state, without changing the machine's
+/// With `fs.protected_hardlinks=0` (the kernel's default) a user may
+/// hard-link a root-only file into a source directory they own. The link is
+/// made by root here (the same inode state, without changing the machine's
 /// sysctl): a file with several links whose owner is not the source
 /// directory's is refused, naming it; the user's own hard-linked file is
 /// still published.
@@ -557,7 +556,7 @@ fn a_root_only_file_hard_linked_into_a_users_source_is_refused() {
         fs::symlink_metadata(target.join("tls.key")).is_err(),
         "root's key published"
     );
-    // Second review (A1, A10): root replaces its own file by rename
+    // Root replaces its own file by rename
     // (kubeadm-style rotation, any write-then-rename tool): the user's
     // link is now the inode's only one. Still root's file in the user's
     // directory, which the user could not read: refused, whatever the
@@ -638,7 +637,7 @@ fn a_root_only_file_hard_linked_below_a_root_source_is_refused() {
         fs::symlink_metadata(target.join("tls.key")).is_err(),
         "root's key published"
     );
-    // Second review: root removes its own name; the link in the user's
+    // Root removes its own name; the link in the user's
     // subdirectory is the only one left. Still refused.
     fs::remove_file(secret.join("tls.key")).unwrap();
     let (code, err) = run_bounded(&["run", "--once", "--once-timeout", "5s", "--sync", &sync]);
@@ -657,11 +656,10 @@ fn a_root_only_file_hard_linked_below_a_root_source_is_refused() {
     assert_eq!(code, 0, "{err}");
 }
 
-/// Finding 6 of the second attacker review of issue 33 (A1b): a root-owned
-/// source other users may write (0777, 1777, 0770 with their group): a
-/// root key hard-linked in has the directory's owner, and was published.
-/// Such a source has more writers than one user, so no owner can vouch for
-/// what is in it: refused at start (exit 64), naming it.
+/// A root-owned source other users may write (0777, 1777, 0770 with their
+/// group): a root key hard-linked in has the directory's owner, and was
+/// published. Such a source has more writers than one user, so no owner can
+/// vouch for what is in it: refused at start (exit 64), naming it.
 #[test]
 fn a_source_others_may_write_is_refused_at_start() {
     let Some(d) = as_root() else {
@@ -682,8 +680,7 @@ fn a_source_others_may_write_is_refused_at_start() {
     }
 }
 
-/// Finding 1 of the second attacker review of issue 33 (A3, A3c, P3,
-/// P3b): the volume-root exception let a `dir:` source, or a pidfile's
+/// The volume-root exception let a `dir:` source, or a pidfile's
 /// directory, sit inside a mount point other users may write (an
 /// emptyDir-style 0777 volume, an fsGroup-style root:group 2775 one).
 /// Whoever writes the volume renames the source (or the pidfile's
@@ -740,9 +737,8 @@ fn a_source_or_pidfile_inside_a_writable_volume_root_is_refused_at_start() {
     }
 }
 
-/// Finding 4 of the second attacker review of issue 33 (T1): the bearer
-/// token file was read by path on every reload, following symlinks and
-/// hard links, its path never checked: the consumer put a link to a
+/// The bearer token file was read by path on every reload, following symlinks
+/// and hard links, its path never checked: the consumer put a link to a
 /// root-only token in its own directory, and the next reload sent root's
 /// token to the consumer's server. The token file is now held to the CA
 /// files' rule at start (exit 64, naming it): owned by root (or
@@ -810,10 +806,9 @@ fn a_bearer_token_file_another_user_may_change_is_refused_at_start() {
     assert_eq!(code, 0, "{err}");
 }
 
-/// Finding 5 of the second attacker review of issue 33 (F1, F2): a config
-/// file or kubeconfig another user may change was read as long as the
-/// config had no `ca:` mapping. F1: the user rewrote `--config` to map a
-/// root-only directory to a target they read; F2: the user's kubeconfig
+/// A config file or kubeconfig another user may change was read as long
+/// as the config had no `ca:` mapping. The user rewrote `--config` to map
+/// a root-only directory to a target they read; or the user's kubeconfig
 /// named a root-only `tokenFile` and the user's server, and certsync sent
 /// the token. As root, `--config`, every kubeconfig and every file a
 /// kubeconfig names must be root's (or certsync's user's), not writable
@@ -827,7 +822,7 @@ fn a_config_or_kubeconfig_another_user_may_change_is_refused_at_start() {
     let (_, user) = sticky_and_user(d.path());
     let target = d.path().join("t");
     let certs = format!("{}/examples/certs", env!("CARGO_MANIFEST_DIR"));
-    // F1: the user's config file, in the user's directory and in root's.
+    // The user's config file, in the user's directory and in root's.
     let root_dir = d.path().join("root-dir");
     fs::create_dir(&root_dir).unwrap();
     for dir in [&user, &root_dir] {
@@ -881,7 +876,7 @@ fn a_config_or_kubeconfig_another_user_may_change_is_refused_at_start() {
     assert!(remounted, "cannot remount the volume read-only");
     assert_eq!(code, 0, "a config in a ConfigMap volume: {err}");
     fs::remove_dir_all(&target).unwrap();
-    // F2: a kubeconfig of the user's, and root's kubeconfig naming a
+    // A kubeconfig of the user's, and root's kubeconfig naming a
     // token file in the user's directory.
     let token = user.join("token");
     fs::write(&token, "t").unwrap();
@@ -920,10 +915,9 @@ fn a_config_or_kubeconfig_another_user_may_change_is_refused_at_start() {
     }
 }
 
-/// Finding 9 of the second attacker review of issue 33 (R2): `rollback`
-/// run as root on a target a user owns restored what the user had put in
-/// its history (root's key hard-linked there) as a root 0600 file in the
-/// user's directory. As for `run`, `rollback` and `revisions` refuse a
+/// `rollback` run as root on a target a user owns restored what the user had
+/// put in its history (root's key hard-linked there) as a root 0600 file in
+/// the user's directory. As for `run`, `rollback` and `revisions` refuse a
 /// target another user owns or may re-create, naming it.
 #[test]
 fn rollback_and_revisions_refuse_a_target_another_user_may_change() {

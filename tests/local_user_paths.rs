@@ -1,6 +1,6 @@
 //! The local-user attacker position (docs/security.md): root's `certsync
-//! check` walks the path as the operator wrote it. Eighth attacker review,
-//! N4: a root-only certificate was read (its subject printed, its key
+//! check` walks the path as the operator wrote it. A root-only
+//! certificate was read (its subject printed, its key
 //! "matches") when the path went through a user's symlink, a relative
 //! path from inside the user's directory, or `..` out of the user's
 //! directory, because only the resolved path was judged. certsync runs as

@@ -22,7 +22,7 @@ fn ca_pem() -> Vec<u8> {
     .unwrap()
 }
 
-/// The four ways the ninth attacker review (F1) had its CA accepted: a
+/// The four ways a user had its CA accepted: a
 /// file of the user's in the user's directory, the user's symlink to
 /// root's file, root's own file left 0666, and the user's file in root's
 /// directory. Returns them with root's directory (for a control).
@@ -57,7 +57,7 @@ fn run_once(args: &[&str]) -> (i32, String) {
     (code, err)
 }
 
-/// F1a: root sent its bearer token to the user's https server, which a
+/// Root sent its bearer token to the user's https server, which a
 /// CA the user may change vouched for.
 #[test]
 fn a_reload_ca_file_another_user_may_change_is_refused_at_start() {
@@ -105,7 +105,7 @@ fn a_reload_ca_file_another_user_may_change_is_refused_at_start() {
     }
 }
 
-/// F1b: the user appended its CA to a `ca=file:` and certsync published
+/// The user appended its CA to a `ca=file:` and certsync published
 /// it as the consumer's `ca.crt`.
 #[test]
 fn a_csr_ca_file_another_user_may_change_is_refused_at_start() {
@@ -118,7 +118,7 @@ fn a_csr_ca_file_another_user_may_change_is_refused_at_start() {
     }
 }
 
-/// I2: a `bootstrap-kubeconfig=` of the user's was refused only when the
+/// A `bootstrap-kubeconfig=` of the user's was refused only when the
 /// mapping first built its client, and `run --once` retried instead of
 /// exiting 64.
 #[test]

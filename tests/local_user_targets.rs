@@ -1,9 +1,8 @@
 //! The local-user attacker position (docs/security.md), continued: what
 //! root certsync writes into a target a user may rename, what root's
 //! `certsync check` reads in a user's directory, and what `certsync
-//! rollback` restores. Findings 7 to 9 of the second attacker review of
-//! issue 33. Each runs certsync as root and the attacker as uid 65534
-//! through `setpriv`; without root it skips (and fails under CI).
+//! rollback` restores. Each runs certsync as root and the attacker as uid
+//! 65534 through `setpriv`; without root it skips (and fails under CI).
 
 mod support;
 
@@ -36,7 +35,7 @@ fn publishing(d: &Path, src: &str, target: &Path, first: &Pair) -> (Certsync, Pa
     (cs, src)
 }
 
-/// Finding 7 (A4, A4b): a target directly in a volume root the user may
+/// A target directly in a volume root the user may
 /// write (an emptyDir-style 0777 tmpfs, an fsGroup-style root:group 2775
 /// one) is accepted at start; the user then renames it away and makes a
 /// directory of theirs under its name. certsync must not write into the
@@ -83,7 +82,7 @@ fn a_target_recreated_by_a_user_in_a_volume_root_is_never_written_into() {
     }
 }
 
-/// Finding 8 (C1, C2): root's `certsync check DIR` on a user's directory
+/// Root's `certsync check DIR` on a user's directory
 /// followed the user's symlinks out of it, printing the subject of a
 /// root-only certificate and whether a root-only key matched a
 /// certificate the user chose. Entries are now resolved beneath the
@@ -118,8 +117,8 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
     // fs.protected_hardlinks=0), and the user's own file hard-linked as
     // the control.
     fs::hard_link(pki.join("other.crt"), user.join("hard.crt")).unwrap();
-    // The same link once root rotated its own name away (fourth review):
-    // a single link left, root's 0600 file in the user's directory. Made
+    // The same link once root rotated its own name away: a single link
+    // left, root's 0600 file in the user's directory. Made
     // here by root directly: the same state.
     fs::copy(pki.join("other.crt"), user.join("orphan.crt")).unwrap();
     fs::set_permissions(user.join("orphan.crt"), fs::Permissions::from_mode(0o600)).unwrap();
@@ -214,7 +213,7 @@ fn check_of_a_users_directory_reads_nothing_outside_it_and_opens_no_device() {
     );
 }
 
-/// Fifth review, F3: root's `check` refused a root-only file with one
+/// Root's `check` refused a root-only file with one
 /// link only in another user's own directory. In a root-owned directory
 /// others may write (an emptyDir-style 0777, a /tmp-style 1777) the same
 /// file (what is left of a user's hard link once root renamed its own name
@@ -322,7 +321,7 @@ fn target_with_history(d: &Path) -> (std::path::PathBuf, std::path::PathBuf, Pai
     (target, entry, one)
 }
 
-/// Finding 9b (R2): `rollback` restored history files that were hard
+/// `rollback` restored history files that were hard
 /// links (root's key, linked into a history entry, would be published in
 /// the target under the target's modes and owner). A revision whose files
 /// have more than one link, or are not owned as the writer wrote them
@@ -421,7 +420,7 @@ fn a_wait_for_the_target_lock_is_logged_once_and_can_be_ended() {
     assert_eq!(code, 0, "{err}");
 }
 
-/// Sixth attacker review, F2: a volume root that other users may write (an
+/// A volume root that other users may write (an
 /// emptyDir-style 0777 tmpfs, an fsGroup-style root:group 2775 one) was
 /// accepted as a target itself, not only as the directory above one.
 /// Whoever shares the volume planted `..pin` there, and certsync kept the
@@ -474,7 +473,7 @@ fn a_target_other_users_may_write_is_refused_at_start() {
     }
 }
 
-/// Sixth attacker review, F3: a target two levels below a volume root the
+/// A target two levels below a volume root the
 /// user may write (`vol/a/b`: certsync made `a` and `b`) was made again,
 /// once gone, with a `mkdir` of its path, which followed the symlink the
 /// user had exchanged for `a`: root made `b` in a root-only directory of
@@ -557,14 +556,14 @@ fn exchange_a_and_lnk() {
     println!("exchanged");
 }
 
-/// Sixth attacker review, F2, defence in depth through the daemon: a
-/// target made writable by all after start (an operator's `chmod`; the
-/// start-up check refuses one that already is). The user plants what the
-/// review planted in a volume root: a revision of their own holding their
+/// Planted entries, defence in depth through the daemon: a target made
+/// writable by all after start (an operator's `chmod`; the start-up check
+/// refuses one that already is). The user plants what a user once planted
+/// in a volume root: a revision of their own holding their
 /// pair, `..data` pointing at it, and `..pin` naming it as an operator's
 /// rollback. The daemon kept the user's pair live ("rollback in place").
-/// Now no publish goes into the target while others may write it (h33p:
-/// the mode is judged on the opened handle before each publish), so the
+/// Now no publish goes into the target while others may write it (the
+/// mode is judged on the opened handle before each publish), so the
 /// pin is never obeyed; once the mode is put back, none of the planted
 /// entries is certsync's own, so the pin is removed, not obeyed, the
 /// source's pair is published again and the user's revision removed.

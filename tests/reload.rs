@@ -193,7 +193,7 @@ fn test_uid() -> u32 {
     61_000 + std::process::id() % 4_000
 }
 
-/// Issue 33, finding 2: whoever writes the consumer's pidfile must not be
+/// Whoever writes the consumer's pidfile must not be
 /// able to make root signal another user's process. The consumer runs as
 /// an unprivileged user who owns its pidfile's directory (the normal case)
 /// and rewrites the pidfile to name a root process, then replaces it with a
@@ -580,7 +580,7 @@ fn three_mappings_rotated_together_produce_one_reload() {
     cs.wait_log("mappings=");
 }
 
-/// Issue 33, finding 2 (the race left): the process a pidfile names passes
+/// The race a pidfile leaves: the process it names passes
 /// every check, then exits and another process takes its PID before the
 /// signal is sent. The signal must reach nothing: certsync holds the
 /// checked process (a pidfd), not its number. Root picks the next PID
@@ -635,7 +635,7 @@ fn a_pid_reused_between_the_checks_and_the_signal_gets_nothing() {
     );
 }
 
-/// Issue 33, finding 2: the pidfile refusals the consumer's user can reach
+/// The pidfile refusals the consumer's user can reach
 /// besides a root process: a FIFO (a reader that would block), a file past
 /// the size cap, and a root-owned pidfile naming a process of another
 /// user. Each is refused (so nothing is sent) with its reason, naming the

@@ -177,7 +177,7 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     fs::set_permissions(&pki, fs::Permissions::from_mode(0o755)).unwrap();
     refused(&pki.join("apiserver.crt"), "without its extension");
     refused(&target.join("apiserver"), "inside the target");
-    // The eighth review, N2: a CA no mapping names (a typo such as
+    // A CA no mapping names (a typo such as
     // update-pair=/etc/kubernetes/pki/front-proxy-ca) is never written over.
     let other = d.path().join("other-ca");
     fs::create_dir(&other).unwrap();
@@ -189,7 +189,7 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     assert_eq!(out.status.code(), Some(64), "{err}");
     assert!(err.contains("is a CA certificate"), "{err}");
     assert_eq!(fs::read(other_ca.with_extension("key")).unwrap(), before);
-    // The ninth review, F5: a key with no certificate of its own beside it
+    // A key with no certificate of its own beside it
     // is someone's signing key (kubeadm's sa.key has sa.pub; a CA kept as
     // ca.pem/ca.key): update-pair=/etc/kubernetes/pki/sa replaced sa.key
     // with a leaf's key, exit 0. A .crt certsync cannot read is not judged
@@ -204,10 +204,10 @@ fn a_pair_that_cannot_be_kept_is_refused_at_start_naming_it() {
     refused_at_start(&run, &pem_ca, "no pem-ca.crt beside it", &other);
     fs::write(sa.with_extension("crt"), b"not a certificate\n").unwrap();
     refused_at_start(&run, &sa, "not one certificate certsync can read", &pki);
-    // The re-attack of the ninth review, G1: a CA without CA:TRUE (a
-    // certificate that may sign certificates) is a CA all the same; and a
-    // key that is not its .crt's (sa.key beside an unrelated sa.crt) is
-    // another's: refused when the update is judged, the key left.
+    // A CA without CA:TRUE (a certificate that may sign certificates) is a CA
+    // all the same; and a key that is not its .crt's (sa.key beside an
+    // unrelated sa.crt) is another's: refused when the update is judged, the
+    // key left.
     let mut signer = rcgen::CertificateParams::new(vec!["signer".into()]).unwrap();
     signer.is_ca = rcgen::IsCa::ExplicitNoCa;
     signer.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
@@ -281,12 +281,12 @@ impl Drop for Bound {
     }
 }
 
-/// The eighth review, N3 and N2 (f45.sh j5, i6): the copies' guard compared
-/// paths, so a bind mount (no symlink to see) of another mapping's target,
-/// of the CA's directory, or of the CA's key file alone (no `.crt` beside
-/// it to read CA:TRUE from) let update-pair write there. Compared by
-/// device and inode now: each refused at start (64), naming the option and
-/// what it would have written into, and nothing there changed.
+/// The copies' guard compared paths, so a bind mount (no symlink to see) of
+/// another mapping's target, of the CA's directory, or of the CA's key file
+/// alone (no `.crt` beside it to read CA:TRUE from) let update-pair write
+/// there. Compared by device and inode now: each refused at start (64),
+/// naming the option and what it would have written into, and nothing there
+/// changed.
 #[test]
 fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
     if !nix::unistd::geteuid().is_root() {
@@ -325,7 +325,7 @@ fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
     let refused = |prefix: &Path, why: &str, watched: &Path| {
         refused_at_start(&run, prefix, why, watched);
     };
-    // j5: another mapping's target, by a directory bound elsewhere.
+    // Another mapping's target, by a directory bound elsewhere.
     let bt = b.join("bt");
     fs::create_dir(&bt).unwrap();
     {
@@ -359,7 +359,7 @@ fn a_pair_reached_through_a_bind_mount_is_refused_at_start() {
         );
         fs::remove_file(other.join("admin.conf")).unwrap();
     }
-    // i6: the CA's directory bound elsewhere.
+    // The CA's directory bound elsewhere.
     let bind = b.join("bind");
     fs::create_dir(&bind).unwrap();
     {

@@ -163,7 +163,7 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
             add(cluster, ip, "load balancer IP");
         }
         // An ExternalName Service's name: any namespace user writes it
-        // (review 3, finding 7: a node listing it got it approved under
+        // (not reserved, it was approved to a node that listed it, under
         // an --allowed-dns pattern).
         if let Some(name) = spec.external_name.as_deref().filter(|n| !n.is_empty()) {
             match parse_ip_sloppy(name) {
@@ -240,8 +240,9 @@ fn endpoint(cluster: &mut Cluster, host: &str, what: &str) {
 }
 
 /// Records kubeadm's `controlPlaneEndpoint` as kubeadm reads it
-/// (`ParseHostPort`: a bare IPv6 address is the whole string, the sixth
-/// attacker review's finding 1). A value kubeadm refuses, or one that is
+/// (`ParseHostPort`: a bare IPv6 address is the whole string; read any
+/// other way, an address in the API server's certificate was left free
+/// for a node). A value kubeadm refuses, or one that is
 /// not a string, is an error: what it would reserve is unknown, so the
 /// approver decides nothing. Empty or absent: kubeadm uses the advertise
 /// address, which the API server's endpoints name.
@@ -327,10 +328,10 @@ pub async fn holds_lease(
 mod tests {
     use super::*;
 
-    /// Review 3, finding 5: kubeadm reads `certSANs` and
-    /// `controlPlaneEndpoint` with `netutils.ParseIPSloppy`, so
-    /// `192.168.001.063` is 192.168.1.63 in the API server's certificate:
-    /// reserved as that address, not as a DNS name nobody asks for.
+    /// kubeadm reads `certSANs` and `controlPlaneEndpoint` with
+    /// `netutils.ParseIPSloppy`, so `192.168.001.063` is 192.168.1.63 in the
+    /// API server's certificate: reserved as that address, not as a DNS name
+    /// nobody asks for.
     #[test]
     fn leading_zero_ipv4_endpoints_are_read_as_kubeadm_reads_them() {
         let mut cluster = Cluster::default();
@@ -352,7 +353,7 @@ mod tests {
         assert!(cluster.names.is_empty(), "{cluster:?}");
     }
 
-    /// Review 4, finding 3: ParseIPSloppy takes any number of leading
+    /// ParseIPSloppy takes any number of leading
     /// zeros per octet, also in the IPv4 part of an IPv6 form (checked
     /// with kubeadm v1.36: these are 192.168.1.66, .69, .74 and .72 in
     /// the API server's certificate), and hex groups of any length.
@@ -406,11 +407,10 @@ mod tests {
         assert_eq!(parse_ip_sloppy("::"), "::".parse().ok());
     }
 
-    /// The sixth attacker review, finding 1: the endpoint goes through
-    /// kubeadm's `ParseHostPort`; absent, null or empty reserves nothing
-    /// (kubeadm uses the advertise address); a value kubeadm does not
-    /// read (not a string, or refused) is an error naming it, so nothing
-    /// is decided.
+    /// The endpoint goes through kubeadm's `ParseHostPort`; absent, null or
+    /// empty reserves nothing (kubeadm uses the advertise address); a value
+    /// kubeadm does not read (not a string, or refused) is an error naming
+    /// it, so nothing is decided.
     #[test]
     fn the_control_plane_endpoint_is_read_by_parse_host_port_or_refused() {
         let mut cluster = Cluster::default();
@@ -448,8 +448,9 @@ mod tests {
         assert_eq!(cluster.addresses.len() + cluster.names.len(), 2);
     }
 
-    /// Review 3, finding 7: an ExternalName Service's name is a Service's,
-    /// whatever its case or a trailing dot.
+    /// An ExternalName Service's name is a Service's, whatever its case or
+    /// a trailing dot: any namespace user writes it, and a node must not
+    /// get it approved by listing it.
     #[test]
     fn an_external_name_service_reserves_its_name() {
         let svc: Service = serde_json::from_value(serde_json::json!({

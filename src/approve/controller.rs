@@ -161,7 +161,8 @@ pub async fn run(
             }
             // The facts read as soon as the watches have listed, not at
             // the first refresh: /readyz says from the start whether
-            // they can be (review 3, finding 6).
+            // they can be (with `list services` forbidden, the approver
+            // decided nothing while /readyz answered 200).
             () = std::future::ready(()), if synced && !state.facts_read => {
                 tokio::select! {
                     _ = state.cluster_facts(&config, &client) => {}
@@ -354,7 +355,7 @@ impl State {
     /// were seen: the facts a round starts with may be up to
     /// [`CLUSTER_FACTS_TTL`] old, and a node that watches Services could
     /// list a new Service's address and ask for it inside that window
-    /// (the third attacker review got 4 of 6 approved). Denials and waits
+    /// (an attacker racing it got 4 of 6 approved). Denials and waits
     /// stand as they are. `None` (decide nothing) when the facts cannot be
     /// read now.
     async fn confirm_approvals(

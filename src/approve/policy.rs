@@ -498,8 +498,8 @@ fn check_all(
         // after a domain (`ec2.internal`, `example.com`; anyone with a
         // bootstrap token names a node), and a host name is no zone; such
         // a name is another node's only when that node lists it (below).
-        // One the requester lists itself is in dispute, not denied
-        // (review 4, finding 4): whoever registers a Node chooses its
+        // One the requester lists itself is in dispute, not denied:
+        // whoever registers a Node chooses its
         // name, so a Node named `web1.example.com` must not get the
         // renewals of the node that listed that name first denied; a
         // person decides which is whose.
@@ -871,13 +871,12 @@ fn embeds_ipv4(a: std::net::Ipv6Addr) -> bool {
         // 2002::/16 (6to4)
         || s[0] == 0x2002
         // 2001:0::/32 (Teredo: a server's IPv4 address, and the client's
-        // with its bits inverted; review 3, finding 7)
+        // with its bits inverted)
         || s[..2] == [0x2001, 0]
         // ISATAP (RFC 5214), under any /64 prefix: interface identifier
         // 0000:5efe or 0200:5efe (the u bit), the g bit set too, then the
-        // IPv4 address, which a host's ISATAP tunnel sends it to (fifth
-        // review, F6). Go does not read it as that IPv4 address; kubelet
-        // takes it as a node IP.
+        // IPv4 address, which a host's ISATAP tunnel sends it to. Go does
+        // not read it as that IPv4 address; kubelet takes it as a node IP.
         || (s[4] & !0x0300 == 0 && s[5] == 0x5efe)
 }
 

@@ -462,10 +462,10 @@ fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// server its requests go to) steer root certsync as `--kubeconfig` does:
 /// judged at start, naming the path, by the readers every later read uses
 /// ([`crate::files::read_steering`]); one not there yet by the directories
-/// it will appear in. The ninth attacker review: a user appended its CA to
-/// a `ca=file:` and certsync published it (F1); a user's bootstrap
-/// kubeconfig was refused only at the first request, and `run --once`
-/// retried instead of exiting 64 (I2).
+/// it will appear in. Otherwise a user appended its CA to a `ca=file:` and
+/// certsync published it; and a user's bootstrap kubeconfig
+/// was refused only at the first request, where `run --once` retried
+/// instead of exiting 64.
 fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Csr(spec) = &m.source else {
         return Ok(());
@@ -537,7 +537,7 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
         .collect();
     // What no copy may write: each target (as given and where it leads),
     // and each CA file of a `ca:` mapping (a CA overwritten with a leaf
-    // pair would be the CA lost: the seventh review, F4).
+    // pair would be the CA lost).
     let targets: Vec<_> = mappings.iter().map(|o| (o, real(&o.target))).collect();
     // Each CA file where it leads and by device and inode.
     let cas: Vec<_> = mappings
@@ -590,7 +590,8 @@ fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
         }
         // The same by device and inode: a bind mount (or, for a file, a
         // hard link) leads to a target or a CA file with no symlink for
-        // the path checks above to see (the eighth review, N3 and N2).
+        // the path checks above to see, and a copy written there would
+        // overwrite the target or the CA.
         let above = crate::files::directory_and_ancestors(path.parent().unwrap_or(path));
         for (o, _, ids) in &cas {
             if let Some(f) = files

@@ -798,8 +798,8 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
         let e = config(&args).unwrap_err().to_string();
         assert!(e.contains(want), "{specs:?}: {e}");
     }
-    // Attack (seventh review, F4, F5): a CA's own files, directly or through
-    // a symlink, and a target reached through a symlink.
+    // Attack: a copy written over a CA's own files, directly or through a
+    // symlink, or over a target reached through a symlink.
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::create_dir(d.path().join("pki")).unwrap();
     for f in ["ca.crt", "ca.key"] {

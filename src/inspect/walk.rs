@@ -4,10 +4,10 @@
 //! descriptor and followed by hand. Every directory a name is looked up
 //! in and every symlink followed is kept ([`Passed`]): whoever may change
 //! one of them chose what the path leads to, so a file kept from others
-//! must not be read through it (eighth attacker review, N4: a user's
-//! symlink to root's 0700 directory, a relative path from inside the
-//! user's directory, `duser/..`). The resolved location alone does not
-//! show any of these.
+//! must not be read through it (root's `check` read a root-only certificate
+//! through each of these: a user's symlink to root's 0700 directory, a
+//! relative path from inside the user's directory, `duser/..`). The resolved
+//! location alone does not show any of these.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;

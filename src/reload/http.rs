@@ -161,9 +161,9 @@ impl HttpHook {
             bearer_token(path).map_err(HttpError::TokenFile)?;
         }
         // The CA decides where the token and the reload go: as the token
-        // file, one only root may change (the ninth attacker review, F1:
-        // the user's CA vouched for the user's server, which got root's
-        // token). It may not exist yet (a ca.crt certsync publishes).
+        // file, one only root may change (otherwise a user's CA vouched for
+        // the user's server, which got root's token). It may not exist yet (a
+        // ca.crt certsync publishes).
         if let Some(path) = &hook.ca_file {
             crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
                 .map_err(|problem| HttpError::CaFile {
@@ -563,7 +563,7 @@ mod tests {
         .unwrap();
     }
 
-    /// The ninth attacker review, F1: a CA file that appears after start
+    /// A CA file that appears after start
     /// (a ca.crt certsync publishes) is held to the token file's rule at
     /// every read, not only at start: root's own file left 0666 is
     /// refused, naming it, and nothing is sent.

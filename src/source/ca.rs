@@ -260,7 +260,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     };
     let der = sign::certificate(&w, &ca_key, &key, window).map_err(CaError::Sign)?;
     drop(ca_key);
-    let cert_pem = sign::pem("CERTIFICATE", &der).into_bytes();
+    let cert_pem = crate::pem::encode("CERTIFICATE", &der).into_bytes();
     let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
         .map_err(CaError::Mismatch)?;
     // What was just issued must pass the rule the live pair is held to, or

@@ -376,7 +376,7 @@ mod tests {
         }
     }
 
-    /// Issue 33: a signer's bundles are joined up to the bound given,
+    /// A signer's bundles are joined up to the bound given,
     /// counting each certificate once, and refused past it by the
     /// selection's name; one bundle larger than the API allows is refused
     /// by its own, before it is read.

@@ -14,7 +14,7 @@ impl Syncer {
     pub(super) async fn publish(&mut self, bundle: &Bundle) -> Result<Outcome, SyncError> {
         let (writer, b) = (self.writer.clone(), bundle.clone());
         let parsed = bundle.clone();
-        let leaf = crate::blocking(move || leaf_of_bundle(&parsed))
+        let leaf = crate::blocking(move || validate::leaf_of_bundle(&parsed))
             .await
             .map_err(|message| SyncError::Task {
                 mapping: self.mapping.name.clone(),
@@ -131,7 +131,7 @@ impl Syncer {
         let live = blocking(&name, move || writer.live()).await.ok().flatten();
         let Some(live) = live else { return };
         tracing::warn!(target: LOG, mapping = %name, revision, "rollback in place: keeping it until the source content changes");
-        let leaf = leaf_of_bundle(&live.bundle);
+        let leaf = validate::leaf_of_bundle(&live.bundle);
         self.record_current(revision, leaf.as_ref());
         let kubeconfig = self.update_copies(&live.bundle).await;
         self.metrics.ready(&name, kubeconfig);
@@ -213,11 +213,4 @@ impl Syncer {
         let events = self.events.clone();
         Some(move || handle.request(&name, verify, events))
     }
-}
-
-/// The leaf certificate of a bundle, if it has one.
-pub(super) fn leaf_of_bundle(bundle: &Bundle) -> Option<validate::Leaf> {
-    bundle
-        .get(crate::bundle::CERT_FILE)
-        .and_then(validate::leaf_of)
 }

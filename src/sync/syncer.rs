@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::publish::leaf_of_bundle;
 use super::sources::Failure;
 use super::{LOG, SyncError, blocking};
 use crate::bundle::{Bundle, ContentHash};
@@ -97,7 +96,7 @@ impl Syncer {
             let problem = validate::validate(&l.bundle, &s.policy())
                 .err()
                 .map(|e| format!("current revision {} is not valid: {e}", l.revision));
-            s.record_current(l.revision, leaf_of_bundle(&l.bundle).as_ref());
+            s.record_current(l.revision, validate::leaf_of_bundle(&l.bundle).as_ref());
             s.metrics.ready(&name, problem);
             s.last_good = Some(l.bundle);
         }

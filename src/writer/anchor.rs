@@ -1,7 +1,9 @@
 //! Where a missing target is made from: a handle opened at start on the
 //! directory the start-up checks judged, and `mkdirat` one name at a time
 //! beneath it, never a path `mkdir` that would follow a link a user put on
-//! the way (the sixth attacker review, F3).
+//! the way (a user who may rename entries in a volume's root exchanged a
+//! directory on the way for a link, and root made a directory where the
+//! link led).
 
 use super::*;
 

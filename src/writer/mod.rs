@@ -50,7 +50,7 @@
 //!   following links and judged on its handle, never by a path `mkdir`:
 //!   a link a user exchanged for a directory on the way (one they may
 //!   rename, in a volume's root) would have root make a directory where
-//!   the link leads (the sixth attacker review, F3).
+//!   the link leads.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -195,10 +195,9 @@ impl<T> Ctx<T> for io::Result<T> {
 /// Whether an entry certsync made in a target (`..pin`, `..data`,
 /// `..history` and its entries, a revision directory) is still only
 /// certsync's: its user's, written by no one else. Anything else may have
-/// been put there by whoever else may write the target (the sixth attacker
-/// review, F2: a user's `..pin` in a volume root was obeyed as an
-/// operator's rollback), so it is removed and made anew, never obeyed.
-/// `Err` says why not, without the path.
+/// been put there by whoever else may write the target (a user's `..pin` in a
+/// volume root was obeyed as an operator's rollback), so it is removed and
+/// made anew, never obeyed. `Err` says why not, without the path.
 fn own(uid: u32, mode: u32) -> Result<(), String> {
     if uid == nix::unistd::geteuid().as_raw() && mode & 0o022 == 0 {
         return Ok(());

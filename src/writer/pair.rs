@@ -168,9 +168,9 @@ fn replaceable(
         Ok(bc) => bc.is_some_and(|bc| bc.value.ca),
         Err(_) => return Err(unreadable()),
     };
-    // A CA without CA:TRUE is a CA all the same (the re-attack of the
-    // ninth review, G1): a version 1 certificate (`openssl x509 -req
-    // -key`'s classic CA) or one that may sign certificates.
+    // A CA without CA:TRUE is a CA all the same: a version 1 certificate
+    // (`openssl x509 -req -key`'s classic CA) or one that may sign
+    // certificates (update-pair replaced both CAs' keys otherwise).
     let signs = c
         .key_usage()
         .ok()

@@ -1,5 +1,5 @@
 //! Entries certsync keeps in a target (`..pin`, `..data`, `..history`, a
-//! revision) that are not its own: the sixth attacker review, F2. Where a
+//! revision) that are not its own. Where a
 //! target is writable by others (refused at start since; an operator's
 //! `chmod` later), whoever may write it planted them and certsync obeyed.
 //! Each is trusted only when certsync's user owns it and no one else may

@@ -799,8 +799,8 @@ fn attack_a_target_symlink_swapped_after_start_is_refused() {
     assert!(a.join("..data").exists());
     // The directory renamed away and another made where it was (kept
     // apart by the rename, so no inode number is reused): not the target
-    // any more (finding 7 of the second local review), nothing written
-    // into it.
+    // any more (whoever may write the directory above would otherwise
+    // have certsync write into their own), nothing written into it.
     fs::rename(&a, d.path().join("a-old")).unwrap();
     fs::create_dir(&a).unwrap();
     let err = w.publish(&bundle("four")).unwrap_err().to_string();
@@ -808,10 +808,9 @@ fn attack_a_target_symlink_swapped_after_start_is_refused() {
     assert!(entries(&a).is_empty());
 }
 
-/// Finding 7 of the second attacker review of issue 33: a target renamed
-/// away and made again under its name (by hand, or by a user who may write
-/// the directory above) is not written into; one that is simply gone is
-/// made again by the writer and adopted.
+/// A target renamed away and made again under its name (by hand, or by a user
+/// who may write the directory above) is not written into; one that is simply
+/// gone is made again by the writer and adopted.
 #[test]
 fn a_replaced_target_is_refused_a_removed_one_made_again() {
     let (dir, w) = setup(3);
@@ -838,7 +837,7 @@ fn a_replaced_target_is_refused_a_removed_one_made_again() {
 
 #[test]
 fn attack_a_history_revision_rewritten_in_place_is_not_restored() {
-    // The fourth attacker review: with `owner=` the published files are
+    // With `owner=` the published files are
     // the consumer's; it kept a handle on the live pair, let it move to
     // history and wrote its own pair through the handle. Rollback read
     // the entry, found one link and one owner, and restored and pinned it.
@@ -867,7 +866,7 @@ fn attack_a_history_revision_rewritten_in_place_is_not_restored() {
 
 #[test]
 fn attack_a_history_revision_owned_by_the_consumer_is_not_restored() {
-    // The fifth attacker review: the name's hash is 32 bits, and the
+    // The name's hash is 32 bits, and the
     // consumer (owner=) matched it with bytes after its key's END line,
     // then rewrote a history pair in place. Files that are not certsync's
     // own are not restored, whatever they hold.

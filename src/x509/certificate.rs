@@ -2,9 +2,9 @@
 //! Go's `crypto/x509.ParseCertificate` (Go 1.24+) reads it: Kubernetes
 //! components load their pairs and CA bundles with it, and a certificate
 //! it refuses that certsync published over the last good pair stops the
-//! component at its next start (the ninth attacker review, F2:
-//! kube-apiserver exited with `x509: certificate contains duplicate
-//! extension`). x509-parser, which reads everything else, is more lenient.
+//! component at its next start (kube-apiserver exited with `x509: certificate
+//! contains duplicate extension`). x509-parser, which reads everything else,
+//! is more lenient.
 //!
 //! Refused, with Go's words beside certsync's: anything not strict DER
 //! (RustCrypto's `x509-cert`: a BOOLEAN other than 00/FF, non-minimal
@@ -57,10 +57,11 @@ pub fn strict_certificate(der: &[u8]) -> Result<(), String> {
 }
 
 /// The extensions whose content Go reads strictly when it parses a
-/// certificate (the re-attack of the ninth review, G4: each published, each
-/// refused by Go): the subject alternative names (dNSName, rfc822Name and
-/// URI IA5 strings, the URI one `url.Parse` takes, an IP address of 4 or 16
-/// bytes) and the key usage BIT STRING (its unused bits zero).
+/// certificate (a malformed one of each was published over the last good
+/// pair, and Go refused each): the subject alternative names (dNSName,
+/// rfc822Name and URI IA5 strings, the URI one `url.Parse` takes, an IP
+/// address of 4 or 16 bytes) and the key usage BIT STRING (its unused bits
+/// zero).
 fn extension(ext: &x509_cert::ext::Extension) -> Result<(), String> {
     use x509_cert::der::oid::ObjectIdentifier;
     const SUBJECT_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
@@ -199,8 +200,9 @@ mod tests {
         strict_certificate(&leaf()).unwrap();
     }
 
-    /// The six shapes of the ninth attacker review (F2), each refused
-    /// naming the problem; x509-parser reads every one of them.
+    /// Six shapes Go refuses that certsync published over the last good
+    /// pair, each refused naming the problem; x509-parser reads every one
+    /// of them.
     #[test]
     fn each_shape_go_refuses_is_refused() {
         let der = leaf();
@@ -284,8 +286,8 @@ mod tests {
         v
     }
 
-    /// The re-attack of the ninth review (G4): five more shapes Go refuses,
-    /// each published before; their well-formed neighbours pass.
+    /// Five more shapes Go refuses (a malformed SAN or key usage), each
+    /// published before; their well-formed neighbours pass.
     #[test]
     fn each_san_and_key_usage_shape_go_refuses_is_refused() {
         const SAN: &[u64] = &[2, 5, 29, 17];

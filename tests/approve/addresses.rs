@@ -1,10 +1,9 @@
 //! IPv6 forms of another node's IPv4 address, through the binary, under
-//! `--allow-any-node-address` (no node networks to keep them out): the
-//! fifth attacker review's finding 6.
+//! `--allow-any-node-address` (no node networks to keep them out).
 
 use super::*;
 
-/// Fifth attacker review, finding 6: with `--allow-any-node-address`, a
+/// With `--allow-any-node-address`, a
 /// node that listed ISATAP addresses embedding another node's IPv4
 /// address (`PREFIX::5efe:a.b.c.d`, `PREFIX::200:5efe:a.b.c.d`) got a
 /// serving certificate for them (Approved), though Teredo, 6to4 and the

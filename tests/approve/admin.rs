@@ -1,5 +1,5 @@
 //! The approver's admin port (`certsync approve --admin-addr`), through
-//! the binary, as `tests/operate.rs` and `tests/hardening.rs` test
+//! the binary, as `tests/operate.rs` and `tests/security_invariants.rs` test
 //! `run`'s: what a Deployment's probes and Prometheus see.
 
 use super::*;

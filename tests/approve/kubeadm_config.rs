@@ -1,6 +1,5 @@
-//! What kubeadm's own configuration names is never a node's: the fourth
-//! attacker review's finding 3 and the sixth's finding 1, through the
-//! binary.
+//! What kubeadm's own configuration names is never a node's, read as
+//! kubeadm reads it (ParseIPSloppy, ParseHostPort), through the binary.
 
 use super::*;
 
@@ -54,7 +53,7 @@ async fn kubeadm_reserves(env: &mut Env, config: &str, own: &str, theirs: &[Stri
     drop(approver);
 }
 
-/// Fourth attacker review, finding 3: kubeadm reads `controlPlaneEndpoint`
+/// kubeadm reads `controlPlaneEndpoint`
 /// and `apiServer.certSANs` with ParseIPSloppy (any number of leading
 /// zeros per octet, also in `::ffff:a.b.c.d`), and puts the addresses in
 /// the API server's certificate; certsync read only up to three digits per
@@ -88,7 +87,7 @@ async fn attack_kubeadm_addresses_with_leading_zeros_are_never_a_nodes() {
     env.cleanup().await;
 }
 
-/// Sixth attacker review, finding 1: kubeadm reads `controlPlaneEndpoint`
+/// kubeadm reads `controlPlaneEndpoint`
 /// with `ParseHostPort`, which takes the whole string as the host when
 /// `net.SplitHostPort` fails, as it does on any bare IPv6 address; that
 /// address (or the IPv4 address of a mapped form) is then in the API
@@ -122,10 +121,9 @@ async fn attack_a_bare_ipv6_control_plane_endpoint_is_never_a_nodes() {
     }
 }
 
-/// Sixth attacker review, finding 1: an endpoint kubeadm's
-/// `ParseHostPort` refuses (here `[v6]` without a port: SplitHostPort
-/// fails, and `[...]` is neither an IP nor a DNS name) names no address
-/// certsync could reserve with certainty. Fail closed: nothing is
+/// An endpoint kubeadm's `ParseHostPort` refuses (here `[v6]` without a port:
+/// SplitHostPort fails, and `[...]` is neither an IP nor a DNS name) names no
+/// address certsync could reserve with certainty. Fail closed: nothing is
 /// decided, not even a node's request for its own address, and the log
 /// and `csr review` name the ConfigMap and the value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

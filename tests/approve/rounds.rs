@@ -1,6 +1,6 @@
 //! The approver's rounds against what can hold them up: a write the API
 //! server does not answer, cluster facts it refuses, a signal meanwhile,
-//! and the third attacker review's idle hostile state (finding 2).
+//! and an idle hostile state of many nodes' large pending requests.
 
 use super::*;
 
@@ -42,11 +42,10 @@ fn approver_on(env: &Env, port: u16, extra: &[&str]) -> Certsync {
     env.approver(&args, &[])
 }
 
-/// Third attacker review, finding 2 (the rest): the CSR and Node watches
-/// were read only between rounds, so a long round (a slow API server, a
-/// slow write) left them unread until the client's own stall deadline
-/// ended them, and the re-list after it made every pending CSR to be
-/// decided again. Here a round is held open by a write to `/approval`
+/// The CSR and Node watches were read only between rounds, so a long round (a
+/// slow API server, a slow write) left them unread until the client's own
+/// stall deadline ended them, and the re-list after it made every pending CSR
+/// to be decided again. Here a round is held open by a write to `/approval`
 /// that the test API server does not answer; meanwhile two Nodes register
 /// and ask. The events must be read while the write is held: the backlog
 /// counts the new CSRs, and the Node watch, which the server ends every
@@ -152,7 +151,7 @@ async fn sigterm_during_a_held_round_stops_the_approver_at_once() {
     env.cleanup().await;
 }
 
-/// Third attacker review, finding 6: with `list services` forbidden (the
+/// With `list services` forbidden (the
 /// RBAC the guide once documented) the approver decides nothing, and
 /// `/readyz` answered 200 all along. It must fail from the start, while
 /// the cluster facts cannot be read, and recover once they can. Test
@@ -200,7 +199,7 @@ fn csr_of(line: &str) -> Option<&str> {
     line.split_whitespace().find_map(|w| w.strip_prefix("csr="))
 }
 
-/// Third attacker review, finding 2, at its shape scaled to a test run:
+/// An idle hostile state, at the attack's shape scaled to a test run:
 /// hostile nodes each with `MAX_PENDING` (10) pending CSRs of 1,000 DNS
 /// SANs that their own Nodes list, plus an address they do not (so each
 /// waits), and more nodes listing 3,000 names each; no activity. The

@@ -1,14 +1,12 @@
-//! What Services name is never a node's: the third attacker review's
-//! finding 7, through the binary.
+//! What Services name is never a node's, through the binary.
 
 use super::*;
 
-/// Third attacker review, finding 7: an ExternalName Service's
-/// `spec.externalName` (any namespace user writes it) was approved to a
-/// node that listed it, under an `--allowed-dns` pattern covering it. It is
-/// the Service's: denied to a node that does not list it, and in dispute
-/// (no verdict written, a person decides) for the node that does, whose
-/// own request is still approved.
+/// An ExternalName Service's `spec.externalName` (any namespace user writes
+/// it) was approved to a node that listed it, under an `--allowed-dns`
+/// pattern covering it. It is the Service's: denied to a node that does not
+/// list it, and in dispute (no verdict written, a person decides) for the
+/// node that does, whose own request is still approved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_an_external_name_services_name_is_never_a_nodes() {
     let mut env = Env::new().await;

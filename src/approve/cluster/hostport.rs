@@ -93,10 +93,9 @@ fn dns1123_subdomain(s: &str) -> bool {
 /// worth at most 255, leading zeros and all (`0192.0168.01.074` is
 /// 192.168.1.74); an IPv6 group is any run of hex digits worth at most
 /// 0xffff; an IPv6 form may end in an IPv4 part read the same way
-/// (`::ffff:192.168.001.072`). Review 4, finding 3: a reader that took
-/// fewer forms left addresses in the API server's certificate free for
-/// a node. Linear in `s`; the first `.` or `:` picks the family, as Go's
-/// does.
+/// (`::ffff:192.168.001.072`). A reader that took fewer forms left addresses
+/// in the API server's certificate free for a node. Linear in `s`; the first
+/// `.` or `:` picks the family, as Go's does.
 pub(super) fn parse_ip_sloppy(s: &str) -> Option<IpAddr> {
     match s.bytes().find(|b| *b == b'.' || *b == b':')? {
         b'.' => sloppy_v4(s.as_bytes()).map(IpAddr::from),
@@ -201,8 +200,9 @@ mod tests {
         Host::Name(s.to_owned())
     }
 
-    /// The sixth attacker review, finding 1: every spelling of its report,
-    /// read as kubeadm v1.36's `ParseHostPort` reads it. Every row was
+    /// Every spelling of an endpoint, read as kubeadm v1.36's
+    /// `ParseHostPort` reads it (one read otherwise left an address in the
+    /// API server's certificate free for a node). Every row was
     /// checked with kubeadm v1.36.2 (`kubeadm init phase certs apiserver`
     /// with each endpoint): what is read here is what it put in the API
     /// server's certificate, and what is refused here it refused. A bare

@@ -2,14 +2,14 @@
 //! Node) and which pending CSRs are to be decided (again), kept up to date
 //! by a task per watch whatever a round of decisions is doing.
 //!
-//! Why tasks: the third attacker review (finding 2) found the watches read
-//! only between rounds. A round reads the cluster facts, runs the policy
-//! and writes verdicts; a long one (a slow API server, a slow write) left
-//! both watch responses unread until the client's own stall deadline ended
-//! them, and the re-list that followed made every pending CSR to be decided
-//! again. Now each watch is read by a task of its own and its events are
-//! applied here at once; a round locks this state only to take the CSRs it
-//! decides and to record what it wrote, never across an `.await`.
+//! Why tasks: the watches were read only between rounds. A round reads the
+//! cluster facts, runs the policy and writes verdicts; a long one (a slow API
+//! server, a slow write) left both watch responses unread until the client's
+//! own stall deadline ended them, and the re-list that followed made every
+//! pending CSR to be decided again. Now each watch is read by a task of its
+//! own and its events are applied here at once; a round locks this state only
+//! to take the CSRs it decides and to record what it wrote, never across an
+//! `.await`.
 //!
 //! Memory: nothing is queued. An event is applied to the maps as it is
 //! read, so what is held is the objects themselves (as an informer's
@@ -41,8 +41,8 @@ pub(super) struct Seen {
     pieces: BTreeMap<String, Arc<policy::Piece>>,
     /// Those indexed, shared with the blocking thread: put together off
     /// the runtime and outside this lock after the Nodes changed
-    /// ([`NodeIndex`]; review 4, finding 1: every entry a Node lists is
-    /// indexed, 500,000 for 20 Nodes of 25,000 names, 2.6 s in a debug
+    /// ([`NodeIndex`]: every entry a Node lists is indexed, 500,000 for
+    /// 20 Nodes of 25,000 names, 2.6 s in a debug
     /// build, which must not hold the watches or a runtime thread).
     node_index: Option<Arc<policy::Nodes>>,
     /// Counts changes of the Nodes, so that an index put together from

@@ -1,7 +1,7 @@
 //! Every Node's name, listed names and addresses and Pod ranges, indexed
 //! once per change of the Nodes, so that deciding a request costs a
-//! hash lookup per SAN whatever the Nodes list (review 3, finding 2: a
-//! scan of every Node per SAN made 30 idle nodes with 1,300-SAN requests
+//! hash lookup per SAN whatever the Nodes list (a scan of every Node per
+//! SAN made 30 idle nodes with 1,300-SAN requests
 //! and 20 nodes listing 25,000 names each keep the approver busy for
 //! minutes).
 
@@ -20,8 +20,8 @@ use super::{Cidr, canonical};
 /// more has its own requests wait for a person, naming the count.
 ///
 /// Everything a Node lists is indexed all the same, as that Node's
-/// against every other node (review 4, finding 1: only the first 128
-/// were, so the 150th address of a Node listing 200 was no one's and
+/// against every other node (when only the first 128 were, the 150th
+/// address of a Node listing 200 was no one's and
 /// another node that listed it got it). Not a cap with "undecidable"
 /// beyond it: one node listing 129 names would then make every other
 /// node's requests wait, a denial of service by any single node. The

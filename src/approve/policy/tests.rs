@@ -232,7 +232,7 @@ fn forged(shape: &crate::forge::Shape) -> CertificateSigningRequest {
 
 mod attacks;
 mod checks;
-mod review4;
+mod listed_addresses;
 
 #[test]
 fn patterns_and_the_node_network_bound_what_a_node_lists() {

@@ -231,7 +231,7 @@ fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, 
             _ => None,
         });
     Ok(CaCert {
-        pem: super::sign::pem("CERTIFICATE", &der).into_bytes(),
+        pem: crate::pem::encode("CERTIFICATE", &der).into_bytes(),
         spki: cert.public_key().raw.to_vec(),
         subject: cert.subject().as_raw().to_vec(),
         der,

@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime};
 use rcgen::PublicKeyData;
 use x509_cert::der::asn1::{BitString, GeneralizedTime, OctetString, UtcTime};
 use x509_cert::der::flagset::FlagSet;
-use x509_cert::der::pem::LineEnding;
 use x509_cert::der::{Decode, Encode};
 use x509_cert::ext::Extension;
 use x509_cert::ext::pkix::{
@@ -26,12 +25,6 @@ use super::material::{CaKey, Wanted};
 use crate::source::csr::{
     Usage, Window, leaf_usages, san_extension, signature_algorithm, subject, usage,
 };
-
-/// `label` PEM of `der`, LF line endings.
-pub(super) fn pem(label: &'static str, der: &[u8]) -> String {
-    // Encoding into a String cannot fail for a fixed, valid label.
-    x509_cert::der::pem::encode_string(label, LineEnding::LF, der).unwrap_or_default()
-}
 
 /// A time as RFC 5280 wants it: UTCTime through 2049, GeneralizedTime after.
 fn time(secs: i64) -> Result<Time, String> {

@@ -82,7 +82,7 @@ fn kubeadm_cert_ending(k: &Kubeadm, ca: &Ca, ends: time::Duration) -> String {
     let key = if k.rsa {
         use rsa::pkcs8::EncodePrivateKey;
         let rsa = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 2048).unwrap();
-        let pem = sign::pem("PRIVATE KEY", rsa.to_pkcs8_der().unwrap().as_bytes());
+        let pem = crate::pem::encode("PRIVATE KEY", rsa.to_pkcs8_der().unwrap().as_bytes());
         KeyPair::from_pem_and_sign_algo(&pem, &rcgen::PKCS_RSA_SHA256).unwrap()
     } else {
         KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap()

@@ -187,7 +187,7 @@ fn a_key_that_is_not_the_cas_is_refused() {
     let rsa = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 2048).unwrap();
     use rsa::pkcs1::EncodeRsaPrivateKey;
     let der = rsa.to_pkcs1_der().unwrap();
-    std::fs::write(&key, sign::pem("RSA PRIVATE KEY", der.as_bytes())).unwrap();
+    std::fs::write(&key, crate::pem::encode("RSA PRIVATE KEY", der.as_bytes())).unwrap();
     let e = issue(&spec(&ca.prefix, SERVER), None, SKEW).err().unwrap();
     assert!(matches!(e, CaError::CaKey { .. }), "{e}");
     assert!(
@@ -344,8 +344,8 @@ fn keep_key_keeps_only_a_key_the_ca_certified() {
     );
 }
 
-#[path = "hardening_tests.rs"]
-mod hardening_tests;
+#[path = "untrusted_inputs_tests.rs"]
+mod untrusted_inputs_tests;
 
 #[path = "lifetime_tests.rs"]
 mod lifetime_tests;

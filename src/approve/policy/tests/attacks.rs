@@ -429,7 +429,7 @@ fn attack_an_oversized_request_is_denied_unparsed() {
     );
 }
 
-/// Attack (review 3, finding 1): a Node named after a parent domain
+/// Attack: a Node named after a parent domain
 /// (`ec2.internal`; anyone with a bootstrap token gets a client
 /// certificate for any node name) must not get every node named under
 /// it denied its own name, nor a name that node lists; and it gets
@@ -464,8 +464,8 @@ fn attack_a_node_named_after_a_parent_domain_denies_no_one() {
     let (v, _) = decide(&csr(&honest), &nodes, &the_cluster(), &policy);
     assert_eq!(v, Verdict::Approve, "{}", v.describe());
     // The attacker asks for its victim's name, which it lists: never
-    // approved; in dispute, as any Node's name another node lists (review
-    // 4, finding 4), and denied once it does not list it.
+    // approved; in dispute, as any Node's name another node lists, and
+    // denied once it does not list it.
     let mut attack = kubelet("ec2.internal");
     attack.ips = vec!["10.0.0.9".parse().unwrap()];
     attack.dns.push(victim.into());
@@ -496,7 +496,7 @@ fn attack_a_node_named_after_a_parent_domain_denies_no_one() {
     assert_eq!(v.label(), "deny", "{}", v.describe());
 }
 
-/// Attack (review 3, finding 4): a Service naming a node's own address
+/// Attack: a Service naming a node's own address
 /// (k3s ServiceLB, kube-vip, or any namespace user) must not get that
 /// node's request denied: the address is in dispute, a person decides;
 /// a Service address the node does not list stays denied.
@@ -532,13 +532,13 @@ fn attack_a_service_naming_a_nodes_own_address_is_a_dispute_not_a_denial() {
     );
 }
 
-/// Attack (review 3, finding 2), at a scale the suite affords: nodes
-/// listing thousands of names each, and a request with 1,300 SANs they
-/// list. Every entry is indexed (review 4, finding 1: a cap left the rest
-/// no one's), one per distinct name or address a Node lists, so building
-/// is linear in what the Nodes list and deciding costs a lookup per SAN;
-/// the listing nodes' own requests wait for a person, and an honest
-/// node's request is approved while the hostile state exists.
+/// Attack, at a scale the suite affords: nodes listing thousands of names
+/// each, and a request with 1,300 SANs they list, to keep the approver busy.
+/// Every entry is indexed (a cap left the rest no one's), one per distinct
+/// name or address a Node lists, so building is linear in what the Nodes list
+/// and deciding costs a lookup per SAN; the listing nodes' own requests wait
+/// for a person, and an honest node's request is approved while the hostile
+/// state exists.
 #[test]
 fn attack_nodes_listing_thousands_of_names_cost_a_bounded_index() {
     let mut nodes = nodes();
@@ -585,7 +585,7 @@ fn attack_nodes_listing_thousands_of_names_cost_a_bounded_index() {
     assert_eq!(v, Verdict::Approve, "{}", v.describe());
 }
 
-/// Attack (review 3, finding 7): an ExternalName Service's name (any
+/// Attack: an ExternalName Service's name (any
 /// namespace user writes it) was approved to a node that listed it under
 /// an --allowed-dns pattern. It is a Service's: denied to a node that does
 /// not list it; in dispute (a person decides) for one that lists it or is
@@ -638,7 +638,7 @@ fn attack_an_external_name_services_name_is_never_a_nodes() {
     );
 }
 
-/// Attack (review 3, finding 7): a Teredo address (2001:0::/32) carries
+/// Attack: a Teredo address (2001:0::/32) carries
 /// an IPv4 address, the client's with its bits inverted: the attacker's
 /// `…:3f57:fecd` is 192.168.1.50. Under --allow-any-node-address a node
 /// that listed one got it, though every other IPv6 form of an IPv4
@@ -657,7 +657,7 @@ fn attack_teredo_addresses_are_refused_under_allow_any_node_address() {
     assert!(special("2001:db8::1".parse().unwrap()).is_none());
 }
 
-/// Attack (fifth review, F6): an ISATAP address (RFC 5214: any /64
+/// Attack: an ISATAP address (RFC 5214: any /64
 /// prefix, interface identifier `0000:5efe` or `0200:5efe` then an IPv4
 /// address) routes, over a host's ISATAP tunnel, to the IPv4 address it
 /// carries: another node's, or a reserved one. Go does not read it as that

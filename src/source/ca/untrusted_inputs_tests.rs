@@ -1,7 +1,7 @@
-//! The findings of an attacker's review of the `ca:` source (issue 27):
-//! an unauthenticated, leniently read template (A), RSA sizes that made
-//! key generation run for minutes (B), CA files someone else owns or may
-//! swap (C), and leaf usages and a notBefore a CA would not give (D).
+//! What a `ca:` mapping is handed and must refuse: an unauthenticated,
+//! leniently read template, RSA sizes that made key generation run for
+//! minutes, CA files someone else owns or may swap, and leaf usages and a
+//! notBefore a CA would not give.
 
 use super::*;
 use rcgen::{CustomExtension, ExtendedKeyUsagePurpose as Eku, SanType};
@@ -194,7 +194,7 @@ fn a_template_with_trailing_bytes_is_refused() {
     let t = template_with(&ca, d.path(), "t", |_| {});
     let mut der = parsed(&std::fs::read(&t).unwrap());
     der.extend_from_slice(&[0x30, 0x03, 0x02, 0x01, 0x05]);
-    std::fs::write(&t, sign::pem("CERTIFICATE", &der)).unwrap();
+    std::fs::write(&t, crate::pem::encode("CERTIFICATE", &der)).unwrap();
     let e = template_refusal(&ca, &t);
     assert!(e.contains("trailing bytes"), "{e}");
     let t = template_with(&ca, d.path(), "t", |_| {});

@@ -35,7 +35,7 @@ fn mkfifo(path: &Path) {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
 }
 
-/// Defect 1: a symlink planted under any name certsync owns is replaced,
+/// A symlink planted under any name certsync owns is replaced,
 /// never followed; retired keys never land outside the target.
 #[test]
 fn planted_symlinks_in_owned_names_are_never_followed() {
@@ -89,7 +89,7 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
     assert!(history >= 2, "history holds the retired revisions");
 }
 
-/// Defect 2: overlap checks see through spellings (`./`, `..`, absolute)
+/// Overlap checks see through spellings (`./`, `..`, absolute)
 /// and symlinks; exit 64 naming both mappings; the source is untouched.
 #[test]
 fn overlapping_paths_are_refused_whatever_their_spelling() {
@@ -138,7 +138,7 @@ fn overlapping_paths_are_refused_whatever_their_spelling() {
     );
 }
 
-/// Defect 3: FIFOs (and devices) anywhere certsync reads never hang it.
+/// FIFOs (and devices) anywhere certsync reads never hang it.
 #[test]
 fn fifos_and_devices_never_hang_certsync() {
     let (d, src, _, sync) = dirs();
@@ -185,7 +185,7 @@ fn fifos_and_devices_never_hang_certsync() {
     assert!(cs.terminate().success());
 }
 
-/// Defect 4: rollback never prunes what the daemon keeps, and every
+/// Rollback never prunes what the daemon keeps, and every
 /// rollback the daemon adopts (including one back to the source's
 /// content) reloads the consumer.
 #[test]
@@ -236,11 +236,9 @@ fn rollbacks_keep_history_and_always_reload() {
     drop(cs);
 }
 
-/// Defect 5: a deleted target is recreated and watched again; one
-/// replaced by another directory is not written into (finding 7 of the
-/// second attacker review of issue 33: whoever may write the directory
-/// above could have made it); readiness follows whether the target holds
-/// valid files.
+/// A deleted target is recreated and watched again; one replaced by another
+/// directory is not written into (whoever may write the directory above could
+/// have made it); readiness follows whether the target holds valid files.
 #[test]
 fn deleted_targets_are_recreated_replaced_ones_refused() {
     let (d, src, target, sync) = dirs();
@@ -294,12 +292,12 @@ fn deleted_targets_are_recreated_replaced_ones_refused() {
     });
 }
 
-/// Defect 6: a file rewritten over and over next to the pair (a heartbeat)
+/// A file rewritten over and over next to the pair (a heartbeat)
 /// does not postpone reading the pair (nor does a relative source path
 /// leave it to the hourly resync).
 /// A target certsync makes again (it was removed while the daemon ran)
 /// is claimed again: a `run --once` on it afterwards exits 1 naming the
-/// daemon, as on the target it opened first (issue 33; before, the new
+/// daemon, as on the target it opened first (otherwise the new
 /// directory's `..owner` was free until a restart and `--once` wrote).
 #[test]
 fn a_recreated_target_stays_claimed_by_the_daemon() {
@@ -483,7 +481,7 @@ fn reload_url_query_values_never_reach_the_log() {
     );
 }
 
-/// Defect 9: a --reload-cmdline that matches the shell that started
+/// A --reload-cmdline that matches the shell that started
 /// certsync never signals it; a pidfile naming a process that started
 /// after the pidfile was written (PID reuse) is refused.
 #[test]
@@ -533,9 +531,8 @@ fn signals_never_reach_an_ancestor_or_a_reused_pid() {
     assert_eq!(rec.hups(), 0, "the reused PID was signalled");
 }
 
-/// Finding 3 of the second attacker review of issue 33 (P1): with
-/// `fs.protected_hardlinks=0` the consumer may replace its pidfile with a
-/// hard link to a root-owned pidfile naming a root process: the file is
+/// With `fs.protected_hardlinks=0` the consumer may replace its pidfile with
+/// a hard link to a root-owned pidfile naming a root process: the file is
 /// root's, names a process of its owner, and passed every check. A pidfile
 /// with more than one link is refused (no signal), naming it, through the
 /// same path as every pidfile refusal; the same file with one link is
@@ -579,7 +576,7 @@ fn a_hard_linked_pidfile_is_refused() {
     assert!(cs.terminate().success());
 }
 
-/// Defect 10: zero, negative and overflowing numbers, unsafe modes and
+/// Zero, negative and overflowing numbers, unsafe modes and
 /// signals are usage errors (exit 64), never a panic.
 #[test]
 fn bad_numbers_modes_and_signals_are_usage_errors() {
@@ -604,7 +601,7 @@ fn bad_numbers_modes_and_signals_are_usage_errors() {
     }
 }
 
-/// Defect 11: every non-zero exit says why, once.
+/// Every non-zero exit says why, once.
 #[test]
 fn every_failure_says_why_once() {
     let d = tempfile::tempdir().unwrap();
@@ -643,7 +640,7 @@ fn every_failure_says_why_once() {
     assert!(err.contains("too_large"), "{err}");
 }
 
-/// Defect 12: with every inotify instance of its user taken, certsync
+/// With every inotify instance of its user taken, certsync
 /// warns once naming the sysctl, polls instead, and keeps syncing.
 #[test]
 fn inotify_exhaustion_falls_back_to_polling() {
@@ -854,7 +851,7 @@ fn nofile_limits(pid: u32) -> (String, String) {
     (f.next().unwrap().to_owned(), f.next().unwrap().to_owned())
 }
 
-/// Issue 33, attacker review 4 finding 2: anyone who can reach the admin
+/// Anyone who can reach the admin
 /// port (every local user on loopback) held idle and header-trickling
 /// connections until certsync's descriptors ran out; a rotation then
 /// failed with "Too many open files" and `/livez` stopped answering. Here

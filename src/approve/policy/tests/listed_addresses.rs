@@ -1,4 +1,5 @@
-//! Attacks of the fourth review (issue 33) on the policy.
+//! Attacks on the policy through what a Node lists: an address or name
+//! far down a long list, and a Node named after a name another lists.
 
 use super::*;
 
@@ -19,7 +20,7 @@ fn many(name: &str, count: usize, names: bool) -> (String, Node) {
     node(name, &listed)
 }
 
-/// Attack (review 4, finding 1): a Node's addresses and names past the
+/// Attack: a Node's addresses and names past the
 /// 128th were indexed as no one's, so another node that listed the
 /// 150th of a Node listing 200 got it (kube-controller-manager issued
 /// it). Every address and name any Node lists is that Node's against
@@ -71,7 +72,7 @@ fn attack_the_150th_address_of_a_node_listing_200_is_still_that_nodes() {
     assert_eq!(v, Verdict::Approve, "{}", v.describe());
 }
 
-/// Attack (review 4, finding 4): a Node named exactly a DNS name another
+/// Attack: a Node named exactly a DNS name another
 /// node lists (an attacker registers Node `web1.nodes.example`) got the
 /// lister's own request for it denied. The name is in dispute for a
 /// node that lists it (a person decides, naming both); one that does
