@@ -145,15 +145,6 @@ fn certs(dir: &Path) -> Vec<Cert> {
     all
 }
 
-/// kubeadm's own certificates adopt copies identities from, and revert
-/// hands back to the components (node paths).
-pub fn templates(dir: &Path) -> Vec<String> {
-    certs(dir)
-        .into_iter()
-        .filter_map(|c| c.template.map(|t| format!("/etc/kubernetes/pki/{t}.crt")))
-        .collect()
-}
-
 /// kubeadm's pairs certsync keeps in step (`update-pair:`), as prefixes
 /// (node paths, without `.crt`/`.key`).
 pub fn pairs(dir: &Path) -> Vec<String> {
@@ -259,12 +250,11 @@ impl Plan {
             let _ = writeln!(s, "  {name} -> {target} ({options})");
         }
         // An expired template is fine as a template (only its shape is
-        // copied); it matters when revert hands it back.
+        // copied), and revert issues it again from the backup.
         s.push_str(
             "templates: kubeadm's certificates stay in place; certsync copies only their subject, \
-             names and usages, so it keeps issuing from one after it expires, but revert hands \
-             them back and refuses any that ends within 24 h (certsync_ca_template_ttl_seconds \
-             and a warning in certsync's log say when: run `kubeadm certs renew all` first)\n",
+             names and usages, so it keeps issuing from one after it expires; revert hands back \
+             kubeadm's copies from the backup, any that ends within 24 h issued again from its CA\n",
         );
         s.push_str("files:\n");
         for f in &self.files {

@@ -44,12 +44,14 @@ use crate::validate;
 
 mod lifetime;
 mod material;
+mod reissue;
 mod sign;
 #[cfg(test)]
 mod tests;
 
 pub use material::key_pair;
 use material::{Wanted, read_ca_key, wanted};
+pub use reissue::{KUBEADM_VALIDITY_SECS, reissue};
 
 /// Failed issuances are retried after 2 s, doubling, at most this.
 const RETRY_CAP: Duration = Duration::from_secs(300);
