@@ -336,6 +336,14 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
             ),
         "{pod}"
     );
+    // adopt's backups (under /etc/kubernetes/certsync) are read-only to
+    // certsync's container: revert hands back and issues again only them.
+    assert!(
+        pod.contains(
+            "mountPath: /etc/kubernetes/certsync\n      name: certsync-files\n      readOnly: true"
+        ),
+        "{pod}"
+    );
     assert_eq!(
         p.kubeconfigs_renewed,
         [
