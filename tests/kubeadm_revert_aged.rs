@@ -155,10 +155,21 @@ fn revert_after_kubeadms_certificates_ended_hands_back_a_serving_node() {
         "kubeadm's copy in the backup has ended"
     );
 
-    // revert, without --force: exit 0, each certificate issued again.
+    // revert --dry-run, then revert, without --force: exit 0, each
+    // certificate issued again.
+    let (ok, text) = kubeadm_cmd(&node, &["revert", "--dry-run"]);
+    assert!(ok, "revert --dry-run refused:\n{text}");
+    assert!(
+        text.contains(
+            "would issue /etc/kubernetes/pki/apiserver.crt again from kubeadm's copy in "
+        ) && text.ends_with("dry run: nothing was changed\n"),
+        "{text}"
+    );
+    eprintln!("{text}");
     let started = std::time::Instant::now();
     let (ok, text) = kubeadm_cmd(&node, &["revert"]);
     assert!(ok, "revert refused:\n{text}");
+    eprintln!("{text}");
     assert!(text.ends_with("reverted\n"), "{text}");
     for again in [
         "issued /etc/kubernetes/pki/apiserver.crt again from kubeadm's copy in ",
