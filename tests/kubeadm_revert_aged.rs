@@ -112,6 +112,8 @@ fn revert_after_kubeadms_certificates_ended_hands_back_a_serving_node() {
             &image,
         ],
     );
+    // node.sh copied it into the node's directory.
+    let _ = std::fs::remove_file(&cfg);
     let etc = node.etc();
     let kubectl = kubectl(&realkube);
     let admin = etc.join("admin.conf");
