@@ -157,11 +157,14 @@ pub enum KubeadmCommand {
     /// needs no API server. Refuses what it does not recognise; a second run
     /// changes nothing.
     Adopt(AdoptArgs),
-    /// Give the certificates back to kubeadm: its manifests restored,
-    /// certsync's static pod removed, fields an earlier adopt left in the
-    /// ClusterConfiguration taken out; certsync's files moved into the backup (removed with
-    /// --purge). Refuses expiring kubeadm certificates and an unreadable
-    /// ClusterConfiguration. Nothing to do on a node never adopted.
+    /// Give the certificates back to kubeadm: its pairs and kubeconfigs
+    /// from adopt's backup (any that ends within 24 h issued again from the
+    /// CA, kubeadm's certificate with a new serial and validity), its
+    /// manifests restored, certsync's static pod removed, fields an
+    /// earlier adopt left in the ClusterConfiguration taken out; certsync's files moved into
+    /// the backup (removed with --purge). Refuses an unreadable
+    /// ClusterConfiguration, a file the backup lacks, a CA that ends within
+    /// 24 h. Nothing to do on a node never adopted.
     Revert(RevertArgs),
 }
 
@@ -239,11 +242,6 @@ pub struct RevertArgs {
     /// refuses, changing nothing.
     #[arg(long)]
     pub local_only: bool,
-    /// Hand back kubeadm's certificates even when one has expired or expires
-    /// within 24 h (revert refuses otherwise, naming each; run `kubeadm
-    /// certs renew all` first).
-    #[arg(long)]
-    pub force: bool,
 }
 
 /// The kubelet-serving policy's bounds (approve and review).

@@ -366,7 +366,6 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 json: a.output == PlanOutput::Json,
                 purge: false,
                 local_only: false,
-                force: false,
             };
             Box::pin(certsync::kubeadm::adopt(&opts)).await?
         }
@@ -379,7 +378,6 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 json: false,
                 purge: a.purge,
                 local_only: a.local_only,
-                force: a.force,
             };
             certsync::kubeadm::revert(&opts).await?
         }

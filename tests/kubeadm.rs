@@ -861,15 +861,16 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     );
 
     // revert --dry-run: what revert would do (never what it did), each
-    // pair judged with both copies' notAfter (kubeadm's year-long backup
-    // outlasts certsync's 8 minutes), and the node still adopted.
+    // pair and kubeconfig kubeadm's copy from the backup (year-long:
+    // nothing to issue again), and the node still adopted.
     let (ok, text) = kubeadm_cmd(&node, &["revert", "--dry-run"]);
     assert!(ok, "{text}");
     for line in [
         "ClusterConfiguration: holds none of adopt's fields",
         "would remove /etc/kubernetes/manifests/certsync.yaml",
-        "/etc/kubernetes/pki/apiserver.crt and .key: keeping kubeadm's backup (until ",
-        "/etc/kubernetes/admin.conf: keeping kubeadm's backup (until ",
+        "would restore /etc/kubernetes/pki/apiserver.crt from ",
+        "would restore /etc/kubernetes/pki/apiserver.key from ",
+        "would restore /etc/kubernetes/admin.conf from ",
         "would restore /etc/kubernetes/manifests/kube-apiserver.yaml from ",
         "would remove /etc/kubernetes/pki/certsync/ (adopt made it; empty once certsync's files are out)",
         "would remove /etc/kubernetes/pki/etcd/certsync/ (adopt made it; empty once certsync's files are out)",
@@ -896,9 +897,8 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     assert!(ok, "{text}");
     assert!(text.ends_with("reverted\n"), "{text}");
     assert!(
-        text.contains(
-            "/etc/kubernetes/pki/apiserver.crt and .key: keeping kubeadm's backup (until "
-        ),
+        text.contains("restored /etc/kubernetes/pki/apiserver.crt from ")
+            && !text.contains("again"),
         "{text}"
     );
     for m in [
@@ -1030,16 +1030,16 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     );
 }
 
-/// Issue 34, revert's refusal on a node: kubeadm's own apiserver.crt was
-/// renewed by kubeadm with a 2-hour lifetime (`certificateValidityPeriod`)
-/// before adoption, so adopt's backup of it is near its end; certsync then
-/// keeps kubeadm's pair in step at an 8-minute lifetime, so its current one
-/// is too. revert refuses naming the file and changes nothing (a `kubeadm
-/// certs renew all` meanwhile is undone by certsync's next resync); with
-/// `--force` it goes through, and after `kubeadm certs renew all` the API
-/// server serves kubeadm's renewed certificate with /readyz ok.
+/// Issue 34 and 41, revert on a node whose kubeadm certificate is near its
+/// end: kubeadm's own apiserver.crt was renewed by kubeadm with a 2-hour
+/// lifetime (`certificateValidityPeriod`) before adoption, so adopt's
+/// backup of it ends within a day; certsync keeps the pair in step at 8
+/// minutes. revert refused (and `--force` handed back the 2-hour pair);
+/// now it issues kubeadm's certificate again from the backup, on the host,
+/// the API server serves it with /readyz ok, and `kubeadm certs renew all`
+/// then renews it as usual.
 #[test]
-fn revert_refuses_kubeadms_certificate_near_its_end_until_renewed() {
+fn revert_issues_kubeadms_certificate_near_its_end_again() {
     use std::time::Duration;
     let Some(realkube) = realkube() else { return };
     let image = format!("certsync={}", certsync_bin());
@@ -1090,53 +1090,50 @@ fn revert_refuses_kubeadms_certificate_near_its_end_until_renewed() {
         },
     );
 
-    let before = tree(&etc);
-    let (ok, text) = kubeadm_cmd(&node, &["revert"]);
-    assert!(!ok, "revert went through:\n{text}");
-    for said in [
-        "/etc/kubernetes/pki/apiserver.crt (notAfter ",
-        "within 24 h",
-        "nothing was changed",
-        "adopt again without a short `--set lifetime=`",
-        "--force reverts anyway",
-    ] {
-        assert!(text.contains(said), "{said:?} not in:\n{text}");
-    }
-    // Only certsync's own renewals may have changed a file meanwhile.
-    let after = tree(&etc);
-    let changed: Vec<_> = before
-        .iter()
-        .filter(|(p, b)| after.get(*p) != Some(*b))
-        .map(|(p, _)| p.clone())
-        .collect();
-    assert!(
-        changed.iter().all(|p| {
-            let p = p.to_string_lossy();
-            p.contains("/certsync/")
-                || p.ends_with(".crt")
-                || p.ends_with(".key")
-                || p.ends_with(".conf")
-        }) && !changed
-            .iter()
-            .any(|p| p.to_string_lossy().contains("manifests")),
-        "a refused revert changed {changed:?}"
-    );
-
-    // --force hands kubeadm's 2-hour pair back (it outlasts certsync's 8
-    // minutes); `kubeadm certs renew all` then renews it for a year, and the
-    // API server serves it.
     // revert reads the ClusterConfiguration through admin.conf: the API
     // server must answer (it may be restarting; failed once in CI).
     wait_long("the API server ready", Duration::from_secs(180), || {
         ready(&kubectl, &admin).then_some(())
     });
-    let (ok, text) = kubeadm_cmd(&node, &["revert", "--force"]);
+    let backup = std::fs::read_dir(etc.join("certsync/backup"))
+        .expect("backup")
+        .next()
+        .expect("one backup")
+        .expect("entry")
+        .path();
+    let kubeadms_2h =
+        first_der(&std::fs::read(backup.join("pki/apiserver.crt")).expect("backup")).expect("crt");
+    let (ok, text) = kubeadm_cmd(&node, &["revert"]);
     assert!(ok, "{text}");
     assert!(text.ends_with("reverted\n"), "{text}");
     assert!(
-        text.contains("restored /etc/kubernetes/pki/apiserver.crt from "),
+        text.contains("issued /etc/kubernetes/pki/apiserver.crt again from kubeadm's copy in "),
         "{text}"
     );
+    let again =
+        first_der(&std::fs::read(etc.join("pki/apiserver.crt")).expect("crt")).expect("crt");
+    let (_, old) = x509_parser::parse_x509_certificate(&kubeadms_2h).expect("parse");
+    let (_, new) = x509_parser::parse_x509_certificate(&again).expect("parse");
+    assert_eq!(new.subject().as_raw(), old.subject().as_raw());
+    assert_eq!(
+        new.public_key().raw,
+        old.public_key().raw,
+        "kubeadm's key kept"
+    );
+    assert!(
+        new.validity().not_after.timestamp() - old.validity().not_after.timestamp() > 86_400,
+        "issued for longer than a day"
+    );
+    wait_long(
+        "the certificate issued again served, /readyz ok",
+        Duration::from_secs(180),
+        || {
+            settled(&node, 4)?;
+            served(&node, &api, None).filter(|s| *s == again)?;
+            ready(&kubectl, &admin).then_some(())
+        },
+    );
+
     let out = node.sh("kubeadm", &["certs", "renew", "all"]);
     assert!(
         out.status.success(),

@@ -1,166 +1,261 @@
-//! What revert hands back in place of kubeadm's kubeconfigs and pairs
-//! that certsync kept in step: kubeadm's copy from the backup, or the
-//! current one when it lasts longer (certsync renewed it with a longer
-//! lifetime, or kubeadm renewed it since) and is sound: the node's CA
-//! issued it, its key is the certificate's, it names what kubeadm's
-//! named, and a kubeconfig says everything else kubeadm's said. Each
-//! judgement is shown with both copies' notAfter (dry run and real run
-//! alike): an operator sees which copy comes back and why.
+//! What revert writes in place of kubeadm's pairs and kubeconfigs that
+//! certsync kept in step: kubeadm's own bytes from adopt's first backup
+//! of them, or, for one whose certificate has ended or ends within
+//! [`REVERT_MARGIN_SECS`], that certificate issued again on the host from
+//! the CA ([`crate::source::ca::reissue`]: kubeadm's TBSCertificate with a
+//! new serial and validity; the key stays kubeadm's, as `kubeadm certs
+//! renew` keeps it; in a kubeconfig only the embedded certificate's base64
+//! changes). Nothing expired or ending within a day is handed back.
 //!
-//! Each current file is read once, beneath its directory's handle and
-//! never through a link, and judged on those bytes; what revert keeps is
-//! those bytes written anew with kubeadm's modes, never the entry it read
-//! (the ninth review, F1 and F2: a file renamed in after the judgement, a
-//! symlink, or a key made 0666 by certsync's container survived revert).
+//! Never a byte certsync's container could have written: the backups are
+//! under `/etc/kubernetes/certsync`, which certsync's pod mounts read-only
+//! (plan.rs), and only kubeadm's certificate from there is ever re-signed.
+//! Issuing again a file from its live place (which the container may
+//! rewrite) would make revert, as root with the CA key, a signing oracle
+//! for a compromised container: it would write the identity it wants and
+//! have revert sign it. A file the backup lacks (a node adopted by an
+//! earlier certsync that did not back it up) is refused, naming it.
 
 use std::path::Path;
 
+use base64::Engine as _;
+use rustls_pki_types::pem::SectionKind;
 use x509_parser::time::ASN1Time;
 
 use super::apply::State;
-use super::plan::{self, backup_path};
-use super::{KubeadmError, host, kept, moves, node};
+use super::plan::{self, EMBEDDED, backup_path};
+use super::{KubeadmError, REVERT_MARGIN_SECS, host, moves};
 
 /// A file to put back: node path, bytes, mode.
 pub(super) type Restore = (String, Vec<u8>, u32);
 
 /// kubeadm's modes: its keys and kubeconfigs are root's 0600, its
-/// certificates 0644. What revert writes has these, whatever the file it
-/// judged had (the ninth review, F2: a key certsync's container made 0666
-/// was kept so).
+/// certificates 0644. What revert writes has these, whatever the file in
+/// place had.
 const PRIVATE: u32 = 0o600;
 const PUBLIC: u32 = 0o644;
+
+/// The CA that issues every kubeconfig's client certificate.
+const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 pub(super) struct Handback {
     /// The kubeconfig, or the pair's `.crt` (the `.key` goes with it).
     pub node_path: String,
-    /// What revert writes (node path, bytes, mode): the current copy's
-    /// bytes as judged, or kubeadm's from the backup.
+    /// What revert writes (node path, bytes, mode).
     pub files: Vec<Restore>,
-    /// The backup the files come from; `None`: the current copy's bytes.
-    pub backup: Option<String>,
-    /// The notAfter of the copy revert leaves.
-    pub not_after: ASN1Time,
-    /// Which copy revert leaves and why, both copies' notAfter shown.
-    pub judgement: String,
+    /// The backup kubeadm's copy comes from.
+    pub backup: String,
+    /// kubeadm's copy's notAfter.
+    pub kubeadms: ASN1Time,
+    /// The notAfter of the certificate issued again from kubeadm's copy,
+    /// when that one ends within the margin; `None`: kubeadm's bytes as
+    /// they are.
+    pub reissued: Option<ASN1Time>,
 }
 
-/// The current copy as revert judged it: its notAfter if sound, else why
-/// not (with its notAfter when it could be read).
-type Current = Result<ASN1Time, (Option<ASN1Time>, String)>;
-
-/// kubeadm's kubeconfigs and pairs as revert would leave them, each
-/// current file read once (see [`read_current`]) and judged on those bytes.
+/// What revert writes for each pair and kubeconfig adopt's record names,
+/// computed (and any certificate issued again, in memory) before revert
+/// changes anything; refused when the node has one the record lacks.
 pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
+    let missing = unrecorded(dir, state);
+    if !missing.is_empty() {
+        return Err(KubeadmError::Revert(format!(
+            "kubeadm's copy of {} is not in adopt's backup (an earlier certsync adopted this node \
+             without backing it up); nothing was changed. revert hands back only kubeadm's copy in \
+             the backup, or its certificate issued again, never a file certsync's container could \
+             have written. Check that each is kubeadm's, renew it on the host with `kubeadm certs \
+             renew` (e.g. `kubeadm certs renew all`), run `certsync kubeadm adopt` again (it backs \
+             up kubeadm's files), then revert",
+            missing.join(", ")
+        )));
+    }
+    let deadline = ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
     let mut all = Vec::new();
-    // certsync's configuration as adopt wrote it (mounted read-only into
-    // its pod), or the copy in the backup: each mapping's lifetime.
-    let config = read_current(dir, plan::CONFIG).ok().flatten().or_else(|| {
-        let b = state.backups.last()?;
-        read_current(dir, &format!("{b}/certsync.yaml"))
-            .ok()
-            .flatten()
-    });
     for (k, backup) in &state.kubeconfigs {
-        let path = backup_path(dir, backup, k);
-        let saved = std::fs::read(&path)
-            .map_err(|e| KubeadmError::Revert(format!("backup of {k}: {e}")))?;
-        let text =
-            String::from_utf8(saved.clone()).map_err(|_| KubeadmError::file(&path, "not UTF-8"))?;
-        let theirs =
-            node::kubeconfig_not_after(dir, &text).map_err(|e| KubeadmError::file(&path, e))?;
-        let theirs_cert = crate::writer::embedded_pair(&text).ok().map(|(c, _)| c);
-        let (current, ours) = match read_current(dir, k) {
-            Ok(Some(bytes)) => (
-                current_kubeconfig(
-                    dir,
-                    &bytes,
-                    &text,
-                    theirs_cert.as_deref(),
-                    kept::lifetime(config.as_deref(), "update-kubeconfig", k),
-                ),
-                vec![(k.clone(), bytes, PRIVATE)],
-            ),
-            Ok(None) => (Err((None, "missing".into())), Vec::new()),
-            Err(why) => (Err((None, why)), Vec::new()),
-        };
-        let theirs_files = vec![(k.clone(), saved, PRIVATE)];
-        all.push(choose(k, k, current, theirs, backup, ours, theirs_files));
+        all.push(kubeconfig(dir, k, backup, deadline)?);
     }
     for (p, backup) in &state.pairs {
-        let (crt, key) = (format!("{p}.crt"), format!("{p}.key"));
-        let read = |f: &str| {
-            std::fs::read(backup_path(dir, backup, f))
-                .map_err(|e| KubeadmError::Revert(format!("backup of {f}: {e}")))
-        };
-        let (saved_crt, saved_key) = (read(&crt)?, read(&key)?);
-        let theirs = node::not_after(&saved_crt)
-            .map_err(|e| KubeadmError::file(&backup_path(dir, backup, &crt), e))?;
-        let ca = plan::pair_ca(dir, p)
-            .ok_or_else(|| KubeadmError::Revert(format!("{p}: not a pair adopt keeps")))?;
-        let (current, ours) = match (read_current(dir, &crt), read_current(dir, &key)) {
-            (Ok(Some(c)), Ok(Some(k))) => (
-                judged(node::not_after(&c), || {
-                    node::sound_pair(dir, &c, &k, &ca)?;
-                    identity(&c, &saved_crt)?;
-                    kept::shape(
-                        &c,
-                        &saved_crt,
-                        kept::lifetime(config.as_deref(), "update-pair", p),
-                    )
-                }),
-                vec![(key.clone(), k, PRIVATE), (crt.clone(), c, PUBLIC)],
-            ),
-            (Err(why), _) | (Ok(Some(_)), Err(why)) => (Err((None, why)), Vec::new()),
-            (Ok(Some(c)), Ok(None)) => (
-                Err((node::not_after(&c).ok(), "its key is missing".into())),
-                Vec::new(),
-            ),
-            (Ok(None), _) => (Err((None, "missing".into())), Vec::new()),
-        };
-        let theirs_files = vec![(key, saved_key, PRIVATE), (crt.clone(), saved_crt, PUBLIC)];
-        let shown = format!("{crt} and .key");
-        all.push(choose(
-            &shown,
-            &crt,
-            current,
-            theirs,
-            backup,
-            ours,
-            theirs_files,
-        ));
+        all.push(pair(dir, p, backup, deadline)?);
     }
     Ok(all)
 }
 
-/// The file at `node_path` as it is now, read once: its directory reached
-/// from `dir` one name at a time and the file opened beneath that handle,
-/// neither followed if a symlink, a regular file within the size limit.
-/// `None` when it is missing; `Err` says, starting with the path, why it
-/// is not a file revert may keep (the ninth review, F2: a symlink into
-/// certsync's own target was kept, then dangled once revert moved the
-/// target away).
-fn read_current(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, String> {
-    let (parent, name) = node_path
-        .rsplit_once('/')
-        .ok_or_else(|| format!("{node_path}: not a file path"))?;
-    let d = match moves::open_beneath(dir, parent) {
-        Ok(d) => d,
-        Err(moves::Blocked::Absent) => return Ok(None),
-        Err(b) => return Err(b.to_string()),
+/// The kubeconfigs and pairs (their `.crt`) the node has that adopt keeps
+/// in step and whose kubeadm copy its record does not name.
+fn unrecorded(dir: &Path, state: &State) -> Vec<String> {
+    let pairs = plan::pairs(dir)
+        .into_iter()
+        .filter(|p| !state.pairs.contains_key(p))
+        .map(|p| format!("{p}.crt"));
+    let kubeconfigs = EMBEDDED
+        .into_iter()
+        .filter(|k| std::fs::symlink_metadata(host(dir, k)).is_ok())
+        .filter(|k| !state.kubeconfigs.contains_key(*k))
+        .map(str::to_owned);
+    kubeconfigs.chain(pairs).collect()
+}
+
+fn pair(dir: &Path, prefix: &str, backup: &str, deadline: i64) -> Result<Handback, KubeadmError> {
+    let (crt, key) = (format!("{prefix}.crt"), format!("{prefix}.key"));
+    let (saved_crt, saved_key) = (
+        read_backup(dir, backup, &crt)?,
+        read_backup(dir, backup, &key)?,
+    );
+    let at = backup_path(dir, backup, &crt);
+    let der = crate::pem::exactly_one(&saved_crt, SectionKind::Certificate)
+        .map_err(|e| KubeadmError::file(&at, e))?;
+    let ca = plan::pair_ca(dir, prefix)
+        .ok_or_else(|| KubeadmError::Revert(format!("{prefix}: not a pair adopt keeps")))?;
+    let (bytes, kubeadms, reissued) = renewed(dir, &at, &der, &ca, deadline)?;
+    let bytes = match bytes {
+        Some(der) => pem(&at, &der)?.into_bytes(),
+        None => saved_crt,
     };
-    match crate::writer::read_beneath(&d, name, &host(dir, node_path)) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(format!("{node_path} {}", e.problem())),
+    Ok(Handback {
+        node_path: crt.clone(),
+        files: vec![(key, saved_key, PRIVATE), (crt, bytes, PUBLIC)],
+        backup: backup.to_owned(),
+        kubeadms,
+        reissued,
+    })
+}
+
+fn kubeconfig(
+    dir: &Path,
+    node_path: &str,
+    backup: &str,
+    deadline: i64,
+) -> Result<Handback, KubeadmError> {
+    let at = backup_path(dir, backup, node_path);
+    let text = String::from_utf8(read_backup(dir, backup, node_path)?)
+        .map_err(|_| KubeadmError::file(&at, "not UTF-8"))?;
+    let data = client_certificate_data(&text).map_err(|e| KubeadmError::file(&at, e))?;
+    let cert = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|e| {
+            KubeadmError::file(&at, format!("client-certificate-data: not base64 ({e})"))
+        })?;
+    let der = crate::pem::exactly_one(&cert, SectionKind::Certificate)
+        .map_err(|e| KubeadmError::file(&at, format!("client-certificate-data: {e}")))?;
+    let (bytes, kubeadms, reissued) = renewed(dir, &at, &der, CA, deadline)?;
+    let text = match bytes {
+        Some(der) => {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(pem(&at, &der)?);
+            text.replacen(data, &b64, 1)
+        }
+        None => text,
+    };
+    Ok(Handback {
+        node_path: node_path.to_owned(),
+        files: vec![(node_path.to_owned(), text.into_bytes(), PRIVATE)],
+        backup: backup.to_owned(),
+        kubeadms,
+        reissued,
+    })
+}
+
+/// kubeadm's certificate `der` (in the backup at `at`) and its notAfter;
+/// when that ends by `deadline`, also the certificate issued again by
+/// `ca` (node path of its `.crt`, the key beside it) and its notAfter,
+/// which must outlast `deadline`.
+#[allow(clippy::type_complexity)]
+fn renewed(
+    dir: &Path,
+    at: &Path,
+    der: &[u8],
+    ca: &str,
+    deadline: i64,
+) -> Result<(Option<Vec<u8>>, ASN1Time, Option<ASN1Time>), KubeadmError> {
+    let not_after = |der: &[u8]| {
+        x509_parser::parse_x509_certificate(der)
+            .map(|(_, c)| c.validity().not_after)
+            .map_err(|e| KubeadmError::file(at, format!("not a certificate ({e})")))
+    };
+    let kubeadms = not_after(der)?;
+    if kubeadms.timestamp() > deadline {
+        return Ok((None, kubeadms, None));
     }
+    let key = ca.replace(".crt", ".key");
+    let new = crate::source::ca::reissue(
+        at,
+        der,
+        &host(dir, ca),
+        &host(dir, &key),
+        std::time::SystemTime::now(),
+    )
+    .map_err(|e| {
+        KubeadmError::Revert(format!(
+            "kubeadm's certificate in {} ends {}, within 24 h, and issuing it again from {ca} \
+             failed: {e}; nothing was changed",
+            at.display(),
+            until(kubeadms)
+        ))
+    })?;
+    let ends = not_after(&new)?;
+    if ends.timestamp() <= deadline {
+        return Err(KubeadmError::Revert(format!(
+            "the CA {ca} ends {}, within 24 h: nothing issued from it lasts a day (kubeadm's \
+             certificate in {} ends {}); nothing was changed. Renew the CA first",
+            until(ends),
+            at.display(),
+            until(kubeadms)
+        )));
+    }
+    Ok((Some(new), kubeadms, Some(ends)))
+}
+
+/// A certificate's DER as PEM, as kubeadm writes it (LF, 64 columns).
+fn pem(at: &Path, der: &[u8]) -> Result<String, KubeadmError> {
+    x509_cert::der::pem::encode_string("CERTIFICATE", x509_cert::der::pem::LineEnding::LF, der)
+        .map_err(|e| KubeadmError::file(at, format!("encoding the certificate: {e}")))
+}
+
+/// The one user's `client-certificate-data` in a kubeconfig kubeadm
+/// wrote, as it stands in `text` (once): what is replaced when its
+/// certificate is issued again, every other byte kept.
+fn client_certificate_data(text: &str) -> Result<&str, String> {
+    let config = crate::source::client::parse_kubeconfig(text)?;
+    let all: Vec<String> = config
+        .auth_infos
+        .iter()
+        .filter_map(|u| u.auth_info.as_ref()?.client_certificate_data.clone())
+        .collect();
+    let [data] = all.as_slice() else {
+        return Err(format!(
+            "{} embedded client certificates; kubeadm writes one",
+            all.len()
+        ));
+    };
+    let data = data.trim();
+    match text.match_indices(data).map(|(i, _)| i).collect::<Vec<_>>()[..] {
+        [at] if !data.is_empty() => Ok(&text[at..at + data.len()]),
+        _ => Err("its client-certificate-data is not written once as one plain value".into()),
+    }
+}
+
+/// The backup's copy of `node_path`, read beneath the backup's directory
+/// handle, never through a link.
+fn read_backup(dir: &Path, backup: &str, node_path: &str) -> Result<Vec<u8>, KubeadmError> {
+    let at = backup_path(dir, backup, node_path);
+    let rel = node_path
+        .strip_prefix("/etc/kubernetes/")
+        .ok_or_else(|| KubeadmError::Revert(format!("{node_path}: not under /etc/kubernetes")))?;
+    let in_backup = format!("{backup}/{rel}");
+    let (parent, name) = in_backup
+        .rsplit_once('/')
+        .ok_or_else(|| KubeadmError::Revert(format!("{in_backup}: not a file path")))?;
+    let d = moves::open_beneath(dir, parent).map_err(|b| {
+        KubeadmError::Revert(format!("backup of {node_path} ({}): {b}", at.display()))
+    })?;
+    crate::writer::read_beneath(&d, name, &at)
+        .map_err(|e| KubeadmError::Revert(format!("backup of {node_path}: {}", e.problem())))
 }
 
 /// Writes `bytes` as `node_path` anew with `mode`: a new file (`..tmp-NAME`,
 /// `O_EXCL|O_NOFOLLOW`, fsynced) renamed over the name beneath its
-/// directory's handle, reached as [`read_current`] reaches it. Whatever
-/// was at the name (a file written after revert read it, a link, another
-/// mode) is gone.
+/// directory's handle, reached one name at a time, never through a link.
+/// Whatever was at the name (a file certsync's container wrote, a link,
+/// another mode) is gone.
 pub(super) fn write(
     dir: &Path,
     node_path: &str,
@@ -179,104 +274,6 @@ pub(super) fn write(
         bytes,
         &host(dir, parent),
     )?)
-}
-
-/// The kubeconfig read as `bytes`, judged against kubeadm's `saved` text
-/// (whose client certificate is `theirs_cert`).
-fn current_kubeconfig(
-    dir: &Path,
-    bytes: &[u8],
-    saved: &str,
-    theirs_cert: Option<&[u8]>,
-    lifetime: i64,
-) -> Current {
-    let text = std::str::from_utf8(bytes).map_err(|_| (None, "not UTF-8".to_owned()))?;
-    let (cert, key) = crate::writer::embedded_pair(text)
-        .map_err(|e| (None, format!("no client pair to judge ({e})")))?;
-    judged(node::not_after(&cert), || {
-        let key = key.ok_or("no embedded client key")?;
-        node::sound_pair(dir, &cert, &key, "/etc/kubernetes/pki/ca.crt")?;
-        identity(&cert, theirs_cert.unwrap_or_default())?;
-        if !node::same_but_pairs(text, saved) {
-            return Err(
-                "it differs from kubeadm's in more than its client pair (server, CA, \
-                        user or plugin)"
-                    .into(),
-            );
-        }
-        kept::shape(&cert, theirs_cert.unwrap_or_default(), lifetime)
-    })
-}
-
-/// A current copy whose notAfter is `until`, sound if `check` passes.
-fn judged(until: Result<ASN1Time, String>, check: impl FnOnce() -> Result<(), String>) -> Current {
-    let until = until.map_err(|e| (None, e))?;
-    check().map(|()| until).map_err(|why| (Some(until), why))
-}
-
-/// A copy kept in place of kubeadm's names what kubeadm's named.
-fn identity(cert: &[u8], kubeadms: &[u8]) -> Result<(), String> {
-    if node::same_identity(cert, kubeadms) {
-        Ok(())
-    } else {
-        Err("other subject or names than kubeadm's".into())
-    }
-}
-
-/// The current files (`ours`, as read) when they are sound and outlast
-/// kubeadm's in the backup, else the backup's `theirs`; `shown` names the
-/// file in the judgement.
-fn choose(
-    shown: &str,
-    node_path: &str,
-    current: Current,
-    theirs: ASN1Time,
-    backup: &str,
-    ours: Vec<Restore>,
-    theirs_files: Vec<Restore>,
-) -> Handback {
-    let kubeadms = format!("kubeadm's backup (until {})", until(theirs));
-    // The current copy's notAfter when it is the one kept.
-    let (kept, judgement) = match current {
-        Ok(now) if now > theirs => (
-            Some(now),
-            format!(
-                "{shown}: keeping certsync's (until {}) over {kubeadms}: it lasts longer",
-                until(now)
-            ),
-        ),
-        Ok(now) => (
-            None,
-            format!(
-                "{shown}: keeping {kubeadms} over certsync's (until {}): {}",
-                until(now),
-                if now < theirs {
-                    "it lasts longer"
-                } else {
-                    "certsync's lasts no longer"
-                }
-            ),
-        ),
-        Err((now, why)) => (
-            None,
-            format!(
-                "{shown}: keeping {kubeadms}, not certsync's{}: {why}",
-                now.map(|t| format!(" (until {})", until(t)))
-                    .unwrap_or_default()
-            ),
-        ),
-    };
-    let (files, backup) = match kept {
-        Some(_) => (ours, None),
-        None => (theirs_files, Some(backup.to_owned())),
-    };
-    Handback {
-        node_path: node_path.to_owned(),
-        not_after: kept.unwrap_or(theirs),
-        files,
-        backup,
-        judgement,
-    }
 }
 
 /// A notAfter as revert shows it: `2027-11-25 12:00Z`.

@@ -10,10 +10,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::plan::{BY_FILE, CONFIG};
+use super::manifest::{BY_FILE, CONFIG, KUBECONFIGS};
 use super::{KUBEADM_DIR, KubeadmError, Options, host};
 use crate::config::{Config, ConfigError, Mapping, Source};
-use crate::kubeadm::manifest::KUBECONFIGS;
 
 /// How often client-go re-reads a kubeconfig's client certificate and key
 /// files (`transport.CertCallbackRefreshDuration`): a renewed pair reaches

@@ -11,6 +11,28 @@ pub const P: &str = "/etc/kubernetes/pki/certsync";
 pub const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
 pub const KUBECONFIGS: &str = "/etc/kubernetes/certsync";
 
+/// certsync's configuration (`certsync.yaml`).
+pub const CONFIG: &str = "/etc/kubernetes/certsync.yaml";
+
+/// certsync's kubeconfigs for the components that read their client pair
+/// by file, through client-go, which re-reads it every 5 minutes (its
+/// embedded copy would never be re-read): (file under [`KUBECONFIGS`],
+/// user, the mapping whose target it names, the component).
+pub const BY_FILE: [(&str, &str, &str, &str); 2] = [
+    (
+        "controller-manager.conf",
+        "system:kube-controller-manager",
+        "controller-manager-client",
+        "kube-controller-manager",
+    ),
+    (
+        "scheduler.conf",
+        "system:kube-scheduler",
+        "scheduler-client",
+        "kube-scheduler",
+    ),
+];
+
 /// An extra volume (hostPath mounted at the same path, read-only).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Volume {

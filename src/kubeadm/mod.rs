@@ -23,7 +23,6 @@ mod audit;
 mod cluster;
 mod handback;
 mod judge;
-mod kept;
 mod manifest;
 mod moves;
 mod node;
@@ -37,8 +36,8 @@ pub use revert::revert;
 /// Where kubeadm keeps everything, as the node's components see it.
 pub const KUBEADM_DIR: &str = "/etc/kubernetes";
 
-/// revert refuses to hand back a kubeadm certificate that expires within
-/// this many seconds (24 h): a day to notice, renew and revert again.
+/// revert never hands back a kubeadm certificate that ends within this
+/// many seconds (24 h): it issues it again from kubeadm's copy instead.
 pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
 /// What `adopt` and `revert` are asked to do.
@@ -58,9 +57,6 @@ pub struct Options {
     /// `--local-only`: go on when the ClusterConfiguration cannot be read
     /// or changed; the operator changes it by hand (what to change is printed).
     pub local_only: bool,
-    /// `revert --force`: hand back kubeadm's certificates even when they
-    /// have expired or expire within [`REVERT_MARGIN_SECS`].
-    pub force: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -97,42 +97,6 @@ pub fn sound_pair(dir: &Path, cert_pem: &[u8], key_pem: &[u8], ca: &str) -> Resu
     }
 }
 
-/// Whether two certificates (PEM) name the same identity: subject, and
-/// subject alternative names in the same order. A pair kept in place of
-/// kubeadm's must be for what kubeadm's was for.
-pub fn same_identity(a_pem: &[u8], b_pem: &[u8]) -> bool {
-    fn identity(pem: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
-        let (_, pem) = x509_parser::pem::parse_x509_pem(pem).ok()?;
-        let (_, c) = x509_parser::parse_x509_certificate(&pem.contents).ok()?;
-        let san = c
-            .extensions()
-            .iter()
-            .find(|e| e.oid == x509_parser::oid_registry::OID_X509_EXT_SUBJECT_ALT_NAME)
-            .map(|e| e.value.to_vec());
-        Some((c.subject().as_raw().to_vec(), san))
-    }
-    matches!((identity(a_pem), identity(b_pem)), (Some(a), Some(b)) if a == b)
-}
-
-/// Two kubeconfigs (YAML text) the same but for their users' embedded
-/// client pairs: a kubeconfig kept in place of kubeadm's must say
-/// everything else kubeadm's did (server, CA, no plugin added).
-pub fn same_but_pairs(a: &str, b: &str) -> bool {
-    fn stripped(text: &str) -> Option<serde_yaml_ng::Value> {
-        let mut doc: serde_yaml_ng::Value = crate::files::parse_yaml(text).ok()?;
-        if let Some(users) = doc.get_mut("users").and_then(|u| u.as_sequence_mut()) {
-            for u in users {
-                if let Some(user) = u.get_mut("user").and_then(|u| u.as_mapping_mut()) {
-                    user.remove("client-certificate-data");
-                    user.remove("client-key-data");
-                }
-            }
-        }
-        Some(doc)
-    }
-    matches!((stripped(a), stripped(b)), (Some(a), Some(b)) if a == b)
-}
-
 /// The API server address of a kubeadm kubeconfig (its only cluster).
 pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     let text = read(dir, node_path)?;
@@ -154,38 +118,4 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
             ),
         )),
     }
-}
-
-/// notAfter of the first certificate in PEM `bytes`.
-pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, String> {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(bytes)
-        .map_err(|e| format!("not a PEM certificate ({e})"))?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&pem.contents)
-        .map_err(|e| format!("not a certificate ({e})"))?;
-    Ok(cert.validity().not_after)
-}
-
-/// The earliest notAfter of a kubeconfig's client certificates (embedded,
-/// or a file named by node path); a kubeconfig with none is an error: what
-/// revert hands back must be a pair it can judge.
-pub fn kubeconfig_not_after(dir: &Path, text: &str) -> Result<x509_parser::time::ASN1Time, String> {
-    use base64::Engine as _;
-    let config = crate::source::client::parse_kubeconfig(text)?;
-    let mut earliest: Option<x509_parser::time::ASN1Time> = None;
-    for user in config
-        .auth_infos
-        .iter()
-        .filter_map(|u| u.auth_info.as_ref())
-    {
-        let pem = match (&user.client_certificate_data, &user.client_certificate) {
-            (Some(data), _) => base64::engine::general_purpose::STANDARD
-                .decode(data.trim())
-                .map_err(|e| format!("client-certificate-data: not base64 ({e})"))?,
-            (None, Some(file)) => read(dir, file).map_err(|e| e.to_string())?.into_bytes(),
-            (None, None) => continue,
-        };
-        let t = not_after(&pem).map_err(|e| format!("client certificate: {e}"))?;
-        earliest = Some(earliest.map_or(t, |e| e.min(t)));
-    }
-    earliest.ok_or_else(|| "no client certificate".to_owned())
 }

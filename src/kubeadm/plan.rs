@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::Value;
 
-use super::manifest::{self, KUBECONFIGS, Manifest, P, PE};
+use super::manifest::{self, BY_FILE, KUBECONFIGS, Manifest, P, PE};
 use super::{KubeadmError, Options, cluster, digest, host, node};
 
 /// certsync's configuration, its static pod, and adopt's record of what it did.
-pub const CONFIG: &str = "/etc/kubernetes/certsync.yaml";
+pub use super::manifest::CONFIG;
 pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
 pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
 pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
@@ -31,25 +31,6 @@ pub const EMBEDDED: [&str; 4] = [
     "/etc/kubernetes/super-admin.conf",
     "/etc/kubernetes/controller-manager.conf",
     "/etc/kubernetes/scheduler.conf",
-];
-
-/// certsync's kubeconfigs for the components that read their client pair
-/// by file, through client-go, which re-reads it every 5 minutes (its
-/// embedded copy would never be re-read): (file under [`KUBECONFIGS`],
-/// user, the mapping whose target it names, the component).
-pub const BY_FILE: [(&str, &str, &str, &str); 2] = [
-    (
-        "controller-manager.conf",
-        "system:kube-controller-manager",
-        "controller-manager-client",
-        "kube-controller-manager",
-    ),
-    (
-        "scheduler.conf",
-        "system:kube-scheduler",
-        "scheduler-client",
-        "kube-scheduler",
-    ),
 ];
 
 /// kubeadm's CA and service-account files: certsync's pod mounts each one
@@ -164,15 +145,6 @@ fn certs(dir: &Path) -> Vec<Cert> {
     all
 }
 
-/// kubeadm's own certificates adopt copies identities from, and revert
-/// hands back to the components (node paths).
-pub fn templates(dir: &Path) -> Vec<String> {
-    certs(dir)
-        .into_iter()
-        .filter_map(|c| c.template.map(|t| format!("/etc/kubernetes/pki/{t}.crt")))
-        .collect()
-}
-
 /// kubeadm's pairs certsync keeps in step (`update-pair:`), as prefixes
 /// (node paths, without `.crt`/`.key`).
 pub fn pairs(dir: &Path) -> Vec<String> {
@@ -279,12 +251,11 @@ impl Plan {
             let _ = writeln!(s, "  {name} -> {target} ({options})");
         }
         // An expired template is fine as a template (only its shape is
-        // copied); it matters when revert hands it back.
+        // copied), and revert issues it again from the backup.
         s.push_str(
             "templates: kubeadm's certificates stay in place; certsync copies only their subject, \
-             names and usages, so it keeps issuing from one after it expires, but revert hands \
-             them back and refuses any that ends within 24 h (certsync_ca_template_ttl_seconds \
-             and a warning in certsync's log say when: run `kubeadm certs renew all` first)\n",
+             names and usages, so it keeps issuing from one after it expires; revert hands back \
+             kubeadm's copies from the backup, any that ends within 24 h issued again from its CA\n",
         );
         s.push_str("files:\n");
         for f in &self.files {

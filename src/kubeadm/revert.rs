@@ -10,9 +10,14 @@
 //! expire there unnoticed. The record moves into the backup, so a second
 //! revert finds nothing to do.
 //!
+//! kubeadm's pairs and kubeconfigs come back from adopt's first backup,
+//! any whose certificate ends within [`super::REVERT_MARGIN_SECS`] issued
+//! again on the host ([`handback`]): never a file certsync's container
+//! could have written, nothing that ends within a day.
+//!
 //! Refused before anything changes: a ClusterConfiguration it cannot read
-//! (unless `--local-only`), and a kubeadm certificate it would hand back
-//! that expires within [`REVERT_MARGIN_SECS`] (unless `--force`).
+//! (unless `--local-only`), a pair or kubeconfig whose kubeadm copy is not
+//! in the backup, a certificate it cannot issue again to last a day.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,8 +25,8 @@ use std::path::{Path, PathBuf};
 use super::apply::State;
 use super::handback::{self, Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
-use super::plan::{CONFIG, POD, STATE, backup_path, targets, templates};
-use super::{KubeadmError, Options, REVERT_MARGIN_SECS, cluster, digest, host, moves, node};
+use super::plan::{CONFIG, POD, STATE, backup_path, targets};
+use super::{KubeadmError, Options, cluster, digest, host, moves, node};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
@@ -73,27 +78,10 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
             )));
         }
     }
+    // What revert writes for kubeadm's pairs and kubeconfigs, computed
+    // once (any certificate issued again in memory): the dry run prints
+    // it, the real run writes it.
     let handbacks = handbacks(dir, &state)?;
-    let expiring = expiring(dir, &state, &handbacks);
-    if !expiring.is_empty() {
-        let list = expiring.join("\n  ");
-        if !opts.force {
-            return Err(KubeadmError::Revert(format!(
-                "kubeadm's certificates that revert hands back have expired or expire within 24 h; \
-                 nothing was changed:\n  {list}\nfor a file certsync keeps in step (kubeadm's pairs and \
-                 kubeconfigs since this version's adopt), both kubeadm's copy in the backup and \
-                 certsync's current one end that soon: adopt again without a short `--set lifetime=` and \
-                 revert after certsync's next renewal; for the others run `kubeadm certs renew all` first \
-                 (certsync keeps serving until revert). Then revert again; --force reverts anyway (then run \
-                 `kubeadm certs renew all` at once)"
-            )));
-        }
-        let _ = writeln!(
-            out,
-            "--force: {} kubeadm certificates that expire within 24 h:\n  {list}",
-            tense(opts.dry_run, "handing back", "would hand back")
-        );
-    }
     // `--dry-run`: past this point every write is skipped; each line says
     // what revert would do, where a real run says what it did.
     let dry = opts.dry_run;
@@ -152,53 +140,6 @@ pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
     Ok(out)
 }
 
-/// The points a unit test injects a step at (what a compromised certsync
-/// container racing revert would do there).
-#[cfg(test)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Step {
-    /// certsync's daemon is gone, kubeadm's files not yet judged again.
-    DaemonGone,
-    /// Judged again, not yet written.
-    Judged,
-}
-
-/// A step a unit test injects, and where.
-#[cfg(test)]
-pub(super) type Injected = Option<(Step, Box<dyn FnOnce()>)>;
-
-#[cfg(test)]
-thread_local! {
-    pub(super) static INJECTED: std::cell::RefCell<Injected> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs the step a unit test injected at `at`, once; nothing outside tests.
-#[cfg(test)]
-fn step(at: Step) {
-    let due = INJECTED.with(|h| {
-        let mut h = h.borrow_mut();
-        if h.as_ref().is_some_and(|(s, _)| *s == at) {
-            h.take().map(|(_, f)| f)
-        } else {
-            None
-        }
-    });
-    if let Some(f) = due {
-        f();
-    }
-}
-
-#[cfg(not(test))]
-#[derive(Clone, Copy)]
-enum Step {
-    DaemonGone,
-    Judged,
-}
-
-#[cfg(not(test))]
-fn step(_: Step) {}
-
 /// What a line says revert did, or in a dry run would do.
 fn tense<'a>(dry: bool, done: &'a str, would: &'a str) -> &'a str {
     if dry { would } else { done }
@@ -209,7 +150,7 @@ fn tense<'a>(dry: bool, done: &'a str, would: &'a str) -> &'a str {
 async fn local(
     opts: &Options,
     state: &State,
-    first: &[Handback],
+    handbacks: &[Handback],
     out: &mut String,
 ) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
@@ -236,60 +177,32 @@ async fn local(
     } else {
         claim_targets(dir, CLAIM_WAIT).await?
     };
-    step(Step::DaemonGone);
-    // kubeadm's kubeconfigs and pairs, as they were before certsync
-    // renewed them in place (certsync's may be short-lived), unless the
-    // current ones last longer and are sound; before the manifests, so
-    // each component starts on the files it keeps. Judged again now that
-    // certsync's daemon is gone (the ninth review, F1: judged only before
-    // its pod was removed, they were swapped in the gap by its container,
-    // which sees manifests/, and an exec-plugin admin.conf was kept), each
-    // file read once, and written anew from the bytes judged: nothing put
-    // there after the read survives. A dry run shows the first judgement.
-    let again;
-    let handbacks = if dry {
-        out.push_str(
-            "the real run judges each kubeconfig and pair below again once certsync's daemon is \
-             gone, and writes the copy it keeps anew (root's, mode 0600, a certificate 0644); \
-             as they are now:\n",
-        );
-        first
-    } else {
-        again = handbacks(dir, state)?;
-        &again
-    };
-    step(Step::Judged);
-    let deadline = x509_parser::time::ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
+    // kubeadm's kubeconfigs and pairs, before the manifests, so each
+    // component starts on the files it keeps; once certsync's daemon is
+    // gone, so it brings none of them to its pair again. Each is written
+    // anew (root's, kubeadm's mode) beneath its directory's handle:
+    // whatever certsync's container put at the name (a file, a link, a
+    // mode) is gone.
     for h in handbacks {
-        let _ = writeln!(out, "{}", h.judgement);
-        // The copy judged first is gone and kubeadm's ends soon: said,
-        // never kept instead (the refusal before any change saw the other).
-        let was = first.iter().find(|f| f.node_path == h.node_path);
-        if h.not_after.timestamp() <= deadline
-            && was.is_some_and(|f| f.not_after.timestamp() > deadline)
-        {
-            let _ = writeln!(
-                out,
-                "{}: what revert hands back ends {}, within 24 h (the copy judged first changed \
-                 since): run `kubeadm certs renew all` now",
-                h.node_path,
-                until(h.not_after)
-            );
-        }
         for (path, bytes, mode) in &h.files {
             if !dry {
                 handback::write(dir, path, *mode, bytes)?;
             }
-            let _ = match &h.backup {
-                Some(backup) => writeln!(
+            let _ = match h.reissued {
+                Some(ends) if *path == h.node_path => writeln!(
                     out,
-                    "{} {path} from {backup}/",
-                    tense(dry, "restored", "would restore")
+                    "{} {path} again from kubeadm's copy in {}/ (that ends {}, within 24 h): \
+                     until {}",
+                    tense(dry, "issued", "would issue"),
+                    h.backup,
+                    until(h.kubeadms),
+                    until(ends)
                 ),
-                None => writeln!(
+                _ => writeln!(
                     out,
-                    "{} {path} anew from the bytes judged (mode {mode:04o})",
-                    tense(dry, "wrote", "would write")
+                    "{} {path} from {}/",
+                    tense(dry, "restored", "would restore"),
+                    h.backup
                 ),
             };
         }
@@ -519,41 +432,4 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, Kubea
 fn hand_edits() -> Vec<cluster::Field> {
     let mut config = serde_yaml_ng::Value::Mapping(Default::default());
     cluster::adopt(&mut config, &manifest::components()).unwrap_or_default()
-}
-
-/// Each certificate revert hands back that has expired or expires within
-/// the margin (or cannot be read), as `path (notAfter ...)`.
-fn expiring(dir: &Path, state: &State, handbacks: &[Handback]) -> Vec<String> {
-    let deadline = x509_parser::time::ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
-    let mut found = Vec::new();
-    let mut judge = |what: String, t: Result<x509_parser::time::ASN1Time, String>| match t {
-        Ok(t) if t.timestamp() > deadline => {}
-        Ok(t) => found.push(format!("{what} (notAfter {t})")),
-        Err(e) => found.push(format!("{what} ({e})")),
-    };
-    // What an adoption before kubeadm's files were kept in step left as
-    // kubeadm made it: judged as it is.
-    let kept_in_step = |p: &String| {
-        state.kubeconfigs.contains_key(p)
-            || state
-                .pairs
-                .keys()
-                .any(|k| p.strip_suffix(".crt") == Some(k.as_str()))
-    };
-    for t in templates(dir).into_iter().filter(|t| !kept_in_step(t)) {
-        let bytes = node::read(dir, &t).map_err(|e| e.to_string());
-        judge(t, bytes.and_then(|b| node::not_after(b.as_bytes())));
-    }
-    for f in OWN_KUBECONFIGS {
-        let k = format!("/etc/kubernetes/{f}");
-        if kept_in_step(&k) {
-            continue;
-        }
-        let text = node::read(dir, &k).map_err(|e| e.to_string());
-        judge(k, text.and_then(|t| node::kubeconfig_not_after(dir, &t)));
-    }
-    for h in handbacks {
-        judge(h.node_path.clone(), Ok(h.not_after));
-    }
-    found
 }

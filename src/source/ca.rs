@@ -44,12 +44,14 @@ use crate::validate;
 
 mod lifetime;
 mod material;
+mod reissue;
 mod sign;
 #[cfg(test)]
 mod tests;
 
 pub use material::key_pair;
 use material::{Wanted, read_ca_key, wanted};
+pub use reissue::{KUBEADM_VALIDITY_SECS, reissue};
 
 /// Failed issuances are retried after 2 s, doubling, at most this.
 const RETRY_CAP: Duration = Duration::from_secs(300);
@@ -59,10 +61,10 @@ const RETRY_CAP: Duration = Duration::from_secs(300);
 /// a little behind accepts the certificate at once.
 const BACKDATE: Duration = Duration::from_secs(300);
 
-/// `certsync kubeadm revert` refuses to hand back a kubeadm certificate
-/// that ends within this (24 h); a `ca:` mapping whose template comes this
-/// close to its end says so once (and `certsync_ca_template_ttl_seconds`),
-/// so the operator renews it before trying to revert, not after.
+/// `certsync kubeadm revert` never hands back a kubeadm certificate that
+/// ends within this (24 h): it issues it again from kubeadm's copy; a
+/// `ca:` mapping whose template comes this close to its end says so once
+/// (and `certsync_ca_template_ttl_seconds`).
 pub const TEMPLATE_MARGIN: Duration = Duration::from_secs(24 * 3600);
 
 /// What a `ca:` mapping issues, from which CA.
@@ -359,7 +361,7 @@ impl CaSource {
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         let template_not_after = validate::rfc3339(not_after);
-        tracing::warn!(mapping = %self.mapping, %template, %template_not_after, "the template certificate has expired or expires within 24 h: certsync keeps issuing from it (only its subject, names and usages are used), but if it is kubeadm's, `certsync kubeadm revert` refuses to hand it back until it is renewed (`kubeadm certs renew all`)");
+        tracing::warn!(mapping = %self.mapping, %template, %template_not_after, "the template certificate has expired or expires within 24 h: certsync keeps issuing from it (only its subject, names and usages are used), but if it is kubeadm's, renew it (`kubeadm certs renew all`) before giving the node back to kubeadm");
         true
     }
 

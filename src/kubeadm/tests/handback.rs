@@ -1,185 +1,21 @@
-//! What revert hands back in place of kubeadm's kubeconfigs and pairs
-//! (the copy that lasts longer, only when it is sound), and revert against
-//! a node a compromised certsync container changed.
+//! What revert hands back in place of kubeadm's kubeconfigs and pairs:
+//! kubeadm's copy from adopt's backup (or its certificate issued again),
+//! whatever a compromised certsync container left in their place; and
+//! revert against a node such a container changed.
 
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
 use super::revert::{
-    BACKUP, CA, adopted_node, cert_ending, forged_ending, forged_kubeconfig, kubeconfig_ending,
-    pair_ending, revert_options, revert_refusal, snapshot,
+    BACKUP, CA, adopted_node, forged_ending, forged_kubeconfig, handed_back, kubeconfig_ending,
+    revert_options, revert_refusal, snapshot,
 };
 use super::*;
-
-#[tokio::test]
-async fn revert_hands_back_the_admin_conf_that_lasts_longer_and_judges_it() {
-    // kubeadm's admin.conf in the backup has expired; certsync's current
-    // one lasts 10 minutes: either way an admin.conf that dies today.
-    let dir = adopted_node();
-    let d = dir.path();
-    let backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf");
-    std::fs::write(&backup, kubeconfig_ending(-time::Duration::hours(1))).expect("write");
-    let why = revert_refusal(&revert_options(d)).await;
-    assert!(
-        why.contains("/etc/kubernetes/admin.conf (notAfter "),
-        "{why}"
-    );
-
-    // `kubeadm certs renew all` renewed the current one in place: kept,
-    // not replaced by the expired backup.
-    let renewed = kubeconfig_ending(time::Duration::days(365));
-    std::fs::write(d.join("admin.conf"), &renewed).expect("write");
-    let out = revert(&revert_options(d)).await.expect("revert");
-    assert!(
-        out.contains("/etc/kubernetes/admin.conf: keeping certsync's (until "),
-        "{out}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(d.join("admin.conf")).expect("read"),
-        renewed
-    );
-
-    // Attack (seventh review, F3): a current one that lasts longer but is
-    // self-signed is not kept.
-    let dir = adopted_node();
-    let d = dir.path();
-    let kubeadms =
-        std::fs::read(plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf")).expect("backup");
-    std::fs::write(
-        d.join("admin.conf"),
-        forged_kubeconfig(time::Duration::days(400)),
-    )
-    .expect("write");
-    let out = revert(&revert_options(d)).await.expect("revert");
-    assert!(out.contains("restored /etc/kubernetes/admin.conf"), "{out}");
-    assert_eq!(std::fs::read(d.join("admin.conf")).expect("read"), kubeadms);
-
-    // The eighth review, N6: a CA-issued pair that lasts longer in a
-    // kubeconfig that names another server is not kept.
-    let dir = adopted_node();
-    let d = dir.path();
-    let kubeadms =
-        std::fs::read(plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf")).expect("backup");
-    let elsewhere = kubeconfig_ending(time::Duration::days(400))
-        .replace("https://127.0.0.1:1", "https://203.0.113.66:6443");
-    std::fs::write(d.join("admin.conf"), elsewhere).expect("write");
-    let out = revert(&revert_options(d)).await.expect("revert");
-    assert!(out.contains("restored /etc/kubernetes/admin.conf"), "{out}");
-    assert_eq!(std::fs::read(d.join("admin.conf")).expect("read"), kubeadms);
-
-    // Normally kubeadm's year-long pair comes back from the backup.
-    let dir = adopted_node();
-    let d = dir.path();
-    let kubeadms =
-        std::fs::read(plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf")).expect("backup");
-    revert(&revert_options(d)).await.expect("revert");
-    assert_eq!(std::fs::read(d.join("admin.conf")).expect("read"), kubeadms);
-}
-
-/// A node adopted with kubeadm's apiserver pair kept in step: kubeadm's
-/// year-long pair in the backup, certsync's 10-minute one in place.
-fn adopted_node_with_pair() -> (tempfile::TempDir, (String, String), (String, String)) {
-    node_with_pair(time::Duration::days(365), time::Duration::minutes(10))
-}
-
-/// A node adopted with kubeadm's apiserver pair kept in step: kubeadm's
-/// pair in the backup ending in `kubeadms`, the current one in place
-/// ending in `current`; returns both.
-pub(super) fn node_with_pair(
-    kubeadms: time::Duration,
-    current: time::Duration,
-) -> (tempfile::TempDir, (String, String), (String, String)) {
-    let dir = adopted_node();
-    let d = dir.path();
-    let p = "/etc/kubernetes/pki/apiserver";
-    let kubeadms = pair_ending(kubeadms);
-    let current = pair_ending(current);
-    for (root, (crt, key)) in [
-        (plan::backup_path(d, BACKUP, "/etc/kubernetes/"), &kubeadms),
-        (d.to_owned(), &current),
-    ] {
-        std::fs::create_dir_all(root.join("pki")).expect("mkdir");
-        std::fs::write(root.join("pki/apiserver.crt"), crt).expect("crt");
-        std::fs::write(root.join("pki/apiserver.key"), key).expect("key");
-    }
-    let mut state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(host(d, plan::STATE)).expect("state")).expect("json");
-    state["pairs"] = serde_json::json!({ p: BACKUP });
-    std::fs::write(host(d, plan::STATE), state.to_string()).expect("state");
-    (dir, kubeadms, current)
-}
-
-#[tokio::test]
-async fn revert_hands_back_the_pair_that_lasts_longer_with_its_key() {
-    // kubeadm's pair outlasts certsync's 10-minute one: both files back
-    // from the backup, the key 0600, before any component restarts.
-    let (dir, kubeadms, _) = adopted_node_with_pair();
-    let d = dir.path();
-    let out = revert(&revert_options(d)).await.expect("revert");
-    assert_eq!(
-        (
-            read_in(d, "pki/apiserver.crt"),
-            read_in(d, "pki/apiserver.key")
-        ),
-        kubeadms
-    );
-    let mode = |f: &str| {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::metadata(d.join(f))
-            .expect("stat")
-            .permissions()
-            .mode()
-            & 0o777
-    };
-    assert_eq!(
-        (mode("pki/apiserver.crt"), mode("pki/apiserver.key")),
-        (0o644, 0o600)
-    );
-    let pair = out
-        .find("restored /etc/kubernetes/pki/apiserver.crt")
-        .expect(&out);
-    let manifest = out
-        .find("restored /etc/kubernetes/manifests/kube-apiserver.yaml")
-        .expect(&out);
-    assert!(
-        pair < manifest,
-        "the pair goes back before the manifest: {out}"
-    );
-
-    // Both end within a day: refused, naming the pair, nothing changed.
-    let (dir, _, _) = adopted_node_with_pair();
-    let d = dir.path();
-    let backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/apiserver.crt");
-    std::fs::write(&backup, cert_ending(time::Duration::hours(2))).expect("crt");
-    let why = revert_refusal(&revert_options(d)).await;
-    assert!(
-        why.contains("/etc/kubernetes/pki/apiserver.crt (notAfter "),
-        "{why}"
-    );
-}
-
-/// A certificate's notAfter (PEM) as revert shows it.
-fn until(pem: &str) -> String {
-    crate::kubeadm::handback::until(node::not_after(pem.as_bytes()).expect("cert"))
-}
 
 #[test]
 fn revert_shows_a_not_after_to_the_minute_in_utc() {
     let t = x509_parser::time::ASN1Time::from_timestamp(1_795_000_000).expect("time");
     assert_eq!(crate::kubeadm::handback::until(t), "2026-11-18 11:06Z");
-}
-
-/// The embedded client certificate of a kubeconfig as [`until`] shows it.
-fn until_in_kubeconfig(text: &str) -> String {
-    use base64::Engine as _;
-    let data = text
-        .split("client-certificate-data: ")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .expect("client-certificate-data");
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .expect("base64");
-    until(&String::from_utf8(pem).expect("pem"))
 }
 
 /// A pair the node's CA issued, key and all, for other names than
@@ -198,123 +34,136 @@ fn other_names_pair() -> (String, String) {
     )
 }
 
-#[tokio::test]
-async fn revert_keeps_the_sound_copy_that_lasts_longer_and_says_why() {
-    // Each current apiserver pair against kubeadm's year-long one in the
-    // backup: which stays, and the line that says so with both notAfter
-    // (the operator's review: nothing said why the backup won, and `kept`
-    // never named the key), the same in a dry run, which changes nothing.
-    // Attacks (seventh review F3, eighth N6): a pair that lasts longer but
-    // is self-signed, has another key, or names other names is never kept.
-    let year = time::Duration::days(400);
-    let another_key = (pair_ending(year).0, pair_ending(year).1);
-    let cases = [
-        ("certsync's 10 minutes", None, Some("it lasts longer")),
-        (
-            "certsync's renewed for longer",
-            Some(pair_ending(year)),
-            None,
-        ),
-        (
-            "self-signed",
-            Some(forged_ending(year)),
-            Some("not issued by the node's CA"),
-        ),
-        (
-            "another key",
-            Some(another_key),
-            Some("its key is not the certificate's"),
-        ),
-        (
-            "other names",
-            Some(other_names_pair()),
-            Some("other subject or names than kubeadm's"),
-        ),
-    ];
-    let pair = "/etc/kubernetes/pki/apiserver.crt and .key";
-    for (what, current, refused) in cases {
-        for dry_run in [true, false] {
-            let (dir, kubeadms, certsyncs) = adopted_node_with_pair();
-            let d = dir.path();
-            let current = current.clone().unwrap_or(certsyncs);
-            // certsync's lifetime for the pair: longer than the year
-            // kubeadm's lasts, so its renewal may outlast it.
-            std::fs::write(
-                host(d, plan::CONFIG),
-                "mappings:\n- update-pair: /etc/kubernetes/pki/apiserver\n  lifetime: 500d\n",
-            )
-            .expect("config");
-            std::fs::write(d.join("pki/apiserver.crt"), &current.0).expect("crt");
-            std::fs::write(d.join("pki/apiserver.key"), &current.1).expect("key");
-            let before = snapshot(d);
-            let out = revert(&Options {
-                dry_run,
-                ..revert_options(d)
-            })
-            .await
-            .expect("revert");
-            let (theirs, ours) = (until(&kubeadms.0), until(&current.0));
-            let said = match refused {
-                None => format!(
-                    "{pair}: keeping certsync's (until {ours}) over kubeadm's backup (until {theirs}): it lasts longer\n"
-                ),
-                Some("it lasts longer") => format!(
-                    "{pair}: keeping kubeadm's backup (until {theirs}) over certsync's (until {ours}): it lasts longer\n"
-                ),
-                Some(why) => format!(
-                    "{pair}: keeping kubeadm's backup (until {theirs}), not certsync's (until {ours}): {why}"
-                ),
-            };
-            assert!(
-                out.contains(&said),
-                "{what}, dry_run={dry_run}: {said:?} not in\n{out}"
-            );
-            let left = (
-                read_in(d, "pki/apiserver.crt"),
-                read_in(d, "pki/apiserver.key"),
-            );
-            if dry_run {
-                assert!(before == snapshot(d), "{what}: the dry run wrote: {out}");
-            } else if refused.is_none() {
-                assert_eq!(left, current, "{what}");
-            } else {
-                assert_eq!(left, kubeadms, "{what}");
-            }
-        }
-    }
+/// An admin.conf whose user runs a command (an exec credential plugin).
+fn exec_kubeconfig() -> String {
+    "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: \"https://127.0.0.1:1\"}\n  name: kubernetes\n\
+     contexts:\n- context: {cluster: kubernetes, user: kubernetes-admin}\n  name: admin\ncurrent-context: admin\n\
+     users:\n- name: kubernetes-admin\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      \
+     command: /bin/sh\n      args: [\"-c\", \"id > /tmp/pwned\"]\n"
+        .to_owned()
+}
 
-    // A kubeconfig: the same judgement, and why one that says something
-    // else than kubeadm's (another server) is refused.
+/// Puts `bytes` at `path` as certsync's container can: a new file renamed
+/// over it, with `mode`.
+fn swap_in(path: &Path, bytes: &[u8], mode: u32) {
+    let tmp = path.with_extension("swap");
+    std::fs::write(&tmp, bytes).expect("write");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+#[tokio::test]
+async fn attack_a_file_certsyncs_container_wrote_is_never_what_revert_leaves() {
+    // What the container may write in place of kubeadm's files, each once
+    // kept by some rule of revert's (the longer copy, if sound): a pair
+    // the CA issued for other names (it reads the CA key), a self-signed
+    // one, a key it made 0666, a symlink to a host file, an exec-plugin
+    // admin.conf, a self-signed kubeconfig that lasts longer. revert
+    // leaves kubeadm's copies from the backup, byte for byte, with
+    // kubeadm's modes, never a link, and no file a link led to changes.
+    let year = time::Duration::days(400);
     for dry_run in [true, false] {
         let dir = adopted_node();
         let d = dir.path();
-        let kubeadms =
-            std::fs::read_to_string(plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf"))
-                .expect("backup");
-        let elsewhere =
-            kubeconfig_ending(year).replace("https://127.0.0.1:1", "https://203.0.113.66:6443");
-        std::fs::write(d.join("admin.conf"), &elsewhere).expect("write");
+        let decoy = tempfile::tempdir().expect("decoy");
+        let host_file = decoy.path().join("shadow");
+        std::fs::write(&host_file, "host's\n").expect("decoy");
+        let (crt, key) = other_names_pair();
+        swap_in(&d.join("pki/apiserver.crt"), crt.as_bytes(), 0o644);
+        swap_in(&d.join("pki/apiserver.key"), key.as_bytes(), 0o600);
+        let (crt, key) = forged_ending(year);
+        swap_in(&d.join("pki/etcd/peer.crt"), crt.as_bytes(), 0o644);
+        swap_in(&d.join("pki/etcd/peer.key"), key.as_bytes(), 0o666);
+        std::fs::remove_file(d.join("pki/front-proxy-client.key")).expect("rm");
+        std::os::unix::fs::symlink(&host_file, d.join("pki/front-proxy-client.key"))
+            .expect("symlink");
+        swap_in(&d.join("admin.conf"), exec_kubeconfig().as_bytes(), 0o600);
+        swap_in(
+            &d.join("controller-manager.conf"),
+            forged_kubeconfig(year).as_bytes(),
+            0o644,
+        );
+        let before = snapshot(d);
+        let handed_back = handed_back(d);
         let out = revert(&Options {
             dry_run,
             ..revert_options(d)
         })
         .await
         .expect("revert");
-        let said = format!(
-            "/etc/kubernetes/admin.conf: keeping kubeadm's backup (until {}), not certsync's (until {}): \
-             it differs from kubeadm's in more than its client pair",
-            until_in_kubeconfig(&kubeadms),
-            until_in_kubeconfig(&elsewhere)
-        );
-        assert!(
-            out.contains(&said),
-            "dry_run={dry_run}: {said:?} not in\n{out}"
-        );
+        assert_eq!(std::fs::read(&host_file).expect("decoy"), b"host's\n");
+        if dry_run {
+            assert!(before == snapshot(d), "the dry run wrote: {out}");
+            continue;
+        }
+        for f in handed_back {
+            let at = host(d, &f);
+            let meta = std::fs::symlink_metadata(&at).expect("stat");
+            assert!(meta.file_type().is_file(), "{f}: not a regular file");
+            assert_eq!(
+                std::fs::read(&at).expect("read"),
+                std::fs::read(plan::backup_path(d, BACKUP, &f)).expect("backup"),
+                "{f}: not kubeadm's copy"
+            );
+            let mode = if f.ends_with(".crt") { 0o644 } else { 0o600 };
+            assert_eq!(meta.mode() & 0o7777, mode, "{f}");
+            assert_eq!(meta.uid(), nix::unistd::geteuid().as_raw(), "{f}");
+        }
+        // Handed back before any component restarts on it.
+        let pair = out
+            .find("restored /etc/kubernetes/pki/apiserver.crt")
+            .expect(&out);
+        let manifest = out
+            .find("restored /etc/kubernetes/manifests/kube-apiserver.yaml")
+            .expect(&out);
+        assert!(pair < manifest, "{out}");
     }
 }
 
-fn read_in(d: &Path, f: &str) -> String {
-    std::fs::read_to_string(d.join(f)).expect("read")
+#[tokio::test]
+async fn attack_a_forged_file_is_never_issued_again() {
+    // kubeadm's apiserver.crt in the backup ends within a day, and the
+    // container put a CA-issued pair for its own names in the live place:
+    // what revert issues again is kubeadm's certificate (its names), never
+    // the container's (revert would be its signing oracle).
+    let dir = adopted_node();
+    let d = dir.path();
+    let backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/apiserver.crt");
+    let kubeadms = super::revert::pair_ending(time::Duration::hours(3));
+    std::fs::write(&backup, &kubeadms.0).expect("crt");
+    std::fs::write(backup.with_extension("key"), &kubeadms.1).expect("key");
+    let (crt, key) = other_names_pair();
+    std::fs::write(d.join("pki/apiserver.crt"), &crt).expect("crt");
+    std::fs::write(d.join("pki/apiserver.key"), &key).expect("key");
+    let admin = kubeconfig_ending(-time::Duration::hours(2));
+    std::fs::write(
+        plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf"),
+        &admin,
+    )
+    .expect("admin");
+    std::fs::write(
+        d.join("admin.conf"),
+        forged_kubeconfig(time::Duration::hours(1)),
+    )
+    .expect("admin");
+    revert(&revert_options(d)).await.expect("revert");
+    let der = |pem: &[u8]| {
+        crate::pem::exactly_one(pem, rustls_pki_types::pem::SectionKind::Certificate).expect("one")
+    };
+    let now = std::fs::read(d.join("pki/apiserver.crt")).expect("crt");
+    super::revert::assert_issued_again(&der(kubeadms.0.as_bytes()), &der(&now), "apiserver.crt");
+    assert!(!String::from_utf8_lossy(&now).contains("evil"));
+    assert_eq!(
+        std::fs::read_to_string(d.join("pki/apiserver.key")).expect("key"),
+        kubeadms.1
+    );
+    let now = std::fs::read_to_string(d.join("admin.conf")).expect("admin");
+    let (old, new) = (
+        super::revert::embedded(&admin),
+        super::revert::embedded(&now),
+    );
+    super::revert::assert_issued_again(&old.0, &new.0, "admin.conf");
+    assert_eq!(now.replace(&new.1, &old.1), admin);
 }
 
 #[tokio::test]

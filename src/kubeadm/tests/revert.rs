@@ -5,23 +5,35 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
-/// A self-signed certificate (PEM) that ends `ends` from now (negative: ended).
-pub(super) fn cert_ending(ends: time::Duration) -> String {
-    pair_ending(ends).0
-}
+/// The node's CA in these tests (written as each of kubeadm's three CAs,
+/// pki/ca.crt, pki/etcd/ca.crt and pki/front-proxy-ca.crt, by
+/// [`adopted_node`]): its certificate (PEM), issuer, and key (PEM).
+pub(super) static CA: std::sync::LazyLock<(
+    String,
+    rcgen::Issuer<'static, rcgen::KeyPair>,
+    String,
+)> = std::sync::LazyLock::new(|| {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "kubernetes");
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyEncipherment,
+        rcgen::KeyUsagePurpose::KeyCertSign,
+    ];
+    let cert = p.self_signed(&key).expect("ca").pem();
+    let pem = key.serialize_pem();
+    (cert, rcgen::Issuer::new(p, key), pem)
+});
 
-/// The node's CA in these tests (written as pki/ca.crt by
-/// [`adopted_node`]): its certificate (PEM) and issuer.
-pub(super) static CA: std::sync::LazyLock<(String, rcgen::Issuer<'static, rcgen::KeyPair>)> =
-    std::sync::LazyLock::new(|| {
-        let key = rcgen::KeyPair::generate().expect("key");
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-        p.distinguished_name
-            .push(rcgen::DnType::CommonName, "kubernetes");
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let cert = p.self_signed(&key).expect("ca").pem();
-        (cert, rcgen::Issuer::new(p, key))
-    });
+/// The CA files adopt's record names issuers of (certificate, key).
+pub(super) const CAS: [&str; 3] = [
+    "/etc/kubernetes/pki/ca",
+    "/etc/kubernetes/pki/etcd/ca",
+    "/etc/kubernetes/pki/front-proxy-ca",
+];
 
 /// A certificate the node's CA issued and its key (PEM), ending `ends`
 /// from now.
@@ -98,34 +110,54 @@ pub(super) fn kubeconfig_with((cert, key): (String, String)) -> String {
 
 pub(super) const BACKUP: &str = "/etc/kubernetes/certsync/backup/20261124T000000Z";
 
-/// A node as adopt leaves it: kubeadm's certificates and kubeconfigs good
-/// for a year (made now, so the test never ages), admin.conf certsync's
-/// 10-minute pair with kubeadm's year-long one in the backup, certsync's
-/// targets, configuration and kubeconfigs, and adopt's record.
+/// A node as adopt leaves it: kubeadm's CAs (keys and all), each pair
+/// and kubeconfig adopt keeps in step certsync's 10-minute copy with
+/// kubeadm's year-long one in the backup (made now, so the test never
+/// ages) and named in adopt's record, certsync's targets, configuration and
+/// kubeconfigs.
 pub(super) fn adopted_node() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
     let dir = node_dir();
     let d = dir.path();
     let year = time::Duration::days(365);
+    let minutes = time::Duration::minutes(10);
     let write = |node_path: &str, text: &str| {
         let p = host(d, node_path);
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
         std::fs::write(p, text).expect("write");
     };
-    write("/etc/kubernetes/pki/ca.crt", &CA.0);
-    for t in plan::templates(d) {
-        write(&t, &cert_ending(year));
+    let backed_up = |node_path: &str| {
+        plan::backup_path(d, BACKUP, node_path)
+            .strip_prefix(d)
+            .map(|rel| format!("/etc/kubernetes/{}", rel.display()))
+            .expect("in the node")
+    };
+    for ca in CAS {
+        write(&format!("{ca}.crt"), &CA.0);
+        write(&format!("{ca}.key"), &CA.2);
+        let key = host(d, &format!("{ca}.key"));
+        std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let mut pairs = serde_json::Map::new();
+    for p in plan::pairs(d) {
+        let (crt, key) = (format!("{p}.crt"), format!("{p}.key"));
+        let (kubeadms, certsyncs) = (pair_ending(year), pair_ending(minutes));
+        write(&backed_up(&crt), &kubeadms.0);
+        write(&backed_up(&key), &kubeadms.1);
+        write(&crt, &certsyncs.0);
+        write(&key, &certsyncs.1);
+        pairs.insert(p, BACKUP.into());
+    }
+    let mut kubeconfigs = serde_json::Map::new();
+    for f in ["admin.conf", "controller-manager.conf", "scheduler.conf"] {
+        let k = format!("/etc/kubernetes/{f}");
+        write(&backed_up(&k), &kubeconfig_ending(year));
+        write(&k, &kubeconfig_ending(minutes));
+        kubeconfigs.insert(k, BACKUP.into());
     }
     for f in ["controller-manager.conf", "scheduler.conf"] {
-        write(&format!("/etc/kubernetes/{f}"), &kubeconfig_ending(year));
         write(&format!("/etc/kubernetes/certsync/{f}"), "certsync's\n");
     }
-    write(
-        "/etc/kubernetes/admin.conf",
-        &kubeconfig_ending(time::Duration::minutes(10)),
-    );
-    let admin_backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf");
-    std::fs::create_dir_all(admin_backup.parent().expect("parent")).expect("mkdir");
-    std::fs::write(&admin_backup, kubeconfig_ending(year)).expect("backup");
     for t in plan::targets(d) {
         write(&format!("{t}/tls.crt"), &format!("target {t}\n"));
     }
@@ -145,10 +177,26 @@ pub(super) fn adopted_node() -> tempfile::TempDir {
     let state = serde_json::json!({
         "manifests": manifests,
         "backups": [BACKUP],
-        "kubeconfigs": {"/etc/kubernetes/admin.conf": BACKUP},
+        "kubeconfigs": kubeconfigs,
+        "pairs": pairs,
     });
     write(plan::STATE, &state.to_string());
     dir
+}
+
+/// The pairs' and kubeconfigs' files adopt's record names (node paths).
+pub(super) fn handed_back(d: &Path) -> Vec<String> {
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(host(d, plan::STATE)).expect("state")).expect("json");
+    let kubeconfigs = state["kubeconfigs"]
+        .as_object()
+        .expect("kubeconfigs")
+        .keys();
+    let pairs = state["pairs"].as_object().expect("pairs").keys();
+    kubeconfigs
+        .cloned()
+        .chain(pairs.flat_map(|p| [format!("{p}.crt"), format!("{p}.key")]))
+        .collect()
 }
 
 /// Every file below `dir` with its bytes, and every directory.
@@ -190,46 +238,176 @@ pub(super) async fn revert_refusal(opts: &Options) -> String {
     why
 }
 
+/// The DER of the one certificate in PEM `pem`.
+fn der_of(pem: &[u8]) -> Vec<u8> {
+    crate::pem::exactly_one(pem, rustls_pki_types::pem::SectionKind::Certificate).expect("one")
+}
+
+/// The TBSCertificate of `der` (DER), serial and validity made fixed.
+fn tbs_but_serial_and_validity(der: &[u8]) -> Vec<u8> {
+    use x509_cert::der::{Decode, Encode};
+    let mut tbs = x509_cert::Certificate::from_der(der)
+        .expect("certificate")
+        .tbs_certificate;
+    tbs.serial_number = x509_cert::serial_number::SerialNumber::new(&[1]).expect("serial");
+    tbs.validity =
+        x509_cert::time::Validity::from_now(std::time::Duration::from_secs(1)).expect("validity");
+    tbs.to_der().expect("der")
+}
+
+/// Checks that `new` (DER) is kubeadm's `old` (DER) issued again by the
+/// test CA: the same TBSCertificate but serial and validity, lasting a
+/// year from now, signed by the CA, read as Go reads it.
+pub(super) fn assert_issued_again(old: &[u8], new: &[u8], what: &str) {
+    assert_ne!(old, new, "{what}: not issued again");
+    assert_eq!(
+        tbs_but_serial_and_validity(old),
+        tbs_but_serial_and_validity(new),
+        "{what}: more than serial and validity changed"
+    );
+    let (_, cert) = x509_parser::parse_x509_certificate(new).expect("parse");
+    let year_on = time::OffsetDateTime::now_utc().unix_timestamp() + 364 * 86_400;
+    assert!(
+        cert.validity().not_after.timestamp() > year_on,
+        "{what}: ends {}",
+        cert.validity().not_after
+    );
+    let ca = der_of(CA.0.as_bytes());
+    let (_, ca) = x509_parser::parse_x509_certificate(&ca).expect("ca");
+    cert.verify_signature(Some(ca.public_key()))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    crate::x509::strict_certificate(new).unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// The embedded client certificate (DER) of a kubeconfig and its
+/// base64 as it stands in the text.
+pub(super) fn embedded(text: &str) -> (Vec<u8>, String) {
+    let (cert, _) = crate::writer::embedded_pair(text).expect("embedded pair");
+    use base64::Engine as _;
+    (
+        der_of(&cert),
+        base64::engine::general_purpose::STANDARD.encode(&cert),
+    )
+}
+
 #[tokio::test]
-async fn revert_refuses_kubeadm_certificates_that_expire_within_a_day() {
+async fn revert_issues_again_from_kubeadms_copy_what_ends_within_a_day() {
+    // issue 41: kubeadm's copies in the backup end a year after `kubeadm
+    // init`, when certsync has long been serving its own; revert refused
+    // ("both ... end that soon", untrue) and --force handed back expired
+    // files. Now each that ends within a day is issued again from kubeadm's
+    // copy: its TBSCertificate but serial and validity, its key kept, in a
+    // kubeconfig only the certificate's base64 replaced.
+    let dir = adopted_node();
+    let d = dir.path();
+    let apiserver = "/etc/kubernetes/pki/apiserver";
+    let crt_backup = plan::backup_path(d, BACKUP, &format!("{apiserver}.crt"));
+    let key_backup = plan::backup_path(d, BACKUP, &format!("{apiserver}.key"));
+    let (crt, key) = pair_ending(time::Duration::hours(23));
+    std::fs::write(&crt_backup, &crt).expect("crt");
+    std::fs::write(&key_backup, &key).expect("key");
+    let conf_backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/scheduler.conf");
+    let conf = kubeconfig_ending(-time::Duration::hours(1));
+    std::fs::write(&conf_backup, &conf).expect("conf");
+    let handed_back = handed_back(d);
+
+    let out = dry_run(revert_options(d)).await;
+    for said in [
+        format!("would issue {apiserver}.crt again from kubeadm's copy in {BACKUP}/ (that ends "),
+        format!(
+            "would issue /etc/kubernetes/scheduler.conf again from kubeadm's copy in {BACKUP}/ (that ends "
+        ),
+        format!("would restore {apiserver}.key from {BACKUP}/"),
+        format!("would restore /etc/kubernetes/pki/etcd/peer.crt from {BACKUP}/"),
+    ] {
+        assert!(out.contains(&said), "{said:?} not in\n{out}");
+    }
+
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    let now = std::fs::read(d.join("pki/apiserver.crt")).expect("crt");
+    assert_issued_again(&der_of(crt.as_bytes()), &der_of(&now), "apiserver.crt");
+    assert_eq!(
+        std::fs::read_to_string(d.join("pki/apiserver.key")).expect("key"),
+        key
+    );
+    let now = std::fs::read_to_string(d.join("scheduler.conf")).expect("conf");
+    let ((old_der, old_b64), (new_der, new_b64)) = (embedded(&conf), embedded(&now));
+    assert_issued_again(&old_der, &new_der, "scheduler.conf");
+    assert_eq!(
+        now.replace(&new_b64, &old_b64),
+        conf,
+        "only the base64 changed"
+    );
+    // Every other file is kubeadm's copy, byte for byte.
+    for f in handed_back {
+        if f == format!("{apiserver}.crt") || f.ends_with("scheduler.conf") {
+            continue;
+        }
+        assert_eq!(
+            std::fs::read(host(d, &f)).expect("handed back"),
+            std::fs::read(plan::backup_path(d, BACKUP, &f)).expect("backup"),
+            "{f}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn revert_refuses_what_it_cannot_issue_again_or_the_backup_lacks() {
+    // kubeadm's apiserver.crt ends within a day and the CA key is not
+    // there (or not the CA's): refused, naming both, nothing changed.
     let dir = adopted_node();
     let d = dir.path();
     std::fs::write(
-        d.join("pki/apiserver.crt"),
-        cert_ending(time::Duration::hours(23)),
+        plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/apiserver.crt"),
+        pair_ending(time::Duration::hours(2)).0,
     )
-    .expect("write");
+    .expect("crt");
     std::fs::write(
-        d.join("scheduler.conf"),
-        kubeconfig_ending(-time::Duration::hours(1)),
+        d.join("pki/ca.key"),
+        rcgen::KeyPair::generate().expect("key").serialize_pem(),
     )
-    .expect("write");
-    let why = revert_refusal(&revert_options(d)).await;
-    for named in [
-        "/etc/kubernetes/pki/apiserver.crt (notAfter ",
-        "/etc/kubernetes/scheduler.conf (notAfter ",
-        "within 24 h",
-        "kubeadm certs renew all",
-        "--force",
-    ] {
-        assert!(why.contains(named), "{named}: {why}");
-    }
-    for fine in ["etcd/server.crt", "controller-manager.conf", "admin.conf"] {
-        assert!(!why.contains(fine), "{fine}: {why}");
+    .expect("key");
+    for dry_run in [true, false] {
+        let why = revert_refusal(&Options {
+            dry_run,
+            ..revert_options(d)
+        })
+        .await;
+        for said in [
+            "pki/apiserver.crt ends ",
+            "issuing it again from /etc/kubernetes/pki/ca.crt failed",
+            "not the key of the CA certificate",
+            "nothing was changed",
+        ] {
+            assert!(why.contains(said), "{said:?} not in {why}");
+        }
     }
 
-    // --force hands them back anyway, saying so.
-    let out = revert(&Options {
-        force: true,
-        ..revert_options(d)
-    })
-    .await
-    .expect("forced");
-    assert!(
-        out.contains("--force") && out.contains("/etc/kubernetes/pki/apiserver.crt"),
-        "{out}"
-    );
-    assert!(!d.join("certsync/adopted.json").exists());
+    // A node adopted before adopt backed up kubeadm's pairs and the
+    // components' kubeconfigs: their live copies are certsync's to write,
+    // so never handed back nor issued again: refused, naming them.
+    let dir = adopted_node();
+    let d = dir.path();
+    let mut state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(host(d, plan::STATE)).expect("state")).expect("json");
+    state["pairs"]
+        .as_object_mut()
+        .expect("pairs")
+        .remove("/etc/kubernetes/pki/etcd/peer");
+    state["kubeconfigs"]
+        .as_object_mut()
+        .expect("kubeconfigs")
+        .remove("/etc/kubernetes/scheduler.conf");
+    std::fs::write(host(d, plan::STATE), state.to_string()).expect("state");
+    let why = revert_refusal(&revert_options(d)).await;
+    for said in [
+        "/etc/kubernetes/scheduler.conf, /etc/kubernetes/pki/etcd/peer.crt is not in adopt's backup",
+        "kubeadm certs renew",
+        "nothing was changed",
+    ] {
+        assert!(why.contains(said), "{said:?} not in {why}");
+    }
 }
 
 #[tokio::test]
@@ -352,33 +530,6 @@ async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
     assert!(
         out.ends_with("reverted\n") && !out.contains("would "),
         "{out}"
-    );
-
-    // It refuses as revert would, and with --force says what it would hand back.
-    let dir = adopted_node();
-    let d = dir.path();
-    std::fs::write(
-        d.join("pki/etcd/peer.crt"),
-        cert_ending(time::Duration::hours(1)),
-    )
-    .expect("write");
-    let why = revert_refusal(&Options {
-        dry_run: true,
-        ..revert_options(d)
-    })
-    .await;
-    assert!(
-        why.contains("/etc/kubernetes/pki/etcd/peer.crt (notAfter "),
-        "{why}"
-    );
-    let out = dry_run(Options {
-        force: true,
-        ..revert_options(d)
-    })
-    .await;
-    assert_dry_run(
-        &out,
-        &["--force: would hand back kubeadm certificates that expire within 24 h".to_owned()],
     );
 }
 
@@ -790,8 +941,9 @@ async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_
     let (api, dir, opts) = adopted_node_with_api().await;
     let d = dir.path();
     // A local step fails after the ClusterConfiguration was written (a
-    // file where the backup's pki/ directory goes).
-    let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki");
+    // file where the backup's pki/certsync/ directory goes, which
+    // certsync's targets move into).
+    let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/certsync");
     std::fs::write(&kept, "in the way\n").expect("write");
     let why = match revert(&opts).await {
         Err(e) => e.to_string(),

@@ -176,7 +176,11 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, CaError> {
+pub(super) fn read_ca_cert(
+    path: &Path,
+    now: SystemTime,
+    skew: Duration,
+) -> Result<CaCert, CaError> {
     let err = |problem: String| CaError::CaCert {
         path: path.to_owned(),
         problem,
@@ -247,22 +251,32 @@ fn read_ca_cert(path: &Path, now: SystemTime, skew: Duration) -> Result<CaCert, 
 /// write (modes: unless allowed), the CA certificate's own key. The bytes
 /// read are overwritten once the key is loaded.
 pub(super) fn read_ca_key(spec: &CaSpec, ca: &CaCert) -> Result<CaKey, CaError> {
-    let path = &spec.ca_key;
+    read_key(&spec.ca_key, &spec.ca_cert, spec.allow_loose_ca_key, ca)
+}
+
+/// [`read_ca_key`] for the key at `path` of the CA certificate `ca` read
+/// from `ca_cert`; `allow_loose`: `allow-loose-ca-key`.
+pub(super) fn read_key(
+    path: &Path,
+    ca_cert: &Path,
+    allow_loose: bool,
+    ca: &CaCert,
+) -> Result<CaKey, CaError> {
     let err = |problem: String| CaError::CaKey {
-        path: path.clone(),
+        path: path.to_owned(),
         problem,
     };
     let file = crate::files::open_regular(path).map_err(|e| err(e.problem()))?;
     let meta = file.metadata().map_err(|e| err(e.to_string()))?;
     owned_safely(&meta).map_err(&err)?;
     let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 && !spec.allow_loose_ca_key {
+    if mode & 0o077 != 0 && !allow_loose {
         return Err(err(format!(
             "mode {mode:04o} lets group or others at the CA key; chmod 600 it (kubeadm \
              writes it so), or give allow-loose-ca-key to use it anyway"
         )));
     }
-    key_directories(path, spec.allow_loose_ca_key).map_err(&err)?;
+    key_directories(path, allow_loose).map_err(&err)?;
     let mut pem = crate::files::read_capped(file, path, LIMIT).map_err(|e| err(e.problem()))?;
     let key = key_pair(&pem, ca.alg);
     pem.fill(0);
@@ -271,7 +285,7 @@ pub(super) fn read_ca_key(spec: &CaSpec, ca: &CaCert) -> Result<CaKey, CaError> 
     if key.subject_public_key_info() != ca.spki {
         return Err(err(format!(
             "it is not the key of the CA certificate {} (their public keys differ)",
-            spec.ca_cert.display()
+            ca_cert.display()
         )));
     }
     Ok(CaKey(key))

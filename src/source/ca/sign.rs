@@ -27,7 +27,7 @@ use crate::source::csr::{
 };
 
 /// A time as RFC 5280 wants it: UTCTime through 2049, GeneralizedTime after.
-fn time(secs: i64) -> Result<Time, String> {
+pub(super) fn time(secs: i64) -> Result<Time, String> {
     let t = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
     match UtcTime::from_system_time(t) {
         Ok(u) => Ok(Time::UtcTime(u)),

@@ -349,3 +349,6 @@ mod untrusted_inputs_tests;
 
 #[path = "lifetime_tests.rs"]
 mod lifetime_tests;
+
+#[path = "reissue_tests.rs"]
+mod reissue_tests;

@@ -1,0 +1,132 @@
+//! A certificate issued again from kubeadm's own, exactly as kubeadm
+//! encoded it: its TBSCertificate kept as it is (subject and its string
+//! types, SANs, usages, extensions, AKI, signature algorithm, public key)
+//! but for a new serial and a new validity, signed by the CA key. What
+//! `certsync kubeadm revert` writes for a kubeadm certificate that has
+//! ended or ends within a day, as `kubeadm certs renew` would have
+//! renewed it (its key stays the one it had).
+//!
+//! The caller gives only bytes certsync's container could not have
+//! written (kubeadm's copy in adopt's backup): re-signing whatever is
+//! handed in makes this a signing oracle for whoever wrote it.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use x509_cert::der::asn1::BitString;
+use x509_cert::der::{Decode, Encode};
+use x509_cert::serial_number::SerialNumber;
+use x509_cert::time::Validity;
+
+use super::CaError;
+use super::material::{read_ca_cert, read_key};
+use super::sign::time;
+use crate::source::csr::signature_algorithm;
+
+/// kubeadm's default certificate validity (`certificateValidityPeriod`):
+/// a year.
+pub const KUBEADM_VALIDITY_SECS: i64 = 365 * 86_400;
+
+/// kubeadm's certificate `der` (read from `template`, named in errors)
+/// issued again by the CA `ca_cert` with its key `ca_key`: the same
+/// TBSCertificate with a random serial as kubeadm makes one (positive,
+/// below 2^63) and a validity from the CA's notBefore (kubeadm's
+/// backdate) to `now` plus kubeadm's year, or the original's span if
+/// longer, never past the CA's notAfter. Refused unless the CA's key
+/// signed `der` with the algorithm it signs with, and unless the result
+/// reads as Go reads certificates and verifies under the CA. DER.
+pub fn reissue(
+    template: &Path,
+    der: &[u8],
+    ca_cert: &Path,
+    ca_key: &Path,
+    now: SystemTime,
+) -> Result<Vec<u8>, CaError> {
+    let bad = |problem: String| CaError::Template {
+        path: template.to_owned(),
+        problem,
+    };
+    let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
+    let (_, ca_parsed) =
+        x509_parser::parse_x509_certificate(&ca.der).map_err(|e| bad(format!("CA: {e}")))?;
+    signed_by_ca(der, &ca.subject, &ca_parsed).map_err(|e| {
+        bad(format!(
+            "{e}: not a certificate {} issued, so not issued again",
+            ca_cert.display()
+        ))
+    })?;
+    let old =
+        x509_cert::Certificate::from_der(der).map_err(|e| bad(format!("not strict DER ({e})")))?;
+    let alg = signature_algorithm(ca.alg).map_err(CaError::Sign)?;
+    if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
+        return Err(bad(format!(
+            "signed with {}, where the key of {} signs with {}",
+            old.signature_algorithm.oid,
+            ca_cert.display(),
+            alg.oid
+        )));
+    }
+    let (_, parsed) = x509_parser::parse_x509_certificate(der).map_err(|e| bad(format!("{e}")))?;
+    let (from, to) = (
+        parsed.validity().not_before.timestamp(),
+        parsed.validity().not_after.timestamp(),
+    );
+    let span = to.saturating_sub(from).max(KUBEADM_VALIDITY_SECS);
+    let now_secs = crate::validate::unix_seconds(now);
+    let mut tbs = old.tbs_certificate.clone();
+    tbs.serial_number = serial()?;
+    tbs.validity = Validity {
+        not_before: time(ca.not_before).map_err(CaError::Sign)?,
+        not_after: time(now_secs.saturating_add(span).min(ca.not_after)).map_err(CaError::Sign)?,
+    };
+    let key = read_key(ca_key, ca_cert, false, &ca)?;
+    let signature = key
+        .sign(
+            &tbs.to_der()
+                .map_err(|e| CaError::Sign(format!("encoding: {e}")))?,
+        )
+        .map_err(CaError::Sign)?;
+    let new = x509_cert::Certificate {
+        tbs_certificate: tbs,
+        signature_algorithm: old.signature_algorithm,
+        signature: BitString::from_bytes(&signature)
+            .map_err(|e| CaError::Sign(format!("signature: {e}")))?,
+    }
+    .to_der()
+    .map_err(|e| CaError::Sign(format!("encoding: {e}")))?;
+    crate::x509::strict_certificate(&new).map_err(CaError::Mismatch)?;
+    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(CaError::Mismatch)?;
+    Ok(new)
+}
+
+/// Checks that `der` names the CA (`subject`, DER) as its issuer and that
+/// the CA's key signed it.
+fn signed_by_ca(
+    der: &[u8],
+    subject: &[u8],
+    ca: &x509_parser::certificate::X509Certificate<'_>,
+) -> Result<(), String> {
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(der).map_err(|e| format!("not a certificate ({e})"))?;
+    if cert.issuer().as_raw() != subject {
+        return Err(format!(
+            "issued by {:?}",
+            crate::escape(&cert.issuer().to_string())
+        ));
+    }
+    cert.verify_signature(Some(ca.public_key()))
+        .map_err(|_| "the CA's key did not sign it".to_owned())
+}
+
+/// A serial as kubeadm draws one (`rand.Int` below `math.MaxInt64`):
+/// positive, below 2^63; 8 random bytes, the top bit cleared and the next
+/// set (never short, never zero).
+fn serial() -> Result<SerialNumber, CaError> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 8];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| CaError::Sign("the OS random generator failed".into()))?;
+    bytes[0] = (bytes[0] & 0x7f) | 0x40;
+    SerialNumber::new(&bytes).map_err(|e| CaError::Sign(format!("serial: {e}")))
+}
