@@ -28,10 +28,12 @@ mod moves;
 mod node;
 mod plan;
 mod revert;
+mod status;
 
 pub use apply::adopt;
 pub use plan::{Plan, plan};
 pub use revert::revert;
+pub use status::{Cause, Status, status};
 
 /// Where kubeadm keeps everything, as the node's components see it.
 pub const KUBEADM_DIR: &str = "/etc/kubernetes";
@@ -51,6 +53,8 @@ pub struct Options {
     pub set: Vec<(String, String)>,
     /// The certsync image the node's kubelet runs.
     pub image: String,
+    /// certsync's admin port in its static pod (`adopt --admin-addr`).
+    pub admin_addr: std::net::SocketAddr,
     pub json: bool,
     /// `revert --purge`: certsync's own files go too.
     pub purge: bool,

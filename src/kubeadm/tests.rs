@@ -202,6 +202,7 @@ fn options(dir: &Path) -> Options {
         dry_run: true,
         set: vec![("lifetime".into(), "8m".into())],
         image: "certsync".into(),
+        admin_addr: ([127, 0, 0, 1], 9814).into(),
         json: false,
         purge: false,
         local_only: false,
