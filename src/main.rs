@@ -355,9 +355,9 @@ async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
 /// code (status: 0 when healthy, else its first cause's).
 #[tokio::main(flavor = "current_thread")]
 async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<(String, u8)> {
-    use certsync::cli::{KubeadmCommand, PlanOutput, StatusOutput};
+    use certsync::cli::{KubeadmCommand, PlanOutput};
     use certsync::kubeadm::Options;
-    Ok((match c {
+    let text = match c {
         KubeadmCommand::Adopt(a) => {
             let opts = Options {
                 dir: a.kubeadm_dir,
@@ -386,16 +386,22 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<(String, u8
             };
             certsync::kubeadm::revert(&opts).await?
         }
-        KubeadmCommand::Status(a) => {
-            let s = certsync::kubeadm::status(&a.kubeadm_dir).await?;
-            let text = match a.output {
-                StatusOutput::Text => s.text(),
-                StatusOutput::Json => serde_json::to_string_pretty(&s)? + "\n",
-                StatusOutput::Prometheus => s.prometheus(),
-            };
-            return Ok((text, s.exit_code()));
-        }
-    }, 0))
+        KubeadmCommand::Status(a) => return kubeadm_status(&a).await,
+    };
+    Ok((text, 0))
+}
+
+/// `certsync kubeadm status`: the report in the format asked for, and 0
+/// when healthy, else the first cause's exit code.
+async fn kubeadm_status(a: &certsync::cli::StatusArgs) -> anyhow::Result<(String, u8)> {
+    use certsync::cli::StatusOutput;
+    let s = certsync::kubeadm::status(&a.kubeadm_dir).await?;
+    let text = match a.output {
+        StatusOutput::Text => s.text(),
+        StatusOutput::Json => serde_json::to_string_pretty(&s)? + "\n",
+        StatusOutput::Prometheus => s.prometheus(),
+    };
+    Ok((text, s.exit_code()))
 }
 
 /// A refused combination of flags: said, and the usage exit code.

@@ -49,9 +49,17 @@ fn a_kept_pair_written_over_by_another_is_a_warning_naming_it() {
         pki.join("apiserver").display()
     );
     let mut cmd = Command::new(certsync_bin());
-    cmd.args(["run", "--debounce", "100ms", "--resync", "500ms", "--sync", &spec])
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST");
+    cmd.args([
+        "run",
+        "--debounce",
+        "100ms",
+        "--resync",
+        "500ms",
+        "--sync",
+        &spec,
+    ])
+    .env_remove("KUBECONFIG")
+    .env_remove("KUBERNETES_SERVICE_HOST");
     let cs = Certsync::start_with(&mut cmd, d.path());
     let in_step = || {
         let (_, c, k) = read_live(&target)?;
@@ -66,7 +74,10 @@ fn a_kept_pair_written_over_by_another_is_a_warning_naming_it() {
         "{log}"
     );
     let warned = at(&log, "WARN");
-    assert!(warned.is_empty(), "warnings before anyone else wrote: {warned:#?}");
+    assert!(
+        warned.is_empty(),
+        "warnings before anyone else wrote: {warned:#?}"
+    );
 
     // `kubeadm certs renew all`, by mistake: a pair of its own over certsync's.
     put(&certs::Pair::new("kube-apiserver"));

@@ -1,5 +1,6 @@
 //! `certsync kubeadm adopt` and `revert`: a kubeadm control-plane node's
-//! certificates handed to certsync's `ca:` mappings, and back.
+//! certificates handed to certsync's `ca:` mappings, and back; `status`:
+//! whether a node is adopted and healthy.
 //!
 //! The layout is the one `docs/guides/kubeadm-control-plane.md` found on
 //! kubeadm v1.36's own manifests: etcd's targets under `pki/etcd/certsync`

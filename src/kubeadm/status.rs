@@ -207,7 +207,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
 }
 
 /// `/etc/kubernetes/certsync/backup/20261124T221933Z` -> RFC 3339.
-fn since(backup: &str) -> Option<String> {
+pub(super) fn since(backup: &str) -> Option<String> {
     let stamp = backup.rsplit('/').next()?;
     let b = stamp.as_bytes();
     let digits = |r: std::ops::Range<usize>| {
@@ -302,7 +302,7 @@ async fn pod(dir: &Path, s: &mut Status) {
 
 /// The image, `--admin-addr` and readiness probe address of the certsync
 /// container in the pod manifest `text`.
-fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), String> {
+pub(super) fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), String> {
     use k8s_openapi::api::core::v1::Pod;
     let pod: Pod = crate::files::parse_yaml(text).map_err(|e| format!("not a Pod ({e})"))?;
     let container = pod
@@ -333,7 +333,10 @@ fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), Str
     .filter(|p| *p != 0)
     .ok_or("readinessProbe port is not a port number")?;
     Ok((
-        container.image.as_deref().map(|i| crate::escape(i).into_owned()),
+        container
+            .image
+            .as_deref()
+            .map(|i| crate::escape(i).into_owned()),
         admin,
         SocketAddr::new(ip, port),
     ))
@@ -351,7 +354,8 @@ async fn readyz(addr: SocketAddr) -> Result<(u16, String), String> {
     let ask = async {
         let resp = client.get(uri).await.map_err(|e| {
             use std::error::Error as _;
-            e.source().map_or_else(|| e.to_string(), ToString::to_string)
+            e.source()
+                .map_or_else(|| e.to_string(), ToString::to_string)
         })?;
         let code = resp.status().as_u16();
         let body = Limited::new(resp.into_body(), READYZ_LIMIT)
@@ -549,7 +553,8 @@ fn manifests(dir: &Path, state: &State, s: &mut Status) {
                     missing.join(", ")
                 ));
             }
-            Err(why) => m.problem = Some(why),
+            // A manifest's values, as conflict() quotes them: escaped.
+            Err(why) => m.problem = Some(crate::escape(&why).into_owned()),
         }
         if let Some(p) = &m.problem {
             s.problem(Cause::AdoptionLost, format!("{path}: {p}"));
@@ -573,14 +578,18 @@ impl Status {
                 self.backups.join(", ")
             );
             let p = &self.pod;
-            let _ = writeln!(
-                s,
-                "certsync pod: {} (image {}, admin address {}, readiness {})",
-                p.state,
-                p.image.as_deref().unwrap_or("unknown"),
-                p.admin_addr.as_deref().unwrap_or("certsync's default"),
-                p.readyz.as_deref().unwrap_or("unknown"),
-            );
+            if p.manifest {
+                let _ = writeln!(
+                    s,
+                    "certsync pod: {} (image {}, admin address {}, readiness {})",
+                    p.state,
+                    p.image.as_deref().unwrap_or("unknown"),
+                    p.admin_addr.as_deref().unwrap_or("not in its arguments"),
+                    p.readyz.as_deref().unwrap_or("unknown"),
+                );
+            } else {
+                let _ = writeln!(s, "certsync pod: {}", p.state);
+            }
             let _ = writeln!(s, "last renewal error: {}", self.last_renewal_error);
             s.push_str("certificates:\n");
             for c in &self.certificates {
@@ -714,7 +723,3 @@ fn labels(pairs: &[(&str, &str)]) -> String {
         .collect();
     format!("{{{}}}", body.join(","))
 }
-
-#[cfg(test)]
-#[path = "tests/status.rs"]
-mod tests;

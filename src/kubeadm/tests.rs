@@ -445,6 +445,7 @@ mod handback;
 mod races;
 mod revert;
 mod shapes;
+mod status;
 
 /// Adopting again with another configuration (a first rollout's
 /// `lifetime=8m`, then the defaults) issues nothing itself: the running

@@ -1,7 +1,9 @@
 //! `certsync kubeadm status`'s reports that need no node: the textfile
 //! output, the exit code chosen among causes, a node never adopted.
 
-use super::*;
+use super::{node_dir, options};
+use crate::kubeadm::status::*;
+use crate::kubeadm::{KubeadmError, plan};
 
 fn cert(mapping: &str, not_after: i64, renew_by: i64) -> CertStatus {
     CertStatus {
@@ -91,7 +93,9 @@ fn the_textfile_output_has_every_series_with_its_value() {
     assert_eq!(value("certsync_kubeadm_adopted"), "1");
     assert_eq!(value("certsync_kubeadm_certsync_ready"), "0");
     assert_eq!(
-        value("certsync_kubeadm_manifest_adopted{manifest=\"/etc/kubernetes/manifests/etcd.yaml\"}"),
+        value(
+            "certsync_kubeadm_manifest_adopted{manifest=\"/etc/kubernetes/manifests/etcd.yaml\"}"
+        ),
         "1"
     );
     assert_eq!(
@@ -200,7 +204,10 @@ fn the_time_of_adoption_is_read_from_the_first_backup() {
         since("/etc/kubernetes/certsync/backup/20261124T221933Z").as_deref(),
         Some("2026-11-24T22:19:33Z")
     );
-    assert_eq!(since("/etc/kubernetes/certsync/backup/2026112XT221933Z"), None);
+    assert_eq!(
+        since("/etc/kubernetes/certsync/backup/2026112XT221933Z"),
+        None
+    );
     assert_eq!(since("short"), None);
 }
 
@@ -233,4 +240,66 @@ fn the_textfile_alert_rules_name_only_textfile_metrics() {
         }
     }
     assert_eq!(count, 3);
+}
+
+/// adopt --admin-addr reaches the pod's arguments and probes, and status
+/// asks where the probes ask: an unspecified address on loopback.
+#[tokio::test]
+async fn adopts_admin_address_is_where_status_asks() {
+    let dir = node_dir();
+    for (addr, args, host, asked) in [
+        (
+            "127.0.0.1:9814",
+            "- --admin-addr=127.0.0.1:9814\n",
+            "host: 127.0.0.1\n",
+            "127.0.0.1:9814",
+        ),
+        (
+            "0.0.0.0:9900",
+            "- --admin-addr=0.0.0.0:9900\n",
+            "host: 127.0.0.1\n",
+            "127.0.0.1:9900",
+        ),
+        (
+            "10.77.0.11:9814",
+            "- --admin-addr=10.77.0.11:9814\n",
+            "host: 10.77.0.11\n",
+            "10.77.0.11:9814",
+        ),
+        (
+            "[::]:9814",
+            "- --admin-addr=[::]:9814\n",
+            "host: \"::1\"\n",
+            "[::1]:9814",
+        ),
+    ] {
+        let mut opts = options(dir.path());
+        opts.admin_addr = addr.parse().expect("addr");
+        let p = plan(&opts).await.expect("plan");
+        let pod = p
+            .files
+            .iter()
+            .find(|f| f.path == "/etc/kubernetes/manifests/certsync.yaml")
+            .expect("the pod");
+        let text = String::from_utf8(pod.bytes.clone()).expect("utf-8");
+        assert!(text.contains(args), "{addr}: {text}");
+        assert_eq!(
+            text.matches(host).count(),
+            3,
+            "{addr}: three probes\n{text}"
+        );
+        let config = p
+            .files
+            .iter()
+            .find(|f| f.path == "/etc/kubernetes/certsync.yaml")
+            .expect("the config");
+        assert!(
+            !String::from_utf8_lossy(&config.bytes).contains("admin-addr"),
+            "one place for the address"
+        );
+        let (image, admin, at) = probe(&text).expect("probe");
+        assert_eq!(image.as_deref(), Some("certsync"));
+        assert_eq!(admin.as_deref(), Some(addr), "{addr}");
+        assert_eq!(at.to_string(), asked, "{addr}");
+    }
 }
