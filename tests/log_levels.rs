@@ -28,7 +28,7 @@ fn at(log: &str, level: &str) -> Vec<String> {
 fn a_kept_pair_written_over_by_another_is_a_warning_naming_it() {
     let d = tempfile::tempdir().unwrap();
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let ca = certs::ca_files(d.path(), 3600);
+    let ca = certs::ca_files(d.path(), 7200);
     let pki = d.path().join("pki");
     fs::create_dir(&pki).unwrap();
     fs::set_permissions(&pki, fs::Permissions::from_mode(0o755)).unwrap();
@@ -82,12 +82,17 @@ fn a_kept_pair_written_over_by_another_is_a_warning_naming_it() {
     // `kubeadm certs renew all`, by mistake: a pair of its own over certsync's.
     put(&certs::Pair::new("kube-apiserver"));
     assert_eq!(wait_for("the pair put back", in_step), live);
-    let log = cs.log();
-    let warned: Vec<String> = at(&log, "WARN")
-        .into_iter()
-        .filter(|l| l.contains("did not write"))
-        .collect();
-    assert_eq!(warned.len(), 1, "{log}");
+    // Logged just after the file is written back: waited for.
+    let overwritten = || -> Vec<String> {
+        at(&cs.log(), "WARN")
+            .into_iter()
+            .filter(|l| l.contains("did not write"))
+            .collect()
+    };
+    wait_for("the warning", || (!overwritten().is_empty()).then_some(()));
+    std::thread::sleep(Duration::from_secs(1));
+    let warned = overwritten();
+    assert_eq!(warned.len(), 1, "said once: {warned:#?}");
     assert!(
         warned[0].contains(&pki.join("apiserver").display().to_string()),
         "{}",
@@ -122,5 +127,88 @@ fn an_expired_live_certificate_is_a_warning_naming_its_file() {
     });
     assert!(line.contains(&file), "{line}");
     assert!(line.contains("mapping"), "{line}");
+    cs.terminate();
+}
+
+/// A kubeconfig certsync keeps embedding its pair (`update-kubeconfig=`,
+/// kubeadm's admin.conf), rewritten by another with a pair of its own: put
+/// back with a WARN naming the file; the first takeover stays INFO.
+#[test]
+fn a_kept_kubeconfig_written_over_by_another_is_a_warning_naming_it() {
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let ca = certs::ca_files(d.path(), 7200);
+    let conf = d.path().join("admin.conf");
+    let put = |p: &certs::Pair| {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  \
+             name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: admin\n  \
+             name: admin@kubernetes\ncurrent-context: admin@kubernetes\nusers:\n- name: admin\n  user:\n    \
+             client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(&p.cert),
+            b64(&p.key)
+        );
+        write_atomic(&conf, text.as_bytes());
+        fs::set_permissions(&conf, fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    put(&certs::Pair::new("kubernetes-admin"));
+    let target = d.path().join("t");
+    let spec = format!(
+        "ca:{}={},name=admin-client,cn=kubernetes-admin,usage=client-auth,lifetime=1h,\
+         update-kubeconfig={}",
+        ca.display(),
+        target.display(),
+        conf.display()
+    );
+    let mut cmd = Command::new(certsync_bin());
+    cmd.args([
+        "run",
+        "--debounce",
+        "100ms",
+        "--resync",
+        "500ms",
+        "--sync",
+        &spec,
+    ])
+    .env_remove("KUBECONFIG")
+    .env_remove("KUBERNETES_SERVICE_HOST");
+    let cs = Certsync::start_with(&mut cmd, d.path());
+    let in_step = || {
+        let (_, c, _) = read_live(&target)?;
+        fs::read_to_string(&conf)
+            .ok()?
+            .contains(&b64(&c))
+            .then_some(c)
+    };
+    let live = wait_for("the kubeconfig in step", in_step);
+    std::thread::sleep(Duration::from_secs(2));
+    let log = cs.log();
+    assert!(log.contains("kubeconfig now embeds the live pair"), "{log}");
+    let warned = at(&log, "WARN");
+    assert!(
+        warned.is_empty(),
+        "warnings before anyone else wrote: {warned:#?}"
+    );
+
+    put(&certs::Pair::new("kubernetes-admin"));
+    assert_eq!(wait_for("the kubeconfig put back", in_step), live);
+    // Logged just after the file is written back: waited for.
+    let overwritten = || -> Vec<String> {
+        at(&cs.log(), "WARN")
+            .into_iter()
+            .filter(|l| l.contains("did not write"))
+            .collect()
+    };
+    wait_for("the warning", || (!overwritten().is_empty()).then_some(()));
+    std::thread::sleep(Duration::from_secs(1));
+    let warned = overwritten();
+    assert_eq!(warned.len(), 1, "said once: {warned:#?}");
+    assert!(
+        warned[0].contains(&conf.display().to_string()),
+        "{}",
+        warned[0]
+    );
     cs.terminate();
 }
