@@ -166,6 +166,31 @@ pub enum KubeadmCommand {
     /// ClusterConfiguration, a file the backup lacks, a CA that ends within
     /// 24 h. Nothing to do on a node never adopted.
     Revert(RevertArgs),
+    /// Whether the node is adopted and healthy: adopt's record and backups,
+    /// certsync's pod (its image, admin address and /readyz), each
+    /// certificate's end and renewal window read from its live target (with
+    /// certsync down too), the last renewal error, and whether each component
+    /// manifest still names certsync's files. Exit 0 when healthy, else the
+    /// code of the first cause found (docs/reference/exit-codes.md).
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The node's kubeadm directory (its /etc/kubernetes) as seen from here.
+    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
+    pub kubeadm_dir: PathBuf,
+    /// Output format: text, json, or prometheus (for node_exporter's
+    /// textfile collector; metric names in docs/reference/metrics.md).
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: StatusOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusOutput {
+    Text,
+    Json,
+    Prometheus,
 }
 
 #[derive(Debug, Args)]
@@ -194,6 +219,12 @@ pub struct AdoptArgs {
     /// Output format of the plan.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: PlanOutput,
+    /// The address of certsync's admin port (/livez, /readyz, /metrics) in
+    /// its static pod, written into its arguments and probes. The pod runs
+    /// in the node's network: 0.0.0.0:9814 (or the node's address) lets
+    /// Prometheus scrape it; the port serves nothing secret and changes nothing.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9814")]
+    pub admin_addr: std::net::SocketAddr,
 }
 
 /// `--set` options adopt accepts: how a certificate is renewed, never who

@@ -80,9 +80,9 @@ fn main() -> ExitCode {
             }
         },
         Command::Kubeadm(c) => match kubeadm(c) {
-            Ok(text) => {
+            Ok((text, code)) => {
                 print!("{text}");
-                ExitCode::SUCCESS
+                ExitCode::from(code)
             }
             Err(e) => {
                 eprintln!("certsync: {}", certsync::error_chain(e.as_ref()));
@@ -351,18 +351,20 @@ async fn review(a: &ReviewArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `certsync kubeadm adopt|revert`: what it printed.
+/// `certsync kubeadm adopt|revert|status`: what it printed, and its exit
+/// code (status: 0 when healthy, else its first cause's).
 #[tokio::main(flavor = "current_thread")]
-async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
+async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<(String, u8)> {
     use certsync::cli::{KubeadmCommand, PlanOutput};
     use certsync::kubeadm::Options;
-    Ok(match c {
+    let text = match c {
         KubeadmCommand::Adopt(a) => {
             let opts = Options {
                 dir: a.kubeadm_dir,
                 dry_run: a.dry_run,
                 set: a.set,
                 image: a.image,
+                admin_addr: a.admin_addr,
                 json: a.output == PlanOutput::Json,
                 purge: false,
                 local_only: false,
@@ -375,13 +377,29 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 dry_run: a.dry_run,
                 set: Vec::new(),
                 image: String::new(),
+                admin_addr: ([127, 0, 0, 1], 0).into(),
                 json: false,
                 purge: a.purge,
                 local_only: a.local_only,
             };
             certsync::kubeadm::revert(&opts).await?
         }
-    })
+        KubeadmCommand::Status(a) => return kubeadm_status(&a).await,
+    };
+    Ok((text, 0))
+}
+
+/// `certsync kubeadm status`: the report in the format asked for, and 0
+/// when healthy, else the first cause's exit code.
+async fn kubeadm_status(a: &certsync::cli::StatusArgs) -> anyhow::Result<(String, u8)> {
+    use certsync::cli::StatusOutput;
+    let s = certsync::kubeadm::status(&a.kubeadm_dir).await?;
+    let text = match a.output {
+        StatusOutput::Text => s.text(),
+        StatusOutput::Json => serde_json::to_string_pretty(&s)? + "\n",
+        StatusOutput::Prometheus => s.prometheus(),
+    };
+    Ok((text, s.exit_code()))
 }
 
 /// A refused combination of flags: said, and the usage exit code.

@@ -37,6 +37,7 @@ mod tests;
 use crate::cli::{ApproveArgs, PolicyArgs, ReloadArgs, RunArgs};
 use file::read_config_file;
 pub use file::{Parsed, parse, print_config};
+pub(crate) use issue::parse_renew;
 pub use mapping::{MappingSpec, Source};
 use overlap::check_overlaps;
 pub use overlap::resolve_path;

@@ -1,5 +1,6 @@
 //! `certsync kubeadm adopt` and `revert`: a kubeadm control-plane node's
-//! certificates handed to certsync's `ca:` mappings, and back.
+//! certificates handed to certsync's `ca:` mappings, and back; `status`:
+//! whether a node is adopted and healthy.
 //!
 //! The layout is the one `docs/guides/kubeadm-control-plane.md` found on
 //! kubeadm v1.36's own manifests: etcd's targets under `pki/etcd/certsync`
@@ -28,10 +29,12 @@ mod moves;
 mod node;
 mod plan;
 mod revert;
+mod status;
 
 pub use apply::adopt;
 pub use plan::{Plan, plan};
 pub use revert::revert;
+pub use status::{Cause, Status, status};
 
 /// Where kubeadm keeps everything, as the node's components see it.
 pub const KUBEADM_DIR: &str = "/etc/kubernetes";
@@ -51,6 +54,8 @@ pub struct Options {
     pub set: Vec<(String, String)>,
     /// The certsync image the node's kubelet runs.
     pub image: String,
+    /// certsync's admin port in its static pod (`adopt --admin-addr`).
+    pub admin_addr: std::net::SocketAddr,
     pub json: bool,
     /// `revert --purge`: certsync's own files go too.
     pub purge: bool,

@@ -386,7 +386,6 @@ pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError
     }
     let mut doc = serde_yaml_ng::Mapping::new();
     doc.insert("mappings".into(), Value::Sequence(mappings));
-    doc.insert("admin-addr".into(), "127.0.0.1:9814".into());
     let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
     Ok(format!(
         "# Written by `certsync kubeadm adopt`: every certificate `kubeadm certs renew all`\n\
@@ -408,7 +407,17 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> String {
 /// step there) with each CA and service-account file mounted read-only
 /// over it, each target read-write, the config read-only; restarted (a new
 /// pod) when the config changes, through its hash in an annotation.
-fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
+fn pod_text(dir: &Path, opts: &Options, config: &[u8]) -> String {
+    let (image, admin) = (&opts.image, opts.admin_addr);
+    // The probes ask where certsync listens; an unspecified address
+    // (0.0.0.0, ::) listens on loopback too.
+    let probe_host = match admin.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => "\"::1\"".to_owned(),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("\"{ip}\""),
+    };
+    let port = admin.port();
     let mut mounts = String::new();
     let mut volumes = String::new();
     let mut add = |name: &str, path: &str, kind: &str, ro: bool| {
@@ -464,7 +473,7 @@ fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
     let hash = &digest(config)[..16];
     format!(
         "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n\
-apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: 127.0.0.1\n        path: /livez\n        port: 9814\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: 127.0.0.1\n        path: /readyz\n        port: 9814\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: 127.0.0.1\n        path: /readyz\n        port: 9814\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  volumes:\n{volumes}"
+apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    - --admin-addr={admin}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /livez\n        port: {port}\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  volumes:\n{volumes}"
     )
 }
 
@@ -647,7 +656,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             adopted,
         )?);
     }
-    let pod = pod_text(dir, &opts.image, &config).into_bytes();
+    let pod = pod_text(dir, opts, &config).into_bytes();
     files.extend(file_write(
         opts,
         CONFIG,

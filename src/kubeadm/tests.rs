@@ -219,6 +219,7 @@ fn options(dir: &Path) -> Options {
             ("renew".into(), "20%-25%".into()),
         ],
         image: "certsync".into(),
+        admin_addr: ([127, 0, 0, 1], 9814).into(),
         json: false,
         purge: false,
         local_only: false,
@@ -479,6 +480,7 @@ fn forge_issuer(cn: &str) -> String {
 mod admin;
 mod handback;
 mod revert;
+mod status;
 
 /// Adopting again with another configuration (a first rollout's
 /// `lifetime=8m`, then the defaults) issues nothing itself: the running

@@ -67,7 +67,7 @@ pub enum SyncError {
 }
 
 /// A copy of the live pair outside the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Copy {
     /// `update-kubeconfig=`: embedded in a kubeconfig.
     Kubeconfig,

@@ -6,7 +6,7 @@ use super::syncer::Syncer;
 use super::{Copy, LOG, SyncError, blocking};
 use crate::bundle::Bundle;
 use crate::validate;
-use crate::writer::Outcome;
+use crate::writer::{CopyUpdate, Outcome};
 
 impl Syncer {
     /// Writes `bundle` as the live revision (nothing when it is already
@@ -155,25 +155,40 @@ impl Syncer {
         let name = self.mapping.name.clone();
         for (copy, path) in copies {
             let Some(path) = path else { continue };
-            let (cert, key, p) = (cert.to_vec(), key.to_vec(), path.clone());
+            let (c, k, p) = (cert.to_vec(), key.to_vec(), path.clone());
             let result = blocking(&name, move || match copy {
-                Copy::Kubeconfig => crate::writer::update_kubeconfig(&p, &cert, &key),
-                Copy::Pair => crate::writer::update_pair(&p, &cert, &key),
+                Copy::Kubeconfig => crate::writer::update_kubeconfig(&p, &c, &k),
+                Copy::Pair => crate::writer::update_pair(&p, &c, &k),
             })
             .await;
             let message = match result {
-                Ok(true) => {
-                    match copy {
-                        Copy::Kubeconfig => {
+                Ok(CopyUpdate::Replaced { before }) => {
+                    // Another writer's certificate (`kubeadm certs renew
+                    // all` over kubeadm's files) is a mistake to notice:
+                    // the file held neither nothing, nor what certsync
+                    // last left there.
+                    let last = self.copied.insert(copy, cert.to_vec());
+                    let others = before.is_some() && last.is_some() && before != last;
+                    match (copy, others) {
+                        (Copy::Kubeconfig, false) => {
                             tracing::info!(target: LOG, mapping = %name, kubeconfig = %path.display(), "kubeconfig now embeds the live pair");
                         }
-                        Copy::Pair => {
+                        (Copy::Pair, false) => {
                             tracing::info!(target: LOG, mapping = %name, prefix = %path.display(), "the pair's .crt and .key now hold the live pair");
+                        }
+                        (Copy::Kubeconfig, true) => {
+                            tracing::warn!(target: LOG, mapping = %name, kubeconfig = %path.display(), "the kubeconfig held a client certificate certsync did not write (`kubeadm certs renew`?); it embeds the live pair again");
+                        }
+                        (Copy::Pair, true) => {
+                            tracing::warn!(target: LOG, mapping = %name, prefix = %path.display(), "the pair's .crt held a certificate certsync did not write (`kubeadm certs renew`?); its .crt and .key hold the live pair again");
                         }
                     }
                     continue;
                 }
-                Ok(false) => continue,
+                Ok(CopyUpdate::Unchanged) => {
+                    self.copied.insert(copy, cert.to_vec());
+                    continue;
+                }
                 Err(SyncError::Writer { source, .. }) => source.to_string(),
                 Err(other) => other.to_string(),
             };

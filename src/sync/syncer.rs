@@ -40,6 +40,14 @@ pub struct Syncer {
     /// Why the last `update-kubeconfig=` or `update-pair=` attempt failed
     /// (said once, at error level), while it does.
     pub(super) copy_failing: Option<(super::Copy, String)>,
+    /// The certificate (PEM) each copy held after certsync's last update
+    /// of it (the live one at start): a copy found holding another was
+    /// written by someone else, which is said at warning level.
+    pub(super) copied: std::collections::HashMap<super::Copy, Vec<u8>>,
+    /// The live certificate's notAfter, once known.
+    live_not_after: Option<i64>,
+    /// The revision for which the expired-certificate warning was logged.
+    expired_warned: Option<u64>,
 }
 
 impl Syncer {
@@ -89,6 +97,9 @@ impl Syncer {
             stale_warned: None,
             events: None,
             copy_failing: None,
+            copied: std::collections::HashMap::new(),
+            live_not_after: None,
+            expired_warned: None,
         };
         if let Some(l) = live.filter(|l| l.problem.is_none()) {
             tracing::info!(target: LOG, mapping = %name, revision = l.revision, hash = %l.hash.short(), "found current revision on disk");
@@ -97,7 +108,14 @@ impl Syncer {
                 .err()
                 .map(|e| format!("current revision {} is not valid: {e}", l.revision));
             s.record_current(l.revision, validate::leaf_of_bundle(&l.bundle).as_ref());
+            s.check_expired();
             s.metrics.ready(&name, problem);
+            // The previous run left the copies holding this pair.
+            if let Some(cert) = l.bundle.get(crate::bundle::CERT_FILE) {
+                for copy in [super::Copy::Kubeconfig, super::Copy::Pair] {
+                    s.copied.insert(copy, cert.to_vec());
+                }
+            }
             s.last_good = Some(l.bundle);
         }
         Ok((s, claim))
@@ -146,6 +164,21 @@ impl Syncer {
             leaf.map(|l| (l.not_before, l.not_after)),
         );
         self.revision = Some(revision);
+        self.live_not_after = leaf.map(|l| l.not_after);
+    }
+
+    /// Warns once per revision when the live certificate has ended: its
+    /// consumer's peers refuse it from now on, whatever else is logged.
+    fn check_expired(&mut self) {
+        let Some(not_after) = self.live_not_after else {
+            return;
+        };
+        let now = validate::unix_seconds(SystemTime::now());
+        if now >= not_after && self.expired_warned != self.revision {
+            let file = self.mapping.target.join(crate::bundle::CERT_FILE);
+            tracing::warn!(target: LOG, mapping = %self.mapping.name, file = %file.display(), not_after = %validate::rfc3339(not_after), "the live certificate has expired; it stays in place until a new one is issued");
+            self.expired_warned = self.revision;
+        }
     }
 
     /// Warns once per revision when its certificate passed the stale
@@ -239,6 +272,7 @@ impl Syncer {
         }
         self.repair().await;
         self.check_stale();
+        self.check_expired();
     }
 
     /// Restores the last good bundle if the target drifted from it.

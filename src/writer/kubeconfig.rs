@@ -85,13 +85,14 @@ pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
 }
 
 /// Makes the current context's user of `path` carry `cert` and `key`
-/// (PEM), unless it already does. `Ok(true)` when the file was rewritten.
-pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<bool, WriterError> {
+/// (PEM), unless it already does.
+pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
     let mut o = open(path)?;
     let same = |field, want: &[u8]| embedded(&o, field).is_ok_and(|d| d.as_deref() == Some(want));
     if same(CERT_DATA, cert) && same(KEY_DATA, key) {
-        return Ok(false);
+        return Ok(CopyUpdate::Unchanged);
     }
+    let before = embedded(&o, CERT_DATA).ok().flatten();
     let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
     let user = user_fields(&mut o.doc, o.user).ok_or_else(|| refused(path, "the user vanished"))?;
     // Replaced in place: an existing key keeps its position.
@@ -112,7 +113,7 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<bool, W
         text.as_bytes(),
         dir_path,
     )?;
-    Ok(true)
+    Ok(CopyUpdate::Replaced { before })
 }
 
 fn open(path: &Path) -> Result<Opened, WriterError> {

@@ -62,7 +62,7 @@ fn the_current_users_data_is_replaced_and_everything_else_kept() {
     std::os::unix::fs::chown(&path, None, Some(4321)).unwrap();
     let inode = fs::metadata(&path).unwrap().ino();
 
-    assert!(update_kubeconfig(&path, CERT, KEY).unwrap());
+    assert!(update_kubeconfig(&path, CERT, KEY).unwrap().replaced());
     let after: Value = serde_yaml_ng::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     let mut want: Value = serde_yaml_ng::from_str(ADMIN_CONF).unwrap();
     let user = want["users"][0]["user"].as_mapping_mut().unwrap();
@@ -90,7 +90,7 @@ fn the_current_users_data_is_replaced_and_everything_else_kept() {
     assert_eq!(names, ["admin.conf"], "no temporary file left");
 
     // Holding the pair already: not written again.
-    assert!(!update_kubeconfig(&path, CERT, KEY).unwrap());
+    assert!(!update_kubeconfig(&path, CERT, KEY).unwrap().replaced());
     assert_eq!(fs::metadata(&path).unwrap().ino(), m.ino());
     // A user with no fields yet gets them.
     let bare = ADMIN_CONF.replace(
@@ -98,7 +98,7 @@ fn the_current_users_data_is_replaced_and_everything_else_kept() {
         "  user: {}\n",
     );
     let path = write(d.path(), &bare, 0o600);
-    assert!(update_kubeconfig(&path, CERT, KEY).unwrap());
+    assert!(update_kubeconfig(&path, CERT, KEY).unwrap().replaced());
     assert_eq!(kubeconfig_certificate(&path).unwrap().0, CERT);
 }
 
@@ -110,7 +110,7 @@ fn a_crash_leftover_temporary_file_is_replaced() {
     let elsewhere = d.path().join("elsewhere");
     fs::write(&elsewhere, "keep").unwrap();
     std::os::unix::fs::symlink(&elsewhere, d.path().join(tmp_name("admin.conf"))).unwrap();
-    assert!(update_kubeconfig(&path, CERT, KEY).unwrap());
+    assert!(update_kubeconfig(&path, CERT, KEY).unwrap().replaced());
     assert_eq!(fs::read_to_string(&elsewhere).unwrap(), "keep");
     assert!(!d.path().join(tmp_name("admin.conf")).exists());
 }

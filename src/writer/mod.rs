@@ -83,7 +83,7 @@ use anchor::Anchor;
 use history::*;
 pub use kubeconfig::{check_kubeconfig, embedded_pair, kubeconfig_certificate, update_kubeconfig};
 pub use lock::stop_waiting;
-pub use pair::{check_pair, update_pair};
+pub use pair::{CopyUpdate, check_pair, update_pair};
 use revision::*;
 pub use revision::{read_beneath, replace_beneath, replace_file};
 use rollback::*;

@@ -204,9 +204,27 @@ fn replaceable(
     Ok(())
 }
 
+/// What bringing a copy of the live pair (`update-pair=`,
+/// `update-kubeconfig=`) to the pair found there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopyUpdate {
+    /// It held the pair already: nothing was written.
+    Unchanged,
+    /// It was rewritten; `before` is the certificate (PEM) it held, if any:
+    /// the caller tells whether that was its own last write or another's
+    /// (`kubeadm certs renew` writing over kubeadm's files).
+    Replaced { before: Option<Vec<u8>> },
+}
+
+impl CopyUpdate {
+    pub fn replaced(&self) -> bool {
+        matches!(self, Self::Replaced { .. })
+    }
+}
+
 /// Makes `PREFIX.crt` and `PREFIX.key` hold `cert` and `key` (PEM), unless
-/// they already do. `Ok(true)` when a file was replaced.
-pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<bool, WriterError> {
+/// they already do.
+pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
     let o = open(prefix)?;
     let old_cert = read(&o, prefix, &o.cert)?;
     let old_key = read(&o, prefix, &o.key)?;
@@ -216,12 +234,13 @@ pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<bool, Write
     };
     let key_ok = same(&old_key, key) && old_key.as_ref().is_some_and(|(_, m)| m & 0o077 == 0);
     if key_ok && same(&old_cert, cert) {
-        return Ok(false);
+        return Ok(CopyUpdate::Unchanged);
     }
     // A new pair is written certificate first, so an interrupted first
     // write never leaves a lone key (refused above); an existing one key
     // first, as kubeadm writes them.
     let new_pair = old_cert.is_none();
+    let before = old_cert.as_ref().map(|(b, _)| b.clone());
     let write_cert = |old: Option<(Vec<u8>, u32)>| -> Result<(), WriterError> {
         let mode = old.map_or(0o644, |(_, m)| m & 0o7777);
         replace_file_in(&o.dir, &o.cert, mode, None, cert, &o.dir_path)
@@ -236,5 +255,5 @@ pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<bool, Write
     if cert_differs && !new_pair {
         write_cert(old_cert)?;
     }
-    Ok(true)
+    Ok(CopyUpdate::Replaced { before })
 }

@@ -1,0 +1,565 @@
+//! `certsync kubeadm status`: whether the node is adopted and healthy,
+//! read from the node's files and certsync's `/readyz`, so it answers with
+//! certsync down too (a crash-looping certsync exports no metrics at all).
+//!
+//! Every certificate is judged from its live target on disk (its end, and
+//! the end of its renewal window from the mapping's `renew=`), each
+//! component manifest by whether adopt would still change it (a `kubeadm
+//! upgrade` regenerates them without adoption), certsync itself by the
+//! `/readyz` its pod's readiness probe asks. Anything status cannot read is
+//! a problem of its class, never skipped: an unknown is not healthy.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::apply::State;
+use super::manifest::{self, Manifest};
+use super::plan::{CONFIG, POD, STATE};
+use super::{KubeadmError, digest, host, node};
+use crate::validate::{rfc3339, unix_seconds};
+
+mod report;
+
+/// How long `/readyz` may take to answer, and how much of it is read.
+const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
+const READYZ_LIMIT: usize = 64 << 10;
+
+/// How far past the end of its renewal window a certificate may be before
+/// status calls it late: certsync renews at a random point inside the
+/// window, and issuing takes a moment.
+pub const LATE_AFTER_SECS: i64 = 60;
+
+/// certsync's default renewal window (`renew=70%-90%`).
+const DEFAULT_RENEW: (f64, f64) = (0.7, 0.9);
+
+/// Why a node is not healthy: one exit code per class
+/// (docs/reference/exit-codes.md). When several apply, the exit code is
+/// the first in this order's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// No adopted.json: certsync does not keep this node's certificates.
+    NotAdopted,
+    /// certsync's pod manifest is missing, or its `/readyz` does not answer.
+    CertsyncDown,
+    /// certsync answers but is not ready (a renewal failing, a target broken).
+    CertsyncNotReady,
+    /// A component manifest no longer names certsync's files.
+    AdoptionLost,
+    /// A live certificate expired, late for renewal, or unreadable.
+    Certificate,
+}
+
+impl Cause {
+    pub const ALL: [Self; 5] = [
+        Self::NotAdopted,
+        Self::CertsyncDown,
+        Self::CertsyncNotReady,
+        Self::AdoptionLost,
+        Self::Certificate,
+    ];
+
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::NotAdopted => 2,
+            Self::CertsyncDown => 3,
+            Self::CertsyncNotReady => 4,
+            Self::AdoptionLost => 5,
+            Self::Certificate => 6,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NotAdopted => "not-adopted",
+            Self::CertsyncDown => "certsync-down",
+            Self::CertsyncNotReady => "certsync-not-ready",
+            Self::AdoptionLost => "adoption-lost",
+            Self::Certificate => "certificate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Problem {
+    pub cause: Cause,
+    pub message: String,
+}
+
+/// certsync's static pod, as its manifest names it and its `/readyz` says.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PodStatus {
+    /// `/etc/kubernetes/manifests/certsync.yaml` exists.
+    pub manifest: bool,
+    pub image: Option<String>,
+    /// `--admin-addr` of its arguments (certsync's default when absent).
+    pub admin_addr: Option<String>,
+    /// Where its readiness probe asks: `http://HOST:PORT/readyz`.
+    pub readyz: Option<String>,
+    /// `ready`, `not-ready`, `not-running` or `no-manifest`.
+    pub state: &'static str,
+}
+
+/// One `ca:` mapping's live certificate.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CertStatus {
+    pub mapping: String,
+    /// The target, a node path.
+    pub target: String,
+    /// The mapping's renewal options (`lifetime=`, `renew=`, `key-alg=`,
+    /// `keep-key=`) as written, or certsync's defaults.
+    pub options: String,
+    pub not_before: Option<String>,
+    pub not_after: Option<String>,
+    /// Unix time; 0 when unknown.
+    pub not_after_seconds: i64,
+    /// The renewal window, from `renew=`: certsync renews at a random point
+    /// between these two.
+    pub renew_from: Option<String>,
+    pub renew_by: Option<String>,
+    /// Unix time; 0 when unknown.
+    pub renew_by_seconds: i64,
+    pub problem: Option<String>,
+}
+
+/// One component manifest adopt changed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ManifestStatus {
+    /// A node path.
+    pub manifest: String,
+    /// Every flag and volume adopt sets is there.
+    pub adopted: bool,
+    /// Byte for byte what adopt wrote (its digest in adopted.json).
+    pub as_adopt_wrote: bool,
+    pub problem: Option<String>,
+}
+
+/// The node, as `certsync kubeadm status` reports it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Status {
+    pub kubeadm_dir: PathBuf,
+    pub adopted: bool,
+    /// When the first adoption was made (its backup's time), RFC 3339.
+    pub adopted_since: Option<String>,
+    /// Adopt's backups (node paths), oldest first.
+    pub backups: Vec<String>,
+    pub pod: PodStatus,
+    /// certsync's own report of failing renewals (its `/readyz` lines), or
+    /// `unknown: certsync not running`.
+    pub last_renewal_error: String,
+    pub certificates: Vec<CertStatus>,
+    pub manifests: Vec<ManifestStatus>,
+    pub problems: Vec<Problem>,
+    /// Unix time of this report.
+    pub checked_at_seconds: i64,
+}
+
+impl Status {
+    /// 0 when healthy, else the exit code of the first cause ([`Cause`]).
+    pub fn exit_code(&self) -> u8 {
+        self.problems
+            .iter()
+            .map(|p| p.cause)
+            .min()
+            .map_or(0, Cause::exit_code)
+    }
+
+    fn problem(&mut self, cause: Cause, message: impl Into<String>) {
+        self.problems.push(Problem {
+            cause,
+            message: message.into(),
+        });
+    }
+}
+
+/// Reads the node at `dir` and certsync's `/readyz`. `Err` only when
+/// adopt's record exists but cannot be read: what else is unreadable is a
+/// problem in the report.
+pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
+    let now = unix_seconds(SystemTime::now());
+    let state = State::read(dir)?;
+    let mut s = Status {
+        kubeadm_dir: dir.to_owned(),
+        adopted: state.is_some(),
+        adopted_since: None,
+        backups: Vec::new(),
+        pod: PodStatus::default(),
+        last_renewal_error: "unknown: certsync not running".into(),
+        certificates: Vec::new(),
+        manifests: Vec::new(),
+        problems: Vec::new(),
+        checked_at_seconds: now,
+    };
+    let Some(state) = state else {
+        s.pod.state = "no-manifest";
+        s.problem(
+            Cause::NotAdopted,
+            format!("not adopted: no {STATE} (`certsync kubeadm adopt` adopts the node)"),
+        );
+        return Ok(s);
+    };
+    s.adopted_since = state.backups.first().and_then(|b| since(b));
+    s.backups.clone_from(&state.backups);
+    pod(dir, &mut s).await;
+    certificates(dir, now, &mut s);
+    manifests(dir, &state, &mut s);
+    Ok(s)
+}
+
+/// `/etc/kubernetes/certsync/backup/20261124T221933Z` -> RFC 3339.
+pub(super) fn since(backup: &str) -> Option<String> {
+    let stamp = backup.rsplit('/').next()?;
+    let b = stamp.as_bytes();
+    let digits = |r: std::ops::Range<usize>| {
+        b.get(r.clone())
+            .filter(|d| d.iter().all(u8::is_ascii_digit))
+            .map(|_| &stamp[r])
+    };
+    (b.len() == 16 && b[8] == b'T' && b[15] == b'Z').then_some(())?;
+    Some(format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        digits(0..4)?,
+        digits(4..6)?,
+        digits(6..8)?,
+        digits(9..11)?,
+        digits(11..13)?,
+        digits(13..15)?
+    ))
+}
+
+/// certsync's pod: its manifest, and what its `/readyz` says.
+async fn pod(dir: &Path, s: &mut Status) {
+    let text = match node::read_optional(dir, POD) {
+        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(None) => {
+            s.pod.state = "no-manifest";
+            s.problem(
+                Cause::CertsyncDown,
+                format!(
+                    "certsync's pod manifest {POD} is missing: nothing renews the node's \
+                     certificates (`certsync kubeadm adopt` writes it again)"
+                ),
+            );
+            return;
+        }
+        Err(e) => {
+            s.pod.state = "no-manifest";
+            s.problem(Cause::CertsyncDown, e.to_string());
+            return;
+        }
+    };
+    s.pod.manifest = true;
+    s.pod.state = "not-running";
+    let probe = match probe(&text) {
+        Ok((image, admin, addr)) => {
+            s.pod.image = image;
+            s.pod.admin_addr = admin;
+            s.pod.readyz = Some(format!("http://{addr}/readyz"));
+            addr
+        }
+        Err(why) => {
+            s.problem(
+                Cause::CertsyncDown,
+                format!("{POD}: {why}: cannot tell whether certsync runs"),
+            );
+            return;
+        }
+    };
+    match readyz(probe).await {
+        Err(why) => s.problem(
+            Cause::CertsyncDown,
+            format!(
+                "certsync does not answer at http://{probe}/readyz ({why}): not running, \
+                 crash-looping or still starting; nothing renews the node's certificates"
+            ),
+        ),
+        Ok((200, _)) => {
+            s.pod.state = "ready";
+            s.last_renewal_error = "none".into();
+        }
+        Ok((code, body)) => {
+            s.pod.state = "not-ready";
+            let lines: Vec<String> = body
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| crate::escape(l).into_owned())
+                .collect();
+            s.last_renewal_error = if lines.is_empty() {
+                format!("/readyz answered {code}")
+            } else {
+                lines.join("; ")
+            };
+            s.problem(
+                Cause::CertsyncNotReady,
+                format!(
+                    "certsync is not ready (/readyz {code}): {}",
+                    s.last_renewal_error
+                ),
+            );
+        }
+    }
+}
+
+/// The image, `--admin-addr` and readiness probe address of the certsync
+/// container in the pod manifest `text`.
+pub(super) fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), String> {
+    use k8s_openapi::api::core::v1::Pod;
+    let pod: Pod = crate::files::parse_yaml(text).map_err(|e| format!("not a Pod ({e})"))?;
+    let container = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "certsync"))
+        .ok_or("no container named certsync")?;
+    let admin = container.args.iter().flatten().find_map(|a| {
+        a.strip_prefix("--admin-addr=")
+            .map(|v| crate::escape(v).into_owned())
+    });
+    let get = container
+        .readiness_probe
+        .as_ref()
+        .and_then(|p| p.http_get.as_ref())
+        .ok_or("no readinessProbe httpGet")?;
+    let host = get.host.as_deref().unwrap_or("127.0.0.1");
+    let ip: IpAddr = host.parse().map_err(|_| {
+        format!(
+            "readinessProbe host {:?} is not an IP address",
+            crate::escape(host)
+        )
+    })?;
+    let port = match &get.port {
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(p) => u16::try_from(*p).ok(),
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(p) => p.parse().ok(),
+    }
+    .filter(|p| *p != 0)
+    .ok_or("readinessProbe port is not a port number")?;
+    Ok((
+        container
+            .image
+            .as_deref()
+            .map(|i| crate::escape(i).into_owned()),
+        admin,
+        SocketAddr::new(ip, port),
+    ))
+}
+
+/// `GET http://ADDR/readyz`: its status code and (capped) body.
+async fn readyz(addr: SocketAddr) -> Result<(u16, String), String> {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt as _, Empty, Limited};
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<Bytes>>();
+    let uri: http::Uri = format!("http://{addr}/readyz")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let ask = async {
+        let resp = client.get(uri).await.map_err(|e| {
+            use std::error::Error as _;
+            e.source()
+                .map_or_else(|| e.to_string(), ToString::to_string)
+        })?;
+        let code = resp.status().as_u16();
+        let body = Limited::new(resp.into_body(), READYZ_LIMIT)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok((code, String::from_utf8_lossy(&body).into_owned()))
+    };
+    tokio::time::timeout(READYZ_TIMEOUT, ask)
+        .await
+        .map_err(|_| format!("no answer within {}s", READYZ_TIMEOUT.as_secs()))?
+}
+
+/// One mapping of certsync.yaml: name, target, renewal options.
+struct Mapping {
+    name: String,
+    target: String,
+    options: String,
+    renew: Result<(f64, f64), String>,
+}
+
+/// The `ca:` mappings of certsync's configuration.
+fn mappings(dir: &Path) -> Result<Vec<Mapping>, String> {
+    let text = node::read(dir, CONFIG).map_err(|e| e.to_string())?;
+    let doc: serde_yaml_ng::Value =
+        crate::files::parse_yaml(&text).map_err(|e| format!("{CONFIG}: {e}"))?;
+    let list = doc["mappings"]
+        .as_sequence()
+        .ok_or_else(|| format!("{CONFIG}: no mappings"))?;
+    list.iter()
+        .map(|m| {
+            let field = |k: &str| -> Option<String> {
+                match &m[k] {
+                    serde_yaml_ng::Value::String(s) => Some(s.clone()),
+                    serde_yaml_ng::Value::Bool(b) => Some(b.to_string()),
+                    serde_yaml_ng::Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                }
+            };
+            let (Some(name), Some(target)) = (field("name"), field("target")) else {
+                return Err(format!("{CONFIG}: a mapping without a name or target"));
+            };
+            let options: Vec<String> = crate::cli::SETTABLE
+                .iter()
+                .filter_map(|k| field(k).map(|v| format!("{k}={v}")))
+                .collect();
+            let renew = field("renew").map_or(Ok(DEFAULT_RENEW), |r| {
+                crate::config::parse_renew(&r).map_err(|e| format!("mapping {name}: {e}"))
+            });
+            Ok(Mapping {
+                name: crate::escape(&name).into_owned(),
+                target: crate::escape(&target).into_owned(),
+                options: if options.is_empty() {
+                    "certsync's defaults (lifetime=365d, renew=70%-90%)".into()
+                } else {
+                    crate::escape(&options.join(", ")).into_owned()
+                },
+                renew,
+            })
+        })
+        .collect()
+}
+
+/// Each mapping's live certificate: its end, its renewal window.
+fn certificates(dir: &Path, now: i64, s: &mut Status) {
+    let list = match mappings(dir) {
+        Ok(l) => l,
+        Err(why) => {
+            return s.problem(
+                Cause::Certificate,
+                format!("cannot tell the certificates: {why}"),
+            );
+        }
+    };
+    for m in list {
+        let c = certificate(dir, now, m);
+        if let Some(p) = &c.problem {
+            s.problem(
+                Cause::Certificate,
+                format!("{} ({}): {p}", c.mapping, c.target),
+            );
+        }
+        s.certificates.push(c);
+    }
+}
+
+fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
+    let mut c = CertStatus {
+        mapping: m.name,
+        target: m.target.clone(),
+        options: m.options,
+        not_before: None,
+        not_after: None,
+        not_after_seconds: 0,
+        renew_from: None,
+        renew_by: None,
+        renew_by_seconds: 0,
+        problem: None,
+    };
+    let leaf = match live_leaf(&host(dir, &m.target)) {
+        Ok(l) => l,
+        Err(why) => {
+            c.problem = Some(why);
+            return c;
+        }
+    };
+    c.not_before = Some(rfc3339(leaf.not_before));
+    c.not_after = Some(rfc3339(leaf.not_after));
+    c.not_after_seconds = leaf.not_after;
+    let lifetime = (leaf.not_after - leaf.not_before) as f64;
+    let (lo, hi) = match m.renew {
+        Ok(w) => w,
+        Err(why) => {
+            c.problem = Some(why);
+            return c;
+        }
+    };
+    let from = leaf.not_before + (lifetime * lo) as i64;
+    let by = leaf.not_before + (lifetime * hi) as i64;
+    c.renew_from = Some(rfc3339(from));
+    c.renew_by = Some(rfc3339(by));
+    c.renew_by_seconds = by;
+    c.problem = if leaf.not_after <= now {
+        Some(format!(
+            "the live certificate expired at {}",
+            rfc3339(leaf.not_after)
+        ))
+    } else if now > by + LATE_AFTER_SECS {
+        Some(format!(
+            "not renewed although its renewal window ended at {} (it expires at {})",
+            rfc3339(by),
+            rfc3339(leaf.not_after)
+        ))
+    } else {
+        None
+    };
+    c
+}
+
+/// The leaf of the live revision of the target at `target`, read as
+/// certsync reads its own targets (nothing followed out of the target).
+fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, String> {
+    let writer = crate::writer::Writer::existing(target.to_owned())
+        .map_err(|e| format!("no live certificate ({e})"))?;
+    let live = writer
+        .live()
+        .map_err(|e| format!("the live certificate cannot be read ({e})"))?
+        .ok_or("no live certificate")?;
+    if let Some(p) = live.problem {
+        return Err(format!("the live revision is damaged ({p})"));
+    }
+    live.bundle
+        .get(crate::bundle::CERT_FILE)
+        .and_then(crate::validate::leaf_of)
+        .ok_or_else(|| "the live revision holds no certificate".to_owned())
+}
+
+/// Each component manifest: still adopted (adopt would change nothing),
+/// or regenerated without adoption.
+fn manifests(dir: &Path, state: &State, s: &mut Status) {
+    for c in manifest::components() {
+        let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
+        let recorded = state.manifests.get(&path).map(|(_, d)| d.as_str());
+        let mut m = ManifestStatus {
+            manifest: path.clone(),
+            adopted: false,
+            as_adopt_wrote: false,
+            problem: None,
+        };
+        let judged = node::read_optional(dir, &path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| b.ok_or_else(|| "missing".to_owned()))
+            .and_then(|bytes| {
+                m.as_adopt_wrote = recorded == Some(digest(&bytes).as_str());
+                let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+                let mut parsed = Manifest::parse(&text)?;
+                if let Some(c) = manifest::conflict(&c, &parsed) {
+                    return Err(c);
+                }
+                let (flags, volumes) = manifest::adopt(&c, &mut parsed);
+                Ok(flags
+                    .iter()
+                    .map(|(f, old, _)| format!("--{f}={}", crate::escape(old)))
+                    .chain(volumes.iter().map(|v| format!("no volume {v}")))
+                    .collect::<Vec<_>>())
+            });
+        match judged {
+            Ok(missing) if missing.is_empty() => m.adopted = true,
+            Ok(missing) => {
+                m.problem = Some(format!(
+                    "regenerated without adoption (a `kubeadm upgrade`?): {}; the component \
+                     no longer uses certsync's certificates. `certsync kubeadm adopt` puts \
+                     adoption back",
+                    missing.join(", ")
+                ));
+            }
+            // A manifest's values, as conflict() quotes them: escaped.
+            Err(why) => m.problem = Some(crate::escape(&why).into_owned()),
+        }
+        if let Some(p) = &m.problem {
+            s.problem(Cause::AdoptionLost, format!("{path}: {p}"));
+        }
+        s.manifests.push(m);
+    }
+}

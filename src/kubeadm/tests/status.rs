@@ -1,0 +1,305 @@
+//! `certsync kubeadm status`'s reports that need no node: the textfile
+//! output, the exit code chosen among causes, a node never adopted.
+
+use super::{node_dir, options};
+use crate::kubeadm::status::*;
+use crate::kubeadm::{KubeadmError, plan};
+
+fn cert(mapping: &str, not_after: i64, renew_by: i64) -> CertStatus {
+    CertStatus {
+        mapping: mapping.into(),
+        target: format!("/etc/kubernetes/pki/certsync/{mapping}"),
+        options: "lifetime=8m".into(),
+        not_before: None,
+        not_after: None,
+        not_after_seconds: not_after,
+        renew_from: None,
+        renew_by: None,
+        renew_by_seconds: renew_by,
+        problem: None,
+    }
+}
+
+fn report() -> Status {
+    Status {
+        kubeadm_dir: "/etc/kubernetes".into(),
+        adopted: true,
+        adopted_since: Some("2026-11-27T12:00:00Z".into()),
+        backups: vec!["/etc/kubernetes/certsync/backup/20261127T120000Z".into()],
+        pod: PodStatus {
+            manifest: true,
+            state: "not-running",
+            ..PodStatus::default()
+        },
+        last_renewal_error: "unknown: certsync not running".into(),
+        certificates: vec![
+            cert("apiserver", 1_800_000_000, 1_790_000_000),
+            // A mapping name a hand-edited certsync.yaml could hold.
+            cert("odd\"name\\", 0, 0),
+        ],
+        manifests: vec![
+            ManifestStatus {
+                manifest: "/etc/kubernetes/manifests/etcd.yaml".into(),
+                adopted: true,
+                as_adopt_wrote: true,
+                problem: None,
+            },
+            ManifestStatus {
+                manifest: "/etc/kubernetes/manifests/kube-scheduler.yaml".into(),
+                adopted: false,
+                as_adopt_wrote: false,
+                problem: Some("regenerated without adoption".into()),
+            },
+        ],
+        problems: vec![
+            Problem {
+                cause: Cause::Certificate,
+                message: "odd: no live certificate".into(),
+            },
+            Problem {
+                cause: Cause::AdoptionLost,
+                message: "kube-scheduler.yaml".into(),
+            },
+            Problem {
+                cause: Cause::CertsyncDown,
+                message: "no answer".into(),
+            },
+        ],
+        checked_at_seconds: 1_764_244_800,
+    }
+}
+
+/// Every sample line of Prometheus text: (series, value).
+fn samples(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').expect("series value");
+            (series.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_textfile_output_has_every_series_with_its_value() {
+    let text = report().prometheus();
+    let got = samples(&text);
+    let value = |series: &str| {
+        got.iter()
+            .find(|(s, _)| s == series)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+    };
+    assert_eq!(value("certsync_kubeadm_adopted"), "1");
+    assert_eq!(value("certsync_kubeadm_certsync_ready"), "0");
+    assert_eq!(
+        value(
+            "certsync_kubeadm_manifest_adopted{manifest=\"/etc/kubernetes/manifests/etcd.yaml\"}"
+        ),
+        "1"
+    );
+    assert_eq!(
+        value(
+            "certsync_kubeadm_manifest_adopted{manifest=\"/etc/kubernetes/manifests/kube-scheduler.yaml\"}"
+        ),
+        "0"
+    );
+    assert_eq!(
+        value(
+            "certsync_kubeadm_certificate_not_after_seconds{mapping=\"apiserver\",target=\"/etc/kubernetes/pki/certsync/apiserver\"}"
+        ),
+        "1800000000"
+    );
+    assert_eq!(
+        value(
+            "certsync_kubeadm_certificate_renew_by_seconds{mapping=\"apiserver\",target=\"/etc/kubernetes/pki/certsync/apiserver\"}"
+        ),
+        "1790000000"
+    );
+    // Label values escaped as the exposition format says: \" and \\.
+    assert_eq!(
+        value(
+            "certsync_kubeadm_certificate_not_after_seconds{mapping=\"odd\\\"name\\\\\",target=\"/etc/kubernetes/pki/certsync/odd\\\"name\\\\\"}"
+        ),
+        "0"
+    );
+    // One series per cause, present whether it applies or not.
+    for (cause, v) in [
+        ("not-adopted", "0"),
+        ("certsync-down", "1"),
+        ("certsync-not-ready", "0"),
+        ("adoption-lost", "1"),
+        ("certificate", "1"),
+    ] {
+        assert_eq!(
+            value(&format!(
+                "certsync_kubeadm_status_problem{{cause=\"{cause}\"}}"
+            )),
+            v,
+            "{cause}"
+        );
+    }
+    assert_eq!(
+        value("certsync_kubeadm_status_timestamp_seconds"),
+        "1764244800"
+    );
+    // Every family typed, as the textfile collector requires.
+    for (series, _) in &got {
+        let family = series.split('{').next().unwrap_or_default();
+        assert!(
+            text.contains(&format!("# TYPE {family} gauge\n")),
+            "{family} untyped"
+        );
+    }
+}
+
+#[test]
+fn the_metrics_reference_names_every_series_of_the_textfile_output() {
+    let doc = include_str!("../../../docs/reference/metrics.md");
+    let text = report().prometheus();
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(families.len(), 7, "{text}");
+    let missing: Vec<&&str> = families
+        .iter()
+        .filter(|f| !doc.contains(&format!("`{f}`")))
+        .collect();
+    assert!(missing.is_empty(), "not in metrics.md: {missing:?}");
+}
+
+#[test]
+fn the_exit_code_is_the_first_cause_found() {
+    let mut s = report();
+    assert_eq!(s.exit_code(), Cause::CertsyncDown.exit_code());
+    s.problems.retain(|p| p.cause == Cause::Certificate);
+    assert_eq!(s.exit_code(), 6);
+    s.problems.clear();
+    assert_eq!(s.exit_code(), 0);
+    let codes: Vec<u8> = Cause::ALL.iter().map(|c| c.exit_code()).collect();
+    assert_eq!(codes, [2, 3, 4, 5, 6]);
+}
+
+#[tokio::test]
+async fn a_node_never_adopted_is_not_healthy() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let s = status(d.path()).await.expect("status");
+    assert!(!s.adopted);
+    assert_eq!(s.exit_code(), 2);
+    assert!(s.text().contains("problem (not-adopted)"), "{}", s.text());
+    // A record that cannot be read is an error, not "not adopted".
+    std::fs::create_dir_all(d.path().join("certsync")).expect("mkdir");
+    std::fs::write(d.path().join("certsync/adopted.json"), b"{not json").expect("write");
+    assert!(matches!(
+        status(d.path()).await,
+        Err(KubeadmError::File { .. })
+    ));
+}
+
+#[test]
+fn the_time_of_adoption_is_read_from_the_first_backup() {
+    assert_eq!(
+        since("/etc/kubernetes/certsync/backup/20261124T221933Z").as_deref(),
+        Some("2026-11-24T22:19:33Z")
+    );
+    assert_eq!(
+        since("/etc/kubernetes/certsync/backup/2026112XT221933Z"),
+        None
+    );
+    assert_eq!(since("short"), None);
+}
+
+/// The alert rules shown beside the textfile metrics parse, and name only
+/// series the textfile output has.
+#[test]
+fn the_textfile_alert_rules_name_only_textfile_metrics() {
+    let doc = include_str!("../../../docs/reference/metrics.md");
+    let section = &doc[doc
+        .find("## certsync kubeadm status (textfile)")
+        .expect("the section")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let start = section.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let block = &section[start..start + section[start..].find("```").expect("its end")];
+    let rules: serde_yaml_ng::Value = serde_yaml_ng::from_str(block).expect("yaml");
+    let text = report().prometheus();
+    let mut count = 0;
+    for rule in rules["groups"][0]["rules"].as_sequence().expect("rules:") {
+        count += 1;
+        let expr = rule["expr"].as_str().expect("expr");
+        assert!(rule["labels"]["severity"].as_str().is_some(), "{expr}");
+        assert!(rule["annotations"]["summary"].as_str().is_some(), "{expr}");
+        let named: Vec<&str> = expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("certsync_"))
+            .collect();
+        assert!(!named.is_empty(), "{expr}");
+        for m in named {
+            assert!(text.contains(&format!("# TYPE {m} gauge")), "{m} in {expr}");
+        }
+    }
+    assert_eq!(count, 3);
+}
+
+/// adopt --admin-addr reaches the pod's arguments and probes, and status
+/// asks where the probes ask: an unspecified address on loopback.
+#[tokio::test]
+async fn adopts_admin_address_is_where_status_asks() {
+    let dir = node_dir();
+    for (addr, args, host, asked) in [
+        (
+            "127.0.0.1:9814",
+            "- --admin-addr=127.0.0.1:9814\n",
+            "host: 127.0.0.1\n",
+            "127.0.0.1:9814",
+        ),
+        (
+            "0.0.0.0:9900",
+            "- --admin-addr=0.0.0.0:9900\n",
+            "host: 127.0.0.1\n",
+            "127.0.0.1:9900",
+        ),
+        (
+            "10.77.0.11:9814",
+            "- --admin-addr=10.77.0.11:9814\n",
+            "host: 10.77.0.11\n",
+            "10.77.0.11:9814",
+        ),
+        (
+            "[::]:9814",
+            "- --admin-addr=[::]:9814\n",
+            "host: \"::1\"\n",
+            "[::1]:9814",
+        ),
+    ] {
+        let mut opts = options(dir.path());
+        opts.admin_addr = addr.parse().expect("addr");
+        let p = plan(&opts).await.expect("plan");
+        let pod = p
+            .files
+            .iter()
+            .find(|f| f.path == "/etc/kubernetes/manifests/certsync.yaml")
+            .expect("the pod");
+        let text = String::from_utf8(pod.bytes.clone()).expect("utf-8");
+        assert!(text.contains(args), "{addr}: {text}");
+        assert_eq!(
+            text.matches(host).count(),
+            3,
+            "{addr}: three probes\n{text}"
+        );
+        let config = p
+            .files
+            .iter()
+            .find(|f| f.path == "/etc/kubernetes/certsync.yaml")
+            .expect("the config");
+        assert!(
+            !String::from_utf8_lossy(&config.bytes).contains("admin-addr"),
+            "one place for the address"
+        );
+        let (image, admin, at) = probe(&text).expect("probe");
+        assert_eq!(image.as_deref(), Some("certsync"));
+        assert_eq!(admin.as_deref(), Some(addr), "{addr}");
+        assert_eq!(at.to_string(), asked, "{addr}");
+    }
+}
