@@ -262,6 +262,9 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let metrics = Arc::new(Metrics::new(config.stale_fraction));
+    if let Some(g) = &config.generation {
+        metrics.set_generation(g.clone());
+    }
     let admin = match config.admin_addr {
         Some(addr) => Some(tokio::spawn(
             certsync::admin::serve(addr, Arc::clone(&metrics), stopped.clone()).await?,
@@ -367,6 +370,7 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 purge: false,
                 local_only: a.local_only,
                 force: false,
+                ready_timeout: a.ready_timeout,
             };
             Box::pin(certsync::kubeadm::adopt(&opts)).await?
         }
@@ -380,6 +384,7 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<String> {
                 purge: a.purge,
                 local_only: a.local_only,
                 force: a.force,
+                ready_timeout: std::time::Duration::ZERO,
             };
             certsync::kubeadm::revert(&opts).await?
         }

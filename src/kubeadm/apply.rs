@@ -1,16 +1,21 @@
 //! Applying the plan, in the order that never leaves a component pointed
-//! at a file that does not exist: backups, certsync's configuration and
-//! kubeconfigs, an initial issuance (`run --once` on that configuration),
-//! the ClusterConfiguration, certsync's static pod, then the component
-//! manifests (whose change restarts the API server the ClusterConfiguration
-//! is written through). Every write is atomic (`writer::replace_file`).
+//! at a file no running certsync renews: backups, certsync's configuration
+//! and kubeconfigs, certsync's static pod, then the gate (that pod, of this
+//! configuration and image, ready and every target holding a live pair: it
+//! issues every target at start, so adopt issues nothing itself), the
+//! ClusterConfiguration, then the component manifests (whose change
+//! restarts the API server the ClusterConfiguration is written through).
+//! A pod not ready in time is taken out (the previous one put back) with
+//! everything this run changed. Every write is atomic
+//! (`writer::replace_file`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::Path;
 
-use super::plan::{self, BACKUPS, CONFIG, POD, Plan, STATE, backup_path};
+use super::plan::{self, BACKUPS, POD, Plan, STATE, backup_path};
+use super::undo::Undo;
 use super::{KUBEADM_DIR, KubeadmError, Options, cluster, digest, host};
 use crate::writer::replace_file;
 
@@ -102,12 +107,15 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
         warnings + &plan.text()
     };
     if !opts.dry_run
-        && !plan.is_empty()
+        && !plan.manifests.is_empty()
         && !plan.cluster_configuration_reachable
         && !opts.local_only
     {
         // Refused before anything is written: a node adopted without its
-        // ClusterConfiguration loses adopt's flags at the next upgrade or join.
+        // ClusterConfiguration loses adopt's flags at the next upgrade or
+        // join. Manifests that already name certsync's files were adopted
+        // with it (or by hand): a node whose pairs ended while certsync was
+        // down, its API server refusing them, is brought back without it.
         return Err(KubeadmError::Refused {
             dir: opts.dir.clone(),
             reason: format!(
@@ -119,9 +127,40 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
             ),
         });
     }
-    if opts.dry_run || plan.is_empty() {
-        if opts.dry_run && !opts.json {
+    if opts.dry_run {
+        if !opts.json {
             out.push_str("dry run: nothing was changed\n");
+        }
+        return Ok(out);
+    }
+    if plan.is_empty() {
+        // Nothing to write, but "adopted" holds only while certsync's pod
+        // runs: said as it is, never assumed.
+        let ended = super::ready::dead_targets(&opts.dir).len();
+        if let Err(seen) = super::ready::wait(&opts.dir, &plan.generation, opts.ready_timeout).await
+        {
+            return Err(KubeadmError::NotReady(Box::new(super::NotReady {
+                image: plan.image.clone(),
+                generation: plan.generation.clone(),
+                timeout: humantime::format_duration(opts.ready_timeout).to_string(),
+                seen,
+                pod: super::ready::pod_state(&opts.dir).await,
+                undone: format!(
+                    "Nothing was changed (the node is adopted; {ended} targets hold no live pair)"
+                ),
+            })));
+        }
+        if !opts.json {
+            let _ = writeln!(
+                out,
+                "certsync's pod is ready (generation {}): every target holds a live pair{}",
+                plan.generation,
+                if ended > 0 {
+                    format!(" ({ended} had none when adopt started)")
+                } else {
+                    String::new()
+                }
+            );
         }
         return Ok(out);
     }
@@ -131,12 +170,70 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
 
 async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
+    let undo = back_up(dir, plan)?;
+    let _ = writeln!(out, "backed up into {}/", plan.backup);
+    let ended = super::ready::dead_targets(dir).len();
+    // certsync's files and pod, then the gate: until certsync's pod of
+    // this configuration and image is ready, nothing a component reads
+    // has changed, and a failure puts back what was.
+    let started = async {
+        files(dir, plan, out)?;
+        started(opts, plan, out).await
+    };
+    if let Err(seen) = started.await {
+        let pod = super::ready::pod_state(dir).await;
+        let undone = undo.run(opts, plan).await;
+        return Err(KubeadmError::NotReady(Box::new(super::NotReady {
+            image: plan.image.clone(),
+            generation: plan.generation.clone(),
+            timeout: humantime::format_duration(opts.ready_timeout).to_string(),
+            seen,
+            pod,
+            undone,
+        })));
+    }
+    let targets = plan::targets(dir).len();
+    let _ = match ended {
+        0 => writeln!(
+            out,
+            "certsync's pod is ready (generation {}): every target holds a live pair",
+            plan.generation
+        ),
+        n => writeln!(
+            out,
+            "certsync's pod is ready (generation {}): it issued every target whose pair had ended \
+             or was missing ({n} of {targets}); every target now holds a live pair",
+            plan.generation
+        ),
+    };
+
+    // From here on the node is part-adopted: any failure says so, and
+    // that a re-run finishes it (each step finds its work done or does it).
+    changes(dir, plan, out)
+        .await
+        .map_err(|e| KubeadmError::PartAdopted(e.to_string()))?;
+    out.push_str("adopted\n");
+    Ok(())
+}
+
+/// Backups of every file adopt replaces or certsync's pod rewrites, and
+/// adopt's record; what to put back if certsync's pod is not ready.
+fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
+    // adopt's record as it was: put back if certsync's pod never gets ready.
+    let prior_state = super::node::read_optional(dir, STATE)?;
     let mut state = State::read(dir)?.unwrap_or_default();
     // Backups of every file replaced or changed.
     let backup = &plan.backup;
+    let mut absent = Vec::new();
     for d in plan::MADE_DIRS {
         let absent_or_empty = match std::fs::read_dir(host(dir, d)) {
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            Err(e) => {
+                let gone = e.kind() == std::io::ErrorKind::NotFound;
+                if gone {
+                    absent.push(d);
+                }
+                gone
+            }
             Ok(mut entries) => entries.next().is_none(),
         };
         if absent_or_empty && !state.made_dirs.iter().any(|m| m == d) {
@@ -160,6 +257,10 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
             s.text.as_bytes(),
         )?;
     }
+    // kubeadm's files certsync's pod rewrites (update-kubeconfig:,
+    // update-pair:) that this adoption is the first to back up: put back
+    // if the pod never gets ready.
+    let mut kubeadms = Vec::new();
     for k in plan::EMBEDDED {
         if state.kubeconfigs.contains_key(k) {
             continue;
@@ -167,6 +268,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
         if let Some(old) = super::node::read_optional(dir, k)? {
             put(dir, &node_rel(dir, backup, k), &old)?;
             state.kubeconfigs.insert(k.to_owned(), backup.clone());
+            kubeadms.push(k.to_owned());
         }
     }
     for p in plan::pairs(dir) {
@@ -178,6 +280,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
             let old = super::node::read_optional(dir, &f)?
                 .ok_or_else(|| KubeadmError::file(&host(dir, &f), "kubeadm's file is missing"))?;
             put(dir, &node_rel(dir, backup, &f), &old)?;
+            kubeadms.push(f);
         }
         state.pairs.insert(p, backup.clone());
     }
@@ -191,37 +294,57 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
             .insert(m.path.clone(), (backup.clone(), digest(&m.after)));
     }
     state.write(dir)?;
-    let _ = writeln!(out, "backed up into {backup}/");
+    Ok(Undo {
+        prior_state,
+        kubeadms,
+        absent,
+    })
+}
 
-    // From here on the node is part-adopted: any failure says so, and
-    // that a re-run finishes it (each step finds its work done or does it).
-    changes(dir, plan, out)
-        .await
-        .map_err(|e| KubeadmError::PartAdopted(e.to_string()))?;
-    out.push_str("adopted\n");
+/// certsync's configuration and kubeconfigs, and its targets' directories
+/// (each a hostPath of its pod).
+fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), String> {
+    for f in plan.files.iter().filter(|f| f.path != POD) {
+        put(dir, &f.path, &f.bytes).map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "wrote {}", f.path);
+    }
+    for t in plan::targets(dir) {
+        mkdir(&host(dir, &t)).map_err(|e| e.to_string())?;
+    }
     Ok(())
 }
 
-/// adopt's changes after its backups and record: certsync's files, the
-/// initial issuance, the ClusterConfiguration, certsync's pod, then the
-/// component manifests.
-async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
-    // certsync's files, then every target issued before anything uses it.
-    for f in plan.files.iter().filter(|f| f.path != POD) {
-        put(dir, &f.path, &f.bytes)?;
+/// certsync's pod written (when it changes), then waited for: ready for
+/// this configuration and image, every target holding a live pair.
+/// `Err`: what was last seen.
+async fn started(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), String> {
+    let dir = &opts.dir;
+    for f in plan.files.iter().filter(|f| f.path == POD) {
+        put(dir, &f.path, &f.bytes).map_err(|e| e.to_string())?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
-    let said = issue(dir).await?;
-    let _ = writeln!(out, "{said}");
+    super::ready::wait(dir, &plan.generation, opts.ready_timeout).await
+}
+
+/// adopt's changes once certsync's pod is ready: the
+/// ClusterConfiguration, then the component manifests.
+async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
     // The ClusterConfiguration before the manifests: changing the API
     // server's manifest restarts it, and a write racing that restart
-    // failed (the ninth review, F6: `apiserver is shutting down`) with the
-    // manifests already changed. Written first, it names certsync's targets,
-    // which exist now, and a refused write leaves kubeadm's manifests.
+    // failed (`apiserver is shutting down`) with the manifests already
+    // changed. Written first, it names certsync's targets, which a ready
+    // pod keeps, and a refused write leaves kubeadm's manifests.
     match (&plan.stored, &plan.cluster_configuration_new) {
         (Some(stored), Some(new)) if !plan.cluster_configuration.is_empty() => {
             cluster::write(stored, new).await?;
             let _ = writeln!(out, "updated ClusterConfiguration in kubeadm-config");
+        }
+        (None, _) if plan.manifests.is_empty() => {
+            let _ = writeln!(
+                out,
+                "ClusterConfiguration not checked (the API server did not answer): the manifests \
+                 already name certsync's files; run adopt again once it answers"
+            );
         }
         (None, _) => {
             let _ = writeln!(
@@ -232,10 +355,6 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), Kubead
         }
         _ => {}
     }
-    for f in plan.files.iter().filter(|f| f.path == POD) {
-        put(dir, &f.path, &f.bytes)?;
-        let _ = writeln!(out, "wrote {}", f.path);
-    }
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.after)?;
         let _ = writeln!(out, "changed {}", m.path);
@@ -244,69 +363,8 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), Kubead
 }
 
 /// `node_path` below `backup`, as a node path.
-fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
+pub(super) fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
     let p = backup_path(dir, backup, node_path);
     let rel = p.strip_prefix(dir).unwrap_or(&p);
     format!("{KUBEADM_DIR}/{}", rel.display())
-}
-
-/// The initial issuance: the same code as `certsync run --once --config`
-/// on adopt's configuration (its paths made this process's when the node's
-/// directory is elsewhere). Skipped when every target already has a live
-/// revision (a second adopt: the running certsync owns them, and its pod,
-/// restarted for the new configuration, issues again what that changes).
-/// What to print.
-pub(super) async fn issue(dir: &Path) -> Result<String, KubeadmError> {
-    if plan::targets(dir)
-        .iter()
-        .all(|t| host(dir, t).join("..data").exists())
-    {
-        return Ok(
-            "every target has a live pair: not issued by adopt; certsync's pod restarts for the \
-             new configuration and issues again each pair it no longer satisfies (a changed \
-             lifetime= or key-alg=)"
-                .into(),
-        );
-    }
-    let text = super::node::read(dir, CONFIG)?;
-    let prefix = format!("{}/", dir.display());
-    let (path, temp) = if dir == Path::new(KUBEADM_DIR) {
-        (host(dir, CONFIG), false)
-    } else {
-        let p = host(dir, "/etc/kubernetes/certsync/adopt-once.yaml");
-        let local = text.replace(&format!("{KUBEADM_DIR}/"), &prefix);
-        replace_file(&p, 0o600, local.as_bytes())?;
-        (p, true)
-    };
-    let result = once(&path).await;
-    if temp {
-        let _ = std::fs::remove_file(&path);
-    }
-    result.map(|()| format!("issued every target once (run --once on {CONFIG})"))
-}
-
-async fn once(config: &Path) -> Result<(), KubeadmError> {
-    let argv = ["certsync", "run", "--once", "--config"]
-        .into_iter()
-        .map(std::ffi::OsString::from)
-        .chain([config.as_os_str().to_owned()])
-        .collect();
-    let parsed = crate::config::parse(argv).map_err(|e| KubeadmError::Issue(e.to_string()))?;
-    let crate::cli::Command::Run(args) = parsed.cli.command else {
-        return Err(KubeadmError::Issue("not a run command".into()));
-    };
-    let config =
-        crate::config::Config::from_args(&args).map_err(|e| KubeadmError::Issue(e.to_string()))?;
-    let failures = Box::pin(crate::sync::once(&config)).await;
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(KubeadmError::Issue(
-            failures
-                .iter()
-                .map(|e| crate::error_chain(e))
-                .collect::<Vec<_>>()
-                .join("; "),
-        ))
-    }
 }

@@ -14,6 +14,9 @@ pub const CONFIG: &str = "/etc/kubernetes/certsync.yaml";
 pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
 pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
 pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
+/// certsync's admin port on the node (its pod is on the host network):
+/// the kubelet's probes and adopt's readiness gate ask it.
+pub const ADMIN_ADDR: &str = "127.0.0.1:9814";
 
 /// The directories of certsync's layout that adopt makes: its own under
 /// `/etc/kubernetes` (the backups live there, so it stays) and the parents
@@ -180,6 +183,14 @@ pub fn targets(dir: &Path) -> Vec<String> {
     certs(dir).into_iter().map(|c| c.target).collect()
 }
 
+/// Every target with the CA certificate that issues it (node paths).
+pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
+    certs(dir)
+        .into_iter()
+        .map(|c| (c.target, format!("/etc/kubernetes/pki/{}.crt", c.ca)))
+        .collect()
+}
+
 /// A file adopt writes.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileWrite {
@@ -229,6 +240,9 @@ pub struct Plan {
     pub pairs_renewed: Vec<String>,
     /// certsync's static pod's image.
     pub image: String,
+    /// The token certsync's pod answers `/readyz` with for this
+    /// configuration and image (`run --generation`): adopt waits for it.
+    pub generation: String,
     /// Each `ca:` mapping of certsync.yaml: (name, target, renewal options
     /// as written, or the defaults).
     pub mappings: Vec<(String, String, String)>,
@@ -253,7 +267,12 @@ impl Plan {
             return s;
         }
         let _ = writeln!(s, "backup of every file changed: {}/", self.backup);
-        let _ = writeln!(s, "certsync image: {}", self.image);
+        let _ = writeln!(
+            s,
+            "certsync image: {} (generation {}: adopt waits for this pod to be ready before changing \
+             any component manifest)",
+            self.image, self.generation
+        );
         let _ = writeln!(s, "mappings in {CONFIG}:");
         for (name, target, options) in &self.mappings {
             let _ = writeln!(s, "  {name} -> {target} ({options})");
@@ -369,7 +388,7 @@ pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError
     }
     let mut doc = serde_yaml_ng::Mapping::new();
     doc.insert("mappings".into(), Value::Sequence(mappings));
-    doc.insert("admin-addr".into(), "127.0.0.1:9814".into());
+    doc.insert("admin-addr".into(), ADMIN_ADDR.into());
     let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
     Ok(format!(
         "# Written by `certsync kubeadm adopt`: every certificate `kubeadm certs renew all`\n\
@@ -391,7 +410,7 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> String {
 /// step there) with each CA and service-account file mounted read-only
 /// over it, each target read-write, the config read-only; restarted (a new
 /// pod) when the config changes, through its hash in an annotation.
-fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
+fn pod_text(dir: &Path, image: &str, config: &[u8], generation: &str) -> String {
     let mut mounts = String::new();
     let mut volumes = String::new();
     let mut add = |name: &str, path: &str, kind: &str, ro: bool| {
@@ -447,7 +466,7 @@ fn pod_text(dir: &Path, image: &str, config: &[u8]) -> String {
     let hash = &digest(config)[..16];
     format!(
         "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n\
-apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: 127.0.0.1\n        path: /livez\n        port: 9814\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: 127.0.0.1\n        path: /readyz\n        port: 9814\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: 127.0.0.1\n        path: /readyz\n        port: 9814\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  volumes:\n{volumes}"
+apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    - --generation={generation}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: 127.0.0.1\n        path: /livez\n        port: 9814\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: 127.0.0.1\n        path: /readyz\n        port: 9814\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: 127.0.0.1\n        path: /readyz\n        port: 9814\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  volumes:\n{volumes}"
     )
 }
 
@@ -620,12 +639,13 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             adopted,
         )?);
     }
-    let pod = pod_text(dir, &opts.image, &config).into_bytes();
+    let generation = super::ready::generation(&config, &opts.image);
+    let pod = pod_text(dir, &opts.image, &config, &generation).into_bytes();
     files.extend(file_write(
         opts,
         CONFIG,
         config,
-        "certsync's configuration (issued once before any manifest changes)",
+        "certsync's configuration (its pod must be ready on it before any manifest changes)",
         adopted,
     )?);
     files.extend(file_write(
@@ -670,6 +690,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .collect(),
         pairs_renewed: pairs(dir),
         image: opts.image.clone(),
+        generation,
         mappings: certs(dir)
             .into_iter()
             .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))

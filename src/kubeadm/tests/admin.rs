@@ -177,13 +177,12 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
 }
 
 #[tokio::test]
-async fn adopt_writes_the_cluster_configuration_before_the_manifests_and_says_part_adopted() {
-    // F6b: adopt wrote the manifests, then its ClusterConfiguration write
-    // raced the API server restart they caused and stopped with only
-    // `apiserver is shutting down`. The write now comes first: refused, it
-    // leaves kubeadm's manifests, and the error says the node is
-    // part-adopted and that adopt again finishes it.
-    use std::sync::atomic::Ordering::SeqCst;
+async fn adopt_changes_no_cluster_configuration_nor_manifest_before_certsyncs_pod_is_ready() {
+    // Issue 41: adopt wrote every manifest naming certsync's targets with
+    // no certsync running them (an image the node could not pull). Now
+    // certsync's pod, of this configuration and image, must answer ready
+    // first; here none runs: adopt stops at the gate, writes nothing to the
+    // API server, leaves kubeadm's manifests and takes its own files out.
     let api = ConfigMapApi::start_with(super::fixture("cluster-configuration.yaml")).await;
     let dir = node_dir();
     let d = dir.path();
@@ -192,34 +191,27 @@ async fn adopt_writes_the_cluster_configuration_before_the_manifests_and_says_pa
         kubeconfig_ending(time::Duration::days(365)).replace("https://127.0.0.1:1", &api.url),
     )
     .expect("admin.conf");
-    // Every target already issued: adopt's initial issuance is skipped
-    // (the fixtures hold no CA keys).
-    for t in plan::targets(d) {
-        let p = host(d, &t).join("..data");
-        std::fs::create_dir_all(&p).expect("mkdir");
-    }
-    api.refuse.store(true, SeqCst);
     let opts = Options {
         dry_run: false,
         ..options(d)
     };
-    let why = match adopt(&opts).await {
-        Err(e) => e.to_string(),
-        Ok(out) => panic!("not refused:\n{out}"),
-    };
-    for said in [
-        "etcdserver: request timed out",
-        "part-adopted",
-        "run `certsync kubeadm adopt` again to finish it",
-    ] {
-        assert!(why.contains(said), "{said}: {why}");
+    match adopt(&opts).await {
+        Err(KubeadmError::NotReady(why)) => {
+            assert_eq!(why.image, "certsync");
+            assert!(
+                why.undone.contains("No component manifest was changed"),
+                "{}",
+                why.undone
+            );
+        }
+        Err(e) => panic!("not the gate: {e}"),
+        Ok(out) => panic!("adopted with no certsync pod:\n{out}"),
     }
     assert_kubeadms_manifests(d);
-    // Nothing was written to the API server; a re-run is what the
-    // revert tests show for revert (the fixtures' admin.conf pair is not one
-    // their CA issued, so adopt's re-run, which judges it against the
-    // backup, cannot be shown on them).
     assert!(api.puts.lock().expect("lock").is_empty());
+    for gone in [plan::POD, plan::CONFIG, plan::STATE] {
+        assert!(!host(d, gone).exists(), "{gone} left behind");
+    }
 }
 
 #[tokio::test]
