@@ -151,10 +151,13 @@ pub enum CsrCommand {
 pub enum KubeadmCommand {
     /// Read the node's kubeadm files, print the plan (every file written,
     /// manifest flag and volume changed, ClusterConfiguration field set) and
-    /// apply it: backups, certsync's config and an initial issuance,
-    /// certsync's static pod, the component manifests, the
-    /// ClusterConfiguration. Refuses what it does not recognise; a second
-    /// run changes nothing.
+    /// apply it: backups, certsync's config, certsync's static pod, then,
+    /// once that pod is running and ready (--ready-timeout), the
+    /// ClusterConfiguration and the component manifests; not ready, the
+    /// pod comes out (the previous one back) and nothing of kubeadm's
+    /// changes. Adopting again with another --image upgrades certsync, and
+    /// after an outage issues fresh pairs. Refuses what it does not
+    /// recognise; a second run changes nothing.
     Adopt(AdoptArgs),
     /// Give the certificates back to kubeadm: its manifests restored,
     /// certsync's static pod removed, adopt's ClusterConfiguration fields
