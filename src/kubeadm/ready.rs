@@ -50,8 +50,10 @@ pub fn of_pod(manifest: &[u8]) -> Option<String> {
 pub enum Seen {
     /// The pod of `generation` answers ready.
     Ready,
-    /// Not that pod ready: what answered, or why nothing did.
-    Not(String),
+    /// The pod of `generation` answers, not ready: why.
+    Starting(String),
+    /// Another process answers, or nothing does: what was seen.
+    Other(String),
 }
 
 fn addr() -> SocketAddr {
@@ -62,20 +64,20 @@ fn addr() -> SocketAddr {
 /// One `GET /readyz` on certsync's admin port, within 3 s.
 pub async fn look(generation: &str) -> Seen {
     match tokio::time::timeout(Duration::from_secs(3), get_readyz()).await {
-        Err(_) => Seen::Not(format!("no answer from {ADMIN_ADDR} within 3 s")),
-        Ok(Err(e)) => Seen::Not(format!("nothing answers on {ADMIN_ADDR} ({e})")),
+        Err(_) => Seen::Other(format!("no answer from {ADMIN_ADDR} within 3 s")),
+        Ok(Err(e)) => Seen::Other(format!("nothing answers on {ADMIN_ADDR} ({e})")),
         Ok(Ok((status, token, body))) => {
             let body = crate::escape(body.trim()).into_owned();
             match token {
                 Some(t) if t == generation && status == 200 => Seen::Ready,
-                Some(t) if t == generation => Seen::Not(format!(
+                Some(t) if t == generation => Seen::Starting(format!(
                     "certsync's pod (generation {generation}) runs but is not ready: {body}"
                 )),
-                Some(t) => Seen::Not(format!(
+                Some(t) => Seen::Other(format!(
                     "an earlier certsync pod (generation {}) answers, not this adoption's",
                     crate::escape(&t)
                 )),
-                None => Seen::Not(format!(
+                None => Seen::Other(format!(
                     "a certsync without a generation answers (an earlier pod): {status} {body}"
                 )),
             }
@@ -118,10 +120,7 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
     let now = x509_parser::time::ASN1Time::now();
     let mut dead = Vec::new();
     for (target, ca) in plan::target_cas(dir) {
-        let read = |f: &str| {
-            let p = host(dir, &target).join(f);
-            crate::files::read_regular(&p, 1 << 20).map_err(|e| e.problem())
-        };
+        let read = |f: &str| read_beneath(dir, &target, f);
         let problem = match (read("tls.crt"), read("tls.key")) {
             (Err(e), _) | (_, Err(e)) => Some(e),
             (Ok(crt), Ok(key)) => match node::sound_pair(dir, &crt, &key, &ca) {
@@ -140,6 +139,31 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
     dead
 }
 
+/// The file `name` of the target at `target` (a node path), opened
+/// beneath the target's handle: the pod writes the target, so a link it
+/// left there never leads adopt (root) out of it. A regular file, 1 MiB at
+/// most.
+fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let at = format!("{target}/{name}");
+    let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
+        super::moves::Blocked::Absent => format!("{target}: missing"),
+        e => e.to_string(),
+    })?;
+    let file = opened
+        .open(name)
+        .map_err(|e| format!("{at}: {e}"))?
+        .into_std();
+    if !file.metadata().map_err(|e| format!("{at}: {e}"))?.is_file() {
+        return Err(format!("{at}: not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(1 << 20)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{at}: {e}"))?;
+    Ok(bytes)
+}
+
 /// Waits up to `timeout` for the pod of `generation` to answer ready and
 /// every target to hold a live pair. `Err`: what was last seen.
 pub async fn wait(dir: &Path, generation: &str, timeout: Duration) -> Result<(), String> {
@@ -152,7 +176,7 @@ pub async fn wait(dir: &Path, generation: &str, timeout: Duration) -> Result<(),
                     "certsync's pod answers ready, but target {t} holds no live pair of its CA's: {why}"
                 ),
             },
-            Seen::Not(why) => why,
+            Seen::Starting(why) | Seen::Other(why) => why,
         };
         if start.elapsed() >= timeout {
             return Err(seen);
@@ -168,10 +192,7 @@ pub async fn gone(generation: &str, limit: Duration) -> bool {
     let start = Instant::now();
     let mut quiet_since = Instant::now();
     loop {
-        let answers = match look(generation).await {
-            Seen::Ready => true,
-            Seen::Not(why) => why.contains(&format!("generation {generation})")),
-        };
+        let answers = !matches!(look(generation).await, Seen::Other(_));
         if answers {
             quiet_since = Instant::now();
         } else if quiet_since.elapsed() >= Duration::from_secs(5) {

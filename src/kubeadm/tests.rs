@@ -489,3 +489,28 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
     );
     assert_eq!(super::ready::of_pod(b"args:\n- run\n"), None);
 }
+
+/// adopt's gate reads each target's pair as root, in directories
+/// certsync's container writes: a link it left there is not followed out
+/// of the target (what it names is never read), and a missing target is
+/// said as such.
+#[test]
+fn the_gate_reads_targets_beneath_their_directory_only() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let outside = d.path().join("outside.crt");
+    std::fs::write(&outside, "not a certificate").expect("write");
+    let targets = plan::targets(d.path());
+    let first = host(d.path(), &targets[0]);
+    std::fs::create_dir_all(&first).expect("target");
+    std::os::unix::fs::symlink(&outside, first.join("tls.crt")).expect("link");
+    std::os::unix::fs::symlink(&outside, first.join("tls.key")).expect("link");
+    let dead = super::ready::dead_targets(d.path());
+    assert_eq!(dead.len(), targets.len(), "{dead:?}");
+    let (t, why) = &dead[0];
+    assert_eq!(t, &targets[0]);
+    assert!(
+        !why.contains("PEM") && why.contains("tls.crt"),
+        "the link was followed: {why}"
+    );
+    assert!(dead[1].1.ends_with("missing"), "{:?}", dead[1]);
+}
