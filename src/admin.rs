@@ -2,6 +2,10 @@
 //! mapping has a valid current revision; 503 with one line per failing
 //! mapping otherwise, and 503 once shutdown has begun) and `/metrics`
 //! (OpenMetrics text). Loopback by default; nothing here changes state.
+//! With `run --generation TOKEN`, `/readyz` answers with the header
+//! [`GENERATION_HEADER`]: TOKEN, so that whoever started this process for a
+//! configuration (`kubeadm adopt`) tells its readiness from that of an
+//! earlier process on the same port.
 //! Whoever reaches the port holds at most [`MAX_CONNECTIONS`] of certsync's
 //! descriptors, each for at most a header timeout while idle.
 
@@ -54,11 +58,23 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
         .with_state(metrics)
 }
 
+/// The header `/readyz` carries `run --generation`'s token in.
+pub const GENERATION_HEADER: &str = "certsync-generation";
+
 async fn readyz(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
-    match m.readiness() {
+    let (status, body) = match m.readiness() {
         Ok(()) => (StatusCode::OK, "ok\n".to_owned()),
         Err(problems) => (StatusCode::SERVICE_UNAVAILABLE, problems),
+    };
+    let mut headers = axum::http::HeaderMap::new();
+    // Checked to be a header value when parsed (`cli::generation`).
+    if let Some(value) = m
+        .generation()
+        .and_then(|g| axum::http::HeaderValue::from_str(g).ok())
+    {
+        headers.insert(GENERATION_HEADER, value);
     }
+    (status, headers, body)
 }
 
 async fn metrics_text(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
@@ -280,6 +296,21 @@ mod tests {
         );
         m.ready("web", None);
         assert_eq!(get(&app, "/readyz").await, (StatusCode::OK, "ok\n".into()));
+        let generation = |app: &Router| {
+            let app = app.clone();
+            async move {
+                let resp = app
+                    .oneshot(Request::get("/readyz").body(Body::empty()).unwrap())
+                    .await
+                    .unwrap();
+                resp.headers()
+                    .get(GENERATION_HEADER)
+                    .map(|v| v.to_str().unwrap().to_owned())
+            }
+        };
+        assert_eq!(generation(&app).await, None, "no --generation, no header");
+        m.set_generation("0123abcd".into());
+        assert_eq!(generation(&app).await.as_deref(), Some("0123abcd"));
         assert_eq!(get(&app, "/livez").await.0, StatusCode::OK);
         m.begin_shutdown();
         assert_eq!(

@@ -151,11 +151,14 @@ pub enum CsrCommand {
 pub enum KubeadmCommand {
     /// Read the node's kubeadm files, print the plan (every file written,
     /// manifest flag and volume changed) and apply it: backups, certsync's
-    /// config and an initial issuance, certsync's static pod, the component
-    /// manifests. The ClusterConfiguration (kubeadm-config) stays kubeadm's,
-    /// so nodes join as kubeadm makes them (adopt each after its join); it
-    /// needs no API server. Refuses what it does not recognise; a second run
-    /// changes nothing.
+    /// config, certsync's static pod, then, once that pod is running and
+    /// ready (--ready-timeout), the component manifests; not ready, the pod
+    /// comes out (the previous one back) and nothing of kubeadm's changes.
+    /// The ClusterConfiguration (kubeadm-config) stays kubeadm's, so nodes
+    /// join as kubeadm makes them (adopt each after its join); it needs no
+    /// API server. Adopting again with another --image upgrades certsync,
+    /// and after an outage issues fresh pairs. Refuses what it does not
+    /// recognise; a second run changes nothing.
     Adopt(AdoptArgs),
     /// Give the certificates back to kubeadm: its pairs and kubeconfigs
     /// from adopt's backup (any that ends within 24 h issued again from the
@@ -225,6 +228,14 @@ pub struct AdoptArgs {
     /// Prometheus scrape it; the port serves nothing secret and changes nothing.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9814")]
     pub admin_addr: std::net::SocketAddr,
+    /// How long certsync's pod (this configuration and image) has to be
+    /// running and ready, every target holding a live pair, before adopt
+    /// changes any component manifest. Not ready in time: adopt takes the
+    /// pod out (puts the previous one back), puts back every file it
+    /// changed and exits 1, saying what it saw. Covers the kubelet pulling
+    /// the image.
+    #[arg(long, value_name = "DURATION", value_parser = duration(1000, 3_600_000), default_value = "5m")]
+    pub ready_timeout: Duration,
 }
 
 /// `--set` options adopt accepts: how a certificate is renewed, never who
@@ -639,6 +650,13 @@ pub struct RunArgs {
     #[arg(long, env = "CERTSYNC_STALE_FRACTION", help_heading = "Health and metrics", default_value_t = 0.8, value_parser = parse_fraction)]
     pub stale_fraction: f64,
 
+    /// A token /readyz answers with in its Certsync-Generation header:
+    /// `kubeadm adopt` gives certsync's pod one (a digest of its
+    /// configuration and image) and waits for that pod, not an earlier one
+    /// on the same port, to be ready. Letters, digits, '-', '.', '_'.
+    #[arg(long, env = "CERTSYNC_GENERATION", help_heading = "Health and metrics", value_parser = generation, value_name = "TOKEN")]
+    pub generation: Option<String>,
+
     /// Record Kubernetes Events (CertificateUpdated, CertificateRejected,
     /// CertificateRequestFailed) on source Secrets/ConfigMaps, csr: requests,
     /// and for ca: (and dir:) mappings on this Pod (needs POD_NAME and
@@ -721,6 +739,22 @@ pub(crate) fn duration(
 
 pub(crate) fn fmt_ms(ms: u64) -> String {
     humantime::format_duration(Duration::from_millis(ms)).to_string()
+}
+
+/// `run --generation`: a short token fit for an HTTP header as it is.
+pub(crate) fn generation(s: &str) -> Result<String, String> {
+    let fits = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    if fits {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{:?}: 1-128 letters, digits, '-', '.' or '_'",
+            crate::escape(s)
+        ))
+    }
 }
 
 /// A whole-number parser with inclusive bounds.

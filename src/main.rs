@@ -262,6 +262,9 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let metrics = Arc::new(Metrics::new(config.stale_fraction));
+    if let Some(g) = &config.generation {
+        metrics.set_generation(g.clone());
+    }
     let admin = match config.admin_addr {
         Some(addr) => Some(tokio::spawn(
             certsync::admin::serve(addr, Arc::clone(&metrics), stopped.clone()).await?,
@@ -368,6 +371,7 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<(String, u8
                 json: a.output == PlanOutput::Json,
                 purge: false,
                 local_only: false,
+                ready_timeout: a.ready_timeout,
             };
             Box::pin(certsync::kubeadm::adopt(&opts)).await?
         }
@@ -381,6 +385,7 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<(String, u8
                 json: false,
                 purge: a.purge,
                 local_only: a.local_only,
+                ready_timeout: std::time::Duration::ZERO,
             };
             certsync::kubeadm::revert(&opts).await?
         }

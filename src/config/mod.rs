@@ -213,6 +213,8 @@ pub struct Config {
     /// `None`: no admin port (see `--admin-addr`).
     pub admin_addr: Option<std::net::SocketAddr>,
     pub stale_fraction: f64,
+    /// `--generation`: the token `/readyz` answers with.
+    pub generation: Option<String>,
     pub events: bool,
     /// With `events`: the Pod that `ca:` and `dir:` mappings' Events go on.
     pub events_pod: Option<crate::events::PodRef>,
@@ -256,6 +258,7 @@ impl Config {
             mappings,
             admin_addr: args.admin_addr,
             stale_fraction: args.stale_fraction,
+            generation: args.generation.clone(),
             events: args.events,
             reload: args.reload.build()?,
             client: ClientSettings {

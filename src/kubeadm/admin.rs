@@ -17,8 +17,8 @@ use std::path::Path;
 use kube::config::{AuthInfo, Cluster, Kubeconfig};
 use secrecy::ExposeSecret as _;
 
-use super::apply::State;
-use super::plan::backup_path;
+use super::record::State;
+use super::record::backup_path;
 use super::{KubeadmError, node};
 
 const ADMIN: &str = "/etc/kubernetes/admin.conf";

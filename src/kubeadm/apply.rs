@@ -1,91 +1,22 @@
 //! Applying the plan, in the order that never leaves a component pointed
-//! at a file that does not exist: backups, certsync's configuration and
-//! kubeconfigs, an initial issuance (`run --once` on that configuration),
-//! the ClusterConfiguration, certsync's static pod, then the component
-//! manifests (whose change restarts the API server the ClusterConfiguration
-//! is written through). Every write is atomic (`writer::replace_file`).
+//! at a file no running certsync renews: backups, certsync's configuration
+//! and kubeconfigs, certsync's static pod, then the gate (that pod, of this
+//! configuration and image, ready and every target holding a live pair: it
+//! issues every target at start, so adopt issues nothing itself), the
+//! ClusterConfiguration, then the component manifests (whose change
+//! restarts the API server the ClusterConfiguration is written through).
+//! A pod not ready in time is taken out (the previous one put back) with
+//! everything this run changed. Every write is atomic
+//! (`writer::replace_file`).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::os::unix::fs::DirBuilderExt as _;
 use std::path::Path;
 
-use super::plan::{self, BACKUPS, CONFIG, POD, Plan, STATE, backup_path};
-use super::{KUBEADM_DIR, KubeadmError, Options, cluster, digest, host};
+use super::plan::{self, BACKUPS, POD, Plan, STATE};
+use super::record::{State, mkdir, node_rel, put};
+use super::undo::Undo;
+use super::{KubeadmError, Options, cluster, digest, host};
 use crate::writer::replace_file;
-
-/// adopt's record on the node (`/etc/kubernetes/certsync/adopted.json`):
-/// for each manifest it changed, kubeadm's copy in a backup and the
-/// digest of what adopt wrote (revert restores the copy only if the
-/// manifest is still adopt's, else takes adopt's changes out of it).
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct State {
-    /// manifest (node path) -> (backup dir, SHA-256 of adopt's version).
-    pub manifests: BTreeMap<String, (String, String)>,
-    /// Backups made, oldest first.
-    pub backups: Vec<String>,
-    /// admin.conf and super-admin.conf (node path) -> the backup holding
-    /// kubeadm's own, from the first adoption: certsync rewrites them in
-    /// place, so revert puts them back.
-    #[serde(default)]
-    pub kubeconfigs: BTreeMap<String, String>,
-    /// kubeadm's pairs certsync keeps in step (prefix, node path without
-    /// `.crt`/`.key`) -> the backup holding kubeadm's own, from the first
-    /// adoption that kept them: revert hands back whichever lasts longer.
-    #[serde(default)]
-    pub pairs: BTreeMap<String, String>,
-    /// The ClusterConfiguration is known to hold none of adopt's fields
-    /// (adopt read it and found none or took them out, or revert took them
-    /// out): revert then needs no API server (a revert that stopped after
-    /// that step finishes while this node's restarts on kubeadm's manifest).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cluster_config_reverted: bool,
-    /// The directories adopt made (or found empty: an earlier revert's
-    /// leftovers), node paths: revert removes each once it is empty again.
-    /// A record written before this field: all of [`plan::MADE_DIRS`]
-    /// (that adopt made every one; kubeadm makes none of them).
-    #[serde(default = "made_dirs")]
-    pub made_dirs: Vec<String>,
-}
-
-fn made_dirs() -> Vec<String> {
-    plan::MADE_DIRS.map(str::to_owned).to_vec()
-}
-
-impl State {
-    pub fn read(dir: &Path) -> Result<Option<Self>, KubeadmError> {
-        let Some(bytes) = super::node::read_optional(dir, STATE)? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| KubeadmError::file(&host(dir, STATE), e))
-    }
-
-    pub(super) fn write(&self, dir: &Path) -> Result<(), KubeadmError> {
-        let bytes = serde_json::to_vec_pretty(self)
-            .map_err(|e| KubeadmError::file(&host(dir, STATE), e))?;
-        Ok(replace_file(&host(dir, STATE), 0o600, &bytes)?)
-    }
-}
-
-/// A directory made (with its parents) only root may enter.
-pub fn mkdir(path: &Path) -> Result<(), KubeadmError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|e| KubeadmError::file(path, e))
-}
-
-/// Writes `bytes` to `node_path` atomically, mode 0600, its directory made.
-pub fn put(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
-    let path = host(dir, node_path);
-    if let Some(parent) = path.parent() {
-        mkdir(parent)?;
-    }
-    Ok(replace_file(&path, 0o600, bytes)?)
-}
 
 /// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied.
 /// Returns what to print.
@@ -102,9 +33,41 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
     } else {
         warnings + &plan.text()
     };
-    if opts.dry_run || plan.is_empty() {
-        if opts.dry_run && !opts.json {
+    if opts.dry_run {
+        if !opts.json {
             out.push_str("dry run: nothing was changed\n");
+        }
+        return Ok(out);
+    }
+    if plan.is_empty() {
+        // Nothing to write, but "adopted" holds only while certsync's pod
+        // runs: said as it is, never assumed.
+        let ended = super::ready::dead_targets(&opts.dir).len();
+        if let Err(seen) =
+            super::ready::wait(&opts.dir, plan.probe, &plan.generation, opts.ready_timeout).await
+        {
+            return Err(KubeadmError::NotReady(Box::new(super::NotReady {
+                image: plan.image.clone(),
+                generation: plan.generation.clone(),
+                timeout: humantime::format_duration(opts.ready_timeout).to_string(),
+                seen,
+                pod: super::ready::pod_state(&opts.dir).await,
+                undone: format!(
+                    "Nothing was changed (the node is adopted; {ended} targets hold no live pair)"
+                ),
+            })));
+        }
+        if !opts.json {
+            let _ = writeln!(
+                out,
+                "certsync's pod is ready (generation {}): every target holds a live pair{}",
+                plan.generation,
+                if ended > 0 {
+                    format!(" ({ended} had none when adopt started)")
+                } else {
+                    String::new()
+                }
+            );
         }
         return Ok(out);
     }
@@ -114,12 +77,70 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
 
 async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
+    let undo = back_up(dir, plan)?;
+    let _ = writeln!(out, "backed up into {}/", plan.backup);
+    let ended = super::ready::dead_targets(dir).len();
+    // certsync's files and pod, then the gate: until certsync's pod of
+    // this configuration and image is ready, nothing a component reads
+    // has changed, and a failure puts back what was.
+    let started = async {
+        files(dir, plan, out)?;
+        started(opts, plan, out).await
+    };
+    if let Err(seen) = started.await {
+        let pod = super::ready::pod_state(dir).await;
+        let undone = undo.run(opts, plan).await;
+        return Err(KubeadmError::NotReady(Box::new(super::NotReady {
+            image: plan.image.clone(),
+            generation: plan.generation.clone(),
+            timeout: humantime::format_duration(opts.ready_timeout).to_string(),
+            seen,
+            pod,
+            undone,
+        })));
+    }
+    let targets = plan::targets(dir).len();
+    let _ = match ended {
+        0 => writeln!(
+            out,
+            "certsync's pod is ready (generation {}): every target holds a live pair",
+            plan.generation
+        ),
+        n => writeln!(
+            out,
+            "certsync's pod is ready (generation {}): it issued every target whose pair had ended \
+             or was missing ({n} of {targets}); every target now holds a live pair",
+            plan.generation
+        ),
+    };
+
+    // From here on the node is part-adopted: any failure says so, and
+    // that a re-run finishes it (each step finds its work done or does it).
+    changes(dir, plan, out)
+        .await
+        .map_err(|e| KubeadmError::PartAdopted(e.to_string()))?;
+    out.push_str("adopted\n");
+    Ok(())
+}
+
+/// Backups of every file adopt replaces or certsync's pod rewrites, and
+/// adopt's record; what to put back if certsync's pod is not ready.
+fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
+    // adopt's record as it was: put back if certsync's pod never gets ready.
+    let prior_state = super::node::read_optional(dir, STATE)?;
     let mut state = State::read(dir)?.unwrap_or_default();
     // Backups of every file replaced or changed.
     let backup = &plan.backup;
+    let mut absent = Vec::new();
     for d in plan::MADE_DIRS {
         let absent_or_empty = match std::fs::read_dir(host(dir, d)) {
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            Err(e) => {
+                let gone = e.kind() == std::io::ErrorKind::NotFound;
+                if gone {
+                    absent.push(d);
+                }
+                gone
+            }
             Ok(mut entries) => entries.next().is_none(),
         };
         if absent_or_empty && !state.made_dirs.iter().any(|m| m == d) {
@@ -143,6 +164,10 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
             s.text.as_bytes(),
         )?;
     }
+    // kubeadm's files certsync's pod rewrites (update-kubeconfig:,
+    // update-pair:) that this adoption is the first to back up: put back
+    // if the pod never gets ready.
+    let mut kubeadms = Vec::new();
     for k in plan::EMBEDDED {
         if state.kubeconfigs.contains_key(k) {
             continue;
@@ -150,6 +175,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
         if let Some(old) = super::node::read_optional(dir, k)? {
             put(dir, &node_rel(dir, backup, k), &old)?;
             state.kubeconfigs.insert(k.to_owned(), backup.clone());
+            kubeadms.push(k.to_owned());
         }
     }
     for p in plan::pairs(dir) {
@@ -161,6 +187,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
             let old = super::node::read_optional(dir, &f)?
                 .ok_or_else(|| KubeadmError::file(&host(dir, &f), "kubeadm's file is missing"))?;
             put(dir, &node_rel(dir, backup, &f), &old)?;
+            kubeadms.push(f);
         }
         state.pairs.insert(p, backup.clone());
     }
@@ -177,28 +204,41 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
             .insert(m.path.clone(), (backup.clone(), digest(&m.after)));
     }
     state.write(dir)?;
-    let _ = writeln!(out, "backed up into {backup}/");
+    Ok(Undo {
+        prior_state,
+        kubeadms,
+        absent,
+    })
+}
 
-    // From here on the node is part-adopted: any failure says so, and
-    // that a re-run finishes it (each step finds its work done or does it).
-    changes(dir, plan, out)
-        .await
-        .map_err(|e| KubeadmError::PartAdopted(e.to_string()))?;
-    out.push_str("adopted\n");
+/// certsync's configuration and kubeconfigs, and its targets' directories
+/// (each a hostPath of its pod).
+fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), String> {
+    for f in plan.files.iter().filter(|f| f.path != POD) {
+        put(dir, &f.path, &f.bytes).map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "wrote {}", f.path);
+    }
+    for t in plan::targets(dir) {
+        mkdir(&host(dir, &t)).map_err(|e| e.to_string())?;
+    }
     Ok(())
 }
 
-/// adopt's changes after its backups and record: certsync's files, the
-/// initial issuance, the ClusterConfiguration, certsync's pod, then the
-/// component manifests.
-async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
-    // certsync's files, then every target issued before anything uses it.
-    for f in plan.files.iter().filter(|f| f.path != POD) {
-        put(dir, &f.path, &f.bytes)?;
+/// certsync's pod written (when it changes), then waited for: ready for
+/// this configuration and image, every target holding a live pair.
+/// `Err`: what was last seen.
+async fn started(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), String> {
+    let dir = &opts.dir;
+    for f in plan.files.iter().filter(|f| f.path == POD) {
+        put(dir, &f.path, &f.bytes).map_err(|e| e.to_string())?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
-    let said = issue(dir).await?;
-    let _ = writeln!(out, "{said}");
+    super::ready::wait(dir, plan.probe, &plan.generation, opts.ready_timeout).await
+}
+
+/// adopt's changes once certsync's pod is ready: the
+/// ClusterConfiguration, then the component manifests.
+async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
     // Fields an earlier certsync adopt left in the ClusterConfiguration,
     // taken out before the manifests change: changing the API server's
     // manifest restarts it, and a write racing that restart fails
@@ -213,60 +253,9 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), Kubead
             "took an earlier adopt's fields out of the ClusterConfiguration in kubeadm-config"
         );
     }
-    for f in plan.files.iter().filter(|f| f.path == POD) {
-        put(dir, &f.path, &f.bytes)?;
-        let _ = writeln!(out, "wrote {}", f.path);
-    }
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.after)?;
         let _ = writeln!(out, "changed {}", m.path);
     }
     Ok(())
-}
-
-/// `node_path` below `backup`, as a node path.
-fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
-    let p = backup_path(dir, backup, node_path);
-    let rel = p.strip_prefix(dir).unwrap_or(&p);
-    format!("{KUBEADM_DIR}/{}", rel.display())
-}
-
-/// The initial issuance: the same code as `certsync run --once --config`
-/// on adopt's configuration (its paths made this process's when the node's
-/// directory is elsewhere). Skipped when every target already has a live
-/// revision (a second adopt: the running certsync owns them, and its pod,
-/// restarted for the new configuration, issues again what that changes).
-/// What to print.
-pub(super) async fn issue(dir: &Path) -> Result<String, KubeadmError> {
-    if plan::targets(dir)
-        .iter()
-        .all(|t| host(dir, t).join("..data").exists())
-    {
-        return Ok(
-            "every target has a live pair: not issued by adopt; certsync's pod restarts for the \
-             new configuration and issues again each pair it no longer satisfies (a changed \
-             lifetime= or key-alg=)"
-                .into(),
-        );
-    }
-    // On the node, the file as written, where it is (`run` judges where it
-    // lives too); elsewhere, its text with the paths moved below `dir`.
-    let config = if dir == Path::new(KUBEADM_DIR) {
-        crate::config::load_once(&host(dir, CONFIG), None)
-    } else {
-        super::judge::load(dir, &super::node::read(dir, CONFIG)?)
-    }
-    .map_err(|e| KubeadmError::Issue(e.to_string()))?;
-    let failures = Box::pin(crate::sync::once(&config)).await;
-    if failures.is_empty() {
-        Ok(format!("issued every target once (run --once on {CONFIG})"))
-    } else {
-        Err(KubeadmError::Issue(
-            failures
-                .iter()
-                .map(|e| crate::error_chain(e))
-                .collect::<Vec<_>>()
-                .join("; "),
-        ))
-    }
 }

@@ -22,8 +22,8 @@ use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 use x509_parser::time::ASN1Time;
 
-use super::apply::State;
 use super::plan::{self, EMBEDDED, backup_path};
+use super::record::State;
 use super::{KubeadmError, REVERT_MARGIN_SECS, host, moves};
 
 /// A file to put back: node path, bytes, mode.

@@ -28,8 +28,12 @@ mod manifest;
 mod moves;
 mod node;
 mod plan;
+mod pod;
+mod ready;
+mod record;
 mod revert;
 mod status;
+mod undo;
 
 pub use apply::adopt;
 pub use plan::{Plan, plan};
@@ -62,6 +66,9 @@ pub struct Options {
     /// `--local-only`: go on when the ClusterConfiguration cannot be read
     /// or changed; the operator changes it by hand (what to change is printed).
     pub local_only: bool,
+    /// `adopt --ready-timeout`: how long certsync's pod has to be ready
+    /// before adopt takes it out and changes nothing of kubeadm's.
+    pub ready_timeout: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +105,36 @@ pub enum KubeadmError {
     PartAdopted(String),
     #[error("revert: {0}")]
     Revert(String),
+    /// certsync's pod did not become ready: adopt put back what it had
+    /// changed, and no component manifest names certsync's files.
+    #[error("{0}")]
+    NotReady(Box<NotReady>),
+}
+
+/// What adopt saw of a certsync pod that was not ready in time, and what
+/// it put back.
+#[derive(Debug)]
+pub struct NotReady {
+    pub image: String,
+    pub generation: String,
+    /// `--ready-timeout`, as given.
+    pub timeout: String,
+    /// The last look at the pod's `/readyz` (see `ready::look`).
+    pub seen: String,
+    /// The kubelet's view (the mirror pod), or where to look on the node.
+    pub pod: String,
+    /// What adopt put back, and how the node is.
+    pub undone: String,
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "certsync's pod (image {}, generation {}) was not ready within {}: {}; its state: {}. {}",
+            self.image, self.generation, self.timeout, self.seen, self.pod, self.undone
+        )
+    }
 }
 
 impl KubeadmError {

@@ -119,3 +119,12 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
         )),
     }
 }
+
+/// notAfter of the first certificate in PEM `bytes`.
+pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(bytes)
+        .map_err(|e| format!("not a PEM certificate ({e})"))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&pem.contents)
+        .map_err(|e| format!("not a certificate ({e})"))?;
+    Ok(cert.validity().not_after)
+}

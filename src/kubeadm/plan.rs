@@ -11,14 +11,10 @@ use super::{KubeadmError, Options, cluster, digest, host, node};
 
 /// certsync's configuration, its static pod, and adopt's record of what it did.
 pub use super::manifest::CONFIG;
+pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
 pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
-pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
-pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
-
-/// The directories of certsync's layout that adopt makes: its own under
-/// `/etc/kubernetes` (the backups live there, so it stays) and the parents
-/// of its targets, which revert removes once their targets have moved.
-pub const MADE_DIRS: [&str; 3] = [KUBECONFIGS, P, PE];
+/// certsync's admin port on the node (its pod is on the host network):
+/// the kubelet's probes and adopt's readiness gate ask it.
 
 /// kubeconfigs with an embedded client pair that people and kubeadm read:
 /// kept renewed in place (`update-kubeconfig:`) when the node has them
@@ -171,6 +167,14 @@ pub fn targets(dir: &Path) -> Vec<String> {
     certs(dir).into_iter().map(|c| c.target).collect()
 }
 
+/// Every target with the CA certificate that issues it (node paths).
+pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
+    certs(dir)
+        .into_iter()
+        .map(|c| (c.target, format!("/etc/kubernetes/pki/{}.crt", c.ca)))
+        .collect()
+}
+
 /// A file adopt writes.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileWrite {
@@ -221,6 +225,12 @@ pub struct Plan {
     pub pairs_renewed: Vec<String>,
     /// certsync's static pod's image.
     pub image: String,
+    /// The token certsync's pod answers `/readyz` with for this
+    /// configuration and image (`run --generation`): adopt waits for it.
+    pub generation: String,
+    /// Where adopt asks certsync's pod whether it is ready: its readiness
+    /// probe's address (`--admin-addr`, an unspecified one on loopback).
+    pub probe: std::net::SocketAddr,
     /// Each `ca:` mapping of certsync.yaml: (name, target, renewal options
     /// as written, or the defaults).
     pub mappings: Vec<(String, String, String)>,
@@ -245,7 +255,12 @@ impl Plan {
             return s;
         }
         let _ = writeln!(s, "backup of every file changed: {}/", self.backup);
-        let _ = writeln!(s, "certsync image: {}", self.image);
+        let _ = writeln!(
+            s,
+            "certsync image: {} (generation {}: adopt waits for this pod to be ready before changing \
+             any component manifest)",
+            self.image, self.generation
+        );
         let _ = writeln!(s, "mappings in {CONFIG}:");
         for (name, target, options) in &self.mappings {
             let _ = writeln!(s, "  {name} -> {target} ({options})");
@@ -407,17 +422,16 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> String {
 /// step there) with each CA and service-account file mounted read-only
 /// over it, each target read-write, the config read-only; restarted (a new
 /// pod) when the config changes, through its hash in an annotation.
-fn pod_text(dir: &Path, opts: &Options, config: &[u8]) -> String {
+fn pod_text(dir: &Path, opts: &Options, config: &[u8], generation: &str) -> String {
     let (image, admin) = (&opts.image, opts.admin_addr);
     // The probes ask where certsync listens; an unspecified address
     // (0.0.0.0, ::) listens on loopback too.
-    let probe_host = match admin.ip() {
-        std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
-        std::net::IpAddr::V6(ip) if ip.is_unspecified() => "\"::1\"".to_owned(),
+    let probe = super::pod::probe_addr(admin);
+    let probe_host = match probe.ip() {
         std::net::IpAddr::V4(ip) => ip.to_string(),
         std::net::IpAddr::V6(ip) => format!("\"{ip}\""),
     };
-    let port = admin.port();
+    let port = probe.port();
     let mut mounts = String::new();
     let mut volumes = String::new();
     let mut add = |name: &str, path: &str, kind: &str, ro: bool| {
@@ -473,7 +487,7 @@ fn pod_text(dir: &Path, opts: &Options, config: &[u8]) -> String {
     let hash = &digest(config)[..16];
     format!(
         "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n\
-apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    - --admin-addr={admin}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /livez\n        port: {port}\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  volumes:\n{volumes}"
+apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    - --admin-addr={admin}\n    - --generation={generation}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /livez\n        port: {port}\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  volumes:\n{volumes}"
     )
 }
 
@@ -656,12 +670,13 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             adopted,
         )?);
     }
-    let pod = pod_text(dir, opts, &config).into_bytes();
+    let generation = super::pod::generation(&config, &opts.image);
+    let pod = pod_text(dir, opts, &config, &generation).into_bytes();
     files.extend(file_write(
         opts,
         CONFIG,
         config,
-        "certsync's configuration (issued once before any manifest changes)",
+        "certsync's configuration (its pod must be ready on it before any manifest changes)",
         adopted,
     )?);
     files.extend(file_write(
@@ -699,6 +714,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .collect(),
         pairs_renewed: pairs(dir),
         image: opts.image.clone(),
+        generation,
+        probe: super::pod::probe_addr(opts.admin_addr),
         mappings: certs(dir)
             .into_iter()
             .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
@@ -729,12 +746,4 @@ pub fn time_stamp() -> String {
         t.minute(),
         t.second()
     )
-}
-
-/// Where `node_path` is in the backup `backup`.
-pub fn backup_path(dir: &Path, backup: &str, node_path: &str) -> PathBuf {
-    let rel = node_path
-        .strip_prefix("/etc/kubernetes/")
-        .unwrap_or(node_path);
-    host(dir, backup).join(rel)
 }

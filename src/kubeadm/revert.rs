@@ -22,10 +22,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::apply::State;
 use super::handback::{self, Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets};
+use super::record::State;
 use super::{KubeadmError, Options, cluster, digest, host, moves, node};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
@@ -404,7 +404,7 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, Kubea
     let from = host(dir, node_path);
     let base = backup_path(dir, backup, node_path);
     if let Some(parent) = base.parent() {
-        super::apply::mkdir(parent)?;
+        super::record::mkdir(parent)?;
     }
     // The backup may hold an earlier copy under this name (a second adopt
     // backed up the pod and configuration it replaced): kept beside it as

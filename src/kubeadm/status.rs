@@ -9,13 +9,13 @@
 //! `/readyz` its pod's readiness probe asks. Anything status cannot read is
 //! a problem of its class, never skipped: an unknown is not healthy.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::apply::State;
 use super::manifest::{self, Manifest};
 use super::plan::{CONFIG, POD, STATE};
+use super::record::State;
 use super::{KubeadmError, digest, host, node};
 use crate::validate::{rfc3339, unix_seconds};
 
@@ -251,7 +251,7 @@ async fn pod(dir: &Path, s: &mut Status) {
     };
     s.pod.manifest = true;
     s.pod.state = "not-running";
-    let probe = match probe(&text) {
+    let probe = match super::pod::probe(&text) {
         Ok((image, admin, addr)) => {
             s.pod.image = image;
             s.pod.admin_addr = admin;
@@ -299,48 +299,6 @@ async fn pod(dir: &Path, s: &mut Status) {
             );
         }
     }
-}
-
-/// The image, `--admin-addr` and readiness probe address of the certsync
-/// container in the pod manifest `text`.
-pub(super) fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), String> {
-    use k8s_openapi::api::core::v1::Pod;
-    let pod: Pod = crate::files::parse_yaml(text).map_err(|e| format!("not a Pod ({e})"))?;
-    let container = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == "certsync"))
-        .ok_or("no container named certsync")?;
-    let admin = container.args.iter().flatten().find_map(|a| {
-        a.strip_prefix("--admin-addr=")
-            .map(|v| crate::escape(v).into_owned())
-    });
-    let get = container
-        .readiness_probe
-        .as_ref()
-        .and_then(|p| p.http_get.as_ref())
-        .ok_or("no readinessProbe httpGet")?;
-    let host = get.host.as_deref().unwrap_or("127.0.0.1");
-    let ip: IpAddr = host.parse().map_err(|_| {
-        format!(
-            "readinessProbe host {:?} is not an IP address",
-            crate::escape(host)
-        )
-    })?;
-    let port = match &get.port {
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(p) => u16::try_from(*p).ok(),
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(p) => p.parse().ok(),
-    }
-    .filter(|p| *p != 0)
-    .ok_or("readinessProbe port is not a port number")?;
-    Ok((
-        container
-            .image
-            .as_deref()
-            .map(|i| crate::escape(i).into_owned()),
-        admin,
-        SocketAddr::new(ip, port),
-    ))
 }
 
 /// `GET http://ADDR/readyz`: its status code and (capped) body.

@@ -223,6 +223,7 @@ fn options(dir: &Path) -> Options {
         json: false,
         purge: false,
         local_only: false,
+        ready_timeout: std::time::Duration::from_secs(1),
     }
 }
 
@@ -254,7 +255,10 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         "{text}"
     );
     assert!(text.contains("about 40 s"), "{text}");
-    assert!(text.contains("certsync image: certsync\n"), "{text}");
+    assert!(
+        text.contains("certsync image: certsync (generation "),
+        "{text}"
+    );
     assert!(
         text.contains("keeps issuing from one after it expires")
             && text.contains("any that ends within 24 h issued again from its CA"),
@@ -482,21 +486,65 @@ mod handback;
 mod revert;
 mod status;
 
-/// Adopting again with another configuration (a first rollout's
-/// `lifetime=8m`, then the defaults) issues nothing itself: the running
-/// certsync owns the targets, and its pod, restarted for the new
-/// configuration, issues again what it changes. adopt said "issued every
-/// target once" all the same, which the operator took for the new
-/// lifetime being in place.
+/// certsync's pod carries a generation of its configuration and image:
+/// adopt waits for that pod's `/readyz`, not an earlier one's on the same
+/// port. Another image or configuration is another generation.
 #[tokio::test]
-async fn a_second_adopt_issues_nothing_itself_and_says_so() {
+async fn the_pod_names_its_generation_of_configuration_and_image() {
+    let d = node_dir();
+    let plan = plan(&options(d.path())).await.expect("plan");
+    let pod = plan
+        .files
+        .iter()
+        .find(|f| f.path == plan::POD)
+        .expect("the pod");
+    assert_eq!(
+        super::pod::of_pod(&pod.bytes).as_deref(),
+        Some(plan.generation.as_str())
+    );
+    let config = &plan
+        .files
+        .iter()
+        .find(|f| f.path == plan::CONFIG)
+        .expect("config")
+        .bytes;
+    assert_eq!(super::pod::generation(config, "certsync"), plan.generation);
+    let other = plan::plan(&Options {
+        image: "certsync:2".into(),
+        ..options(d.path())
+    })
+    .await
+    .expect("plan");
+    assert_ne!(other.generation, plan.generation, "another image");
+    assert_ne!(
+        super::pod::generation(b"mappings: []\n", "certsync"),
+        plan.generation,
+        "another configuration"
+    );
+    assert_eq!(super::pod::of_pod(b"args:\n- run\n"), None);
+}
+
+/// adopt's gate reads each target's pair as root, in directories
+/// certsync's container writes: a link it left there is not followed out
+/// of the target (what it names is never read), and a missing target is
+/// said as such.
+#[test]
+fn the_gate_reads_targets_beneath_their_directory_only() {
     let d = tempfile::tempdir().expect("tempdir");
-    for t in plan::targets(d.path()) {
-        let target = host(d.path(), &t);
-        std::fs::create_dir_all(target.join("..rev-000001-00000000")).expect("target");
-        std::os::unix::fs::symlink("..rev-000001-00000000", target.join("..data")).expect("..data");
-    }
-    let said = apply::issue(d.path()).await.expect("issue");
-    assert!(said.contains("not issued by adopt"), "{said}");
-    assert!(!said.contains("issued every target once"), "{said}");
+    let outside = d.path().join("outside.crt");
+    std::fs::write(&outside, "not a certificate").expect("write");
+    let targets = plan::targets(d.path());
+    let first = host(d.path(), &targets[0]);
+    std::fs::create_dir_all(&first).expect("target");
+    std::os::unix::fs::symlink(&outside, first.join("tls.crt")).expect("link");
+    std::os::unix::fs::symlink(&outside, first.join("tls.key")).expect("link");
+    let dead = super::ready::dead_targets(d.path());
+    assert_eq!(dead.len(), targets.len(), "{dead:?}");
+    let (t, why) = &dead[0];
+    assert_eq!(t, &targets[0]);
+    assert!(
+        !why.contains("PEM") && why.contains("tls.crt"),
+        "the link was followed: {why}"
+    );
+    assert!(dead[1].1.ends_with("missing"), "{:?}", dead[1]);
 }

@@ -150,6 +150,9 @@ pub struct Metrics {
     /// the admin port listens before the mappings (or the approver) are
     /// declared, and an empty list must not read as ready.
     starting: AtomicBool,
+    /// `run --generation`: which configuration this process was started
+    /// for, answered with `/readyz` (see [`crate::admin`]).
+    generation: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -198,6 +201,7 @@ impl Metrics {
             validity: Mutex::default(),
             names: Mutex::default(),
             readiness: Mutex::default(),
+            generation: std::sync::OnceLock::new(),
             renewal_failing: Mutex::default(),
             stale_fraction,
             shutting_down: AtomicBool::new(false),
@@ -393,6 +397,15 @@ impl Metrics {
         MappingLabel {
             mapping: self.name(mapping),
         }
+    }
+
+    /// The token `/readyz` answers with (`run --generation`); set once.
+    pub fn set_generation(&self, generation: String) {
+        let _ = self.generation.set(generation);
+    }
+
+    pub fn generation(&self) -> Option<&str> {
+        self.generation.get().map(String::as_str)
     }
 
     /// Everything `/readyz` waits for is declared: from now on an empty

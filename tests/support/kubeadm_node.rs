@@ -248,13 +248,25 @@ pub fn readyz_at(kubectl: &Path, kubeconfig: &Path, server: Option<&str>) -> Res
     }
 }
 
-/// `certsync kubeadm ARGS --kubeadm-dir DIR/etc-kubernetes`.
+/// `certsync kubeadm ARGS --kubeadm-dir DIR/etc-kubernetes`, run in the
+/// node's network namespace as on the node itself: adopt waits for
+/// certsync's pod on the node's loopback (its admin port).
 pub fn kubeadm_cmd(node: &Node, args: &[&str]) -> (bool, String) {
     let etc = node.etc();
-    let mut a = vec!["kubeadm"];
-    a.extend(args);
-    a.extend(["--kubeadm-dir", etc.to_str().expect("utf-8")]);
-    let out = certsync(&a);
+    let net = std::fs::read_to_string(node.dir.join("run/net.env")).expect("net.env");
+    let ns = net
+        .lines()
+        .find_map(|l| l.strip_prefix("NETNS="))
+        .expect("NETNS in net.env");
+    let out = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        .arg("--")
+        .arg(super::certsync_bin())
+        .arg("kubeadm")
+        .args(args)
+        .args(["--kubeadm-dir", etc.to_str().expect("utf-8")])
+        .output()
+        .expect("run certsync in the node's network namespace");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -187,83 +187,61 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
 }
 
 #[tokio::test]
-async fn adopt_adds_nothing_to_the_cluster_configuration_and_takes_out_an_earlier_adopts_fields() {
-    // A ClusterConfiguration naming certsync's targets made `kubeadm join
-    // --control-plane` write manifests for files a new node does not have
-    // (its etcd exited, the join failed): adopt leaves kubeadm's alone, and
-    // takes out what an earlier adopt put there, before any manifest
-    // changes (a write racing the API server's restart fails with
-    // `apiserver is shutting down`); refused, it leaves kubeadm's
-    // manifests and says the node is part-adopted.
-    use std::sync::atomic::Ordering::SeqCst;
-    let setup = |api: &ConfigMapApi| {
-        let dir = node_dir();
-        let d = dir.path();
-        std::fs::write(
-            d.join("admin.conf"),
-            kubeconfig_ending(time::Duration::days(365)).replace("https://127.0.0.1:1", &api.url),
-        )
-        .expect("admin.conf");
-        // Every target already issued: adopt's initial issuance is skipped
-        // (the fixtures hold no CA keys).
-        for t in plan::targets(d) {
-            let p = host(d, &t).join("..data");
-            std::fs::create_dir_all(&p).expect("mkdir");
-        }
-        dir
-    };
-    // kubeadm's ClusterConfiguration: read, never written.
-    let api = ConfigMapApi::start_with(super::fixture("cluster-configuration.yaml")).await;
-    let dir = setup(&api);
-    let opts = Options {
-        dry_run: false,
-        ..options(dir.path())
-    };
-    let out = adopt(&opts).await.expect("adopt");
-    assert!(out.ends_with("adopted\n"), "{out}");
-    assert!(api.puts.lock().expect("lock").is_empty(), "{out}");
-
-    // One an earlier adopt changed: its fields taken out, first.
+async fn adopt_changes_no_cluster_configuration_nor_manifest_before_certsyncs_pod_is_ready() {
+    // adopt wrote every manifest naming certsync's targets with no certsync
+    // running them (an image the node could not pull). Now certsync's pod,
+    // of this configuration and image, must answer ready first; here none
+    // runs: adopt stops at the gate, writes nothing to the API server
+    // (not even taking out the fields an earlier adopt left), leaves
+    // kubeadm's manifests and takes its own files out.
     let api = ConfigMapApi::start_with(super::fixture("adopted/cluster-configuration.yaml")).await;
-    let dir = setup(&api);
+    let dir = node_dir();
     let d = dir.path();
+    std::fs::write(
+        d.join("admin.conf"),
+        kubeconfig_ending(time::Duration::days(365)).replace("https://127.0.0.1:1", &api.url),
+    )
+    .expect("admin.conf");
+    // The plan: the ClusterConfiguration stays kubeadm's, so what an
+    // earlier adopt put there (a joining node got manifests naming files
+    // it did not have) is to be taken out, giving kubeadm's back exactly.
+    let p = plan(&options(d)).await.expect("plan");
+    assert_eq!(
+        p.cluster_configuration.len(),
+        8 + 4 + 3 + 1 + 3 + 2,
+        "{}",
+        p.text()
+    );
+    let kubeadms: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&super::fixture("cluster-configuration.yaml")).expect("yaml");
+    assert_eq!(p.cluster_configuration_new.as_ref(), Some(&kubeadms));
+    assert!(
+        p.text()
+            .contains("taking out what an earlier certsync adopt set there"),
+        "{}",
+        p.text()
+    );
     let opts = Options {
         dry_run: false,
         ..options(d)
     };
-    api.refuse.store(true, SeqCst);
-    let why = match adopt(&opts).await {
-        Err(e) => e.to_string(),
-        Ok(out) => panic!("not refused:\n{out}"),
-    };
-    for said in [
-        "etcdserver: request timed out",
-        "part-adopted",
-        "run `certsync kubeadm adopt` again to finish it",
-    ] {
-        assert!(why.contains(said), "{said}: {why}");
+    match adopt(&opts).await {
+        Err(KubeadmError::NotReady(why)) => {
+            assert_eq!(why.image, "certsync");
+            assert!(
+                why.undone.contains("No component manifest was changed"),
+                "{}",
+                why.undone
+            );
+        }
+        Err(e) => panic!("not the gate: {e}"),
+        Ok(out) => panic!("adopted with no certsync pod:\n{out}"),
     }
     assert_kubeadms_manifests(d);
     assert!(api.puts.lock().expect("lock").is_empty());
-    // Accepted (on a node of its own: a re-run here would judge the
-    // fixtures' admin.conf pair against the backup, and their CA did not
-    // issue it), the fields are gone and nothing else changed.
-    let api = ConfigMapApi::start_with(super::fixture("adopted/cluster-configuration.yaml")).await;
-    let dir = setup(&api);
-    let opts = Options {
-        dry_run: false,
-        ..options(dir.path())
-    };
-    let out = adopt(&opts).await.expect("adopt");
-    assert!(
-        out.contains("took an earlier adopt's fields out of the ClusterConfiguration"),
-        "{out}"
-    );
-    assert_eq!(
-        api.puts.lock().expect("lock").as_slice(),
-        [super::fixture("cluster-configuration.yaml")],
-        "kubeadm's ClusterConfiguration back, byte for byte"
-    );
+    for gone in [plan::POD, plan::CONFIG, plan::STATE] {
+        assert!(!host(d, gone).exists(), "{gone} left behind");
+    }
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! output, the exit code chosen among causes, a node never adopted.
 
 use super::{node_dir, options};
+use crate::kubeadm::pod::probe;
 use crate::kubeadm::status::*;
 use crate::kubeadm::{KubeadmError, plan};
 

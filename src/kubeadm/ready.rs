@@ -1,0 +1,268 @@
+//! The gate adopt passes before any component manifest names certsync's
+//! targets: certsync's pod, started for this adoption, running and ready
+//! on the node. A node whose components read files no running certsync
+//! renews works until those files end and then stops (issue 41: an image
+//! the node could not pull was "adopted").
+//!
+//! "This adoption's pod": adopt puts a generation token (a digest of
+//! certsync's configuration and image, [`generation`]) in the pod's
+//! arguments, and certsync's `/readyz` answers with it
+//! ([`crate::admin::GENERATION_HEADER`]); an earlier pod answering on the
+//! same port (a re-adopt) is not taken for the new one. Then every target
+//! must hold, on disk, a pair its CA issued that has not ended.
+//!
+//! This is a liveness gate, not a security boundary. A local process that
+//! binds the admin port first can answer with the token (the configuration
+//! is predictable and the image is on adopt's command line), but it cannot
+//! make the pairs on disk: those take the CA keys, i.e. running certsync
+//! (or root). On a re-adopt the old pod's pairs already pass, so a squatter
+//! could make adopt report a new image it does not run; the components
+//! then still read pairs the old configuration's pods renewed, as before.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt as _;
+
+use super::plan;
+use super::{host, node};
+
+/// What one look at certsync's admin port saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// The pod of `generation` answers ready.
+    Ready,
+    /// The pod of `generation` answers, not ready: why.
+    Starting(String),
+    /// Another process answers, or nothing does: what was seen.
+    Other(String),
+}
+
+/// One `GET /readyz` on certsync's admin port, within 3 s.
+pub async fn look(addr: SocketAddr, generation: &str) -> Seen {
+    match tokio::time::timeout(Duration::from_secs(3), get_readyz(addr)).await {
+        Err(_) => Seen::Other(format!("no answer from {addr} within 3 s")),
+        Ok(Err(e)) => Seen::Other(format!("nothing answers on {addr} ({e})")),
+        Ok(Ok((status, token, body))) => {
+            let body = crate::escape(body.trim()).into_owned();
+            match token {
+                Some(t) if t == generation && status == 200 => Seen::Ready,
+                Some(t) if t == generation => Seen::Starting(format!(
+                    "certsync's pod (generation {generation}) runs but is not ready: {body}"
+                )),
+                Some(t) => Seen::Other(format!(
+                    "an earlier certsync pod (generation {}) answers, not this adoption's",
+                    crate::escape(&t)
+                )),
+                None => Seen::Other(format!(
+                    "a certsync without a generation answers (an earlier pod): {status} {body}"
+                )),
+            }
+        }
+    }
+}
+
+async fn get_readyz(addr: SocketAddr) -> Result<(u16, Option<String>, String), String> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+    let driver = tokio::spawn(conn);
+    let req = http::Request::get("/readyz")
+        .header(http::header::HOST, addr.to_string())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let token = resp
+        .headers()
+        .get(crate::admin::GENERATION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = http_body_util::Limited::new(resp.into_body(), 16 * 1024)
+        .collect()
+        .await
+        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+        .unwrap_or_default();
+    driver.abort();
+    Ok((status, token, body))
+}
+
+/// Targets whose live pair is missing, unreadable, not its CA's or has
+/// ended: (node path, why). Empty when every one holds a live pair.
+pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
+    let now = x509_parser::time::ASN1Time::now();
+    let mut dead = Vec::new();
+    for (target, ca) in plan::target_cas(dir) {
+        let read = |f: &str| read_beneath(dir, &target, f);
+        let problem = match (read("tls.crt"), read("tls.key")) {
+            (Err(e), _) | (_, Err(e)) => Some(e),
+            (Ok(crt), Ok(key)) => match node::sound_pair(dir, &crt, &key, &ca) {
+                Err(e) => Some(e),
+                Ok(()) => match node::not_after(&crt) {
+                    Err(e) => Some(e),
+                    Ok(t) if t <= now => Some(format!("ended at {t}")),
+                    Ok(_) => None,
+                },
+            },
+        };
+        if let Some(p) = problem {
+            dead.push((target, p));
+        }
+    }
+    dead
+}
+
+/// The file `name` of the target at `target` (a node path), opened
+/// beneath the target's handle: the pod writes the target, so a link it
+/// left there never leads adopt (root) out of it. A regular file, 1 MiB at
+/// most.
+fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let at = format!("{target}/{name}");
+    let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
+        super::moves::Blocked::Absent => format!("{target}: missing"),
+        e => e.to_string(),
+    })?;
+    let file = opened
+        .open(name)
+        .map_err(|e| format!("{at}: {e}"))?
+        .into_std();
+    if !file.metadata().map_err(|e| format!("{at}: {e}"))?.is_file() {
+        return Err(format!("{at}: not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(1 << 20)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{at}: {e}"))?;
+    Ok(bytes)
+}
+
+/// Waits up to `timeout` for the pod of `generation` to answer ready and
+/// every target to hold a live pair. `Err`: what was last seen.
+pub async fn wait(
+    dir: &Path,
+    addr: SocketAddr,
+    generation: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let seen = match look(addr, generation).await {
+            Seen::Ready => match dead_targets(dir).first() {
+                None => return Ok(()),
+                Some((t, why)) => format!(
+                    "certsync's pod answers ready, but target {t} holds no live pair of its CA's: {why}"
+                ),
+            },
+            Seen::Starting(why) | Seen::Other(why) => why,
+        };
+        if start.elapsed() >= timeout {
+            return Err(seen);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Waits until the pod of `generation` has stopped answering for 5 s in a
+/// row (its manifest taken out: the kubelet stops it within its grace
+/// period), at most `limit`. Whether it did.
+pub async fn gone(addr: SocketAddr, generation: &str, limit: Duration) -> bool {
+    let start = Instant::now();
+    let mut quiet_since = Instant::now();
+    loop {
+        let answers = !matches!(look(addr, generation).await, Seen::Other(_));
+        if answers {
+            quiet_since = Instant::now();
+        } else if quiet_since.elapsed() >= Duration::from_secs(5) {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The kubelet's view of certsync's pod, where the API server can be
+/// asked: its mirror pod `kube-system/certsync-NODE` (NODE from etcd's
+/// `--name`, which kubeadm sets to the node's name). What to check on the
+/// node otherwise.
+pub async fn pod_state(dir: &Path) -> String {
+    const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
+        `crictl ps -a --name certsync` and `crictl logs` of its container";
+    let Some(node_name) = node::read(dir, "/etc/kubernetes/manifests/etcd.yaml")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.trim().strip_prefix("- --name=").map(str::to_owned))
+        })
+    else {
+        return format!("the node's name is unknown (no --name in etcd.yaml); check {ON_NODE}");
+    };
+    let name = format!("certsync-{node_name}");
+    let ask = async {
+        let config = super::admin::config(&host(dir, "/etc/kubernetes/admin.conf"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(client, "kube-system");
+        pods.get_opt(&name).await.map_err(|e| e.to_string())
+    };
+    let pod = match tokio::time::timeout(Duration::from_secs(10), ask).await {
+        Ok(Ok(Some(pod))) => pod,
+        Ok(Ok(None)) => {
+            return format!("no mirror pod kube-system/{name} in the API server; check {ON_NODE}");
+        }
+        Ok(Err(e)) => {
+            return format!(
+                "the API server could not be asked for kube-system/{name} ({}); check {ON_NODE}",
+                crate::escape(&e)
+            );
+        }
+        Err(_) => {
+            return format!(
+                "the API server did not answer for kube-system/{name} within 10 s; check {ON_NODE}"
+            );
+        }
+    };
+    let statuses = pod
+        .status
+        .and_then(|s| s.container_statuses)
+        .unwrap_or_default();
+    let Some(c) = statuses.first() else {
+        return format!("kube-system/{name} has no container status yet; check {ON_NODE}");
+    };
+    let state = |s: &k8s_openapi::api::core::v1::ContainerState| {
+        if let Some(w) = &s.waiting {
+            format!(
+                "waiting: {} {}",
+                w.reason.as_deref().unwrap_or(""),
+                w.message.as_deref().unwrap_or("")
+            )
+        } else if let Some(t) = &s.terminated {
+            format!(
+                "terminated: {} (exit code {}) {}",
+                t.reason.as_deref().unwrap_or(""),
+                t.exit_code,
+                t.message.as_deref().unwrap_or("")
+            )
+        } else {
+            "running".to_owned()
+        }
+    };
+    let mut said = format!(
+        "kube-system/{name}: image {}, {}",
+        c.image,
+        c.state.as_ref().map(state).unwrap_or_default()
+    );
+    if let Some(last) = &c.last_state {
+        said.push_str(&format!("; last {}", state(last)));
+    }
+    crate::escape(said.trim()).into_owned()
+}

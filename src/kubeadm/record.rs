@@ -1,0 +1,108 @@
+//! adopt's record on the node (`/etc/kubernetes/certsync/adopted.json`) and
+//! its backups: where each is, read and written. A leaf: adopt, revert,
+//! status and the admin.conf reader all read the record, and nothing here
+//! knows how a plan is made or applied.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+
+use super::manifest::{KUBECONFIGS, P, PE};
+use super::{KUBEADM_DIR, KubeadmError, host};
+use crate::writer::replace_file;
+
+pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
+pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
+
+/// The directories of certsync's layout that adopt makes: its own under
+/// `/etc/kubernetes` (the backups live there, so it stays) and the parents
+/// of its targets, which revert removes once their targets have moved.
+pub const MADE_DIRS: [&str; 3] = [KUBECONFIGS, P, PE];
+
+/// adopt's record on the node (`/etc/kubernetes/certsync/adopted.json`):
+/// for each manifest it changed, kubeadm's copy in a backup and the
+/// digest of what adopt wrote (revert restores the copy only if the
+/// manifest is still adopt's, else takes adopt's changes out of it).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct State {
+    /// manifest (node path) -> (backup dir, SHA-256 of adopt's version).
+    pub manifests: BTreeMap<String, (String, String)>,
+    /// Backups made, oldest first.
+    pub backups: Vec<String>,
+    /// admin.conf and super-admin.conf (node path) -> the backup holding
+    /// kubeadm's own, from the first adoption: certsync rewrites them in
+    /// place, so revert puts them back.
+    #[serde(default)]
+    pub kubeconfigs: BTreeMap<String, String>,
+    /// kubeadm's pairs certsync keeps in step (prefix, node path without
+    /// `.crt`/`.key`) -> the backup holding kubeadm's own, from the first
+    /// adoption that kept them: revert hands back whichever lasts longer.
+    #[serde(default)]
+    pub pairs: BTreeMap<String, String>,
+    /// The ClusterConfiguration is known to hold none of adopt's fields
+    /// (adopt read it and found none or took them out, or revert took them
+    /// out): revert then needs no API server (a revert that stopped after
+    /// that step finishes while this node's restarts on kubeadm's manifest).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cluster_config_reverted: bool,
+    /// The directories adopt made (or found empty: an earlier revert's
+    /// leftovers), node paths: revert removes each once it is empty again.
+    /// A record written before this field: all of [`MADE_DIRS`]
+    /// (that adopt made every one; kubeadm makes none of them).
+    #[serde(default = "made_dirs")]
+    pub made_dirs: Vec<String>,
+}
+
+fn made_dirs() -> Vec<String> {
+    MADE_DIRS.map(str::to_owned).to_vec()
+}
+
+impl State {
+    pub fn read(dir: &Path) -> Result<Option<Self>, KubeadmError> {
+        let Some(bytes) = super::node::read_optional(dir, STATE)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| KubeadmError::file(&host(dir, STATE), e))
+    }
+
+    pub(super) fn write(&self, dir: &Path) -> Result<(), KubeadmError> {
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| KubeadmError::file(&host(dir, STATE), e))?;
+        Ok(replace_file(&host(dir, STATE), 0o600, &bytes)?)
+    }
+}
+
+/// A directory made (with its parents) only root may enter.
+pub fn mkdir(path: &Path) -> Result<(), KubeadmError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| KubeadmError::file(path, e))
+}
+
+/// Writes `bytes` to `node_path` atomically, mode 0600, its directory made.
+pub fn put(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
+    let path = host(dir, node_path);
+    if let Some(parent) = path.parent() {
+        mkdir(parent)?;
+    }
+    Ok(replace_file(&path, 0o600, bytes)?)
+}
+
+/// Where `node_path` is in the backup `backup`.
+pub fn backup_path(dir: &Path, backup: &str, node_path: &str) -> PathBuf {
+    let rel = node_path
+        .strip_prefix("/etc/kubernetes/")
+        .unwrap_or(node_path);
+    host(dir, backup).join(rel)
+}
+
+/// `node_path` below `backup`, as a node path.
+pub fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
+    let p = backup_path(dir, backup, node_path);
+    let rel = p.strip_prefix(dir).unwrap_or(&p);
+    format!("{KUBEADM_DIR}/{}", rel.display())
+}

@@ -1,0 +1,175 @@
+//! What adopt puts back when certsync's pod is not ready in time: the pod
+//! out (the previous one back, on a re-adopt), certsync's files as they
+//! were, kubeadm's files the pod rewrote (`update-pair:`,
+//! `update-kubeconfig:`) from this run's backup, the target directories
+//! this run made, and adopt's record. No component manifest has changed at
+//! that point (`apply`'s order), so the node is as it was.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use super::plan::{self, POD, Plan, STATE};
+use super::record::{node_rel, put};
+use super::{KubeadmError, Options, host, node, pod, ready};
+use crate::writer::replace_file;
+
+/// What this run changed that is not in its backup's manifests.
+pub struct Undo {
+    /// adopt's record before this run (`None`: there was none).
+    pub prior_state: Option<Vec<u8>>,
+    /// kubeadm's files this run was the first to back up (node paths).
+    pub kubeadms: Vec<String>,
+    /// Directories of [`plan::MADE_DIRS`] that did not exist.
+    pub absent: Vec<&'static str>,
+}
+
+/// What was done, and what could not be.
+#[derive(Default)]
+struct Said {
+    done: Vec<String>,
+    failed: Vec<String>,
+}
+
+impl Undo {
+    /// Puts the node back as it was before this run; says what it did and
+    /// how certsync's previous pod is.
+    pub async fn run(self, opts: &Options, plan: &Plan) -> String {
+        let dir = &opts.dir;
+        let mut said = Said::default();
+        // The pod first: the kubelet stops it before anything it writes
+        // is put back.
+        let previous = pod_back(dir, plan, &mut said).await;
+        files_back(dir, plan, &mut said);
+        self.kubeadms_back(dir, plan, &mut said);
+        self.record_back(dir, &mut said);
+        let backup = &plan.backup;
+        let mut text = format!(
+            "No component manifest was changed; {} (kubeadm's files are in {backup}/)",
+            said.done.join(", ")
+        );
+        if let Some((g, addr)) = previous {
+            text.push_str(
+                &match ready::wait(dir, addr, &g, opts.ready_timeout).await {
+                    Ok(()) => {
+                        format!("; the previous certsync pod (generation {g}) is running and ready")
+                    }
+                    Err(seen) => {
+                        format!("; the previous certsync pod (generation {g}) is NOT ready: {seen}")
+                    }
+                },
+            );
+        }
+        if !said.failed.is_empty() {
+            text.push_str(&format!(
+                "; NOT put back: {} (put these back by hand from {backup}/)",
+                said.failed.join("; ")
+            ));
+        }
+        text
+    }
+
+    /// kubeadm's own files, where the pod rewrote them (their mode kept).
+    fn kubeadms_back(&self, dir: &Path, plan: &Plan, said: &mut Said) {
+        let mut restored = 0;
+        for f in &self.kubeadms {
+            let path = host(dir, f);
+            let Some(old) = previous(dir, plan, f) else {
+                said.failed.push(format!(
+                    "{f}: kubeadm's copy is missing from {}",
+                    plan.backup
+                ));
+                continue;
+            };
+            if node::read_optional(dir, f).ok().flatten().as_deref() == Some(&old[..]) {
+                continue;
+            }
+            let mode = std::fs::metadata(&path)
+                .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
+                .unwrap_or(0o600);
+            match replace_file(&path, mode, &old) {
+                Ok(()) => restored += 1,
+                Err(e) => said.failed.push(format!("{f}: {e}")),
+            }
+        }
+        if restored > 0 {
+            said.done.push(format!(
+                "put back {restored} of kubeadm's files the pod had rewritten"
+            ));
+        }
+    }
+
+    /// The target directories this run made (with what the pod put in
+    /// them), and adopt's record as it was.
+    fn record_back(&self, dir: &Path, said: &mut Said) {
+        for d in &self.absent {
+            let path = host(dir, d);
+            // certsync's own directory holds the backups: it stays.
+            if *d != plan::MADE_DIRS[0]
+                && let Err(e) = std::fs::remove_dir_all(&path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                said.failed.push(format!("{}: {e}", path.display()));
+            }
+        }
+        let record = match &self.prior_state {
+            Some(bytes) => replace_file(&host(dir, STATE), 0o600, bytes).map_err(|e| e.to_string()),
+            None => std::fs::remove_file(host(dir, STATE))
+                .map_err(|e| KubeadmError::file(&host(dir, STATE), e).to_string()),
+        };
+        if let Err(e) = record {
+            said.failed.push(e);
+        }
+    }
+}
+
+/// `node_path`'s copy in this run's backup.
+fn previous(dir: &Path, plan: &Plan, node_path: &str) -> Option<Vec<u8>> {
+    node::read_optional(dir, &node_rel(dir, &plan.backup, node_path))
+        .ok()
+        .flatten()
+}
+
+/// certsync's pod out, or the previous one back, when this run wrote it;
+/// then waits until this run's pod no longer answers. The previous pod's
+/// generation, when it had one, and where it answers.
+async fn pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String, SocketAddr)> {
+    let f = plan.files.iter().find(|f| f.path == POD)?;
+    let mut generation = None;
+    let done = match (f.action, previous(dir, plan, POD)) {
+        ("replace", Some(old)) => {
+            let addr = pod::probe(&String::from_utf8_lossy(&old))
+                .map_or(pod::DEFAULT_PROBE, |(_, _, addr)| addr);
+            generation = pod::of_pod(&old).map(|g| (g, addr));
+            put(dir, POD, &old).map(|()| "put the previous certsync pod back")
+        }
+        _ => std::fs::remove_file(host(dir, POD))
+            .map(|()| "took certsync's pod out")
+            .map_err(|e| KubeadmError::file(&host(dir, POD), e)),
+    };
+    match done {
+        Ok(s) => said.done.push(s.to_owned()),
+        Err(e) => said.failed.push(e.to_string()),
+    }
+    if !ready::gone(plan.probe, &plan.generation, Duration::from_secs(60)).await {
+        said.failed.push(format!(
+            "certsync's pod of generation {} still answers on {} a minute after its manifest changed",
+            plan.generation, plan.probe
+        ));
+    }
+    generation
+}
+
+/// certsync's configuration and kubeconfigs as they were.
+fn files_back(dir: &Path, plan: &Plan, said: &mut Said) {
+    for f in plan.files.iter().filter(|f| f.path != POD) {
+        let path = host(dir, &f.path);
+        let done = match (f.action, previous(dir, plan, &f.path)) {
+            ("replace", Some(old)) => put(dir, &f.path, &old),
+            _ => std::fs::remove_file(&path).map_err(|e| KubeadmError::file(&path, e)),
+        };
+        if let Err(e) = done {
+            said.failed.push(e.to_string());
+        }
+    }
+}
