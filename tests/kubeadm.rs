@@ -317,7 +317,7 @@ fn manifest_bytes(etc: &Path) -> Vec<(String, Vec<u8>)> {
     .collect()
 }
 
-/// Issue 34, finding 1, on kubeadm's own etcd manifest: a target under
+/// On kubeadm's own etcd manifest: a target under
 /// pki/certsync (where the guide used to put etcd's) is a path etcd cannot
 /// open, since its pod mounts only pki/etcd and /var/lib/etcd: etcd exits
 /// naming the file and is restarted, again and again. (The layout that
@@ -388,7 +388,7 @@ fn etcd_cannot_open_a_target_outside_pki_etcd() {
 const P: &str = "/etc/kubernetes/pki/certsync";
 const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
 
-/// The finding of issue 34 (1-3) on a real node, through `certsync kubeadm
+/// On a real node, through `certsync kubeadm
 /// adopt` (the layout the guide's "What adopt does, by hand" describes):
 /// etcd's targets under pki/etcd (the only part of pki its manifest mounts;
 /// etcd.local has no extraVolumes) named by etcd.local.extraArgs; the API
@@ -722,7 +722,7 @@ fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// Issue 34, `certsync kubeadm adopt` and `revert` on a node kubeadm made,
+/// `certsync kubeadm adopt` and `revert` on a node kubeadm made,
 /// through the binary: `--dry-run` prints the plan and changes no file
 /// (every file hashed before and after) nor the ClusterConfiguration;
 /// adopt runs certsync as a static pod of the node and points every
@@ -1030,7 +1030,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     );
 }
 
-/// Issue 34 and 41, revert on a node whose kubeadm certificate is near its
+/// Revert on a node whose kubeadm certificate is near its
 /// end: kubeadm's own apiserver.crt was renewed by kubeadm with a 2-hour
 /// lifetime (`certificateValidityPeriod`) before adoption, so adopt's
 /// backup of it ends within a day; certsync keeps the pair in step at 8

@@ -1,4 +1,4 @@
-//! Issue 41: adopt never leaves a node without a running certsync. On a
+//! adopt never leaves a node without a running certsync. On a
 //! fresh node, `adopt --image` naming an image the node cannot run printed
 //! `adopted` and pointed every component at targets no certsync renewed;
 //! re-adopting with a new image (how certsync is upgraded) did the same;

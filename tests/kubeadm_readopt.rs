@@ -1,4 +1,4 @@
-//! Issue 34, the operator's rollout on a node kubeadm v1.36 made: `certsync
+//! The operator's rollout on a node kubeadm v1.36 made: `certsync
 //! kubeadm adopt --set lifetime=8m --set renew=20%-25%`, then adopt again
 //! with the defaults, the guide's path to production lifetimes. The
 //! 8-minute pairs were kept (they satisfied everything but the lifetime)

@@ -1,4 +1,4 @@
-//! Issue 41, revert a year after `kubeadm init`, on kubeadm's own clock: a
+//! Revert a year after `kubeadm init`, on kubeadm's own clock: a
 //! node whose kubeadm certificates last minutes (`certificateValidityPeriod`),
 //! adopted with the defaults, serves on certsync's once kubeadm's have
 //! ended. revert then refused (exit 1, "both kubeadm's copy in the backup

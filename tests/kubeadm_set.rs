@@ -1,4 +1,4 @@
-//! Issue 41, finding 1: `kubeadm adopt --set lifetime=banana` printed a
+//! `kubeadm adopt --set lifetime=banana` printed a
 //! plan and `dry run: nothing was changed` (exit 0); the real run wrote
 //! the backup and certsync.yaml, then stopped part-adopted; on an adopted
 //! node it printed `adopted` and certsync's pod crash-looped on the value

@@ -1,5 +1,5 @@
-//! What an operator must notice is logged at WARN, naming the file (issue
-//! 41, finding 5): a live certificate that has ended, and a kept copy of
+//! What an operator must notice is logged at WARN, naming the file (at
+//! INFO it went unseen): a live certificate that has ended, and a kept copy of
 //! the pair (`update-pair=`, kubeadm's files) that someone else wrote over
 //! (`kubeadm certs renew all` by mistake). certsync's own routine writes
 //! stay at INFO.

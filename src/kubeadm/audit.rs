@@ -1,5 +1,5 @@
 //! What a compromised certsync container could have left in
-//! `/etc/kubernetes` (the ninth review, F0): it runs as uid 0 without
+//! `/etc/kubernetes`: it runs as uid 0 without
 //! capabilities on read-write hostPaths, and the owner of a file may still
 //! make it set-user-ID, so it can plant a set-user-ID-root program any
 //! local user runs as root, or open a directory to every user (`chmod

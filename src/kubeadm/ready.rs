@@ -1,8 +1,8 @@
 //! The gate adopt passes before any component manifest names certsync's
 //! targets: certsync's pod, started for this adoption, running and ready
 //! on the node. A node whose components read files no running certsync
-//! renews works until those files end and then stops (issue 41: an image
-//! the node could not pull was "adopted").
+//! renews works until those files end and then stops (an image the node
+//! could not pull was "adopted", exit 0, and nothing renewed the pairs).
 //!
 //! "This adoption's pod": adopt puts a generation token (a digest of
 //! certsync's configuration and image, [`generation`]) in the pod's

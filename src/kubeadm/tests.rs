@@ -315,7 +315,7 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         pod.contains("    - mountPath: /etc/kubernetes/pki\n      name: pki\n    - "),
         "pki read-write: {pod}"
     );
-    // Attack (seventh review, F2): a directory holding a read-only file or
+    // Attack: a directory holding a read-only file or
     // certsync's targets is a mount point of its own, which the container
     // cannot rename away (EBUSY) to put its own CA in its place.
     for (path, name) in [

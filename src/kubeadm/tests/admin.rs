@@ -1,4 +1,4 @@
-//! The ninth review's F4 and F6a: admin.conf, which a compromised certsync
+//! admin.conf, which a compromised certsync
 //! container may replace, steers adopt and revert only in kubeadm's shape,
 //! and once adopt has backed it up, to the backup's server and CA.
 
@@ -246,7 +246,7 @@ async fn adopt_changes_no_cluster_configuration_nor_manifest_before_certsyncs_po
 
 #[tokio::test]
 async fn attack_set_id_files_and_open_directories_are_reported_never_removed() {
-    // F0: the container (uid 0, no capabilities) may make a file of its own
+    // The container (uid 0, no capabilities) may make a file of its own
     // set-user-ID root, and chmod a directory 0777.
     use std::os::unix::fs::PermissionsExt as _;
     let plant = |d: &Path| {

@@ -168,7 +168,7 @@ async fn attack_a_forged_file_is_never_issued_again() {
 
 #[tokio::test]
 async fn attack_a_symlink_in_place_of_certsyncs_targets_is_never_followed() {
-    // The seventh review, F1: a compromised certsync container put a
+    // A compromised certsync container put a
     // symlink in place of pki/certsync; revert (as root, on the host) moved
     // and deleted the directories it led to. Now it refuses, changing
     // nothing, and the directories stay.
@@ -224,7 +224,7 @@ async fn revert_after_a_second_adopt_keeps_both_configurations() {
 
 #[tokio::test]
 async fn attack_admin_conf_never_runs_a_command_as_root() {
-    // The eighth review, N1: a compromised certsync container rewrote
+    // A compromised certsync container rewrote
     // admin.conf (its embedded pair is kept renewed, so the container may
     // replace the file) with an exec credential plugin; revert and adopt read
     // the ClusterConfiguration through it and ran the command as root.

@@ -292,7 +292,7 @@ pub(super) fn embedded(text: &str) -> (Vec<u8>, String) {
 
 #[tokio::test]
 async fn revert_issues_again_from_kubeadms_copy_what_ends_within_a_day() {
-    // issue 41: kubeadm's copies in the backup end a year after `kubeadm
+    // kubeadm's copies in the backup end a year after `kubeadm
     // init`, when certsync has long been serving its own; revert refused
     // ("both ... end that soon", untrue) and --force handed back expired
     // files. Now each that ends within a day is issued again from kubeadm's
