@@ -210,9 +210,11 @@ pub struct AdoptArgs {
     /// `certsync run` judges it before anything is written, and refused
     /// when the upper end of renew= (default 90%) leaves less than 6m of
     /// the lifetime: client-go (kube-scheduler, kube-controller-manager)
-    /// re-reads its client certificate file only every 5m. A cautious first
-    /// rollout: --set lifetime=8m --set renew=20%-25% (safe only while
-    /// certsync is never down for more than about 1.5 minutes).
+    /// re-reads its client certificate file only every 5m. To watch
+    /// renewals happen on a node you are watching: --set lifetime=8m
+    /// --set renew=20%-25%, then adopt again with the defaults; at 8m the
+    /// node stops if certsync is down for more than about 1.5 minutes
+    /// (certsync kubeadm status warns while such a lifetime is in place).
     #[arg(long = "set", value_name = "OPTION=VALUE", value_parser = check_set)]
     pub set: Vec<(String, String)>,
     /// The certsync image for certsync's static pod (the node's kubelet

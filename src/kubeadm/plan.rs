@@ -225,6 +225,9 @@ pub struct Plan {
     pub pairs_renewed: Vec<String>,
     /// certsync's static pod's image.
     pub image: String,
+    /// The image of the certsync pod adopt replaces, when it is another
+    /// (a re-adopt that upgrades certsync or corrects a typo).
+    pub image_before: Option<String>,
     /// The token certsync's pod answers `/readyz` with for this
     /// configuration and image (`run --generation`): adopt waits for it.
     pub generation: String,
@@ -255,11 +258,15 @@ impl Plan {
             return s;
         }
         let _ = writeln!(s, "backup of every file changed: {}/", self.backup);
+        let image = match &self.image_before {
+            Some(before) => format!("{before} -> {}", self.image),
+            None => self.image.clone(),
+        };
         let _ = writeln!(
             s,
-            "certsync image: {} (generation {}: adopt waits for this pod to be ready before changing \
-             any component manifest)",
-            self.image, self.generation
+            "certsync image: {image} (generation {}: adopt waits for this pod to be ready before \
+             changing any component manifest)",
+            self.generation
         );
         let _ = writeln!(s, "mappings in {CONFIG}:");
         for (name, target, options) in &self.mappings {
@@ -697,6 +704,11 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         }
         None => (Vec::new(), None),
     };
+    // The image of the pod a re-adopt replaces: shown beside the new one.
+    let image_before = node::read_optional(dir, POD)?
+        .and_then(|old| super::pod::probe(&String::from_utf8_lossy(&old)).ok())
+        .and_then(|(image, _, _)| image)
+        .filter(|old| *old != crate::escape(&opts.image));
     let stamp = time_stamp();
     Ok(Plan {
         kubeadm_dir: dir.clone(),
@@ -714,6 +726,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .collect(),
         pairs_renewed: pairs(dir),
         image: opts.image.clone(),
+        image_before,
         generation,
         probe: super::pod::probe_addr(opts.admin_addr),
         mappings: certs(dir)

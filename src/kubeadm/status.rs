@@ -120,6 +120,10 @@ pub struct CertStatus {
     pub renew_by: Option<String>,
     /// Unix time; 0 when unknown.
     pub renew_by_seconds: i64,
+    /// How long certsync may be down once the renewal window has ended
+    /// before this certificate does: notAfter minus the window's end
+    /// (seconds; 0 when unknown).
+    pub outage_tolerance_seconds: i64,
     pub problem: Option<String>,
 }
 
@@ -151,6 +155,9 @@ pub struct Status {
     pub certificates: Vec<CertStatus>,
     pub manifests: Vec<ManifestStatus>,
     pub problems: Vec<Problem>,
+    /// What is healthy now but stops the node if certsync is down for a
+    /// short while (a short `lifetime=` left in place after a trial).
+    pub warnings: Vec<String>,
     /// Unix time of this report.
     pub checked_at_seconds: i64,
 }
@@ -189,6 +196,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         certificates: Vec::new(),
         manifests: Vec::new(),
         problems: Vec::new(),
+        warnings: Vec::new(),
         checked_at_seconds: now,
     };
     let Some(state) = state else {
@@ -400,6 +408,33 @@ fn certificates(dir: &Path, now: i64, s: &mut Status) {
         }
         s.certificates.push(c);
     }
+    s.warnings.extend(short_lifetimes(&s.certificates));
+}
+
+/// Below a day between a renewal window's end and the certificate's:
+/// warned about (a trial lifetime left in place).
+const SHORT_TOLERANCE_SECS: i64 = 24 * 3600;
+
+/// The warning for the certificate that ends soonest after its renewal
+/// window closes, when that is under a day: a trial lifetime left in place
+/// looks healthy until the first outage, and every certificate then ends
+/// minutes after certsync stops.
+pub(super) fn short_lifetimes(certs: &[CertStatus]) -> Option<String> {
+    let c = certs
+        .iter()
+        .filter(|c| c.outage_tolerance_seconds > 0)
+        .min_by_key(|c| c.outage_tolerance_seconds)
+        .filter(|c| c.outage_tolerance_seconds < SHORT_TOLERANCE_SECS)?;
+    Some(format!(
+        "short lifetimes: {} ({}) ends {} after its renewal window closes, so the node stops if \
+         certsync is down that long (the scheduler and controller-manager about 5 minutes \
+         sooner); adopt again with the defaults (a year) once the trial is over",
+        c.mapping,
+        c.options,
+        humantime::format_duration(std::time::Duration::from_secs(
+            c.outage_tolerance_seconds.unsigned_abs()
+        ))
+    ))
 }
 
 fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
@@ -413,6 +448,7 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
         renew_from: None,
         renew_by: None,
         renew_by_seconds: 0,
+        outage_tolerance_seconds: 0,
         problem: None,
     };
     let leaf = match live_leaf(&host(dir, &m.target)) {
@@ -438,6 +474,7 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
     c.renew_from = Some(rfc3339(from));
     c.renew_by = Some(rfc3339(by));
     c.renew_by_seconds = by;
+    c.outage_tolerance_seconds = leaf.not_after - by;
     c.problem = if leaf.not_after <= now {
         Some(format!(
             "the live certificate expired at {}",

@@ -548,3 +548,46 @@ fn the_gate_reads_targets_beneath_their_directory_only() {
     );
     assert!(dead[1].1.ends_with("missing"), "{:?}", dead[1]);
 }
+
+#[tokio::test]
+async fn a_re_adopt_shows_the_image_it_replaces() {
+    // Correcting a mistyped image (or upgrading certsync) showed only
+    // `replace /etc/kubernetes/manifests/certsync.yaml`: the operator could
+    // not see what changed.
+    let dir = node_dir();
+    let d = dir.path();
+    let typo = Options {
+        image: "registry.example.com/certsynk:0.2".into(),
+        ..options(d)
+    };
+    let first = plan(&typo).await.expect("plan");
+    let pod = first
+        .files
+        .iter()
+        .find(|f| f.path == plan::POD)
+        .expect("pod");
+    std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
+    std::fs::write(d.join("certsync/adopted.json"), "{}\n").expect("record");
+    std::fs::write(host(d, plan::POD), &pod.bytes).expect("pod");
+    let again = plan(&Options {
+        image: "registry.example.com/certsync:0.2".into(),
+        ..options(d)
+    })
+    .await
+    .expect("plan");
+    assert!(
+        again.text().contains(
+            "certsync image: registry.example.com/certsynk:0.2 -> registry.example.com/certsync:0.2 ("
+        ),
+        "{}",
+        again.text()
+    );
+    // The same image: shown once.
+    let same = plan(&typo).await.expect("plan");
+    assert!(
+        same.text()
+            .contains("certsync image: registry.example.com/certsynk:0.2 (generation"),
+        "{}",
+        same.text()
+    );
+}

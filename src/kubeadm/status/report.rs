@@ -64,6 +64,9 @@ impl Status {
                 );
             }
         }
+        for w in &self.warnings {
+            let _ = writeln!(s, "warning: {w}");
+        }
         if self.problems.is_empty() {
             s.push_str("healthy\n");
         }

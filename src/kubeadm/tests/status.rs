@@ -17,8 +17,30 @@ fn cert(mapping: &str, not_after: i64, renew_by: i64) -> CertStatus {
         renew_from: None,
         renew_by: None,
         renew_by_seconds: renew_by,
+        outage_tolerance_seconds: not_after - renew_by,
         problem: None,
     }
+}
+
+#[test]
+fn a_trial_lifetime_left_in_place_is_warned_about_a_year_is_not() {
+    // At 8 minutes renewed by 25 %, 6 minutes after the window closes the
+    // certificate ends: "healthy" hid that an outage of minutes stops the
+    // node. The soonest one is named, with its options.
+    let trial = [
+        cert("apiserver", 1_000_480, 1_000_120),
+        cert("scheduler-client", 1_000_460, 1_000_110),
+    ];
+    let w = short_lifetimes(&trial).expect("warned");
+    assert!(
+        w.contains("scheduler-client (lifetime=8m) ends 5m 50s after its renewal window closes"),
+        "{w}"
+    );
+    // A year renewed by 90 %: 36 days after the window.
+    let year = [cert("apiserver", 31_536_000, 28_382_400)];
+    assert_eq!(short_lifetimes(&year), None);
+    // Unknown (0) is no warning: the certificate's own problem says why.
+    assert_eq!(short_lifetimes(&[cert("odd", 0, 0)]), None);
 }
 
 fn report() -> Status {
@@ -66,6 +88,7 @@ fn report() -> Status {
                 message: "no answer".into(),
             },
         ],
+        warnings: Vec::new(),
         checked_at_seconds: 1_764_244_800,
     }
 }
