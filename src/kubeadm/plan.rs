@@ -9,12 +9,10 @@ use serde_yaml_ng::Value;
 use super::manifest::{self, BY_FILE, KUBECONFIGS, Manifest, P, PE};
 use super::{KubeadmError, Options, cluster, digest, host, node};
 
-/// certsync's configuration, its static pod, and adopt's record of what it did.
 pub use super::manifest::CONFIG;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
+/// certsync's static pod.
 pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
-/// certsync's admin port on the node (its pod is on the host network):
-/// the kubelet's probes and adopt's readiness gate ask it.
 
 /// kubeconfigs with an embedded client pair that people and kubeadm read:
 /// kept renewed in place (`update-kubeconfig:`) when the node has them
