@@ -88,6 +88,42 @@ pub fn open_regular(path: &Path) -> Result<File, FileError> {
     Ok(file)
 }
 
+/// Opens `path` for reading if it is a regular file, refusing a symlink in
+/// its last component (`O_NOFOLLOW`): for a file root reads in a directory
+/// another, less trusted writer shares (certsync's container may replace
+/// a kubeadm file in /etc/kubernetes with a link to a root-only host file,
+/// which root would then copy into a backup that container reads).
+pub fn open_regular_nofollow(path: &Path) -> Result<File, FileError> {
+    let io_err = |source| FileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(
+            (OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NOFOLLOW).bits(),
+        )
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(nix::libc::ELOOP) {
+                FileError::NotRegular {
+                    path: path.to_owned(),
+                    what: "a symlink",
+                }
+            } else {
+                io_err(e)
+            }
+        })?;
+    let t = file.metadata().map_err(io_err)?.file_type();
+    if !t.is_file() {
+        return Err(FileError::NotRegular {
+            path: path.to_owned(),
+            what: kind_of(t),
+        });
+    }
+    Ok(file)
+}
+
 /// Reads all of an opened regular file, refusing more than `limit` bytes.
 pub fn read_capped(mut file: impl Read, path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     let mut bytes = Vec::new();

@@ -776,17 +776,22 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     );
 
     // Adopt.
+    let kubeadms_pods = containers(&node);
     let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
     assert!(ok, "{text}");
     assert!(text.ends_with("adopted\n"), "{text}");
     // certsync runs in the node, and every component comes back on its new
-    // manifest, serving certsync's certificates.
+    // manifest (a new pid each: the kubelet stops the old pods one by one,
+    // etcd's within its 30 s grace), serving certsync's certificates.
     let pids = wait_long("five pods running", Duration::from_secs(180), || {
         let now = settled(&node, 5)?;
         now.iter()
             .any(|(n, _, _)| n.starts_with("certsync-"))
             .then_some(())?;
-        ready(&kubectl, &admin).then_some(now)
+        let fresh = now
+            .iter()
+            .all(|(name, pid, _)| kubeadms_pods.iter().all(|(n, p, _)| n != name || p != pid));
+        (fresh && ready(&kubectl, &admin)).then_some(now)
     });
     let api_target = etc.join("pki/certsync/apiserver");
     let etcd_target = etc.join("pki/etcd/certsync/server");

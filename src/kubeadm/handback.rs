@@ -61,11 +61,10 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
     if !missing.is_empty() {
         return Err(KubeadmError::Revert(format!(
             "kubeadm's copy of {} is not in adopt's backup (an earlier certsync adopted this node \
-             without backing it up); nothing was changed. revert hands back only kubeadm's copy in \
+             without backing it up, or it appeared since); nothing was changed. revert hands back only kubeadm's copy in \
              the backup, or its certificate issued again, never a file certsync's container could \
-             have written. Check that each is kubeadm's, renew it on the host with `kubeadm certs \
-             renew` (e.g. `kubeadm certs renew all`), run `certsync kubeadm adopt` again (it backs \
-             up kubeadm's files), then revert",
+             have written. Check each; move it out of /etc/kubernetes (kubeadm writes it again: \
+             `kubeadm init phase kubeconfig NAME`, `kubeadm init phase certs NAME`), then revert",
             missing.join(", ")
         )));
     }

@@ -9,15 +9,21 @@ use super::{KubeadmError, host};
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;
 
+/// A node file's text. The last component is never followed: adopt reads
+/// these as root where certsync's container may have put a link.
 pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     let path = host(dir, node_path);
-    crate::files::read_text(&path, LIMIT).map_err(|e| KubeadmError::file(&path, e.problem()))
+    let bytes = read_optional(dir, node_path)?
+        .ok_or_else(|| KubeadmError::file(&path, "No such file or directory (os error 2)"))?;
+    String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, "not UTF-8 text"))
 }
 
 /// The file's bytes if it exists (`None` when missing; other errors are errors).
 pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, KubeadmError> {
     let path = host(dir, node_path);
-    match crate::files::read_regular(&path, LIMIT) {
+    let read = crate::files::open_regular_nofollow(&path)
+        .and_then(|f| crate::files::read_capped(f, &path, LIMIT));
+    match read {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(KubeadmError::file(&path, e.problem())),

@@ -662,6 +662,9 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // as `certsync run` will judge it before anything is written.
     let config = config_text(opts, key_alg)?;
     super::judge::judge(opts, &config)?;
+    if adopted {
+        unrecorded_refused(opts)?;
+    }
     let config = config.into_bytes();
     let mut files = Vec::new();
     for (file, user, target, _) in BY_FILE {
@@ -732,6 +735,43 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
             .collect(),
     })
+}
+
+/// On an adopted node, every kubeadm file certsync keeps in step must be in
+/// adopt's record (backed up at the first adoption, before certsync's
+/// container existed). One that appeared since is refused, never backed up
+/// as kubeadm's: certsync's container may write /etc/kubernetes and pki/,
+/// and a re-adopt that took its file for kubeadm's made revert later hand
+/// that file back as root's (a kubeconfig pointing root's kubectl at the
+/// container's server).
+fn unrecorded_refused(opts: &Options) -> Result<(), KubeadmError> {
+    let dir = &opts.dir;
+    let state = super::record::State::read(dir)?.unwrap_or_default();
+    let mut missing = Vec::new();
+    for k in EMBEDDED {
+        if !state.kubeconfigs.contains_key(k) && node::read_optional(dir, k)?.is_some() {
+            missing.push(k.to_owned());
+        }
+    }
+    for p in pairs(dir) {
+        if !state.pairs.contains_key(&p) {
+            missing.push(format!("{p}.crt and .key"));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(refused(
+        opts,
+        format!(
+            "{} not in adopt's first backup: each appeared on this node after it was adopted (or \
+             an earlier certsync did not back it up), where certsync's container can write, so \
+             adopt cannot take it for kubeadm's; nothing was changed. Check each; move it out of \
+             /etc/kubernetes (kubeadm writes it again: `kubeadm init phase kubeconfig NAME`, \
+             `kubeadm init phase certs NAME`) and adopt again, or revert and adopt afresh",
+            missing.join(", ")
+        ),
+    ))
 }
 
 fn file_write(

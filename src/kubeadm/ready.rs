@@ -5,19 +5,22 @@
 //! could not pull was "adopted", exit 0, and nothing renewed the pairs).
 //!
 //! "This adoption's pod": adopt puts a generation token (a digest of
-//! certsync's configuration and image, [`generation`]) in the pod's
+//! certsync's configuration and image, `pod::generation`) in the pod's
 //! arguments, and certsync's `/readyz` answers with it
 //! ([`crate::admin::GENERATION_HEADER`]); an earlier pod answering on the
 //! same port (a re-adopt) is not taken for the new one. Then every target
 //! must hold, on disk, a pair its CA issued that has not ended.
 //!
-//! This is a liveness gate, not a security boundary. A local process that
-//! binds the admin port first can answer with the token (the configuration
-//! is predictable and the image is on adopt's command line), but it cannot
-//! make the pairs on disk: those take the CA keys, i.e. running certsync
-//! (or root). On a re-adopt the old pod's pairs already pass, so a squatter
-//! could make adopt report a new image it does not run; the components
-//! then still read pairs the old configuration's pods renewed, as before.
+//! This is a liveness gate, not a security boundary: it stops an image the
+//! node cannot run or a configuration certsync refuses, not a process that
+//! wants adopt to go on. A local process that binds the admin port first
+//! can answer with the token (the configuration is predictable, the image
+//! is on adopt's command line), and certsync's own container can also make
+//! the pairs on disk (it reads the CA keys; it sees the new pod manifest
+//! through its read-only mount of `manifests/`): a compromised container
+//! can make a re-adopt go through with a new pod that never runs. It is
+//! host root through the CA keys already (docs/security.md); what it cannot
+//! do is make adopt or revert take its files for kubeadm's.
 
 use std::net::SocketAddr;
 use std::path::Path;

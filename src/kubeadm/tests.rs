@@ -567,7 +567,7 @@ async fn a_re_adopt_shows_the_image_it_replaces() {
         .find(|f| f.path == plan::POD)
         .expect("pod");
     std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
-    std::fs::write(d.join("certsync/adopted.json"), "{}\n").expect("record");
+    recorded(d);
     std::fs::write(host(d, plan::POD), &pod.bytes).expect("pod");
     let again = plan(&Options {
         image: "registry.example.com/certsync:0.2".into(),
@@ -590,4 +590,61 @@ async fn a_re_adopt_shows_the_image_it_replaces() {
         "{}",
         same.text()
     );
+}
+
+/// adopt's record on the fixture node as a first adoption leaves it: every
+/// kubeadm file it keeps in step backed up.
+fn recorded(d: &Path) {
+    let mut state = super::record::State::default();
+    for k in plan::EMBEDDED {
+        if d.join(k.trim_start_matches("/etc/kubernetes/")).is_file() {
+            state.kubeconfigs.insert(k.to_owned(), "first".into());
+        }
+    }
+    for p in plan::pairs(d) {
+        state.pairs.insert(p, "first".into());
+    }
+    state.write(d).expect("record");
+}
+
+#[tokio::test]
+async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_kubeadms() {
+    // certsync's container may write /etc/kubernetes: it planted a
+    // super-admin.conf (a joined node has none) whose user it signed and
+    // whose server is its own; a re-adopt backed it up as kubeadm's, and
+    // the next revert handed it back as root's. Now adopt refuses, naming
+    // it, before anything is written.
+    let dir = node_dir();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
+    recorded(d);
+    assert!(!d.join("super-admin.conf").exists());
+    let planted = std::fs::read_to_string(d.join("controller-manager.conf"))
+        .expect("a kubeconfig")
+        .replace("https://10.77.0.11:6443", "https://10.9.9.9:6443");
+    std::fs::write(d.join("super-admin.conf"), planted).expect("planted");
+    let why = refusal(d).await;
+    assert!(
+        why.contains("/etc/kubernetes/super-admin.conf not in adopt's first backup"),
+        "{why}"
+    );
+    assert!(!d.join("certsync/backup").exists(), "nothing was written");
+
+    // A link where kubeadm's file was, to a root-only host file: never
+    // followed (root would have copied the host file into a backup the
+    // container reads).
+    std::fs::remove_file(d.join("super-admin.conf")).expect("rm");
+    let secret = d.join("root-only");
+    std::fs::write(&secret, "secret\n").expect("secret");
+    std::fs::rename(d.join("scheduler.conf"), d.join("scheduler.conf.kubeadm")).expect("mv");
+    std::os::unix::fs::symlink(&secret, d.join("scheduler.conf")).expect("symlink");
+    let why = match plan(&options(d)).await {
+        Err(e) => e.to_string(),
+        Ok(p) => panic!("not refused:\n{}", p.text()),
+    };
+    assert!(
+        why.contains("scheduler.conf") && why.contains("symlink"),
+        "{why}"
+    );
+    assert!(!d.join("certsync/backup").exists(), "nothing was written");
 }

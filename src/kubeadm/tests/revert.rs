@@ -403,7 +403,7 @@ async fn revert_refuses_what_it_cannot_issue_again_or_the_backup_lacks() {
     let why = revert_refusal(&revert_options(d)).await;
     for said in [
         "/etc/kubernetes/scheduler.conf, /etc/kubernetes/pki/etcd/peer.crt is not in adopt's backup",
-        "kubeadm certs renew",
+        "kubeadm init phase kubeconfig NAME",
         "nothing was changed",
     ] {
         assert!(why.contains(said), "{said:?} not in {why}");
