@@ -69,23 +69,7 @@ pub fn kind_of(t: std::fs::FileType) -> &'static str {
 /// Opens `path` (following symlinks, as a user-given path should) for
 /// reading if it is a regular file.
 pub fn open_regular(path: &Path) -> Result<File, FileError> {
-    let io_err = |source| FileError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY).bits())
-        .open(path)
-        .map_err(io_err)?;
-    let t = file.metadata().map_err(io_err)?.file_type();
-    if !t.is_file() {
-        return Err(FileError::NotRegular {
-            path: path.to_owned(),
-            what: kind_of(t),
-        });
-    }
-    Ok(file)
+    open_regular_with(path, OFlag::empty())
 }
 
 /// Opens `path` for reading if it is a regular file, refusing a symlink in
@@ -94,18 +78,21 @@ pub fn open_regular(path: &Path) -> Result<File, FileError> {
 /// a kubeadm file in /etc/kubernetes with a link to a root-only host file,
 /// which root would then copy into a backup that container reads).
 pub fn open_regular_nofollow(path: &Path) -> Result<File, FileError> {
+    open_regular_with(path, OFlag::O_NOFOLLOW)
+}
+
+fn open_regular_with(path: &Path, extra: OFlag) -> Result<File, FileError> {
     let io_err = |source| FileError::Io {
         path: path.to_owned(),
         source,
     };
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(
-            (OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NOFOLLOW).bits(),
-        )
+        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | extra).bits())
         .open(path)
         .map_err(|e| {
-            if e.raw_os_error() == Some(nix::libc::ELOOP) {
+            // O_NOFOLLOW on a symlink: ELOOP, said as what it is.
+            if extra.contains(OFlag::O_NOFOLLOW) && e.raw_os_error() == Some(nix::libc::ELOOP) {
                 FileError::NotRegular {
                     path: path.to_owned(),
                     what: "a symlink",
