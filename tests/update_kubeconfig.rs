@@ -304,8 +304,7 @@ fn a_kubeconfig_replaced_by_a_symlink_or_fifo_later_is_an_error_not_followed() {
     let elsewhere = d.path().join("elsewhere.conf");
     fs::write(&elsewhere, &good).unwrap();
     fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).unwrap();
-    fs::remove_file(&conf).unwrap();
-    std::os::unix::fs::symlink(&elsewhere, &conf).unwrap();
+    support::swap_in_symlink(&elsewhere, &conf);
     let body = wait_for("not ready", || {
         let (code, body) = http_get(port, "/readyz")?;
         (code == 503).then_some(body)

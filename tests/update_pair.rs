@@ -81,8 +81,7 @@ fn a_kubeadm_pair_is_kept_in_step_with_each_renewal_and_never_followed() {
     let elsewhere = d.path().join("elsewhere.key");
     fs::write(&elsewhere, b"not certsync's\n").unwrap();
     fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).unwrap();
-    fs::remove_file(&key).unwrap();
-    std::os::unix::fs::symlink(&elsewhere, &key).unwrap();
+    support::swap_in_symlink(&elsewhere, &key);
     let body = wait_for("not ready", || {
         let (code, body) = http_get(port, "/readyz")?;
         (code == 503).then_some(body)

@@ -225,6 +225,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) {
 }
 
 /// A TLS acceptor serving `cert` (PEM chain) with `key`, on ring.
+/// Makes `at` a symlink to `to` in one step (a link made beside it, then
+/// renamed over it), as an attacker would: removing `at` first leaves a
+/// moment with no file, in which a running certsync rightly writes a new
+/// one, and the test would then plant its link over certsync's write.
+pub fn swap_in_symlink(to: &Path, at: &Path) {
+    let beside = at.with_file_name(format!(
+        ".{}.link",
+        at.file_name().unwrap().to_string_lossy()
+    ));
+    std::os::unix::fs::symlink(to, &beside).unwrap();
+    fs::rename(&beside, at).unwrap();
+}
+
 pub fn tls_acceptor(cert: &[u8], key: &[u8]) -> tokio_rustls::TlsAcceptor {
     tls_acceptor_alpn(cert, key, &[b"h2", b"http/1.1"])
 }
