@@ -51,7 +51,7 @@ mod tests;
 
 pub use material::key_pair;
 use material::{Wanted, read_ca_key, wanted};
-pub use reissue::{KUBEADM_VALIDITY_SECS, reissue};
+pub use reissue::{KUBEADM_VALIDITY_SECS, reissue, renew_ca};
 
 /// Failed issuances are retried after 2 s, doubling, at most this.
 const RETRY_CAP: Duration = Duration::from_secs(300);

@@ -79,7 +79,75 @@ pub fn reissue(
         not_before: time(ca.not_before).map_err(CaError::Sign)?,
         not_after: time(now_secs.saturating_add(span).min(ca.not_after)).map_err(CaError::Sign)?,
     };
-    let key = read_key(ca_key, ca_cert, false, &ca)?;
+    let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
+    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(CaError::Mismatch)?;
+    Ok(new)
+}
+
+/// The self-signed CA certificate at `ca_cert` renewed with its own key
+/// `ca_key`: its TBSCertificate kept (subject and its string types, key,
+/// subject key identifier, basic constraints, key usage: everything a
+/// leaf's chain is matched and verified by) but for a new serial and a
+/// notAfter of `not_after` (unix seconds); notBefore stays. Every leaf
+/// the old certificate issued verifies under the renewed one, so trust
+/// holding both (or the renewed alone) outlives the old one's end. A CA
+/// that is not self-signed (an intermediate) is refused: renewing it is
+/// its issuer's business. DER.
+pub fn renew_ca(
+    ca_cert: &Path,
+    ca_key: &Path,
+    not_after: i64,
+    now: SystemTime,
+) -> Result<Vec<u8>, CaError> {
+    let bad = |problem: String| CaError::CaCert {
+        path: ca_cert.to_owned(),
+        problem,
+    };
+    let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
+    let (_, parsed) =
+        x509_parser::parse_x509_certificate(&ca.der).map_err(|e| bad(e.to_string()))?;
+    signed_by_ca(&ca.der, &ca.subject, &parsed).map_err(|e| {
+        bad(format!(
+            "not self-signed ({e}): only a root CA is renewed here"
+        ))
+    })?;
+    if ca.ski.is_none() {
+        // Go matches a leaf to its CA by the key identifier when both have
+        // one; a CA without one is not what kubeadm makes.
+        return Err(bad("it has no subject key identifier".into()));
+    }
+    let old = x509_cert::Certificate::from_der(&ca.der)
+        .map_err(|e| bad(format!("not strict DER ({e})")))?;
+    let alg = signature_algorithm(ca.alg).map_err(CaError::Sign)?;
+    if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
+        return Err(bad(format!(
+            "signed with {}, where its key signs with {}",
+            old.signature_algorithm.oid, alg.oid
+        )));
+    }
+    let mut tbs = old.tbs_certificate.clone();
+    tbs.serial_number = serial()?;
+    tbs.validity.not_after = time(not_after).map_err(CaError::Sign)?;
+    let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
+    let (_, renewed) = x509_parser::parse_x509_certificate(&new)
+        .map_err(|e| CaError::Mismatch(format!("renewed CA: {e}")))?;
+    signed_by_ca(&new, &ca.subject, &parsed).map_err(CaError::Mismatch)?;
+    if renewed.public_key().raw != ca.spki.as_slice() {
+        return Err(CaError::Mismatch("the renewed CA has another key".into()));
+    }
+    Ok(new)
+}
+
+/// `tbs` signed by the CA key at `ca_key` (the key of `ca`, read from
+/// `ca_cert`) with `alg`, and read back as Go reads certificates. DER.
+fn signed(
+    tbs: x509_cert::TbsCertificate,
+    alg: x509_cert::spki::AlgorithmIdentifierOwned,
+    ca_key: &Path,
+    ca_cert: &Path,
+    ca: &super::material::CaCert,
+) -> Result<Vec<u8>, CaError> {
+    let key = read_key(ca_key, ca_cert, false, ca)?;
     let signature = key
         .sign(
             &tbs.to_der()
@@ -88,14 +156,13 @@ pub fn reissue(
         .map_err(CaError::Sign)?;
     let new = x509_cert::Certificate {
         tbs_certificate: tbs,
-        signature_algorithm: old.signature_algorithm,
+        signature_algorithm: alg,
         signature: BitString::from_bytes(&signature)
             .map_err(|e| CaError::Sign(format!("signature: {e}")))?,
     }
     .to_der()
     .map_err(|e| CaError::Sign(format!("encoding: {e}")))?;
     crate::x509::strict_certificate(&new).map_err(CaError::Mismatch)?;
-    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(CaError::Mismatch)?;
     Ok(new)
 }
 

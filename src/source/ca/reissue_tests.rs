@@ -28,6 +28,8 @@ fn kubeadms_leaf(ca: &Ca, ends: time::Duration) -> Vec<u8> {
         rcgen::ExtendedKeyUsagePurpose::ClientAuth,
     ];
     p.is_ca = IsCa::ExplicitNoCa;
+    // Go puts the CA's key identifier in every certificate it signs.
+    p.use_authority_key_identifier_extension = true;
     p.not_before = now - time::Duration::minutes(5);
     p.not_after = now + ends;
     let key = KeyPair::generate().unwrap();
@@ -160,4 +162,183 @@ fn reissue_refuses_a_certificate_the_ca_did_not_sign() {
         again(&ca, b"\x30\x03\x02\x01\x01"),
         Err(CaError::Template { .. })
     ));
+}
+
+/// Whether Go's `crypto/x509` would verify `leaf` (DER) under the root
+/// `root` (DER) at `at` (unix seconds): the root found by subject (and by
+/// key identifier, both having one), the root's own validity checked (Go
+/// refuses a chain that ends at an expired root), the leaf's signature
+/// made by the root's key.
+fn go_verifies(leaf: &[u8], root: &[u8], at: i64) -> Result<(), String> {
+    use x509_parser::extensions::ParsedExtension;
+    let (_, leaf) = x509_parser::parse_x509_certificate(leaf).unwrap();
+    let (_, root) = x509_parser::parse_x509_certificate(root).unwrap();
+    if leaf.issuer().as_raw() != root.subject().as_raw() {
+        return Err("issuer is not the root's subject".into());
+    }
+    let aki = leaf
+        .extensions()
+        .iter()
+        .find_map(|e| match e.parsed_extension() {
+            ParsedExtension::AuthorityKeyIdentifier(a) => {
+                a.key_identifier.as_ref().map(|k| k.0.to_vec())
+            }
+            _ => None,
+        });
+    let ski = root
+        .extensions()
+        .iter()
+        .find_map(|e| match e.parsed_extension() {
+            ParsedExtension::SubjectKeyIdentifier(k) => Some(k.0.to_vec()),
+            _ => None,
+        });
+    if let (Some(aki), Some(ski)) = (aki, ski)
+        && aki != ski
+    {
+        return Err("authority key identifier is not the root's".into());
+    }
+    for (what, c) in [("leaf", &leaf), ("root", &root)] {
+        let v = c.validity();
+        if at < v.not_before.timestamp() || at > v.not_after.timestamp() {
+            return Err(format!("the {what} is not valid then"));
+        }
+    }
+    leaf.verify_signature(Some(root.public_key()))
+        .map_err(|_| "the root's key did not sign it".to_owned())
+}
+
+fn renewed(ca: &Ca, not_after: i64) -> Result<Vec<u8>, CaError> {
+    renew_ca(
+        &ca.prefix.with_extension("crt"),
+        &ca.prefix.with_extension("key"),
+        not_after,
+        SystemTime::now(),
+    )
+}
+
+#[test]
+fn a_renewed_ca_keeps_subject_key_and_identifiers_and_verifies_every_old_leaf() {
+    use x509_cert::der::Decode;
+    let rsa8 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap();
+    let rsa1 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs1)).unwrap();
+    let sec1 = String::from_utf8(fixture_key(FixtureKey::EcSec1)).unwrap();
+    let cases: [(&str, &str, &'static rcgen::SignatureAlgorithm); 2] = [
+        (&rsa1, &rsa8, &rcgen::PKCS_RSA_SHA256),
+        (&sec1, EC_PKCS8, &rcgen::PKCS_ECDSA_P256_SHA256),
+    ];
+    for (i, (disk, pkcs8, alg)) in cases.into_iter().enumerate() {
+        let d = tempfile::tempdir().unwrap();
+        // A CA that ends in 10 days, with kubeadm's key identifier.
+        let ca = ca_with(d.path(), disk, pkcs8, alg, |p| {
+            p.not_after = OffsetDateTime::now_utc() + time::Duration::days(10);
+            p.key_identifier_method = rcgen::KeyIdMethod::Sha256;
+        });
+        let old_der = parsed(&std::fs::read(ca.prefix.with_extension("crt")).unwrap());
+        let (old_from, old_to) = timestamps(&old_der);
+        // A leaf that outlives the CA that issued it.
+        let leaf = kubeadms_leaf(&ca, time::Duration::days(20));
+        let ends = old_to + 3650 * 86_400;
+        let new = renewed(&ca, ends).unwrap_or_else(|e| panic!("case {i}: {e}"));
+        // Everything but serial and notAfter, byte for byte: subject (its
+        // string types), key, SKI, basic constraints, key usage.
+        let cert = x509_cert::Certificate::from_der(&new).unwrap();
+        let tbs = &cert.tbs_certificate;
+        assert_eq!(
+            tbs_with(&old_der, &tbs.serial_number, tbs.validity),
+            tbs_with(&new, &tbs.serial_number, tbs.validity),
+            "case {i}"
+        );
+        let old_cert = x509_cert::Certificate::from_der(&old_der).unwrap();
+        assert_ne!(tbs.serial_number, old_cert.tbs_certificate.serial_number);
+        assert_eq!(timestamps(&new), (old_from, ends), "case {i}");
+        crate::x509::strict_certificate(&new).unwrap_or_else(|e| panic!("case {i}: {e}"));
+        // Self-signed as before.
+        go_verifies(&new, &new, old_to - 60).unwrap_or_else(|e| panic!("case {i}: {e}"));
+        // The old leaf verifies under both now; past the old CA's end only
+        // under the renewed one (Go checks the root's validity too).
+        let now = validate::unix_seconds(SystemTime::now());
+        go_verifies(&leaf, &old_der, now).unwrap();
+        go_verifies(&leaf, &new, now).unwrap_or_else(|e| panic!("case {i}: {e}"));
+        let (_, leaf_to) = timestamps(&leaf);
+        let past = old_to + 60;
+        assert!(past < leaf_to);
+        assert!(go_verifies(&leaf, &old_der, past).is_err());
+        go_verifies(&leaf, &new, past).unwrap_or_else(|e| panic!("case {i}: {e}"));
+        // The key identifiers were compared, not skipped.
+        let (_, l) = x509_parser::parse_x509_certificate(&leaf).unwrap();
+        assert!(l.extensions().iter().any(|e| matches!(
+            e.parsed_extension(),
+            x509_parser::extensions::ParsedExtension::AuthorityKeyIdentifier(_)
+        )));
+        // And as rustls' webpki reads it (a trust anchor of the renewed).
+        let anchor = rustls_pki_types::CertificateDer::from(new.as_slice());
+        let anchors = [webpki::anchor_from_trusted_cert(&anchor).unwrap()];
+        let leaf_der = rustls_pki_types::CertificateDer::from(leaf.as_slice());
+        webpki::EndEntityCert::try_from(&leaf_der)
+            .unwrap()
+            .verify_for_usage(
+                webpki::ALL_VERIFICATION_ALGS,
+                &anchors,
+                &[],
+                rustls_pki_types::UnixTime::now(),
+                webpki::KeyUsage::server_auth(),
+                None,
+                None,
+            )
+            .unwrap_or_else(|e| panic!("case {i}: {e}"));
+    }
+}
+
+#[test]
+fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
+    let d = tempfile::tempdir().unwrap();
+    let ca = ca_with(
+        d.path(),
+        &String::from_utf8(fixture_key(FixtureKey::RsaPkcs1)).unwrap(),
+        &String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap(),
+        &rcgen::PKCS_RSA_SHA256,
+        |p| p.key_identifier_method = rcgen::KeyIdMethod::Sha256,
+    );
+    let ends = validate::unix_seconds(SystemTime::now()) + 86_400;
+    // Another key beside it: refused, nothing signed.
+    let crt = ca.prefix.with_extension("crt");
+    let other = tempfile::tempdir().unwrap();
+    let other_ca = ca_with(
+        other.path(),
+        EC_PKCS8,
+        EC_PKCS8,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        |_| {},
+    );
+    let wrong = renew_ca(
+        &crt,
+        &other_ca.prefix.with_extension("key"),
+        ends,
+        SystemTime::now(),
+    );
+    assert!(matches!(wrong, Err(CaError::CaKey { .. })), "{wrong:?}");
+    // An intermediate: the CA signed by another CA's key.
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name
+        .push(DnType::CommonName, "intermediate");
+    p.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.key_usages = vec![Ku::DigitalSignature, Ku::KeyCertSign];
+    p.not_after = OffsetDateTime::now_utc() + time::Duration::days(30);
+    let key = KeyPair::from_pem_and_sign_algo(EC_PKCS8, &rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let inter = p.signed_by(&key, &ca.issuer).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let inter_crt = dir.path().join("ca.crt");
+    std::fs::write(&inter_crt, inter.pem()).unwrap();
+    let inter_key = dir.path().join("ca.key");
+    std::fs::write(&inter_key, EC_PKCS8).unwrap();
+    std::fs::set_permissions(
+        &inter_key,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let r = renew_ca(&inter_crt, &inter_key, ends, SystemTime::now());
+    assert!(matches!(r, Err(CaError::CaCert { .. })), "{r:?}");
+    // The CA itself: renewed.
+    renewed(&ca, ends).unwrap();
 }
