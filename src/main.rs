@@ -372,6 +372,7 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<(String, u8
                 purge: false,
                 local_only: false,
                 ready_timeout: a.ready_timeout,
+                now: std::time::SystemTime::now(),
             };
             Box::pin(certsync::kubeadm::adopt(&opts)).await?
         }
@@ -386,6 +387,7 @@ async fn kubeadm(c: certsync::cli::KubeadmCommand) -> anyhow::Result<(String, u8
                 purge: a.purge,
                 local_only: a.local_only,
                 ready_timeout: std::time::Duration::ZERO,
+                now: std::time::SystemTime::now(),
             };
             certsync::kubeadm::revert(&opts).await?
         }

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::plan::{self, BACKUPS, POD, Plan, STATE};
-use super::record::{State, mkdir, node_rel, put};
+use super::record::{State, mkdir, node_rel, put, put_mode};
 use super::undo::Undo;
 use super::{KubeadmError, Options, cluster, digest, host};
 use crate::writer::replace_file;
@@ -215,8 +215,14 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
 /// (each a hostPath of its pod).
 fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), String> {
     for f in plan.files.iter().filter(|f| f.path != POD) {
-        put(dir, &f.path, &f.bytes).map_err(|e| e.to_string())?;
+        let mode = u32::from_str_radix(&f.mode, 8).unwrap_or(0o600);
+        put_mode(dir, &f.path, &f.bytes, mode).map_err(|e| e.to_string())?;
         let _ = writeln!(out, "wrote {}", f.path);
+    }
+    for k in &plan.kubeconfigs_trusted {
+        crate::writer::update_kubeconfig_ca(&host(dir, k), &plan.ca_bundle)
+            .map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "set the CA data of {k}");
     }
     for t in plan::targets(dir) {
         mkdir(&host(dir, &t)).map_err(|e| e.to_string())?;

@@ -137,13 +137,23 @@ fn kubeconfig(
     let der = crate::pem::exactly_one(&cert, SectionKind::Certificate)
         .map_err(|e| KubeadmError::file(&at, format!("client-certificate-data: {e}")))?;
     let (bytes, kubeadms, reissued) = renewed(dir, &at, &der, CA, deadline)?;
-    let text = match bytes {
+    let mut text = match bytes {
         Some(der) => {
             let b64 = base64::engine::general_purpose::STANDARD.encode(pem(&at, &der)?);
             text.replacen(data, &b64, 1)
         }
         None => text,
     };
+    // A CA renewed since (adopt's `trust`): kubeadm's CA data gets the
+    // renewed certificate beside the one it had, so the kubeconfig still
+    // works after the old one ends. The renewal is read from pki/ca.crt,
+    // which certsync's container cannot write.
+    let renewal = super::node::read(dir, CA)?;
+    if let Some(both) =
+        ca_data_with(&text, renewal.as_bytes()).map_err(|e| KubeadmError::file(&at, e))?
+    {
+        text = both;
+    }
     Ok(Handback {
         node_path: node_path.to_owned(),
         files: vec![(node_path.to_owned(), text.into_bytes(), PRIVATE)],
@@ -229,6 +239,51 @@ fn client_certificate_data(text: &str) -> Result<&str, String> {
     match text.match_indices(data).map(|(i, _)| i).collect::<Vec<_>>()[..] {
         [at] if !data.is_empty() => Ok(&text[at..at + data.len()]),
         _ => Err("its client-certificate-data is not written once as one plain value".into()),
+    }
+}
+
+/// `text` (a kubeconfig kubeadm wrote) with `renewal` (PEM, one CA
+/// certificate) appended to its one cluster's `certificate-authority-data`,
+/// every other byte kept; `None` when that data already holds it (or
+/// there is none).
+fn ca_data_with(text: &str, renewal: &[u8]) -> Result<Option<String>, String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let config = crate::source::client::parse_kubeconfig(text)?;
+    let all: Vec<String> = config
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref()?.certificate_authority_data.clone())
+        .collect();
+    let data = match all.as_slice() {
+        // No CA data: the system's roots, which a renewal of the cluster
+        // CA does not concern.
+        [] => return Ok(None),
+        [data] => data.trim(),
+        _ => return Err(format!("{} embedded CAs; kubeadm writes one", all.len())),
+    };
+    let old = b64
+        .decode(data)
+        .map_err(|e| format!("certificate-authority-data: not base64 ({e})"))?;
+    let renewal_der = crate::pem::exactly_one(renewal, SectionKind::Certificate)
+        .map_err(|e| format!("{CA}: {e}"))?;
+    let held = crate::pem::blocks(&old)
+        .map_err(|e| format!("certificate-authority-data: {e}"))?
+        .iter()
+        .any(|b| {
+            crate::pem::exactly_one(b.text, SectionKind::Certificate).ok()
+                == Some(renewal_der.clone())
+        });
+    if held {
+        return Ok(None);
+    }
+    let mut both = old;
+    if !both.ends_with(b"\n") {
+        both.push(b'\n');
+    }
+    both.extend_from_slice(renewal);
+    match text.match_indices(data).count() {
+        1 => Ok(Some(text.replacen(data, &b64.encode(both), 1))),
+        _ => Err("its certificate-authority-data is not written once as one plain value".into()),
     }
 }
 

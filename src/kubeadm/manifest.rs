@@ -11,6 +11,16 @@ pub const P: &str = "/etc/kubernetes/pki/certsync";
 pub const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
 pub const KUBECONFIGS: &str = "/etc/kubernetes/certsync";
 
+/// kubeadm's CAs' certificates side by side (the one in place and its
+/// renewal, `trust.rs`), for the components that load trust only at start.
+pub const CA_BUNDLE: &str = "/etc/kubernetes/pki/ca-bundle.crt";
+pub const ETCD_CA_BUNDLE: &str = "/etc/kubernetes/pki/etcd/ca-bundle.crt";
+
+/// The annotation carrying the bundles' digest on each component that
+/// loads a bundle at start: a renewal changes its manifest, and the
+/// kubelet restarts it on the new trust.
+pub const TRUST_ANNOTATION: &str = "certsync.io/trust-sha256";
+
 /// certsync's configuration (`certsync.yaml`).
 pub const CONFIG: &str = "/etc/kubernetes/certsync.yaml";
 
@@ -53,6 +63,9 @@ pub struct Component {
     /// (flag, kubeadm's value, certsync's value).
     pub flags: Vec<(&'static str, String, String)>,
     pub volumes: Vec<Volume>,
+    /// Whether it loads a CA bundle at start (and so carries
+    /// [`TRUST_ANNOTATION`]).
+    pub trusts: bool,
 }
 
 /// The four components and what adopt changes in each.
@@ -100,6 +113,10 @@ pub fn components() -> Vec<Component> {
     ] {
         api.extend(pair(c, k, &format!("{pki}/{t}"), format!("{P}/{t}")));
     }
+    // Trust loaded only at start: the CA's certificates side by side, so
+    // the renewed one is trusted before the one in place ends.
+    let etcd_ca = || format!("{pki}/etcd/ca.crt");
+    api.push(("etcd-cafile", etcd_ca(), ETCD_CA_BUNDLE.into()));
     let mut etcd = Vec::new();
     etcd.extend(pair(
         "cert-file",
@@ -113,24 +130,31 @@ pub fn components() -> Vec<Component> {
         &format!("{pki}/etcd/peer"),
         format!("{PE}/peer"),
     ));
+    etcd.push(("trusted-ca-file", etcd_ca(), ETCD_CA_BUNDLE.into()));
+    etcd.push(("peer-trusted-ca-file", etcd_ca(), ETCD_CA_BUNDLE.into()));
+    let mut kcm: Vec<_> = kubeconfig("controller-manager.conf").into();
+    kcm.push(("root-ca-file", format!("{pki}/ca.crt"), CA_BUNDLE.into()));
     vec![
         Component {
             name: "kube-apiserver",
             section: "apiServer",
             flags: api,
             volumes: vec![],
+            trusts: true,
         },
         Component {
             name: "etcd",
             section: "etcd.local",
             flags: etcd,
             volumes: vec![],
+            trusts: true,
         },
         Component {
             name: "kube-controller-manager",
             section: "controllerManager",
-            flags: kubeconfig("controller-manager.conf").into(),
+            flags: kcm,
             volumes: vec![conf_volume("controller-manager.conf")],
+            trusts: true,
         },
         Component {
             name: "kube-scheduler",
@@ -144,6 +168,7 @@ pub fn components() -> Vec<Component> {
                     kind: "Directory",
                 },
             ],
+            trusts: false,
         },
     ]
 }
@@ -251,6 +276,48 @@ impl Manifest {
         c["volumeMounts"]
             .as_sequence_mut()
             .expect("volumeMounts is a list")
+    }
+
+    /// The value of the annotation `key`, if present.
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        self.pod["metadata"]["annotations"][key]
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    /// Sets the annotation `key`; whether it changed.
+    pub fn set_annotation(&mut self, key: &str, value: &str) -> bool {
+        if self.annotation(key).as_deref() == Some(value) {
+            return false;
+        }
+        let meta = &mut self.pod["metadata"];
+        if !meta["annotations"].is_mapping()
+            && let Value::Mapping(m) = meta
+        {
+            m.insert("annotations".into(), Value::Mapping(Mapping::new()));
+        }
+        if let Value::Mapping(a) = &mut meta["annotations"] {
+            a.insert(key.into(), value.into());
+            return true;
+        }
+        false
+    }
+
+    /// Removes the annotation `key` (and an annotations map it leaves
+    /// empty); whether it changed.
+    pub fn remove_annotation(&mut self, key: &str) -> bool {
+        let meta = &mut self.pod["metadata"];
+        let Some(Value::Mapping(a)) = meta.get_mut("annotations") else {
+            return false;
+        };
+        let removed = a.remove(key).is_some();
+        if removed
+            && a.is_empty()
+            && let Value::Mapping(m) = meta
+        {
+            m.remove("annotations");
+        }
+        removed
     }
 
     /// The volume named `name`: (hostPath, type).
@@ -365,5 +432,6 @@ pub fn unadopt(c: &Component, m: &mut Manifest) -> bool {
             changed |= m.remove_volume(&v.name);
         }
     }
+    changed |= m.remove_annotation(TRUST_ANNOTATION);
     changed
 }

@@ -33,6 +33,7 @@ mod ready;
 mod record;
 mod revert;
 mod status;
+mod trust;
 mod undo;
 
 pub use apply::adopt;
@@ -69,6 +70,9 @@ pub struct Options {
     /// `adopt --ready-timeout`: how long certsync's pod has to be ready
     /// before adopt takes it out and changes nothing of kubeadm's.
     pub ready_timeout: std::time::Duration,
+    /// The time adopt judges the CAs by (whether a renewal is due): now,
+    /// but for tests of kubeadm's files made on a given day.
+    pub now: std::time::SystemTime,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::Value;
 
-use super::manifest::{self, BY_FILE, KUBECONFIGS, Manifest, P, PE};
-use super::{KubeadmError, Options, cluster, digest, host, node};
+use super::manifest::{
+    self, BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, Manifest, P, PE, TRUST_ANNOTATION,
+};
+use super::{KubeadmError, Options, cluster, digest, host, node, trust};
 
 pub use super::manifest::CONFIG;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
@@ -192,6 +194,8 @@ pub struct ManifestChange {
     /// (flag, old value, new value).
     pub flags: Vec<(String, String, String)>,
     pub volumes_added: Vec<String>,
+    /// (annotation, old value, new value): the trust bundles' digest.
+    pub annotations: Vec<(String, String, String)>,
     #[serde(skip)]
     pub before: Vec<u8>,
     #[serde(skip)]
@@ -221,6 +225,14 @@ pub struct Plan {
     pub kubeconfigs_renewed: Vec<String>,
     /// kubeadm's pairs (prefixes) certsync keeps in step.
     pub pairs_renewed: Vec<String>,
+    /// Each CA: its end, and its renewal's when adopt renews it.
+    pub cas: Vec<trust::CaEnd>,
+    /// kubeconfigs whose CA data adopt sets to the CA's certificates side
+    /// by side.
+    pub kubeconfigs_trusted: Vec<String>,
+    /// That CA data (PEM).
+    #[serde(skip)]
+    pub ca_bundle: Vec<u8>,
     /// certsync's static pod's image.
     pub image: String,
     /// The image of the certsync pod adopt replaces, when it is another
@@ -239,7 +251,10 @@ pub struct Plan {
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.manifests.is_empty() && self.cluster_configuration.is_empty()
+        self.files.is_empty()
+            && self.manifests.is_empty()
+            && self.cluster_configuration.is_empty()
+            && self.kubeconfigs_trusted.is_empty()
     }
 
     /// The plan as a person reads it.
@@ -277,6 +292,26 @@ impl Plan {
              names and usages, so it keeps issuing from one after it expires; revert hands back \
              kubeadm's copies from the backup, any that ends within 24 h issued again from its CA\n",
         );
+        s.push_str("CAs (renewed with their own key once less than 90% of their span is left):\n");
+        for c in &self.cas {
+            let _ = match c.renewed_to {
+                Some(to) => writeln!(
+                    s,
+                    "  {} ({}): ends {}; renewed now, to end {}",
+                    c.name,
+                    c.path,
+                    crate::validate::rfc3339(c.ends),
+                    crate::validate::rfc3339(to)
+                ),
+                None => writeln!(
+                    s,
+                    "  {} ({}): ends {}; not due",
+                    c.name,
+                    c.path,
+                    crate::validate::rfc3339(c.ends)
+                ),
+            };
+        }
         s.push_str("files:\n");
         for f in &self.files {
             let _ = writeln!(s, "  {} {} ({}): {}", f.action, f.path, f.mode, f.what);
@@ -285,6 +320,13 @@ impl Plan {
             let _ = writeln!(
                 s,
                 "  renew in place {k}: its embedded client certificate (update-kubeconfig; backed up first)"
+            );
+        }
+        for k in &self.kubeconfigs_trusted {
+            let _ = writeln!(
+                s,
+                "  trust in place {k}: its certificate-authority-data becomes {CA_BUNDLE}'s \
+                 certificates (backed up first)"
             );
         }
         for p in &self.pairs_renewed {
@@ -305,6 +347,13 @@ impl Plan {
             }
             for v in &m.volumes_added {
                 let _ = writeln!(s, "    + volume {v} (read-only)");
+            }
+            for (a, old, new) in &m.annotations {
+                let old = if old.is_empty() { "none" } else { old };
+                let _ = writeln!(
+                    s,
+                    "    annotation {a}: {old} -> {new} (restarted on the CAs' new trust)"
+                );
             }
         }
         // The kubelet stops the old etcd and API server (30 s grace, then
@@ -464,6 +513,10 @@ fn pod_text(dir: &Path, opts: &Options, config: &[u8], generation: &str) -> Stri
             .replace(['/', '.'], "-");
         add(&format!("kubeadm-{name}"), f, "File", true);
     }
+    // The bundles components load trust from: adopt writes them before
+    // this pod starts.
+    add("ca-bundle", CA_BUNDLE, "File", true);
+    add("etcd-ca-bundle", ETCD_CA_BUNDLE, "File", true);
     add("config", CONFIG, "File", true);
     let certs = certs(dir);
     if certs.iter().any(|c| c.kubeconfig.is_some()) {
@@ -579,7 +632,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     }
     // Manifests: kubeadm's four, each flag adopt sets either kubeadm's or certsync's.
     let components = manifest::components();
-    let mut manifests = Vec::new();
+    let mut parsed = Vec::new();
     for c in &components {
         let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
         let Some(before) = node::read_optional(dir, &path)? else {
@@ -598,12 +651,26 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         };
         let text = String::from_utf8(before.clone())
             .map_err(|_| KubeadmError::file(&host(dir, &path), "not UTF-8"))?;
-        let mut m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
+        let m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
         if let Some(problem) = manifest::conflict(c, &m) {
             return Err(refused(opts, format!("{path}: {problem}")));
         }
+        parsed.push((c, path, before, m));
+    }
+    // The CAs: each renewed when due, and the bundles of their
+    // certificates the trusting components load.
+    let trust = trust::plan(dir, opts.now)?;
+    let mut manifests = Vec::new();
+    for (c, path, before, mut m) in parsed {
         let (flags, volumes_added) = manifest::adopt(c, &mut m);
-        if flags.is_empty() && volumes_added.is_empty() {
+        let mut annotations = Vec::new();
+        if c.trusts {
+            let old = m.annotation(TRUST_ANNOTATION).unwrap_or_default();
+            if m.set_annotation(TRUST_ANNOTATION, &trust.digest) {
+                annotations.push((TRUST_ANNOTATION.to_owned(), old, trust.digest.clone()));
+            }
+        }
+        if flags.is_empty() && volumes_added.is_empty() && annotations.is_empty() {
             continue;
         }
         let after = m
@@ -614,6 +681,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             path,
             flags,
             volumes_added,
+            annotations,
             before,
             after,
         });
@@ -666,7 +734,32 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         unrecorded_refused(opts)?;
     }
     let config = config.into_bytes();
-    let mut files = Vec::new();
+    let mut files: Vec<FileWrite> = trust
+        .files
+        .iter()
+        .map(|f| FileWrite {
+            path: f.path.clone(),
+            action: f.action,
+            mode: "0644".into(),
+            what: f.what.clone(),
+            bytes: f.bytes.clone(),
+        })
+        .collect();
+    // kubeadm's kubeconfigs embed the CA: they get its certificates side
+    // by side, so kubectl and kubeadm trust the renewal before the old
+    // one ends.
+    let mut kubeconfigs_trusted = Vec::new();
+    for k in EMBEDDED {
+        let Some(text) = node::read_optional(dir, k)? else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&text);
+        let ca =
+            crate::writer::embedded_ca(&text).map_err(|e| KubeadmError::file(&host(dir, k), e))?;
+        if ca.as_deref() != Some(trust.ca_bundle.as_slice()) {
+            kubeconfigs_trusted.push(k.to_owned());
+        }
+    }
     for (file, user, target, _) in BY_FILE {
         let server = node::server(dir, &format!("/etc/kubernetes/{file}"))?;
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"));
@@ -726,6 +819,9 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .filter_map(|c| c.kubeconfig.map(str::to_owned))
             .collect(),
         pairs_renewed: pairs(dir),
+        cas: trust.cas,
+        kubeconfigs_trusted,
+        ca_bundle: trust.ca_bundle,
         image: opts.image.clone(),
         image_before,
         generation,

@@ -85,11 +85,16 @@ pub fn mkdir(path: &Path) -> Result<(), KubeadmError> {
 
 /// Writes `bytes` to `node_path` atomically, mode 0600, its directory made.
 pub fn put(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
+    put_mode(dir, node_path, bytes, 0o600)
+}
+
+/// [`put`] with `mode` (a certificate: 0644, as kubeadm writes them).
+pub fn put_mode(dir: &Path, node_path: &str, bytes: &[u8], mode: u32) -> Result<(), KubeadmError> {
     let path = host(dir, node_path);
     if let Some(parent) = path.parent() {
         mkdir(parent)?;
     }
-    Ok(replace_file(&path, 0o600, bytes)?)
+    Ok(replace_file(&path, mode, bytes)?)
 }
 
 /// Where `node_path` is in the backup `backup`.

@@ -154,6 +154,9 @@ pub struct Status {
     pub last_renewal_error: String,
     pub certificates: Vec<CertStatus>,
     pub manifests: Vec<ManifestStatus>,
+    /// kubeadm's CAs: each one's end, and whether the bundle components
+    /// load at start holds it.
+    pub cas: Vec<super::trust::CaStatus>,
     pub problems: Vec<Problem>,
     /// What is healthy now but stops the node if certsync is down for a
     /// short while (a short `lifetime=` left in place after a trial).
@@ -195,6 +198,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         last_renewal_error: "unknown: certsync not running".into(),
         certificates: Vec::new(),
         manifests: Vec::new(),
+        cas: Vec::new(),
         problems: Vec::new(),
         warnings: Vec::new(),
         checked_at_seconds: now,
@@ -212,6 +216,17 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     pod(dir, &mut s).await;
     certificates(dir, now, &mut s);
     manifests(dir, &state, &mut s);
+    let (cas, warnings) = super::trust::status(dir, now);
+    for c in &cas {
+        if let Some(p) = &c.problem {
+            s.problem(
+                Cause::Certificate,
+                format!("CA {} ({}): {p}", c.name, c.path),
+            );
+        }
+    }
+    s.cas = cas;
+    s.warnings.extend(warnings);
     Ok(s)
 }
 

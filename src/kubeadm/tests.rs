@@ -52,7 +52,7 @@ fn cluster_configuration_gets_exactly_adopts_fields_and_loses_them() {
     let mut cc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&original).expect("yaml");
     assert!(cluster::refusal(&cc).is_none());
     let set = cluster::adopt(&mut cc, &manifest::components()).expect("adopt");
-    assert_eq!(set.len(), 8 + 4 + 3 + 1 + 3 + 2, "{set:?}");
+    assert_eq!(set.len(), 9 + 6 + 4 + 1 + 3 + 2, "{set:?}");
     assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), stored);
     assert!(
         cluster::adopt(&mut cc, &manifest::components())
@@ -209,6 +209,13 @@ fn node_dir() -> tempfile::TempDir {
     dir
 }
 
+/// The day the fixtures' CAs were made (2026-11-25): adopt's view of a
+/// node kubeadm made that day, whatever the test's date (their keys are
+/// not in the fixtures, so no renewal may come due).
+fn fixtures_made() -> std::time::SystemTime {
+    std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_564_800)
+}
+
 fn options(dir: &Path) -> Options {
     Options {
         dir: dir.to_owned(),
@@ -224,6 +231,7 @@ fn options(dir: &Path) -> Options {
         purge: false,
         local_only: false,
         ready_timeout: std::time::Duration::from_secs(1),
+        now: fixtures_made(),
     }
 }
 
@@ -245,7 +253,13 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         p.cluster_configuration_from
     );
     assert_eq!(p.manifests.len(), 4);
-    assert_eq!(p.files.len(), 4, "{:?}", p.files);
+    // certsync's two kubeconfigs, config and pod; the two trust bundles;
+    // each CA renewed when due.
+    let renewed = p.cas.iter().filter(|c| c.renewed_to.is_some()).count();
+    assert_eq!(p.files.len(), 6 + renewed, "{:?}", p.files);
+    for bundle in [manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE] {
+        assert!(p.files.iter().any(|f| f.path == bundle), "{bundle}");
+    }
     let text = p.text();
     // Nothing to take out of a ClusterConfiguration it could not read, and
     // nothing added to it: the adoption is this node's.
@@ -401,6 +415,19 @@ async fn a_plan_with_nothing_to_change_in_a_section_says_so() {
         )
         .expect("write");
     }
+    // Only the trust annotation to add (kubeadm knows nothing of it):
+    // once there, nothing to change.
+    let p = plan(&options(dir.path())).await.expect("plan");
+    for m in &p.manifests {
+        assert!(
+            m.flags.is_empty() && m.volumes_added.is_empty(),
+            "{}",
+            m.path
+        );
+        assert_eq!(m.annotations.len(), 1, "{}", m.path);
+        std::fs::write(host(dir.path(), &m.path), &m.after).expect("write");
+    }
+    assert_eq!(p.manifests.len(), 3);
     let p = plan(&options(dir.path())).await.expect("plan");
     assert!(p.manifests.is_empty());
     let text = p.text();
@@ -485,6 +512,7 @@ mod admin;
 mod handback;
 mod revert;
 mod status;
+mod trust;
 
 /// certsync's pod carries a generation of its configuration and image:
 /// adopt waits for that pod's `/readyz`, not an earlier one's on the same

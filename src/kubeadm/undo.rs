@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::plan::{self, POD, Plan, STATE};
-use super::record::{node_rel, put};
+use super::record::{node_rel, put, put_mode};
 use super::{KubeadmError, Options, host, node, pod, ready};
 use crate::writer::replace_file;
 
@@ -165,7 +165,12 @@ fn files_back(dir: &Path, plan: &Plan, said: &mut Said) {
     for f in plan.files.iter().filter(|f| f.path != POD) {
         let path = host(dir, &f.path);
         let done = match (f.action, previous(dir, plan, &f.path)) {
-            ("replace", Some(old)) => put(dir, &f.path, &old),
+            ("replace", Some(old)) => put_mode(
+                dir,
+                &f.path,
+                &old,
+                u32::from_str_radix(&f.mode, 8).unwrap_or(0o600),
+            ),
             _ => std::fs::remove_file(&path).map_err(|e| KubeadmError::file(&path, e)),
         };
         if let Err(e) = done {

@@ -29,6 +29,8 @@ use serde_yaml_ng::{Mapping, Value};
 /// The two fields certsync writes; the only ones the user may have.
 const CERT_DATA: &str = "client-certificate-data";
 const KEY_DATA: &str = "client-key-data";
+/// The current cluster's CA data, which adopt sets once a CA is renewed.
+const CA_DATA: &str = "certificate-authority-data";
 
 /// A kubeconfig as read beneath its directory's handle.
 struct Opened {
@@ -98,6 +100,68 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
     // Replaced in place: an existing key keeps its position.
     user.insert(CERT_DATA.into(), b64(cert));
     user.insert(KEY_DATA.into(), b64(key));
+    write_back(&o, path)?;
+    Ok(CopyUpdate::Replaced { before })
+}
+
+/// The CA data (`certificate-authority-data`, decoded) of the current
+/// context's cluster in a kubeconfig's text, `None` when it has none.
+pub fn embedded_ca(text: &str) -> Result<Option<Vec<u8>>, String> {
+    let doc: Value =
+        crate::files::parse_yaml(text).map_err(|e| format!("is not a kubeconfig: {e}"))?;
+    let c = current_cluster(&doc)?;
+    decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA)
+}
+
+/// Makes the current context's cluster of `path` trust `ca` (PEM, the
+/// CA's certificates) as embedded data, unless it already does: the CA's
+/// renewal put beside the certificate a kubeconfig was made with, before
+/// that one ends. Refused where the cluster names its CA by file (the
+/// file is what to update) or skips verification; everything else is
+/// kept as parsed, as [`update_kubeconfig`] keeps it.
+pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, WriterError> {
+    let mut o = open(path)?;
+    let c = current_cluster(&o.doc).map_err(|p| refused(path, p))?;
+    let cluster = o.doc["clusters"][c]
+        .get_mut("cluster")
+        .and_then(Value::as_mapping_mut)
+        .ok_or_else(|| refused(path, "its current cluster has no fields"))?;
+    for other in ["certificate-authority", "insecure-skip-tls-verify"] {
+        if cluster.contains_key(other) {
+            return Err(refused(
+                path,
+                format!(
+                    "its current cluster has {other}; certsync embeds CA data only where kubeadm did"
+                ),
+            ));
+        }
+    }
+    let before = cluster.get(CA_DATA).cloned();
+    let want = Value::String(base64::engine::general_purpose::STANDARD.encode(ca));
+    if before.as_ref() == Some(&want) {
+        return Ok(CopyUpdate::Unchanged);
+    }
+    cluster.insert(CA_DATA.into(), want);
+    write_back(&o, path)?;
+    Ok(CopyUpdate::Replaced { before: None })
+}
+
+/// The index in `clusters` of the current context's cluster.
+fn current_cluster(doc: &Value) -> Result<usize, String> {
+    let context = doc
+        .get("current-context")
+        .and_then(Value::as_str)
+        .ok_or("has no current-context")?;
+    let c = named(doc, "contexts", context)?;
+    let cluster = doc["contexts"][c]["context"]["cluster"]
+        .as_str()
+        .ok_or_else(|| format!("context {context:?} names no cluster"))?;
+    named(doc, "clusters", cluster)
+}
+
+/// The parsed document written back over the file beneath its
+/// directory's handle, with its owner and mode.
+fn write_back(o: &Opened, path: &Path) -> Result<(), WriterError> {
     let text = serde_yaml_ng::to_string(&o.doc)
         .map_err(|e| refused(path, format!("cannot write it as YAML: {e}")))?;
     let (mode, uid, gid) = o.meta;
@@ -112,8 +176,7 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
         Some((uid, gid)),
         text.as_bytes(),
         dir_path,
-    )?;
-    Ok(CopyUpdate::Replaced { before })
+    )
 }
 
 fn open(path: &Path) -> Result<Opened, WriterError> {

@@ -81,7 +81,10 @@ mod tests;
 
 use anchor::Anchor;
 use history::*;
-pub use kubeconfig::{check_kubeconfig, embedded_pair, kubeconfig_certificate, update_kubeconfig};
+pub use kubeconfig::{
+    check_kubeconfig, embedded_ca, embedded_pair, kubeconfig_certificate, update_kubeconfig,
+    update_kubeconfig_ca,
+};
 pub use lock::stop_waiting;
 pub use pair::{CopyUpdate, check_pair, update_pair};
 use revision::*;

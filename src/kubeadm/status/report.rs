@@ -50,6 +50,26 @@ impl Status {
                         .unwrap_or_default()
                 );
             }
+            s.push_str("CAs:\n");
+            for c in &self.cas {
+                let _ = writeln!(
+                    s,
+                    "  {} {}: ends {}{}{}",
+                    c.name,
+                    c.path,
+                    c.not_after.as_deref().unwrap_or("unknown"),
+                    match c.in_bundle {
+                        Some(true) => ", in the trust bundle components load at start",
+                        Some(false) => ", NOT in the trust bundle components load at start",
+                        None => "",
+                    },
+                    if c.renewal_due {
+                        "; renewal due (adopt renews it)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             s.push_str("manifests:\n");
             for m in &self.manifests {
                 let _ = writeln!(
@@ -130,6 +150,14 @@ impl Status {
                         c.renew_by_seconds as f64,
                     )
                 })
+                .collect(),
+        );
+        family(
+            "certsync_kubeadm_ca_not_after_seconds",
+            "The CA certificate's notAfter (Unix time); 0 when it cannot be read.",
+            self.cas
+                .iter()
+                .map(|c| (labels(&[("ca", c.name)]), c.not_after_seconds as f64))
                 .collect(),
         );
         family(

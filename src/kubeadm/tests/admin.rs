@@ -208,7 +208,7 @@ async fn adopt_changes_no_cluster_configuration_nor_manifest_before_certsyncs_po
     let p = plan(&options(d)).await.expect("plan");
     assert_eq!(
         p.cluster_configuration.len(),
-        8 + 4 + 3 + 1 + 3 + 2,
+        9 + 6 + 4 + 1 + 3 + 2,
         "{}",
         p.text()
     );

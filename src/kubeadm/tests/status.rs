@@ -55,6 +55,7 @@ fn report() -> Status {
             ..PodStatus::default()
         },
         last_renewal_error: "unknown: certsync not running".into(),
+        cas: Vec::new(),
         certificates: vec![
             cert("apiserver", 1_800_000_000, 1_790_000_000),
             // A mapping name a hand-edited certsync.yaml could hold.
@@ -186,7 +187,7 @@ fn the_metrics_reference_names_every_series_of_the_textfile_output() {
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next())
         .collect();
-    assert_eq!(families.len(), 7, "{text}");
+    assert_eq!(families.len(), 8, "{text}");
     let missing: Vec<&&str> = families
         .iter()
         .filter(|f| !doc.contains(&format!("`{f}`")))

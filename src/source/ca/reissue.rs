@@ -88,7 +88,8 @@ pub fn reissue(
 /// `ca_key`: its TBSCertificate kept (subject and its string types, key,
 /// subject key identifier, basic constraints, key usage: everything a
 /// leaf's chain is matched and verified by) but for a new serial and a
-/// notAfter of `not_after` (unix seconds); notBefore stays. Every leaf
+/// validity from `now` (less kubeadm's 5-minute backdate) to `not_after`
+/// (unix seconds), so the renewal's span is its own. Every leaf
 /// the old certificate issued verifies under the renewed one, so trust
 /// holding both (or the renewed alone) outlives the old one's end. A CA
 /// that is not self-signed (an intermediate) is refused: renewing it is
@@ -127,7 +128,11 @@ pub fn renew_ca(
     }
     let mut tbs = old.tbs_certificate.clone();
     tbs.serial_number = serial()?;
-    tbs.validity.not_after = time(not_after).map_err(CaError::Sign)?;
+    let from = crate::validate::unix_seconds(now) - super::BACKDATE.as_secs() as i64;
+    tbs.validity = Validity {
+        not_before: time(from).map_err(CaError::Sign)?,
+        not_after: time(not_after).map_err(CaError::Sign)?,
+    };
     let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
     let (_, renewed) = x509_parser::parse_x509_certificate(&new)
         .map_err(|e| CaError::Mismatch(format!("renewed CA: {e}")))?;

@@ -1,0 +1,142 @@
+//! The CAs' end on a node: renewed with their own key when due, bundles
+//! of their certificates for the components that load trust at start,
+//! stable on a re-adopt, and nothing but the CA's own certificates kept
+//! from a bundle someone else may have written.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use rcgen::{CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose as Ku};
+use rustls_pki_types::pem::PemObject as _;
+
+use super::super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
+use super::super::trust;
+use super::host;
+
+/// A CA as kubeadm makes one (key identifier, keyCertSign), from `from`
+/// to `to` days around now, written as `NAME.crt` and `NAME.key` (0600)
+/// under the node's `pki/`.
+fn kubeadms_ca(dir: &Path, name: &str, cn: &str, from: i64, to: i64) -> Vec<u8> {
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    p.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.key_usages = vec![Ku::DigitalSignature, Ku::KeyEncipherment, Ku::KeyCertSign];
+    p.key_identifier_method = rcgen::KeyIdMethod::Sha256;
+    let now = time::OffsetDateTime::now_utc();
+    p.not_before = now + time::Duration::days(from);
+    p.not_after = now + time::Duration::days(to);
+    let cert = p.self_signed(&key).unwrap();
+    let crt = host(dir, &format!("/etc/kubernetes/pki/{name}.crt"));
+    std::fs::create_dir_all(crt.parent().unwrap()).unwrap();
+    std::fs::write(&crt, cert.pem()).unwrap();
+    let k = crt.with_extension("key");
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
+    cert.der().to_vec()
+}
+
+fn ders(pem: &[u8]) -> Vec<Vec<u8>> {
+    rustls_pki_types::CertificateDer::pem_slice_iter(pem)
+        .map(|c| c.unwrap().to_vec())
+        .collect()
+}
+
+fn apply(dir: &Path, t: &trust::Trust) {
+    for f in &t.files {
+        std::fs::write(host(dir, &f.path), &f.bytes).unwrap();
+    }
+}
+
+#[test]
+fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // ca: 5% of its span left (due); the others all of theirs (not due).
+    let ca = kubeadms_ca(d.path(), "ca", "kubernetes", -19, 1);
+    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
+    let etcd = kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
+    let now = SystemTime::now();
+    let t = trust::plan(d.path(), now).unwrap();
+    let due: Vec<_> = t
+        .cas
+        .iter()
+        .filter(|c| c.renewed_to.is_some())
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(due, ["ca"]);
+    let renewed = t
+        .files
+        .iter()
+        .find(|f| f.path == "/etc/kubernetes/pki/ca.crt")
+        .unwrap();
+    let renewed = ders(&renewed.bytes);
+    assert_eq!(renewed.len(), 1);
+    // Old and renewed side by side for ca, the one in place for etcd.
+    let bundle = |path: &str| ders(&t.files.iter().find(|f| f.path == path).unwrap().bytes);
+    assert_eq!(bundle(CA_BUNDLE), [ca.clone(), renewed[0].clone()]);
+    assert!(bundle(ETCD_CA_BUNDLE) == [etcd], "etcd: the one in place");
+    assert_eq!(ders(&t.ca_bundle), [ca.clone(), renewed[0].clone()]);
+    assert_eq!(t.files.len(), 3, "one renewal and two bundles");
+    // The renewal lasts the CA's span again from now.
+    let (_, r) = x509_parser::parse_x509_certificate(&renewed[0]).unwrap();
+    let ends = crate::validate::unix_seconds(now) + 20 * 86_400;
+    assert!((ends - 5..=ends + 5).contains(&r.validity().not_after.timestamp()));
+
+    // Written: a re-adopt finds nothing to do, and the digest stays.
+    apply(d.path(), &t);
+    let again = trust::plan(d.path(), now).unwrap();
+    assert!(
+        again.files.is_empty(),
+        "{:?}",
+        again.files.iter().map(|f| &f.path).collect::<Vec<_>>()
+    );
+    assert_eq!(again.digest, t.digest);
+
+    // A bundle someone else wrote with another key's CA beside them: the
+    // other is dropped, never trusted.
+    let other = tempfile::tempdir().unwrap();
+    let foreign = kubeadms_ca(other.path(), "ca", "kubernetes", -1, 19);
+    let mut planted = std::fs::read(host(d.path(), CA_BUNDLE)).unwrap();
+    planted.extend(crate::pem::encode("CERTIFICATE", &foreign).into_bytes());
+    std::fs::write(host(d.path(), CA_BUNDLE), &planted).unwrap();
+    let cleaned = trust::plan(d.path(), now).unwrap();
+    let f = cleaned.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
+    assert!(ders(&f.bytes) == [ca, renewed[0].clone()], "the foreign CA kept");
+
+    // Past the old certificate's end it leaves the bundle, and status
+    // reports the renewed one in place, in the bundle.
+    let later = now + Duration::from_secs(25 * 3600);
+    apply(d.path(), &cleaned);
+    let after = trust::plan(d.path(), later).unwrap();
+    let f = after.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
+    assert!(ders(&f.bytes) == [renewed[0].clone()], "only the renewal");
+    assert_eq!(after.files.len(), 1, "nothing renewed again");
+    apply(d.path(), &after);
+    let (cas, warnings) = trust::status(d.path(), crate::validate::unix_seconds(later));
+    assert!(cas.iter().all(|c| c.problem.is_none()), "{cas:?}");
+    assert_eq!(cas[0].in_bundle, Some(true));
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[test]
+fn status_says_when_a_renewal_is_due_and_when_a_bundle_lacks_the_ca() {
+    let d = tempfile::tempdir().unwrap();
+    kubeadms_ca(d.path(), "ca", "kubernetes", -19, 1);
+    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", -1, 19);
+    kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", -1, 19);
+    let (cas, warnings) = trust::status(d.path(), crate::validate::unix_seconds(SystemTime::now()));
+    // No bundles yet: the components' trust does not hold the CAs.
+    assert_eq!(cas[0].in_bundle, Some(false));
+    assert!(cas[0].problem.is_some());
+    assert_eq!(cas[1].in_bundle, None);
+    assert!(cas[1].problem.is_none());
+    assert!(cas[0].renewal_due && !cas[2].renewal_due);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("/etc/kubernetes/pki/ca.crt"),
+        "{warnings:?}"
+    );
+}

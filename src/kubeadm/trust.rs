@@ -1,0 +1,318 @@
+//! The CAs' end: each kubeadm CA certificate renewed with its own key
+//! (`source::ca::renew_ca`: same subject, key and key identifier, a new
+//! notAfter) once less than [`RENEW_LEFT`] of its span is left, and a
+//! trust bundle of the CA's certificates (the one in place and its
+//! renewal) for every component that loads trust only at start: etcd
+//! (`--trusted-ca-file`, `--peer-trusted-ca-file`), the API server
+//! (`--etcd-cafile`) and the controller-manager (`--root-ca-file`). Those
+//! three carry the bundles' digest in an annotation, so a renewal changes
+//! their manifests and the kubelet restarts them on it: the restart
+//! adoption makes anyway. Components that re-read trust (the API server's
+//! `--client-ca-file`, `--requestheader-client-ca-file`, the
+//! controller-manager's signing file, client-go's CA file) read the CA
+//! file itself, which holds exactly the renewed certificate (the
+//! controller-manager signs with exactly one).
+//!
+//! A bundle holds only certificates with the CA's own subject and key:
+//! what is read from an existing bundle (a file in `pki/`, where an older
+//! certsync pod could write) is kept only when it is such a certificate
+//! and still valid, so nothing there can make a component trust another
+//! key. The CA certificate and key are read beneath `pki/`, mounted
+//! read-only into certsync's pod.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use rustls_pki_types::pem::SectionKind;
+
+use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
+use super::{KubeadmError, host, node};
+use crate::validate::{rfc3339, unix_seconds};
+
+/// A CA certificate is renewed when less than this share of its span
+/// (notBefore to notAfter) is left: a ten-year CA from its second year
+/// on, so any adopt in the eight years before its end renews it, and a
+/// re-adopt right after a renewal does not renew it again.
+pub const RENEW_LEFT: (i64, i64) = (9, 10);
+
+/// kubeadm's CAs: (name, certificate, key, the bundle of its certificates
+/// for components that load trust once, if any does).
+pub const CAS: [(&str, &str, &str, Option<&str>); 3] = [
+    (
+        "ca",
+        "/etc/kubernetes/pki/ca.crt",
+        "/etc/kubernetes/pki/ca.key",
+        Some(CA_BUNDLE),
+    ),
+    (
+        "front-proxy-ca",
+        "/etc/kubernetes/pki/front-proxy-ca.crt",
+        "/etc/kubernetes/pki/front-proxy-ca.key",
+        None,
+    ),
+    (
+        "etcd-ca",
+        "/etc/kubernetes/pki/etcd/ca.crt",
+        "/etc/kubernetes/pki/etcd/ca.key",
+        Some(ETCD_CA_BUNDLE),
+    ),
+];
+
+/// One CA as adopt finds it and leaves it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CaEnd {
+    pub name: &'static str,
+    pub path: &'static str,
+    /// notAfter of the certificate in place (unix seconds).
+    pub ends: i64,
+    /// notAfter of its renewal, when adopt renews it.
+    pub renewed_to: Option<i64>,
+}
+
+/// A file adopt writes for the CAs (mode 0644, as kubeadm writes
+/// certificates).
+#[derive(Debug, Clone)]
+pub struct TrustFile {
+    pub path: String,
+    /// `create` or `replace`.
+    pub action: &'static str,
+    pub what: String,
+    pub bytes: Vec<u8>,
+}
+
+/// What adopt writes for the CAs.
+#[derive(Debug, Clone, Default)]
+pub struct Trust {
+    /// Renewed CA certificates and the bundles.
+    pub files: Vec<TrustFile>,
+    pub cas: Vec<CaEnd>,
+    /// SHA-256 (16 hex) of the bundles as adopt leaves them.
+    pub digest: String,
+    /// PEM of `ca`'s bundle as adopt leaves it: the CA data of the
+    /// kubeconfigs it keeps.
+    pub ca_bundle: Vec<u8>,
+}
+
+/// The certificates (DER) of a PEM file, in order; refused unless every
+/// block is a certificate.
+fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError> {
+    let blocks = crate::pem::blocks(pem).map_err(|e| KubeadmError::file(at, e))?;
+    blocks
+        .iter()
+        .map(|b| {
+            if b.kind != SectionKind::Certificate {
+                return Err(KubeadmError::file(
+                    at,
+                    "holds something other than certificates",
+                ));
+            }
+            crate::pem::exactly_one(b.text, SectionKind::Certificate)
+                .map_err(|e| KubeadmError::file(at, e))
+        })
+        .collect()
+}
+
+fn pem(der: &[u8]) -> String {
+    crate::pem::encode("CERTIFICATE", der)
+}
+
+/// (subject, public key, notBefore, notAfter) of a certificate.
+fn identity(der: &[u8]) -> Option<(Vec<u8>, Vec<u8>, i64, i64)> {
+    let (_, c) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some((
+        c.subject().as_raw().to_vec(),
+        c.public_key().raw.to_vec(),
+        c.validity().not_before.timestamp(),
+        c.validity().not_after.timestamp(),
+    ))
+}
+
+/// Works out the renewals and bundles for the node at `dir` at `now`.
+pub fn plan(dir: &Path, now: SystemTime) -> Result<Trust, KubeadmError> {
+    let now_s = unix_seconds(now);
+    let mut trust = Trust::default();
+    let mut bundles = Vec::new();
+    for (name, cert, key, bundle) in CAS {
+        let at = host(dir, cert);
+        let bytes = node::read(dir, cert)?;
+        let [der] = certificates(&at, bytes.as_bytes())?
+            .try_into()
+            .map_err(|_| KubeadmError::file(&at, "a CA file holds exactly one certificate"))?;
+        let (subject, spki, from, to) =
+            identity(&der).ok_or_else(|| KubeadmError::file(&at, "not a certificate"))?;
+        let span = to - from;
+        let due = (to - now_s) * RENEW_LEFT.1 < span * RENEW_LEFT.0;
+        let renewed = if due {
+            let new = crate::source::ca::renew_ca(&at, &host(dir, key), now_s + span, now)
+                .map_err(|e| KubeadmError::file(&at, e))?;
+            trust.files.push(TrustFile {
+                path: cert.to_owned(),
+                action: "replace",
+                what: format!(
+                    "the CA renewed with its own key (same subject, key and key identifier): ends \
+                     {}, where the certificate in place ends {}",
+                    rfc3339(now_s + span),
+                    rfc3339(to)
+                ),
+                bytes: pem(&new).into_bytes(),
+            });
+            Some(new)
+        } else {
+            None
+        };
+        trust.cas.push(CaEnd {
+            name,
+            path: cert,
+            ends: to,
+            renewed_to: renewed.as_ref().map(|_| now_s + span),
+        });
+        let Some(bundle) = bundle else { continue };
+        // The bundle: what it held that is still this CA and valid, then
+        // the certificate in place, then its renewal.
+        let mut certs: Vec<Vec<u8>> = Vec::new();
+        let existing = node::read_optional(dir, bundle)?;
+        if let Some(old) = &existing {
+            for c in certificates(&host(dir, bundle), old).unwrap_or_default() {
+                if identity(&c)
+                    .is_some_and(|(s, k, _, end)| s == subject && k == spki && end > now_s)
+                {
+                    certs.push(c);
+                }
+            }
+        }
+        for c in [Some(der), renewed].into_iter().flatten() {
+            if !certs.contains(&c) {
+                certs.push(c);
+            }
+        }
+        let text: String = certs.iter().map(|c| pem(c)).collect();
+        if name == "ca" {
+            trust.ca_bundle = text.clone().into_bytes();
+        }
+        bundles.push(text.clone());
+        if existing.as_deref() != Some(text.as_bytes()) {
+            trust.files.push(TrustFile {
+                path: bundle.to_owned(),
+                action: if existing.is_some() {
+                    "replace"
+                } else {
+                    "create"
+                },
+                what: format!(
+                    "{name}'s certificates side by side ({}), for the components that load trust \
+                     only at start",
+                    certs.len()
+                ),
+                bytes: text.into_bytes(),
+            });
+        }
+    }
+    trust.digest = super::digest(bundles.concat().as_bytes())[..16].to_owned();
+    Ok(trust)
+}
+
+/// One CA as `certsync kubeadm status` reports it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CaStatus {
+    pub name: &'static str,
+    pub path: &'static str,
+    pub not_after: Option<String>,
+    /// Unix time; 0 when unknown.
+    pub not_after_seconds: i64,
+    /// Less than 90% of its span is left: the next adopt renews it.
+    pub renewal_due: bool,
+    /// The bundle the components load at start holds this certificate
+    /// (`None`: no component loads one for this CA).
+    pub in_bundle: Option<bool>,
+    pub problem: Option<String>,
+}
+
+/// Each CA as it stands on the node at `now`, and what is due: warnings
+/// for a renewal due and for this node's kubelet.conf, whose CA data only
+/// a kubelet restart re-reads.
+pub fn status(dir: &Path, now: i64) -> (Vec<CaStatus>, Vec<String>) {
+    let mut cas = Vec::new();
+    let mut warnings = Vec::new();
+    for (name, cert, _, bundle) in CAS {
+        let mut c = CaStatus {
+            name,
+            path: cert,
+            not_after: None,
+            not_after_seconds: 0,
+            renewal_due: false,
+            in_bundle: None,
+            problem: None,
+        };
+        let read = node::read(dir, cert)
+            .map_err(|e| e.to_string())
+            .and_then(|t| {
+                let at = host(dir, cert);
+                let [der] = certificates(&at, t.as_bytes())
+                    .map_err(|e| e.to_string())?
+                    .try_into()
+                    .map_err(|_| "a CA file holds exactly one certificate".to_owned())?;
+                Ok(der)
+            });
+        match read.and_then(|der| {
+            identity(&der)
+                .map(|i| (der, i))
+                .ok_or("not a certificate".into())
+        }) {
+            Err(e) => c.problem = Some(e),
+            Ok((der, (_, _, from, to))) => {
+                c.not_after = Some(rfc3339(to));
+                c.not_after_seconds = to;
+                c.renewal_due = (to - now) * RENEW_LEFT.1 < (to - from) * RENEW_LEFT.0;
+                if to <= now {
+                    c.problem = Some(format!("ended {}", rfc3339(to)));
+                } else if c.renewal_due {
+                    warnings.push(format!(
+                        "the CA {cert} ends {}: `certsync kubeadm adopt` renews it with its own key \
+                         (etcd, the API server and the controller-manager restart once on the new \
+                         trust)",
+                        rfc3339(to)
+                    ));
+                }
+                if let Some(b) = bundle {
+                    let held = node::read_optional(dir, b)
+                        .ok()
+                        .flatten()
+                        .and_then(|t| certificates(&host(dir, b), &t).ok())
+                        .is_some_and(|all| all.contains(&der));
+                    c.in_bundle = Some(held);
+                    if !held {
+                        c.problem = Some(format!(
+                            "{b}, which etcd, the API server or the controller-manager load at \
+                             start, does not hold it: run `certsync kubeadm adopt`"
+                        ));
+                    }
+                }
+                if name == "ca" {
+                    warnings.extend(kubelet_conf(dir, &der, to));
+                }
+            }
+        }
+        cas.push(c);
+    }
+    (cas, warnings)
+}
+
+/// A warning when this node's kubelet.conf embeds CA data without the CA
+/// certificate `der` (ending `to`): the kubelet reads it only at start.
+fn kubelet_conf(dir: &Path, der: &[u8], to: i64) -> Option<String> {
+    const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
+    let text = node::read(dir, KUBELET).ok()?;
+    let data = crate::writer::embedded_ca(&text).ok()??;
+    let held = certificates(&host(dir, KUBELET), &data).ok()?;
+    if held.iter().any(|c| c == der) {
+        return None;
+    }
+    let ends = held.iter().filter_map(|c| identity(c)).map(|i| i.3).max()?;
+    Some(format!(
+        "{KUBELET} trusts only CA certificates ending by {}: before then, on every node, put \
+         {CA_BUNDLE}'s certificates in its certificate-authority-data and restart the kubelet \
+         (the CA now in place ends {})",
+        rfc3339(ends),
+        rfc3339(to)
+    ))
+}
