@@ -156,7 +156,10 @@ pub enum KubeadmCommand {
     /// comes out (the previous one back) and nothing of kubeadm's changes.
     /// The ClusterConfiguration (kubeadm-config) stays kubeadm's, so nodes
     /// join as kubeadm makes them (adopt each after its join); it needs no
-    /// API server. Adopting again with another --image upgrades certsync,
+    /// API server. Each CA with less than 90% of its span left is renewed
+    /// with its own key, and etcd, the API server and the controller-manager
+    /// load its certificates side by side (ca-bundle.crt), so its end needs
+    /// no restart. Adopting again with another --image upgrades certsync,
     /// and after an outage issues fresh pairs. Refuses what it does not
     /// recognise; a second run changes nothing.
     Adopt(AdoptArgs),
@@ -172,8 +175,9 @@ pub enum KubeadmCommand {
     /// Whether the node is adopted and healthy: adopt's record and backups,
     /// certsync's pod (its image, admin address and /readyz), each
     /// certificate's end and renewal window read from its live target (with
-    /// certsync down too), the last renewal error, and whether each component
-    /// manifest still names certsync's files. Exit 0 when healthy, else the
+    /// certsync down too), the last renewal error, whether each component
+    /// manifest still names certsync's files, and each CA's end (warned when
+    /// adopt would renew it, or kubelet.conf lacks it). Exit 0 when healthy, else the
     /// code of the first cause found (docs/reference/exit-codes.md).
     Status(StatusArgs),
 }

@@ -2,7 +2,9 @@
 //! (stacked etcd, `../shared/realkube/kubeadm/node.sh up` and `join`), each
 //! joining an adopted cluster and then adopted, as
 //! docs/guides/kubeadm-control-plane.md says,
-//! through the binary, while the cluster keeps serving. Needs root and the
+//! through the binary, while the cluster keeps serving; then run past the
+//! end of the CAs kubeadm made (`caCertificateValidityPeriod`, minutes),
+//! which each adopt renewed with their own key. Needs root and the
 //! realkube tools, as tests/kubeadm.rs does (skips without them, fails
 //! under `CI=true`).
 
@@ -12,8 +14,8 @@ use std::time::Duration;
 
 use support::certsync_bin;
 use support::kubeadm_node::{
-    Node, containers, first_der, kubeadm_cmd, kubectl, live_der, readyz_at, realkube, served,
-    settled, stored_cluster_configuration, wait_long,
+    Node, clock_config, containers, first_der, kubeadm_cmd, kubectl, live_der, pem_not_after,
+    readyz_at, realkube, served, settled, stored_cluster_configuration, unix_now, wait_long,
 };
 
 /// Adopt with a lifetime long enough that no renewal falls inside the test
@@ -21,6 +23,11 @@ use support::kubeadm_node::{
 /// adopt accepts: renewed at 70-90 %, at least 6 minutes are left for
 /// client-go's 5-minute re-read of the components' client certificates.
 const ADOPT: [&str; 5] = ["adopt", "--image", "certsync", "--set", "lifetime=1h"];
+
+/// kubeadm's CAs' lifetime: longer than making and adopting three nodes
+/// takes on two cores beside the suite (about 7 minutes), short enough to
+/// wait for.
+const CA_VALIDITY: &str = "11m";
 
 /// Lines of `node.sh members` that are etcd voters.
 fn voters(node: &Node) -> usize {
@@ -49,7 +56,12 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
     let image = format!("certsync={}", certsync_bin());
     let runner = ["--", "--image", image.as_str()];
     let kubectl = kubectl(&realkube);
-    let mut nodes = vec![Node::up(&realkube, "ha1", &runner)];
+    let cfg = clock_config("ha1", None, Some(CA_VALIDITY));
+    let mut first = vec!["--config", cfg.to_str().expect("utf-8")];
+    first.extend(runner);
+    let mut nodes = vec![Node::up(&realkube, "ha1", &first)];
+    let _ = std::fs::remove_file(&cfg);
+    let ca_end = pem_not_after(&std::fs::read(nodes[0].etc().join("pki/ca.crt")).expect("ca.crt"));
     let admin = nodes[0].etc().join("admin.conf");
     let server = |n: &Node| format!("https://{}:6443", n.ip);
     let cc = || stored_cluster_configuration(&kubectl, &admin);
@@ -162,6 +174,32 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
             i + 1
         );
     }
+    // Past the end of kubeadm's CAs: every API server answers, etcd keeps
+    // its members, a write goes through, and (below) nothing restarted.
+    let left = ca_end - unix_now();
+    assert!(
+        left > 0,
+        "the CAs ended {}s before all three were adopted",
+        -left
+    );
+    std::thread::sleep(Duration::from_secs(left as u64 + 30));
+    for (i, n) in nodes.iter().enumerate() {
+        if let Err(e) = readyz_at(&kubectl, &admin, Some(&server(n))) {
+            panic!("node {}'s API server past the CAs' end: {e}", i + 1);
+        }
+    }
+    assert_eq!(voters(&nodes[0]), 3, "etcd voters past the CAs' end");
+    let out = std::process::Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&admin)
+        .args(["create", "configmap", "after-the-ca-end", "-n", "default"])
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "a write past the CAs' end: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Two cores run this beside the rest of the suite: a /readyz may time
     // out under load (tests/kubeadm.rs allows the same); more means the
     // cluster stopped serving.

@@ -13,11 +13,12 @@
 mod support;
 
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use support::certsync_bin;
 use support::kubeadm_node::{
-    Node, kubeadm_cmd, kubectl, ready, readyz, realkube, settled, wait_long,
+    Node, clock_config, kubeadm_cmd, kubectl, pem_not_after, ready, readyz, realkube, settled,
+    unix_now, wait_long,
 };
 
 /// kubeadm's certificates' lifetime on the node: long enough to bring it up
@@ -26,35 +27,6 @@ const VALIDITY: &str = "5m";
 
 /// revert's margin: nothing it leaves may end sooner.
 const DAY: i64 = 86_400;
-
-/// kubeadm's configuration for the node: no address (node.sh's, taken
-/// under its lock, is the one kubeadm picks), kubeadm's certificates
-/// lasting [`VALIDITY`], its CAs its default ten years.
-fn config() -> String {
-    format!(
-        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n\
-         nodeRegistration: {{name: cp1, criSocket: \"unix:///var/run/containerd/containerd.sock\", \
-         imagePullPolicy: IfNotPresent}}\n---\n\
-         apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.2\n\
-         clusterName: kubernetes\ncertificatesDir: /etc/kubernetes/pki\n\
-         certificateValidityPeriod: {VALIDITY}\netcd: {{local: {{dataDir: /var/lib/etcd}}}}\n\
-         networking: {{serviceSubnet: 10.96.0.0/12, dnsDomain: cluster.local}}\n"
-    )
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64
-}
-
-/// notAfter of the first certificate in PEM `pem`.
-fn not_after(pem: &[u8]) -> i64 {
-    let (_, p) = x509_parser::pem::parse_x509_pem(pem).expect("PEM");
-    let c = p.parse_x509().expect("certificate");
-    c.validity().not_after.timestamp()
-}
 
 /// notAfter of every certificate kubeadm's `.crt` files and kubeconfigs
 /// hold under `etc` (the node's /etc/kubernetes), by path: every `.crt`
@@ -71,7 +43,7 @@ fn kubeadms_ends(etc: &Path) -> Vec<(String, i64)> {
             if p.is_dir() {
                 todo.push(p);
             } else if p.extension().is_some_and(|x| x == "crt") {
-                let end = not_after(&std::fs::read(&p).expect("crt"));
+                let end = pem_not_after(&std::fs::read(&p).expect("crt"));
                 all.push((p.display().to_string(), end));
             }
         }
@@ -90,7 +62,7 @@ fn kubeadms_ends(etc: &Path) -> Vec<(String, i64)> {
         let pem = base64::engine::general_purpose::STANDARD
             .decode(data)
             .expect("base64");
-        all.push((f.to_owned(), not_after(&pem)));
+        all.push((f.to_owned(), pem_not_after(&pem)));
     }
     all
 }
@@ -99,8 +71,7 @@ fn kubeadms_ends(etc: &Path) -> Vec<(String, i64)> {
 fn revert_after_kubeadms_certificates_ended_hands_back_a_serving_node() {
     let Some(realkube) = realkube() else { return };
     let image = format!("certsync={}", certsync_bin());
-    let cfg = std::env::temp_dir().join(format!("h3-aged-{}.yaml", std::process::id()));
-    std::fs::write(&cfg, config()).expect("config");
+    let cfg = clock_config("h3-aged", Some(VALIDITY), None);
     let node = Node::up(
         &realkube,
         "aged",
@@ -117,7 +88,7 @@ fn revert_after_kubeadms_certificates_ended_hands_back_a_serving_node() {
     let etc = node.etc();
     let kubectl = kubectl(&realkube);
     let admin = etc.join("admin.conf");
-    let kubeadms_end = not_after(&std::fs::read(etc.join("pki/apiserver.crt")).expect("crt"));
+    let kubeadms_end = pem_not_after(&std::fs::read(etc.join("pki/apiserver.crt")).expect("crt"));
     assert!(
         kubeadms_end - unix_now() < 600,
         "kubeadm's certificates last {VALIDITY}"
@@ -153,7 +124,7 @@ fn revert_after_kubeadms_certificates_ended_hands_back_a_serving_node() {
         .expect("entry")
         .path();
     assert!(
-        not_after(&std::fs::read(backup.join("pki/apiserver.crt")).expect("crt")) < unix_now(),
+        pem_not_after(&std::fs::read(backup.join("pki/apiserver.crt")).expect("crt")) < unix_now(),
         "kubeadm's copy in the backup has ended"
     );
 

@@ -233,6 +233,8 @@ pub struct Plan {
     /// That CA data (PEM).
     #[serde(skip)]
     pub ca_bundle: Vec<u8>,
+    /// The trust bundles' digest (the components' annotation).
+    pub trust: String,
     /// certsync's static pod's image.
     pub image: String,
     /// The image of the certsync pod adopt replaces, when it is another
@@ -771,7 +773,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             adopted,
         )?);
     }
-    let generation = super::pod::generation(&config, &opts.image);
+    let generation = super::pod::generation(&config, &trust.digest, &opts.image);
     let pod = pod_text(dir, opts, &config, &generation).into_bytes();
     files.extend(file_write(
         opts,
@@ -822,6 +824,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         cas: trust.cas,
         kubeconfigs_trusted,
         ca_bundle: trust.ca_bundle,
+        trust: trust.digest,
         image: opts.image.clone(),
         image_before,
         generation,

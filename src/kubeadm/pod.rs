@@ -5,9 +5,13 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-/// The token that names certsync's pod for a configuration and image.
-pub fn generation(config: &[u8], image: &str) -> String {
+/// The token that names certsync's pod for a configuration, the CAs'
+/// trust (the bundles' digest: a renewed CA is a new pod, whose read-only
+/// mount of the CA file is the renewed one) and an image.
+pub fn generation(config: &[u8], trust: &str, image: &str) -> String {
     let mut bytes = config.to_vec();
+    bytes.push(0);
+    bytes.extend_from_slice(trust.as_bytes());
     bytes.push(0);
     bytes.extend_from_slice(image.as_bytes());
     super::digest(&bytes)[..16].to_owned()

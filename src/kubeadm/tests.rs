@@ -536,7 +536,10 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
         .find(|f| f.path == plan::CONFIG)
         .expect("config")
         .bytes;
-    assert_eq!(super::pod::generation(config, "certsync"), plan.generation);
+    assert_eq!(
+        super::pod::generation(config, &plan.trust, "certsync"),
+        plan.generation
+    );
     let other = plan::plan(&Options {
         image: "certsync:2".into(),
         ..options(d.path())
@@ -545,9 +548,14 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
     .expect("plan");
     assert_ne!(other.generation, plan.generation, "another image");
     assert_ne!(
-        super::pod::generation(b"mappings: []\n", "certsync"),
+        super::pod::generation(b"mappings: []\n", &plan.trust, "certsync"),
         plan.generation,
         "another configuration"
+    );
+    assert_ne!(
+        super::pod::generation(config, "another trust", "certsync"),
+        plan.generation,
+        "another CA trust"
     );
     assert_eq!(super::pod::of_pod(b"args:\n- run\n"), None);
 }

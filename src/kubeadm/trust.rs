@@ -288,7 +288,7 @@ pub fn status(dir: &Path, now: i64) -> (Vec<CaStatus>, Vec<String>) {
                     }
                 }
                 if name == "ca" {
-                    warnings.extend(kubelet_conf(dir, &der, to));
+                    warnings.extend(kubelet_conf(dir, &der, to, now));
                 }
             }
         }
@@ -299,7 +299,7 @@ pub fn status(dir: &Path, now: i64) -> (Vec<CaStatus>, Vec<String>) {
 
 /// A warning when this node's kubelet.conf embeds CA data without the CA
 /// certificate `der` (ending `to`): the kubelet reads it only at start.
-fn kubelet_conf(dir: &Path, der: &[u8], to: i64) -> Option<String> {
+fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<String> {
     const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
     let text = node::read(dir, KUBELET).ok()?;
     let data = crate::writer::embedded_ca(&text).ok()??;
@@ -308,11 +308,17 @@ fn kubelet_conf(dir: &Path, der: &[u8], to: i64) -> Option<String> {
         return None;
     }
     let ends = held.iter().filter_map(|c| identity(c)).map(|i| i.3).max()?;
+    let when = if ends <= now {
+        format!(
+            "that ended {}: the kubelet on every node made before cannot reach the API server until",
+            rfc3339(ends)
+        )
+    } else {
+        format!("ending {}: before then, on every node,", rfc3339(ends))
+    };
     Some(format!(
-        "{KUBELET} trusts only CA certificates ending by {}: before then, on every node, put \
-         {CA_BUNDLE}'s certificates in its certificate-authority-data and restart the kubelet \
-         (the CA now in place ends {})",
-        rfc3339(ends),
+        "{KUBELET} trusts only CA certificates {when} put {CA_BUNDLE}'s certificates in its \
+         certificate-authority-data and restart the kubelet (the CA now in place ends {})",
         rfc3339(to)
     ))
 }

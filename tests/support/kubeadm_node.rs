@@ -304,3 +304,45 @@ pub fn stored_cluster_configuration(kubectl: &Path, admin: &Path) -> String {
     );
     String::from_utf8(out.stdout).expect("utf-8")
 }
+
+/// kubeadm's configuration for `node.sh up --config` on kubeadm's own
+/// clock: no address (node.sh's, taken under its lock, is the one kubeadm
+/// picks), kubeadm's certificates lasting `certificates` and its CAs `cas`
+/// (kubeadm's defaults, a year and ten, when `None`). Written to a file of
+/// its own under the temporary directory; node.sh copies it into the node.
+pub fn clock_config(tag: &str, certificates: Option<&str>, cas: Option<&str>) -> PathBuf {
+    let mut periods = String::new();
+    if let Some(c) = certificates {
+        periods.push_str(&format!("certificateValidityPeriod: {c}\n"));
+    }
+    if let Some(c) = cas {
+        periods.push_str(&format!("caCertificateValidityPeriod: {c}\n"));
+    }
+    let text = format!(
+        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n\
+         nodeRegistration: {{name: cp1, criSocket: \"unix:///var/run/containerd/containerd.sock\", \
+         imagePullPolicy: IfNotPresent}}\n---\n\
+         apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.2\n\
+         clusterName: kubernetes\ncertificatesDir: /etc/kubernetes/pki\n{periods}\
+         etcd: {{local: {{dataDir: /var/lib/etcd}}}}\n\
+         networking: {{serviceSubnet: 10.96.0.0/12, dnsDomain: cluster.local}}\n"
+    );
+    let path = std::env::temp_dir().join(format!("{tag}-{}.yaml", std::process::id()));
+    std::fs::write(&path, text).expect("kubeadm config");
+    path
+}
+
+/// Now, in Unix seconds (certificates' times are compared in these).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64
+}
+
+/// notAfter (Unix seconds) of the first certificate in `pem`.
+pub fn pem_not_after(pem: &[u8]) -> i64 {
+    let der = first_der(pem).expect("a PEM certificate");
+    let (_, c) = x509_parser::parse_x509_certificate(&der).expect("certificate");
+    c.validity().not_after.timestamp()
+}

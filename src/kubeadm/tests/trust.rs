@@ -104,7 +104,10 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     std::fs::write(host(d.path(), CA_BUNDLE), &planted).unwrap();
     let cleaned = trust::plan(d.path(), now).unwrap();
     let f = cleaned.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
-    assert!(ders(&f.bytes) == [ca, renewed[0].clone()], "the foreign CA kept");
+    assert!(
+        ders(&f.bytes) == [ca, renewed[0].clone()],
+        "the foreign CA kept"
+    );
 
     // Past the old certificate's end it leaves the bundle, and status
     // reports the renewed one in place, in the bundle.

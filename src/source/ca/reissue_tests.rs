@@ -252,7 +252,10 @@ fn a_renewed_ca_keeps_subject_key_and_identifiers_and_verifies_every_old_leaf() 
         assert_ne!(tbs.serial_number, old_cert.tbs_certificate.serial_number);
         let from = validate::unix_seconds(SystemTime::now()) - 300;
         let (new_from, new_to) = timestamps(&new);
-        assert!((from - 5..=from).contains(&new_from), "case {i}: {new_from}");
+        assert!(
+            (from - 5..=from).contains(&new_from),
+            "case {i}: {new_from}"
+        );
         assert_eq!(new_to, ends, "case {i}");
         crate::x509::strict_certificate(&new).unwrap_or_else(|e| panic!("case {i}: {e}"));
         // Self-signed as before.

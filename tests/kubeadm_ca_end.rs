@@ -1,0 +1,258 @@
+//! The CAs' end on kubeadm's own clock: a node whose CAs last minutes
+//! (`caCertificateValidityPeriod`), adopted, run past every CA's original
+//! end. Before adopt renewed the CAs, nine minutes past that end every API
+//! request failed and two components had restarted. Now the API answers
+//! through admin.conf, writes go through, the scheduler's and
+//! controller-manager's leases are renewed, a CSR is signed and chains to
+//! pki/ca.crt, no component restarts after adoption, and
+//! `kubeadm certs check-expiration` shows the renewed CAs; then revert,
+//! and the node still serves. Needs root and the realkube tools, as
+//! tests/kubeadm.rs does (skips without them, fails under `CI=true`).
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine as _;
+use support::certsync_bin;
+use support::kubeadm_node::{
+    Node, clock_config, containers, kubeadm_cmd, kubectl, ready, readyz, realkube, settled,
+    unix_now, wait_long,
+};
+
+/// kubeadm's CAs' lifetime on the node: long enough to bring it up and
+/// adopt it, short enough to wait for. kubeadm's other certificates last
+/// two days (kubeadm warns that they outlast their CA): revert then hands
+/// them back as they are, where a CA of minutes could issue nothing that
+/// lasts the day revert requires.
+const CA_VALIDITY: &str = "7m";
+
+fn cert(pem: &[u8]) -> Vec<u8> {
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem).expect("PEM");
+    p.contents
+}
+
+fn not_after(der: &[u8]) -> i64 {
+    let (_, c) = x509_parser::parse_x509_certificate(der).expect("certificate");
+    c.validity().not_after.timestamp()
+}
+
+fn kubectl_out(kubectl: &Path, admin: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(admin)
+        .arg("--request-timeout=10s")
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// A client CSR for `name`, approved and signed by the controller-manager:
+/// the certificate (DER).
+fn signed_csr(kubectl: &Path, admin: &Path, name: &str) -> Vec<u8> {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name.push(rcgen::DnType::CommonName, name);
+    let csr = p.serialize_request(&key).expect("csr").pem().expect("pem");
+    let manifest = format!(
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: {name}\n\
+         spec:\n  request: {}\n  signerName: kubernetes.io/kube-apiserver-client\n  \
+         expirationSeconds: 600\n  usages: [client auth]\n",
+        base64::engine::general_purpose::STANDARD.encode(csr)
+    );
+    let file = std::env::temp_dir().join(format!("{name}-{}.yaml", std::process::id()));
+    std::fs::write(&file, manifest).expect("csr manifest");
+    kubectl_out(
+        kubectl,
+        admin,
+        &["create", "-f", file.to_str().expect("utf-8")],
+    )
+    .unwrap_or_else(|e| panic!("create CSR: {e}"));
+    let _ = std::fs::remove_file(&file);
+    kubectl_out(kubectl, admin, &["certificate", "approve", name])
+        .unwrap_or_else(|e| panic!("approve: {e}"));
+    let pem = wait_long("the CSR signed", Duration::from_secs(60), || {
+        let b64 = kubectl_out(
+            kubectl,
+            admin,
+            &["get", "csr", name, "-o", "jsonpath={.status.certificate}"],
+        )
+        .ok()?;
+        base64::engine::general_purpose::STANDARD
+            .decode(b64.trim())
+            .ok()
+            .filter(|b| !b.is_empty())
+    });
+    cert(&pem)
+}
+
+/// The lease's renewTime.
+fn lease(kubectl: &Path, admin: &Path, name: &str) -> Option<String> {
+    kubectl_out(
+        kubectl,
+        admin,
+        &[
+            "get",
+            "lease",
+            "-n",
+            "kube-system",
+            name,
+            "-o",
+            "jsonpath={.spec.renewTime}",
+        ],
+    )
+    .ok()
+    .filter(|t| !t.is_empty())
+}
+
+#[test]
+fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
+    let Some(realkube) = realkube() else { return };
+    let image = format!("certsync={}", certsync_bin());
+    let cfg = clock_config("ca-end", Some("48h"), Some(CA_VALIDITY));
+    let node = Node::up(
+        &realkube,
+        "caend",
+        &[
+            "--config",
+            cfg.to_str().expect("utf-8"),
+            "--",
+            "--image",
+            &image,
+        ],
+    );
+    let _ = std::fs::remove_file(&cfg);
+    let etc = node.etc();
+    let kubectl = kubectl(&realkube);
+    let admin = etc.join("admin.conf");
+    let cas = ["pki/ca.crt", "pki/front-proxy-ca.crt", "pki/etcd/ca.crt"];
+    let originals: Vec<Vec<u8>> = cas
+        .iter()
+        .map(|c| cert(&std::fs::read(etc.join(c)).expect("CA")))
+        .collect();
+    let ca_end = originals.iter().map(|c| not_after(c)).max().expect("CAs");
+    assert!(
+        ca_end - unix_now() < 600,
+        "kubeadm's CAs last {CA_VALIDITY}"
+    );
+
+    // Adopted with the defaults: every CA renewed with its own key.
+    let before = containers(&node);
+    let (ok, text) = kubeadm_cmd(&node, &["adopt", "--image", "certsync"]);
+    assert!(ok, "{text}");
+    eprintln!("{text}");
+    for c in ["ca", "front-proxy-ca", "etcd-ca"] {
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{c} (")) && l.contains("renewed now")),
+            "{c} not renewed:\n{text}"
+        );
+    }
+    for (c, old) in cas.iter().zip(&originals) {
+        let renewed = cert(&std::fs::read(etc.join(c)).expect("CA"));
+        let (_, r) = x509_parser::parse_x509_certificate(&renewed).expect("renewed");
+        let (_, o) = x509_parser::parse_x509_certificate(old).expect("old");
+        assert_eq!(r.subject().as_raw(), o.subject().as_raw(), "{c}");
+        assert_eq!(r.public_key().raw, o.public_key().raw, "{c}: its own key");
+        assert!(
+            not_after(&renewed) > ca_end + 300,
+            "{c} outlasts the old one"
+        );
+    }
+    let settled_after_adopt = wait_long(
+        "certsync's pod and the four components",
+        Duration::from_secs(240),
+        || {
+            // Every component on its new manifest (a new pod, a new pid).
+            let all = settled(&node, 5)?;
+            let fresh = all
+                .iter()
+                .all(|(name, pid, _)| before.iter().all(|(n, p, _)| n != name || p != pid));
+            (fresh
+                && all.iter().any(|(n, _, _)| n.starts_with("certsync-"))
+                && ready(&kubectl, &admin))
+            .then_some(all)
+        },
+    );
+
+    // Past every CA's original end.
+    let wait = ca_end - unix_now() + 30;
+    if wait > 0 {
+        std::thread::sleep(Duration::from_secs(wait as u64));
+    }
+    if let Err(e) = readyz(&kubectl, &admin) {
+        panic!("the API through admin.conf past the CAs' end: {e}");
+    }
+    kubectl_out(
+        &kubectl,
+        &admin,
+        &["create", "configmap", "after-the-ca-end", "-n", "default"],
+    )
+    .unwrap_or_else(|e| panic!("a write past the CAs' end: {e}"));
+    let leases = |n| lease(&kubectl, &admin, n);
+    let before = (leases("kube-scheduler"), leases("kube-controller-manager"));
+    wait_long(
+        "the scheduler's and controller-manager's leases renewed",
+        Duration::from_secs(60),
+        || {
+            let now = (leases("kube-scheduler"), leases("kube-controller-manager"));
+            (now.0.is_some() && now.1.is_some() && now.0 != before.0 && now.1 != before.1)
+                .then_some(())
+        },
+    );
+    let issued = signed_csr(&kubectl, &admin, "after-the-ca-end");
+    let ca_now = cert(&std::fs::read(etc.join("pki/ca.crt")).expect("ca"));
+    let (_, ca) = x509_parser::parse_x509_certificate(&ca_now).expect("ca");
+    let (_, leaf) = x509_parser::parse_x509_certificate(&issued).expect("leaf");
+    assert_eq!(leaf.issuer().as_raw(), ca.subject().as_raw());
+    leaf.verify_signature(Some(ca.public_key()))
+        .expect("the CSR's certificate chains to pki/ca.crt");
+    assert!(ca.validity().is_valid(), "pki/ca.crt is the renewed one");
+    // Nothing restarted since adoption settled.
+    assert_eq!(
+        containers(&node),
+        settled_after_adopt,
+        "no component restarted past the CAs' end"
+    );
+    let out = node.sh("kubeadm", &["certs", "check-expiration"]);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{said}");
+    assert!(
+        out.status.success() && !said.contains("invalid") && !said.contains("MISSING"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, status) = kubeadm_cmd(&node, &["status"]);
+    eprintln!("{status}");
+    assert!(
+        status.contains("in the trust bundle components load at start"),
+        "{status}"
+    );
+    assert!(ok, "status healthy past the CAs' end:\n{status}");
+
+    // Revert: kubeadm's manifests trust pki/etcd/ca.crt, the renewed one.
+    let (ok, text) = kubeadm_cmd(&node, &["revert"]);
+    assert!(ok, "revert:\n{text}");
+    wait_long(
+        "the node serving on kubeadm's files after revert",
+        Duration::from_secs(240),
+        || {
+            settled(&node, 4)?;
+            ready(&kubectl, &admin).then_some(())
+        },
+    );
+    kubectl_out(
+        &kubectl,
+        &admin,
+        &["create", "configmap", "after-revert", "-n", "default"],
+    )
+    .unwrap_or_else(|e| panic!("a write after revert: {e}"));
+}
