@@ -149,9 +149,7 @@ fn kubeconfig(
     // works after the old one ends. The renewal is read from pki/ca.crt,
     // which certsync's container cannot write.
     let renewal = super::node::read(dir, CA)?;
-    if let Some(both) =
-        ca_data_with(&text, renewal.as_bytes()).map_err(|e| KubeadmError::file(&at, e))?
-    {
+    if let Some(both) = ca_data_with(&at, &text, renewal.as_bytes())? {
         text = both;
     }
     Ok(Handback {
@@ -246,9 +244,14 @@ fn client_certificate_data(text: &str) -> Result<&str, String> {
 /// certificate) appended to its one cluster's `certificate-authority-data`,
 /// every other byte kept; `None` when that data already holds it (or
 /// there is none).
-fn ca_data_with(text: &str, renewal: &[u8]) -> Result<Option<String>, String> {
+pub(super) fn ca_data_with(
+    at: &Path,
+    text: &str,
+    renewal: &[u8],
+) -> Result<Option<String>, KubeadmError> {
+    let bad = |problem: String| KubeadmError::file(at, problem);
     let b64 = base64::engine::general_purpose::STANDARD;
-    let config = crate::source::client::parse_kubeconfig(text)?;
+    let config = crate::source::client::parse_kubeconfig(text).map_err(bad)?;
     let all: Vec<String> = config
         .clusters
         .iter()
@@ -259,15 +262,20 @@ fn ca_data_with(text: &str, renewal: &[u8]) -> Result<Option<String>, String> {
         // CA does not concern.
         [] => return Ok(None),
         [data] => data.trim(),
-        _ => return Err(format!("{} embedded CAs; kubeadm writes one", all.len())),
+        _ => {
+            return Err(bad(format!(
+                "{} embedded CAs; kubeadm writes one",
+                all.len()
+            )));
+        }
     };
     let old = b64
         .decode(data)
-        .map_err(|e| format!("certificate-authority-data: not base64 ({e})"))?;
+        .map_err(|e| bad(format!("certificate-authority-data: not base64 ({e})")))?;
     let renewal_der = crate::pem::exactly_one(renewal, SectionKind::Certificate)
-        .map_err(|e| format!("{CA}: {e}"))?;
+        .map_err(|e| bad(format!("{CA}: {e}")))?;
     let held = crate::pem::blocks(&old)
-        .map_err(|e| format!("certificate-authority-data: {e}"))?
+        .map_err(|e| bad(format!("certificate-authority-data: {e}")))?
         .iter()
         .any(|b| {
             crate::pem::exactly_one(b.text, SectionKind::Certificate).ok()
@@ -283,7 +291,9 @@ fn ca_data_with(text: &str, renewal: &[u8]) -> Result<Option<String>, String> {
     both.extend_from_slice(renewal);
     match text.match_indices(data).count() {
         1 => Ok(Some(text.replacen(data, &b64.encode(both), 1))),
-        _ => Err("its certificate-authority-data is not written once as one plain value".into()),
+        _ => Err(bad(
+            "its certificate-authority-data is not written once as one plain value".into(),
+        )),
     }
 }
 

@@ -756,8 +756,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             continue;
         };
         let text = String::from_utf8_lossy(&text);
-        let ca =
-            crate::writer::embedded_ca(&text).map_err(|e| KubeadmError::file(&host(dir, k), e))?;
+        let ca = crate::writer::embedded_ca(&host(dir, k), &text)?;
         if ca.as_deref() != Some(trust.ca_bundle.as_slice()) {
             kubeconfigs_trusted.push(k.to_owned());
         }

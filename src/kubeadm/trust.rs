@@ -302,7 +302,7 @@ pub fn status(dir: &Path, now: i64) -> (Vec<CaStatus>, Vec<String>) {
 fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<String> {
     const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
     let text = node::read(dir, KUBELET).ok()?;
-    let data = crate::writer::embedded_ca(&text).ok()??;
+    let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
     let held = certificates(&host(dir, KUBELET), &data).ok()?;
     if held.iter().any(|c| c == der) {
         return None;

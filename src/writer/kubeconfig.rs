@@ -105,12 +105,13 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
 }
 
 /// The CA data (`certificate-authority-data`, decoded) of the current
-/// context's cluster in a kubeconfig's text, `None` when it has none.
-pub fn embedded_ca(text: &str) -> Result<Option<Vec<u8>>, String> {
-    let doc: Value =
-        crate::files::parse_yaml(text).map_err(|e| format!("is not a kubeconfig: {e}"))?;
-    let c = current_cluster(&doc)?;
-    decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA)
+/// context's cluster in the text of the kubeconfig at `path`, `None` when
+/// it has none.
+pub fn embedded_ca(path: &Path, text: &str) -> Result<Option<Vec<u8>>, WriterError> {
+    let doc: Value = crate::files::parse_yaml(text)
+        .map_err(|e| refused(path, format!("is not a kubeconfig: {e}")))?;
+    let c = current_cluster(&doc).map_err(|p| refused(path, p))?;
+    decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA).map_err(|p| refused(path, p))
 }
 
 /// Makes the current context's cluster of `path` trust `ca` (PEM, the

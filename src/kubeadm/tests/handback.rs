@@ -252,3 +252,42 @@ async fn attack_admin_conf_never_runs_a_command_as_root() {
     assert!(why.contains("credential plugin"), "{why}");
     assert!(!marker.exists(), "the command ran");
 }
+
+/// A kubeconfig revert hands back after a CA renewal trusts both: kubeadm's
+/// CA data with pki/ca.crt's renewal appended, every other byte kubeadm's;
+/// one that holds it already is left alone, and two clusters' CA data
+/// (not kubeadm's shape) are refused, not guessed between.
+#[test]
+fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
+    use super::super::handback::ca_data_with;
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let old = crate::pem::encode("CERTIFICATE", b"\x30\x03\x02\x01\x01");
+    let renewed = crate::pem::encode("CERTIFICATE", b"\x30\x03\x02\x01\x02");
+    let text = format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://10.0.0.1:6443\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: kubernetes-admin\n  name: kubernetes-admin@kubernetes\ncurrent-context: kubernetes-admin@kubernetes\nkind: Config\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: Zm9v\n",
+        b64.encode(&old)
+    );
+    let at = Path::new("backup/admin.conf");
+    let both = ca_data_with(at, &text, renewed.as_bytes())
+        .expect("read")
+        .expect("the renewal added");
+    let want = b64.encode(format!("{old}{renewed}"));
+    assert_eq!(both, text.replace(&b64.encode(&old), &want));
+    assert!(
+        ca_data_with(at, &both, renewed.as_bytes())
+            .expect("read")
+            .is_none()
+    );
+    let two = text.replace(
+        "contexts:",
+        &format!(
+            "- cluster:\n    certificate-authority-data: {}\n    server: https://10.0.0.2:6443\n  name: other\ncontexts:",
+            b64.encode(&old)
+        ),
+    );
+    assert!(matches!(
+        ca_data_with(at, &two, renewed.as_bytes()),
+        Err(KubeadmError::File { .. })
+    ));
+}
