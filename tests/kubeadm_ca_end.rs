@@ -16,7 +16,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
-use support::certsync_bin;
 use support::kubeadm_node::{
     Node, clock_config, containers, kubeadm_cmd, kubectl, ready, readyz, realkube, settled,
     unix_now, wait_long,
@@ -116,20 +115,11 @@ fn lease(kubectl: &Path, admin: &Path, name: &str) -> Option<String> {
 #[test]
 fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
     let Some(realkube) = realkube() else { return };
-    let image = format!("certsync={}", certsync_bin());
-    let cfg = clock_config("ca-end", Some("48h"), Some(CA_VALIDITY));
-    let node = Node::up(
+    let node = Node::up_with_config(
         &realkube,
         "caend",
-        &[
-            "--config",
-            cfg.to_str().expect("utf-8"),
-            "--",
-            "--image",
-            &image,
-        ],
+        &clock_config("ca-end", Some("48h"), Some(CA_VALIDITY)),
     );
-    let _ = std::fs::remove_file(&cfg);
     let etc = node.etc();
     let kubectl = kubectl(&realkube);
     let admin = etc.join("admin.conf");

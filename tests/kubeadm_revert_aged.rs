@@ -15,7 +15,6 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use support::certsync_bin;
 use support::kubeadm_node::{
     Node, clock_config, kubeadm_cmd, kubectl, pem_not_after, ready, readyz, realkube, settled,
     unix_now, wait_long,
@@ -70,21 +69,11 @@ fn kubeadms_ends(etc: &Path) -> Vec<(String, i64)> {
 #[test]
 fn revert_after_kubeadms_certificates_ended_hands_back_a_serving_node() {
     let Some(realkube) = realkube() else { return };
-    let image = format!("certsync={}", certsync_bin());
-    let cfg = clock_config("h3-aged", Some(VALIDITY), None);
-    let node = Node::up(
+    let node = Node::up_with_config(
         &realkube,
         "aged",
-        &[
-            "--config",
-            cfg.to_str().expect("utf-8"),
-            "--",
-            "--image",
-            &image,
-        ],
+        &clock_config("h3-aged", Some(VALIDITY), None),
     );
-    // node.sh copied it into the node's directory.
-    let _ = std::fs::remove_file(&cfg);
     let etc = node.etc();
     let kubectl = kubectl(&realkube);
     let admin = etc.join("admin.conf");

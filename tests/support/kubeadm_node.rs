@@ -62,6 +62,27 @@ impl Node {
         Self::up_in(realkube, dir, args)
     }
 
+    /// `node.sh up --config CONFIG -- --image certsync=BINARY`: a node
+    /// made from the kubeadm configuration at `config` (removed once
+    /// node.sh has copied it into the node), its image `certsync` the
+    /// binary under test.
+    pub fn up_with_config(realkube: &Path, tag: &str, config: &Path) -> Node {
+        let image = format!("certsync={}", super::certsync_bin());
+        let node = Self::up(
+            realkube,
+            tag,
+            &[
+                "--config",
+                config.to_str().expect("utf-8"),
+                "--",
+                "--image",
+                &image,
+            ],
+        );
+        let _ = std::fs::remove_file(config);
+        node
+    }
+
     /// `node.sh up DIR ARGS` (a benchmark chooses its file system), with
     /// the same guard as [`Node::up`]. DIR's parent must exist and be
     /// writable only by root: certsync refuses targets below a directory

@@ -61,6 +61,26 @@ fn tbs_with(
     tbs.to_der().unwrap()
 }
 
+/// Asserts that `new` is `old` (DER) but for serial (another) and
+/// validity; both parsed.
+fn same_but_serial_and_validity(
+    old: &[u8],
+    new: &[u8],
+    case: usize,
+) -> (x509_cert::Certificate, x509_cert::Certificate) {
+    use x509_cert::der::Decode;
+    let cert = x509_cert::Certificate::from_der(new).unwrap();
+    let tbs = &cert.tbs_certificate;
+    assert_eq!(
+        tbs_with(old, &tbs.serial_number, tbs.validity),
+        tbs_with(new, &tbs.serial_number, tbs.validity),
+        "case {case}"
+    );
+    let old_cert = x509_cert::Certificate::from_der(old).unwrap();
+    assert_ne!(tbs.serial_number, old_cert.tbs_certificate.serial_number);
+    (cert, old_cert)
+}
+
 fn timestamps(der: &[u8]) -> (i64, i64) {
     let (_, c) = x509_parser::parse_x509_certificate(der).unwrap();
     (
@@ -71,30 +91,15 @@ fn timestamps(der: &[u8]) -> (i64, i64) {
 
 #[test]
 fn reissue_keeps_kubeadms_tbs_but_serial_and_validity_from_rsa_and_ecdsa_cas() {
-    use x509_cert::der::Decode;
-    let rsa8 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap();
-    let rsa1 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs1)).unwrap();
-    let sec1 = String::from_utf8(fixture_key(FixtureKey::EcSec1)).unwrap();
-    let cases: [(&str, &str, &'static rcgen::SignatureAlgorithm); 2] = [
-        (&rsa1, &rsa8, &rcgen::PKCS_RSA_SHA256),
-        (&sec1, EC_PKCS8, &rcgen::PKCS_ECDSA_P256_SHA256),
-    ];
-    for (i, (disk, pkcs8, alg)) in cases.into_iter().enumerate() {
+    for (i, (disk, pkcs8, alg)) in key_cases().into_iter().enumerate() {
         let d = tempfile::tempdir().unwrap();
-        let ca = ca_with(d.path(), disk, pkcs8, alg, |_| {});
+        let ca = ca_with(d.path(), &disk, &pkcs8, alg, |_| {});
         // kubeadm's, ended an hour ago.
         let old = kubeadms_leaf(&ca, -time::Duration::hours(1));
         let new = again(&ca, &old).unwrap_or_else(|e| panic!("case {i}: {e}"));
-        let cert = x509_cert::Certificate::from_der(&new).unwrap();
-        let tbs = &cert.tbs_certificate;
         // Everything kubeadm encoded, byte for byte, but serial and validity.
-        assert_eq!(
-            tbs_with(&old, &tbs.serial_number, tbs.validity),
-            tbs_with(&new, &tbs.serial_number, tbs.validity),
-            "case {i}"
-        );
-        let old_cert = x509_cert::Certificate::from_der(&old).unwrap();
-        assert_ne!(tbs.serial_number, old_cert.tbs_certificate.serial_number);
+        let (cert, old_cert) = same_but_serial_and_validity(&old, &new, i);
+        let tbs = &cert.tbs_certificate;
         assert_eq!(cert.signature_algorithm, old_cert.signature_algorithm);
         // kubeadm's serial: positive, below 2^63.
         let serial = tbs.serial_number.as_bytes();
@@ -170,28 +175,12 @@ fn reissue_refuses_a_certificate_the_ca_did_not_sign() {
 /// refuses a chain that ends at an expired root), the leaf's signature
 /// made by the root's key.
 fn go_verifies(leaf: &[u8], root: &[u8], at: i64) -> Result<(), String> {
-    use x509_parser::extensions::ParsedExtension;
     let (_, leaf) = x509_parser::parse_x509_certificate(leaf).unwrap();
     let (_, root) = x509_parser::parse_x509_certificate(root).unwrap();
     if leaf.issuer().as_raw() != root.subject().as_raw() {
         return Err("issuer is not the root's subject".into());
     }
-    let aki = leaf
-        .extensions()
-        .iter()
-        .find_map(|e| match e.parsed_extension() {
-            ParsedExtension::AuthorityKeyIdentifier(a) => {
-                a.key_identifier.as_ref().map(|k| k.0.to_vec())
-            }
-            _ => None,
-        });
-    let ski = root
-        .extensions()
-        .iter()
-        .find_map(|e| match e.parsed_extension() {
-            ParsedExtension::SubjectKeyIdentifier(k) => Some(k.0.to_vec()),
-            _ => None,
-        });
+    let (aki, ski) = (authority_key_id(&leaf), key_id(&root));
     if let (Some(aki), Some(ski)) = (aki, ski)
         && aki != ski
     {
@@ -218,18 +207,10 @@ fn renewed(ca: &Ca, not_after: i64) -> Result<Vec<u8>, CaError> {
 
 #[test]
 fn a_renewed_ca_keeps_subject_key_and_identifiers_and_verifies_every_old_leaf() {
-    use x509_cert::der::Decode;
-    let rsa8 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap();
-    let rsa1 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs1)).unwrap();
-    let sec1 = String::from_utf8(fixture_key(FixtureKey::EcSec1)).unwrap();
-    let cases: [(&str, &str, &'static rcgen::SignatureAlgorithm); 2] = [
-        (&rsa1, &rsa8, &rcgen::PKCS_RSA_SHA256),
-        (&sec1, EC_PKCS8, &rcgen::PKCS_ECDSA_P256_SHA256),
-    ];
-    for (i, (disk, pkcs8, alg)) in cases.into_iter().enumerate() {
+    for (i, (disk, pkcs8, alg)) in key_cases().into_iter().enumerate() {
         let d = tempfile::tempdir().unwrap();
         // A CA that ends in 10 days, with kubeadm's key identifier.
-        let ca = ca_with(d.path(), disk, pkcs8, alg, |p| {
+        let ca = ca_with(d.path(), &disk, &pkcs8, alg, |p| {
             p.not_after = OffsetDateTime::now_utc() + time::Duration::days(10);
             p.key_identifier_method = rcgen::KeyIdMethod::Sha256;
         });
@@ -239,17 +220,9 @@ fn a_renewed_ca_keeps_subject_key_and_identifiers_and_verifies_every_old_leaf() 
         let leaf = kubeadms_leaf(&ca, time::Duration::days(20));
         let ends = old_to + 3650 * 86_400;
         let new = renewed(&ca, ends).unwrap_or_else(|e| panic!("case {i}: {e}"));
-        // Everything but serial and notAfter, byte for byte: subject (its
+        // Everything but serial and validity, byte for byte: subject (its
         // string types), key, SKI, basic constraints, key usage.
-        let cert = x509_cert::Certificate::from_der(&new).unwrap();
-        let tbs = &cert.tbs_certificate;
-        assert_eq!(
-            tbs_with(&old_der, &tbs.serial_number, tbs.validity),
-            tbs_with(&new, &tbs.serial_number, tbs.validity),
-            "case {i}"
-        );
-        let old_cert = x509_cert::Certificate::from_der(&old_der).unwrap();
-        assert_ne!(tbs.serial_number, old_cert.tbs_certificate.serial_number);
+        same_but_serial_and_validity(&old_der, &new, i);
         let from = validate::unix_seconds(SystemTime::now()) - 300;
         let (new_from, new_to) = timestamps(&new);
         assert!(

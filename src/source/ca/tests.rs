@@ -85,6 +85,47 @@ fn parsed(pem: &[u8]) -> Vec<u8> {
 /// P-256 as SEC1 with `encryptionAlgorithm: ECDSA-P256`) and PKCS#8 of
 /// both: the issued certificate passes the csr: check, chains to the CA,
 /// carries its SKI as AKI, and ca.crt is the CA certificate.
+/// A certificate's subject key identifier.
+fn key_id(c: &x509_parser::certificate::X509Certificate<'_>) -> Option<Vec<u8>> {
+    c.extensions()
+        .iter()
+        .find_map(|e| match e.parsed_extension() {
+            ParsedExtension::SubjectKeyIdentifier(k) => Some(k.0.to_vec()),
+            _ => None,
+        })
+}
+
+/// A certificate's authority key identifier (its key identifier field).
+fn authority_key_id(c: &x509_parser::certificate::X509Certificate<'_>) -> Option<Vec<u8>> {
+    c.extensions()
+        .iter()
+        .find_map(|e| match e.parsed_extension() {
+            ParsedExtension::AuthorityKeyIdentifier(a) => {
+                a.key_identifier.as_ref().map(|k| k.0.to_vec())
+            }
+            _ => None,
+        })
+}
+
+/// The CA keys every issuance is tried with: (the key as on disk, the same
+/// key as PKCS#8 for rcgen, its algorithm): RSA as PKCS#1 (kubeadm's
+/// default) and ECDSA P-256 as SEC1.
+fn key_cases() -> [(String, String, &'static rcgen::SignatureAlgorithm); 2] {
+    let text = |k| String::from_utf8(fixture_key(k)).unwrap();
+    [
+        (
+            text(FixtureKey::RsaPkcs1),
+            text(FixtureKey::RsaPkcs8),
+            &rcgen::PKCS_RSA_SHA256,
+        ),
+        (
+            text(FixtureKey::EcSec1),
+            EC_PKCS8.to_owned(),
+            &rcgen::PKCS_ECDSA_P256_SHA256,
+        ),
+    ]
+}
+
 #[test]
 fn issues_from_every_ca_key_encoding() {
     let rsa8 = String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap();
@@ -113,24 +154,12 @@ fn issues_from_every_ca_key_encoding() {
         let (_, ca_cert) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
         cert.verify_signature(Some(ca_cert.public_key()))
             .unwrap_or_else(|e| panic!("case {i}: {e}"));
-        let ski = ca_cert
-            .extensions()
-            .iter()
-            .find_map(|e| match e.parsed_extension() {
-                ParsedExtension::SubjectKeyIdentifier(k) => Some(k.0.to_vec()),
-                _ => None,
-            })
-            .unwrap();
-        let aki = cert
-            .extensions()
-            .iter()
-            .find_map(|e| match e.parsed_extension() {
-                ParsedExtension::AuthorityKeyIdentifier(a) => {
-                    a.key_identifier.as_ref().map(|k| k.0.to_vec())
-                }
-                _ => None,
-            });
-        assert_eq!(aki, Some(ski), "case {i}: AKI is the CA's SKI");
+        let ski = key_id(&ca_cert).unwrap();
+        assert_eq!(
+            authority_key_id(&cert),
+            Some(ski),
+            "case {i}: AKI is the CA's SKI"
+        );
         assert!(
             cert.extensions().iter().any(|e| matches!(
                 e.parsed_extension(),
