@@ -173,26 +173,39 @@ pub fn components() -> Vec<Component> {
     ]
 }
 
+/// Why a static pod manifest cannot be read or written (the caller names
+/// the file).
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("not YAML: {0}")]
+    Yaml(String),
+    #[error("not a Pod whose first container has a command")]
+    NotAPod,
+    #[error("cannot be written as YAML: {0}")]
+    Render(String),
+}
+
 /// A parsed manifest: the Pod, and its first container's index.
 pub struct Manifest {
     pub pod: Value,
 }
 
 impl Manifest {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let pod: Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Self, ManifestError> {
+        let pod: Value =
+            serde_yaml_ng::from_str(text).map_err(|e| ManifestError::Yaml(e.to_string()))?;
         if pod["kind"] != "Pod"
             || pod["spec"]["containers"][0]["command"]
                 .as_sequence()
                 .is_none()
         {
-            return Err("not a Pod whose first container has a command".into());
+            return Err(ManifestError::NotAPod);
         }
         Ok(Self { pod })
     }
 
-    pub fn render(&self) -> Result<String, String> {
-        serde_yaml_ng::to_string(&self.pod).map_err(|e| e.to_string())
+    pub fn render(&self) -> Result<String, ManifestError> {
+        serde_yaml_ng::to_string(&self.pod).map_err(|e| ManifestError::Render(e.to_string()))
     }
 
     fn command(&mut self) -> &mut Vec<Value> {

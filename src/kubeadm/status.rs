@@ -543,7 +543,7 @@ fn manifests(dir: &Path, state: &State, s: &mut Status) {
             .and_then(|bytes| {
                 m.as_adopt_wrote = recorded == Some(digest(&bytes).as_str());
                 let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-                let mut parsed = Manifest::parse(&text)?;
+                let mut parsed = Manifest::parse(&text).map_err(|e| e.to_string())?;
                 if let Some(c) = manifest::conflict(&c, &parsed) {
                     return Err(c);
                 }
