@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use support::certsync_bin;
 use support::kubeadm_node::{
-    Node, clock_config, containers, first_der, kubeadm_cmd, kubectl, live_der, pem_not_after,
+    Node, clock_config_at, containers, first_der, kubeadm_cmd, kubectl, live_der, pem_not_after,
     readyz_at, realkube, served, settled, stored_cluster_configuration, unix_now, wait_long,
 };
 
@@ -56,8 +56,17 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
     let image = format!("certsync={}", certsync_bin());
     let runner = ["--", "--image", image.as_str()];
     let kubectl = kubectl(&realkube);
-    let cfg = clock_config("ha1", None, Some(CA_VALIDITY));
-    let mut first = vec!["--config", cfg.to_str().expect("utf-8")];
+    // Joining needs a controlPlaneEndpoint, so node 1's address is chosen
+    // here: above the addresses node.sh hands out from .11 up to the other
+    // tests' nodes.
+    let ip = format!("10.77.0.{}", 200 + std::process::id() % 50);
+    let cfg = clock_config_at("ha1", None, Some(CA_VALIDITY), Some(&ip));
+    let mut first = vec![
+        "--ip",
+        ip.as_str(),
+        "--config",
+        cfg.to_str().expect("utf-8"),
+    ];
     first.extend(runner);
     let mut nodes = vec![Node::up(&realkube, "ha1", &first)];
     let _ = std::fs::remove_file(&cfg);

@@ -332,7 +332,23 @@ pub fn stored_cluster_configuration(kubectl: &Path, admin: &Path) -> String {
 /// (kubeadm's defaults, a year and ten, when `None`). Written to a file of
 /// its own under the temporary directory; node.sh copies it into the node.
 pub fn clock_config(tag: &str, certificates: Option<&str>, cas: Option<&str>) -> PathBuf {
+    clock_config_at(tag, certificates, cas, None)
+}
+
+/// [`clock_config`] for a node at `ip` (`node.sh up --ip IP`) that others
+/// join: its address is the controlPlaneEndpoint.
+pub fn clock_config_at(
+    tag: &str,
+    certificates: Option<&str>,
+    cas: Option<&str>,
+    ip: Option<&str>,
+) -> PathBuf {
     let mut periods = String::new();
+    let mut endpoint = String::new();
+    if let Some(ip) = ip {
+        endpoint = format!("localAPIEndpoint: {{advertiseAddress: {ip}, bindPort: 6443}}\n");
+        periods.push_str(&format!("controlPlaneEndpoint: {ip}:6443\n"));
+    }
     if let Some(c) = certificates {
         periods.push_str(&format!("certificateValidityPeriod: {c}\n"));
     }
@@ -340,7 +356,7 @@ pub fn clock_config(tag: &str, certificates: Option<&str>, cas: Option<&str>) ->
         periods.push_str(&format!("caCertificateValidityPeriod: {c}\n"));
     }
     let text = format!(
-        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n\
+        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n{endpoint}\
          nodeRegistration: {{name: cp1, criSocket: \"unix:///var/run/containerd/containerd.sock\", \
          imagePullPolicy: IfNotPresent}}\n---\n\
          apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.2\n\
