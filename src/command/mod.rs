@@ -177,3 +177,87 @@ fn check_policy(policy: &crate::cli::PolicyArgs) -> Result<(), CommandError> {
         .check()
         .map_err(|problem| CommandError::Policy { problem })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every failure exits with the code docs/reference/exit-codes.md
+    /// gives it: 64 for what the user asked wrongly, 0 for `--help`, 1
+    /// for work that could not be done.
+    #[test]
+    fn each_failure_exits_with_its_documented_code() {
+        use clap::Parser as _;
+        let io = || std::io::Error::other("refused");
+        let bind = || crate::admin::AdminError::Bind {
+            addr: ([127, 0, 0, 1], 1).into(),
+            source: io(),
+        };
+        let cases: Vec<(CommandError, u8)> = vec![
+            (
+                Cli::try_parse_from(["certsync", "--help"])
+                    .unwrap_err()
+                    .into(),
+                0,
+            ),
+            (
+                Cli::try_parse_from(["certsync", "bogus"])
+                    .unwrap_err()
+                    .into(),
+                64,
+            ),
+            (
+                LogError::Env {
+                    problem: "p".into(),
+                }
+                .into(),
+                64,
+            ),
+            (
+                CommandError::Policy {
+                    problem: "p".into(),
+                },
+                64,
+            ),
+            (crate::config::ConfigError::NoMappings.into(), 64),
+            (
+                ManError::Unknown {
+                    name: "x".into(),
+                    known: "run".into(),
+                }
+                .into(),
+                64,
+            ),
+            (
+                ManError::Write {
+                    path: "/x".into(),
+                    source: io(),
+                }
+                .into(),
+                1,
+            ),
+            (CommandError::Stdout(io()), 1),
+            (
+                InspectError::Path {
+                    path: "/x".into(),
+                    problem: "p".into(),
+                }
+                .into(),
+                1,
+            ),
+            (
+                crate::kubeadm::KubeadmError::Refused {
+                    dir: "/x".into(),
+                    reason: "r".into(),
+                }
+                .into(),
+                1,
+            ),
+            (CommandError::Run(bind().into()), 1),
+            (CommandError::Approver(bind().into()), 1),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.exit_code(), code, "{e:?}");
+        }
+    }
+}
