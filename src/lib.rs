@@ -10,6 +10,7 @@ pub mod admin;
 pub mod approve;
 pub mod bundle;
 pub mod cli;
+pub mod command;
 pub mod config;
 pub mod dirwatch;
 pub mod events;

@@ -19,3 +19,16 @@ pub async fn resync_interval(period: Duration) -> tokio::time::Interval {
     tick.tick().await; // the first tick is immediate
     tick
 }
+
+/// Resolves on the first SIGTERM or SIGINT; `Err` when they cannot be
+/// listened for.
+pub async fn signalled() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

@@ -48,7 +48,7 @@ pub const KUBEADM_DIR: &str = "/etc/kubernetes";
 /// many seconds (24 h): it issues it again from kubeadm's copy instead.
 pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
-/// What `adopt` and `revert` are asked to do.
+/// What `adopt` is asked to do.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// The node's `/etc/kubernetes` as this process sees it.
@@ -62,17 +62,25 @@ pub struct Options {
     /// certsync's admin port in its static pod (`adopt --admin-addr`).
     pub admin_addr: std::net::SocketAddr,
     pub json: bool,
-    /// `revert --purge`: certsync's own files go too.
-    pub purge: bool,
-    /// `--local-only`: go on when the ClusterConfiguration cannot be read
-    /// or changed; the operator changes it by hand (what to change is printed).
-    pub local_only: bool,
     /// `adopt --ready-timeout`: how long certsync's pod has to be ready
     /// before adopt takes it out and changes nothing of kubeadm's.
     pub ready_timeout: std::time::Duration,
     /// The time adopt judges the CAs by (whether a renewal is due): now,
     /// but for tests of kubeadm's files made on a given day.
     pub now: std::time::SystemTime,
+}
+
+/// What `revert` is asked to do.
+#[derive(Debug, Clone)]
+pub struct RevertOptions {
+    /// The node's `/etc/kubernetes` as this process sees it.
+    pub dir: PathBuf,
+    pub dry_run: bool,
+    /// `--purge`: certsync's own files go too.
+    pub purge: bool,
+    /// `--local-only`: go on when the ClusterConfiguration cannot be read
+    /// or changed; the operator changes it by hand (what to change is printed).
+    pub local_only: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

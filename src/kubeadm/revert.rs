@@ -26,13 +26,13 @@ use super::handback::{self, Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets};
 use super::record::State;
-use super::{KubeadmError, Options, cluster, digest, host, moves, node};
+use super::{KubeadmError, RevertOptions, cluster, digest, host, moves, node};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
 
-pub async fn revert(opts: &Options) -> Result<String, KubeadmError> {
+pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     let dir = &opts.dir;
     let mut out = String::new();
     let Some(mut state) = State::read(dir)? else {
@@ -148,7 +148,7 @@ fn tense<'a>(dry: bool, done: &'a str, would: &'a str) -> &'a str {
 /// revert's changes on the node, in an order that a re-run completes from
 /// wherever it stopped: each step finds its work done or does it.
 async fn local(
-    opts: &Options,
+    opts: &RevertOptions,
     state: &State,
     handbacks: &[Handback],
     out: &mut String,

@@ -228,8 +228,6 @@ fn options(dir: &Path) -> Options {
         image: "certsync".into(),
         admin_addr: ([127, 0, 0, 1], 9814).into(),
         json: false,
-        purge: false,
-        local_only: false,
         ready_timeout: std::time::Duration::from_secs(1),
         now: fixtures_made(),
     }

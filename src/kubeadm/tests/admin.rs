@@ -106,7 +106,7 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
         // revert on an adopted node: refused, nothing changed.
         let dir = adopted_node();
         std::fs::write(dir.path().join("admin.conf"), &conf).expect("write");
-        let why = revert_refusal(&Options {
+        let why = revert_refusal(&RevertOptions {
             local_only: false,
             ..revert_options(dir.path())
         })

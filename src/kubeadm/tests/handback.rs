@@ -85,7 +85,7 @@ async fn attack_a_file_certsyncs_container_wrote_is_never_what_revert_leaves() {
         );
         let before = snapshot(d);
         let handed_back = handed_back(d);
-        let out = revert(&Options {
+        let out = revert(&RevertOptions {
             dry_run,
             ..revert_options(d)
         })
@@ -181,7 +181,7 @@ async fn attack_a_symlink_in_place_of_certsyncs_targets_is_never_followed() {
     std::fs::rename(&p, host(d, "/etc/kubernetes/pki/.certsync-real")).expect("rename");
     std::os::unix::fs::symlink(decoy.path(), &p).expect("symlink");
     for purge in [false, true] {
-        let opts = Options {
+        let opts = RevertOptions {
             purge,
             ..revert_options(d)
         };
@@ -244,7 +244,7 @@ async fn attack_admin_conf_never_runs_a_command_as_root() {
     };
     assert!(e.to_string().contains("credential plugin"), "{e}");
     assert!(!marker.exists(), "the command ran");
-    let why = revert_refusal(&Options {
+    let why = revert_refusal(&RevertOptions {
         local_only: false,
         ..revert_options(d)
     })

@@ -217,15 +217,16 @@ pub(super) fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8
     all
 }
 
-pub(super) fn revert_options(dir: &Path) -> Options {
-    Options {
+pub(super) fn revert_options(dir: &Path) -> RevertOptions {
+    RevertOptions {
+        dir: dir.to_owned(),
         dry_run: false,
+        purge: false,
         local_only: true,
-        ..options(dir)
     }
 }
 
-pub(super) async fn revert_refusal(opts: &Options) -> String {
+pub(super) async fn revert_refusal(opts: &RevertOptions) -> String {
     let before = snapshot(&opts.dir);
     let why = match revert(opts).await {
         Err(e) => e.to_string(),
@@ -369,7 +370,7 @@ async fn revert_refuses_what_it_cannot_issue_again_or_the_backup_lacks() {
     )
     .expect("key");
     for dry_run in [true, false] {
-        let why = revert_refusal(&Options {
+        let why = revert_refusal(&RevertOptions {
             dry_run,
             ..revert_options(d)
         })
@@ -414,7 +415,7 @@ async fn revert_refuses_what_it_cannot_issue_again_or_the_backup_lacks() {
 async fn without_the_cluster_configuration_revert_changes_nothing_and_adopt_goes_on() {
     let dir = adopted_node();
     let d = dir.path();
-    let why = revert_refusal(&Options {
+    let why = revert_refusal(&RevertOptions {
         local_only: false,
         ..revert_options(d)
     })
@@ -480,9 +481,9 @@ fn assert_dry_run(out: &str, lines: &[String]) {
 
 /// revert `--dry-run` with `opts`: its output, after checking that it
 /// changed nothing on the node.
-async fn dry_run(opts: Options) -> String {
+async fn dry_run(opts: RevertOptions) -> String {
     let before = snapshot(&opts.dir);
-    let out = revert(&Options {
+    let out = revert(&RevertOptions {
         dry_run: true,
         ..opts.clone()
     })
@@ -497,7 +498,7 @@ async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
     let dir = adopted_node();
     let d = dir.path();
     for purge in [false, true] {
-        let out = dry_run(Options {
+        let out = dry_run(RevertOptions {
             purge,
             ..revert_options(d)
         })
@@ -551,7 +552,7 @@ async fn revert_moves_certsyncs_files_into_the_backup_or_purges_them() {
         let d = dir.path();
         let own = own_files(d);
         assert_eq!(own.len(), 10 + 3);
-        revert(&Options {
+        revert(&RevertOptions {
             purge,
             ..revert_options(d)
         })
@@ -882,10 +883,10 @@ fn adopted_node_on(api: &ConfigMapApi) -> tempfile::TempDir {
 
 /// An API server, a node adopted on it, and revert's options for it
 /// (reading and writing the ClusterConfiguration).
-pub(super) async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, Options) {
+pub(super) async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, RevertOptions) {
     let api = ConfigMapApi::start().await;
     let dir = adopted_node_on(&api);
-    let opts = Options {
+    let opts = RevertOptions {
         local_only: false,
         ..revert_options(dir.path())
     };
@@ -1048,7 +1049,7 @@ async fn revert_removes_the_directories_adopt_made_once_empty() {
     for purge in [false, true] {
         let dir = adopted_node();
         let d = dir.path();
-        let out = dry_run(Options {
+        let out = dry_run(RevertOptions {
             purge,
             ..revert_options(d)
         })
@@ -1058,7 +1059,7 @@ async fn revert_removes_the_directories_adopt_made_once_empty() {
                 format!("would remove {m}/ (adopt made it; empty once certsync's files are out)\n");
             assert!(out.contains(&said), "purge={purge}: {said:?} not in\n{out}");
         }
-        let out = revert(&Options {
+        let out = revert(&RevertOptions {
             purge,
             ..revert_options(d)
         })

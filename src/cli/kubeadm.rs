@@ -1,0 +1,154 @@
+//! `certsync kubeadm adopt|revert|status`: their flags, and the `--set`
+//! options adopt accepts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::values::duration;
+
+#[derive(Debug, Subcommand)]
+pub enum KubeadmCommand {
+    /// Read the node's kubeadm files, print the plan (every file written,
+    /// manifest flag and volume changed) and apply it: backups, certsync's
+    /// config, certsync's static pod, then, once that pod is running and
+    /// ready (--ready-timeout), the component manifests; not ready, the pod
+    /// comes out (the previous one back) and nothing of kubeadm's changes.
+    /// The ClusterConfiguration (kubeadm-config) stays kubeadm's, so nodes
+    /// join as kubeadm makes them (adopt each after its join); it needs no
+    /// API server. Each CA with less than 90% of its span left is renewed
+    /// with its own key, and etcd, the API server and the controller-manager
+    /// load its certificates side by side (ca-bundle.crt), so its end needs
+    /// no restart. Adopting again with another --image upgrades certsync,
+    /// and after an outage issues fresh pairs. Refuses what it does not
+    /// recognise; a second run changes nothing.
+    Adopt(AdoptArgs),
+    /// Give the certificates back to kubeadm: its pairs and kubeconfigs
+    /// from adopt's backup (any that ends within 24 h issued again from the
+    /// CA, kubeadm's certificate with a new serial and validity), its
+    /// manifests restored, certsync's static pod removed, fields an
+    /// earlier adopt left in the ClusterConfiguration taken out; certsync's files moved into
+    /// the backup (removed with --purge). Refuses an unreadable
+    /// ClusterConfiguration, a file the backup lacks, a CA that ends within
+    /// 24 h. Nothing to do on a node never adopted.
+    Revert(RevertArgs),
+    /// Whether the node is adopted and healthy: adopt's record and backups,
+    /// certsync's pod (its image, admin address and /readyz), each
+    /// certificate's end and renewal window read from its live target (with
+    /// certsync down too), the last renewal error, whether each component
+    /// manifest still names certsync's files, and each CA's end (warned when
+    /// adopt would renew it, or kubelet.conf lacks it). Exit 0 when healthy, else the
+    /// code of the first cause found (docs/reference/exit-codes.md).
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The node's kubeadm directory (its /etc/kubernetes) as seen from here.
+    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
+    pub kubeadm_dir: PathBuf,
+    /// Output format: text, json, or prometheus (for node_exporter's
+    /// textfile collector; metric names in docs/reference/metrics.md).
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: StatusOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusOutput {
+    Text,
+    Json,
+    Prometheus,
+}
+
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The node's kubeadm directory (its /etc/kubernetes) as seen from here;
+    /// paths written into files stay the node's own /etc/kubernetes/... .
+    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
+    pub kubeadm_dir: PathBuf,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// A ca: option for every mapping adopt writes: lifetime=, renew=,
+    /// key-alg= or keep-key= (repeatable). The configuration is judged as
+    /// `certsync run` judges it before anything is written, and refused
+    /// when the upper end of renew= (default 90%) leaves less than 6m of
+    /// the lifetime: client-go (kube-scheduler, kube-controller-manager)
+    /// re-reads its client certificate file only every 5m. To watch
+    /// renewals happen on a node you are watching: --set lifetime=8m
+    /// --set renew=20%-25%, then adopt again with the defaults; at 8m the
+    /// node stops if certsync is down for more than about 1.5 minutes
+    /// (certsync kubeadm status warns while such a lifetime is in place).
+    #[arg(long = "set", value_name = "OPTION=VALUE", value_parser = check_set)]
+    pub set: Vec<(String, String)>,
+    /// The certsync image for certsync's static pod (the node's kubelet
+    /// pulls it), e.g. registry.example.com/platform/certsync:0.1.0.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// Output format of the plan.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: PlanOutput,
+    /// The address of certsync's admin port (/livez, /readyz, /metrics) in
+    /// its static pod, written into its arguments and probes. The pod runs
+    /// in the node's network: 0.0.0.0:9814 (or the node's address) lets
+    /// Prometheus scrape it; the port serves nothing secret and changes nothing.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9814")]
+    pub admin_addr: std::net::SocketAddr,
+    /// How long certsync's pod (this configuration and image) has to be
+    /// running and ready, every target holding a live pair, before adopt
+    /// changes any component manifest. Not ready in time: adopt takes the
+    /// pod out (puts the previous one back), puts back every file it
+    /// changed and exits 1, saying what it saw. Covers the kubelet pulling
+    /// the image.
+    #[arg(long, value_name = "DURATION", value_parser = duration(1000, 3_600_000), default_value = "5m")]
+    pub ready_timeout: Duration,
+}
+
+/// `--set` options adopt accepts: how a certificate is renewed, never who
+/// it is for (that is kubeadm's template or the component's identity).
+pub const SETTABLE: [&str; 4] = ["lifetime", "renew", "key-alg", "keep-key"];
+
+/// One `kubeadm adopt --set OPTION=VALUE`, refused unless it is one of
+/// [`SETTABLE`] (the value itself is checked with the configuration).
+pub fn check_set(spec: &str) -> Result<(String, String), String> {
+    let (k, v) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("--set {spec:?}: expected OPTION=VALUE"))?;
+    if !SETTABLE.contains(&k) {
+        return Err(format!(
+            "--set {k}: adopt sets only {} on its mappings (identity options such as \
+             cn, o, dns, ip, usage or template come from kubeadm's certificates)",
+            SETTABLE.join(", ")
+        ));
+    }
+    if v.is_empty() {
+        return Err(format!("--set {k}: empty value"));
+    }
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanOutput {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RevertArgs {
+    /// The node's kubeadm directory (its /etc/kubernetes) as seen from here.
+    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
+    pub kubeadm_dir: PathBuf,
+    /// Remove certsync's configuration, kubeconfigs and targets instead of
+    /// moving them into the backup (the backups stay).
+    #[arg(long)]
+    pub purge: bool,
+    /// Check and print what revert would do; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Revert even when the ClusterConfiguration (kubeadm-config) cannot be
+    /// read: the entries to take out by hand are printed. Without it revert
+    /// refuses, changing nothing.
+    #[arg(long)]
+    pub local_only: bool,
+}

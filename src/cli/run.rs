@@ -1,0 +1,360 @@
+//! `certsync run`'s flags and environment variables, its reload flags, and
+//! the mapping grammar shown after its help.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use nix::sys::signal::Signal;
+
+use super::values::{
+    MS, YEAR, cert_mode, count, duration, generation, key_mode, parse_fraction, parse_signal,
+};
+
+/// The mapping grammar, shown after `run -h` and `run --help`.
+pub const MAPPING_GRAMMAR: &str = "\
+Mappings (--sync KIND:SOURCE=TARGET[,OPTION=VALUE]..., or the config file's `mappings:`):
+  dir:PATH                   a host directory (inotify, debounced, resync)
+  secret:NAMESPACE/NAME      one Secret, listed and watched by name
+  configmap:NAMESPACE/NAME   one ConfigMap, listed and watched by name
+  csr:SIGNER                 a certificate certsync requests and renews itself
+  ca:PREFIX                  a certificate certsync issues from PREFIX.crt/PREFIX.key
+  clustertrustbundle:NAME    one ClusterTrustBundle, as ca.crt
+  clustertrustbundle:SIGNER  every ClusterTrustBundle of a signer (label=KEY=VALUE
+                             narrows it), joined in name order, as ca.crt
+  tree:NAMESPACE             cert-syncer's layout: DEST/secrets/NAME/KEY and
+                             DEST/configmaps/NAME/KEY for secret=NAME, configmap=NAME,
+                             optional-secret=NAME, optional-configmap=NAME (repeatable)
+
+Options of every kind:
+  name=NAME                  name in logs and metrics (default: the target path)
+  cert=, key=, ca=           source file or key of the chain, key and CA bundle
+                             (default tls.crt, tls.key, ca.crt; ca optional)
+  combined=FILE              dir: one PEM with chain and key (kubelet-server-current.pem)
+  ca-only                    a CA bundle only, no key
+  cert-mode=, key-mode=, owner=, group=
+                             override the global file modes and owner
+  files=all | files=NAME[:TARGET] (repeatable)
+                             publish keys under their own names, each checked by content
+  allow-non-pem              with files=, publish non-PEM keys as they are
+  optional                   with files=, an absent object leaves no files (cert-syncer)
+  verify=HOST:PORT           after a reload, check the consumer serves the new pair
+  sni=NAME                   server name sent by verify=
+
+Options of csr: (see docs/guides/requesting-certificates.md):
+  cn=, o= (repeatable)       subject
+  dns=, ip= (repeatable)     SANs
+  key-alg=ALG                ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519
+  lifetime=DURATION          expirationSeconds (>= 10m)
+  usage=USAGE (repeatable)   e.g. digital-signature, server-auth (defaults per kubernetes.io signer)
+  ca=file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]
+                             the signer CA the issued chain must verify against
+  renew=LO-HI                renewal window of the lifetime (default 70%-90%)
+  approval-timeout=DURATION  default 15m
+  bootstrap-kubeconfig=FILE  first request with it, renewals with the issued pair
+  write-kubeconfig=FILE      publish a kubeconfig that uses the pair
+  update-kubeconfig=PATH     keep PATH's current user holding the pair, embedded
+                             (admin.conf; refused unless it can be done safely)
+
+Options of ca: (see docs/guides/kubeadm-control-plane.md): cn=, o=, dns=, ip=,
+key-alg=, usage=, renew= as for csr:, and
+  cert=PATH, key=PATH        the CA's files instead of PREFIX.crt, PREFIX.key
+  template=PATH              copy subject, SANs and usages from this certificate
+  lifetime=DURATION          default 365d, never past the CA's own expiry
+  keep-key                   renewals keep the live key (kubeadm certs renew)
+  allow-loose-ca-key         use a CA key that group or others may read
+  update-kubeconfig=PATH     as for csr: (kubeadm's admin.conf, super-admin.conf)
+
+Examples:
+  certsync run --sync 'dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key'
+  certsync run --sync 'secret:kube-system/scheduler-serving=/etc/certs/serving,verify=127.0.0.1:10259'
+  certsync run --sync 'csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler'";
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A mapping `KIND:SOURCE=TARGET[,OPTION=VALUE]...`; repeatable. In the
+    /// environment variable, separate mappings with `;`.
+    ///
+    /// Kinds: `dir:PATH` (a host directory), `secret:NAMESPACE/NAME`,
+    /// `configmap:NAMESPACE/NAME` (one object, watched by name),
+    /// `csr:SIGNER` (a certificate certsync requests and renews through the
+    /// CSR API, e.g. `csr:kubernetes.io/kube-apiserver-client`),
+    /// `ca:PREFIX` (a certificate certsync issues and renews from the CA
+    /// PREFIX.crt/PREFIX.key on the node), `clustertrustbundle:NAME|SIGNER`,
+    /// `tree:NAMESPACE` (cert-syncer's layout); the grammar is below.
+    /// Options: `name=` (used in logs; default: the target path),
+    /// `cert=`, `key=`, `ca=` (source file names or object keys; default
+    /// tls.crt, tls.key, ca.crt; ca is optional), `combined=FILE` (one PEM with chain and key,
+    /// e.g. kubelet-server-current.pem), `ca-only` (a CA bundle, no key),
+    /// `cert-mode=`, `key-mode=`, `owner=`, `group=` (override the global
+    /// flags for this mapping), `verify=HOST:PORT` and `sni=NAME` (check
+    /// what the consumer serves after a reload).
+    ///
+    /// csr: options: `cn=`, `o=` (subject; o repeatable), `dns=`, `ip=`
+    /// (SANs; repeatable), `key-alg=` (ecdsa-p256 default, ecdsa-p384, rsa-2048,
+    /// rsa-3072, rsa-4096, ed25519), `lifetime=` (expirationSeconds, >= 10m;
+    /// default: the signer's), `usage=` (repeatable, e.g. server-auth;
+    /// default for the kubernetes.io signers as kubelet asks), `ca=`
+    /// (the signer CA the issued chain must verify against, published as
+    /// ca.crt: `file:PATH`, `configmap:NAMESPACE/NAME[/KEY]` or
+    /// `clustertrustbundle[:SIGNER]`),
+    /// `renew=` (window of the lifetime, default 70%-90%),
+    /// `approval-timeout=` (default 15m), `bootstrap-kubeconfig=FILE`
+    /// (first request with it, renewals with the issued pair),
+    /// `write-kubeconfig=FILE` (a kubeconfig using the pair, in the target),
+    /// `update-kubeconfig=PATH` (csr: and ca:: an existing kubeconfig, such
+    /// as admin.conf, whose current user certsync keeps holding the live
+    /// pair as embedded data).
+    #[arg(
+        long = "sync",
+        env = "CERTSYNC_SYNC",
+        value_delimiter = ';',
+        value_name = "SPEC"
+    )]
+    pub sync: Vec<String>,
+
+    /// YAML file with a `mappings:` list (each entry takes `source`,
+    /// `target` and the same options as `--sync`, e.g. `key-mode: "0600"`)
+    /// and any other flag of `run` by its long name (`resync: 5m`,
+    /// `reload-process: nginx`); flags and `CERTSYNC_*` variables override
+    /// the file.
+    #[arg(long, env = "CERTSYNC_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print the effective configuration (file, environment and flags
+    /// merged; header values and a URL's credentials, query values and
+    /// fragment redacted) as YAML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+
+    /// Sync every mapping once and exit: 0 if all succeeded, 1 if any failed
+    /// (for init containers).
+    #[arg(long, env = "CERTSYNC_ONCE")]
+    pub once: bool,
+
+    /// With --once: how long to wait for the API server to answer (an init
+    /// container may start beside it) before failing.
+    #[arg(long, env = "CERTSYNC_ONCE_TIMEOUT", value_parser = duration(0, YEAR), default_value = "1m", value_name = "DURATION")]
+    pub once_timeout: Duration,
+
+    /// How long a source directory must be quiet before it is read, so a
+    /// pair written non-atomically (certificate, then key) is read whole.
+    #[arg(long, env = "CERTSYNC_DEBOUNCE", value_parser = duration(0, YEAR), default_value = "2s")]
+    pub debounce: Duration,
+
+    /// Re-read every source and re-check every target this often, as a
+    /// safety net for missed file events.
+    #[arg(long, env = "CERTSYNC_RESYNC", value_parser = duration(MS, YEAR), default_value = "1m")]
+    pub resync: Duration,
+
+    /// Revisions kept in each target, the live one included (>= 1).
+    #[arg(long, env = "CERTSYNC_KEEP_REVISIONS", help_heading = "Files", default_value_t = 3, value_parser = count(1, 1000))]
+    pub keep_revisions: u32,
+
+    /// Mode of published certificate files (octal).
+    #[arg(long, env = "CERTSYNC_CERT_MODE", help_heading = "Files", value_parser = cert_mode, default_value = "0644")]
+    pub cert_mode: u32,
+
+    /// Mode of published key files (octal; never world-readable).
+    #[arg(long, env = "CERTSYNC_KEY_MODE", help_heading = "Files", value_parser = key_mode, default_value = "0600")]
+    pub key_mode: u32,
+
+    /// Numeric owner of published files (default: certsync's user).
+    #[arg(
+        long,
+        env = "CERTSYNC_OWNER",
+        help_heading = "Files",
+        value_name = "UID"
+    )]
+    pub owner: Option<u32>,
+
+    /// Numeric group of published files (default: certsync's group).
+    #[arg(
+        long,
+        env = "CERTSYNC_GROUP",
+        help_heading = "Files",
+        value_name = "GID"
+    )]
+    pub group: Option<u32>,
+
+    /// How far in the future a certificate's not-before may be and still be
+    /// accepted, to forgive clock skew between issuer and node.
+    #[arg(long, env = "CERTSYNC_CLOCK_SKEW", value_parser = duration(0, YEAR), default_value = "5m")]
+    pub clock_skew: Duration,
+
+    /// When the signer issues certificates already due for renewal, csr:
+    /// mappings request (and ca: mappings issue) a new one no sooner than
+    /// this (or 10 % of the issued lifetime up to a day, if longer) after the
+    /// previous one; a renewal point still ahead is never delayed.
+    #[arg(long, env = "CERTSYNC_CSR_RENEW_FLOOR", value_parser = duration(1000, YEAR), default_value = "5m")]
+    pub csr_renew_floor: Duration,
+
+    /// Kubeconfig for Kubernetes mappings. Without it, as kubectl:
+    /// `KUBECONFIG`'s paths merged, then `~/.kube/config`, then the pod's
+    /// service account. Rebuilt when the file changes.
+    #[arg(
+        long,
+        env = "CERTSYNC_KUBECONFIG",
+        help_heading = "Kubernetes API",
+        value_name = "FILE"
+    )]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(
+        long,
+        env = "CERTSYNC_CONTEXT",
+        help_heading = "Kubernetes API",
+        value_name = "NAME"
+    )]
+    pub context: Option<String>,
+
+    /// Name to verify in the API server's certificate, for servers reached
+    /// as `localhost` whose certificate names another host (static pods).
+    #[arg(
+        long,
+        env = "CERTSYNC_TLS_SERVER_NAME",
+        help_heading = "Kubernetes API",
+        value_name = "NAME"
+    )]
+    pub tls_server_name: Option<String>,
+
+    /// Server-side timeout of each watch call. A silently dead connection
+    /// is noticed within this plus 5 s; the watch then resumes.
+    #[arg(long, env = "CERTSYNC_WATCH_TIMEOUT", help_heading = "Kubernetes API", value_parser = duration(MS, YEAR), default_value = "1m")]
+    pub watch_timeout: Duration,
+
+    /// Silence on an HTTP/2 connection to the API server after which
+    /// certsync sends a PING; with no answer within half of it, the
+    /// connection is dropped and every watch resumes on a new one.
+    /// Connecting (TCP and the TLS handshake) must finish within it too.
+    #[arg(long, env = "CERTSYNC_API_KEEPALIVE", help_heading = "Kubernetes API", value_parser = duration(1000, 3_600_000), default_value = "30s")]
+    pub api_keepalive: Duration,
+
+    #[command(flatten)]
+    pub reload: ReloadArgs,
+
+    /// Address of the admin port (/livez, /readyz, /metrics), e.g.
+    /// 127.0.0.1:9808, or 0.0.0.0:9808 for kubelet probes on a pod IP.
+    /// None unless given: host-network pods on one node share its ports,
+    /// and any fixed default would collide between two of them.
+    #[arg(
+        long,
+        env = "CERTSYNC_ADMIN_ADDR",
+        help_heading = "Health and metrics",
+        value_name = "ADDR"
+    )]
+    pub admin_addr: Option<std::net::SocketAddr>,
+
+    /// Share of a certificate's lifetime after which, with nothing newer
+    /// arrived, it is reported stale (warning + metric); kubelet rotates at 70-90%.
+    #[arg(long, env = "CERTSYNC_STALE_FRACTION", help_heading = "Health and metrics", default_value_t = 0.8, value_parser = parse_fraction)]
+    pub stale_fraction: f64,
+
+    /// A token /readyz answers with in its Certsync-Generation header:
+    /// `kubeadm adopt` gives certsync's pod one (a digest of its
+    /// configuration and image) and waits for that pod, not an earlier one
+    /// on the same port, to be ready. Letters, digits, '-', '.', '_'.
+    #[arg(long, env = "CERTSYNC_GENERATION", help_heading = "Health and metrics", value_parser = generation, value_name = "TOKEN")]
+    pub generation: Option<String>,
+
+    /// Record Kubernetes Events (CertificateUpdated, CertificateRejected,
+    /// CertificateRequestFailed) on source Secrets/ConfigMaps, csr: requests,
+    /// and for ca: (and dir:) mappings on this Pod (needs POD_NAME and
+    /// POD_NAMESPACE from the downward API); needs deploy/rbac-events.yaml.
+    #[arg(long, env = "CERTSYNC_EVENTS", help_heading = "Kubernetes API")]
+    pub events: bool,
+}
+/// How the main container is told about a new pair. At most one of
+/// `--reload-process`, `--reload-cmdline`, `--reload-pidfile`, `--reload-url`
+/// (`--reload-pidfile` with `--reload-process`: the pidfile's process must
+/// have that name); none for consumers that watch their files (Kubernetes components).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Reloading the main container")]
+pub struct ReloadArgs {
+    /// Signal the process with this name (comm, or executable/argv[0] base
+    /// name), found through a shared PID namespace. Only the top-most match
+    /// of each process tree (e.g. the nginx master) is signalled. Every
+    /// process of that name the PID namespace shows is a match: on a host
+    /// (not in a pod) that is every user's; use --reload-pidfile there.
+    #[arg(
+        long,
+        env = "CERTSYNC_RELOAD_PROCESS",
+        value_name = "NAME",
+        group = "reload_target"
+    )]
+    pub reload_process: Option<String>,
+    /// Signal the process whose command line matches this regular expression.
+    #[arg(
+        long,
+        env = "CERTSYNC_RELOAD_CMDLINE",
+        value_name = "REGEX",
+        group = "reload_target"
+    )]
+    pub reload_cmdline: Option<String>,
+    /// Signal the process whose PID is in this file (re-read every reload).
+    /// Only when that process runs as the file's owner (a root-owned file:
+    /// a root process); with --reload-process too, it must have that name.
+    /// A symlink is never followed. The directories above the pidfile's own
+    /// must be root's (or a volume's root), checked at start.
+    #[arg(
+        long,
+        env = "CERTSYNC_RELOAD_PIDFILE",
+        value_name = "FILE",
+        conflicts_with_all = ["reload_cmdline", "reload_url"]
+    )]
+    pub reload_pidfile: Option<PathBuf>,
+    /// Call this URL instead of sending a signal (success: a 2xx answer).
+    #[arg(
+        long,
+        env = "CERTSYNC_RELOAD_URL",
+        value_name = "URL",
+        group = "reload_target"
+    )]
+    pub reload_url: Option<String>,
+
+    /// Signal to send (name, e.g. SIGHUP or HUP).
+    #[arg(long, env = "CERTSYNC_RELOAD_SIGNAL", value_parser = parse_signal, default_value = "SIGHUP")]
+    pub reload_signal: Signal,
+    /// HTTP method of the reload call.
+    #[arg(long, env = "CERTSYNC_RELOAD_METHOD", default_value = "POST")]
+    pub reload_method: String,
+    /// Extra header `Name: value` for the reload call; repeatable (newline-separated in the env var).
+    #[arg(
+        long = "reload-header",
+        env = "CERTSYNC_RELOAD_HEADER",
+        value_name = "HEADER",
+        value_delimiter = '\n'
+    )]
+    pub reload_headers: Vec<String>,
+    /// Send `Authorization: Bearer <contents of FILE>` (re-read every call).
+    #[arg(long, env = "CERTSYNC_RELOAD_BEARER_TOKEN_FILE", value_name = "FILE")]
+    pub reload_bearer_token_file: Option<PathBuf>,
+    /// Trust only this CA for an https reload URL (may be a ca.crt certsync publishes).
+    #[arg(long, env = "CERTSYNC_RELOAD_CA_FILE", value_name = "FILE")]
+    pub reload_ca_file: Option<PathBuf>,
+    /// Do not verify the reload URL's certificate; loopback URLs only.
+    #[arg(long, env = "CERTSYNC_RELOAD_INSECURE_SKIP_VERIFY")]
+    pub reload_insecure_skip_verify: bool,
+    /// Timeout of each reload call.
+    #[arg(long, env = "CERTSYNC_RELOAD_TIMEOUT", value_parser = duration(MS, YEAR), default_value = "5s")]
+    pub reload_timeout: Duration,
+    /// Retries of a failed reload call (exponential backoff with jitter).
+    #[arg(long, env = "CERTSYNC_RELOAD_RETRIES", default_value_t = 3, value_parser = count(0, 100))]
+    pub reload_retries: u32,
+    /// How long to keep looking for the process to signal (it may still be
+    /// starting) before giving up until the next change.
+    #[arg(long, env = "CERTSYNC_RELOAD_FIND_TIMEOUT", value_parser = duration(0, YEAR), default_value = "10s")]
+    pub reload_find_timeout: Duration,
+    /// Flips closer together than this (across all mappings) become one reload.
+    #[arg(long, env = "CERTSYNC_RELOAD_QUIET", value_parser = duration(0, YEAR), default_value = "200ms")]
+    pub reload_quiet: Duration,
+    /// A reload is never deferred longer than this after a flip.
+    #[arg(long, env = "CERTSYNC_RELOAD_MAX_DELAY", value_parser = duration(0, YEAR), default_value = "2s")]
+    pub reload_max_delay: Duration,
+    /// How long a mapping's `verify=` check waits for the new certificate.
+    #[arg(long, env = "CERTSYNC_VERIFY_TIMEOUT", value_parser = duration(MS, YEAR), default_value = "10s")]
+    pub verify_timeout: Duration,
+    /// Reloads repeated when verification still sees the old certificate.
+    #[arg(long, env = "CERTSYNC_VERIFY_RETRIES", default_value_t = 2, value_parser = count(0, 100))]
+    pub verify_retries: u32,
+}

@@ -1,0 +1,185 @@
+//! The parsers of flag values: durations, counts, fractions, file modes,
+//! signals, log filters and the generation token, each with its bounds.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+/// A log filter (`--log-level`, `RUST_LOG`) in tracing's `Targets` form,
+/// with klog's and Python's `warning` spelled `warn`. Every directive must
+/// be `LEVEL` or `TARGET=LEVEL` with a known level: tracing reads a bare
+/// unknown word (`verbose`, `warning`) as a target name, which turns off
+/// every other log line, errors included.
+pub fn log_filter(s: &str) -> Result<String, String> {
+    let level = |word: &str| {
+        let word = word.trim().to_ascii_lowercase();
+        match word.as_str() {
+            "trace" | "debug" | "info" | "warn" | "error" | "off" => Some(word),
+            "warning" => Some("warn".to_owned()),
+            _ => None,
+        }
+    };
+    let bad = |directive: &str, why: &str| {
+        format!(
+            "log directive {directive:?}: {why} (directives are LEVEL or TARGET=LEVEL, \
+             comma-separated; levels: trace, debug, info, warn or warning, error, off)"
+        )
+    };
+    let mut out = Vec::new();
+    for directive in s.split(',') {
+        let d = directive.trim();
+        if d.is_empty() {
+            continue;
+        }
+        match d.split_once('=') {
+            None => out.push(level(d).ok_or_else(|| bad(d, "not a level"))?),
+            Some((target, lvl)) => {
+                let target = target.trim();
+                let ok_target = !target.is_empty()
+                    && target
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '-' | '.'));
+                if !ok_target {
+                    return Err(bad(d, "not a module path before `=`"));
+                }
+                let lvl = level(lvl).ok_or_else(|| bad(d, "not a level after `=`"))?;
+                out.push(format!("{target}={lvl}"));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(bad(s, "no directive"));
+    }
+    Ok(out.join(","))
+}
+
+pub(crate) const MS: u64 = 1;
+
+pub(crate) const YEAR: u64 = 365 * 24 * 3600 * 1000;
+
+/// A duration parser with bounds in milliseconds: zero where it makes no
+/// sense (a resync every 0 s), and no more than the bound (a year by
+/// default), so deadline arithmetic can never overflow.
+pub(crate) fn duration(
+    min_ms: u64,
+    max_ms: u64,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone {
+    move |s: &str| {
+        let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
+        let ms = d.as_millis();
+        if ms < u128::from(min_ms) {
+            Err(format!("{s:?} is too short: at least {}", fmt_ms(min_ms)))
+        } else if ms > u128::from(max_ms) {
+            Err(format!("{s:?} is too long: at most {}", fmt_ms(max_ms)))
+        } else {
+            Ok(d)
+        }
+    }
+}
+
+pub(crate) fn fmt_ms(ms: u64) -> String {
+    humantime::format_duration(Duration::from_millis(ms)).to_string()
+}
+
+/// `run --generation`: a short token fit for an HTTP header as it is.
+pub(crate) fn generation(s: &str) -> Result<String, String> {
+    let fits = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    if fits {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{:?}: 1-128 letters, digits, '-', '.' or '_'",
+            crate::escape(s)
+        ))
+    }
+}
+
+/// A whole-number parser with inclusive bounds.
+pub(crate) fn count(min: u32, max: u32) -> impl Fn(&str) -> Result<u32, String> + Clone {
+    move |s: &str| match s.parse::<u32>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a whole number from {min} to {max}")),
+    }
+}
+
+pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!("{s:?} is not a fraction in (0, 1]")),
+    }
+}
+/// Signals a process can catch and treat as "reload" (or "restart"):
+/// never KILL or STOP (which cannot be handled), job control or faults.
+pub(crate) const RELOAD_SIGNALS: [Signal; 7] = [
+    Signal::SIGHUP,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGTERM,
+];
+
+pub(crate) fn parse_signal(s: &str) -> Result<Signal, String> {
+    let name = s.to_ascii_uppercase();
+    let name = if name.starts_with("SIG") {
+        name
+    } else {
+        format!("SIG{name}")
+    };
+    let signal: Signal = name
+        .parse()
+        .map_err(|_| format!("{s:?} is not a signal name such as SIGHUP"))?;
+    if RELOAD_SIGNALS.contains(&signal) {
+        Ok(signal)
+    } else {
+        let allowed: Vec<&str> = RELOAD_SIGNALS.iter().map(|s| s.as_str()).collect();
+        Err(format!(
+            "{signal} cannot be used to reload a process (it cannot be caught, or stops or \
+             crashes it); use one of {}",
+            allowed.join(", ")
+        ))
+    }
+}
+
+/// Parses an octal file mode such as `0644` or `640`: read and write
+/// bits only (no setuid/setgid/sticky, no execute), writable by the owner
+/// alone, readable by the owner.
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    let m = match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o7777 => m,
+        _ => return Err(format!("{s:?} is not an octal file mode such as 0644")),
+    };
+    if m & 0o7000 != 0 {
+        Err(format!("mode {m:04o} sets setuid, setgid or sticky bits"))
+    } else if m & 0o111 != 0 {
+        Err(format!("mode {m:04o} makes a certificate file executable"))
+    } else if m & 0o022 != 0 {
+        Err(format!(
+            "mode {m:04o} lets users other than the owner write the file"
+        ))
+    } else if m & 0o400 == 0 {
+        Err(format!("mode {m:04o} does not let the owner read the file"))
+    } else {
+        Ok(m)
+    }
+}
+
+pub(crate) fn cert_mode(s: &str) -> Result<u32, String> {
+    parse_mode(s)
+}
+
+/// A key mode: a valid mode that is not readable by every user.
+pub fn key_mode(s: &str) -> Result<u32, String> {
+    let m = parse_mode(s)?;
+    if m & 0o007 != 0 {
+        return Err(format!(
+            "key mode {m:04o} would make the private key readable by every user"
+        ));
+    }
+    Ok(m)
+}

@@ -1,0 +1,54 @@
+//! `certsync csr review`: pending CSRs with the approver's verdict, and
+//! what `--approve` or `--deny` did.
+
+use super::{Finished, check_policy};
+use crate::cli::ReviewArgs;
+use crate::inspect::render;
+
+/// The table on stdout, then each approval or denial on stderr. Looking
+/// needs no policy flags (what they would check is marked); approving or
+/// denying does.
+pub fn review(a: &ReviewArgs) -> Finished {
+    if a.approve || a.deny {
+        check_policy(&a.policy)?;
+    }
+    let (text, done) = look(a)?;
+    super::print(&text)?;
+    for line in done {
+        eprintln!("{line}");
+    }
+    Ok(0)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), super::CommandError> {
+    let settings = crate::source::client::ClientSettings {
+        kubeconfig: a.kubeconfig.clone(),
+        context: a.context.clone(),
+        ..Default::default()
+    };
+    // No node network given: every other check runs, and the addresses
+    // are marked as not checked (never approved: `--approve` needs them).
+    let addresses_unchecked = a.policy.node_cidrs.is_empty() && !a.policy.allow_any_node_address;
+    let mut policy = a.policy.policy();
+    if addresses_unchecked {
+        policy.any_node_address = true;
+    }
+    let (rows, done) = crate::approve::review(
+        &settings,
+        &a.names,
+        a.policy.selector.as_deref(),
+        &policy,
+        addresses_unchecked,
+        a.approve,
+        a.deny,
+    )
+    .await?;
+    let text = render(
+        &rows,
+        a.output,
+        crate::approve::REVIEW_HEADER,
+        crate::approve::review_cells,
+    )?;
+    Ok((text, done))
+}

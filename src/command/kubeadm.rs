@@ -1,0 +1,62 @@
+//! `certsync kubeadm adopt|revert|status`: each command's flags made into
+//! what the library is asked to do, and what it printed.
+
+use super::Finished;
+use crate::cli::{AdoptArgs, PlanOutput, RevertArgs, StatusArgs, StatusOutput};
+use crate::kubeadm::{Options, RevertOptions};
+
+impl From<&AdoptArgs> for Options {
+    fn from(a: &AdoptArgs) -> Self {
+        Self {
+            dir: a.kubeadm_dir.clone(),
+            dry_run: a.dry_run,
+            set: a.set.clone(),
+            image: a.image.clone(),
+            admin_addr: a.admin_addr,
+            json: a.output == PlanOutput::Json,
+            ready_timeout: a.ready_timeout,
+            now: std::time::SystemTime::now(),
+        }
+    }
+}
+
+impl From<&RevertArgs> for RevertOptions {
+    fn from(a: &RevertArgs) -> Self {
+        Self {
+            dir: a.kubeadm_dir.clone(),
+            dry_run: a.dry_run,
+            purge: a.purge,
+            local_only: a.local_only,
+        }
+    }
+}
+
+/// `certsync kubeadm adopt`: the plan, and what was done.
+#[tokio::main(flavor = "current_thread")]
+pub async fn adopt(a: &AdoptArgs) -> Finished {
+    let text = Box::pin(crate::kubeadm::adopt(&Options::from(a))).await?;
+    super::print(&text)?;
+    Ok(0)
+}
+
+/// `certsync kubeadm revert`: what was (or would be) handed back.
+#[tokio::main(flavor = "current_thread")]
+pub async fn revert(a: &RevertArgs) -> Finished {
+    let text = crate::kubeadm::revert(&RevertOptions::from(a)).await?;
+    super::print(&text)?;
+    Ok(0)
+}
+
+/// `certsync kubeadm status`: the report in the format asked for; 0 when
+/// healthy, else the first cause's exit code.
+#[tokio::main(flavor = "current_thread")]
+pub async fn status(a: &StatusArgs) -> Finished {
+    let s = crate::kubeadm::status(&a.kubeadm_dir).await?;
+    let text = match a.output {
+        StatusOutput::Text => s.text(),
+        StatusOutput::Json => serde_json::to_string_pretty(&s)? + "\n",
+        StatusOutput::Prometheus => s.prometheus(),
+    };
+    super::print(&text)?;
+    Ok(s.exit_code())
+}

@@ -1,0 +1,263 @@
+//! One function per subcommand, and the one place an error becomes an
+//! exit code (docs/reference/exit-codes.md) and is told to the user.
+
+mod csr;
+mod daemon;
+mod kubeadm;
+
+use std::io::Write as _;
+
+use crate::cli::{CheckArgs, Cli, EXIT_USAGE, ManArgs, RevisionsArgs, RollbackArgs};
+use crate::inspect::{InspectError, REVISION_HEADER, render, revision_cells};
+use crate::man::ManError;
+
+pub use csr::review;
+pub use daemon::{DaemonError, approve, run};
+pub use kubeadm::{adopt, revert, status};
+
+/// The target of the lines the daemons log about themselves (their
+/// start, stop and failure), as operators filter and alert on it.
+pub(crate) const LOG_TARGET: &str = "certsync";
+
+/// What a command finished with: 0, or the code its report calls for
+/// (`check` found a problem, `run --once` a failed mapping, `kubeadm
+/// status` an unhealthy node). A command that could not do its work
+/// returns a [`CommandError`] instead.
+pub type Finished = Result<u8, CommandError>;
+
+/// Why a command did not do its work. Each is said once, by
+/// [`CommandError::report`], and exits with [`CommandError::exit_code`].
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The command line could not be parsed (or asked for `--help` or
+    /// `--version`, which clap prints and exits 0 with).
+    #[error(transparent)]
+    Args(#[from] clap::Error),
+    /// `--log-level` or `RUST_LOG` is no filter.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// `approve` or `csr review --approve|--deny` with a node policy that
+    /// would trust node-written addresses alone.
+    #[error("{problem}")]
+    Policy { problem: String },
+    /// `run`'s flags, environment or config file refused.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Man(#[from] ManError),
+    #[error(transparent)]
+    Inspect(#[from] InspectError),
+    #[error(transparent)]
+    Approve(#[from] crate::approve::ApproveError),
+    #[error(transparent)]
+    Kubeadm(#[from] crate::kubeadm::KubeadmError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("stdout: {0}")]
+    Stdout(#[source] std::io::Error),
+    /// The `run` daemon could not start or stopped on an error.
+    #[error("certsync failed")]
+    Run(#[source] DaemonError),
+    /// The `approve` controller could not start or stopped on an error.
+    #[error("certsync approve failed")]
+    Approver(#[source] DaemonError),
+}
+
+/// A log filter refused (`--log-level` was checked by `cli::log_filter`
+/// when parsed; `RUST_LOG` is checked when logging starts).
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("RUST_LOG: {problem} (or give --log-level)")]
+    Env { problem: String },
+    #[error("--log-level: {0}")]
+    Filter(#[source] tracing_subscriber::filter::ParseError),
+}
+
+impl CommandError {
+    /// The exit code of each failure: the table in
+    /// docs/reference/exit-codes.md, in one place.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Args(e) if !e.use_stderr() => 0,
+            Self::Args(_)
+            | Self::Log(_)
+            | Self::Policy { .. }
+            | Self::Config(_)
+            | Self::Man(ManError::Unknown { .. }) => EXIT_USAGE as u8,
+            Self::Man(_)
+            | Self::Inspect(_)
+            | Self::Approve(_)
+            | Self::Kubeadm(_)
+            | Self::Json(_)
+            | Self::Stdout(_)
+            | Self::Run(_)
+            | Self::Approver(_) => 1,
+        }
+    }
+
+    /// Tells the failure: clap's own text for the command line, a log
+    /// line for the daemons (whose stderr is a log, JSON with
+    /// `--log-format json`), else `certsync: ` and each cause once.
+    pub fn report(&self) {
+        match self {
+            Self::Args(e) => {
+                let _ = e.print();
+            }
+            Self::Run(e) | Self::Approver(e) => {
+                let error = crate::error_chain(e);
+                tracing::error!(target: LOG_TARGET, %error, "{self}");
+            }
+            _ => eprintln!("certsync: {}", crate::error_chain(self)),
+        }
+    }
+}
+
+/// Prints a command's output.
+fn print(text: &str) -> Result<(), CommandError> {
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(CommandError::Stdout)
+}
+
+/// `certsync check`: the report; 1 when a certificate fails.
+pub fn check(a: &CheckArgs) -> Finished {
+    let rows = crate::inspect::check(&a.paths, a.warn_within)?;
+    let failing = rows.iter().any(|r| r.problem.is_some());
+    print(&crate::inspect::render_check(&rows, a.output)?)?;
+    Ok(u8::from(failing))
+}
+
+/// `certsync revisions`: a target's revisions, newest first.
+pub fn revisions(a: &RevisionsArgs) -> Finished {
+    let rows = crate::inspect::revisions(&a.target)?;
+    print(&render(&rows, a.output, REVISION_HEADER, revision_cells)?)?;
+    Ok(0)
+}
+
+/// `certsync rollback`: an earlier revision restored and pinned.
+pub fn rollback(a: &RollbackArgs) -> Finished {
+    let r = crate::inspect::rollback(&a.target, a.to)?;
+    print(&format!(
+        "{}: restored revision {} as revision {}; pinned until the source's content changes\n",
+        a.target.display(),
+        r.from_history,
+        r.revision
+    ))?;
+    Ok(0)
+}
+
+/// `certsync completion SHELL`: the script for that shell.
+pub fn completion(shell: clap_complete::Shell) -> Finished {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut cmd, "certsync", &mut std::io::stdout());
+    Ok(0)
+}
+
+/// `certsync man`: one page to stdout, or every page into `--dir` (the
+/// paths written printed).
+pub fn man(a: &ManArgs) -> Finished {
+    let text = match &a.dir {
+        Some(dir) => crate::man::write_all(dir)?
+            .iter()
+            .map(|p| format!("{}\n", p.display()))
+            .collect::<String>()
+            .into_bytes(),
+        None => crate::man::page(&a.command)?,
+    };
+    std::io::stdout()
+        .write_all(&text)
+        .map_err(CommandError::Stdout)?;
+    Ok(0)
+}
+
+/// A policy for `approve` or `csr review`, refused when it would trust
+/// node-written addresses alone.
+fn check_policy(policy: &crate::cli::PolicyArgs) -> Result<(), CommandError> {
+    policy
+        .check()
+        .map_err(|problem| CommandError::Policy { problem })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every failure exits with the code docs/reference/exit-codes.md
+    /// gives it: 64 for what the user asked wrongly, 0 for `--help`, 1
+    /// for work that could not be done.
+    #[test]
+    fn each_failure_exits_with_its_documented_code() {
+        use clap::Parser as _;
+        let io = || std::io::Error::other("refused");
+        let bind = || crate::admin::AdminError::Bind {
+            addr: ([127, 0, 0, 1], 1).into(),
+            source: io(),
+        };
+        let cases: Vec<(CommandError, u8)> = vec![
+            (
+                Cli::try_parse_from(["certsync", "--help"])
+                    .unwrap_err()
+                    .into(),
+                0,
+            ),
+            (
+                Cli::try_parse_from(["certsync", "bogus"])
+                    .unwrap_err()
+                    .into(),
+                64,
+            ),
+            (
+                LogError::Env {
+                    problem: "p".into(),
+                }
+                .into(),
+                64,
+            ),
+            (
+                CommandError::Policy {
+                    problem: "p".into(),
+                },
+                64,
+            ),
+            (crate::config::ConfigError::NoMappings.into(), 64),
+            (
+                ManError::Unknown {
+                    name: "x".into(),
+                    known: "run".into(),
+                }
+                .into(),
+                64,
+            ),
+            (
+                ManError::Write {
+                    path: "/x".into(),
+                    source: io(),
+                }
+                .into(),
+                1,
+            ),
+            (CommandError::Stdout(io()), 1),
+            (
+                InspectError::Path {
+                    path: "/x".into(),
+                    problem: "p".into(),
+                }
+                .into(),
+                1,
+            ),
+            (
+                crate::kubeadm::KubeadmError::Refused {
+                    dir: "/x".into(),
+                    reason: "r".into(),
+                }
+                .into(),
+                1,
+            ),
+            (CommandError::Run(bind().into()), 1),
+            (CommandError::Approver(bind().into()), 1),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.exit_code(), code, "{e:?}");
+        }
+    }
+}
