@@ -511,6 +511,7 @@ mod handback;
 mod revert;
 mod status;
 mod trust;
+mod trust_attacks;
 
 /// certsync's pod carries a generation of its configuration and image:
 /// adopt waits for that pod's `/readyz`, not an earlier one's on the same

@@ -17,7 +17,7 @@ use super::host;
 /// A CA as kubeadm makes one (key identifier, keyCertSign), from `from`
 /// to `to` days around now, written as `NAME.crt` and `NAME.key` (0600)
 /// under the node's `pki/`.
-fn kubeadms_ca(dir: &Path, name: &str, cn: &str, from: i64, to: i64) -> Vec<u8> {
+pub(super) fn kubeadms_ca(dir: &Path, name: &str, cn: &str, from: i64, to: i64) -> Vec<u8> {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
     p.distinguished_name = rcgen::DistinguishedName::new();
@@ -38,7 +38,7 @@ fn kubeadms_ca(dir: &Path, name: &str, cn: &str, from: i64, to: i64) -> Vec<u8> 
     cert.der().to_vec()
 }
 
-fn ders(pem: &[u8]) -> Vec<Vec<u8>> {
+pub(super) fn ders(pem: &[u8]) -> Vec<Vec<u8>> {
     rustls_pki_types::CertificateDer::pem_slice_iter(pem)
         .map(|c| c.unwrap().to_vec())
         .collect()
