@@ -84,8 +84,10 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
     // this configuration and image is ready, nothing a component reads
     // has changed, and a failure puts back what was.
     let started = async {
+        stop_previous(dir, plan, out).await?;
         files(dir, plan, out)?;
-        started(opts, plan, out).await
+        started(opts, plan, out).await?;
+        unchanged_since_written(dir, plan)
     };
     if let Err(seen) = started.await {
         let pod = super::ready::pod_state(dir).await;
@@ -192,6 +194,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
         state.pairs.insert(p, backup.clone());
     }
     state.backups.push(backup.clone());
+    state.trust.clone_from(&plan.trust_record);
     // Whether the ClusterConfiguration is known to hold none of adopt's
     // fields (read, and nothing found); set once adopt took them out. A
     // later revert then needs no API server.
@@ -226,6 +229,76 @@ fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), String> {
     }
     for t in plan::targets(dir) {
         mkdir(&host(dir, &t)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// How long after its manifest is taken out a certsync pod is surely
+/// stopped: the kubelet notices a removed static pod manifest within its
+/// 20 s file check, then kills the container within its grace period
+/// (adopt's pod gives 10 s; one an earlier certsync wrote, the default 30 s
+/// less what the first check took).
+const STOPPED_AFTER: std::time::Duration = std::time::Duration::from_secs(40);
+
+/// A file a running certsync pod mounts read-only stays read-only to it
+/// only while the host leaves that file in place: renamed over on the
+/// host, the container's bind mount is left on the old file, and the new
+/// one shows through the read-write directory beneath (`pki/`,
+/// `/etc/kubernetes`), where the container can replace it before the
+/// components restart on it (a CA bundle, the CA certificate, certsync's
+/// configuration). So when this run replaces such a file, the previous
+/// pod is stopped, and gone, first; its manifest is in this run's backup
+/// and is put back if the new pod is not ready. `Err`: what was seen.
+async fn stop_previous(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), String> {
+    let replaces_mounted = plan
+        .files
+        .iter()
+        .any(|f| f.action == "replace" && plan::read_only_in_pod(&f.path));
+    let Some(old) = super::node::read_optional(dir, POD).map_err(|e| e.to_string())? else {
+        return Ok(());
+    };
+    if !replaces_mounted {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&old);
+    let addr = super::pod::probe(&text).map_or(super::pod::DEFAULT_PROBE, |(_, _, a)| a);
+    let generation = super::pod::of_pod(&old).unwrap_or_default();
+    let removed = std::time::Instant::now();
+    std::fs::remove_file(host(dir, POD)).map_err(|e| format!("{POD}: {e}"))?;
+    let _ = writeln!(
+        out,
+        "stopped the previous certsync pod (it mounts files this run replaces read-only)"
+    );
+    if !super::ready::gone(addr, &generation, STOPPED_AFTER * 2).await {
+        return Err(format!(
+            "the previous certsync pod still answers on {addr} {} s after its manifest was taken \
+             out",
+            (STOPPED_AFTER * 2).as_secs()
+        ));
+    }
+    if let Some(left) = STOPPED_AFTER.checked_sub(removed.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+    Ok(())
+}
+
+/// Every file certsync's pod mounts read-only, as this run wrote it: a
+/// difference means something wrote it after adopt did, and the
+/// components must not restart on it.
+fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), String> {
+    for f in plan
+        .files
+        .iter()
+        .filter(|f| f.path != POD && plan::read_only_in_pod(&f.path))
+    {
+        let now = super::node::read_optional(dir, &f.path).map_err(|e| e.to_string())?;
+        if now.as_deref() != Some(f.bytes.as_slice()) {
+            return Err(format!(
+                "{} is not what adopt wrote any more: something changed it while certsync's pod \
+                 started; no component was pointed at it",
+                f.path
+            ));
+        }
     }
     Ok(())
 }

@@ -43,6 +43,26 @@ pub const CA_FILES: [&str; 8] = [
     "/etc/kubernetes/pki/sa.pub",
 ];
 
+/// Whether certsync's pod mounts `node_path` read-only as a file of its
+/// own (over a read-write directory): kubeadm's CA and service-account
+/// files, the trust bundles, certsync's configuration, the kubelet's
+/// kubeconfigs.
+pub fn read_only_in_pod(node_path: &str) -> bool {
+    CA_FILES.contains(&node_path)
+        || [CA_BUNDLE, ETCD_CA_BUNDLE, CONFIG].contains(&node_path)
+        || KUBELET_FILES.iter().any(|(_, f)| *f == node_path)
+}
+
+/// The kubelet's own kubeconfigs: no business of certsync's, mounted
+/// read-only when the node has them.
+const KUBELET_FILES: [(&str, &str); 2] = [
+    ("kubelet-conf", "/etc/kubernetes/kubelet.conf"),
+    (
+        "bootstrap-kubelet-conf",
+        "/etc/kubernetes/bootstrap-kubelet.conf",
+    ),
+];
+
 /// One `ca:` mapping: (name, CA under pki/, target, template under pki/ or
 /// the client identity (cn, o), the kubeconfig it keeps renewed). A
 /// template is also kubeadm's copy of the pair, kept in step
@@ -235,6 +255,9 @@ pub struct Plan {
     pub ca_bundle: Vec<u8>,
     /// The trust bundles' digest (the components' annotation).
     pub trust: String,
+    /// The bundles' certificates, for adopt's record.
+    #[serde(skip)]
+    pub trust_record: trust::Record,
     /// certsync's static pod's image.
     pub image: String,
     /// The image of the certsync pod adopt replaces, when it is another
@@ -529,13 +552,7 @@ fn pod_text(dir: &Path, opts: &Options, config: &[u8], generation: &str) -> Stri
         add("manifests", "/etc/kubernetes/manifests", "Directory", true);
         add("certsync-files", KUBECONFIGS, "Directory", true);
         // The kubelet's own kubeconfigs are no business of certsync's.
-        for (name, f) in [
-            ("kubelet-conf", "/etc/kubernetes/kubelet.conf"),
-            (
-                "bootstrap-kubelet-conf",
-                "/etc/kubernetes/bootstrap-kubelet.conf",
-            ),
-        ] {
+        for (name, f) in KUBELET_FILES {
             if host(dir, f).is_file() {
                 add(name, f, "File", true);
             }
@@ -547,7 +564,7 @@ fn pod_text(dir: &Path, opts: &Options, config: &[u8], generation: &str) -> Stri
     let hash = &digest(config)[..16];
     format!(
         "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n\
-apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    - --admin-addr={admin}\n    - --generation={generation}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /livez\n        port: {port}\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  volumes:\n{volumes}"
+apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    - --admin-addr={admin}\n    - --generation={generation}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /livez\n        port: {port}\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  terminationGracePeriodSeconds: 10\n  volumes:\n{volumes}"
     )
 }
 
@@ -661,7 +678,10 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     }
     // The CAs: each renewed when due, and the bundles of their
     // certificates the trusting components load.
-    let trust = trust::plan(dir, opts.now)?;
+    let record = super::record::State::read(dir)?
+        .map(|s| s.trust)
+        .unwrap_or_default();
+    let trust = trust::plan(dir, opts.now, &record, adopted)?;
     let mut manifests = Vec::new();
     for (c, path, before, mut m) in parsed {
         let (flags, volumes_added) = manifest::adopt(c, &mut m);
@@ -824,6 +844,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         kubeconfigs_trusted,
         ca_bundle: trust.ca_bundle,
         trust: trust.digest,
+        trust_record: trust.record,
         image: opts.image.clone(),
         image_before,
         generation,

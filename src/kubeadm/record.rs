@@ -51,6 +51,11 @@ pub struct State {
     /// (that adopt made every one; kubeadm makes none of them).
     #[serde(default = "made_dirs")]
     pub made_dirs: Vec<String>,
+    /// Each trust bundle adopt wrote (node path) -> the CA certificates
+    /// (PEM) it put in it: the next adopt makes the bundle from these and
+    /// the CA in place, never from the bundle file (`trust.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub trust: BTreeMap<String, Vec<String>>,
 }
 
 fn made_dirs() -> Vec<String> {

@@ -216,7 +216,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     pod(dir, &mut s).await;
     certificates(dir, now, &mut s);
     manifests(dir, &state, &mut s);
-    let (cas, warnings) = super::trust::status(dir, now);
+    let (cas, warnings) = super::trust::status(dir, now, &state.trust);
     for c in &cas {
         if let Some(p) = &c.problem {
             s.problem(

@@ -13,12 +13,19 @@
 //! file itself, which holds exactly the renewed certificate (the
 //! controller-manager signs with exactly one).
 //!
-//! A bundle holds only certificates with the CA's own subject and key:
-//! what is read from an existing bundle (a file in `pki/`, where an older
-//! certsync pod could write) is kept only when it is such a certificate
-//! and still valid, so nothing there can make a component trust another
-//! key. The CA certificate and key are read beneath `pki/`, mounted
-//! read-only into certsync's pod.
+//! A bundle is made from adopt's record (`adopted.json`, which certsync's
+//! container cannot write: every CA certificate adopt put in a bundle)
+//! and the CA certificate in place, never from the bundle file itself: a
+//! file in `pki/` is one an older certsync pod could have written, and a
+//! certificate there with the CA's subject and key (made with the CA key
+//! the container reads, ending in 2100) would otherwise be trusted from
+//! one adopt to the next. Of the record, only certificates of the CA's
+//! own subject and key that have not ended are kept, and every
+//! certificate in a bundle reads as Go reads certificates (etcd refuses
+//! to start on a bundle holding one it cannot parse). A bundle adopt did
+//! not write (no record: a first adopt) is refused, not replaced. The CA
+//! certificate and key are read beneath `pki/`, mounted read-only into
+//! certsync's pod (`apply::stop_previous` keeps them so).
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -26,6 +33,7 @@ use std::time::SystemTime;
 use rustls_pki_types::pem::SectionKind;
 
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
+use super::record::STATE;
 use super::{KubeadmError, host, node};
 use crate::validate::{rfc3339, unix_seconds};
 
@@ -91,7 +99,12 @@ pub struct Trust {
     /// PEM of `ca`'s bundle as adopt leaves it: the CA data of the
     /// kubeconfigs it keeps.
     pub ca_bundle: Vec<u8>,
+    /// What goes into adopt's record: each bundle's certificates (PEM).
+    pub record: Record,
 }
+
+/// Each bundle (node path) with the certificates (PEM) adopt put in it.
+pub type Record = std::collections::BTreeMap<String, Vec<String>>;
 
 /// The certificates (DER) of a PEM file, in order; refused unless every
 /// block is a certificate.
@@ -127,8 +140,15 @@ fn identity(der: &[u8]) -> Option<(Vec<u8>, Vec<u8>, i64, i64)> {
     ))
 }
 
-/// Works out the renewals and bundles for the node at `dir` at `now`.
-pub fn plan(dir: &Path, now: SystemTime) -> Result<Trust, KubeadmError> {
+/// Works out the renewals and bundles for the node at `dir` at `now`,
+/// from adopt's `record` of the bundles (empty on a first adopt:
+/// `adopted` false, when a bundle already there is not adopt's).
+pub fn plan(
+    dir: &Path,
+    now: SystemTime,
+    record: &Record,
+    adopted: bool,
+) -> Result<Trust, KubeadmError> {
     let now_s = unix_seconds(now);
     let mut trust = Trust::default();
     let mut bundles = Vec::new();
@@ -140,6 +160,12 @@ pub fn plan(dir: &Path, now: SystemTime) -> Result<Trust, KubeadmError> {
             .map_err(|_| KubeadmError::file(&at, "a CA file holds exactly one certificate"))?;
         let (subject, spki, from, to) =
             identity(&der).ok_or_else(|| KubeadmError::file(&at, "not a certificate"))?;
+        crate::x509::strict_certificate(&der).map_err(|e| {
+            KubeadmError::file(
+                &at,
+                format!("Go would not read it ({e}); adopt trusts only what Go reads"),
+            )
+        })?;
         let span = to - from;
         let due = (to - now_s) * RENEW_LEFT.1 < span * RENEW_LEFT.0;
         let renewed = if due {
@@ -167,15 +193,15 @@ pub fn plan(dir: &Path, now: SystemTime) -> Result<Trust, KubeadmError> {
             renewed_to: renewed.as_ref().map(|_| now_s + span),
         });
         let Some(bundle) = bundle else { continue };
-        // The bundle: what it held that is still this CA and valid, then
-        // the certificate in place, then its renewal.
+        // The bundle: what adopt recorded that is still this CA, valid and
+        // read as Go reads it, then the certificate in place, then its
+        // renewal.
         let mut certs: Vec<Vec<u8>> = Vec::new();
-        let existing = node::read_optional(dir, bundle)?;
-        if let Some(old) = &existing {
-            for c in certificates(&host(dir, bundle), old).unwrap_or_default() {
-                if identity(&c)
-                    .is_some_and(|(s, k, _, end)| s == subject && k == spki && end > now_s)
-                {
+        for text in record.get(bundle).into_iter().flatten() {
+            for c in certificates(&host(dir, STATE), text.as_bytes())? {
+                let ours = identity(&c)
+                    .is_some_and(|(s, k, _, end)| s == subject && k == spki && end > now_s);
+                if ours && crate::x509::strict_certificate(&c).is_ok() && !certs.contains(&c) {
                     certs.push(c);
                 }
             }
@@ -185,11 +211,22 @@ pub fn plan(dir: &Path, now: SystemTime) -> Result<Trust, KubeadmError> {
                 certs.push(c);
             }
         }
+        let existing = node::read_optional(dir, bundle)?;
         let text: String = certs.iter().map(|c| pem(c)).collect();
         if name == "ca" {
             trust.ca_bundle = text.clone().into_bytes();
         }
         bundles.push(text.clone());
+        trust
+            .record
+            .insert(bundle.to_owned(), certs.iter().map(|c| pem(c)).collect());
+        if existing.is_some() && !adopted && existing.as_deref() != Some(text.as_bytes()) {
+            return Err(KubeadmError::file(
+                &host(dir, bundle),
+                "exists and adopt did not write it (the node is not adopted): move it away, \
+                 adopt writes it from the CA certificates",
+            ));
+        }
         if existing.as_deref() != Some(text.as_bytes()) {
             trust.files.push(TrustFile {
                 path: bundle.to_owned(),
@@ -230,7 +267,7 @@ pub struct CaStatus {
 /// Each CA as it stands on the node at `now`, and what is due: warnings
 /// for a renewal due and for this node's kubelet.conf, whose CA data only
 /// a kubelet restart re-reads.
-pub fn status(dir: &Path, now: i64) -> (Vec<CaStatus>, Vec<String>) {
+pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<String>) {
     let mut cas = Vec::new();
     let mut warnings = Vec::new();
     for (name, cert, _, bundle) in CAS {
@@ -274,17 +311,10 @@ pub fn status(dir: &Path, now: i64) -> (Vec<CaStatus>, Vec<String>) {
                     ));
                 }
                 if let Some(b) = bundle {
-                    let held = node::read_optional(dir, b)
-                        .ok()
-                        .flatten()
-                        .and_then(|t| certificates(&host(dir, b), &t).ok())
-                        .is_some_and(|all| all.contains(&der));
+                    let (held, problem) = bundle_status(dir, b, &der, record);
                     c.in_bundle = Some(held);
-                    if !held {
-                        c.problem = Some(format!(
-                            "{b}, which etcd, the API server or the controller-manager load at \
-                             start, does not hold it: run `certsync kubeadm adopt`"
-                        ));
+                    if problem.is_some() {
+                        c.problem = problem;
                     }
                 }
                 if name == "ca" {
@@ -295,6 +325,49 @@ pub fn status(dir: &Path, now: i64) -> (Vec<CaStatus>, Vec<String>) {
         cas.push(c);
     }
     (cas, warnings)
+}
+
+/// Whether the bundle `b` holds the CA certificate in place (`der`), and
+/// what is wrong with it: not holding it, unreadable, or holding a
+/// certificate neither in place nor in adopt's record (a file certsync's
+/// container could have written: another key trusted by etcd, the API
+/// server and the controller-manager).
+fn bundle_status(dir: &Path, b: &str, der: &[u8], record: &Record) -> (bool, Option<String>) {
+    let at = host(dir, b);
+    let held = match node::read_optional(dir, b) {
+        Ok(Some(t)) => match certificates(&at, &t) {
+            Ok(all) => all,
+            Err(e) => return (false, Some(e.to_string())),
+        },
+        Ok(None) => Vec::new(),
+        Err(e) => return (false, Some(e.to_string())),
+    };
+    let recorded: Vec<Vec<u8>> = record
+        .get(b)
+        .into_iter()
+        .flatten()
+        .flat_map(|t| certificates(&at, t.as_bytes()).unwrap_or_default())
+        .collect();
+    let strangers = held
+        .iter()
+        .filter(|c| c.as_slice() != der && !recorded.contains(c))
+        .count();
+    let has = held.iter().any(|c| c == der);
+    let run = "run `certsync kubeadm adopt`, which writes it from the CA certificates";
+    let problem = if strangers > 0 {
+        Some(format!(
+            "{b}, which etcd, the API server or the controller-manager load at start, holds {strangers} \
+             certificate(s) adopt did not write: {run}"
+        ))
+    } else if !has {
+        Some(format!(
+            "{b}, which etcd, the API server or the controller-manager load at start, does not \
+             hold it: {run}"
+        ))
+    } else {
+        None
+    };
+    (has, problem)
 }
 
 /// A warning when this node's kubelet.conf embeds CA data without the CA

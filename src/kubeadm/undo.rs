@@ -37,12 +37,16 @@ impl Undo {
     pub async fn run(self, opts: &Options, plan: &Plan) -> String {
         let dir = &opts.dir;
         let mut said = Said::default();
-        // The pod first: the kubelet stops it before anything it writes
-        // is put back.
-        let previous = pod_back(dir, plan, &mut said).await;
+        // This run's pod out first, and gone, before anything it writes or
+        // mounts read-only is put back; the previous pod last, so that it
+        // mounts the files as they were (a file renamed over on the host
+        // leaves a running container's read-only mount of it, and the
+        // container could then write it: see `apply::stop_previous`).
+        pod_out(dir, plan, &mut said).await;
         files_back(dir, plan, &mut said);
         self.kubeadms_back(dir, plan, &mut said);
         self.record_back(dir, &mut said);
+        let previous = previous_pod_back(dir, plan, &mut said);
         let backup = &plan.backup;
         let mut text = format!(
             "No component manifest was changed; {} (kubeadm's files are in {backup}/)",
@@ -130,34 +134,50 @@ fn previous(dir: &Path, plan: &Plan, node_path: &str) -> Option<Vec<u8>> {
         .flatten()
 }
 
-/// certsync's pod out, or the previous one back, when this run wrote it;
-/// then waits until this run's pod no longer answers. The previous pod's
-/// generation, when it had one, and where it answers.
-async fn pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String, SocketAddr)> {
-    let f = plan.files.iter().find(|f| f.path == POD)?;
-    let mut generation = None;
-    let done = match (f.action, previous(dir, plan, POD)) {
-        ("replace", Some(old)) => {
-            let addr = pod::probe(&String::from_utf8_lossy(&old))
-                .map_or(pod::DEFAULT_PROBE, |(_, _, addr)| addr);
-            generation = pod::of_pod(&old).map(|g| (g, addr));
-            put(dir, POD, &old).map(|()| "put the previous certsync pod back")
-        }
-        _ => std::fs::remove_file(host(dir, POD))
-            .map(|()| "took certsync's pod out")
-            .map_err(|e| KubeadmError::file(&host(dir, POD), e)),
-    };
-    match done {
-        Ok(s) => said.done.push(s.to_owned()),
-        Err(e) => said.failed.push(e.to_string()),
+/// This run's certsync pod out, when it wrote one; then waits until it no
+/// longer answers.
+async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
+    if !plan.files.iter().any(|f| f.path == POD) {
+        return;
+    }
+    match std::fs::remove_file(host(dir, POD)) {
+        Ok(()) => said.done.push("took certsync's pod out".to_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => said
+            .failed
+            .push(KubeadmError::file(&host(dir, POD), e).to_string()),
     }
     if !ready::gone(plan.probe, &plan.generation, Duration::from_secs(60)).await {
         said.failed.push(format!(
-            "certsync's pod of generation {} still answers on {} a minute after its manifest changed",
+            "certsync's pod of generation {} still answers on {} a minute after its manifest \
+             was taken out",
             plan.generation, plan.probe
         ));
     }
-    generation
+}
+
+/// The previous certsync pod's manifest back, when this run replaced it:
+/// its generation, when it had one, and where it answers.
+fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String, SocketAddr)> {
+    let f = plan.files.iter().find(|f| f.path == POD)?;
+    if f.action != "replace" {
+        return None;
+    }
+    let Some(old) = previous(dir, plan, POD) else {
+        said.failed.push(format!(
+            "{POD}: the previous pod is missing from {}",
+            plan.backup
+        ));
+        return None;
+    };
+    let addr = pod::probe(&String::from_utf8_lossy(&old)).map_or(pod::DEFAULT_PROBE, |(_, _, a)| a);
+    match put(dir, POD, &old) {
+        Ok(()) => said
+            .done
+            .push("put the previous certsync pod back".to_owned()),
+        Err(e) => said.failed.push(e.to_string()),
+    }
+    pod::of_pod(&old).map(|g| (g, addr))
 }
 
 /// certsync's configuration and kubeconfigs as they were.

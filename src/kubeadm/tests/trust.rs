@@ -59,7 +59,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     let etcd = kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = trust::plan(d.path(), now).unwrap();
+    let t = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
     let due: Vec<_> = t
         .cas
         .iter()
@@ -87,7 +87,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
 
     // Written: a re-adopt finds nothing to do, and the digest stays.
     apply(d.path(), &t);
-    let again = trust::plan(d.path(), now).unwrap();
+    let again = trust::plan(d.path(), now, &t.record, true).unwrap();
     assert!(
         again.files.is_empty(),
         "{:?}",
@@ -102,7 +102,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     let mut planted = std::fs::read(host(d.path(), CA_BUNDLE)).unwrap();
     planted.extend(crate::pem::encode("CERTIFICATE", &foreign).into_bytes());
     std::fs::write(host(d.path(), CA_BUNDLE), &planted).unwrap();
-    let cleaned = trust::plan(d.path(), now).unwrap();
+    let cleaned = trust::plan(d.path(), now, &t.record, true).unwrap();
     let f = cleaned.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(
         ders(&f.bytes) == [ca, renewed[0].clone()],
@@ -113,12 +113,16 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     // reports the renewed one in place, in the bundle.
     let later = now + Duration::from_secs(25 * 3600);
     apply(d.path(), &cleaned);
-    let after = trust::plan(d.path(), later).unwrap();
+    let after = trust::plan(d.path(), later, &cleaned.record, true).unwrap();
     let f = after.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(ders(&f.bytes) == [renewed[0].clone()], "only the renewal");
     assert_eq!(after.files.len(), 1, "nothing renewed again");
     apply(d.path(), &after);
-    let (cas, warnings) = trust::status(d.path(), crate::validate::unix_seconds(later));
+    let (cas, warnings) = trust::status(
+        d.path(),
+        crate::validate::unix_seconds(later),
+        &after.record,
+    );
     assert!(cas.iter().all(|c| c.problem.is_none()), "{cas:?}");
     assert_eq!(cas[0].in_bundle, Some(true));
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -130,7 +134,11 @@ fn status_says_when_a_renewal_is_due_and_when_a_bundle_lacks_the_ca() {
     kubeadms_ca(d.path(), "ca", "kubernetes", -19, 1);
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", -1, 19);
     kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", -1, 19);
-    let (cas, warnings) = trust::status(d.path(), crate::validate::unix_seconds(SystemTime::now()));
+    let (cas, warnings) = trust::status(
+        d.path(),
+        crate::validate::unix_seconds(SystemTime::now()),
+        &trust::Record::new(),
+    );
     // No bundles yet: the components' trust does not hold the CAs.
     assert_eq!(cas[0].in_bundle, Some(false));
     assert!(cas[0].problem.is_some());
@@ -142,4 +150,53 @@ fn status_says_when_a_renewal_is_due_and_when_a_bundle_lacks_the_ca() {
         warnings[0].contains("/etc/kubernetes/pki/ca.crt"),
         "{warnings:?}"
     );
+}
+
+/// adopt stops the previous certsync pod before replacing a file that pod
+/// mounts read-only (a host rename leaves the container's mount on the old
+/// file and lets it write the new one): the list it decides by is exactly
+/// the pod's read-only file mounts, so a mount added to the pod is never
+/// left out of that decision.
+#[tokio::test]
+async fn the_files_adopt_stops_the_pod_for_are_exactly_its_read_only_file_mounts() {
+    let dir = super::node_dir();
+    let p = super::plan(&super::options(dir.path()))
+        .await
+        .expect("plan");
+    let pod = p
+        .files
+        .iter()
+        .find(|f| f.path == super::plan::POD)
+        .expect("the pod");
+    let pod: serde_yaml_ng::Value = serde_yaml_ng::from_slice(&pod.bytes).expect("yaml");
+    let volumes = pod["spec"]["volumes"].as_sequence().expect("volumes");
+    let mounts = pod["spec"]["containers"][0]["volumeMounts"]
+        .as_sequence()
+        .expect("mounts");
+    let mut read_only_files = Vec::new();
+    for m in mounts {
+        let v = volumes
+            .iter()
+            .find(|v| v["name"] == m["name"])
+            .expect("a volume for each mount");
+        let path = v["hostPath"]["path"].as_str().expect("path");
+        let file = v["hostPath"]["type"] == "File";
+        let ro = m["readOnly"].as_bool().unwrap_or(false);
+        assert_eq!(
+            super::plan::read_only_in_pod(path),
+            file && ro,
+            "{path}: a read-only file mount exactly when adopt stops the pod for it"
+        );
+        if file && ro {
+            read_only_files.push(path.to_owned());
+        }
+    }
+    for must in [
+        "/etc/kubernetes/pki/ca.crt",
+        "/etc/kubernetes/pki/ca-bundle.crt",
+        "/etc/kubernetes/pki/etcd/ca-bundle.crt",
+        "/etc/kubernetes/certsync.yaml",
+    ] {
+        assert!(read_only_files.iter().any(|f| f == must), "{must}");
+    }
 }

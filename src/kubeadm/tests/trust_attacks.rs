@@ -52,7 +52,9 @@ fn a_bundle_keeps_no_certificate_of_the_cas_key_that_adopt_did_not_write() {
         crate::pem::encode("CERTIFICATE", &ca) + &crate::pem::encode("CERTIFICATE", &forged);
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
-    let t = trust::plan(d.path(), SystemTime::now()).unwrap();
+    // An adopted node (a record of what adopt wrote, here none): the file
+    // is the container's.
+    let t = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), true).unwrap();
     assert!(
         !planned_bundle(&t).contains(&forged),
         "the container's certificate ending 2100 is kept in {CA_BUNDLE} and admin.conf's CA data"
@@ -81,7 +83,7 @@ fn a_bundle_keeps_no_certificate_go_refuses() {
     let planted = crate::pem::encode("CERTIFICATE", &bad) + &crate::pem::encode("CERTIFICATE", &ca);
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
-    let t = trust::plan(d.path(), SystemTime::now()).unwrap();
+    let t = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), true).unwrap();
     for c in planned_bundle(&t) {
         assert!(
             crate::x509::strict_certificate(&c).is_ok(),
@@ -103,12 +105,16 @@ fn status_reports_a_bundle_that_trusts_another_key() {
         crate::pem::encode("CERTIFICATE", &ca) + &crate::pem::encode("CERTIFICATE", &foreign);
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
     // etcd's bundle as adopt writes it, so only ca's is in question.
-    let t = trust::plan(d.path(), SystemTime::now()).unwrap();
+    let t = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), true).unwrap();
     for f in t.files.iter().filter(|f| f.path != CA_BUNDLE) {
         std::fs::write(host(d.path(), &f.path), &f.bytes).unwrap();
     }
 
-    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(SystemTime::now()));
+    let (cas, _) = trust::status(
+        d.path(),
+        crate::validate::unix_seconds(SystemTime::now()),
+        &t.record,
+    );
     assert!(
         cas[0].problem.is_some(),
         "status calls {CA_BUNDLE} healthy while it trusts another key: {:?}",
@@ -128,7 +134,8 @@ fn a_bundle_adopt_cannot_read_is_refused_not_skipped() {
     let planted = crate::pem::encode("CERTIFICATE", &ca) + &key;
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
-    let r = trust::plan(d.path(), SystemTime::now());
+    // On a node not yet adopted: a bundle there is not adopt's.
+    let r = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), false);
     assert!(
         r.is_err(),
         "a bundle holding a private key was skipped and replaced"
