@@ -1,12 +1,15 @@
 //! The CAs' end on kubeadm's own clock: a node whose CAs last minutes
-//! (`caCertificateValidityPeriod`), adopted, run past every CA's original
-//! end. Before adopt renewed the CAs, nine minutes past that end every API
+//! (`caCertificateValidityPeriod`), adopted, adopted again once a renewal
+//! is due (the manifests change only in their trust annotation), run past
+//! every CA's original end. Before adopt renewed the CAs, nine minutes past that end every API
 //! request failed and two components had restarted. Now the API answers
 //! through admin.conf, writes go through, the scheduler's and
 //! controller-manager's leases are renewed, a CSR is signed and chains to
 //! pki/ca.crt, no component restarts after adoption, and
-//! `kubeadm certs check-expiration` shows the renewed CAs; then revert,
-//! and the node still serves. Needs root and the realkube tools, as
+//! `kubeadm certs check-expiration` shows the renewed CAs; then revert
+//! restores kubeadm's manifests byte for byte (it restored the first
+//! adoption's, naming files it had moved away, before), and the node
+//! still serves. Needs root and the realkube tools, as
 //! tests/kubeadm.rs does (skips without them, fails under `CI=true`).
 
 mod support;
@@ -17,8 +20,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use support::kubeadm_node::{
-    Node, clock_config, containers, kubeadm_cmd, kubectl, ready, readyz, realkube, settled,
-    unix_now, wait_long,
+    Node, clock_config, containers, kubeadm_cmd, kubectl, pem_not_after, ready, readyz, realkube,
+    settled, unix_now, wait_long,
 };
 
 /// kubeadm's CAs' lifetime on the node: long enough to bring it up and
@@ -26,7 +29,7 @@ use support::kubeadm_node::{
 /// two days (kubeadm warns that they outlast their CA): revert then hands
 /// them back as they are, where a CA of minutes could issue nothing that
 /// lasts the day revert requires.
-const CA_VALIDITY: &str = "7m";
+const CA_VALIDITY: &str = "12m";
 
 fn cert(pem: &[u8]) -> Vec<u8> {
     let (_, p) = x509_parser::pem::parse_x509_pem(pem).expect("PEM");
@@ -130,9 +133,22 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
         .collect();
     let ca_end = originals.iter().map(|c| not_after(c)).max().expect("CAs");
     assert!(
-        ca_end - unix_now() < 600,
+        ca_end - unix_now() < 900,
         "kubeadm's CAs last {CA_VALIDITY}"
     );
+
+    let manifests = |etc: &std::path::Path| -> Vec<Vec<u8>> {
+        [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ]
+        .iter()
+        .map(|c| std::fs::read(etc.join(format!("manifests/{c}.yaml"))).expect("manifest"))
+        .collect()
+    };
+    let kubeadms_manifests = manifests(&etc);
 
     // Adopted with the defaults: every CA renewed with its own key.
     let before = containers(&node);
@@ -157,21 +173,44 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
             "{c} outlasts the old one"
         );
     }
-    let settled_after_adopt = wait_long(
-        "certsync's pod and the four components",
-        Duration::from_secs(240),
-        || {
-            // Every component on its new manifest (a new pod, a new pid).
-            let all = settled(&node, 5)?;
-            let fresh = all
-                .iter()
-                .all(|(name, pid, _)| before.iter().all(|(n, p, _)| n != name || p != pid));
-            (fresh
-                && all.iter().any(|(n, _, _)| n.starts_with("certsync-"))
-                && ready(&kubectl, &admin))
-            .then_some(all)
-        },
+    let fresh_since = |before: &[(String, u64, u64)]| {
+        wait_long(
+            "certsync's pod and the four components",
+            Duration::from_secs(240),
+            || {
+                // Every component on its new manifest (a new pod, a new pid).
+                let all = settled(&node, 5)?;
+                let fresh = all.iter().all(|(name, pid, _)| {
+                    name.starts_with("certsync-")
+                        || before.iter().all(|(n, p, _)| n != name || p != pid)
+                });
+                (fresh
+                    && all.iter().any(|(n, _, _)| n.starts_with("certsync-"))
+                    && ready(&kubectl, &admin))
+                .then_some(all)
+            },
+        )
+    };
+    let after_first = fresh_since(&before);
+    // A renewal comes due again (a tenth of the span later): adopt renews
+    // the CAs of an adopted node, whose manifests change only in their
+    // trust annotation; revert must still restore kubeadm's manifests
+    // (before, it restored this adoption's from the newest backup).
+    // Due once less than 90% of the span (12 minutes) is left.
+    let due = pem_not_after(&std::fs::read(etc.join("pki/ca.crt")).expect("ca")) - 648;
+    let wait = due - unix_now() + 5;
+    if wait > 0 {
+        std::thread::sleep(Duration::from_secs(wait as u64));
+    }
+    let (ok, text) = kubeadm_cmd(&node, &["adopt", "--image", "certsync"]);
+    assert!(ok, "{text}");
+    eprintln!("{text}");
+    assert!(text.contains("renewed now"), "{text}");
+    assert!(
+        text.contains("stopped the previous certsync pod"),
+        "a renewal replaces files the running pod mounts read-only:\n{text}"
     );
+    let settled_after_adopt = fresh_since(&after_first);
 
     // Past every CA's original end.
     let wait = ca_end - unix_now() + 30;
@@ -231,6 +270,10 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
     // Revert: kubeadm's manifests trust pki/etcd/ca.crt, the renewed one.
     let (ok, text) = kubeadm_cmd(&node, &["revert"]);
     assert!(ok, "revert:\n{text}");
+    assert!(
+        manifests(&etc) == kubeadms_manifests,
+        "revert restored kubeadm's manifests byte for byte"
+    );
     wait_long(
         "the node serving on kubeadm's files after revert",
         Duration::from_secs(240),

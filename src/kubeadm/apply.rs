@@ -202,9 +202,20 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
         state.cluster_config_reverted = plan.cluster_configuration.is_empty();
     }
     for m in &plan.manifests {
+        // A manifest that already names certsync's files (only its trust
+        // annotation changes: a CA renewal on an adopted node) is adopt's
+        // own, not kubeadm's: revert keeps restoring kubeadm's copy from
+        // the backup that holds it. One without them (kubeadm's, or one
+        // `kubeadm upgrade` regenerated) is kubeadm's copy from now on.
+        let kubeadms_backup = match state.manifests.get(&m.path) {
+            Some((earlier, _)) if m.flags.is_empty() && m.volumes_added.is_empty() => {
+                earlier.clone()
+            }
+            _ => backup.clone(),
+        };
         state
             .manifests
-            .insert(m.path.clone(), (backup.clone(), digest(&m.after)));
+            .insert(m.path.clone(), (kubeadms_backup, digest(&m.after)));
     }
     state.write(dir)?;
     Ok(Undo {

@@ -140,6 +140,17 @@ fn identity(der: &[u8]) -> Option<(Vec<u8>, Vec<u8>, i64, i64)> {
     ))
 }
 
+/// A CA's span without its 5-minute backdate (kubeadm's and
+/// `renew_ca`'s): a renewal then lasts as long as the certificate it
+/// renews, and right after one all of that span is left, so the next
+/// adopt does not renew it again, however short the span (kubeadm's
+/// clock in tests).
+fn effective_span(from: i64, to: i64) -> i64 {
+    (to - from - BACKDATE_SECS).max(1)
+}
+
+const BACKDATE_SECS: i64 = 300;
+
 /// Works out the renewals and bundles for the node at `dir` at `now`,
 /// from adopt's `record` of the bundles (empty on a first adopt:
 /// `adopted` false, when a bundle already there is not adopt's).
@@ -166,7 +177,7 @@ pub fn plan(
                 format!("Go would not read it ({e}); adopt trusts only what Go reads"),
             )
         })?;
-        let span = to - from;
+        let span = effective_span(from, to);
         let due = (to - now_s) * RENEW_LEFT.1 < span * RENEW_LEFT.0;
         let renewed = if due {
             let new = crate::source::ca::renew_ca(&at, &host(dir, key), now_s + span, now)
@@ -299,7 +310,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
             Ok((der, (_, _, from, to))) => {
                 c.not_after = Some(rfc3339(to));
                 c.not_after_seconds = to;
-                c.renewal_due = (to - now) * RENEW_LEFT.1 < (to - from) * RENEW_LEFT.0;
+                c.renewal_due = (to - now) * RENEW_LEFT.1 < effective_span(from, to) * RENEW_LEFT.0;
                 if to <= now {
                     c.problem = Some(format!("ended {}", rfc3339(to)));
                 } else if c.renewal_due {
