@@ -30,8 +30,9 @@ pub enum KubeadmCommand {
     /// manifests restored, certsync's static pod removed, fields an
     /// earlier adopt left in the ClusterConfiguration taken out; certsync's files moved into
     /// the backup (removed with --purge). Refuses an unreadable
-    /// ClusterConfiguration, a file the backup lacks, a CA that ends within
-    /// 24 h. Nothing to do on a node never adopted.
+    /// ClusterConfiguration, a file the backup lacks, a certificate to issue
+    /// again from a CA that ends within 24 h. Nothing to do on a node never
+    /// adopted.
     Revert(RevertArgs),
     /// Whether the node is adopted and healthy: adopt's record and backups,
     /// certsync's pod (its image, admin address and /readyz), each

@@ -329,7 +329,11 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
                     }
                 }
                 if name == "ca" {
-                    warnings.extend(kubelet_conf(dir, &der, to, now));
+                    match kubelet_conf(dir, &der, to, now) {
+                        Some((true, w)) => c.problem = Some(w),
+                        Some((false, w)) => warnings.push(w),
+                        None => {}
+                    }
                 }
             }
         }
@@ -381,9 +385,11 @@ fn bundle_status(dir: &Path, b: &str, der: &[u8], record: &Record) -> (bool, Opt
     (has, problem)
 }
 
-/// A warning when this node's kubelet.conf embeds CA data without the CA
-/// certificate `der` (ending `to`): the kubelet reads it only at start.
-fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<String> {
+/// When this node's kubelet.conf embeds CA data without the CA
+/// certificate `der` (ending `to`): whether what it trusts has ended (a
+/// problem: the kubelet cannot verify the API server), and what to do. The
+/// kubelet reads it only at start.
+fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<(bool, String)> {
     const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
     let text = node::read(dir, KUBELET).ok()?;
     let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
@@ -392,17 +398,28 @@ fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<String> {
         return None;
     }
     let ends = held.iter().filter_map(|c| identity(c)).map(|i| i.3).max()?;
-    let when = if ends <= now {
-        format!(
-            "that ended {}: the kubelet on every node made before cannot reach the API server until",
-            rfc3339(ends)
+    let fix = format!(
+        "put {CA_BUNDLE}'s certificates in its certificate-authority-data and restart the \
+         kubelet, on this node and every node whose kubelet.conf was made before the renewal (the \
+         CA now in place ends {})",
+        rfc3339(to)
+    );
+    Some(if ends <= now {
+        (
+            true,
+            format!(
+                "{KUBELET} trusts only CA certificates that ended {}: the kubelet cannot verify \
+                 the API server; {fix}",
+                rfc3339(ends)
+            ),
         )
     } else {
-        format!("ending {}: before then, on every node,", rfc3339(ends))
-    };
-    Some(format!(
-        "{KUBELET} trusts only CA certificates {when} put {CA_BUNDLE}'s certificates in its \
-         certificate-authority-data and restart the kubelet (the CA now in place ends {})",
-        rfc3339(to)
-    ))
+        (
+            false,
+            format!(
+                "{KUBELET} trusts only CA certificates ending {}: before then, {fix}",
+                rfc3339(ends)
+            ),
+        )
+    })
 }

@@ -201,3 +201,41 @@ async fn the_files_adopt_stops_the_pod_for_are_exactly_its_read_only_file_mounts
         assert!(read_only_files.iter().any(|f| f == must), "{must}");
     }
 }
+
+/// This node's kubelet.conf trusting only the old CA certificate: warned
+/// about (with what to do) before that certificate ends, a problem once it
+/// has (the kubelet cannot verify the API server; status said healthy).
+#[test]
+fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
+    use base64::Engine as _;
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let old = kubeadms_ca(d.path(), "ca", "kubernetes", -19, 1);
+    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
+    kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
+    let now = SystemTime::now();
+    let t = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
+    apply(d.path(), &t);
+    let kubelet = format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://10.0.0.1:6443\n  name: default-cluster\ncontexts:\n- context:\n    cluster: default-cluster\n    user: default-auth\n  name: default-context\ncurrent-context: default-context\nkind: Config\nusers:\n- name: default-auth\n  user:\n    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n",
+        base64::engine::general_purpose::STANDARD.encode(crate::pem::encode("CERTIFICATE", &old))
+    );
+    std::fs::write(host(d.path(), "/etc/kubernetes/kubelet.conf"), kubelet).unwrap();
+    let (cas, warnings) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
+    assert!(cas[0].problem.is_none(), "{cas:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("kubelet.conf trusts only CA certificates ending")),
+        "{warnings:?}"
+    );
+    let past = now + Duration::from_secs(2 * 86_400);
+    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(past), &t.record);
+    assert!(
+        cas[0]
+            .problem
+            .as_deref()
+            .is_some_and(|p| p.contains("cannot verify the API server")),
+        "{cas:?}"
+    );
+}
