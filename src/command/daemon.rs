@@ -67,11 +67,22 @@ impl Daemon {
         })
     }
 
-    /// Waits for the admin port to close its connections.
-    async fn finish(self) {
+    /// Runs the daemon's work to its end, then waits for the admin port to
+    /// close its connections. Boxed: a future awaited here lives on the
+    /// main thread's stack for the whole run, and every stack page it
+    /// touches stays resident.
+    async fn run_until_finished<E>(
+        self,
+        work: impl std::future::Future<Output = Result<(), E>>,
+    ) -> Result<(), DaemonError>
+    where
+        DaemonError: From<E>,
+    {
+        Box::pin(work).await?;
         if let Some(admin) = self.admin {
             let _ = admin.await;
         }
+        Ok(())
     }
 }
 
@@ -108,16 +119,8 @@ async fn daemon(config: Config) -> Result<(), DaemonError> {
     }
     let d = Daemon::start(metrics, config.admin_addr).await?;
     crate::sync::log_plan(&config).await;
-    // Boxed: a future awaited here lives on the main thread's stack for
-    // the whole run, and every stack page it touches stays resident.
-    Box::pin(crate::sync::run(
-        config,
-        Arc::clone(&d.metrics),
-        d.stopped.clone(),
-    ))
-    .await?;
-    d.finish().await;
-    Ok(())
+    let run = crate::sync::run(config, Arc::clone(&d.metrics), d.stopped.clone());
+    d.run_until_finished(run).await
 }
 
 /// `certsync approve`: the controller and its admin port until a signal.
@@ -130,12 +133,6 @@ pub fn approve(args: &ApproveArgs) -> Finished {
 #[tokio::main(flavor = "current_thread")]
 async fn approver(config: crate::approve::ApproverConfig) -> Result<(), DaemonError> {
     let d = Daemon::start(Metrics::new(0.8), Some(config.admin_addr)).await?;
-    Box::pin(crate::approve::run(
-        config,
-        Arc::clone(&d.metrics),
-        d.stopped.clone(),
-    ))
-    .await?;
-    d.finish().await;
-    Ok(())
+    let run = crate::approve::run(config, Arc::clone(&d.metrics), d.stopped.clone());
+    d.run_until_finished(run).await
 }

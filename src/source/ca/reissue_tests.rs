@@ -133,13 +133,10 @@ fn reissue_keeps_a_longer_span_and_never_outlasts_the_ca() {
 
     // A CA that ends in 100 days: the certificate ends with it.
     let d = tempfile::tempdir().unwrap();
-    let ca = ca_with(
-        d.path(),
-        &String::from_utf8(fixture_key(FixtureKey::RsaPkcs1)).unwrap(),
-        &String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap(),
-        &rcgen::PKCS_RSA_SHA256,
-        |p| p.not_after = OffsetDateTime::now_utc() + time::Duration::days(100),
-    );
+    let [(disk, pkcs8, alg), _] = key_cases();
+    let ca = ca_with(d.path(), &disk, &pkcs8, alg, |p| {
+        p.not_after = OffsetDateTime::now_utc() + time::Duration::days(100)
+    });
     let old = kubeadms_leaf(&ca, time::Duration::hours(1));
     let (_, ca_to) = timestamps(&parsed(
         &std::fs::read(ca.prefix.with_extension("crt")).unwrap(),
@@ -271,13 +268,10 @@ fn a_renewed_ca_keeps_subject_key_and_identifiers_and_verifies_every_old_leaf() 
 #[test]
 fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
     let d = tempfile::tempdir().unwrap();
-    let ca = ca_with(
-        d.path(),
-        &String::from_utf8(fixture_key(FixtureKey::RsaPkcs1)).unwrap(),
-        &String::from_utf8(fixture_key(FixtureKey::RsaPkcs8)).unwrap(),
-        &rcgen::PKCS_RSA_SHA256,
-        |p| p.key_identifier_method = rcgen::KeyIdMethod::Sha256,
-    );
+    let [(disk, pkcs8, alg), _] = key_cases();
+    let ca = ca_with(d.path(), &disk, &pkcs8, alg, |p| {
+        p.key_identifier_method = rcgen::KeyIdMethod::Sha256
+    });
     let ends = validate::unix_seconds(SystemTime::now()) + 86_400;
     // Another key beside it: refused, nothing signed.
     let crt = ca.prefix.with_extension("crt");
