@@ -150,10 +150,11 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
     };
     let kubeadms_manifests = manifests(&etc);
 
-    // Adopted with the defaults once a renewal is due (less than 90% of
-    // the CAs' span, without kubeadm's 5-minute backdate, left): every CA
-    // renewed with its own key.
-    let wait = ca_end - 648 - unix_now() + 5;
+    // Adopted with the defaults half-way through the CAs' span (a renewal
+    // is due once less than 90% of it is left; this late, the renewal,
+    // which lasts the span again from now, ends well after the old one):
+    // every CA renewed with its own key.
+    let wait = ca_end - 360 - unix_now();
     if wait > 0 {
         std::thread::sleep(Duration::from_secs(wait as u64));
     }
