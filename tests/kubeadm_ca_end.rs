@@ -266,12 +266,32 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // status: the one thing left is this node's kubelet.conf (what the
+    // kubelet trusts has ended); done as the guide says, healthy.
     let (ok, status) = kubeadm_cmd(&node, &["status"]);
     eprintln!("{status}");
     assert!(
         status.contains("in the trust bundle components load at start"),
         "{status}"
     );
+    let problems: Vec<&str> = status
+        .lines()
+        .filter(|l| l.starts_with("problem"))
+        .collect();
+    assert!(
+        !ok && problems.len() == 1 && problems[0].contains("kubelet.conf trusts only"),
+        "{status}"
+    );
+    let kubelet = etc.join("kubelet.conf");
+    let mut conf: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&kubelet).expect("kubelet.conf"))
+            .expect("yaml");
+    conf["clusters"][0]["cluster"]["certificate-authority-data"] =
+        base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(etc.join("pki/ca-bundle.crt")).expect("bundle"))
+            .into();
+    std::fs::write(&kubelet, serde_yaml_ng::to_string(&conf).expect("yaml")).expect("write");
+    let (ok, status) = kubeadm_cmd(&node, &["status"]);
     assert!(ok, "status healthy past the CAs' end:\n{status}");
 
     // Revert: kubeadm's manifests trust pki/etcd/ca.crt, the renewed one.
