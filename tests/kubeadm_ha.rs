@@ -28,7 +28,7 @@ const ADOPT: [&str; 5] = ["adopt", "--image", "certsync", "--set", "lifetime=1h"
 /// takes on two cores beside the suite (about 8 minutes), short enough to
 /// wait for. Each adopt renews them once a tenth of that is past, each
 /// renewal lasting as long again from then.
-const CA_VALIDITY: &str = "13m";
+const CA_VALIDITY: &str = "12m";
 
 /// Lines of `node.sh members` that are etcd voters.
 fn voters(node: &Node) -> usize {
@@ -122,7 +122,7 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
         if i == 0 {
             // A renewal is due once less than 90% of the span (without
             // kubeadm's 5-minute backdate) is left.
-            let due = ca_end - 702 - unix_now() + 5;
+            let due = ca_end - 648 - unix_now() + 5;
             if due > 0 {
                 std::thread::sleep(Duration::from_secs(due as u64));
             }
