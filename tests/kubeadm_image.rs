@@ -1,9 +1,8 @@
 //! adopt never leaves a node without a running certsync. On a
 //! fresh node, `adopt --image` naming an image the node cannot run printed
 //! `adopted` and pointed every component at targets no certsync renewed;
-//! re-adopting with a new image (how certsync is upgraded) did the same;
-//! and after an outage adopt said "every target has a live pair" when all
-//! had ended. Now certsync's pod, of this configuration and image, must be
+//! re-adopting with a new image (how certsync is upgraded) did the same
+//! (tests/kubeadm_revert_aged.rs has adopt after an outage). Now certsync's pod, of this configuration and image, must be
 //! ready before any component manifest changes; when it is not, adopt puts
 //! back what it changed (the previous pod, on a re-adopt) and exits 1.
 //!
@@ -19,9 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use support::certsync_bin;
-use support::kubeadm_node::{
-    Node, containers, kubeadm_cmd, kubectl, live_der, ready, realkube, served, settled, wait_long,
-};
+use support::kubeadm_node::{Node, kubeadm_cmd, kubectl, ready, realkube, settled, wait_long};
 
 const GOOD: &str = "registry.example.com/platform/certsync:0.2.0";
 const NEXT: &str = "registry.example.com/platform/certsync:0.2.1";
@@ -89,30 +86,6 @@ fn certsync_status(node: &Node) -> Option<(String, bool, u64)> {
             c["pid"].as_u64().unwrap_or(0),
         ))
     })
-}
-
-/// Every target of adopt's configuration on the host.
-fn targets(etc: &Path) -> Vec<PathBuf> {
-    std::fs::read_to_string(etc.join("certsync.yaml"))
-        .expect("certsync.yaml")
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("target: /etc/kubernetes/"))
-        .map(|t| etc.join(t))
-        .collect()
-}
-
-/// The live certificate's notAfter (Unix seconds).
-fn not_after(target: &Path) -> Option<i64> {
-    let pem = std::fs::read(target.join("tls.crt")).ok()?;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).ok()?;
-    Some(pem.parse_x509().ok()?.validity().not_after.timestamp())
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64
 }
 
 const COMPONENTS: [&str; 4] = [
@@ -275,66 +248,4 @@ fn readopting_with_a_new_image_keeps_the_old_pod_until_the_new_one_is_ready() {
         "{text}"
     );
     assert!(text.contains("certsync's pod is ready"), "{text}");
-}
-
-/// (3) One command after an outage: certsync's pod gone until every pair
-/// it issued (8 minutes) has ended, then `adopt` again with the same
-/// options, the API server refusing admin.conf's ended pair: the pod comes
-/// back, issues every target afresh, adopt says so (never "every target
-/// has a live pair"), and the node serves certsync's new certificate.
-#[test]
-fn adopting_again_after_an_outage_issues_fresh_pairs_without_the_api_server() {
-    let Some(realkube) = realkube() else { return };
-    let node = up(&realkube, "image-outage", &[GOOD]);
-    let etc = node.etc();
-    let kubectl = kubectl(&realkube);
-    let admin = etc.join("admin.conf");
-    let adopt = [
-        "adopt",
-        "--image",
-        GOOD,
-        "--set",
-        "lifetime=8m",
-        "--set",
-        "renew=20%-25%",
-    ];
-    let (ok, text) = kubeadm_cmd(&node, &adopt);
-    assert!(ok, "{text}");
-    // The outage: certsync's pod out at once (its pairs are minutes old).
-    let away = node.dir.join("certsync-pod.yaml");
-    std::fs::rename(etc.join("manifests/certsync.yaml"), &away).expect("pod out");
-    wait_long("certsync's pod stopped", Duration::from_secs(90), || {
-        (!containers(&node)
-            .iter()
-            .any(|(n, _, _)| n.starts_with("certsync-")))
-        .then_some(())
-    });
-    let targets = targets(&etc);
-    assert_eq!(targets.len(), 11, "{targets:?}");
-    wait_long("every pair ended", Duration::from_secs(660), || {
-        targets
-            .iter()
-            .all(|t| not_after(t).is_some_and(|n| n < now()))
-            .then_some(())
-    });
-    assert!(!ready(&kubectl, &admin), "admin.conf's pair has ended");
-
-    let (ok, text) = kubeadm_cmd(&node, &adopt);
-    assert!(ok, "{text}");
-    assert!(
-        text.contains("it issued every target whose pair had ended or was missing (11 of 11)"),
-        "{text}"
-    );
-    assert!(!text.contains("every target has a live pair"), "{text}");
-    let start = now();
-    for t in &targets {
-        let n = not_after(t).expect("a pair");
-        assert!(n > start + 300, "{}: ends at {n}", t.display());
-    }
-    let api = etc.join("pki/certsync/apiserver");
-    wait_long("the node serving again", Duration::from_secs(240), || {
-        let live = live_der(&api)?;
-        served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == live)?;
-        ready(&kubectl, &admin).then_some(())
-    });
 }

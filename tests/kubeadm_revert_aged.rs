@@ -1,7 +1,10 @@
-//! Revert a year after `kubeadm init`, on kubeadm's own clock: a
-//! node whose kubeadm certificates last minutes (`certificateValidityPeriod`),
-//! adopted with the defaults, serves on certsync's once kubeadm's have
-//! ended. revert then refused (exit 1, "both kubeadm's copy in the backup
+//! A node past every certificate's end, on kubeadm's own clock: kubeadm's
+//! certificates last minutes (`certificateValidityPeriod`), certsync's
+//! minutes too (`lifetime=8m`), and certsync's pod is out until all have
+//! ended (an outage). adopt again then said "every target has a live pair"
+//! when all had ended; now it issues every target afresh without the API
+//! server and the node serves again. revert, a year after `kubeadm init`,
+//! then refused (exit 1, "both kubeadm's copy in the backup
 //! and certsync's current one end that soon", which was untrue) and
 //! `--force` handed back expired files. Now revert, without `--force`,
 //! issues again from kubeadm's copies in the backup every certificate that
@@ -16,8 +19,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::kubeadm_node::{
-    Node, clock_config, kubeadm_cmd, kubectl, pem_not_after, ready, readyz, realkube, settled,
-    unix_now, wait_long,
+    Node, clock_config, containers, kubeadm_cmd, kubectl, live_der, pem_not_after, ready, readyz,
+    realkube, served, settled, unix_now, wait_long,
 };
 
 /// kubeadm's certificates' lifetime on the node: long enough to bring it up
@@ -26,6 +29,33 @@ const VALIDITY: &str = "5m";
 
 /// revert's margin: nothing it leaves may end sooner.
 const DAY: i64 = 86_400;
+
+/// adopt with pairs of minutes, renewed at 75-80 % (adopt's floor: a
+/// client certificate outlives client-go's 5-minute re-read).
+const ADOPT: [&str; 7] = [
+    "adopt",
+    "--image",
+    "certsync",
+    "--set",
+    "lifetime=8m",
+    "--set",
+    "renew=20%-25%",
+];
+
+/// Every target of adopt's configuration on the host.
+fn targets(etc: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_to_string(etc.join("certsync.yaml"))
+        .expect("certsync.yaml")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("target: /etc/kubernetes/"))
+        .map(|t| etc.join(t))
+        .collect()
+}
+
+/// The live certificate's notAfter of a target (Unix seconds).
+fn live_end(target: &Path) -> Option<i64> {
+    Some(pem_not_after(&std::fs::read(target.join("tls.crt")).ok()?))
+}
 
 /// notAfter of every certificate kubeadm's `.crt` files and kubeconfigs
 /// hold under `etc` (the node's /etc/kubernetes), by path: every `.crt`
@@ -66,8 +96,13 @@ fn kubeadms_ends(etc: &Path) -> Vec<(String, i64)> {
     all
 }
 
+/// Adopted with pairs of minutes; certsync's pod out until every pair,
+/// kubeadm's and certsync's, has ended; adopt again (the API server
+/// refusing admin.conf's ended pair) issues every target afresh, says so
+/// (never "every target has a live pair"), and the node serves certsync's
+/// new certificate; then revert hands back a serving node.
 #[test]
-fn revert_after_kubeadms_certificates_ended_hands_back_a_serving_node() {
+fn a_node_past_every_end_is_adopted_again_then_reverted_serving() {
     let Some(realkube) = realkube() else { return };
     let node = Node::up_with_config(
         &realkube,
@@ -83,35 +118,52 @@ fn revert_after_kubeadms_certificates_ended_hands_back_a_serving_node() {
         "kubeadm's certificates last {VALIDITY}"
     );
 
-    // Adopted with the defaults (a year), before kubeadm's end.
-    let (ok, text) = kubeadm_cmd(&node, &["adopt", "--image", "certsync"]);
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT);
     assert!(ok, "{text}");
-    wait_long(
-        "certsync's pod and the four components",
-        Duration::from_secs(240),
-        || {
-            settled(&node, 5)?
-                .iter()
-                .any(|(n, _, _)| n.starts_with("certsync-"))
-                .then_some(())
-        },
+    // The outage: certsync's pod out at once (its pairs are minutes old).
+    let away = node.dir.join("certsync-pod.yaml");
+    std::fs::rename(etc.join("manifests/certsync.yaml"), &away).expect("pod out");
+    wait_long("certsync's pod stopped", Duration::from_secs(90), || {
+        (!containers(&node)
+            .iter()
+            .any(|(n, _, _)| n.starts_with("certsync-")))
+        .then_some(())
+    });
+    let targets = targets(&etc);
+    assert_eq!(targets.len(), 11, "{targets:?}");
+    wait_long("every pair ended", Duration::from_secs(660), || {
+        let now = unix_now();
+        (kubeadms_end < now && targets.iter().all(|t| live_end(t).is_some_and(|n| n < now)))
+            .then_some(())
+    });
+    assert!(!ready(&kubectl, &admin), "admin.conf's pair has ended");
+
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("it issued every target whose pair had ended or was missing (11 of 11)"),
+        "{text}"
     );
-    // kubeadm's certificates end; the node serves on certsync's.
-    let wait = kubeadms_end - unix_now() + 5;
-    if wait > 0 {
-        std::thread::sleep(Duration::from_secs(wait as u64));
+    assert!(!text.contains("every target has a live pair"), "{text}");
+    let start = unix_now();
+    for t in &targets {
+        let n = live_end(t).expect("a pair");
+        assert!(n > start + 300, "{}: ends at {n}", t.display());
     }
-    wait_long(
-        "the node serving on certsync's certificates after kubeadm's ended",
-        Duration::from_secs(180),
-        || ready(&kubectl, &admin).then_some(()),
-    );
+    let api = etc.join("pki/certsync/apiserver");
+    wait_long("the node serving again", Duration::from_secs(240), || {
+        let live = live_der(&api)?;
+        served(&node, &format!("{}:6443", node.ip), None).filter(|s| *s == live)?;
+        settled(&node, 5)?;
+        ready(&kubectl, &admin).then_some(())
+    });
+    // The first adoption's backup (kubeadm's files; adopt again after the
+    // outage made one of its own, for certsync's pod).
     let backup = std::fs::read_dir(etc.join("certsync/backup"))
         .expect("backup")
-        .next()
-        .expect("one backup")
-        .expect("entry")
-        .path();
+        .map(|e| e.expect("entry").path())
+        .min()
+        .expect("a backup");
     assert!(
         pem_not_after(&std::fs::read(backup.join("pki/apiserver.crt")).expect("crt")) < unix_now(),
         "kubeadm's copy in the backup has ended"
