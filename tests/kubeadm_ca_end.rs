@@ -6,7 +6,9 @@
 //! through admin.conf, writes go through, the scheduler's and
 //! controller-manager's leases are renewed, a CSR is signed and chains to
 //! pki/ca.crt, no component restarts after adoption, and
-//! `kubeadm certs check-expiration` shows the renewed CAs; then revert
+//! `kubeadm certs check-expiration` shows the renewed CAs, and
+//! `kube-public/cluster-info` (join discovery) holds the renewed CA,
+//! signed for a bootstrap token, and verifies the API server; then revert
 //! restores kubeadm's manifests byte for byte (it restored the first
 //! adoption's, naming files it had moved away, before), and the node
 //! still serves. Needs root and the realkube tools, as
@@ -42,6 +44,67 @@ fn cert(pem: &[u8]) -> Vec<u8> {
 fn not_after(der: &[u8]) -> i64 {
     let (_, c) = x509_parser::parse_x509_certificate(der).expect("certificate");
     c.validity().not_after.timestamp()
+}
+
+/// `kube-public/cluster-info`'s kubeconfig and its signatures
+/// (`jws-kubeconfig-ID`, the bootstrap signer's), by token id.
+fn cluster_info(kubectl: &Path, admin: &Path) -> (String, Vec<(String, String)>) {
+    let text = kubectl_out(
+        kubectl,
+        admin,
+        &[
+            "get",
+            "configmap",
+            "cluster-info",
+            "-n",
+            "kube-public",
+            "-o",
+            "json",
+        ],
+    )
+    .expect("cluster-info");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let data = v["data"].as_object().expect("data");
+    let kubeconfig = data["kubeconfig"].as_str().expect("kubeconfig").to_owned();
+    let jws = data
+        .iter()
+        .filter_map(|(k, v)| {
+            Some((
+                k.strip_prefix("jws-kubeconfig-")?.to_owned(),
+                v.as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    (kubeconfig, jws)
+}
+
+/// The certificates (DER) of cluster-info's kubeconfig's CA data.
+fn cluster_info_cas(kubeconfig: &str) -> Vec<Vec<u8>> {
+    let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(kubeconfig).expect("yaml");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(
+            v["clusters"][0]["cluster"]["certificate-authority-data"]
+                .as_str()
+                .expect("CA data"),
+        )
+        .expect("base64");
+    x509_parser::pem::Pem::iter_from_buffer(&pem)
+        .map(|p| p.expect("PEM").contents)
+        .collect()
+}
+
+/// Whether `jws` (detached, HS256) signs `kubeconfig` with the bootstrap
+/// token secret, as `kubeadm join` discovery checks it.
+fn signed_for(kubeconfig: &str, jws: &str, secret: &str) -> bool {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut parts = jws.split('.');
+    let (Some(header), Some(""), Some(sig)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let input = format!("{header}.{}", b64.encode(kubeconfig));
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+    b64.decode(sig)
+        .is_ok_and(|sig| ring::hmac::verify(&key, input.as_bytes(), &sig).is_ok())
 }
 
 fn kubectl_out(kubectl: &Path, admin: &Path, args: &[&str]) -> Result<String, String> {
@@ -202,6 +265,31 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
         )
     };
     let after_first = fresh_since(&before);
+    // Join discovery trusts the renewed CA: cluster-info holds it, and the
+    // bootstrap signer signed that content for a token made now.
+    assert!(
+        text.contains("updated ConfigMap kube-public/cluster-info"),
+        "{text}"
+    );
+    let token = String::from_utf8_lossy(&node.sh("kubeadm", &["token", "create"]).stdout)
+        .trim()
+        .to_owned();
+    let (id, secret) = token.split_once('.').expect("a token id.secret");
+    let renewed_ca = cert(&std::fs::read(etc.join("pki/ca.crt")).expect("ca"));
+    wait_long(
+        "cluster-info signed for the new token with the renewed CA",
+        Duration::from_secs(60),
+        || {
+            let (kubeconfig, jws) = cluster_info(&kubectl, &admin);
+            let cas = cluster_info_cas(&kubeconfig);
+            (cas.contains(&renewed_ca)
+                && cas.contains(&originals[0])
+                && jws
+                    .iter()
+                    .any(|(i, j)| i == id && signed_for(&kubeconfig, j, secret)))
+            .then_some(())
+        },
+    );
     // A renewal comes due again (a tenth of the span later): adopt renews
     // the CAs of an adopted node, whose manifests change only in their
     // trust annotation; revert must still restore kubeadm's manifests
@@ -260,6 +348,32 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
         containers(&node),
         settled_after_adopt,
         "no component restarted past the CAs' end"
+    );
+    // A join's first request, with cluster-info's CA data only: Go (kubectl)
+    // verifies the API server past the old certificate's end.
+    let (kubeconfig, _) = cluster_info(&kubectl, &admin);
+    let ca_file = node.dir.join("cluster-info-ca.crt");
+    let pems: Vec<String> = cluster_info_cas(&kubeconfig)
+        .iter()
+        .map(|der| {
+            format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                base64::engine::general_purpose::STANDARD.encode(der)
+            )
+        })
+        .collect();
+    std::fs::write(&ca_file, pems.concat()).expect("CA file");
+    let out = Command::new(&kubectl)
+        .env_remove("KUBECONFIG")
+        .arg(format!("--server=https://{}:6443", node.ip))
+        .arg(format!("--certificate-authority={}", ca_file.display()))
+        .args(["--request-timeout=10s", "get", "--raw", "/version"])
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "cluster-info's CA data past the old end: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let out = node.sh("kubeadm", &["certs", "check-expiration"]);
     let said = String::from_utf8_lossy(&out.stdout).into_owned();

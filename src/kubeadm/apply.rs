@@ -57,6 +57,7 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
                 ),
             })));
         }
+        cluster_info(&plan, &mut out).await;
         if !opts.json {
             let _ = writeln!(
                 out,
@@ -314,6 +315,32 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// `kube-public/cluster-info` given the CA's certificates, when the plan
+/// says so. A failure is said and adopt goes on: the ConfigMap matters
+/// only to joins after the old certificate's end, and `certsync kubeadm
+/// status` names it until it is done.
+async fn cluster_info(plan: &Plan, out: &mut String) {
+    let (Some(stored), Some(new)) = (&plan.stored, &plan.cluster_info_new) else {
+        return;
+    };
+    match super::cluster_info::write(stored.client(), new).await {
+        Ok(()) => {
+            let _ = writeln!(
+                out,
+                "updated ConfigMap kube-public/cluster-info: its CA data holds the CA's \
+                 certificates side by side"
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "warning: {e}; joins after the old CA certificate's end fail until it holds \
+                 them (run adopt again)"
+            );
+        }
+    }
+}
+
 /// certsync's pod written (when it changes), then waited for: ready for
 /// this configuration and image, every target holding a live pair.
 /// `Err`: what was last seen.
@@ -343,6 +370,7 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), Kubead
             "took an earlier adopt's fields out of the ClusterConfiguration in kubeadm-config"
         );
     }
+    cluster_info(plan, out).await;
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.after)?;
         let _ = writeln!(out, "changed {}", m.path);

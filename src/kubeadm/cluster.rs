@@ -34,6 +34,14 @@ pub struct Stored {
     client: kube::Config,
 }
 
+impl Stored {
+    /// The client configuration it was read through (admin.conf as judged
+    /// then): adopt's other writes go the same way.
+    pub fn client(&self) -> &kube::Config {
+        &self.client
+    }
+}
+
 fn api(config: &kube::Config) -> Result<kube::Api<ConfigMap>, KubeadmError> {
     let client = crate::source::client::ClientSettings::default()
         .client_for(config)

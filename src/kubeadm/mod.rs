@@ -22,6 +22,7 @@ mod admin;
 mod apply;
 mod audit;
 mod cluster;
+mod cluster_info;
 mod handback;
 mod judge;
 mod manifest;

@@ -9,7 +9,7 @@ use serde_yaml_ng::Value;
 use super::manifest::{
     self, BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, Manifest, P, PE, TRUST_ANNOTATION,
 };
-use super::{KubeadmError, Options, cluster, digest, host, node, trust};
+use super::{KubeadmError, Options, cluster, cluster_info, digest, host, node, trust};
 
 pub use super::manifest::CONFIG;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
@@ -239,6 +239,12 @@ pub struct Plan {
     pub cluster_configuration_new: Option<Value>,
     #[serde(skip)]
     pub stored: Option<std::sync::Arc<cluster::Stored>>,
+    /// What adopt does to `kube-public/cluster-info`'s CA data, or why it
+    /// cannot (`None`: it already trusts the CA's certificates).
+    pub cluster_info: Option<String>,
+    /// The ConfigMap to write, when it lacks a CA certificate.
+    #[serde(skip)]
+    pub cluster_info_new: Option<k8s_openapi::api::core::v1::ConfigMap>,
     /// Where the files changed are copied first.
     pub backup: String,
     /// kubeadm's kubeconfigs whose embedded pair certsync renews.
@@ -293,6 +299,7 @@ impl Plan {
         );
         if self.is_empty() {
             s.push_str("already adopted: nothing to change\n");
+            self.cluster_info_text(&mut s);
             return s;
         }
         let _ = writeln!(s, "backup of every file changed: {}/", self.backup);
@@ -419,7 +426,56 @@ impl Plan {
         for (field, name, value) in &self.cluster_configuration {
             let _ = writeln!(s, "  - {field}: {name}={value}");
         }
+        self.cluster_info_text(&mut s);
         s
+    }
+
+    fn cluster_info_text(&self, s: &mut String) {
+        if let Some(c) = &self.cluster_info {
+            let _ = writeln!(
+                s,
+                "ConfigMap kube-public/cluster-info (`kubeadm join` discovery): {c}"
+            );
+        }
+    }
+}
+
+/// What adopt does to `kube-public/cluster-info` so that `kubeadm join`
+/// trusts `bundle` (the CA data of the kubeconfigs adopt keeps): nothing
+/// when it already does; when the API server cannot be reached or the
+/// ConfigMap is not kubeadm's shape, why not, and only once a renewal is
+/// there to miss (a join fails only after the old certificate's end).
+async fn cluster_info_change(
+    stored: Option<&cluster::Stored>,
+    bundle: &[u8],
+) -> (
+    Option<String>,
+    Option<k8s_openapi::api::core::v1::ConfigMap>,
+) {
+    let renewed = crate::pem::blocks(bundle).map_or(0, |b| b.len()) > 1;
+    let not = |why: String| {
+        renewed.then(|| {
+            format!(
+                "not updated ({why}); joins after the old CA certificate's end fail until its CA \
+                 data holds {CA_BUNDLE}'s certificates (run adopt again, or see the guide)"
+            )
+        })
+    };
+    let Some(stored) = stored else {
+        return (not("kubeadm-config was not read".into()), None);
+    };
+    let read = cluster_info::read(stored.client()).await;
+    match read.and_then(|c| c.with_ca(bundle)) {
+        Ok(None) => (None, None),
+        Ok(Some(new)) => (
+            Some(format!(
+                "its CA data set to {CA_BUNDLE}'s certificates, so that a node joining after the \
+                 old CA certificate's end trusts the API server (the controller-manager re-signs \
+                 it for each bootstrap token)"
+            )),
+            Some(new),
+        ),
+        Err(e) => (not(e.to_string()), None),
     }
 }
 
@@ -824,6 +880,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         .and_then(|old| super::pod::probe(&String::from_utf8_lossy(&old)).ok())
         .and_then(|(image, _, _)| image)
         .filter(|old| *old != crate::escape(&opts.image));
+    let (cluster_info, cluster_info_new) =
+        cluster_info_change(stored.as_ref(), &trust.ca_bundle).await;
     let stamp = time_stamp();
     Ok(Plan {
         kubeadm_dir: dir.clone(),
@@ -832,6 +890,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         cluster_configuration: cc,
         cluster_configuration_new: new,
         stored: stored.map(std::sync::Arc::new),
+        cluster_info,
+        cluster_info_new,
         files,
         manifests,
         backup: format!("{BACKUPS}/{stamp}"),

@@ -227,6 +227,15 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     }
     s.cas = cas;
     s.warnings.extend(warnings);
+    let renewed = state
+        .trust
+        .get(super::manifest::CA_BUNDLE)
+        .is_some_and(|b| b.len() > 1);
+    match super::cluster_info::status(dir, now, renewed).await {
+        Some((true, p)) => s.problem(Cause::Certificate, p),
+        Some((false, w)) => s.warnings.push(w),
+        None => {}
+    }
     Ok(s)
 }
 

@@ -108,7 +108,7 @@ pub type Record = std::collections::BTreeMap<String, Vec<String>>;
 
 /// The certificates (DER) of a PEM file, in order; refused unless every
 /// block is a certificate.
-fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError> {
+pub(super) fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError> {
     let blocks = crate::pem::blocks(pem).map_err(|e| KubeadmError::file(at, e))?;
     blocks
         .iter()
@@ -130,7 +130,7 @@ fn pem(der: &[u8]) -> String {
 }
 
 /// (subject, public key, notBefore, notAfter) of a certificate.
-fn identity(der: &[u8]) -> Option<(Vec<u8>, Vec<u8>, i64, i64)> {
+pub(super) fn identity(der: &[u8]) -> Option<(Vec<u8>, Vec<u8>, i64, i64)> {
     let (_, c) = x509_parser::parse_x509_certificate(der).ok()?;
     Some((
         c.subject().as_raw().to_vec(),

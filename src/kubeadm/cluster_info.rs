@@ -1,0 +1,308 @@
+//! `kube-public/cluster-info`: the kubeconfig `kubeadm join` discovery
+//! fetches (the controller-manager's bootstrap signer signs it for each
+//! bootstrap token) and whose CA data a joining node then trusts, for its
+//! TLS to the API server and in the kubelet.conf it writes. kubeadm writes
+//! it once, at init, with that day's CA certificate, so once adopt has
+//! renewed the CA a join after the old certificate's end cannot verify the
+//! API server (Go refuses a chain ending at an ended root). adopt puts
+//! there the CA data its kubeconfigs get (old and renewed certificates side
+//! by side), through admin.conf as it reads kubeadm-config; the bootstrap
+//! signer re-signs the new content.
+//!
+//! Only the CA data of its one cluster changes; everything else is kept as
+//! read. A shape kubeadm does not write is reported and left alone, never
+//! guessed at.
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_yaml_ng::Value;
+
+const NAMESPACE: &str = "kube-public";
+const NAME: &str = "cluster-info";
+const KEY: &str = "kubeconfig";
+const CA_DATA: &str = "certificate-authority-data";
+/// How long adopt waits for the API server's answer (status: a third).
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterInfoError {
+    #[error("ConfigMap kube-public/cluster-info: {action}: {cause}")]
+    Api { action: &'static str, cause: String },
+    #[error("ConfigMap kube-public/cluster-info: no answer within {seconds} s")]
+    Timeout { seconds: u64 },
+    #[error(
+        "ConfigMap kube-public/cluster-info: its `kubeconfig` is not the one-cluster kubeconfig \
+         kubeadm writes: {problem}"
+    )]
+    Shape { problem: String },
+}
+
+/// The ConfigMap as read, and the certificates (DER) its cluster trusts.
+#[derive(Debug, Clone)]
+pub struct ClusterInfo {
+    object: ConfigMap,
+    kubeconfig: Value,
+    pub trusted: Vec<Vec<u8>>,
+}
+
+fn api(config: &kube::Config) -> Result<kube::Api<ConfigMap>, ClusterInfoError> {
+    let client = crate::source::client::ClientSettings::default()
+        .client_for(config)
+        .map_err(|e| ClusterInfoError::Api {
+            action: "client",
+            cause: crate::error_chain(&e),
+        })?;
+    Ok(kube::Api::namespaced(client, NAMESPACE))
+}
+
+fn shape(problem: impl Into<String>) -> ClusterInfoError {
+    ClusterInfoError::Shape {
+        problem: problem.into(),
+    }
+}
+
+/// Reads it through `config` (admin.conf as adopt judges it).
+pub async fn read(config: &kube::Config) -> Result<ClusterInfo, ClusterInfoError> {
+    read_within(config, TIMEOUT).await
+}
+
+async fn read_within(
+    config: &kube::Config,
+    timeout: Duration,
+) -> Result<ClusterInfo, ClusterInfoError> {
+    let get = async {
+        api(config)?
+            .get(NAME)
+            .await
+            .map_err(|e| ClusterInfoError::Api {
+                action: "read",
+                cause: crate::error_chain(&e),
+            })
+    };
+    let object =
+        tokio::time::timeout(timeout, get)
+            .await
+            .map_err(|_| ClusterInfoError::Timeout {
+                seconds: timeout.as_secs(),
+            })??;
+    parse(object)
+}
+
+fn parse(object: ConfigMap) -> Result<ClusterInfo, ClusterInfoError> {
+    let text = object
+        .data
+        .as_ref()
+        .and_then(|d| d.get(KEY))
+        .ok_or_else(|| shape("no `kubeconfig` key"))?;
+    let kubeconfig: Value = crate::files::parse_yaml(text).map_err(|e| shape(e.to_string()))?;
+    let pem = ca_data(&kubeconfig)?;
+    let trusted = super::trust::certificates(Path::new("kube-public/cluster-info"), &pem)
+        .map_err(|e| shape(format!("its {CA_DATA}: {e}")))?;
+    if trusted.is_empty() {
+        return Err(shape(format!("no certificate in its {CA_DATA}")));
+    }
+    Ok(ClusterInfo {
+        object,
+        kubeconfig,
+        trusted,
+    })
+}
+
+/// The PEM of the one cluster's CA data.
+fn ca_data(kubeconfig: &Value) -> Result<Vec<u8>, ClusterInfoError> {
+    let clusters = kubeconfig["clusters"]
+        .as_sequence()
+        .ok_or_else(|| shape("no clusters"))?;
+    let [cluster] = clusters.as_slice() else {
+        return Err(shape(format!("{} clusters, not one", clusters.len())));
+    };
+    let data = cluster["cluster"][CA_DATA]
+        .as_str()
+        .ok_or_else(|| shape(format!("no {CA_DATA}")))?;
+    base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|e| shape(format!("its {CA_DATA} is not base64 ({e})")))
+}
+
+impl ClusterInfo {
+    /// Whether its cluster trusts every certificate of `bundle` (DER).
+    pub fn holds(&self, bundle: &[Vec<u8>]) -> bool {
+        bundle.iter().all(|c| self.trusted.contains(c))
+    }
+
+    /// The ConfigMap with `bundle` (PEM) as its cluster's CA data, unless
+    /// it already trusts each of those certificates.
+    pub fn with_ca(&self, bundle: &[u8]) -> Result<Option<ConfigMap>, ClusterInfoError> {
+        let wanted = super::trust::certificates(Path::new("the CA bundle"), bundle)
+            .map_err(|e| shape(e.to_string()))?;
+        if self.holds(&wanted) {
+            return Ok(None);
+        }
+        let mut kubeconfig = self.kubeconfig.clone();
+        kubeconfig["clusters"][0]["cluster"][CA_DATA] =
+            Value::String(base64::engine::general_purpose::STANDARD.encode(bundle));
+        let text = serde_yaml_ng::to_string(&kubeconfig).map_err(|e| shape(e.to_string()))?;
+        let mut object = self.object.clone();
+        object
+            .data
+            .get_or_insert_with(Default::default)
+            .insert(KEY.into(), text);
+        Ok(Some(object))
+    }
+}
+
+/// Writes `object` back (a replace carrying the resourceVersion read: a
+/// concurrent change fails it rather than being overwritten).
+pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), ClusterInfoError> {
+    let put = async {
+        api(config)?
+            .replace(NAME, &Default::default(), object)
+            .await
+            .map_err(|e| ClusterInfoError::Api {
+                action: "write",
+                cause: crate::error_chain(&e),
+            })
+    };
+    tokio::time::timeout(TIMEOUT, put)
+        .await
+        .map_err(|_| ClusterInfoError::Timeout {
+            seconds: TIMEOUT.as_secs(),
+        })??;
+    Ok(())
+}
+
+/// On an adopted node at `dir`: when `kube-public/cluster-info` does not
+/// trust the CA certificate in place (`pki/ca.crt`), whether what it
+/// trusts has ended (a problem: a join cannot verify the API server) and
+/// what to do; also, once adopt has `renewed` the CA, when it could not be
+/// read (a warning: the check needs the API server).
+pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String)> {
+    const CA: &str = "/etc/kubernetes/pki/ca.crt";
+    let in_place = super::node::read(dir, CA).ok().and_then(|t| {
+        super::trust::certificates(&super::host(dir, CA), t.as_bytes())
+            .ok()?
+            .into_iter()
+            .next()
+    })?;
+    let read = async {
+        let admin = super::host(dir, "/etc/kubernetes/admin.conf");
+        let config = super::admin::config(&admin)
+            .await
+            .map_err(|e| e.to_string())?;
+        read_within(&config, TIMEOUT / 3)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let info = match read.await {
+        Ok(info) => info,
+        Err(e) => {
+            return renewed.then(|| {
+                (
+                    false,
+                    format!("ConfigMap kube-public/cluster-info not checked: {e}"),
+                )
+            });
+        }
+    };
+    if info.holds(std::slice::from_ref(&in_place)) {
+        return None;
+    }
+    let ends = info
+        .trusted
+        .iter()
+        .filter_map(|c| super::trust::identity(c))
+        .map(|i| i.3)
+        .max()
+        .unwrap_or(0);
+    let fix = "run `certsync kubeadm adopt` again (it puts the CA's certificates there)";
+    Some(if ends <= now {
+        (
+            true,
+            format!(
+                "ConfigMap kube-public/cluster-info trusts only CA certificates that ended {}: \
+                 `kubeadm join` cannot verify the API server; {fix}",
+                crate::validate::rfc3339(ends)
+            ),
+        )
+    } else {
+        (
+            false,
+            format!(
+                "ConfigMap kube-public/cluster-info trusts only CA certificates ending {}: before \
+                 then, {fix}",
+                crate::validate::rfc3339(ends)
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(kubeconfig: &str) -> ConfigMap {
+        ConfigMap {
+            data: Some([(KEY.to_owned(), kubeconfig.to_owned())].into()),
+            ..Default::default()
+        }
+    }
+
+    fn kubeadms(ca_pem: &[u8]) -> String {
+        format!(
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    \
+             server: https://10.0.0.1:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\n\
+             kind: Config\npreferences: {{}}\nusers: null\n",
+            base64::engine::general_purpose::STANDARD.encode(ca_pem)
+        )
+    }
+
+    fn ca(cn: &str) -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.self_signed(&key).expect("cert").pem().into_bytes()
+    }
+
+    #[test]
+    fn only_the_ca_data_changes_and_only_when_a_certificate_is_missing() {
+        let old = ca("kubernetes");
+        let renewed = ca("kubernetes");
+        let info = parse(object(&kubeadms(&old))).expect("kubeadm's shape");
+        assert!(info.with_ca(&old).expect("same").is_none());
+        let bundle = [old.clone(), renewed.clone()].concat();
+        let new = info.with_ca(&bundle).expect("ok").expect("changed");
+        let again = parse(new).expect("still kubeadm's shape");
+        assert_eq!(again.trusted.len(), 2);
+        assert_eq!(
+            again.kubeconfig["clusters"][0]["cluster"]["server"],
+            "https://10.0.0.1:6443"
+        );
+        assert_eq!(again.kubeconfig["kind"], "Config");
+        assert!(again.with_ca(&bundle).expect("same").is_none());
+    }
+
+    #[test]
+    fn a_shape_kubeadm_does_not_write_is_refused() {
+        let old = ca("kubernetes");
+        let two = kubeadms(&old).replace(
+            "  name: \"\"\n",
+            "  name: \"\"\n- cluster:\n    server: https://evil:6443\n  name: other\n",
+        );
+        let no_data = kubeadms(&old).replace("certificate-authority-data", "certificate-authority");
+        let not_pem = kubeadms(b"not a certificate");
+        for text in [two, no_data, not_pem, "clusters: 3".to_owned()] {
+            assert!(
+                matches!(parse(object(&text)), Err(ClusterInfoError::Shape { .. })),
+                "{text}"
+            );
+        }
+        assert!(matches!(
+            parse(ConfigMap::default()),
+            Err(ClusterInfoError::Shape { .. })
+        ));
+    }
+}
