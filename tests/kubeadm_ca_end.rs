@@ -8,7 +8,8 @@
 //! pki/ca.crt, no component restarts after adoption, and
 //! `kubeadm certs check-expiration` shows the renewed CAs, and
 //! `kube-public/cluster-info` (join discovery) holds the renewed CA,
-//! signed for a bootstrap token, and verifies the API server; then revert
+//! signed for a bootstrap token, and verifies the API server, and a node
+//! joins and serves; then revert
 //! restores kubeadm's manifests byte for byte (it restored the first
 //! adoption's, naming files it had moved away, before), and the node
 //! still serves. Needs root and the realkube tools, as
@@ -21,9 +22,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
+use support::certsync_bin;
 use support::kubeadm_node::{
-    Node, clock_config, containers, kubeadm_cmd, kubectl, pem_not_after, ready, readyz, realkube,
-    settled, unix_now, wait_long,
+    Node, clock_config_at, containers, kubeadm_cmd, kubectl, pem_not_after, ready, readyz,
+    readyz_at, realkube, settled, unix_now, wait_long,
 };
 
 /// kubeadm's CAs' lifetime on the node: long enough to bring it up and
@@ -184,11 +186,22 @@ fn lease(kubectl: &Path, admin: &Path, name: &str) -> Option<String> {
 #[test]
 fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
     let Some(realkube) = realkube() else { return };
-    let node = Node::up_with_config(
-        &realkube,
-        "caend",
-        &clock_config("ca-end", Some("48h"), Some(CA_VALIDITY)),
-    );
+    // A node joins after the old end, so node 1's address is the
+    // controlPlaneEndpoint, chosen here: above the addresses node.sh hands
+    // out from .11 up, below kubeadm_ha's.
+    let ip = format!("10.77.0.{}", 150 + std::process::id() % 50);
+    let cfg = clock_config_at("ca-end", Some("48h"), Some(CA_VALIDITY), Some(&ip));
+    let image = format!("certsync={}", certsync_bin());
+    let runner = ["--", "--image", image.as_str()];
+    let mut first = vec![
+        "--ip",
+        ip.as_str(),
+        "--config",
+        cfg.to_str().expect("utf-8"),
+    ];
+    first.extend(runner);
+    let node = Node::up(&realkube, "caend", &first);
+    let _ = std::fs::remove_file(&cfg);
     let etc = node.etc();
     let kubectl = kubectl(&realkube);
     let admin = etc.join("admin.conf");
@@ -349,31 +362,48 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
         settled_after_adopt,
         "no component restarted past the CAs' end"
     );
-    // A join's first request, with cluster-info's CA data only: Go (kubectl)
-    // verifies the API server past the old certificate's end.
+    // cluster-info's kubeconfig as it is (its server and CA data), with
+    // admin.conf's client pair (kubectl prompts for a password without
+    // one): Go (kubectl) verifies the API server past the old
+    // certificate's end with that CA data.
     let (kubeconfig, _) = cluster_info(&kubectl, &admin);
-    let ca_file = node.dir.join("cluster-info-ca.crt");
-    let pems: Vec<String> = cluster_info_cas(&kubeconfig)
-        .iter()
-        .map(|der| {
-            format!(
-                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-                base64::engine::general_purpose::STANDARD.encode(der)
+    let mut joining: serde_yaml_ng::Value = serde_yaml_ng::from_str(&kubeconfig).expect("yaml");
+    let admin_conf: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&admin).expect("admin.conf"))
+            .expect("yaml");
+    joining["clusters"][0]["name"] = "discovery".into();
+    joining["users"] = admin_conf["users"].clone();
+    let user = admin_conf["users"][0]["name"].clone();
+    let mut context = serde_yaml_ng::Mapping::new();
+    context.insert("cluster".into(), "discovery".into());
+    context.insert("user".into(), user);
+    let mut named = serde_yaml_ng::Mapping::new();
+    named.insert("name".into(), "discovery".into());
+    named.insert("context".into(), context.into());
+    joining["contexts"] = serde_yaml_ng::Value::Sequence(vec![named.into()]);
+    joining["current-context"] = "discovery".into();
+    let joining_file = node.dir.join("cluster-info.conf");
+    std::fs::write(
+        &joining_file,
+        serde_yaml_ng::to_string(&joining).expect("yaml"),
+    )
+    .expect("kubeconfig");
+    kubectl_out(&kubectl, &joining_file, &["get", "--raw", "/version"])
+        .unwrap_or_else(|e| panic!("cluster-info's kubeconfig past the old end: {e}"));
+    // And a node joins (`kubeadm join --control-plane`'s phases, discovery
+    // by token and CA key hash through cluster-info) and serves.
+    let joined = Node::join(&realkube, "caend2", &node, &runner);
+    wait_long(
+        "the joined node's API server",
+        Duration::from_secs(180),
+        || {
+            readyz_at(
+                &kubectl,
+                &admin,
+                Some(&format!("https://{}:6443", joined.ip)),
             )
-        })
-        .collect();
-    std::fs::write(&ca_file, pems.concat()).expect("CA file");
-    let out = Command::new(&kubectl)
-        .env_remove("KUBECONFIG")
-        .arg(format!("--server=https://{}:6443", node.ip))
-        .arg(format!("--certificate-authority={}", ca_file.display()))
-        .args(["--request-timeout=10s", "get", "--raw", "/version"])
-        .output()
-        .expect("kubectl");
-    assert!(
-        out.status.success(),
-        "cluster-info's CA data past the old end: {}",
-        String::from_utf8_lossy(&out.stderr)
+            .ok()
+        },
     );
     let out = node.sh("kubeadm", &["certs", "check-expiration"]);
     let said = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -4,7 +4,8 @@
 //! docs/guides/kubeadm-control-plane.md says,
 //! through the binary, while the cluster keeps serving; then run past the
 //! end of the CAs kubeadm made (`caCertificateValidityPeriod`, minutes),
-//! which each adopt renewed with their own key. Needs root and the
+//! which each adopt renewed with their own key; then node 3 reverted
+//! serves. Needs root and the
 //! realkube tools, as tests/kubeadm.rs does (skips without them, fails
 //! under `CI=true`).
 
@@ -238,4 +239,20 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
             i + 1
         );
     }
+    // Revert past the CAs' end: node 3 back on kubeadm's files (which trust
+    // pki/ca.crt, the renewal) serves, and etcd keeps its three voters.
+    let (ok, text) = kubeadm_cmd(&nodes[2], &["revert"]);
+    assert!(
+        ok && text.ends_with("reverted\n"),
+        "revert on node 3:\n{text}"
+    );
+    wait_long(
+        "node 3 serving on kubeadm's files after revert",
+        Duration::from_secs(240),
+        || {
+            settled(&nodes[2], 4)?;
+            readyz_at(&kubectl, &admin, Some(&server(&nodes[2]))).ok()
+        },
+    );
+    assert_eq!(voters(&nodes[0]), 3, "etcd voters after revert");
 }
