@@ -207,11 +207,16 @@ pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String
             });
         }
     };
-    if info.holds(std::slice::from_ref(&in_place)) {
+    judge(&info.trusted, &in_place, now)
+}
+
+/// When `trusted` (cluster-info's certificates) lacks `in_place`: a
+/// problem once every one of them has ended at `now`, else a warning.
+fn judge(trusted: &[Vec<u8>], in_place: &[u8], now: i64) -> Option<(bool, String)> {
+    if trusted.iter().any(|c| c == in_place) {
         return None;
     }
-    let ends = info
-        .trusted
+    let ends = trusted
         .iter()
         .filter_map(|c| super::trust::identity(c))
         .map(|i| i.3)
@@ -303,6 +308,30 @@ mod tests {
         assert!(matches!(
             parse(ConfigMap::default()),
             Err(ClusterInfoError::Shape { .. })
+        ));
+    }
+
+    #[test]
+    fn status_warns_while_the_ca_in_place_is_missing_and_calls_it_a_problem_once_all_ended() {
+        let der = |pem: &[u8]| {
+            super::super::trust::certificates(Path::new("t"), pem)
+                .expect("pem")
+                .remove(0)
+        };
+        let old = der(&ca("kubernetes"));
+        let renewed = der(&ca("kubernetes"));
+        let end = super::super::trust::identity(&old).expect("cert").3;
+        assert_eq!(
+            judge(&[old.clone(), renewed.clone()], &renewed, end + 1),
+            None
+        );
+        assert!(matches!(
+            judge(std::slice::from_ref(&old), &renewed, end - 1),
+            Some((false, _))
+        ));
+        assert!(matches!(
+            judge(std::slice::from_ref(&old), &renewed, end + 1),
+            Some((true, _))
         ));
     }
 }
