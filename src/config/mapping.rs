@@ -3,6 +3,7 @@
 //! source kind.
 
 use super::*;
+use crate::cli::grammar::{self, MappingOption, Shape, SourceKind};
 use crate::cli::{RunArgs, key_mode, parse_mode};
 
 use std::path::PathBuf;
@@ -17,6 +18,46 @@ use crate::source::secret::{Kind, ObjectRef};
 use crate::source::trust_bundle::Selection;
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
+
+/// A mapping's options against the grammar, or its source's name, refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GrammarError {
+    #[error("unknown option {option:?}")]
+    Unknown { option: String },
+    #[error(
+        "{name} does not apply to {kind}: sources{why}; {name} applies to {kinds} sources only",
+        name = .option.name,
+        kind = .kind.name(),
+        why = .kind.publishes().map(|p| format!(" ({p})")).unwrap_or_default(),
+        kinds = grammar::kinds_in_words(.option.kinds),
+    )]
+    NotForKind {
+        option: &'static MappingOption,
+        kind: SourceKind,
+    },
+    #[error("the mapping cannot be read back: {problem}")]
+    Unreadable { problem: String },
+    #[error("label {label:?} is not KEY=VALUE")]
+    LabelNotKeyValue { label: String },
+    #[error(
+        "label= selects among a signer's bundles: give clustertrustbundle:SIGNER, not a \
+         bundle name"
+    )]
+    LabelWithName,
+    #[error(transparent)]
+    Name(#[from] DnsError),
+}
+
+/// A Kubernetes namespace or object name that is not one.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{what} {value:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
+)]
+pub struct DnsError {
+    pub what: &'static str,
+    pub value: String,
+    pub max: usize,
+}
 
 /// One mapping as written by the user, in either form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -87,7 +128,9 @@ pub struct MappingSpec {
 }
 
 impl MappingSpec {
-    /// Parses the `--sync` form.
+    /// Parses the `--sync` form: each `OPTION=VALUE` read by the shape the
+    /// grammar gives it into the config file's keys, then the same
+    /// deserializer as the file, so both forms are one grammar.
     pub fn parse_flag(spec: &str) -> Result<Self, ConfigError> {
         let err = |problem: String| ConfigError::Flag {
             spec: spec.to_owned(),
@@ -101,112 +144,87 @@ impl MappingSpec {
         if target.is_empty() {
             return Err(err("the target directory is empty".into()));
         }
-        let mut m = MappingSpec {
-            source: source.to_owned(),
-            target: PathBuf::from(target),
-            ..Default::default()
-        };
+        let mut keys = serde_json::Map::new();
+        keys.insert("source".into(), source.into());
+        keys.insert("target".into(), target.into());
         for opt in parts {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+            let Some(option) = grammar::option(k) else {
+                let known: Vec<&str> = grammar::OPTIONS.iter().map(|o| o.name).collect();
+                return Err(err(format!(
+                    "unknown option {k:?} (known: {}; `certsync run -h` says which kinds each \
+                     applies to)",
+                    known.join(", ")
+                )));
+            };
             let value = || {
                 if v.is_empty() {
                     Err(err(format!("option {k:?} needs a value ({k}=...)")))
                 } else {
-                    Ok(v.to_owned())
+                    Ok(serde_json::Value::from(v))
                 }
             };
-            let flag = || match v {
-                "" | "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err(err(format!("{k} takes no value or true/false, got {v:?}"))),
+            let value = match option.shape {
+                Shape::Text(_) => value()?,
+                Shape::List(_) => {
+                    let item = value()?;
+                    let list = keys.entry(k).or_insert_with(|| Vec::<String>::new().into());
+                    if let Some(list) = list.as_array_mut() {
+                        list.push(item);
+                    }
+                    continue;
+                }
+                Shape::Switch => match v {
+                    "" | "true" => true.into(),
+                    "false" => false.into(),
+                    _ => return Err(err(format!("{k} takes no value or true/false, got {v:?}"))),
+                },
+                Shape::Id => v
+                    .parse::<u32>()
+                    .map_err(|_| err(format!("option {k:?} needs a numeric id, got {v:?}")))?
+                    .into(),
             };
-            let number = || {
-                v.parse::<u32>()
-                    .map_err(|_| err(format!("option {k:?} needs a numeric id, got {v:?}")))
-            };
-            match k {
-                "name" => m.name = Some(value()?),
-                "cert" => m.cert = Some(value()?),
-                "key" => m.key = Some(value()?),
-                "ca" => m.ca = Some(value()?),
-                "combined" => m.combined = Some(value()?),
-                "ca-only" => {
-                    m.ca_only = match v {
-                        "" | "true" => true,
-                        "false" => false,
-                        _ => {
-                            return Err(err(format!(
-                                "ca-only takes no value or true/false, got {v:?}"
-                            )));
-                        }
-                    }
-                }
-                "cert-mode" => m.cert_mode = Some(value()?),
-                "key-mode" => m.key_mode = Some(value()?),
-                "owner" => m.owner = Some(number()?),
-                "verify" => m.verify = Some(value()?),
-                "sni" => m.sni = Some(value()?),
-                "group" => m.group = Some(number()?),
-                "cn" => m.cn = Some(value()?),
-                "o" => m.o.push(value()?),
-                "dns" => m.dns.push(value()?),
-                "ip" => m.ip.push(value()?),
-                "key-alg" => m.key_alg = Some(value()?),
-                "lifetime" => m.lifetime = Some(value()?),
-                "usage" => m.usage.push(value()?),
-                "renew" => m.renew = Some(value()?),
-                "approval-timeout" => m.approval_timeout = Some(value()?),
-                "bootstrap-kubeconfig" => m.bootstrap_kubeconfig = Some(value()?.into()),
-                "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
-                "update-kubeconfig" => m.update_kubeconfig = Some(value()?.into()),
-                "update-pair" => m.update_pair = Some(value()?.into()),
-                "template" => m.template = Some(value()?.into()),
-                "keep-key" => m.keep_key = flag()?,
-                "allow-loose-ca-key" => m.allow_loose_ca_key = flag()?,
-                "label" => m.label.push(value()?),
-                "files" => m.files.push(value()?),
-                "optional" => {
-                    m.optional = match v {
-                        "" | "true" => true,
-                        "false" => false,
-                        _ => {
-                            return Err(err(format!(
-                                "optional takes no value or true/false, got {v:?}"
-                            )));
-                        }
-                    }
-                }
-                "secret" => m.secret.push(value()?),
-                "configmap" => m.configmap.push(value()?),
-                "optional-secret" => m.optional_secret.push(value()?),
-                "optional-configmap" => m.optional_configmap.push(value()?),
-                "allow-non-pem" => {
-                    m.allow_non_pem = match v {
-                        "" | "true" => true,
-                        "false" => false,
-                        _ => {
-                            return Err(err(format!(
-                                "allow-non-pem takes no value or true/false, got {v:?}"
-                            )));
-                        }
-                    }
-                }
-                _ => {
-                    return Err(err(format!(
-                        "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
-                         cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
-                         ip, key-alg, lifetime, usage, renew, approval-timeout, \
-                         bootstrap-kubeconfig, write-kubeconfig, update-kubeconfig, update-pair; \
-                         for ca: cn, o, dns, ip, key-alg, lifetime, usage, renew, template, \
-                         keep-key, update-kubeconfig, update-pair, \
-                         allow-loose-ca-key; for clustertrustbundle: \
-                         label; files, allow-non-pem, optional; for tree: secret, configmap, \
-                         optional-secret, optional-configmap)"
-                    )));
-                }
+            // Given twice, one of the two would be dropped without a word.
+            if keys.insert(k.to_owned(), value).is_some() {
+                return Err(err(format!("option {k:?} is given twice")));
             }
         }
-        Ok(m)
+        serde_json::from_value(keys.into()).map_err(|e| err(e.to_string()))
+    }
+
+    /// The options this mapping sets (the config file's keys that are not
+    /// null, false or empty), by their grammar entries; an option the
+    /// grammar does not know is refused by name.
+    fn options_set(&self) -> Result<Vec<&'static MappingOption>, GrammarError> {
+        let keys = serde_json::to_value(self).map_err(|e| GrammarError::Unreadable {
+            problem: e.to_string(),
+        })?;
+        let mut set = Vec::new();
+        for (key, value) in keys.as_object().into_iter().flatten() {
+            let unset = value.is_null()
+                || *value == serde_json::json!(false)
+                || *value == serde_json::json!([]);
+            if unset || key == "source" || key == "target" {
+                continue;
+            }
+            let option = grammar::option(key).ok_or_else(|| GrammarError::Unknown {
+                option: key.clone(),
+            })?;
+            set.push(option);
+        }
+        Ok(set)
+    }
+
+    /// Every option set applies to `kind`, as the grammar says.
+    fn options_apply(&self, kind: SourceKind) -> Result<(), GrammarError> {
+        match self
+            .options_set()?
+            .into_iter()
+            .find(|o| !o.kinds.contains(&kind))
+        {
+            Some(option) => Err(GrammarError::NotForKind { option, kind }),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn resolve(mut self, args: &RunArgs) -> Result<Mapping, ConfigError> {
@@ -228,136 +246,51 @@ impl MappingSpec {
             let (namespace, obj) = location
                 .split_once('/')
                 .ok_or_else(|| err(format!("{:?}: expected NAMESPACE/NAME", self.source)))?;
-            check_dns("namespace", namespace, 63).map_err(&err)?;
-            check_dns("name", obj, 253).map_err(&err)?;
+            check_dns("namespace", namespace, 63).map_err(|e| err(e.to_string()))?;
+            check_dns("name", obj, 253).map_err(|e| err(e.to_string()))?;
             Ok(ObjectRef {
                 kind,
                 namespace: namespace.to_owned(),
                 name: obj.to_owned(),
             })
         };
+        let Some(kind) = SourceKind::parse(kind) else {
+            let known: Vec<&str> = SourceKind::ALL.iter().map(|k| k.name()).collect();
+            return Err(err(format!(
+                "unknown source kind {kind:?} (supported: {})",
+                known.join(", ")
+            )));
+        };
+        self.options_apply(kind).map_err(|e| err(e.to_string()))?;
         let source = match kind {
-            "dir" if !location.is_empty() => Source::Dir(PathBuf::from(location)),
-            "dir" => return Err(err("dir: needs a directory path".into())),
-            "secret" => Source::Kube(object(Kind::Secret)?),
-            "configmap" => Source::Kube(object(Kind::ConfigMap)?),
-            "csr" => Source::Csr(Box::new(self.csr_spec(location).map_err(&err)?)),
+            SourceKind::Dir if !location.is_empty() => Source::Dir(PathBuf::from(location)),
+            SourceKind::Dir => return Err(err("dir: needs a directory path".into())),
+            SourceKind::Secret => Source::Kube(object(Kind::Secret)?),
+            SourceKind::ConfigMap => Source::Kube(object(Kind::ConfigMap)?),
+            SourceKind::Csr => {
+                let spec = self.csr_spec(location).map_err(|e| err(e.to_string()))?;
+                Source::Csr(Box::new(spec))
+            }
             // cert= and key= name the CA's files; what is published keeps
             // the usual names.
-            "ca" => {
+            SourceKind::Ca => {
                 let (cert, key) = (self.cert.take(), self.key.take());
                 let spec = self.ca_spec(location, cert.as_deref(), key.as_deref());
-                Source::Ca(Box::new(spec.map_err(&err)?))
+                Source::Ca(Box::new(spec.map_err(|e| err(e.to_string()))?))
             }
-            "clustertrustbundle" => {
-                Source::TrustBundle(self.trust_bundle_selection(location).map_err(&err)?)
+            SourceKind::ClusterTrustBundle => {
+                let selection = self.trust_bundle_selection(location);
+                Source::TrustBundle(selection.map_err(|e| err(e.to_string()))?)
             }
-            other => {
-                return Err(err(format!(
-                    "unknown source kind {other:?} (supported: dir, secret, configmap, csr, \
-                     ca, clustertrustbundle, tree)"
-                )));
+            SourceKind::Tree => {
+                return Err(err(
+                    "a tree: mapping is expanded before it is resolved".into()
+                ));
             }
         };
-        let issuing = [
-            ("cn", self.cn.is_some()),
-            ("o", !self.o.is_empty()),
-            ("dns", !self.dns.is_empty()),
-            ("ip", !self.ip.is_empty()),
-            ("key-alg", self.key_alg.is_some()),
-            ("lifetime", self.lifetime.is_some()),
-            ("usage", !self.usage.is_empty()),
-            ("renew", self.renew.is_some()),
-            ("update-kubeconfig", self.update_kubeconfig.is_some()),
-            ("update-pair", self.update_pair.is_some()),
-        ];
-        if !matches!(source, Source::Csr(_) | Source::Ca(_))
-            && let Some((opt, _)) = issuing.iter().find(|(_, set)| *set)
-        {
-            return Err(err(format!("{opt} applies to csr: and ca: sources only")));
-        }
-        let csr_only = [
-            ("approval-timeout", self.approval_timeout.is_some()),
-            ("bootstrap-kubeconfig", self.bootstrap_kubeconfig.is_some()),
-            ("write-kubeconfig", self.write_kubeconfig.is_some()),
-        ];
-        if !matches!(source, Source::Csr(_))
-            && let Some((opt, _)) = csr_only.iter().find(|(_, set)| *set)
-        {
-            return Err(err(format!("{opt} applies to csr: sources only")));
-        }
-        let ca_kind_only = [
-            ("template", self.template.is_some()),
-            ("keep-key", self.keep_key),
-            ("allow-loose-ca-key", self.allow_loose_ca_key),
-        ];
-        if !matches!(source, Source::Ca(_))
-            && let Some((opt, _)) = ca_kind_only.iter().find(|(_, set)| *set)
-        {
-            return Err(err(format!("{opt} applies to ca: sources only")));
-        }
-        if matches!(source, Source::Ca(_)) {
-            for (opt, set) in [
-                ("ca", self.ca.is_some()),
-                ("combined", self.combined.is_some()),
-                ("ca-only", self.ca_only),
-            ] {
-                if set {
-                    return Err(err(format!(
-                        "{opt} does not apply to ca: sources (certsync makes the key and \
-                         publishes tls.crt, tls.key and the CA certificate as ca.crt; \
-                         cert= and key= name the CA's files)"
-                    )));
-                }
-            }
-        }
-        if !matches!(source, Source::Dir(_) | Source::Csr(_)) && self.combined.is_some() {
-            return Err(err("combined applies to dir: sources only".into()));
-        }
-
-        if !matches!(source, Source::TrustBundle(_)) && !self.label.is_empty() {
-            return Err(err(
-                "label applies to clustertrustbundle: sources only".into()
-            ));
-        }
-        if matches!(source, Source::TrustBundle(_)) {
-            for (opt, set) in [
-                ("cert", self.cert.is_some()),
-                ("key", self.key.is_some()),
-                ("ca", self.ca.is_some()),
-                ("combined", self.combined.is_some()),
-            ] {
-                if set {
-                    return Err(err(format!(
-                        "{opt} does not apply to clustertrustbundle: sources (the bundles are \
-                         published as ca.crt)"
-                    )));
-                }
-            }
-        }
-        if matches!(source, Source::Csr(_)) {
-            for (opt, set) in [
-                ("cert", self.cert.is_some()),
-                ("key", self.key.is_some()),
-                ("combined", self.combined.is_some()),
-                ("ca-only", self.ca_only),
-            ] {
-                if set {
-                    return Err(err(format!(
-                        "{opt} does not apply to csr: sources (certsync makes the key and \
-                         publishes tls.crt, tls.key and, with ca=, ca.crt)"
-                    )));
-                }
-            }
-        }
         if !self.files.is_empty() || self.allow_non_pem {
             if self.files.is_empty() {
                 return Err(err("allow-non-pem goes with files=".into()));
-            }
-            if !matches!(source, Source::Dir(_) | Source::Kube(_)) {
-                return Err(err(
-                    "files= applies to dir:, secret: and configmap: sources".into(),
-                ));
             }
             for (opt, set) in [
                 ("cert", self.cert.is_some()),
@@ -373,7 +306,7 @@ impl MappingSpec {
                 }
             }
         }
-        let ca_only = self.ca_only || matches!(source, Source::TrustBundle(_));
+        let ca_only = self.ca_only || kind == SourceKind::ClusterTrustBundle;
         let expect = if !self.files.is_empty() {
             Expect::Files {
                 allow_non_pem: self.allow_non_pem,
@@ -437,9 +370,10 @@ impl MappingSpec {
             }
         };
         if self.files.is_empty() {
-            let ca_item = match &source {
-                Source::Csr(_) | Source::Ca(_) => CA_FILE,
-                _ => self.ca.as_deref().unwrap_or(CA_FILE),
+            // An issuing kind's ca= names the signer's CA, not a file.
+            let ca_item = match source.issuing() {
+                true => CA_FILE,
+                false => self.ca.as_deref().unwrap_or(CA_FILE),
             };
             items.push(Item::new(ca_item, CA_FILE, ca_only));
         }
@@ -449,16 +383,16 @@ impl MappingSpec {
         let writer = WriterOptions {
             keep: args.keep_revisions as usize,
             cert_mode: match &self.cert_mode {
-                Some(s) => parse_mode(s).map_err(&err)?,
+                Some(s) => parse_mode(s).map_err(|e| err(e.to_string()))?,
                 None => args.cert_mode,
             },
             key_mode: match &self.key_mode {
-                Some(s) => key_mode(s).map_err(&err)?,
+                Some(s) => key_mode(s).map_err(|e| err(e.to_string()))?,
                 None => args.key_mode,
             },
             owner: self.owner.or(args.owner),
             group: self.group.or(args.group),
-            issuing: matches!(source, Source::Csr(_) | Source::Ca(_)),
+            issuing: source.issuing(),
             lock_timeout: None,
         };
         // -1 means "leave unchanged" to chown(2): never a real id.
@@ -481,7 +415,7 @@ impl MappingSpec {
                 "verify= needs a certificate/key pair, not a CA bundle".into()
             ));
         }
-        if self.optional && (!matches!(source, Source::Kube(_)) || self.files.is_empty()) {
+        if self.optional && self.files.is_empty() {
             return Err(err(
                 "optional applies to secret: and configmap: mappings with files= (an absent \
                  object then leaves no files, as cert-syncer does)"
@@ -562,17 +496,48 @@ pub enum Source {
     TrustBundle(Selection),
 }
 
+/// Where a kind's Events go with `--events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventsOn {
+    /// Its own object (the Secret, ConfigMap or CSR).
+    Object,
+    /// certsync's Pod, when `POD_NAME` and `POD_NAMESPACE` name it.
+    Pod,
+    /// certsync's Pod, which must be named: a CA's issuances are otherwise
+    /// recorded nowhere in the cluster.
+    PodRequired,
+}
+
+impl Source {
+    pub fn events_on(&self) -> EventsOn {
+        match self {
+            Source::Kube(_) | Source::Csr(_) => EventsOn::Object,
+            Source::Dir(_) | Source::TrustBundle(_) => EventsOn::Pod,
+            Source::Ca(_) => EventsOn::PodRequired,
+        }
+    }
+
+    /// Whether certsync makes the key and the certificate itself (and
+    /// so holds them while a rollback pin does).
+    pub fn issuing(&self) -> bool {
+        match self {
+            Source::Csr(_) | Source::Ca(_) => true,
+            Source::Dir(_) | Source::Kube(_) | Source::TrustBundle(_) => false,
+        }
+    }
+}
+
 impl MappingSpec {
     /// `clustertrustbundle:NAME` or `clustertrustbundle:SIGNER` (a name
     /// with `/`, which bundle names cannot contain) and its `label=` options.
-    pub(crate) fn trust_bundle_selection(&self, location: &str) -> Result<Selection, String> {
+    pub(crate) fn trust_bundle_selection(&self, location: &str) -> Result<Selection, GrammarError> {
         if location.contains('/') {
             let labels = self
                 .label
                 .iter()
                 .map(|l| match l.split_once('=') {
                     Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-                    _ => Err(format!("label {l:?} is not KEY=VALUE")),
+                    _ => Err(GrammarError::LabelNotKeyValue { label: l.clone() }),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             return Ok(Selection::Signer {
@@ -581,9 +546,7 @@ impl MappingSpec {
             });
         }
         if !self.label.is_empty() {
-            return Err("label= selects among a signer's bundles: give \
-                        clustertrustbundle:SIGNER, not a bundle name"
-                .into());
+            return Err(GrammarError::LabelWithName);
         }
         let plain = location.replace(':', "-");
         check_dns("name", &plain, 253)?;
@@ -593,7 +556,7 @@ impl MappingSpec {
 
 /// Checks a Kubernetes namespace or object name (DNS-1123: lower-case
 /// letters, digits, '-' and, for names, '.'; alphanumeric at both ends).
-pub(crate) fn check_dns(what: &str, s: &str, max: usize) -> Result<(), String> {
+pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), DnsError> {
     let dots = what == "name";
     let ok = !s.is_empty()
         && s.len() <= max
@@ -605,9 +568,11 @@ pub(crate) fn check_dns(what: &str, s: &str, max: usize) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{what} {s:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
-        ))
+        Err(DnsError {
+            what,
+            value: s.to_owned(),
+            max,
+        })
     }
 }
 
@@ -621,22 +586,15 @@ impl MappingSpec {
             && self.configmap.is_empty()
             && self.optional_secret.is_empty()
             && self.optional_configmap.is_empty());
+        // Elsewhere, secret= and the others are refused by the grammar.
         let Some(namespace) = self.source.strip_prefix("tree:") else {
-            if listed {
-                return Err(ConfigError::Mapping {
-                    mapping: self.target.display().to_string(),
-                    problem: "secret=, configmap=, optional-secret= and optional-configmap= \
-                              belong to tree: mappings"
-                        .into(),
-                });
-            }
             return Ok(vec![self]);
         };
         let err = |problem: String| ConfigError::Mapping {
             mapping: format!("tree:{namespace}"),
             problem,
         };
-        check_dns("namespace", namespace, 63).map_err(&err)?;
+        check_dns("namespace", namespace, 63).map_err(|e| err(e.to_string()))?;
         if !listed {
             return Err(err(
                 "a tree: mapping lists its objects: secret=NAME, configmap=NAME (or optional-...)"
@@ -654,9 +612,12 @@ impl MappingSpec {
             files: vec!["all".into()],
             ..self.clone()
         };
-        if self.name.is_some() || !self.files.is_empty() {
+        // Each object's name, files=all and whether it is optional are the
+        // tree's to set: one given here would be overridden without a word.
+        if self.name.is_some() || !self.files.is_empty() || self.optional {
             return Err(err(
-                "a tree: mapping names each object itself and publishes every key (no name=, files=)"
+                "a tree: mapping names each object itself, publishes every key and says which \
+                 are optional (no name=, files=, optional)"
                     .into(),
             ));
         }
