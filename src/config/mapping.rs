@@ -236,12 +236,48 @@ impl MappingSpec {
             mapping: name.clone(),
             problem,
         };
-        let (kind, location) = self.source.split_once(':').ok_or_else(|| {
+        let source_text = self.source.clone();
+        let (kind, location) = source_text.split_once(':').ok_or_else(|| {
             err(format!(
                 "source {:?} has no KIND: prefix (e.g. dir:/path)",
                 self.source
             ))
         })?;
+        let Some(kind) = SourceKind::parse(kind) else {
+            let known: Vec<&str> = SourceKind::ALL.iter().map(|k| k.name()).collect();
+            return Err(err(format!(
+                "unknown source kind {kind:?} (supported: {})",
+                known.join(", ")
+            )));
+        };
+        self.options_apply(kind).map_err(|e| err(e.to_string()))?;
+        let source = self.read_source(kind, location, &err)?;
+        let (expect, layout, items) = self.published(kind, source.issuing(), &err)?;
+        let writer = self.writer_options(args, source.issuing(), &err)?;
+        let verify = self.serving_check(expect, &err)?;
+        self.copies_outside(&err)?;
+        Ok(Mapping {
+            update_kubeconfig: self.update_kubeconfig,
+            update_pair: self.update_pair,
+            optional: self.optional,
+            name,
+            source,
+            verify,
+            layout,
+            items: items.into(),
+            expect,
+            target: self.target,
+            writer,
+        })
+    }
+
+    /// The source a mapping's `KIND:LOCATION` names, with its kind's options.
+    fn read_source(
+        &mut self,
+        kind: SourceKind,
+        location: &str,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<Source, ConfigError> {
         let object = |kind| {
             let (namespace, obj) = location
                 .split_once('/')
@@ -254,14 +290,6 @@ impl MappingSpec {
                 name: obj.to_owned(),
             })
         };
-        let Some(kind) = SourceKind::parse(kind) else {
-            let known: Vec<&str> = SourceKind::ALL.iter().map(|k| k.name()).collect();
-            return Err(err(format!(
-                "unknown source kind {kind:?} (supported: {})",
-                known.join(", ")
-            )));
-        };
-        self.options_apply(kind).map_err(|e| err(e.to_string()))?;
         let source = match kind {
             SourceKind::Dir if !location.is_empty() => Source::Dir(PathBuf::from(location)),
             SourceKind::Dir => return Err(err("dir: needs a directory path".into())),
@@ -288,6 +316,17 @@ impl MappingSpec {
                 ));
             }
         };
+        Ok(source)
+    }
+
+    /// What the target holds: what is validated, how the files are laid
+    /// out, and which source file or key each published file comes from.
+    fn published(
+        &self,
+        kind: SourceKind,
+        issuing: bool,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<(Expect, Layout, Vec<Item>), ConfigError> {
         if !self.files.is_empty() || self.allow_non_pem {
             if self.files.is_empty() {
                 return Err(err("allow-non-pem goes with files=".into()));
@@ -316,26 +355,11 @@ impl MappingSpec {
         } else {
             Expect::Pair
         };
-        let mut items = Vec::new();
-        let layout = if self.files.iter().any(|f| f == "all") {
-            if self.files.len() > 1 {
-                return Err(err(
-                    "files=all publishes every file; give no other files=".into()
-                ));
-            }
-            Layout::All
-        } else if !self.files.is_empty() {
-            for f in &self.files {
-                let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
-                check_file_name(target_name).map_err(|e| err(format!("files={f}: {e}")))?;
-                if items.iter().any(|i: &Item| i.target == target_name) {
-                    return Err(err(format!("files=: {target_name} is published twice")));
-                }
-                items.push(Item::new(source_name, target_name, true));
-            }
-            Layout::Files
+        let (layout, mut items) = if !self.files.is_empty() {
+            self.named_files(err)?
         } else {
-            match (&self.combined, ca_only) {
+            let mut items = Vec::new();
+            let layout = match (&self.combined, ca_only) {
                 (Some(_), true) => {
                     return Err(err("combined and ca-only exclude each other".into()));
                 }
@@ -355,23 +379,20 @@ impl MappingSpec {
                     Layout::Files
                 }
                 (None, false) => {
-                    items.push(Item::new(
-                        self.cert.as_deref().unwrap_or(CERT_FILE),
-                        CERT_FILE,
-                        true,
-                    ));
-                    items.push(Item::new(
-                        self.key.as_deref().unwrap_or(KEY_FILE),
-                        KEY_FILE,
-                        true,
-                    ));
+                    let cert = self.cert.as_deref().unwrap_or(CERT_FILE);
+                    let key = self.key.as_deref().unwrap_or(KEY_FILE);
+                    items = vec![
+                        Item::new(cert, CERT_FILE, true),
+                        Item::new(key, KEY_FILE, true),
+                    ];
                     Layout::Files
                 }
-            }
+            };
+            (layout, items)
         };
         if self.files.is_empty() {
             // An issuing kind's ca= names the signer's CA, not a file.
-            let ca_item = match source.issuing() {
+            let ca_item = match issuing {
                 true => CA_FILE,
                 false => self.ca.as_deref().unwrap_or(CA_FILE),
             };
@@ -380,6 +401,42 @@ impl MappingSpec {
         for item in &items {
             check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
         }
+        Ok((expect, layout, items))
+    }
+
+    /// `files=`: every key (`all`), or the named ones, each under its own
+    /// or a new name, none twice.
+    fn named_files(
+        &self,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<(Layout, Vec<Item>), ConfigError> {
+        if self.files.iter().any(|f| f == "all") {
+            if self.files.len() > 1 {
+                return Err(err(
+                    "files=all publishes every file; give no other files=".into()
+                ));
+            }
+            return Ok((Layout::All, Vec::new()));
+        }
+        let mut items: Vec<Item> = Vec::new();
+        for f in &self.files {
+            let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
+            check_file_name(target_name).map_err(|e| err(format!("files={f}: {e}")))?;
+            if items.iter().any(|i| i.target == target_name) {
+                return Err(err(format!("files=: {target_name} is published twice")));
+            }
+            items.push(Item::new(source_name, target_name, true));
+        }
+        Ok((Layout::Files, items))
+    }
+
+    /// The writer's modes and ids: the mapping's own, else the flags'.
+    fn writer_options(
+        &self,
+        args: &RunArgs,
+        issuing: bool,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<WriterOptions, ConfigError> {
         let writer = WriterOptions {
             keep: args.keep_revisions as usize,
             cert_mode: match &self.cert_mode {
@@ -392,7 +449,7 @@ impl MappingSpec {
             },
             owner: self.owner.or(args.owner),
             group: self.group.or(args.group),
-            issuing: source.issuing(),
+            issuing,
             lock_timeout: None,
         };
         // -1 means "leave unchanged" to chown(2): never a real id.
@@ -401,6 +458,15 @@ impl MappingSpec {
                 "owner and group must be real ids, not 4294967295 (-1)".into()
             ));
         }
+        Ok(writer)
+    }
+
+    /// `verify=` and `sni=`: where the consumer serves the pair.
+    fn serving_check(
+        &self,
+        expect: Expect,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<Option<ServingCheck>, ConfigError> {
         if self.sni.is_some() && self.verify.is_none() {
             return Err(err("sni= goes with verify=HOST:PORT".into()));
         }
@@ -415,6 +481,12 @@ impl MappingSpec {
                 "verify= needs a certificate/key pair, not a CA bundle".into()
             ));
         }
+        Ok(verify)
+    }
+
+    /// `optional` with its `files=`; `update-kubeconfig=` and `update-pair=`
+    /// absolute and outside the target.
+    fn copies_outside(&self, err: &dyn Fn(String) -> ConfigError) -> Result<(), ConfigError> {
         if self.optional && self.files.is_empty() {
             return Err(err(
                 "optional applies to secret: and configmap: mappings with files= (an absent \
@@ -465,19 +537,7 @@ impl MappingSpec {
                 )));
             }
         }
-        Ok(Mapping {
-            update_kubeconfig: self.update_kubeconfig,
-            update_pair: self.update_pair,
-            optional: self.optional,
-            name,
-            source,
-            verify,
-            layout,
-            items: items.into(),
-            expect,
-            target: self.target,
-            writer,
-        })
+        Ok(())
     }
 }
 
