@@ -2,8 +2,9 @@
 //! same as a config file entry) → one validated [`super::Mapping`] per
 //! source kind.
 
+use super::options::{options_apply, read_flag};
 use super::*;
-use crate::cli::grammar::{self, MappingOption, Shape, SourceKind};
+use crate::cli::grammar::SourceKind;
 use crate::cli::{RunArgs, key_mode, parse_mode};
 
 use std::path::PathBuf;
@@ -19,24 +20,9 @@ use crate::source::trust_bundle::Selection;
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
 
-/// A mapping's options against the grammar, or its source's name, refused.
+/// A `clustertrustbundle:` selection refused.
 #[derive(Debug, thiserror::Error)]
-pub enum GrammarError {
-    #[error("unknown option {option:?}")]
-    Unknown { option: String },
-    #[error(
-        "{name} does not apply to {kind}: sources{why}; {name} applies to {kinds} sources only",
-        name = .option.name,
-        kind = .kind.name(),
-        why = .kind.publishes().map(|p| format!(" ({p})")).unwrap_or_default(),
-        kinds = grammar::kinds_in_words(.option.kinds),
-    )]
-    NotForKind {
-        option: &'static MappingOption,
-        kind: SourceKind,
-    },
-    #[error("the mapping cannot be read back: {problem}")]
-    Unreadable { problem: String },
+pub enum SelectionError {
     #[error("label {label:?} is not KEY=VALUE")]
     LabelNotKeyValue { label: String },
     #[error(
@@ -128,103 +114,9 @@ pub struct MappingSpec {
 }
 
 impl MappingSpec {
-    /// Parses the `--sync` form: each `OPTION=VALUE` read by the shape the
-    /// grammar gives it into the config file's keys, then the same
-    /// deserializer as the file, so both forms are one grammar.
+    /// Parses the `--sync` form ([`super::options::read_flag`]).
     pub fn parse_flag(spec: &str) -> Result<Self, ConfigError> {
-        let err = |problem: String| ConfigError::Flag {
-            spec: spec.to_owned(),
-            problem,
-        };
-        let (source, rest) = spec
-            .split_once('=')
-            .ok_or_else(|| err("expected KIND:SOURCE=TARGET".into()))?;
-        let mut parts = rest.split(',');
-        let target = parts.next().unwrap_or_default();
-        if target.is_empty() {
-            return Err(err("the target directory is empty".into()));
-        }
-        let mut keys = serde_json::Map::new();
-        keys.insert("source".into(), source.into());
-        keys.insert("target".into(), target.into());
-        for opt in parts {
-            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
-            let Some(option) = grammar::option(k) else {
-                let known: Vec<&str> = grammar::OPTIONS.iter().map(|o| o.name).collect();
-                return Err(err(format!(
-                    "unknown option {k:?} (known: {}; `certsync run -h` says which kinds each \
-                     applies to)",
-                    known.join(", ")
-                )));
-            };
-            let value = || {
-                if v.is_empty() {
-                    Err(err(format!("option {k:?} needs a value ({k}=...)")))
-                } else {
-                    Ok(serde_json::Value::from(v))
-                }
-            };
-            let value = match option.shape {
-                Shape::Text(_) => value()?,
-                Shape::List(_) => {
-                    let item = value()?;
-                    let list = keys.entry(k).or_insert_with(|| Vec::<String>::new().into());
-                    if let Some(list) = list.as_array_mut() {
-                        list.push(item);
-                    }
-                    continue;
-                }
-                Shape::Switch => match v {
-                    "" | "true" => true.into(),
-                    "false" => false.into(),
-                    _ => return Err(err(format!("{k} takes no value or true/false, got {v:?}"))),
-                },
-                Shape::Id => v
-                    .parse::<u32>()
-                    .map_err(|_| err(format!("option {k:?} needs a numeric id, got {v:?}")))?
-                    .into(),
-            };
-            // Given twice, one of the two would be dropped without a word.
-            if keys.insert(k.to_owned(), value).is_some() {
-                return Err(err(format!("option {k:?} is given twice")));
-            }
-        }
-        serde_json::from_value(keys.into()).map_err(|e| err(e.to_string()))
-    }
-
-    /// The options this mapping sets (the config file's keys that are not
-    /// null, false or empty), by their grammar entries; an option the
-    /// grammar does not know is refused by name.
-    fn options_set(&self) -> Result<Vec<&'static MappingOption>, GrammarError> {
-        let keys = serde_json::to_value(self).map_err(|e| GrammarError::Unreadable {
-            problem: e.to_string(),
-        })?;
-        let mut set = Vec::new();
-        for (key, value) in keys.as_object().into_iter().flatten() {
-            let unset = value.is_null()
-                || *value == serde_json::json!(false)
-                || *value == serde_json::json!([]);
-            if unset || key == "source" || key == "target" {
-                continue;
-            }
-            let option = grammar::option(key).ok_or_else(|| GrammarError::Unknown {
-                option: key.clone(),
-            })?;
-            set.push(option);
-        }
-        Ok(set)
-    }
-
-    /// Every option set applies to `kind`, as the grammar says.
-    fn options_apply(&self, kind: SourceKind) -> Result<(), GrammarError> {
-        match self
-            .options_set()?
-            .into_iter()
-            .find(|o| !o.kinds.contains(&kind))
-        {
-            Some(option) => Err(GrammarError::NotForKind { option, kind }),
-            None => Ok(()),
-        }
+        read_flag(spec)
     }
 
     pub(crate) fn resolve(mut self, args: &RunArgs) -> Result<Mapping, ConfigError> {
@@ -250,7 +142,7 @@ impl MappingSpec {
                 known.join(", ")
             )));
         };
-        self.options_apply(kind).map_err(|e| err(e.to_string()))?;
+        options_apply(&self, kind).map_err(|e| err(e.to_string()))?;
         let source = self.read_source(kind, location, &err)?;
         let (expect, layout, items) = self.published(kind, source.issuing(), &err)?;
         let writer = self.writer_options(args, source.issuing(), &err)?;
@@ -590,14 +482,17 @@ impl Source {
 impl MappingSpec {
     /// `clustertrustbundle:NAME` or `clustertrustbundle:SIGNER` (a name
     /// with `/`, which bundle names cannot contain) and its `label=` options.
-    pub(crate) fn trust_bundle_selection(&self, location: &str) -> Result<Selection, GrammarError> {
+    pub(crate) fn trust_bundle_selection(
+        &self,
+        location: &str,
+    ) -> Result<Selection, SelectionError> {
         if location.contains('/') {
             let labels = self
                 .label
                 .iter()
                 .map(|l| match l.split_once('=') {
                     Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-                    _ => Err(GrammarError::LabelNotKeyValue { label: l.clone() }),
+                    _ => Err(SelectionError::LabelNotKeyValue { label: l.clone() }),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             return Ok(Selection::Signer {
@@ -606,7 +501,7 @@ impl MappingSpec {
             });
         }
         if !self.label.is_empty() {
-            return Err(GrammarError::LabelWithName);
+            return Err(SelectionError::LabelWithName);
         }
         let plain = location.replace(':', "-");
         check_dns("name", &plain, 253)?;

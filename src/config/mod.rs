@@ -19,7 +19,11 @@
 //!
 //! Paths containing `=` or `,` need the config file.
 //!
-//! - [`mapping`]: the mapping grammar, one [`MappingSpec`] per source kind;
+//! - [`mapping`]: a mapping as written → one validated [`Mapping`] per
+//!   source kind;
+//! - [`options`]: the `--sync` form read into the file's struct, and the
+//!   options a mapping sets checked against the grammar
+//!   ([`crate::cli::grammar`]);
 //! - [`issue`]: the options `csr:` and `ca:` share, and each one's own;
 //! - [`file`]: the YAML config file (unknown keys refused; flags override)
 //!   and `--print-config`;
@@ -31,6 +35,7 @@ mod file;
 mod grammar_tests;
 mod issue;
 mod mapping;
+mod options;
 mod overlap;
 mod pod;
 #[cfg(test)]
@@ -41,7 +46,8 @@ use file::read_config_file;
 pub use file::{Parsed, parse, print_config};
 pub use issue::IssueError;
 pub(crate) use issue::parse_renew;
-pub use mapping::{DnsError, EventsOn, GrammarError, MappingSpec, Source};
+pub use mapping::{DnsError, EventsOn, MappingSpec, Source};
+pub use options::GrammarError;
 
 use overlap::check_overlaps;
 pub use overlap::resolve_path;
