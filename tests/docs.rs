@@ -2,7 +2,9 @@
 //! every flag and environment variable of every subcommand (read from the
 //! clap definitions the binary parses with), docs/reference/metrics.md every
 //! metric a running certsync serves (every registered family, even one
-//! without series yet, is checked by `src/metrics/docs_tests.rs`), and every
+//! without series yet, is checked by `src/metrics/docs_tests.rs`),
+//! docs/reference/mappings.md every source kind and mapping option of the
+//! grammar, with the kinds each option applies to, and every
 //! relative link in README.md, docs/ and benches/results/ leads to a file
 //! that exists.
 
@@ -112,6 +114,31 @@ fn the_cli_reference_documents_every_flag_and_env_var_of_every_subcommand() {
         "missing from docs/reference/cli.md: {missing:#?}"
     );
     assert!(checked >= 90, "checked only {checked} names");
+}
+
+/// The mapping reference's table of options is the grammar's own (one
+/// table in `cli::grammar`, from which `--sync`, the checks and `run -h`
+/// are derived too), and its table of kinds names every kind.
+#[test]
+fn the_mapping_reference_is_the_grammar() {
+    use certsync::cli::grammar::{SourceKind, reference_table};
+    let doc = read("docs/reference/mappings.md");
+    let table = reference_table();
+    let shown = section(&doc, "## Which options apply to which kinds").unwrap_or_default();
+    assert!(
+        shown.contains(&table),
+        "docs/reference/mappings.md, \"## Which options apply to which kinds\", should hold \
+         the grammar's table:\n{table}"
+    );
+    let kinds = section(&doc, "## Kinds").unwrap_or_default();
+    for kind in SourceKind::ALL {
+        let named = format!("| `{}:", kind.name());
+        assert!(
+            kinds.contains(&named),
+            "## Kinds does not name {}:",
+            kind.name()
+        );
+    }
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! [`crate::config`]).
 
 mod approve;
+pub mod grammar;
 mod kubeadm;
 mod run;
 mod values;
@@ -13,9 +14,9 @@ pub use kubeadm::{
     AdoptArgs, KubeadmCommand, PlanOutput, RevertArgs, SETTABLE, StatusArgs, StatusOutput,
     check_set,
 };
-pub use run::{MAPPING_GRAMMAR, ReloadArgs, RunArgs};
+pub use run::{ReloadArgs, RunArgs};
+pub use values::{ModeProblem, ValueError, key_mode, log_filter, parse_mode};
 pub(crate) use values::{YEAR, duration};
-pub use values::{key_mode, log_filter, parse_mode};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,7 +46,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Keep every mapping's target in step with its source (or sync once).
-    #[command(after_help = MAPPING_GRAMMAR)]
+    #[command(after_help = grammar::help())]
     Run(Box<RunArgs>),
     /// Expiry report for certificate files, directories or certsync targets;
     /// exits 1 if anything expires within --warn-within or does not match its key.

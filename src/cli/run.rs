@@ -1,5 +1,5 @@
-//! `certsync run`'s flags and environment variables, its reload flags, and
-//! the mapping grammar shown after its help.
+//! `certsync run`'s flags and environment variables and its reload flags
+//! (the mapping grammar shown after its help is [`super::grammar`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,64 +11,6 @@ use super::values::{
     MS, YEAR, cert_mode, count, duration, generation, key_mode, parse_fraction, parse_signal,
 };
 
-/// The mapping grammar, shown after `run -h` and `run --help`.
-pub const MAPPING_GRAMMAR: &str = "\
-Mappings (--sync KIND:SOURCE=TARGET[,OPTION=VALUE]..., or the config file's `mappings:`):
-  dir:PATH                   a host directory (inotify, debounced, resync)
-  secret:NAMESPACE/NAME      one Secret, listed and watched by name
-  configmap:NAMESPACE/NAME   one ConfigMap, listed and watched by name
-  csr:SIGNER                 a certificate certsync requests and renews itself
-  ca:PREFIX                  a certificate certsync issues from PREFIX.crt/PREFIX.key
-  clustertrustbundle:NAME    one ClusterTrustBundle, as ca.crt
-  clustertrustbundle:SIGNER  every ClusterTrustBundle of a signer (label=KEY=VALUE
-                             narrows it), joined in name order, as ca.crt
-  tree:NAMESPACE             cert-syncer's layout: DEST/secrets/NAME/KEY and
-                             DEST/configmaps/NAME/KEY for secret=NAME, configmap=NAME,
-                             optional-secret=NAME, optional-configmap=NAME (repeatable)
-
-Options of every kind:
-  name=NAME                  name in logs and metrics (default: the target path)
-  cert=, key=, ca=           source file or key of the chain, key and CA bundle
-                             (default tls.crt, tls.key, ca.crt; ca optional)
-  combined=FILE              dir: one PEM with chain and key (kubelet-server-current.pem)
-  ca-only                    a CA bundle only, no key
-  cert-mode=, key-mode=, owner=, group=
-                             override the global file modes and owner
-  files=all | files=NAME[:TARGET] (repeatable)
-                             publish keys under their own names, each checked by content
-  allow-non-pem              with files=, publish non-PEM keys as they are
-  optional                   with files=, an absent object leaves no files (cert-syncer)
-  verify=HOST:PORT           after a reload, check the consumer serves the new pair
-  sni=NAME                   server name sent by verify=
-
-Options of csr: (see docs/guides/requesting-certificates.md):
-  cn=, o= (repeatable)       subject
-  dns=, ip= (repeatable)     SANs
-  key-alg=ALG                ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519
-  lifetime=DURATION          expirationSeconds (>= 10m)
-  usage=USAGE (repeatable)   e.g. digital-signature, server-auth (defaults per kubernetes.io signer)
-  ca=file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]
-                             the signer CA the issued chain must verify against
-  renew=LO-HI                renewal window of the lifetime (default 70%-90%)
-  approval-timeout=DURATION  default 15m
-  bootstrap-kubeconfig=FILE  first request with it, renewals with the issued pair
-  write-kubeconfig=FILE      publish a kubeconfig that uses the pair
-  update-kubeconfig=PATH     keep PATH's current user holding the pair, embedded
-                             (admin.conf; refused unless it can be done safely)
-
-Options of ca: (see docs/guides/kubeadm-control-plane.md): cn=, o=, dns=, ip=,
-key-alg=, usage=, renew= as for csr:, and
-  cert=PATH, key=PATH        the CA's files instead of PREFIX.crt, PREFIX.key
-  template=PATH              copy subject, SANs and usages from this certificate
-  lifetime=DURATION          default 365d, never past the CA's own expiry
-  keep-key                   renewals keep the live key (kubeadm certs renew)
-  allow-loose-ca-key         use a CA key that group or others may read
-  update-kubeconfig=PATH     as for csr: (kubeadm's admin.conf, super-admin.conf)
-
-Examples:
-  certsync run --sync 'dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key'
-  certsync run --sync 'secret:kube-system/scheduler-serving=/etc/certs/serving,verify=127.0.0.1:10259'
-  certsync run --sync 'csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler'";
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// A mapping `KIND:SOURCE=TARGET[,OPTION=VALUE]...`; repeatable. In the
@@ -80,30 +22,8 @@ pub struct RunArgs {
     /// CSR API, e.g. `csr:kubernetes.io/kube-apiserver-client`),
     /// `ca:PREFIX` (a certificate certsync issues and renews from the CA
     /// PREFIX.crt/PREFIX.key on the node), `clustertrustbundle:NAME|SIGNER`,
-    /// `tree:NAMESPACE` (cert-syncer's layout); the grammar is below.
-    /// Options: `name=` (used in logs; default: the target path),
-    /// `cert=`, `key=`, `ca=` (source file names or object keys; default
-    /// tls.crt, tls.key, ca.crt; ca is optional), `combined=FILE` (one PEM with chain and key,
-    /// e.g. kubelet-server-current.pem), `ca-only` (a CA bundle, no key),
-    /// `cert-mode=`, `key-mode=`, `owner=`, `group=` (override the global
-    /// flags for this mapping), `verify=HOST:PORT` and `sni=NAME` (check
-    /// what the consumer serves after a reload).
-    ///
-    /// csr: options: `cn=`, `o=` (subject; o repeatable), `dns=`, `ip=`
-    /// (SANs; repeatable), `key-alg=` (ecdsa-p256 default, ecdsa-p384, rsa-2048,
-    /// rsa-3072, rsa-4096, ed25519), `lifetime=` (expirationSeconds, >= 10m;
-    /// default: the signer's), `usage=` (repeatable, e.g. server-auth;
-    /// default for the kubernetes.io signers as kubelet asks), `ca=`
-    /// (the signer CA the issued chain must verify against, published as
-    /// ca.crt: `file:PATH`, `configmap:NAMESPACE/NAME[/KEY]` or
-    /// `clustertrustbundle[:SIGNER]`),
-    /// `renew=` (window of the lifetime, default 70%-90%),
-    /// `approval-timeout=` (default 15m), `bootstrap-kubeconfig=FILE`
-    /// (first request with it, renewals with the issued pair),
-    /// `write-kubeconfig=FILE` (a kubeconfig using the pair, in the target),
-    /// `update-kubeconfig=PATH` (csr: and ca:: an existing kubeconfig, such
-    /// as admin.conf, whose current user certsync keeps holding the live
-    /// pair as embedded data).
+    /// `tree:NAMESPACE` (cert-syncer's layout). Every option, with the
+    /// kinds it applies to, is listed below the flags.
     #[arg(
         long = "sync",
         env = "CERTSYNC_SYNC",

@@ -5,12 +5,69 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
+/// A flag's value refused, as clap and the config file show it.
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    #[error(
+        "log directive {directive:?}: {why} (directives are LEVEL or TARGET=LEVEL, \
+         comma-separated; levels: trace, debug, info, warn or warning, error, off)"
+    )]
+    LogDirective {
+        directive: String,
+        why: &'static str,
+    },
+    #[error("{value:?}: {source}")]
+    Duration {
+        value: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+    #[error("{value:?} is too short: at least {}", fmt_ms(*.min_ms))]
+    TooShort { value: String, min_ms: u64 },
+    #[error("{value:?} is too long: at most {}", fmt_ms(*.max_ms))]
+    TooLong { value: String, max_ms: u64 },
+    /// `value` escaped: it is shown as it was given.
+    #[error("{value:?}: 1-128 letters, digits, '-', '.' or '_'")]
+    Generation { value: String },
+    #[error("{value:?} is not a whole number from {min} to {max}")]
+    Count { value: String, min: u32, max: u32 },
+    #[error("{value:?} is not a fraction in (0, 1]")]
+    Fraction { value: String },
+    #[error("{value:?} is not a signal name such as SIGHUP")]
+    NotSignal { value: String },
+    #[error(
+        "{signal} cannot be used to reload a process (it cannot be caught, or stops or \
+         crashes it); use one of {}",
+        RELOAD_SIGNALS.map(|s| s.as_str()).join(", ")
+    )]
+    NotReload { signal: Signal },
+    #[error("{value:?} is not an octal file mode such as 0644")]
+    NotMode { value: String },
+    #[error("mode {mode:04o} {problem}")]
+    Mode { mode: u32, problem: ModeProblem },
+    #[error("key mode {mode:04o} would make the private key readable by every user")]
+    KeyReadable { mode: u32 },
+}
+
+/// What a file mode may not do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ModeProblem {
+    #[error("sets setuid, setgid or sticky bits")]
+    Special,
+    #[error("makes a certificate file executable")]
+    Executable,
+    #[error("lets users other than the owner write the file")]
+    OthersWrite,
+    #[error("does not let the owner read the file")]
+    OwnerCannotRead,
+}
+
 /// A log filter (`--log-level`, `RUST_LOG`) in tracing's `Targets` form,
 /// with klog's and Python's `warning` spelled `warn`. Every directive must
 /// be `LEVEL` or `TARGET=LEVEL` with a known level: tracing reads a bare
 /// unknown word (`verbose`, `warning`) as a target name, which turns off
 /// every other log line, errors included.
-pub fn log_filter(s: &str) -> Result<String, String> {
+pub fn log_filter(s: &str) -> Result<String, ValueError> {
     let level = |word: &str| {
         let word = word.trim().to_ascii_lowercase();
         match word.as_str() {
@@ -19,11 +76,9 @@ pub fn log_filter(s: &str) -> Result<String, String> {
             _ => None,
         }
     };
-    let bad = |directive: &str, why: &str| {
-        format!(
-            "log directive {directive:?}: {why} (directives are LEVEL or TARGET=LEVEL, \
-             comma-separated; levels: trace, debug, info, warn or warning, error, off)"
-        )
+    let bad = |directive: &str, why| ValueError::LogDirective {
+        directive: directive.to_owned(),
+        why,
     };
     let mut out = Vec::new();
     for directive in s.split(',') {
@@ -63,14 +118,18 @@ pub(crate) const YEAR: u64 = 365 * 24 * 3600 * 1000;
 pub(crate) fn duration(
     min_ms: u64,
     max_ms: u64,
-) -> impl Fn(&str) -> Result<Duration, String> + Clone {
+) -> impl Fn(&str) -> Result<Duration, ValueError> + Clone {
     move |s: &str| {
-        let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
+        let d = humantime::parse_duration(s).map_err(|source| ValueError::Duration {
+            value: s.to_owned(),
+            source,
+        })?;
         let ms = d.as_millis();
+        let value = s.to_owned();
         if ms < u128::from(min_ms) {
-            Err(format!("{s:?} is too short: at least {}", fmt_ms(min_ms)))
+            Err(ValueError::TooShort { value, min_ms })
         } else if ms > u128::from(max_ms) {
-            Err(format!("{s:?} is too long: at most {}", fmt_ms(max_ms)))
+            Err(ValueError::TooLong { value, max_ms })
         } else {
             Ok(d)
         }
@@ -82,7 +141,7 @@ pub(crate) fn fmt_ms(ms: u64) -> String {
 }
 
 /// `run --generation`: a short token fit for an HTTP header as it is.
-pub(crate) fn generation(s: &str) -> Result<String, String> {
+pub(crate) fn generation(s: &str) -> Result<String, ValueError> {
     let fits = !s.is_empty()
         && s.len() <= 128
         && s.bytes()
@@ -90,25 +149,30 @@ pub(crate) fn generation(s: &str) -> Result<String, String> {
     if fits {
         Ok(s.to_owned())
     } else {
-        Err(format!(
-            "{:?}: 1-128 letters, digits, '-', '.' or '_'",
-            crate::escape(s)
-        ))
+        Err(ValueError::Generation {
+            value: crate::escape(s).into_owned(),
+        })
     }
 }
 
 /// A whole-number parser with inclusive bounds.
-pub(crate) fn count(min: u32, max: u32) -> impl Fn(&str) -> Result<u32, String> + Clone {
+pub(crate) fn count(min: u32, max: u32) -> impl Fn(&str) -> Result<u32, ValueError> + Clone {
     move |s: &str| match s.parse::<u32>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("{s:?} is not a whole number from {min} to {max}")),
+        _ => Err(ValueError::Count {
+            value: s.to_owned(),
+            min,
+            max,
+        }),
     }
 }
 
-pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_fraction(s: &str) -> Result<f64, ValueError> {
     match s.parse::<f64>() {
         Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
-        _ => Err(format!("{s:?} is not a fraction in (0, 1]")),
+        _ => Err(ValueError::Fraction {
+            value: s.to_owned(),
+        }),
     }
 }
 /// Signals a process can catch and treat as "reload" (or "restart"):
@@ -123,63 +187,59 @@ pub(crate) const RELOAD_SIGNALS: [Signal; 7] = [
     Signal::SIGTERM,
 ];
 
-pub(crate) fn parse_signal(s: &str) -> Result<Signal, String> {
+pub(crate) fn parse_signal(s: &str) -> Result<Signal, ValueError> {
     let name = s.to_ascii_uppercase();
     let name = if name.starts_with("SIG") {
         name
     } else {
         format!("SIG{name}")
     };
-    let signal: Signal = name
-        .parse()
-        .map_err(|_| format!("{s:?} is not a signal name such as SIGHUP"))?;
+    let signal: Signal = name.parse().map_err(|_| ValueError::NotSignal {
+        value: s.to_owned(),
+    })?;
     if RELOAD_SIGNALS.contains(&signal) {
         Ok(signal)
     } else {
-        let allowed: Vec<&str> = RELOAD_SIGNALS.iter().map(|s| s.as_str()).collect();
-        Err(format!(
-            "{signal} cannot be used to reload a process (it cannot be caught, or stops or \
-             crashes it); use one of {}",
-            allowed.join(", ")
-        ))
+        Err(ValueError::NotReload { signal })
     }
 }
 
 /// Parses an octal file mode such as `0644` or `640`: read and write
 /// bits only (no setuid/setgid/sticky, no execute), writable by the owner
 /// alone, readable by the owner.
-pub fn parse_mode(s: &str) -> Result<u32, String> {
+pub fn parse_mode(s: &str) -> Result<u32, ValueError> {
     let digits = s.strip_prefix("0o").unwrap_or(s);
-    let m = match u32::from_str_radix(digits, 8) {
+    let mode = match u32::from_str_radix(digits, 8) {
         Ok(m) if m <= 0o7777 => m,
-        _ => return Err(format!("{s:?} is not an octal file mode such as 0644")),
+        _ => {
+            return Err(ValueError::NotMode {
+                value: s.to_owned(),
+            });
+        }
     };
-    if m & 0o7000 != 0 {
-        Err(format!("mode {m:04o} sets setuid, setgid or sticky bits"))
-    } else if m & 0o111 != 0 {
-        Err(format!("mode {m:04o} makes a certificate file executable"))
-    } else if m & 0o022 != 0 {
-        Err(format!(
-            "mode {m:04o} lets users other than the owner write the file"
-        ))
-    } else if m & 0o400 == 0 {
-        Err(format!("mode {m:04o} does not let the owner read the file"))
+    let problem = if mode & 0o7000 != 0 {
+        ModeProblem::Special
+    } else if mode & 0o111 != 0 {
+        ModeProblem::Executable
+    } else if mode & 0o022 != 0 {
+        ModeProblem::OthersWrite
+    } else if mode & 0o400 == 0 {
+        ModeProblem::OwnerCannotRead
     } else {
-        Ok(m)
-    }
+        return Ok(mode);
+    };
+    Err(ValueError::Mode { mode, problem })
 }
 
-pub(crate) fn cert_mode(s: &str) -> Result<u32, String> {
+pub(crate) fn cert_mode(s: &str) -> Result<u32, ValueError> {
     parse_mode(s)
 }
 
 /// A key mode: a valid mode that is not readable by every user.
-pub fn key_mode(s: &str) -> Result<u32, String> {
-    let m = parse_mode(s)?;
-    if m & 0o007 != 0 {
-        return Err(format!(
-            "key mode {m:04o} would make the private key readable by every user"
-        ));
+pub fn key_mode(s: &str) -> Result<u32, ValueError> {
+    let mode = parse_mode(s)?;
+    if mode & 0o007 != 0 {
+        return Err(ValueError::KeyReadable { mode });
     }
-    Ok(m)
+    Ok(mode)
 }

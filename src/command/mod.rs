@@ -39,7 +39,7 @@ pub enum CommandError {
     /// `approve` or `csr review --approve|--deny` with a node policy that
     /// would trust node-written addresses alone.
     #[error("{problem}")]
-    Policy { problem: String },
+    Policy { problem: crate::config::PolicyError },
     /// `run`'s flags, environment or config file refused.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -68,7 +68,7 @@ pub enum CommandError {
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     #[error("RUST_LOG: {problem} (or give --log-level)")]
-    Env { problem: String },
+    Env { problem: crate::cli::ValueError },
     #[error("--log-level: {0}")]
     Filter(#[source] tracing_subscriber::filter::ParseError),
 }
@@ -208,14 +208,14 @@ mod tests {
             ),
             (
                 LogError::Env {
-                    problem: "p".into(),
+                    problem: crate::cli::ValueError::Fraction { value: "p".into() },
                 }
                 .into(),
                 64,
             ),
             (
                 CommandError::Policy {
-                    problem: "p".into(),
+                    problem: crate::config::PolicyError::NoNodeCidr,
                 },
                 64,
             ),

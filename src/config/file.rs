@@ -110,12 +110,9 @@ pub(crate) fn parse_given(
         from_file = Some(path.clone());
         let text = match given {
             Some(text) => text.to_owned(),
-            None => read_file(path).map_err(|e| {
-                cmd.clone().error(
-                    clap::error::ErrorKind::Io,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
+            None => {
+                read_file(path).map_err(|e| cmd.clone().error(clap::error::ErrorKind::Io, e))?
+            }
         };
         let settings = file_settings(path, &text).map_err(|e| {
             cmd.clone()
@@ -295,11 +292,14 @@ const CONFIG_LIMIT: u64 = 4 << 20;
 /// Reads the config file as any file certsync is handed: a regular file
 /// (judged on the opened descriptor, so a FIFO or device never hangs or
 /// floods certsync), at most [`CONFIG_LIMIT`] bytes, UTF-8; as root, one
-/// only root may change ([`crate::files::read_steering`]). The problem, in
-/// words, without the path.
-fn read_file(path: &Path) -> Result<String, String> {
-    let bytes = crate::files::read_steering(path, CONFIG_LIMIT)?;
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into())
+/// only root may change ([`crate::files::read_steering`]).
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    let err = |problem: String| ConfigError::File {
+        path: path.to_owned(),
+        problem,
+    };
+    let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(err)?;
+    String::from_utf8(bytes).map_err(|_| err("not UTF-8 text".into()))
 }
 
 /// The config file's mappings, its settings checked; its text `given`, or
@@ -314,7 +314,7 @@ pub(crate) fn read_config_file(
     };
     let text = match given {
         Some(text) => text.to_owned(),
-        None => read_file(path).map_err(err)?,
+        None => read_file(path)?,
     };
     // Settings beside the mappings are applied by `parse`; here they are
     // only checked, so a file is refused the same way from any caller.

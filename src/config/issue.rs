@@ -3,15 +3,102 @@
 //! kind's own: the signer and its CA for `csr:`, the CA files, template and
 //! key rules for `ca:`.
 
-use super::mapping::check_dns;
+use super::mapping::{DnsError, check_dns};
 use super::*;
-use crate::cli::{YEAR, duration};
+use crate::bundle::BundleError;
+use crate::cli::{ValueError, YEAR, duration};
 
 use std::time::Duration;
 
 use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
 use crate::source::ca::CaSpec;
 use crate::source::csr::{CaSource, CsrSpec, KeyAlg, USAGES as CSR_USAGES, default_usages};
+
+/// An option of a `csr:` or `ca:` mapping refused.
+#[derive(Debug, thiserror::Error)]
+pub enum IssueError {
+    #[error("{problem}")]
+    KeyAlg { problem: String },
+    #[error("ip {value:?} is not an IPv4 or IPv6 address")]
+    Ip { value: String },
+    #[error("dns {value:?} is not a DNS name")]
+    Dns { value: String },
+    #[error("dns: {problem}")]
+    DnsRule { problem: String },
+    #[error("cn and o may not be empty")]
+    EmptySubject,
+    #[error("a csr: mapping needs a subject: cn=, dns= or ip=")]
+    NoCsrSubject,
+    #[error("a ca: mapping needs a subject: cn=, dns=, ip= or template=")]
+    NoCaSubject,
+    #[error(
+        "signer {signer} is not one whose usages certsync knows; give them, e.g. \
+         usage=digital-signature,usage=server-auth"
+    )]
+    UnknownSignerUsages { signer: String },
+    #[error(
+        "a ca: mapping needs its usages (usage=digital-signature,\
+         usage=key-encipherment,usage=server-auth) or template=PATH"
+    )]
+    NoCaUsages,
+    #[error("usage {usage:?} is not a Kubernetes key usage (known: {})", CSR_USAGES.join(", "))]
+    UnknownUsage { usage: String },
+    #[error("usage {usage:?} is given twice")]
+    UsageTwice { usage: String },
+    #[error("{problem}")]
+    NotLeaf { problem: String },
+    #[error("lifetime: {source}{why}")]
+    Lifetime {
+        #[source]
+        source: ValueError,
+        why: &'static str,
+    },
+    #[error("approval-timeout: {0}")]
+    ApprovalTimeout(#[source] ValueError),
+    #[error(
+        "renew {value:?} is not a window LO-HI of the lifetime such as 0.7-0.9 or 70%-90% \
+         (both above 0 and below 1, LO <= HI)"
+    )]
+    Renew { value: String },
+    #[error(
+        "the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1"
+    )]
+    LegacyUnknown,
+    #[error(
+        "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
+         csr:kubernetes.io/kube-apiserver-client"
+    )]
+    SignerName { signer: String },
+    #[error("ca={value}: a ClusterTrustBundle is selected by a signer name DOMAIN/PATH")]
+    CaBundleSigner { value: String },
+    #[error("ca=file: needs a path")]
+    CaFileEmpty,
+    #[error(transparent)]
+    CaObject(#[from] DnsError),
+    #[error("ca key: {0}")]
+    CaKey(#[source] BundleError),
+    #[error(
+        "ca {value:?}: for a csr: mapping give the signer's CA as file:PATH, \
+         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
+    )]
+    CaSource { value: String },
+    #[error("write-kubeconfig: {0}")]
+    WriteKubeconfig(#[source] BundleError),
+    #[error("write-kubeconfig: {file} is the pair's own file")]
+    WriteKubeconfigPair { file: String },
+    #[error(
+        "ca: needs the CA as a prefix (ca:/etc/kubernetes/pki/ca for ca.crt and \
+         ca.key) or as {option}=PATH"
+    )]
+    NoCaPrefix { option: &'static str },
+    #[error("the CA certificate and key are the same file {}", .path.display())]
+    CaSameFile { path: PathBuf },
+    #[error(
+        "{option}= and template= both say what to issue; template= copies the \
+         subject, names and usages from the certificate, so give one or the other"
+    )]
+    TemplateAndOption { option: &'static str },
+}
 
 /// A `ca:` certificate lives this long unless `lifetime=` says otherwise:
 /// kubeadm's `CertificateValidity` (`cmd/kubeadm/app/constants`).
@@ -24,12 +111,14 @@ impl MappingSpec {
     /// (`None`: allowed); `usages` are the defaults when no `usage=` is given.
     fn issue_options(
         &self,
-        min_lifetime: (u64, &str),
-        no_subject: Option<&str>,
-        usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, String>,
-    ) -> Result<CsrSpec, String> {
+        min_lifetime: (u64, &'static str),
+        no_subject: Option<IssueError>,
+        usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, IssueError>,
+    ) -> Result<CsrSpec, IssueError> {
         let key_alg: KeyAlg = match &self.key_alg {
-            Some(s) => s.parse()?,
+            Some(s) => s
+                .parse()
+                .map_err(|problem| IssueError::KeyAlg { problem })?,
             None => KeyAlg::default(),
         };
         let ips = self
@@ -37,26 +126,26 @@ impl MappingSpec {
             .iter()
             .map(|s| {
                 s.parse::<std::net::IpAddr>()
-                    .map_err(|_| format!("ip {s:?} is not an IPv4 or IPv6 address"))
+                    .map_err(|_| IssueError::Ip { value: s.clone() })
             })
             .collect::<Result<Vec<_>, _>>()?;
         for d in &self.dns {
             let wildcard = d.strip_prefix("*.").unwrap_or(d);
             check_dns("name", &wildcard.to_ascii_lowercase(), 253)
-                .map_err(|_| format!("dns {d:?} is not a DNS name"))?;
+                .map_err(|_| IssueError::Dns { value: d.clone() })?;
             // The rule templates and issued certificates are held to too
             // (labels, no address written as a name).
-            crate::x509::dns_name(d).map_err(|e| format!("dns: {e}"))?;
+            crate::x509::dns_name(d).map_err(|problem| IssueError::DnsRule { problem })?;
         }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
-            return Err("cn and o may not be empty".into());
+            return Err(IssueError::EmptySubject);
         }
         if let Some(e) = no_subject
             && self.cn.is_none()
             && self.dns.is_empty()
             && ips.is_empty()
         {
-            return Err(e.into());
+            return Err(e);
         }
         let usages = if self.usage.is_empty() {
             usages(key_alg)?
@@ -65,27 +154,25 @@ impl MappingSpec {
             for u in &self.usage {
                 let u = u.replace('-', " ").to_ascii_lowercase();
                 if !CSR_USAGES.contains(&u.as_str()) {
-                    return Err(format!(
-                        "usage {u:?} is not a Kubernetes key usage (known: {})",
-                        CSR_USAGES.join(", ")
-                    ));
+                    return Err(IssueError::UnknownUsage { usage: u });
                 }
                 if usages.contains(&u) {
-                    return Err(format!("usage {u:?} is given twice"));
+                    return Err(IssueError::UsageTwice { usage: u });
                 }
                 usages.push(u);
             }
             usages
         };
         // A leaf's usages only: refused at start, not after a request.
-        crate::source::csr::leaf_usages(usages.iter().map(String::as_str))?;
+        crate::source::csr::leaf_usages(usages.iter().map(String::as_str))
+            .map_err(|problem| IssueError::NotLeaf { problem })?;
         let (min_ms, why) = min_lifetime;
         let lifetime = self
             .lifetime
             .as_deref()
             .map(duration(min_ms, YEAR * 100))
             .transpose()
-            .map_err(|e| format!("lifetime: {e}{why}"))?;
+            .map_err(|source| IssueError::Lifetime { source, why })?;
         let renew = match &self.renew {
             Some(s) => parse_renew(s)?,
             None => (0.7, 0.9),
@@ -108,29 +195,25 @@ impl MappingSpec {
     }
 
     /// The `csr:SIGNER` options as a [`CsrSpec`].
-    pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, String> {
+    pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, IssueError> {
         match signer.split_once('/') {
             Some((domain, path)) if !path.is_empty() && check_dns("name", domain, 253).is_ok() => {
                 if signer == "kubernetes.io/legacy-unknown" {
-                    return Err("the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1".into());
+                    return Err(IssueError::LegacyUnknown);
                 }
             }
             _ => {
-                return Err(format!(
-                    "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
-                     csr:kubernetes.io/kube-apiserver-client"
-                ));
+                return Err(IssueError::SignerName {
+                    signer: signer.to_owned(),
+                });
             }
         }
         let mut spec = self.issue_options(
             (600_000, " (the API requires at least 10m)"),
-            Some("a csr: mapping needs a subject: cn=, dns= or ip="),
+            Some(IssueError::NoCsrSubject),
             |key_alg| {
-                default_usages(signer, key_alg).ok_or_else(|| {
-                    format!(
-                        "signer {signer} is not one whose usages certsync knows; give them, e.g. \
-                         usage=digital-signature,usage=server-auth"
-                    )
+                default_usages(signer, key_alg).ok_or_else(|| IssueError::UnknownSignerUsages {
+                    signer: signer.to_owned(),
                 })
             },
         )?;
@@ -140,7 +223,7 @@ impl MappingSpec {
             .as_deref()
             .map(duration(1000, YEAR))
             .transpose()
-            .map_err(|e| format!("approval-timeout: {e}"))?
+            .map_err(IssueError::ApprovalTimeout)?
             .unwrap_or(Duration::from_secs(15 * 60));
         spec.ca = self
             .ca
@@ -153,10 +236,10 @@ impl MappingSpec {
             .as_deref()
             .map(|f| {
                 check_file_name(f)
-                    .map_err(|e| format!("write-kubeconfig: {e}"))
+                    .map_err(IssueError::WriteKubeconfig)
                     .and_then(|()| {
                         if [CERT_FILE, KEY_FILE, CA_FILE].contains(&f) {
-                            Err(format!("write-kubeconfig: {f} is the pair's own file"))
+                            Err(IssueError::WriteKubeconfigPair { file: f.to_owned() })
                         } else {
                             Ok(f.to_owned())
                         }
@@ -176,21 +259,15 @@ impl MappingSpec {
         prefix: &str,
         cert: Option<&str>,
         key: Option<&str>,
-    ) -> Result<CaSpec, String> {
-        let path = |given: Option<&str>, ext: &str, opt: &str| match given {
+    ) -> Result<CaSpec, IssueError> {
+        let path = |given: Option<&str>, ext: &str, option| match given {
             Some(p) => Ok(PathBuf::from(p)),
             None if !prefix.is_empty() => Ok(PathBuf::from(format!("{prefix}.{ext}"))),
-            None => Err(format!(
-                "ca: needs the CA as a prefix (ca:/etc/kubernetes/pki/ca for ca.crt and \
-                 ca.key) or as {opt}=PATH"
-            )),
+            None => Err(IssueError::NoCaPrefix { option }),
         };
         let (ca_cert, ca_key) = (path(cert, "crt", "cert")?, path(key, "key", "key")?);
         if ca_cert == ca_key {
-            return Err(format!(
-                "the CA certificate and key are the same file {}",
-                ca_cert.display()
-            ));
+            return Err(IssueError::CaSameFile { path: ca_cert });
         }
         let template = self.template.clone();
         if template.is_some() {
@@ -201,21 +278,14 @@ impl MappingSpec {
                 ("ip", !self.ip.is_empty()),
                 ("usage", !self.usage.is_empty()),
             ];
-            if let Some((opt, _)) = given.iter().find(|(_, set)| *set) {
-                return Err(format!(
-                    "{opt}= and template= both say what to issue; template= copies the \
-                     subject, names and usages from the certificate, so give one or the other"
-                ));
+            if let Some((option, _)) = given.iter().find(|(_, set)| *set) {
+                return Err(IssueError::TemplateAndOption { option });
             }
         }
-        let no_subject = template
-            .is_none()
-            .then_some("a ca: mapping needs a subject: cn=, dns=, ip= or template=");
+        let no_subject = template.is_none().then_some(IssueError::NoCaSubject);
         let mut issue = self.issue_options((1000, ""), no_subject, |_| match &template {
             Some(_) => Ok(Vec::new()),
-            None => Err("a ca: mapping needs its usages (usage=digital-signature,\
-                         usage=key-encipherment,usage=server-auth) or template=PATH"
-                .into()),
+            None => Err(IssueError::NoCaUsages),
         })?;
         issue.signer = format!("ca:{}", ca_cert.display());
         issue.lifetime = Some(issue.lifetime.unwrap_or(CA_DEFAULT_LIFETIME));
@@ -233,7 +303,7 @@ impl MappingSpec {
 
 /// `renew=LO-HI`: the renewal window as shares of the lifetime, as
 /// fractions (`0.7-0.9`) or percentages (`70%-90%`).
-pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), String> {
+pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), IssueError> {
     let share = |p: &str| -> Option<f64> {
         let p = p.trim();
         let v = match p.strip_suffix('%') {
@@ -244,17 +314,16 @@ pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), String> {
     };
     match s.split_once('-').map(|(a, b)| (share(a), share(b))) {
         Some((Some(lo), Some(hi))) if lo <= hi => Ok((lo, hi)),
-        _ => Err(format!(
-            "renew {s:?} is not a window LO-HI of the lifetime such as 0.7-0.9 or 70%-90% \
-             (both above 0 and below 1, LO <= HI)"
-        )),
+        _ => Err(IssueError::Renew {
+            value: s.to_owned(),
+        }),
     }
 }
 
 /// `ca=` of a csr: mapping: `file:PATH` (or an absolute path),
 /// `configmap:NAMESPACE/NAME[/KEY]` (key `ca.crt` by default), or
 /// `clustertrustbundle[:SIGNER]` (the mapping's own signer by default).
-pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, String> {
+pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, IssueError> {
     if s == "clustertrustbundle" {
         return Ok(CaSource::TrustBundles {
             signer: signer.to_owned(),
@@ -262,9 +331,9 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, String> {
     }
     if let Some(other) = s.strip_prefix("clustertrustbundle:") {
         if !other.contains('/') {
-            return Err(format!(
-                "ca={s}: a ClusterTrustBundle is selected by a signer name DOMAIN/PATH"
-            ));
+            return Err(IssueError::CaBundleSigner {
+                value: s.to_owned(),
+            });
         }
         return Ok(CaSource::TrustBundles {
             signer: other.to_owned(),
@@ -272,7 +341,7 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, String> {
     }
     if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s)) {
         if path.is_empty() {
-            return Err("ca=file: needs a path".into());
+            return Err(IssueError::CaFileEmpty);
         }
         return Ok(CaSource::File(PathBuf::from(path)));
     }
@@ -282,15 +351,14 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, String> {
         let key = parts.next().unwrap_or(CA_FILE);
         check_dns("namespace", namespace, 63)?;
         check_dns("name", name, 253)?;
-        check_file_name(key).map_err(|e| format!("ca key: {e}"))?;
+        check_file_name(key).map_err(IssueError::CaKey)?;
         return Ok(CaSource::ConfigMap {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             key: key.to_owned(),
         });
     }
-    Err(format!(
-        "ca {s:?}: for a csr: mapping give the signer's CA as file:PATH, \
-         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
-    ))
+    Err(IssueError::CaSource {
+        value: s.to_owned(),
+    })
 }

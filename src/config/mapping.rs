@@ -2,7 +2,9 @@
 //! same as a config file entry) → one validated [`super::Mapping`] per
 //! source kind.
 
+use super::options::{options_apply, read_flag};
 use super::*;
+use crate::cli::grammar::SourceKind;
 use crate::cli::{RunArgs, key_mode, parse_mode};
 
 use std::path::PathBuf;
@@ -17,6 +19,31 @@ use crate::source::secret::{Kind, ObjectRef};
 use crate::source::trust_bundle::Selection;
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
+
+/// A `clustertrustbundle:` selection refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectionError {
+    #[error("label {label:?} is not KEY=VALUE")]
+    LabelNotKeyValue { label: String },
+    #[error(
+        "label= selects among a signer's bundles: give clustertrustbundle:SIGNER, not a \
+         bundle name"
+    )]
+    LabelWithName,
+    #[error(transparent)]
+    Name(#[from] DnsError),
+}
+
+/// A Kubernetes namespace or object name that is not one.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{what} {value:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
+)]
+pub struct DnsError {
+    pub what: &'static str,
+    pub value: String,
+    pub max: usize,
+}
 
 /// One mapping as written by the user, in either form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -87,126 +114,9 @@ pub struct MappingSpec {
 }
 
 impl MappingSpec {
-    /// Parses the `--sync` form.
+    /// Parses the `--sync` form ([`super::options::read_flag`]).
     pub fn parse_flag(spec: &str) -> Result<Self, ConfigError> {
-        let err = |problem: String| ConfigError::Flag {
-            spec: spec.to_owned(),
-            problem,
-        };
-        let (source, rest) = spec
-            .split_once('=')
-            .ok_or_else(|| err("expected KIND:SOURCE=TARGET".into()))?;
-        let mut parts = rest.split(',');
-        let target = parts.next().unwrap_or_default();
-        if target.is_empty() {
-            return Err(err("the target directory is empty".into()));
-        }
-        let mut m = MappingSpec {
-            source: source.to_owned(),
-            target: PathBuf::from(target),
-            ..Default::default()
-        };
-        for opt in parts {
-            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
-            let value = || {
-                if v.is_empty() {
-                    Err(err(format!("option {k:?} needs a value ({k}=...)")))
-                } else {
-                    Ok(v.to_owned())
-                }
-            };
-            let flag = || match v {
-                "" | "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err(err(format!("{k} takes no value or true/false, got {v:?}"))),
-            };
-            let number = || {
-                v.parse::<u32>()
-                    .map_err(|_| err(format!("option {k:?} needs a numeric id, got {v:?}")))
-            };
-            match k {
-                "name" => m.name = Some(value()?),
-                "cert" => m.cert = Some(value()?),
-                "key" => m.key = Some(value()?),
-                "ca" => m.ca = Some(value()?),
-                "combined" => m.combined = Some(value()?),
-                "ca-only" => {
-                    m.ca_only = match v {
-                        "" | "true" => true,
-                        "false" => false,
-                        _ => {
-                            return Err(err(format!(
-                                "ca-only takes no value or true/false, got {v:?}"
-                            )));
-                        }
-                    }
-                }
-                "cert-mode" => m.cert_mode = Some(value()?),
-                "key-mode" => m.key_mode = Some(value()?),
-                "owner" => m.owner = Some(number()?),
-                "verify" => m.verify = Some(value()?),
-                "sni" => m.sni = Some(value()?),
-                "group" => m.group = Some(number()?),
-                "cn" => m.cn = Some(value()?),
-                "o" => m.o.push(value()?),
-                "dns" => m.dns.push(value()?),
-                "ip" => m.ip.push(value()?),
-                "key-alg" => m.key_alg = Some(value()?),
-                "lifetime" => m.lifetime = Some(value()?),
-                "usage" => m.usage.push(value()?),
-                "renew" => m.renew = Some(value()?),
-                "approval-timeout" => m.approval_timeout = Some(value()?),
-                "bootstrap-kubeconfig" => m.bootstrap_kubeconfig = Some(value()?.into()),
-                "write-kubeconfig" => m.write_kubeconfig = Some(value()?),
-                "update-kubeconfig" => m.update_kubeconfig = Some(value()?.into()),
-                "update-pair" => m.update_pair = Some(value()?.into()),
-                "template" => m.template = Some(value()?.into()),
-                "keep-key" => m.keep_key = flag()?,
-                "allow-loose-ca-key" => m.allow_loose_ca_key = flag()?,
-                "label" => m.label.push(value()?),
-                "files" => m.files.push(value()?),
-                "optional" => {
-                    m.optional = match v {
-                        "" | "true" => true,
-                        "false" => false,
-                        _ => {
-                            return Err(err(format!(
-                                "optional takes no value or true/false, got {v:?}"
-                            )));
-                        }
-                    }
-                }
-                "secret" => m.secret.push(value()?),
-                "configmap" => m.configmap.push(value()?),
-                "optional-secret" => m.optional_secret.push(value()?),
-                "optional-configmap" => m.optional_configmap.push(value()?),
-                "allow-non-pem" => {
-                    m.allow_non_pem = match v {
-                        "" | "true" => true,
-                        "false" => false,
-                        _ => {
-                            return Err(err(format!(
-                                "allow-non-pem takes no value or true/false, got {v:?}"
-                            )));
-                        }
-                    }
-                }
-                _ => {
-                    return Err(err(format!(
-                        "unknown option {k:?} (known: name, cert, key, ca, combined, ca-only, \
-                         cert-mode, key-mode, owner, group, verify, sni; for csr: cn, o, dns, \
-                         ip, key-alg, lifetime, usage, renew, approval-timeout, \
-                         bootstrap-kubeconfig, write-kubeconfig, update-kubeconfig, update-pair; \
-                         for ca: cn, o, dns, ip, key-alg, lifetime, usage, renew, template, \
-                         keep-key, update-kubeconfig, update-pair, \
-                         allow-loose-ca-key; for clustertrustbundle: \
-                         label; files, allow-non-pem, optional; for tree: secret, configmap, \
-                         optional-secret, optional-configmap)"
-                    )));
-                }
-            }
-        }
-        Ok(m)
+        read_flag(spec)
     }
 
     pub(crate) fn resolve(mut self, args: &RunArgs) -> Result<Mapping, ConfigError> {
@@ -218,18 +128,54 @@ impl MappingSpec {
             mapping: name.clone(),
             problem,
         };
-        let (kind, location) = self.source.split_once(':').ok_or_else(|| {
+        let source_text = self.source.clone();
+        let (kind, location) = source_text.split_once(':').ok_or_else(|| {
             err(format!(
                 "source {:?} has no KIND: prefix (e.g. dir:/path)",
                 self.source
             ))
         })?;
+        let Some(kind) = SourceKind::parse(kind) else {
+            let known: Vec<&str> = SourceKind::ALL.iter().map(|k| k.name()).collect();
+            return Err(err(format!(
+                "unknown source kind {kind:?} (supported: {})",
+                known.join(", ")
+            )));
+        };
+        options_apply(&self, kind).map_err(|e| err(e.to_string()))?;
+        let source = self.read_source(kind, location, &err)?;
+        let (expect, layout, items) = self.published(kind, source.issuing(), &err)?;
+        let writer = self.writer_options(args, source.issuing(), &err)?;
+        let verify = self.serving_check(expect, &err)?;
+        self.copies_outside(&err)?;
+        Ok(Mapping {
+            update_kubeconfig: self.update_kubeconfig,
+            update_pair: self.update_pair,
+            optional: self.optional,
+            name,
+            source,
+            verify,
+            layout,
+            items: items.into(),
+            expect,
+            target: self.target,
+            writer,
+        })
+    }
+
+    /// The source a mapping's `KIND:LOCATION` names, with its kind's options.
+    fn read_source(
+        &mut self,
+        kind: SourceKind,
+        location: &str,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<Source, ConfigError> {
         let object = |kind| {
             let (namespace, obj) = location
                 .split_once('/')
                 .ok_or_else(|| err(format!("{:?}: expected NAMESPACE/NAME", self.source)))?;
-            check_dns("namespace", namespace, 63).map_err(&err)?;
-            check_dns("name", obj, 253).map_err(&err)?;
+            check_dns("namespace", namespace, 63).map_err(|e| err(e.to_string()))?;
+            check_dns("name", obj, 253).map_err(|e| err(e.to_string()))?;
             Ok(ObjectRef {
                 kind,
                 namespace: namespace.to_owned(),
@@ -237,127 +183,45 @@ impl MappingSpec {
             })
         };
         let source = match kind {
-            "dir" if !location.is_empty() => Source::Dir(PathBuf::from(location)),
-            "dir" => return Err(err("dir: needs a directory path".into())),
-            "secret" => Source::Kube(object(Kind::Secret)?),
-            "configmap" => Source::Kube(object(Kind::ConfigMap)?),
-            "csr" => Source::Csr(Box::new(self.csr_spec(location).map_err(&err)?)),
+            SourceKind::Dir if !location.is_empty() => Source::Dir(PathBuf::from(location)),
+            SourceKind::Dir => return Err(err("dir: needs a directory path".into())),
+            SourceKind::Secret => Source::Kube(object(Kind::Secret)?),
+            SourceKind::ConfigMap => Source::Kube(object(Kind::ConfigMap)?),
+            SourceKind::Csr => {
+                let spec = self.csr_spec(location).map_err(|e| err(e.to_string()))?;
+                Source::Csr(Box::new(spec))
+            }
             // cert= and key= name the CA's files; what is published keeps
             // the usual names.
-            "ca" => {
+            SourceKind::Ca => {
                 let (cert, key) = (self.cert.take(), self.key.take());
                 let spec = self.ca_spec(location, cert.as_deref(), key.as_deref());
-                Source::Ca(Box::new(spec.map_err(&err)?))
+                Source::Ca(Box::new(spec.map_err(|e| err(e.to_string()))?))
             }
-            "clustertrustbundle" => {
-                Source::TrustBundle(self.trust_bundle_selection(location).map_err(&err)?)
+            SourceKind::ClusterTrustBundle => {
+                let selection = self.trust_bundle_selection(location);
+                Source::TrustBundle(selection.map_err(|e| err(e.to_string()))?)
             }
-            other => {
-                return Err(err(format!(
-                    "unknown source kind {other:?} (supported: dir, secret, configmap, csr, \
-                     ca, clustertrustbundle, tree)"
-                )));
+            SourceKind::Tree => {
+                return Err(err(
+                    "a tree: mapping is expanded before it is resolved".into()
+                ));
             }
         };
-        let issuing = [
-            ("cn", self.cn.is_some()),
-            ("o", !self.o.is_empty()),
-            ("dns", !self.dns.is_empty()),
-            ("ip", !self.ip.is_empty()),
-            ("key-alg", self.key_alg.is_some()),
-            ("lifetime", self.lifetime.is_some()),
-            ("usage", !self.usage.is_empty()),
-            ("renew", self.renew.is_some()),
-            ("update-kubeconfig", self.update_kubeconfig.is_some()),
-            ("update-pair", self.update_pair.is_some()),
-        ];
-        if !matches!(source, Source::Csr(_) | Source::Ca(_))
-            && let Some((opt, _)) = issuing.iter().find(|(_, set)| *set)
-        {
-            return Err(err(format!("{opt} applies to csr: and ca: sources only")));
-        }
-        let csr_only = [
-            ("approval-timeout", self.approval_timeout.is_some()),
-            ("bootstrap-kubeconfig", self.bootstrap_kubeconfig.is_some()),
-            ("write-kubeconfig", self.write_kubeconfig.is_some()),
-        ];
-        if !matches!(source, Source::Csr(_))
-            && let Some((opt, _)) = csr_only.iter().find(|(_, set)| *set)
-        {
-            return Err(err(format!("{opt} applies to csr: sources only")));
-        }
-        let ca_kind_only = [
-            ("template", self.template.is_some()),
-            ("keep-key", self.keep_key),
-            ("allow-loose-ca-key", self.allow_loose_ca_key),
-        ];
-        if !matches!(source, Source::Ca(_))
-            && let Some((opt, _)) = ca_kind_only.iter().find(|(_, set)| *set)
-        {
-            return Err(err(format!("{opt} applies to ca: sources only")));
-        }
-        if matches!(source, Source::Ca(_)) {
-            for (opt, set) in [
-                ("ca", self.ca.is_some()),
-                ("combined", self.combined.is_some()),
-                ("ca-only", self.ca_only),
-            ] {
-                if set {
-                    return Err(err(format!(
-                        "{opt} does not apply to ca: sources (certsync makes the key and \
-                         publishes tls.crt, tls.key and the CA certificate as ca.crt; \
-                         cert= and key= name the CA's files)"
-                    )));
-                }
-            }
-        }
-        if !matches!(source, Source::Dir(_) | Source::Csr(_)) && self.combined.is_some() {
-            return Err(err("combined applies to dir: sources only".into()));
-        }
+        Ok(source)
+    }
 
-        if !matches!(source, Source::TrustBundle(_)) && !self.label.is_empty() {
-            return Err(err(
-                "label applies to clustertrustbundle: sources only".into()
-            ));
-        }
-        if matches!(source, Source::TrustBundle(_)) {
-            for (opt, set) in [
-                ("cert", self.cert.is_some()),
-                ("key", self.key.is_some()),
-                ("ca", self.ca.is_some()),
-                ("combined", self.combined.is_some()),
-            ] {
-                if set {
-                    return Err(err(format!(
-                        "{opt} does not apply to clustertrustbundle: sources (the bundles are \
-                         published as ca.crt)"
-                    )));
-                }
-            }
-        }
-        if matches!(source, Source::Csr(_)) {
-            for (opt, set) in [
-                ("cert", self.cert.is_some()),
-                ("key", self.key.is_some()),
-                ("combined", self.combined.is_some()),
-                ("ca-only", self.ca_only),
-            ] {
-                if set {
-                    return Err(err(format!(
-                        "{opt} does not apply to csr: sources (certsync makes the key and \
-                         publishes tls.crt, tls.key and, with ca=, ca.crt)"
-                    )));
-                }
-            }
-        }
+    /// What the target holds: what is validated, how the files are laid
+    /// out, and which source file or key each published file comes from.
+    fn published(
+        &self,
+        kind: SourceKind,
+        issuing: bool,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<(Expect, Layout, Vec<Item>), ConfigError> {
         if !self.files.is_empty() || self.allow_non_pem {
             if self.files.is_empty() {
                 return Err(err("allow-non-pem goes with files=".into()));
-            }
-            if !matches!(source, Source::Dir(_) | Source::Kube(_)) {
-                return Err(err(
-                    "files= applies to dir:, secret: and configmap: sources".into(),
-                ));
             }
             for (opt, set) in [
                 ("cert", self.cert.is_some()),
@@ -373,7 +237,7 @@ impl MappingSpec {
                 }
             }
         }
-        let ca_only = self.ca_only || matches!(source, Source::TrustBundle(_));
+        let ca_only = self.ca_only || kind == SourceKind::ClusterTrustBundle;
         let expect = if !self.files.is_empty() {
             Expect::Files {
                 allow_non_pem: self.allow_non_pem,
@@ -383,26 +247,11 @@ impl MappingSpec {
         } else {
             Expect::Pair
         };
-        let mut items = Vec::new();
-        let layout = if self.files.iter().any(|f| f == "all") {
-            if self.files.len() > 1 {
-                return Err(err(
-                    "files=all publishes every file; give no other files=".into()
-                ));
-            }
-            Layout::All
-        } else if !self.files.is_empty() {
-            for f in &self.files {
-                let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
-                check_file_name(target_name).map_err(|e| err(format!("files={f}: {e}")))?;
-                if items.iter().any(|i: &Item| i.target == target_name) {
-                    return Err(err(format!("files=: {target_name} is published twice")));
-                }
-                items.push(Item::new(source_name, target_name, true));
-            }
-            Layout::Files
+        let (layout, mut items) = if !self.files.is_empty() {
+            self.named_files(err)?
         } else {
-            match (&self.combined, ca_only) {
+            let mut items = Vec::new();
+            let layout = match (&self.combined, ca_only) {
                 (Some(_), true) => {
                     return Err(err("combined and ca-only exclude each other".into()));
                 }
@@ -422,43 +271,77 @@ impl MappingSpec {
                     Layout::Files
                 }
                 (None, false) => {
-                    items.push(Item::new(
-                        self.cert.as_deref().unwrap_or(CERT_FILE),
-                        CERT_FILE,
-                        true,
-                    ));
-                    items.push(Item::new(
-                        self.key.as_deref().unwrap_or(KEY_FILE),
-                        KEY_FILE,
-                        true,
-                    ));
+                    let cert = self.cert.as_deref().unwrap_or(CERT_FILE);
+                    let key = self.key.as_deref().unwrap_or(KEY_FILE);
+                    items = vec![
+                        Item::new(cert, CERT_FILE, true),
+                        Item::new(key, KEY_FILE, true),
+                    ];
                     Layout::Files
                 }
-            }
+            };
+            (layout, items)
         };
         if self.files.is_empty() {
-            let ca_item = match &source {
-                Source::Csr(_) | Source::Ca(_) => CA_FILE,
-                _ => self.ca.as_deref().unwrap_or(CA_FILE),
+            // An issuing kind's ca= names the signer's CA, not a file.
+            let ca_item = match issuing {
+                true => CA_FILE,
+                false => self.ca.as_deref().unwrap_or(CA_FILE),
             };
             items.push(Item::new(ca_item, CA_FILE, ca_only));
         }
         for item in &items {
             check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
         }
+        Ok((expect, layout, items))
+    }
+
+    /// `files=`: every key (`all`), or the named ones, each under its own
+    /// or a new name, none twice.
+    fn named_files(
+        &self,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<(Layout, Vec<Item>), ConfigError> {
+        if self.files.iter().any(|f| f == "all") {
+            if self.files.len() > 1 {
+                return Err(err(
+                    "files=all publishes every file; give no other files=".into()
+                ));
+            }
+            return Ok((Layout::All, Vec::new()));
+        }
+        let mut items: Vec<Item> = Vec::new();
+        for f in &self.files {
+            let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
+            check_file_name(target_name).map_err(|e| err(format!("files={f}: {e}")))?;
+            if items.iter().any(|i| i.target == target_name) {
+                return Err(err(format!("files=: {target_name} is published twice")));
+            }
+            items.push(Item::new(source_name, target_name, true));
+        }
+        Ok((Layout::Files, items))
+    }
+
+    /// The writer's modes and ids: the mapping's own, else the flags'.
+    fn writer_options(
+        &self,
+        args: &RunArgs,
+        issuing: bool,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<WriterOptions, ConfigError> {
         let writer = WriterOptions {
             keep: args.keep_revisions as usize,
             cert_mode: match &self.cert_mode {
-                Some(s) => parse_mode(s).map_err(&err)?,
+                Some(s) => parse_mode(s).map_err(|e| err(e.to_string()))?,
                 None => args.cert_mode,
             },
             key_mode: match &self.key_mode {
-                Some(s) => key_mode(s).map_err(&err)?,
+                Some(s) => key_mode(s).map_err(|e| err(e.to_string()))?,
                 None => args.key_mode,
             },
             owner: self.owner.or(args.owner),
             group: self.group.or(args.group),
-            issuing: matches!(source, Source::Csr(_) | Source::Ca(_)),
+            issuing,
             lock_timeout: None,
         };
         // -1 means "leave unchanged" to chown(2): never a real id.
@@ -467,6 +350,15 @@ impl MappingSpec {
                 "owner and group must be real ids, not 4294967295 (-1)".into()
             ));
         }
+        Ok(writer)
+    }
+
+    /// `verify=` and `sni=`: where the consumer serves the pair.
+    fn serving_check(
+        &self,
+        expect: Expect,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<Option<ServingCheck>, ConfigError> {
         if self.sni.is_some() && self.verify.is_none() {
             return Err(err("sni= goes with verify=HOST:PORT".into()));
         }
@@ -481,7 +373,13 @@ impl MappingSpec {
                 "verify= needs a certificate/key pair, not a CA bundle".into()
             ));
         }
-        if self.optional && (!matches!(source, Source::Kube(_)) || self.files.is_empty()) {
+        Ok(verify)
+    }
+
+    /// `optional` with its `files=`; `update-kubeconfig=` and `update-pair=`
+    /// absolute and outside the target.
+    fn copies_outside(&self, err: &dyn Fn(String) -> ConfigError) -> Result<(), ConfigError> {
+        if self.optional && self.files.is_empty() {
             return Err(err(
                 "optional applies to secret: and configmap: mappings with files= (an absent \
                  object then leaves no files, as cert-syncer does)"
@@ -531,19 +429,7 @@ impl MappingSpec {
                 )));
             }
         }
-        Ok(Mapping {
-            update_kubeconfig: self.update_kubeconfig,
-            update_pair: self.update_pair,
-            optional: self.optional,
-            name,
-            source,
-            verify,
-            layout,
-            items: items.into(),
-            expect,
-            target: self.target,
-            writer,
-        })
+        Ok(())
     }
 }
 
@@ -562,17 +448,51 @@ pub enum Source {
     TrustBundle(Selection),
 }
 
+/// Where a kind's Events go with `--events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventsOn {
+    /// Its own object (the Secret, ConfigMap or CSR).
+    Object,
+    /// certsync's Pod, when `POD_NAME` and `POD_NAMESPACE` name it.
+    Pod,
+    /// certsync's Pod, which must be named: a CA's issuances are otherwise
+    /// recorded nowhere in the cluster.
+    PodRequired,
+}
+
+impl Source {
+    pub fn events_on(&self) -> EventsOn {
+        match self {
+            Source::Kube(_) | Source::Csr(_) => EventsOn::Object,
+            Source::Dir(_) | Source::TrustBundle(_) => EventsOn::Pod,
+            Source::Ca(_) => EventsOn::PodRequired,
+        }
+    }
+
+    /// Whether certsync makes the key and the certificate itself (and
+    /// so holds them while a rollback pin does).
+    pub fn issuing(&self) -> bool {
+        match self {
+            Source::Csr(_) | Source::Ca(_) => true,
+            Source::Dir(_) | Source::Kube(_) | Source::TrustBundle(_) => false,
+        }
+    }
+}
+
 impl MappingSpec {
     /// `clustertrustbundle:NAME` or `clustertrustbundle:SIGNER` (a name
     /// with `/`, which bundle names cannot contain) and its `label=` options.
-    pub(crate) fn trust_bundle_selection(&self, location: &str) -> Result<Selection, String> {
+    pub(crate) fn trust_bundle_selection(
+        &self,
+        location: &str,
+    ) -> Result<Selection, SelectionError> {
         if location.contains('/') {
             let labels = self
                 .label
                 .iter()
                 .map(|l| match l.split_once('=') {
                     Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-                    _ => Err(format!("label {l:?} is not KEY=VALUE")),
+                    _ => Err(SelectionError::LabelNotKeyValue { label: l.clone() }),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             return Ok(Selection::Signer {
@@ -581,9 +501,7 @@ impl MappingSpec {
             });
         }
         if !self.label.is_empty() {
-            return Err("label= selects among a signer's bundles: give \
-                        clustertrustbundle:SIGNER, not a bundle name"
-                .into());
+            return Err(SelectionError::LabelWithName);
         }
         let plain = location.replace(':', "-");
         check_dns("name", &plain, 253)?;
@@ -593,7 +511,7 @@ impl MappingSpec {
 
 /// Checks a Kubernetes namespace or object name (DNS-1123: lower-case
 /// letters, digits, '-' and, for names, '.'; alphanumeric at both ends).
-pub(crate) fn check_dns(what: &str, s: &str, max: usize) -> Result<(), String> {
+pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), DnsError> {
     let dots = what == "name";
     let ok = !s.is_empty()
         && s.len() <= max
@@ -605,9 +523,11 @@ pub(crate) fn check_dns(what: &str, s: &str, max: usize) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{what} {s:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
-        ))
+        Err(DnsError {
+            what,
+            value: s.to_owned(),
+            max,
+        })
     }
 }
 
@@ -621,22 +541,15 @@ impl MappingSpec {
             && self.configmap.is_empty()
             && self.optional_secret.is_empty()
             && self.optional_configmap.is_empty());
+        // Elsewhere, secret= and the others are refused by the grammar.
         let Some(namespace) = self.source.strip_prefix("tree:") else {
-            if listed {
-                return Err(ConfigError::Mapping {
-                    mapping: self.target.display().to_string(),
-                    problem: "secret=, configmap=, optional-secret= and optional-configmap= \
-                              belong to tree: mappings"
-                        .into(),
-                });
-            }
             return Ok(vec![self]);
         };
         let err = |problem: String| ConfigError::Mapping {
             mapping: format!("tree:{namespace}"),
             problem,
         };
-        check_dns("namespace", namespace, 63).map_err(&err)?;
+        check_dns("namespace", namespace, 63).map_err(|e| err(e.to_string()))?;
         if !listed {
             return Err(err(
                 "a tree: mapping lists its objects: secret=NAME, configmap=NAME (or optional-...)"
@@ -654,9 +567,12 @@ impl MappingSpec {
             files: vec!["all".into()],
             ..self.clone()
         };
-        if self.name.is_some() || !self.files.is_empty() {
+        // Each object's name, files=all and whether it is optional are the
+        // tree's to set: one given here would be overridden without a word.
+        if self.name.is_some() || !self.files.is_empty() || self.optional {
             return Err(err(
-                "a tree: mapping names each object itself and publishes every key (no name=, files=)"
+                "a tree: mapping names each object itself, publishes every key and says which \
+                 are optional (no name=, files=, optional)"
                     .into(),
             ));
         }

@@ -19,7 +19,11 @@
 //!
 //! Paths containing `=` or `,` need the config file.
 //!
-//! - [`mapping`]: the mapping grammar, one [`MappingSpec`] per source kind;
+//! - [`mapping`]: a mapping as written → one validated [`Mapping`] per
+//!   source kind;
+//! - [`options`]: the `--sync` form read into the file's struct, and the
+//!   options a mapping sets checked against the grammar
+//!   ([`crate::cli::grammar`]);
 //! - [`issue`]: the options `csr:` and `ca:` share, and each one's own;
 //! - [`file`]: the YAML config file (unknown keys refused; flags override)
 //!   and `--print-config`;
@@ -27,8 +31,11 @@
 //!   target overlap.
 
 mod file;
+#[cfg(test)]
+mod grammar_tests;
 mod issue;
 mod mapping;
+mod options;
 mod overlap;
 mod pod;
 #[cfg(test)]
@@ -37,8 +44,11 @@ mod tests;
 use crate::cli::{ApproveArgs, PolicyArgs, ReloadArgs, RunArgs};
 use file::read_config_file;
 pub use file::{Parsed, parse, print_config};
+pub use issue::IssueError;
 pub(crate) use issue::parse_renew;
-pub use mapping::{MappingSpec, Source};
+pub use mapping::{DnsError, EventsOn, MappingSpec, Source};
+pub use options::GrammarError;
+
 use overlap::check_overlaps;
 pub use overlap::resolve_path;
 use std::path::PathBuf;
@@ -82,22 +92,30 @@ impl PolicyArgs {
     }
 
     /// Refuses a policy that would trust node-written addresses alone.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PolicyError> {
         if let Some(all) = self.node_cidrs.iter().find(|c| c.is_everything()) {
-            return Err(format!(
-                "--node-cidr {all} is every address: pass --allow-any-node-address if that is meant"
-            ));
+            return Err(PolicyError::EveryAddress {
+                cidr: all.to_string(),
+            });
         }
         if self.node_cidrs.is_empty() && !self.allow_any_node_address {
-            return Err(
-                "no --node-cidr: say which networks node addresses come from \
-                 (e.g. --node-cidr 192.168.10.0/24), or pass --allow-any-node-address \
-                 to accept any address a node lists in its own Node status"
-                    .into(),
-            );
+            return Err(PolicyError::NoNodeCidr);
         }
         Ok(())
     }
+}
+
+/// A kubelet-serving policy that would trust node-written addresses alone.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("--node-cidr {cidr} is every address: pass --allow-any-node-address if that is meant")]
+    EveryAddress { cidr: String },
+    #[error(
+        "no --node-cidr: say which networks node addresses come from \
+         (e.g. --node-cidr 192.168.10.0/24), or pass --allow-any-node-address \
+         to accept any address a node lists in its own Node status"
+    )]
+    NoNodeCidr,
 }
 
 impl ApproveArgs {
@@ -145,7 +163,7 @@ impl ReloadArgs {
             signal: self.reload_signal,
         };
         let method = if let Some(path) = &self.reload_pidfile {
-            pidfile_dir_guarded(path).map_err(err)?;
+            pidfile_dir_guarded(path)?;
             Some(signal(Target::Pidfile {
                 path: path.clone(),
                 name: self.reload_process.clone(),
@@ -314,16 +332,16 @@ pub fn load_once(path: &std::path::Path, text: Option<&str>) -> Result<Config, C
 /// otherwise the consumer's user may replace its directory with a link to
 /// a root-owned one whose root-owned pidfile names a root process, which
 /// the pidfile's owner check then accepts ([`above_guarded`]).
-fn pidfile_dir_guarded(pidfile: &std::path::Path) -> Result<(), String> {
+fn pidfile_dir_guarded(pidfile: &std::path::Path) -> Result<(), ConfigError> {
     let Some(dir) = pidfile.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(());
     };
-    above_guarded(dir).map_err(|problem| {
-        format!(
+    above_guarded(dir).map_err(|problem| ConfigError::Reload {
+        problem: format!(
             "--reload-pidfile {}: {problem}, who could replace the pidfile's directory \
              and have root signal another process; keep it in a directory under root's",
             pidfile.display()
-        )
+        ),
     })
 }
 

@@ -10,7 +10,7 @@
 //! the reporting instance) keeps starting. Names that are set but not
 //! valid Kubernetes names are refused either way: they go into API paths.
 
-use super::{ConfigError, Mapping, Source};
+use super::{ConfigError, EventsOn, Mapping};
 use crate::events::PodRef;
 
 /// What to do when the variables are missing, said once for every caller.
@@ -30,11 +30,13 @@ pub(super) fn events_pod(
     if !events || once {
         return Ok(None);
     }
-    let ca = mappings.iter().find(|m| matches!(m.source, Source::Ca(_)));
+    let ca = mappings
+        .iter()
+        .find(|m| m.source.events_on() == EventsOn::PodRequired);
     // Mappings that had no Events before take the Pod only when it is named.
     let dir = mappings
         .iter()
-        .any(|m| matches!(m.source, Source::Dir(_) | Source::TrustBundle(_)));
+        .any(|m| m.source.events_on() == EventsOn::Pod);
     if ca.is_none() && !dir {
         return Ok(None);
     }

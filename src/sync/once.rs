@@ -5,17 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use tokio::sync::watch;
 
 use super::pin::target_pinned;
-use super::sources::{
-    Failure, ca_source, csr_source, failure, host_dir, kube_object, needs_process_client,
-    trust_bundles,
-};
+use super::sources::{NoClient, needs_process_client, read_once};
 use super::syncer::Syncer;
 use super::{LOG, SyncError};
-use crate::bundle::Bundle;
-use crate::config::{Config, Mapping, Source};
+use crate::config::Config;
 use crate::metrics::Metrics;
 
 /// `certsync run --once`: every mapping read, validated and published once.
@@ -33,12 +28,12 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
                 Ok(client) => reachable(&client, &c.cluster_url, config.once_timeout)
                     .await
                     .map(|()| client),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(NoClient::Client(Arc::new(e))),
             },
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(NoClient::Client(Arc::new(e))),
         }
     } else {
-        Err("no API client needed".to_owned())
+        Err(NoClient::NotNeeded)
     };
     // Claims held until every mapping is done: one owner per target, so a
     // run beside the daemon that owns a target is refused (exit 1, naming
@@ -95,75 +90,11 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     failures
 }
 
-/// Reads a mapping's source once (`--once`). `client` is the API client,
-/// or why there is none.
-async fn read_once(
-    m: &Mapping,
-    client: &Result<Client, String>,
-    metrics: &Arc<Metrics>,
-    live: Option<Bundle>,
-    config: &Config,
-) -> Result<Bundle, Failure> {
-    let unavailable = |e: String| ("source_unavailable", e);
-    match &m.source {
-        Source::Dir(dir) => {
-            let src = host_dir(m, dir);
-            match crate::blocking(move || src.read()).await {
-                Ok(r) => r.map_err(|e| failure(&e.into())),
-                Err(e) => Err(unavailable(e)),
-            }
-        }
-        Source::Kube(object) => {
-            let client = client.clone().map_err(unavailable)?;
-            kube_object(m, object, metrics)
-                .get(client)
-                .await
-                .map_err(|e| failure(&e.into()))
-        }
-        Source::TrustBundle(selection) => {
-            let client = client.clone().map_err(unavailable)?;
-            trust_bundles(m, selection, metrics)
-                .get(client)
-                .await
-                .map_err(|e| failure(&e))
-        }
-        Source::Csr(spec) => {
-            let source = csr_source(m, spec, metrics, config);
-            if spec.bootstrap.is_none() {
-                client.clone().map_err(unavailable)?;
-            }
-            let (_clients_tx, mut clients) = watch::channel(client.clone().ok());
-            let (_stop, mut never) = watch::channel(false);
-            let Some(client) = source
-                .client(&mut clients, &mut never, live.is_some())
-                .await
-            else {
-                return Err(unavailable("no API client".into()));
-            };
-            match source.once(&client, live.as_ref()).await {
-                Ok(Some(issued)) => Ok(issued),
-                // The live pair satisfies the mapping: publishing it again
-                // changes nothing.
-                Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
-                Err(e) => Err((e.reason(), e.to_string())),
-            }
-        }
-        Source::Ca(spec) => match ca_source(m, spec, metrics, config)
-            .once(live.as_ref())
-            .await
-        {
-            Ok(Some(issued)) => Ok(issued),
-            Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
-            Err(e) => Err((e.reason(), e.to_string())),
-        },
-    }
-}
-
 /// Waits until the API server answers (`GET /version`; any answer but a
 /// 5xx counts: it is up, whatever it thinks of us), retrying with jittered
 /// backoff, for at most `within`: an init container may start beside the
 /// API server it reads from.
-async fn reachable(client: &Client, server: &http::Uri, within: Duration) -> Result<(), String> {
+async fn reachable(client: &Client, server: &http::Uri, within: Duration) -> Result<(), NoClient> {
     let deadline = tokio::time::Instant::now() + within;
     let mut attempt = 0;
     loop {
@@ -175,12 +106,12 @@ async fn reachable(client: &Client, server: &http::Uri, within: Duration) -> Res
         attempt += 1;
         let now = tokio::time::Instant::now();
         if now >= deadline {
-            let message = format!(
-                "the API server {server} did not answer within {}: {problem}",
-                humantime::format_duration(within)
-            );
             tracing::error!(target: LOG, %server, error = %problem, "API server {server} did not answer within {}; giving up (--once-timeout)", humantime::format_duration(within));
-            return Err(message);
+            return Err(NoClient::Unanswered {
+                server: server.to_string(),
+                within,
+                problem,
+            });
         }
         if attempt == 1 {
             tracing::info!(target: LOG, %server, error = %problem, timeout = %humantime::format_duration(within), "waiting for the API server");

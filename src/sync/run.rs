@@ -6,14 +6,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::pin::PinHold;
-use super::sources::{ca_source, csr_source, host_dir, kube_object, needs_client, trust_bundles};
+use super::sources::{Running, describe, needs_client};
 use super::syncer::Syncer;
 use super::task::{Watched, sync_loop};
 use super::{LOG, SyncError};
-use crate::config::{Config, Source};
+use crate::config::{Config, EventsOn};
 use crate::dirwatch::DirWatch;
-use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reload::{self, ReloadHandle};
 
@@ -56,18 +54,26 @@ pub async fn run(
         && config
             .mappings
             .iter()
-            .any(|m| matches!(m.source, Source::Dir(_)))
+            .any(|m| m.source.events_on() == EventsOn::Pod)
     {
         tracing::warn!(
             target: LOG,
-            "--events: dir: mappings have no object to record Events on; set POD_NAME and POD_NAMESPACE (downward API) to record them on this Pod"
+            "--events: dir: mappings have no object to record Events on (nor have clustertrustbundle: mappings); set POD_NAME and POD_NAMESPACE (downward API) to record them on this Pod"
         );
     }
+    let mappings = std::mem::take(&mut config.mappings);
+    let running = Running {
+        config: &config,
+        metrics: &metrics,
+        watcher: &watcher,
+        clients: &clients,
+        shutdown: &shutdown,
+    };
     // Each mapping moves into its tasks; the rest of the configuration
     // stays for the sources that read it (a copy of every mapping kept
     // here was ~0.5 KiB per mapping for the process's life).
-    for m in std::mem::take(&mut config.mappings) {
-        let (mut syncer, claim) = Syncer::open(
+    for m in mappings {
+        let (syncer, claim) = Syncer::open(
             m.clone(),
             config.clock_skew,
             reload.clone(),
@@ -76,75 +82,8 @@ pub async fn run(
         )
         .await?;
         let (tx, rx) = watch::channel(None);
-        match &m.source {
-            Source::Dir(dir) => {
-                if let Some(pod) = config.events_pod.clone() {
-                    syncer = syncer.with_events(EventSink::for_pod(clients.clone(), pod));
-                }
-                tasks.spawn(host_dir(&m, dir).run(
-                    watcher.clone(),
-                    config.debounce,
-                    config.resync,
-                    tx,
-                    shutdown.clone(),
-                ))
-            }
-            Source::Kube(object) => {
-                let source = kube_object(&m, object, &metrics);
-                if config.events {
-                    let uid = Arc::clone(&source.uid);
-                    syncer =
-                        syncer.with_events(EventSink::new(clients.clone(), object.clone(), uid));
-                }
-                tasks.spawn(Box::new(source).run(
-                    clients.clone(),
-                    config.client.watch_timeout,
-                    tx,
-                    shutdown.clone(),
-                ))
-            }
-            Source::TrustBundle(selection) => {
-                // A selection across the cluster: Events on certsync's Pod.
-                if let Some(pod) = config.events_pod.clone() {
-                    syncer = syncer.with_events(EventSink::for_pod(clients.clone(), pod));
-                }
-                tasks.spawn(trust_bundles(&m, selection, &metrics).run(
-                    clients.clone(),
-                    tx,
-                    shutdown.clone(),
-                ))
-            }
-            Source::Csr(spec) => {
-                let mut source = csr_source(&m, spec, &metrics, &config);
-                if config.events {
-                    let sink = EventSink::for_csr(clients.clone(), Arc::clone(&source.current));
-                    source.events = Some(sink.clone());
-                    syncer = syncer.with_events(sink);
-                }
-                let (clients, stop) = (clients.clone(), shutdown.clone());
-                tasks.spawn(
-                    PinHold::new(&m, &metrics, &config, &shutdown).run(move |live| {
-                        source
-                            .clone()
-                            .run(clients.clone(), live, tx.clone(), stop.clone())
-                    }),
-                )
-            }
-            Source::Ca(spec) => {
-                let mut source = ca_source(&m, spec, &metrics, &config);
-                // `Config` refuses --events with a ca: mapping and no Pod.
-                if let Some(pod) = config.events_pod.clone() {
-                    let sink = EventSink::for_pod(clients.clone(), pod);
-                    source.events = Some(sink.clone());
-                    syncer = syncer.with_events(sink);
-                }
-                let stop = shutdown.clone();
-                tasks.spawn(
-                    PinHold::new(&m, &metrics, &config, &shutdown)
-                        .run(move |live| source.clone().run(live, tx.clone(), stop.clone())),
-                )
-            }
-        };
+        let (syncer, source) = running.start(&m, syncer, tx);
+        tasks.spawn(source);
         tasks.spawn(sync_loop(
             Box::new(syncer),
             claim,
@@ -179,13 +118,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// (scheme, host and port only: never credentials) and the admin address.
 pub async fn log_plan(config: &Config) {
     for m in &config.mappings {
-        let source = match &m.source {
-            Source::Dir(dir) => format!("dir {}", dir.display()),
-            Source::Kube(object) => object.to_string(),
-            Source::TrustBundle(selection) => selection.to_string(),
-            Source::Csr(spec) => format!("csr {}", spec.signer),
-            Source::Ca(spec) => format!("ca {}", spec.ca_cert.display()),
-        };
+        let source = describe(&m.source);
         tracing::info!(target: LOG, mapping = %m.name, source = %crate::escape(&source), target_dir = %m.target.display(), "mapping");
     }
     let reload = match &config.reload.method {

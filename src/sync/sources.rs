@@ -1,11 +1,25 @@
-//! Each mapping's source, built from its spec and the process's settings,
-//! and which mappings need the process's API client.
+//! Each mapping's source kind, dispatched once: what it needs (the
+//! process's API client, where its Events go), how `run` starts it and how
+//! `run --once` reads it, and how the plan names it. Every `match` on
+//! [`Source`] here is exhaustive, so a new kind is refused by the compiler
+//! until each of these says what it does.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
+use kube::Client;
+use tokio::sync::watch;
+
+use super::pin::PinHold;
+use super::syncer::{Failure, Syncer, failure};
+use crate::bundle::Bundle;
 use crate::config::{Config, Mapping, Source};
-use crate::events::CsrRef;
+use crate::dirwatch::DirWatch;
+use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
+use crate::source::Update;
 use crate::source::ca::{CaSource, CaSpec};
 use crate::source::csr::{CsrSource, CsrSpec};
 use crate::source::hostdir::HostDir;
@@ -32,13 +46,6 @@ pub(super) fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics
         metrics: Arc::clone(metrics),
         uid: Arc::default(),
     }
-}
-
-/// A source failure as (metric reason, message).
-pub(super) type Failure = (&'static str, String);
-
-pub(super) fn failure(e: &crate::source::SourceError) -> Failure {
-    (e.reason(), e.to_string())
 }
 
 /// The ClusterTrustBundle source of a mapping.
@@ -71,6 +78,185 @@ pub(super) fn needs_process_client(source: &Source) -> bool {
         Source::Dir(_) | Source::Ca(_) => false,
         Source::Kube(_) | Source::TrustBundle(_) => true,
         Source::Csr(spec) => spec.bootstrap.is_none(),
+    }
+}
+
+/// The source as the plan logged at start names it.
+pub(super) fn describe(source: &Source) -> String {
+    match source {
+        Source::Dir(dir) => format!("dir {}", dir.display()),
+        Source::Kube(object) => object.to_string(),
+        Source::TrustBundle(selection) => selection.to_string(),
+        Source::Csr(spec) => format!("csr {}", spec.signer),
+        Source::Ca(spec) => format!("ca {}", spec.ca_cert.display()),
+    }
+}
+
+/// What every source task of `run` may use.
+pub(super) struct Running<'a> {
+    pub config: &'a Config,
+    pub metrics: &'a Arc<Metrics>,
+    pub watcher: &'a DirWatch,
+    pub clients: &'a watch::Receiver<Option<Client>>,
+    pub shutdown: &'a watch::Receiver<bool>,
+}
+
+/// A source task of `run`, until shutdown.
+pub(super) type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl Running<'_> {
+    /// Events on certsync's own Pod, for kinds with no object of their
+    /// own, when the Pod is known (`Config` requires it for `ca:`).
+    fn pod_events(&self) -> Option<EventSink> {
+        let pod = self.config.events_pod.clone()?;
+        Some(EventSink::for_pod(self.clients.clone(), pod))
+    }
+
+    /// The task that runs `m`'s source, publishing into `tx`, and the
+    /// syncer with its Events attached.
+    pub(super) fn start(
+        &self,
+        m: &Mapping,
+        mut syncer: Syncer,
+        tx: watch::Sender<Option<Update>>,
+    ) -> (Syncer, Task) {
+        let (config, metrics, clients) = (self.config, self.metrics, self.clients);
+        let shutdown = self.shutdown.clone();
+        let task: Task = match &m.source {
+            Source::Dir(dir) => {
+                syncer.events = self.pod_events();
+                Box::pin(host_dir(m, dir).run(
+                    self.watcher.clone(),
+                    config.debounce,
+                    config.resync,
+                    tx,
+                    shutdown,
+                ))
+            }
+            Source::Kube(object) => {
+                let source = kube_object(m, object, metrics);
+                if config.events {
+                    let uid = Arc::clone(&source.uid);
+                    syncer.events = Some(EventSink::new(clients.clone(), object.clone(), uid));
+                }
+                let watch_timeout = config.client.watch_timeout;
+                Box::pin(Box::new(source).run(clients.clone(), watch_timeout, tx, shutdown))
+            }
+            // A selection across the cluster: Events on certsync's Pod.
+            Source::TrustBundle(selection) => {
+                syncer.events = self.pod_events();
+                Box::pin(trust_bundles(m, selection, metrics).run(clients.clone(), tx, shutdown))
+            }
+            Source::Csr(spec) => {
+                let mut source = csr_source(m, spec, metrics, config);
+                if config.events {
+                    source.events = Some(EventSink::for_csr(
+                        clients.clone(),
+                        Arc::clone(&source.current),
+                    ));
+                    syncer.events = source.events.clone();
+                }
+                let clients = clients.clone();
+                let hold = PinHold::new(m, metrics, config, self.shutdown);
+                Box::pin(hold.run(move |live| {
+                    let run = source.clone();
+                    run.run(clients.clone(), live, tx.clone(), shutdown.clone())
+                }))
+            }
+            Source::Ca(spec) => {
+                let mut source = ca_source(m, spec, metrics, config);
+                source.events = self.pod_events();
+                syncer.events = source.events.clone();
+                let hold = PinHold::new(m, metrics, config, self.shutdown);
+                Box::pin(
+                    hold.run(move |live| source.clone().run(live, tx.clone(), shutdown.clone())),
+                )
+            }
+        };
+        (syncer, task)
+    }
+}
+
+/// Why `--once` has no API client for the mappings that need one.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(super) enum NoClient {
+    #[error("no API client needed")]
+    NotNeeded,
+    #[error("{0}")]
+    Client(Arc<crate::source::client::ClientError>),
+    #[error(
+        "the API server {server} did not answer within {}: {problem}",
+        humantime::format_duration(*within)
+    )]
+    Unanswered {
+        server: String,
+        within: Duration,
+        problem: String,
+    },
+}
+
+/// Reads a mapping's source once (`--once`). `client` is the API client,
+/// or why there is none.
+pub(super) async fn read_once(
+    m: &Mapping,
+    client: &Result<Client, NoClient>,
+    metrics: &Arc<Metrics>,
+    live: Option<Bundle>,
+    config: &Config,
+) -> Result<Bundle, Failure> {
+    let unavailable = |e: String| ("source_unavailable", e);
+    let client = &client.clone().map_err(|e| e.to_string());
+    match &m.source {
+        Source::Dir(dir) => {
+            let src = host_dir(m, dir);
+            match crate::blocking(move || src.read()).await {
+                Ok(r) => r.map_err(|e| failure(&e.into())),
+                Err(e) => Err(unavailable(e)),
+            }
+        }
+        Source::Kube(object) => {
+            let client = client.clone().map_err(unavailable)?;
+            kube_object(m, object, metrics)
+                .get(client)
+                .await
+                .map_err(|e| failure(&e.into()))
+        }
+        Source::TrustBundle(selection) => {
+            let client = client.clone().map_err(unavailable)?;
+            trust_bundles(m, selection, metrics)
+                .get(client)
+                .await
+                .map_err(|e| failure(&e))
+        }
+        Source::Csr(spec) => {
+            let source = csr_source(m, spec, metrics, config);
+            if spec.bootstrap.is_none() {
+                client.clone().map_err(unavailable)?;
+            }
+            let (_clients_tx, mut clients) = watch::channel(client.clone().ok());
+            let (_stop, mut never) = watch::channel(false);
+            let Some(client) = source
+                .client(&mut clients, &mut never, live.is_some())
+                .await
+            else {
+                return Err(unavailable("no API client".into()));
+            };
+            match source.once(&client, live.as_ref()).await {
+                Ok(Some(issued)) => Ok(issued),
+                // The live pair satisfies the mapping: publishing it again
+                // changes nothing.
+                Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
+                Err(e) => Err((e.reason(), e.to_string())),
+            }
+        }
+        Source::Ca(spec) => match ca_source(m, spec, metrics, config)
+            .once(live.as_ref())
+            .await
+        {
+            Ok(Some(issued)) => Ok(issued),
+            Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
+            Err(e) => Err((e.reason(), e.to_string())),
+        },
     }
 }
 

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::sources::Failure;
 use super::{LOG, SyncError, blocking};
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Mapping, Source};
@@ -15,6 +14,13 @@ use crate::metrics::Metrics;
 use crate::reload::ReloadHandle;
 use crate::validate::{self, Policy, ValidationError};
 use crate::writer::{Outcome, Writer};
+
+/// A source failure as (metric reason, message).
+pub(super) type Failure = (&'static str, String);
+
+pub(super) fn failure(e: &crate::source::SourceError) -> Failure {
+    (e.reason(), e.to_string())
+}
 
 /// One mapping's sync state.
 pub struct Syncer {
@@ -127,12 +133,6 @@ impl Syncer {
         self.last_good.clone()
     }
 
-    /// Records Events on the source object from now on.
-    pub fn with_events(mut self, sink: EventSink) -> Self {
-        self.events = Some(sink);
-        self
-    }
-
     fn policy(&self) -> Policy {
         // A CA from ClusterTrustBundles is bounded by its source
         // (`validate::MAX_TRUST_BUNDLES_SIZE`), not by one object's 1 MiB.
@@ -142,7 +142,7 @@ impl Syncer {
                 spec.ca,
                 Some(crate::source::csr::CaSource::TrustBundles { .. })
             ),
-            _ => false,
+            Source::Dir(_) | Source::Kube(_) | Source::Ca(_) => false,
         };
         Policy {
             expect: self.mapping.expect,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::LOG;
-use super::sources::failure;
 use super::syncer::Syncer;
+use super::syncer::failure;
 use crate::dirwatch::{DirWatch, Identity};
 use crate::metrics::Metrics;
 use crate::source::Update;

@@ -272,7 +272,10 @@ fn template_and_explicit_identity_conflict() {
             .unwrap()
             .ca_spec("/pki/ca", None, None)
             .unwrap_err();
-        assert!(e.contains("template= both say what to issue"), "{opt}: {e}");
+        assert!(
+            matches!(e, crate::config::IssueError::TemplateAndOption { .. }),
+            "{opt}: {e}"
+        );
     }
 }
 

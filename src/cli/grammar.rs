@@ -1,0 +1,331 @@
+//! The mapping grammar as data: every source kind and every mapping option
+//! (its name, the kinds it applies to, the shape of its value, its help
+//! line), once. The `--sync` reader, the check of which option goes with
+//! which kind, the grammar after `run --help` and the reference's table of
+//! options are all derived from these two tables, so an option or a kind
+//! added here is known to all of them, and one missing here is refused by
+//! all of them.
+
+/// A source kind: the word before the mapping source's first `:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    Dir,
+    Secret,
+    ConfigMap,
+    Csr,
+    Ca,
+    ClusterTrustBundle,
+    /// cert-syncer's layout: expanded into `secret:` and `configmap:`
+    /// mappings before they are resolved.
+    Tree,
+}
+
+use SourceKind::{Ca, ClusterTrustBundle as Ctb, ConfigMap, Csr, Dir, Secret, Tree};
+
+impl SourceKind {
+    pub const ALL: [SourceKind; 7] = [Dir, Secret, ConfigMap, Csr, Ca, Ctb, Tree];
+
+    /// The kind as written (`dir`, `secret`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir => "dir",
+            Secret => "secret",
+            ConfigMap => "configmap",
+            Csr => "csr",
+            Ca => "ca",
+            Ctb => "clustertrustbundle",
+            Tree => "tree",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == word)
+    }
+
+    /// Its forms and what each reads, for the help.
+    fn usage(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Dir => &[("dir:PATH", "a host directory (inotify, debounced, resync)")],
+            Secret => &[(
+                "secret:NAMESPACE/NAME",
+                "one Secret, listed and watched by name",
+            )],
+            ConfigMap => &[(
+                "configmap:NAMESPACE/NAME",
+                "one ConfigMap, listed and watched by name",
+            )],
+            Csr => &[(
+                "csr:SIGNER",
+                "a certificate certsync requests and renews itself",
+            )],
+            Ca => &[(
+                "ca:PREFIX",
+                "a certificate certsync issues from PREFIX.crt/PREFIX.key",
+            )],
+            Ctb => &[
+                (
+                    "clustertrustbundle:NAME",
+                    "one ClusterTrustBundle, as ca.crt",
+                ),
+                (
+                    "clustertrustbundle:SIGNER",
+                    "every ClusterTrustBundle of a signer (label=KEY=VALUE\n\
+                     narrows it), joined in name order, as ca.crt",
+                ),
+            ],
+            Tree => &[(
+                "tree:NAMESPACE",
+                "cert-syncer's layout: DEST/secrets/NAME/KEY and\n\
+                 DEST/configmaps/NAME/KEY for secret=NAME, configmap=NAME,\n\
+                 optional-secret=NAME, optional-configmap=NAME (repeatable)",
+            )],
+        }
+    }
+
+    /// What a kind publishes whatever the options say, told with an option
+    /// it refuses.
+    pub fn publishes(self) -> Option<&'static str> {
+        match self {
+            Csr => {
+                Some("certsync makes the key and publishes tls.crt, tls.key and, with ca=, ca.crt")
+            }
+            Ca => Some(
+                "certsync makes the key and publishes tls.crt, tls.key and the CA \
+                 certificate as ca.crt; cert= and key= name the CA's files",
+            ),
+            Ctb => Some("the bundles are published as ca.crt"),
+            Dir | Secret | ConfigMap | Tree => None,
+        }
+    }
+}
+
+/// The kinds as a list in words: `csr: and ca:`.
+pub fn kinds_in_words(kinds: &[SourceKind]) -> String {
+    let names: Vec<String> = kinds.iter().map(|k| format!("{}:", k.name())).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.concat(),
+    }
+}
+
+/// The shape of an option's value in the `--sync` form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `OPTION=VALUE`, a non-empty text, once.
+    Text(&'static str),
+    /// `OPTION=VALUE`, repeatable: each adds one.
+    List(&'static str),
+    /// `OPTION`, `OPTION=true` or `OPTION=false`.
+    Switch,
+    /// `OPTION=ID`, a numeric user or group id.
+    Id,
+}
+
+/// One mapping option.
+#[derive(Debug)]
+pub struct MappingOption {
+    /// As written in `--sync` and as the config file's key.
+    pub name: &'static str,
+    pub shape: Shape,
+    /// The kinds it applies to; any other refuses it.
+    pub kinds: &'static [SourceKind],
+    pub help: &'static str,
+}
+
+const RESOLVED: &[SourceKind] = &[Dir, Secret, ConfigMap, Csr, Ca, Ctb];
+const ISSUING: &[SourceKind] = &[Csr, Ca];
+
+const fn opt(
+    name: &'static str,
+    shape: Shape,
+    kinds: &'static [SourceKind],
+    help: &'static str,
+) -> MappingOption {
+    MappingOption {
+        name,
+        shape,
+        kinds,
+        help,
+    }
+}
+
+use Shape::{Id, List, Switch, Text};
+
+/// Every mapping option, in the order the help shows them.
+#[rustfmt::skip]
+pub const OPTIONS: &[MappingOption] = &[
+    opt("name", Text("NAME"), RESOLVED, "name in logs and metrics (default: the target path)"),
+    opt("cert", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the chain (default tls.crt); ca: the CA certificate"),
+    opt("key", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the key (default tls.key); ca: the CA key"),
+    opt("ca", Text("FILE"), &[Dir, Secret, ConfigMap, Csr], "source file or key of the CA bundle (default ca.crt, optional); csr: the signer CA, file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]"),
+    opt("combined", Text("FILE"), &[Dir], "one PEM with chain and key (kubelet-server-current.pem)"),
+    opt("ca-only", Switch, &[Dir, Secret, ConfigMap, Ctb], "a CA bundle only, no key"),
+    opt("cert-mode", Text("MODE"), RESOLVED, "the certificate files' mode (default --cert-mode)"),
+    opt("key-mode", Text("MODE"), RESOLVED, "the key file's mode (default --key-mode)"),
+    opt("owner", Id, RESOLVED, "the files' owner (default --owner)"),
+    opt("group", Id, RESOLVED, "the files' group (default --group)"),
+    opt("verify", Text("HOST:PORT"), RESOLVED, "after a reload, check the consumer serves the new pair"),
+    opt("sni", Text("NAME"), RESOLVED, "server name sent by verify="),
+    opt("files", List("all|NAME[:TARGET]"), &[Dir, Secret, ConfigMap], "publish keys under their own names, each checked by content"),
+    opt("allow-non-pem", Switch, &[Dir, Secret, ConfigMap], "with files=, publish non-PEM keys as they are"),
+    opt("optional", Switch, &[Secret, ConfigMap], "with files=, an absent object leaves no files (cert-syncer)"),
+    opt("label", List("KEY=VALUE"), &[Ctb], "by signer: only the bundles with this label"),
+    opt("cn", Text("NAME"), ISSUING, "subject common name"),
+    opt("o", List("ORG"), ISSUING, "subject organization"),
+    opt("dns", List("NAME"), ISSUING, "DNS name SAN"),
+    opt("ip", List("ADDRESS"), ISSUING, "IP address SAN"),
+    opt("key-alg", Text("ALG"), ISSUING, "ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519"),
+    opt("lifetime", Text("DURATION"), ISSUING, "csr: expirationSeconds (>= 10m); ca: default 365d, never past the CA"),
+    opt("usage", List("USAGE"), ISSUING, "e.g. digital-signature, server-auth (csr: defaults per kubernetes.io signer)"),
+    opt("renew", Text("LO-HI"), ISSUING, "renewal window of the lifetime (default 70%-90%)"),
+    opt("update-kubeconfig", Text("PATH"), ISSUING, "keep PATH's current user holding the pair, embedded (admin.conf)"),
+    opt("update-pair", Text("PREFIX"), ISSUING, "keep PREFIX.crt and PREFIX.key holding the pair (kubeadm's copies)"),
+    opt("approval-timeout", Text("DURATION"), &[Csr], "default 15m"),
+    opt("bootstrap-kubeconfig", Text("FILE"), &[Csr], "first request with it, renewals with the issued pair"),
+    opt("write-kubeconfig", Text("FILE"), &[Csr], "publish a kubeconfig that uses the pair"),
+    opt("template", Text("PATH"), &[Ca], "copy subject, SANs and usages from this certificate"),
+    opt("keep-key", Switch, &[Ca], "renewals keep the live key (kubeadm certs renew)"),
+    opt("allow-loose-ca-key", Switch, &[Ca], "use a CA key that group or others may read"),
+    opt("secret", List("NAME"), &[Tree], "a Secret, at DEST/secrets/NAME"),
+    opt("configmap", List("NAME"), &[Tree], "a ConfigMap, at DEST/configmaps/NAME"),
+    opt("optional-secret", List("NAME"), &[Tree], "a Secret that may be absent"),
+    opt("optional-configmap", List("NAME"), &[Tree], "a ConfigMap that may be absent"),
+];
+
+/// The option named `name`.
+pub fn option(name: &str) -> Option<&'static MappingOption> {
+    OPTIONS.iter().find(|o| o.name == name)
+}
+
+impl MappingOption {
+    /// As the help and the reference write it: `cn=NAME`, `keep-key`.
+    pub fn synopsis(&self) -> String {
+        match self.shape {
+            Text(v) | List(v) => format!("{}={v}", self.name),
+            Switch => self.name.to_owned(),
+            Id => format!("{}=ID", self.name),
+        }
+    }
+}
+
+/// The kinds an option applies to, in words, `every kind` for all.
+fn applies_to(kinds: &[SourceKind]) -> String {
+    if kinds == RESOLVED {
+        "every kind".into()
+    } else {
+        kinds_in_words(kinds)
+    }
+}
+
+/// The grammar shown after `run -h` and `run --help`.
+pub fn help() -> String {
+    // Each help text wrapped at 60 columns beside a 29-column left side.
+    let line = |out: &mut String, left: &str, text: &str| {
+        let mut lines: Vec<String> = Vec::new();
+        for given in text.lines() {
+            let mut current = String::new();
+            for word in given.split(' ') {
+                if !current.is_empty() && current.len() + 1 + word.len() > 60 {
+                    lines.push(std::mem::take(&mut current));
+                }
+                if !current.is_empty() {
+                    current.push(' ');
+                }
+                current.push_str(word);
+            }
+            lines.push(current);
+        }
+        if left.len() >= 27 {
+            out.push_str(&format!("  {left}\n"));
+        }
+        for (i, text) in lines.iter().enumerate() {
+            let left = if i == 0 && left.len() < 27 { left } else { "" };
+            out.push_str(&format!("  {left:<27}{text}\n"));
+        }
+    };
+    let mut out = String::from(
+        "Mappings (--sync KIND:SOURCE=TARGET[,OPTION=VALUE]..., or the config file's `mappings:`):\n",
+    );
+    for kind in SourceKind::ALL {
+        for (form, what) in kind.usage() {
+            line(&mut out, form, what);
+        }
+    }
+    let mut groups: Vec<&[SourceKind]> = Vec::new();
+    for o in OPTIONS {
+        if !groups.contains(&o.kinds) {
+            groups.push(o.kinds);
+        }
+    }
+    for kinds in groups {
+        let heading = match applies_to(kinds).as_str() {
+            "every kind" => "Options of every kind:".to_owned(),
+            kinds => format!("Options of {kinds} mappings:"),
+        };
+        out.push_str(&format!("\n{heading}\n"));
+        for o in OPTIONS.iter().filter(|o| o.kinds == kinds) {
+            let repeat = if matches!(o.shape, List(_)) {
+                " (repeatable)"
+            } else {
+                ""
+            };
+            line(&mut out, &o.synopsis(), &format!("{}{repeat}", o.help));
+        }
+    }
+    out.push_str(
+        "\nGuides: docs/guides/requesting-certificates.md (csr:), \
+         docs/guides/kubeadm-control-plane.md (ca:)\n\
+         \nExamples:\n  \
+         certsync run --sync 'dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key'\n  \
+         certsync run --sync 'secret:kube-system/scheduler-serving=/etc/certs/serving,verify=127.0.0.1:10259'\n  \
+         certsync run --sync 'csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler'",
+    );
+    out
+}
+
+/// The reference's table of which option applies to which kind
+/// (docs/reference/mappings.md, checked against this by `tests/docs.rs`).
+pub fn reference_table() -> String {
+    let mut out = String::from("| option | applies to | what it is |\n| --- | --- | --- |\n");
+    for o in OPTIONS {
+        let kinds = if o.kinds == RESOLVED {
+            "every kind".to_owned()
+        } else {
+            let names: Vec<String> = o.kinds.iter().map(|k| format!("`{}:`", k.name())).collect();
+            names.join(", ")
+        };
+        let repeat = if matches!(o.shape, List(_)) {
+            "; repeatable"
+        } else {
+            ""
+        };
+        // A `|` inside a cell would end it.
+        let cell = |text: String| text.replace('|', "\\|");
+        out.push_str(&format!(
+            "| {} | {kinds} | {} |\n",
+            cell(format!("`{}`", o.synopsis())),
+            cell(format!("{}{repeat}", o.help))
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_every_kind_is_named_once() {
+        for (i, o) in OPTIONS.iter().enumerate() {
+            assert!(
+                OPTIONS[..i].iter().all(|p| p.name != o.name),
+                "{} twice",
+                o.name
+            );
+            assert!(!o.kinds.is_empty(), "{} applies to no kind", o.name);
+        }
+        for k in SourceKind::ALL {
+            assert_eq!(SourceKind::parse(k.name()), Some(k));
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! A mapping's options against the grammar ([`crate::cli::grammar`]): the
+//! `--sync` form read into the config file's struct, and the options a
+//! mapping sets checked against the kinds each applies to.
+
+use super::ConfigError;
+use crate::cli::grammar::{self, MappingOption, Shape, SourceKind};
+
+/// A mapping's options against the grammar, refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GrammarError {
+    #[error("unknown option {option:?}")]
+    Unknown { option: String },
+    #[error(
+        "{name} does not apply to {kind}: sources{why}; {name} applies to {kinds} sources only",
+        name = .option.name,
+        kind = .kind.name(),
+        why = .kind.publishes().map(|p| format!(" ({p})")).unwrap_or_default(),
+        kinds = grammar::kinds_in_words(.option.kinds),
+    )]
+    NotForKind {
+        option: &'static MappingOption,
+        kind: SourceKind,
+    },
+    #[error("the mapping cannot be read back: {problem}")]
+    Unreadable { problem: String },
+}
+
+/// Reads the `--sync` form: each `OPTION=VALUE` read by the shape the
+/// grammar gives it into the config file's keys, then `T` (the file's
+/// mapping) by the same deserializer as the file, so both forms are one
+/// grammar.
+pub(super) fn read_flag<T: serde::de::DeserializeOwned>(spec: &str) -> Result<T, ConfigError> {
+    let err = |problem: String| ConfigError::Flag {
+        spec: spec.to_owned(),
+        problem,
+    };
+    let (source, rest) = spec
+        .split_once('=')
+        .ok_or_else(|| err("expected KIND:SOURCE=TARGET".into()))?;
+    let mut parts = rest.split(',');
+    let target = parts.next().unwrap_or_default();
+    if target.is_empty() {
+        return Err(err("the target directory is empty".into()));
+    }
+    let mut keys = serde_json::Map::new();
+    keys.insert("source".into(), source.into());
+    keys.insert("target".into(), target.into());
+    for opt in parts {
+        let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+        let Some(option) = grammar::option(k) else {
+            let known: Vec<&str> = grammar::OPTIONS.iter().map(|o| o.name).collect();
+            return Err(err(format!(
+                "unknown option {k:?} (known: {}; `certsync run -h` says which kinds each \
+                     applies to)",
+                known.join(", ")
+            )));
+        };
+        let value = || {
+            if v.is_empty() {
+                Err(err(format!("option {k:?} needs a value ({k}=...)")))
+            } else {
+                Ok(serde_json::Value::from(v))
+            }
+        };
+        let value = match option.shape {
+            Shape::Text(_) => value()?,
+            Shape::List(_) => {
+                let item = value()?;
+                let list = keys.entry(k).or_insert_with(|| Vec::<String>::new().into());
+                if let Some(list) = list.as_array_mut() {
+                    list.push(item);
+                }
+                continue;
+            }
+            Shape::Switch => match v {
+                "" | "true" => true.into(),
+                "false" => false.into(),
+                _ => return Err(err(format!("{k} takes no value or true/false, got {v:?}"))),
+            },
+            Shape::Id => v
+                .parse::<u32>()
+                .map_err(|_| err(format!("option {k:?} needs a numeric id, got {v:?}")))?
+                .into(),
+        };
+        // Given twice, one of the two would be dropped without a word.
+        if keys.insert(k.to_owned(), value).is_some() {
+            return Err(err(format!("option {k:?} is given twice")));
+        }
+    }
+    serde_json::from_value(keys.into()).map_err(|e| err(e.to_string()))
+}
+
+/// The options a mapping (`T`, the file's mapping) sets: its keys that are
+/// not null, false or empty, by their grammar entries; an option the
+/// grammar does not know is refused by name.
+fn options_set(
+    mapping: &impl serde::Serialize,
+) -> Result<Vec<&'static MappingOption>, GrammarError> {
+    let keys = serde_json::to_value(mapping).map_err(|e| GrammarError::Unreadable {
+        problem: e.to_string(),
+    })?;
+    let mut set = Vec::new();
+    for (key, value) in keys.as_object().into_iter().flatten() {
+        let unset = value.is_null()
+            || *value == serde_json::json!(false)
+            || *value == serde_json::json!([]);
+        if unset || key == "source" || key == "target" {
+            continue;
+        }
+        let option = grammar::option(key).ok_or_else(|| GrammarError::Unknown {
+            option: key.clone(),
+        })?;
+        set.push(option);
+    }
+    Ok(set)
+}
+
+/// Every option `mapping` sets applies to `kind`, as the grammar says.
+pub(super) fn options_apply(
+    mapping: &impl serde::Serialize,
+    kind: SourceKind,
+) -> Result<(), GrammarError> {
+    match options_set(mapping)?
+        .into_iter()
+        .find(|o| !o.kinds.contains(&kind))
+    {
+        Some(option) => Err(GrammarError::NotForKind { option, kind }),
+        None => Ok(()),
+    }
+}
