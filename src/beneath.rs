@@ -129,13 +129,18 @@ impl Entry {
             std::fs::symlink_metadata(path)
         }
         .map_err(|e| PathError::io(path, e))?;
-        Ok(Self {
-            shown: path.to_owned(),
+        Ok(Self::from_metadata(path, &m))
+    }
+
+    /// `m`, of what is shown as `shown` (its mount not looked at).
+    pub fn from_metadata(shown: &Path, m: &std::fs::Metadata) -> Self {
+        Self {
+            shown: shown.to_owned(),
             uid: m.uid(),
             mode: m.mode() & 0o7777,
             link: m.file_type().is_symlink(),
             read_only: false,
-        })
+        }
     }
 
     /// "the symlink P (owner U)" or "P (owner U, mode M)".

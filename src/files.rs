@@ -344,13 +344,7 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     .map_err(problem)?;
     let file = walked.open_read().map_err(problem)?;
     let m = file.metadata().map_err(|e| e.to_string())?;
-    let entry = beneath::Entry {
-        shown: path.to_owned(),
-        uid: m.uid(),
-        mode: m.mode() & 0o7777,
-        link: false,
-        read_only: false,
-    };
+    let entry = beneath::Entry::from_metadata(path, &m);
     // The file itself: no exception at all.
     if Trust::STRICT.judge(&entry).is_err() {
         return Err(format!(
@@ -439,13 +433,7 @@ pub fn no_other_user_may_write(target: &Path) -> Result<(), String> {
     let Ok(m) = std::fs::metadata(target) else {
         return Ok(());
     };
-    let entry = beneath::Entry {
-        shown: target.to_owned(),
-        uid: m.uid(),
-        mode: m.mode() & 0o7777,
-        link: false,
-        read_only: false,
-    };
+    let entry = beneath::Entry::from_metadata(target, &m);
     // No exception: not even a volume's root (see above).
     if Trust::STRICT.judge(&entry).is_ok() {
         return Ok(());

@@ -143,14 +143,10 @@ fn ca_trust(allow_loose: bool) -> Trust {
 
 /// `meta`'s owner, as [`ca_trust`] accepts it.
 fn owned_safely(meta: &std::fs::Metadata) -> Result<(), String> {
-    let entry = Entry {
-        shown: Default::default(),
-        uid: meta.uid(),
-        mode: meta.mode() & 0o7777,
-        link: false,
-        read_only: false,
-    };
-    if !ca_trust(true).faults(&entry).owner {
+    if !ca_trust(true)
+        .faults(&Entry::from_metadata(Path::new(""), meta))
+        .owner
+    {
         return Ok(());
     }
     let (uid, euid) = (meta.uid(), nix::unistd::geteuid().as_raw());
@@ -182,14 +178,10 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), String> {
             .map_err(|e| format!("its directory {}: {e}", dir.display()))?;
         owned_safely(&meta).map_err(|e| format!("its directory {} is {e}", dir.display()))?;
         let mode = meta.permissions().mode() & 0o7777;
-        let entry = Entry {
-            shown: dir.clone(),
-            uid: meta.uid(),
-            mode,
-            link: false,
-            read_only: false,
-        };
-        if ca_trust(allow_loose).judge(&entry).is_err() {
+        if ca_trust(allow_loose)
+            .judge(&Entry::from_metadata(&dir, &meta))
+            .is_err()
+        {
             return Err(format!(
                 "its directory {} has mode {mode:04o}: group or others may write it, and so \
                  swap the CA key and certificate; chmod go-w it, or give allow-loose-ca-key \
