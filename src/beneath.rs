@@ -298,7 +298,7 @@ fn is_mount_point(dir: &Path) -> bool {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()
         .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| PathBuf::from(OsString::from_vec(unescape_octal(m))) == real)
+        .any(|m| Path::new(&OsString::from_vec(unescape_octal(m))) == real)
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\NNN`.
