@@ -309,3 +309,55 @@ pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, Blocked> {
         e => Blocked::Io(e),
     })
 }
+
+#[cfg(test)]
+mod reach_tests {
+    use super::{Blocked, reach};
+    use std::os::unix::fs::symlink;
+
+    /// What revert's symlink check and every handle below
+    /// `/etc/kubernetes` rest on: a symlink at any name on the way, the
+    /// last included, is named by its node path and never followed; a
+    /// name absent, a file on the way and a path outside are told apart.
+    #[test]
+    fn a_symlink_at_each_name_below_etc_kubernetes_is_named_never_followed() {
+        let node = "/etc/kubernetes/pki/certsync/apiserver/tls.crt";
+        for (i, at) in [
+            "pki",
+            "pki/certsync",
+            "pki/certsync/apiserver",
+            "pki/certsync/apiserver/tls.crt",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let d = tempfile::tempdir().unwrap();
+            let real = d.path().join("pki/certsync/apiserver");
+            std::fs::create_dir_all(&real).unwrap();
+            std::fs::write(real.join("tls.crt"), "x").unwrap();
+            let decoy = d.path().join(format!("decoy{i}"));
+            std::fs::rename(d.path().join(at), &decoy).unwrap();
+            symlink(&decoy, d.path().join(at)).unwrap();
+            match reach(d.path(), node) {
+                Err(Blocked::Link(got)) => assert_eq!(got, format!("/etc/kubernetes/{at}")),
+                other => panic!("{at}: {other:?}"),
+            }
+        }
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("pki")).unwrap();
+        std::fs::write(d.path().join("pki/f"), "x").unwrap();
+        assert!(matches!(
+            reach(d.path(), "/etc/kubernetes/pki/none/x"),
+            Err(Blocked::Absent)
+        ));
+        assert!(matches!(
+            reach(d.path(), "/etc/kubernetes/pki/f/x"),
+            Err(Blocked::NotDir(_))
+        ));
+        assert!(matches!(
+            reach(d.path(), "/etc/kubernetesX/pki"),
+            Err(Blocked::Io(_))
+        ));
+        assert!(reach(d.path(), "/etc/kubernetes/pki/f").is_ok());
+    }
+}
