@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::OFlag;
 
+use crate::beneath::{self, Links, Owners, PathError, ReadOnly, Start, Trust};
+
 /// Size cap of small text files: pidfiles, tokens (1 MiB is generous).
 pub const SMALL_FILE: u64 = 1 << 20;
 
@@ -233,16 +235,6 @@ mod tests {
     }
 }
 
-/// Whether a directory of `mode`, open as `dir`, may be written by group
-/// or others: its mode says so and it is not on a read-only mount (kubelet
-/// mounts Secret and ConfigMap volumes read-only, their roots 1777 or
-/// 0777: no one writes through such a mount, root included).
-pub fn others_may_write(mode: u32, dir: &impl std::os::fd::AsFd) -> bool {
-    mode & 0o022 != 0
-        && !nix::sys::statvfs::fstatvfs(dir)
-            .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
-}
-
 /// Device and inode of what `path` names (symlinks followed), from
 /// `fstat` of an `O_PATH` handle; `None` when it cannot be opened (it does
 /// not exist yet). Two paths are the same file exactly when these are
@@ -331,14 +323,33 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
         }
         .problem());
     }
-    let file = open_owned(path)?;
+    let absolute = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| format!("the working directory: {e}"))?
+            .join(path)
+    };
+    // Said without the path the caller names, as the kernel would.
+    let problem = |e: PathError| match e {
+        PathError::Io { path, source } if path == absolute => source.to_string(),
+        PathError::NotRegular { path, what } if path == absolute => {
+            format!("is {what}, not a regular file; refusing to read it")
+        }
+        e => e.to_string(),
+    };
+    let walked = beneath::walk(Start::Path, &absolute, Links::Follow, &mut |e| {
+        Ok(OWNED_WAY.judge(e)?)
+    })
+    .map_err(problem)?;
+    let file = walked.open_read().map_err(problem)?;
     let m = file.metadata().map_err(|e| e.to_string())?;
-    let euid = nix::unistd::geteuid().as_raw();
-    if (m.uid() != 0 && m.uid() != euid) || m.mode() & 0o022 != 0 {
+    let entry = beneath::Entry::from_metadata(path, &m);
+    // The file itself: no exception at all.
+    if Trust::STRICT.judge(&entry).is_err() {
         return Err(format!(
             "owner {}, mode {:04o}: may be changed by another user",
-            m.uid(),
-            m.mode() & 0o7777
+            entry.uid, entry.mode
         ));
     }
     if m.nlink() > 1 {
@@ -351,201 +362,20 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     read_capped(file, path, limit).map_err(|e| e.problem())
 }
 
-/// Most symlinks one path may lead through (the kernel's `MAXSYMLINKS`).
-const MAX_SYMLINKS: usize = 40;
-
-/// Opens `path` for [`read_owned`] by walking it: from `/` (a relative
-/// path from the working directory's absolute name), each name is opened
-/// with `O_PATH | O_NOFOLLOW` relative to the directory descriptor opened
-/// before it, and judged by `fstat` on what was opened: a directory by
-/// [`judge_held_dir`] and then held for the next name, a symlink by its
-/// owner and then its target walked the same way (from `/` when absolute,
-/// else from the directory holding it), `..` as the kernel does, from the
-/// held directory. The file itself must be a regular file; it is opened for
-/// reading beneath the held directory (`O_PATH` cannot read) and must be
-/// the very file judged (device and inode), or it is refused.
-fn open_owned(path: &Path) -> Result<File, String> {
-    use std::ffi::OsString;
-    use std::os::unix::fs::MetadataExt as _;
-    let absolute = if path.is_absolute() {
-        path.to_owned()
-    } else {
-        std::env::current_dir()
-            .map_err(|e| format!("the working directory: {e}"))?
-            .join(path)
-    };
-    let open_at = |dir: &File, name: &OsString, flags: OFlag, shown: &Path| {
-        nix::fcntl::openat(
-            dir,
-            name.as_os_str(),
-            flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-            nix::sys::stat::Mode::empty(),
-        )
-        .map(File::from)
-        .map_err(|e| {
-            let e = io::Error::from(e);
-            if shown == path {
-                e.to_string()
-            } else {
-                format!("{}: {e}", shown.display())
-            }
-        })
-    };
-    let root = || {
-        let slash = nix::fcntl::open(
-            "/",
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )
-        .map(File::from)
-        .map_err(|e| format!("/: {}", io::Error::from(e)))?;
-        judge_held_dir(&slash, Path::new("/"))?;
-        Ok::<_, String>((slash, PathBuf::from("/")))
-    };
-    let euid = nix::unistd::geteuid().as_raw();
-    // The names still to walk, the next one last.
-    let mut todo: Vec<OsString> = Vec::new();
-    push_names(&mut todo, &absolute);
-    let (mut dir, mut shown) = root()?;
-    let mut links = 0;
-    while let Some(name) = todo.pop() {
-        if name == ".." {
-            dir = open_at(&dir, &name, OFlag::O_PATH | OFlag::O_DIRECTORY, &shown)?;
-            shown.pop();
-            judge_held_dir(&dir, &shown)?;
-            continue;
-        }
-        let here = shown.join(&name);
-        let shown_here = if todo.is_empty() && links == 0 {
-            path
-        } else {
-            here.as_path()
-        };
-        if todo.is_empty() {
-            between_check_and_open();
-        }
-        let entry = open_at(&dir, &name, OFlag::O_PATH, shown_here)?;
-        let m = entry
-            .metadata()
-            .map_err(|e| format!("{}: {e}", here.display()))?;
-        let t = m.file_type();
-        if t.is_symlink() {
-            if m.uid() != 0 && m.uid() != euid {
-                return Err(format!(
-                    "{} (a symlink of uid {}) may be changed by another user",
-                    here.display(),
-                    m.uid()
-                ));
-            }
-            links += 1;
-            if links > MAX_SYMLINKS {
-                return Err(format!(
-                    "more than {MAX_SYMLINKS} symlinks on the way (at {})",
-                    here.display()
-                ));
-            }
-            let to = PathBuf::from(
-                nix::fcntl::readlinkat(&entry, "")
-                    .map_err(|e| format!("{}: {}", here.display(), io::Error::from(e)))?,
-            );
-            if to.is_absolute() {
-                (dir, shown) = root()?;
-            }
-            push_names(&mut todo, &to);
-        } else if t.is_dir() {
-            judge_held_dir(&entry, &here)?;
-            (dir, shown) = (entry, here);
-        } else if !todo.is_empty() {
-            return Err(format!("{}: not a directory", here.display()));
-        } else if !t.is_file() {
-            return Err(FileError::NotRegular {
-                path: here,
-                what: kind_of(t),
-            }
-            .problem());
-        } else {
-            let file = open_at(
-                &dir,
-                &name,
-                OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
-                shown_here,
-            )?;
-            let f = file.metadata().map_err(|e| e.to_string())?;
-            if (f.dev(), f.ino()) != (m.dev(), m.ino()) {
-                return Err(format!(
-                    "{}: replaced while it was being opened; refusing to read it",
-                    here.display()
-                ));
-            }
-            return Ok(file);
-        }
-    }
-    Err(FileError::NotRegular {
-        path: shown,
-        what: "a directory",
-    }
-    .problem())
-}
-
-/// `p`'s names pushed so that the first is popped first (`.` dropped,
-/// `..` kept: [`open_owned`] walks it from the directory it holds).
-fn push_names(todo: &mut Vec<std::ffi::OsString>, p: &Path) {
-    use std::path::Component;
-    for c in p.components().rev() {
-        match c {
-            Component::Normal(n) => todo.push(n.to_owned()),
-            Component::ParentDir => todo.push("..".into()),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-}
-
-/// A directory [`open_owned`] holds, judged on its descriptor: owned by
-/// root or certsync's user and not writable by group or others, unless it
-/// is root's and sticky or on a read-only mount (see [`read_owned`]).
-fn judge_held_dir(dir: &File, shown: &Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt as _;
-    let m = dir
-        .metadata()
-        .map_err(|e| format!("{}: {e}", shown.display()))?;
-    let euid = nix::unistd::geteuid().as_raw();
-    let owner_ok = m.uid() == 0 || m.uid() == euid;
-    let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0;
-    if !owner_ok || (!sticky_root && others_may_write(m.mode(), dir)) {
-        return Err(changeable(shown, &m));
-    }
-    Ok(())
-}
-
-/// "`p` (owner U, mode M) may be changed by another user".
-fn changeable(p: &Path, m: &std::fs::Metadata) -> String {
-    use std::os::unix::fs::MetadataExt as _;
-    format!(
-        "{} (owner {}, mode {:04o}) may be changed by another user",
-        p.display(),
-        m.uid(),
-        m.mode() & 0o7777
-    )
-}
-
-#[cfg(test)]
-thread_local! {
-    /// A step a unit test injects into [`read_owned`] after what it has
-    /// judged and before it opens the file: a swap there is what an
-    /// attacker racing the read would do.
-    static BETWEEN_CHECK_AND_OPEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs the step a unit test injected, once; nothing outside tests.
-fn between_check_and_open() {
-    #[cfg(test)]
-    BETWEEN_CHECK_AND_OPEN.with(|h| {
-        if let Some(step) = h.borrow_mut().take() {
-            step();
-        }
-    });
-}
+/// The way to a file [`read_owned`] reads, judged on descriptors as it is
+/// walked: every directory and symlink root's or certsync's user's. A
+/// root-owned sticky directory (/tmp) counts as not writable: others may
+/// not rename or remove root's entries in it, and the file is judged again
+/// at each read. A directory on a read-only mount counts as not writable
+/// (kubelet mounts ConfigMap and Secret volumes read-only, their roots
+/// 0777 or 1777); a symlink there is still judged by its owner.
+const OWNED_WAY: Trust = Trust {
+    owners: Owners::RootOrMe,
+    writable_ok: false,
+    sticky_root_ok: true,
+    read_only: ReadOnly::Writable,
+    volume_root_ok: false,
+};
 
 /// A file that steers certsync (`--config`, a kubeconfig and the files it
 /// names): through [`read_owned`] when certsync runs as root, who would
@@ -603,8 +433,9 @@ pub fn no_other_user_may_write(target: &Path) -> Result<(), String> {
     let Ok(m) = std::fs::metadata(target) else {
         return Ok(());
     };
-    let euid = nix::unistd::geteuid().as_raw();
-    if (m.uid() == 0 || m.uid() == euid) && m.mode() & 0o022 == 0 {
+    let entry = beneath::Entry::from_metadata(target, &m);
+    // No exception: not even a volume's root (see above).
+    if Trust::STRICT.judge(&entry).is_ok() {
         return Ok(());
     }
     Err(format!(
@@ -626,41 +457,23 @@ pub fn no_other_user_may_write(target: &Path) -> Result<(), String> {
 /// directory stay refused here: a write-time target has no second look at
 /// an entry a user made again after a cleaner removed root's.
 fn guard(path: &Path, volume_roots: bool) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt as _;
-    let euid = nix::unistd::geteuid().as_raw();
-    // Read only when a directory on the way is writable by others and
-    // could be a volume's root: most paths never need it, and a start with
-    // many mappings would otherwise read mountinfo once per target.
-    let mounts = std::cell::OnceCell::new();
+    // A read-only mount and a root-owned sticky directory stay refused
+    // (see above); a volume's root is accepted for a target only.
+    let trust = Trust {
+        volume_root_ok: volume_roots,
+        ..Trust::STRICT
+    };
     let judge = |p: &Path| -> Result<(), String> {
         // A symlink on the way is judged by its own owner too: one a user
         // made in a sticky directory may lead to a root file of their
         // choosing.
-        if let Ok(l) = std::fs::symlink_metadata(p)
-            && l.file_type().is_symlink()
-            && l.uid() != 0
-            && l.uid() != euid
+        if let Ok(link) = beneath::Entry::at_path(p, false)
+            && link.link
         {
-            return Err(format!(
-                "{} (a symlink of uid {}) may be changed by another user",
-                p.display(),
-                l.uid()
-            ));
+            trust.judge(&link).map_err(|e| e.to_string())?;
         }
-        let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let owner_ok = m.uid() == 0 || m.uid() == euid;
-        let writable = m.mode() & 0o022 != 0;
-        let volume_root = || {
-            volume_roots
-                && m.uid() == 0
-                && m.mode() & 0o1000 == 0
-                && std::fs::canonicalize(p)
-                    .is_ok_and(|c| mounts.get_or_init(mount_points).contains(&c))
-        };
-        if !owner_ok || (writable && !volume_root()) {
-            return Err(changeable(p, &m));
-        }
-        Ok(())
+        let followed = beneath::Entry::at_path(p, true).map_err(|e| e.to_string())?;
+        trust.judge(&followed).map_err(|e| e.to_string())
     };
     let mut seen = Vec::new();
     // As written (each parent resolved: a symlink's own directory counts),
@@ -695,44 +508,6 @@ fn guard(path: &Path, volume_roots: bool) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Where file systems are mounted in this process's mount namespace
-/// (`/proc/self/mountinfo`'s fifth field, octal escapes undone). Empty
-/// when it cannot be read: then no directory counts as a volume root.
-fn mount_points() -> Vec<PathBuf> {
-    use std::os::unix::ffi::OsStringExt as _;
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(std::ffi::OsString::from_vec(unescape_octal(m))))
-        .collect()
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\NNN`.
-fn unescape_octal(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push(
-                    d.iter()
-                        .fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')),
-                );
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -839,7 +614,7 @@ mod race_tests {
         }
         let old = d.path().join("cfg.old");
         let (from, to) = (cfg.clone(), other.clone());
-        super::BETWEEN_CHECK_AND_OPEN.with(|h| {
+        crate::beneath::BETWEEN_CHECK_AND_OPEN.with(|h| {
             *h.borrow_mut() = Some(Box::new(move || {
                 std::fs::rename(&from, &old).unwrap();
                 std::os::unix::fs::symlink(&to, &from).unwrap();
@@ -848,7 +623,7 @@ mod race_tests {
         let got = super::read_owned(&cfg.join("kubeconfig"), 100);
         assert_eq!(got, Ok(b"judged".to_vec()), "read through the swapped path");
         assert!(
-            super::BETWEEN_CHECK_AND_OPEN.with(|h| h.borrow().is_none()),
+            crate::beneath::BETWEEN_CHECK_AND_OPEN.with(|h| h.borrow().is_none()),
             "the swap ran"
         );
     }

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod approve;
+pub mod beneath;
 pub mod bundle;
 pub mod cli;
 pub mod command;

@@ -54,6 +54,7 @@ pub use overlap::resolve_path;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::beneath::{Entry, Owners, ReadOnly, Trust};
 use crate::bundle::{Item, Layout};
 use crate::reload::http::{HttpHook, HttpHookConfig};
 use crate::reload::pid::Target;
@@ -371,19 +372,25 @@ fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
     // linked in (root's key, 0600) would be owned by whom the directory's
     // owner trusts. Not there yet: judged when it appears (every read
     // refuses what its writers could not read).
-    use std::os::unix::fs::MetadataExt as _;
+    // Whoever owns it; a read-only mount (a Secret or ConfigMap volume)
+    // has no writer at all.
+    let writers = Trust {
+        owners: Owners::Anyone,
+        read_only: ReadOnly::Writable,
+        ..Trust::STRICT
+    };
     if let Ok(open) = std::fs::File::open(dir)
-        && let Ok(meta) = open.metadata()
-        && meta.is_dir()
-        && crate::files::others_may_write(meta.mode(), &open)
+        && open.metadata().is_ok_and(|m| m.is_dir())
+        && let Ok(entry) = Entry::held(dir, std::os::fd::AsFd::as_fd(&open))
+        && writers.judge(&entry).is_err()
     {
         return Err(err(format!(
             "source {}: owner {}, mode {:04o}: may be changed by another user (group or \
              others may write it), any of whom could link in a file the others could not \
              read and have certsync publish it; make it writable by its owner only",
             dir.display(),
-            meta.uid(),
-            meta.mode() & 0o7777
+            entry.uid,
+            entry.mode
         )));
     }
     Ok(())

@@ -11,7 +11,6 @@ use crate::validate::{self, Leaf};
 use crate::writer::Writer;
 
 mod read;
-mod walk;
 
 use read::Input;
 

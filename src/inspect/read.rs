@@ -34,7 +34,7 @@ use std::rc::Rc;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::FileStat;
 
-use super::walk::{self, Passed, Start, Walked};
+use crate::beneath::{self, Entry, Links, Owners, ReadOnly, Start, Trust, Walked};
 use crate::validate;
 
 /// One input of `check`: a path the operator named (followed as given),
@@ -55,15 +55,14 @@ pub(super) struct Input {
 struct Base {
     fd: OwnedFd,
     shown: PathBuf,
-    passed: Vec<Passed>,
+    passed: Vec<Entry>,
     refused: Option<String>,
 }
 
 impl Base {
     /// `path` walked as written; `Ok(None)` when it is not a directory.
     fn open(path: &Path) -> Result<Option<Self>, String> {
-        let Walked { fd, passed } = walk::walk(&Start::Path, path)?;
-        let st = nix::sys::stat::fstat(&fd).map_err(|e| io::Error::from(e).to_string())?;
+        let Walked { fd, st, passed, .. } = walk(Start::Path, path)?;
         if kind(&st) != nix::sys::stat::SFlag::S_IFDIR {
             return Ok(None);
         }
@@ -71,7 +70,7 @@ impl Base {
         // from them too.
         let kept = st.st_mode & 0o005 != 0o005 && !own(&st);
         let refused = kept
-            .then(|| walk::exposure(&passed, st.st_uid))
+            .then(|| exposure(&passed, st.st_uid))
             .flatten()
             .map(|p| refusal("a directory", &st, &p.describe()));
         Ok(Some(Self {
@@ -81,6 +80,38 @@ impl Base {
             refused,
         }))
     }
+}
+
+/// `path` walked from `start`, symlinks followed, everything on the way
+/// kept for [`exposure`]: a path as written, or an entry beneath its
+/// directory argument (no `..` above it, no absolute symlink).
+fn walk(start: Start<'_>, path: &Path) -> Result<Walked, String> {
+    beneath::walk(start, path, Links::Follow, &mut |_| Ok(())).map_err(|e| match e {
+        beneath::PathError::Loop { .. } => {
+            "a symlink loop (or too many symlinks); refusing to follow it".to_owned()
+        }
+        e => e.to_string(),
+    })
+}
+
+/// Who may change the way to a file kept from others without it being
+/// read: root and the file's owner (who chose its way anyway), and no one
+/// else, sticky or not (a user in /tmp may have linked root's file in).
+/// A read-only mount is an exception: nobody changes a directory or a
+/// symlink there.
+fn way(owner: u32) -> Trust {
+    Trust {
+        owners: Owners::RootOr(owner),
+        writable_ok: false,
+        sticky_root_ok: false,
+        read_only: ReadOnly::Everything,
+        volume_root_ok: false,
+    }
+}
+
+/// The first of `passed` someone other than root and `owner` may change.
+fn exposure(passed: &[Entry], owner: u32) -> Option<&Entry> {
+    passed.iter().find(|p| way(owner).judge(p).is_err())
 }
 
 /// Whether the reader is not root and `st` is its own: the kernel already
@@ -117,31 +148,28 @@ impl Input {
     /// Reads the input if it is a regular file of at most the bundle size
     /// limit; otherwise why not, without the path.
     pub(super) fn read(&self) -> Result<Vec<u8>, String> {
-        let Walked { fd, passed } = self.open_path()?;
-        let st = nix::sys::stat::fstat(&fd).map_err(|e| e.to_string())?;
-        let kind = kind(&st);
+        let walked = self.open_path()?;
+        let (st, passed) = (&walked.st, &walked.passed);
+        let kind = kind(st);
         if kind != nix::sys::stat::SFlag::S_IFREG {
             return Err(format!(
                 "is {}, not a regular file; refusing to open it",
                 kind_name(kind)
             ));
         }
-        let kept = st.st_mode & 0o004 == 0 && !own(&st);
-        if let Some(p) = kept.then(|| walk::exposure(&passed, st.st_uid)).flatten() {
-            return Err(refusal(&file_kind(&st), &st, &p.describe()));
+        let kept = st.st_mode & 0o004 == 0 && !own(st);
+        if let Some(p) = kept.then(|| exposure(passed, st.st_uid)).flatten() {
+            return Err(refusal(&file_kind(st), st, &p.describe()));
         }
-        if let Some(problem) = Self::exposed(&fd, &st) {
+        if let Some(problem) = Self::exposed(&walked.fd, st) {
             return Err(problem);
         }
-        let file = File::options()
-            .read(true)
-            .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).bits())
-            .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|e| e.to_string())?;
-        let m = file.metadata().map_err(|e| e.to_string())?;
-        if !m.is_file() || m.dev() != st.st_dev || m.ino() != st.st_ino {
-            return Err("changed while it was opened; refusing to read it".into());
-        }
+        let file = walked.open_read().map_err(|e| match e {
+            beneath::PathError::Replaced { .. } => {
+                "changed while it was opened; refusing to read it".to_owned()
+            }
+            e => e.to_string(),
+        })?;
         crate::files::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64)
             .map_err(|e| e.problem())
     }
@@ -169,17 +197,9 @@ impl Input {
                 Ok(m) => m,
                 Err(e) => return Some(format!("{}: {}", shown.display(), io::Error::from(e))),
             };
-            let read_only = nix::sys::statvfs::fstatvfs(&dir)
-                .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY));
-            let others = (m.st_uid != 0 && m.st_uid != st.st_uid) || m.st_mode & 0o022 != 0;
-            if others && !read_only {
-                let through = format!(
-                    "{} (owner {}, mode {:04o})",
-                    shown.display(),
-                    m.st_uid,
-                    m.st_mode & 0o7777
-                );
-                return Some(refusal(&file_kind(st), st, &through));
+            let here = Entry::of(shown.clone(), dir.as_fd(), &m, false);
+            if way(st.st_uid).judge(&here).is_err() {
+                return Some(refusal(&file_kind(st), st, &here.describe()));
             }
             let up = match nix::fcntl::openat(
                 &dir,
@@ -205,13 +225,13 @@ impl Input {
     /// directory.
     fn open_path(&self) -> Result<Walked, String> {
         let Some(base) = &self.beneath else {
-            return walk::walk(&Start::Path, &self.shown);
+            return walk(Start::Path, &self.shown);
         };
         if let Some(refused) = &base.refused {
             return Err(refused.clone());
         }
         let name = Path::new(self.shown.file_name().unwrap_or_default());
-        let mut walked = walk::walk(&Start::Beneath(base.fd.as_fd(), &base.shown), name)?;
+        let mut walked = walk(Start::Beneath(base.fd.as_fd(), &base.shown), name)?;
         let mut passed = base.passed.clone();
         passed.append(&mut walked.passed);
         walked.passed = passed;

@@ -13,6 +13,8 @@ use std::path::Path;
 use cap_fs_ext::DirExt as _;
 use cap_std::fs::{Dir, MetadataExt as _};
 
+use crate::beneath::{Entry, Owners, Trust};
+
 /// Entries looked at before the walk stops saying so: `/etc/kubernetes`
 /// holds a few hundred, certsync's backups included.
 const LIMIT: usize = 100_000;
@@ -88,17 +90,30 @@ fn judge(path: &str, mode: u32, uid: u32, has_mode: bool, out: &mut Vec<String>)
     if has_mode && !is_dir && mode & 0o2000 != 0 {
         why.push("set-group-ID");
     }
-    if has_mode && mode & 0o020 != 0 {
+    // Owned by root, as certsync kubeadm runs (a test run by another user
+    // judges against that user): what kubeadm hands the kubelet and the
+    // control plane is changed by no one else. A symlink's mode means
+    // nothing and is not judged.
+    let trust = Trust {
+        owners: Owners::Me,
+        ..Trust::STRICT
+    };
+    let faults = trust.faults(&Entry {
+        shown: path.into(),
+        uid,
+        mode: mode & 0o7777,
+        link: !has_mode,
+        read_only: false,
+    });
+    if faults.group_writable {
         why.push("writable by its group");
     }
-    if has_mode && mode & 0o002 != 0 {
+    if faults.others_writable {
         why.push("writable by others");
     }
-    // root, as certsync kubeadm runs; a test run by another user judges
-    // against that user.
     let owner = nix::unistd::geteuid().as_raw();
     let not_owner;
-    if uid != owner {
+    if faults.owner {
         not_owner = format!(
             "owned by uid {uid}, not {}",
             if owner == 0 {

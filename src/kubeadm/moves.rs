@@ -11,6 +11,8 @@ use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
+use crate::beneath::{self, PathError};
+
 /// Moves `from` (a file, symlink or directory tree) to `to`, whose parent
 /// exists. `Err` names both paths.
 pub fn move_path(from: &Path, to: &Path) -> Result<(), String> {
@@ -182,7 +184,7 @@ pub fn remove_empty_dir(
     let (parent, opened) = match walk(dir, node_path) {
         Ok(both) => both,
         Err(Blocked::Absent) => return Ok(Left::Absent),
-        Err(Blocked::Io(e)) => return Err(e),
+        Err(Blocked::Io(e)) => return Err(e.to_string()),
         Err(b) => return Ok(Left::Kept(b.to_string())),
     };
     let uid = opened.dir_metadata().map_err(|e| named(&e))?.uid();
@@ -220,7 +222,7 @@ pub fn remove_empty_dir(
     }
 }
 
-/// Why a directory below `/etc/kubernetes` was not opened.
+/// Why a path below `/etc/kubernetes` was not opened.
 #[derive(Debug)]
 pub enum Blocked {
     /// A name on the way does not exist.
@@ -229,7 +231,7 @@ pub enum Blocked {
     Link(String),
     /// The node path of a name on the way that is not a directory.
     NotDir(String),
-    Io(String),
+    Io(PathError),
 }
 
 impl std::fmt::Display for Blocked {
@@ -238,7 +240,7 @@ impl std::fmt::Display for Blocked {
             Self::Absent => f.write_str("missing"),
             Self::Link(at) => write!(f, "{at} is a symlink, not followed"),
             Self::NotDir(at) => write!(f, "{at} is not a directory"),
-            Self::Io(e) => f.write_str(e),
+            Self::Io(e) => write!(f, "{e}"),
         }
     }
 }
@@ -254,28 +256,108 @@ pub fn open_beneath(dir: &Path, node_dir: &str) -> Result<cap_std::fs::Dir, Bloc
 /// [`open_beneath`], with its parent's handle (`dir` itself for
 /// `/etc/kubernetes`).
 fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Dir), Blocked> {
-    use cap_fs_ext::DirExt as _;
-    let io = |at: &str, e: std::io::Error| Blocked::Io(format!("{at}: {e}"));
-    let rel = node_dir
+    let walked = reach(dir, node_dir)?;
+    if walked.st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR {
+        return Err(Blocked::NotDir(node_dir.to_owned()));
+    }
+    let opened = walked.dir().map_err(Blocked::Io)?;
+    let parent = match walked.parent {
+        Some(_) => walked.parent_dir().map_err(Blocked::Io)?,
+        None => opened.try_clone().map_err(|e| {
+            Blocked::Io(PathError::Io {
+                path: node_dir.into(),
+                source: e,
+            })
+        })?,
+    };
+    Ok((parent, opened))
+}
+
+/// What `node_path` (`/etc/kubernetes` or below) names, reached from `dir`
+/// one name at a time beneath the handle opened before it, no symlink
+/// followed, the last name included ([`beneath::walk`]): certsync's
+/// container may plant one anywhere below `/etc/kubernetes`.
+pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, Blocked> {
+    use nix::fcntl::OFlag;
+    let top = Path::new(crate::kubeadm::KUBEADM_DIR);
+    let rel = node_path
         .strip_prefix(crate::kubeadm::KUBEADM_DIR)
         .filter(|r| r.is_empty() || r.starts_with('/'))
-        .ok_or_else(|| Blocked::Io(format!("{node_dir}: not below /etc/kubernetes")))?;
-    let mut at = String::from(crate::kubeadm::KUBEADM_DIR);
-    let mut opened = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
-        .map_err(|e| io(&at, e))?;
-    let mut parent = opened.try_clone().map_err(|e| io(&at, e))?;
-    for name in rel.split('/').filter(|n| !n.is_empty()) {
-        at = format!("{at}/{name}");
-        match opened.symlink_metadata(name) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Blocked::Absent),
-            Err(e) => return Err(io(&at, e)),
-            Ok(m) if m.file_type().is_symlink() => return Err(Blocked::Link(at)),
-            Ok(m) if !m.is_dir() => return Err(Blocked::NotDir(at)),
-            Ok(_) => {}
+        .ok_or_else(|| {
+            Blocked::Io(PathError::Escapes {
+                what: "a path",
+                beneath: top.into(),
+            })
+        })?;
+    let held = nix::fcntl::open(
+        dir,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| {
+        Blocked::Io(PathError::Io {
+            path: top.into(),
+            source: e.into(),
+        })
+    })?;
+    let start = beneath::Start::Beneath(std::os::fd::AsFd::as_fd(&held), top);
+    let rel = Path::new(rel.trim_start_matches('/'));
+    beneath::walk(start, rel, beneath::Links::Refuse, &mut |_| Ok(())).map_err(|e| match e {
+        e if e.is_not_found() => Blocked::Absent,
+        PathError::Link { path } => Blocked::Link(path.display().to_string()),
+        PathError::NotDir { path } => Blocked::NotDir(path.display().to_string()),
+        e => Blocked::Io(e),
+    })
+}
+
+#[cfg(test)]
+mod reach_tests {
+    use super::{Blocked, reach};
+    use std::os::unix::fs::symlink;
+
+    /// What revert's symlink check and every handle below
+    /// `/etc/kubernetes` rest on: a symlink at any name on the way, the
+    /// last included, is named by its node path and never followed; a
+    /// name absent, a file on the way and a path outside are told apart.
+    #[test]
+    fn a_symlink_at_each_name_below_etc_kubernetes_is_named_never_followed() {
+        let node = "/etc/kubernetes/pki/certsync/apiserver/tls.crt";
+        for (i, at) in [
+            "pki",
+            "pki/certsync",
+            "pki/certsync/apiserver",
+            "pki/certsync/apiserver/tls.crt",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let d = tempfile::tempdir().unwrap();
+            let real = d.path().join("pki/certsync/apiserver");
+            std::fs::create_dir_all(&real).unwrap();
+            std::fs::write(real.join("tls.crt"), "x").unwrap();
+            let decoy = d.path().join(format!("decoy{i}"));
+            std::fs::rename(d.path().join(at), &decoy).unwrap();
+            symlink(&decoy, d.path().join(at)).unwrap();
+            match reach(d.path(), node) {
+                Err(Blocked::Link(got)) => assert_eq!(got, format!("/etc/kubernetes/{at}")),
+                other => panic!("{at}: {other:?}"),
+            }
         }
-        // Swapped for a link since: ELOOP, an error.
-        let next = opened.open_dir_nofollow(name).map_err(|e| io(&at, e))?;
-        parent = std::mem::replace(&mut opened, next);
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("pki")).unwrap();
+        std::fs::write(d.path().join("pki/f"), "x").unwrap();
+        assert!(matches!(
+            reach(d.path(), "/etc/kubernetes/pki/none/x"),
+            Err(Blocked::Absent)
+        ));
+        assert!(matches!(
+            reach(d.path(), "/etc/kubernetes/pki/f/x"),
+            Err(Blocked::NotDir(_))
+        ));
+        assert!(matches!(
+            reach(d.path(), "/etc/kubernetesX/pki"),
+            Err(Blocked::Io(_))
+        ));
+        assert!(reach(d.path(), "/etc/kubernetes/pki/f").is_ok());
     }
-    Ok((parent, opened))
 }

@@ -338,19 +338,14 @@ fn own_paths(dir: &Path) -> Vec<String> {
 }
 
 /// The first name from `/etc/kubernetes` down to `node_path` that is a
-/// symlink, if one is (a name absent is none).
+/// symlink, if one is (a name absent is none), found as [`moves::reach`]
+/// walks it: beneath the handle of the directory before it, never by a
+/// path a name swapped meanwhile would lead elsewhere.
 fn symlink_on_the_way(dir: &Path, node_path: &str) -> Option<String> {
-    let rel = node_path.strip_prefix("/etc/kubernetes/")?;
-    let mut at = String::from("/etc/kubernetes");
-    for name in rel.split('/') {
-        at = format!("{at}/{name}");
-        match std::fs::symlink_metadata(host(dir, &at)) {
-            Ok(m) if m.file_type().is_symlink() => return Some(at),
-            Ok(_) => {}
-            Err(_) => return None,
-        }
+    match moves::reach(dir, node_path) {
+        Err(moves::Blocked::Link(at)) => Some(at),
+        _ => None,
     }
-    None
 }
 
 /// How long revert waits for certsync's daemon to let go of its targets

@@ -21,6 +21,7 @@
 //! file larger than the bundle limit is read into memory.
 
 use std::io;
+use std::os::fd::AsFd as _;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ use rustls_pki_types::pem::SectionKind;
 use tokio::sync::watch;
 
 use super::Update;
+use crate::beneath::{Entry, PathError, ReadOnly, Trust};
 use crate::bundle::{Bundle, BundleError, CERT_FILE, KEY_FILE};
 use crate::bundle::{Item, Layout};
 use crate::dirwatch::{self, DirWatch};
@@ -487,17 +489,25 @@ struct Writers {
 
 impl Writers {
     fn note(&mut self, dir: &Dir, path: &Path) -> Result<(), HostDirError> {
-        use cap_std::fs::MetadataExt as _;
-        let m = dir.dir_metadata().map_err(|source| HostDirError::Read {
+        let entry = Entry::held(path, dir.as_fd()).map_err(|e| HostDirError::Read {
             path: path.into(),
-            source,
+            source: match e {
+                PathError::Io { source, .. } => source,
+                e => std::io::Error::other(e.to_string()),
+            },
         })?;
-        if crate::files::others_may_write(m.mode(), dir) {
-            self.open.get_or_insert(m.uid());
+        // Not a refusal: who may change the way, noted. A directory on a
+        // read-only mount has no writer (its owner is still noted).
+        let faults = Trust {
+            read_only: ReadOnly::Writable,
+            ..Trust::STRICT
         }
-        let me = nix::unistd::geteuid().as_raw();
-        if m.uid() != 0 && m.uid() != me && !self.users.contains(&m.uid()) {
-            self.users.push(m.uid());
+        .faults(&entry);
+        if faults.group_writable || faults.others_writable {
+            self.open.get_or_insert(entry.uid);
+        }
+        if faults.owner && !self.users.contains(&entry.uid) {
+            self.users.push(entry.uid);
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 //! link led).
 
 use super::*;
+use crate::beneath::{Entry, Trust};
 
 /// A handle on the directory a missing target is made beneath, opened at
 /// start, and the names from it to the target, as the kernel resolved the
@@ -66,7 +67,6 @@ impl Anchor {
     /// time (`mkdirat`, 0755), each opened without following links and
     /// judged on its handle: root's or certsync's, written by no one else.
     pub(super) fn make(&self, target: &Path) -> Result<(), WriterError> {
-        let me = nix::unistd::geteuid().as_raw();
         let mut dir = self
             .dir
             .try_clone()
@@ -96,12 +96,13 @@ impl Anchor {
                     _ => not_a_dir(e),
                 })
             })?;
-            let m = dir.dir_metadata().ctx("stat target directory", &shown)?;
-            if (m.uid() != 0 && m.uid() != me) || m.mode() & 0o022 != 0 {
+            // No exception: certsync made it, or will write beneath it.
+            let m = Entry::held(&shown, std::os::fd::AsFd::as_fd(&dir))
+                .map_err(|e| way(e.to_string()))?;
+            if Trust::STRICT.judge(&m).is_err() {
                 return Err(way(format!(
                     "owner {}, mode {:04o}: another user's, or writable by others",
-                    m.uid(),
-                    m.mode() & 0o7777
+                    m.uid, m.mode
                 )));
             }
         }

@@ -14,6 +14,7 @@ use rustls::pki_types::pem::SectionKind;
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 
 use super::{CaError, CaSpec};
+use crate::beneath::{Entry, Trust};
 use crate::pem::PemError;
 use crate::source::csr::{CsrSpec, KU_NAMES, KeyAlg, San, eku_usage, leaf_usages};
 use crate::validate;
@@ -126,24 +127,37 @@ fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("{e} (one CERTIFICATE block is expected)"))
 }
 
-/// A CA file or directory is owned by root or by the user certsync runs as
-/// (a rootless run, a test): anyone else who owns it may replace it.
-/// `allow-loose-ca-key` never allows another owner.
+/// Who may own and write the CA's files and the key's directories: root
+/// or the user certsync runs as (a rootless run, a test), anyone else who
+/// owns one may replace it, and `allow-loose-ca-key` never allows another
+/// owner. A directory group or others may write lets them swap ca.key and
+/// ca.crt for a pair of their own (ssh's StrictModes), accepted only with
+/// `allow-loose-ca-key` (`allow_loose`); the files' own modes are judged
+/// by their readers.
+fn ca_trust(allow_loose: bool) -> Trust {
+    Trust {
+        writable_ok: allow_loose,
+        ..Trust::STRICT
+    }
+}
+
+/// `meta`'s owner, as [`ca_trust`] accepts it.
 fn owned_safely(meta: &std::fs::Metadata) -> Result<(), String> {
-    let (uid, euid) = (meta.uid(), nix::unistd::geteuid().as_raw());
-    if uid == 0 || uid == euid {
+    if !ca_trust(true)
+        .faults(&Entry::from_metadata(Path::new(""), meta))
+        .owner
+    {
         return Ok(());
     }
+    let (uid, euid) = (meta.uid(), nix::unistd::geteuid().as_raw());
     Err(format!(
         "owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
          it can replace it; chown it to root"
     ))
 }
 
-/// The directories of the CA key (as named, and where a symlink leads)
-/// may be written by no one but their owner, root or certsync's user
-/// (ssh's StrictModes): who may write them may swap ca.key and ca.crt
-/// for a pair of their own. Checked on the opened directory (fstat).
+/// The directories of the CA key (as named, and where a symlink leads),
+/// judged by [`ca_trust`] on the opened directory (fstat).
 fn key_directories(path: &Path, allow_loose: bool) -> Result<(), String> {
     let parent = |p: &Path| {
         let dir = p.parent().unwrap_or(Path::new("/")).to_owned();
@@ -164,7 +178,10 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), String> {
             .map_err(|e| format!("its directory {}: {e}", dir.display()))?;
         owned_safely(&meta).map_err(|e| format!("its directory {} is {e}", dir.display()))?;
         let mode = meta.permissions().mode() & 0o7777;
-        if mode & 0o022 != 0 && !allow_loose {
+        if ca_trust(allow_loose)
+            .judge(&Entry::from_metadata(&dir, &meta))
+            .is_err()
+        {
             return Err(format!(
                 "its directory {} has mode {mode:04o}: group or others may write it, and so \
                  swap the CA key and certificate; chmod go-w it, or give allow-loose-ca-key \

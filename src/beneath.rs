@@ -1,0 +1,450 @@
+//! Opening what certsync does not own, and the one rule of who may change
+//! it. Every path root certsync reads, walks or removes in a place others
+//! share goes through here:
+//!
+//! - [`walk`] resolves a path one name at a time beneath the directory
+//!   handle opened before it (`O_PATH | O_NOFOLLOW`), the way `openat2`'s
+//!   `RESOLVE_NO_SYMLINKS` / `RESOLVE_BENEATH` would, reading each symlink
+//!   from its own descriptor and following it by hand (or refusing it,
+//!   [`Links::Refuse`]). Every directory a name is looked up in and every
+//!   symlink followed is handed to the caller's judge *before* the next
+//!   name is looked up, on what was opened (`fstat`), never on a name:
+//!   nothing judged is looked up by its path again, so a directory swapped
+//!   for a link between the check and the open is never what is read.
+//! - [`Trust`] is the ownership and mode rule: owned by root or certsync's
+//!   user and written by no one else, with each caller's exceptions (a
+//!   root sticky directory, a read-only mount, a volume's root, a loose CA
+//!   directory) as explicit fields.
+//! - [`Walked::open_read`] upgrades the `O_PATH` descriptor to a reading
+//!   one through `/proc/self/fd/N` (the very inode judged, no lookup of a
+//!   name) if it is a regular file, never blocking on a FIFO.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::{FileStat, Mode, SFlag};
+
+mod trust;
+pub use trust::{Faults, Owners, ReadOnly, Trust, Untrusted};
+
+/// Linux's own limit on symlinks in one lookup (`MAXSYMLINKS`).
+pub const MAX_LINKS: usize = 40;
+
+/// Why a path was not opened, or what the rule refused; the path as shown
+/// (as written, or as the link that led there reads).
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A name on the way that is neither a directory nor a symlink.
+    #[error("{path}: not a directory")]
+    NotDir { path: PathBuf },
+    /// A symlink on the way where [`Links::Refuse`] follows none.
+    #[error("{path} is a symlink, not followed")]
+    Link { path: PathBuf },
+    #[error("more than {MAX_LINKS} symlinks on the way (at {path}); refusing to follow them")]
+    Loop { path: PathBuf },
+    /// A `..` above, or an absolute symlink out of, a [`Start::Beneath`].
+    #[error("{what} that leads out of {beneath}; refusing to follow it")]
+    Escapes {
+        what: &'static str,
+        beneath: PathBuf,
+    },
+    /// What the way ended on is not a regular file.
+    #[error("{path}: is {what}, not a regular file; refusing to read it")]
+    NotRegular { path: PathBuf, what: &'static str },
+    /// The file opened for reading is not the one judged.
+    #[error("{path}: replaced while it was being opened; refusing to read it")]
+    Replaced { path: PathBuf },
+    /// What [`Trust`] refused.
+    #[error("{}", .0)]
+    Untrusted(#[from] Untrusted),
+}
+
+impl PathError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+
+    fn io(path: &Path, e: impl Into<io::Error>) -> Self {
+        Self::Io {
+            path: path.to_owned(),
+            source: e.into(),
+        }
+    }
+}
+
+/// One directory a name was looked up in, one symlink followed, or a file:
+/// what [`Trust`] judges.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// As written (or as the link that led there reads).
+    pub shown: PathBuf,
+    pub uid: u32,
+    /// Permission bits (`0o7777`).
+    pub mode: u32,
+    pub link: bool,
+    /// On a read-only mount (a symlink: its directory is): nobody changes
+    /// it there.
+    pub read_only: bool,
+}
+
+impl Entry {
+    /// `st` of `fd`, shown as `shown`; a symlink is on a read-only mount
+    /// when the directory holding it is (`holder_read_only`).
+    pub fn of(shown: PathBuf, fd: BorrowedFd<'_>, st: &FileStat, holder_read_only: bool) -> Self {
+        let link = kind(st) == SFlag::S_IFLNK;
+        Self {
+            shown,
+            uid: st.st_uid,
+            mode: st.st_mode & 0o7777,
+            link,
+            read_only: if link {
+                holder_read_only
+            } else {
+                read_only(fd)
+            },
+        }
+    }
+
+    /// A held directory or file, by `fstat` of its descriptor.
+    pub fn held(shown: &Path, fd: BorrowedFd<'_>) -> Result<Self, PathError> {
+        let st = nix::sys::stat::fstat(fd).map_err(|e| PathError::io(shown, e))?;
+        Ok(Self::of(shown.to_owned(), fd, &st, false))
+    }
+
+    /// By path, for what is judged where nothing is opened now (a target
+    /// written later, a program another process runs); a symlink followed
+    /// when `follow`.
+    pub fn at_path(path: &Path, follow: bool) -> Result<Self, PathError> {
+        let m = if follow {
+            std::fs::metadata(path)
+        } else {
+            std::fs::symlink_metadata(path)
+        }
+        .map_err(|e| PathError::io(path, e))?;
+        Ok(Self::from_metadata(path, &m))
+    }
+
+    /// `m`, of what is shown as `shown` (its mount not looked at).
+    pub fn from_metadata(shown: &Path, m: &std::fs::Metadata) -> Self {
+        Self {
+            shown: shown.to_owned(),
+            uid: m.uid(),
+            mode: m.mode() & 0o7777,
+            link: m.file_type().is_symlink(),
+            read_only: false,
+        }
+    }
+
+    /// "the symlink P (owner U)" or "P (owner U, mode M)".
+    pub fn describe(&self) -> String {
+        if self.link {
+            format!("the symlink {} (owner {})", self.shown.display(), self.uid)
+        } else {
+            format!(
+                "{} (owner {}, mode {:04o})",
+                self.shown.display(),
+                self.uid,
+                self.mode
+            )
+        }
+    }
+}
+
+/// Where a walk starts.
+#[derive(Clone, Copy)]
+pub enum Start<'a> {
+    /// A path as given: from `/` when absolute, else from the working
+    /// directory (shown by its name).
+    Path,
+    /// Beneath a held directory, shown as the path: the walk must stay
+    /// beneath it (`RESOLVE_BENEATH`): no `..` above it, no absolute
+    /// symlink.
+    Beneath(BorrowedFd<'a>, &'a Path),
+}
+
+/// What a walk does with a symlink on the way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Judged, then followed.
+    Follow,
+    /// Refused ([`PathError::Link`]), final name included.
+    Refuse,
+}
+
+/// Where a walk ended: an `O_PATH` descriptor of what the path names (the
+/// directory it ended on, when it ended on one by `..`, `/` or a link),
+/// its status, the directory it is in (`None` when it ended on a
+/// directory it had entered), and everything passed on the way.
+#[derive(Debug)]
+pub struct Walked {
+    pub fd: OwnedFd,
+    pub st: FileStat,
+    pub shown: PathBuf,
+    pub parent: Option<OwnedFd>,
+    pub passed: Vec<Entry>,
+}
+
+impl Walked {
+    /// A reading descriptor on the very file walked to, if it is a
+    /// regular file: `/proc/self/fd/N` of the `O_PATH` descriptor, a
+    /// magic link the kernel follows to that inode with no name looked up
+    /// (an `O_PATH` descriptor cannot read; Linux has no other upgrade),
+    /// `O_NONBLOCK` so no FIFO blocks, device and inode compared after.
+    pub fn open_read(&self) -> Result<File, PathError> {
+        let k = kind(&self.st);
+        if k != SFlag::S_IFREG {
+            return Err(PathError::NotRegular {
+                path: self.shown.clone(),
+                what: kind_name(k),
+            });
+        }
+        let file = File::options()
+            .read(true)
+            .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).bits())
+            .open(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+            .map_err(|e| PathError::io(&self.shown, e))?;
+        let m = file.metadata().map_err(|e| PathError::io(&self.shown, e))?;
+        if !m.is_file() || (m.dev(), m.ino()) != (self.st.st_dev, self.st.st_ino) {
+            return Err(PathError::Replaced {
+                path: self.shown.clone(),
+            });
+        }
+        Ok(file)
+    }
+
+    /// The directory walked to, as a `cap_std` handle that reads and
+    /// writes beneath it (`.` of the held descriptor: the same directory,
+    /// no name looked up).
+    pub fn dir(&self) -> Result<cap_std::fs::Dir, PathError> {
+        open_dot(self.fd.as_fd(), &self.shown)
+    }
+
+    /// The directory holding what was walked to, as [`Self::dir`] does.
+    pub fn parent_dir(&self) -> Result<cap_std::fs::Dir, PathError> {
+        match &self.parent {
+            Some(p) => open_dot(p.as_fd(), &self.shown),
+            None => Err(PathError::NotDir {
+                path: self.shown.clone(),
+            }),
+        }
+    }
+}
+
+fn open_dot(fd: BorrowedFd<'_>, shown: &Path) -> Result<cap_std::fs::Dir, PathError> {
+    nix::fcntl::openat(
+        fd,
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map(|fd| cap_std::fs::Dir::from_std_file(File::from(fd)))
+    .map_err(|e| PathError::io(shown, e))
+}
+
+/// Walks `path` from `start`, symlinks as `links` says; `judge` sees each
+/// directory before a name is looked up in it and each symlink before it
+/// is followed, and stops the walk with its error. Nothing judged is
+/// looked up by name again.
+pub fn walk(
+    start: Start<'_>,
+    path: &Path,
+    links: Links,
+    judge: &mut dyn FnMut(&Entry) -> Result<(), PathError>,
+) -> Result<Walked, PathError> {
+    let root = || open_dir(nix::fcntl::AT_FDCWD, "/", Path::new("/"));
+    let (mut dir, mut shown, beneath) = begin(start, path)?;
+    let escapes = |what| PathError::Escapes {
+        what,
+        beneath: beneath.unwrap_or(Path::new("")).to_owned(),
+    };
+    if beneath.is_some() && path.has_root() {
+        return Err(escapes("an absolute path"));
+    }
+    let mut todo: Vec<OsString> = Vec::new();
+    push_names(&mut todo, path);
+    let mut parent: Option<OwnedFd> = None;
+    let mut passed = Vec::new();
+    let (mut depth, mut followed) = (0usize, 0usize);
+    while let Some(name) = todo.pop() {
+        if name == "/" {
+            if beneath.is_some() {
+                return Err(escapes("a symlink"));
+            }
+            (dir, shown, parent) = (root()?, PathBuf::from("/"), None);
+            continue;
+        }
+        let dst = nix::sys::stat::fstat(&dir).map_err(|e| PathError::io(&shown, e))?;
+        let entry = Entry::of(shown.clone(), dir.as_fd(), &dst, false);
+        judge(&entry)?;
+        let dir_read_only = entry.read_only;
+        passed.push(entry);
+        if name == ".." {
+            if beneath.is_some() {
+                depth = depth.checked_sub(1).ok_or_else(|| escapes("a path"))?;
+            }
+            dir = open_dir(dir.as_fd(), "..", &shown)?;
+            (shown, parent) = (shown.parent().unwrap_or(&shown).to_owned(), None);
+            continue;
+        }
+        let here = shown.join(&name);
+        if todo.is_empty() {
+            between_check_and_open();
+        }
+        let fd = nix::fcntl::openat(
+            &dir,
+            name.as_os_str(),
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| PathError::io(&here, e))?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| PathError::io(&here, e))?;
+        match kind(&st) {
+            SFlag::S_IFLNK if links == Links::Refuse => {
+                return Err(PathError::Link { path: here });
+            }
+            SFlag::S_IFLNK => {
+                followed += 1;
+                if followed > MAX_LINKS {
+                    return Err(PathError::Loop { path: here });
+                }
+                // Read from the link's own descriptor: the very link
+                // judged, not whatever the name holds now.
+                let target =
+                    nix::fcntl::readlinkat(&fd, "").map_err(|e| PathError::io(&here, e))?;
+                let entry = Entry::of(here, fd.as_fd(), &st, dir_read_only);
+                judge(&entry)?;
+                passed.push(entry);
+                let target = Path::new(&target);
+                if target.is_absolute() && beneath.is_some() {
+                    return Err(escapes("a symlink"));
+                }
+                push_names(&mut todo, target);
+            }
+            SFlag::S_IFDIR if !todo.is_empty() => {
+                parent = Some(std::mem::replace(&mut dir, fd));
+                shown = here;
+                depth += 1;
+            }
+            _ if !todo.is_empty() => return Err(PathError::NotDir { path: here }),
+            _ => {
+                return Ok(Walked {
+                    fd,
+                    st,
+                    shown: here,
+                    parent: Some(dir),
+                    passed,
+                });
+            }
+        }
+    }
+    // Ended on a directory reached by `..`, `/` or a link (or named none
+    // at all: `.`).
+    let st = nix::sys::stat::fstat(&dir).map_err(|e| PathError::io(&shown, e))?;
+    Ok(Walked {
+        fd: dir,
+        st,
+        shown,
+        parent,
+        passed,
+    })
+}
+
+/// The directory `path` is walked from, as shown, and what it must stay
+/// beneath, if anything.
+fn begin<'a>(
+    start: Start<'a>,
+    path: &Path,
+) -> Result<(OwnedFd, PathBuf, Option<&'a Path>), PathError> {
+    Ok(match start {
+        Start::Beneath(fd, shown) => (open_dir(fd, ".", shown)?, shown.to_owned(), Some(shown)),
+        Start::Path if path.is_absolute() => (
+            open_dir(nix::fcntl::AT_FDCWD, "/", Path::new("/"))?,
+            PathBuf::from("/"),
+            None,
+        ),
+        Start::Path => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            (open_dir(nix::fcntl::AT_FDCWD, ".", &cwd)?, cwd, None)
+        }
+    })
+}
+
+/// `name` beneath `at`, a directory (`O_PATH`: nothing read, no device
+/// opened).
+fn open_dir(at: BorrowedFd<'_>, name: &str, shown: &Path) -> Result<OwnedFd, PathError> {
+    nix::fcntl::openat(
+        at,
+        name,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| PathError::io(shown, e))
+}
+
+/// `p`'s names pushed so that the first is popped first: `/` (start again
+/// at the root), `..` and names; `.` dropped.
+fn push_names(todo: &mut Vec<OsString>, p: &Path) {
+    for c in p.components().rev() {
+        todo.push(match c {
+            Component::RootDir | Component::Prefix(_) => "/".into(),
+            Component::ParentDir => "..".into(),
+            Component::CurDir => continue,
+            Component::Normal(n) => n.to_owned(),
+        });
+    }
+}
+
+fn kind(st: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT
+}
+
+/// What kind of file other than a regular one `k` is, for messages.
+pub fn kind_name(k: SFlag) -> &'static str {
+    match k {
+        SFlag::S_IFDIR => "a directory",
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR | SFlag::S_IFBLK => "a device",
+        SFlag::S_IFLNK => "a symlink",
+        _ => "a regular file",
+    }
+}
+
+/// Whether `fd` is on a read-only mount.
+pub fn read_only(fd: BorrowedFd<'_>) -> bool {
+    nix::sys::statvfs::fstatvfs(fd)
+        .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A step a unit test injects into [`walk`] after it judged the way and
+    /// before it opens the last name: a swap there is what an attacker
+    /// racing the walk would do.
+    pub(crate) static BETWEEN_CHECK_AND_OPEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs the step a unit test injected, once; nothing outside tests.
+fn between_check_and_open() {
+    #[cfg(test)]
+    BETWEEN_CHECK_AND_OPEN.with(|h| {
+        if let Some(step) = h.borrow_mut().take() {
+            step();
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests;
