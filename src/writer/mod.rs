@@ -82,8 +82,8 @@ mod tests;
 use anchor::Anchor;
 use history::*;
 pub use kubeconfig::{
-    check_kubeconfig, embedded_ca, embedded_pair, kubeconfig_certificate, update_kubeconfig,
-    update_kubeconfig_ca,
+    KubeconfigProblem, OtherAuth, check_kubeconfig, embedded_ca, embedded_pair,
+    kubeconfig_certificate, update_kubeconfig, update_kubeconfig_ca,
 };
 pub use lock::stop_waiting;
 pub use pair::{CopyUpdate, check_pair, update_pair};
@@ -161,7 +161,11 @@ pub enum WriterError {
     #[error("target {target}: waiting for the write lock: {problem}")]
     LockWait { target: PathBuf, problem: String },
     #[error("update-kubeconfig {path}: {problem}")]
-    Kubeconfig { path: PathBuf, problem: String },
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        problem: KubeconfigProblem,
+    },
     #[error("update-pair {prefix}: {problem}")]
     Pair { prefix: PathBuf, problem: String },
     #[error(
