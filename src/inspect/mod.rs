@@ -307,9 +307,7 @@ pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledB
             // A revision certsync wrote, of any mapping.
             max_size: validate::MAX_PUBLISHED_SIZE,
         };
-        validate::validate(b, &policy)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        validate::validate(b, &policy).map(|_| ())
     };
     Ok(writer.rollback(to, check)?)
 }
