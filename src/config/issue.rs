@@ -29,7 +29,9 @@ impl MappingSpec {
         usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, String>,
     ) -> Result<CsrSpec, String> {
         let key_alg: KeyAlg = match &self.key_alg {
-            Some(s) => s.parse()?,
+            Some(s) => s
+                .parse()
+                .map_err(|e: crate::x509::X509Error| e.to_string())?,
             None => KeyAlg::default(),
         };
         let ips = self

@@ -415,7 +415,7 @@ fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
     if !rest.is_empty() {
         return Err("trailing bytes after the certificate inside its PEM block".into());
     }
-    crate::x509::strict_certificate(&der)?;
+    crate::x509::strict_certificate(&der).map_err(|e| e.to_string())?;
     let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
         .map_err(|e| format!("the CA's public key: {e}"))?;
     if cert.issuer().as_raw() != ca.subject.as_slice()
@@ -459,7 +459,7 @@ fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
                 for name in &san.general_names {
                     sans.push(match name {
                         GeneralName::DNSName(d) => {
-                            crate::x509::dns_name(d)?;
+                            crate::x509::dns_name(d).map_err(|e| e.to_string())?;
                             San::Dns((*d).to_owned())
                         }
                         GeneralName::IPAddress(b) => {

@@ -167,7 +167,7 @@ fn signed(
     }
     .to_der()
     .map_err(|e| CaError::Sign(format!("encoding: {e}")))?;
-    crate::x509::strict_certificate(&new).map_err(CaError::Mismatch)?;
+    crate::x509::strict_certificate(&new).map_err(|e| CaError::Mismatch(e.to_string()))?;
     Ok(new)
 }
 
