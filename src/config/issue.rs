@@ -80,7 +80,8 @@ impl MappingSpec {
             usages
         };
         // A leaf's usages only: refused at start, not after a request.
-        crate::source::csr::leaf_usages(usages.iter().map(String::as_str))?;
+        crate::source::csr::leaf_usages(usages.iter().map(String::as_str))
+            .map_err(|e| e.to_string())?;
         let (min_ms, why) = min_lifetime;
         let lifetime = self
             .lifetime
