@@ -139,7 +139,7 @@ pub enum OtherAuth {
 fn refused(path: &Path, problem: KubeconfigProblem) -> WriterError {
     WriterError::Kubeconfig {
         path: path.to_owned(),
-        problem,
+        problem: Box::new(problem),
     }
 }
 

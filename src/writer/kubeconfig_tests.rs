@@ -124,7 +124,7 @@ fn problem_of(path: &Path) -> KubeconfigProblem {
             problem,
         } => {
             assert_eq!(named, path, "names the path");
-            problem
+            *problem
         }
         e => panic!("not a kubeconfig refusal: {e}"),
     }

@@ -162,7 +162,7 @@ pub enum WriterError {
     Rollback {
         target: PathBuf,
         #[source]
-        problem: RollbackProblem,
+        problem: Box<RollbackProblem>,
     },
     #[error("target {target}: waiting for the write lock: {problem}")]
     LockWait { target: PathBuf, problem: String },
@@ -170,7 +170,7 @@ pub enum WriterError {
     Kubeconfig {
         path: PathBuf,
         #[source]
-        problem: KubeconfigProblem,
+        problem: Box<KubeconfigProblem>,
     },
     #[error("update-pair {prefix}: {problem}")]
     Pair { prefix: PathBuf, problem: String },

@@ -91,7 +91,7 @@ impl Writer {
         }
         Err(WriterError::Rollback {
             target: self.target.clone(),
-            problem: RollbackProblem::PinnedContentGone,
+            problem: Box::new(RollbackProblem::PinnedContentGone),
         })
     }
 
@@ -109,7 +109,7 @@ impl Writer {
         let _lock = self.lock(&root)?;
         let err = |problem| WriterError::Rollback {
             target: self.target.clone(),
-            problem,
+            problem: Box::new(problem),
         };
         let live = self
             .live_in(&root)?
