@@ -64,7 +64,7 @@ pub const GENERATION_HEADER: &str = "certsync-generation";
 async fn readyz(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
     let (status, body) = match m.readiness() {
         Ok(()) => (StatusCode::OK, "ok\n".to_owned()),
-        Err(problems) => (StatusCode::SERVICE_UNAVAILABLE, problems),
+        Err(problems) => (StatusCode::SERVICE_UNAVAILABLE, problems.to_string()),
     };
     let mut headers = axum::http::HeaderMap::new();
     // Checked to be a header value when parsed (`cli::generation`).

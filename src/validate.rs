@@ -479,7 +479,7 @@ fn certificates(
         }
         // Also as Go reads it: what Go refuses, published over the last
         // good pair, stops a Kubernetes component at its next start.
-        crate::x509::strict_certificate(der).map_err(bad)?;
+        crate::x509::strict_certificate(der).map_err(|e| bad(e.to_string()))?;
     }
     Ok(certs)
 }

@@ -21,7 +21,7 @@
 //!   UTF8String or PrintableString.
 
 mod certificate;
-pub use certificate::strict_certificate;
+pub use certificate::{NotStrict, UriProblem, strict_certificate};
 
 use std::net::IpAddr;
 
@@ -68,9 +68,37 @@ impl std::fmt::Display for KeyAlg {
     }
 }
 
+/// A key algorithm or DNS name certsync does not issue for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum X509Error {
+    #[error(
+        "key algorithm {0:?} is not one of ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, \
+         rsa-4096, ed25519"
+    )]
+    UnknownKeyAlg(String),
+    #[error("RSA-{0}: certsync makes RSA keys of 2048, 3072 or 4096 bits only")]
+    RsaBits(usize),
+    #[error("DNS name {name:?} {why}")]
+    DnsName { name: String, why: DnsNameProblem },
+}
+
+/// Why a DNS name is not one an issued certificate may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DnsNameProblem {
+    #[error("is empty or longer than 253 characters")]
+    Length,
+    #[error("looks like an IP address; an IP is an IP SAN")]
+    Ip,
+    #[error(
+        "is not a host name (an optional leading *., then dot-separated labels of 1-63 \
+         letters, digits and inner hyphens)"
+    )]
+    NotHostName,
+}
+
 impl std::str::FromStr for KeyAlg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = X509Error;
+    fn from_str(s: &str) -> Result<Self, X509Error> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "ecdsa-p256" | "p256" | "ecdsa" => Self::EcdsaP256,
             "ecdsa-p384" | "p384" => Self::EcdsaP384,
@@ -78,12 +106,7 @@ impl std::str::FromStr for KeyAlg {
             "rsa-3072" => Self::Rsa(3072),
             "rsa-4096" => Self::Rsa(4096),
             "ed25519" => Self::Ed25519,
-            _ => {
-                return Err(format!(
-                    "key algorithm {s:?} is not one of ecdsa-p256, ecdsa-p384, rsa-2048, \
-                     rsa-3072, rsa-4096, ed25519"
-                ));
-            }
+            _ => return Err(X509Error::UnknownKeyAlg(s.into())),
         })
     }
 }
@@ -95,11 +118,9 @@ pub const RSA_BITS: [usize; 3] = [2048, 3072, 4096];
 
 impl KeyAlg {
     /// `self` if certsync makes keys of it: RSA only of [`RSA_BITS`].
-    pub fn issuable(self) -> Result<Self, String> {
+    pub fn issuable(self) -> Result<Self, X509Error> {
         match self {
-            Self::Rsa(bits) if !RSA_BITS.contains(&bits) => Err(format!(
-                "RSA-{bits}: certsync makes RSA keys of 2048, 3072 or 4096 bits only"
-            )),
+            Self::Rsa(bits) if !RSA_BITS.contains(&bits) => Err(X509Error::RsaBits(bits)),
             other => Ok(other),
         }
     }
@@ -519,14 +540,19 @@ pub fn reads_as_ipv4(d: &str) -> bool {
 /// host-name labels of letters, digits and inner hyphens, 1-63 long, 253
 /// in all, none empty (so no `..`, no leading or trailing dot), the last
 /// not a number (an IP address written as a name: [`reads_as_ipv4`]).
-pub fn dns_name(d: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("DNS name {d:?} {why}"));
+pub fn dns_name(d: &str) -> Result<(), X509Error> {
+    let bad = |why| {
+        Err(X509Error::DnsName {
+            name: d.into(),
+            why,
+        })
+    };
     let name = d.strip_prefix("*.").unwrap_or(d).to_ascii_lowercase();
     if name.is_empty() || d.len() > 253 {
-        return bad("is empty or longer than 253 characters");
+        return bad(DnsNameProblem::Length);
     }
     if reads_as_ipv4(&name) {
-        return bad("looks like an IP address; an IP is an IP SAN");
+        return bad(DnsNameProblem::Ip);
     }
     let label_ok = |l: &str| {
         !l.is_empty()
@@ -537,10 +563,7 @@ pub fn dns_name(d: &str) -> Result<(), String> {
             && !l.ends_with('-')
     };
     if !name.split('.').all(label_ok) {
-        return bad(
-            "is not a host name (an optional leading *., then dot-separated labels of \
-             1-63 letters, digits and inner hyphens)",
-        );
+        return bad(DnsNameProblem::NotHostName);
     }
     Ok(())
 }

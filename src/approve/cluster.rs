@@ -14,7 +14,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 
 use super::ApproveError;
-use super::policy::{Cidr, Cluster, Policy};
+use super::policy::{Cidr, Cluster, Policy, RangeError};
 use hostport::{Host, parse_ip_sloppy};
 
 mod hostport;
@@ -82,10 +82,10 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
             for sc in list.items {
                 let name = sc.metadata.name.clone().unwrap_or_default();
                 for c in sc.spec.and_then(|s| s.cidrs).unwrap_or_default() {
-                    let cidr: Cidr = c.parse().map_err(|e: String| ApproveError::Api {
+                    let cidr: Cidr = c.parse().map_err(|e: RangeError| ApproveError::Api {
                         verb: "read",
                         object: format!("servicecidr {name}"),
-                        message: e,
+                        message: e.to_string(),
                     })?;
                     cluster.ranges.push((cidr, format!("ServiceCIDR {name}")));
                 }

@@ -174,9 +174,18 @@ pub enum Reserved {
     Name(String),
 }
 
+/// A `--reserved` value or CIDR that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RangeError {
+    #[error("{0:?} is not an IP address, a CIDR or a DNS name")]
+    Reserved(String),
+    #[error("{0:?} is not a CIDR such as 10.0.0.0/8 or fd00::/64")]
+    Cidr(String),
+}
+
 impl std::str::FromStr for Reserved {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = RangeError;
+    fn from_str(s: &str) -> Result<Self, RangeError> {
         if let Ok(ip) = s.parse::<IpAddr>() {
             let bits = if ip.is_ipv4() { 32 } else { 128 };
             return format!("{ip}/{bits}").parse().map(Self::Range);
@@ -192,7 +201,7 @@ impl std::str::FromStr for Reserved {
         if ok {
             Ok(Self::Name(name))
         } else {
-            Err(format!("{s:?} is not an IP address, a CIDR or a DNS name"))
+            Err(RangeError::Reserved(s.into()))
         }
     }
 }
@@ -233,9 +242,9 @@ pub struct Cidr {
 }
 
 impl std::str::FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("{s:?} is not a CIDR such as 10.0.0.0/8 or fd00::/64");
+    type Err = RangeError;
+    fn from_str(s: &str) -> Result<Self, RangeError> {
+        let bad = || RangeError::Cidr(s.into());
         let (addr, bits) = s.split_once('/').ok_or_else(bad)?;
         let addr: IpAddr = addr.parse().map_err(|_| bad())?;
         let bits: u8 = bits.parse().map_err(|_| bad())?;

@@ -17,14 +17,14 @@ use crate::source::csr::{CaSource, CsrSpec, KeyAlg, USAGES as CSR_USAGES, defaul
 /// An option of a `csr:` or `ca:` mapping refused.
 #[derive(Debug, thiserror::Error)]
 pub enum IssueError {
-    #[error("{problem}")]
-    KeyAlg { problem: String },
+    #[error(transparent)]
+    KeyAlg(crate::x509::X509Error),
     #[error("ip {value:?} is not an IPv4 or IPv6 address")]
     Ip { value: String },
     #[error("dns {value:?} is not a DNS name")]
     Dns { value: String },
-    #[error("dns: {problem}")]
-    DnsRule { problem: String },
+    #[error("dns: {0}")]
+    DnsRule(crate::x509::X509Error),
     #[error("cn and o may not be empty")]
     EmptySubject,
     #[error("a csr: mapping needs a subject: cn=, dns= or ip=")]
@@ -45,8 +45,8 @@ pub enum IssueError {
     UnknownUsage { usage: String },
     #[error("usage {usage:?} is given twice")]
     UsageTwice { usage: String },
-    #[error("{problem}")]
-    NotLeaf { problem: String },
+    #[error(transparent)]
+    NotLeaf(crate::source::csr::CaUsage),
     #[error("lifetime: {source}{why}")]
     Lifetime {
         #[source]
@@ -118,7 +118,7 @@ impl MappingSpec {
         let key_alg: KeyAlg = match &self.key_alg {
             Some(s) => s
                 .parse()
-                .map_err(|problem| IssueError::KeyAlg { problem })?,
+                .map_err(IssueError::KeyAlg)?,
             None => KeyAlg::default(),
         };
         let ips = self
@@ -135,7 +135,7 @@ impl MappingSpec {
                 .map_err(|_| IssueError::Dns { value: d.clone() })?;
             // The rule templates and issued certificates are held to too
             // (labels, no address written as a name).
-            crate::x509::dns_name(d).map_err(|problem| IssueError::DnsRule { problem })?;
+            crate::x509::dns_name(d).map_err(IssueError::DnsRule)?;
         }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err(IssueError::EmptySubject);
@@ -165,7 +165,7 @@ impl MappingSpec {
         };
         // A leaf's usages only: refused at start, not after a request.
         crate::source::csr::leaf_usages(usages.iter().map(String::as_str))
-            .map_err(|problem| IssueError::NotLeaf { problem })?;
+            .map_err(IssueError::NotLeaf)?;
         let (min_ms, why) = min_lifetime;
         let lifetime = self
             .lifetime

@@ -180,7 +180,9 @@ fn kubeconfig_line(path: &Path, now: i64, warn: i64) -> CertReport {
     let read = Input::named(path)
         .read()
         .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned()));
-    let (pem, key) = match read.and_then(|text| crate::writer::embedded_pair(&text)) {
+    let (pem, key) = match read
+        .and_then(|text| crate::writer::embedded_pair(&text).map_err(|e| e.to_string()))
+    {
         Ok(pair) => pair,
         Err(problem) => return unreadable(problem),
     };
@@ -304,9 +306,7 @@ pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledB
             // A revision certsync wrote, of any mapping.
             max_size: validate::MAX_PUBLISHED_SIZE,
         };
-        validate::validate(b, &policy)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        validate::validate(b, &policy).map(|_| ())
     };
     Ok(writer.rollback(to, check)?)
 }

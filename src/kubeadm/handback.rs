@@ -221,7 +221,7 @@ fn pem(at: &Path, der: &[u8]) -> Result<String, KubeadmError> {
 /// wrote, as it stands in `text` (once): what is replaced when its
 /// certificate is issued again, every other byte kept.
 fn client_certificate_data(text: &str) -> Result<&str, String> {
-    let config = crate::source::client::parse_kubeconfig(text)?;
+    let config = crate::source::client::parse_kubeconfig(text).map_err(|e| e.to_string())?;
     let all: Vec<String> = config
         .auth_infos
         .iter()
@@ -251,7 +251,7 @@ pub(super) fn ca_data_with(
 ) -> Result<Option<String>, KubeadmError> {
     let bad = |problem: String| KubeadmError::file(at, problem);
     let b64 = base64::engine::general_purpose::STANDARD;
-    let config = crate::source::client::parse_kubeconfig(text).map_err(bad)?;
+    let config = crate::source::client::parse_kubeconfig(text).map_err(|e| bad(e.to_string()))?;
     let all: Vec<String> = config
         .clusters
         .iter()

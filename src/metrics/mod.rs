@@ -579,15 +579,15 @@ impl Metrics {
         };
     }
 
-    /// `Ok` when every mapping is ready, else one line per problem: a
-    /// mapping is not ready with a problem reported, with its live
-    /// certificate expired, or with its renewal failing.
-    pub fn readiness(&self) -> Result<(), String> {
+    /// `Ok` when every mapping is ready, else why not: a mapping is not
+    /// ready with a problem reported, with its live certificate expired,
+    /// or with its renewal failing.
+    pub fn readiness(&self) -> Result<(), NotReady> {
         if self.shutting_down.load(Ordering::SeqCst) {
-            return Err("shutting down\n".into());
+            return Err(NotReady::ShuttingDown);
         }
         if self.starting.load(Ordering::SeqCst) {
-            return Err("starting\n".into());
+            return Err(NotReady::Starting);
         }
         // Each lock taken alone, never nested.
         let reported = self
@@ -606,7 +606,7 @@ impl Metrics {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let now = unix_now();
-        let problems: String = reported
+        let problems: Vec<(String, String)> = reported
             .iter()
             .filter_map(|(m, p)| {
                 let expired = match validity.get(m) {
@@ -623,13 +623,13 @@ impl Metrics {
                     )),
                     (x, None) => x,
                 })?;
-                Some(format!("mapping {m}: {problem}\n"))
+                Some((m.clone(), problem))
             })
             .collect();
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems)
+            Err(NotReady::Mappings(problems))
         }
     }
 
@@ -768,6 +768,26 @@ impl Metrics {
     }
 }
 
+/// Why certsync is not ready: the `/readyz` body, one line per reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    #[error("shutting down\n")]
+    ShuttingDown,
+    #[error("starting\n")]
+    Starting,
+    /// Each mapping (or other part, such as the approver) that is not
+    /// ready, with why.
+    #[error("{}", lines(.0))]
+    Mappings(Vec<(String, String)>),
+}
+
+fn lines(problems: &[(String, String)]) -> String {
+    problems
+        .iter()
+        .map(|(m, p)| format!("mapping {m}: {p}\n"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -776,13 +796,20 @@ mod tests {
     fn encodes_values_and_readiness() {
         let m = Metrics::new(0.8);
         // Nothing declared yet: starting, not ready.
-        assert_eq!(m.readiness().unwrap_err(), "starting\n");
+        assert_eq!(m.readiness(), Err(NotReady::Starting));
         m.add_mapping("web");
         m.add_mapping("ca");
-        assert_eq!(m.readiness().unwrap_err(), "starting\n");
+        assert_eq!(m.readiness(), Err(NotReady::Starting));
         m.started();
+        let not_ready = m.readiness().unwrap_err();
+        let why = "no valid revision yet".to_owned();
         assert_eq!(
-            m.readiness().unwrap_err(),
+            not_ready,
+            NotReady::Mappings(vec![("ca".into(), why.clone()), ("web".into(), why)])
+        );
+        // The body /readyz answers with: one line per mapping.
+        assert_eq!(
+            not_ready.to_string(),
             "mapping ca: no valid revision yet\nmapping web: no valid revision yet\n"
         );
         let now = unix_now() as i64;
@@ -813,7 +840,7 @@ mod tests {
             "{text}"
         );
         m.begin_shutdown();
-        assert_eq!(m.readiness().unwrap_err(), "shutting down\n");
+        assert_eq!(m.readiness(), Err(NotReady::ShuttingDown));
     }
 
     #[test]
@@ -842,7 +869,9 @@ mod tests {
         m.add_readiness("approver");
         m.started();
         assert!(!m.encode().contains("approver"));
-        assert!(m.readiness().unwrap_err().contains("approver"));
+        assert!(
+            matches!(m.readiness(), Err(NotReady::Mappings(p)) if p.iter().any(|(m, _)| m == "approver"))
+        );
     }
 
     #[test]

@@ -28,15 +28,47 @@ pub enum HttpError {
     #[error("reload CA file {path}: {problem}")]
     CaFile { path: PathBuf, problem: String },
     #[error("--reload-bearer-token-file: {0}")]
-    TokenFile(String),
+    TokenFile(#[source] TokenError),
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
     #[error("{hook}: gave up after {attempts} attempts; last: {last}")]
     GaveUp {
         hook: String,
         attempts: u32,
-        last: String,
+        #[source]
+        last: Attempt,
     },
+}
+
+/// Why one call of the hook did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum Attempt {
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("no answer within {}", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    #[error("HTTP {status} redirect to {to}; redirects are not followed")]
+    Redirect { status: u16, to: String },
+    #[error(transparent)]
+    Client(Box<HttpError>),
+    #[error(transparent)]
+    Token(TokenError),
+    #[error(transparent)]
+    Request(http::Error),
+    /// hyper's error chain, which never carries the URL.
+    #[error("{0}")]
+    Send(String),
+}
+
+/// Why the bearer token file gives no `Authorization` value.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("bearer token file {}: {problem}", path.display())]
+    Unreadable { path: PathBuf, problem: String },
+    #[error("bearer token file {}: not UTF-8 text", path.display())]
+    NotUtf8 { path: PathBuf },
+    #[error("bearer token file {}: not a valid header value", path.display())]
+    NotHeader { path: PathBuf },
 }
 
 /// Settings of the hook, as given on the command line.
@@ -120,7 +152,7 @@ impl HttpHook {
                 "skipping TLS verification is allowed for loopback URLs only".into(),
             ));
         }
-        let (uri, basic) = split_userinfo(&given).map_err(url_err)?;
+        let (uri, basic) = split_userinfo(&given).map_err(|e| url_err(e.to_string()))?;
         let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| url_err(format!("{:?} is not an HTTP method", c.method)))?;
         let headers = c
@@ -225,7 +257,7 @@ impl HttpHook {
     /// Calls the hook until a 2xx or the retries run out. Returns the status
     /// and the number of attempts.
     pub async fn call(&self) -> Result<(u16, u32), HttpError> {
-        let mut last = String::new();
+        let mut last = Attempt::Status(0);
         for attempt in 0..=self.retries {
             if attempt > 0 {
                 tokio::time::sleep(crate::backoff(self.backoff, attempt)).await;
@@ -236,14 +268,9 @@ impl HttpHook {
                 Ok(Ok(status)) if (200..300).contains(&status) => {
                     return Ok((status, attempt + 1));
                 }
-                Ok(Ok(status)) => last = format!("HTTP {status}"),
+                Ok(Ok(status)) => last = Attempt::Status(status),
                 Ok(Err(e)) => last = e,
-                Err(_) => {
-                    last = format!(
-                        "no answer within {}",
-                        humantime::format_duration(self.timeout)
-                    )
-                }
+                Err(_) => last = Attempt::Timeout(self.timeout),
             }
             tracing::debug!(hook = %self.describe(), attempt = attempt + 1, latency_ms = started.elapsed().as_millis() as u64, result = %last, "reload hook attempt failed");
         }
@@ -256,10 +283,12 @@ impl HttpHook {
 
     /// One request; the status, or why there is none. hyper's errors do
     /// not carry the URL, so no credential can leak through them.
-    async fn attempt(&self) -> Result<u16, String> {
+    async fn attempt(&self) -> Result<u16, Attempt> {
         let client = match &self.client {
             Some(c) => c.clone(),
-            None => self.build_client().map_err(|e| e.to_string())?,
+            None => self
+                .build_client()
+                .map_err(|e| Attempt::Client(Box::new(e)))?,
         };
         let mut req = Request::builder()
             .method(self.method.clone())
@@ -271,13 +300,13 @@ impl HttpHook {
             req = req.header(AUTHORIZATION, basic);
         }
         if let Some(path) = &self.bearer_token_file {
-            req = req.header(AUTHORIZATION, bearer_token(path)?);
+            req = req.header(AUTHORIZATION, bearer_token(path).map_err(Attempt::Token)?);
         }
-        let req = req.body(Empty::new()).map_err(|e| e.to_string())?;
+        let req = req.body(Empty::new()).map_err(Attempt::Request)?;
         let resp = client
             .request(req)
             .await
-            .map_err(|e| crate::error_chain(&e))?;
+            .map_err(|e| Attempt::Send(crate::error_chain(&e)))?;
         let status = resp.status();
         if status.is_redirection() {
             let to = resp
@@ -285,10 +314,10 @@ impl HttpHook {
                 .get(LOCATION)
                 .and_then(|l| l.to_str().ok())
                 .map_or_else(|| "nowhere".to_owned(), redact_text);
-            return Err(format!(
-                "HTTP {} redirect to {to}; redirects are not followed",
-                status.as_u16()
-            ));
+            return Err(Attempt::Redirect {
+                status: status.as_u16(),
+                to,
+            });
         }
         Ok(status.as_u16())
     }
@@ -300,20 +329,26 @@ impl HttpHook {
 /// through [`crate::files::read_owned`]: the token goes to whatever the
 /// URL names, so a file another user may change (or link to root's
 /// token) would hand them root's secret.
-fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, String> {
-    let token = crate::files::read_owned(path, crate::files::SMALL_FILE)
-        .map_err(|e| format!("bearer token file {}: {e}", path.display()))?;
-    let token = String::from_utf8(token)
-        .map_err(|_| format!("bearer token file {}: not UTF-8 text", path.display()))?;
-    HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
-        format!(
-            "bearer token file {}: not a valid header value",
-            path.display()
-        )
-    })
+fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, TokenError> {
+    let path = path.to_owned();
+    let token = match crate::files::read_owned(&path, crate::files::SMALL_FILE) {
+        Ok(token) => token,
+        Err(e) => {
+            return Err(TokenError::Unreadable {
+                path,
+                problem: e.to_string(),
+            });
+        }
+    };
+    let Ok(token) = String::from_utf8(token) else {
+        return Err(TokenError::NotUtf8 { path });
+    };
+    HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+        .map_err(|_| TokenError::NotHeader { path })
 }
 
-fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), String> {
+/// `http::Error` renders the URI or header error it wraps as it is.
+fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), http::Error> {
     let Some(authority) = uri.authority() else {
         return Ok((uri.clone(), None));
     };
@@ -321,18 +356,15 @@ fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), String> {
         return Ok((uri.clone(), None));
     };
     let mut parts = uri.clone().into_parts();
-    parts.authority = Some(
-        host.parse()
-            .map_err(|e: http::uri::InvalidUri| e.to_string())?,
-    );
-    let bare = Uri::from_parts(parts).map_err(|e| e.to_string())?;
+    parts.authority = Some(host.parse::<http::uri::Authority>()?);
+    let bare = Uri::from_parts(parts)?;
     let decoded: Vec<u8> = percent_encoding::percent_decode_str(userinfo).collect();
     use base64::Engine;
     let basic = format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(decoded)
     );
-    let mut value = HeaderValue::from_str(&basic).map_err(|e| e.to_string())?;
+    let mut value = HeaderValue::from_str(&basic)?;
     value.set_sensitive(true);
     Ok((bare, Some(value)))
 }

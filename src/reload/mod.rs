@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tokio::sync::{Notify, watch};
 
-use self::http::HttpHook;
+use self::http::{HttpError, HttpHook};
 use self::pid::{PidError, Target};
 use self::verify::ServingCheck;
 use crate::events::EventSink;
@@ -192,6 +192,18 @@ async fn reload_and_verify(
     }
 }
 
+/// Why a reload failed, as logged.
+#[derive(Debug, thiserror::Error)]
+enum Failed {
+    #[error(transparent)]
+    Pid(#[from] PidError),
+    #[error(transparent)]
+    Http(HttpError),
+    /// The blocking task that signals panicked (its message).
+    #[error("{0}")]
+    Task(String),
+}
+
 /// One reload, with a bounded search for the process in signal mode.
 async fn reload(
     config: &ReloadConfig,
@@ -205,7 +217,7 @@ async fn reload(
         .map(String::as_str)
         .collect::<Vec<_>>()
         .join(",");
-    let result: Result<String, String> = match method {
+    let result: Result<String, Failed> = match method {
         Method::Signal { target, signal } => {
             let mut attempt = 1;
             let mut pause = Duration::from_millis(250);
@@ -229,10 +241,10 @@ async fn reload(
                         for events in batch.values().filter_map(|r| r.events.as_ref()) {
                             events.reload_refused(e.to_string());
                         }
-                        break Err(e.to_string());
+                        break Err(e.into());
                     }
-                    Ok(Err(e)) => break Err(e.to_string()),
-                    Err(e) => break Err(e),
+                    Ok(Err(e)) => break Err(e.into()),
+                    Err(e) => break Err(Failed::Task(e)),
                 }
             }
         }
@@ -245,7 +257,7 @@ async fn reload(
                     hook.describe()
                 )
             })
-            .map_err(|e| e.to_string()),
+            .map_err(Failed::Http),
     };
     let latency_ms = started.elapsed().as_millis() as u64;
     metrics.reload(

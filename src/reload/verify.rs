@@ -23,6 +23,25 @@ pub enum VerifyError {
         expected: String,
         waited: Duration,
     },
+    #[error("{0:?} is not host:port")]
+    NotHostPort(String),
+}
+
+/// Why no leaf fingerprint was read from the server this time.
+#[derive(Debug, thiserror::Error)]
+pub enum NotServed {
+    #[error("{0}")]
+    Tls(#[from] rustls::Error),
+    #[error("{0}")]
+    Name(#[from] rustls::pki_types::InvalidDnsNameError),
+    #[error("{0}")]
+    Connect(#[from] std::io::Error),
+    #[error("TLS handshake timed out")]
+    Timeout,
+    #[error("no certificate presented")]
+    NoCertificate,
+    #[error("{0:?} is not host:port")]
+    NotHostPort(String),
 }
 
 /// Where the main container serves TLS.
@@ -91,12 +110,11 @@ impl ServerCertVerifier for Capture {
 
 impl ServingCheck {
     /// Parses `host:port` (e.g. `127.0.0.1:8443`, `[::1]:443`, `localhost:6443`).
-    pub fn parse(addr: &str, sni: Option<String>) -> Result<Self, String> {
-        let (host, port) = addr
-            .rsplit_once(':')
-            .ok_or_else(|| format!("{addr:?} is not host:port"))?;
+    pub fn parse(addr: &str, sni: Option<String>) -> Result<Self, VerifyError> {
+        let bad = || VerifyError::NotHostPort(addr.into());
+        let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
         if host.is_empty() || port.parse::<u16>().is_err() {
-            return Err(format!("{addr:?} is not host:port"));
+            return Err(bad());
         }
         Ok(Self {
             addr: addr.to_owned(),
@@ -105,47 +123,42 @@ impl ServingCheck {
     }
 
     /// The SHA-256 of the leaf served now.
-    pub async fn served(&self, timeout: Duration) -> Result<[u8; 32], String> {
+    pub async fn served(&self, timeout: Duration) -> Result<[u8; 32], NotServed> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let capture = Arc::new(Capture {
             leaf: Mutex::new(None),
             provider: Arc::clone(&provider),
         });
         let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .with_safe_default_protocol_versions()?
             .dangerous()
             .with_custom_certificate_verifier(Arc::clone(&capture) as Arc<dyn ServerCertVerifier>)
             .with_no_client_auth();
         let (host, _) = self
             .addr
             .rsplit_once(':')
-            .ok_or_else(|| format!("{:?} is not host:port", self.addr))?;
+            .ok_or_else(|| NotServed::NotHostPort(self.addr.clone()))?;
         let name = self
             .sni
             .clone()
             .unwrap_or_else(|| host.trim_matches(['[', ']']).to_owned());
-        let server_name = ServerName::try_from(name).map_err(|e| e.to_string())?;
+        let server_name = ServerName::try_from(name)?;
         let connect = async {
-            let tcp = tokio::net::TcpStream::connect(&self.addr)
-                .await
-                .map_err(|e| e.to_string())?;
+            let tcp = tokio::net::TcpStream::connect(&self.addr).await?;
             let tls = tokio_rustls::TlsConnector::from(Arc::new(config));
-            tls.connect(server_name, tcp)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(())
+            tls.connect(server_name, tcp).await?;
+            Ok::<_, NotServed>(())
         };
         tokio::time::timeout(timeout, connect)
             .await
-            .map_err(|_| "TLS handshake timed out".to_owned())??;
+            .map_err(|_| NotServed::Timeout)??;
         let leaf = capture
             .leaf
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         leaf.map(|der| crate::bundle::sha256(&der))
-            .ok_or_else(|| "no certificate presented".to_owned())
+            .ok_or(NotServed::NoCertificate)
     }
 
     /// Polls until the served leaf is `expected` or `deadline` passes.
@@ -159,7 +172,7 @@ impl ServingCheck {
             let last = match self.served(Duration::from_secs(2)).await {
                 Ok(fp) if fp == expected => return Ok(started.elapsed()),
                 Ok(fp) => short(&fp),
-                Err(e) => e,
+                Err(e) => e.to_string(),
             };
             if started.elapsed() >= deadline {
                 return Err(VerifyError::Stale {

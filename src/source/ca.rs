@@ -46,6 +46,7 @@ mod lifetime;
 mod material;
 mod reissue;
 mod sign;
+pub use sign::SignError;
 #[cfg(test)]
 mod tests;
 
@@ -100,7 +101,7 @@ pub enum CaError {
     #[error("cannot make the certificate's key: {0}")]
     Key(String),
     #[error("cannot sign the certificate: {0}")]
-    Sign(String),
+    Sign(#[source] sign::SignError),
     #[error("the issued certificate is refused: {0}")]
     Mismatch(String),
     #[error("internal task failed: {0}")]
@@ -277,7 +278,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     ] {
         bundle
             .insert(file, bytes, &origin)
-            .map_err(|e| CaError::Sign(e.to_string()))?;
+            .map_err(|e| CaError::Sign(e.into()))?;
     }
     Ok(Issued {
         bundle,

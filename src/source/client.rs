@@ -58,10 +58,58 @@ const KUBECONFIG_LIMIT: u64 = 4 << 20;
 /// The in-cluster service-account token, watched for rotation.
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
+/// Why a kubeconfig gives no client configuration; rendered after its
+/// path (or paths).
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    /// The file as read (the reader's words).
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    /// The YAML before it is parsed: depth, size (the checker's words).
+    #[error("{0}")]
+    Yaml(String),
+    #[error("{0}")]
+    Parse(#[from] serde_yaml_ng::Error),
+    /// kube's merging or reading of it.
+    #[error("{0}")]
+    Kube(String),
+    #[error("KUBECONFIG names no file that exists")]
+    NoFile,
+    /// A file it names (CA, client certificate or key, token file).
+    #[error("{path}: {problem}")]
+    Named { path: String, problem: String },
+    #[error("exec command {command}: {problem}")]
+    Exec {
+        command: String,
+        problem: ExecProblem,
+    },
+}
+
+/// Why root certsync will not run an `exec` credential plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecProblem {
+    #[error("not found as an executable file in PATH's absolute directories")]
+    NotFound,
+    #[error("not an absolute path")]
+    NotAbsolute,
+    #[error("not an executable regular file")]
+    NotExecutable,
+    #[error("{0}: root certsync would run what another user may change")]
+    OthersMayChange(String),
+    #[error("not UTF-8")]
+    NotUtf8,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig { path: String, message: String },
+    #[error("kubeconfig {path}: {problem}")]
+    Kubeconfig {
+        path: String,
+        #[source]
+        problem: KubeconfigError,
+    },
     #[error(
         "in-cluster configuration: {0} (no --kubeconfig, no KUBECONFIG and no ~/.kube/config; \
          give one when not running in a pod)"
@@ -198,7 +246,7 @@ impl ClientSettings {
                     .await
                     .map_err(|e| ClientError::Kubeconfig {
                         path: shown,
-                        message: e.to_string(),
+                        problem: KubeconfigError::Kube(e.to_string()),
                     })?;
                 Loaded { config, namespace }
             }
@@ -319,7 +367,7 @@ pub async fn read_kubeconfig(path: &std::path::Path) -> Result<kube::Config, Cli
         .await
         .map_err(|e| ClientError::Kubeconfig {
             path: shown,
-            message: e.to_string(),
+            problem: KubeconfigError::Kube(e.to_string()),
         })
 }
 
@@ -337,12 +385,13 @@ fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, Stri
     let mut merged = Kubeconfig::default();
     let mut read = Vec::new();
     for path in paths {
-        let err = |message: String| ClientError::Kubeconfig {
+        let err = |problem| ClientError::Kubeconfig {
             path: path.display().to_string(),
-            message,
+            problem,
         };
         let text = match crate::files::read_steering(path, KUBECONFIG_LIMIT)
-            .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".into()))
+            .map_err(|e| KubeconfigError::Unreadable(e.to_string()))
+            .and_then(|b| String::from_utf8(b).map_err(|_| KubeconfigError::NotUtf8))
         {
             Ok(text) => text,
             Err(e) if listed && !path.exists() => {
@@ -356,13 +405,15 @@ fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, Stri
             absolute_paths(&mut kc, dir);
         }
         inline_files(&mut kc).map_err(err)?;
-        merged = merged.merge(kc).map_err(|e| err(e.to_string()))?;
+        merged = merged
+            .merge(kc)
+            .map_err(|e| err(KubeconfigError::Kube(e.to_string())))?;
         read.push(path.display().to_string());
     }
     if read.is_empty() {
         return Err(ClientError::Kubeconfig {
             path: all,
-            message: "KUBECONFIG names no file that exists".into(),
+            problem: KubeconfigError::NoFile,
         });
     }
     Ok((merged, read.join(":")))
@@ -376,14 +427,18 @@ fn read_kubeconfigs(paths: &[PathBuf], listed: bool) -> Result<(Kubeconfig, Stri
 /// has no cap). Token files stay files, as kube re-reads them as they
 /// rotate, but are checked the same way at start, so a FIFO or a device
 /// named there is refused, naming it, instead of hanging the first request.
-fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
+fn inline_files(kc: &mut Kubeconfig) -> Result<(), KubeconfigError> {
     use base64::Engine as _;
-    let read = |path: &Option<String>| -> Result<Option<String>, String> {
+    let named = |p: &str, e: &dyn std::fmt::Display| KubeconfigError::Named {
+        path: p.into(),
+        problem: e.to_string(),
+    };
+    let read = |path: &Option<String>| -> Result<Option<String>, KubeconfigError> {
         path.as_deref()
             .map(|p| {
                 crate::files::read_steering(std::path::Path::new(p), KUBECONFIG_LIMIT)
                     .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
-                    .map_err(|e| format!("{p}: {e}"))
+                    .map_err(|e| named(p, &e))
             })
             .transpose()
     };
@@ -408,7 +463,7 @@ fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
         user.client_key = None;
         if let Some(token_file) = &user.token_file {
             crate::files::read_steering(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
-                .map_err(|e| format!("{token_file}: {e}"))?;
+                .map_err(|e| named(token_file, &e))?;
         }
         if let Some(exec) = user.exec.as_mut()
             && let Some(command) = exec.command.as_mut()
@@ -436,8 +491,12 @@ fn inline_files(kc: &mut Kubeconfig) -> Result<(), String> {
 /// that root never runs what another user wrote or can swap in. Returned
 /// absolute, and put in place of the name, so that no later `PATH` search
 /// (an earlier directory gaining a file of that name) runs something else.
-fn root_may_run(command: &str, path: &str) -> Result<String, String> {
+fn root_may_run(command: &str, path: &str) -> Result<String, KubeconfigError> {
     use std::os::unix::fs::PermissionsExt as _;
+    let refused = |at: &str, problem| KubeconfigError::Exec {
+        command: at.into(),
+        problem,
+    };
     let shown = crate::escape(command);
     let executable = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -449,24 +508,21 @@ fn root_may_run(command: &str, path: &str) -> Result<String, String> {
             .filter(|d| d.is_absolute())
             .map(|d| d.join(command))
             .find(|p| executable(p))
-            .ok_or_else(|| {
-                format!("exec command {shown}: not found as an executable file in PATH's absolute directories")
-            })?
+            .ok_or_else(|| refused(&shown, ExecProblem::NotFound))?
     };
     let at = crate::escape(&found.to_string_lossy()).into_owned();
     if !found.is_absolute() {
-        return Err(format!("exec command {at}: not an absolute path"));
+        return Err(refused(&at, ExecProblem::NotAbsolute));
     }
     if !executable(&found) {
-        return Err(format!("exec command {at}: not an executable regular file"));
+        return Err(refused(&at, ExecProblem::NotExecutable));
     }
-    crate::files::only_root_may_change(&found).map_err(|e| {
-        format!("exec command {at}: {e}: root certsync would run what another user may change")
-    })?;
+    crate::files::only_root_may_change(&found)
+        .map_err(|e| refused(&at, ExecProblem::OthersMayChange(e.to_string())))?;
     found
         .into_os_string()
         .into_string()
-        .map_err(|_| format!("exec command {at}: not UTF-8"))
+        .map_err(|_| refused(&at, ExecProblem::NotUtf8))
 }
 
 /// A file a kubeconfig names relative to itself, made absolute (kube's
@@ -543,14 +599,16 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
 /// certsync already uses for its own config file: kube-rs' parser is about
 /// half a MiB of code that would stay resident for the process's life
 /// (benches: idle).
-pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
+pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, KubeconfigError> {
     use serde::Deserialize;
     // libyaml is quadratic in flow depth: see `check_yaml`.
-    crate::files::check_yaml(text)?;
+    crate::files::check_yaml(text).map_err(|e| KubeconfigError::Yaml(e.to_string()))?;
     let mut merged = Kubeconfig::default();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
-        let kc = Kubeconfig::deserialize(doc).map_err(|e| e.to_string())?;
-        merged = merged.merge(kc).map_err(|e| e.to_string())?;
+        let kc = Kubeconfig::deserialize(doc)?;
+        merged = merged
+            .merge(kc)
+            .map_err(|e| KubeconfigError::Kube(e.to_string()))?;
     }
     Ok(merged)
 }
@@ -972,13 +1030,16 @@ current-context: x
             (g.to_str().unwrap(), path(&[g]), "a directory"),
         ] {
             let e = root_may_run(command, &path_var).expect_err(why);
-            assert!(e.starts_with("exec command "), "{why}: {e}");
+            assert!(matches!(e, KubeconfigError::Exec { .. }), "{why}: {e}");
         }
     }
 
     #[test]
     fn a_broken_kubeconfig_is_an_error_with_the_place() {
         let e = parse_kubeconfig("clusters: [\n  - name: c\n").unwrap_err();
-        assert!(e.contains("line"), "{e}");
+        assert!(
+            matches!(&e, KubeconfigError::Parse(p) if p.location().is_some()),
+            "{e}"
+        );
     }
 }

@@ -63,7 +63,7 @@ mod request;
 mod tests;
 mod wait;
 
-pub use request::{San, Sign, generate_name, pkcs10};
+pub use request::{EncodeError, San, Sign, generate_name, pkcs10};
 pub(crate) use request::{new_request, san_extension, signature_algorithm, subject};
 
 pub(crate) mod renewal;
@@ -97,7 +97,7 @@ async fn check_off_runtime(
     .await
     .unwrap_or_else(Err)
 }
-pub(crate) use issued::{KU_NAMES, Usage, eku_usage, leaf_usages, usage};
+pub(crate) use issued::{CaUsage, KU_NAMES, Usage, eku_usage, leaf_usages, usage};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
@@ -120,7 +120,11 @@ pub enum CsrError {
     #[error("cannot generate a {alg} key: {message}")]
     KeyGen { alg: KeyAlg, message: String },
     #[error("cannot build the certificate request: {0}")]
-    Request(String),
+    Request(#[source] EncodeError),
+    #[error("cannot build the certificate request: {0}")]
+    Bundle(#[source] crate::bundle::BundleError),
+    #[error("cannot build the certificate request: {0}")]
+    Task(String),
     #[error("{verb} {object}: {message}")]
     Api {
         verb: &'static str,
@@ -163,7 +167,7 @@ impl CsrError {
     /// A short, fixed label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::KeyGen { .. } | Self::Request(_) => "request",
+            Self::KeyGen { .. } | Self::Request(_) | Self::Bundle(_) | Self::Task(_) => "request",
             Self::Api { .. } | Self::Client(_) => "api",
             Self::Denied { .. } => "denied",
             Self::Failed { .. } => "failed",
@@ -357,7 +361,7 @@ impl CsrSource {
         let spec = Arc::clone(&self.spec);
         let request = crate::blocking(move || new_request(&spec))
             .await
-            .map_err(|e| CsrError::Request(e.to_string()))??;
+            .map_err(CsrError::Task)??;
         let api: Api<CertificateSigningRequest> = Api::all(client.clone());
         let object = CertificateSigningRequest {
             metadata: ObjectMeta {
@@ -409,8 +413,7 @@ impl CsrSource {
         let mut bundle = Bundle::default();
         let origin = format!("certificatesigningrequest {name}");
         let insert = |b: &mut Bundle, file: &str, bytes: Vec<u8>| {
-            b.insert(file, bytes, &origin)
-                .map_err(|e| CsrError::Request(e.to_string()))
+            b.insert(file, bytes, &origin).map_err(CsrError::Bundle)
         };
         insert(&mut bundle, CERT_FILE, cert)?;
         insert(&mut bundle, KEY_FILE, request.key_pem.into_bytes())?;

@@ -31,7 +31,7 @@ impl Writer {
                 let problem = self.check_modes(&self.path(&dir_name), &r);
                 (r.bundle, problem)
             }
-            Err(problem) => (Bundle::default(), Some(problem)),
+            Err(problem) => (Bundle::default(), Some(problem.to_string())),
         };
         let hash = bundle.hash();
         if problem.is_none()

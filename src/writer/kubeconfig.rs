@@ -43,10 +43,103 @@ struct Opened {
     user: usize,
 }
 
-fn refused(path: &Path, problem: impl Into<String>) -> WriterError {
+/// Why a kubeconfig is refused or holds no certificate to show; rendered
+/// after its path (`update-kubeconfig PATH: ...`).
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigProblem {
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("names no file")]
+    NoFileName,
+    #[error(
+        "{0}, who could swap the file certsync writes the key into; keep it and its \
+         directories owned by root and writable by their owner only"
+    )]
+    OthersMayChange(String),
+    #[error("is owned by uid {uid}, not certsync's user (uid {euid})")]
+    NotOwned { uid: u32, euid: u32 },
+    #[error("mode {0:04o} lets group or others write it")]
+    OthersMayWrite(u32),
+    #[error("is not UTF-8 text")]
+    NotUtf8,
+    #[error("is not a kubeconfig: {0}")]
+    NotKubeconfig(String),
+    #[error("is not a YAML mapping")]
+    NotMapping,
+    #[error("has no current-context")]
+    NoCurrentContext,
+    #[error("has no current-context, so no user is the one to update")]
+    NoUserToUpdate,
+    #[error("context {context:?} names no {what}")]
+    ContextNamesNo { context: String, what: &'static str },
+    #[error("has no {0}")]
+    NoList(String),
+    #[error("{0} is not a list")]
+    NotList(String),
+    #[error("has no entry {name:?} in {list}")]
+    NoEntry { list: String, name: String },
+    #[error("names {name:?} twice in {list}")]
+    Twice { list: String, name: String },
+    #[error("the user {user:?} of context {context:?}: {problem}")]
+    OfUser {
+        user: String,
+        context: String,
+        #[source]
+        problem: Box<KubeconfigProblem>,
+    },
+    #[error("user {0:?} is not a mapping")]
+    UserNotMapping(String),
+    #[error(
+        "user {user:?} (of current-context {context:?}) {how}; refusing to embed a certificate \
+         beside it"
+    )]
+    OtherAuth {
+        user: String,
+        context: String,
+        how: OtherAuth,
+    },
+    #[error("user {0:?} has no embedded client certificate ({CERT_DATA})")]
+    NoCertificate(String),
+    #[error("{0} is not base64")]
+    NotBase64(String),
+    #[error("{0} is not a string")]
+    NotString(String),
+    #[error("the user vanished")]
+    UserVanished,
+    #[error("its current cluster has no fields")]
+    ClusterHasNoFields,
+    #[error("its current cluster has {0}; certsync embeds CA data only where kubeadm did")]
+    ClusterNamesCa(&'static str),
+    #[error("cannot write it as YAML: {0}")]
+    Unwritable(String),
+}
+
+/// How a user authenticates beside the embedded certificate certsync
+/// writes: embedding data beside it would change what the file means.
+#[derive(Debug, thiserror::Error)]
+pub enum OtherAuth {
+    #[error(
+        "gives its client {what} as a file ({key}); replacing a file reference with embedded \
+         data would change what the file means: point certsync's consumers at the target's \
+         files instead, or remove {key}"
+    )]
+    File { key: String, what: &'static str },
+    #[error("authenticates with a token ({0}) too")]
+    Token(String),
+    #[error("authenticates with an exec plugin too")]
+    Exec,
+    #[error("authenticates with an auth provider too")]
+    AuthProvider,
+    #[error("authenticates with a password ({0}) too")]
+    Password(String),
+    #[error("has {0:?}, which certsync does not know to keep meaningful")]
+    Unknown(String),
+}
+
+fn refused(path: &Path, problem: KubeconfigProblem) -> WriterError {
     WriterError::Kubeconfig {
         path: path.to_owned(),
-        problem: problem.into(),
+        problem: Box::new(problem),
     }
 }
 
@@ -61,28 +154,29 @@ pub fn check_kubeconfig(path: &Path) -> Result<(), WriterError> {
 /// admin.conf): read only, so none of the rules for writing apply, but
 /// still a regular file, capped, through the one YAML reader. `Err` says
 /// why there is no certificate to show.
-pub fn kubeconfig_certificate(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
-    let text = crate::files::read_text(path, MAX_BUNDLE_SIZE as u64).map_err(|e| e.problem())?;
+pub fn kubeconfig_certificate(
+    path: &Path,
+) -> Result<(Vec<u8>, Option<Vec<u8>>), KubeconfigProblem> {
+    let text = crate::files::read_text(path, MAX_BUNDLE_SIZE as u64)
+        .map_err(|e| KubeconfigProblem::Unreadable(e.problem()))?;
     embedded_pair(&text)
 }
 
 /// [`kubeconfig_certificate`] of a kubeconfig's text, read by the caller
 /// (`check` reads it as it reads a certificate: walked as written).
-pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
-    let doc: Value =
-        crate::files::parse_yaml(text).map_err(|e| format!("is not a kubeconfig: {e}"))?;
+pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), KubeconfigProblem> {
+    let doc: Value = crate::files::parse_yaml(text).map_err(KubeconfigProblem::NotKubeconfig)?;
     let context = doc
         .get("current-context")
         .and_then(Value::as_str)
-        .ok_or("has no current-context")?;
+        .ok_or(KubeconfigProblem::NoCurrentContext)?;
     let c = named(&doc, "contexts", context)?;
     let user = doc["contexts"][c]["context"]["user"]
         .as_str()
-        .ok_or_else(|| format!("context {context:?} names no user"))?;
+        .ok_or_else(|| names_no(context, "user"))?;
     let u = named(&doc, "users", user)?;
     let data = |field| decode(doc["users"][u]["user"].get(field), field);
-    let cert = data(CERT_DATA)?
-        .ok_or_else(|| format!("user {user:?} has no embedded client certificate ({CERT_DATA})"))?;
+    let cert = data(CERT_DATA)?.ok_or_else(|| KubeconfigProblem::NoCertificate(user.into()))?;
     Ok((cert, data(KEY_DATA)?))
 }
 
@@ -96,7 +190,8 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
     }
     let before = embedded(&o, CERT_DATA).ok().flatten();
     let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
-    let user = user_fields(&mut o.doc, o.user).ok_or_else(|| refused(path, "the user vanished"))?;
+    let user = user_fields(&mut o.doc, o.user)
+        .ok_or_else(|| refused(path, KubeconfigProblem::UserVanished))?;
     // Replaced in place: an existing key keeps its position.
     user.insert(CERT_DATA.into(), b64(cert));
     user.insert(KEY_DATA.into(), b64(key));
@@ -109,7 +204,7 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
 /// it has none.
 pub fn embedded_ca(path: &Path, text: &str) -> Result<Option<Vec<u8>>, WriterError> {
     let doc: Value = crate::files::parse_yaml(text)
-        .map_err(|e| refused(path, format!("is not a kubeconfig: {e}")))?;
+        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e)))?;
     let c = current_cluster(&doc).map_err(|p| refused(path, p))?;
     decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA).map_err(|p| refused(path, p))
 }
@@ -126,15 +221,10 @@ pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, Writer
     let cluster = o.doc["clusters"][c]
         .get_mut("cluster")
         .and_then(Value::as_mapping_mut)
-        .ok_or_else(|| refused(path, "its current cluster has no fields"))?;
+        .ok_or_else(|| refused(path, KubeconfigProblem::ClusterHasNoFields))?;
     for other in ["certificate-authority", "insecure-skip-tls-verify"] {
         if cluster.contains_key(other) {
-            return Err(refused(
-                path,
-                format!(
-                    "its current cluster has {other}; certsync embeds CA data only where kubeadm did"
-                ),
-            ));
+            return Err(refused(path, KubeconfigProblem::ClusterNamesCa(other)));
         }
     }
     let before = cluster.get(CA_DATA).cloned();
@@ -148,23 +238,30 @@ pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, Writer
 }
 
 /// The index in `clusters` of the current context's cluster.
-fn current_cluster(doc: &Value) -> Result<usize, String> {
+fn current_cluster(doc: &Value) -> Result<usize, KubeconfigProblem> {
     let context = doc
         .get("current-context")
         .and_then(Value::as_str)
-        .ok_or("has no current-context")?;
+        .ok_or(KubeconfigProblem::NoCurrentContext)?;
     let c = named(doc, "contexts", context)?;
     let cluster = doc["contexts"][c]["context"]["cluster"]
         .as_str()
-        .ok_or_else(|| format!("context {context:?} names no cluster"))?;
+        .ok_or_else(|| names_no(context, "cluster"))?;
     named(doc, "clusters", cluster)
+}
+
+fn names_no(context: &str, what: &'static str) -> KubeconfigProblem {
+    KubeconfigProblem::ContextNamesNo {
+        context: context.into(),
+        what,
+    }
 }
 
 /// The parsed document written back over the file beneath its
 /// directory's handle, with its owner and mode.
 fn write_back(o: &Opened, path: &Path) -> Result<(), WriterError> {
     let text = serde_yaml_ng::to_string(&o.doc)
-        .map_err(|e| refused(path, format!("cannot write it as YAML: {e}")))?;
+        .map_err(|e| refused(path, KubeconfigProblem::Unwritable(e.to_string())))?;
     let (mode, uid, gid) = o.meta;
     let dir_path = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -184,42 +281,29 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
-        .ok_or_else(|| refused(path, "names no file"))?
+        .ok_or_else(|| refused(path, KubeconfigProblem::NoFileName))?
         .to_owned();
-    crate::files::only_root_may_change(path).map_err(|p| {
-        refused(
-            path,
-            format!(
-                "{p}, who could swap the file certsync writes the key into; keep it and its \
-                 directories owned by root and writable by their owner only"
-            ),
-        )
-    })?;
+    crate::files::only_root_may_change(path)
+        .map_err(|p| refused(path, KubeconfigProblem::OthersMayChange(p)))?;
     let dir_path = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     let dir = Dir::open_ambient_dir(dir_path, cap_std::ambient_authority())
         .ctx("open directory", dir_path)?;
-    let (bytes, meta) =
-        read_file_meta(&dir, &name, path).map_err(|e| refused(path, e.problem()))?;
+    let (bytes, meta) = read_file_meta(&dir, &name, path)
+        .map_err(|e| refused(path, KubeconfigProblem::Unreadable(e.problem())))?;
     let (mode, uid, _) = meta;
     let euid = nix::unistd::geteuid().as_raw();
     if uid != euid {
-        return Err(refused(
-            path,
-            format!("is owned by uid {uid}, not certsync's user (uid {euid})"),
-        ));
+        return Err(refused(path, KubeconfigProblem::NotOwned { uid, euid }));
     }
     if mode & 0o022 != 0 {
-        return Err(refused(
-            path,
-            format!("mode {mode:04o} lets group or others write it"),
-        ));
+        return Err(refused(path, KubeconfigProblem::OthersMayWrite(mode)));
     }
-    let text = String::from_utf8(bytes).map_err(|_| refused(path, "is not UTF-8 text"))?;
+    let text = String::from_utf8(bytes).map_err(|_| refused(path, KubeconfigProblem::NotUtf8))?;
     let doc: Value = crate::files::parse_yaml(&text)
-        .map_err(|e| refused(path, format!("is not a kubeconfig: {e}")))?;
+        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e)))?;
     let user = current_user(&doc).map_err(|p| refused(path, p))?;
     Ok(Opened {
         dir,
@@ -232,11 +316,11 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
 
 /// The one entry of `list` (a kubeconfig's `contexts` or `users`) named
 /// `name`, by index.
-fn named(doc: &Value, list: &str, name: &str) -> Result<usize, String> {
+fn named(doc: &Value, list: &str, name: &str) -> Result<usize, KubeconfigProblem> {
     let entries = match doc.get(list) {
         Some(Value::Sequence(s)) => s,
-        None | Some(Value::Null) => return Err(format!("has no {list}")),
-        Some(_) => return Err(format!("{list} is not a list")),
+        None | Some(Value::Null) => return Err(KubeconfigProblem::NoList(list.into())),
+        Some(_) => return Err(KubeconfigProblem::NotList(list.into())),
     };
     let mut found = entries
         .iter()
@@ -244,21 +328,27 @@ fn named(doc: &Value, list: &str, name: &str) -> Result<usize, String> {
         .filter(|(_, e)| e.get("name").and_then(Value::as_str) == Some(name));
     match (found.next(), found.next()) {
         (Some((i, _)), None) => Ok(i),
-        (None, _) => Err(format!("has no entry {name:?} in {list}")),
-        (Some(_), Some(_)) => Err(format!("names {name:?} twice in {list}")),
+        (None, _) => Err(KubeconfigProblem::NoEntry {
+            list: list.into(),
+            name: name.into(),
+        }),
+        (Some(_), Some(_)) => Err(KubeconfigProblem::Twice {
+            list: list.into(),
+            name: name.into(),
+        }),
     }
 }
 
 /// The index in `users` of the current context's user, once that user is
 /// known to authenticate by embedded client certificate data only (or by
 /// nothing yet).
-fn current_user(doc: &Value) -> Result<usize, String> {
+fn current_user(doc: &Value) -> Result<usize, KubeconfigProblem> {
     if !doc.is_mapping() {
-        return Err("is not a YAML mapping".into());
+        return Err(KubeconfigProblem::NotMapping);
     }
     let context = match doc.get("current-context") {
         Some(Value::String(s)) if !s.is_empty() => s,
-        _ => return Err("has no current-context, so no user is the one to update".into()),
+        _ => return Err(KubeconfigProblem::NoUserToUpdate),
     };
     let c = named(doc, "contexts", context)?;
     let user_name = doc["contexts"][c]
@@ -266,38 +356,40 @@ fn current_user(doc: &Value) -> Result<usize, String> {
         .and_then(|c| c.get("user"))
         .and_then(Value::as_str)
         .filter(|u| !u.is_empty())
-        .ok_or_else(|| format!("context {context:?} names no user"))?;
-    let u = named(doc, "users", user_name)
-        .map_err(|e| format!("the user {user_name:?} of context {context:?}: {e}"))?;
+        .ok_or_else(|| names_no(context, "user"))?;
+    let u = named(doc, "users", user_name).map_err(|e| KubeconfigProblem::OfUser {
+        user: user_name.into(),
+        context: context.clone(),
+        problem: Box::new(e),
+    })?;
     let fields = match doc["users"][u].get("user") {
         Some(Value::Mapping(m)) => m.clone(),
         None | Some(Value::Null) => Mapping::new(),
-        Some(_) => return Err(format!("user {user_name:?} is not a mapping")),
+        Some(_) => return Err(KubeconfigProblem::UserNotMapping(user_name.into())),
     };
     for key in fields.keys() {
         let key = key.as_str().unwrap_or("(a key that is not a string)");
         let how = match key {
             CERT_DATA | KEY_DATA => continue,
-            "client-certificate" | "client-key" => format!(
-                "gives its client {} as a file ({key}); replacing a file reference with \
-                 embedded data would change what the file means: point certsync's \
-                 consumers at the target's files instead, or remove {key}",
-                if key == "client-key" {
-                    "key"
-                } else {
-                    "certificate"
-                }
-            ),
-            "token" | "tokenFile" => format!("authenticates with a token ({key}) too"),
-            "exec" => "authenticates with an exec plugin too".into(),
-            "auth-provider" => "authenticates with an auth provider too".into(),
-            "username" | "password" => format!("authenticates with a password ({key}) too"),
-            other => format!("has {other:?}, which certsync does not know to keep meaningful"),
+            "client-certificate" => OtherAuth::File {
+                key: key.into(),
+                what: "certificate",
+            },
+            "client-key" => OtherAuth::File {
+                key: key.into(),
+                what: "key",
+            },
+            "token" | "tokenFile" => OtherAuth::Token(key.into()),
+            "exec" => OtherAuth::Exec,
+            "auth-provider" => OtherAuth::AuthProvider,
+            "username" | "password" => OtherAuth::Password(key.into()),
+            other => OtherAuth::Unknown(other.into()),
         };
-        return Err(format!(
-            "user {user_name:?} (of current-context {context:?}) {how}; refusing to embed a \
-             certificate beside it"
-        ));
+        return Err(KubeconfigProblem::OtherAuth {
+            user: user_name.into(),
+            context: context.clone(),
+            how,
+        });
     }
     Ok(u)
 }
@@ -315,7 +407,7 @@ fn user_fields(doc: &mut Value, u: usize) -> Option<&mut Mapping> {
 }
 
 /// The decoded bytes of `field` of the current user, `None` when absent.
-fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, String> {
+fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, KubeconfigProblem> {
     decode(
         o.doc["users"][o.user]
             .get("user")
@@ -325,14 +417,14 @@ fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, String> {
 }
 
 /// A base64 data field's bytes, `None` when absent.
-fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, String> {
+fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, KubeconfigProblem> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
             .decode(s.trim())
             .map(Some)
-            .map_err(|_| format!("{field} is not base64")),
-        Some(_) => Err(format!("{field} is not a string")),
+            .map_err(|_| KubeconfigProblem::NotBase64(field.into())),
+        Some(_) => Err(KubeconfigProblem::NotString(field.into())),
     }
 }
 

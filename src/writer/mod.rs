@@ -82,13 +82,15 @@ mod tests;
 use anchor::Anchor;
 use history::*;
 pub use kubeconfig::{
-    check_kubeconfig, embedded_ca, embedded_pair, kubeconfig_certificate, update_kubeconfig,
-    update_kubeconfig_ca,
+    KubeconfigProblem, OtherAuth, check_kubeconfig, embedded_ca, embedded_pair,
+    kubeconfig_certificate, update_kubeconfig, update_kubeconfig_ca,
 };
 pub use lock::stop_waiting;
 pub use pair::{CopyUpdate, check_pair, update_pair};
+pub use revision::RevisionProblem;
 use revision::*;
 pub use revision::{read_beneath, replace_beneath, replace_file};
+pub use rollback::RollbackProblem;
 use rollback::*;
 
 /// The target's one atomic switch: a symlink to the live revision.
@@ -157,11 +159,19 @@ pub enum WriterError {
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
     #[error("target {target}: {problem}")]
-    Rollback { target: PathBuf, problem: String },
+    Rollback {
+        target: PathBuf,
+        #[source]
+        problem: Box<RollbackProblem>,
+    },
     #[error("target {target}: waiting for the write lock: {problem}")]
     LockWait { target: PathBuf, problem: String },
     #[error("update-kubeconfig {path}: {problem}")]
-    Kubeconfig { path: PathBuf, problem: String },
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        problem: Box<KubeconfigProblem>,
+    },
     #[error("update-pair {prefix}: {problem}")]
     Pair { prefix: PathBuf, problem: String },
     #[error(
@@ -302,7 +312,7 @@ pub struct RevisionInfo {
     pub dir: PathBuf,
     pub current: bool,
     /// Its files, or why they cannot be read.
-    pub content: Result<Bundle, String>,
+    pub content: Result<Bundle, RevisionProblem>,
 }
 
 /// What `rollback` did.

@@ -31,17 +31,79 @@ pub(super) struct Revision {
     pub(super) links: BTreeMap<String, u64>,
 }
 
+/// Why a revision directory on disk cannot be trusted as is (read for
+/// `certsync revisions`, drift repair and rollback); each names the
+/// directory or file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RevisionProblem {
+    #[error("{}: {problem}", path.display())]
+    Unopenable { path: PathBuf, problem: String },
+    #[error("{}: {problem}", path.display())]
+    NotOwn { path: PathBuf, problem: String },
+    /// A file that cannot be read or taken into a bundle (planted
+    /// symlink, FIFO, subdirectory); the reader's words name the path.
+    #[error("{0}")]
+    Unreadable(String),
+    #[error(
+        "{}: a hard link (links {links}): its other name may be any file, root's key \
+         included; certsync writes every file with one link",
+        path.display()
+    )]
+    HardLink { path: PathBuf, links: u64 },
+    #[error(
+        "its files have different owners: {}; certsync writes all of a revision's files \
+         with one owner and group",
+        owners_list(.0)
+    )]
+    Owners(Vec<(PathBuf, u32, u32)>),
+    #[error(
+        "{}: its files were changed after certsync wrote them (content hash {hash}, the name \
+         says {}); it is not restored",
+        path.display(),
+        named.as_deref().unwrap_or("nothing")
+    )]
+    Changed {
+        path: PathBuf,
+        hash: String,
+        named: Option<String>,
+    },
+    #[error(
+        "{}: owned by uid {uid} (the mapping's owner=), who may have rewritten it; a revision \
+         is restored only when its files are certsync's own (publish from the source instead)",
+        path.display()
+    )]
+    NotCertsyncs { path: PathBuf, uid: u32 },
+}
+
+fn owners_list(owners: &[(PathBuf, u32, u32)]) -> String {
+    let each: Vec<String> = owners
+        .iter()
+        .map(|(p, uid, gid)| format!("{} (owner {uid}:{gid})", p.display()))
+        .collect();
+    each.join(", ")
+}
+
 /// Reads the revision directory `name` of `parent` (never through a
 /// symlink), if it is certsync's own ([`own`]). `Err` carries why it
 /// cannot be trusted.
-pub(super) fn read_revision_at(parent: &Dir, name: &str, shown: &Path) -> Result<Revision, String> {
+pub(super) fn read_revision_at(
+    parent: &Dir,
+    name: &str,
+    shown: &Path,
+) -> Result<Revision, RevisionProblem> {
     let dir = parent
         .open_dir_nofollow(name)
-        .map_err(|e| format!("{}: {}", shown.display(), not_a_dir(e)))?;
+        .map_err(|e| RevisionProblem::Unopenable {
+            path: shown.to_owned(),
+            problem: not_a_dir(e),
+        })?;
     dir.dir_metadata()
         .map_err(|e| e.to_string())
-        .and_then(|m| own(m.uid(), m.mode()))
-        .map_err(|e| format!("{}: {e}", shown.display()))?;
+        .and_then(|m| own(m.uid(), m.mode()).map_err(|p| p.to_string()))
+        .map_err(|problem| RevisionProblem::NotOwn {
+            path: shown.to_owned(),
+            problem,
+        })?;
     read_revision(&dir, shown)
 }
 
@@ -55,18 +117,20 @@ pub(super) fn not_a_dir(e: io::Error) -> String {
 /// Reads a revision directory's regular files with their modes and owners.
 /// `Err` carries why it cannot be trusted (a planted symlink or FIFO, a
 /// subdirectory, an unreadable file).
-pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, String> {
+pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, RevisionProblem> {
+    let unreadable = |e: &dyn std::fmt::Display| RevisionProblem::Unreadable(e.to_string());
     let mut rev = Revision {
         bundle: Bundle::default(),
         meta: BTreeMap::new(),
         links: BTreeMap::new(),
     };
-    for name in list(dir, shown).map_err(|e| e.to_string())? {
+    for name in list(dir, shown).map_err(|e| unreadable(&e))? {
         let path = shown.join(&name);
-        let (bytes, meta, links) = read_file_links(dir, &name, &path).map_err(|e| e.to_string())?;
+        let (bytes, meta, links) =
+            read_file_links(dir, &name, &path).map_err(|e| unreadable(&e))?;
         rev.bundle
             .insert(&name, bytes, path.display().to_string())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| unreadable(&e))?;
         rev.meta.insert(name.clone(), meta);
         rev.links.insert(name, links);
     }
@@ -77,26 +141,21 @@ pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, String>
 /// (a second name may be anywhere: root's key linked into a history
 /// entry), and one owner and group for all of them (every file of a
 /// revision is written with the same). `Err` names the file and why.
-pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), String> {
-    if let Some((name, n)) = rev.links.iter().find(|(_, n)| **n > 1) {
-        return Err(format!(
-            "{}: a hard link (links {n}): its other name may be any file, root's key \
-             included; certsync writes every file with one link",
-            shown.join(name).display()
-        ));
+pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
+    if let Some((name, &links)) = rev.links.iter().find(|(_, n)| **n > 1) {
+        return Err(RevisionProblem::HardLink {
+            path: shown.join(name),
+            links,
+        });
     }
     let owners: std::collections::BTreeSet<(u32, u32)> =
         rev.meta.values().map(|m| (m.1, m.2)).collect();
     if owners.len() > 1 {
-        let each: Vec<String> = rev
-            .meta
-            .iter()
-            .map(|(n, m)| format!("{} (owner {}:{})", shown.join(n).display(), m.1, m.2))
-            .collect();
-        return Err(format!(
-            "its files have different owners: {}; certsync writes all of a revision's files \
-             with one owner and group",
-            each.join(", ")
+        return Err(RevisionProblem::Owners(
+            rev.meta
+                .iter()
+                .map(|(n, m)| (shown.join(n), m.1, m.2))
+                .collect(),
         ));
     }
     Ok(())

@@ -6,17 +6,55 @@ use super::*;
 /// The rollback pin, if `..pin` is a regular file holding one. `Err`
 /// (why) when `..pin` is not certsync's own: not a regular file, another
 /// user's or writable by others ([`own`]), or a hard link: never obeyed.
-pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, String> {
+pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, PinProblem> {
     let (bytes, (mode, uid, _), links) = match read_file_links(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
         Err(crate::files::FileError::Io { .. }) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(PinProblem::Unreadable(e.to_string())),
     };
-    own(uid, mode).map_err(|p| format!("{PIN}: {p}"))?;
+    own(uid, mode).map_err(|p| PinProblem::NotOwn(p.to_string()))?;
     if links != 1 {
-        return Err(format!("{PIN}: a hard link (links {links})"));
+        return Err(PinProblem::HardLink(links));
     }
     Ok(parse_pin(bytes))
+}
+
+/// Why `..pin` is not obeyed (it is removed).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PinProblem {
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("{PIN}: {0}")]
+    NotOwn(String),
+    #[error("{PIN}: a hard link (links {0})")]
+    HardLink(u64),
+}
+
+/// Why a rollback is refused (or a pin cannot be kept); rendered after
+/// the target.
+#[derive(Debug, thiserror::Error)]
+pub enum RollbackProblem {
+    #[error("the rollback pin names content no revision on disk holds; remove ..pin")]
+    PinnedContentGone,
+    #[error("no live revision to roll back from")]
+    NoLiveRevision,
+    #[error("revision {0} is not in history (see `certsync revisions`)")]
+    NotInHistory(u64),
+    #[error("no earlier revision in history")]
+    NoHistory,
+    #[error("revision {number}: {problem}")]
+    Untrusted {
+        number: u64,
+        #[source]
+        problem: RevisionProblem,
+    },
+    /// The caller's check (validation now) refused the content.
+    #[error("refusing revision {number}: {problem}")]
+    Refused {
+        number: u64,
+        #[source]
+        problem: crate::validate::ValidationError,
+    },
 }
 
 /// `pinned HASH` and `replaced HASH` lines.
@@ -53,8 +91,7 @@ impl Writer {
         }
         Err(WriterError::Rollback {
             target: self.target.clone(),
-            problem: "the rollback pin names content no revision on disk holds; remove ..pin"
-                .into(),
+            problem: Box::new(RollbackProblem::PinnedContentGone),
         })
     }
 
@@ -66,40 +103,39 @@ impl Writer {
     pub fn rollback(
         &self,
         to: Option<u64>,
-        check: impl Fn(&Bundle) -> Result<(), String>,
+        check: impl Fn(&Bundle) -> Result<(), crate::validate::ValidationError>,
     ) -> Result<RolledBack, WriterError> {
         let root = self.root(false)?;
         let _lock = self.lock(&root)?;
-        let err = |problem: String| WriterError::Rollback {
+        let err = |problem| WriterError::Rollback {
             target: self.target.clone(),
-            problem,
+            problem: Box::new(problem),
         };
         let live = self
             .live_in(&root)?
-            .ok_or_else(|| err("no live revision to roll back from".into()))?;
+            .ok_or_else(|| err(RollbackProblem::NoLiveRevision))?;
         let history = history_names(&root)?;
-        let (number, name) = match to {
-            Some(n) => history.get_key_value(&n).ok_or_else(|| {
-                err(format!(
-                    "revision {n} is not in history (see `certsync revisions`)"
-                ))
-            })?,
+        let (&number, name) = match to {
+            Some(n) => history
+                .get_key_value(&n)
+                .ok_or_else(|| err(RollbackProblem::NotInHistory(n)))?,
             None => history
                 .iter()
                 .next_back()
-                .ok_or_else(|| err("no earlier revision in history".into()))?,
+                .ok_or_else(|| err(RollbackProblem::NoHistory))?,
         };
         let shown = self.path(HISTORY).join(name);
         let revision = history_dir(&root)
-            .ok_or_else(|| err("no earlier revision in history".into()))
+            .ok_or_else(|| err(RollbackProblem::NoHistory))
             .and_then(|h| {
                 read_revision_at(&h, name, &shown)
                     .and_then(|r| as_written(&r, &shown).map(|()| r))
                     .and_then(|r| unchanged(&r, name, &shown).map(|()| r))
                     .and_then(|r| certsyncs_own(&r, &shown).map(|()| r))
-                    .map_err(|e| err(format!("revision {number}: {e}")))
+                    .map_err(|problem| err(RollbackProblem::Untrusted { number, problem }))
             })?;
-        check(&revision.bundle).map_err(|e| err(format!("refusing revision {number}: {e}")))?;
+        check(&revision.bundle)
+            .map_err(|problem| err(RollbackProblem::Refused { number, problem }))?;
         let restorer = Self {
             target: self.target.clone(),
             opts: options_of(&revision, usize::MAX),
@@ -118,7 +154,7 @@ impl Writer {
         );
         replace_file_in(&root, PIN, 0o644, None, text.as_bytes(), &self.target)?;
         Ok(RolledBack {
-            from_history: *number,
+            from_history: number,
             revision: new,
         })
     }
@@ -130,19 +166,17 @@ impl Writer {
 /// kept open while they were live: rolling
 /// back would then publish and pin the user's pair. The live revision is
 /// checked the same way (drift repair).
-fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), String> {
+fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), RevisionProblem> {
     let named = parse_rev(name).map(|(_, h)| h);
     let hash = rev.bundle.hash();
     if named == Some(hash.short().as_str()) {
         return Ok(());
     }
-    Err(format!(
-        "{}: its files were changed after certsync wrote them (content hash {}, the name says {}); \
-         it is not restored",
-        shown.display(),
-        hash.short(),
-        named.unwrap_or("nothing")
-    ))
+    Err(RevisionProblem::Changed {
+        path: shown.to_owned(),
+        hash: hash.short(),
+        named: named.map(str::to_owned),
+    })
 }
 
 /// A history entry's files are certsync's own user's. With `owner=` they
@@ -151,16 +185,13 @@ fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), String> {
 /// a consumer matched it in minutes with bytes after the key's END line). So
 /// such a revision is not restored: its content is the source's to publish
 /// again.
-fn certsyncs_own(rev: &Revision, shown: &Path) -> Result<(), String> {
+fn certsyncs_own(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
     let me = nix::unistd::geteuid().as_raw();
     match rev.meta.iter().find(|(_, m)| m.1 != me) {
-        Some((name, m)) => Err(format!(
-            "{}: owned by uid {} (the mapping's owner=), who may have rewritten it; a revision \
-             is restored only when its files are certsync's own (publish from the source \
-             instead)",
-            shown.join(name).display(),
-            m.1
-        )),
+        Some((name, m)) => Err(RevisionProblem::NotCertsyncs {
+            path: shown.join(name),
+            uid: m.1,
+        }),
         None => Ok(()),
     }
 }

@@ -658,6 +658,14 @@ fn every_flip_wakes_file_and_directory_watchers() {
     }
 }
 
+/// Why a rollback was refused, once it is known to be one.
+fn refusal(r: Result<RolledBack, WriterError>) -> RollbackProblem {
+    match r {
+        Err(WriterError::Rollback { problem, .. }) => *problem,
+        other => panic!("not a rollback refusal: {other:?}"),
+    }
+}
+
 #[test]
 fn rollback_restores_history_and_pins_until_the_source_changes() {
     let (_d, w) = setup(4);
@@ -665,13 +673,25 @@ fn rollback_restores_history_and_pins_until_the_source_changes() {
         w.publish(&bundle(tag)).unwrap();
     }
     let ok = |_: &Bundle| Ok(());
-    let e = w.rollback(Some(9), ok).unwrap_err().to_string();
-    assert!(e.contains("revision 9 is not in history"), "{e}");
-    let e = w
-        .rollback(None, |_| Err("expired".into()))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("refusing revision 2: expired"), "{e}");
+    let e = refusal(w.rollback(Some(9), ok));
+    assert!(matches!(e, RollbackProblem::NotInHistory(9)), "{e}");
+    let expired = |_: &Bundle| {
+        Err(crate::validate::ValidationError::Expired {
+            file: CERT_FILE.into(),
+            not_after: 0,
+        })
+    };
+    let e = refusal(w.rollback(None, expired));
+    assert!(
+        matches!(
+            e,
+            RollbackProblem::Refused {
+                number: 2,
+                problem: crate::validate::ValidationError::Expired { .. },
+            }
+        ),
+        "{e}"
+    );
     assert_live(&w, &bundle("c"));
 
     let done = w.rollback(None, ok).unwrap();
@@ -854,12 +874,14 @@ fn attack_a_history_revision_rewritten_in_place_is_not_restored() {
     let mut f = fs::OpenOptions::new().write(true).open(&key).unwrap();
     std::io::Write::write_all(&mut f, b"key evil").unwrap();
     drop(f);
-    let e = w.rollback(None, |_| Ok(())).unwrap_err().to_string();
+    let e = refusal(w.rollback(None, |_| Ok(())));
     assert!(
-        e.contains("its files were changed after certsync wrote them"),
+        matches!(&e, RollbackProblem::Untrusted {
+            problem: RevisionProblem::Changed { path, .. },
+            ..
+        } if path.starts_with(&entry)),
         "{e}"
     );
-    assert!(e.contains(&entry.display().to_string()), "{e}");
     assert_live(&w, &bundle("b"));
     assert_eq!(w.pin(), None);
 }
@@ -882,8 +904,17 @@ fn attack_a_history_revision_owned_by_the_consumer_is_not_restored() {
     .unwrap();
     w.publish(&bundle("a")).unwrap();
     w.publish(&bundle("b")).unwrap();
-    let e = w.rollback(None, |_| Ok(())).unwrap_err().to_string();
-    assert!(e.contains("owned by uid 65534"), "{e}");
+    let e = refusal(w.rollback(None, |_| Ok(())));
+    assert!(
+        matches!(
+            e,
+            RollbackProblem::Untrusted {
+                problem: RevisionProblem::NotCertsyncs { uid: 65534, .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert_live(&w, &bundle("b"));
     assert_eq!(w.pin(), None);
 }

@@ -78,7 +78,7 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     let mut want = spec.issue.clone();
     let Some(path) = &spec.template else {
         // usage= options: refused before the CA key is even read.
-        leaf_usages(want.usages.iter().map(String::as_str)).map_err(CaError::Sign)?;
+        leaf_usages(want.usages.iter().map(String::as_str)).map_err(|e| CaError::Sign(e.into()))?;
         let sans = (want.dns.iter().map(|d| San::Dns(d.clone())))
             .chain(want.ips.iter().map(|ip| San::Ip(*ip)))
             .collect();
@@ -432,7 +432,7 @@ fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
     if !rest.is_empty() {
         return Err("trailing bytes after the certificate inside its PEM block".into());
     }
-    crate::x509::strict_certificate(&der)?;
+    crate::x509::strict_certificate(&der).map_err(|e| e.to_string())?;
     let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
         .map_err(|e| format!("the CA's public key: {e}"))?;
     if cert.issuer().as_raw() != ca.subject.as_slice()
@@ -476,7 +476,7 @@ fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
                 for name in &san.general_names {
                     sans.push(match name {
                         GeneralName::DNSName(d) => {
-                            crate::x509::dns_name(d)?;
+                            crate::x509::dns_name(d).map_err(|e| e.to_string())?;
                             San::Dns((*d).to_owned())
                         }
                         GeneralName::IPAddress(b) => {
@@ -540,7 +540,7 @@ fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
     let ku_names = (0..KU_NAMES.len())
         .filter(|i| ku & (1 << i) != 0)
         .map(|i| KU_NAMES[i]);
-    leaf_usages(ku_names.clone())?;
+    leaf_usages(ku_names.clone()).map_err(|e| e.to_string())?;
     let usages = ku_names.chain(ekus).map(str::to_owned).collect();
     let alg = KeyAlg::of_spki(cert.public_key())
         .ok_or("its key is not RSA, ECDSA P-256/P-384 or Ed25519")?

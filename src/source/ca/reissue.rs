@@ -20,7 +20,7 @@ use x509_cert::time::Validity;
 
 use super::CaError;
 use super::material::{read_ca_cert, read_key};
-use super::sign::time;
+use super::sign::{SignError, der, time};
 use crate::source::csr::signature_algorithm;
 
 /// kubeadm's default certificate validity (`certificateValidityPeriod`):
@@ -57,7 +57,7 @@ pub fn reissue(
     })?;
     let old =
         x509_cert::Certificate::from_der(der).map_err(|e| bad(format!("not strict DER ({e})")))?;
-    let alg = signature_algorithm(ca.alg).map_err(CaError::Sign)?;
+    let alg = signature_algorithm(ca.alg).map_err(|e| CaError::Sign(e.into()))?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
         return Err(bad(format!(
             "signed with {}, where the key of {} signs with {}",
@@ -119,7 +119,7 @@ pub fn renew_ca(
     }
     let old = x509_cert::Certificate::from_der(&ca.der)
         .map_err(|e| bad(format!("not strict DER ({e})")))?;
-    let alg = signature_algorithm(ca.alg).map_err(CaError::Sign)?;
+    let alg = signature_algorithm(ca.alg).map_err(|e| CaError::Sign(e.into()))?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
         return Err(bad(format!(
             "signed with {}, where its key signs with {}",
@@ -156,18 +156,18 @@ fn signed(
     let signature = key
         .sign(
             &tbs.to_der()
-                .map_err(|e| CaError::Sign(format!("encoding: {e}")))?,
+                .map_err(|e| CaError::Sign(der("encoding")(e)))?,
         )
-        .map_err(CaError::Sign)?;
+        .map_err(|e| CaError::Sign(SignError::Key(e)))?;
     let new = x509_cert::Certificate {
         tbs_certificate: tbs,
         signature_algorithm: alg,
         signature: BitString::from_bytes(&signature)
-            .map_err(|e| CaError::Sign(format!("signature: {e}")))?,
+            .map_err(|e| CaError::Sign(der("signature")(e)))?,
     }
     .to_der()
-    .map_err(|e| CaError::Sign(format!("encoding: {e}")))?;
-    crate::x509::strict_certificate(&new).map_err(CaError::Mismatch)?;
+    .map_err(|e| CaError::Sign(der("encoding")(e)))?;
+    crate::x509::strict_certificate(&new).map_err(|e| CaError::Mismatch(e.to_string()))?;
     Ok(new)
 }
 
@@ -198,7 +198,7 @@ fn serial() -> Result<SerialNumber, CaError> {
     let mut bytes = [0u8; 8];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
-        .map_err(|_| CaError::Sign("the OS random generator failed".into()))?;
+        .map_err(|_| CaError::Sign(SignError::Random))?;
     bytes[0] = (bytes[0] & 0x7f) | 0x40;
-    SerialNumber::new(&bytes).map_err(|e| CaError::Sign(format!("serial: {e}")))
+    SerialNumber::new(&bytes).map_err(|e| CaError::Sign(der("serial")(e)))
 }

@@ -23,41 +23,91 @@ use x509_cert::time::{Time, Validity};
 
 use super::material::{CaKey, Wanted};
 use crate::source::csr::{
-    Usage, Window, leaf_usages, san_extension, signature_algorithm, subject, usage,
+    CaUsage, EncodeError, Usage, Window, leaf_usages, san_extension, signature_algorithm, subject,
+    usage,
 };
 
+/// Why a certificate cannot be made: each names the part.
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    #[error("{what}: {error}")]
+    Der {
+        what: &'static str,
+        error: x509_cert::der::Error,
+    },
+    #[error("extension {oid}: {error}")]
+    Extension {
+        oid: &'static str,
+        error: x509_cert::der::Error,
+    },
+    #[error("{oid}: {error}")]
+    Oid {
+        oid: String,
+        error: x509_cert::der::oid::Error,
+    },
+    #[error("the OS random generator failed")]
+    Random,
+    #[error("usage {0:?} is not one the CSR API knows")]
+    UnknownUsage(String),
+    #[error("key usage: {0}")]
+    KeyUsageBits(String),
+    #[error(transparent)]
+    CaUsage(#[from] CaUsage),
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// The CA key's signature (its reader's words).
+    #[error("{0}")]
+    Key(String),
+    #[error("{0}")]
+    Bundle(#[from] crate::bundle::BundleError),
+}
+
+pub(super) fn der(what: &'static str) -> impl Fn(x509_cert::der::Error) -> SignError {
+    move |error| SignError::Der { what, error }
+}
+
+fn oid(oid: &str) -> Result<ObjectIdentifier, SignError> {
+    ObjectIdentifier::new(oid).map_err(|error| SignError::Oid {
+        oid: oid.into(),
+        error,
+    })
+}
+
 /// A time as RFC 5280 wants it: UTCTime through 2049, GeneralizedTime after.
-pub(super) fn time(secs: i64) -> Result<Time, String> {
+pub(super) fn time(secs: i64) -> Result<Time, SignError> {
     let t = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
     match UtcTime::from_system_time(t) {
         Ok(u) => Ok(Time::UtcTime(u)),
         Err(_) => GeneralizedTime::from_system_time(t)
             .map(Time::GeneralTime)
-            .map_err(|e| format!("validity: {e}")),
+            .map_err(der("validity")),
     }
 }
 
-fn extension(oid: &str, critical: bool, value: &impl Encode) -> Result<Extension, String> {
-    let der = value
-        .to_der()
-        .map_err(|e| format!("extension {oid}: {e}"))?;
+fn extension(
+    id: &'static str,
+    critical: bool,
+    value: &impl Encode,
+) -> Result<Extension, SignError> {
+    let err = |error| SignError::Extension { oid: id, error };
+    let der = value.to_der().map_err(err)?;
     Ok(Extension {
-        extn_id: ObjectIdentifier::new(oid).map_err(|e| format!("{oid}: {e}"))?,
+        extn_id: oid(id)?,
         critical,
-        extn_value: OctetString::new(der).map_err(|e| format!("extension {oid}: {e}"))?,
+        extn_value: OctetString::new(der).map_err(err)?,
     })
 }
 
 /// A random serial: 16 bytes from the OS generator, the top bit cleared
 /// (positive) and the next set (never short, never zero).
-fn serial() -> Result<SerialNumber, String> {
+fn serial() -> Result<SerialNumber, SignError> {
     use ring::rand::SecureRandom;
     let mut bytes = [0u8; 16];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
-        .map_err(|_| "the OS random generator failed".to_owned())?;
+        .map_err(|_| SignError::Random)?;
     bytes[0] = (bytes[0] & 0x7f) | 0x40;
-    SerialNumber::new(&bytes).map_err(|e| format!("serial: {e}"))
+    SerialNumber::new(&bytes).map_err(der("serial"))
 }
 
 /// The certificate (DER) for `key`, as `w` wants it, valid for `window`
@@ -69,32 +119,33 @@ pub(super) fn certificate(
     ca_key: &CaKey,
     key: &rcgen::KeyPair,
     window: Window,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, SignError> {
     leaf_usages(w.want.usages.iter().map(String::as_str))?;
-    let ca = x509_cert::Certificate::from_der(&w.ca.der).map_err(|e| format!("CA: {e}"))?;
+    let ca = x509_cert::Certificate::from_der(&w.ca.der).map_err(der("CA"))?;
     let subject = match &w.subject {
-        Some(der) => Name::from_der(der).map_err(|e| format!("template subject: {e}"))?,
+        Some(d) => Name::from_der(d).map_err(der("template subject"))?,
         None => subject(&w.want)?,
     };
     let spki = SubjectPublicKeyInfoOwned::from_der(&key.subject_public_key_info())
-        .map_err(|e| format!("public key: {e}"))?;
+        .map_err(der("public key"))?;
 
     let (mut ku, mut eku) = (0u16, Vec::new());
     for u in &w.want.usages {
         match usage(u) {
             Some(Usage::Ku(bit)) => ku |= bit,
             Some(Usage::Eku(oid)) => {
-                let oid = ObjectIdentifier::new(oid).map_err(|e| format!("{oid}: {e}"))?;
+                let oid = self::oid(oid)?;
                 if !eku.contains(&oid) {
                     eku.push(oid);
                 }
             }
-            None => return Err(format!("usage {u:?} is not one the CSR API knows")),
+            None => return Err(SignError::UnknownUsage(u.clone())),
         }
     }
     let mut extensions = Vec::new();
     if ku != 0 {
-        let flags = FlagSet::<KeyUsages>::new(ku).map_err(|e| format!("key usage: {e}"))?;
+        let flags =
+            FlagSet::<KeyUsages>::new(ku).map_err(|e| SignError::KeyUsageBits(e.to_string()))?;
         extensions.push(extension("2.5.29.15", true, &KeyUsage(flags))?);
     }
     if !eku.is_empty() {
@@ -108,11 +159,11 @@ pub(super) fn certificate(
     // RFC 5280 4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits.
     let bits = spki.subject_public_key.raw_bytes();
     let ski = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, bits);
-    let ski = OctetString::new(ski.as_ref()).map_err(|e| format!("SKI: {e}"))?;
+    let ski = OctetString::new(ski.as_ref()).map_err(der("SKI"))?;
     extensions.push(extension("2.5.29.14", false, &SubjectKeyIdentifier(ski))?);
     if let Some(id) = &w.ca.ski {
         let aki = AuthorityKeyIdentifier {
-            key_identifier: Some(OctetString::new(id.clone()).map_err(|e| format!("AKI: {e}"))?),
+            key_identifier: Some(OctetString::new(id.clone()).map_err(der("AKI"))?),
             authority_cert_issuer: None,
             authority_cert_serial_number: None,
         };
@@ -138,12 +189,14 @@ pub(super) fn certificate(
         subject_unique_id: None,
         extensions: Some(extensions),
     };
-    let signature = ca_key.sign(&tbs.to_der().map_err(|e| format!("encoding: {e}"))?)?;
+    let signature = ca_key
+        .sign(&tbs.to_der().map_err(der("encoding"))?)
+        .map_err(|e| SignError::Key(e.to_string()))?;
     x509_cert::Certificate {
         tbs_certificate: tbs,
         signature_algorithm: algorithm,
-        signature: BitString::from_bytes(&signature).map_err(|e| format!("signature: {e}"))?,
+        signature: BitString::from_bytes(&signature).map_err(der("signature"))?,
     }
     .to_der()
-    .map_err(|e| format!("encoding: {e}"))
+    .map_err(der("encoding"))
 }

@@ -82,19 +82,24 @@ pub(crate) fn usage(name: &str) -> Option<Usage> {
 /// CA:FALSE leaf are a contradiction some verifiers read one way and
 /// some the other; certsync issues no CA certificates, so neither is ever
 /// asked for or accepted.
-pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Result<(), CaUsage> {
     for u in usages {
         if let Some(Usage::Ku(bit)) = usage(u)
             && bit & (CERT_SIGN | CRL_SIGN) != 0
         {
-            return Err(format!(
-                "usage {u:?} belongs to a CA certificate (keyCertSign, cRLSign); certsync \
-                 issues leaf certificates only (CA:FALSE)"
-            ));
+            return Err(CaUsage(u.into()));
         }
     }
     Ok(())
 }
+
+/// A usage only a CA certificate has, asked of a leaf.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "usage {0:?} belongs to a CA certificate (keyCertSign, cRLSign); certsync issues leaf \
+     certificates only (CA:FALSE)"
+)]
+pub struct CaUsage(pub String);
 
 /// keyUsage bits 5 and 6.
 const CERT_SIGN: u16 = 1 << 5;
@@ -499,7 +504,7 @@ pub fn check(
         ));
     }
     // Asked for and given: still refused (a leaf is never a signer).
-    leaf_usages(ku_names(ku))?;
+    leaf_usages(ku_names(ku)).map_err(|e| e.to_string())?;
     match facts.basic_constraints {
         None | Some((false, None)) => {}
         Some((true, _)) => {
