@@ -131,8 +131,8 @@ pub struct NotReady {
     pub generation: String,
     /// `--ready-timeout`, as given.
     pub timeout: String,
-    /// The last look at the pod's `/readyz` (see `ready::look`).
-    pub seen: String,
+    /// What was last seen (see `ready::look`).
+    pub seen: ready::Seen,
     /// The kubelet's view (the mirror pod), or where to look on the node.
     pub pod: String,
     /// What adopt put back, and how the node is.
