@@ -360,7 +360,7 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
     // embedded pair is kept renewed, and certsync's pod may replace it.
     std::fs::write(
         dir.path().join("admin.conf"),
-        revert::kubeconfig_ending(time::Duration::days(365)),
+        adopted::kubeconfig_ending(time::Duration::days(365)),
     )
     .expect("admin.conf");
     let p = plan(&options(dir.path())).await.expect("plan");
@@ -507,8 +507,10 @@ fn forge_issuer(cn: &str) -> String {
 }
 
 mod admin;
+mod adopted;
 mod handback;
-mod revert;
+mod revert_apply;
+mod revert_plan;
 mod status;
 mod trust;
 mod trust_attacks;
