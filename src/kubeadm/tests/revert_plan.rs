@@ -181,3 +181,58 @@ async fn adopt_dry_run_says_what_it_would_do_and_that_nothing_was_changed() {
     assert!(before == snapshot(dir.path()), "dry run wrote: {out}");
     assert_dry_run(&out, &["create /etc/kubernetes/certsync.yaml".to_owned()]);
 }
+
+#[tokio::test]
+async fn a_manifest_revert_cannot_read_is_refused_before_the_first_change() {
+    // A manifest that is no longer adopt's (a `kubeadm upgrade` rewrote
+    // it) and is not a Pod: revert takes adopt's flags out of such a one,
+    // so it cannot go on. Found by the plan, before certsync's pod or any
+    // of kubeadm's files is touched: refused, nothing changed.
+    let dir = adopted_node();
+    let d = dir.path();
+    let scheduler = "/etc/kubernetes/manifests/kube-scheduler.yaml";
+    std::fs::write(host(d, scheduler), "kind: Deployment\n").expect("write");
+    for dry_run in [true, false] {
+        let before = snapshot(d);
+        let e = revert(&RevertOptions {
+            dry_run,
+            ..revert_options(d)
+        })
+        .await
+        .expect_err("refused");
+        assert!(
+            matches!(&e, KubeadmError::File { path, .. } if *path == host(d, scheduler)),
+            "dry_run={dry_run}: {e:?}"
+        );
+        assert!(before == snapshot(d), "dry_run={dry_run}: the node changed");
+    }
+}
+
+#[tokio::test]
+async fn the_real_run_says_in_the_past_tense_what_the_dry_run_said_it_would_do() {
+    let dir = adopted_node();
+    let d = dir.path();
+    let would = dry_run(revert_options(d)).await;
+    let did = revert(&revert_options(d)).await.expect("revert");
+    let past = [
+        ("would take", "took"),
+        ("would remove", "removed"),
+        ("would issue", "issued"),
+        ("would restore", "restored"),
+        ("would move", "moved"),
+        ("would leave", "left"),
+        ("empty once certsync's files are out", "now empty"),
+    ];
+    let mut expected: String = would
+        .lines()
+        .filter(|l| !l.starts_with("dry run:"))
+        .map(|l| {
+            past.iter()
+                .fold(l.to_owned(), |l, (w, p)| l.replacen(w, p, 1))
+                + "\n"
+        })
+        .collect();
+    expected.push_str("reverted\n");
+    assert!(would.contains("would restore "), "{would}");
+    assert_eq!(did, expected);
+}
