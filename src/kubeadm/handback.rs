@@ -122,7 +122,7 @@ fn kubeconfig(
     let at = backup_path(dir, backup, node_path);
     let text = String::from_utf8(read_backup(dir, backup, node_path)?)
         .map_err(|_| KubeadmError::file(&at, "not UTF-8"))?;
-    let data = client_certificate_data(&text).map_err(|e| KubeadmError::file(&at, e))?;
+    let data = client_certificate_data(&at, &text)?;
     let cert = base64::engine::general_purpose::STANDARD
         .decode(data)
         .map_err(|e| {
@@ -212,23 +212,26 @@ fn pem(at: &Path, der: &[u8]) -> Result<String, KubeadmError> {
 /// The one user's `client-certificate-data` in a kubeconfig kubeadm
 /// wrote, as it stands in `text` (once): what is replaced when its
 /// certificate is issued again, every other byte kept.
-fn client_certificate_data(text: &str) -> Result<&str, String> {
-    let config = crate::source::client::parse_kubeconfig(text)?;
+fn client_certificate_data<'a>(at: &Path, text: &'a str) -> Result<&'a str, KubeadmError> {
+    let bad = |problem: String| KubeadmError::file(at, problem);
+    let config = crate::source::client::parse_kubeconfig(text).map_err(bad)?;
     let all: Vec<String> = config
         .auth_infos
         .iter()
         .filter_map(|u| u.auth_info.as_ref()?.client_certificate_data.clone())
         .collect();
     let [data] = all.as_slice() else {
-        return Err(format!(
+        return Err(bad(format!(
             "{} embedded client certificates; kubeadm writes one",
             all.len()
-        ));
+        )));
     };
     let data = data.trim();
     match text.match_indices(data).map(|(i, _)| i).collect::<Vec<_>>()[..] {
         [at] if !data.is_empty() => Ok(&text[at..at + data.len()]),
-        _ => Err("its client-certificate-data is not written once as one plain value".into()),
+        _ => Err(bad(
+            "its client-certificate-data is not written once as one plain value".into(),
+        )),
     }
 }
 

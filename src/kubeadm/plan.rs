@@ -489,40 +489,71 @@ pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError
 }
 
 /// A kubeconfig of certsync's for a component: its client target by file.
-fn kubeconfig_text(server: &str, user: &str, target: &str) -> String {
-    format!(
+fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, KubeadmError> {
+    let context = format!("{user}@kubernetes");
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubernetes", "cluster": {
+            "certificate-authority": format!("{target}/ca.crt"),
+            "server": server,
+        }}],
+        "contexts": [{"name": context, "context": {"cluster": "kubernetes", "user": user}}],
+        "current-context": context,
+        "users": [{"name": user, "user": {
+            "client-certificate": format!("{target}/tls.crt"),
+            "client-key": format!("{target}/tls.key"),
+        }}],
+    });
+    let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    Ok(format!(
         "# Written by `certsync kubeadm adopt`: the client certificate is certsync's target,\n\
-         # re-read by client-go when it is renewed.\n\
-         apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority: {target}/ca.crt\n    server: {server}\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: {user}\n  name: {user}@kubernetes\ncurrent-context: {user}@kubernetes\nusers:\n- name: {user}\n  user:\n    client-certificate: {target}/tls.crt\n    client-key: {target}/tls.key\n"
-    )
+         # re-read by client-go when it is renewed.\n{body}"
+    ))
 }
 
 /// certsync's static pod: `pki/` read-write (kubeadm's pairs are kept in
 /// step there) with each CA and service-account file mounted read-only
 /// over it, each target read-write, the config read-only; restarted (a new
-/// pod) when the config changes, through its hash in an annotation.
-fn pod_text(dir: &Path, opts: &Options, config: &[u8], generation: &str) -> String {
-    let (image, admin) = (&opts.image, opts.admin_addr);
+/// pod) when the config changes, through its hash in an annotation. Built
+/// as a typed Pod: no value (the image, an address) can change the
+/// manifest's shape.
+fn pod_text(
+    dir: &Path,
+    opts: &Options,
+    config: &[u8],
+    generation: &str,
+) -> Result<String, KubeadmError> {
+    use k8s_openapi::api::core::v1 as core;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let admin = opts.admin_addr;
     // The probes ask where certsync listens; an unspecified address
     // (0.0.0.0, ::) listens on loopback too.
     let probe = super::pod::probe_addr(admin);
-    let probe_host = match probe.ip() {
-        std::net::IpAddr::V4(ip) => ip.to_string(),
-        std::net::IpAddr::V6(ip) => format!("\"{ip}\""),
+    let get = |path: &str| core::HTTPGetAction {
+        host: Some(probe.ip().to_string()),
+        path: Some(path.to_owned()),
+        port: IntOrString::Int(i32::from(probe.port())),
+        ..Default::default()
     };
-    let port = probe.port();
-    let mut mounts = String::new();
-    let mut volumes = String::new();
+    let mut mounts = Vec::new();
+    let mut volumes = Vec::new();
     let mut add = |name: &str, path: &str, kind: &str, ro: bool| {
-        let _ = write!(
-            mounts,
-            "    - mountPath: {path}\n      name: {name}\n{}",
-            if ro { "      readOnly: true\n" } else { "" }
-        );
-        let _ = write!(
-            volumes,
-            "  - hostPath:\n      path: {path}\n      type: {kind}\n    name: {name}\n"
-        );
+        mounts.push(core::VolumeMount {
+            mount_path: path.to_owned(),
+            name: name.to_owned(),
+            read_only: ro.then_some(true),
+            ..Default::default()
+        });
+        volumes.push(core::Volume {
+            name: name.to_owned(),
+            host_path: Some(core::HostPathVolumeSource {
+                path: path.to_owned(),
+                type_: Some(kind.to_owned()),
+            }),
+            ..Default::default()
+        });
     };
     // A directory that holds a read-only file, or certsync's targets, is a
     // mount point of its own: one the container could rename would carry
@@ -561,11 +592,96 @@ fn pod_text(dir: &Path, opts: &Options, config: &[u8], generation: &str) -> Stri
     for c in certs {
         add(c.name, &c.target, "DirectoryOrCreate", false);
     }
-    let hash = &digest(config)[..16];
-    format!(
-        "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n\
-apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    - --admin-addr={admin}\n    - --generation={generation}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /livez\n        port: {port}\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  terminationGracePeriodSeconds: 10\n  volumes:\n{volumes}"
-    )
+    let quantity = |q: &str| Quantity(q.to_owned());
+    let container = core::Container {
+        name: "certsync".into(),
+        image: Some(opts.image.clone()),
+        args: Some(vec![
+            "run".into(),
+            format!("--config={CONFIG}"),
+            format!("--admin-addr={admin}"),
+            format!("--generation={generation}"),
+        ]),
+        liveness_probe: Some(core::Probe {
+            http_get: Some(get("/livez")),
+            ..Default::default()
+        }),
+        readiness_probe: Some(core::Probe {
+            http_get: Some(get("/readyz")),
+            ..Default::default()
+        }),
+        startup_probe: Some(core::Probe {
+            http_get: Some(get("/readyz")),
+            failure_threshold: Some(60),
+            period_seconds: Some(2),
+            ..Default::default()
+        }),
+        resources: Some(core::ResourceRequirements {
+            limits: Some([("memory".into(), quantity("64Mi"))].into()),
+            requests: Some(
+                [
+                    ("cpu".into(), quantity("10m")),
+                    ("memory".into(), quantity("16Mi")),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        }),
+        security_context: Some(core::SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(core::Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Default::default()
+            }),
+            read_only_root_filesystem: Some(true),
+            run_as_user: Some(0),
+            ..Default::default()
+        }),
+        volume_mounts: Some(mounts),
+        ..Default::default()
+    };
+    let pod = core::Pod {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("certsync".into()),
+            namespace: Some("kube-system".into()),
+            annotations: Some(
+                [(
+                    "certsync.io/config-sha256".into(),
+                    digest(config)[..16].to_owned(),
+                )]
+                .into(),
+            ),
+            labels: Some(
+                [
+                    ("component".into(), "certsync".into()),
+                    ("tier".into(), "control-plane".into()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        spec: Some(core::PodSpec {
+            automount_service_account_token: Some(false),
+            containers: vec![container],
+            host_network: Some(true),
+            priority_class_name: Some("system-node-critical".into()),
+            security_context: Some(core::PodSecurityContext {
+                seccomp_profile: Some(core::SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            termination_grace_period_seconds: Some(10),
+            volumes: Some(volumes),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let body = serde_yaml_ng::to_string(&pod).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    Ok(format!(
+        "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n{body}"
+    ))
 }
 
 fn refused(opts: &Options, reason: impl Into<String>) -> KubeadmError {
@@ -716,7 +832,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
                 &format!("/etc/kubernetes/pki/{t}.crt"),
                 &format!("/etc/kubernetes/pki/{}.crt", c.ca),
             )
-            .map_err(|e| refused(opts, e))?;
+            .map_err(|e| refused(opts, e.to_string()))?;
         }
     }
     // kubeadm's pairs, kept in step from now on: both files there.
@@ -745,7 +861,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
                     format!("{apiserver_crt}: a key of a size or curve kubeadm does not make"),
                 ));
             }
-            Err(e) => return Err(refused(opts, e)),
+            Err(e) => return Err(refused(opts, e.to_string())),
         },
     };
     // Files: certsync's config, kubeconfigs and pod. The config is judged
@@ -783,7 +899,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     }
     for (file, user, target, _) in BY_FILE {
         let server = node::server(dir, &format!("/etc/kubernetes/{file}"))?;
-        let text = kubeconfig_text(&server, user, &format!("{P}/{target}"));
+        let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
         files.extend(file_write(
             opts,
             &format!("{KUBECONFIGS}/{file}"),
@@ -793,7 +909,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         )?);
     }
     let generation = super::pod::generation(&config, &trust.digest, &opts.image);
-    let pod = pod_text(dir, opts, &config, &generation).into_bytes();
+    let pod = pod_text(dir, opts, &config, &generation)?.into_bytes();
     files.extend(file_write(
         opts,
         CONFIG,

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt as _;
 
 use super::plan;
-use super::{host, node};
+use super::{KubeadmError, host, node};
 
 /// Why the gate did not pass: what one look at certsync's admin port saw
 /// when it was not this adoption's pod answering ready, or what else
@@ -142,11 +142,11 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
     for (target, ca) in plan::target_cas(dir) {
         let read = |f: &str| read_beneath(dir, &target, f);
         let problem = match (read("tls.crt"), read("tls.key")) {
-            (Err(e), _) | (_, Err(e)) => Some(e),
+            (Err(e), _) | (_, Err(e)) => Some(e.to_string()),
             (Ok(crt), Ok(key)) => match node::sound_pair(dir, &crt, &key, &ca) {
-                Err(e) => Some(e),
+                Err(e) => Some(e.to_string()),
                 Ok(()) => match node::not_after(&crt) {
-                    Err(e) => Some(e),
+                    Err(e) => Some(e.to_string()),
                     Ok(t) if t <= now => Some(format!("ended at {t}")),
                     Ok(_) => None,
                 },
@@ -163,24 +163,22 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
 /// beneath the target's handle: the pod writes the target, so a link it
 /// left there never leads adopt (root) out of it. A regular file, 1 MiB at
 /// most.
-fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, String> {
+fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
     use std::io::Read as _;
-    let at = format!("{target}/{name}");
+    let at = Path::new(target).join(name);
+    let bad = |e: &dyn std::fmt::Display| KubeadmError::file(&at, e);
     let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
-        super::moves::Blocked::Absent => format!("{target}: missing"),
-        e => e.to_string(),
+        super::moves::Blocked::Absent => KubeadmError::file(Path::new(target), "missing"),
+        e => KubeadmError::file(Path::new(target), e),
     })?;
-    let file = opened
-        .open(name)
-        .map_err(|e| format!("{at}: {e}"))?
-        .into_std();
-    if !file.metadata().map_err(|e| format!("{at}: {e}"))?.is_file() {
-        return Err(format!("{at}: not a regular file"));
+    let file = opened.open(name).map_err(|e| bad(&e))?.into_std();
+    if !file.metadata().map_err(|e| bad(&e))?.is_file() {
+        return Err(bad(&"not a regular file"));
     }
     let mut bytes = Vec::new();
     file.take(1 << 20)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("{at}: {e}"))?;
+        .map_err(|e| bad(&e))?;
     Ok(bytes)
 }
 
