@@ -117,7 +117,7 @@ pub enum KubeadmError {
     )]
     PartAdopted(String),
     #[error("revert: {0}")]
-    Revert(#[from] RevertError),
+    Revert(Box<RevertError>),
     /// certsync's pod did not become ready: adopt put back what it had
     /// changed, and no component manifest names certsync's files.
     #[error("{0}")]
@@ -263,6 +263,12 @@ impl std::fmt::Display for NotReady {
             "certsync's pod (image {}, generation {}) was not ready within {}: {}; its state: {}. {}",
             self.image, self.generation, self.timeout, self.seen, self.pod, self.undone
         )
+    }
+}
+
+impl From<RevertError> for KubeadmError {
+    fn from(e: RevertError) -> Self {
+        Self::Revert(Box::new(e))
     }
 }
 
