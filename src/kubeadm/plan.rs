@@ -9,7 +9,7 @@ use serde_yaml_ng::Value;
 use super::manifest::{
     self, BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, Manifest, P, PE, TRUST_ANNOTATION,
 };
-use super::{KubeadmError, Options, cluster, digest, host, node, trust};
+use super::{KubeadmError, Options, cluster, digest, host, node, pod, trust};
 
 pub use super::manifest::CONFIG;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
@@ -512,47 +512,24 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, Kub
     ))
 }
 
-/// certsync's static pod: `pki/` read-write (kubeadm's pairs are kept in
-/// step there) with each CA and service-account file mounted read-only
-/// over it, each target read-write, the config read-only; restarted (a new
-/// pod) when the config changes, through its hash in an annotation. Built
-/// as a typed Pod: no value (the image, an address) can change the
-/// manifest's shape.
+/// certsync's static pod ([`pod::manifest`]): `pki/` read-write
+/// (kubeadm's pairs are kept in step there) with each CA and
+/// service-account file mounted read-only over it, each target read-write,
+/// the config read-only; restarted (a new pod) when the config changes,
+/// through its hash in an annotation.
 fn pod_text(
     dir: &Path,
     opts: &Options,
     config: &[u8],
     generation: &str,
 ) -> Result<String, KubeadmError> {
-    use k8s_openapi::api::core::v1 as core;
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    let admin = opts.admin_addr;
-    // The probes ask where certsync listens; an unspecified address
-    // (0.0.0.0, ::) listens on loopback too.
-    let probe = super::pod::probe_addr(admin);
-    let get = |path: &str| core::HTTPGetAction {
-        host: Some(probe.ip().to_string()),
-        path: Some(path.to_owned()),
-        port: IntOrString::Int(i32::from(probe.port())),
-        ..Default::default()
-    };
     let mut mounts = Vec::new();
-    let mut volumes = Vec::new();
-    let mut add = |name: &str, path: &str, kind: &str, ro: bool| {
-        mounts.push(core::VolumeMount {
-            mount_path: path.to_owned(),
+    let mut add = |name: &str, path: &str, kind: &'static str, ro: bool| {
+        mounts.push(pod::Mount {
             name: name.to_owned(),
-            read_only: ro.then_some(true),
-            ..Default::default()
-        });
-        volumes.push(core::Volume {
-            name: name.to_owned(),
-            host_path: Some(core::HostPathVolumeSource {
-                path: path.to_owned(),
-                type_: Some(kind.to_owned()),
-            }),
-            ..Default::default()
+            path: path.to_owned(),
+            kind,
+            read_only: ro,
         });
     };
     // A directory that holds a read-only file, or certsync's targets, is a
@@ -592,96 +569,14 @@ fn pod_text(
     for c in certs {
         add(c.name, &c.target, "DirectoryOrCreate", false);
     }
-    let quantity = |q: &str| Quantity(q.to_owned());
-    let container = core::Container {
-        name: "certsync".into(),
-        image: Some(opts.image.clone()),
-        args: Some(vec![
-            "run".into(),
-            format!("--config={CONFIG}"),
-            format!("--admin-addr={admin}"),
-            format!("--generation={generation}"),
-        ]),
-        liveness_probe: Some(core::Probe {
-            http_get: Some(get("/livez")),
-            ..Default::default()
-        }),
-        readiness_probe: Some(core::Probe {
-            http_get: Some(get("/readyz")),
-            ..Default::default()
-        }),
-        startup_probe: Some(core::Probe {
-            http_get: Some(get("/readyz")),
-            failure_threshold: Some(60),
-            period_seconds: Some(2),
-            ..Default::default()
-        }),
-        resources: Some(core::ResourceRequirements {
-            limits: Some([("memory".into(), quantity("64Mi"))].into()),
-            requests: Some(
-                [
-                    ("cpu".into(), quantity("10m")),
-                    ("memory".into(), quantity("16Mi")),
-                ]
-                .into(),
-            ),
-            ..Default::default()
-        }),
-        security_context: Some(core::SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(core::Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                ..Default::default()
-            }),
-            read_only_root_filesystem: Some(true),
-            run_as_user: Some(0),
-            ..Default::default()
-        }),
-        volume_mounts: Some(mounts),
-        ..Default::default()
-    };
-    let pod = core::Pod {
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            name: Some("certsync".into()),
-            namespace: Some("kube-system".into()),
-            annotations: Some(
-                [(
-                    "certsync.io/config-sha256".into(),
-                    digest(config)[..16].to_owned(),
-                )]
-                .into(),
-            ),
-            labels: Some(
-                [
-                    ("component".into(), "certsync".into()),
-                    ("tier".into(), "control-plane".into()),
-                ]
-                .into(),
-            ),
-            ..Default::default()
-        },
-        spec: Some(core::PodSpec {
-            automount_service_account_token: Some(false),
-            containers: vec![container],
-            host_network: Some(true),
-            priority_class_name: Some("system-node-critical".into()),
-            security_context: Some(core::PodSecurityContext {
-                seccomp_profile: Some(core::SeccompProfile {
-                    type_: "RuntimeDefault".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            termination_grace_period_seconds: Some(10),
-            volumes: Some(volumes),
-            ..Default::default()
-        }),
-        status: None,
-    };
-    let body = serde_yaml_ng::to_string(&pod).map_err(|e| KubeadmError::Issue(e.to_string()))?;
-    Ok(format!(
-        "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n{body}"
-    ))
+    pod::manifest(&pod::Spec {
+        image: &opts.image,
+        admin: opts.admin_addr,
+        generation,
+        config_hash: &digest(config)[..16],
+        mounts,
+    })
+    .map_err(|e| KubeadmError::Issue(e.to_string()))
 }
 
 fn refused(opts: &Options, reason: impl Into<String>) -> KubeadmError {
