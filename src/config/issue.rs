@@ -116,9 +116,7 @@ impl MappingSpec {
         usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, IssueError>,
     ) -> Result<CsrSpec, IssueError> {
         let key_alg: KeyAlg = match &self.key_alg {
-            Some(s) => s
-                .parse()
-                .map_err(IssueError::KeyAlg)?,
+            Some(s) => s.parse().map_err(IssueError::KeyAlg)?,
             None => KeyAlg::default(),
         };
         let ips = self

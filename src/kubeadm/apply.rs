@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::plan::{self, BACKUPS, POD, Plan, STATE};
+use super::ready::Seen;
 use super::record::{State, mkdir, node_rel, put, put_mode};
 use super::undo::Undo;
 use super::{KubeadmError, Options, cluster, digest, host};
@@ -228,19 +229,18 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
 
 /// certsync's configuration and kubeconfigs, and its targets' directories
 /// (each a hostPath of its pod).
-fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), String> {
+fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
     for f in plan.files.iter().filter(|f| f.path != POD) {
         let mode = u32::from_str_radix(&f.mode, 8).unwrap_or(0o600);
-        put_mode(dir, &f.path, &f.bytes, mode).map_err(|e| e.to_string())?;
+        put_mode(dir, &f.path, &f.bytes, mode)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
     for k in &plan.kubeconfigs_trusted {
-        crate::writer::update_kubeconfig_ca(&host(dir, k), &plan.ca_bundle)
-            .map_err(|e| e.to_string())?;
+        crate::writer::update_kubeconfig_ca(&host(dir, k), &plan.ca_bundle)?;
         let _ = writeln!(out, "set the CA data of {k}");
     }
     for t in plan::targets(dir) {
-        mkdir(&host(dir, &t)).map_err(|e| e.to_string())?;
+        mkdir(&host(dir, &t))?;
     }
     Ok(())
 }
@@ -261,12 +261,12 @@ const STOPPED_AFTER: std::time::Duration = std::time::Duration::from_secs(40);
 /// configuration). So when this run replaces such a file, the previous
 /// pod is stopped, and gone, first; its manifest is in this run's backup
 /// and is put back if the new pod is not ready. `Err`: what was seen.
-async fn stop_previous(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), String> {
+async fn stop_previous(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), Seen> {
     let replaces_mounted = plan
         .files
         .iter()
         .any(|f| f.action == "replace" && plan::read_only_in_pod(&f.path));
-    let Some(old) = super::node::read_optional(dir, POD).map_err(|e| e.to_string())? else {
+    let Some(old) = super::node::read_optional(dir, POD)? else {
         return Ok(());
     };
     if !replaces_mounted {
@@ -276,18 +276,18 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), 
     let addr = super::pod::probe(&text).map_or(super::pod::DEFAULT_PROBE, |(_, _, a)| a);
     let generation = super::pod::of_pod(&old).unwrap_or_default();
     let removed = std::time::Instant::now();
-    std::fs::remove_file(host(dir, POD)).map_err(|e| format!("{POD}: {e}"))?;
+    std::fs::remove_file(host(dir, POD)).map_err(|e| KubeadmError::file(&host(dir, POD), e))?;
     let _ = writeln!(
         out,
         "stopped the previous certsync pod (it mounts files this run replaces read-only)"
     );
-    if !super::ready::gone(addr, &generation, STOPPED_AFTER * 2).await {
-        return Err(format!(
-            "the previous certsync pod still answers on {addr} {} s after its manifest was taken \
-             out",
-            (STOPPED_AFTER * 2).as_secs()
-        ));
-    }
+    super::ready::gone(
+        addr,
+        &generation,
+        STOPPED_AFTER * 2,
+        "the previous certsync pod",
+    )
+    .await?;
     if let Some(left) = STOPPED_AFTER.checked_sub(removed.elapsed()) {
         tokio::time::sleep(left).await;
     }
@@ -297,19 +297,17 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), 
 /// Every file certsync's pod mounts read-only, as this run wrote it: a
 /// difference means something wrote it after adopt did, and the
 /// components must not restart on it.
-fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), String> {
+fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
     for f in plan
         .files
         .iter()
         .filter(|f| f.path != POD && plan::read_only_in_pod(&f.path))
     {
-        let now = super::node::read_optional(dir, &f.path).map_err(|e| e.to_string())?;
+        let now = super::node::read_optional(dir, &f.path)?;
         if now.as_deref() != Some(f.bytes.as_slice()) {
-            return Err(format!(
-                "{} is not what adopt wrote any more: something changed it while certsync's pod \
-                 started; no component was pointed at it",
-                f.path
-            ));
+            return Err(Seen::Changed {
+                path: f.path.clone(),
+            });
         }
     }
     Ok(())
@@ -344,10 +342,10 @@ async fn cluster_info(plan: &Plan, out: &mut String) {
 /// certsync's pod written (when it changes), then waited for: ready for
 /// this configuration and image, every target holding a live pair.
 /// `Err`: what was last seen.
-async fn started(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), String> {
+async fn started(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Seen> {
     let dir = &opts.dir;
     for f in plan.files.iter().filter(|f| f.path == POD) {
-        put(dir, &f.path, &f.bytes).map_err(|e| e.to_string())?;
+        put(dir, &f.path, &f.bytes)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
     super::ready::wait(dir, plan.probe, &plan.generation, opts.ready_timeout).await

@@ -24,7 +24,7 @@ use x509_parser::time::ASN1Time;
 
 use super::plan::{self, EMBEDDED, backup_path};
 use super::record::State;
-use super::{KubeadmError, REVERT_MARGIN_SECS, host, moves};
+use super::{KubeadmError, REVERT_MARGIN_SECS, RevertError, host, moves};
 
 /// A file to put back: node path, bytes, mode.
 pub(super) type Restore = (String, Vec<u8>, u32);
@@ -59,14 +59,7 @@ pub(super) struct Handback {
 pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
     let missing = unrecorded(dir, state);
     if !missing.is_empty() {
-        return Err(KubeadmError::Revert(format!(
-            "kubeadm's copy of {} is not in adopt's backup (an earlier certsync adopted this node \
-             without backing it up, or it appeared since); nothing was changed. revert hands back only kubeadm's copy in \
-             the backup, or its certificate issued again, never a file certsync's container could \
-             have written. Check each; move it out of /etc/kubernetes (kubeadm writes it again: \
-             `kubeadm init phase kubeconfig NAME`, `kubeadm init phase certs NAME`), then revert",
-            missing.join(", ")
-        )));
+        return Err(RevertError::Unrecorded { missing }.into());
     }
     let deadline = ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
     let mut all = Vec::new();
@@ -103,8 +96,9 @@ fn pair(dir: &Path, prefix: &str, backup: &str, deadline: i64) -> Result<Handbac
     let at = backup_path(dir, backup, &crt);
     let der = crate::pem::exactly_one(&saved_crt, SectionKind::Certificate)
         .map_err(|e| KubeadmError::file(&at, e))?;
-    let ca = plan::pair_ca(dir, prefix)
-        .ok_or_else(|| KubeadmError::Revert(format!("{prefix}: not a pair adopt keeps")))?;
+    let ca = plan::pair_ca(dir, prefix).ok_or_else(|| RevertError::NotAPair {
+        prefix: prefix.to_owned(),
+    })?;
     let (bytes, kubeadms, reissued) = renewed(dir, &at, &der, &ca, deadline)?;
     let bytes = match bytes {
         Some(der) => pem(&at, &der)?.into_bytes(),
@@ -128,7 +122,7 @@ fn kubeconfig(
     let at = backup_path(dir, backup, node_path);
     let text = String::from_utf8(read_backup(dir, backup, node_path)?)
         .map_err(|_| KubeadmError::file(&at, "not UTF-8"))?;
-    let data = client_certificate_data(&text).map_err(|e| KubeadmError::file(&at, e))?;
+    let data = client_certificate_data(&at, &text)?;
     let cert = base64::engine::general_purpose::STANDARD
         .decode(data)
         .map_err(|e| {
@@ -190,23 +184,21 @@ fn renewed(
         &host(dir, &key),
         std::time::SystemTime::now(),
     )
-    .map_err(|e| {
-        KubeadmError::Revert(format!(
-            "kubeadm's certificate in {} ends {}, within 24 h, and issuing it again from {ca} \
-             failed: {e}; nothing was changed",
-            at.display(),
-            until(kubeadms)
-        ))
+    .map_err(|source| RevertError::Reissue {
+        at: at.to_owned(),
+        ends: until(kubeadms),
+        ca: ca.to_owned(),
+        source,
     })?;
     let ends = not_after(&new)?;
     if ends.timestamp() <= deadline {
-        return Err(KubeadmError::Revert(format!(
-            "the CA {ca} ends {}, within 24 h: nothing issued from it lasts a day (kubeadm's \
-             certificate in {} ends {}); nothing was changed. Renew the CA first",
-            until(ends),
-            at.display(),
-            until(kubeadms)
-        )));
+        return Err(RevertError::CaEnds {
+            ca: ca.to_owned(),
+            ends: until(ends),
+            at: at.to_owned(),
+            kubeadms: until(kubeadms),
+        }
+        .into());
     }
     Ok((Some(new), kubeadms, Some(ends)))
 }
@@ -220,23 +212,26 @@ fn pem(at: &Path, der: &[u8]) -> Result<String, KubeadmError> {
 /// The one user's `client-certificate-data` in a kubeconfig kubeadm
 /// wrote, as it stands in `text` (once): what is replaced when its
 /// certificate is issued again, every other byte kept.
-fn client_certificate_data(text: &str) -> Result<&str, String> {
-    let config = crate::source::client::parse_kubeconfig(text).map_err(|e| e.to_string())?;
+fn client_certificate_data<'a>(at: &Path, text: &'a str) -> Result<&'a str, KubeadmError> {
+    let bad = |problem: String| KubeadmError::file(at, problem);
+    let config = crate::source::client::parse_kubeconfig(text).map_err(|e| bad(e.to_string()))?;
     let all: Vec<String> = config
         .auth_infos
         .iter()
         .filter_map(|u| u.auth_info.as_ref()?.client_certificate_data.clone())
         .collect();
     let [data] = all.as_slice() else {
-        return Err(format!(
+        return Err(bad(format!(
             "{} embedded client certificates; kubeadm writes one",
             all.len()
-        ));
+        )));
     };
     let data = data.trim();
     match text.match_indices(data).map(|(i, _)| i).collect::<Vec<_>>()[..] {
         [at] if !data.is_empty() => Ok(&text[at..at + data.len()]),
-        _ => Err("its client-certificate-data is not written once as one plain value".into()),
+        _ => Err(bad(
+            "its client-certificate-data is not written once as one plain value".into(),
+        )),
     }
 }
 
@@ -301,18 +296,21 @@ pub(super) fn ca_data_with(
 /// handle, never through a link.
 fn read_backup(dir: &Path, backup: &str, node_path: &str) -> Result<Vec<u8>, KubeadmError> {
     let at = backup_path(dir, backup, node_path);
+    let backup_of = |problem: String| RevertError::Backup {
+        node_path: node_path.to_owned(),
+        problem,
+    };
+    let not_a_file = || RevertError::NotAFile {
+        node_path: node_path.to_owned(),
+    };
     let rel = node_path
         .strip_prefix("/etc/kubernetes/")
-        .ok_or_else(|| KubeadmError::Revert(format!("{node_path}: not under /etc/kubernetes")))?;
+        .ok_or_else(not_a_file)?;
     let in_backup = format!("{backup}/{rel}");
-    let (parent, name) = in_backup
-        .rsplit_once('/')
-        .ok_or_else(|| KubeadmError::Revert(format!("{in_backup}: not a file path")))?;
-    let d = moves::open_beneath(dir, parent).map_err(|b| {
-        KubeadmError::Revert(format!("backup of {node_path} ({}): {b}", at.display()))
-    })?;
-    crate::writer::read_beneath(&d, name, &at)
-        .map_err(|e| KubeadmError::Revert(format!("backup of {node_path}: {}", e.problem())))
+    let (parent, name) = in_backup.rsplit_once('/').ok_or_else(not_a_file)?;
+    let d = moves::open_beneath(dir, parent)
+        .map_err(|b| backup_of(format!("{}: {b}", at.display())))?;
+    Ok(crate::writer::read_beneath(&d, name, &at).map_err(|e| backup_of(e.problem()))?)
 }
 
 /// Writes `bytes` as `node_path` anew with `mode`: a new file (`..tmp-NAME`,
@@ -328,9 +326,13 @@ pub(super) fn write(
 ) -> Result<(), KubeadmError> {
     let (parent, name) = node_path
         .rsplit_once('/')
-        .ok_or_else(|| KubeadmError::Revert(format!("{node_path}: not a file path")))?;
-    let d = moves::open_beneath(dir, parent)
-        .map_err(|b| KubeadmError::Revert(format!("{node_path}: {b}")))?;
+        .ok_or_else(|| RevertError::NotAFile {
+            node_path: node_path.to_owned(),
+        })?;
+    let d = moves::open_beneath(dir, parent).map_err(|blocked| RevertError::Blocked {
+        node_path: node_path.to_owned(),
+        blocked,
+    })?;
     Ok(crate::writer::replace_beneath(
         &d,
         name,

@@ -33,13 +33,14 @@ mod pod;
 mod ready;
 mod record;
 mod revert;
+mod revert_apply;
 mod status;
 mod trust;
 mod undo;
 
 pub use apply::adopt;
 pub use plan::{Plan, plan};
-pub use revert::revert;
+pub use revert_apply::revert;
 pub use status::{Cause, Status, status};
 
 /// Where kubeadm keeps everything, as the node's components see it.
@@ -117,11 +118,127 @@ pub enum KubeadmError {
     )]
     PartAdopted(String),
     #[error("revert: {0}")]
-    Revert(String),
+    Revert(Box<RevertError>),
     /// certsync's pod did not become ready: adopt put back what it had
     /// changed, and no component manifest names certsync's files.
     #[error("{0}")]
     NotReady(Box<NotReady>),
+}
+
+/// Why revert refused, or stopped: every message names the file or step
+/// and says what the node is left as and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RevertError {
+    #[error(
+        "{source}; nothing was changed. Wait until the API server admin.conf names answers (after \
+         adopt or revert on another node it restarts for about 40 s: check its /readyz), or \
+         pass --local-only and take adopt's entries out of kubeadm-config by hand"
+    )]
+    ClusterConfigUnread { source: Box<KubeadmError> },
+    #[error(
+        "{source}; nothing was changed (the ClusterConfiguration is revert's first change): \
+         run `certsync kubeadm revert` again once the API server admin.conf names \
+         accepts writes, or pass --local-only and take adopt's entries out of \
+         kubeadm-config by hand"
+    )]
+    ClusterConfigWrite { source: Box<KubeadmError> },
+    #[error(
+        "the ClusterConfiguration is done, but recording it failed ({source}); nothing else \
+         was changed: run `certsync kubeadm revert` again (it finds adopt's fields gone)"
+    )]
+    Recording { source: Box<KubeadmError> },
+    /// A failure after revert's first change; `cluster_config_done`: the
+    /// ClusterConfiguration step is recorded, so a re-run needs no API server.
+    #[error(
+        "stopped partway, the node is part-reverted: {source}; {}run `certsync kubeadm revert` \
+         again: it finishes what is left",
+        if *.cluster_config_done {
+            "the ClusterConfiguration is done (recorded in adopted.json: the re-run needs no API server); "
+        } else {
+            ""
+        }
+    )]
+    PartReverted {
+        source: Box<KubeadmError>,
+        cluster_config_done: bool,
+    },
+    /// A symlink where one of certsync's own files or directories should
+    /// be, seen before anything changed.
+    #[error(
+        "{link} is a symlink, where certsync's {path} should be a directory or file of its \
+         own; nothing was changed: remove it (and check who made it), then run revert again"
+    )]
+    Symlink { link: String, path: String },
+    /// The same, seen when about to move or purge it.
+    #[error("{link} is a symlink, where certsync's {path} should be; not following it")]
+    SymlinkNow { link: String, path: String },
+    #[error(
+        "kubeadm's copy of {} is not in adopt's backup (an earlier certsync adopted this node \
+         without backing it up, or it appeared since); nothing was changed. revert hands back only kubeadm's copy in \
+         the backup, or its certificate issued again, never a file certsync's container could \
+         have written. Check each; move it out of /etc/kubernetes (kubeadm writes it again: \
+         `kubeadm init phase kubeconfig NAME`, `kubeadm init phase certs NAME`), then revert",
+        .missing.join(", ")
+    )]
+    Unrecorded { missing: Vec<String> },
+    #[error("{prefix}: not a pair adopt keeps")]
+    NotAPair { prefix: String },
+    #[error(
+        "kubeadm's certificate in {} ends {ends}, within 24 h, and issuing it again from {ca} \
+         failed: {source}; nothing was changed",
+        .at.display()
+    )]
+    Reissue {
+        at: PathBuf,
+        ends: String,
+        ca: String,
+        source: crate::source::ca::CaError,
+    },
+    #[error(
+        "the CA {ca} ends {ends}, within 24 h: nothing issued from it lasts a day (kubeadm's \
+         certificate in {} ends {kubeadms}); nothing was changed. Renew the CA first",
+        .at.display()
+    )]
+    CaEnds {
+        ca: String,
+        ends: String,
+        at: PathBuf,
+        kubeadms: String,
+    },
+    /// kubeadm's copy in the backup could not be read.
+    #[error("backup of {node_path}: {problem}")]
+    Backup { node_path: String, problem: String },
+    /// A name on the way to `node_path` (below `/etc/kubernetes`) that
+    /// revert does not go through.
+    #[error("{node_path}: {blocked}")]
+    Blocked {
+        node_path: String,
+        blocked: moves::Blocked,
+    },
+    #[error("{node_path}: not a file path below /etc/kubernetes")]
+    NotAFile { node_path: String },
+    #[error("purge {node_path}: {source}")]
+    Purge {
+        node_path: String,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A move into the backup that failed (see [`moves::move_path`]).
+    #[error("{problem}")]
+    Move { problem: String },
+    #[error(
+        "certsync (pid {pid}) still holds {target} {secs} s after its static pod was \
+         removed; stop it, then run revert again"
+    )]
+    StillHeld {
+        pid: String,
+        target: String,
+        secs: u64,
+    },
 }
 
 /// What adopt saw of a certsync pod that was not ready in time, and what
@@ -132,8 +249,8 @@ pub struct NotReady {
     pub generation: String,
     /// `--ready-timeout`, as given.
     pub timeout: String,
-    /// The last look at the pod's `/readyz` (see `ready::look`).
-    pub seen: String,
+    /// What was last seen (see `ready::look`).
+    pub seen: ready::Seen,
     /// The kubelet's view (the mirror pod), or where to look on the node.
     pub pod: String,
     /// What adopt put back, and how the node is.
@@ -147,6 +264,12 @@ impl std::fmt::Display for NotReady {
             "certsync's pod (image {}, generation {}) was not ready within {}: {}; its state: {}. {}",
             self.image, self.generation, self.timeout, self.seen, self.pod, self.undone
         )
+    }
+}
+
+impl From<RevertError> for KubeadmError {
+    fn from(e: RevertError) -> Self {
+        Self::Revert(Box::new(e))
     }
 }
 

@@ -30,11 +30,57 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
     }
 }
 
+/// Why a certificate on the node is not one adopt takes (or a pair not
+/// one its CA issued).
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("{0}")]
+    Read(Box<KubeadmError>),
+    #[error("{what}: {source}")]
+    Named {
+        what: String,
+        source: Box<CertError>,
+    },
+    #[error("not a PEM certificate ({0})")]
+    NotPem(String),
+    #[error("not a certificate ({0})")]
+    NotCertificate(String),
+    #[error("its public key cannot be read ({0})")]
+    PublicKey(String),
+    #[error(
+        "{template} was issued by {issuer:?}, not by {ca} ({subject:?}): not a certificate \
+         kubeadm made"
+    )]
+    OtherIssuer {
+        template: String,
+        issuer: String,
+        ca: String,
+        subject: String,
+    },
+    #[error("{template} names {ca} as its issuer but {ca} did not sign it")]
+    NotSigned { template: String, ca: String },
+    #[error("not issued by the node's CA ({0})")]
+    NotTheCas(Box<CertError>),
+    #[error("its key is not the certificate's")]
+    KeyMismatch,
+    #[error("its key: {0}")]
+    Key(String),
+}
+
+impl CertError {
+    fn of(self, what: &str) -> Self {
+        CertError::Named {
+            what: what.to_owned(),
+            source: Box::new(self),
+        }
+    }
+}
+
 /// The first certificate of a PEM file, as DER.
-fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, String> {
-    let text = read(dir, node_path).map_err(|e| e.to_string())?;
+fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, CertError> {
+    let text = read(dir, node_path).map_err(|e| CertError::Read(Box::new(e)))?;
     let (_, pem) = x509_parser::pem::parse_x509_pem(text.as_bytes())
-        .map_err(|e| format!("{node_path}: not a PEM certificate ({e})"))?;
+        .map_err(|e| CertError::NotPem(e.to_string()).of(node_path))?;
     Ok(pem.contents)
 }
 
@@ -42,15 +88,15 @@ fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, String> {
 /// of `cert` (kubeadm makes every key with the ClusterConfiguration's
 /// `encryptionAlgorithm`): what adopt uses when that ClusterConfiguration
 /// cannot be read. `None` for a key kubeadm does not make.
-pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, String> {
+pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, CertError> {
     use x509_parser::public_key::PublicKey;
     let der = cert_der(dir, cert)?;
     let (_, c) = x509_parser::parse_x509_certificate(&der)
-        .map_err(|e| format!("{cert}: not a certificate ({e})"))?;
+        .map_err(|e| CertError::NotCertificate(e.to_string()).of(cert))?;
     let key = c
         .public_key()
         .parsed()
-        .map_err(|e| format!("{cert}: its public key cannot be read ({e})"))?;
+        .map_err(|e| CertError::PublicKey(e.to_string()).of(cert))?;
     Ok(match (&key, key.key_size()) {
         (PublicKey::RSA(_), 2048) => Some("rsa-2048"),
         (PublicKey::RSA(_), 3072) => Some("rsa-3072"),
@@ -64,42 +110,45 @@ pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, String> {
 /// Checks that `template` is a certificate `ca` issued (issuer name and
 /// signature): a certificate kubeadm made, not one planted or brought from
 /// elsewhere, whose identity adopt would copy into every renewal.
-pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), String> {
+pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), CertError> {
     signed_by(&cert_der(dir, template)?, template, &cert_der(dir, ca)?, ca)
 }
 
-/// Checks that the certificate `leaf_der` (named `leaf` in errors) was
+/// Checks that the certificate `leaf_der` (named `template` in errors) was
 /// issued by the CA certificate `ca_der` (issuer name and signature).
-fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result<(), String> {
+fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result<(), CertError> {
     let (_, ca_cert) = x509_parser::parse_x509_certificate(ca_der)
-        .map_err(|e| format!("{ca}: not a certificate ({e})"))?;
+        .map_err(|e| CertError::NotCertificate(e.to_string()).of(ca))?;
     let (_, leaf) = x509_parser::parse_x509_certificate(leaf_der)
-        .map_err(|e| format!("{template}: not a certificate ({e})"))?;
+        .map_err(|e| CertError::NotCertificate(e.to_string()).of(template))?;
     if leaf.issuer().as_raw() != ca_cert.subject().as_raw() {
-        return Err(format!(
-            "{template} was issued by {:?}, not by {ca} ({:?}): not a certificate kubeadm made",
-            crate::escape(&leaf.issuer().to_string()),
-            crate::escape(&ca_cert.subject().to_string())
-        ));
+        return Err(CertError::OtherIssuer {
+            template: template.to_owned(),
+            issuer: crate::escape(&leaf.issuer().to_string()).into_owned(),
+            ca: ca.to_owned(),
+            subject: crate::escape(&ca_cert.subject().to_string()).into_owned(),
+        });
     }
     leaf.verify_signature(Some(ca_cert.public_key()))
-        .map_err(|_| format!("{template} names {ca} as its issuer but {ca} did not sign it"))
+        .map_err(|_| CertError::NotSigned {
+            template: template.to_owned(),
+            ca: ca.to_owned(),
+        })
 }
 
 /// Checks that `cert_pem` and `key_pem` are a pair the CA at node path
 /// `ca` issued: what revert may leave in place of kubeadm's backup. A
 /// pair someone rewrote (self-signed, another CA's, a key that is not the
 /// certificate's) is not; the error says which, as revert shows it.
-pub fn sound_pair(dir: &Path, cert_pem: &[u8], key_pem: &[u8], ca: &str) -> Result<(), String> {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem)
-        .map_err(|e| format!("not a PEM certificate ({e})"))?;
+pub fn sound_pair(dir: &Path, cert_pem: &[u8], key_pem: &[u8], ca: &str) -> Result<(), CertError> {
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(cert_pem).map_err(|e| CertError::NotPem(e.to_string()))?;
     let ca_der = cert_der(dir, ca)?;
-    signed_by(&pem.contents, "it", &ca_der, ca)
-        .map_err(|e| format!("not issued by the node's CA ({e})"))?;
+    signed_by(&pem.contents, "it", &ca_der, ca).map_err(|e| CertError::NotTheCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
         Ok(true) => Ok(()),
-        Ok(false) => Err("its key is not the certificate's".into()),
-        Err(e) => Err(format!("its key: {e}")),
+        Ok(false) => Err(CertError::KeyMismatch),
+        Err(e) => Err(CertError::Key(e.to_string())),
     }
 }
 
@@ -127,10 +176,10 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
 }
 
 /// notAfter of the first certificate in PEM `bytes`.
-pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, String> {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(bytes)
-        .map_err(|e| format!("not a PEM certificate ({e})"))?;
+pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, CertError> {
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(bytes).map_err(|e| CertError::NotPem(e.to_string()))?;
     let (_, cert) = x509_parser::parse_x509_certificate(&pem.contents)
-        .map_err(|e| format!("not a certificate ({e})"))?;
+        .map_err(|e| CertError::NotCertificate(e.to_string()))?;
     Ok(cert.validity().not_after)
 }

@@ -9,7 +9,7 @@ use serde_yaml_ng::Value;
 use super::manifest::{
     self, BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, Manifest, P, PE, TRUST_ANNOTATION,
 };
-use super::{KubeadmError, Options, cluster, cluster_info, digest, host, node, trust};
+use super::{KubeadmError, Options, cluster, cluster_info, digest, host, node, pod, trust};
 
 pub use super::manifest::CONFIG;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
@@ -545,40 +545,48 @@ pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError
 }
 
 /// A kubeconfig of certsync's for a component: its client target by file.
-fn kubeconfig_text(server: &str, user: &str, target: &str) -> String {
-    format!(
+fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, KubeadmError> {
+    let context = format!("{user}@kubernetes");
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubernetes", "cluster": {
+            "certificate-authority": format!("{target}/ca.crt"),
+            "server": server,
+        }}],
+        "contexts": [{"name": context, "context": {"cluster": "kubernetes", "user": user}}],
+        "current-context": context,
+        "users": [{"name": user, "user": {
+            "client-certificate": format!("{target}/tls.crt"),
+            "client-key": format!("{target}/tls.key"),
+        }}],
+    });
+    let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    Ok(format!(
         "# Written by `certsync kubeadm adopt`: the client certificate is certsync's target,\n\
-         # re-read by client-go when it is renewed.\n\
-         apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority: {target}/ca.crt\n    server: {server}\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: {user}\n  name: {user}@kubernetes\ncurrent-context: {user}@kubernetes\nusers:\n- name: {user}\n  user:\n    client-certificate: {target}/tls.crt\n    client-key: {target}/tls.key\n"
-    )
+         # re-read by client-go when it is renewed.\n{body}"
+    ))
 }
 
-/// certsync's static pod: `pki/` read-write (kubeadm's pairs are kept in
-/// step there) with each CA and service-account file mounted read-only
-/// over it, each target read-write, the config read-only; restarted (a new
-/// pod) when the config changes, through its hash in an annotation.
-fn pod_text(dir: &Path, opts: &Options, config: &[u8], generation: &str) -> String {
-    let (image, admin) = (&opts.image, opts.admin_addr);
-    // The probes ask where certsync listens; an unspecified address
-    // (0.0.0.0, ::) listens on loopback too.
-    let probe = super::pod::probe_addr(admin);
-    let probe_host = match probe.ip() {
-        std::net::IpAddr::V4(ip) => ip.to_string(),
-        std::net::IpAddr::V6(ip) => format!("\"{ip}\""),
-    };
-    let port = probe.port();
-    let mut mounts = String::new();
-    let mut volumes = String::new();
-    let mut add = |name: &str, path: &str, kind: &str, ro: bool| {
-        let _ = write!(
-            mounts,
-            "    - mountPath: {path}\n      name: {name}\n{}",
-            if ro { "      readOnly: true\n" } else { "" }
-        );
-        let _ = write!(
-            volumes,
-            "  - hostPath:\n      path: {path}\n      type: {kind}\n    name: {name}\n"
-        );
+/// certsync's static pod ([`pod::manifest`]): `pki/` read-write
+/// (kubeadm's pairs are kept in step there) with each CA and
+/// service-account file mounted read-only over it, each target read-write,
+/// the config read-only; restarted (a new pod) when the config changes,
+/// through its hash in an annotation.
+fn pod_text(
+    dir: &Path,
+    opts: &Options,
+    config: &[u8],
+    generation: &str,
+) -> Result<String, KubeadmError> {
+    let mut mounts = Vec::new();
+    let mut add = |name: &str, path: &str, kind: &'static str, ro: bool| {
+        mounts.push(pod::Mount {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            kind,
+            read_only: ro,
+        });
     };
     // A directory that holds a read-only file, or certsync's targets, is a
     // mount point of its own: one the container could rename would carry
@@ -617,11 +625,14 @@ fn pod_text(dir: &Path, opts: &Options, config: &[u8], generation: &str) -> Stri
     for c in certs {
         add(c.name, &c.target, "DirectoryOrCreate", false);
     }
-    let hash = &digest(config)[..16];
-    format!(
-        "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n\
-apiVersion: v1\nkind: Pod\nmetadata:\n  annotations:\n    certsync.io/config-sha256: \"{hash}\"\n  labels:\n    component: certsync\n    tier: control-plane\n  name: certsync\n  namespace: kube-system\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - args:\n    - run\n    - --config={CONFIG}\n    - --admin-addr={admin}\n    - --generation={generation}\n    image: {image}\n    livenessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /livez\n        port: {port}\n    name: certsync\n    readinessProbe:\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n    resources:\n      limits:\n        memory: 64Mi\n      requests:\n        cpu: 10m\n        memory: 16Mi\n    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities:\n        drop:\n        - ALL\n      readOnlyRootFilesystem: true\n      runAsUser: 0\n    startupProbe:\n      failureThreshold: 60\n      httpGet:\n        host: {probe_host}\n        path: /readyz\n        port: {port}\n      periodSeconds: 2\n    volumeMounts:\n{mounts}  hostNetwork: true\n  priorityClassName: system-node-critical\n  securityContext:\n    seccompProfile:\n      type: RuntimeDefault\n  terminationGracePeriodSeconds: 10\n  volumes:\n{volumes}"
-    )
+    pod::manifest(&pod::Spec {
+        image: &opts.image,
+        admin: opts.admin_addr,
+        generation,
+        config_hash: &digest(config)[..16],
+        mounts,
+    })
+    .map_err(|e| KubeadmError::Issue(e.to_string()))
 }
 
 fn refused(opts: &Options, reason: impl Into<String>) -> KubeadmError {
@@ -772,7 +783,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
                 &format!("/etc/kubernetes/pki/{t}.crt"),
                 &format!("/etc/kubernetes/pki/{}.crt", c.ca),
             )
-            .map_err(|e| refused(opts, e))?;
+            .map_err(|e| refused(opts, e.to_string()))?;
         }
     }
     // kubeadm's pairs, kept in step from now on: both files there.
@@ -801,7 +812,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
                     format!("{apiserver_crt}: a key of a size or curve kubeadm does not make"),
                 ));
             }
-            Err(e) => return Err(refused(opts, e)),
+            Err(e) => return Err(refused(opts, e.to_string())),
         },
     };
     // Files: certsync's config, kubeconfigs and pod. The config is judged
@@ -839,7 +850,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     }
     for (file, user, target, _) in BY_FILE {
         let server = node::server(dir, &format!("/etc/kubernetes/{file}"))?;
-        let text = kubeconfig_text(&server, user, &format!("{P}/{target}"));
+        let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
         files.extend(file_write(
             opts,
             &format!("{KUBECONFIGS}/{file}"),
@@ -849,7 +860,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         )?);
     }
     let generation = super::pod::generation(&config, &trust.digest, &opts.image);
-    let pod = pod_text(dir, opts, &config, &generation).into_bytes();
+    let pod = pod_text(dir, opts, &config, &generation)?.into_bytes();
     files.extend(file_write(
         opts,
         CONFIG,

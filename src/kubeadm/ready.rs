@@ -29,40 +29,79 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt as _;
 
 use super::plan;
-use super::{host, node};
+use super::{KubeadmError, host, node};
 
-/// What one look at certsync's admin port saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why the gate did not pass: what one look at certsync's admin port saw
+/// when it was not this adoption's pod answering ready, or what else
+/// stopped the pod's start. Said as `NotReady.seen`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Seen {
-    /// The pod of `generation` answers ready.
-    Ready,
-    /// The pod of `generation` answers, not ready: why.
-    Starting(String),
-    /// Another process answers, or nothing does: what was seen.
-    Other(String),
+    #[error("no answer from {addr} within 3 s")]
+    Silent { addr: SocketAddr },
+    #[error("nothing answers on {addr} ({problem})")]
+    Nothing { addr: SocketAddr, problem: String },
+    /// The pod of this generation answers, not ready: why (escaped).
+    #[error("certsync's pod (generation {generation}) runs but is not ready: {body}")]
+    Starting { generation: String, body: String },
+    #[error("an earlier certsync pod (generation {generation}) answers, not this adoption's")]
+    Earlier { generation: String },
+    #[error("a certsync without a generation answers (an earlier pod): {status} {body}")]
+    Ungenerated { status: u16, body: String },
+    #[error(
+        "certsync's pod answers ready, but target {target} holds no live pair of its CA's: {why}"
+    )]
+    DeadTarget { target: String, why: String },
+    /// A pod whose manifest was taken out still answering after `secs`.
+    #[error("{pod} still answers on {addr} {secs} s after its manifest was taken out")]
+    StillAnswers {
+        pod: String,
+        addr: SocketAddr,
+        secs: u64,
+    },
+    /// A file certsync's pod mounts read-only, changed since adopt wrote it.
+    #[error(
+        "{path} is not what adopt wrote any more: something changed it while certsync's pod \
+         started; no component was pointed at it"
+    )]
+    Changed { path: String },
+    /// Writing or reading the pod's files failed.
+    #[error("{0}")]
+    Failed(String),
 }
 
-/// One `GET /readyz` on certsync's admin port, within 3 s.
-pub async fn look(addr: SocketAddr, generation: &str) -> Seen {
-    match tokio::time::timeout(Duration::from_secs(3), get_readyz(addr)).await {
-        Err(_) => Seen::Other(format!("no answer from {addr} within 3 s")),
-        Ok(Err(e)) => Seen::Other(format!("nothing answers on {addr} ({e})")),
-        Ok(Ok((status, token, body))) => {
-            let body = crate::escape(body.trim()).into_owned();
-            match token {
-                Some(t) if t == generation && status == 200 => Seen::Ready,
-                Some(t) if t == generation => Seen::Starting(format!(
-                    "certsync's pod (generation {generation}) runs but is not ready: {body}"
-                )),
-                Some(t) => Seen::Other(format!(
-                    "an earlier certsync pod (generation {}) answers, not this adoption's",
-                    crate::escape(&t)
-                )),
-                None => Seen::Other(format!(
-                    "a certsync without a generation answers (an earlier pod): {status} {body}"
-                )),
-            }
-        }
+impl Seen {
+    /// The pod of the generation looked for answers (ready or not).
+    fn answers(&self) -> bool {
+        matches!(self, Seen::Starting { .. })
+    }
+}
+
+impl From<super::KubeadmError> for Seen {
+    fn from(e: super::KubeadmError) -> Self {
+        Seen::Failed(e.to_string())
+    }
+}
+
+/// One `GET /readyz` on certsync's admin port, within 3 s: `Ok` when the
+/// pod of `generation` answers ready.
+pub async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
+    let (status, token, body) =
+        match tokio::time::timeout(Duration::from_secs(3), get_readyz(addr)).await {
+            Err(_) => return Err(Seen::Silent { addr }),
+            Ok(Err(problem)) => return Err(Seen::Nothing { addr, problem }),
+            Ok(Ok(answer)) => answer,
+        };
+    let body = crate::escape(body.trim()).into_owned();
+    match token {
+        Some(t) if t == generation && status == 200 => Ok(()),
+        Some(t) if t == generation => Err(Seen::Starting {
+            generation: t,
+            body,
+        }),
+        Some(t) => Err(Seen::Earlier {
+            generation: crate::escape(&t).into_owned(),
+        }),
+        None => Err(Seen::Ungenerated { status, body }),
     }
 }
 
@@ -103,11 +142,11 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
     for (target, ca) in plan::target_cas(dir) {
         let read = |f: &str| read_beneath(dir, &target, f);
         let problem = match (read("tls.crt"), read("tls.key")) {
-            (Err(e), _) | (_, Err(e)) => Some(e),
+            (Err(e), _) | (_, Err(e)) => Some(e.to_string()),
             (Ok(crt), Ok(key)) => match node::sound_pair(dir, &crt, &key, &ca) {
-                Err(e) => Some(e),
+                Err(e) => Some(e.to_string()),
                 Ok(()) => match node::not_after(&crt) {
-                    Err(e) => Some(e),
+                    Err(e) => Some(e.to_string()),
                     Ok(t) if t <= now => Some(format!("ended at {t}")),
                     Ok(_) => None,
                 },
@@ -124,24 +163,22 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
 /// beneath the target's handle: the pod writes the target, so a link it
 /// left there never leads adopt (root) out of it. A regular file, 1 MiB at
 /// most.
-fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, String> {
+fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
     use std::io::Read as _;
-    let at = format!("{target}/{name}");
+    let at = Path::new(target).join(name);
+    let bad = |e: &dyn std::fmt::Display| KubeadmError::file(&at, e);
     let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
-        super::moves::Blocked::Absent => format!("{target}: missing"),
-        e => e.to_string(),
+        super::moves::Blocked::Absent => KubeadmError::file(Path::new(target), "missing"),
+        e => KubeadmError::file(Path::new(target), e),
     })?;
-    let file = opened
-        .open(name)
-        .map_err(|e| format!("{at}: {e}"))?
-        .into_std();
-    if !file.metadata().map_err(|e| format!("{at}: {e}"))?.is_file() {
-        return Err(format!("{at}: not a regular file"));
+    let file = opened.open(name).map_err(|e| bad(&e))?.into_std();
+    if !file.metadata().map_err(|e| bad(&e))?.is_file() {
+        return Err(bad(&"not a regular file"));
     }
     let mut bytes = Vec::new();
     file.take(1 << 20)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("{at}: {e}"))?;
+        .map_err(|e| bad(&e))?;
     Ok(bytes)
 }
 
@@ -152,17 +189,15 @@ pub async fn wait(
     addr: SocketAddr,
     generation: &str,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), Seen> {
     let start = Instant::now();
     loop {
         let seen = match look(addr, generation).await {
-            Seen::Ready => match dead_targets(dir).first() {
+            Ok(()) => match dead_targets(dir).into_iter().next() {
                 None => return Ok(()),
-                Some((t, why)) => format!(
-                    "certsync's pod answers ready, but target {t} holds no live pair of its CA's: {why}"
-                ),
+                Some((target, why)) => Seen::DeadTarget { target, why },
             },
-            Seen::Starting(why) | Seen::Other(why) => why,
+            Err(seen) => seen,
         };
         if start.elapsed() >= timeout {
             return Err(seen);
@@ -173,19 +208,31 @@ pub async fn wait(
 
 /// Waits until the pod of `generation` has stopped answering for 5 s in a
 /// row (its manifest taken out: the kubelet stops it within its grace
-/// period), at most `limit`. Whether it did.
-pub async fn gone(addr: SocketAddr, generation: &str, limit: Duration) -> bool {
+/// period), at most `limit`; `pod` names it in the error.
+pub async fn gone(
+    addr: SocketAddr,
+    generation: &str,
+    limit: Duration,
+    pod: &str,
+) -> Result<(), Seen> {
     let start = Instant::now();
     let mut quiet_since = Instant::now();
     loop {
-        let answers = !matches!(look(addr, generation).await, Seen::Other(_));
+        let answers = match look(addr, generation).await {
+            Ok(()) => true,
+            Err(seen) => seen.answers(),
+        };
         if answers {
             quiet_since = Instant::now();
         } else if quiet_since.elapsed() >= Duration::from_secs(5) {
-            return true;
+            return Ok(());
         }
         if start.elapsed() >= limit {
-            return false;
+            return Err(Seen::StillAnswers {
+                pod: pod.to_owned(),
+                addr,
+                secs: limit.as_secs(),
+            });
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

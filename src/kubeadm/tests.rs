@@ -93,9 +93,13 @@ fn a_cluster_configuration_adopt_does_not_know_is_refused() {
     )
     .expect("yaml");
     let why = cluster::adopt(&mut cc, &manifest::components()).expect_err("refused");
-    assert!(
-        why.contains("apiServer.extraArgs already has tls-cert-file=/etc/kubernetes/pki/mine.crt"),
-        "{why}"
+    assert_eq!(
+        why,
+        cluster::FieldError::OtherArg {
+            field: "apiServer.extraArgs".into(),
+            name: "tls-cert-file".into(),
+            value: "/etc/kubernetes/pki/mine.crt".into(),
+        }
     );
     // A volume of certsync's name that is not certsync's.
     let mut cc = base;
@@ -104,7 +108,13 @@ fn a_cluster_configuration_adopt_does_not_know_is_refused() {
     )
     .expect("yaml");
     let why = cluster::adopt(&mut cc, &manifest::components()).expect_err("refused");
-    assert!(why.contains("certsync-client"), "{why}");
+    assert_eq!(
+        why,
+        cluster::FieldError::OtherVolume {
+            field: "scheduler.extraVolumes".into(),
+            name: "certsync-client".into(),
+        }
+    );
 }
 
 #[test]
@@ -360,7 +370,7 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
     // embedded pair is kept renewed, and certsync's pod may replace it.
     std::fs::write(
         dir.path().join("admin.conf"),
-        revert::kubeconfig_ending(time::Duration::days(365)),
+        adopted::kubeconfig_ending(time::Duration::days(365)),
     )
     .expect("admin.conf");
     let p = plan(&options(dir.path())).await.expect("plan");
@@ -507,8 +517,10 @@ fn forge_issuer(cn: &str) -> String {
 }
 
 mod admin;
+mod adopted;
 mod handback;
-mod revert;
+mod revert_apply;
+mod revert_plan;
 mod status;
 mod trust;
 mod trust_attacks;
@@ -682,4 +694,35 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
         "{why}"
     );
     assert!(!d.join("certsync/backup").exists(), "nothing was written");
+}
+
+#[tokio::test]
+async fn the_image_is_a_value_in_certsyncs_pod_never_part_of_its_shape() {
+    // `--image` went into the pod's YAML as text: a newline in it added
+    // fields of its choosing to the container (here a privileged one).
+    // The pod is a typed Pod now, the image one string value.
+    let dir = node_dir();
+    let image = "registry.example.com/certsync:1\n    securityContext: {privileged: true}";
+    let opts = Options {
+        image: image.into(),
+        ..options(dir.path())
+    };
+    let plan = plan::plan(&opts).await.expect("plan");
+    let pod = plan
+        .files
+        .iter()
+        .find(|f| f.path == plan::POD)
+        .expect("certsync's pod");
+    let pod: k8s_openapi::api::core::v1::Pod =
+        serde_yaml_ng::from_slice(&pod.bytes).expect("a Pod");
+    let spec = pod.spec.expect("spec");
+    let [c] = spec.containers.as_slice() else {
+        panic!("one container: {:?}", spec.containers);
+    };
+    assert_eq!(c.image.as_deref(), Some(image));
+    assert_eq!(
+        c.security_context.as_ref().and_then(|s| s.privileged),
+        None,
+        "{c:?}"
+    );
 }

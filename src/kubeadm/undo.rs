@@ -147,12 +147,11 @@ async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
             .failed
             .push(KubeadmError::file(&host(dir, POD), e).to_string()),
     }
-    if !ready::gone(plan.probe, &plan.generation, Duration::from_secs(60)).await {
-        said.failed.push(format!(
-            "certsync's pod of generation {} still answers on {} a minute after its manifest \
-             was taken out",
-            plan.generation, plan.probe
-        ));
+    let pod = format!("certsync's pod of generation {}", plan.generation);
+    if let Err(seen) =
+        ready::gone(plan.probe, &plan.generation, Duration::from_secs(60), &pod).await
+    {
+        said.failed.push(seen.to_string());
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::revert::*;
+use super::adopted::*;
 use super::*;
 
 /// A TCP listener standing in for the container's own: every byte any

@@ -6,7 +6,7 @@
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use super::revert::{
+use super::adopted::{
     BACKUP, CA, adopted_node, forged_ending, forged_kubeconfig, handed_back, kubeconfig_ending,
     revert_options, revert_refusal, snapshot,
 };
@@ -129,7 +129,7 @@ async fn attack_a_forged_file_is_never_issued_again() {
     let dir = adopted_node();
     let d = dir.path();
     let backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/apiserver.crt");
-    let kubeadms = super::revert::pair_ending(time::Duration::hours(3));
+    let kubeadms = super::adopted::pair_ending(time::Duration::hours(3));
     std::fs::write(&backup, &kubeadms.0).expect("crt");
     std::fs::write(backup.with_extension("key"), &kubeadms.1).expect("key");
     let (crt, key) = other_names_pair();
@@ -151,7 +151,7 @@ async fn attack_a_forged_file_is_never_issued_again() {
         crate::pem::exactly_one(pem, rustls_pki_types::pem::SectionKind::Certificate).expect("one")
     };
     let now = std::fs::read(d.join("pki/apiserver.crt")).expect("crt");
-    super::revert::assert_issued_again(&der(kubeadms.0.as_bytes()), &der(&now), "apiserver.crt");
+    super::adopted::assert_issued_again(&der(kubeadms.0.as_bytes()), &der(&now), "apiserver.crt");
     assert!(!String::from_utf8_lossy(&now).contains("evil"));
     assert_eq!(
         std::fs::read_to_string(d.join("pki/apiserver.key")).expect("key"),
@@ -159,10 +159,10 @@ async fn attack_a_forged_file_is_never_issued_again() {
     );
     let now = std::fs::read_to_string(d.join("admin.conf")).expect("admin");
     let (old, new) = (
-        super::revert::embedded(&admin),
-        super::revert::embedded(&now),
+        super::adopted::embedded(&admin),
+        super::adopted::embedded(&now),
     );
-    super::revert::assert_issued_again(&old.0, &new.0, "admin.conf");
+    super::adopted::assert_issued_again(&old.0, &new.0, "admin.conf");
     assert_eq!(now.replace(&new.1, &old.1), admin);
 }
 

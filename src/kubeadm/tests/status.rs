@@ -294,7 +294,7 @@ async fn adopts_admin_address_is_where_status_asks() {
         (
             "[::]:9814",
             "- --admin-addr=[::]:9814\n",
-            "host: \"::1\"\n",
+            "host: ::1\n",
             "[::1]:9814",
         ),
     ] {

@@ -1,0 +1,213 @@
+//! `certsync kubeadm revert`: its [`RevertPlan`] printed (`--dry-run`) or
+//! carried out, in an order that a re-run completes from wherever it
+//! stopped: the ClusterConfiguration (the one step that needs the API
+//! server), certsync's pod and daemon, kubeadm's pairs and kubeconfigs,
+//! the component manifests, certsync's own files, the directories adopt
+//! made, and last adopt's record.
+
+use std::path::{Path, PathBuf};
+
+use super::handback;
+use super::plan::{POD, STATE, backup_path, targets};
+use super::revert::{self, RevertPlan, Tense, names_in, symlink_on_the_way};
+use super::{KubeadmError, RevertError, RevertOptions, cluster, host, moves};
+use crate::writer::{Claim, Writer, WriterError, replace_file};
+
+pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
+    let Some(plan) = revert::plan(opts).await? else {
+        return Ok(
+            "not adopted (no /etc/kubernetes/certsync/adopted.json): nothing to do\n".to_owned(),
+        );
+    };
+    if opts.dry_run {
+        return Ok(format!(
+            "{}dry run: revert would do this, writing nothing:\n{}{}dry run: nothing was changed\n",
+            plan.preamble,
+            plan.text(Tense::Would),
+            super::audit::warnings(&opts.dir)
+        ));
+    }
+    let plan = apply(opts, plan).await?;
+    Ok(format!(
+        "{}{}reverted\n{}",
+        plan.preamble,
+        plan.text(Tense::Did),
+        super::audit::warnings(&opts.dir)
+    ))
+}
+
+/// Carries `plan` out; returns it with the directories as found.
+async fn apply(opts: &RevertOptions, mut plan: RevertPlan) -> Result<RevertPlan, KubeadmError> {
+    let dir = &opts.dir;
+    // The ClusterConfiguration first, the one step that needs the API
+    // server: this node's is still running as adopted (restoring its
+    // manifest restarts it for ~40 s), and a refused or lost write leaves
+    // the node as it was. Once written, the record says so, and a revert
+    // that stops later finishes without the API server.
+    if let Some((stored, new)) = &plan.cluster {
+        if let Some(config) = new {
+            cluster::write(stored, config)
+                .await
+                .map_err(|e| RevertError::ClusterConfigWrite {
+                    source: Box::new(e),
+                })?;
+        }
+        plan.state.cluster_config_reverted = true;
+        plan.state.write(dir).map_err(|e| RevertError::Recording {
+            source: Box::new(e),
+        })?;
+    }
+    local(opts, &mut plan)
+        .await
+        .map_err(|e| RevertError::PartReverted {
+            source: Box::new(e),
+            cluster_config_done: plan.state.cluster_config_reverted,
+        })?;
+    Ok(plan)
+}
+
+/// revert's changes on the node, each finding its work done or doing it.
+async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
+    let dir = &opts.dir;
+    let newest = plan.newest.clone();
+    // certsync's pod first, and its daemon gone (its claims on the targets
+    // taken) before kubeadm's files are handed back: a daemon still
+    // running would bring them to its pair again at its next resync. The
+    // components keep reading certsync's targets, which stay in place
+    // until they have restarted on kubeadm's files.
+    if plan.pod && std::fs::symlink_metadata(host(dir, POD)).is_ok() {
+        move_away(dir, &newest, POD)?;
+    }
+    // Held until every target has moved: no certsync publishes into one.
+    let _claims = claim_targets(dir, CLAIM_WAIT).await?;
+    // kubeadm's kubeconfigs and pairs, before the manifests, so each
+    // component starts on the files it keeps. Each is written anew
+    // (root's, kubeadm's mode) beneath its directory's handle: whatever
+    // certsync's container put at the name (a file, a link, a mode) is
+    // gone.
+    for h in &plan.handbacks {
+        for (path, bytes, mode) in &h.files {
+            handback::write(dir, path, *mode, bytes)?;
+        }
+    }
+    // Then the components, onto kubeadm's files.
+    for m in &plan.manifests {
+        replace_file(&host(dir, &m.path), 0o600, &m.bytes)?;
+    }
+    for t in &plan.own {
+        let path = host(dir, t);
+        if std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        // Again, now that certsync's container is gone: it may have made
+        // one after the check at the start.
+        if let Some(link) = symlink_on_the_way(dir, t) {
+            return Err(RevertError::SymlinkNow {
+                link,
+                path: t.clone(),
+            }
+            .into());
+        }
+        if plan.purge {
+            let gone = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            gone.map_err(|source| RevertError::Purge {
+                node_path: t.clone(),
+                source,
+            })?;
+        } else {
+            move_away(dir, &newest, t)?;
+        }
+    }
+    // The directories adopt made, each once nothing is left in it but
+    // the record, which moves next.
+    let record = [STATE.to_owned()];
+    for (d, left) in &mut plan.dirs {
+        *left = moves::remove_empty_dir(dir, d, &names_in(d, &record), false);
+    }
+    // Last: while the record is in place, revert is not done.
+    let to = backup_path(dir, &newest, "/etc/kubernetes/reverted.json");
+    moves::move_path(&host(dir, STATE), &to).map_err(|problem| RevertError::Move { problem })?;
+    Ok(())
+}
+
+/// How long revert waits for certsync's daemon to let go of its targets
+/// once its static pod is gone: the kubelet stops it within the pod's
+/// grace period (30 s unless the manifest says otherwise), and a
+/// kubelet's manifest poll comes first.
+const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// certsync's claim (`..owner`) on each of its targets, taken before they
+/// move. The daemon whose static pod revert just removed may still be
+/// stopping; one that published after its target moved would create it
+/// again in place (a target nothing renews, that a later `kubeadm upgrade`
+/// could start a component on). Waits up to `wait` for it to exit.
+pub(super) async fn claim_targets(
+    dir: &Path,
+    wait: std::time::Duration,
+) -> Result<Vec<Claim>, KubeadmError> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut claims = Vec::new();
+    for t in targets(dir) {
+        let path = host(dir, &t);
+        if !path.is_dir() {
+            continue;
+        }
+        loop {
+            match Writer::existing(&path)?.claim() {
+                Ok(c) => {
+                    claims.push(c);
+                    break;
+                }
+                Err(WriterError::Owned { .. }) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                Err(WriterError::Owned { pid, .. }) => {
+                    return Err(RevertError::StillHeld {
+                        pid,
+                        target: t,
+                        secs: wait.as_secs(),
+                    }
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(claims)
+}
+
+/// Moves `node_path` to its place in the backup `backup`, which may be on
+/// another filesystem (see [`moves`]).
+fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, KubeadmError> {
+    let from = host(dir, node_path);
+    let base = backup_path(dir, backup, node_path);
+    if let Some(parent) = base.parent() {
+        super::record::mkdir(parent)?;
+    }
+    // The backup may hold an earlier copy under this name (a second adopt
+    // backed up the pod and configuration it replaced): kept beside it as
+    // NAME.reverted-N, never overwriting it. A move that stopped after its
+    // copy is found again (the copy holds what is left of the original).
+    let name = base
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut kept = base.clone();
+    for n in 1.. {
+        if std::fs::symlink_metadata(&kept).is_err()
+            || moves::contained(&from, &kept).map_err(|source| RevertError::Io {
+                path: kept.clone(),
+                source,
+            })?
+        {
+            break;
+        }
+        kept = base.with_file_name(format!("{name}.reverted-{n}"));
+    }
+    moves::move_path(&from, &kept).map_err(|problem| RevertError::Move { problem })?;
+    Ok(kept)
+}

@@ -1,0 +1,533 @@
+//! revert carried out: what it hands back, where certsync's files go, the
+//! ClusterConfiguration step, certsync's daemon, the directories adopt made.
+
+use std::path::{Path, PathBuf};
+
+use super::adopted::*;
+use super::*;
+
+#[tokio::test]
+async fn revert_issues_again_from_kubeadms_copy_what_ends_within_a_day() {
+    // kubeadm's copies in the backup end a year after `kubeadm
+    // init`, when certsync has long been serving its own; revert refused
+    // ("both ... end that soon", untrue) and --force handed back expired
+    // files. Now each that ends within a day is issued again from kubeadm's
+    // copy: its TBSCertificate but serial and validity, its key kept, in a
+    // kubeconfig only the certificate's base64 replaced.
+    let dir = adopted_node();
+    let d = dir.path();
+    let apiserver = "/etc/kubernetes/pki/apiserver";
+    let crt_backup = plan::backup_path(d, BACKUP, &format!("{apiserver}.crt"));
+    let key_backup = plan::backup_path(d, BACKUP, &format!("{apiserver}.key"));
+    let (crt, key) = pair_ending(time::Duration::hours(23));
+    std::fs::write(&crt_backup, &crt).expect("crt");
+    std::fs::write(&key_backup, &key).expect("key");
+    let conf_backup = plan::backup_path(d, BACKUP, "/etc/kubernetes/scheduler.conf");
+    let conf = kubeconfig_ending(-time::Duration::hours(1));
+    std::fs::write(&conf_backup, &conf).expect("conf");
+    let handed_back = handed_back(d);
+
+    let out = dry_run(revert_options(d)).await;
+    for said in [
+        format!("would issue {apiserver}.crt again from kubeadm's copy in {BACKUP}/ (that ends "),
+        format!(
+            "would issue /etc/kubernetes/scheduler.conf again from kubeadm's copy in {BACKUP}/ (that ends "
+        ),
+        format!("would restore {apiserver}.key from {BACKUP}/"),
+        format!("would restore /etc/kubernetes/pki/etcd/peer.crt from {BACKUP}/"),
+    ] {
+        assert!(out.contains(&said), "{said:?} not in\n{out}");
+    }
+
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    let now = std::fs::read(d.join("pki/apiserver.crt")).expect("crt");
+    assert_issued_again(&der_of(crt.as_bytes()), &der_of(&now), "apiserver.crt");
+    assert_eq!(
+        std::fs::read_to_string(d.join("pki/apiserver.key")).expect("key"),
+        key
+    );
+    let now = std::fs::read_to_string(d.join("scheduler.conf")).expect("conf");
+    let ((old_der, old_b64), (new_der, new_b64)) = (embedded(&conf), embedded(&now));
+    assert_issued_again(&old_der, &new_der, "scheduler.conf");
+    assert_eq!(
+        now.replace(&new_b64, &old_b64),
+        conf,
+        "only the base64 changed"
+    );
+    // Every other file is kubeadm's copy, byte for byte.
+    for f in handed_back {
+        if f == format!("{apiserver}.crt") || f.ends_with("scheduler.conf") {
+            continue;
+        }
+        assert_eq!(
+            std::fs::read(host(d, &f)).expect("handed back"),
+            std::fs::read(plan::backup_path(d, BACKUP, &f)).expect("backup"),
+            "{f}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn revert_moves_certsyncs_files_into_the_backup_or_purges_them() {
+    for purge in [false, true] {
+        let dir = adopted_node();
+        let d = dir.path();
+        let own = own_files(d);
+        assert_eq!(own.len(), 10 + 3);
+        revert(&RevertOptions {
+            purge,
+            ..revert_options(d)
+        })
+        .await
+        .expect("revert");
+        for (f, b) in &own {
+            assert!(!host(d, f).exists(), "purge={purge}: {f} left in place");
+            let kept = std::fs::read(plan::backup_path(d, BACKUP, f)).ok();
+            assert_eq!(kept.as_ref(), (!purge).then_some(b), "purge={purge}: {f}");
+        }
+    }
+}
+
+/// A test that needs root (mounting a filesystem): `false` after saying
+/// why it cannot run here; under `CI=true` it fails instead (CI runs as
+/// root), as `tests/support/tools.rs` does for integration tests.
+fn as_root(why: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{why} needs root; a skipped test fails under CI=true"
+    );
+    eprintln!("skipped: {why} needs root");
+    false
+}
+
+/// A tmpfs mounted at a path, unmounted on drop (a failing test too).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path) -> Tmpfs {
+        std::fs::create_dir_all(at).expect("mkdir");
+        nix::mount::mount(
+            Some("tmpfs"),
+            at,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some("mode=0700,size=16m"),
+        )
+        .expect("mount tmpfs");
+        Tmpfs(at.to_owned())
+    }
+}
+
+impl Tmpfs {
+    /// A tmpfs mounted over the directory `at`, holding a copy of what
+    /// was in it.
+    fn mount_over(at: &Path) -> Tmpfs {
+        let before = snapshot(at);
+        let mounted = Tmpfs::mount(at);
+        for (p, bytes) in &before {
+            if bytes.as_slice() == b"<dir>" {
+                std::fs::create_dir_all(p).expect("mkdir");
+            } else {
+                std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+                std::fs::write(p, bytes).expect("write");
+            }
+        }
+        mounted
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// An adopted node whose backups are on a filesystem of their own (a
+/// tmpfs at `/etc/kubernetes/certsync/backup`): a rename from `pki/` into
+/// it fails with EXDEV.
+fn adopted_node_with_backup_on_tmpfs() -> (tempfile::TempDir, Tmpfs) {
+    let dir = adopted_node();
+    let mounted = Tmpfs::mount_over(&host(dir.path(), plan::BACKUPS));
+    (dir, mounted)
+}
+
+/// certsync's own files on the node (node paths) and their bytes.
+fn own_files(d: &Path) -> Vec<(String, Vec<u8>)> {
+    plan::targets(d)
+        .into_iter()
+        .map(|t| format!("{t}/tls.crt"))
+        .chain([
+            plan::CONFIG.to_owned(),
+            "/etc/kubernetes/certsync/controller-manager.conf".to_owned(),
+            "/etc/kubernetes/certsync/scheduler.conf".to_owned(),
+        ])
+        .map(|f| {
+            let b = std::fs::read(host(d, &f)).expect("own file");
+            (f, b)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn revert_moves_certsyncs_files_into_a_backup_on_another_filesystem() {
+    if !as_root("mounting a tmpfs as the backup") {
+        return;
+    }
+    let (dir, _tmpfs) = adopted_node_with_backup_on_tmpfs();
+    let d = dir.path();
+    let own = own_files(d);
+    // A target as certsync leaves it: a revision directory, `..data` and
+    // the file names as symlinks through it.
+    let api = host(d, "/etc/kubernetes/pki/certsync/apiserver");
+    std::fs::create_dir(api.join("..2026_11_25")).expect("mkdir");
+    std::fs::write(api.join("..2026_11_25/tls.key"), "key\n").expect("write");
+    std::fs::set_permissions(
+        api.join("..2026_11_25/tls.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .expect("chmod");
+    std::os::unix::fs::symlink("..2026_11_25", api.join("..data")).expect("symlink");
+    std::os::unix::fs::symlink("..data/tls.key", api.join("tls.key")).expect("symlink");
+
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    for (f, b) in &own {
+        assert!(!host(d, f).exists(), "{f} left in place");
+        let kept = std::fs::read(plan::backup_path(d, BACKUP, f)).ok();
+        assert_eq!(kept.as_ref(), Some(b), "{f} in the backup");
+    }
+    let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/certsync/apiserver");
+    assert_eq!(
+        std::fs::read_link(kept.join("..data")).expect("..data"),
+        Path::new("..2026_11_25")
+    );
+    assert_eq!(
+        std::fs::read(kept.join("tls.key")).expect("through the links"),
+        b"key\n"
+    );
+    let mode = std::fs::metadata(kept.join("..2026_11_25/tls.key"))
+        .expect("key")
+        .permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    assert!(
+        !host(d, plan::STATE).exists(),
+        "adopt's record left in place"
+    );
+    let leftovers: Vec<_> = snapshot(&host(d, plan::BACKUPS))
+        .into_keys()
+        .filter(|p| p.to_string_lossy().contains(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let again = revert(&revert_options(d)).await.expect("again");
+    assert!(again.contains("nothing to do"), "{again}");
+}
+
+#[tokio::test]
+async fn a_move_that_stopped_after_the_copy_is_finished_by_the_next_revert() {
+    // The copy into the backup is complete, the original half removed (a
+    // crash in remove_dir_all): the next revert finishes, never refuses
+    // over its own copy; an original that differs from the copy is refused.
+    let dir = adopted_node();
+    let d = dir.path();
+    let api = "/etc/kubernetes/pki/certsync/apiserver";
+    std::fs::write(host(d, &format!("{api}/tls.key")), "key\n").expect("write");
+    let kept = plan::backup_path(d, BACKUP, api);
+    std::fs::create_dir_all(&kept).expect("mkdir");
+    for f in ["tls.crt", "tls.key"] {
+        std::fs::copy(host(d, api).join(f), kept.join(f)).expect("copy");
+    }
+    std::fs::remove_file(host(d, api).join("tls.key")).expect("half removed");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!host(d, api).exists());
+    assert_eq!(std::fs::read(kept.join("tls.key")).expect("kept"), b"key\n");
+
+    // The backup holds something else under the name (an earlier copy):
+    // it stays as it is, and the original is kept beside it.
+    let dir = adopted_node();
+    let d = dir.path();
+    let kept = plan::backup_path(d, BACKUP, api);
+    std::fs::create_dir_all(&kept).expect("mkdir");
+    std::fs::write(kept.join("tls.crt"), "another\n").expect("write");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert_eq!(
+        std::fs::read(kept.join("tls.crt")).expect("earlier"),
+        b"another\n"
+    );
+    assert_eq!(
+        std::fs::read(kept.with_file_name("apiserver.reverted-1").join("tls.crt"))
+            .expect("beside it"),
+        format!("target {api}\n").as_bytes()
+    );
+    assert!(!host(d, api).exists());
+}
+
+#[tokio::test]
+async fn a_cluster_configuration_write_that_fails_leaves_the_node_unchanged() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (api, dir, opts) = adopted_node_with_api().await;
+    let d = dir.path();
+    // The API server answers the read, then refuses the write: nothing on
+    // the node has changed, and the message says a re-run completes.
+    api.refuse.store(true, SeqCst);
+    let why = revert_refusal(&opts).await;
+    for said in [
+        "etcdserver: request timed out",
+        "nothing was changed",
+        "run `certsync kubeadm revert` again",
+    ] {
+        assert!(why.contains(said), "{said}: {why}");
+    }
+    assert!(api.puts.lock().expect("lock").is_empty());
+
+    // Re-run once it accepts: the whole revert, ClusterConfiguration first.
+    api.refuse.store(false, SeqCst);
+    let out = revert(&opts).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert_eq!(
+        *api.puts.lock().expect("lock"),
+        vec![super::fixture("cluster-configuration.yaml")],
+        "adopt's fields taken out, nothing else"
+    );
+    assert_kubeadms_manifests(d);
+}
+
+#[tokio::test]
+async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_api_server() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (api, dir, opts) = adopted_node_with_api().await;
+    let d = dir.path();
+    // A local step fails after the ClusterConfiguration was written (a
+    // file where the backup's pki/certsync/ directory goes, which
+    // certsync's targets move into).
+    let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/certsync");
+    std::fs::write(&kept, "in the way\n").expect("write");
+    let why = match revert(&opts).await {
+        Err(e) => e.to_string(),
+        Ok(out) => panic!("not refused:\n{out}"),
+    };
+    assert!(
+        why.contains("stopped partway")
+            && why.contains("ClusterConfiguration")
+            && why.contains("run `certsync kubeadm revert` again"),
+        "{why}"
+    );
+    assert_eq!(api.puts.lock().expect("lock").len(), 1);
+    // This node's API server restarts on kubeadm's manifest and the
+    // ClusterConfiguration is done: the re-run needs no API server.
+    std::fs::remove_file(&kept).expect("remove");
+    api.refuse.store(true, SeqCst);
+    drop(api);
+    let out = revert(&opts).await.expect("re-run");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!host(d, plan::CONFIG).exists());
+}
+
+/// An adopted node whose apiserver target a daemon (this process) holds
+/// claimed: (the node, the target, the claim).
+fn adopted_with_a_daemon() -> (tempfile::TempDir, PathBuf, crate::writer::Claim) {
+    let dir = adopted_node();
+    let api = host(dir.path(), "/etc/kubernetes/pki/certsync/apiserver");
+    let claim = crate::writer::Writer::existing(&api)
+        .expect("target")
+        .claim()
+        .expect("claim");
+    (dir, api, claim)
+}
+
+#[tokio::test]
+async fn revert_waits_for_certsyncs_daemon_to_let_go_of_its_targets() {
+    // The daemon whose static pod revert removes is still stopping (the
+    // kubelet gives it its grace period) and publishes once more before it
+    // exits: revert moves the target only once the daemon's claim is gone,
+    // so the last publish is in the backup, not a target recreated in place.
+    let (dir, api, claim) = adopted_with_a_daemon();
+    let d = dir.path().to_owned();
+    let daemon = {
+        let api = api.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            std::fs::create_dir_all(&api).expect("mkdir");
+            std::fs::write(api.join("late"), "last publish\n").expect("publish");
+            drop(claim);
+        })
+    };
+    let out = revert(&revert_options(&d)).await.expect("revert");
+    daemon.join().expect("daemon");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!api.exists(), "a target recreated in place after revert");
+    let kept = plan::backup_path(&d, BACKUP, "/etc/kubernetes/pki/certsync/apiserver");
+    assert_eq!(
+        std::fs::read(kept.join("late")).expect("the last publish, kept"),
+        b"last publish\n"
+    );
+}
+
+#[tokio::test]
+async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
+    // The daemon outlives the wait (a kubelet that never stops it, a
+    // certsync started by hand): revert gives up naming the process and
+    // the target, and leaves the target where it is for the next run.
+    let (dir, api, claim) = adopted_with_a_daemon();
+    let d = dir.path().to_owned();
+    let Err(err) =
+        crate::kubeadm::revert_apply::claim_targets(&d, std::time::Duration::from_millis(600))
+            .await
+    else {
+        panic!("revert waited past its limit and claimed the target");
+    };
+    let text = err.to_string();
+    for said in [
+        format!("(pid {})", std::process::id()),
+        "still holds /etc/kubernetes/pki/certsync/apiserver".into(),
+        "stop it, then run revert again".into(),
+    ] {
+        assert!(text.contains(&said), "{said:?} not in {text}");
+    }
+    assert!(api.is_dir(), "the target stays for the next revert");
+    drop(claim);
+    let out = revert(&revert_options(&d))
+        .await
+        .expect("revert once it let go");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!api.exists());
+}
+
+#[tokio::test]
+async fn revert_removes_the_directories_adopt_made_once_empty() {
+    // The operator's review: revert left pki/certsync/ and
+    // pki/etcd/certsync/ behind it, empty. Now each directory adopt made is
+    // removed once empty (dry run: said, not done); the one holding the
+    // backups stays, saying so; a second revert has nothing to do.
+    let made = [
+        "/etc/kubernetes/pki/certsync",
+        "/etc/kubernetes/pki/etcd/certsync",
+    ];
+    for purge in [false, true] {
+        let dir = adopted_node();
+        let d = dir.path();
+        let out = dry_run(RevertOptions {
+            purge,
+            ..revert_options(d)
+        })
+        .await;
+        for m in made {
+            let said =
+                format!("would remove {m}/ (adopt made it; empty once certsync's files are out)\n");
+            assert!(out.contains(&said), "purge={purge}: {said:?} not in\n{out}");
+        }
+        let out = revert(&RevertOptions {
+            purge,
+            ..revert_options(d)
+        })
+        .await
+        .expect("revert");
+        for m in made {
+            assert!(
+                !host(d, m).exists(),
+                "purge={purge}: {m} left behind:\n{out}"
+            );
+            let said = format!("removed {m}/ (adopt made it; now empty)\n");
+            assert!(out.contains(&said), "purge={purge}: {said:?} not in\n{out}");
+        }
+        assert!(
+            out.contains("left /etc/kubernetes/certsync/ in place: it holds backup\n"),
+            "{out}"
+        );
+        assert!(host(d, plan::BACKUPS).is_dir());
+        assert!(out.ends_with("reverted\n"), "{out}");
+        let again = revert(&revert_options(d)).await.expect("again");
+        assert!(again.contains("nothing to do"), "{again}");
+    }
+
+    // Something else in one of them: left in place, naming what it holds.
+    let dir = adopted_node();
+    let d = dir.path();
+    std::fs::write(host(d, "/etc/kubernetes/pki/certsync/stray"), "someone's\n").expect("write");
+    let said = "/etc/kubernetes/pki/certsync/ in place: it holds stray\n";
+    let out = dry_run(revert_options(d)).await;
+    assert!(out.contains(&format!("would leave {said}")), "{out}");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.contains(&format!("left {said}")), "{out}");
+    assert_eq!(
+        std::fs::read(host(d, "/etc/kubernetes/pki/certsync/stray")).expect("kept"),
+        b"someone's\n"
+    );
+    assert!(!host(d, made[1]).exists(), "{out}");
+
+    // Not root's: left in place.
+    if !as_root("chown") {
+        return;
+    }
+    let dir = adopted_node();
+    let d = dir.path();
+    std::os::unix::fs::chown(host(d, made[1]), Some(1000), Some(1000)).expect("chown");
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(
+        out.contains(&format!(
+            "left {}/ in place: owned by uid 1000, not root\n",
+            made[1]
+        )),
+        "{out}"
+    );
+    assert!(host(d, made[1]).is_dir());
+}
+
+#[tokio::test]
+async fn a_directory_revert_cannot_remove_never_stops_it() {
+    // pki/etcd/certsync is a mount point on the host (EBUSY on rmdir):
+    // removing it is tidying, not reverting, so revert finishes, leaving
+    // it in place and saying why; a re-run would otherwise stop there
+    // every time.
+    if !as_root("mounting a tmpfs") {
+        return;
+    }
+    let dir = adopted_node();
+    let d = dir.path();
+    let _mounted = Tmpfs::mount_over(&host(d, "/etc/kubernetes/pki/etcd/certsync"));
+    let out = revert(&revert_options(d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(
+        out.contains("left /etc/kubernetes/pki/etcd/certsync/ in place: ") && out.contains("busy"),
+        "{out}"
+    );
+    assert!(!host(d, "/etc/kubernetes/pki/certsync").exists(), "{out}");
+}
+
+#[test]
+fn attack_an_empty_directory_is_never_removed_through_a_symlink() {
+    // A compromised certsync container swaps pki/etcd for a symlink to a
+    // host directory holding an empty `certsync` (or makes pki/certsync a
+    // symlink to one): the directory is reached one name at a time
+    // beneath a handle, never through a link, so the host's stays.
+    let node = tempfile::tempdir().expect("node");
+    let decoy = tempfile::tempdir().expect("decoy");
+    let d = node.path();
+    std::fs::create_dir_all(decoy.path().join("certsync")).expect("mkdir");
+    std::fs::create_dir_all(d.join("pki")).expect("mkdir");
+    std::os::unix::fs::symlink(decoy.path(), d.join("pki/etcd")).expect("symlink");
+    std::os::unix::fs::symlink(decoy.path().join("certsync"), d.join("pki/certsync"))
+        .expect("symlink");
+    for m in [
+        "/etc/kubernetes/pki/etcd/certsync",
+        "/etc/kubernetes/pki/certsync",
+    ] {
+        let left = super::super::moves::remove_empty_dir(d, m, &[], false).expect(m);
+        assert!(
+            matches!(&left, super::super::moves::Left::Kept(why) if why.contains("symlink")),
+            "{m}: {left:?}"
+        );
+    }
+    assert!(
+        decoy.path().join("certsync").is_dir(),
+        "the host's directory was removed"
+    );
+}
