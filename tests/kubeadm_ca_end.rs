@@ -18,10 +18,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
+use support::ca_end::{kubectl_out, serves_past_the_ca_end};
 use support::certsync_bin;
 use support::kubeadm_node::{
     Node, clock_config_at, containers, kubeadm_cmd, kubectl, pem_not_after, ready, readyz,
@@ -107,80 +107,6 @@ fn signed_for(kubeconfig: &str, jws: &str, secret: &str) -> bool {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
     b64.decode(sig)
         .is_ok_and(|sig| ring::hmac::verify(&key, input.as_bytes(), &sig).is_ok())
-}
-
-fn kubectl_out(kubectl: &Path, admin: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(kubectl)
-        .arg("--kubeconfig")
-        .arg(admin)
-        .arg("--request-timeout=10s")
-        .args(args)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
-
-/// A client CSR for `name`, approved and signed by the controller-manager:
-/// the certificate (DER).
-fn signed_csr(kubectl: &Path, admin: &Path, name: &str) -> Vec<u8> {
-    let key = rcgen::KeyPair::generate().expect("key");
-    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    p.distinguished_name = rcgen::DistinguishedName::new();
-    p.distinguished_name.push(rcgen::DnType::CommonName, name);
-    let csr = p.serialize_request(&key).expect("csr").pem().expect("pem");
-    let manifest = format!(
-        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: {name}\n\
-         spec:\n  request: {}\n  signerName: kubernetes.io/kube-apiserver-client\n  \
-         expirationSeconds: 600\n  usages: [client auth]\n",
-        base64::engine::general_purpose::STANDARD.encode(csr)
-    );
-    let file = std::env::temp_dir().join(format!("{name}-{}.yaml", std::process::id()));
-    std::fs::write(&file, manifest).expect("csr manifest");
-    kubectl_out(
-        kubectl,
-        admin,
-        &["create", "-f", file.to_str().expect("utf-8")],
-    )
-    .unwrap_or_else(|e| panic!("create CSR: {e}"));
-    let _ = std::fs::remove_file(&file);
-    kubectl_out(kubectl, admin, &["certificate", "approve", name])
-        .unwrap_or_else(|e| panic!("approve: {e}"));
-    let pem = wait_long("the CSR signed", Duration::from_secs(60), || {
-        let b64 = kubectl_out(
-            kubectl,
-            admin,
-            &["get", "csr", name, "-o", "jsonpath={.status.certificate}"],
-        )
-        .ok()?;
-        base64::engine::general_purpose::STANDARD
-            .decode(b64.trim())
-            .ok()
-            .filter(|b| !b.is_empty())
-    });
-    cert(&pem)
-}
-
-/// The lease's renewTime.
-fn lease(kubectl: &Path, admin: &Path, name: &str) -> Option<String> {
-    kubectl_out(
-        kubectl,
-        admin,
-        &[
-            "get",
-            "lease",
-            "-n",
-            "kube-system",
-            name,
-            "-o",
-            "jsonpath={.spec.renewTime}",
-        ],
-    )
-    .ok()
-    .filter(|t| !t.is_empty())
 }
 
 #[test]
@@ -331,31 +257,7 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
     if let Err(e) = readyz(&kubectl, &admin) {
         panic!("the API through admin.conf past the CAs' end: {e}");
     }
-    kubectl_out(
-        &kubectl,
-        &admin,
-        &["create", "configmap", "after-the-ca-end", "-n", "default"],
-    )
-    .unwrap_or_else(|e| panic!("a write past the CAs' end: {e}"));
-    let leases = |n| lease(&kubectl, &admin, n);
-    let before = (leases("kube-scheduler"), leases("kube-controller-manager"));
-    wait_long(
-        "the scheduler's and controller-manager's leases renewed",
-        Duration::from_secs(60),
-        || {
-            let now = (leases("kube-scheduler"), leases("kube-controller-manager"));
-            (now.0.is_some() && now.1.is_some() && now.0 != before.0 && now.1 != before.1)
-                .then_some(())
-        },
-    );
-    let issued = signed_csr(&kubectl, &admin, "after-the-ca-end");
-    let ca_now = cert(&std::fs::read(etc.join("pki/ca.crt")).expect("ca"));
-    let (_, ca) = x509_parser::parse_x509_certificate(&ca_now).expect("ca");
-    let (_, leaf) = x509_parser::parse_x509_certificate(&issued).expect("leaf");
-    assert_eq!(leaf.issuer().as_raw(), ca.subject().as_raw());
-    leaf.verify_signature(Some(ca.public_key()))
-        .expect("the CSR's certificate chains to pki/ca.crt");
-    assert!(ca.validity().is_valid(), "pki/ca.crt is the renewed one");
+    serves_past_the_ca_end(&kubectl, &admin, &node, "after-the-ca-end");
     // Nothing restarted since adoption settled.
     assert_eq!(
         containers(&node),
@@ -404,14 +306,6 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
             )
             .ok()
         },
-    );
-    let out = node.sh("kubeadm", &["certs", "check-expiration"]);
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    eprintln!("{said}");
-    assert!(
-        out.status.success() && !said.contains("invalid") && !said.contains("MISSING"),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     // status: the one thing left is this node's kubelet.conf (what the
     // kubelet trusts has ended); done as the guide says, healthy.

@@ -13,6 +13,7 @@ mod support;
 
 use std::time::Duration;
 
+use support::ca_end::serves_past_the_ca_end;
 use support::certsync_bin;
 use support::kubeadm_node::{
     Node, clock_config_at, containers, first_der, kubeadm_cmd, kubectl, live_der, pem_not_after,
@@ -198,7 +199,9 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
         );
     }
     // Past the end of kubeadm's CAs: every API server answers, etcd keeps
-    // its members, a write goes through, and (below) nothing restarted.
+    // its members, a write goes through, leases are renewed, a CSR is
+    // signed under the renewed CA, kubeadm reads every file, and (below)
+    // nothing restarted.
     let left = ca_end - unix_now();
     assert!(
         left > 0,
@@ -212,17 +215,7 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
         }
     }
     assert_eq!(voters(&nodes[0]), 3, "etcd voters past the CAs' end");
-    let out = std::process::Command::new(&kubectl)
-        .arg("--kubeconfig")
-        .arg(&admin)
-        .args(["create", "configmap", "after-the-ca-end", "-n", "default"])
-        .output()
-        .expect("kubectl");
-    assert!(
-        out.status.success(),
-        "a write past the CAs' end: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    serves_past_the_ca_end(&kubectl, &admin, &nodes[0], "after-the-ca-end");
     // Two cores run this beside the rest of the suite: a /readyz may time
     // out under load (tests/kubeadm.rs allows the same); more means the
     // cluster stopped serving.

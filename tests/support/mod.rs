@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod ca_end;
 pub mod certs;
 pub mod control_plane;
 pub mod forge;
