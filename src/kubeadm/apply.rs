@@ -245,13 +245,6 @@ fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> 
     Ok(())
 }
 
-/// How long after its manifest is taken out a certsync pod is surely
-/// stopped: the kubelet notices a removed static pod manifest within its
-/// 20 s file check, then kills the container within its grace period
-/// (adopt's pod gives 10 s; one an earlier certsync wrote, the default 30 s
-/// less what the first check took).
-const STOPPED_AFTER: std::time::Duration = std::time::Duration::from_secs(40);
-
 /// A file a running certsync pod mounts read-only stays read-only to it
 /// only while the host leaves that file in place: renamed over on the
 /// host, the container's bind mount is left on the old file, and the new
@@ -272,26 +265,13 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), 
     if !replaces_mounted {
         return Ok(());
     }
-    let text = String::from_utf8_lossy(&old);
-    let addr = super::pod::probe(&text).map_or(super::pod::DEFAULT_PROBE, |(_, _, a)| a);
-    let generation = super::pod::of_pod(&old).unwrap_or_default();
     let removed = std::time::Instant::now();
     std::fs::remove_file(host(dir, POD)).map_err(|e| KubeadmError::file(&host(dir, POD), e))?;
     let _ = writeln!(
         out,
         "stopped the previous certsync pod (it mounts files this run replaces read-only)"
     );
-    super::ready::gone(
-        addr,
-        &generation,
-        STOPPED_AFTER * 2,
-        "the previous certsync pod",
-    )
-    .await?;
-    if let Some(left) = STOPPED_AFTER.checked_sub(removed.elapsed()) {
-        tokio::time::sleep(left).await;
-    }
-    Ok(())
+    super::ready::stopped(&old, removed, "the previous certsync pod").await
 }
 
 /// Every file certsync's pod mounts read-only, as this run wrote it: a

@@ -230,6 +230,17 @@ pub enum RevertError {
     /// A move into the backup that failed (see [`moves::move_path`]).
     #[error("{problem}")]
     Move { problem: String },
+    /// certsync's pod, its manifest taken out, not seen to stop: its
+    /// container could still write what revert hands back.
+    #[error("{seen}; nothing of kubeadm's was handed back yet")]
+    PodRunning { seen: ready::Seen },
+    /// A file revert handed back, changed before any component was pointed
+    /// at it.
+    #[error(
+        "{path} is not what revert wrote any more: something changed it after certsync's pod \
+         stopped; no component was pointed at it"
+    )]
+    Changed { path: String },
     #[error(
         "certsync (pid {pid}) still holds {target} {secs} s after its static pod was \
          removed; stop it, then run revert again"

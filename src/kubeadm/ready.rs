@@ -171,10 +171,17 @@ fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, Kubeadm
         super::moves::Blocked::Absent => KubeadmError::file(Path::new(target), "missing"),
         e => KubeadmError::file(Path::new(target), e),
     })?;
-    let file = opened.open(name).map_err(|e| bad(&e))?.into_std();
-    if !file.metadata().map_err(|e| bad(&e))?.is_file() {
-        return Err(bad(&"not a regular file"));
-    }
+    // The shared walker: links the pod left are followed only beneath the
+    // target, and a FIFO it left is refused without an open that blocks.
+    use std::os::fd::AsFd as _;
+    let file = crate::beneath::walk(
+        crate::beneath::Start::Beneath(opened.as_fd(), Path::new(target)),
+        Path::new(name),
+        crate::beneath::Links::Follow,
+        &mut |_| Ok(()),
+    )
+    .and_then(|w| w.open_read())
+    .map_err(|e| bad(&e))?;
     let mut bytes = Vec::new();
     file.take(1 << 20)
         .read_to_end(&mut bytes)
@@ -204,6 +211,30 @@ pub async fn wait(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// How long after its manifest is taken out a certsync pod is surely
+/// stopped: the kubelet notices a removed static pod manifest within its
+/// 20 s file check, then kills the container within its grace period
+/// (adopt's pod gives 10 s; one an earlier certsync wrote, the default 30 s
+/// less what the first check took).
+pub const STOPPED_AFTER: Duration = Duration::from_secs(40);
+
+/// certsync's pod whose manifest (its bytes) was taken out at `removed`,
+/// stopped: it stops answering, and [`STOPPED_AFTER`] has passed since. A
+/// file the host writes after this is out of reach of that container (a
+/// rename over a file it mounts read-only leaves the new file writable to
+/// it, and its read-write mounts are its own while it runs): the one wait
+/// adopt and revert make before writing what the container could reach.
+pub async fn stopped(manifest: &[u8], removed: Instant, pod: &str) -> Result<(), Seen> {
+    let text = String::from_utf8_lossy(manifest);
+    let addr = super::pod::probe(&text).map_or(super::pod::DEFAULT_PROBE, |(_, _, a)| a);
+    let generation = super::pod::of_pod(manifest).unwrap_or_default();
+    gone(addr, &generation, STOPPED_AFTER * 2, pod).await?;
+    if let Some(left) = STOPPED_AFTER.checked_sub(removed.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+    Ok(())
 }
 
 /// Waits until the pod of `generation` has stopped answering for 5 s in a

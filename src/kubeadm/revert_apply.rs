@@ -76,7 +76,18 @@ async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), Kubead
     // components keep reading certsync's targets, which stay in place
     // until they have restarted on kubeadm's files.
     if plan.pod && std::fs::symlink_metadata(host(dir, POD)).is_ok() {
+        let manifest = super::node::read_optional(dir, POD)?;
+        let removed = std::time::Instant::now();
         move_away(dir, &newest, POD)?;
+        // Its container, while it runs, can write over what is handed
+        // back below (kubeadm's kubeconfigs, which root's tools run): it
+        // is waited for as adopt waits for a pod it replaces, not judged
+        // by whether it still holds its locks.
+        if let Some(manifest) = manifest {
+            super::ready::stopped(&manifest, removed, "certsync's pod")
+                .await
+                .map_err(|seen| RevertError::PodRunning { seen })?;
+        }
     }
     // Held until every target has moved: no certsync publishes into one.
     let _claims = claim_targets(dir, CLAIM_WAIT).await?;
@@ -88,6 +99,14 @@ async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), Kubead
     for h in &plan.handbacks {
         for (path, bytes, mode) in &h.files {
             handback::write(dir, path, *mode, bytes)?;
+        }
+    }
+    // Each as written, before any component is pointed at it.
+    for h in &plan.handbacks {
+        for (path, bytes, _) in &h.files {
+            if super::node::read_optional(dir, path)?.as_deref() != Some(bytes.as_slice()) {
+                return Err(RevertError::Changed { path: path.clone() }.into());
+            }
         }
     }
     // Then the components, onto kubeadm's files.

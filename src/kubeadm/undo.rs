@@ -7,7 +7,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
 use super::plan::{self, POD, Plan, STATE};
 use super::record::{node_rel, put, put_mode};
@@ -137,9 +136,10 @@ fn previous(dir: &Path, plan: &Plan, node_path: &str) -> Option<Vec<u8>> {
 /// This run's certsync pod out, when it wrote one; then waits until it no
 /// longer answers.
 async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
-    if !plan.files.iter().any(|f| f.path == POD) {
+    let Some(ours) = plan.files.iter().find(|f| f.path == POD) else {
         return;
-    }
+    };
+    let removed = std::time::Instant::now();
     match std::fs::remove_file(host(dir, POD)) {
         Ok(()) => said.done.push("took certsync's pod out".to_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -148,9 +148,7 @@ async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
             .push(KubeadmError::file(&host(dir, POD), e).to_string()),
     }
     let pod = format!("certsync's pod of generation {}", plan.generation);
-    if let Err(seen) =
-        ready::gone(plan.probe, &plan.generation, Duration::from_secs(60), &pod).await
-    {
+    if let Err(seen) = ready::stopped(&ours.bytes, removed, &pod).await {
         said.failed.push(seen.to_string());
     }
 }

@@ -300,3 +300,27 @@ async fn attack_set_id_files_and_open_directories_are_reported_never_removed() {
         "adopt warns first: {adopted}"
     );
 }
+
+#[test]
+fn attack_a_fifo_in_a_target_never_blocks_adopts_gate() {
+    // The pod writes its targets: a FIFO at tls.crt blocked adopt (root)
+    // in an open that never returned, and its --ready-timeout never fired.
+    // Read through the shared walker, it is a target with no live pair.
+    let dir = adopted_node();
+    let d = dir.path().to_owned();
+    let crt = host(&d, "/etc/kubernetes/pki/certsync/apiserver").join("tls.crt");
+    let _ = std::fs::remove_file(&crt);
+    nix::unistd::mkfifo(&crt, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(crate::kubeadm::ready::dead_targets(&d));
+    });
+    let dead = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("dead_targets returned");
+    assert!(
+        dead.iter()
+            .any(|(t, why)| t.ends_with("pki/certsync/apiserver") && why.contains("not a regular")),
+        "{dead:?}"
+    );
+}

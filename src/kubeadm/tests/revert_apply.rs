@@ -531,3 +531,63 @@ fn attack_an_empty_directory_is_never_removed_through_a_symlink() {
         "the host's directory was removed"
     );
 }
+
+/// certsync's pod manifest answering `/readyz` on `addr`, generation `g`.
+fn pod_manifest(addr: std::net::SocketAddr, g: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: certsync, namespace: kube-system}}\n\
+         spec:\n  containers:\n  - name: certsync\n    image: certsync\n    args:\n    \
+         - run\n    - --generation={g}\n    - --admin-addr={addr}\n    readinessProbe:\n      \
+         httpGet: {{host: \"{}\", port: {}, path: /readyz}}\n",
+        addr.ip(),
+        addr.port()
+    )
+}
+
+#[tokio::test]
+async fn attack_a_pod_that_keeps_running_gets_nothing_handed_back() {
+    // The compromised container drops its locks and keeps running after
+    // its manifest is taken out: revert waits for the pod itself, as adopt
+    // does, and hands nothing back to a container that could still swap
+    // kubeconfigs root's tools then run (before, the free locks were its
+    // only wait).
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let dir = adopted_node();
+    let d = dir.path().to_owned();
+    let (listener, _) = bind().await;
+    let addr = listener.local_addr().expect("addr");
+    let _pod = Aborting(tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let _ = s
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nCertsync-Generation: g1\r\ncontent-length: 3\r\n\
+                      connection: close\r\n\r\nok\n",
+                )
+                .await;
+        }
+    }));
+    std::fs::write(host(&d, plan::POD), pod_manifest(addr, "g1")).expect("pod");
+    let admin = host(&d, "/etc/kubernetes/admin.conf");
+    let before = std::fs::read(&admin).expect("admin.conf");
+    let err = revert(&revert_options(&d))
+        .await
+        .expect_err("revert handed back to a running pod");
+    let KubeadmError::Revert(e) = &err else {
+        panic!("{err}");
+    };
+    let RevertError::PartReverted { source, .. } = e.as_ref() else {
+        panic!("{err}");
+    };
+    assert!(
+        matches!(source.as_ref(), KubeadmError::Revert(r)
+            if matches!(r.as_ref(), RevertError::PodRunning { .. })),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&admin).expect("admin.conf"),
+        before,
+        "nothing of kubeadm's handed back"
+    );
+}
