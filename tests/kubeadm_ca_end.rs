@@ -24,8 +24,8 @@ use base64::Engine as _;
 use support::ca_end::{kubectl_out, serves_past_the_ca_end};
 use support::certsync_bin;
 use support::kubeadm_node::{
-    Node, clock_config_at, containers, kubeadm_cmd, kubectl, pem_not_after, ready, readyz,
-    readyz_at, realkube, settled, unix_now, wait_long,
+    Node, containers, kubeadm_cmd, kubectl, pem_not_after, ready, readyz, readyz_at, realkube,
+    settled, unix_now, wait_long,
 };
 
 /// kubeadm's CAs' lifetime on the node: long enough to bring it up and
@@ -112,22 +112,10 @@ fn signed_for(kubeconfig: &str, jws: &str, secret: &str) -> bool {
 #[test]
 fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
     let Some(realkube) = realkube() else { return };
-    // A node joins after the old end, so node 1's address is the
-    // controlPlaneEndpoint, chosen here: above the addresses node.sh hands
-    // out from .11 up, below kubeadm_ha's.
-    let ip = format!("10.77.0.{}", 150 + std::process::id() % 50);
-    let cfg = clock_config_at("ca-end", Some("48h"), Some(CA_VALIDITY), Some(&ip));
+    // A node joins after the old end (addresses below kubeadm_ha's).
+    let node = Node::up_to_join(&realkube, "caend", 150, Some("48h"), Some(CA_VALIDITY));
     let image = format!("certsync={}", certsync_bin());
     let runner = ["--", "--image", image.as_str()];
-    let mut first = vec![
-        "--ip",
-        ip.as_str(),
-        "--config",
-        cfg.to_str().expect("utf-8"),
-    ];
-    first.extend(runner);
-    let node = Node::up(&realkube, "caend", &first);
-    let _ = std::fs::remove_file(&cfg);
     let etc = node.etc();
     let kubectl = kubectl(&realkube);
     let admin = etc.join("admin.conf");

@@ -16,8 +16,8 @@ use std::time::Duration;
 use support::ca_end::serves_past_the_ca_end;
 use support::certsync_bin;
 use support::kubeadm_node::{
-    Node, clock_config_at, containers, first_der, kubeadm_cmd, kubectl, live_der, pem_not_after,
-    readyz_at, realkube, served, settled, stored_cluster_configuration, unix_now, wait_long,
+    Node, containers, first_der, kubeadm_cmd, kubectl, live_der, pem_not_after, readyz_at,
+    realkube, served, settled, stored_cluster_configuration, unix_now, wait_long,
 };
 
 /// Adopt with a lifetime long enough that no renewal falls inside the test
@@ -59,20 +59,13 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
     let image = format!("certsync={}", certsync_bin());
     let runner = ["--", "--image", image.as_str()];
     let kubectl = kubectl(&realkube);
-    // Joining needs a controlPlaneEndpoint, so node 1's address is chosen
-    // here: above the addresses node.sh hands out from .11 up to the other
-    // tests' nodes.
-    let ip = format!("10.77.0.{}", 200 + std::process::id() % 50);
-    let cfg = clock_config_at("ha1", None, Some(CA_VALIDITY), Some(&ip));
-    let mut first = vec![
-        "--ip",
-        ip.as_str(),
-        "--config",
-        cfg.to_str().expect("utf-8"),
-    ];
-    first.extend(runner);
-    let mut nodes = vec![Node::up(&realkube, "ha1", &first)];
-    let _ = std::fs::remove_file(&cfg);
+    let mut nodes = vec![Node::up_to_join(
+        &realkube,
+        "ha1",
+        200,
+        None,
+        Some(CA_VALIDITY),
+    )];
     let ca_end = pem_not_after(&std::fs::read(nodes[0].etc().join("pki/ca.crt")).expect("ca.crt"));
     let admin = nodes[0].etc().join("admin.conf");
     let server = |n: &Node| format!("https://{}:6443", n.ip);

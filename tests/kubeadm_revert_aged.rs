@@ -19,8 +19,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::kubeadm_node::{
-    Node, clock_config, containers, kubeadm_cmd, kubectl, live_der, pem_not_after, ready, readyz,
-    realkube, served, settled, unix_now, wait_long,
+    ADOPT_SHORT, Node, clock_config, containers, kubeadm_cmd, kubectl, live_der, pem_not_after,
+    ready, readyz, realkube, served, settled, unix_now, wait_long,
 };
 
 /// kubeadm's certificates' lifetime on the node: long enough to bring it up
@@ -29,18 +29,6 @@ const VALIDITY: &str = "5m";
 
 /// revert's margin: nothing it leaves may end sooner.
 const DAY: i64 = 86_400;
-
-/// adopt with pairs of minutes, renewed at 75-80 % (adopt's floor: a
-/// client certificate outlives client-go's 5-minute re-read).
-const ADOPT: [&str; 7] = [
-    "adopt",
-    "--image",
-    "certsync",
-    "--set",
-    "lifetime=8m",
-    "--set",
-    "renew=20%-25%",
-];
 
 /// Every target of adopt's configuration on the host.
 fn targets(etc: &Path) -> Vec<std::path::PathBuf> {
@@ -118,7 +106,7 @@ fn a_node_past_every_end_is_adopted_again_then_reverted_serving() {
         "kubeadm's certificates last {VALIDITY}"
     );
 
-    let (ok, text) = kubeadm_cmd(&node, &ADOPT);
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
     assert!(ok, "{text}");
     // The outage: certsync's pod out at once (its pairs are minutes old).
     let away = node.dir.join("certsync-pod.yaml");
@@ -138,7 +126,7 @@ fn a_node_past_every_end_is_adopted_again_then_reverted_serving() {
     });
     assert!(!ready(&kubectl, &admin), "admin.conf's pair has ended");
 
-    let (ok, text) = kubeadm_cmd(&node, &ADOPT);
+    let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
     assert!(ok, "{text}");
     assert!(
         text.contains("it issued every target whose pair had ended or was missing (11 of 11)"),

@@ -91,6 +91,38 @@ impl Node {
         Self::made(realkube, dir, "up", args)
     }
 
+    /// The first node of a cluster others join (its image `certsync` the
+    /// binary under test): joining needs a controlPlaneEndpoint, so its
+    /// address is chosen here, `10.77.0.(base + pid % 50)`, above the
+    /// addresses node.sh hands out from .11 up (each test its own `base`);
+    /// `certificates` and `cas` as [`clock_config`] takes them.
+    pub fn up_to_join(
+        realkube: &Path,
+        tag: &str,
+        base: u32,
+        certificates: Option<&str>,
+        cas: Option<&str>,
+    ) -> Node {
+        let ip = format!("10.77.0.{}", base + std::process::id() % 50);
+        let cfg = clock_config_at(tag, certificates, cas, Some(&ip));
+        let image = format!("certsync={}", super::certsync_bin());
+        let node = Self::up(
+            realkube,
+            tag,
+            &[
+                "--ip",
+                &ip,
+                "--config",
+                cfg.to_str().expect("utf-8"),
+                "--",
+                "--image",
+                &image,
+            ],
+        );
+        let _ = std::fs::remove_file(&cfg);
+        node
+    }
+
     /// `node.sh join $TMPDIR/h34d-TAG-PID --from FROM ARGS`: another
     /// control-plane node of FROM's cluster (stacked etcd), taken down on
     /// drop like [`Node::up`]'s.
