@@ -314,11 +314,15 @@ impl RevertPlan {
 }
 
 /// certsync's own files on the node (node paths): its targets, its
-/// configuration and the kubeconfigs adopt wrote for the components.
+/// configuration, the kubeconfigs adopt wrote for the components, and the
+/// CA bundles (kubeadm's manifests trust `pki/ca.crt`, which holds the
+/// renewal; a bundle left behind is one the next adopt, finding no record
+/// of it, must refuse).
 fn own_paths(dir: &Path) -> Vec<String> {
     targets(dir)
         .into_iter()
         .chain([CONFIG.to_owned()])
+        .chain([manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
         .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")))
         .collect()
 }

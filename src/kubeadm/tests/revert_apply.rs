@@ -591,3 +591,24 @@ async fn attack_a_pod_that_keeps_running_gets_nothing_handed_back() {
         "nothing of kubeadm's handed back"
     );
 }
+
+#[tokio::test]
+async fn revert_moves_the_ca_bundles_so_the_node_can_be_adopted_again() {
+    // kubeadm's manifests trust pki/ca.crt (the renewal) after revert; a
+    // bundle left in pki/ was refused by the next adopt as one it had not
+    // written (the record is in the backup by then).
+    let dir = adopted_node();
+    let d = dir.path().to_owned();
+    let ca = std::fs::read(host(&d, "/etc/kubernetes/pki/ca.crt")).expect("ca.crt");
+    let bundle = host(&d, manifest::CA_BUNDLE);
+    std::fs::write(&bundle, &ca).expect("bundle");
+    let out = revert(&revert_options(&d)).await.expect("revert");
+    assert!(out.ends_with("reverted\n"), "{out}");
+    assert!(!bundle.exists(), "the bundle left in pki/");
+    assert_eq!(
+        std::fs::read(plan::backup_path(&d, BACKUP, manifest::CA_BUNDLE)).expect("in the backup"),
+        ca
+    );
+    crate::kubeadm::trust::plan(&d, std::time::SystemTime::now(), &Default::default(), false)
+        .expect("a first adopt again finds no bundle to refuse");
+}
