@@ -184,8 +184,8 @@ pub enum Links {
 
 /// Where a walk ended: an `O_PATH` descriptor of what the path names (the
 /// directory it ended on, when it ended on one by `..`, `/` or a link),
-/// its status, the directory it is in (`None` when it ended on a
-/// directory it had entered), and everything passed on the way.
+/// its status, the directory it is in (`None` for `/` and for a directory
+/// above where the walk began), and everything passed on the way.
 #[derive(Debug)]
 pub struct Walked {
     pub fd: OwnedFd,
@@ -273,15 +273,21 @@ pub fn walk(
     }
     let mut todo: Vec<OsString> = Vec::new();
     push_names(&mut todo, path);
-    let mut parent: Option<OwnedFd> = None;
+    // The directories entered on the way, each with its name as shown:
+    // `..` goes back to the one the walk came from, never to where the
+    // current directory's `..` points now. A user who renames a directory
+    // while root walks in it would otherwise move the walk (and a
+    // [`Start::Beneath`] walk out of its start) to wherever they put it.
+    let mut entered: Vec<(OwnedFd, PathBuf)> = Vec::new();
     let mut passed = Vec::new();
-    let (mut depth, mut followed) = (0usize, 0usize);
+    let mut followed = 0usize;
     while let Some(name) = todo.pop() {
         if name == "/" {
             if beneath.is_some() {
                 return Err(escapes("a symlink"));
             }
-            (dir, shown, parent) = (root()?, PathBuf::from("/"), None);
+            (dir, shown) = (root()?, PathBuf::from("/"));
+            entered.clear();
             continue;
         }
         let dst = nix::sys::stat::fstat(&dir).map_err(|e| PathError::io(&shown, e))?;
@@ -290,11 +296,17 @@ pub fn walk(
         let dir_read_only = entry.read_only;
         passed.push(entry);
         if name == ".." {
-            if beneath.is_some() {
-                depth = depth.checked_sub(1).ok_or_else(|| escapes("a path"))?;
-            }
-            dir = open_dir(dir.as_fd(), "..", &shown)?;
-            (shown, parent) = (shown.parent().unwrap_or(&shown).to_owned(), None);
+            (dir, shown) = match entered.pop() {
+                Some(back) => back,
+                None if beneath.is_some() => return Err(escapes("a path")),
+                // Above where a walk from `/` or the working directory
+                // began: `/`'s `..` is itself; the working directory's
+                // parents were never entered.
+                None => (
+                    open_dir(dir.as_fd(), "..", &shown)?,
+                    shown.parent().unwrap_or(&shown).to_owned(),
+                ),
+            };
             continue;
         }
         let here = shown.join(&name);
@@ -332,9 +344,8 @@ pub fn walk(
                 push_names(&mut todo, target);
             }
             SFlag::S_IFDIR if !todo.is_empty() => {
-                parent = Some(std::mem::replace(&mut dir, fd));
+                entered.push((std::mem::replace(&mut dir, fd), shown));
                 shown = here;
-                depth += 1;
             }
             _ if !todo.is_empty() => return Err(PathError::NotDir { path: here }),
             _ => {
@@ -349,13 +360,13 @@ pub fn walk(
         }
     }
     // Ended on a directory reached by `..`, `/` or a link (or named none
-    // at all: `.`).
+    // at all: `.`); what holds it is the one it was entered from, if any.
     let st = nix::sys::stat::fstat(&dir).map_err(|e| PathError::io(&shown, e))?;
     Ok(Walked {
         fd: dir,
         st,
         shown,
-        parent,
+        parent: entered.pop().map(|(fd, _)| fd),
         passed,
     })
 }

@@ -199,6 +199,37 @@ fn dot_dot_and_absolute_names_may_not_leave_a_beneath_start() {
 }
 
 #[test]
+fn attack_a_directory_renamed_mid_walk_does_not_take_dot_dot_out_of_the_start() {
+    // `a/b` is moved out of the start (`a`) while the walk is in it, next
+    // to a file of the attacker's: `..` from `b` now names `outside`.
+    let (d, _) = tree();
+    let a = d.path().join("a");
+    std::fs::write(a.join("f"), "beneath").unwrap();
+    let outside = d.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("f"), "outside").unwrap();
+    let (from, to) = (a.join("b"), outside.join("b"));
+    let mut moved = false;
+    let mut move_b = |e: &Entry| {
+        if !moved && e.shown.ends_with("b") {
+            std::fs::rename(&from, &to).unwrap();
+            moved = true;
+        }
+        Ok(())
+    };
+    let held = std::fs::File::open(&a).unwrap();
+    let w = walk(
+        Start::Beneath(held.as_fd(), &a),
+        Path::new("b/../f"),
+        Links::Follow,
+        &mut move_b,
+    )
+    .unwrap();
+    assert!(to.exists(), "the rename ran");
+    assert_eq!(read(&w), "beneath");
+}
+
+#[test]
 fn a_file_on_the_way_and_a_symlink_loop_are_refused() {
     let (d, _) = tree();
     let e = beneath_walk(d.path(), "a/b/c/f/g", Links::Follow).unwrap_err();
