@@ -236,6 +236,13 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
         "a renewal replaces files the running pod mounts read-only:\n{text}"
     );
     let settled_after_adopt = fresh_since(&after_first);
+    // status names the date by which what is off the node must trust the
+    // renewal: the end of the certificate kept beside it.
+    let (_, status) = kubeadm_cmd(&node, &["status"]);
+    assert!(
+        status.contains("the earlier certificate beside it ends"),
+        "{status}"
+    );
 
     // Past every CA's original end.
     let wait = ca_end - unix_now() + 30;

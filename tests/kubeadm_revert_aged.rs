@@ -167,7 +167,8 @@ fn a_node_past_every_end_is_adopted_again_then_reverted_serving() {
         ) && text.ends_with("dry run: nothing was changed\n"),
         "{text}"
     );
-    eprintln!("{text}");
+    // (Printed only when it fails: CI shows a failing test's output cut to
+    // its first and last lines, and the panic is at the end.)
     let started = std::time::Instant::now();
     let (ok, text) = kubeadm_cmd(&node, &["revert"]);
     assert!(ok, "revert refused:\n{text}");
@@ -222,8 +223,16 @@ fn a_node_past_every_end_is_adopted_again_then_reverted_serving() {
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eprintln!("{said}");
-    if let Err(e) = readyz(&kubectl, &admin) {
-        panic!("after kubeadm certs renew all: {e}");
-    }
+    // The API server re-reads its renewed serving pair from disk: a
+    // request or two may meet it (or a busy CI machine) in between.
+    let mut last = String::new();
+    let ready_again = (0..60).any(|_| match readyz(&kubectl, &admin) {
+        Ok(()) => true,
+        Err(e) => {
+            last = e;
+            std::thread::sleep(Duration::from_secs(1));
+            false
+        }
+    });
+    assert!(ready_again, "after kubeadm certs renew all: {last}");
 }

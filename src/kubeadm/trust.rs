@@ -272,6 +272,13 @@ pub struct CaStatus {
     /// The bundle the components load at start holds this certificate
     /// (`None`: no component loads one for this CA).
     pub in_bundle: Option<bool>,
+    /// The end of the latest earlier certificate of this CA that adopt
+    /// keeps in the bundle (Unix time; 0 when there is none): by then,
+    /// whatever trusts only that certificate (kubelets, cluster-info,
+    /// copied kubeconfigs) must trust the one in place.
+    pub previous_not_after_seconds: i64,
+    /// The same, in words, while it has not ended.
+    pub previous_not_after: Option<String>,
     pub problem: Option<String>,
 }
 
@@ -289,6 +296,8 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
             not_after_seconds: 0,
             renewal_due: false,
             in_bundle: None,
+            previous_not_after_seconds: 0,
+            previous_not_after: None,
             problem: None,
         };
         let read = node::read(dir, cert)
@@ -324,6 +333,9 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
                 if let Some(b) = bundle {
                     let (held, problem) = bundle_status(dir, b, &der, record);
                     c.in_bundle = Some(held);
+                    c.previous_not_after_seconds = previous_end(dir, b, &der, record);
+                    c.previous_not_after = (c.previous_not_after_seconds > now)
+                        .then(|| rfc3339(c.previous_not_after_seconds));
                     if problem.is_some() {
                         c.problem = problem;
                     }
@@ -383,6 +395,21 @@ fn bundle_status(dir: &Path, b: &str, der: &[u8], record: &Record) -> (bool, Opt
         None
     };
     (has, problem)
+}
+
+/// The end of the latest certificate adopt recorded for the bundle `b`
+/// other than the one in place (`der`); 0 when there is none.
+fn previous_end(dir: &Path, b: &str, der: &[u8], record: &Record) -> i64 {
+    let at = host(dir, b);
+    record
+        .get(b)
+        .into_iter()
+        .flatten()
+        .flat_map(|t| certificates(&at, t.as_bytes()).unwrap_or_default())
+        .filter(|c| c.as_slice() != der)
+        .filter_map(|c| identity(&c).map(|i| i.3))
+        .max()
+        .unwrap_or(0)
 }
 
 /// When this node's kubelet.conf embeds CA data without the CA

@@ -54,7 +54,7 @@ impl Status {
             for c in &self.cas {
                 let _ = writeln!(
                     s,
-                    "  {} {}: ends {}{}{}",
+                    "  {} {}: ends {}{}{}{}",
                     c.name,
                     c.path,
                     c.not_after.as_deref().unwrap_or("unknown"),
@@ -63,6 +63,13 @@ impl Status {
                         Some(false) => ", NOT in the trust bundle components load at start",
                         None => "",
                     },
+                    c.previous_not_after
+                        .as_ref()
+                        .map(|d| format!(
+                            "; the earlier certificate beside it ends {d}: trust this one \
+                             off the node by then"
+                        ))
+                        .unwrap_or_default(),
                     if c.renewal_due {
                         "; renewal due (adopt renews it)"
                     } else {
@@ -158,6 +165,21 @@ impl Status {
             self.cas
                 .iter()
                 .map(|c| (labels(&[("ca", c.name)]), c.not_after_seconds as f64))
+                .collect(),
+        );
+        family(
+            "certsync_kubeadm_ca_previous_not_after_seconds",
+            "The end of the CA's earlier certificate still trusted beside the renewal (Unix time): \
+             by then everything off the node must trust the renewal; 0 when there is none.",
+            self.cas
+                .iter()
+                .filter(|c| c.in_bundle.is_some())
+                .map(|c| {
+                    (
+                        labels(&[("ca", c.name)]),
+                        c.previous_not_after_seconds as f64,
+                    )
+                })
                 .collect(),
         );
         family(

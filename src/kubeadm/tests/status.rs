@@ -187,7 +187,7 @@ fn the_metrics_reference_names_every_series_of_the_textfile_output() {
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next())
         .collect();
-    assert_eq!(families.len(), 8, "{text}");
+    assert_eq!(families.len(), 9, "{text}");
     let missing: Vec<&&str> = families
         .iter()
         .filter(|f| !doc.contains(&format!("`{f}`")))
@@ -264,7 +264,7 @@ fn the_textfile_alert_rules_name_only_textfile_metrics() {
             assert!(text.contains(&format!("# TYPE {m} gauge")), "{m} in {expr}");
         }
     }
-    assert_eq!(count, 3);
+    assert_eq!(count, 4);
 }
 
 /// adopt --admin-addr reaches the pod's arguments and probes, and status

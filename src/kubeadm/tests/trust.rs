@@ -88,6 +88,16 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
 
     // Written: a re-adopt finds nothing to do, and the digest stays.
     apply(d.path(), &t);
+    // Status names the old certificate's end as the date by which what is
+    // off the node must trust the renewal; none for a CA not renewed.
+    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
+    let (_, old) = x509_parser::parse_x509_certificate(&ca).unwrap();
+    assert_eq!(
+        cas[0].previous_not_after_seconds,
+        old.validity().not_after.timestamp()
+    );
+    assert!(cas[0].previous_not_after.is_some());
+    assert_eq!(cas[2].previous_not_after_seconds, 0, "{:?}", cas[2]);
     let again = trust::plan(d.path(), now, &t.record, true).unwrap();
     assert!(
         again.files.is_empty(),
@@ -126,6 +136,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     );
     assert!(cas.iter().all(|c| c.problem.is_none()), "{cas:?}");
     assert_eq!(cas[0].in_bundle, Some(true));
+    assert_eq!(cas[0].previous_not_after_seconds, 0, "the old one left");
     assert!(warnings.is_empty(), "{warnings:?}");
 }
 
