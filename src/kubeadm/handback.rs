@@ -51,6 +51,9 @@ pub(super) struct Handback {
     /// when that one ends within the margin; `None`: kubeadm's bytes as
     /// they are.
     pub reissued: Option<ASN1Time>,
+    /// A kubeconfig whose CA data gets the renewed CA certificate
+    /// (`pki/ca.crt`) beside kubeadm's.
+    pub ca_added: bool,
 }
 
 /// What revert writes for each pair and kubeconfig adopt's record names,
@@ -110,6 +113,7 @@ fn pair(dir: &Path, prefix: &str, backup: &str, deadline: i64) -> Result<Handbac
         backup: backup.to_owned(),
         kubeadms,
         reissued,
+        ca_added: false,
     })
 }
 
@@ -143,7 +147,9 @@ fn kubeconfig(
     // works after the old one ends. The renewal is read from pki/ca.crt,
     // which certsync's container cannot write.
     let renewal = super::node::read(dir, CA)?;
-    if let Some(both) = ca_data_with(&at, &text, renewal.as_bytes())? {
+    let both = ca_data_with(&at, &text, renewal.as_bytes())?;
+    let ca_added = both.is_some();
+    if let Some(both) = both {
         text = both;
     }
     Ok(Handback {
@@ -152,6 +158,7 @@ fn kubeconfig(
         backup: backup.to_owned(),
         kubeadms,
         reissued,
+        ca_added,
     })
 }
 

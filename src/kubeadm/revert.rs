@@ -241,14 +241,17 @@ impl RevertPlan {
         if self.pod {
             let _ = writeln!(
                 out,
-                "{} {POD} (kept in {newest}/)",
-                t("removed", "would remove")
+                "{} {POD} (kept in {newest}/) and {} for certsync's pod to stop (about {} s) \
+                 before handing anything back",
+                t("removed", "would remove"),
+                t("waited", "wait"),
+                super::ready::STOPPED_AFTER.as_secs()
             );
         }
         for h in &self.handbacks {
             for (path, _, _) in &h.files {
                 let _ = match h.reissued {
-                    Some(ends) if *path == h.node_path => writeln!(
+                    Some(ends) if *path == h.node_path => write!(
                         out,
                         "{} {path} again from kubeadm's copy in {}/ (that ends {}, within 24 h): \
                          until {}",
@@ -257,12 +260,20 @@ impl RevertPlan {
                         until(h.kubeadms),
                         until(ends)
                     ),
-                    _ => writeln!(
+                    _ => write!(
                         out,
                         "{} {path} from {}/",
                         t("restored", "would restore"),
                         h.backup
                     ),
+                };
+                let _ = if h.ca_added && *path == h.node_path {
+                    writeln!(
+                        out,
+                        ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data"
+                    )
+                } else {
+                    writeln!(out)
                 };
             }
         }

@@ -172,6 +172,56 @@ async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
 }
 
 #[tokio::test]
+async fn revert_says_which_kubeconfigs_get_the_renewed_ca_beside_kubeadms() {
+    // pki/ca.crt renewed since adoption: kubeadm's kubeconfigs are handed
+    // back trusting it too, and each line says so (an operator read
+    // `restored admin.conf` as kubeadm's bytes unchanged).
+    let dir = adopted_node();
+    let d = dir.path();
+    let ca = host(d, "/etc/kubernetes/pki/ca.crt");
+    // kubeadm's admin.conf embeds the CA certificate it was made with.
+    let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/admin.conf");
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let old_ca = base64::Engine::encode(&b64, std::fs::read(&ca).expect("ca.crt"));
+    let text = std::fs::read_to_string(&kept).expect("kubeadm's admin.conf");
+    let server = "{server: \"https://127.0.0.1:1\"}";
+    assert!(text.contains(server), "{text}");
+    let with_ca =
+        format!("{{server: \"https://127.0.0.1:1\", certificate-authority-data: {old_ca}}}");
+    std::fs::write(&kept, text.replacen(server, &with_ca, 1)).expect("write");
+    let now = std::time::SystemTime::now();
+    let ends = crate::validate::unix_seconds(now) + 3650 * 86_400;
+    let renewal = crate::source::ca::renew_ca(&ca, &ca.with_extension("key"), ends, now)
+        .expect("renewed with its own key");
+    std::fs::write(&ca, crate::pem::encode("CERTIFICATE", &renewal)).expect("ca.crt");
+    let added = ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data";
+    let out = dry_run(revert_options(d)).await;
+    assert!(
+        out.contains(&format!(
+            "would restore /etc/kubernetes/admin.conf from {BACKUP}/{added}\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        !out.contains(&format!("apiserver.crt from {BACKUP}/{added}")),
+        "only kubeconfigs: {out}"
+    );
+    revert(&revert_options(d)).await.expect("revert");
+    let admin = std::fs::read_to_string(host(d, "/etc/kubernetes/admin.conf")).expect("admin");
+    let config = crate::source::client::parse_kubeconfig(&admin).expect("kubeconfig");
+    let data = config.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.certificate_authority_data.clone())
+        .expect("CA data");
+    let pem = base64::Engine::decode(&b64, data.trim()).expect("base64");
+    assert!(
+        super::trust::ders(&pem).contains(&renewal),
+        "admin.conf trusts the renewal"
+    );
+}
+
+#[tokio::test]
 async fn adopt_dry_run_says_what_it_would_do_and_that_nothing_was_changed() {
     // adopt's dry run prints the plan (its own wording: create, replace,
     // renew in place) and ends as revert's does.
