@@ -337,10 +337,11 @@ impl Plan {
                 ),
                 None => writeln!(
                     s,
-                    "  {} ({}): ends {}; not due",
+                    "  {} ({}): ends {}; not due (the first adopt after {} renews it)",
                     c.name,
                     c.path,
-                    crate::validate::rfc3339(c.ends)
+                    crate::validate::rfc3339(c.ends),
+                    crate::validate::rfc3339(c.due_from)
                 ),
             };
         }

@@ -75,6 +75,8 @@ pub struct CaEnd {
     pub ends: i64,
     /// notAfter of its renewal, when adopt renews it.
     pub renewed_to: Option<i64>,
+    /// When a renewal comes due: the first adopt after it renews the CA.
+    pub due_from: i64,
 }
 
 /// A file adopt writes for the CAs (mode 0644, as kubeadm writes
@@ -149,6 +151,12 @@ fn effective_span(from: i64, to: i64) -> i64 {
     (to - from - BACKDATE_SECS).max(1)
 }
 
+/// When a CA valid `from`..`to` comes due: once less than [`RENEW_LEFT`]
+/// of its span is left. Due at `now` when `now` is past it.
+fn due_from(from: i64, to: i64) -> i64 {
+    to - effective_span(from, to) * RENEW_LEFT.0 / RENEW_LEFT.1
+}
+
 const BACKDATE_SECS: i64 = 300;
 
 /// Works out the renewals and bundles for the node at `dir` at `now`,
@@ -178,7 +186,7 @@ pub fn plan(
             )
         })?;
         let span = effective_span(from, to);
-        let due = (to - now_s) * RENEW_LEFT.1 < span * RENEW_LEFT.0;
+        let due = now_s > due_from(from, to);
         let renewed = if due {
             let new = crate::source::ca::renew_ca(&at, &host(dir, key), now_s + span, now)
                 .map_err(|e| KubeadmError::file(&at, e))?;
@@ -202,6 +210,7 @@ pub fn plan(
             path: cert,
             ends: to,
             renewed_to: renewed.as_ref().map(|_| now_s + span),
+            due_from: due_from(from, to),
         });
         let Some(bundle) = bundle else { continue };
         // The bundle: what adopt recorded that is still this CA, valid and
@@ -319,7 +328,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
             Ok((der, (_, _, from, to))) => {
                 c.not_after = Some(rfc3339(to));
                 c.not_after_seconds = to;
-                c.renewal_due = (to - now) * RENEW_LEFT.1 < effective_span(from, to) * RENEW_LEFT.0;
+                c.renewal_due = now > due_from(from, to);
                 if to <= now {
                     c.problem = Some(format!("ended {}", rfc3339(to)));
                 } else if c.renewal_due {

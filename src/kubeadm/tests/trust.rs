@@ -67,6 +67,11 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
         .map(|c| c.name)
         .collect();
     assert_eq!(due, ["ca"]);
+    // Not due: the plan says when it will be (90% of the span left,
+    // kubeadm's 5-minute backdate aside).
+    let fp = &t.cas[1];
+    let span = 19 * 86_400 - 300;
+    assert!((fp.ends - span * 9 / 10 - fp.due_from).abs() <= 1, "{fp:?}");
     let renewed = t
         .files
         .iter()
