@@ -393,6 +393,20 @@ pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
     Some(leaf_facts(der))
 }
 
+/// The facts of every certificate in `pem`, in order; `None` unless each
+/// one parses.
+pub fn leaves_of(pem: &[u8]) -> Option<Vec<Leaf>> {
+    pem_blocks("", pem)
+        .ok()?
+        .iter()
+        .filter(|(k, _)| *k == SectionKind::Certificate)
+        .map(|(_, der)| {
+            x509_parser::parse_x509_certificate(der).ok()?;
+            Some(leaf_facts(der))
+        })
+        .collect()
+}
+
 /// A Unix timestamp as RFC 3339 (the raw number if it predates 1970).
 pub fn rfc3339(secs: i64) -> String {
     u64::try_from(secs).map_or_else(

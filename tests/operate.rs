@@ -333,6 +333,19 @@ fn check_reports_expiry_and_key_match_with_exit_codes() {
     put("old", &old.cert, Some(&old.key));
     put("bad", &good.cert, Some(&Pair::new("other").key));
     put("ca", &good.ca_cert, None);
+    // A trust bundle whose first (old) CA certificate has ended beside a
+    // valid one (kubeadm's ca-bundle.crt past the old end): it trusts
+    // until the last ends.
+    let ended = {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let now = time::OffsetDateTime::now_utc();
+        p.not_before = now - time::Duration::days(10);
+        p.not_after = now - time::Duration::days(1);
+        p.self_signed(&key).unwrap().pem()
+    };
+    put("bundle", &[ended.as_bytes(), &good.ca_cert].concat(), None);
 
     let (code, table, _) = certsync(&["check", pki.to_str().unwrap()]);
     assert_eq!(code, 1, "{table}");
@@ -357,6 +370,7 @@ fn check_reports_expiry_and_key_match_with_exit_codes() {
     assert!(line("old").contains("expired 1d ago"), "{table}");
     assert!(line("bad").contains("MISMATCH"), "{table}");
     assert!(line("ca").contains("n/a (CA)"), "{table}");
+    assert!(!line("bundle").contains("expired"), "{table}");
 
     let (code, json, _) = certsync(&["check", "-o", "json", pki.to_str().unwrap()]);
     assert_eq!(code, 1);
@@ -376,6 +390,7 @@ fn check_reports_expiry_and_key_match_with_exit_codes() {
     assert_eq!(row("good")["sans"][0], "good.example");
     assert_eq!(row("bad")["key"], "mismatch");
     assert_eq!(row("old")["problem"], "expired");
+    assert_eq!(row("bundle")["problem"], serde_json::Value::Null);
     assert!(
         row("soon")["problem"]
             .as_str()

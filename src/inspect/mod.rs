@@ -132,7 +132,7 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
                     continue;
                 }
             };
-            let Some(leaf) = validate::leaf_of(&pem) else {
+            let Some(leaf) = judged_certificate(&pem, key.is_some()) else {
                 out.push(CertReport::unreadable(
                     cert.shown,
                     "no certificate could be parsed".into(),
@@ -168,6 +168,21 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
         }
     }
     Ok(out)
+}
+
+/// The certificate a file is judged by: its first (the leaf of a chain),
+/// except in a trust bundle (CA certificates only, no key: kubeadm's
+/// `ca-bundle.crt`, old and renewed CA side by side), which trusts until
+/// the last of them ends; one that ended beside a valid one is no problem.
+fn judged_certificate(pem: &[u8], has_key_file: bool) -> Option<Leaf> {
+    let first = validate::leaf_of(pem)?;
+    if has_key_file || !first.is_ca || contains(pem, b"PRIVATE KEY-----") {
+        return Some(first);
+    }
+    match validate::leaves_of(pem) {
+        Some(all) if all.iter().all(|l| l.is_ca) => all.into_iter().max_by_key(|l| l.not_after),
+        _ => Some(first),
+    }
 }
 
 /// A kubeconfig (kubeadm's `admin.conf`): the certificate embedded for its
