@@ -225,6 +225,13 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
             );
         }
     }
+    let ca_ends: Vec<i64> = cas
+        .iter()
+        .flat_map(|c| [c.not_after_seconds, c.previous_not_after_seconds])
+        .filter(|&end| end > 0)
+        .collect();
+    s.warnings
+        .extend(short_lifetimes(&s.certificates, &ca_ends));
     s.cas = cas;
     s.warnings.extend(warnings);
     let renewed = state
@@ -432,7 +439,6 @@ fn certificates(dir: &Path, now: i64, s: &mut Status) {
         }
         s.certificates.push(c);
     }
-    s.warnings.extend(short_lifetimes(&s.certificates));
 }
 
 /// Below a day between a renewal window's end and the certificate's:
@@ -443,10 +449,19 @@ const SHORT_TOLERANCE_SECS: i64 = 24 * 3600;
 /// window closes, when that is under a day: a trial lifetime left in place
 /// looks healthy until the first outage, and every certificate then ends
 /// minutes after certsync stops.
-pub(super) fn short_lifetimes(certs: &[CertStatus]) -> Option<String> {
+/// A certificate that ends with a CA (`ca_ends`: cut at its end, as
+/// certsync cuts what a CA in its last span issues) is short because of
+/// the CA, not a trial: the CA's own renewal is what status says then.
+pub(super) fn short_lifetimes(certs: &[CertStatus], ca_ends: &[i64]) -> Option<String> {
+    const WITH_THE_CA: i64 = 60;
     let c = certs
         .iter()
         .filter(|c| c.outage_tolerance_seconds > 0)
+        .filter(|c| {
+            !ca_ends
+                .iter()
+                .any(|end| (c.not_after_seconds - end).abs() <= WITH_THE_CA)
+        })
         .min_by_key(|c| c.outage_tolerance_seconds)
         .filter(|c| c.outage_tolerance_seconds < SHORT_TOLERANCE_SECS)?;
     Some(format!(

@@ -31,16 +31,25 @@ fn a_trial_lifetime_left_in_place_is_warned_about_a_year_is_not() {
         cert("apiserver", 1_000_480, 1_000_120),
         cert("scheduler-client", 1_000_460, 1_000_110),
     ];
-    let w = short_lifetimes(&trial).expect("warned");
+    let w = short_lifetimes(&trial, &[]).expect("warned");
     assert!(
         w.contains("scheduler-client (lifetime=8m) ends 5m 50s after its renewal window closes"),
         "{w}"
     );
     // A year renewed by 90 %: 36 days after the window.
     let year = [cert("apiserver", 31_536_000, 28_382_400)];
-    assert_eq!(short_lifetimes(&year), None);
+    assert_eq!(short_lifetimes(&year, &[]), None);
     // Unknown (0) is no warning: the certificate's own problem says why.
-    assert_eq!(short_lifetimes(&[cert("odd", 0, 0)]), None);
+    assert_eq!(short_lifetimes(&[cert("odd", 0, 0)], &[]), None);
+    // Short only because it ends with its CA (cut at the CA's end): the
+    // CA's renewal is the warning then, not a trial lifetime.
+    assert_eq!(short_lifetimes(&trial, &[1_000_480, 1_000_460]), None);
+    let one_cut = [
+        cert("apiserver", 1_000_480, 1_000_120),
+        cert("scheduler-client", 2_000_460, 2_000_110),
+    ];
+    let w = short_lifetimes(&one_cut, &[2_000_460]).expect("the other one");
+    assert!(w.contains("apiserver (lifetime=8m)"), "{w}");
 }
 
 fn report() -> Status {
