@@ -676,51 +676,116 @@ fn file(
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let dir = &opts.dir;
     let adopted = node::read_optional(dir, STATE)?.is_some();
-    // The ClusterConfiguration, through admin.conf.
-    let admin = host(dir, "/etc/kubernetes/admin.conf");
-    let (stored, from) = match cluster::read(&admin).await {
-        Ok(s) => (
-            Some(s),
-            format!(
+    let (stored, from) = cluster_configuration(opts).await?;
+    let components = manifest::components();
+    let parsed = component_manifests(opts, &components)?;
+    // The CAs: each renewed when due, and the bundles of their
+    // certificates the trusting components load.
+    let record = super::record::State::read(dir)?
+        .map(|s| s.trust)
+        .unwrap_or_default();
+    let trust = trust::plan(dir, opts.now, &record, adopted)?;
+    let manifests = manifest_changes(dir, parsed, &trust.digest)?;
+    kubeadms_files_present(opts)?;
+    let key_alg = key_alg(opts, stored.as_ref())?;
+    // Files: certsync's config, kubeconfigs and pod. The config is judged
+    // as `certsync run` will judge it before anything is written.
+    let config = config_text(opts, key_alg)?;
+    super::judge::judge(opts, &config)?;
+    if adopted {
+        unrecorded_refused(opts)?;
+    }
+    let config = config.into_bytes();
+    let generation = super::pod::generation(&config, &trust.digest, &opts.image);
+    let files = certsyncs_files(opts, &trust, config, &generation, adopted)?;
+    // The ClusterConfiguration stays kubeadm's: fields an earlier certsync
+    // adopt put there are taken out (see `cluster`).
+    let (cc, new) = match &stored {
+        Some(s) => {
+            let found = cluster::present(&s.config, &components);
+            let mut config = s.config.clone();
+            let changed = cluster::unadopt(&mut config, &components);
+            (found, changed.then_some(config))
+        }
+        None => (Vec::new(), None),
+    };
+    // The image of the pod a re-adopt replaces: shown beside the new one.
+    let image_before = node::read_optional(dir, POD)?
+        .and_then(|old| super::pod::probe(&String::from_utf8_lossy(&old)).ok())
+        .and_then(|(image, _, _)| image)
+        .filter(|old| *old != crate::escape(&opts.image));
+    let (cluster_info, cluster_info_new) =
+        cluster_info_change(stored.as_ref(), &trust.ca_bundle).await;
+    Ok(Plan {
+        kubeadm_dir: dir.clone(),
+        cluster_configuration_from: from,
+        cluster_configuration_reachable: stored.is_some(),
+        cluster_configuration: cc,
+        cluster_configuration_new: new,
+        stored: stored.map(std::sync::Arc::new),
+        cluster_info,
+        cluster_info_new,
+        files,
+        manifests,
+        backup: format!("{BACKUPS}/{}", time_stamp()),
+        kubeconfigs_renewed: certs(dir)
+            .iter()
+            .filter_map(|c| c.kubeconfig.map(str::to_owned))
+            .collect(),
+        pairs_renewed: pairs(dir),
+        cas: trust.cas,
+        kubeconfigs_trusted: kubeconfigs_trusted(dir, &trust.ca_bundle)?,
+        ca_bundle: trust.ca_bundle,
+        trust: trust.digest,
+        trust_record: trust.record,
+        image: opts.image.clone(),
+        image_before,
+        generation,
+        probe: super::pod::probe_addr(opts.admin_addr),
+        mappings: certs(dir)
+            .into_iter()
+            .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
+            .collect(),
+    })
+}
+
+/// The ClusterConfiguration, through admin.conf, and where it was read
+/// (or why not: adopt needs no API server, the manifests are checked
+/// alone); refused when it holds what adopt does not handle.
+async fn cluster_configuration(
+    opts: &Options,
+) -> Result<(Option<cluster::Stored>, String), KubeadmError> {
+    let admin = host(&opts.dir, "/etc/kubernetes/admin.conf");
+    match cluster::read(&admin).await {
+        Ok(s) => {
+            if let Some(r) = cluster::refusal(&s.config) {
+                return Err(refused(opts, r));
+            }
+            let from = format!(
                 "ConfigMap kube-system/kubeadm-config, read through {}",
                 admin.display()
-            ),
-        ),
-        Err(e) => (
+            );
+            Ok((Some(s), from))
+        }
+        Err(e) => Ok((
             None,
             format!(
-                "not read ({e}); kubeadm keeps no copy on a control-plane node, so the manifests alone were checked"
+                "not read ({e}); kubeadm keeps no copy on a control-plane node, so the manifests \
+                 alone were checked"
             ),
-        ),
-    };
-    let mut key_alg = None;
-    if let Some(s) = &stored {
-        if let Some(r) = cluster::refusal(&s.config) {
-            return Err(refused(opts, r));
-        }
-        key_alg = Some(
-            match s.config["encryptionAlgorithm"]
-                .as_str()
-                .unwrap_or("RSA-2048")
-            {
-                "RSA-2048" => "rsa-2048",
-                "RSA-3072" => "rsa-3072",
-                "RSA-4096" => "rsa-4096",
-                "ECDSA-P256" => "ecdsa-p256",
-                "ECDSA-P384" => "ecdsa-p384",
-                other => {
-                    return Err(refused(
-                        opts,
-                        format!("encryptionAlgorithm {other:?} is not one adopt knows"),
-                    ));
-                }
-            },
-        );
+        )),
     }
-    // Manifests: kubeadm's four, each flag adopt sets either kubeadm's or certsync's.
-    let components = manifest::components();
+}
+
+/// kubeadm's four manifests, parsed, each flag adopt sets either kubeadm's
+/// or certsync's.
+fn component_manifests<'c>(
+    opts: &Options,
+    components: &'c [manifest::Component],
+) -> Result<Vec<(&'c manifest::Component, String, Vec<u8>, Manifest)>, KubeadmError> {
+    let dir = &opts.dir;
     let mut parsed = Vec::new();
-    for c in &components {
+    for c in components {
         let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
         let Some(before) = node::read_optional(dir, &path)? else {
             return Err(refused(
@@ -744,20 +809,24 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         }
         parsed.push((c, path, before, m));
     }
-    // The CAs: each renewed when due, and the bundles of their
-    // certificates the trusting components load.
-    let record = super::record::State::read(dir)?
-        .map(|s| s.trust)
-        .unwrap_or_default();
-    let trust = trust::plan(dir, opts.now, &record, adopted)?;
+    Ok(parsed)
+}
+
+/// Each manifest as adopt leaves it (flags, volumes, and the trust
+/// digest on the components that load trust at start); those it changes.
+fn manifest_changes(
+    dir: &Path,
+    parsed: Vec<(&manifest::Component, String, Vec<u8>, Manifest)>,
+    digest: &str,
+) -> Result<Vec<ManifestChange>, KubeadmError> {
     let mut manifests = Vec::new();
     for (c, path, before, mut m) in parsed {
         let (flags, volumes_added) = manifest::adopt(c, &mut m);
         let mut annotations = Vec::new();
         if c.trusts {
             let old = m.annotation(TRUST_ANNOTATION).unwrap_or_default();
-            if m.set_annotation(TRUST_ANNOTATION, &trust.digest) {
-                annotations.push((TRUST_ANNOTATION.to_owned(), old, trust.digest.clone()));
+            if m.set_annotation(TRUST_ANNOTATION, digest) {
+                annotations.push((TRUST_ANNOTATION.to_owned(), old, digest.to_owned()));
             }
         }
         if flags.is_empty() && volumes_added.is_empty() && annotations.is_empty() {
@@ -776,7 +845,13 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             after,
         });
     }
-    // Templates: each one kubeadm made, issued by the CA its mapping names.
+    Ok(manifests)
+}
+
+/// Each template kubeadm made, issued by the CA its mapping names, and
+/// both files of each pair adopt keeps in step from now on.
+fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
+    let dir = &opts.dir;
     for c in certs(dir) {
         if let Some(t) = c.template {
             node::issued_by(
@@ -787,7 +862,6 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .map_err(|e| refused(opts, e.to_string()))?;
         }
     }
-    // kubeadm's pairs, kept in step from now on: both files there.
     for p in pairs(dir) {
         for ext in ["crt", "key"] {
             let f = format!("{p}.{ext}");
@@ -799,31 +873,69 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             }
         }
     }
-    // Without the ClusterConfiguration (adopt needs no API server: after an
-    // outage the node's own may be down), kubeadm's keys say which algorithm
-    // it uses.
-    let apiserver_crt = "/etc/kubernetes/pki/apiserver.crt";
-    let key_alg = match key_alg {
-        Some(alg) => alg,
-        None => match node::key_alg(dir, apiserver_crt) {
-            Ok(Some(alg)) => alg,
-            Ok(None) => {
-                return Err(refused(
-                    opts,
-                    format!("{apiserver_crt}: a key of a size or curve kubeadm does not make"),
-                ));
-            }
-            Err(e) => return Err(refused(opts, e.to_string())),
-        },
-    };
-    // Files: certsync's config, kubeconfigs and pod. The config is judged
-    // as `certsync run` will judge it before anything is written.
-    let config = config_text(opts, key_alg)?;
-    super::judge::judge(opts, &config)?;
-    if adopted {
-        unrecorded_refused(opts)?;
+    Ok(())
+}
+
+/// The key algorithm certsync issues with: the ClusterConfiguration's
+/// `encryptionAlgorithm`, or without it (adopt needs no API server: after
+/// an outage the node's own may be down) what kubeadm's keys say.
+fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<&'static str, KubeadmError> {
+    if let Some(s) = stored {
+        return match s.config["encryptionAlgorithm"]
+            .as_str()
+            .unwrap_or("RSA-2048")
+        {
+            "RSA-2048" => Ok("rsa-2048"),
+            "RSA-3072" => Ok("rsa-3072"),
+            "RSA-4096" => Ok("rsa-4096"),
+            "ECDSA-P256" => Ok("ecdsa-p256"),
+            "ECDSA-P384" => Ok("ecdsa-p384"),
+            other => Err(refused(
+                opts,
+                format!("encryptionAlgorithm {other:?} is not one adopt knows"),
+            )),
+        };
     }
-    let config = config.into_bytes();
+    let apiserver_crt = "/etc/kubernetes/pki/apiserver.crt";
+    match node::key_alg(&opts.dir, apiserver_crt) {
+        Ok(Some(alg)) => Ok(alg),
+        Ok(None) => Err(refused(
+            opts,
+            format!("{apiserver_crt}: a key of a size or curve kubeadm does not make"),
+        )),
+        Err(e) => Err(refused(opts, e.to_string())),
+    }
+}
+
+/// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: they
+/// get its certificates side by side, so kubectl and kubeadm trust the
+/// renewal before the old one ends.
+fn kubeconfigs_trusted(dir: &Path, bundle: &[u8]) -> Result<Vec<String>, KubeadmError> {
+    let mut trusted = Vec::new();
+    for k in EMBEDDED {
+        let Some(text) = node::read_optional(dir, k)? else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&text);
+        let ca = crate::writer::embedded_ca(&host(dir, k), &text)?;
+        if ca.as_deref() != Some(bundle) {
+            trusted.push(k.to_owned());
+        }
+    }
+    Ok(trusted)
+}
+
+/// The files adopt writes: the CAs' renewals and bundles, then certsync's
+/// kubeconfigs, configuration and static pod, each unless it already has
+/// these bytes.
+fn certsyncs_files(
+    opts: &Options,
+    trust: &trust::Trust,
+    config: Vec<u8>,
+    generation: &str,
+    adopted: bool,
+) -> Result<Vec<FileWrite>, KubeadmError> {
+    let dir = &opts.dir;
     let mut files: Vec<FileWrite> = trust
         .files
         .iter()
@@ -835,97 +947,27 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             bytes: f.bytes.clone(),
         })
         .collect();
-    // kubeadm's kubeconfigs embed the CA: they get its certificates side
-    // by side, so kubectl and kubeadm trust the renewal before the old
-    // one ends.
-    let mut kubeconfigs_trusted = Vec::new();
-    for k in EMBEDDED {
-        let Some(text) = node::read_optional(dir, k)? else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&text);
-        let ca = crate::writer::embedded_ca(&host(dir, k), &text)?;
-        if ca.as_deref() != Some(trust.ca_bundle.as_slice()) {
-            kubeconfigs_trusted.push(k.to_owned());
-        }
-    }
-    for (file, user, target, _) in BY_FILE {
-        let server = node::server(dir, &format!("/etc/kubernetes/{file}"))?;
+    for (file_name, user, target, _) in BY_FILE {
+        let server = node::server(dir, &format!("/etc/kubernetes/{file_name}"))?;
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
-        files.extend(file_write(
+        files.extend(file(
             opts,
-            &format!("{KUBECONFIGS}/{file}"),
+            &format!("{KUBECONFIGS}/{file_name}"),
             text.into_bytes(),
             &format!("{user}'s kubeconfig (client certificate by file)"),
             adopted,
         )?);
     }
-    let generation = super::pod::generation(&config, &trust.digest, &opts.image);
-    let pod = pod_text(dir, opts, &config, &generation)?.into_bytes();
-    files.extend(file_write(
+    let pod = pod_text(dir, opts, &config, generation)?.into_bytes();
+    files.extend(file(
         opts,
         CONFIG,
         config,
         "certsync's configuration (its pod must be ready on it before any manifest changes)",
         adopted,
     )?);
-    files.extend(file_write(
-        opts,
-        POD,
-        pod,
-        "certsync's static pod",
-        adopted,
-    )?);
-    // The ClusterConfiguration stays kubeadm's: fields an earlier certsync
-    // adopt put there are taken out (see `cluster`).
-    let (cc, new) = match &stored {
-        Some(s) => {
-            let found = cluster::present(&s.config, &components);
-            let mut config = s.config.clone();
-            let changed = cluster::unadopt(&mut config, &components);
-            (found, changed.then_some(config))
-        }
-        None => (Vec::new(), None),
-    };
-    // The image of the pod a re-adopt replaces: shown beside the new one.
-    let image_before = node::read_optional(dir, POD)?
-        .and_then(|old| super::pod::probe(&String::from_utf8_lossy(&old)).ok())
-        .and_then(|(image, _, _)| image)
-        .filter(|old| *old != crate::escape(&opts.image));
-    let (cluster_info, cluster_info_new) =
-        cluster_info_change(stored.as_ref(), &trust.ca_bundle).await;
-    let stamp = time_stamp();
-    Ok(Plan {
-        kubeadm_dir: dir.clone(),
-        cluster_configuration_from: from,
-        cluster_configuration_reachable: stored.is_some(),
-        cluster_configuration: cc,
-        cluster_configuration_new: new,
-        stored: stored.map(std::sync::Arc::new),
-        cluster_info,
-        cluster_info_new,
-        files,
-        manifests,
-        backup: format!("{BACKUPS}/{stamp}"),
-        kubeconfigs_renewed: certs(dir)
-            .iter()
-            .filter_map(|c| c.kubeconfig.map(str::to_owned))
-            .collect(),
-        pairs_renewed: pairs(dir),
-        cas: trust.cas,
-        kubeconfigs_trusted,
-        ca_bundle: trust.ca_bundle,
-        trust: trust.digest,
-        trust_record: trust.record,
-        image: opts.image.clone(),
-        image_before,
-        generation,
-        probe: super::pod::probe_addr(opts.admin_addr),
-        mappings: certs(dir)
-            .into_iter()
-            .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
-            .collect(),
-    })
+    files.extend(file(opts, POD, pod, "certsync's static pod", adopted)?);
+    Ok(files)
 }
 
 /// On an adopted node, every kubeadm file certsync keeps in step must be in
@@ -963,16 +1005,6 @@ fn unrecorded_refused(opts: &Options) -> Result<(), KubeadmError> {
             missing.join(", ")
         ),
     ))
-}
-
-fn file_write(
-    opts: &Options,
-    path: &str,
-    bytes: Vec<u8>,
-    what: &str,
-    adopted: bool,
-) -> Result<Option<FileWrite>, KubeadmError> {
-    file(opts, path, bytes, what, adopted)
 }
 
 /// UTC, sortable, one per second: `20261124T221933Z` (the `time` that
