@@ -324,6 +324,15 @@ impl Plan {
              names and usages, so it keeps issuing from one after it expires; revert hands back \
              kubeadm's copies from the backup, any that ends within 24 h issued again from its CA\n",
         );
+        self.cas_text(&mut s);
+        self.files_text(&mut s);
+        self.manifests_text(&mut s);
+        self.cluster_configuration_text(&mut s);
+        self.cluster_info_text(&mut s);
+        s
+    }
+
+    fn cas_text(&self, s: &mut String) {
         s.push_str("CAs (renewed with their own key once less than 90% of their span is left):\n");
         for c in &self.cas {
             let _ = match c.renewed_to {
@@ -345,6 +354,9 @@ impl Plan {
                 ),
             };
         }
+    }
+
+    fn files_text(&self, s: &mut String) {
         s.push_str("files:\n");
         for f in &self.files {
             let _ = writeln!(s, "  {} {} ({}): {}", f.action, f.path, f.mode, f.what);
@@ -369,6 +381,9 @@ impl Plan {
                  check-expiration` and revert (update-pair; backed up first)"
             );
         }
+    }
+
+    fn manifests_text(&self, s: &mut String) {
         s.push_str("manifests:\n");
         if self.manifests.is_empty() {
             s.push_str("  none to change: each already names certsync's files\n");
@@ -412,6 +427,9 @@ impl Plan {
                 },
             );
         }
+    }
+
+    fn cluster_configuration_text(&self, s: &mut String) {
         s.push_str(
             "ClusterConfiguration (kubeadm-config): stays kubeadm's; certsync's flags live in this \
              node's manifests only, so `kubeadm join --control-plane` writes kubeadm's own manifests \
@@ -427,8 +445,6 @@ impl Plan {
         for (field, name, value) in &self.cluster_configuration {
             let _ = writeln!(s, "  - {field}: {name}={value}");
         }
-        self.cluster_info_text(&mut s);
-        s
     }
 
     fn cluster_info_text(&self, s: &mut String) {
@@ -777,12 +793,15 @@ async fn cluster_configuration(
     }
 }
 
+/// A component's manifest as found: its node path, bytes and parse.
+type Parsed<'c> = (&'c manifest::Component, String, Vec<u8>, Manifest);
+
 /// kubeadm's four manifests, parsed, each flag adopt sets either kubeadm's
 /// or certsync's.
 fn component_manifests<'c>(
     opts: &Options,
     components: &'c [manifest::Component],
-) -> Result<Vec<(&'c manifest::Component, String, Vec<u8>, Manifest)>, KubeadmError> {
+) -> Result<Vec<Parsed<'c>>, KubeadmError> {
     let dir = &opts.dir;
     let mut parsed = Vec::new();
     for c in components {
@@ -816,7 +835,7 @@ fn component_manifests<'c>(
 /// digest on the components that load trust at start); those it changes.
 fn manifest_changes(
     dir: &Path,
-    parsed: Vec<(&manifest::Component, String, Vec<u8>, Manifest)>,
+    parsed: Vec<Parsed<'_>>,
     digest: &str,
 ) -> Result<Vec<ManifestChange>, KubeadmError> {
     let mut manifests = Vec::new();
