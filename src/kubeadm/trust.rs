@@ -216,16 +216,7 @@ pub fn plan(
         // The bundle: what adopt recorded that is still this CA, valid and
         // read as Go reads it, then the certificate in place, then its
         // renewal.
-        let mut certs: Vec<Vec<u8>> = Vec::new();
-        for text in record.get(bundle).into_iter().flatten() {
-            for c in certificates(&host(dir, STATE), text.as_bytes())? {
-                let ours = identity(&c)
-                    .is_some_and(|(s, k, _, end)| s == subject && k == spki && end > now_s);
-                if ours && crate::x509::strict_certificate(&c).is_ok() && !certs.contains(&c) {
-                    certs.push(c);
-                }
-            }
-        }
+        let mut certs = recorded(dir, record, bundle, (&subject, &spki), now_s)?;
         for c in [Some(der), renewed].into_iter().flatten() {
             if !certs.contains(&c) {
                 certs.push(c);
@@ -266,6 +257,29 @@ pub fn plan(
     }
     trust.digest = super::digest(bundles.concat().as_bytes())[..16].to_owned();
     Ok(trust)
+}
+
+/// What adopt recorded for `bundle` that is still the CA `ca` (subject
+/// and key), valid at `now` and read as Go reads it, in order, once each:
+/// the earlier certificates a bundle keeps beside the one in place.
+fn recorded(
+    dir: &Path,
+    record: &Record,
+    bundle: &str,
+    ca: (&[u8], &[u8]),
+    now: i64,
+) -> Result<Vec<Vec<u8>>, KubeadmError> {
+    let mut certs: Vec<Vec<u8>> = Vec::new();
+    for text in record.get(bundle).into_iter().flatten() {
+        for c in certificates(&host(dir, STATE), text.as_bytes())? {
+            let ours = identity(&c)
+                .is_some_and(|(s, k, _, end)| (s.as_slice(), k.as_slice()) == ca && end > now);
+            if ours && crate::x509::strict_certificate(&c).is_ok() && !certs.contains(&c) {
+                certs.push(c);
+            }
+        }
+    }
+    Ok(certs)
 }
 
 /// One CA as `certsync kubeadm status` reports it.
@@ -342,7 +356,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
                 if let Some(b) = bundle {
                     let (held, problem) = bundle_status(dir, b, &der, record);
                     c.in_bundle = Some(held);
-                    c.previous_not_after_seconds = previous_end(dir, b, &der, record);
+                    c.previous_not_after_seconds = previous_end(dir, b, &der, record, now);
                     c.previous_not_after = (c.previous_not_after_seconds > now)
                         .then(|| rfc3339(c.previous_not_after_seconds));
                     if problem.is_some() {
@@ -406,17 +420,18 @@ fn bundle_status(dir: &Path, b: &str, der: &[u8], record: &Record) -> (bool, Opt
     (has, problem)
 }
 
-/// The end of the latest certificate adopt recorded for the bundle `b`
-/// other than the one in place (`der`); 0 when there is none.
-fn previous_end(dir: &Path, b: &str, der: &[u8], record: &Record) -> i64 {
-    let at = host(dir, b);
-    record
-        .get(b)
-        .into_iter()
-        .flatten()
-        .flat_map(|t| certificates(&at, t.as_bytes()).unwrap_or_default())
+/// The end of the latest earlier certificate adopt keeps in the bundle
+/// `b` beside the one in place (`der`), by the bundle's own rule
+/// ([`recorded`]); 0 when there is none.
+fn previous_end(dir: &Path, b: &str, der: &[u8], record: &Record, now: i64) -> i64 {
+    let Some((subject, spki, _, _)) = identity(der) else {
+        return 0;
+    };
+    recorded(dir, record, b, (&subject, &spki), now)
+        .unwrap_or_default()
+        .iter()
         .filter(|c| c.as_slice() != der)
-        .filter_map(|c| identity(&c).map(|i| i.3))
+        .filter_map(|c| identity(c).map(|i| i.3))
         .max()
         .unwrap_or(0)
 }
