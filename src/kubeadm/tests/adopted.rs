@@ -227,10 +227,12 @@ pub(super) fn revert_options(dir: &Path) -> RevertOptions {
     }
 }
 
-pub(super) async fn revert_refusal(opts: &RevertOptions) -> String {
+/// revert refused, and the node unchanged: its reason.
+pub(super) async fn revert_refusal(opts: &RevertOptions) -> RevertError {
     let before = snapshot(&opts.dir);
     let why = match revert(opts).await {
-        Err(e) => e.to_string(),
+        Err(KubeadmError::Revert(e)) => *e,
+        Err(e) => panic!("refused, but not as revert refuses: {e}"),
         Ok(out) => panic!("not refused:\n{out}"),
     };
     assert!(
