@@ -216,7 +216,11 @@ pub fn plan(
         // The bundle: what adopt recorded that is still this CA, valid and
         // read as Go reads it, then the certificate in place, then its
         // renewal.
-        let mut certs = recorded(dir, record, bundle, (&subject, &spki), now_s)?;
+        let mut certs: Vec<Vec<u8>> = recorded(dir, record, bundle, (&subject, &spki))?
+            .into_iter()
+            .filter(|(_, end)| *end > now_s)
+            .map(|(c, _)| c)
+            .collect();
         for c in [Some(der), renewed].into_iter().flatten() {
             if !certs.contains(&c) {
                 certs.push(c);
@@ -259,23 +263,29 @@ pub fn plan(
     Ok(trust)
 }
 
-/// What adopt recorded for `bundle` that is still the CA `ca` (subject
-/// and key), valid at `now` and read as Go reads it, in order, once each:
-/// the earlier certificates a bundle keeps beside the one in place.
+/// What adopt recorded for `bundle` that is the CA `ca` (subject and
+/// key) and read as Go reads it, in order, once each, with its end: the
+/// earlier certificates a bundle keeps beside the one in place (adopt
+/// keeps those that have not ended; status reports them until adopt has
+/// left them out).
 fn recorded(
     dir: &Path,
     record: &Record,
     bundle: &str,
     ca: (&[u8], &[u8]),
-    now: i64,
-) -> Result<Vec<Vec<u8>>, KubeadmError> {
-    let mut certs: Vec<Vec<u8>> = Vec::new();
+) -> Result<Vec<(Vec<u8>, i64)>, KubeadmError> {
+    let mut certs: Vec<(Vec<u8>, i64)> = Vec::new();
     for text in record.get(bundle).into_iter().flatten() {
         for c in certificates(&host(dir, STATE), text.as_bytes())? {
-            let ours = identity(&c)
-                .is_some_and(|(s, k, _, end)| (s.as_slice(), k.as_slice()) == ca && end > now);
-            if ours && crate::x509::strict_certificate(&c).is_ok() && !certs.contains(&c) {
-                certs.push(c);
+            let Some((s, k, _, end)) = identity(&c) else {
+                continue;
+            };
+            let ours = (s.as_slice(), k.as_slice()) == ca;
+            if ours
+                && crate::x509::strict_certificate(&c).is_ok()
+                && !certs.iter().any(|(d, _)| *d == c)
+            {
+                certs.push((c, end));
             }
         }
     }
@@ -295,12 +305,12 @@ pub struct CaStatus {
     /// The bundle the components load at start holds this certificate
     /// (`None`: no component loads one for this CA).
     pub in_bundle: Option<bool>,
-    /// The end of the latest earlier certificate of this CA that adopt
-    /// keeps in the bundle (Unix time; 0 when there is none): by then,
-    /// whatever trusts only that certificate (kubelets, cluster-info,
-    /// copied kubeconfigs) must trust the one in place.
+    /// The end of the earliest earlier certificate of this CA that adopt
+    /// keeps in the bundle (Unix time; 0 when there is none), ended or not:
+    /// by then, whatever trusts only that certificate (kubelets,
+    /// cluster-info, copied kubeconfigs) must trust the one in place.
     pub previous_not_after_seconds: i64,
-    /// The same, in words, while it has not ended.
+    /// The same, in words.
     pub previous_not_after: Option<String>,
     pub problem: Option<String>,
 }
@@ -356,9 +366,17 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
                 if let Some(b) = bundle {
                     let (held, problem) = bundle_status(dir, b, &der, record);
                     c.in_bundle = Some(held);
-                    c.previous_not_after_seconds = previous_end(dir, b, &der, record, now);
-                    c.previous_not_after = (c.previous_not_after_seconds > now)
-                        .then(|| rfc3339(c.previous_not_after_seconds));
+                    let previous = previous_end(dir, b, &der, record);
+                    c.previous_not_after_seconds = previous;
+                    c.previous_not_after = (previous > 0).then(|| rfc3339(previous));
+                    if previous > 0 && previous <= now {
+                        warnings.push(format!(
+                            "the CA {cert}'s earlier certificate ended {}: whatever off this node \
+                             trusted only it (kubelets, cluster-info, copied kubeconfigs) stopped \
+                             then; `certsync kubeadm adopt` leaves it out of {b}",
+                            rfc3339(previous)
+                        ));
+                    }
                     if problem.is_some() {
                         c.problem = problem;
                     }
@@ -420,19 +438,21 @@ fn bundle_status(dir: &Path, b: &str, der: &[u8], record: &Record) -> (bool, Opt
     (has, problem)
 }
 
-/// The end of the latest earlier certificate adopt keeps in the bundle
-/// `b` beside the one in place (`der`), by the bundle's own rule
-/// ([`recorded`]); 0 when there is none.
-fn previous_end(dir: &Path, b: &str, der: &[u8], record: &Record, now: i64) -> i64 {
+/// The end of the earliest earlier certificate adopt recorded for the
+/// bundle `b` beside the one in place (`der`), by the bundle's own rule
+/// ([`recorded`]), ended or not: what trusts only the oldest (a kubelet
+/// that joined before the first renewal) stops first, and an ended one
+/// stays reported until adopt leaves it out. 0 when there is none.
+fn previous_end(dir: &Path, b: &str, der: &[u8], record: &Record) -> i64 {
     let Some((subject, spki, _, _)) = identity(der) else {
         return 0;
     };
-    recorded(dir, record, b, (&subject, &spki), now)
+    recorded(dir, record, b, (&subject, &spki))
         .unwrap_or_default()
         .iter()
-        .filter(|c| c.as_slice() != der)
-        .filter_map(|c| identity(c).map(|i| i.3))
-        .max()
+        .filter(|(c, _)| c.as_slice() != der)
+        .map(|(_, end)| *end)
+        .min()
         .unwrap_or(0)
 }
 

@@ -63,13 +63,17 @@ impl Status {
                         Some(false) => ", NOT in the trust bundle components load at start",
                         None => "",
                     },
-                    c.previous_not_after
-                        .as_ref()
-                        .map(|d| format!(
-                            "; the earlier certificate beside it ends {d}: trust this one \
-                             off the node by then"
-                        ))
-                        .unwrap_or_default(),
+                    match &c.previous_not_after {
+                        Some(d) if c.previous_not_after_seconds > self.checked_at_seconds =>
+                            format!(
+                                "; the earlier certificate beside it ends {d}: trust this one \
+                                 off the node by then"
+                            ),
+                        Some(d) => format!(
+                            "; the earlier certificate beside it ended {d} (adopt leaves it out)"
+                        ),
+                        None => String::new(),
+                    },
                     if c.renewal_due {
                         "; renewal due (adopt renews it)"
                     } else {
@@ -169,8 +173,9 @@ impl Status {
         );
         family(
             "certsync_kubeadm_ca_previous_not_after_seconds",
-            "The end of the CA's earlier certificate still trusted beside the renewal (Unix time): \
-             by then everything off the node must trust the renewal; 0 when there is none.",
+            "The end of the CA's earliest earlier certificate still trusted beside the renewal \
+             (Unix time), ended or not: by then everything off the node must trust the renewal; \
+             0 when there is none.",
             self.cas
                 .iter()
                 .filter(|c| c.in_bundle.is_some())

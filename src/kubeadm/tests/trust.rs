@@ -255,3 +255,82 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
         "{cas:?}"
     );
 }
+
+#[test]
+fn after_two_renewals_status_names_the_end_of_the_oldest_certificate_kept() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // kubeadm's CA, 15% into its span: due. Kubelets off the node trust it.
+    let orig = kubeadms_ca(d.path(), "ca", "kubernetes", -3, 17);
+    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
+    kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
+    let now = SystemTime::now();
+    let first = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
+    apply(d.path(), &first);
+    // A re-adopt three days later: the first renewal is due again.
+    let later = now + Duration::from_secs(3 * 86_400);
+    let second = trust::plan(d.path(), later, &first.record, true).unwrap();
+    assert!(second.cas[0].renewed_to.is_some(), "renewed again");
+    apply(d.path(), &second);
+    let bundle = ders(&std::fs::read(host(d.path(), CA_BUNDLE)).unwrap());
+    assert_eq!(bundle.len(), 3, "kubeadm's, the first renewal, the second");
+    assert_eq!(bundle[0], orig);
+    let (cas, _) = trust::status(
+        d.path(),
+        crate::validate::unix_seconds(later),
+        &second.record,
+    );
+    let (_, o) = x509_parser::parse_x509_certificate(&orig).unwrap();
+    eprintln!(
+        "kubeadm's CA ends {}, status says trust the renewal off the node by {} ({:?})",
+        o.validity().not_after.timestamp(),
+        cas[0].previous_not_after_seconds,
+        cas[0].previous_not_after
+    );
+    assert_eq!(
+        cas[0].previous_not_after_seconds,
+        o.validity().not_after.timestamp(),
+        "what kubelets off the node trust (kubeadm's CA) ends first"
+    );
+}
+
+#[test]
+fn past_the_old_end_status_keeps_naming_it_until_adopt_leaves_it_out() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let orig = kubeadms_ca(d.path(), "ca", "kubernetes", -19, 1);
+    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
+    kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
+    let now = SystemTime::now();
+    let t = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
+    apply(d.path(), &t);
+    let (_, o) = x509_parser::parse_x509_certificate(&orig).unwrap();
+    let end = o.validity().not_after.timestamp();
+    // No adopt since: the record and the bundle still hold kubeadm's CA.
+    let (before, _) = trust::status(d.path(), end - 60, &t.record);
+    let (after, w) = trust::status(d.path(), end + 60, &t.record);
+    eprintln!(
+        "a minute before: {} {:?}; a minute after: {} {:?} problem {:?} warnings {w:?}",
+        before[0].previous_not_after_seconds,
+        before[0].previous_not_after,
+        after[0].previous_not_after_seconds,
+        after[0].previous_not_after,
+        after[0].problem
+    );
+    assert_eq!(before[0].previous_not_after_seconds, end);
+    assert_eq!(
+        after[0].previous_not_after_seconds, end,
+        "the alert resolved at the outage"
+    );
+    assert!(
+        w.iter().any(|w| w.contains("earlier certificate ended")),
+        "{w:?}"
+    );
+    // The next adopt leaves it out, and status is quiet about it.
+    let later = SystemTime::UNIX_EPOCH + Duration::from_secs((end + 60) as u64);
+    let again = trust::plan(d.path(), later, &t.record, true).unwrap();
+    apply(d.path(), &again);
+    let (gone, w) = trust::status(d.path(), end + 60, &again.record);
+    assert_eq!(gone[0].previous_not_after_seconds, 0);
+    assert!(w.is_empty(), "{w:?}");
+}
