@@ -393,18 +393,33 @@ pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
     Some(leaf_facts(der))
 }
 
-/// The facts of every certificate in `pem`, in order; `None` unless each
-/// one parses.
-pub fn leaves_of(pem: &[u8]) -> Option<Vec<Leaf>> {
-    pem_blocks("", pem)
-        .ok()?
-        .iter()
-        .filter(|(k, _)| *k == SectionKind::Certificate)
-        .map(|(_, der)| {
-            x509_parser::parse_x509_certificate(der).ok()?;
-            Some(leaf_facts(der))
-        })
-        .collect()
+/// The certificate a trust bundle (CA certificates only) is judged by:
+/// each CA in it (subject and key) by its certificate that ends last (a CA
+/// renewed with its own key, beside its old certificate), the bundle by
+/// the CA that ends first (an intermediate that ended is not hidden by its
+/// root). `None` unless every block is a CA certificate that parses.
+pub fn bundle_judged_by(pem: &[u8]) -> Option<Leaf> {
+    let mut latest: Vec<((Vec<u8>, Vec<u8>), Leaf)> = Vec::new();
+    for (kind, der) in pem_blocks("", pem).ok()? {
+        if kind != SectionKind::Certificate {
+            return None;
+        }
+        let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
+        if !c.is_ca() {
+            return None;
+        }
+        let ca = (c.subject().as_raw().to_vec(), c.public_key().raw.to_vec());
+        let leaf = leaf_facts(&der);
+        match latest.iter_mut().find(|(k, _)| *k == ca) {
+            Some((_, kept)) if kept.not_after >= leaf.not_after => {}
+            Some((_, kept)) => *kept = leaf,
+            None => latest.push((ca, leaf)),
+        }
+    }
+    latest
+        .into_iter()
+        .map(|(_, l)| l)
+        .min_by_key(|l| l.not_after)
 }
 
 /// A Unix timestamp as RFC 3339 (the raw number if it predates 1970).

@@ -333,19 +333,22 @@ fn check_reports_expiry_and_key_match_with_exit_codes() {
     put("old", &old.cert, Some(&old.key));
     put("bad", &good.cert, Some(&Pair::new("other").key));
     put("ca", &good.ca_cert, None);
-    // A trust bundle whose first (old) CA certificate has ended beside a
-    // valid one (kubeadm's ca-bundle.crt past the old end): it trusts
-    // until the last ends.
-    let ended = {
-        let key = rcgen::KeyPair::generate().unwrap();
+    // A trust bundle holding a CA's old certificate, ended, and its
+    // renewal with the same key (kubeadm's ca-bundle.crt past the old
+    // end): the CA counts by its renewal.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca_cert = |from: i64, to: i64| {
         let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "kubernetes");
         let now = time::OffsetDateTime::now_utc();
-        p.not_before = now - time::Duration::days(10);
-        p.not_after = now - time::Duration::days(1);
-        p.self_signed(&key).unwrap().pem()
+        p.not_before = now + time::Duration::days(from);
+        p.not_after = now + time::Duration::days(to);
+        p.self_signed(&ca_key).unwrap().pem()
     };
-    put("bundle", &[ended.as_bytes(), &good.ca_cert].concat(), None);
+    let (ended, renewed) = (ca_cert(-10, -1), ca_cert(-2, 3650));
+    put("bundle", [ended, renewed].concat().as_bytes(), None);
 
     let (code, table, _) = certsync(&["check", pki.to_str().unwrap()]);
     assert_eq!(code, 1, "{table}");

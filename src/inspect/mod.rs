@@ -171,18 +171,17 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
 }
 
 /// The certificate a file is judged by: its first (the leaf of a chain),
-/// except in a trust bundle (CA certificates only, no key: kubeadm's
-/// `ca-bundle.crt`, old and renewed CA side by side), which trusts until
-/// the last of them ends; one that ended beside a valid one is no problem.
+/// except in a trust bundle (CA certificates only, no key), where a CA
+/// renewed with its own key counts by its renewal (kubeadm's
+/// `ca-bundle.crt`, old and renewed side by side: the old one's end is no
+/// problem) and the CA that ends first decides
+/// ([`validate::bundle_judged_by`]).
 fn judged_certificate(pem: &[u8], has_key_file: bool) -> Option<Leaf> {
     let first = validate::leaf_of(pem)?;
     if has_key_file || !first.is_ca || contains(pem, b"PRIVATE KEY-----") {
         return Some(first);
     }
-    match validate::leaves_of(pem) {
-        Some(all) if all.iter().all(|l| l.is_ca) => all.into_iter().max_by_key(|l| l.not_after),
-        _ => Some(first),
-    }
+    validate::bundle_judged_by(pem).or(Some(first))
 }
 
 /// A kubeconfig (kubeadm's `admin.conf`): the certificate embedded for its
@@ -509,6 +508,39 @@ pub const REVISION_HEADER: &[&str] = &["REVISION", "HASH", "NOT AFTER", "SERIAL"
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An intermediate CA that has ended, then the root that issued it
+    /// (a Secret's `ca.crt` chain, no key beside): what it issued no
+    /// longer verifies, and check must not call the file healthy.
+    #[test]
+    fn an_ended_intermediate_is_not_hidden_by_its_root() {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let now = time::OffsetDateTime::now_utc();
+        let root_key = KeyPair::generate().unwrap();
+        let mut rp = CertificateParams::new(Vec::<String>::new()).unwrap();
+        rp.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        rp.not_before = now - time::Duration::days(400);
+        rp.not_after = now + time::Duration::days(3650);
+        let root = rp.self_signed(&root_key).unwrap();
+        let int_key = KeyPair::generate().unwrap();
+        let mut ip = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ip.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ip.not_before = now - time::Duration::days(365);
+        ip.not_after = now - time::Duration::days(1);
+        let issuer = Issuer::new(rp, &root_key);
+        let int = ip.signed_by(&int_key, &issuer).unwrap();
+        let chain = [int.pem(), root.pem()].concat();
+        let judged = judged_certificate(chain.as_bytes(), false).unwrap();
+        eprintln!(
+            "judged by notAfter {} (now {})",
+            judged.not_after,
+            now.unix_timestamp()
+        );
+        assert!(
+            judged.not_after < now.unix_timestamp(),
+            "the ended intermediate hidden"
+        );
+    }
 
     #[test]
     fn residual_reads_like_kubeadm() {
