@@ -35,6 +35,12 @@ pub use trust::{Faults, Owners, ReadOnly, Trust, Untrusted};
 /// Linux's own limit on symlinks in one lookup (`MAXSYMLINKS`).
 pub const MAX_LINKS: usize = 40;
 
+/// How many directories deep a walk goes. It holds a descriptor for each
+/// directory it entered (`..` goes back to it), so a deeper way (none a
+/// certificate lies on) is refused by name rather than failing on the
+/// process's descriptor limit.
+pub const MAX_DEPTH: usize = 256;
+
 /// Why a path was not opened, or what the rule refused; the path as shown
 /// (as written, or as the link that led there reads).
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +59,8 @@ pub enum PathError {
     Link { path: PathBuf },
     #[error("more than {MAX_LINKS} symlinks on the way (at {path}); refusing to follow them")]
     Loop { path: PathBuf },
+    #[error("more than {MAX_DEPTH} directories deep (at {path}); refusing to walk further")]
+    TooDeep { path: PathBuf },
     /// A `..` above, or an absolute symlink out of, a [`Start::Beneath`].
     #[error("{what} that leads out of {beneath}; refusing to follow it")]
     Escapes {
@@ -344,6 +352,9 @@ pub fn walk(
                 push_names(&mut todo, target);
             }
             SFlag::S_IFDIR if !todo.is_empty() => {
+                if entered.len() >= MAX_DEPTH {
+                    return Err(PathError::TooDeep { path: here });
+                }
                 entered.push((std::mem::replace(&mut dir, fd), shown));
                 shown = here;
             }

@@ -230,6 +230,21 @@ fn attack_a_directory_renamed_mid_walk_does_not_take_dot_dot_out_of_the_start() 
 }
 
 #[test]
+fn a_way_deeper_than_max_depth_is_refused_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rel = PathBuf::new();
+    for _ in 0..=MAX_DEPTH {
+        rel.push("a");
+    }
+    std::fs::create_dir_all(d.path().join(&rel)).unwrap();
+    std::fs::write(d.path().join(&rel).join("f"), "deep").unwrap();
+    let e = beneath_walk(d.path(), rel.join("f").to_str().unwrap(), Links::Follow).unwrap_err();
+    assert!(matches!(e, PathError::TooDeep { .. }), "{e:?}");
+    // The deepest directory itself: MAX_DEPTH entered, walked.
+    assert!(beneath_walk(d.path(), rel.to_str().unwrap(), Links::Follow).is_ok());
+}
+
+#[test]
 fn a_file_on_the_way_and_a_symlink_loop_are_refused() {
     let (d, _) = tree();
     let e = beneath_walk(d.path(), "a/b/c/f/g", Links::Follow).unwrap_err();
