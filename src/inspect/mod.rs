@@ -249,7 +249,7 @@ fn target_guarded(target: &Path) -> Result<(), InspectError> {
         path: target.to_owned(),
         problem: format!("{problem}; refusing to read or restore it"),
     };
-    crate::files::no_other_user_may_write(target).map_err(refuse)?;
+    crate::files::no_other_user_may_write(target).map_err(|p| refuse(p.to_string()))?;
     crate::files::no_other_user_may_recreate(target)
         .map_err(|p| refuse(format!("{p}, who chooses what its history holds")))
 }

@@ -514,7 +514,7 @@ impl CsrSource {
                 crate::blocking(move || crate::files::read_steering(&path, CA_LIMIT))
                     .await
                     .map_err(|e| err(e.to_string()))?
-                    .map_err(err)?
+                    .map_err(|e| err(e.to_string()))?
             }
             CaSource::ConfigMap {
                 namespace,
