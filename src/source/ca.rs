@@ -172,7 +172,8 @@ fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
         return Err("the live revision holds no pair".into());
     };
-    let window = check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
+    let window =
+        check(&w.want, cert, key, Some(&w.ca.pem), now, skew).map_err(|e| e.to_string())?;
     if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
         return Err("its ca.crt is not the CA certificate on disk".into());
     }
@@ -213,7 +214,7 @@ fn certified_key<'a>(
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
         return Err("the live revision holds no pair".into());
     };
-    check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
+    check(&w.want, cert, key, Some(&w.ca.pem), now, skew).map_err(|e| e.to_string())?;
     Ok(key)
 }
 
@@ -265,7 +266,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     drop(ca_key);
     let cert_pem = crate::pem::encode("CERTIFICATE", &der).into_bytes();
     let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
-        .map_err(CaError::Mismatch)?;
+        .map_err(|e| CaError::Mismatch(e.to_string()))?;
     // What was just issued must pass the rule the live pair is held to, or
     // every recheck and every restart would issue again: fail instead.
     lifetime_fits(&w, checked, now, skew).map_err(CaError::Mismatch)?;

@@ -22,6 +22,117 @@ use super::{CsrSpec, KeyAlg, Window};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::validate::{self, Expect, Policy};
 
+/// Why a signer's answer (or the live pair) is not what the mapping asks
+/// for: one variant per refusal, with what was seen and what was wanted.
+/// Values the signer chose are shown with `{:?}` (escaped).
+#[derive(Debug, thiserror::Error)]
+pub enum IssuedError {
+    /// The pair as a bundle: a name, or a key that does not match.
+    #[error("{0}")]
+    Bundle(#[source] crate::bundle::BundleError),
+    /// The pair failed certsync's own validation (the key does not match,
+    /// outside its validity, ...).
+    #[error("{0}")]
+    Invalid(#[source] validate::ValidationError),
+    #[error("no leaf certificate")]
+    NoLeaf,
+    #[error("certificate PEM: {0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// One parser could not read the leaf.
+    #[error("leaf certificate ({parser}): {problem}")]
+    Unread {
+        parser: &'static str,
+        #[source]
+        problem: Unread,
+    },
+    /// The two parsers read `field` differently.
+    #[error("the leaf certificate's {field} reads differently with x509-parser and x509-cert")]
+    ReadDifferently { field: &'static str },
+    #[error(
+        "subject is [{}], the mapping asks for exactly [{}]",
+        attributes(got),
+        attributes(want)
+    )]
+    Subject {
+        got: Vec<(String, String)>,
+        want: Vec<(String, String)>,
+    },
+    /// A subjectAltName of a kind never requested.
+    #[error("subjectAltName holds {kind}, not requested")]
+    OtherName { kind: &'static str },
+    #[error("DNS names are {got:?}, the mapping asks for {want:?}")]
+    DnsNames { got: Vec<String>, want: Vec<String> },
+    #[error("IP addresses are {got:?}, the mapping asks for {want:?}")]
+    IpAddresses { got: Vec<IpAddr>, want: Vec<IpAddr> },
+    #[error("usage {0:?} is not one the CSR API knows")]
+    UnknownUsage(String),
+    /// Key usage bits (bit 0: digitalSignature).
+    #[error(
+        "key usage is {:?}, the mapping asks for exactly {:?}",
+        ku_names(*got),
+        ku_names(*want)
+    )]
+    KeyUsage { got: u16, want: u16 },
+    /// Extended key usage OIDs.
+    #[error(
+        "extended key usage is {:?}, the mapping asks for exactly {:?}",
+        eku_names(got),
+        eku_names(want)
+    )]
+    ExtKeyUsage { got: Vec<String>, want: Vec<String> },
+    #[error("{0}")]
+    CaUsage(#[from] CaUsage),
+    #[error("basic constraints say CA:TRUE; a CA certificate was not requested")]
+    IsCa,
+    #[error("basic constraints carry a path length on a non-CA certificate")]
+    PathLength,
+    #[error("critical extension {oid} is not one certsync understands")]
+    UnknownCritical { oid: String },
+    #[error("leaf certificate: {0}")]
+    Leaf(String),
+    #[error("key algorithm is {got}, the mapping asks for {want}")]
+    KeyAlg { got: KeyAlg, want: KeyAlg },
+    #[error("the key algorithm is not one certsync requests")]
+    UnknownKeyAlg,
+    #[error("signer CA PEM: {0}")]
+    CaPem(#[source] rustls::pki_types::pem::Error),
+    #[error("the signer CA holds no usable certificate")]
+    NoAnchor,
+    #[error("leaf: {0}")]
+    EndEntity(#[source] webpki::Error),
+    #[error("does not chain to the signer CA: {0}")]
+    Chain(#[source] webpki::Error),
+}
+
+/// Why one parser could not read the leaf; a parser's own message is kept
+/// as it says it.
+#[derive(Debug, thiserror::Error)]
+pub enum Unread {
+    #[error("{0}")]
+    Malformed(String),
+    #[error("trailing bytes after the certificate")]
+    Trailing,
+    #[error("extensions: {0}")]
+    Extensions(String),
+    #[error("subject attribute {oid} is not a UTF8String or PrintableString")]
+    SubjectType { oid: String },
+    #[error("subject attribute {oid}: {problem}")]
+    SubjectValue { oid: String, problem: String },
+    /// A known extension the parser fell back to "unsupported" for.
+    #[error("extension {oid} could not be read")]
+    Unsupported { oid: String },
+    #[error("extension {oid}: {problem}")]
+    Extension { oid: String, problem: String },
+    #[error("extension {oid} appears twice")]
+    Twice { oid: String },
+    #[error("subjectAltName holds a malformed IP address")]
+    MalformedIp,
+    #[error("subjectAltName holds an invalid entry")]
+    InvalidSan,
+    #[error("public key: {0}")]
+    PublicKey(String),
+}
+
 const OID_CN: &str = "2.5.4.3";
 const OID_O: &str = "2.5.4.10";
 const OID_SAN: &str = "2.5.29.17";
@@ -118,6 +229,18 @@ fn eku_name(oid: &str) -> String {
     eku_usage(oid).map_or_else(|| oid.to_owned(), str::to_owned)
 }
 
+fn eku_names(oids: &[String]) -> Vec<String> {
+    oids.iter().map(|o| eku_name(o)).collect()
+}
+
+/// Subject attributes for messages: `CN="x", O="y"`.
+fn attributes(s: &[(String, String)]) -> String {
+    s.iter()
+        .map(|(o, v)| attribute(o, v))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn ku_names(bits: u16) -> Vec<&'static str> {
     (0..KU_NAMES.len())
         .filter(|i| bits & (1 << i) != 0)
@@ -181,17 +304,18 @@ impl Facts {
 }
 
 /// The leaf read by x509-parser.
-fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
+fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
     use x509_parser::asn1_rs::Tag;
     use x509_parser::extensions::{GeneralName, ParsedExtension};
-    let (rest, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
+    let (rest, cert) =
+        x509_parser::parse_x509_certificate(der).map_err(|e| Unread::Malformed(e.to_string()))?;
     if !rest.is_empty() {
-        return Err("trailing bytes after the certificate".into());
+        return Err(Unread::Trailing);
     }
     // Refuses an extension that appears twice (RFC 5280 4.2).
     cert.tbs_certificate
         .extensions_map()
-        .map_err(|e| format!("extensions: {e}"))?;
+        .map_err(|e| Unread::Extensions(e.to_string()))?;
     let mut facts = Facts::default();
     for rdn in cert.subject().iter() {
         for atv in rdn.iter() {
@@ -200,13 +324,12 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
                 atv.attr_value().tag(),
                 Tag::Utf8String | Tag::PrintableString
             ) {
-                return Err(format!(
-                    "subject attribute {oid} is not a UTF8String or PrintableString"
-                ));
+                return Err(Unread::SubjectType { oid });
             }
-            let value = atv
-                .as_str()
-                .map_err(|e| format!("subject attribute {oid}: {e}"))?;
+            let value = atv.as_str().map_err(|e| Unread::SubjectValue {
+                oid: oid.clone(),
+                problem: e.to_string(),
+            })?;
             facts.subject.push((oid, value.to_owned()));
         }
     }
@@ -216,17 +339,18 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
         // not one it understood.
         let known = [OID_SAN, OID_KU, OID_EKU, OID_BC].contains(&oid.as_str());
         if known && ext.parsed_extension().unsupported() {
-            return Err(format!("extension {oid} could not be read"));
+            return Err(Unread::Unsupported { oid });
         }
         match ext.parsed_extension() {
             ParsedExtension::SubjectAlternativeName(san) => {
                 for name in &san.general_names {
                     match name {
                         GeneralName::DNSName(d) => facts.dns.push((*d).to_owned()),
-                        GeneralName::IPAddress(b) => facts.ips.push(
-                            crate::x509::ip_of(b)
-                                .ok_or("subjectAltName holds a malformed IP address")?,
-                        ),
+                        GeneralName::IPAddress(b) => {
+                            facts
+                                .ips
+                                .push(crate::x509::ip_of(b).ok_or(Unread::MalformedIp)?);
+                        }
                         GeneralName::OtherName(..) => facts.other_names.push("otherName"),
                         GeneralName::RFC822Name(_) => facts.other_names.push("an email address"),
                         GeneralName::X400Address(_) => facts.other_names.push("an X.400 address"),
@@ -237,7 +361,7 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
                         GeneralName::URI(_) => facts.other_names.push("a URI"),
                         GeneralName::RegisteredID(_) => facts.other_names.push("a registered ID"),
                         GeneralName::Invalid(..) => {
-                            return Err("subjectAltName holds an invalid entry".into());
+                            return Err(Unread::InvalidSan);
                         }
                     }
                 }
@@ -264,7 +388,10 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
                 facts.basic_constraints = Some((bc.ca, bc.path_len_constraint));
             }
             ParsedExtension::ParseError { error } => {
-                return Err(format!("extension {oid}: {error}"));
+                return Err(Unread::Extension {
+                    oid,
+                    problem: error.to_string(),
+                });
             }
             _ if ext.critical => facts.unknown_critical.push(oid),
             _ => {}
@@ -275,12 +402,13 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
 }
 
 /// The leaf read by RustCrypto `x509-cert` (strict DER).
-fn read_x509_cert(der: &[u8]) -> Result<Facts, String> {
+fn read_x509_cert(der: &[u8]) -> Result<Facts, Unread> {
     use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
     use x509_cert::der::{Decode, Encode, Tag, Tagged};
     use x509_cert::ext::pkix::name::GeneralName;
     use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
-    let cert = x509_cert::Certificate::from_der(der).map_err(|e| e.to_string())?;
+    let cert =
+        x509_cert::Certificate::from_der(der).map_err(|e| Unread::Malformed(e.to_string()))?;
     let tbs = &cert.tbs_certificate;
     let mut facts = Facts::default();
     for rdn in &tbs.subject.0 {
@@ -295,13 +423,12 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, String> {
                     .value
                     .decode_as::<PrintableStringRef<'_>>()
                     .map(|s| s.to_string()),
-                _ => {
-                    return Err(format!(
-                        "subject attribute {oid} is not a UTF8String or PrintableString"
-                    ));
-                }
+                _ => return Err(Unread::SubjectType { oid }),
             }
-            .map_err(|e| format!("subject attribute {oid}: {e}"))?;
+            .map_err(|e| Unread::SubjectValue {
+                oid: oid.clone(),
+                problem: e.to_string(),
+            })?;
             facts.subject.push((oid, value));
         }
     }
@@ -309,20 +436,22 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, String> {
     for ext in tbs.extensions.iter().flatten() {
         let oid = ext.extn_id.to_string();
         if seen.contains(&oid) {
-            return Err(format!("extension {oid} appears twice"));
+            return Err(Unread::Twice { oid });
         }
         seen.push(oid.clone());
         let bytes = ext.extn_value.as_bytes();
-        let err = |e: x509_cert::der::Error| format!("extension {oid}: {e}");
+        let err = |e: x509_cert::der::Error| Unread::Extension {
+            oid: oid.clone(),
+            problem: e.to_string(),
+        };
         match oid.as_str() {
             OID_SAN => {
                 for name in SubjectAltName::from_der(bytes).map_err(err)?.0 {
                     match name {
                         GeneralName::DnsName(d) => facts.dns.push(d.to_string()),
-                        GeneralName::IpAddress(b) => facts.ips.push(
-                            crate::x509::ip_of(b.as_bytes())
-                                .ok_or("subjectAltName holds a malformed IP address")?,
-                        ),
+                        GeneralName::IpAddress(b) => facts
+                            .ips
+                            .push(crate::x509::ip_of(b.as_bytes()).ok_or(Unread::MalformedIp)?),
                         GeneralName::OtherName(_) => facts.other_names.push("otherName"),
                         GeneralName::Rfc822Name(_) => facts.other_names.push("an email address"),
                         GeneralName::DirectoryName(_) => {
@@ -352,14 +481,15 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, String> {
     facts.spki = tbs
         .subject_public_key_info
         .to_der()
-        .map_err(|e| format!("public key: {e}"))?;
+        .map_err(|e| Unread::PublicKey(e.to_string()))?;
     Ok(facts.normalize())
 }
 
 /// The leaf's facts when both parsers read it, and read it the same.
-fn read_strictly(der: &[u8]) -> Result<Facts, String> {
-    let a = read_x509_parser(der).map_err(|e| format!("leaf certificate (x509-parser): {e}"))?;
-    let b = read_x509_cert(der).map_err(|e| format!("leaf certificate (x509-cert): {e}"))?;
+fn read_strictly(der: &[u8]) -> Result<Facts, IssuedError> {
+    let unread = |parser| move |problem| IssuedError::Unread { parser, problem };
+    let a = read_x509_parser(der).map_err(unread("x509-parser"))?;
+    let b = read_x509_cert(der).map_err(unread("x509-cert"))?;
     let differ = [
         ("subject", a.subject != b.subject),
         (
@@ -379,9 +509,7 @@ fn read_strictly(der: &[u8]) -> Result<Facts, String> {
         ("public key", a.spki != b.spki),
     ];
     match differ.iter().find(|(_, d)| *d) {
-        Some((field, _)) => Err(format!(
-            "the leaf certificate's {field} reads differently with x509-parser and x509-cert"
-        )),
+        Some((field, _)) => Err(IssuedError::ReadDifferently { field }),
         None => Ok(a),
     }
 }
@@ -402,12 +530,12 @@ pub fn check(
     ca: Option<&[u8]>,
     now: SystemTime,
     clock_skew: std::time::Duration,
-) -> Result<Window, String> {
+) -> Result<Window, IssuedError> {
     let mut pair = Bundle::default();
     pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
-        .map_err(|e| e.to_string())?;
+        .map_err(IssuedError::Bundle)?;
     pair.insert(KEY_FILE, key_pem.to_vec(), "private key")
-        .map_err(|e| e.to_string())?;
+        .map_err(IssuedError::Bundle)?;
     let policy = Policy {
         expect: Expect::Pair,
         now,
@@ -415,13 +543,13 @@ pub fn check(
         max_size: validate::MAX_BUNDLE_SIZE,
     };
     let leaf = validate::validate(&pair, &policy)
-        .map_err(|e| e.to_string())?
+        .map_err(IssuedError::Invalid)?
         .leaf
-        .ok_or("no leaf certificate")?;
+        .ok_or(IssuedError::NoLeaf)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("certificate PEM: {e}"))?;
-    let der = chain.first().ok_or("no leaf certificate")?;
+        .map_err(IssuedError::Pem)?;
+    let der = chain.first().ok_or(IssuedError::NoLeaf)?;
     let facts = read_strictly(der)?;
 
     let mut want_subject: Vec<(String, String)> = spec
@@ -436,21 +564,14 @@ pub fn check(
         .collect();
     want_subject.sort();
     if facts.subject != want_subject {
-        let show = |s: &[(String, String)]| {
-            s.iter()
-                .map(|(o, v)| attribute(o, v))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        return Err(format!(
-            "subject is [{}], the mapping asks for exactly [{}]",
-            show(&facts.subject),
-            show(&want_subject)
-        ));
+        return Err(IssuedError::Subject {
+            got: facts.subject,
+            want: want_subject,
+        });
     }
 
-    if let Some(kind) = facts.other_names.first() {
-        return Err(format!("subjectAltName holds {kind}, not requested"));
+    if let Some(&kind) = facts.other_names.first() {
+        return Err(IssuedError::OtherName { kind });
     }
     let mut dns: Vec<String> = facts.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
     let mut want_dns: Vec<String> = spec.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
@@ -465,14 +586,16 @@ pub fn check(
         v.dedup();
     }
     if dns != want_dns {
-        return Err(format!(
-            "DNS names are {dns:?}, the mapping asks for {want_dns:?}"
-        ));
+        return Err(IssuedError::DnsNames {
+            got: dns,
+            want: want_dns,
+        });
     }
     if ips != want_ips {
-        return Err(format!(
-            "IP addresses are {ips:?}, the mapping asks for {want_ips:?}"
-        ));
+        return Err(IssuedError::IpAddresses {
+            got: ips,
+            want: want_ips,
+        });
     }
 
     let (mut want_ku, mut want_eku) = (0u16, Vec::new());
@@ -481,56 +604,47 @@ pub fn check(
             Some(Usage::Ku(bit)) => want_ku |= bit,
             Some(Usage::Eku(oid)) => want_eku.push(oid.to_owned()),
             // The config parser accepts only the API's usage names.
-            None => return Err(format!("usage {u:?} is not one the CSR API knows")),
+            None => return Err(IssuedError::UnknownUsage(u.clone())),
         }
     }
     want_eku.sort();
     want_eku.dedup();
     let ku = facts.key_usage.unwrap_or(0);
     if ku != want_ku {
-        return Err(format!(
-            "key usage is {:?}, the mapping asks for exactly {:?}",
-            ku_names(ku),
-            ku_names(want_ku)
-        ));
+        return Err(IssuedError::KeyUsage {
+            got: ku,
+            want: want_ku,
+        });
     }
     let eku = facts.ext_key_usage.clone().unwrap_or_default();
     if eku != want_eku {
-        let names = |v: &[String]| v.iter().map(|o| eku_name(o)).collect::<Vec<_>>();
-        return Err(format!(
-            "extended key usage is {:?}, the mapping asks for exactly {:?}",
-            names(&eku),
-            names(&want_eku)
-        ));
+        return Err(IssuedError::ExtKeyUsage {
+            got: eku,
+            want: want_eku,
+        });
     }
     // Asked for and given: still refused (a leaf is never a signer).
-    leaf_usages(ku_names(ku)).map_err(|e| e.to_string())?;
+    leaf_usages(ku_names(ku))?;
     match facts.basic_constraints {
         None | Some((false, None)) => {}
-        Some((true, _)) => {
-            return Err("basic constraints say CA:TRUE; a CA certificate was not requested".into());
-        }
-        Some((false, Some(_))) => {
-            return Err("basic constraints carry a path length on a non-CA certificate".into());
-        }
+        Some((true, _)) => return Err(IssuedError::IsCa),
+        Some((false, Some(_))) => return Err(IssuedError::PathLength),
     }
     if let Some(oid) = facts.unknown_critical.first() {
-        return Err(format!(
-            "critical extension {oid} is not one certsync understands"
-        ));
+        return Err(IssuedError::UnknownCritical { oid: oid.clone() });
     }
 
     let (_, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| format!("leaf certificate: {e}"))?;
+        x509_parser::parse_x509_certificate(der).map_err(|e| IssuedError::Leaf(e.to_string()))?;
     match KeyAlg::of_spki(cert.public_key()) {
         Some(alg) if alg == spec.key_alg => {}
-        Some(alg) => {
-            return Err(format!(
-                "key algorithm is {alg}, the mapping asks for {}",
-                spec.key_alg
-            ));
+        Some(got) => {
+            return Err(IssuedError::KeyAlg {
+                got,
+                want: spec.key_alg,
+            });
         }
-        None => return Err("the key algorithm is not one certsync requests".into()),
+        None => return Err(IssuedError::UnknownKeyAlg),
     }
     if let Some(ca) = ca {
         chains_to(&chain, ca, &spec.usages, now)?;
@@ -548,18 +662,18 @@ fn chains_to(
     ca_pem: &[u8],
     usages: &[String],
     now: SystemTime,
-) -> Result<(), String> {
+) -> Result<(), IssuedError> {
     let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("signer CA PEM: {e}"))?;
+        .map_err(IssuedError::CaPem)?;
     let anchors: Vec<_> = cas
         .iter()
         .filter_map(|c| webpki::anchor_from_trusted_cert(c).ok())
         .collect();
     if anchors.is_empty() {
-        return Err("the signer CA holds no usable certificate".into());
+        return Err(IssuedError::NoAnchor);
     }
-    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(|e| format!("leaf: {e}"))?;
+    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(IssuedError::EndEntity)?;
     let has = |u: &str| usages.iter().any(|x| x == u);
     let usage = if has("server auth") {
         webpki::KeyUsage::server_auth()
@@ -584,5 +698,5 @@ fn chains_to(
         None,
     )
     .map(|_| ())
-    .map_err(|e| format!("does not chain to the signer CA: {e}"))
+    .map_err(IssuedError::Chain)
 }
