@@ -57,7 +57,10 @@ pub enum PathError {
     /// A symlink on the way where [`Links::Refuse`] follows none.
     #[error("{path} is a symlink, not followed")]
     Link { path: PathBuf },
-    #[error("more than {MAX_LINKS} symlinks on the way (at {path}); refusing to follow them")]
+    #[error(
+        "a symlink loop (or more than {MAX_LINKS} symlinks on the way) at {path}; refusing \
+         to follow it"
+    )]
     Loop { path: PathBuf },
     #[error("more than {MAX_DEPTH} directories deep (at {path}); refusing to walk further")]
     TooDeep { path: PathBuf },

@@ -33,7 +33,8 @@ pub(crate) fn file_settings(
         path: path.to_owned(),
         problem,
     };
-    let doc: serde_yaml_ng::Value = crate::files::parse_yaml(text).map_err(err)?;
+    let doc: serde_yaml_ng::Value =
+        crate::files::parse_yaml(text).map_err(|e| err(e.to_string()))?;
     let Some(map) = doc.as_mapping() else {
         return Ok(Vec::new());
     };
@@ -298,7 +299,7 @@ fn read_file(path: &Path) -> Result<String, ConfigError> {
         path: path.to_owned(),
         problem,
     };
-    let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(err)?;
+    let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(|e| err(e.to_string()))?;
     String::from_utf8(bytes).map_err(|_| err("not UTF-8 text".into()))
 }
 
@@ -319,7 +320,7 @@ pub(crate) fn read_config_file(
     // Settings beside the mappings are applied by `parse`; here they are
     // only checked, so a file is refused the same way from any caller.
     file_settings(path, &text)?;
-    let file: ConfigFile = crate::files::parse_yaml(&text).map_err(err)?;
+    let file: ConfigFile = crate::files::parse_yaml(&text).map_err(|e| err(e.to_string()))?;
     Ok(file.mappings)
 }
 

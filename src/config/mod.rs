@@ -405,7 +405,7 @@ fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// directory swapped for a link leads certsync to root's files or
 /// processes. A volume shared this way is named as the source itself
 /// (`dir:/shared`): a mount point cannot be renamed.
-fn above_guarded(dir: &std::path::Path) -> Result<(), String> {
+fn above_guarded(dir: &std::path::Path) -> Result<(), crate::files::OwnedError> {
     let real = std::fs::canonicalize(dir).ok();
     [Some(dir), real.as_deref()]
         .into_iter()
@@ -505,7 +505,7 @@ fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     };
     if let Some(crate::source::csr::CaSource::File(path)) = &spec.ca {
         crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
-            .map_err(|p| err("ca=file:", path, p))?;
+            .map_err(|p| err("ca=file:", path, p.to_string()))?;
     }
     if let Some(path) = &spec.bootstrap {
         if path.exists() {
@@ -515,7 +515,7 @@ fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
             })?;
         } else {
             crate::files::steering_or_absent(path, 0)
-                .map_err(|p| err("bootstrap-kubeconfig=", path, p))?;
+                .map_err(|p| err("bootstrap-kubeconfig=", path, p.to_string()))?;
         }
     }
     Ok(())

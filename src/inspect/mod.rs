@@ -86,7 +86,7 @@ impl CertReport {
 fn certificate_files(path: &Path) -> Result<read::WithKeys, InspectError> {
     let listed = read::directory(path).map_err(|problem| InspectError::Path {
         path: path.to_owned(),
-        problem,
+        problem: problem.to_string(),
     })?;
     Ok(match listed {
         Some(with_keys) => with_keys,
@@ -128,7 +128,7 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
             let pem = match cert.read() {
                 Ok(pem) => pem,
                 Err(problem) => {
-                    out.push(CertReport::unreadable(cert.shown, problem));
+                    out.push(CertReport::unreadable(cert.shown, problem.to_string()));
                     continue;
                 }
             };
@@ -193,6 +193,7 @@ fn kubeconfig_line(path: &Path, now: i64, warn: i64) -> CertReport {
     // 0600 and holds a client key.
     let read = Input::named(path)
         .read()
+        .map_err(|e| e.to_string())
         .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned()));
     let (pem, key) = match read
         .and_then(|text| crate::writer::embedded_pair(&text).map_err(|e| e.to_string()))
@@ -263,7 +264,7 @@ fn target_guarded(target: &Path) -> Result<(), InspectError> {
         path: target.to_owned(),
         problem: format!("{problem}; refusing to read or restore it"),
     };
-    crate::files::no_other_user_may_write(target).map_err(refuse)?;
+    crate::files::no_other_user_may_write(target).map_err(|p| refuse(p.to_string()))?;
     crate::files::no_other_user_may_recreate(target)
         .map_err(|p| refuse(format!("{p}, who chooses what its history holds")))
 }

@@ -34,8 +34,75 @@ use std::rc::Rc;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::FileStat;
 
-use crate::beneath::{self, Entry, Links, Owners, ReadOnly, Start, Trust, Walked};
+use crate::beneath::{self, Entry, Links, Owners, PathError, ReadOnly, Start, Trust, Walked};
+use crate::files::FileError;
 use crate::validate;
+
+/// Why `check` did not read an input (or list a directory), without the
+/// input's path: the report names it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReadError {
+    /// The way to it: not opened, a symlink loop, or a link out of the
+    /// directory argument.
+    #[error("{0}")]
+    Way(#[source] PathError),
+    #[error("is {what}, not a regular file; refusing to open it")]
+    NotRegular { what: &'static str },
+    /// Kept from others and reached through `through`, which someone
+    /// other than root and its owner may change: it may be a link someone
+    /// made to a file they may not read.
+    #[error(
+        "{what} of uid {uid} that others may not read, reached through {}, which users \
+         other than root and the file's owner may change: it may be a link someone made to \
+         a file they may not read; refusing to read it",
+        through.describe()
+    )]
+    Exposed {
+        what: Kept,
+        uid: u32,
+        through: Entry,
+    },
+    /// A directory above the file, judged on its descriptor.
+    #[error("{}: {source}", at.display())]
+    Above {
+        at: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel's name for the opened file could not be read.
+    #[error("cannot tell where it is: {0}")]
+    Unlocated(#[source] io::Error),
+    #[error("moved while it was being checked; refusing to read it")]
+    Moved,
+    #[error("changed while it was opened; refusing to read it")]
+    Replaced,
+    #[error("larger than the {limit}-byte limit")]
+    TooLarge { limit: u64 },
+    /// Reading the file, or listing the directory.
+    #[error("{0}")]
+    Io(#[source] io::Error),
+    #[error("changed while it was opened; refusing to list it")]
+    ListReplaced,
+}
+
+/// What a refusal names as kept from others.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kept {
+    Directory,
+    File { links: u64 },
+}
+
+impl std::fmt::Display for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Directory => f.write_str("a directory"),
+            Self::File { links } if *links > 1 => {
+                write!(f, "a hard link (links {links}) to a file")
+            }
+            Self::File { .. } => f.write_str("a file"),
+        }
+    }
+}
 
 /// One input of `check`: a path the operator named (followed as given),
 /// or an entry of a directory they named (resolved beneath it).
@@ -56,12 +123,13 @@ struct Base {
     fd: OwnedFd,
     shown: PathBuf,
     passed: Vec<Entry>,
-    refused: Option<String>,
+    /// Its owner and the first entry on the way someone else may change.
+    refused: Option<(u32, Entry)>,
 }
 
 impl Base {
     /// `path` walked as written; `Ok(None)` when it is not a directory.
-    fn open(path: &Path) -> Result<Option<Self>, String> {
+    fn open(path: &Path) -> Result<Option<Self>, ReadError> {
         let Walked { fd, st, passed, .. } = walk(Start::Path, path)?;
         if kind(&st) != nix::sys::stat::SFlag::S_IFDIR {
             return Ok(None);
@@ -72,7 +140,7 @@ impl Base {
         let refused = kept
             .then(|| exposure(&passed, st.st_uid))
             .flatten()
-            .map(|p| refusal("a directory", &st, &p.describe()));
+            .map(|p| (st.st_uid, p.clone()));
         Ok(Some(Self {
             fd,
             shown: path.to_owned(),
@@ -80,18 +148,23 @@ impl Base {
             refused,
         }))
     }
+
+    /// Why nothing in it may be told, if so.
+    fn refusal(&self) -> Option<ReadError> {
+        let (uid, through) = self.refused.as_ref()?;
+        Some(ReadError::Exposed {
+            what: Kept::Directory,
+            uid: *uid,
+            through: through.clone(),
+        })
+    }
 }
 
 /// `path` walked from `start`, symlinks followed, everything on the way
 /// kept for [`exposure`]: a path as written, or an entry beneath its
 /// directory argument (no `..` above it, no absolute symlink).
-fn walk(start: Start<'_>, path: &Path) -> Result<Walked, String> {
-    beneath::walk(start, path, Links::Follow, &mut |_| Ok(())).map_err(|e| match e {
-        beneath::PathError::Loop { .. } => {
-            "a symlink loop (or too many symlinks); refusing to follow it".to_owned()
-        }
-        e => e.to_string(),
-    })
+fn walk(start: Start<'_>, path: &Path) -> Result<Walked, ReadError> {
+    beneath::walk(start, path, Links::Follow, &mut |_| Ok(())).map_err(ReadError::Way)
 }
 
 /// Who may change the way to a file kept from others without it being
@@ -128,13 +201,12 @@ fn kind(st: &FileStat) -> nix::sys::stat::SFlag {
 /// The refusal of `what` (of status `st`, kept from others) reached
 /// through `through`, which someone other than root and its owner may
 /// change.
-fn refusal(what: &str, st: &FileStat, through: &str) -> String {
-    format!(
-        "{what} of uid {} that others may not read, reached through {through}, which users \
-         other than root and the file's owner may change: it may be a link someone made to \
-         a file they may not read; refusing to read it",
-        st.st_uid
-    )
+fn refusal(what: Kept, st: &FileStat, through: &Entry) -> ReadError {
+    ReadError::Exposed {
+        what,
+        uid: st.st_uid,
+        through: through.clone(),
+    }
 }
 
 impl Input {
@@ -147,31 +219,33 @@ impl Input {
 
     /// Reads the input if it is a regular file of at most the bundle size
     /// limit; otherwise why not, without the path.
-    pub(super) fn read(&self) -> Result<Vec<u8>, String> {
+    pub(super) fn read(&self) -> Result<Vec<u8>, ReadError> {
         let walked = self.open_path()?;
         let (st, passed) = (&walked.st, &walked.passed);
         let kind = kind(st);
         if kind != nix::sys::stat::SFlag::S_IFREG {
-            return Err(format!(
-                "is {}, not a regular file; refusing to open it",
-                kind_name(kind)
-            ));
+            return Err(ReadError::NotRegular {
+                what: kind_name(kind),
+            });
         }
         let kept = st.st_mode & 0o004 == 0 && !own(st);
         if let Some(p) = kept.then(|| exposure(passed, st.st_uid)).flatten() {
-            return Err(refusal(&file_kind(st), st, &p.describe()));
+            return Err(refusal(file_kind(st), st, p));
         }
         if let Some(problem) = Self::exposed(&walked.fd, st) {
             return Err(problem);
         }
         let file = walked.open_read().map_err(|e| match e {
-            beneath::PathError::Replaced { .. } => {
-                "changed while it was opened; refusing to read it".to_owned()
-            }
-            e => e.to_string(),
+            PathError::Replaced { .. } => ReadError::Replaced,
+            e => ReadError::Way(e),
         })?;
-        crate::files::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64)
-            .map_err(|e| e.problem())
+        crate::files::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64).map_err(
+            |e| match e {
+                FileError::Io { source, .. } => ReadError::Io(source),
+                FileError::TooLarge { limit, .. } => ReadError::TooLarge { limit },
+                FileError::NotRegular { what, .. } => ReadError::NotRegular { what },
+            },
+        )
     }
 
     /// Why a regular file must not be read: it is kept from others (not
@@ -184,7 +258,7 @@ impl Input {
     /// one link, what is left of such a link once the owner renamed its own
     /// name away (a rotation). Found on descriptors: the directory that
     /// holds the opened file and then each `..` above it, up to `/`.
-    fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<String> {
+    fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<ReadError> {
         if st.st_mode & 0o004 != 0 || own(st) {
             return None;
         }
@@ -195,11 +269,16 @@ impl Input {
         loop {
             let m = match nix::sys::stat::fstat(&dir) {
                 Ok(m) => m,
-                Err(e) => return Some(format!("{}: {}", shown.display(), io::Error::from(e))),
+                Err(e) => {
+                    return Some(ReadError::Above {
+                        at: shown.clone(),
+                        source: e.into(),
+                    });
+                }
             };
             let here = Entry::of(shown.clone(), dir.as_fd(), &m, false);
             if way(st.st_uid).judge(&here).is_err() {
-                return Some(refusal(&file_kind(st), st, &here.describe()));
+                return Some(refusal(file_kind(st), st, &here));
             }
             let up = match nix::fcntl::openat(
                 &dir,
@@ -210,7 +289,12 @@ impl Input {
             .and_then(|up| nix::sys::stat::fstat(&up).map(|u| (up, u)))
             {
                 Ok(up) => up,
-                Err(e) => return Some(format!("{}/..: {}", shown.display(), io::Error::from(e))),
+                Err(e) => {
+                    return Some(ReadError::Above {
+                        at: shown.join(".."),
+                        source: e.into(),
+                    });
+                }
             };
             if (up.1.st_dev, up.1.st_ino) == (m.st_dev, m.st_ino) {
                 return None;
@@ -223,12 +307,12 @@ impl Input {
     /// An `O_PATH` descriptor (nothing read, no device opened) and what
     /// the way to it passed: the path as written, or the entry beneath its
     /// directory.
-    fn open_path(&self) -> Result<Walked, String> {
+    fn open_path(&self) -> Result<Walked, ReadError> {
         let Some(base) = &self.beneath else {
             return walk(Start::Path, &self.shown);
         };
-        if let Some(refused) = &base.refused {
-            return Err(refused.clone());
+        if let Some(refused) = base.refusal() {
+            return Err(refused);
         }
         let name = Path::new(self.shown.file_name().unwrap_or_default());
         let mut walked = walk(Start::Beneath(base.fd.as_fd(), &base.shown), name)?;
@@ -241,24 +325,20 @@ impl Input {
 
 /// "a file", or "a hard link (links N) to a file": how a refusal names
 /// what it would not read.
-fn file_kind(st: &FileStat) -> String {
-    if st.st_nlink > 1 {
-        format!("a hard link (links {}) to a file", st.st_nlink)
-    } else {
-        "a file".to_owned()
-    }
+fn file_kind(st: &FileStat) -> Kept {
+    Kept::File { links: st.st_nlink }
 }
 
 /// The directory that holds the file open as `fd` (of status `st`) and
 /// its name: the kernel's name for the descriptor, its parent opened with
 /// no symlink on the way (that name has none, unless someone swapped one
 /// in meanwhile) and checked to hold this very file.
-fn holding_directory(fd: &OwnedFd, st: &FileStat) -> Result<(OwnedFd, PathBuf), String> {
+fn holding_directory(fd: &OwnedFd, st: &FileStat) -> Result<(OwnedFd, PathBuf), ReadError> {
     let real = PathBuf::from(
         nix::fcntl::readlink(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str())
-            .map_err(|e| format!("cannot tell where it is: {}", io::Error::from(e)))?,
+            .map_err(|e| ReadError::Unlocated(e.into()))?,
     );
-    let moved = || "moved while it was being checked; refusing to read it".to_owned();
+    let moved = || ReadError::Moved;
     let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
         return Err(moved());
     };
@@ -322,11 +402,11 @@ pub(super) type WithKeys = Vec<(Input, Option<Input>)>;
 /// look like certificates (`*.crt`, `*.pem`, not hidden), sorted, each
 /// with the entry named after it with `.key` if there is one.
 /// `Ok(None)` when `path` is not a directory.
-pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, String> {
+pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, ReadError> {
     let Some(base) = Base::open(path)? else {
         return Ok(None);
     };
-    if let Some(refused) = base.refused {
+    if let Some(refused) = base.refusal() {
         return Err(refused);
     }
     // Listed through the walked descriptor itself (see `Input::read` for
@@ -335,18 +415,18 @@ pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, String> {
         .read(true)
         .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
         .open(format!("/proc/self/fd/{}", base.fd.as_raw_fd()))
-        .map_err(|e| e.to_string())?;
+        .map_err(ReadError::Io)?;
     let (m, st) = (
-        dir.metadata().map_err(|e| e.to_string())?,
-        nix::sys::stat::fstat(&base.fd).map_err(|e| io::Error::from(e).to_string())?,
+        dir.metadata().map_err(ReadError::Io)?,
+        nix::sys::stat::fstat(&base.fd).map_err(|e| ReadError::Io(e.into()))?,
     );
     if m.dev() != st.st_dev || m.ino() != st.st_ino {
-        return Err("changed while it was opened; refusing to list it".into());
+        return Err(ReadError::ListReplaced);
     }
     let listing = cap_std::fs::Dir::from_std_file(dir);
     let mut names = std::collections::BTreeSet::new();
-    for entry in listing.entries().map_err(|e| e.to_string())? {
-        let entry = entry.map_err(|e| e.to_string())?;
+    for entry in listing.entries().map_err(ReadError::Io)? {
+        let entry = entry.map_err(ReadError::Io)?;
         names.insert(entry.file_name().to_string_lossy().into_owned());
     }
     let base = Rc::new(base);
@@ -365,4 +445,78 @@ pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, String> {
             })
             .collect(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// Each refusal of `check`'s reading is its own variant, with what was
+    /// seen: the loop's link, the kind of file, the size limit, the
+    /// directory others may write on the way to a file kept from them.
+    #[test]
+    fn each_refusal_of_checks_reading_says_what_it_saw() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |n: &str| d.path().join(n);
+        std::os::unix::fs::symlink("loop.crt", at("loop.crt")).unwrap();
+        nix::unistd::mkfifo(
+            &at("fifo.crt"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        std::fs::write(at("big.crt"), vec![b'x'; validate::MAX_PUBLISHED_SIZE + 1]).unwrap();
+        let read = |n: &str| Input::named(&at(n)).read();
+
+        let e = read("loop.crt");
+        assert!(
+            matches!(&e, Err(ReadError::Way(PathError::Loop { path })) if *path == at("loop.crt")),
+            "{e:?}"
+        );
+        let e = read("fifo.crt");
+        assert!(
+            matches!(e, Err(ReadError::NotRegular { what: "a FIFO" })),
+            "{e:?}"
+        );
+        let e = read("big.crt");
+        assert!(
+            matches!(e, Err(ReadError::TooLarge { limit }) if limit == validate::MAX_PUBLISHED_SIZE as u64),
+            "{e:?}"
+        );
+        // Beneath a directory argument: the same loop, named as listed.
+        let listed = directory(d.path()).unwrap().unwrap();
+        let (looped, _) = listed
+            .iter()
+            .find(|(c, _)| c.shown == at("loop.crt"))
+            .unwrap();
+        assert!(
+            matches!(looped.read(), Err(ReadError::Way(PathError::Loop { .. }))),
+            "{:?}",
+            looped.read()
+        );
+
+        // A file kept from others (0600, root's) in a directory others may
+        // write: not read when the reader is root.
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let open = at("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::write(open.join("kept.crt"), b"x").unwrap();
+        std::fs::set_permissions(
+            open.join("kept.crt"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let e = Input::named(&open.join("kept.crt")).read();
+        assert!(
+            matches!(
+                &e,
+                Err(ReadError::Exposed { what: Kept::File { links: 1 }, uid: 0, through })
+                    if through.shown == open
+            ),
+            "{e:?}"
+        );
+    }
 }

@@ -229,7 +229,10 @@ pub enum RevertError {
     },
     /// A move into the backup that failed (see [`moves::move_path`]).
     #[error("{problem}")]
-    Move { problem: String },
+    Move {
+        #[source]
+        problem: moves::MovesError,
+    },
     /// certsync's pod, its manifest taken out, not seen to stop: its
     /// container could still write what revert hands back.
     #[error("{seen}; nothing of kubeadm's was handed back yet")]

@@ -13,43 +13,102 @@ use std::path::{Path, PathBuf};
 
 use crate::beneath::{self, PathError};
 
+/// Why a move into the backup, or the removal of a directory adopt made,
+/// failed. A move names both paths and the step it stopped at.
+#[derive(Debug, thiserror::Error)]
+pub enum MovesError {
+    #[error("move {} to {}: {step}{source}", from.display(), to.display())]
+    Move {
+        from: PathBuf,
+        to: PathBuf,
+        step: Step,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A previous attempt left `to`, and it is not a copy of `from`.
+    #[error(
+        "move {} to {}: both exist and differ; move one of them away by hand",
+        from.display(),
+        to.display()
+    )]
+    Differ { from: PathBuf, to: PathBuf },
+    #[error("{node_path}: not below /etc/kubernetes")]
+    NotBelow { node_path: String },
+    /// The way to the directory, not opened.
+    #[error("{0}")]
+    Way(#[source] PathError),
+    /// The directory, reached, could not be read or removed.
+    #[error("{node_path}: {source}")]
+    Dir {
+        node_path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The step of [`move_path`] that failed, as its message says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The rename, or a check or fsync around it: no more to say.
+    Rename,
+    RemovingOriginal,
+    RemovingPartial,
+    Copying,
+    /// Across filesystems, after the copy was in place.
+    RemovingCopied,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Rename => "",
+            Self::RemovingOriginal => "removing the original: ",
+            Self::RemovingPartial => "removing an earlier partial copy: ",
+            Self::Copying => "another filesystem; copying: ",
+            Self::RemovingCopied => {
+                "copied, but removing the original failed (a second attempt finishes it): "
+            }
+        })
+    }
+}
+
 /// Moves `from` (a file, symlink or directory tree) to `to`, whose parent
 /// exists. `Err` names both paths.
-pub fn move_path(from: &Path, to: &Path) -> Result<(), String> {
-    let named = |what: &str, e: &dyn std::fmt::Display| {
-        format!("move {} to {}: {what}{e}", from.display(), to.display())
+pub fn move_path(from: &Path, to: &Path) -> Result<(), MovesError> {
+    let at = |step: Step| {
+        move |source| MovesError::Move {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            step,
+            source,
+        }
     };
     if std::fs::symlink_metadata(to).is_ok() {
         // A previous attempt copied everything and stopped before the
         // original was gone: finish it, unless the two differ.
         return match contained(from, to) {
-            Ok(true) => remove(from).map_err(|e| named("removing the original: ", &e)),
-            Ok(false) => Err(named(
-                "",
-                &"both exist and differ; move one of them away by hand",
-            )),
-            Err(e) => Err(named("", &e)),
+            Ok(true) => remove(from).map_err(at(Step::RemovingOriginal)),
+            Ok(false) => Err(MovesError::Differ {
+                from: from.to_owned(),
+                to: to.to_owned(),
+            }),
+            Err(e) => Err(at(Step::Rename)(e)),
         };
     }
     match std::fs::rename(from, to) {
-        Ok(()) => sync_parent(to).map_err(|e| named("", &e)),
+        Ok(()) => sync_parent(to).map_err(at(Step::Rename)),
         Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
             let partial = partial_name(to);
             if std::fs::symlink_metadata(&partial).is_ok() {
-                remove(&partial).map_err(|e| named("removing an earlier partial copy: ", &e))?;
+                remove(&partial).map_err(at(Step::RemovingPartial))?;
             }
-            copy(from, &partial).map_err(|e| named("another filesystem; copying: ", &e))?;
-            std::fs::rename(&partial, to).map_err(|e| named("", &e))?;
-            sync_parent(to).map_err(|e| named("", &e))?;
-            remove(from).map_err(|e| {
-                named(
-                    "copied, but removing the original failed (a second attempt finishes it): ",
-                    &e,
-                )
-            })?;
-            sync_parent(from).map_err(|e| named("", &e))
+            copy(from, &partial).map_err(at(Step::Copying))?;
+            std::fs::rename(&partial, to).map_err(at(Step::Rename))?;
+            sync_parent(to).map_err(at(Step::Rename))?;
+            remove(from).map_err(at(Step::RemovingCopied))?;
+            sync_parent(from).map_err(at(Step::Rename))
         }
-        Err(e) => Err(named("", &e)),
+        Err(e) => Err(at(Step::Rename)(e)),
     }
 }
 
@@ -174,26 +233,33 @@ pub fn remove_empty_dir(
     node_path: &str,
     moving: &[String],
     dry: bool,
-) -> Result<Left, String> {
+) -> Result<Left, MovesError> {
     use cap_std::fs::MetadataExt as _;
-    let named = |e: &dyn std::fmt::Display| format!("{node_path}: {e}");
+    let named = |source| MovesError::Dir {
+        node_path: node_path.to_owned(),
+        source,
+    };
     let last = match node_path.rsplit_once('/') {
         Some((up, last)) if up.starts_with(crate::kubeadm::KUBEADM_DIR) && !last.is_empty() => last,
-        _ => return Err(named(&"not below /etc/kubernetes")),
+        _ => {
+            return Err(MovesError::NotBelow {
+                node_path: node_path.to_owned(),
+            });
+        }
     };
     let (parent, opened) = match walk(dir, node_path) {
         Ok(both) => both,
         Err(Blocked::Absent) => return Ok(Left::Absent),
-        Err(Blocked::Io(e)) => return Err(e.to_string()),
+        Err(Blocked::Io(e)) => return Err(MovesError::Way(e)),
         Err(b) => return Ok(Left::Kept(b.to_string())),
     };
-    let uid = opened.dir_metadata().map_err(|e| named(&e))?.uid();
+    let uid = opened.dir_metadata().map_err(named)?.uid();
     if uid != 0 {
         return Ok(Left::Kept(format!("owned by uid {uid}, not root")));
     }
     let mut held = Vec::new();
-    for e in opened.entries().map_err(|e| named(&e))? {
-        let name = e.map_err(|e| named(&e))?.file_name();
+    for e in opened.entries().map_err(named)? {
+        let name = e.map_err(named)?.file_name();
         let name = name.to_string_lossy();
         if !moving.iter().any(|m| *m == name) {
             held.push(crate::escape(&name).into_owned());
@@ -209,40 +275,30 @@ pub fn remove_empty_dir(
     match parent.remove_dir(last) {
         Ok(()) => {
             // The handle may be O_PATH (no fsync): "." opened for reading.
-            parent
-                .open(".")
-                .and_then(|d| d.sync_all())
-                .map_err(|e| named(&e))?;
+            parent.open(".").and_then(|d| d.sync_all()).map_err(named)?;
             Ok(Left::Removed)
         }
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOTEMPTY) => Ok(Left::Kept(
             "something was put in it while revert ran".into(),
         )),
-        Err(e) => Err(named(&e)),
+        Err(e) => Err(named(e)),
     }
 }
 
 /// Why a path below `/etc/kubernetes` was not opened.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Blocked {
     /// A name on the way does not exist.
+    #[error("missing")]
     Absent,
     /// The node path of a name on the way that is a symlink.
+    #[error("{0} is a symlink, not followed")]
     Link(String),
     /// The node path of a name on the way that is not a directory.
+    #[error("{0} is not a directory")]
     NotDir(String),
-    Io(PathError),
-}
-
-impl std::fmt::Display for Blocked {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Absent => f.write_str("missing"),
-            Self::Link(at) => write!(f, "{at} is a symlink, not followed"),
-            Self::NotDir(at) => write!(f, "{at} is not a directory"),
-            Self::Io(e) => write!(f, "{e}"),
-        }
-    }
+    #[error("{0}")]
+    Io(#[source] PathError),
 }
 
 /// The directory at `node_dir` (`/etc/kubernetes` or below), reached from
@@ -359,5 +415,51 @@ mod reach_tests {
             Err(Blocked::Io(_))
         ));
         assert!(reach(d.path(), "/etc/kubernetes/pki/f").is_ok());
+    }
+}
+
+#[cfg(test)]
+mod move_tests {
+    use super::{Left, MovesError, move_path, remove_empty_dir};
+
+    /// A move that finds its target there already finishes an earlier
+    /// attempt only when the target holds the original; two that differ
+    /// are refused, both named, neither touched. A directory to tidy that
+    /// is not below /etc/kubernetes is refused, not looked at.
+    #[test]
+    fn a_move_onto_a_different_file_is_refused_naming_both() {
+        let d = tempfile::tempdir().unwrap();
+        let (from, to) = (d.path().join("from"), d.path().join("to"));
+        std::fs::write(&from, "new").unwrap();
+        std::fs::write(&to, "other").unwrap();
+        let e = move_path(&from, &to);
+        assert!(
+            matches!(&e, Err(MovesError::Differ { from: f, to: t }) if *f == from && *t == to),
+            "{e:?}"
+        );
+        assert_eq!(std::fs::read(&from).unwrap(), b"new");
+        assert_eq!(std::fs::read(&to).unwrap(), b"other");
+
+        std::fs::write(&to, "new").unwrap();
+        move_path(&from, &to).unwrap();
+        assert!(!from.exists());
+        assert_eq!(std::fs::read(&to).unwrap(), b"new");
+
+        let e = move_path(&from, &d.path().join("none/to"));
+        assert!(
+            matches!(&e, Err(MovesError::Move { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+
+        let e = remove_empty_dir(d.path(), "/etc/other/x", &[], true);
+        assert!(
+            matches!(&e, Err(MovesError::NotBelow { node_path }) if node_path == "/etc/other/x"),
+            "{e:?}"
+        );
+        assert_eq!(
+            remove_empty_dir(d.path(), "/etc/kubernetes/none", &[], true).unwrap(),
+            Left::Absent
+        );
     }
 }

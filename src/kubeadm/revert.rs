@@ -60,7 +60,7 @@ pub struct RevertPlan {
     pub purge: bool,
     /// The directories adopt made and what becomes of each: as foreseen
     /// by the plan, then as found by the real run.
-    pub dirs: Vec<(String, Result<moves::Left, String>)>,
+    pub dirs: Vec<(String, Result<moves::Left, moves::MovesError>)>,
 }
 
 /// A component manifest as revert writes it.
@@ -203,7 +203,11 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
 /// files and the record are out. Removing one is tidying, not reverting:
 /// one it cannot remove (a mount point, EBUSY) is left, saying why, never
 /// a revert stopped there at every re-run.
-fn dirs(dir: &Path, state: &State, own: &[String]) -> Vec<(String, Result<moves::Left, String>)> {
+fn dirs(
+    dir: &Path,
+    state: &State,
+    own: &[String],
+) -> Vec<(String, Result<moves::Left, moves::MovesError>)> {
     let all: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     state
         .made_dirs
@@ -315,9 +319,10 @@ impl RevertPlan {
                     t("now empty", "empty once certsync's files are out")
                 ),
                 Ok(moves::Left::Absent) => Ok(()),
-                Ok(moves::Left::Kept(why)) | Err(why) => {
+                Ok(moves::Left::Kept(why)) => {
                     writeln!(out, "{} {d}/ in place: {why}", t("left", "would leave"))
                 }
+                Err(why) => writeln!(out, "{} {d}/ in place: {why}", t("left", "would leave")),
             };
         }
         out

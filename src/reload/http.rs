@@ -200,7 +200,7 @@ impl HttpHook {
             crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
                 .map_err(|problem| HttpError::CaFile {
                     path: path.clone(),
-                    problem,
+                    problem: problem.to_string(),
                 })?;
         }
         Ok(hook)
@@ -223,7 +223,7 @@ impl HttpHook {
                 problem,
             };
             let pem = crate::files::read_steering(path, crate::validate::MAX_BUNDLE_SIZE as u64)
-                .map_err(ca_err)?;
+                .map_err(|e| ca_err(e.to_string()))?;
             let mut roots = rustls::RootCertStore::empty();
             use rustls_pki_types::pem::PemObject;
             for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {

@@ -36,7 +36,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::Update;
-use super::csr::{CsrSpec, Window, check, renewal};
+use super::csr::{CsrSpec, IssuedError, Window, check, renewal};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
@@ -50,7 +50,7 @@ pub use sign::SignError;
 #[cfg(test)]
 mod tests;
 
-pub use material::key_pair;
+pub use material::{MaterialError, key_pair};
 use material::{Wanted, read_ca_key, wanted};
 pub use reissue::{KUBEADM_VALIDITY_SECS, reissue, renew_ca};
 
@@ -165,28 +165,40 @@ async fn blocking<T: Send + 'static>(
     crate::blocking(f).await.map_err(CaError::Task)?
 }
 
+/// Why the live pair is not one this mapping would issue now.
+#[derive(Debug, thiserror::Error)]
+enum Unfit {
+    #[error("the live revision holds no pair")]
+    NoPair,
+    /// Not what [`check`] accepts.
+    #[error("{0}")]
+    Issued(#[from] IssuedError),
+    /// Its ca.crt is not the CA certificate on disk (the CA was renewed).
+    #[error("its ca.crt is not the CA certificate on disk")]
+    OtherCa,
+    /// Issued with another lifetime than asked for now, as
+    /// [`lifetime::same_lifetime`] says it.
+    #[error("{0}")]
+    Lifetime(String),
+}
+
 /// Whether the live pair satisfies what is wanted now: [`check`], the
 /// published ca.crt is the CA's current certificate, and it was issued
 /// with the `lifetime=` asked for now ([`lifetime`]).
-fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, String> {
+fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, Unfit> {
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
-        return Err("the live revision holds no pair".into());
+        return Err(Unfit::NoPair);
     };
     let window = check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
     if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
-        return Err("its ca.crt is not the CA certificate on disk".into());
+        return Err(Unfit::OtherCa);
     }
     lifetime_fits(w, window, now, skew)?;
     Ok(window)
 }
 
 /// [`lifetime::same_lifetime`] of `window` with what `w` asks for.
-fn lifetime_fits(
-    w: &Wanted,
-    window: Window,
-    now: SystemTime,
-    skew: Duration,
-) -> Result<(), String> {
+fn lifetime_fits(w: &Wanted, window: Window, now: SystemTime, skew: Duration) -> Result<(), Unfit> {
     lifetime::same_lifetime(
         window,
         w.want.lifetime.unwrap_or_default(),
@@ -194,6 +206,7 @@ fn lifetime_fits(
         validate::unix_seconds(now),
         skew,
     )
+    .map_err(Unfit::Lifetime)
 }
 
 /// The live key, if the live pair is one this mapping would issue now
@@ -209,9 +222,9 @@ fn certified_key<'a>(
     w: &Wanted,
     now: SystemTime,
     skew: Duration,
-) -> Result<&'a [u8], String> {
+) -> Result<&'a [u8], Unfit> {
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
-        return Err("the live revision holds no pair".into());
+        return Err(Unfit::NoPair);
     };
     check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
     Ok(key)
@@ -265,10 +278,10 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     drop(ca_key);
     let cert_pem = crate::pem::encode("CERTIFICATE", &der).into_bytes();
     let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
-        .map_err(CaError::Mismatch)?;
+        .map_err(|e| CaError::Mismatch(e.to_string()))?;
     // What was just issued must pass the rule the live pair is held to, or
     // every recheck and every restart would issue again: fail instead.
-    lifetime_fits(&w, checked, now, skew).map_err(CaError::Mismatch)?;
+    lifetime_fits(&w, checked, now, skew).map_err(|e| CaError::Mismatch(e.to_string()))?;
     let mut bundle = Bundle::default();
     let origin = format!("issued by {}", spec.issue.signer);
     for (file, bytes) in [

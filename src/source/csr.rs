@@ -67,7 +67,7 @@ pub use request::{EncodeError, San, Sign, generate_name, pkcs10};
 pub(crate) use request::{new_request, san_extension, signature_algorithm, subject};
 
 pub(crate) mod renewal;
-pub use issued::check;
+pub use issued::{IssuedError, Unread, check};
 
 /// [`check`] on the blocking pool ([`crate::blocking`]): the certificate
 /// is the signer's answer and the CA an object others write.
@@ -95,7 +95,7 @@ async fn check_off_runtime(
         )
     })
     .await
-    .unwrap_or_else(Err)
+    .and_then(|checked| checked.map_err(|e| e.to_string()))
 }
 pub(crate) use issued::{CaUsage, KU_NAMES, Usage, eku_usage, leaf_usages, usage};
 
@@ -514,7 +514,7 @@ impl CsrSource {
                 crate::blocking(move || crate::files::read_steering(&path, CA_LIMIT))
                     .await
                     .map_err(|e| err(e.to_string()))?
-                    .map_err(err)?
+                    .map_err(|e| err(e.to_string()))?
             }
             CaSource::ConfigMap {
                 namespace,

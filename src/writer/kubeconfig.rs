@@ -165,7 +165,8 @@ pub fn kubeconfig_certificate(
 /// [`kubeconfig_certificate`] of a kubeconfig's text, read by the caller
 /// (`check` reads it as it reads a certificate: walked as written).
 pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), KubeconfigProblem> {
-    let doc: Value = crate::files::parse_yaml(text).map_err(KubeconfigProblem::NotKubeconfig)?;
+    let doc: Value = crate::files::parse_yaml(text)
+        .map_err(|e| KubeconfigProblem::NotKubeconfig(e.to_string()))?;
     let context = doc
         .get("current-context")
         .and_then(Value::as_str)
@@ -204,7 +205,7 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
 /// it has none.
 pub fn embedded_ca(path: &Path, text: &str) -> Result<Option<Vec<u8>>, WriterError> {
     let doc: Value = crate::files::parse_yaml(text)
-        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e)))?;
+        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e.to_string())))?;
     let c = current_cluster(&doc).map_err(|p| refused(path, p))?;
     decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA).map_err(|p| refused(path, p))
 }
@@ -284,7 +285,7 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
         .ok_or_else(|| refused(path, KubeconfigProblem::NoFileName))?
         .to_owned();
     crate::files::only_root_may_change(path)
-        .map_err(|p| refused(path, KubeconfigProblem::OthersMayChange(p)))?;
+        .map_err(|p| refused(path, KubeconfigProblem::OthersMayChange(p.to_string())))?;
     let dir_path = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -303,7 +304,7 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
     }
     let text = String::from_utf8(bytes).map_err(|_| refused(path, KubeconfigProblem::NotUtf8))?;
     let doc: Value = crate::files::parse_yaml(&text)
-        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e)))?;
+        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e.to_string())))?;
     let user = current_user(&doc).map_err(|p| refused(path, p))?;
     Ok(Opened {
         dir,

@@ -12,11 +12,13 @@ fn live(spec: &CaSpec) -> Bundle {
     issue(spec, None, SKEW).unwrap().bundle
 }
 
-/// Whether `live` satisfies `spec` now, as the source's check says.
+/// Whether `live` satisfies `spec` now, as the source's check says; the
+/// reason [`lifetime::same_lifetime`] gives (whose words these tests read),
+/// or another refusal as it reads.
 fn judged(spec: &CaSpec, live: &Bundle) -> Result<Window, String> {
     let now = SystemTime::now();
     let w = material::wanted(spec, now, SKEW).unwrap();
-    live_ok(&w, live, now, SKEW)
+    live_ok(&w, live, now, SKEW).map_err(|e| e.to_string())
 }
 
 /// The operator's rollout on node.sh: adopt with `lifetime=8m`, then again

@@ -5,22 +5,165 @@
 //! CA, read strictly).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use rcgen::PublicKeyData;
 use rustls::pki_types::PrivatePkcs8KeyDer;
 use rustls::pki_types::pem::SectionKind;
-use x509_parser::extensions::{GeneralName, ParsedExtension};
+use x509_parser::extensions::ParsedExtension;
+
+mod template;
+use template::read_template;
 
 use super::{CaError, CaSpec};
 use crate::beneath::{Entry, Trust};
 use crate::pem::PemError;
-use crate::source::csr::{CsrSpec, KU_NAMES, KeyAlg, San, eku_usage, leaf_usages};
+use crate::source::csr::{CsrSpec, KeyAlg, San, leaf_usages};
 use crate::validate;
 
 /// CA, template and key files are small.
 const LIMIT: u64 = 64 * 1024;
+
+/// What is wrong with the CA certificate, the CA key or the template, said
+/// without the file's path (the caller's [`CaError`] names it).
+#[derive(Debug, thiserror::Error)]
+pub enum MaterialError {
+    #[error("{}", .0.problem())]
+    Read(crate::files::FileError),
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    #[error("{0} (one CERTIFICATE block is expected)")]
+    NotOneCertificate(#[source] PemError),
+    /// What x509-parser could not read.
+    #[error("{0}")]
+    Parse(String),
+    #[error("trailing bytes after the certificate")]
+    Trailing,
+    #[error(
+        "owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
+         it can replace it; chown it to root"
+    )]
+    Owner { uid: u32, euid: u32 },
+    #[error("cannot resolve it: {0}")]
+    Unresolved(#[source] std::io::Error),
+    #[error("its directory {}: {source}", dir.display())]
+    Directory {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "its directory {} is owned by uid {uid}, neither root nor certsync's own user (uid \
+         {euid}): whoever owns it can replace it; chown it to root",
+        dir.display()
+    )]
+    DirectoryOwner { dir: PathBuf, uid: u32, euid: u32 },
+    #[error(
+        "its directory {} has mode {mode:04o}: group or others may write it, and so swap the \
+         CA key and certificate; chmod go-w it, or give allow-loose-ca-key to use it anyway",
+        dir.display()
+    )]
+    DirectoryWritable { dir: PathBuf, mode: u32 },
+    #[error("not usable as a CA: its basic constraints do not say CA:TRUE")]
+    NotCa,
+    #[error("basic constraints: {0}")]
+    BasicConstraints(String),
+    #[error("not usable as a CA: its keyUsage lacks keyCertSign")]
+    NoCertSign,
+    #[error(
+        "not usable as a CA: it has no keyUsage extension with keyCertSign (openssl: -addext \
+         keyUsage=critical,keyCertSign,cRLSign)"
+    )]
+    NoKeyUsage,
+    #[error("key usage: {0}")]
+    KeyUsage(String),
+    #[error("expired at {}; renew the CA first", validate::rfc3339(*not_after))]
+    Expired { not_after: i64 },
+    #[error("not valid until {}", validate::rfc3339(*not_before))]
+    NotYetValid { not_before: i64 },
+    #[error("its key is not RSA, ECDSA P-256/P-384 or Ed25519")]
+    UnknownKeyAlg,
+    #[error(
+        "mode {mode:04o} lets group or others at the CA key; chmod 600 it (kubeadm writes it \
+         so), or give allow-loose-ca-key to use it anyway"
+    )]
+    LooseKey { mode: u32 },
+    #[error(
+        "it is not the key of the CA certificate {} (their public keys differ)",
+        ca_cert.display()
+    )]
+    NotTheCasKey { ca_cert: PathBuf },
+    #[error("{0} (one unencrypted PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block)")]
+    KeyPem(#[source] PemError),
+    #[error("holds no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block")]
+    NoKey,
+    /// A PKCS#1 or SEC1 key of another algorithm than the certificate's.
+    #[error("a {encoding} key cannot be the certificate's {alg} key")]
+    KeyEncoding { encoding: &'static str, alg: KeyAlg },
+    #[error("cannot read the key: {0}")]
+    Wrap(#[source] rsa::pkcs8::der::Error),
+    #[error("not a usable {alg} private key: {source}")]
+    Unusable {
+        alg: KeyAlg,
+        #[source]
+        source: rcgen::Error,
+    },
+    #[error("{0}")]
+    Sign(#[source] rcgen::Error),
+    #[error("trailing bytes after the certificate inside its PEM block")]
+    TrailingInPem,
+    #[error("{0}")]
+    NotStrict(#[source] crate::x509::NotStrict),
+    #[error("the CA's public key: {0}")]
+    CaPublicKey(String),
+    #[error(
+        "it is not signed by the CA (its issuer or signature is not the CA's); a template is a \
+         certificate the CA issued"
+    )]
+    NotSignedByCa,
+    #[error("subject attribute {oid}: {problem}")]
+    SubjectAttribute { oid: String, problem: String },
+    #[error("its subject attribute {oid} is empty")]
+    EmptyAttribute { oid: String },
+    #[error("its subject holds two CNs")]
+    TwoCns,
+    #[error("its subject holds {oid}; certsync issues CN and O only")]
+    SubjectOther { oid: String },
+    #[error("{0}")]
+    DnsName(#[source] crate::x509::X509Error),
+    #[error("a malformed IP address SAN")]
+    MalformedIp,
+    /// A SAN of another kind, as x509-parser shows it.
+    #[error("its SAN {san} is not a DNS name or IP address")]
+    OtherSan { san: String },
+    #[error("extended key usage: {0}")]
+    Eku(#[source] x509_cert::der::Error),
+    #[error("its extended key usage {oid} is not one the CSR API names")]
+    UnknownEku { oid: String },
+    #[error("it is a CA certificate")]
+    TemplateIsCa,
+    #[error("its basic constraints carry a path length, which only a CA has")]
+    PathLength,
+    #[error("it carries name constraints, which only a CA certificate has")]
+    NameConstraints,
+    #[error("extension {oid}: {problem}")]
+    Extension { oid: String, problem: String },
+    /// One of the four extensions certsync copies, not read as what it is.
+    #[error("extension {oid} could not be read")]
+    Unreadable { oid: String },
+    #[error(
+        "critical extension {oid} is not one certsync copies (subjectAltName, keyUsage, \
+         extKeyUsage, basicConstraints)"
+    )]
+    Critical { oid: String },
+    #[error("it names no CN, DNS name or IP address")]
+    NoName,
+    #[error("{0}")]
+    CaUsage(#[from] crate::source::csr::CaUsage),
+    #[error("its key is {0}")]
+    NotIssuable(#[source] crate::x509::X509Error),
+}
 
 /// The CA certificate, read and checked.
 pub(super) struct CaCert {
@@ -51,9 +194,9 @@ impl std::fmt::Debug for CaKey {
 impl CaKey {
     /// Signs `tbs` (ring: PKCS#1 v1.5 SHA-256 for RSA, ECDSA with the
     /// curve's hash, Ed25519).
-    pub(super) fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, String> {
+    pub(super) fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, MaterialError> {
         use rcgen::SigningKey;
-        self.0.sign(tbs).map_err(|e| e.to_string())
+        self.0.sign(tbs).map_err(MaterialError::Sign)
     }
 }
 
@@ -92,7 +235,7 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     };
     let t = read_template(path, &ca).map_err(|problem| CaError::Template {
         path: path.clone(),
-        problem,
+        problem: problem.to_string(),
     })?;
     want.common_name = t.cn;
     want.organizations = t.o;
@@ -122,9 +265,9 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
 }
 
 /// The DER of the one certificate in `bytes`.
-fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, String> {
+fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, MaterialError> {
     crate::pem::exactly_one(bytes, SectionKind::Certificate)
-        .map_err(|e| format!("{e} (one CERTIFICATE block is expected)"))
+        .map_err(MaterialError::NotOneCertificate)
 }
 
 /// Who may own and write the CA's files and the key's directories: root
@@ -142,23 +285,22 @@ fn ca_trust(allow_loose: bool) -> Trust {
 }
 
 /// `meta`'s owner, as [`ca_trust`] accepts it.
-fn owned_safely(meta: &std::fs::Metadata) -> Result<(), String> {
+fn owned_safely(meta: &std::fs::Metadata) -> Result<(), MaterialError> {
     if !ca_trust(true)
         .faults(&Entry::from_metadata(Path::new(""), meta))
         .owner
     {
         return Ok(());
     }
-    let (uid, euid) = (meta.uid(), nix::unistd::geteuid().as_raw());
-    Err(format!(
-        "owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
-         it can replace it; chown it to root"
-    ))
+    Err(MaterialError::Owner {
+        uid: meta.uid(),
+        euid: nix::unistd::geteuid().as_raw(),
+    })
 }
 
 /// The directories of the CA key (as named, and where a symlink leads),
 /// judged by [`ca_trust`] on the opened directory (fstat).
-fn key_directories(path: &Path, allow_loose: bool) -> Result<(), String> {
+fn key_directories(path: &Path, allow_loose: bool) -> Result<(), MaterialError> {
     let parent = |p: &Path| {
         let dir = p.parent().unwrap_or(Path::new("/")).to_owned();
         if dir.as_os_str().is_empty() {
@@ -168,26 +310,26 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), String> {
         }
     };
     let mut dirs = vec![parent(path)];
-    let real = std::fs::canonicalize(path).map_err(|e| format!("cannot resolve it: {e}"))?;
+    let real = std::fs::canonicalize(path).map_err(MaterialError::Unresolved)?;
     if parent(&real) != dirs[0] {
         dirs.push(parent(&real));
     }
     for dir in dirs {
         let meta = std::fs::File::open(&dir)
             .and_then(|d| d.metadata())
-            .map_err(|e| format!("its directory {}: {e}", dir.display()))?;
-        owned_safely(&meta).map_err(|e| format!("its directory {} is {e}", dir.display()))?;
+            .map_err(|source| MaterialError::Directory {
+                dir: dir.clone(),
+                source,
+            })?;
+        if let Err(MaterialError::Owner { uid, euid }) = owned_safely(&meta) {
+            return Err(MaterialError::DirectoryOwner { dir, uid, euid });
+        }
         let mode = meta.permissions().mode() & 0o7777;
         if ca_trust(allow_loose)
             .judge(&Entry::from_metadata(&dir, &meta))
             .is_err()
         {
-            return Err(format!(
-                "its directory {} has mode {mode:04o}: group or others may write it, and so \
-                 swap the CA key and certificate; chmod go-w it, or give allow-loose-ca-key \
-                 to use it anyway",
-                dir.display()
-            ));
+            return Err(MaterialError::DirectoryWritable { dir, mode });
         }
     }
     Ok(())
@@ -198,32 +340,30 @@ pub(super) fn read_ca_cert(
     now: SystemTime,
     skew: Duration,
 ) -> Result<CaCert, CaError> {
-    let err = |problem: String| CaError::CaCert {
+    let err = |problem: MaterialError| CaError::CaCert {
         path: path.to_owned(),
-        problem,
+        problem: problem.to_string(),
     };
-    let file = crate::files::open_regular(path).map_err(|e| err(e.problem()))?;
-    owned_safely(&file.metadata().map_err(|e| err(e.to_string()))?).map_err(err)?;
-    let bytes = crate::files::read_capped(file, path, LIMIT).map_err(|e| err(e.problem()))?;
+    let file = crate::files::open_regular(path).map_err(|e| err(MaterialError::Read(e)))?;
+    owned_safely(&file.metadata().map_err(|e| err(MaterialError::Io(e)))?).map_err(err)?;
+    let bytes =
+        crate::files::read_capped(file, path, LIMIT).map_err(|e| err(MaterialError::Read(e)))?;
     let der = one_certificate(&bytes).map_err(err)?;
-    let (rest, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| err(e.to_string()))?;
+    let (rest, cert) = x509_parser::parse_x509_certificate(&der)
+        .map_err(|e| err(MaterialError::Parse(e.to_string())))?;
     if !rest.is_empty() {
-        return Err(err("trailing bytes after the certificate".into()));
+        return Err(err(MaterialError::Trailing));
     }
     match cert.basic_constraints() {
         Ok(Some(bc)) if bc.value.ca => {}
-        Ok(_) => {
-            return Err(err(
-                "not usable as a CA: its basic constraints do not say CA:TRUE".into(),
-            ));
-        }
-        Err(e) => return Err(err(format!("basic constraints: {e}"))),
+        Ok(_) => return Err(err(MaterialError::NotCa)),
+        Err(e) => return Err(err(MaterialError::BasicConstraints(e.to_string()))),
     }
     match cert.key_usage() {
         Ok(Some(ku)) if ku.value.key_cert_sign() => {}
-        Ok(Some(_)) => return Err(err("not usable as a CA: its keyUsage lacks keyCertSign".into())),
-        Ok(None) => return Err(err("not usable as a CA: it has no keyUsage extension with keyCertSign (openssl: -addext keyUsage=critical,keyCertSign,cRLSign)".into())),
-        Err(e) => return Err(err(format!("key usage: {e}"))),
+        Ok(Some(_)) => return Err(err(MaterialError::NoCertSign)),
+        Ok(None) => return Err(err(MaterialError::NoKeyUsage)),
+        Err(e) => return Err(err(MaterialError::KeyUsage(e.to_string()))),
     }
     let (not_before, not_after) = (
         cert.validity().not_before.timestamp(),
@@ -231,19 +371,13 @@ pub(super) fn read_ca_cert(
     );
     let now = validate::unix_seconds(now);
     if not_after <= now {
-        return Err(err(format!(
-            "expired at {}; renew the CA first",
-            validate::rfc3339(not_after)
-        )));
+        return Err(err(MaterialError::Expired { not_after }));
     }
     if not_before > now + skew.as_secs() as i64 {
-        return Err(err(format!(
-            "not valid until {}",
-            validate::rfc3339(not_before)
-        )));
+        return Err(err(MaterialError::NotYetValid { not_before }));
     }
-    let alg = KeyAlg::of_spki(cert.public_key())
-        .ok_or_else(|| err("its key is not RSA, ECDSA P-256/P-384 or Ed25519".into()))?;
+    let alg =
+        KeyAlg::of_spki(cert.public_key()).ok_or_else(|| err(MaterialError::UnknownKeyAlg))?;
     let ski = cert
         .extensions()
         .iter()
@@ -279,31 +413,28 @@ pub(super) fn read_key(
     allow_loose: bool,
     ca: &CaCert,
 ) -> Result<CaKey, CaError> {
-    let err = |problem: String| CaError::CaKey {
+    let err = |problem: MaterialError| CaError::CaKey {
         path: path.to_owned(),
-        problem,
+        problem: problem.to_string(),
     };
-    let file = crate::files::open_regular(path).map_err(|e| err(e.problem()))?;
-    let meta = file.metadata().map_err(|e| err(e.to_string()))?;
-    owned_safely(&meta).map_err(&err)?;
+    let file = crate::files::open_regular(path).map_err(|e| err(MaterialError::Read(e)))?;
+    let meta = file.metadata().map_err(|e| err(MaterialError::Io(e)))?;
+    owned_safely(&meta).map_err(err)?;
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 && !allow_loose {
-        return Err(err(format!(
-            "mode {mode:04o} lets group or others at the CA key; chmod 600 it (kubeadm \
-             writes it so), or give allow-loose-ca-key to use it anyway"
-        )));
+        return Err(err(MaterialError::LooseKey { mode }));
     }
-    key_directories(path, allow_loose).map_err(&err)?;
-    let mut pem = crate::files::read_capped(file, path, LIMIT).map_err(|e| err(e.problem()))?;
+    key_directories(path, allow_loose).map_err(err)?;
+    let mut pem =
+        crate::files::read_capped(file, path, LIMIT).map_err(|e| err(MaterialError::Read(e)))?;
     let key = key_pair(&pem, ca.alg);
     pem.fill(0);
     std::hint::black_box(&pem);
-    let key = key.map_err(&err)?;
+    let key = key.map_err(err)?;
     if key.subject_public_key_info() != ca.spki {
-        return Err(err(format!(
-            "it is not the key of the CA certificate {} (their public keys differ)",
-            ca_cert.display()
-        )));
+        return Err(err(MaterialError::NotTheCasKey {
+            ca_cert: ca_cert.to_owned(),
+        }));
     }
     Ok(CaKey(key))
 }
@@ -313,7 +444,7 @@ pub(super) fn read_key(
 /// unencrypted block. ring (through rcgen) loads PKCS#8 only, so PKCS#1
 /// and SEC1 are wrapped into PKCS#8 as they are (the DER is not re-encoded;
 /// ring then checks it).
-pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, String> {
+pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, MaterialError> {
     use rsa::pkcs8::der::Encode;
     use rsa::pkcs8::der::asn1::{AnyRef, ObjectIdentifier};
     use rsa::pkcs8::{AlgorithmIdentifierRef, PrivateKeyInfo};
@@ -331,15 +462,10 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, String> {
                 break;
             }
             Err(PemError::Kind(_)) => {}
-            Err(e) => {
-                return Err(format!(
-                    "{e} (one unencrypted PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block)"
-                ));
-            }
+            Err(e) => return Err(MaterialError::KeyPem(e)),
         }
     }
-    let (kind, mut der) =
-        found.ok_or("holds no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block")?;
+    let (kind, mut der) = found.ok_or(MaterialError::NoKey)?;
     let wrapped = match (kind, alg) {
         (SectionKind::PrivateKey, _) => Ok(None),
         (SectionKind::RsaPrivateKey, KeyAlg::Rsa(_)) => {
@@ -361,17 +487,16 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, String> {
         }
         _ => {
             der.fill(0);
-            return Err(format!(
-                "a {} key cannot be the certificate's {alg} key",
-                if kind == SectionKind::RsaPrivateKey {
+            return Err(MaterialError::KeyEncoding {
+                encoding: if kind == SectionKind::RsaPrivateKey {
                     "PKCS#1 RSA"
                 } else {
                     "SEC1 EC"
-                }
-            ));
+                },
+                alg,
+            });
         }
-    }
-    .map_err(|e| e.to_string());
+    };
     let mut pkcs8 = match wrapped {
         Ok(Some(w)) => {
             der.fill(0);
@@ -380,7 +505,7 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, String> {
         Ok(None) => der,
         Err(e) => {
             der.fill(0);
-            return Err(format!("cannot read the key: {e}"));
+            return Err(MaterialError::Wrap(e));
         }
     };
     let sign_alg = match alg {
@@ -393,166 +518,8 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, String> {
         &PrivatePkcs8KeyDer::from(pkcs8.as_slice()),
         sign_alg,
     )
-    .map_err(|e| format!("not a usable {alg} private key: {e}"));
+    .map_err(|source| MaterialError::Unusable { alg, source });
     pkcs8.fill(0);
     std::hint::black_box(&pkcs8);
     key
-}
-
-/// What a template certificate says the issued one must be.
-struct Template {
-    /// The subject as it is encoded (DER), copied into the issued one.
-    subject: Vec<u8>,
-    cn: Option<String>,
-    o: Vec<String>,
-    sans: Vec<San>,
-    /// Key usages (bit order), then EKUs (the template's order).
-    usages: Vec<String>,
-    alg: KeyAlg,
-    not_after: i64,
-}
-
-/// Reads the identity of a template, strictly, as data someone else may
-/// have written: it must be signed by the CA (its validity is not checked:
-/// an expired certificate is the usual template), one strict DER
-/// certificate, each extension once. It may hold a subject of CN and O
-/// only, DNS names that pass [`crate::x509::dns_name`] and IP SANs, key
-/// usages and EKUs the CSR API names and a leaf may have, a key certsync
-/// can make, and no CA, name constraints or critical extension certsync
-/// does not copy. Anything else is refused rather than dropped, so nothing
-/// the template says is silently left out of the renewal; non-critical
-/// extensions certsync does not copy (SKI, AKI, authorityInfoAccess, CRL
-/// distribution points) are the signer's own and are ignored.
-fn read_template(path: &Path, ca: &CaCert) -> Result<Template, String> {
-    use x509_cert::der::Decode;
-    use x509_parser::prelude::FromDer;
-    let bytes = crate::files::read_regular(path, LIMIT).map_err(|e| e.problem())?;
-    let der = one_certificate(&bytes)?;
-    let (rest, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| e.to_string())?;
-    if !rest.is_empty() {
-        return Err("trailing bytes after the certificate inside its PEM block".into());
-    }
-    crate::x509::strict_certificate(&der).map_err(|e| e.to_string())?;
-    let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
-        .map_err(|e| format!("the CA's public key: {e}"))?;
-    if cert.issuer().as_raw() != ca.subject.as_slice()
-        || cert.verify_signature(Some(&ca_key)).is_err()
-    {
-        return Err(
-            "it is not signed by the CA (its issuer or signature is not the CA's); a template \
-             is a certificate the CA issued"
-                .into(),
-        );
-    }
-    let (mut cn, mut o) = (None, Vec::new());
-    for rdn in cert.subject().iter() {
-        for atv in rdn.iter() {
-            let oid = atv.attr_type().to_id_string();
-            let value = atv
-                .as_str()
-                .map_err(|e| format!("subject attribute {oid}: {e}"))?
-                .to_owned();
-            if value.is_empty() {
-                return Err(format!("its subject attribute {oid} is empty"));
-            }
-            match oid.as_str() {
-                crate::x509::COMMON_NAME if cn.is_none() => cn = Some(value),
-                crate::x509::COMMON_NAME => return Err("its subject holds two CNs".into()),
-                crate::x509::ORGANIZATION => o.push(value),
-                other => {
-                    return Err(format!(
-                        "its subject holds {other}; certsync issues CN and O only"
-                    ));
-                }
-            }
-        }
-    }
-    let (mut sans, mut ku, mut ekus) = (Vec::new(), 0u16, Vec::new());
-    // Each extension once: [`crate::x509::strict_certificate`] above.
-    for ext in cert.extensions() {
-        let oid = ext.oid.to_id_string();
-        match ext.parsed_extension() {
-            ParsedExtension::SubjectAlternativeName(san) => {
-                for name in &san.general_names {
-                    sans.push(match name {
-                        GeneralName::DNSName(d) => {
-                            crate::x509::dns_name(d).map_err(|e| e.to_string())?;
-                            San::Dns((*d).to_owned())
-                        }
-                        GeneralName::IPAddress(b) => {
-                            San::Ip(crate::x509::ip_of(b).ok_or("a malformed IP address SAN")?)
-                        }
-                        other => {
-                            return Err(format!(
-                                "its SAN {other:?} is not a DNS name or IP address"
-                            ));
-                        }
-                    });
-                }
-            }
-            ParsedExtension::KeyUsage(k) => ku = k.flags,
-            // x509-parser's EKU loses the order; x509-cert's keeps it.
-            ParsedExtension::ExtendedKeyUsage(_) => {
-                let eku = x509_cert::ext::pkix::ExtendedKeyUsage::from_der(ext.value)
-                    .map_err(|e| format!("extended key usage: {e}"))?;
-                for oid in eku.0 {
-                    let oid = oid.to_string();
-                    let name = eku_usage(&oid).ok_or_else(|| {
-                        format!("its extended key usage {oid} is not one the CSR API names")
-                    })?;
-                    if !ekus.contains(&name) {
-                        ekus.push(name);
-                    }
-                }
-            }
-            ParsedExtension::BasicConstraints(bc) if bc.ca => {
-                return Err("it is a CA certificate".into());
-            }
-            ParsedExtension::BasicConstraints(bc) if bc.path_len_constraint.is_some() => {
-                return Err(
-                    "its basic constraints carry a path length, which only a CA has".into(),
-                );
-            }
-            // CA:FALSE: what certsync writes itself.
-            ParsedExtension::BasicConstraints(_) => {}
-            ParsedExtension::NameConstraints(_) => {
-                return Err("it carries name constraints, which only a CA certificate has".into());
-            }
-            ParsedExtension::ParseError { error } => {
-                return Err(format!("extension {oid}: {error}"));
-            }
-            // The four above, not read as what they are: not understood.
-            _ if ["2.5.29.17", "2.5.29.15", "2.5.29.37", "2.5.29.19"].contains(&oid.as_str()) => {
-                return Err(format!("extension {oid} could not be read"));
-            }
-            _ if ext.critical => {
-                return Err(format!(
-                    "critical extension {oid} is not one certsync copies (subjectAltName, \
-                     keyUsage, extKeyUsage, basicConstraints)"
-                ));
-            }
-            _ => {}
-        }
-    }
-    if cn.is_none() && sans.is_empty() {
-        return Err("it names no CN, DNS name or IP address".into());
-    }
-    let ku_names = (0..KU_NAMES.len())
-        .filter(|i| ku & (1 << i) != 0)
-        .map(|i| KU_NAMES[i]);
-    leaf_usages(ku_names.clone()).map_err(|e| e.to_string())?;
-    let usages = ku_names.chain(ekus).map(str::to_owned).collect();
-    let alg = KeyAlg::of_spki(cert.public_key())
-        .ok_or("its key is not RSA, ECDSA P-256/P-384 or Ed25519")?
-        .issuable()
-        .map_err(|e| format!("its key is {e}"))?;
-    Ok(Template {
-        subject: cert.subject().as_raw().to_vec(),
-        cn,
-        o,
-        sans,
-        usages,
-        alg,
-        not_after: cert.validity().not_after.timestamp(),
-    })
 }

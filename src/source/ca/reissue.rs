@@ -158,7 +158,7 @@ fn signed(
             &tbs.to_der()
                 .map_err(|e| CaError::Sign(der("encoding")(e)))?,
         )
-        .map_err(|e| CaError::Sign(SignError::Key(e)))?;
+        .map_err(|e| CaError::Sign(SignError::Key(e.to_string())))?;
     let new = x509_cert::Certificate {
         tbs_certificate: tbs,
         signature_algorithm: alg,

@@ -377,3 +377,59 @@ fn not_before_is_never_before_the_cas() {
     let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
     assert_eq!(cert.validity().not_before.timestamp(), ca_nb);
 }
+
+/// A CA key file in the wrong shape is refused by what is wrong with it,
+/// before ring is asked: nothing, no key block, two, a PKCS#1 or SEC1 block of
+/// another algorithm than the certificate's; a block of the right kind
+/// that ring cannot load says which algorithm it was read as.
+#[test]
+fn a_key_file_of_the_wrong_shape_is_refused_by_kind() {
+    use super::material::MaterialError;
+    use crate::x509::KeyAlg;
+    let block = |label| crate::pem::encode(label, b"not a key").into_bytes();
+    let e = key_pair(&block("CERTIFICATE"), KeyAlg::EcdsaP256);
+    assert!(matches!(e, Err(MaterialError::NoKey)), "{e:?}");
+    let e = key_pair(b"", KeyAlg::EcdsaP256);
+    assert!(
+        matches!(e, Err(MaterialError::KeyPem(crate::pem::PemError::Empty))),
+        "{e:?}"
+    );
+    let e = key_pair(
+        &[block("PRIVATE KEY"), block("PRIVATE KEY")].concat(),
+        KeyAlg::EcdsaP256,
+    );
+    assert!(matches!(e, Err(MaterialError::KeyPem(_))), "{e:?}");
+    let e = key_pair(&block("RSA PRIVATE KEY"), KeyAlg::EcdsaP256);
+    assert!(
+        matches!(
+            e,
+            Err(MaterialError::KeyEncoding {
+                encoding: "PKCS#1 RSA",
+                alg: KeyAlg::EcdsaP256
+            })
+        ),
+        "{e:?}"
+    );
+    let e = key_pair(&block("EC PRIVATE KEY"), KeyAlg::Ed25519);
+    assert!(
+        matches!(
+            e,
+            Err(MaterialError::KeyEncoding {
+                encoding: "SEC1 EC",
+                alg: KeyAlg::Ed25519
+            })
+        ),
+        "{e:?}"
+    );
+    let e = key_pair(&block("EC PRIVATE KEY"), KeyAlg::EcdsaP384);
+    assert!(
+        matches!(
+            e,
+            Err(MaterialError::Unusable {
+                alg: KeyAlg::EcdsaP384,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+}

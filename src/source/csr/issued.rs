@@ -1,8 +1,8 @@
 //! The check of an issued certificate against the request: the signer's
 //! answer is data someone else wrote, never proof by itself.
 //!
-//! The leaf is read twice, by x509-parser and by RustCrypto `x509-cert`
-//! (whose `der` decoding is strict DER), into the same [`Facts`]; when
+//! The leaf is read twice ([`read`]), by x509-parser and by RustCrypto
+//! `x509-cert` (whose `der` decoding is strict DER), into the same facts; when
 //! either parser fails or they read a field differently the certificate is
 //! refused, so an encoding one reader takes one way and a consumer another
 //! cannot slip extra authority past the check. Then the facts must be
@@ -18,16 +18,98 @@ use std::time::SystemTime;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
 
+mod read;
+pub use read::Unread;
+use read::read_strictly;
+
 use super::{CsrSpec, KeyAlg, Window};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::validate::{self, Expect, Policy};
 
+/// Why a signer's answer (or the live pair) is not what the mapping asks
+/// for: one variant per refusal, with what was seen and what was wanted.
+/// Values the signer chose are shown with `{:?}` (escaped).
+#[derive(Debug, thiserror::Error)]
+pub enum IssuedError {
+    /// The pair as a bundle: a name, or a key that does not match.
+    #[error("{0}")]
+    Bundle(#[source] crate::bundle::BundleError),
+    /// The pair failed certsync's own validation (the key does not match,
+    /// outside its validity, ...).
+    #[error("{0}")]
+    Invalid(#[source] validate::ValidationError),
+    #[error("no leaf certificate")]
+    NoLeaf,
+    #[error("certificate PEM: {0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// One parser could not read the leaf.
+    #[error("leaf certificate ({parser}): {problem}")]
+    Unread {
+        parser: &'static str,
+        #[source]
+        problem: Unread,
+    },
+    /// The two parsers read `field` differently.
+    #[error("the leaf certificate's {field} reads differently with x509-parser and x509-cert")]
+    ReadDifferently { field: &'static str },
+    #[error(
+        "subject is [{}], the mapping asks for exactly [{}]",
+        attributes(got),
+        attributes(want)
+    )]
+    Subject {
+        got: Vec<(String, String)>,
+        want: Vec<(String, String)>,
+    },
+    /// A subjectAltName of a kind never requested.
+    #[error("subjectAltName holds {kind}, not requested")]
+    OtherName { kind: &'static str },
+    #[error("DNS names are {got:?}, the mapping asks for {want:?}")]
+    DnsNames { got: Vec<String>, want: Vec<String> },
+    #[error("IP addresses are {got:?}, the mapping asks for {want:?}")]
+    IpAddresses { got: Vec<IpAddr>, want: Vec<IpAddr> },
+    #[error("usage {0:?} is not one the CSR API knows")]
+    UnknownUsage(String),
+    /// Key usage bits (bit 0: digitalSignature).
+    #[error(
+        "key usage is {:?}, the mapping asks for exactly {:?}",
+        ku_names(*got),
+        ku_names(*want)
+    )]
+    KeyUsage { got: u16, want: u16 },
+    /// Extended key usage OIDs.
+    #[error(
+        "extended key usage is {:?}, the mapping asks for exactly {:?}",
+        eku_names(got),
+        eku_names(want)
+    )]
+    ExtKeyUsage { got: Vec<String>, want: Vec<String> },
+    #[error("{0}")]
+    CaUsage(#[from] CaUsage),
+    #[error("basic constraints say CA:TRUE; a CA certificate was not requested")]
+    IsCa,
+    #[error("basic constraints carry a path length on a non-CA certificate")]
+    PathLength,
+    #[error("critical extension {oid} is not one certsync understands")]
+    UnknownCritical { oid: String },
+    #[error("leaf certificate: {0}")]
+    Leaf(String),
+    #[error("key algorithm is {got}, the mapping asks for {want}")]
+    KeyAlg { got: KeyAlg, want: KeyAlg },
+    #[error("the key algorithm is not one certsync requests")]
+    UnknownKeyAlg,
+    #[error("signer CA PEM: {0}")]
+    CaPem(#[source] rustls::pki_types::pem::Error),
+    #[error("the signer CA holds no usable certificate")]
+    NoAnchor,
+    #[error("leaf: {0}")]
+    EndEntity(#[source] webpki::Error),
+    #[error("does not chain to the signer CA: {0}")]
+    Chain(#[source] webpki::Error),
+}
+
 const OID_CN: &str = "2.5.4.3";
 const OID_O: &str = "2.5.4.10";
-const OID_SAN: &str = "2.5.29.17";
-const OID_KU: &str = "2.5.29.15";
-const OID_EKU: &str = "2.5.29.37";
-const OID_BC: &str = "2.5.29.19";
 
 /// Key usage bits, bit 0 first as both parsers number them (RFC 5280
 /// `KeyUsage` BIT STRING: digitalSignature (0) ... decipherOnly (8)).
@@ -118,6 +200,18 @@ fn eku_name(oid: &str) -> String {
     eku_usage(oid).map_or_else(|| oid.to_owned(), str::to_owned)
 }
 
+fn eku_names(oids: &[String]) -> Vec<String> {
+    oids.iter().map(|o| eku_name(o)).collect()
+}
+
+/// Subject attributes for messages: `CN="x", O="y"`.
+fn attributes(s: &[(String, String)]) -> String {
+    s.iter()
+        .map(|(o, v)| attribute(o, v))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn ku_names(bits: u16) -> Vec<&'static str> {
     (0..KU_NAMES.len())
         .filter(|i| bits & (1 << i) != 0)
@@ -140,252 +234,6 @@ fn attribute(oid: &str, value: &str) -> String {
     format!("{name}={value:?}")
 }
 
-/// What the leaf says about whom it is for and what it may do: the same
-/// from either parser, or the certificate is refused.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Facts {
-    /// Every subject attribute (OID, value), sorted: a signer may group
-    /// them into RDNs differently (Go puts several O values in one RDN)
-    /// without changing what the subject asserts.
-    subject: Vec<(String, String)>,
-    /// DNS names as written, sorted.
-    dns: Vec<String>,
-    ips: Vec<IpAddr>,
-    /// Any other kind of subjectAltName entry, by kind.
-    other_names: Vec<&'static str>,
-    /// Key usage bits (bit 0: digitalSignature); `None`: no extension.
-    key_usage: Option<u16>,
-    /// Extended key usage OIDs, sorted, once each; `None`: no extension.
-    ext_key_usage: Option<Vec<String>>,
-    /// basicConstraints: (cA, pathLenConstraint); `None`: no extension.
-    basic_constraints: Option<(bool, Option<u32>)>,
-    /// Critical extensions other than the four above, by OID.
-    unknown_critical: Vec<String>,
-    /// The SubjectPublicKeyInfo, DER.
-    spki: Vec<u8>,
-}
-
-impl Facts {
-    fn normalize(mut self) -> Self {
-        self.subject.sort();
-        self.dns.sort();
-        self.ips.sort();
-        self.other_names.sort_unstable();
-        if let Some(e) = &mut self.ext_key_usage {
-            e.sort();
-            e.dedup();
-        }
-        self.unknown_critical.sort();
-        self
-    }
-}
-
-/// The leaf read by x509-parser.
-fn read_x509_parser(der: &[u8]) -> Result<Facts, String> {
-    use x509_parser::asn1_rs::Tag;
-    use x509_parser::extensions::{GeneralName, ParsedExtension};
-    let (rest, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
-    if !rest.is_empty() {
-        return Err("trailing bytes after the certificate".into());
-    }
-    // Refuses an extension that appears twice (RFC 5280 4.2).
-    cert.tbs_certificate
-        .extensions_map()
-        .map_err(|e| format!("extensions: {e}"))?;
-    let mut facts = Facts::default();
-    for rdn in cert.subject().iter() {
-        for atv in rdn.iter() {
-            let oid = atv.attr_type().to_id_string();
-            if !matches!(
-                atv.attr_value().tag(),
-                Tag::Utf8String | Tag::PrintableString
-            ) {
-                return Err(format!(
-                    "subject attribute {oid} is not a UTF8String or PrintableString"
-                ));
-            }
-            let value = atv
-                .as_str()
-                .map_err(|e| format!("subject attribute {oid}: {e}"))?;
-            facts.subject.push((oid, value.to_owned()));
-        }
-    }
-    for ext in cert.extensions() {
-        let oid = ext.oid.to_id_string();
-        // A known extension the parser fell back to "unsupported" for is
-        // not one it understood.
-        let known = [OID_SAN, OID_KU, OID_EKU, OID_BC].contains(&oid.as_str());
-        if known && ext.parsed_extension().unsupported() {
-            return Err(format!("extension {oid} could not be read"));
-        }
-        match ext.parsed_extension() {
-            ParsedExtension::SubjectAlternativeName(san) => {
-                for name in &san.general_names {
-                    match name {
-                        GeneralName::DNSName(d) => facts.dns.push((*d).to_owned()),
-                        GeneralName::IPAddress(b) => facts.ips.push(
-                            crate::x509::ip_of(b)
-                                .ok_or("subjectAltName holds a malformed IP address")?,
-                        ),
-                        GeneralName::OtherName(..) => facts.other_names.push("otherName"),
-                        GeneralName::RFC822Name(_) => facts.other_names.push("an email address"),
-                        GeneralName::X400Address(_) => facts.other_names.push("an X.400 address"),
-                        GeneralName::DirectoryName(_) => {
-                            facts.other_names.push("a directory name");
-                        }
-                        GeneralName::EDIPartyName(_) => facts.other_names.push("an EDI party name"),
-                        GeneralName::URI(_) => facts.other_names.push("a URI"),
-                        GeneralName::RegisteredID(_) => facts.other_names.push("a registered ID"),
-                        GeneralName::Invalid(..) => {
-                            return Err("subjectAltName holds an invalid entry".into());
-                        }
-                    }
-                }
-            }
-            ParsedExtension::KeyUsage(ku) => facts.key_usage = Some(ku.flags),
-            ParsedExtension::ExtendedKeyUsage(eku) => {
-                let mut oids: Vec<String> = [
-                    (eku.any, "2.5.29.37.0"),
-                    (eku.server_auth, "1.3.6.1.5.5.7.3.1"),
-                    (eku.client_auth, "1.3.6.1.5.5.7.3.2"),
-                    (eku.code_signing, "1.3.6.1.5.5.7.3.3"),
-                    (eku.email_protection, "1.3.6.1.5.5.7.3.4"),
-                    (eku.time_stamping, "1.3.6.1.5.5.7.3.8"),
-                    (eku.ocsp_signing, "1.3.6.1.5.5.7.3.9"),
-                ]
-                .into_iter()
-                .filter(|(set, _)| *set)
-                .map(|(_, oid)| oid.to_owned())
-                .collect();
-                oids.extend(eku.other.iter().map(|o| o.to_id_string()));
-                facts.ext_key_usage = Some(oids);
-            }
-            ParsedExtension::BasicConstraints(bc) => {
-                facts.basic_constraints = Some((bc.ca, bc.path_len_constraint));
-            }
-            ParsedExtension::ParseError { error } => {
-                return Err(format!("extension {oid}: {error}"));
-            }
-            _ if ext.critical => facts.unknown_critical.push(oid),
-            _ => {}
-        }
-    }
-    facts.spki = cert.public_key().raw.to_vec();
-    Ok(facts.normalize())
-}
-
-/// The leaf read by RustCrypto `x509-cert` (strict DER).
-fn read_x509_cert(der: &[u8]) -> Result<Facts, String> {
-    use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
-    use x509_cert::der::{Decode, Encode, Tag, Tagged};
-    use x509_cert::ext::pkix::name::GeneralName;
-    use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
-    let cert = x509_cert::Certificate::from_der(der).map_err(|e| e.to_string())?;
-    let tbs = &cert.tbs_certificate;
-    let mut facts = Facts::default();
-    for rdn in &tbs.subject.0 {
-        for atv in rdn.0.iter() {
-            let oid = atv.oid.to_string();
-            let value = match atv.value.tag() {
-                Tag::Utf8String => atv
-                    .value
-                    .decode_as::<Utf8StringRef<'_>>()
-                    .map(|s| s.to_string()),
-                Tag::PrintableString => atv
-                    .value
-                    .decode_as::<PrintableStringRef<'_>>()
-                    .map(|s| s.to_string()),
-                _ => {
-                    return Err(format!(
-                        "subject attribute {oid} is not a UTF8String or PrintableString"
-                    ));
-                }
-            }
-            .map_err(|e| format!("subject attribute {oid}: {e}"))?;
-            facts.subject.push((oid, value));
-        }
-    }
-    let mut seen = Vec::new();
-    for ext in tbs.extensions.iter().flatten() {
-        let oid = ext.extn_id.to_string();
-        if seen.contains(&oid) {
-            return Err(format!("extension {oid} appears twice"));
-        }
-        seen.push(oid.clone());
-        let bytes = ext.extn_value.as_bytes();
-        let err = |e: x509_cert::der::Error| format!("extension {oid}: {e}");
-        match oid.as_str() {
-            OID_SAN => {
-                for name in SubjectAltName::from_der(bytes).map_err(err)?.0 {
-                    match name {
-                        GeneralName::DnsName(d) => facts.dns.push(d.to_string()),
-                        GeneralName::IpAddress(b) => facts.ips.push(
-                            crate::x509::ip_of(b.as_bytes())
-                                .ok_or("subjectAltName holds a malformed IP address")?,
-                        ),
-                        GeneralName::OtherName(_) => facts.other_names.push("otherName"),
-                        GeneralName::Rfc822Name(_) => facts.other_names.push("an email address"),
-                        GeneralName::DirectoryName(_) => {
-                            facts.other_names.push("a directory name");
-                        }
-                        GeneralName::EdiPartyName(_) => facts.other_names.push("an EDI party name"),
-                        GeneralName::UniformResourceIdentifier(_) => {
-                            facts.other_names.push("a URI");
-                        }
-                        GeneralName::RegisteredId(_) => facts.other_names.push("a registered ID"),
-                    }
-                }
-            }
-            OID_KU => facts.key_usage = Some(KeyUsage::from_der(bytes).map_err(err)?.0.bits()),
-            OID_EKU => {
-                let eku = ExtendedKeyUsage::from_der(bytes).map_err(err)?;
-                facts.ext_key_usage = Some(eku.0.iter().map(ToString::to_string).collect());
-            }
-            OID_BC => {
-                let bc = BasicConstraints::from_der(bytes).map_err(err)?;
-                facts.basic_constraints = Some((bc.ca, bc.path_len_constraint.map(u32::from)));
-            }
-            _ if ext.critical => facts.unknown_critical.push(oid),
-            _ => {}
-        }
-    }
-    facts.spki = tbs
-        .subject_public_key_info
-        .to_der()
-        .map_err(|e| format!("public key: {e}"))?;
-    Ok(facts.normalize())
-}
-
-/// The leaf's facts when both parsers read it, and read it the same.
-fn read_strictly(der: &[u8]) -> Result<Facts, String> {
-    let a = read_x509_parser(der).map_err(|e| format!("leaf certificate (x509-parser): {e}"))?;
-    let b = read_x509_cert(der).map_err(|e| format!("leaf certificate (x509-cert): {e}"))?;
-    let differ = [
-        ("subject", a.subject != b.subject),
-        (
-            "subjectAltName",
-            a.dns != b.dns || a.ips != b.ips || a.other_names != b.other_names,
-        ),
-        ("key usage", a.key_usage != b.key_usage),
-        ("extended key usage", a.ext_key_usage != b.ext_key_usage),
-        (
-            "basic constraints",
-            a.basic_constraints != b.basic_constraints,
-        ),
-        (
-            "critical extensions",
-            a.unknown_critical != b.unknown_critical,
-        ),
-        ("public key", a.spki != b.spki),
-    ];
-    match differ.iter().find(|(_, d)| *d) {
-        Some((field, _)) => Err(format!(
-            "the leaf certificate's {field} reads differently with x509-parser and x509-cert"
-        )),
-        None => Ok(a),
-    }
-}
-
 /// Checks that `cert_pem` (leaf first, then any intermediates) is what
 /// `spec` asks for, for the key in `key_pem`: the key matches the leaf, the
 /// leaf is inside its validity window, and it is read strictly
@@ -402,12 +250,12 @@ pub fn check(
     ca: Option<&[u8]>,
     now: SystemTime,
     clock_skew: std::time::Duration,
-) -> Result<Window, String> {
+) -> Result<Window, IssuedError> {
     let mut pair = Bundle::default();
     pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
-        .map_err(|e| e.to_string())?;
+        .map_err(IssuedError::Bundle)?;
     pair.insert(KEY_FILE, key_pem.to_vec(), "private key")
-        .map_err(|e| e.to_string())?;
+        .map_err(IssuedError::Bundle)?;
     let policy = Policy {
         expect: Expect::Pair,
         now,
@@ -415,13 +263,13 @@ pub fn check(
         max_size: validate::MAX_BUNDLE_SIZE,
     };
     let leaf = validate::validate(&pair, &policy)
-        .map_err(|e| e.to_string())?
+        .map_err(IssuedError::Invalid)?
         .leaf
-        .ok_or("no leaf certificate")?;
+        .ok_or(IssuedError::NoLeaf)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("certificate PEM: {e}"))?;
-    let der = chain.first().ok_or("no leaf certificate")?;
+        .map_err(IssuedError::Pem)?;
+    let der = chain.first().ok_or(IssuedError::NoLeaf)?;
     let facts = read_strictly(der)?;
 
     let mut want_subject: Vec<(String, String)> = spec
@@ -436,21 +284,14 @@ pub fn check(
         .collect();
     want_subject.sort();
     if facts.subject != want_subject {
-        let show = |s: &[(String, String)]| {
-            s.iter()
-                .map(|(o, v)| attribute(o, v))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        return Err(format!(
-            "subject is [{}], the mapping asks for exactly [{}]",
-            show(&facts.subject),
-            show(&want_subject)
-        ));
+        return Err(IssuedError::Subject {
+            got: facts.subject,
+            want: want_subject,
+        });
     }
 
-    if let Some(kind) = facts.other_names.first() {
-        return Err(format!("subjectAltName holds {kind}, not requested"));
+    if let Some(&kind) = facts.other_names.first() {
+        return Err(IssuedError::OtherName { kind });
     }
     let mut dns: Vec<String> = facts.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
     let mut want_dns: Vec<String> = spec.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
@@ -465,14 +306,16 @@ pub fn check(
         v.dedup();
     }
     if dns != want_dns {
-        return Err(format!(
-            "DNS names are {dns:?}, the mapping asks for {want_dns:?}"
-        ));
+        return Err(IssuedError::DnsNames {
+            got: dns,
+            want: want_dns,
+        });
     }
     if ips != want_ips {
-        return Err(format!(
-            "IP addresses are {ips:?}, the mapping asks for {want_ips:?}"
-        ));
+        return Err(IssuedError::IpAddresses {
+            got: ips,
+            want: want_ips,
+        });
     }
 
     let (mut want_ku, mut want_eku) = (0u16, Vec::new());
@@ -481,56 +324,47 @@ pub fn check(
             Some(Usage::Ku(bit)) => want_ku |= bit,
             Some(Usage::Eku(oid)) => want_eku.push(oid.to_owned()),
             // The config parser accepts only the API's usage names.
-            None => return Err(format!("usage {u:?} is not one the CSR API knows")),
+            None => return Err(IssuedError::UnknownUsage(u.clone())),
         }
     }
     want_eku.sort();
     want_eku.dedup();
     let ku = facts.key_usage.unwrap_or(0);
     if ku != want_ku {
-        return Err(format!(
-            "key usage is {:?}, the mapping asks for exactly {:?}",
-            ku_names(ku),
-            ku_names(want_ku)
-        ));
+        return Err(IssuedError::KeyUsage {
+            got: ku,
+            want: want_ku,
+        });
     }
     let eku = facts.ext_key_usage.clone().unwrap_or_default();
     if eku != want_eku {
-        let names = |v: &[String]| v.iter().map(|o| eku_name(o)).collect::<Vec<_>>();
-        return Err(format!(
-            "extended key usage is {:?}, the mapping asks for exactly {:?}",
-            names(&eku),
-            names(&want_eku)
-        ));
+        return Err(IssuedError::ExtKeyUsage {
+            got: eku,
+            want: want_eku,
+        });
     }
     // Asked for and given: still refused (a leaf is never a signer).
-    leaf_usages(ku_names(ku)).map_err(|e| e.to_string())?;
+    leaf_usages(ku_names(ku))?;
     match facts.basic_constraints {
         None | Some((false, None)) => {}
-        Some((true, _)) => {
-            return Err("basic constraints say CA:TRUE; a CA certificate was not requested".into());
-        }
-        Some((false, Some(_))) => {
-            return Err("basic constraints carry a path length on a non-CA certificate".into());
-        }
+        Some((true, _)) => return Err(IssuedError::IsCa),
+        Some((false, Some(_))) => return Err(IssuedError::PathLength),
     }
     if let Some(oid) = facts.unknown_critical.first() {
-        return Err(format!(
-            "critical extension {oid} is not one certsync understands"
-        ));
+        return Err(IssuedError::UnknownCritical { oid: oid.clone() });
     }
 
     let (_, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| format!("leaf certificate: {e}"))?;
+        x509_parser::parse_x509_certificate(der).map_err(|e| IssuedError::Leaf(e.to_string()))?;
     match KeyAlg::of_spki(cert.public_key()) {
         Some(alg) if alg == spec.key_alg => {}
-        Some(alg) => {
-            return Err(format!(
-                "key algorithm is {alg}, the mapping asks for {}",
-                spec.key_alg
-            ));
+        Some(got) => {
+            return Err(IssuedError::KeyAlg {
+                got,
+                want: spec.key_alg,
+            });
         }
-        None => return Err("the key algorithm is not one certsync requests".into()),
+        None => return Err(IssuedError::UnknownKeyAlg),
     }
     if let Some(ca) = ca {
         chains_to(&chain, ca, &spec.usages, now)?;
@@ -548,18 +382,18 @@ fn chains_to(
     ca_pem: &[u8],
     usages: &[String],
     now: SystemTime,
-) -> Result<(), String> {
+) -> Result<(), IssuedError> {
     let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("signer CA PEM: {e}"))?;
+        .map_err(IssuedError::CaPem)?;
     let anchors: Vec<_> = cas
         .iter()
         .filter_map(|c| webpki::anchor_from_trusted_cert(c).ok())
         .collect();
     if anchors.is_empty() {
-        return Err("the signer CA holds no usable certificate".into());
+        return Err(IssuedError::NoAnchor);
     }
-    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(|e| format!("leaf: {e}"))?;
+    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(IssuedError::EndEntity)?;
     let has = |u: &str| usages.iter().any(|x| x == u);
     let usage = if has("server auth") {
         webpki::KeyUsage::server_auth()
@@ -584,5 +418,5 @@ fn chains_to(
         None,
     )
     .map(|_| ())
-    .map_err(|e| format!("does not chain to the signer CA: {e}"))
+    .map_err(IssuedError::Chain)
 }

@@ -1,0 +1,434 @@
+//! Reading what steers root certsync, and judging the paths it writes
+//! later: every directory on the way and the file itself owned by root or
+//! certsync's user and written by no one else ([`Trust`]), judged on the
+//! descriptors opened (a file read) or by path (a target written later).
+
+use std::io;
+use std::path::Path;
+
+use super::{FileError, kind_of, read_capped, read_regular};
+use crate::beneath::{self, Links, Owners, PathError, ReadOnly, Start, Trust, Untrusted};
+
+/// Why a file that steers certsync was not read, or a path was refused.
+/// What concerns the file itself is said without its path (callers name
+/// it, as the kernel would); what concerns the way to it names the entry.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnedError {
+    #[error("is {what}, not a regular file; refusing to read it")]
+    NotRegular { what: &'static str },
+    #[error("{0}")]
+    Io(#[source] io::Error),
+    #[error("larger than the {limit}-byte limit")]
+    TooLarge { limit: u64 },
+    /// The current directory, to make a relative path absolute.
+    #[error("the working directory: {0}")]
+    WorkingDirectory(#[source] io::Error),
+    /// The way to the file: not opened, or an entry on it refused.
+    #[error("{0}")]
+    Way(#[source] PathError),
+    /// An entry on the way (or the file) that another user may change,
+    /// judged by path.
+    #[error("{0}")]
+    Untrusted(#[source] Untrusted),
+    /// The file read may be changed by another user.
+    #[error("owner {uid}, mode {mode:04o}: may be changed by another user")]
+    Changeable { uid: u32, mode: u32 },
+    /// The file read has another name, which may be another user's.
+    #[error(
+        "a hard link (links {links}): another name of the file may be another user's, or \
+         root's file linked where a user chose; give it one link"
+    )]
+    HardLink { links: u64 },
+    /// A target directory another user may write, who could plant the
+    /// entries certsync keeps there.
+    #[error(
+        "{} (owner {uid}, mode {mode:04o}) may be changed by another user, who could plant \
+         the entries certsync keeps there (..data, ..pin, ..history) for it to obey; a \
+         directory others may write (a volume's root) is no target: name a subdirectory \
+         of it (as /certs/web in a /certs volume), which certsync makes root's, 0755",
+        target.display()
+    )]
+    Target {
+        target: std::path::PathBuf,
+        uid: u32,
+        mode: u32,
+    },
+}
+
+impl From<FileError> for OwnedError {
+    /// The file's own problem, its path left to the caller.
+    fn from(e: FileError) -> Self {
+        match e {
+            FileError::Io { source, .. } => Self::Io(source),
+            FileError::NotRegular { what, .. } => Self::NotRegular { what },
+            FileError::TooLarge { limit, .. } => Self::TooLarge { limit },
+        }
+    }
+}
+
+/// Whether only root (or certsync's own user) can change what `path`
+/// names: the file, if it exists, and every directory above it, both as
+/// written and where its symlinks lead, must be owned by root or the
+/// effective user and not writable by group or others. A sticky directory
+/// such as /tmp is no exception: others cannot rename root's entries in
+/// it, but once a cleaner removes one, anyone may make it again. A path
+/// that does not exist yet is judged
+/// by its nearest existing ancestor. As ssh's StrictModes, for every
+/// ancestor: whoever can rename an entry on the way can swap what is read
+/// or written.
+pub fn only_root_may_change(path: &Path) -> Result<(), OwnedError> {
+    guard(path, false)
+}
+
+/// Reads a file that steers what root certsync does (a bearer token, a
+/// config file, a kubeconfig and the files it names). The path is walked
+/// one name at a time from `/` ([`open_owned`]), each name opened beneath
+/// the directory opened before it without following it, and judged on the
+/// descriptor opened: every directory owned by root or certsync's user and
+/// written by no one else, except that a root-owned sticky directory
+/// (/tmp: others may not rename or remove root's entries in it) and a
+/// directory on a read-only mount (kubelet mounts ConfigMap and Secret
+/// volumes read-only, their roots 0777 or 1777) count as not writable; a
+/// symlink followed only if root or certsync's user made it; then the file
+/// read is a regular file owned by root or certsync's user, not writable
+/// by group or others, with one link (a second name may be another
+/// user's), at most `limit` bytes. Nothing judged is opened again by its
+/// path, so a name swapped meanwhile is never what is read. What is wrong
+/// with the file itself is said without its path (callers name it).
+pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
+    use std::os::unix::fs::MetadataExt as _;
+    // What is not a regular file is named as such, before the rest (a
+    // FIFO or device in a user's directory says what it is). This `stat`
+    // only words a refusal: it opens nothing and lets nothing through.
+    if let Ok(m) = std::fs::metadata(path)
+        && !m.is_file()
+    {
+        return Err(OwnedError::NotRegular {
+            what: kind_of(m.file_type()),
+        });
+    }
+    let absolute = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .map_err(OwnedError::WorkingDirectory)?
+            .join(path)
+    };
+    // Said without the path the caller names, as the kernel would.
+    let problem = |e: PathError| match e {
+        PathError::Io { path, source } if path == absolute => OwnedError::Io(source),
+        PathError::NotRegular { path, what } if path == absolute => OwnedError::NotRegular { what },
+        e => OwnedError::Way(e),
+    };
+    let walked = beneath::walk(Start::Path, &absolute, Links::Follow, &mut |e| {
+        Ok(OWNED_WAY.judge(e)?)
+    })
+    .map_err(problem)?;
+    let file = walked.open_read().map_err(problem)?;
+    let m = file.metadata().map_err(OwnedError::Io)?;
+    let entry = beneath::Entry::from_metadata(path, &m);
+    // The file itself: no exception at all.
+    if Trust::STRICT.judge(&entry).is_err() {
+        return Err(OwnedError::Changeable {
+            uid: entry.uid,
+            mode: entry.mode,
+        });
+    }
+    if m.nlink() > 1 {
+        return Err(OwnedError::HardLink { links: m.nlink() });
+    }
+    Ok(read_capped(file, path, limit)?)
+}
+
+/// The way to a file [`read_owned`] reads, judged on descriptors as it is
+/// walked: every directory and symlink root's or certsync's user's. A
+/// root-owned sticky directory (/tmp) counts as not writable: others may
+/// not rename or remove root's entries in it, and the file is judged again
+/// at each read. A directory on a read-only mount counts as not writable
+/// (kubelet mounts ConfigMap and Secret volumes read-only, their roots
+/// 0777 or 1777); a symlink there is still judged by its owner.
+const OWNED_WAY: Trust = Trust {
+    owners: Owners::RootOrMe,
+    writable_ok: false,
+    sticky_root_ok: true,
+    read_only: ReadOnly::Writable,
+    volume_root_ok: false,
+};
+
+/// A file that steers certsync (`--config`, a kubeconfig and the files it
+/// names): through [`read_owned`] when certsync runs as root, who would
+/// otherwise act on what another user wrote (map a root-only directory to
+/// a target they read, send root's token to their server); as another
+/// user, [`read_regular`] (the kernel already limits what it may read).
+pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
+    if nix::unistd::geteuid().is_root() {
+        read_owned(path, limit)
+    } else {
+        Ok(read_regular(path, limit)?)
+    }
+}
+
+/// A file that steers certsync but may not exist yet (a CA certificate
+/// certsync itself publishes later), judged at start: where it exists, as
+/// [`read_steering`] reads it; where it does not, the directories it will
+/// appear in ([`only_root_may_change`]: whoever may write there chooses
+/// what appears). As another user, nothing (the kernel limits what it may
+/// read). Every later read goes through [`read_steering`] again.
+pub fn steering_or_absent(path: &Path, limit: u64) -> Result<(), OwnedError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => only_root_may_change(path),
+        _ => read_owned(path, limit).map(drop),
+    }
+}
+
+/// [`only_root_may_change`], except that a directory every container of a
+/// pod may write is accepted where it is a volume's root: kubelet makes an
+/// emptyDir 0777 (not sticky), and a sidecar's target such as
+/// `/certs/web` lies inside one, shared by design with the pod's own
+/// containers. On a host, the directories writable by all are sticky
+/// (/tmp, /var/tmp, /dev/shm) and stay refused, as does one another user
+/// owns, and one writable by others that is not a mount point. For the
+/// targets of mappings that do not issue from a CA on the node only: never
+/// above a source or a pidfile, which are read (a swapped-in link leads
+/// certsync to root's files).
+pub fn no_other_user_may_recreate(path: &Path) -> Result<(), OwnedError> {
+    guard(path, true)
+}
+
+/// A target directory itself, where it exists (where its links lead): owned
+/// by root or certsync's user and writable by its owner only, whatever the
+/// mapping's `owner=`/`group=` (they are for the files), and with no
+/// exception for a volume's root. Whoever may write in the target may plant
+/// the entries certsync keeps there (`..pin`, `..data`, `..history`, a
+/// revision) for it to act on (a user's `..pin` in a 0777 emptyDir root
+/// was obeyed as an operator's rollback).
+/// A missing target is made by certsync, root's and 0755.
+pub fn no_other_user_may_write(target: &Path) -> Result<(), OwnedError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(m) = std::fs::metadata(target) else {
+        return Ok(());
+    };
+    let entry = beneath::Entry::from_metadata(target, &m);
+    // No exception: not even a volume's root (see above).
+    if Trust::STRICT.judge(&entry).is_ok() {
+        return Ok(());
+    }
+    Err(OwnedError::Target {
+        target: target.to_owned(),
+        uid: m.uid(),
+        mode: m.mode() & 0o7777,
+    })
+}
+
+/// The check of [`only_root_may_change`] (and, with `volume_roots`, of
+/// [`no_other_user_may_recreate`]), by path: for a target written later
+/// and for a file run or read by another program, where certsync opens
+/// nothing now. A file certsync reads is judged on its descriptors
+/// instead ([`read_owned`]). A read-only mount and a root-owned sticky
+/// directory stay refused here: a write-time target has no second look at
+/// an entry a user made again after a cleaner removed root's.
+fn guard(path: &Path, volume_roots: bool) -> Result<(), OwnedError> {
+    // A read-only mount and a root-owned sticky directory stay refused
+    // (see above); a volume's root is accepted for a target only.
+    let trust = Trust {
+        volume_root_ok: volume_roots,
+        ..Trust::STRICT
+    };
+    let judge = |p: &Path| -> Result<(), OwnedError> {
+        // A symlink on the way is judged by its own owner too: one a user
+        // made in a sticky directory may lead to a root file of their
+        // choosing.
+        if let Ok(link) = beneath::Entry::at_path(p, false)
+            && link.link
+        {
+            trust.judge(&link).map_err(OwnedError::Untrusted)?;
+        }
+        let followed = beneath::Entry::at_path(p, true).map_err(OwnedError::Way)?;
+        trust.judge(&followed).map_err(OwnedError::Untrusted)
+    };
+    let mut seen = Vec::new();
+    // As written (each parent resolved: a symlink's own directory counts),
+    // and where the whole path leads.
+    let mut starts = Vec::new();
+    let mut cur = Some(path);
+    while let Some(p) = cur {
+        if p.symlink_metadata().is_ok() {
+            starts.push(p.to_owned());
+            break;
+        }
+        cur = p.parent();
+    }
+    if let Some(existing) = starts.first().cloned() {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            starts.push(real);
+        }
+        if let Some(parent) = existing
+            .parent()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+        {
+            starts.push(parent);
+        }
+    }
+    for start in starts {
+        for p in start.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+            let p = p.to_owned();
+            if !seen.contains(&p) {
+                judge(&p)?;
+                seen.push(p);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::{OwnedError, only_root_may_change};
+    use crate::beneath::{PathError, Untrusted};
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn every_ancestor_and_symlink_hop_must_be_root_only() {
+        let d = tempfile::tempdir().unwrap();
+        let ok = d.path().join("ok");
+        std::fs::create_dir(&ok).unwrap();
+        std::fs::write(ok.join("f"), "x").unwrap();
+        only_root_may_change(&ok.join("f")).unwrap();
+        only_root_may_change(&ok.join("not/yet/there")).unwrap();
+
+        let open = d.path().join("open");
+        std::fs::create_dir_all(open.join("deep")).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = only_root_may_change(&open.join("deep/f"));
+        assert!(
+            matches!(&e, Err(OwnedError::Untrusted(Untrusted::Changeable { path, mode: 0o777, .. }))
+                if *path == open),
+            "{e:?}"
+        );
+
+        // A link in a root-only place into an open directory, and the other
+        // way round.
+        std::os::unix::fs::symlink(open.join("deep"), ok.join("link")).unwrap();
+        assert!(only_root_may_change(&ok.join("link/f")).is_err());
+        std::os::unix::fs::symlink(&ok, open.join("back")).unwrap();
+        assert!(only_root_may_change(&open.join("back/f")).is_err());
+
+        std::fs::set_permissions(ok.join("f"), std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(only_root_may_change(&ok.join("f")).is_err());
+
+        // Sticky, as /tmp: root's entries stay, but a removed one may be
+        // made again by anyone.
+        let sticky = d.path().join("sticky");
+        std::fs::create_dir_all(sticky.join("root-made")).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = only_root_may_change(&sticky.join("root-made/t"));
+        assert!(
+            matches!(&e, Err(OwnedError::Untrusted(Untrusted::Changeable { path, mode: 0o1777, .. }))
+                if *path == sticky),
+            "{e:?}"
+        );
+    }
+
+    /// A file read now and judged again at each read (a kubeconfig in
+    /// `mktemp -d /tmp/...`) may sit below a root-owned sticky directory:
+    /// others cannot rename root's entries there. An entry of another
+    /// user's below it, or their symlink, is still refused.
+    #[test]
+    fn a_read_may_pass_a_sticky_directory_through_roots_entries_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            return; // needs root to make another user's entries
+        }
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let sticky = d.path().join("sticky");
+        std::fs::create_dir_all(sticky.join("root-made")).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let file = sticky.join("root-made/kubeconfig");
+        std::fs::write(&file, b"x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(super::read_owned(&file, 10).unwrap(), b"x");
+        // Not for a target, which is written with no second look.
+        assert!(only_root_may_change(&file).is_err());
+
+        let user = sticky.join("user-made");
+        std::fs::create_dir(&user).unwrap();
+        std::os::unix::fs::lchown(&user, Some(65534), Some(65534)).unwrap();
+        std::fs::write(user.join("kubeconfig"), b"x").unwrap();
+        let e = super::read_owned(&user.join("kubeconfig"), 10);
+        assert!(
+            matches!(
+                &e,
+                Err(OwnedError::Way(PathError::Untrusted(
+                    Untrusted::Changeable { uid: 65534, .. }
+                )))
+            ),
+            "{e:?}"
+        );
+
+        let link = sticky.join("link");
+        std::os::unix::fs::symlink(sticky.join("root-made"), &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        let e = super::read_owned(&link.join("kubeconfig"), 10);
+        assert!(
+            matches!(
+                &e,
+                Err(OwnedError::Way(PathError::Untrusted(Untrusted::Link {
+                    uid: 65534,
+                    ..
+                })))
+            ),
+            "{e:?}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod race_tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// What `read_owned` judged is what it reads. A step
+    /// injected between its judging and its open replaces a directory on
+    /// the way with a link to another directory (another user's, when the
+    /// test runs as root) holding a different file of root's: the read
+    /// still gives the file judged, never the other one.
+    #[test]
+    fn a_path_swapped_between_check_and_open_is_not_read() {
+        let d = tempfile::tempdir().unwrap();
+        let mode = |p: &std::path::Path, m| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(d.path(), 0o755);
+        let (cfg, other) = (d.path().join("cfg"), d.path().join("other"));
+        for (dir, text) in [(&cfg, "judged"), (&other, "other")] {
+            std::fs::create_dir(dir).unwrap();
+            mode(dir, 0o755);
+            std::fs::write(dir.join("kubeconfig"), text).unwrap();
+            mode(&dir.join("kubeconfig"), 0o600);
+        }
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::lchown(&other, Some(65534), Some(65534)).unwrap();
+        }
+        let old = d.path().join("cfg.old");
+        let (from, to) = (cfg.clone(), other.clone());
+        crate::beneath::BETWEEN_CHECK_AND_OPEN.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                std::fs::rename(&from, &old).unwrap();
+                std::os::unix::fs::symlink(&to, &from).unwrap();
+            }))
+        });
+        let got = super::read_owned(&cfg.join("kubeconfig"), 100);
+        assert_eq!(
+            got.map_err(|e| e.to_string()),
+            Ok(b"judged".to_vec()),
+            "read through the swapped path"
+        );
+        assert!(
+            crate::beneath::BETWEEN_CHECK_AND_OPEN.with(|h| h.borrow().is_none()),
+            "the swap ran"
+        );
+    }
+}

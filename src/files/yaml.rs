@@ -1,0 +1,164 @@
+//! The one way certsync parses YAML from outside (a config file, a
+//! kubeconfig, a ClusterConfiguration): refused before the parser sees it
+//! where the parser would work more than linearly or another YAML reader
+//! (kubeadm's go-yaml) would read something else.
+
+/// Why a YAML text was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlError {
+    /// `*name`: serde_yaml_ng expands each in full (aliases of aliases:
+    /// 57 s for 64 KiB).
+    #[error("holds a YAML alias (*name), which certsync does not accept")]
+    Alias,
+    /// `!tag`: go-yaml decodes `!!binary`, certsync would read the text.
+    #[error("holds a YAML tag (!tag), which certsync does not accept")]
+    Tag,
+    /// `<<`: go-yaml merges, certsync would read a key named `<<`.
+    #[error("holds a YAML merge key (<<), which certsync does not accept")]
+    MergeKey,
+    /// Flow nesting deeper than `limit` ([`MAX_YAML_FLOW_DEPTH`]).
+    #[error("nested deeper than {limit} levels of [ and {{; refusing to parse it")]
+    TooDeep { limit: usize },
+    /// A second U+FEFF after the one skipped.
+    #[error("starts with more than one byte-order mark (U+FEFF)")]
+    ByteOrderMarks,
+    #[error("{0}")]
+    Parse(#[source] serde_yaml_ng::Error),
+}
+
+/// Deepest flow nesting (`[` and `{`) a YAML text may have. libyaml, which
+/// serde_yaml_ng runs, checks every open flow level on every token:
+/// quadratic in the depth (11.6 s for 64 KiB of `[`, against 52 ms for a
+/// config file of that size). serde_yaml_ng refuses more than 128 levels
+/// anyway, after that work; no config file or kubeconfig needs 32.
+pub const MAX_YAML_FLOW_DEPTH: usize = 32;
+
+/// Refuses, before the parser sees it, YAML that would make it work more
+/// than linearly: flow nesting deeper than [`MAX_YAML_FLOW_DEPTH`], and any
+/// alias (`*name`), each of which serde_yaml_ng expands in full (aliases of
+/// aliases: 57 s for 64 KiB). Quoted strings and comments are skipped; the
+/// rest is looked at byte by byte, so a block scalar holding ` *x` is
+/// refused too (failing closed; neither file kind needs aliases).
+pub fn check_yaml(text: &str) -> Result<(), YamlError> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    let mut quote: Option<u8> = None;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let prev = i.checked_sub(1).map(|p| bytes[p]);
+        let token_start =
+            prev.is_none_or(|p| matches!(p, b' ' | b'\t' | b'\n' | b'\r' | b'[' | b'{' | b','));
+        match (quote, b) {
+            (Some(b'"'), b'\\') => i += 1,
+            (Some(q), _) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') if token_start || prev == Some(b':') => quote = Some(b),
+            (None, b'#') if token_start => {
+                i += bytes[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .unwrap_or(bytes.len() - i);
+            }
+            (None, b'*') if token_start => {
+                return Err(YamlError::Alias);
+            }
+            // Read differently by other YAML readers (kubeadm's go-yaml
+            // applies `<<` merge keys and decodes
+            // `!!binary`, so certSANs written that way reached the API
+            // server's certificate while certsync read nothing there).
+            (None, b'!') if token_start => {
+                return Err(YamlError::Tag);
+            }
+            (None, b'<') if token_start && bytes.get(i + 1) == Some(&b'<') => {
+                return Err(YamlError::MergeKey);
+            }
+            (None, b'[' | b'{') => {
+                depth += 1;
+                if depth > MAX_YAML_FLOW_DEPTH {
+                    return Err(YamlError::TooDeep {
+                        limit: MAX_YAML_FLOW_DEPTH,
+                    });
+                }
+            }
+            (None, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// YAML from outside (a config file, a kubeconfig), read as `T` after
+/// [`check_yaml`]: the one way certsync parses YAML. One leading UTF-8
+/// byte-order mark is skipped, as go-yaml (sigs.k8s.io/yaml: kubeadm,
+/// kubectl) skips it; serde_yaml_ng read it as a second document, and refused
+/// a ClusterConfiguration kubeadm reads. A second mark is refused by name, as
+/// kubeadm refuses it (it reads a key that is not `apiVersion`).
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.starts_with('\u{feff}') {
+        return Err(YamlError::ByteOrderMarks);
+    }
+    check_yaml(text)?;
+    serde_yaml_ng::from_str(text).map_err(YamlError::Parse)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{YamlError, check_yaml};
+
+    #[test]
+    fn aliases_and_deep_flow_nesting_are_refused_quoted_text_is_not() {
+        assert!(matches!(
+            check_yaml("a: &x [1]\nb: *x\n"),
+            Err(YamlError::Alias)
+        ));
+        assert!(matches!(check_yaml("b: [*x]\n"), Err(YamlError::Alias)));
+        // What go-yaml (kubeadm) reads and certsync's reader would not.
+        for other in [
+            "apiServer: {<<: {certSANs: [\"192.168.1.98\"]}}\n",
+            "apiServer:\n  <<:\n    certSANs: [a]\n",
+        ] {
+            let e = check_yaml(other);
+            assert!(matches!(e, Err(YamlError::MergeKey)), "{other}: {e:?}");
+        }
+        for other in [
+            "certSANs: [!!binary MTkyLjE2OC4xLjEwMg==]\n",
+            "a: !custom x\n",
+        ] {
+            let e = check_yaml(other);
+            assert!(matches!(e, Err(YamlError::Tag)), "{other}: {e:?}");
+        }
+        assert!(matches!(
+            check_yaml(&"[".repeat(33)),
+            Err(YamlError::TooDeep { limit: 32 })
+        ));
+        assert!(check_yaml(&format!("{}{}", "[".repeat(32), "]".repeat(32))).is_ok());
+        for fine in [
+            "a: \"*x [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"\n",
+            "a: '*x {{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{'\n",
+            "# *x [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\na: /etc/*.crt\n",
+            "mappings:\n  - \"secret:ns/n=/x\"\n",
+            "a: \"!!binary <<\"\nb: x!y<<z\n",
+        ] {
+            assert!(check_yaml(fine).is_ok(), "{fine}");
+        }
+    }
+
+    /// A ClusterConfiguration that starts
+    /// with a UTF-8 byte-order mark is read by kubeadm (go-yaml, under
+    /// sigs.k8s.io/yaml, skips it: checked with kubeadm v1.36.2, the
+    /// certSAN was in the certificate) and was refused by certsync as
+    /// "more than one document". One leading mark is skipped, as go-yaml
+    /// skips it; a second one is refused, naming it (kubeadm v1.36.2
+    /// refuses that text too: "kind and apiVersion is mandatory").
+    #[test]
+    fn one_leading_byte_order_mark_is_read_as_go_yaml_reads_it() {
+        let text = "kind: ClusterConfiguration\napiServer:\n  certSANs:\n  - 192.168.1.117\n";
+        let plain: serde_yaml_ng::Value = super::parse_yaml(text).unwrap();
+        let marked: serde_yaml_ng::Value = super::parse_yaml(&format!("\u{feff}{text}")).unwrap();
+        assert_eq!(marked, plain);
+        let twice = super::parse_yaml::<serde_yaml_ng::Value>(&format!("\u{feff}\u{feff}{text}"));
+        assert!(matches!(twice, Err(YamlError::ByteOrderMarks)), "{twice:?}");
+    }
+}

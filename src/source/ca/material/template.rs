@@ -1,0 +1,157 @@
+//! The identity a `ca:` mapping's `template=` certificate gives, read
+//! strictly as data someone else may have written: signed by the CA, one
+//! strict DER certificate, nothing in it certsync would silently drop.
+
+use std::path::Path;
+
+use x509_parser::extensions::{GeneralName, ParsedExtension};
+
+use super::{CaCert, LIMIT, MaterialError, one_certificate};
+use crate::source::csr::{KU_NAMES, KeyAlg, San, eku_usage, leaf_usages};
+
+/// What a template certificate says the issued one must be.
+pub(super) struct Template {
+    /// The subject as it is encoded (DER), copied into the issued one.
+    pub(super) subject: Vec<u8>,
+    pub(super) cn: Option<String>,
+    pub(super) o: Vec<String>,
+    pub(super) sans: Vec<San>,
+    /// Key usages (bit order), then EKUs (the template's order).
+    pub(super) usages: Vec<String>,
+    pub(super) alg: KeyAlg,
+    pub(super) not_after: i64,
+}
+
+/// Reads the identity of a template, strictly, as data someone else may
+/// have written: it must be signed by the CA (its validity is not checked:
+/// an expired certificate is the usual template), one strict DER
+/// certificate, each extension once. It may hold a subject of CN and O
+/// only, DNS names that pass [`crate::x509::dns_name`] and IP SANs, key
+/// usages and EKUs the CSR API names and a leaf may have, a key certsync
+/// can make, and no CA, name constraints or critical extension certsync
+/// does not copy. Anything else is refused rather than dropped, so nothing
+/// the template says is silently left out of the renewal; non-critical
+/// extensions certsync does not copy (SKI, AKI, authorityInfoAccess, CRL
+/// distribution points) are the signer's own and are ignored.
+pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, MaterialError> {
+    use x509_cert::der::Decode;
+    use x509_parser::prelude::FromDer;
+    let bytes = crate::files::read_regular(path, LIMIT).map_err(MaterialError::Read)?;
+    let der = one_certificate(&bytes)?;
+    let (rest, cert) = x509_parser::parse_x509_certificate(&der)
+        .map_err(|e| MaterialError::Parse(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(MaterialError::TrailingInPem);
+    }
+    crate::x509::strict_certificate(&der).map_err(MaterialError::NotStrict)?;
+    let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
+        .map_err(|e| MaterialError::CaPublicKey(e.to_string()))?;
+    if cert.issuer().as_raw() != ca.subject.as_slice()
+        || cert.verify_signature(Some(&ca_key)).is_err()
+    {
+        return Err(MaterialError::NotSignedByCa);
+    }
+    let (mut cn, mut o) = (None, Vec::new());
+    for rdn in cert.subject().iter() {
+        for atv in rdn.iter() {
+            let oid = atv.attr_type().to_id_string();
+            let value = atv
+                .as_str()
+                .map_err(|e| MaterialError::SubjectAttribute {
+                    oid: oid.clone(),
+                    problem: e.to_string(),
+                })?
+                .to_owned();
+            if value.is_empty() {
+                return Err(MaterialError::EmptyAttribute { oid });
+            }
+            match oid.as_str() {
+                crate::x509::COMMON_NAME if cn.is_none() => cn = Some(value),
+                crate::x509::COMMON_NAME => return Err(MaterialError::TwoCns),
+                crate::x509::ORGANIZATION => o.push(value),
+                _ => return Err(MaterialError::SubjectOther { oid }),
+            }
+        }
+    }
+    let (mut sans, mut ku, mut ekus) = (Vec::new(), 0u16, Vec::new());
+    // Each extension once: [`crate::x509::strict_certificate`] above.
+    for ext in cert.extensions() {
+        let oid = ext.oid.to_id_string();
+        match ext.parsed_extension() {
+            ParsedExtension::SubjectAlternativeName(san) => {
+                for name in &san.general_names {
+                    sans.push(match name {
+                        GeneralName::DNSName(d) => {
+                            crate::x509::dns_name(d).map_err(MaterialError::DnsName)?;
+                            San::Dns((*d).to_owned())
+                        }
+                        GeneralName::IPAddress(b) => {
+                            San::Ip(crate::x509::ip_of(b).ok_or(MaterialError::MalformedIp)?)
+                        }
+                        other => {
+                            return Err(MaterialError::OtherSan {
+                                san: format!("{other:?}"),
+                            });
+                        }
+                    });
+                }
+            }
+            ParsedExtension::KeyUsage(k) => ku = k.flags,
+            // x509-parser's EKU loses the order; x509-cert's keeps it.
+            ParsedExtension::ExtendedKeyUsage(_) => {
+                let eku = x509_cert::ext::pkix::ExtendedKeyUsage::from_der(ext.value)
+                    .map_err(MaterialError::Eku)?;
+                for oid in eku.0 {
+                    let oid = oid.to_string();
+                    let name = eku_usage(&oid)
+                        .ok_or_else(|| MaterialError::UnknownEku { oid: oid.clone() })?;
+                    if !ekus.contains(&name) {
+                        ekus.push(name);
+                    }
+                }
+            }
+            ParsedExtension::BasicConstraints(bc) if bc.ca => {
+                return Err(MaterialError::TemplateIsCa);
+            }
+            ParsedExtension::BasicConstraints(bc) if bc.path_len_constraint.is_some() => {
+                return Err(MaterialError::PathLength);
+            }
+            // CA:FALSE: what certsync writes itself.
+            ParsedExtension::BasicConstraints(_) => {}
+            ParsedExtension::NameConstraints(_) => return Err(MaterialError::NameConstraints),
+            ParsedExtension::ParseError { error } => {
+                return Err(MaterialError::Extension {
+                    oid,
+                    problem: error.to_string(),
+                });
+            }
+            // The four above, not read as what they are: not understood.
+            _ if ["2.5.29.17", "2.5.29.15", "2.5.29.37", "2.5.29.19"].contains(&oid.as_str()) => {
+                return Err(MaterialError::Unreadable { oid });
+            }
+            _ if ext.critical => return Err(MaterialError::Critical { oid }),
+            _ => {}
+        }
+    }
+    if cn.is_none() && sans.is_empty() {
+        return Err(MaterialError::NoName);
+    }
+    let ku_names = (0..KU_NAMES.len())
+        .filter(|i| ku & (1 << i) != 0)
+        .map(|i| KU_NAMES[i]);
+    leaf_usages(ku_names.clone())?;
+    let usages = ku_names.chain(ekus).map(str::to_owned).collect();
+    let alg = KeyAlg::of_spki(cert.public_key())
+        .ok_or(MaterialError::UnknownKeyAlg)?
+        .issuable()
+        .map_err(MaterialError::NotIssuable)?;
+    Ok(Template {
+        subject: cert.subject().as_raw().to_vec(),
+        cn,
+        o,
+        sans,
+        usages,
+        alg,
+        not_after: cert.validity().not_after.timestamp(),
+    })
+}

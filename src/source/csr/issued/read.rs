@@ -1,0 +1,294 @@
+//! The leaf of a signer's answer read twice, by x509-parser and by
+//! RustCrypto `x509-cert` (strict DER), into the same [`Facts`]: refused
+//! when either parser fails or they read a field differently, so an
+//! encoding one reader takes one way and a consumer another cannot slip
+//! extra authority past the check.
+
+use std::net::IpAddr;
+
+use super::IssuedError;
+
+const OID_SAN: &str = "2.5.29.17";
+const OID_KU: &str = "2.5.29.15";
+const OID_EKU: &str = "2.5.29.37";
+const OID_BC: &str = "2.5.29.19";
+
+/// Why one parser could not read the leaf; a parser's own message is kept
+/// as it says it.
+#[derive(Debug, thiserror::Error)]
+pub enum Unread {
+    #[error("{0}")]
+    Malformed(String),
+    #[error("trailing bytes after the certificate")]
+    Trailing,
+    #[error("extensions: {0}")]
+    Extensions(String),
+    #[error("subject attribute {oid} is not a UTF8String or PrintableString")]
+    SubjectType { oid: String },
+    #[error("subject attribute {oid}: {problem}")]
+    SubjectValue { oid: String, problem: String },
+    /// A known extension the parser fell back to "unsupported" for.
+    #[error("extension {oid} could not be read")]
+    Unsupported { oid: String },
+    #[error("extension {oid}: {problem}")]
+    Extension { oid: String, problem: String },
+    #[error("extension {oid} appears twice")]
+    Twice { oid: String },
+    #[error("subjectAltName holds a malformed IP address")]
+    MalformedIp,
+    #[error("subjectAltName holds an invalid entry")]
+    InvalidSan,
+    #[error("public key: {0}")]
+    PublicKey(String),
+}
+
+/// What the leaf says about whom it is for and what it may do: the same
+/// from either parser, or the certificate is refused.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Facts {
+    /// Every subject attribute (OID, value), sorted: a signer may group
+    /// them into RDNs differently (Go puts several O values in one RDN)
+    /// without changing what the subject asserts.
+    pub(super) subject: Vec<(String, String)>,
+    /// DNS names as written, sorted.
+    pub(super) dns: Vec<String>,
+    pub(super) ips: Vec<IpAddr>,
+    /// Any other kind of subjectAltName entry, by kind.
+    pub(super) other_names: Vec<&'static str>,
+    /// Key usage bits (bit 0: digitalSignature); `None`: no extension.
+    pub(super) key_usage: Option<u16>,
+    /// Extended key usage OIDs, sorted, once each; `None`: no extension.
+    pub(super) ext_key_usage: Option<Vec<String>>,
+    /// basicConstraints: (cA, pathLenConstraint); `None`: no extension.
+    pub(super) basic_constraints: Option<(bool, Option<u32>)>,
+    /// Critical extensions other than the four above, by OID.
+    pub(super) unknown_critical: Vec<String>,
+    /// The SubjectPublicKeyInfo, DER.
+    pub(super) spki: Vec<u8>,
+}
+
+impl Facts {
+    fn normalize(mut self) -> Self {
+        self.subject.sort();
+        self.dns.sort();
+        self.ips.sort();
+        self.other_names.sort_unstable();
+        if let Some(e) = &mut self.ext_key_usage {
+            e.sort();
+            e.dedup();
+        }
+        self.unknown_critical.sort();
+        self
+    }
+}
+
+/// The leaf read by x509-parser.
+fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
+    use x509_parser::asn1_rs::Tag;
+    use x509_parser::extensions::{GeneralName, ParsedExtension};
+    let (rest, cert) =
+        x509_parser::parse_x509_certificate(der).map_err(|e| Unread::Malformed(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(Unread::Trailing);
+    }
+    // Refuses an extension that appears twice (RFC 5280 4.2).
+    cert.tbs_certificate
+        .extensions_map()
+        .map_err(|e| Unread::Extensions(e.to_string()))?;
+    let mut facts = Facts::default();
+    for rdn in cert.subject().iter() {
+        for atv in rdn.iter() {
+            let oid = atv.attr_type().to_id_string();
+            if !matches!(
+                atv.attr_value().tag(),
+                Tag::Utf8String | Tag::PrintableString
+            ) {
+                return Err(Unread::SubjectType { oid });
+            }
+            let value = atv.as_str().map_err(|e| Unread::SubjectValue {
+                oid: oid.clone(),
+                problem: e.to_string(),
+            })?;
+            facts.subject.push((oid, value.to_owned()));
+        }
+    }
+    for ext in cert.extensions() {
+        let oid = ext.oid.to_id_string();
+        // A known extension the parser fell back to "unsupported" for is
+        // not one it understood.
+        let known = [OID_SAN, OID_KU, OID_EKU, OID_BC].contains(&oid.as_str());
+        if known && ext.parsed_extension().unsupported() {
+            return Err(Unread::Unsupported { oid });
+        }
+        match ext.parsed_extension() {
+            ParsedExtension::SubjectAlternativeName(san) => {
+                for name in &san.general_names {
+                    match name {
+                        GeneralName::DNSName(d) => facts.dns.push((*d).to_owned()),
+                        GeneralName::IPAddress(b) => {
+                            facts
+                                .ips
+                                .push(crate::x509::ip_of(b).ok_or(Unread::MalformedIp)?);
+                        }
+                        GeneralName::OtherName(..) => facts.other_names.push("otherName"),
+                        GeneralName::RFC822Name(_) => facts.other_names.push("an email address"),
+                        GeneralName::X400Address(_) => facts.other_names.push("an X.400 address"),
+                        GeneralName::DirectoryName(_) => {
+                            facts.other_names.push("a directory name");
+                        }
+                        GeneralName::EDIPartyName(_) => facts.other_names.push("an EDI party name"),
+                        GeneralName::URI(_) => facts.other_names.push("a URI"),
+                        GeneralName::RegisteredID(_) => facts.other_names.push("a registered ID"),
+                        GeneralName::Invalid(..) => {
+                            return Err(Unread::InvalidSan);
+                        }
+                    }
+                }
+            }
+            ParsedExtension::KeyUsage(ku) => facts.key_usage = Some(ku.flags),
+            ParsedExtension::ExtendedKeyUsage(eku) => {
+                let mut oids: Vec<String> = [
+                    (eku.any, "2.5.29.37.0"),
+                    (eku.server_auth, "1.3.6.1.5.5.7.3.1"),
+                    (eku.client_auth, "1.3.6.1.5.5.7.3.2"),
+                    (eku.code_signing, "1.3.6.1.5.5.7.3.3"),
+                    (eku.email_protection, "1.3.6.1.5.5.7.3.4"),
+                    (eku.time_stamping, "1.3.6.1.5.5.7.3.8"),
+                    (eku.ocsp_signing, "1.3.6.1.5.5.7.3.9"),
+                ]
+                .into_iter()
+                .filter(|(set, _)| *set)
+                .map(|(_, oid)| oid.to_owned())
+                .collect();
+                oids.extend(eku.other.iter().map(|o| o.to_id_string()));
+                facts.ext_key_usage = Some(oids);
+            }
+            ParsedExtension::BasicConstraints(bc) => {
+                facts.basic_constraints = Some((bc.ca, bc.path_len_constraint));
+            }
+            ParsedExtension::ParseError { error } => {
+                return Err(Unread::Extension {
+                    oid,
+                    problem: error.to_string(),
+                });
+            }
+            _ if ext.critical => facts.unknown_critical.push(oid),
+            _ => {}
+        }
+    }
+    facts.spki = cert.public_key().raw.to_vec();
+    Ok(facts.normalize())
+}
+
+/// The leaf read by RustCrypto `x509-cert` (strict DER).
+fn read_x509_cert(der: &[u8]) -> Result<Facts, Unread> {
+    use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
+    use x509_cert::der::{Decode, Encode, Tag, Tagged};
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
+    let cert =
+        x509_cert::Certificate::from_der(der).map_err(|e| Unread::Malformed(e.to_string()))?;
+    let tbs = &cert.tbs_certificate;
+    let mut facts = Facts::default();
+    for rdn in &tbs.subject.0 {
+        for atv in rdn.0.iter() {
+            let oid = atv.oid.to_string();
+            let value = match atv.value.tag() {
+                Tag::Utf8String => atv
+                    .value
+                    .decode_as::<Utf8StringRef<'_>>()
+                    .map(|s| s.to_string()),
+                Tag::PrintableString => atv
+                    .value
+                    .decode_as::<PrintableStringRef<'_>>()
+                    .map(|s| s.to_string()),
+                _ => return Err(Unread::SubjectType { oid }),
+            }
+            .map_err(|e| Unread::SubjectValue {
+                oid: oid.clone(),
+                problem: e.to_string(),
+            })?;
+            facts.subject.push((oid, value));
+        }
+    }
+    let mut seen = Vec::new();
+    for ext in tbs.extensions.iter().flatten() {
+        let oid = ext.extn_id.to_string();
+        if seen.contains(&oid) {
+            return Err(Unread::Twice { oid });
+        }
+        seen.push(oid.clone());
+        let bytes = ext.extn_value.as_bytes();
+        let err = |e: x509_cert::der::Error| Unread::Extension {
+            oid: oid.clone(),
+            problem: e.to_string(),
+        };
+        match oid.as_str() {
+            OID_SAN => {
+                for name in SubjectAltName::from_der(bytes).map_err(err)?.0 {
+                    match name {
+                        GeneralName::DnsName(d) => facts.dns.push(d.to_string()),
+                        GeneralName::IpAddress(b) => facts
+                            .ips
+                            .push(crate::x509::ip_of(b.as_bytes()).ok_or(Unread::MalformedIp)?),
+                        GeneralName::OtherName(_) => facts.other_names.push("otherName"),
+                        GeneralName::Rfc822Name(_) => facts.other_names.push("an email address"),
+                        GeneralName::DirectoryName(_) => {
+                            facts.other_names.push("a directory name");
+                        }
+                        GeneralName::EdiPartyName(_) => facts.other_names.push("an EDI party name"),
+                        GeneralName::UniformResourceIdentifier(_) => {
+                            facts.other_names.push("a URI");
+                        }
+                        GeneralName::RegisteredId(_) => facts.other_names.push("a registered ID"),
+                    }
+                }
+            }
+            OID_KU => facts.key_usage = Some(KeyUsage::from_der(bytes).map_err(err)?.0.bits()),
+            OID_EKU => {
+                let eku = ExtendedKeyUsage::from_der(bytes).map_err(err)?;
+                facts.ext_key_usage = Some(eku.0.iter().map(ToString::to_string).collect());
+            }
+            OID_BC => {
+                let bc = BasicConstraints::from_der(bytes).map_err(err)?;
+                facts.basic_constraints = Some((bc.ca, bc.path_len_constraint.map(u32::from)));
+            }
+            _ if ext.critical => facts.unknown_critical.push(oid),
+            _ => {}
+        }
+    }
+    facts.spki = tbs
+        .subject_public_key_info
+        .to_der()
+        .map_err(|e| Unread::PublicKey(e.to_string()))?;
+    Ok(facts.normalize())
+}
+
+/// The leaf's facts when both parsers read it, and read it the same.
+pub(super) fn read_strictly(der: &[u8]) -> Result<Facts, IssuedError> {
+    let unread = |parser| move |problem| IssuedError::Unread { parser, problem };
+    let a = read_x509_parser(der).map_err(unread("x509-parser"))?;
+    let b = read_x509_cert(der).map_err(unread("x509-cert"))?;
+    let differ = [
+        ("subject", a.subject != b.subject),
+        (
+            "subjectAltName",
+            a.dns != b.dns || a.ips != b.ips || a.other_names != b.other_names,
+        ),
+        ("key usage", a.key_usage != b.key_usage),
+        ("extended key usage", a.ext_key_usage != b.ext_key_usage),
+        (
+            "basic constraints",
+            a.basic_constraints != b.basic_constraints,
+        ),
+        (
+            "critical extensions",
+            a.unknown_critical != b.unknown_critical,
+        ),
+        ("public key", a.spki != b.spki),
+    ];
+    match differ.iter().find(|(_, d)| *d) {
+        Some((field, _)) => Err(IssuedError::ReadDifferently { field }),
+        None => Ok(a),
+    }
+}
