@@ -224,64 +224,43 @@ pub fn no_other_user_may_write(target: &Path) -> Result<(), OwnedError> {
 }
 
 /// The check of [`only_root_may_change`] (and, with `volume_roots`, of
-/// [`no_other_user_may_recreate`]), by path: for a target written later
-/// and for a file run or read by another program, where certsync opens
-/// nothing now. A file certsync reads is judged on its descriptors
-/// instead ([`read_owned`]). A read-only mount and a root-owned sticky
-/// directory stay refused here: a write-time target has no second look at
-/// an entry a user made again after a cleaner removed root's.
+/// [`no_other_user_may_recreate`]), now: for a target written later and
+/// for a file run or read by another program. The nearest part of `path`
+/// that exists is walked as [`read_owned`] walks ([`beneath::walk`]: each
+/// directory a name is looked up in and each symlink followed, as written
+/// and where links lead), and what it names judged too. A read-only mount
+/// and a root-owned sticky directory stay refused here: a write-time
+/// target has no second look at an entry a user made again after a
+/// cleaner removed root's.
 fn guard(path: &Path, volume_roots: bool) -> Result<(), OwnedError> {
-    // A read-only mount and a root-owned sticky directory stay refused
-    // (see above); a volume's root is accepted for a target only.
+    // A volume's root is accepted for a target only.
     let trust = Trust {
         volume_root_ok: volume_roots,
         ..Trust::STRICT
     };
-    let judge = |p: &Path| -> Result<(), OwnedError> {
-        // A symlink on the way is judged by its own owner too: one a user
-        // made in a sticky directory may lead to a root file of their
-        // choosing.
-        if let Ok(link) = beneath::Entry::at_path(p, false)
-            && link.link
-        {
-            trust.judge(&link).map_err(OwnedError::Untrusted)?;
+    let absolute = std::path::absolute(path).map_err(OwnedError::WorkingDirectory)?;
+    let mut existing = absolute.as_path();
+    while existing.symlink_metadata().is_err() {
+        match existing.parent() {
+            Some(parent) => existing = parent,
+            None => return Ok(()),
         }
-        let followed = beneath::Entry::at_path(p, true).map_err(OwnedError::Way)?;
-        trust.judge(&followed).map_err(OwnedError::Untrusted)
+    }
+    let untrusted = |e: PathError| match e {
+        PathError::Untrusted(u) => OwnedError::Untrusted(u),
+        e => OwnedError::Way(e),
     };
-    let mut seen = Vec::new();
-    // As written (each parent resolved: a symlink's own directory counts),
-    // and where the whole path leads.
-    let mut starts = Vec::new();
-    let mut cur = Some(path);
-    while let Some(p) = cur {
-        if p.symlink_metadata().is_ok() {
-            starts.push(p.to_owned());
-            break;
-        }
-        cur = p.parent();
-    }
-    if let Some(existing) = starts.first().cloned() {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            starts.push(real);
-        }
-        if let Some(parent) = existing
-            .parent()
-            .and_then(|p| std::fs::canonicalize(p).ok())
-        {
-            starts.push(parent);
-        }
-    }
-    for start in starts {
-        for p in start.ancestors().filter(|p| !p.as_os_str().is_empty()) {
-            let p = p.to_owned();
-            if !seen.contains(&p) {
-                judge(&p)?;
-                seen.push(p);
-            }
-        }
-    }
-    Ok(())
+    let walked = beneath::walk(Start::Path, existing, Links::Follow, &mut |e| {
+        Ok(trust.judge(e)?)
+    })
+    .map_err(untrusted)?;
+    let last = beneath::Entry::of(
+        walked.shown.clone(),
+        std::os::fd::AsFd::as_fd(&walked.fd),
+        &walked.st,
+        false,
+    );
+    trust.judge(&last).map_err(OwnedError::Untrusted)
 }
 
 #[cfg(test)]
