@@ -313,9 +313,7 @@ impl State {
                             let user = requester(&csr);
                             let facts = policy::Facts {
                                 node: user.strip_prefix(policy::NODE_PREFIX).map(str::to_owned),
-                                usages: csr.spec.usages.clone().unwrap_or_default(),
-                                key: "unknown".into(),
-                                ..Default::default()
+                                ..policy::Facts::unread(&csr)
                             };
                             (policy::too_many_pending(user, count, MAX_PENDING), facts)
                         }
