@@ -1,12 +1,9 @@
 //! What the approver reads from the cluster besides CSRs and Nodes: the
 //! names and addresses that are the cluster's own (never a node's: the
-//! API server's, every Service's), and
-//! whether this replica still holds its Lease.
+//! API server's, every Service's).
 
 use std::net::IpAddr;
-use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
@@ -19,7 +16,7 @@ use hostport::{Host, parse_ip_sloppy};
 
 mod hostport;
 
-fn api_err(verb: &'static str, object: &str, e: &kube::Error) -> ApproveError {
+pub(super) fn api_err(verb: &'static str, object: &str, e: &kube::Error) -> ApproveError {
     ApproveError::Api {
         verb,
         object: object.to_owned(),
@@ -293,35 +290,6 @@ pub fn check_service_range(cluster: &Cluster, policy: &Policy) -> Result<(), App
         });
     }
     Ok(())
-}
-
-/// Whether `identity` holds Lease `namespace/name` and it has not expired
-/// by this process's clock (the holder, this process, wrote renewTime with
-/// the same clock). Read from the API server before each write, so a
-/// replica that lost the Lease while it was busy writes nothing.
-pub async fn holds_lease(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    identity: &str,
-) -> Result<bool, ApproveError> {
-    let lease = Api::<Lease>::namespaced(client.clone(), namespace)
-        .get(name)
-        .await
-        .map_err(|e| api_err("get", &format!("lease {namespace}/{name}"), &e))?;
-    let Some(spec) = lease.spec else {
-        return Ok(false);
-    };
-    if spec.holder_identity.as_deref() != Some(identity) {
-        return Ok(false);
-    }
-    let (Some(renewed), Some(secs)) = (spec.renew_time, spec.lease_duration_seconds) else {
-        return Ok(false);
-    };
-    let renewed = SystemTime::UNIX_EPOCH
-        + Duration::from_millis(u64::try_from(renewed.0.as_millisecond()).unwrap_or(0));
-    let until = renewed + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
-    Ok(SystemTime::now() < until)
 }
 
 #[cfg(test)]
