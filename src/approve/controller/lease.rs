@@ -9,8 +9,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 
 use super::Round;
-use crate::approve::cluster::api_err;
-use crate::approve::{ApproveError, ApproverConfig, until_ok};
+use crate::approve::{ApproveError, ApproverConfig, api_err, until_ok};
 
 /// Whether this replica may write, as it changes; `None` when shutdown
 /// comes first. A dry run takes no Lease: it must never keep a real
