@@ -39,18 +39,18 @@ pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result
         // name, so a Node named `web1.example.com` must not get the
         // renewals of the node that listed that name first denied; a
         // person decides which is whose.
-        if let Some(other) = nodes.named(d, name) {
+        let another = nodes
+            .named(d, name)
+            .map(|other| format!("DNS name {d:?} is node {other:?}'s name"))
+            .or_else(|| {
+                nodes
+                    .listing_dns(d, name)
+                    .map(|other| format!("DNS name {d:?} belongs to node {other:?}"))
+            });
+        if let Some(message) = another {
             return Err(deny_unless_listed(
                 Check::DnsSan,
-                format!("DNS name {d:?} is node {other:?}'s name"),
-                asker.lists_dns(d),
-                name,
-            ));
-        }
-        if let Some(other) = nodes.listing_dns(d, name) {
-            return Err(deny_unless_listed(
-                Check::DnsSan,
-                format!("DNS name {d:?} belongs to node {other:?}"),
+                message,
                 asker.lists_dns(d),
                 name,
             ));
