@@ -94,10 +94,10 @@ pub async fn run(
         config: &config,
         api: &csrs,
         metrics: &metrics,
-        leading: false,
+        leader: &leader,
         client: &client,
     };
-    state.serve(with, &watches, leader, &mut shutdown).await;
+    state.serve(with, &watches, &mut shutdown).await;
     Ok(())
 }
 
@@ -157,8 +157,8 @@ struct Round<'a> {
     config: &'a ApproverConfig,
     api: &'a Api<Csr>,
     metrics: &'a Metrics,
-    /// Whether this replica may write now.
-    leading: bool,
+    /// Whether this replica may write, as it changes.
+    leader: &'a watch::Receiver<bool>,
     client: &'a Client,
 }
 
@@ -191,14 +191,13 @@ impl State {
         &mut self,
         with: Round<'_>,
         watches: &Watches,
-        leader: watch::Receiver<bool>,
         shutdown: &mut watch::Receiver<bool>,
     ) {
         // Each refresh of the cluster facts re-decides every pending CSR
         // (a CSR waiting on another node's addresses, a Service that went).
         let mut refresh = tokio::time::interval(CLUSTER_FACTS_TTL);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut leader_rx = leader.clone();
+        let mut leader_rx = with.leader.clone();
         loop {
             let (synced, backlog) = {
                 let seen = watches.lock();
@@ -246,11 +245,7 @@ impl State {
                 // A round decides one CSR per requester; SIGTERM is
                 // answered while it runs (a write cut short is either
                 // made or not: the next leader looks again).
-                Work::Round => {
-                    let leading = *leader.borrow();
-                    let round = self.round(Round { leading, ..with }, watches);
-                    unless_stopped(shutdown, round).await
-                }
+                Work::Round => unless_stopped(shutdown, self.round(with, watches)).await,
             };
             if done.is_none() {
                 return;
@@ -293,9 +288,11 @@ impl State {
     }
 
     /// One round: decides the next CSR of each requester, off the runtime,
-    /// and writes the verdicts when `leading` and not a dry run.
+    /// and writes the verdicts when this replica leads as the round
+    /// starts and it is not a dry run.
     async fn round(&mut self, with: Round<'_>, watches: &Watches) {
         let Round { config, client, .. } = with;
+        let leading = *with.leader.borrow();
         let Some(facts_of_cluster) = self.cluster_facts(config, client).await else {
             // Fail closed; the next refresh tries again.
             watches.lock().dirty.clear();
@@ -344,7 +341,10 @@ impl State {
             return;
         };
         for (csr, verdict, facts) in decided {
-            if !self.write(with, watches, &csr, verdict, facts).await {
+            if !self
+                .write(with, leading, watches, &csr, verdict, facts)
+                .await
+            {
                 return;
             }
         }
@@ -398,11 +398,13 @@ impl State {
         }
     }
 
-    /// Logs `verdict` on `csr` once and writes it; `false` when this
-    /// replica must stop writing (its Lease is no longer confirmed).
+    /// Logs `verdict` on `csr` once and writes it when `leading`; `false`
+    /// when this replica must stop writing (its Lease is no longer
+    /// confirmed).
     async fn write(
         &mut self,
         with: Round<'_>,
+        leading: bool,
         watches: &Watches,
         csr: &Csr,
         verdict: Verdict,
@@ -412,7 +414,6 @@ impl State {
             config,
             api,
             metrics,
-            leading,
             ..
         } = with;
         let name = name_of(csr);
