@@ -10,7 +10,7 @@ use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::policy::{Cidr, Cluster, Policy, RangeError};
+use super::policy::{Cidr, Cluster, Policy, RangeError, dns_name};
 use super::{ApproveError, api_err};
 use hostport::{Host, parse_ip_sloppy};
 
@@ -248,7 +248,7 @@ fn endpoint(cluster: &mut Cluster, text: &str, what: &str) {
 fn host(text: &str) -> Host {
     match parse_ip_sloppy(text) {
         Some(ip) => Host::Ip(ip),
-        None => Host::Name(text.trim_end_matches('.').to_ascii_lowercase()),
+        None => Host::Name(dns_name(text)),
     }
 }
 

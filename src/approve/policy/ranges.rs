@@ -30,7 +30,7 @@ impl std::str::FromStr for Reserved {
         if s.contains('/') {
             return s.parse().map(Self::Range);
         }
-        let name = s.trim_end_matches('.').to_ascii_lowercase();
+        let name = dns_name(s);
         let ok = !name.is_empty()
             && name.split('.').all(|l| {
                 !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
@@ -108,4 +108,10 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     }
+}
+
+/// A DNS name in the one form names are compared in: lower-case, without
+/// its final dot (`Web1.Example.` is `web1.example`).
+pub fn dns_name(s: &str) -> String {
+    s.trim_end_matches('.').to_ascii_lowercase()
 }
