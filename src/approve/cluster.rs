@@ -1,31 +1,20 @@
 //! What the approver reads from the cluster besides CSRs and Nodes: the
 //! names and addresses that are the cluster's own (never a node's: the
-//! API server's, every Service's), and
-//! whether this replica still holds its Lease.
+//! API server's, every Service's).
 
 use std::net::IpAddr;
-use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::ApproveError;
-use super::policy::{Cidr, Cluster, Policy, RangeError};
+use super::policy::{Cidr, Cluster, Policy, RangeError, dns_name};
+use super::{ApproveError, api_err};
 use hostport::{Host, parse_ip_sloppy};
 
 mod hostport;
-
-fn api_err(verb: &'static str, object: &str, e: &kube::Error) -> ApproveError {
-    ApproveError::Api {
-        verb,
-        object: object.to_owned(),
-        message: crate::error_chain(e),
-    }
-}
 
 fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
@@ -42,58 +31,8 @@ fn not_found(e: &kube::Error) -> bool {
 /// the approver decides nothing without these.
 pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, ApproveError> {
     let mut cluster = Cluster::default();
-    if let Some(host) = server.host() {
-        endpoint(&mut cluster, host, "the API server address certsync uses");
-    }
-    if let Some(kubeconfig) = yaml_in(client, "kube-public", "cluster-info", "kubeconfig").await? {
-        for c in kubeconfig["clusters"].as_sequence().into_iter().flatten() {
-            if let Some(host) = c["cluster"]["server"].as_str().and_then(host_of) {
-                endpoint(
-                    &mut cluster,
-                    &host,
-                    "the API server's address in cluster-info",
-                );
-            }
-        }
-    }
-    let kubeadm = yaml_in(
-        client,
-        "kube-system",
-        "kubeadm-config",
-        "ClusterConfiguration",
-    )
-    .await?;
-    if let Some(config) = kubeadm {
-        control_plane_endpoint(&mut cluster, &config["controlPlaneEndpoint"])?;
-        for san in config["apiServer"]["certSANs"]
-            .as_sequence()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_str())
-        {
-            endpoint(&mut cluster, san, "one of the API server's certSANs");
-        }
-    }
-    match Api::<ServiceCIDR>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => {
-            for sc in list.items {
-                let name = sc.metadata.name.clone().unwrap_or_default();
-                for c in sc.spec.and_then(|s| s.cidrs).unwrap_or_default() {
-                    let cidr: Cidr = c.parse().map_err(|e: RangeError| ApproveError::Api {
-                        verb: "read",
-                        object: format!("servicecidr {name}"),
-                        message: e.to_string(),
-                    })?;
-                    cluster.ranges.push((cidr, format!("ServiceCIDR {name}")));
-                }
-            }
-        }
-        Err(e) if not_found(&e) => {}
-        Err(e) => return Err(api_err("list", "servicecidrs.networking.k8s.io", &e)),
-    }
+    api_server_addresses(&mut cluster, client, server).await?;
+    service_ranges(&mut cluster, client).await?;
     // Every Service, cluster-wide: the `kubernetes` Service's IPs, and
     // the addresses a Service is reached at from outside (external IPs,
     // load balancer addresses), which are often inside the node network.
@@ -106,6 +45,76 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
     for svc in &services.items {
         service_addresses(&mut cluster, svc);
     }
+    api_server_endpoints(&mut cluster, client).await?;
+    Ok(cluster)
+}
+
+/// The addresses clients reach the API server by: `server`, and where
+/// kubeadm publishes them.
+async fn api_server_addresses(
+    cluster: &mut Cluster,
+    client: &Client,
+    server: &http::Uri,
+) -> Result<(), ApproveError> {
+    if let Some(host) = server.host() {
+        endpoint(cluster, host, "the API server address certsync uses");
+    }
+    if let Some(kubeconfig) = yaml_in(client, "kube-public", "cluster-info", "kubeconfig").await? {
+        for c in kubeconfig["clusters"].as_sequence().into_iter().flatten() {
+            if let Some(host) = c["cluster"]["server"].as_str().and_then(host_of) {
+                endpoint(cluster, &host, "the API server's address in cluster-info");
+            }
+        }
+    }
+    let kubeadm = yaml_in(
+        client,
+        "kube-system",
+        "kubeadm-config",
+        "ClusterConfiguration",
+    )
+    .await?;
+    if let Some(config) = kubeadm {
+        control_plane_endpoint(cluster, &config["controlPlaneEndpoint"])?;
+        for san in config["apiServer"]["certSANs"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+        {
+            endpoint(cluster, san, "one of the API server's certSANs");
+        }
+    }
+    Ok(())
+}
+
+/// The Service ranges of the ServiceCIDR objects; none when the API is
+/// absent.
+async fn service_ranges(cluster: &mut Cluster, client: &Client) -> Result<(), ApproveError> {
+    let list = match Api::<ServiceCIDR>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => list,
+        Err(e) if not_found(&e) => return Ok(()),
+        Err(e) => return Err(api_err("list", "servicecidrs.networking.k8s.io", &e)),
+    };
+    for sc in list.items {
+        let name = sc.metadata.name.clone().unwrap_or_default();
+        for c in sc.spec.and_then(|s| s.cidrs).unwrap_or_default() {
+            let cidr: Cidr = c.parse().map_err(|e: RangeError| ApproveError::Api {
+                verb: "read",
+                object: format!("servicecidr {name}"),
+                message: e.to_string(),
+            })?;
+            cluster.ranges.push((cidr, format!("ServiceCIDR {name}")));
+        }
+    }
+    Ok(())
+}
+
+/// The API server's endpoints: the addresses of the `default/kubernetes`
+/// Service's EndpointSlices.
+async fn api_server_endpoints(cluster: &mut Cluster, client: &Client) -> Result<(), ApproveError> {
     let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default")
         .list(&ListParams::default().labels("kubernetes.io/service-name=kubernetes"))
         .await
@@ -119,7 +128,7 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
             }
         }
     }
-    Ok(cluster)
+    Ok(())
 }
 
 /// Records the addresses of `svc` that are never a node's: its cluster
@@ -136,13 +145,14 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
             format!("Service {ns}/{name}'s {kind}")
         }
     };
-    let add = |cluster: &mut Cluster, address: &str, kind: &str| match parse_ip_sloppy(address) {
-        Some(ip) => cluster.services.push((ip, what(kind))),
-        None if !address.is_empty() => cluster.names.push((
-            address.trim_end_matches('.').to_ascii_lowercase(),
-            what(kind),
-        )),
-        None => {}
+    let add = |cluster: &mut Cluster, address: &str, kind: &str| {
+        if address.is_empty() {
+            return;
+        }
+        match host(address) {
+            Host::Ip(ip) => cluster.services.push((ip, what(kind))),
+            Host::Name(name) => cluster.names.push((name, what(kind))),
+        }
     };
     if let Some(spec) = &svc.spec {
         for ip in spec
@@ -166,12 +176,9 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
         // (not reserved, it was approved to a node that listed it, under
         // an --allowed-dns pattern).
         if let Some(name) = spec.external_name.as_deref().filter(|n| !n.is_empty()) {
-            match parse_ip_sloppy(name) {
-                Some(ip) => cluster.services.push((ip, what("external name"))),
-                None => cluster.service_names.push((
-                    name.trim_end_matches('.').to_ascii_lowercase(),
-                    what("external name"),
-                )),
+            match host(name) {
+                Host::Ip(ip) => cluster.services.push((ip, what("external name"))),
+                Host::Name(name) => cluster.service_names.push((name, what("external name"))),
             }
         }
     }
@@ -223,19 +230,25 @@ fn host_of(url: &str) -> Option<String> {
     url.parse::<http::Uri>().ok()?.host().map(str::to_owned)
 }
 
-/// Records `host` (an IP, bracketed or not, or a DNS name: a URL's host
-/// or a certSAN) as the API server's. An IPv4 address with leading zeros
-/// is read as kubeadm reads certSANs (`netutils.ParseIPSloppy`: decimal),
-/// the address it puts in the API server's certificate.
+/// Records `text` (an IP, bracketed or not, or a DNS name: a URL's host
+/// or a certSAN) as the API server's, read as kubeadm reads certSANs
+/// ([`host`]): the address it puts in the API server's certificate.
 /// `controlPlaneEndpoint` has its own reader, [`control_plane_endpoint`].
-fn endpoint(cluster: &mut Cluster, host: &str, what: &str) {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    match parse_ip_sloppy(host) {
-        Some(ip) => cluster.addresses.push((ip, what.to_owned())),
-        None => cluster.names.push((
-            host.trim_end_matches('.').to_ascii_lowercase(),
-            what.to_owned(),
-        )),
+fn endpoint(cluster: &mut Cluster, text: &str, what: &str) {
+    match host(text.trim_start_matches('[').trim_end_matches(']')) {
+        Host::Ip(ip) => cluster.addresses.push((ip, what.to_owned())),
+        Host::Name(name) => cluster.names.push((name, what.to_owned())),
+    }
+}
+
+/// `text`, an address or a DNS name, in the form the policy compares: an
+/// IPv4 address with leading zeros read as kubeadm reads it
+/// (`netutils.ParseIPSloppy`: decimal), a name lower-case without its
+/// final dot.
+fn host(text: &str) -> Host {
+    match parse_ip_sloppy(text) {
+        Some(ip) => Host::Ip(ip),
+        None => Host::Name(dns_name(text)),
     }
 }
 
@@ -293,35 +306,6 @@ pub fn check_service_range(cluster: &Cluster, policy: &Policy) -> Result<(), App
         });
     }
     Ok(())
-}
-
-/// Whether `identity` holds Lease `namespace/name` and it has not expired
-/// by this process's clock (the holder, this process, wrote renewTime with
-/// the same clock). Read from the API server before each write, so a
-/// replica that lost the Lease while it was busy writes nothing.
-pub async fn holds_lease(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    identity: &str,
-) -> Result<bool, ApproveError> {
-    let lease = Api::<Lease>::namespaced(client.clone(), namespace)
-        .get(name)
-        .await
-        .map_err(|e| api_err("get", &format!("lease {namespace}/{name}"), &e))?;
-    let Some(spec) = lease.spec else {
-        return Ok(false);
-    };
-    if spec.holder_identity.as_deref() != Some(identity) {
-        return Ok(false);
-    }
-    let (Some(renewed), Some(secs)) = (spec.renew_time, spec.lease_duration_seconds) else {
-        return Ok(false);
-    };
-    let renewed = SystemTime::UNIX_EPOCH
-        + Duration::from_millis(u64::try_from(renewed.0.as_millisecond()).unwrap_or(0));
-    let until = renewed + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
-    Ok(SystemTime::now() < until)
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ use super::{
 use crate::metrics::Metrics;
 use crate::source::watch::Watch;
 
+mod lease;
 mod seen;
 use seen::Watches;
 
@@ -75,41 +76,11 @@ pub async fn run(
              (except reserved ones and other nodes'); a compromised node can obtain a certificate for any free address"
         );
     }
-    // A dry run takes no Lease: it must never keep a real replica from
-    // deciding.
-    let leader = if config.dry_run {
-        watch::channel(false).1
-    } else {
-        match until_ok(&mut shutdown, "start leader election", || {
-            leadership(&config, &client)
-        })
-        .await
-        {
-            Some(leader) => leader,
-            None => return Ok(()),
-        }
+    let Some(leader) = lease::leader(&config, &client, &mut shutdown).await else {
+        return Ok(());
     };
     let csrs: Api<Csr> = Api::all(client.clone());
-    let nodes: Api<Node> = Api::all(client.clone());
-    let selector = format!("spec.signerName={}", config.signer);
-    // The one list/watch loop every Kubernetes source uses (resume,
-    // bookmarks, re-list on 410, back off, the short-watch rule); each
-    // watch call ends server-side after --watch-timeout.
-    let timeout = u32::try_from(config.client.watch_timeout.as_secs())
-        .unwrap_or(290)
-        .clamp(1, 290);
-    let watching = watcher::Config::default().timeout(timeout);
-    let mut csr_watch = watching.clone().fields(&selector);
-    if let Some(labels) = &config.selector {
-        csr_watch = csr_watch.labels(labels);
-    }
-    let watches = Watches::start(
-        Watch::new(csrs.clone(), csr_watch)
-            .named("certificatesigningrequests")
-            .stream(),
-        Watch::new(nodes, watching).named("nodes").stream(),
-        &metrics,
-    );
+    let watches = start_watches(&config, &client, &csrs, &metrics);
     let mut state = State {
         told: HashMap::new(),
         cluster: None,
@@ -118,108 +89,66 @@ pub async fn run(
         facts_read: false,
         policy: Arc::new(config.policy.clone()),
     };
-    // Each refresh of the cluster facts re-decides every pending CSR
-    // (a CSR waiting on another node's addresses, a Service that went).
-    let mut refresh = tokio::time::interval(CLUSTER_FACTS_TTL);
-    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
     tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
-    let mut leader_rx = leader.clone();
-    loop {
-        let (synced, backlog) = {
-            let seen = watches.lock();
-            (seen.synced(), seen.dirty.len())
-        };
-        // Ready once the facts were read too, and while they can be.
-        if synced && state.facts_read {
-            metrics.ready(READINESS, state.facts_problem.clone());
-        }
-        metrics.csr_backlog(backlog);
-        tokio::select! {
-            biased;
-            () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
-            Ok(()) = leader_rx.changed() => {
-                let leading = *leader_rx.borrow_and_update();
-                tracing::info!(leading, "leadership changed");
-                watches.lock().all_dirty();
-            }
-            _ = refresh.tick() => {
-                let idle = {
-                    let mut seen = watches.lock();
-                    seen.all_dirty();
-                    seen.dirty.is_empty()
-                };
-                // Nothing to decide: the facts are still read, so /readyz
-                // fails while they cannot be (a missing RBAC rule shows
-                // before the first CSR waits on it).
-                if synced && idle {
-                    tokio::select! {
-                        _ = state.cluster_facts(&config, &client) => {}
-                        () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
-                    }
-                }
-            }
-            // The facts read as soon as the watches have listed, not at
-            // the first refresh: /readyz says from the start whether
-            // they can be (with `list services` forbidden, the approver
-            // decided nothing while /readyz answered 200).
-            () = std::future::ready(()), if synced && !state.facts_read => {
-                tokio::select! {
-                    _ = state.cluster_facts(&config, &client) => {}
-                    () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
-                }
-            }
-            () = std::future::ready(()), if synced && backlog > 0 => {
-                let leading = *leader.borrow();
-                let with = Round {
-                    config: &config,
-                    api: &csrs,
-                    metrics: &metrics,
-                    leading,
-                    client: &client,
-                };
-                // A round decides one CSR per requester; SIGTERM is
-                // answered while it runs (a write cut short is either
-                // made or not: the next leader looks again).
-                tokio::select! {
-                    () = state.round(with, &watches) => {}
-                    () = crate::shutdown::stopped(&mut shutdown) => return Ok(()),
-                }
-            }
-            () = watches.changed() => {}
-        }
-    }
+    let with = Round {
+        config: &config,
+        api: &csrs,
+        metrics: &metrics,
+        leader: &leader,
+        client: &client,
+    };
+    state.serve(with, &watches, &mut shutdown).await;
+    Ok(())
 }
 
-/// `true` while this replica may write: always without a Lease, else
-/// while it holds it.
-async fn leadership(
+/// The watches of this signer's CSRs (`--selector` too) and of every
+/// Node, each read by a task of its own. The one list/watch loop every
+/// Kubernetes source uses (resume, bookmarks, re-list on 410, back off,
+/// the short-watch rule); each watch call ends server-side after
+/// --watch-timeout.
+fn start_watches(
     config: &ApproverConfig,
     client: &Client,
-) -> Result<watch::Receiver<bool>, ApproveError> {
-    let Some(lease) = &config.lease else {
-        return Ok(watch::channel(true).1);
-    };
-    let err = |e: &dyn std::fmt::Display| ApproveError::Lease {
-        lease: format!("{}/{}", lease.namespace(), lease.name),
-        message: e.to_string(),
-    };
-    let secs = lease.duration.as_secs().max(2);
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease.name)
-        .with_namespace(lease.namespace())
-        .with_identity(&lease.identity)
-        .with_duration(secs)
-        .with_grace(secs / 3)
-        .build()
-        .await
-        .map_err(|e| err(&e))?;
-    let (rx, task) = manager.watch().await;
-    tokio::spawn(async move {
-        if let Ok(Err(e)) = task.await {
-            tracing::error!(error = %e, "leader election ended");
-        }
-    });
-    Ok(rx)
+    csrs: &Api<Csr>,
+    metrics: &Arc<Metrics>,
+) -> Watches {
+    let selector = format!("spec.signerName={}", config.signer);
+    let timeout = u32::try_from(config.client.watch_timeout.as_secs())
+        .unwrap_or(290)
+        .clamp(1, 290);
+    let watching = watcher::Config::default().timeout(timeout);
+    let mut csr_watch = watching.clone().fields(&selector);
+    if let Some(labels) = &config.selector {
+        csr_watch = csr_watch.labels(labels);
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    Watches::start(
+        Watch::new(csrs.clone(), csr_watch)
+            .named("certificatesigningrequests")
+            .stream(),
+        Watch::new(nodes, watching).named("nodes").stream(),
+        metrics,
+    )
+}
+
+/// What the loop does once woken.
+enum Work {
+    Nothing,
+    /// Read the cluster facts (when older than [`CLUSTER_FACTS_TTL`]).
+    Facts,
+    /// Decide a round.
+    Round,
+}
+
+/// `work` to its end; `None` when shutdown comes first.
+async fn unless_stopped<T>(
+    shutdown: &mut watch::Receiver<bool>,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        t = work => Some(t),
+        () = crate::shutdown::stopped(shutdown) => None,
+    }
 }
 
 /// What a round of decisions works with besides the state.
@@ -228,8 +157,8 @@ struct Round<'a> {
     config: &'a ApproverConfig,
     api: &'a Api<Csr>,
     metrics: &'a Metrics,
-    /// Whether this replica may write now.
-    leading: bool,
+    /// Whether this replica may write, as it changes.
+    leader: &'a watch::Receiver<bool>,
     client: &'a Client,
 }
 
@@ -255,6 +184,75 @@ fn requester(csr: &Csr) -> &str {
 }
 
 impl State {
+    /// Decides until `shutdown`: a round when there is a backlog, the
+    /// cluster facts as soon as the watches have listed and at each
+    /// refresh, everything again when leadership changes.
+    async fn serve(
+        &mut self,
+        with: Round<'_>,
+        watches: &Watches,
+        shutdown: &mut watch::Receiver<bool>,
+    ) {
+        // Each refresh of the cluster facts re-decides every pending CSR
+        // (a CSR waiting on another node's addresses, a Service that went).
+        let mut refresh = tokio::time::interval(CLUSTER_FACTS_TTL);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut leader_rx = with.leader.clone();
+        loop {
+            let (synced, backlog) = {
+                let seen = watches.lock();
+                (seen.synced(), seen.dirty.len())
+            };
+            // Ready once the facts were read too, and while they can be.
+            if synced && self.facts_read {
+                with.metrics.ready(READINESS, self.facts_problem.clone());
+            }
+            with.metrics.csr_backlog(backlog);
+            let work = tokio::select! {
+                biased;
+                () = crate::shutdown::stopped(shutdown) => return,
+                Ok(()) = leader_rx.changed() => {
+                    let leading = *leader_rx.borrow_and_update();
+                    tracing::info!(leading, "leadership changed");
+                    watches.lock().all_dirty();
+                    Work::Nothing
+                }
+                _ = refresh.tick() => {
+                    let idle = {
+                        let mut seen = watches.lock();
+                        seen.all_dirty();
+                        seen.dirty.is_empty()
+                    };
+                    // Nothing to decide: the facts are still read, so
+                    // /readyz fails while they cannot be (a missing RBAC
+                    // rule shows before the first CSR waits on it).
+                    if synced && idle { Work::Facts } else { Work::Nothing }
+                }
+                // The facts read as soon as the watches have listed, not
+                // at the first refresh: /readyz says from the start
+                // whether they can be (with `list services` forbidden, the
+                // approver decided nothing while /readyz answered 200).
+                () = std::future::ready(()), if synced && !self.facts_read => Work::Facts,
+                () = std::future::ready(()), if synced && backlog > 0 => Work::Round,
+                () = watches.changed() => Work::Nothing,
+            };
+            let done = match work {
+                Work::Nothing => Some(()),
+                Work::Facts => {
+                    let read = self.cluster_facts(with.config, with.client);
+                    unless_stopped(shutdown, read).await.map(drop)
+                }
+                // A round decides one CSR per requester; SIGTERM is
+                // answered while it runs (a write cut short is either
+                // made or not: the next leader looks again).
+                Work::Round => unless_stopped(shutdown, self.round(with, watches)).await,
+            };
+            if done.is_none() {
+                return;
+            }
+        }
+    }
+
     /// The cluster facts, read again once older than
     /// [`CLUSTER_FACTS_TTL`]; `None` (decide nothing) when they cannot be.
     async fn cluster_facts(
@@ -290,9 +288,11 @@ impl State {
     }
 
     /// One round: decides the next CSR of each requester, off the runtime,
-    /// and writes the verdicts when `leading` and not a dry run.
+    /// and writes the verdicts when this replica leads as the round
+    /// starts and it is not a dry run.
     async fn round(&mut self, with: Round<'_>, watches: &Watches) {
         let Round { config, client, .. } = with;
+        let leading = *with.leader.borrow();
         let Some(facts_of_cluster) = self.cluster_facts(config, client).await else {
             // Fail closed; the next refresh tries again.
             watches.lock().dirty.clear();
@@ -313,9 +313,7 @@ impl State {
                             let user = requester(&csr);
                             let facts = policy::Facts {
                                 node: user.strip_prefix(policy::NODE_PREFIX).map(str::to_owned),
-                                usages: csr.spec.usages.clone().unwrap_or_default(),
-                                key: "unknown".into(),
-                                ..Default::default()
+                                ..policy::Facts::unread(&csr)
                             };
                             (policy::too_many_pending(user, count, MAX_PENDING), facts)
                         }
@@ -343,7 +341,10 @@ impl State {
             return;
         };
         for (csr, verdict, facts) in decided {
-            if !self.write(with, watches, &csr, verdict, facts).await {
+            if !self
+                .write(with, leading, watches, &csr, verdict, facts)
+                .await
+            {
                 return;
             }
         }
@@ -397,11 +398,13 @@ impl State {
         }
     }
 
-    /// Logs `verdict` on `csr` once and writes it; `false` when this
-    /// replica must stop writing (its Lease is no longer confirmed).
+    /// Logs `verdict` on `csr` once and writes it when `leading`; `false`
+    /// when this replica must stop writing (its Lease is no longer
+    /// confirmed).
     async fn write(
         &mut self,
         with: Round<'_>,
+        leading: bool,
         watches: &Watches,
         csr: &Csr,
         verdict: Verdict,
@@ -411,75 +414,31 @@ impl State {
             config,
             api,
             metrics,
-            leading,
-            client,
+            ..
         } = with;
         let name = name_of(csr);
-        let uid = csr.metadata.uid.clone().unwrap_or_default();
-        let described = verdict.describe();
         let decided = !matches!(verdict, Verdict::Wait { .. });
         if decided && !config.dry_run && !leading {
             return true; // the leader decides
         }
-        let new = self.told.get(&uid) != Some(&described);
-        if new {
-            let node = crate::escape(facts.node.as_deref().unwrap_or("-"));
-            let node = node.as_ref();
-            let check = verdict.check().map_or("-", Check::label);
-            match &verdict {
-                Verdict::Approve => {
-                    tracing::info!(csr = %name, node, dry_run = config.dry_run, "approve: every check passed")
-                }
-                Verdict::Deny { message, .. } => {
-                    tracing::warn!(csr = %name, node, check, dry_run = config.dry_run, "deny: {message}")
-                }
-                Verdict::Wait { message, .. } => {
-                    tracing::info!(csr = %name, node, check, "wait: {message}")
-                }
-            }
-            self.told.insert(uid.clone(), described.clone());
-        }
+        let new = self.tell(csr, &verdict, &facts, config.dry_run);
         if !decided || config.dry_run {
             if new {
-                metrics.csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
+                count(metrics, &verdict);
             }
             return true;
         }
-        let node = facts.node.clone().unwrap_or_default();
-        if let Some(lease) = &config.lease {
-            match cluster::holds_lease(client, lease.namespace(), &lease.name, &lease.identity)
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    // Until the next refresh or event: no busy loop on
-                    // the Lease.
-                    tracing::info!(csr = %name, "the Lease is no longer held or has expired; not writing");
-                    return false;
-                }
-                Err(e) => {
-                    tracing::warn!(csr = %name, error = %e, "cannot confirm the Lease; not writing");
-                    return false;
-                }
-            }
+        if !lease::confirmed(with, &name).await {
+            return false;
         }
+        let node = facts.node.unwrap_or_default();
         match write_decision(api, csr, &verdict, &node).await {
             Ok(written) => {
                 // Decided now, whatever the watch has not yet said.
                 watches.lock().written(csr, written);
-                metrics.csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
+                count(metrics, &verdict);
                 if config.events {
-                    let (ty, reason) = match verdict {
-                        Verdict::Approve => (
-                            kube::runtime::events::EventType::Normal,
-                            "CertificateApproved",
-                        ),
-                        _ => (
-                            kube::runtime::events::EventType::Warning,
-                            "CertificateDenied",
-                        ),
-                    };
-                    crate::events::on_csr(client.clone(), &name, &uid, ty, reason, described);
+                    announce(with, csr, &verdict);
                 }
             }
             // Changed meanwhile (a 409: perhaps decided by another
@@ -491,4 +450,59 @@ impl State {
         }
         true
     }
+
+    /// Logs `verdict` on `csr` unless it was the last one logged for that
+    /// CSR; whether it was new.
+    fn tell(&mut self, csr: &Csr, verdict: &Verdict, facts: &policy::Facts, dry_run: bool) -> bool {
+        let uid = csr.metadata.uid.clone().unwrap_or_default();
+        let described = verdict.describe();
+        if self.told.get(&uid) == Some(&described) {
+            return false;
+        }
+        let name = name_of(csr);
+        let node = crate::escape(facts.node.as_deref().unwrap_or("-"));
+        let node = node.as_ref();
+        let check = verdict.check().map_or("-", Check::label);
+        match verdict {
+            Verdict::Approve => {
+                tracing::info!(csr = %name, node, dry_run, "approve: every check passed")
+            }
+            Verdict::Deny { message, .. } => {
+                tracing::warn!(csr = %name, node, check, dry_run, "deny: {message}")
+            }
+            Verdict::Wait { message, .. } => {
+                tracing::info!(csr = %name, node, check, "wait: {message}")
+            }
+        }
+        self.told.insert(uid, described);
+        true
+    }
+}
+
+/// Counts a verdict made (logged, and written unless a dry run).
+fn count(metrics: &Metrics, verdict: &Verdict) {
+    metrics.csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
+}
+
+/// The Event of a verdict written on `csr`.
+fn announce(with: Round<'_>, csr: &Csr, verdict: &Verdict) {
+    let uid = csr.metadata.uid.clone().unwrap_or_default();
+    let (ty, reason) = match verdict {
+        Verdict::Approve => (
+            kube::runtime::events::EventType::Normal,
+            "CertificateApproved",
+        ),
+        _ => (
+            kube::runtime::events::EventType::Warning,
+            "CertificateDenied",
+        ),
+    };
+    crate::events::on_csr(
+        with.client.clone(),
+        &name_of(csr),
+        &uid,
+        ty,
+        reason,
+        verdict.describe(),
+    );
 }

@@ -109,6 +109,15 @@ fn pending(csr: &Csr) -> bool {
         .any(|c| matches!(c.type_.as_str(), "Approved" | "Denied" | "Failed"))
 }
 
+/// A failed API call on `object`.
+fn api_err(verb: &'static str, object: &str, e: &kube::Error) -> ApproveError {
+    ApproveError::Api {
+        verb,
+        object: object.to_owned(),
+        message: crate::error_chain(e),
+    }
+}
+
 fn name_of(csr: &Csr) -> String {
     csr.metadata.name.clone().unwrap_or_default()
 }
@@ -153,10 +162,12 @@ pub async fn write_decision(
         });
     api.replace_subresource("approval", &name, &PostParams::default(), &obj)
         .await
-        .map_err(|e| ApproveError::Api {
-            verb: "update approval of",
-            object: format!("certificatesigningrequest {name}"),
-            message: crate::error_chain(&e),
+        .map_err(|e| {
+            api_err(
+                "update approval of",
+                &format!("certificatesigningrequest {name}"),
+                &e,
+            )
         })
 }
 
@@ -286,11 +297,6 @@ pub async fn review(
     approve: bool,
     deny: bool,
 ) -> Result<(Vec<ReviewRow>, Vec<String>), ApproveError> {
-    let api_err = |verb: &'static str, object: &str, e: kube::Error| ApproveError::Api {
-        verb,
-        object: object.to_owned(),
-        message: crate::error_chain(&e),
-    };
     let (client, server, _) = connect(settings).await?;
     let api: Api<Csr> = Api::all(client.clone());
     let mut params = ListParams::default();
@@ -300,85 +306,117 @@ pub async fn review(
     let all = api
         .list(&params)
         .await
-        .map_err(|e| api_err("list", "certificatesigningrequests", e))?
+        .map_err(|e| api_err("list", "certificatesigningrequests", &e))?
         .items;
     let facts_of_cluster = cluster::read(&client, &server).await?;
     cluster::check_service_range(&facts_of_cluster, policy)?;
     let nodes: BTreeMap<String, Node> = Api::<Node>::all(client)
         .list(&ListParams::default())
         .await
-        .map_err(|e| api_err("list", "nodes", e))?
+        .map_err(|e| api_err("list", "nodes", &e))?
         .items
         .into_iter()
         .map(|n| (n.metadata.name.clone().unwrap_or_default(), n))
         .collect();
     let nodes = policy::Nodes::new(&nodes);
-    for n in names {
-        if !all.iter().any(|c| &name_of(c) == n) {
-            return Err(ApproveError::Api {
-                verb: "get",
-                object: format!("certificatesigningrequest {n}"),
-                message: "not found".into(),
-            });
-        }
-    }
-    let now = crate::validate::unix_seconds(std::time::SystemTime::now());
-    let mut rows = Vec::new();
-    for csr in &all {
-        let name = name_of(csr);
-        if names.is_empty() && !pending(csr) || !names.is_empty() && !names.contains(&name) {
-            continue;
-        }
-        let (verdict, facts) = policy::decide_with(csr, &nodes, &facts_of_cluster, policy);
-
-        let signer = csr.spec.signer_name.clone();
-        let mut sans: Vec<String> = facts.dns.clone();
-        sans.extend(facts.ips.iter().map(ToString::to_string));
-        let (label, reason, decision) = if !pending(csr) {
-            ("decided".to_owned(), String::new(), None)
-        } else if signer != policy::SIGNER {
-            (
-                "not-checked".to_owned(),
-                format!("signer {signer} (the policy is for {})", policy::SIGNER),
-                None,
-            )
-        } else if addresses_unchecked && matches!(verdict, Verdict::Approve) {
-            (
-                "unchecked".to_owned(),
-                "passes every other check; IP addresses not checked against the node \
-                 networks (give --node-cidr, or --allow-any-node-address)"
-                    .to_owned(),
-                None,
-            )
-        } else {
-            let reason = match &verdict {
-                Verdict::Approve => String::new(),
-                Verdict::Deny { check, message } | Verdict::Wait { check, message } => {
-                    format!("{} {message}", check.label())
-                }
-            };
-            (verdict.label().to_owned(), reason, Some(verdict))
-        };
-        rows.push(ReviewRow {
-            name,
-            signer,
-            requester: csr.spec.username.clone().unwrap_or_default(),
-            node: facts.node,
-            sans,
-            usages: facts.usages,
-            key: facts.key,
-            age_seconds: csr
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map_or(0, |t| now - t.0.as_second()),
-            verdict: label,
-            reason,
-            decision,
+    if let Some(n) = names
+        .iter()
+        .find(|n| !all.iter().any(|c| name_of(c) == **n))
+    {
+        return Err(ApproveError::Api {
+            verb: "get",
+            object: format!("certificatesigningrequest {n}"),
+            message: "not found".into(),
         });
     }
+    let now = crate::validate::unix_seconds(std::time::SystemTime::now());
+    let rows: Vec<ReviewRow> = all
+        .iter()
+        .filter(|csr| {
+            let name = name_of(csr);
+            if names.is_empty() {
+                pending(csr)
+            } else {
+                names.contains(&name)
+            }
+        })
+        .map(|csr| {
+            let (verdict, facts) = policy::decide_with(csr, &nodes, &facts_of_cluster, policy);
+            review_row(csr, verdict, facts, addresses_unchecked, now)
+        })
+        .collect();
+    let done = write_reviewed(&api, &all, &rows, approve, deny).await?;
+    Ok((rows, done))
+}
+
+/// The row of `csr` with the policy's verdict on it, as `csr review`
+/// shows it: a decided CSR, another signer's, or an approval whose
+/// addresses were not checked carry no decision to write.
+fn review_row(
+    csr: &Csr,
+    verdict: Verdict,
+    facts: policy::Facts,
+    addresses_unchecked: bool,
+    now: i64,
+) -> ReviewRow {
+    let signer = csr.spec.signer_name.clone();
+    let mut sans: Vec<String> = facts.dns.clone();
+    sans.extend(facts.ips.iter().map(ToString::to_string));
+    let (label, reason, decision) = if !pending(csr) {
+        ("decided".to_owned(), String::new(), None)
+    } else if signer != policy::SIGNER {
+        (
+            "not-checked".to_owned(),
+            format!("signer {signer} (the policy is for {})", policy::SIGNER),
+            None,
+        )
+    } else if addresses_unchecked && matches!(verdict, Verdict::Approve) {
+        (
+            "unchecked".to_owned(),
+            "passes every other check; IP addresses not checked against the node \
+             networks (give --node-cidr, or --allow-any-node-address)"
+                .to_owned(),
+            None,
+        )
+    } else {
+        let reason = match &verdict {
+            Verdict::Approve => String::new(),
+            Verdict::Deny { check, message } | Verdict::Wait { check, message } => {
+                format!("{} {message}", check.label())
+            }
+        };
+        (verdict.label().to_owned(), reason, Some(verdict))
+    };
+    ReviewRow {
+        name: name_of(csr),
+        signer,
+        requester: csr.spec.username.clone().unwrap_or_default(),
+        node: facts.node,
+        sans,
+        usages: facts.usages,
+        key: facts.key,
+        age_seconds: csr
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| now - t.0.as_second()),
+        verdict: label,
+        reason,
+        decision,
+    }
+}
+
+/// Writes the decisions of `rows` that `approve` / `deny` ask for;
+/// returns what was done.
+async fn write_reviewed(
+    api: &Api<Csr>,
+    all: &[Csr],
+    rows: &[ReviewRow],
+    approve: bool,
+    deny: bool,
+) -> Result<Vec<String>, ApproveError> {
     let mut done = Vec::new();
-    for row in &rows {
+    for row in rows {
         let Some(verdict) = &row.decision else {
             continue;
         };
@@ -393,11 +431,11 @@ pub async fn review(
         let Some(csr) = all.iter().find(|c| name_of(c) == row.name) else {
             continue;
         };
-        write_decision(&api, csr, verdict, row.node.as_deref().unwrap_or_default()).await?;
+        write_decision(api, csr, verdict, row.node.as_deref().unwrap_or_default()).await?;
         done.push(match verdict {
             Verdict::Approve => format!("approved {}", row.name),
             _ => format!("denied {}: {}", row.name, row.reason),
         });
     }
-    Ok((rows, done))
+    Ok(done)
 }

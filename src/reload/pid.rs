@@ -183,17 +183,24 @@ pub fn processes() -> Result<Vec<Proc>, PidError> {
         .collect())
 }
 
-/// `pid` and its ancestors, by the parent links in `parent`.
-fn lineage(pid: i32, parent: &HashMap<i32, i32>) -> HashSet<i32> {
-    let mut seen = HashSet::from([pid]);
+/// The ancestors of `pid` by the parent links in `parent`, nearest first,
+/// up to PID 0 or to where the links loop back.
+fn ancestors(pid: i32, parent: &HashMap<i32, i32>) -> impl Iterator<Item = i32> + '_ {
+    let mut seen = HashSet::new();
     let mut cur = pid;
-    while let Some(&pp) = parent.get(&cur) {
+    std::iter::from_fn(move || {
+        let &pp = parent.get(&cur)?;
         if pp == 0 || !seen.insert(pp) {
-            break;
+            return None;
         }
         cur = pp;
-    }
-    seen
+        Some(pp)
+    })
+}
+
+/// `pid` and its ancestors, by the parent links in `parent`.
+fn lineage(pid: i32, parent: &HashMap<i32, i32>) -> HashSet<i32> {
+    std::iter::once(pid).chain(ancestors(pid, parent)).collect()
 }
 
 /// The processes to signal for `target` among `procs`: matches that are
@@ -208,19 +215,7 @@ pub fn select(target: &Target, procs: &[Proc], me: i32) -> Vec<Proc> {
         .filter(|p| eligible(p) && p.matches(target))
         .map(|p| p.pid)
         .collect();
-    let has_matching_ancestor = |mut pid: i32| {
-        let mut seen = HashSet::new();
-        while let Some(&pp) = parent.get(&pid) {
-            if pp == 0 || !seen.insert(pp) {
-                return false;
-            }
-            if matching.contains(&pp) {
-                return true;
-            }
-            pid = pp;
-        }
-        false
-    };
+    let has_matching_ancestor = |pid: i32| ancestors(pid, &parent).any(|pp| matching.contains(&pp));
     let mut roots: Vec<Proc> = procs
         .iter()
         .filter(|p| matching.contains(&p.pid) && !has_matching_ancestor(p.pid))
@@ -327,100 +322,164 @@ const START_TOLERANCE_SECS: f64 = 1.0;
 /// ancestors, alive, running as the pidfile's owner, named `name` if given,
 /// and started before the pidfile was last written.
 fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, PidError> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let err = |problem: String| PidError::Pidfile {
-        path: path.to_owned(),
-        problem,
-    };
-    let refused = |reason: Refusal, problem: String| PidError::Refused {
-        path: path.to_owned(),
-        reason,
-        problem,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(
-            (nix::fcntl::OFlag::O_NOFOLLOW
-                | nix::fcntl::OFlag::O_NONBLOCK
-                | nix::fcntl::OFlag::O_CLOEXEC
-                | nix::fcntl::OFlag::O_NOCTTY)
-                .bits(),
-        )
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(code) if code == Errno::ELOOP as i32 => refused(
-                Refusal::Pidfile,
-                "is a symbolic link, which is never followed (whoever can write its directory \
-                 chooses where it points)"
-                    .into(),
-            ),
-            _ => err(e.to_string()),
-        })?;
+    use std::os::unix::fs::MetadataExt;
+    let pidfile = Pidfile { path };
+    let file = pidfile.open()?;
     // Type, owner and time from the opened descriptor, not the path.
-    let meta = file.metadata().map_err(|e| err(e.to_string()))?;
-    if !meta.file_type().is_file() {
-        return Err(refused(
-            Refusal::Pidfile,
-            format!(
-                "is {}, not a regular file",
-                crate::files::kind_of(meta.file_type())
-            ),
-        ));
-    }
-    // A hard link says nothing of who made it: with
-    // fs.protected_hardlinks=0 the consumer may link a root-owned pidfile
-    // naming a root process into its own directory, and the owner check
-    // below would pass. A pidfile is written by its process, one name.
-    if meta.nlink() > 1 {
-        return Err(refused(
-            Refusal::Pidfile,
-            format!(
-                "is a hard link (links {}) to a file that has another name; whoever can \
-                 write its directory may have linked another user's pidfile there; a pidfile \
-                 must have one link",
-                meta.nlink()
-            ),
-        ));
-    }
+    let meta = file
+        .metadata()
+        .map_err(|e| pidfile.problem(e.to_string()))?;
+    pidfile.one_regular_file(&meta)?;
     let owner = meta.uid();
-    let written = meta.modified().map_err(|e| err(e.to_string()))?;
-    let bytes = crate::files::read_capped(file, path, 64).map_err(|e| match e {
-        crate::files::FileError::TooLarge { .. } => refused(Refusal::Pidfile, e.problem()),
-        e => err(e.problem()),
-    })?;
-    let text = String::from_utf8_lossy(&bytes);
-    let pid = match text.trim().parse::<i32>() {
-        Ok(pid) if pid > 1 => pid,
-        _ => return Err(err(format!("{:?} is not a process id", text.trim()))),
-    };
+    let written = meta
+        .modified()
+        .map_err(|e| pidfile.problem(e.to_string()))?;
+    let pid = pidfile.pid(file)?;
     // Held before anything about the process is checked: the checks below
     // read /proc for the PID, so if the process exits and its number is
     // reused meanwhile, they judge the newcomer but the signal goes to
     // the exited process and fails.
-    let fd = open_pid(pid)?.ok_or_else(|| err(format!("process {pid} does not exist")))?;
+    let fd = open_pid(pid)?.ok_or_else(|| pidfile.gone(pid))?;
     let procs = processes()?;
-    let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
-    if pid == me {
-        return Err(refused(Refusal::Pid, "names certsync itself".into()));
-    }
-    if lineage(me, &parent).contains(&pid) {
-        return Err(refused(
-            Refusal::Pid,
-            format!("names process {pid}, which started certsync"),
-        ));
-    }
-    let process = procfs::process::Process::new(pid)
-        .map_err(|_| err(format!("process {pid} does not exist")))?;
+    pidfile.not_mine(pid, me, &procs)?;
+    let process = procfs::process::Process::new(pid).map_err(|_| pidfile.gone(pid))?;
     let (stat, status) = process
         .stat()
         .and_then(|stat| Ok((stat, process.status()?)))
-        .map_err(|_| err(format!("process {pid} does not exist")))?;
-    let comm = &stat.comm;
-    // Real, effective and saved: a process that can switch back to root
-    // (or to anyone) is not the owner's.
-    let uids = [status.ruid, status.euid, status.suid];
-    if uids.iter().any(|&u| u != owner) {
-        return Err(refused(
+        .map_err(|_| pidfile.gone(pid))?;
+    pidfile.runs_as_owner(pid, &stat.comm, &status, owner)?;
+    if let Some(name) = name {
+        pidfile.named(pid, &stat.comm, name, &procs)?;
+    }
+    pidfile.started_before(pid, &stat, written)?;
+    Ok(Chosen {
+        pid,
+        comm: stat.comm,
+        fd,
+    })
+}
+
+/// A pidfile being checked, and its errors.
+struct Pidfile<'a> {
+    path: &'a Path,
+}
+
+impl Pidfile<'_> {
+    fn problem(&self, problem: String) -> PidError {
+        PidError::Pidfile {
+            path: self.path.to_owned(),
+            problem,
+        }
+    }
+
+    fn refused(&self, reason: Refusal, problem: String) -> PidError {
+        PidError::Refused {
+            path: self.path.to_owned(),
+            reason,
+            problem,
+        }
+    }
+
+    fn gone(&self, pid: i32) -> PidError {
+        self.problem(format!("process {pid} does not exist"))
+    }
+
+    /// Opened for reading without following a symlink.
+    fn open(&self) -> Result<std::fs::File, PidError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(
+                (nix::fcntl::OFlag::O_NOFOLLOW
+                    | nix::fcntl::OFlag::O_NONBLOCK
+                    | nix::fcntl::OFlag::O_CLOEXEC
+                    | nix::fcntl::OFlag::O_NOCTTY)
+                    .bits(),
+            )
+            .open(self.path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(code) if code == Errno::ELOOP as i32 => self.refused(
+                    Refusal::Pidfile,
+                    "is a symbolic link, which is never followed (whoever can write its directory \
+                     chooses where it points)"
+                        .into(),
+                ),
+                _ => self.problem(e.to_string()),
+            })
+    }
+
+    /// A regular file with one name.
+    fn one_regular_file(&self, meta: &std::fs::Metadata) -> Result<(), PidError> {
+        use std::os::unix::fs::MetadataExt;
+        if !meta.file_type().is_file() {
+            return Err(self.refused(
+                Refusal::Pidfile,
+                format!(
+                    "is {}, not a regular file",
+                    crate::files::kind_of(meta.file_type())
+                ),
+            ));
+        }
+        // A hard link says nothing of who made it: with
+        // fs.protected_hardlinks=0 the consumer may link a root-owned pidfile
+        // naming a root process into its own directory, and the owner check
+        // would pass. A pidfile is written by its process, one name.
+        if meta.nlink() > 1 {
+            return Err(self.refused(
+                Refusal::Pidfile,
+                format!(
+                    "is a hard link (links {}) to a file that has another name; whoever can \
+                     write its directory may have linked another user's pidfile there; a pidfile \
+                     must have one link",
+                    meta.nlink()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The PID it holds (read with a size cap), other than 0 and 1.
+    fn pid(&self, file: std::fs::File) -> Result<i32, PidError> {
+        let bytes = crate::files::read_capped(file, self.path, 64).map_err(|e| match e {
+            crate::files::FileError::TooLarge { .. } => self.refused(Refusal::Pidfile, e.problem()),
+            e => self.problem(e.problem()),
+        })?;
+        let text = String::from_utf8_lossy(&bytes);
+        match text.trim().parse::<i32>() {
+            Ok(pid) if pid > 1 => Ok(pid),
+            _ => Err(self.problem(format!("{:?} is not a process id", text.trim()))),
+        }
+    }
+
+    /// Neither certsync (`me`) nor one of its ancestors.
+    fn not_mine(&self, pid: i32, me: i32, procs: &[Proc]) -> Result<(), PidError> {
+        if pid == me {
+            return Err(self.refused(Refusal::Pid, "names certsync itself".into()));
+        }
+        let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
+        if lineage(me, &parent).contains(&pid) {
+            return Err(self.refused(
+                Refusal::Pid,
+                format!("names process {pid}, which started certsync"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs as the pidfile's owner: real, effective and saved (a process
+    /// that can switch back to root, or to anyone, is not the owner's).
+    fn runs_as_owner(
+        &self,
+        pid: i32,
+        comm: &str,
+        status: &procfs::process::Status,
+        owner: u32,
+    ) -> Result<(), PidError> {
+        let uids = [status.ruid, status.euid, status.suid];
+        if uids.iter().all(|&u| u == owner) {
+            return Ok(());
+        }
+        Err(self.refused(
             Refusal::User,
             format!(
                 "owned by uid {owner}, names process {pid} ({}), which runs as uid {} (real {}, \
@@ -431,46 +490,55 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, Pi
                 status.ruid,
                 status.suid
             ),
-        ));
+        ))
     }
-    if let Some(name) = name {
+
+    /// Has the `--reload-process` name.
+    fn named(&self, pid: i32, comm: &str, name: &str, procs: &[Proc]) -> Result<(), PidError> {
         let named = procs
             .iter()
             .find(|p| p.pid == pid)
             .is_some_and(|p| p.matches(&Target::Name(name.to_owned())));
-        if !named {
-            return Err(refused(
-                Refusal::Name,
+        if named {
+            return Ok(());
+        }
+        Err(self.refused(
+            Refusal::Name,
+            format!(
+                "names process {pid} ({}), which is not named {name:?} (--reload-process)",
+                crate::escape(comm)
+            ),
+        ))
+    }
+
+    /// Started before the pidfile was last `written`: else the PID was
+    /// reused.
+    fn started_before(
+        &self,
+        pid: i32,
+        stat: &procfs::process::Stat,
+        written: std::time::SystemTime,
+    ) -> Result<(), PidError> {
+        let started = procfs::boot_time_secs()
+            .map(|boot| boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64);
+        let written = written
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        if let Ok(started) = started
+            && started > written + START_TOLERANCE_SECS
+        {
+            return Err(self.refused(
+                Refusal::Pid,
                 format!(
-                    "names process {pid} ({}), which is not named {name:?} (--reload-process)",
-                    crate::escape(comm)
+                    "names process {pid} ({}), which started {:.0} s after the pidfile was last \
+                     written: the PID was reused and the pidfile is stale",
+                    crate::escape(&stat.comm),
+                    started - written
                 ),
             ));
         }
+        Ok(())
     }
-    let started = procfs::boot_time_secs()
-        .map(|boot| boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64);
-    let written = written
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    if let Ok(started) = started
-        && started > written + START_TOLERANCE_SECS
-    {
-        return Err(refused(
-            Refusal::Pid,
-            format!(
-                "names process {pid} ({}), which started {:.0} s after the pidfile was last \
-                 written: the PID was reused and the pidfile is stale",
-                crate::escape(comm),
-                started - written
-            ),
-        ));
-    }
-    Ok(Chosen {
-        pid,
-        comm: stat.comm,
-        fd,
-    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::{Cidr, canonical};
+use super::{Cidr, canonical, dns_name};
 
 /// The most addresses (IPs and names together) a Node may list and still
 /// have its own requests decided by the approver. A kubelet lists its
@@ -70,9 +70,7 @@ impl Piece {
                     listed.ips.insert(canonical(ip));
                 }
                 Err(_) => {
-                    listed
-                        .dns
-                        .insert(a.address.trim_end_matches('.').to_ascii_lowercase());
+                    listed.dns.insert(dns_name(&a.address));
                 }
             }
         }

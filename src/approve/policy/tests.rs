@@ -1,5 +1,7 @@
+use super::reserved::special;
+use super::whose::dns_matches;
 use super::*;
-use crate::source::csr::{CsrSpec, pkcs10};
+use crate::source::csr::{CsrSpec, KeyAlg, pkcs10};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec;
 use k8s_openapi::api::core::v1::{NodeAddress, NodeStatus};
