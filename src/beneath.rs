@@ -273,59 +273,40 @@ pub fn walk(
     links: Links,
     judge: &mut dyn FnMut(&Entry) -> Result<(), PathError>,
 ) -> Result<Walked, PathError> {
-    let root = || open_dir(nix::fcntl::AT_FDCWD, "/", Path::new("/"));
-    let (mut dir, mut shown, beneath) = begin(start, path)?;
-    let escapes = |what| PathError::Escapes {
-        what,
-        beneath: beneath.unwrap_or(Path::new("")).to_owned(),
+    let (dir, shown, beneath) = begin(start, path)?;
+    let mut w = Walk {
+        dir,
+        shown,
+        beneath,
+        entered: Vec::new(),
+        passed: Vec::new(),
+        todo: Vec::new(),
+        followed: 0,
     };
     if beneath.is_some() && path.has_root() {
-        return Err(escapes("an absolute path"));
+        return Err(w.escapes("an absolute path"));
     }
-    let mut todo: Vec<OsString> = Vec::new();
-    push_names(&mut todo, path);
-    // The directories entered on the way, each with its name as shown:
-    // `..` goes back to the one the walk came from, never to where the
-    // current directory's `..` points now. A user who renames a directory
-    // while root walks in it would otherwise move the walk (and a
-    // [`Start::Beneath`] walk out of its start) to wherever they put it.
-    let mut entered: Vec<(OwnedFd, PathBuf)> = Vec::new();
-    let mut passed = Vec::new();
-    let mut followed = 0usize;
-    while let Some(name) = todo.pop() {
+    push_names(&mut w.todo, path);
+    while let Some(name) = w.todo.pop() {
         if name == "/" {
-            if beneath.is_some() {
-                return Err(escapes("a symlink"));
-            }
-            (dir, shown) = (root()?, PathBuf::from("/"));
-            entered.clear();
+            w.restart_at_root()?;
             continue;
         }
-        let dst = nix::sys::stat::fstat(&dir).map_err(|e| PathError::io(&shown, e))?;
-        let entry = Entry::of(shown.clone(), dir.as_fd(), &dst, false);
+        let dst = nix::sys::stat::fstat(&w.dir).map_err(|e| PathError::io(&w.shown, e))?;
+        let entry = Entry::of(w.shown.clone(), w.dir.as_fd(), &dst, false);
         judge(&entry)?;
         let dir_read_only = entry.read_only;
-        passed.push(entry);
+        w.passed.push(entry);
         if name == ".." {
-            (dir, shown) = match entered.pop() {
-                Some(back) => back,
-                None if beneath.is_some() => return Err(escapes("a path")),
-                // Above where a walk from `/` or the working directory
-                // began: `/`'s `..` is itself; the working directory's
-                // parents were never entered.
-                None => (
-                    open_dir(dir.as_fd(), "..", &shown)?,
-                    shown.parent().unwrap_or(&shown).to_owned(),
-                ),
-            };
+            w.up()?;
             continue;
         }
-        let here = shown.join(&name);
-        if todo.is_empty() {
+        let here = w.shown.join(&name);
+        if w.todo.is_empty() {
             between_check_and_open();
         }
         let fd = nix::fcntl::openat(
-            &dir,
+            &w.dir,
             name.as_os_str(),
             OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
@@ -337,52 +318,123 @@ pub fn walk(
                 return Err(PathError::Link { path: here });
             }
             SFlag::S_IFLNK => {
-                followed += 1;
-                if followed > MAX_LINKS {
-                    return Err(PathError::Loop { path: here });
-                }
-                // Read from the link's own descriptor: the very link
-                // judged, not whatever the name holds now.
-                let target =
-                    nix::fcntl::readlinkat(&fd, "").map_err(|e| PathError::io(&here, e))?;
                 let entry = Entry::of(here, fd.as_fd(), &st, dir_read_only);
-                judge(&entry)?;
-                passed.push(entry);
-                let target = Path::new(&target);
-                if target.is_absolute() && beneath.is_some() {
-                    return Err(escapes("a symlink"));
-                }
-                push_names(&mut todo, target);
+                w.follow(&fd, entry, judge)?;
             }
-            SFlag::S_IFDIR if !todo.is_empty() => {
-                if entered.len() >= MAX_DEPTH {
-                    return Err(PathError::TooDeep { path: here });
-                }
-                entered.push((std::mem::replace(&mut dir, fd), shown));
-                shown = here;
-            }
-            _ if !todo.is_empty() => return Err(PathError::NotDir { path: here }),
+            SFlag::S_IFDIR if !w.todo.is_empty() => w.enter(fd, here)?,
+            _ if !w.todo.is_empty() => return Err(PathError::NotDir { path: here }),
             _ => {
                 return Ok(Walked {
                     fd,
                     st,
                     shown: here,
-                    parent: Some(dir),
-                    passed,
+                    parent: Some(w.dir),
+                    passed: w.passed,
                 });
             }
         }
     }
     // Ended on a directory reached by `..`, `/` or a link (or named none
     // at all: `.`); what holds it is the one it was entered from, if any.
-    let st = nix::sys::stat::fstat(&dir).map_err(|e| PathError::io(&shown, e))?;
+    let st = nix::sys::stat::fstat(&w.dir).map_err(|e| PathError::io(&w.shown, e))?;
     Ok(Walked {
-        fd: dir,
+        fd: w.dir,
         st,
-        shown,
-        parent: entered.pop().map(|(fd, _)| fd),
-        passed,
+        shown: w.shown,
+        parent: w.entered.pop().map(|(fd, _)| fd),
+        passed: w.passed,
     })
+}
+
+/// A walk under way: the directory it is in (a name looked up next is
+/// looked up there), as shown.
+struct Walk<'a> {
+    dir: OwnedFd,
+    shown: PathBuf,
+    /// What the walk must stay beneath ([`Start::Beneath`]).
+    beneath: Option<&'a Path>,
+    /// The directories entered on the way, each with its name as shown:
+    /// `..` goes back to the one the walk came from, never to where the
+    /// current directory's `..` points now. A user who renames a
+    /// directory while root walks in it would otherwise move the walk
+    /// (and a [`Start::Beneath`] walk out of its start) to wherever they
+    /// put it.
+    entered: Vec<(OwnedFd, PathBuf)>,
+    passed: Vec<Entry>,
+    /// The names still to walk, the next last.
+    todo: Vec<OsString>,
+    followed: usize,
+}
+
+impl Walk<'_> {
+    fn escapes(&self, what: &'static str) -> PathError {
+        PathError::Escapes {
+            what,
+            beneath: self.beneath.unwrap_or(Path::new("")).to_owned(),
+        }
+    }
+
+    /// An absolute symlink's target: from `/` again (never beneath a start).
+    fn restart_at_root(&mut self) -> Result<(), PathError> {
+        if self.beneath.is_some() {
+            return Err(self.escapes("a symlink"));
+        }
+        self.dir = open_dir(nix::fcntl::AT_FDCWD, "/", Path::new("/"))?;
+        self.shown = PathBuf::from("/");
+        self.entered.clear();
+        Ok(())
+    }
+
+    /// `..`: back to the directory entered from.
+    fn up(&mut self) -> Result<(), PathError> {
+        (self.dir, self.shown) = match self.entered.pop() {
+            Some(back) => back,
+            None if self.beneath.is_some() => return Err(self.escapes("a path")),
+            // Above where a walk from `/` or the working directory began:
+            // `/`'s `..` is itself; the working directory's parents were
+            // never entered.
+            None => (
+                open_dir(self.dir.as_fd(), "..", &self.shown)?,
+                self.shown.parent().unwrap_or(&self.shown).to_owned(),
+            ),
+        };
+        Ok(())
+    }
+
+    fn enter(&mut self, fd: OwnedFd, here: PathBuf) -> Result<(), PathError> {
+        if self.entered.len() >= MAX_DEPTH {
+            return Err(PathError::TooDeep { path: here });
+        }
+        let left = std::mem::replace(&mut self.dir, fd);
+        let shown = std::mem::replace(&mut self.shown, here);
+        self.entered.push((left, shown));
+        Ok(())
+    }
+
+    /// The symlink `link` (opened `O_PATH`, judged as `entry`): its target
+    /// read from its own descriptor, the very link judged, not whatever
+    /// the name holds now, and walked next.
+    fn follow(
+        &mut self,
+        link: &OwnedFd,
+        entry: Entry,
+        judge: &mut dyn FnMut(&Entry) -> Result<(), PathError>,
+    ) -> Result<(), PathError> {
+        self.followed += 1;
+        if self.followed > MAX_LINKS {
+            return Err(PathError::Loop { path: entry.shown });
+        }
+        let target =
+            nix::fcntl::readlinkat(link, "").map_err(|e| PathError::io(&entry.shown, e))?;
+        judge(&entry)?;
+        self.passed.push(entry);
+        let target = Path::new(&target);
+        if target.is_absolute() && self.beneath.is_some() {
+            return Err(self.escapes("a symlink"));
+        }
+        push_names(&mut self.todo, target);
+        Ok(())
+    }
 }
 
 /// The directory `path` is walked from, as shown, and what it must stay

@@ -399,7 +399,9 @@ pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
 /// the CA that ends first (an intermediate that ended is not hidden by its
 /// root). `None` unless every block is a CA certificate that parses.
 pub fn bundle_judged_by(pem: &[u8]) -> Option<Leaf> {
-    let mut latest: Vec<((Vec<u8>, Vec<u8>), Leaf)> = Vec::new();
+    // A CA: its subject and public key, as written.
+    type Ca = (Vec<u8>, Vec<u8>);
+    let mut latest: Vec<(Ca, Leaf)> = Vec::new();
     for (kind, der) in pem_blocks("", pem).ok()? {
         if kind != SectionKind::Certificate {
             return None;
