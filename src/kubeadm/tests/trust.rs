@@ -50,6 +50,21 @@ fn apply(dir: &Path, t: &trust::Trust) {
     }
 }
 
+/// A node whose `ca` runs from `from` to `to` days around now (the other
+/// two CAs not due), adopted now: the node, kubeadm's `ca` certificate,
+/// now, and adopt's trust plan (written).
+fn adopted_with_ca(from: i64, to: i64) -> (tempfile::TempDir, Vec<u8>, SystemTime, trust::Trust) {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ca = kubeadms_ca(d.path(), "ca", "kubernetes", from, to);
+    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
+    kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
+    let now = SystemTime::now();
+    let t = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
+    apply(d.path(), &t);
+    (d, ca, now, t)
+}
+
 #[test]
 fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     let d = tempfile::tempdir().unwrap();
@@ -224,14 +239,7 @@ async fn the_files_adopt_stops_the_pod_for_are_exactly_its_read_only_file_mounts
 #[test]
 fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
     use base64::Engine as _;
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let old = kubeadms_ca(d.path(), "ca", "kubernetes", -19, 1);
-    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
-    kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
-    let now = SystemTime::now();
-    let t = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
-    apply(d.path(), &t);
+    let (d, old, now, t) = adopted_with_ca(-19, 1);
     let kubelet = format!(
         "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://10.0.0.1:6443\n  name: default-cluster\ncontexts:\n- context:\n    cluster: default-cluster\n    user: default-auth\n  name: default-context\ncurrent-context: default-context\nkind: Config\nusers:\n- name: default-auth\n  user:\n    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n",
         base64::engine::general_purpose::STANDARD.encode(crate::pem::encode("CERTIFICATE", &old))
@@ -258,15 +266,8 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
 
 #[test]
 fn after_two_renewals_status_names_the_end_of_the_oldest_certificate_kept() {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     // kubeadm's CA, 15% into its span: due. Kubelets off the node trust it.
-    let orig = kubeadms_ca(d.path(), "ca", "kubernetes", -3, 17);
-    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
-    kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
-    let now = SystemTime::now();
-    let first = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
-    apply(d.path(), &first);
+    let (d, orig, now, first) = adopted_with_ca(-3, 17);
     // A re-adopt three days later: the first renewal is due again.
     let later = now + Duration::from_secs(3 * 86_400);
     let second = trust::plan(d.path(), later, &first.record, true).unwrap();
@@ -296,14 +297,7 @@ fn after_two_renewals_status_names_the_end_of_the_oldest_certificate_kept() {
 
 #[test]
 fn past_the_old_end_status_keeps_naming_it_until_adopt_leaves_it_out() {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let orig = kubeadms_ca(d.path(), "ca", "kubernetes", -19, 1);
-    kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
-    kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
-    let now = SystemTime::now();
-    let t = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
-    apply(d.path(), &t);
+    let (d, orig, _, t) = adopted_with_ca(-19, 1);
     let (_, o) = x509_parser::parse_x509_certificate(&orig).unwrap();
     let end = o.validity().not_after.timestamp();
     // No adopt since: the record and the bundle still hold kubeadm's CA.
