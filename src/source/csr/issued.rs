@@ -113,7 +113,7 @@ const OID_O: &str = "2.5.4.10";
 
 /// Key usage bits, bit 0 first as both parsers number them (RFC 5280
 /// `KeyUsage` BIT STRING: digitalSignature (0) ... decipherOnly (8)).
-pub(crate) const KU_NAMES: [&str; 9] = [
+const KU_NAMES: [&str; 9] = [
     "digital signature",
     "content commitment",
     "key encipherment",
@@ -212,7 +212,8 @@ fn attributes(s: &[(String, String)]) -> String {
         .join(", ")
 }
 
-fn ku_names(bits: u16) -> Vec<&'static str> {
+/// The names of the key usage bits set in `bits`, bit 0 first.
+pub(crate) fn ku_names(bits: u16) -> Vec<&'static str> {
     (0..KU_NAMES.len())
         .filter(|i| bits & (1 << i) != 0)
         .map(|i| KU_NAMES[i])
