@@ -33,7 +33,7 @@ use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, Subject
 use x509_cert::request::CertReq;
 use x509_parser::certification_request::X509CertificationRequest;
 use x509_parser::cri_attributes::ParsedCriAttribute;
-use x509_parser::extensions::{GeneralName, ParsedExtension};
+use x509_parser::extensions::{GeneralName, ParsedExtension, X509Extension};
 use x509_parser::prelude::FromDer;
 
 const EXTENSION_REQUEST: Oid = Oid::new_unwrap("1.2.840.113549.1.9.14");
@@ -191,63 +191,14 @@ impl Request {
     /// Reads `pem` (the CSR's `spec.request`) strictly; see the module.
     pub fn read(pem: &[u8]) -> Result<Self, RequestError> {
         let der = crate::pem::exactly_one(pem, SectionKind::Csr)?;
-        let strict = CertReq::from_der(&der).map_err(|e| RequestError::Der(e.to_string()))?;
-        let (rest, lax) = X509CertificationRequest::from_der(&der)
-            .map_err(|e| RequestError::Der(format!("x509-parser: {e}")))?;
-        if !rest.is_empty() {
-            return Err(RequestError::Der("trailing data".into()));
-        }
-        if strict.info.version != x509_cert::request::Version::V1 {
-            return Err(RequestError::Der("version is not 1 (0)".into()));
-        }
-
+        let (strict, lax) = parse_both(&der)?;
         let subject = subject(&strict)?;
-        let lax_subject: Vec<(String, String)> = lax
-            .certification_request_info
-            .subject
-            .iter_rdn()
-            .flat_map(|rdn| rdn.iter())
-            .map(|a| {
-                (
-                    a.attr_type().to_id_string(),
-                    a.as_str().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect();
-        if subject != lax_subject {
+        if subject != lax_subject(&lax) {
             return Err(RequestError::Disagree("the subject"));
         }
-
-        let spki = lax.certification_request_info.subject_pki.raw;
-        let strict_spki = strict
-            .info
-            .public_key
-            .to_der()
-            .map_err(|e| RequestError::Der(e.to_string()))?;
-        if spki != strict_spki.as_slice() {
-            return Err(RequestError::Disagree("the public key"));
-        }
-        let key = KeyAlg::of_spki(&lax.certification_request_info.subject_pki);
-
+        let key = same_key(&strict, &lax)?;
         let extensions = extensions(&strict)?;
-        let lax_attrs = lax.certification_request_info.attributes();
-        let lax_exts = match lax_attrs {
-            [one] => match one.parsed_attribute() {
-                ParsedCriAttribute::ExtensionRequest(r) => &r.extensions,
-                _ => return Err(RequestError::Disagree("the attributes")),
-            },
-            _ => return Err(RequestError::Disagree("the attributes")),
-        };
-        let same = extensions.len() == lax_exts.len()
-            && extensions.iter().zip(lax_exts).all(|(a, b)| {
-                a.extn_id.to_string() == b.oid.to_id_string()
-                    && a.critical == b.critical
-                    && a.extn_value.as_bytes() == b.value
-            });
-        if !same {
-            return Err(RequestError::Disagree("the extensions"));
-        }
-
+        let lax_exts = lax_extensions(&lax, &extensions)?;
         let mut req = Request {
             der: der.clone(),
             subject,
@@ -259,61 +210,7 @@ impl Request {
             ca: None,
         };
         for (ext, lax) in extensions.iter().zip(lax_exts) {
-            let value = ext.extn_value.as_bytes();
-            let bad = |what: &str, e: &dyn std::fmt::Display| {
-                RequestError::Extensions(format!("the {what} extension does not parse: {e}"))
-            };
-            match ext.extn_id {
-                SAN => {
-                    (req.dns, req.ips) = names(value)?;
-                    let agreed = match lax.parsed_extension() {
-                        ParsedExtension::SubjectAlternativeName(san) => {
-                            let mut dns = Vec::new();
-                            let mut ips = Vec::new();
-                            for n in &san.general_names {
-                                match n {
-                                    GeneralName::DNSName(d) => dns.push((*d).to_owned()),
-                                    GeneralName::IPAddress(b) => match ip_of(b) {
-                                        Some(ip) => ips.push(ip),
-                                        None => return Err(RequestError::Disagree("the names")),
-                                    },
-                                    _ => return Err(RequestError::Disagree("the names")),
-                                }
-                            }
-                            dns == req.dns && ips == req.ips
-                        }
-                        _ => false,
-                    };
-                    if !agreed {
-                        return Err(RequestError::Disagree("the names"));
-                    }
-                }
-                KEY_USAGE => {
-                    let ku = KeyUsage::from_der(value).map_err(|e| bad("keyUsage", &e))?;
-                    if !matches!(lax.parsed_extension(), ParsedExtension::KeyUsage(_)) {
-                        return Err(RequestError::Disagree("the key usage"));
-                    }
-                    req.key_usage = ku.0.into_iter().map(|f| format!("{f:?}")).collect();
-                }
-                EXT_KEY_USAGE => {
-                    let eku =
-                        ExtendedKeyUsage::from_der(value).map_err(|e| bad("extKeyUsage", &e))?;
-                    if !matches!(lax.parsed_extension(), ParsedExtension::ExtendedKeyUsage(_)) {
-                        return Err(RequestError::Disagree("the extended key usage"));
-                    }
-                    req.ext_key_usage = eku.0;
-                }
-                BASIC_CONSTRAINTS => {
-                    let bc = BasicConstraints::from_der(value)
-                        .map_err(|e| bad("basicConstraints", &e))?;
-                    if !matches!(lax.parsed_extension(), ParsedExtension::BasicConstraints(_)) {
-                        return Err(RequestError::Disagree("the basic constraints"));
-                    }
-                    req.ca = Some(bc.ca);
-                }
-                // `extensions` let no other through.
-                _ => return Err(RequestError::Extensions("unreachable".into())),
-            }
+            req.read_extension(ext, lax.parsed_extension())?;
         }
         if req.dns.is_empty() && req.ips.is_empty() {
             return Err(RequestError::Sans(
@@ -321,6 +218,50 @@ impl Request {
             ));
         }
         Ok(req)
+    }
+
+    /// Fills the field of one extension [`extensions`] let through, from
+    /// the strict reading, when x509-parser read it (`lax`) as the same.
+    fn read_extension(
+        &mut self,
+        ext: &Extension,
+        lax: &ParsedExtension<'_>,
+    ) -> Result<(), RequestError> {
+        let value = ext.extn_value.as_bytes();
+        let bad = |what: &str, e: &dyn std::fmt::Display| {
+            RequestError::Extensions(format!("the {what} extension does not parse: {e}"))
+        };
+        let (same, what) = match ext.extn_id {
+            SAN => {
+                (self.dns, self.ips) = names(value)?;
+                let read = lax_names(lax).is_some_and(|(d, i)| d == self.dns && i == self.ips);
+                (read, "the names")
+            }
+            KEY_USAGE => {
+                let ku = KeyUsage::from_der(value).map_err(|e| bad("keyUsage", &e))?;
+                self.key_usage = ku.0.into_iter().map(|f| format!("{f:?}")).collect();
+                (matches!(lax, ParsedExtension::KeyUsage(_)), "the key usage")
+            }
+            EXT_KEY_USAGE => {
+                let eku = ExtendedKeyUsage::from_der(value).map_err(|e| bad("extKeyUsage", &e))?;
+                self.ext_key_usage = eku.0;
+                let read = matches!(lax, ParsedExtension::ExtendedKeyUsage(_));
+                (read, "the extended key usage")
+            }
+            BASIC_CONSTRAINTS => {
+                let bc =
+                    BasicConstraints::from_der(value).map_err(|e| bad("basicConstraints", &e))?;
+                self.ca = Some(bc.ca);
+                let read = matches!(lax, ParsedExtension::BasicConstraints(_));
+                (read, "the basic constraints")
+            }
+            // `extensions` let no other through.
+            _ => return Err(RequestError::Extensions("unreachable".into())),
+        };
+        if !same {
+            return Err(RequestError::Disagree(what));
+        }
+        Ok(())
     }
 
     /// Checks the request's signature with its own key (ring, through
@@ -341,6 +282,95 @@ impl Request {
             .map(|(_, v)| v.as_str())
             .collect()
     }
+}
+
+/// The request decoded by both parsers: strict DER with nothing after it,
+/// version 1.
+fn parse_both(der: &[u8]) -> Result<(CertReq, X509CertificationRequest<'_>), RequestError> {
+    let strict = CertReq::from_der(der).map_err(|e| RequestError::Der(e.to_string()))?;
+    let (rest, lax) = X509CertificationRequest::from_der(der)
+        .map_err(|e| RequestError::Der(format!("x509-parser: {e}")))?;
+    if !rest.is_empty() {
+        return Err(RequestError::Der("trailing data".into()));
+    }
+    if strict.info.version != x509_cert::request::Version::V1 {
+        return Err(RequestError::Der("version is not 1 (0)".into()));
+    }
+    Ok((strict, lax))
+}
+
+/// The subject as x509-parser reads it, in the form of [`subject`].
+fn lax_subject(lax: &X509CertificationRequest<'_>) -> Vec<(String, String)> {
+    lax.certification_request_info
+        .subject
+        .iter_rdn()
+        .flat_map(|rdn| rdn.iter())
+        .map(|a| {
+            (
+                a.attr_type().to_id_string(),
+                a.as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The key's algorithm, when both parsers read the same public key.
+fn same_key(
+    strict: &CertReq,
+    lax: &X509CertificationRequest<'_>,
+) -> Result<Option<KeyAlg>, RequestError> {
+    let spki = &lax.certification_request_info.subject_pki;
+    let strict_spki = strict
+        .info
+        .public_key
+        .to_der()
+        .map_err(|e| RequestError::Der(e.to_string()))?;
+    if spki.raw != strict_spki.as_slice() {
+        return Err(RequestError::Disagree("the public key"));
+    }
+    Ok(KeyAlg::of_spki(spki))
+}
+
+/// x509-parser's extensions of the one `extensionRequest`, when they are
+/// `strict`'s, in order, with the same criticality and value.
+fn lax_extensions<'a>(
+    lax: &'a X509CertificationRequest<'_>,
+    strict: &[Extension],
+) -> Result<&'a [X509Extension<'a>], RequestError> {
+    let lax_exts = match lax.certification_request_info.attributes() {
+        [one] => match one.parsed_attribute() {
+            ParsedCriAttribute::ExtensionRequest(r) => &r.extensions,
+            _ => return Err(RequestError::Disagree("the attributes")),
+        },
+        _ => return Err(RequestError::Disagree("the attributes")),
+    };
+    let same = strict.len() == lax_exts.len()
+        && strict.iter().zip(lax_exts).all(|(a, b)| {
+            a.extn_id.to_string() == b.oid.to_id_string()
+                && a.critical == b.critical
+                && a.extn_value.as_bytes() == b.value
+        });
+    if !same {
+        return Err(RequestError::Disagree("the extensions"));
+    }
+    Ok(lax_exts)
+}
+
+/// The DNS names and IPs of a subjectAltName as x509-parser reads it;
+/// `None` when it is not one or holds anything else.
+fn lax_names(lax: &ParsedExtension<'_>) -> Option<(Vec<String>, Vec<IpAddr>)> {
+    let ParsedExtension::SubjectAlternativeName(san) = lax else {
+        return None;
+    };
+    let (mut dns, mut ips) = (Vec::new(), Vec::new());
+    for n in &san.general_names {
+        match n {
+            GeneralName::DNSName(d) => dns.push((*d).to_owned()),
+            GeneralName::IPAddress(b) => ips.push(ip_of(b)?),
+            _ => return None,
+        }
+    }
+    Some((dns, ips))
 }
 
 /// The subject as `(OID, value)` per RDN: one attribute each, a
@@ -502,21 +532,21 @@ fn host_name(d: &str) -> Result<(), RequestError> {
             "looks like an IP address; an IP is requested as an IP SAN",
         ));
     }
-    for label in d.split('.') {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            && !label.starts_with('-')
-            && !label.ends_with('-');
-        if !ok {
-            return Err(bad(
-                "is not a host name (letters, digits, inner hyphens; dot-separated labels of 1-63)",
-            ));
-        }
+    if !d.split('.').all(host_label) {
+        return Err(bad(
+            "is not a host name (letters, digits, inner hyphens; dot-separated labels of 1-63)",
+        ));
     }
     Ok(())
+}
+
+/// One label of a host name: 1-63 letters, digits and inner hyphens.
+fn host_label(l: &str) -> bool {
+    !l.is_empty()
+        && l.len() <= 63
+        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !l.starts_with('-')
+        && !l.ends_with('-')
 }
 
 /// Whether an IPv4 reader takes host `d` for an address: its last label
@@ -554,15 +584,7 @@ pub fn dns_name(d: &str) -> Result<(), X509Error> {
     if reads_as_ipv4(&name) {
         return bad(DnsNameProblem::Ip);
     }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    if !name.split('.').all(label_ok) {
+    if !name.split('.').all(host_label) {
         return bad(DnsNameProblem::NotHostName);
     }
     Ok(())

@@ -100,7 +100,7 @@ pub(crate) fn parse_given(
     argv: Vec<std::ffi::OsString>,
     given: Option<&str>,
 ) -> Result<Parsed, clap::Error> {
-    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    use clap::{CommandFactory, FromArgMatches};
     let cmd = Cli::command();
     let matches = cmd.clone().try_get_matches_from(&argv)?;
     let mut argv = argv;
@@ -109,86 +109,118 @@ pub(crate) fn parse_given(
         && let Some(path) = run.get_one::<PathBuf>("config")
     {
         from_file = Some(path.clone());
-        let text = match given {
-            Some(text) => text.to_owned(),
-            None => {
-                read_file(path).map_err(|e| cmd.clone().error(clap::error::ErrorKind::Io, e))?
-            }
-        };
-        let settings = file_settings(path, &text).map_err(|e| {
-            cmd.clone()
-                .error(clap::error::ErrorKind::ValueValidation, e)
+        argv.extend(file_flags(&cmd, run, path, given)?);
+    }
+    let matches = cmd
+        .clone()
+        .try_get_matches_from(&argv)
+        .map_err(|e| match &from_file {
+            Some(path) => naming_file(&cmd, e, path),
+            None => e,
         })?;
-        let mut built = cmd.clone();
-        built.build();
-        let ids: std::collections::HashMap<String, String> = built
-            .find_subcommand("run")
-            .into_iter()
-            .flat_map(|sub| sub.get_arguments())
-            .filter_map(|a| Some((a.get_long()?.to_owned(), a.get_id().as_str().to_owned())))
-            .collect();
-        for (flag, values) in settings {
-            // `file_settings` checked every key against these long names.
-            let Some(id) = ids.get(&flag) else { continue };
-            let given = matches!(
-                run.value_source(id),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            );
-            if given {
-                continue;
-            }
-            let is_switch = matches!(
-                values.as_slice(),
-                [v] if v == "true" || v == "false"
-            ) && run
-                .get_raw(id)
-                .is_none_or(|mut r| r.next().is_some_and(|v| v == "false"));
-            for v in values {
-                if is_switch {
-                    if v == "true" {
-                        argv.push(format!("--{flag}").into());
-                    }
-                } else {
-                    argv.push(format!("--{flag}={v}").into());
-                }
-            }
-        }
-    }
-    let matches = cmd.clone().try_get_matches_from(&argv).map_err(|e| {
-        // Name the file when one of its settings is what was refused.
-        match &from_file {
-            Some(path) if e.use_stderr() => {
-                let first = e.render().to_string();
-                let first = first.lines().next().unwrap_or_default();
-                let first = first.strip_prefix("error: ").unwrap_or(first);
-                cmd.clone().error(
-                    e.kind(),
-                    format!("{first} (with the settings of {})", path.display()),
-                )
-            }
-            _ => e,
-        }
-    })?;
     let cli = Cli::from_arg_matches(&matches)?;
-    let mut effective = Vec::new();
-    if let Some(run) = matches.subcommand_matches("run") {
-        let mut built = cmd;
-        built.build();
-        if let Some(sub) = built.find_subcommand("run") {
-            for arg in sub.get_arguments() {
-                let Some(long) = arg.get_long() else { continue };
-                if NOT_IN_FILE.contains(&long) {
-                    continue;
+    let effective = matches
+        .subcommand_matches("run")
+        .map(effective)
+        .unwrap_or_default();
+    Ok(Parsed { cli, effective })
+}
+
+/// `run`'s arguments, as clap builds them.
+fn run_arguments() -> Vec<clap::Arg> {
+    use clap::CommandFactory;
+    let mut built = Cli::command();
+    built.build();
+    built
+        .find_subcommand("run")
+        .into_iter()
+        .flat_map(|sub| sub.get_arguments().cloned())
+        .collect()
+}
+
+/// The flags the settings of the config file `path` (its text `given`, or
+/// read) add to the command line `run`: each one neither the command line
+/// nor the environment set already.
+fn file_flags(
+    cmd: &clap::Command,
+    run: &clap::ArgMatches,
+    path: &Path,
+    given: Option<&str>,
+) -> Result<Vec<std::ffi::OsString>, clap::Error> {
+    use clap::parser::ValueSource;
+    let text = match given {
+        Some(text) => text.to_owned(),
+        None => read_file(path).map_err(|e| cmd.clone().error(clap::error::ErrorKind::Io, e))?,
+    };
+    let settings = file_settings(path, &text).map_err(|e| {
+        cmd.clone()
+            .error(clap::error::ErrorKind::ValueValidation, e)
+    })?;
+    let ids: std::collections::HashMap<String, String> = run_arguments()
+        .iter()
+        .filter_map(|a| Some((a.get_long()?.to_owned(), a.get_id().as_str().to_owned())))
+        .collect();
+    let mut argv = Vec::new();
+    for (flag, values) in settings {
+        // `file_settings` checked every key against these long names.
+        let Some(id) = ids.get(&flag) else { continue };
+        let given = matches!(
+            run.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        );
+        if given {
+            continue;
+        }
+        let is_switch = matches!(
+            values.as_slice(),
+            [v] if v == "true" || v == "false"
+        ) && run
+            .get_raw(id)
+            .is_none_or(|mut r| r.next().is_some_and(|v| v == "false"));
+        for v in values {
+            if is_switch {
+                if v == "true" {
+                    argv.push(format!("--{flag}").into());
                 }
-                let values: Vec<String> = run
-                    .get_raw(arg.get_id().as_str())
-                    .map(|r| r.map(|v| v.to_string_lossy().into_owned()).collect())
-                    .unwrap_or_default();
-                effective.push((long.to_owned(), values));
+            } else {
+                argv.push(format!("--{flag}={v}").into());
             }
         }
     }
-    Ok(Parsed { cli, effective })
+    Ok(argv)
+}
+
+/// `e` naming the config file `path`, when it is a refusal (shown on
+/// stderr): one of the file's settings may be what was refused.
+fn naming_file(cmd: &clap::Command, e: clap::Error, path: &Path) -> clap::Error {
+    if !e.use_stderr() {
+        return e;
+    }
+    let first = e.render().to_string();
+    let first = first.lines().next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    cmd.clone().error(
+        e.kind(),
+        format!("{first} (with the settings of {})", path.display()),
+    )
+}
+
+/// Every flag of `run` a config file may set, with its effective values.
+fn effective(run: &clap::ArgMatches) -> Vec<(String, Vec<String>)> {
+    run_arguments()
+        .iter()
+        .filter_map(|arg| {
+            let long = arg.get_long()?;
+            if NOT_IN_FILE.contains(&long) {
+                return None;
+            }
+            let values: Vec<String> = run
+                .get_raw(arg.get_id().as_str())
+                .map(|r| r.map(|v| v.to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            Some((long.to_owned(), values))
+        })
+        .collect()
 }
 
 /// A parsed command line, and for `run` every flag's effective values.

@@ -127,14 +127,7 @@ impl MappingSpec {
                     .map_err(|_| IssueError::Ip { value: s.clone() })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        for d in &self.dns {
-            let wildcard = d.strip_prefix("*.").unwrap_or(d);
-            check_dns("name", &wildcard.to_ascii_lowercase(), 253)
-                .map_err(|_| IssueError::Dns { value: d.clone() })?;
-            // The rule templates and issued certificates are held to too
-            // (labels, no address written as a name).
-            crate::x509::dns_name(d).map_err(IssueError::DnsRule)?;
-        }
+        self.dns_names()?;
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err(IssueError::EmptySubject);
         }
@@ -148,18 +141,7 @@ impl MappingSpec {
         let usages = if self.usage.is_empty() {
             usages(key_alg)?
         } else {
-            let mut usages: Vec<String> = Vec::new();
-            for u in &self.usage {
-                let u = u.replace('-', " ").to_ascii_lowercase();
-                if !CSR_USAGES.contains(&u.as_str()) {
-                    return Err(IssueError::UnknownUsage { usage: u });
-                }
-                if usages.contains(&u) {
-                    return Err(IssueError::UsageTwice { usage: u });
-                }
-                usages.push(u);
-            }
-            usages
+            self.given_usages()?
         };
         // A leaf's usages only: refused at start, not after a request.
         crate::source::csr::leaf_usages(usages.iter().map(String::as_str))
@@ -190,6 +172,37 @@ impl MappingSpec {
             bootstrap: None,
             write_kubeconfig: None,
         })
+    }
+
+    /// Each `dns=` a host name, or a wildcard one, that passes
+    /// [`crate::x509::dns_name`].
+    fn dns_names(&self) -> Result<(), IssueError> {
+        for d in &self.dns {
+            let wildcard = d.strip_prefix("*.").unwrap_or(d);
+            check_dns("name", &wildcard.to_ascii_lowercase(), 253)
+                .map_err(|_| IssueError::Dns { value: d.clone() })?;
+            // The rule templates and issued certificates are held to too
+            // (labels, no address written as a name).
+            crate::x509::dns_name(d).map_err(IssueError::DnsRule)?;
+        }
+        Ok(())
+    }
+
+    /// The `usage=` values as the CSR API spells them (`-` for a space, any
+    /// case), each a usage it knows, none twice.
+    fn given_usages(&self) -> Result<Vec<String>, IssueError> {
+        let mut usages: Vec<String> = Vec::new();
+        for u in &self.usage {
+            let u = u.replace('-', " ").to_ascii_lowercase();
+            if !CSR_USAGES.contains(&u.as_str()) {
+                return Err(IssueError::UnknownUsage { usage: u });
+            }
+            if usages.contains(&u) {
+                return Err(IssueError::UsageTwice { usage: u });
+            }
+            usages.push(u);
+        }
+        Ok(usages)
     }
 
     /// The `csr:SIGNER` options as a [`CsrSpec`].

@@ -237,62 +237,69 @@ impl MappingSpec {
                 }
             }
         }
+        let (expect, layout, items) = if self.files.is_empty() {
+            self.pem_files(kind, issuing, err)?
+        } else {
+            let (layout, items) = self.named_files(err)?;
+            let allow_non_pem = self.allow_non_pem;
+            (Expect::Files { allow_non_pem }, layout, items)
+        };
+        for item in &items {
+            check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
+        }
+        Ok((expect, layout, items))
+    }
+
+    /// Without `files=`: a pair (cert and key, or combined) and its CA, or
+    /// the CA alone.
+    fn pem_files(
+        &self,
+        kind: SourceKind,
+        issuing: bool,
+        err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<(Expect, Layout, Vec<Item>), ConfigError> {
         let ca_only = self.ca_only || kind == SourceKind::ClusterTrustBundle;
-        let expect = if !self.files.is_empty() {
-            Expect::Files {
-                allow_non_pem: self.allow_non_pem,
-            }
-        } else if ca_only {
+        let expect = if ca_only {
             Expect::CaOnly
         } else {
             Expect::Pair
         };
-        let (layout, mut items) = if !self.files.is_empty() {
-            self.named_files(err)?
-        } else {
-            let mut items = Vec::new();
-            let layout = match (&self.combined, ca_only) {
-                (Some(_), true) => {
-                    return Err(err("combined and ca-only exclude each other".into()));
+        let mut items = Vec::new();
+        let layout = match (&self.combined, ca_only) {
+            (Some(_), true) => {
+                return Err(err("combined and ca-only exclude each other".into()));
+            }
+            (Some(file), false) => {
+                if self.cert.is_some() || self.key.is_some() {
+                    return Err(err(
+                        "combined replaces cert and key; give one or the other".into()
+                    ));
                 }
-                (Some(file), false) => {
-                    if self.cert.is_some() || self.key.is_some() {
-                        return Err(err(
-                            "combined replaces cert and key; give one or the other".into()
-                        ));
-                    }
-                    check_file_name(file).map_err(|e| err(format!("combined: {e}")))?;
-                    Layout::Combined(file.clone())
+                check_file_name(file).map_err(|e| err(format!("combined: {e}")))?;
+                Layout::Combined(file.clone())
+            }
+            (None, true) => {
+                if self.cert.is_some() || self.key.is_some() {
+                    return Err(err("a ca-only mapping takes no cert or key".into()));
                 }
-                (None, true) => {
-                    if self.cert.is_some() || self.key.is_some() {
-                        return Err(err("a ca-only mapping takes no cert or key".into()));
-                    }
-                    Layout::Files
-                }
-                (None, false) => {
-                    let cert = self.cert.as_deref().unwrap_or(CERT_FILE);
-                    let key = self.key.as_deref().unwrap_or(KEY_FILE);
-                    items = vec![
-                        Item::new(cert, CERT_FILE, true),
-                        Item::new(key, KEY_FILE, true),
-                    ];
-                    Layout::Files
-                }
-            };
-            (layout, items)
+                Layout::Files
+            }
+            (None, false) => {
+                let cert = self.cert.as_deref().unwrap_or(CERT_FILE);
+                let key = self.key.as_deref().unwrap_or(KEY_FILE);
+                items = vec![
+                    Item::new(cert, CERT_FILE, true),
+                    Item::new(key, KEY_FILE, true),
+                ];
+                Layout::Files
+            }
         };
-        if self.files.is_empty() {
-            // An issuing kind's ca= names the signer's CA, not a file.
-            let ca_item = match issuing {
-                true => CA_FILE,
-                false => self.ca.as_deref().unwrap_or(CA_FILE),
-            };
-            items.push(Item::new(ca_item, CA_FILE, ca_only));
-        }
-        for item in &items {
-            check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
-        }
+        // An issuing kind's ca= names the signer's CA, not a file.
+        let ca_item = match issuing {
+            true => CA_FILE,
+            false => self.ca.as_deref().unwrap_or(CA_FILE),
+        };
+        items.push(Item::new(ca_item, CA_FILE, ca_only));
         Ok((expect, layout, items))
     }
 

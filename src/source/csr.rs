@@ -97,7 +97,7 @@ async fn check_off_runtime(
     .await
     .and_then(|checked| checked.map_err(|e| e.to_string()))
 }
-pub(crate) use issued::{CaUsage, KU_NAMES, Usage, eku_usage, leaf_usages, usage};
+pub(crate) use issued::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";

@@ -39,7 +39,8 @@ impl Syncer {
             self.pinned(revision).await;
             return Ok(outcome);
         }
-        if matches!(outcome, Outcome::Written { .. }) {
+        let written = matches!(outcome, Outcome::Written { .. });
+        if written {
             // A flip releases any pin (the writer removed it).
             self.metrics.pinned(&self.mapping.name, false);
         }
@@ -53,41 +54,47 @@ impl Syncer {
             tracing::warn!(target: LOG, mapping = %self.mapping.name, revision, "the live revision was changed by another writer (a rollback?); reloading the consumer");
             self.reload_now(leaf.as_ref());
         }
-        let written = matches!(outcome, Outcome::Written { .. });
         self.record_current(revision, leaf.as_ref());
         let name = self.mapping.name.clone();
         self.metrics
             .sync(&name, if written { "written" } else { "unchanged" });
         let kubeconfig = self.update_copies(bundle).await;
         self.metrics.ready(&name, kubeconfig);
-        let (name, hash) = (&name, bundle.hash());
-        match &outcome {
-            Outcome::Written { revision, drift } => {
+        self.log_outcome(&outcome, leaf.as_ref(), bundle);
+        Ok(outcome)
+    }
+
+    /// Logs what a publish did, and records a new revision as an Event.
+    fn log_outcome(&self, outcome: &Outcome, leaf: Option<&validate::Leaf>, bundle: &Bundle) {
+        let (name, hash) = (&self.mapping.name, bundle.hash());
+        match outcome {
+            Outcome::Written {
+                revision,
+                drift: Some(why),
+            } => {
+                tracing::warn!(target: LOG, mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision");
+            }
+            Outcome::Written {
+                revision,
+                drift: None,
+            } => {
                 let not_after = leaf
-                    .as_ref()
                     .map(|l| validate::rfc3339(l.not_after))
                     .unwrap_or_default();
-                let subject = leaf.as_ref().map_or("", |l| l.subject.as_str());
-                match drift {
-                    Some(why) => {
-                        tracing::warn!(target: LOG, mapping = %name, revision, hash = %hash.short(), drift = %why, "target drifted; restored the current pair in a new revision")
-                    }
-                    None => {
-                        if leaf.is_some() {
-                            tracing::info!(target: LOG, mapping = %name, revision, hash = %hash.short(), subject, %not_after, target_dir = %self.mapping.target.display(), "published new revision");
-                        } else {
-                            // A CA bundle (ca.crt only) has no leaf: no
-                            // empty subject and date in the log.
-                            tracing::info!(target: LOG, mapping = %name, revision, hash = %hash.short(), content = "CA certificates only", target_dir = %self.mapping.target.display(), "published new revision");
-                        }
-                        if let Some(events) = &self.events {
-                            let serial = leaf.as_ref().map_or("-", |l| l.serial.as_str());
-                            events.updated(format!(
-                                "revision {revision} written to {}: {subject}, serial {serial}, not after {not_after}",
-                                self.mapping.target.display()
-                            ));
-                        }
-                    }
+                let subject = leaf.map_or("", |l| l.subject.as_str());
+                if leaf.is_some() {
+                    tracing::info!(target: LOG, mapping = %name, revision, hash = %hash.short(), subject, %not_after, target_dir = %self.mapping.target.display(), "published new revision");
+                } else {
+                    // A CA bundle (ca.crt only) has no leaf: no
+                    // empty subject and date in the log.
+                    tracing::info!(target: LOG, mapping = %name, revision, hash = %hash.short(), content = "CA certificates only", target_dir = %self.mapping.target.display(), "published new revision");
+                }
+                if let Some(events) = &self.events {
+                    let serial = leaf.map_or("-", |l| l.serial.as_str());
+                    events.updated(format!(
+                        "revision {revision} written to {}: {subject}, serial {serial}, not after {not_after}",
+                        self.mapping.target.display()
+                    ));
                 }
             }
             Outcome::Unchanged {
@@ -99,9 +106,8 @@ impl Syncer {
             Outcome::Unchanged { revision, .. } => {
                 tracing::debug!(target: LOG, mapping = %name, revision, "target already current");
             }
-            Outcome::Pinned { .. } => {} // returned above
+            Outcome::Pinned { .. } => {} // returned before
         }
-        Ok(outcome)
     }
 
     /// After a failed write: not ready while the target holds no intact

@@ -49,18 +49,7 @@ pub async fn run(
         let settings = config.client.clone();
         tasks.spawn(settings.run_clients(watcher.clone(), clients_tx, shutdown.clone()));
     }
-    if config.events
-        && config.events_pod.is_none()
-        && config
-            .mappings
-            .iter()
-            .any(|m| m.source.events_on() == EventsOn::Pod)
-    {
-        tracing::warn!(
-            target: LOG,
-            "--events: dir: mappings have no object to record Events on (nor have clustertrustbundle: mappings); set POD_NAME and POD_NAMESPACE (downward API) to record them on this Pod"
-        );
-    }
+    warn_events_unrecorded(&config);
     let mappings = std::mem::take(&mut config.mappings);
     let running = Running {
         config: &config,
@@ -94,9 +83,31 @@ pub async fn run(
             shutdown.clone(),
         ));
     }
-    // Every task ends on shutdown; one stuck in a hook or an API call is
-    // not waited for past the grace period (kubelet kills at 30 s).
-    let mut stopping = shutdown.clone();
+    join(tasks, shutdown).await;
+    Ok(())
+}
+
+/// Warns when `--events` is on and a mapping's Events belong on this Pod,
+/// which is not known.
+fn warn_events_unrecorded(config: &Config) {
+    if config.events
+        && config.events_pod.is_none()
+        && config
+            .mappings
+            .iter()
+            .any(|m| m.source.events_on() == EventsOn::Pod)
+    {
+        tracing::warn!(
+            target: LOG,
+            "--events: dir: mappings have no object to record Events on (nor have clustertrustbundle: mappings); set POD_NAME and POD_NAMESPACE (downward API) to record them on this Pod"
+        );
+    }
+}
+
+/// Waits for `tasks`. Every task ends on shutdown; one stuck in a hook or
+/// an API call is not waited for past the grace period (kubelet kills at
+/// 30 s).
+async fn join<T: 'static>(mut tasks: tokio::task::JoinSet<T>, mut stopping: watch::Receiver<bool>) {
     let grace = async {
         crate::shutdown::stopped(&mut stopping).await;
         tokio::time::sleep(SHUTDOWN_GRACE).await;
@@ -107,7 +118,6 @@ pub async fn run(
             tracing::warn!(target: LOG, grace = ?SHUTDOWN_GRACE, "tasks still running after shutdown began; exiting anyway");
         }
     }
-    Ok(())
 }
 
 /// How long `run` waits for its tasks after shutdown begins.

@@ -128,51 +128,7 @@ pub(super) fn certificate(
     };
     let spki = SubjectPublicKeyInfoOwned::from_der(&key.subject_public_key_info())
         .map_err(der("public key"))?;
-
-    let (mut ku, mut eku) = (0u16, Vec::new());
-    for u in &w.want.usages {
-        match usage(u) {
-            Some(Usage::Ku(bit)) => ku |= bit,
-            Some(Usage::Eku(oid)) => {
-                let oid = self::oid(oid)?;
-                if !eku.contains(&oid) {
-                    eku.push(oid);
-                }
-            }
-            None => return Err(SignError::UnknownUsage(u.clone())),
-        }
-    }
-    let mut extensions = Vec::new();
-    if ku != 0 {
-        let flags =
-            FlagSet::<KeyUsages>::new(ku).map_err(|e| SignError::KeyUsageBits(e.to_string()))?;
-        extensions.push(extension("2.5.29.15", true, &KeyUsage(flags))?);
-    }
-    if !eku.is_empty() {
-        extensions.push(extension("2.5.29.37", false, &ExtendedKeyUsage(eku))?);
-    }
-    let not_ca = BasicConstraints {
-        ca: false,
-        path_len_constraint: None,
-    };
-    extensions.push(extension("2.5.29.19", true, &not_ca)?);
-    // RFC 5280 4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits.
-    let bits = spki.subject_public_key.raw_bytes();
-    let ski = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, bits);
-    let ski = OctetString::new(ski.as_ref()).map_err(der("SKI"))?;
-    extensions.push(extension("2.5.29.14", false, &SubjectKeyIdentifier(ski))?);
-    if let Some(id) = &w.ca.ski {
-        let aki = AuthorityKeyIdentifier {
-            key_identifier: Some(OctetString::new(id.clone()).map_err(der("AKI"))?),
-            authority_cert_issuer: None,
-            authority_cert_serial_number: None,
-        };
-        extensions.push(extension("2.5.29.35", false, &aki)?);
-    }
-    if let Some(san) = san_extension(&w.sans, subject.0.is_empty())? {
-        extensions.push(san);
-    }
-
+    let extensions = extensions(w, &spki, subject.0.is_empty())?;
     let algorithm = signature_algorithm(w.ca.alg)?;
     let tbs = x509_cert::TbsCertificate {
         version: x509_cert::certificate::Version::V3,
@@ -199,4 +155,67 @@ pub(super) fn certificate(
     }
     .to_der()
     .map_err(der("encoding"))
+}
+
+/// The extensions, in kubeadm's order: key usage (critical) and extended
+/// key usage as `w` asks, basic constraints CA:FALSE (critical), the SKI
+/// of `spki`, the AKI from the CA's SKI, the SANs (critical when the
+/// subject is empty).
+fn extensions(
+    w: &Wanted,
+    spki: &SubjectPublicKeyInfoOwned,
+    empty_subject: bool,
+) -> Result<Vec<Extension>, SignError> {
+    let mut extensions = usage_extensions(&w.want.usages)?;
+    let not_ca = BasicConstraints {
+        ca: false,
+        path_len_constraint: None,
+    };
+    extensions.push(extension("2.5.29.19", true, &not_ca)?);
+    // RFC 5280 4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits.
+    let bits = spki.subject_public_key.raw_bytes();
+    let ski = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, bits);
+    let ski = OctetString::new(ski.as_ref()).map_err(der("SKI"))?;
+    extensions.push(extension("2.5.29.14", false, &SubjectKeyIdentifier(ski))?);
+    if let Some(id) = &w.ca.ski {
+        let aki = AuthorityKeyIdentifier {
+            key_identifier: Some(OctetString::new(id.clone()).map_err(der("AKI"))?),
+            authority_cert_issuer: None,
+            authority_cert_serial_number: None,
+        };
+        extensions.push(extension("2.5.29.35", false, &aki)?);
+    }
+    if let Some(san) = san_extension(&w.sans, empty_subject)? {
+        extensions.push(san);
+    }
+    Ok(extensions)
+}
+
+/// The key usage (critical) and extended key usage extensions the CSR API
+/// usage strings `usages` stand for, each EKU once; none when none is
+/// asked.
+fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, SignError> {
+    let (mut ku, mut eku) = (0u16, Vec::new());
+    for u in usages {
+        match usage(u) {
+            Some(Usage::Ku(bit)) => ku |= bit,
+            Some(Usage::Eku(oid)) => {
+                let oid = self::oid(oid)?;
+                if !eku.contains(&oid) {
+                    eku.push(oid);
+                }
+            }
+            None => return Err(SignError::UnknownUsage(u.clone())),
+        }
+    }
+    let mut extensions = Vec::new();
+    if ku != 0 {
+        let flags =
+            FlagSet::<KeyUsages>::new(ku).map_err(|e| SignError::KeyUsageBits(e.to_string()))?;
+        extensions.push(extension("2.5.29.15", true, &KeyUsage(flags))?);
+    }
+    if !eku.is_empty() {
+        extensions.push(extension("2.5.29.37", false, &ExtendedKeyUsage(eku))?);
+    }
+    Ok(extensions)
 }

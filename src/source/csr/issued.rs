@@ -20,7 +20,7 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 
 mod read;
 pub use read::Unread;
-use read::read_strictly;
+use read::{Facts, read_strictly};
 
 use super::{CsrSpec, KeyAlg, Window};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
@@ -113,7 +113,7 @@ const OID_O: &str = "2.5.4.10";
 
 /// Key usage bits, bit 0 first as both parsers number them (RFC 5280
 /// `KeyUsage` BIT STRING: digitalSignature (0) ... decipherOnly (8)).
-pub(crate) const KU_NAMES: [&str; 9] = [
+const KU_NAMES: [&str; 9] = [
     "digital signature",
     "content commitment",
     "key encipherment",
@@ -212,7 +212,8 @@ fn attributes(s: &[(String, String)]) -> String {
         .join(", ")
 }
 
-fn ku_names(bits: u16) -> Vec<&'static str> {
+/// The names of the key usage bits set in `bits`, bit 0 first.
+pub(crate) fn ku_names(bits: u16) -> Vec<&'static str> {
     (0..KU_NAMES.len())
         .filter(|i| bits & (1 << i) != 0)
         .map(|i| KU_NAMES[i])
@@ -251,6 +252,34 @@ pub fn check(
     now: SystemTime,
     clock_skew: std::time::Duration,
 ) -> Result<Window, IssuedError> {
+    let leaf = valid_pair(cert_pem, key_pem, now, clock_skew)?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(IssuedError::Pem)?;
+    let der = chain.first().ok_or(IssuedError::NoLeaf)?;
+    let facts = read_strictly(der)?;
+    subject(spec, &facts)?;
+    names(spec, &facts)?;
+    usages(spec, &facts)?;
+    leaf_only(&facts)?;
+    key_alg(spec, der)?;
+    if let Some(ca) = ca {
+        chains_to(&chain, ca, &spec.usages, now)?;
+    }
+    Ok(Window {
+        not_before: leaf.not_before,
+        not_after: leaf.not_after,
+    })
+}
+
+/// The leaf of the pair, when certsync's own validation passes it: the
+/// key matches, inside its validity.
+fn valid_pair(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    now: SystemTime,
+    clock_skew: std::time::Duration,
+) -> Result<validate::Leaf, IssuedError> {
     let mut pair = Bundle::default();
     pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
         .map_err(IssuedError::Bundle)?;
@@ -262,62 +291,55 @@ pub fn check(
         clock_skew,
         max_size: validate::MAX_BUNDLE_SIZE,
     };
-    let leaf = validate::validate(&pair, &policy)
+    validate::validate(&pair, &policy)
         .map_err(IssuedError::Invalid)?
         .leaf
-        .ok_or(IssuedError::NoLeaf)?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
-        .collect::<Result<_, _>>()
-        .map_err(IssuedError::Pem)?;
-    let der = chain.first().ok_or(IssuedError::NoLeaf)?;
-    let facts = read_strictly(der)?;
+        .ok_or(IssuedError::NoLeaf)
+}
 
-    let mut want_subject: Vec<(String, String)> = spec
+/// Exactly the subject `spec` asks for: its O values and CN, no other
+/// attribute.
+fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
+    let orgs = spec
         .organizations
         .iter()
-        .map(|o| (OID_O.to_owned(), o.clone()))
-        .chain(
-            spec.common_name
-                .iter()
-                .map(|cn| (OID_CN.to_owned(), cn.clone())),
-        )
-        .collect();
-    want_subject.sort();
-    if facts.subject != want_subject {
+        .map(|o| (OID_O.to_owned(), o.clone()));
+    let cn = spec
+        .common_name
+        .iter()
+        .map(|cn| (OID_CN.to_owned(), cn.clone()));
+    let mut want: Vec<(String, String)> = orgs.chain(cn).collect();
+    want.sort();
+    if facts.subject != want {
         return Err(IssuedError::Subject {
-            got: facts.subject,
-            want: want_subject,
+            got: facts.subject.clone(),
+            want,
         });
     }
+    Ok(())
+}
 
+/// The DNS names (without case) and IP addresses `spec` asks for, each
+/// set once, and no other kind of name.
+fn names(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
     if let Some(&kind) = facts.other_names.first() {
         return Err(IssuedError::OtherName { kind });
     }
-    let mut dns: Vec<String> = facts.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
-    let mut want_dns: Vec<String> = spec.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
-    let mut ips = facts.ips.clone();
-    let mut want_ips = spec.ips.clone();
-    for v in [&mut dns, &mut want_dns] {
-        v.sort();
-        v.dedup();
+    let lower = |names: &[String]| set(names.iter().map(|d| d.to_ascii_lowercase()).collect());
+    let (got, want) = (lower(&facts.dns), lower(&spec.dns));
+    if got != want {
+        return Err(IssuedError::DnsNames { got, want });
     }
-    for v in [&mut ips, &mut want_ips] {
-        v.sort();
-        v.dedup();
+    let (got, want) = (set(facts.ips.clone()), set(spec.ips.clone()));
+    if got != want {
+        return Err(IssuedError::IpAddresses { got, want });
     }
-    if dns != want_dns {
-        return Err(IssuedError::DnsNames {
-            got: dns,
-            want: want_dns,
-        });
-    }
-    if ips != want_ips {
-        return Err(IssuedError::IpAddresses {
-            got: ips,
-            want: want_ips,
-        });
-    }
+    Ok(())
+}
 
+/// Exactly the key usage bits and extended key usages `spec.usages` stand
+/// for, none of them a CA's.
+fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
     let (mut want_ku, mut want_eku) = (0u16, Vec::new());
     for u in &spec.usages {
         match usage(u) {
@@ -327,8 +349,7 @@ pub fn check(
             None => return Err(IssuedError::UnknownUsage(u.clone())),
         }
     }
-    want_eku.sort();
-    want_eku.dedup();
+    let want_eku = set(want_eku);
     let ku = facts.key_usage.unwrap_or(0);
     if ku != want_ku {
         return Err(IssuedError::KeyUsage {
@@ -345,6 +366,12 @@ pub fn check(
     }
     // Asked for and given: still refused (a leaf is never a signer).
     leaf_usages(ku_names(ku))?;
+    Ok(())
+}
+
+/// Not a CA, no path length, and no critical extension certsync does not
+/// understand.
+fn leaf_only(facts: &Facts) -> Result<(), IssuedError> {
     match facts.basic_constraints {
         None | Some((false, None)) => {}
         Some((true, _)) => return Err(IssuedError::IsCa),
@@ -353,26 +380,28 @@ pub fn check(
     if let Some(oid) = facts.unknown_critical.first() {
         return Err(IssuedError::UnknownCritical { oid: oid.clone() });
     }
+    Ok(())
+}
 
+/// The key algorithm of the leaf `der` is the one `spec` asks for.
+fn key_alg(spec: &CsrSpec, der: &[u8]) -> Result<(), IssuedError> {
     let (_, cert) =
         x509_parser::parse_x509_certificate(der).map_err(|e| IssuedError::Leaf(e.to_string()))?;
     match KeyAlg::of_spki(cert.public_key()) {
-        Some(alg) if alg == spec.key_alg => {}
-        Some(got) => {
-            return Err(IssuedError::KeyAlg {
-                got,
-                want: spec.key_alg,
-            });
-        }
-        None => return Err(IssuedError::UnknownKeyAlg),
+        Some(alg) if alg == spec.key_alg => Ok(()),
+        Some(got) => Err(IssuedError::KeyAlg {
+            got,
+            want: spec.key_alg,
+        }),
+        None => Err(IssuedError::UnknownKeyAlg),
     }
-    if let Some(ca) = ca {
-        chains_to(&chain, ca, &spec.usages, now)?;
-    }
-    Ok(Window {
-        not_before: leaf.not_before,
-        not_after: leaf.not_after,
-    })
+}
+
+/// `v` sorted, each value once: the form two lists are compared in.
+fn set<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// The chain (leaf first) verifies up to one of the CA certificates in

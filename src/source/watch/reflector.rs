@@ -84,97 +84,131 @@ where
             if let Some(until) = self.pause.take() {
                 self.wait(until).await;
             }
-            match std::mem::replace(&mut self.state, State::List) {
-                State::List => match Box::pin(self.throttled(|c| c.page(None))).await {
-                    Ok(list) => {
-                        self.state = Self::listing(list);
-                        return Ok(Event::Init);
-                    }
-                    Err(e) => return Err(self.failed(e)),
-                },
+            let step = match std::mem::replace(&mut self.state, State::List) {
+                State::List => Some(self.list().await),
                 State::Listing {
-                    mut items,
+                    items,
                     next_page,
                     version,
-                } => {
-                    if let Some(o) = items.pop_front() {
-                        self.state = State::Listing {
-                            items,
-                            next_page,
-                            version,
-                        };
-                        return Ok(Event::InitApply(o));
-                    }
-                    let Some(token) = next_page else {
-                        self.state = State::Watch {
-                            version,
-                            fresh: true,
-                        };
-                        return Ok(Event::InitDone);
-                    };
-                    match Box::pin(self.throttled(|c| c.page(Some(token)))).await {
-                        Ok(list) => self.state = Self::listing(list),
-                        // A failed page (an expired continue token, too):
-                        // the whole list again, after the backoff.
-                        Err(e) => return Err(self.failed(e)),
-                    }
-                }
-                State::Watch { version, fresh } => {
-                    match Box::pin(self.throttled(|c| c.open(&version))).await {
-                        Ok((body, deadline, said)) => {
-                            self.state = State::Watching(Box::new(Open {
-                                body,
-                                version,
-                                fresh,
-                                started: Instant::now(),
-                                deadline,
-                                said,
-                                seen: false,
-                            }));
-                        }
-                        Err(e) if e.code() == Some(410) => self.gone(fresh),
-                        Err(e) => {
-                            // Not fresh any more: time passed since the
-                            // list, and a 410 now is an expired version
-                            // (a server back from an outage), not a storm.
-                            self.state = State::Watch {
-                                version,
-                                fresh: false,
-                            };
-                            return Err(self.failed(e));
-                        }
-                    }
-                }
-                State::Watching(mut open) => match self.conn.read::<K>(&mut open).await {
-                    Line::Event(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
-                        self.healthy(&mut open, o.meta().resource_version.clone());
-                        self.state = State::Watching(open);
-                        return Ok(Event::Apply(o));
-                    }
-                    Line::Event(WatchEvent::Deleted(o)) => {
-                        self.healthy(&mut open, o.meta().resource_version.clone());
-                        self.state = State::Watching(open);
-                        return Ok(Event::Delete(o));
-                    }
-                    Line::Event(WatchEvent::Bookmark(b)) => {
-                        self.healthy(&mut open, Some(b.metadata.resource_version));
-                        self.state = State::Watching(open);
-                    }
-                    Line::Event(WatchEvent::Error(s)) if s.code == 410 => self.gone(open.fresh),
-                    Line::Event(WatchEvent::Error(s)) => {
-                        let message = if s.code == 403 {
-                            s.message
-                        } else {
-                            format!("{} ({})", s.message, s.code)
-                        };
-                        let e = self.conn.error("watch", Some(s.code), message);
-                        return Err(self.resume_after(*open, e));
-                    }
-                    Line::Failed(e) => return Err(self.resume_after(*open, e)),
-                    Line::End => self.ended(*open),
-                },
+                } => self.report(items, next_page, version).await,
+                State::Watch { version, fresh } => self.watch(version, fresh).await,
+                State::Watching(open) => self.read(open).await,
+            };
+            if let Some(step) = step {
+                return step;
             }
         }
+    }
+
+    /// Lists the first page.
+    async fn list(&mut self) -> Result<Event<K>, WatchError> {
+        match Box::pin(self.throttled(|c| c.page(None))).await {
+            Ok(list) => {
+                self.state = Self::listing(list);
+                Ok(Event::Init)
+            }
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    /// Reports the next object of a list, the list's end, or asks for its
+    /// next page (`None`: nothing to report yet).
+    async fn report(
+        &mut self,
+        mut items: VecDeque<K>,
+        next_page: Option<String>,
+        version: String,
+    ) -> Option<Result<Event<K>, WatchError>> {
+        if let Some(o) = items.pop_front() {
+            self.state = State::Listing {
+                items,
+                next_page,
+                version,
+            };
+            return Some(Ok(Event::InitApply(o)));
+        }
+        let Some(token) = next_page else {
+            self.state = State::Watch {
+                version,
+                fresh: true,
+            };
+            return Some(Ok(Event::InitDone));
+        };
+        match Box::pin(self.throttled(|c| c.page(Some(token)))).await {
+            Ok(list) => self.state = Self::listing(list),
+            // A failed page (an expired continue token, too):
+            // the whole list again, after the backoff.
+            Err(e) => return Some(Err(self.failed(e))),
+        }
+        None
+    }
+
+    /// Opens a watch from `version` (`None`: opened, or gone and listing
+    /// again).
+    async fn watch(
+        &mut self,
+        version: String,
+        fresh: bool,
+    ) -> Option<Result<Event<K>, WatchError>> {
+        match Box::pin(self.throttled(|c| c.open(&version))).await {
+            Ok((body, deadline, said)) => {
+                self.state = State::Watching(Box::new(Open {
+                    body,
+                    version,
+                    fresh,
+                    started: Instant::now(),
+                    deadline,
+                    said,
+                    seen: false,
+                }));
+            }
+            Err(e) if e.code() == Some(410) => self.gone(fresh),
+            Err(e) => {
+                // Not fresh any more: time passed since the
+                // list, and a 410 now is an expired version
+                // (a server back from an outage), not a storm.
+                self.state = State::Watch {
+                    version,
+                    fresh: false,
+                };
+                return Some(Err(self.failed(e)));
+            }
+        }
+        None
+    }
+
+    /// Reads the next line of an open watch (`None`: a bookmark, or the
+    /// watch ended or is gone).
+    async fn read(&mut self, mut open: Box<Open>) -> Option<Result<Event<K>, WatchError>> {
+        match self.conn.read::<K>(&mut open).await {
+            Line::Event(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
+                self.healthy(&mut open, o.meta().resource_version.clone());
+                self.state = State::Watching(open);
+                return Some(Ok(Event::Apply(o)));
+            }
+            Line::Event(WatchEvent::Deleted(o)) => {
+                self.healthy(&mut open, o.meta().resource_version.clone());
+                self.state = State::Watching(open);
+                return Some(Ok(Event::Delete(o)));
+            }
+            Line::Event(WatchEvent::Bookmark(b)) => {
+                self.healthy(&mut open, Some(b.metadata.resource_version));
+                self.state = State::Watching(open);
+            }
+            Line::Event(WatchEvent::Error(s)) if s.code == 410 => self.gone(open.fresh),
+            Line::Event(WatchEvent::Error(s)) => {
+                let message = if s.code == 403 {
+                    s.message
+                } else {
+                    format!("{} ({})", s.message, s.code)
+                };
+                let e = self.conn.error("watch", Some(s.code), message);
+                return Some(Err(self.resume_after(*open, e)));
+            }
+            Line::Failed(e) => return Some(Err(self.resume_after(*open, e))),
+            Line::End => self.ended(*open),
+        }
+        None
     }
 
     /// Sleeps until `until`, or, when the server could not be reached, until

@@ -4,10 +4,11 @@
 
 use std::path::Path;
 
+use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 
 use super::{CaCert, LIMIT, MaterialError, one_certificate};
-use crate::source::csr::{KU_NAMES, KeyAlg, San, eku_usage, leaf_usages};
+use crate::source::csr::{KeyAlg, San, eku_usage, ku_names, leaf_usages};
 
 /// What a template certificate says the issued one must be.
 pub(super) struct Template {
@@ -34,8 +35,6 @@ pub(super) struct Template {
 /// extensions certsync does not copy (SKI, AKI, authorityInfoAccess, CRL
 /// distribution points) are the signer's own and are ignored.
 pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, MaterialError> {
-    use x509_cert::der::Decode;
-    use x509_parser::prelude::FromDer;
     let bytes = crate::files::read_regular(path, LIMIT).map_err(MaterialError::Read)?;
     let der = one_certificate(&bytes)?;
     let (rest, cert) = x509_parser::parse_x509_certificate(&der)
@@ -44,6 +43,37 @@ pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, Materi
         return Err(MaterialError::TrailingInPem);
     }
     crate::x509::strict_certificate(&der).map_err(MaterialError::NotStrict)?;
+    signed_by(&cert, ca)?;
+    let (cn, o) = subject(&cert)?;
+    let (sans, ku, ekus) = extensions(&cert)?;
+    if cn.is_none() && sans.is_empty() {
+        return Err(MaterialError::NoName);
+    }
+    let ku_names = ku_names(ku);
+    leaf_usages(ku_names.iter().copied())?;
+    let usages = ku_names
+        .into_iter()
+        .chain(ekus)
+        .map(str::to_owned)
+        .collect();
+    let alg = KeyAlg::of_spki(cert.public_key())
+        .ok_or(MaterialError::UnknownKeyAlg)?
+        .issuable()
+        .map_err(MaterialError::NotIssuable)?;
+    Ok(Template {
+        subject: cert.subject().as_raw().to_vec(),
+        cn,
+        o,
+        sans,
+        usages,
+        alg,
+        not_after: cert.validity().not_after.timestamp(),
+    })
+}
+
+/// `cert` names the CA as its issuer and carries its signature.
+fn signed_by(cert: &X509Certificate<'_>, ca: &CaCert) -> Result<(), MaterialError> {
+    use x509_parser::prelude::FromDer;
     let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
         .map_err(|e| MaterialError::CaPublicKey(e.to_string()))?;
     if cert.issuer().as_raw() != ca.subject.as_slice()
@@ -51,28 +81,41 @@ pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, Materi
     {
         return Err(MaterialError::NotSignedByCa);
     }
+    Ok(())
+}
+
+/// The subject's CN (one at most) and O values; no other attribute, none
+/// empty.
+fn subject(cert: &X509Certificate<'_>) -> Result<(Option<String>, Vec<String>), MaterialError> {
     let (mut cn, mut o) = (None, Vec::new());
-    for rdn in cert.subject().iter() {
-        for atv in rdn.iter() {
-            let oid = atv.attr_type().to_id_string();
-            let value = atv
-                .as_str()
-                .map_err(|e| MaterialError::SubjectAttribute {
-                    oid: oid.clone(),
-                    problem: e.to_string(),
-                })?
-                .to_owned();
-            if value.is_empty() {
-                return Err(MaterialError::EmptyAttribute { oid });
-            }
-            match oid.as_str() {
-                crate::x509::COMMON_NAME if cn.is_none() => cn = Some(value),
-                crate::x509::COMMON_NAME => return Err(MaterialError::TwoCns),
-                crate::x509::ORGANIZATION => o.push(value),
-                _ => return Err(MaterialError::SubjectOther { oid }),
-            }
+    for atv in cert.subject().iter().flat_map(|rdn| rdn.iter()) {
+        let oid = atv.attr_type().to_id_string();
+        let value = atv
+            .as_str()
+            .map_err(|e| MaterialError::SubjectAttribute {
+                oid: oid.clone(),
+                problem: e.to_string(),
+            })?
+            .to_owned();
+        if value.is_empty() {
+            return Err(MaterialError::EmptyAttribute { oid });
+        }
+        match oid.as_str() {
+            crate::x509::COMMON_NAME if cn.is_none() => cn = Some(value),
+            crate::x509::COMMON_NAME => return Err(MaterialError::TwoCns),
+            crate::x509::ORGANIZATION => o.push(value),
+            _ => return Err(MaterialError::SubjectOther { oid }),
         }
     }
+    Ok((cn, o))
+}
+
+/// The names, key usage bits and EKU usage names (the template's order,
+/// once each) of the extensions; a CA, name constraints, a known extension
+/// not understood or an unknown critical one is refused.
+fn extensions(
+    cert: &X509Certificate<'_>,
+) -> Result<(Vec<San>, u16, Vec<&'static str>), MaterialError> {
     let (mut sans, mut ku, mut ekus) = (Vec::new(), 0u16, Vec::new());
     // Each extension once: [`crate::x509::strict_certificate`] above.
     for ext in cert.extensions() {
@@ -80,36 +123,11 @@ pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, Materi
         match ext.parsed_extension() {
             ParsedExtension::SubjectAlternativeName(san) => {
                 for name in &san.general_names {
-                    sans.push(match name {
-                        GeneralName::DNSName(d) => {
-                            crate::x509::dns_name(d).map_err(MaterialError::DnsName)?;
-                            San::Dns((*d).to_owned())
-                        }
-                        GeneralName::IPAddress(b) => {
-                            San::Ip(crate::x509::ip_of(b).ok_or(MaterialError::MalformedIp)?)
-                        }
-                        other => {
-                            return Err(MaterialError::OtherSan {
-                                san: format!("{other:?}"),
-                            });
-                        }
-                    });
+                    sans.push(san_of(name)?);
                 }
             }
             ParsedExtension::KeyUsage(k) => ku = k.flags,
-            // x509-parser's EKU loses the order; x509-cert's keeps it.
-            ParsedExtension::ExtendedKeyUsage(_) => {
-                let eku = x509_cert::ext::pkix::ExtendedKeyUsage::from_der(ext.value)
-                    .map_err(MaterialError::Eku)?;
-                for oid in eku.0 {
-                    let oid = oid.to_string();
-                    let name = eku_usage(&oid)
-                        .ok_or_else(|| MaterialError::UnknownEku { oid: oid.clone() })?;
-                    if !ekus.contains(&name) {
-                        ekus.push(name);
-                    }
-                }
-            }
+            ParsedExtension::ExtendedKeyUsage(_) => ekus_of(ext.value, &mut ekus)?,
             ParsedExtension::BasicConstraints(bc) if bc.ca => {
                 return Err(MaterialError::TemplateIsCa);
             }
@@ -133,25 +151,41 @@ pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, Materi
             _ => {}
         }
     }
-    if cn.is_none() && sans.is_empty() {
-        return Err(MaterialError::NoName);
-    }
-    let ku_names = (0..KU_NAMES.len())
-        .filter(|i| ku & (1 << i) != 0)
-        .map(|i| KU_NAMES[i]);
-    leaf_usages(ku_names.clone())?;
-    let usages = ku_names.chain(ekus).map(str::to_owned).collect();
-    let alg = KeyAlg::of_spki(cert.public_key())
-        .ok_or(MaterialError::UnknownKeyAlg)?
-        .issuable()
-        .map_err(MaterialError::NotIssuable)?;
-    Ok(Template {
-        subject: cert.subject().as_raw().to_vec(),
-        cn,
-        o,
-        sans,
-        usages,
-        alg,
-        not_after: cert.validity().not_after.timestamp(),
+    Ok((sans, ku, ekus))
+}
+
+/// A DNS name that passes [`crate::x509::dns_name`] or an IP address; any
+/// other kind of name is refused.
+fn san_of(name: &GeneralName<'_>) -> Result<San, MaterialError> {
+    Ok(match name {
+        GeneralName::DNSName(d) => {
+            crate::x509::dns_name(d).map_err(MaterialError::DnsName)?;
+            San::Dns((*d).to_owned())
+        }
+        GeneralName::IPAddress(b) => {
+            San::Ip(crate::x509::ip_of(b).ok_or(MaterialError::MalformedIp)?)
+        }
+        other => {
+            return Err(MaterialError::OtherSan {
+                san: format!("{other:?}"),
+            });
+        }
     })
+}
+
+/// Adds the usage name of each EKU in `value` to `ekus`, once each, in the
+/// template's order (x509-parser's EKU loses the order; x509-cert's keeps
+/// it); an EKU the CSR API does not name is refused.
+fn ekus_of(value: &[u8], ekus: &mut Vec<&'static str>) -> Result<(), MaterialError> {
+    use x509_cert::der::Decode;
+    let eku =
+        x509_cert::ext::pkix::ExtendedKeyUsage::from_der(value).map_err(MaterialError::Eku)?;
+    for oid in eku.0 {
+        let oid = oid.to_string();
+        let name = eku_usage(&oid).ok_or_else(|| MaterialError::UnknownEku { oid: oid.clone() })?;
+        if !ekus.contains(&name) {
+            ekus.push(name);
+        }
+    }
+    Ok(())
 }

@@ -67,25 +67,42 @@ pub(super) struct Facts {
     pub(super) spki: Vec<u8>,
 }
 
+/// One subjectAltName entry, as either parser read it.
+enum Name<'a> {
+    Dns(&'a str),
+    Ip(&'a [u8]),
+    /// Any other kind, by kind.
+    Other(&'static str),
+}
+
 impl Facts {
     fn normalize(mut self) -> Self {
         self.subject.sort();
         self.dns.sort();
         self.ips.sort();
         self.other_names.sort_unstable();
-        if let Some(e) = &mut self.ext_key_usage {
-            e.sort();
-            e.dedup();
-        }
+        self.ext_key_usage = self.ext_key_usage.map(super::set);
         self.unknown_critical.sort();
         self
+    }
+
+    /// Adds a subjectAltName entry; an IP of another length than 4 or 16
+    /// bytes is refused.
+    fn add_name(&mut self, name: Name<'_>) -> Result<(), Unread> {
+        match name {
+            Name::Dns(d) => self.dns.push(d.to_owned()),
+            Name::Ip(b) => self
+                .ips
+                .push(crate::x509::ip_of(b).ok_or(Unread::MalformedIp)?),
+            Name::Other(kind) => self.other_names.push(kind),
+        }
+        Ok(())
     }
 }
 
 /// The leaf read by x509-parser.
 fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
-    use x509_parser::asn1_rs::Tag;
-    use x509_parser::extensions::{GeneralName, ParsedExtension};
+    use x509_parser::extensions::ParsedExtension;
     let (rest, cert) =
         x509_parser::parse_x509_certificate(der).map_err(|e| Unread::Malformed(e.to_string()))?;
     if !rest.is_empty() {
@@ -95,23 +112,10 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
     cert.tbs_certificate
         .extensions_map()
         .map_err(|e| Unread::Extensions(e.to_string()))?;
-    let mut facts = Facts::default();
-    for rdn in cert.subject().iter() {
-        for atv in rdn.iter() {
-            let oid = atv.attr_type().to_id_string();
-            if !matches!(
-                atv.attr_value().tag(),
-                Tag::Utf8String | Tag::PrintableString
-            ) {
-                return Err(Unread::SubjectType { oid });
-            }
-            let value = atv.as_str().map_err(|e| Unread::SubjectValue {
-                oid: oid.clone(),
-                problem: e.to_string(),
-            })?;
-            facts.subject.push((oid, value.to_owned()));
-        }
-    }
+    let mut facts = Facts {
+        subject: lax_subject(cert.subject())?,
+        ..Facts::default()
+    };
     for ext in cert.extensions() {
         let oid = ext.oid.to_id_string();
         // A known extension the parser fell back to "unsupported" for is
@@ -123,46 +127,11 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
         match ext.parsed_extension() {
             ParsedExtension::SubjectAlternativeName(san) => {
                 for name in &san.general_names {
-                    match name {
-                        GeneralName::DNSName(d) => facts.dns.push((*d).to_owned()),
-                        GeneralName::IPAddress(b) => {
-                            facts
-                                .ips
-                                .push(crate::x509::ip_of(b).ok_or(Unread::MalformedIp)?);
-                        }
-                        GeneralName::OtherName(..) => facts.other_names.push("otherName"),
-                        GeneralName::RFC822Name(_) => facts.other_names.push("an email address"),
-                        GeneralName::X400Address(_) => facts.other_names.push("an X.400 address"),
-                        GeneralName::DirectoryName(_) => {
-                            facts.other_names.push("a directory name");
-                        }
-                        GeneralName::EDIPartyName(_) => facts.other_names.push("an EDI party name"),
-                        GeneralName::URI(_) => facts.other_names.push("a URI"),
-                        GeneralName::RegisteredID(_) => facts.other_names.push("a registered ID"),
-                        GeneralName::Invalid(..) => {
-                            return Err(Unread::InvalidSan);
-                        }
-                    }
+                    facts.add_name(lax_name(name)?)?;
                 }
             }
             ParsedExtension::KeyUsage(ku) => facts.key_usage = Some(ku.flags),
-            ParsedExtension::ExtendedKeyUsage(eku) => {
-                let mut oids: Vec<String> = [
-                    (eku.any, "2.5.29.37.0"),
-                    (eku.server_auth, "1.3.6.1.5.5.7.3.1"),
-                    (eku.client_auth, "1.3.6.1.5.5.7.3.2"),
-                    (eku.code_signing, "1.3.6.1.5.5.7.3.3"),
-                    (eku.email_protection, "1.3.6.1.5.5.7.3.4"),
-                    (eku.time_stamping, "1.3.6.1.5.5.7.3.8"),
-                    (eku.ocsp_signing, "1.3.6.1.5.5.7.3.9"),
-                ]
-                .into_iter()
-                .filter(|(set, _)| *set)
-                .map(|(_, oid)| oid.to_owned())
-                .collect();
-                oids.extend(eku.other.iter().map(|o| o.to_id_string()));
-                facts.ext_key_usage = Some(oids);
-            }
+            ParsedExtension::ExtendedKeyUsage(eku) => facts.ext_key_usage = Some(lax_eku(eku)),
             ParsedExtension::BasicConstraints(bc) => {
                 facts.basic_constraints = Some((bc.ca, bc.path_len_constraint));
             }
@@ -180,37 +149,76 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
     Ok(facts.normalize())
 }
 
+/// Every subject attribute as x509-parser reads it; a value of another
+/// type than UTF8String or PrintableString is refused.
+fn lax_subject(name: &x509_parser::x509::X509Name<'_>) -> Result<Vec<(String, String)>, Unread> {
+    use x509_parser::asn1_rs::Tag;
+    let mut subject = Vec::new();
+    for atv in name.iter().flat_map(|rdn| rdn.iter()) {
+        let oid = atv.attr_type().to_id_string();
+        if !matches!(
+            atv.attr_value().tag(),
+            Tag::Utf8String | Tag::PrintableString
+        ) {
+            return Err(Unread::SubjectType { oid });
+        }
+        let value = atv.as_str().map_err(|e| Unread::SubjectValue {
+            oid: oid.clone(),
+            problem: e.to_string(),
+        })?;
+        subject.push((oid, value.to_owned()));
+    }
+    Ok(subject)
+}
+
+/// A subjectAltName entry as x509-parser reads it.
+fn lax_name<'a>(name: &'a x509_parser::extensions::GeneralName<'_>) -> Result<Name<'a>, Unread> {
+    use x509_parser::extensions::GeneralName;
+    Ok(match name {
+        GeneralName::DNSName(d) => Name::Dns(d),
+        GeneralName::IPAddress(b) => Name::Ip(b),
+        GeneralName::OtherName(..) => Name::Other("otherName"),
+        GeneralName::RFC822Name(_) => Name::Other("an email address"),
+        GeneralName::X400Address(_) => Name::Other("an X.400 address"),
+        GeneralName::DirectoryName(_) => Name::Other("a directory name"),
+        GeneralName::EDIPartyName(_) => Name::Other("an EDI party name"),
+        GeneralName::URI(_) => Name::Other("a URI"),
+        GeneralName::RegisteredID(_) => Name::Other("a registered ID"),
+        GeneralName::Invalid(..) => return Err(Unread::InvalidSan),
+    })
+}
+
+/// The extended key usage OIDs x509-parser read, the ones it names as
+/// flags first.
+fn lax_eku(eku: &x509_parser::extensions::ExtendedKeyUsage<'_>) -> Vec<String> {
+    let mut oids: Vec<String> = [
+        (eku.any, "2.5.29.37.0"),
+        (eku.server_auth, "1.3.6.1.5.5.7.3.1"),
+        (eku.client_auth, "1.3.6.1.5.5.7.3.2"),
+        (eku.code_signing, "1.3.6.1.5.5.7.3.3"),
+        (eku.email_protection, "1.3.6.1.5.5.7.3.4"),
+        (eku.time_stamping, "1.3.6.1.5.5.7.3.8"),
+        (eku.ocsp_signing, "1.3.6.1.5.5.7.3.9"),
+    ]
+    .into_iter()
+    .filter(|(set, _)| *set)
+    .map(|(_, oid)| oid.to_owned())
+    .collect();
+    oids.extend(eku.other.iter().map(|o| o.to_id_string()));
+    oids
+}
+
 /// The leaf read by RustCrypto `x509-cert` (strict DER).
 fn read_x509_cert(der: &[u8]) -> Result<Facts, Unread> {
-    use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
-    use x509_cert::der::{Decode, Encode, Tag, Tagged};
-    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::der::{Decode, Encode};
     use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
     let cert =
         x509_cert::Certificate::from_der(der).map_err(|e| Unread::Malformed(e.to_string()))?;
     let tbs = &cert.tbs_certificate;
-    let mut facts = Facts::default();
-    for rdn in &tbs.subject.0 {
-        for atv in rdn.0.iter() {
-            let oid = atv.oid.to_string();
-            let value = match atv.value.tag() {
-                Tag::Utf8String => atv
-                    .value
-                    .decode_as::<Utf8StringRef<'_>>()
-                    .map(|s| s.to_string()),
-                Tag::PrintableString => atv
-                    .value
-                    .decode_as::<PrintableStringRef<'_>>()
-                    .map(|s| s.to_string()),
-                _ => return Err(Unread::SubjectType { oid }),
-            }
-            .map_err(|e| Unread::SubjectValue {
-                oid: oid.clone(),
-                problem: e.to_string(),
-            })?;
-            facts.subject.push((oid, value));
-        }
-    }
+    let mut facts = Facts {
+        subject: strict_subject(&tbs.subject)?,
+        ..Facts::default()
+    };
     let mut seen = Vec::new();
     for ext in tbs.extensions.iter().flatten() {
         let oid = ext.extn_id.to_string();
@@ -225,23 +233,9 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, Unread> {
         };
         match oid.as_str() {
             OID_SAN => {
-                for name in SubjectAltName::from_der(bytes).map_err(err)?.0 {
-                    match name {
-                        GeneralName::DnsName(d) => facts.dns.push(d.to_string()),
-                        GeneralName::IpAddress(b) => facts
-                            .ips
-                            .push(crate::x509::ip_of(b.as_bytes()).ok_or(Unread::MalformedIp)?),
-                        GeneralName::OtherName(_) => facts.other_names.push("otherName"),
-                        GeneralName::Rfc822Name(_) => facts.other_names.push("an email address"),
-                        GeneralName::DirectoryName(_) => {
-                            facts.other_names.push("a directory name");
-                        }
-                        GeneralName::EdiPartyName(_) => facts.other_names.push("an EDI party name"),
-                        GeneralName::UniformResourceIdentifier(_) => {
-                            facts.other_names.push("a URI");
-                        }
-                        GeneralName::RegisteredId(_) => facts.other_names.push("a registered ID"),
-                    }
+                let san = SubjectAltName::from_der(bytes).map_err(err)?;
+                for name in &san.0 {
+                    facts.add_name(strict_name(name))?;
                 }
             }
             OID_KU => facts.key_usage = Some(KeyUsage::from_der(bytes).map_err(err)?.0.bits()),
@@ -262,6 +256,49 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, Unread> {
         .to_der()
         .map_err(|e| Unread::PublicKey(e.to_string()))?;
     Ok(facts.normalize())
+}
+
+/// Every subject attribute as x509-cert reads it; a value of another type
+/// than UTF8String or PrintableString is refused.
+fn strict_subject(name: &x509_cert::name::Name) -> Result<Vec<(String, String)>, Unread> {
+    use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
+    use x509_cert::der::{Tag, Tagged};
+    let mut subject = Vec::new();
+    for atv in name.0.iter().flat_map(|rdn| rdn.0.iter()) {
+        let oid = atv.oid.to_string();
+        let value = match atv.value.tag() {
+            Tag::Utf8String => atv
+                .value
+                .decode_as::<Utf8StringRef<'_>>()
+                .map(|s| s.to_string()),
+            Tag::PrintableString => atv
+                .value
+                .decode_as::<PrintableStringRef<'_>>()
+                .map(|s| s.to_string()),
+            _ => return Err(Unread::SubjectType { oid }),
+        }
+        .map_err(|e| Unread::SubjectValue {
+            oid: oid.clone(),
+            problem: e.to_string(),
+        })?;
+        subject.push((oid, value));
+    }
+    Ok(subject)
+}
+
+/// A subjectAltName entry as x509-cert reads it.
+fn strict_name(name: &x509_cert::ext::pkix::name::GeneralName) -> Name<'_> {
+    use x509_cert::ext::pkix::name::GeneralName;
+    match name {
+        GeneralName::DnsName(d) => Name::Dns(d.as_str()),
+        GeneralName::IpAddress(b) => Name::Ip(b.as_bytes()),
+        GeneralName::OtherName(_) => Name::Other("otherName"),
+        GeneralName::Rfc822Name(_) => Name::Other("an email address"),
+        GeneralName::DirectoryName(_) => Name::Other("a directory name"),
+        GeneralName::EdiPartyName(_) => Name::Other("an EDI party name"),
+        GeneralName::UniformResourceIdentifier(_) => Name::Other("a URI"),
+        GeneralName::RegisteredId(_) => Name::Other("a registered ID"),
+    }
 }
 
 /// The leaf's facts when both parsers read it, and read it the same.
