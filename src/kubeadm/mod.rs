@@ -101,7 +101,8 @@ pub enum KubeadmError {
     Configuration {
         dir: PathBuf,
         with: String,
-        problem: String,
+        #[source]
+        problem: judge::ConfigProblem,
     },
     #[error("{path}: {problem}")]
     File { path: PathBuf, problem: String },

@@ -88,7 +88,12 @@ pub async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
     let (status, token, body) =
         match tokio::time::timeout(Duration::from_secs(3), get_readyz(addr)).await {
             Err(_) => return Err(Seen::Silent { addr }),
-            Ok(Err(problem)) => return Err(Seen::Nothing { addr, problem }),
+            Ok(Err(e)) => {
+                return Err(Seen::Nothing {
+                    addr,
+                    problem: e.to_string(),
+                });
+            }
             Ok(Ok(answer)) => answer,
         };
     let body = crate::escape(body.trim()).into_owned();
@@ -105,20 +110,48 @@ pub async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
     }
 }
 
-async fn get_readyz(addr: SocketAddr) -> Result<(u16, Option<String>, String), String> {
+/// Why asking certsync's `/readyz` got no answer: said as
+/// [`Seen::Nothing`] by adopt, and by `kubeadm status`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadyzError {
+    #[error(transparent)]
+    Connect(std::io::Error),
+    #[error(transparent)]
+    Http(hyper::Error),
+    #[error(transparent)]
+    Request(http::Error),
+    #[error(transparent)]
+    Uri(http::uri::InvalidUri),
+    /// The pooled client's failure, said by its cause (the connection
+    /// refused, not "client error (Connect)").
+    #[error("{}", cause(.0))]
+    Client(hyper_util::client::legacy::Error),
+    #[error(transparent)]
+    Body(Box<dyn std::error::Error + Send + Sync>),
+    #[error("no answer within {secs}s")]
+    Timeout { secs: u64 },
+}
+
+/// What `e` says, by its cause when it has one.
+fn cause(e: &dyn std::error::Error) -> String {
+    e.source()
+        .map_or_else(|| e.to_string(), ToString::to_string)
+}
+
+async fn get_readyz(addr: SocketAddr) -> Result<(u16, Option<String>, String), ReadyzError> {
     let stream = tokio::net::TcpStream::connect(addr)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(ReadyzError::Connect)?;
     let (mut send, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ReadyzError::Http)?;
     let driver = tokio::spawn(conn);
     let req = http::Request::get("/readyz")
         .header(http::header::HOST, addr.to_string())
         .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+        .map_err(ReadyzError::Request)?;
+    let resp = send.send_request(req).await.map_err(ReadyzError::Http)?;
     let status = resp.status().as_u16();
     let token = resp
         .headers()

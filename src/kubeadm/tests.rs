@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::manifest::{self, Manifest};
 use super::*;
-use crate::cli::check_set;
+use crate::cli::{SetError, check_set};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm")
@@ -171,11 +171,25 @@ fn set_accepts_renewal_options_only() {
         "o=system:masters",
         "usage=server-auth",
     ] {
-        let why = check_set(bad).expect_err(bad);
-        assert!(why.contains("identity"), "{bad}: {why}");
+        let option = bad.split_once('=').expect("=").0.to_owned();
+        assert_eq!(
+            check_set(bad),
+            Err(SetError::NotSettable { option }),
+            "{bad}"
+        );
     }
-    assert!(check_set("lifetime").is_err());
-    assert!(check_set("lifetime=").is_err());
+    assert_eq!(
+        check_set("lifetime"),
+        Err(SetError::NoValue {
+            spec: "lifetime".into()
+        })
+    );
+    assert_eq!(
+        check_set("lifetime="),
+        Err(SetError::Empty {
+            option: "lifetime".into()
+        })
+    );
 }
 
 /// A node directory made of the fixtures (no keys: the plan reads only
