@@ -132,6 +132,37 @@ pub enum ReadyzError {
     Timeout { secs: u64 },
 }
 
+/// How long `/readyz` may take to answer, and how much of it is read.
+const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
+const READYZ_LIMIT: usize = 64 << 10;
+
+/// `GET http://ADDR/readyz` for `kubeadm status`: its status code and
+/// (capped) body.
+pub(super) async fn status_readyz(addr: SocketAddr) -> Result<(u16, String), ReadyzError> {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt as _, Empty, Limited};
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<Bytes>>();
+    let uri: http::Uri = format!("http://{addr}/readyz")
+        .parse()
+        .map_err(ReadyzError::Uri)?;
+    let ask = async {
+        let resp = client.get(uri).await.map_err(ReadyzError::Client)?;
+        let code = resp.status().as_u16();
+        let body = Limited::new(resp.into_body(), READYZ_LIMIT)
+            .collect()
+            .await
+            .map_err(ReadyzError::Body)?
+            .to_bytes();
+        Ok((code, String::from_utf8_lossy(&body).into_owned()))
+    };
+    tokio::time::timeout(READYZ_TIMEOUT, ask)
+        .await
+        .map_err(|_| ReadyzError::Timeout {
+            secs: READYZ_TIMEOUT.as_secs(),
+        })?
+}
+
 /// What `e` says, by its cause when it has one.
 fn cause(e: &dyn std::error::Error) -> String {
     e.source()

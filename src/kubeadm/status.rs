@@ -9,22 +9,16 @@
 //! `/readyz` its pod's readiness probe asks. Anything status cannot read is
 //! a problem of its class, never skipped: an unknown is not healthy.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::manifest::{self, Manifest};
 use super::plan::{CONFIG, POD, STATE};
-use super::ready::ReadyzError;
 use super::record::State;
 use super::{KubeadmError, digest, host, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 mod report;
-
-/// How long `/readyz` may take to answer, and how much of it is read.
-const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
-const READYZ_LIMIT: usize = 64 << 10;
 
 /// How far past the end of its renewal window a certificate may be before
 /// status calls it late: certsync renews at a random point inside the
@@ -306,7 +300,7 @@ async fn pod(dir: &Path, s: &mut Status) {
             return;
         }
     };
-    match readyz(probe).await {
+    match super::ready::status_readyz(probe).await {
         Err(why) => s.problem(
             Cause::CertsyncDown,
             format!(
@@ -339,32 +333,6 @@ async fn pod(dir: &Path, s: &mut Status) {
             );
         }
     }
-}
-
-/// `GET http://ADDR/readyz`: its status code and (capped) body.
-async fn readyz(addr: SocketAddr) -> Result<(u16, String), ReadyzError> {
-    use bytes::Bytes;
-    use http_body_util::{BodyExt as _, Empty, Limited};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
-    let uri: http::Uri = format!("http://{addr}/readyz")
-        .parse()
-        .map_err(ReadyzError::Uri)?;
-    let ask = async {
-        let resp = client.get(uri).await.map_err(ReadyzError::Client)?;
-        let code = resp.status().as_u16();
-        let body = Limited::new(resp.into_body(), READYZ_LIMIT)
-            .collect()
-            .await
-            .map_err(ReadyzError::Body)?
-            .to_bytes();
-        Ok((code, String::from_utf8_lossy(&body).into_owned()))
-    };
-    tokio::time::timeout(READYZ_TIMEOUT, ask)
-        .await
-        .map_err(|_| ReadyzError::Timeout {
-            secs: READYZ_TIMEOUT.as_secs(),
-        })?
 }
 
 /// What status could not read of certsync's configuration or of a live
