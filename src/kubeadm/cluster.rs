@@ -17,8 +17,8 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::{Mapping, Value};
 
-use super::KubeadmError;
 use super::manifest::Component;
+use super::{KubeadmError, Refusal};
 
 const KEY: &str = "ClusterConfiguration";
 
@@ -97,23 +97,20 @@ pub async fn write(stored: &Stored, config: &Value) -> Result<(), KubeadmError> 
 }
 
 /// What adopt refuses in a ClusterConfiguration, if anything.
-pub fn refusal(config: &Value) -> Option<String> {
+pub fn refusal(config: &Value) -> Option<Refusal> {
     if config["apiVersion"] != "kubeadm.k8s.io/v1beta4" {
-        return Some(format!(
-            "ClusterConfiguration apiVersion {:?}: adopt knows kubeadm.k8s.io/v1beta4 (kubeadm 1.31+)",
-            config["apiVersion"].as_str().unwrap_or("")
-        ));
+        return Some(Refusal::ApiVersion {
+            found: config["apiVersion"].as_str().unwrap_or("").to_owned(),
+        });
     }
     if !config["etcd"]["external"].is_null() {
-        return Some(
-            "external etcd (etcd.external): its certificates are not this node's to renew".into(),
-        );
+        return Some(Refusal::ExternalEtcd);
     }
     match config["certificatesDir"].as_str() {
         None | Some("/etc/kubernetes/pki") => None,
-        Some(other) => Some(format!(
-            "certificatesDir is {other}, not /etc/kubernetes/pki: adopt knows kubeadm's default layout only"
-        )),
+        Some(other) => Some(Refusal::CertificatesDir {
+            dir: other.to_owned(),
+        }),
     }
 }
 

@@ -89,8 +89,12 @@ pub struct RevertOptions {
 pub enum KubeadmError {
     /// Something on the node adopt does not recognise: it refuses rather
     /// than guess.
-    #[error("refusing to adopt {dir}: {reason}")]
-    Refused { dir: PathBuf, reason: String },
+    #[error("refusing to adopt {}: {reason}", .dir.display())]
+    Refused {
+        dir: PathBuf,
+        #[source]
+        reason: Refusal,
+    },
     /// The configuration adopt would write is one `certsync run` refuses,
     /// or one that renews a component's certificate too late: refused
     /// before anything is written. `with`: the `--set` options given.
@@ -124,6 +128,60 @@ pub enum KubeadmError {
     /// changed, and no component manifest names certsync's files.
     #[error("{0}")]
     NotReady(Box<NotReady>),
+}
+
+/// Why adopt refused a node before changing anything: what it found that
+/// it does not recognise. Node paths are `/etc/kubernetes/...`.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// A file of certsync's that adopt would write, there with other
+    /// bytes before any adoption.
+    #[error("{path} exists and adopt did not write it (an unknown certsync setup?)")]
+    Unowned { path: String },
+    /// `found`: the apiVersion, empty when it is not a string.
+    #[error(
+        "ClusterConfiguration apiVersion {found:?}: adopt knows kubeadm.k8s.io/v1beta4 (kubeadm 1.31+)"
+    )]
+    ApiVersion { found: String },
+    #[error("external etcd (etcd.external): its certificates are not this node's to renew")]
+    ExternalEtcd,
+    #[error(
+        "certificatesDir is {dir}, not /etc/kubernetes/pki: adopt knows kubeadm's default layout only"
+    )]
+    CertificatesDir { dir: String },
+    #[error(
+        "no {path}: external etcd, not a control-plane node, or a `kubeadm join \
+         --control-plane` that has not finished (adopt a new node once its join has completed)"
+    )]
+    NoEtcd { path: String },
+    #[error("no {path}: not a kubeadm control-plane node")]
+    NoManifest { path: String },
+    /// A component manifest with a value of someone else's where adopt
+    /// sets one (`manifest::conflict`'s sentence, escaped by it).
+    #[error("{path}: {problem}")]
+    Conflict { path: String, problem: String },
+    /// A template kubeadm made, unreadable or not issued by its mapping's CA.
+    #[error(transparent)]
+    Template(node::CertError),
+    #[error("no {file}: kubeadm makes each pair it renews; adopt keeps them in step")]
+    NoPair { file: String },
+    #[error("encryptionAlgorithm {found:?} is not one adopt knows")]
+    EncryptionAlgorithm { found: String },
+    #[error("{cert}: a key of a size or curve kubeadm does not make")]
+    KeySize { cert: &'static str },
+    /// The key algorithm of kubeadm's API server certificate, unreadable.
+    #[error(transparent)]
+    KeyAlg(node::CertError),
+    /// On an adopted node, kubeadm files the first adoption did not back up.
+    #[error(
+        "{} not in adopt's first backup: each appeared on this node after it was adopted (or \
+         an earlier certsync did not back it up), where certsync's container can write, so \
+         adopt cannot take it for kubeadm's; nothing was changed. Check each; move it out of \
+         /etc/kubernetes (kubeadm writes it again: `kubeadm init phase kubeconfig NAME`, \
+         `kubeadm init phase certs NAME`) and adopt again, or revert and adopt afresh",
+        .missing.join(", ")
+    )]
+    Unrecorded { missing: Vec<String> },
 }
 
 /// Why revert refused, or stopped: every message names the file or step

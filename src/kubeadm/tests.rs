@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::manifest::{self, Manifest};
+use super::node::CertError;
 use super::*;
 use crate::cli::{SetError, check_set};
 
@@ -70,13 +71,16 @@ fn cluster_configuration_gets_exactly_adopts_fields_and_loses_them() {
 fn a_cluster_configuration_adopt_does_not_know_is_refused() {
     let base: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&fixture("cluster-configuration.yaml")).expect("yaml");
-    for (change, reason) in [
+    let external = |r: &Refusal| matches!(r, Refusal::ExternalEtcd);
+    let dir = |r: &Refusal| matches!(r, Refusal::CertificatesDir { dir } if dir == "/srv/pki");
+    let version = |r: &Refusal| matches!(r, Refusal::ApiVersion { found } if found == "kubeadm.k8s.io/v1beta3");
+    for (change, refused) in [
         (
             "etcd: {external: {endpoints: [\"https://10.0.0.1:2379\"]}}",
-            "external etcd",
+            &external as &dyn Fn(&Refusal) -> bool,
         ),
-        ("certificatesDir: /srv/pki", "certificatesDir is /srv/pki"),
-        ("apiVersion: kubeadm.k8s.io/v1beta3", "v1beta3"),
+        ("certificatesDir: /srv/pki", &dir),
+        ("apiVersion: kubeadm.k8s.io/v1beta3", &version),
     ] {
         let mut cc = base.clone();
         let patch: serde_yaml_ng::Mapping = serde_yaml_ng::from_str(change).expect("patch");
@@ -84,7 +88,7 @@ fn a_cluster_configuration_adopt_does_not_know_is_refused() {
             cc[k.as_str().expect("key")] = v;
         }
         let why = cluster::refusal(&cc).unwrap_or_else(|| panic!("{change}: not refused"));
-        assert!(why.contains(reason), "{change}: {why}");
+        assert!(refused(&why), "{change}: {why}");
     }
     // An extraArgs entry of a flag adopt sets, with someone else's value.
     let mut cc = base.clone();
@@ -257,7 +261,8 @@ fn options(dir: &Path) -> Options {
     }
 }
 
-async fn refusal(dir: &Path) -> String {
+/// adopt's plan refused the node: why.
+async fn refusal(dir: &Path) -> Refusal {
     match plan(&options(dir)).await {
         Err(KubeadmError::Refused { reason, .. }) => reason,
         Err(e) => panic!("not a refusal: {e}"),
@@ -464,14 +469,21 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
     // External etcd: no etcd manifest.
     let dir = node_dir();
     std::fs::remove_file(dir.path().join("manifests/etcd.yaml")).expect("rm");
-    assert!(refusal(dir.path()).await.contains("external etcd"));
+    let why = refusal(dir.path()).await;
+    assert!(
+        matches!(&why, Refusal::NoEtcd { path } if path == "/etc/kubernetes/manifests/etcd.yaml"),
+        "{why}"
+    );
 
     // An unknown certsync static pod, or configuration, already there.
     for file in ["manifests/certsync.yaml", "certsync.yaml"] {
         let dir = node_dir();
         std::fs::write(dir.path().join(file), "someone else's\n").expect("write");
         let why = refusal(dir.path()).await;
-        assert!(why.contains("adopt did not write it"), "{file}: {why}");
+        assert!(
+            matches!(&why, Refusal::Unowned { path } if *path == format!("/etc/kubernetes/{file}")),
+            "{file}: {why}"
+        );
     }
 
     // A template not issued by the CA its mapping names: the etcd CA's
@@ -484,7 +496,10 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
     .expect("copy");
     let why = refusal(dir.path()).await;
     assert!(
-        why.contains("/etc/kubernetes/pki/apiserver.crt was issued by") && why.contains("etcd-ca"),
+        matches!(&why, Refusal::Template(CertError::OtherIssuer { template, issuer, ca, .. })
+            if template == "/etc/kubernetes/pki/apiserver.crt"
+                && issuer.contains("etcd-ca")
+                && ca == "/etc/kubernetes/pki/ca.crt"),
         "{why}"
     );
 
@@ -495,7 +510,9 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
     std::fs::write(dir.path().join("pki/apiserver-kubelet-client.crt"), forged).expect("write");
     let why = refusal(dir.path()).await;
     assert!(
-        why.contains("apiserver-kubelet-client.crt names /etc/kubernetes/pki/ca.crt as its issuer but /etc/kubernetes/pki/ca.crt did not sign it"),
+        matches!(&why, Refusal::Template(CertError::NotSigned { template, ca })
+            if template == "/etc/kubernetes/pki/apiserver-kubelet-client.crt"
+                && ca == "/etc/kubernetes/pki/ca.crt"),
         "{why}"
     );
 
@@ -508,7 +525,12 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
     );
     std::fs::write(&p, text).expect("write");
     let why = refusal(dir.path()).await;
-    assert!(why.contains("--peer-cert-file=/etc/etcd/peer.crt"), "{why}");
+    assert!(
+        matches!(&why, Refusal::Conflict { path, problem }
+            if path == "/etc/kubernetes/manifests/etcd.yaml"
+                && problem.contains("--peer-cert-file=/etc/etcd/peer.crt")),
+        "{why}"
+    );
 }
 
 /// A certificate whose issuer is `CN=<cn>` but signed by a key of its own.
@@ -686,7 +708,8 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
     std::fs::write(d.join("super-admin.conf"), planted).expect("planted");
     let why = refusal(d).await;
     assert!(
-        why.contains("/etc/kubernetes/super-admin.conf not in adopt's first backup"),
+        matches!(&why, Refusal::Unrecorded { missing }
+            if missing == &["/etc/kubernetes/super-admin.conf"]),
         "{why}"
     );
     assert!(!d.join("certsync/backup").exists(), "nothing was written");
