@@ -19,7 +19,7 @@ use secrecy::ExposeSecret as _;
 
 use super::record::State;
 use super::record::backup_path;
-use super::{KubeadmError, node};
+use super::{FileProblem, KubeadmError, node};
 
 const ADMIN: &str = "/etc/kubernetes/admin.conf";
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
@@ -199,7 +199,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
         Some(backup) => {
             let path = backup_path(dir, &backup, ADMIN);
             let text = crate::files::read_text(&path, 1 << 20)
-                .map_err(|e| KubeadmError::file(&path, e.problem()))?;
+                .map_err(|e| KubeadmError::file(&path, e))?;
             let kept = parse(&path, &text)?;
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
             // The pair the container could have replaced: it must be one
@@ -212,7 +212,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
             let cert_pem = b64("client-certificate-data", &cert)?;
             let key_pem = b64("client-key-data", key.expose_secret())?;
             node::sound_pair(dir, &cert_pem, &key_pem, CA)
-                .map_err(|e| KubeadmError::file(admin, format!("its client certificate: {e}")))?;
+                .map_err(|e| KubeadmError::file(admin, FileProblem::ClientCert(e)))?;
             (
                 cluster.server.clone(),
                 cluster.certificate_authority_data.clone(),

@@ -42,10 +42,35 @@ impl Stored {
     }
 }
 
+/// Why the ConfigMap could not be read or written. The client's errors
+/// are said with their causes, once.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterConfigError {
+    #[error("{}", crate::error_chain(.0))]
+    Client(#[source] crate::source::client::ClientError),
+    #[error("{}", crate::error_chain(.0))]
+    Api(#[source] kube::Error),
+    #[error("no {KEY} key")]
+    NoKey,
+    #[error("{KEY}: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
+    #[error("no answer within 15 s")]
+    Timeout,
+    /// The ClusterConfiguration to write, not encodable.
+    #[error("{0}")]
+    Encode(#[source] serde_yaml_ng::Error),
+}
+
+impl From<ClusterConfigError> for KubeadmError {
+    fn from(e: ClusterConfigError) -> Self {
+        Self::ClusterConfig(e)
+    }
+}
+
 fn api(config: &kube::Config) -> Result<kube::Api<ConfigMap>, KubeadmError> {
     let client = crate::source::client::ClientSettings::default()
         .client_for(config)
-        .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+        .map_err(ClusterConfigError::Client)?;
     Ok(kube::Api::namespaced(client, "kube-system"))
 }
 
@@ -58,15 +83,14 @@ pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
         let object = api(&client)?
             .get("kubeadm-config")
             .await
-            .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+            .map_err(ClusterConfigError::Api)?;
         let text = object
             .data
             .as_ref()
             .and_then(|d| d.get(KEY))
             .cloned()
-            .ok_or_else(|| KubeadmError::ClusterConfig(format!("no {KEY} key")))?;
-        let config: Value = serde_yaml_ng::from_str(&text)
-            .map_err(|e| KubeadmError::ClusterConfig(format!("{KEY}: {e}")))?;
+            .ok_or(ClusterConfigError::NoKey)?;
+        let config: Value = serde_yaml_ng::from_str(&text).map_err(ClusterConfigError::Yaml)?;
         Ok(Stored {
             config,
             text,
@@ -76,14 +100,13 @@ pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
     };
     tokio::time::timeout(std::time::Duration::from_secs(15), get)
         .await
-        .map_err(|_| KubeadmError::ClusterConfig("no answer within 15 s".into()))?
+        .map_err(|_| ClusterConfigError::Timeout)?
 }
 
 /// Writes `config` back (a replace carrying the resourceVersion read),
 /// through the client configuration it was read with.
 pub async fn write(stored: &Stored, config: &Value) -> Result<(), KubeadmError> {
-    let text =
-        serde_yaml_ng::to_string(config).map_err(|e| KubeadmError::ClusterConfig(e.to_string()))?;
+    let text = serde_yaml_ng::to_string(config).map_err(ClusterConfigError::Encode)?;
     let mut object = stored.object.clone();
     object
         .data
@@ -92,7 +115,7 @@ pub async fn write(stored: &Stored, config: &Value) -> Result<(), KubeadmError> 
     api(&stored.client)?
         .replace("kubeadm-config", &Default::default(), &object)
         .await
-        .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+        .map_err(ClusterConfigError::Api)?;
     Ok(())
 }
 

@@ -108,20 +108,26 @@ pub enum KubeadmError {
         #[source]
         problem: judge::ConfigProblem,
     },
-    #[error("{path}: {problem}")]
-    File { path: PathBuf, problem: String },
+    #[error("{}: {problem}", .path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        problem: FileProblem,
+    },
     #[error(transparent)]
     Write(#[from] crate::writer::WriterError),
     #[error("ConfigMap kube-system/kubeadm-config: {0}")]
-    ClusterConfig(String),
+    ClusterConfig(#[source] cluster::ClusterConfigError),
+    /// Rendering one of certsync's files (its configuration, a kubeconfig,
+    /// its pod) failed.
     #[error("initial issuance failed ({0}); no manifest was changed")]
-    Issue(String),
+    Issue(#[source] serde_yaml_ng::Error),
     /// adopt failed after its first change (the backups and its record).
     #[error(
         "adopt stopped partway, the node is part-adopted: {0}; run `certsync kubeadm adopt` \
          again to finish it (or `certsync kubeadm revert` to undo it)"
     )]
-    PartAdopted(String),
+    PartAdopted(#[source] Box<KubeadmError>),
     #[error("revert: {0}")]
     Revert(Box<RevertError>),
     /// certsync's pod did not become ready: adopt put back what it had
@@ -129,6 +135,81 @@ pub enum KubeadmError {
     #[error("{0}")]
     NotReady(Box<NotReady>),
 }
+
+/// What is wrong with one of the node's files: another module's error,
+/// kept whole, or a sentence of kubeadm's module.
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error("{0}")]
+    Said(String),
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// Read beneath a directory handle (its message names the path).
+    #[error("{0}")]
+    Way(#[source] crate::beneath::PathError),
+    /// A read that refused the file; said without its path, which
+    /// `File` names.
+    #[error("{}", .0.problem())]
+    Read(crate::files::FileError),
+    #[error("{0}")]
+    Blocked(#[source] moves::Blocked),
+    #[error("{0}")]
+    Pem(#[source] crate::pem::PemError),
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("{0}")]
+    Manifest(#[source] manifest::ManifestError),
+    #[error("{0}")]
+    Kubeconfig(#[source] crate::source::client::KubeconfigError),
+    /// admin.conf not as kubeadm writes it.
+    #[error("{0}")]
+    Shape(#[source] admin::ShapeError),
+    /// The client pair of admin.conf, not one the node's CA issued.
+    #[error("its client certificate: {0}")]
+    ClientCert(#[source] node::CertError),
+    /// A CA renewed from its certificate and key.
+    #[error("{0}")]
+    Ca(#[source] crate::source::ca::CaError),
+    /// The client configuration made of admin.conf, refused by kube.
+    #[error("{0}")]
+    Client(#[source] kube::config::KubeconfigError),
+}
+
+impl From<&str> for FileProblem {
+    fn from(s: &str) -> Self {
+        Self::Said(s.to_owned())
+    }
+}
+
+impl From<String> for FileProblem {
+    fn from(s: String) -> Self {
+        Self::Said(s)
+    }
+}
+
+macro_rules! file_problem {
+    ($($variant:ident($ty:ty)),*) => {$(
+        impl From<$ty> for FileProblem {
+            fn from(e: $ty) -> Self {
+                Self::$variant(e)
+            }
+        }
+    )*};
+}
+
+file_problem!(
+    Io(std::io::Error),
+    Way(crate::beneath::PathError),
+    Read(crate::files::FileError),
+    Blocked(moves::Blocked),
+    Pem(crate::pem::PemError),
+    Json(serde_json::Error),
+    Manifest(manifest::ManifestError),
+    Kubeconfig(crate::source::client::KubeconfigError),
+    Shape(admin::ShapeError),
+    Ca(crate::source::ca::CaError),
+    Client(kube::config::KubeconfigError)
+);
 
 /// Why adopt refused a node before changing anything: what it found that
 /// it does not recognise. Node paths are `/etc/kubernetes/...`.
@@ -347,10 +428,10 @@ impl From<RevertError> for KubeadmError {
 }
 
 impl KubeadmError {
-    fn file(path: &Path, problem: impl std::fmt::Display) -> Self {
+    fn file(path: &Path, problem: impl Into<FileProblem>) -> Self {
         Self::File {
             path: path.to_owned(),
-            problem: problem.to_string(),
+            problem: problem.into(),
         }
     }
 }

@@ -555,7 +555,7 @@ pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError
     }
     let mut doc = serde_yaml_ng::Mapping::new();
     doc.insert("mappings".into(), Value::Sequence(mappings));
-    let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    let body = serde_yaml_ng::to_string(&doc).map_err(KubeadmError::Issue)?;
     Ok(format!(
         "# Written by `certsync kubeadm adopt`: every certificate `kubeadm certs renew all`\n\
          # renews on this node, issued from kubeadm's CAs (docs/guides/kubeadm-control-plane.md).\n\
@@ -580,7 +580,7 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, Kub
             "client-key": format!("{target}/tls.key"),
         }}],
     });
-    let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    let body = serde_yaml_ng::to_string(&doc).map_err(KubeadmError::Issue)?;
     Ok(format!(
         "# Written by `certsync kubeadm adopt`: the client certificate is certsync's target,\n\
          # re-read by client-go when it is renewed.\n{body}"
@@ -651,7 +651,7 @@ fn pod_text(
         config_hash: &digest(config)[..16],
         mounts,
     })
-    .map_err(|e| KubeadmError::Issue(e.to_string()))
+    .map_err(KubeadmError::Issue)
 }
 
 fn refused(opts: &Options, reason: Refusal) -> KubeadmError {

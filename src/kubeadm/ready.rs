@@ -230,7 +230,6 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
 fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
     use std::io::Read as _;
     let at = Path::new(target).join(name);
-    let bad = |e: &dyn std::fmt::Display| KubeadmError::file(&at, e);
     let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
         super::moves::Blocked::Absent => KubeadmError::file(Path::new(target), "missing"),
         e => KubeadmError::file(Path::new(target), e),
@@ -245,11 +244,11 @@ fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, Kubeadm
         &mut |_| Ok(()),
     )
     .and_then(|w| w.open_read())
-    .map_err(|e| bad(&e))?;
+    .map_err(|e| KubeadmError::file(&at, e))?;
     let mut bytes = Vec::new();
     file.take(1 << 20)
         .read_to_end(&mut bytes)
-        .map_err(|e| bad(&e))?;
+        .map_err(|e| KubeadmError::file(&at, e))?;
     Ok(bytes)
 }
 
