@@ -105,7 +105,7 @@ pub enum CaError {
     #[error("the issued certificate is refused: {0}")]
     Mismatch(String),
     #[error("internal task failed: {0}")]
-    Task(String),
+    Task(#[source] crate::Panicked),
 }
 
 impl CaError {

@@ -75,9 +75,9 @@ pub enum Unchecked {
     /// [`check`] refused it.
     #[error("{0}")]
     Refused(IssuedError),
-    /// The check's task panicked (its message).
+    /// The check's task panicked.
     #[error("{0}")]
-    Panicked(String),
+    Panicked(crate::Panicked),
 }
 
 /// [`check`] on the blocking pool ([`crate::blocking`]): the certificate
@@ -136,7 +136,7 @@ pub enum CsrError {
     #[error("cannot build the certificate request: {0}")]
     Bundle(#[source] crate::bundle::BundleError),
     #[error("cannot build the certificate request: {0}")]
-    Task(String),
+    Task(#[source] crate::Panicked),
     #[error("{verb} {object}: {message}")]
     Api {
         verb: &'static str,
@@ -565,7 +565,7 @@ impl CsrSource {
             (pem, has_cert)
         })
         .await
-        .map_err(err)?;
+        .map_err(|e| err(e.to_string()))?;
         if !has_cert {
             return Err(err("holds no CERTIFICATE block".into()));
         }
