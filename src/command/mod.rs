@@ -248,7 +248,7 @@ mod tests {
             (
                 crate::kubeadm::KubeadmError::Refused {
                     dir: "/x".into(),
-                    reason: crate::kubeadm::Refusal::ExternalEtcd,
+                    reason: Box::new(crate::kubeadm::Refusal::ExternalEtcd),
                 }
                 .into(),
                 1,

@@ -63,7 +63,7 @@ pub enum ClusterConfigError {
 
 impl From<ClusterConfigError> for KubeadmError {
     fn from(e: ClusterConfigError) -> Self {
-        Self::ClusterConfig(e)
+        Self::ClusterConfig(Box::new(e))
     }
 }
 

@@ -49,6 +49,7 @@ pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
 /// gets its renewed pair before the old one ends.
 pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
     let refused = |problem: ConfigProblem| KubeadmError::Configuration {
+        problem: Box::new(problem),
         dir: opts.dir.clone(),
         with: match opts.set.as_slice() {
             [] => String::new(),
@@ -56,7 +57,6 @@ pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
                 s + &format!(" --set {k}={v}")
             }),
         },
-        problem,
     };
     let config = load(&opts.dir, text).map_err(|e| refused(ConfigProblem::Refused(e)))?;
     config

@@ -93,7 +93,7 @@ pub enum KubeadmError {
     Refused {
         dir: PathBuf,
         #[source]
-        reason: Refusal,
+        reason: Box<Refusal>,
     },
     /// The configuration adopt would write is one `certsync run` refuses,
     /// or one that renews a component's certificate too late: refused
@@ -106,18 +106,18 @@ pub enum KubeadmError {
         dir: PathBuf,
         with: String,
         #[source]
-        problem: judge::ConfigProblem,
+        problem: Box<judge::ConfigProblem>,
     },
     #[error("{}: {problem}", .path.display())]
     File {
         path: PathBuf,
         #[source]
-        problem: FileProblem,
+        problem: Box<FileProblem>,
     },
     #[error(transparent)]
     Write(#[from] crate::writer::WriterError),
     #[error("ConfigMap kube-system/kubeadm-config: {0}")]
-    ClusterConfig(#[source] cluster::ClusterConfigError),
+    ClusterConfig(#[source] Box<cluster::ClusterConfigError>),
     /// Rendering one of certsync's files (its configuration, a kubeconfig,
     /// its pod) failed.
     #[error("initial issuance failed ({0}); no manifest was changed")]
@@ -431,7 +431,7 @@ impl KubeadmError {
     fn file(path: &Path, problem: impl Into<FileProblem>) -> Self {
         Self::File {
             path: path.to_owned(),
-            problem: problem.into(),
+            problem: Box::new(problem.into()),
         }
     }
 }

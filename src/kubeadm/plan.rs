@@ -657,7 +657,7 @@ fn pod_text(
 fn refused(opts: &Options, reason: Refusal) -> KubeadmError {
     KubeadmError::Refused {
         dir: opts.dir.clone(),
-        reason,
+        reason: Box::new(reason),
     }
 }
 

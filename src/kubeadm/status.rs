@@ -355,7 +355,7 @@ enum Unread {
     #[error("no live certificate ({0})")]
     NoTarget(#[source] crate::writer::WriterError),
     #[error("the live certificate cannot be read ({0})")]
-    LiveUnread(#[source] crate::writer::WriterError),
+    Unreadable(#[source] crate::writer::WriterError),
     #[error("no live certificate")]
     NoLive,
     #[error("the live revision is damaged ({0})")]
@@ -533,7 +533,7 @@ fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, Unread> {
     let writer = crate::writer::Writer::existing(target.to_owned()).map_err(Unread::NoTarget)?;
     let live = writer
         .live()
-        .map_err(Unread::LiveUnread)?
+        .map_err(Unread::Unreadable)?
         .ok_or(Unread::NoLive)?;
     if let Some(p) = live.problem {
         return Err(Unread::Damaged(p));

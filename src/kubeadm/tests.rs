@@ -264,7 +264,7 @@ fn options(dir: &Path) -> Options {
 /// adopt's plan refused the node: why.
 async fn refusal(dir: &Path) -> Refusal {
     match plan(&options(dir)).await {
-        Err(KubeadmError::Refused { reason, .. }) => reason,
+        Err(KubeadmError::Refused { reason, .. }) => *reason,
         Err(e) => panic!("not a refusal: {e}"),
         Ok(p) => panic!("not refused:\n{}", p.text()),
     }
