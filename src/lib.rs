@@ -76,14 +76,17 @@ pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
 /// Runs `f` on tokio's blocking pool, never on the async runtime's threads:
 /// parsers of outside bytes, file I/O, key generation and signing go
 /// through here, so one slow input never stalls `/livez` or another
-/// mapping. `Err` (the panic's message) only when `f` panicked.
+/// mapping. `Err` only when `f` panicked.
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| e.to_string())
+) -> Result<T, Panicked> {
+    tokio::task::spawn_blocking(f).await.map_err(Panicked)
 }
+
+/// A task on the blocking pool panicked: said as tokio says it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Panicked(#[source] pub tokio::task::JoinError);
 
 /// `base * 2^(attempt-1)` plus a random share of the same again, so many
 /// sidecars restarted together do not retry in lockstep (`attempt` ≥ 1).
@@ -138,7 +141,7 @@ mod blocking_tests {
             let worker = work.await.unwrap().unwrap();
             assert_ne!(worker, runtime_thread);
             let panicked = super::blocking(|| -> u8 { panic!("hostile input") }).await;
-            assert!(panicked.unwrap_err().contains("panic"));
+            assert!(panicked.unwrap_err().0.is_panic());
         });
     }
 }

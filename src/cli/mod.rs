@@ -11,8 +11,8 @@ mod values;
 
 pub use approve::{ApproveArgs, CsrCommand, PolicyArgs, ReviewArgs};
 pub use kubeadm::{
-    AdoptArgs, KubeadmCommand, PlanOutput, RevertArgs, SETTABLE, StatusArgs, StatusOutput,
-    check_set,
+    AdoptArgs, KubeadmCommand, PlanOutput, RevertArgs, SETTABLE, SetError, StatusArgs,
+    StatusOutput, check_set,
 };
 pub use run::{ReloadArgs, RunArgs};
 pub use values::{ModeProblem, ValueError, key_mode, log_filter, parse_mode};

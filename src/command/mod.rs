@@ -248,7 +248,7 @@ mod tests {
             (
                 crate::kubeadm::KubeadmError::Refused {
                     dir: "/x".into(),
-                    reason: "r".into(),
+                    reason: Box::new(crate::kubeadm::Refusal::ExternalEtcd),
                 }
                 .into(),
                 1,

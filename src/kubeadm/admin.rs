@@ -19,7 +19,7 @@ use secrecy::ExposeSecret as _;
 
 use super::record::State;
 use super::record::backup_path;
-use super::{KubeadmError, node};
+use super::{FileProblem, KubeadmError, node};
 
 const ADMIN: &str = "/etc/kubernetes/admin.conf";
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
@@ -29,31 +29,64 @@ const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it
      certificate-authority-data and an embedded client-certificate-data/client-key-data, nothing \
      that makes it read another file, trust another server or run a command";
 
+/// Why admin.conf is not kubeadm's shape. Names are escaped: the file
+/// may be the container's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeError {
+    #[error("no current context")]
+    NoContext,
+    #[error("no cluster {name:?}")]
+    NoCluster { name: String },
+    #[error("no user {name:?}")]
+    NoUser { name: String },
+    #[error("its cluster is empty")]
+    EmptyCluster,
+    #[error("its user is empty")]
+    EmptyUser,
+    /// `of`: `cluster` or `user`; `field` as the refusal names it.
+    #[error("{of} {name:?} has {field}; {ACCEPTED}")]
+    Field {
+        of: &'static str,
+        name: String,
+        field: &'static str,
+    },
+    #[error("{of} {name:?} has an unknown field {field:?}; {ACCEPTED}")]
+    Unknown {
+        of: &'static str,
+        name: String,
+        field: String,
+    },
+}
+
 /// The selected context's cluster and user, each refused if it holds
 /// anything kubeadm does not write.
-fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), String> {
+fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), ShapeError> {
     let context = kc
         .current_context
         .as_ref()
         .and_then(|name| kc.contexts.iter().find(|c| &c.name == name))
         .and_then(|c| c.context.as_ref())
-        .ok_or("no current context")?;
+        .ok_or(ShapeError::NoContext)?;
     let named_cluster = kc
         .clusters
         .iter()
         .find(|c| c.name == context.cluster)
-        .ok_or_else(|| format!("no cluster {:?}", crate::escape(&context.cluster)))?;
+        .ok_or_else(|| ShapeError::NoCluster {
+            name: crate::escape(&context.cluster).into_owned(),
+        })?;
     let user_name = context.user.clone().unwrap_or_default();
     let named_user = kc
         .auth_infos
         .iter()
         .find(|u| u.name == user_name)
-        .ok_or_else(|| format!("no user {:?}", crate::escape(&user_name)))?;
+        .ok_or_else(|| ShapeError::NoUser {
+            name: crate::escape(&user_name).into_owned(),
+        })?;
     let cluster = named_cluster
         .cluster
         .as_ref()
-        .ok_or("its cluster is empty")?;
-    let user = named_user.auth_info.as_ref().ok_or("its user is empty")?;
+        .ok_or(ShapeError::EmptyCluster)?;
+    let user = named_user.auth_info.as_ref().ok_or(ShapeError::EmptyUser)?;
     let cluster_fields = [
         (
             "certificate-authority",
@@ -92,36 +125,44 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), String> {
         ("extensions", user.extensions.is_some()),
     ];
     let unknown = |other: &std::collections::BTreeMap<String, serde_json::Value>| {
-        other.keys().next().map(|k| crate::escape(k).to_string())
+        other.keys().next().map(|k| crate::escape(k).into_owned())
     };
+    let cluster_name = || crate::escape(&named_cluster.name).into_owned();
+    let user_name = || crate::escape(&named_user.name).into_owned();
     let refused = cluster_fields
         .iter()
         .find(|(_, set)| *set)
-        .map(|(f, _)| format!("cluster {:?} has {f}", crate::escape(&named_cluster.name)))
+        .map(|(field, _)| ShapeError::Field {
+            of: "cluster",
+            name: cluster_name(),
+            field,
+        })
         .or_else(|| {
-            unknown(&cluster.other).map(|k| {
-                format!(
-                    "cluster {:?} has an unknown field {k:?}",
-                    crate::escape(&named_cluster.name)
-                )
+            unknown(&cluster.other).map(|field| ShapeError::Unknown {
+                of: "cluster",
+                name: cluster_name(),
+                field,
             })
         })
         .or_else(|| {
             user_fields
                 .iter()
                 .find(|(_, set)| *set)
-                .map(|(f, _)| format!("user {:?} has {f}", crate::escape(&named_user.name)))
+                .map(|(field, _)| ShapeError::Field {
+                    of: "user",
+                    name: user_name(),
+                    field,
+                })
         })
         .or_else(|| {
-            unknown(&user.other).map(|k| {
-                format!(
-                    "user {:?} has an unknown field {k:?}",
-                    crate::escape(&named_user.name)
-                )
+            unknown(&user.other).map(|field| ShapeError::Unknown {
+                of: "user",
+                name: user_name(),
+                field,
             })
         });
     match refused {
-        Some(why) => Err(format!("{why}; {ACCEPTED}")),
+        Some(why) => Err(why),
         None => Ok((cluster, user)),
     }
 }
@@ -158,7 +199,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
         Some(backup) => {
             let path = backup_path(dir, &backup, ADMIN);
             let text = crate::files::read_text(&path, 1 << 20)
-                .map_err(|e| KubeadmError::file(&path, e.problem()))?;
+                .map_err(|e| KubeadmError::file(&path, e))?;
             let kept = parse(&path, &text)?;
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
             // The pair the container could have replaced: it must be one
@@ -171,7 +212,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
             let cert_pem = b64("client-certificate-data", &cert)?;
             let key_pem = b64("client-key-data", key.expose_secret())?;
             node::sound_pair(dir, &cert_pem, &key_pem, CA)
-                .map_err(|e| KubeadmError::file(admin, format!("its client certificate: {e}")))?;
+                .map_err(|e| KubeadmError::file(admin, FileProblem::ClientCert(e)))?;
             (
                 cluster.server.clone(),
                 cluster.certificate_authority_data.clone(),

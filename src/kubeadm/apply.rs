@@ -122,7 +122,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
     // that a re-run finishes it (each step finds its work done or does it).
     changes(dir, plan, out)
         .await
-        .map_err(|e| KubeadmError::PartAdopted(e.to_string()))?;
+        .map_err(|e| KubeadmError::PartAdopted(Box::new(e)))?;
     out.push_str("adopted\n");
     Ok(())
 }

@@ -17,8 +17,8 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::{Mapping, Value};
 
-use super::KubeadmError;
 use super::manifest::Component;
+use super::{KubeadmError, Refusal};
 
 const KEY: &str = "ClusterConfiguration";
 
@@ -42,10 +42,35 @@ impl Stored {
     }
 }
 
+/// Why the ConfigMap could not be read or written. The client's errors
+/// are said with their causes, once.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterConfigError {
+    #[error("{}", crate::error_chain(.0))]
+    Client(#[source] crate::source::client::ClientError),
+    #[error("{}", crate::error_chain(.0))]
+    Api(#[source] kube::Error),
+    #[error("no {KEY} key")]
+    NoKey,
+    #[error("{KEY}: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
+    #[error("no answer within 15 s")]
+    Timeout,
+    /// The ClusterConfiguration to write, not encodable.
+    #[error("{0}")]
+    Encode(#[source] serde_yaml_ng::Error),
+}
+
+impl From<ClusterConfigError> for KubeadmError {
+    fn from(e: ClusterConfigError) -> Self {
+        Self::ClusterConfig(Box::new(e))
+    }
+}
+
 fn api(config: &kube::Config) -> Result<kube::Api<ConfigMap>, KubeadmError> {
     let client = crate::source::client::ClientSettings::default()
         .client_for(config)
-        .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+        .map_err(ClusterConfigError::Client)?;
     Ok(kube::Api::namespaced(client, "kube-system"))
 }
 
@@ -58,15 +83,14 @@ pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
         let object = api(&client)?
             .get("kubeadm-config")
             .await
-            .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+            .map_err(ClusterConfigError::Api)?;
         let text = object
             .data
             .as_ref()
             .and_then(|d| d.get(KEY))
             .cloned()
-            .ok_or_else(|| KubeadmError::ClusterConfig(format!("no {KEY} key")))?;
-        let config: Value = serde_yaml_ng::from_str(&text)
-            .map_err(|e| KubeadmError::ClusterConfig(format!("{KEY}: {e}")))?;
+            .ok_or(ClusterConfigError::NoKey)?;
+        let config: Value = serde_yaml_ng::from_str(&text).map_err(ClusterConfigError::Yaml)?;
         Ok(Stored {
             config,
             text,
@@ -76,14 +100,13 @@ pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
     };
     tokio::time::timeout(std::time::Duration::from_secs(15), get)
         .await
-        .map_err(|_| KubeadmError::ClusterConfig("no answer within 15 s".into()))?
+        .map_err(|_| ClusterConfigError::Timeout)?
 }
 
 /// Writes `config` back (a replace carrying the resourceVersion read),
 /// through the client configuration it was read with.
 pub async fn write(stored: &Stored, config: &Value) -> Result<(), KubeadmError> {
-    let text =
-        serde_yaml_ng::to_string(config).map_err(|e| KubeadmError::ClusterConfig(e.to_string()))?;
+    let text = serde_yaml_ng::to_string(config).map_err(ClusterConfigError::Encode)?;
     let mut object = stored.object.clone();
     object
         .data
@@ -92,28 +115,25 @@ pub async fn write(stored: &Stored, config: &Value) -> Result<(), KubeadmError> 
     api(&stored.client)?
         .replace("kubeadm-config", &Default::default(), &object)
         .await
-        .map_err(|e| KubeadmError::ClusterConfig(crate::error_chain(&e)))?;
+        .map_err(ClusterConfigError::Api)?;
     Ok(())
 }
 
 /// What adopt refuses in a ClusterConfiguration, if anything.
-pub fn refusal(config: &Value) -> Option<String> {
+pub fn refusal(config: &Value) -> Option<Refusal> {
     if config["apiVersion"] != "kubeadm.k8s.io/v1beta4" {
-        return Some(format!(
-            "ClusterConfiguration apiVersion {:?}: adopt knows kubeadm.k8s.io/v1beta4 (kubeadm 1.31+)",
-            config["apiVersion"].as_str().unwrap_or("")
-        ));
+        return Some(Refusal::ApiVersion {
+            found: config["apiVersion"].as_str().unwrap_or("").to_owned(),
+        });
     }
     if !config["etcd"]["external"].is_null() {
-        return Some(
-            "external etcd (etcd.external): its certificates are not this node's to renew".into(),
-        );
+        return Some(Refusal::ExternalEtcd);
     }
     match config["certificatesDir"].as_str() {
         None | Some("/etc/kubernetes/pki") => None,
-        Some(other) => Some(format!(
-            "certificatesDir is {other}, not /etc/kubernetes/pki: adopt knows kubeadm's default layout only"
-        )),
+        Some(other) => Some(Refusal::CertificatesDir {
+            dir: other.to_owned(),
+        }),
     }
 }
 

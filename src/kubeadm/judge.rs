@@ -48,7 +48,8 @@ pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
 /// run` accepts it and each component reading a client target by file
 /// gets its renewed pair before the old one ends.
 pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
-    let refused = |problem: String| KubeadmError::Configuration {
+    let refused = |problem: ConfigProblem| KubeadmError::Configuration {
+        problem: Box::new(problem),
         dir: opts.dir.clone(),
         with: match opts.set.as_slice() {
             [] => String::new(),
@@ -56,10 +57,8 @@ pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
                 s + &format!(" --set {k}={v}")
             }),
         },
-        problem,
     };
-    let config = load(&opts.dir, text)
-        .map_err(|e| refused(format!("is one `certsync run` refuses: {e}")))?;
+    let config = load(&opts.dir, text).map_err(|e| refused(ConfigProblem::Refused(e)))?;
     config
         .mappings
         .iter()
@@ -67,46 +66,84 @@ pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
         .map_err(refused)
 }
 
+/// What is wrong with the configuration adopt would write.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigProblem {
+    #[error("is one `certsync run` refuses: {0}")]
+    Refused(#[source] ConfigError),
+    #[error("mapping {name:?} is not a ca: mapping: adopt issues {component}'s client certificate")]
+    NotCa {
+        name: String,
+        component: &'static str,
+    },
+    #[error("mapping {name:?} has no lifetime")]
+    NoLifetime { name: String },
+    /// `latest`: the share of `lifetime` by which it is renewed; `left`:
+    /// what that leaves; `minimum`: the shortest lifetime that leaves enough.
+    #[error(
+        "renews {component}'s client certificate too late: mapping {name:?} (lifetime={}, \
+         renewed at the latest at {}% of it) leaves {} of a certificate, and {component} \
+         reads it through {KUBECONFIGS}/{file} with client-go, which re-reads a client \
+         certificate file only every {}; at least {} must be left ({} and {} for issuing, \
+         writing and a late timer): give lifetime={} or longer with this renew=, or a renew= \
+         that ends earlier",
+        show(*.lifetime),
+        (.latest * 1000.0).round() / 10.0,
+        show(*.left),
+        show(CLIENT_GO_REREAD),
+        show(CLIENT_GO_REREAD + REREAD_MARGIN),
+        show(CLIENT_GO_REREAD),
+        show(REREAD_MARGIN),
+        show(*.minimum),
+    )]
+    TooLate {
+        name: String,
+        component: &'static str,
+        file: &'static str,
+        lifetime: Duration,
+        latest: f64,
+        left: Duration,
+        minimum: Duration,
+    },
+}
+
+fn show(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(d)
+}
+
 /// A mapping whose target one of certsync's kubeconfigs names ([`BY_FILE`])
 /// is renewed with more than [`CLIENT_GO_REREAD`] left, by
 /// [`REREAD_MARGIN`], at the latest point of its renewal window.
-fn renewed_in_time(m: &Mapping) -> Result<(), String> {
-    let Some((file, _, _, component)) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)
+fn renewed_in_time(m: &Mapping) -> Result<(), ConfigProblem> {
+    let Some(&(file, _, _, component)) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)
     else {
         return Ok(());
     };
     let Source::Ca(spec) = &m.source else {
-        return Err(format!(
-            "mapping {:?} is not a ca: mapping: adopt issues {component}'s client certificate",
-            m.name
-        ));
+        return Err(ConfigProblem::NotCa {
+            name: m.name.clone(),
+            component,
+        });
     };
     let Some(lifetime) = spec.issue.lifetime else {
-        return Err(format!("mapping {:?} has no lifetime", m.name));
+        return Err(ConfigProblem::NoLifetime {
+            name: m.name.clone(),
+        });
     };
     let latest = spec.issue.renew.1;
     let need = CLIENT_GO_REREAD + REREAD_MARGIN;
     let Err((left, minimum)) = leaves(lifetime, latest, need) else {
         return Ok(());
     };
-    let show = |d: Duration| humantime::format_duration(d).to_string();
-    Err(format!(
-        "renews {component}'s client certificate too late: mapping {:?} (lifetime={}, \
-         renewed at the latest at {}% of it) leaves {} of a certificate, and {component} \
-         reads it through {KUBECONFIGS}/{file} with client-go, which re-reads a client \
-         certificate file only every {}; at least {} must be left ({} and {} for issuing, \
-         writing and a late timer): give lifetime={} or longer with this renew=, or a renew= \
-         that ends earlier",
-        m.name,
-        show(lifetime),
-        (latest * 1000.0).round() / 10.0,
-        show(left),
-        show(CLIENT_GO_REREAD),
-        show(need),
-        show(CLIENT_GO_REREAD),
-        show(REREAD_MARGIN),
-        show(minimum),
-    ))
+    Err(ConfigProblem::TooLate {
+        name: m.name.clone(),
+        component,
+        file,
+        lifetime,
+        latest,
+        left,
+        minimum,
+    })
 }
 
 /// `Err((left, shortest))` when a certificate of `lifetime` renewed at the

@@ -89,8 +89,12 @@ pub struct RevertOptions {
 pub enum KubeadmError {
     /// Something on the node adopt does not recognise: it refuses rather
     /// than guess.
-    #[error("refusing to adopt {dir}: {reason}")]
-    Refused { dir: PathBuf, reason: String },
+    #[error("refusing to adopt {}: {reason}", .dir.display())]
+    Refused {
+        dir: PathBuf,
+        #[source]
+        reason: Box<Refusal>,
+    },
     /// The configuration adopt would write is one `certsync run` refuses,
     /// or one that renews a component's certificate too late: refused
     /// before anything is written. `with`: the `--set` options given.
@@ -101,28 +105,164 @@ pub enum KubeadmError {
     Configuration {
         dir: PathBuf,
         with: String,
-        problem: String,
+        #[source]
+        problem: Box<judge::ConfigProblem>,
     },
-    #[error("{path}: {problem}")]
-    File { path: PathBuf, problem: String },
+    #[error("{}: {problem}", .path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        problem: Box<FileProblem>,
+    },
     #[error(transparent)]
     Write(#[from] crate::writer::WriterError),
     #[error("ConfigMap kube-system/kubeadm-config: {0}")]
-    ClusterConfig(String),
+    ClusterConfig(#[source] Box<cluster::ClusterConfigError>),
+    /// Rendering one of certsync's files (its configuration, a kubeconfig,
+    /// its pod) failed.
     #[error("initial issuance failed ({0}); no manifest was changed")]
-    Issue(String),
+    Issue(#[source] serde_yaml_ng::Error),
     /// adopt failed after its first change (the backups and its record).
     #[error(
         "adopt stopped partway, the node is part-adopted: {0}; run `certsync kubeadm adopt` \
          again to finish it (or `certsync kubeadm revert` to undo it)"
     )]
-    PartAdopted(String),
+    PartAdopted(#[source] Box<KubeadmError>),
     #[error("revert: {0}")]
     Revert(Box<RevertError>),
     /// certsync's pod did not become ready: adopt put back what it had
     /// changed, and no component manifest names certsync's files.
     #[error("{0}")]
     NotReady(Box<NotReady>),
+}
+
+/// What is wrong with one of the node's files: another module's error,
+/// kept whole, or a sentence of kubeadm's module.
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error("{0}")]
+    Said(String),
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// Read beneath a directory handle (its message names the path).
+    #[error("{0}")]
+    Way(#[source] crate::beneath::PathError),
+    /// A read that refused the file; said without its path, which
+    /// `File` names.
+    #[error("{}", .0.problem())]
+    Read(crate::files::FileError),
+    #[error("{0}")]
+    Blocked(#[source] moves::Blocked),
+    #[error("{0}")]
+    Pem(#[source] crate::pem::PemError),
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("{0}")]
+    Manifest(#[source] manifest::ManifestError),
+    #[error("{0}")]
+    Kubeconfig(#[source] crate::source::client::KubeconfigError),
+    /// admin.conf not as kubeadm writes it.
+    #[error("{0}")]
+    Shape(#[source] admin::ShapeError),
+    /// The client pair of admin.conf, not one the node's CA issued.
+    #[error("its client certificate: {0}")]
+    ClientCert(#[source] node::CertError),
+    /// A CA renewed from its certificate and key.
+    #[error("{0}")]
+    Ca(#[source] crate::source::ca::CaError),
+    /// The client configuration made of admin.conf, refused by kube.
+    #[error("{0}")]
+    Client(#[source] kube::config::KubeconfigError),
+}
+
+impl From<&str> for FileProblem {
+    fn from(s: &str) -> Self {
+        Self::Said(s.to_owned())
+    }
+}
+
+impl From<String> for FileProblem {
+    fn from(s: String) -> Self {
+        Self::Said(s)
+    }
+}
+
+macro_rules! file_problem {
+    ($($variant:ident($ty:ty)),*) => {$(
+        impl From<$ty> for FileProblem {
+            fn from(e: $ty) -> Self {
+                Self::$variant(e)
+            }
+        }
+    )*};
+}
+
+file_problem!(
+    Io(std::io::Error),
+    Way(crate::beneath::PathError),
+    Read(crate::files::FileError),
+    Blocked(moves::Blocked),
+    Pem(crate::pem::PemError),
+    Json(serde_json::Error),
+    Manifest(manifest::ManifestError),
+    Kubeconfig(crate::source::client::KubeconfigError),
+    Shape(admin::ShapeError),
+    Ca(crate::source::ca::CaError),
+    Client(kube::config::KubeconfigError)
+);
+
+/// Why adopt refused a node before changing anything: what it found that
+/// it does not recognise. Node paths are `/etc/kubernetes/...`.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// A file of certsync's that adopt would write, there with other
+    /// bytes before any adoption.
+    #[error("{path} exists and adopt did not write it (an unknown certsync setup?)")]
+    Unowned { path: String },
+    /// `found`: the apiVersion, empty when it is not a string.
+    #[error(
+        "ClusterConfiguration apiVersion {found:?}: adopt knows kubeadm.k8s.io/v1beta4 (kubeadm 1.31+)"
+    )]
+    ApiVersion { found: String },
+    #[error("external etcd (etcd.external): its certificates are not this node's to renew")]
+    ExternalEtcd,
+    #[error(
+        "certificatesDir is {dir}, not /etc/kubernetes/pki: adopt knows kubeadm's default layout only"
+    )]
+    CertificatesDir { dir: String },
+    #[error(
+        "no {path}: external etcd, not a control-plane node, or a `kubeadm join \
+         --control-plane` that has not finished (adopt a new node once its join has completed)"
+    )]
+    NoEtcd { path: String },
+    #[error("no {path}: not a kubeadm control-plane node")]
+    NoManifest { path: String },
+    /// A component manifest with a value of someone else's where adopt
+    /// sets one (`manifest::conflict`'s sentence, escaped by it).
+    #[error("{path}: {problem}")]
+    Conflict { path: String, problem: String },
+    /// A template kubeadm made, unreadable or not issued by its mapping's CA.
+    #[error(transparent)]
+    Template(node::CertError),
+    #[error("no {file}: kubeadm makes each pair it renews; adopt keeps them in step")]
+    NoPair { file: String },
+    #[error("encryptionAlgorithm {found:?} is not one adopt knows")]
+    EncryptionAlgorithm { found: String },
+    #[error("{cert}: a key of a size or curve kubeadm does not make")]
+    KeySize { cert: &'static str },
+    /// The key algorithm of kubeadm's API server certificate, unreadable.
+    #[error(transparent)]
+    KeyAlg(node::CertError),
+    /// On an adopted node, kubeadm files the first adoption did not back up.
+    #[error(
+        "{} not in adopt's first backup: each appeared on this node after it was adopted (or \
+         an earlier certsync did not back it up), where certsync's container can write, so \
+         adopt cannot take it for kubeadm's; nothing was changed. Check each; move it out of \
+         /etc/kubernetes (kubeadm writes it again: `kubeadm init phase kubeconfig NAME`, \
+         `kubeadm init phase certs NAME`) and adopt again, or revert and adopt afresh",
+        .missing.join(", ")
+    )]
+    Unrecorded { missing: Vec<String> },
 }
 
 /// Why revert refused, or stopped: every message names the file or step
@@ -288,10 +428,10 @@ impl From<RevertError> for KubeadmError {
 }
 
 impl KubeadmError {
-    fn file(path: &Path, problem: impl std::fmt::Display) -> Self {
+    fn file(path: &Path, problem: impl Into<FileProblem>) -> Self {
         Self::File {
             path: path.to_owned(),
-            problem: problem.to_string(),
+            problem: Box::new(problem.into()),
         }
     }
 }

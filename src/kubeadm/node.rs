@@ -26,7 +26,7 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
     match read {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(KubeadmError::file(&path, e.problem())),
+        Err(e) => Err(KubeadmError::file(&path, e)),
     }
 }
 

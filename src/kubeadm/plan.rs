@@ -9,7 +9,9 @@ use serde_yaml_ng::Value;
 use super::manifest::{
     self, BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, Manifest, P, PE, TRUST_ANNOTATION,
 };
-use super::{KubeadmError, Options, cluster, cluster_info, digest, host, node, pod, trust};
+use super::{
+    KubeadmError, Options, Refusal, cluster, cluster_info, digest, host, node, pod, trust,
+};
 
 pub use super::manifest::CONFIG;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
@@ -553,7 +555,7 @@ pub fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError
     }
     let mut doc = serde_yaml_ng::Mapping::new();
     doc.insert("mappings".into(), Value::Sequence(mappings));
-    let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    let body = serde_yaml_ng::to_string(&doc).map_err(KubeadmError::Issue)?;
     Ok(format!(
         "# Written by `certsync kubeadm adopt`: every certificate `kubeadm certs renew all`\n\
          # renews on this node, issued from kubeadm's CAs (docs/guides/kubeadm-control-plane.md).\n\
@@ -578,7 +580,7 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, Kub
             "client-key": format!("{target}/tls.key"),
         }}],
     });
-    let body = serde_yaml_ng::to_string(&doc).map_err(|e| KubeadmError::Issue(e.to_string()))?;
+    let body = serde_yaml_ng::to_string(&doc).map_err(KubeadmError::Issue)?;
     Ok(format!(
         "# Written by `certsync kubeadm adopt`: the client certificate is certsync's target,\n\
          # re-read by client-go when it is renewed.\n{body}"
@@ -649,13 +651,13 @@ fn pod_text(
         config_hash: &digest(config)[..16],
         mounts,
     })
-    .map_err(|e| KubeadmError::Issue(e.to_string()))
+    .map_err(KubeadmError::Issue)
 }
 
-fn refused(opts: &Options, reason: impl Into<String>) -> KubeadmError {
+fn refused(opts: &Options, reason: Refusal) -> KubeadmError {
     KubeadmError::Refused {
         dir: opts.dir.clone(),
-        reason: reason.into(),
+        reason: Box::new(reason),
     }
 }
 
@@ -673,7 +675,9 @@ fn file(
         Some(_) if !owned => {
             return Err(refused(
                 opts,
-                format!("{path} exists and adopt did not write it (an unknown certsync setup?)"),
+                Refusal::Unowned {
+                    path: path.to_owned(),
+                },
             ));
         }
         Some(_) => "replace",
@@ -810,13 +814,9 @@ fn component_manifests<'c>(
             return Err(refused(
                 opts,
                 if c.name == "etcd" {
-                    format!(
-                        "no {path}: external etcd, not a control-plane node, or a \
-                         `kubeadm join --control-plane` that has not finished (adopt a new node \
-                         once its join has completed)"
-                    )
+                    Refusal::NoEtcd { path }
                 } else {
-                    format!("no {path}: not a kubeadm control-plane node")
+                    Refusal::NoManifest { path }
                 },
             ));
         };
@@ -824,7 +824,7 @@ fn component_manifests<'c>(
             .map_err(|_| KubeadmError::file(&host(dir, &path), "not UTF-8"))?;
         let m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
         if let Some(problem) = manifest::conflict(c, &m) {
-            return Err(refused(opts, format!("{path}: {problem}")));
+            return Err(refused(opts, Refusal::Conflict { path, problem }));
         }
         parsed.push((c, path, before, m));
     }
@@ -878,17 +878,14 @@ fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
                 &format!("/etc/kubernetes/pki/{t}.crt"),
                 &format!("/etc/kubernetes/pki/{}.crt", c.ca),
             )
-            .map_err(|e| refused(opts, e.to_string()))?;
+            .map_err(|e| refused(opts, Refusal::Template(e)))?;
         }
     }
     for p in pairs(dir) {
         for ext in ["crt", "key"] {
             let f = format!("{p}.{ext}");
             if node::read_optional(dir, &f)?.is_none() {
-                return Err(refused(
-                    opts,
-                    format!("no {f}: kubeadm makes each pair it renews; adopt keeps them in step"),
-                ));
+                return Err(refused(opts, Refusal::NoPair { file: f }));
             }
         }
     }
@@ -911,7 +908,9 @@ fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<&'static 
             "ECDSA-P384" => Ok("ecdsa-p384"),
             other => Err(refused(
                 opts,
-                format!("encryptionAlgorithm {other:?} is not one adopt knows"),
+                Refusal::EncryptionAlgorithm {
+                    found: other.to_owned(),
+                },
             )),
         };
     }
@@ -920,9 +919,11 @@ fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<&'static 
         Ok(Some(alg)) => Ok(alg),
         Ok(None) => Err(refused(
             opts,
-            format!("{apiserver_crt}: a key of a size or curve kubeadm does not make"),
+            Refusal::KeySize {
+                cert: apiserver_crt,
+            },
         )),
-        Err(e) => Err(refused(opts, e.to_string())),
+        Err(e) => Err(refused(opts, Refusal::KeyAlg(e))),
     }
 }
 
@@ -1013,17 +1014,7 @@ fn unrecorded_refused(opts: &Options) -> Result<(), KubeadmError> {
     if missing.is_empty() {
         return Ok(());
     }
-    Err(refused(
-        opts,
-        format!(
-            "{} not in adopt's first backup: each appeared on this node after it was adopted (or \
-             an earlier certsync did not back it up), where certsync's container can write, so \
-             adopt cannot take it for kubeadm's; nothing was changed. Check each; move it out of \
-             /etc/kubernetes (kubeadm writes it again: `kubeadm init phase kubeconfig NAME`, \
-             `kubeadm init phase certs NAME`) and adopt again, or revert and adopt afresh",
-            missing.join(", ")
-        ),
-    ))
+    Err(refused(opts, Refusal::Unrecorded { missing }))
 }
 
 /// UTC, sortable, one per second: `20261124T221933Z` (the `time` that

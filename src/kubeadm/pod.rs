@@ -49,16 +49,32 @@ pub fn probe_addr(admin: SocketAddr) -> SocketAddr {
     }
 }
 
+/// Why a pod manifest names no address to ask certsync at.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("not a Pod ({0})")]
+    NotAPod(#[source] crate::files::YamlError),
+    #[error("no container named certsync")]
+    NoContainer,
+    #[error("no readinessProbe httpGet")]
+    NoHttpGet,
+    /// `host` escaped.
+    #[error("readinessProbe host {host:?} is not an IP address")]
+    Host { host: String },
+    #[error("readinessProbe port is not a port number")]
+    Port,
+}
+
 /// The image, `--admin-addr` and readiness probe address of the certsync
 /// container in the pod manifest `text`.
-pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), String> {
+pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), ProbeError> {
     use k8s_openapi::api::core::v1::Pod;
-    let pod: Pod = crate::files::parse_yaml(text).map_err(|e| format!("not a Pod ({e})"))?;
+    let pod: Pod = crate::files::parse_yaml(text).map_err(ProbeError::NotAPod)?;
     let container = pod
         .spec
         .as_ref()
         .and_then(|s| s.containers.iter().find(|c| c.name == "certsync"))
-        .ok_or("no container named certsync")?;
+        .ok_or(ProbeError::NoContainer)?;
     let admin = container.args.iter().flatten().find_map(|a| {
         a.strip_prefix("--admin-addr=")
             .map(|v| crate::escape(v).into_owned())
@@ -67,20 +83,17 @@ pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr),
         .readiness_probe
         .as_ref()
         .and_then(|p| p.http_get.as_ref())
-        .ok_or("no readinessProbe httpGet")?;
+        .ok_or(ProbeError::NoHttpGet)?;
     let host = get.host.as_deref().unwrap_or("127.0.0.1");
-    let ip: IpAddr = host.parse().map_err(|_| {
-        format!(
-            "readinessProbe host {:?} is not an IP address",
-            crate::escape(host)
-        )
+    let ip: IpAddr = host.parse().map_err(|_| ProbeError::Host {
+        host: crate::escape(host).into_owned(),
     })?;
     let port = match &get.port {
         k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(p) => u16::try_from(*p).ok(),
         k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(p) => p.parse().ok(),
     }
     .filter(|p| *p != 0)
-    .ok_or("readinessProbe port is not a port number")?;
+    .ok_or(ProbeError::Port)?;
     Ok((
         container
             .image

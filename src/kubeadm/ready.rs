@@ -88,7 +88,12 @@ pub async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
     let (status, token, body) =
         match tokio::time::timeout(Duration::from_secs(3), get_readyz(addr)).await {
             Err(_) => return Err(Seen::Silent { addr }),
-            Ok(Err(problem)) => return Err(Seen::Nothing { addr, problem }),
+            Ok(Err(e)) => {
+                return Err(Seen::Nothing {
+                    addr,
+                    problem: e.to_string(),
+                });
+            }
             Ok(Ok(answer)) => answer,
         };
     let body = crate::escape(body.trim()).into_owned();
@@ -105,20 +110,79 @@ pub async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
     }
 }
 
-async fn get_readyz(addr: SocketAddr) -> Result<(u16, Option<String>, String), String> {
+/// Why asking certsync's `/readyz` got no answer: said as
+/// [`Seen::Nothing`] by adopt, and by `kubeadm status`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadyzError {
+    #[error(transparent)]
+    Connect(std::io::Error),
+    #[error(transparent)]
+    Http(hyper::Error),
+    #[error(transparent)]
+    Request(http::Error),
+    #[error(transparent)]
+    Uri(http::uri::InvalidUri),
+    /// The pooled client's failure, said by its cause (the connection
+    /// refused, not "client error (Connect)").
+    #[error("{}", cause(.0))]
+    Client(hyper_util::client::legacy::Error),
+    #[error(transparent)]
+    Body(Box<dyn std::error::Error + Send + Sync>),
+    #[error("no answer within {secs}s")]
+    Timeout { secs: u64 },
+}
+
+/// How long `/readyz` may take to answer, and how much of it is read.
+const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
+const READYZ_LIMIT: usize = 64 << 10;
+
+/// `GET http://ADDR/readyz` for `kubeadm status`: its status code and
+/// (capped) body.
+pub(super) async fn status_readyz(addr: SocketAddr) -> Result<(u16, String), ReadyzError> {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt as _, Empty, Limited};
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<Bytes>>();
+    let uri: http::Uri = format!("http://{addr}/readyz")
+        .parse()
+        .map_err(ReadyzError::Uri)?;
+    let ask = async {
+        let resp = client.get(uri).await.map_err(ReadyzError::Client)?;
+        let code = resp.status().as_u16();
+        let body = Limited::new(resp.into_body(), READYZ_LIMIT)
+            .collect()
+            .await
+            .map_err(ReadyzError::Body)?
+            .to_bytes();
+        Ok((code, String::from_utf8_lossy(&body).into_owned()))
+    };
+    tokio::time::timeout(READYZ_TIMEOUT, ask)
+        .await
+        .map_err(|_| ReadyzError::Timeout {
+            secs: READYZ_TIMEOUT.as_secs(),
+        })?
+}
+
+/// What `e` says, by its cause when it has one.
+fn cause(e: &dyn std::error::Error) -> String {
+    e.source()
+        .map_or_else(|| e.to_string(), ToString::to_string)
+}
+
+async fn get_readyz(addr: SocketAddr) -> Result<(u16, Option<String>, String), ReadyzError> {
     let stream = tokio::net::TcpStream::connect(addr)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(ReadyzError::Connect)?;
     let (mut send, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ReadyzError::Http)?;
     let driver = tokio::spawn(conn);
     let req = http::Request::get("/readyz")
         .header(http::header::HOST, addr.to_string())
         .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+        .map_err(ReadyzError::Request)?;
+    let resp = send.send_request(req).await.map_err(ReadyzError::Http)?;
     let status = resp.status().as_u16();
     let token = resp
         .headers()
@@ -166,7 +230,6 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
 fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
     use std::io::Read as _;
     let at = Path::new(target).join(name);
-    let bad = |e: &dyn std::fmt::Display| KubeadmError::file(&at, e);
     let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
         super::moves::Blocked::Absent => KubeadmError::file(Path::new(target), "missing"),
         e => KubeadmError::file(Path::new(target), e),
@@ -181,11 +244,11 @@ fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, Kubeadm
         &mut |_| Ok(()),
     )
     .and_then(|w| w.open_read())
-    .map_err(|e| bad(&e))?;
+    .map_err(|e| KubeadmError::file(&at, e))?;
     let mut bytes = Vec::new();
     file.take(1 << 20)
         .read_to_end(&mut bytes)
-        .map_err(|e| bad(&e))?;
+        .map_err(|e| KubeadmError::file(&at, e))?;
     Ok(bytes)
 }
 

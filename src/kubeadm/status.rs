@@ -9,9 +9,8 @@
 //! `/readyz` its pod's readiness probe asks. Anything status cannot read is
 //! a problem of its class, never skipped: an unknown is not healthy.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::manifest::{self, Manifest};
 use super::plan::{CONFIG, POD, STATE};
@@ -20,10 +19,6 @@ use super::{KubeadmError, digest, host, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 mod report;
-
-/// How long `/readyz` may take to answer, and how much of it is read.
-const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
-const READYZ_LIMIT: usize = 64 << 10;
 
 /// How far past the end of its renewal window a certificate may be before
 /// status calls it late: certsync renews at a random point inside the
@@ -305,7 +300,7 @@ async fn pod(dir: &Path, s: &mut Status) {
             return;
         }
     };
-    match readyz(probe).await {
+    match super::ready::status_readyz(probe).await {
         Err(why) => s.problem(
             Cause::CertsyncDown,
             format!(
@@ -340,32 +335,33 @@ async fn pod(dir: &Path, s: &mut Status) {
     }
 }
 
-/// `GET http://ADDR/readyz`: its status code and (capped) body.
-async fn readyz(addr: SocketAddr) -> Result<(u16, String), String> {
-    use bytes::Bytes;
-    use http_body_util::{BodyExt as _, Empty, Limited};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
-    let uri: http::Uri = format!("http://{addr}/readyz")
-        .parse()
-        .map_err(|e| format!("{e}"))?;
-    let ask = async {
-        let resp = client.get(uri).await.map_err(|e| {
-            use std::error::Error as _;
-            e.source()
-                .map_or_else(|| e.to_string(), ToString::to_string)
-        })?;
-        let code = resp.status().as_u16();
-        let body = Limited::new(resp.into_body(), READYZ_LIMIT)
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok((code, String::from_utf8_lossy(&body).into_owned()))
-    };
-    tokio::time::timeout(READYZ_TIMEOUT, ask)
-        .await
-        .map_err(|_| format!("no answer within {}s", READYZ_TIMEOUT.as_secs()))?
+/// What status could not read of certsync's configuration or of a live
+/// certificate: said as a problem of its class, never skipped.
+#[derive(Debug, thiserror::Error)]
+enum Unread {
+    #[error("{0}")]
+    Config(#[source] Box<KubeadmError>),
+    #[error("{CONFIG}: {0}")]
+    Yaml(#[source] crate::files::YamlError),
+    #[error("{CONFIG}: no mappings")]
+    NoMappings,
+    #[error("{CONFIG}: a mapping without a name or target")]
+    Unnamed,
+    #[error("mapping {name}: {source}")]
+    Renew {
+        name: String,
+        source: crate::config::IssueError,
+    },
+    #[error("no live certificate ({0})")]
+    NoTarget(#[source] crate::writer::WriterError),
+    #[error("the live certificate cannot be read ({0})")]
+    Unreadable(#[source] crate::writer::WriterError),
+    #[error("no live certificate")]
+    NoLive,
+    #[error("the live revision is damaged ({0})")]
+    Damaged(String),
+    #[error("the live revision holds no certificate")]
+    NoCertificate,
 }
 
 /// One mapping of certsync.yaml: name, target, renewal options.
@@ -373,17 +369,14 @@ struct Mapping {
     name: String,
     target: String,
     options: String,
-    renew: Result<(f64, f64), String>,
+    renew: Result<(f64, f64), Unread>,
 }
 
 /// The `ca:` mappings of certsync's configuration.
-fn mappings(dir: &Path) -> Result<Vec<Mapping>, String> {
-    let text = node::read(dir, CONFIG).map_err(|e| e.to_string())?;
-    let doc: serde_yaml_ng::Value =
-        crate::files::parse_yaml(&text).map_err(|e| format!("{CONFIG}: {e}"))?;
-    let list = doc["mappings"]
-        .as_sequence()
-        .ok_or_else(|| format!("{CONFIG}: no mappings"))?;
+fn mappings(dir: &Path) -> Result<Vec<Mapping>, Unread> {
+    let text = node::read(dir, CONFIG).map_err(|e| Unread::Config(Box::new(e)))?;
+    let doc: serde_yaml_ng::Value = crate::files::parse_yaml(&text).map_err(Unread::Yaml)?;
+    let list = doc["mappings"].as_sequence().ok_or(Unread::NoMappings)?;
     list.iter()
         .map(|m| {
             let field = |k: &str| -> Option<String> {
@@ -395,14 +388,17 @@ fn mappings(dir: &Path) -> Result<Vec<Mapping>, String> {
                 }
             };
             let (Some(name), Some(target)) = (field("name"), field("target")) else {
-                return Err(format!("{CONFIG}: a mapping without a name or target"));
+                return Err(Unread::Unnamed);
             };
             let options: Vec<String> = crate::cli::SETTABLE
                 .iter()
                 .filter_map(|k| field(k).map(|v| format!("{k}={v}")))
                 .collect();
             let renew = field("renew").map_or(Ok(DEFAULT_RENEW), |r| {
-                crate::config::parse_renew(&r).map_err(|e| format!("mapping {name}: {e}"))
+                crate::config::parse_renew(&r).map_err(|source| Unread::Renew {
+                    name: name.clone(),
+                    source,
+                })
             });
             Ok(Mapping {
                 name: crate::escape(&name).into_owned(),
@@ -493,7 +489,7 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
     let leaf = match live_leaf(&host(dir, &m.target)) {
         Ok(l) => l,
         Err(why) => {
-            c.problem = Some(why);
+            c.problem = Some(why.to_string());
             return c;
         }
     };
@@ -504,7 +500,7 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
     let (lo, hi) = match m.renew {
         Ok(w) => w,
         Err(why) => {
-            c.problem = Some(why);
+            c.problem = Some(why.to_string());
             return c;
         }
     };
@@ -533,20 +529,19 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
 
 /// The leaf of the live revision of the target at `target`, read as
 /// certsync reads its own targets (nothing followed out of the target).
-fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, String> {
-    let writer = crate::writer::Writer::existing(target.to_owned())
-        .map_err(|e| format!("no live certificate ({e})"))?;
+fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, Unread> {
+    let writer = crate::writer::Writer::existing(target.to_owned()).map_err(Unread::NoTarget)?;
     let live = writer
         .live()
-        .map_err(|e| format!("the live certificate cannot be read ({e})"))?
-        .ok_or("no live certificate")?;
+        .map_err(Unread::Unreadable)?
+        .ok_or(Unread::NoLive)?;
     if let Some(p) = live.problem {
-        return Err(format!("the live revision is damaged ({p})"));
+        return Err(Unread::Damaged(p));
     }
     live.bundle
         .get(crate::bundle::CERT_FILE)
         .and_then(crate::validate::leaf_of)
-        .ok_or_else(|| "the live revision holds no certificate".to_owned())
+        .ok_or(Unread::NoCertificate)
 }
 
 /// Each component manifest: still adopted (adopt would change nothing),

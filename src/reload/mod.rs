@@ -199,9 +199,9 @@ enum Failed {
     Pid(#[from] PidError),
     #[error(transparent)]
     Http(HttpError),
-    /// The blocking task that signals panicked (its message).
+    /// The blocking task that signals panicked.
     #[error("{0}")]
-    Task(String),
+    Task(#[source] crate::Panicked),
 }
 
 /// One reload, with a bounded search for the process in signal mode.

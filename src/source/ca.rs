@@ -105,7 +105,7 @@ pub enum CaError {
     #[error("the issued certificate is refused: {0}")]
     Mismatch(String),
     #[error("internal task failed: {0}")]
-    Task(String),
+    Task(#[source] crate::Panicked),
 }
 
 impl CaError {
@@ -178,8 +178,8 @@ enum Unfit {
     OtherCa,
     /// Issued with another lifetime than asked for now, as
     /// [`lifetime::same_lifetime`] says it.
-    #[error("{0}")]
-    Lifetime(String),
+    #[error(transparent)]
+    Lifetime(#[from] lifetime::LifetimeChanged),
 }
 
 /// Whether the live pair satisfies what is wanted now: [`check`], the

@@ -69,6 +69,17 @@ pub(crate) use request::{new_request, san_extension, signature_algorithm, subjec
 pub(crate) mod renewal;
 pub use issued::{IssuedError, Unread, check};
 
+/// Why [`check_off_runtime`] did not accept a certificate.
+#[derive(Debug, thiserror::Error)]
+pub enum Unchecked {
+    /// [`check`] refused it.
+    #[error("{0}")]
+    Refused(IssuedError),
+    /// The check's task panicked.
+    #[error("{0}")]
+    Panicked(crate::Panicked),
+}
+
 /// [`check`] on the blocking pool ([`crate::blocking`]): the certificate
 /// is the signer's answer and the CA an object others write.
 async fn check_off_runtime(
@@ -77,7 +88,7 @@ async fn check_off_runtime(
     key: &[u8],
     ca: Option<&[u8]>,
     clock_skew: std::time::Duration,
-) -> Result<Window, String> {
+) -> Result<Window, Unchecked> {
     let (spec, cert, key, ca) = (
         Arc::clone(spec),
         cert.to_vec(),
@@ -95,7 +106,8 @@ async fn check_off_runtime(
         )
     })
     .await
-    .and_then(|checked| checked.map_err(|e| e.to_string()))
+    .map_err(Unchecked::Panicked)?
+    .map_err(Unchecked::Refused)
 }
 pub(crate) use issued::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
 
@@ -124,7 +136,7 @@ pub enum CsrError {
     #[error("cannot build the certificate request: {0}")]
     Bundle(#[source] crate::bundle::BundleError),
     #[error("cannot build the certificate request: {0}")]
-    Task(String),
+    Task(#[source] crate::Panicked),
     #[error("{verb} {object}: {message}")]
     Api {
         verb: &'static str,
@@ -153,7 +165,7 @@ pub enum CsrError {
     )]
     Timeout { csr: String, waited: Duration },
     #[error("certificatesigningrequest {csr}: the issued certificate is refused: {problem}")]
-    Mismatch { csr: String, problem: String },
+    Mismatch { csr: String, problem: Unchecked },
     #[error("API client for certificate requests: {0}")]
     Client(String),
     #[error("signer CA {source_name}: {message}")]
@@ -553,7 +565,7 @@ impl CsrSource {
             (pem, has_cert)
         })
         .await
-        .map_err(err)?;
+        .map_err(|e| err(e.to_string()))?;
         if !has_cert {
             return Err(err("holds no CERTIFICATE block".into()));
         }

@@ -83,9 +83,9 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, SyncError> {
     crate::blocking(f)
         .await
-        .map_err(|message| SyncError::Task {
+        .map_err(|e| SyncError::Task {
             mapping: mapping.to_owned(),
-            message,
+            message: e.to_string(),
         })?
         .map_err(|source| SyncError::Writer {
             mapping: mapping.to_owned(),

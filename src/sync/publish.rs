@@ -16,9 +16,9 @@ impl Syncer {
         let parsed = bundle.clone();
         let leaf = crate::blocking(move || validate::leaf_of_bundle(&parsed))
             .await
-            .map_err(|message| SyncError::Task {
+            .map_err(|e| SyncError::Task {
                 mapping: self.mapping.name.clone(),
-                message,
+                message: e.to_string(),
             })?;
         // Every flip is followed by a reload (drift rewrites too: the
         // consumer may have read the damaged files), requested as soon as

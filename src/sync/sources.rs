@@ -211,7 +211,7 @@ pub(super) async fn read_once(
             let src = host_dir(m, dir);
             match crate::blocking(move || src.read()).await {
                 Ok(r) => r.map_err(|e| failure(&e.into())),
-                Err(e) => Err(unavailable(e)),
+                Err(e) => Err(unavailable(e.to_string())),
             }
         }
         Source::Kube(object) => {

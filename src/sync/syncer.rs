@@ -245,9 +245,9 @@ impl Syncer {
         let b = bundle.clone();
         crate::blocking(move || validate::validate(&b, &policy))
             .await
-            .map_err(|message| SyncError::Task {
+            .map_err(|e| SyncError::Task {
                 mapping: self.mapping.name.clone(),
-                message,
+                message: e.to_string(),
             })
     }
 

@@ -38,7 +38,7 @@ impl Writer {
             && let Err(p) = root
                 .symlink_metadata(DATA)
                 .map_err(|e| e.to_string())
-                .and_then(|m| own(m.uid(), 0))
+                .and_then(|m| own(m.uid(), 0).map_err(|e| e.to_string()))
         {
             problem = Some(format!("{DATA}: {p}"));
         }

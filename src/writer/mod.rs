@@ -211,14 +211,22 @@ impl<T> Ctx<T> for io::Result<T> {
 /// been put there by whoever else may write the target (a user's `..pin` in a
 /// volume root was obeyed as an operator's rollback), so it is removed and
 /// made anew, never obeyed. `Err` says why not, without the path.
-fn own(uid: u32, mode: u32) -> Result<(), String> {
+fn own(uid: u32, mode: u32) -> Result<(), NotOwn> {
     if uid == nix::unistd::geteuid().as_raw() && mode & 0o022 == 0 {
         return Ok(());
     }
-    Err(format!(
-        "owner {uid}, mode {:04o}: not certsync's own (its user's, written by no one else)",
-        mode & 0o7777
-    ))
+    Err(NotOwn {
+        uid,
+        mode: mode & 0o7777,
+    })
+}
+
+/// An entry in a target that is not certsync's own ([`own`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("owner {uid}, mode {mode:04o}: not certsync's own (its user's, written by no one else)")]
+pub struct NotOwn {
+    pub uid: u32,
+    pub mode: u32,
 }
 
 /// The path of the directory `dir` is open on, as the kernel names it.

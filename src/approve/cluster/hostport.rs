@@ -14,16 +14,25 @@ pub(super) enum Host {
     Name(String),
 }
 
+/// Why kubeadm's `ParseHostPort` refuses an endpoint, in its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum HostPortError {
+    #[error("port must be a valid number between 1 and 65535, inclusive")]
+    Port,
+    #[error("host must be a valid IP address or a valid RFC-1123 DNS subdomain")]
+    Host,
+}
+
 /// kubeadm's `ParseHostPort` (cmd/kubeadm/app/util/endpoint.go), the one
 /// reader of `controlPlaneEndpoint`: `net.SplitHostPort`, and when that
 /// fails (a bare IPv6 address, `[v6]` without a port, any string without
 /// a colon) the whole string is the host; a port is checked only when
 /// present; the host is an address by `ParseIPSloppy`, else a DNS-1123
 /// subdomain, else refused. Linear in `endpoint`.
-pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, String> {
+pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, HostPortError> {
     let (host, port) = split_host_port(endpoint).unwrap_or((endpoint, ""));
     if !port.is_empty() && !valid_port(port) {
-        return Err("port must be a valid number between 1 and 65535, inclusive".into());
+        return Err(HostPortError::Port);
     }
     if let Some(ip) = parse_ip_sloppy(host) {
         return Ok(Host::Ip(ip));
@@ -31,7 +40,7 @@ pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, String> {
     if dns1123_subdomain(host) {
         return Ok(Host::Name(host.to_owned()));
     }
-    Err("host must be a valid IP address or a valid RFC-1123 DNS subdomain".into())
+    Err(HostPortError::Host)
 }
 
 /// Go's `net.SplitHostPort`: the port follows the last colon; a host with

@@ -309,13 +309,18 @@ async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_
     let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/certsync");
     std::fs::write(&kept, "in the way\n").expect("write");
     let why = match revert(&opts).await {
-        Err(e) => e.to_string(),
+        Err(KubeadmError::Revert(e)) => *e,
+        Err(e) => panic!("stopped, but not as revert stops: {e}"),
         Ok(out) => panic!("not refused:\n{out}"),
     };
     assert!(
-        why.contains("stopped partway")
-            && why.contains("ClusterConfiguration")
-            && why.contains("run `certsync kubeadm revert` again"),
+        matches!(
+            why,
+            RevertError::PartReverted {
+                cluster_config_done: true,
+                ..
+            }
+        ),
         "{why}"
     );
     assert_eq!(api.puts.lock().expect("lock").len(), 1);

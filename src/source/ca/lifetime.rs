@@ -35,6 +35,24 @@ fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
+/// Why a live certificate does not have the lifetime asked for: said as
+/// the reason it is issued again (the guide and the mapping reference
+/// quote it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum LifetimeChanged {
+    /// It ends with its CA (`ends`), and a certificate of `wanted` issued
+    /// now would not.
+    #[error(
+        "lifetime changed: live ends with the CA at {}, wanted {}",
+        crate::validate::rfc3339(*.ends),
+        show(*.wanted)
+    )]
+    CutByCa { ends: i64, wanted: Duration },
+    /// `live`: the lifetime it was issued with, as far as its span says.
+    #[error("lifetime changed: live {}, wanted {}", show(*.live), show(*.wanted))]
+    Other { live: Duration, wanted: Duration },
+}
+
 /// `Err(reason)` when `live` was not issued with `lifetime` from the CA
 /// valid `ca` (notBefore, notAfter), at `now`; `skew`: how far in the
 /// future the CA's notBefore may be when it issues.
@@ -44,18 +62,17 @@ pub(super) fn same_lifetime(
     ca: (i64, i64),
     now: i64,
     skew: Duration,
-) -> Result<(), String> {
+) -> Result<(), LifetimeChanged> {
     let (ca_not_before, ca_not_after) = ca;
     let life = secs(lifetime);
     if live.not_after >= ca_not_after {
         if now.saturating_add(life) >= ca_not_after - SLACK {
             return Ok(());
         }
-        return Err(format!(
-            "lifetime changed: live ends with the CA at {}, wanted {}",
-            crate::validate::rfc3339(live.not_after),
-            show(lifetime)
-        ));
+        return Err(LifetimeChanged::CutByCa {
+            ends: live.not_after,
+            wanted: lifetime,
+        });
     }
     let issued_at = live.not_after.saturating_sub(life);
     let not_before = issued_at.saturating_sub(backdate(lifetime));
@@ -70,11 +87,10 @@ pub(super) fn same_lifetime(
     if fits {
         return Ok(());
     }
-    Err(format!(
-        "lifetime changed: live {}, wanted {}",
-        show(issued_lifetime(live)),
-        show(lifetime)
-    ))
+    Err(LifetimeChanged::Other {
+        live: issued_lifetime(live),
+        wanted: lifetime,
+    })
 }
 
 /// The lifetime `live` was issued with, if by certsync's backdate: its

@@ -80,7 +80,7 @@ pub fn reissue(
         not_after: time(now_secs.saturating_add(span).min(ca.not_after)).map_err(CaError::Sign)?,
     };
     let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
-    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(CaError::Mismatch)?;
+    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(|e| CaError::Mismatch(e.to_string()))?;
     Ok(new)
 }
 
@@ -136,7 +136,7 @@ pub fn renew_ca(
     let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
     let (_, renewed) = x509_parser::parse_x509_certificate(&new)
         .map_err(|e| CaError::Mismatch(format!("renewed CA: {e}")))?;
-    signed_by_ca(&new, &ca.subject, &parsed).map_err(CaError::Mismatch)?;
+    signed_by_ca(&new, &ca.subject, &parsed).map_err(|e| CaError::Mismatch(e.to_string()))?;
     if renewed.public_key().raw != ca.spki.as_slice() {
         return Err(CaError::Mismatch("the renewed CA has another key".into()));
     }
@@ -171,23 +171,36 @@ fn signed(
     Ok(new)
 }
 
+/// Why a certificate is not the CA's: said inside the template's or the
+/// issued certificate's refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotTheCas {
+    /// x509-parser's reason.
+    #[error("not a certificate ({0})")]
+    NotCertificate(String),
+    /// Its issuer, escaped.
+    #[error("issued by {0:?}")]
+    Issuer(String),
+    #[error("the CA's key did not sign it")]
+    Signature,
+}
+
 /// Checks that `der` names the CA (`subject`, DER) as its issuer and that
 /// the CA's key signed it.
 fn signed_by_ca(
     der: &[u8],
     subject: &[u8],
     ca: &x509_parser::certificate::X509Certificate<'_>,
-) -> Result<(), String> {
-    let (_, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| format!("not a certificate ({e})"))?;
+) -> Result<(), NotTheCas> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| NotTheCas::NotCertificate(e.to_string()))?;
     if cert.issuer().as_raw() != subject {
-        return Err(format!(
-            "issued by {:?}",
-            crate::escape(&cert.issuer().to_string())
+        return Err(NotTheCas::Issuer(
+            crate::escape(&cert.issuer().to_string()).into_owned(),
         ));
     }
     cert.verify_signature(Some(ca.public_key()))
-        .map_err(|_| "the CA's key did not sign it".to_owned())
+        .map_err(|_| NotTheCas::Signature)
 }
 
 /// A serial as kubeadm draws one (`rand.Int` below `math.MaxInt64`):
