@@ -222,7 +222,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     }
     let ca_ends: Vec<i64> = cas
         .iter()
-        .flat_map(|c| [c.not_after_seconds, c.previous_not_after_seconds])
+        .flat_map(|c| c.earlier_ends.iter().copied().chain([c.not_after_seconds]))
         .filter(|&end| end > 0)
         .collect();
     s.warnings

@@ -312,6 +312,10 @@ pub struct CaStatus {
     pub previous_not_after_seconds: i64,
     /// The same, in words.
     pub previous_not_after: Option<String>,
+    /// The ends of every earlier certificate kept beside it (what issued
+    /// leaves may have been cut at).
+    #[serde(skip)]
+    pub earlier_ends: Vec<i64>,
     pub problem: Option<String>,
 }
 
@@ -331,6 +335,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
             in_bundle: None,
             previous_not_after_seconds: 0,
             previous_not_after: None,
+            earlier_ends: Vec::new(),
             problem: None,
         };
         let read = node::read(dir, cert)
@@ -366,7 +371,11 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
                 if let Some(b) = bundle {
                     let (held, problem) = bundle_status(dir, b, &der, record);
                     c.in_bundle = Some(held);
-                    let previous = previous_end(dir, b, &der, record);
+                    c.earlier_ends = earlier_ends(dir, b, &der, record);
+                    // What trusts only the oldest (a kubelet that joined
+                    // before the first renewal) stops first; an ended one
+                    // stays reported until adopt leaves it out.
+                    let previous = c.earlier_ends.iter().copied().min().unwrap_or(0);
                     c.previous_not_after_seconds = previous;
                     c.previous_not_after = (previous > 0).then(|| rfc3339(previous));
                     if previous > 0 && previous <= now {
@@ -438,22 +447,19 @@ fn bundle_status(dir: &Path, b: &str, der: &[u8], record: &Record) -> (bool, Opt
     (has, problem)
 }
 
-/// The end of the earliest earlier certificate adopt recorded for the
-/// bundle `b` beside the one in place (`der`), by the bundle's own rule
-/// ([`recorded`]), ended or not: what trusts only the oldest (a kubelet
-/// that joined before the first renewal) stops first, and an ended one
-/// stays reported until adopt leaves it out. 0 when there is none.
-fn previous_end(dir: &Path, b: &str, der: &[u8], record: &Record) -> i64 {
+/// The ends of the earlier certificates adopt recorded for the bundle `b`
+/// beside the one in place (`der`), by the bundle's own rule
+/// ([`recorded`]), ended or not.
+fn earlier_ends(dir: &Path, b: &str, der: &[u8], record: &Record) -> Vec<i64> {
     let Some((subject, spki, _, _)) = identity(der) else {
-        return 0;
+        return Vec::new();
     };
     recorded(dir, record, b, (&subject, &spki))
         .unwrap_or_default()
         .iter()
         .filter(|(c, _)| c.as_slice() != der)
         .map(|(_, end)| *end)
-        .min()
-        .unwrap_or(0)
+        .collect()
 }
 
 /// When this node's kubelet.conf embeds CA data without the CA
