@@ -243,6 +243,13 @@ fn a_node_adopted_before_its_cas_end_serves_past_that_end_with_no_restart() {
         status.contains("the earlier certificate beside it ends"),
         "{status}"
     );
+    // ...and the textfile has a series an alert fires on: this node's
+    // kubelet.conf trusts only the certificate that ends.
+    let (_, textfile) = kubeadm_cmd(&node, &["status", "-o", "prometheus"]);
+    assert!(
+        textfile.contains("certsync_kubeadm_status_warning{kind=\"kubelet-conf\"} 1"),
+        "{textfile}"
+    );
 
     // Past every CA's original end.
     let wait = ca_end - unix_now() + 30;

@@ -155,7 +155,7 @@ pub struct Status {
     pub problems: Vec<Problem>,
     /// What is healthy now but stops the node if certsync is down for a
     /// short while (a short `lifetime=` left in place after a trial).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<super::Warning>,
     /// Unix time of this report.
     pub checked_at_seconds: i64,
 }
@@ -225,8 +225,10 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         .flat_map(|c| c.earlier_ends.iter().copied().chain([c.not_after_seconds]))
         .filter(|&end| end > 0)
         .collect();
-    s.warnings
-        .extend(short_lifetimes(&s.certificates, &ca_ends));
+    s.warnings.extend(
+        short_lifetimes(&s.certificates, &ca_ends)
+            .map(|w| super::Warning::new(super::WarningKind::ShortLifetime, w)),
+    );
     s.cas = cas;
     s.warnings.extend(warnings);
     let renewed = state
@@ -235,7 +237,9 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         .is_some_and(|b| b.len() > 1);
     match super::cluster_info::status(dir, now, renewed).await {
         Some((true, p)) => s.problem(Cause::Certificate, p),
-        Some((false, w)) => s.warnings.push(w),
+        Some((false, w)) => s
+            .warnings
+            .push(super::Warning::new(super::WarningKind::ClusterInfo, w)),
         None => {}
     }
     Ok(s)

@@ -34,7 +34,7 @@ use rustls_pki_types::pem::SectionKind;
 
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::record::STATE;
-use super::{KubeadmError, host, node};
+use super::{KubeadmError, Warning, WarningKind, host, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 /// A CA certificate is renewed when less than this share of its span
@@ -322,7 +322,7 @@ pub struct CaStatus {
 /// Each CA as it stands on the node at `now`, and what is due: warnings
 /// for a renewal due and for this node's kubelet.conf, whose CA data only
 /// a kubelet restart re-reads.
-pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<String>) {
+pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warning>) {
     let mut cas = Vec::new();
     let mut warnings = Vec::new();
     for (name, cert, _, bundle) in CAS {
@@ -361,12 +361,12 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
                 if to <= now {
                     c.problem = Some(format!("ended {}", rfc3339(to)));
                 } else if c.renewal_due {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningKind::CaRenewalDue, format!(
                         "the CA {cert} ends {}: `certsync kubeadm adopt` renews it with its own key \
                          (etcd, the API server and the controller-manager restart once on the new \
                          trust)",
                         rfc3339(to)
-                    ));
+                    )));
                 }
                 if let Some(b) = bundle {
                     let (held, problem) = bundle_status(dir, b, &der, record);
@@ -379,12 +379,12 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
                     c.previous_not_after_seconds = previous;
                     c.previous_not_after = (previous > 0).then(|| rfc3339(previous));
                     if previous > 0 && previous <= now {
-                        warnings.push(format!(
+                        warnings.push(Warning::new(WarningKind::EarlierCaEnded, format!(
                             "the CA {cert}'s earlier certificate ended {}: whatever off this node \
                              trusted only it (kubelets, cluster-info, copied kubeconfigs) stopped \
                              then; `certsync kubeadm adopt` leaves it out of {b}",
                             rfc3339(previous)
-                        ));
+                        )));
                     }
                     if problem.is_some() {
                         c.problem = problem;
@@ -393,7 +393,9 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
                 if name == "ca" {
                     match kubelet_conf(dir, &der, to, now) {
                         Some((true, w)) => c.problem = Some(w),
-                        Some((false, w)) => warnings.push(w),
+                        Some((false, w)) => {
+                            warnings.push(Warning::new(WarningKind::KubeletConf, w));
+                        }
                         None => {}
                     }
                 }

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use super::super::WarningKind;
 use super::{Cause, Status};
 
 impl Status {
@@ -96,7 +97,7 @@ impl Status {
             }
         }
         for w in &self.warnings {
-            let _ = writeln!(s, "warning: {w}");
+            let _ = writeln!(s, "warning: {}", w.message);
         }
         if self.problems.is_empty() {
             s.push_str("healthy\n");
@@ -196,6 +197,20 @@ impl Status {
                     (
                         labels(&[("cause", c.name())]),
                         flag(self.problems.iter().any(|p| p.cause == *c)),
+                    )
+                })
+                .collect(),
+        );
+        family(
+            "certsync_kubeadm_status_warning",
+            "1 when status warned of this kind: healthy now, but a date ahead or an outage of \
+             certsync stops the node unless someone acts.",
+            WarningKind::ALL
+                .iter()
+                .map(|k| {
+                    (
+                        labels(&[("kind", k.name())]),
+                        flag(self.warnings.iter().any(|w| w.kind == *k)),
                     )
                 })
                 .collect(),

@@ -98,7 +98,10 @@ fn report() -> Status {
                 message: "no answer".into(),
             },
         ],
-        warnings: Vec::new(),
+        warnings: vec![crate::kubeadm::Warning {
+            kind: crate::kubeadm::WarningKind::KubeletConf,
+            message: "kubelet.conf trusts only an old CA".into(),
+        }],
         checked_at_seconds: 1_764_244_800,
     }
 }
@@ -173,6 +176,22 @@ fn the_textfile_output_has_every_series_with_its_value() {
             "{cause}"
         );
     }
+    // One series per kind of warning, present whether it applies or not.
+    for (kind, v) in [
+        ("short-lifetime", "0"),
+        ("ca-renewal-due", "0"),
+        ("earlier-ca-ended", "0"),
+        ("kubelet-conf", "1"),
+        ("cluster-info", "0"),
+    ] {
+        assert_eq!(
+            value(&format!(
+                "certsync_kubeadm_status_warning{{kind=\"{kind}\"}}"
+            )),
+            v,
+            "{kind}"
+        );
+    }
     assert_eq!(
         value("certsync_kubeadm_status_timestamp_seconds"),
         "1764244800"
@@ -196,7 +215,7 @@ fn the_metrics_reference_names_every_series_of_the_textfile_output() {
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next())
         .collect();
-    assert_eq!(families.len(), 9, "{text}");
+    assert_eq!(families.len(), 10, "{text}");
     let missing: Vec<&&str> = families
         .iter()
         .filter(|f| !doc.contains(&format!("`{f}`")))
@@ -273,7 +292,7 @@ fn the_textfile_alert_rules_name_only_textfile_metrics() {
             assert!(text.contains(&format!("# TYPE {m} gauge")), "{m} in {expr}");
         }
     }
-    assert_eq!(count, 4);
+    assert_eq!(count, 5);
 }
 
 /// adopt --admin-addr reaches the pod's arguments and probes, and status

@@ -13,6 +13,7 @@ use rustls_pki_types::pem::PemObject as _;
 use super::super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::super::trust;
 use super::host;
+use crate::kubeadm::WarningKind;
 
 /// A CA as kubeadm makes one (key identifier, keyCertSign), from `from`
 /// to `to` days around now, written as `NAME.crt` and `NAME.key` (0600)
@@ -179,7 +180,8 @@ fn status_says_when_a_renewal_is_due_and_when_a_bundle_lacks_the_ca() {
     assert!(cas[0].renewal_due && !cas[2].renewal_due);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        warnings[0].contains("/etc/kubernetes/pki/ca.crt"),
+        warnings[0].kind == WarningKind::CaRenewalDue
+            && warnings[0].message.contains("/etc/kubernetes/pki/ca.crt"),
         "{warnings:?}"
     );
 }
@@ -248,9 +250,7 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
     let (cas, warnings) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
     assert!(cas[0].problem.is_none(), "{cas:?}");
     assert!(
-        warnings
-            .iter()
-            .any(|w| w.contains("kubelet.conf trusts only CA certificates ending")),
+        warnings.iter().any(|w| w.kind == WarningKind::KubeletConf),
         "{warnings:?}"
     );
     let past = now + Duration::from_secs(2 * 86_400);
@@ -327,7 +327,7 @@ fn past_the_old_end_status_keeps_naming_it_until_adopt_leaves_it_out() {
         "the alert resolved at the outage"
     );
     assert!(
-        w.iter().any(|w| w.contains("earlier certificate ended")),
+        w.iter().any(|w| w.kind == WarningKind::EarlierCaEnded),
         "{w:?}"
     );
     // The next adopt leaves it out, and status is quiet about it.
