@@ -130,6 +130,10 @@ pub struct MappingOption {
     /// The kinds it applies to; any other refuses it.
     pub kinds: &'static [SourceKind],
     pub help: &'static str,
+    /// The option it takes effect with: set without it, refused.
+    pub needs: Option<&'static str>,
+    /// Options it replaces: set with any of them, refused.
+    pub excludes: &'static [&'static str],
 }
 
 const RESOLVED: &[SourceKind] = &[Dir, Secret, ConfigMap, Csr, Ca, Ctb];
@@ -146,6 +150,39 @@ const fn opt(
         shape,
         kinds,
         help,
+        needs: None,
+        excludes: &[],
+    }
+}
+
+impl MappingOption {
+    const fn needs(self, option: &'static str) -> Self {
+        Self {
+            needs: Some(option),
+            ..self
+        }
+    }
+
+    const fn excludes(self, options: &'static [&'static str]) -> Self {
+        Self {
+            excludes: options,
+            ..self
+        }
+    }
+
+    /// Its help line with what it goes with and what it replaces, as the
+    /// help and the reference show it.
+    pub fn described(&self) -> String {
+        let with = self
+            .needs
+            .map(|n| format!("with {n}=, "))
+            .unwrap_or_default();
+        let instead = if self.excludes.is_empty() {
+            String::new()
+        } else {
+            format!("; not with {}", self.excludes.join(", "))
+        };
+        format!("{with}{}{instead}", self.help)
     }
 }
 
@@ -165,10 +202,10 @@ pub const OPTIONS: &[MappingOption] = &[
     opt("owner", Id, RESOLVED, "the files' owner (default --owner)"),
     opt("group", Id, RESOLVED, "the files' group (default --group)"),
     opt("verify", Text("HOST:PORT"), RESOLVED, "after a reload, check the consumer serves the new pair"),
-    opt("sni", Text("NAME"), RESOLVED, "server name sent by verify="),
-    opt("files", List("all|NAME[:TARGET]"), &[Dir, Secret, ConfigMap], "publish keys under their own names, each checked by content"),
-    opt("allow-non-pem", Switch, &[Dir, Secret, ConfigMap], "with files=, publish non-PEM keys as they are"),
-    opt("optional", Switch, &[Secret, ConfigMap], "with files=, an absent object leaves no files (cert-syncer)"),
+    opt("sni", Text("NAME"), RESOLVED, "server name verify= sends").needs("verify"),
+    opt("files", List("all|NAME[:TARGET]"), &[Dir, Secret, ConfigMap], "publish keys under their own names, each checked by content").excludes(&["cert", "key", "ca", "combined", "ca-only"]),
+    opt("allow-non-pem", Switch, &[Dir, Secret, ConfigMap], "publish non-PEM keys as they are").needs("files"),
+    opt("optional", Switch, &[Secret, ConfigMap], "an absent object leaves no files (cert-syncer)").needs("files"),
     opt("label", List("KEY=VALUE"), &[Ctb], "by signer: only the bundles with this label"),
     opt("cn", Text("NAME"), ISSUING, "subject common name"),
     opt("o", List("ORG"), ISSUING, "subject organization"),
@@ -269,7 +306,11 @@ pub fn help() -> String {
             } else {
                 ""
             };
-            line(&mut out, &o.synopsis(), &format!("{}{repeat}", o.help));
+            line(
+                &mut out,
+                &o.synopsis(),
+                &format!("{}{repeat}", o.described()),
+            );
         }
     }
     out.push_str(
@@ -304,7 +345,7 @@ pub fn reference_table() -> String {
         out.push_str(&format!(
             "| {} | {kinds} | {} |\n",
             cell(format!("`{}`", o.synopsis())),
-            cell(format!("{}{repeat}", o.help))
+            cell(format!("{}{repeat}", o.described()))
         ));
     }
     out

@@ -219,24 +219,6 @@ impl MappingSpec {
         issuing: bool,
         err: &dyn Fn(String) -> ConfigError,
     ) -> Result<(Expect, Layout, Vec<Item>), ConfigError> {
-        if !self.files.is_empty() || self.allow_non_pem {
-            if self.files.is_empty() {
-                return Err(err("allow-non-pem goes with files=".into()));
-            }
-            for (opt, set) in [
-                ("cert", self.cert.is_some()),
-                ("key", self.key.is_some()),
-                ("ca", self.ca.is_some()),
-                ("combined", self.combined.is_some()),
-                ("ca-only", self.ca_only),
-            ] {
-                if set {
-                    return Err(err(format!(
-                        "{opt} and files= exclude each other (files= names every file published)"
-                    )));
-                }
-            }
-        }
         let (expect, layout, items) = if self.files.is_empty() {
             self.pem_files(kind, issuing, err)?
         } else {
@@ -366,9 +348,6 @@ impl MappingSpec {
         expect: Expect,
         err: &dyn Fn(String) -> ConfigError,
     ) -> Result<Option<ServingCheck>, ConfigError> {
-        if self.sni.is_some() && self.verify.is_none() {
-            return Err(err("sni= goes with verify=HOST:PORT".into()));
-        }
         let verify = self
             .verify
             .as_deref()
@@ -383,16 +362,9 @@ impl MappingSpec {
         Ok(verify)
     }
 
-    /// `optional` with its `files=`; `update-kubeconfig=` and `update-pair=`
+    /// `update-kubeconfig=` and `update-pair=`
     /// absolute and outside the target.
     fn copies_outside(&self, err: &dyn Fn(String) -> ConfigError) -> Result<(), ConfigError> {
-        if self.optional && self.files.is_empty() {
-            return Err(err(
-                "optional applies to secret: and configmap: mappings with files= (an absent \
-                 object then leaves no files, as cert-syncer does)"
-                    .into(),
-            ));
-        }
         if let Some(path) = &self.update_kubeconfig {
             if !path.is_absolute() {
                 return Err(err(format!(

@@ -23,6 +23,16 @@ pub enum GrammarError {
     },
     #[error("the mapping cannot be read back: {problem}")]
     Unreadable { problem: String },
+    #[error("{option} goes with {needs}=")]
+    Needs {
+        option: &'static str,
+        needs: &'static str,
+    },
+    #[error("{other} and {option}= exclude each other")]
+    Excludes {
+        option: &'static str,
+        other: &'static str,
+    },
 }
 
 /// Reads the `--sync` form: each `OPTION=VALUE` read by the shape the
@@ -115,16 +125,30 @@ fn options_set(
     Ok(set)
 }
 
-/// Every option `mapping` sets applies to `kind`, as the grammar says.
+/// Every option `mapping` sets applies to `kind`, comes with the option it
+/// needs and without those it excludes, as the grammar says.
 pub(super) fn options_apply(
     mapping: &impl serde::Serialize,
     kind: SourceKind,
 ) -> Result<(), GrammarError> {
-    match options_set(mapping)?
-        .into_iter()
-        .find(|o| !o.kinds.contains(&kind))
-    {
-        Some(option) => Err(GrammarError::NotForKind { option, kind }),
-        None => Ok(()),
+    let set = options_set(mapping)?;
+    let is_set = |name: &str| set.iter().any(|o| o.name == name);
+    for &option in &set {
+        if !option.kinds.contains(&kind) {
+            return Err(GrammarError::NotForKind { option, kind });
+        }
+        if let Some(needs) = option.needs.filter(|n| !is_set(n)) {
+            return Err(GrammarError::Needs {
+                option: option.name,
+                needs,
+            });
+        }
+        if let Some(&other) = option.excludes.iter().find(|e| is_set(e)) {
+            return Err(GrammarError::Excludes {
+                option: option.name,
+                other,
+            });
+        }
     }
+    Ok(())
 }

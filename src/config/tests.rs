@@ -250,7 +250,19 @@ fn bad_mappings_are_refused_with_the_reason() {
             "is inside the target",
         ),
         (&["--sync", "dir:/a=/b,verify=nohost"], "is not host:port"),
-        (&["--sync", "dir:/a=/b,sni=x"], "sni= goes with verify="),
+        (&["--sync", "dir:/a=/b,sni=x"], "sni goes with verify="),
+        (
+            &["--sync", "dir:/a=/b,allow-non-pem"],
+            "allow-non-pem goes with files=",
+        ),
+        (
+            &["--sync", "secret:ns/s=/b,optional"],
+            "optional goes with files=",
+        ),
+        (
+            &["--sync", "secret:ns/s=/b,files=all,cert=tls.crt"],
+            "cert and files= exclude each other",
+        ),
         (
             &["--sync", "dir:/a=/b,ca-only,verify=127.0.0.1:1"],
             "not a CA bundle",
