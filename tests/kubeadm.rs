@@ -879,6 +879,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         "would restore /etc/kubernetes/manifests/kube-apiserver.yaml from ",
         "would remove /etc/kubernetes/pki/certsync/ (adopt made it; empty once certsync's files are out)",
         "would remove /etc/kubernetes/pki/etcd/certsync/ (adopt made it; empty once certsync's files are out)",
+        "would wait up to 3m for the API server to restart on kubeadm's files (serving /etc/kubernetes/pki/apiserver.crt, /readyz ok through admin.conf)",
     ] {
         assert!(text.contains(line), "{line:?} not in the dry run:\n{text}");
     }
@@ -901,6 +902,13 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     let (ok, text) = kubeadm_cmd(&node, &["revert"]);
     assert!(ok, "{text}");
     assert!(text.ends_with("reverted\n"), "{text}");
+    // revert said `reverted` once the API server served kubeadm's
+    // certificate again and was ready, not before.
+    assert!(
+        text.contains("waited for the API server to restart on kubeadm's files: ")
+            && text.contains(" serves /etc/kubernetes/pki/apiserver.crt and is ready ("),
+        "{text}"
+    );
     assert!(
         text.contains("restored /etc/kubernetes/pki/apiserver.crt from ")
             && !text.contains("again"),

@@ -22,7 +22,8 @@ pub enum KubeadmCommand {
     /// load its certificates side by side (ca-bundle.crt), so its end needs
     /// no restart. Adopting again with another --image upgrades certsync,
     /// and after an outage issues fresh pairs. Refuses what it does not
-    /// recognise; a second run changes nothing.
+    /// recognise. Run again with nothing due, it changes nothing; run once
+    /// a CA is due (status warns: ca-renewal-due), it renews that CA.
     Adopt(AdoptArgs),
     /// Give the certificates back to kubeadm: its pairs and kubeconfigs
     /// from adopt's backup (any that ends within 24 h issued again from the
@@ -156,7 +157,7 @@ pub struct RevertArgs {
     /// The node's kubeadm directory (its /etc/kubernetes) as seen from here.
     #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
     pub kubeadm_dir: PathBuf,
-    /// Remove certsync's configuration, kubeconfigs and targets instead of
+    /// Remove certsync's configuration, kubeconfigs, targets and CA bundles instead of
     /// moving them into the backup (the backups stay).
     #[arg(long)]
     pub purge: bool,
@@ -168,4 +169,11 @@ pub struct RevertArgs {
     /// refuses, changing nothing.
     #[arg(long)]
     pub local_only: bool,
+    /// How long to wait, once everything is handed back, for the API
+    /// server to restart on kubeadm's files: serving kubeadm's certificate
+    /// (pki/apiserver.crt) at its advertise address and answering /readyz
+    /// through admin.conf. Not back in time: exit 1, saying what was seen
+    /// (the node stays reverted). 0s: do not wait.
+    #[arg(long, value_name = "DURATION", value_parser = duration(0, 3_600_000), default_value = "3m")]
+    pub ready_timeout: Duration,
 }

@@ -27,6 +27,7 @@ impl From<&RevertArgs> for RevertOptions {
             dry_run: a.dry_run,
             purge: a.purge,
             local_only: a.local_only,
+            ready_timeout: a.ready_timeout,
         }
     }
 }

@@ -21,7 +21,7 @@ use super::record::State;
 use super::record::backup_path;
 use super::{FileProblem, KubeadmError, node};
 
-const ADMIN: &str = "/etc/kubernetes/admin.conf";
+pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 /// What adopt and revert accept of admin.conf; the rest is refused.

@@ -135,6 +135,9 @@ pub struct RevertOptions {
     /// The node's `/etc/kubernetes` as this process sees it.
     pub dir: PathBuf,
     pub dry_run: bool,
+    /// `--ready-timeout`: how long revert waits for the API server to
+    /// serve kubeadm's certificate again and be ready; zero: not at all.
+    pub ready_timeout: std::time::Duration,
     /// `--purge`: certsync's own files go too.
     pub purge: bool,
     /// `--local-only`: go on when the ClusterConfiguration cannot be read
@@ -358,6 +361,19 @@ pub enum RevertError {
     PartReverted {
         source: Box<KubeadmError>,
         cluster_config_done: bool,
+    },
+    /// Everything handed back, but the API server did not come back on
+    /// kubeadm's files in time.
+    #[error(
+        "reverted (every file is kubeadm's again), but the API server did not come back on \
+         them within {}: {seen}. Look at it on the node (`crictl ps -a --name kube-apiserver`, \
+         `crictl logs`); run `certsync kubeadm status` (not adopted) and `kubectl get --raw \
+         /readyz` once it is up",
+        humantime::format_duration(*.waited)
+    )]
+    NotBack {
+        waited: std::time::Duration,
+        seen: ready::NotBack,
     },
     /// A symlink where one of certsync's own files or directories should
     /// be, seen before anything changed.

@@ -410,3 +410,100 @@ pub async fn pod_state(dir: &Path) -> String {
     }
     crate::escape(said.trim()).into_owned()
 }
+
+/// What revert last saw of the API server it waited for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotBack {
+    #[error("{manifest} names no --advertise-address to reach it at")]
+    NoAddress { manifest: String },
+    /// Still serving another certificate (certsync's: not restarted yet),
+    /// or no TLS answer at all.
+    #[error("{addr} serves {served}, not kubeadm's {path} ({expected})")]
+    NotServing {
+        addr: String,
+        served: String,
+        path: String,
+        expected: String,
+    },
+    #[error("{addr} serves kubeadm's certificate, but /readyz through admin.conf: {problem}")]
+    NotReady { addr: String, problem: String },
+}
+
+/// After revert: the API server has restarted on kubeadm's files. At its
+/// own address (the restored manifest's `--advertise-address` and
+/// `--secure-port`, not admin.conf's server, which may be a load balancer
+/// in front of other nodes) it serves `cert` (kubeadm's `apiserver.crt`
+/// as handed back: the API server still running on certsync's files
+/// answers /readyz too, so the certificate is what proves the restart),
+/// and `/readyz` answers ok through admin.conf. Returns the address.
+pub async fn api_server_back(
+    dir: &Path,
+    (manifest_path, manifest): (&str, &[u8]),
+    cert_path: &str,
+    cert: &[u8],
+    timeout: Duration,
+) -> Result<String, NotBack> {
+    use rustls_pki_types::{CertificateDer, pem::PemObject as _};
+    let m = super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest)).ok();
+    let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
+    let Some(ip) = flag("advertise-address") else {
+        return Err(NotBack::NoAddress {
+            manifest: manifest_path.to_owned(),
+        });
+    };
+    let port = flag("secure-port").unwrap_or_else(|| "6443".into());
+    let addr = match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        _ => format!("{ip}:{port}"),
+    };
+    let expected = CertificateDer::from_pem_slice(cert)
+        .map(|der| crate::bundle::sha256(&der))
+        .unwrap_or_default();
+    let check = crate::reload::verify::ServingCheck {
+        addr: addr.clone(),
+        sni: None,
+    };
+    let start = Instant::now();
+    loop {
+        let seen = match check.served(Duration::from_secs(3)).await {
+            Ok(fp) if fp == expected => match readyz_through_admin(dir, &addr).await {
+                Ok(()) => return Ok(addr),
+                Err(problem) => NotBack::NotReady {
+                    addr: addr.clone(),
+                    problem,
+                },
+            },
+            served => NotBack::NotServing {
+                addr: addr.clone(),
+                served: served
+                    .map_or_else(|e| e.to_string(), |fp| crate::reload::verify::short(&fp)),
+                path: cert_path.to_owned(),
+                expected: crate::reload::verify::short(&expected),
+            },
+        };
+        if start.elapsed() >= timeout {
+            return Err(seen);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// `GET /readyz` at `addr` with admin.conf's credentials and CA data.
+async fn readyz_through_admin(dir: &Path, addr: &str) -> Result<(), String> {
+    let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
+        .await
+        .map_err(|e| e.to_string())?;
+    config.cluster_url = format!("https://{addr}")
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+    let client = kube::Client::try_from(config).map_err(|e| crate::error_chain(&e))?;
+    let request = http::Request::get("/readyz")
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let get = client.request_text(request);
+    match tokio::time::timeout(Duration::from_secs(5), get).await {
+        Err(_) => Err("no answer within 5 s".into()),
+        Ok(Err(e)) => Err(crate::error_chain(&e)),
+        Ok(Ok(_)) => Ok(()),
+    }
+}

@@ -299,14 +299,15 @@ impl RevertPlan {
         let _ = if self.purge {
             writeln!(
                 out,
-                "{} certsync's configuration, kubeconfigs and targets (backups kept)",
+                "{} certsync's configuration, kubeconfigs, targets and CA bundles (backups kept)",
                 t("purged", "would purge")
             )
         } else {
             writeln!(
                 out,
-                "{} certsync's configuration, kubeconfigs and targets into {newest}/ \
-                 (nothing can use them by accident there)",
+                "{} certsync's configuration, kubeconfigs, targets and CA bundles \
+                 (pki/ca-bundle.crt, pki/etcd/ca-bundle.crt) into {newest}/ (nothing can use \
+                 them by accident there)",
                 t("moved", "would move")
             )
         };

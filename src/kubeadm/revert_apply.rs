@@ -21,18 +21,70 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     };
     if opts.dry_run {
         return Ok(format!(
-            "{}dry run: revert would do this, writing nothing:\n{}{}dry run: nothing was changed\n",
+            "{}dry run: revert would do this, writing nothing:\n{}{}{}dry run: nothing was changed\n",
             plan.preamble,
             plan.text(Tense::Would),
+            api_server_handed_back(opts, &plan).map_or(String::new(), |_| format!(
+                "would wait up to {} for the API server to restart on kubeadm's files (serving \
+                 {APISERVER_CERT}, /readyz ok through admin.conf)\n",
+                humantime::format_duration(opts.ready_timeout)
+            )),
             super::audit::warnings(&opts.dir)
         ));
     }
     let plan = apply(opts, plan).await?;
+    let back = api_server_back(opts, &plan).await?;
     Ok(format!(
-        "{}{}reverted\n{}",
+        "{}{}{back}reverted\n{}",
         plan.preamble,
         plan.text(Tense::Did),
         super::audit::warnings(&opts.dir)
+    ))
+}
+
+/// The API server's manifest and kubeadm's serving certificate when
+/// revert hands both back and is to wait for them (`--ready-timeout`).
+fn api_server_handed_back<'p>(
+    opts: &RevertOptions,
+    plan: &'p RevertPlan,
+) -> Option<(&'p revert::ManifestBack, &'p [u8])> {
+    let cert = plan
+        .handbacks
+        .iter()
+        .flat_map(|h| &h.files)
+        .find(|(path, _, _)| path == APISERVER_CERT)?;
+    let manifest = plan
+        .manifests
+        .iter()
+        .find(|m| m.path.ends_with("/kube-apiserver.yaml"))?;
+    (!opts.ready_timeout.is_zero()).then_some((manifest, cert.1.as_slice()))
+}
+
+const APISERVER_CERT: &str = "/etc/kubernetes/pki/apiserver.crt";
+
+/// Waits for the API server to come back on kubeadm's files: the line
+/// that says so.
+async fn api_server_back(opts: &RevertOptions, plan: &RevertPlan) -> Result<String, KubeadmError> {
+    let Some((m, cert)) = api_server_handed_back(opts, plan) else {
+        return Ok(String::new());
+    };
+    let start = std::time::Instant::now();
+    let addr = super::ready::api_server_back(
+        &opts.dir,
+        (&m.path, &m.bytes),
+        APISERVER_CERT,
+        cert,
+        opts.ready_timeout,
+    )
+    .await
+    .map_err(|seen| RevertError::NotBack {
+        waited: start.elapsed(),
+        seen,
+    })?;
+    Ok(format!(
+        "waited for the API server to restart on kubeadm's files: {addr} serves \
+         {APISERVER_CERT} and is ready ({} s)\n",
+        start.elapsed().as_secs()
     ))
 }
 

@@ -224,6 +224,8 @@ pub(super) fn revert_options(dir: &Path) -> RevertOptions {
         dry_run: false,
         purge: false,
         local_only: true,
+        // No API server on a test's node directory.
+        ready_timeout: std::time::Duration::ZERO,
     }
 }
 

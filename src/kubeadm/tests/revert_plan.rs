@@ -145,9 +145,11 @@ async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
         })
         .await;
         let certsyncs = if purge {
-            "would purge certsync's configuration, kubeconfigs and targets".to_owned()
+            "would purge certsync's configuration, kubeconfigs, targets and CA bundles".to_owned()
         } else {
-            format!("would move certsync's configuration, kubeconfigs and targets into {BACKUP}/")
+            format!(
+                "would move certsync's configuration, kubeconfigs, targets and CA bundles (pki/ca-bundle.crt, pki/etcd/ca-bundle.crt) into {BACKUP}/"
+            )
         };
         assert_dry_run(
             &out,
@@ -165,7 +167,9 @@ async fn revert_dry_run_checks_and_says_what_it_would_do_writing_nothing() {
     for line in [
         format!("restored /etc/kubernetes/admin.conf from {BACKUP}/"),
         format!("restored /etc/kubernetes/manifests/kube-apiserver.yaml from {BACKUP}/"),
-        format!("moved certsync's configuration, kubeconfigs and targets into {BACKUP}/"),
+        format!(
+            "moved certsync's configuration, kubeconfigs, targets and CA bundles (pki/ca-bundle.crt, pki/etcd/ca-bundle.crt) into {BACKUP}/"
+        ),
     ] {
         assert!(out.contains(&line), "{line}: {out}");
     }
