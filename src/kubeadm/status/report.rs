@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use super::super::WarningKind;
-use super::{Cause, Status};
+use super::super::trust::CaStatus;
+use super::{Cause, CertStatus, Status};
 
 impl Status {
     /// The report as a person reads it.
@@ -20,80 +21,24 @@ impl Status {
                 self.adopted_since.as_deref().unwrap_or("unknown"),
                 self.backups.join(", ")
             );
-            let p = &self.pod;
-            if p.manifest {
-                let _ = writeln!(
-                    s,
-                    "certsync pod: {} (image {}, admin address {}, readiness {})",
-                    p.state,
-                    p.image.as_deref().unwrap_or("unknown"),
-                    p.admin_addr.as_deref().unwrap_or("not in its arguments"),
-                    p.readyz.as_deref().unwrap_or("unknown"),
-                );
-            } else {
-                let _ = writeln!(s, "certsync pod: {}", p.state);
-            }
+            self.pod_text(&mut s);
             let _ = writeln!(s, "last renewal error: {}", self.last_renewal_error);
             s.push_str("certificates:\n");
             for c in &self.certificates {
-                let _ = writeln!(
-                    s,
-                    "  {} {}: ends {}, renewed between {} and {} ({}){}",
-                    c.mapping,
-                    c.target,
-                    c.not_after.as_deref().unwrap_or("unknown"),
-                    c.renew_from.as_deref().unwrap_or("unknown"),
-                    c.renew_by.as_deref().unwrap_or("unknown"),
-                    c.options,
-                    c.problem
-                        .as_ref()
-                        .map(|p| format!(": {p}"))
-                        .unwrap_or_default()
-                );
+                s.push_str(&certificate_line(c));
             }
             s.push_str("CAs:\n");
             for c in &self.cas {
-                let _ = writeln!(
-                    s,
-                    "  {} {}: ends {}{}{}{}",
-                    c.name,
-                    c.path,
-                    c.not_after.as_deref().unwrap_or("unknown"),
-                    match c.in_bundle {
-                        Some(true) => ", in the trust bundle components load at start",
-                        Some(false) => ", NOT in the trust bundle components load at start",
-                        None => "",
-                    },
-                    match &c.previous_not_after {
-                        Some(d) if c.previous_not_after_seconds > self.checked_at_seconds =>
-                            format!(
-                                "; the earlier certificate beside it ends {d}: trust this one \
-                                 off the node by then"
-                            ),
-                        Some(d) => format!(
-                            "; the earlier certificate beside it ended {d} (adopt leaves it out)"
-                        ),
-                        None => String::new(),
-                    },
-                    if c.renewal_due {
-                        "; renewal due (adopt renews it)"
-                    } else {
-                        ""
-                    }
-                );
+                s.push_str(&self.ca_line(c));
             }
             s.push_str("manifests:\n");
             for m in &self.manifests {
-                let _ = writeln!(
-                    s,
-                    "  {}: {}",
-                    m.manifest,
-                    match (&m.problem, m.as_adopt_wrote) {
-                        (Some(p), _) => p.clone(),
-                        (None, true) => "adopted (as adopt wrote it)".into(),
-                        (None, false) => "adopted (changed since adopt wrote it)".into(),
-                    }
-                );
+                let state = match (&m.problem, m.as_adopt_wrote) {
+                    (Some(p), _) => p.as_str(),
+                    (None, true) => "adopted (as adopt wrote it)",
+                    (None, false) => "adopted (changed since adopt wrote it)",
+                };
+                let _ = writeln!(s, "  {}: {state}", m.manifest);
             }
         }
         for w in &self.warnings {
@@ -108,122 +53,186 @@ impl Status {
         s
     }
 
+    fn pod_text(&self, s: &mut String) {
+        let p = &self.pod;
+        if !p.manifest {
+            let _ = writeln!(s, "certsync pod: {}", p.state);
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "certsync pod: {} (image {}, admin address {}, readiness {})",
+            p.state,
+            p.image.as_deref().unwrap_or("unknown"),
+            p.admin_addr.as_deref().unwrap_or("not in its arguments"),
+            p.readyz.as_deref().unwrap_or("unknown"),
+        );
+    }
+
+    fn ca_line(&self, c: &CaStatus) -> String {
+        let bundle = match c.in_bundle {
+            Some(true) => ", in the trust bundle components load at start",
+            Some(false) => ", NOT in the trust bundle components load at start",
+            None => "",
+        };
+        let earlier = match &c.previous_not_after {
+            Some(d) if c.previous_not_after_seconds > self.checked_at_seconds => format!(
+                "; the earlier certificate beside it ends {d}: trust this one off the node by then"
+            ),
+            Some(d) => {
+                format!("; the earlier certificate beside it ended {d} (adopt leaves it out)")
+            }
+            None => String::new(),
+        };
+        let due = if c.renewal_due {
+            "; renewal due (adopt renews it)"
+        } else {
+            ""
+        };
+        format!(
+            "  {} {}: ends {}{bundle}{earlier}{due}\n",
+            c.name,
+            c.path,
+            c.not_after.as_deref().unwrap_or("unknown"),
+        )
+    }
+
     /// The report as Prometheus text, for node_exporter's textfile
     /// collector (docs/reference/metrics.md): every series present whatever
     /// the state, so an alert never waits for one to appear.
     pub fn prometheus(&self) -> String {
         let mut s = String::new();
-        let mut family = |name: &str, help: &str, samples: Vec<(String, f64)>| {
+        for (name, help, samples) in self
+            .node_families()
+            .into_iter()
+            .chain(self.object_families())
+        {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
             for (labels, v) in samples {
                 let _ = writeln!(s, "{name}{labels} {v}");
             }
-        };
-        let flag = |b: bool| if b { 1.0 } else { 0.0 };
-        family(
-            "certsync_kubeadm_adopted",
-            "1 when the node is adopted (adopted.json exists).",
-            vec![(String::new(), flag(self.adopted))],
-        );
-        family(
-            "certsync_kubeadm_certsync_ready",
-            "1 when certsync's /readyz answered 200.",
-            vec![(String::new(), flag(self.pod.state == "ready"))],
-        );
-        family(
-            "certsync_kubeadm_manifest_adopted",
-            "1 when the component manifest still names certsync's files.",
-            self.manifests
-                .iter()
-                .map(|m| (labels(&[("manifest", &m.manifest)]), flag(m.adopted)))
-                .collect(),
-        );
-        family(
-            "certsync_kubeadm_certificate_not_after_seconds",
-            "The live certificate's notAfter (Unix time); 0 when it cannot be read.",
-            self.certificates
-                .iter()
-                .map(|c| {
-                    (
-                        labels(&[("mapping", &c.mapping), ("target", &c.target)]),
-                        c.not_after_seconds as f64,
-                    )
-                })
-                .collect(),
-        );
-        family(
-            "certsync_kubeadm_certificate_renew_by_seconds",
-            "The end of the live certificate's renewal window (Unix time); 0 when unknown.",
-            self.certificates
-                .iter()
-                .map(|c| {
-                    (
-                        labels(&[("mapping", &c.mapping), ("target", &c.target)]),
-                        c.renew_by_seconds as f64,
-                    )
-                })
-                .collect(),
-        );
-        family(
-            "certsync_kubeadm_ca_not_after_seconds",
-            "The CA certificate's notAfter (Unix time); 0 when it cannot be read.",
-            self.cas
-                .iter()
-                .map(|c| (labels(&[("ca", c.name)]), c.not_after_seconds as f64))
-                .collect(),
-        );
-        family(
-            "certsync_kubeadm_ca_previous_not_after_seconds",
-            "The end of the CA's earliest earlier certificate still trusted beside the renewal \
-             (Unix time), ended or not: by then everything off the node must trust the renewal; \
-             0 when there is none.",
-            self.cas
-                .iter()
-                .filter(|c| c.in_bundle.is_some())
-                .map(|c| {
-                    (
-                        labels(&[("ca", c.name)]),
-                        c.previous_not_after_seconds as f64,
-                    )
-                })
-                .collect(),
-        );
-        family(
-            "certsync_kubeadm_status_problem",
-            "1 when status found a problem of this cause (its exit code's class).",
-            Cause::ALL
-                .iter()
-                .map(|c| {
-                    (
-                        labels(&[("cause", c.name())]),
-                        flag(self.problems.iter().any(|p| p.cause == *c)),
-                    )
-                })
-                .collect(),
-        );
-        family(
-            "certsync_kubeadm_status_warning",
-            "1 when status warned of this kind: healthy now, but a date ahead or an outage of \
-             certsync stops the node unless someone acts.",
-            WarningKind::ALL
-                .iter()
-                .map(|k| {
-                    (
-                        labels(&[("kind", k.name())]),
-                        flag(self.warnings.iter().any(|w| w.kind == *k)),
-                    )
-                })
-                .collect(),
-        );
-        family(
-            "certsync_kubeadm_status_timestamp_seconds",
-            "When status ran (Unix time): alert when it stops running.",
-            vec![(String::new(), self.checked_at_seconds as f64)],
-        );
+        }
         s
+    }
+
+    /// The series written whatever the state.
+    fn node_families(&self) -> Vec<Family> {
+        let node = |v: f64| vec![(String::new(), v)];
+        vec![
+            (
+                "certsync_kubeadm_adopted",
+                "1 when the node is adopted (adopted.json exists).",
+                node(flag(self.adopted)),
+            ),
+            (
+                "certsync_kubeadm_certsync_ready",
+                "1 when certsync's /readyz answered 200.",
+                node(flag(self.pod.state == "ready")),
+            ),
+            (
+                "certsync_kubeadm_status_problem",
+                "1 when status found a problem of this cause (its exit code's class).",
+                Cause::ALL
+                    .iter()
+                    .map(|c| {
+                        let found = self.problems.iter().any(|p| p.cause == *c);
+                        (labels(&[("cause", c.name())]), flag(found))
+                    })
+                    .collect(),
+            ),
+            (
+                "certsync_kubeadm_status_warning",
+                "1 when status warned of this kind: healthy now, but a date ahead or an outage \
+                 of certsync stops the node unless someone acts.",
+                WarningKind::ALL
+                    .iter()
+                    .map(|k| {
+                        let found = self.warnings.iter().any(|w| w.kind == *k);
+                        (labels(&[("kind", k.name())]), flag(found))
+                    })
+                    .collect(),
+            ),
+            (
+                "certsync_kubeadm_status_timestamp_seconds",
+                "When status ran (Unix time): alert when it stops running.",
+                node(self.checked_at_seconds as f64),
+            ),
+        ]
+    }
+
+    /// A series per manifest, certificate and CA of an adopted node.
+    fn object_families(&self) -> Vec<Family> {
+        let per_cert = |value: fn(&CertStatus) -> i64| {
+            let label = |c: &CertStatus| labels(&[("mapping", &c.mapping), ("target", &c.target)]);
+            self.certificates
+                .iter()
+                .map(|c| (label(c), value(c) as f64))
+                .collect()
+        };
+        let per_ca = |cas: &mut dyn Iterator<Item = &CaStatus>, value: fn(&CaStatus) -> i64| {
+            cas.map(|c| (labels(&[("ca", c.name)]), value(c) as f64))
+                .collect()
+        };
+        vec![
+            (
+                "certsync_kubeadm_manifest_adopted",
+                "1 when the component manifest still names certsync's files.",
+                self.manifests
+                    .iter()
+                    .map(|m| (labels(&[("manifest", &m.manifest)]), flag(m.adopted)))
+                    .collect(),
+            ),
+            (
+                "certsync_kubeadm_certificate_not_after_seconds",
+                "The live certificate's notAfter (Unix time); 0 when it cannot be read.",
+                per_cert(|c| c.not_after_seconds),
+            ),
+            (
+                "certsync_kubeadm_certificate_renew_by_seconds",
+                "The end of the live certificate's renewal window (Unix time); 0 when unknown.",
+                per_cert(|c| c.renew_by_seconds),
+            ),
+            (
+                "certsync_kubeadm_ca_not_after_seconds",
+                "The CA certificate's notAfter (Unix time); 0 when it cannot be read.",
+                per_ca(&mut self.cas.iter(), |c| c.not_after_seconds),
+            ),
+            (
+                "certsync_kubeadm_ca_previous_not_after_seconds",
+                "The end of the CA's earliest earlier certificate still trusted beside the \
+                 renewal (Unix time), ended or not: by then everything off the node must trust \
+                 the renewal; 0 when there is none.",
+                per_ca(
+                    &mut self.cas.iter().filter(|c| c.in_bundle.is_some()),
+                    |c| c.previous_not_after_seconds,
+                ),
+            ),
+        ]
     }
 }
 
+/// A gauge family: its name, help and samples (labels, value).
+type Family = (&'static str, &'static str, Vec<(String, f64)>);
+
+fn flag(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+fn certificate_line(c: &CertStatus) -> String {
+    format!(
+        "  {} {}: ends {}, renewed between {} and {} ({}){}\n",
+        c.mapping,
+        c.target,
+        c.not_after.as_deref().unwrap_or("unknown"),
+        c.renew_from.as_deref().unwrap_or("unknown"),
+        c.renew_by.as_deref().unwrap_or("unknown"),
+        c.options,
+        c.problem
+            .as_ref()
+            .map(|p| format!(": {p}"))
+            .unwrap_or_default()
+    )
+}
 /// `{k="v",...}`, values escaped as the exposition format requires.
 fn labels(pairs: &[(&str, &str)]) -> String {
     let body: Vec<String> = pairs
