@@ -253,33 +253,7 @@ impl RevertPlan {
             );
         }
         for h in &self.handbacks {
-            for (path, _, _) in &h.files {
-                let _ = match h.reissued {
-                    Some(ends) if *path == h.node_path => write!(
-                        out,
-                        "{} {path} again from kubeadm's copy in {}/ (that ends {}, within 24 h): \
-                         until {}",
-                        t("issued", "would issue"),
-                        h.backup,
-                        until(h.kubeadms),
-                        until(ends)
-                    ),
-                    _ => write!(
-                        out,
-                        "{} {path} from {}/",
-                        t("restored", "would restore"),
-                        h.backup
-                    ),
-                };
-                let _ = if h.ca_added && *path == h.node_path {
-                    writeln!(
-                        out,
-                        ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data"
-                    )
-                } else {
-                    writeln!(out)
-                };
-            }
+            out.push_str(&handback_lines(h, tense));
         }
         for m in &self.manifests {
             let path = &m.path;
@@ -328,6 +302,36 @@ impl RevertPlan {
         }
         out
     }
+}
+
+/// What revert does with one of kubeadm's pairs or kubeconfigs: each
+/// file restored or issued again, and the renewed CA beside kubeadm's.
+fn handback_lines(h: &Handback, tense: Tense) -> String {
+    let t = |did, would| tense.pick(did, would);
+    let mut out = String::new();
+    for (path, _, _) in &h.files {
+        let _ = match h.reissued {
+            Some(ends) if *path == h.node_path => write!(
+                out,
+                "{} {path} again from kubeadm's copy in {}/ (that ends {}, within 24 h): until {}",
+                t("issued", "would issue"),
+                h.backup,
+                until(h.kubeadms),
+                until(ends)
+            ),
+            _ => write!(
+                out,
+                "{} {path} from {}/",
+                t("restored", "would restore"),
+                h.backup
+            ),
+        };
+        if h.ca_added && *path == h.node_path {
+            out.push_str(", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data");
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// certsync's own files on the node (node paths): its targets, its

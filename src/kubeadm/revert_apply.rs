@@ -127,19 +127,8 @@ async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), Kubead
     // running would bring them to its pair again at its next resync. The
     // components keep reading certsync's targets, which stay in place
     // until they have restarted on kubeadm's files.
-    if plan.pod && std::fs::symlink_metadata(host(dir, POD)).is_ok() {
-        let manifest = super::node::read_optional(dir, POD)?;
-        let removed = std::time::Instant::now();
-        move_away(dir, &newest, POD)?;
-        // Its container, while it runs, can write over what is handed
-        // back below (kubeadm's kubeconfigs, which root's tools run): it
-        // is waited for as adopt waits for a pod it replaces, not judged
-        // by whether it still holds its locks.
-        if let Some(manifest) = manifest {
-            super::ready::stopped(&manifest, removed, "certsync's pod")
-                .await
-                .map_err(|seen| RevertError::PodRunning { seen })?;
-        }
+    if plan.pod {
+        take_out_pod(dir, &newest).await?;
     }
     // Held until every target has moved: no certsync publishes into one.
     let _claims = claim_targets(dir, CLAIM_WAIT).await?;
@@ -166,32 +155,7 @@ async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), Kubead
         replace_file(&host(dir, &m.path), 0o600, &m.bytes)?;
     }
     for t in &plan.own {
-        let path = host(dir, t);
-        if std::fs::symlink_metadata(&path).is_err() {
-            continue;
-        }
-        // Again, now that certsync's container is gone: it may have made
-        // one after the check at the start.
-        if let Some(link) = symlink_on_the_way(dir, t) {
-            return Err(RevertError::SymlinkNow {
-                link,
-                path: t.clone(),
-            }
-            .into());
-        }
-        if plan.purge {
-            let gone = if path.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            gone.map_err(|source| RevertError::Purge {
-                node_path: t.clone(),
-                source,
-            })?;
-        } else {
-            move_away(dir, &newest, t)?;
-        }
+        put_away(dir, &newest, t, plan.purge)?;
     }
     // The directories adopt made, each once nothing is left in it but
     // the record, which moves next.
@@ -202,6 +166,57 @@ async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), Kubead
     // Last: while the record is in place, revert is not done.
     let to = backup_path(dir, &newest, "/etc/kubernetes/reverted.json");
     moves::move_path(&host(dir, STATE), &to).map_err(|problem| RevertError::Move { problem })?;
+    Ok(())
+}
+
+/// certsync's static pod taken out (kept in the backup `newest`) and
+/// waited for. Its container, while it runs, can write over what is handed
+/// back (kubeadm's kubeconfigs, which root's tools run): it is waited for
+/// as adopt waits for a pod it replaces, not judged by whether it still
+/// holds its locks.
+async fn take_out_pod(dir: &Path, newest: &str) -> Result<(), KubeadmError> {
+    if std::fs::symlink_metadata(host(dir, POD)).is_err() {
+        return Ok(());
+    }
+    let manifest = super::node::read_optional(dir, POD)?;
+    let removed = std::time::Instant::now();
+    move_away(dir, newest, POD)?;
+    if let Some(manifest) = manifest {
+        super::ready::stopped(&manifest, removed, "certsync's pod")
+            .await
+            .map_err(|seen| RevertError::PodRunning { seen })?;
+    }
+    Ok(())
+}
+
+/// One of certsync's own files or directories (node path `t`) moved into
+/// the backup `newest`, or removed with `--purge`.
+fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), KubeadmError> {
+    let path = host(dir, t);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(());
+    }
+    // Again, now that certsync's container is gone: it may have made one
+    // after the check at the start.
+    if let Some(link) = symlink_on_the_way(dir, t) {
+        return Err(RevertError::SymlinkNow {
+            link,
+            path: t.to_owned(),
+        }
+        .into());
+    }
+    if !purge {
+        return move_away(dir, newest, t).map(|_| ());
+    }
+    let gone = if path.is_dir() {
+        std::fs::remove_dir_all(&path)
+    } else {
+        std::fs::remove_file(&path)
+    };
+    gone.map_err(|source| RevertError::Purge {
+        node_path: t.to_owned(),
+        source,
+    })?;
     Ok(())
 }
 
