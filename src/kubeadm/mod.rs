@@ -52,7 +52,8 @@ pub use status::{Cause, Status, status};
 pub enum WarningKind {
     /// A trial `lifetime=` left in place: a short outage of certsync ends a certificate.
     ShortLifetime,
-    /// A CA has less than 10% of its span left: `adopt` renews it.
+    /// A CA has less than 90% of its span left (a ten-year CA from its
+    /// second year on): the next `adopt` renews it.
     CaRenewalDue,
     /// An earlier CA certificate beside a renewal has ended: whatever off
     /// the node trusted only it stopped then.
