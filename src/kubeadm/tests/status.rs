@@ -292,7 +292,7 @@ fn the_textfile_alert_rules_name_only_textfile_metrics() {
             assert!(text.contains(&format!("# TYPE {m} gauge")), "{m} in {expr}");
         }
     }
-    assert_eq!(count, 6);
+    assert_eq!(count, 7);
 }
 
 /// adopt --admin-addr reaches the pod's arguments and probes, and status
