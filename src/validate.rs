@@ -16,7 +16,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::pem::{self, PemObject, SectionKind};
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer};
+use rustls::pki_types::{
+    PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
+    SubjectPublicKeyInfoDer,
+};
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 
@@ -69,7 +72,7 @@ pub struct Policy {
 }
 
 /// Facts about a validated leaf certificate (for logs, metrics and checks).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Leaf {
     pub subject: String,
     pub issuer: String,
@@ -190,50 +193,53 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
             limit: policy.max_size,
         });
     }
-    if let Expect::Files { allow_non_pem } = policy.expect {
-        return validate_files(bundle, policy, allow_non_pem);
-    }
-    let file = |name| {
-        let bytes = bundle.get(name).ok_or_else(|| ValidationError::Missing {
-            file: bundle.origin(name).to_owned(),
-        })?;
-        Ok::<_, ValidationError>((bundle.origin(name).to_owned(), bytes))
+    let ca_bundle = || {
+        let (ca_name, ca) = required(bundle, CA_FILE)?;
+        certificates(&ca_name, &pem_blocks(&ca_name, ca)?).map(drop)
     };
-
-    if bundle.get(CA_FILE).is_some() || policy.expect == Expect::CaOnly {
-        let (ca_name, ca) = file(CA_FILE)?;
-        let blocks = pem_blocks(&ca_name, ca)?;
-        certificates(&ca_name, &blocks)?;
-    }
-    if policy.expect == Expect::CaOnly {
-        if let Some(name) = [CERT_FILE, KEY_FILE]
-            .into_iter()
-            .find(|n| bundle.get(n).is_some())
-        {
-            return Err(ValidationError::UnexpectedKey {
-                file: bundle.origin(name).to_owned(),
-            });
+    match policy.expect {
+        Expect::Files { allow_non_pem } => validate_files(bundle, policy, allow_non_pem),
+        Expect::CaOnly => {
+            ca_bundle()?;
+            match [CERT_FILE, KEY_FILE]
+                .into_iter()
+                .find(|n| bundle.get(n).is_some())
+            {
+                Some(name) => Err(ValidationError::UnexpectedKey {
+                    file: bundle.origin(name).to_owned(),
+                }),
+                None => Ok(Validated { leaf: None }),
+            }
         }
-        return Ok(Validated { leaf: None });
+        Expect::Pair => {
+            if bundle.get(CA_FILE).is_some() {
+                ca_bundle()?;
+            }
+            let leaf = validate_pair(bundle, policy)?;
+            Ok(Validated { leaf: Some(leaf) })
+        }
     }
+}
 
-    let (cert_name, cert_pem) = file(CERT_FILE)?;
-    let (key_name, key_pem) = file(KEY_FILE)?;
+/// `name` of `bundle`, as its origin names it, or the error that it is
+/// missing.
+fn required<'a>(bundle: &'a Bundle, name: &str) -> Result<(String, &'a [u8]), ValidationError> {
+    let origin = bundle.origin(name).to_owned();
+    match bundle.get(name) {
+        Some(bytes) => Ok((origin, bytes)),
+        None => Err(ValidationError::Missing { file: origin }),
+    }
+}
+
+/// `tls.crt` and `tls.key`: the certificates parse, the one key is the
+/// first certificate's, and that leaf is inside its validity window.
+fn validate_pair(bundle: &Bundle, policy: &Policy) -> Result<Leaf, ValidationError> {
+    let (cert_name, cert_pem) = required(bundle, CERT_FILE)?;
+    let (key_name, key_pem) = required(bundle, KEY_FILE)?;
     let certs = certificates(&cert_name, &pem_blocks(&cert_name, cert_pem)?)?;
-    let key = private_key(&key_name, &pem_blocks(&key_name, key_pem)?)?;
-
-    let spki = key
-        .public_key()
-        .ok_or_else(|| ValidationError::UnsupportedKey {
-            file: key_name.clone(),
-            reason: "the key type cannot report its public key".into(),
-        })?;
-    let matches = |der: &[u8]| {
-        x509_parser::parse_x509_certificate(der)
-            .is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref())
-    };
-    if !matches(&certs[0]) {
-        return Err(match certs.iter().position(|c| matches(c)) {
+    let spki = public_key(&key_name, &pem_blocks(&key_name, key_pem)?)?;
+    if !certifies(&certs[0], &spki) {
+        return Err(match certs.iter().position(|c| certifies(c, &spki)) {
             Some(index) => ValidationError::LeafNotFirst {
                 cert_file: cert_name,
                 index: index + 1,
@@ -244,7 +250,6 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
             },
         });
     }
-
     let leaf = leaf_facts(&certs[0]);
     let now = unix_seconds(policy.now);
     if now > leaf.not_after {
@@ -260,7 +265,7 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
             not_before: leaf.not_before,
         });
     }
-    Ok(Validated { leaf: Some(leaf) })
+    Ok(leaf)
 }
 
 /// `files=` bundles: every file checked for what it holds. A file with a
@@ -293,12 +298,7 @@ fn validate_files(
             _ => return Err(ValidationError::NotPem { file: origin }),
         };
         let has_cert = blocks.iter().any(|(k, _)| *k == SectionKind::Certificate);
-        let has_key = blocks.iter().any(|(k, _)| {
-            matches!(
-                k,
-                SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey
-            )
-        });
+        let has_key = blocks.iter().any(|(k, _)| is_key(*k));
         if has_cert {
             certificates(&origin, &blocks)?;
         }
@@ -522,11 +522,12 @@ fn is_key(kind: SectionKind) -> bool {
     )
 }
 
-/// The one private key in `blocks`, loaded by the ring provider.
-fn private_key(
+/// The public key (SubjectPublicKeyInfo) of the one private key in
+/// `blocks`, as the ring provider loads the key.
+fn public_key(
     file: &str,
     blocks: &[(SectionKind, Vec<u8>)],
-) -> Result<std::sync::Arc<dyn rustls::sign::SigningKey>, ValidationError> {
+) -> Result<SubjectPublicKeyInfoDer<'static>, ValidationError> {
     let keys: Vec<PrivateKeyDer<'static>> = blocks
         .iter()
         .filter_map(|(kind, der)| match kind {
@@ -546,12 +547,21 @@ fn private_key(
             });
         }
     };
-    rustls::crypto::ring::sign::any_supported_type(key).map_err(|e| {
-        ValidationError::UnsupportedKey {
-            file: file.into(),
-            reason: e.to_string(),
-        }
-    })
+    let unsupported = |reason: String| ValidationError::UnsupportedKey {
+        file: file.into(),
+        reason,
+    };
+    let key = rustls::crypto::ring::sign::any_supported_type(key)
+        .map_err(|e| unsupported(e.to_string()))?;
+    key.public_key()
+        .map(SubjectPublicKeyInfoDer::into_owned)
+        .ok_or_else(|| unsupported("the key type cannot report its public key".into()))
+}
+
+/// Whether the certificate `der` is for the key whose public key is `spki`
+/// (compared as rustls' `CertifiedKey::keys_match` does).
+fn certifies(der: &[u8], spki: &SubjectPublicKeyInfoDer<'_>) -> bool {
+    x509_parser::parse_x509_certificate(der).is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref())
 }
 
 fn ip_text(b: &[u8]) -> Option<String> {
@@ -567,15 +577,8 @@ fn ip_text(b: &[u8]) -> Option<String> {
 /// gate for new content). Errors say what cannot be read.
 pub fn key_matches(cert_pem: &[u8], key_pem: &[u8]) -> Result<bool, ValidationError> {
     let certs = certificates("certificate", &pem_blocks("certificate", cert_pem)?)?;
-    let key = private_key("key", &pem_blocks("key", key_pem)?)?;
-    let spki = key
-        .public_key()
-        .ok_or_else(|| ValidationError::UnsupportedKey {
-            file: "key".into(),
-            reason: "the key type cannot report its public key".into(),
-        })?;
-    Ok(x509_parser::parse_x509_certificate(&certs[0])
-        .is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref()))
+    let spki = public_key("key", &pem_blocks("key", key_pem)?)?;
+    Ok(certifies(&certs[0], &spki))
 }
 
 /// Facts of a certificate that `certificates` already parsed.
@@ -610,14 +613,8 @@ fn leaf_facts(der: &[u8]) -> Leaf {
         // Unreachable for callers, which parse first; an empty record is a
         // safe answer rather than a panic.
         Err(_) => Leaf {
-            subject: String::new(),
-            issuer: String::new(),
-            sans: Vec::new(),
-            is_ca: false,
-            serial: String::new(),
-            not_before: 0,
-            not_after: 0,
             sha256,
+            ..Leaf::default()
         },
     }
 }
