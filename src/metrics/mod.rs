@@ -12,6 +12,7 @@
 //! expiry alert, not silence it.
 
 mod ca;
+mod csr;
 mod process;
 mod ready;
 
@@ -28,6 +29,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use ca::CaMetrics;
+use csr::CsrMetrics;
 pub use ready::NotReady;
 use ready::Readiness;
 
@@ -78,6 +80,11 @@ struct RefusalLabel {
 struct BuildLabels {
     version: &'static str,
 }
+
+/// The one series of `certsync_build_info`: this build's version.
+const THIS_BUILD: BuildLabels = BuildLabels {
+    version: env!("CARGO_PKG_VERSION"),
+};
 
 /// Every `result` of `certsync_syncs_total` (see `Metrics::sync`), each
 /// series created at 0 when a mapping is added.
@@ -131,11 +138,8 @@ pub struct Metrics {
     stale: Family<MappingLabel, Gauge>,
     pinned: Family<MappingLabel, Gauge>,
     file_watch_polling: Gauge,
-    csr_pending: Family<MappingLabel, Gauge>,
-    csr_errors: Family<ReasonLabels, Counter>,
-    csr_rotation: Family<MappingLabel, Histogram>,
-    csr_decisions: Family<DecisionLabels, Counter>,
-    csr_backlog: Gauge,
+    /// `csr:` mappings' requests and `certsync approve` (see [`csr`]).
+    csr: CsrMetrics,
     admin_closed: Family<RefusalLabel, Counter>,
     /// `ca:` mappings' CA (see [`ca`]).
     ca: CaMetrics,
@@ -199,11 +203,7 @@ impl Metrics {
             "build_info",
             "Always 1; the version of the running certsync in its label",
         );
-        build_info
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-            })
-            .set(1);
+        build_info.get_or_create(&THIS_BUILD).set(1);
         let m = Self {
             not_after: r.seconds(
                 "certificate_not_after",
@@ -253,31 +253,7 @@ impl Metrics {
                 "rollback_pinned",
                 "1 while a rollback pin holds the target's live revision (certsync rollback); ca: and csr: mappings issue nothing over it",
             ),
-            csr_pending: r.add(
-                "csr_pending",
-                "1 while a certificate request of the mapping waits for approval or issuance",
-            ),
-            csr_errors: r.add(
-                "csr_renewal_errors",
-                "Failed certificate requests by reason (denied, failed, timeout, mismatch, api, ca, request, deleted), and renewals held back by the floor (renewal_floor)",
-            ),
-            // One hour to about two years: certificate lifetimes.
-            csr_rotation: r.with(
-                "csr_rotation",
-                "How long the previous certificate had lived when a new one replaced it (kubelet's rotation_seconds)",
-                Some(Unit::Seconds),
-                Family::new_with_constructor(|| {
-                    Histogram::new(exponential_buckets(600.0, 2.0, 17))
-                }),
-            ),
-            csr_decisions: r.add(
-                "csr_decisions",
-                "certsync approve: verdicts on kubelet serving CSRs (approve, deny, wait) by check (ok when approved)",
-            ),
-            csr_backlog: r.add(
-                "csr_backlog",
-                "certsync approve: pending CSRs waiting to be decided (again)",
-            ),
+            csr: CsrMetrics::new(&mut r),
             admin_closed: r.add(
                 "admin_connections_closed",
                 "Admin-port connections certsync closed: over the connection limit (limit), or no request in time (timeout)",
@@ -306,40 +282,6 @@ impl Metrics {
         self.admin_closed
             .get_or_create(&RefusalLabel { reason })
             .inc();
-    }
-
-    /// `certsync approve`: how many pending CSRs wait for a decision.
-    pub fn csr_backlog(&self, backlog: usize) {
-        self.csr_backlog
-            .set(i64::try_from(backlog).unwrap_or(i64::MAX));
-    }
-
-    /// `certsync approve` made a decision (or, for wait, first saw it).
-    pub fn csr_decision(&self, decision: &'static str, reason: &'static str) {
-        self.csr_decisions
-            .get_or_create(&DecisionLabels { decision, reason })
-            .inc();
-    }
-
-    /// A `csr:` mapping's request is waiting (or no longer is).
-    pub fn csr_pending(&self, mapping: &str, pending: bool) {
-        self.csr_pending
-            .get_or_create(&self.label(mapping))
-            .set(i64::from(pending));
-    }
-
-    /// A `csr:` mapping's request failed.
-    pub fn csr_error(&self, mapping: &str, reason: &'static str) {
-        self.csr_errors
-            .get_or_create(&self.reason(mapping, reason))
-            .inc();
-    }
-
-    /// A `csr:` mapping's certificate was replaced after `lived` seconds.
-    pub fn csr_rotated(&self, mapping: &str, lived: f64) {
-        self.csr_rotation
-            .get_or_create(&self.label(mapping))
-            .observe(lived);
     }
 
     fn name(&self, mapping: &str) -> Name {
@@ -397,13 +339,6 @@ impl Metrics {
         self.pinned
             .get_or_create(&self.label(mapping))
             .set(i64::from(pinned));
-    }
-
-    /// Declares a `csr:` mapping's own series (after `add_mapping`).
-    pub fn add_csr_mapping(&self, mapping: &str) {
-        let l = self.label(mapping);
-        self.csr_pending.get_or_create(&l).set(0);
-        drop(self.csr_rotation.get_or_create(&l));
     }
 
     /// Declares the reload method in use, so its counters start at 0.
