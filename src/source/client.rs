@@ -17,7 +17,7 @@
 //! reading (merging, relative paths, contexts, auth) is kube's.
 //!
 //! Connections: every list and watch of the process shares as few HTTP/2
-//! connections as the server allows ([`pool`]).
+//! connections as the server allows (`client/pool.rs`).
 
 mod pool;
 
