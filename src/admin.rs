@@ -182,14 +182,11 @@ async fn accepted_stream(
     }
 }
 
-/// The admin connections being served, by accept order (oldest first),
-/// each with the sender that closes it.
-type Open = Arc<Mutex<BTreeMap<u64, oneshot::Sender<()>>>>;
-
-/// The connections being served, and whether the cap was reached.
+/// The admin connections being served, and whether the cap was reached.
 #[derive(Default)]
 struct Connections {
-    open: Open,
+    /// By accept order (oldest first), each with the sender that closes it.
+    open: Arc<Mutex<BTreeMap<u64, oneshot::Sender<()>>>>,
     next_id: u64,
     /// Said once each time the cap is reached, not per connection.
     full: bool,
@@ -204,16 +201,12 @@ impl Connections {
     fn admit(&mut self, metrics: &Metrics) -> (u64, oneshot::Receiver<()>) {
         self.next_id += 1;
         let (close, closed) = oneshot::channel();
-        let evicted = {
-            let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-            let evicted = (open.len() >= MAX_CONNECTIONS)
-                .then(|| open.pop_first())
-                .flatten()
-                .map(|(_, oldest)| oldest.send(()));
-            open.insert(self.next_id, close);
-            evicted.is_some()
-        };
-        if evicted {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let oldest = (open.len() >= MAX_CONNECTIONS).then(|| open.pop_first());
+        open.insert(self.next_id, close);
+        drop(open);
+        if let Some((_, oldest)) = oldest.flatten() {
+            let _ = oldest.send(());
             metrics.admin_connection_closed("limit");
             if !self.full {
                 self.full = true;
