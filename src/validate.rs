@@ -272,13 +272,13 @@ fn validate_files(
         let origin = bundle.origin(name).to_owned();
         let blocks = match pem_blocks(&origin, bytes) {
             Ok(b) if !b.is_empty() => b,
-            Err(ValidationError::EncryptedKey { file }) => {
-                return Err(ValidationError::EncryptedKey { file });
-            }
-            Err(e @ ValidationError::Pem { .. }) if matches!(&e, ValidationError::Pem { problem, .. } if *problem == READ_DIFFERENTLY) =>
-            {
-                return Err(e);
-            }
+            Err(
+                e @ (ValidationError::EncryptedKey { .. }
+                | ValidationError::Pem {
+                    problem: READ_DIFFERENTLY,
+                    ..
+                }),
+            ) => return Err(e),
             // PEM of a kind rustls does not know (DH parameters, a
             // signature): published once every block parses.
             _ if crate::pem::all_decode(bytes) => continue,

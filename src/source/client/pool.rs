@@ -255,22 +255,14 @@ impl Pool {
     }
 
     async fn send_once(self, req: Request<Body>) -> Result<Response<PoolBody>, BoxError> {
-        match self.route().await? {
-            Route::H1 => {
-                let resp = self.inner.h1.request(req).await?;
-                Ok(resp.map(|body| PoolBody {
-                    body,
-                    _stream: None,
-                }))
-            }
-            Route::H2(mut send, stream) => {
-                let resp = send.send_request(req).await?;
-                Ok(resp.map(|body| PoolBody {
-                    body,
-                    _stream: Some(stream),
-                }))
-            }
-        }
+        let (resp, stream) = match self.route().await? {
+            Route::H1 => (self.inner.h1.request(req).await?, None),
+            Route::H2(mut send, stream) => (send.send_request(req).await?, Some(stream)),
+        };
+        Ok(resp.map(|body| PoolBody {
+            body,
+            _stream: stream,
+        }))
     }
 }
 
