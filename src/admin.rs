@@ -130,66 +130,22 @@ pub async fn serve(
     tracing::info!(addr = %bound, max_connections = MAX_CONNECTIONS, "admin port listening");
     Ok(async move {
         let app = router(Arc::clone(&metrics));
-        // The connections being served, oldest first, each with the
-        // sender that closes it.
-        let open: Open = Arc::default();
-        let mut next_id = 0u64;
-        // Said once each time the cap is reached, not per connection.
-        let mut full = false;
+        let mut open = Connections::default();
         loop {
             let accepted = tokio::select! {
                 () = crate::shutdown::stopped(&mut shutdown) => break,
                 accepted = listener.accept() => accepted,
             };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // A peer gone before accept(2) is nothing; anything else
-                    // (no descriptor left, no memory) is waited out.
-                    if !matches!(
-                        e.kind(),
-                        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
-                    ) {
-                        tracing::warn!(error = %e, "admin port cannot accept connections");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                    continue;
-                }
+            let Some(stream) = accepted_stream(accepted).await else {
+                continue;
             };
-            // Over the cap the oldest connection is closed, not the new
-            // one: whoever holds the port must keep re-opening
-            // connections, and a probe, which sends its request at once,
-            // is answered before 64 newer connections push it out.
-            next_id += 1;
-            let (close, closed) = oneshot::channel();
-            let evicted = {
-                let mut open = open.lock().unwrap_or_else(PoisonError::into_inner);
-                let evicted = (open.len() >= MAX_CONNECTIONS)
-                    .then(|| open.pop_first())
-                    .flatten()
-                    .map(|(_, oldest)| oldest.send(()));
-                open.insert(next_id, close);
-                evicted.is_some()
-            };
-            if evicted {
-                metrics.admin_connection_closed("limit");
-                if !full {
-                    full = true;
-                    tracing::warn!(
-                        max_connections = MAX_CONNECTIONS,
-                        "admin port: connection limit reached; closing the oldest connection for each new one"
-                    );
-                }
-            } else {
-                full = false;
-            }
+            let (id, closed) = open.admit(&metrics);
             let (app, metrics, shutdown, open) = (
                 app.clone(),
                 Arc::clone(&metrics),
                 shutdown.clone(),
-                Arc::clone(&open),
+                Arc::clone(&open.open),
             );
-            let id = next_id;
             tokio::spawn(async move {
                 if let Closed::TimedOut = connection(stream, app, shutdown, closed).await {
                     metrics.admin_connection_closed("timeout");
@@ -206,9 +162,65 @@ pub async fn serve(
     })
 }
 
-/// The admin connections being served, by accept order (oldest first),
-/// each with the sender that closes it.
-type Open = Arc<Mutex<BTreeMap<u64, oneshot::Sender<()>>>>;
+/// The stream `accept` gave, if any. A peer gone before accept(2) is
+/// nothing; anything else (no descriptor left, no memory) is waited out.
+async fn accepted_stream(
+    accepted: std::io::Result<(tokio::net::TcpStream, SocketAddr)>,
+) -> Option<tokio::net::TcpStream> {
+    match accepted {
+        Ok((stream, _)) => Some(stream),
+        Err(e) => {
+            if !matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+            ) {
+                tracing::warn!(error = %e, "admin port cannot accept connections");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            None
+        }
+    }
+}
+
+/// The admin connections being served, and whether the cap was reached.
+#[derive(Default)]
+struct Connections {
+    /// By accept order (oldest first), each with the sender that closes it.
+    open: Arc<Mutex<BTreeMap<u64, oneshot::Sender<()>>>>,
+    next_id: u64,
+    /// Said once each time the cap is reached, not per connection.
+    full: bool,
+}
+
+impl Connections {
+    /// Counts a connection just accepted in: its id, and the receiver that
+    /// tells it to close. Over the cap the oldest connection is closed, not
+    /// the new one: whoever holds the port must keep re-opening
+    /// connections, and a probe, which sends its request at once, is
+    /// answered before 64 newer connections push it out.
+    fn admit(&mut self, metrics: &Metrics) -> (u64, oneshot::Receiver<()>) {
+        self.next_id += 1;
+        let (close, closed) = oneshot::channel();
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let oldest = (open.len() >= MAX_CONNECTIONS).then(|| open.pop_first());
+        open.insert(self.next_id, close);
+        drop(open);
+        if let Some((_, oldest)) = oldest.flatten() {
+            let _ = oldest.send(());
+            metrics.admin_connection_closed("limit");
+            if !self.full {
+                self.full = true;
+                tracing::warn!(
+                    max_connections = MAX_CONNECTIONS,
+                    "admin port: connection limit reached; closing the oldest connection for each new one"
+                );
+            }
+        } else {
+            self.full = false;
+        }
+        (self.next_id, closed)
+    }
+}
 
 /// How a connection ended.
 enum Closed {

@@ -117,19 +117,8 @@ fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// built with the fixed Go, so this is also the reading it does.
 #[allow(clippy::type_complexity)]
 fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
-    use base64::Engine as _;
-    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     const START: &[u8] = b"\n-----BEGIN ";
     const END: &[u8] = b"\n-----END ";
-    const DASHES: &[u8] = b"-----";
-    // Go's StdEncoding: padding required, non-zero trailing bits allowed;
-    // `\r` and `\n` are skipped by its decoder, spaces and tabs before.
-    let engine = GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        GeneralPurposeConfig::new()
-            .with_decode_allow_trailing_bits(true)
-            .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
-    );
     let mut rest = data;
     // Offsets into `rest` as Go keeps them: they go negative when the END
     // line's newline was taken by the line before it.
@@ -178,34 +167,17 @@ fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
         if headers && end < 0 {
             continue;
         }
-        let Some(trailer) = usize::try_from(end_trailer)
+        let trailer = usize::try_from(end_trailer)
             .ok()
-            .and_then(|t| rest.get(t..))
-        else {
-            continue;
-        };
-        if trailer.len() < kind.len() + DASHES.len() {
-            continue;
-        }
-        let (end_line, after) = trailer.split_at(kind.len() + DASHES.len());
-        if !end_line.starts_with(kind)
-            || !end_line.ends_with(DASHES)
-            || !go_line(after).0.is_empty()
-        {
+            .and_then(|t| rest.get(t..));
+        if !trailer.is_some_and(|t| go_closes(t, kind)) {
             continue;
         }
         let der = match usize::try_from(end) {
-            Ok(end) if end > 0 => {
-                let b64: Vec<u8> = rest[..end]
-                    .iter()
-                    .copied()
-                    .filter(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-                    .collect();
-                let Ok(der) = engine.decode(&b64) else {
-                    continue;
-                };
-                der
-            }
+            Ok(end) if end > 0 => match go_base64(&rest[..end]) {
+                Some(der) => der,
+                None => continue,
+            },
             _ => Vec::new(),
         };
         // The -1: the END may have been matched without its newline.
@@ -213,6 +185,38 @@ fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
         let (_, next, _) = go_line(rest.get(from..)?);
         return Some(((kind.to_vec(), der), next));
     }
+}
+
+const DASHES: &[u8] = b"-----";
+
+/// Whether `trailer`, what follows an END line's `-----END `, closes a
+/// block of `kind`: `KIND-----`, then only spaces and tabs to the line's
+/// end.
+fn go_closes(trailer: &[u8], kind: &[u8]) -> bool {
+    let Some((end_line, after)) = trailer.split_at_checked(kind.len() + DASHES.len()) else {
+        return false;
+    };
+    end_line.starts_with(kind) && end_line.ends_with(DASHES) && go_line(after).0.is_empty()
+}
+
+/// A block's body as Go decodes it: its `StdEncoding` (padding required,
+/// non-zero trailing bits allowed), whose decoder skips `\r` and `\n`,
+/// after spaces and tabs were taken out. `None` if it does not decode.
+fn go_base64(body: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const GO_STD: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+    );
+    let b64: Vec<u8> = body
+        .iter()
+        .copied()
+        .filter(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        .collect();
+    GO_STD.decode(&b64).ok()
 }
 
 /// What is wrong with PEM input, in words that never quote it (the

@@ -16,9 +16,17 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::pem::{self, PemObject, SectionKind};
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer};
+use rustls::pki_types::{
+    PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
+    SubjectPublicKeyInfoDer,
+};
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
+
+mod leaf;
+
+use leaf::leaf_facts;
+pub use leaf::{Leaf, bundle_judged_by, leaf_of, leaf_of_bundle};
 
 /// Kubernetes caps a Secret or ConfigMap at 1 MiB, and each
 /// ClusterTrustBundle's `trustBundle` too; a bundle may not be larger
@@ -66,23 +74,6 @@ pub struct Policy {
     /// The most bytes the bundle may hold in all: [`MAX_BUNDLE_SIZE`],
     /// or more for a CA from ClusterTrustBundles ([`MAX_PUBLISHED_SIZE`]).
     pub max_size: usize,
-}
-
-/// Facts about a validated leaf certificate (for logs, metrics and checks).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Leaf {
-    pub subject: String,
-    pub issuer: String,
-    /// DNS names and IP addresses from the subjectAltName extension.
-    pub sans: Vec<String>,
-    /// basicConstraints CA:true.
-    pub is_ca: bool,
-    pub serial: String,
-    /// Seconds since the Unix epoch.
-    pub not_before: i64,
-    pub not_after: i64,
-    /// SHA-256 of the leaf's DER, as `openssl x509 -fingerprint -sha256` shows.
-    pub sha256: [u8; 32],
 }
 
 /// A bundle that passed validation.
@@ -190,50 +181,53 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
             limit: policy.max_size,
         });
     }
-    if let Expect::Files { allow_non_pem } = policy.expect {
-        return validate_files(bundle, policy, allow_non_pem);
-    }
-    let file = |name| {
-        let bytes = bundle.get(name).ok_or_else(|| ValidationError::Missing {
-            file: bundle.origin(name).to_owned(),
-        })?;
-        Ok::<_, ValidationError>((bundle.origin(name).to_owned(), bytes))
+    let ca_bundle = || {
+        let (ca_name, ca) = required(bundle, CA_FILE)?;
+        certificates(&ca_name, &pem_blocks(&ca_name, ca)?).map(drop)
     };
-
-    if bundle.get(CA_FILE).is_some() || policy.expect == Expect::CaOnly {
-        let (ca_name, ca) = file(CA_FILE)?;
-        let blocks = pem_blocks(&ca_name, ca)?;
-        certificates(&ca_name, &blocks)?;
-    }
-    if policy.expect == Expect::CaOnly {
-        if let Some(name) = [CERT_FILE, KEY_FILE]
-            .into_iter()
-            .find(|n| bundle.get(n).is_some())
-        {
-            return Err(ValidationError::UnexpectedKey {
-                file: bundle.origin(name).to_owned(),
-            });
+    match policy.expect {
+        Expect::Files { allow_non_pem } => validate_files(bundle, policy, allow_non_pem),
+        Expect::CaOnly => {
+            ca_bundle()?;
+            match [CERT_FILE, KEY_FILE]
+                .into_iter()
+                .find(|n| bundle.get(n).is_some())
+            {
+                Some(name) => Err(ValidationError::UnexpectedKey {
+                    file: bundle.origin(name).to_owned(),
+                }),
+                None => Ok(Validated { leaf: None }),
+            }
         }
-        return Ok(Validated { leaf: None });
+        Expect::Pair => {
+            if bundle.get(CA_FILE).is_some() {
+                ca_bundle()?;
+            }
+            let leaf = validate_pair(bundle, policy)?;
+            Ok(Validated { leaf: Some(leaf) })
+        }
     }
+}
 
-    let (cert_name, cert_pem) = file(CERT_FILE)?;
-    let (key_name, key_pem) = file(KEY_FILE)?;
+/// `name` of `bundle`, as its origin names it, or the error that it is
+/// missing.
+fn required<'a>(bundle: &'a Bundle, name: &str) -> Result<(String, &'a [u8]), ValidationError> {
+    let origin = bundle.origin(name).to_owned();
+    match bundle.get(name) {
+        Some(bytes) => Ok((origin, bytes)),
+        None => Err(ValidationError::Missing { file: origin }),
+    }
+}
+
+/// `tls.crt` and `tls.key`: the certificates parse, the one key is the
+/// first certificate's, and that leaf is inside its validity window.
+fn validate_pair(bundle: &Bundle, policy: &Policy) -> Result<Leaf, ValidationError> {
+    let (cert_name, cert_pem) = required(bundle, CERT_FILE)?;
+    let (key_name, key_pem) = required(bundle, KEY_FILE)?;
     let certs = certificates(&cert_name, &pem_blocks(&cert_name, cert_pem)?)?;
-    let key = private_key(&key_name, &pem_blocks(&key_name, key_pem)?)?;
-
-    let spki = key
-        .public_key()
-        .ok_or_else(|| ValidationError::UnsupportedKey {
-            file: key_name.clone(),
-            reason: "the key type cannot report its public key".into(),
-        })?;
-    let matches = |der: &[u8]| {
-        x509_parser::parse_x509_certificate(der)
-            .is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref())
-    };
-    if !matches(&certs[0]) {
-        return Err(match certs.iter().position(|c| matches(c)) {
+    let spki = public_key(&key_name, &pem_blocks(&key_name, key_pem)?)?;
+    if !certifies(&certs[0], &spki) {
+        return Err(match certs.iter().position(|c| certifies(c, &spki)) {
             Some(index) => ValidationError::LeafNotFirst {
                 cert_file: cert_name,
                 index: index + 1,
@@ -244,7 +238,6 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
             },
         });
     }
-
     let leaf = leaf_facts(&certs[0]);
     let now = unix_seconds(policy.now);
     if now > leaf.not_after {
@@ -260,7 +253,7 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
             not_before: leaf.not_before,
         });
     }
-    Ok(Validated { leaf: Some(leaf) })
+    Ok(leaf)
 }
 
 /// `files=` bundles: every file checked for what it holds. A file with a
@@ -279,13 +272,13 @@ fn validate_files(
         let origin = bundle.origin(name).to_owned();
         let blocks = match pem_blocks(&origin, bytes) {
             Ok(b) if !b.is_empty() => b,
-            Err(ValidationError::EncryptedKey { file }) => {
-                return Err(ValidationError::EncryptedKey { file });
-            }
-            Err(e @ ValidationError::Pem { .. }) if matches!(&e, ValidationError::Pem { problem, .. } if *problem == READ_DIFFERENTLY) =>
-            {
-                return Err(e);
-            }
+            Err(
+                e @ (ValidationError::EncryptedKey { .. }
+                | ValidationError::Pem {
+                    problem: READ_DIFFERENTLY,
+                    ..
+                }),
+            ) => return Err(e),
             // PEM of a kind rustls does not know (DH parameters, a
             // signature): published once every block parses.
             _ if crate::pem::all_decode(bytes) => continue,
@@ -293,12 +286,7 @@ fn validate_files(
             _ => return Err(ValidationError::NotPem { file: origin }),
         };
         let has_cert = blocks.iter().any(|(k, _)| *k == SectionKind::Certificate);
-        let has_key = blocks.iter().any(|(k, _)| {
-            matches!(
-                k,
-                SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey
-            )
-        });
+        let has_key = blocks.iter().any(|(k, _)| is_key(*k));
         if has_cert {
             certificates(&origin, &blocks)?;
         }
@@ -375,53 +363,6 @@ pub fn certificates_only(bytes: &[u8]) -> bool {
             Ok(Some(_)) | Err(_) => return false,
         }
     }
-}
-
-/// The leaf certificate of a bundle, if it has one.
-pub fn leaf_of_bundle(bundle: &Bundle) -> Option<Leaf> {
-    bundle.get(CERT_FILE).and_then(leaf_of)
-}
-
-/// Parses the certificate at the head of `pem` and returns its facts, for
-/// reporting on files that are already on disk. `None` if nothing parses.
-pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
-    let blocks = pem_blocks("", pem).ok()?;
-    let (_, der) = blocks
-        .iter()
-        .find(|(k, _)| *k == SectionKind::Certificate)?;
-    x509_parser::parse_x509_certificate(der).ok()?;
-    Some(leaf_facts(der))
-}
-
-/// The certificate a trust bundle (CA certificates only) is judged by:
-/// each CA in it (subject and key) by its certificate that ends last (a CA
-/// renewed with its own key, beside its old certificate), the bundle by
-/// the CA that ends first (an intermediate that ended is not hidden by its
-/// root). `None` unless every block is a CA certificate that parses.
-pub fn bundle_judged_by(pem: &[u8]) -> Option<Leaf> {
-    // A CA: its subject and public key, as written.
-    type Ca = (Vec<u8>, Vec<u8>);
-    let mut latest: Vec<(Ca, Leaf)> = Vec::new();
-    for (kind, der) in pem_blocks("", pem).ok()? {
-        if kind != SectionKind::Certificate {
-            return None;
-        }
-        let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
-        if !c.is_ca() {
-            return None;
-        }
-        let ca = (c.subject().as_raw().to_vec(), c.public_key().raw.to_vec());
-        let leaf = leaf_facts(&der);
-        match latest.iter_mut().find(|(k, _)| *k == ca) {
-            Some((_, kept)) if kept.not_after >= leaf.not_after => {}
-            Some((_, kept)) => *kept = leaf,
-            None => latest.push((ca, leaf)),
-        }
-    }
-    latest
-        .into_iter()
-        .map(|(_, l)| l)
-        .min_by_key(|l| l.not_after)
 }
 
 /// A Unix timestamp as RFC 3339 (the raw number if it predates 1970).
@@ -522,11 +463,12 @@ fn is_key(kind: SectionKind) -> bool {
     )
 }
 
-/// The one private key in `blocks`, loaded by the ring provider.
-fn private_key(
+/// The public key (SubjectPublicKeyInfo) of the one private key in
+/// `blocks`, as the ring provider loads the key.
+fn public_key(
     file: &str,
     blocks: &[(SectionKind, Vec<u8>)],
-) -> Result<std::sync::Arc<dyn rustls::sign::SigningKey>, ValidationError> {
+) -> Result<SubjectPublicKeyInfoDer<'static>, ValidationError> {
     let keys: Vec<PrivateKeyDer<'static>> = blocks
         .iter()
         .filter_map(|(kind, der)| match kind {
@@ -546,20 +488,21 @@ fn private_key(
             });
         }
     };
-    rustls::crypto::ring::sign::any_supported_type(key).map_err(|e| {
-        ValidationError::UnsupportedKey {
-            file: file.into(),
-            reason: e.to_string(),
-        }
-    })
+    let unsupported = |reason: String| ValidationError::UnsupportedKey {
+        file: file.into(),
+        reason,
+    };
+    let key = rustls::crypto::ring::sign::any_supported_type(key)
+        .map_err(|e| unsupported(e.to_string()))?;
+    key.public_key()
+        .map(SubjectPublicKeyInfoDer::into_owned)
+        .ok_or_else(|| unsupported("the key type cannot report its public key".into()))
 }
 
-fn ip_text(b: &[u8]) -> Option<String> {
-    match b.len() {
-        4 => Some(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(b).ok()?).to_string()),
-        16 => Some(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(b).ok()?).to_string()),
-        _ => None,
-    }
+/// Whether the certificate `der` is for the key whose public key is `spki`
+/// (compared as rustls' `CertifiedKey::keys_match` does).
+fn certifies(der: &[u8], spki: &SubjectPublicKeyInfoDer<'_>) -> bool {
+    x509_parser::parse_x509_certificate(der).is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref())
 }
 
 /// Whether the private key in `key_pem` belongs to the first certificate in
@@ -567,59 +510,8 @@ fn ip_text(b: &[u8]) -> Option<String> {
 /// gate for new content). Errors say what cannot be read.
 pub fn key_matches(cert_pem: &[u8], key_pem: &[u8]) -> Result<bool, ValidationError> {
     let certs = certificates("certificate", &pem_blocks("certificate", cert_pem)?)?;
-    let key = private_key("key", &pem_blocks("key", key_pem)?)?;
-    let spki = key
-        .public_key()
-        .ok_or_else(|| ValidationError::UnsupportedKey {
-            file: "key".into(),
-            reason: "the key type cannot report its public key".into(),
-        })?;
-    Ok(x509_parser::parse_x509_certificate(&certs[0])
-        .is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref()))
-}
-
-/// Facts of a certificate that `certificates` already parsed.
-fn leaf_facts(der: &[u8]) -> Leaf {
-    let sha256 = crate::bundle::sha256(der);
-    match x509_parser::parse_x509_certificate(der) {
-        Ok((_, c)) => Leaf {
-            subject: c.subject().to_string(),
-            issuer: c.issuer().to_string(),
-            sans: c
-                .subject_alternative_name()
-                .ok()
-                .flatten()
-                .map(|ext| {
-                    ext.value
-                        .general_names
-                        .iter()
-                        .filter_map(|n| match n {
-                            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
-                            x509_parser::extensions::GeneralName::IPAddress(ip) => ip_text(ip),
-                            _ => None,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            is_ca: c.is_ca(),
-            serial: c.raw_serial_as_string(),
-            not_before: c.validity().not_before.timestamp(),
-            not_after: c.validity().not_after.timestamp(),
-            sha256,
-        },
-        // Unreachable for callers, which parse first; an empty record is a
-        // safe answer rather than a panic.
-        Err(_) => Leaf {
-            subject: String::new(),
-            issuer: String::new(),
-            sans: Vec::new(),
-            is_ca: false,
-            serial: String::new(),
-            not_before: 0,
-            not_after: 0,
-            sha256,
-        },
-    }
+    let spki = public_key("key", &pem_blocks("key", key_pem)?)?;
+    Ok(certifies(&certs[0], &spki))
 }
 
 #[cfg(test)]

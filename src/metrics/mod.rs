@@ -11,11 +11,14 @@
 //! certificate has a time to live of 0, not `+Inf`: "unknown" must fire an
 //! expiry alert, not silence it.
 
+mod ca;
+mod csr;
 mod process;
+mod ready;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -23,7 +26,12 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
+
+use ca::CaMetrics;
+use csr::CsrMetrics;
+pub use ready::NotReady;
+use ready::Readiness;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MappingLabel {
@@ -72,6 +80,11 @@ struct RefusalLabel {
 struct BuildLabels {
     version: &'static str,
 }
+
+/// The one series of `certsync_build_info`: this build's version.
+const THIS_BUILD: BuildLabels = BuildLabels {
+    version: env!("CARGO_PKG_VERSION"),
+};
 
 /// Every `result` of `certsync_syncs_total` (see `Metrics::sync`), each
 /// series created at 0 when a mapping is added.
@@ -125,39 +138,53 @@ pub struct Metrics {
     stale: Family<MappingLabel, Gauge>,
     pinned: Family<MappingLabel, Gauge>,
     file_watch_polling: Gauge,
-    csr_pending: Family<MappingLabel, Gauge>,
-    csr_errors: Family<ReasonLabels, Counter>,
-    csr_rotation: Family<MappingLabel, Histogram>,
-    csr_decisions: Family<DecisionLabels, Counter>,
-    csr_backlog: Gauge,
+    /// `csr:` mappings' requests and `certsync approve` (see [`csr`]).
+    csr: CsrMetrics,
     admin_closed: Family<RefusalLabel, Counter>,
-    /// `ca:` mappings' CA (below, apart).
+    /// `ca:` mappings' CA (see [`ca`]).
     ca: CaMetrics,
     /// Per mapping: the current certificate's window (for TTL and staleness).
     validity: Mutex<BTreeMap<String, Live>>,
     /// Every mapping's name, allocated once: with 1,000 mappings, a copy
     /// per series was a quarter of a MiB.
     names: Mutex<std::collections::HashMap<String, Name>>,
-    /// Per mapping: `None` when ready, else why not.
-    readiness: Mutex<BTreeMap<String, Option<String>>>,
-    /// Per `ca:`/`csr:` mapping whose renewal is failing: the error. Every
-    /// attempt is made at or past the renewal point, so such a mapping is
-    /// not ready until an attempt succeeds.
-    renewal_failing: Mutex<BTreeMap<String, String>>,
+    /// What `/readyz` answers (see [`ready`]).
+    ready: Readiness,
     stale_fraction: f64,
-    shutting_down: AtomicBool,
-    /// Until the process has declared everything `/readyz` waits for:
-    /// the admin port listens before the mappings (or the approver) are
-    /// declared, and an empty list must not read as ready.
-    starting: AtomicBool,
-    /// `run --generation`: which configuration this process was started
-    /// for, answered with `/readyz` (see [`crate::admin`]).
-    generation: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// Registers each metric where [`Metrics`] takes its handle, so a metric's
+/// name, help and unit are written once, next to the field that keeps it.
+/// The exposition lists the families in the order they are registered.
+struct Registrar<'a>(&'a mut Registry);
+
+impl Registrar<'_> {
+    fn add<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        self.with(name, help, None, M::default())
+    }
+
+    fn seconds<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        self.with(name, help, Some(Unit::Seconds), M::default())
+    }
+
+    fn with<M: Metric + Clone>(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        metric: M,
+    ) -> M {
+        match unit {
+            Some(unit) => self.0.register_with_unit(name, help, unit, metric.clone()),
+            None => self.0.register(name, help, metric.clone()),
+        }
+        metric
     }
 }
 
@@ -171,167 +198,82 @@ impl Metrics {
     /// counts as stale if nothing newer arrived (kubelet rotates at 70–90%).
     pub fn new(stale_fraction: f64) -> Self {
         let mut root = Registry::default();
-        let m = Self {
-            not_after: Family::default(),
-            ttl: Family::default(),
-            revision: Family::default(),
-            syncs: Family::default(),
-            validation_failures: Family::default(),
-            reloads: Family::default(),
-            reload_refusals: Family::default(),
-            reload_duration: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.001, 2.0, 16))
-            }),
-            source_up: Family::default(),
-            watch_restarts: Family::default(),
-            last_success: Family::default(),
-            stale: Family::default(),
-            pinned: Family::default(),
-            file_watch_polling: Gauge::default(),
-            csr_pending: Family::default(),
-            csr_errors: Family::default(),
-            // One hour to about two years: certificate lifetimes.
-            csr_rotation: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(600.0, 2.0, 17))
-            }),
-            csr_decisions: Family::default(),
-            csr_backlog: Gauge::default(),
-            admin_closed: Family::default(),
-            ca: CaMetrics::default(),
-            validity: Mutex::default(),
-            names: Mutex::default(),
-            readiness: Mutex::default(),
-            generation: std::sync::OnceLock::new(),
-            renewal_failing: Mutex::default(),
-            stale_fraction,
-            shutting_down: AtomicBool::new(false),
-            starting: AtomicBool::new(true),
-            registry: Registry::default(),
-        };
-        let build_info: Family<BuildLabels, Gauge> = Family::default();
-        build_info
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-            })
-            .set(1);
-        let registry = root.sub_registry_with_prefix("certsync");
-        registry.register(
+        let mut r = Registrar(root.sub_registry_with_prefix("certsync"));
+        let build_info: Family<BuildLabels, Gauge> = r.add(
             "build_info",
             "Always 1; the version of the running certsync in its label",
-            build_info,
         );
-        registry.register_with_unit(
-            "certificate_not_after",
-            "Leaf certificate's not-after as a Unix timestamp (0 until a certificate is live)",
-            Unit::Seconds,
-            m.not_after.clone(),
-        );
-        registry.register_with_unit(
-            "certificate_ttl",
-            "Seconds until the current leaf certificate expires (0 until a certificate is live; absent for a CA bundle)",
-            Unit::Seconds,
-            m.ttl.clone(),
-        );
-        registry.register(
-            "revision",
-            "Current revision number of the target",
-            m.revision.clone(),
-        );
-        registry.register("syncs", "Syncs by result", m.syncs.clone());
-        registry.register(
-            "file_watch_polling",
-            "1 when inotify is exhausted (fs.inotify.max_user_instances or max_user_watches) and directories are polled instead",
-            m.file_watch_polling.clone(),
-        );
-        registry.register(
-            "validation_failures",
-            "Rejected updates by reason",
-            m.validation_failures.clone(),
-        );
-        registry.register(
-            "reloads",
-            "Reload attempts by method and result",
-            m.reloads.clone(),
-        );
-        registry.register(
-            "reload_refusals",
-            "Signals not sent because the pidfile did not prove the process is the consumer, by reason",
-            m.reload_refusals.clone(),
-        );
-        registry.register_with_unit(
-            "reload_duration",
-            "Time to deliver a reload",
-            Unit::Seconds,
-            m.reload_duration.clone(),
-        );
-        registry.register(
-            "source_up",
-            "1 when the source answered last time, refused content included; 0 when it could not be read",
-            m.source_up.clone(),
-        );
-        registry.register(
-            "watch_restarts",
-            "API watch errors after which the watch restarted",
-            m.watch_restarts.clone(),
-        );
-        registry.register_with_unit(
-            "last_success_timestamp",
-            "Unix time of the last successful sync",
-            Unit::Seconds,
-            m.last_success.clone(),
-        );
-        registry.register(
-            "certificate_stale",
-            "1 when the current certificate passed the stale fraction of its lifetime with nothing newer",
-            m.stale.clone(),
-        );
-        registry.register(
-            "rollback_pinned",
-            "1 while a rollback pin holds the target's live revision (certsync rollback); ca: and csr: mappings issue nothing over it",
-            m.pinned.clone(),
-        );
-        registry.register(
-            "csr_pending",
-            "1 while a certificate request of the mapping waits for approval or issuance",
-            m.csr_pending.clone(),
-        );
-        registry.register(
-            "csr_renewal_errors",
-            "Failed certificate requests by reason (denied, failed, timeout, mismatch, api, ca, request, deleted), and renewals held back by the floor (renewal_floor)",
-            m.csr_errors.clone(),
-        );
-        registry.register_with_unit(
-            "csr_rotation",
-            "How long the previous certificate had lived when a new one replaced it (kubelet's rotation_seconds)",
-            Unit::Seconds,
-            m.csr_rotation.clone(),
-        );
-        registry.register(
-            "csr_decisions",
-            "certsync approve: verdicts on kubelet serving CSRs (approve, deny, wait) by check (ok when approved)",
-            m.csr_decisions.clone(),
-        );
-        registry.register(
-            "csr_backlog",
-            "certsync approve: pending CSRs waiting to be decided (again)",
-            m.csr_backlog.clone(),
-        );
+        build_info.get_or_create(&THIS_BUILD).set(1);
+        let m = Self {
+            not_after: r.seconds(
+                "certificate_not_after",
+                "Leaf certificate's not-after as a Unix timestamp (0 until a certificate is live)",
+            ),
+            ttl: r.seconds(
+                "certificate_ttl",
+                "Seconds until the current leaf certificate expires (0 until a certificate is live; absent for a CA bundle)",
+            ),
+            revision: r.add("revision", "Current revision number of the target"),
+            syncs: r.add("syncs", "Syncs by result"),
+            file_watch_polling: r.add(
+                "file_watch_polling",
+                "1 when inotify is exhausted (fs.inotify.max_user_instances or max_user_watches) and directories are polled instead",
+            ),
+            validation_failures: r.add("validation_failures", "Rejected updates by reason"),
+            reloads: r.add("reloads", "Reload attempts by method and result"),
+            reload_refusals: r.add(
+                "reload_refusals",
+                "Signals not sent because the pidfile did not prove the process is the consumer, by reason",
+            ),
+            reload_duration: r.with(
+                "reload_duration",
+                "Time to deliver a reload",
+                Some(Unit::Seconds),
+                Family::new_with_constructor(|| {
+                    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+                }),
+            ),
+            source_up: r.add(
+                "source_up",
+                "1 when the source answered last time, refused content included; 0 when it could not be read",
+            ),
+            watch_restarts: r.add(
+                "watch_restarts",
+                "API watch errors after which the watch restarted",
+            ),
+            last_success: r.seconds(
+                "last_success_timestamp",
+                "Unix time of the last successful sync",
+            ),
+            stale: r.add(
+                "certificate_stale",
+                "1 when the current certificate passed the stale fraction of its lifetime with nothing newer",
+            ),
+            pinned: r.add(
+                "rollback_pinned",
+                "1 while a rollback pin holds the target's live revision (certsync rollback); ca: and csr: mappings issue nothing over it",
+            ),
+            csr: CsrMetrics::new(&mut r),
+            admin_closed: r.add(
+                "admin_connections_closed",
+                "Admin-port connections certsync closed: over the connection limit (limit), or no request in time (timeout)",
+            ),
+            ca: CaMetrics::new(&mut r),
+            // Once every family is in: Prometheus' standard names, unprefixed.
+            registry: {
+                root.register_collector(Box::new(process::ProcessCollector));
+                root
+            },
+            validity: Mutex::default(),
+            names: Mutex::default(),
+            ready: Readiness::default(),
+            stale_fraction,
+        };
         // Both reasons from 0, so the first refusal shows in increase().
         for reason in ADMIN_CLOSE_REASONS {
-            let _ = m.admin_closed.get_or_create(&RefusalLabel { reason });
+            drop(m.admin_closed.get_or_create(&RefusalLabel { reason }));
         }
-        registry.register(
-            "admin_connections_closed",
-            "Admin-port connections certsync closed: over the connection limit (limit), or no request in time (timeout)",
-            m.admin_closed.clone(),
-        );
-        m.ca.register(registry);
-        // Unprefixed: Prometheus' standard names.
-        root.register_collector(Box::new(process::ProcessCollector));
-        Self {
-            registry: root,
-            ..m
-        }
+        m
     }
 
     /// The admin port closed a connection: `limit` (over the connection
@@ -342,42 +284,8 @@ impl Metrics {
             .inc();
     }
 
-    /// `certsync approve`: how many pending CSRs wait for a decision.
-    pub fn csr_backlog(&self, backlog: usize) {
-        self.csr_backlog
-            .set(i64::try_from(backlog).unwrap_or(i64::MAX));
-    }
-
-    /// `certsync approve` made a decision (or, for wait, first saw it).
-    pub fn csr_decision(&self, decision: &'static str, reason: &'static str) {
-        self.csr_decisions
-            .get_or_create(&DecisionLabels { decision, reason })
-            .inc();
-    }
-
-    /// A `csr:` mapping's request is waiting (or no longer is).
-    pub fn csr_pending(&self, mapping: &str, pending: bool) {
-        self.csr_pending
-            .get_or_create(&self.label(mapping))
-            .set(i64::from(pending));
-    }
-
-    /// A `csr:` mapping's request failed.
-    pub fn csr_error(&self, mapping: &str, reason: &'static str) {
-        self.csr_errors
-            .get_or_create(&self.reason(mapping, reason))
-            .inc();
-    }
-
-    /// A `csr:` mapping's certificate was replaced after `lived` seconds.
-    pub fn csr_rotated(&self, mapping: &str, lived: f64) {
-        self.csr_rotation
-            .get_or_create(&self.label(mapping))
-            .observe(lived);
-    }
-
     fn name(&self, mapping: &str) -> Name {
-        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut names = lock(&self.names);
         if let Some(name) = names.get(mapping) {
             return Arc::clone(name);
         }
@@ -399,29 +307,6 @@ impl Metrics {
         }
     }
 
-    /// The token `/readyz` answers with (`run --generation`); set once.
-    pub fn set_generation(&self, generation: String) {
-        let _ = self.generation.set(generation);
-    }
-
-    pub fn generation(&self) -> Option<&str> {
-        self.generation.get().map(String::as_str)
-    }
-
-    /// Everything `/readyz` waits for is declared: from now on an empty
-    /// list of problems is ready.
-    pub fn started(&self) {
-        self.starting.store(false, Ordering::SeqCst);
-    }
-
-    /// Declares something `/readyz` waits for (not ready until told).
-    pub fn add_readiness(&self, name: &str) {
-        self.readiness
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name.to_owned(), Some("no valid revision yet".into()));
-    }
-
     /// Declares a mapping: not ready until it has a valid revision, and
     /// every series it will ever have created now at 0 (the TTL too: see
     /// the module's comment). Reasons of rejections are left to their
@@ -430,10 +315,7 @@ impl Metrics {
     /// `rejected` already counts every one from 0.
     pub fn add_mapping(&self, mapping: &str) {
         self.add_readiness(mapping);
-        self.validity
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), Live::Nothing);
+        lock(&self.validity).insert(mapping.to_owned(), Live::Nothing);
         let l = self.label(mapping);
         self.not_after.get_or_create(&l).set(0.0);
         self.ttl.get_or_create(&l).set(0.0);
@@ -457,13 +339,6 @@ impl Metrics {
         self.pinned
             .get_or_create(&self.label(mapping))
             .set(i64::from(pinned));
-    }
-
-    /// Declares a `csr:` mapping's own series (after `add_mapping`).
-    pub fn add_csr_mapping(&self, mapping: &str) {
-        let l = self.label(mapping);
-        self.csr_pending.get_or_create(&l).set(0);
-        drop(self.csr_rotation.get_or_create(&l));
     }
 
     /// Declares the reload method in use, so its counters start at 0.
@@ -494,17 +369,7 @@ impl Metrics {
                 Live::NoLeaf
             }
         };
-        self.validity
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), live);
-    }
-
-    pub fn ready(&self, mapping: &str, problem: Option<String>) {
-        self.readiness
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), problem);
+        lock(&self.validity).insert(mapping.to_owned(), live);
     }
 
     pub fn sync(&self, mapping: &str, result: &'static str) {
@@ -558,90 +423,14 @@ impl Metrics {
 
     /// Whether `mapping`'s certificate is past the stale fraction now.
     pub fn is_stale(&self, mapping: &str) -> bool {
-        let validity = self.validity.lock().unwrap_or_else(PoisonError::into_inner);
+        let validity = lock(&self.validity);
         matches!(validity.get(mapping), Some(Live::Leaf(v)) if stale(*v, unix_now(), self.stale_fraction))
-    }
-
-    pub fn begin_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
-    }
-
-    /// A `ca:` or `csr:` mapping's renewal failed with `error` (`None`:
-    /// it succeeded).
-    pub fn renewal_failing(&self, mapping: &str, error: Option<String>) {
-        let mut failing = self
-            .renewal_failing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match error {
-            Some(e) => failing.insert(mapping.to_owned(), e),
-            None => failing.remove(mapping),
-        };
-    }
-
-    /// `Ok` when every mapping is ready, else why not: a mapping is not
-    /// ready with a problem reported, with its live certificate expired,
-    /// or with its renewal failing.
-    pub fn readiness(&self) -> Result<(), NotReady> {
-        if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(NotReady::ShuttingDown);
-        }
-        if self.starting.load(Ordering::SeqCst) {
-            return Err(NotReady::Starting);
-        }
-        // Each lock taken alone, never nested.
-        let reported = self
-            .readiness
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let failing = self
-            .renewal_failing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let validity = self
-            .validity
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let now = unix_now();
-        let problems: Vec<(String, String)> = reported
-            .iter()
-            .filter_map(|(m, p)| {
-                let expired = match validity.get(m) {
-                    Some(Live::Leaf(v)) if v.not_after as f64 <= now => Some(format!(
-                        "the live certificate expired at {}",
-                        crate::validate::rfc3339(v.not_after)
-                    )),
-                    _ => None,
-                };
-                let problem = p.clone().or_else(|| match (expired, failing.get(m)) {
-                    (Some(x), Some(e)) => Some(format!("{x}; renewal is failing: {e}")),
-                    (None, Some(e)) => Some(format!(
-                        "past its renewal point and renewal is failing: {e}"
-                    )),
-                    (x, None) => x,
-                })?;
-                Some((m.clone(), problem))
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(NotReady::Mappings(problems))
-        }
     }
 
     /// The OpenMetrics text exposition, with time-dependent values updated.
     pub fn encode(&self) -> String {
         let now = unix_now();
-        for (mapping, v) in self
-            .validity
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
+        for (mapping, v) in lock(&self.validity).iter() {
             let l = self.label(mapping);
             let (ttl, is_stale) = match v {
                 Live::Nothing => (Some(0.0), false),
@@ -672,120 +461,17 @@ fn stale(v: Validity, now: f64, fraction: f64) -> bool {
     life > 0.0 && (now - v.not_before as f64) >= fraction * life
 }
 
+/// The metrics' locks: a panic elsewhere while one was held leaves its
+/// map whole (each change is one insert or remove), and `/metrics` and
+/// `/readyz` must keep answering.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-// `ca:` mappings: the CA certificate they issue from.
-
-/// Per `ca:` mapping: when its CA expires, and whether the last
-/// certificate issued was cut short by that.
-#[derive(Default)]
-struct CaMetrics {
-    not_after: Mutex<BTreeMap<String, i64>>,
-    ttl: Family<MappingLabel, FloatGauge>,
-    capped: Family<MappingLabel, Gauge>,
-    template_not_after: Mutex<BTreeMap<String, i64>>,
-    template_ttl: Family<MappingLabel, FloatGauge>,
-}
-
-impl CaMetrics {
-    fn register(&self, registry: &mut Registry) {
-        registry.register_with_unit(
-            "ca_certificate_ttl",
-            "ca: mappings: seconds until the CA certificate they issue from expires",
-            Unit::Seconds,
-            self.ttl.clone(),
-        );
-        registry.register(
-            "ca_lifetime_capped",
-            "ca: mappings: 1 when the last certificate issued ends at the CA's expiry, short of its lifetime",
-            self.capped.clone(),
-        );
-        registry.register_with_unit(
-            "ca_template_ttl",
-            "ca: mappings with a template: seconds until the template certificate expires (negative once it has; still a fine template, but kubeadm revert refuses one within 24 h of its end)",
-            Unit::Seconds,
-            self.template_ttl.clone(),
-        );
-    }
-}
-
-impl Metrics {
-    /// A `ca:` mapping's CA certificate expires at `not_after`.
-    pub fn ca_expiry(&self, mapping: &str, not_after: i64) {
-        self.ca
-            .not_after
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), not_after);
-    }
-
-    /// A `ca:` mapping issued a certificate, cut short at the CA's expiry
-    /// (`capped`) or not.
-    pub fn ca_capped(&self, mapping: &str, capped: bool) {
-        self.ca
-            .capped
-            .get_or_create(&self.label(mapping))
-            .set(i64::from(capped));
-    }
-
-    /// A `ca:` mapping's template certificate expires at `not_after`.
-    pub fn ca_template_expiry(&self, mapping: &str, not_after: i64) {
-        self.ca
-            .template_not_after
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), not_after);
-    }
-
-    fn encode_ca(&self, now: f64) {
-        let not_after = self
-            .ca
-            .not_after
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        for (mapping, t) in not_after.iter() {
-            self.ca
-                .ttl
-                .get_or_create(&self.label(mapping))
-                .set(*t as f64 - now);
-        }
-        drop(not_after);
-        let template = self
-            .ca
-            .template_not_after
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        for (mapping, t) in template.iter() {
-            self.ca
-                .template_ttl
-                .get_or_create(&self.label(mapping))
-                .set(*t as f64 - now);
-        }
-    }
-}
-
-/// Why certsync is not ready: the `/readyz` body, one line per reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotReady {
-    #[error("shutting down\n")]
-    ShuttingDown,
-    #[error("starting\n")]
-    Starting,
-    /// Each mapping (or other part, such as the approver) that is not
-    /// ready, with why.
-    #[error("{}", lines(.0))]
-    Mappings(Vec<(String, String)>),
-}
-
-fn lines(problems: &[(String, String)]) -> String {
-    problems
-        .iter()
-        .map(|(m, p)| format!("mapping {m}: {p}\n"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,447 @@
+//! Reading kubeconfig files as certsync reads every file it is handed,
+//! and judging what they name: the files put inline, token files checked,
+//! an `exec` plugin held to what only root may change.
+//!
+//! Each file is read by certsync (a regular file, size-capped, as every
+//! file it is handed) and parsed with the YAML parser it already carries;
+//! kube's `Kubeconfig::read_from` would bring its own parser, about half a
+//! MiB resident for the process's life (benches: idle). Everything after
+//! reading (merging, relative paths, contexts, auth) is kube's.
+
+use std::path::PathBuf;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use super::ClientError;
+
+/// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
+pub(super) const KUBECONFIG_LIMIT: u64 = 4 << 20;
+
+/// Why a kubeconfig gives no client configuration; rendered after its
+/// path (or paths).
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    /// The file as read (the reader's words).
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    /// The YAML before it is parsed: depth, size (the checker's words).
+    #[error("{0}")]
+    Yaml(String),
+    #[error("{0}")]
+    Parse(#[from] serde_yaml_ng::Error),
+    /// kube's merging or reading of it.
+    #[error("{0}")]
+    Kube(String),
+    #[error("KUBECONFIG names no file that exists")]
+    NoFile,
+    /// A file it names (CA, client certificate or key, token file).
+    #[error("{path}: {problem}")]
+    Named { path: String, problem: String },
+    #[error("exec command {command}: {problem}")]
+    Exec {
+        command: String,
+        problem: ExecProblem,
+    },
+}
+
+/// Why root certsync will not run an `exec` credential plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecProblem {
+    #[error("not found as an executable file in PATH's absolute directories")]
+    NotFound,
+    #[error("not an absolute path")]
+    NotAbsolute,
+    #[error("not an executable regular file")]
+    NotExecutable,
+    #[error("{0}: root certsync would run what another user may change")]
+    OthersMayChange(String),
+    #[error("not UTF-8")]
+    NotUtf8,
+}
+
+/// A kubeconfig file judged as [`read_kubeconfig`] reads it (the file,
+/// the files it names, an exec plugin), without building a client: for
+/// checks at start.
+pub fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
+    read_kubeconfigs(&[path.to_owned()], false).map(drop)
+}
+
+/// The client configuration a kubeconfig file describes (its current
+/// context).
+pub async fn read_kubeconfig(path: &std::path::Path) -> Result<kube::Config, ClientError> {
+    let (kc, shown) = read_kubeconfigs(&[path.to_owned()], false)?;
+    config_of(kc, None, shown).await
+}
+
+/// The client configuration `kc` (read from `shown`) describes with
+/// `context` (its current context when `None`).
+pub(super) async fn config_of(
+    kc: Kubeconfig,
+    context: Option<String>,
+    shown: String,
+) -> Result<kube::Config, ClientError> {
+    let options = KubeConfigOptions {
+        context,
+        ..KubeConfigOptions::default()
+    };
+    kube::Config::from_custom_kubeconfig(kc, &options)
+        .await
+        .map_err(|e| ClientError::Kubeconfig {
+            path: shown,
+            problem: KubeconfigError::Kube(e.to_string()),
+        })
+}
+
+/// Kubeconfig files merged as kubectl merges `KUBECONFIG` (kube's
+/// `Kubeconfig::merge`), each file's relative paths made absolute against
+/// its own directory (as kube's `Kubeconfig::read_from` does). With
+/// `listed`, missing files are skipped, unless every one is missing.
+/// Returns the merged kubeconfig and the paths read, for messages.
+pub(super) fn read_kubeconfigs(
+    paths: &[PathBuf],
+    listed: bool,
+) -> Result<(Kubeconfig, String), ClientError> {
+    let all = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+    let mut merged = Kubeconfig::default();
+    let mut read = Vec::new();
+    for path in paths {
+        let err = |problem| ClientError::Kubeconfig {
+            path: path.display().to_string(),
+            problem,
+        };
+        let text = match crate::files::read_steering(path, KUBECONFIG_LIMIT)
+            .map_err(|e| KubeconfigError::Unreadable(e.to_string()))
+            .and_then(|b| String::from_utf8(b).map_err(|_| KubeconfigError::NotUtf8))
+        {
+            Ok(text) => text,
+            Err(e) if listed && !path.exists() => {
+                tracing::debug!(path = %path.display(), error = %e, "KUBECONFIG path skipped: no such file");
+                continue;
+            }
+            Err(e) => return Err(err(e)),
+        };
+        let mut kc = parse_kubeconfig(&text).map_err(err)?;
+        if let Some(dir) = path.parent() {
+            absolute_paths(&mut kc, dir);
+        }
+        inline_files(&mut kc).map_err(err)?;
+        merged = merged
+            .merge(kc)
+            .map_err(|e| err(KubeconfigError::Kube(e.to_string())))?;
+        read.push(path.display().to_string());
+    }
+    if read.is_empty() {
+        return Err(ClientError::Kubeconfig {
+            path: all,
+            problem: KubeconfigError::NoFile,
+        });
+    }
+    Ok((merged, read.join(":")))
+}
+
+/// The CA, client certificate and client key files a kubeconfig names,
+/// read as every file certsync is handed (a regular file, judged on the
+/// opened descriptor, size-capped; as root, one only root may change:
+/// [`crate::files::read_steering`]) and put inline, so
+/// kube never opens them itself (its read follows any FIFO or device, and
+/// has no cap). Token files stay files, as kube re-reads them as they
+/// rotate, but are checked the same way at start, so a FIFO or a device
+/// named there is refused, naming it, instead of hanging the first request.
+fn inline_files(kc: &mut Kubeconfig) -> Result<(), KubeconfigError> {
+    use base64::Engine as _;
+    let named = |p: &str, e: &dyn std::fmt::Display| KubeconfigError::Named {
+        path: p.into(),
+        problem: e.to_string(),
+    };
+    let read = |path: &Option<String>| -> Result<Option<String>, KubeconfigError> {
+        path.as_deref()
+            .map(|p| {
+                crate::files::read_steering(std::path::Path::new(p), KUBECONFIG_LIMIT)
+                    .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
+                    .map_err(|e| named(p, &e))
+            })
+            .transpose()
+    };
+    for cluster in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        if cluster.certificate_authority_data.is_none() {
+            cluster.certificate_authority_data = read(&cluster.certificate_authority)?;
+        }
+        cluster.certificate_authority = None;
+    }
+    for user in kc
+        .auth_infos
+        .iter_mut()
+        .filter_map(|u| u.auth_info.as_mut())
+    {
+        if user.client_certificate_data.is_none() {
+            user.client_certificate_data = read(&user.client_certificate)?;
+        }
+        user.client_certificate = None;
+        if user.client_key_data.is_none() {
+            user.client_key_data = read(&user.client_key)?.map(secrecy::SecretString::from);
+        }
+        user.client_key = None;
+        if let Some(token_file) = &user.token_file {
+            crate::files::read_steering(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
+                .map_err(|e| named(token_file, &e))?;
+        }
+        if let Some(exec) = user.exec.as_mut()
+            && let Some(command) = exec.command.as_mut()
+            && nix::unistd::geteuid().is_root()
+        {
+            let path = exec
+                .env
+                .iter()
+                .flatten()
+                .find(|e| e.get("name").map(String::as_str) == Some("PATH"))
+                .and_then(|e| e.get("value").cloned())
+                .or_else(|| std::env::var("PATH").ok())
+                .unwrap_or_default();
+            *command = root_may_run(command, &path)?;
+        }
+    }
+    Ok(())
+}
+
+/// The program an `exec` credential plugin names, as root certsync may
+/// run it: found as `execvp` finds it (a name with a `/` as it is, else the
+/// first executable regular file of that name in `path`'s absolute
+/// entries), and held to [`crate::files::only_root_may_change`] (the file
+/// and every directory on the way root's and written by no one else), so
+/// that root never runs what another user wrote or can swap in. Returned
+/// absolute, and put in place of the name, so that no later `PATH` search
+/// (an earlier directory gaining a file of that name) runs something else.
+fn root_may_run(command: &str, path: &str) -> Result<String, KubeconfigError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let refused = |at: &str, problem| KubeconfigError::Exec {
+        command: at.into(),
+        problem,
+    };
+    let shown = crate::escape(command);
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if command.contains('/') {
+        std::path::PathBuf::from(command)
+    } else {
+        std::env::split_paths(path)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(command))
+            .find(|p| executable(p))
+            .ok_or_else(|| refused(&shown, ExecProblem::NotFound))?
+    };
+    let at = crate::escape(&found.to_string_lossy()).into_owned();
+    if !found.is_absolute() {
+        return Err(refused(&at, ExecProblem::NotAbsolute));
+    }
+    if !executable(&found) {
+        return Err(refused(&at, ExecProblem::NotExecutable));
+    }
+    crate::files::only_root_may_change(&found)
+        .map_err(|e| refused(&at, ExecProblem::OthersMayChange(e.to_string())))?;
+    found
+        .into_os_string()
+        .into_string()
+        .map_err(|_| refused(&at, ExecProblem::NotUtf8))
+}
+
+/// A file a kubeconfig names relative to itself, made absolute (kube's
+/// `read_from` rule: exec commands only when they hold a separator).
+fn absolute_paths(kc: &mut Kubeconfig, dir: &std::path::Path) {
+    let fix = |p: &mut Option<String>| {
+        if let Some(path) = p.as_mut()
+            && std::path::Path::new(path.as_str()).is_relative()
+            && let Some(abs) = dir.join(path.as_str()).to_str()
+        {
+            *path = abs.to_owned();
+        }
+    };
+    for cluster in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        fix(&mut cluster.certificate_authority);
+    }
+    for user in kc
+        .auth_infos
+        .iter_mut()
+        .filter_map(|u| u.auth_info.as_mut())
+    {
+        fix(&mut user.client_certificate);
+        fix(&mut user.client_key);
+        fix(&mut user.token_file);
+        if let Some(exec) = user.exec.as_mut()
+            && exec
+                .command
+                .as_ref()
+                .is_some_and(|c| c.contains(std::path::MAIN_SEPARATOR))
+        {
+            fix(&mut exec.command);
+        }
+    }
+}
+
+/// A kubeconfig for `config`'s cluster that authenticates with the client
+/// certificate and key at `cert` and `key` (paths as the consumer will
+/// resolve them: relative ones against the kubeconfig's own directory).
+pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> String {
+    use base64::Engine as _;
+    let mut cluster = serde_json::json!({ "server": config.cluster_url.to_string() });
+    if let Some(roots) = config
+        .root_cert
+        .as_ref()
+        .filter(|_| config.root_cert_file.is_none())
+    {
+        let pem: String = roots
+            .iter()
+            .map(|der| crate::bundle::certificate_pem(der))
+            .collect();
+        cluster["certificate-authority-data"] =
+            base64::engine::general_purpose::STANDARD.encode(pem).into();
+    }
+    // A CA file (the pod's service-account CA, which rotates) by path.
+    if let Some(file) = &config.root_cert_file {
+        cluster["certificate-authority"] = file.display().to_string().into();
+    }
+    if let Some(name) = &config.tls_server_name {
+        cluster["tls-server-name"] = name.clone().into();
+    }
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "default", "cluster": cluster }],
+        "users": [{ "name": "default", "user": { "client-certificate": cert, "client-key": key } }],
+        "contexts": [{ "name": "default", "context": { "cluster": "default", "user": "default" } }],
+        "current-context": "default",
+    });
+    serde_yaml_ng::to_string(&kubeconfig).unwrap_or_default()
+}
+
+/// A kubeconfig, every YAML document in it merged as kube-rs'
+/// `Kubeconfig::from_yaml` merges them, but read with the YAML parser
+/// certsync already uses for its own config file: kube-rs' parser is about
+/// half a MiB of code that would stay resident for the process's life
+/// (benches: idle).
+pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, KubeconfigError> {
+    use serde::Deserialize;
+    // libyaml is quadratic in flow depth: see `check_yaml`.
+    crate::files::check_yaml(text).map_err(|e| KubeconfigError::Yaml(e.to_string()))?;
+    let mut merged = Kubeconfig::default();
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let kc = Kubeconfig::deserialize(doc)?;
+        merged = merged
+            .merge(kc)
+            .map_err(|e| KubeconfigError::Kube(e.to_string()))?;
+    }
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://10.0.0.1:6443
+    certificate-authority-data: Zm9v
+    tls-server-name: api.test
+users:
+- name: u
+  user:
+    token: t0ken
+contexts:
+- name: x
+  context: {cluster: c, user: u, namespace: ns}
+current-context: x
+";
+
+    #[test]
+    fn kubeconfig_reads_as_kube_reads_it() {
+        let ours = parse_kubeconfig(KUBECONFIG).unwrap();
+        let kubes = Kubeconfig::from_yaml(KUBECONFIG).unwrap();
+        assert_eq!(format!("{ours:?}"), format!("{kubes:?}"));
+        assert_eq!(ours.current_context.as_deref(), Some("x"));
+        let cluster = ours.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://10.0.0.1:6443"));
+        assert_eq!(cluster.tls_server_name.as_deref(), Some("api.test"));
+    }
+
+    #[test]
+    fn documents_merge_first_wins_as_in_kube() {
+        let two = format!(
+            "{KUBECONFIG}---\ncurrent-context: other\nclusters:\n- name: d\n  cluster: {{server: https://d}}\n"
+        );
+        let ours = parse_kubeconfig(&two).unwrap();
+        let kubes = Kubeconfig::from_yaml(&two).unwrap();
+        assert_eq!(format!("{ours:?}"), format!("{kubes:?}"));
+        assert_eq!(ours.current_context.as_deref(), Some("x"));
+        assert_eq!(ours.clusters.len(), 2);
+    }
+
+    /// An exec credential plugin runs as root: a program another user may
+    /// change (the file, or a directory on the way, writable by others) is
+    /// refused, naming it; one only root may change is kept, by its absolute
+    /// path, found through PATH's absolute directories as execvp would.
+    #[test]
+    fn an_exec_plugin_runs_only_what_only_root_may_change() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&good).unwrap();
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        for d in [&good, &open] {
+            let f = d.join("login");
+            std::fs::write(&f, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let writable = good.join("writable");
+        std::fs::write(&writable, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o757)).unwrap();
+        let path =
+            |ds: &[&std::path::Path]| std::env::join_paths(ds).unwrap().into_string().unwrap();
+        let (g, o) = (good.as_path(), open.as_path());
+        // Only judged as root (the kernel limits any other user).
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let ok = root_may_run("login", &path(&[std::path::Path::new("rel"), g, o])).unwrap();
+        assert_eq!(ok, g.join("login").to_str().unwrap());
+        for (command, path_var, why) in [
+            ("login", path(&[o, g]), "a directory another user may write"),
+            (
+                o.join("login").to_str().unwrap(),
+                path(&[g]),
+                "named by path",
+            ),
+            (writable.to_str().unwrap(), path(&[g]), "the file itself"),
+            ("absent", path(&[g]), "not found"),
+            (
+                "login",
+                "rel:also-rel".to_owned(),
+                "only relative PATH entries",
+            ),
+            (g.to_str().unwrap(), path(&[g]), "a directory"),
+        ] {
+            let e = root_may_run(command, &path_var).expect_err(why);
+            assert!(matches!(e, KubeconfigError::Exec { .. }), "{why}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_broken_kubeconfig_is_an_error_with_the_place() {
+        let e = parse_kubeconfig("clusters: [\n  - name: c\n").unwrap_err();
+        assert!(
+            matches!(&e, KubeconfigError::Parse(p) if p.location().is_some()),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,118 @@
+//! Facts of a certificate (subject, names, window, fingerprint) for logs,
+//! metrics, events and reports on files already on disk; [`super::validate`]
+//! is the gate for new content.
+
+use rustls::pki_types::pem::SectionKind;
+
+use super::pem_blocks;
+use crate::bundle::{Bundle, CERT_FILE};
+
+/// Facts about a validated leaf certificate (for logs, metrics and checks).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Leaf {
+    pub subject: String,
+    pub issuer: String,
+    /// DNS names and IP addresses from the subjectAltName extension.
+    pub sans: Vec<String>,
+    /// basicConstraints CA:true.
+    pub is_ca: bool,
+    pub serial: String,
+    /// Seconds since the Unix epoch.
+    pub not_before: i64,
+    pub not_after: i64,
+    /// SHA-256 of the leaf's DER, as `openssl x509 -fingerprint -sha256` shows.
+    pub sha256: [u8; 32],
+}
+
+/// The leaf certificate of a bundle, if it has one.
+pub fn leaf_of_bundle(bundle: &Bundle) -> Option<Leaf> {
+    bundle.get(CERT_FILE).and_then(leaf_of)
+}
+
+/// Parses the certificate at the head of `pem` and returns its facts, for
+/// reporting on files that are already on disk. `None` if nothing parses.
+pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
+    let blocks = pem_blocks("", pem).ok()?;
+    let (_, der) = blocks
+        .iter()
+        .find(|(k, _)| *k == SectionKind::Certificate)?;
+    x509_parser::parse_x509_certificate(der).ok()?;
+    Some(leaf_facts(der))
+}
+
+/// The certificate a trust bundle (CA certificates only) is judged by:
+/// each CA in it (subject and key) by its certificate that ends last (a CA
+/// renewed with its own key, beside its old certificate), the bundle by
+/// the CA that ends first (an intermediate that ended is not hidden by its
+/// root). `None` unless every block is a CA certificate that parses.
+pub fn bundle_judged_by(pem: &[u8]) -> Option<Leaf> {
+    // A CA: its subject and public key, as written.
+    type Ca = (Vec<u8>, Vec<u8>);
+    let mut latest: Vec<(Ca, Leaf)> = Vec::new();
+    for (kind, der) in pem_blocks("", pem).ok()? {
+        if kind != SectionKind::Certificate {
+            return None;
+        }
+        let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
+        if !c.is_ca() {
+            return None;
+        }
+        let ca = (c.subject().as_raw().to_vec(), c.public_key().raw.to_vec());
+        let leaf = leaf_facts(&der);
+        match latest.iter_mut().find(|(k, _)| *k == ca) {
+            Some((_, kept)) if kept.not_after >= leaf.not_after => {}
+            Some((_, kept)) => *kept = leaf,
+            None => latest.push((ca, leaf)),
+        }
+    }
+    latest
+        .into_iter()
+        .map(|(_, l)| l)
+        .min_by_key(|l| l.not_after)
+}
+
+/// Facts of a certificate that `certificates` already parsed.
+pub(super) fn leaf_facts(der: &[u8]) -> Leaf {
+    let sha256 = crate::bundle::sha256(der);
+    match x509_parser::parse_x509_certificate(der) {
+        Ok((_, c)) => Leaf {
+            subject: c.subject().to_string(),
+            issuer: c.issuer().to_string(),
+            sans: c
+                .subject_alternative_name()
+                .ok()
+                .flatten()
+                .map(|ext| {
+                    ext.value
+                        .general_names
+                        .iter()
+                        .filter_map(|n| match n {
+                            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+                            x509_parser::extensions::GeneralName::IPAddress(ip) => ip_text(ip),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            is_ca: c.is_ca(),
+            serial: c.raw_serial_as_string(),
+            not_before: c.validity().not_before.timestamp(),
+            not_after: c.validity().not_after.timestamp(),
+            sha256,
+        },
+        // Unreachable for callers, which parse first; an empty record is a
+        // safe answer rather than a panic.
+        Err(_) => Leaf {
+            sha256,
+            ..Leaf::default()
+        },
+    }
+}
+
+fn ip_text(b: &[u8]) -> Option<String> {
+    match b.len() {
+        4 => Some(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(b).ok()?).to_string()),
+        16 => Some(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(b).ok()?).to_string()),
+        _ => None,
+    }
+}
