@@ -383,33 +383,80 @@ fn insert_sorted(list: &mut Vec<Value>, item: Value, name: &str) {
     list.insert(at, item);
 }
 
-/// What adopt found wrong with a component's manifest, if anything: a flag
-/// it sets already carrying a third value, or a volume of its name that is
-/// not its own.
-pub fn conflict(c: &Component, m: &Manifest) -> Option<String> {
+/// What adopt finds wrong with a component's manifest: a flag it sets
+/// carrying a third value, or a volume of its name that is not its own.
+/// The values are the manifest's as found (a caller that prints them to a
+/// terminal escapes them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    #[error(
+        "--{flag}={found} is neither kubeadm's default ({kubeadm}) nor certsync's ({ours}): a \
+         custom path adopt does not know how to keep"
+    )]
+    Value {
+        flag: &'static str,
+        found: String,
+        kubeadm: String,
+        ours: String,
+    },
+    #[error("no --{flag} (kubeadm always sets it)")]
+    Missing { flag: &'static str },
+    #[error("a volume {name} already exists ({path}, {kind}), not certsync's")]
+    Volume {
+        name: String,
+        path: String,
+        kind: String,
+    },
+}
+
+/// The first [`Conflict`] in a component's manifest, if any.
+pub fn conflict(c: &Component, m: &Manifest) -> Result<(), Conflict> {
     for (flag, kubeadm, ours) in &c.flags {
         match m.flag(flag) {
             Some(v) if v == *kubeadm || v == *ours => {}
-            Some(v) => {
-                return Some(format!(
-                    "--{flag}={v} is neither kubeadm's default ({kubeadm}) nor certsync's \
-                     ({ours}): a custom path adopt does not know how to keep"
-                ));
+            Some(found) => {
+                return Err(Conflict::Value {
+                    flag,
+                    found,
+                    kubeadm: kubeadm.clone(),
+                    ours: ours.clone(),
+                });
             }
-            None => return Some(format!("no --{flag} (kubeadm always sets it)")),
+            None => return Err(Conflict::Missing { flag }),
         }
     }
     for v in &c.volumes {
         if let Some((path, kind)) = m.volume(&v.name)
             && (path != v.path || kind != v.kind)
         {
-            return Some(format!(
-                "a volume {} already exists ({path}, {kind}), not certsync's",
-                v.name
-            ));
+            return Err(Conflict::Volume {
+                name: v.name.clone(),
+                path,
+                kind,
+            });
         }
     }
-    None
+    Ok(())
+}
+
+/// Why a component's manifest is not one adopt can change.
+#[derive(Debug, thiserror::Error)]
+pub enum Unfit {
+    #[error("not UTF-8")]
+    NotUtf8,
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Conflict(#[from] Conflict),
+}
+
+/// A component's manifest as adopt and status read it: UTF-8, a Pod, and
+/// no value of someone else's where adopt sets one.
+pub fn read(c: &Component, bytes: Vec<u8>) -> Result<Manifest, Unfit> {
+    let text = String::from_utf8(bytes).map_err(|_| Unfit::NotUtf8)?;
+    let m = Manifest::parse(&text)?;
+    conflict(c, &m)?;
+    Ok(m)
 }
 
 /// Adopt's change to one manifest: (flag, old value, new value) for each

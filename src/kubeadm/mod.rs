@@ -238,9 +238,12 @@ pub enum Refusal {
     #[error("no {path}: not a kubeadm control-plane node")]
     NoManifest { path: String },
     /// A component manifest with a value of someone else's where adopt
-    /// sets one (`manifest::conflict`'s sentence, escaped by it).
+    /// sets one.
     #[error("{path}: {problem}")]
-    Conflict { path: String, problem: String },
+    Conflict {
+        path: String,
+        problem: manifest::Conflict,
+    },
     /// A template kubeadm made, unreadable or not issued by its mapping's CA.
     #[error(transparent)]
     Template(node::CertError),

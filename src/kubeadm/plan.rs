@@ -820,12 +820,18 @@ fn component_manifests<'c>(
                 },
             ));
         };
-        let text = String::from_utf8(before.clone())
-            .map_err(|_| KubeadmError::file(&host(dir, &path), "not UTF-8"))?;
-        let m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
-        if let Some(problem) = manifest::conflict(c, &m) {
-            return Err(refused(opts, Refusal::Conflict { path, problem }));
-        }
+        let m = match manifest::read(c, before.clone()) {
+            Ok(m) => m,
+            Err(manifest::Unfit::Conflict(problem)) => {
+                return Err(refused(opts, Refusal::Conflict { path, problem }));
+            }
+            Err(manifest::Unfit::NotUtf8) => {
+                return Err(KubeadmError::file(&host(dir, &path), "not UTF-8"));
+            }
+            Err(manifest::Unfit::Manifest(e)) => {
+                return Err(KubeadmError::file(&host(dir, &path), e));
+            }
+        };
         parsed.push((c, path, before, m));
     }
     Ok(parsed)

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::manifest::{self, Manifest};
+use super::manifest;
 use super::plan::{CONFIG, POD, STATE};
 use super::record::State;
 use super::{KubeadmError, digest, host, node};
@@ -561,11 +561,7 @@ fn manifests(dir: &Path, state: &State, s: &mut Status) {
             .and_then(|b| b.ok_or_else(|| "missing".to_owned()))
             .and_then(|bytes| {
                 m.as_adopt_wrote = recorded == Some(digest(&bytes).as_str());
-                let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-                let mut parsed = Manifest::parse(&text).map_err(|e| e.to_string())?;
-                if let Some(c) = manifest::conflict(&c, &parsed) {
-                    return Err(c);
-                }
+                let mut parsed = manifest::read(&c, bytes).map_err(|e| e.to_string())?;
                 let (flags, volumes) = manifest::adopt(&c, &mut parsed);
                 Ok(flags
                     .iter()
@@ -583,7 +579,7 @@ fn manifests(dir: &Path, state: &State, s: &mut Status) {
                     missing.join(", ")
                 ));
             }
-            // A manifest's values, as conflict() quotes them: escaped.
+            // A manifest's values, as a Conflict quotes them: escaped.
             Err(why) => m.problem = Some(crate::escape(&why).into_owned()),
         }
         if let Some(p) = &m.problem {
