@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::super::host;
-use super::super::manifest::{CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, P, PE};
+use super::super::manifest::{self, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, P};
 
 /// certsync's static pod.
 pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
@@ -72,8 +72,7 @@ pub(super) struct Cert {
 }
 
 /// kubeadm's pairs: (mapping, CA under pki/, the pair under pki/, which is
-/// the template). The target is the pair's name under [`P`] (etcd's under
-/// [`PE`]).
+/// the template). The target is [`manifest::target`]'s.
 const PAIRS: [(&str, &str, &str); 7] = [
     ("apiserver", "ca", "apiserver"),
     ("apiserver-kubelet-client", "ca", "apiserver-kubelet-client"),
@@ -123,10 +122,7 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
     let pairs = PAIRS.into_iter().map(|(name, ca, template)| Cert {
         name,
         ca,
-        target: match template.strip_prefix("etcd/") {
-            Some(etcd) => format!("{PE}/{etcd}"),
-            None => format!("{P}/{template}"),
-        },
+        target: manifest::target(template),
         template: Some(template),
         cn: None,
         o: None,
