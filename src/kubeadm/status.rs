@@ -97,7 +97,7 @@ pub struct PodStatus {
 }
 
 /// One `ca:` mapping's live certificate.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct CertStatus {
     pub mapping: String,
     /// The target, a node path.
@@ -135,7 +135,7 @@ pub struct ManifestStatus {
 }
 
 /// The node, as `certsync kubeadm status` reports it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Status {
     pub kubeadm_dir: PathBuf,
     pub adopted: bool,
@@ -187,16 +187,9 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     let mut s = Status {
         kubeadm_dir: dir.to_owned(),
         adopted: state.is_some(),
-        adopted_since: None,
-        backups: Vec::new(),
-        pod: PodStatus::default(),
         last_renewal_error: "unknown: certsync not running".into(),
-        certificates: Vec::new(),
-        manifests: Vec::new(),
-        cas: Vec::new(),
-        problems: Vec::new(),
-        warnings: Vec::new(),
         checked_at_seconds: now,
+        ..Status::default()
     };
     let Some(state) = state else {
         s.pod.state = "no-manifest";
@@ -477,14 +470,7 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
         mapping: m.name,
         target: m.target.clone(),
         options: m.options,
-        not_before: None,
-        not_after: None,
-        not_after_seconds: 0,
-        renew_from: None,
-        renew_by: None,
-        renew_by_seconds: 0,
-        outage_tolerance_seconds: 0,
-        problem: None,
+        ..CertStatus::default()
     };
     let leaf = match live_leaf(&host(dir, &m.target)) {
         Ok(l) => l,

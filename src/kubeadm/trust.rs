@@ -316,7 +316,7 @@ fn recorded(
 }
 
 /// One CA as `certsync kubeadm status` reports it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct CaStatus {
     pub name: &'static str,
     pub path: &'static str,
@@ -352,14 +352,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Stri
         let mut c = CaStatus {
             name,
             path: cert,
-            not_after: None,
-            not_after_seconds: 0,
-            renewal_due: false,
-            in_bundle: None,
-            previous_not_after_seconds: 0,
-            previous_not_after: None,
-            earlier_ends: Vec::new(),
-            problem: None,
+            ..CaStatus::default()
         };
         let (der, (_, _, from, to)) = match in_place(dir, cert) {
             Ok(found) => found,
