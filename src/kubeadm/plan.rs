@@ -18,7 +18,9 @@ use files::{certsyncs_files, config_text, renewal};
 #[cfg(test)]
 pub use layout::CA_FILES;
 use layout::certs;
-pub use layout::{EMBEDDED, POD, pair_ca, pairs, read_only_in_pod, target_cas, targets};
+pub use layout::{
+    EMBEDDED, POD, pair_ca, pairs, read_only_in_pod, target_cas, targets, unrecorded,
+};
 
 /// A file adopt writes.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -420,17 +422,10 @@ fn kubeconfigs_trusted(dir: &Path, bundle: &[u8]) -> Result<Vec<String>, Kubeadm
 fn unrecorded_refused(opts: &Options) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     let state = super::record::State::read(dir)?.unwrap_or_default();
-    let mut missing = Vec::new();
-    for k in EMBEDDED {
-        if !state.kubeconfigs.contains_key(k) && node::read_optional(dir, k)?.is_some() {
-            missing.push(k.to_owned());
-        }
-    }
-    for p in pairs(dir) {
-        if !state.pairs.contains_key(&p) {
-            missing.push(format!("{p}.crt and .key"));
-        }
-    }
+    let (kubeconfigs, pairs) = unrecorded(dir, &state);
+    let missing: Vec<String> = (kubeconfigs.into_iter().map(str::to_owned))
+        .chain(pairs.iter().map(|p| format!("{p}.crt and .key")))
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }

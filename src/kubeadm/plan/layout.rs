@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::super::host;
 use super::super::manifest::{self, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, P};
+use super::super::record::State;
 
 /// certsync's static pod.
 pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
@@ -141,6 +142,24 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
             kubeconfig: Some(kubeconfig),
         });
     pairs.chain(clients).collect()
+}
+
+/// The kubeadm files certsync keeps in step that the node has and whose
+/// kubeadm copy adopt's record does not name: (kubeconfigs, pairs as
+/// prefixes). Anything at a kubeconfig's path counts, a link included: one
+/// that appeared after the first adoption is one certsync's container
+/// could have put there, never kubeadm's.
+pub fn unrecorded(dir: &Path, state: &State) -> (Vec<&'static str>, Vec<String>) {
+    let kubeconfigs = EMBEDDED
+        .into_iter()
+        .filter(|k| !state.kubeconfigs.contains_key(*k))
+        .filter(|k| std::fs::symlink_metadata(host(dir, k)).is_ok())
+        .collect();
+    let pairs = pairs(dir)
+        .into_iter()
+        .filter(|p| !state.pairs.contains_key(p))
+        .collect();
+    (kubeconfigs, pairs)
 }
 
 /// kubeadm's pairs certsync keeps in step (`update-pair:`), as prefixes
