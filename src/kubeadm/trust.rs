@@ -483,40 +483,50 @@ fn earlier_ends(dir: &Path, b: &str, der: &[u8], record: &Record) -> Vec<i64> {
 }
 
 /// When this node's kubelet.conf embeds CA data without the CA
-/// certificate `der` (ending `to`): whether what it trusts has ended (a
-/// problem: the kubelet cannot verify the API server), and what to do. The
-/// kubelet reads it only at start.
+/// certificate `der` (ending `to`): [`stale_trust`]. The kubelet reads it
+/// only at start.
 fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<(bool, String)> {
     const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
     let text = node::read(dir, KUBELET).ok()?;
     let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
     let held = certificates(&host(dir, KUBELET), &data).ok()?;
-    if held.iter().any(|c| c == der) {
-        return None;
-    }
-    let ends = held.iter().filter_map(|c| identity(c)).map(|i| i.3).max()?;
     let fix = format!(
         "put {CA_BUNDLE}'s certificates in its certificate-authority-data and restart the \
          kubelet, on this node and every node whose kubelet.conf was made before the renewal (the \
          CA now in place ends {})",
         rfc3339(to)
     );
+    let fails = "the kubelet cannot verify the API server";
+    stale_trust(KUBELET, &held, der, now, fails, &fix)
+}
+
+/// When `trusted` (the CA certificates `who` trusts, DER) lacks the CA
+/// certificate in place (`der`): a problem (`true`, `fails` said) once
+/// every one of them has ended at `now`, else a warning; each says `fix`.
+/// One whose end cannot be read counts as ended.
+pub(super) fn stale_trust(
+    who: &str,
+    trusted: &[Vec<u8>],
+    der: &[u8],
+    now: i64,
+    fails: &str,
+    fix: &str,
+) -> Option<(bool, String)> {
+    if trusted.iter().any(|c| c == der) {
+        return None;
+    }
+    let ends = trusted
+        .iter()
+        .filter_map(|c| identity(c))
+        .map(|i| i.3)
+        .max()
+        .unwrap_or(0);
+    let at = rfc3339(ends);
     Some(if ends <= now {
-        (
-            true,
-            format!(
-                "{KUBELET} trusts only CA certificates that ended {}: the kubelet cannot verify \
-                 the API server; {fix}",
-                rfc3339(ends)
-            ),
-        )
+        let why = format!("{who} trusts only CA certificates that ended {at}: {fails}; {fix}");
+        (true, why)
     } else {
-        (
-            false,
-            format!(
-                "{KUBELET} trusts only CA certificates ending {}: before then, {fix}",
-                rfc3339(ends)
-            ),
-        )
+        let why = format!("{who} trusts only CA certificates ending {at}: before then, {fix}");
+        (false, why)
     })
 }
