@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::super::manifest::CA_BUNDLE;
 use super::{CONFIG, Plan};
+use crate::validate::rfc3339;
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
@@ -60,24 +61,15 @@ impl Plan {
     fn cas_text(&self, s: &mut String) {
         s.push_str("CAs (renewed with their own key once less than 90% of their span is left):\n");
         for c in &self.cas {
-            let _ = match c.renewed_to {
-                Some(to) => writeln!(
-                    s,
-                    "  {} ({}): ends {}; renewed now, to end {}",
-                    c.name,
-                    c.path,
-                    crate::validate::rfc3339(c.ends),
-                    crate::validate::rfc3339(to)
-                ),
-                None => writeln!(
-                    s,
-                    "  {} ({}): ends {}; not due (the first adopt after {} renews it)",
-                    c.name,
-                    c.path,
-                    crate::validate::rfc3339(c.ends),
-                    crate::validate::rfc3339(c.due_from)
+            let then = match c.renewed_to {
+                Some(to) => format!("renewed now, to end {}", rfc3339(to)),
+                None => format!(
+                    "not due (the first adopt after {} renews it)",
+                    rfc3339(c.due_from)
                 ),
             };
+            let (name, path, ends) = (c.name, c.path, rfc3339(c.ends));
+            let _ = writeln!(s, "  {name} ({path}): ends {ends}; {then}");
         }
     }
 
