@@ -160,6 +160,8 @@ pub enum FileProblem {
     #[error("{0}")]
     Manifest(#[source] manifest::ManifestError),
     #[error("{0}")]
+    Unfit(#[source] manifest::Unfit),
+    #[error("{0}")]
     Kubeconfig(#[source] crate::source::client::KubeconfigError),
     /// admin.conf not as kubeadm writes it.
     #[error("{0}")]
@@ -205,6 +207,7 @@ file_problem!(
     Pem(crate::pem::PemError),
     Json(serde_json::Error),
     Manifest(manifest::ManifestError),
+    Unfit(manifest::Unfit),
     Kubeconfig(crate::source::client::KubeconfigError),
     Shape(admin::ShapeError),
     Ca(crate::source::ca::CaError),

@@ -281,18 +281,16 @@ fn component_manifests<'c>(
                 },
             ));
         };
-        let m = match manifest::read(c, before.clone()) {
-            Ok(m) => m,
-            Err(manifest::Unfit::Conflict(problem)) => {
-                return Err(refused(opts, Refusal::Conflict { path, problem }));
-            }
-            Err(manifest::Unfit::NotUtf8) => {
-                return Err(KubeadmError::file(&host(dir, &path), "not UTF-8"));
-            }
-            Err(manifest::Unfit::Manifest(e)) => {
-                return Err(KubeadmError::file(&host(dir, &path), e));
-            }
-        };
+        let m = manifest::read(c, before.clone()).map_err(|e| match e {
+            manifest::Unfit::Conflict(problem) => refused(
+                opts,
+                Refusal::Conflict {
+                    path: path.clone(),
+                    problem,
+                },
+            ),
+            e => KubeadmError::file(&host(dir, &path), e),
+        })?;
         parsed.push((c, path, before, m));
     }
     Ok(parsed)
