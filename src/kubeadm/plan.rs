@@ -362,22 +362,17 @@ fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
 /// an outage the node's own may be down) what kubeadm's keys say.
 fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<&'static str, KubeadmError> {
     if let Some(s) = stored {
-        return match s.config["encryptionAlgorithm"]
+        let found = s.config["encryptionAlgorithm"]
             .as_str()
-            .unwrap_or("RSA-2048")
-        {
-            "RSA-2048" => Ok("rsa-2048"),
-            "RSA-3072" => Ok("rsa-3072"),
-            "RSA-4096" => Ok("rsa-4096"),
-            "ECDSA-P256" => Ok("ecdsa-p256"),
-            "ECDSA-P384" => Ok("ecdsa-p384"),
-            other => Err(refused(
-                opts,
-                Refusal::EncryptionAlgorithm {
-                    found: other.to_owned(),
-                },
-            )),
-        };
+            .unwrap_or("RSA-2048");
+        return node::KEY_ALGS
+            .iter()
+            .find(|(name, ..)| *name == found)
+            .map(|(_, alg, ..)| *alg)
+            .ok_or_else(|| {
+                let found = found.to_owned();
+                refused(opts, Refusal::EncryptionAlgorithm { found })
+            });
     }
     let apiserver_crt = "/etc/kubernetes/pki/apiserver.crt";
     match node::key_alg(&opts.dir, apiserver_crt) {

@@ -567,6 +567,30 @@ fn forge_issuer(cn: &str) -> String {
     leaf.signed_by(&key, &issuer).expect("leaf").pem()
 }
 
+/// Without the ClusterConfiguration, the key algorithm certsync issues
+/// with is read from kubeadm's API server certificate: each key kubeadm
+/// makes names its `key-alg=`, any other none.
+#[test]
+fn kubeadms_key_algorithm_is_read_from_its_api_server_certificate() {
+    let dir = node_dir();
+    let crt = "/etc/kubernetes/pki/apiserver.crt";
+    assert_eq!(
+        node::key_alg(dir.path(), crt).expect("read"),
+        Some("rsa-2048")
+    );
+    for (alg, want) in [
+        (&rcgen::PKCS_ECDSA_P256_SHA256, Some("ecdsa-p256")),
+        (&rcgen::PKCS_ECDSA_P384_SHA384, Some("ecdsa-p384")),
+        (&rcgen::PKCS_ED25519, None),
+    ] {
+        let key = rcgen::KeyPair::generate_for(alg).expect("key");
+        let params = rcgen::CertificateParams::new(vec!["kubernetes".into()]).expect("params");
+        let pem = params.self_signed(&key).expect("cert").pem();
+        std::fs::write(host(dir.path(), crt), pem).expect("write");
+        assert_eq!(node::key_alg(dir.path(), crt).expect("read"), want);
+    }
+}
+
 mod admin;
 mod adopted;
 mod handback;
