@@ -124,46 +124,39 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), ShapeError> {
         ),
         ("extensions", user.extensions.is_some()),
     ];
-    let unknown = |other: &std::collections::BTreeMap<String, serde_json::Value>| {
-        other.keys().next().map(|k| crate::escape(k).into_owned())
-    };
-    let cluster_name = || crate::escape(&named_cluster.name).into_owned();
-    let user_name = || crate::escape(&named_user.name).into_owned();
-    let refused = cluster_fields
-        .iter()
-        .find(|(_, set)| *set)
-        .map(|(field, _)| ShapeError::Field {
-            of: "cluster",
-            name: cluster_name(),
+    only_kubeadms(
+        "cluster",
+        &named_cluster.name,
+        &cluster_fields,
+        &cluster.other,
+    )?;
+    only_kubeadms("user", &named_user.name, &user_fields, &user.other)?;
+    Ok((cluster, user))
+}
+
+/// Refuses the cluster or user (`of`) `name` for its first field of
+/// `fields` that is set, else for its first unknown field (`other`).
+fn only_kubeadms(
+    of: &'static str,
+    name: &str,
+    fields: &[(&'static str, bool)],
+    other: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> Result<(), ShapeError> {
+    let name = || crate::escape(name).into_owned();
+    if let Some(&(field, _)) = fields.iter().find(|(_, set)| *set) {
+        return Err(ShapeError::Field {
+            of,
+            name: name(),
             field,
-        })
-        .or_else(|| {
-            unknown(&cluster.other).map(|field| ShapeError::Unknown {
-                of: "cluster",
-                name: cluster_name(),
-                field,
-            })
-        })
-        .or_else(|| {
-            user_fields
-                .iter()
-                .find(|(_, set)| *set)
-                .map(|(field, _)| ShapeError::Field {
-                    of: "user",
-                    name: user_name(),
-                    field,
-                })
-        })
-        .or_else(|| {
-            unknown(&user.other).map(|field| ShapeError::Unknown {
-                of: "user",
-                name: user_name(),
-                field,
-            })
         });
-    match refused {
-        Some(why) => Err(why),
-        None => Ok((cluster, user)),
+    }
+    match other.keys().next() {
+        Some(field) => Err(ShapeError::Unknown {
+            of,
+            name: name(),
+            field: crate::escape(field).into_owned(),
+        }),
+        None => Ok(()),
     }
 }
 

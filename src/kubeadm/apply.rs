@@ -135,22 +135,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
     let mut state = State::read(dir)?.unwrap_or_default();
     // Backups of every file replaced or changed.
     let backup = &plan.backup;
-    let mut absent = Vec::new();
-    for d in plan::MADE_DIRS {
-        let absent_or_empty = match std::fs::read_dir(host(dir, d)) {
-            Err(e) => {
-                let gone = e.kind() == std::io::ErrorKind::NotFound;
-                if gone {
-                    absent.push(d);
-                }
-                gone
-            }
-            Ok(mut entries) => entries.next().is_none(),
-        };
-        if absent_or_empty && !state.made_dirs.iter().any(|m| m == d) {
-            state.made_dirs.push(d.to_owned());
-        }
-    }
+    let absent = made_dirs(dir, &mut state);
     mkdir(&host(dir, BACKUPS))?;
     mkdir(&host(dir, backup))?;
     for m in &plan.manifests {
@@ -168,33 +153,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
             s.text.as_bytes(),
         )?;
     }
-    // kubeadm's files certsync's pod rewrites (update-kubeconfig:,
-    // update-pair:) that this adoption is the first to back up: put back
-    // if the pod never gets ready.
-    let mut kubeadms = Vec::new();
-    for k in plan::EMBEDDED {
-        if state.kubeconfigs.contains_key(k) {
-            continue;
-        }
-        if let Some(old) = super::node::read_optional(dir, k)? {
-            put(dir, &node_rel(dir, backup, k), &old)?;
-            state.kubeconfigs.insert(k.to_owned(), backup.clone());
-            kubeadms.push(k.to_owned());
-        }
-    }
-    for p in plan::pairs(dir) {
-        if state.pairs.contains_key(&p) {
-            continue;
-        }
-        for ext in ["crt", "key"] {
-            let f = format!("{p}.{ext}");
-            let old = super::node::read_optional(dir, &f)?
-                .ok_or_else(|| KubeadmError::file(&host(dir, &f), "kubeadm's file is missing"))?;
-            put(dir, &node_rel(dir, backup, &f), &old)?;
-            kubeadms.push(f);
-        }
-        state.pairs.insert(p, backup.clone());
-    }
+    let kubeadms = back_up_kubeadms(dir, backup, &mut state)?;
     state.backups.push(backup.clone());
     state.trust.clone_from(&plan.trust_record);
     // Whether the ClusterConfiguration is known to hold none of adopt's
@@ -225,6 +184,64 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
         kubeadms,
         absent,
     })
+}
+
+/// The directories of certsync's layout that adopt makes (absent, or
+/// found empty: an older revert's leftovers), added to the record; those
+/// absent.
+fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
+    let mut absent = Vec::new();
+    for d in plan::MADE_DIRS {
+        let absent_or_empty = match std::fs::read_dir(host(dir, d)) {
+            Err(e) => {
+                let gone = e.kind() == std::io::ErrorKind::NotFound;
+                if gone {
+                    absent.push(d);
+                }
+                gone
+            }
+            Ok(mut entries) => entries.next().is_none(),
+        };
+        if absent_or_empty && !state.made_dirs.iter().any(|m| m == d) {
+            state.made_dirs.push(d.to_owned());
+        }
+    }
+    absent
+}
+
+/// kubeadm's files certsync's pod rewrites (update-kubeconfig:,
+/// update-pair:) that this adoption is the first to back up, backed up and
+/// recorded; their node paths, put back if the pod never gets ready.
+fn back_up_kubeadms(
+    dir: &Path,
+    backup: &str,
+    state: &mut State,
+) -> Result<Vec<String>, KubeadmError> {
+    let mut kubeadms = Vec::new();
+    for k in plan::EMBEDDED {
+        if state.kubeconfigs.contains_key(k) {
+            continue;
+        }
+        if let Some(old) = super::node::read_optional(dir, k)? {
+            put(dir, &node_rel(dir, backup, k), &old)?;
+            state.kubeconfigs.insert(k.to_owned(), backup.to_owned());
+            kubeadms.push(k.to_owned());
+        }
+    }
+    for p in plan::pairs(dir) {
+        if state.pairs.contains_key(&p) {
+            continue;
+        }
+        for ext in ["crt", "key"] {
+            let f = format!("{p}.{ext}");
+            let old = super::node::read_optional(dir, &f)?
+                .ok_or_else(|| KubeadmError::file(&host(dir, &f), "kubeadm's file is missing"))?;
+            put(dir, &node_rel(dir, backup, &f), &old)?;
+            kubeadms.push(f);
+        }
+        state.pairs.insert(p, backup.to_owned());
+    }
+    Ok(kubeadms)
 }
 
 /// certsync's configuration and kubeconfigs, and its targets' directories

@@ -210,38 +210,16 @@ pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String
     judge(&info.trusted, &in_place, now)
 }
 
-/// When `trusted` (cluster-info's certificates) lacks `in_place`: a
-/// problem once every one of them has ended at `now`, else a warning.
+/// [`super::trust::stale_trust`] for cluster-info's certificates.
 fn judge(trusted: &[Vec<u8>], in_place: &[u8], now: i64) -> Option<(bool, String)> {
-    if trusted.iter().any(|c| c == in_place) {
-        return None;
-    }
-    let ends = trusted
-        .iter()
-        .filter_map(|c| super::trust::identity(c))
-        .map(|i| i.3)
-        .max()
-        .unwrap_or(0);
-    let fix = "run `certsync kubeadm adopt` again (it puts the CA's certificates there)";
-    Some(if ends <= now {
-        (
-            true,
-            format!(
-                "ConfigMap kube-public/cluster-info trusts only CA certificates that ended {}: \
-                 `kubeadm join` cannot verify the API server; {fix}",
-                crate::validate::rfc3339(ends)
-            ),
-        )
-    } else {
-        (
-            false,
-            format!(
-                "ConfigMap kube-public/cluster-info trusts only CA certificates ending {}: before \
-                 then, {fix}",
-                crate::validate::rfc3339(ends)
-            ),
-        )
-    })
+    super::trust::stale_trust(
+        "ConfigMap kube-public/cluster-info",
+        trusted,
+        in_place,
+        now,
+        "`kubeadm join` cannot verify the API server",
+        "run `certsync kubeadm adopt` again (it puts the CA's certificates there)",
+    )
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 use x509_parser::time::ASN1Time;
 
-use super::plan::{self, EMBEDDED, backup_path};
+use super::plan::{self, backup_path};
 use super::record::State;
 use super::{KubeadmError, REVERT_MARGIN_SECS, RevertError, host, moves};
 
@@ -60,7 +60,10 @@ pub(super) struct Handback {
 /// computed (and any certificate issued again, in memory) before revert
 /// changes anything; refused when the node has one the record lacks.
 pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
-    let missing = unrecorded(dir, state);
+    let (kubeconfigs, pairs) = plan::unrecorded(dir, state);
+    let missing: Vec<String> = (kubeconfigs.into_iter().map(str::to_owned))
+        .chain(pairs.iter().map(|p| format!("{p}.crt")))
+        .collect();
     if !missing.is_empty() {
         return Err(RevertError::Unrecorded { missing }.into());
     }
@@ -73,21 +76,6 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
         all.push(pair(dir, p, backup, deadline)?);
     }
     Ok(all)
-}
-
-/// The kubeconfigs and pairs (their `.crt`) the node has that adopt keeps
-/// in step and whose kubeadm copy its record does not name.
-fn unrecorded(dir: &Path, state: &State) -> Vec<String> {
-    let pairs = plan::pairs(dir)
-        .into_iter()
-        .filter(|p| !state.pairs.contains_key(p))
-        .map(|p| format!("{p}.crt"));
-    let kubeconfigs = EMBEDDED
-        .into_iter()
-        .filter(|k| std::fs::symlink_metadata(host(dir, k)).is_ok())
-        .filter(|k| !state.kubeconfigs.contains_key(*k))
-        .map(str::to_owned);
-    kubeconfigs.chain(pairs).collect()
 }
 
 fn pair(dir: &Path, prefix: &str, backup: &str, deadline: i64) -> Result<Handback, KubeadmError> {

@@ -61,43 +61,78 @@ pub struct Component {
     /// `apiServer`, `etcd.local`, `controllerManager`, `scheduler`.
     pub section: &'static str,
     /// (flag, kubeadm's value, certsync's value).
-    pub flags: Vec<(&'static str, String, String)>,
+    pub flags: Vec<Flag>,
     pub volumes: Vec<Volume>,
     /// Whether it loads a CA bundle at start (and so carries
     /// [`TRUST_ANNOTATION`]).
     pub trusts: bool,
 }
 
+/// certsync's target for kubeadm's pair `pair` (under pki/, without
+/// `.crt`): its name under [`P`], an etcd pair's under [`PE`].
+pub fn target(pair: &str) -> String {
+    match pair.strip_prefix("etcd/") {
+        Some(etcd) => format!("{PE}/{etcd}"),
+        None => format!("{P}/{pair}"),
+    }
+}
+
+const PKI: &str = "/etc/kubernetes/pki";
+
+/// (flag, kubeadm's value, certsync's value).
+type Flag = (&'static str, String, String);
+
+/// The flags naming kubeadm's pairs: (certificate flag, key flag, the pair
+/// under pki/), each pointed at its [`target`].
+fn pair_flags(pairs: &[(&'static str, &'static str, &str)]) -> Vec<Flag> {
+    pairs
+        .iter()
+        .flat_map(|&(crt, key, pair)| {
+            let target = target(pair);
+            [
+                (
+                    crt,
+                    format!("{PKI}/{pair}.crt"),
+                    format!("{target}/tls.crt"),
+                ),
+                (
+                    key,
+                    format!("{PKI}/{pair}.key"),
+                    format!("{target}/tls.key"),
+                ),
+            ]
+        })
+        .collect()
+}
+
+/// The three kubeconfig flags of the controller-manager or scheduler:
+/// kubeadm's `file`, certsync's of the same name.
+fn kubeconfig_flags(file: &str) -> Vec<Flag> {
+    [
+        "kubeconfig",
+        "authentication-kubeconfig",
+        "authorization-kubeconfig",
+    ]
+    .map(|f| {
+        (
+            f,
+            format!("/etc/kubernetes/{file}"),
+            format!("{KUBECONFIGS}/{file}"),
+        )
+    })
+    .into()
+}
+
+/// A flag naming kubeadm's etcd CA for a component that loads trust only
+/// at start: the CA's certificates side by side instead, so the renewed one
+/// is trusted before the one in place ends.
+fn etcd_trust(flag: &'static str) -> Flag {
+    (flag, format!("{PKI}/etcd/ca.crt"), ETCD_CA_BUNDLE.into())
+}
+
 /// The four components and what adopt changes in each.
 pub fn components() -> Vec<Component> {
-    let pki = "/etc/kubernetes/pki";
-    let pair = |c: &'static str, k: &'static str, kubeadm: &str, target: String| {
-        [
-            (c, format!("{kubeadm}.crt"), format!("{target}/tls.crt")),
-            (k, format!("{kubeadm}.key"), format!("{target}/tls.key")),
-        ]
-    };
-    let kubeconfig = |file: &str| {
-        [
-            "kubeconfig",
-            "authentication-kubeconfig",
-            "authorization-kubeconfig",
-        ]
-        .map(|f| {
-            (
-                f,
-                format!("/etc/kubernetes/{file}"),
-                format!("{KUBECONFIGS}/{file}"),
-            )
-        })
-    };
-    let conf_volume = |file: &str| Volume {
-        name: "certsync-kubeconfig".into(),
-        path: format!("{KUBECONFIGS}/{file}"),
-        kind: "File",
-    };
-    let mut api = Vec::new();
-    for (c, k, t) in [
+    let mut api = pair_flags(&[
         ("tls-cert-file", "tls-private-key-file", "apiserver"),
         (
             "kubelet-client-certificate",
@@ -110,57 +145,45 @@ pub fn components() -> Vec<Component> {
             "proxy-client-key-file",
             "front-proxy-client",
         ),
-    ] {
-        api.extend(pair(c, k, &format!("{pki}/{t}"), format!("{P}/{t}")));
-    }
-    // Trust loaded only at start: the CA's certificates side by side, so
-    // the renewed one is trusted before the one in place ends.
-    let etcd_ca = || format!("{pki}/etcd/ca.crt");
-    api.push(("etcd-cafile", etcd_ca(), ETCD_CA_BUNDLE.into()));
-    let mut etcd = Vec::new();
-    etcd.extend(pair(
-        "cert-file",
-        "key-file",
-        &format!("{pki}/etcd/server"),
-        format!("{PE}/server"),
-    ));
-    etcd.extend(pair(
-        "peer-cert-file",
-        "peer-key-file",
-        &format!("{pki}/etcd/peer"),
-        format!("{PE}/peer"),
-    ));
-    etcd.push(("trusted-ca-file", etcd_ca(), ETCD_CA_BUNDLE.into()));
-    etcd.push(("peer-trusted-ca-file", etcd_ca(), ETCD_CA_BUNDLE.into()));
-    let mut kcm: Vec<_> = kubeconfig("controller-manager.conf").into();
-    kcm.push(("root-ca-file", format!("{pki}/ca.crt"), CA_BUNDLE.into()));
+    ]);
+    api.push(etcd_trust("etcd-cafile"));
+    let mut etcd = pair_flags(&[
+        ("cert-file", "key-file", "etcd/server"),
+        ("peer-cert-file", "peer-key-file", "etcd/peer"),
+    ]);
+    etcd.extend([
+        etcd_trust("trusted-ca-file"),
+        etcd_trust("peer-trusted-ca-file"),
+    ]);
+    let mut kcm = kubeconfig_flags("controller-manager.conf");
+    kcm.push(("root-ca-file", format!("{PKI}/ca.crt"), CA_BUNDLE.into()));
+    let conf_volume = |file: &str| Volume {
+        name: "certsync-kubeconfig".into(),
+        path: format!("{KUBECONFIGS}/{file}"),
+        kind: "File",
+    };
+    let component = |name, section, flags, volumes, trusts| Component {
+        name,
+        section,
+        flags,
+        volumes,
+        trusts,
+    };
     vec![
-        Component {
-            name: "kube-apiserver",
-            section: "apiServer",
-            flags: api,
-            volumes: vec![],
-            trusts: true,
-        },
-        Component {
-            name: "etcd",
-            section: "etcd.local",
-            flags: etcd,
-            volumes: vec![],
-            trusts: true,
-        },
-        Component {
-            name: "kube-controller-manager",
-            section: "controllerManager",
-            flags: kcm,
-            volumes: vec![conf_volume("controller-manager.conf")],
-            trusts: true,
-        },
-        Component {
-            name: "kube-scheduler",
-            section: "scheduler",
-            flags: kubeconfig("scheduler.conf").into(),
-            volumes: vec![
+        component("kube-apiserver", "apiServer", api, vec![], true),
+        component("etcd", "etcd.local", etcd, vec![], true),
+        component(
+            "kube-controller-manager",
+            "controllerManager",
+            kcm,
+            vec![conf_volume("controller-manager.conf")],
+            true,
+        ),
+        component(
+            "kube-scheduler",
+            "scheduler",
+            kubeconfig_flags("scheduler.conf"),
+            vec![
                 conf_volume("scheduler.conf"),
                 Volume {
                     name: "certsync-client".into(),
@@ -168,8 +191,8 @@ pub fn components() -> Vec<Component> {
                     kind: "Directory",
                 },
             ],
-            trusts: false,
-        },
+            false,
+        ),
     ]
 }
 
@@ -383,33 +406,80 @@ fn insert_sorted(list: &mut Vec<Value>, item: Value, name: &str) {
     list.insert(at, item);
 }
 
-/// What adopt found wrong with a component's manifest, if anything: a flag
-/// it sets already carrying a third value, or a volume of its name that is
-/// not its own.
-pub fn conflict(c: &Component, m: &Manifest) -> Option<String> {
+/// What adopt finds wrong with a component's manifest: a flag it sets
+/// carrying a third value, or a volume of its name that is not its own.
+/// The values are the manifest's as found (a caller that prints them to a
+/// terminal escapes them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    #[error(
+        "--{flag}={found} is neither kubeadm's default ({kubeadm}) nor certsync's ({ours}): a \
+         custom path adopt does not know how to keep"
+    )]
+    Value {
+        flag: &'static str,
+        found: String,
+        kubeadm: String,
+        ours: String,
+    },
+    #[error("no --{flag} (kubeadm always sets it)")]
+    Missing { flag: &'static str },
+    #[error("a volume {name} already exists ({path}, {kind}), not certsync's")]
+    Volume {
+        name: String,
+        path: String,
+        kind: String,
+    },
+}
+
+/// The first [`Conflict`] in a component's manifest, if any.
+pub fn conflict(c: &Component, m: &Manifest) -> Result<(), Conflict> {
     for (flag, kubeadm, ours) in &c.flags {
         match m.flag(flag) {
             Some(v) if v == *kubeadm || v == *ours => {}
-            Some(v) => {
-                return Some(format!(
-                    "--{flag}={v} is neither kubeadm's default ({kubeadm}) nor certsync's \
-                     ({ours}): a custom path adopt does not know how to keep"
-                ));
+            Some(found) => {
+                return Err(Conflict::Value {
+                    flag,
+                    found,
+                    kubeadm: kubeadm.clone(),
+                    ours: ours.clone(),
+                });
             }
-            None => return Some(format!("no --{flag} (kubeadm always sets it)")),
+            None => return Err(Conflict::Missing { flag }),
         }
     }
     for v in &c.volumes {
         if let Some((path, kind)) = m.volume(&v.name)
             && (path != v.path || kind != v.kind)
         {
-            return Some(format!(
-                "a volume {} already exists ({path}, {kind}), not certsync's",
-                v.name
-            ));
+            return Err(Conflict::Volume {
+                name: v.name.clone(),
+                path,
+                kind,
+            });
         }
     }
-    None
+    Ok(())
+}
+
+/// Why a component's manifest is not one adopt can change.
+#[derive(Debug, thiserror::Error)]
+pub enum Unfit {
+    #[error("not UTF-8")]
+    NotUtf8,
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Conflict(#[from] Conflict),
+}
+
+/// A component's manifest as adopt and status read it: UTF-8, a Pod, and
+/// no value of someone else's where adopt sets one.
+pub fn read(c: &Component, bytes: Vec<u8>) -> Result<Manifest, Unfit> {
+    let text = String::from_utf8(bytes).map_err(|_| Unfit::NotUtf8)?;
+    let m = Manifest::parse(&text)?;
+    conflict(c, &m)?;
+    Ok(m)
 }
 
 /// Adopt's change to one manifest: (flag, old value, new value) for each

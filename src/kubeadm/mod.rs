@@ -221,6 +221,8 @@ pub enum FileProblem {
     #[error("{0}")]
     Manifest(#[source] manifest::ManifestError),
     #[error("{0}")]
+    Unfit(#[source] manifest::Unfit),
+    #[error("{0}")]
     Kubeconfig(#[source] crate::source::client::KubeconfigError),
     /// admin.conf not as kubeadm writes it.
     #[error("{0}")]
@@ -266,6 +268,7 @@ file_problem!(
     Pem(crate::pem::PemError),
     Json(serde_json::Error),
     Manifest(manifest::ManifestError),
+    Unfit(manifest::Unfit),
     Kubeconfig(crate::source::client::KubeconfigError),
     Shape(admin::ShapeError),
     Ca(crate::source::ca::CaError),
@@ -299,9 +302,12 @@ pub enum Refusal {
     #[error("no {path}: not a kubeadm control-plane node")]
     NoManifest { path: String },
     /// A component manifest with a value of someone else's where adopt
-    /// sets one (`manifest::conflict`'s sentence, escaped by it).
+    /// sets one.
     #[error("{path}: {problem}")]
-    Conflict { path: String, problem: String },
+    Conflict {
+        path: String,
+        problem: manifest::Conflict,
+    },
     /// A template kubeadm made, unreadable or not issued by its mapping's CA.
     #[error(transparent)]
     Template(node::CertError),

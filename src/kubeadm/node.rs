@@ -84,6 +84,16 @@ fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, CertError> {
     Ok(pem.contents)
 }
 
+/// The keys kubeadm makes: (its `encryptionAlgorithm`, certsync's
+/// `key-alg=`, RSA (else ECDSA), size in bits).
+pub const KEY_ALGS: [(&str, &str, bool, usize); 5] = [
+    ("RSA-2048", "rsa-2048", true, 2048),
+    ("RSA-3072", "rsa-3072", true, 3072),
+    ("RSA-4096", "rsa-4096", true, 4096),
+    ("ECDSA-P256", "ecdsa-p256", false, 256),
+    ("ECDSA-P384", "ecdsa-p384", false, 384),
+];
+
 /// The `key-alg=` of kubeadm's keys on the node, read from the public key
 /// of `cert` (kubeadm makes every key with the ClusterConfiguration's
 /// `encryptionAlgorithm`): what adopt uses when that ClusterConfiguration
@@ -97,14 +107,15 @@ pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, CertError
         .public_key()
         .parsed()
         .map_err(|e| CertError::PublicKey(e.to_string()).of(cert))?;
-    Ok(match (&key, key.key_size()) {
-        (PublicKey::RSA(_), 2048) => Some("rsa-2048"),
-        (PublicKey::RSA(_), 3072) => Some("rsa-3072"),
-        (PublicKey::RSA(_), 4096) => Some("rsa-4096"),
-        (PublicKey::EC(_), 256) => Some("ecdsa-p256"),
-        (PublicKey::EC(_), 384) => Some("ecdsa-p384"),
-        _ => None,
-    })
+    let rsa = match &key {
+        PublicKey::RSA(_) => true,
+        PublicKey::EC(_) => false,
+        _ => return Ok(None),
+    };
+    Ok(KEY_ALGS
+        .iter()
+        .find(|(_, _, r, size)| *r == rsa && *size == key.key_size())
+        .map(|(_, alg, ..)| *alg))
 }
 
 /// Checks that `template` is a certificate `ca` issued (issuer name and

@@ -124,130 +124,75 @@ pub struct Spec<'a> {
     pub mounts: Vec<Mount>,
 }
 
-/// certsync's static pod manifest (YAML, after a comment line).
+/// certsync's static pod manifest (YAML, after a comment line): a typed
+/// Pod, so no value (an image, an address, a path) can change its shape.
 pub fn manifest(spec: &Spec) -> Result<String, serde_yaml_ng::Error> {
-    use k8s_openapi::api::core::v1 as core;
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    let admin = spec.admin;
+    use serde_json::json;
     // The probes ask where certsync listens; an unspecified address
     // (0.0.0.0, ::) listens on loopback too.
-    let probe = probe_addr(admin);
-    let get = |path: &str| core::HTTPGetAction {
-        host: Some(probe.ip().to_string()),
-        path: Some(path.to_owned()),
-        port: IntOrString::Int(i32::from(probe.port())),
-        ..Default::default()
-    };
-    let mounts = spec
+    let probe = probe_addr(spec.admin);
+    let get = |path: &str| json!({"httpGet": {"host": probe.ip().to_string(), "path": path, "port": probe.port()}});
+    let mut startup = get("/readyz");
+    startup["failureThreshold"] = 60.into();
+    startup["periodSeconds"] = 2.into();
+    let (mounts, volumes): (Vec<_>, Vec<_>) = spec
         .mounts
         .iter()
-        .map(|m| core::VolumeMount {
-            mount_path: m.path.clone(),
-            name: m.name.clone(),
-            read_only: m.read_only.then_some(true),
-            ..Default::default()
+        .map(|m| {
+            let mut mount = json!({"mountPath": m.path, "name": m.name});
+            if m.read_only {
+                mount["readOnly"] = true.into();
+            }
+            let volume = json!({"name": m.name, "hostPath": {"path": m.path, "type": m.kind}});
+            (mount, volume)
         })
-        .collect();
-    let volumes = spec
-        .mounts
-        .iter()
-        .map(|m| core::Volume {
-            name: m.name.clone(),
-            host_path: Some(core::HostPathVolumeSource {
-                path: m.path.clone(),
-                type_: Some(m.kind.to_owned()),
-            }),
-            ..Default::default()
-        })
-        .collect();
-    let generation = spec.generation;
-    let quantity = |q: &str| Quantity(q.to_owned());
-    let container = core::Container {
-        name: "certsync".into(),
-        image: Some(spec.image.to_owned()),
-        args: Some(vec![
-            "run".into(),
-            format!("--config={CONFIG}"),
-            format!("--admin-addr={admin}"),
-            format!("--generation={generation}"),
-        ]),
-        liveness_probe: Some(core::Probe {
-            http_get: Some(get("/livez")),
-            ..Default::default()
-        }),
-        readiness_probe: Some(core::Probe {
-            http_get: Some(get("/readyz")),
-            ..Default::default()
-        }),
-        startup_probe: Some(core::Probe {
-            http_get: Some(get("/readyz")),
-            failure_threshold: Some(60),
-            period_seconds: Some(2),
-            ..Default::default()
-        }),
-        resources: Some(core::ResourceRequirements {
-            limits: Some([("memory".into(), quantity("64Mi"))].into()),
-            requests: Some(
-                [
-                    ("cpu".into(), quantity("10m")),
-                    ("memory".into(), quantity("16Mi")),
-                ]
-                .into(),
-            ),
-            ..Default::default()
-        }),
-        security_context: Some(core::SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(core::Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                ..Default::default()
-            }),
-            read_only_root_filesystem: Some(true),
-            run_as_user: Some(0),
-            ..Default::default()
-        }),
-        volume_mounts: Some(mounts),
-        ..Default::default()
-    };
-    let pod = core::Pod {
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            name: Some("certsync".into()),
-            namespace: Some("kube-system".into()),
-            annotations: Some(
-                [(
-                    "certsync.io/config-sha256".into(),
-                    spec.config_hash.to_owned(),
-                )]
-                .into(),
-            ),
-            labels: Some(
-                [
-                    ("component".into(), "certsync".into()),
-                    ("tier".into(), "control-plane".into()),
-                ]
-                .into(),
-            ),
-            ..Default::default()
+        .unzip();
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "certsync",
+            "namespace": "kube-system",
+            "annotations": {"certsync.io/config-sha256": spec.config_hash},
+            "labels": {"component": "certsync", "tier": "control-plane"},
         },
-        spec: Some(core::PodSpec {
-            automount_service_account_token: Some(false),
-            containers: vec![container],
-            host_network: Some(true),
-            priority_class_name: Some("system-node-critical".into()),
-            security_context: Some(core::PodSecurityContext {
-                seccomp_profile: Some(core::SeccompProfile {
-                    type_: "RuntimeDefault".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            termination_grace_period_seconds: Some(10),
-            volumes: Some(volumes),
-            ..Default::default()
-        }),
-        status: None,
-    };
+        "spec": {
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "certsync",
+                "image": spec.image,
+                "args": [
+                    "run",
+                    format!("--config={CONFIG}"),
+                    format!("--admin-addr={}", spec.admin),
+                    format!("--generation={}", spec.generation),
+                ],
+                "livenessProbe": get("/livez"),
+                "readinessProbe": get("/readyz"),
+                "startupProbe": startup,
+                "resources": {
+                    "limits": {"memory": "64Mi"},
+                    "requests": {"cpu": "10m", "memory": "16Mi"},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"]},
+                    "readOnlyRootFilesystem": true,
+                    "runAsUser": 0,
+                },
+                "volumeMounts": mounts,
+            }],
+            "hostNetwork": true,
+            "priorityClassName": "system-node-critical",
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "terminationGracePeriodSeconds": 10,
+            "volumes": volumes,
+        },
+    });
+    // Through the typed Pod: a value of the wrong type is an error, and
+    // the YAML is written in the Pod's own field order.
+    let pod: k8s_openapi::api::core::v1::Pod =
+        serde_yaml_ng::from_value(serde_yaml_ng::to_value(pod)?)?;
     let body = serde_yaml_ng::to_string(&pod)?;
     Ok(format!(
         "# Written by `certsync kubeadm adopt` (docs/guides/kubeadm-control-plane.md).\n{body}"

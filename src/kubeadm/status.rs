@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::manifest::{self, Manifest};
+use super::manifest;
 use super::plan::{CONFIG, POD, STATE};
 use super::record::State;
 use super::{KubeadmError, digest, host, node};
@@ -97,7 +97,7 @@ pub struct PodStatus {
 }
 
 /// One `ca:` mapping's live certificate.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct CertStatus {
     pub mapping: String,
     /// The target, a node path.
@@ -135,7 +135,7 @@ pub struct ManifestStatus {
 }
 
 /// The node, as `certsync kubeadm status` reports it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Status {
     pub kubeadm_dir: PathBuf,
     pub adopted: bool,
@@ -187,16 +187,9 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     let mut s = Status {
         kubeadm_dir: dir.to_owned(),
         adopted: state.is_some(),
-        adopted_since: None,
-        backups: Vec::new(),
-        pod: PodStatus::default(),
         last_renewal_error: "unknown: certsync not running".into(),
-        certificates: Vec::new(),
-        manifests: Vec::new(),
-        cas: Vec::new(),
-        problems: Vec::new(),
-        warnings: Vec::new(),
         checked_at_seconds: now,
+        ..Status::default()
     };
     let Some(state) = state else {
         s.pod.state = "no-manifest";
@@ -481,14 +474,7 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
         mapping: m.name,
         target: m.target.clone(),
         options: m.options,
-        not_before: None,
-        not_after: None,
-        not_after_seconds: 0,
-        renew_from: None,
-        renew_by: None,
-        renew_by_seconds: 0,
-        outage_tolerance_seconds: 0,
-        problem: None,
+        ..CertStatus::default()
     };
     let leaf = match live_leaf(&host(dir, &m.target)) {
         Ok(l) => l,
@@ -565,11 +551,7 @@ fn manifests(dir: &Path, state: &State, s: &mut Status) {
             .and_then(|b| b.ok_or_else(|| "missing".to_owned()))
             .and_then(|bytes| {
                 m.as_adopt_wrote = recorded == Some(digest(&bytes).as_str());
-                let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-                let mut parsed = Manifest::parse(&text).map_err(|e| e.to_string())?;
-                if let Some(c) = manifest::conflict(&c, &parsed) {
-                    return Err(c);
-                }
+                let mut parsed = manifest::read(&c, bytes).map_err(|e| e.to_string())?;
                 let (flags, volumes) = manifest::adopt(&c, &mut parsed);
                 Ok(flags
                     .iter()
@@ -587,7 +569,7 @@ fn manifests(dir: &Path, state: &State, s: &mut Status) {
                     missing.join(", ")
                 ));
             }
-            // A manifest's values, as conflict() quotes them: escaped.
+            // A manifest's values, as a Conflict quotes them: escaped.
             Err(why) => m.problem = Some(crate::escape(&why).into_owned()),
         }
         if let Some(p) = &m.problem {

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::manifest::{self, Manifest};
+use super::manifest::{self, Conflict, Manifest};
 use super::node::CertError;
 use super::*;
 use crate::cli::{SetError, check_set};
@@ -27,7 +27,7 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
         let original = fixture(&format!("manifests/{}.yaml", c.name));
         let kubeadms = fixture(&format!("adopted/{}.yaml", c.name));
         let mut m = Manifest::parse(&original).expect("parse");
-        assert!(manifest::conflict(&c, &m).is_none(), "{}", c.name);
+        assert_eq!(manifest::conflict(&c, &m), Ok(()), "{}", c.name);
         let (flags, _) = manifest::adopt(&c, &mut m);
         assert_eq!(flags.len(), c.flags.len(), "{}", c.name);
         assert_eq!(
@@ -38,7 +38,7 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
         );
         // Adopting what kubeadm regenerated changes nothing.
         let mut again = Manifest::parse(&kubeadms).expect("parse");
-        assert!(manifest::conflict(&c, &again).is_none(), "{}", c.name);
+        assert_eq!(manifest::conflict(&c, &again), Ok(()), "{}", c.name);
         let (flags, volumes) = manifest::adopt(&c, &mut again);
         assert!(flags.is_empty() && volumes.is_empty(), "{}", c.name);
         // And taking adopt's changes out gives kubeadm's original back.
@@ -134,9 +134,12 @@ fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
         "--tls-cert-file=/srv/certs/apiserver.crt",
     );
     let m = Manifest::parse(&text).expect("parse");
-    let why = manifest::conflict(api, &m).expect("refused");
+    let why = manifest::conflict(api, &m).expect_err("refused");
     assert!(
-        why.contains("--tls-cert-file=/srv/certs/apiserver.crt is neither"),
+        matches!(&why, Conflict::Value { flag: "tls-cert-file", found, kubeadm, ours }
+            if found == "/srv/certs/apiserver.crt"
+                && kubeadm == "/etc/kubernetes/pki/apiserver.crt"
+                && ours == "/etc/kubernetes/pki/certsync/apiserver/tls.crt"),
         "{why}"
     );
     let text = fixture("manifests/kube-apiserver.yaml").replace(
@@ -144,8 +147,13 @@ fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
         "",
     );
     let m = Manifest::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
-    let why = manifest::conflict(api, &m).expect("refused");
-    assert!(why.contains("no --tls-private-key-file"), "{why}");
+    let why = manifest::conflict(api, &m).expect_err("refused");
+    assert_eq!(
+        why,
+        Conflict::Missing {
+            flag: "tls-private-key-file"
+        }
+    );
     let sched = comps
         .iter()
         .find(|c| c.name == "kube-scheduler")
@@ -154,10 +162,15 @@ fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
         "  volumes:\n",
         "  volumes:\n  - hostPath:\n      path: /srv\n      type: Directory\n    name: certsync-client\n",
     );
-    let why = manifest::conflict(sched, &Manifest::parse(&text).expect("parse")).expect("refused");
-    assert!(
-        why.contains("a volume certsync-client already exists (/srv, Directory)"),
-        "{why}"
+    let why =
+        manifest::conflict(sched, &Manifest::parse(&text).expect("parse")).expect_err("refused");
+    assert_eq!(
+        why,
+        Conflict::Volume {
+            name: "certsync-client".into(),
+            path: "/srv".into(),
+            kind: "Directory".into(),
+        }
     );
 }
 
@@ -527,9 +540,10 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
     std::fs::write(&p, text).expect("write");
     let why = refusal(dir.path()).await;
     assert!(
-        matches!(&why, Refusal::Conflict { path, problem }
-            if path == "/etc/kubernetes/manifests/etcd.yaml"
-                && problem.contains("--peer-cert-file=/etc/etcd/peer.crt")),
+        matches!(&why, Refusal::Conflict {
+                path,
+                problem: Conflict::Value { flag: "peer-cert-file", found, .. },
+            } if path == "/etc/kubernetes/manifests/etcd.yaml" && found == "/etc/etcd/peer.crt"),
         "{why}"
     );
 }
@@ -551,6 +565,30 @@ fn forge_issuer(cn: &str) -> String {
     leaf.distinguished_name
         .push(rcgen::DnType::CommonName, "kube-apiserver-kubelet-client");
     leaf.signed_by(&key, &issuer).expect("leaf").pem()
+}
+
+/// Without the ClusterConfiguration, the key algorithm certsync issues
+/// with is read from kubeadm's API server certificate: each key kubeadm
+/// makes names its `key-alg=`, any other none.
+#[test]
+fn kubeadms_key_algorithm_is_read_from_its_api_server_certificate() {
+    let dir = node_dir();
+    let crt = "/etc/kubernetes/pki/apiserver.crt";
+    assert_eq!(
+        node::key_alg(dir.path(), crt).expect("read"),
+        Some("rsa-2048")
+    );
+    for (alg, want) in [
+        (&rcgen::PKCS_ECDSA_P256_SHA256, Some("ecdsa-p256")),
+        (&rcgen::PKCS_ECDSA_P384_SHA384, Some("ecdsa-p384")),
+        (&rcgen::PKCS_ED25519, None),
+    ] {
+        let key = rcgen::KeyPair::generate_for(alg).expect("key");
+        let params = rcgen::CertificateParams::new(vec!["kubernetes".into()]).expect("params");
+        let pem = params.self_signed(&key).expect("cert").pem();
+        std::fs::write(host(dir.path(), crt), pem).expect("write");
+        assert_eq!(node::key_alg(dir.path(), crt).expect("read"), want);
+    }
 }
 
 mod admin;

@@ -132,7 +132,7 @@ fn pem(der: &[u8]) -> String {
 }
 
 /// (subject, public key, notBefore, notAfter) of a certificate.
-pub(super) fn identity(der: &[u8]) -> Option<(Vec<u8>, Vec<u8>, i64, i64)> {
+pub(super) fn identity(der: &[u8]) -> Option<Identity> {
     let (_, c) = x509_parser::parse_x509_certificate(der).ok()?;
     Some((
         c.subject().as_raw().to_vec(),
@@ -159,6 +159,20 @@ fn due_from(from: i64, to: i64) -> i64 {
 
 const BACKDATE_SECS: i64 = 300;
 
+/// (subject, public key, notBefore, notAfter) of a certificate.
+type Identity = (Vec<u8>, Vec<u8>, i64, i64);
+
+/// The CA certificate in place at `cert` (a node path): the file holds
+/// exactly one certificate; it and its [`identity`].
+fn in_place(dir: &Path, cert: &str) -> Result<(Vec<u8>, Identity), KubeadmError> {
+    let at = host(dir, cert);
+    let [der] = certificates(&at, node::read(dir, cert)?.as_bytes())?
+        .try_into()
+        .map_err(|_| KubeadmError::file(&at, "a CA file holds exactly one certificate"))?;
+    let id = identity(&der).ok_or_else(|| KubeadmError::file(&at, "not a certificate"))?;
+    Ok((der, id))
+}
+
 /// Works out the renewals and bundles for the node at `dir` at `now`,
 /// from adopt's `record` of the bundles (empty on a first adopt:
 /// `adopted` false, when a bundle already there is not adopt's).
@@ -172,22 +186,16 @@ pub fn plan(
     let mut trust = Trust::default();
     let mut bundles = Vec::new();
     for (name, cert, key, bundle) in CAS {
-        let at = host(dir, cert);
-        let bytes = node::read(dir, cert)?;
-        let [der] = certificates(&at, bytes.as_bytes())?
-            .try_into()
-            .map_err(|_| KubeadmError::file(&at, "a CA file holds exactly one certificate"))?;
-        let (subject, spki, from, to) =
-            identity(&der).ok_or_else(|| KubeadmError::file(&at, "not a certificate"))?;
+        let (der, (subject, spki, from, to)) = in_place(dir, cert)?;
         crate::x509::strict_certificate(&der).map_err(|e| {
             KubeadmError::file(
-                &at,
+                &host(dir, cert),
                 format!("Go would not read it ({e}); adopt trusts only what Go reads"),
             )
         })?;
         let span = effective_span(from, to);
-        let due = now_s > due_from(from, to);
-        let renewed = if due {
+        let renewed = if now_s > due_from(from, to) {
+            let at = host(dir, cert);
             let new = crate::source::ca::renew_ca(&at, &host(dir, key), now_s + span, now)
                 .map_err(|e| KubeadmError::file(&at, e))?;
             trust.files.push(TrustFile {
@@ -226,7 +234,6 @@ pub fn plan(
                 certs.push(c);
             }
         }
-        let existing = node::read_optional(dir, bundle)?;
         let text: String = certs.iter().map(|c| pem(c)).collect();
         if name == "ca" {
             trust.ca_bundle = text.clone().into_bytes();
@@ -235,32 +242,48 @@ pub fn plan(
         trust
             .record
             .insert(bundle.to_owned(), certs.iter().map(|c| pem(c)).collect());
-        if existing.is_some() && !adopted && existing.as_deref() != Some(text.as_bytes()) {
-            return Err(KubeadmError::file(
-                &host(dir, bundle),
-                "exists and adopt did not write it (the node is not adopted): move it away, \
-                 adopt writes it from the CA certificates",
-            ));
-        }
-        if existing.as_deref() != Some(text.as_bytes()) {
-            trust.files.push(TrustFile {
-                path: bundle.to_owned(),
-                action: if existing.is_some() {
-                    "replace"
-                } else {
-                    "create"
-                },
-                what: format!(
-                    "{name}'s certificates side by side ({}), for the components that load trust \
-                     only at start",
-                    certs.len()
-                ),
-                bytes: text.into_bytes(),
-            });
-        }
+        trust
+            .files
+            .extend(bundle_file(dir, name, bundle, certs.len(), text, adopted)?);
     }
     trust.digest = super::digest(bundles.concat().as_bytes())[..16].to_owned();
     Ok(trust)
+}
+
+/// The bundle file to write unless it already holds `text` (`n`
+/// certificates); one adopt did not write (`adopted` false) is refused.
+fn bundle_file(
+    dir: &Path,
+    name: &str,
+    bundle: &str,
+    n: usize,
+    text: String,
+    adopted: bool,
+) -> Result<Option<TrustFile>, KubeadmError> {
+    let existing = node::read_optional(dir, bundle)?;
+    if existing.as_deref() == Some(text.as_bytes()) {
+        return Ok(None);
+    }
+    if existing.is_some() && !adopted {
+        return Err(KubeadmError::file(
+            &host(dir, bundle),
+            "exists and adopt did not write it (the node is not adopted): move it away, \
+             adopt writes it from the CA certificates",
+        ));
+    }
+    Ok(Some(TrustFile {
+        path: bundle.to_owned(),
+        action: if existing.is_some() {
+            "replace"
+        } else {
+            "create"
+        },
+        what: format!(
+            "{name}'s certificates side by side ({n}), for the components that load trust \
+             only at start"
+        ),
+        bytes: text.into_bytes(),
+    }))
 }
 
 /// What adopt recorded for `bundle` that is the CA `ca` (subject and
@@ -293,7 +316,7 @@ fn recorded(
 }
 
 /// One CA as `certsync kubeadm status` reports it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct CaStatus {
     pub name: &'static str,
     pub path: &'static str,
@@ -329,81 +352,82 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
         let mut c = CaStatus {
             name,
             path: cert,
-            not_after: None,
-            not_after_seconds: 0,
-            renewal_due: false,
-            in_bundle: None,
-            previous_not_after_seconds: 0,
-            previous_not_after: None,
-            earlier_ends: Vec::new(),
-            problem: None,
+            ..CaStatus::default()
         };
-        let read = node::read(dir, cert)
-            .map_err(|e| e.to_string())
-            .and_then(|t| {
-                let at = host(dir, cert);
-                let [der] = certificates(&at, t.as_bytes())
-                    .map_err(|e| e.to_string())?
-                    .try_into()
-                    .map_err(|_| "a CA file holds exactly one certificate".to_owned())?;
-                Ok(der)
-            });
-        match read.and_then(|der| {
-            identity(&der)
-                .map(|i| (der, i))
-                .ok_or("not a certificate".into())
-        }) {
-            Err(e) => c.problem = Some(e),
-            Ok((der, (_, _, from, to))) => {
-                c.not_after = Some(rfc3339(to));
-                c.not_after_seconds = to;
-                c.renewal_due = now > due_from(from, to);
-                if to <= now {
-                    c.problem = Some(format!("ended {}", rfc3339(to)));
-                } else if c.renewal_due {
-                    warnings.push(Warning::new(WarningKind::CaRenewalDue, format!(
-                        "the CA {cert} ends {}: `certsync kubeadm adopt` renews it with its own key \
-                         (etcd, the API server and the controller-manager restart once on the new \
-                         trust)",
-                        rfc3339(to)
-                    )));
-                }
-                if let Some(b) = bundle {
-                    let (held, problem) = bundle_status(dir, b, &der, record);
-                    c.in_bundle = Some(held);
-                    c.earlier_ends = earlier_ends(dir, b, &der, record);
-                    // What trusts only the oldest (a kubelet that joined
-                    // before the first renewal) stops first; an ended one
-                    // stays reported until adopt leaves it out.
-                    let previous = c.earlier_ends.iter().copied().min().unwrap_or(0);
-                    c.previous_not_after_seconds = previous;
-                    c.previous_not_after = (previous > 0).then(|| rfc3339(previous));
-                    if previous > 0 && previous <= now {
-                        warnings.push(Warning::new(WarningKind::EarlierCaEnded, format!(
-                            "the CA {cert}'s earlier certificate ended {}: whatever off this node \
-                             trusted only it (kubelets, cluster-info, copied kubeconfigs) stopped \
-                             then; `certsync kubeadm adopt` leaves it out of {b}",
-                            rfc3339(previous)
-                        )));
-                    }
-                    if problem.is_some() {
-                        c.problem = problem;
-                    }
-                }
-                if name == "ca" {
-                    match kubelet_conf(dir, &der, to, now) {
-                        Some((true, w)) => c.problem = Some(w),
-                        Some((false, w)) => {
-                            warnings.push(Warning::new(WarningKind::KubeletConf, w));
-                        }
-                        None => {}
-                    }
-                }
+        let (der, (_, _, from, to)) = match in_place(dir, cert) {
+            Ok(found) => found,
+            Err(e) => {
+                c.problem = Some(e.to_string());
+                cas.push(c);
+                continue;
+            }
+        };
+        c.not_after = Some(rfc3339(to));
+        c.not_after_seconds = to;
+        c.renewal_due = now > due_from(from, to);
+        if to <= now {
+            c.problem = Some(format!("ended {}", rfc3339(to)));
+        } else if c.renewal_due {
+            warnings.push(Warning::new(
+                WarningKind::CaRenewalDue,
+                format!(
+                    "the CA {cert} ends {}: `certsync kubeadm adopt` renews it with its own key \
+                     (etcd, the API server and the controller-manager restart once on the new \
+                     trust)",
+                    rfc3339(to)
+                ),
+            ));
+        }
+        if let Some(b) = bundle {
+            bundle_part(&mut c, dir, b, &der, record, now, &mut warnings);
+        }
+        if name == "ca" {
+            match kubelet_conf(dir, &der, to, now) {
+                Some((true, w)) => c.problem = Some(w),
+                Some((false, w)) => warnings.push(Warning::new(WarningKind::KubeletConf, w)),
+                None => {}
             }
         }
         cas.push(c);
     }
     (cas, warnings)
+}
+
+/// The bundle `b` of the CA in place (`der`) in its status: whether it
+/// holds it, the earlier certificates kept beside it, what is wrong.
+fn bundle_part(
+    c: &mut CaStatus,
+    dir: &Path,
+    b: &str,
+    der: &[u8],
+    record: &Record,
+    now: i64,
+    warnings: &mut Vec<Warning>,
+) {
+    let (held, problem) = bundle_status(dir, b, der, record);
+    c.in_bundle = Some(held);
+    c.earlier_ends = earlier_ends(dir, b, der, record);
+    // What trusts only the oldest (a kubelet that joined before the first
+    // renewal) stops first; an ended one stays reported until adopt leaves
+    // it out.
+    let previous = c.earlier_ends.iter().copied().min().unwrap_or(0);
+    c.previous_not_after_seconds = previous;
+    c.previous_not_after = (previous > 0).then(|| rfc3339(previous));
+    if previous > 0 && previous <= now {
+        warnings.push(Warning::new(
+            WarningKind::EarlierCaEnded,
+            format!(
+                "the CA {}'s earlier certificate ended {}: whatever off this node trusted only \
+                 it (kubelets, cluster-info, copied kubeconfigs) stopped then; `certsync \
+                 kubeadm adopt` leaves it out of {b}",
+                c.path,
+                rfc3339(previous)
+            ),
+        ));
+    }
+    if problem.is_some() {
+        c.problem = problem;
+    }
 }
 
 /// Whether the bundle `b` holds the CA certificate in place (`der`), and
@@ -465,40 +489,50 @@ fn earlier_ends(dir: &Path, b: &str, der: &[u8], record: &Record) -> Vec<i64> {
 }
 
 /// When this node's kubelet.conf embeds CA data without the CA
-/// certificate `der` (ending `to`): whether what it trusts has ended (a
-/// problem: the kubelet cannot verify the API server), and what to do. The
-/// kubelet reads it only at start.
+/// certificate `der` (ending `to`): [`stale_trust`]. The kubelet reads it
+/// only at start.
 fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<(bool, String)> {
     const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
     let text = node::read(dir, KUBELET).ok()?;
     let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
     let held = certificates(&host(dir, KUBELET), &data).ok()?;
-    if held.iter().any(|c| c == der) {
-        return None;
-    }
-    let ends = held.iter().filter_map(|c| identity(c)).map(|i| i.3).max()?;
     let fix = format!(
         "put {CA_BUNDLE}'s certificates in its certificate-authority-data and restart the \
          kubelet, on this node and every node whose kubelet.conf was made before the renewal (the \
          CA now in place ends {})",
         rfc3339(to)
     );
+    let fails = "the kubelet cannot verify the API server";
+    stale_trust(KUBELET, &held, der, now, fails, &fix)
+}
+
+/// When `trusted` (the CA certificates `who` trusts, DER) lacks the CA
+/// certificate in place (`der`): a problem (`true`, `fails` said) once
+/// every one of them has ended at `now`, else a warning; each says `fix`.
+/// One whose end cannot be read counts as ended.
+pub(super) fn stale_trust(
+    who: &str,
+    trusted: &[Vec<u8>],
+    der: &[u8],
+    now: i64,
+    fails: &str,
+    fix: &str,
+) -> Option<(bool, String)> {
+    if trusted.iter().any(|c| c == der) {
+        return None;
+    }
+    let ends = trusted
+        .iter()
+        .filter_map(|c| identity(c))
+        .map(|i| i.3)
+        .max()
+        .unwrap_or(0);
+    let at = rfc3339(ends);
     Some(if ends <= now {
-        (
-            true,
-            format!(
-                "{KUBELET} trusts only CA certificates that ended {}: the kubelet cannot verify \
-                 the API server; {fix}",
-                rfc3339(ends)
-            ),
-        )
+        let why = format!("{who} trusts only CA certificates that ended {at}: {fails}; {fix}");
+        (true, why)
     } else {
-        (
-            false,
-            format!(
-                "{KUBELET} trusts only CA certificates ending {}: before then, {fix}",
-                rfc3339(ends)
-            ),
-        )
+        let why = format!("{who} trusts only CA certificates ending {at}: before then, {fix}");
+        (false, why)
     })
 }

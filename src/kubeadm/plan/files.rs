@@ -1,0 +1,244 @@
+//! The files adopt writes for certsync: its configuration, its
+//! kubeconfigs for the components and its static pod, each unless it
+//! already has these bytes.
+
+use std::path::Path;
+
+use serde_yaml_ng::Value;
+
+use super::super::manifest::{BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
+use super::super::{KubeadmError, Options, Refusal, digest, host, node, pod, trust};
+use super::layout::{CA_FILES, KUBELET_FILES, certs};
+use super::{CONFIG, FileWrite, POD, refused};
+
+/// The renewal options every mapping gets, as the plan shows them.
+pub(super) fn renewal(set: &[(String, String)]) -> String {
+    if set.is_empty() {
+        return "certsync's defaults: lifetime=365d, renew=70%-90%".into();
+    }
+    set.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A value given to `--set`, as YAML would read it (`keep-key=true` a bool).
+fn set_value(v: &str) -> Value {
+    match v {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::String(v.to_owned()),
+    }
+}
+
+/// certsync's configuration: one `ca:` mapping per certificate.
+pub(super) fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError> {
+    let mut mappings = Vec::new();
+    for c in certs(&opts.dir) {
+        let mut m = serde_yaml_ng::Mapping::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.into(), v);
+        };
+        put("name", c.name.into());
+        put("source", format!("ca:/etc/kubernetes/pki/{}", c.ca).into());
+        put("target", c.target.clone().into());
+        if let Some(t) = c.template {
+            put("template", format!("/etc/kubernetes/pki/{t}.crt").into());
+            put("update-pair", format!("/etc/kubernetes/pki/{t}").into());
+        }
+        if let Some(cn) = c.cn {
+            put("cn", cn.into());
+            put(
+                "usage",
+                serde_yaml_ng::to_value(["digital-signature", "key-encipherment", "client-auth"])
+                    .unwrap_or_default(),
+            );
+            if let Some(o) = c.o {
+                put("o", serde_yaml_ng::to_value([o]).unwrap_or_default());
+            }
+            put("key-alg", key_alg.into());
+        }
+        if let Some(k) = c.kubeconfig {
+            put("update-kubeconfig", k.into());
+        }
+        for (k, v) in &opts.set {
+            put(k, set_value(v));
+        }
+        mappings.push(Value::Mapping(m));
+    }
+    let mut doc = serde_yaml_ng::Mapping::new();
+    doc.insert("mappings".into(), Value::Sequence(mappings));
+    let body = serde_yaml_ng::to_string(&doc).map_err(KubeadmError::Issue)?;
+    Ok(format!(
+        "# Written by `certsync kubeadm adopt`: every certificate `kubeadm certs renew all`\n\
+         # renews on this node, issued from kubeadm's CAs (docs/guides/kubeadm-control-plane.md).\n\
+         # Edit freely; `certsync kubeadm revert` undoes adoption.\n{body}"
+    ))
+}
+
+/// A kubeconfig of certsync's for a component: its client target by file.
+fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, KubeadmError> {
+    let context = format!("{user}@kubernetes");
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubernetes", "cluster": {
+            "certificate-authority": format!("{target}/ca.crt"),
+            "server": server,
+        }}],
+        "contexts": [{"name": context, "context": {"cluster": "kubernetes", "user": user}}],
+        "current-context": context,
+        "users": [{"name": user, "user": {
+            "client-certificate": format!("{target}/tls.crt"),
+            "client-key": format!("{target}/tls.key"),
+        }}],
+    });
+    let body = serde_yaml_ng::to_string(&doc).map_err(KubeadmError::Issue)?;
+    Ok(format!(
+        "# Written by `certsync kubeadm adopt`: the client certificate is certsync's target,\n\
+         # re-read by client-go when it is renewed.\n{body}"
+    ))
+}
+
+/// certsync's static pod ([`pod::manifest`]): `pki/` read-write
+/// (kubeadm's pairs are kept in step there) with each CA and
+/// service-account file mounted read-only over it, each target read-write,
+/// the config read-only; restarted (a new pod) when the config changes,
+/// through its hash in an annotation.
+fn pod_text(
+    dir: &Path,
+    opts: &Options,
+    config: &[u8],
+    generation: &str,
+) -> Result<String, KubeadmError> {
+    let mut mounts = Vec::new();
+    let mut add = |name: &str, path: &str, kind: &'static str, ro: bool| {
+        mounts.push(pod::Mount {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            kind,
+            read_only: ro,
+        });
+    };
+    // A directory that holds a read-only file, or certsync's targets, is a
+    // mount point of its own: one the container could rename would carry
+    // those mounts away and let it put its own files (a CA) in their place.
+    add("pki", "/etc/kubernetes/pki", "Directory", false);
+    add("pki-etcd", "/etc/kubernetes/pki/etcd", "Directory", false);
+    add("certsync-targets", P, "DirectoryOrCreate", false);
+    add("certsync-etcd-targets", PE, "DirectoryOrCreate", false);
+    for f in CA_FILES.iter().filter(|f| host(dir, f).is_file()) {
+        // /etc/kubernetes/pki/etcd/ca.key -> kubeadm-etcd-ca-key
+        let name = f
+            .trim_start_matches("/etc/kubernetes/pki/")
+            .replace(['/', '.'], "-");
+        add(&format!("kubeadm-{name}"), f, "File", true);
+    }
+    // The bundles components load trust from: adopt writes them before
+    // this pod starts.
+    add("ca-bundle", CA_BUNDLE, "File", true);
+    add("etcd-ca-bundle", ETCD_CA_BUNDLE, "File", true);
+    add("config", CONFIG, "File", true);
+    let certs = certs(dir);
+    if certs.iter().any(|c| c.kubeconfig.is_some()) {
+        // admin.conf and super-admin.conf are replaced by rename: their
+        // directory is writable, and what else is in it (the static pod
+        // manifests, adopt's kubeconfigs and backups) is not.
+        add("etc-kubernetes", "/etc/kubernetes", "Directory", false);
+        add("manifests", "/etc/kubernetes/manifests", "Directory", true);
+        add("certsync-files", KUBECONFIGS, "Directory", true);
+        // The kubelet's own kubeconfigs are no business of certsync's.
+        for (name, f) in KUBELET_FILES {
+            if host(dir, f).is_file() {
+                add(name, f, "File", true);
+            }
+        }
+    }
+    for c in certs {
+        add(c.name, &c.target, "DirectoryOrCreate", false);
+    }
+    pod::manifest(&pod::Spec {
+        image: &opts.image,
+        admin: opts.admin_addr,
+        generation,
+        config_hash: &digest(config)[..16],
+        mounts,
+    })
+    .map_err(KubeadmError::Issue)
+}
+
+/// A file to write unless it already has these bytes; `owned` says whether
+/// an existing file with other bytes is adopt's own to replace.
+fn file(
+    opts: &Options,
+    path: &str,
+    bytes: Vec<u8>,
+    what: &str,
+    owned: bool,
+) -> Result<Option<FileWrite>, KubeadmError> {
+    let action = match node::read_optional(&opts.dir, path)? {
+        Some(old) if old == bytes => return Ok(None),
+        Some(_) if !owned => {
+            return Err(refused(
+                opts,
+                Refusal::Unowned {
+                    path: path.to_owned(),
+                },
+            ));
+        }
+        Some(_) => "replace",
+        None => "create",
+    };
+    Ok(Some(FileWrite {
+        path: path.to_owned(),
+        action,
+        mode: "0600".into(),
+        what: what.to_owned(),
+        bytes,
+    }))
+}
+
+/// The files adopt writes: the CAs' renewals and bundles, then certsync's
+/// kubeconfigs, configuration and static pod, each unless it already has
+/// these bytes.
+pub(super) fn certsyncs_files(
+    opts: &Options,
+    trust: &trust::Trust,
+    config: Vec<u8>,
+    generation: &str,
+    adopted: bool,
+) -> Result<Vec<FileWrite>, KubeadmError> {
+    let dir = &opts.dir;
+    let mut files: Vec<FileWrite> = trust
+        .files
+        .iter()
+        .map(|f| FileWrite {
+            path: f.path.clone(),
+            action: f.action,
+            mode: "0644".into(),
+            what: f.what.clone(),
+            bytes: f.bytes.clone(),
+        })
+        .collect();
+    for (file_name, user, target, _) in BY_FILE {
+        let server = node::server(dir, &format!("/etc/kubernetes/{file_name}"))?;
+        let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
+        files.extend(file(
+            opts,
+            &format!("{KUBECONFIGS}/{file_name}"),
+            text.into_bytes(),
+            &format!("{user}'s kubeconfig (client certificate by file)"),
+            adopted,
+        )?);
+    }
+    let pod = pod_text(dir, opts, &config, generation)?.into_bytes();
+    files.extend(file(
+        opts,
+        CONFIG,
+        config,
+        "certsync's configuration (its pod must be ready on it before any manifest changes)",
+        adopted,
+    )?);
+    files.extend(file(opts, POD, pod, "certsync's static pod", adopted)?);
+    Ok(files)
+}

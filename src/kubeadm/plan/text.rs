@@ -1,0 +1,175 @@
+//! The plan as a person reads it.
+
+use std::fmt::Write as _;
+
+use super::super::manifest::CA_BUNDLE;
+use super::{CONFIG, Plan};
+use crate::validate::rfc3339;
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+            && self.manifests.is_empty()
+            && self.cluster_configuration.is_empty()
+            && self.kubeconfigs_trusted.is_empty()
+    }
+
+    /// The plan as a person reads it.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "node: {}", self.kubeadm_dir.display());
+        let _ = writeln!(
+            s,
+            "ClusterConfiguration: {}",
+            self.cluster_configuration_from
+        );
+        if self.is_empty() {
+            s.push_str("already adopted: nothing to change\n");
+            self.cluster_info_text(&mut s);
+            return s;
+        }
+        let _ = writeln!(s, "backup of every file changed: {}/", self.backup);
+        let image = match &self.image_before {
+            Some(before) => format!("{before} -> {}", self.image),
+            None => self.image.clone(),
+        };
+        let _ = writeln!(
+            s,
+            "certsync image: {image} (generation {}: adopt waits for this pod to be ready before \
+             changing any component manifest)",
+            self.generation
+        );
+        let _ = writeln!(s, "mappings in {CONFIG}:");
+        for (name, target, options) in &self.mappings {
+            let _ = writeln!(s, "  {name} -> {target} ({options})");
+        }
+        // An expired template is fine as a template (only its shape is
+        // copied), and revert issues it again from the backup.
+        s.push_str(
+            "templates: kubeadm's certificates stay in place; certsync copies only their subject, \
+             names and usages, so it keeps issuing from one after it expires; revert hands back \
+             kubeadm's copies from the backup, any that ends within 24 h issued again from its CA\n",
+        );
+        self.cas_text(&mut s);
+        self.files_text(&mut s);
+        self.manifests_text(&mut s);
+        self.cluster_configuration_text(&mut s);
+        self.cluster_info_text(&mut s);
+        s
+    }
+
+    fn cas_text(&self, s: &mut String) {
+        s.push_str("CAs (renewed with their own key once less than 90% of their span is left):\n");
+        for c in &self.cas {
+            let then = match c.renewed_to {
+                Some(to) => format!("renewed now, to end {}", rfc3339(to)),
+                None => format!(
+                    "not due (the first adopt after {} renews it)",
+                    rfc3339(c.due_from)
+                ),
+            };
+            let (name, path, ends) = (c.name, c.path, rfc3339(c.ends));
+            let _ = writeln!(s, "  {name} ({path}): ends {ends}; {then}");
+        }
+    }
+
+    fn files_text(&self, s: &mut String) {
+        s.push_str("files:\n");
+        for f in &self.files {
+            let _ = writeln!(s, "  {} {} ({}): {}", f.action, f.path, f.mode, f.what);
+        }
+        for k in &self.kubeconfigs_renewed {
+            let _ = writeln!(
+                s,
+                "  renew in place {k}: its embedded client certificate (update-kubeconfig; backed up first)"
+            );
+        }
+        for k in &self.kubeconfigs_trusted {
+            let _ = writeln!(
+                s,
+                "  trust in place {k}: its certificate-authority-data becomes {CA_BUNDLE}'s \
+                 certificates (backed up first)"
+            );
+        }
+        for p in &self.pairs_renewed {
+            let _ = writeln!(
+                s,
+                "  renew in place {p}.crt and {p}.key: kubeadm's copy of the pair, for `kubeadm certs \
+                 check-expiration` and revert (update-pair; backed up first)"
+            );
+        }
+    }
+
+    fn manifests_text(&self, s: &mut String) {
+        s.push_str("manifests:\n");
+        if self.manifests.is_empty() {
+            s.push_str("  none to change: each already names certsync's files\n");
+        }
+        for m in &self.manifests {
+            let _ = writeln!(s, "  {}", m.path);
+            for (flag, old, new) in &m.flags {
+                let _ = writeln!(s, "    --{flag}: {old} -> {new}");
+            }
+            for v in &m.volumes_added {
+                let _ = writeln!(s, "    + volume {v} (read-only)");
+            }
+            for (a, old, new) in &m.annotations {
+                let old = if old.is_empty() { "none" } else { old };
+                let _ = writeln!(
+                    s,
+                    "    annotation {a}: {old} -> {new} (restarted on the CAs' new trust)"
+                );
+            }
+        }
+        // The kubelet stops the old etcd and API server (30 s grace, then
+        // SIGKILL) before it starts the new ones.
+        let restarted: Vec<&str> = ["etcd", "kube-apiserver"]
+            .into_iter()
+            .filter(|c| {
+                self.manifests
+                    .iter()
+                    .any(|m| m.path == format!("/etc/kubernetes/manifests/{c}.yaml"))
+            })
+            .collect();
+        if !restarted.is_empty() {
+            let _ = writeln!(
+                s,
+                "  {} {}: this node's API server is unavailable for about 40 s (wait for \
+                 its /readyz before adopting the next node)",
+                restarted.join(" and "),
+                if restarted.len() == 1 {
+                    "restarts for its new manifest"
+                } else {
+                    "restart for their new manifests"
+                },
+            );
+        }
+    }
+
+    fn cluster_configuration_text(&self, s: &mut String) {
+        s.push_str(
+            "ClusterConfiguration (kubeadm-config): stays kubeadm's; certsync's flags live in this \
+             node's manifests only, so `kubeadm join --control-plane` writes kubeadm's own manifests \
+             on a new node (adopt it afterwards), and `kubeadm upgrade` puts this node back on \
+             kubeadm's files, which certsync keeps renewed: run adopt again after it\n",
+        );
+        if !self.cluster_configuration.is_empty() {
+            s.push_str(
+                "  taking out what an earlier certsync adopt set there (a joining node would get \
+                 manifests naming files it does not have):\n",
+            );
+        }
+        for (field, name, value) in &self.cluster_configuration {
+            let _ = writeln!(s, "  - {field}: {name}={value}");
+        }
+    }
+
+    fn cluster_info_text(&self, s: &mut String) {
+        if let Some(c) = &self.cluster_info {
+            let _ = writeln!(
+                s,
+                "ConfigMap kube-public/cluster-info (`kubeadm join` discovery): {c}"
+            );
+        }
+    }
+}
