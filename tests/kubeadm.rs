@@ -780,6 +780,13 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
     let (ok, text) = kubeadm_cmd(&node, &ADOPT_SHORT);
     assert!(ok, "{text}");
     assert!(text.ends_with("adopted\n"), "{text}");
+    // adopt said `adopted` once the API server served certsync's pair.
+    assert!(
+        text.contains("waited for the API server to restart on certsync's files: ")
+            && text
+                .contains(" serves /etc/kubernetes/pki/certsync/apiserver/tls.crt and is ready ("),
+        "{text}"
+    );
     // certsync runs in the node, and every component comes back on its new
     // manifest (a new pid each: the kubelet stops the old pods one by one,
     // etcd's within its 30 s grace), serving certsync's certificates.

@@ -105,6 +105,14 @@ pub struct AdoptArgs {
     /// the image.
     #[arg(long, value_name = "DURATION", value_parser = duration(1000, 3_600_000), default_value = "5m")]
     pub ready_timeout: Duration,
+    /// How long to wait, once adopt changed the API server's manifest, for
+    /// it to restart on certsync's files: serving the certificate its new
+    /// --tls-cert-file holds at its advertise address and answering /readyz
+    /// through admin.conf. Not back in time: exit 1, saying what was seen
+    /// (the node stays adopted; `certsync kubeadm revert` hands it back).
+    /// 0s: do not wait.
+    #[arg(long, value_name = "DURATION", value_parser = duration(0, 3_600_000), default_value = "3m")]
+    pub api_server_timeout: Duration,
 }
 
 /// `--set` options adopt accepts: how a certificate is renewed, never who
@@ -175,5 +183,5 @@ pub struct RevertArgs {
     /// through admin.conf. Not back in time: exit 1, saying what was seen
     /// (the node stays reverted). 0s: do not wait.
     #[arg(long, value_name = "DURATION", value_parser = duration(0, 3_600_000), default_value = "3m")]
-    pub ready_timeout: Duration,
+    pub api_server_timeout: Duration,
 }

@@ -15,6 +15,7 @@ impl From<&AdoptArgs> for Options {
             admin_addr: a.admin_addr,
             json: a.output == PlanOutput::Json,
             ready_timeout: a.ready_timeout,
+            api_server_timeout: a.api_server_timeout,
             now: std::time::SystemTime::now(),
         }
     }
@@ -27,7 +28,7 @@ impl From<&RevertArgs> for RevertOptions {
             dry_run: a.dry_run,
             purge: a.purge,
             local_only: a.local_only,
-            ready_timeout: a.ready_timeout,
+            api_server_timeout: a.api_server_timeout,
         }
     }
 }

@@ -123,7 +123,41 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
     changes(dir, plan, out)
         .await
         .map_err(|e| KubeadmError::PartAdopted(Box::new(e)))?;
+    api_server_back(opts, plan, out).await?;
     out.push_str("adopted\n");
+    Ok(())
+}
+
+/// When adopt changed the API server's manifest: waits for it to restart
+/// on certsync's files (`--api-server-timeout`; zero: not at all).
+async fn api_server_back(
+    opts: &Options,
+    plan: &Plan,
+    out: &mut String,
+) -> Result<(), KubeadmError> {
+    let apiserver = super::manifest::manifest_path("kube-apiserver");
+    let Some(m) = plan.manifests.iter().find(|m| m.path == apiserver) else {
+        return Ok(());
+    };
+    if opts.api_server_timeout.is_zero() {
+        return Ok(());
+    }
+    let start = std::time::Instant::now();
+    let (addr, cert) =
+        super::ready::api_server_back(&opts.dir, (&m.path, &m.after), opts.api_server_timeout)
+            .await
+            .map_err(|seen| KubeadmError::NotBack {
+                did: "adopted (every component now reads certsync's files; `certsync kubeadm \
+                      revert` hands them back)",
+                waited: start.elapsed(),
+                seen: Box::new(seen),
+            })?;
+    let _ = writeln!(
+        out,
+        "waited for the API server to restart on certsync's files: {addr} serves {cert} and is \
+         ready ({} s)",
+        start.elapsed().as_secs()
+    );
     Ok(())
 }
 

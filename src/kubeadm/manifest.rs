@@ -24,6 +24,11 @@ pub const TRUST_ANNOTATION: &str = "certsync.io/trust-sha256";
 /// certsync's configuration (`certsync.yaml`).
 pub const CONFIG: &str = "/etc/kubernetes/certsync.yaml";
 
+/// The node path of the static pod manifest of the component `name`.
+pub fn manifest_path(name: &str) -> String {
+    format!("/etc/kubernetes/manifests/{name}.yaml")
+}
+
 /// certsync's kubeconfigs for the components that read their client pair
 /// by file, through client-go, which re-reads it every 5 minutes (its
 /// embedded copy would never be re-read): (file under [`KUBECONFIGS`],

@@ -125,6 +125,10 @@ pub struct Options {
     /// `adopt --ready-timeout`: how long certsync's pod has to be ready
     /// before adopt takes it out and changes nothing of kubeadm's.
     pub ready_timeout: std::time::Duration,
+    /// `adopt --api-server-timeout`: how long adopt waits, once it changed
+    /// the API server's manifest, for it to serve certsync's certificate
+    /// and be ready; zero: not at all.
+    pub api_server_timeout: std::time::Duration,
     /// The time adopt judges the CAs by (whether a renewal is due): now,
     /// but for tests of kubeadm's files made on a given day.
     pub now: std::time::SystemTime,
@@ -136,9 +140,9 @@ pub struct RevertOptions {
     /// The node's `/etc/kubernetes` as this process sees it.
     pub dir: PathBuf,
     pub dry_run: bool,
-    /// `--ready-timeout`: how long revert waits for the API server to
-    /// serve kubeadm's certificate again and be ready; zero: not at all.
-    pub ready_timeout: std::time::Duration,
+    /// `--api-server-timeout`: how long revert waits for the API server
+    /// to serve kubeadm's certificate again and be ready; zero: not at all.
+    pub api_server_timeout: std::time::Duration,
     /// `--purge`: certsync's own files go too.
     pub purge: bool,
     /// `--local-only`: go on when the ClusterConfiguration cannot be read
@@ -195,6 +199,19 @@ pub enum KubeadmError {
     /// changed, and no component manifest names certsync's files.
     #[error("{0}")]
     NotReady(Box<NotReady>),
+    /// Done (`did`: `adopted`, `reverted`), but the API server did not come
+    /// back on the files its new manifest names in time.
+    #[error(
+        "{did}, but the API server did not come back on the files its manifest names within \
+         {}: {seen}. Look at it on the node (`crictl ps -a --name kube-apiserver`, `crictl \
+         logs`); `certsync kubeadm status` and `kubectl get --raw /readyz` once it is up",
+        humantime::format_duration(*.waited)
+    )]
+    NotBack {
+        did: &'static str,
+        waited: std::time::Duration,
+        seen: Box<ready::NotBack>,
+    },
 }
 
 /// What is wrong with one of the node's files: another module's error,
@@ -368,19 +385,6 @@ pub enum RevertError {
     PartReverted {
         source: Box<KubeadmError>,
         cluster_config_done: bool,
-    },
-    /// Everything handed back, but the API server did not come back on
-    /// kubeadm's files in time.
-    #[error(
-        "reverted (every file is kubeadm's again), but the API server did not come back on \
-         them within {}: {seen}. Look at it on the node (`crictl ps -a --name kube-apiserver`, \
-         `crictl logs`); run `certsync kubeadm status` (not adopted) and `kubectl get --raw \
-         /readyz` once it is up",
-        humantime::format_duration(*.waited)
-    )]
-    NotBack {
-        waited: std::time::Duration,
-        seen: ready::NotBack,
     },
     /// A symlink where one of certsync's own files or directories should
     /// be, seen before anything changed.

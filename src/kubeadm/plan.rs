@@ -270,7 +270,7 @@ fn component_manifests<'c>(
     let dir = &opts.dir;
     let mut parsed = Vec::new();
     for c in components {
-        let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
+        let path = super::manifest::manifest_path(c.name);
         let Some(before) = node::read_optional(dir, &path)? else {
             return Err(refused(
                 opts,

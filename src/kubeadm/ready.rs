@@ -350,10 +350,12 @@ pub async fn pod_state(dir: &Path) -> String {
     };
     let name = format!("certsync-{node_name}");
     let ask = async {
-        let config = super::admin::config(&host(dir, "/etc/kubernetes/admin.conf"))
+        let config = super::admin::config(&host(dir, super::admin::ADMIN))
             .await
             .map_err(|e| e.to_string())?;
-        let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+        let client = crate::source::client::ClientSettings::default()
+            .client_for(&config)
+            .map_err(|e| e.to_string())?;
         let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
             kube::Api::namespaced(client, "kube-system");
         pods.get_opt(&name).await.map_err(|e| e.to_string())
@@ -411,42 +413,61 @@ pub async fn pod_state(dir: &Path) -> String {
     crate::escape(said.trim()).into_owned()
 }
 
-/// What revert last saw of the API server it waited for.
+/// A restart for a changed manifest shows within this: the kubelet reads
+/// static pod manifests every 20 s, and the API server answers /readyz
+/// with a failure from the moment it is told to stop. A manifest written
+/// back to what runs (adopt right after a `kubeadm upgrade` the kubelet has
+/// not noticed yet) restarts nothing: ready, with the certificate the
+/// manifest names, and no gap by then is the API server as it should be.
+const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
+
+/// What adopt or revert last saw of the API server it waited for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotBack {
-    #[error("{manifest} names no --advertise-address to reach it at")]
+    #[error("{manifest} names no --advertise-address or --tls-cert-file")]
     NoAddress { manifest: String },
-    /// Still serving another certificate (certsync's: not restarted yet),
-    /// or no TLS answer at all.
-    #[error("{addr} serves {served}, not kubeadm's {path} ({expected})")]
+    #[error("{path}: {problem}")]
+    Unread { path: String, problem: String },
+    /// Still serving another certificate (not restarted yet), or no TLS
+    /// answer at all.
+    #[error("{addr} serves {served}, not {path} ({expected})")]
     NotServing {
         addr: String,
         served: String,
         path: String,
         expected: String,
     },
-    #[error("{addr} serves kubeadm's certificate, but /readyz through admin.conf: {problem}")]
-    NotReady { addr: String, problem: String },
+    #[error("{addr} serves {path}, but /readyz through admin.conf: {problem}")]
+    NotReady {
+        addr: String,
+        path: String,
+        problem: String,
+    },
+    /// Serving and ready from the first look on, never seen stopping: the
+    /// API server that ran before (same certificate) has not restarted yet.
+    #[error("{addr} has answered ready since the manifest changed: not restarted on it yet")]
+    NotRestarted { addr: String },
 }
 
-/// After revert: the API server has restarted on kubeadm's files. At its
-/// own address (the restored manifest's `--advertise-address` and
-/// `--secure-port`, not admin.conf's server, which may be a load balancer
-/// in front of other nodes) it serves `cert` (kubeadm's `apiserver.crt`
-/// as handed back: the API server still running on certsync's files
-/// answers /readyz too, so the certificate is what proves the restart),
-/// and `/readyz` answers ok through admin.conf. Returns the address.
+/// After adopt or revert changed the API server's manifest: the API server
+/// has restarted on the files it names. At its own address (the
+/// manifest's `--advertise-address` and `--secure-port`, not admin.conf's
+/// server, which may be a load balancer in front of other nodes) it serves
+/// the certificate its `--tls-cert-file` holds now (re-read each time:
+/// certsync may renew it meanwhile; the API server still running on the
+/// files of before answers /readyz too), and `/readyz` answers ok through
+/// admin.conf, after it was seen not doing so at least once or once
+/// [`RESTART_SEEN_WITHIN`] has passed: a change that keeps the certificate
+/// (a trust annotation) is proven by the restart's gap, one that changes it
+/// by the certificate. Returns the address and the certificate's path.
 pub async fn api_server_back(
     dir: &Path,
     (manifest_path, manifest): (&str, &[u8]),
-    cert_path: &str,
-    cert: &[u8],
     timeout: Duration,
-) -> Result<String, NotBack> {
-    use rustls_pki_types::{CertificateDer, pem::PemObject as _};
+) -> Result<(String, String), NotBack> {
     let m = super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest)).ok();
     let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
-    let Some(ip) = flag("advertise-address") else {
+    let (Some(ip), Some(cert)) = (flag("advertise-address"), flag("tls-cert-file")) else {
         return Err(NotBack::NoAddress {
             manifest: manifest_path.to_owned(),
         });
@@ -456,35 +477,61 @@ pub async fn api_server_back(
         Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
         _ => format!("{ip}:{port}"),
     };
-    let expected = CertificateDer::from_pem_slice(cert)
-        .map(|der| crate::bundle::sha256(&der))
-        .unwrap_or_default();
     let check = crate::reload::verify::ServingCheck {
         addr: addr.clone(),
         sni: None,
     };
     let start = Instant::now();
+    let mut gap = false;
     loop {
-        let seen = match check.served(Duration::from_secs(3)).await {
-            Ok(fp) if fp == expected => match readyz_through_admin(dir, &addr).await {
-                Ok(()) => return Ok(addr),
+        let seen = match served_as_named(dir, &cert, &check).await {
+            Ok(()) => match readyz_through_admin(dir, &addr).await {
+                Ok(()) if gap || start.elapsed() >= RESTART_SEEN_WITHIN => {
+                    return Ok((addr, cert));
+                }
+                Ok(()) => NotBack::NotRestarted { addr: addr.clone() },
                 Err(problem) => NotBack::NotReady {
                     addr: addr.clone(),
+                    path: cert.clone(),
                     problem,
                 },
             },
-            served => NotBack::NotServing {
-                addr: addr.clone(),
-                served: served
-                    .map_or_else(|e| e.to_string(), |fp| crate::reload::verify::short(&fp)),
-                path: cert_path.to_owned(),
-                expected: crate::reload::verify::short(&expected),
-            },
+            Err(seen) => seen,
         };
+        gap |= matches!(seen, NotBack::NotServing { .. } | NotBack::NotReady { .. });
         if start.elapsed() >= timeout {
             return Err(seen);
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Whether `check`'s address serves the certificate at the node path
+/// `cert` (read beneath its directory's handle, as adopt's gate reads a
+/// target: certsync's pod writes its targets).
+async fn served_as_named(
+    dir: &Path,
+    cert: &str,
+    check: &crate::reload::verify::ServingCheck,
+) -> Result<(), NotBack> {
+    use rustls_pki_types::{CertificateDer, pem::PemObject as _};
+    let (parent, name) = cert.rsplit_once('/').unwrap_or(("/", cert));
+    let unread = |problem: String| NotBack::Unread {
+        path: cert.to_owned(),
+        problem,
+    };
+    let pem = read_beneath(dir, parent, name).map_err(|e| unread(e.to_string()))?;
+    let expected = CertificateDer::from_pem_slice(&pem)
+        .map(|der| crate::bundle::sha256(&der))
+        .map_err(|e| unread(e.to_string()))?;
+    match check.served(Duration::from_secs(3)).await {
+        Ok(fp) if fp == expected => Ok(()),
+        served => Err(NotBack::NotServing {
+            addr: check.addr.clone(),
+            served: served.map_or_else(|e| e.to_string(), |fp| crate::reload::verify::short(&fp)),
+            path: cert.to_owned(),
+            expected: crate::reload::verify::short(&expected),
+        }),
     }
 }
 
@@ -496,7 +543,11 @@ async fn readyz_through_admin(dir: &Path, addr: &str) -> Result<(), String> {
     config.cluster_url = format!("https://{addr}")
         .parse()
         .map_err(|e: http::uri::InvalidUri| e.to_string())?;
-    let client = kube::Client::try_from(config).map_err(|e| crate::error_chain(&e))?;
+    // certsync's own client, as every kubeadm command's: kube's default
+    // one logs each 500 of a restarting API server as an ERROR line.
+    let client = crate::source::client::ClientSettings::default()
+        .client_for(&config)
+        .map_err(|e| crate::error_chain(&e))?;
     let request = http::Request::get("/readyz")
         .body(Vec::new())
         .map_err(|e| e.to_string())?;

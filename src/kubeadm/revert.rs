@@ -164,7 +164,7 @@ pub async fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmErr
 fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmError> {
     let mut all = Vec::new();
     for c in manifest::components() {
-        let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
+        let path = super::manifest::manifest_path(c.name);
         let Some(now) = node::read_optional(dir, &path)? else {
             continue;
         };

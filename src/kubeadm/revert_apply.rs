@@ -24,10 +24,10 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
             "{}dry run: revert would do this, writing nothing:\n{}{}{}dry run: nothing was changed\n",
             plan.preamble,
             plan.text(Tense::Would),
-            api_server_handed_back(opts, &plan).map_or(String::new(), |_| format!(
+            api_server_manifest(opts, &plan).map_or(String::new(), |_| format!(
                 "would wait up to {} for the API server to restart on kubeadm's files (serving \
-                 {APISERVER_CERT}, /readyz ok through admin.conf)\n",
-                humantime::format_duration(opts.ready_timeout)
+                 /etc/kubernetes/pki/apiserver.crt, /readyz ok through admin.conf)\n",
+                humantime::format_duration(opts.api_server_timeout)
             )),
             super::audit::warnings(&opts.dir)
         ));
@@ -42,48 +42,37 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     ))
 }
 
-/// The API server's manifest and kubeadm's serving certificate when
-/// revert hands both back and is to wait for them (`--ready-timeout`).
-fn api_server_handed_back<'p>(
+/// The API server's manifest when revert writes it and is to wait for the
+/// API server to restart on it (`--api-server-timeout`).
+fn api_server_manifest<'p>(
     opts: &RevertOptions,
     plan: &'p RevertPlan,
-) -> Option<(&'p revert::ManifestBack, &'p [u8])> {
-    let cert = plan
-        .handbacks
-        .iter()
-        .flat_map(|h| &h.files)
-        .find(|(path, _, _)| path == APISERVER_CERT)?;
-    let manifest = plan
+) -> Option<&'p revert::ManifestBack> {
+    let m = plan
         .manifests
         .iter()
-        .find(|m| m.path.ends_with("/kube-apiserver.yaml"))?;
-    (!opts.ready_timeout.is_zero()).then_some((manifest, cert.1.as_slice()))
+        .find(|m| m.path == super::manifest::manifest_path("kube-apiserver"))?;
+    (!opts.api_server_timeout.is_zero()).then_some(m)
 }
-
-const APISERVER_CERT: &str = "/etc/kubernetes/pki/apiserver.crt";
 
 /// Waits for the API server to come back on kubeadm's files: the line
 /// that says so.
 async fn api_server_back(opts: &RevertOptions, plan: &RevertPlan) -> Result<String, KubeadmError> {
-    let Some((m, cert)) = api_server_handed_back(opts, plan) else {
+    let Some(m) = api_server_manifest(opts, plan) else {
         return Ok(String::new());
     };
     let start = std::time::Instant::now();
-    let addr = super::ready::api_server_back(
-        &opts.dir,
-        (&m.path, &m.bytes),
-        APISERVER_CERT,
-        cert,
-        opts.ready_timeout,
-    )
-    .await
-    .map_err(|seen| RevertError::NotBack {
-        waited: start.elapsed(),
-        seen,
-    })?;
+    let (addr, cert) =
+        super::ready::api_server_back(&opts.dir, (&m.path, &m.bytes), opts.api_server_timeout)
+            .await
+            .map_err(|seen| KubeadmError::NotBack {
+                did: "reverted (every file is kubeadm's again)",
+                waited: start.elapsed(),
+                seen: Box::new(seen),
+            })?;
     Ok(format!(
-        "waited for the API server to restart on kubeadm's files: {addr} serves \
-         {APISERVER_CERT} and is ready ({} s)\n",
+        "waited for the API server to restart on kubeadm's files: {addr} serves {cert} and is \
+         ready ({} s)\n",
         start.elapsed().as_secs()
     ))
 }

@@ -538,7 +538,7 @@ fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, Unread> {
 /// or regenerated without adoption.
 fn manifests(dir: &Path, state: &State, s: &mut Status) {
     for c in manifest::components() {
-        let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
+        let path = super::manifest::manifest_path(c.name);
         let recorded = state.manifests.get(&path).map(|(_, d)| d.as_str());
         let mut m = ManifestStatus {
             manifest: path.clone(),

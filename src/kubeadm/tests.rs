@@ -271,6 +271,8 @@ fn options(dir: &Path) -> Options {
         admin_addr: ([127, 0, 0, 1], 9814).into(),
         json: false,
         ready_timeout: std::time::Duration::from_secs(1),
+        // No API server on a test's node directory.
+        api_server_timeout: std::time::Duration::ZERO,
         now: fixtures_made(),
     }
 }

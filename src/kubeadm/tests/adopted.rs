@@ -225,7 +225,7 @@ pub(super) fn revert_options(dir: &Path) -> RevertOptions {
         purge: false,
         local_only: true,
         // No API server on a test's node directory.
-        ready_timeout: std::time::Duration::ZERO,
+        api_server_timeout: std::time::Duration::ZERO,
     }
 }
 
