@@ -295,7 +295,20 @@ impl RevertPlan {
                 ),
                 Ok(moves::Left::Absent) => Ok(()),
                 Ok(moves::Left::Kept(why)) => {
-                    writeln!(out, "{} {d}/ in place: {why}", t("left", "would leave"))
+                    // The backups hold kubeadm's and certsync's keys and
+                    // admin.conf's cluster-admin credential: said where
+                    // the operator reads that they stay.
+                    let keys = if why.contains("backup") {
+                        " (private keys and admin.conf's credential: remove it once the node \
+                         serves and they are no longer needed)"
+                    } else {
+                        ""
+                    };
+                    writeln!(
+                        out,
+                        "{} {d}/ in place: {why}{keys}",
+                        t("left", "would leave")
+                    )
                 }
                 Err(why) => writeln!(out, "{} {d}/ in place: {why}", t("left", "would leave")),
             };

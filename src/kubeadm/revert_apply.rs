@@ -34,8 +34,12 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     }
     let plan = apply(opts, plan).await?;
     let back = api_server_back(opts, &plan).await?;
+    let now = crate::validate::unix_seconds(std::time::SystemTime::now());
+    let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, now)
+        .map(|w| format!("warning: {w}\n"))
+        .unwrap_or_default();
     Ok(format!(
-        "{}{}{back}reverted\n{}",
+        "{}{}{back}reverted\n{kubelet}{}",
         plan.preamble,
         plan.text(Tense::Did),
         super::audit::warnings(&opts.dir)

@@ -506,6 +506,22 @@ fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<(bool, Stri
     stale_trust(KUBELET, &held, der, now, fails, &fix)
 }
 
+/// After revert: this node's kubelet.conf when it lacks the CA certificate
+/// in place (a renewal): nothing watches it once the node is kubeadm's, and
+/// the kubelet stops at the end of what it trusts.
+pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
+    const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
+    let (der, _) = in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
+    let text = node::read(dir, KUBELET).ok()?;
+    let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
+    let held = certificates(&host(dir, KUBELET), &data).ok()?;
+    let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
+               certificate-authority-data and restart the kubelet, on this node and every node \
+               whose kubelet.conf was made before the renewal";
+    let fails = "the kubelet cannot verify the API server";
+    stale_trust(KUBELET, &held, &der, now, fails, fix).map(|(_, why)| why)
+}
+
 /// When `trusted` (the CA certificates `who` trusts, DER) lacks the CA
 /// certificate in place (`der`): a problem (`true`, `fails` said) once
 /// every one of them has ended at `now`, else a warning; each says `fix`.

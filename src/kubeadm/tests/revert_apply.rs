@@ -442,7 +442,11 @@ async fn revert_removes_the_directories_adopt_made_once_empty() {
             assert!(out.contains(&said), "purge={purge}: {said:?} not in\n{out}");
         }
         assert!(
-            out.contains("left /etc/kubernetes/certsync/ in place: it holds backup\n"),
+            out.contains(
+                "left /etc/kubernetes/certsync/ in place: it holds backup (private keys and \
+                 admin.conf's credential: remove it once the node serves and they are no longer \
+                 needed)\n"
+            ),
             "{out}"
         );
         assert!(host(d, plan::BACKUPS).is_dir());

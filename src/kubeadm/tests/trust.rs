@@ -253,6 +253,9 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
         warnings.iter().any(|w| w.kind == WarningKind::KubeletConf),
         "{warnings:?}"
     );
+    // revert says so too: once the node is kubeadm's, nothing else does.
+    let at = crate::validate::unix_seconds(now);
+    assert!(trust::kubelet_conf_after_revert(d.path(), at).is_some());
     let past = now + Duration::from_secs(2 * 86_400);
     let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(past), &t.record);
     assert!(
@@ -262,6 +265,15 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
             .is_some_and(|p| p.contains("cannot verify the API server")),
         "{cas:?}"
     );
+    // With the renewal in its CA data, revert has nothing to say.
+    let renewed = std::fs::read(host(d.path(), "/etc/kubernetes/pki/ca.crt")).unwrap();
+    let kubelet = std::fs::read_to_string(host(d.path(), "/etc/kubernetes/kubelet.conf")).unwrap();
+    let with = kubelet.replace(
+        &base64::engine::general_purpose::STANDARD.encode(crate::pem::encode("CERTIFICATE", &old)),
+        &base64::engine::general_purpose::STANDARD.encode(&renewed),
+    );
+    std::fs::write(host(d.path(), "/etc/kubernetes/kubelet.conf"), with).unwrap();
+    assert_eq!(trust::kubelet_conf_after_revert(d.path(), at), None);
 }
 
 #[test]
