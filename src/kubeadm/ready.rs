@@ -493,7 +493,7 @@ pub async fn api_server_back(
                 Err(problem) => NotBack::NotReady {
                     addr: addr.clone(),
                     path: cert.clone(),
-                    problem,
+                    problem: problem.to_string(),
                 },
             },
             Err(seen) => seen,
@@ -535,26 +535,43 @@ async fn served_as_named(
     }
 }
 
+/// Why `/readyz` through admin.conf did not answer ok.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminReadyz {
+    #[error("{0}")]
+    Admin(Box<KubeadmError>),
+    #[error("https://{addr}: {source}")]
+    Url {
+        addr: String,
+        source: http::uri::InvalidUri,
+    },
+    #[error("{0}")]
+    Client(#[from] crate::source::client::ClientError),
+    #[error("{0}")]
+    Request(#[from] http::Error),
+    #[error("no answer within 5 s")]
+    Timeout,
+    #[error("{}", crate::error_chain(.0))]
+    Answer(#[from] kube::Error),
+}
+
 /// `GET /readyz` at `addr` with admin.conf's credentials and CA data.
-async fn readyz_through_admin(dir: &Path, addr: &str) -> Result<(), String> {
+async fn readyz_through_admin(dir: &Path, addr: &str) -> Result<(), AdminReadyz> {
     let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| AdminReadyz::Admin(Box::new(e)))?;
     config.cluster_url = format!("https://{addr}")
         .parse()
-        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        .map_err(|source| AdminReadyz::Url {
+            addr: addr.to_owned(),
+            source,
+        })?;
     // certsync's own client, as every kubeadm command's: kube's default
     // one logs each 500 of a restarting API server as an ERROR line.
-    let client = crate::source::client::ClientSettings::default()
-        .client_for(&config)
-        .map_err(|e| crate::error_chain(&e))?;
-    let request = http::Request::get("/readyz")
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    let get = client.request_text(request);
-    match tokio::time::timeout(Duration::from_secs(5), get).await {
-        Err(_) => Err("no answer within 5 s".into()),
-        Ok(Err(e)) => Err(crate::error_chain(&e)),
-        Ok(Ok(_)) => Ok(()),
+    let client = crate::source::client::ClientSettings::default().client_for(&config)?;
+    let request = http::Request::get("/readyz").body(Vec::new())?;
+    match tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await {
+        Err(_) => Err(AdminReadyz::Timeout),
+        Ok(answer) => answer.map(|_| ()).map_err(AdminReadyz::from),
     }
 }

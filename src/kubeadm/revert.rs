@@ -286,34 +286,35 @@ impl RevertPlan {
             )
         };
         for (d, left) in &self.dirs {
-            let _ = match left {
-                Ok(moves::Left::Removed) => writeln!(
-                    out,
-                    "{} {d}/ (adopt made it; {})",
-                    t("removed", "would remove"),
-                    t("now empty", "empty once certsync's files are out")
-                ),
-                Ok(moves::Left::Absent) => Ok(()),
-                Ok(moves::Left::Kept(why)) => {
-                    // The backups hold kubeadm's and certsync's keys and
-                    // admin.conf's cluster-admin credential: said where
-                    // the operator reads that they stay.
-                    let keys = if why.contains("backup") {
-                        " (private keys and admin.conf's credential: remove it once the node \
-                         serves and they are no longer needed)"
-                    } else {
-                        ""
-                    };
-                    writeln!(
-                        out,
-                        "{} {d}/ in place: {why}{keys}",
-                        t("left", "would leave")
-                    )
-                }
-                Err(why) => writeln!(out, "{} {d}/ in place: {why}", t("left", "would leave")),
-            };
+            out.push_str(&dir_line(d, left, tense));
         }
         out
+    }
+}
+
+/// What becomes of a directory adopt made (`left`: as foreseen, or as found).
+fn dir_line(d: &str, left: &Result<moves::Left, moves::MovesError>, tense: Tense) -> String {
+    let t = |did, would| tense.pick(did, would);
+    match left {
+        Ok(moves::Left::Removed) => format!(
+            "{} {d}/ (adopt made it; {})\n",
+            t("removed", "would remove"),
+            t("now empty", "empty once certsync's files are out")
+        ),
+        Ok(moves::Left::Absent) => String::new(),
+        Ok(moves::Left::Kept(why)) => {
+            // The backups hold kubeadm's and certsync's keys and
+            // admin.conf's cluster-admin credential: said where the
+            // operator reads that they stay.
+            let keys = if why.contains("backup") {
+                " (private keys and admin.conf's credential: remove it once the node serves \
+                 and they are no longer needed)"
+            } else {
+                ""
+            };
+            format!("{} {d}/ in place: {why}{keys}\n", t("left", "would leave"))
+        }
+        Err(why) => format!("{} {d}/ in place: {why}\n", t("left", "would leave")),
     }
 }
 
