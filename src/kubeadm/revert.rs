@@ -306,7 +306,8 @@ fn dir_line(d: &str, left: &Result<moves::Left, moves::MovesError>, tense: Tense
             // The backups hold kubeadm's and certsync's keys and
             // admin.conf's cluster-admin credential: said where the
             // operator reads that they stay.
-            let keys = if why.contains("backup") {
+            let holds_backups = super::record::BACKUPS.rsplit_once('/').map(|(up, _)| up);
+            let keys = if holds_backups == Some(d) {
                 " (private keys and admin.conf's credential: remove it once the node serves \
                  and they are no longer needed)"
             } else {
