@@ -109,3 +109,41 @@ fn a_tree_refuses_what_it_sets_for_each_object() {
         assert!(matches!(e, ConfigError::Mapping { .. }), "{opt}: {e}");
     }
 }
+
+/// Every option that goes with another is refused without it, and every
+/// pair an option excludes is refused together, by the grammar's columns
+/// (the variant names both); with what it needs, it is not refused.
+#[test]
+fn what_an_option_needs_and_excludes_is_refused_as_the_grammar_says() {
+    use super::options::options_apply;
+    let spec = |kind: SourceKind, opts: &[&crate::cli::grammar::MappingOption]| {
+        let given: Vec<String> = opts.iter().map(|o| given(o.name, o.shape)).collect();
+        MappingSpec::parse_flag(&format!("{}:x/y=/b,{}", kind.name(), given.join(","))).unwrap()
+    };
+    let option = |name: &str| crate::cli::grammar::option(name).unwrap();
+    let mut checked = 0;
+    for o in OPTIONS {
+        let kind = o.kinds[0];
+        if let Some(needs) = o.needs {
+            let e = options_apply(&spec(kind, &[o]), kind).unwrap_err();
+            assert!(
+                matches!(e, GrammarError::Needs { option, needs: n } if option == o.name && n == needs),
+                "{}: {e}",
+                o.name
+            );
+            options_apply(&spec(kind, &[o, option(needs)]), kind)
+                .unwrap_or_else(|e| panic!("{} with {needs}: {e}", o.name));
+            checked += 1;
+        }
+        for other in o.excludes {
+            let e = options_apply(&spec(kind, &[o, option(other)]), kind).unwrap_err();
+            assert!(
+                matches!(e, GrammarError::Excludes { option, other: x } if option == o.name && x == *other),
+                "{} with {other}: {e}",
+                o.name
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 8, "sni, allow-non-pem, optional; files with five");
+}
