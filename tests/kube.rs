@@ -1792,21 +1792,46 @@ async fn once_waits_for_the_api_server_within_its_timeout() {
     let p = Pair::new("late");
     env.put_pair(&name, &p).await;
     env.fake.as_mut().unwrap().down();
-    let child = std::process::Command::new(certsync_bin())
+    let mut child = std::process::Command::new(certsync_bin())
         .args(["run", "--once", "--kubeconfig"])
         .arg(&env.kubeconfig)
         .args(["--sync", &env.secret_spec(&name)])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    // The server comes up once certsync said it waits for it (not after a
+    // fixed sleep: a process slow to start under load would find it up).
+    let stderr = child.stderr.take().unwrap();
+    let (said, lines) = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead as _;
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let mut seen = String::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains("waiting for the API server") {
+                return (true, (seen, lines));
+            }
+        }
+        (false, (seen, lines))
+    })
+    .await
+    .unwrap();
+    let (mut err, rest) = lines;
+    assert!(said, "{err}");
     env.fake.as_mut().unwrap().up().await;
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(err.contains("waiting for the API server"), "{err}");
+    let status = tokio::task::spawn_blocking(move || {
+        for line in rest {
+            err.push_str(&line.unwrap());
+            err.push('\n');
+        }
+        (child.wait().unwrap(), err)
+    })
+    .await
+    .unwrap();
+    let (status, err) = status;
+    assert_eq!(status.code(), Some(0), "{err}");
     assert_eq!(read_live(&env.target(&name)).unwrap().1, p.cert);
 
     let dead = ApiServer::reserve().await;
