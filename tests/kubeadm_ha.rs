@@ -252,13 +252,25 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
         ok && text.ends_with("reverted\n"),
         "revert on node 3:\n{text}"
     );
-    wait_long(
-        "node 3 serving on kubeadm's files after revert",
-        Duration::from_secs(240),
-        || {
-            settled(&nodes[2], 4)?;
-            readyz_at(&kubectl, &admin, Some(&server(&nodes[2]))).ok()
-        },
+    // What was last seen, said if it never settles.
+    let mut seen = String::new();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(240) {
+        let now = containers(&nodes[2]);
+        let ready = readyz_at(&kubectl, &admin, Some(&server(&nodes[2])));
+        if settled(&nodes[2], 4).is_some() && ready.is_ok() {
+            seen.clear();
+            break;
+        }
+        seen = format!(
+            "containers {now:?}; /readyz {ready:?}; restarts:\n{}",
+            restarts(&nodes[2])
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    assert!(
+        seen.is_empty(),
+        "node 3 not serving on kubeadm's files 240 s after revert:\n{seen}\nrevert said:\n{text}"
     );
     assert_eq!(voters(&nodes[0]), 3, "etcd voters after revert");
 }
