@@ -467,7 +467,7 @@ pub async fn api_server_back(
 ) -> Result<(String, String), NotBack> {
     let m = super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest)).ok();
     let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
-    let (Some(ip), Some(cert)) = (flag("advertise-address"), flag("tls-cert-file")) else {
+    let (Some(ip), Some(cert)) = (flag("advertise-address"), serving_cert(manifest)) else {
         return Err(NotBack::NoAddress {
             manifest: manifest_path.to_owned(),
         });
@@ -481,11 +481,13 @@ pub async fn api_server_back(
         addr: addr.clone(),
         sni: None,
     };
+    // admin.conf read once: it does not change while the API server restarts.
+    let client = admin_client(dir, &addr).await;
     let start = Instant::now();
     let mut gap = false;
     loop {
         let seen = match served_as_named(dir, &cert, &check).await {
-            Ok(()) => match readyz_through_admin(dir, &addr).await {
+            Ok(()) => match readyz(&client).await {
                 Ok(()) if gap || start.elapsed() >= RESTART_SEEN_WITHIN => {
                     return Ok((addr, cert));
                 }
@@ -504,6 +506,13 @@ pub async fn api_server_back(
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
+}
+
+/// The certificate an API server manifest serves (`--tls-cert-file`).
+pub fn serving_cert(manifest: &[u8]) -> Option<String> {
+    super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest))
+        .ok()?
+        .flag("tls-cert-file")
 }
 
 /// Whether `check`'s address serves the certificate at the node path
@@ -555,8 +564,8 @@ pub enum AdminReadyz {
     Answer(#[from] kube::Error),
 }
 
-/// `GET /readyz` at `addr` with admin.conf's credentials and CA data.
-async fn readyz_through_admin(dir: &Path, addr: &str) -> Result<(), AdminReadyz> {
+/// A client for `addr` with admin.conf's credentials and CA data.
+async fn admin_client(dir: &Path, addr: &str) -> Result<kube::Client, AdminReadyz> {
     let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
         .await
         .map_err(|e| AdminReadyz::Admin(Box::new(e)))?;
@@ -568,10 +577,38 @@ async fn readyz_through_admin(dir: &Path, addr: &str) -> Result<(), AdminReadyz>
         })?;
     // certsync's own client, as every kubeadm command's: kube's default
     // one logs each 500 of a restarting API server as an ERROR line.
-    let client = crate::source::client::ClientSettings::default().client_for(&config)?;
+    Ok(crate::source::client::ClientSettings::default().client_for(&config)?)
+}
+
+/// `GET /readyz` through `client` (from [`admin_client`]; its error, when
+/// it could not be built).
+async fn readyz(client: &Result<kube::Client, AdminReadyz>) -> Result<(), ReadyzProblem<'_>> {
+    let client = client.as_ref().map_err(ReadyzProblem::NoClient)?;
     let request = http::Request::get("/readyz").body(Vec::new())?;
     match tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await {
-        Err(_) => Err(AdminReadyz::Timeout),
-        Ok(answer) => answer.map(|_| ()).map_err(AdminReadyz::from),
+        Err(_) => Err(AdminReadyz::Timeout.into()),
+        Ok(answer) => Ok(answer.map(|_| ())?),
+    }
+}
+
+/// Why one `/readyz` through admin.conf failed: the client (built once)
+/// or this answer.
+#[derive(Debug, thiserror::Error)]
+enum ReadyzProblem<'c> {
+    #[error("{0}")]
+    NoClient(&'c AdminReadyz),
+    #[error("{0}")]
+    Answer(#[from] AdminReadyz),
+}
+
+impl From<http::Error> for ReadyzProblem<'_> {
+    fn from(e: http::Error) -> Self {
+        Self::Answer(e.into())
+    }
+}
+
+impl From<kube::Error> for ReadyzProblem<'_> {
+    fn from(e: kube::Error) -> Self {
+        Self::Answer(e.into())
     }
 }

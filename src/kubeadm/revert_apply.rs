@@ -24,10 +24,11 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
             "{}dry run: revert would do this, writing nothing:\n{}{}{}dry run: nothing was changed\n",
             plan.preamble,
             plan.text(Tense::Would),
-            api_server_manifest(opts, &plan).map_or(String::new(), |_| format!(
+            api_server_manifest(opts, &plan).map_or(String::new(), |m| format!(
                 "would wait up to {} for the API server to restart on kubeadm's files (serving \
-                 /etc/kubernetes/pki/apiserver.crt, /readyz ok through admin.conf)\n",
-                humantime::format_duration(opts.api_server_timeout)
+                 {}, /readyz ok through admin.conf)\n",
+                humantime::format_duration(opts.api_server_timeout),
+                super::ready::serving_cert(&m.bytes).unwrap_or_default()
             )),
             super::audit::warnings(&opts.dir)
         ));
