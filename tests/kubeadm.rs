@@ -975,7 +975,7 @@ fn adopt_dry_run_then_adopt_twice_then_revert_twice() {
         "left in place"
     );
     // ... and the directories adopt made for them removed, empty: pki/ is
-    // kubeadm's tree again (the operator's review found both left behind).
+    // kubeadm's tree again, neither left behind empty.
     for made in ["pki/certsync", "pki/etcd/certsync"] {
         assert!(!etc.join(made).exists(), "{made} left behind:\n{text}");
     }

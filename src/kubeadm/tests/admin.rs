@@ -98,10 +98,10 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
         ),
     ];
     for (field, cluster, user) in cases {
-        // A one-line root-only host file, as in the review.
+        // A one-line root-only host file an attacker wants to read.
         let secret_dir = tempfile::tempdir().expect("tempdir");
         let secret = secret_dir.path().join("secret.txt");
-        std::fs::write(&secret, "atk9-ROOT-ONLY-SECRET").expect("secret");
+        std::fs::write(&secret, "ROOT-ONLY-SECRET").expect("secret");
         let user = user.replace("SECRET", &secret.display().to_string());
         let conf = admin_conf(&fake.url, cluster, &user);
         let said = format!("has {field}");
@@ -259,7 +259,7 @@ async fn attack_set_id_files_and_open_directories_are_reported_never_removed() {
     // set-user-ID root, and chmod a directory 0777.
     use std::os::unix::fs::PermissionsExt as _;
     let plant = |d: &Path| {
-        let suid = d.join(".atk9-suid");
+        let suid = d.join(".planted-suid");
         std::fs::write(&suid, "#!/bin/sh\n").expect("write");
         std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
         let open = d.join("pki/open");
@@ -270,7 +270,7 @@ async fn attack_set_id_files_and_open_directories_are_reported_never_removed() {
         (suid, open)
     };
     let expected = [
-        "warning: /etc/kubernetes/.atk9-suid is set-user-ID (mode 4755, owner uid ",
+        "warning: /etc/kubernetes/.planted-suid is set-user-ID (mode 4755, owner uid ",
         "warning: /etc/kubernetes/pki/open is writable by its group, writable by others (mode 0777, owner uid ",
     ];
     // adopt (a dry run) on kubeadm's node, revert on an adopted one.

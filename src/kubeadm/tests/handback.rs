@@ -199,10 +199,10 @@ async fn attack_a_symlink_in_place_of_certsyncs_targets_is_never_followed() {
 
 #[tokio::test]
 async fn revert_after_a_second_adopt_keeps_both_configurations() {
-    // The operator's review: adopt with short lifetimes, adopt again with
-    // the defaults (its backup holds the first certsync.yaml and pod), then
-    // revert: it stopped partway on "both exist and differ". Now the
-    // current one is kept beside the earlier copy, which stays as it was.
+    // Adopt with short lifetimes, adopt again with the defaults (its backup
+    // holds the first certsync.yaml and pod), then revert: the current one
+    // is kept beside the earlier copy, which stays as it was, rather than
+    // stopping partway on "both exist and differ".
     let dir = adopted_node();
     let d = dir.path();
     let earlier = plan::backup_path(d, BACKUP, plan::CONFIG);

@@ -406,9 +406,8 @@ async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
 
 #[tokio::test]
 async fn revert_removes_the_directories_adopt_made_once_empty() {
-    // The operator's review: revert left pki/certsync/ and
-    // pki/etcd/certsync/ behind it, empty. Now each directory adopt made is
-    // removed once empty (dry run: said, not done); the one holding the
+    // pki/certsync/ and pki/etcd/certsync/ are not left behind, empty:
+    // each directory adopt made is removed once empty (dry run: said, not done); the one holding the
     // backups stays, saying so; a second revert has nothing to do.
     let made = [
         "/etc/kubernetes/pki/certsync",

@@ -106,8 +106,8 @@ async fn without_the_cluster_configuration_revert_changes_nothing_and_adopt_goes
 }
 
 /// The words revert's real run starts a line with: what it did. A dry run
-/// starts none of its lines with one (the operator's review: a dry run in
-/// the past tense reads as if it had changed the node).
+/// starts none of its lines with one: a dry run in the past tense reads as
+/// if it had changed the node.
 const DONE: [&str; 8] = [
     "restored",
     "removed",

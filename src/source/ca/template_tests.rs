@@ -373,7 +373,7 @@ async fn an_expired_template_still_serves_and_says_when_revert_would_refuse_it()
     assert!(!s.template_due.load(Ordering::Relaxed));
     assert!(s.template_expiry(Some(now + 23 * 3600)));
 
-    // The operator's review: the template is the mapping's own
+    // The template is the mapping's own
     // `update-pair=` copy (adopt's kubeadm pairs at an 8-minute lifetime):
     // its end is the live certificate's, not what revert hands back; no
     // warning, no metric.
