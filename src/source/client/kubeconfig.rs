@@ -127,10 +127,8 @@ pub(super) fn read_kubeconfigs(
             Err(e) => return Err(err(e)),
         };
         let mut kc = parse_kubeconfig(&text).map_err(err)?;
-        if let Some(dir) = path.parent() {
-            absolute_paths(&mut kc, dir);
-        }
-        inline_files(&mut kc).map_err(err)?;
+        let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        inline_files(&mut kc, dir).map_err(err)?;
         merged = merged
             .merge(kc)
             .map_err(|e| err(KubeconfigError::Kube(e.to_string())))?;
@@ -153,18 +151,25 @@ pub(super) fn read_kubeconfigs(
 /// has no cap). Token files stay files, as kube re-reads them as they
 /// rotate, but are checked the same way at start, so a FIFO or a device
 /// named there is refused, naming it, instead of hanging the first request.
-fn inline_files(kc: &mut Kubeconfig) -> Result<(), KubeconfigError> {
+/// A file named relative to the kubeconfig is read from `dir`, the
+/// kubeconfig's directory, and a token file or exec command left in the
+/// kubeconfig is made absolute there.
+fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), KubeconfigError> {
     use base64::Engine as _;
     let named = |p: &str, e: &dyn std::fmt::Display| KubeconfigError::Named {
         path: p.into(),
         problem: e.to_string(),
     };
+    // A file named relative to the kubeconfig is beside it (kube's
+    // `read_from` rule).
+    let beside = |p: &str| dir.join(p).to_string_lossy().into_owned();
     let read = |path: &Option<String>| -> Result<Option<String>, KubeconfigError> {
         path.as_deref()
             .map(|p| {
-                crate::files::read_steering(std::path::Path::new(p), KUBECONFIG_LIMIT)
+                let p = beside(p);
+                crate::files::read_steering(std::path::Path::new(&p), KUBECONFIG_LIMIT)
                     .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
-                    .map_err(|e| named(p, &e))
+                    .map_err(|e| named(&p, &e))
             })
             .transpose()
     };
@@ -187,23 +192,30 @@ fn inline_files(kc: &mut Kubeconfig) -> Result<(), KubeconfigError> {
             user.client_key_data = read(&user.client_key)?.map(secrecy::SecretString::from);
         }
         user.client_key = None;
-        if let Some(token_file) = &user.token_file {
+        if let Some(token_file) = user.token_file.as_mut() {
+            *token_file = beside(token_file);
             crate::files::read_steering(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
                 .map_err(|e| named(token_file, &e))?;
         }
         if let Some(exec) = user.exec.as_mut()
             && let Some(command) = exec.command.as_mut()
-            && nix::unistd::geteuid().is_root()
         {
-            let path = exec
-                .env
-                .iter()
-                .flatten()
-                .find(|e| e.get("name").map(String::as_str) == Some("PATH"))
-                .and_then(|e| e.get("value").cloned())
-                .or_else(|| std::env::var("PATH").ok())
-                .unwrap_or_default();
-            *command = root_may_run(command, &path)?;
+            // A command is a file beside the kubeconfig only when it holds
+            // a separator; a bare name is looked up in PATH.
+            if command.contains(std::path::MAIN_SEPARATOR) {
+                *command = beside(command);
+            }
+            if nix::unistd::geteuid().is_root() {
+                let path = exec
+                    .env
+                    .iter()
+                    .flatten()
+                    .find(|e| e.get("name").map(String::as_str) == Some("PATH"))
+                    .and_then(|e| e.get("value").cloned())
+                    .or_else(|| std::env::var("PATH").ok())
+                    .unwrap_or_default();
+                *command = root_may_run(command, &path)?;
+            }
         }
     }
     Ok(())
@@ -249,39 +261,6 @@ fn root_may_run(command: &str, path: &str) -> Result<String, KubeconfigError> {
         .into_os_string()
         .into_string()
         .map_err(|_| refused(&at, ExecProblem::NotUtf8))
-}
-
-/// A file a kubeconfig names relative to itself, made absolute (kube's
-/// `read_from` rule: exec commands only when they hold a separator).
-fn absolute_paths(kc: &mut Kubeconfig, dir: &std::path::Path) {
-    let fix = |p: &mut Option<String>| {
-        if let Some(path) = p.as_mut()
-            && std::path::Path::new(path.as_str()).is_relative()
-            && let Some(abs) = dir.join(path.as_str()).to_str()
-        {
-            *path = abs.to_owned();
-        }
-    };
-    for cluster in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
-        fix(&mut cluster.certificate_authority);
-    }
-    for user in kc
-        .auth_infos
-        .iter_mut()
-        .filter_map(|u| u.auth_info.as_mut())
-    {
-        fix(&mut user.client_certificate);
-        fix(&mut user.client_key);
-        fix(&mut user.token_file);
-        if let Some(exec) = user.exec.as_mut()
-            && exec
-                .command
-                .as_ref()
-                .is_some_and(|c| c.contains(std::path::MAIN_SEPARATOR))
-        {
-            fix(&mut exec.command);
-        }
-    }
 }
 
 /// A kubeconfig for `config`'s cluster that authenticates with the client
@@ -370,6 +349,40 @@ current-context: x
         let cluster = ours.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(cluster.server.as_deref(), Some("https://10.0.0.1:6443"));
         assert_eq!(cluster.tls_server_name.as_deref(), Some("api.test"));
+    }
+
+    #[test]
+    fn files_named_relative_to_the_kubeconfig_are_read_beside_it() {
+        use base64::Engine as _;
+        let d = tempfile::tempdir().unwrap();
+        for (name, bytes) in [
+            ("ca.crt", "CA"),
+            ("c.crt", "CERT"),
+            ("c.key", "KEY"),
+            ("tok", "t"),
+        ] {
+            std::fs::write(d.path().join(name), bytes).unwrap();
+        }
+        let path = d.path().join("config");
+        std::fs::write(
+            &path,
+            "clusters:\n- name: c\n  cluster: {server: https://a, certificate-authority: ca.crt}\n\
+             users:\n- name: u\n  user: {client-certificate: c.crt, client-key: c.key, tokenFile: tok}\n",
+        )
+        .unwrap();
+        // Read from elsewhere: the files are found beside the kubeconfig,
+        // not in the working directory.
+        let (kc, _) = read_kubeconfigs(&[path], false).unwrap();
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.certificate_authority_data, Some(b64("CA")));
+        assert_eq!(cluster.certificate_authority, None);
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert_eq!(user.client_certificate_data, Some(b64("CERT")));
+        assert_eq!(
+            user.token_file.as_deref(),
+            Some(d.path().join("tok").to_str().unwrap())
+        );
     }
 
     #[test]
