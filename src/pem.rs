@@ -28,15 +28,12 @@ pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError>
     // The one block reader, [`blocks`]: it refuses blocks it would step
     // over unread, so every block in `bytes` is counted here.
     let found = blocks(bytes).map_err(|problem| PemError::Syntax(problem.into()))?;
-    let block = match found.as_slice() {
-        [] if find(bytes, BEGIN).is_some() => return Err(PemError::Outside),
-        [] => return Err(PemError::Empty),
-        [block] => block,
-        several => {
-            return Err(PemError::Several {
-                found: several.len(),
-            });
-        }
+    let mut found = found.into_iter();
+    let block = match (found.next(), found.len()) {
+        (None, _) if find(bytes, BEGIN).is_some() => return Err(PemError::Outside),
+        (None, _) => return Err(PemError::Empty),
+        (Some(block), 0) => block,
+        (Some(_), more) => return Err(PemError::Several { found: more + 1 }),
     };
     // Only white space before and after it (a BEGIN line is at a line's
     // start, where Go's reader looks for it: [`blocks`] sees to that).
@@ -50,12 +47,7 @@ pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError>
     if block.kind != kind {
         return Err(PemError::Kind(format!("{:?}", block.kind)));
     }
-    let mut der = SliceIter::<(SectionKind, Vec<u8>)>::new(block.text);
-    match der.next() {
-        Some(Ok((_, der))) => Ok(der),
-        // Read once already by `blocks`: it cannot fail the second time.
-        _ => Err(PemError::Syntax("unreadable".into())),
-    }
+    Ok(block.der)
 }
 
 const BEGIN: &[u8] = b"-----BEGIN ";
@@ -237,6 +229,8 @@ pub fn problem(e: &pem::Error) -> &'static str {
 pub struct Block<'a> {
     pub kind: SectionKind,
     pub text: &'a [u8],
+    /// The block's body, decoded.
+    pub der: Vec<u8>,
 }
 
 /// Every block of `bytes` in order, with its text; text outside blocks is
@@ -251,7 +245,7 @@ pub fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, &'static str> {
         let next = iter.next();
         let rest = iter.remainder();
         let mut read = &before[..before.len() - rest.len()];
-        let kind = match next {
+        let (kind, der) = match next {
             None => {
                 // Blocks of unknown labels are stepped over up to the end.
                 return match line_starts(read, BEGIN).next() {
@@ -260,7 +254,7 @@ pub fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, &'static str> {
                 };
             }
             Some(Err(e)) => return Err(problem(&e)),
-            Some(Ok((kind, _))) => kind,
+            Some(Ok(block)) => block,
         };
         // The reader splits lines at CR or LF and consumes one: the LF of
         // an END line's CRLF is still ahead; it belongs to this block.
@@ -275,6 +269,7 @@ pub fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, &'static str> {
         out.push(Block {
             kind,
             text: &read[start..],
+            der,
         });
     }
 }

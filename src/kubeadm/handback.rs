@@ -267,10 +267,7 @@ pub(super) fn ca_data_with(
     let held = crate::pem::blocks(&old)
         .map_err(|e| bad(format!("certificate-authority-data: {e}")))?
         .iter()
-        .any(|b| {
-            crate::pem::exactly_one(b.text, SectionKind::Certificate).ok()
-                == Some(renewal_der.clone())
-        });
+        .any(|b| b.kind == SectionKind::Certificate && b.der == renewal_der);
     if held {
         return Ok(None);
     }
