@@ -105,6 +105,16 @@ pub enum ValidationError {
         index: usize,
         reason: String,
     },
+    /// Parsed by x509-parser but refused by Go's reader: published over
+    /// the last good pair, it would stop a Kubernetes component at its
+    /// next start.
+    #[error("{file}: certificate #{index} does not parse as X.509: {source}")]
+    NotAsGoReads {
+        file: String,
+        index: usize,
+        #[source]
+        source: crate::x509::NotStrict,
+    },
     #[error(
         "{file}: no private key found (expected PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)"
     )]
@@ -150,7 +160,7 @@ impl ValidationError {
             Self::Empty { .. } => "empty",
             Self::Pem { .. } => "bad_pem",
             Self::NoCertificate { .. } => "no_certificate",
-            Self::BadCertificate { .. } => "bad_certificate",
+            Self::BadCertificate { .. } | Self::NotAsGoReads { .. } => "bad_certificate",
             Self::NoKey { .. } => "no_key",
             Self::MultipleKeys { .. } => "multiple_keys",
             Self::EncryptedKey { .. } => "encrypted_key",
@@ -449,9 +459,11 @@ fn certificates(
             Ok(_) => return Err(bad("trailing bytes after the certificate".into())),
             Err(e) => return Err(bad(e.to_string())),
         }
-        // Also as Go reads it: what Go refuses, published over the last
-        // good pair, stops a Kubernetes component at its next start.
-        crate::x509::strict_certificate(der).map_err(|e| bad(e.to_string()))?;
+        crate::x509::strict_certificate(der).map_err(|source| ValidationError::NotAsGoReads {
+            file: file.into(),
+            index: i + 1,
+            source,
+        })?;
     }
     Ok(certs)
 }
@@ -913,14 +925,14 @@ mod tests {
         let e = validate(&pair(&v4(&p.cert), &p.key), &policy()).unwrap_err();
         assert_eq!(e.reason(), "bad_certificate", "{e}");
         assert!(
-            e.to_string().contains("tls.crt") && e.to_string().contains("Go"),
+            matches!(&e, ValidationError::NotAsGoReads { file, .. } if file == "src/tls.crt"),
             "{e}"
         );
         let mut b = pair(&p.cert, &p.key);
         b.insert(CA_FILE, v4(&p.ca_cert), "src/ca.crt").unwrap();
         let e = validate(&b, &policy()).unwrap_err();
         assert!(
-            e.to_string().contains("ca.crt") && e.to_string().contains("Go"),
+            matches!(&e, ValidationError::NotAsGoReads { file, .. } if file == "src/ca.crt"),
             "{e}"
         );
         // The unedited pair, with its CA, passes.

@@ -52,7 +52,7 @@ mod tests;
 
 pub use material::{MaterialError, key_pair};
 use material::{Wanted, read_ca_key, wanted};
-pub use reissue::{KUBEADM_VALIDITY_SECS, reissue, renew_ca};
+pub use reissue::{KUBEADM_VALIDITY_SECS, NotTheCas, reissue, renew_ca};
 
 /// Failed issuances are retried after 2 s, doubling, at most this.
 const RETRY_CAP: Duration = Duration::from_secs(300);
@@ -93,11 +93,23 @@ pub struct CaSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
     #[error("CA certificate {path}: {problem}")]
-    CaCert { path: PathBuf, problem: String },
+    CaCert {
+        path: PathBuf,
+        #[source]
+        problem: MaterialError,
+    },
     #[error("CA key {path}: {problem}")]
-    CaKey { path: PathBuf, problem: String },
+    CaKey {
+        path: PathBuf,
+        #[source]
+        problem: MaterialError,
+    },
     #[error("template {path}: {problem}")]
-    Template { path: PathBuf, problem: String },
+    Template {
+        path: PathBuf,
+        #[source]
+        problem: MaterialError,
+    },
     #[error("cannot make the certificate's key: {0}")]
     Key(String),
     #[error("cannot sign the certificate: {0}")]

@@ -403,8 +403,17 @@ mod tests {
         let other = certs::Pair::new("other");
         let mut bad = bundle(&good);
         bad.insert(KEY_FILE, other.key.clone(), "t").unwrap();
-        let err = s.apply(bad).await.unwrap_err().to_string();
-        assert!(err.contains("does not match"), "{err}");
+        let err = s.apply(bad).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SyncError::Rejected {
+                    source: ValidationError::KeyMismatch { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
         assert_eq!(
             std::fs::read(d.path().join("t/tls.crt")).unwrap(),
             good.cert

@@ -163,6 +163,25 @@ pub enum MaterialError {
     CaUsage(#[from] crate::source::csr::CaUsage),
     #[error("its key is {0}")]
     NotIssuable(#[source] crate::x509::X509Error),
+    /// A certificate to issue again that the CA did not issue.
+    #[error("{source}: not a certificate {} issued, so not issued again", ca_cert.display())]
+    NotIssuedByTheCa {
+        ca_cert: PathBuf,
+        #[source]
+        source: super::NotTheCas,
+    },
+    /// A CA certificate to renew that is an intermediate.
+    #[error("not self-signed ({0}): only a root CA is renewed here")]
+    NotSelfSigned(#[source] super::NotTheCas),
+    /// Go matches a leaf to its CA by the key identifier when both have
+    /// one; a CA without one is not what kubeadm makes.
+    #[error("it has no subject key identifier")]
+    NoSubjectKeyId,
+    #[error("not strict DER ({0})")]
+    NotStrictDer(#[source] x509_cert::der::Error),
+    /// Signed with another algorithm than the CA key signs with.
+    #[error("signed with {signed}, where the CA key signs with {signs}")]
+    SignedWith { signed: String, signs: String },
 }
 
 /// The CA certificate, read and checked.
@@ -235,7 +254,7 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     };
     let t = read_template(path, &ca).map_err(|problem| CaError::Template {
         path: path.clone(),
-        problem: problem.to_string(),
+        problem,
     })?;
     want.common_name = t.cn;
     want.organizations = t.o;
@@ -340,9 +359,9 @@ pub(super) fn read_ca_cert(
     now: SystemTime,
     skew: Duration,
 ) -> Result<CaCert, CaError> {
-    let err = |problem: MaterialError| CaError::CaCert {
+    let err = |problem| CaError::CaCert {
         path: path.to_owned(),
-        problem: problem.to_string(),
+        problem,
     };
     let file = crate::files::open_regular(path).map_err(|e| err(MaterialError::Read(e)))?;
     owned_safely(&file.metadata().map_err(|e| err(MaterialError::Io(e)))?).map_err(err)?;
@@ -413,9 +432,9 @@ pub(super) fn read_key(
     allow_loose: bool,
     ca: &CaCert,
 ) -> Result<CaKey, CaError> {
-    let err = |problem: MaterialError| CaError::CaKey {
+    let err = |problem| CaError::CaKey {
         path: path.to_owned(),
-        problem: problem.to_string(),
+        problem,
     };
     let file = crate::files::open_regular(path).map_err(|e| err(MaterialError::Read(e)))?;
     let meta = file.metadata().map_err(|e| err(MaterialError::Io(e)))?;

@@ -18,9 +18,9 @@ use x509_cert::der::{Decode, Encode};
 use x509_cert::serial_number::SerialNumber;
 use x509_cert::time::Validity;
 
-use super::CaError;
 use super::material::{read_ca_cert, read_key};
 use super::sign::{SignError, der, time};
+use super::{CaError, MaterialError};
 use crate::source::csr::signature_algorithm;
 
 /// kubeadm's default certificate validity (`certificateValidityPeriod`):
@@ -42,31 +42,29 @@ pub fn reissue(
     ca_key: &Path,
     now: SystemTime,
 ) -> Result<Vec<u8>, CaError> {
-    let bad = |problem: String| CaError::Template {
+    let bad = |problem| CaError::Template {
         path: template.to_owned(),
         problem,
     };
     let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
-    let (_, ca_parsed) =
-        x509_parser::parse_x509_certificate(&ca.der).map_err(|e| bad(format!("CA: {e}")))?;
-    signed_by_ca(der, &ca.subject, &ca_parsed).map_err(|e| {
-        bad(format!(
-            "{e}: not a certificate {} issued, so not issued again",
-            ca_cert.display()
-        ))
+    let ca_parsed = parse_ca(ca_cert, &ca.der)?;
+    signed_by_ca(der, &ca.subject, &ca_parsed).map_err(|source| {
+        bad(MaterialError::NotIssuedByTheCa {
+            ca_cert: ca_cert.to_owned(),
+            source,
+        })
     })?;
     let old =
-        x509_cert::Certificate::from_der(der).map_err(|e| bad(format!("not strict DER ({e})")))?;
+        x509_cert::Certificate::from_der(der).map_err(|e| bad(MaterialError::NotStrictDer(e)))?;
     let alg = signature_algorithm(ca.alg).map_err(|e| CaError::Sign(e.into()))?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
-        return Err(bad(format!(
-            "signed with {}, where the key of {} signs with {}",
-            old.signature_algorithm.oid,
-            ca_cert.display(),
-            alg.oid
-        )));
+        return Err(bad(MaterialError::SignedWith {
+            signed: old.signature_algorithm.oid.to_string(),
+            signs: alg.oid.to_string(),
+        }));
     }
-    let (_, parsed) = x509_parser::parse_x509_certificate(der).map_err(|e| bad(format!("{e}")))?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| bad(MaterialError::Parse(e.to_string())))?;
     let (from, to) = (
         parsed.validity().not_before.timestamp(),
         parsed.validity().not_after.timestamp(),
@@ -100,31 +98,25 @@ pub fn renew_ca(
     not_after: i64,
     now: SystemTime,
 ) -> Result<Vec<u8>, CaError> {
-    let bad = |problem: String| CaError::CaCert {
+    let bad = |problem| CaError::CaCert {
         path: ca_cert.to_owned(),
         problem,
     };
     let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
-    let (_, parsed) =
-        x509_parser::parse_x509_certificate(&ca.der).map_err(|e| bad(e.to_string()))?;
-    signed_by_ca(&ca.der, &ca.subject, &parsed).map_err(|e| {
-        bad(format!(
-            "not self-signed ({e}): only a root CA is renewed here"
-        ))
-    })?;
+    let parsed = parse_ca(ca_cert, &ca.der)?;
+    signed_by_ca(&ca.der, &ca.subject, &parsed)
+        .map_err(|e| bad(MaterialError::NotSelfSigned(e)))?;
     if ca.ski.is_none() {
-        // Go matches a leaf to its CA by the key identifier when both have
-        // one; a CA without one is not what kubeadm makes.
-        return Err(bad("it has no subject key identifier".into()));
+        return Err(bad(MaterialError::NoSubjectKeyId));
     }
     let old = x509_cert::Certificate::from_der(&ca.der)
-        .map_err(|e| bad(format!("not strict DER ({e})")))?;
+        .map_err(|e| bad(MaterialError::NotStrictDer(e)))?;
     let alg = signature_algorithm(ca.alg).map_err(|e| CaError::Sign(e.into()))?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
-        return Err(bad(format!(
-            "signed with {}, where its key signs with {}",
-            old.signature_algorithm.oid, alg.oid
-        )));
+        return Err(bad(MaterialError::SignedWith {
+            signed: old.signature_algorithm.oid.to_string(),
+            signs: alg.oid.to_string(),
+        }));
     }
     let mut tbs = old.tbs_certificate.clone();
     tbs.serial_number = serial()?;
@@ -174,7 +166,7 @@ fn signed(
 /// Why a certificate is not the CA's: said inside the template's or the
 /// issued certificate's refusal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum NotTheCas {
+pub enum NotTheCas {
     /// x509-parser's reason.
     #[error("not a certificate ({0})")]
     NotCertificate(String),
@@ -183,6 +175,20 @@ enum NotTheCas {
     Issuer(String),
     #[error("the CA's key did not sign it")]
     Signature,
+}
+
+/// The CA certificate [`read_ca_cert`] read, parsed for its key and
+/// subject.
+fn parse_ca<'a>(
+    ca_cert: &Path,
+    der: &'a [u8],
+) -> Result<x509_parser::certificate::X509Certificate<'a>, CaError> {
+    x509_parser::parse_x509_certificate(der)
+        .map(|(_, c)| c)
+        .map_err(|e| CaError::CaCert {
+            path: ca_cert.to_owned(),
+            problem: MaterialError::Parse(e.to_string()),
+        })
 }
 
 /// Checks that `der` names the CA (`subject`, DER) as its issuer and that

@@ -158,12 +158,35 @@ fn reissue_refuses_a_certificate_the_ca_did_not_sign() {
         |_| {},
     );
     let forged = kubeadms_leaf(&other, time::Duration::hours(1));
-    assert!(matches!(again(&ca, &forged), Err(CaError::Template { .. })));
+    let r = again(&ca, &forged);
+    assert!(
+        matches!(
+            r,
+            Err(CaError::Template {
+                problem: MaterialError::NotIssuedByTheCa {
+                    source: NotTheCas::Signature,
+                    ..
+                },
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     // Not a certificate at all.
-    assert!(matches!(
-        again(&ca, b"\x30\x03\x02\x01\x01"),
-        Err(CaError::Template { .. })
-    ));
+    let r = again(&ca, b"\x30\x03\x02\x01\x01");
+    assert!(
+        matches!(
+            r,
+            Err(CaError::Template {
+                problem: MaterialError::NotIssuedByTheCa {
+                    source: NotTheCas::NotCertificate(_),
+                    ..
+                },
+                ..
+            })
+        ),
+        "{r:?}"
+    );
 }
 
 /// Whether Go's `crypto/x509` would verify `leaf` (DER) under the root
@@ -273,7 +296,8 @@ fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
         p.key_identifier_method = rcgen::KeyIdMethod::Sha256
     });
     let ends = validate::unix_seconds(SystemTime::now()) + 86_400;
-    // Another key beside it: refused, nothing signed.
+    // Another CA's key (EC, where this CA's is RSA) beside it: refused,
+    // nothing signed.
     let crt = ca.prefix.with_extension("crt");
     let other = tempfile::tempdir().unwrap();
     let other_ca = ca_with(
@@ -289,7 +313,16 @@ fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
         ends,
         SystemTime::now(),
     );
-    assert!(matches!(wrong, Err(CaError::CaKey { .. })), "{wrong:?}");
+    assert!(
+        matches!(
+            wrong,
+            Err(CaError::CaKey {
+                problem: MaterialError::Unusable { .. },
+                ..
+            })
+        ),
+        "{wrong:?}"
+    );
     // An intermediate: the CA signed by another CA's key.
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
     p.distinguished_name = rcgen::DistinguishedName::new();
@@ -311,7 +344,16 @@ fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
     )
     .unwrap();
     let r = renew_ca(&inter_crt, &inter_key, ends, SystemTime::now());
-    assert!(matches!(r, Err(CaError::CaCert { .. })), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Err(CaError::CaCert {
+                problem: MaterialError::NotSelfSigned(NotTheCas::Issuer(_)),
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     // The CA itself: renewed.
     renewed(&ca, ends).unwrap();
 }
