@@ -113,7 +113,7 @@ pub enum ValidationError {
         file: String,
         index: usize,
         #[source]
-        source: crate::x509::NotStrict,
+        source: Box<crate::x509::NotStrict>,
     },
     #[error(
         "{file}: no private key found (expected PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)"
@@ -462,7 +462,7 @@ fn certificates(
         crate::x509::strict_certificate(der).map_err(|source| ValidationError::NotAsGoReads {
             file: file.into(),
             index: i + 1,
-            source,
+            source: Box::new(source),
         })?;
     }
     Ok(certs)

@@ -114,7 +114,7 @@ pub enum MaterialError {
     #[error("trailing bytes after the certificate inside its PEM block")]
     TrailingInPem,
     #[error("{0}")]
-    NotStrict(#[source] crate::x509::NotStrict),
+    NotStrict(#[source] Box<crate::x509::NotStrict>),
     #[error("the CA's public key: {0}")]
     CaPublicKey(String),
     #[error(

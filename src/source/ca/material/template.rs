@@ -42,7 +42,7 @@ pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, Materi
     if !rest.is_empty() {
         return Err(MaterialError::TrailingInPem);
     }
-    crate::x509::strict_certificate(&der).map_err(MaterialError::NotStrict)?;
+    crate::x509::strict_certificate(&der).map_err(|e| MaterialError::NotStrict(Box::new(e)))?;
     signed_by(&cert, ca)?;
     let (cn, o) = subject(&cert)?;
     let (sans, ku, ekus) = extensions(&cert)?;
