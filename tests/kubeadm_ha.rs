@@ -4,8 +4,8 @@
 //! docs/guides/kubeadm-control-plane.md says,
 //! through the binary, while the cluster keeps serving; then run past the
 //! end of the CAs kubeadm made (`caCertificateValidityPeriod`, minutes),
-//! which each adopt renewed with their own key; then node 3 reverted
-//! serves. Needs root and the
+//! which each adopt renewed with their own key, node 3 reverted to
+//! kubeadm's files before it and serving past it. Needs root and the
 //! realkube tools, as tests/kubeadm.rs does (skips without them, fails
 //! under `CI=true`).
 
@@ -26,11 +26,12 @@ use support::kubeadm_node::{
 /// client-go's 5-minute re-read of the components' client certificates.
 const ADOPT: [&str; 5] = ["adopt", "--image", "certsync", "--set", "lifetime=1h"];
 
-/// kubeadm's CAs' lifetime: longer than making and adopting three nodes
-/// takes on two cores beside the suite (about 8 minutes), short enough to
-/// wait for. Each adopt renews them once a tenth of that is past, each
-/// renewal lasting as long again from then.
-const CA_VALIDITY: &str = "12m";
+/// kubeadm's CAs' lifetime, in minutes: longer than making and adopting
+/// three nodes and reverting one takes on two cores beside the suite
+/// (about 12 minutes, each adopt and revert waiting for its API server),
+/// short enough to wait for. Each adopt renews them once a tenth of that
+/// is past, each renewal lasting as long again from then.
+const CA_MINUTES: i64 = 15;
 
 /// Lines of `node.sh members` that are etcd voters.
 fn voters(node: &Node) -> usize {
@@ -53,7 +54,7 @@ fn voters(node: &Node) -> usize {
 /// the API servers of the other nodes are polled: the cluster keeps
 /// serving. No container restarts on any node (a new manifest starts a new
 /// pod), but a scheduler or controller-manager that lost its lease in its
-/// node's API server restart at adoption; none from then on.
+/// node's API server restart at adoption or revert; none past the CAs' end.
 #[test]
 fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
     let Some(realkube) = realkube() else { return };
@@ -65,7 +66,7 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
         "ha1",
         200,
         None,
-        Some(CA_VALIDITY),
+        Some(&format!("{CA_MINUTES}m")),
     )];
     let ca_end = pem_not_after(&std::fs::read(nodes[0].etc().join("pki/ca.crt")).expect("ca.crt"));
     let admin = nodes[0].etc().join("admin.conf");
@@ -118,7 +119,7 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
         if i == 0 {
             // A renewal is due once less than 90% of the span (without
             // kubeadm's 5-minute backdate) is left.
-            let due = ca_end - 648 - unix_now() + 5;
+            let due = ca_end - CA_MINUTES * 60 * 9 / 10 - unix_now() + 5;
             if due > 0 {
                 std::thread::sleep(Duration::from_secs(due as u64));
             }
@@ -195,34 +196,79 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
     // An adoption restarts the node's API server (its new manifest); a
     // scheduler or controller-manager holding its lease through it may
     // lose it and exit, and the kubelet starts it again (the guide says
-    // so). Nothing else restarted while adopting, and nothing at all from
-    // here on.
+    // so). Nothing else restarted while adopting or reverting, and nothing
+    // at all past the CAs' end.
     let restarts =
         |node: &Node| std::fs::read_to_string(node.dir.join("restarts.log")).unwrap_or_default();
-    let adopted: Vec<String> = nodes.iter().map(restarts).collect();
-    for (i, log) in adopted.iter().enumerate() {
-        for line in log.lines().filter(|l| !l.trim().is_empty()) {
-            assert!(
-                line.contains("Leaderelection lost")
-                    && (line.contains("container=kube-scheduler")
-                        || line.contains("container=kube-controller-manager")),
-                "node {}'s containers restarted while adopting:\n{log}",
-                i + 1
-            );
+    let only_lease_losses = |when: &str| {
+        for (i, node) in nodes.iter().enumerate() {
+            let log = restarts(node);
+            for line in log.lines().filter(|l| !l.trim().is_empty()) {
+                assert!(
+                    line.contains("Leaderelection lost")
+                        && (line.contains("container=kube-scheduler")
+                            || line.contains("container=kube-controller-manager")),
+                    "node {}'s containers restarted while {when}:\n{log}",
+                    i + 1
+                );
+            }
         }
-    }
-    // Past the end of kubeadm's CAs: every API server answers, etcd keeps
-    // its members, a write goes through, leases are renewed, a CSR is
-    // signed under the renewed CA, kubeadm reads every file, and (below)
-    // nothing restarted.
+    };
+    only_lease_losses("adopting");
     let left = ca_end - unix_now();
     assert!(
         left > 0,
         "the CAs ended {}s before all three were adopted",
         -left
     );
-    std::thread::sleep(Duration::from_secs(left as u64 + 10));
-    // Node 1's renewal (below) bounds how long node 1 can be checked.
+
+    // Node 3 reverted, one node of three, while the others stay adopted:
+    // back on kubeadm's files (which trust pki/ca.crt, the renewal), it
+    // serves, and etcd keeps its three voters. Before the CAs' end, as the
+    // test's clock allows: each node's CAs were renewed by its own adopt
+    // for the CAs' span from then, so node 1's (adopted once a tenth of
+    // the span had passed) ends about 95 s after kubeadm's (a year on a
+    // ten-year CA's clock, the alert rules asking for an adopt two years
+    // ahead), node 2's a few minutes later; a revert and its API server's
+    // restart past the end could outlast the trust of the nodes it needs.
+    let (ok, text) = kubeadm_cmd(&nodes[2], &["revert"]);
+    assert!(
+        ok && text.ends_with("reverted\n"),
+        "revert on node 3:\n{text}"
+    );
+    // What was last seen, said if it never settles.
+    let mut seen = String::new();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(240) {
+        let now = containers(&nodes[2]);
+        let ready = readyz_at(&kubectl, &admin, Some(&server(&nodes[2])));
+        if settled(&nodes[2], 4).is_some() && ready.is_ok() {
+            seen.clear();
+            break;
+        }
+        seen = format!(
+            "containers {now:?}; /readyz {ready:?}; restarts:\n{}",
+            restarts(&nodes[2])
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    assert!(
+        seen.is_empty(),
+        "node 3 not serving on kubeadm's files 240 s after revert:\n{seen}\nrevert said:\n{text}"
+    );
+    assert_eq!(voters(&nodes[0]), 3, "etcd voters after revert");
+    only_lease_losses("reverting");
+    let settled_logs: Vec<String> = nodes.iter().map(restarts).collect();
+
+    // Past the end of kubeadm's CAs: every API server answers (node 3's on
+    // kubeadm's files), etcd keeps its members, a write goes through,
+    // leases are renewed, a CSR is signed under the renewed CA, kubeadm
+    // reads every file, and nothing restarted.
+    let left = ca_end - unix_now();
+    if left > -10 {
+        std::thread::sleep(Duration::from_secs((left + 10) as u64));
+    }
+    // Node 1's renewal bounds how long node 1 can be checked.
     let renewed = pem_not_after(&std::fs::read(nodes[0].etc().join("pki/ca.crt")).expect("ca.crt"));
     for (i, n) in nodes.iter().enumerate() {
         if let Err(e) = readyz_at(&kubectl, &admin, Some(&server(n))) {
@@ -246,46 +292,9 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
     for (i, node) in nodes.iter().enumerate() {
         let now = restarts(node);
         assert!(
-            now == adopted[i],
-            "node {}'s containers restarted after the adoptions:\n{now}",
+            now == settled_logs[i],
+            "node {}'s containers restarted past the CAs' end:\n{now}",
             i + 1
         );
     }
-    // Revert past the CAs' end: node 3 back on kubeadm's files (which trust
-    // pki/ca.crt, the renewal) serves, and etcd keeps its three voters.
-    // Seen through node 3's own admin.conf and etcd: each node's CAs were
-    // renewed by its own adopt, for the CAs' span from then, and node 1's
-    // (adopted once a tenth of the span had passed) ends about 77 s after
-    // kubeadm's, about a year on a ten-year CA's clock, while revert takes
-    // longer than that.
-    // Unattended that long, node 1 is past what it trusts (the alert rules
-    // ask for an adopt two years ahead); node 3's renewal, the last, has
-    // minutes left.
-    let admin3 = nodes[2].etc().join("admin.conf");
-    let (ok, text) = kubeadm_cmd(&nodes[2], &["revert"]);
-    assert!(
-        ok && text.ends_with("reverted\n"),
-        "revert on node 3:\n{text}"
-    );
-    // What was last seen, said if it never settles.
-    let mut seen = String::new();
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_secs(240) {
-        let now = containers(&nodes[2]);
-        let ready = readyz_at(&kubectl, &admin3, Some(&server(&nodes[2])));
-        if settled(&nodes[2], 4).is_some() && ready.is_ok() {
-            seen.clear();
-            break;
-        }
-        seen = format!(
-            "containers {now:?}; /readyz {ready:?}; restarts:\n{}",
-            restarts(&nodes[2])
-        );
-        std::thread::sleep(Duration::from_secs(2));
-    }
-    assert!(
-        seen.is_empty(),
-        "node 3 not serving on kubeadm's files 240 s after revert:\n{seen}\nrevert said:\n{text}"
-    );
-    assert_eq!(voters(&nodes[2]), 3, "etcd voters after revert");
 }
