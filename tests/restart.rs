@@ -106,6 +106,13 @@ async fn a_real_api_server_restarted_with_compacted_history() {
         cs.log()
     );
     proxy.refuse_new(false);
+    // The watch comes back after its backoff and a relist: slower than a
+    // plain update beside the node tests, still only a bound on a hang.
+    wait_for_within(
+        "the target to hold the pair written while the server was down",
+        std::time::Duration::from_secs(60),
+        || (read_live(&target)?.1 == newest.cert).then_some(()),
+    );
     wait_pair(&target, &newest);
     assert!(cs.is_running(), "certsync exited\n{}", cs.log());
     assert!(
