@@ -467,7 +467,7 @@ pub async fn api_server_back(
 ) -> Result<(String, String), NotBack> {
     let m = super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest)).ok();
     let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
-    let (Some(ip), Some(cert)) = (flag("advertise-address"), serving_cert(manifest)) else {
+    let (Some(ip), Some(cert)) = (flag("advertise-address"), flag(TLS_CERT_FILE)) else {
         return Err(NotBack::NoAddress {
             manifest: manifest_path.to_owned(),
         });
@@ -508,11 +508,14 @@ pub async fn api_server_back(
     }
 }
 
+/// The API server's flag naming the certificate it serves.
+const TLS_CERT_FILE: &str = "tls-cert-file";
+
 /// The certificate an API server manifest serves (`--tls-cert-file`).
 pub fn serving_cert(manifest: &[u8]) -> Option<String> {
     super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest))
         .ok()?
-        .flag("tls-cert-file")
+        .flag(TLS_CERT_FILE)
 }
 
 /// Whether `check`'s address serves the certificate at the node path
