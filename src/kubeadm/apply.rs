@@ -144,7 +144,7 @@ async fn api_server_back(
     }
     let start = std::time::Instant::now();
     let (addr, cert) =
-        super::ready::api_server_back(&opts.dir, (&m.path, &m.after), opts.api_server_timeout)
+        super::api_server::back(&opts.dir, (&m.path, &m.after), opts.api_server_timeout)
             .await
             .map_err(|seen| KubeadmError::NotBack {
                 did: "adopted (every component now reads certsync's files; `certsync kubeadm \

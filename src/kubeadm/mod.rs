@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 
 mod admin;
+mod api_server;
 mod apply;
 mod audit;
 mod cluster;
@@ -199,18 +200,19 @@ pub enum KubeadmError {
     /// changed, and no component manifest names certsync's files.
     #[error("{0}")]
     NotReady(Box<NotReady>),
-    /// Done (`did`: `adopted`, `reverted`), but the API server did not come
-    /// back on the files its new manifest names in time.
+    /// Done (`did`: `adopted`, `reverted`), but the API server was not seen
+    /// back on the files its new manifest names: not in time, or admin.conf
+    /// cannot ask it.
     #[error(
-        "{did}, but the API server did not come back on the files its manifest names within \
-         {}: {seen}. Look at it on the node (`crictl ps -a --name kube-apiserver`, `crictl \
+        "{did}, but the API server was not seen back on the files its manifest names (waited \
+         {}): {seen}. Look at it on the node (`crictl ps -a --name kube-apiserver`, `crictl \
          logs`); `certsync kubeadm status` and `kubectl get --raw /readyz` once it is up",
         humantime::format_duration(*.waited)
     )]
     NotBack {
         did: &'static str,
         waited: std::time::Duration,
-        seen: Box<ready::NotBack>,
+        seen: Box<api_server::NotBack>,
     },
 }
 

@@ -85,20 +85,19 @@ impl From<super::KubeadmError> for Seen {
 /// One `GET /readyz` on certsync's admin port, within 3 s: `Ok` when the
 /// pod of `generation` answers ready.
 pub async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
-    let (status, token, body) =
-        match tokio::time::timeout(Duration::from_secs(3), get_readyz(addr)).await {
-            Err(_) => return Err(Seen::Silent { addr }),
-            Ok(Err(e)) => {
-                return Err(Seen::Nothing {
-                    addr,
-                    problem: e.to_string(),
-                });
-            }
-            Ok(Ok(answer)) => answer,
-        };
-    let body = crate::escape(body.trim()).into_owned();
-    match token {
-        Some(t) if t == generation && status == 200 => Ok(()),
+    let answer = match get_readyz(addr).await {
+        Err(ReadyzError::Timeout { .. }) => return Err(Seen::Silent { addr }),
+        Err(e) => {
+            return Err(Seen::Nothing {
+                addr,
+                problem: e.to_string(),
+            });
+        }
+        Ok(answer) => answer,
+    };
+    let body = crate::escape(answer.body.trim()).into_owned();
+    match answer.generation {
+        Some(t) if t == generation && answer.status == 200 => Ok(()),
         Some(t) if t == generation => Err(Seen::Starting {
             generation: t,
             body,
@@ -106,7 +105,10 @@ pub async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
         Some(t) => Err(Seen::Earlier {
             generation: crate::escape(&t).into_owned(),
         }),
-        None => Err(Seen::Ungenerated { status, body }),
+        None => Err(Seen::Ungenerated {
+            status: answer.status,
+            body,
+        }),
     }
 }
 
@@ -121,12 +123,6 @@ pub enum ReadyzError {
     #[error(transparent)]
     Request(http::Error),
     #[error(transparent)]
-    Uri(http::uri::InvalidUri),
-    /// The pooled client's failure, said by its cause (the connection
-    /// refused, not "client error (Connect)").
-    #[error("{}", cause(.0))]
-    Client(hyper_util::client::legacy::Error),
-    #[error(transparent)]
     Body(Box<dyn std::error::Error + Send + Sync>),
     #[error("no answer within {secs}s")]
     Timeout { secs: u64 },
@@ -136,66 +132,55 @@ pub enum ReadyzError {
 const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
 const READYZ_LIMIT: usize = 64 << 10;
 
-/// `GET http://ADDR/readyz` for `kubeadm status`: its status code and
-/// (capped) body.
-pub(super) async fn status_readyz(addr: SocketAddr) -> Result<(u16, String), ReadyzError> {
-    use bytes::Bytes;
-    use http_body_util::{BodyExt as _, Empty, Limited};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
-    let uri: http::Uri = format!("http://{addr}/readyz")
-        .parse()
-        .map_err(ReadyzError::Uri)?;
+/// What certsync's `/readyz` answered: its status, the generation of the
+/// pod that answered ([`crate::admin::GENERATION_HEADER`]) and its body
+/// (capped).
+pub(super) struct Readyz {
+    pub status: u16,
+    pub generation: Option<String>,
+    pub body: String,
+}
+
+/// `GET http://ADDR/readyz`, within [`READYZ_TIMEOUT`]: adopt's gate and
+/// `kubeadm status` ask it the same way.
+pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, ReadyzError> {
     let ask = async {
-        let resp = client.get(uri).await.map_err(ReadyzError::Client)?;
-        let code = resp.status().as_u16();
-        let body = Limited::new(resp.into_body(), READYZ_LIMIT)
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(ReadyzError::Connect)?;
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(ReadyzError::Http)?;
+        let driver = tokio::spawn(conn);
+        let req = http::Request::get("/readyz")
+            .header(http::header::HOST, addr.to_string())
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .map_err(ReadyzError::Request)?;
+        let resp = send.send_request(req).await.map_err(ReadyzError::Http)?;
+        let status = resp.status().as_u16();
+        let generation = resp
+            .headers()
+            .get(crate::admin::GENERATION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = http_body_util::Limited::new(resp.into_body(), READYZ_LIMIT)
             .collect()
             .await
             .map_err(ReadyzError::Body)?
             .to_bytes();
-        Ok((code, String::from_utf8_lossy(&body).into_owned()))
+        driver.abort();
+        Ok(Readyz {
+            status,
+            generation,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
     };
     tokio::time::timeout(READYZ_TIMEOUT, ask)
         .await
         .map_err(|_| ReadyzError::Timeout {
             secs: READYZ_TIMEOUT.as_secs(),
         })?
-}
-
-/// What `e` says, by its cause when it has one.
-fn cause(e: &dyn std::error::Error) -> String {
-    e.source()
-        .map_or_else(|| e.to_string(), ToString::to_string)
-}
-
-async fn get_readyz(addr: SocketAddr) -> Result<(u16, Option<String>, String), ReadyzError> {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(ReadyzError::Connect)?;
-    let (mut send, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(ReadyzError::Http)?;
-    let driver = tokio::spawn(conn);
-    let req = http::Request::get("/readyz")
-        .header(http::header::HOST, addr.to_string())
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .map_err(ReadyzError::Request)?;
-    let resp = send.send_request(req).await.map_err(ReadyzError::Http)?;
-    let status = resp.status().as_u16();
-    let token = resp
-        .headers()
-        .get(crate::admin::GENERATION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let body = http_body_util::Limited::new(resp.into_body(), 16 * 1024)
-        .collect()
-        .await
-        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-        .unwrap_or_default();
-    driver.abort();
-    Ok((status, token, body))
 }
 
 /// Targets whose live pair is missing, unreadable, not its CA's or has
@@ -227,7 +212,7 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
 /// beneath the target's handle: the pod writes the target, so a link it
 /// left there never leads adopt (root) out of it. A regular file, 1 MiB at
 /// most.
-fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
+pub(super) fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
     use std::io::Read as _;
     let at = Path::new(target).join(name);
     let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
@@ -411,207 +396,4 @@ pub async fn pod_state(dir: &Path) -> String {
         said.push_str(&format!("; last {}", state(last)));
     }
     crate::escape(said.trim()).into_owned()
-}
-
-/// A restart for a changed manifest shows within this: the kubelet reads
-/// static pod manifests every 20 s, and the API server answers /readyz
-/// with a failure from the moment it is told to stop. A manifest written
-/// back to what runs (adopt right after a `kubeadm upgrade` the kubelet has
-/// not noticed yet) restarts nothing: ready, with the certificate the
-/// manifest names, and no gap by then is the API server as it should be.
-const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
-
-/// What adopt or revert last saw of the API server it waited for.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotBack {
-    #[error("{manifest} names no --advertise-address or --tls-cert-file")]
-    NoAddress { manifest: String },
-    #[error("{path}: {problem}")]
-    Unread { path: String, problem: String },
-    /// Still serving another certificate (not restarted yet), or no TLS
-    /// answer at all.
-    #[error("{addr} serves {served}, not {path} ({expected})")]
-    NotServing {
-        addr: String,
-        served: String,
-        path: String,
-        expected: String,
-    },
-    #[error("{addr} serves {path}, but /readyz through admin.conf: {problem}")]
-    NotReady {
-        addr: String,
-        path: String,
-        problem: String,
-    },
-    /// Serving and ready from the first look on, never seen stopping: the
-    /// API server that ran before (same certificate) has not restarted yet.
-    #[error("{addr} has answered ready since the manifest changed: not restarted on it yet")]
-    NotRestarted { addr: String },
-}
-
-/// After adopt or revert changed the API server's manifest: the API server
-/// has restarted on the files it names. At its own address (the
-/// manifest's `--advertise-address` and `--secure-port`, not admin.conf's
-/// server, which may be a load balancer in front of other nodes) it serves
-/// the certificate its `--tls-cert-file` holds now (re-read each time:
-/// certsync may renew it meanwhile; the API server still running on the
-/// files of before answers /readyz too), and `/readyz` answers ok through
-/// admin.conf, after it was seen not doing so at least once or once
-/// [`RESTART_SEEN_WITHIN`] has passed: a change that keeps the certificate
-/// (a trust annotation) is proven by the restart's gap, one that changes it
-/// by the certificate. Returns the address and the certificate's path.
-pub async fn api_server_back(
-    dir: &Path,
-    (manifest_path, manifest): (&str, &[u8]),
-    timeout: Duration,
-) -> Result<(String, String), NotBack> {
-    let m = super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest)).ok();
-    let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
-    let (Some(ip), Some(cert)) = (flag("advertise-address"), flag(TLS_CERT_FILE)) else {
-        return Err(NotBack::NoAddress {
-            manifest: manifest_path.to_owned(),
-        });
-    };
-    let port = flag("secure-port").unwrap_or_else(|| "6443".into());
-    let addr = match ip.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
-        _ => format!("{ip}:{port}"),
-    };
-    let check = crate::reload::verify::ServingCheck {
-        addr: addr.clone(),
-        sni: None,
-    };
-    // admin.conf read once: it does not change while the API server restarts.
-    let client = admin_client(dir, &addr).await;
-    let start = Instant::now();
-    let mut gap = false;
-    loop {
-        let seen = match served_as_named(dir, &cert, &check).await {
-            Ok(()) => match readyz(&client).await {
-                Ok(()) if gap || start.elapsed() >= RESTART_SEEN_WITHIN => {
-                    return Ok((addr, cert));
-                }
-                Ok(()) => NotBack::NotRestarted { addr: addr.clone() },
-                Err(problem) => NotBack::NotReady {
-                    addr: addr.clone(),
-                    path: cert.clone(),
-                    problem: problem.to_string(),
-                },
-            },
-            Err(seen) => seen,
-        };
-        gap |= matches!(seen, NotBack::NotServing { .. } | NotBack::NotReady { .. });
-        if start.elapsed() >= timeout {
-            return Err(seen);
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
-
-/// The API server's flag naming the certificate it serves.
-const TLS_CERT_FILE: &str = "tls-cert-file";
-
-/// The certificate an API server manifest serves (`--tls-cert-file`).
-pub fn serving_cert(manifest: &[u8]) -> Option<String> {
-    super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest))
-        .ok()?
-        .flag(TLS_CERT_FILE)
-}
-
-/// Whether `check`'s address serves the certificate at the node path
-/// `cert` (read beneath its directory's handle, as adopt's gate reads a
-/// target: certsync's pod writes its targets).
-async fn served_as_named(
-    dir: &Path,
-    cert: &str,
-    check: &crate::reload::verify::ServingCheck,
-) -> Result<(), NotBack> {
-    use rustls_pki_types::{CertificateDer, pem::PemObject as _};
-    let (parent, name) = cert.rsplit_once('/').unwrap_or(("/", cert));
-    let unread = |problem: String| NotBack::Unread {
-        path: cert.to_owned(),
-        problem,
-    };
-    let pem = read_beneath(dir, parent, name).map_err(|e| unread(e.to_string()))?;
-    let expected = CertificateDer::from_pem_slice(&pem)
-        .map(|der| crate::bundle::sha256(&der))
-        .map_err(|e| unread(e.to_string()))?;
-    match check.served(Duration::from_secs(3)).await {
-        Ok(fp) if fp == expected => Ok(()),
-        served => Err(NotBack::NotServing {
-            addr: check.addr.clone(),
-            served: served.map_or_else(|e| e.to_string(), |fp| crate::reload::verify::short(&fp)),
-            path: cert.to_owned(),
-            expected: crate::reload::verify::short(&expected),
-        }),
-    }
-}
-
-/// Why `/readyz` through admin.conf did not answer ok.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminReadyz {
-    #[error("{0}")]
-    Admin(Box<KubeadmError>),
-    #[error("https://{addr}: {source}")]
-    Url {
-        addr: String,
-        source: http::uri::InvalidUri,
-    },
-    #[error("{0}")]
-    Client(#[from] crate::source::client::ClientError),
-    #[error("{0}")]
-    Request(#[from] http::Error),
-    #[error("no answer within 5 s")]
-    Timeout,
-    #[error("{}", crate::error_chain(.0))]
-    Answer(#[from] kube::Error),
-}
-
-/// A client for `addr` with admin.conf's credentials and CA data.
-async fn admin_client(dir: &Path, addr: &str) -> Result<kube::Client, AdminReadyz> {
-    let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
-        .await
-        .map_err(|e| AdminReadyz::Admin(Box::new(e)))?;
-    config.cluster_url = format!("https://{addr}")
-        .parse()
-        .map_err(|source| AdminReadyz::Url {
-            addr: addr.to_owned(),
-            source,
-        })?;
-    // certsync's own client, as every kubeadm command's: kube's default
-    // one logs each 500 of a restarting API server as an ERROR line.
-    Ok(crate::source::client::ClientSettings::default().client_for(&config)?)
-}
-
-/// `GET /readyz` through `client` (from [`admin_client`]; its error, when
-/// it could not be built).
-async fn readyz(client: &Result<kube::Client, AdminReadyz>) -> Result<(), ReadyzProblem<'_>> {
-    let client = client.as_ref().map_err(ReadyzProblem::NoClient)?;
-    let request = http::Request::get("/readyz").body(Vec::new())?;
-    match tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await {
-        Err(_) => Err(AdminReadyz::Timeout.into()),
-        Ok(answer) => Ok(answer.map(|_| ())?),
-    }
-}
-
-/// Why one `/readyz` through admin.conf failed: the client (built once)
-/// or this answer.
-#[derive(Debug, thiserror::Error)]
-enum ReadyzProblem<'c> {
-    #[error("{0}")]
-    NoClient(&'c AdminReadyz),
-    #[error("{0}")]
-    Answer(#[from] AdminReadyz),
-}
-
-impl From<http::Error> for ReadyzProblem<'_> {
-    fn from(e: http::Error) -> Self {
-        Self::Answer(e.into())
-    }
-}
-
-impl From<kube::Error> for ReadyzProblem<'_> {
-    fn from(e: kube::Error) -> Self {
-        Self::Answer(e.into())
-    }
 }

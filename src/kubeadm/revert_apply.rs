@@ -28,7 +28,7 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
                 "would wait up to {} for the API server to restart on kubeadm's files (serving \
                  {}, /readyz ok through admin.conf)\n",
                 humantime::format_duration(opts.api_server_timeout),
-                super::ready::serving_cert(&m.bytes).unwrap_or_default()
+                super::api_server::serving_cert(&m.bytes).unwrap_or_default()
             )),
             super::audit::warnings(&opts.dir)
         ));
@@ -68,7 +68,7 @@ async fn api_server_back(opts: &RevertOptions, plan: &RevertPlan) -> Result<Stri
     };
     let start = std::time::Instant::now();
     let (addr, cert) =
-        super::ready::api_server_back(&opts.dir, (&m.path, &m.bytes), opts.api_server_timeout)
+        super::api_server::back(&opts.dir, (&m.path, &m.bytes), opts.api_server_timeout)
             .await
             .map_err(|seen| KubeadmError::NotBack {
                 did: "reverted (every file is kubeadm's again)",

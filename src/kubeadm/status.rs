@@ -297,7 +297,10 @@ async fn pod(dir: &Path, s: &mut Status) {
             return;
         }
     };
-    match super::ready::status_readyz(probe).await {
+    match super::ready::get_readyz(probe)
+        .await
+        .map(|a| (a.status, a.body))
+    {
         Err(why) => s.problem(
             Cause::CertsyncDown,
             format!(

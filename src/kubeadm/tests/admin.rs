@@ -158,8 +158,9 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
 
 #[tokio::test]
 async fn revert_reaches_the_backups_server_not_the_one_admin_conf_names() {
-    // F6a: the container pointed admin.conf at its own listener (the
-    // genuine pair kept) and revert reported success against it.
+    // The container points admin.conf at its own listener (the genuine
+    // pair kept): revert must still reach the backup's server, or a
+    // success would be reported against the container's answer.
     let fake = Listener::start().await;
     let (api, dir, opts) = adopted_node_with_api().await;
     let d = dir.path();
@@ -331,5 +332,35 @@ fn attack_a_fifo_in_a_target_never_blocks_adopts_gate() {
         dead.iter()
             .any(|(t, why)| t.ends_with("pki/certsync/apiserver") && why.contains("not a regular")),
         "{dead:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_admin_conf_that_cannot_be_used_ends_the_api_server_wait_at_once() {
+    // No admin.conf: no look can ever ask /readyz, so waiting out
+    // --api-server-timeout (3 minutes) would only delay the same answer.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (listener, _) = bind().await;
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    let manifest = fixture("manifests/kube-apiserver.yaml")
+        .replace(
+            "--advertise-address=10.77.0.11",
+            "--advertise-address=127.0.0.1",
+        )
+        .replace("--secure-port=6443", &format!("--secure-port={port}"));
+    let seen = crate::kubeadm::api_server::back(
+        dir.path(),
+        (
+            &crate::kubeadm::manifest::manifest_path("kube-apiserver"),
+            manifest.as_bytes(),
+        ),
+        std::time::Duration::from_secs(600),
+    )
+    .await
+    .expect_err("no admin.conf, yet the API server was called back");
+    assert!(
+        matches!(seen, crate::kubeadm::api_server::NotBack::NoAdmin { .. }),
+        "{seen}"
     );
 }
