@@ -25,7 +25,7 @@ pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 /// What adopt and revert accept of admin.conf; the rest is refused.
-const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it: a server, \
+pub(super) const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it: a server, \
      certificate-authority-data and an embedded client-certificate-data/client-key-data, nothing \
      that makes it read another file, trust another server or run a command";
 
@@ -175,12 +175,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
     let (cert, key) = match (&user.client_certificate_data, &user.client_key_data) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
         _ => {
-            return Err(KubeadmError::file(
-                admin,
-                format!(
-                    "its user has no embedded client-certificate-data/client-key-data; {ACCEPTED}"
-                ),
-            ));
+            return Err(KubeadmError::file(admin, super::Found::NoEmbeddedPair));
         }
     };
     let backup = State::read(dir)?.and_then(|s| s.kubeconfigs.get(ADMIN).cloned());
@@ -197,10 +192,12 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
             // The pair the container could have replaced: it must be one
             // the node's CA issued, its key the certificate's.
-            let b64 = |what: &str, v: &str| {
+            let b64 = |field: &'static str, v: &str| {
                 base64::engine::general_purpose::STANDARD
                     .decode(v.trim())
-                    .map_err(|e| KubeadmError::file(admin, format!("{what}: not base64 ({e})")))
+                    .map_err(|source| {
+                        KubeadmError::file(admin, super::Found::NotBase64 { field, source })
+                    })
             };
             let cert_pem = b64("client-certificate-data", &cert)?;
             let key_pem = b64("client-key-data", key.expose_secret())?;
@@ -212,7 +209,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
             )
         }
     };
-    let server = server.ok_or_else(|| KubeadmError::file(admin, "its cluster has no server"))?;
+    let server = server.ok_or_else(|| KubeadmError::file(admin, super::Found::NoServer))?;
     let mut cluster = serde_json::json!({"server": server});
     if let Some(ca) = ca {
         cluster["certificate-authority-data"] = ca.into();

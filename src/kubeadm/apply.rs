@@ -269,7 +269,7 @@ fn back_up_kubeadms(
         for ext in ["crt", "key"] {
             let f = format!("{p}.{ext}");
             let old = super::node::read_optional(dir, &f)?
-                .ok_or_else(|| KubeadmError::file(&host(dir, &f), "kubeadm's file is missing"))?;
+                .ok_or_else(|| KubeadmError::file(&host(dir, &f), super::Found::Missing))?;
             put(dir, &node_rel(dir, backup, &f), &old)?;
             kubeadms.push(f);
         }

@@ -24,7 +24,7 @@ use x509_parser::time::ASN1Time;
 
 use super::plan::{self, backup_path};
 use super::record::State;
-use super::{KubeadmError, REVERT_MARGIN_SECS, RevertError, host, moves};
+use super::{Found, KubeadmError, REVERT_MARGIN_SECS, RevertError, host, moves};
 
 /// A file to put back: node path, bytes, mode.
 pub(super) type Restore = (String, Vec<u8>, u32);
@@ -92,7 +92,7 @@ fn pair(dir: &Path, prefix: &str, backup: &str, deadline: i64) -> Result<Handbac
     })?;
     let (bytes, kubeadms, reissued) = renewed(dir, &at, &der, &ca, deadline)?;
     let bytes = match bytes {
-        Some(der) => pem(&at, &der)?.into_bytes(),
+        Some(der) => crate::pem::encode("CERTIFICATE", &der).into_bytes(),
         None => saved_crt,
     };
     Ok(Handback {
@@ -113,19 +113,33 @@ fn kubeconfig(
 ) -> Result<Handback, KubeadmError> {
     let at = backup_path(dir, backup, node_path);
     let text = String::from_utf8(read_backup(dir, backup, node_path)?)
-        .map_err(|_| KubeadmError::file(&at, "not UTF-8"))?;
+        .map_err(|_| KubeadmError::file(&at, Found::NotUtf8))?;
     let data = client_certificate_data(&at, &text)?;
     let cert = base64::engine::general_purpose::STANDARD
         .decode(data)
-        .map_err(|e| {
-            KubeadmError::file(&at, format!("client-certificate-data: not base64 ({e})"))
+        .map_err(|source| {
+            KubeadmError::file(
+                &at,
+                Found::NotBase64 {
+                    field: "client-certificate-data",
+                    source,
+                },
+            )
         })?;
-    let der = crate::pem::exactly_one(&cert, SectionKind::Certificate)
-        .map_err(|e| KubeadmError::file(&at, format!("client-certificate-data: {e}")))?;
+    let der = crate::pem::exactly_one(&cert, SectionKind::Certificate).map_err(|source| {
+        KubeadmError::file(
+            &at,
+            Found::Pem {
+                field: "client-certificate-data",
+                source,
+            },
+        )
+    })?;
     let (bytes, kubeadms, reissued) = renewed(dir, &at, &der, CA, deadline)?;
     let mut text = match bytes {
         Some(der) => {
-            let b64 = base64::engine::general_purpose::STANDARD.encode(pem(&at, &der)?);
+            let b64 = base64::engine::general_purpose::STANDARD
+                .encode(crate::pem::encode("CERTIFICATE", &der));
             text.replacen(data, &b64, 1)
         }
         None => text,
@@ -165,7 +179,7 @@ fn renewed(
     let not_after = |der: &[u8]| {
         x509_parser::parse_x509_certificate(der)
             .map(|(_, c)| c.validity().not_after)
-            .map_err(|e| KubeadmError::file(at, format!("not a certificate ({e})")))
+            .map_err(|e| KubeadmError::file(at, Found::NotCertificate(e)))
     };
     let kubeadms = not_after(der)?;
     if kubeadms.timestamp() > deadline {
@@ -198,35 +212,28 @@ fn renewed(
     Ok((Some(new), kubeadms, Some(ends)))
 }
 
-/// A certificate's DER as PEM, as kubeadm writes it (LF, 64 columns).
-fn pem(at: &Path, der: &[u8]) -> Result<String, KubeadmError> {
-    x509_cert::der::pem::encode_string("CERTIFICATE", x509_cert::der::pem::LineEnding::LF, der)
-        .map_err(|e| KubeadmError::file(at, format!("encoding the certificate: {e}")))
-}
-
 /// The one user's `client-certificate-data` in a kubeconfig kubeadm
 /// wrote, as it stands in `text` (once): what is replaced when its
 /// certificate is issued again, every other byte kept.
-fn client_certificate_data<'a>(at: &Path, text: &'a str) -> Result<&'a str, KubeadmError> {
-    let bad = |problem: String| KubeadmError::file(at, problem);
-    let config = crate::source::client::parse_kubeconfig(text).map_err(|e| bad(e.to_string()))?;
+pub(super) fn client_certificate_data<'a>(
+    at: &Path,
+    text: &'a str,
+) -> Result<&'a str, KubeadmError> {
+    let bad = |problem: Found| KubeadmError::file(at, problem);
+    let config =
+        crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(at, e))?;
     let all: Vec<String> = config
         .auth_infos
         .iter()
         .filter_map(|u| u.auth_info.as_ref()?.client_certificate_data.clone())
         .collect();
     let [data] = all.as_slice() else {
-        return Err(bad(format!(
-            "{} embedded client certificates; kubeadm writes one",
-            all.len()
-        )));
+        return Err(bad(Found::ClientCerts(all.len())));
     };
     let data = data.trim();
     match text.match_indices(data).map(|(i, _)| i).collect::<Vec<_>>()[..] {
         [at] if !data.is_empty() => Ok(&text[at..at + data.len()]),
-        _ => Err(bad(
-            "its client-certificate-data is not written once as one plain value".into(),
-        )),
+        _ => Err(bad(Found::NotOnce("client-certificate-data"))),
     }
 }
 
@@ -239,9 +246,10 @@ pub(super) fn ca_data_with(
     text: &str,
     renewal: &[u8],
 ) -> Result<Option<String>, KubeadmError> {
-    let bad = |problem: String| KubeadmError::file(at, problem);
+    let bad = |problem: Found| KubeadmError::file(at, problem);
     let b64 = base64::engine::general_purpose::STANDARD;
-    let config = crate::source::client::parse_kubeconfig(text).map_err(|e| bad(e.to_string()))?;
+    let config =
+        crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(at, e))?;
     let all: Vec<String> = config
         .clusters
         .iter()
@@ -253,19 +261,24 @@ pub(super) fn ca_data_with(
         [] => return Ok(None),
         [data] => data.trim(),
         _ => {
-            return Err(bad(format!(
-                "{} embedded CAs; kubeadm writes one",
-                all.len()
-            )));
+            return Err(bad(Found::CaDatas(all.len())));
         }
     };
-    let old = b64
-        .decode(data)
-        .map_err(|e| bad(format!("certificate-authority-data: not base64 ({e})")))?;
+    let old = b64.decode(data).map_err(|source| {
+        bad(Found::NotBase64 {
+            field: "certificate-authority-data",
+            source,
+        })
+    })?;
     let renewal_der = crate::pem::exactly_one(renewal, SectionKind::Certificate)
-        .map_err(|e| bad(format!("{CA}: {e}")))?;
+        .map_err(|e| KubeadmError::file(Path::new(CA), e))?;
     let held = crate::pem::blocks(&old)
-        .map_err(|e| bad(format!("certificate-authority-data: {e}")))?
+        .map_err(|e| {
+            bad(Found::Pem {
+                field: "certificate-authority-data",
+                source: crate::pem::PemError::Syntax(e.into()),
+            })
+        })?
         .iter()
         .any(|b| b.kind == SectionKind::Certificate && b.der == renewal_der);
     if held {
@@ -278,9 +291,7 @@ pub(super) fn ca_data_with(
     both.extend_from_slice(renewal);
     match text.match_indices(data).count() {
         1 => Ok(Some(text.replacen(data, &b64.encode(both), 1))),
-        _ => Err(bad(
-            "its certificate-authority-data is not written once as one plain value".into(),
-        )),
+        _ => Err(bad(Found::NotOnce("certificate-authority-data"))),
     }
 }
 

@@ -217,11 +217,11 @@ pub enum KubeadmError {
 }
 
 /// What is wrong with one of the node's files: another module's error,
-/// kept whole, or a sentence of kubeadm's module.
+/// kept whole, or what kubeadm's module found ([`Found`]).
 #[derive(Debug, thiserror::Error)]
 pub enum FileProblem {
     #[error("{0}")]
-    Said(String),
+    Found(#[source] Found),
     #[error("{0}")]
     Io(#[source] std::io::Error),
     /// Read beneath a directory handle (its message names the path).
@@ -257,16 +257,60 @@ pub enum FileProblem {
     Client(#[source] kube::config::KubeconfigError),
 }
 
-impl From<&str> for FileProblem {
-    fn from(s: &str) -> Self {
-        Self::Said(s.to_owned())
-    }
-}
-
-impl From<String> for FileProblem {
-    fn from(s: String) -> Self {
-        Self::Said(s)
-    }
+/// What adopt, revert or status found wrong in a node file that kubeadm
+/// wrote (or should have): each refusal its own variant, said once here,
+/// the file's path said by [`KubeadmError::File`].
+#[derive(Debug, thiserror::Error)]
+pub enum Found {
+    #[error("missing")]
+    Missing,
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    /// A kubeconfig's base64 field (`client-certificate-data`, ...).
+    #[error("{field}: not base64 ({source})")]
+    NotBase64 {
+        field: &'static str,
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// A kubeconfig's PEM field, or a CA file, that the PEM reader refused.
+    #[error("{field}: {source}")]
+    Pem {
+        field: &'static str,
+        #[source]
+        source: crate::pem::PemError,
+    },
+    #[error("not a certificate ({0})")]
+    NotCertificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("its cluster has no server")]
+    NoServer,
+    #[error("{0} clusters; kubeadm writes one: not a kubeconfig adopt recognises")]
+    Clusters(usize),
+    #[error("{0} embedded client certificates; kubeadm writes one")]
+    ClientCerts(usize),
+    #[error("{0} embedded CAs; kubeadm writes one")]
+    CaDatas(usize),
+    /// The field a reissue or a CA renewal replaces in place is not one
+    /// plain value written once (YAML anchors, quoting split across lines):
+    /// replacing its text could change another field.
+    #[error("its {0} is not written once as one plain value")]
+    NotOnce(&'static str),
+    #[error(
+        "its user has no embedded client-certificate-data/client-key-data; {}",
+        admin::ACCEPTED
+    )]
+    NoEmbeddedPair,
+    #[error("holds something other than certificates")]
+    NotOnlyCertificates,
+    #[error("holds {0} certificates; a CA file holds exactly one")]
+    NotOneCertificate(usize),
+    #[error("Go would not read it ({0}); adopt trusts only what Go reads")]
+    NotAsGoReads(#[source] Box<crate::x509::NotStrict>),
+    #[error(
+        "exists and adopt did not write it (the node is not adopted): move it away, adopt \
+         writes it from the CA certificates"
+    )]
+    NotAdopts,
 }
 
 macro_rules! file_problem {
@@ -280,6 +324,7 @@ macro_rules! file_problem {
 }
 
 file_problem!(
+    Found(Found),
     Io(std::io::Error),
     Way(crate::beneath::PathError),
     Read(crate::files::FileError),

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{KubeadmError, host};
+use super::{Found, KubeadmError, host};
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;
@@ -13,9 +13,9 @@ const LIMIT: u64 = 1 << 20;
 /// these as root where certsync's container may have put a link.
 pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     let path = host(dir, node_path);
-    let bytes = read_optional(dir, node_path)?
-        .ok_or_else(|| KubeadmError::file(&path, "No such file or directory (os error 2)"))?;
-    String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, "not UTF-8 text"))
+    let bytes =
+        read_optional(dir, node_path)?.ok_or_else(|| KubeadmError::file(&path, Found::Missing))?;
+    String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, Found::NotUtf8))
 }
 
 /// The file's bytes if it exists (`None` when missing; other errors are errors).
@@ -175,14 +175,8 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
             .cluster
             .as_ref()
             .and_then(|c| c.server.clone())
-            .ok_or_else(|| KubeadmError::file(&path, "its cluster has no server")),
-        _ => Err(KubeadmError::file(
-            &path,
-            format!(
-                "{} clusters; kubeadm writes one: not a kubeconfig adopt recognises",
-                clusters.len()
-            ),
-        )),
+            .ok_or_else(|| KubeadmError::file(&path, Found::NoServer)),
+        _ => Err(KubeadmError::file(&path, Found::Clusters(clusters.len()))),
     }
 }
 

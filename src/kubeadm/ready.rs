@@ -216,7 +216,9 @@ pub(super) fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u
     use std::io::Read as _;
     let at = Path::new(target).join(name);
     let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
-        super::moves::Blocked::Absent => KubeadmError::file(Path::new(target), "missing"),
+        super::moves::Blocked::Absent => {
+            KubeadmError::file(Path::new(target), super::Found::Missing)
+        }
         e => KubeadmError::file(Path::new(target), e),
     })?;
     // The shared walker: links the pod left are followed only beneath the

@@ -185,7 +185,8 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
             continue;
         }
         let at = host(dir, &path);
-        let text = String::from_utf8(now).map_err(|_| KubeadmError::file(&at, "not UTF-8"))?;
+        let text =
+            String::from_utf8(now).map_err(|_| KubeadmError::file(&at, super::Found::NotUtf8))?;
         let mut m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&at, e))?;
         if manifest::unadopt(&c, &mut m) {
             let text = m.render().map_err(|e| KubeadmError::file(&at, e))?;

@@ -34,7 +34,7 @@ use rustls_pki_types::pem::SectionKind;
 
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::record::STATE;
-use super::{KubeadmError, Warning, WarningKind, host, node};
+use super::{Found, KubeadmError, Warning, WarningKind, host, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 /// A CA certificate is renewed when less than this share of its span
@@ -111,15 +111,13 @@ pub type Record = std::collections::BTreeMap<String, Vec<String>>;
 /// The certificates (DER) of a PEM file, in order; refused unless every
 /// block is a certificate.
 pub(super) fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError> {
-    let blocks = crate::pem::blocks(pem).map_err(|e| KubeadmError::file(at, e))?;
+    let blocks = crate::pem::blocks(pem)
+        .map_err(|e| KubeadmError::file(at, crate::pem::PemError::Syntax(e.into())))?;
     blocks
         .iter()
         .map(|b| {
             if b.kind != SectionKind::Certificate {
-                return Err(KubeadmError::file(
-                    at,
-                    "holds something other than certificates",
-                ));
+                return Err(KubeadmError::file(at, Found::NotOnlyCertificates));
             }
             crate::pem::exactly_one(b.text, SectionKind::Certificate)
                 .map_err(|e| KubeadmError::file(at, e))
@@ -132,9 +130,11 @@ fn pem(der: &[u8]) -> String {
 }
 
 /// (subject, public key, notBefore, notAfter) of a certificate.
-pub(super) fn identity(der: &[u8]) -> Option<Identity> {
-    let (_, c) = x509_parser::parse_x509_certificate(der).ok()?;
-    Some((
+pub(super) fn identity(
+    der: &[u8],
+) -> Result<Identity, x509_parser::nom::Err<x509_parser::error::X509Error>> {
+    let (_, c) = x509_parser::parse_x509_certificate(der)?;
+    Ok((
         c.subject().as_raw().to_vec(),
         c.public_key().raw.to_vec(),
         c.validity().not_before.timestamp(),
@@ -168,8 +168,8 @@ fn in_place(dir: &Path, cert: &str) -> Result<(Vec<u8>, Identity), KubeadmError>
     let at = host(dir, cert);
     let [der] = certificates(&at, node::read(dir, cert)?.as_bytes())?
         .try_into()
-        .map_err(|_| KubeadmError::file(&at, "a CA file holds exactly one certificate"))?;
-    let id = identity(&der).ok_or_else(|| KubeadmError::file(&at, "not a certificate"))?;
+        .map_err(|all: Vec<_>| KubeadmError::file(&at, Found::NotOneCertificate(all.len())))?;
+    let id = identity(&der).map_err(|e| KubeadmError::file(&at, Found::NotCertificate(e)))?;
     Ok((der, id))
 }
 
@@ -187,12 +187,8 @@ pub fn plan(
     let mut bundles = Vec::new();
     for (name, cert, key, bundle) in CAS {
         let (der, (subject, spki, from, to)) = in_place(dir, cert)?;
-        crate::x509::strict_certificate(&der).map_err(|e| {
-            KubeadmError::file(
-                &host(dir, cert),
-                format!("Go would not read it ({e}); adopt trusts only what Go reads"),
-            )
-        })?;
+        crate::x509::strict_certificate(&der)
+            .map_err(|e| KubeadmError::file(&host(dir, cert), Found::NotAsGoReads(Box::new(e))))?;
         let span = effective_span(from, to);
         let renewed = if now_s > due_from(from, to) {
             let at = host(dir, cert);
@@ -265,11 +261,7 @@ fn bundle_file(
         return Ok(None);
     }
     if existing.is_some() && !adopted {
-        return Err(KubeadmError::file(
-            &host(dir, bundle),
-            "exists and adopt did not write it (the node is not adopted): move it away, \
-             adopt writes it from the CA certificates",
-        ));
+        return Err(KubeadmError::file(&host(dir, bundle), Found::NotAdopts));
     }
     Ok(Some(TrustFile {
         path: bundle.to_owned(),
@@ -300,7 +292,7 @@ fn recorded(
     let mut certs: Vec<(Vec<u8>, i64)> = Vec::new();
     for text in record.get(bundle).into_iter().flatten() {
         for c in certificates(&host(dir, STATE), text.as_bytes())? {
-            let Some((s, k, _, end)) = identity(&c) else {
+            let Ok((s, k, _, end)) = identity(&c) else {
                 continue;
             };
             let ours = (s.as_slice(), k.as_slice()) == ca;
@@ -477,7 +469,7 @@ fn bundle_status(dir: &Path, b: &str, der: &[u8], record: &Record) -> (bool, Opt
 /// beside the one in place (`der`), by the bundle's own rule
 /// ([`recorded`]), ended or not.
 fn earlier_ends(dir: &Path, b: &str, der: &[u8], record: &Record) -> Vec<i64> {
-    let Some((subject, spki, _, _)) = identity(der) else {
+    let Ok((subject, spki, _, _)) = identity(der) else {
         return Vec::new();
     };
     recorded(dir, record, b, (&subject, &spki))
@@ -539,7 +531,7 @@ pub(super) fn stale_trust(
     }
     let ends = trusted
         .iter()
-        .filter_map(|c| identity(c))
+        .filter_map(|c| identity(c).ok())
         .map(|i| i.3)
         .max()
         .unwrap_or(0);

@@ -290,8 +290,88 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
             b64.encode(&old)
         ),
     );
-    assert!(matches!(
-        ca_data_with(at, &two, renewed.as_bytes()),
-        Err(KubeadmError::File { .. })
+    let found = |r: Result<_, KubeadmError>| match r {
+        Err(KubeadmError::File { problem, .. }) => match *problem {
+            FileProblem::Found(f) => f,
+            other => panic!("refused, not by a finding: {other}"),
+        },
+        Err(e) => panic!("refused, not for the file: {e}"),
+        Ok(_) => panic!("accepted"),
+    };
+    let f = found(ca_data_with(at, &two, renewed.as_bytes()));
+    assert!(matches!(f, Found::CaDatas(2)), "{f}");
+    let data = b64.encode(&old);
+    let f = found(ca_data_with(
+        at,
+        &text.replace(&data, "not*base64"),
+        renewed.as_bytes(),
     ));
+    assert!(
+        matches!(
+            f,
+            Found::NotBase64 {
+                field: "certificate-authority-data",
+                ..
+            }
+        ),
+        "{f}"
+    );
+    let unended = b64.encode("-----BEGIN CERTIFICATE-----\nMAMCAQE=\n");
+    let f = found(ca_data_with(
+        at,
+        &text.replace(&data, &unended),
+        renewed.as_bytes(),
+    ));
+    assert!(
+        matches!(
+            f,
+            Found::Pem {
+                field: "certificate-authority-data",
+                ..
+            }
+        ),
+        "{f}"
+    );
+    // The same value a second time (a YAML comment, another field): which
+    // one to replace is a guess, and a wrong one changes another field.
+    let twice = format!("{text}# {data}\n");
+    let f = found(ca_data_with(at, &twice, renewed.as_bytes()));
+    assert!(
+        matches!(f, Found::NotOnce("certificate-authority-data")),
+        "{f}"
+    );
+}
+
+/// The client certificate revert issues again is replaced in kubeadm's
+/// text where it stands, once: a kubeconfig with two users' certificates,
+/// or one whose value stands twice, is refused for what it is.
+#[test]
+fn a_kubeconfig_whose_client_certificate_is_not_kubeadms_one_value_is_refused() {
+    use super::super::handback::client_certificate_data;
+    let at = Path::new("backup/admin.conf");
+    let text = kubeconfig_ending(time::Duration::days(365));
+    let data = client_certificate_data(at, &text).expect("kubeadm's shape");
+    assert!(text.contains(data) && !data.is_empty());
+    let found = |t: &str| match client_certificate_data(at, t) {
+        Err(KubeadmError::File { path, problem }) => match *problem {
+            FileProblem::Found(f) => {
+                assert_eq!(path, at);
+                f
+            }
+            other => panic!("refused, not by a finding: {other}"),
+        },
+        Err(e) => panic!("refused, not for the file: {e}"),
+        Ok(_) => panic!("accepted"),
+    };
+    let second_user = text.replace(
+        "users:\n",
+        &format!("users:\n- name: other\n  user: {{client-certificate-data: {data}}}\n"),
+    );
+    let f = found(&second_user);
+    assert!(matches!(f, Found::ClientCerts(2)), "{f}");
+    let f = found(&format!("{text}# {data}\n"));
+    assert!(
+        matches!(f, Found::NotOnce("client-certificate-data")),
+        "{f}"
+    );
 }

@@ -15,6 +15,7 @@ use super::super::manifest::CA_BUNDLE;
 use super::super::trust;
 use super::host;
 use super::trust::{ders, kubeadms_ca};
+use crate::kubeadm::{FileProblem, Found, KubeadmError};
 
 fn node() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -122,22 +123,108 @@ fn status_reports_a_bundle_that_trusts_another_key() {
     );
 }
 
-/// A bundle with a block that is not a certificate (an operator's `cat
-/// ca.crt ca.key >`, a CRL): adopt silently drops everything it held
-/// (`unwrap_or_default`) and goes on. Unparsable input is refused, naming
-/// the file, never skipped.
+/// The file and what kubeadm's module found in it, of a refused plan.
+fn found(r: Result<trust::Trust, KubeadmError>) -> (std::path::PathBuf, Found) {
+    match r {
+        Err(KubeadmError::File { path, problem }) => match *problem {
+            FileProblem::Found(f) => (path, f),
+            other => panic!("{}: refused, but not by a finding: {other}", path.display()),
+        },
+        Err(e) => panic!("refused, but not for a file: {e}"),
+        Ok(_) => panic!("planned"),
+    }
+}
+
+/// A bundle there on a node adopt has not adopted (an operator's `cat
+/// ca.crt ca.key >`, another tool's file, the container's): adopt does not
+/// read it (a bundle is made from adopt's record and the CA in place), so
+/// it must not replace what it cannot tell is its own. Refused, naming
+/// the file; on an adopted node the bundle is adopt's and is written anew
+/// from the CA, whatever was planted in it.
 #[test]
-fn a_bundle_adopt_cannot_read_is_refused_not_skipped() {
+fn a_bundle_adopt_did_not_write_is_refused_not_replaced() {
     let d = node();
     let ca = kubeadms_ca(d.path(), "ca", "kubernetes", -1, 19);
     let key = std::fs::read_to_string(host(d.path(), "/etc/kubernetes/pki/ca.key")).unwrap();
     let planted = crate::pem::encode("CERTIFICATE", &ca) + &key;
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
-    // On a node not yet adopted: a bundle there is not adopt's.
-    let r = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), false);
-    assert!(
-        r.is_err(),
-        "a bundle holding a private key was skipped and replaced"
+    let (path, what) = found(trust::plan(
+        d.path(),
+        SystemTime::now(),
+        &trust::Record::new(),
+        false,
+    ));
+    assert!(matches!(what, Found::NotAdopts), "{what}");
+    assert_eq!(path, host(d.path(), CA_BUNDLE));
+
+    let t = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), true).unwrap();
+    assert_eq!(planned_bundle(&t), vec![ca]);
+}
+
+/// The CA file adopt renews and bundles is read as kubeadm writes it: one
+/// certificate, nothing else, one Go reads. Each other shape is refused,
+/// naming the file, never read in part.
+#[test]
+fn a_ca_file_not_as_kubeadm_writes_it_is_refused_for_what_it_holds() {
+    let ca_crt = "/etc/kubernetes/pki/ca.crt";
+    let other = tempfile::tempdir().unwrap();
+    let foreign = kubeadms_ca(other.path(), "ca", "kubernetes", -1, 19);
+    let negative_serial = |der: &[u8]| {
+        let mut bad = der.to_vec();
+        let at = bad
+            .windows(6)
+            .position(|w| w == [0xa0, 0x03, 0x02, 0x01, 0x02, 0x02])
+            .unwrap();
+        bad[at + 7] |= 0x80;
+        bad
+    };
+    type Case = (
+        &'static str,
+        fn(&Found) -> bool,
+        Box<dyn Fn(&[u8], &str) -> String>,
     );
+    let cases: Vec<Case> = vec![
+        (
+            "two certificates",
+            |f| matches!(f, Found::NotOneCertificate(2)),
+            Box::new(move |ca, _| {
+                crate::pem::encode("CERTIFICATE", ca) + &crate::pem::encode("CERTIFICATE", &foreign)
+            }),
+        ),
+        (
+            "a certificate and its key",
+            |f| matches!(f, Found::NotOnlyCertificates),
+            Box::new(|ca, key| crate::pem::encode("CERTIFICATE", ca) + key),
+        ),
+        (
+            "a certificate Go refuses",
+            |f| matches!(f, Found::NotAsGoReads(_)),
+            Box::new(move |ca, _| crate::pem::encode("CERTIFICATE", &negative_serial(ca))),
+        ),
+        (
+            "a CERTIFICATE block that is none",
+            |f| matches!(f, Found::NotCertificate(_)),
+            Box::new(|_, _| crate::pem::encode("CERTIFICATE", b"\x30\x03\x02\x01\x01")),
+        ),
+        (
+            "no certificate",
+            |f| matches!(f, Found::NotOneCertificate(0)),
+            Box::new(|_, _| String::new()),
+        ),
+    ];
+    for (name, expected, text) in cases {
+        let d = node();
+        let ca = kubeadms_ca(d.path(), "ca", "kubernetes", -1, 19);
+        let key = std::fs::read_to_string(host(d.path(), "/etc/kubernetes/pki/ca.key")).unwrap();
+        std::fs::write(host(d.path(), ca_crt), text(&ca, &key)).unwrap();
+        let (path, what) = found(trust::plan(
+            d.path(),
+            SystemTime::now(),
+            &trust::Record::new(),
+            true,
+        ));
+        assert!(expected(&what), "{name}: {what}");
+        assert_eq!(path, host(d.path(), ca_crt), "{name}");
+    }
 }
