@@ -163,24 +163,45 @@ impl Proc {
 /// Every process visible in `/proc`, skipping those that vanish mid-read.
 pub fn processes() -> Result<Vec<Proc>, PidError> {
     let all = procfs::process::all_processes().map_err(|e| PidError::Proc(e.to_string()))?;
-    Ok(all
-        .filter_map(Result::ok)
-        .filter_map(|p| {
-            let stat = p.stat().ok()?;
-            let exe = p
-                .exe()
-                .ok()
-                .and_then(|e| e.file_name().map(|n| n.to_string_lossy().into_owned()));
-            Some(Proc {
-                pid: stat.pid,
-                ppid: stat.ppid,
-                comm: stat.comm,
-                start: stat.starttime,
-                exe,
-                cmdline: p.cmdline().unwrap_or_default(),
-            })
-        })
-        .collect())
+    Ok(all.filter_map(Result::ok).filter_map(|p| read(&p)).collect())
+}
+
+/// The process `pid` as `/proc` shows it now; `None` once it is gone.
+fn process(pid: i32) -> Option<Proc> {
+    read(&procfs::process::Process::new(pid).ok()?)
+}
+
+fn read(p: &procfs::process::Process) -> Option<Proc> {
+    let stat = p.stat().ok()?;
+    let exe = p
+        .exe()
+        .ok()
+        .and_then(|e| e.file_name().map(|n| n.to_string_lossy().into_owned()));
+    Some(Proc {
+        pid: stat.pid,
+        ppid: stat.ppid,
+        comm: stat.comm,
+        start: stat.starttime,
+        exe,
+        cmdline: p.cmdline().unwrap_or_default(),
+    })
+}
+
+/// `me` and its ancestors, each parent read from `/proc`: what a pidfile
+/// naming one of them is refused for, without reading every process (a
+/// reload's cost grew with the host's process count).
+fn own_lineage(me: i32) -> HashSet<i32> {
+    let mut seen = HashSet::from([me]);
+    let mut cur = me;
+    while let Some(parent) = procfs::process::Process::new(cur)
+        .and_then(|p| p.stat())
+        .ok()
+        .map(|s| s.ppid)
+        .filter(|&pp| pp != 0 && seen.insert(pp))
+    {
+        cur = parent;
+    }
+    seen
 }
 
 /// The ancestors of `pid` by the parent links in `parent`, nearest first,
@@ -340,8 +361,7 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, Pi
     // reused meanwhile, they judge the newcomer but the signal goes to
     // the exited process and fails.
     let fd = open_pid(pid)?.ok_or_else(|| pidfile.gone(pid))?;
-    let procs = processes()?;
-    pidfile.not_mine(pid, me, &procs)?;
+    pidfile.not_mine(pid, me)?;
     let process = procfs::process::Process::new(pid).map_err(|_| pidfile.gone(pid))?;
     let (stat, status) = process
         .stat()
@@ -349,7 +369,7 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, Pi
         .map_err(|_| pidfile.gone(pid))?;
     pidfile.runs_as_owner(pid, &stat.comm, &status, owner)?;
     if let Some(name) = name {
-        pidfile.named(pid, &stat.comm, name, &procs)?;
+        pidfile.named(pid, &stat.comm, name)?;
     }
     pidfile.started_before(pid, &stat, written)?;
     Ok(Chosen {
@@ -452,12 +472,11 @@ impl Pidfile<'_> {
     }
 
     /// Neither certsync (`me`) nor one of its ancestors.
-    fn not_mine(&self, pid: i32, me: i32, procs: &[Proc]) -> Result<(), PidError> {
+    fn not_mine(&self, pid: i32, me: i32) -> Result<(), PidError> {
         if pid == me {
             return Err(self.refused(Refusal::Pid, "names certsync itself".into()));
         }
-        let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
-        if lineage(me, &parent).contains(&pid) {
+        if own_lineage(me).contains(&pid) {
             return Err(self.refused(
                 Refusal::Pid,
                 format!("names process {pid}, which started certsync"),
@@ -494,11 +513,8 @@ impl Pidfile<'_> {
     }
 
     /// Has the `--reload-process` name.
-    fn named(&self, pid: i32, comm: &str, name: &str, procs: &[Proc]) -> Result<(), PidError> {
-        let named = procs
-            .iter()
-            .find(|p| p.pid == pid)
-            .is_some_and(|p| p.matches(&Target::Name(name.to_owned())));
+    fn named(&self, pid: i32, comm: &str, name: &str) -> Result<(), PidError> {
+        let named = process(pid).is_some_and(|p| p.matches(&Target::Name(name.to_owned())));
         if named {
             return Ok(());
         }
@@ -665,6 +681,16 @@ mod tests {
             .unwrap_err()
             .to_string();
             assert!(e.contains("which started certsync"), "{e}");
+            // And the process that started that one: every ancestor is
+            // walked, not the parent alone.
+            let grandparent = procfs::process::Process::new(parent)
+                .and_then(|p| p.stat())
+                .map_or(0, |s| s.ppid);
+            if grandparent > 1 {
+                std::fs::write(&f, format!("{grandparent}\n")).unwrap();
+                let e = err();
+                assert!(e.contains("which started certsync"), "{e}");
+            }
         }
         // A PID whose process started after the pidfile was written.
         std::fs::write(&f, "1\n").unwrap();
