@@ -163,7 +163,10 @@ impl Proc {
 /// Every process visible in `/proc`, skipping those that vanish mid-read.
 pub fn processes() -> Result<Vec<Proc>, PidError> {
     let all = procfs::process::all_processes().map_err(|e| PidError::Proc(e.to_string()))?;
-    Ok(all.filter_map(Result::ok).filter_map(|p| read(&p)).collect())
+    Ok(all
+        .filter_map(Result::ok)
+        .filter_map(|p| read(&p))
+        .collect())
 }
 
 /// The process `pid` as `/proc` shows it now; `None` once it is gone.

@@ -62,6 +62,18 @@ fn a_bundle_keeps_no_certificate_of_the_cas_key_that_adopt_did_not_write() {
     );
 }
 
+/// `der` with its serial number made negative: version [0] v3, then the
+/// serial INTEGER (02 len first-byte), its top bit set.
+fn negative_serial(der: &[u8]) -> Vec<u8> {
+    let mut bad = der.to_vec();
+    let at = bad
+        .windows(6)
+        .position(|w| w == [0xa0, 0x03, 0x02, 0x01, 0x02, 0x02])
+        .unwrap();
+    bad[at + 7] |= 0x80;
+    bad
+}
+
 /// A copy of the CA certificate with its serial made negative (which also
 /// breaks its signature: the bundle's filter checks neither): Go's
 /// `x509.ParseCertificate` refuses it ("negative serial number"), so etcd
@@ -73,13 +85,7 @@ fn a_bundle_keeps_no_certificate_of_the_cas_key_that_adopt_did_not_write() {
 fn a_bundle_keeps_no_certificate_go_refuses() {
     let d = node();
     let ca = kubeadms_ca(d.path(), "ca", "kubernetes", -1, 19);
-    let mut bad = ca.clone();
-    // version [0] v3, then the serial INTEGER: 02 len first-byte.
-    let at = bad
-        .windows(6)
-        .position(|w| w == [0xa0, 0x03, 0x02, 0x01, 0x02, 0x02])
-        .unwrap();
-    bad[at + 7] |= 0x80;
+    let bad = negative_serial(&ca);
     assert!(crate::x509::strict_certificate(&bad).is_err());
     let planted = crate::pem::encode("CERTIFICATE", &bad) + &crate::pem::encode("CERTIFICATE", &ca);
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
@@ -170,15 +176,6 @@ fn a_ca_file_not_as_kubeadm_writes_it_is_refused_for_what_it_holds() {
     let ca_crt = "/etc/kubernetes/pki/ca.crt";
     let other = tempfile::tempdir().unwrap();
     let foreign = kubeadms_ca(other.path(), "ca", "kubernetes", -1, 19);
-    let negative_serial = |der: &[u8]| {
-        let mut bad = der.to_vec();
-        let at = bad
-            .windows(6)
-            .position(|w| w == [0xa0, 0x03, 0x02, 0x01, 0x02, 0x02])
-            .unwrap();
-        bad[at + 7] |= 0x80;
-        bad
-    };
     type Case = (
         &'static str,
         fn(&Found) -> bool,
@@ -200,7 +197,7 @@ fn a_ca_file_not_as_kubeadm_writes_it_is_refused_for_what_it_holds() {
         (
             "a certificate Go refuses",
             |f| matches!(f, Found::NotAsGoReads(_)),
-            Box::new(move |ca, _| crate::pem::encode("CERTIFICATE", &negative_serial(ca))),
+            Box::new(|ca, _| crate::pem::encode("CERTIFICATE", &negative_serial(ca))),
         ),
         (
             "a CERTIFICATE block that is none",
