@@ -364,3 +364,35 @@ async fn an_admin_conf_that_cannot_be_used_ends_the_api_server_wait_at_once() {
         "{seen}"
     );
 }
+
+#[tokio::test]
+async fn a_readyz_answer_that_never_comes_leaves_no_connection_open() {
+    // A process bound to certsync's admin port first reads the request and
+    // never answers: adopt's gate asks again every second for minutes, and
+    // each look must close its connection when it gives up (hyper ends a
+    // connection whose request was dropped; a pooled client would keep it).
+    use tokio::io::AsyncReadExt as _;
+    let (listener, _) = bind().await;
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.expect("accept");
+        let mut buf = [0u8; 4096];
+        let n = stream.read(&mut buf).await.expect("request");
+        assert!(buf[..n].starts_with(b"GET /readyz"));
+        // What follows the request: nothing until the client closes.
+        stream.read(&mut buf).await.expect("read")
+    });
+    let asked = crate::kubeadm::ready::get_readyz(addr).await;
+    assert!(
+        matches!(
+            asked,
+            Err(crate::kubeadm::ready::ReadyzError::Timeout { .. })
+        ),
+        "answered"
+    );
+    let after = tokio::time::timeout(std::time::Duration::from_secs(10), server)
+        .await
+        .expect("the connection stayed open after the look gave up")
+        .expect("server");
+    assert_eq!(after, 0, "the client sent more instead of closing");
+}
