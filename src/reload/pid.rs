@@ -169,11 +169,6 @@ pub fn processes() -> Result<Vec<Proc>, PidError> {
         .collect())
 }
 
-/// The process `pid` as `/proc` shows it now; `None` once it is gone.
-fn process(pid: i32) -> Option<Proc> {
-    read(&procfs::process::Process::new(pid).ok()?)
-}
-
 fn read(p: &procfs::process::Process) -> Option<Proc> {
     let stat = p.stat().ok()?;
     let exe = p
@@ -372,7 +367,7 @@ fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, Pi
         .map_err(|_| pidfile.gone(pid))?;
     pidfile.runs_as_owner(pid, &stat.comm, &status, owner)?;
     if let Some(name) = name {
-        pidfile.named(pid, &stat.comm, name)?;
+        pidfile.named(&process, &stat.comm, name)?;
     }
     pidfile.started_before(pid, &stat, written)?;
     Ok(Chosen {
@@ -516,8 +511,14 @@ impl Pidfile<'_> {
     }
 
     /// Has the `--reload-process` name.
-    fn named(&self, pid: i32, comm: &str, name: &str) -> Result<(), PidError> {
-        let named = process(pid).is_some_and(|p| p.matches(&Target::Name(name.to_owned())));
+    fn named(
+        &self,
+        process: &procfs::process::Process,
+        comm: &str,
+        name: &str,
+    ) -> Result<(), PidError> {
+        let pid = process.pid;
+        let named = read(process).is_some_and(|p| p.matches(&Target::Name(name.to_owned())));
         if named {
             return Ok(());
         }
