@@ -123,23 +123,19 @@ impl Writer {
                     tracing::warn!(target_dir = %self.target.display(), holder = %who, "waiting for the write lock on {}: {} is held by {who}", self.target.display(), path.display());
                     who
                 });
-                let gave_up = |why: String| WriterError::LockWait {
+                let gave_up = |gave_up| WriterError::LockWait {
                     target: self.target.clone(),
-                    problem: format!(
-                        "{} is held by {held_by}; {why}; nothing was written",
-                        path.display()
-                    ),
+                    lock: path.clone(),
+                    held_by: held_by.clone(),
+                    gave_up,
                 };
                 if STOP_WAITING.load(Ordering::SeqCst) {
-                    return Err(gave_up("stopped waiting for it at shutdown".into()));
+                    return Err(gave_up(GaveUp::Shutdown));
                 }
                 if let Some(limit) = self.opts.lock_timeout
                     && start.elapsed() >= limit
                 {
-                    return Err(gave_up(format!(
-                        "gave up after {} (--once-timeout)",
-                        humantime::format_duration(limit)
-                    )));
+                    return Err(gave_up(GaveUp::After(limit)));
                 }
                 std::thread::sleep(LOCK_RETRY);
             };
@@ -204,4 +200,13 @@ impl Writer {
             .ctx("write", &path)?;
         Ok(lock)
     }
+}
+
+/// Why certsync stopped waiting for a write lock another process holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GaveUp {
+    #[error("stopped waiting for it at shutdown")]
+    Shutdown,
+    #[error("gave up after {} (--once-timeout)", humantime::format_duration(*.0))]
+    After(std::time::Duration),
 }

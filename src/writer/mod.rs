@@ -68,6 +68,7 @@ use crate::validate::{MAX_BUNDLE_SIZE, MAX_PUBLISHED_SIZE};
 
 mod anchor;
 mod drift;
+mod error;
 mod history;
 mod kubeconfig;
 mod lock;
@@ -80,13 +81,16 @@ mod rollback;
 mod tests;
 
 use anchor::Anchor;
+use error::Ctx;
+pub use error::WriterError;
 use history::*;
 pub use kubeconfig::{
     KubeconfigProblem, OtherAuth, check_kubeconfig, embedded_ca, embedded_pair,
     kubeconfig_certificate, update_kubeconfig, update_kubeconfig_ca,
 };
+pub use lock::GaveUp;
 pub use lock::stop_waiting;
-pub use pair::{CopyUpdate, check_pair, update_pair};
+pub use pair::{CopyUpdate, PairProblem, check_pair, update_pair};
 pub use revision::RevisionProblem;
 use revision::*;
 pub use revision::{read_beneath, replace_beneath, replace_file};
@@ -118,92 +122,6 @@ const PIN: &str = "..pin";
 
 /// Revision number of the files found in a fresh target before certsync.
 const FOUND_REVISION: u64 = 0;
-
-#[derive(Debug, thiserror::Error)]
-pub enum WriterError {
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("target {0} is not a directory")]
-    NotADirectory(PathBuf),
-    #[error(
-        "target {target} is now {now}, not {was} as when certsync started (a symlink on its \
-         path was replaced?); refusing to write there"
-    )]
-    Moved {
-        target: PathBuf,
-        was: PathBuf,
-        now: PathBuf,
-    },
-    #[error(
-        "target {target} is no longer the directory certsync opened at start (inode {was}, now \
-         {now}: renamed away and made again, by hand or by whoever may write the directory \
-         above it); refusing to write there; restart certsync to adopt a directory made by hand"
-    )]
-    Replaced { target: PathBuf, was: u64, now: u64 },
-    #[error(
-        "target {target} (owner {uid}, mode {mode:04o}) may now be changed by a user other than \
-         root and certsync's, who could plant or swap what certsync writes and obeys there; \
-         refusing to publish into it (the last good files stay); make it writable by its owner \
-         only (chmod go-w) and root's"
-    )]
-    OthersMayWrite {
-        target: PathBuf,
-        uid: u32,
-        mode: u32,
-    },
-    #[error("{path} is {what}; refusing to replace it")]
-    Foreign { path: PathBuf, what: &'static str },
-    #[error("target {target}: {problem}")]
-    Rollback {
-        target: PathBuf,
-        #[source]
-        problem: Box<RollbackProblem>,
-    },
-    #[error("target {target}: waiting for the write lock: {problem}")]
-    LockWait { target: PathBuf, problem: String },
-    #[error("update-kubeconfig {path}: {problem}")]
-    Kubeconfig {
-        path: PathBuf,
-        #[source]
-        problem: Box<KubeconfigProblem>,
-    },
-    #[error("update-pair {prefix}: {problem}")]
-    Pair { prefix: PathBuf, problem: String },
-    #[error(
-        "target {target} is already managed by another certsync (pid {pid}); \
-         two daemons on one target would undo each other's work"
-    )]
-    Owned { target: PathBuf, pid: String },
-    #[error(
-        "target {target} is gone, and {path}: {problem}; certsync makes a missing target only \
-         through directories it opens without following links, owned by root or itself and \
-         written by no one else; nothing was made"
-    )]
-    Way {
-        target: PathBuf,
-        path: PathBuf,
-        problem: String,
-    },
-}
-
-trait Ctx<T> {
-    fn ctx(self, op: &'static str, path: &Path) -> Result<T, WriterError>;
-}
-
-impl<T> Ctx<T> for io::Result<T> {
-    fn ctx(self, op: &'static str, path: &Path) -> Result<T, WriterError> {
-        self.map_err(|source| WriterError::Io {
-            op,
-            path: path.to_owned(),
-            source,
-        })
-    }
-}
 
 /// Whether an entry certsync made in a target (`..pin`, `..data`,
 /// `..history` and its entries, a revision directory) is still only

@@ -920,3 +920,48 @@ fn attack_a_history_revision_owned_by_the_consumer_is_not_restored() {
     assert_live(&w, &bundle("b"));
     assert_eq!(w.pin(), None);
 }
+
+/// A copy pair (`update-pair=`) is refused by the check for what is there,
+/// each named by its variant; a leaf pair of certsync's user passes.
+#[test]
+fn a_copy_pair_is_refused_by_the_check_for_what_is_there() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().canonicalize().unwrap();
+    let pair = crate::test_certs::Pair::new("copy");
+    let problem = |prefix: &Path| match check_pair(prefix) {
+        Err(WriterError::Pair { problem, .. }) => *problem,
+        other => panic!("{}: not refused: {other:?}", prefix.display()),
+    };
+    assert!(matches!(
+        problem(Path::new("pki/apiserver")),
+        PairProblem::NotAbsolute
+    ));
+    assert!(matches!(problem(&dir.join(".hidden")), PairProblem::NoStem));
+    std::fs::write(dir.join("sa.key"), &pair.key).unwrap();
+    assert!(matches!(
+        problem(&dir.join("sa")),
+        PairProblem::LoneKey { key, .. } if key == "sa.key"
+    ));
+    std::fs::write(dir.join("ca.crt"), &pair.ca_cert).unwrap();
+    assert!(matches!(problem(&dir.join("ca")), PairProblem::Ca));
+    std::fs::write(
+        dir.join("two.crt"),
+        [&pair.cert[..], &pair.cert[..]].concat(),
+    )
+    .unwrap();
+    assert!(matches!(
+        problem(&dir.join("two")),
+        PairProblem::NotOneCertificate { cert } if cert == "two.crt"
+    ));
+    std::fs::write(dir.join("loose.crt"), &pair.cert).unwrap();
+    std::fs::set_permissions(dir.join("loose.crt"), Permissions::from_mode(0o666)).unwrap();
+    assert!(matches!(
+        problem(&dir.join("loose")),
+        PairProblem::OthersMayWrite { mode: 0o666, .. }
+    ));
+    std::fs::write(dir.join("ok.crt"), &pair.cert).unwrap();
+    std::fs::write(dir.join("ok.key"), &pair.key).unwrap();
+    std::fs::set_permissions(dir.join("ok.key"), Permissions::from_mode(0o600)).unwrap();
+    check_pair(&dir.join("ok")).expect("a leaf pair");
+}
