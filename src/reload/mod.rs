@@ -234,10 +234,11 @@ async fn reload(
                         pause = (pause * 2).min(Duration::from_secs(2));
                         attempt += 1;
                     }
-                    Ok(Err(e @ PidError::Refused { reason, .. })) => {
+                    Ok(Err(PidError::Refused { path, problem })) => {
                         // Not the consumer: said once here, counted, and
                         // recorded on every mapping that asked.
-                        metrics.reload_refused(reason.label());
+                        metrics.reload_refused(problem.reason().label());
+                        let e = PidError::Refused { path, problem };
                         for events in batch.values().filter_map(|r| r.events.as_ref()) {
                             events.reload_refused(e.to_string());
                         }

@@ -31,6 +31,10 @@ use nix::sys::signal::Signal;
 use regex::Regex;
 use rustix::process::{Pid, PidfdFlags, pidfd_open, pidfd_send_signal};
 
+mod pidfile;
+use pidfile::pidfile_target;
+pub use pidfile::{NotProof, Refusal};
+
 #[derive(Debug, thiserror::Error)]
 pub enum PidError {
     #[error(
@@ -42,11 +46,7 @@ pub enum PidError {
     Pidfile { path: PathBuf, problem: String },
     /// The pidfile is not proof that the process it names is the consumer.
     #[error("pidfile {path}: {problem}; refusing to signal it")]
-    Refused {
-        path: PathBuf,
-        reason: Refusal,
-        problem: String,
-    },
+    Refused { path: PathBuf, problem: NotProof },
     #[error(
         "permission denied sending {signal} to pid {pid} ({comm}): certsync runs as another user \
          without CAP_KILL; run it as the main container's user or add the KILL capability"
@@ -74,31 +74,14 @@ pub enum PidError {
     },
     #[error("cannot read /proc: {0}")]
     Proc(String),
-}
-
-/// Why a pidfile was not trusted (the `reason` label of
-/// `certsync_reload_refusals_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// A symlink, not a regular file, or larger than the cap.
-    Pidfile,
-    /// The named process does not run as the pidfile's owner.
-    User,
-    /// The named process does not have the `--reload-process` name.
-    Name,
-    /// certsync, one of its ancestors, or a process younger than the file.
-    Pid,
-}
-
-impl Refusal {
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Pidfile => "pidfile",
-            Self::User => "user",
-            Self::Name => "name",
-            Self::Pid => "pid",
-        }
-    }
+    /// certsync's own ancestors cannot all be told, so neither can whether
+    /// a process is one of them.
+    #[error(
+        "cannot tell the parent of process {pid}, certsync or one of its ancestors (unreadable, \
+         or read across an exit and a reused PID): no process is signalled while certsync \
+         cannot tell that it did not start certsync"
+    )]
+    Lineage { pid: i32 },
 }
 
 /// How the main process is found.
@@ -185,30 +168,53 @@ fn read(p: &procfs::process::Process) -> Option<Proc> {
     })
 }
 
-/// `me` and its ancestors, each parent read from `/proc`: what a pidfile
-/// naming one of them is refused for, without reading every process (a
-/// reload's cost grew with the host's process count).
-fn own_lineage(me: i32) -> HashSet<i32> {
+/// `me` and its ancestors, each process's parent and start time given by
+/// `links` (`/proc`, or a scan of it). Refused (`Err`, the process the
+/// walk stopped at) when a parent cannot be read, or when the links are
+/// not a live tree (a parent started after its child, or a loop): they
+/// were then read across an exit and a reused PID. Stopping the walk there
+/// would leave every process above it (a shim, containerd, kubelet) one a
+/// pidfile or a name could select.
+fn own_lineage(me: i32, links: impl Fn(i32) -> Option<Link>) -> Result<HashSet<i32>, PidError> {
     let mut seen = HashSet::from([me]);
     let mut cur = me;
-    while let Some(parent) = procfs::process::Process::new(cur)
-        .and_then(|p| p.stat())
-        .ok()
-        .map(|s| s.ppid)
-        .filter(|&pp| pp != 0 && seen.insert(pp))
-    {
-        cur = parent;
+    let mut link = links(me).ok_or(PidError::Lineage { pid: me })?;
+    while link.parent != 0 {
+        let parent = link.parent;
+        let up = links(parent).ok_or(PidError::Lineage { pid: parent })?;
+        if up.start > link.start || !seen.insert(parent) {
+            return Err(PidError::Lineage { pid: cur });
+        }
+        (cur, link) = (parent, up);
     }
-    seen
+    Ok(seen)
 }
 
-/// The ancestors of `pid` by the parent links in `parent`, nearest first,
+/// A process's parent (0: none this PID namespace shows) and start time.
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    parent: i32,
+    start: u64,
+}
+
+/// A process's [`Link`], read from `/proc`.
+fn read_link(pid: i32) -> Option<Link> {
+    procfs::process::Process::new(pid)
+        .and_then(|p| p.stat())
+        .ok()
+        .map(|s| Link {
+            parent: s.ppid,
+            start: s.starttime,
+        })
+}
+
+/// The ancestors of `pid` by the parent links in `links`, nearest first,
 /// up to PID 0 or to where the links loop back.
-fn ancestors(pid: i32, parent: &HashMap<i32, i32>) -> impl Iterator<Item = i32> + '_ {
+fn ancestors(pid: i32, links: &HashMap<i32, Link>) -> impl Iterator<Item = i32> + '_ {
     let mut seen = HashSet::new();
     let mut cur = pid;
     std::iter::from_fn(move || {
-        let &pp = parent.get(&cur)?;
+        let pp = links.get(&cur)?.parent;
         if pp == 0 || !seen.insert(pp) {
             return None;
         }
@@ -217,31 +223,35 @@ fn ancestors(pid: i32, parent: &HashMap<i32, i32>) -> impl Iterator<Item = i32> 
     })
 }
 
-/// `pid` and its ancestors, by the parent links in `parent`.
-fn lineage(pid: i32, parent: &HashMap<i32, i32>) -> HashSet<i32> {
-    std::iter::once(pid).chain(ancestors(pid, parent)).collect()
-}
-
 /// The processes to signal for `target` among `procs`: matches that are
 /// not `me`, one of my ancestors, PID 1 or `pause`, and whose ancestors do
 /// not match too.
-pub fn select(target: &Target, procs: &[Proc], me: i32) -> Vec<Proc> {
-    let parent: HashMap<i32, i32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
-    let mine = lineage(me, &parent);
+pub fn select(target: &Target, procs: &[Proc], me: i32) -> Result<Vec<Proc>, PidError> {
+    let links: HashMap<i32, Link> = procs
+        .iter()
+        .map(|p| {
+            let link = Link {
+                parent: p.ppid,
+                start: p.start,
+            };
+            (p.pid, link)
+        })
+        .collect();
+    let mine = own_lineage(me, |pid| links.get(&pid).copied())?;
     let eligible = |p: &Proc| !mine.contains(&p.pid) && p.pid != 1 && p.comm != "pause";
     let matching: HashSet<i32> = procs
         .iter()
         .filter(|p| eligible(p) && p.matches(target))
         .map(|p| p.pid)
         .collect();
-    let has_matching_ancestor = |pid: i32| ancestors(pid, &parent).any(|pp| matching.contains(&pp));
+    let has_matching_ancestor = |pid: i32| ancestors(pid, &links).any(|pp| matching.contains(&pp));
     let mut roots: Vec<Proc> = procs
         .iter()
         .filter(|p| matching.contains(&p.pid) && !has_matching_ancestor(p.pid))
         .cloned()
         .collect();
     roots.sort_by_key(|p| p.pid);
-    roots
+    Ok(roots)
 }
 
 /// A process chosen to be signalled, held by a pidfd opened before the
@@ -279,7 +289,7 @@ pub fn find(target: &Target) -> Result<Vec<Chosen>, PidError> {
         Target::Pidfile { path, name } => vec![pidfile_target(path, name.as_deref(), me)?],
         _ => {
             let mut chosen = Vec::new();
-            for p in select(target, &processes()?, me) {
+            for p in select(target, &processes()?, me)? {
                 // Opened after the selection: the process must still be
                 // the one selected (same start time), else it is skipped.
                 let Some(fd) = open_pid(p.pid)? else { continue };
@@ -331,236 +341,6 @@ pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, PidError> {
     Ok(chosen.iter().map(|c| c.pid).collect())
 }
 
-/// How much later than its pidfile's last write a process may seem to
-/// have started before its PID counts as reused: the kernel's boot time is
-/// known to the second only.
-const START_TOLERANCE_SECS: f64 = 1.0;
-
-/// The process a pidfile names, checked: the pidfile is a regular file
-/// (not followed if a symlink) with one link, a PID (not 1), not certsync or one of its
-/// ancestors, alive, running as the pidfile's owner, named `name` if given,
-/// and started before the pidfile was last written.
-fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result<Chosen, PidError> {
-    use std::os::unix::fs::MetadataExt;
-    let pidfile = Pidfile { path };
-    let file = pidfile.open()?;
-    // Type, owner and time from the opened descriptor, not the path.
-    let meta = file
-        .metadata()
-        .map_err(|e| pidfile.problem(e.to_string()))?;
-    pidfile.one_regular_file(&meta)?;
-    let owner = meta.uid();
-    let written = meta
-        .modified()
-        .map_err(|e| pidfile.problem(e.to_string()))?;
-    let pid = pidfile.pid(file)?;
-    // Held before anything about the process is checked: the checks below
-    // read /proc for the PID, so if the process exits and its number is
-    // reused meanwhile, they judge the newcomer but the signal goes to
-    // the exited process and fails.
-    let fd = open_pid(pid)?.ok_or_else(|| pidfile.gone(pid))?;
-    pidfile.not_mine(pid, me)?;
-    let process = procfs::process::Process::new(pid).map_err(|_| pidfile.gone(pid))?;
-    let (stat, status) = process
-        .stat()
-        .and_then(|stat| Ok((stat, process.status()?)))
-        .map_err(|_| pidfile.gone(pid))?;
-    pidfile.runs_as_owner(pid, &stat.comm, &status, owner)?;
-    if let Some(name) = name {
-        pidfile.named(&process, &stat.comm, name)?;
-    }
-    pidfile.started_before(pid, &stat, written)?;
-    Ok(Chosen {
-        pid,
-        comm: stat.comm,
-        fd,
-    })
-}
-
-/// A pidfile being checked, and its errors.
-struct Pidfile<'a> {
-    path: &'a Path,
-}
-
-impl Pidfile<'_> {
-    fn problem(&self, problem: String) -> PidError {
-        PidError::Pidfile {
-            path: self.path.to_owned(),
-            problem,
-        }
-    }
-
-    fn refused(&self, reason: Refusal, problem: String) -> PidError {
-        PidError::Refused {
-            path: self.path.to_owned(),
-            reason,
-            problem,
-        }
-    }
-
-    fn gone(&self, pid: i32) -> PidError {
-        self.problem(format!("process {pid} does not exist"))
-    }
-
-    /// Opened for reading without following a symlink.
-    fn open(&self) -> Result<std::fs::File, PidError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(
-                (nix::fcntl::OFlag::O_NOFOLLOW
-                    | nix::fcntl::OFlag::O_NONBLOCK
-                    | nix::fcntl::OFlag::O_CLOEXEC
-                    | nix::fcntl::OFlag::O_NOCTTY)
-                    .bits(),
-            )
-            .open(self.path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(code) if code == Errno::ELOOP as i32 => self.refused(
-                    Refusal::Pidfile,
-                    "is a symbolic link, which is never followed (whoever can write its directory \
-                     chooses where it points)"
-                        .into(),
-                ),
-                _ => self.problem(e.to_string()),
-            })
-    }
-
-    /// A regular file with one name.
-    fn one_regular_file(&self, meta: &std::fs::Metadata) -> Result<(), PidError> {
-        use std::os::unix::fs::MetadataExt;
-        if !meta.file_type().is_file() {
-            return Err(self.refused(
-                Refusal::Pidfile,
-                format!(
-                    "is {}, not a regular file",
-                    crate::files::kind_of(meta.file_type())
-                ),
-            ));
-        }
-        // A hard link says nothing of who made it: with
-        // fs.protected_hardlinks=0 the consumer may link a root-owned pidfile
-        // naming a root process into its own directory, and the owner check
-        // would pass. A pidfile is written by its process, one name.
-        if meta.nlink() > 1 {
-            return Err(self.refused(
-                Refusal::Pidfile,
-                format!(
-                    "is a hard link (links {}) to a file that has another name; whoever can \
-                     write its directory may have linked another user's pidfile there; a pidfile \
-                     must have one link",
-                    meta.nlink()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The PID it holds (read with a size cap), other than 0 and 1.
-    fn pid(&self, file: std::fs::File) -> Result<i32, PidError> {
-        let bytes = crate::files::read_capped(file, self.path, 64).map_err(|e| match e {
-            crate::files::FileError::TooLarge { .. } => self.refused(Refusal::Pidfile, e.problem()),
-            e => self.problem(e.problem()),
-        })?;
-        let text = String::from_utf8_lossy(&bytes);
-        match text.trim().parse::<i32>() {
-            Ok(pid) if pid > 1 => Ok(pid),
-            _ => Err(self.problem(format!("{:?} is not a process id", text.trim()))),
-        }
-    }
-
-    /// Neither certsync (`me`) nor one of its ancestors.
-    fn not_mine(&self, pid: i32, me: i32) -> Result<(), PidError> {
-        if pid == me {
-            return Err(self.refused(Refusal::Pid, "names certsync itself".into()));
-        }
-        if own_lineage(me).contains(&pid) {
-            return Err(self.refused(
-                Refusal::Pid,
-                format!("names process {pid}, which started certsync"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Runs as the pidfile's owner: real, effective and saved (a process
-    /// that can switch back to root, or to anyone, is not the owner's).
-    fn runs_as_owner(
-        &self,
-        pid: i32,
-        comm: &str,
-        status: &procfs::process::Status,
-        owner: u32,
-    ) -> Result<(), PidError> {
-        let uids = [status.ruid, status.euid, status.suid];
-        if uids.iter().all(|&u| u == owner) {
-            return Ok(());
-        }
-        Err(self.refused(
-            Refusal::User,
-            format!(
-                "owned by uid {owner}, names process {pid} ({}), which runs as uid {} (real {}, \
-                 saved {}): a pidfile names only a process of its owner's (a root-owned one, a \
-                 root process)",
-                crate::escape(comm),
-                status.euid,
-                status.ruid,
-                status.suid
-            ),
-        ))
-    }
-
-    /// Has the `--reload-process` name.
-    fn named(
-        &self,
-        process: &procfs::process::Process,
-        comm: &str,
-        name: &str,
-    ) -> Result<(), PidError> {
-        let pid = process.pid;
-        let named = read(process).is_some_and(|p| p.matches(&Target::Name(name.to_owned())));
-        if named {
-            return Ok(());
-        }
-        Err(self.refused(
-            Refusal::Name,
-            format!(
-                "names process {pid} ({}), which is not named {name:?} (--reload-process)",
-                crate::escape(comm)
-            ),
-        ))
-    }
-
-    /// Started before the pidfile was last `written`: else the PID was
-    /// reused.
-    fn started_before(
-        &self,
-        pid: i32,
-        stat: &procfs::process::Stat,
-        written: std::time::SystemTime,
-    ) -> Result<(), PidError> {
-        let started = procfs::boot_time_secs()
-            .map(|boot| boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64);
-        let written = written
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        if let Ok(started) = started
-            && started > written + START_TOLERANCE_SECS
-        {
-            return Err(self.refused(
-                Refusal::Pid,
-                format!(
-                    "names process {pid} ({}), which started {:.0} s after the pidfile was last \
-                     written: the PID was reused and the pidfile is stale",
-                    crate::escape(&stat.comm),
-                    started - written
-                ),
-            ));
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,6 +378,7 @@ mod tests {
             p(21, 20, "nginx", &["nginx", "-t"]),
         ];
         let roots: Vec<i32> = select(&Target::Name("nginx".into()), &procs, 7)
+            .expect("lineage")
             .iter()
             .map(|p| p.pid)
             .collect();
@@ -608,10 +389,10 @@ mod tests {
         );
 
         let re = Target::Cmdline(Regex::new("master process").unwrap());
-        assert_eq!(select(&re, &procs, 7)[0].pid, 10);
+        assert_eq!(select(&re, &procs, 7).expect("lineage")[0].pid, 10);
         // certsync's own command line mentions nginx: it is still never chosen.
         let own = Target::Cmdline(Regex::new("reload-process").unwrap());
-        assert!(select(&own, &procs, 7).is_empty());
+        assert!(select(&own, &procs, 7).expect("lineage").is_empty());
         // certsync started by a wrapper shell whose command line matches:
         // the wrapper (an ancestor) is never signalled.
         let mut wrapped = procs.clone();
@@ -624,11 +405,98 @@ mod tests {
         wrapped.push(p(31, 30, "certsync", &["certsync", "run"]));
         let re = Target::Cmdline(Regex::new("reload-cmdline").unwrap());
         assert!(
-            select(&re, &wrapped, 31).is_empty(),
+            select(&re, &wrapped, 31).expect("lineage").is_empty(),
             "the wrapper shell matched"
         );
-        assert!(select(&Target::Cmdline(Regex::new("^/pause").unwrap()), &procs, 7).is_empty());
-        assert!(select(&Target::Name("pause".into()), &procs, 7).is_empty());
+        assert!(
+            select(&Target::Cmdline(Regex::new("^/pause").unwrap()), &procs, 7)
+                .expect("lineage")
+                .is_empty()
+        );
+        assert!(
+            select(&Target::Name("pause".into()), &procs, 7)
+                .expect("lineage")
+                .is_empty()
+        );
+    }
+
+    /// An ancestor of certsync whose parent cannot be read ends the choice:
+    /// the processes above it are certsync's ancestors too, and a name or
+    /// a pidfile must not select them.
+    #[test]
+    fn an_ancestor_that_cannot_be_read_refuses_every_candidate() {
+        // certsync (31) under a hidden process 30, under a shell whose
+        // command line matches.
+        let procs = vec![
+            p(1, 0, "init", &["/sbin/init"]),
+            p(29, 1, "sh", &["sh", "-c", "runner --reload-cmdline nginx"]),
+            p(31, 30, "certsync", &["certsync", "run"]),
+        ];
+        let re = Target::Cmdline(Regex::new("reload-cmdline").unwrap());
+        assert!(matches!(
+            select(&re, &procs, 31),
+            Err(PidError::Lineage { pid: 30 })
+        ));
+        // With 30 seen, 29 is known as an ancestor and never chosen.
+        let mut seen = procs.clone();
+        seen.push(p(30, 29, "runner", &["runner"]));
+        assert!(select(&re, &seen, 31).expect("lineage").is_empty());
+        // The pidfile check's walk, by /proc: the same refusal.
+        let link = |parent| Link { parent, start: 0 };
+        let parents = HashMap::from([(31, link(30)), (30, link(29))]);
+        assert!(matches!(
+            own_lineage(31, |pid| parents.get(&pid).copied()),
+            Err(PidError::Lineage { pid: 29 })
+        ));
+        let me = std::process::id() as i32;
+        let mine = own_lineage(me, read_link).expect("this test's own ancestors");
+        assert!(mine.contains(&me) && mine.len() > 1, "{mine:?}");
+    }
+
+    /// Parent links that loop never describe a live process tree: they
+    /// were read across an exit and a reused PID, and a walk that ends
+    /// there without an error has left out whatever is above the loop.
+    /// (certsync starts no process, so a loop through its own child is
+    /// not reachable today; a reused ancestor PID whose new parent is
+    /// outside the set continues the walk through a stranger instead.
+    /// Both are caught by one rule: a parent never started after its
+    /// child.)
+    #[test]
+    fn attack_a_loop_in_the_parent_links_is_refused() {
+        // certsync 31 under 30; 30's number now another process's,
+        // whose parent reads as 31.
+        let link = |parent, start| Link { parent, start };
+        let parents = HashMap::from([(31, link(30, 5)), (30, link(31, 9)), (29, link(1, 1))]);
+        assert!(matches!(
+            own_lineage(31, |pid| parents.get(&pid).copied()),
+            Err(PidError::Lineage { .. })
+        ));
+        // The same start times (a loop the clock cannot tell): the loop.
+        let parents = HashMap::from([(31, link(30, 5)), (30, link(31, 5))]);
+        assert!(matches!(
+            own_lineage(31, |pid| parents.get(&pid).copied()),
+            Err(PidError::Lineage { .. })
+        ));
+        // A reused number whose new process's parent leads on to a stranger:
+        // it started after certsync, its child.
+        let parents = HashMap::from([(31, link(30, 5)), (30, link(7, 9)), (7, link(1, 1))]);
+        assert!(matches!(
+            own_lineage(31, |pid| parents.get(&pid).copied()),
+            Err(PidError::Lineage { pid: 31 })
+        ));
+        // The same through the scan: a shell 29 above the real 30 matches
+        // and would be chosen.
+        let procs = vec![
+            p(1, 0, "init", &["/sbin/init"]),
+            p(29, 1, "sh", &["sh", "-c", "runner --reload-cmdline nginx"]),
+            p(30, 31, "hook", &["hook"]),
+            p(31, 30, "certsync", &["certsync", "run"]),
+        ];
+        let re = Target::Cmdline(Regex::new("reload-cmdline").unwrap());
+        assert!(matches!(
+            select(&re, &procs, 31),
+            Err(PidError::Lineage { .. })
+        ));
     }
 
     #[test]
@@ -733,7 +601,7 @@ mod tests {
             matches!(
                 e,
                 PidError::Refused {
-                    reason: Refusal::Name,
+                    problem: NotProof::NotNamed { .. },
                     ..
                 }
             ),
