@@ -36,6 +36,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::Update;
+use super::csr::renewing::Renewing;
 use super::csr::{CsrSpec, IssuedError, Window, check, renewal};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::EventSink;
@@ -53,9 +54,6 @@ mod tests;
 pub use material::{MaterialError, key_pair};
 use material::{Wanted, read_ca_key, wanted};
 pub use reissue::{KUBEADM_VALIDITY_SECS, NotTheCas, reissue, renew_ca};
-
-/// Failed issuances are retried after 2 s, doubling, at most this.
-const RETRY_CAP: Duration = Duration::from_secs(300);
 
 /// notBefore is this far in the past (kubeadm's `CertificateBackdate`), or a
 /// tenth of the lifetime if that is less, so that a consumer whose clock is
@@ -422,43 +420,30 @@ impl CaSource {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut live = live;
-        let mut current = self.adopt(live.as_ref()).await;
-        // Adopted: issued at its notBefore (a restart loop cannot issue faster).
-        let mut issued_at: Option<SystemTime> = None;
+        let current = self.adopt(live.as_ref()).await;
+        let mut state = Renewing::new(&self.mapping, &self.metrics, current);
         let mut deadline: Option<SystemTime> = None;
-        let (mut held, mut failures) = (0u32, 0u32);
-        // The last error logged at error level: each distinct one once.
-        let mut last_error: Option<String> = None;
         loop {
             let now = SystemTime::now();
-            let at = match current {
-                _ if failures > 0 => {
-                    now + crate::backoff(Duration::from_secs(2), failures).min(RETRY_CAP)
-                }
-                Some(w) => *deadline.get_or_insert_with(|| self.schedule(w, issued_at, &mut held)),
+            let at = match state.backoff() {
+                Some(backoff) => now + backoff,
+                None if state.current.is_some() => match deadline {
+                    Some(at) => at,
+                    None => *deadline.insert(
+                        state
+                            .schedule(self.spec.issue.renew, self.renew_floor)
+                            .unwrap_or(now),
+                    ),
+                },
                 None => now,
             };
             let wait = at.duration_since(now).unwrap_or_default();
-            let recheck = current.is_some() && failures == 0 && wait > self.recheck;
+            let recheck = state.current.is_some() && state.attempt() == 0 && wait > self.recheck;
             tokio::select! {
                 () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = tokio::time::sleep(wait) => {}
                 () = tokio::time::sleep(self.recheck), if recheck => {
-                    if self.adopt(live.as_ref()).await.is_some() {
-                        continue;
-                    }
-                    // Unfit now (template or CA changed, expired): at
-                    // once, but never sooner than the floor after this
-                    // process's last issuance, or whoever can flip the
-                    // template (or a lifetime shorter than the recheck)
-                    // drives an issuance and a reload every recheck.
-                    if let Some(hold) = self.floor_hold(issued_at, current) {
-                        if deadline != Some(hold) {
-                            self.metrics.csr_error(&self.mapping, "renewal_floor");
-                            let renew_at = validate::rfc3339(validate::unix_seconds(hold));
-                            tracing::warn!(mapping = %self.mapping, %renew_at, "the live certificate no longer satisfies the mapping, but one was issued less than the renewal floor ago; issuing no sooner than that");
-                            deadline = Some(hold);
-                        }
+                    if self.still_fits(live.as_ref(), &state, &mut deadline).await {
                         continue;
                     }
                 }
@@ -469,54 +454,64 @@ impl CaSource {
             };
             match result {
                 Ok(issued) => {
-                    failures = 0;
-                    last_error = None;
-                    self.metrics.renewal_failing(&self.mapping, None);
-                    issued_at = Some(SystemTime::now());
                     deadline = None;
-                    let now = validate::unix_seconds(SystemTime::now());
                     let not_after = validate::rfc3339(issued.window.not_after);
-                    match current {
-                        // A certificate cut short by the CA may end before
-                        // the live one: the live pair stays while it is
-                        // valid and outlasts it.
-                        Some(l) if l.not_after > now && l.not_after > issued.window.not_after => {
-                            let retry =
-                                renewal::outlasting(now, issued.window.not_after, l.not_after);
-                            let retry_at = validate::rfc3339(validate::unix_seconds(retry));
-                            tracing::warn!(mapping = %self.mapping, %not_after, live_not_after = %validate::rfc3339(l.not_after), %retry_at, "the issued certificate expires before the live one; keeping the live pair, issuing again when one would outlast it");
-                            deadline = Some(retry);
-                        }
-                        prev => {
+                    let was = state.current;
+                    match state.issued(issued.window) {
+                        Ok(()) => {
                             tracing::info!(mapping = %self.mapping, %not_after, signer = %self.spec.issue.signer, "certificate issued");
-                            if let Some(prev) = prev {
-                                self.metrics.csr_rotated(
-                                    &self.mapping,
-                                    (now - prev.not_before).max(0) as f64,
-                                );
-                            }
-                            current = Some(issued.window);
                             live = Some(issued.bundle.clone());
                             super::publish(&tx, Ok(issued.bundle));
+                        }
+                        Err(retry) => {
+                            let live_not_after = was
+                                .map(|l| validate::rfc3339(l.not_after))
+                                .unwrap_or_default();
+                            let retry_at = validate::rfc3339(validate::unix_seconds(retry));
+                            tracing::warn!(mapping = %self.mapping, %not_after, %live_not_after, %retry_at, "the issued certificate expires before the live one; keeping the live pair, issuing again when one would outlast it");
+                            deadline = Some(retry);
                         }
                     }
                 }
                 Err(e) => {
-                    failures = failures.saturating_add(1);
-                    self.metrics.csr_error(&self.mapping, e.reason());
-                    let message = e.to_string();
-                    self.metrics
-                        .renewal_failing(&self.mapping, Some(message.clone()));
-                    if last_error.as_ref() == Some(&message) {
-                        tracing::debug!(mapping = %self.mapping, error = %e, attempt = failures, "issuing a certificate still fails");
-                    } else {
+                    let first = state.failed(e.reason(), &e.to_string());
+                    let attempt = state.attempt();
+                    if first {
                         self.failed(&e, "the live files stay; retrying with backoff");
-                        tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "issuing a certificate failed; the live files stay; retrying with backoff");
-                        last_error = Some(message);
+                        tracing::error!(mapping = %self.mapping, error = %e, attempt, "issuing a certificate failed; the live files stay; retrying with backoff");
+                    } else {
+                        tracing::debug!(mapping = %self.mapping, error = %e, attempt, "issuing a certificate still fails");
                     }
                 }
             }
         }
+    }
+
+    /// At a recheck: `true` when nothing is to be issued now, because the
+    /// live pair still fits the mapping, or because it does not (template
+    /// or CA changed, expired) but one was issued less than the renewal
+    /// floor ago: then at the floor's end (`deadline`), or whoever can flip
+    /// the template (or a lifetime shorter than the recheck) drives an
+    /// issuance and a reload every recheck.
+    async fn still_fits(
+        &self,
+        live: Option<&Bundle>,
+        state: &Renewing<'_>,
+        deadline: &mut Option<SystemTime>,
+    ) -> bool {
+        if self.adopt(live).await.is_some() {
+            return true;
+        }
+        let Some(hold) = self.floor_hold(state.issued_at, state.current) else {
+            return false;
+        };
+        if *deadline != Some(hold) {
+            self.metrics.csr_error(&self.mapping, "renewal_floor");
+            let renew_at = validate::rfc3339(validate::unix_seconds(hold));
+            tracing::warn!(mapping = %self.mapping, %renew_at, "the live certificate no longer satisfies the mapping, but one was issued less than the renewal floor ago; issuing no sooner than that");
+            *deadline = Some(hold);
+        }
+        true
     }
 
     /// `--events`: a failure to issue, as the `csr:` source words it
@@ -537,41 +532,8 @@ impl CaSource {
     /// may go ahead.
     fn floor_hold(&self, issued_at: Option<SystemTime>, w: Option<Window>) -> Option<SystemTime> {
         let (since, w) = (issued_at?, w?);
-        let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
-        let floor = self
-            .renew_floor
-            .max((life / 10).min(Duration::from_secs(86_400)));
-        let earliest = since + floor;
+        let earliest = since + renewal::floor(w, self.renew_floor);
         (SystemTime::now() < earliest).then_some(earliest)
-    }
-
-    /// When to renew `w` ([`renewal::next`]), logged.
-    fn schedule(&self, w: Window, issued_at: Option<SystemTime>, held: &mut u32) -> SystemTime {
-        let since = issued_at.unwrap_or_else(|| {
-            SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(w.not_before).unwrap_or(0))
-        });
-        let next = renewal::next(
-            w,
-            self.spec.issue.renew,
-            crate::random_fraction(),
-            since,
-            self.renew_floor,
-            *held,
-            crate::random_fraction(),
-        );
-        let renew_at = validate::rfc3339(validate::unix_seconds(next.at));
-        match next.held {
-            Some(why) => {
-                *held = held.saturating_add(1);
-                self.metrics.csr_error(&self.mapping, "renewal_floor");
-                tracing::warn!(mapping = %self.mapping, %renew_at, "renewal held back: {why}");
-            }
-            None => {
-                *held = 0;
-                tracing::info!(mapping = %self.mapping, %renew_at, "certificate is current; renewal scheduled");
-            }
-        }
-        next.at
     }
 
     /// `run --once`: the live pair if it satisfies the mapping, else one

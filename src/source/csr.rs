@@ -46,11 +46,10 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use tokio::sync::watch;
 
 use super::client::{ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
 use super::watch::{Watch, WatchError};
-use super::{Update, watch_seconds};
+use super::watch_seconds;
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
@@ -67,7 +66,9 @@ pub use request::{EncodeError, San, Sign, generate_name, pkcs10};
 pub(crate) use request::{new_request, san_extension, signature_algorithm, subject};
 
 pub(crate) mod renewal;
+pub(crate) mod renewing;
 pub use issued::{IssuedError, Unread, check};
+mod run;
 
 /// Why [`check_off_runtime`] did not accept a certificate.
 #[derive(Debug, thiserror::Error)]
@@ -118,9 +119,6 @@ pub const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
 
 pub const KUBE_APISERVER_CLIENT_KUBELET: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 
-/// Failed requests are retried after 2 s, doubling (kubelet's start), at most this.
-const RETRY_CAP: Duration = Duration::from_secs(300);
-
 /// Every API call but the watch itself must answer within this.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -167,12 +165,42 @@ pub enum CsrError {
     #[error("certificatesigningrequest {csr}: the issued certificate is refused: {problem}")]
     Mismatch { csr: String, problem: Unchecked },
     #[error("API client for certificate requests: {0}")]
-    Client(String),
-    #[error("signer CA {source_name}: {message}")]
+    Client(#[source] ClientError),
+    #[error("signer CA {source_name}: {problem}")]
     Ca {
         source_name: String,
-        message: String,
+        #[source]
+        problem: SignerCa,
     },
+}
+
+/// Why the signer's CA certificates could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SignerCa {
+    #[error(transparent)]
+    File(#[from] crate::files::OwnedError),
+    #[error(transparent)]
+    Api(Box<CsrError>),
+    #[error("key {key:?} is missing")]
+    NoKey { key: String },
+    /// ClusterTrustBundles not served: the other CA sources are named.
+    #[error(
+        "{source}{}",
+        if matches!(source, super::trust_bundle::TrustBundleError::NotServed) {
+            "; give ca=file: or ca=configmap: instead"
+        } else {
+            ""
+        }
+    )]
+    Bundles {
+        source: super::trust_bundle::TrustBundleError,
+    },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Task(#[from] crate::Panicked),
+    #[error("holds no CERTIFICATE block")]
+    NoCertificate,
 }
 
 impl CsrError {
@@ -445,7 +473,7 @@ impl CsrSource {
     /// The client configuration requests are made with: the bootstrap
     /// kubeconfig's, or the process's.
     async fn client_config(&self) -> Result<kube::Config, CsrError> {
-        let err = |e: ClientError| CsrError::Client(e.to_string());
+        let err = CsrError::Client;
         match &self.spec.bootstrap {
             Some(path) => read_kubeconfig(path).await.map_err(err),
             None => self.settings.config().await.map_err(err),
@@ -464,69 +492,22 @@ impl CsrSource {
         ))
     }
 
-    /// The client for the next request. With a bootstrap kubeconfig: its
-    /// credentials while there is no valid pair (`own_pair` false), else
-    /// its cluster with the live pair as client certificate, as kubelet's
-    /// TLS bootstrap renews with its own certificate. Without one: the
-    /// process's client. `None` on shutdown.
-    pub async fn client(
-        &self,
-        clients: &mut watch::Receiver<Option<Client>>,
-        shutdown: &mut watch::Receiver<bool>,
-        own_pair: bool,
-    ) -> Option<Client> {
-        if self.spec.bootstrap.is_none() {
-            return super::newest_client(clients, shutdown).await;
-        }
-        let mut failures = 0;
-        loop {
-            let built = match self.client_config().await {
-                Ok(mut config) => {
-                    if own_pair {
-                        let path = |f: &str| Some(self.target.join(f).display().to_string());
-                        config.auth_info = kube::config::AuthInfo {
-                            client_certificate: path(CERT_FILE),
-                            client_key: path(KEY_FILE),
-                            ..Default::default()
-                        };
-                    }
-                    self.settings
-                        .client_for(&config)
-                        .map_err(|e| CsrError::Client(e.to_string()))
-                }
-                Err(e) => Err(e),
-            };
-            match built {
-                Ok(c) => return Some(c),
-                Err(e) => {
-                    failures += 1;
-                    let retry = crate::backoff(Duration::from_secs(1), failures).min(RETRY_CAP);
-                    tracing::error!(mapping = %self.mapping, error = %e, retry_in = ?retry, "cannot build the API client for certificate requests");
-                    tokio::select! {
-                        () = crate::shutdown::stopped(shutdown) => return None,
-                        () = tokio::time::sleep(retry) => {}
-                    }
-                }
-            }
-        }
-    }
-
     /// The signer's CA certificates (PEM), if a CA is configured.
     async fn ca(&self, client: &Client) -> Result<Option<Vec<u8>>, CsrError> {
         let Some(source) = &self.spec.ca else {
             return Ok(None);
         };
-        let err = |message: String| CsrError::Ca {
+        let err = |problem: SignerCa| CsrError::Ca {
             source_name: source.to_string(),
-            message,
+            problem,
         };
         let pem = match source {
             CaSource::File(path) => {
                 let path = path.clone();
                 crate::blocking(move || crate::files::read_steering(&path, CA_LIMIT))
                     .await
-                    .map_err(|e| err(e.to_string()))?
-                    .map_err(|e| err(e.to_string()))?
+                    .map_err(|e| err(e.into()))?
+                    .map_err(|e| err(e.into()))?
             }
             CaSource::ConfigMap {
                 namespace,
@@ -536,26 +517,23 @@ impl CsrSource {
                 let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
                 let cm = timed("get", &source.to_string(), api.get(name))
                     .await
-                    .map_err(|e| err(e.to_string()))?;
+                    .map_err(|e| err(SignerCa::Api(Box::new(e))))?;
                 cm.data
                     .and_then(|mut d| d.remove(key))
                     .map(String::into_bytes)
                     .or_else(|| cm.binary_data.and_then(|mut d| d.remove(key)).map(|b| b.0))
-                    .ok_or_else(|| err(format!("key {key:?} is missing")))?
+                    .ok_or_else(|| err(SignerCa::NoKey { key: key.clone() }))?
             }
             CaSource::TrustBundles { signer } => {
-                use super::trust_bundle::{Selection, TrustBundleError, read};
+                use super::trust_bundle::{Selection, read};
                 let selection = Selection::Signer {
                     signer: signer.clone(),
                     labels: Vec::new(),
                 };
                 match tokio::time::timeout(CALL_TIMEOUT, read(client.clone(), &selection)).await {
                     Ok(Ok(pem)) => pem,
-                    Ok(Err(e @ TrustBundleError::NotServed)) => {
-                        return Err(err(format!("{e}; give ca=file: or ca=configmap: instead")));
-                    }
-                    Ok(Err(e)) => return Err(err(e.to_string())),
-                    Err(_) => return Err(err(format!("no answer within {CALL_TIMEOUT:?}"))),
+                    Ok(Err(source)) => return Err(err(SignerCa::Bundles { source })),
+                    Err(_) => return Err(err(SignerCa::Timeout(CALL_TIMEOUT))),
                 }
             }
         };
@@ -565,157 +543,11 @@ impl CsrSource {
             (pem, has_cert)
         })
         .await
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| err(e.into()))?;
         if !has_cert {
-            return Err(err("holds no CERTIFICATE block".into()));
+            return Err(err(SignerCa::NoCertificate));
         }
         Ok(Some(pem))
-    }
-
-    /// Keeps the mapping's certificate current until shutdown: adopts the
-    /// live pair, then renews at the deadline, retrying failures with
-    /// backoff. Publishes every issued bundle into `tx`.
-    pub async fn run(
-        self,
-        mut clients: watch::Receiver<Option<Client>>,
-        live: Option<Bundle>,
-        tx: watch::Sender<Option<Update>>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        let Some(client) = self
-            .client(&mut clients, &mut shutdown, live.is_some())
-            .await
-        else {
-            return;
-        };
-        let mut current = self.adopt(&client, live.as_ref()).await;
-        // When the live certificate was issued to us: an adopted one, at
-        // its notBefore (so a restart loop cannot request faster either).
-        let mut issued_at: Option<SystemTime> = None;
-        let mut held = 0u32;
-        let mut failures = 0u32;
-        // The last error logged at error level: each distinct one once.
-        let mut last_error: Option<String> = None;
-        // Set when an issued certificate was refused for ending before the
-        // live one ([`renewal::outlasting`]).
-        let mut retry_at: Option<SystemTime> = None;
-        loop {
-            let wait = if failures > 0 {
-                crate::backoff(Duration::from_secs(2), failures).min(RETRY_CAP)
-            } else if let Some(at) = retry_at.take() {
-                at.duration_since(SystemTime::now()).unwrap_or_default()
-            } else {
-                match current {
-                    Some(w) => {
-                        let since = issued_at.unwrap_or_else(|| {
-                            SystemTime::UNIX_EPOCH
-                                + Duration::from_secs(u64::try_from(w.not_before).unwrap_or(0))
-                        });
-                        let next = renewal::next(
-                            w,
-                            self.spec.renew,
-                            crate::random_fraction(),
-                            since,
-                            self.renew_floor,
-                            held,
-                            crate::random_fraction(),
-                        );
-                        let renew_at = validate::rfc3339(validate::unix_seconds(next.at));
-                        match next.held {
-                            Some(why) => {
-                                held = held.saturating_add(1);
-                                self.metrics.csr_error(&self.mapping, "renewal_floor");
-                                tracing::warn!(mapping = %self.mapping, %renew_at, not_after = %validate::rfc3339(w.not_after), "renewal held back: {why}");
-                            }
-                            None => {
-                                held = 0;
-                                tracing::info!(mapping = %self.mapping, %renew_at, "certificate is current; renewal scheduled");
-                            }
-                        }
-                        next.at
-                            .duration_since(SystemTime::now())
-                            .unwrap_or_default()
-                    }
-                    None => Duration::ZERO,
-                }
-            };
-            tokio::select! {
-                () = crate::shutdown::stopped(&mut shutdown) => return,
-                () = tokio::time::sleep(wait) => {}
-            }
-            // The live pair authenticates renewals only while it is valid.
-            let own_pair =
-                current.is_some_and(|w| w.not_after > validate::unix_seconds(SystemTime::now()));
-            let Some(client) = self.client(&mut clients, &mut shutdown, own_pair).await else {
-                return;
-            };
-            let result = tokio::select! {
-                () = crate::shutdown::stopped(&mut shutdown) => return,
-                r = self.obtain(&client) => r,
-            };
-            match result {
-                Ok(issued) => {
-                    tracing::info!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), "certificate issued");
-                    failures = 0;
-                    last_error = None;
-                    self.metrics.renewal_failing(&self.mapping, None);
-                    issued_at = Some(SystemTime::now());
-                    let now = validate::unix_seconds(SystemTime::now());
-                    // A certificate issued already due (a CA about to expire
-                    // clips it) may end before the live one: the live pair
-                    // stays while it is valid and outlasts it.
-                    match current {
-                        Some(live)
-                            if live.not_after > now && live.not_after > issued.window.not_after =>
-                        {
-                            let retry =
-                                renewal::outlasting(now, issued.window.not_after, live.not_after);
-                            let retry_on = validate::rfc3339(validate::unix_seconds(retry));
-                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, not_after = %validate::rfc3339(issued.window.not_after), live_not_after = %validate::rfc3339(live.not_after), retry_at = %retry_on, "the issued certificate expires before the live one; keeping the live pair, asking again when one would outlast it");
-                            retry_at = Some(retry);
-                        }
-                        prev => {
-                            if let Some(prev) = prev {
-                                let lived = now - prev.not_before;
-                                self.metrics.csr_rotated(&self.mapping, lived.max(0) as f64);
-                            }
-                            current = Some(issued.window);
-                            super::publish(&tx, Ok(issued.bundle));
-                        }
-                    }
-                }
-                Err(e) => {
-                    failures = failures.saturating_add(1);
-                    self.metrics.csr_error(&self.mapping, e.reason());
-                    let message = e.to_string();
-                    self.metrics
-                        .renewal_failing(&self.mapping, Some(message.clone()));
-                    if let Some(events) = &self.events {
-                        events.request_failed(message.clone());
-                    }
-                    // Each distinct error once at error level, then debug.
-                    if last_error.as_ref() == Some(&message) {
-                        tracing::debug!(mapping = %self.mapping, error = %e, attempt = failures, "certificate request still fails");
-                    } else {
-                        tracing::error!(mapping = %self.mapping, error = %e, attempt = failures, "certificate request failed; retrying with backoff");
-                        last_error = Some(message);
-                    }
-                }
-            }
-        }
-    }
-
-    /// `run --once`: the live pair if it satisfies the mapping, else one
-    /// request waited for (up to the approval timeout).
-    pub async fn once(
-        &self,
-        client: &Client,
-        live: Option<&Bundle>,
-    ) -> Result<Option<Bundle>, CsrError> {
-        if self.adopt(client, live).await.is_some() {
-            return Ok(None);
-        }
-        self.obtain(client).await.map(|i| Some(i.bundle))
     }
 }
 

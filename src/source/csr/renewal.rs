@@ -51,8 +51,7 @@ pub fn next(
     jitter: f64,
 ) -> Next {
     let deadline = w.deadline(renew, draw);
-    let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
-    let floor = floor.max((life / 10).min(LIFE_FLOOR_CAP));
+    let floor = self::floor(w, floor);
     // Not due on arrival: the schedule is the certificate's own.
     if deadline > since {
         return Next {
@@ -77,6 +76,14 @@ pub fn next(
         at,
         held: Some(held),
     }
+}
+
+/// The least time between two issuances for a certificate `w`:
+/// `--csr-renew-floor` (`floor`) or a tenth of the lifetime up to a day,
+/// whichever is longer.
+pub fn floor(w: Window, floor: Duration) -> Duration {
+    let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
+    floor.max((life / 10).min(LIFE_FLOOR_CAP))
 }
 
 /// When to ask again after a new certificate (ending `issued_not_after`)

@@ -1,0 +1,130 @@
+//! What a renewing source (`csr:`, `ca:`) keeps between issuances, and
+//! the steps both take with it: when to issue next ([`renewal::next`]),
+//! what becomes of a certificate issued (it replaces the live one, or the
+//! live one outlasts it, [`renewal::outlasting`]), a failure counted and
+//! backed off. One loop's state, so the two sources cannot drift apart on
+//! how fast they retry or when a renewal is held back.
+
+use std::time::{Duration, SystemTime};
+
+use super::{Window, renewal};
+use crate::metrics::Metrics;
+use crate::validate;
+
+/// Retries after failures back off up to this.
+pub(crate) const RETRY_CAP: Duration = Duration::from_secs(300);
+
+/// A mapping's renewal state.
+pub struct Renewing<'a> {
+    mapping: &'a str,
+    metrics: &'a Metrics,
+    /// The live certificate's window; `None`: none fits, issue at once.
+    pub current: Option<Window>,
+    /// When this process was last issued one; `None` while the live one
+    /// is adopted (its notBefore counts instead, so a restart loop cannot
+    /// issue faster either).
+    pub issued_at: Option<SystemTime>,
+    /// Schedules in a row the renewal floor held back.
+    held: u32,
+    /// Failures in a row.
+    failures: u32,
+    /// The last failure logged at error level: each distinct one once.
+    last_error: Option<String>,
+}
+
+impl<'a> Renewing<'a> {
+    pub fn new(mapping: &'a str, metrics: &'a Metrics, current: Option<Window>) -> Self {
+        Self {
+            mapping,
+            metrics,
+            current,
+            issued_at: None,
+            held: 0,
+            failures: 0,
+            last_error: None,
+        }
+    }
+
+    /// After failures: how long to back off before the next attempt.
+    pub fn backoff(&self) -> Option<Duration> {
+        (self.failures > 0)
+            .then(|| crate::backoff(Duration::from_secs(2), self.failures).min(RETRY_CAP))
+    }
+
+    /// Failures in a row.
+    pub fn attempt(&self) -> u32 {
+        self.failures
+    }
+
+    /// When to renew the live certificate ([`renewal::next`] with the
+    /// window `renew` and the `floor`), logged; `None` when there is none
+    /// (issue at once).
+    pub fn schedule(&mut self, renew: (f64, f64), floor: Duration) -> Option<SystemTime> {
+        let w = self.current?;
+        let since = self.issued_at.unwrap_or_else(|| {
+            SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(w.not_before).unwrap_or(0))
+        });
+        let next = renewal::next(
+            w,
+            renew,
+            crate::random_fraction(),
+            since,
+            floor,
+            self.held,
+            crate::random_fraction(),
+        );
+        let renew_at = validate::rfc3339(validate::unix_seconds(next.at));
+        match next.held {
+            Some(why) => {
+                self.held = self.held.saturating_add(1);
+                self.metrics.csr_error(self.mapping, "renewal_floor");
+                tracing::warn!(mapping = %self.mapping, %renew_at, "renewal held back: {why}");
+            }
+            None => {
+                self.held = 0;
+                tracing::info!(mapping = %self.mapping, %renew_at, "certificate is current; renewal scheduled");
+            }
+        }
+        Some(next.at)
+    }
+
+    /// A certificate issued with `window`: `Ok` when it replaces the live
+    /// one (counted as a rotation), `Err(retry)` when the live one, still
+    /// valid, outlasts it (a CA about to end clips what it issues): the
+    /// live pair stays and the next is asked for at `retry`.
+    pub fn issued(&mut self, window: Window) -> Result<(), SystemTime> {
+        self.failures = 0;
+        self.last_error = None;
+        self.metrics.renewal_failing(self.mapping, None);
+        self.issued_at = Some(SystemTime::now());
+        let now = validate::unix_seconds(SystemTime::now());
+        match self.current {
+            Some(live) if live.not_after > now && live.not_after > window.not_after => {
+                Err(renewal::outlasting(now, window.not_after, live.not_after))
+            }
+            prev => {
+                if let Some(prev) = prev {
+                    let lived = now - prev.not_before;
+                    self.metrics.csr_rotated(self.mapping, lived.max(0) as f64);
+                }
+                self.current = Some(window);
+                Ok(())
+            }
+        }
+    }
+
+    /// A failure, by its metric `reason` and `message`: counted and
+    /// reported; `true` when it differs from the last one (log it at error
+    /// level; a repeat only at debug).
+    pub fn failed(&mut self, reason: &'static str, message: &str) -> bool {
+        self.failures = self.failures.saturating_add(1);
+        self.metrics.csr_error(self.mapping, reason);
+        self.metrics
+            .renewal_failing(self.mapping, Some(message.to_owned()));
+        if self.last_error.as_deref() == Some(message) {
+            return false;
+        }
+        self.last_error = Some(message.to_owned());
+        true
+    }
+}

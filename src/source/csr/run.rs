@@ -1,0 +1,154 @@
+//! A `csr:` mapping kept current until shutdown: the live pair adopted,
+//! then a request at each renewal point ([`Renewing`]), failures retried
+//! with backoff; and `run --once`'s single request.
+
+use std::time::{Duration, SystemTime};
+
+use kube::Client;
+use tokio::sync::watch;
+
+use super::renewing::RETRY_CAP;
+use super::renewing::Renewing;
+use super::{CsrError, CsrSource};
+use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
+use crate::source::Update;
+use crate::validate;
+
+impl CsrSource {
+    /// The client for the next request. With a bootstrap kubeconfig: its
+    /// credentials while there is no valid pair (`own_pair` false), else
+    /// its cluster with the live pair as client certificate, as kubelet's
+    /// TLS bootstrap renews with its own certificate. Without one: the
+    /// process's client. `None` on shutdown.
+    pub async fn client(
+        &self,
+        clients: &mut watch::Receiver<Option<Client>>,
+        shutdown: &mut watch::Receiver<bool>,
+        own_pair: bool,
+    ) -> Option<Client> {
+        if self.spec.bootstrap.is_none() {
+            return crate::source::newest_client(clients, shutdown).await;
+        }
+        let mut failures = 0;
+        loop {
+            let built = match self.client_config().await {
+                Ok(mut config) => {
+                    if own_pair {
+                        let path = |f: &str| Some(self.target.join(f).display().to_string());
+                        config.auth_info = kube::config::AuthInfo {
+                            client_certificate: path(CERT_FILE),
+                            client_key: path(KEY_FILE),
+                            ..Default::default()
+                        };
+                    }
+                    self.settings.client_for(&config).map_err(CsrError::Client)
+                }
+                Err(e) => Err(e),
+            };
+            match built {
+                Ok(c) => return Some(c),
+                Err(e) => {
+                    failures += 1;
+                    let retry = crate::backoff(Duration::from_secs(1), failures).min(RETRY_CAP);
+                    tracing::error!(mapping = %self.mapping, error = %e, retry_in = ?retry, "cannot build the API client for certificate requests");
+                    tokio::select! {
+                        () = crate::shutdown::stopped(shutdown) => return None,
+                        () = tokio::time::sleep(retry) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps the mapping's certificate current until shutdown: adopts the
+    /// live pair, then renews at the deadline, retrying failures with
+    /// backoff. Publishes every issued bundle into `tx`.
+    pub async fn run(
+        self,
+        mut clients: watch::Receiver<Option<Client>>,
+        live: Option<Bundle>,
+        tx: watch::Sender<Option<Update>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let Some(client) = self
+            .client(&mut clients, &mut shutdown, live.is_some())
+            .await
+        else {
+            return;
+        };
+        let current = self.adopt(&client, live.as_ref()).await;
+        let mut state = Renewing::new(&self.mapping, &self.metrics, current);
+        // Set when an issued certificate was refused for ending before the
+        // live one ([`renewal::outlasting`]).
+        let mut retry_at: Option<SystemTime> = None;
+        loop {
+            let at = match state.backoff() {
+                Some(backoff) => SystemTime::now() + backoff,
+                None => retry_at
+                    .take()
+                    .or_else(|| state.schedule(self.spec.renew, self.renew_floor))
+                    .unwrap_or_else(SystemTime::now),
+            };
+            let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+            tokio::select! {
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            // The live pair authenticates renewals only while it is valid.
+            let own_pair = state
+                .current
+                .is_some_and(|w| w.not_after > validate::unix_seconds(SystemTime::now()));
+            let Some(client) = self.client(&mut clients, &mut shutdown, own_pair).await else {
+                return;
+            };
+            let result = tokio::select! {
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+                r = self.obtain(&client) => r,
+            };
+            match result {
+                Ok(issued) => {
+                    let not_after = validate::rfc3339(issued.window.not_after);
+                    tracing::info!(mapping = %self.mapping, csr = %issued.csr, %not_after, "certificate issued");
+                    let live = state.current;
+                    match state.issued(issued.window) {
+                        Ok(()) => crate::source::publish(&tx, Ok(issued.bundle)),
+                        Err(retry) => {
+                            let live_not_after = live
+                                .map(|l| validate::rfc3339(l.not_after))
+                                .unwrap_or_default();
+                            let retry_on = validate::rfc3339(validate::unix_seconds(retry));
+                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, %not_after, %live_not_after, retry_at = %retry_on, "the issued certificate expires before the live one; keeping the live pair, asking again when one would outlast it");
+                            retry_at = Some(retry);
+                        }
+                    }
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    let first = state.failed(e.reason(), &message);
+                    if let Some(events) = &self.events {
+                        events.request_failed(message);
+                    }
+                    let attempt = state.attempt();
+                    if first {
+                        tracing::error!(mapping = %self.mapping, error = %e, attempt, "certificate request failed; retrying with backoff");
+                    } else {
+                        tracing::debug!(mapping = %self.mapping, error = %e, attempt, "certificate request still fails");
+                    }
+                }
+            }
+        }
+    }
+
+    /// `run --once`: the live pair if it satisfies the mapping, else one
+    /// request waited for (up to the approval timeout).
+    pub async fn once(
+        &self,
+        client: &Client,
+        live: Option<&Bundle>,
+    ) -> Result<Option<Bundle>, CsrError> {
+        if self.adopt(client, live).await.is_some() {
+            return Ok(None);
+        }
+        self.obtain(client).await.map(|i| Some(i.bundle))
+    }
+}
