@@ -133,19 +133,6 @@ impl Entry {
         Ok(Self::of(shown.to_owned(), fd, &st, false))
     }
 
-    /// By path, for what is judged where nothing is opened now (a target
-    /// written later, a program another process runs); a symlink followed
-    /// when `follow`.
-    pub fn at_path(path: &Path, follow: bool) -> Result<Self, PathError> {
-        let m = if follow {
-            std::fs::metadata(path)
-        } else {
-            std::fs::symlink_metadata(path)
-        }
-        .map_err(|e| PathError::io(path, e))?;
-        Ok(Self::from_metadata(path, &m))
-    }
-
     /// `m`, of what is shown as `shown` (its mount not looked at).
     pub fn from_metadata(shown: &Path, m: &std::fs::Metadata) -> Self {
         Self {

@@ -9,6 +9,45 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+/// Why the config file is refused (its path is named beside it,
+/// [`ConfigError::File`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error(transparent)]
+    Yaml(#[from] crate::files::YamlError),
+    #[error(
+        "line {line}: unknown key {key:?} (a setting is a flag of `certsync run` by its long \
+         name, e.g. resync: 5m, reload-process: nginx; mappings go under mappings:)"
+    )]
+    UnknownKey { line: usize, key: String },
+    #[error("line {line}: {key} takes a value or a list of values")]
+    NotScalar { line: usize, key: String },
+    #[error(transparent)]
+    Unread(#[from] crate::files::OwnedError),
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    #[error("{0}")]
+    Unresolved(#[source] std::io::Error),
+    /// With `ca:` mappings, in a ConfigMap or Secret volume.
+    #[error(
+        "it goes with ca: mappings and is in a ConfigMap or Secret volume: anyone who may edit \
+         that object could have the CA sign any identity. Give ca: mappings with --sync in the \
+         pod's manifest, or keep this file on the node where only root may write"
+    )]
+    CaInVolume,
+    /// With `ca:` mappings, changeable by another user.
+    #[error(
+        "it goes with ca: mappings, and {0}, who could have the CA sign any identity: make it \
+         and its directories owned by root and writable by their owner only"
+    )]
+    CaOthersMayChange(#[source] crate::files::OwnedError),
+    /// The command line with the file's settings, refused as clap words it.
+    #[error("{0}")]
+    Flags(String),
+    #[error("not loaded as `certsync run`")]
+    NotRun,
+}
+
 /// The config file: `mappings:` and any of `run`'s flags by their long
 /// names (checked by [`file_settings`]).
 #[derive(Debug, Deserialize)]
@@ -29,12 +68,11 @@ pub(crate) fn file_settings(
     text: &str,
 ) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
     use clap::CommandFactory;
-    let err = |problem: String| ConfigError::File {
+    let err = |problem: FileProblem| ConfigError::File {
         path: path.to_owned(),
-        problem,
+        problem: Box::new(problem),
     };
-    let doc: serde_yaml_ng::Value =
-        crate::files::parse_yaml(text).map_err(|e| err(e.to_string()))?;
+    let doc: serde_yaml_ng::Value = crate::files::parse_yaml(text).map_err(|e| err(e.into()))?;
     let Some(map) = doc.as_mapping() else {
         return Ok(Vec::new());
     };
@@ -59,20 +97,19 @@ pub(crate) fn file_settings(
             continue;
         }
         if !known.iter().any(|l| l == key) {
-            return Err(err(format!(
-                "line {}: unknown key {key:?} (a setting is a flag of `certsync run` by its long \
-                 name, e.g. resync: 5m, reload-process: nginx; mappings go under mappings:)",
-                line(key)
-            )));
+            return Err(err(FileProblem::UnknownKey {
+                line: line(key),
+                key: key.to_owned(),
+            }));
         }
         let scalar = |v: &serde_yaml_ng::Value| match v {
             serde_yaml_ng::Value::String(s) => Ok(s.clone()),
             serde_yaml_ng::Value::Number(n) => Ok(n.to_string()),
             serde_yaml_ng::Value::Bool(b) => Ok(b.to_string()),
-            _ => Err(err(format!(
-                "line {}: {key} takes a value or a list of values",
-                line(key)
-            ))),
+            _ => Err(err(FileProblem::NotScalar {
+                line: line(key),
+                key: key.to_owned(),
+            })),
         };
         let values = match v {
             serde_yaml_ng::Value::Sequence(items) => {
@@ -150,7 +187,9 @@ fn file_flags(
     use clap::parser::ValueSource;
     let text = match given {
         Some(text) => text.to_owned(),
-        None => read_file(path).map_err(|e| cmd.clone().error(clap::error::ErrorKind::Io, e))?,
+        None => {
+            read_config_text(path).map_err(|e| cmd.clone().error(clap::error::ErrorKind::Io, e))?
+        }
     };
     let settings = file_settings(path, &text).map_err(|e| {
         cmd.clone()
@@ -265,24 +304,25 @@ pub fn print_config(
         };
         settings.insert(flag.clone().into(), value);
     }
-    // Each mapping as written, without the options it does not set.
-    let mut mappings = serde_json::to_value(mapping_specs(args, None)?).unwrap_or_default();
-    for m in mappings.as_array_mut().into_iter().flatten() {
-        if let Some(m) = m.as_object_mut() {
-            m.retain(|_, v| {
-                !(v.is_null() || *v == serde_json::json!(false) || *v == serde_json::json!([]))
-            });
-        }
-    }
+    let mappings: Vec<_> = mapping_specs(args, None)?.iter().map(as_written).collect();
     settings.insert(
         "mappings".into(),
-        serde_yaml_ng::to_value(&mappings).map_err(|e| ConfigError::Reload {
-            problem: e.to_string(),
-        })?,
+        serde_yaml_ng::to_value(&mappings).map_err(ConfigError::Print)?,
     );
-    serde_yaml_ng::to_string(&settings).map_err(|e| ConfigError::Reload {
-        problem: e.to_string(),
-    })
+    serde_yaml_ng::to_string(&settings).map_err(ConfigError::Print)
+}
+
+/// A mapping as written: the options it sets by their names, without
+/// those it leaves unset (absent, off or empty).
+pub(crate) fn as_written(spec: &MappingSpec) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = match serde_json::to_value(spec) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    m.retain(|_, v| {
+        !(v.is_null() || *v == serde_json::json!(false) || *v == serde_json::json!([]))
+    });
+    m
 }
 
 /// The long names of `run`'s on/off flags.
@@ -326,13 +366,13 @@ const CONFIG_LIMIT: u64 = 4 << 20;
 /// (judged on the opened descriptor, so a FIFO or device never hangs or
 /// floods certsync), at most [`CONFIG_LIMIT`] bytes, UTF-8; as root, one
 /// only root may change ([`crate::files::read_steering`]).
-fn read_file(path: &Path) -> Result<String, ConfigError> {
-    let err = |problem: String| ConfigError::File {
+pub(crate) fn read_config_text(path: &Path) -> Result<String, ConfigError> {
+    let err = |problem: FileProblem| ConfigError::File {
         path: path.to_owned(),
-        problem,
+        problem: Box::new(problem),
     };
-    let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(|e| err(e.to_string()))?;
-    String::from_utf8(bytes).map_err(|_| err("not UTF-8 text".into()))
+    let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(|e| err(e.into()))?;
+    String::from_utf8(bytes).map_err(|_| err(FileProblem::NotUtf8))
 }
 
 /// The config file's mappings, its settings checked; its text `given`, or
@@ -341,18 +381,18 @@ pub(crate) fn read_config_file(
     path: &Path,
     given: Option<&str>,
 ) -> Result<Vec<MappingSpec>, ConfigError> {
-    let err = |problem: String| ConfigError::File {
+    let err = |problem: FileProblem| ConfigError::File {
         path: path.to_owned(),
-        problem,
+        problem: Box::new(problem),
     };
     let text = match given {
         Some(text) => text.to_owned(),
-        None => read_file(path)?,
+        None => read_config_text(path)?,
     };
     // Settings beside the mappings are applied by `parse`; here they are
     // only checked, so a file is refused the same way from any caller.
     file_settings(path, &text)?;
-    let file: ConfigFile = crate::files::parse_yaml(&text).map_err(|e| err(e.to_string()))?;
+    let file: ConfigFile = crate::files::parse_yaml(&text).map_err(|e| err(e.into()))?;
     Ok(file.mappings)
 }
 
@@ -366,11 +406,11 @@ pub(crate) fn read_config_file(
 /// Not seen: a ConfigMap mounted with `subPath` (a bind mount of the file
 /// alone); the docs say to keep this file on the node.
 pub(crate) fn ca_config_guarded(path: &Path) -> Result<(), ConfigError> {
-    let err = |problem: String| ConfigError::File {
+    let err = |problem: FileProblem| ConfigError::File {
         path: path.to_owned(),
-        problem,
+        problem: Box::new(problem),
     };
-    let real = std::fs::canonicalize(path).map_err(|e| err(e.to_string()))?;
+    let real = std::fs::canonicalize(path).map_err(|e| err(FileProblem::Unresolved(e)))?;
     let written = path.parent().and_then(|p| {
         std::fs::canonicalize(if p.as_os_str().is_empty() {
             Path::new(".")
@@ -387,18 +427,7 @@ pub(crate) fn ca_config_guarded(path: &Path) -> Result<(), ConfigError> {
             .components()
             .any(|c| c.as_os_str().to_string_lossy().starts_with("..2"));
     if in_volume {
-        return Err(err(
-            "it goes with ca: mappings and is in a ConfigMap or Secret volume: anyone \
-                        who may edit that object could have the CA sign any identity. Give ca: \
-                        mappings with --sync in the pod's manifest, or keep this file on the node \
-                        where only root may write"
-                .into(),
-        ));
+        return Err(err(FileProblem::CaInVolume));
     }
-    crate::files::only_root_may_change(path).map_err(|problem| {
-        err(format!(
-            "it goes with ca: mappings, and {problem}, who could have the CA sign any identity: \
-             make it and its directories owned by root and writable by their owner only"
-        ))
-    })
+    crate::files::only_root_may_change(path).map_err(|e| err(FileProblem::CaOthersMayChange(e)))
 }

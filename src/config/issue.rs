@@ -102,6 +102,10 @@ pub enum IssueError {
 
 /// A `ca:` certificate lives this long unless `lifetime=` says otherwise:
 /// kubeadm's `CertificateValidity` (`cmd/kubeadm/app/constants`).
+/// The renewal window without `renew=`: 70 % to 90 % of the lifetime, as
+/// kubelet rotates.
+const DEFAULT_RENEW: (f64, f64) = (0.7, 0.9);
+
 const CA_DEFAULT_LIFETIME: Duration = Duration::from_secs(365 * 86_400);
 
 impl MappingSpec {
@@ -155,7 +159,7 @@ impl MappingSpec {
             .map_err(|source| IssueError::Lifetime { source, why })?;
         let renew = match &self.renew {
             Some(s) => parse_renew(s)?,
-            None => (0.7, 0.9),
+            None => DEFAULT_RENEW,
         };
         Ok(CsrSpec {
             signer: String::new(),

@@ -45,6 +45,95 @@ pub struct DnsError {
     pub max: usize,
 }
 
+/// Why one mapping, as written, is refused (the mapping is named beside
+/// it, [`ConfigError::Mapping`]).
+#[derive(Debug, thiserror::Error)]
+pub enum MappingProblem {
+    #[error("source {given:?} has no KIND: prefix (e.g. dir:/path)")]
+    NoKind { given: String },
+    #[error(
+        "unknown source kind {kind:?} (supported: {})",
+        SourceKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+    )]
+    UnknownKind { kind: String },
+    #[error(transparent)]
+    Grammar(#[from] GrammarError),
+    #[error("{given:?}: expected NAMESPACE/NAME")]
+    NotNamespaced { given: String },
+    #[error(transparent)]
+    Name(#[from] DnsError),
+    #[error("dir: needs a directory path")]
+    NoDirectory,
+    #[error(transparent)]
+    Issue(#[from] crate::config::IssueError),
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
+    #[error("a tree: mapping is expanded before it is resolved")]
+    TreeUnexpanded,
+    #[error("a tree: mapping lists its objects: secret=NAME, configmap=NAME (or optional-...)")]
+    TreeLists,
+    #[error(
+        "a tree: mapping names each object itself, publishes every key and says which are \
+         optional (no name=, files=, optional)"
+    )]
+    TreeNamesItself,
+    #[error("combined and ca-only exclude each other")]
+    CombinedCaOnly,
+    #[error("combined replaces cert and key; give one or the other")]
+    CombinedAndPair,
+    #[error("a ca-only mapping takes no cert or key")]
+    CaOnlyAndPair,
+    /// A file name the target may not hold; `option` the option that
+    /// gave it (`combined`, `files=NAME`), none for a source file name.
+    #[error("{}{source}", option.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
+    FileName {
+        option: Option<String>,
+        source: crate::bundle::BundleError,
+    },
+    #[error("files=all publishes every file; give no other files=")]
+    AllAndNamed,
+    #[error("files=: {name} is published twice")]
+    PublishedTwice { name: String },
+    #[error(transparent)]
+    Mode(#[from] crate::cli::ValueError),
+    #[error("owner and group must be real ids, not 4294967295 (-1)")]
+    NotRealId,
+    #[error("verify: {0}")]
+    Verify(#[from] crate::reload::verify::VerifyError),
+    #[error("verify= needs a certificate/key pair, not a CA bundle")]
+    VerifyCaOnly,
+    /// `update-kubeconfig=` or `update-pair=` (`option`) not absolute.
+    #[error(
+        "{option} {}: give an absolute path{} (e.g. {})",
+        path.display(),
+        if *option == "update-pair" { " without .crt/.key" } else { "" },
+        if *option == "update-pair" { "/etc/kubernetes/pki/apiserver" } else { "/etc/kubernetes/admin.conf" }
+    )]
+    CopyNotAbsolute { option: &'static str, path: PathBuf },
+    /// A copy inside the mapping's own target.
+    #[error(
+        "{option} {} is inside the target {}; {}",
+        path.display(),
+        target.display(),
+        if *option == "update-pair" {
+            "it names kubeadm's copy of the pair elsewhere"
+        } else {
+            "it names a kubeconfig elsewhere (write-kubeconfig= publishes one in the target)"
+        }
+    )]
+    CopyInOwnTarget {
+        option: &'static str,
+        path: PathBuf,
+        target: PathBuf,
+    },
+    #[error(
+        "update-pair {}: give the path without its extension; certsync writes PREFIX.crt and \
+         PREFIX.key",
+        prefix.display()
+    )]
+    PairWithExtension { prefix: PathBuf },
+}
+
 /// One mapping as written by the user, in either form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -124,30 +213,32 @@ impl MappingSpec {
             .name
             .clone()
             .unwrap_or_else(|| self.target.display().to_string());
-        let err = |problem: String| ConfigError::Mapping {
+        let err = |problem: MappingProblem| ConfigError::Mapping {
             mapping: name.clone(),
-            problem,
+            problem: Box::new(problem),
         };
         let source_text = self.source.clone();
-        let (kind, location) = source_text.split_once(':').ok_or_else(|| {
-            err(format!(
-                "source {:?} has no KIND: prefix (e.g. dir:/path)",
-                self.source
-            ))
-        })?;
+        let (kind, location) = source_text
+            .split_once(':')
+            .ok_or_else(|| MappingProblem::NoKind {
+                given: self.source.clone(),
+            })
+            .map_err(err)?;
         let Some(kind) = SourceKind::parse(kind) else {
-            let known: Vec<&str> = SourceKind::ALL.iter().map(|k| k.name()).collect();
-            return Err(err(format!(
-                "unknown source kind {kind:?} (supported: {})",
-                known.join(", ")
-            )));
+            return Err(err(MappingProblem::UnknownKind {
+                kind: kind.to_owned(),
+            }));
         };
-        options_apply(&self, kind).map_err(|e| err(e.to_string()))?;
-        let source = self.read_source(kind, location, &err)?;
-        let (expect, layout, items) = self.published(kind, source.issuing(), &err)?;
-        let writer = self.writer_options(args, source.issuing(), &err)?;
-        let verify = self.serving_check(expect, &err)?;
-        self.copies_outside(&err)?;
+        let checked = (|| {
+            options_apply(&self, kind)?;
+            let source = self.read_source(kind, location)?;
+            let (expect, layout, items) = self.published(kind, source.issuing())?;
+            let writer = self.writer_options(args, source.issuing())?;
+            let verify = self.serving_check(expect)?;
+            self.copies_outside()?;
+            Ok((source, expect, layout, items, writer, verify))
+        })();
+        let (source, expect, layout, items, writer, verify) = checked.map_err(err)?;
         Ok(Mapping {
             update_kubeconfig: self.update_kubeconfig,
             update_pair: self.update_pair,
@@ -164,19 +255,17 @@ impl MappingSpec {
     }
 
     /// The source a mapping's `KIND:LOCATION` names, with its kind's options.
-    fn read_source(
-        &mut self,
-        kind: SourceKind,
-        location: &str,
-        err: &dyn Fn(String) -> ConfigError,
-    ) -> Result<Source, ConfigError> {
+    fn read_source(&mut self, kind: SourceKind, location: &str) -> Result<Source, MappingProblem> {
         let object = |kind| {
-            let (namespace, obj) = location
-                .split_once('/')
-                .ok_or_else(|| err(format!("{:?}: expected NAMESPACE/NAME", self.source)))?;
-            check_dns("namespace", namespace, 63).map_err(|e| err(e.to_string()))?;
-            check_dns("name", obj, 253).map_err(|e| err(e.to_string()))?;
-            Ok(ObjectRef {
+            let (namespace, obj) =
+                location
+                    .split_once('/')
+                    .ok_or_else(|| MappingProblem::NotNamespaced {
+                        given: self.source.clone(),
+                    })?;
+            check_dns("namespace", namespace, 63)?;
+            check_dns("name", obj, 253)?;
+            Ok::<_, MappingProblem>(ObjectRef {
                 kind,
                 namespace: namespace.to_owned(),
                 name: obj.to_owned(),
@@ -184,29 +273,22 @@ impl MappingSpec {
         };
         let source = match kind {
             SourceKind::Dir if !location.is_empty() => Source::Dir(PathBuf::from(location)),
-            SourceKind::Dir => return Err(err("dir: needs a directory path".into())),
+            SourceKind::Dir => return Err(MappingProblem::NoDirectory),
             SourceKind::Secret => Source::Kube(object(Kind::Secret)?),
             SourceKind::ConfigMap => Source::Kube(object(Kind::ConfigMap)?),
-            SourceKind::Csr => {
-                let spec = self.csr_spec(location).map_err(|e| err(e.to_string()))?;
-                Source::Csr(Box::new(spec))
-            }
+            SourceKind::Csr => Source::Csr(Box::new(self.csr_spec(location)?)),
             // cert= and key= name the CA's files; what is published keeps
             // the usual names.
             SourceKind::Ca => {
                 let (cert, key) = (self.cert.take(), self.key.take());
                 let spec = self.ca_spec(location, cert.as_deref(), key.as_deref());
-                Source::Ca(Box::new(spec.map_err(|e| err(e.to_string()))?))
+                Source::Ca(Box::new(spec?))
             }
             SourceKind::ClusterTrustBundle => {
                 let selection = self.trust_bundle_selection(location);
-                Source::TrustBundle(selection.map_err(|e| err(e.to_string()))?)
+                Source::TrustBundle(selection?)
             }
-            SourceKind::Tree => {
-                return Err(err(
-                    "a tree: mapping is expanded before it is resolved".into()
-                ));
-            }
+            SourceKind::Tree => return Err(MappingProblem::TreeUnexpanded),
         };
         Ok(source)
     }
@@ -217,17 +299,19 @@ impl MappingSpec {
         &self,
         kind: SourceKind,
         issuing: bool,
-        err: &dyn Fn(String) -> ConfigError,
-    ) -> Result<(Expect, Layout, Vec<Item>), ConfigError> {
+    ) -> Result<(Expect, Layout, Vec<Item>), MappingProblem> {
         let (expect, layout, items) = if self.files.is_empty() {
-            self.pem_files(kind, issuing, err)?
+            self.pem_files(kind, issuing)?
         } else {
-            let (layout, items) = self.named_files(err)?;
+            let (layout, items) = self.named_files()?;
             let allow_non_pem = self.allow_non_pem;
             (Expect::Files { allow_non_pem }, layout, items)
         };
         for item in &items {
-            check_file_name(&item.source).map_err(|e| err(e.to_string()))?;
+            check_file_name(&item.source).map_err(|source| MappingProblem::FileName {
+                option: None,
+                source,
+            })?;
         }
         Ok((expect, layout, items))
     }
@@ -238,8 +322,7 @@ impl MappingSpec {
         &self,
         kind: SourceKind,
         issuing: bool,
-        err: &dyn Fn(String) -> ConfigError,
-    ) -> Result<(Expect, Layout, Vec<Item>), ConfigError> {
+    ) -> Result<(Expect, Layout, Vec<Item>), MappingProblem> {
         let ca_only = self.ca_only || kind == SourceKind::ClusterTrustBundle;
         let expect = if ca_only {
             Expect::CaOnly
@@ -249,20 +332,21 @@ impl MappingSpec {
         let mut items = Vec::new();
         let layout = match (&self.combined, ca_only) {
             (Some(_), true) => {
-                return Err(err("combined and ca-only exclude each other".into()));
+                return Err(MappingProblem::CombinedCaOnly);
             }
             (Some(file), false) => {
                 if self.cert.is_some() || self.key.is_some() {
-                    return Err(err(
-                        "combined replaces cert and key; give one or the other".into()
-                    ));
+                    return Err(MappingProblem::CombinedAndPair);
                 }
-                check_file_name(file).map_err(|e| err(format!("combined: {e}")))?;
+                check_file_name(file).map_err(|source| MappingProblem::FileName {
+                    option: Some("combined".into()),
+                    source,
+                })?;
                 Layout::Combined(file.clone())
             }
             (None, true) => {
                 if self.cert.is_some() || self.key.is_some() {
-                    return Err(err("a ca-only mapping takes no cert or key".into()));
+                    return Err(MappingProblem::CaOnlyAndPair);
                 }
                 Layout::Files
             }
@@ -287,24 +371,24 @@ impl MappingSpec {
 
     /// `files=`: every key (`all`), or the named ones, each under its own
     /// or a new name, none twice.
-    fn named_files(
-        &self,
-        err: &dyn Fn(String) -> ConfigError,
-    ) -> Result<(Layout, Vec<Item>), ConfigError> {
+    fn named_files(&self) -> Result<(Layout, Vec<Item>), MappingProblem> {
         if self.files.iter().any(|f| f == "all") {
             if self.files.len() > 1 {
-                return Err(err(
-                    "files=all publishes every file; give no other files=".into()
-                ));
+                return Err(MappingProblem::AllAndNamed);
             }
             return Ok((Layout::All, Vec::new()));
         }
         let mut items: Vec<Item> = Vec::new();
         for f in &self.files {
             let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
-            check_file_name(target_name).map_err(|e| err(format!("files={f}: {e}")))?;
+            check_file_name(target_name).map_err(|source| MappingProblem::FileName {
+                option: Some(format!("files={f}")),
+                source,
+            })?;
             if items.iter().any(|i| i.target == target_name) {
-                return Err(err(format!("files=: {target_name} is published twice")));
+                return Err(MappingProblem::PublishedTwice {
+                    name: target_name.to_owned(),
+                });
             }
             items.push(Item::new(source_name, target_name, true));
         }
@@ -316,16 +400,15 @@ impl MappingSpec {
         &self,
         args: &RunArgs,
         issuing: bool,
-        err: &dyn Fn(String) -> ConfigError,
-    ) -> Result<WriterOptions, ConfigError> {
+    ) -> Result<WriterOptions, MappingProblem> {
         let writer = WriterOptions {
             keep: args.keep_revisions as usize,
             cert_mode: match &self.cert_mode {
-                Some(s) => parse_mode(s).map_err(|e| err(e.to_string()))?,
+                Some(s) => parse_mode(s)?,
                 None => args.cert_mode,
             },
             key_mode: match &self.key_mode {
-                Some(s) => key_mode(s).map_err(|e| err(e.to_string()))?,
+                Some(s) => key_mode(s)?,
                 None => args.key_mode,
             },
             owner: self.owner.or(args.owner),
@@ -335,78 +418,55 @@ impl MappingSpec {
         };
         // -1 means "leave unchanged" to chown(2): never a real id.
         if writer.owner == Some(u32::MAX) || writer.group == Some(u32::MAX) {
-            return Err(err(
-                "owner and group must be real ids, not 4294967295 (-1)".into()
-            ));
+            return Err(MappingProblem::NotRealId);
         }
         Ok(writer)
     }
 
     /// `verify=` and `sni=`: where the consumer serves the pair.
-    fn serving_check(
-        &self,
-        expect: Expect,
-        err: &dyn Fn(String) -> ConfigError,
-    ) -> Result<Option<ServingCheck>, ConfigError> {
+    fn serving_check(&self, expect: Expect) -> Result<Option<ServingCheck>, MappingProblem> {
         let verify = self
             .verify
             .as_deref()
             .map(|addr| ServingCheck::parse(addr, self.sni.clone()))
-            .transpose()
-            .map_err(|e| err(format!("verify: {e}")))?;
+            .transpose()?;
         if verify.is_some() && expect == Expect::CaOnly {
-            return Err(err(
-                "verify= needs a certificate/key pair, not a CA bundle".into()
-            ));
+            return Err(MappingProblem::VerifyCaOnly);
         }
         Ok(verify)
     }
 
-    /// `update-kubeconfig=` and `update-pair=`
-    /// absolute and outside the target.
-    fn copies_outside(&self, err: &dyn Fn(String) -> ConfigError) -> Result<(), ConfigError> {
-        if let Some(path) = &self.update_kubeconfig {
+    /// `update-kubeconfig=` and `update-pair=` absolute and outside the
+    /// target; `update-pair=` a prefix, without `.crt` or `.key`.
+    fn copies_outside(&self) -> Result<(), MappingProblem> {
+        let copies = [
+            ("update-kubeconfig", &self.update_kubeconfig),
+            ("update-pair", &self.update_pair),
+        ];
+        for (option, path) in copies {
+            let Some(path) = path else { continue };
             if !path.is_absolute() {
-                return Err(err(format!(
-                    "update-kubeconfig {}: give an absolute path (e.g. /etc/kubernetes/admin.conf)",
-                    path.display()
-                )));
+                return Err(MappingProblem::CopyNotAbsolute {
+                    option,
+                    path: path.clone(),
+                });
             }
             if path.starts_with(&self.target) {
-                return Err(err(format!(
-                    "update-kubeconfig {} is inside the target {}; it names a kubeconfig \
-                     elsewhere (write-kubeconfig= publishes one in the target)",
-                    path.display(),
-                    self.target.display()
-                )));
+                return Err(MappingProblem::CopyInOwnTarget {
+                    option,
+                    path: path.clone(),
+                    target: self.target.clone(),
+                });
             }
         }
-        if let Some(prefix) = &self.update_pair {
-            if !prefix.is_absolute() {
-                return Err(err(format!(
-                    "update-pair {}: give an absolute path without .crt/.key (e.g. \
-                     /etc/kubernetes/pki/apiserver)",
-                    prefix.display()
-                )));
-            }
-            if prefix.starts_with(&self.target) {
-                return Err(err(format!(
-                    "update-pair {} is inside the target {}; it names kubeadm's copy of the \
-                     pair elsewhere",
-                    prefix.display(),
-                    self.target.display()
-                )));
-            }
-            if prefix
+        if let Some(prefix) = &self.update_pair
+            && prefix
                 .extension()
                 .is_some_and(|e| e == "crt" || e == "key" || e == "pem")
-            {
-                return Err(err(format!(
-                    "update-pair {}: give the path without its extension; certsync writes \
-                     PREFIX.crt and PREFIX.key",
-                    prefix.display()
-                )));
-            }
+        {
+            return Err(MappingProblem::PairWithExtension {
+                prefix: prefix.clone(),
+            });
         }
         Ok(())
     }
@@ -507,72 +567,5 @@ pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), D
             value: s.to_owned(),
             max,
         })
-    }
-}
-
-impl MappingSpec {
-    /// `tree:NAMESPACE=DEST,secret=A,configmap=B,optional-configmap=C`:
-    /// cert-syncer's layout, `DEST/secrets/A/KEY` and
-    /// `DEST/configmaps/B/KEY`, as one `files=all` mapping per object, each
-    /// watched by name; optional objects leave no files while absent.
-    pub(crate) fn expand_tree(self) -> Result<Vec<MappingSpec>, ConfigError> {
-        let listed = !(self.secret.is_empty()
-            && self.configmap.is_empty()
-            && self.optional_secret.is_empty()
-            && self.optional_configmap.is_empty());
-        // Elsewhere, secret= and the others are refused by the grammar.
-        let Some(namespace) = self.source.strip_prefix("tree:") else {
-            return Ok(vec![self]);
-        };
-        let err = |problem: String| ConfigError::Mapping {
-            mapping: format!("tree:{namespace}"),
-            problem,
-        };
-        check_dns("namespace", namespace, 63).map_err(|e| err(e.to_string()))?;
-        if !listed {
-            return Err(err(
-                "a tree: mapping lists its objects: secret=NAME, configmap=NAME (or optional-...)"
-                    .into(),
-            ));
-        }
-        let rest = MappingSpec {
-            source: String::new(),
-            target: PathBuf::new(),
-            secret: Vec::new(),
-            configmap: Vec::new(),
-            optional_secret: Vec::new(),
-            optional_configmap: Vec::new(),
-            name: None,
-            files: vec!["all".into()],
-            ..self.clone()
-        };
-        // Each object's name, files=all and whether it is optional are the
-        // tree's to set: one given here would be overridden without a word.
-        if self.name.is_some() || !self.files.is_empty() || self.optional {
-            return Err(err(
-                "a tree: mapping names each object itself, publishes every key and says which \
-                 are optional (no name=, files=, optional)"
-                    .into(),
-            ));
-        }
-        let lists = [
-            ("secret", "secrets", &self.secret, false),
-            ("configmap", "configmaps", &self.configmap, false),
-            ("secret", "secrets", &self.optional_secret, true),
-            ("configmap", "configmaps", &self.optional_configmap, true),
-        ];
-        let mut out = Vec::new();
-        for (kind, dir, names, optional) in lists {
-            for name in names {
-                out.push(MappingSpec {
-                    source: format!("{kind}:{namespace}/{name}"),
-                    target: self.target.join(dir).join(name),
-                    name: Some(format!("{namespace}/{dir}/{name}")),
-                    optional,
-                    ..rest.clone()
-                });
-            }
-        }
-        Ok(out)
     }
 }

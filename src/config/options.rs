@@ -5,6 +5,35 @@
 use super::ConfigError;
 use crate::cli::grammar::{self, MappingOption, Shape, SourceKind};
 
+/// A `--sync` flag that is not `KIND:SOURCE=TARGET[,OPTION=VALUE]...` as
+/// the grammar reads it (the flag is named beside it,
+/// [`ConfigError::Flag`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FlagProblem {
+    #[error("expected KIND:SOURCE=TARGET")]
+    NoTarget,
+    #[error("the target directory is empty")]
+    EmptyTarget,
+    #[error(
+        "unknown option {option:?} (known: {}; `certsync run -h` says which kinds each applies to)",
+        grammar::OPTIONS.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")
+    )]
+    UnknownOption { option: String },
+    #[error("option {option:?} needs a value ({option}=...)")]
+    NeedsValue { option: String },
+    #[error("{option} takes no value or true/false, got {value:?}")]
+    NotSwitch { option: String, value: String },
+    #[error("option {option:?} needs a numeric id, got {value:?}")]
+    NotId { option: String, value: String },
+    /// Given twice, one of the two would be dropped without a word.
+    #[error("option {option:?} is given twice")]
+    Twice { option: String },
+    /// The options read, not the file's mapping (a value of the wrong
+    /// shape).
+    #[error("{0}")]
+    Shape(#[source] serde_json::Error),
+}
+
 /// A mapping's options against the grammar, refused.
 #[derive(Debug, thiserror::Error)]
 pub enum GrammarError {
@@ -40,17 +69,17 @@ pub enum GrammarError {
 /// mapping) by the same deserializer as the file, so both forms are one
 /// grammar.
 pub(super) fn read_flag<T: serde::de::DeserializeOwned>(spec: &str) -> Result<T, ConfigError> {
-    let err = |problem: String| ConfigError::Flag {
+    let err = |problem: FlagProblem| ConfigError::Flag {
         spec: spec.to_owned(),
         problem,
     };
     let (source, rest) = spec
         .split_once('=')
-        .ok_or_else(|| err("expected KIND:SOURCE=TARGET".into()))?;
+        .ok_or_else(|| err(FlagProblem::NoTarget))?;
     let mut parts = rest.split(',');
     let target = parts.next().unwrap_or_default();
     if target.is_empty() {
-        return Err(err("the target directory is empty".into()));
+        return Err(err(FlagProblem::EmptyTarget));
     }
     let mut keys = serde_json::Map::new();
     keys.insert("source".into(), source.into());
@@ -58,16 +87,11 @@ pub(super) fn read_flag<T: serde::de::DeserializeOwned>(spec: &str) -> Result<T,
     for opt in parts {
         let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
         let Some(option) = grammar::option(k) else {
-            let known: Vec<&str> = grammar::OPTIONS.iter().map(|o| o.name).collect();
-            return Err(err(format!(
-                "unknown option {k:?} (known: {}; `certsync run -h` says which kinds each \
-                     applies to)",
-                known.join(", ")
-            )));
+            return Err(err(FlagProblem::UnknownOption { option: k.into() }));
         };
         let value = || {
             if v.is_empty() {
-                Err(err(format!("option {k:?} needs a value ({k}=...)")))
+                Err(err(FlagProblem::NeedsValue { option: k.into() }))
             } else {
                 Ok(serde_json::Value::from(v))
             }
@@ -85,19 +109,28 @@ pub(super) fn read_flag<T: serde::de::DeserializeOwned>(spec: &str) -> Result<T,
             Shape::Switch => match v {
                 "" | "true" => true.into(),
                 "false" => false.into(),
-                _ => return Err(err(format!("{k} takes no value or true/false, got {v:?}"))),
+                _ => {
+                    return Err(err(FlagProblem::NotSwitch {
+                        option: k.into(),
+                        value: v.into(),
+                    }));
+                }
             },
             Shape::Id => v
                 .parse::<u32>()
-                .map_err(|_| err(format!("option {k:?} needs a numeric id, got {v:?}")))?
+                .map_err(|_| {
+                    err(FlagProblem::NotId {
+                        option: k.into(),
+                        value: v.into(),
+                    })
+                })?
                 .into(),
         };
-        // Given twice, one of the two would be dropped without a word.
         if keys.insert(k.to_owned(), value).is_some() {
-            return Err(err(format!("option {k:?} is given twice")));
+            return Err(err(FlagProblem::Twice { option: k.into() }));
         }
     }
-    serde_json::from_value(keys.into()).map_err(|e| err(e.to_string()))
+    serde_json::from_value(keys.into()).map_err(|e| err(FlagProblem::Shape(e)))
 }
 
 /// The options a mapping (`T`, the file's mapping) sets: its keys that are

@@ -1,9 +1,108 @@
 //! Paths compared as the kernel resolves them, so that no two mappings
-//! share a target and no target lies in, on or around a source.
+//! share a target, no target lies in, on or around a source, and no copy
+//! of a live pair is written over a target, a CA or another copy.
 
 use super::*;
 
 use std::path::{Path, PathBuf};
+
+/// Where a mapping's paths meet another mapping's (`other`), or its own,
+/// where they must not.
+#[derive(Debug, thiserror::Error)]
+pub enum Conflict {
+    #[error("the name is used twice (targets {} and {})", first.display(), second.display())]
+    NameTwice { first: PathBuf, second: PathBuf },
+    /// Two targets the same directory (`same`) or one inside the other.
+    #[error(
+        "its target {} {} the target {} of mapping {other:?}; two mappings would overwrite each \
+         other forever",
+        target.display(),
+        if *same { "is the same directory as" } else { "overlaps" },
+        theirs.display()
+    )]
+    Targets {
+        target: PathBuf,
+        theirs: PathBuf,
+        other: String,
+        same: bool,
+    },
+    /// A target in or around a source directory: its own (`other` none) or
+    /// another mapping's.
+    #[error(
+        "the source and target directories overlap: target {} and {} {} (certsync would write \
+         into what it reads)",
+        target.display(),
+        other.as_ref().map_or("its own source directory".to_owned(), |o| format!("the source directory of mapping {o:?}")),
+        dir.display()
+    )]
+    SourceAndTarget {
+        target: PathBuf,
+        dir: PathBuf,
+        other: Option<String>,
+    },
+    #[error(
+        "its CA file {} lies in the target {} of mapping {other:?}; keep the CA outside every \
+         target",
+        file.display(),
+        target.display()
+    )]
+    CaFileInTarget {
+        file: PathBuf,
+        target: PathBuf,
+        other: String,
+    },
+    /// A copy of the live pair outside the targets (`option`:
+    /// `update-kubeconfig` or `update-pair`) where no copy may be written.
+    #[error("{option} {}: {problem}", path.display())]
+    Copy {
+        option: &'static str,
+        path: PathBuf,
+        problem: CopyConflict,
+    },
+}
+
+/// Why a copy may not be written where it is given.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyConflict {
+    #[error("no `..` in it; give the path it means")]
+    DotDot,
+    /// A file of the copy is a CA file of a `ca:` mapping, by path or
+    /// (`by_inode`) the same file through a bind mount or hard link.
+    #[error(
+        "{} is a CA file of mapping {other:?}{}; certsync never writes a CA",
+        file.display(),
+        if *by_inode { " (the same file by device and inode: a bind mount or hard link)" } else { "" }
+    )]
+    OverCa {
+        file: PathBuf,
+        other: String,
+        by_inode: bool,
+    },
+    /// A file of the copy inside a target, by path or (`by_inode`)
+    /// through a bind mount.
+    #[error(
+        "{} is inside the target {} of mapping {other:?}{}",
+        file.display(),
+        target.display(),
+        if *by_inode { " (the same directory by device and inode: a bind mount)" } else { "" }
+    )]
+    InTarget {
+        file: PathBuf,
+        target: PathBuf,
+        other: String,
+        by_inode: bool,
+    },
+    /// Another copy (`theirs`, of mapping `other`) writes the same file.
+    #[error("mapping {other:?} writes that file too ({theirs}); one copy per file")]
+    Twice { other: String, theirs: &'static str },
+}
+
+fn conflict(m: &Mapping, conflict: Conflict) -> ConfigError {
+    ConfigError::Conflict {
+        mapping: m.name.clone(),
+        conflict: Box::new(conflict),
+    }
+}
 
 /// `path` as the kernel will resolve it: absolute, with the longest
 /// existing prefix canonicalized (symlinks and `..` resolved) and the rest,
@@ -40,14 +139,13 @@ pub(crate) fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
     for (j, b) in mappings.iter().enumerate() {
         if let Some(&i) = names.get(b.name.as_str()) {
             let a: &Mapping = &mappings[i];
-            return Err(ConfigError::Mapping {
-                mapping: a.name.clone(),
-                problem: format!(
-                    "the name is used twice (targets {} and {})",
-                    resolve_path(&a.target).display(),
-                    resolve_path(&b.target).display()
-                ),
-            });
+            return Err(conflict(
+                a,
+                Conflict::NameTwice {
+                    first: resolve_path(&a.target),
+                    second: resolve_path(&b.target),
+                },
+            ));
         }
         names.insert(b.name.as_str(), j);
     }
@@ -91,15 +189,14 @@ fn check_ca_files(mappings: &[Mapping]) -> Result<(), ConfigError> {
         for file in [&spec.ca_cert, &spec.ca_key] {
             let file = resolve_path(file);
             if let Some((t, name)) = targets.iter().find(|(t, _)| file.starts_with(t)) {
-                return Err(ConfigError::Mapping {
-                    mapping: m.name.clone(),
-                    problem: format!(
-                        "its CA file {} lies in the target {} of mapping {name:?}; keep the CA \
-                         outside every target",
-                        file.display(),
-                        t.display()
-                    ),
-                });
+                return Err(conflict(
+                    m,
+                    Conflict::CaFileInTarget {
+                        file,
+                        target: t.clone(),
+                        other: (*name).to_owned(),
+                    },
+                ));
             }
         }
     }
@@ -114,12 +211,6 @@ pub(crate) fn overlap(
     outer: &(PathBuf, bool, usize),
     inner: &(PathBuf, bool, usize),
 ) -> Option<ConfigError> {
-    let fail = |m: &Mapping, problem: String| {
-        Some(ConfigError::Mapping {
-            mapping: m.name.clone(),
-            problem,
-        })
-    };
     match (outer, inner) {
         ((_, false, _), (_, false, _)) => None,
         ((ta, true, i), (tb, true, j)) => {
@@ -129,37 +220,227 @@ pub(crate) fn overlap(
             } else {
                 ((tb, *j), (ta, *i))
             };
-            let how = if ta == tb {
-                "is the same directory as"
-            } else {
-                "overlaps"
-            };
-            fail(
+            Some(conflict(
                 &mappings[i],
-                format!(
-                    "its target {} {how} the target {} of mapping {:?}; \
-                     two mappings would overwrite each other forever",
-                    ta.display(),
-                    tb.display(),
-                    mappings[j].name
-                ),
-            )
+                Conflict::Targets {
+                    target: ta.clone(),
+                    theirs: tb.clone(),
+                    other: mappings[j].name.clone(),
+                    same: ta == tb,
+                },
+            ))
         }
-        ((ta, true, i), (sb, false, j)) | ((sb, false, j), (ta, true, i)) => {
-            let whose = if i == j {
-                "its own source directory".to_owned()
-            } else {
-                format!("the source directory of mapping {:?}", mappings[*j].name)
-            };
-            fail(
-                &mappings[*i],
-                format!(
-                    "the source and target directories overlap: target {} and {whose} {} \
-                     (certsync would write into what it reads)",
-                    ta.display(),
-                    sb.display()
-                ),
-            )
+        ((ta, true, i), (sb, false, j)) | ((sb, false, j), (ta, true, i)) => Some(conflict(
+            &mappings[*i],
+            Conflict::SourceAndTarget {
+                target: ta.clone(),
+                dir: sb.clone(),
+                other: (i != j).then(|| mappings[*j].name.clone()),
+            },
+        )),
+    }
+}
+
+/// Every copy of a live pair outside the targets is one certsync may keep
+/// updated, named by one mapping only, inside no mapping's target (the
+/// target's writer owns every name there) and no other copy's file:
+/// `update-kubeconfig=` files ([`crate::writer::check_kubeconfig`]: a
+/// regular file of certsync's user, in directories only root may change,
+/// whose current user authenticates by embedded client certificate data
+/// only) and `update-pair=` prefixes ([`crate::writer::check_pair`]).
+pub(super) fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    let copies = copies(mappings);
+    if copies.is_empty() {
+        return Ok(());
+    }
+    let forbidden = Forbidden::of(mappings);
+    for (n, c) in copies.iter().enumerate() {
+        let mut others = copies.iter().enumerate().filter(|(k, _)| *k != n);
+        let twice = others
+            .find(|(_, o)| o.reals.iter().any(|r| c.reals.contains(r)))
+            .map(|(_, o)| CopyConflict::Twice {
+                other: o.m.name.clone(),
+                theirs: o.option,
+            });
+        if let Some(problem) = forbidden.refuses(c).or(twice) {
+            return Err(conflict(
+                c.m,
+                Conflict::Copy {
+                    option: c.option,
+                    path: c.path.to_owned(),
+                    problem,
+                },
+            ));
         }
+        let checked = match c.option {
+            "update-kubeconfig" => crate::writer::check_kubeconfig(c.path),
+            _ => crate::writer::check_pair(c.path),
+        };
+        // The writer's error names the option and path itself.
+        checked.map_err(|source| ConfigError::Copy {
+            mapping: c.m.name.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Where a path leads (its directory resolved where it exists): a symlink
+/// on the way must not hide a target or a CA file.
+fn real(p: &Path) -> PathBuf {
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    match (p.parent().map(Path::canonicalize), p.file_name()) {
+        (Some(Ok(dir)), Some(name)) => dir.join(name),
+        _ => p.to_owned(),
+    }
+}
+
+/// A copy of a mapping's live pair outside its target: the option, the
+/// path as given, the files written and where each leads.
+struct Copy<'a> {
+    m: &'a Mapping,
+    option: &'static str,
+    path: &'a Path,
+    files: Vec<PathBuf>,
+    reals: Vec<PathBuf>,
+}
+
+/// Every copy the mappings name, once.
+fn copies(mappings: &[Mapping]) -> Vec<Copy<'_>> {
+    let mut copies = Vec::new();
+    for m in mappings {
+        if let Some(p) = &m.update_kubeconfig {
+            copies.push((m, "update-kubeconfig", p, vec![p.clone()]));
+        }
+        if let Some(p) = &m.update_pair {
+            let stem = p.file_name().unwrap_or_default().to_string_lossy();
+            let files = ["crt", "key"].map(|ext| p.with_file_name(format!("{stem}.{ext}")));
+            copies.push((m, "update-pair", p, files.into()));
+        }
+    }
+    copies
+        .into_iter()
+        .map(|(m, option, path, files)| Copy {
+            m,
+            option,
+            path,
+            reals: files.iter().map(|f| real(f)).collect(),
+            files,
+        })
+        .collect()
+}
+
+/// What no copy may write: each target (as given, where it leads, and by
+/// device and inode), and each CA file of a `ca:` mapping (a CA
+/// overwritten with a leaf pair would be the CA lost), where it leads and
+/// by device and inode.
+struct Forbidden<'a> {
+    targets: Vec<(&'a Mapping, PathBuf)>,
+    target_ids: Vec<(&'a Mapping, Id)>,
+    cas: Vec<CaFiles<'a>>,
+}
+
+/// A `ca:` mapping's CA certificate and key: where each leads, and its
+/// device and inode.
+struct CaFiles<'a> {
+    m: &'a Mapping,
+    reals: [PathBuf; 2],
+    ids: [Option<Id>; 2],
+}
+
+/// A file's device and inode.
+type Id = (u64, u64);
+
+impl<'a> Forbidden<'a> {
+    fn of(mappings: &'a [Mapping]) -> Self {
+        use crate::files::identity;
+        Self {
+            targets: mappings.iter().map(|o| (o, real(&o.target))).collect(),
+            target_ids: mappings
+                .iter()
+                .filter_map(|o| Some((o, identity(&o.target)?)))
+                .collect(),
+            cas: mappings
+                .iter()
+                .filter_map(|o| match &o.source {
+                    Source::Ca(spec) => {
+                        let files = [&spec.ca_cert, &spec.ca_key];
+                        Some(CaFiles {
+                            m: o,
+                            reals: files.map(|c| real(c)),
+                            ids: files.map(|c| identity(c)),
+                        })
+                    }
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Why copy `c` may not be written, if it may not.
+    fn refuses(&self, c: &Copy<'_>) -> Option<CopyConflict> {
+        if c.path
+            .components()
+            .any(|p| p == std::path::Component::ParentDir)
+        {
+            return Some(CopyConflict::DotDot);
+        }
+        let both = || c.files.iter().zip(&c.reals);
+        for ca in &self.cas {
+            if let Some((f, _)) = both().find(|(_, r)| ca.reals.contains(r)) {
+                let (file, other) = (f.clone(), ca.m.name.clone());
+                return Some(CopyConflict::OverCa {
+                    file,
+                    other,
+                    by_inode: false,
+                });
+            }
+        }
+        for (o, target) in &self.targets {
+            if let Some((f, _)) =
+                both().find(|(f, r)| f.starts_with(&o.target) || r.starts_with(target))
+            {
+                let (file, target, other) = (f.clone(), o.target.clone(), o.name.clone());
+                return Some(CopyConflict::InTarget {
+                    file,
+                    target,
+                    other,
+                    by_inode: false,
+                });
+            }
+        }
+        self.by_inode(c)
+    }
+
+    /// The same by device and inode: a bind mount (or, for a file, a hard
+    /// link) leads to a target or a CA file with no symlink for the path
+    /// checks to see, and a copy written there would overwrite the target
+    /// or the CA.
+    fn by_inode(&self, c: &Copy<'_>) -> Option<CopyConflict> {
+        use crate::files::identity;
+        for ca in &self.cas {
+            if let Some(f) = c
+                .files
+                .iter()
+                .find(|f| identity(f).is_some_and(|id| ca.ids.contains(&Some(id))))
+            {
+                let (file, other) = (f.clone(), ca.m.name.clone());
+                return Some(CopyConflict::OverCa {
+                    file,
+                    other,
+                    by_inode: true,
+                });
+            }
+        }
+        let above = crate::files::directory_and_ancestors(c.path.parent().unwrap_or(c.path));
+        let (o, _) = self.target_ids.iter().find(|(_, id)| above.contains(id))?;
+        Some(CopyConflict::InTarget {
+            file: c.files[0].clone(),
+            target: o.target.clone(),
+            other: o.name.clone(),
+            by_inode: true,
+        })
     }
 }

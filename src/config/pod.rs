@@ -18,6 +18,23 @@ const HOW: &str = "set them from the downward API in the container's env: \
      `- name: POD_NAME` with `valueFrom: {fieldRef: {fieldPath: metadata.name}}` and \
      `- name: POD_NAMESPACE` with `valueFrom: {fieldRef: {fieldPath: metadata.namespace}}`";
 
+/// Why `--events` cannot name the Pod it needs.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    /// `POD_NAME` or `POD_NAMESPACE` (`var`) set to no Kubernetes name.
+    #[error("{var}: {source}")]
+    NotAName {
+        var: &'static str,
+        source: super::DnsError,
+    },
+    #[error(
+        "mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod certsync \
+         runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; {HOW}; or drop \
+         --events"
+    )]
+    NoPod { mapping: String },
+}
+
 /// The Pod that `ca:` and `dir:` mappings' Events go on, if any. `env`
 /// reads a variable (the process's environment, or a test's).
 pub(super) fn events_pod(
@@ -42,24 +59,21 @@ pub(super) fn events_pod(
     }
     let read = |var: &str| env(var).map(|v| v.trim().to_owned());
     let (name, namespace) = (read("POD_NAME"), read("POD_NAMESPACE"));
-    let err = |problem: String| ConfigError::Events { problem };
     match (name, namespace) {
         (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
-            super::mapping::check_dns("name", &name, 253)
-                .map_err(|e| err(format!("POD_NAME: {e}")))?;
-            super::mapping::check_dns("namespace", &namespace, 63)
-                .map_err(|e| err(format!("POD_NAMESPACE: {e}")))?;
+            let named = |var, what, value, max| {
+                super::mapping::check_dns(what, value, max)
+                    .map_err(|source| EventsError::NotAName { var, source })
+            };
+            named("POD_NAME", "name", &name, 253)?;
+            named("POD_NAMESPACE", "namespace", &namespace, 63)?;
             Ok(Some(PodRef { namespace, name }))
         }
         // Only dir: mappings: no Events for them, as before (said at start).
         _ if ca.is_none() => Ok(None),
         _ => {
             let mapping = ca.map_or_else(String::new, |m| m.name.clone());
-            Err(err(format!(
-                "mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod \
-                 certsync runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; \
-                 {HOW}; or drop --events"
-            )))
+            Err(EventsError::NoPod { mapping }.into())
         }
     }
 }

@@ -20,6 +20,18 @@ fn config(extra: &[&str]) -> Result<Config, ConfigError> {
     Config::from_args(&run_args(extra).unwrap())
 }
 
+/// What a refusal for paths that meet must be.
+type Want<'a> = &'a dyn Fn(&Conflict) -> bool;
+
+/// The mapping named and the conflict, of a configuration refused for
+/// paths that meet.
+fn conflict(r: Result<impl std::fmt::Debug, ConfigError>) -> (String, Conflict) {
+    match r {
+        Err(ConfigError::Conflict { mapping, conflict }) => (mapping, *conflict),
+        other => panic!("not a conflict: {other:?}"),
+    }
+}
+
 #[test]
 fn flag_forms() {
     let c = config(&[
@@ -298,33 +310,19 @@ fn overlaps_are_found_through_spellings_and_symlinks() {
     std::fs::create_dir(&src).unwrap();
     std::os::unix::fs::symlink(&src, base.join("alias")).unwrap();
     let b = base.display();
-    let cases = [
-        (
-            vec![format!("dir:{b}/src={b}/src")],
-            "its own source directory",
-        ),
-        (
-            vec![format!("dir:{b}/src={b}/src/./")],
-            "its own source directory",
-        ),
-        (
-            vec![format!("dir:{b}/src={b}/src/new/../")],
-            "its own source directory",
-        ),
-        (
-            vec![format!("dir:{b}/src={b}/alias/out")],
-            "its own source directory",
-        ),
-        (
-            vec![format!("dir:{b}/src={b}/new/../src/x")],
-            "its own source directory",
-        ),
+    let own = |c: &Conflict| matches!(c, Conflict::SourceAndTarget { other: None, .. });
+    let cases: [(Vec<String>, Want); 7] = [
+        (vec![format!("dir:{b}/src={b}/src")], &own),
+        (vec![format!("dir:{b}/src={b}/src/./")], &own),
+        (vec![format!("dir:{b}/src={b}/src/new/../")], &own),
+        (vec![format!("dir:{b}/src={b}/alias/out")], &own),
+        (vec![format!("dir:{b}/src={b}/new/../src/x")], &own),
         (
             vec![
                 format!("dir:{b}/a={b}/t,name=one"),
                 format!("dir:{b}/c={b}/./t,name=two"),
             ],
-            "is the same directory as the target",
+            &|c| matches!(c, Conflict::Targets { other, same: true, .. } if other == "two"),
         ),
         (
             vec![
@@ -332,7 +330,10 @@ fn overlaps_are_found_through_spellings_and_symlinks() {
                 format!("dir:{b}/src={b}/t2,name=two"),
                 format!("dir:{b}/e={b}/alias,name=three"),
             ],
-            "the source directory of mapping \"two\"",
+            &|c| {
+                matches!(c, Conflict::SourceAndTarget { other: Some(o), dir, .. }
+                    if o == "two" && dir.ends_with("src"))
+            },
         ),
     ];
     for (specs, want) in cases {
@@ -341,8 +342,8 @@ fn overlaps_are_found_through_spellings_and_symlinks() {
             args.push("--sync");
             args.push(s.as_str());
         }
-        let e = config(&args).unwrap_err().to_string();
-        assert!(e.contains(want), "{specs:?}: {e}");
+        let (_, c) = conflict(config(&args));
+        assert!(want(&c), "{specs:?}: {c}");
     }
     // Among many mappings (one sorted pass, not all pairs): a nesting
     // is found however many siblings sort between the two directories,
@@ -357,20 +358,16 @@ fn overlaps_are_found_through_spellings_and_symlinks() {
         config(&args).map(|c| c.mappings.len())
     };
     assert_eq!(many(&[]).unwrap(), 41);
+    let targets = |c: &Conflict| matches!(c, Conflict::Targets { same: false, .. });
+    let source = |c: &Conflict| matches!(c, Conflict::SourceAndTarget { other: Some(_), .. });
     for (extra, want) in [
-        (format!("dir:{b}/x={b}/t"), "overlaps the target"),
-        (format!("dir:{b}/x={b}/t/a7/in"), "overlaps the target"),
-        (
-            format!("dir:{b}/t/a39/x={b}/y"),
-            "the source directory of mapping",
-        ),
-        (
-            format!("dir:{b}/x={b}/s/2/out"),
-            "the source directory of mapping",
-        ),
+        (format!("dir:{b}/x={b}/t"), &targets as Want),
+        (format!("dir:{b}/x={b}/t/a7/in"), &targets),
+        (format!("dir:{b}/t/a39/x={b}/y"), &source),
+        (format!("dir:{b}/x={b}/s/2/out"), &source),
     ] {
-        let e = many(std::slice::from_ref(&extra)).unwrap_err().to_string();
-        assert!(e.contains(want), "{extra}: {e}");
+        let (_, c) = conflict(many(std::slice::from_ref(&extra)));
+        assert!(want(&c), "{extra}: {c}");
     }
     // Relative spellings resolve against the working directory.
     assert_eq!(
@@ -580,13 +577,14 @@ fn events_pod_for_mappings_without_an_object() {
         env(&[("POD_NAME", "certsync-cp1")]),
         env(&[("POD_NAME", " "), ("POD_NAMESPACE", "kube-system")]),
     ] {
-        let e = events_pod(true, false, &ca, partial)
-            .unwrap_err()
-            .to_string();
+        let e = events_pod(true, false, &ca, partial).unwrap_err();
         assert!(
-            e.contains("POD_NAME") && e.contains("POD_NAMESPACE") && e.contains("fieldRef"),
+            matches!(&e, ConfigError::Events(EventsError::NoPod { mapping }) if mapping == "/t/ca"),
             "{e}"
         );
+        // The message says how to set both.
+        let e = e.to_string();
+        assert!(e.contains("POD_NAME") && e.contains("fieldRef"), "{e}");
         assert_eq!(events_pod(true, false, &dir, partial).unwrap(), None);
         assert_eq!(events_pod(true, false, &ctb, partial).unwrap(), None);
     }
@@ -595,9 +593,10 @@ fn events_pod_for_mappings_without_an_object() {
         ("POD_NAMESPACE", "kube/system"),
     ]);
     for m in [&ca, &dir] {
-        let e = events_pod(true, false, m, bad).unwrap_err().to_string();
+        let e = events_pod(true, false, m, bad).unwrap_err();
         assert!(
-            e.contains("POD_NAMESPACE") && e.contains("kube/system"),
+            matches!(&e, ConfigError::Events(EventsError::NotAName { var: "POD_NAMESPACE", source })
+                if source.value == "kube/system"),
             "{e}"
         );
     }
@@ -615,6 +614,10 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     use std::os::unix::fs::PermissionsExt as _;
     let yaml = "mappings:\n  - source: ca:/etc/kubernetes/pki/ca\n    target: /t/x\n    cn: evil\n    o: [system:masters]\n    usage: [client-auth]\n";
     let load = |file: &Path| config(&["--config", file.to_str().unwrap()]).map(|_| ());
+    let problem = |r: Result<(), ConfigError>| match r {
+        Err(ConfigError::File { problem, .. }) => *problem,
+        other => panic!("not refused for the file: {other:?}"),
+    };
     let d = tempfile::tempdir().unwrap();
 
     let ok = d.path().join("ok");
@@ -634,8 +637,8 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     std::fs::write(vol.join("..2026_11_24/certsync.yaml"), yaml).unwrap();
     std::os::unix::fs::symlink("..2026_11_24", vol.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/certsync.yaml", vol.join("certsync.yaml")).unwrap();
-    let e = load(&vol.join("certsync.yaml")).unwrap_err().to_string();
-    assert!(e.contains("ConfigMap or Secret volume"), "{e}");
+    let e = problem(load(&vol.join("certsync.yaml")));
+    assert!(matches!(e, FileProblem::CaInVolume), "{e}");
 
     let loose = d.path().join("loose");
     std::fs::create_dir(&loose).unwrap();
@@ -645,23 +648,38 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
         std::fs::Permissions::from_mode(0o666),
     )
     .unwrap();
-    let e = load(&loose.join("certsync.yaml")).unwrap_err().to_string();
-    assert!(e.contains("mode 0666"), "{e}");
+    let e = problem(load(&loose.join("certsync.yaml")));
+    // Refused by the reader every config file goes through.
+    assert!(
+        matches!(
+            e,
+            FileProblem::Unread(crate::files::OwnedError::Changeable { mode: 0o666, .. })
+        ),
+        "{e:?}"
+    );
     std::fs::set_permissions(
         loose.join("certsync.yaml"),
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
     std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let e = load(&loose.join("certsync.yaml")).unwrap_err().to_string();
-    assert!(e.contains("loose") && e.contains("mode 0777"), "{e}");
+    let e = problem(load(&loose.join("certsync.yaml")));
+    // The directory on the way, named.
+    assert!(
+        matches!(e, FileProblem::Unread(crate::files::OwnedError::Way(_))),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("loose") && e.to_string().contains("mode 0777"),
+        "{e}"
+    );
 
     // Through a symlink from a root-only place into the volume.
     let etc = d.path().join("etc");
     std::fs::create_dir(&etc).unwrap();
     std::os::unix::fs::symlink(vol.join("certsync.yaml"), etc.join("certsync.yaml")).unwrap();
-    let e = load(&etc.join("certsync.yaml")).unwrap_err().to_string();
-    assert!(e.contains("ConfigMap or Secret volume"), "{e}");
+    let e = problem(load(&etc.join("certsync.yaml")));
+    assert!(matches!(e, FileProblem::CaInVolume), "{e}");
 
     // A file of settings alone (owner: who may read the key) goes with a
     // ca: mapping given as a flag.
@@ -671,16 +689,16 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     std::os::unix::fs::symlink("..2026_11_24", settings.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/certsync.yaml", settings.join("certsync.yaml")).unwrap();
     let file = settings.join("certsync.yaml");
-    let e = config(&[
-        "--config",
-        file.to_str().unwrap(),
-        "--sync",
-        "ca:/etc/kubernetes/pki/ca=/t/z,cn=a,usage=client-auth",
-    ])
-    .map(|_| ())
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("ConfigMap or Secret volume"), "{e}");
+    let e = problem(
+        config(&[
+            "--config",
+            file.to_str().unwrap(),
+            "--sync",
+            "ca:/etc/kubernetes/pki/ca=/t/z,cn=a,usage=client-auth",
+        ])
+        .map(|_| ()),
+    );
+    assert!(matches!(e, FileProblem::CaInVolume), "{e}");
 
     // Other kinds from such a file stay fine (their sources are what the
     // cluster says anyway).
@@ -744,20 +762,25 @@ fn attack_ca_paths_others_may_change_are_refused() {
     );
     let id = "cn=a,usage=digital-signature,usage=client-auth";
     config(&["--sync", &format!("ca:{ca}={t},{id}")]).unwrap();
-    for (flag, says) in [
-        (format!("ca:{ca}={o}/t,{id}"), "target"),
-        (format!("ca:{ca}={t}/../x,{id}"), "no `..`"),
-        (format!("ca:{o}/ca={t},{id}"), "CA key"),
+    // Each refused by the check for its path (`None`: the `..` rule).
+    for (flag, what) in [
+        (format!("ca:{ca}={o}/t,{id}"), Some("target")),
+        (format!("ca:{ca}={t}/../x,{id}"), None),
+        (format!("ca:{o}/ca={t},{id}"), Some("CA key")),
         (
             format!("ca:{ca}={t},template={o}/apiserver.crt"),
-            "template",
+            Some("template"),
         ),
     ] {
-        let e = config(&["--sync", &flag])
-            .map(|_| ())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains(says), "{flag}: {e}");
+        let problem = match config(&["--sync", &flag]) {
+            Err(ConfigError::Guard { problem, .. }) => problem,
+            other => panic!("{flag}: not refused by a guard: {other:?}"),
+        };
+        match (what, &*problem) {
+            (Some(want), Unguarded::CaPath { what, .. }) => assert_eq!(*what, want, "{flag}"),
+            (None, Unguarded::CaTargetDotDot { .. }) => {}
+            _ => panic!("{flag}: {problem}"),
+        }
     }
     // allow-loose-ca-key takes the CA's files out of the rule, not the rest.
     config(&["--sync", &format!("ca:{o}/ca={t},{id},allow-loose-ca-key")]).unwrap();
@@ -771,27 +794,45 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
     let csr = |name: &str, target: &str, extra: &str| {
         format!("csr:kubernetes.io/kube-apiserver-client={b}/{target},name={name},cn=u{extra}")
     };
-    let cases = [
+    let cases: [([String; 2], Want); 4] = [
         (
             [
                 csr("one", "t1", &format!(",update-pair={b}/p")),
                 csr("two", "t2", &format!(",update-pair={b}/p")),
             ],
-            "writes that file too (update-pair)",
+            &|c| {
+                matches!(c, Conflict::Copy { problem: CopyConflict::Twice { other, theirs: "update-pair" }, .. }
+                    if other == "two")
+            },
         ),
         (
             [
                 csr("one", "t1", &format!(",update-kubeconfig={b}/p.crt")),
                 csr("two", "t2", &format!(",update-pair={b}/p")),
             ],
-            "writes that file too",
+            &|c| {
+                matches!(
+                    c,
+                    Conflict::Copy {
+                        option: "update-kubeconfig",
+                        problem: CopyConflict::Twice {
+                            theirs: "update-pair",
+                            ..
+                        },
+                        ..
+                    }
+                )
+            },
         ),
         (
             [
                 csr("one", "t1", ""),
                 csr("two", "t2", &format!(",update-pair={b}/t1/p")),
             ],
-            "is inside the target",
+            &|c| {
+                matches!(c, Conflict::Copy { problem: CopyConflict::InTarget { other, by_inode: false, .. }, .. }
+                    if other == "one")
+            },
         ),
         (
             [
@@ -802,13 +843,17 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                     &format!(",update-kubeconfig={b}/t1/admin.conf"),
                 ),
             ],
-            "of mapping \"one\"",
+            &|c| {
+                matches!(c, Conflict::Copy { option: "update-kubeconfig", problem: CopyConflict::InTarget { other, .. }, .. }
+                    if other == "one")
+            },
         ),
     ];
     for (specs, want) in cases {
         let args: Vec<&str> = specs.iter().flat_map(|s| ["--sync", s.as_str()]).collect();
-        let e = config(&args).unwrap_err().to_string();
-        assert!(e.contains(want), "{specs:?}: {e}");
+        let (mapping, c) = conflict(config(&args));
+        // Said on the first mapping of the two that meet.
+        assert!(want(&c), "{specs:?}: {mapping}: {c}");
     }
     // Attack: a copy written over a CA's own files, directly or through a
     // symlink, or over a target reached through a symlink.
@@ -826,29 +871,40 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
     std::fs::create_dir(d.path().join("t1")).unwrap();
     std::os::unix::fs::symlink(d.path().join("t1"), d.path().join("t1-link")).unwrap();
     let ca = |extra: &str| format!("ca:{b}/pki/ca={b}/t3,name=three,cn=x,usage=client-auth{extra}");
-    for (specs, want) in [
-        (
-            vec![ca(&format!(",update-pair={b}/pki/ca"))],
-            "is a CA file of mapping \"three\"",
-        ),
-        (
-            vec![ca(&format!(",update-pair={b}/pki-link/ca"))],
-            "is a CA file of mapping \"three\"",
-        ),
+    let over_ca = |c: &Conflict| {
+        matches!(c, Conflict::Copy { problem: CopyConflict::OverCa { other, by_inode: false, .. }, .. }
+            if other == "three")
+    };
+    let cases: [(Vec<String>, Want); 4] = [
+        (vec![ca(&format!(",update-pair={b}/pki/ca"))], &over_ca),
+        (vec![ca(&format!(",update-pair={b}/pki-link/ca"))], &over_ca),
         (
             vec![
                 csr("one", "t1", ""),
                 csr("two", "t2", &format!(",update-pair={b}/t1-link/p")),
             ],
-            "is inside the target",
+            &|c| {
+                matches!(c, Conflict::Copy { problem: CopyConflict::InTarget { other, by_inode: false, .. }, .. }
+                    if other == "one")
+            },
         ),
         (
             vec![csr("one", "t1", &format!(",update-pair={b}/x/../p"))],
-            "no `..`",
+            &|c| {
+                matches!(
+                    c,
+                    Conflict::Copy {
+                        option: "update-pair",
+                        problem: CopyConflict::DotDot,
+                        ..
+                    }
+                )
+            },
         ),
-    ] {
+    ];
+    for (specs, want) in cases {
         let args: Vec<&str> = specs.iter().flat_map(|s| ["--sync", s.as_str()]).collect();
-        let e = config(&args).unwrap_err().to_string();
-        assert!(e.contains(want), "{specs:?}: {e}");
+        let (_, c) = conflict(config(&args));
+        assert!(want(&c), "{specs:?}: {c}");
     }
 }

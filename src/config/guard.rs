@@ -1,0 +1,261 @@
+//! Who may change the paths a configuration names: a `dir:` source and
+//! the directories above it, every target, a `ca:` mapping's CA files and
+//! template, a `csr:` mapping's `ca=file:` and bootstrap kubeconfig, the
+//! pidfile's directory. Judged at start, each refusal naming the path and
+//! what whoever could change it could do ([`Unguarded`]).
+
+use super::{ConfigError, Mapping, Source};
+use crate::beneath::{Entry, Owners, ReadOnly, Trust};
+use crate::files::OwnedError;
+
+use std::path::{Path, PathBuf};
+
+/// A path of a mapping that another user could change, and what that user
+/// could do with it.
+#[derive(Debug, thiserror::Error)]
+pub enum Unguarded {
+    #[error(
+        "source {}: {source}, who could replace the source directory with a link to another and \
+         have certsync publish what is there; keep it in a directory under root's",
+        dir.display()
+    )]
+    SourceAbove { dir: PathBuf, source: OwnedError },
+    #[error(
+        "source {}: owner {uid}, mode {mode:04o}: may be changed by another user (group or others \
+         may write it), any of whom could link in a file the others could not read and have \
+         certsync publish it; make it writable by its owner only",
+        dir.display()
+    )]
+    SourceWritable { dir: PathBuf, uid: u32, mode: u32 },
+    #[error("target {0}")]
+    TargetWritable(#[source] OwnedError),
+    #[error(
+        "target {}: {source}, who could re-create it and have the consumer read their own pair \
+         there; give a target whose directories are owned by root (or certsync's user) and \
+         writable by their owner only, or a subdirectory of a volume's root",
+        target.display()
+    )]
+    TargetRecreatable { target: PathBuf, source: OwnedError },
+    #[error(
+        "target {}: no `..` in the target of a ca: mapping; give the path it means",
+        target.display()
+    )]
+    CaTargetDotDot { target: PathBuf },
+    /// `what`: the target, the template, the CA key or certificate.
+    #[error(
+        "{what} {}: {source}, who could redirect or choose what the CA signs; make it and its \
+         directories owned by root and writable by their owner only",
+        path.display()
+    )]
+    CaPath {
+        what: &'static str,
+        path: PathBuf,
+        source: OwnedError,
+    },
+    /// `ca=file:` or `bootstrap-kubeconfig=` (`option`) refused by the
+    /// reader every later read uses.
+    #[error("{option} {}: {source}", path.display())]
+    Steering {
+        option: &'static str,
+        path: PathBuf,
+        source: OwnedError,
+    },
+    #[error("bootstrap-kubeconfig=: {0}")]
+    BootstrapKubeconfig(#[source] crate::source::client::ClientError),
+}
+
+fn refused(m: &Mapping, problem: Unguarded) -> ConfigError {
+    ConfigError::Guard {
+        mapping: m.name.clone(),
+        problem: Box::new(problem),
+    }
+}
+
+/// The directories above a pidfile's own (which may be the consumer's), a
+/// volume's root included:
+/// otherwise the consumer's user may replace its directory with a link to
+/// a root-owned one whose root-owned pidfile names a root process, which
+/// the pidfile's owner check then accepts ([`above_guarded`]).
+pub(super) fn pidfile_dir_guarded(pidfile: &Path) -> Result<(), ConfigError> {
+    let Some(dir) = pidfile.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    above_guarded(dir).map_err(|source| ConfigError::PidfileDir {
+        pidfile: pidfile.to_owned(),
+        source,
+    })
+}
+
+/// A `dir:` source may be its user's own, but not the directories above
+/// it: whoever may rename its entry could put a link to a root-only
+/// directory in its place, and certsync, which finds the source by its
+/// path at every read, would publish what is beneath ([`above_guarded`],
+/// a volume's root included).
+pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    let Source::Dir(dir) = &m.source else {
+        return Ok(());
+    };
+    above_guarded(dir).map_err(|source| {
+        refused(
+            m,
+            Unguarded::SourceAbove {
+                dir: dir.clone(),
+                source,
+            },
+        )
+    })?;
+    // The source itself: one writer, its owner (or root). A directory
+    // group or others may write has several, and a file one of them
+    // linked in (root's key, 0600) would be owned by whom the directory's
+    // owner trusts. Not there yet: judged when it appears (every read
+    // refuses what its writers could not read).
+    // Whoever owns it; a read-only mount (a Secret or ConfigMap volume)
+    // has no writer at all.
+    let writers = Trust {
+        owners: Owners::Anyone,
+        read_only: ReadOnly::Writable,
+        ..Trust::STRICT
+    };
+    if let Ok(open) = std::fs::File::open(dir)
+        && open.metadata().is_ok_and(|m| m.is_dir())
+        && let Ok(entry) = Entry::held(dir, std::os::fd::AsFd::as_fd(&open))
+        && writers.judge(&entry).is_err()
+    {
+        return Err(refused(
+            m,
+            Unguarded::SourceWritable {
+                dir: dir.clone(),
+                uid: entry.uid,
+                mode: entry.mode,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Every directory above `dir`, as written and where its symlinks lead,
+/// can be changed by root (or certsync's user) only
+/// ([`crate::files::only_root_may_change`]); `dir` itself is not judged:
+/// it may belong to the user who writes in it. No exception for a volume's
+/// root here (as there is for targets): whoever may write a mount point's
+/// directory may rename what is in it, and a source or a pidfile's
+/// directory swapped for a link leads certsync to root's files or
+/// processes. A volume shared this way is named as the source itself
+/// (`dir:/shared`): a mount point cannot be renamed.
+fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
+    let real = std::fs::canonicalize(dir).ok();
+    [Some(dir), real.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter_map(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+        .try_for_each(crate::files::only_root_may_change)
+}
+
+/// Every other target: no directory on the way that another user could
+/// use to re-create it, or a user's own (a /tmp cleaner removes an old
+/// entry and anyone makes it again; the consumer then reads that user's
+/// pair by path, and certsync's writes would go where that user chose).
+/// A volume's root writable by a pod's containers (an emptyDir) is
+/// accepted above a target ([`crate::files::no_other_user_may_recreate`]),
+/// never as the target itself ([`crate::files::no_other_user_may_write`],
+/// every mapping); `ca:` targets are held to the stricter rule below.
+pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    crate::files::no_other_user_may_write(&m.target)
+        .map_err(|source| refused(m, Unguarded::TargetWritable(source)))?;
+    if matches!(m.source, Source::Ca(_)) {
+        return Ok(());
+    }
+    crate::files::no_other_user_may_recreate(&m.target).map_err(|source| {
+        refused(
+            m,
+            Unguarded::TargetRecreatable {
+                target: m.target.clone(),
+                source,
+            },
+        )
+    })
+}
+
+/// A `ca:` mapping's paths can be changed by root only: its target (a
+/// directory on the way that another user may write, sticky or not, lets
+/// that user re-create a removed target (a /tmp cleaner removes an old
+/// entry; anyone makes it again) or swap a symlink in, and receive the
+/// keys the CA issues; `..` is refused outright, since the kernel resolves
+/// it after symlinks and the overlap checks cannot), its template (whoever
+/// edits it chooses the identity), and, unless `allow-loose-ca-key`, the
+/// CA's files.
+pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    let Source::Ca(spec) = &m.source else {
+        return Ok(());
+    };
+    if m.target
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(refused(
+            m,
+            Unguarded::CaTargetDotDot {
+                target: m.target.clone(),
+            },
+        ));
+    }
+    let mut paths = vec![("target", m.target.as_path())];
+    paths.extend(spec.template.as_deref().map(|t| ("template", t)));
+    if !spec.allow_loose_ca_key {
+        paths.push(("CA key", spec.ca_key.as_path()));
+        paths.push(("CA certificate", spec.ca_cert.as_path()));
+    }
+    for (what, path) in paths {
+        crate::files::only_root_may_change(path).map_err(|source| {
+            refused(
+                m,
+                Unguarded::CaPath {
+                    what,
+                    path: path.to_owned(),
+                    source,
+                },
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// A `csr:` mapping's `ca=file:` (published as the consumer's `ca.crt`,
+/// its trust anchor) and `bootstrap-kubeconfig=` (the credentials and
+/// server its requests go to) steer root certsync as `--kubeconfig` does:
+/// judged at start, naming the path, by the readers every later read uses
+/// ([`crate::files::read_steering`]); one not there yet by the directories
+/// it will appear in. Otherwise a user appended its CA to a `ca=file:` and
+/// certsync published it; and a user's bootstrap kubeconfig
+/// was refused only at the first request, where `run --once` retried
+/// instead of exiting 64.
+pub(super) fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    let Source::Csr(spec) = &m.source else {
+        return Ok(());
+    };
+    let steering = |option: &'static str, path: &Path, source| {
+        refused(
+            m,
+            Unguarded::Steering {
+                option,
+                path: path.to_owned(),
+                source,
+            },
+        )
+    };
+    if let Some(crate::source::csr::CaSource::File(path)) = &spec.ca {
+        crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
+            .map_err(|e| steering("ca=file:", path, e))?;
+    }
+    if let Some(path) = &spec.bootstrap {
+        if path.exists() {
+            crate::source::client::check_kubeconfig(path)
+                .map_err(|e| refused(m, Unguarded::BootstrapKubeconfig(e)))?;
+        } else {
+            crate::files::steering_or_absent(path, 0)
+                .map_err(|e| steering("bootstrap-kubeconfig=", path, e))?;
+        }
+    }
+    Ok(())
+}
