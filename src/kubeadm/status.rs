@@ -25,9 +25,6 @@ mod report;
 /// window, and issuing takes a moment.
 pub const LATE_AFTER_SECS: i64 = 60;
 
-/// certsync's default renewal window (`renew=70%-90%`).
-const DEFAULT_RENEW: (f64, f64) = (0.7, 0.9);
-
 /// Why a node is not healthy: one exit code per class
 /// (docs/reference/exit-codes.md). When several apply, the exit code is
 /// the first in this order's.
@@ -338,20 +335,15 @@ async fn pod(dir: &Path, s: &mut Status) {
 /// What status could not read of certsync's configuration or of a live
 /// certificate: said as a problem of its class, never skipped.
 #[derive(Debug, thiserror::Error)]
-enum Unread {
+pub(super) enum Unread {
     #[error("{0}")]
-    Config(#[source] Box<KubeadmError>),
-    #[error("{CONFIG}: {0}")]
-    Yaml(#[source] crate::files::YamlError),
-    #[error("{CONFIG}: no mappings")]
-    NoMappings,
-    #[error("{CONFIG}: a mapping without a name or target")]
+    Refused(#[source] Box<crate::config::ConfigError>),
+    #[error("{CONFIG}: a mapping without a name")]
     Unnamed,
-    #[error("mapping {name}: {source}")]
-    Renew {
-        name: String,
-        source: crate::config::IssueError,
-    },
+    /// A mapping whose source issues no certificate (not `ca:` or
+    /// `csr:`): it has no renewal window.
+    #[error("not a ca: or csr: mapping, so no renewal window")]
+    NotIssued,
     #[error("no live certificate ({0})")]
     NoTarget(#[source] crate::writer::WriterError),
     #[error("the live certificate cannot be read ({0})")]
@@ -365,44 +357,48 @@ enum Unread {
 }
 
 /// One mapping of certsync.yaml: name, target, renewal options.
-struct Mapping {
-    name: String,
-    target: String,
-    options: String,
-    renew: Result<(f64, f64), Unread>,
+pub(super) struct Mapping {
+    pub(super) name: String,
+    pub(super) target: String,
+    pub(super) options: String,
+    pub(super) renew: Result<(f64, f64), Unread>,
 }
 
-/// The `ca:` mappings of certsync's configuration.
-fn mappings(dir: &Path) -> Result<Vec<Mapping>, Unread> {
-    let text = node::read(dir, CONFIG).map_err(|e| Unread::Config(Box::new(e)))?;
-    let doc: serde_yaml_ng::Value = crate::files::parse_yaml(&text).map_err(Unread::Yaml)?;
-    let list = doc["mappings"].as_sequence().ok_or(Unread::NoMappings)?;
-    list.iter()
-        .map(|m| {
-            let field = |k: &str| -> Option<String> {
-                match &m[k] {
-                    serde_yaml_ng::Value::String(s) => Some(s.clone()),
-                    serde_yaml_ng::Value::Bool(b) => Some(b.to_string()),
-                    serde_yaml_ng::Value::Number(n) => Some(n.to_string()),
-                    _ => None,
-                }
+/// The mappings of certsync's configuration as `run` would start with
+/// them: read as `run` reads it (one another user may change steers no
+/// root process) and built by `run`'s loader (values, overlaps, guards;
+/// the node's paths below `dir`), so a file `run` refuses at its next start
+/// is a problem here, not renewal windows read from it while the running
+/// pod still holds the old configuration.
+pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, Unread> {
+    let refused = |e| Unread::Refused(Box::new(e));
+    let text = crate::config::read_config_text(&host(dir, CONFIG)).map_err(refused)?;
+    let config = super::judge::load(dir, &text).map_err(refused)?;
+    // As written, for the options shown.
+    let specs = crate::config::read_config_file(Path::new(CONFIG), Some(&text)).map_err(refused)?;
+    specs
+        .into_iter()
+        .map(|spec| {
+            let name = spec.name.clone().ok_or(Unread::Unnamed)?;
+            let built = config.mappings.iter().find(|m| m.name == name);
+            let renew = match built.map(|m| &m.source) {
+                Some(crate::config::Source::Ca(ca)) => Ok(ca.issue.renew),
+                Some(crate::config::Source::Csr(csr)) => Ok(csr.renew),
+                _ => Err(Unread::NotIssued),
             };
-            let (Some(name), Some(target)) = (field("name"), field("target")) else {
-                return Err(Unread::Unnamed);
-            };
+            let written = crate::config::as_written(&spec);
             let options: Vec<String> = crate::cli::SETTABLE
                 .iter()
-                .filter_map(|k| field(k).map(|v| format!("{k}={v}")))
-                .collect();
-            let renew = field("renew").map_or(Ok(DEFAULT_RENEW), |r| {
-                crate::config::parse_renew(&r).map_err(|source| Unread::Renew {
-                    name: name.clone(),
-                    source,
+                .filter_map(|k| {
+                    written.get(*k).map(|v| match v {
+                        serde_json::Value::String(s) => format!("{k}={s}"),
+                        v => format!("{k}={v}"),
+                    })
                 })
-            });
+                .collect();
             Ok(Mapping {
                 name: crate::escape(&name).into_owned(),
-                target: crate::escape(&target).into_owned(),
+                target: crate::escape(&spec.target.to_string_lossy()).into_owned(),
                 options: if options.is_empty() {
                     "certsync's defaults (lifetime=365d, renew=70%-90%)".into()
                 } else {

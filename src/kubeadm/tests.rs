@@ -771,11 +771,13 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
         // Refused by certsync run's loader, as the pod would refuse it;
         // its reason is that module's sentence.
         matches!(&why, KubeadmError::Configuration { problem, .. }
-            if matches!(&**problem, judge::ConfigProblem::Refused(ConfigError::Mapping {
+            if matches!(&**problem, judge::ConfigProblem::Refused(ConfigError::Copy {
                 mapping,
-                problem,
+                source: crate::writer::WriterError::Kubeconfig { path, problem },
             }) if mapping == "scheduler-client"
-                && problem.contains("scheduler.conf: is a symlink"))),
+                && path.ends_with("scheduler.conf")
+                && matches!(&**problem,
+                    crate::writer::KubeconfigProblem::Unreadable(p) if p.contains("symlink")))),
         "{why}"
     );
     assert!(!d.join("certsync/backup").exists(), "nothing was written");

@@ -356,3 +356,119 @@ async fn adopts_admin_address_is_where_status_asks() {
         assert_eq!(at.to_string(), asked, "{addr}");
     }
 }
+
+/// A node directory, the certsync.yaml adopt would write for it, and where
+/// that file goes.
+async fn adopts_config() -> (tempfile::TempDir, String, std::path::PathBuf) {
+    let dir = node_dir();
+    let p = plan(&options(dir.path())).await.expect("plan");
+    let config = p
+        .files
+        .iter()
+        .find(|f| f.path == plan::CONFIG)
+        .expect("the config");
+    let text = String::from_utf8(config.bytes.clone()).expect("utf-8");
+    let at = crate::kubeadm::host(dir.path(), plan::CONFIG);
+    (dir, text, at)
+}
+
+/// status reads certsync.yaml with `run`'s reader: a mapping key `run`
+/// refuses is a problem status names, not a default renewal window it
+/// reports while `run` refuses to start.
+#[tokio::test]
+async fn status_reads_certsync_yaml_as_run_does() {
+    let (dir, text, at) = adopts_config().await;
+    std::fs::write(&at, &text).expect("write");
+    let read = mappings(dir.path()).expect("adopt's configuration");
+    assert!(read.len() > 5, "{}", read.len());
+    for m in &read {
+        assert_eq!(m.renew.as_ref().ok(), Some(&(0.2, 0.25)), "{}", m.name);
+        assert!(
+            m.options.starts_with("lifetime=8m, renew=20%-25%"),
+            "{}: {}",
+            m.name,
+            m.options
+        );
+    }
+    // One mapping's key misspelt: `run` refuses the file, and so does status.
+    let typo = text.replacen("renew: 20%-25%", "renw: 20%-25%", 1);
+    assert_ne!(typo, text, "the fixture has the key");
+    std::fs::write(&at, &typo).expect("write");
+    assert!(crate::kubeadm::judge::load(dir.path(), &text).is_ok());
+    assert!(
+        crate::kubeadm::judge::load(dir.path(), &typo).is_err(),
+        "run refuses it"
+    );
+    assert!(
+        matches!(mappings(dir.path()), Err(Unread::Refused(e))
+            if matches!(*e, crate::config::ConfigError::File { .. })),
+        "status refuses it"
+    );
+    // A setting beside the mappings that is no flag of `run`.
+    std::fs::write(&at, format!("resyncc: 5m\n{text}")).expect("write");
+    assert!(matches!(mappings(dir.path()), Err(Unread::Refused(_))));
+}
+
+/// status judges certsync.yaml by `run`'s whole loader (values, overlaps,
+/// guards), not its parser alone: a file `run` refuses at its next start
+/// (a bad setting value, a bad option value, two mappings on one target)
+/// must not be read into healthy certificates while the running pod still
+/// holds the old configuration.
+#[tokio::test]
+async fn attack_status_reads_a_file_run_would_refuse() {
+    let (dir, text, at) = adopts_config().await;
+    let first_target = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("target: "))
+        .expect("a target")
+        .to_owned();
+    let second_target = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("target: "))
+        .nth(1)
+        .expect("a second target")
+        .to_owned();
+    let bad = [
+        ("a setting value", format!("resync: banana\n{text}")),
+        (
+            "an option value",
+            text.replacen("lifetime: 8m", "lifetime: banana", 1),
+        ),
+        (
+            "two mappings on one target",
+            text.replacen(
+                &format!("target: {second_target}"),
+                &format!("target: {first_target}"),
+                1,
+            ),
+        ),
+    ];
+    let mut read = Vec::new();
+    for (what, bad) in bad {
+        assert_ne!(bad, text, "{what}: the fixture changed");
+        assert!(
+            crate::kubeadm::judge::load(dir.path(), &bad).is_err(),
+            "{what}: run refuses it"
+        );
+        std::fs::write(&at, &bad).expect("write");
+        if mappings(dir.path()).is_ok() {
+            read.push(what);
+        }
+    }
+    // Where the file lives: one another user may change steers no root
+    // process (`run` reads it with read_steering), but status reads it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(&at, &text).expect("write");
+    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    assert!(
+        crate::config::read_config_file(&at, None).is_err(),
+        "run's read refuses a world-writable certsync.yaml"
+    );
+    if mappings(dir.path()).is_ok() {
+        read.push("a file another user may change");
+    }
+    assert!(
+        read.is_empty(),
+        "status read renewal windows from files run refuses: {read:?}"
+    );
+}
