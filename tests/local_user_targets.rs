@@ -56,7 +56,13 @@ fn a_target_recreated_by_a_user_in_a_volume_root_is_never_written_into() {
         let first = Pair::new("first");
         let (cs, src) = publishing(d.path(), &format!("src{i}"), &target, &first);
         let t = target.display();
-        as_user(&format!("mv {t} {t}-old && mkdir {t} && chmod 777 {t}"));
+        // certsync restores a target that went missing: when it does so
+        // between the user's two steps, the user moves the restored one
+        // aside too and tries again, as an attacker would.
+        as_user(&format!(
+            "mv {t} {t}-old && n=0 && while ! mkdir {t} 2>/dev/null; do \
+             n=$((n+1)); [ $n -le 20 ] && mv {t} {t}-restored-$n || exit 1; done && chmod 777 {t}"
+        ));
         write_pair(&src, &Pair::new("second"));
         let outcome = std::panic::catch_unwind(|| {
             cs.wait_log("is no longer the directory certsync opened");

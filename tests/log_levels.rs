@@ -33,11 +33,16 @@ fn a_kept_pair_written_over_by_another_is_a_warning_naming_it() {
     fs::create_dir(&pki).unwrap();
     fs::set_permissions(&pki, fs::Permissions::from_mode(0o755)).unwrap();
     let (crt, key) = (pki.join("apiserver.crt"), pki.join("apiserver.key"));
+    // The key first, then the certificate, as kubeadm's WriteCertAndKey
+    // writes them: certsync puts its own certificate back over a foreign
+    // one, but never replaces a key it did not write, so a certificate
+    // written first could be put back before the key came, leaving the
+    // foreign key refused beside certsync's certificate.
     let put = |p: &certs::Pair| {
-        fs::write(&crt, &p.cert).unwrap();
-        fs::set_permissions(&crt, fs::Permissions::from_mode(0o644)).unwrap();
         fs::write(&key, &p.key).unwrap();
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&crt, &p.cert).unwrap();
+        fs::set_permissions(&crt, fs::Permissions::from_mode(0o644)).unwrap();
     };
     put(&certs::Pair::new("kube-apiserver"));
     let target = d.path().join("t");

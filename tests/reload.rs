@@ -655,10 +655,10 @@ fn pidfiles_of_the_wrong_kind_size_or_user_are_refused() {
                 text.starts_with(&format!("pidfile {}:", path.display())),
                 "{text}"
             );
-            let PidError::Refused { reason, .. } = e else {
+            let PidError::Refused { problem, .. } = e else {
                 unreachable!()
             };
-            (reason, text)
+            (problem.reason(), text)
         }
         other => panic!("{}: not refused: {other:?}", path.display()),
     };

@@ -218,6 +218,38 @@ pub fn certsync(args: &[&str]) -> Output {
         .expect("run certsync")
 }
 
+/// `DIR/restarts.log`, whole: node.sh's runner appends a line per
+/// container restart, with its reason.
+pub fn restarts(node: &Node) -> String {
+    std::fs::read_to_string(node.dir.join("restarts.log")).unwrap_or_default()
+}
+
+/// A node's restarts from a point on: what restarted before the mark ran
+/// on kubeadm's manifests before certsync touched the node (`kubeadm init`
+/// or `join` on two cores beside the suite: an API server may time out on
+/// an etcd still starting or catching up), kubeadm's to answer for. A test
+/// marks before its adopt and judges [`Restarts::since`].
+pub struct Restarts(usize);
+
+impl Restarts {
+    /// Marks where the log stands now, printing what it already holds.
+    pub fn mark(node: &Node) -> Restarts {
+        let before = restarts(node);
+        if !before.is_empty() {
+            eprintln!(
+                "{} restarted before certsync touched it:\n{before}",
+                node.name
+            );
+        }
+        Restarts(before.len())
+    }
+
+    /// The lines appended since the mark.
+    pub fn since(&self, node: &Node) -> String {
+        restarts(node).get(self.0..).unwrap_or_default().to_owned()
+    }
+}
+
 /// Every container the runner runs: (pod/container, pid, restarts).
 pub fn containers(node: &Node) -> Vec<(String, u64, u64)> {
     let text = std::fs::read_to_string(node.dir.join("run/status.json")).unwrap_or_default();
