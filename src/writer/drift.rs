@@ -79,6 +79,15 @@ impl Writer {
     /// Makes `<target>/<name> -> ..data/<name>` for every file, and removes
     /// our links to names the bundle no longer has. Returns links changed.
     pub(super) fn link_visible(&self, root: &Dir, bundle: &Bundle) -> Result<usize, WriterError> {
+        Ok(self.link_names(root, bundle)? + self.unlink_stale(root, bundle)?)
+    }
+
+    /// Makes `<target>/<name> -> ..data/<name>` for every file of `bundle`
+    /// that lacks it. Safe before `..data` flips to a revision holding
+    /// them: until then a new link resolves to nothing, as a missing name
+    /// does, so a publish makes its names first and no moment (a SIGKILL
+    /// between two steps included) shows the new `..data` without them.
+    pub(super) fn link_names(&self, root: &Dir, bundle: &Bundle) -> Result<usize, WriterError> {
         let mut changed = 0;
         for name in bundle.names() {
             let want = format!("{DATA}/{name}");
@@ -94,6 +103,13 @@ impl Writer {
             replace_symlink(root, name, &want, &self.target)?;
             changed += 1;
         }
+        Ok(changed)
+    }
+
+    /// Removes our links to names `bundle` no longer has: after the flip,
+    /// when they already resolve to nothing.
+    pub(super) fn unlink_stale(&self, root: &Dir, bundle: &Bundle) -> Result<usize, WriterError> {
+        let mut changed = 0;
         for name in list(root, &self.target)? {
             if name.starts_with("..") || bundle.get(&name).is_some() {
                 continue;

@@ -495,14 +495,17 @@ impl Writer {
         };
         let revision = self.next_revision(root)?;
         let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
-        if let Err(e) = self.write_revision(root, &dir_name, bundle) {
-            // No partial revision stays behind (a full disk, an I/O error);
-            // the live one was never touched.
+        let made = self
+            .write_revision(root, &dir_name, bundle)
+            .and_then(|()| self.link_names(root, bundle));
+        if let Err(e) = made {
+            // No partial revision stays behind (a full disk, an I/O error,
+            // a name that cannot be linked); the live one was never touched.
             let _ = remove_any(root, &dir_name, &self.path(&dir_name));
             return Err(e);
         }
         self.flip(root, &dir_name)?;
-        self.link_visible(root, bundle)?;
+        self.unlink_stale(root, bundle)?;
         fsync(root, &self.target)?;
         flipped();
         self.tidy(root)?;

@@ -965,3 +965,22 @@ fn a_copy_pair_is_refused_by_the_check_for_what_is_there() {
     std::fs::set_permissions(dir.join("ok.key"), Permissions::from_mode(0o600)).unwrap();
     check_pair(&dir.join("ok")).expect("a leaf pair");
 }
+
+/// The visible names are made before `..data` flips, so no moment (a
+/// SIGKILL included) shows a flipped `..data` whose names are missing:
+/// a name that cannot be made (a directory planted where `ca.crt`'s link
+/// belongs) stops the publish with the live revision still live.
+#[test]
+fn visible_names_are_made_before_the_flip() {
+    let (_d, w) = setup(3);
+    let first = bundle("a");
+    w.publish(&first).unwrap();
+    fs::create_dir(w.target().join(CA_FILE)).unwrap();
+    let mut with_ca = bundle("b");
+    with_ca.insert(CA_FILE, cert("ca"), "t").unwrap();
+    let err = w.publish(&with_ca).unwrap_err();
+    assert!(matches!(err, WriterError::Foreign { .. }), "{err:?}");
+    assert_live(&w, &first);
+    // The new revision was never made live, and none is left behind.
+    assert_eq!(revisions_on_disk(&w), 1);
+}
