@@ -243,3 +243,58 @@ fn every_relative_link_in_the_docs_leads_to_a_file() {
     assert!(checked >= 40, "checked only {checked} links");
     assert!(broken.is_empty(), "links to nothing: {broken:#?}");
 }
+
+/// The test binaries that need real Kubernetes binaries (they call
+/// `kubeadm_node::realkube()` or `ControlPlane::up`), as the code has them.
+fn binaries_needing_real_kubernetes() -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(root().join("tests"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        // This file names the calls only to look for them.
+        .filter(|p| !p.ends_with("docs.rs"))
+        .filter(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            text.contains("realkube()") || text.contains("ControlPlane::up(")
+        })
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Without real Kubernetes binaries those tests skip and pass: nextest
+/// must show their output (`skipped: ... REALKUBE_BIN ...`) even then,
+/// and docs/development.md must name each, so neither a run nor the docs
+/// pass over one silently.
+#[test]
+fn every_test_needing_real_kubernetes_is_shown_and_documented() {
+    let needing = binaries_needing_real_kubernetes();
+    assert!(needing.len() >= 3, "{needing:?}");
+    let config = read(".config/nextest.toml");
+    let shown = config
+        .split("[[profile.default.overrides]]")
+        .find(|o| o.contains("success-output = \"final\""))
+        .expect("an override showing the output of passing tests");
+    let mut named: Vec<String> = shown
+        .match_indices("binary(=")
+        .map(|(i, m)| {
+            let rest = &shown[i + m.len()..];
+            rest[..rest.find(')').unwrap()].to_owned()
+        })
+        .collect();
+    named.sort();
+    assert_eq!(
+        named, needing,
+        ".config/nextest.toml's success-output override"
+    );
+    let dev = read("docs/development.md");
+    let section =
+        section(&dev, "## What runs where").expect("docs/development.md: ## What runs where");
+    for b in &needing {
+        assert!(
+            section.contains(&format!("`tests/{b}.rs`")),
+            "docs/development.md's What runs where does not name tests/{b}.rs"
+        );
+    }
+}

@@ -31,6 +31,73 @@ pub fn tools() -> Option<PathBuf> {
     dir.join("up").is_file().then_some(dir)
 }
 
+/// Whether this machine has the real Kubernetes binaries the realkube
+/// tools run: `Some` when their `bin` finds every one (in `REALKUBE_BIN`,
+/// default `/opt/realkube-bin`), else `None` after `test` said
+/// `skipped: ...` naming `REALKUBE_BIN` ([`skip_without_binaries`]).
+/// `bin` failing any other way (it is there and broken) fails the test.
+pub fn binaries(tools: &Path, test: &str) -> Option<PathBuf> {
+    let out = Command::new(tools.join("bin"))
+        .output()
+        .unwrap_or_else(|e| panic!("run {}/bin: {e}", tools.display()));
+    match out.status.code() {
+        Some(0) => Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())),
+        Some(3) => {
+            skip_without_binaries(test, String::from_utf8_lossy(&out.stderr).trim());
+            None
+        }
+        _ => panic!(
+            "{}/bin: {}: {}",
+            tools.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// A test that needs real Kubernetes binaries on a machine without them
+/// (`why` is realkube's `bin` reason, which names `REALKUBE_BIN`): a skip
+/// everywhere, CI included, since no machine is promised them. Said on
+/// stderr (nextest shows these tests' output: .config/nextest.toml) and,
+/// when `CERTSYNC_SKIP_LOG` names a file, appended to it as one line
+/// `BINARY<TAB>TEST<TAB>WHY`, from which `.ci/run` prints how many tests
+/// the run did not run. Any other missing tool stays [`super::tools::skip`].
+pub fn skip_without_binaries(test: &str, why: &str) {
+    use std::io::Write;
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .map(|s| match s.rsplit_once('-') {
+            // Cargo names a test binary `NAME-HASH`.
+            Some((name, hash)) if hash.chars().all(|c| c.is_ascii_hexdigit()) => name.to_owned(),
+            _ => s,
+        })
+        .unwrap_or_default();
+    let why = why.replace(['\t', '\n'], " ");
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {test}: needs real Kubernetes v1.36 binaries: {why} \
+         (docs/development.md says how to provide them)"
+    );
+    if let Some(log) = std::env::var_os("CERTSYNC_SKIP_LOG") {
+        // One write of a short line to an O_APPEND file: tests running at
+        // once never interleave their lines.
+        let line = format!("{binary}\t{test}\t{why}\n");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("open CERTSYNC_SKIP_LOG {}: {e}", log.display()));
+        f.write_all(line.as_bytes()).unwrap();
+    }
+}
+
+/// The running test's name, as the harness names its thread.
+pub fn current_test() -> String {
+    let t = std::thread::current();
+    t.name().unwrap_or("a test").to_owned()
+}
+
 /// A running control plane in a directory of its own; stopped and removed
 /// on drop.
 pub struct ControlPlane {
@@ -43,19 +110,22 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Starts one for `test`, or says why not ([`super::tools::skip`]: a
-    /// failure under CI, which always has the tools) and returns `None`.
+    /// Starts one for `test`, or says why not and returns `None`: without
+    /// root or the realkube tools a [`super::tools::skip`] (a failure under
+    /// CI, which has both), without the real binaries
+    /// [`skip_without_binaries`].
     pub fn up(test: &str) -> Option<Self> {
-        if !nix::unistd::Uid::effective().is_root() {
-            super::tools::skip(&format!("{test}: a real control plane needs root"));
-            return None;
-        }
         let Some(tools) = tools() else {
             super::tools::skip(&format!(
                 "{test}: needs the realkube tools (CERTSYNC_REALKUBE or ../shared/realkube)"
             ));
             return None;
         };
+        binaries(&tools, &current_test())?;
+        if !nix::unistd::Uid::effective().is_root() {
+            super::tools::skip(&format!("{test}: a real control plane needs root"));
+            return None;
+        }
         let dir = PathBuf::from(format!(
             "/tmp/certsync-test-{test}-{}-{}",
             std::process::id(),

@@ -19,6 +19,7 @@ pub fn realkube() -> Option<PathBuf> {
         ));
         return None;
     }
+    super::control_plane::binaries(&dir, &super::control_plane::current_test())?;
     if !nix::unistd::geteuid().is_root() {
         tools::skip("kubeadm nodes need root (network namespaces, bubblewrap)");
         return None;

@@ -31,13 +31,21 @@ pub fn missing_in<'a>(tools: &[&'a str], path: &std::ffi::OsStr) -> Vec<&'a str>
     tools.iter().copied().filter(|t| !found(t)).collect()
 }
 
-/// The line a test prints when `missing` tools keep it from running. The
-/// tools are named by their Debian packages (same names as the commands).
+/// The line a test prints when `missing` tools keep it from running,
+/// with the Debian packages that have them.
 pub fn message(missing: &[&str]) -> String {
+    fn package<'a>(tool: &&'a str) -> &'a str {
+        match *tool {
+            "bwrap" => "bubblewrap",
+            "ip" => "iproute2",
+            "xz" => "xz-utils",
+            other => other,
+        }
+    }
     format!(
         "needs {} (apt-get install {}; .ci/run installs them)",
         missing.join(" and "),
-        missing.join(" ")
+        missing.iter().map(package).collect::<Vec<_>>().join(" ")
     )
 }
 
