@@ -479,6 +479,73 @@ async fn renews_at_the_deadline_with_a_new_key() {
     env.signer.cleanup().await;
 }
 
+/// kube-controller-manager's signer backdates notBefore 5 minutes and
+/// grants the `expirationSeconds` asked from now, so a `lifetime=10m`
+/// certificate lives 900 s: certsync's window counts on the whole
+/// validity, and its floor is a tenth of it (90 s), so `renew=0.44-0.45`
+/// (396-405 s after notBefore, 96-105 s after issuance) is scheduled and
+/// not held back. What `tests/real_signer.rs` checks on a real control
+/// plane, here on any API server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_backdated_as_kube_controller_managers_signer_does_renews_on_time() {
+    let env = Env::new("kcmsigner").await;
+    let cs = env.start_with(
+        &env.spec(",lifetime=10m,renew=0.44-0.45"),
+        None,
+        &["--csr-renew-floor", "1s"],
+    );
+    let target = env.target();
+    let first = env.signer.next_request(&[]).await;
+    let asked = env
+        .signer
+        .api
+        .get(&first)
+        .await
+        .unwrap()
+        .spec
+        .expiration_seconds;
+    assert_eq!(asked, Some(600), "lifetime=10m asks for expirationSeconds");
+    let cert1 = env.signer.sign_as_kube_controller_manager(&first).await;
+    wait_cert(&target, &cert1, "the backdated certificate");
+    use rustls_pki_types::pem::PemObject as _;
+    let der = rustls_pki_types::CertificateDer::from_pem_slice(cert1.as_bytes()).unwrap();
+    let (_, v) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let valid = v.validity().not_after.timestamp() - v.validity().not_before.timestamp();
+    assert_eq!(valid, 900, "600 s asked, 5 minutes backdated");
+    cs.wait_log("certificate is current; renewal scheduled");
+    assert!(!cs.log().contains("renewal held back"), "{}", cs.log());
+    let (_, _, key1) = read_live(&target).unwrap();
+
+    // The renewal is due ~100 s after issuance: a bound on a hang, not a
+    // measure.
+    let start = std::time::Instant::now();
+    let second = loop {
+        let other = env
+            .signer
+            .requests()
+            .await
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .find(|n| *n != first);
+        if let Some(name) = other {
+            break name;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "no renewal request within 180 s: {}",
+            cs.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let cert2 = env.signer.sign_as_kube_controller_manager(&second).await;
+    wait_cert(&target, &cert2, "the renewed certificate");
+    let (_, _, key2) = read_live(&target).unwrap();
+    assert_ne!(key1, key2, "every renewal has a new key");
+    assert!(!cs.log().contains("renewal held back"), "{}", cs.log());
+    drop(cs);
+    env.signer.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarts_keep_a_good_pair_and_abandon_a_pending_request() {
     let env = Env::new("restart").await;

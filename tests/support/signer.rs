@@ -192,6 +192,24 @@ impl Signer {
         cert
     }
 
+    /// Approves and issues as kube-controller-manager's signer does
+    /// (v1.36, `pkg/controller/certificates/signer`), which
+    /// `tests/real_signer.rs` meets on a real control plane: notBefore 5
+    /// minutes back, notAfter the `expirationSeconds` asked (a year when
+    /// none, its `--cluster-signing-duration` default) from now. A
+    /// `lifetime=10m` request so gets a certificate valid for 900 s.
+    pub async fn sign_as_kube_controller_manager(&self, name: &str) -> String {
+        self.approve(name).await;
+        let asked = self.api.get(name).await.unwrap().spec.expiration_seconds;
+        let ttl = asked.map_or(Duration::from_secs(365 * 86_400), |s| {
+            Duration::from_secs(u64::try_from(s).unwrap())
+        });
+        self.issue_with(name, ttl, false, |p| {
+            p.not_before = time::OffsetDateTime::now_utc() - time::Duration::minutes(5);
+        })
+        .await
+    }
+
     pub async fn issue(&self, name: &str, lifetime: Duration) -> String {
         self.issue_with(name, lifetime, false, |_| {}).await
     }
