@@ -526,3 +526,30 @@ fn check_fits_eighty_columns_and_wide_shows_everything() {
         assert!(wide.contains(needle), "{needle}: {wide}");
     }
 }
+
+/// Each command is one short line in its parent's `--help` (at most 100
+/// characters with clap's indentation); the detail is in the command's
+/// own `--help` and man page.
+#[test]
+fn every_command_is_one_short_line_in_its_parents_help() {
+    for parent in [&[][..], &["kubeadm"][..], &["csr"][..]] {
+        let mut args = parent.to_vec();
+        args.push("--help");
+        let (ok, out) = certsync(&args);
+        assert!(ok, "{out}");
+        let commands = out
+            .split("Commands:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("certsync {args:?}: no Commands: section\n{out}"));
+        let lines: Vec<&str> = commands.lines().take_while(|l| !l.is_empty()).collect();
+        assert!(lines.len() >= 2, "{out}");
+        for line in lines {
+            assert!(
+                line.chars().count() <= 100,
+                "certsync {}: a command's line of {} characters: {line}",
+                args.join(" "),
+                line.chars().count()
+            );
+        }
+    }
+}

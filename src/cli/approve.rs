@@ -10,6 +10,8 @@ use super::values::{MS, YEAR, duration};
 
 #[derive(Debug, Subcommand)]
 pub enum CsrCommand {
+    /// Show pending CSRs with the approver's verdict; approve or deny on request.
+    ///
     /// Pending CSRs (or those named) with requester, node, SANs, usages,
     /// key, age and the verdict of `certsync approve`'s checks.
     Review(ReviewArgs),

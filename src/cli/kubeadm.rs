@@ -10,6 +10,8 @@ use super::values::duration;
 
 #[derive(Debug, Subcommand)]
 pub enum KubeadmCommand {
+    /// Hand the node's certificates and CA renewals to certsync (plan first).
+    ///
     /// Read the node's kubeadm files, print the plan (every file written,
     /// manifest flag and volume changed) and apply it: backups, certsync's
     /// config, certsync's static pod, then, once that pod is running and
@@ -25,6 +27,8 @@ pub enum KubeadmCommand {
     /// recognise. Run again with nothing due, it changes nothing; run once
     /// a CA is due (status warns: ca-renewal-due), it renews that CA.
     Adopt(AdoptArgs),
+    /// Give the node's certificates back to kubeadm from adopt's backup.
+    ///
     /// Give the certificates back to kubeadm: its pairs and kubeconfigs
     /// from adopt's backup (any that ends within 24 h issued again from the
     /// CA, kubeadm's certificate with a new serial and validity), its
@@ -35,6 +39,8 @@ pub enum KubeadmCommand {
     /// again from a CA that ends within 24 h. Nothing to do on a node never
     /// adopted.
     Revert(RevertArgs),
+    /// Report whether the node is adopted and healthy (exit code per cause).
+    ///
     /// Whether the node is adopted and healthy: adopt's record and backups,
     /// certsync's pod (its image, admin address and /readyz), each
     /// certificate's end and renewal window read from its live target (with

@@ -48,33 +48,47 @@ pub enum Command {
     /// Keep every mapping's target in step with its source (or sync once).
     #[command(after_help = grammar::help())]
     Run(Box<RunArgs>),
+    /// Report when certificates expire; exit 1 if one is due within --warn-within.
+    ///
     /// Expiry report for certificate files, directories or certsync targets;
     /// exits 1 if anything expires within --warn-within or does not match its key.
     Check(CheckArgs),
     /// List the revisions of a target, newest first (* marks the live one).
     Revisions(RevisionsArgs),
+    /// Restore an earlier revision of a target atomically, and pin it.
+    ///
     /// Restore an earlier revision of a target atomically and pin it until
     /// the source's content changes (a running certsync keeps it and reloads).
     Rollback(RollbackArgs),
+    /// Approve kubelet serving certificates that pass every check (a controller).
+    ///
     /// Approve kubelet serving certificates (signer
     /// kubernetes.io/kubelet-serving) that pass every check, deny those that
     /// definitely fail one; a controller, safe in several replicas.
     Approve(Box<ApproveArgs>),
+    /// Review pending certificate signing requests with the approver's verdict.
+    ///
     /// Certificate signing requests: `csr review` shows pending CSRs with
     /// the approver's verdict, and approves or denies on request.
     #[command(subcommand)]
     Csr(CsrCommand),
+    /// Hand a kubeadm control-plane node's certificates to certsync, and back.
+    ///
     /// A kubeadm control-plane node: `kubeadm adopt` hands every certificate
     /// `kubeadm certs renew all` renews to certsync's `ca:` mappings,
     /// `kubeadm revert` gives them back.
     #[command(subcommand)]
     Kubeadm(KubeadmCommand),
+    /// Print a shell completion script.
+    ///
     /// Print a shell completion script (e.g. `certsync completion bash >
     /// /etc/bash_completion.d/certsync`).
     Completion {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print a man page (roff), or write every page with --dir.
+    ///
     /// Print a man page (roff), made from the same definitions as --help:
     /// certsync(1), or a subcommand's (`certsync man csr review`); --dir
     /// writes every page.
