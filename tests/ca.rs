@@ -142,6 +142,39 @@ fn a_restart_issues_nothing_while_the_pair_is_good_and_renews_when_due() {
     assert_eq!(second.log().matches("certificate issued").count(), 1);
 }
 
+/// A restart on a live pair that needs nothing issued: the source (the CA
+/// files, read and judged) is up from the first check, so an alert on
+/// `certsync_source_up` does not fire after every upgrade; a CA file
+/// that can no longer be read makes it 0 at the next check.
+#[test]
+fn a_restart_on_a_live_pair_reports_the_source_up_and_a_lost_ca_down() {
+    let d = tempfile::tempdir().unwrap();
+    let prefix = ca_files(d.path(), 3600);
+    let target = d.path().join("target");
+    let sync = spec(&prefix, &target, ",lifetime=1h,name=live");
+    let first = start(&sync, &[], d.path());
+    let (c1, _) = next_cert(&target, &[]);
+    drop(first);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let second = start(&sync, &["--admin-addr", &addr, "--resync", "1s"], d.path());
+    second.wait_log("certificate is current; renewal scheduled");
+    let up = |want: f64| {
+        wait_for("certsync_source_up", || {
+            let (_, body) = http_get(port, "/metrics")?;
+            let m = parse_metrics(&body);
+            (m.get("certsync_source_up{mapping=\"live\"}") == Some(&want)).then_some(())
+        })
+    };
+    up(1.0);
+    assert!(!second.log().contains("certificate issued"), "{}", second.log());
+    assert_eq!(read_live(&target).unwrap().1, c1);
+    // The CA certificate gone: the next recheck cannot read the source.
+    fs::rename(prefix.with_extension("crt"), d.path().join("moved-ca.crt")).unwrap();
+    up(0.0);
+    assert_eq!(read_live(&target).unwrap().1, c1, "the live pair stays");
+}
+
 /// `certsync rollback --to 0` back to the pair found in the target before
 /// certsync (kubeadm's, with no ca.crt beside it) holds: neither `--once`
 /// nor a restarted daemon issues over the pin, `revisions` says so, and

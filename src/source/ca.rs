@@ -328,6 +328,10 @@ impl CaSource {
             Ok((w.ca.not_after, w.template_not_after, ok))
         })
         .await;
+        // The source is the CA files and template: read and judged now is
+        // up, whether or not anything is issued, so `source_up` means the
+        // same from the first check after a start as after an issuance.
+        self.metrics.source_up(&self.mapping, wanted.is_ok());
         match wanted {
             Ok((ca_not_after, template_not_after, ok)) => {
                 self.metrics.ca_expiry(&self.mapping, ca_not_after);

@@ -380,9 +380,15 @@ impl CsrSource {
         // The CA is checked too when it can be read now; when it cannot,
         // the pair is given the benefit of the doubt rather than replaced
         // because of an API hiccup.
+        // The signer's CA read (or none to read) is the source answering:
+        // up from the first check after a start, issued or not.
         let ca = match self.ca(client).await {
-            Ok(ca) => ca,
+            Ok(ca) => {
+                self.metrics.source_up(&self.mapping, true);
+                ca
+            }
             Err(e) => {
+                self.metrics.source_up(&self.mapping, false);
                 tracing::warn!(mapping = %self.mapping, error = %e, "cannot read the signer CA; checking the live certificate without it");
                 None
             }
