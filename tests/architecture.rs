@@ -1,8 +1,9 @@
 //! docs/architecture.md is true to the code: every module on the map
 //! exists, every source file is on the map, no import runs back up
 //! (sources, the writer, reload, validate and approve never import sync,
-//! config, cli or kubeadm; the leaves import only leaves), and no import
-//! closes a circle. Imports are read in every form: `use` trees (grouped,
+//! config, cli or kubeadm; the leaves import only leaves), no import
+//! closes a circle, and no module takes items from its own ancestor (a
+//! circle with the `mod.rs` that declares it). Imports are read in every form: `use` trees (grouped,
 //! nested, `super::`, `self::`, a child module) and inline paths.
 
 use std::path::{Path, PathBuf};
@@ -380,6 +381,63 @@ fn no_import_circle_among_modules() {
         circles.is_empty(),
         "import circles:\n{}",
         circles.join("\n")
+    );
+}
+
+/// Modules that still import items of their own ancestor (`use
+/// super::Error` in a child of a folder whose `mod.rs` defines it), by
+/// importer prefix, while they are taken apart: none may be added, and a
+/// prefix that no longer imports one fails the test.
+const KNOWN_PARENT_IMPORTS: &[&str] = &[
+    "approve", "beneath", "command", "config", "files", "kubeadm", "metrics", "reload", "source",
+    "sync", "validate", "writer",
+];
+
+/// No module imports its ancestor's items (the crate root aside, whose
+/// `lib.rs` holds only the shared helpers every module may use): a
+/// folder's `mod.rs` declares and uses its children, so a child that
+/// takes types from it closes a circle that the sibling rule above does
+/// not see. What children share lives in a sibling module of its own
+/// (an `error` or `layout` module), and `mod.rs` is only the entry.
+#[test]
+fn no_module_imports_its_ancestors_items() {
+    let mut found = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    for (from, to, file) in imports() {
+        if to.is_empty() || to.len() >= from.len() || from[..to.len()] != to[..] {
+            continue;
+        }
+        found.entry(from.join("::")).or_default().insert(format!(
+            "{} ({})",
+            to.join("::"),
+            file.display()
+        ));
+    }
+    for known in KNOWN_PARENT_IMPORTS {
+        assert!(
+            found
+                .keys()
+                .any(|m| m == known || m.starts_with(&format!("{known}::"))),
+            "KNOWN_PARENT_IMPORTS lists {known}, which no longer imports an ancestor's items: remove it"
+        );
+    }
+    let bad: Vec<String> = found
+        .iter()
+        .filter(|(m, _)| {
+            !KNOWN_PARENT_IMPORTS
+                .iter()
+                .any(|k| *m == k || m.starts_with(&format!("{k}::")))
+        })
+        .map(|(m, to)| {
+            format!(
+                "{m} imports {}",
+                to.iter().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "modules importing an ancestor's items:\n{}",
+        bad.join("\n")
     );
 }
 
