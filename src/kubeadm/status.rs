@@ -18,6 +18,7 @@ use super::record::State;
 use super::{KubeadmError, digest, host, node};
 use crate::validate::{rfc3339, unix_seconds};
 
+pub(super) mod keys;
 mod report;
 
 /// How far past the end of its renewal window a certificate may be before
@@ -39,7 +40,8 @@ pub enum Cause {
     CertsyncNotReady,
     /// A component manifest no longer names certsync's files.
     AdoptionLost,
-    /// A live certificate expired, late for renewal, or unreadable.
+    /// A live certificate expired, late for renewal, or unreadable; or a
+    /// private key under pki/ or certsync's directory that others may read.
     Certificate,
 }
 
@@ -200,6 +202,9 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     s.backups.clone_from(&state.backups);
     pod(dir, &mut s).await;
     certificates(dir, now, &mut s);
+    for e in keys::exposed(dir) {
+        s.problem(Cause::Certificate, format!("private key: {e}"));
+    }
     manifests(dir, &state, &mut s);
     let (cas, warnings) = super::trust::status(dir, now, &state.trust);
     for c in &cas {

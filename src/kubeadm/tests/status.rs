@@ -472,3 +472,71 @@ async fn attack_status_reads_a_file_run_would_refuse() {
         "status read renewal windows from files run refuses: {read:?}"
     );
 }
+
+/// A private key a group or every local user may read, or that is not
+/// root's, is a problem status names (a CA key 0644 let any local user mint
+/// front-proxy clients while status said healthy); certsync's own keys
+/// (adopt's backups) are judged too, and a symlink is judged as a link,
+/// never followed.
+#[test]
+fn attack_a_private_key_others_may_read_is_named() {
+    use crate::kubeadm::status::keys::{Exposed, exposed};
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dir = node_dir();
+    let at = |rel: &str| dir.path().join(rel);
+    let set = |rel: &str, mode: u32| {
+        std::fs::set_permissions(at(rel), std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    // kubeadm's CA keys beside the pairs' keys node_dir writes, and a
+    // backup as adopt keeps it.
+    std::fs::create_dir_all(at("certsync/backup/20261127T120000Z/pki")).expect("mkdir");
+    for k in [
+        "pki/ca.key",
+        "pki/front-proxy-ca.key",
+        "pki/etcd/ca.key",
+        "pki/sa.key",
+        "certsync/backup/20261127T120000Z/pki/apiserver.key",
+    ] {
+        std::fs::write(at(k), "a key\n").expect("key");
+    }
+    let mut keys = 0;
+    for d in ["pki", "pki/etcd", "certsync/backup/20261127T120000Z/pki"] {
+        for e in std::fs::read_dir(at(d)).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.extension().is_some_and(|x| x == "key") {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                    .expect("chmod");
+                keys += 1;
+            }
+        }
+    }
+    assert!(keys >= 10, "{keys}");
+    symlink("/etc/shadow", at("pki/linked.key")).expect("symlink");
+    assert_eq!(exposed(dir.path()), vec![], "every key 0600 and root's");
+
+    set("pki/front-proxy-ca.key", 0o644);
+    set("certsync/backup/20261127T120000Z/pki/apiserver.key", 0o640);
+    nix::unistd::chown(
+        &at("pki/etcd/ca.key"),
+        Some(nix::unistd::Uid::from_raw(1000)),
+        None,
+    )
+    .expect("chown");
+    assert_eq!(
+        exposed(dir.path()),
+        vec![
+            Exposed::NotRoots {
+                path: "/etc/kubernetes/pki/etcd/ca.key".into(),
+                uid: 1000
+            },
+            Exposed::Readable {
+                path: "/etc/kubernetes/pki/front-proxy-ca.key".into(),
+                mode: 0o644
+            },
+            Exposed::Readable {
+                path: "/etc/kubernetes/certsync/backup/20261127T120000Z/pki/apiserver.key".into(),
+                mode: 0o640
+            },
+        ]
+    );
+}
