@@ -1,5 +1,5 @@
 //! The manifests in deploy/ parse as Kubernetes objects and say what the
-//! docs promise (docs/guides/, docs/install.md).
+//! docs promise (docs/guides/, docs/reference/kubeadm.md, docs/install.md).
 
 /// Only its skip rule (the tool checks are for other tests).
 #[path = "support/tools.rs"]
@@ -107,20 +107,21 @@ fn certsync_args(file: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The node's config file of the kubeadm static pod is the one its guide
-/// shows: checked as certsync would read it, from a file of its own.
+/// The node's config file of the kubeadm static pod is the one its reference
+/// page (docs/reference/kubeadm.md) shows: checked as certsync would read
+/// it, from a file of its own.
 const KUBEADM_CONFIG: &str = "/etc/kubernetes/certsync.yaml";
 
-/// The YAML of the guide's config file, as the guide shows it.
+/// The YAML of the config file, as docs/reference/kubeadm.md shows it.
 fn guide_yaml() -> String {
     let guide = std::fs::read_to_string(format!(
-        "{}/docs/guides/kubeadm-control-plane.md",
+        "{}/docs/reference/kubeadm.md",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
     let after = guide
         .split_once(&format!("`{KUBEADM_CONFIG}` (`certsync run --config`):"))
-        .expect("the guide shows the config file")
+        .expect("docs/reference/kubeadm.md shows the config file")
         .1;
     after
         .split_once("```yaml\n")
@@ -961,7 +962,7 @@ fn key_volumes_are_memory_backed() {
 /// The kubeadm static pod writes only certsync's targets: the CA files (keys
 /// included), the templates and the config file reach the container
 /// read-only, every read-write mount is exactly one mapping's target, and
-/// every path appears in the container where the guide's configuration
+/// every path appears in the container where the documented configuration
 /// names it.
 #[test]
 fn kubeadm_static_pod_writes_only_the_targets() {
