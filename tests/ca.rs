@@ -167,7 +167,11 @@ fn a_restart_on_a_live_pair_reports_the_source_up_and_a_lost_ca_down() {
         })
     };
     up(1.0);
-    assert!(!second.log().contains("certificate issued"), "{}", second.log());
+    assert!(
+        !second.log().contains("certificate issued"),
+        "{}",
+        second.log()
+    );
     assert_eq!(read_live(&target).unwrap().1, c1);
     // The CA certificate gone: the next recheck cannot read the source.
     fs::rename(prefix.with_extension("crt"), d.path().join("moved-ca.crt")).unwrap();
