@@ -60,6 +60,15 @@ pub struct StatusArgs {
     /// textfile collector; metric names in docs/reference/metrics.md).
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: StatusOutput,
+    /// Also write the report as Prometheus text to PATH, for
+    /// node_exporter's textfile collector (e.g.
+    /// /var/lib/node_exporter/textfile/certsync.prom): written to a
+    /// temporary file, fsynced and renamed over PATH, so the collector
+    /// never reads part of it. When status fails before it can report,
+    /// PATH says so (`certsync_kubeadm_status_complete 0`) instead of
+    /// losing the node's series.
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

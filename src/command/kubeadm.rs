@@ -53,7 +53,22 @@ pub async fn revert(a: &RevertArgs) -> Finished {
 /// healthy, else the first cause's exit code.
 #[tokio::main(flavor = "current_thread")]
 pub async fn status(a: &StatusArgs) -> Finished {
-    let s = crate::kubeadm::status(&a.kubeadm_dir).await?;
+    let s = match crate::kubeadm::status(&a.kubeadm_dir).await {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(path) = &a.textfile {
+                let now = crate::validate::unix_seconds(std::time::SystemTime::now());
+                let failed = crate::kubeadm::Status::failed_prometheus(now);
+                crate::writer::replace_file(path, 0o644, failed.as_bytes())?;
+            }
+            return Err(e.into());
+        }
+    };
+    if let Some(path) = &a.textfile {
+        // Complete before it replaces the last one: written whole, fsynced,
+        // renamed.
+        crate::writer::replace_file(path, 0o644, s.prometheus().as_bytes())?;
+    }
     let text = match a.output {
         StatusOutput::Text => s.text(),
         StatusOutput::Json => serde_json::to_string_pretty(&s)? + "\n",

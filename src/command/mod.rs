@@ -53,6 +53,9 @@ pub enum CommandError {
     Kubeadm(#[from] crate::kubeadm::KubeadmError),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// `kubeadm status --textfile` could not be written.
+    #[error("--textfile: {0}")]
+    Textfile(#[from] crate::writer::WriterError),
     #[error("stdout: {0}")]
     Stdout(#[source] std::io::Error),
     /// The `run` daemon could not start or stopped on an error.
@@ -89,6 +92,7 @@ impl CommandError {
             | Self::Approve(_)
             | Self::Kubeadm(_)
             | Self::Json(_)
+            | Self::Textfile(_)
             | Self::Stdout(_)
             | Self::Run(_)
             | Self::Approver(_) => 1,

@@ -286,9 +286,12 @@ pub(super) fn replace_file_in(
     fsync(dir, shown)
 }
 
-/// The temporary entry a replacement of `name` is written to first.
+/// The temporary entry a replacement of `name` is written to first: a
+/// dot name that does not end as `name` does, so a reader that picks files
+/// by their ending (node_exporter's `*.prom`, a `*.crt` glob) never reads
+/// one half-written.
 pub(super) fn tmp_name(name: &str) -> String {
-    format!("{TMP_PREFIX}-{}", name.trim_start_matches('.'))
+    format!("{TMP_PREFIX}-{}.tmp", name.trim_start_matches('.'))
 }
 
 /// [`replace_file_in`] for a path: its parent directory is opened without

@@ -324,8 +324,8 @@ fn planted_owned_names_are_replaced_not_followed() {
         ("..pin -> victim file", |t, _, _, _| {
             std::os::unix::fs::symlink("/etc/hostname", t.join(PIN)).unwrap()
         }),
-        ("..tmp-data -> victim", |t, _, link, _| {
-            link(&t.join("..tmp-data"))
+        ("..tmp-data.tmp -> victim", |t, _, link, _| {
+            link(&t.join(revision::tmp_name(DATA)))
         }),
     ];
     for (name, plant) in cases {

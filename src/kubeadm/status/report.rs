@@ -7,6 +7,34 @@ use super::super::WarningKind;
 use super::super::trust::CaStatus;
 use super::{Cause, CertStatus, Status};
 
+/// Families as Prometheus text, every one a gauge.
+fn families_text(families: impl IntoIterator<Item = Family>) -> String {
+    let mut s = String::new();
+    for (name, help, samples) in families {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (labels, v) in samples {
+            let _ = writeln!(s, "{name}{labels} {v}");
+        }
+    }
+    s
+}
+
+fn complete(done: bool) -> Family {
+    (
+        "certsync_kubeadm_status_complete",
+        "1 when status read the node and wrote every series; 0 when it failed before (adopt's record unreadable: run it on the node).",
+        vec![(String::new(), flag(done))],
+    )
+}
+
+fn timestamp(at: i64) -> Family {
+    (
+        "certsync_kubeadm_status_timestamp_seconds",
+        "When status ran (Unix time): alert when it stops running.",
+        vec![(String::new(), at as f64)],
+    )
+}
+
 impl Status {
     /// The report as a person reads it.
     pub fn text(&self) -> String {
@@ -101,18 +129,19 @@ impl Status {
     /// collector (docs/reference/metrics.md): every series present whatever
     /// the state, so an alert never waits for one to appear.
     pub fn prometheus(&self) -> String {
-        let mut s = String::new();
-        for (name, help, samples) in self
-            .node_families()
-            .into_iter()
-            .chain(self.object_families())
-        {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for (labels, v) in samples {
-                let _ = writeln!(s, "{name}{labels} {v}");
-            }
-        }
-        s
+        families_text(
+            self.node_families()
+                .into_iter()
+                .chain(self.object_families()),
+        )
+    }
+
+    /// The textfile of a status that failed before it could report
+    /// (adopt's record unreadable): that it failed, and when, so the
+    /// node's series say so instead of vanishing (an alert on one node's
+    /// missing series cannot tell a node gone from a report gone).
+    pub fn failed_prometheus(checked_at_seconds: i64) -> String {
+        families_text([complete(false), timestamp(checked_at_seconds)])
     }
 
     /// The series written whatever the state.
@@ -152,11 +181,8 @@ impl Status {
                     })
                     .collect(),
             ),
-            (
-                "certsync_kubeadm_status_timestamp_seconds",
-                "When status ran (Unix time): alert when it stops running.",
-                node(self.checked_at_seconds as f64),
-            ),
+            complete(true),
+            timestamp(self.checked_at_seconds),
         ]
     }
 

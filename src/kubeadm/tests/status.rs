@@ -215,7 +215,7 @@ fn the_metrics_reference_names_every_series_of_the_textfile_output() {
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next())
         .collect();
-    assert_eq!(families.len(), 10, "{text}");
+    assert_eq!(families.len(), 11, "{text}");
     let missing: Vec<&&str> = families
         .iter()
         .filter(|f| !doc.contains(&format!("`{f}`")))
@@ -292,7 +292,7 @@ fn the_textfile_alert_rules_name_only_textfile_metrics() {
             assert!(text.contains(&format!("# TYPE {m} gauge")), "{m} in {expr}");
         }
     }
-    assert_eq!(count, 7);
+    assert_eq!(count, 10);
 }
 
 /// adopt --admin-addr reaches the pod's arguments and probes, and status
