@@ -190,12 +190,6 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
     let kubeadms = back_up_kubeadms(dir, backup, &mut state)?;
     state.backups.push(backup.clone());
     state.trust.clone_from(&plan.trust_record);
-    // Whether the ClusterConfiguration is known to hold none of adopt's
-    // fields (read, and nothing found); set once adopt took them out. A
-    // later revert then needs no API server.
-    if plan.cluster_configuration_reachable {
-        state.cluster_config_reverted = plan.cluster_configuration.is_empty();
-    }
     for m in &plan.manifests {
         // A manifest that already names certsync's files (only its trust
         // annotation changes: a CA renewal on an adopted node) is adopt's
@@ -391,9 +385,6 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), Kubead
     // (`apiserver is shutting down`) with the manifests already changed.
     if let (Some(stored), Some(new)) = (&plan.stored, &plan.cluster_configuration_new) {
         cluster::write(stored, new).await?;
-        let mut state = State::read(dir)?.unwrap_or_default();
-        state.cluster_config_reverted = true;
-        state.write(dir)?;
         let _ = writeln!(
             out,
             "took an earlier adopt's fields out of the ClusterConfiguration in kubeadm-config"

@@ -173,83 +173,8 @@ fn volume_entry(v: &super::manifest::Volume) -> Value {
 /// A field adopt sets: (`apiServer.extraArgs`, name, value).
 pub type Field = (String, String, String);
 
-/// Why adopt's fields cannot go into a ClusterConfiguration.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum FieldError {
-    #[error("{key}: its section is not a mapping")]
-    NotAMapping { key: String },
-    #[error("{key} is not a list (kubeadm.k8s.io/v1beta4 has a list)")]
-    NotAList { key: String },
-    /// An entry of the same name with another value: someone else's.
-    #[error("{field} already has {name}={value}")]
-    OtherArg {
-        field: String,
-        name: String,
-        value: String,
-    },
-    #[error("{field} already has a volume {name} that is not certsync's")]
-    OtherVolume { field: String, name: String },
-}
-
-/// Adds adopt's fields to `config`. `Err` names an entry of the same name
-/// with another value (someone else's: refused, never overwritten).
-pub fn adopt(config: &mut Value, components: &[Component]) -> Result<Vec<Field>, FieldError> {
-    let mut set = Vec::new();
-    for c in components {
-        let s = section(config, c.section);
-        let args = list(s, "extraArgs")?;
-        for (flag, _, ours) in &c.flags {
-            match args.iter().find(|a| a["name"] == *flag) {
-                Some(a) if a["value"] == ours.as_str() => {}
-                Some(a) => {
-                    return Err(FieldError::OtherArg {
-                        field: format!("{}.extraArgs", c.section),
-                        name: flag.to_string(),
-                        value: a["value"].as_str().unwrap_or("?").to_owned(),
-                    });
-                }
-                None => {
-                    args.push(entry(&[
-                        ("name", (*flag).into()),
-                        ("value", ours.clone().into()),
-                    ]));
-                    set.push((
-                        format!("{}.extraArgs", c.section),
-                        flag.to_string(),
-                        ours.clone(),
-                    ));
-                }
-            }
-        }
-        if c.volumes.is_empty() {
-            continue;
-        }
-        let vols = list(s, "extraVolumes")?;
-        for v in &c.volumes {
-            match vols.iter().find(|e| e["name"] == v.name.as_str()) {
-                Some(e) if *e == volume_entry(v) => {}
-                Some(_) => {
-                    return Err(FieldError::OtherVolume {
-                        field: format!("{}.extraVolumes", c.section),
-                        name: v.name.clone(),
-                    });
-                }
-                None => {
-                    vols.push(volume_entry(v));
-                    set.push((
-                        format!("{}.extraVolumes", c.section),
-                        v.name.clone(),
-                        v.path.clone(),
-                    ));
-                }
-            }
-        }
-    }
-    Ok(set)
-}
-
 /// The entries of adopt's already in `config` (an earlier certsync adopt
-/// put them there): what adopt and revert take out.
+/// put them there): what adopt takes out.
 pub fn present(config: &Value, components: &[Component]) -> Vec<Field> {
     let mut found = Vec::new();
     for c in components {
@@ -317,15 +242,4 @@ pub fn unadopt(config: &mut Value, components: &[Component]) -> bool {
         }
     }
     changed
-}
-
-fn list<'a>(s: &'a mut Value, key: &str) -> Result<&'a mut Vec<Value>, FieldError> {
-    let Value::Mapping(m) = s else {
-        return Err(FieldError::NotAMapping { key: key.into() });
-    };
-    let v = m
-        .entry(key.into())
-        .or_insert_with(|| Value::Sequence(vec![]));
-    v.as_sequence_mut()
-        .ok_or_else(|| FieldError::NotAList { key: key.into() })
 }

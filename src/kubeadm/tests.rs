@@ -48,21 +48,14 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
 }
 
 #[test]
-fn cluster_configuration_gets_exactly_adopts_fields_and_loses_them() {
+fn cluster_configuration_loses_exactly_an_earlier_adopts_fields() {
     let original = fixture("cluster-configuration.yaml");
     let stored = fixture("adopted/cluster-configuration.yaml");
-    let mut cc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&original).expect("yaml");
-    assert!(cluster::refusal(&cc).is_none());
-    let set = cluster::adopt(&mut cc, &manifest::components()).expect("adopt");
-    assert_eq!(set.len(), 9 + 6 + 4 + 1 + 3 + 2, "{set:?}");
-    assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), stored);
-    assert!(
-        cluster::adopt(&mut cc, &manifest::components())
-            .expect("again")
-            .is_empty()
+    let mut cc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stored).expect("yaml");
+    assert_eq!(
+        cluster::present(&cc, &manifest::components()).len(),
+        9 + 6 + 4 + 1 + 3 + 2
     );
-    // What an earlier adopt left is found entry by entry, and taken out.
-    assert_eq!(cluster::present(&cc, &manifest::components()), set);
     assert!(cluster::unadopt(&mut cc, &manifest::components()));
     assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), original);
     assert!(cluster::present(&cc, &manifest::components()).is_empty());
@@ -72,6 +65,7 @@ fn cluster_configuration_gets_exactly_adopts_fields_and_loses_them() {
 fn a_cluster_configuration_adopt_does_not_know_is_refused() {
     let base: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&fixture("cluster-configuration.yaml")).expect("yaml");
+    assert!(cluster::refusal(&base).is_none());
     let external = |r: &Refusal| matches!(r, Refusal::ExternalEtcd);
     let dir = |r: &Refusal| matches!(r, Refusal::CertificatesDir { dir } if dir == "/srv/pki");
     let version = |r: &Refusal| matches!(r, Refusal::ApiVersion { found } if found == "kubeadm.k8s.io/v1beta3");
@@ -91,35 +85,6 @@ fn a_cluster_configuration_adopt_does_not_know_is_refused() {
         let why = cluster::refusal(&cc).unwrap_or_else(|| panic!("{change}: not refused"));
         assert!(refused(&why), "{change}: {why}");
     }
-    // An extraArgs entry of a flag adopt sets, with someone else's value.
-    let mut cc = base.clone();
-    cc["apiServer"] = serde_yaml_ng::from_str(
-        "{extraArgs: [{name: tls-cert-file, value: /etc/kubernetes/pki/mine.crt}]}",
-    )
-    .expect("yaml");
-    let why = cluster::adopt(&mut cc, &manifest::components()).expect_err("refused");
-    assert_eq!(
-        why,
-        cluster::FieldError::OtherArg {
-            field: "apiServer.extraArgs".into(),
-            name: "tls-cert-file".into(),
-            value: "/etc/kubernetes/pki/mine.crt".into(),
-        }
-    );
-    // A volume of certsync's name that is not certsync's.
-    let mut cc = base;
-    cc["scheduler"] = serde_yaml_ng::from_str(
-        "{extraVolumes: [{name: certsync-client, hostPath: /srv, mountPath: /srv}]}",
-    )
-    .expect("yaml");
-    let why = cluster::adopt(&mut cc, &manifest::components()).expect_err("refused");
-    assert_eq!(
-        why,
-        cluster::FieldError::OtherVolume {
-            field: "scheduler.extraVolumes".into(),
-            name: "certsync-client".into(),
-        }
-    );
 }
 
 #[test]
