@@ -7,10 +7,9 @@
 //! (the only part of `pki` its pod mounts), the API server's under
 //! `pki/certsync`, the controller-manager and scheduler given kubeconfigs of
 //! certsync's that reference their client targets by file. Manifests change
-//! only in what `kubeadm upgrade` regenerates from the ClusterConfiguration
-//! (`extraArgs`, `extraVolumes`), and the ClusterConfiguration in the
-//! `kubeadm-config` ConfigMap gets the same fields so the next upgrade keeps
-//! them.
+//! only in what kubeadm writes for a ClusterConfiguration's `extraArgs` and
+//! `extraVolumes`; the ClusterConfiguration in the `kubeadm-config`
+//! ConfigMap stays kubeadm's (see `cluster`).
 //!
 //! Every path is the node's (`/etc/kubernetes/...`), read and written below
 //! `--kubeadm-dir` (the same directory on a real node; a node's directory

@@ -1,9 +1,9 @@
 //! Unit tests on fixtures copied from a kubeadm v1.36.2 node
 //! (`tests/fixtures/kubeadm/`: its four manifests, its certificates without
 //! keys, its ClusterConfiguration), and `adopted/`: the manifests kubeadm
-//! itself generated (`init phase control-plane all`, `etcd local`) from the
-//! ClusterConfiguration adopt wrote, and that ClusterConfiguration as the
-//! ConfigMap stored it.
+//! itself generated (`init phase control-plane all`, `etcd local`) from a
+//! local ClusterConfiguration carrying certsync's `extraArgs` and
+//! `extraVolumes` (the guide's "Pointing the components at the targets").
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +33,7 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
         assert_eq!(
             m.render().expect("render"),
             kubeadms,
-            "{}: byte for byte what kubeadm writes from the adopted ClusterConfiguration",
+            "{}: byte for byte what kubeadm writes for certsync's extraArgs and extraVolumes",
             c.name
         );
         // Adopting what kubeadm regenerated changes nothing.
@@ -45,20 +45,6 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
         assert!(manifest::unadopt(&c, &mut again), "{}", c.name);
         assert_eq!(again.render().expect("render"), original, "{}", c.name);
     }
-}
-
-#[test]
-fn cluster_configuration_loses_exactly_an_earlier_adopts_fields() {
-    let original = fixture("cluster-configuration.yaml");
-    let stored = fixture("adopted/cluster-configuration.yaml");
-    let mut cc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stored).expect("yaml");
-    assert_eq!(
-        cluster::present(&cc, &manifest::components()).len(),
-        9 + 6 + 4 + 1 + 3 + 2
-    );
-    assert!(cluster::unadopt(&mut cc, &manifest::components()));
-    assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), original);
-    assert!(cluster::present(&cc, &manifest::components()).is_empty());
 }
 
 #[test]
@@ -269,9 +255,7 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         assert!(p.files.iter().any(|f| f.path == bundle), "{bundle}");
     }
     let text = p.text();
-    // Nothing to take out of a ClusterConfiguration it could not read, and
-    // nothing added to it: the adoption is this node's.
-    assert!(p.cluster_configuration.is_empty(), "{text}");
+    // Nothing added to the ClusterConfiguration: the adoption is this node's.
     assert!(
         text.contains("ClusterConfiguration (kubeadm-config): stays kubeadm's;"),
         "{text}"
@@ -413,8 +397,8 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
 
 #[tokio::test]
 async fn a_plan_with_nothing_to_change_in_a_section_says_so() {
-    // Manifests kubeadm generated from an adopted ClusterConfiguration (a
-    // node joined after adoption): nothing to change in them.
+    // Manifests kubeadm generated for certsync's flags and volumes (the
+    // guide's way by hand, from a local config): nothing to change in them.
     let dir = node_dir();
     for c in manifest::components() {
         std::fs::write(

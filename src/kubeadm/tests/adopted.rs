@@ -325,11 +325,7 @@ pub(super) async fn bind() -> (tokio::net::TcpListener, String) {
 impl ConfigMapApi {
     /// An API server holding kubeadm's ClusterConfiguration.
     pub(super) async fn start() -> ConfigMapApi {
-        Self::start_with(super::fixture("cluster-configuration.yaml")).await
-    }
-
-    /// An API server holding `cluster_configuration`.
-    pub(super) async fn start_with(cluster_configuration: String) -> ConfigMapApi {
+        let cluster_configuration = super::fixture("cluster-configuration.yaml");
         let (listener, url) = bind().await;
         let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let stored = serde_json::json!({
