@@ -32,12 +32,12 @@ pub enum KubeadmCommand {
     /// Give the certificates back to kubeadm: its pairs and kubeconfigs
     /// from adopt's backup (any that ends within 24 h issued again from the
     /// CA, kubeadm's certificate with a new serial and validity), its
-    /// manifests restored, certsync's static pod removed, fields an
-    /// earlier adopt left in the ClusterConfiguration taken out; certsync's files moved into
-    /// the backup (removed with --purge). Refuses an unreadable
-    /// ClusterConfiguration, a file the backup lacks, a certificate to issue
-    /// again from a CA that ends within 24 h. Nothing to do on a node never
-    /// adopted.
+    /// manifests restored, certsync's static pod removed; certsync's files
+    /// moved into the backup (removed with --purge). It changes only this
+    /// node's files and needs no API server (it then waits for this node's
+    /// own to come back, --api-server-timeout). Refuses a file the backup
+    /// lacks, a certificate to issue again from a CA that ends within 24 h.
+    /// Nothing to do on a node never adopted.
     Revert(RevertArgs),
     /// Report whether the node is adopted and healthy (exit code per cause).
     ///
@@ -187,11 +187,6 @@ pub struct RevertArgs {
     /// Check and print what revert would do; change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Revert even when the ClusterConfiguration (kubeadm-config) cannot be
-    /// read: the entries to take out by hand are printed. Without it revert
-    /// refuses, changing nothing.
-    #[arg(long)]
-    pub local_only: bool,
     /// How long to wait, once everything is handed back, for the API
     /// server to restart on kubeadm's files: serving kubeadm's certificate
     /// (pki/apiserver.crt) at its advertise address and answering /readyz

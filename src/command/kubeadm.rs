@@ -27,7 +27,6 @@ impl From<&RevertArgs> for RevertOptions {
             dir: a.kubeadm_dir.clone(),
             dry_run: a.dry_run,
             purge: a.purge,
-            local_only: a.local_only,
             api_server_timeout: a.api_server_timeout,
         }
     }

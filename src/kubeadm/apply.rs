@@ -2,9 +2,10 @@
 //! at a file no running certsync renews: backups, certsync's configuration
 //! and kubeconfigs, certsync's static pod, then the gate (that pod, of this
 //! configuration and image, ready and every target holding a live pair: it
-//! issues every target at start, so adopt issues nothing itself), the
-//! ClusterConfiguration, then the component manifests (whose change
-//! restarts the API server the ClusterConfiguration is written through).
+//! issues every target at start, so adopt issues nothing itself),
+//! `kube-public/cluster-info` when a CA renewal needs it, then the
+//! component manifests (whose change restarts the API server cluster-info
+//! is written through).
 //! A pod not ready in time is taken out (the previous one put back) with
 //! everything this run changed. Every write is atomic
 //! (`writer::replace_file`).
@@ -16,7 +17,7 @@ use super::plan::{self, BACKUPS, POD, Plan, STATE};
 use super::ready::Seen;
 use super::record::{State, mkdir, node_rel, put, put_mode};
 use super::undo::Undo;
-use super::{KubeadmError, Options, cluster, digest, host};
+use super::{KubeadmError, Options, digest, host};
 use crate::writer::replace_file;
 
 /// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied.
@@ -180,22 +181,9 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
             put(dir, &node_rel(dir, backup, &f.path), &old)?;
         }
     }
-    if let Some(s) = &plan.stored {
-        put(
-            dir,
-            &format!("{backup}/cluster-configuration.yaml"),
-            s.text.as_bytes(),
-        )?;
-    }
     let kubeadms = back_up_kubeadms(dir, backup, &mut state)?;
     state.backups.push(backup.clone());
     state.trust.clone_from(&plan.trust_record);
-    // Whether the ClusterConfiguration is known to hold none of adopt's
-    // fields (read, and nothing found); set once adopt took them out. A
-    // later revert then needs no API server.
-    if plan.cluster_configuration_reachable {
-        state.cluster_config_reverted = plan.cluster_configuration.is_empty();
-    }
     for m in &plan.manifests {
         // A manifest that already names certsync's files (only its trust
         // annotation changes: a CA renewal on an adopted node) is adopt's
@@ -349,10 +337,10 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
 /// only to joins after the old certificate's end, and `certsync kubeadm
 /// status` names it until it is done.
 async fn cluster_info(plan: &Plan, out: &mut String) {
-    let (Some(stored), Some(new)) = (&plan.stored, &plan.cluster_info_new) else {
+    let (Some(client), Some(new)) = (&plan.client, &plan.cluster_info_new) else {
         return;
     };
-    match super::cluster_info::write(stored.client(), new).await {
+    match super::cluster_info::write(client, new).await {
         Ok(()) => {
             let _ = writeln!(
                 out,
@@ -382,23 +370,12 @@ async fn started(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Se
     super::ready::wait(dir, plan.probe, &plan.generation, opts.ready_timeout).await
 }
 
-/// adopt's changes once certsync's pod is ready: the
-/// ClusterConfiguration, then the component manifests.
+/// adopt's changes once certsync's pod is ready: cluster-info, then the
+/// component manifests.
 async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
-    // Fields an earlier certsync adopt left in the ClusterConfiguration,
-    // taken out before the manifests change: changing the API server's
+    // cluster-info before the manifests change: changing the API server's
     // manifest restarts it, and a write racing that restart fails
-    // (`apiserver is shutting down`) with the manifests already changed.
-    if let (Some(stored), Some(new)) = (&plan.stored, &plan.cluster_configuration_new) {
-        cluster::write(stored, new).await?;
-        let mut state = State::read(dir)?.unwrap_or_default();
-        state.cluster_config_reverted = true;
-        state.write(dir)?;
-        let _ = writeln!(
-            out,
-            "took an earlier adopt's fields out of the ClusterConfiguration in kubeadm-config"
-        );
-    }
+    // (`apiserver is shutting down`).
     cluster_info(plan, out).await;
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.after)?;

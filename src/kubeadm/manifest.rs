@@ -57,14 +57,11 @@ pub struct Volume {
     pub kind: &'static str,
 }
 
-/// One kubeadm component: its manifest, its ClusterConfiguration section,
-/// and adopt's changes.
+/// One kubeadm component: its manifest and adopt's changes.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Component {
     /// `kube-apiserver`, `etcd`, ...: the manifest's file stem and container.
     pub name: &'static str,
-    /// `apiServer`, `etcd.local`, `controllerManager`, `scheduler`.
-    pub section: &'static str,
     /// (flag, kubeadm's value, certsync's value).
     pub flags: Vec<Flag>,
     pub volumes: Vec<Volume>,
@@ -167,26 +164,23 @@ pub fn components() -> Vec<Component> {
         path: format!("{KUBECONFIGS}/{file}"),
         kind: "File",
     };
-    let component = |name, section, flags, volumes, trusts| Component {
+    let component = |name, flags, volumes, trusts| Component {
         name,
-        section,
         flags,
         volumes,
         trusts,
     };
     vec![
-        component("kube-apiserver", "apiServer", api, vec![], true),
-        component("etcd", "etcd.local", etcd, vec![], true),
+        component("kube-apiserver", api, vec![], true),
+        component("etcd", etcd, vec![], true),
         component(
             "kube-controller-manager",
-            "controllerManager",
             kcm,
             vec![conf_volume("controller-manager.conf")],
             true,
         ),
         component(
             "kube-scheduler",
-            "scheduler",
             kubeconfig_flags("scheduler.conf"),
             vec![
                 conf_volume("scheduler.conf"),

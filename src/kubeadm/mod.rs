@@ -7,10 +7,9 @@
 //! (the only part of `pki` its pod mounts), the API server's under
 //! `pki/certsync`, the controller-manager and scheduler given kubeconfigs of
 //! certsync's that reference their client targets by file. Manifests change
-//! only in what `kubeadm upgrade` regenerates from the ClusterConfiguration
-//! (`extraArgs`, `extraVolumes`), and the ClusterConfiguration in the
-//! `kubeadm-config` ConfigMap gets the same fields so the next upgrade keeps
-//! them.
+//! only in what kubeadm writes for a ClusterConfiguration's `extraArgs` and
+//! `extraVolumes`; the ClusterConfiguration in the `kubeadm-config`
+//! ConfigMap stays kubeadm's (see `cluster`).
 //!
 //! Every path is the node's (`/etc/kubernetes/...`), read and written below
 //! `--kubeadm-dir` (the same directory on a real node; a node's directory
@@ -146,9 +145,6 @@ pub struct RevertOptions {
     pub api_server_timeout: std::time::Duration,
     /// `--purge`: certsync's own files go too.
     pub purge: bool,
-    /// `--local-only`: go on when the ClusterConfiguration cannot be read
-    /// or changed; the operator changes it by hand (what to change is printed).
-    pub local_only: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -400,39 +396,13 @@ pub enum Refusal {
 /// and says what the node is left as and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum RevertError {
+    /// A failure once revert has started changing the node: each step
+    /// finds its work done or does it, so a re-run finishes.
     #[error(
-        "{source}; nothing was changed. Wait until the API server admin.conf names answers (after \
-         adopt or revert on another node it restarts for about 40 s: check its /readyz), or \
-         pass --local-only and take adopt's entries out of kubeadm-config by hand"
+        "stopped partway, the node is part-reverted: {source}; run `certsync kubeadm revert` \
+         again: it finishes what is left"
     )]
-    ClusterConfigUnread { source: Box<KubeadmError> },
-    #[error(
-        "{source}; nothing was changed (the ClusterConfiguration is revert's first change): \
-         run `certsync kubeadm revert` again once the API server admin.conf names \
-         accepts writes, or pass --local-only and take adopt's entries out of \
-         kubeadm-config by hand"
-    )]
-    ClusterConfigWrite { source: Box<KubeadmError> },
-    #[error(
-        "the ClusterConfiguration is done, but recording it failed ({source}); nothing else \
-         was changed: run `certsync kubeadm revert` again (it finds adopt's fields gone)"
-    )]
-    Recording { source: Box<KubeadmError> },
-    /// A failure after revert's first change; `cluster_config_done`: the
-    /// ClusterConfiguration step is recorded, so a re-run needs no API server.
-    #[error(
-        "stopped partway, the node is part-reverted: {source}; {}run `certsync kubeadm revert` \
-         again: it finishes what is left",
-        if *.cluster_config_done {
-            "the ClusterConfiguration is done (recorded in adopted.json: the re-run needs no API server); "
-        } else {
-            ""
-        }
-    )]
-    PartReverted {
-        source: Box<KubeadmError>,
-        cluster_config_done: bool,
-    },
+    PartReverted { source: Box<KubeadmError> },
     /// A symlink where one of certsync's own files or directories should
     /// be, seen before anything changed.
     #[error(

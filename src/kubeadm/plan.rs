@@ -1,9 +1,7 @@
-//! The plan: what adopt reads on the node, what it refuses, and every file,
-//! manifest flag and ClusterConfiguration field it would write.
+//! The plan: what adopt reads on the node, what it refuses, and every file
+//! and manifest flag it would write.
 
 use std::path::{Path, PathBuf};
-
-use serde_yaml_ng::Value;
 
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
 use super::{KubeadmError, Options, Refusal, cluster, cluster_info, host, node, trust};
@@ -57,15 +55,10 @@ pub struct Plan {
     pub cluster_configuration_from: String,
     pub files: Vec<FileWrite>,
     pub manifests: Vec<ManifestChange>,
-    /// (field, name, value) an earlier certsync adopt set in the
-    /// ClusterConfiguration, taken out.
-    pub cluster_configuration: Vec<cluster::Field>,
-    /// Whether the kubeadm-config ConfigMap can be written (read through admin.conf).
-    pub cluster_configuration_reachable: bool,
+    /// The client the ClusterConfiguration was read through, when it was:
+    /// `kube-public/cluster-info` is written the same way.
     #[serde(skip)]
-    pub cluster_configuration_new: Option<Value>,
-    #[serde(skip)]
-    pub stored: Option<std::sync::Arc<cluster::Stored>>,
+    pub client: Option<kube::Config>,
     /// What adopt does to `kube-public/cluster-info`'s CA data, or why it
     /// cannot (`None`: it already trusts the CA's certificates).
     pub cluster_info: Option<String>,
@@ -113,7 +106,7 @@ pub struct Plan {
 /// ConfigMap is not kubeadm's shape, why not, and only once a renewal is
 /// there to miss (a join fails only after the old certificate's end).
 async fn cluster_info_change(
-    stored: Option<&cluster::Stored>,
+    client: Option<&kube::Config>,
     bundle: &[u8],
 ) -> (
     Option<String>,
@@ -128,10 +121,10 @@ async fn cluster_info_change(
             )
         })
     };
-    let Some(stored) = stored else {
+    let Some(client) = client else {
         return (not("kubeadm-config was not read".into()), None);
     };
-    let read = cluster_info::read(stored.client()).await;
+    let read = cluster_info::read(client).await;
     match read.and_then(|c| c.with_ca(bundle)) {
         Ok(None) => (None, None),
         Ok(Some(new)) => (
@@ -179,31 +172,18 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let config = config.into_bytes();
     let generation = super::pod::generation(&config, &trust.digest, &opts.image);
     let files = certsyncs_files(opts, &trust, config, &generation, adopted)?;
-    // The ClusterConfiguration stays kubeadm's: fields an earlier certsync
-    // adopt put there are taken out (see `cluster`).
-    let (cc, new) = match &stored {
-        Some(s) => {
-            let found = cluster::present(&s.config, &components);
-            let mut config = s.config.clone();
-            let changed = cluster::unadopt(&mut config, &components);
-            (found, changed.then_some(config))
-        }
-        None => (Vec::new(), None),
-    };
     // The image of the pod a re-adopt replaces: shown beside the new one.
     let image_before = node::read_optional(dir, POD)?
         .and_then(|old| super::pod::probe(&String::from_utf8_lossy(&old)).ok())
         .and_then(|(image, _, _)| image)
         .filter(|old| *old != crate::escape(&opts.image));
+    let client = stored.map(|s| s.client);
     let (cluster_info, cluster_info_new) =
-        cluster_info_change(stored.as_ref(), &trust.ca_bundle).await;
+        cluster_info_change(client.as_ref(), &trust.ca_bundle).await;
     Ok(Plan {
         kubeadm_dir: dir.clone(),
         cluster_configuration_from: from,
-        cluster_configuration_reachable: stored.is_some(),
-        cluster_configuration: cc,
-        cluster_configuration_new: new,
-        stored: stored.map(std::sync::Arc::new),
+        client,
         cluster_info,
         cluster_info_new,
         files,

@@ -39,12 +39,6 @@ pub struct State {
     /// adoption that kept them: revert hands back whichever lasts longer.
     #[serde(default)]
     pub pairs: BTreeMap<String, String>,
-    /// The ClusterConfiguration is known to hold none of adopt's fields
-    /// (adopt read it and found none or took them out, or revert took them
-    /// out): revert then needs no API server (a revert that stopped after
-    /// that step finishes while this node's restarts on kubeadm's manifest).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cluster_config_reverted: bool,
     /// The directories adopt made (or found empty: an earlier revert's
     /// leftovers), node paths: revert removes each once it is empty again.
     /// A record written before this field: all of [`MADE_DIRS`]

@@ -5,24 +5,22 @@
 //! revert puts kubeadm's manifests back (the backup when the manifest is
 //! still the one adopt wrote, byte for byte; otherwise, after a `kubeadm
 //! upgrade` rewrote it, adopt's flags and volumes taken out of the current
-//! one so the upgrade is kept), removes certsync's static pod, takes
-//! adopt's ClusterConfiguration fields out (exactly those: anything else
-//! changed since stays). certsync's targets, configuration and
-//! kubeconfigs move into the backup (removed with `--purge`): a stale copy
-//! left in place would be used silently by a later `kubeadm upgrade` whose
-//! ClusterConfiguration still names them (another node adopted), and
-//! expire there unnoticed. The record moves into the backup, so a second
-//! revert finds nothing to do.
+//! one so the upgrade is kept) and removes certsync's static pod. It
+//! changes only this node's files, as adopt does, so it needs no API
+//! server. certsync's targets, configuration and kubeconfigs move into the
+//! backup (removed with `--purge`): a stale copy left in place would be
+//! used silently by anything still naming it, and expire there unnoticed.
+//! The record moves into the backup, so a second revert finds nothing to
+//! do.
 //!
 //! kubeadm's pairs and kubeconfigs come back from adopt's first backup,
 //! any whose certificate ends within [`super::REVERT_MARGIN_SECS`] issued
 //! again on the host ([`handback`]): never a file certsync's container
 //! could have written, nothing that ends within a day.
 //!
-//! Refused before anything changes: a ClusterConfiguration it cannot read
-//! (unless `--local-only`), a pair or kubeconfig whose kubeadm copy is not
-//! in the backup, a certificate it cannot issue again to last a day, a
-//! symlink where one of certsync's own files should be.
+//! Refused before anything changes: a pair or kubeconfig whose kubeadm
+//! copy is not in the backup, a certificate it cannot issue again to last
+//! a day, a symlink where one of certsync's own files should be.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -31,22 +29,13 @@ use super::handback::{Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets};
 use super::record::State;
-use super::{KubeadmError, RevertError, RevertOptions, cluster, digest, host, moves, node};
+use super::{KubeadmError, RevertError, RevertOptions, digest, host, moves, node};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
 
 /// Everything revert would do on an adopted node, in the order it does it.
 pub struct RevertPlan {
-    /// adopt's record as read.
-    pub state: State,
-    /// What the ClusterConfiguration step is (said before the steps, in a
-    /// dry run and a real one alike, when it is not revert's to do).
-    pub preamble: String,
-    /// The ClusterConfiguration as read, and adopt's fields taken out of
-    /// it when it holds any; `None`: not revert's to change (recorded as
-    /// done, or `--local-only` without it).
-    pub cluster: Option<(cluster::Stored, Option<serde_yaml_ng::Value>)>,
     /// The newest backup: certsync's files move into it.
     pub newest: String,
     /// certsync's static pod is in place: it goes first.
@@ -96,37 +85,6 @@ pub async fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmErr
     let Some(state) = State::read(dir)? else {
         return Ok(None);
     };
-    let mut preamble = String::new();
-    let admin = host(dir, "/etc/kubernetes/admin.conf");
-    let cluster = if state.cluster_config_reverted {
-        preamble.push_str("ClusterConfiguration: holds none of adopt's fields (checked when adopting, or taken out by an earlier revert)\n");
-        None
-    } else {
-        match cluster::read(&admin).await {
-            Ok(stored) => {
-                let mut config = stored.config.clone();
-                let changed = cluster::unadopt(&mut config, &manifest::components());
-                Some((stored, changed.then_some(config)))
-            }
-            Err(e) if opts.local_only => {
-                let _ = writeln!(
-                    preamble,
-                    "ClusterConfiguration not read ({e}); --local-only: before the next `kubeadm upgrade` \
-                     or `join`, remove these entries from kubeadm-config by hand (if no other node is adopted):"
-                );
-                for (field, name, value) in hand_edits() {
-                    let _ = writeln!(preamble, "  {field}: {name}={value}");
-                }
-                None
-            }
-            Err(e) => {
-                return Err(RevertError::ClusterConfigUnread {
-                    source: Box::new(e),
-                }
-                .into());
-            }
-        }
-    };
     // certsync's files are moved or purged as root: none may be reached
     // through a symlink (a compromised certsync container could put one in
     // place of a target to have revert move or delete the host's files).
@@ -147,9 +105,6 @@ pub async fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmErr
     Ok(Some(RevertPlan {
         newest: state.backups.last().cloned().unwrap_or_default(),
         pod: node::read_optional(dir, POD)?.is_some(),
-        state,
-        preamble,
-        cluster,
         handbacks,
         manifests,
         own,
@@ -235,13 +190,6 @@ impl RevertPlan {
     pub fn text(&self, tense: Tense) -> String {
         let t = |did, would| tense.pick(did, would);
         let mut out = String::new();
-        if let Some((_, Some(_))) = &self.cluster {
-            let _ = writeln!(
-                out,
-                "{} adopt's fields out of the ClusterConfiguration in kubeadm-config",
-                t("took", "would take")
-            );
-        }
         let newest = &self.newest;
         if self.pod {
             let _ = writeln!(
@@ -373,10 +321,4 @@ pub(super) fn symlink_on_the_way(dir: &Path, node_path: &str) -> Option<String> 
         Err(moves::Blocked::Link(at)) => Some(at),
         _ => None,
     }
-}
-
-/// Every ClusterConfiguration entry adopt sets: what to take out by hand.
-fn hand_edits() -> Vec<cluster::Field> {
-    let mut config = serde_yaml_ng::Value::Mapping(Default::default());
-    cluster::adopt(&mut config, &manifest::components()).unwrap_or_default()
 }

@@ -1,7 +1,6 @@
 //! `certsync kubeadm revert`: its [`RevertPlan`] printed (`--dry-run`) or
 //! carried out, in an order that a re-run completes from wherever it
-//! stopped: the ClusterConfiguration (the one step that needs the API
-//! server), certsync's pod and daemon, kubeadm's pairs and kubeconfigs,
+//! stopped: certsync's pod and daemon, kubeadm's pairs and kubeconfigs,
 //! the component manifests, certsync's own files, the directories adopt
 //! made, and last adopt's record.
 
@@ -10,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::handback;
 use super::plan::{POD, STATE, backup_path, targets};
 use super::revert::{self, RevertPlan, Tense, names_in, symlink_on_the_way};
-use super::{KubeadmError, RevertError, RevertOptions, cluster, host, moves};
+use super::{KubeadmError, RevertError, RevertOptions, host, moves};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
@@ -21,8 +20,7 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     };
     if opts.dry_run {
         return Ok(format!(
-            "{}dry run: revert would do this, writing nothing:\n{}{}{}dry run: nothing was changed\n",
-            plan.preamble,
+            "dry run: revert would do this, writing nothing:\n{}{}{}dry run: nothing was changed\n",
             plan.text(Tense::Would),
             api_server_manifest(opts, &plan).map_or(String::new(), |m| format!(
                 "would wait up to {} for the API server to restart on kubeadm's files (serving \
@@ -40,8 +38,7 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
         .map(|w| format!("warning: {w}\n"))
         .unwrap_or_default();
     Ok(format!(
-        "{}{}{back}reverted\n{kubelet}{}",
-        plan.preamble,
+        "{}{back}reverted\n{kubelet}{}",
         plan.text(Tense::Did),
         super::audit::warnings(&opts.dir)
     ))
@@ -82,32 +79,13 @@ async fn api_server_back(opts: &RevertOptions, plan: &RevertPlan) -> Result<Stri
     ))
 }
 
-/// Carries `plan` out; returns it with the directories as found.
+/// Carries `plan` out; returns it with the directories as found. Any
+/// failure leaves the node part-reverted, which a re-run finishes.
 async fn apply(opts: &RevertOptions, mut plan: RevertPlan) -> Result<RevertPlan, KubeadmError> {
-    let dir = &opts.dir;
-    // The ClusterConfiguration first, the one step that needs the API
-    // server: this node's is still running as adopted (restoring its
-    // manifest restarts it for ~40 s), and a refused or lost write leaves
-    // the node as it was. Once written, the record says so, and a revert
-    // that stops later finishes without the API server.
-    if let Some((stored, new)) = &plan.cluster {
-        if let Some(config) = new {
-            cluster::write(stored, config)
-                .await
-                .map_err(|e| RevertError::ClusterConfigWrite {
-                    source: Box::new(e),
-                })?;
-        }
-        plan.state.cluster_config_reverted = true;
-        plan.state.write(dir).map_err(|e| RevertError::Recording {
-            source: Box::new(e),
-        })?;
-    }
     local(opts, &mut plan)
         .await
         .map_err(|e| RevertError::PartReverted {
             source: Box::new(e),
-            cluster_config_done: plan.state.cluster_config_reverted,
         })?;
     Ok(plan)
 }

@@ -1,9 +1,9 @@
 //! Unit tests on fixtures copied from a kubeadm v1.36.2 node
 //! (`tests/fixtures/kubeadm/`: its four manifests, its certificates without
 //! keys, its ClusterConfiguration), and `adopted/`: the manifests kubeadm
-//! itself generated (`init phase control-plane all`, `etcd local`) from the
-//! ClusterConfiguration adopt wrote, and that ClusterConfiguration as the
-//! ConfigMap stored it.
+//! itself generated (`init phase control-plane all`, `etcd local`) from a
+//! local ClusterConfiguration carrying certsync's `extraArgs` and
+//! `extraVolumes` (the guide's "Pointing the components at the targets").
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +33,7 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
         assert_eq!(
             m.render().expect("render"),
             kubeadms,
-            "{}: byte for byte what kubeadm writes from the adopted ClusterConfiguration",
+            "{}: byte for byte what kubeadm writes for certsync's extraArgs and extraVolumes",
             c.name
         );
         // Adopting what kubeadm regenerated changes nothing.
@@ -48,30 +48,10 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
 }
 
 #[test]
-fn cluster_configuration_gets_exactly_adopts_fields_and_loses_them() {
-    let original = fixture("cluster-configuration.yaml");
-    let stored = fixture("adopted/cluster-configuration.yaml");
-    let mut cc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&original).expect("yaml");
-    assert!(cluster::refusal(&cc).is_none());
-    let set = cluster::adopt(&mut cc, &manifest::components()).expect("adopt");
-    assert_eq!(set.len(), 9 + 6 + 4 + 1 + 3 + 2, "{set:?}");
-    assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), stored);
-    assert!(
-        cluster::adopt(&mut cc, &manifest::components())
-            .expect("again")
-            .is_empty()
-    );
-    // What an earlier adopt left is found entry by entry, and taken out.
-    assert_eq!(cluster::present(&cc, &manifest::components()), set);
-    assert!(cluster::unadopt(&mut cc, &manifest::components()));
-    assert_eq!(serde_yaml_ng::to_string(&cc).expect("yaml"), original);
-    assert!(cluster::present(&cc, &manifest::components()).is_empty());
-}
-
-#[test]
 fn a_cluster_configuration_adopt_does_not_know_is_refused() {
     let base: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&fixture("cluster-configuration.yaml")).expect("yaml");
+    assert!(cluster::refusal(&base).is_none());
     let external = |r: &Refusal| matches!(r, Refusal::ExternalEtcd);
     let dir = |r: &Refusal| matches!(r, Refusal::CertificatesDir { dir } if dir == "/srv/pki");
     let version = |r: &Refusal| matches!(r, Refusal::ApiVersion { found } if found == "kubeadm.k8s.io/v1beta3");
@@ -91,35 +71,6 @@ fn a_cluster_configuration_adopt_does_not_know_is_refused() {
         let why = cluster::refusal(&cc).unwrap_or_else(|| panic!("{change}: not refused"));
         assert!(refused(&why), "{change}: {why}");
     }
-    // An extraArgs entry of a flag adopt sets, with someone else's value.
-    let mut cc = base.clone();
-    cc["apiServer"] = serde_yaml_ng::from_str(
-        "{extraArgs: [{name: tls-cert-file, value: /etc/kubernetes/pki/mine.crt}]}",
-    )
-    .expect("yaml");
-    let why = cluster::adopt(&mut cc, &manifest::components()).expect_err("refused");
-    assert_eq!(
-        why,
-        cluster::FieldError::OtherArg {
-            field: "apiServer.extraArgs".into(),
-            name: "tls-cert-file".into(),
-            value: "/etc/kubernetes/pki/mine.crt".into(),
-        }
-    );
-    // A volume of certsync's name that is not certsync's.
-    let mut cc = base;
-    cc["scheduler"] = serde_yaml_ng::from_str(
-        "{extraVolumes: [{name: certsync-client, hostPath: /srv, mountPath: /srv}]}",
-    )
-    .expect("yaml");
-    let why = cluster::adopt(&mut cc, &manifest::components()).expect_err("refused");
-    assert_eq!(
-        why,
-        cluster::FieldError::OtherVolume {
-            field: "scheduler.extraVolumes".into(),
-            name: "certsync-client".into(),
-        }
-    );
 }
 
 #[test]
@@ -304,9 +255,7 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
         assert!(p.files.iter().any(|f| f.path == bundle), "{bundle}");
     }
     let text = p.text();
-    // Nothing to take out of a ClusterConfiguration it could not read, and
-    // nothing added to it: the adoption is this node's.
-    assert!(p.cluster_configuration.is_empty(), "{text}");
+    // Nothing added to the ClusterConfiguration: the adoption is this node's.
     assert!(
         text.contains("ClusterConfiguration (kubeadm-config): stays kubeadm's;"),
         "{text}"
@@ -448,8 +397,8 @@ async fn the_plan_on_kubeadms_files_names_every_change() {
 
 #[tokio::test]
 async fn a_plan_with_nothing_to_change_in_a_section_says_so() {
-    // Manifests kubeadm generated from an adopted ClusterConfiguration (a
-    // node joined after adoption): nothing to change in them.
+    // Manifests kubeadm generated for certsync's flags and volumes (the
+    // guide's way by hand, from a local config): nothing to change in them.
     let dir = node_dir();
     for c in manifest::components() {
         std::fs::write(

@@ -8,10 +8,7 @@ use crate::validate::rfc3339;
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-            && self.manifests.is_empty()
-            && self.cluster_configuration.is_empty()
-            && self.kubeconfigs_trusted.is_empty()
+        self.files.is_empty() && self.manifests.is_empty() && self.kubeconfigs_trusted.is_empty()
     }
 
     /// The plan as a person reads it.
@@ -153,15 +150,6 @@ impl Plan {
              on a new node (adopt it afterwards), and `kubeadm upgrade` puts this node back on \
              kubeadm's files, which certsync keeps renewed: run adopt again after it\n",
         );
-        if !self.cluster_configuration.is_empty() {
-            s.push_str(
-                "  taking out what an earlier certsync adopt set there (a joining node would get \
-                 manifests naming files it does not have):\n",
-            );
-        }
-        for (field, name, value) in &self.cluster_configuration {
-            let _ = writeln!(s, "  - {field}: {name}={value}");
-        }
     }
 
     fn cluster_info_text(&self, s: &mut String) {

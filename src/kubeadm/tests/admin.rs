@@ -106,22 +106,21 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
         let conf = admin_conf(&fake.url, cluster, &user);
         let said = format!("has {field}");
 
-        // revert on an adopted node: refused, nothing changed.
+        // Read through it on an adopted node: refused, naming the field.
         let dir = adopted_node();
         std::fs::write(dir.path().join("admin.conf"), &conf).expect("write");
-        let why = revert_refusal(&RevertOptions {
-            local_only: false,
-            ..revert_options(dir.path())
-        })
-        .await;
+        let why = cluster_configuration(dir.path()).await.expect_err("read");
         assert!(
-            matches!(&why, RevertError::ClusterConfigUnread { source }
-                if matches!(&**source, KubeadmError::File { path, problem }
-                    if path.ends_with("admin.conf")
-                        && matches!(&**problem, FileProblem::Shape(ShapeError::Field { field: f, .. })
-                            if f.starts_with(field)))),
+            matches!(&why, KubeadmError::File { path, problem }
+                if path.ends_with("admin.conf")
+                    && matches!(&**problem, FileProblem::Shape(ShapeError::Field { field: f, .. })
+                        if f.starts_with(field))),
             "{field}: {why}"
         );
+        // revert never reads it: it changes only the node's files and
+        // hands kubeadm's admin.conf back over it.
+        let out = revert(&revert_options(dir.path())).await.expect("revert");
+        assert!(out.ends_with("reverted\n"), "{field}: {out}");
 
         // adopt on kubeadm's node (no backup yet): it needs no
         // ClusterConfiguration, so it plans without one, saying why it was
@@ -156,29 +155,35 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
     }
 }
 
+/// The ClusterConfiguration read as adopt reads it, through the node's
+/// admin.conf.
+async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Value, KubeadmError> {
+    let stored = crate::kubeadm::cluster::read(&d.join("admin.conf")).await?;
+    Ok(stored.config)
+}
+
 #[tokio::test]
-async fn revert_reaches_the_backups_server_not_the_one_admin_conf_names() {
+async fn adopt_reaches_the_backups_server_not_the_one_admin_conf_names() {
     // The container points admin.conf at its own listener (the genuine
-    // pair kept): revert must still reach the backup's server, or a
-    // success would be reported against the container's answer.
+    // pair kept): a re-adopt must still reach the backup's server, or it
+    // would judge the container's answer.
     let fake = Listener::start().await;
-    let (api, dir, opts) = adopted_node_with_api().await;
+    let api = ConfigMapApi::start().await;
+    let dir = adopted_node_on(&api);
     let d = dir.path();
     let live = std::fs::read_to_string(d.join("admin.conf")).expect("admin.conf");
     std::fs::write(d.join("admin.conf"), live.replace(&api.url, &fake.url)).expect("write");
-    let out = revert(&opts).await.expect("revert");
-    assert!(out.ends_with("reverted\n"), "{out}");
-    assert_eq!(
-        *api.puts.lock().expect("lock"),
-        vec![super::fixture("cluster-configuration.yaml")],
-        "the backup's API server got the ClusterConfiguration"
-    );
+    let read = cluster_configuration(d).await.expect("read");
+    let kubeadms: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&super::fixture("cluster-configuration.yaml")).expect("yaml");
+    assert_eq!(read, kubeadms, "the backup's API server answered");
     assert_eq!(fake.seen(), "", "admin.conf's server was reached");
 }
 
 #[tokio::test]
 async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
-    let (api, dir, opts) = adopted_node_with_api().await;
+    let api = ConfigMapApi::start().await;
+    let dir = adopted_node_on(&api);
     let d = dir.path();
     let forged = forged_kubeconfig(time::Duration::days(365));
     std::fs::write(
@@ -186,25 +191,23 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
         forged.replace("https://127.0.0.1:1", &api.url),
     )
     .expect("write");
-    let why = revert_refusal(&opts).await;
+    let why = cluster_configuration(d).await.expect_err("read");
     assert!(
-        matches!(&why, RevertError::ClusterConfigUnread { source }
-            if matches!(&**source, KubeadmError::File { problem, .. }
-                if matches!(&**problem, FileProblem::ClientCert(CertError::NotTheCas(_))))),
+        matches!(&why, KubeadmError::File { problem, .. }
+            if matches!(&**problem, FileProblem::ClientCert(CertError::NotTheCas(_)))),
         "{why}"
     );
-    assert!(api.puts.lock().expect("lock").is_empty());
+    assert!(api.requests.lock().expect("lock").is_empty());
 }
 
 #[tokio::test]
-async fn adopt_changes_no_cluster_configuration_nor_manifest_before_certsyncs_pod_is_ready() {
+async fn adopt_changes_no_manifest_before_certsyncs_pod_is_ready() {
     // adopt wrote every manifest naming certsync's targets with no certsync
     // running them (an image the node could not pull). Now certsync's pod,
     // of this configuration and image, must answer ready first; here none
-    // runs: adopt stops at the gate, writes nothing to the API server
-    // (not even taking out the fields an earlier adopt left), leaves
-    // kubeadm's manifests and takes its own files out.
-    let api = ConfigMapApi::start_with(super::fixture("adopted/cluster-configuration.yaml")).await;
+    // runs: adopt stops at the gate, writes nothing to the API server,
+    // leaves kubeadm's manifests and takes its own files out.
+    let api = ConfigMapApi::start().await;
     let dir = node_dir();
     let d = dir.path();
     std::fs::write(
@@ -212,25 +215,9 @@ async fn adopt_changes_no_cluster_configuration_nor_manifest_before_certsyncs_po
         kubeconfig_ending(time::Duration::days(365)).replace("https://127.0.0.1:1", &api.url),
     )
     .expect("admin.conf");
-    // The plan: the ClusterConfiguration stays kubeadm's, so what an
-    // earlier adopt put there (a joining node got manifests naming files
-    // it did not have) is to be taken out, giving kubeadm's back exactly.
+    // The plan read the ClusterConfiguration through the API server.
     let p = plan(&options(d)).await.expect("plan");
-    assert_eq!(
-        p.cluster_configuration.len(),
-        9 + 6 + 4 + 1 + 3 + 2,
-        "{}",
-        p.text()
-    );
-    let kubeadms: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&super::fixture("cluster-configuration.yaml")).expect("yaml");
-    assert_eq!(p.cluster_configuration_new.as_ref(), Some(&kubeadms));
-    assert!(
-        p.text()
-            .contains("taking out what an earlier certsync adopt set there"),
-        "{}",
-        p.text()
-    );
+    assert!(p.client.is_some(), "{}", p.text());
     let opts = Options {
         dry_run: false,
         ..options(d)
@@ -248,7 +235,11 @@ async fn adopt_changes_no_cluster_configuration_nor_manifest_before_certsyncs_po
         Ok(out) => panic!("adopted with no certsync pod:\n{out}"),
     }
     assert_kubeadms_manifests(d);
-    assert!(api.puts.lock().expect("lock").is_empty());
+    assert_eq!(
+        api.writes(),
+        Vec::<String>::new(),
+        "a write before the gate"
+    );
     for gone in [plan::POD, plan::CONFIG, plan::STATE] {
         assert!(!host(d, gone).exists(), "{gone} left behind");
     }

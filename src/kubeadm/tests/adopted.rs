@@ -163,8 +163,8 @@ pub(super) fn adopted_node() -> tempfile::TempDir {
         write(&format!("{t}/tls.crt"), &format!("target {t}\n"));
     }
     write(plan::CONFIG, "mappings: []\n");
-    // The manifests kubeadm regenerates from adopt's ClusterConfiguration,
-    // kubeadm's own in the backup.
+    // The manifests as adopt writes them (what kubeadm generates for
+    // certsync's flags and volumes), kubeadm's own in the backup.
     let mut manifests = serde_json::Map::new();
     for c in manifest::components() {
         let path = format!("/etc/kubernetes/manifests/{}.yaml", c.name);
@@ -223,7 +223,6 @@ pub(super) fn revert_options(dir: &Path) -> RevertOptions {
         dir: dir.to_owned(),
         dry_run: false,
         purge: false,
-        local_only: true,
         // No API server on a test's node directory.
         api_server_timeout: std::time::Duration::ZERO,
     }
@@ -296,15 +295,12 @@ pub(super) fn embedded(text: &str) -> (Vec<u8>, String) {
     )
 }
 
-/// An API server holding the kubeadm-config ConfigMap with adopt's
-/// ClusterConfiguration, over plain HTTP: GET answers it, PUT stores the
-/// object (or, while `refuse` is set, answers 500 as kube-apiserver does
-/// when etcd times out).
+/// An API server holding the kubeadm-config ConfigMap, over plain HTTP:
+/// GET answers it, anything else is refused; every request is kept.
 pub(super) struct ConfigMapApi {
     pub(super) url: String,
-    pub(super) refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// The ClusterConfiguration of each PUT that was accepted.
-    pub(super) puts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Each request as `METHOD path`, in order.
+    pub(super) requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _task: Aborting,
 }
 
@@ -327,63 +323,37 @@ pub(super) async fn bind() -> (tokio::net::TcpListener, String) {
 }
 
 impl ConfigMapApi {
-    async fn start() -> ConfigMapApi {
-        Self::start_with(super::fixture("adopted/cluster-configuration.yaml")).await
-    }
-
-    /// An API server holding `cluster_configuration`.
-    pub(super) async fn start_with(cluster_configuration: String) -> ConfigMapApi {
-        use std::sync::atomic::Ordering::SeqCst;
+    /// An API server holding kubeadm's ClusterConfiguration.
+    pub(super) async fn start() -> ConfigMapApi {
+        let cluster_configuration = super::fixture("cluster-configuration.yaml");
         let (listener, url) = bind().await;
-        let refuse = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let puts = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-        let stored = std::sync::Arc::new(std::sync::Mutex::new(serde_json::json!({
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let stored = serde_json::json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "kubeadm-config", "namespace": "kube-system", "resourceVersion": "7"},
             "data": {"ClusterConfiguration": cluster_configuration},
-        })));
-        let (r, p) = (refuse.clone(), puts.clone());
+        });
+        let seen = requests.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (r, p, stored) = (r.clone(), p.clone(), stored.clone());
+                let (seen, stored) = (seen.clone(), stored.clone());
                 let service =
                     hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let (r, p, stored) = (r.clone(), p.clone(), stored.clone());
+                        let (seen, stored) = (seen.clone(), stored.clone());
                         async move {
-                            use http_body_util::BodyExt as _;
                             let path = req.uri().path().to_owned();
                             let method = req.method().clone();
-                            let body = req.into_body().collect().await?.to_bytes();
+                            seen.lock().expect("lock").push(format!("{method} {path}"));
                             let (code, answer) = if path
                                 != "/api/v1/namespaces/kube-system/configmaps/kubeadm-config"
                             {
                                 (404, serde_json::json!({"kind": "Status", "code": 404}))
                             } else if method == http::Method::GET {
-                                (200, stored.lock().expect("lock").clone())
-                            } else if method == http::Method::PUT && r.load(SeqCst) {
-                                (
-                                    500,
-                                    serde_json::json!({
-                                        "kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                        "message": "etcdserver: request timed out",
-                                        "reason": "InternalError", "code": 500,
-                                    }),
-                                )
-                            } else if method == http::Method::PUT {
-                                let object: serde_json::Value =
-                                    serde_json::from_slice(&body).expect("json");
-                                p.lock().expect("lock").push(
-                                    object["data"]["ClusterConfiguration"]
-                                        .as_str()
-                                        .unwrap_or_default()
-                                        .to_owned(),
-                                );
-                                *stored.lock().expect("lock") = object.clone();
-                                (200, object)
+                                (200, stored)
                             } else {
                                 (405, serde_json::json!({"kind": "Status", "code": 405}))
                             };
@@ -408,16 +378,24 @@ impl ConfigMapApi {
         });
         ConfigMapApi {
             url,
-            refuse,
-            puts,
+            requests,
             _task: Aborting(task),
         }
+    }
+
+    /// The requests made of it other than reads.
+    pub(super) fn writes(&self) -> Vec<String> {
+        let all = self.requests.lock().expect("lock");
+        all.iter()
+            .filter(|r| !r.starts_with("GET "))
+            .cloned()
+            .collect()
     }
 }
 
 /// An adopted node whose admin.conf (current and kubeadm's in the backup)
 /// names `api`.
-fn adopted_node_on(api: &ConfigMapApi) -> tempfile::TempDir {
+pub(super) fn adopted_node_on(api: &ConfigMapApi) -> tempfile::TempDir {
     let dir = adopted_node();
     let d = dir.path();
     for p in [
@@ -428,18 +406,6 @@ fn adopted_node_on(api: &ConfigMapApi) -> tempfile::TempDir {
         std::fs::write(&p, text.replace("https://127.0.0.1:1", &api.url)).expect("write");
     }
     dir
-}
-
-/// An API server, a node adopted on it, and revert's options for it
-/// (reading and writing the ClusterConfiguration).
-pub(super) async fn adopted_node_with_api() -> (ConfigMapApi, tempfile::TempDir, RevertOptions) {
-    let api = ConfigMapApi::start().await;
-    let dir = adopted_node_on(&api);
-    let opts = RevertOptions {
-        local_only: false,
-        ..revert_options(dir.path())
-    };
-    (api, dir, opts)
 }
 
 /// Checks that the node's four manifests are kubeadm's, byte for byte.

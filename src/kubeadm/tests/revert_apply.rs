@@ -1,5 +1,5 @@
-//! revert carried out: what it hands back, where certsync's files go, the
-//! ClusterConfiguration step, certsync's daemon, the directories adopt made.
+//! revert carried out: what it hands back, where certsync's files go,
+//! certsync's daemon, the directories adopt made.
 
 use std::path::{Path, PathBuf};
 
@@ -271,67 +271,25 @@ async fn a_move_that_stopped_after_the_copy_is_finished_by_the_next_revert() {
 }
 
 #[tokio::test]
-async fn a_cluster_configuration_write_that_fails_leaves_the_node_unchanged() {
-    use std::sync::atomic::Ordering::SeqCst;
-    let (api, dir, opts) = adopted_node_with_api().await;
+async fn a_revert_stopped_partway_is_finished_by_a_re_run() {
+    // A local step fails (a file where the backup's pki/certsync/
+    // directory goes, which certsync's targets move into): part-reverted,
+    // and the re-run, once it is out of the way, finishes.
+    let dir = adopted_node();
     let d = dir.path();
-    // The API server answers the read, then refuses the write: nothing on
-    // the node has changed, and the message says a re-run completes.
-    api.refuse.store(true, SeqCst);
-    let why = revert_refusal(&opts).await;
-    assert!(
-        matches!(&why, RevertError::ClusterConfigWrite { source }
-            if source.to_string().contains("etcdserver: request timed out")),
-        "{why}"
-    );
-    assert!(api.puts.lock().expect("lock").is_empty());
-
-    // Re-run once it accepts: the whole revert, ClusterConfiguration first.
-    api.refuse.store(false, SeqCst);
-    let out = revert(&opts).await.expect("revert");
-    assert!(out.ends_with("reverted\n"), "{out}");
-    assert_eq!(
-        *api.puts.lock().expect("lock"),
-        vec![super::fixture("cluster-configuration.yaml")],
-        "adopt's fields taken out, nothing else"
-    );
-    assert_kubeadms_manifests(d);
-}
-
-#[tokio::test]
-async fn a_revert_stopped_after_the_cluster_configuration_completes_without_the_api_server() {
-    use std::sync::atomic::Ordering::SeqCst;
-    let (api, dir, opts) = adopted_node_with_api().await;
-    let d = dir.path();
-    // A local step fails after the ClusterConfiguration was written (a
-    // file where the backup's pki/certsync/ directory goes, which
-    // certsync's targets move into).
     let kept = plan::backup_path(d, BACKUP, "/etc/kubernetes/pki/certsync");
     std::fs::write(&kept, "in the way\n").expect("write");
-    let why = match revert(&opts).await {
+    let why = match revert(&revert_options(d)).await {
         Err(KubeadmError::Revert(e)) => *e,
         Err(e) => panic!("stopped, but not as revert stops: {e}"),
         Ok(out) => panic!("not refused:\n{out}"),
     };
-    assert!(
-        matches!(
-            why,
-            RevertError::PartReverted {
-                cluster_config_done: true,
-                ..
-            }
-        ),
-        "{why}"
-    );
-    assert_eq!(api.puts.lock().expect("lock").len(), 1);
-    // This node's API server restarts on kubeadm's manifest and the
-    // ClusterConfiguration is done: the re-run needs no API server.
+    assert!(matches!(why, RevertError::PartReverted { .. }), "{why}");
     std::fs::remove_file(&kept).expect("remove");
-    api.refuse.store(true, SeqCst);
-    drop(api);
-    let out = revert(&opts).await.expect("re-run");
+    let out = revert(&revert_options(d)).await.expect("re-run");
     assert!(out.ends_with("reverted\n"), "{out}");
     assert!(!host(d, plan::CONFIG).exists());
+    assert_kubeadms_manifests(d);
 }
 
 /// An adopted node whose apiserver target a daemon (this process) holds
@@ -583,7 +541,7 @@ async fn attack_a_pod_that_keeps_running_gets_nothing_handed_back() {
     let KubeadmError::Revert(e) = &err else {
         panic!("{err}");
     };
-    let RevertError::PartReverted { source, .. } = e.as_ref() else {
+    let RevertError::PartReverted { source } = e.as_ref() else {
         panic!("{err}");
     };
     assert!(
