@@ -219,3 +219,67 @@ fn the_pilot_lifetime_help_and_guide_suggest_is_accepted() {
         "{out}"
     );
 }
+
+/// A failed adopt is never silent: its plan, what it wrote, and every few
+/// seconds what it waits for and what it saw reach a pipe while it runs
+/// (they came only at its exit, minutes later). No kubelet runs certsync's
+/// pod here, so adopt waits for it; the test stops it once it has said so.
+#[test]
+fn adopt_says_what_it_waits_for_while_it_waits() {
+    use std::io::BufRead as _;
+    let node = fresh_node();
+    let mut child = std::process::Command::new(support::certsync_bin())
+        .args([
+            "kubeadm",
+            "adopt",
+            "--image",
+            "certsync",
+            "--ready-timeout",
+            "10m",
+        ])
+        .arg("--kubeadm-dir")
+        .arg(node.path())
+        .current_dir(node.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.expect("utf-8")).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let progress = loop {
+        // A bound on a hang: the line is due about 5 s into the wait.
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{e}: after {seen:#?}"));
+        if line.starts_with("  still waiting (") {
+            break line;
+        }
+        seen.push(line);
+    };
+    let running = child.try_wait().expect("try_wait").is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(running, "adopt had exited: its lines came at the end");
+    let at = |prefix: &str| {
+        seen.iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {seen:#?}"))
+    };
+    assert!(at("backed up into ") < at("wrote /etc/kubernetes/manifests/certsync.yaml"));
+    assert!(
+        at("wrote /etc/kubernetes/manifests/certsync.yaml")
+            < at("waiting up to 10m for certsync's pod")
+    );
+    assert!(
+        progress.contains("127.0.0.1:9814"),
+        "says what it saw where it asks: {progress}"
+    );
+}

@@ -35,8 +35,10 @@ impl From<&RevertArgs> for RevertOptions {
 /// `certsync kubeadm adopt`: the plan, and what was done.
 #[tokio::main(flavor = "current_thread")]
 pub async fn adopt(a: &AdoptArgs) -> Finished {
-    let text = Box::pin(crate::kubeadm::adopt(&Options::from(a))).await?;
-    super::print(&text)?;
+    // Told as it happens: the plan before anything is written, then each
+    // step and what each wait sees.
+    let mut out = crate::kubeadm::Out::to(std::io::stdout());
+    Box::pin(crate::kubeadm::adopt(&Options::from(a), &mut out)).await?;
     Ok(0)
 }
 

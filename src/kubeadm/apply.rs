@@ -13,6 +13,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::out::Out;
 use super::plan::{self, BACKUPS, POD, Plan, STATE};
 use super::ready::Seen;
 use super::record::{State, mkdir, node_rel, put, put_mode};
@@ -20,34 +21,41 @@ use super::undo::Undo;
 use super::{KubeadmError, Options, digest, host};
 use crate::writer::replace_file;
 
-/// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied.
-/// Returns what to print.
-pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
+/// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied;
+/// what it does told to `out` as it does it, the plan first.
+pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
     let plan = plan::plan(opts).await?;
     // What a container could have left from an earlier adoption, said
     // before anything changes (a warning: adopt goes on).
     let warnings = super::audit::warnings(&opts.dir);
-    let mut out = if opts.json {
+    if opts.json {
         for w in warnings.lines() {
             tracing::warn!(warning = %w.trim_start_matches("warning: "));
         }
-        serde_json::to_string_pretty(&plan).unwrap_or_default() + "\n"
+        out.push_str(&(serde_json::to_string_pretty(&plan).unwrap_or_default() + "\n"));
     } else {
-        warnings + &plan.text()
-    };
+        out.push_str(&warnings);
+        out.push_str(&plan.text());
+    }
     if opts.dry_run {
         if !opts.json {
             out.push_str("dry run: nothing was changed\n");
         }
-        return Ok(out);
+        return Ok(());
     }
     if plan.is_empty() {
         // Nothing to write, but "adopted" holds only while certsync's pod
         // runs: said as it is, never assumed.
         let ended = super::ready::dead_targets(&opts.dir).len();
-        if let Err(seen) =
-            super::ready::wait(&opts.dir, plan.probe, &plan.generation, opts.ready_timeout).await
-        {
+        let waited = super::ready::wait(
+            &opts.dir,
+            plan.probe,
+            &plan.generation,
+            opts.ready_timeout,
+            out,
+        )
+        .await;
+        if let Err(seen) = waited {
             return Err(KubeadmError::NotReady(Box::new(super::NotReady {
                 image: plan.image.clone(),
                 generation: plan.generation.clone(),
@@ -59,7 +67,7 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
                 ),
             })));
         }
-        cluster_info(&plan, &mut out).await;
+        cluster_info(&plan, out).await;
         if !opts.json {
             let _ = writeln!(
                 out,
@@ -72,13 +80,12 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
                 }
             );
         }
-        return Ok(out);
+        return Ok(());
     }
-    apply(opts, &plan, &mut out).await?;
-    Ok(out)
+    apply(opts, &plan, out).await
 }
 
-async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
+async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     let undo = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
@@ -131,11 +138,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
 
 /// When adopt changed the API server's manifest: waits for it to restart
 /// on certsync's files (`--api-server-timeout`; zero: not at all).
-async fn api_server_back(
-    opts: &Options,
-    plan: &Plan,
-    out: &mut String,
-) -> Result<(), KubeadmError> {
+async fn api_server_back(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     let apiserver = super::manifest::manifest_path("kube-apiserver");
     let Some(m) = plan.manifests.iter().find(|m| m.path == apiserver) else {
         return Ok(());
@@ -268,7 +271,7 @@ fn back_up_kubeadms(
 
 /// certsync's configuration and kubeconfigs, and its targets' directories
 /// (each a hostPath of its pod).
-fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
+fn files(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     for f in plan.files.iter().filter(|f| f.path != POD) {
         let mode = u32::from_str_radix(&f.mode, 8).unwrap_or(0o600);
         put_mode(dir, &f.path, &f.bytes, mode)?;
@@ -293,7 +296,7 @@ fn files(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> 
 /// configuration). So when this run replaces such a file, the previous
 /// pod is stopped, and gone, first; its manifest is in this run's backup
 /// and is put back if the new pod is not ready. `Err`: what was seen.
-async fn stop_previous(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), Seen> {
+async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), Seen> {
     let replaces_mounted = plan
         .files
         .iter()
@@ -336,7 +339,7 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
 /// says so. A failure is said and adopt goes on: the ConfigMap matters
 /// only to joins after the old certificate's end, and `certsync kubeadm
 /// status` names it until it is done.
-async fn cluster_info(plan: &Plan, out: &mut String) {
+async fn cluster_info(plan: &Plan, out: &mut Out) {
     let (Some(client), Some(new)) = (&plan.client, &plan.cluster_info_new) else {
         return;
     };
@@ -361,18 +364,18 @@ async fn cluster_info(plan: &Plan, out: &mut String) {
 /// certsync's pod written (when it changes), then waited for: ready for
 /// this configuration and image, every target holding a live pair.
 /// `Err`: what was last seen.
-async fn started(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Seen> {
+async fn started(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Seen> {
     let dir = &opts.dir;
     for f in plan.files.iter().filter(|f| f.path == POD) {
         put(dir, &f.path, &f.bytes)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
-    super::ready::wait(dir, plan.probe, &plan.generation, opts.ready_timeout).await
+    super::ready::wait(dir, plan.probe, &plan.generation, opts.ready_timeout, out).await
 }
 
 /// adopt's changes once certsync's pod is ready: cluster-info, then the
 /// component manifests.
-async fn changes(dir: &Path, plan: &Plan, out: &mut String) -> Result<(), KubeadmError> {
+async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     // cluster-info before the manifests change: changing the API server's
     // manifest restarts it, and a write racing that restart fails
     // (`apiserver is shutting down`).

@@ -28,6 +28,7 @@ mod judge;
 mod manifest;
 mod moves;
 mod node;
+mod out;
 mod plan;
 mod pod;
 mod ready;
@@ -39,6 +40,7 @@ mod trust;
 mod undo;
 
 pub use apply::adopt;
+pub use out::Out;
 pub use plan::{Plan, plan};
 pub use revert_apply::revert;
 pub use status::{Cause, Status, status};

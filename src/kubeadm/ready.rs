@@ -246,8 +246,17 @@ pub async fn wait(
     addr: SocketAddr,
     generation: &str,
     timeout: Duration,
+    out: &mut super::out::Out,
 ) -> Result<(), Seen> {
+    use std::fmt::Write as _;
     let start = Instant::now();
+    let mut said = Instant::now();
+    let _ = writeln!(
+        out,
+        "waiting up to {} for certsync's pod (generation {generation}) to answer ready at {addr} \
+         with a live pair in every target",
+        humantime::format_duration(timeout)
+    );
     loop {
         let seen = match look(addr, generation).await {
             Ok(()) => match dead_targets(dir).into_iter().next() {
@@ -259,9 +268,22 @@ pub async fn wait(
         if start.elapsed() >= timeout {
             return Err(seen);
         }
+        // What it waits for and what it saw, every few seconds: a wait of
+        // minutes is never silent.
+        if said.elapsed() >= PROGRESS_EVERY {
+            let _ = writeln!(
+                out,
+                "  still waiting ({} s): {seen}",
+                start.elapsed().as_secs()
+            );
+            said = Instant::now();
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+/// How often a wait says what it last saw.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// How long after its manifest is taken out a certsync pod is surely
 /// stopped: the kubelet notices a removed static pod manifest within its

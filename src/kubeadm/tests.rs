@@ -13,6 +13,12 @@ use super::*;
 use crate::cli::{SetError, check_set};
 use crate::config::ConfigError;
 
+/// adopt, its output kept and returned, as the tests read it.
+async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
+    let mut out = Out::kept();
+    super::adopt(opts, &mut out).await.map(|()| out.into_text())
+}
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm")
 }

@@ -52,16 +52,22 @@ impl Undo {
             said.done.join(", ")
         );
         if let Some((g, addr)) = previous {
-            text.push_str(
-                &match ready::wait(dir, addr, &g, opts.ready_timeout).await {
-                    Ok(()) => {
-                        format!("; the previous certsync pod (generation {g}) is running and ready")
-                    }
-                    Err(seen) => {
-                        format!("; the previous certsync pod (generation {g}) is NOT ready: {seen}")
-                    }
-                },
-            );
+            text.push_str(&match ready::wait(
+                dir,
+                addr,
+                &g,
+                opts.ready_timeout,
+                &mut super::out::Out::kept(),
+            )
+            .await
+            {
+                Ok(()) => {
+                    format!("; the previous certsync pod (generation {g}) is running and ready")
+                }
+                Err(seen) => {
+                    format!("; the previous certsync pod (generation {g}) is NOT ready: {seen}")
+                }
+            });
         }
         if !said.failed.is_empty() {
             text.push_str(&format!(
