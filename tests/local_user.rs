@@ -462,6 +462,34 @@ fn a_source_its_owner_may_replace_is_refused_at_start() {
     }
 }
 
+/// Attack: a `dir:` source that is root's symlink into a user's directory
+/// where nothing exists yet. Where it leads cannot be judged at start, and
+/// once the user makes that name a link to a root-only directory, root's
+/// key there was published to the user (the directories certsync's reader
+/// opened beneath the source were root's). Refused at start: a source's
+/// way is judged as written and where its links lead, and a link that
+/// leads nowhere yet is no way that can be judged.
+#[test]
+fn attack_a_source_linked_to_a_name_a_user_may_make_later_is_refused() {
+    let Some(d) = as_root() else {
+        return;
+    };
+    let (_sticky, user) = sticky_and_user(d.path());
+    let root_only = d.path().join("root-only");
+    fs::create_dir(&root_only).unwrap();
+    let src = root_only.join("src");
+    std::os::unix::fs::symlink(user.join("certs"), &src).unwrap();
+    let target = d.path().join("t");
+    let sync = format!("dir:{}={}", src.display(), target.display());
+    let (code, err) = run_bounded(&["run", "--once", "--sync", &sync]);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains(&format!("source {}", src.display())) && err.contains("does not exist yet"),
+        "{err}"
+    );
+    assert!(!target.join("tls.crt").exists(), "nothing written");
+}
+
 /// A target is 0755 (its consumer reads it), so any local user can open it
 /// read-only and hold a flock on it. Writers must lock something only
 /// certsync's user can open: with the user's flock held, `run --once` still

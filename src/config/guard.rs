@@ -144,6 +144,16 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// (`dir:/shared`): a mount point cannot be renamed.
 fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
     let real = std::fs::canonicalize(dir).ok();
+    // A link that leads nowhere yet has no way to judge: whoever may make
+    // the name it points to (in their own directory) would choose, later,
+    // what certsync reads there: a link to root's keys, say. Fail closed.
+    if real.is_none()
+        && dir
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return Err(OwnedError::Dangling);
+    }
     [Some(dir), real.as_deref()]
         .into_iter()
         .flatten()

@@ -30,6 +30,10 @@ pub enum OwnedError {
     /// judged by path.
     #[error("{0}")]
     Untrusted(#[source] Untrusted),
+    /// A symlink whose destination does not exist (yet): where it will
+    /// lead, and who may change that, cannot be judged.
+    #[error("is a symbolic link to a path that does not exist yet, which may be made by anyone")]
+    Dangling,
     /// The file read may be changed by another user.
     #[error("owner {uid}, mode {mode:04o}: may be changed by another user")]
     Changeable { uid: u32, mode: u32 },
