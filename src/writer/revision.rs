@@ -289,9 +289,17 @@ pub(super) fn replace_file_in(
 /// The temporary entry a replacement of `name` is written to first: a
 /// dot name that does not end as `name` does, so a reader that picks files
 /// by their ending (node_exporter's `*.prom`, a `*.crt` glob) never reads
-/// one half-written.
+/// one half-written; `name` cut so that it fits the 255 bytes of a file
+/// name (a Secret key may have 253). Two long names may share one: each
+/// replacement removes, makes and renames it before the next begins.
 pub(super) fn tmp_name(name: &str) -> String {
-    format!("{TMP_PREFIX}-{}.tmp", name.trim_start_matches('.'))
+    const FITS: usize = 255 - TMP_PREFIX.len() - "-.tmp".len();
+    let name = name.trim_start_matches('.');
+    let mut cut = name.len().min(FITS);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{TMP_PREFIX}-{}.tmp", &name[..cut])
 }
 
 /// [`replace_file_in`] for a path: its parent directory is opened without

@@ -984,3 +984,19 @@ fn visible_names_are_made_before_the_flip() {
     // The new revision was never made live, and none is left behind.
     assert_eq!(revisions_on_disk(&w), 1);
 }
+
+/// Every name the bundle accepts (up to 253 characters, a Secret key's
+/// limit) is published: its temporary entry fits the file system's 255.
+#[test]
+fn the_longest_name_the_bundle_accepts_is_published() {
+    for len in [245usize, 246, 250, 253] {
+        let (_d, w) = setup(3);
+        w.publish(&bundle("a")).unwrap();
+        let mut b = bundle("b");
+        let name = "x".repeat(len);
+        b.insert(&name, b"extra".to_vec(), "t").unwrap();
+        w.publish(&b)
+            .unwrap_or_else(|e| panic!("a name of {len} characters: {e}"));
+        assert_eq!(fs::read(w.target().join(&name)).unwrap(), b"extra", "{len}");
+    }
+}
