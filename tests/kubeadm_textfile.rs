@@ -104,3 +104,47 @@ fn the_textfile_is_written_whole_and_says_when_status_failed() {
         .collect();
     assert_eq!(names, ["certsync.prom"]);
 }
+
+/// Attack: a user who may write the directory above the textfile's
+/// replaces its directory with a link to a root-only one: root's status
+/// (from cron) then replaced a file of the textfile's name there and
+/// removed what was at its temporary name. The way to the textfile is
+/// opened one directory at a time, each root's and written by no one
+/// else, as ssh's StrictModes: refused (exit 1), nothing written there.
+#[test]
+fn attack_a_textfile_directory_another_user_may_replace_is_refused() {
+    use std::os::unix::fs::symlink;
+    if !nix::unistd::geteuid().is_root() {
+        support::tools::skip("needs root: the attacker's directory is another user's");
+        return;
+    }
+    let node = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let victim = d.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("certsync.prom"), "precious").unwrap();
+    let home = d.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    symlink(&victim, home.join("textfile")).unwrap();
+    for p in [home.join("textfile"), home.clone()] {
+        std::os::unix::fs::lchown(&p, Some(65534), Some(65534)).unwrap();
+    }
+    let (code, _, err) = run_bounded(
+        &[
+            "kubeadm",
+            "status",
+            "--kubeadm-dir",
+            node.path().to_str().unwrap(),
+            "--textfile",
+            home.join("textfile/certsync.prom").to_str().unwrap(),
+        ],
+        node.path(),
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--textfile"), "{err}");
+    assert_eq!(
+        std::fs::read(victim.join("certsync.prom")).unwrap(),
+        b"precious"
+    );
+}

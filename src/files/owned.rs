@@ -144,6 +144,33 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
     Ok(read_capped(file, path, limit)?)
 }
 
+/// A directory root writes into by name (a kubeadm node's files, the
+/// status textfile), opened one name at a time from `/` and judged on
+/// each descriptor as [`read_owned`] judges the way to a file, the
+/// directory itself included: every directory and symlink root's or
+/// certsync's user's and written by no one else (a root-owned sticky
+/// directory aside). Whoever could rename or re-link a directory on the
+/// way would choose where root writes, and what it replaces there.
+pub fn owned_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
+    let absolute = std::path::absolute(path).map_err(OwnedError::WorkingDirectory)?;
+    let untrusted = |e: PathError| match e {
+        PathError::Untrusted(u) => OwnedError::Untrusted(u),
+        e => OwnedError::Way(e),
+    };
+    let walked = beneath::walk(Start::Path, &absolute, Links::Follow, &mut |e| {
+        Ok(OWNED_WAY.judge(e)?)
+    })
+    .map_err(untrusted)?;
+    let last = beneath::Entry::of(
+        walked.shown.clone(),
+        std::os::fd::AsFd::as_fd(&walked.fd),
+        &walked.st,
+        false,
+    );
+    OWNED_WAY.judge(&last).map_err(OwnedError::Untrusted)?;
+    walked.dir().map_err(OwnedError::Way)
+}
+
 /// The way to a file [`read_owned`] reads, judged on descriptors as it is
 /// walked: every directory and symlink root's or certsync's user's. A
 /// root-owned sticky directory (/tmp) counts as not writable: others may

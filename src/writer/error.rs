@@ -42,6 +42,14 @@ pub enum WriterError {
         uid: u32,
         mode: u32,
     },
+    /// The directory of a file written by path may be changed by another
+    /// user, or its way cannot be walked.
+    #[error("{}: {problem}; refusing to write there", dir.display())]
+    Unowned {
+        dir: PathBuf,
+        #[source]
+        problem: crate::files::OwnedError,
+    },
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
     #[error("target {target}: {problem}")]

@@ -302,10 +302,13 @@ pub(super) fn tmp_name(name: &str) -> String {
     format!("{TMP_PREFIX}-{}.tmp", &name[..cut])
 }
 
-/// [`replace_file_in`] for a path: its parent directory is opened without
-/// following a symlink in the last component, and the file is owned by
-/// whoever runs certsync (root on a node). For configuration files that
-/// are not targets (kubeadm's manifests, certsync's own config).
+/// [`replace_file_in`] for a path: its directory opened through
+/// [`crate::files::owned_dir`] (every directory on the way, and symlink
+/// followed, root's or certsync's user's and written by no one else), the
+/// file owned by whoever runs certsync (root on a node). For files that
+/// are not targets (kubeadm's manifests, certsync's own config, the status
+/// textfile): a directory another user could swap for a link would choose
+/// where root writes.
 pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterError> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
     else {
@@ -314,7 +317,10 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
             what: "not a file path",
         });
     };
-    let dir = Dir::open_ambient_dir(parent, cap_std::ambient_authority()).ctx("open", parent)?;
+    let dir = crate::files::owned_dir(parent).map_err(|problem| WriterError::Unowned {
+        dir: parent.to_owned(),
+        problem,
+    })?;
     replace_file_in(&dir, name, mode, None, bytes, parent)
 }
 
