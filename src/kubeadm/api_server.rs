@@ -7,7 +7,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{KubeadmError, host};
+use super::KubeadmError;
+use super::paths::host;
 
 /// A restart for a changed manifest shows within this: the kubelet reads
 /// static pod manifests every 20 s, and the API server answers /readyz

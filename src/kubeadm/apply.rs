@@ -13,11 +13,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::paths::{digest, host};
 use super::plan::{self, BACKUPS, POD, Plan, STATE};
 use super::ready::Seen;
 use super::record::{State, mkdir, node_rel, put, put_mode};
 use super::undo::Undo;
-use super::{KubeadmError, Options, digest, host};
+use super::{KubeadmError, Options};
 use crate::writer::replace_file;
 
 /// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied.

@@ -22,9 +22,10 @@ use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 use x509_parser::time::ASN1Time;
 
+use super::paths::host;
 use super::plan::{self, backup_path};
 use super::record::State;
-use super::{Found, KubeadmError, REVERT_MARGIN_SECS, RevertError, host, moves};
+use super::{Found, KubeadmError, REVERT_MARGIN_SECS, RevertError, moves};
 
 /// A file to put back: node path, bytes, mode.
 pub(super) type Restore = (String, Vec<u8>, u32);

@@ -28,6 +28,7 @@ mod judge;
 mod manifest;
 mod moves;
 mod node;
+mod paths;
 mod plan;
 mod pod;
 mod ready;
@@ -39,6 +40,7 @@ mod trust;
 mod undo;
 
 pub use apply::adopt;
+pub use paths::KUBEADM_DIR;
 pub use plan::{Plan, plan};
 pub use revert_apply::revert;
 pub use status::{Cause, Status, status};
@@ -100,9 +102,6 @@ impl Warning {
         }
     }
 }
-
-/// Where kubeadm keeps everything, as the node's components see it.
-pub const KUBEADM_DIR: &str = "/etc/kubernetes";
 
 /// revert never hands back a kubeadm certificate that ends within this
 /// many seconds (24 h): it issues it again from kubeadm's copy instead.
@@ -535,19 +534,6 @@ impl KubeadmError {
             problem: Box::new(problem.into()),
         }
     }
-}
-
-/// `/etc/kubernetes/REL` as seen through `dir`.
-fn host(dir: &Path, node_path: &str) -> PathBuf {
-    match node_path.strip_prefix(KUBEADM_DIR) {
-        Some(rel) => dir.join(rel.trim_start_matches('/')),
-        None => PathBuf::from(node_path),
-    }
-}
-
-/// SHA-256 of `bytes`, hex.
-fn digest(bytes: &[u8]) -> String {
-    hex::encode(ring::digest::digest(&ring::digest::SHA256, bytes))
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use super::{Found, KubeadmError, host};
+use super::paths::host;
+use super::{Found, KubeadmError};
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
-use super::{KubeadmError, Options, Refusal, cluster, cluster_info, host, node, trust};
+use super::paths::host;
+use super::{KubeadmError, Options, Refusal, cluster, cluster_info, node, trust};
 
 mod files;
 mod layout;

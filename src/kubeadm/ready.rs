@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt as _;
 
+use super::paths::host;
 use super::plan;
-use super::{KubeadmError, host, node};
+use super::{KubeadmError, node};
 
 /// Why the gate did not pass: what one look at certsync's admin port saw
 /// when it was not this adoption's pod answering ready, or what else

@@ -27,9 +27,10 @@ use std::path::Path;
 
 use super::handback::{Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
+use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets};
 use super::record::State;
-use super::{KubeadmError, RevertError, RevertOptions, digest, host, moves, node};
+use super::{KubeadmError, RevertError, RevertOptions, moves, node};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::manifest;
+use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE};
 use super::record::State;
-use super::{KubeadmError, digest, host, node};
+use super::{KubeadmError, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 pub(super) mod keys;

@@ -7,7 +7,8 @@ use std::path::Path;
 use serde_yaml_ng::Value;
 
 use super::super::manifest::{BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
-use super::super::{KubeadmError, Options, Refusal, digest, host, node, pod, trust};
+use super::super::paths::{digest, host};
+use super::super::{KubeadmError, Options, Refusal, node, pod, trust};
 use super::layout::{CA_FILES, KUBELET_FILES, certs};
 use super::{CONFIG, FileWrite, POD, refused};
 

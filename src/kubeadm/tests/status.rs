@@ -368,7 +368,7 @@ async fn adopts_config() -> (tempfile::TempDir, String, std::path::PathBuf) {
         .find(|f| f.path == plan::CONFIG)
         .expect("the config");
     let text = String::from_utf8(config.bytes.clone()).expect("utf-8");
-    let at = crate::kubeadm::host(dir.path(), plan::CONFIG);
+    let at = crate::kubeadm::paths::host(dir.path(), plan::CONFIG);
     (dir, text, at)
 }
 

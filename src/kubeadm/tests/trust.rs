@@ -11,8 +11,8 @@ use rcgen::{CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose as Ku};
 use rustls_pki_types::pem::PemObject as _;
 
 use super::super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
+use super::super::paths::host;
 use super::super::trust;
-use super::host;
 use crate::kubeadm::WarningKind;
 
 /// A CA as kubeadm makes one (key identifier, keyCertSign), from `from`

@@ -12,8 +12,8 @@ use std::time::SystemTime;
 use rcgen::{CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose as Ku};
 
 use super::super::manifest::CA_BUNDLE;
+use super::super::paths::host;
 use super::super::trust;
-use super::host;
 use super::trust::{ders, kubeadms_ca};
 use crate::kubeadm::{FileProblem, Found, KubeadmError};
 
