@@ -13,12 +13,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::KubeadmError;
+use super::options::Options;
 use super::paths::{digest, host};
 use super::plan::{self, BACKUPS, POD, Plan, STATE};
 use super::ready::Seen;
 use super::record::{State, mkdir, node_rel, put, put_mode};
 use super::undo::Undo;
-use super::{KubeadmError, Options};
 use crate::writer::replace_file;
 
 /// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied.

@@ -25,7 +25,11 @@ use x509_parser::time::ASN1Time;
 use super::paths::host;
 use super::plan::{self, backup_path};
 use super::record::State;
-use super::{Found, KubeadmError, REVERT_MARGIN_SECS, RevertError, moves};
+use super::{Found, KubeadmError, RevertError, moves};
+
+/// revert never hands back a kubeadm certificate that ends within this
+/// many seconds (24 h): it issues it again from kubeadm's copy instead.
+pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
 /// A file to put back: node path, bytes, mode.
 pub(super) type Restore = (String, Vec<u8>, u32);

@@ -10,9 +10,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::KubeadmError;
 use super::manifest::{BY_FILE, CONFIG, KUBECONFIGS};
+use super::options::Options;
 use super::paths::{KUBEADM_DIR, host};
-use super::{KubeadmError, Options};
 use crate::config::{Config, ConfigError, Mapping, Source};
 
 /// How often client-go re-reads a kubeconfig's client certificate and key

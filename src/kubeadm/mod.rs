@@ -28,6 +28,7 @@ mod judge;
 mod manifest;
 mod moves;
 mod node;
+mod options;
 mod paths;
 mod plan;
 mod pod;
@@ -38,113 +39,16 @@ mod revert_apply;
 mod status;
 mod trust;
 mod undo;
+mod warning;
 
 pub use apply::adopt;
+pub use handback::REVERT_MARGIN_SECS;
+pub use options::{Options, RevertOptions};
 pub use paths::KUBEADM_DIR;
 pub use plan::{Plan, plan};
 pub use revert_apply::revert;
 pub use status::{Cause, Status, status};
-
-/// What `status` warns about: healthy now, but an outage or a date ahead
-/// stops the node unless someone acts. Each kind is its own series in the
-/// textfile (`certsync_kubeadm_status_warning{kind}`), so an alert can ask
-/// for a person before it becomes a problem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WarningKind {
-    /// A trial `lifetime=` left in place: a short outage of certsync ends a certificate.
-    ShortLifetime,
-    /// A CA has less than 90% of its span left (a ten-year CA from its
-    /// second year on): the next `adopt` renews it.
-    CaRenewalDue,
-    /// An earlier CA certificate beside a renewal has ended: whatever off
-    /// the node trusted only it stopped then.
-    EarlierCaEnded,
-    /// This node's kubelet.conf trusts only a CA certificate that ends.
-    KubeletConf,
-    /// `kube-public/cluster-info` (what joins trust) could not be checked
-    /// or does not hold the CA in place.
-    ClusterInfo,
-}
-
-impl WarningKind {
-    pub const ALL: [Self; 5] = [
-        Self::ShortLifetime,
-        Self::CaRenewalDue,
-        Self::EarlierCaEnded,
-        Self::KubeletConf,
-        Self::ClusterInfo,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::ShortLifetime => "short-lifetime",
-            Self::CaRenewalDue => "ca-renewal-due",
-            Self::EarlierCaEnded => "earlier-ca-ended",
-            Self::KubeletConf => "kubelet-conf",
-            Self::ClusterInfo => "cluster-info",
-        }
-    }
-}
-
-/// One warning of `status`: its kind and what to do.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Warning {
-    pub kind: WarningKind,
-    pub message: String,
-}
-
-impl Warning {
-    fn new(kind: WarningKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-}
-
-/// revert never hands back a kubeadm certificate that ends within this
-/// many seconds (24 h): it issues it again from kubeadm's copy instead.
-pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
-
-/// What `adopt` is asked to do.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// The node's `/etc/kubernetes` as this process sees it.
-    pub dir: PathBuf,
-    pub dry_run: bool,
-    /// `ca:` options for every mapping (`lifetime`, `renew`, `key-alg`,
-    /// `keep-key`), checked by `cli::check_set`.
-    pub set: Vec<(String, String)>,
-    /// The certsync image the node's kubelet runs.
-    pub image: String,
-    /// certsync's admin port in its static pod (`adopt --admin-addr`).
-    pub admin_addr: std::net::SocketAddr,
-    pub json: bool,
-    /// `adopt --ready-timeout`: how long certsync's pod has to be ready
-    /// before adopt takes it out and changes nothing of kubeadm's.
-    pub ready_timeout: std::time::Duration,
-    /// `adopt --api-server-timeout`: how long adopt waits, once it changed
-    /// the API server's manifest, for it to serve certsync's certificate
-    /// and be ready; zero: not at all.
-    pub api_server_timeout: std::time::Duration,
-    /// The time adopt judges the CAs by (whether a renewal is due): now,
-    /// but for tests of kubeadm's files made on a given day.
-    pub now: std::time::SystemTime,
-}
-
-/// What `revert` is asked to do.
-#[derive(Debug, Clone)]
-pub struct RevertOptions {
-    /// The node's `/etc/kubernetes` as this process sees it.
-    pub dir: PathBuf,
-    pub dry_run: bool,
-    /// `--api-server-timeout`: how long revert waits for the API server
-    /// to serve kubeadm's certificate again and be ready; zero: not at all.
-    pub api_server_timeout: std::time::Duration,
-    /// `--purge`: certsync's own files go too.
-    pub purge: bool,
-}
+pub use warning::{Warning, WarningKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeadmError {

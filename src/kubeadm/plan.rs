@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
+use super::options::Options;
 use super::paths::host;
-use super::{KubeadmError, Options, Refusal, cluster, cluster_info, node, trust};
+use super::{KubeadmError, Refusal, cluster, cluster_info, node, trust};
 
 mod files;
 mod layout;

@@ -14,7 +14,7 @@
 //! do.
 //!
 //! kubeadm's pairs and kubeconfigs come back from adopt's first backup,
-//! any whose certificate ends within [`super::REVERT_MARGIN_SECS`] issued
+//! any whose certificate ends within [`super::handback::REVERT_MARGIN_SECS`] issued
 //! again on the host ([`handback`]): never a file certsync's container
 //! could have written, nothing that ends within a day.
 //!
@@ -27,10 +27,11 @@ use std::path::Path;
 
 use super::handback::{Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
+use super::options::RevertOptions;
 use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets};
 use super::record::State;
-use super::{KubeadmError, RevertError, RevertOptions, moves, node};
+use super::{KubeadmError, RevertError, moves, node};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];

@@ -16,6 +16,7 @@ use super::manifest;
 use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE};
 use super::record::State;
+use super::warning::{Warning, WarningKind};
 use super::{KubeadmError, node};
 use crate::validate::{rfc3339, unix_seconds};
 
@@ -155,7 +156,7 @@ pub struct Status {
     pub problems: Vec<Problem>,
     /// What is healthy now but stops the node if certsync is down for a
     /// short while (a short `lifetime=` left in place after a trial).
-    pub warnings: Vec<super::Warning>,
+    pub warnings: Vec<Warning>,
     /// Unix time of this report.
     pub checked_at_seconds: i64,
 }
@@ -223,7 +224,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         .collect();
     s.warnings.extend(
         short_lifetimes(&s.certificates, &ca_ends)
-            .map(|w| super::Warning::new(super::WarningKind::ShortLifetime, w)),
+            .map(|w| Warning::new(WarningKind::ShortLifetime, w)),
     );
     s.cas = cas;
     s.warnings.extend(warnings);
@@ -233,9 +234,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         .is_some_and(|b| b.len() > 1);
     match super::cluster_info::status(dir, now, renewed).await {
         Some((true, p)) => s.problem(Cause::Certificate, p),
-        Some((false, w)) => s
-            .warnings
-            .push(super::Warning::new(super::WarningKind::ClusterInfo, w)),
+        Some((false, w)) => s.warnings.push(Warning::new(WarningKind::ClusterInfo, w)),
         None => {}
     }
     Ok(s)

@@ -35,7 +35,8 @@ use rustls_pki_types::pem::SectionKind;
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::paths::host;
 use super::record::STATE;
-use super::{Found, KubeadmError, Warning, WarningKind, node};
+use super::warning::{Warning, WarningKind};
+use super::{Found, KubeadmError, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 /// A CA certificate is renewed when less than this share of its span

@@ -8,10 +8,11 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use super::options::Options;
 use super::paths::host;
 use super::plan::{self, POD, Plan, STATE};
 use super::record::{node_rel, put, put_mode};
-use super::{KubeadmError, Options, node, pod, ready};
+use super::{KubeadmError, node, pod, ready};
 use crate::writer::replace_file;
 
 /// What this run changed that is not in its backup's manifests.

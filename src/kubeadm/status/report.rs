@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::super::WarningKind;
 use super::super::trust::CaStatus;
+use super::super::warning::WarningKind;
 use super::{Cause, CertStatus, Status};
 
 /// Families as Prometheus text, every one a gauge.
