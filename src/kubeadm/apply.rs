@@ -13,12 +13,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::KubeadmError;
+use super::error::{Found, KubeadmError};
 use super::options::Options;
 use super::paths::{digest, host};
 use super::plan::{self, BACKUPS, POD, Plan, STATE};
-use super::ready::Seen;
 use super::record::{State, mkdir, node_rel, put, put_mode};
+use super::seen::{NotReady, Seen};
 use super::undo::Undo;
 use crate::writer::replace_file;
 
@@ -50,7 +50,7 @@ pub async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
         if let Err(seen) =
             super::ready::wait(&opts.dir, plan.probe, &plan.generation, opts.ready_timeout).await
         {
-            return Err(KubeadmError::NotReady(Box::new(super::NotReady {
+            return Err(KubeadmError::NotReady(Box::new(NotReady {
                 image: plan.image.clone(),
                 generation: plan.generation.clone(),
                 timeout: humantime::format_duration(opts.ready_timeout).to_string(),
@@ -97,7 +97,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut String) -> Result<(), Kube
     if let Err(seen) = started.await {
         let pod = super::ready::pod_state(dir).await;
         let undone = undo.run(opts, plan).await;
-        return Err(KubeadmError::NotReady(Box::new(super::NotReady {
+        return Err(KubeadmError::NotReady(Box::new(NotReady {
             image: plan.image.clone(),
             generation: plan.generation.clone(),
             timeout: humantime::format_duration(opts.ready_timeout).to_string(),
@@ -259,7 +259,7 @@ fn back_up_kubeadms(
         for ext in ["crt", "key"] {
             let f = format!("{p}.{ext}");
             let old = super::node::read_optional(dir, &f)?
-                .ok_or_else(|| KubeadmError::file(&host(dir, &f), super::Found::Missing))?;
+                .ok_or_else(|| KubeadmError::file(&host(dir, &f), Found::Missing))?;
             put(dir, &node_rel(dir, backup, &f), &old)?;
             kubeadms.push(f);
         }

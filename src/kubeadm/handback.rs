@@ -22,10 +22,11 @@ use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 use x509_parser::time::ASN1Time;
 
+use super::error::{Found, KubeadmError, RevertError};
+use super::moves;
 use super::paths::host;
 use super::plan::{self, backup_path};
 use super::record::State;
-use super::{Found, KubeadmError, RevertError, moves};
 
 /// revert never hands back a kubeadm certificate that ends within this
 /// many seconds (24 h): it issues it again from kubeadm's copy instead.

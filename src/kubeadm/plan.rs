@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::{KubeadmError, Refusal};
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
 use super::options::Options;
 use super::paths::host;
-use super::{KubeadmError, Refusal, cluster, cluster_info, node, trust};
+use super::{cluster, cluster_info, node, trust};
 
 mod files;
 mod layout;
@@ -167,7 +168,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // Files: certsync's config, kubeconfigs and pod. The config is judged
     // as `certsync run` will judge it before anything is written.
     let config = config_text(opts, key_alg)?;
-    super::judge::judge(opts, &config)?;
+    super::judge::judge(opts, &config).map_err(|p| KubeadmError::configuration(opts, p))?;
     if adopted {
         unrecorded_refused(opts)?;
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
-use super::KubeadmError;
+use super::error::KubeadmError;
 use super::manifest::{KUBECONFIGS, P, PE};
 use super::paths::{KUBEADM_DIR, host};
 use crate::writer::replace_file;

@@ -12,12 +12,13 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::error::KubeadmError;
 use super::manifest;
+use super::node;
 use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE};
 use super::record::State;
 use super::warning::{Warning, WarningKind};
-use super::{KubeadmError, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 pub(super) mod keys;

@@ -32,11 +32,12 @@ use std::time::SystemTime;
 
 use rustls_pki_types::pem::SectionKind;
 
+use super::error::{Found, KubeadmError};
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
+use super::node;
 use super::paths::host;
 use super::record::STATE;
 use super::warning::{Warning, WarningKind};
-use super::{Found, KubeadmError, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 /// A CA certificate is renewed when less than this share of its span

@@ -6,10 +6,11 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
+use super::super::error::{KubeadmError, Refusal};
 use super::super::manifest::{BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
 use super::super::options::Options;
 use super::super::paths::{digest, host};
-use super::super::{KubeadmError, Refusal, node, pod, trust};
+use super::super::{node, pod, trust};
 use super::layout::{CA_FILES, KUBELET_FILES, certs};
 use super::{CONFIG, FileWrite, POD, refused};
 

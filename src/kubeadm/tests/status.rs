@@ -2,9 +2,10 @@
 //! output, the exit code chosen among causes, a node never adopted.
 
 use super::{node_dir, options};
+use crate::kubeadm::error::KubeadmError;
+use crate::kubeadm::plan;
 use crate::kubeadm::pod::probe;
 use crate::kubeadm::status::*;
-use crate::kubeadm::{KubeadmError, plan};
 
 fn cert(mapping: &str, not_after: i64, renew_by: i64) -> CertStatus {
     CertStatus {
