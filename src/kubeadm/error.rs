@@ -371,6 +371,14 @@ impl From<RevertError> for KubeadmError {
 }
 
 impl KubeadmError {
+    /// adopt refusing the node at `dir` before it changed anything.
+    pub(super) fn refused(dir: &Path, reason: Refusal) -> Self {
+        Self::Refused {
+            dir: dir.to_owned(),
+            reason: Box::new(reason),
+        }
+    }
+
     pub(super) fn file(path: &Path, problem: impl Into<FileProblem>) -> Self {
         Self::File {
             path: path.to_owned(),
