@@ -17,46 +17,13 @@ use std::path::Path;
 use kube::config::{AuthInfo, Cluster, Kubeconfig};
 use secrecy::ExposeSecret as _;
 
+use super::error::{FileProblem, Found, KubeadmError, ShapeError};
+use super::node;
 use super::record::State;
 use super::record::backup_path;
-use super::{FileProblem, KubeadmError, node};
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
-
-/// What adopt and revert accept of admin.conf; the rest is refused.
-pub(super) const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it: a server, \
-     certificate-authority-data and an embedded client-certificate-data/client-key-data, nothing \
-     that makes it read another file, trust another server or run a command";
-
-/// Why admin.conf is not kubeadm's shape. Names are escaped: the file
-/// may be the container's.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ShapeError {
-    #[error("no current context")]
-    NoContext,
-    #[error("no cluster {name:?}")]
-    NoCluster { name: String },
-    #[error("no user {name:?}")]
-    NoUser { name: String },
-    #[error("its cluster is empty")]
-    EmptyCluster,
-    #[error("its user is empty")]
-    EmptyUser,
-    /// `of`: `cluster` or `user`; `field` as the refusal names it.
-    #[error("{of} {name:?} has {field}; {ACCEPTED}")]
-    Field {
-        of: &'static str,
-        name: String,
-        field: &'static str,
-    },
-    #[error("{of} {name:?} has an unknown field {field:?}; {ACCEPTED}")]
-    Unknown {
-        of: &'static str,
-        name: String,
-        field: String,
-    },
-}
 
 /// The selected context's cluster and user, each refused if it holds
 /// anything kubeadm does not write.
@@ -175,7 +142,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
     let (cert, key) = match (&user.client_certificate_data, &user.client_key_data) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
         _ => {
-            return Err(KubeadmError::file(admin, super::Found::NoEmbeddedPair));
+            return Err(KubeadmError::file(admin, Found::NoEmbeddedPair));
         }
     };
     let backup = State::read(dir)?.and_then(|s| s.kubeconfigs.get(ADMIN).cloned());
@@ -195,9 +162,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
             let b64 = |field: &'static str, v: &str| {
                 base64::engine::general_purpose::STANDARD
                     .decode(v.trim())
-                    .map_err(|source| {
-                        KubeadmError::file(admin, super::Found::NotBase64 { field, source })
-                    })
+                    .map_err(|source| KubeadmError::file(admin, Found::NotBase64 { field, source }))
             };
             let cert_pem = b64("client-certificate-data", &cert)?;
             let key_pem = b64("client-key-data", key.expose_secret())?;
@@ -209,7 +174,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
             )
         }
     };
-    let server = server.ok_or_else(|| KubeadmError::file(admin, super::Found::NoServer))?;
+    let server = server.ok_or_else(|| KubeadmError::file(admin, Found::NoServer))?;
     let mut cluster = serde_json::json!({"server": server});
     if let Some(ca) = ca {
         cluster["certificate-authority-data"] = ca.into();

@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{KubeadmError, host};
+use super::error::KubeadmError;
+use super::paths::host;
+use super::seen::NotBack;
 
 /// A restart for a changed manifest shows within this: the kubelet reads
 /// static pod manifests every 20 s, and the API server answers /readyz
@@ -16,38 +18,6 @@ use super::{KubeadmError, host};
 /// not noticed yet) restarts nothing: ready, with the certificate the
 /// manifest names, and no gap by then is the API server as it should be.
 const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
-
-/// What adopt or revert last saw of the API server it waited for.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotBack {
-    #[error("{manifest} names no --advertise-address or --tls-cert-file")]
-    NoAddress { manifest: String },
-    #[error("{path}: {problem}")]
-    Unread { path: String, problem: String },
-    /// Still serving another certificate (not restarted yet), or no TLS
-    /// answer at all.
-    #[error("{addr} serves {served}, not {path} ({expected})")]
-    NotServing {
-        addr: String,
-        served: String,
-        path: String,
-        expected: String,
-    },
-    #[error("{addr} serves {path}, but /readyz through admin.conf: {problem}")]
-    NotReady {
-        addr: String,
-        path: String,
-        problem: String,
-    },
-    /// admin.conf could not be read or made into a client: nothing can ask
-    /// `/readyz`, however long the wait.
-    #[error("/readyz cannot be asked through admin.conf: {problem}")]
-    NoAdmin { problem: String },
-    /// Serving and ready from the first look on, never seen stopping: the
-    /// API server that ran before (same certificate) has not restarted yet.
-    #[error("{addr} has answered ready since the manifest changed: not restarted on it yet")]
-    NotRestarted { addr: String },
-}
 
 /// After adopt or revert changed the API server's manifest: the API server
 /// has restarted on the files it names. At its own address (the

@@ -13,12 +13,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::error::{Found, KubeadmError};
+use super::options::Options;
 use super::out::Out;
+use super::paths::{digest, host};
 use super::plan::{self, BACKUPS, POD, Plan, STATE};
-use super::ready::Seen;
 use super::record::{State, mkdir, node_rel, put, put_mode};
+use super::seen::{NotReady, Seen};
 use super::undo::Undo;
-use super::{KubeadmError, Options, digest, host};
 use crate::writer::replace_file;
 
 /// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied;
@@ -56,7 +58,7 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
         )
         .await;
         if let Err(seen) = waited {
-            return Err(KubeadmError::NotReady(Box::new(super::NotReady {
+            return Err(KubeadmError::NotReady(Box::new(NotReady {
                 image: plan.image.clone(),
                 generation: plan.generation.clone(),
                 timeout: humantime::format_duration(opts.ready_timeout).to_string(),
@@ -102,7 +104,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
     if let Err(seen) = started.await {
         let pod = super::ready::pod_state(dir).await;
         let undone = undo.run(opts, plan).await;
-        return Err(KubeadmError::NotReady(Box::new(super::NotReady {
+        return Err(KubeadmError::NotReady(Box::new(NotReady {
             image: plan.image.clone(),
             generation: plan.generation.clone(),
             timeout: humantime::format_duration(opts.ready_timeout).to_string(),
@@ -260,7 +262,7 @@ fn back_up_kubeadms(
         for ext in ["crt", "key"] {
             let f = format!("{p}.{ext}");
             let old = super::node::read_optional(dir, &f)?
-                .ok_or_else(|| KubeadmError::file(&host(dir, &f), super::Found::Missing))?;
+                .ok_or_else(|| KubeadmError::file(&host(dir, &f), Found::Missing))?;
             put(dir, &node_rel(dir, backup, &f), &old)?;
             kubeadms.push(f);
         }

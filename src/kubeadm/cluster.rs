@@ -17,9 +17,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::Value;
 
-use super::{KubeadmError, Refusal};
-
-const KEY: &str = "ClusterConfiguration";
+use super::error::{CLUSTER_CONFIGURATION_KEY as KEY, ClusterConfigError, KubeadmError, Refusal};
 
 /// The ClusterConfiguration as read, and the client that read it.
 #[derive(Debug)]
@@ -29,28 +27,6 @@ pub struct Stored {
     /// then): adopt's write to cluster-info goes the same way, whatever
     /// admin.conf has become since.
     pub client: kube::Config,
-}
-
-/// Why the ConfigMap could not be read. The client's errors are said with
-/// their causes, once.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterConfigError {
-    #[error("{}", crate::error_chain(.0))]
-    Client(#[source] crate::source::client::ClientError),
-    #[error("{}", crate::error_chain(.0))]
-    Api(#[source] kube::Error),
-    #[error("no {KEY} key")]
-    NoKey,
-    #[error("{KEY}: {0}")]
-    Yaml(#[source] serde_yaml_ng::Error),
-    #[error("no answer within 15 s")]
-    Timeout,
-}
-
-impl From<ClusterConfigError> for KubeadmError {
-    fn from(e: ClusterConfigError) -> Self {
-        Self::ClusterConfig(Box::new(e))
-    }
 }
 
 /// Reads the ConfigMap through `kubeconfig` (admin.conf), within 15 s.

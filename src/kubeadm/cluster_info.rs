@@ -182,13 +182,13 @@ pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), Clus
 pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String)> {
     const CA: &str = "/etc/kubernetes/pki/ca.crt";
     let in_place = super::node::read(dir, CA).ok().and_then(|t| {
-        super::trust::certificates(&super::host(dir, CA), t.as_bytes())
+        super::trust::certificates(&super::paths::host(dir, CA), t.as_bytes())
             .ok()?
             .into_iter()
             .next()
     })?;
     let read = async {
-        let admin = super::host(dir, "/etc/kubernetes/admin.conf");
+        let admin = super::paths::host(dir, "/etc/kubernetes/admin.conf");
         let config = super::admin::config(&admin)
             .await
             .map_err(|e| e.to_string())?;

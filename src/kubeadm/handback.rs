@@ -22,9 +22,15 @@ use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 use x509_parser::time::ASN1Time;
 
+use super::error::{Found, KubeadmError, RevertError};
+use super::moves;
+use super::paths::host;
 use super::plan::{self, backup_path};
 use super::record::State;
-use super::{Found, KubeadmError, REVERT_MARGIN_SECS, RevertError, host, moves};
+
+/// revert never hands back a kubeadm certificate that ends within this
+/// many seconds (24 h): it issues it again from kubeadm's copy instead.
+pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
 /// A file to put back: node path, bytes, mode.
 pub(super) type Restore = (String, Vec<u8>, u32);

@@ -11,7 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::manifest::{BY_FILE, CONFIG, KUBECONFIGS};
-use super::{KUBEADM_DIR, KubeadmError, Options, host};
+use super::options::Options;
+use super::paths::{KUBEADM_DIR, host};
 use crate::config::{Config, ConfigError, Mapping, Source};
 
 /// How often client-go re-reads a kubeconfig's client certificate and key
@@ -47,23 +48,9 @@ pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
 /// Refuses the configuration `text` adopt would write unless `certsync
 /// run` accepts it and each component reading a client target by file
 /// gets its renewed pair before the old one ends.
-pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
-    let refused = |problem: ConfigProblem| KubeadmError::Configuration {
-        problem: Box::new(problem),
-        dir: opts.dir.clone(),
-        with: match opts.set.as_slice() {
-            [] => String::new(),
-            set => set.iter().fold(" with".to_owned(), |s, (k, v)| {
-                s + &format!(" --set {k}={v}")
-            }),
-        },
-    };
-    let config = load(&opts.dir, text).map_err(|e| refused(ConfigProblem::Refused(e)))?;
-    config
-        .mappings
-        .iter()
-        .try_for_each(renewed_in_time)
-        .map_err(refused)
+pub(super) fn judge(opts: &Options, text: &str) -> Result<(), ConfigProblem> {
+    let config = load(&opts.dir, text).map_err(ConfigProblem::Refused)?;
+    config.mappings.iter().try_for_each(renewed_in_time)
 }
 
 /// What is wrong with the configuration adopt would write.

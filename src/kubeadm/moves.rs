@@ -240,7 +240,7 @@ pub fn remove_empty_dir(
         source,
     };
     let last = match node_path.rsplit_once('/') {
-        Some((up, last)) if up.starts_with(crate::kubeadm::KUBEADM_DIR) && !last.is_empty() => last,
+        Some((up, last)) if up.starts_with(super::paths::KUBEADM_DIR) && !last.is_empty() => last,
         _ => {
             return Err(MovesError::NotBelow {
                 node_path: node_path.to_owned(),
@@ -335,9 +335,9 @@ fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Di
 /// container may plant one anywhere below `/etc/kubernetes`.
 pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, Blocked> {
     use nix::fcntl::OFlag;
-    let top = Path::new(crate::kubeadm::KUBEADM_DIR);
+    let top = Path::new(super::paths::KUBEADM_DIR);
     let rel = node_path
-        .strip_prefix(crate::kubeadm::KUBEADM_DIR)
+        .strip_prefix(super::paths::KUBEADM_DIR)
         .filter(|r| r.is_empty() || r.starts_with('/'))
         .ok_or_else(|| {
             Blocked::Io(PathError::Escapes {

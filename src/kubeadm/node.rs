@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use super::{Found, KubeadmError, host};
+use super::error::{CertError, Found, KubeadmError};
+use super::paths::host;
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;
@@ -27,52 +28,6 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
         Ok(b) => Ok(Some(b)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(KubeadmError::file(&path, e)),
-    }
-}
-
-/// Why a certificate on the node is not one adopt takes (or a pair not
-/// one its CA issued).
-#[derive(Debug, thiserror::Error)]
-pub enum CertError {
-    #[error("{0}")]
-    Read(Box<KubeadmError>),
-    #[error("{what}: {source}")]
-    Named {
-        what: String,
-        source: Box<CertError>,
-    },
-    #[error("not a PEM certificate ({0})")]
-    NotPem(String),
-    #[error("not a certificate ({0})")]
-    NotCertificate(String),
-    #[error("its public key cannot be read ({0})")]
-    PublicKey(String),
-    #[error(
-        "{template} was issued by {issuer:?}, not by {ca} ({subject:?}): not a certificate \
-         kubeadm made"
-    )]
-    OtherIssuer {
-        template: String,
-        issuer: String,
-        ca: String,
-        subject: String,
-    },
-    #[error("{template} names {ca} as its issuer but {ca} did not sign it")]
-    NotSigned { template: String, ca: String },
-    #[error("not issued by the node's CA ({0})")]
-    NotTheCas(Box<CertError>),
-    #[error("its key is not the certificate's")]
-    KeyMismatch,
-    #[error("its key: {0}")]
-    Key(String),
-}
-
-impl CertError {
-    fn of(self, what: &str) -> Self {
-        CertError::Named {
-            what: what.to_owned(),
-            source: Box::new(self),
-        }
     }
 }
 

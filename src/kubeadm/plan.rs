@@ -1,17 +1,23 @@
 //! The plan: what adopt reads on the node, what it refuses, and every file
 //! and manifest flag it would write.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::error::{KubeadmError, Refusal};
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
-use super::{KubeadmError, Options, Refusal, cluster, cluster_info, host, node, trust};
+use super::options::Options;
+use super::paths::host;
+use super::{cluster, cluster_info, node, trust};
 
+mod changes;
 mod files;
 mod layout;
 mod text;
 
 pub use super::manifest::CONFIG;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
+use changes::ManifestChange;
+pub use changes::Plan;
 use files::{certsyncs_files, config_text, renewal};
 #[cfg(test)]
 pub use layout::CA_FILES;
@@ -19,86 +25,6 @@ use layout::certs;
 pub use layout::{
     EMBEDDED, POD, pair_ca, pairs, read_only_in_pod, target_cas, targets, unrecorded,
 };
-
-/// A file adopt writes.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct FileWrite {
-    pub path: String,
-    /// `create` or `replace`.
-    pub action: &'static str,
-    pub mode: String,
-    pub what: String,
-    #[serde(skip)]
-    pub bytes: Vec<u8>,
-}
-
-/// A manifest adopt changes.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ManifestChange {
-    pub path: String,
-    /// (flag, old value, new value).
-    pub flags: Vec<(String, String, String)>,
-    pub volumes_added: Vec<String>,
-    /// (annotation, old value, new value): the trust bundles' digest.
-    pub annotations: Vec<(String, String, String)>,
-    #[serde(skip)]
-    pub before: Vec<u8>,
-    #[serde(skip)]
-    pub after: Vec<u8>,
-}
-
-/// Everything adopt would do on the node, and what it read to decide.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Plan {
-    pub kubeadm_dir: PathBuf,
-    /// Where the ClusterConfiguration came from, or why it could not be read.
-    pub cluster_configuration_from: String,
-    pub files: Vec<FileWrite>,
-    pub manifests: Vec<ManifestChange>,
-    /// The client the ClusterConfiguration was read through, when it was:
-    /// `kube-public/cluster-info` is written the same way.
-    #[serde(skip)]
-    pub client: Option<kube::Config>,
-    /// What adopt does to `kube-public/cluster-info`'s CA data, or why it
-    /// cannot (`None`: it already trusts the CA's certificates).
-    pub cluster_info: Option<String>,
-    /// The ConfigMap to write, when it lacks a CA certificate.
-    #[serde(skip)]
-    pub cluster_info_new: Option<k8s_openapi::api::core::v1::ConfigMap>,
-    /// Where the files changed are copied first.
-    pub backup: String,
-    /// kubeadm's kubeconfigs whose embedded pair certsync renews.
-    pub kubeconfigs_renewed: Vec<String>,
-    /// kubeadm's pairs (prefixes) certsync keeps in step.
-    pub pairs_renewed: Vec<String>,
-    /// Each CA: its end, and its renewal's when adopt renews it.
-    pub cas: Vec<trust::CaEnd>,
-    /// kubeconfigs whose CA data adopt sets to the CA's certificates side
-    /// by side.
-    pub kubeconfigs_trusted: Vec<String>,
-    /// That CA data (PEM).
-    #[serde(skip)]
-    pub ca_bundle: Vec<u8>,
-    /// The trust bundles' digest (the components' annotation).
-    pub trust: String,
-    /// The bundles' certificates, for adopt's record.
-    #[serde(skip)]
-    pub trust_record: trust::Record,
-    /// certsync's static pod's image.
-    pub image: String,
-    /// The image of the certsync pod adopt replaces, when it is another
-    /// (a re-adopt that upgrades certsync or corrects a typo).
-    pub image_before: Option<String>,
-    /// The token certsync's pod answers `/readyz` with for this
-    /// configuration and image (`run --generation`): adopt waits for it.
-    pub generation: String,
-    /// Where adopt asks certsync's pod whether it is ready: its readiness
-    /// probe's address (`--admin-addr`, an unspecified one on loopback).
-    pub probe: std::net::SocketAddr,
-    /// Each `ca:` mapping of certsync.yaml: (name, target, renewal options
-    /// as written, or the defaults).
-    pub mappings: Vec<(String, String, String)>,
-}
 
 /// What adopt does to `kube-public/cluster-info` so that `kubeadm join`
 /// trusts `bundle` (the CA data of the kubeconfigs adopt keeps): nothing
@@ -139,13 +65,6 @@ async fn cluster_info_change(
     }
 }
 
-fn refused(opts: &Options, reason: Refusal) -> KubeadmError {
-    KubeadmError::Refused {
-        dir: opts.dir.clone(),
-        reason: Box::new(reason),
-    }
-}
-
 /// Reads the node and works out the plan; refuses what it does not recognise.
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let dir = &opts.dir;
@@ -165,7 +84,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // Files: certsync's config, kubeconfigs and pod. The config is judged
     // as `certsync run` will judge it before anything is written.
     let config = config_text(opts, key_alg)?;
-    super::judge::judge(opts, &config)?;
+    super::judge::judge(opts, &config).map_err(|p| KubeadmError::configuration(opts, p))?;
     if adopted {
         unrecorded_refused(opts)?;
     }
@@ -220,7 +139,7 @@ async fn cluster_configuration(
     match cluster::read(&admin).await {
         Ok(s) => {
             if let Some(r) = cluster::refusal(&s.config) {
-                return Err(refused(opts, r));
+                return Err(KubeadmError::refused(&opts.dir, r));
             }
             let from = format!(
                 "ConfigMap kube-system/kubeadm-config, read through {}",
@@ -252,8 +171,8 @@ fn component_manifests<'c>(
     for c in components {
         let path = super::manifest::manifest_path(c.name);
         let Some(before) = node::read_optional(dir, &path)? else {
-            return Err(refused(
-                opts,
+            return Err(KubeadmError::refused(
+                &opts.dir,
                 if c.name == "etcd" {
                     Refusal::NoEtcd { path }
                 } else {
@@ -262,8 +181,8 @@ fn component_manifests<'c>(
             ));
         };
         let m = manifest::read(c, before.clone()).map_err(|e| match e {
-            manifest::Unfit::Conflict(problem) => refused(
-                opts,
+            manifest::Unfit::Conflict(problem) => KubeadmError::refused(
+                &opts.dir,
                 Refusal::Conflict {
                     path: path.clone(),
                     problem,
@@ -323,14 +242,17 @@ fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
                 &format!("/etc/kubernetes/pki/{t}.crt"),
                 &format!("/etc/kubernetes/pki/{}.crt", c.ca),
             )
-            .map_err(|e| refused(opts, Refusal::Template(e)))?;
+            .map_err(|e| KubeadmError::refused(&opts.dir, Refusal::Template(e)))?;
         }
     }
     for p in pairs(dir) {
         for ext in ["crt", "key"] {
             let f = format!("{p}.{ext}");
             if node::read_optional(dir, &f)?.is_none() {
-                return Err(refused(opts, Refusal::NoPair { file: f }));
+                return Err(KubeadmError::refused(
+                    &opts.dir,
+                    Refusal::NoPair { file: f },
+                ));
             }
         }
     }
@@ -351,19 +273,19 @@ fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<&'static 
             .map(|(_, alg, ..)| *alg)
             .ok_or_else(|| {
                 let found = found.to_owned();
-                refused(opts, Refusal::EncryptionAlgorithm { found })
+                KubeadmError::refused(&opts.dir, Refusal::EncryptionAlgorithm { found })
             });
     }
     let apiserver_crt = "/etc/kubernetes/pki/apiserver.crt";
     match node::key_alg(&opts.dir, apiserver_crt) {
         Ok(Some(alg)) => Ok(alg),
-        Ok(None) => Err(refused(
-            opts,
+        Ok(None) => Err(KubeadmError::refused(
+            &opts.dir,
             Refusal::KeySize {
                 cert: apiserver_crt,
             },
         )),
-        Err(e) => Err(refused(opts, Refusal::KeyAlg(e))),
+        Err(e) => Err(KubeadmError::refused(&opts.dir, Refusal::KeyAlg(e))),
     }
 }
 
@@ -402,7 +324,10 @@ fn unrecorded_refused(opts: &Options) -> Result<(), KubeadmError> {
     if missing.is_empty() {
         return Ok(());
     }
-    Err(refused(opts, Refusal::Unrecorded { missing }))
+    Err(KubeadmError::refused(
+        &opts.dir,
+        Refusal::Unrecorded { missing },
+    ))
 }
 
 /// UTC, sortable, one per second: `20261124T221933Z` (the `time` that

@@ -17,7 +17,7 @@ pub fn generation(config: &[u8], trust: &str, image: &str) -> String {
     bytes.extend_from_slice(trust.as_bytes());
     bytes.push(0);
     bytes.extend_from_slice(image.as_bytes());
-    super::digest(&bytes)[..16].to_owned()
+    super::paths::digest(&bytes)[..16].to_owned()
 }
 
 /// The `--generation=` a pod manifest of adopt's gives certsync, if any

@@ -28,59 +28,11 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt as _;
 
+use super::error::{Found, KubeadmError};
+use super::node;
+use super::paths::host;
 use super::plan;
-use super::{KubeadmError, host, node};
-
-/// Why the gate did not pass: what one look at certsync's admin port saw
-/// when it was not this adoption's pod answering ready, or what else
-/// stopped the pod's start. Said as `NotReady.seen`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Seen {
-    #[error("no answer from {addr} within 3 s")]
-    Silent { addr: SocketAddr },
-    #[error("nothing answers on {addr} ({problem})")]
-    Nothing { addr: SocketAddr, problem: String },
-    /// The pod of this generation answers, not ready: why (escaped).
-    #[error("certsync's pod (generation {generation}) runs but is not ready: {body}")]
-    Starting { generation: String, body: String },
-    #[error("an earlier certsync pod (generation {generation}) answers, not this adoption's")]
-    Earlier { generation: String },
-    #[error("a certsync without a generation answers (an earlier pod): {status} {body}")]
-    Ungenerated { status: u16, body: String },
-    #[error(
-        "certsync's pod answers ready, but target {target} holds no live pair of its CA's: {why}"
-    )]
-    DeadTarget { target: String, why: String },
-    /// A pod whose manifest was taken out still answering after `secs`.
-    #[error("{pod} still answers on {addr} {secs} s after its manifest was taken out")]
-    StillAnswers {
-        pod: String,
-        addr: SocketAddr,
-        secs: u64,
-    },
-    /// A file certsync's pod mounts read-only, changed since adopt wrote it.
-    #[error(
-        "{path} is not what adopt wrote any more: something changed it while certsync's pod \
-         started; no component was pointed at it"
-    )]
-    Changed { path: String },
-    /// Writing or reading the pod's files failed.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl Seen {
-    /// The pod of the generation looked for answers (ready or not).
-    fn answers(&self) -> bool {
-        matches!(self, Seen::Starting { .. })
-    }
-}
-
-impl From<super::KubeadmError> for Seen {
-    fn from(e: super::KubeadmError) -> Self {
-        Seen::Failed(e.to_string())
-    }
-}
+use super::seen::Seen;
 
 /// One `GET /readyz` on certsync's admin port, within 3 s: `Ok` when the
 /// pod of `generation` answers ready.
@@ -216,9 +168,7 @@ pub(super) fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u
     use std::io::Read as _;
     let at = Path::new(target).join(name);
     let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
-        super::moves::Blocked::Absent => {
-            KubeadmError::file(Path::new(target), super::Found::Missing)
-        }
+        super::moves::Blocked::Absent => KubeadmError::file(Path::new(target), Found::Missing),
         e => KubeadmError::file(Path::new(target), e),
     })?;
     // The shared walker: links the pod left are followed only beneath the

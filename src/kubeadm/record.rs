@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
+use super::error::KubeadmError;
 use super::manifest::{KUBECONFIGS, P, PE};
-use super::{KUBEADM_DIR, KubeadmError, host};
+use super::paths::{KUBEADM_DIR, host};
 use crate::writer::replace_file;
 
 pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";

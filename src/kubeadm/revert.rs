@@ -14,7 +14,7 @@
 //! do.
 //!
 //! kubeadm's pairs and kubeconfigs come back from adopt's first backup,
-//! any whose certificate ends within [`super::REVERT_MARGIN_SECS`] issued
+//! any whose certificate ends within [`super::handback::REVERT_MARGIN_SECS`] issued
 //! again on the host ([`handback`]): never a file certsync's container
 //! could have written, nothing that ends within a day.
 //!
@@ -25,11 +25,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::error::{Found, KubeadmError, RevertError};
 use super::handback::{Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
+use super::options::RevertOptions;
+use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE, backup_path, targets};
 use super::record::State;
-use super::{KubeadmError, RevertError, RevertOptions, digest, host, moves, node};
+use super::{moves, node};
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
@@ -140,8 +143,7 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
             continue;
         }
         let at = host(dir, &path);
-        let text =
-            String::from_utf8(now).map_err(|_| KubeadmError::file(&at, super::Found::NotUtf8))?;
+        let text = String::from_utf8(now).map_err(|_| KubeadmError::file(&at, Found::NotUtf8))?;
         let mut m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&at, e))?;
         if manifest::unadopt(&c, &mut m) {
             let text = m.render().map_err(|e| KubeadmError::file(&at, e))?;

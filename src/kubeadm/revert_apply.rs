@@ -6,10 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::{KubeadmError, RevertError};
 use super::handback;
+use super::moves;
+use super::options::RevertOptions;
+use super::paths::host;
 use super::plan::{POD, STATE, backup_path, targets};
 use super::revert::{self, RevertPlan, Tense, names_in, symlink_on_the_way};
-use super::{KubeadmError, RevertError, RevertOptions, host, moves};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {

@@ -9,173 +9,29 @@
 //! `/readyz` its pod's readiness probe asks. Anything status cannot read is
 //! a problem of its class, never skipped: an unknown is not healthy.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
+use super::error::KubeadmError;
 use super::manifest;
+use super::node;
+use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE};
 use super::record::State;
-use super::{KubeadmError, digest, host, node};
+use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
 
 pub(super) mod keys;
 mod report;
 
+pub use report::{Cause, CertStatus, ManifestStatus, Status};
+#[cfg(test)]
+pub use report::{PodStatus, Problem};
+
 /// How far past the end of its renewal window a certificate may be before
 /// status calls it late: certsync renews at a random point inside the
 /// window, and issuing takes a moment.
 pub const LATE_AFTER_SECS: i64 = 60;
-
-/// Why a node is not healthy: one exit code per class
-/// (docs/reference/exit-codes.md). When several apply, the exit code is
-/// the first in this order's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Cause {
-    /// No adopted.json: certsync does not keep this node's certificates.
-    NotAdopted,
-    /// certsync's pod manifest is missing, or its `/readyz` does not answer.
-    CertsyncDown,
-    /// certsync answers but is not ready (a renewal failing, a target broken).
-    CertsyncNotReady,
-    /// A component manifest no longer names certsync's files.
-    AdoptionLost,
-    /// A live certificate expired, late for renewal, or unreadable; or a
-    /// private key under pki/ or certsync's directory that others may read.
-    Certificate,
-}
-
-impl Cause {
-    pub const ALL: [Self; 5] = [
-        Self::NotAdopted,
-        Self::CertsyncDown,
-        Self::CertsyncNotReady,
-        Self::AdoptionLost,
-        Self::Certificate,
-    ];
-
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Self::NotAdopted => 2,
-            Self::CertsyncDown => 3,
-            Self::CertsyncNotReady => 4,
-            Self::AdoptionLost => 5,
-            Self::Certificate => 6,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::NotAdopted => "not-adopted",
-            Self::CertsyncDown => "certsync-down",
-            Self::CertsyncNotReady => "certsync-not-ready",
-            Self::AdoptionLost => "adoption-lost",
-            Self::Certificate => "certificate",
-        }
-    }
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Problem {
-    pub cause: Cause,
-    pub message: String,
-}
-
-/// certsync's static pod, as its manifest names it and its `/readyz` says.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct PodStatus {
-    /// `/etc/kubernetes/manifests/certsync.yaml` exists.
-    pub manifest: bool,
-    pub image: Option<String>,
-    /// `--admin-addr` of its arguments (certsync's default when absent).
-    pub admin_addr: Option<String>,
-    /// Where its readiness probe asks: `http://HOST:PORT/readyz`.
-    pub readyz: Option<String>,
-    /// `ready`, `not-ready`, `not-running` or `no-manifest`.
-    pub state: &'static str,
-}
-
-/// One `ca:` mapping's live certificate.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct CertStatus {
-    pub mapping: String,
-    /// The target, a node path.
-    pub target: String,
-    /// The mapping's renewal options (`lifetime=`, `renew=`, `key-alg=`,
-    /// `keep-key=`) as written, or certsync's defaults.
-    pub options: String,
-    pub not_before: Option<String>,
-    pub not_after: Option<String>,
-    /// Unix time; 0 when unknown.
-    pub not_after_seconds: i64,
-    /// The renewal window, from `renew=`: certsync renews at a random point
-    /// between these two.
-    pub renew_from: Option<String>,
-    pub renew_by: Option<String>,
-    /// Unix time; 0 when unknown.
-    pub renew_by_seconds: i64,
-    /// How long certsync may be down once the renewal window has ended
-    /// before this certificate does: notAfter minus the window's end
-    /// (seconds; 0 when unknown).
-    pub outage_tolerance_seconds: i64,
-    pub problem: Option<String>,
-}
-
-/// One component manifest adopt changed.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ManifestStatus {
-    /// A node path.
-    pub manifest: String,
-    /// Every flag and volume adopt sets is there.
-    pub adopted: bool,
-    /// Byte for byte what adopt wrote (its digest in adopted.json).
-    pub as_adopt_wrote: bool,
-    pub problem: Option<String>,
-}
-
-/// The node, as `certsync kubeadm status` reports it.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Status {
-    pub kubeadm_dir: PathBuf,
-    pub adopted: bool,
-    /// When the first adoption was made (its backup's time), RFC 3339.
-    pub adopted_since: Option<String>,
-    /// Adopt's backups (node paths), oldest first.
-    pub backups: Vec<String>,
-    pub pod: PodStatus,
-    /// certsync's own report of failing renewals (its `/readyz` lines), or
-    /// `unknown: certsync not running`.
-    pub last_renewal_error: String,
-    pub certificates: Vec<CertStatus>,
-    pub manifests: Vec<ManifestStatus>,
-    /// kubeadm's CAs: each one's end, and whether the bundle components
-    /// load at start holds it.
-    pub cas: Vec<super::trust::CaStatus>,
-    pub problems: Vec<Problem>,
-    /// What is healthy now but stops the node if certsync is down for a
-    /// short while (a short `lifetime=` left in place after a trial).
-    pub warnings: Vec<super::Warning>,
-    /// Unix time of this report.
-    pub checked_at_seconds: i64,
-}
-
-impl Status {
-    /// 0 when healthy, else the exit code of the first cause ([`Cause`]).
-    pub fn exit_code(&self) -> u8 {
-        self.problems
-            .iter()
-            .map(|p| p.cause)
-            .min()
-            .map_or(0, Cause::exit_code)
-    }
-
-    fn problem(&mut self, cause: Cause, message: impl Into<String>) {
-        self.problems.push(Problem {
-            cause,
-            message: message.into(),
-        });
-    }
-}
 
 /// Reads the node at `dir` and certsync's `/readyz`. `Err` only when
 /// adopt's record exists but cannot be read: what else is unreadable is a
@@ -222,7 +78,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         .collect();
     s.warnings.extend(
         short_lifetimes(&s.certificates, &ca_ends)
-            .map(|w| super::Warning::new(super::WarningKind::ShortLifetime, w)),
+            .map(|w| Warning::new(WarningKind::ShortLifetime, w)),
     );
     s.cas = cas;
     s.warnings.extend(warnings);
@@ -232,9 +88,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         .is_some_and(|b| b.len() > 1);
     match super::cluster_info::status(dir, now, renewed).await {
         Some((true, p)) => s.problem(Cause::Certificate, p),
-        Some((false, w)) => s
-            .warnings
-            .push(super::Warning::new(super::WarningKind::ClusterInfo, w)),
+        Some((false, w)) => s.warnings.push(Warning::new(WarningKind::ClusterInfo, w)),
         None => {}
     }
     Ok(s)

@@ -7,8 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::CertError;
 use super::manifest::{self, Conflict, Manifest};
-use super::node::CertError;
+use super::paths::{digest, host};
 use super::*;
 use crate::cli::{SetError, check_set};
 use crate::config::ConfigError;

@@ -32,9 +32,12 @@ use std::time::SystemTime;
 
 use rustls_pki_types::pem::SectionKind;
 
+use super::error::{Found, KubeadmError};
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
+use super::node;
+use super::paths::host;
 use super::record::STATE;
-use super::{Found, KubeadmError, Warning, WarningKind, host, node};
+use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
 
 /// A CA certificate is renewed when less than this share of its span
@@ -242,7 +245,7 @@ pub fn plan(
             .files
             .extend(bundle_file(dir, name, bundle, certs.len(), text, adopted)?);
     }
-    trust.digest = super::digest(bundles.concat().as_bytes())[..16].to_owned();
+    trust.digest = super::paths::digest(bundles.concat().as_bytes())[..16].to_owned();
     Ok(trust)
 }
 

@@ -8,9 +8,12 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use super::error::KubeadmError;
+use super::options::Options;
+use super::paths::host;
 use super::plan::{self, POD, Plan, STATE};
 use super::record::{node_rel, put, put_mode};
-use super::{KubeadmError, Options, host, node, pod, ready};
+use super::{node, pod, ready};
 use crate::writer::replace_file;
 
 /// What this run changed that is not in its backup's manifests.

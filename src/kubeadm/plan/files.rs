@@ -6,10 +6,13 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::super::manifest::{BY_FILE, CA_BUNDLE, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
-use super::super::{KubeadmError, Options, Refusal, digest, host, node, pod, trust};
-use super::layout::{CA_FILES, KUBELET_FILES, certs};
-use super::{CONFIG, FileWrite, POD, refused};
+use super::super::error::{KubeadmError, Refusal};
+use super::super::manifest::{BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
+use super::super::options::Options;
+use super::super::paths::{digest, host};
+use super::super::{node, pod, trust};
+use super::changes::FileWrite;
+use super::layout::{CA_FILES, KUBELET_FILES, POD, certs};
 
 /// The renewal options every mapping gets, as the plan shows them.
 pub(super) fn renewal(set: &[(String, String)]) -> String {
@@ -179,8 +182,8 @@ fn file(
     let action = match node::read_optional(&opts.dir, path)? {
         Some(old) if old == bytes => return Ok(None),
         Some(_) if !owned => {
-            return Err(refused(
-                opts,
+            return Err(KubeadmError::refused(
+                &opts.dir,
                 Refusal::Unowned {
                     path: path.to_owned(),
                 },

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use super::super::host;
 use super::super::manifest::{self, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, P};
+use super::super::paths::host;
 use super::super::record::State;
 
 /// certsync's static pod.

@@ -2,15 +2,11 @@
 
 use std::fmt::Write as _;
 
-use super::super::manifest::CA_BUNDLE;
-use super::{CONFIG, Plan};
+use super::super::manifest::{CA_BUNDLE, CONFIG};
+use super::changes::Plan;
 use crate::validate::rfc3339;
 
 impl Plan {
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.manifests.is_empty() && self.kubeconfigs_trusted.is_empty()
-    }
-
     /// The plan as a person reads it.
     pub fn text(&self) -> String {
         let mut s = String::new();

@@ -42,7 +42,7 @@ pub fn exposed(dir: &Path) -> Vec<Exposed> {
 }
 
 fn walk(dir: &Path, node_path: &str, depth: usize, out: &mut Vec<Exposed>) {
-    let at = super::super::host(dir, node_path);
+    let at = super::super::paths::host(dir, node_path);
     let entries = match std::fs::read_dir(&at) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && depth == 0 => return,

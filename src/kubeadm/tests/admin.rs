@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use super::adopted::*;
 use super::*;
-use crate::kubeadm::admin::ShapeError;
+use crate::kubeadm::error::CertError;
+use crate::kubeadm::error::ShapeError;
 use crate::kubeadm::judge::ConfigProblem;
-use crate::kubeadm::node::CertError;
 
 /// A TCP listener standing in for the container's own: every byte any
 /// connection sends it, kept.
@@ -351,7 +351,7 @@ async fn an_admin_conf_that_cannot_be_used_ends_the_api_server_wait_at_once() {
     .await
     .expect_err("no admin.conf, yet the API server was called back");
     assert!(
-        matches!(seen, crate::kubeadm::api_server::NotBack::NoAdmin { .. }),
+        matches!(seen, crate::kubeadm::seen::NotBack::NoAdmin { .. }),
         "{seen}"
     );
 }

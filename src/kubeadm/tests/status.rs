@@ -2,9 +2,10 @@
 //! output, the exit code chosen among causes, a node never adopted.
 
 use super::{node_dir, options};
+use crate::kubeadm::error::KubeadmError;
+use crate::kubeadm::plan;
 use crate::kubeadm::pod::probe;
 use crate::kubeadm::status::*;
-use crate::kubeadm::{KubeadmError, plan};
 
 fn cert(mapping: &str, not_after: i64, renew_by: i64) -> CertStatus {
     CertStatus {
@@ -368,7 +369,7 @@ async fn adopts_config() -> (tempfile::TempDir, String, std::path::PathBuf) {
         .find(|f| f.path == plan::CONFIG)
         .expect("the config");
     let text = String::from_utf8(config.bytes.clone()).expect("utf-8");
-    let at = crate::kubeadm::host(dir.path(), plan::CONFIG);
+    let at = crate::kubeadm::paths::host(dir.path(), plan::CONFIG);
     (dir, text, at)
 }
 

@@ -11,9 +11,9 @@ use rcgen::{CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose as Ku};
 use rustls_pki_types::pem::PemObject as _;
 
 use super::super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
+use super::super::paths::host;
 use super::super::trust;
-use super::host;
-use crate::kubeadm::WarningKind;
+use crate::kubeadm::warning::WarningKind;
 
 /// A CA as kubeadm makes one (key identifier, keyCertSign), from `from`
 /// to `to` days around now, written as `NAME.crt` and `NAME.key` (0600)

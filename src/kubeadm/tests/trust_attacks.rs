@@ -12,10 +12,10 @@ use std::time::SystemTime;
 use rcgen::{CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose as Ku};
 
 use super::super::manifest::CA_BUNDLE;
+use super::super::paths::host;
 use super::super::trust;
-use super::host;
 use super::trust::{ders, kubeadms_ca};
-use crate::kubeadm::{FileProblem, Found, KubeadmError};
+use crate::kubeadm::error::{FileProblem, Found, KubeadmError};
 
 fn node() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();

@@ -1,0 +1,23 @@
+//! Where the node's files are: `/etc/kubernetes` as the node's components
+//! name it, each node path as this process reads it below `--kubeadm-dir`,
+//! and the digest their bytes are known by (adopt's record, the pod's
+//! generation, the trust annotation). A leaf: every module of `kubeadm`
+//! reads the node through these.
+
+use std::path::{Path, PathBuf};
+
+/// Where kubeadm keeps everything, as the node's components see it.
+pub const KUBEADM_DIR: &str = "/etc/kubernetes";
+
+/// `/etc/kubernetes/REL` as seen through `dir`.
+pub(super) fn host(dir: &Path, node_path: &str) -> PathBuf {
+    match node_path.strip_prefix(KUBEADM_DIR) {
+        Some(rel) => dir.join(rel.trim_start_matches('/')),
+        None => PathBuf::from(node_path),
+    }
+}
+
+/// SHA-256 of `bytes`, hex.
+pub(super) fn digest(bytes: &[u8]) -> String {
+    hex::encode(ring::digest::digest(&ring::digest::SHA256, bytes))
+}

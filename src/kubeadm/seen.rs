@@ -1,0 +1,110 @@
+//! What adopt's and revert's waits last saw: certsync's pod not this
+//! adoption's or not ready (`Seen`, and `NotReady`: what adopt then put
+//! back), the API server not back on the files its manifest names
+//! (`NotBack`). A leaf: the waits (`ready`, `api_server`) say these, the
+//! errors carry them.
+
+use std::net::SocketAddr;
+
+/// Why the gate did not pass: what one look at certsync's admin port saw
+/// when it was not this adoption's pod answering ready, or what else
+/// stopped the pod's start. Said as `NotReady.seen`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Seen {
+    #[error("no answer from {addr} within 3 s")]
+    Silent { addr: SocketAddr },
+    #[error("nothing answers on {addr} ({problem})")]
+    Nothing { addr: SocketAddr, problem: String },
+    /// The pod of this generation answers, not ready: why (escaped).
+    #[error("certsync's pod (generation {generation}) runs but is not ready: {body}")]
+    Starting { generation: String, body: String },
+    #[error("an earlier certsync pod (generation {generation}) answers, not this adoption's")]
+    Earlier { generation: String },
+    #[error("a certsync without a generation answers (an earlier pod): {status} {body}")]
+    Ungenerated { status: u16, body: String },
+    #[error(
+        "certsync's pod answers ready, but target {target} holds no live pair of its CA's: {why}"
+    )]
+    DeadTarget { target: String, why: String },
+    /// A pod whose manifest was taken out still answering after `secs`.
+    #[error("{pod} still answers on {addr} {secs} s after its manifest was taken out")]
+    StillAnswers {
+        pod: String,
+        addr: SocketAddr,
+        secs: u64,
+    },
+    /// A file certsync's pod mounts read-only, changed since adopt wrote it.
+    #[error(
+        "{path} is not what adopt wrote any more: something changed it while certsync's pod \
+         started; no component was pointed at it"
+    )]
+    Changed { path: String },
+    /// Writing or reading the pod's files failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Seen {
+    /// The pod of the generation looked for answers (ready or not).
+    pub(super) fn answers(&self) -> bool {
+        matches!(self, Seen::Starting { .. })
+    }
+}
+
+/// What adopt saw of a certsync pod that was not ready in time, and what
+/// it put back.
+#[derive(Debug)]
+pub struct NotReady {
+    pub image: String,
+    pub generation: String,
+    /// `--ready-timeout`, as given.
+    pub timeout: String,
+    /// What was last seen (see `ready::look`).
+    pub seen: Seen,
+    /// The kubelet's view (the mirror pod), or where to look on the node.
+    pub pod: String,
+    /// What adopt put back, and how the node is.
+    pub undone: String,
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "certsync's pod (image {}, generation {}) was not ready within {}: {}; its state: {}. {}",
+            self.image, self.generation, self.timeout, self.seen, self.pod, self.undone
+        )
+    }
+}
+
+/// What adopt or revert last saw of the API server it waited for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotBack {
+    #[error("{manifest} names no --advertise-address or --tls-cert-file")]
+    NoAddress { manifest: String },
+    #[error("{path}: {problem}")]
+    Unread { path: String, problem: String },
+    /// Still serving another certificate (not restarted yet), or no TLS
+    /// answer at all.
+    #[error("{addr} serves {served}, not {path} ({expected})")]
+    NotServing {
+        addr: String,
+        served: String,
+        path: String,
+        expected: String,
+    },
+    #[error("{addr} serves {path}, but /readyz through admin.conf: {problem}")]
+    NotReady {
+        addr: String,
+        path: String,
+        problem: String,
+    },
+    /// admin.conf could not be read or made into a client: nothing can ask
+    /// `/readyz`, however long the wait.
+    #[error("/readyz cannot be asked through admin.conf: {problem}")]
+    NoAdmin { problem: String },
+    /// Serving and ready from the first look on, never seen stopping: the
+    /// API server that ran before (same certificate) has not restarted yet.
+    #[error("{addr} has answered ready since the manifest changed: not restarted on it yet")]
+    NotRestarted { addr: String },
+}

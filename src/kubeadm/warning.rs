@@ -1,0 +1,61 @@
+//! What `status` warns about: each kind (its own textfile series) and a
+//! warning's message. A leaf: trust and status make them, the status
+//! report writes them.
+
+/// What `status` warns about: healthy now, but an outage or a date ahead
+/// stops the node unless someone acts. Each kind is its own series in the
+/// textfile (`certsync_kubeadm_status_warning{kind}`), so an alert can ask
+/// for a person before it becomes a problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WarningKind {
+    /// A trial `lifetime=` left in place: a short outage of certsync ends a certificate.
+    ShortLifetime,
+    /// A CA has less than 90% of its span left (a ten-year CA from its
+    /// second year on): the next `adopt` renews it.
+    CaRenewalDue,
+    /// An earlier CA certificate beside a renewal has ended: whatever off
+    /// the node trusted only it stopped then.
+    EarlierCaEnded,
+    /// This node's kubelet.conf trusts only a CA certificate that ends.
+    KubeletConf,
+    /// `kube-public/cluster-info` (what joins trust) could not be checked
+    /// or does not hold the CA in place.
+    ClusterInfo,
+}
+
+impl WarningKind {
+    pub const ALL: [Self; 5] = [
+        Self::ShortLifetime,
+        Self::CaRenewalDue,
+        Self::EarlierCaEnded,
+        Self::KubeletConf,
+        Self::ClusterInfo,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ShortLifetime => "short-lifetime",
+            Self::CaRenewalDue => "ca-renewal-due",
+            Self::EarlierCaEnded => "earlier-ca-ended",
+            Self::KubeletConf => "kubelet-conf",
+            Self::ClusterInfo => "cluster-info",
+        }
+    }
+}
+
+/// One warning of `status`: its kind and what to do.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Warning {
+    pub kind: WarningKind,
+    pub message: String,
+}
+
+impl Warning {
+    pub(super) fn new(kind: WarningKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
