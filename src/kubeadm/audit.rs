@@ -19,6 +19,10 @@ use crate::beneath::{Entry, Owners, Trust};
 /// holds a few hundred, certsync's backups included.
 const LIMIT: usize = 100_000;
 
+/// Directories deeper than any layout certsync or kubeadm makes: a
+/// planted tree is said, not walked down (each level is a frame).
+const MAX_DEPTH: usize = 32;
+
 const WHY: &str = "(a compromised certsync container could have left it; inspect it)";
 
 /// One `warning: ...` line per suspicious entry below `dir` (the node's
@@ -32,7 +36,16 @@ pub fn warnings(dir: &Path) -> String {
             if let Ok(m) = root.dir_metadata() {
                 judge("/etc/kubernetes", m.mode(), m.uid(), true, &mut out);
             }
-            walk(&root, "/etc/kubernetes", &mut seen, &mut out);
+            walk(&root, "/etc/kubernetes", &mut seen, &mut |met| match met {
+                Met::Entry { path, meta, .. } => judge(
+                    path,
+                    meta.mode(),
+                    meta.uid(),
+                    !meta.file_type().is_symlink(),
+                    &mut out,
+                ),
+                Met::Problem { path, problem } => out.push(format!("{path} {problem}")),
+            });
         }
         Err(e) => out.push(format!("/etc/kubernetes could not be inspected: {e}")),
     }
@@ -41,21 +54,58 @@ pub fn warnings(dir: &Path) -> String {
         .collect()
 }
 
-fn walk(dir: &Dir, at: &str, seen: &mut usize, out: &mut Vec<String>) {
+/// What a walk meets below a directory: each entry by the path it is
+/// shown as (every name escaped: a name is whatever its maker chose) and
+/// its own metadata, a link never followed; or what could not be looked
+/// at, and why.
+pub(super) enum Met<'a> {
+    Entry {
+        path: &'a str,
+        name: &'a std::ffi::OsStr,
+        meta: &'a cap_std::fs::Metadata,
+    },
+    Problem {
+        path: &'a str,
+        problem: String,
+    },
+}
+
+/// Every entry below `dir` (shown as `at`), one directory handle at a time:
+/// each directory opened beneath the one before without following a link
+/// (one swapped for a link meanwhile is a problem, never followed), by its
+/// own name, never by a path made again from text.
+pub(super) fn walk(dir: &Dir, at: &str, seen: &mut usize, visit: &mut dyn FnMut(Met<'_>)) {
+    walk_at(dir, at, 0, seen, visit);
+}
+
+fn walk_at(dir: &Dir, at: &str, depth: usize, seen: &mut usize, visit: &mut dyn FnMut(Met<'_>)) {
     let entries = match dir.entries() {
         Ok(e) => e,
-        Err(e) => return out.push(format!("{at} could not be listed: {e}")),
+        Err(e) => {
+            return visit(Met::Problem {
+                path: at,
+                problem: format!("could not be listed: {e}"),
+            });
+        }
     };
     for entry in entries {
         *seen += 1;
         if *seen > LIMIT {
-            return out.push(format!(
-                "{at}: more than {LIMIT} entries below /etc/kubernetes, the rest not inspected"
-            ));
+            return visit(Met::Problem {
+                path: at,
+                problem: format!(
+                    "holds more than {LIMIT} entries below it, the rest not inspected"
+                ),
+            });
         }
         let entry = match entry {
             Ok(e) => e,
-            Err(e) => return out.push(format!("{at} could not be listed: {e}")),
+            Err(e) => {
+                return visit(Met::Problem {
+                    path: at,
+                    problem: format!("could not be listed: {e}"),
+                });
+            }
         };
         let name = entry.file_name();
         let path = format!("{at}/{}", crate::escape(&name.to_string_lossy()));
@@ -63,17 +113,33 @@ fn walk(dir: &Dir, at: &str, seen: &mut usize, out: &mut Vec<String>) {
         let meta = match dir.symlink_metadata(&name) {
             Ok(m) => m,
             Err(e) => {
-                out.push(format!("{path} could not be inspected: {e}"));
+                visit(Met::Problem {
+                    path: &path,
+                    problem: format!("could not be inspected: {e}"),
+                });
                 continue;
             }
         };
-        let kind = meta.file_type();
-        judge(&path, meta.mode(), meta.uid(), !kind.is_symlink(), out);
-        if kind.is_dir() {
+        visit(Met::Entry {
+            path: &path,
+            name: &name,
+            meta: &meta,
+        });
+        if meta.file_type().is_dir() {
+            if depth + 1 >= MAX_DEPTH {
+                visit(Met::Problem {
+                    path: &path,
+                    problem: format!("is deeper than {MAX_DEPTH} directories, not inspected"),
+                });
+                continue;
+            }
             // Swapped for a link since: an error, reported, never followed.
             match dir.open_dir_nofollow(&name) {
-                Ok(sub) => walk(&sub, &path, seen, out),
-                Err(e) => out.push(format!("{path} could not be opened: {e}")),
+                Ok(sub) => walk_at(&sub, &path, depth + 1, seen, visit),
+                Err(e) => visit(Met::Problem {
+                    path: &path,
+                    problem: format!("could not be opened: {e}"),
+                }),
             }
         }
     }

@@ -22,8 +22,12 @@ pub enum Seen {
     Earlier { generation: String },
     #[error("a certsync without a generation answers (an earlier pod): {status} {body}")]
     Ungenerated { status: u16, body: String },
+    /// `why` is read from what the pod's container may have written (a
+    /// link's text, a certificate's names): escaped when shown, as it is
+    /// printed to a terminal while adopt waits.
     #[error(
-        "certsync's pod answers ready, but target {target} holds no live pair of its CA's: {why}"
+        "certsync's pod answers ready, but target {target} holds no live pair of its CA's: {}",
+        crate::escape(why)
     )]
     DeadTarget { target: String, why: String },
     /// A pod whose manifest was taken out still answering after `secs`.
@@ -39,8 +43,9 @@ pub enum Seen {
          started; no component was pointed at it"
     )]
     Changed { path: String },
-    /// Writing or reading the pod's files failed.
-    #[error("{0}")]
+    /// Writing or reading the pod's files failed (paths the container may
+    /// have named: escaped when shown).
+    #[error("{}", crate::escape(.0))]
     Failed(String),
 }
 
@@ -107,4 +112,30 @@ pub enum NotBack {
     /// API server that ran before (same certificate) has not restarted yet.
     #[error("{addr} has answered ready since the manifest changed: not restarted on it yet")]
     NotRestarted { addr: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seen;
+
+    /// What certsync's container wrote (a link's text as a target's
+    /// tls.crt) reaches adopt's "still waiting" line and its error: never
+    /// as terminal escapes or a forged line.
+    #[test]
+    fn attack_text_from_the_pods_files_is_escaped_when_shown() {
+        let forged = "\u{1b}]0;owned\u{7}\u{1b}[2K\rcertsync: adopted\nadopted";
+        for seen in [
+            Seen::DeadTarget {
+                target: "/etc/kubernetes/pki/certsync/apiserver".into(),
+                why: forged.into(),
+            },
+            Seen::Failed(forged.into()),
+        ] {
+            let shown = seen.to_string();
+            assert!(
+                !shown.contains(['\u{1b}', '\u{7}', '\r', '\n']),
+                "{shown:?}"
+            );
+        }
+    }
 }

@@ -3,19 +3,25 @@
 //! own directory (adopt's backups hold kubeadm's keys). A CA key that a
 //! group or every local user may read lets any of them mint certificates
 //! the cluster trusts (front-proxy clients, kubelet identities), whatever
-//! certsync renews; OpenSSH refuses a key like that outright. Judged by
-//! each entry's own metadata, symlinks never followed (certsync's visible
-//! `tls.key` links point into a revision that is judged itself).
+//! certsync renews; OpenSSH refuses a key like that outright. Walked as
+//! the audit walks `/etc/kubernetes` ([`super::super::audit::walk`]): one
+//! directory handle at a time, each entry judged by its own metadata, a
+//! link never followed (certsync's visible `tls.key` links point into a
+//! revision that is judged itself), every name escaped. Keys are known by
+//! their name (`*.key`, as kubeadm and certsync name them): a key kept
+//! under another name is not seen, so this finds mistakes, it is no
+//! boundary against whoever may write there.
 
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
+
+use cap_std::fs::{Dir, MetadataExt as _};
+
+use super::super::audit::{Met, walk};
+use super::super::paths::host;
 
 /// Where keys live, as node paths.
 const UNDER: [&str; 2] = ["/etc/kubernetes/pki", "/etc/kubernetes/certsync"];
-
-/// Deeper than any layout adopt makes (pki/certsync/NAME/..history/REV/):
-/// a walk stops there rather than following a planted tree down.
-const MAX_DEPTH: usize = 8;
 
 /// Why a key file is exposed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,69 +32,61 @@ pub enum Exposed {
         "{path} belongs to uid {uid}, not root: that user may read or replace it; chown root:root it"
     )]
     NotRoots { path: String, uid: u32 },
-    #[error("{path}: cannot be judged ({error})")]
-    Unreadable { path: String, error: String },
+    #[error("{path} {problem}: its keys cannot be judged")]
+    Unreadable { path: String, problem: String },
 }
 
 /// Every exposed private key under [`UNDER`] of the node at `dir`, by node
-/// path, in walk order. A directory that cannot be listed is a problem
-/// too: an unknown is not healthy.
+/// path, sorted. What cannot be looked at is said too: an unknown
+/// is not healthy.
 pub fn exposed(dir: &Path) -> Vec<Exposed> {
     let mut out = Vec::new();
-    for node_path in UNDER {
-        walk(dir, node_path, 0, &mut out);
-    }
-    out
-}
-
-fn walk(dir: &Path, node_path: &str, depth: usize, out: &mut Vec<Exposed>) {
-    let at = super::super::paths::host(dir, node_path);
-    let entries = match std::fs::read_dir(&at) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && depth == 0 => return,
-        Err(e) => {
-            return out.push(Exposed::Unreadable {
-                path: node_path.to_owned(),
-                error: e.to_string(),
-            });
-        }
-    };
-    let mut names: Vec<_> = entries.filter_map(Result::ok).collect();
-    names.sort_by_key(std::fs::DirEntry::file_name);
-    for e in names {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let path = format!("{node_path}/{}", crate::escape(&name));
-        // The entry's own metadata: a symlink is judged as a link, never
-        // through it.
-        let meta = match e.path().symlink_metadata() {
-            Ok(m) => m,
-            Err(error) => {
+    for under in UNDER {
+        let root = match Dir::open_ambient_dir(host(dir, under), cap_std::ambient_authority()) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
                 out.push(Exposed::Unreadable {
-                    path,
-                    error: error.to_string(),
+                    path: under.to_owned(),
+                    problem: format!("could not be opened: {e}"),
                 });
                 continue;
             }
         };
-        if meta.is_dir() {
-            if depth + 1 >= MAX_DEPTH {
-                out.push(Exposed::Unreadable {
-                    path,
-                    error: format!("deeper than {MAX_DEPTH} directories"),
-                });
-            } else {
-                walk(dir, &format!("{node_path}/{name}"), depth + 1, out);
+        walk(&root, under, &mut 0, &mut |met| match met {
+            Met::Entry { path, name, meta } => {
+                if meta.file_type().is_file() && name.as_bytes().ends_with(b".key") {
+                    let mode = meta.mode() & 0o7777;
+                    if meta.uid() != 0 {
+                        out.push(Exposed::NotRoots {
+                            path: path.to_owned(),
+                            uid: meta.uid(),
+                        });
+                    } else if mode & 0o077 != 0 {
+                        out.push(Exposed::Readable {
+                            path: path.to_owned(),
+                            mode,
+                        });
+                    }
+                }
             }
-        } else if meta.is_file() && name.ends_with(".key") {
-            let mode = meta.mode() & 0o7777;
-            if meta.uid() != 0 {
-                out.push(Exposed::NotRoots {
-                    path,
-                    uid: meta.uid(),
-                });
-            } else if mode & 0o077 != 0 {
-                out.push(Exposed::Readable { path, mode });
-            }
+            Met::Problem { path, problem } => out.push(Exposed::Unreadable {
+                path: path.to_owned(),
+                problem,
+            }),
+        });
+    }
+    out.sort_by(|a, b| a.path().cmp(b.path()));
+    out
+}
+
+impl Exposed {
+    /// The node path it names (escaped).
+    pub fn path(&self) -> &str {
+        match self {
+            Self::Readable { path, .. }
+            | Self::NotRoots { path, .. }
+            | Self::Unreadable { path, .. } => path,
         }
     }
 }

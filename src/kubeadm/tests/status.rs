@@ -526,6 +526,10 @@ fn attack_a_private_key_others_may_read_is_named() {
     assert_eq!(
         exposed(dir.path()),
         vec![
+            Exposed::Readable {
+                path: "/etc/kubernetes/certsync/backup/20261127T120000Z/pki/apiserver.key".into(),
+                mode: 0o640
+            },
             Exposed::NotRoots {
                 path: "/etc/kubernetes/pki/etcd/ca.key".into(),
                 uid: 1000
@@ -534,10 +538,67 @@ fn attack_a_private_key_others_may_read_is_named() {
                 path: "/etc/kubernetes/pki/front-proxy-ca.key".into(),
                 mode: 0o644
             },
-            Exposed::Readable {
-                path: "/etc/kubernetes/certsync/backup/20261127T120000Z/pki/apiserver.key".into(),
-                mode: 0o640
-            },
         ]
+    );
+}
+
+/// Attack (certsync's container may make entries in pki/): a directory
+/// whose name is not UTF-8 beside a link named as its lossy reading, and
+/// a name carrying terminal escapes. The walk opens what it listed, by its
+/// own name (the key in the non-UTF-8 directory is found, the link never
+/// followed), and every name it prints is escaped.
+#[test]
+fn attack_names_a_container_chooses_neither_hide_a_key_nor_reach_the_terminal() {
+    use crate::kubeadm::status::keys::exposed;
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dir = node_dir();
+    for e in std::fs::read_dir(dir.path().join("pki")).expect("read_dir") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "key") {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        }
+    }
+    for e in std::fs::read_dir(dir.path().join("pki/etcd")).expect("read_dir") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "key") {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        }
+    }
+    let raw = dir
+        .path()
+        .join("pki")
+        .join(std::ffi::OsStr::from_bytes(b"\xff"));
+    std::fs::create_dir(&raw).expect("mkdir");
+    std::fs::write(raw.join("exposed.key"), "k").expect("key");
+    std::fs::set_permissions(
+        raw.join("exposed.key"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .expect("chmod");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    symlink(elsewhere.path(), dir.path().join("pki/\u{FFFD}")).expect("symlink");
+    let escapes = dir
+        .path()
+        .join("pki/\u{1b}]0;owned\u{7}\u{1b}[2K\rproblem: none");
+    std::fs::create_dir(&escapes).expect("mkdir");
+    std::fs::write(escapes.join("x.key"), "k").expect("key");
+    std::fs::set_permissions(
+        escapes.join("x.key"),
+        std::fs::Permissions::from_mode(0o604),
+    )
+    .expect("chmod");
+    let found = exposed(dir.path());
+    assert_eq!(found.len(), 2, "{found:#?}");
+    for e in &found {
+        let shown = e.to_string();
+        assert!(
+            !shown.contains(['\u{1b}', '\u{7}', '\r']),
+            "an unescaped control character: {shown:?}"
+        );
+    }
+    assert!(
+        found.iter().any(|e| e.path().ends_with("/exposed.key")),
+        "{found:#?}"
     );
 }
