@@ -50,7 +50,11 @@ fn fresh_node() -> tempfile::TempDir {
                 if let Some(stem) = to.to_str().and_then(|p| p.strip_suffix(".crt"))
                     && !stem.ends_with("ca")
                 {
-                    std::fs::write(format!("{stem}.key"), "kubeadm's key\n").expect("key");
+                    // 0600, as kubeadm writes keys.
+                    let key = format!("{stem}.key");
+                    std::fs::write(&key, "kubeadm's key\n").expect("key");
+                    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+                        .expect("chmod");
                 }
             }
         }

@@ -258,6 +258,18 @@ pub enum Refusal {
         .missing.join(", ")
     )]
     Unrecorded { missing: Vec<String> },
+    /// An option adopt can judge now: certsync's pod would fail on it
+    /// after adopt had waited its whole --ready-timeout.
+    #[error(transparent)]
+    Unfit(super::preflight::Unfit),
+    /// Private keys the group or other users may read (or not root's):
+    /// adopt does not hand a node's CAs to certsync while any local user
+    /// may mint certificates with them.
+    #[error(
+        "{}; nothing was changed: fix each (chmod 0600, chown root:root), then adopt again",
+        .exposed.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    KeysExposed { exposed: Vec<super::keys::Exposed> },
 }
 
 /// Why revert refused, or stopped: every message names the file or step

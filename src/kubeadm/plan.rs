@@ -68,6 +68,7 @@ async fn cluster_info_change(
 /// Reads the node and works out the plan; refuses what it does not recognise.
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let dir = &opts.dir;
+    preflight(opts)?;
     let adopted = node::read_optional(dir, STATE)?.is_some();
     let (stored, from) = cluster_configuration(opts).await?;
     let components = manifest::components();
@@ -127,6 +128,32 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
             .collect(),
     })
+}
+
+/// What is refused before the node is read further: an image reference
+/// the runtime cannot parse, an admin address the node cannot listen on
+/// (one it lacks, or a port another process holds: certsync's own pod
+/// there is fine, it is replaced), and private keys others may read.
+fn preflight(opts: &Options) -> Result<(), KubeadmError> {
+    let dir = &opts.dir;
+    let unfit = |u| KubeadmError::refused(dir, Refusal::Unfit(u));
+    super::preflight::image(&opts.image).map_err(unfit)?;
+    let free = super::preflight::admin_addr(opts.admin_addr).map_err(unfit)?;
+    if !free {
+        let current = node::read_optional(dir, POD)?
+            .and_then(|m| super::pod::probe(&String::from_utf8_lossy(&m)).ok())
+            .map(|(_, _, at)| at);
+        if current != Some(super::pod::probe_addr(opts.admin_addr)) {
+            return Err(unfit(super::preflight::Unfit::PortTaken {
+                addr: opts.admin_addr,
+            }));
+        }
+    }
+    let exposed = super::keys::exposed(dir);
+    if !exposed.is_empty() {
+        return Err(KubeadmError::refused(dir, Refusal::KeysExposed { exposed }));
+    }
+    Ok(())
 }
 
 /// The ClusterConfiguration, through admin.conf, and where it was read

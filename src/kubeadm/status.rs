@@ -21,7 +21,6 @@ use super::record::State;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
 
-pub(super) mod keys;
 mod report;
 
 pub use report::{Cause, CertStatus, ManifestStatus, Status};
@@ -58,7 +57,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     s.backups.clone_from(&state.backups);
     pod(dir, &mut s).await;
     certificates(dir, now, &mut s);
-    for e in keys::exposed(dir) {
+    for e in super::keys::exposed(dir) {
         s.problem(Cause::Certificate, format!("private key: {e}"));
     }
     manifests(dir, &state, &mut s);

@@ -187,7 +187,11 @@ fn node_dir() -> tempfile::TempDir {
     // Each pair's key beside its certificate (not in the fixtures: only
     // their presence is read).
     for p in plan::pairs(dir.path()) {
-        std::fs::write(host(dir.path(), &format!("{p}.key")), "kubeadm's key\n").expect("key");
+        // 0600, as kubeadm writes keys (adopt refuses one others may read).
+        let key = host(dir.path(), &format!("{p}.key"));
+        std::fs::write(&key, "kubeadm's key\n").expect("key");
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("chmod");
     }
     // As kubeadm writes them: the client pair embedded (certsync keeps it
     // in step, and `run`'s loader judges that it can).
@@ -743,21 +747,31 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
 async fn the_image_is_a_value_in_certsyncs_pod_never_part_of_its_shape() {
     // `--image` went into the pod's YAML as text: a newline in it added
     // fields of its choosing to the container (here a privileged one).
-    // The pod is a typed Pod now, the image one string value.
+    // adopt refuses such an image outright now; the pod is a typed Pod
+    // whatever it is given, the image one string value.
     let dir = node_dir();
     let image = "registry.example.com/certsync:1\n    securityContext: {privileged: true}";
     let opts = Options {
         image: image.into(),
         ..options(dir.path())
     };
-    let plan = plan::plan(&opts).await.expect("plan");
-    let pod = plan
-        .files
-        .iter()
-        .find(|f| f.path == plan::POD)
-        .expect("certsync's pod");
-    let pod: k8s_openapi::api::core::v1::Pod =
-        serde_yaml_ng::from_slice(&pod.bytes).expect("a Pod");
+    assert!(matches!(
+        plan::plan(&opts).await,
+        Err(KubeadmError::Refused { reason, .. }) if matches!(*reason, Refusal::Unfit(_))
+    ));
+    let text = super::pod::manifest(&super::pod::Spec {
+        image,
+        admin: "127.0.0.1:9814".parse().expect("addr"),
+        generation: "g",
+        config_hash: "h",
+        mounts: Vec::new(),
+    })
+    .expect("manifest");
+    let pod: k8s_openapi::api::core::v1::Pod = serde_yaml_ng::from_str(
+        text.split_once('\n')
+            .map_or(text.as_str(), |(_, body)| body),
+    )
+    .expect("a Pod");
     let spec = pod.spec.expect("spec");
     let [c] = spec.containers.as_slice() else {
         panic!("one container: {:?}", spec.containers);

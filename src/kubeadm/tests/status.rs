@@ -315,10 +315,10 @@ async fn adopts_admin_address_is_where_status_asks() {
             "127.0.0.1:9900",
         ),
         (
-            "10.77.0.11:9814",
-            "- --admin-addr=10.77.0.11:9814\n",
-            "host: 10.77.0.11\n",
-            "10.77.0.11:9814",
+            "127.0.0.2:9814",
+            "- --admin-addr=127.0.0.2:9814\n",
+            "host: 127.0.0.2\n",
+            "127.0.0.2:9814",
         ),
         (
             "[::]:9814",
@@ -356,6 +356,44 @@ async fn adopts_admin_address_is_where_status_asks() {
         assert_eq!(admin.as_deref(), Some(addr), "{addr}");
         assert_eq!(at.to_string(), asked, "{addr}");
     }
+}
+
+/// An admin address the node cannot listen on is refused before anything
+/// is written (certsync's pod would exit at start while adopt waited its
+/// whole --ready-timeout): one the node lacks, a port another process
+/// holds; and an image reference the runtime cannot parse.
+#[tokio::test]
+async fn adopt_refuses_an_address_the_node_cannot_listen_on_and_a_bad_image() {
+    use crate::kubeadm::preflight::{ImageProblem, Unfit};
+    use crate::kubeadm::{KubeadmError, Refusal};
+    let dir = node_dir();
+    let refusal = |r: Result<_, KubeadmError>| match r {
+        Err(KubeadmError::Refused { reason, .. }) => *reason,
+        other => panic!("not refused: {other:?}"),
+    };
+    let mut opts = options(dir.path());
+    // TEST-NET-3: no interface of this machine has it.
+    opts.admin_addr = "203.0.113.77:9814".parse().expect("addr");
+    assert!(matches!(
+        refusal(plan(&opts).await.map(drop)),
+        Refusal::Unfit(Unfit::NoSuchAddress { .. })
+    ));
+    let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    opts.admin_addr = held.local_addr().expect("addr");
+    assert!(matches!(
+        refusal(plan(&opts).await.map(drop)),
+        Refusal::Unfit(Unfit::PortTaken { .. })
+    ));
+    drop(held);
+    assert!(plan(&opts).await.is_ok(), "the port free again");
+    opts.image = "registry.example.com/Platform/certsync:0.1.0".into();
+    assert!(matches!(
+        refusal(plan(&opts).await.map(drop)),
+        Refusal::Unfit(Unfit::Image {
+            why: ImageProblem::Uppercase,
+            ..
+        })
+    ));
 }
 
 /// A node directory, the certsync.yaml adopt would write for it, and where
@@ -481,7 +519,7 @@ async fn attack_status_reads_a_file_run_would_refuse() {
 /// never followed.
 #[test]
 fn attack_a_private_key_others_may_read_is_named() {
-    use crate::kubeadm::status::keys::{Exposed, exposed};
+    use crate::kubeadm::keys::{Exposed, exposed};
     use std::os::unix::fs::{PermissionsExt, symlink};
     let dir = node_dir();
     let at = |rel: &str| dir.path().join(rel);
@@ -549,7 +587,7 @@ fn attack_a_private_key_others_may_read_is_named() {
 /// followed), and every name it prints is escaped.
 #[test]
 fn attack_names_a_container_chooses_neither_hide_a_key_nor_reach_the_terminal() {
-    use crate::kubeadm::status::keys::exposed;
+    use crate::kubeadm::keys::exposed;
     use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::fs::{PermissionsExt, symlink};
     let dir = node_dir();

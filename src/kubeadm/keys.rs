@@ -4,7 +4,7 @@
 //! group or every local user may read lets any of them mint certificates
 //! the cluster trusts (front-proxy clients, kubelet identities), whatever
 //! certsync renews; OpenSSH refuses a key like that outright. Walked as
-//! the audit walks `/etc/kubernetes` ([`super::super::audit::walk`]): one
+//! the audit walks `/etc/kubernetes` ([`super::audit::walk`]): one
 //! directory handle at a time, each entry judged by its own metadata, a
 //! link never followed (certsync's visible `tls.key` links point into a
 //! revision that is judged itself), every name escaped. Keys are known by
@@ -17,8 +17,8 @@ use std::path::Path;
 
 use cap_std::fs::{Dir, MetadataExt as _};
 
-use super::super::audit::{Met, walk};
-use super::super::paths::host;
+use super::audit::{Met, walk};
+use super::paths::host;
 
 /// Where keys live, as node paths.
 const UNDER: [&str; 2] = ["/etc/kubernetes/pki", "/etc/kubernetes/certsync"];
