@@ -128,6 +128,12 @@ pub struct AdoptArgs {
     /// 0s: do not wait.
     #[arg(long, value_name = "DURATION", value_parser = duration(0, 3_600_000), default_value = "3m")]
     pub api_server_timeout: Duration,
+    /// How many of the newest backups under /etc/kubernetes/certsync/backup
+    /// a successful adopt keeps (they hold private keys). Older ones go,
+    /// except the first and any other that holds kubeadm's own copy of a
+    /// file revert hands back: those stay whatever N is.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), default_value = "3")]
+    pub keep_backups: u16,
 }
 
 /// `--set` options adopt accepts: how a certificate is renewed, never who

@@ -16,6 +16,7 @@ impl From<&AdoptArgs> for Options {
             json: a.output == PlanOutput::Json,
             ready_timeout: a.ready_timeout,
             api_server_timeout: a.api_server_timeout,
+            keep_backups: usize::from(a.keep_backups),
             now: std::time::SystemTime::now(),
         }
     }

@@ -134,8 +134,40 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
         .await
         .map_err(|e| KubeadmError::PartAdopted(Box::new(e)))?;
     api_server_back(opts, plan, out).await?;
+    prune_backups(opts, out)?;
     out.push_str("adopted\n");
     Ok(())
+}
+
+/// Once adopted: the backups older than the newest `--keep-backups` that
+/// revert needs none of, removed (they hold private keys), and the record
+/// written without them. A link where a backup should be is removed as a
+/// link, never followed.
+pub(super) fn prune_backups(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
+    let dir = &opts.dir;
+    let Some(mut state) = State::read(dir)? else {
+        return Ok(());
+    };
+    let gone = state.prunable(opts.keep_backups);
+    if gone.is_empty() {
+        return Ok(());
+    }
+    for b in &gone {
+        let path = host(dir, b);
+        std::fs::remove_dir_all(&path)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(|e| KubeadmError::file(&path, e))?;
+        let _ = writeln!(
+            out,
+            "removed the backup {b}/ (older than the newest {}; revert needs none of it)",
+            opts.keep_backups
+        );
+    }
+    state.backups.retain(|b| !gone.contains(b));
+    state.write(dir)
 }
 
 /// When adopt changed the API server's manifest: waits for it to restart

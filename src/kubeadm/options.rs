@@ -26,6 +26,9 @@ pub struct Options {
     /// the API server's manifest, for it to serve certsync's certificate
     /// and be ready; zero: not at all.
     pub api_server_timeout: Duration,
+    /// `adopt --keep-backups`: how many of the newest backups a successful
+    /// adopt keeps, besides every one revert needs.
+    pub keep_backups: usize,
     /// The time adopt judges the CAs by (whether a renewal is due): now,
     /// but for tests of kubeadm's files made on a given day.
     pub now: SystemTime,

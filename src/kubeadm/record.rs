@@ -72,6 +72,28 @@ impl State {
             .map_err(|e| KubeadmError::file(&host(dir, STATE), e))?;
         Ok(replace_file(&host(dir, STATE), 0o600, &bytes)?)
     }
+
+    /// The backups (node paths, oldest first) adopt may remove keeping the
+    /// newest `keep`: never one the record names as holding kubeadm's copy
+    /// of a manifest, kubeconfig or pair (revert hands those back), never
+    /// the first (kubeadm's own files as adopt found them). Backups hold
+    /// private keys: kept without end they are keys nobody needs.
+    pub fn prunable(&self, keep: usize) -> Vec<String> {
+        let needed: std::collections::BTreeSet<&str> = self
+            .manifests
+            .values()
+            .map(|(backup, _)| backup.as_str())
+            .chain(self.kubeconfigs.values().map(String::as_str))
+            .chain(self.pairs.values().map(String::as_str))
+            .chain(self.backups.first().map(String::as_str))
+            .collect();
+        let newest = self.backups.len().saturating_sub(keep);
+        self.backups[..newest]
+            .iter()
+            .filter(|b| !needed.contains(b.as_str()))
+            .cloned()
+            .collect()
+    }
 }
 
 /// A directory made (with its parents) only root may enter.
@@ -110,4 +132,29 @@ pub fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
     let p = backup_path(dir, backup, node_path);
     let rel = p.strip_prefix(dir).unwrap_or(&p);
     format!("{KUBEADM_DIR}/{}", rel.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::State;
+
+    #[test]
+    fn backups_revert_needs_and_the_newest_are_never_prunable() {
+        let b = |i: u32| format!("/etc/kubernetes/certsync/backup/2026112{i}T000000Z");
+        let mut s = State {
+            backups: (0..6).map(b).collect(),
+            ..State::default()
+        };
+        s.manifests.insert("etcd.yaml".into(), (b(0), "d".into()));
+        s.manifests
+            .insert("kube-apiserver.yaml".into(), (b(2), "d".into()));
+        s.kubeconfigs.insert("admin.conf".into(), b(0));
+        s.pairs.insert("apiserver".into(), b(1));
+        // The first, those revert needs (1, 2) and the newest two stay.
+        assert_eq!(s.prunable(2), vec![b(3)]);
+        assert_eq!(s.prunable(1), vec![b(3), b(4)]);
+        assert_eq!(s.prunable(6), Vec::<String>::new());
+        assert_eq!(s.prunable(0), vec![b(3), b(4), b(5)]);
+        assert_eq!(State::default().prunable(0), Vec::<String>::new());
+    }
 }

@@ -235,6 +235,7 @@ fn options(dir: &Path) -> Options {
         ready_timeout: std::time::Duration::from_secs(1),
         // No API server on a test's node directory.
         api_server_timeout: std::time::Duration::ZERO,
+        keep_backups: 3,
         now: fixtures_made(),
     }
 }
@@ -781,5 +782,47 @@ async fn the_image_is_a_value_in_certsyncs_pod_never_part_of_its_shape() {
         c.security_context.as_ref().and_then(|s| s.privileged),
         None,
         "{c:?}"
+    );
+}
+
+/// A successful adopt removes the backups older than the newest
+/// --keep-backups that revert needs none of (they hold private keys),
+/// and the record forgets them; the first and every one holding
+/// kubeadm's copy of a file stay.
+#[test]
+fn adopt_prunes_old_backups_but_never_one_revert_needs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = |i: u32| format!("/etc/kubernetes/certsync/backup/2026112{i}T000000Z");
+    for i in 0..5 {
+        let at = host(dir.path(), &b(i));
+        std::fs::create_dir_all(&at).expect("mkdir");
+        std::fs::write(at.join("apiserver.key"), "a key").expect("key");
+    }
+    let mut state = record::State {
+        backups: (0..5).map(b).collect(),
+        ..record::State::default()
+    };
+    state.manifests.insert(
+        "/etc/kubernetes/manifests/etcd.yaml".into(),
+        (b(1), "d".into()),
+    );
+    state.write(dir.path()).expect("record");
+    let opts = Options {
+        keep_backups: 1,
+        ..options(dir.path())
+    };
+    let mut out = Out::kept();
+    apply::prune_backups(&opts, &mut out).expect("pruned");
+    let kept: Vec<bool> = (0..5).map(|i| host(dir.path(), &b(i)).exists()).collect();
+    assert_eq!(kept, [true, true, false, false, true], "{}", out.text());
+    let read = record::State::read(dir.path())
+        .expect("read")
+        .expect("record");
+    assert_eq!(read.backups, vec![b(0), b(1), b(4)]);
+    assert!(
+        out.text()
+            .contains(&format!("removed the backup {}/", b(2))),
+        "{}",
+        out.text()
     );
 }
