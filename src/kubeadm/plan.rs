@@ -90,7 +90,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         unrecorded_refused(opts)?;
     }
     let config = config.into_bytes();
-    let generation = super::pod::generation(&config, &trust.digest, &opts.image);
+    let generation = files::generation(dir, opts, &config, &trust.digest)?;
     let files = certsyncs_files(opts, &trust, config, &generation, adopted)?;
     // The image of the pod a re-adopt replaces: shown beside the new one.
     let image_before = node::read_optional(dir, POD)?

@@ -10,13 +10,17 @@ use super::manifest::CONFIG;
 
 /// The token that names certsync's pod for a configuration, the CAs'
 /// trust (the bundles' digest: a renewed CA is a new pod, whose read-only
-/// mount of the CA file is the renewed one) and an image.
-pub fn generation(config: &[u8], trust: &str, image: &str) -> String {
+/// mount of the CA file is the renewed one) and the pod itself as written
+/// without its generation (`shape`: image, admin address, probes, mounts).
+/// Every option that changes the pod changes it, so adopt's gate counts
+/// only the pod it wrote: an earlier one answering on the same port, with
+/// the same configuration but another address, is not it.
+pub fn generation(config: &[u8], trust: &str, shape: &str) -> String {
     let mut bytes = config.to_vec();
     bytes.push(0);
     bytes.extend_from_slice(trust.as_bytes());
     bytes.push(0);
-    bytes.extend_from_slice(image.as_bytes());
+    bytes.extend_from_slice(shape.as_bytes());
     super::paths::digest(&bytes)[..16].to_owned()
 }
 

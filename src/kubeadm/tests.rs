@@ -563,9 +563,10 @@ mod status;
 mod trust;
 mod trust_attacks;
 
-/// certsync's pod carries a generation of its configuration and image:
-/// adopt waits for that pod's `/readyz`, not an earlier one's on the same
-/// port. Another image or configuration is another generation.
+/// certsync's pod carries a generation of its configuration, trust and
+/// the pod itself: adopt waits for that pod's `/readyz`, not an earlier
+/// one's on the same port. Another image, admin address, configuration or
+/// trust is another generation.
 #[tokio::test]
 async fn the_pod_names_its_generation_of_configuration_and_image() {
     let d = node_dir();
@@ -585,9 +586,10 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
         .find(|f| f.path == plan::CONFIG)
         .expect("config")
         .bytes;
+    let again = plan::plan(&options(d.path())).await.expect("plan");
     assert_eq!(
-        super::pod::generation(config, &plan.trust, "certsync"),
-        plan.generation
+        again.generation, plan.generation,
+        "the same pod, the same generation"
     );
     let other = plan::plan(&Options {
         image: "certsync:2".into(),
@@ -596,6 +598,15 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
     .await
     .expect("plan");
     assert_ne!(other.generation, plan.generation, "another image");
+    // Another admin address alone: another pod, whose readiness the gate
+    // must see (the old pod answered ready with the old generation).
+    let moved = plan::plan(&Options {
+        admin_addr: ([127, 0, 0, 1], 9815).into(),
+        ..options(d.path())
+    })
+    .await
+    .expect("plan");
+    assert_ne!(moved.generation, plan.generation, "another admin address");
     assert_ne!(
         super::pod::generation(b"mappings: []\n", &plan.trust, "certsync"),
         plan.generation,

@@ -108,6 +108,18 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, Kub
 /// service-account file mounted read-only over it, each target read-write,
 /// the config read-only; restarted (a new pod) when the config changes,
 /// through its hash in an annotation.
+/// The generation of the pod adopt would write: over its configuration,
+/// the CAs' trust and the pod as rendered without a generation.
+pub(super) fn generation(
+    dir: &Path,
+    opts: &Options,
+    config: &[u8],
+    trust: &str,
+) -> Result<String, KubeadmError> {
+    let shape = pod_text(dir, opts, config, "")?;
+    Ok(pod::generation(config, trust, &shape))
+}
+
 fn pod_text(
     dir: &Path,
     opts: &Options,
