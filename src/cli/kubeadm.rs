@@ -110,8 +110,9 @@ pub struct AdoptArgs {
     /// its static pod, written into its arguments and probes. The pod runs
     /// in the node's network: 0.0.0.0:9814 (or the node's address) lets
     /// Prometheus scrape it; the port serves nothing secret and changes nothing.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9814")]
-    pub admin_addr: std::net::SocketAddr,
+    /// Default: the adopted node's current one, else 127.0.0.1:9814.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_addr: Option<std::net::SocketAddr>,
     /// How long certsync's pod (this configuration and image) has to be
     /// running and ready, every target holding a live pair, before adopt
     /// changes any component manifest. Not ready in time: adopt takes the

@@ -19,6 +19,7 @@ mod admin;
 mod api_server;
 mod apply;
 mod audit;
+mod choices;
 mod cluster;
 mod cluster_info;
 mod error;

@@ -16,8 +16,9 @@ pub struct Options {
     pub set: Vec<(String, String)>,
     /// The certsync image the node's kubelet runs.
     pub image: String,
-    /// certsync's admin port in its static pod (`adopt --admin-addr`).
-    pub admin_addr: SocketAddr,
+    /// certsync's admin port in its static pod (`adopt --admin-addr`);
+    /// `None`: the node's current one, else [`DEFAULT_ADMIN_ADDR`].
+    pub admin_addr: Option<SocketAddr>,
     pub json: bool,
     /// `adopt --ready-timeout`: how long certsync's pod has to be ready
     /// before adopt takes it out and changes nothing of kubeadm's.
@@ -45,4 +46,16 @@ pub struct RevertOptions {
     pub api_server_timeout: Duration,
     /// `--purge`: certsync's own files go too.
     pub purge: bool,
+}
+
+/// Where certsync's admin port listens unless told otherwise: loopback,
+/// the node's own.
+pub const DEFAULT_ADMIN_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9814);
+
+impl Options {
+    /// certsync's admin address as adopt writes it.
+    pub fn admin(&self) -> SocketAddr {
+        self.admin_addr.unwrap_or(DEFAULT_ADMIN_ADDR)
+    }
 }

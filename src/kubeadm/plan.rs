@@ -67,6 +67,10 @@ async fn cluster_info_change(
 
 /// Reads the node and works out the plan; refuses what it does not recognise.
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
+    // What is not given now stays as the node has it.
+    let (opts, choices) =
+        super::choices::kept(opts, node::read_optional(&opts.dir, POD)?.as_deref());
+    let opts = &opts;
     let dir = &opts.dir;
     preflight(opts)?;
     let adopted = node::read_optional(dir, STATE)?.is_some();
@@ -122,7 +126,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         image: opts.image.clone(),
         image_before,
         generation,
-        probe: super::pod::probe_addr(opts.admin_addr),
+        probe: super::pod::probe_addr(opts.admin()),
+        choices,
         mappings: certs(dir)
             .into_iter()
             .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
@@ -138,14 +143,14 @@ fn preflight(opts: &Options) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     let unfit = |u| KubeadmError::refused(dir, Refusal::Unfit(u));
     super::preflight::image(&opts.image).map_err(unfit)?;
-    let free = super::preflight::admin_addr(opts.admin_addr).map_err(unfit)?;
+    let free = super::preflight::admin_addr(opts.admin()).map_err(unfit)?;
     if !free {
         let current = node::read_optional(dir, POD)?
             .and_then(|m| super::pod::probe(&String::from_utf8_lossy(&m)).ok())
             .map(|(_, _, at)| at);
-        if current != Some(super::pod::probe_addr(opts.admin_addr)) {
+        if current != Some(super::pod::probe_addr(opts.admin())) {
             return Err(unfit(super::preflight::Unfit::PortTaken {
-                addr: opts.admin_addr,
+                addr: opts.admin(),
             }));
         }
     }

@@ -230,7 +230,7 @@ fn options(dir: &Path) -> Options {
             ("renew".into(), "20%-25%".into()),
         ],
         image: "certsync".into(),
-        admin_addr: ([127, 0, 0, 1], 9814).into(),
+        admin_addr: Some(([127, 0, 0, 1], 9814).into()),
         json: false,
         ready_timeout: std::time::Duration::from_secs(1),
         // No API server on a test's node directory.
@@ -601,7 +601,7 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
     // Another admin address alone: another pod, whose readiness the gate
     // must see (the old pod answered ready with the old generation).
     let moved = plan::plan(&Options {
-        admin_addr: ([127, 0, 0, 1], 9815).into(),
+        admin_addr: Some(([127, 0, 0, 1], 9815).into()),
         ..options(d.path())
     })
     .await

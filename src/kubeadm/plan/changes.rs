@@ -37,6 +37,9 @@ pub struct ManifestChange {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Plan {
     pub kubeadm_dir: PathBuf,
+    /// On an adopted node: each choice (`--admin-addr`, the `--set`
+    /// options) as it is and as adopt writes it; kept unless given now.
+    pub choices: Vec<super::super::choices::Choice>,
     /// Where the ClusterConfiguration came from, or why it could not be read.
     pub cluster_configuration_from: String,
     pub files: Vec<FileWrite>,

@@ -75,7 +75,8 @@ pub(super) fn config_text(opts: &Options, key_alg: &str) -> Result<String, Kubea
     Ok(format!(
         "# Written by `certsync kubeadm adopt`: every certificate `kubeadm certs renew all`\n\
          # renews on this node, issued from kubeadm's CAs (docs/guides/kubeadm-control-plane.md).\n\
-         # Edit freely; `certsync kubeadm revert` undoes adoption.\n{body}"
+         # adopt writes it anew each time, keeping lifetime=, renew=, key-alg= and keep-key=\n\
+         # unless `--set` changes them: change them that way, not here.\n{body}"
     ))
 }
 
@@ -174,7 +175,7 @@ fn pod_text(
     }
     pod::manifest(&pod::Spec {
         image: &opts.image,
-        admin: opts.admin_addr,
+        admin: opts.admin(),
         generation,
         config_hash: &digest(config)[..16],
         mounts,

@@ -32,6 +32,17 @@ impl Plan {
              changing any component manifest)",
             self.generation
         );
+        if !self.choices.is_empty() {
+            s.push_str("options (the node's own unless given now):\n");
+            for c in &self.choices {
+                let _ = match &c.before {
+                    Some(before) if c.changed() => {
+                        writeln!(s, "  {}: {before} -> {}", c.what, c.after)
+                    }
+                    _ => writeln!(s, "  {}: {} (kept)", c.what, c.after),
+                };
+            }
+        }
         let _ = writeln!(s, "mappings in {CONFIG}:");
         for (name, target, options) in &self.mappings {
             let _ = writeln!(s, "  {name} -> {target} ({options})");

@@ -328,7 +328,7 @@ async fn adopts_admin_address_is_where_status_asks() {
         ),
     ] {
         let mut opts = options(dir.path());
-        opts.admin_addr = addr.parse().expect("addr");
+        opts.admin_addr = Some(addr.parse().expect("addr"));
         let p = plan(&opts).await.expect("plan");
         let pod = p
             .files
@@ -373,13 +373,13 @@ async fn adopt_refuses_an_address_the_node_cannot_listen_on_and_a_bad_image() {
     };
     let mut opts = options(dir.path());
     // TEST-NET-3: no interface of this machine has it.
-    opts.admin_addr = "203.0.113.77:9814".parse().expect("addr");
+    opts.admin_addr = Some("203.0.113.77:9814".parse().expect("addr"));
     assert!(matches!(
         refusal(plan(&opts).await.map(drop)),
         Refusal::Unfit(Unfit::NoSuchAddress { .. })
     ));
     let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    opts.admin_addr = held.local_addr().expect("addr");
+    opts.admin_addr = Some(held.local_addr().expect("addr"));
     assert!(matches!(
         refusal(plan(&opts).await.map(drop)),
         Refusal::Unfit(Unfit::PortTaken { .. })
@@ -639,4 +639,70 @@ fn attack_names_a_container_chooses_neither_hide_a_key_nor_reach_the_terminal() 
         found.iter().any(|e| e.path().ends_with("/exposed.key")),
         "{found:#?}"
     );
+}
+
+/// Adopting again keeps what the node has (certsync's admin address, the
+/// `--set` options in certsync.yaml) unless an option given now changes
+/// it, and says each as before -> after: a re-adopt to upgrade certsync
+/// moved `--admin-addr 0.0.0.0:9814` back to 127.0.0.1 without a word.
+#[tokio::test]
+async fn adopting_again_keeps_the_nodes_choices_unless_told() {
+    use crate::kubeadm::choices::kept;
+    let (dir, text, at) = adopts_config().await;
+    std::fs::write(&at, &text).expect("write");
+    let pod = crate::kubeadm::pod::manifest(&crate::kubeadm::pod::Spec {
+        image: "certsync:0.1.0",
+        admin: "0.0.0.0:9900".parse().expect("addr"),
+        generation: "g",
+        config_hash: "h",
+        mounts: Vec::new(),
+    })
+    .expect("pod");
+    let mut opts = options(dir.path());
+    opts.admin_addr = None;
+    opts.set = Vec::new();
+    let (resolved, choices) = kept(&opts, Some(pod.as_bytes()));
+    assert_eq!(
+        resolved.admin_addr,
+        Some("0.0.0.0:9900".parse().expect("addr"))
+    );
+    assert_eq!(
+        resolved.set,
+        vec![
+            ("lifetime".to_owned(), "8m".to_owned()),
+            ("renew".to_owned(), "20%-25%".to_owned())
+        ]
+    );
+    assert!(choices.iter().all(|c| !c.changed()), "{choices:?}");
+    // One option given: only it changes, shown before -> after.
+    opts.set = vec![("lifetime".into(), "1y".into())];
+    opts.admin_addr = Some("127.0.0.1:9814".parse().expect("addr"));
+    let (resolved, choices) = kept(&opts, Some(pod.as_bytes()));
+    let changed: Vec<String> = choices
+        .iter()
+        .filter(|c| c.changed())
+        .map(|c| {
+            format!(
+                "{}: {} -> {}",
+                c.what,
+                c.before.as_deref().unwrap_or("-"),
+                c.after
+            )
+        })
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            "--admin-addr: 0.0.0.0:9900 -> 127.0.0.1:9814",
+            "lifetime: 8m -> 1y"
+        ]
+    );
+    assert!(
+        resolved
+            .set
+            .contains(&("renew".to_owned(), "20%-25%".to_owned()))
+    );
+    // The first adoption has nothing to keep and shows no choices.
+    let (_, first) = kept(&opts, None);
+    assert!(first.is_empty());
 }

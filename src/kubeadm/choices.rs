@@ -1,0 +1,107 @@
+//! What adopting again keeps: the node's current choices (certsync's
+//! `--admin-addr`, the `--set` renewal options in the certsync.yaml adopt
+//! wrote) unless an option given now changes them, so a re-adopt to
+//! upgrade certsync never moves a Prometheus target or a lifetime by
+//! default. Each choice is shown as it was and as it will be.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use super::manifest::CONFIG;
+use super::options::{DEFAULT_ADMIN_ADDR, Options};
+use super::paths::host;
+
+/// One choice of the node: as it is (`None`: nothing there yet, the first
+/// adoption) and as adopt will write it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Choice {
+    /// `--admin-addr`, or a `--set` option's key (`lifetime`, ...).
+    pub what: String,
+    pub before: Option<String>,
+    pub after: String,
+}
+
+impl Choice {
+    pub fn changed(&self) -> bool {
+        self.before.as_deref() != Some(self.after.as_str())
+    }
+}
+
+/// `opts` with every choice it leaves open taken from the node, and the
+/// choices as they were and will be. `pod` and `config` are the node's
+/// certsync pod manifest and certsync.yaml, if any.
+pub fn kept(opts: &Options, pod: Option<&[u8]>) -> (Options, Vec<Choice>) {
+    let mut out = opts.clone();
+    let mut choices = Vec::new();
+    let current_admin: Option<SocketAddr> = pod
+        .and_then(|p| super::pod::probe(&String::from_utf8_lossy(p)).ok())
+        .and_then(|(_, admin, at)| admin.and_then(|a| a.parse().ok()).or(Some(at)));
+    let admin = opts
+        .admin_addr
+        .or(current_admin)
+        .unwrap_or(DEFAULT_ADMIN_ADDR);
+    out.admin_addr = Some(admin);
+    if pod.is_some() {
+        choices.push(Choice {
+            what: "--admin-addr".into(),
+            before: current_admin.map(|a| a.to_string()),
+            after: admin.to_string(),
+        });
+    }
+    let current = pod.and_then(|_| current_settings(&opts.dir));
+    let mut set = Vec::new();
+    for key in crate::cli::SETTABLE {
+        let given = opts
+            .set
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone());
+        let was = current
+            .as_ref()
+            .and_then(|c| c.iter().find(|(k, _)| k == key))
+            .map(|(_, v)| v.clone());
+        let now = given.or_else(|| was.clone());
+        if let Some(v) = &now {
+            set.push((key.to_owned(), v.clone()));
+        }
+        if pod.is_some() {
+            let shown = |v: Option<String>| v.unwrap_or_else(|| "certsync's default".into());
+            choices.push(Choice {
+                what: key.to_owned(),
+                before: Some(shown(was)),
+                after: shown(now),
+            });
+        }
+    }
+    out.set = set;
+    (out, choices)
+}
+
+/// The `--set` options every mapping of the node's certsync.yaml holds
+/// alike, as written: a key some mappings lack or hold otherwise (adopt's
+/// own `key-alg=` of the kubeconfig clients, a hand edit) is not kept;
+/// `None` when the file cannot be read as `run` reads it (adopt writes it
+/// anew either way, from the options given).
+fn current_settings(dir: &Path) -> Option<Vec<(String, String)>> {
+    let text = crate::config::read_config_text(&host(dir, CONFIG)).ok()?;
+    let specs = crate::config::read_config_file(Path::new(CONFIG), Some(&text)).ok()?;
+    let written: Vec<_> = specs.iter().map(crate::config::as_written).collect();
+    let value = |w: &serde_json::Map<String, serde_json::Value>, k: &str| {
+        w.get(k).map(|v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            v => v.to_string(),
+        })
+    };
+    let mut agreed = Vec::new();
+    for key in crate::cli::SETTABLE {
+        let mut values = written.iter().map(|w| value(w, key));
+        let Some(Some(first)) = values.next() else {
+            continue;
+        };
+        if values.all(|v| v.as_deref() == Some(first.as_str())) {
+            agreed.push((key.to_owned(), first));
+        }
+    }
+    Some(agreed)
+}
