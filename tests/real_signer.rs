@@ -38,12 +38,7 @@ fn wait_long<T>(what: &str, secs: u64, mut check: impl FnMut() -> Option<T>) -> 
 
 /// notAfter minus notBefore of a PEM certificate.
 fn validity(pem: &[u8]) -> Duration {
-    let der = rustls::pki_types::pem::PemObject::from_pem_slice(pem)
-        .map(|d: rustls::pki_types::CertificateDer<'static>| d.to_vec())
-        .unwrap();
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
-    let v = cert.validity();
-    Duration::from_secs((v.not_after.timestamp() - v.not_before.timestamp()) as u64)
+    Duration::from_secs(support::certs::validity_secs(pem).unsigned_abs())
 }
 
 /// A client certificate from `kubernetes.io/kube-apiserver-client`, asked

@@ -153,12 +153,20 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
 /// way would choose where root writes, and what it replaces there.
 pub fn owned_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
     let absolute = std::path::absolute(path).map_err(OwnedError::WorkingDirectory)?;
+    walk_judged(&absolute, OWNED_WAY)?
+        .dir()
+        .map_err(OwnedError::Way)
+}
+
+/// `path` walked from `/` with every entry on the way, and the last,
+/// judged by `trust` on its descriptor.
+fn walk_judged(path: &Path, trust: Trust) -> Result<beneath::Walked, OwnedError> {
     let untrusted = |e: PathError| match e {
         PathError::Untrusted(u) => OwnedError::Untrusted(u),
         e => OwnedError::Way(e),
     };
-    let walked = beneath::walk(Start::Path, &absolute, Links::Follow, &mut |e| {
-        Ok(OWNED_WAY.judge(e)?)
+    let walked = beneath::walk(Start::Path, path, Links::Follow, &mut |e| {
+        Ok(trust.judge(e)?)
     })
     .map_err(untrusted)?;
     let last = beneath::Entry::of(
@@ -167,8 +175,8 @@ pub fn owned_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
         &walked.st,
         false,
     );
-    OWNED_WAY.judge(&last).map_err(OwnedError::Untrusted)?;
-    walked.dir().map_err(OwnedError::Way)
+    trust.judge(&last).map_err(OwnedError::Untrusted)?;
+    Ok(walked)
 }
 
 /// The way to a file [`read_owned`] reads, judged on descriptors as it is
@@ -277,21 +285,7 @@ fn guard(path: &Path, volume_roots: bool) -> Result<(), OwnedError> {
             None => return Ok(()),
         }
     }
-    let untrusted = |e: PathError| match e {
-        PathError::Untrusted(u) => OwnedError::Untrusted(u),
-        e => OwnedError::Way(e),
-    };
-    let walked = beneath::walk(Start::Path, existing, Links::Follow, &mut |e| {
-        Ok(trust.judge(e)?)
-    })
-    .map_err(untrusted)?;
-    let last = beneath::Entry::of(
-        walked.shown.clone(),
-        std::os::fd::AsFd::as_fd(&walked.fd),
-        &walked.st,
-        false,
-    );
-    trust.judge(&last).map_err(OwnedError::Untrusted)
+    walk_judged(existing, trust).map(drop)
 }
 
 #[cfg(test)]

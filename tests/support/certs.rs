@@ -200,3 +200,12 @@ pub fn as_version_4(pem: &[u8]) -> Vec<u8> {
     )
     .into_bytes()
 }
+
+/// notAfter minus notBefore of a PEM certificate, in seconds.
+pub fn validity_secs(pem: &[u8]) -> i64 {
+    use rustls_pki_types::pem::PemObject as _;
+    let der = rustls_pki_types::CertificateDer::from_pem_slice(pem).expect("a PEM certificate");
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("a certificate");
+    let v = cert.validity();
+    v.not_after.timestamp() - v.not_before.timestamp()
+}
