@@ -496,15 +496,11 @@ async fn a_certificate_backdated_as_kube_controller_managers_signer_does_renews_
     );
     let target = env.target();
     let first = env.signer.next_request(&[]).await;
-    let asked = env
-        .signer
-        .api
-        .get(&first)
-        .await
-        .unwrap()
-        .spec
-        .expiration_seconds;
-    assert_eq!(asked, Some(600), "lifetime=10m asks for expirationSeconds");
+    assert_eq!(
+        env.signer.expiration_seconds(&first).await,
+        Some(600),
+        "lifetime=10m asks for expirationSeconds"
+    );
     let cert1 = env.signer.sign_as_kube_controller_manager(&first).await;
     wait_cert(&target, &cert1, "the backdated certificate");
     assert_eq!(

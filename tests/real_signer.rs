@@ -96,14 +96,11 @@ async fn renews_through_kube_controller_managers_signer() {
         tmp.path(),
     );
     let first = signer.next_request(&[]).await;
-    let asked = signer
-        .api
-        .get(&first)
-        .await
-        .unwrap()
-        .spec
-        .expiration_seconds;
-    assert_eq!(asked, Some(600), "lifetime=10m asks for expirationSeconds");
+    assert_eq!(
+        signer.expiration_seconds(&first).await,
+        Some(600),
+        "lifetime=10m asks for expirationSeconds"
+    );
     signer.approve(&first).await;
     let (rev1, cert1, key1) = wait_long("kube-controller-manager's certificate", 60, || {
         read_live(&target)

@@ -192,6 +192,11 @@ impl Signer {
         cert
     }
 
+    /// The `expirationSeconds` request `name` asks for.
+    pub async fn expiration_seconds(&self, name: &str) -> Option<i32> {
+        self.api.get(name).await.unwrap().spec.expiration_seconds
+    }
+
     /// Approves and issues as kube-controller-manager's signer does
     /// (v1.36, `pkg/controller/certificates/signer`), which
     /// `tests/real_signer.rs` meets on a real control plane: notBefore 5
@@ -200,7 +205,7 @@ impl Signer {
     /// `lifetime=10m` request so gets a certificate valid for 900 s.
     pub async fn sign_as_kube_controller_manager(&self, name: &str) -> String {
         self.approve(name).await;
-        let asked = self.api.get(name).await.unwrap().spec.expiration_seconds;
+        let asked = self.expiration_seconds(name).await;
         let ttl = asked.map_or(Duration::from_secs(365 * 86_400), |s| {
             Duration::from_secs(u64::try_from(s).unwrap())
         });
