@@ -67,12 +67,16 @@ async fn cluster_info_change(
 
 /// Reads the node and works out the plan; refuses what it does not recognise.
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
-    // What is not given now stays as the node has it.
-    let (opts, choices) =
-        super::choices::kept(opts, node::read_optional(&opts.dir, POD)?.as_deref());
+    // certsync's pod as the node has it, read once: what is not given now
+    // stays as it is, its port is its own, its image is shown replaced.
+    let current = node::read_optional(&opts.dir, POD)?;
+    let probed = current
+        .as_deref()
+        .and_then(|p| super::pod::probe(&String::from_utf8_lossy(p)).ok());
+    let (opts, choices) = super::choices::kept(opts, current.as_deref());
     let opts = &opts;
     let dir = &opts.dir;
-    preflight(opts)?;
+    preflight(opts, probed.as_ref().map(|(_, _, at)| *at))?;
     let adopted = node::read_optional(dir, STATE)?.is_some();
     let (stored, from) = cluster_configuration(opts).await?;
     let components = manifest::components();
@@ -97,8 +101,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let generation = files::generation(dir, opts, &config, &trust.digest)?;
     let files = certsyncs_files(opts, &trust, config, &generation, adopted)?;
     // The image of the pod a re-adopt replaces: shown beside the new one.
-    let image_before = node::read_optional(dir, POD)?
-        .and_then(|old| super::pod::probe(&String::from_utf8_lossy(&old)).ok())
+    let image_before = probed
         .and_then(|(image, _, _)| image)
         .filter(|old| *old != crate::escape(&opts.image));
     let client = stored.map(|s| s.client);
@@ -139,20 +142,16 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
 /// the runtime cannot parse, an admin address the node cannot listen on
 /// (one it lacks, or a port another process holds: certsync's own pod
 /// there is fine, it is replaced), and private keys others may read.
-fn preflight(opts: &Options) -> Result<(), KubeadmError> {
+fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     let unfit = |u| KubeadmError::refused(dir, Refusal::Unfit(u));
     super::preflight::image(&opts.image).map_err(unfit)?;
     let free = super::preflight::admin_addr(opts.admin()).map_err(unfit)?;
-    if !free {
-        let current = node::read_optional(dir, POD)?
-            .and_then(|m| super::pod::probe(&String::from_utf8_lossy(&m)).ok())
-            .map(|(_, _, at)| at);
-        if current != Some(super::pod::probe_addr(opts.admin())) {
-            return Err(unfit(super::preflight::Unfit::PortTaken {
-                addr: opts.admin(),
-            }));
-        }
+    // A held port is certsync's own pod's only where that pod listens.
+    if !free && current != Some(super::pod::probe_addr(opts.admin())) {
+        return Err(unfit(super::preflight::Unfit::PortTaken {
+            addr: opts.admin(),
+        }));
     }
     let exposed = super::keys::exposed(dir);
     if !exposed.is_empty() {
