@@ -837,3 +837,76 @@ fn adopt_prunes_old_backups_but_never_one_revert_needs() {
         out.text()
     );
 }
+
+/// kubeadm's kubelet.conf: the client pair by file, the CA embedded.
+fn kubelet_conf(ca_pem: &[u8]) -> String {
+    use base64::Engine as _;
+    format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: \
+         https://10.77.0.11:6443\n  name: default-cluster\ncontexts:\n- context:\n    cluster: \
+         default-cluster\n    namespace: default\n    user: default-auth\n  name: \
+         default-context\ncurrent-context: default-context\nkind: Config\npreferences: {{}}\n\
+         users:\n- name: default-auth\n  user:\n    client-certificate: \
+         /var/lib/kubelet/pki/kubelet-client-current.pem\n    client-key: \
+         /var/lib/kubelet/pki/kubelet-client-current.pem\n",
+        base64::engine::general_purpose::STANDARD.encode(ca_pem)
+    )
+}
+
+/// The kubelet keeps trusting the API server past a CA's end: a
+/// kubelet.conf whose CA data lacks a certificate of the bundle (here it
+/// holds only an older certificate) gets the bundle as its CA data, the
+/// rest kept, backed up first (a replace); one that holds them all is left
+/// alone; status stops warning once it holds the CA in place.
+#[tokio::test]
+async fn adopt_keeps_the_kubelets_ca_data_in_step_with_the_bundle() {
+    let dir = node_dir();
+    let d = dir.path();
+    let older = rcgen::generate_simple_self_signed(vec!["kubernetes".into()])
+        .expect("cert")
+        .cert
+        .pem();
+    std::fs::write(d.join("kubelet.conf"), kubelet_conf(older.as_bytes())).expect("write");
+    let p = plan(&options(d)).await.expect("plan");
+    let f = p
+        .files
+        .iter()
+        .find(|f| f.path == "/etc/kubernetes/kubelet.conf")
+        .unwrap_or_else(|| panic!("kubelet.conf not planned:\n{}", p.text()));
+    assert_eq!((f.action, f.mode.as_str()), ("replace", "0600"));
+    assert!(
+        p.text().contains("the kubelet reads it at its next start"),
+        "{}",
+        p.text()
+    );
+    let text = String::from_utf8(f.bytes.clone()).expect("utf-8");
+    let at = d.join("kubelet.conf");
+    assert_eq!(
+        crate::writer::embedded_ca(&at, &text).expect("kubeconfig"),
+        Some(p.ca_bundle.clone())
+    );
+    assert!(
+        text.contains("client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem"),
+        "{text}"
+    );
+    let warned = |d: &Path| {
+        let now = crate::validate::unix_seconds(fixtures_made());
+        super::trust::status(d, now, &Default::default())
+            .1
+            .iter()
+            .any(|w| w.kind == WarningKind::KubeletConf)
+    };
+    assert!(warned(d), "the old CA data is warned about");
+    std::fs::write(&at, &f.bytes).expect("write");
+    assert!(!warned(d), "the CA data adopt writes is not");
+    let again = plan(&options(d)).await.expect("plan");
+    assert!(
+        !again.files.iter().any(|f| f.path.ends_with("kubelet.conf")),
+        "{}",
+        again.text()
+    );
+    // kubeadm's own kubelet.conf (the CA in place) needs nothing.
+    std::fs::write(&at, kubelet_conf(&p.ca_bundle)).expect("write");
+    let first = plan(&options(d)).await.expect("plan");
+    assert!(!first.files.iter().any(|f| f.path.ends_with("kubelet.conf")));
+}

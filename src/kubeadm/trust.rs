@@ -492,9 +492,10 @@ fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<(bool, Stri
     let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
     let held = certificates(&host(dir, KUBELET), &data).ok()?;
     let fix = format!(
-        "put {CA_BUNDLE}'s certificates in its certificate-authority-data and restart the \
-         kubelet, on this node and every node whose kubelet.conf was made before the renewal (the \
-         CA now in place ends {})",
+        "run `certsync kubeadm adopt`, which puts {CA_BUNDLE}'s certificates in its \
+         certificate-authority-data (the kubelet reads it at its next start; the CA now in place \
+         ends {}); on nodes certsync does not adopt (workers), put them there by hand and restart \
+         the kubelet",
         rfc3339(to)
     );
     let fails = "the kubelet cannot verify the API server";

@@ -213,29 +213,54 @@ pub fn embedded_ca(path: &Path, text: &str) -> Result<Option<Vec<u8>>, WriterErr
 /// Makes the current context's cluster of `path` trust `ca` (PEM, the
 /// CA's certificates) as embedded data, unless it already does: the CA's
 /// renewal put beside the certificate a kubeconfig was made with, before
-/// that one ends. Refused where the cluster names its CA by file (the
-/// file is what to update) or skips verification; everything else is
-/// kept as parsed, as [`update_kubeconfig`] keeps it.
+/// that one ends. Everything else is kept as parsed, as
+/// [`update_kubeconfig`] keeps it; refused as [`set_ca_data`] refuses.
 pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, WriterError> {
     let mut o = open(path)?;
-    let c = current_cluster(&o.doc).map_err(|p| refused(path, p))?;
-    let cluster = o.doc["clusters"][c]
-        .get_mut("cluster")
-        .and_then(Value::as_mapping_mut)
-        .ok_or_else(|| refused(path, KubeconfigProblem::ClusterHasNoFields))?;
-    for other in ["certificate-authority", "insecure-skip-tls-verify"] {
-        if cluster.contains_key(other) {
-            return Err(refused(path, KubeconfigProblem::ClusterNamesCa(other)));
-        }
-    }
-    let before = cluster.get(CA_DATA).cloned();
-    let want = Value::String(base64::engine::general_purpose::STANDARD.encode(ca));
-    if before.as_ref() == Some(&want) {
+    if !set_ca_data(&mut o.doc, ca).map_err(|p| refused(path, p))? {
         return Ok(CopyUpdate::Unchanged);
     }
-    cluster.insert(CA_DATA.into(), want);
     write_back(&o, path)?;
     Ok(CopyUpdate::Replaced { before: None })
+}
+
+/// The text of the kubeconfig at `path` (`text`, read by the caller) with
+/// its current context's cluster trusting `ca` as embedded data; `None`
+/// when it already does. For a kubeconfig certsync does not keep (the
+/// kubelet's, whose user names its pair by file): only the CA data
+/// changes.
+pub fn with_ca_data(path: &Path, text: &str, ca: &[u8]) -> Result<Option<String>, WriterError> {
+    let mut doc: Value = crate::files::parse_yaml(text)
+        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e.to_string())))?;
+    if !set_ca_data(&mut doc, ca).map_err(|p| refused(path, p))? {
+        return Ok(None);
+    }
+    serde_yaml_ng::to_string(&doc)
+        .map(Some)
+        .map_err(|e| refused(path, KubeconfigProblem::Unwritable(e.to_string())))
+}
+
+/// Sets the current context's cluster's CA data to `ca`; `false` when it
+/// already holds exactly that. Refused where the cluster names its CA by
+/// file (the file is what to update) or skips verification: embedded
+/// data beside either would change what the file means.
+fn set_ca_data(doc: &mut Value, ca: &[u8]) -> Result<bool, KubeconfigProblem> {
+    let c = current_cluster(doc)?;
+    let cluster = doc["clusters"][c]
+        .get_mut("cluster")
+        .and_then(Value::as_mapping_mut)
+        .ok_or(KubeconfigProblem::ClusterHasNoFields)?;
+    for other in ["certificate-authority", "insecure-skip-tls-verify"] {
+        if cluster.contains_key(other) {
+            return Err(KubeconfigProblem::ClusterNamesCa(other));
+        }
+    }
+    let want = Value::String(base64::engine::general_purpose::STANDARD.encode(ca));
+    if cluster.get(CA_DATA) == Some(&want) {
+        return Ok(false);
+    }
+    cluster.insert(CA_DATA.into(), want);
+    Ok(true)
 }
 
 /// The index in `clusters` of the current context's cluster.

@@ -86,7 +86,7 @@ pub use error::WriterError;
 use history::*;
 pub use kubeconfig::{
     KubeconfigProblem, OtherAuth, check_kubeconfig, embedded_ca, embedded_pair,
-    kubeconfig_certificate, update_kubeconfig, update_kubeconfig_ca,
+    kubeconfig_certificate, update_kubeconfig, update_kubeconfig_ca, with_ca_data,
 };
 pub use lock::GaveUp;
 pub use lock::stop_waiting;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::super::error::{KubeadmError, Refusal};
+use super::super::error::{Found, KubeadmError, Refusal};
 use super::super::manifest::{BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
 use super::super::options::Options;
 use super::super::paths::{digest, host};
@@ -78,6 +78,42 @@ pub(super) fn config_text(opts: &Options, key_alg: &str) -> Result<String, Kubea
          # adopt writes it anew each time, keeping lifetime=, renew=, key-alg= and keep-key=\n\
          # unless `--set` changes them: change them that way, not here.\n{body}"
     ))
+}
+
+/// The kubelet's kubeconfig, when its embedded CA data lacks a
+/// certificate of `ca_bundle` (a CA renewal): that data set to the
+/// bundle, so the kubelet trusts the API server past the old
+/// certificate's end. The kubelet reads it only at its next start;
+/// nothing else in it changes. One naming its CA by file trusts that file
+/// (kubeadm's `ca.crt`, which adopt keeps) and is left alone.
+fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, KubeadmError> {
+    let (_, path) = KUBELET_FILES[0];
+    let Some(bytes) = node::read_optional(dir, path)? else {
+        return Ok(None);
+    };
+    let at = host(dir, path);
+    let text = String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, Found::NotUtf8))?;
+    let Some(held) = crate::writer::embedded_ca(&at, &text)? else {
+        return Ok(None);
+    };
+    let held = trust::certificates(&at, &held)?;
+    let bundle = trust::certificates(&host(dir, CA_BUNDLE), ca_bundle)?;
+    if bundle.iter().all(|c| held.contains(c)) {
+        return Ok(None);
+    }
+    let Some(text) = crate::writer::with_ca_data(&at, &text, ca_bundle)? else {
+        return Ok(None);
+    };
+    Ok(Some(FileWrite {
+        path: path.to_owned(),
+        action: "replace",
+        mode: "0600".into(),
+        what: format!(
+            "the kubelet's kubeconfig: its certificate-authority-data becomes {CA_BUNDLE}'s \
+             certificates (the kubelet reads it at its next start)"
+        ),
+        bytes: text.into_bytes(),
+    }))
 }
 
 /// A kubeconfig of certsync's for a component: its client target by file.
@@ -236,6 +272,7 @@ pub(super) fn certsyncs_files(
             bytes: f.bytes.clone(),
         })
         .collect();
+    files.extend(kubelet_conf(dir, &trust.ca_bundle)?);
     for (file_name, user, target, _) in BY_FILE {
         let server = node::server(dir, &format!("/etc/kubernetes/{file_name}"))?;
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
