@@ -89,6 +89,7 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
 
 async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
+    publish(plan, out).await?;
     let undo = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
     let ended = super::ready::dead_targets(dir).len();
@@ -366,6 +367,25 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
             });
         }
     }
+    Ok(())
+}
+
+/// The cluster's CA certificates written first, when the plan says so:
+/// written at the version read, so of two nodes renewing at once one
+/// fails here, before anything else is written, and its next adopt takes
+/// the other's.
+async fn publish(plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
+    let (Some(client), Some(new)) = (&plan.client, &plan.cluster_cas_new) else {
+        return Ok(());
+    };
+    super::published::write(client, new)
+        .await
+        .map_err(|e| KubeadmError::Publish(Box::new(e)))?;
+    let _ = writeln!(
+        out,
+        "wrote ConfigMap kube-system/certsync-kubeadm-cas: this node's CA certificates, which \
+         every other node's adopt takes"
+    );
     Ok(())
 }
 

@@ -14,7 +14,6 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::Value;
 
 use super::error::{CLUSTER_CONFIGURATION_KEY as KEY, ClusterConfigError, KubeadmError, Refusal};
@@ -29,33 +28,29 @@ pub struct Stored {
     pub client: kube::Config,
 }
 
-/// Reads the ConfigMap through `kubeconfig` (admin.conf), within 15 s.
+/// `kube-system/kubeadm-config`.
+const MAP: super::api::Map = super::api::Map {
+    namespace: "kube-system",
+    name: "kubeadm-config",
+};
+
+/// Reads the ConfigMap through `kubeconfig` (admin.conf).
 pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
-    let get = async {
-        // admin.conf as kubeadm writes it, its server and CA the backup's
-        // once adopt made one (see `admin`).
-        let client = super::admin::config(kubeconfig).await?;
-        let api: kube::Api<ConfigMap> = kube::Api::namespaced(
-            crate::source::client::ClientSettings::default()
-                .client_for(&client)
-                .map_err(ClusterConfigError::Client)?,
-            "kube-system",
-        );
-        let object = api
-            .get("kubeadm-config")
-            .await
-            .map_err(ClusterConfigError::Api)?;
-        let text = object
-            .data
-            .as_ref()
-            .and_then(|d| d.get(KEY))
-            .ok_or(ClusterConfigError::NoKey)?;
-        let config: Value = serde_yaml_ng::from_str(text).map_err(ClusterConfigError::Yaml)?;
-        Ok(Stored { config, client })
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(15), get)
+    // admin.conf as kubeadm writes it, its server and CA the backup's once
+    // adopt made one (see `admin`).
+    let client = super::admin::config(kubeconfig).await?;
+    let object = MAP
+        .get(&client, super::api::TIMEOUT)
         .await
-        .map_err(|_| ClusterConfigError::Timeout)?
+        .map_err(ClusterConfigError::Api)?
+        .ok_or(ClusterConfigError::Absent)?;
+    let text = object
+        .data
+        .as_ref()
+        .and_then(|d| d.get(KEY))
+        .ok_or(ClusterConfigError::NoKey)?;
+    let config: Value = serde_yaml_ng::from_str(text).map_err(ClusterConfigError::Yaml)?;
+    Ok(Stored { config, client })
 }
 
 /// What adopt refuses in a ClusterConfiguration, if anything.

@@ -20,19 +20,19 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::Value;
 
-const NAMESPACE: &str = "kube-public";
-const NAME: &str = "cluster-info";
+const MAP: super::api::Map = super::api::Map {
+    namespace: "kube-public",
+    name: "cluster-info",
+};
 const KEY: &str = "kubeconfig";
 const CA_DATA: &str = "certificate-authority-data";
-/// How long adopt waits for the API server's answer (status: a third).
-const TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterInfoError {
-    #[error("ConfigMap kube-public/cluster-info: {action}: {cause}")]
-    Api { action: &'static str, cause: String },
-    #[error("ConfigMap kube-public/cluster-info: no answer within {seconds} s")]
-    Timeout { seconds: u64 },
+    #[error(transparent)]
+    Api(#[from] super::api::ApiError),
+    #[error("ConfigMap kube-public/cluster-info: not found")]
+    Absent,
     #[error(
         "ConfigMap kube-public/cluster-info: its `kubeconfig` is not the one-cluster kubeconfig \
          kubeadm writes: {problem}"
@@ -48,16 +48,6 @@ pub struct ClusterInfo {
     pub trusted: Vec<Vec<u8>>,
 }
 
-fn api(config: &kube::Config) -> Result<kube::Api<ConfigMap>, ClusterInfoError> {
-    let client = crate::source::client::ClientSettings::default()
-        .client_for(config)
-        .map_err(|e| ClusterInfoError::Api {
-            action: "client",
-            cause: crate::error_chain(&e),
-        })?;
-    Ok(kube::Api::namespaced(client, NAMESPACE))
-}
-
 fn shape(problem: impl Into<String>) -> ClusterInfoError {
     ClusterInfoError::Shape {
         problem: problem.into(),
@@ -66,29 +56,18 @@ fn shape(problem: impl Into<String>) -> ClusterInfoError {
 
 /// Reads it through `config` (admin.conf as adopt judges it).
 pub async fn read(config: &kube::Config) -> Result<ClusterInfo, ClusterInfoError> {
-    read_within(config, TIMEOUT).await
+    read_within(config, super::api::TIMEOUT).await
 }
 
 async fn read_within(
     config: &kube::Config,
     timeout: Duration,
 ) -> Result<ClusterInfo, ClusterInfoError> {
-    let get = async {
-        api(config)?
-            .get(NAME)
-            .await
-            .map_err(|e| ClusterInfoError::Api {
-                action: "read",
-                cause: crate::error_chain(&e),
-            })
-    };
-    let object =
-        tokio::time::timeout(timeout, get)
-            .await
-            .map_err(|_| ClusterInfoError::Timeout {
-                seconds: timeout.as_secs(),
-            })??;
-    parse(object)
+    parse(
+        MAP.get(config, timeout)
+            .await?
+            .ok_or(ClusterInfoError::Absent)?,
+    )
 }
 
 fn parse(object: ConfigMap) -> Result<ClusterInfo, ClusterInfoError> {
@@ -157,21 +136,7 @@ impl ClusterInfo {
 /// Writes `object` back (a replace carrying the resourceVersion read: a
 /// concurrent change fails it rather than being overwritten).
 pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), ClusterInfoError> {
-    let put = async {
-        api(config)?
-            .replace(NAME, &Default::default(), object)
-            .await
-            .map_err(|e| ClusterInfoError::Api {
-                action: "write",
-                cause: crate::error_chain(&e),
-            })
-    };
-    tokio::time::timeout(TIMEOUT, put)
-        .await
-        .map_err(|_| ClusterInfoError::Timeout {
-            seconds: TIMEOUT.as_secs(),
-        })??;
-    Ok(())
+    Ok(MAP.put(config, object).await?)
 }
 
 /// On an adopted node at `dir`: when `kube-public/cluster-info` does not
@@ -192,7 +157,7 @@ pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String
         let config = super::admin::config(&admin)
             .await
             .map_err(|e| e.to_string())?;
-        read_within(&config, TIMEOUT / 3)
+        read_within(&config, super::api::TIMEOUT / 3)
             .await
             .map_err(|e| e.to_string())
     };

@@ -46,8 +46,16 @@ pub enum KubeadmError {
     },
     #[error(transparent)]
     Write(#[from] crate::writer::WriterError),
-    #[error("ConfigMap kube-system/kubeadm-config: {0}")]
-    ClusterConfig(#[source] Box<ClusterConfigError>),
+    #[error(transparent)]
+    ClusterConfig(Box<ClusterConfigError>),
+    /// The cluster's CA certificates could not be written: nothing else
+    /// was (another node's adopt may have written them since they were
+    /// read).
+    #[error(
+        "{0}; nothing was changed on this node: run `certsync kubeadm adopt` again (another \
+         node's adopt may have written it since it was read)"
+    )]
+    Publish(#[source] Box<super::api::ApiError>),
     /// Rendering one of certsync's files (its configuration, a kubeconfig,
     /// its pod) failed.
     #[error("initial issuance failed ({0}); no manifest was changed")]
@@ -175,6 +183,16 @@ pub enum Found {
          writes it from the CA certificates"
     )]
     NotAdopts,
+    /// A certificate published for the cluster that is not the CA's own:
+    /// another subject or key, not signed by that key, or lasting longer
+    /// than the certificate in place (one made with the key the container
+    /// reads, ending in 2100).
+    #[error(
+        "holds a certificate that is not this node's CA's own ({0}): if the CA was replaced, \
+         delete the ConfigMap (`kubectl -n kube-system delete configmap \
+         certsync-kubeadm-cas`) and adopt again"
+    )]
+    NotTheCas(&'static str),
 }
 
 macro_rules! file_problem {
@@ -508,16 +526,14 @@ pub(super) const CLUSTER_CONFIGURATION_KEY: &str = "ClusterConfiguration";
 /// their causes, once.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterConfigError {
-    #[error("{}", crate::error_chain(.0))]
-    Client(#[source] crate::source::client::ClientError),
-    #[error("{}", crate::error_chain(.0))]
-    Api(#[source] kube::Error),
-    #[error("no {CLUSTER_CONFIGURATION_KEY} key")]
+    #[error(transparent)]
+    Api(super::api::ApiError),
+    #[error("ConfigMap kube-system/kubeadm-config: not found")]
+    Absent,
+    #[error("ConfigMap kube-system/kubeadm-config: no {CLUSTER_CONFIGURATION_KEY} key")]
     NoKey,
-    #[error("{CLUSTER_CONFIGURATION_KEY}: {0}")]
+    #[error("ConfigMap kube-system/kubeadm-config: {CLUSTER_CONFIGURATION_KEY}: {0}")]
     Yaml(#[source] serde_yaml_ng::Error),
-    #[error("no answer within 15 s")]
-    Timeout,
 }
 
 impl From<ClusterConfigError> for KubeadmError {

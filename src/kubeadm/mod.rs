@@ -16,6 +16,7 @@
 //! seen from elsewhere in tests).
 
 mod admin;
+mod api;
 mod api_server;
 mod apply;
 mod audit;
@@ -35,6 +36,7 @@ mod paths;
 mod plan;
 mod pod;
 pub(crate) mod preflight;
+mod published;
 mod ready;
 mod record;
 mod revert;

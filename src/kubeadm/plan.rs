@@ -65,6 +65,48 @@ async fn cluster_info_change(
     }
 }
 
+/// What adopt does to the cluster's CA certificates
+/// (`kube-system/certsync-kubeadm-cas`), said as the plan's line: taken
+/// as they are, written with this node's (its renewal, or the first
+/// adopt's), or not read (a CA due is then renewed on this node alone).
+fn cluster_cas_change(
+    read: &Result<super::published::Published, Option<super::api::ApiError>>,
+    trust: &trust::Trust,
+) -> (String, Option<k8s_openapi::api::core::v1::ConfigMap>) {
+    let published = match read {
+        Ok(p) => p,
+        Err(why) => {
+            let why = why
+                .as_ref()
+                .map_or("kubeadm-config was not read".to_owned(), |e| e.to_string());
+            return (
+                format!(
+                    "not read ({why}): a CA due is renewed on this node alone; the next adopt \
+                     that reaches the API server takes the cluster's or writes this node's"
+                ),
+                None,
+            );
+        }
+    };
+    let new = trust
+        .published
+        .as_ref()
+        .and_then(|want| published.with(want));
+    let line = match (&new, &published.object) {
+        (None, _) => "ConfigMap kube-system/certsync-kubeadm-cas holds this node's CA \
+                      certificates: nothing to write"
+            .to_owned(),
+        (Some(_), None) => "create ConfigMap kube-system/certsync-kubeadm-cas with this node's \
+                            CA certificates, which every other node's adopt takes"
+            .to_owned(),
+        (Some(_), Some(_)) => "update ConfigMap kube-system/certsync-kubeadm-cas with this \
+                               node's CA certificates (a renewal), which every other node's \
+                               adopt takes"
+            .to_owned(),
+    };
+    (line, new)
+}
+
 /// Reads the node and works out the plan; refuses what it does not recognise.
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // certsync's pod as the node has it, read once: what is not given now
@@ -86,7 +128,19 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let record = super::record::State::read(dir)?
         .map(|s| s.trust)
         .unwrap_or_default();
-    let trust = trust::plan(dir, opts.now, &record, adopted)?;
+    let client = stored.as_ref().map(|s| s.client.clone());
+    let published = match &client {
+        Some(c) => super::published::read(c).await.map_err(Some),
+        None => Err(None),
+    };
+    let trust = trust::plan(
+        dir,
+        opts.now,
+        &record,
+        adopted,
+        published.as_ref().ok().map(|p| &p.pem),
+    )?;
+    let (cluster_cas, cluster_cas_new) = cluster_cas_change(&published, &trust);
     let manifests = manifest_changes(dir, parsed, &trust.digest)?;
     kubeadms_files_present(opts)?;
     let key_alg = key_alg(opts, stored.as_ref())?;
@@ -104,7 +158,6 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let image_before = probed
         .and_then(|(image, _, _)| image)
         .filter(|old| *old != crate::escape(&opts.image));
-    let client = stored.map(|s| s.client);
     let (cluster_info, cluster_info_new) =
         cluster_info_change(client.as_ref(), &trust.ca_bundle).await;
     Ok(Plan {
@@ -113,6 +166,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         client,
         cluster_info,
         cluster_info_new,
+        cluster_cas,
+        cluster_cas_new,
         files,
         manifests,
         backup: format!("{BACKUPS}/{}", time_stamp()),

@@ -27,7 +27,8 @@
 //! certificate and key are read beneath `pki/`, mounted read-only into
 //! certsync's pod (`apply::stop_previous` keeps them so).
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use rustls_pki_types::pem::SectionKind;
@@ -106,6 +107,9 @@ pub struct Trust {
     pub ca_bundle: Vec<u8>,
     /// What goes into adopt's record: each bundle's certificates (PEM).
     pub record: Record,
+    /// Each CA's certificates side by side as the cluster's ConfigMap
+    /// should hold them after this adopt (`None`: it was not read).
+    pub published: Option<BTreeMap<String, String>>,
 }
 
 /// Each bundle (node path) with the certificates (PEM) adopt put in it.
@@ -178,62 +182,91 @@ fn in_place(dir: &Path, cert: &str) -> Result<(Vec<u8>, Identity), KubeadmError>
 
 /// Works out the renewals and bundles for the node at `dir` at `now`,
 /// from adopt's `record` of the bundles (empty on a first adopt:
-/// `adopted` false, when a bundle already there is not adopt's).
+/// `adopted` false, when a bundle already there is not adopt's) and the
+/// cluster's certificates (`published`, each CA's PEM by key; `None`: not
+/// read, the API server out of reach).
 pub fn plan(
     dir: &Path,
     now: SystemTime,
     record: &Record,
     adopted: bool,
+    published: Option<&BTreeMap<String, String>>,
 ) -> Result<Trust, KubeadmError> {
     let now_s = unix_seconds(now);
     let mut trust = Trust::default();
     let mut bundles = Vec::new();
+    let mut cluster = BTreeMap::new();
     for (name, cert, key, bundle) in CAS {
         let (der, (subject, spki, from, to)) = in_place(dir, cert)?;
         crate::x509::strict_certificate(&der)
             .map_err(|e| KubeadmError::file(&host(dir, cert), Found::NotAsGoReads(Box::new(e))))?;
         let span = effective_span(from, to);
-        let renewed = if now_s > due_from(from, to) {
-            let at = host(dir, cert);
-            let new = crate::source::ca::renew_ca(&at, &host(dir, key), now_s + span, now)
-                .map_err(|e| KubeadmError::file(&at, e))?;
+        let theirs = match published.and_then(|p| p.get(&super::published::key(name))) {
+            Some(pem) => cluster_certs(name, pem, (&subject, &spki), span)?,
+            None => Vec::new(),
+        };
+        // The cluster's CA certificate, unless it is due: taken, never a
+        // second renewal of this node's own.
+        let taken = theirs
+            .last()
+            .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t))
+            .map(|(c, _, t)| (c.clone(), *t));
+        let is_taken = taken.is_some();
+        let (current, ends, what) = match taken {
+            Some((c, t)) => (
+                c,
+                t,
+                "the cluster's CA certificate, which another node renewed",
+            ),
+            None if now_s > due_from(from, to) => {
+                let at = host(dir, cert);
+                let new = crate::source::ca::renew_ca(&at, &host(dir, key), now_s + span, now)
+                    .map_err(|e| KubeadmError::file(&at, e))?;
+                (new, now_s + span, "the CA renewed with its own key")
+            }
+            None => (der.clone(), to, ""),
+        };
+        if current != der {
             trust.files.push(TrustFile {
                 path: cert.to_owned(),
                 action: "replace",
                 what: format!(
-                    "the CA renewed with its own key (same subject, key and key identifier): ends \
-                     {}, where the certificate in place ends {}",
-                    rfc3339(now_s + span),
+                    "{what} (same subject, key and key identifier): ends {}, where the \
+                     certificate in place ends {}",
+                    rfc3339(ends),
                     rfc3339(to)
                 ),
-                bytes: pem(&new).into_bytes(),
+                bytes: pem(&current).into_bytes(),
             });
-            Some(new)
-        } else {
-            None
-        };
+        }
         trust.cas.push(CaEnd {
             name,
             path: cert,
             ends: to,
-            renewed_to: renewed.as_ref().map(|_| now_s + span),
+            renewed_to: (current != der).then_some(ends),
             due_from: due_from(from, to),
         });
-        let Some(bundle) = bundle else { continue };
-        // The bundle: what adopt recorded that is still this CA, valid and
-        // read as Go reads it, then the certificate in place, then its
-        // renewal.
-        let mut certs: Vec<Vec<u8>> = recorded(dir, record, bundle, (&subject, &spki))?
-            .into_iter()
-            .filter(|(_, end)| *end > now_s)
-            .map(|(c, _)| c)
-            .collect();
-        for c in [Some(der), renewed].into_iter().flatten() {
-            if !certs.contains(&c) {
+        // Side by side: the cluster's certificates when taken (every node
+        // the same); else what adopt recorded, the cluster's and the one in
+        // place; then the current one. Only those that have not ended.
+        let mut certs: Vec<Vec<u8>> = Vec::new();
+        let kept = match (&bundle, is_taken) {
+            (_, true) => Vec::new(),
+            (Some(b), false) => recorded(dir, record, b, (&subject, &spki))?,
+            (None, false) => Vec::new(),
+        };
+        let mine = (!is_taken).then(|| (der.clone(), to));
+        let theirs = theirs.into_iter().map(|(c, _, t)| (c, t));
+        for (c, end) in kept.into_iter().chain(theirs).chain(mine) {
+            if end > now_s && !certs.contains(&c) {
                 certs.push(c);
             }
         }
+        certs.retain(|c| *c != current);
+        certs.push(current);
         let text: String = certs.iter().map(|c| pem(c)).collect();
+        cluster.insert(super::published::key(name), text.clone());
+        let Some(bundle) = bundle else { continue };
         if name == "ca" {
             trust.ca_bundle = text.clone().into_bytes();
         }
@@ -246,7 +279,54 @@ pub fn plan(
             .extend(bundle_file(dir, name, bundle, certs.len(), text, adopted)?);
     }
     trust.digest = super::paths::digest(bundles.concat().as_bytes())[..16].to_owned();
+    trust.published = published.map(|_| cluster);
     Ok(trust)
+}
+
+/// The certificates published for the CA `name` (PEM), each with its
+/// notBefore and notAfter; refused unless each is the CA's own: its
+/// subject and key (`ca`), signed by that key (a self-signature only a
+/// holder of the CA key can make), read as Go reads it, and lasting no
+/// longer than `span` (the certificate in place's).
+fn cluster_certs(
+    name: &str,
+    pem: &str,
+    ca: (&[u8], &[u8]),
+    span: i64,
+) -> Result<Vec<(Vec<u8>, i64, i64)>, KubeadmError> {
+    let at = PathBuf::from(format!(
+        "ConfigMap kube-system/certsync-kubeadm-cas, key {}",
+        super::published::key(name)
+    ));
+    let refuse = |why| KubeadmError::file(&at, Found::NotTheCas(why));
+    let all = certificates(&at, pem.as_bytes())?;
+    if all.is_empty() {
+        return Err(refuse("no certificate"));
+    }
+    all.into_iter()
+        .map(|c| {
+            let (_, x) = x509_parser::parse_x509_certificate(&c)
+                .map_err(|e| KubeadmError::file(&at, Found::NotCertificate(e)))?;
+            if x.subject().as_raw() != ca.0 {
+                return Err(refuse("another subject"));
+            }
+            if x.public_key().raw != ca.1 {
+                return Err(refuse("another key"));
+            }
+            x.verify_signature(Some(x.public_key()))
+                .map_err(|_| refuse("not signed by the CA's key"))?;
+            crate::x509::strict_certificate(&c)
+                .map_err(|e| KubeadmError::file(&at, Found::NotAsGoReads(Box::new(e))))?;
+            let (from, to) = (
+                x.validity().not_before.timestamp(),
+                x.validity().not_after.timestamp(),
+            );
+            if effective_span(from, to) > span {
+                return Err(refuse("it lasts longer than the certificate in place"));
+            }
+            Ok((c.clone(), from, to))
+        })
+        .collect()
 }
 
 /// The bundle file to write unless it already holds `text` (`n`

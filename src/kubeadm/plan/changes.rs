@@ -54,6 +54,12 @@ pub struct Plan {
     /// The ConfigMap to write, when it lacks a CA certificate.
     #[serde(skip)]
     pub cluster_info_new: Option<k8s_openapi::api::core::v1::ConfigMap>,
+    /// What adopt does to the cluster's CA certificates
+    /// (`kube-system/certsync-kubeadm-cas`), in words.
+    pub cluster_cas: String,
+    /// That ConfigMap as adopt writes it, when it does.
+    #[serde(skip)]
+    pub cluster_cas_new: Option<k8s_openapi::api::core::v1::ConfigMap>,
     /// Where the files changed are copied first.
     pub backup: String,
     /// kubeadm's kubeconfigs whose embedded pair certsync renews.
@@ -92,6 +98,9 @@ pub struct Plan {
 impl Plan {
     /// Nothing to write, change or trust: the node is adopted as asked.
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.manifests.is_empty() && self.kubeconfigs_trusted.is_empty()
+        self.files.is_empty()
+            && self.manifests.is_empty()
+            && self.kubeconfigs_trusted.is_empty()
+            && self.cluster_cas_new.is_none()
     }
 }

@@ -160,6 +160,7 @@ impl Plan {
     }
 
     fn cluster_info_text(&self, s: &mut String) {
+        let _ = writeln!(s, "the cluster's CA certificates: {}", self.cluster_cas);
         if let Some(c) = &self.cluster_info {
             let _ = writeln!(
                 s,

@@ -573,6 +573,12 @@ async fn revert_moves_the_ca_bundles_so_the_node_can_be_adopted_again() {
         std::fs::read(plan::backup_path(&d, BACKUP, manifest::CA_BUNDLE)).expect("in the backup"),
         ca
     );
-    crate::kubeadm::trust::plan(&d, std::time::SystemTime::now(), &Default::default(), false)
-        .expect("a first adopt again finds no bundle to refuse");
+    crate::kubeadm::trust::plan(
+        &d,
+        std::time::SystemTime::now(),
+        &Default::default(),
+        false,
+        None,
+    )
+    .expect("a first adopt again finds no bundle to refuse");
 }

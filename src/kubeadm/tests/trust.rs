@@ -61,7 +61,7 @@ fn adopted_with_ca(from: i64, to: i64) -> (tempfile::TempDir, Vec<u8>, SystemTim
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
+    let t = trust::plan(d.path(), now, &trust::Record::new(), false, None).unwrap();
     apply(d.path(), &t);
     (d, ca, now, t)
 }
@@ -75,7 +75,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     let etcd = kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = trust::plan(d.path(), now, &trust::Record::new(), false).unwrap();
+    let t = trust::plan(d.path(), now, &trust::Record::new(), false, None).unwrap();
     let due: Vec<_> = t
         .cas
         .iter()
@@ -119,7 +119,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     );
     assert!(cas[0].previous_not_after.is_some());
     assert_eq!(cas[2].previous_not_after_seconds, 0, "{:?}", cas[2]);
-    let again = trust::plan(d.path(), now, &t.record, true).unwrap();
+    let again = trust::plan(d.path(), now, &t.record, true, None).unwrap();
     assert!(
         again.files.is_empty(),
         "{:?}",
@@ -134,7 +134,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     let mut planted = std::fs::read(host(d.path(), CA_BUNDLE)).unwrap();
     planted.extend(crate::pem::encode("CERTIFICATE", &foreign).into_bytes());
     std::fs::write(host(d.path(), CA_BUNDLE), &planted).unwrap();
-    let cleaned = trust::plan(d.path(), now, &t.record, true).unwrap();
+    let cleaned = trust::plan(d.path(), now, &t.record, true, None).unwrap();
     let f = cleaned.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(
         ders(&f.bytes) == [ca, renewed[0].clone()],
@@ -145,7 +145,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     // reports the renewed one in place, in the bundle.
     let later = now + Duration::from_secs(25 * 3600);
     apply(d.path(), &cleaned);
-    let after = trust::plan(d.path(), later, &cleaned.record, true).unwrap();
+    let after = trust::plan(d.path(), later, &cleaned.record, true, None).unwrap();
     let f = after.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(ders(&f.bytes) == [renewed[0].clone()], "only the renewal");
     assert_eq!(after.files.len(), 1, "nothing renewed again");
@@ -282,7 +282,7 @@ fn after_two_renewals_status_names_the_end_of_the_oldest_certificate_kept() {
     let (d, orig, now, first) = adopted_with_ca(-3, 17);
     // A re-adopt three days later: the first renewal is due again.
     let later = now + Duration::from_secs(3 * 86_400);
-    let second = trust::plan(d.path(), later, &first.record, true).unwrap();
+    let second = trust::plan(d.path(), later, &first.record, true, None).unwrap();
     assert!(second.cas[0].renewed_to.is_some(), "renewed again");
     apply(d.path(), &second);
     let bundle = ders(&std::fs::read(host(d.path(), CA_BUNDLE)).unwrap());
@@ -344,9 +344,175 @@ fn past_the_old_end_status_keeps_naming_it_until_adopt_leaves_it_out() {
     );
     // The next adopt leaves it out, and status is quiet about it.
     let later = SystemTime::UNIX_EPOCH + Duration::from_secs((end + 60) as u64);
-    let again = trust::plan(d.path(), later, &t.record, true).unwrap();
+    let again = trust::plan(d.path(), later, &t.record, true, None).unwrap();
     apply(d.path(), &again);
     let (gone, w) = trust::status(d.path(), end + 60, &again.record);
     assert_eq!(gone[0].previous_not_after_seconds, 0);
     assert!(w.is_empty(), "{w:?}");
+}
+
+/// A second control-plane node: a copy of `a`'s three CAs (certificates
+/// and keys), as `kubeadm join --control-plane` copies them.
+fn second_node(a: &Path) -> tempfile::TempDir {
+    let b = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(b.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for n in ["ca", "front-proxy-ca", "etcd/ca"] {
+        for ext in ["crt", "key"] {
+            let f = format!("/etc/kubernetes/pki/{n}.{ext}");
+            std::fs::create_dir_all(host(b.path(), &f).parent().unwrap()).unwrap();
+            std::fs::copy(host(a, &f), host(b.path(), &f)).unwrap();
+        }
+    }
+    b
+}
+
+/// Two nodes of one cluster whose `ca` is due (the others not).
+fn two_nodes_ca_due() -> (tempfile::TempDir, tempfile::TempDir) {
+    let a = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(a.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    kubeadms_ca(a.path(), "ca", "kubernetes", -19, 1);
+    kubeadms_ca(a.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
+    kubeadms_ca(a.path(), "etcd/ca", "etcd-ca", 0, 19);
+    let b = second_node(a.path());
+    (a, b)
+}
+
+fn ca_crt(d: &Path) -> Vec<u8> {
+    std::fs::read(host(d, "/etc/kubernetes/pki/ca.crt")).unwrap()
+}
+
+/// One renewal per CA for the whole cluster: the first node renews and
+/// publishes; the second takes that renewal instead of making its own,
+/// and both nodes' bundles (so kubeconfigs, kubelet.conf, cluster-info)
+/// hold the same certificates. A node that renewed alone while the API
+/// server was out of reach converges at its next adopt.
+#[test]
+fn a_ca_is_renewed_once_for_the_whole_cluster() {
+    let (a, b) = two_nodes_ca_due();
+    let now = SystemTime::now();
+    let nothing = std::collections::BTreeMap::new();
+    let ta = trust::plan(a.path(), now, &trust::Record::new(), false, Some(&nothing)).unwrap();
+    assert!(ta.cas[0].renewed_to.is_some(), "the first node renews");
+    apply(a.path(), &ta);
+    let published = ta.published.clone().expect("written for the others");
+    assert_eq!(
+        ders(published["ca.crt"].as_bytes()).last(),
+        Some(&ders(&ca_crt(a.path()))[0])
+    );
+
+    // The second node, while the API server was out of reach: its own.
+    let alone = trust::plan(b.path(), now, &trust::Record::new(), false, None).unwrap();
+    assert!(alone.published.is_none());
+    apply(b.path(), &alone);
+    assert_ne!(ca_crt(a.path()), ca_crt(b.path()));
+
+    // Its next adopt reaches it: A's renewal taken, the same bundles.
+    let later = now + Duration::from_secs(60);
+    let tb = trust::plan(b.path(), later, &alone.record, true, Some(&published)).unwrap();
+    assert!(
+        tb.files
+            .iter()
+            .any(|f| f.path == "/etc/kubernetes/pki/ca.crt"
+                && f.what.starts_with("the cluster's CA certificate")),
+        "{:?}",
+        tb.files.iter().map(|f| &f.what).collect::<Vec<_>>()
+    );
+    apply(b.path(), &tb);
+    assert_eq!(ca_crt(a.path()), ca_crt(b.path()));
+    assert_eq!(
+        tb.ca_bundle, ta.ca_bundle,
+        "the same certificates side by side"
+    );
+    assert_eq!(tb.published.as_ref(), Some(&published), "nothing to write");
+    let (cas, _) = trust::status(b.path(), crate::validate::unix_seconds(later), &tb.record);
+    assert!(cas.iter().all(|c| c.problem.is_none()), "{cas:?}");
+
+    // A third node with kubeadm's certificate takes it at its first adopt.
+    let c = second_node(a.path());
+    let kubeadms = ders(&ta.ca_bundle)[0].clone();
+    std::fs::write(
+        host(c.path(), "/etc/kubernetes/pki/ca.crt"),
+        crate::pem::encode("CERTIFICATE", &kubeadms),
+    )
+    .unwrap();
+    let tc = trust::plan(
+        c.path(),
+        later,
+        &trust::Record::new(),
+        false,
+        Some(&published),
+    )
+    .unwrap();
+    assert_eq!(tc.ca_bundle, ta.ca_bundle);
+
+    // Once the cluster's renewal is due itself, the next node renews again
+    // and writes the new one for the others.
+    let due = now + Duration::from_secs(3 * 86_400);
+    let again = trust::plan(a.path(), due, &ta.record, true, Some(&published)).unwrap();
+    assert!(again.cas[0].renewed_to.is_some());
+    let newer = again.published.clone().unwrap();
+    assert_ne!(newer["ca.crt"], published["ca.crt"]);
+}
+
+/// Attack: anyone who may write ConfigMaps in kube-system could publish a
+/// certificate for the cluster's CA. Each one that is not the CA's own is
+/// refused, naming the ConfigMap's key, and nothing is taken: one with the
+/// CA's subject and key but signed by another key, one of another key, and
+/// one made with the CA key (which certsync's container reads) that lasts
+/// until 2100.
+#[test]
+fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
+    use crate::kubeadm::KubeadmError;
+    use crate::kubeadm::error::{FileProblem, Found};
+    let (a, _) = two_nodes_ca_due();
+    let key_pem = std::fs::read_to_string(host(a.path(), "/etc/kubernetes/pki/ca.key")).unwrap();
+    let ca_key = KeyPair::from_pem(&key_pem).unwrap();
+    let params = |years: i64| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(DnType::CommonName, "kubernetes");
+        p.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.key_usages = vec![Ku::DigitalSignature, Ku::KeyEncipherment, Ku::KeyCertSign];
+        p.key_identifier_method = rcgen::KeyIdMethod::Sha256;
+        let now = time::OffsetDateTime::now_utc();
+        p.not_before = now - time::Duration::days(1);
+        p.not_after = now + time::Duration::days(365 * years);
+        p
+    };
+    let attacker = KeyPair::generate().unwrap();
+    let issuer = rcgen::Issuer::new(params(1), attacker);
+    let not_signed = params(1).signed_by(&ca_key, &issuer).unwrap().pem();
+    let other_key = params(1)
+        .self_signed(&KeyPair::generate().unwrap())
+        .unwrap()
+        .pem();
+    let till_2100 = params(74).self_signed(&ca_key).unwrap().pem();
+    let now = SystemTime::now();
+    for (pem, why) in [
+        (not_signed, "not signed by the CA's key"),
+        (other_key, "another key"),
+        (till_2100, "it lasts longer than the certificate in place"),
+    ] {
+        let published = std::collections::BTreeMap::from([("ca.crt".to_owned(), pem)]);
+        match trust::plan(
+            a.path(),
+            now,
+            &trust::Record::new(),
+            false,
+            Some(&published),
+        ) {
+            Err(KubeadmError::File { path, problem }) => {
+                assert!(
+                    matches!(*problem, FileProblem::Found(Found::NotTheCas(w)) if w == why),
+                    "{why}: {problem}"
+                );
+                assert!(
+                    path.to_string_lossy()
+                        .contains("certsync-kubeadm-cas, key ca.crt")
+                );
+            }
+            Err(e) => panic!("{why}: another error: {e}"),
+            Ok(_) => panic!("{why}: taken"),
+        }
+    }
 }

@@ -55,7 +55,14 @@ fn a_bundle_keeps_no_certificate_of_the_cas_key_that_adopt_did_not_write() {
 
     // An adopted node (a record of what adopt wrote, here none): the file
     // is the container's.
-    let t = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), true).unwrap();
+    let t = trust::plan(
+        d.path(),
+        SystemTime::now(),
+        &trust::Record::new(),
+        true,
+        None,
+    )
+    .unwrap();
     assert!(
         !planned_bundle(&t).contains(&forged),
         "the container's certificate ending 2100 is kept in {CA_BUNDLE} and admin.conf's CA data"
@@ -90,7 +97,14 @@ fn a_bundle_keeps_no_certificate_go_refuses() {
     let planted = crate::pem::encode("CERTIFICATE", &bad) + &crate::pem::encode("CERTIFICATE", &ca);
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
-    let t = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), true).unwrap();
+    let t = trust::plan(
+        d.path(),
+        SystemTime::now(),
+        &trust::Record::new(),
+        true,
+        None,
+    )
+    .unwrap();
     for c in planned_bundle(&t) {
         assert!(
             crate::x509::strict_certificate(&c).is_ok(),
@@ -112,7 +126,14 @@ fn status_reports_a_bundle_that_trusts_another_key() {
         crate::pem::encode("CERTIFICATE", &ca) + &crate::pem::encode("CERTIFICATE", &foreign);
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
     // etcd's bundle as adopt writes it, so only ca's is in question.
-    let t = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), true).unwrap();
+    let t = trust::plan(
+        d.path(),
+        SystemTime::now(),
+        &trust::Record::new(),
+        true,
+        None,
+    )
+    .unwrap();
     for f in t.files.iter().filter(|f| f.path != CA_BUNDLE) {
         std::fs::write(host(d.path(), &f.path), &f.bytes).unwrap();
     }
@@ -160,11 +181,19 @@ fn a_bundle_adopt_did_not_write_is_refused_not_replaced() {
         SystemTime::now(),
         &trust::Record::new(),
         false,
+        None,
     ));
     assert!(matches!(what, Found::NotAdopts), "{what}");
     assert_eq!(path, host(d.path(), CA_BUNDLE));
 
-    let t = trust::plan(d.path(), SystemTime::now(), &trust::Record::new(), true).unwrap();
+    let t = trust::plan(
+        d.path(),
+        SystemTime::now(),
+        &trust::Record::new(),
+        true,
+        None,
+    )
+    .unwrap();
     assert_eq!(planned_bundle(&t), vec![ca]);
 }
 
@@ -220,6 +249,7 @@ fn a_ca_file_not_as_kubeadm_writes_it_is_refused_for_what_it_holds() {
             SystemTime::now(),
             &trust::Record::new(),
             true,
+            None,
         ));
         assert!(expected(&what), "{name}: {what}");
         assert_eq!(path, host(d.path(), ca_crt), "{name}");

@@ -1,0 +1,117 @@
+//! The ConfigMaps adopt and status read and write through admin.conf
+//! (`kube-system/kubeadm-config`, `kube-public/cluster-info`,
+//! `kube-system/certsync-kubeadm-cas`): one client, one deadline per call,
+//! and a write that carries the resourceVersion read, so a concurrent
+//! change fails it rather than being overwritten.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+
+/// How long adopt waits for each answer (status: a third).
+pub const TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why a ConfigMap could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("ConfigMap {namespace}/{name}: {}", crate::error_chain(.source))]
+    Client {
+        namespace: &'static str,
+        name: &'static str,
+        #[source]
+        source: crate::source::client::ClientError,
+    },
+    #[error("ConfigMap {namespace}/{name}: {action}: {}", crate::error_chain(.source))]
+    Api {
+        namespace: &'static str,
+        name: &'static str,
+        action: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("ConfigMap {namespace}/{name}: no answer within {} s", .timeout.as_secs())]
+    Timeout {
+        namespace: &'static str,
+        name: &'static str,
+        timeout: Duration,
+    },
+}
+
+/// One ConfigMap, by namespace and name.
+#[derive(Debug, Clone, Copy)]
+pub struct Map {
+    pub namespace: &'static str,
+    pub name: &'static str,
+}
+
+impl Map {
+    fn api(&self, config: &kube::Config) -> Result<kube::Api<ConfigMap>, ApiError> {
+        let client = crate::source::client::ClientSettings::default()
+            .client_for(config)
+            .map_err(|source| ApiError::Client {
+                namespace: self.namespace,
+                name: self.name,
+                source,
+            })?;
+        Ok(kube::Api::namespaced(client, self.namespace))
+    }
+
+    fn failed(&self, action: &'static str) -> impl FnOnce(kube::Error) -> ApiError {
+        let (namespace, name) = (self.namespace, self.name);
+        move |source| ApiError::Api {
+            namespace,
+            name,
+            action,
+            source,
+        }
+    }
+
+    async fn within<T>(
+        &self,
+        timeout: Duration,
+        call: impl std::future::Future<Output = Result<T, ApiError>>,
+    ) -> Result<T, ApiError> {
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| ApiError::Timeout {
+                namespace: self.namespace,
+                name: self.name,
+                timeout,
+            })?
+    }
+
+    /// The ConfigMap through `config`, `None` when there is none.
+    pub async fn get(
+        &self,
+        config: &kube::Config,
+        timeout: Duration,
+    ) -> Result<Option<ConfigMap>, ApiError> {
+        let call = async {
+            self.api(config)?
+                .get_opt(self.name)
+                .await
+                .map_err(self.failed("read"))
+        };
+        self.within(timeout, call).await
+    }
+
+    /// Writes `object`: created when it carries no resourceVersion (there
+    /// was none when read), else replaced at that version.
+    pub async fn put(&self, config: &kube::Config, object: &ConfigMap) -> Result<(), ApiError> {
+        let call = async {
+            let api = self.api(config)?;
+            let params = kube::api::PostParams::default();
+            if object.metadata.resource_version.is_some() {
+                api.replace(self.name, &params, object)
+                    .await
+                    .map_err(self.failed("write"))?;
+            } else {
+                api.create(&params, object)
+                    .await
+                    .map_err(self.failed("create"))?;
+            }
+            Ok(())
+        };
+        self.within(TIMEOUT, call).await
+    }
+}
