@@ -4,7 +4,8 @@
 //! docs/guides/kubeadm-control-plane.md says,
 //! through the binary, while the cluster keeps serving; then run past the
 //! end of the CAs kubeadm made (`caCertificateValidityPeriod`, minutes),
-//! which each adopt renewed with their own key, node 3 reverted to
+//! which node 1's adopt renewed with their own key and the others took
+//! from it (`kube-system/certsync-kubeadm-cas`), node 3 reverted to
 //! kubeadm's files before it and serving past it. Needs root and the
 //! realkube tools, as tests/kubeadm.rs does (skips without them, fails
 //! under `CI=true`).
@@ -139,6 +140,22 @@ fn nodes_join_an_adopted_cluster_and_are_adopted_one_at_a_time() {
             i > 0 || text.contains("renewed now"),
             "node 1's CAs renewed:\n{text}"
         );
+        // One renewal per CA for the cluster: the others take node 1's.
+        if i > 0 {
+            assert!(
+                text.contains("the cluster's CA certificate, which another node renewed"),
+                "node {} took node 1's renewal:\n{text}",
+                i + 1
+            );
+            for ca in ["pki/ca.crt", "pki/front-proxy-ca.crt", "pki/etcd/ca.crt"] {
+                assert_eq!(
+                    std::fs::read(node.etc().join(ca)).expect("CA"),
+                    std::fs::read(nodes[0].etc().join(ca)).expect("CA"),
+                    "node {}'s {ca} is node 1's renewal",
+                    i + 1
+                );
+            }
+        }
         assert!(text.ends_with("adopted\n"), "{text}");
         // This node's pods start again on their new manifests (new pids),
         // certsync's beside them; the other API servers answer meanwhile.
