@@ -23,6 +23,9 @@ use super::seen::{NotReady, Seen};
 use super::undo::Undo;
 use crate::writer::replace_file;
 
+/// How long a failed wait asks the API server for certsync's pod.
+const POD_STATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied;
 /// what it does told to `out` as it does it, the plan first.
 pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
@@ -63,7 +66,7 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
                 generation: plan.generation.clone(),
                 timeout: humantime::format_duration(opts.ready_timeout).to_string(),
                 seen,
-                pod: super::ready::pod_state(&opts.dir).await,
+                pod: super::ready::pod_state(&opts.dir, POD_STATE_WITHIN).await,
                 undone: format!(
                     "Nothing was changed (the node is adopted; {ended} targets hold no live pair)"
                 ),
@@ -103,7 +106,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
         unchanged_since_written(dir, plan)
     };
     if let Err(seen) = started.await {
-        let pod = super::ready::pod_state(dir).await;
+        let pod = super::ready::pod_state(dir, POD_STATE_WITHIN).await;
         let undone = undo.run(opts, plan).await;
         return Err(KubeadmError::NotReady(Box::new(NotReady {
             image: plan.image.clone(),

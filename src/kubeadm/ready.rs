@@ -221,9 +221,10 @@ pub async fn wait(
         // What it waits for and what it saw, every few seconds: a wait of
         // minutes is never silent.
         if said.elapsed() >= PROGRESS_EVERY {
+            let pod = pod_state(dir, PROGRESS_EVERY / 2).await;
             let _ = writeln!(
                 out,
-                "  still waiting ({} s): {seen}",
+                "  still waiting ({} s): {seen}; {pod}",
                 start.elapsed().as_secs()
             );
             said = Instant::now();
@@ -292,10 +293,12 @@ pub async fn gone(
 }
 
 /// The kubelet's view of certsync's pod, where the API server can be
-/// asked: its mirror pod `kube-system/certsync-NODE` (NODE from etcd's
-/// `--name`, which kubeadm sets to the node's name). What to check on the
+/// asked within `limit`: its mirror pod `kube-system/certsync-NODE` (NODE
+/// from etcd's `--name`, which kubeadm sets to the node's name), its
+/// container's state and the last line it logged (of the instance that
+/// ended, when it is restarting: the cause it gave). What to check on the
 /// node otherwise.
-pub async fn pod_state(dir: &Path) -> String {
+pub async fn pod_state(dir: &Path, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
         `crictl ps -a --name certsync` and `crictl logs` of its container";
     let Some(node_name) = node::read(dir, "/etc/kubernetes/manifests/etcd.yaml")
@@ -315,35 +318,55 @@ pub async fn pod_state(dir: &Path) -> String {
         let client = crate::source::client::ClientSettings::default()
             .client_for(&config)
             .map_err(|e| e.to_string())?;
-        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-            kube::Api::namespaced(client, "kube-system");
-        pods.get_opt(&name).await.map_err(|e| e.to_string())
+        let pods: kube::Api<Pod> = kube::Api::namespaced(client, "kube-system");
+        let Some(pod) = pods.get_opt(&name).await.map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        // The instance that ended, when the container is not running: its
+        // last line is the cause (`Cannot assign requested address`).
+        let previous = container(&pod).is_some_and(|c| {
+            c.restart_count > 0 && c.state.as_ref().is_none_or(|s| s.running.is_none())
+        });
+        let params = kube::api::LogParams {
+            container: Some("certsync".into()),
+            tail_lines: Some(1),
+            previous,
+            ..Default::default()
+        };
+        let log = pods.logs(&name, &params).await.ok();
+        Ok::<_, String>(Some((pod, log)))
     };
-    let pod = match tokio::time::timeout(Duration::from_secs(10), ask).await {
-        Ok(Ok(Some(pod))) => pod,
+    match tokio::time::timeout(limit, ask).await {
+        Ok(Ok(Some((pod, log)))) => described(&name, &pod, log.as_deref()).unwrap_or_else(|| {
+            format!("kube-system/{name} has no container status yet; check {ON_NODE}")
+        }),
         Ok(Ok(None)) => {
-            return format!("no mirror pod kube-system/{name} in the API server; check {ON_NODE}");
+            format!("no mirror pod kube-system/{name} in the API server; check {ON_NODE}")
         }
-        Ok(Err(e)) => {
-            return format!(
-                "the API server could not be asked for kube-system/{name} ({}); check {ON_NODE}",
-                crate::escape(&e)
-            );
-        }
-        Err(_) => {
-            return format!(
-                "the API server did not answer for kube-system/{name} within 10 s; check {ON_NODE}"
-            );
-        }
-    };
-    let statuses = pod
-        .status
-        .and_then(|s| s.container_statuses)
-        .unwrap_or_default();
-    let Some(c) = statuses.first() else {
-        return format!("kube-system/{name} has no container status yet; check {ON_NODE}");
-    };
-    let state = |s: &k8s_openapi::api::core::v1::ContainerState| {
+        Ok(Err(e)) => format!(
+            "the API server could not be asked for kube-system/{name} ({}); check {ON_NODE}",
+            crate::escape(&e)
+        ),
+        Err(_) => format!(
+            "the API server did not answer for kube-system/{name} within {} s; check {ON_NODE}",
+            limit.as_secs()
+        ),
+    }
+}
+
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
+
+fn container(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+/// The mirror pod `name`'s container in words: image, state, the state
+/// it last ended in, and its last log line (the container's words,
+/// escaped and cut: it may be anything); `None` without a status.
+pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<String> {
+    const LOG_MAX: usize = 300;
+    let c = container(pod)?;
+    let state = |s: &ContainerState| {
         if let Some(w) = &s.waiting {
             format!(
                 "waiting: {} {}",
@@ -369,5 +392,9 @@ pub async fn pod_state(dir: &Path) -> String {
     if let Some(last) = &c.last_state {
         said.push_str(&format!("; last {}", state(last)));
     }
-    crate::escape(said.trim()).into_owned()
+    if let Some(line) = log.and_then(|l| l.lines().rfind(|l| !l.trim().is_empty())) {
+        let line: String = line.trim().chars().take(LOG_MAX).collect();
+        said.push_str(&format!("; its last log line: {line}"));
+    }
+    Some(crate::escape(said.trim()).into_owned())
 }

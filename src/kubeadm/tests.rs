@@ -910,3 +910,31 @@ async fn adopt_keeps_the_kubelets_ca_data_in_step_with_the_bundle() {
     let first = plan(&options(d)).await.expect("plan");
     assert!(!first.files.iter().any(|f| f.path.ends_with("kubelet.conf")));
 }
+
+/// What a wait says of certsync's pod: its state, how it last ended and
+/// the cause it logged (escaped: the container's words may be anything).
+#[test]
+fn a_waits_pod_line_names_the_cause_the_pod_logged() {
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "certsync-cp1", "namespace": "kube-system"},
+        "status": {"containerStatuses": [{
+            "name": "certsync", "image": "certsync:0.2", "imageID": "", "ready": false,
+            "restartCount": 3,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}
+        }]}
+    }))
+    .expect("pod");
+    let log = "INFO starting\nERROR admin: cannot listen on 10.77.0.14:9814: Cannot assign \
+               requested address (os error 99)\x1b[31m\n\n";
+    let said = super::ready::described("certsync-cp1", &pod, Some(log)).expect("a status");
+    assert!(said.contains("waiting: CrashLoopBackOff"), "{said}");
+    assert!(said.contains("last terminated: Error (exit code 1)"), "{said}");
+    assert!(
+        said.contains("its last log line: ERROR admin: cannot listen on 10.77.0.14:9814: Cannot assign requested address"),
+        "{said}"
+    );
+    assert!(!said.contains('\x1b'), "escaped: {said}");
+    let bare = super::ready::described("certsync-cp1", &pod, None).expect("a status");
+    assert!(!bare.contains("log line"), "{bare}");
+}
