@@ -37,6 +37,13 @@ pub enum ApiError {
     },
 }
 
+/// certsync's own client for `config` (admin.conf as judged), as every
+/// kubeadm command's: kube's default one logs each 500 of a restarting API
+/// server as an ERROR line.
+pub fn client(config: &kube::Config) -> Result<kube::Client, crate::source::client::ClientError> {
+    crate::source::client::ClientSettings::default().client_for(config)
+}
+
 /// One ConfigMap, by namespace and name.
 #[derive(Debug, Clone, Copy)]
 pub struct Map {
@@ -46,13 +53,11 @@ pub struct Map {
 
 impl Map {
     fn api(&self, config: &kube::Config) -> Result<kube::Api<ConfigMap>, ApiError> {
-        let client = crate::source::client::ClientSettings::default()
-            .client_for(config)
-            .map_err(|source| ApiError::Client {
-                namespace: self.namespace,
-                name: self.name,
-                source,
-            })?;
+        let client = client(config).map_err(|source| ApiError::Client {
+            namespace: self.namespace,
+            name: self.name,
+            source,
+        })?;
         Ok(kube::Api::namespaced(client, self.namespace))
     }
 

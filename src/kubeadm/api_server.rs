@@ -5,7 +5,7 @@
 //! restarting, nor one that never will).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::error::KubeadmError;
 use super::paths::host;
@@ -58,14 +58,11 @@ pub async fn back(
         .map_err(|e| NotBack::NoAdmin {
             problem: e.to_string(),
         })?;
-    let start = Instant::now();
     let mut gap = false;
-    loop {
+    super::wait::poll(timeout, Duration::from_secs(2), async |elapsed| {
         let seen = match served_as_named(dir, &cert, &check).await {
             Ok(()) => match readyz(&client).await {
-                Ok(()) if gap || start.elapsed() >= RESTART_SEEN_WITHIN => {
-                    return Ok((addr, cert));
-                }
+                Ok(()) if gap || elapsed >= RESTART_SEEN_WITHIN => return Ok(()),
                 Ok(()) => NotBack::NotRestarted { addr: addr.clone() },
                 Err(problem) => NotBack::NotReady {
                     addr: addr.clone(),
@@ -76,11 +73,10 @@ pub async fn back(
             Err(seen) => seen,
         };
         gap |= matches!(seen, NotBack::NotServing { .. } | NotBack::NotReady { .. });
-        if start.elapsed() >= timeout {
-            return Err(seen);
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+        Err(seen)
+    })
+    .await?;
+    Ok((addr, cert))
 }
 
 /// The API server's flag naming the certificate it serves.
@@ -153,9 +149,7 @@ async fn admin_client(dir: &Path, addr: &str) -> Result<kube::Client, AdminReady
             addr: addr.to_owned(),
             source,
         })?;
-    // certsync's own client, as every kubeadm command's: kube's default
-    // one logs each 500 of a restarting API server as an ERROR line.
-    Ok(crate::source::client::ClientSettings::default().client_for(&config)?)
+    Ok(super::api::client(&config)?)
 }
 
 /// `GET /readyz` through `client` (from [`admin_client`]), within 5 s.

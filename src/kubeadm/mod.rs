@@ -45,6 +45,7 @@ mod seen;
 mod status;
 mod trust;
 mod undo;
+mod wait;
 mod warning;
 
 pub use apply::adopt;

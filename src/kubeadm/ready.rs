@@ -199,15 +199,14 @@ pub async fn wait(
     out: &mut super::out::Out,
 ) -> Result<(), Seen> {
     use std::fmt::Write as _;
-    let start = Instant::now();
-    let mut said = Instant::now();
     let _ = writeln!(
         out,
         "waiting up to {} for certsync's pod (generation {generation}) to answer ready at {addr} \
          with a live pair in every target",
         humantime::format_duration(timeout)
     );
-    loop {
+    let mut said = Duration::ZERO;
+    super::wait::poll(timeout, Duration::from_secs(1), async |elapsed| {
         let seen = match look(addr, generation).await {
             Ok(()) => match dead_targets(dir).into_iter().next() {
                 None => return Ok(()),
@@ -215,22 +214,20 @@ pub async fn wait(
             },
             Err(seen) => seen,
         };
-        if start.elapsed() >= timeout {
-            return Err(seen);
-        }
         // What it waits for and what it saw, every few seconds: a wait of
         // minutes is never silent.
-        if said.elapsed() >= PROGRESS_EVERY {
+        if elapsed >= said + PROGRESS_EVERY && elapsed < timeout {
             let pod = pod_state(dir, PROGRESS_EVERY / 2).await;
             let _ = writeln!(
                 out,
                 "  still waiting ({} s): {seen}; {pod}",
-                start.elapsed().as_secs()
+                elapsed.as_secs()
             );
-            said = Instant::now();
+            said = elapsed;
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+        Err(seen)
+    })
+    .await
 }
 
 /// How often a wait says what it last saw.
@@ -269,27 +266,24 @@ pub async fn gone(
     limit: Duration,
     pod: &str,
 ) -> Result<(), Seen> {
-    let start = Instant::now();
-    let mut quiet_since = Instant::now();
-    loop {
+    let mut quiet_since = Duration::ZERO;
+    super::wait::poll(limit, Duration::from_secs(1), async |elapsed| {
         let answers = match look(addr, generation).await {
             Ok(()) => true,
             Err(seen) => seen.answers(),
         };
         if answers {
-            quiet_since = Instant::now();
-        } else if quiet_since.elapsed() >= Duration::from_secs(5) {
+            quiet_since = elapsed;
+        } else if elapsed >= quiet_since + Duration::from_secs(5) {
             return Ok(());
         }
-        if start.elapsed() >= limit {
-            return Err(Seen::StillAnswers {
-                pod: pod.to_owned(),
-                addr,
-                secs: limit.as_secs(),
-            });
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+        Err(Seen::StillAnswers {
+            pod: pod.to_owned(),
+            addr,
+            secs: limit.as_secs(),
+        })
+    })
+    .await
 }
 
 /// The kubelet's view of certsync's pod, where the API server can be
@@ -315,9 +309,7 @@ pub async fn pod_state(dir: &Path, limit: Duration) -> String {
         let config = super::admin::config(&host(dir, super::admin::ADMIN))
             .await
             .map_err(|e| e.to_string())?;
-        let client = crate::source::client::ClientSettings::default()
-            .client_for(&config)
-            .map_err(|e| e.to_string())?;
+        let client = super::api::client(&config).map_err(|e| e.to_string())?;
         let pods: kube::Api<Pod> = kube::Api::namespaced(client, "kube-system");
         let Some(pod) = pods.get_opt(&name).await.map_err(|e| e.to_string())? else {
             return Ok(None);

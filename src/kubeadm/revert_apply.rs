@@ -210,32 +210,32 @@ pub(super) async fn claim_targets(
     dir: &Path,
     wait: std::time::Duration,
 ) -> Result<Vec<Claim>, KubeadmError> {
-    let deadline = std::time::Instant::now() + wait;
     let mut claims = Vec::new();
     for t in targets(dir) {
         let path = host(dir, &t);
         if !path.is_dir() {
             continue;
         }
-        loop {
-            match Writer::existing(&path)?.claim() {
-                Ok(c) => {
-                    claims.push(c);
-                    break;
-                }
-                Err(WriterError::Owned { .. }) if std::time::Instant::now() < deadline => {
-                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-                }
-                Err(WriterError::Owned { pid, .. }) => {
-                    return Err(RevertError::StillHeld {
-                        pid,
-                        target: t,
-                        secs: wait.as_secs(),
-                    }
-                    .into());
-                }
-                Err(e) => return Err(e.into()),
+        let writer = Writer::existing(&path)?;
+        let claimed = super::wait::poll(wait, std::time::Duration::from_millis(250), async |_| {
+            // Only a target still held is waited for; anything else ends it.
+            match writer.claim() {
+                Err(WriterError::Owned { pid, .. }) => Err(pid),
+                other => Ok(other),
             }
+        })
+        .await;
+        match claimed {
+            Ok(Ok(c)) => claims.push(c),
+            Err(pid) => {
+                return Err(RevertError::StillHeld {
+                    pid,
+                    target: t,
+                    secs: wait.as_secs(),
+                }
+                .into());
+            }
+            Ok(Err(e)) => return Err(e.into()),
         }
     }
     Ok(claims)

@@ -929,7 +929,10 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
                requested address (os error 99)\x1b[31m\n\n";
     let said = super::ready::described("certsync-cp1", &pod, Some(log)).expect("a status");
     assert!(said.contains("waiting: CrashLoopBackOff"), "{said}");
-    assert!(said.contains("last terminated: Error (exit code 1)"), "{said}");
+    assert!(
+        said.contains("last terminated: Error (exit code 1)"),
+        "{said}"
+    );
     assert!(
         said.contains("its last log line: ERROR admin: cannot listen on 10.77.0.14:9814: Cannot assign requested address"),
         "{said}"
