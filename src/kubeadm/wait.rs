@@ -20,3 +20,31 @@ pub async fn poll<T, E>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn poll_answers_the_first_ok_or_the_last_err_once_past_its_deadline() {
+        let mut calls = 0;
+        let got: Result<u32, u32> = poll(Duration::from_secs(60), Duration::ZERO, async |_| {
+            calls += 1;
+            if calls == 3 { Ok(calls) } else { Err(calls) }
+        })
+        .await;
+        assert_eq!(got, Ok(3));
+        let mut calls = 0;
+        let got: Result<(), u32> = poll(
+            Duration::from_millis(30),
+            Duration::from_millis(5),
+            async |_| {
+                calls += 1;
+                Err(calls)
+            },
+        )
+        .await;
+        assert_eq!(got, Err(calls), "the last answer");
+        assert!(calls > 1, "asked again before its deadline");
+    }
+}
