@@ -434,7 +434,7 @@ impl KubeadmError {
 
 impl From<KubeadmError> for Seen {
     fn from(e: KubeadmError) -> Self {
-        Seen::Failed(e.to_string())
+        Seen::Failed(std::sync::Arc::new(e))
     }
 }
 

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 /// Why the gate did not pass: what one look at certsync's admin port saw
 /// when it was not this adoption's pod answering ready, or what else
 /// stopped the pod's start. Said as `NotReady.seen`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Seen {
     #[error("no answer from {addr} within 3 s")]
     Silent { addr: SocketAddr },
@@ -45,8 +45,8 @@ pub enum Seen {
     Changed { path: String },
     /// Writing or reading the pod's files failed (paths the container may
     /// have named: escaped when shown).
-    #[error("{}", crate::escape(.0))]
-    Failed(String),
+    #[error("{}", crate::escape(&.0.to_string()))]
+    Failed(#[source] std::sync::Arc<dyn std::error::Error + Send + Sync>),
 }
 
 impl Seen {
