@@ -17,7 +17,11 @@
 //!   directory) as explicit fields.
 //! - [`Walked::open_read`] upgrades the `O_PATH` descriptor to a reading
 //!   one through `/proc/self/fd/N` (the very inode judged, no lookup of a
-//!   name) if it is a regular file, never blocking on a FIFO.
+//!   name) if it is a regular file, never blocking on a FIFO; [`read_capped`]
+//!   reads at most a limit ([`open_file`] and [`read_file`] for a path as
+//!   given).
+//! - [`upward`] and [`holder`] look above a file or directory held, by `..`
+//!   from descriptors and where the kernel says an open file is.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -29,8 +33,12 @@ use std::path::{Component, Path, PathBuf};
 use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
+mod read;
 mod trust;
+mod up;
+pub use read::{open_file, read_capped, read_file};
 pub use trust::{Faults, Owners, ReadOnly, Trust, Untrusted};
+pub use up::{Upward, directory_and_ancestors, holder, identity, upward};
 
 /// Linux's own limit on symlinks in one lookup (`MAXSYMLINKS`).
 pub const MAX_LINKS: usize = 40;
@@ -76,6 +84,9 @@ pub enum PathError {
     /// The file opened for reading is not the one judged.
     #[error("{path}: replaced while it was being opened; refusing to read it")]
     Replaced { path: PathBuf },
+    /// More bytes than the reader's limit ([`read_capped`]).
+    #[error("{path}: larger than the {limit}-byte limit")]
+    TooLarge { path: PathBuf, limit: u64 },
     /// What [`Trust`] refused.
     #[error("{}", .0)]
     Untrusted(#[from] Untrusted),
@@ -84,6 +95,19 @@ pub enum PathError {
 impl PathError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+
+    /// What is wrong with the file itself, without its path (for callers
+    /// that name it); what concerns the way to it, whole.
+    pub fn problem(&self) -> String {
+        match self {
+            Self::Io { source, .. } => source.to_string(),
+            Self::NotRegular { what, .. } => {
+                format!("is {what}, not a regular file; refusing to read it")
+            }
+            Self::TooLarge { limit, .. } => format!("larger than the {limit}-byte limit"),
+            e => e.to_string(),
+        }
     }
 
     fn io(path: &Path, e: impl Into<io::Error>) -> Self {
@@ -169,6 +193,11 @@ pub enum Start<'a> {
     /// beneath it (`RESOLVE_BENEATH`): no `..` above it, no absolute
     /// symlink.
     Beneath(BorrowedFd<'a>, &'a Path),
+    /// As [`Start::Beneath`], except that an absolute symlink naming the
+    /// held directory (as shown, or by the kernel's name for it) leads back
+    /// into it: kubelet links `kubelet-server-current.pem` to the dated
+    /// file by its full path. Any other absolute symlink is refused.
+    Volume(BorrowedFd<'a>, &'a Path),
 }
 
 /// What a walk does with a symlink on the way.
@@ -178,6 +207,11 @@ pub enum Links {
     Follow,
     /// Refused ([`PathError::Link`]), final name included.
     Refuse,
+    /// Judged, then followed on the way; the final name refused
+    /// ([`PathError::Link`]) as `O_NOFOLLOW` does: for a file whose name
+    /// another writer shares (a pidfile, a file in /etc/kubernetes), where
+    /// a link planted there would lead root to another file.
+    RefuseLast,
 }
 
 /// Where a walk ended: an `O_PATH` descriptor of what the path names (the
@@ -261,6 +295,7 @@ pub fn walk(
     judge: &mut dyn FnMut(&Entry) -> Result<(), PathError>,
 ) -> Result<Walked, PathError> {
     let (dir, shown, beneath) = begin(start, path)?;
+    let last_refused = links == Links::RefuseLast;
     let mut w = Walk {
         dir,
         shown,
@@ -270,7 +305,7 @@ pub fn walk(
         todo: Vec::new(),
         followed: 0,
     };
-    if beneath.is_some() && path.has_root() {
+    if w.beneath.is_some() && path.has_root() {
         return Err(w.escapes("an absolute path"));
     }
     push_names(&mut w.todo, path);
@@ -301,7 +336,7 @@ pub fn walk(
         .map_err(|e| PathError::io(&here, e))?;
         let st = nix::sys::stat::fstat(&fd).map_err(|e| PathError::io(&here, e))?;
         match kind(&st) {
-            SFlag::S_IFLNK if links == Links::Refuse => {
+            SFlag::S_IFLNK if links == Links::Refuse || (last_refused && w.todo.is_empty()) => {
                 return Err(PathError::Link { path: here });
             }
             SFlag::S_IFLNK => {
@@ -339,7 +374,7 @@ struct Walk<'a> {
     dir: OwnedFd,
     shown: PathBuf,
     /// What the walk must stay beneath ([`Start::Beneath`]).
-    beneath: Option<&'a Path>,
+    beneath: Option<Held<'a>>,
     /// The directories entered on the way, each with its name as shown:
     /// `..` goes back to the one the walk came from, never to where the
     /// current directory's `..` points now. A user who renames a
@@ -353,21 +388,36 @@ struct Walk<'a> {
     followed: usize,
 }
 
+/// The directory a walk must stay beneath, as shown, and the absolute
+/// names that lead back into it ([`Start::Volume`]; none otherwise).
+struct Held<'a> {
+    fd: BorrowedFd<'a>,
+    shown: &'a Path,
+    names: Vec<PathBuf>,
+}
+
 impl Walk<'_> {
     fn escapes(&self, what: &'static str) -> PathError {
         PathError::Escapes {
             what,
-            beneath: self.beneath.unwrap_or(Path::new("")).to_owned(),
+            beneath: self
+                .beneath
+                .as_ref()
+                .map_or(Path::new(""), |b| b.shown)
+                .to_owned(),
         }
     }
 
-    /// An absolute symlink's target: from `/` again (never beneath a start).
+    /// An absolute symlink's target: from `/` again, or, beneath a start,
+    /// from the start (only a link naming it leads here: see `follow`).
     fn restart_at_root(&mut self) -> Result<(), PathError> {
-        if self.beneath.is_some() {
-            return Err(self.escapes("a symlink"));
-        }
-        self.dir = open_dir(nix::fcntl::AT_FDCWD, "/", Path::new("/"))?;
-        self.shown = PathBuf::from("/");
+        (self.dir, self.shown) = match &self.beneath {
+            Some(b) => (open_dir(b.fd, ".", b.shown)?, b.shown.to_owned()),
+            None => (
+                open_dir(nix::fcntl::AT_FDCWD, "/", Path::new("/"))?,
+                PathBuf::from("/"),
+            ),
+        };
         self.entered.clear();
         Ok(())
     }
@@ -416,10 +466,18 @@ impl Walk<'_> {
         judge(&entry)?;
         self.passed.push(entry);
         let target = Path::new(&target);
-        if target.is_absolute() && self.beneath.is_some() {
-            return Err(self.escapes("a symlink"));
+        match &self.beneath {
+            Some(b) if target.is_absolute() => {
+                let inside = b.names.iter().find_map(|n| target.strip_prefix(n).ok());
+                let Some(inside) = inside else {
+                    return Err(self.escapes("a symlink"));
+                };
+                push_names(&mut self.todo, inside);
+                // Back to the start, then the rest.
+                self.todo.push("/".into());
+            }
+            _ => push_names(&mut self.todo, target),
         }
-        push_names(&mut self.todo, target);
         Ok(())
     }
 }
@@ -429,9 +487,29 @@ impl Walk<'_> {
 fn begin<'a>(
     start: Start<'a>,
     path: &Path,
-) -> Result<(OwnedFd, PathBuf, Option<&'a Path>), PathError> {
+) -> Result<(OwnedFd, PathBuf, Option<Held<'a>>), PathError> {
+    let held = |fd, shown: &'a Path, names| Held { fd, shown, names };
     Ok(match start {
-        Start::Beneath(fd, shown) => (open_dir(fd, ".", shown)?, shown.to_owned(), Some(shown)),
+        Start::Beneath(fd, shown) => (
+            open_dir(fd, ".", shown)?,
+            shown.to_owned(),
+            Some(held(fd, shown, Vec::new())),
+        ),
+        Start::Volume(fd, shown) => {
+            // The kernel's name for the held directory: what a link by its
+            // real path says, whatever symlink the start was named through.
+            let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+            let names = [Some(shown.to_owned()), real.ok()]
+                .into_iter()
+                .flatten()
+                .filter(|n| n.is_absolute())
+                .collect();
+            (
+                open_dir(fd, ".", shown)?,
+                shown.to_owned(),
+                Some(held(fd, shown, names)),
+            )
+        }
         Start::Path if path.is_absolute() => (
             open_dir(nix::fcntl::AT_FDCWD, "/", Path::new("/"))?,
             PathBuf::from("/"),

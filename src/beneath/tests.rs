@@ -198,6 +198,49 @@ fn dot_dot_and_absolute_names_may_not_leave_a_beneath_start() {
     );
 }
 
+/// A volume start takes an absolute link naming it (as shown, or by its
+/// real name when shown through a link) back into it, the rest of the
+/// link walked beneath it; a link naming anything else, or leaving it by
+/// `..` after naming it, is refused as beneath any start.
+#[test]
+fn an_absolute_link_naming_a_volume_start_leads_back_into_it() {
+    let (d, _) = tree();
+    let a = d.path().join("a");
+    let alias = d.path().join("alias");
+    symlink(&a, &alias).unwrap();
+    let volume_walk = |shown: &Path, rel: &str| {
+        let held = std::fs::File::open(shown).unwrap();
+        walk(
+            Start::Volume(held.as_fd(), shown),
+            Path::new(rel),
+            Links::Follow,
+            &mut nothing,
+        )
+    };
+    symlink(a.join("b/c/f"), a.join("by-real-name")).unwrap();
+    symlink(alias.join("b/c/f"), a.join("by-shown-name")).unwrap();
+    for shown in [&a, &alias] {
+        assert_eq!(read(&volume_walk(shown, "by-real-name").unwrap()), "judged");
+    }
+    assert_eq!(
+        read(&volume_walk(&alias, "by-shown-name").unwrap()),
+        "judged"
+    );
+    let escapes = |e: Result<Walked, PathError>| matches!(e, Err(PathError::Escapes { .. }));
+    // Named by a spelling that is neither: refused.
+    assert!(escapes(volume_walk(&a, "by-shown-name")));
+    for (name, target) in [
+        ("out", d.path().join("a2")),
+        ("up", a.join("../a/b/c/f")),
+        ("etc", PathBuf::from("/etc/passwd")),
+    ] {
+        symlink(&target, a.join(name)).unwrap();
+        assert!(escapes(volume_walk(&a, name)), "{target:?}");
+    }
+    // Beneath a plain start, the same link is refused.
+    assert!(escapes(beneath_walk(&a, "by-real-name", Links::Follow)));
+}
+
 #[test]
 fn attack_a_directory_renamed_mid_walk_does_not_take_dot_dot_out_of_the_start() {
     // `a/b` is moved out of the start (`a`) while the walk is in it, next

@@ -5,7 +5,7 @@
 //! what whoever could change it could do ([`Unguarded`]).
 
 use super::{ConfigError, Mapping, Source};
-use crate::beneath::{Entry, Owners, ReadOnly, Trust};
+use crate::beneath::{self, Entry, Links, Owners, ReadOnly, Start, Trust};
 use crate::files::OwnedError;
 
 use std::path::{Path, PathBuf};
@@ -116,9 +116,9 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
         read_only: ReadOnly::Writable,
         ..Trust::STRICT
     };
-    if let Ok(open) = std::fs::File::open(dir)
-        && open.metadata().is_ok_and(|m| m.is_dir())
-        && let Ok(entry) = Entry::held(dir, std::os::fd::AsFd::as_fd(&open))
+    if let Ok(walked) = beneath::walk(Start::Path, dir, Links::Follow, &mut |_| Ok(()))
+        && walked.st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR
+        && let Ok(entry) = Entry::held(dir, std::os::fd::AsFd::as_fd(&walked.fd))
         && writers.judge(&entry).is_err()
     {
         return Err(refused(

@@ -355,7 +355,7 @@ type Id = (u64, u64);
 
 impl<'a> Forbidden<'a> {
     fn of(mappings: &'a [Mapping]) -> Self {
-        use crate::files::identity;
+        use crate::beneath::identity;
         Self {
             targets: mappings.iter().map(|o| (o, real(&o.target))).collect(),
             target_ids: mappings
@@ -419,7 +419,7 @@ impl<'a> Forbidden<'a> {
     /// checks to see, and a copy written there would overwrite the target
     /// or the CA.
     fn by_inode(&self, c: &Copy<'_>) -> Option<CopyConflict> {
-        use crate::files::identity;
+        use crate::beneath::identity;
         for ca in &self.cas {
             if let Some(f) = c
                 .files
@@ -434,7 +434,7 @@ impl<'a> Forbidden<'a> {
                 });
             }
         }
-        let above = crate::files::directory_and_ancestors(c.path.parent().unwrap_or(c.path));
+        let above = crate::beneath::directory_and_ancestors(c.path.parent().unwrap_or(c.path));
         let (o, _) = self.target_ids.iter().find(|(_, id)| above.contains(id))?;
         Some(CopyConflict::InTarget {
             file: c.files[0].clone(),

@@ -6,7 +6,6 @@
 use std::io;
 use std::path::Path;
 
-use super::{FileError, kind_of, read_capped, read_regular};
 use crate::beneath::{self, Links, Owners, PathError, ReadOnly, Start, Trust, Untrusted};
 
 /// Why a file that steers certsync was not read, or a path was refused.
@@ -59,13 +58,15 @@ pub enum OwnedError {
     },
 }
 
-impl From<FileError> for OwnedError {
-    /// The file's own problem, its path left to the caller.
-    fn from(e: FileError) -> Self {
+impl From<PathError> for OwnedError {
+    /// The file's own problem, its path left to the caller; the way's
+    /// whole.
+    fn from(e: PathError) -> Self {
         match e {
-            FileError::Io { source, .. } => Self::Io(source),
-            FileError::NotRegular { what, .. } => Self::NotRegular { what },
-            FileError::TooLarge { limit, .. } => Self::TooLarge { limit },
+            PathError::Io { source, .. } => Self::Io(source),
+            PathError::NotRegular { what, .. } => Self::NotRegular { what },
+            PathError::TooLarge { limit, .. } => Self::TooLarge { limit },
+            e => Self::Way(e),
         }
     }
 }
@@ -107,8 +108,9 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
     if let Ok(m) = std::fs::metadata(path)
         && !m.is_file()
     {
+        let k = nix::sys::stat::SFlag::from_bits_truncate(m.mode());
         return Err(OwnedError::NotRegular {
-            what: kind_of(m.file_type()),
+            what: beneath::kind_name(k & nix::sys::stat::SFlag::S_IFMT),
         });
     }
     let absolute = if path.is_absolute() {
@@ -141,7 +143,7 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
     if m.nlink() > 1 {
         return Err(OwnedError::HardLink { links: m.nlink() });
     }
-    Ok(read_capped(file, path, limit)?)
+    Ok(beneath::read_capped(file, path, limit)?)
 }
 
 /// A directory root writes into by name (a kubeadm node's files, the
@@ -198,12 +200,13 @@ const OWNED_WAY: Trust = Trust {
 /// names): through [`read_owned`] when certsync runs as root, who would
 /// otherwise act on what another user wrote (map a root-only directory to
 /// a target they read, send root's token to their server); as another
-/// user, [`read_regular`] (the kernel already limits what it may read).
+/// user, [`beneath::read_file`] (the kernel already limits what it may
+/// read).
 pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
     if nix::unistd::geteuid().is_root() {
         read_owned(path, limit)
     } else {
-        Ok(read_regular(path, limit)?)
+        Ok(beneath::read_file(path, limit)?)
     }
 }
 

@@ -17,25 +17,18 @@
 //!   change, as written (the walk) or where the file really is (see
 //!   `Input::exposed`): a user there may have linked root's file in.
 //!
-//! The reading open is of `/proc/self/fd/N` for the `O_PATH` descriptor:
-//! a magic link to that descriptor's own file, so the kernel opens the very
-//! inode that was checked, with no lookup of a name someone could swap
-//! meanwhile (an `O_PATH` descriptor cannot be read, and Linux has no other
-//! way to upgrade one). Device and inode are compared after, in case
-//! `/proc` is not what it should be.
+//! Every open is [`crate::beneath`]'s: the reading one through the `O_PATH`
+//! descriptor checked ([`Walked::open_read`]), a directory listed through
+//! its own ([`Walked::dir`]), what is above a file by `..` from
+//! descriptors ([`beneath::upward`]).
 
-use std::fs::File;
-use std::io;
-use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::FileStat;
 
 use crate::beneath::{self, Entry, Links, Owners, PathError, ReadOnly, Start, Trust, Walked};
-use crate::files::FileError;
 use crate::validate;
 
 /// Why `check` did not read an input (or list a directory), without the
@@ -62,16 +55,9 @@ pub(super) enum ReadError {
         uid: u32,
         through: Entry,
     },
-    /// A directory above the file, judged on its descriptor.
-    #[error("{}: {source}", at.display())]
-    Above {
-        at: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    /// The kernel's name for the opened file could not be read.
+    /// Where the file really is, or a directory above it: not told.
     #[error("cannot tell where it is: {0}")]
-    Unlocated(#[source] io::Error),
+    Unlocated(#[source] PathError),
     #[error("moved while it was being checked; refusing to read it")]
     Moved,
     #[error("changed while it was opened; refusing to read it")]
@@ -80,9 +66,7 @@ pub(super) enum ReadError {
     TooLarge { limit: u64 },
     /// Reading the file, or listing the directory.
     #[error("{0}")]
-    Io(#[source] io::Error),
-    #[error("changed while it was opened; refusing to list it")]
-    ListReplaced,
+    Io(#[source] std::io::Error),
 }
 
 /// What a refusal names as kept from others.
@@ -114,15 +98,14 @@ pub(super) struct Input {
     beneath: Option<Rc<Base>>,
 }
 
-/// A directory entries are resolved beneath: an `O_PATH` descriptor,
-/// its path as shown, what the walk to it passed, and why nothing in it
-/// may be told (kept from others, reached through what others may
+/// A directory entries are resolved beneath: the walk to it (an `O_PATH`
+/// descriptor and what it passed), its path as shown, and why nothing in
+/// it may be told (kept from others, reached through what others may
 /// change), if so.
 #[derive(Debug)]
 struct Base {
-    fd: OwnedFd,
+    walked: Walked,
     shown: PathBuf,
-    passed: Vec<Entry>,
     /// Its owner and the first entry on the way someone else may change.
     refused: Option<(u32, Entry)>,
 }
@@ -130,21 +113,21 @@ struct Base {
 impl Base {
     /// `path` walked as written; `Ok(None)` when it is not a directory.
     fn open(path: &Path) -> Result<Option<Self>, ReadError> {
-        let Walked { fd, st, passed, .. } = walk(Start::Path, path)?;
-        if kind(&st) != nix::sys::stat::SFlag::S_IFDIR {
+        let walked = walk(Start::Path, path)?;
+        let st = &walked.st;
+        if kind(st) != nix::sys::stat::SFlag::S_IFDIR {
             return Ok(None);
         }
         // A directory others may not list or enter: its names are kept
         // from them too.
-        let kept = st.st_mode & 0o005 != 0o005 && !own(&st);
+        let kept = st.st_mode & 0o005 != 0o005 && !own(st);
         let refused = kept
-            .then(|| exposure(&passed, st.st_uid))
+            .then(|| exposure(&walked.passed, st.st_uid))
             .flatten()
             .map(|p| (st.st_uid, p.clone()));
         Ok(Some(Self {
-            fd,
+            walked,
             shown: path.to_owned(),
-            passed,
             refused,
         }))
     }
@@ -225,7 +208,7 @@ impl Input {
         let kind = kind(st);
         if kind != nix::sys::stat::SFlag::S_IFREG {
             return Err(ReadError::NotRegular {
-                what: kind_name(kind),
+                what: beneath::kind_name(kind),
             });
         }
         let kept = st.st_mode & 0o004 == 0 && !own(st);
@@ -239,13 +222,13 @@ impl Input {
             PathError::Replaced { .. } => ReadError::Replaced,
             e => ReadError::Way(e),
         })?;
-        crate::files::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64).map_err(
-            |e| match e {
-                FileError::Io { source, .. } => ReadError::Io(source),
-                FileError::TooLarge { limit, .. } => ReadError::TooLarge { limit },
-                FileError::NotRegular { what, .. } => ReadError::NotRegular { what },
-            },
-        )
+        beneath::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64).map_err(|e| {
+            match e {
+                PathError::Io { source, .. } => ReadError::Io(source),
+                PathError::TooLarge { limit, .. } => ReadError::TooLarge { limit },
+                e => ReadError::Way(e),
+            }
+        })
     }
 
     /// Why a regular file must not be read: it is kept from others (not
@@ -262,46 +245,21 @@ impl Input {
         if st.st_mode & 0o004 != 0 || own(st) {
             return None;
         }
-        let (mut dir, mut shown) = match holding_directory(fd, st) {
+        let holder = match beneath::holder(fd.as_fd(), st) {
             Ok(found) => found,
-            Err(problem) => return Some(problem),
+            Err(PathError::Replaced { .. }) => return Some(ReadError::Moved),
+            Err(e) => return Some(ReadError::Unlocated(e)),
         };
-        loop {
-            let m = match nix::sys::stat::fstat(&dir) {
-                Ok(m) => m,
-                Err(e) => {
-                    return Some(ReadError::Above {
-                        at: shown.clone(),
-                        source: e.into(),
-                    });
+        for up in beneath::upward(holder.fd, holder.shown) {
+            match up {
+                Err(e) => return Some(ReadError::Unlocated(e)),
+                Ok((here, _)) if way(st.st_uid).judge(&here).is_err() => {
+                    return Some(refusal(file_kind(st), st, &here));
                 }
-            };
-            let here = Entry::of(shown.clone(), dir.as_fd(), &m, false);
-            if way(st.st_uid).judge(&here).is_err() {
-                return Some(refusal(file_kind(st), st, &here));
+                Ok(_) => {}
             }
-            let up = match nix::fcntl::openat(
-                &dir,
-                "..",
-                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                nix::sys::stat::Mode::empty(),
-            )
-            .and_then(|up| nix::sys::stat::fstat(&up).map(|u| (up, u)))
-            {
-                Ok(up) => up,
-                Err(e) => {
-                    return Some(ReadError::Above {
-                        at: shown.join(".."),
-                        source: e.into(),
-                    });
-                }
-            };
-            if (up.1.st_dev, up.1.st_ino) == (m.st_dev, m.st_ino) {
-                return None;
-            }
-            dir = up.0;
-            shown.pop();
         }
+        None
     }
 
     /// An `O_PATH` descriptor (nothing read, no device opened) and what
@@ -315,8 +273,8 @@ impl Input {
             return Err(refused);
         }
         let name = Path::new(self.shown.file_name().unwrap_or_default());
-        let mut walked = walk(Start::Beneath(base.fd.as_fd(), &base.shown), name)?;
-        let mut passed = base.passed.clone();
+        let mut walked = walk(Start::Beneath(base.walked.fd.as_fd(), &base.shown), name)?;
+        let mut passed = base.walked.passed.clone();
         passed.append(&mut walked.passed);
         walked.passed = passed;
         Ok(walked)
@@ -327,46 +285,6 @@ impl Input {
 /// what it would not read.
 fn file_kind(st: &FileStat) -> Kept {
     Kept::File { links: st.st_nlink }
-}
-
-/// The directory that holds the file open as `fd` (of status `st`) and
-/// its name: the kernel's name for the descriptor, its parent opened with
-/// no symlink on the way (that name has none, unless someone swapped one
-/// in meanwhile) and checked to hold this very file.
-fn holding_directory(fd: &OwnedFd, st: &FileStat) -> Result<(OwnedFd, PathBuf), ReadError> {
-    let real = PathBuf::from(
-        nix::fcntl::readlink(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str())
-            .map_err(|e| ReadError::Unlocated(e.into()))?,
-    );
-    let moved = || ReadError::Moved;
-    let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
-        return Err(moved());
-    };
-    let dir = nix::fcntl::openat2(
-        nix::fcntl::AT_FDCWD,
-        parent,
-        OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS),
-    )
-    .map_err(|_| moved())?;
-    let there = nix::sys::stat::fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-        .map_err(|_| moved())?;
-    if (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino) {
-        return Err(moved());
-    }
-    Ok((dir, parent.to_owned()))
-}
-
-fn kind_name(kind: nix::sys::stat::SFlag) -> &'static str {
-    use nix::sys::stat::SFlag;
-    match kind {
-        SFlag::S_IFDIR => "a directory",
-        SFlag::S_IFIFO => "a FIFO",
-        SFlag::S_IFSOCK => "a socket",
-        SFlag::S_IFCHR | SFlag::S_IFBLK => "a device",
-        _ => "not a regular file",
-    }
 }
 
 /// The key file named after `cert` (`x.crt` → `x.key`), if there is one,
@@ -383,7 +301,7 @@ pub(super) fn key_beside(cert: &Path) -> Option<Input> {
     // Whether the key is there is told only when the directory may be.
     if base.refused.is_none() {
         nix::sys::stat::fstatat(
-            &base.fd,
+            &base.walked.fd,
             key.file_name()?,
             nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
         )
@@ -409,21 +327,9 @@ pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, ReadError> {
     if let Some(refused) = base.refusal() {
         return Err(refused);
     }
-    // Listed through the walked descriptor itself (see `Input::read` for
-    // why `/proc/self/fd`), checked to be the same directory.
-    let dir = File::options()
-        .read(true)
-        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
-        .open(format!("/proc/self/fd/{}", base.fd.as_raw_fd()))
-        .map_err(ReadError::Io)?;
-    let (m, st) = (
-        dir.metadata().map_err(ReadError::Io)?,
-        nix::sys::stat::fstat(&base.fd).map_err(|e| ReadError::Io(e.into()))?,
-    );
-    if m.dev() != st.st_dev || m.ino() != st.st_ino {
-        return Err(ReadError::ListReplaced);
-    }
-    let listing = cap_std::fs::Dir::from_std_file(dir);
+    // Listed through the walked descriptor itself: the very directory
+    // judged, no name looked up again.
+    let listing = base.walked.dir().map_err(ReadError::Way)?;
     let mut names = std::collections::BTreeSet::new();
     for entry in listing.entries().map_err(ReadError::Io)? {
         let entry = entry.map_err(ReadError::Io)?;

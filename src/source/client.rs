@@ -227,7 +227,7 @@ impl ClientSettings {
             files
                 .iter()
                 .map(|file| {
-                    crate::files::read_regular(file, KUBECONFIG_LIMIT)
+                    crate::beneath::read_file(file, KUBECONFIG_LIMIT)
                         .ok()
                         .map(|bytes| crate::bundle::sha256(&bytes))
                 })

@@ -10,49 +10,50 @@
 //! alone and read a mismatched pair. Waiting until the whole directory is
 //! quiet reads the pair once, whole.
 //!
-//! Invariants: only the configured names are read; every file is opened
-//! beneath a handle on the source directory (cap-std: `openat2` with
-//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`), so a directory swapped in
-//! between two reads cannot lead outside it, and checked on the opened
-//! descriptor (regular file, size cap, readable by every user who may
-//! change the directories on its way: see [`Beneath::open_name`]), never
-//! re-opened by name. A name that
+//! Invariants: only the configured names are read; every file is walked
+//! to beneath a handle on the source directory ([`crate::beneath`],
+//! [`Start::Volume`]), so a directory swapped in between two reads cannot
+//! lead outside it, and checked on the descriptor walked to (regular file,
+//! size cap, readable by every user who may change the directories on its
+//! way: see [`Source::open_name`]), never re-opened by name. A name that
 //! resolves outside the source directory, or into a loop, is refused; no
 //! file larger than the bundle limit is read into memory.
 
 use std::io;
 use std::os::fd::AsFd as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cap_fs_ext::{DirExt as _, FollowSymlinks, OpenOptionsFollowExt as _};
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
-use nix::fcntl::OFlag;
 use rustls_pki_types::pem::SectionKind;
 use tokio::sync::watch;
 
 use super::Update;
-use crate::beneath::{Entry, PathError, ReadOnly, Trust};
+use crate::beneath::{self, Entry, Links, PathError, ReadOnly, Start, Trust};
 use crate::bundle::{Bundle, BundleError, CERT_FILE, KEY_FILE};
 use crate::bundle::{Item, Layout};
 use crate::dirwatch::{self, DirWatch};
-use crate::files::FileError;
 use crate::validate::MAX_BUNDLE_SIZE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostDirError {
     #[error("source directory {path} does not exist yet; waiting for it")]
     NotYet { path: PathBuf },
+    #[error("source directory {0}")]
+    Dir(#[source] PathError),
     #[error("source directory {path}: {source}")]
-    Dir {
+    List {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
     #[error("{path}: required file is missing")]
     Missing { path: PathBuf },
-    #[error("{path}: resolves to {resolved}, outside the source directory; refusing to read it")]
-    Escapes { path: PathBuf, resolved: PathBuf },
+    #[error("{path}: leads outside the source directory ({source})")]
+    Escapes {
+        path: PathBuf,
+        #[source]
+        source: PathError,
+    },
     #[error("{path}: symlink loop")]
     Loop { path: PathBuf },
     #[error("{path}: not a regular file (a FIFO, device or directory); refusing to read it")]
@@ -73,12 +74,8 @@ pub enum HostDirError {
     },
     #[error("{path}: larger than the {limit}-byte limit")]
     TooLarge { path: PathBuf, limit: usize },
-    #[error("{path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error("{0}")]
+    Read(#[source] PathError),
     #[error("{path}: not a combined PEM certsync can read: {problem}")]
     Combined {
         path: PathBuf,
@@ -100,7 +97,7 @@ impl HostDir {
     /// Reads the directory once into a bundle, every file beneath one
     /// handle on the directory.
     pub fn read(&self) -> Result<Bundle, HostDirError> {
-        let root = Beneath::open(&self.dir)?;
+        let root = Source::open(&self.dir)?;
         let mut bundle = Bundle::default();
         if let Layout::Combined(name) = &self.layout {
             let path = self.dir.join(name);
@@ -117,13 +114,14 @@ impl HostDir {
             // revision directories); what is not a regular file (after
             // symlinks inside the directory) fails the read, as for a named
             // file.
-            let entries = root.dir.entries().map_err(|source| HostDirError::Dir {
+            let listing = root.held.dir().map_err(HostDirError::Dir)?;
+            let entries = listing.entries().map_err(|source| HostDirError::List {
                 path: self.dir.clone(),
                 source,
             })?;
             let mut names: Vec<String> = Vec::new();
             for e in entries {
-                let e = e.map_err(|source| HostDirError::Dir {
+                let e = e.map_err(|source| HostDirError::List {
                     path: self.dir.clone(),
                     source,
                 })?;
@@ -281,37 +279,29 @@ enum Opened {
     Dir,
 }
 
-/// Symlink hops followed for one name before it counts as a loop (Linux's
-/// own limit).
-const MAX_HOPS: usize = 40;
-
-/// A handle on the source directory, and the spellings an absolute symlink
-/// inside it may use for it.
-struct Beneath {
-    dir: Dir,
-    /// The directory as configured and as resolved.
-    prefixes: Vec<PathBuf>,
+/// The source directory, held: every name is walked beneath it
+/// ([`Start::Volume`]: `..` above it and a link out of it are refused; an
+/// absolute link naming it, as kubelet's `kubelet-server-current.pem`
+/// does, leads back into it).
+struct Source<'a> {
+    held: beneath::Walked,
+    path: &'a Path,
 }
 
-impl Beneath {
-    fn open(path: &Path) -> Result<Self, HostDirError> {
-        let dir = Dir::open_ambient_dir(path, cap_std::ambient_authority()).map_err(|source| {
-            if source.kind() == io::ErrorKind::NotFound {
-                HostDirError::NotYet { path: path.into() }
-            } else {
-                HostDirError::Dir {
-                    path: path.into(),
-                    source,
+impl<'a> Source<'a> {
+    fn open(path: &'a Path) -> Result<Self, HostDirError> {
+        let held =
+            beneath::walk(Start::Path, path, Links::Follow, &mut |_| Ok(())).map_err(|e| {
+                if e.is_not_found() {
+                    HostDirError::NotYet { path: path.into() }
+                } else {
+                    HostDirError::Dir(e)
                 }
-            }
-        })?;
-        let mut prefixes = vec![path.to_owned()];
-        if let Ok(real) = std::fs::canonicalize(path)
-            && real != path
-        {
-            prefixes.push(real);
+            })?;
+        if !is_dir(&held.st) {
+            return Err(HostDirError::Dir(PathError::NotDir { path: path.into() }));
         }
-        Ok(Self { dir, prefixes })
+        Ok(Self { held, path })
     }
 
     /// Reads `name` (shown as `path`) if it exists and is a regular file.
@@ -323,147 +313,50 @@ impl Beneath {
         }
     }
 
-    /// Opens `name` beneath the directory: `Ok(None)` when it does not
-    /// exist; a directory is reported as such; anything else that is not a
-    /// regular file is refused, judged on the opened descriptor.
-    ///
-    /// Why the walk before the open: cap-std (like `RESOLVE_BENEATH`)
-    /// refuses every absolute symlink, and kubelet's
-    /// `kubelet-server-current.pem` is one (it points at the dated file by
-    /// its full path). The walk rewrites absolute links that name the source
-    /// directory into relative ones and refuses the rest; it decides nothing
-    /// about safety: the one open is cap-std's, beneath the handle, so a
-    /// component swapped after the walk still cannot lead outside.
+    /// Opens `name` beneath the directory: `Ok(None)` when it (or a name on
+    /// its way) does not exist; a directory is reported as such; anything
+    /// else that is not a regular file is refused, judged on the
+    /// descriptor walked to, and the file read through that descriptor.
+    /// Every directory a name is looked up in on the way is noted for
+    /// [`Writers`].
     fn open_name(&self, name: &Path, path: &Path) -> Result<Option<Opened>, HostDirError> {
-        let Some(rel) = self.resolve(name, path)? else {
-            return Ok(None);
-        };
-        // The directories on the way are opened one by one, never
-        // following a link (the walk above rewrote the ones seen), and
-        // judged on their handles; the file is opened in the last one.
         let mut writers = Writers::default();
-        writers.note(&self.dir, path)?;
-        let (ways, last) = match (rel.parent(), rel.file_name()) {
-            (Some(parent), Some(last)) => (parent, last),
-            // The source directory itself (a link to `.`).
-            _ => return Ok(Some(Opened::Dir)),
+        let start = Start::Volume(self.held.fd.as_fd(), self.path);
+        let walked = match beneath::walk(start, name, Links::Follow, &mut |e| {
+            writers.note(e);
+            Ok(())
+        }) {
+            Ok(w) => w,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(refused(path, e)),
         };
-        let mut held: Option<Dir> = None;
-        for c in ways.components() {
-            let from = held.as_ref().unwrap_or(&self.dir);
-            let next = match from.open_dir_nofollow(c) {
-                Ok(d) => d,
-                Err(e) => return self.open_error(e, path).map(|()| None),
-            };
-            writers.note(&next, path)?;
-            held = Some(next);
+        if is_dir(&walked.st) {
+            return Ok(Some(Opened::Dir));
         }
-        let mut options = OpenOptions::new();
-        options
-            .read(true)
-            .follow(FollowSymlinks::No)
-            .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits());
-        let file = match held.as_ref().unwrap_or(&self.dir).open_with(last, &options) {
-            Ok(f) => f.into_std(),
-            Err(e) => return self.open_error(e, path).map(|()| None),
-        };
-        let meta = file.metadata().map_err(|source| HostDirError::Read {
-            path: path.into(),
-            source,
-        })?;
-        let t = meta.file_type();
-        if t.is_dir() {
-            Ok(Some(Opened::Dir))
-        } else if t.is_file() {
-            writers.may_read(&meta, path)?;
-            Ok(Some(Opened::File(file)))
-        } else {
-            Err(HostDirError::NotAFile { path: path.into() })
-        }
+        let file = walked.open_read().map_err(|e| refused(path, e))?;
+        writers.may_read(&walked.st, path)?;
+        Ok(Some(Opened::File(file)))
     }
+}
 
-    /// `Ok(())` for a name that does not exist; the error otherwise.
-    fn open_error(&self, e: io::Error, path: &Path) -> Result<(), HostDirError> {
-        // cap-std's answer to a path leading outside (EXDEV from openat2,
-        // its own "a path led outside" error from its resolver): a name was
-        // changed under us to point outside.
-        let outside = e.raw_os_error() == Some(nix::libc::EXDEV)
-            || (e.kind() == io::ErrorKind::PermissionDenied && e.raw_os_error().is_none());
-        match e.raw_os_error() {
-            _ if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Some(nix::libc::ELOOP) => Err(HostDirError::Loop { path: path.into() }),
-            _ if outside => Err(HostDirError::Escapes {
-                path: path.into(),
-                resolved: PathBuf::from("a path outside it, swapped in while reading"),
-            }),
-            _ => Err(HostDirError::Read {
-                path: path.into(),
-                source: e,
-            }),
-        }
-    }
+fn is_dir(st: &nix::sys::stat::FileStat) -> bool {
+    st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR
+}
 
-    /// The path, relative to the directory and free of the symlinks seen,
-    /// that `name` leads to; `Ok(None)` when a component does not exist.
-    fn resolve(&self, name: &Path, path: &Path) -> Result<Option<PathBuf>, HostDirError> {
-        let escapes = |resolved: PathBuf| HostDirError::Escapes {
+/// What the walk to `path`, or its read, refused.
+fn refused(path: &Path, e: PathError) -> HostDirError {
+    match e {
+        PathError::Escapes { .. } => HostDirError::Escapes {
             path: path.into(),
-            resolved,
-        };
-        // Components still to walk, the last one first.
-        let mut todo: Vec<std::ffi::OsString> = Vec::new();
-        let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
-            for c in p.components().rev() {
-                todo.push(c.as_os_str().to_owned());
-            }
-        };
-        push(&mut todo, name);
-        let mut done = PathBuf::new();
-        let mut hops = 0;
-        while let Some(c) = todo.pop() {
-            match Path::new(&c).components().next() {
-                None | Some(Component::CurDir) => {}
-                Some(Component::ParentDir) => {
-                    if !done.pop() {
-                        return Err(escapes(self.prefixes[0].join("..")));
-                    }
-                }
-                Some(Component::RootDir | Component::Prefix(_)) => {
-                    return Err(escapes(PathBuf::from(&c)));
-                }
-                Some(Component::Normal(n)) => {
-                    let next = done.join(n);
-                    let meta = match self.dir.symlink_metadata(&next) {
-                        Ok(m) => m,
-                        Err(e) => return self.open_error(e, path).map(|()| None),
-                    };
-                    if !meta.file_type().is_symlink() {
-                        done = next;
-                        continue;
-                    }
-                    hops += 1;
-                    if hops > MAX_HOPS {
-                        return Err(HostDirError::Loop { path: path.into() });
-                    }
-                    let target = match self.dir.read_link_contents(&next) {
-                        Ok(t) => t,
-                        Err(e) => return self.open_error(e, path).map(|()| None),
-                    };
-                    if target.is_absolute() {
-                        let inside = self
-                            .prefixes
-                            .iter()
-                            .find_map(|p| target.strip_prefix(p).ok())
-                            .ok_or_else(|| escapes(target.clone()))?;
-                        done = PathBuf::new();
-                        push(&mut todo, inside);
-                    } else {
-                        push(&mut todo, &target);
-                    }
-                }
-            }
-        }
-        Ok(Some(done))
+            source: e,
+        },
+        PathError::Loop { .. } => HostDirError::Loop { path: path.into() },
+        PathError::NotRegular { .. } => HostDirError::NotAFile { path: path.into() },
+        PathError::TooLarge { limit, .. } => HostDirError::TooLarge {
+            path: path.into(),
+            limit: limit as usize,
+        },
+        e => HostDirError::Read(e),
     }
 }
 
@@ -488,35 +381,31 @@ struct Writers {
 }
 
 impl Writers {
-    fn note(&mut self, dir: &Dir, path: &Path) -> Result<(), HostDirError> {
-        let entry = Entry::held(path, dir.as_fd()).map_err(|e| HostDirError::Read {
-            path: path.into(),
-            source: match e {
-                PathError::Io { source, .. } => source,
-                e => std::io::Error::other(e.to_string()),
-            },
-        })?;
+    /// A directory on the way (a symlink passed says nothing of who may
+    /// change a directory).
+    fn note(&mut self, entry: &Entry) {
+        if entry.link {
+            return;
+        }
         // Not a refusal: who may change the way, noted. A directory on a
         // read-only mount has no writer (its owner is still noted).
         let faults = Trust {
             read_only: ReadOnly::Writable,
             ..Trust::STRICT
         }
-        .faults(&entry);
+        .faults(entry);
         if faults.group_writable || faults.others_writable {
             self.open.get_or_insert(entry.uid);
         }
         if faults.owner && !self.users.contains(&entry.uid) {
             self.users.push(entry.uid);
         }
-        Ok(())
     }
 
-    /// Refuses `meta`'s file unless everyone may read it, or every user who
-    /// may change its way owns it.
-    fn may_read(&self, meta: &std::fs::Metadata, path: &Path) -> Result<(), HostDirError> {
-        use std::os::unix::fs::MetadataExt as _;
-        if meta.mode() & 0o004 != 0 {
+    /// Refuses the file of status `st` unless everyone may read it, or
+    /// every user who may change its way owns it.
+    fn may_read(&self, st: &nix::sys::stat::FileStat, path: &Path) -> Result<(), HostDirError> {
+        if st.st_mode & 0o004 != 0 {
             return Ok(());
         }
         let writers = if self.open.is_some() {
@@ -524,15 +413,15 @@ impl Writers {
         } else {
             self.users
                 .iter()
-                .find(|&&u| u != meta.uid())
+                .find(|&&u| u != st.st_uid)
                 .map(|u| format!("that uid {u} may change"))
         };
         match writers {
             None => Ok(()),
             Some(writers) => Err(HostDirError::Unreadable {
                 path: path.into(),
-                owner: meta.uid(),
-                mode: meta.mode() & 0o7777,
+                owner: st.st_uid,
+                mode: st.st_mode & 0o7777,
                 writers,
             }),
         }
@@ -540,17 +429,7 @@ impl Writers {
 }
 
 fn read_capped(file: std::fs::File, path: &Path) -> Result<Vec<u8>, HostDirError> {
-    crate::files::read_capped(file, path, MAX_BUNDLE_SIZE as u64).map_err(|e| match e {
-        FileError::TooLarge { limit, .. } => HostDirError::TooLarge {
-            path: path.into(),
-            limit: limit as usize,
-        },
-        FileError::NotRegular { .. } => HostDirError::NotAFile { path: path.into() },
-        FileError::Io { source, .. } => HostDirError::Read {
-            path: path.into(),
-            source,
-        },
-    })
+    beneath::read_capped(file, path, MAX_BUNDLE_SIZE as u64).map_err(|e| refused(path, e))
 }
 
 /// Splits a combined PEM into (certificate blocks, private-key blocks),

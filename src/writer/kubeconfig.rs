@@ -157,8 +157,9 @@ pub fn check_kubeconfig(path: &Path) -> Result<(), WriterError> {
 pub fn kubeconfig_certificate(
     path: &Path,
 ) -> Result<(Vec<u8>, Option<Vec<u8>>), KubeconfigProblem> {
-    let text = crate::files::read_text(path, MAX_BUNDLE_SIZE as u64)
+    let bytes = crate::beneath::read_file(path, MAX_BUNDLE_SIZE as u64)
         .map_err(|e| KubeconfigProblem::Unreadable(e.problem()))?;
+    let text = String::from_utf8(bytes).map_err(|_| KubeconfigProblem::NotUtf8)?;
     embedded_pair(&text)
 }
 

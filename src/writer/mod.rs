@@ -63,6 +63,7 @@ use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt};
 use nix::fcntl::{Flock, FlockArg, OFlag};
 
+use crate::beneath::{self, Links, PathError, Start};
 use crate::bundle::{Bundle, ContentHash, KEY_FILE};
 use crate::validate::{MAX_BUNDLE_SIZE, MAX_PUBLISHED_SIZE};
 

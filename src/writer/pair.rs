@@ -41,7 +41,7 @@ pub enum PairProblem {
     )]
     DirOthersMayChange(#[source] crate::files::OwnedError),
     #[error(transparent)]
-    Unreadable(#[from] crate::files::FileError),
+    Unreadable(#[from] crate::beneath::PathError),
     #[error("{} is owned by uid {uid}, not certsync's user (uid {euid})", path.display())]
     NotOwned { path: PathBuf, uid: u32, euid: u32 },
     #[error("{} has mode {mode:04o}, which lets group or others write it", path.display())]

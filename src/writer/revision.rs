@@ -161,22 +161,19 @@ pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionPro
     Ok(())
 }
 
-pub(super) fn read_file_at(
-    dir: &Dir,
-    name: &str,
-    path: &Path,
-) -> Result<Vec<u8>, crate::files::FileError> {
+pub(super) fn read_file_at(dir: &Dir, name: &str, path: &Path) -> Result<Vec<u8>, PathError> {
     read_file_meta(dir, name, path).map(|r| r.0)
 }
 
-/// Opens `name` in `dir` without following it or blocking on it, and
-/// reads it if the opened descriptor is a regular file within the bundle
+/// Reads `name` in `dir` without following it or blocking on it
+/// ([`crate::beneath`], [`Links::Refuse`]: a symlink is no regular file),
+/// if the descriptor walked to is a regular file within the published
 /// size limit. Returns the bytes and (mode, uid, gid).
 pub(super) fn read_file_meta(
     dir: &Dir,
     name: &str,
     path: &Path,
-) -> Result<(Vec<u8>, FileMeta), crate::files::FileError> {
+) -> Result<(Vec<u8>, FileMeta), PathError> {
     read_file_links(dir, name, path).map(|(b, m, _)| (b, m))
 }
 
@@ -185,37 +182,23 @@ pub(super) fn read_file_links(
     dir: &Dir,
     name: &str,
     path: &Path,
-) -> Result<(Vec<u8>, FileMeta, u64), crate::files::FileError> {
-    use crate::files::FileError;
-    let io_err = |source| FileError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let f = dir
-        .open_with(
-            name,
-            OpenOptions::new()
-                .read(true)
-                .custom_flags((OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY).bits())
-                .follow(FollowSymlinks::No),
-        )
-        .map_err(|e| match e.raw_os_error() {
-            Some(nix::libc::ELOOP) => FileError::NotRegular {
-                path: path.to_owned(),
+) -> Result<(Vec<u8>, FileMeta, u64), PathError> {
+    use std::os::fd::AsFd as _;
+    let start = Start::Beneath(dir.as_fd(), path.parent().unwrap_or(Path::new("")));
+    let walked = beneath::walk(start, Path::new(name), Links::Refuse, &mut |_| Ok(())).map_err(
+        |e| match e {
+            PathError::Link { path } => PathError::NotRegular {
+                path,
                 what: "a symlink",
             },
-            _ => io_err(e),
-        })?;
-    let m = f.metadata().map_err(io_err)?;
-    if !m.is_file() {
-        return Err(FileError::NotRegular {
-            path: path.to_owned(),
-            what: crate::files::kind_of(f.into_std().metadata().map_err(io_err)?.file_type()),
-        });
-    }
-    let meta = (m.mode() & 0o7777, m.uid(), m.gid());
-    let bytes = crate::files::read_capped(f.into_std(), path, MAX_PUBLISHED_SIZE as u64)?;
-    Ok((bytes, meta, m.nlink()))
+            e => e,
+        },
+    )?;
+    let file = walked.open_read()?;
+    let st = &walked.st;
+    let meta = (st.st_mode & 0o7777, st.st_uid, st.st_gid);
+    let bytes = beneath::read_capped(file, path, MAX_PUBLISHED_SIZE as u64)?;
+    Ok((bytes, meta, st.st_nlink))
 }
 
 /// Creates `name` in `dir` with exactly `mode` (never more permissive on
@@ -328,11 +311,7 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
 /// never blocking on a FIFO, a regular file of at most the published size
 /// (`shown` names it in errors). For a caller that judges the bytes and
 /// then writes them, never the path, again (kubeadm revert).
-pub fn read_beneath(
-    dir: &Dir,
-    name: &str,
-    shown: &Path,
-) -> Result<Vec<u8>, crate::files::FileError> {
+pub fn read_beneath(dir: &Dir, name: &str, shown: &Path) -> Result<Vec<u8>, PathError> {
     read_file_at(dir, name, shown)
 }
 

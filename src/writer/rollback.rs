@@ -9,7 +9,7 @@ use super::*;
 pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, PinProblem> {
     let (bytes, (mode, uid, _), links) = match read_file_links(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
-        Err(crate::files::FileError::Io { .. }) => return Ok(None),
+        Err(PathError::Io { .. }) => return Ok(None),
         Err(e) => return Err(PinProblem::Unreadable(e.to_string())),
     };
     own(uid, mode).map_err(|p| PinProblem::NotOwn(p.to_string()))?;

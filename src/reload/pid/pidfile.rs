@@ -8,9 +8,8 @@
 
 use std::path::Path;
 
-use nix::errno::Errno;
-
 use super::{Chosen, PidError, Target, open_pid, own_lineage, read, read_link};
+use crate::beneath::{self, Links, PathError};
 
 /// Why a pidfile is not proof that the process it names is the consumer;
 /// each with its [`Refusal`] label.
@@ -126,7 +125,7 @@ pub(super) fn pidfile_target(path: &Path, name: Option<&str>, me: i32) -> Result
     let meta = file
         .metadata()
         .map_err(|e| pidfile.problem(e.to_string()))?;
-    pidfile.one_regular_file(&meta)?;
+    pidfile.one_name(&meta)?;
     let owner = meta.uid();
     let written = meta
         .modified()
@@ -179,33 +178,20 @@ impl Pidfile<'_> {
         self.problem(format!("process {pid} does not exist"))
     }
 
-    /// Opened for reading without following a symlink.
+    /// Opened for reading if a regular file, the last name not followed
+    /// ([`beneath::open_file`], [`Links::RefuseLast`]): whoever writes the
+    /// pidfile's directory could link root's pidfile in.
     fn open(&self) -> Result<std::fs::File, PidError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(
-                (nix::fcntl::OFlag::O_NOFOLLOW
-                    | nix::fcntl::OFlag::O_NONBLOCK
-                    | nix::fcntl::OFlag::O_CLOEXEC
-                    | nix::fcntl::OFlag::O_NOCTTY)
-                    .bits(),
-            )
-            .open(self.path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(code) if code == Errno::ELOOP as i32 => self.refused(NotProof::Symlink),
-                _ => self.problem(e.to_string()),
-            })
+        beneath::open_file(self.path, Links::RefuseLast).map_err(|e| match e {
+            PathError::Link { .. } => self.refused(NotProof::Symlink),
+            PathError::NotRegular { what, .. } => self.refused(NotProof::NotRegular { kind: what }),
+            e => self.problem(e.problem()),
+        })
     }
 
-    /// A regular file with one name.
-    fn one_regular_file(&self, meta: &std::fs::Metadata) -> Result<(), PidError> {
+    /// A regular file ([`Self::open`]) with one name.
+    fn one_name(&self, meta: &std::fs::Metadata) -> Result<(), PidError> {
         use std::os::unix::fs::MetadataExt;
-        if !meta.file_type().is_file() {
-            return Err(self.refused(NotProof::NotRegular {
-                kind: crate::files::kind_of(meta.file_type()),
-            }));
-        }
         // A pidfile is written by its process, one name; the owner check
         // would pass a root-owned one linked in ([`NotProof::HardLink`]).
         if meta.nlink() > 1 {
@@ -218,10 +204,8 @@ impl Pidfile<'_> {
 
     /// The PID it holds (read with a size cap), other than 0 and 1.
     fn pid(&self, file: std::fs::File) -> Result<i32, PidError> {
-        let bytes = crate::files::read_capped(file, self.path, 64).map_err(|e| match e {
-            crate::files::FileError::TooLarge { limit, .. } => {
-                self.refused(NotProof::TooLarge { limit })
-            }
+        let bytes = beneath::read_capped(file, self.path, 64).map_err(|e| match e {
+            PathError::TooLarge { limit, .. } => self.refused(NotProof::TooLarge { limit }),
             e => self.problem(e.problem()),
         })?;
         let text = String::from_utf8_lossy(&bytes);

@@ -17,7 +17,7 @@ mod template;
 use template::read_template;
 
 use super::{CaError, CaSpec};
-use crate::beneath::{Entry, Trust};
+use crate::beneath::{self, Entry, Links, Start, Trust};
 use crate::pem::PemError;
 use crate::source::csr::{CsrSpec, KeyAlg, San, leaf_usages};
 use crate::validate;
@@ -30,7 +30,7 @@ const LIMIT: u64 = 64 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum MaterialError {
     #[error("{}", .0.problem())]
-    Read(crate::files::FileError),
+    Read(crate::beneath::PathError),
     #[error("{0}")]
     Io(#[source] std::io::Error),
     #[error("{0} (one CERTIFICATE block is expected)")]
@@ -47,12 +47,8 @@ pub enum MaterialError {
     Owner { uid: u32, euid: u32 },
     #[error("cannot resolve it: {0}")]
     Unresolved(#[source] std::io::Error),
-    #[error("its directory {}: {source}", dir.display())]
-    Directory {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("its directory: {0}")]
+    Directory(#[source] crate::beneath::PathError),
     #[error(
         "its directory {} is owned by uid {uid}, neither root nor certsync's own user (uid \
          {euid}): whoever owns it can replace it; chown it to root",
@@ -334,20 +330,20 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), MaterialError> 
         dirs.push(parent(&real));
     }
     for dir in dirs {
-        let meta = std::fs::File::open(&dir)
-            .and_then(|d| d.metadata())
-            .map_err(|source| MaterialError::Directory {
-                dir: dir.clone(),
-                source,
-            })?;
-        if let Err(MaterialError::Owner { uid, euid }) = owned_safely(&meta) {
-            return Err(MaterialError::DirectoryOwner { dir, uid, euid });
+        // Walked to, never opened for reading: a FIFO swapped in for it
+        // blocks nothing.
+        let entry = beneath::walk(Start::Path, &dir, Links::Follow, &mut |_| Ok(()))
+            .and_then(|w| Entry::held(&dir, std::os::fd::AsFd::as_fd(&w.fd)))
+            .map_err(MaterialError::Directory)?;
+        if ca_trust(true).faults(&entry).owner {
+            return Err(MaterialError::DirectoryOwner {
+                dir,
+                uid: entry.uid,
+                euid: nix::unistd::geteuid().as_raw(),
+            });
         }
-        let mode = meta.permissions().mode() & 0o7777;
-        if ca_trust(allow_loose)
-            .judge(&Entry::from_metadata(&dir, &meta))
-            .is_err()
-        {
+        if ca_trust(allow_loose).judge(&entry).is_err() {
+            let mode = entry.mode;
             return Err(MaterialError::DirectoryWritable { dir, mode });
         }
     }
@@ -363,10 +359,9 @@ pub(super) fn read_ca_cert(
         path: path.to_owned(),
         problem,
     };
-    let file = crate::files::open_regular(path).map_err(|e| err(MaterialError::Read(e)))?;
+    let file = beneath::open_file(path, Links::Follow).map_err(|e| err(MaterialError::Read(e)))?;
     owned_safely(&file.metadata().map_err(|e| err(MaterialError::Io(e)))?).map_err(err)?;
-    let bytes =
-        crate::files::read_capped(file, path, LIMIT).map_err(|e| err(MaterialError::Read(e)))?;
+    let bytes = beneath::read_capped(file, path, LIMIT).map_err(|e| err(MaterialError::Read(e)))?;
     let der = one_certificate(&bytes).map_err(err)?;
     let (rest, cert) = x509_parser::parse_x509_certificate(&der)
         .map_err(|e| err(MaterialError::Parse(e.to_string())))?;
@@ -436,7 +431,7 @@ pub(super) fn read_key(
         path: path.to_owned(),
         problem,
     };
-    let file = crate::files::open_regular(path).map_err(|e| err(MaterialError::Read(e)))?;
+    let file = beneath::open_file(path, Links::Follow).map_err(|e| err(MaterialError::Read(e)))?;
     let meta = file.metadata().map_err(|e| err(MaterialError::Io(e)))?;
     owned_safely(&meta).map_err(err)?;
     let mode = meta.permissions().mode() & 0o7777;
@@ -445,7 +440,7 @@ pub(super) fn read_key(
     }
     key_directories(path, allow_loose).map_err(err)?;
     let mut pem =
-        crate::files::read_capped(file, path, LIMIT).map_err(|e| err(MaterialError::Read(e)))?;
+        beneath::read_capped(file, path, LIMIT).map_err(|e| err(MaterialError::Read(e)))?;
     let key = key_pair(&pem, ca.alg);
     pem.fill(0);
     std::hint::black_box(&pem);

@@ -35,7 +35,7 @@ pub(super) struct Template {
 /// extensions certsync does not copy (SKI, AKI, authorityInfoAccess, CRL
 /// distribution points) are the signer's own and are ignored.
 pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, MaterialError> {
-    let bytes = crate::files::read_regular(path, LIMIT).map_err(MaterialError::Read)?;
+    let bytes = crate::beneath::read_file(path, LIMIT).map_err(MaterialError::Read)?;
     let der = one_certificate(&bytes)?;
     let (rest, cert) = x509_parser::parse_x509_certificate(&der)
         .map_err(|e| MaterialError::Parse(e.to_string()))?;
