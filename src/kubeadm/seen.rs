@@ -129,7 +129,9 @@ mod tests {
                 target: "/etc/kubernetes/pki/certsync/apiserver".into(),
                 why: forged.into(),
             },
-            Seen::Failed(forged.into()),
+            Seen::Failed(std::sync::Arc::from(Box::<
+                dyn std::error::Error + Send + Sync,
+            >::from(forged))),
         ] {
             let shown = seen.to_string();
             assert!(
