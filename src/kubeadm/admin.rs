@@ -153,8 +153,8 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
         ),
         Some(backup) => {
             let path = backup_path(dir, &backup, ADMIN);
-            let text = crate::files::read_text(&path, 1 << 20)
-                .map_err(|e| KubeadmError::file(&path, e))?;
+            let text = String::from_utf8(super::record::read_backup(dir, &backup, ADMIN)?)
+                .map_err(|_| KubeadmError::file(&path, Found::NotUtf8))?;
             let kept = parse(&path, &text)?;
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
             // The pair the container could have replaced: it must be one

@@ -31,7 +31,7 @@ const WHY: &str = "(a compromised certsync container could have left it; inspect
 pub fn warnings(dir: &Path) -> String {
     let mut out = Vec::new();
     let mut seen = 0;
-    match Dir::open_ambient_dir(dir, cap_std::ambient_authority()) {
+    match super::moves::open_beneath(dir, super::paths::KUBEADM_DIR) {
         Ok(root) => {
             if let Ok(m) = root.dir_metadata() {
                 judge("/etc/kubernetes", m.mode(), m.uid(), true, &mut out);

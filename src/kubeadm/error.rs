@@ -102,7 +102,7 @@ pub enum FileProblem {
     /// A read that refused the file; said without its path, which
     /// `File` names.
     #[error("{}", .0.problem())]
-    Read(crate::files::FileError),
+    Read(crate::beneath::PathError),
     #[error("{0}")]
     Blocked(#[source] moves::Blocked),
     #[error("{0}")]
@@ -209,7 +209,6 @@ file_problem!(
     Found(Found),
     Io(std::io::Error),
     Way(crate::beneath::PathError),
-    Read(crate::files::FileError),
     Blocked(moves::Blocked),
     Pem(crate::pem::PemError),
     Json(serde_json::Error),
@@ -344,9 +343,14 @@ pub enum RevertError {
         at: PathBuf,
         kubeadms: String,
     },
-    /// kubeadm's copy in the backup could not be read.
-    #[error("backup of {node_path}: {problem}")]
-    Backup { node_path: String, problem: String },
+    /// kubeadm's copy in the backup (`at`) could not be read.
+    #[error("backup of {node_path}: {}: {problem}", .at.display())]
+    Backup {
+        node_path: String,
+        at: PathBuf,
+        #[source]
+        problem: Box<FileProblem>,
+    },
     /// A name on the way to `node_path` (below `/etc/kubernetes`) that
     /// revert does not go through.
     #[error("{node_path}: {blocked}")]

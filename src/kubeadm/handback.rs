@@ -26,7 +26,7 @@ use super::error::{Found, KubeadmError, RevertError};
 use super::moves;
 use super::paths::host;
 use super::plan::{self, backup_path};
-use super::record::State;
+use super::record::{State, read_backup};
 
 /// revert never hands back a kubeadm certificate that ends within this
 /// many seconds (24 h): it issues it again from kubeadm's copy instead.
@@ -299,27 +299,6 @@ pub(super) fn ca_data_with(
         1 => Ok(Some(text.replacen(data, &b64.encode(both), 1))),
         _ => Err(bad(Found::NotOnce("certificate-authority-data"))),
     }
-}
-
-/// The backup's copy of `node_path`, read beneath the backup's directory
-/// handle, never through a link.
-fn read_backup(dir: &Path, backup: &str, node_path: &str) -> Result<Vec<u8>, KubeadmError> {
-    let at = backup_path(dir, backup, node_path);
-    let backup_of = |problem: String| RevertError::Backup {
-        node_path: node_path.to_owned(),
-        problem,
-    };
-    let not_a_file = || RevertError::NotAFile {
-        node_path: node_path.to_owned(),
-    };
-    let rel = node_path
-        .strip_prefix("/etc/kubernetes/")
-        .ok_or_else(not_a_file)?;
-    let in_backup = format!("{backup}/{rel}");
-    let (parent, name) = in_backup.rsplit_once('/').ok_or_else(not_a_file)?;
-    let d = moves::open_beneath(dir, parent)
-        .map_err(|b| backup_of(format!("{}: {b}", at.display())))?;
-    Ok(crate::writer::read_beneath(&d, name, &at).map_err(|e| backup_of(e.problem()))?)
 }
 
 /// Writes `bytes` as `node_path` anew with `mode`: a new file (`..tmp-NAME`,

@@ -15,10 +15,9 @@
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
-use cap_std::fs::{Dir, MetadataExt as _};
+use cap_std::fs::MetadataExt as _;
 
 use super::audit::{Met, walk};
-use super::paths::host;
 
 /// Where keys live, as node paths.
 const UNDER: [&str; 2] = ["/etc/kubernetes/pki", "/etc/kubernetes/certsync"];
@@ -42,9 +41,9 @@ pub enum Exposed {
 pub fn exposed(dir: &Path) -> Vec<Exposed> {
     let mut out = Vec::new();
     for under in UNDER {
-        let root = match Dir::open_ambient_dir(host(dir, under), cap_std::ambient_authority()) {
+        let root = match super::moves::open_beneath(dir, under) {
             Ok(r) => r,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(super::moves::Blocked::Absent) => continue,
             Err(e) => {
                 out.push(Exposed::Unreadable {
                     path: under.to_owned(),

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::error::{CertError, Found, KubeadmError};
+use super::error::{CertError, FileProblem, Found, KubeadmError};
 use super::paths::host;
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
@@ -22,12 +22,12 @@ pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
 /// The file's bytes if it exists (`None` when missing; other errors are errors).
 pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, KubeadmError> {
     let path = host(dir, node_path);
-    let read = crate::files::open_regular_nofollow(&path)
-        .and_then(|f| crate::files::read_capped(f, &path, LIMIT));
+    let read = crate::beneath::open_file(&path, crate::beneath::Links::RefuseLast)
+        .and_then(|f| crate::beneath::read_capped(f, &path, LIMIT));
     match read {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(KubeadmError::file(&path, e)),
+        Err(e) => Err(KubeadmError::file(&path, FileProblem::Read(e))),
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
-use super::error::KubeadmError;
+use super::error::{FileProblem, KubeadmError, RevertError};
 use super::manifest::{KUBECONFIGS, P, PE};
 use super::paths::{KUBEADM_DIR, host};
 use crate::writer::replace_file;
@@ -132,6 +132,32 @@ pub fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
     let p = backup_path(dir, backup, node_path);
     let rel = p.strip_prefix(dir).unwrap_or(&p);
     format!("{KUBEADM_DIR}/{}", rel.display())
+}
+
+/// The backup's copy of `node_path`, read beneath the backup's directory
+/// handle, never through a link.
+pub(super) fn read_backup(
+    dir: &Path,
+    backup: &str,
+    node_path: &str,
+) -> Result<Vec<u8>, KubeadmError> {
+    let at = backup_path(dir, backup, node_path);
+    let backup_of = |problem: FileProblem| RevertError::Backup {
+        node_path: node_path.to_owned(),
+        at: at.clone(),
+        problem: Box::new(problem),
+    };
+    let not_a_file = || RevertError::NotAFile {
+        node_path: node_path.to_owned(),
+    };
+    let rel = node_path
+        .strip_prefix("/etc/kubernetes/")
+        .ok_or_else(not_a_file)?;
+    let in_backup = format!("{backup}/{rel}");
+    let (parent, name) = in_backup.rsplit_once('/').ok_or_else(not_a_file)?;
+    let d =
+        super::moves::open_beneath(dir, parent).map_err(|b| backup_of(FileProblem::Blocked(b)))?;
+    Ok(crate::writer::read_beneath(&d, name, &at).map_err(|e| backup_of(FileProblem::Way(e)))?)
 }
 
 #[cfg(test)]

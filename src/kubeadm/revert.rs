@@ -30,7 +30,7 @@ use super::handback::{Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::options::RevertOptions;
 use super::paths::{digest, host};
-use super::plan::{CONFIG, POD, STATE, backup_path, targets};
+use super::plan::{CONFIG, POD, STATE, targets};
 use super::record::State;
 use super::{moves, node};
 
@@ -129,12 +129,7 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
         if let Some((backup, adopted)) = state.manifests.get(&path)
             && digest(&now) == *adopted
         {
-            let bytes = std::fs::read(backup_path(dir, backup, &path)).map_err(|e| {
-                RevertError::Backup {
-                    node_path: path.clone(),
-                    problem: e.to_string(),
-                }
-            })?;
+            let bytes = super::record::read_backup(dir, backup, &path)?;
             all.push(ManifestBack {
                 path,
                 bytes,
