@@ -16,8 +16,19 @@ fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
     Ok(*args)
 }
 
+/// `certsync run EXTRA` loaded as `run` loads it (the config file read,
+/// flags and environment over it).
+fn settings(extra: &[&str]) -> Result<Settings, ConfigError> {
+    let argv = ["certsync", "run"].iter().chain(extra).map(Into::into);
+    let Parsed { cli, flags } = parse(argv.collect()).unwrap();
+    let Command::Run(args) = cli.command else {
+        panic!("not run")
+    };
+    Settings::load(*args, &flags)
+}
+
 fn config(extra: &[&str]) -> Result<Config, ConfigError> {
-    Config::from_args(&run_args(extra).unwrap())
+    Config::build(&settings(extra)?)
 }
 
 /// What a refusal for paths that meet must be.
@@ -423,7 +434,7 @@ fn unsafe_numbers_modes_and_signals_are_refused() {
 
 #[test]
 fn one_reload_method_at_most() {
-    let e = run_args(&[
+    let e = config(&[
         "--sync",
         "dir:/a=/b",
         "--reload-process",
@@ -431,9 +442,59 @@ fn one_reload_method_at_most() {
         "--reload-url",
         "http://127.0.0.1/",
     ])
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("cannot be used with"), "{e}");
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ConfigError::ReloadMethods {
+                first: "reload-process",
+                second: "reload-url"
+            }
+        ),
+        "{e}"
+    );
+    // One way from the config file, another from a flag: refused alike.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("certsync.yaml");
+    std::fs::write(&file, "reload-cmdline: nginx\n").unwrap();
+    let path = file.to_str().unwrap();
+    let e = config(&[
+        "--config",
+        path,
+        "--sync",
+        "dir:/a=/b",
+        "--reload-pidfile",
+        "/run/x.pid",
+    ])
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ConfigError::ReloadMethods {
+                first: "reload-pidfile",
+                second: "reload-cmdline"
+            }
+        ),
+        "{e}"
+    );
+    // A pidfile's process may be named.
+    std::fs::write(&file, "reload-process: nginx\n").unwrap();
+    let c = config(&[
+        "--config",
+        path,
+        "--sync",
+        "dir:/a=/b",
+        "--reload-pidfile",
+        "/run/x.pid",
+    ])
+    .unwrap();
+    assert!(matches!(
+        c.reload.method,
+        Some(Method::Signal {
+            target: crate::reload::pid::Target::Pidfile { name: Some(_), .. },
+            ..
+        })
+    ));
     let c = config(&[
         "--sync",
         "dir:/a=/b",
@@ -908,3 +969,4 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
         assert!(want(&c), "{specs:?}: {c}");
     }
 }
+
