@@ -19,13 +19,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn dispatch(Parsed { cli, effective }: Parsed) -> Finished {
+fn dispatch(Parsed { cli, flags }: Parsed) -> Finished {
     // A command a person reads (a table, then what it did) logs only
     // warnings unless asked; the daemons log at info.
     let quiet = matches!(cli.command, Command::Csr(_) | Command::Kubeadm(_));
     init_tracing(&cli.log, quiet)?;
     match cli.command {
-        Command::Run(a) => command::run(&a, &effective),
+        Command::Run(a) => command::run(*a, &flags),
         Command::Check(a) => command::check(&a),
         Command::Revisions(a) => command::revisions(&a),
         Command::Rollback(a) => command::rollback(&a),

@@ -182,14 +182,19 @@ fn check_args(args: &[String]) -> certsync::config::Config {
             _ => a.clone(),
         })
         .collect();
-    let cli = certsync::cli::Cli::try_parse_from(
-        std::iter::once("certsync".to_owned()).chain(args.iter().cloned()),
+    let parsed = certsync::config::parse(
+        std::iter::once("certsync".to_owned())
+            .chain(args.iter().cloned())
+            .map(Into::into)
+            .collect(),
     )
     .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let certsync::cli::Command::Run(run) = cli.command else {
+    let certsync::cli::Command::Run(run) = parsed.cli.command else {
         panic!("not run")
     };
-    certsync::config::Config::from_args(&run).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    certsync::config::Settings::load(*run, &parsed.flags)
+        .and_then(|s| certsync::config::Config::build(&s))
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// File-watching mode for Kubernetes components: no reload method (they

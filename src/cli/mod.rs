@@ -7,6 +7,7 @@ mod approve;
 pub mod grammar;
 mod kubeadm;
 mod run;
+mod setting;
 mod values;
 
 pub use approve::{ApproveArgs, CsrCommand, PolicyArgs, ReviewArgs};
@@ -14,7 +15,7 @@ pub use kubeadm::{
     AdoptArgs, KubeadmCommand, PlanOutput, RevertArgs, SETTABLE, SetError, StatusArgs,
     StatusOutput, check_set,
 };
-pub use run::{ReloadArgs, RunArgs};
+pub use run::RunArgs;
 pub use values::{ModeProblem, ValueError, key_mode, log_filter, parse_mode};
 pub(crate) use values::{YEAR, duration};
 

@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 
 use super::{CommandError, Finished, LOG_TARGET, check_policy};
 use crate::cli::{ApproveArgs, RunArgs};
-use crate::config::Config;
+use crate::config::{Config, Flag, Settings};
 use crate::metrics::Metrics;
 
 /// Why a daemon could not start, or stopped on an error.
@@ -88,12 +88,13 @@ impl Daemon {
 
 /// `certsync run`: `--print-config`, one sync (`--once`: 1 when a mapping
 /// failed), or the daemon until a signal.
-pub fn run(args: &RunArgs, effective: &[(String, Vec<String>)]) -> Finished {
-    if args.print_config {
-        super::print(&crate::config::print_config(args, effective)?)?;
+pub fn run(args: RunArgs, flags: &[Flag]) -> Finished {
+    let settings = Settings::load(args, flags)?;
+    if settings.args.print_config {
+        super::print(&crate::config::print_config(&settings)?)?;
         return Ok(0);
     }
-    let config = Config::from_args(args)?;
+    let config = Config::build(&settings)?;
     if config.once {
         crate::limits::raise_open_files();
         return Ok(u8::from(!once(&config).is_empty()));

@@ -25,8 +25,10 @@
 //!   options a mapping sets checked against the grammar
 //!   ([`crate::cli::grammar`]);
 //! - [`issue`]: the options `csr:` and `ca:` share, and each one's own;
-//! - [`file`]: the YAML config file (unknown keys refused; flags override)
-//!   and `--print-config`;
+//! - [`file`]: the YAML config file as read;
+//! - [`settings`]: `run`'s settings, one typed value (flags and
+//!   environment over the config file over the defaults, unknown keys
+//!   refused), and `--print-config`;
 //! - [`overlap`]: canonical paths, so no two mappings and no source and
 //!   target overlap.
 
@@ -39,16 +41,19 @@ mod mapping;
 mod options;
 mod overlap;
 mod pod;
+mod settings;
 #[cfg(test)]
 mod tests;
 mod tree;
 
-use crate::cli::{ApproveArgs, PolicyArgs, ReloadArgs, RunArgs};
-pub use file::{FileProblem, Parsed, parse, print_config};
-pub(crate) use file::{as_written, read_config_file, read_config_text};
+use crate::cli::{ApproveArgs, PolicyArgs, RunArgs};
+pub(crate) use file::read_config_text;
+pub use file::{ConfigFile, FileProblem, FileSetting};
 pub use issue::IssueError;
 pub use mapping::{DnsError, EventsOn, MappingProblem, MappingSpec, Source};
 pub use options::{FlagProblem, GrammarError};
+pub(crate) use settings::as_written;
+pub use settings::{Flag, Parsed, Settings, parse, print_config};
 
 pub use guard::Unguarded;
 use guard::{
@@ -127,6 +132,20 @@ pub enum ConfigError {
     },
     #[error("no mappings: give at least one --sync or a --config file with mappings")]
     NoMappings,
+    /// Two ways to reload the main container (at most one is taken).
+    #[error("reload: --{first} and --{second} exclude each other: give one way to reload")]
+    ReloadMethods {
+        first: &'static str,
+        second: &'static str,
+    },
+    /// A setting given as a flag or variable, refused by its flag's
+    /// parser when read with the config file's.
+    #[error("--{flag}: {source}")]
+    Setting {
+        flag: String,
+        #[source]
+        source: serde::de::value::Error,
+    },
     #[error("reload: --reload-cmdline: {0}")]
     ReloadCmdline(#[source] regex::Error),
     #[error("reload: {0}")]
@@ -214,8 +233,24 @@ impl ApproveArgs {
     }
 }
 
-impl ReloadArgs {
-    pub(crate) fn build(&self) -> Result<ReloadConfig, ConfigError> {
+impl RunArgs {
+    /// How the main container is told about a new pair: one way at most
+    /// (`--reload-pidfile` with `--reload-process`: the pidfile's process
+    /// must have that name).
+    pub(crate) fn reload(&self) -> Result<ReloadConfig, ConfigError> {
+        let ways = [
+            ("reload-pidfile", self.reload_pidfile.is_some()),
+            (
+                "reload-process",
+                self.reload_process.is_some() && self.reload_pidfile.is_none(),
+            ),
+            ("reload-cmdline", self.reload_cmdline.is_some()),
+            ("reload-url", self.reload_url.is_some()),
+        ];
+        let mut given = ways.iter().filter(|(_, set)| *set).map(|(name, _)| *name);
+        if let (Some(first), Some(second)) = (given.next(), given.next()) {
+            return Err(ConfigError::ReloadMethods { first, second });
+        }
         let signal = |target| Method::Signal {
             target,
             signal: self.reload_signal,
@@ -306,14 +341,12 @@ pub struct Config {
 }
 
 impl Config {
-    /// Builds the configuration from `run`'s arguments (reading `--config`).
-    pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
-        Self::build(args, None)
-    }
-
-    /// [`Config::from_args`] with `--config`'s text `given` (not read).
-    fn build(args: &RunArgs, given: Option<&str>) -> Result<Self, ConfigError> {
-        let specs = mapping_specs(args, given)?;
+    /// `run`'s configuration, every check made: the one place a setting,
+    /// a mapping and the whole (overlaps, guards, reload, Events) are
+    /// judged, for `run`, `--print-config` and `kubeadm adopt` alike.
+    pub fn build(settings: &Settings) -> Result<Self, ConfigError> {
+        let args = &settings.args;
+        let specs = mapping_specs(settings)?;
         if specs.is_empty() {
             return Err(ConfigError::NoMappings);
         }
@@ -336,7 +369,7 @@ impl Config {
             stale_fraction: args.stale_fraction,
             generation: args.generation.clone(),
             events: args.events,
-            reload: args.reload.build()?,
+            reload: args.reload()?,
             client: ClientSettings {
                 kubeconfig: args.kubeconfig.clone(),
                 context: args.context.clone(),
@@ -355,46 +388,20 @@ impl Config {
 }
 
 /// `certsync run --once --config PATH` as `run` loads it, every check
-/// made by the same code: PATH read, or (`text`) the configuration a
+/// made by the same code, with `text` as PATH's: the configuration a
 /// command is about to write there (`kubeadm adopt`, which must never
-/// write one `run` refuses). Only where the file lives is not judged for
-/// given text: there is no file yet, and `run` judges it when it reads it.
-pub fn load_once(path: &std::path::Path, text: Option<&str>) -> Result<Config, ConfigError> {
-    let argv = ["certsync", "run", "--once", "--config"]
-        .into_iter()
-        .map(std::ffi::OsString::from)
-        .chain([path.as_os_str().to_owned()])
-        .collect();
-    let parsed = file::parse_given(argv, text).map_err(|e| ConfigError::File {
-        path: path.to_owned(),
-        problem: Box::new(FileProblem::Flags(
-            e.render()
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim_start_matches("error: ")
-                .to_owned(),
-        )),
-    })?;
-    let crate::cli::Command::Run(args) = parsed.cli.command else {
-        return Err(ConfigError::File {
-            path: path.to_owned(),
-            problem: Box::new(FileProblem::NotRun),
-        });
-    };
-    Config::build(&args, text)
+/// write one `run` refuses), or one it read there. Where the file lives
+/// is not judged: there may be no file yet, and `run` judges it when it
+/// reads it.
+pub fn load_once(path: &std::path::Path, text: &str) -> Result<Config, ConfigError> {
+    Config::build(&Settings::once(path, text)?)
 }
 
 /// Every mapping: the config file's, then the flags', with `tree:`
 /// mappings expanded into one mapping per object.
-/// `given`: the config file's text, when it is not (yet) the file's.
-fn mapping_specs(args: &RunArgs, given: Option<&str>) -> Result<Vec<MappingSpec>, ConfigError> {
-    let mut specs = Vec::new();
-    if let Some(path) = &args.config {
-        specs.extend(read_config_file(path, given)?);
-    }
-    for s in &args.sync {
+fn mapping_specs(settings: &Settings) -> Result<Vec<MappingSpec>, ConfigError> {
+    let mut specs = settings.file_mappings().to_vec();
+    for s in &settings.args.sync {
         specs.push(MappingSpec::parse_flag(s)?);
     }
     let mut out = Vec::new();
@@ -402,11 +409,11 @@ fn mapping_specs(args: &RunArgs, given: Option<&str>) -> Result<Vec<MappingSpec>
         out.extend(spec.expand_tree()?);
     }
     // Where the file lives is judged when it is read there.
-    if let Some(path) = &args.config
-        && given.is_none()
+    if let Some(file) = &settings.file
+        && file.read
         && out.iter().any(|m| m.source.starts_with("ca:"))
     {
-        file::ca_config_guarded(path)?;
+        file::ca_config_guarded(&file.path)?;
     }
     Ok(out)
 }

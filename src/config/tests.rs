@@ -16,8 +16,19 @@ fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
     Ok(*args)
 }
 
+/// `certsync run EXTRA` loaded as `run` loads it (the config file read,
+/// flags and environment over it).
+fn settings(extra: &[&str]) -> Result<Settings, ConfigError> {
+    let argv = ["certsync", "run"].iter().chain(extra).map(Into::into);
+    let Parsed { cli, flags } = parse(argv.collect()).unwrap();
+    let Command::Run(args) = cli.command else {
+        panic!("not run")
+    };
+    Settings::load(*args, &flags)
+}
+
 fn config(extra: &[&str]) -> Result<Config, ConfigError> {
-    Config::from_args(&run_args(extra).unwrap())
+    Config::build(&settings(extra)?)
 }
 
 /// What a refusal for paths that meet must be.
@@ -423,7 +434,7 @@ fn unsafe_numbers_modes_and_signals_are_refused() {
 
 #[test]
 fn one_reload_method_at_most() {
-    let e = run_args(&[
+    let e = config(&[
         "--sync",
         "dir:/a=/b",
         "--reload-process",
@@ -431,9 +442,43 @@ fn one_reload_method_at_most() {
         "--reload-url",
         "http://127.0.0.1/",
     ])
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("cannot be used with"), "{e}");
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ConfigError::ReloadMethods {
+                first: "reload-process",
+                second: "reload-url"
+            }
+        ),
+        "{e}"
+    );
+    // One way from the config file, another from a flag: refused alike;
+    // a pidfile's process may be named.
+    let with_pidfile = |yaml: &str| {
+        let (_dir, path) = config_file(yaml);
+        let pidfile = ["--sync", "dir:/a=/b", "--reload-pidfile", "/run/x.pid"];
+        config(&[&["--config", path.as_str()][..], &pidfile].concat())
+    };
+    let e = with_pidfile("reload-cmdline: nginx\n").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ConfigError::ReloadMethods {
+                first: "reload-pidfile",
+                second: "reload-cmdline"
+            }
+        ),
+        "{e}"
+    );
+    let c = with_pidfile("reload-process: nginx\n").unwrap();
+    assert!(matches!(
+        c.reload.method,
+        Some(Method::Signal {
+            target: crate::reload::pid::Target::Pidfile { name: Some(_), .. },
+            ..
+        })
+    ));
     let c = config(&[
         "--sync",
         "dir:/a=/b",
@@ -907,4 +952,153 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
         let (_, c) = conflict(config(&args));
         assert!(want(&c), "{specs:?}: {c}");
     }
+}
+
+/// A config file `text` in a fresh directory, and its path.
+fn config_file(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("certsync.yaml");
+    std::fs::write(&file, text).unwrap();
+    let path = file.to_str().unwrap().to_owned();
+    (dir, path)
+}
+
+/// A flag on the command line wins over the config file's setting; a
+/// setting the command line leaves out is the file's, and one neither
+/// sets is the flag's default.
+#[test]
+fn a_flag_overrides_the_config_files_setting() {
+    let (_dir, path) = config_file(
+        "resync: 5m\nkey-mode: \"0640\"\nreload-header: [\"A: b\"]\nevents: true\n\
+         mappings:\n  - source: dir:/a\n    target: /b\n",
+    );
+    let s = settings(&[
+        "--config",
+        &path,
+        "--resync",
+        "7m",
+        "--reload-header",
+        "C: d",
+    ])
+    .unwrap();
+    assert_eq!(s.args.resync, Duration::from_secs(420));
+    assert_eq!(s.args.reload_headers, ["C: d"]);
+    assert_eq!(s.args.key_mode, 0o640);
+    assert!(s.args.events);
+    assert_eq!(s.args.debounce, Duration::from_secs(2));
+    let c = Config::build(&s).unwrap();
+    assert_eq!(c.resync, Duration::from_secs(420));
+    assert_eq!(c.mappings[0].writer.key_mode, 0o640);
+    let effective = |name: &str| {
+        let flag = s.effective.iter().find(|f| f.name == name).unwrap();
+        (flag.given, flag.texts.clone())
+    };
+    assert_eq!(effective("resync"), (true, vec!["7m".to_owned()]));
+    assert_eq!(effective("key-mode"), (false, vec!["0640".to_owned()]));
+    assert_eq!(effective("debounce"), (false, vec!["2s".to_owned()]));
+}
+
+/// A key of the config file that is no setting is refused by its line and
+/// name; a value its flag's parser refuses, by its line and key.
+#[test]
+fn the_config_file_is_refused_by_the_line_of_its_unknown_key_or_bad_value() {
+    let problem = |text: &str| {
+        let (_dir, path) = config_file(text);
+        match settings(&["--config", &path]) {
+            Err(ConfigError::File { problem, .. }) => *problem,
+            other => panic!("not refused for the file: {other:?}"),
+        }
+    };
+    let e = problem("resync: 5m\nmappings: []\ncolour: red\n");
+    assert!(
+        matches!(&e, FileProblem::UnknownKey { line: 3, key } if key == "colour"),
+        "{e}"
+    );
+    // What is no setting of the file is unknown there too.
+    let e = problem("once: true\n");
+    assert!(
+        matches!(&e, FileProblem::UnknownKey { line: 1, key } if key == "once"),
+        "{e}"
+    );
+    for (text, line, bad) in [
+        ("resync: 5m\nkey-mode: \"0644\"\n", 2, "key-mode"),
+        ("debounce: banana\n", 1, "debounce"),
+        ("resync: [5m, 6m]\n", 1, "resync"),
+        ("events: yes\n", 1, "events"),
+        ("keep-revisions: 0\n", 1, "keep-revisions"),
+    ] {
+        let e = problem(text);
+        assert!(
+            matches!(&e, FileProblem::Setting { line: l, key, .. } if *l == line && key == bad),
+            "{text:?}: {e}"
+        );
+    }
+}
+
+/// Every setting reads the same from the config file as from its flag:
+/// one parser for both, and no flag the file cannot hold.
+#[test]
+fn every_setting_reads_the_same_from_the_config_file_as_from_its_flag() {
+    let samples: &[(&str, &[&str])] = &[
+        ("once-timeout", &["2m"]),
+        ("debounce", &["3s"]),
+        ("resync", &["7m"]),
+        ("keep-revisions", &["5"]),
+        ("cert-mode", &["0640"]),
+        ("key-mode", &["0400"]),
+        ("owner", &["1000"]),
+        ("group", &["2000"]),
+        ("clock-skew", &["1m"]),
+        ("csr-renew-floor", &["10m"]),
+        ("kubeconfig", &["/k"]),
+        ("context", &["c"]),
+        ("tls-server-name", &["api.example"]),
+        ("watch-timeout", &["2m"]),
+        ("api-keepalive", &["10s"]),
+        ("reload-process", &["nginx"]),
+        ("reload-cmdline", &["^x"]),
+        ("reload-pidfile", &["/run/x.pid"]),
+        ("reload-url", &["http://127.0.0.1/"]),
+        ("reload-signal", &["USR1"]),
+        ("reload-method", &["PUT"]),
+        ("reload-header", &["A: b", "C: d"]),
+        ("reload-bearer-token-file", &["/t"]),
+        ("reload-ca-file", &["/ca"]),
+        ("reload-insecure-skip-verify", &["true"]),
+        ("reload-timeout", &["1s"]),
+        ("reload-retries", &["5"]),
+        ("reload-find-timeout", &["1s"]),
+        ("reload-quiet", &["1s"]),
+        ("reload-max-delay", &["3s"]),
+        ("verify-timeout", &["1s"]),
+        ("verify-retries", &["4"]),
+        ("admin-addr", &["127.0.0.1:9808"]),
+        ("stale-fraction", &["0.5"]),
+        ("generation", &["g-1"]),
+        ("events", &["true"]),
+    ];
+    let known = super::settings::run_flags(None).unwrap();
+    let names: Vec<&str> = known.iter().map(|f| f.name.as_str()).collect();
+    let sampled: Vec<&str> = samples.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, sampled, "a sample for every setting, in order");
+
+    let mut yaml = String::new();
+    let mut flags = Vec::new();
+    for ((name, values), flag) in samples.iter().zip(&known) {
+        let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+        yaml.push_str(&format!("{name}: [{}]\n", quoted.join(", ")));
+        for v in *values {
+            flags.push(match flag.switch {
+                true => format!("--{name}"),
+                false => format!("--{name}={v}"),
+            });
+        }
+    }
+    let (_dir, path) = config_file(&yaml);
+    let mut from_file = settings(&["--config", &path]).unwrap().args;
+    from_file.config = None;
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let from_flags = settings(&flags).unwrap().args;
+    assert_eq!(format!("{from_file:?}"), format!("{from_flags:?}"));
+    assert_eq!(from_flags.reload_signal, nix::sys::signal::Signal::SIGUSR1);
 }

@@ -85,8 +85,12 @@ pub fn kept(opts: &Options, pod: Option<&[u8]>) -> (Options, Vec<Choice>) {
 /// anew either way, from the options given).
 fn current_settings(dir: &Path) -> Option<Vec<(String, String)>> {
     let text = crate::config::read_config_text(&host(dir, CONFIG)).ok()?;
-    let specs = crate::config::read_config_file(Path::new(CONFIG), Some(&text)).ok()?;
-    let written: Vec<_> = specs.iter().map(crate::config::as_written).collect();
+    let settings = crate::config::Settings::once(Path::new(CONFIG), &text).ok()?;
+    let written: Vec<_> = settings
+        .file_mappings()
+        .iter()
+        .map(crate::config::as_written)
+        .collect();
     let value = |w: &serde_json::Map<String, serde_json::Value>, k: &str| {
         w.get(k).map(|v| match v {
             serde_json::Value::String(s) => s.clone(),

@@ -42,7 +42,7 @@ fn local(dir: &Path, text: &str) -> String {
 /// code `certsync run --once --config /etc/kubernetes/certsync.yaml` runs
 /// on the node (the text given, not read: it may not be written yet).
 pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
-    crate::config::load_once(&host(dir, CONFIG), Some(&local(dir, text)))
+    crate::config::load_once(&host(dir, CONFIG), &local(dir, text))
 }
 
 /// Refuses the configuration `text` adopt would write unless `certsync

@@ -233,9 +233,10 @@ pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, Unread> {
     let text = crate::config::read_config_text(&host(dir, CONFIG)).map_err(refused)?;
     let config = super::judge::load(dir, &text).map_err(refused)?;
     // As written, for the options shown.
-    let specs = crate::config::read_config_file(Path::new(CONFIG), Some(&text)).map_err(refused)?;
-    specs
-        .into_iter()
+    let settings = crate::config::Settings::once(Path::new(CONFIG), &text).map_err(refused)?;
+    settings
+        .file_mappings()
+        .iter()
         .map(|spec| {
             let name = spec.name.clone().ok_or(Unread::Unnamed)?;
             let built = config.mappings.iter().find(|m| m.name == name);
@@ -244,7 +245,7 @@ pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, Unread> {
                 Some(crate::config::Source::Csr(csr)) => Ok(csr.renew),
                 _ => Err(Unread::NotIssued),
             };
-            let written = crate::config::as_written(&spec);
+            let written = crate::config::as_written(spec);
             let options: Vec<String> = crate::cli::SETTABLE
                 .iter()
                 .filter_map(|k| {

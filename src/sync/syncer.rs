@@ -358,23 +358,23 @@ impl Syncer {
 mod tests {
     use super::*;
     use crate::bundle::{CERT_FILE, KEY_FILE};
-    use crate::cli::{Cli, Command};
+    use crate::cli::Command;
     use crate::config::Config;
     use crate::test_certs as certs;
-    use clap::Parser;
 
     fn mapping(src: &std::path::Path, target: &std::path::Path) -> Mapping {
-        let cli = Cli::try_parse_from([
-            "certsync",
-            "run",
-            "--sync",
-            &format!("dir:{}={}", src.display(), target.display()),
+        let parsed = crate::config::parse(vec![
+            "certsync".into(),
+            "run".into(),
+            "--sync".into(),
+            format!("dir:{}={}", src.display(), target.display()).into(),
         ])
         .unwrap();
-        let Command::Run(args) = cli.command else {
+        let Command::Run(args) = parsed.cli.command else {
             panic!("not run")
         };
-        Config::from_args(&args).unwrap().mappings.remove(0)
+        let settings = crate::config::Settings::load(*args, &parsed.flags).unwrap();
+        Config::build(&settings).unwrap().mappings.remove(0)
     }
 
     fn bundle(p: &certs::Pair) -> Bundle {

@@ -500,7 +500,7 @@ async fn attack_status_reads_a_file_run_would_refuse() {
     std::fs::write(&at, &text).expect("write");
     std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o666)).expect("chmod");
     assert!(
-        crate::config::read_config_file(&at, None).is_err(),
+        crate::config::read_config_text(&at).is_err(),
         "run's read refuses a world-writable certsync.yaml"
     );
     if mappings(dir.path()).is_ok() {

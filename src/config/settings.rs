@@ -1,0 +1,273 @@
+//! `run`'s configuration as one typed value ([`Settings`]): every flag
+//! the command line or the environment gave, else the config file's
+//! setting, else the flag's default, each read by the flag's own parser
+//! into [`RunArgs`]; and `--print-config`, which prints it back.
+
+use std::path::Path;
+
+use super::file::{ConfigFile, read_config_file};
+use super::{Config, ConfigError, FileProblem, MappingSpec, mapping_specs};
+use crate::cli::{Cli, RunArgs};
+
+/// Flags of `run` that are not settings of the config file (it is the
+/// config, or they act once).
+const NOT_IN_FILE: &[&str] = &["sync", "config", "print-config", "help", "once"];
+
+/// One setting of `run` (a flag a config file may set): its long name,
+/// whether it is an on/off switch, whether the command line or the
+/// environment `given` it, and its texts (one per occurrence): as given,
+/// else its default's.
+#[derive(Debug, Clone)]
+pub struct Flag {
+    pub name: String,
+    pub switch: bool,
+    pub given: bool,
+    pub texts: Vec<String>,
+}
+
+/// `run`'s settings as clap declares them, with what the command line and
+/// the environment gave each (`given`: `run`'s matches; `None`: nothing).
+/// A value that is not UTF-8 is refused: each is read again as text
+/// ([`Settings`]).
+pub(super) fn run_flags(given: Option<&clap::ArgMatches>) -> Result<Vec<Flag>, clap::Error> {
+    use clap::Args;
+    use clap::parser::ValueSource::{CommandLine, EnvVariable};
+    let mut run = RunArgs::augment_args(clap::Command::new("run"));
+    run.build();
+    let text = |v: &std::ffi::OsStr| {
+        v.to_str().map(str::to_owned).ok_or_else(|| {
+            run.clone()
+                .error(clap::error::ErrorKind::InvalidUtf8, "a value is not UTF-8")
+        })
+    };
+    let mut flags = Vec::new();
+    for arg in run.get_arguments() {
+        let Some(name) = arg.get_long().filter(|l| !NOT_IN_FILE.contains(l)) else {
+            continue;
+        };
+        let id = arg.get_id().as_str();
+        let given = given
+            .filter(|m| matches!(m.value_source(id), Some(CommandLine | EnvVariable)))
+            .and_then(|m| m.get_raw(id));
+        flags.push(Flag {
+            name: name.to_owned(),
+            switch: !arg.get_action().takes_values(),
+            given: given.is_some(),
+            texts: match given {
+                Some(raw) => raw.map(text).collect::<Result<_, _>>()?,
+                None => arg
+                    .get_default_values()
+                    .iter()
+                    .map(|v| text(v))
+                    .collect::<Result<_, _>>()?,
+            },
+        });
+    }
+    Ok(flags)
+}
+
+/// The command line parsed: the command, and for `run` what its command
+/// line and environment gave each of its settings ([`Settings::load`]).
+#[derive(Debug)]
+pub struct Parsed {
+    pub cli: Cli,
+    pub flags: Vec<Flag>,
+}
+
+/// Parses the command line (nothing read: `run`'s config file is read by
+/// [`Settings::load`]).
+pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().try_get_matches_from(argv)?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    let flags = match matches.subcommand_matches("run") {
+        Some(run) => run_flags(Some(run))?,
+        None => Vec::new(),
+    };
+    Ok(Parsed { cli, flags })
+}
+
+/// `run`'s configuration as given, one typed value: `args` holds every
+/// setting (the command line's or the environment's, else the config
+/// file's, else the default, each read by the flag's parser), `file` the
+/// config file it was read with, `effective` each setting's texts (for
+/// `--print-config`).
+#[derive(Debug)]
+pub struct Settings {
+    pub args: RunArgs,
+    pub file: Option<ConfigFile>,
+    pub effective: Vec<Flag>,
+}
+
+impl Settings {
+    /// `run`'s settings: `args` as clap parsed the command line (its
+    /// flags that are no settings are kept), `flags` what the command line
+    /// and the environment gave ([`Parsed`]), the config file read from
+    /// `args.config`.
+    pub fn load(args: RunArgs, flags: &[Flag]) -> Result<Self, ConfigError> {
+        let file = match &args.config {
+            Some(path) => Some(read_config_file(path, None)?),
+            None => None,
+        };
+        let (typed, effective) = typed(flags, file.as_ref())?;
+        Ok(Self {
+            args: RunArgs {
+                sync: args.sync,
+                config: args.config,
+                print_config: args.print_config,
+                once: args.once,
+                ..typed
+            },
+            file,
+            effective,
+        })
+    }
+
+    /// `certsync run --once --config PATH` with `text` as PATH's: what a
+    /// command that writes or reads certsync's configuration for a node
+    /// (`kubeadm adopt`, `kubeadm status`) judges it by. Nothing comes from
+    /// this process's command line or environment: the node's certsync
+    /// has neither.
+    pub(crate) fn once(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        // Nothing is given, so no value can be refused; were the flags
+        // unknown, every setting would be (refused, not skipped).
+        let flags = run_flags(None).unwrap_or_default();
+        let file = read_config_file(path, Some(text))?;
+        let (mut args, effective) = typed(&flags, Some(&file))?;
+        args.config = Some(path.to_owned());
+        args.once = true;
+        Ok(Self {
+            args,
+            file: Some(file),
+            effective,
+        })
+    }
+
+    /// The config file's mappings, as written.
+    pub(crate) fn file_mappings(&self) -> &[MappingSpec] {
+        self.file.as_ref().map_or(&[], |f| &f.mappings)
+    }
+}
+
+/// Every setting: the flag's texts where it was given, else the config
+/// file's, else its default's; read into `run`'s arguments by each flag's
+/// parser. A key of the file that is no setting is refused by its line.
+fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag>), ConfigError> {
+    let file_err = |path: &Path, problem| ConfigError::File {
+        path: path.to_owned(),
+        problem: Box::new(problem),
+    };
+    let set = |name: &str| file.and_then(|f| f.settings.iter().find(|s| s.key == name));
+    if let Some(f) = file
+        && let Some(unknown) = f
+            .settings
+            .iter()
+            .find(|s| !flags.iter().any(|g| g.name == s.key))
+    {
+        return Err(file_err(
+            &f.path,
+            FileProblem::UnknownKey {
+                line: unknown.line,
+                key: unknown.key.clone(),
+            },
+        ));
+    }
+    let effective: Vec<Flag> = flags
+        .iter()
+        .map(|flag| match set(&flag.name) {
+            Some(s) if !flag.given => Flag {
+                texts: s.texts.clone(),
+                ..flag.clone()
+            },
+            _ => flag.clone(),
+        })
+        .collect();
+    let entries = effective.iter().map(|f| (f.name.as_str(), f.texts.clone()));
+    let de = serde::de::value::MapDeserializer::<_, serde::de::value::Error>::new(entries);
+    let args = serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let source = e.into_inner();
+        match (file, set(&key)) {
+            (Some(f), Some(s)) => file_err(
+                &f.path,
+                FileProblem::Setting {
+                    line: s.line,
+                    key,
+                    source,
+                },
+            ),
+            _ => ConfigError::Setting { flag: key, source },
+        }
+    })?;
+    Ok((args, effective))
+}
+
+/// `run --print-config`: the effective settings and mappings as YAML,
+/// header values and a reload URL's userinfo, query values and fragment
+/// redacted (they may hold credentials).
+pub fn print_config(settings: &Settings) -> Result<String, ConfigError> {
+    // Everything `run` checks, checked: what is printed is what runs.
+    Config::build(settings)?;
+    let mut out = serde_yaml_ng::Mapping::new();
+    for flag in &settings.effective {
+        let shown: Vec<String> = flag
+            .texts
+            .iter()
+            .map(|v| match flag.name.as_str() {
+                "reload-header" => match v.split_once(':') {
+                    Some((name, _)) => format!("{name}: <redacted>"),
+                    None => "<redacted>".into(),
+                },
+                "reload-url" => crate::reload::http::redact_text(v),
+                _ => v.clone(),
+            })
+            .collect();
+        let typed = |v: &String| typed_value(v, flag.switch);
+        let value = match shown.as_slice() {
+            [] => serde_yaml_ng::Value::Null,
+            [one] if flag.name != "reload-header" => typed(one),
+            many => serde_yaml_ng::Value::Sequence(many.iter().map(typed).collect()),
+        };
+        out.insert(flag.name.clone().into(), value);
+    }
+    let mappings: Vec<_> = mapping_specs(settings)?.iter().map(as_written).collect();
+    out.insert(
+        "mappings".into(),
+        serde_yaml_ng::to_value(&mappings).map_err(ConfigError::Print)?,
+    );
+    serde_yaml_ng::to_string(&out).map_err(ConfigError::Print)
+}
+
+/// A mapping as written: the options it sets by their names, without
+/// those it leaves unset (absent, off or empty).
+pub(crate) fn as_written(spec: &MappingSpec) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = match serde_json::to_value(spec) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    m.retain(|_, v| {
+        !(v.is_null() || *v == serde_json::json!(false) || *v == serde_json::json!([]))
+    });
+    m
+}
+
+/// A flag's value as YAML: a switch as a boolean, a number written the way
+/// YAML writes it back as a number; anything else (a mode such as `0644`,
+/// a duration, a name) as text, so it reads back exactly as given.
+fn typed_value(v: &str, switch: bool) -> serde_yaml_ng::Value {
+    if switch && let Ok(b) = v.parse::<bool>() {
+        return b.into();
+    }
+    if let Ok(n) = v.parse::<u64>()
+        && n.to_string() == v
+    {
+        return n.into();
+    }
+    if let Ok(f) = v.parse::<f64>()
+        && f.is_finite()
+        && f.to_string() == v
+    {
+        return f.into();
+    }
+    v.into()
+}
