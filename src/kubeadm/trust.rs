@@ -457,7 +457,14 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             bundle_part(&mut c, dir, b, &der, record, now, &mut warnings);
         }
         if name == "ca" {
-            match kubelet_conf(dir, &der, to, now) {
+            let fix = format!(
+                "run `certsync kubeadm adopt`, which puts {CA_BUNDLE}'s certificates in its \
+                 certificate-authority-data (the kubelet reads it at its next start; the CA now \
+                 in place ends {}); on nodes certsync does not adopt (workers), put them there \
+                 by hand and restart the kubelet",
+                rfc3339(to)
+            );
+            match kubelet_conf(dir, &der, now, &fix) {
                 Some((true, w)) => c.problem = Some(w),
                 Some((false, w)) => warnings.push(Warning::new(WarningKind::KubeletConf, w)),
                 None => {}
@@ -564,38 +571,26 @@ fn earlier_ends(dir: &Path, b: &str, der: &[u8], record: &Record) -> Vec<i64> {
 }
 
 /// When this node's kubelet.conf embeds CA data without the CA
-/// certificate `der` (ending `to`): [`stale_trust`]. The kubelet reads it
+/// certificate `der`: [`stale_trust`], saying `fix`. The kubelet reads it
 /// only at start.
-fn kubelet_conf(dir: &Path, der: &[u8], to: i64, now: i64) -> Option<(bool, String)> {
+fn kubelet_conf(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
     const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
     let text = node::read(dir, KUBELET).ok()?;
     let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
     let held = certificates(&host(dir, KUBELET), &data).ok()?;
-    let fix = format!(
-        "run `certsync kubeadm adopt`, which puts {CA_BUNDLE}'s certificates in its \
-         certificate-authority-data (the kubelet reads it at its next start; the CA now in place \
-         ends {}); on nodes certsync does not adopt (workers), put them there by hand and restart \
-         the kubelet",
-        rfc3339(to)
-    );
     let fails = "the kubelet cannot verify the API server";
-    stale_trust(KUBELET, &held, der, now, fails, &fix)
+    stale_trust(KUBELET, &held, der, now, fails, fix)
 }
 
 /// After revert: this node's kubelet.conf when it lacks the CA certificate
 /// in place (a renewal): nothing watches it once the node is kubeadm's, and
 /// the kubelet stops at the end of what it trusts.
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
-    const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
     let (der, _) = in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
-    let text = node::read(dir, KUBELET).ok()?;
-    let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
-    let held = certificates(&host(dir, KUBELET), &data).ok()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";
-    let fails = "the kubelet cannot verify the API server";
-    stale_trust(KUBELET, &held, &der, now, fails, fix).map(|(_, why)| why)
+    kubelet_conf(dir, &der, now, fix).map(|(_, why)| why)
 }
 
 /// When `trusted` (the CA certificates `who` trusts, DER) lacks the CA
