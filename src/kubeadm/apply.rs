@@ -16,7 +16,7 @@ use std::path::Path;
 use super::error::{Found, KubeadmError};
 use super::options::Options;
 use super::out::Out;
-use super::paths::{digest, host};
+use super::paths::{Action, digest, host};
 use super::plan::{self, BACKUPS, POD, Plan, STATE};
 use super::record::{State, mkdir, node_rel, put, put_mode};
 use super::seen::{NotReady, Seen};
@@ -217,7 +217,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
     for m in &plan.manifests {
         put(dir, &node_rel(dir, backup, &m.path), &m.before)?;
     }
-    for f in plan.files.iter().filter(|f| f.action == "replace") {
+    for f in plan.files.iter().filter(|f| f.action == Action::Replace) {
         if let Some(old) = super::node::read_optional(dir, &f.path)? {
             put(dir, &node_rel(dir, backup, &f.path), &old)?;
         }
@@ -311,8 +311,7 @@ fn back_up_kubeadms(
 /// (each a hostPath of its pod).
 fn files(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     for f in plan.files.iter().filter(|f| f.path != POD) {
-        let mode = u32::from_str_radix(&f.mode, 8).unwrap_or(0o600);
-        put_mode(dir, &f.path, &f.bytes, mode)?;
+        put_mode(dir, &f.path, &f.bytes, f.mode)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
     for k in &plan.kubeconfigs_trusted {
@@ -338,7 +337,7 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
     let replaces_mounted = plan
         .files
         .iter()
-        .any(|f| f.action == "replace" && plan::read_only_in_pod(&f.path));
+        .any(|f| f.action == Action::Replace && plan::read_only_in_pod(&f.path));
     let Some(old) = super::node::read_optional(dir, POD)? else {
         return Ok(());
     };

@@ -21,3 +21,26 @@ pub(super) fn host(dir: &Path, node_path: &str) -> PathBuf {
 pub(super) fn digest(bytes: &[u8]) -> String {
     hex::encode(ring::digest::digest(&ring::digest::SHA256, bytes))
 }
+
+/// What adopt does to a node file it writes whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    /// Backed up first, put back if certsync's pod is not ready.
+    Replace,
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Create => "create",
+            Self::Replace => "replace",
+        })
+    }
+}
+
+/// A file mode as the plan shows it (`0600`).
+pub(super) fn octal<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{mode:04o}"))
+}

@@ -873,7 +873,7 @@ async fn adopt_keeps_the_kubelets_ca_data_in_step_with_the_bundle() {
         .iter()
         .find(|f| f.path == "/etc/kubernetes/kubelet.conf")
         .unwrap_or_else(|| panic!("kubelet.conf not planned:\n{}", p.text()));
-    assert_eq!((f.action, f.mode.as_str()), ("replace", "0600"));
+    assert_eq!((f.action, f.mode), (super::paths::Action::Replace, 0o600));
     assert!(
         p.text().contains("the kubelet reads it at its next start"),
         "{}",

@@ -36,7 +36,7 @@ use rustls_pki_types::pem::SectionKind;
 use super::error::{Found, KubeadmError};
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::node;
-use super::paths::host;
+use super::paths::{Action, host};
 use super::record::STATE;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
@@ -88,8 +88,7 @@ pub struct CaEnd {
 #[derive(Debug, Clone)]
 pub struct TrustFile {
     pub path: String,
-    /// `create` or `replace`.
-    pub action: &'static str,
+    pub action: Action,
     pub what: String,
     pub bytes: Vec<u8>,
 }
@@ -229,7 +228,7 @@ pub fn plan(
         if current != der {
             trust.files.push(TrustFile {
                 path: cert.to_owned(),
-                action: "replace",
+                action: Action::Replace,
                 what: format!(
                     "{what} (same subject, key and key identifier): ends {}, where the \
                      certificate in place ends {}",
@@ -349,9 +348,9 @@ fn bundle_file(
     Ok(Some(TrustFile {
         path: bundle.to_owned(),
         action: if existing.is_some() {
-            "replace"
+            Action::Replace
         } else {
-            "create"
+            Action::Create
         },
         what: format!(
             "{name}'s certificates side by side ({n}), for the components that load trust \

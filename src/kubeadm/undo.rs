@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::error::KubeadmError;
 use super::options::Options;
-use super::paths::host;
+use super::paths::{Action, host};
 use super::plan::{self, POD, Plan, STATE};
 use super::record::{node_rel, put, put_mode};
 use super::{node, pod, ready};
@@ -166,7 +166,7 @@ async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
 /// its generation, when it had one, and where it answers.
 fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String, SocketAddr)> {
     let f = plan.files.iter().find(|f| f.path == POD)?;
-    if f.action != "replace" {
+    if f.action != Action::Replace {
         return None;
     }
     let Some(old) = previous(dir, plan, POD) else {
@@ -191,12 +191,7 @@ fn files_back(dir: &Path, plan: &Plan, said: &mut Said) {
     for f in plan.files.iter().filter(|f| f.path != POD) {
         let path = host(dir, &f.path);
         let done = match (f.action, previous(dir, plan, &f.path)) {
-            ("replace", Some(old)) => put_mode(
-                dir,
-                &f.path,
-                &old,
-                u32::from_str_radix(&f.mode, 8).unwrap_or(0o600),
-            ),
+            (Action::Replace, Some(old)) => put_mode(dir, &f.path, &old, f.mode),
             _ => std::fs::remove_file(&path).map_err(|e| KubeadmError::file(&path, e)),
         };
         if let Err(e) = done {

@@ -4,15 +4,16 @@
 
 use std::path::PathBuf;
 
+use super::super::paths::Action;
 use super::super::trust::{CaEnd, Record};
 
 /// A file adopt writes.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileWrite {
     pub path: String,
-    /// `create` or `replace`.
-    pub action: &'static str,
-    pub mode: String,
+    pub action: Action,
+    #[serde(serialize_with = "super::super::paths::octal")]
+    pub mode: u32,
     pub what: String,
     #[serde(skip)]
     pub bytes: Vec<u8>,

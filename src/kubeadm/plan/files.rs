@@ -9,7 +9,7 @@ use serde_yaml_ng::Value;
 use super::super::error::{Found, KubeadmError, Refusal};
 use super::super::manifest::{BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
 use super::super::options::Options;
-use super::super::paths::{digest, host};
+use super::super::paths::{Action, digest, host};
 use super::super::{node, pod, trust};
 use super::changes::FileWrite;
 use super::layout::{CA_FILES, KUBELET_FILES, POD, certs};
@@ -106,8 +106,8 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
     };
     Ok(Some(FileWrite {
         path: path.to_owned(),
-        action: "replace",
-        mode: "0600".into(),
+        action: Action::Replace,
+        mode: 0o600,
         what: format!(
             "the kubelet's kubeconfig: its certificate-authority-data becomes {CA_BUNDLE}'s \
              certificates (the kubelet reads it at its next start)"
@@ -238,13 +238,13 @@ fn file(
                 },
             ));
         }
-        Some(_) => "replace",
-        None => "create",
+        Some(_) => Action::Replace,
+        None => Action::Create,
     };
     Ok(Some(FileWrite {
         path: path.to_owned(),
         action,
-        mode: "0600".into(),
+        mode: 0o600,
         what: what.to_owned(),
         bytes,
     }))
@@ -267,7 +267,7 @@ pub(super) fn certsyncs_files(
         .map(|f| FileWrite {
             path: f.path.clone(),
             action: f.action,
-            mode: "0644".into(),
+            mode: 0o644,
             what: f.what.clone(),
             bytes: f.bytes.clone(),
         })
