@@ -2,8 +2,9 @@
 //! at a file no running certsync renews: backups, certsync's configuration
 //! and kubeconfigs, certsync's static pod, then the gate (that pod, of this
 //! configuration and image, ready and every target holding a live pair: it
-//! issues every target at start, so adopt issues nothing itself),
-//! `kube-public/cluster-info` when a CA renewal needs it, then the
+//! issues every target at start, so adopt issues nothing itself), the
+//! cluster's CA certificates (`kube-system/certsync-kubeadm-cas`) and
+//! `kube-public/cluster-info` when they need it, then the
 //! component manifests (whose change restarts the API server cluster-info
 //! is written through).
 //! A pod not ready in time is taken out (the previous one put back) with
@@ -92,7 +93,6 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
 
 async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
-    publish(plan, out).await?;
     let undo = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
     let ended = super::ready::dead_targets(dir).len();
@@ -372,23 +372,27 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
     Ok(())
 }
 
-/// The cluster's CA certificates written first, when the plan says so:
-/// written at the version read, so of two nodes renewing at once one
-/// fails here, before anything else is written, and its next adopt takes
-/// the other's.
-async fn publish(plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
+/// The cluster's CA certificates, when the plan says so, once certsync's
+/// pod is ready (nothing reaches the API server before the gate). Written
+/// at the version read: of two nodes renewing at once one fails, says so
+/// and goes on; its next adopt takes the other's renewal, or writes its
+/// own when that ends later, and the cluster converges.
+async fn publish(plan: &Plan, out: &mut Out) {
     let (Some(client), Some(new)) = (&plan.client, &plan.cluster_cas_new) else {
-        return Ok(());
+        return;
     };
-    super::published::write(client, new)
-        .await
-        .map_err(|e| KubeadmError::Publish(Box::new(e)))?;
-    let _ = writeln!(
-        out,
-        "wrote ConfigMap kube-system/certsync-kubeadm-cas: this node's CA certificates, which \
-         every other node's adopt takes"
-    );
-    Ok(())
+    let _ = match super::published::write(client, new).await {
+        Ok(()) => writeln!(
+            out,
+            "wrote ConfigMap kube-system/certsync-kubeadm-cas: this node's CA certificates, \
+             which every other node's adopt takes"
+        ),
+        Err(e) => writeln!(
+            out,
+            "warning: {e}; the other nodes keep the CA certificates they have until this node's \
+             next adopt writes them (run adopt again)"
+        ),
+    };
 }
 
 /// `kube-public/cluster-info` given the CA's certificates, when the plan
@@ -432,9 +436,10 @@ async fn started(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Seen>
 /// adopt's changes once certsync's pod is ready: cluster-info, then the
 /// component manifests.
 async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
-    // cluster-info before the manifests change: changing the API server's
-    // manifest restarts it, and a write racing that restart fails
-    // (`apiserver is shutting down`).
+    // The API server's writes before the manifests change: changing the
+    // API server's manifest restarts it, and a write racing that restart
+    // fails (`apiserver is shutting down`).
+    publish(plan, out).await;
     cluster_info(plan, out).await;
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.after)?;

@@ -48,14 +48,6 @@ pub enum KubeadmError {
     Write(#[from] crate::writer::WriterError),
     #[error(transparent)]
     ClusterConfig(Box<ClusterConfigError>),
-    /// The cluster's CA certificates could not be written: nothing else
-    /// was (another node's adopt may have written them since they were
-    /// read).
-    #[error(
-        "{0}; nothing was changed on this node: run `certsync kubeadm adopt` again (another \
-         node's adopt may have written it since it was read)"
-    )]
-    Publish(#[source] Box<super::api::ApiError>),
     /// Rendering one of certsync's files (its configuration, a kubeconfig,
     /// its pod) failed.
     #[error("initial issuance failed ({0}); no manifest was changed")]

@@ -181,10 +181,20 @@ fn path_component(p: &str) -> Result<(), ImageProblem> {
 /// Whether the node can listen on `addr` now: `Ok(true)` when the port is
 /// free, `Ok(false)` when something already listens there (certsync's
 /// running pod, or another process: the caller asks it), `Err` when the
-/// node has no such address.
+/// node has no such address. Bound with `SO_REUSEADDR` and never
+/// listened on: only a listener holds the port against it, never another
+/// check at the same moment.
 pub fn admin_addr(addr: SocketAddr) -> Result<bool, Unfit> {
-    match std::net::TcpListener::bind(addr) {
-        Ok(_) => Ok(true),
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    };
+    let bound = socket.and_then(|s| {
+        s.set_reuseaddr(true)?;
+        s.bind(addr)
+    });
+    match bound {
+        Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Ok(false),
         Err(source) => Err(Unfit::NoSuchAddress { addr, source }),
     }
@@ -250,6 +260,14 @@ mod tests {
         assert!(!admin_addr(addr).expect("in use"));
         drop(held);
         assert!(admin_addr(addr).expect("free"));
+        // Another check at the same moment (another adopt, a test beside
+        // this one) holds no port: its bound, unlistened socket is no
+        // listener.
+        let checking = tokio::net::TcpSocket::new_v4().expect("socket");
+        checking.set_reuseaddr(true).expect("reuse");
+        checking.bind(addr).expect("bind");
+        assert!(admin_addr(addr).expect("free while another checks"));
+        drop(checking);
         // TEST-NET-3: no interface of this machine has it.
         let absent: SocketAddr = "203.0.113.77:9814".parse().expect("addr");
         assert!(matches!(

@@ -201,14 +201,18 @@ pub fn plan(
             .map_err(|e| KubeadmError::file(&host(dir, cert), Found::NotAsGoReads(Box::new(e))))?;
         let span = effective_span(from, to);
         let theirs = match published.and_then(|p| p.get(&super::published::key(name))) {
-            Some(pem) => cluster_certs(name, pem, (&subject, &spki), span)?,
+            Some(pem) => cluster_certs(name, pem, (&der, &subject, &spki), now_s, span)?,
             None => Vec::new(),
         };
         // The cluster's CA certificate, unless it is due: taken, never a
         // second renewal of this node's own.
+        // Never one ending before the certificate in place (unless that is
+        // due): a replayed older renewal would otherwise swap them back and
+        // forth, restarting the components each time.
+        let due = now_s > due_from(from, to);
         let taken = theirs
             .last()
-            .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t))
+            .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t) && (*t >= to || due))
             .map(|(c, _, t)| (c.clone(), *t));
         let is_taken = taken.is_some();
         let (current, ends, what) = match taken {
@@ -217,7 +221,7 @@ pub fn plan(
                 t,
                 "the cluster's CA certificate, which another node renewed",
             ),
-            None if now_s > due_from(from, to) => {
+            None if due => {
                 let at = host(dir, cert);
                 let new = crate::source::ca::renew_ca(&at, &host(dir, key), now_s + span, now)
                     .map_err(|e| KubeadmError::file(&at, e))?;
@@ -283,21 +287,33 @@ pub fn plan(
 }
 
 /// The certificates published for the CA `name` (PEM), each with its
-/// notBefore and notAfter; refused unless each is the CA's own: its
-/// subject and key (`ca`), signed by that key (a self-signature only a
-/// holder of the CA key can make), read as Go reads it, and lasting no
-/// longer than `span` (the certificate in place's).
+/// notBefore and notAfter; refused unless each is the CA's own as
+/// `renew_ca` makes it: its subject and key (of `ca`: the certificate in
+/// place, its subject and key), signed by that key (a self-signature only
+/// a holder of the CA key can make), read as Go reads it, every field but
+/// serial and validity the certificate in place's (no other extensions: a
+/// server's certificate or name constraints made with the key would break
+/// every component's trust), valid at `now`, and ending no later than a
+/// renewal made now would (`span` from now).
 fn cluster_certs(
     name: &str,
     pem: &str,
-    ca: (&[u8], &[u8]),
+    ca: (&[u8], &[u8], &[u8]),
+    now: i64,
     span: i64,
 ) -> Result<Vec<(Vec<u8>, i64, i64)>, KubeadmError> {
+    use x509_cert::der::Decode as _;
     let at = PathBuf::from(format!(
         "ConfigMap kube-system/certsync-kubeadm-cas, key {}",
         super::published::key(name)
     ));
     let refuse = |why| KubeadmError::file(&at, Found::NotTheCas(why));
+    let tbs = |der: &[u8]| {
+        x509_cert::Certificate::from_der(der)
+            .map(|c| c.tbs_certificate)
+            .map_err(|_| refuse("not DER"))
+    };
+    let in_place = tbs(ca.0)?;
     let all = certificates(&at, pem.as_bytes())?;
     if all.is_empty() {
         return Err(refuse("no certificate"));
@@ -306,22 +322,31 @@ fn cluster_certs(
         .map(|c| {
             let (_, x) = x509_parser::parse_x509_certificate(&c)
                 .map_err(|e| KubeadmError::file(&at, Found::NotCertificate(e)))?;
-            if x.subject().as_raw() != ca.0 {
+            if x.subject().as_raw() != ca.1 {
                 return Err(refuse("another subject"));
             }
-            if x.public_key().raw != ca.1 {
+            if x.public_key().raw != ca.2 {
                 return Err(refuse("another key"));
             }
             x.verify_signature(Some(x.public_key()))
                 .map_err(|_| refuse("not signed by the CA's key"))?;
             crate::x509::strict_certificate(&c)
                 .map_err(|e| KubeadmError::file(&at, Found::NotAsGoReads(Box::new(e))))?;
+            let mut theirs = tbs(&c)?;
+            theirs.serial_number = in_place.serial_number.clone();
+            theirs.validity = in_place.validity;
+            if theirs != in_place {
+                return Err(refuse("its extensions are not the certificate in place's"));
+            }
             let (from, to) = (
                 x.validity().not_before.timestamp(),
                 x.validity().not_after.timestamp(),
             );
-            if effective_span(from, to) > span {
-                return Err(refuse("it lasts longer than the certificate in place"));
+            if from > now + BACKDATE_SECS {
+                return Err(refuse("it is not valid yet"));
+            }
+            if to > now + span + BACKDATE_SECS {
+                return Err(refuse("it ends later than a renewal made now would"));
             }
             Ok((c.clone(), from, to))
         })

@@ -96,9 +96,10 @@ impl Undo {
             if node::read_optional(dir, f).ok().flatten().as_deref() == Some(&old[..]) {
                 continue;
             }
-            let mode = std::fs::metadata(&path)
-                .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
-                .unwrap_or(0o600);
+            // kubeadm's modes, never the live file's (the container may
+            // have put a link there): certificates 0644, keys and
+            // kubeconfigs 0600.
+            let mode = if f.ends_with(".crt") { 0o644 } else { 0o600 };
             match replace_file(&path, mode, &old) {
                 Ok(()) => restored += 1,
                 Err(e) => said.failed.push(format!("{f}: {e}")),
@@ -186,11 +187,21 @@ fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String
     pod::of_pod(&old).map(|g| (g, addr))
 }
 
-/// certsync's configuration and kubeconfigs as they were.
+/// certsync's configuration and kubeconfigs as they were. A file that
+/// already is is left alone: renaming a copy over it would take it from
+/// under a running pod's read-only mount of it (when stopping the previous
+/// pod failed, this run wrote nothing, and that pod still runs).
 fn files_back(dir: &Path, plan: &Plan, said: &mut Said) {
     for f in plan.files.iter().filter(|f| f.path != POD) {
         let path = host(dir, &f.path);
-        let done = match (f.action, previous(dir, plan, &f.path)) {
+        let before = previous(dir, plan, &f.path);
+        let now = node::read_optional(dir, &f.path).ok().flatten();
+        if (f.action == Action::Replace && before.is_some() && now == before)
+            || (f.action == Action::Create && now.is_none())
+        {
+            continue;
+        }
+        let done = match (f.action, before) {
             (Action::Replace, Some(old)) => put_mode(dir, &f.path, &old, f.mode),
             _ => std::fs::remove_file(&path).map_err(|e| KubeadmError::file(&path, e)),
         };

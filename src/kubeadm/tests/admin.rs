@@ -218,6 +218,9 @@ async fn adopt_changes_no_manifest_before_certsyncs_pod_is_ready() {
     // The plan read the ClusterConfiguration through the API server.
     let p = plan(&options(d)).await.expect("plan");
     assert!(p.client.is_some(), "{}", p.text());
+    // The cluster's CA certificates, not there yet, are to be written:
+    // only after the gate.
+    assert!(p.cluster_cas_new.is_some(), "{}", p.cluster_cas);
     let opts = Options {
         dry_run: false,
         ..options(d)

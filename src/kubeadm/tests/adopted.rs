@@ -351,7 +351,12 @@ impl ConfigMapApi {
                             let (code, answer) = if path
                                 != "/api/v1/namespaces/kube-system/configmaps/kubeadm-config"
                             {
-                                (404, serde_json::json!({"kind": "Status", "code": 404}))
+                                let not_found = serde_json::json!({
+                                    "kind": "Status", "apiVersion": "v1", "metadata": {},
+                                    "status": "Failure", "reason": "NotFound", "code": 404,
+                                    "message": format!("{path} not found"),
+                                });
+                                (404, not_found)
                             } else if method == http::Method::GET {
                                 (200, stored)
                             } else {

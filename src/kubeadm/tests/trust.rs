@@ -458,8 +458,8 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
 /// certificate for the cluster's CA. Each one that is not the CA's own is
 /// refused, naming the ConfigMap's key, and nothing is taken: one with the
 /// CA's subject and key but signed by another key, one of another key, and
-/// one made with the CA key (which certsync's container reads) that lasts
-/// until 2100.
+/// of those made with the CA key (which certsync's container reads) one
+/// that lasts until 2100, one valid only from 2096, one that is no CA.
 #[test]
 fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
     use crate::kubeadm::KubeadmError;
@@ -487,11 +487,29 @@ fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
         .unwrap()
         .pem();
     let till_2100 = params(74).self_signed(&ca_key).unwrap().pem();
+    // Valid for a span no longer than the CA's, but from 2096: taken, it
+    // would end every component's trust now and be kept beside until then.
+    let mut later = params(1);
+    later.not_before = time::OffsetDateTime::now_utc() + time::Duration::days(365 * 70);
+    later.not_after = later.not_before + time::Duration::days(10);
+    let from_2096 = later.self_signed(&ca_key).unwrap().pem();
+    // The CA's subject and key, signed by it, but no CA: a server's.
+    let mut leaf = params(1);
+    leaf.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(10);
+    leaf.is_ca = IsCa::ExplicitNoCa;
+    leaf.key_usages = vec![Ku::DigitalSignature];
+    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let not_a_ca = leaf.self_signed(&ca_key).unwrap().pem();
     let now = SystemTime::now();
     for (pem, why) in [
         (not_signed, "not signed by the CA's key"),
         (other_key, "another key"),
-        (till_2100, "it lasts longer than the certificate in place"),
+        (till_2100, "it ends later than a renewal made now would"),
+        (from_2096, "it is not valid yet"),
+        (
+            not_a_ca,
+            "its extensions are not the certificate in place's",
+        ),
     ] {
         let published = std::collections::BTreeMap::from([("ca.crt".to_owned(), pem)]);
         match trust::plan(
@@ -515,4 +533,42 @@ fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
             Ok(_) => panic!("{why}: taken"),
         }
     }
+}
+
+/// Attack (replay): a legitimate renewal that ends before the
+/// certificate in place, published again by someone who may write
+/// ConfigMaps, is not taken (taking it would swap the two back and forth,
+/// restarting the components at every adopt); the node writes its own,
+/// which every other node then takes.
+#[test]
+fn attack_an_older_renewal_published_again_is_not_taken() {
+    let (a, b) = two_nodes_ca_due();
+    let now = SystemTime::now();
+    let nothing = std::collections::BTreeMap::new();
+    let ta = trust::plan(a.path(), now, &trust::Record::new(), false, Some(&nothing)).unwrap();
+    apply(a.path(), &ta);
+    let older = ta.published.clone().unwrap();
+    // B renewed alone a minute later: its renewal ends a minute later.
+    let later = now + Duration::from_secs(60);
+    let alone = trust::plan(b.path(), later, &trust::Record::new(), false, None).unwrap();
+    apply(b.path(), &alone);
+    let mine = ca_crt(b.path());
+    let tb = trust::plan(b.path(), later, &alone.record, true, Some(&older)).unwrap();
+    assert!(
+        !tb.files
+            .iter()
+            .any(|f| f.path == "/etc/kubernetes/pki/ca.crt"),
+        "not taken"
+    );
+    apply(b.path(), &tb);
+    assert_eq!(ca_crt(b.path()), mine);
+    let written = tb.published.clone().unwrap();
+    assert_eq!(
+        ders(written["ca.crt"].as_bytes()).last(),
+        Some(&ders(&mine)[0])
+    );
+    // A takes B's, which ends later: the cluster converges.
+    let ta2 = trust::plan(a.path(), later, &ta.record, true, Some(&written)).unwrap();
+    apply(a.path(), &ta2);
+    assert_eq!(ca_crt(a.path()), mine);
 }
