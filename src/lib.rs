@@ -56,7 +56,14 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| {
         c.is_control()
-            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            || matches!(
+                c,
+                '\u{061c}'
+                    | '\u{200b}'..='\u{200f}'
+                    | '\u{2028}'..='\u{202e}'
+                    | '\u{2060}'..='\u{2069}'
+                    | '\u{feff}'
+            )
     };
     if !s.chars().any(unsafe_char) {
         return s.into();

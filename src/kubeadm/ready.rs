@@ -322,6 +322,7 @@ pub async fn pod_state(dir: &Path, limit: Duration) -> String {
         let params = kube::api::LogParams {
             container: Some("certsync".into()),
             tail_lines: Some(1),
+            limit_bytes: Some(64 * 1024),
             previous,
             ..Default::default()
         };
@@ -356,7 +357,7 @@ fn container(pod: &Pod) -> Option<&ContainerStatus> {
 /// it last ended in, and its last log line (the container's words,
 /// escaped and cut: it may be anything); `None` without a status.
 pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<String> {
-    const LOG_MAX: usize = 300;
+    const SAID_MAX: usize = 600;
     let c = container(pod)?;
     let state = |s: &ContainerState| {
         if let Some(w) = &s.waiting {
@@ -385,8 +386,12 @@ pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<Stri
         said.push_str(&format!("; last {}", state(last)));
     }
     if let Some(line) = log.and_then(|l| l.lines().rfind(|l| !l.trim().is_empty())) {
-        let line: String = line.trim().chars().take(LOG_MAX).collect();
         said.push_str(&format!("; its last log line: {line}"));
     }
-    Some(crate::escape(said.trim()).into_owned())
+    // Every field is the container's or the kubelet's words: runs of
+    // white space folded (padding that wraps a forged line onto a row of
+    // its own), cut, then escaped.
+    let folded: String = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = folded.chars().take(SAID_MAX).collect();
+    Some(crate::escape(&cut).into_owned())
 }

@@ -921,7 +921,8 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
             "name": "certsync", "image": "certsync:0.2", "imageID": "", "ready": false,
             "restartCount": 3,
             "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-            "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}
+            "lastState": {"terminated": {"reason": "Error", "exitCode": 1,
+                "message": format!("{}adopted\u{200b}", " ".repeat(500))}}
         }]}
     }))
     .expect("pod");
@@ -937,7 +938,11 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
         said.contains("its last log line: ERROR admin: cannot listen on 10.77.0.14:9814: Cannot assign requested address"),
         "{said}"
     );
-    assert!(!said.contains('\x1b'), "escaped: {said}");
+    assert!(!said.contains('\x1b') && !said.contains('\u{200b}'), "escaped: {said}");
+    assert!(!said.contains("  "), "white space folded: {said}");
+    let long = "x".repeat(100_000);
+    let cut = super::ready::described("certsync-cp1", &pod, Some(&long)).expect("a status");
+    assert!(cut.len() < 1_000, "cut: {} bytes", cut.len());
     let bare = super::ready::described("certsync-cp1", &pod, None).expect("a status");
     assert!(!bare.contains("log line"), "{bare}");
 }
