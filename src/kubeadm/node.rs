@@ -19,16 +19,21 @@ pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, Found::NotUtf8))
 }
 
-/// The file's bytes if it exists (`None` when missing; other errors are errors).
+/// The file's bytes if it exists (`None` when missing; other errors are
+/// errors), reached from `dir` one name at a time with no link followed
+/// on the way or at the end ([`super::moves::reach`]): certsync's
+/// container may plant one anywhere it can write below /etc/kubernetes.
 pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, KubeadmError> {
     let path = host(dir, node_path);
-    let read = crate::beneath::open_file(&path, crate::beneath::Links::RefuseLast)
-        .and_then(|f| crate::beneath::read_capped(f, &path, LIMIT));
-    match read {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(KubeadmError::file(&path, FileProblem::Read(e))),
-    }
+    let walked = match super::moves::reach(dir, node_path) {
+        Ok(w) => w,
+        Err(super::moves::Blocked::Absent) => return Ok(None),
+        Err(e) => return Err(KubeadmError::file(&path, e)),
+    };
+    walked
+        .read(LIMIT)
+        .map(Some)
+        .map_err(|e| KubeadmError::file(&path, FileProblem::Read(e)))
 }
 
 /// The first certificate of a PEM file, as DER.
