@@ -557,6 +557,7 @@ fn kubeadms_key_algorithm_is_read_from_its_api_server_certificate() {
 mod admin;
 mod adopted;
 mod handback;
+mod published;
 mod revert_apply;
 mod revert_plan;
 mod status;
@@ -938,7 +939,10 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
         said.contains("its last log line: ERROR admin: cannot listen on 10.77.0.14:9814: Cannot assign requested address"),
         "{said}"
     );
-    assert!(!said.contains('\x1b') && !said.contains('\u{200b}'), "escaped: {said}");
+    assert!(
+        !said.contains('\x1b') && !said.contains('\u{200b}'),
+        "escaped: {said}"
+    );
     assert!(!said.contains("  "), "white space folded: {said}");
     let long = "x".repeat(100_000);
     let cut = super::ready::described("certsync-cp1", &pod, Some(&long)).expect("a status");

@@ -1,0 +1,148 @@
+//! The cluster's CA certificates (`kube-system/certsync-kubeadm-cas`)
+//! through the one ConfigMap client: absent read as none, created when it
+//! was absent, replaced at the version read, and a write at a version
+//! another node has replaced since refused (409), as kube-apiserver does.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use super::adopted::{Aborting, bind};
+use crate::kubeadm::api::ApiError;
+use crate::kubeadm::published;
+
+const PATH: &str = "/api/v1/namespaces/kube-system/configmaps";
+
+/// An API server holding at most that one ConfigMap, with
+/// resourceVersions; each write as `METHOD path`.
+struct Store {
+    url: String,
+    writes: Arc<Mutex<Vec<String>>>,
+    _task: Aborting,
+}
+
+fn status(code: u16, reason: &str) -> serde_json::Value {
+    serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "reason": reason, "code": code, "message": reason})
+}
+
+impl Store {
+    async fn start() -> Store {
+        use http_body_util::BodyExt as _;
+        let (listener, url) = bind().await;
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let stored: Arc<Mutex<Option<serde_json::Value>>> = Arc::default();
+        let seen = writes.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (seen, stored) = (seen.clone(), stored.clone());
+                let service =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let (seen, stored) = (seen.clone(), stored.clone());
+                        async move {
+                            let (method, path) =
+                                (req.method().clone(), req.uri().path().to_owned());
+                            let body = req.into_body().collect().await.expect("body").to_bytes();
+                            let sent: serde_json::Value =
+                                serde_json::from_slice(&body).unwrap_or_default();
+                            let mut stored = stored.lock().expect("lock");
+                            let named = format!("{PATH}/certsync-kubeadm-cas");
+                            let (code, answer) = match (method.as_str(), path.as_str()) {
+                                ("GET", p) if p == named => match &*stored {
+                                    Some(o) => (200, o.clone()),
+                                    None => (404, status(404, "NotFound")),
+                                },
+                                ("POST", PATH) if stored.is_some() => {
+                                    (409, status(409, "AlreadyExists"))
+                                }
+                                ("PUT", p)
+                                    if p == named
+                                        && stored
+                                            .as_ref()
+                                            .map(|o| &o["metadata"]["resourceVersion"])
+                                            != Some(&sent["metadata"]["resourceVersion"]) =>
+                                {
+                                    (409, status(409, "Conflict"))
+                                }
+                                ("POST", PATH) | ("PUT", _) => {
+                                    seen.lock().expect("lock").push(format!("{method} {path}"));
+                                    let version = stored.as_ref().map_or(0, |o| {
+                                        o["metadata"]["resourceVersion"]
+                                            .as_str()
+                                            .and_then(|v| v.parse::<u64>().ok())
+                                            .unwrap_or(0)
+                                    });
+                                    let mut o = sent.clone();
+                                    o["metadata"]["resourceVersion"] =
+                                        (version + 1).to_string().into();
+                                    *stored = Some(o.clone());
+                                    (if method == "POST" { 201 } else { 200 }, o)
+                                }
+                                _ => (404, status(404, "NotFound")),
+                            };
+                            http::Response::builder()
+                                .status(code)
+                                .header("content-type", "application/json")
+                                .body(http_body_util::Full::new(bytes::Bytes::from(
+                                    answer.to_string(),
+                                )))
+                                .map(Ok::<_, hyper::Error>)
+                                .expect("response")
+                        }
+                    });
+                tokio::spawn(async move {
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+                });
+            }
+        });
+        Store {
+            url,
+            writes,
+            _task: Aborting(task),
+        }
+    }
+}
+
+#[tokio::test]
+async fn created_when_absent_replaced_at_the_version_read_and_a_stale_write_refused() {
+    let store = Store::start().await;
+    let config = kube::Config::new(store.url.parse().expect("url"));
+    let none = published::read(&config).await.expect("read");
+    assert!(none.object.is_none() && none.pem.is_empty());
+    let first = BTreeMap::from([("ca.crt".to_owned(), "A".to_owned())]);
+    let create = none.with(&first).expect("to write");
+    published::write(&config, &create).await.expect("created");
+    // Two nodes read the same version; the first to write wins.
+    let (one, two) = (
+        published::read(&config).await.expect("read"),
+        published::read(&config).await.expect("read"),
+    );
+    assert_eq!(one.pem, first);
+    assert!(one.with(&first).is_none(), "nothing to write");
+    let renewed = BTreeMap::from([("ca.crt".to_owned(), "B".to_owned())]);
+    published::write(&config, &one.with(&renewed).expect("to write"))
+        .await
+        .expect("replaced");
+    let other = BTreeMap::from([("ca.crt".to_owned(), "C".to_owned())]);
+    match published::write(&config, &two.with(&other).expect("to write")).await {
+        Err(ApiError::Api {
+            action: "write",
+            source: kube::Error::Api(e),
+            ..
+        }) => {
+            assert_eq!(e.code, 409)
+        }
+        other => panic!("a stale write: {other:?}"),
+    }
+    assert_eq!(published::read(&config).await.expect("read").pem, renewed);
+    assert_eq!(
+        *store.writes.lock().expect("lock"),
+        [
+            format!("POST {PATH}"),
+            format!("PUT {PATH}/certsync-kubeadm-cas")
+        ]
+    );
+}
