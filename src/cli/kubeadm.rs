@@ -21,8 +21,10 @@ pub enum KubeadmCommand {
     /// join as kubeadm makes them (adopt each after its join); it needs no
     /// API server. Each CA with less than 90% of its span left is renewed
     /// with its own key, and etcd, the API server and the controller-manager
-    /// load its certificates side by side (ca-bundle.crt), so its end needs
-    /// no restart. Adopting again with another --image upgrades certsync,
+    /// load its certificates side by side (ca-bundle.crt), as does the
+    /// kubelet's kubelet.conf (read at the kubelet's next start: restart it
+    /// before the old certificate ends); one renewal serves every node
+    /// (kube-system/certsync-kubeadm-cas). Adopting again with another --image upgrades certsync,
     /// and after an outage issues fresh pairs. Refuses what it does not
     /// recognise. Run again with nothing due, it changes nothing; run once
     /// a CA is due (status warns: ca-renewal-due), it renews that CA.
@@ -94,8 +96,10 @@ pub struct AdoptArgs {
     /// the lifetime: client-go (kube-scheduler, kube-controller-manager)
     /// re-reads its client certificate file only every 5m. To watch
     /// renewals happen on a node you are watching: --set lifetime=8m
-    /// --set renew=20%-25%, then adopt again with the defaults; at 8m the
-    /// node stops if certsync is down for more than about 1.5 minutes
+    /// --set renew=20%-25%, then adopt again with --set lifetime=365d --set
+    /// renew=70%-90% (options left out are kept); at 8m the scheduler and
+    /// controller-manager may stop if certsync is down for more than about
+    /// 1.5 minutes, the whole node after about 6.5
     /// (certsync kubeadm status warns while such a lifetime is in place).
     #[arg(long = "set", value_name = "OPTION=VALUE", value_parser = check_set)]
     pub set: Vec<(String, String)>,
