@@ -225,6 +225,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
     let kubeadms = back_up_kubeadms(dir, backup, &mut state)?;
     state.backups.push(backup.clone());
     state.trust.clone_from(&plan.trust_record);
+    state.admin_addr = Some(plan.admin_addr);
     for m in &plan.manifests {
         // A manifest that already names certsync's files (only its trust
         // annotation changes: a CA renewal on an adopted node) is adopt's

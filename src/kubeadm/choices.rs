@@ -28,27 +28,35 @@ impl Choice {
 }
 
 /// `opts` with every choice it leaves open taken from the node, and the
-/// choices as they were and will be. `pod` and `config` are the node's
-/// certsync pod manifest and certsync.yaml, if any.
-pub fn kept(opts: &Options, pod: Option<&[u8]>) -> (Options, Vec<Choice>) {
+/// choices as they were and will be. `pod` is the node's certsync pod
+/// manifest, if any, `recorded` the admin address adopt's record keeps
+/// (for a node whose pod manifest is gone); the `--set` options come from
+/// the node's certsync.yaml.
+pub fn kept(
+    opts: &Options,
+    pod: Option<&[u8]>,
+    recorded: Option<SocketAddr>,
+) -> (Options, Vec<Choice>) {
     let mut out = opts.clone();
     let mut choices = Vec::new();
     let current_admin: Option<SocketAddr> = pod
         .and_then(|p| super::pod::probe(&String::from_utf8_lossy(p)).ok())
-        .and_then(|(_, admin, at)| admin.and_then(|a| a.parse().ok()).or(Some(at)));
+        .and_then(|(_, admin, at)| admin.and_then(|a| a.parse().ok()).or(Some(at)))
+        .or(recorded);
+    let current = current_settings(&opts.dir);
+    let known = current_admin.is_some() || current.is_some();
     let admin = opts
         .admin_addr
         .or(current_admin)
         .unwrap_or(DEFAULT_ADMIN_ADDR);
     out.admin_addr = Some(admin);
-    if pod.is_some() {
+    if known {
         choices.push(Choice {
             what: "--admin-addr".into(),
             before: current_admin.map(|a| a.to_string()),
             after: admin.to_string(),
         });
     }
-    let current = pod.and_then(|_| current_settings(&opts.dir));
     let mut set = Vec::new();
     for key in crate::cli::SETTABLE {
         let given = opts
@@ -65,7 +73,7 @@ pub fn kept(opts: &Options, pod: Option<&[u8]>) -> (Options, Vec<Choice>) {
         if let Some(v) = &now {
             set.push((key.to_owned(), v.clone()));
         }
-        if pod.is_some() {
+        if known {
             let shown = |v: Option<String>| v.unwrap_or_else(|| "certsync's default".into());
             choices.push(Choice {
                 what: key.to_owned(),

@@ -115,7 +115,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let probed = current
         .as_deref()
         .and_then(|p| super::pod::probe(&String::from_utf8_lossy(p)).ok());
-    let (opts, choices) = super::choices::kept(opts, current.as_deref());
+    let recorded = super::record::State::read(&opts.dir)?.and_then(|s| s.admin_addr);
+    let (opts, choices) = super::choices::kept(opts, current.as_deref(), recorded);
     let opts = &opts;
     let dir = &opts.dir;
     preflight(opts, probed.as_ref().map(|(_, _, at)| *at))?;
@@ -185,6 +186,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         image_before,
         generation,
         probe: super::pod::probe_addr(opts.admin()),
+        admin_addr: opts.admin(),
         choices,
         mappings: certs(dir)
             .into_iter()

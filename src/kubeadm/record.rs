@@ -51,6 +51,11 @@ pub struct State {
     /// the CA in place, never from the bundle file (`trust.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub trust: BTreeMap<String, Vec<String>>,
+    /// certsync's `--admin-addr` as adopt last wrote it: kept by the next
+    /// adopt even when certsync's pod manifest is gone (a Prometheus
+    /// target never moves by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_addr: Option<std::net::SocketAddr>,
 }
 
 fn made_dirs() -> Vec<String> {

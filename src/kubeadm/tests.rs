@@ -950,3 +950,59 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
     let bare = super::ready::described("certsync-cp1", &pod, None).expect("a status");
     assert!(!bare.contains("log line"), "{bare}");
 }
+
+/// A node whose certsync pod manifest is gone (removed by hand, an
+/// outage): adopt again keeps the admin address from its record and the
+/// `--set` options from certsync.yaml, never the defaults that would move
+/// a Prometheus target or a lifetime without a word.
+#[tokio::test]
+async fn adopt_keeps_the_nodes_choices_without_its_pod_manifest() {
+    let dir = node_dir();
+    let d = dir.path();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let chosen: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let first = plan(&Options {
+        admin_addr: Some(chosen),
+        set: vec![("lifetime".into(), "1h".into())],
+        ..options(d)
+    })
+    .await
+    .expect("plan");
+    let config = first
+        .files
+        .iter()
+        .find(|f| f.path == plan::CONFIG)
+        .expect("config");
+    std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
+    std::fs::write(host(d, plan::CONFIG), &config.bytes).expect("config");
+    recorded(d);
+    let mut state = super::record::State::read(d)
+        .expect("read")
+        .expect("a record");
+    state.admin_addr = Some(first.admin_addr);
+    state.write(d).expect("record");
+    assert!(!host(d, plan::POD).exists());
+    let again = plan(&Options {
+        admin_addr: None,
+        set: Vec::new(),
+        ..options(d)
+    })
+    .await
+    .expect("plan");
+    assert_eq!(again.admin_addr, chosen, "{}", again.text());
+    assert!(
+        again
+            .text()
+            .contains(&format!("--admin-addr: {chosen} (kept)")),
+        "{}",
+        again.text()
+    );
+    assert!(
+        again.text().contains("lifetime: 1h (kept)"),
+        "{}",
+        again.text()
+    );
+}

@@ -91,6 +91,9 @@ pub struct Plan {
     /// Where adopt asks certsync's pod whether it is ready: its readiness
     /// probe's address (`--admin-addr`, an unspecified one on loopback).
     pub probe: std::net::SocketAddr,
+    /// certsync's `--admin-addr` as this adopt writes it (kept in adopt's
+    /// record).
+    pub admin_addr: std::net::SocketAddr,
     /// Each `ca:` mapping of certsync.yaml: (name, target, renewal options
     /// as written, or the defaults).
     pub mappings: Vec<(String, String, String)>,
