@@ -21,7 +21,7 @@
 //!   UTF8String or PrintableString.
 
 mod certificate;
-pub use certificate::{NotStrict, UriProblem, strict_certificate};
+pub use certificate::{NotStrict, strict_certificate};
 
 use std::net::IpAddr;
 
@@ -78,22 +78,16 @@ pub enum X509Error {
     UnknownKeyAlg(String),
     #[error("RSA-{0}: certsync makes RSA keys of 2048, 3072 or 4096 bits only")]
     RsaBits(usize),
-    #[error("DNS name {name:?} {why}")]
-    DnsName { name: String, why: DnsNameProblem },
-}
-
-/// Why a DNS name is not one an issued certificate may carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum DnsNameProblem {
-    #[error("is empty or longer than 253 characters")]
-    Length,
-    #[error("looks like an IP address; an IP is an IP SAN")]
-    Ip,
+    // A DNS name an issued certificate may not carry.
+    #[error("DNS name {name:?} is empty or longer than 253 characters")]
+    DnsNameLength { name: String },
+    #[error("DNS name {name:?} looks like an IP address; an IP is an IP SAN")]
+    DnsNameIp { name: String },
     #[error(
-        "is not a host name (an optional leading *., then dot-separated labels of 1-63 \
-         letters, digits and inner hyphens)"
+        "DNS name {name:?} is not a host name (an optional leading *., then dot-separated \
+         labels of 1-63 letters, digits and inner hyphens)"
     )]
-    NotHostName,
+    DnsNameNotHost { name: String },
 }
 
 impl std::str::FromStr for KeyAlg {
@@ -571,21 +565,16 @@ pub fn reads_as_ipv4(d: &str) -> bool {
 /// in all, none empty (so no `..`, no leading or trailing dot), the last
 /// not a number (an IP address written as a name: [`reads_as_ipv4`]).
 pub fn dns_name(d: &str) -> Result<(), X509Error> {
-    let bad = |why| {
-        Err(X509Error::DnsName {
-            name: d.into(),
-            why,
-        })
-    };
+    let given = || d.to_owned();
     let name = d.strip_prefix("*.").unwrap_or(d).to_ascii_lowercase();
     if name.is_empty() || d.len() > 253 {
-        return bad(DnsNameProblem::Length);
+        return Err(X509Error::DnsNameLength { name: given() });
     }
     if reads_as_ipv4(&name) {
-        return bad(DnsNameProblem::Ip);
+        return Err(X509Error::DnsNameIp { name: given() });
     }
     if !name.split('.').all(host_label) {
-        return bad(DnsNameProblem::NotHostName);
+        return Err(X509Error::DnsNameNotHost { name: given() });
     }
     Ok(())
 }
