@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 
 use certsync::cli::{Command, CsrCommand, KubeadmCommand, LogArgs, LogFormat};
-use certsync::command::{self, CommandError, Finished, LogError};
+use certsync::command::{self, CommandError, Finished};
 use certsync::config::Parsed;
 
 fn main() -> ExitCode {
@@ -39,7 +39,7 @@ fn dispatch(Parsed { cli, flags }: Parsed) -> Finished {
     }
 }
 
-fn init_tracing(log: &LogArgs, quiet: bool) -> Result<(), LogError> {
+fn init_tracing(log: &LogArgs, quiet: bool) -> Result<(), CommandError> {
     let default = if quiet {
         tracing::Level::WARN
     } else {
@@ -50,14 +50,15 @@ fn init_tracing(log: &LogArgs, quiet: bool) -> Result<(), LogError> {
     let text = match &log.log_level {
         Some(level) => Some(level.clone()),
         None => match std::env::var("RUST_LOG") {
-            Ok(v) if !v.trim().is_empty() => {
-                Some(certsync::cli::log_filter(&v).map_err(|problem| LogError::Env { problem })?)
-            }
+            Ok(v) if !v.trim().is_empty() => Some(
+                certsync::cli::log_filter(&v)
+                    .map_err(|problem| CommandError::LogEnv { problem })?,
+            ),
             _ => None,
         },
     };
     let filter = match text {
-        Some(text) => text.parse::<Targets>().map_err(LogError::Filter)?,
+        Some(text) => text.parse::<Targets>().map_err(CommandError::LogFilter)?,
         None => Targets::new().with_default(default),
     };
     // notify logs at info what is routine for certsync (the watch of a

@@ -21,7 +21,7 @@
 //!   UTF8String or PrintableString.
 
 mod certificate;
-pub use certificate::{NotStrict, UriProblem, strict_certificate};
+pub use certificate::{NotStrict, strict_certificate};
 
 use std::net::IpAddr;
 
@@ -68,8 +68,11 @@ impl std::fmt::Display for KeyAlg {
     }
 }
 
-/// A key algorithm or DNS name certsync does not issue for.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A key algorithm or DNS name certsync does not issue for, or why a
+/// certificate request was refused. Values that came with a request are
+/// shown `{:?}`-escaped: a requester controls them, and they reach
+/// terminals.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum X509Error {
     #[error(
         "key algorithm {0:?} is not one of ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, \
@@ -78,22 +81,103 @@ pub enum X509Error {
     UnknownKeyAlg(String),
     #[error("RSA-{0}: certsync makes RSA keys of 2048, 3072 or 4096 bits only")]
     RsaBits(usize),
-    #[error("DNS name {name:?} {why}")]
-    DnsName { name: String, why: DnsNameProblem },
+    // A DNS name an issued certificate may not carry.
+    #[error("DNS name {name:?} is empty or longer than 253 characters")]
+    DnsNameLength { name: String },
+    #[error("DNS name {name:?} looks like an IP address; an IP is an IP SAN")]
+    DnsNameIp { name: String },
+    #[error(
+        "DNS name {name:?} is not a host name (an optional leading *., then dot-separated \
+         labels of 1-63 letters, digits and inner hyphens)"
+    )]
+    DnsNameNotHost { name: String },
+
+    // A certificate request ([`Request::read`]).
+    #[error("spec.request is not one PEM CERTIFICATE REQUEST: {0}")]
+    RequestPem(#[from] crate::pem::PemError),
+    #[error("the request is not a strict DER PKCS#10 request: {0}")]
+    RequestDer(#[source] x509_cert::der::Error),
+    #[error("the request is not a strict DER PKCS#10 request: x509-parser: {0}")]
+    RequestLax(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("the request is not a strict DER PKCS#10 request: trailing data")]
+    RequestTrailing,
+    #[error("the request is not a strict DER PKCS#10 request: version is not 1 (0)")]
+    RequestVersion,
+    #[error("the request is not a strict DER PKCS#10 request: a subject value is not UTF-8")]
+    SubjectNotUtf8,
+    #[error("a subject RDN holds {count} attributes; one each is allowed")]
+    RdnAttributes { count: usize },
+    #[error("subject attribute {oid} is a {tag}; only UTF8String and PrintableString are read")]
+    SubjectTag { oid: Oid, tag: Tag },
+    #[error("the request carries {count} attributes; exactly one (extensionRequest) is allowed")]
+    AttributeCount { count: usize },
+    #[error("the request carries attribute {oid}; only extensionRequest is allowed")]
+    OtherAttribute { oid: Oid },
+    #[error("the extensionRequest attribute has {count} values; exactly one is allowed")]
+    ExtensionRequestValues { count: usize },
+    #[error("the extensions do not parse: {0}")]
+    ExtensionsParse(#[source] x509_cert::der::Error),
+    #[error("the {name} extension does not parse: {source}")]
+    ExtensionParse {
+        name: &'static str,
+        #[source]
+        source: x509_cert::der::Error,
+    },
+    #[error("extension {oid} is requested twice")]
+    ExtensionTwice { oid: Oid },
+    #[error(
+        "extension {oid} is not one certsync reads (subjectAltName, keyUsage, extKeyUsage, \
+         basicConstraints)"
+    )]
+    ExtensionUnknown { oid: Oid },
+    /// The names ([`X509Error::is_san`]): their kinds, their syntax, or none.
+    #[error("the request names no DNS name or IP address (a subjectAltName is required)")]
+    NoSans,
+    #[error("the request has no extensionRequest and so names no DNS name or IP address")]
+    NoExtensionRequest,
+    #[error("the subjectAltName does not parse: {0}")]
+    SanParse(#[source] x509_cert::der::Error),
+    #[error("the subjectAltName holds {kind}; only DNS names and IP addresses are allowed")]
+    SanKind { kind: String },
+    #[error("an IP address SAN of {len} bytes (4 or 16 are allowed)")]
+    SanIpLength { len: usize },
+    #[error("an unexpected SAN kind")]
+    SanUnexpected,
+    #[error("DNS name {name:?} is a wildcard; wildcards are never approved")]
+    SanWildcard { name: String },
+    #[error("DNS name {name:?} is empty or longer than 253 characters")]
+    SanLength { name: String },
+    #[error("DNS name {name:?} looks like an IP address; an IP is requested as an IP SAN")]
+    SanIp { name: String },
+    #[error(
+        "DNS name {name:?} is not a host name (letters, digits, inner hyphens; dot-separated \
+         labels of 1-63)"
+    )]
+    SanNotHost { name: String },
+    #[error("the two X.509 readings of the request disagree on {0}")]
+    Disagree(&'static str),
+    #[error("the request's signature does not verify with its public key")]
+    Signature,
 }
 
-/// Why a DNS name is not one an issued certificate may carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum DnsNameProblem {
-    #[error("is empty or longer than 253 characters")]
-    Length,
-    #[error("looks like an IP address; an IP is an IP SAN")]
-    Ip,
-    #[error(
-        "is not a host name (an optional leading *., then dot-separated labels of 1-63 \
-         letters, digits and inner hyphens)"
-    )]
-    NotHostName,
+impl X509Error {
+    /// Whether a request was refused for its names (their kinds, their
+    /// syntax, or none), not for its form.
+    pub fn is_san(&self) -> bool {
+        matches!(
+            self,
+            Self::NoSans
+                | Self::NoExtensionRequest
+                | Self::SanParse(_)
+                | Self::SanKind { .. }
+                | Self::SanIpLength { .. }
+                | Self::SanUnexpected
+                | Self::SanWildcard { .. }
+                | Self::SanLength { .. }
+                | Self::SanIp { .. }
+                | Self::SanNotHost { .. }
+        )
+    }
 }
 
 impl std::str::FromStr for KeyAlg {
@@ -147,27 +231,6 @@ impl KeyAlg {
     }
 }
 
-/// Why a request was refused. Values that came with the request are shown
-/// `{:?}`-escaped: a requester controls them, and they reach terminals.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
-    #[error("spec.request is not one PEM CERTIFICATE REQUEST: {0}")]
-    Pem(#[from] crate::pem::PemError),
-    #[error("the request is not a strict DER PKCS#10 request: {0}")]
-    Der(String),
-    #[error("{0}")]
-    Attributes(String),
-    #[error("{0}")]
-    Extensions(String),
-    /// The names: their kinds, their syntax, or none.
-    #[error("{0}")]
-    Sans(String),
-    #[error("the two X.509 readings of the request disagree on {0}")]
-    Disagree(&'static str),
-    #[error("the request's signature does not verify with its public key")]
-    Signature,
-}
-
 /// A request as read strictly. Every field is what both parsers agreed on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -189,12 +252,12 @@ pub struct Request {
 
 impl Request {
     /// Reads `pem` (the CSR's `spec.request`) strictly; see the module.
-    pub fn read(pem: &[u8]) -> Result<Self, RequestError> {
+    pub fn read(pem: &[u8]) -> Result<Self, X509Error> {
         let der = crate::pem::exactly_one(pem, SectionKind::Csr)?;
         let (strict, lax) = parse_both(&der)?;
         let subject = subject(&strict)?;
         if subject != lax_subject(&lax) {
-            return Err(RequestError::Disagree("the subject"));
+            return Err(X509Error::Disagree("the subject"));
         }
         let key = same_key(&strict, &lax)?;
         let extensions = extensions(&strict)?;
@@ -213,9 +276,7 @@ impl Request {
             req.read_extension(ext, lax.parsed_extension())?;
         }
         if req.dns.is_empty() && req.ips.is_empty() {
-            return Err(RequestError::Sans(
-                "the request names no DNS name or IP address (a subjectAltName is required)".into(),
-            ));
+            return Err(X509Error::NoSans);
         }
         Ok(req)
     }
@@ -226,11 +287,9 @@ impl Request {
         &mut self,
         ext: &Extension,
         lax: &ParsedExtension<'_>,
-    ) -> Result<(), RequestError> {
+    ) -> Result<(), X509Error> {
         let value = ext.extn_value.as_bytes();
-        let bad = |what: &str, e: &dyn std::fmt::Display| {
-            RequestError::Extensions(format!("the {what} extension does not parse: {e}"))
-        };
+        let bad = |name| move |source| X509Error::ExtensionParse { name, source };
         let (same, what) = match ext.extn_id {
             SAN => {
                 (self.dns, self.ips) = names(value)?;
@@ -238,28 +297,27 @@ impl Request {
                 (read, "the names")
             }
             KEY_USAGE => {
-                let ku = KeyUsage::from_der(value).map_err(|e| bad("keyUsage", &e))?;
+                let ku = KeyUsage::from_der(value).map_err(bad("keyUsage"))?;
                 self.key_usage = ku.0.into_iter().map(|f| format!("{f:?}")).collect();
                 (matches!(lax, ParsedExtension::KeyUsage(_)), "the key usage")
             }
             EXT_KEY_USAGE => {
-                let eku = ExtendedKeyUsage::from_der(value).map_err(|e| bad("extKeyUsage", &e))?;
+                let eku = ExtendedKeyUsage::from_der(value).map_err(bad("extKeyUsage"))?;
                 self.ext_key_usage = eku.0;
                 let read = matches!(lax, ParsedExtension::ExtendedKeyUsage(_));
                 (read, "the extended key usage")
             }
             BASIC_CONSTRAINTS => {
-                let bc =
-                    BasicConstraints::from_der(value).map_err(|e| bad("basicConstraints", &e))?;
+                let bc = BasicConstraints::from_der(value).map_err(bad("basicConstraints"))?;
                 self.ca = Some(bc.ca);
                 let read = matches!(lax, ParsedExtension::BasicConstraints(_));
                 (read, "the basic constraints")
             }
             // `extensions` let no other through.
-            _ => return Err(RequestError::Extensions("unreachable".into())),
+            oid => return Err(X509Error::ExtensionUnknown { oid }),
         };
         if !same {
-            return Err(RequestError::Disagree(what));
+            return Err(X509Error::Disagree(what));
         }
         Ok(())
     }
@@ -267,11 +325,11 @@ impl Request {
     /// Checks the request's signature with its own key (ring, through
     /// x509-parser). Call after the key was found acceptable: ring refuses
     /// weak RSA keys outright, which would read as a forged signature.
-    pub fn verify_signature(&self) -> Result<(), RequestError> {
+    pub fn verify_signature(&self) -> Result<(), X509Error> {
         X509CertificationRequest::from_der(&self.der)
             .ok()
             .and_then(|(_, r)| r.verify_signature().ok())
-            .ok_or(RequestError::Signature)
+            .ok_or(X509Error::Signature)
     }
 
     /// The values of subject attributes of type `oid`.
@@ -286,15 +344,14 @@ impl Request {
 
 /// The request decoded by both parsers: strict DER with nothing after it,
 /// version 1.
-fn parse_both(der: &[u8]) -> Result<(CertReq, X509CertificationRequest<'_>), RequestError> {
-    let strict = CertReq::from_der(der).map_err(|e| RequestError::Der(e.to_string()))?;
-    let (rest, lax) = X509CertificationRequest::from_der(der)
-        .map_err(|e| RequestError::Der(format!("x509-parser: {e}")))?;
+fn parse_both(der: &[u8]) -> Result<(CertReq, X509CertificationRequest<'_>), X509Error> {
+    let strict = CertReq::from_der(der).map_err(X509Error::RequestDer)?;
+    let (rest, lax) = X509CertificationRequest::from_der(der).map_err(X509Error::RequestLax)?;
     if !rest.is_empty() {
-        return Err(RequestError::Der("trailing data".into()));
+        return Err(X509Error::RequestTrailing);
     }
     if strict.info.version != x509_cert::request::Version::V1 {
-        return Err(RequestError::Der("version is not 1 (0)".into()));
+        return Err(X509Error::RequestVersion);
     }
     Ok((strict, lax))
 }
@@ -318,15 +375,15 @@ fn lax_subject(lax: &X509CertificationRequest<'_>) -> Vec<(String, String)> {
 fn same_key(
     strict: &CertReq,
     lax: &X509CertificationRequest<'_>,
-) -> Result<Option<KeyAlg>, RequestError> {
+) -> Result<Option<KeyAlg>, X509Error> {
     let spki = &lax.certification_request_info.subject_pki;
     let strict_spki = strict
         .info
         .public_key
         .to_der()
-        .map_err(|e| RequestError::Der(e.to_string()))?;
+        .map_err(X509Error::RequestDer)?;
     if spki.raw != strict_spki.as_slice() {
-        return Err(RequestError::Disagree("the public key"));
+        return Err(X509Error::Disagree("the public key"));
     }
     Ok(KeyAlg::of_spki(spki))
 }
@@ -336,13 +393,13 @@ fn same_key(
 fn lax_extensions<'a>(
     lax: &'a X509CertificationRequest<'_>,
     strict: &[Extension],
-) -> Result<&'a [X509Extension<'a>], RequestError> {
+) -> Result<&'a [X509Extension<'a>], X509Error> {
     let lax_exts = match lax.certification_request_info.attributes() {
         [one] => match one.parsed_attribute() {
             ParsedCriAttribute::ExtensionRequest(r) => &r.extensions,
-            _ => return Err(RequestError::Disagree("the attributes")),
+            _ => return Err(X509Error::Disagree("the attributes")),
         },
-        _ => return Err(RequestError::Disagree("the attributes")),
+        _ => return Err(X509Error::Disagree("the attributes")),
     };
     let same = strict.len() == lax_exts.len()
         && strict.iter().zip(lax_exts).all(|(a, b)| {
@@ -351,7 +408,7 @@ fn lax_extensions<'a>(
                 && a.extn_value.as_bytes() == b.value
         });
     if !same {
-        return Err(RequestError::Disagree("the extensions"));
+        return Err(X509Error::Disagree("the extensions"));
     }
     Ok(lax_exts)
 }
@@ -375,24 +432,19 @@ fn lax_names(lax: &ParsedExtension<'_>) -> Option<(Vec<String>, Vec<IpAddr>)> {
 
 /// The subject as `(OID, value)` per RDN: one attribute each, a
 /// UTF8String or PrintableString value.
-fn subject(req: &CertReq) -> Result<Vec<(String, String)>, RequestError> {
+fn subject(req: &CertReq) -> Result<Vec<(String, String)>, X509Error> {
     let mut out = Vec::new();
     for rdn in &req.info.subject.0 {
         let atvs: Vec<_> = rdn.0.iter().collect();
         let [atv] = atvs.as_slice() else {
-            return Err(RequestError::Attributes(format!(
-                "a subject RDN holds {} attributes; one each is allowed",
-                atvs.len()
-            )));
+            return Err(X509Error::RdnAttributes { count: atvs.len() });
         };
         let value = match atv.value.tag() {
-            Tag::Utf8String | Tag::PrintableString => std::str::from_utf8(atv.value.value())
-                .map_err(|_| RequestError::Der("a subject value is not UTF-8".into()))?,
+            Tag::Utf8String | Tag::PrintableString => {
+                std::str::from_utf8(atv.value.value()).map_err(|_| X509Error::SubjectNotUtf8)?
+            }
             tag => {
-                return Err(RequestError::Attributes(format!(
-                    "subject attribute {} is a {tag}; only UTF8String and PrintableString are read",
-                    atv.oid
-                )));
+                return Err(X509Error::SubjectTag { oid: atv.oid, tag });
             }
         };
         out.push((atv.oid.to_string(), value.to_owned()));
@@ -402,51 +454,33 @@ fn subject(req: &CertReq) -> Result<Vec<(String, String)>, RequestError> {
 
 /// The extensions of the one `extensionRequest` attribute, each known and
 /// present once.
-fn extensions(req: &CertReq) -> Result<Vec<Extension>, RequestError> {
+fn extensions(req: &CertReq) -> Result<Vec<Extension>, X509Error> {
     let attrs: Vec<_> = req.info.attributes.iter().collect();
     if attrs.is_empty() {
-        return Err(RequestError::Sans(
-            "the request has no extensionRequest and so names no DNS name or IP address".into(),
-        ));
+        return Err(X509Error::NoExtensionRequest);
     }
     let [attr] = attrs.as_slice() else {
-        return Err(RequestError::Attributes(format!(
-            "the request carries {} attributes; exactly one (extensionRequest) is allowed",
-            attrs.len()
-        )));
+        return Err(X509Error::AttributeCount { count: attrs.len() });
     };
     if attr.oid != EXTENSION_REQUEST {
-        return Err(RequestError::Attributes(format!(
-            "the request carries attribute {}; only extensionRequest is allowed",
-            attr.oid
-        )));
+        return Err(X509Error::OtherAttribute { oid: attr.oid });
     }
     let values: Vec<&Any> = attr.values.iter().collect();
     let [value] = values.as_slice() else {
-        return Err(RequestError::Attributes(format!(
-            "the extensionRequest attribute has {} values; exactly one is allowed",
-            values.len()
-        )));
+        return Err(X509Error::ExtensionRequestValues {
+            count: values.len(),
+        });
     };
-    let bytes = value
-        .to_der()
-        .map_err(|e| RequestError::Der(e.to_string()))?;
-    let exts = Vec::<Extension>::from_der(&bytes)
-        .map_err(|e| RequestError::Extensions(format!("the extensions do not parse: {e}")))?;
+    let bytes = value.to_der().map_err(X509Error::RequestDer)?;
+    let exts = Vec::<Extension>::from_der(&bytes).map_err(X509Error::ExtensionsParse)?;
     let mut seen = Vec::new();
     for ext in &exts {
         if seen.contains(&ext.extn_id) {
-            return Err(RequestError::Extensions(format!(
-                "extension {} is requested twice",
-                ext.extn_id
-            )));
+            return Err(X509Error::ExtensionTwice { oid: ext.extn_id });
         }
         seen.push(ext.extn_id);
         if ![SAN, KEY_USAGE, EXT_KEY_USAGE, BASIC_CONSTRAINTS].contains(&ext.extn_id) {
-            return Err(RequestError::Extensions(format!(
-                "extension {} is not one certsync reads (subjectAltName, keyUsage, extKeyUsage, basicConstraints)",
-                ext.extn_id
-            )));
+            return Err(X509Error::ExtensionUnknown { oid: ext.extn_id });
         }
     }
     Ok(exts)
@@ -455,11 +489,10 @@ fn extensions(req: &CertReq) -> Result<Vec<Extension>, RequestError> {
 /// The DNS names and IPs of a subjectAltName value; any other kind of
 /// element, a malformed one or a DNS name that is not a host name is an
 /// error.
-fn names(value: &[u8]) -> Result<(Vec<String>, Vec<IpAddr>), RequestError> {
+fn names(value: &[u8]) -> Result<(Vec<String>, Vec<IpAddr>), X509Error> {
     // Each element by its tag first, so that the error names the kind
     // (x509-cert's CHOICE only says that decoding failed).
-    let elements = Vec::<Any>::from_der(value)
-        .map_err(|e| RequestError::Sans(format!("the subjectAltName does not parse: {e}")))?;
+    let elements = Vec::<Any>::from_der(value).map_err(X509Error::SanParse)?;
     for e in &elements {
         let kind = match e.tag() {
             Tag::ContextSpecific {
@@ -477,12 +510,9 @@ fn names(value: &[u8]) -> Result<(Vec<String>, Vec<IpAddr>), RequestError> {
             },
             tag => format!("a {tag} element"),
         };
-        return Err(RequestError::Sans(format!(
-            "the subjectAltName holds {kind}; only DNS names and IP addresses are allowed"
-        )));
+        return Err(X509Error::SanKind { kind });
     }
-    let san = SubjectAltName::from_der(value)
-        .map_err(|e| RequestError::Sans(format!("the subjectAltName does not parse: {e}")))?;
+    let san = SubjectAltName::from_der(value).map_err(X509Error::SanParse)?;
     let (mut dns, mut ips) = (Vec::new(), Vec::new());
     for n in san.0 {
         match n {
@@ -492,15 +522,12 @@ fn names(value: &[u8]) -> Result<(Vec<String>, Vec<IpAddr>), RequestError> {
                 dns.push(d);
             }
             x509_cert::ext::pkix::name::GeneralName::IpAddress(b) => {
-                ips.push(ip_of(b.as_bytes()).ok_or_else(|| {
-                    RequestError::Sans(format!(
-                        "an IP address SAN of {} bytes (4 or 16 are allowed)",
-                        b.as_bytes().len()
-                    ))
+                ips.push(ip_of(b.as_bytes()).ok_or(X509Error::SanIpLength {
+                    len: b.as_bytes().len(),
                 })?);
             }
             // The tags were checked above.
-            _ => return Err(RequestError::Sans("an unexpected SAN kind".into())),
+            _ => return Err(X509Error::SanUnexpected),
         }
     }
     Ok((dns, ips))
@@ -519,23 +546,19 @@ pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
 /// hyphens, 1-63 long, 253 in all, no empty label (so no trailing dot).
 /// A wildcard (`*.example`) is refused here with its own words, so no
 /// later check has to think about it.
-fn host_name(d: &str) -> Result<(), RequestError> {
-    let bad = |why: &str| RequestError::Sans(format!("DNS name {d:?} {why}"));
+fn host_name(d: &str) -> Result<(), X509Error> {
+    let name = || d.to_owned();
     if d.split('.').next() == Some("*") || d.contains('*') {
-        return Err(bad("is a wildcard; wildcards are never approved"));
+        return Err(X509Error::SanWildcard { name: name() });
     }
     if d.is_empty() || d.len() > 253 {
-        return Err(bad("is empty or longer than 253 characters"));
+        return Err(X509Error::SanLength { name: name() });
     }
     if reads_as_ipv4(d) {
-        return Err(bad(
-            "looks like an IP address; an IP is requested as an IP SAN",
-        ));
+        return Err(X509Error::SanIp { name: name() });
     }
     if !d.split('.').all(host_label) {
-        return Err(bad(
-            "is not a host name (letters, digits, inner hyphens; dot-separated labels of 1-63)",
-        ));
+        return Err(X509Error::SanNotHost { name: name() });
     }
     Ok(())
 }
@@ -571,21 +594,16 @@ pub fn reads_as_ipv4(d: &str) -> bool {
 /// in all, none empty (so no `..`, no leading or trailing dot), the last
 /// not a number (an IP address written as a name: [`reads_as_ipv4`]).
 pub fn dns_name(d: &str) -> Result<(), X509Error> {
-    let bad = |why| {
-        Err(X509Error::DnsName {
-            name: d.into(),
-            why,
-        })
-    };
+    let given = || d.to_owned();
     let name = d.strip_prefix("*.").unwrap_or(d).to_ascii_lowercase();
     if name.is_empty() || d.len() > 253 {
-        return bad(DnsNameProblem::Length);
+        return Err(X509Error::DnsNameLength { name: given() });
     }
     if reads_as_ipv4(&name) {
-        return bad(DnsNameProblem::Ip);
+        return Err(X509Error::DnsNameIp { name: given() });
     }
     if !name.split('.').all(host_label) {
-        return bad(DnsNameProblem::NotHostName);
+        return Err(X509Error::DnsNameNotHost { name: given() });
     }
     Ok(())
 }

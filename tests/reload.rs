@@ -642,20 +642,21 @@ fn a_pid_reused_between_the_checks_and_the_signal_gets_nothing() {
 /// pidfile.
 #[test]
 fn pidfiles_of_the_wrong_kind_size_or_user_are_refused() {
-    use certsync::reload::pid::{self, PidError, Refusal};
+    use certsync::reload::pid;
+    use certsync::reload::{Refusal, ReloadError};
     use std::os::unix::process::CommandExt;
     let d = tempfile::tempdir().unwrap();
     let refusal = |path: &Path| match pid::find(&pid::Target::Pidfile {
         path: path.to_owned(),
         name: None,
     }) {
-        Err(e @ PidError::Refused { .. }) => {
+        Err(e @ ReloadError::Refused { .. }) => {
             let text = e.to_string();
             assert!(
                 text.starts_with(&format!("pidfile {}:", path.display())),
                 "{text}"
             );
-            let PidError::Refused { problem, .. } = e else {
+            let ReloadError::Refused { problem, .. } = e else {
                 unreachable!()
             };
             (problem.reason(), text)

@@ -10,7 +10,7 @@ use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::policy::{Cidr, Cluster, Policy, RangeError, dns_name};
+use super::policy::{Cidr, Cluster, Policy, dns_name};
 use super::{ApproveError, api_err};
 use hostport::{Host, parse_ip_sloppy};
 
@@ -41,7 +41,7 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
     let services = Api::<Service>::all(client.clone())
         .list(&ListParams::default())
         .await
-        .map_err(|e| api_err("list", "services", &e))?;
+        .map_err(|e| api_err("list", "services", e))?;
     for svc in &services.items {
         service_addresses(&mut cluster, svc);
     }
@@ -96,15 +96,14 @@ async fn service_ranges(cluster: &mut Cluster, client: &Client) -> Result<(), Ap
     {
         Ok(list) => list,
         Err(e) if not_found(&e) => return Ok(()),
-        Err(e) => return Err(api_err("list", "servicecidrs.networking.k8s.io", &e)),
+        Err(e) => return Err(api_err("list", "servicecidrs.networking.k8s.io", e)),
     };
     for sc in list.items {
         let name = sc.metadata.name.clone().unwrap_or_default();
         for c in sc.spec.and_then(|s| s.cidrs).unwrap_or_default() {
-            let cidr: Cidr = c.parse().map_err(|e: RangeError| ApproveError::Api {
-                verb: "read",
-                object: format!("servicecidr {name}"),
-                message: e.to_string(),
+            let cidr: Cidr = c.parse().map_err(|_| ApproveError::ServiceCidr {
+                name: name.clone(),
+                cidr: c.clone(),
             })?;
             cluster.ranges.push((cidr, format!("ServiceCIDR {name}")));
         }
@@ -118,7 +117,7 @@ async fn api_server_endpoints(cluster: &mut Cluster, client: &Client) -> Result<
     let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default")
         .list(&ListParams::default().labels("kubernetes.io/service-name=kubernetes"))
         .await
-        .map_err(|e| api_err("list", "endpointslices default/kubernetes", &e))?;
+        .map_err(|e| api_err("list", "endpointslices default/kubernetes", e))?;
     for slice in slices.items {
         for ep in slice.endpoints {
             for ip in ep.addresses.iter().filter_map(|a| a.parse::<IpAddr>().ok()) {
@@ -212,16 +211,16 @@ async fn yaml_in(
     {
         Ok(cm) => cm,
         Err(e) if not_found(&e) => return Ok(None),
-        Err(e) => return Err(api_err("get", &object, &e)),
+        Err(e) => return Err(api_err("get", &object, e)),
     };
     let text = cm.data.and_then(|mut d| d.remove(key)).unwrap_or_default();
     // Linear-time reading (no aliases, bounded nesting): see files::check_yaml.
     crate::files::parse_yaml(&text)
         .map(Some)
-        .map_err(|e| ApproveError::Api {
-            verb: "read",
+        .map_err(|source| ApproveError::NotYaml {
             object,
-            message: format!("its {key} is not YAML: {e}"),
+            key: key.to_owned(),
+            source,
         })
 }
 
@@ -264,32 +263,15 @@ fn control_plane_endpoint(
     value: &serde_yaml_ng::Value,
 ) -> Result<(), ApproveError> {
     let what = "kubeadm's controlPlaneEndpoint";
-    let refuse = |message: String| ApproveError::Api {
-        verb: "read",
-        object: "configmap kube-system/kubeadm-config".into(),
-        message,
-    };
     let text = match value {
         serde_yaml_ng::Value::Null => return Ok(()),
         serde_yaml_ng::Value::String(s) if s.is_empty() => return Ok(()),
         serde_yaml_ng::Value::String(s) => s,
-        _ => {
-            return Err(refuse(
-                "its ClusterConfiguration's controlPlaneEndpoint is not a string, which kubeadm \
-                 does not read either; deciding nothing"
-                    .into(),
-            ));
-        }
+        _ => return Err(ApproveError::EndpointNotString),
     };
-    match hostport::parse_host_port(text) {
-        Ok(Host::Ip(ip)) => cluster.addresses.push((ip, what.to_owned())),
-        Ok(Host::Name(name)) => cluster.names.push((name, what.to_owned())),
-        Err(e) => {
-            return Err(refuse(format!(
-                "its ClusterConfiguration's controlPlaneEndpoint {text:?} is not read by \
-                 kubeadm either ({e}); what it reserves is unknown, so nothing is decided"
-            )));
-        }
+    match hostport::parse_host_port(text)? {
+        Host::Ip(ip) => cluster.addresses.push((ip, what.to_owned())),
+        Host::Name(name) => cluster.names.push((name, what.to_owned())),
     }
     Ok(())
 }
@@ -299,11 +281,7 @@ fn control_plane_endpoint(
 /// it.
 pub fn check_service_range(cluster: &Cluster, policy: &Policy) -> Result<(), ApproveError> {
     if cluster.ranges.is_empty() && policy.service_cidrs.is_empty() {
-        return Err(ApproveError::Api {
-            verb: "read",
-            object: "servicecidrs.networking.k8s.io".into(),
-            message: "the cluster names no Service range (the ServiceCIDR API of Kubernetes 1.33+ is absent or empty): pass --service-cidr with the API server's --service-cluster-ip-range".into(),
-        });
+        return Err(ApproveError::NoServiceRange);
     }
     Ok(())
 }

@@ -22,6 +22,7 @@
 
 pub mod cluster;
 pub mod controller;
+pub mod error;
 pub mod policy;
 
 use std::collections::BTreeMap;
@@ -40,6 +41,7 @@ use tokio::sync::watch;
 
 use crate::source::client::ClientSettings;
 pub use controller::run;
+pub use error::ApproveError;
 pub use policy::{Check, Policy, Verdict};
 
 /// The name under which the approver's readiness is reported.
@@ -48,20 +50,6 @@ const READINESS: &str = "approver";
 /// used before they are read again (they change when the control plane
 /// does, and only the cluster's administrators change them).
 const CLUSTER_FACTS_TTL: Duration = Duration::from_secs(30);
-
-#[derive(Debug, thiserror::Error)]
-pub enum ApproveError {
-    #[error("API client: {0}")]
-    Client(String),
-    #[error("{verb} {object}: {message}")]
-    Api {
-        verb: &'static str,
-        object: String,
-        message: String,
-    },
-    #[error("leader election (lease {lease}): {message}")]
-    Lease { lease: String, message: String },
-}
 
 /// Leader election through a Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,11 +98,11 @@ fn pending(csr: &Csr) -> bool {
 }
 
 /// A failed API call on `object`.
-fn api_err(verb: &'static str, object: &str, e: &kube::Error) -> ApproveError {
+fn api_err(verb: &'static str, object: &str, source: kube::Error) -> ApproveError {
     ApproveError::Api {
         verb,
         object: object.to_owned(),
-        message: crate::error_chain(e),
+        source,
     }
 }
 
@@ -166,7 +154,7 @@ pub async fn write_decision(
             api_err(
                 "update approval of",
                 &format!("certificatesigningrequest {name}"),
-                &e,
+                e,
             )
         })
 }
@@ -176,9 +164,10 @@ pub async fn write_decision(
 async fn connect(
     settings: &ClientSettings,
 ) -> Result<(Client, http::Uri, Option<String>), ApproveError> {
-    let err = |e: crate::source::client::ClientError| ApproveError::Client(e.to_string());
-    let loaded = settings.load().await.map_err(err)?;
-    let client = settings.client_for(&loaded.config).map_err(err)?;
+    let loaded = settings.load().await.map_err(ApproveError::Client)?;
+    let client = settings
+        .client_for(&loaded.config)
+        .map_err(ApproveError::Client)?;
     Ok((client, loaded.config.cluster_url, loaded.namespace))
 }
 
@@ -306,14 +295,14 @@ pub async fn review(
     let all = api
         .list(&params)
         .await
-        .map_err(|e| api_err("list", "certificatesigningrequests", &e))?
+        .map_err(|e| api_err("list", "certificatesigningrequests", e))?
         .items;
     let facts_of_cluster = cluster::read(&client, &server).await?;
     cluster::check_service_range(&facts_of_cluster, policy)?;
     let nodes: BTreeMap<String, Node> = Api::<Node>::all(client)
         .list(&ListParams::default())
         .await
-        .map_err(|e| api_err("list", "nodes", &e))?
+        .map_err(|e| api_err("list", "nodes", e))?
         .items
         .into_iter()
         .map(|n| (n.metadata.name.clone().unwrap_or_default(), n))
@@ -323,10 +312,8 @@ pub async fn review(
         .iter()
         .find(|n| !all.iter().any(|c| name_of(c) == **n))
     {
-        return Err(ApproveError::Api {
-            verb: "get",
-            object: format!("certificatesigningrequest {n}"),
-            message: "not found".into(),
+        return Err(ApproveError::NoSuchCsr {
+            name: n.to_string(),
         });
     }
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());

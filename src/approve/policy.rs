@@ -344,7 +344,7 @@ mod request;
 mod reserved;
 mod whose;
 pub use index::{Listed, MAX_NODE_ADDRESSES, Nodes, Piece};
-pub use ranges::{Cidr, RangeError, Reserved, canonical, dns_name};
+pub use ranges::{Cidr, Reserved, canonical, dns_name};
 
 #[cfg(test)]
 mod tests;

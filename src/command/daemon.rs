@@ -13,17 +13,6 @@ use crate::cli::{ApproveArgs, RunArgs};
 use crate::config::{Config, Flag, Settings};
 use crate::metrics::Metrics;
 
-/// Why a daemon could not start, or stopped on an error.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error(transparent)]
-    Admin(#[from] crate::admin::AdminError),
-    #[error(transparent)]
-    Sync(#[from] crate::sync::SyncError),
-    #[error(transparent)]
-    Approve(#[from] crate::approve::ApproveError),
-}
-
 /// A daemon's shared parts while it runs.
 struct Daemon {
     metrics: Arc<Metrics>,
@@ -38,7 +27,7 @@ impl Daemon {
     /// which end every wait for a target's lock, mark /readyz as shutting
     /// down and turn `stopped` true. A signal that cannot be listened for
     /// is logged: the daemon then stops only when killed.
-    async fn start(metrics: Metrics, admin_addr: Option<SocketAddr>) -> Result<Self, DaemonError> {
+    async fn start(metrics: Metrics, admin_addr: Option<SocketAddr>) -> Result<Self, CommandError> {
         crate::limits::raise_open_files();
         let (stop, stopped) = watch::channel(false);
         let metrics = Arc::new(metrics);
@@ -74,9 +63,9 @@ impl Daemon {
     async fn run_until_finished<E>(
         self,
         work: impl std::future::Future<Output = Result<(), E>>,
-    ) -> Result<(), DaemonError>
+    ) -> Result<(), CommandError>
     where
-        DaemonError: From<E>,
+        CommandError: From<E>,
     {
         Box::pin(work).await?;
         if let Some(admin) = self.admin {
@@ -99,7 +88,7 @@ pub fn run(args: RunArgs, flags: &[Flag]) -> Finished {
         crate::limits::raise_open_files();
         return Ok(u8::from(!once(&config).is_empty()));
     }
-    daemon(config).map_err(CommandError::Run)?;
+    daemon(config).map_err(|e| CommandError::Run(Box::new(e)))?;
     Ok(0)
 }
 
@@ -113,7 +102,7 @@ async fn once(config: &Config) -> Vec<crate::sync::SyncError> {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn daemon(config: Config) -> Result<(), DaemonError> {
+async fn daemon(config: Config) -> Result<(), CommandError> {
     let metrics = Metrics::new(config.stale_fraction);
     if let Some(g) = &config.generation {
         metrics.set_generation(g.clone());
@@ -127,12 +116,12 @@ async fn daemon(config: Config) -> Result<(), DaemonError> {
 /// `certsync approve`: the controller and its admin port until a signal.
 pub fn approve(args: &ApproveArgs) -> Finished {
     check_policy(&args.policy)?;
-    approver(args.config()).map_err(CommandError::Approver)?;
+    approver(args.config()).map_err(|e| CommandError::Approver(Box::new(e)))?;
     Ok(0)
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn approver(config: crate::approve::ApproverConfig) -> Result<(), DaemonError> {
+async fn approver(config: crate::approve::ApproverConfig) -> Result<(), CommandError> {
     let d = Daemon::start(Metrics::new(0.8), Some(config.admin_addr)).await?;
     let run = crate::approve::run(config, Arc::clone(&d.metrics), d.stopped.clone());
     d.run_until_finished(run).await

@@ -12,7 +12,7 @@ use crate::inspect::{InspectError, REVISION_HEADER, render, revision_cells};
 use crate::man::ManError;
 
 pub use csr::review;
-pub use daemon::{DaemonError, approve, run};
+pub use daemon::{approve, run};
 pub use kubeadm::{adopt, revert, status};
 
 /// The target of the lines the daemons log about themselves (their
@@ -33,9 +33,13 @@ pub enum CommandError {
     /// `--version`, which clap prints and exits 0 with).
     #[error(transparent)]
     Args(#[from] clap::Error),
-    /// `--log-level` or `RUST_LOG` is no filter.
-    #[error(transparent)]
-    Log(#[from] LogError),
+    /// `RUST_LOG` is no filter (`--log-level` was checked by
+    /// `cli::log_filter` when parsed; `RUST_LOG` is checked when logging
+    /// starts).
+    #[error("RUST_LOG: {problem} (or give --log-level)")]
+    LogEnv { problem: crate::cli::ValueError },
+    #[error("--log-level: {0}")]
+    LogFilter(#[source] tracing_subscriber::filter::ParseError),
     /// `approve` or `csr review --approve|--deny` with a node policy that
     /// would trust node-written addresses alone.
     #[error("{problem}")]
@@ -58,22 +62,20 @@ pub enum CommandError {
     Textfile(#[from] crate::writer::WriterError),
     #[error("stdout: {0}")]
     Stdout(#[source] std::io::Error),
-    /// The `run` daemon could not start or stopped on an error.
+    /// A daemon's admin port could not be served.
+    #[error(transparent)]
+    Admin(#[from] crate::admin::AdminError),
+    /// A daemon's sync stopped on an error.
+    #[error(transparent)]
+    Sync(#[from] crate::sync::SyncError),
+    /// The `run` daemon could not start or stopped on an error: the
+    /// admin port's or the sync's.
     #[error("certsync failed")]
-    Run(#[source] DaemonError),
-    /// The `approve` controller could not start or stopped on an error.
+    Run(#[source] Box<CommandError>),
+    /// The `approve` controller could not start or stopped on an error:
+    /// the admin port's or the controller's.
     #[error("certsync approve failed")]
-    Approver(#[source] DaemonError),
-}
-
-/// A log filter refused (`--log-level` was checked by `cli::log_filter`
-/// when parsed; `RUST_LOG` is checked when logging starts).
-#[derive(Debug, thiserror::Error)]
-pub enum LogError {
-    #[error("RUST_LOG: {problem} (or give --log-level)")]
-    Env { problem: crate::cli::ValueError },
-    #[error("--log-level: {0}")]
-    Filter(#[source] tracing_subscriber::filter::ParseError),
+    Approver(#[source] Box<CommandError>),
 }
 
 impl CommandError {
@@ -83,7 +85,8 @@ impl CommandError {
         match self {
             Self::Args(e) if !e.use_stderr() => 0,
             Self::Args(_)
-            | Self::Log(_)
+            | Self::LogEnv { .. }
+            | Self::LogFilter(_)
             | Self::Policy { .. }
             | Self::Config(_)
             | Self::Man(ManError::Unknown { .. }) => EXIT_USAGE as u8,
@@ -94,6 +97,8 @@ impl CommandError {
             | Self::Json(_)
             | Self::Textfile(_)
             | Self::Stdout(_)
+            | Self::Admin(_)
+            | Self::Sync(_)
             | Self::Run(_)
             | Self::Approver(_) => 1,
         }
@@ -108,7 +113,7 @@ impl CommandError {
                 let _ = e.print();
             }
             Self::Run(e) | Self::Approver(e) => {
-                let error = crate::error_chain(e);
+                let error = crate::error_chain(e.as_ref());
                 tracing::error!(target: LOG_TARGET, %error, "{self}");
             }
             _ => eprintln!("certsync: {}", crate::error_chain(self)),
@@ -211,10 +216,9 @@ mod tests {
                 64,
             ),
             (
-                LogError::Env {
+                CommandError::LogEnv {
                     problem: crate::cli::ValueError::Fraction { value: "p".into() },
-                }
-                .into(),
+                },
                 64,
             ),
             (
@@ -257,8 +261,8 @@ mod tests {
                 .into(),
                 1,
             ),
-            (CommandError::Run(bind().into()), 1),
-            (CommandError::Approver(bind().into()), 1),
+            (CommandError::Run(Box::new(bind().into())), 1),
+            (CommandError::Approver(Box::new(bind().into())), 1),
         ];
         for (e, code) in cases {
             assert_eq!(e.exit_code(), code, "{e:?}");

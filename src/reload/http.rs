@@ -19,57 +19,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-#[derive(Debug, thiserror::Error)]
-pub enum HttpError {
-    #[error("reload URL {url:?}: {problem}")]
-    Url { url: String, problem: String },
-    #[error("reload header {header:?}: expected 'Name: value'")]
-    Header { header: String },
-    #[error("reload CA file {path}: {problem}")]
-    CaFile { path: PathBuf, problem: String },
-    #[error("--reload-bearer-token-file: {0}")]
-    TokenFile(#[source] TokenError),
-    #[error("cannot build the HTTP client: {0}")]
-    Client(String),
-    #[error("{hook}: gave up after {attempts} attempts; last: {last}")]
-    GaveUp {
-        hook: String,
-        attempts: u32,
-        #[source]
-        last: Attempt,
-    },
-}
-
-/// Why one call of the hook did not succeed.
-#[derive(Debug, thiserror::Error)]
-pub enum Attempt {
-    #[error("HTTP {0}")]
-    Status(u16),
-    #[error("no answer within {}", humantime::format_duration(*.0))]
-    Timeout(Duration),
-    #[error("HTTP {status} redirect to {to}; redirects are not followed")]
-    Redirect { status: u16, to: String },
-    #[error(transparent)]
-    Client(Box<HttpError>),
-    #[error(transparent)]
-    Token(TokenError),
-    #[error(transparent)]
-    Request(http::Error),
-    /// hyper's error chain, which never carries the URL.
-    #[error("{0}")]
-    Send(String),
-}
-
-/// Why the bearer token file gives no `Authorization` value.
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    #[error("bearer token file {}: {problem}", path.display())]
-    Unreadable { path: PathBuf, problem: String },
-    #[error("bearer token file {}: not UTF-8 text", path.display())]
-    NotUtf8 { path: PathBuf },
-    #[error("bearer token file {}: not a valid header value", path.display())]
-    NotHeader { path: PathBuf },
-}
+pub use crate::reload::error::ReloadError as HttpError;
+use crate::reload::error::ReloadError;
 
 /// Settings of the hook, as given on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,19 +78,21 @@ impl std::fmt::Debug for HttpHook {
 }
 
 impl HttpHook {
-    pub fn new(c: &HttpHookConfig) -> Result<Self, HttpError> {
-        let url_err = |problem: String| HttpError::Url {
-            url: redact_text(&c.url),
+    pub fn new(c: &HttpHookConfig) -> Result<Self, ReloadError> {
+        let url = || redact_text(&c.url);
+        let url_err = |problem| ReloadError::Url {
+            url: url(),
             problem,
         };
-        let given: Uri = c.url.parse().map_err(|e: http::uri::InvalidUri| {
-            url_err(format!("{e} (expected http[s]://host[:port]/path)"))
-        })?;
+        let given: Uri = c
+            .url
+            .parse()
+            .map_err(|source| ReloadError::UrlParse { url: url(), source })?;
         if !matches!(given.scheme_str(), Some("http" | "https")) {
-            return Err(url_err("only http and https are supported".into()));
+            return Err(url_err("only http and https are supported"));
         }
         let Some(authority) = given.authority() else {
-            return Err(url_err("no host".into()));
+            return Err(url_err("no host"));
         };
         let host = authority.host();
         let loopback = host == "localhost"
@@ -149,23 +102,29 @@ impl HttpHook {
                 .is_ok_and(|ip| ip.is_loopback());
         if c.insecure_skip_verify && !loopback {
             return Err(url_err(
-                "skipping TLS verification is allowed for loopback URLs only".into(),
+                "skipping TLS verification is allowed for loopback URLs only",
             ));
         }
-        let (uri, basic) = split_userinfo(&given).map_err(|e| url_err(e.to_string()))?;
-        let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| url_err(format!("{:?} is not an HTTP method", c.method)))?;
+        let (uri, basic) = split_userinfo(&given)
+            .map_err(|source| ReloadError::UrlUserinfo { url: url(), source })?;
+        let method =
+            Method::from_bytes(c.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
+                ReloadError::NotAMethod {
+                    url: url(),
+                    method: c.method.clone(),
+                }
+            })?;
         let headers = c
             .headers
             .iter()
             .map(|h| {
-                let bad = || HttpError::Header { header: h.clone() };
+                let bad = || ReloadError::Header { header: h.clone() };
                 let (name, value) = h.split_once(':').ok_or_else(bad)?;
                 let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
                 let value = HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
                 Ok((name, value))
             })
-            .collect::<Result<Vec<_>, HttpError>>()?;
+            .collect::<Result<Vec<_>, ReloadError>>()?;
 
         // ring, the provider certsync uses everywhere (docs/security.md, Crypto provider).
         // Installing twice is harmless.
@@ -190,7 +149,7 @@ impl HttpHook {
         // Judged at start too, so a token file another user may change is
         // refused before anything is published, naming it.
         if let Some(path) = &hook.bearer_token_file {
-            bearer_token(path).map_err(HttpError::TokenFile)?;
+            bearer_token(path).map_err(|e| ReloadError::TokenFile(Box::new(e)))?;
         }
         // The CA decides where the token and the reload go: as the token
         // file, one only root may change (otherwise a user's CA vouched for
@@ -198,47 +157,52 @@ impl HttpHook {
         // ca.crt certsync publishes).
         if let Some(path) = &hook.ca_file {
             crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
-                .map_err(|problem| HttpError::CaFile {
+                .map_err(|source| ReloadError::CaFile {
                     path: path.clone(),
-                    problem: problem.to_string(),
+                    source,
                 })?;
         }
         Ok(hook)
     }
 
-    fn build_client(&self) -> Result<HttpClient, HttpError> {
-        let client_err = |e: rustls::Error| HttpError::Client(e.to_string());
+    fn build_client(&self) -> Result<HttpClient, ReloadError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
-            .map_err(client_err)?;
+            .map_err(ReloadError::Client)?;
         let tls = if self.insecure_skip_verify {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
                 .with_no_client_auth()
         } else if let Some(path) = &self.ca_file {
-            let ca_err = |problem: String| HttpError::CaFile {
-                path: path.clone(),
-                problem,
-            };
-            let pem = crate::files::read_steering(path, crate::validate::MAX_BUNDLE_SIZE as u64)
-                .map_err(|e| ca_err(e.to_string()))?;
+            let path = || path.clone();
+            let pem = crate::files::read_steering(&path(), crate::validate::MAX_BUNDLE_SIZE as u64)
+                .map_err(|source| ReloadError::CaFile {
+                    path: path(),
+                    source,
+                })?;
             let mut roots = rustls::RootCertStore::empty();
             use rustls_pki_types::pem::PemObject;
             for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|e| ca_err(e.to_string()))?;
-                roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
+                let cert = cert.map_err(|source| ReloadError::CaPem {
+                    path: path(),
+                    source,
+                })?;
+                roots.add(cert).map_err(|source| ReloadError::CaCert {
+                    path: path(),
+                    source,
+                })?;
             }
             if roots.is_empty() {
-                return Err(ca_err("no certificates in it".into()));
+                return Err(ReloadError::CaEmpty { path: path() });
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         } else {
             use rustls_platform_verifier::BuilderVerifierExt;
             builder
                 .with_platform_verifier()
-                .map_err(client_err)?
+                .map_err(ReloadError::Client)?
                 .with_no_client_auth()
         };
         let https = hyper_rustls::HttpsConnectorBuilder::new()
@@ -256,8 +220,8 @@ impl HttpHook {
 
     /// Calls the hook until a 2xx or the retries run out. Returns the status
     /// and the number of attempts.
-    pub async fn call(&self) -> Result<(u16, u32), HttpError> {
-        let mut last = Attempt::Status(0);
+    pub async fn call(&self) -> Result<(u16, u32), ReloadError> {
+        let mut last = ReloadError::Status(0);
         for attempt in 0..=self.retries {
             if attempt > 0 {
                 tokio::time::sleep(crate::backoff(self.backoff, attempt)).await;
@@ -268,27 +232,25 @@ impl HttpHook {
                 Ok(Ok(status)) if (200..300).contains(&status) => {
                     return Ok((status, attempt + 1));
                 }
-                Ok(Ok(status)) => last = Attempt::Status(status),
+                Ok(Ok(status)) => last = ReloadError::Status(status),
                 Ok(Err(e)) => last = e,
-                Err(_) => last = Attempt::Timeout(self.timeout),
+                Err(_) => last = ReloadError::NoAnswer(self.timeout),
             }
             tracing::debug!(hook = %self.describe(), attempt = attempt + 1, latency_ms = started.elapsed().as_millis() as u64, result = %last, "reload hook attempt failed");
         }
-        Err(HttpError::GaveUp {
+        Err(ReloadError::GaveUp {
             hook: self.describe(),
             attempts: self.retries + 1,
-            last,
+            last: Box::new(last),
         })
     }
 
     /// One request; the status, or why there is none. hyper's errors do
     /// not carry the URL, so no credential can leak through them.
-    async fn attempt(&self) -> Result<u16, Attempt> {
+    async fn attempt(&self) -> Result<u16, ReloadError> {
         let client = match &self.client {
             Some(c) => c.clone(),
-            None => self
-                .build_client()
-                .map_err(|e| Attempt::Client(Box::new(e)))?,
+            None => self.build_client()?,
         };
         let mut req = Request::builder()
             .method(self.method.clone())
@@ -300,13 +262,10 @@ impl HttpHook {
             req = req.header(AUTHORIZATION, basic);
         }
         if let Some(path) = &self.bearer_token_file {
-            req = req.header(AUTHORIZATION, bearer_token(path).map_err(Attempt::Token)?);
+            req = req.header(AUTHORIZATION, bearer_token(path)?);
         }
-        let req = req.body(Empty::new()).map_err(Attempt::Request)?;
-        let resp = client
-            .request(req)
-            .await
-            .map_err(|e| Attempt::Send(crate::error_chain(&e)))?;
+        let req = req.body(Empty::new()).map_err(ReloadError::Request)?;
+        let resp = client.request(req).await.map_err(ReloadError::Send)?;
         let status = resp.status();
         if status.is_redirection() {
             let to = resp
@@ -314,7 +273,7 @@ impl HttpHook {
                 .get(LOCATION)
                 .and_then(|l| l.to_str().ok())
                 .map_or_else(|| "nowhere".to_owned(), redact_text);
-            return Err(Attempt::Redirect {
+            return Err(ReloadError::Redirect {
                 status: status.as_u16(),
                 to,
             });
@@ -329,22 +288,17 @@ impl HttpHook {
 /// through [`crate::files::read_owned`]: the token goes to whatever the
 /// URL names, so a file another user may change (or link to root's
 /// token) would hand them root's secret.
-fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, TokenError> {
+fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, ReloadError> {
     let path = path.to_owned();
     let token = match crate::files::read_owned(&path, crate::files::SMALL_FILE) {
         Ok(token) => token,
-        Err(e) => {
-            return Err(TokenError::Unreadable {
-                path,
-                problem: e.to_string(),
-            });
-        }
+        Err(source) => return Err(ReloadError::TokenUnreadable { path, source }),
     };
     let Ok(token) = String::from_utf8(token) else {
-        return Err(TokenError::NotUtf8 { path });
+        return Err(ReloadError::TokenNotUtf8 { path });
     };
     HeaderValue::from_str(&format!("Bearer {}", token.trim()))
-        .map_err(|_| TokenError::NotHeader { path })
+        .map_err(|_| ReloadError::TokenNotHeader { path })
 }
 
 /// `http::Error` renders the URI or header error it wraps as it is.

@@ -11,6 +11,7 @@
 //! With no reload method configured (Kubernetes components, which reload on
 //! the inotify event every flip produces), only verification runs.
 
+pub mod error;
 pub mod http;
 pub mod pid;
 pub mod verify;
@@ -22,8 +23,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tokio::sync::{Notify, watch};
 
-use self::http::{HttpError, HttpHook};
-use self::pid::{PidError, Target};
+pub use self::error::{NotProof, Refusal, ReloadError};
+use self::http::HttpHook;
+use self::pid::Target;
 use self::verify::ServingCheck;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
@@ -192,18 +194,6 @@ async fn reload_and_verify(
     }
 }
 
-/// Why a reload failed, as logged.
-#[derive(Debug, thiserror::Error)]
-enum Failed {
-    #[error(transparent)]
-    Pid(#[from] PidError),
-    #[error(transparent)]
-    Http(HttpError),
-    /// The blocking task that signals panicked.
-    #[error("{0}")]
-    Task(#[source] crate::Panicked),
-}
-
 /// One reload, with a bounded search for the process in signal mode.
 async fn reload(
     config: &ReloadConfig,
@@ -217,7 +207,7 @@ async fn reload(
         .map(String::as_str)
         .collect::<Vec<_>>()
         .join(",");
-    let result: Result<String, Failed> = match method {
+    let result: Result<String, ReloadError> = match method {
         Method::Signal { target, signal } => {
             let mut attempt = 1;
             let mut pause = Duration::from_millis(250);
@@ -226,7 +216,7 @@ async fn reload(
                 let r = crate::blocking(move || pid::signal(&t, s)).await;
                 match r {
                     Ok(Ok(pids)) => break Ok(format!("sent {signal} to pid {pids:?}")),
-                    Ok(Err(PidError::NoMatch { what }))
+                    Ok(Err(ReloadError::NoMatch { what }))
                         if started.elapsed() + pause <= config.find_timeout =>
                     {
                         tracing::debug!(mappings, attempt, %what, "no process to signal yet; retrying");
@@ -234,31 +224,27 @@ async fn reload(
                         pause = (pause * 2).min(Duration::from_secs(2));
                         attempt += 1;
                     }
-                    Ok(Err(PidError::Refused { path, problem })) => {
+                    Ok(Err(ReloadError::Refused { path, problem })) => {
                         // Not the consumer: said once here, counted, and
                         // recorded on every mapping that asked.
                         metrics.reload_refused(problem.reason().label());
-                        let e = PidError::Refused { path, problem };
+                        let e = ReloadError::Refused { path, problem };
                         for events in batch.values().filter_map(|r| r.events.as_ref()) {
                             events.reload_refused(e.to_string());
                         }
-                        break Err(e.into());
+                        break Err(e);
                     }
-                    Ok(Err(e)) => break Err(e.into()),
-                    Err(e) => break Err(Failed::Task(e)),
+                    Ok(Err(e)) => break Err(e),
+                    Err(e) => break Err(ReloadError::Task(e)),
                 }
             }
         }
-        Method::Http(hook) => hook
-            .call()
-            .await
-            .map(|(status, attempts)| {
-                format!(
-                    "{} answered {status} after {attempts} attempt(s)",
-                    hook.describe()
-                )
-            })
-            .map_err(Failed::Http),
+        Method::Http(hook) => hook.call().await.map(|(status, attempts)| {
+            format!(
+                "{} answered {status} after {attempts} attempt(s)",
+                hook.describe()
+            )
+        }),
     };
     let latency_ms = started.elapsed().as_millis() as u64;
     metrics.reload(

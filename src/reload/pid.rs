@@ -17,7 +17,7 @@
 //! a root process), and, with `--reload-process` too, has that name. The
 //! file is opened without following a symlink, checked as a regular file
 //! on the opened descriptor, its owner taken from that descriptor, and read
-//! with a size cap. Anything else is a [`PidError::Refused`]. When several
+//! with a size cap. Anything else is a [`ReloadError::Refused`]. When several
 //! processes match (nginx master and workers), only the top-most matching
 //! ancestor of each matching tree is signalled.
 
@@ -33,56 +33,8 @@ use rustix::process::{Pid, PidfdFlags, pidfd_open, pidfd_send_signal};
 
 mod pidfile;
 use pidfile::pidfile_target;
-pub use pidfile::{NotProof, Refusal};
 
-#[derive(Debug, thiserror::Error)]
-pub enum PidError {
-    #[error(
-        "no process matches {what} (certsync itself, its ancestors, PID 1 and pause are never \
-         candidates)"
-    )]
-    NoMatch { what: String },
-    #[error("pidfile {path}: {problem}")]
-    Pidfile { path: PathBuf, problem: String },
-    /// The pidfile is not proof that the process it names is the consumer.
-    #[error("pidfile {path}: {problem}; refusing to signal it")]
-    Refused { path: PathBuf, problem: NotProof },
-    #[error(
-        "permission denied sending {signal} to pid {pid} ({comm}): certsync runs as another user \
-         without CAP_KILL; run it as the main container's user or add the KILL capability"
-    )]
-    Permission {
-        pid: i32,
-        comm: String,
-        signal: Signal,
-    },
-    #[error(
-        "pid {pid} ({comm}) exited after it was checked; {signal} was not sent (its number may \
-         now be another process's)"
-    )]
-    Exited {
-        pid: i32,
-        comm: String,
-        signal: Signal,
-    },
-    #[error("sending {signal} to pid {pid} ({comm}): {errno}")]
-    Signal {
-        pid: i32,
-        comm: String,
-        signal: Signal,
-        errno: Errno,
-    },
-    #[error("cannot read /proc: {0}")]
-    Proc(String),
-    /// certsync's own ancestors cannot all be told, so neither can whether
-    /// a process is one of them.
-    #[error(
-        "cannot tell the parent of process {pid}, certsync or one of its ancestors (unreadable, \
-         or read across an exit and a reused PID): no process is signalled while certsync \
-         cannot tell that it did not start certsync"
-    )]
-    Lineage { pid: i32 },
-}
+use crate::reload::error::ReloadError;
 
 /// How the main process is found.
 #[derive(Debug, Clone)]
@@ -144,8 +96,8 @@ impl Proc {
 }
 
 /// Every process visible in `/proc`, skipping those that vanish mid-read.
-pub fn processes() -> Result<Vec<Proc>, PidError> {
-    let all = procfs::process::all_processes().map_err(|e| PidError::Proc(e.to_string()))?;
+pub fn processes() -> Result<Vec<Proc>, ReloadError> {
+    let all = procfs::process::all_processes().map_err(ReloadError::Proc)?;
     Ok(all
         .filter_map(Result::ok)
         .filter_map(|p| read(&p))
@@ -175,15 +127,15 @@ fn read(p: &procfs::process::Process) -> Option<Proc> {
 /// were then read across an exit and a reused PID. Stopping the walk there
 /// would leave every process above it (a shim, containerd, kubelet) one a
 /// pidfile or a name could select.
-fn own_lineage(me: i32, links: impl Fn(i32) -> Option<Link>) -> Result<HashSet<i32>, PidError> {
+fn own_lineage(me: i32, links: impl Fn(i32) -> Option<Link>) -> Result<HashSet<i32>, ReloadError> {
     let mut seen = HashSet::from([me]);
     let mut cur = me;
-    let mut link = links(me).ok_or(PidError::Lineage { pid: me })?;
+    let mut link = links(me).ok_or(ReloadError::Lineage { pid: me })?;
     while link.parent != 0 {
         let parent = link.parent;
-        let up = links(parent).ok_or(PidError::Lineage { pid: parent })?;
+        let up = links(parent).ok_or(ReloadError::Lineage { pid: parent })?;
         if up.start > link.start || !seen.insert(parent) {
-            return Err(PidError::Lineage { pid: cur });
+            return Err(ReloadError::Lineage { pid: cur });
         }
         (cur, link) = (parent, up);
     }
@@ -226,7 +178,7 @@ fn ancestors(pid: i32, links: &HashMap<i32, Link>) -> impl Iterator<Item = i32> 
 /// The processes to signal for `target` among `procs`: matches that are
 /// not `me`, one of my ancestors, PID 1 or `pause`, and whose ancestors do
 /// not match too.
-pub fn select(target: &Target, procs: &[Proc], me: i32) -> Result<Vec<Proc>, PidError> {
+pub fn select(target: &Target, procs: &[Proc], me: i32) -> Result<Vec<Proc>, ReloadError> {
     let links: HashMap<i32, Link> = procs
         .iter()
         .map(|p| {
@@ -265,25 +217,25 @@ pub struct Chosen {
 }
 
 /// A pidfd for `pid`, or `None` when no such process exists.
-fn open_pid(pid: i32) -> Result<Option<OwnedFd>, PidError> {
+fn open_pid(pid: i32) -> Result<Option<OwnedFd>, ReloadError> {
     let Some(raw) = Pid::from_raw(pid) else {
         return Ok(None);
     };
     match pidfd_open(raw, PidfdFlags::empty()) {
         Ok(fd) => Ok(Some(fd)),
         Err(rustix::io::Errno::SRCH) => Ok(None),
-        Err(e) => Err(PidError::Proc(format!("pidfd_open({pid}): {e}"))),
+        Err(errno) => Err(ReloadError::PidfdOpen { pid, errno }),
     }
 }
 
 /// Finds the target now and sends `signal`. Returns the PIDs signalled.
-pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, PidError> {
+pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, ReloadError> {
     send(&find(target)?, signal)
 }
 
 /// The processes `target` names now, checked (see [`select`] and, for a
 /// pidfile, the checks of [`pidfile_target`]).
-pub fn find(target: &Target) -> Result<Vec<Chosen>, PidError> {
+pub fn find(target: &Target) -> Result<Vec<Chosen>, ReloadError> {
     let me = std::process::id() as i32;
     let chosen: Vec<Chosen> = match target {
         Target::Pidfile { path, name } => vec![pidfile_target(path, name.as_deref(), me)?],
@@ -308,7 +260,7 @@ pub fn find(target: &Target) -> Result<Vec<Chosen>, PidError> {
         }
     };
     if chosen.is_empty() {
-        return Err(PidError::NoMatch {
+        return Err(ReloadError::NoMatch {
             what: target.to_string(),
         });
     }
@@ -316,11 +268,11 @@ pub fn find(target: &Target) -> Result<Vec<Chosen>, PidError> {
 }
 
 /// Sends `signal` through each pidfd of `chosen`. Returns their PIDs.
-pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, PidError> {
+pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, ReloadError> {
     for Chosen { pid, comm, fd } in chosen {
         let (pid, comm) = (*pid, comm.clone());
         let Some(sig) = rustix::process::Signal::from_named_raw(signal as i32) else {
-            return Err(PidError::Signal {
+            return Err(ReloadError::Signal {
                 pid,
                 comm,
                 signal,
@@ -328,9 +280,9 @@ pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, PidError> {
             });
         };
         pidfd_send_signal(fd, sig).map_err(|e| match e {
-            rustix::io::Errno::PERM => PidError::Permission { pid, comm, signal },
-            rustix::io::Errno::SRCH => PidError::Exited { pid, comm, signal },
-            e => PidError::Signal {
+            rustix::io::Errno::PERM => ReloadError::Permission { pid, comm, signal },
+            rustix::io::Errno::SRCH => ReloadError::Exited { pid, comm, signal },
+            e => ReloadError::Signal {
                 pid,
                 comm,
                 signal,
@@ -344,6 +296,7 @@ pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, PidError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reload::error::NotProof;
 
     fn p(pid: i32, ppid: i32, comm: &str, cmdline: &[&str]) -> Proc {
         Proc {
@@ -435,7 +388,7 @@ mod tests {
         let re = Target::Cmdline(Regex::new("reload-cmdline").unwrap());
         assert!(matches!(
             select(&re, &procs, 31),
-            Err(PidError::Lineage { pid: 30 })
+            Err(ReloadError::Lineage { pid: 30 })
         ));
         // With 30 seen, 29 is known as an ancestor and never chosen.
         let mut seen = procs.clone();
@@ -446,7 +399,7 @@ mod tests {
         let parents = HashMap::from([(31, link(30)), (30, link(29))]);
         assert!(matches!(
             own_lineage(31, |pid| parents.get(&pid).copied()),
-            Err(PidError::Lineage { pid: 29 })
+            Err(ReloadError::Lineage { pid: 29 })
         ));
         let me = std::process::id() as i32;
         let mine = own_lineage(me, read_link).expect("this test's own ancestors");
@@ -469,20 +422,20 @@ mod tests {
         let parents = HashMap::from([(31, link(30, 5)), (30, link(31, 9)), (29, link(1, 1))]);
         assert!(matches!(
             own_lineage(31, |pid| parents.get(&pid).copied()),
-            Err(PidError::Lineage { .. })
+            Err(ReloadError::Lineage { .. })
         ));
         // The same start times (a loop the clock cannot tell): the loop.
         let parents = HashMap::from([(31, link(30, 5)), (30, link(31, 5))]);
         assert!(matches!(
             own_lineage(31, |pid| parents.get(&pid).copied()),
-            Err(PidError::Lineage { .. })
+            Err(ReloadError::Lineage { .. })
         ));
         // A reused number whose new process's parent leads on to a stranger:
         // it started after certsync, its child.
         let parents = HashMap::from([(31, link(30, 5)), (30, link(7, 9)), (7, link(1, 1))]);
         assert!(matches!(
             own_lineage(31, |pid| parents.get(&pid).copied()),
-            Err(PidError::Lineage { pid: 31 })
+            Err(ReloadError::Lineage { pid: 31 })
         ));
         // The same through the scan: a shell 29 above the real 30 matches
         // and would be chosen.
@@ -495,7 +448,7 @@ mod tests {
         let re = Target::Cmdline(Regex::new("reload-cmdline").unwrap());
         assert!(matches!(
             select(&re, &procs, 31),
-            Err(PidError::Lineage { .. })
+            Err(ReloadError::Lineage { .. })
         ));
     }
 
@@ -600,7 +553,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                PidError::Refused {
+                ReloadError::Refused {
                     problem: NotProof::NotNamed { .. },
                     ..
                 }

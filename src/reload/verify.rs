@@ -14,35 +14,8 @@ use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signat
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-#[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
-    #[error("{addr}: still serving {served} instead of {expected} after {waited:?}")]
-    Stale {
-        addr: String,
-        served: String,
-        expected: String,
-        waited: Duration,
-    },
-    #[error("{0:?} is not host:port")]
-    NotHostPort(String),
-}
-
-/// Why no leaf fingerprint was read from the server this time.
-#[derive(Debug, thiserror::Error)]
-pub enum NotServed {
-    #[error("{0}")]
-    Tls(#[from] rustls::Error),
-    #[error("{0}")]
-    Name(#[from] rustls::pki_types::InvalidDnsNameError),
-    #[error("{0}")]
-    Connect(#[from] std::io::Error),
-    #[error("TLS handshake timed out")]
-    Timeout,
-    #[error("no certificate presented")]
-    NoCertificate,
-    #[error("{0:?} is not host:port")]
-    NotHostPort(String),
-}
+pub use crate::reload::error::ReloadError as VerifyError;
+use crate::reload::error::ReloadError;
 
 /// Where the main container serves TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,8 +83,8 @@ impl ServerCertVerifier for Capture {
 
 impl ServingCheck {
     /// Parses `host:port` (e.g. `127.0.0.1:8443`, `[::1]:443`, `localhost:6443`).
-    pub fn parse(addr: &str, sni: Option<String>) -> Result<Self, VerifyError> {
-        let bad = || VerifyError::NotHostPort(addr.into());
+    pub fn parse(addr: &str, sni: Option<String>) -> Result<Self, ReloadError> {
+        let bad = || ReloadError::NotHostPort(addr.into());
         let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
         if host.is_empty() || port.parse::<u16>().is_err() {
             return Err(bad());
@@ -123,42 +96,47 @@ impl ServingCheck {
     }
 
     /// The SHA-256 of the leaf served now.
-    pub async fn served(&self, timeout: Duration) -> Result<[u8; 32], NotServed> {
+    pub async fn served(&self, timeout: Duration) -> Result<[u8; 32], ReloadError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let capture = Arc::new(Capture {
             leaf: Mutex::new(None),
             provider: Arc::clone(&provider),
         });
         let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
+            .with_safe_default_protocol_versions()
+            .map_err(ReloadError::Tls)?
             .dangerous()
             .with_custom_certificate_verifier(Arc::clone(&capture) as Arc<dyn ServerCertVerifier>)
             .with_no_client_auth();
         let (host, _) = self
             .addr
             .rsplit_once(':')
-            .ok_or_else(|| NotServed::NotHostPort(self.addr.clone()))?;
+            .ok_or_else(|| ReloadError::NotHostPort(self.addr.clone()))?;
         let name = self
             .sni
             .clone()
             .unwrap_or_else(|| host.trim_matches(['[', ']']).to_owned());
-        let server_name = ServerName::try_from(name)?;
+        let server_name = ServerName::try_from(name).map_err(ReloadError::Name)?;
         let connect = async {
-            let tcp = tokio::net::TcpStream::connect(&self.addr).await?;
+            let tcp = tokio::net::TcpStream::connect(&self.addr)
+                .await
+                .map_err(ReloadError::Connect)?;
             let tls = tokio_rustls::TlsConnector::from(Arc::new(config));
-            tls.connect(server_name, tcp).await?;
-            Ok::<_, NotServed>(())
+            tls.connect(server_name, tcp)
+                .await
+                .map_err(ReloadError::Connect)?;
+            Ok::<_, ReloadError>(())
         };
         tokio::time::timeout(timeout, connect)
             .await
-            .map_err(|_| NotServed::Timeout)??;
+            .map_err(|_| ReloadError::TlsTimeout)??;
         let leaf = capture
             .leaf
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         leaf.map(|der| crate::bundle::sha256(&der))
-            .ok_or(NotServed::NoCertificate)
+            .ok_or(ReloadError::NoCertificate)
     }
 
     /// Polls until the served leaf is `expected` or `deadline` passes.
@@ -166,20 +144,29 @@ impl ServingCheck {
         &self,
         expected: [u8; 32],
         deadline: Duration,
-    ) -> Result<Duration, VerifyError> {
+    ) -> Result<Duration, ReloadError> {
         let started = Instant::now();
         loop {
             let last = match self.served(Duration::from_secs(2)).await {
                 Ok(fp) if fp == expected => return Ok(started.elapsed()),
-                Ok(fp) => short(&fp),
-                Err(e) => e.to_string(),
+                last => last,
             };
             if started.elapsed() >= deadline {
-                return Err(VerifyError::Stale {
-                    addr: self.addr.clone(),
-                    served: last,
-                    expected: short(&expected),
-                    waited: started.elapsed(),
+                let (addr, expected) = (self.addr.clone(), short(&expected));
+                let waited = started.elapsed();
+                return Err(match last {
+                    Ok(fp) => ReloadError::Stale {
+                        addr,
+                        served: short(&fp),
+                        expected,
+                        waited,
+                    },
+                    Err(last) => ReloadError::Unserved {
+                        addr,
+                        last: Box::new(last),
+                        expected,
+                        waited,
+                    },
                 });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

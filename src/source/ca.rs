@@ -109,13 +109,39 @@ pub enum CaError {
         problem: MaterialError,
     },
     #[error("cannot make the certificate's key: {0}")]
-    Key(String),
+    Key(#[source] Box<crate::source::csr::CsrError>),
     #[error("cannot sign the certificate: {0}")]
     Sign(#[source] sign::SignError),
+    /// What was just issued is not what the live pair is held to, or not
+    /// what a certificate issued again must be (one of the variants below).
     #[error("the issued certificate is refused: {0}")]
-    Mismatch(String),
+    Mismatch(#[source] Box<CaError>),
     #[error("internal task failed: {0}")]
     Task(#[source] crate::Panicked),
+
+    // Why the live pair is not one this mapping would issue now.
+    #[error("the live revision holds no pair")]
+    NoPair,
+    /// Not what [`check`] accepts.
+    #[error("{0}")]
+    Issued(#[from] IssuedError),
+    /// Its ca.crt is not the CA certificate on disk (the CA was renewed).
+    #[error("its ca.crt is not the CA certificate on disk")]
+    OtherCa,
+    /// Issued with another lifetime than asked for now, as
+    /// [`lifetime::same_lifetime`] says it.
+    #[error(transparent)]
+    Lifetime(#[from] lifetime::LifetimeChanged),
+
+    // Why a certificate issued again (a renewed CA, a template) is refused.
+    #[error("{0}")]
+    NotSignedBy(#[source] reissue::NotTheCas),
+    #[error("renewed CA: {0}")]
+    RenewedUnread(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("the renewed CA has another key")]
+    RenewedOtherKey,
+    #[error("{0}")]
+    NotStrict(#[source] Box<crate::x509::NotStrict>),
 }
 
 impl CaError {
@@ -127,7 +153,15 @@ impl CaError {
             Self::Template { .. } => "template",
             Self::Key(_) | Self::Task(_) => "request",
             Self::Sign(_) => "sign",
-            Self::Mismatch(_) => "mismatch",
+            Self::Mismatch(_)
+            | Self::NoPair
+            | Self::Issued(_)
+            | Self::OtherCa
+            | Self::Lifetime(_)
+            | Self::NotSignedBy(_)
+            | Self::RenewedUnread(_)
+            | Self::RenewedOtherKey
+            | Self::NotStrict(_) => "mismatch",
         }
     }
 }
@@ -175,40 +209,28 @@ async fn blocking<T: Send + 'static>(
     crate::blocking(f).await.map_err(CaError::Task)?
 }
 
-/// Why the live pair is not one this mapping would issue now.
-#[derive(Debug, thiserror::Error)]
-enum Unfit {
-    #[error("the live revision holds no pair")]
-    NoPair,
-    /// Not what [`check`] accepts.
-    #[error("{0}")]
-    Issued(#[from] IssuedError),
-    /// Its ca.crt is not the CA certificate on disk (the CA was renewed).
-    #[error("its ca.crt is not the CA certificate on disk")]
-    OtherCa,
-    /// Issued with another lifetime than asked for now, as
-    /// [`lifetime::same_lifetime`] says it.
-    #[error(transparent)]
-    Lifetime(#[from] lifetime::LifetimeChanged),
-}
-
 /// Whether the live pair satisfies what is wanted now: [`check`], the
 /// published ca.crt is the CA's current certificate, and it was issued
 /// with the `lifetime=` asked for now ([`lifetime`]).
-fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, Unfit> {
+fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, CaError> {
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
-        return Err(Unfit::NoPair);
+        return Err(CaError::NoPair);
     };
     let window = check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
     if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
-        return Err(Unfit::OtherCa);
+        return Err(CaError::OtherCa);
     }
     lifetime_fits(w, window, now, skew)?;
     Ok(window)
 }
 
 /// [`lifetime::same_lifetime`] of `window` with what `w` asks for.
-fn lifetime_fits(w: &Wanted, window: Window, now: SystemTime, skew: Duration) -> Result<(), Unfit> {
+fn lifetime_fits(
+    w: &Wanted,
+    window: Window,
+    now: SystemTime,
+    skew: Duration,
+) -> Result<(), CaError> {
     lifetime::same_lifetime(
         window,
         w.want.lifetime.unwrap_or_default(),
@@ -216,7 +238,7 @@ fn lifetime_fits(w: &Wanted, window: Window, now: SystemTime, skew: Duration) ->
         validate::unix_seconds(now),
         skew,
     )
-    .map_err(Unfit::Lifetime)
+    .map_err(CaError::Lifetime)
 }
 
 /// The live key, if the live pair is one this mapping would issue now
@@ -232,9 +254,9 @@ fn certified_key<'a>(
     w: &Wanted,
     now: SystemTime,
     skew: Duration,
-) -> Result<&'a [u8], Unfit> {
+) -> Result<&'a [u8], CaError> {
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
-        return Err(Unfit::NoPair);
+        return Err(CaError::NoPair);
     };
     check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
     Ok(key)
@@ -269,7 +291,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
                 .want
                 .key_alg
                 .generate()
-                .map_err(|e| CaError::Key(e.to_string()))?;
+                .map_err(|e| CaError::Key(Box::new(e)))?;
             let pem = k.serialize_pem().into_bytes();
             (k, pem)
         }
@@ -288,10 +310,10 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     drop(ca_key);
     let cert_pem = crate::pem::encode("CERTIFICATE", &der).into_bytes();
     let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
-        .map_err(|e| CaError::Mismatch(e.to_string()))?;
+        .map_err(|e| CaError::Mismatch(Box::new(e.into())))?;
     // What was just issued must pass the rule the live pair is held to, or
     // every recheck and every restart would issue again: fail instead.
-    lifetime_fits(&w, checked, now, skew).map_err(|e| CaError::Mismatch(e.to_string()))?;
+    lifetime_fits(&w, checked, now, skew).map_err(|e| CaError::Mismatch(Box::new(e)))?;
     let mut bundle = Bundle::default();
     let origin = format!("issued by {}", spec.issue.signer);
     for (file, bytes) in [

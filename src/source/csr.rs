@@ -70,17 +70,6 @@ pub(crate) mod renewing;
 pub use issued::{IssuedError, Unread, check};
 mod run;
 
-/// Why [`check_off_runtime`] did not accept a certificate.
-#[derive(Debug, thiserror::Error)]
-pub enum Unchecked {
-    /// [`check`] refused it.
-    #[error("{0}")]
-    Refused(IssuedError),
-    /// The check's task panicked.
-    #[error("{0}")]
-    Panicked(crate::Panicked),
-}
-
 /// [`check`] on the blocking pool ([`crate::blocking`]): the certificate
 /// is the signer's answer and the CA an object others write.
 async fn check_off_runtime(
@@ -89,7 +78,7 @@ async fn check_off_runtime(
     key: &[u8],
     ca: Option<&[u8]>,
     clock_skew: std::time::Duration,
-) -> Result<Window, Unchecked> {
+) -> Result<Result<Window, IssuedError>, crate::Panicked> {
     let (spec, cert, key, ca) = (
         Arc::clone(spec),
         cert.to_vec(),
@@ -107,8 +96,6 @@ async fn check_off_runtime(
         )
     })
     .await
-    .map_err(Unchecked::Panicked)?
-    .map_err(Unchecked::Refused)
 }
 pub(crate) use issued::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
 
@@ -127,20 +114,51 @@ const CA_LIMIT: u64 = validate::MAX_BUNDLE_SIZE as u64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CsrError {
-    #[error("cannot generate a {alg} key: {message}")]
-    KeyGen { alg: KeyAlg, message: String },
+    #[error("cannot generate a {alg} key: {source}")]
+    KeyAlg {
+        alg: KeyAlg,
+        #[source]
+        source: crate::x509::X509Error,
+    },
+    #[error("cannot generate a {alg} key: {source}")]
+    KeyGenRsa {
+        alg: KeyAlg,
+        #[source]
+        source: rsa::Error,
+    },
+    #[error("cannot generate a {alg} key: {source}")]
+    KeyGenPkcs8 {
+        alg: KeyAlg,
+        #[source]
+        source: rsa::pkcs8::Error,
+    },
+    #[error("cannot generate a {alg} key: {source}")]
+    KeyGen {
+        alg: KeyAlg,
+        #[source]
+        source: rcgen::Error,
+    },
     #[error("cannot build the certificate request: {0}")]
     Request(#[source] EncodeError),
     #[error("cannot build the certificate request: {0}")]
     Bundle(#[source] crate::bundle::BundleError),
     #[error("cannot build the certificate request: {0}")]
     Task(#[source] crate::Panicked),
-    #[error("{verb} {object}: {message}")]
+    #[error("{verb} {object}: {}", crate::error_chain(source))]
     Api {
         verb: &'static str,
         object: String,
-        message: String,
+        #[source]
+        source: kube::Error,
     },
+    #[error("{verb} {object}: no answer within {waited:?}")]
+    ApiTimeout {
+        verb: &'static str,
+        object: String,
+        waited: Duration,
+    },
+    #[error("watch certificatesigningrequest {csr}: the watch ended")]
+    WatchEnded { csr: String },
     #[error("certificatesigningrequest {csr} was denied: {reason}: {message}")]
     Denied {
         csr: String,
@@ -163,26 +181,32 @@ pub enum CsrError {
     )]
     Timeout { csr: String, waited: Duration },
     #[error("certificatesigningrequest {csr}: the issued certificate is refused: {problem}")]
-    Mismatch { csr: String, problem: Unchecked },
+    Mismatch {
+        csr: String,
+        #[source]
+        problem: IssuedError,
+    },
+    /// The check's task panicked.
+    #[error("certificatesigningrequest {csr}: the issued certificate is refused: {task}")]
+    MismatchTask {
+        csr: String,
+        #[source]
+        task: crate::Panicked,
+    },
     #[error("API client for certificate requests: {0}")]
     Client(#[source] ClientError),
+    /// The signer's CA certificates could not be read: `problem` is one
+    /// of the `Ca*` variants, or the API call's error.
     #[error("signer CA {source_name}: {problem}")]
     Ca {
         source_name: String,
         #[source]
-        problem: SignerCa,
+        problem: Box<CsrError>,
     },
-}
-
-/// Why the signer's CA certificates could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum SignerCa {
-    #[error(transparent)]
-    File(#[from] crate::files::OwnedError),
-    #[error(transparent)]
-    Api(Box<CsrError>),
+    #[error("{0}")]
+    CaFile(#[source] crate::files::OwnedError),
     #[error("key {key:?} is missing")]
-    NoKey { key: String },
+    CaNoKey { key: String },
     /// ClusterTrustBundles not served: the other CA sources are named.
     #[error(
         "{source}{}",
@@ -192,29 +216,44 @@ pub enum SignerCa {
             ""
         }
     )]
-    Bundles {
+    CaBundles {
         source: super::trust_bundle::TrustBundleError,
     },
     #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    #[error(transparent)]
-    Task(#[from] crate::Panicked),
+    CaTimeout(Duration),
+    #[error("{0}")]
+    CaTask(#[source] crate::Panicked),
     #[error("holds no CERTIFICATE block")]
-    NoCertificate,
+    CaNoCertificate,
 }
 
 impl CsrError {
     /// A short, fixed label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::KeyGen { .. } | Self::Request(_) | Self::Bundle(_) | Self::Task(_) => "request",
-            Self::Api { .. } | Self::Client(_) => "api",
+            Self::KeyAlg { .. }
+            | Self::KeyGenRsa { .. }
+            | Self::KeyGenPkcs8 { .. }
+            | Self::KeyGen { .. }
+            | Self::Request(_)
+            | Self::Bundle(_)
+            | Self::Task(_) => "request",
+            Self::Api { .. }
+            | Self::ApiTimeout { .. }
+            | Self::WatchEnded { .. }
+            | Self::Client(_) => "api",
             Self::Denied { .. } => "denied",
             Self::Failed { .. } => "failed",
             Self::Deleted { .. } | Self::Replaced { .. } => "deleted",
             Self::Timeout { .. } => "timeout",
-            Self::Mismatch { .. } => "mismatch",
-            Self::Ca { .. } => "ca",
+            Self::Mismatch { .. } | Self::MismatchTask { .. } => "mismatch",
+            Self::Ca { .. }
+            | Self::CaFile(_)
+            | Self::CaNoKey { .. }
+            | Self::CaBundles { .. }
+            | Self::CaTimeout(_)
+            | Self::CaTask(_)
+            | Self::CaNoCertificate => "ca",
         }
     }
 }
@@ -393,12 +432,14 @@ impl CsrSource {
                 None
             }
         };
+        let refused = |problem: &dyn std::fmt::Display| {
+            tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; requesting a new one");
+            None
+        };
         match check_off_runtime(&self.spec, cert, key, ca.as_deref(), self.clock_skew).await {
-            Ok(w) => Some(w),
-            Err(problem) => {
-                tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; requesting a new one");
-                None
-            }
+            Ok(Ok(w)) => Some(w),
+            Ok(Err(problem)) => refused(&problem),
+            Err(task) => refused(&task),
         }
     }
 
@@ -452,6 +493,10 @@ impl CsrSource {
             self.clock_skew,
         )
         .await
+        .map_err(|task| CsrError::MismatchTask {
+            csr: name.clone(),
+            task,
+        })?
         .map_err(|problem| CsrError::Mismatch {
             csr: name.clone(),
             problem,
@@ -503,17 +548,17 @@ impl CsrSource {
         let Some(source) = &self.spec.ca else {
             return Ok(None);
         };
-        let err = |problem: SignerCa| CsrError::Ca {
+        let err = |problem| CsrError::Ca {
             source_name: source.to_string(),
-            problem,
+            problem: Box::new(problem),
         };
         let pem = match source {
             CaSource::File(path) => {
                 let path = path.clone();
                 crate::blocking(move || crate::files::read_steering(&path, CA_LIMIT))
                     .await
-                    .map_err(|e| err(e.into()))?
-                    .map_err(|e| err(e.into()))?
+                    .map_err(|e| err(CsrError::CaTask(e)))?
+                    .map_err(|e| err(CsrError::CaFile(e)))?
             }
             CaSource::ConfigMap {
                 namespace,
@@ -523,12 +568,12 @@ impl CsrSource {
                 let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
                 let cm = timed("get", &source.to_string(), api.get(name))
                     .await
-                    .map_err(|e| err(SignerCa::Api(Box::new(e))))?;
+                    .map_err(err)?;
                 cm.data
                     .and_then(|mut d| d.remove(key))
                     .map(String::into_bytes)
                     .or_else(|| cm.binary_data.and_then(|mut d| d.remove(key)).map(|b| b.0))
-                    .ok_or_else(|| err(SignerCa::NoKey { key: key.clone() }))?
+                    .ok_or_else(|| err(CsrError::CaNoKey { key: key.clone() }))?
             }
             CaSource::TrustBundles { signer } => {
                 use super::trust_bundle::{Selection, read};
@@ -538,8 +583,8 @@ impl CsrSource {
                 };
                 match tokio::time::timeout(CALL_TIMEOUT, read(client.clone(), &selection)).await {
                     Ok(Ok(pem)) => pem,
-                    Ok(Err(source)) => return Err(err(SignerCa::Bundles { source })),
-                    Err(_) => return Err(err(SignerCa::Timeout(CALL_TIMEOUT))),
+                    Ok(Err(source)) => return Err(err(CsrError::CaBundles { source })),
+                    Err(_) => return Err(err(CsrError::CaTimeout(CALL_TIMEOUT))),
                 }
             }
         };
@@ -549,9 +594,9 @@ impl CsrSource {
             (pem, has_cert)
         })
         .await
-        .map_err(|e| err(e.into()))?;
+        .map_err(|e| err(CsrError::CaTask(e)))?;
         if !has_cert {
-            return Err(err(SignerCa::NoCertificate));
+            return Err(err(CsrError::CaNoCertificate));
         }
         Ok(Some(pem))
     }
@@ -563,14 +608,18 @@ async fn timed<T>(
     object: &str,
     call: impl Future<Output = kube::Result<T>>,
 ) -> Result<T, CsrError> {
-    let err = |message: String| CsrError::Api {
-        verb,
-        object: object.to_owned(),
-        message,
-    };
+    let object = || object.to_owned();
     match tokio::time::timeout(CALL_TIMEOUT, call).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(err(crate::error_chain(&e))),
-        Err(_) => Err(err(format!("no answer within {CALL_TIMEOUT:?}"))),
+        Ok(Err(source)) => Err(CsrError::Api {
+            verb,
+            object: object(),
+            source,
+        }),
+        Err(_) => Err(CsrError::ApiTimeout {
+            verb,
+            object: object(),
+            waited: CALL_TIMEOUT,
+        }),
     }
 }

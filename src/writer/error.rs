@@ -3,7 +3,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{GaveUp, KubeconfigProblem, PairProblem, RollbackProblem};
+use super::{KubeconfigProblem, PairProblem, RollbackProblem};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriterError {
@@ -59,17 +59,30 @@ pub enum WriterError {
         problem: Box<RollbackProblem>,
     },
     /// Another process held the write lock (`held_by`, as its lock file
-    /// says) until certsync gave up.
+    /// says) until shutdown.
     #[error(
-        "target {target}: waiting for the write lock: {} is held by {held_by}; {gave_up}; nothing \
-         was written",
+        "target {target}: waiting for the write lock: {} is held by {held_by}; stopped waiting \
+         for it at shutdown; nothing was written",
         lock.display()
     )]
-    LockWait {
+    LockWaitStopped {
         target: PathBuf,
         lock: PathBuf,
         held_by: String,
-        gave_up: GaveUp,
+    },
+    /// Another process held the write lock (`held_by`, as its lock file
+    /// says) for longer than `--once-timeout`.
+    #[error(
+        "target {target}: waiting for the write lock: {} is held by {held_by}; gave up after {} \
+         (--once-timeout); nothing was written",
+        lock.display(),
+        humantime::format_duration(*after)
+    )]
+    LockWaitTimeout {
+        target: PathBuf,
+        lock: PathBuf,
+        held_by: String,
+        after: std::time::Duration,
     },
     #[error("update-kubeconfig {path}: {problem}")]
     Kubeconfig {

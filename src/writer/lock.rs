@@ -123,19 +123,23 @@ impl Writer {
                     tracing::warn!(target_dir = %self.target.display(), holder = %who, "waiting for the write lock on {}: {} is held by {who}", self.target.display(), path.display());
                     who
                 });
-                let gave_up = |gave_up| WriterError::LockWait {
-                    target: self.target.clone(),
-                    lock: path.clone(),
-                    held_by: held_by.clone(),
-                    gave_up,
-                };
+                let (target, lock, held_by) = (self.target.clone(), path.clone(), held_by.clone());
                 if STOP_WAITING.load(Ordering::SeqCst) {
-                    return Err(gave_up(GaveUp::Shutdown));
+                    return Err(WriterError::LockWaitStopped {
+                        target,
+                        lock,
+                        held_by,
+                    });
                 }
                 if let Some(limit) = self.opts.lock_timeout
                     && start.elapsed() >= limit
                 {
-                    return Err(gave_up(GaveUp::After(limit)));
+                    return Err(WriterError::LockWaitTimeout {
+                        target,
+                        lock,
+                        held_by,
+                        after: limit,
+                    });
                 }
                 std::thread::sleep(LOCK_RETRY);
             };
@@ -200,13 +204,4 @@ impl Writer {
             .ctx("write", &path)?;
         Ok(lock)
     }
-}
-
-/// Why certsync stopped waiting for a write lock another process holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum GaveUp {
-    #[error("stopped waiting for it at shutdown")]
-    Shutdown,
-    #[error("gave up after {} (--once-timeout)", humantime::format_duration(*.0))]
-    After(std::time::Duration),
 }

@@ -89,7 +89,6 @@ pub use kubeconfig::{
     KubeconfigProblem, OtherAuth, check_kubeconfig, embedded_ca, embedded_pair,
     kubeconfig_certificate, update_kubeconfig, update_kubeconfig_ca, with_ca_data,
 };
-pub use lock::GaveUp;
 pub use lock::stop_waiting;
 pub use pair::{CopyUpdate, PairProblem, check_pair, update_pair};
 pub use revision::RevisionProblem;

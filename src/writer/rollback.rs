@@ -6,28 +6,17 @@ use super::*;
 /// The rollback pin, if `..pin` is a regular file holding one. `Err`
 /// (why) when `..pin` is not certsync's own: not a regular file, another
 /// user's or writable by others ([`own`]), or a hard link: never obeyed.
-pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, PinProblem> {
+pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, RollbackProblem> {
     let (bytes, (mode, uid, _), links) = match read_file_links(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
         Err(PathError::Io { .. }) => return Ok(None),
-        Err(e) => return Err(PinProblem::Unreadable(e.to_string())),
+        Err(e) => return Err(RollbackProblem::PinUnreadable(e)),
     };
-    own(uid, mode).map_err(|p| PinProblem::NotOwn(p.to_string()))?;
+    own(uid, mode).map_err(RollbackProblem::PinNotOwn)?;
     if links != 1 {
-        return Err(PinProblem::HardLink(links));
+        return Err(RollbackProblem::PinHardLink { links });
     }
     Ok(parse_pin(bytes))
-}
-
-/// Why `..pin` is not obeyed (it is removed).
-#[derive(Debug, thiserror::Error)]
-pub(super) enum PinProblem {
-    #[error("{0}")]
-    Unreadable(String),
-    #[error("{PIN}: {0}")]
-    NotOwn(String),
-    #[error("{PIN}: a hard link (links {0})")]
-    HardLink(u64),
 }
 
 /// Why a rollback is refused (or a pin cannot be kept); rendered after
@@ -55,6 +44,13 @@ pub enum RollbackProblem {
         #[source]
         problem: crate::validate::ValidationError,
     },
+    // Why `..pin` is not obeyed (it is removed).
+    #[error("{0}")]
+    PinUnreadable(#[source] PathError),
+    #[error("{PIN}: {0}")]
+    PinNotOwn(#[source] NotOwn),
+    #[error("{PIN}: a hard link (links {links})")]
+    PinHardLink { links: u64 },
 }
 
 /// `pinned HASH` and `replaced HASH` lines.

@@ -40,23 +40,17 @@ pub enum NotStrict {
     San(x509_cert::der::Error),
     #[error("an IP address SAN of {0} bytes (Go: x509: cannot parse IP address of length {0})")]
     IpLength(usize),
-    #[error("a URI SAN {0} (Go: x509: cannot parse URI)")]
-    Uri(UriProblem),
+    // What Go's `url.Parse` refuses in a URI SAN.
+    #[error("a URI SAN holds a control character (Go: x509: cannot parse URI)")]
+    UriControlCharacter,
+    #[error("a URI SAN has an empty scheme (Go: x509: cannot parse URI)")]
+    UriEmptyScheme,
+    #[error("a URI SAN holds an invalid % escape (Go: x509: cannot parse URI)")]
+    UriBadEscape,
     #[error("key usage: {0} (Go: x509: invalid key usage)")]
     KeyUsage(x509_cert::der::Error),
     #[error("key usage: its unused bits are not zero (Go: x509: invalid key usage)")]
     KeyUsagePadding,
-}
-
-/// What Go's `url.Parse` refuses in a URI SAN.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum UriProblem {
-    #[error("holds a control character")]
-    ControlCharacter,
-    #[error("has an empty scheme")]
-    EmptyScheme,
-    #[error("holds an invalid % escape")]
-    BadEscape,
 }
 
 /// `Ok` when Go's `x509.ParseCertificate` would read `der` too; else the
@@ -112,9 +106,7 @@ fn extension(ext: &x509_cert::ext::Extension) -> Result<(), NotStrict> {
                 GeneralName::IpAddress(ip) if ![4, 16].contains(&ip.as_bytes().len()) => {
                     return Err(NotStrict::IpLength(ip.as_bytes().len()));
                 }
-                GeneralName::UniformResourceIdentifier(uri) => {
-                    url_parses(uri.as_str()).map_err(NotStrict::Uri)?
-                }
+                GeneralName::UniformResourceIdentifier(uri) => url_parses(uri.as_str())?,
                 _ => {}
             }
         }
@@ -134,12 +126,12 @@ fn extension(ext: &x509_cert::ext::Extension) -> Result<(), NotStrict> {
 
 /// What Go's `url.Parse` refuses in a URI SAN: a control character, a `%`
 /// not followed by two hex digits, a scheme that is empty.
-fn url_parses(uri: &str) -> Result<(), UriProblem> {
+fn url_parses(uri: &str) -> Result<(), NotStrict> {
     if uri.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return Err(UriProblem::ControlCharacter);
+        return Err(NotStrict::UriControlCharacter);
     }
     if uri.starts_with(':') {
-        return Err(UriProblem::EmptyScheme);
+        return Err(NotStrict::UriEmptyScheme);
     }
     let b = uri.as_bytes();
     let mut i = 0;
@@ -147,7 +139,7 @@ fn url_parses(uri: &str) -> Result<(), UriProblem> {
         if b[i] == b'%' {
             let hex = |j: usize| b.get(j).is_some_and(|c| c.is_ascii_hexdigit());
             if !(hex(i + 1) && hex(i + 2)) {
-                return Err(UriProblem::BadEscape);
+                return Err(NotStrict::UriBadEscape);
             }
             i += 3;
         } else {
@@ -170,7 +162,7 @@ fn string_value(value: &Any) -> Result<(), x509_cert::der::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{NotStrict, UriProblem, strict_certificate};
+    use super::{NotStrict, strict_certificate};
     use rcgen::{CertificateParams, CustomExtension, DnType, DnValue, KeyPair};
     use x509_cert::der::Tag;
     use x509_cert::der::oid::ObjectIdentifier;
@@ -348,13 +340,13 @@ mod tests {
                 "URI with a bad escape",
                 SAN,
                 san(0x86, b"https://x.example/%zz"),
-                |e| *e == NotStrict::Uri(UriProblem::BadEscape),
+                |e| *e == NotStrict::UriBadEscape,
             ),
             (
                 "URI with a control character",
                 SAN,
                 san(0x86, b"https://x.example/\x01"),
-                |e| *e == NotStrict::Uri(UriProblem::ControlCharacter),
+                |e| *e == NotStrict::UriControlCharacter,
             ),
             (
                 "key usage padding bit set",

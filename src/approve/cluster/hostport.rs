@@ -6,6 +6,8 @@
 
 use std::net::IpAddr;
 
+use crate::approve::error::ApproveError;
+
 /// The host of a `controlPlaneEndpoint`, as kubeadm puts it in the API
 /// server's certificate: an address, or a DNS name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,25 +16,19 @@ pub(super) enum Host {
     Name(String),
 }
 
-/// Why kubeadm's `ParseHostPort` refuses an endpoint, in its words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(super) enum HostPortError {
-    #[error("port must be a valid number between 1 and 65535, inclusive")]
-    Port,
-    #[error("host must be a valid IP address or a valid RFC-1123 DNS subdomain")]
-    Host,
-}
-
 /// kubeadm's `ParseHostPort` (cmd/kubeadm/app/util/endpoint.go), the one
 /// reader of `controlPlaneEndpoint`: `net.SplitHostPort`, and when that
 /// fails (a bare IPv6 address, `[v6]` without a port, any string without
 /// a colon) the whole string is the host; a port is checked only when
 /// present; the host is an address by `ParseIPSloppy`, else a DNS-1123
-/// subdomain, else refused. Linear in `endpoint`.
-pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, HostPortError> {
+/// subdomain, else refused (as `ApproveError::EndpointPort` or
+/// `EndpointHost`, in kubeadm's words). Linear in `endpoint`.
+pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, ApproveError> {
     let (host, port) = split_host_port(endpoint).unwrap_or((endpoint, ""));
     if !port.is_empty() && !valid_port(port) {
-        return Err(HostPortError::Port);
+        return Err(ApproveError::EndpointPort {
+            endpoint: endpoint.to_owned(),
+        });
     }
     if let Some(ip) = parse_ip_sloppy(host) {
         return Ok(Host::Ip(ip));
@@ -40,7 +36,9 @@ pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, HostPortError> {
     if dns1123_subdomain(host) {
         return Ok(Host::Name(host.to_owned()));
     }
-    Err(HostPortError::Host)
+    Err(ApproveError::EndpointHost {
+        endpoint: endpoint.to_owned(),
+    })
 }
 
 /// Go's `net.SplitHostPort`: the port follows the last colon; a host with
@@ -259,7 +257,7 @@ mod tests {
             ("192.168.1.256", name("192.168.1.256")),
         ];
         for (endpoint, host) in read {
-            assert_eq!(parse_host_port(endpoint), Ok(host), "{endpoint:?}");
+            assert_eq!(parse_host_port(endpoint).ok(), Some(host), "{endpoint:?}");
         }
         // What kubeadm refuses: no certificate, nothing certsync could
         // reserve with certainty (the caller decides nothing).
@@ -304,14 +302,18 @@ mod tests {
             "api.example.com:6443/",
         ];
         for endpoint in refused {
+            let got = parse_host_port(endpoint);
             assert!(
-                parse_host_port(endpoint).is_err(),
-                "{endpoint:?} read as {:?}",
-                parse_host_port(endpoint)
+                matches!(
+                    &got,
+                    Err(ApproveError::EndpointPort { endpoint: e }
+                        | ApproveError::EndpointHost { endpoint: e }) if e == endpoint
+                ),
+                "{endpoint:?} read as {got:?}"
             );
         }
         // The longest name kubeadm takes: 253 characters.
         let longest = format!("{}.{}", "a".repeat(126), "b".repeat(126));
-        assert_eq!(parse_host_port(&longest), Ok(name(&longest)));
+        assert_eq!(parse_host_port(&longest).ok(), Some(name(&longest)));
     }
 }

@@ -37,10 +37,6 @@ async fn leadership(
     let Some(lease) = &config.lease else {
         return Ok(watch::channel(true).1);
     };
-    let err = |e: &dyn std::fmt::Display| ApproveError::Lease {
-        lease: format!("{}/{}", lease.namespace(), lease.name),
-        message: e.to_string(),
-    };
     let secs = lease.duration.as_secs().max(2);
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease.name)
         .with_namespace(lease.namespace())
@@ -49,7 +45,10 @@ async fn leadership(
         .with_grace(secs / 3)
         .build()
         .await
-        .map_err(|e| err(&e))?;
+        .map_err(|source| ApproveError::Lease {
+            lease: format!("{}/{}", lease.namespace(), lease.name),
+            source,
+        })?;
     let (rx, task) = manager.watch().await;
     tokio::spawn(async move {
         if let Ok(Err(e)) = task.await {
@@ -92,7 +91,7 @@ async fn holds_lease(
     let lease = Api::<Lease>::namespaced(client.clone(), namespace)
         .get(name)
         .await
-        .map_err(|e| api_err("get", &format!("lease {namespace}/{name}"), &e))?;
+        .map_err(|e| api_err("get", &format!("lease {namespace}/{name}"), e))?;
     let Some(spec) = lease.spec else {
         return Ok(false);
     };

@@ -3,6 +3,8 @@
 
 use std::net::IpAddr;
 
+use crate::approve::error::ApproveError;
+
 /// A name or range that is never a node's, as `--reserved` takes it: an
 /// IP address, a CIDR, or a DNS name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,18 +13,9 @@ pub enum Reserved {
     Name(String),
 }
 
-/// A `--reserved` value or CIDR that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RangeError {
-    #[error("{0:?} is not an IP address, a CIDR or a DNS name")]
-    Reserved(String),
-    #[error("{0:?} is not a CIDR such as 10.0.0.0/8 or fd00::/64")]
-    Cidr(String),
-}
-
 impl std::str::FromStr for Reserved {
-    type Err = RangeError;
-    fn from_str(s: &str) -> Result<Self, RangeError> {
+    type Err = ApproveError;
+    fn from_str(s: &str) -> Result<Self, ApproveError> {
         if let Ok(ip) = s.parse::<IpAddr>() {
             let bits = if ip.is_ipv4() { 32 } else { 128 };
             return format!("{ip}/{bits}").parse().map(Self::Range);
@@ -38,7 +31,7 @@ impl std::str::FromStr for Reserved {
         if ok {
             Ok(Self::Name(name))
         } else {
-            Err(RangeError::Reserved(s.into()))
+            Err(ApproveError::Reserved(s.into()))
         }
     }
 }
@@ -51,9 +44,9 @@ pub struct Cidr {
 }
 
 impl std::str::FromStr for Cidr {
-    type Err = RangeError;
-    fn from_str(s: &str) -> Result<Self, RangeError> {
-        let bad = || RangeError::Cidr(s.into());
+    type Err = ApproveError;
+    fn from_str(s: &str) -> Result<Self, ApproveError> {
+        let bad = || ApproveError::Cidr(s.into());
         let (addr, bits) = s.split_once('/').ok_or_else(bad)?;
         let addr: IpAddr = addr.parse().map_err(|_| bad())?;
         let bits: u8 = bits.parse().map_err(|_| bad())?;

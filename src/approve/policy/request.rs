@@ -7,7 +7,7 @@ use super::{
     Check, Facts, MAX_REQUEST_BYTES, NODE_PREFIX, NODES_GROUP, Policy, Verdict, canonical, deny,
 };
 use crate::source::csr::KeyAlg;
-use crate::x509::{COMMON_NAME, ORGANIZATION, Request, RequestError, SERVER_AUTH};
+use crate::x509::{COMMON_NAME, ORGANIZATION, Request, SERVER_AUTH};
 
 /// Check 1: the requester, from authentication: `system:node:NAME` in
 /// group `system:nodes`. Returns NAME.
@@ -46,7 +46,7 @@ pub(super) fn read(csr: &CertificateSigningRequest, facts: &mut Facts) -> Result
     }
     let req = match Request::read(&csr.spec.request.0) {
         Ok(req) => req,
-        Err(e @ RequestError::Sans(_)) => return Err(deny(Check::Sans, e.to_string())),
+        Err(e) if e.is_san() => return Err(deny(Check::Sans, e.to_string())),
         Err(e) => return Err(deny(Check::Request, e.to_string())),
     };
     facts.key = req

@@ -39,7 +39,7 @@ fn secs(d: Duration) -> i64 {
 /// the reason it is issued again (the guide and the mapping reference
 /// quote it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum LifetimeChanged {
+pub enum LifetimeChanged {
     /// It ends with its CA (`ends`), and a certificate of `wanted` issued
     /// now would not.
     #[error(

@@ -14,7 +14,7 @@ fn live(spec: &CaSpec) -> Bundle {
 }
 
 /// Whether `live` satisfies `spec` now, as the source's check says: why not.
-fn judged(spec: &CaSpec, live: &Bundle) -> Result<Window, Unfit> {
+fn judged(spec: &CaSpec, live: &Bundle) -> Result<Window, CaError> {
     let now = SystemTime::now();
     let w = material::wanted(spec, now, SKEW).unwrap();
     live_ok(&w, live, now, SKEW)
@@ -42,36 +42,36 @@ fn a_live_certificate_of_another_lifetime_is_issued_again() {
     let year = spec(&ca.prefix, SERVER);
     let e = judged(&year, &live(&short)).unwrap_err();
     assert!(
-        matches!(&e, Unfit::Lifetime(c) if *c == changed(8, 8760 * 60)),
+        matches!(&e, CaError::Lifetime(c) if *c == changed(8, 8760 * 60)),
         "{e}"
     );
     // The reason the guide and the mapping reference quote.
     assert_eq!(e.to_string(), "lifetime changed: live 8m, wanted 8760h");
     let e = judged(&short, &live(&year)).unwrap_err();
     assert!(
-        matches!(&e, Unfit::Lifetime(c) if *c == changed(8760 * 60, 8)),
+        matches!(&e, CaError::Lifetime(c) if *c == changed(8760 * 60, 8)),
         "{e}"
     );
     let ten = spec(&ca.prefix, &format!("{SERVER},lifetime=10m"));
     let thirty = spec(&ca.prefix, &format!("{SERVER},lifetime=30m"));
     let e = judged(&thirty, &live(&ten)).unwrap_err();
     assert!(
-        matches!(&e, Unfit::Lifetime(c) if *c == changed(10, 30)),
+        matches!(&e, CaError::Lifetime(c) if *c == changed(10, 30)),
         "{e}"
     );
     assert!(matches!(
         judged(&ten, &live(&thirty)),
-        Err(Unfit::Lifetime(_))
+        Err(CaError::Lifetime(_))
     ));
     // One minute more than a 10-minute pair's backdate (1 min) still counts.
     let twelve = spec(&ca.prefix, &format!("{SERVER},lifetime=12m"));
     assert!(matches!(
         judged(&twelve, &live(&ten)),
-        Err(Unfit::Lifetime(_))
+        Err(CaError::Lifetime(_))
     ));
     assert!(matches!(
         judged(&ten, &live(&twelve)),
-        Err(Unfit::Lifetime(_))
+        Err(CaError::Lifetime(_))
     ));
 }
 
@@ -97,11 +97,11 @@ fn every_issued_lifetime_passes_its_own_rule() {
         let short = spec(&ca.prefix, &format!("{SERVER},lifetime=8m"));
         let year = spec(&ca.prefix, SERVER);
         assert!(
-            matches!(judged(&short, &live(&year)), Err(Unfit::Lifetime(_))),
+            matches!(judged(&short, &live(&year)), Err(CaError::Lifetime(_))),
             "CA aged {ca_age}"
         );
         assert!(
-            matches!(judged(&year, &live(&short)), Err(Unfit::Lifetime(_))),
+            matches!(judged(&year, &live(&short)), Err(CaError::Lifetime(_))),
             "CA aged {ca_age}"
         );
     }
@@ -131,7 +131,7 @@ fn a_pair_capped_at_the_ca_is_not_issued_again() {
         .map(|l| l.not_after);
     let e = judged(&ten, &capped.bundle).unwrap_err();
     assert!(
-        matches!(&e, Unfit::Lifetime(LifetimeChanged::CutByCa { ends, wanted })
+        matches!(&e, CaError::Lifetime(LifetimeChanged::CutByCa { ends, wanted })
             if Some(*ends) == capped_end && *wanted == Duration::from_secs(600)),
         "{e}"
     );
@@ -166,13 +166,13 @@ fn a_changed_key_algorithm_or_rsa_size_is_issued_again() {
     let p256 = live(&opts("ecdsa-p256"));
     let e = judged(&opts("ed25519"), &p256).unwrap_err();
     assert!(
-        matches!(&e, Unfit::Issued(IssuedError::KeyAlg { got, .. }) if got.to_string() == "ecdsa-p256"),
+        matches!(&e, CaError::Issued(IssuedError::KeyAlg { got, .. }) if got.to_string() == "ecdsa-p256"),
         "{e}"
     );
     let rsa = live(&opts("rsa-2048"));
     let e = judged(&opts("rsa-3072"), &rsa).unwrap_err();
     assert!(
-        matches!(&e, Unfit::Issued(IssuedError::KeyAlg { got, .. }) if got.to_string() == "rsa-2048"),
+        matches!(&e, CaError::Issued(IssuedError::KeyAlg { got, .. }) if got.to_string() == "rsa-2048"),
         "{e}"
     );
     judged(&opts("rsa-2048"), &rsa).unwrap();

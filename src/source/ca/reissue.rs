@@ -78,7 +78,7 @@ pub fn reissue(
         not_after: time(now_secs.saturating_add(span).min(ca.not_after)).map_err(CaError::Sign)?,
     };
     let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
-    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(|e| CaError::Mismatch(e.to_string()))?;
+    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(|e| refused(CaError::NotSignedBy(e)))?;
     Ok(new)
 }
 
@@ -127,10 +127,10 @@ pub fn renew_ca(
     };
     let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
     let (_, renewed) = x509_parser::parse_x509_certificate(&new)
-        .map_err(|e| CaError::Mismatch(format!("renewed CA: {e}")))?;
-    signed_by_ca(&new, &ca.subject, &parsed).map_err(|e| CaError::Mismatch(e.to_string()))?;
+        .map_err(|e| refused(CaError::RenewedUnread(e)))?;
+    signed_by_ca(&new, &ca.subject, &parsed).map_err(|e| refused(CaError::NotSignedBy(e)))?;
     if renewed.public_key().raw != ca.spki.as_slice() {
-        return Err(CaError::Mismatch("the renewed CA has another key".into()));
+        return Err(refused(CaError::RenewedOtherKey));
     }
     Ok(new)
 }
@@ -159,7 +159,7 @@ fn signed(
     }
     .to_der()
     .map_err(|e| CaError::Sign(der("encoding")(e)))?;
-    crate::x509::strict_certificate(&new).map_err(|e| CaError::Mismatch(e.to_string()))?;
+    crate::x509::strict_certificate(&new).map_err(|e| refused(CaError::NotStrict(Box::new(e))))?;
     Ok(new)
 }
 
@@ -193,6 +193,11 @@ fn parse_ca<'a>(
 
 /// Checks that `der` names the CA (`subject`, DER) as its issuer and that
 /// the CA's key signed it.
+/// A certificate issued again that is not what it must be.
+fn refused(problem: CaError) -> CaError {
+    CaError::Mismatch(Box::new(problem))
+}
+
 fn signed_by_ca(
     der: &[u8],
     subject: &[u8],

@@ -256,7 +256,7 @@ fn a_changed_template_makes_the_live_pair_unfit() {
     let w = material::wanted(&s, now, SKEW).unwrap();
     let e = live_ok(&w, &issued.bundle, now, SKEW).unwrap_err();
     assert!(
-        matches!(&e, Unfit::Issued(crate::source::csr::IssuedError::DnsNames { got, want })
+        matches!(&e, CaError::Issued(crate::source::csr::IssuedError::DnsNames { got, want })
             if got.len() == 2 && want.len() == 3),
         "{e}"
     );

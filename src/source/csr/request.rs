@@ -11,25 +11,25 @@ impl KeyAlg {
     /// non-constant-time private-key operations (RUSTSEC-2023-0071) are
     /// never used.
     pub(crate) fn generate(self) -> Result<rcgen::KeyPair, CsrError> {
-        let err = |e: &dyn std::fmt::Display| CsrError::KeyGen {
-            alg: self,
-            message: e.to_string(),
-        };
-        self.issuable().map_err(|e| err(&e))?;
+        let alg = self;
+        self.issuable()
+            .map_err(|source| CsrError::KeyAlg { alg, source })?;
         match self {
             Self::EcdsaP256 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
             Self::EcdsaP384 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384),
             Self::Ed25519 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519),
             Self::Rsa(bits) => {
                 use rsa::pkcs8::EncodePrivateKey;
-                let key =
-                    rsa::RsaPrivateKey::new(&mut rand_core::OsRng, bits).map_err(|e| err(&e))?;
-                let der = key.to_pkcs8_der().map_err(|e| err(&e))?;
+                let key = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, bits)
+                    .map_err(|source| CsrError::KeyGenRsa { alg, source })?;
+                let der = key
+                    .to_pkcs8_der()
+                    .map_err(|source| CsrError::KeyGenPkcs8 { alg, source })?;
                 let der = rustls::pki_types::PrivatePkcs8KeyDer::from(der.as_bytes());
                 rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&der, &rcgen::PKCS_RSA_SHA256)
             }
         }
-        .map_err(|e| err(&e))
+        .map_err(|source| CsrError::KeyGen { alg, source })
     }
 }
 

@@ -107,11 +107,7 @@ impl CsrSource {
                 // The loop never ends; if it did, that is a failure to
                 // retry, not a verdict.
                 None => {
-                    return Err(CsrError::Api {
-                        verb: "watch",
-                        object: format!("certificatesigningrequest {name}"),
-                        message: "the watch ended".into(),
-                    });
+                    return Err(CsrError::WatchEnded { csr: name.into() });
                 }
             };
             if let Some(done) = self.settled(name, uid, &obj, &mut said) {

@@ -1,0 +1,292 @@
+//! Why a reload was not sent, not answered or not proven: one error for the
+//! reloader's parts (signal, HTTP hook, serving check), each with what it
+//! was about as fields; and why a pidfile is not proof of the consumer.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+
+use crate::beneath::PathError;
+use crate::files::OwnedError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    // The serving check.
+    #[error("{addr}: still serving {served} instead of {expected} after {waited:?}")]
+    Stale {
+        addr: String,
+        /// The fingerprint served, as [`super::verify::short`] says it.
+        served: String,
+        expected: String,
+        waited: Duration,
+    },
+    /// No fingerprint was read at the last try, for `last`.
+    #[error("{addr}: still serving {last} instead of {expected} after {waited:?}")]
+    Unserved {
+        addr: String,
+        #[source]
+        last: Box<ReloadError>,
+        expected: String,
+        waited: Duration,
+    },
+    #[error("{0:?} is not host:port")]
+    NotHostPort(String),
+    #[error("{0}")]
+    Tls(#[source] rustls::Error),
+    #[error("{0}")]
+    Name(#[source] rustls::pki_types::InvalidDnsNameError),
+    #[error("{0}")]
+    Connect(#[source] std::io::Error),
+    #[error("TLS handshake timed out")]
+    TlsTimeout,
+    #[error("no certificate presented")]
+    NoCertificate,
+
+    // Signal mode.
+    #[error(
+        "no process matches {what} (certsync itself, its ancestors, PID 1 and pause are never \
+         candidates)"
+    )]
+    NoMatch { what: String },
+    #[error("pidfile {path}: {source}")]
+    PidfileIo {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("pidfile {path}: {}", .source.problem())]
+    PidfileRead {
+        path: PathBuf,
+        #[source]
+        source: PathError,
+    },
+    #[error("pidfile {path}: {text:?} is not a process id")]
+    NotAPid { path: PathBuf, text: String },
+    #[error("pidfile {path}: process {pid} does not exist")]
+    PidGone { path: PathBuf, pid: i32 },
+    /// The pidfile is not proof that the process it names is the consumer.
+    #[error("pidfile {path}: {problem}; refusing to signal it")]
+    Refused { path: PathBuf, problem: NotProof },
+    #[error(
+        "permission denied sending {signal} to pid {pid} ({comm}): certsync runs as another user \
+         without CAP_KILL; run it as the main container's user or add the KILL capability"
+    )]
+    Permission {
+        pid: i32,
+        comm: String,
+        signal: Signal,
+    },
+    #[error(
+        "pid {pid} ({comm}) exited after it was checked; {signal} was not sent (its number may \
+         now be another process's)"
+    )]
+    Exited {
+        pid: i32,
+        comm: String,
+        signal: Signal,
+    },
+    #[error("sending {signal} to pid {pid} ({comm}): {errno}")]
+    Signal {
+        pid: i32,
+        comm: String,
+        signal: Signal,
+        errno: Errno,
+    },
+    #[error("cannot read /proc: {0}")]
+    Proc(#[source] procfs::ProcError),
+    #[error("cannot read /proc: pidfd_open({pid}): {errno}")]
+    PidfdOpen {
+        pid: i32,
+        #[source]
+        errno: rustix::io::Errno,
+    },
+    /// certsync's own ancestors cannot all be told, so neither can whether
+    /// a process is one of them.
+    #[error(
+        "cannot tell the parent of process {pid}, certsync or one of its ancestors (unreadable, \
+         or read across an exit and a reused PID): no process is signalled while certsync \
+         cannot tell that it did not start certsync"
+    )]
+    Lineage { pid: i32 },
+    /// The blocking task that signals panicked.
+    #[error("{0}")]
+    Task(#[source] crate::Panicked),
+
+    // The HTTP hook's settings.
+    #[error("reload URL {url:?}: {problem}")]
+    Url { url: String, problem: &'static str },
+    #[error("reload URL {url:?}: {source} (expected http[s]://host[:port]/path)")]
+    UrlParse {
+        url: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    #[error("reload URL {url:?}: {source}")]
+    UrlUserinfo {
+        url: String,
+        #[source]
+        source: http::Error,
+    },
+    #[error("reload URL {url:?}: {method:?} is not an HTTP method")]
+    NotAMethod { url: String, method: String },
+    #[error("reload header {header:?}: expected 'Name: value'")]
+    Header { header: String },
+    #[error("reload CA file {path}: {source}")]
+    CaFile {
+        path: PathBuf,
+        #[source]
+        source: OwnedError,
+    },
+    #[error("reload CA file {path}: {source}")]
+    CaPem {
+        path: PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("reload CA file {path}: {source}")]
+    CaCert {
+        path: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("reload CA file {path}: no certificates in it")]
+    CaEmpty { path: PathBuf },
+    /// The bearer token file, judged at start.
+    #[error("--reload-bearer-token-file: {0}")]
+    TokenFile(#[source] Box<ReloadError>),
+    #[error("bearer token file {}: {source}", path.display())]
+    TokenUnreadable {
+        path: PathBuf,
+        #[source]
+        source: OwnedError,
+    },
+    #[error("bearer token file {}: not UTF-8 text", path.display())]
+    TokenNotUtf8 { path: PathBuf },
+    #[error("bearer token file {}: not a valid header value", path.display())]
+    TokenNotHeader { path: PathBuf },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] rustls::Error),
+
+    // A call of the HTTP hook.
+    #[error("{hook}: gave up after {attempts} attempts; last: {last}")]
+    GaveUp {
+        hook: String,
+        attempts: u32,
+        #[source]
+        last: Box<ReloadError>,
+    },
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("no answer within {}", humantime::format_duration(*.0))]
+    NoAnswer(Duration),
+    #[error("HTTP {status} redirect to {to}; redirects are not followed")]
+    Redirect { status: u16, to: String },
+    #[error(transparent)]
+    Request(http::Error),
+    /// hyper's error chain, which never carries the URL.
+    #[error("{}", crate::error_chain(.0))]
+    Send(#[source] hyper_util::client::legacy::Error),
+}
+
+/// Why a pidfile is not proof that the process it names is the consumer;
+/// each with its [`Refusal`] label.
+#[derive(Debug, thiserror::Error)]
+pub enum NotProof {
+    #[error(
+        "is a symbolic link, which is never followed (whoever can write its directory chooses \
+         where it points)"
+    )]
+    Symlink,
+    #[error("is {kind}, not a regular file")]
+    NotRegular { kind: &'static str },
+    /// A hard link says nothing of who made it: with
+    /// fs.protected_hardlinks=0 the consumer may link a root-owned pidfile
+    /// naming a root process into its own directory.
+    #[error(
+        "is a hard link (links {links}) to a file that has another name; whoever can write its \
+         directory may have linked another user's pidfile there; a pidfile must have one link"
+    )]
+    HardLink { links: u64 },
+    #[error("larger than the {limit}-byte limit")]
+    TooLarge { limit: u64 },
+    #[error("names certsync itself")]
+    Certsync,
+    #[error("names process {pid}, which started certsync")]
+    Ancestor { pid: i32 },
+    /// `comm` escaped.
+    #[error(
+        "owned by uid {owner}, names process {pid} ({comm}), which runs as uid {euid} (real \
+         {ruid}, saved {suid}): a pidfile names only a process of its owner's (a root-owned one, \
+         a root process)"
+    )]
+    OtherUser {
+        owner: u32,
+        pid: i32,
+        comm: String,
+        euid: u32,
+        ruid: u32,
+        suid: u32,
+    },
+    #[error("names process {pid} ({comm}), which is not named {name:?} (--reload-process)")]
+    NotNamed {
+        pid: i32,
+        comm: String,
+        name: String,
+    },
+    #[error(
+        "names process {pid} ({comm}), which started {after:.0} s after the pidfile was last \
+         written: the PID was reused and the pidfile is stale"
+    )]
+    Younger { pid: i32, comm: String, after: f64 },
+    #[error("names process {pid}, whose start cannot be told ({source}): it may be a reused PID")]
+    StartUnknown {
+        pid: i32,
+        #[source]
+        source: procfs::ProcError,
+    },
+}
+
+impl NotProof {
+    /// The `reason` label of `certsync_reload_refusals_total`.
+    pub fn reason(&self) -> Refusal {
+        match self {
+            Self::Symlink
+            | Self::NotRegular { .. }
+            | Self::HardLink { .. }
+            | Self::TooLarge { .. } => Refusal::Pidfile,
+            Self::OtherUser { .. } => Refusal::User,
+            Self::NotNamed { .. } => Refusal::Name,
+            Self::Certsync
+            | Self::Ancestor { .. }
+            | Self::Younger { .. }
+            | Self::StartUnknown { .. } => Refusal::Pid,
+        }
+    }
+}
+
+/// Why a pidfile was not trusted (the `reason` label of
+/// `certsync_reload_refusals_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A symlink, not a regular file, or larger than the cap.
+    Pidfile,
+    /// The named process does not run as the pidfile's owner.
+    User,
+    /// The named process does not have the `--reload-process` name.
+    Name,
+    /// certsync, one of its ancestors, or a process younger than the file.
+    Pid,
+}
+
+impl Refusal {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pidfile => "pidfile",
+            Self::User => "user",
+            Self::Name => "name",
+            Self::Pid => "pid",
+        }
+    }
+}
