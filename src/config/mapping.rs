@@ -99,7 +99,7 @@ pub enum MappingProblem {
     #[error("owner and group must be real ids, not 4294967295 (-1)")]
     NotRealId,
     #[error("verify: {0}")]
-    Verify(#[from] crate::reload::verify::VerifyError),
+    Verify(#[from] crate::reload::ReloadError),
     #[error("verify= needs a certificate/key pair, not a CA bundle")]
     VerifyCaOnly,
     /// `update-kubeconfig=` or `update-pair=` (`option`) not absolute.

@@ -149,7 +149,7 @@ pub enum ConfigError {
     #[error("reload: --reload-cmdline: {0}")]
     ReloadCmdline(#[source] regex::Error),
     #[error("reload: {0}")]
-    ReloadUrl(#[source] crate::reload::http::HttpError),
+    ReloadUrl(#[source] crate::reload::ReloadError),
     #[error("--events: {0}")]
     Events(#[from] pod::EventsError),
     /// `--print-config` could not write what it checked as YAML.

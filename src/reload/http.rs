@@ -19,7 +19,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-pub use crate::reload::error::ReloadError as HttpError;
 use crate::reload::error::ReloadError;
 
 /// Settings of the hook, as given on the command line.

@@ -14,7 +14,6 @@ use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signat
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-pub use crate::reload::error::ReloadError as VerifyError;
 use crate::reload::error::ReloadError;
 
 /// Where the main container serves TLS.
