@@ -597,11 +597,32 @@ fn earlier_ends(dir: &Path, b: &str, der: &[u8], record: &Record) -> Vec<i64> {
 /// When this node's kubelet.conf embeds CA data without the CA
 /// certificate `der`: [`stale_trust`], saying `fix`. The kubelet reads it
 /// only at start.
+/// One that cannot be read or parsed is a problem: what the kubelet
+/// trusts cannot be judged (an absent one, or one naming its CA by file,
+/// has nothing to judge here).
 fn kubelet_conf(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
     const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
-    let text = node::read(dir, KUBELET).ok()?;
-    let data = crate::writer::embedded_ca(&host(dir, KUBELET), &text).ok()??;
-    let held = certificates(&host(dir, KUBELET), &data).ok()?;
+    let at = host(dir, KUBELET);
+    let unjudged = |e: String| {
+        Some((
+            true,
+            format!("{e}: what the kubelet trusts cannot be judged"),
+        ))
+    };
+    let text = match node::read_optional(dir, KUBELET) {
+        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(None) => return None,
+        Err(e) => return unjudged(e.to_string()),
+    };
+    let data = match crate::writer::embedded_ca(&at, &text) {
+        Ok(Some(data)) => data,
+        Ok(None) => return None,
+        Err(e) => return unjudged(e.to_string()),
+    };
+    let held = match certificates(&at, &data) {
+        Ok(held) => held,
+        Err(e) => return unjudged(e.to_string()),
+    };
     let fails = "the kubelet cannot verify the API server";
     stale_trust(KUBELET, &held, der, now, fails, fix)
 }

@@ -572,3 +572,23 @@ fn attack_an_older_renewal_published_again_is_not_taken() {
     apply(a.path(), &ta2);
     assert_eq!(ca_crt(a.path()), mine);
 }
+
+/// Fail closed: a kubelet.conf status cannot parse is a problem naming
+/// it, never a node reported healthy with the kubelet's trust unjudged.
+#[test]
+fn a_kubelet_conf_that_cannot_be_read_is_a_problem() {
+    let (d, _, now, t) = adopted_with_ca(0, 19);
+    let at = host(d.path(), "/etc/kubernetes/kubelet.conf");
+    std::fs::write(&at, "clusters: [").unwrap();
+    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
+    assert!(
+        cas[0]
+            .problem
+            .as_deref()
+            .is_some_and(|p| p.contains("kubelet.conf") && p.contains("cannot be judged")),
+        "{cas:?}"
+    );
+    std::fs::remove_file(&at).unwrap();
+    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
+    assert!(cas[0].problem.is_none(), "{cas:?}");
+}
