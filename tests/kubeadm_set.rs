@@ -145,7 +145,7 @@ fn adopting_again_with_a_value_run_refuses_leaves_the_adopted_node_as_it_was() {
     std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
     std::fs::write(
         d.join("certsync/adopted.json"),
-        "{\"manifests\": {}, \"backups\": []}\n",
+        "{\"manifests\": {}, \"backups\": [], \"made_dirs\": []}\n",
     )
     .expect("record");
     std::fs::write(d.join("certsync.yaml"), "# adopted earlier: lifetime: 8m\n").expect("config");

@@ -42,9 +42,6 @@ pub struct State {
     pub pairs: BTreeMap<String, String>,
     /// The directories adopt made (or found empty: an earlier revert's
     /// leftovers), node paths: revert removes each once it is empty again.
-    /// A record written before this field: all of [`MADE_DIRS`]
-    /// (that adopt made every one; kubeadm makes none of them).
-    #[serde(default = "made_dirs")]
     pub made_dirs: Vec<String>,
     /// Each trust bundle adopt wrote (node path) -> the CA certificates
     /// (PEM) it put in it: the next adopt makes the bundle from these and
@@ -56,10 +53,6 @@ pub struct State {
     /// target never moves by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_addr: Option<std::net::SocketAddr>,
-}
-
-fn made_dirs() -> Vec<String> {
-    MADE_DIRS.map(str::to_owned).to_vec()
 }
 
 impl State {

@@ -178,6 +178,7 @@ pub(super) fn adopted_node() -> tempfile::TempDir {
     let state = serde_json::json!({
         "manifests": manifests,
         "backups": [BACKUP],
+        "made_dirs": plan::MADE_DIRS,
         "kubeconfigs": kubeconfigs,
         "pairs": pairs,
     });
