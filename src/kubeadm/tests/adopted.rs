@@ -314,6 +314,52 @@ impl Drop for Aborting {
     }
 }
 
+/// A JSON API on `listener`: `answer(method, path, body)` gives each
+/// response's status and body.
+pub(super) fn serve_json(
+    listener: tokio::net::TcpListener,
+    answer: impl Fn(http::Method, String, serde_json::Value) -> (u16, serde_json::Value)
+    + Send
+    + Sync
+    + 'static,
+) -> Aborting {
+    use http_body_util::BodyExt as _;
+    let answer = std::sync::Arc::new(answer);
+    Aborting(tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let answer = answer.clone();
+            let service =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let answer = answer.clone();
+                    async move {
+                        let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+                        let body = req.into_body().collect().await.expect("body").to_bytes();
+                        let (code, json) = answer(
+                            method,
+                            path,
+                            serde_json::from_slice(&body).unwrap_or_default(),
+                        );
+                        http::Response::builder()
+                            .status(code)
+                            .header("content-type", "application/json")
+                            .body(http_body_util::Full::new(bytes::Bytes::from(
+                                json.to_string(),
+                            )))
+                            .map(Ok::<_, hyper::Error>)
+                            .expect("response")
+                    }
+                });
+            tokio::spawn(async move {
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+            });
+        }
+    }))
+}
+
 /// A listener on a free loopback port and its `http://` URL.
 pub(super) async fn bind() -> (tokio::net::TcpListener, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -336,56 +382,25 @@ impl ConfigMapApi {
             "data": {"ClusterConfiguration": cluster_configuration},
         });
         let seen = requests.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let (seen, stored) = (seen.clone(), stored.clone());
-                let service =
-                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let (seen, stored) = (seen.clone(), stored.clone());
-                        async move {
-                            let path = req.uri().path().to_owned();
-                            let method = req.method().clone();
-                            seen.lock().expect("lock").push(format!("{method} {path}"));
-                            let (code, answer) = if path
-                                != "/api/v1/namespaces/kube-system/configmaps/kubeadm-config"
-                            {
-                                let not_found = serde_json::json!({
-                                    "kind": "Status", "apiVersion": "v1", "metadata": {},
-                                    "status": "Failure", "reason": "NotFound", "code": 404,
-                                    "message": format!("{path} not found"),
-                                });
-                                (404, not_found)
-                            } else if method == http::Method::GET {
-                                (200, stored)
-                            } else {
-                                (405, serde_json::json!({"kind": "Status", "code": 405}))
-                            };
-                            http::Response::builder()
-                                .status(code)
-                                .header("content-type", "application/json")
-                                .body(http_body_util::Full::new(bytes::Bytes::from(
-                                    answer.to_string(),
-                                )))
-                                .map(Ok::<_, hyper::Error>)
-                                .expect("response")
-                        }
-                    });
-                tokio::spawn(async move {
-                    let _ = hyper_util::server::conn::auto::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    )
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
+        let task = serve_json(listener, move |method, path, _| {
+            seen.lock().expect("lock").push(format!("{method} {path}"));
+            if path != "/api/v1/namespaces/kube-system/configmaps/kubeadm-config" {
+                let not_found = serde_json::json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Failure", "reason": "NotFound", "code": 404,
+                    "message": format!("{path} not found"),
                 });
+                (404, not_found)
+            } else if method == http::Method::GET {
+                (200, stored.clone())
+            } else {
+                (405, serde_json::json!({"kind": "Status", "code": 405}))
             }
         });
         ConfigMapApi {
             url,
             requests,
-            _task: Aborting(task),
+            _task: task,
         }
     }
 

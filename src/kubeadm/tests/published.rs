@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::adopted::{Aborting, bind};
+use super::adopted::{Aborting, bind, serve_json};
 use crate::kubeadm::api::ApiError;
 use crate::kubeadm::published;
 
@@ -27,81 +27,46 @@ fn status(code: u16, reason: &str) -> serde_json::Value {
 
 impl Store {
     async fn start() -> Store {
-        use http_body_util::BodyExt as _;
         let (listener, url) = bind().await;
         let writes = Arc::new(Mutex::new(Vec::new()));
-        let stored: Arc<Mutex<Option<serde_json::Value>>> = Arc::default();
+        let stored: Mutex<Option<serde_json::Value>> = Mutex::default();
         let seen = writes.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (seen, stored) = (seen.clone(), stored.clone());
-                let service =
-                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let (seen, stored) = (seen.clone(), stored.clone());
-                        async move {
-                            let (method, path) =
-                                (req.method().clone(), req.uri().path().to_owned());
-                            let body = req.into_body().collect().await.expect("body").to_bytes();
-                            let sent: serde_json::Value =
-                                serde_json::from_slice(&body).unwrap_or_default();
-                            let mut stored = stored.lock().expect("lock");
-                            let named = format!("{PATH}/certsync-kubeadm-cas");
-                            let (code, answer) = match (method.as_str(), path.as_str()) {
-                                ("GET", p) if p == named => match &*stored {
-                                    Some(o) => (200, o.clone()),
-                                    None => (404, status(404, "NotFound")),
-                                },
-                                ("POST", PATH) if stored.is_some() => {
-                                    (409, status(409, "AlreadyExists"))
-                                }
-                                ("PUT", p)
-                                    if p == named
-                                        && stored
-                                            .as_ref()
-                                            .map(|o| &o["metadata"]["resourceVersion"])
-                                            != Some(&sent["metadata"]["resourceVersion"]) =>
-                                {
-                                    (409, status(409, "Conflict"))
-                                }
-                                ("POST", PATH) | ("PUT", _) => {
-                                    seen.lock().expect("lock").push(format!("{method} {path}"));
-                                    let version = stored.as_ref().map_or(0, |o| {
-                                        o["metadata"]["resourceVersion"]
-                                            .as_str()
-                                            .and_then(|v| v.parse::<u64>().ok())
-                                            .unwrap_or(0)
-                                    });
-                                    let mut o = sent.clone();
-                                    o["metadata"]["resourceVersion"] =
-                                        (version + 1).to_string().into();
-                                    *stored = Some(o.clone());
-                                    (if method == "POST" { 201 } else { 200 }, o)
-                                }
-                                _ => (404, status(404, "NotFound")),
-                            };
-                            http::Response::builder()
-                                .status(code)
-                                .header("content-type", "application/json")
-                                .body(http_body_util::Full::new(bytes::Bytes::from(
-                                    answer.to_string(),
-                                )))
-                                .map(Ok::<_, hyper::Error>)
-                                .expect("response")
-                        }
+        let task = serve_json(listener, move |method, path, sent| {
+            let mut stored = stored.lock().expect("lock");
+            let named = format!("{PATH}/certsync-kubeadm-cas");
+            match (method.as_str(), path.as_str()) {
+                ("GET", p) if p == named => match &*stored {
+                    Some(o) => (200, o.clone()),
+                    None => (404, status(404, "NotFound")),
+                },
+                ("POST", PATH) if stored.is_some() => (409, status(409, "AlreadyExists")),
+                ("PUT", p)
+                    if p == named
+                        && stored.as_ref().map(|o| &o["metadata"]["resourceVersion"])
+                            != Some(&sent["metadata"]["resourceVersion"]) =>
+                {
+                    (409, status(409, "Conflict"))
+                }
+                ("POST", PATH) | ("PUT", _) => {
+                    seen.lock().expect("lock").push(format!("{method} {path}"));
+                    let version = stored.as_ref().map_or(0, |o| {
+                        o["metadata"]["resourceVersion"]
+                            .as_str()
+                            .and_then(|v| v.parse::<u64>().ok())
+                            .unwrap_or(0)
                     });
-                tokio::spawn(async move {
-                    let _ = hyper_util::server::conn::auto::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    )
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-                });
+                    let mut o = sent.clone();
+                    o["metadata"]["resourceVersion"] = (version + 1).to_string().into();
+                    *stored = Some(o.clone());
+                    (if method == "POST" { 201 } else { 200 }, o)
+                }
+                _ => (404, status(404, "NotFound")),
             }
         });
         Store {
             url,
             writes,
-            _task: Aborting(task),
+            _task: task,
         }
     }
 }
