@@ -17,7 +17,7 @@ use std::path::Path;
 use kube::config::{AuthInfo, Cluster, Kubeconfig};
 use secrecy::ExposeSecret as _;
 
-use super::error::{FileProblem, Found, KubeadmError, ShapeError};
+use super::error::{FileProblem, KubeadmError};
 use super::node;
 use super::record::State;
 use super::record::backup_path;
@@ -27,18 +27,18 @@ const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 /// The selected context's cluster and user, each refused if it holds
 /// anything kubeadm does not write.
-fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), ShapeError> {
+fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> {
     let context = kc
         .current_context
         .as_ref()
         .and_then(|name| kc.contexts.iter().find(|c| &c.name == name))
         .and_then(|c| c.context.as_ref())
-        .ok_or(ShapeError::NoContext)?;
+        .ok_or(FileProblem::NoContext)?;
     let named_cluster = kc
         .clusters
         .iter()
         .find(|c| c.name == context.cluster)
-        .ok_or_else(|| ShapeError::NoCluster {
+        .ok_or_else(|| FileProblem::NoCluster {
             name: crate::escape(&context.cluster).into_owned(),
         })?;
     let user_name = context.user.clone().unwrap_or_default();
@@ -46,14 +46,17 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), ShapeError> {
         .auth_infos
         .iter()
         .find(|u| u.name == user_name)
-        .ok_or_else(|| ShapeError::NoUser {
+        .ok_or_else(|| FileProblem::NoUser {
             name: crate::escape(&user_name).into_owned(),
         })?;
     let cluster = named_cluster
         .cluster
         .as_ref()
-        .ok_or(ShapeError::EmptyCluster)?;
-    let user = named_user.auth_info.as_ref().ok_or(ShapeError::EmptyUser)?;
+        .ok_or(FileProblem::EmptyCluster)?;
+    let user = named_user
+        .auth_info
+        .as_ref()
+        .ok_or(FileProblem::EmptyUser)?;
     let cluster_fields = [
         (
             "certificate-authority",
@@ -108,17 +111,17 @@ fn only_kubeadms(
     name: &str,
     fields: &[(&'static str, bool)],
     other: &std::collections::BTreeMap<String, serde_json::Value>,
-) -> Result<(), ShapeError> {
+) -> Result<(), FileProblem> {
     let name = || crate::escape(name).into_owned();
     if let Some(&(field, _)) = fields.iter().find(|(_, set)| *set) {
-        return Err(ShapeError::Field {
+        return Err(FileProblem::Field {
             of,
             name: name(),
             field,
         });
     }
     match other.keys().next() {
-        Some(field) => Err(ShapeError::Unknown {
+        Some(field) => Err(FileProblem::UnknownField {
             of,
             name: name(),
             field: crate::escape(field).into_owned(),
@@ -142,7 +145,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
     let (cert, key) = match (&user.client_certificate_data, &user.client_key_data) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
         _ => {
-            return Err(KubeadmError::file(admin, Found::NoEmbeddedPair));
+            return Err(KubeadmError::file(admin, FileProblem::NoEmbeddedPair));
         }
     };
     let backup = State::read(dir)?.and_then(|s| s.kubeconfigs.get(ADMIN).cloned());
@@ -154,7 +157,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
         Some(backup) => {
             let path = backup_path(dir, &backup, ADMIN);
             let text = String::from_utf8(super::record::read_backup(dir, &backup, ADMIN)?)
-                .map_err(|_| KubeadmError::file(&path, Found::NotUtf8))?;
+                .map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))?;
             let kept = parse(&path, &text)?;
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
             // The pair the container could have replaced: it must be one
@@ -162,19 +165,21 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
             let b64 = |field: &'static str, v: &str| {
                 base64::engine::general_purpose::STANDARD
                     .decode(v.trim())
-                    .map_err(|source| KubeadmError::file(admin, Found::NotBase64 { field, source }))
+                    .map_err(|source| {
+                        KubeadmError::file(admin, FileProblem::NotBase64 { field, source })
+                    })
             };
             let cert_pem = b64("client-certificate-data", &cert)?;
             let key_pem = b64("client-key-data", key.expose_secret())?;
             node::sound_pair(dir, &cert_pem, &key_pem, CA)
-                .map_err(|e| KubeadmError::file(admin, FileProblem::ClientCert(e)))?;
+                .map_err(|e| KubeadmError::file(admin, FileProblem::ClientCert(Box::new(e))))?;
             (
                 cluster.server.clone(),
                 cluster.certificate_authority_data.clone(),
             )
         }
     };
-    let server = server.ok_or_else(|| KubeadmError::file(admin, Found::NoServer))?;
+    let server = server.ok_or_else(|| KubeadmError::file(admin, FileProblem::NoServer))?;
     let mut cluster = serde_json::json!({"server": server});
     if let Some(ca) = ca {
         cluster["certificate-authority-data"] = ca.into();

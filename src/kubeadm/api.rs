@@ -8,34 +8,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
+use super::error::KubeadmError;
+
 /// How long adopt waits for each answer (status: a third).
 pub const TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Why a ConfigMap could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    #[error("ConfigMap {namespace}/{name}: {}", crate::error_chain(.source))]
-    Client {
-        namespace: &'static str,
-        name: &'static str,
-        #[source]
-        source: crate::source::client::ClientError,
-    },
-    #[error("ConfigMap {namespace}/{name}: {action}: {}", crate::error_chain(.source))]
-    Api {
-        namespace: &'static str,
-        name: &'static str,
-        action: &'static str,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("ConfigMap {namespace}/{name}: no answer within {} s", .timeout.as_secs())]
-    Timeout {
-        namespace: &'static str,
-        name: &'static str,
-        timeout: Duration,
-    },
-}
 
 /// certsync's own client for `config` (admin.conf as judged), as every
 /// kubeadm command's: kube's default one logs each 500 of a restarting API
@@ -52,8 +28,16 @@ pub struct Map {
 }
 
 impl Map {
-    fn api(&self, config: &kube::Config) -> Result<kube::Api<ConfigMap>, ApiError> {
-        let client = client(config).map_err(|source| ApiError::Client {
+    /// That there is none.
+    pub fn absent(&self) -> KubeadmError {
+        KubeadmError::NoMap {
+            namespace: self.namespace,
+            name: self.name,
+        }
+    }
+
+    fn api(&self, config: &kube::Config) -> Result<kube::Api<ConfigMap>, KubeadmError> {
+        let client = client(config).map_err(|source| KubeadmError::ApiClient {
             namespace: self.namespace,
             name: self.name,
             source,
@@ -61,9 +45,9 @@ impl Map {
         Ok(kube::Api::namespaced(client, self.namespace))
     }
 
-    fn failed(&self, action: &'static str) -> impl FnOnce(kube::Error) -> ApiError {
+    fn failed(&self, action: &'static str) -> impl FnOnce(kube::Error) -> KubeadmError {
         let (namespace, name) = (self.namespace, self.name);
-        move |source| ApiError::Api {
+        move |source| KubeadmError::Api {
             namespace,
             name,
             action,
@@ -74,11 +58,11 @@ impl Map {
     async fn within<T>(
         &self,
         timeout: Duration,
-        call: impl std::future::Future<Output = Result<T, ApiError>>,
-    ) -> Result<T, ApiError> {
+        call: impl std::future::Future<Output = Result<T, KubeadmError>>,
+    ) -> Result<T, KubeadmError> {
         tokio::time::timeout(timeout, call)
             .await
-            .map_err(|_| ApiError::Timeout {
+            .map_err(|_| KubeadmError::ApiTimeout {
                 namespace: self.namespace,
                 name: self.name,
                 timeout,
@@ -90,7 +74,7 @@ impl Map {
         &self,
         config: &kube::Config,
         timeout: Duration,
-    ) -> Result<Option<ConfigMap>, ApiError> {
+    ) -> Result<Option<ConfigMap>, KubeadmError> {
         let call = async {
             self.api(config)?
                 .get_opt(self.name)
@@ -102,7 +86,7 @@ impl Map {
 
     /// Writes `object`: created when it carries no resourceVersion (there
     /// was none when read), else replaced at that version.
-    pub async fn put(&self, config: &kube::Config, object: &ConfigMap) -> Result<(), ApiError> {
+    pub async fn put(&self, config: &kube::Config, object: &ConfigMap) -> Result<(), KubeadmError> {
         let call = async {
             let api = self.api(config)?;
             let params = kube::api::PostParams::default();

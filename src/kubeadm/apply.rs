@@ -14,7 +14,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::error::{Found, KubeadmError};
+use super::error::{FileProblem, KubeadmError};
 use super::options::Options;
 use super::out::Out;
 use super::paths::{Action, digest, host};
@@ -299,7 +299,7 @@ fn back_up_kubeadms(
         for ext in ["crt", "key"] {
             let f = format!("{p}.{ext}");
             let old = super::node::read_optional(dir, &f)?
-                .ok_or_else(|| KubeadmError::file(&host(dir, &f), Found::Missing))?;
+                .ok_or_else(|| KubeadmError::file(&host(dir, &f), FileProblem::Missing))?;
             put(dir, &node_rel(dir, backup, &f), &old)?;
             kubeadms.push(f);
         }

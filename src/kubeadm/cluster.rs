@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::error::{CLUSTER_CONFIGURATION_KEY as KEY, ClusterConfigError, KubeadmError, Refusal};
+use super::error::{CLUSTER_CONFIGURATION_KEY as KEY, KubeadmError, Refusal};
 
 /// The ClusterConfiguration as read, and the client that read it.
 #[derive(Debug)]
@@ -41,15 +41,15 @@ pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
     let client = super::admin::config(kubeconfig).await?;
     let object = MAP
         .get(&client, super::api::TIMEOUT)
-        .await
-        .map_err(ClusterConfigError::Api)?
-        .ok_or(ClusterConfigError::Absent)?;
+        .await?
+        .ok_or_else(|| MAP.absent())?;
     let text = object
         .data
         .as_ref()
         .and_then(|d| d.get(KEY))
-        .ok_or(ClusterConfigError::NoKey)?;
-    let config: Value = serde_yaml_ng::from_str(text).map_err(ClusterConfigError::Yaml)?;
+        .ok_or(KubeadmError::NoClusterConfiguration)?;
+    let config: Value =
+        serde_yaml_ng::from_str(text).map_err(KubeadmError::ClusterConfiguration)?;
     Ok(Stored { config, client })
 }
 

@@ -20,25 +20,14 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::Value;
 
+use super::error::KubeadmError;
+
 const MAP: super::api::Map = super::api::Map {
     namespace: "kube-public",
     name: "cluster-info",
 };
 const KEY: &str = "kubeconfig";
 const CA_DATA: &str = "certificate-authority-data";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterInfoError {
-    #[error(transparent)]
-    Api(#[from] super::api::ApiError),
-    #[error("ConfigMap kube-public/cluster-info: not found")]
-    Absent,
-    #[error(
-        "ConfigMap kube-public/cluster-info: its `kubeconfig` is not the one-cluster kubeconfig \
-         kubeadm writes: {problem}"
-    )]
-    Shape { problem: String },
-}
 
 /// The ConfigMap as read, and the certificates (DER) its cluster trusts.
 #[derive(Debug, Clone)]
@@ -48,29 +37,29 @@ pub struct ClusterInfo {
     pub trusted: Vec<Vec<u8>>,
 }
 
-fn shape(problem: impl Into<String>) -> ClusterInfoError {
-    ClusterInfoError::Shape {
+fn shape(problem: impl Into<String>) -> KubeadmError {
+    KubeadmError::ClusterInfo {
         problem: problem.into(),
     }
 }
 
 /// Reads it through `config` (admin.conf as adopt judges it).
-pub async fn read(config: &kube::Config) -> Result<ClusterInfo, ClusterInfoError> {
+pub async fn read(config: &kube::Config) -> Result<ClusterInfo, KubeadmError> {
     read_within(config, super::api::TIMEOUT).await
 }
 
 async fn read_within(
     config: &kube::Config,
     timeout: Duration,
-) -> Result<ClusterInfo, ClusterInfoError> {
+) -> Result<ClusterInfo, KubeadmError> {
     parse(
         MAP.get(config, timeout)
             .await?
-            .ok_or(ClusterInfoError::Absent)?,
+            .ok_or_else(|| MAP.absent())?,
     )
 }
 
-fn parse(object: ConfigMap) -> Result<ClusterInfo, ClusterInfoError> {
+fn parse(object: ConfigMap) -> Result<ClusterInfo, KubeadmError> {
     let text = object
         .data
         .as_ref()
@@ -91,7 +80,7 @@ fn parse(object: ConfigMap) -> Result<ClusterInfo, ClusterInfoError> {
 }
 
 /// The PEM of the one cluster's CA data.
-fn ca_data(kubeconfig: &Value) -> Result<Vec<u8>, ClusterInfoError> {
+fn ca_data(kubeconfig: &Value) -> Result<Vec<u8>, KubeadmError> {
     let clusters = kubeconfig["clusters"]
         .as_sequence()
         .ok_or_else(|| shape("no clusters"))?;
@@ -114,7 +103,7 @@ impl ClusterInfo {
 
     /// The ConfigMap with `bundle` (PEM) as its cluster's CA data, unless
     /// it already trusts each of those certificates.
-    pub fn with_ca(&self, bundle: &[u8]) -> Result<Option<ConfigMap>, ClusterInfoError> {
+    pub fn with_ca(&self, bundle: &[u8]) -> Result<Option<ConfigMap>, KubeadmError> {
         let wanted = super::trust::certificates(Path::new("the CA bundle"), bundle)
             .map_err(|e| shape(e.to_string()))?;
         if self.holds(&wanted) {
@@ -135,8 +124,8 @@ impl ClusterInfo {
 
 /// Writes `object` back (a replace carrying the resourceVersion read: a
 /// concurrent change fails it rather than being overwritten).
-pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), ClusterInfoError> {
-    Ok(MAP.put(config, object).await?)
+pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), KubeadmError> {
+    MAP.put(config, object).await
 }
 
 /// On an adopted node at `dir`: when `kube-public/cluster-info` does not
@@ -244,13 +233,13 @@ mod tests {
         let not_pem = kubeadms(b"not a certificate");
         for text in [two, no_data, not_pem, "clusters: 3".to_owned()] {
             assert!(
-                matches!(parse(object(&text)), Err(ClusterInfoError::Shape { .. })),
+                matches!(parse(object(&text)), Err(KubeadmError::ClusterInfo { .. })),
                 "{text}"
             );
         }
         assert!(matches!(
             parse(ConfigMap::default()),
-            Err(ClusterInfoError::Shape { .. })
+            Err(KubeadmError::ClusterInfo { .. })
         ));
     }
 

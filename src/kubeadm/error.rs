@@ -1,18 +1,17 @@
-//! The folder's errors, one concern: `KubeadmError`, what adopt, revert
-//! and status stop with, and every error it holds whose own module
-//! returns a `KubeadmError` (a file's `FileProblem` and `Found`, adopt's
-//! `Refusal`, revert's `RevertError`, a certificate's `CertError`,
-//! admin.conf's `ShapeError`, the ClusterConfiguration's
-//! `ClusterConfigError`): kept in their modules, each would import this
-//! one and be imported by it. The errors of modules that never return a
-//! `KubeadmError` stay theirs (`manifest`, `moves`, `judge`, `seen`).
+//! The folder's errors: `KubeadmError`, what adopt, revert and status
+//! stop with, and the reasons it carries that are said apart from it:
+//! what is wrong with one of the node's files (`FileProblem`, after the
+//! file's path), why adopt refuses a node (`Refusal`, after "refusing to
+//! adopt": a manifest's, an option's, the configuration's, a key's; a
+//! key listed with the others exposed), why revert refused or stopped
+//! (`RevertError`, after "revert: ", and alone where revert's plan says
+//! why a directory stays). Kept here, not in the modules that return them:
+//! each would import this one and be imported by it.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use super::judge::ConfigProblem;
-use super::options::Options;
 use super::seen::{NotBack, NotReady, Seen};
-use super::{manifest, moves};
 
 /// Why adopt, revert or status stopped.
 #[derive(Debug, thiserror::Error)]
@@ -25,19 +24,6 @@ pub enum KubeadmError {
         #[source]
         reason: Box<Refusal>,
     },
-    /// The configuration adopt would write is one `certsync run` refuses,
-    /// or one that renews a component's certificate too late: refused
-    /// before anything is written. `with`: the `--set` options given.
-    #[error(
-        "refusing to adopt {dir}: the configuration it would write \
-         (/etc/kubernetes/certsync.yaml{with}) {problem}; nothing was changed"
-    )]
-    Configuration {
-        dir: PathBuf,
-        with: String,
-        #[source]
-        problem: Box<ConfigProblem>,
-    },
     #[error("{}: {problem}", .path.display())]
     File {
         path: PathBuf,
@@ -46,8 +32,45 @@ pub enum KubeadmError {
     },
     #[error(transparent)]
     Write(#[from] crate::writer::WriterError),
-    #[error(transparent)]
-    ClusterConfig(Box<ClusterConfigError>),
+    /// A ConfigMap adopt and status read or write through admin.conf
+    /// ([`super::api::Map`]): no client for it, the call refused, no
+    /// answer in time, none there. The client's errors are said with
+    /// their causes, once.
+    #[error("ConfigMap {namespace}/{name}: {}", crate::error_chain(.source))]
+    ApiClient {
+        namespace: &'static str,
+        name: &'static str,
+        #[source]
+        source: crate::source::client::ClientError,
+    },
+    #[error("ConfigMap {namespace}/{name}: {action}: {}", crate::error_chain(.source))]
+    Api {
+        namespace: &'static str,
+        name: &'static str,
+        action: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("ConfigMap {namespace}/{name}: no answer within {} s", .timeout.as_secs())]
+    ApiTimeout {
+        namespace: &'static str,
+        name: &'static str,
+        timeout: Duration,
+    },
+    #[error("ConfigMap {namespace}/{name}: not found")]
+    NoMap {
+        namespace: &'static str,
+        name: &'static str,
+    },
+    #[error("ConfigMap kube-system/kubeadm-config: no {CLUSTER_CONFIGURATION_KEY} key")]
+    NoClusterConfiguration,
+    #[error("ConfigMap kube-system/kubeadm-config: {CLUSTER_CONFIGURATION_KEY}: {0}")]
+    ClusterConfiguration(#[source] serde_yaml_ng::Error),
+    #[error(
+        "ConfigMap kube-public/cluster-info: its `kubeconfig` is not the one-cluster kubeconfig \
+         kubeadm writes: {problem}"
+    )]
+    ClusterInfo { problem: String },
     /// Rendering one of certsync's files (its configuration, a kubeconfig,
     /// its pod) failed.
     #[error("initial issuance failed ({0}); no manifest was changed")]
@@ -80,15 +103,16 @@ pub enum KubeadmError {
     },
 }
 
-/// What is wrong with one of the node's files: another module's error,
-/// kept whole, or what kubeadm's module found ([`Found`]).
+/// What is wrong with one of the node's files, said after its path
+/// ([`KubeadmError::File`]): another module's error kept whole, or what
+/// adopt, revert or status found in a file kubeadm wrote (or should have),
+/// each refusal its own variant.
 #[derive(Debug, thiserror::Error)]
 pub enum FileProblem {
     #[error("{0}")]
-    Found(#[source] Found),
-    #[error("{0}")]
     Io(#[source] std::io::Error),
-    /// Read beneath a directory handle (its message names the path).
+    /// Read beneath a directory handle, or a name on the way below
+    /// `/etc/kubernetes` not opened (its message names the path).
     #[error("{0}")]
     Way(#[source] crate::beneath::PathError),
     /// A read that refused the file; said without its path, which
@@ -96,38 +120,26 @@ pub enum FileProblem {
     #[error("{}", .0.problem())]
     Read(crate::beneath::PathError),
     #[error("{0}")]
-    Blocked(#[source] moves::Blocked),
-    #[error("{0}")]
     Pem(#[source] crate::pem::PemError),
     #[error("{0}")]
     Json(#[source] serde_json::Error),
     #[error("{0}")]
-    Manifest(#[source] manifest::ManifestError),
-    #[error("{0}")]
-    Unfit(#[source] manifest::Unfit),
-    #[error("{0}")]
     Kubeconfig(#[source] crate::source::client::KubeconfigError),
-    /// admin.conf not as kubeadm writes it.
-    #[error("{0}")]
-    Shape(#[source] ShapeError),
-    /// The client pair of admin.conf, not one the node's CA issued.
-    #[error("its client certificate: {0}")]
-    ClientCert(#[source] CertError),
     /// A CA renewed from its certificate and key.
     #[error("{0}")]
     Ca(#[source] crate::source::ca::CaError),
     /// The client configuration made of admin.conf, refused by kube.
     #[error("{0}")]
     Client(#[source] kube::config::KubeconfigError),
-}
-
-/// What adopt, revert or status found wrong in a node file that kubeadm
-/// wrote (or should have): each refusal its own variant, said once here,
-/// the file's path said by [`KubeadmError::File`].
-#[derive(Debug, thiserror::Error)]
-pub enum Found {
+    /// The file, or a name on the way to it, does not exist.
     #[error("missing")]
     Missing,
+    /// The node path of a name on the way that is a symlink.
+    #[error("{0} is a symlink, not followed")]
+    Link(String),
+    /// The node path of a name on the way that is not a directory.
+    #[error("{0} is not a directory")]
+    NotDir(String),
     #[error("not UTF-8 text")]
     NotUtf8,
     /// A kubeconfig's base64 field (`client-certificate-data`, ...).
@@ -139,7 +151,7 @@ pub enum Found {
     },
     /// A kubeconfig's PEM field, or a CA file, that the PEM reader refused.
     #[error("{field}: {source}")]
-    Pem {
+    PemField {
         field: &'static str,
         #[source]
         source: crate::pem::PemError,
@@ -185,6 +197,113 @@ pub enum Found {
          certsync-kubeadm-cas`) and adopt again"
     )]
     NotTheCas(&'static str),
+    // admin.conf not as kubeadm writes it. Names are escaped: the file
+    // may be the container's.
+    #[error("no current context")]
+    NoContext,
+    #[error("no cluster {name:?}")]
+    NoCluster { name: String },
+    #[error("no user {name:?}")]
+    NoUser { name: String },
+    #[error("its cluster is empty")]
+    EmptyCluster,
+    #[error("its user is empty")]
+    EmptyUser,
+    /// `of`: `cluster` or `user`; `field` as the refusal names it.
+    #[error("{of} {name:?} has {field}; {ACCEPTED}")]
+    Field {
+        of: &'static str,
+        name: String,
+        field: &'static str,
+    },
+    #[error("{of} {name:?} has an unknown field {field:?}; {ACCEPTED}")]
+    UnknownField {
+        of: &'static str,
+        name: String,
+        field: String,
+    },
+    /// The client pair of admin.conf, not one the node's CA issued.
+    #[error("its client certificate: {0}")]
+    ClientCert(#[source] Box<FileProblem>),
+    // A certificate on the node that adopt does not take, or a pair not
+    // one its CA issued.
+    /// The certificate file could not be read.
+    #[error("{0}")]
+    Unreadable(Box<KubeadmError>),
+    #[error("{what}: {source}")]
+    Named {
+        what: String,
+        source: Box<FileProblem>,
+    },
+    #[error("not a PEM certificate ({0})")]
+    NotPem(String),
+    #[error("its public key cannot be read ({0})")]
+    PublicKey(String),
+    #[error(
+        "{template} was issued by {issuer:?}, not by {ca} ({subject:?}): not a certificate \
+         kubeadm made"
+    )]
+    OtherIssuer {
+        template: String,
+        issuer: String,
+        ca: String,
+        subject: String,
+    },
+    #[error("{template} names {ca} as its issuer but {ca} did not sign it")]
+    NotSigned { template: String, ca: String },
+    #[error("not issued by the node's CA ({0})")]
+    NotNodeCas(Box<FileProblem>),
+    #[error("its key is not the certificate's")]
+    KeyMismatch,
+    #[error("its key: {0}")]
+    Key(String),
+    // A static pod manifest that cannot be read or written, or that holds
+    // a value of someone else's where adopt sets one. The values are the
+    // manifest's as found (a caller that prints them to a terminal escapes
+    // them).
+    #[error("not YAML: {0}")]
+    NotYaml(serde_yaml_ng::Error),
+    #[error("not a Pod whose first container has a command")]
+    NotAPod,
+    #[error("cannot be written as YAML: {0}")]
+    Render(serde_yaml_ng::Error),
+    #[error(
+        "--{flag}={found} is neither kubeadm's default ({kubeadm}) nor certsync's ({ours}): a \
+         custom path adopt does not know how to keep"
+    )]
+    FlagValue {
+        flag: &'static str,
+        found: String,
+        kubeadm: String,
+        ours: String,
+    },
+    #[error("no --{flag} (kubeadm always sets it)")]
+    NoFlag { flag: &'static str },
+    #[error("a volume {name} already exists ({path}, {kind}), not certsync's")]
+    Volume {
+        name: String,
+        path: String,
+        kind: String,
+    },
+}
+
+impl FileProblem {
+    /// A certificate's problem, said after the node path `what`.
+    pub(super) fn of(self, what: &str) -> Self {
+        Self::Named {
+            what: what.to_owned(),
+            source: Box::new(self),
+        }
+    }
+
+    /// A value of someone else's where adopt sets one in a component's
+    /// manifest: a refusal, not a file adopt cannot read.
+    pub(super) fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            Self::FlagValue { .. } | Self::NoFlag { .. } | Self::Volume { .. }
+        )
+    }
 }
 
 macro_rules! file_problem {
@@ -198,16 +317,11 @@ macro_rules! file_problem {
 }
 
 file_problem!(
-    Found(Found),
     Io(std::io::Error),
     Way(crate::beneath::PathError),
-    Blocked(moves::Blocked),
     Pem(crate::pem::PemError),
     Json(serde_json::Error),
-    Manifest(manifest::ManifestError),
-    Unfit(manifest::Unfit),
     Kubeconfig(crate::source::client::KubeconfigError),
-    Shape(ShapeError),
     Ca(crate::source::ca::CaError),
     Client(kube::config::KubeconfigError)
 );
@@ -239,24 +353,20 @@ pub enum Refusal {
     #[error("no {path}: not a kubeadm control-plane node")]
     NoManifest { path: String },
     /// A component manifest with a value of someone else's where adopt
-    /// sets one.
+    /// sets one ([`FileProblem::is_conflict`]).
     #[error("{path}: {problem}")]
-    Conflict {
-        path: String,
-        problem: manifest::Conflict,
-    },
-    /// A template kubeadm made, unreadable or not issued by its mapping's CA.
+    Conflict { path: String, problem: FileProblem },
+    /// A certificate kubeadm made that adopt does not take: a template
+    /// unreadable or not issued by its mapping's CA, or the API server's
+    /// whose key algorithm cannot be read.
     #[error(transparent)]
-    Template(CertError),
+    Cert(FileProblem),
     #[error("no {file}: kubeadm makes each pair it renews; adopt keeps them in step")]
     NoPair { file: String },
     #[error("encryptionAlgorithm {found:?} is not one adopt knows")]
     EncryptionAlgorithm { found: String },
     #[error("{cert}: a key of a size or curve kubeadm does not make")]
     KeySize { cert: &'static str },
-    /// The key algorithm of kubeadm's API server certificate, unreadable.
-    #[error(transparent)]
-    KeyAlg(CertError),
     /// On an adopted node, kubeadm files the first adoption did not back up.
     #[error(
         "{} not in adopt's first backup: each appeared on this node after it was adopted (or \
@@ -267,18 +377,138 @@ pub enum Refusal {
         .missing.join(", ")
     )]
     Unrecorded { missing: Vec<String> },
-    /// An option adopt can judge now: certsync's pod would fail on it
-    /// after adopt had waited its whole --ready-timeout.
-    #[error(transparent)]
-    Unfit(super::preflight::Unfit),
-    /// Private keys the group or other users may read (or not root's):
-    /// adopt does not hand a node's CAs to certsync while any local user
-    /// may mint certificates with them.
+    // An option adopt can judge now: certsync's pod would fail on it after
+    // adopt had waited its whole --ready-timeout. An image reference is
+    // judged by distribution's grammar (`[DOMAIN/]PATH[:TAG][@DIGEST]`, as
+    // containerd and CRI-O parse it); the reference is escaped.
+    #[error("--image {0:?} is not an image reference (empty){IMAGE_FORM}")]
+    ImageEmpty(String),
+    #[error(
+        "--image {0:?} is not an image reference (the name is longer than 255 characters)\
+         {IMAGE_FORM}"
+    )]
+    ImageTooLong(String),
+    #[error(
+        "--image {0:?} is not an image reference (a repository path must be lowercase){IMAGE_FORM}"
+    )]
+    ImageUppercase(String),
+    #[error(
+        "--image {0:?} is not an image reference (a path component is not [a-z0-9] joined by \
+         '.', '_', '__' or '-'){IMAGE_FORM}"
+    )]
+    ImagePath(String),
+    #[error(
+        "--image {0:?} is not an image reference (the registry is not a host name or address \
+         with an optional port){IMAGE_FORM}"
+    )]
+    ImageDomain(String),
+    #[error(
+        "--image {0:?} is not an image reference (a tag is [A-Za-z0-9_] then up to 127 of \
+         [A-Za-z0-9_.-]){IMAGE_FORM}"
+    )]
+    ImageTag(String),
+    #[error(
+        "--image {0:?} is not an image reference (a digest is ALGORITHM:HEX with at least 32 \
+         hex digits){IMAGE_FORM}"
+    )]
+    ImageDigest(String),
+    #[error(
+        "--admin-addr {addr}: this node cannot listen there ({source}): certsync's pod would \
+         exit at start; give an address the node has (ip -brief address), or 127.0.0.1"
+    )]
+    NoSuchAddress {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "--admin-addr {addr}: another process listens on that port, not certsync's pod: \
+         certsync's pod would exit at start; choose another port (ss -ltnp shows who holds it)"
+    )]
+    PortTaken { addr: std::net::SocketAddr },
+    // The configuration adopt would write is one `certsync run` refuses, or
+    // one that renews a component's certificate too late: refused before
+    // anything is written. `with`: the `--set` options given.
+    #[error(
+        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) is one \
+         `certsync run` refuses: {source}; nothing was changed"
+    )]
+    Config {
+        with: String,
+        #[source]
+        source: crate::config::ConfigError,
+    },
+    #[error(
+        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) mapping \
+         {name:?} is not a ca: mapping: adopt issues {component}'s client certificate; nothing \
+         was changed"
+    )]
+    NotCa {
+        with: String,
+        name: String,
+        component: &'static str,
+    },
+    #[error(
+        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) mapping \
+         {name:?} has no lifetime; nothing was changed"
+    )]
+    NoLifetime { with: String, name: String },
+    /// `latest`: the share of `lifetime` by which it is renewed; `left`:
+    /// what that leaves; `reread`: how often `component` re-reads its
+    /// `kubeconfig`'s client certificate file, `margin` what must be left
+    /// beyond that; `minimum`: the shortest lifetime that leaves enough.
+    #[error(
+        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) renews \
+         {component}'s client certificate too late: mapping {name:?} (lifetime={}, renewed at \
+         the latest at {}% of it) leaves {} of a certificate, and {component} reads it through \
+         {kubeconfig} with client-go, which re-reads a client certificate file only every {}; \
+         at least {} must be left ({} and {} for issuing, writing and a late timer): give \
+         lifetime={} or longer with this renew=, or a renew= that ends earlier; nothing was \
+         changed",
+        show(*.lifetime),
+        (.latest * 1000.0).round() / 10.0,
+        show(*.left),
+        show(*.reread),
+        show(*.reread + *.margin),
+        show(*.reread),
+        show(*.margin),
+        show(*.minimum),
+    )]
+    TooLate {
+        with: String,
+        name: String,
+        component: &'static str,
+        kubeconfig: String,
+        lifetime: Duration,
+        latest: f64,
+        left: Duration,
+        reread: Duration,
+        margin: Duration,
+        minimum: Duration,
+    },
+    // A private key the group or other users may read (or not root's):
+    // adopt does not hand a node's CAs to certsync while any local user may
+    // mint certificates with them. Listed, all at once, by `KeysExposed`.
+    #[error("{path} (mode {mode:04o}) may be read by its group or other users: chmod 0600 it")]
+    KeyReadable { path: String, mode: u32 },
+    #[error(
+        "{path} belongs to uid {uid}, not root: that user may read or replace it; chown root:root it"
+    )]
+    KeyNotRoots { path: String, uid: u32 },
+    #[error("{path} {problem}: its keys cannot be judged")]
+    KeysUnreadable { path: String, problem: String },
     #[error(
         "{}; nothing was changed: fix each (chmod 0600, chown root:root), then adopt again",
         .exposed.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
-    KeysExposed { exposed: Vec<super::keys::Exposed> },
+    KeysExposed { exposed: Vec<Refusal> },
+}
+
+/// What an image reference looks like, as a refusal of one says.
+const IMAGE_FORM: &str = ": NAME[:TAG][@DIGEST], e.g. registry.example.com/platform/certsync:0.1.0";
+
+fn show(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(d)
 }
 
 /// Why revert refused, or stopped: every message names the file or step
@@ -348,7 +578,7 @@ pub enum RevertError {
     #[error("{node_path}: {blocked}")]
     Blocked {
         node_path: String,
-        blocked: moves::Blocked,
+        blocked: FileProblem,
     },
     #[error("{node_path}: not a file path below /etc/kubernetes")]
     NotAFile { node_path: String },
@@ -362,11 +592,35 @@ pub enum RevertError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// A move into the backup that failed (see [`moves::move_path`]).
-    #[error("{problem}")]
+    /// A move into the backup ([`super::moves::move_path`]) that failed:
+    /// both paths named, and the step it stopped at.
+    #[error("move {} to {}: {step}{source}", from.display(), to.display())]
     Move {
+        from: PathBuf,
+        to: PathBuf,
+        step: Step,
         #[source]
-        problem: moves::MovesError,
+        source: std::io::Error,
+    },
+    /// A previous attempt left `to`, and it is not a copy of `from`.
+    #[error(
+        "move {} to {}: both exist and differ; move one of them away by hand",
+        from.display(),
+        to.display()
+    )]
+    Differ { from: PathBuf, to: PathBuf },
+    /// A directory adopt made, to remove once empty, that is not one.
+    #[error("{node_path}: not below /etc/kubernetes")]
+    NotBelow { node_path: String },
+    /// The way to that directory, not opened.
+    #[error("{0}")]
+    Way(#[source] crate::beneath::PathError),
+    /// The directory, reached, could not be read or removed.
+    #[error("{node_path}: {source}")]
+    Dir {
+        node_path: String,
+        #[source]
+        source: std::io::Error,
     },
     /// certsync's pod, its manifest taken out, not seen to stop: its
     /// container could still write what revert hands back.
@@ -390,6 +644,32 @@ pub enum RevertError {
     },
 }
 
+/// The step of [`super::moves::move_path`] that failed, as its message says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The rename, or a check or fsync around it: no more to say.
+    Rename,
+    RemovingOriginal,
+    RemovingPartial,
+    Copying,
+    /// Across filesystems, after the copy was in place.
+    RemovingCopied,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Rename => "",
+            Self::RemovingOriginal => "removing the original: ",
+            Self::RemovingPartial => "removing an earlier partial copy: ",
+            Self::Copying => "another filesystem; copying: ",
+            Self::RemovingCopied => {
+                "copied, but removing the original failed (a second attempt finishes it): "
+            }
+        })
+    }
+}
+
 impl From<RevertError> for KubeadmError {
     fn from(e: RevertError) -> Self {
         Self::Revert(Box::new(e))
@@ -411,21 +691,6 @@ impl KubeadmError {
             problem: Box::new(problem.into()),
         }
     }
-
-    /// The configuration adopt would write, refused, with the `--set`
-    /// options given.
-    pub(super) fn configuration(opts: &Options, problem: ConfigProblem) -> Self {
-        Self::Configuration {
-            problem: Box::new(problem),
-            dir: opts.dir.clone(),
-            with: match opts.set.as_slice() {
-                [] => String::new(),
-                set => set.iter().fold(" with".to_owned(), |s, (k, v)| {
-                    s + &format!(" --set {k}={v}")
-                }),
-            },
-        }
-    }
 }
 
 impl From<KubeadmError> for Seen {
@@ -434,106 +699,11 @@ impl From<KubeadmError> for Seen {
     }
 }
 
-/// Why a certificate on the node is not one adopt takes (or a pair not
-/// one its CA issued).
-#[derive(Debug, thiserror::Error)]
-pub enum CertError {
-    #[error("{0}")]
-    Read(Box<KubeadmError>),
-    #[error("{what}: {source}")]
-    Named {
-        what: String,
-        source: Box<CertError>,
-    },
-    #[error("not a PEM certificate ({0})")]
-    NotPem(String),
-    #[error("not a certificate ({0})")]
-    NotCertificate(String),
-    #[error("its public key cannot be read ({0})")]
-    PublicKey(String),
-    #[error(
-        "{template} was issued by {issuer:?}, not by {ca} ({subject:?}): not a certificate \
-         kubeadm made"
-    )]
-    OtherIssuer {
-        template: String,
-        issuer: String,
-        ca: String,
-        subject: String,
-    },
-    #[error("{template} names {ca} as its issuer but {ca} did not sign it")]
-    NotSigned { template: String, ca: String },
-    #[error("not issued by the node's CA ({0})")]
-    NotTheCas(Box<CertError>),
-    #[error("its key is not the certificate's")]
-    KeyMismatch,
-    #[error("its key: {0}")]
-    Key(String),
-}
-
-impl CertError {
-    pub(super) fn of(self, what: &str) -> Self {
-        CertError::Named {
-            what: what.to_owned(),
-            source: Box::new(self),
-        }
-    }
-}
-
 /// What adopt and revert accept of admin.conf; the rest is refused.
 pub(super) const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it: a server, \
      certificate-authority-data and an embedded client-certificate-data/client-key-data, nothing \
      that makes it read another file, trust another server or run a command";
 
-/// Why admin.conf is not kubeadm's shape. Names are escaped: the file
-/// may be the container's.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ShapeError {
-    #[error("no current context")]
-    NoContext,
-    #[error("no cluster {name:?}")]
-    NoCluster { name: String },
-    #[error("no user {name:?}")]
-    NoUser { name: String },
-    #[error("its cluster is empty")]
-    EmptyCluster,
-    #[error("its user is empty")]
-    EmptyUser,
-    /// `of`: `cluster` or `user`; `field` as the refusal names it.
-    #[error("{of} {name:?} has {field}; {ACCEPTED}")]
-    Field {
-        of: &'static str,
-        name: String,
-        field: &'static str,
-    },
-    #[error("{of} {name:?} has an unknown field {field:?}; {ACCEPTED}")]
-    Unknown {
-        of: &'static str,
-        name: String,
-        field: String,
-    },
-}
-
 /// The key of `kube-system/kubeadm-config` that holds the
 /// ClusterConfiguration.
 pub(super) const CLUSTER_CONFIGURATION_KEY: &str = "ClusterConfiguration";
-
-/// Why the ConfigMap `kube-system/kubeadm-config` could not be read. The client's errors are said with
-/// their causes, once.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterConfigError {
-    #[error(transparent)]
-    Api(super::api::ApiError),
-    #[error("ConfigMap kube-system/kubeadm-config: not found")]
-    Absent,
-    #[error("ConfigMap kube-system/kubeadm-config: no {CLUSTER_CONFIGURATION_KEY} key")]
-    NoKey,
-    #[error("ConfigMap kube-system/kubeadm-config: {CLUSTER_CONFIGURATION_KEY}: {0}")]
-    Yaml(#[source] serde_yaml_ng::Error),
-}
-
-impl From<ClusterConfigError> for KubeadmError {
-    fn from(e: ClusterConfigError) -> Self {
-        Self::ClusterConfig(Box::new(e))
-    }
-}

@@ -22,7 +22,7 @@ use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 use x509_parser::time::ASN1Time;
 
-use super::error::{Found, KubeadmError, RevertError};
+use super::error::{FileProblem, KubeadmError, RevertError};
 use super::moves;
 use super::paths::host;
 use super::plan::{self, backup_path};
@@ -119,14 +119,14 @@ fn kubeconfig(
 ) -> Result<Handback, KubeadmError> {
     let at = backup_path(dir, backup, node_path);
     let text = String::from_utf8(read_backup(dir, backup, node_path)?)
-        .map_err(|_| KubeadmError::file(&at, Found::NotUtf8))?;
+        .map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
     let data = client_certificate_data(&at, &text)?;
     let cert = base64::engine::general_purpose::STANDARD
         .decode(data)
         .map_err(|source| {
             KubeadmError::file(
                 &at,
-                Found::NotBase64 {
+                FileProblem::NotBase64 {
                     field: "client-certificate-data",
                     source,
                 },
@@ -135,7 +135,7 @@ fn kubeconfig(
     let der = crate::pem::exactly_one(&cert, SectionKind::Certificate).map_err(|source| {
         KubeadmError::file(
             &at,
-            Found::Pem {
+            FileProblem::PemField {
                 field: "client-certificate-data",
                 source,
             },
@@ -185,7 +185,7 @@ fn renewed(
     let not_after = |der: &[u8]| {
         x509_parser::parse_x509_certificate(der)
             .map(|(_, c)| c.validity().not_after)
-            .map_err(|e| KubeadmError::file(at, Found::NotCertificate(e)))
+            .map_err(|e| KubeadmError::file(at, FileProblem::NotCertificate(e)))
     };
     let kubeadms = not_after(der)?;
     if kubeadms.timestamp() > deadline {
@@ -225,7 +225,7 @@ pub(super) fn client_certificate_data<'a>(
     at: &Path,
     text: &'a str,
 ) -> Result<&'a str, KubeadmError> {
-    let bad = |problem: Found| KubeadmError::file(at, problem);
+    let bad = |problem: FileProblem| KubeadmError::file(at, problem);
     let config =
         crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(at, e))?;
     let all: Vec<String> = config
@@ -234,12 +234,12 @@ pub(super) fn client_certificate_data<'a>(
         .filter_map(|u| u.auth_info.as_ref()?.client_certificate_data.clone())
         .collect();
     let [data] = all.as_slice() else {
-        return Err(bad(Found::ClientCerts(all.len())));
+        return Err(bad(FileProblem::ClientCerts(all.len())));
     };
     let data = data.trim();
     match text.match_indices(data).map(|(i, _)| i).collect::<Vec<_>>()[..] {
         [at] if !data.is_empty() => Ok(&text[at..at + data.len()]),
-        _ => Err(bad(Found::NotOnce("client-certificate-data"))),
+        _ => Err(bad(FileProblem::NotOnce("client-certificate-data"))),
     }
 }
 
@@ -252,7 +252,7 @@ pub(super) fn ca_data_with(
     text: &str,
     renewal: &[u8],
 ) -> Result<Option<String>, KubeadmError> {
-    let bad = |problem: Found| KubeadmError::file(at, problem);
+    let bad = |problem: FileProblem| KubeadmError::file(at, problem);
     let b64 = base64::engine::general_purpose::STANDARD;
     let config =
         crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(at, e))?;
@@ -267,11 +267,11 @@ pub(super) fn ca_data_with(
         [] => return Ok(None),
         [data] => data.trim(),
         _ => {
-            return Err(bad(Found::CaDatas(all.len())));
+            return Err(bad(FileProblem::CaDatas(all.len())));
         }
     };
     let old = b64.decode(data).map_err(|source| {
-        bad(Found::NotBase64 {
+        bad(FileProblem::NotBase64 {
             field: "certificate-authority-data",
             source,
         })
@@ -280,7 +280,7 @@ pub(super) fn ca_data_with(
         .map_err(|e| KubeadmError::file(Path::new(CA), e))?;
     let held = crate::pem::blocks(&old)
         .map_err(|e| {
-            bad(Found::Pem {
+            bad(FileProblem::PemField {
                 field: "certificate-authority-data",
                 source: crate::pem::PemError::Syntax(e.into()),
             })
@@ -297,7 +297,7 @@ pub(super) fn ca_data_with(
     both.extend_from_slice(renewal);
     match text.match_indices(data).count() {
         1 => Ok(Some(text.replacen(data, &b64.encode(both), 1))),
-        _ => Err(bad(Found::NotOnce("certificate-authority-data"))),
+        _ => Err(bad(FileProblem::NotOnce("certificate-authority-data"))),
     }
 }
 

@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::error::Refusal;
 use super::manifest::{BY_FILE, CONFIG, KUBECONFIGS};
 use super::options::Options;
 use super::paths::{KUBEADM_DIR, host};
@@ -47,73 +48,43 @@ pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
 
 /// Refuses the configuration `text` adopt would write unless `certsync
 /// run` accepts it and each component reading a client target by file
-/// gets its renewed pair before the old one ends.
-pub(super) fn judge(opts: &Options, text: &str) -> Result<(), ConfigProblem> {
-    let config = load(&opts.dir, text).map_err(ConfigProblem::Refused)?;
-    config.mappings.iter().try_for_each(renewed_in_time)
-}
-
-/// What is wrong with the configuration adopt would write.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigProblem {
-    #[error("is one `certsync run` refuses: {0}")]
-    Refused(#[source] ConfigError),
-    #[error("mapping {name:?} is not a ca: mapping: adopt issues {component}'s client certificate")]
-    NotCa {
-        name: String,
-        component: &'static str,
-    },
-    #[error("mapping {name:?} has no lifetime")]
-    NoLifetime { name: String },
-    /// `latest`: the share of `lifetime` by which it is renewed; `left`:
-    /// what that leaves; `minimum`: the shortest lifetime that leaves enough.
-    #[error(
-        "renews {component}'s client certificate too late: mapping {name:?} (lifetime={}, \
-         renewed at the latest at {}% of it) leaves {} of a certificate, and {component} \
-         reads it through {KUBECONFIGS}/{file} with client-go, which re-reads a client \
-         certificate file only every {}; at least {} must be left ({} and {} for issuing, \
-         writing and a late timer): give lifetime={} or longer with this renew=, or a renew= \
-         that ends earlier",
-        show(*.lifetime),
-        (.latest * 1000.0).round() / 10.0,
-        show(*.left),
-        show(CLIENT_GO_REREAD),
-        show(CLIENT_GO_REREAD + REREAD_MARGIN),
-        show(CLIENT_GO_REREAD),
-        show(REREAD_MARGIN),
-        show(*.minimum),
-    )]
-    TooLate {
-        name: String,
-        component: &'static str,
-        file: &'static str,
-        lifetime: Duration,
-        latest: f64,
-        left: Duration,
-        minimum: Duration,
-    },
-}
-
-fn show(d: Duration) -> humantime::FormattedDuration {
-    humantime::format_duration(d)
+/// gets its renewed pair before the old one ends. The refusal names the
+/// `--set` options given.
+pub(super) fn judge(opts: &Options, text: &str) -> Result<(), Refusal> {
+    let with = match opts.set.as_slice() {
+        [] => String::new(),
+        set => set.iter().fold(" with".to_owned(), |s, (k, v)| {
+            s + &format!(" --set {k}={v}")
+        }),
+    };
+    let config = load(&opts.dir, text).map_err(|source| Refusal::Config {
+        with: with.clone(),
+        source,
+    })?;
+    config
+        .mappings
+        .iter()
+        .try_for_each(|m| renewed_in_time(m, &with))
 }
 
 /// A mapping whose target one of certsync's kubeconfigs names ([`BY_FILE`])
 /// is renewed with more than [`CLIENT_GO_REREAD`] left, by
 /// [`REREAD_MARGIN`], at the latest point of its renewal window.
-fn renewed_in_time(m: &Mapping) -> Result<(), ConfigProblem> {
+fn renewed_in_time(m: &Mapping, with: &str) -> Result<(), Refusal> {
     let Some(&(file, _, _, component)) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)
     else {
         return Ok(());
     };
     let Source::Ca(spec) = &m.source else {
-        return Err(ConfigProblem::NotCa {
+        return Err(Refusal::NotCa {
+            with: with.to_owned(),
             name: m.name.clone(),
             component,
         });
     };
     let Some(lifetime) = spec.issue.lifetime else {
-        return Err(ConfigProblem::NoLifetime {
+        return Err(Refusal::NoLifetime {
+            with: with.to_owned(),
             name: m.name.clone(),
         });
     };
@@ -122,13 +93,16 @@ fn renewed_in_time(m: &Mapping) -> Result<(), ConfigProblem> {
     let Err((left, minimum)) = leaves(lifetime, latest, need) else {
         return Ok(());
     };
-    Err(ConfigProblem::TooLate {
+    Err(Refusal::TooLate {
+        with: with.to_owned(),
         name: m.name.clone(),
         component,
-        file,
+        kubeconfig: format!("{KUBECONFIGS}/{file}"),
         lifetime,
         latest,
         left,
+        reread: CLIENT_GO_REREAD,
+        margin: REREAD_MARGIN,
         minimum,
     })
 }

@@ -18,74 +18,47 @@ use std::path::Path;
 use cap_std::fs::MetadataExt as _;
 
 use super::audit::{Met, walk};
+use super::error::{FileProblem, Refusal};
 
 /// Where keys live, as node paths.
 const UNDER: [&str; 2] = ["/etc/kubernetes/pki", "/etc/kubernetes/certsync"];
 
-/// Why a key file is exposed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Exposed {
-    #[error("{path} (mode {mode:04o}) may be read by its group or other users: chmod 0600 it")]
-    Readable { path: String, mode: u32 },
-    #[error(
-        "{path} belongs to uid {uid}, not root: that user may read or replace it; chown root:root it"
-    )]
-    NotRoots { path: String, uid: u32 },
-    #[error("{path} {problem}: its keys cannot be judged")]
-    Unreadable { path: String, problem: String },
-}
-
 /// Every exposed private key under [`UNDER`] of the node at `dir`, by node
-/// path, sorted. What cannot be looked at is said too: an unknown
-/// is not healthy.
-pub fn exposed(dir: &Path) -> Vec<Exposed> {
+/// path, sorted ([`Refusal::KeyReadable`], [`Refusal::KeyNotRoots`]).
+/// What cannot be looked at is said too ([`Refusal::KeysUnreadable`]):
+/// an unknown is not healthy.
+pub fn exposed(dir: &Path) -> Vec<Refusal> {
+    // Each beside the node path it names (escaped), to sort by.
     let mut out = Vec::new();
     for under in UNDER {
         let root = match super::moves::open_beneath(dir, under) {
             Ok(r) => r,
-            Err(super::moves::Blocked::Absent) => continue,
+            Err(FileProblem::Missing) => continue,
             Err(e) => {
-                out.push(Exposed::Unreadable {
-                    path: under.to_owned(),
-                    problem: format!("could not be opened: {e}"),
-                });
+                let problem = format!("could not be opened: {e}");
+                let path = under.to_owned();
+                out.push((path.clone(), Refusal::KeysUnreadable { path, problem }));
                 continue;
             }
         };
         walk(&root, under, &mut 0, &mut |met| match met {
             Met::Entry { path, name, meta } => {
                 if meta.file_type().is_file() && name.as_bytes().ends_with(b".key") {
-                    let mode = meta.mode() & 0o7777;
+                    let (path, mode) = (path.to_owned(), meta.mode() & 0o7777);
                     if meta.uid() != 0 {
-                        out.push(Exposed::NotRoots {
-                            path: path.to_owned(),
-                            uid: meta.uid(),
-                        });
+                        let uid = meta.uid();
+                        out.push((path.clone(), Refusal::KeyNotRoots { path, uid }));
                     } else if mode & 0o077 != 0 {
-                        out.push(Exposed::Readable {
-                            path: path.to_owned(),
-                            mode,
-                        });
+                        out.push((path.clone(), Refusal::KeyReadable { path, mode }));
                     }
                 }
             }
-            Met::Problem { path, problem } => out.push(Exposed::Unreadable {
-                path: path.to_owned(),
-                problem,
-            }),
+            Met::Problem { path, problem } => {
+                let path = path.to_owned();
+                out.push((path.clone(), Refusal::KeysUnreadable { path, problem }));
+            }
         });
     }
-    out.sort_by(|a, b| a.path().cmp(b.path()));
-    out
-}
-
-impl Exposed {
-    /// The node path it names (escaped).
-    pub fn path(&self) -> &str {
-        match self {
-            Self::Readable { path, .. }
-            | Self::NotRoots { path, .. }
-            | Self::Unreadable { path, .. } => path,
-        }
-    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter().map(|(_, e)| e).collect()
 }

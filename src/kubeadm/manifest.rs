@@ -6,6 +6,8 @@
 
 use serde_yaml_ng::{Mapping, Value};
 
+use super::error::FileProblem;
+
 /// certsync's targets, as the components see them.
 pub const P: &str = "/etc/kubernetes/pki/certsync";
 pub const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
@@ -195,39 +197,26 @@ pub fn components() -> Vec<Component> {
     ]
 }
 
-/// Why a static pod manifest cannot be read or written (the caller names
-/// the file).
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    #[error("not YAML: {0}")]
-    Yaml(String),
-    #[error("not a Pod whose first container has a command")]
-    NotAPod,
-    #[error("cannot be written as YAML: {0}")]
-    Render(String),
-}
-
 /// A parsed manifest: the Pod, and its first container's index.
 pub struct Manifest {
     pub pod: Value,
 }
 
 impl Manifest {
-    pub fn parse(text: &str) -> Result<Self, ManifestError> {
-        let pod: Value =
-            serde_yaml_ng::from_str(text).map_err(|e| ManifestError::Yaml(e.to_string()))?;
+    pub fn parse(text: &str) -> Result<Self, FileProblem> {
+        let pod: Value = serde_yaml_ng::from_str(text).map_err(FileProblem::NotYaml)?;
         if pod["kind"] != "Pod"
             || pod["spec"]["containers"][0]["command"]
                 .as_sequence()
                 .is_none()
         {
-            return Err(ManifestError::NotAPod);
+            return Err(FileProblem::NotAPod);
         }
         Ok(Self { pod })
     }
 
-    pub fn render(&self) -> Result<String, ManifestError> {
-        serde_yaml_ng::to_string(&self.pod).map_err(|e| ManifestError::Render(e.to_string()))
+    pub fn render(&self) -> Result<String, FileProblem> {
+        serde_yaml_ng::to_string(&self.pod).map_err(FileProblem::Render)
     }
 
     fn command(&mut self) -> &mut Vec<Value> {
@@ -405,53 +394,29 @@ fn insert_sorted(list: &mut Vec<Value>, item: Value, name: &str) {
     list.insert(at, item);
 }
 
-/// What adopt finds wrong with a component's manifest: a flag it sets
-/// carrying a third value, or a volume of its name that is not its own.
-/// The values are the manifest's as found (a caller that prints them to a
-/// terminal escapes them).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Conflict {
-    #[error(
-        "--{flag}={found} is neither kubeadm's default ({kubeadm}) nor certsync's ({ours}): a \
-         custom path adopt does not know how to keep"
-    )]
-    Value {
-        flag: &'static str,
-        found: String,
-        kubeadm: String,
-        ours: String,
-    },
-    #[error("no --{flag} (kubeadm always sets it)")]
-    Missing { flag: &'static str },
-    #[error("a volume {name} already exists ({path}, {kind}), not certsync's")]
-    Volume {
-        name: String,
-        path: String,
-        kind: String,
-    },
-}
-
-/// The first [`Conflict`] in a component's manifest, if any.
-pub fn conflict(c: &Component, m: &Manifest) -> Result<(), Conflict> {
+/// The first conflict in a component's manifest, if any
+/// ([`FileProblem::is_conflict`]): a flag adopt sets carrying a third
+/// value, or a volume of its name that is not its own.
+pub fn conflict(c: &Component, m: &Manifest) -> Result<(), FileProblem> {
     for (flag, kubeadm, ours) in &c.flags {
         match m.flag(flag) {
             Some(v) if v == *kubeadm || v == *ours => {}
             Some(found) => {
-                return Err(Conflict::Value {
+                return Err(FileProblem::FlagValue {
                     flag,
                     found,
                     kubeadm: kubeadm.clone(),
                     ours: ours.clone(),
                 });
             }
-            None => return Err(Conflict::Missing { flag }),
+            None => return Err(FileProblem::NoFlag { flag }),
         }
     }
     for v in &c.volumes {
         if let Some((path, kind)) = m.volume(&v.name)
             && (path != v.path || kind != v.kind)
         {
-            return Err(Conflict::Volume {
+            return Err(FileProblem::Volume {
                 name: v.name.clone(),
                 path,
                 kind,
@@ -461,21 +426,10 @@ pub fn conflict(c: &Component, m: &Manifest) -> Result<(), Conflict> {
     Ok(())
 }
 
-/// Why a component's manifest is not one adopt can change.
-#[derive(Debug, thiserror::Error)]
-pub enum Unfit {
-    #[error("not UTF-8")]
-    NotUtf8,
-    #[error(transparent)]
-    Manifest(#[from] ManifestError),
-    #[error(transparent)]
-    Conflict(#[from] Conflict),
-}
-
 /// A component's manifest as adopt and status read it: UTF-8, a Pod, and
 /// no value of someone else's where adopt sets one.
-pub fn read(c: &Component, bytes: Vec<u8>) -> Result<Manifest, Unfit> {
-    let text = String::from_utf8(bytes).map_err(|_| Unfit::NotUtf8)?;
+pub fn read(c: &Component, bytes: Vec<u8>) -> Result<Manifest, FileProblem> {
+    let text = String::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?;
     let m = Manifest::parse(&text)?;
     conflict(c, &m)?;
     Ok(m)

@@ -49,7 +49,7 @@ mod wait;
 mod warning;
 
 pub use apply::adopt;
-pub use error::{FileProblem, Found, KubeadmError, Refusal, RevertError};
+pub use error::{FileProblem, KubeadmError, Refusal, RevertError};
 pub use handback::REVERT_MARGIN_SECS;
 pub use options::{Options, RevertOptions};
 pub use out::Out;

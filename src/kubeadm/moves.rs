@@ -11,72 +11,14 @@ use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
+use super::error::{FileProblem, RevertError, Step};
 use crate::beneath::{self, PathError};
-
-/// Why a move into the backup, or the removal of a directory adopt made,
-/// failed. A move names both paths and the step it stopped at.
-#[derive(Debug, thiserror::Error)]
-pub enum MovesError {
-    #[error("move {} to {}: {step}{source}", from.display(), to.display())]
-    Move {
-        from: PathBuf,
-        to: PathBuf,
-        step: Step,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A previous attempt left `to`, and it is not a copy of `from`.
-    #[error(
-        "move {} to {}: both exist and differ; move one of them away by hand",
-        from.display(),
-        to.display()
-    )]
-    Differ { from: PathBuf, to: PathBuf },
-    #[error("{node_path}: not below /etc/kubernetes")]
-    NotBelow { node_path: String },
-    /// The way to the directory, not opened.
-    #[error("{0}")]
-    Way(#[source] PathError),
-    /// The directory, reached, could not be read or removed.
-    #[error("{node_path}: {source}")]
-    Dir {
-        node_path: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// The step of [`move_path`] that failed, as its message says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// The rename, or a check or fsync around it: no more to say.
-    Rename,
-    RemovingOriginal,
-    RemovingPartial,
-    Copying,
-    /// Across filesystems, after the copy was in place.
-    RemovingCopied,
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Rename => "",
-            Self::RemovingOriginal => "removing the original: ",
-            Self::RemovingPartial => "removing an earlier partial copy: ",
-            Self::Copying => "another filesystem; copying: ",
-            Self::RemovingCopied => {
-                "copied, but removing the original failed (a second attempt finishes it): "
-            }
-        })
-    }
-}
 
 /// Moves `from` (a file, symlink or directory tree) to `to`, whose parent
 /// exists. `Err` names both paths.
-pub fn move_path(from: &Path, to: &Path) -> Result<(), MovesError> {
+pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
     let at = |step: Step| {
-        move |source| MovesError::Move {
+        move |source| RevertError::Move {
             from: from.to_owned(),
             to: to.to_owned(),
             step,
@@ -88,7 +30,7 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), MovesError> {
         // original was gone: finish it, unless the two differ.
         return match contained(from, to) {
             Ok(true) => remove(from).map_err(at(Step::RemovingOriginal)),
-            Ok(false) => Err(MovesError::Differ {
+            Ok(false) => Err(RevertError::Differ {
                 from: from.to_owned(),
                 to: to.to_owned(),
             }),
@@ -233,24 +175,24 @@ pub fn remove_empty_dir(
     node_path: &str,
     moving: &[String],
     dry: bool,
-) -> Result<Left, MovesError> {
+) -> Result<Left, RevertError> {
     use cap_std::fs::MetadataExt as _;
-    let named = |source| MovesError::Dir {
+    let named = |source| RevertError::Dir {
         node_path: node_path.to_owned(),
         source,
     };
     let last = match node_path.rsplit_once('/') {
         Some((up, last)) if up.starts_with(super::paths::KUBEADM_DIR) && !last.is_empty() => last,
         _ => {
-            return Err(MovesError::NotBelow {
+            return Err(RevertError::NotBelow {
                 node_path: node_path.to_owned(),
             });
         }
     };
     let (parent, opened) = match walk(dir, node_path) {
         Ok(both) => both,
-        Err(Blocked::Absent) => return Ok(Left::Absent),
-        Err(Blocked::Io(e)) => return Err(MovesError::Way(e)),
+        Err(FileProblem::Missing) => return Ok(Left::Absent),
+        Err(FileProblem::Way(e)) => return Err(RevertError::Way(e)),
         Err(b) => return Ok(Left::Kept(b.to_string())),
     };
     let uid = opened.dir_metadata().map_err(named)?.uid();
@@ -285,42 +227,26 @@ pub fn remove_empty_dir(
     }
 }
 
-/// Why a path below `/etc/kubernetes` was not opened.
-#[derive(Debug, thiserror::Error)]
-pub enum Blocked {
-    /// A name on the way does not exist.
-    #[error("missing")]
-    Absent,
-    /// The node path of a name on the way that is a symlink.
-    #[error("{0} is a symlink, not followed")]
-    Link(String),
-    /// The node path of a name on the way that is not a directory.
-    #[error("{0} is not a directory")]
-    NotDir(String),
-    #[error("{0}")]
-    Io(#[source] PathError),
-}
-
 /// The directory at `node_dir` (`/etc/kubernetes` or below), reached from
 /// `dir` one name at a time without following a link: a handle to read
 /// and write beneath, never a path a symlink planted on the way leads
 /// elsewhere.
-pub fn open_beneath(dir: &Path, node_dir: &str) -> Result<cap_std::fs::Dir, Blocked> {
+pub fn open_beneath(dir: &Path, node_dir: &str) -> Result<cap_std::fs::Dir, FileProblem> {
     walk(dir, node_dir).map(|(_, opened)| opened)
 }
 
 /// [`open_beneath`], with its parent's handle (`dir` itself for
 /// `/etc/kubernetes`).
-fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Dir), Blocked> {
+fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Dir), FileProblem> {
     let walked = reach(dir, node_dir)?;
     if walked.st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR {
-        return Err(Blocked::NotDir(node_dir.to_owned()));
+        return Err(FileProblem::NotDir(node_dir.to_owned()));
     }
-    let opened = walked.dir().map_err(Blocked::Io)?;
+    let opened = walked.dir().map_err(FileProblem::Way)?;
     let parent = match walked.parent {
-        Some(_) => walked.parent_dir().map_err(Blocked::Io)?,
+        Some(_) => walked.parent_dir().map_err(FileProblem::Way)?,
         None => opened.try_clone().map_err(|e| {
-            Blocked::Io(PathError::Io {
+            FileProblem::Way(PathError::Io {
                 path: node_dir.into(),
                 source: e,
             })
@@ -333,14 +259,14 @@ fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Di
 /// one name at a time beneath the handle opened before it, no symlink
 /// followed, the last name included ([`beneath::walk`]): certsync's
 /// container may plant one anywhere below `/etc/kubernetes`.
-pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, Blocked> {
+pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, FileProblem> {
     use nix::fcntl::OFlag;
     let top = Path::new(super::paths::KUBEADM_DIR);
     let rel = node_path
         .strip_prefix(super::paths::KUBEADM_DIR)
         .filter(|r| r.is_empty() || r.starts_with('/'))
         .ok_or_else(|| {
-            Blocked::Io(PathError::Escapes {
+            FileProblem::Way(PathError::Escapes {
                 what: "a path",
                 beneath: top.into(),
             })
@@ -351,7 +277,7 @@ pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, Blocked> {
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| {
-        Blocked::Io(PathError::Io {
+        FileProblem::Way(PathError::Io {
             path: top.into(),
             source: e.into(),
         })
@@ -359,16 +285,16 @@ pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, Blocked> {
     let start = beneath::Start::Beneath(std::os::fd::AsFd::as_fd(&held), top);
     let rel = Path::new(rel.trim_start_matches('/'));
     beneath::walk(start, rel, beneath::Links::Refuse, &mut |_| Ok(())).map_err(|e| match e {
-        e if e.is_not_found() => Blocked::Absent,
-        PathError::Link { path } => Blocked::Link(path.display().to_string()),
-        PathError::NotDir { path } => Blocked::NotDir(path.display().to_string()),
-        e => Blocked::Io(e),
+        e if e.is_not_found() => FileProblem::Missing,
+        PathError::Link { path } => FileProblem::Link(path.display().to_string()),
+        PathError::NotDir { path } => FileProblem::NotDir(path.display().to_string()),
+        e => FileProblem::Way(e),
     })
 }
 
 #[cfg(test)]
 mod reach_tests {
-    use super::{Blocked, reach};
+    use super::{FileProblem, reach};
     use std::os::unix::fs::symlink;
 
     /// What revert's symlink check and every handle below
@@ -395,7 +321,7 @@ mod reach_tests {
             std::fs::rename(d.path().join(at), &decoy).unwrap();
             symlink(&decoy, d.path().join(at)).unwrap();
             match reach(d.path(), node) {
-                Err(Blocked::Link(got)) => assert_eq!(got, format!("/etc/kubernetes/{at}")),
+                Err(FileProblem::Link(got)) => assert_eq!(got, format!("/etc/kubernetes/{at}")),
                 other => panic!("{at}: {other:?}"),
             }
         }
@@ -404,15 +330,15 @@ mod reach_tests {
         std::fs::write(d.path().join("pki/f"), "x").unwrap();
         assert!(matches!(
             reach(d.path(), "/etc/kubernetes/pki/none/x"),
-            Err(Blocked::Absent)
+            Err(FileProblem::Missing)
         ));
         assert!(matches!(
             reach(d.path(), "/etc/kubernetes/pki/f/x"),
-            Err(Blocked::NotDir(_))
+            Err(FileProblem::NotDir(_))
         ));
         assert!(matches!(
             reach(d.path(), "/etc/kubernetesX/pki"),
-            Err(Blocked::Io(_))
+            Err(FileProblem::Way(_))
         ));
         assert!(reach(d.path(), "/etc/kubernetes/pki/f").is_ok());
     }
@@ -420,7 +346,7 @@ mod reach_tests {
 
 #[cfg(test)]
 mod move_tests {
-    use super::{Left, MovesError, move_path, remove_empty_dir};
+    use super::{Left, RevertError, move_path, remove_empty_dir};
 
     /// A move that finds its target there already finishes an earlier
     /// attempt only when the target holds the original; two that differ
@@ -434,7 +360,7 @@ mod move_tests {
         std::fs::write(&to, "other").unwrap();
         let e = move_path(&from, &to);
         assert!(
-            matches!(&e, Err(MovesError::Differ { from: f, to: t }) if *f == from && *t == to),
+            matches!(&e, Err(RevertError::Differ { from: f, to: t }) if *f == from && *t == to),
             "{e:?}"
         );
         assert_eq!(std::fs::read(&from).unwrap(), b"new");
@@ -447,14 +373,14 @@ mod move_tests {
 
         let e = move_path(&from, &d.path().join("none/to"));
         assert!(
-            matches!(&e, Err(MovesError::Move { source, .. })
+            matches!(&e, Err(RevertError::Move { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound),
             "{e:?}"
         );
 
         let e = remove_empty_dir(d.path(), "/etc/other/x", &[], true);
         assert!(
-            matches!(&e, Err(MovesError::NotBelow { node_path }) if node_path == "/etc/other/x"),
+            matches!(&e, Err(RevertError::NotBelow { node_path }) if node_path == "/etc/other/x"),
             "{e:?}"
         );
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::error::{CertError, FileProblem, Found, KubeadmError};
+use super::error::{FileProblem, KubeadmError};
 use super::paths::host;
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
@@ -14,9 +14,9 @@ const LIMIT: u64 = 1 << 20;
 /// these as root where certsync's container may have put a link.
 pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     let path = host(dir, node_path);
-    let bytes =
-        read_optional(dir, node_path)?.ok_or_else(|| KubeadmError::file(&path, Found::Missing))?;
-    String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, Found::NotUtf8))
+    let bytes = read_optional(dir, node_path)?
+        .ok_or_else(|| KubeadmError::file(&path, FileProblem::Missing))?;
+    String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))
 }
 
 /// The file's bytes if it exists (`None` when missing; other errors are
@@ -27,7 +27,7 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
     let path = host(dir, node_path);
     let walked = match super::moves::reach(dir, node_path) {
         Ok(w) => w,
-        Err(super::moves::Blocked::Absent) => return Ok(None),
+        Err(FileProblem::Missing) => return Ok(None),
         Err(e) => return Err(KubeadmError::file(&path, e)),
     };
     walked
@@ -37,10 +37,10 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
 }
 
 /// The first certificate of a PEM file, as DER.
-fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, CertError> {
-    let text = read(dir, node_path).map_err(|e| CertError::Read(Box::new(e)))?;
+fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, FileProblem> {
+    let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
     let (_, pem) = x509_parser::pem::parse_x509_pem(text.as_bytes())
-        .map_err(|e| CertError::NotPem(e.to_string()).of(node_path))?;
+        .map_err(|e| FileProblem::NotPem(e.to_string()).of(node_path))?;
     Ok(pem.contents)
 }
 
@@ -58,15 +58,15 @@ pub const KEY_ALGS: [(&str, &str, bool, usize); 5] = [
 /// of `cert` (kubeadm makes every key with the ClusterConfiguration's
 /// `encryptionAlgorithm`): what adopt uses when that ClusterConfiguration
 /// cannot be read. `None` for a key kubeadm does not make.
-pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, CertError> {
+pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, FileProblem> {
     use x509_parser::public_key::PublicKey;
     let der = cert_der(dir, cert)?;
     let (_, c) = x509_parser::parse_x509_certificate(&der)
-        .map_err(|e| CertError::NotCertificate(e.to_string()).of(cert))?;
+        .map_err(|e| FileProblem::NotCertificate(e).of(cert))?;
     let key = c
         .public_key()
         .parsed()
-        .map_err(|e| CertError::PublicKey(e.to_string()).of(cert))?;
+        .map_err(|e| FileProblem::PublicKey(e.to_string()).of(cert))?;
     let rsa = match &key {
         PublicKey::RSA(_) => true,
         PublicKey::EC(_) => false,
@@ -81,19 +81,19 @@ pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, CertError
 /// Checks that `template` is a certificate `ca` issued (issuer name and
 /// signature): a certificate kubeadm made, not one planted or brought from
 /// elsewhere, whose identity adopt would copy into every renewal.
-pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), CertError> {
+pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), FileProblem> {
     signed_by(&cert_der(dir, template)?, template, &cert_der(dir, ca)?, ca)
 }
 
 /// Checks that the certificate `leaf_der` (named `template` in errors) was
 /// issued by the CA certificate `ca_der` (issuer name and signature).
-fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result<(), CertError> {
+fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result<(), FileProblem> {
     let (_, ca_cert) = x509_parser::parse_x509_certificate(ca_der)
-        .map_err(|e| CertError::NotCertificate(e.to_string()).of(ca))?;
+        .map_err(|e| FileProblem::NotCertificate(e).of(ca))?;
     let (_, leaf) = x509_parser::parse_x509_certificate(leaf_der)
-        .map_err(|e| CertError::NotCertificate(e.to_string()).of(template))?;
+        .map_err(|e| FileProblem::NotCertificate(e).of(template))?;
     if leaf.issuer().as_raw() != ca_cert.subject().as_raw() {
-        return Err(CertError::OtherIssuer {
+        return Err(FileProblem::OtherIssuer {
             template: template.to_owned(),
             issuer: crate::escape(&leaf.issuer().to_string()).into_owned(),
             ca: ca.to_owned(),
@@ -101,7 +101,7 @@ fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result
         });
     }
     leaf.verify_signature(Some(ca_cert.public_key()))
-        .map_err(|_| CertError::NotSigned {
+        .map_err(|_| FileProblem::NotSigned {
             template: template.to_owned(),
             ca: ca.to_owned(),
         })
@@ -111,15 +111,21 @@ fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result
 /// `ca` issued: what revert may leave in place of kubeadm's backup. A
 /// pair someone rewrote (self-signed, another CA's, a key that is not the
 /// certificate's) is not; the error says which, as revert shows it.
-pub fn sound_pair(dir: &Path, cert_pem: &[u8], key_pem: &[u8], ca: &str) -> Result<(), CertError> {
-    let (_, pem) =
-        x509_parser::pem::parse_x509_pem(cert_pem).map_err(|e| CertError::NotPem(e.to_string()))?;
+pub fn sound_pair(
+    dir: &Path,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    ca: &str,
+) -> Result<(), FileProblem> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem)
+        .map_err(|e| FileProblem::NotPem(e.to_string()))?;
     let ca_der = cert_der(dir, ca)?;
-    signed_by(&pem.contents, "it", &ca_der, ca).map_err(|e| CertError::NotTheCas(Box::new(e)))?;
+    signed_by(&pem.contents, "it", &ca_der, ca)
+        .map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
         Ok(true) => Ok(()),
-        Ok(false) => Err(CertError::KeyMismatch),
-        Err(e) => Err(CertError::Key(e.to_string())),
+        Ok(false) => Err(FileProblem::KeyMismatch),
+        Err(e) => Err(FileProblem::Key(e.to_string())),
     }
 }
 
@@ -135,16 +141,19 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
             .cluster
             .as_ref()
             .and_then(|c| c.server.clone())
-            .ok_or_else(|| KubeadmError::file(&path, Found::NoServer)),
-        _ => Err(KubeadmError::file(&path, Found::Clusters(clusters.len()))),
+            .ok_or_else(|| KubeadmError::file(&path, FileProblem::NoServer)),
+        _ => Err(KubeadmError::file(
+            &path,
+            FileProblem::Clusters(clusters.len()),
+        )),
     }
 }
 
 /// notAfter of the first certificate in PEM `bytes`.
-pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, CertError> {
+pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, FileProblem> {
     let (_, pem) =
-        x509_parser::pem::parse_x509_pem(bytes).map_err(|e| CertError::NotPem(e.to_string()))?;
+        x509_parser::pem::parse_x509_pem(bytes).map_err(|e| FileProblem::NotPem(e.to_string()))?;
     let (_, cert) = x509_parser::parse_x509_certificate(&pem.contents)
-        .map_err(|e| CertError::NotCertificate(e.to_string()))?;
+        .map_err(|e| FileProblem::NotCertificate(e))?;
     Ok(cert.validity().not_after)
 }

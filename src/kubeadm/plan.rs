@@ -70,7 +70,7 @@ async fn cluster_info_change(
 /// as they are, written with this node's (its renewal, or the first
 /// adopt's), or not read (a CA due is then renewed on this node alone).
 fn cluster_cas_change(
-    read: &Result<super::published::Published, Option<super::api::ApiError>>,
+    read: &Result<super::published::Published, Option<KubeadmError>>,
     trust: &trust::Trust,
 ) -> (String, Option<k8s_openapi::api::core::v1::ConfigMap>) {
     let published = match read {
@@ -148,7 +148,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // Files: certsync's config, kubeconfigs and pod. The config is judged
     // as `certsync run` will judge it before anything is written.
     let config = config_text(opts, key_alg)?;
-    super::judge::judge(opts, &config).map_err(|p| KubeadmError::configuration(opts, p))?;
+    super::judge::judge(opts, &config).map_err(|r| KubeadmError::refused(dir, r))?;
     if adopted {
         unrecorded_refused(opts)?;
     }
@@ -201,14 +201,12 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
 /// there is fine, it is replaced), and private keys others may read.
 fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
-    let unfit = |u| KubeadmError::refused(dir, Refusal::Unfit(u));
-    super::preflight::image(&opts.image).map_err(unfit)?;
-    let free = super::preflight::admin_addr(opts.admin()).map_err(unfit)?;
+    let refused = |r| KubeadmError::refused(dir, r);
+    super::preflight::image(&opts.image).map_err(refused)?;
+    let free = super::preflight::admin_addr(opts.admin()).map_err(refused)?;
     // A held port is certsync's own pod's only where that pod listens.
     if !free && current != Some(super::pod::probe_addr(opts.admin())) {
-        return Err(unfit(super::preflight::Unfit::PortTaken {
-            addr: opts.admin(),
-        }));
+        return Err(refused(Refusal::PortTaken { addr: opts.admin() }));
     }
     let exposed = super::keys::exposed(dir);
     if !exposed.is_empty() {
@@ -268,15 +266,15 @@ fn component_manifests<'c>(
                 },
             ));
         };
-        let m = manifest::read(c, before.clone()).map_err(|e| match e {
-            manifest::Unfit::Conflict(problem) => KubeadmError::refused(
+        let m = manifest::read(c, before.clone()).map_err(|problem| match problem {
+            p if p.is_conflict() => KubeadmError::refused(
                 &opts.dir,
                 Refusal::Conflict {
                     path: path.clone(),
-                    problem,
+                    problem: p,
                 },
             ),
-            e => KubeadmError::file(&host(dir, &path), e),
+            p => KubeadmError::file(&host(dir, &path), p),
         })?;
         parsed.push((c, path, before, m));
     }
@@ -330,7 +328,7 @@ fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
                 &format!("/etc/kubernetes/pki/{t}.crt"),
                 &format!("/etc/kubernetes/pki/{}.crt", c.ca),
             )
-            .map_err(|e| KubeadmError::refused(&opts.dir, Refusal::Template(e)))?;
+            .map_err(|e| KubeadmError::refused(&opts.dir, Refusal::Cert(e)))?;
         }
     }
     for p in pairs(dir) {
@@ -373,7 +371,7 @@ fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<&'static 
                 cert: apiserver_crt,
             },
         )),
-        Err(e) => Err(KubeadmError::refused(&opts.dir, Refusal::KeyAlg(e))),
+        Err(e) => Err(KubeadmError::refused(&opts.dir, Refusal::Cert(e))),
     }
 }
 

@@ -7,74 +7,33 @@
 
 use std::net::SocketAddr;
 
-/// An option adopt refuses before anything is written.
-#[derive(Debug, thiserror::Error)]
-pub enum Unfit {
-    #[error(
-        "--image {image:?} is not an image reference ({why}): NAME[:TAG][@DIGEST], e.g. \
-         registry.example.com/platform/certsync:0.1.0"
-    )]
-    Image { image: String, why: ImageProblem },
-    #[error(
-        "--admin-addr {addr}: this node cannot listen there ({source}): certsync's pod would \
-         exit at start; give an address the node has (ip -brief address), or 127.0.0.1"
-    )]
-    NoSuchAddress {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "--admin-addr {addr}: another process listens on that port, not certsync's pod: \
-         certsync's pod would exit at start; choose another port (ss -ltnp shows who holds it)"
-    )]
-    PortTaken { addr: SocketAddr },
-}
+use super::error::Refusal;
 
-/// Why a string is no image reference (distribution's grammar:
-/// `[DOMAIN/]PATH[:TAG][@DIGEST]`, as containerd and CRI-O parse it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ImageProblem {
-    #[error("empty")]
-    Empty,
-    #[error("the name is longer than 255 characters")]
-    TooLong,
-    #[error("a repository path must be lowercase")]
-    Uppercase,
-    #[error("a path component is not [a-z0-9] joined by '.', '_', '__' or '-'")]
-    Path,
-    #[error("the registry is not a host name or address with an optional port")]
-    Domain,
-    #[error("a tag is [A-Za-z0-9_] then up to 127 of [A-Za-z0-9_.-]")]
-    Tag,
-    #[error("a digest is ALGORITHM:HEX with at least 32 hex digits")]
-    Digest,
-}
+/// Why a string is no image reference: the [`Refusal`] that says so, of
+/// the reference (escaped).
+type Why = fn(String) -> Refusal;
 
 /// `image` parses as an image reference, or why not.
-pub fn image(image: &str) -> Result<(), Unfit> {
-    reference(image).map_err(|why| Unfit::Image {
-        image: crate::escape(image).into_owned(),
-        why,
-    })
+pub fn image(image: &str) -> Result<(), Refusal> {
+    reference(image).map_err(|why| why(crate::escape(image).into_owned()))
 }
 
-fn reference(s: &str) -> Result<(), ImageProblem> {
+fn reference(s: &str) -> Result<(), Why> {
     if s.is_empty() {
-        return Err(ImageProblem::Empty);
+        return Err(Refusal::ImageEmpty);
     }
     let (rest, digest) = match s.split_once('@') {
         Some((r, d)) => (r, Some(d)),
         None => (s, None),
     };
     if let Some(d) = digest {
-        let (alg, hex) = d.split_once(':').ok_or(ImageProblem::Digest)?;
+        let (alg, hex) = d.split_once(':').ok_or(Refusal::ImageDigest as Why)?;
         let alg_ok = alg.split(['+', '.', '_', '-']).all(|c| {
             c.starts_with(|ch: char| ch.is_ascii_alphabetic())
                 && c.chars().all(|ch| ch.is_ascii_alphanumeric())
         });
         if !alg_ok || hex.len() < 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(ImageProblem::Digest);
+            return Err(Refusal::ImageDigest);
         }
     }
     // A tag follows the last ':' that comes after the last '/' (a ':'
@@ -93,11 +52,11 @@ fn reference(s: &str) -> Result<(), ImageProblem> {
             || t.len() > 128
             || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
         {
-            return Err(ImageProblem::Tag);
+            return Err(Refusal::ImageTag);
         }
     }
     if name.len() > 255 {
-        return Err(ImageProblem::TooLong);
+        return Err(Refusal::ImageTooLong);
     }
     let mut parts: Vec<&str> = name.split('/').collect();
     // The first component is a registry when it looks like a host: it has
@@ -116,7 +75,7 @@ fn reference(s: &str) -> Result<(), ImageProblem> {
     Ok(())
 }
 
-fn domain(d: &str) -> Result<(), ImageProblem> {
+fn domain(d: &str) -> Result<(), Why> {
     let (host, port) = match d.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || d.starts_with('[') => (h, Some(p)),
         _ => (d, None),
@@ -124,13 +83,13 @@ fn domain(d: &str) -> Result<(), ImageProblem> {
     if let Some(p) = port
         && (p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()))
     {
-        return Err(ImageProblem::Domain);
+        return Err(Refusal::ImageDomain);
     }
     if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         return v6
             .parse::<std::net::Ipv6Addr>()
             .map(drop)
-            .map_err(|_| ImageProblem::Domain);
+            .map_err(|_| Refusal::ImageDomain as Why);
     }
     let label_ok = |l: &str| {
         !l.is_empty()
@@ -141,22 +100,22 @@ fn domain(d: &str) -> Result<(), ImageProblem> {
     if host.split('.').all(label_ok) {
         Ok(())
     } else {
-        Err(ImageProblem::Domain)
+        Err(Refusal::ImageDomain)
     }
 }
 
 /// `[a-z0-9]+` joined by `.`, `_`, `__` or any number of `-`.
-fn path_component(p: &str) -> Result<(), ImageProblem> {
+fn path_component(p: &str) -> Result<(), Why> {
     if p.chars().any(|c| c.is_ascii_uppercase()) {
-        return Err(ImageProblem::Uppercase);
+        return Err(Refusal::ImageUppercase);
     }
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     let bytes: Vec<char> = p.chars().collect();
     let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
-        return Err(ImageProblem::Path);
+        return Err(Refusal::ImagePath);
     };
     if !alnum(first) || !alnum(last) {
-        return Err(ImageProblem::Path);
+        return Err(Refusal::ImagePath);
     }
     let mut i = 0;
     while i < bytes.len() {
@@ -172,7 +131,7 @@ fn path_component(p: &str) -> Result<(), ImageProblem> {
         let sep: String = bytes[start..i].iter().collect();
         let ok = sep == "." || sep == "_" || sep == "__" || sep.chars().all(|c| c == '-');
         if !ok {
-            return Err(ImageProblem::Path);
+            return Err(Refusal::ImagePath);
         }
     }
     Ok(())
@@ -184,7 +143,7 @@ fn path_component(p: &str) -> Result<(), ImageProblem> {
 /// node has no such address. Bound with `SO_REUSEADDR` and never
 /// listened on: only a listener holds the port against it, never another
 /// check at the same moment.
-pub fn admin_addr(addr: SocketAddr) -> Result<bool, Unfit> {
+pub fn admin_addr(addr: SocketAddr) -> Result<bool, Refusal> {
     let socket = match addr {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
         SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
@@ -196,7 +155,7 @@ pub fn admin_addr(addr: SocketAddr) -> Result<bool, Unfit> {
     match bound {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Ok(false),
-        Err(source) => Err(Unfit::NoSuchAddress { addr, source }),
+        Err(source) => Err(Refusal::NoSuchAddress { addr, source }),
     }
 }
 
@@ -220,36 +179,39 @@ mod tests {
         ] {
             assert!(reference(ok).is_ok(), "{ok}: {:?}", reference(ok));
         }
-        for (bad, why) in [
-            ("", ImageProblem::Empty),
+        let bad: [(&str, Why); 16] = [
+            ("", Refusal::ImageEmpty),
             (
                 "registry.example.com/Platform/certsync",
-                ImageProblem::Uppercase,
+                Refusal::ImageUppercase,
             ),
-            ("certsync:", ImageProblem::Tag),
-            ("certsync:-x", ImageProblem::Tag),
-            ("certsync: 1", ImageProblem::Tag),
-            ("certsync@sha256:abc", ImageProblem::Digest),
-            ("certsync@sha256", ImageProblem::Digest),
-            ("reg.example.com:port/certsync", ImageProblem::Domain),
-            ("-reg.example.com/certsync", ImageProblem::Domain),
-            ("a/b..c", ImageProblem::Path),
-            ("a/_b", ImageProblem::Path),
-            ("a/b___c", ImageProblem::Path),
-            ("a//b", ImageProblem::Path),
-            ("reg.example.com/certsync/", ImageProblem::Path),
-            ("https://reg.example.com/certsync", ImageProblem::Domain),
-        ] {
-            assert_eq!(reference(bad), Err(why), "{bad:?}");
+            ("certsync:", Refusal::ImageTag),
+            ("certsync:-x", Refusal::ImageTag),
+            ("certsync: 1", Refusal::ImageTag),
+            ("certsync@sha256:abc", Refusal::ImageDigest),
+            ("certsync@sha256", Refusal::ImageDigest),
+            ("reg.example.com:port/certsync", Refusal::ImageDomain),
+            ("-reg.example.com/certsync", Refusal::ImageDomain),
+            ("a/b..c", Refusal::ImagePath),
+            ("a/_b", Refusal::ImagePath),
+            ("a/b___c", Refusal::ImagePath),
+            ("a//b", Refusal::ImagePath),
+            ("reg.example.com/certsync/", Refusal::ImagePath),
+            ("https://reg.example.com/certsync", Refusal::ImageDomain),
+            (&format!("a/{}", "b".repeat(260)), Refusal::ImageTooLong),
+        ];
+        let variant = std::mem::discriminant::<Refusal>;
+        for (bad, why) in bad {
+            let got = image(bad).expect_err(bad);
+            assert_eq!(
+                variant(&got),
+                variant(&why(String::new())),
+                "{bad:?}: {got:?}"
+            );
         }
-        let long = format!("a/{}", "b".repeat(260));
-        assert_eq!(reference(&long), Err(ImageProblem::TooLong));
         assert!(matches!(
-            image("reg.example.com/Bad"),
-            Err(Unfit::Image {
-                why: ImageProblem::Uppercase,
-                ..
-            })
+            image("reg.example.com/Bad\x1b"),
+            Err(Refusal::ImageUppercase(escaped)) if escaped == "reg.example.com/Bad\\u{1b}"
         ));
     }
 
@@ -272,7 +234,7 @@ mod tests {
         let absent: SocketAddr = "203.0.113.77:9814".parse().expect("addr");
         assert!(matches!(
             admin_addr(absent),
-            Err(Unfit::NoSuchAddress { .. })
+            Err(Refusal::NoSuchAddress { .. })
         ));
     }
 }

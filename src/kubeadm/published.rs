@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use super::api::{ApiError, Map};
+use super::api::Map;
+use super::error::KubeadmError;
 
 pub const MAP: Map = Map {
     namespace: "kube-system",
@@ -37,7 +38,7 @@ pub struct Published {
 }
 
 /// Reads it through `config` (admin.conf as adopt judges it).
-pub async fn read(config: &kube::Config) -> Result<Published, ApiError> {
+pub async fn read(config: &kube::Config) -> Result<Published, KubeadmError> {
     let object = MAP.get(config, super::api::TIMEOUT).await?;
     let pem = object
         .as_ref()
@@ -70,6 +71,6 @@ impl Published {
 }
 
 /// Writes what [`Published::with`] made.
-pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), ApiError> {
+pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), KubeadmError> {
     MAP.put(config, object).await
 }

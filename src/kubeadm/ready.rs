@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt as _;
 
-use super::error::{Found, KubeadmError};
+use super::error::KubeadmError;
 use super::node;
 use super::paths::host;
 use super::plan;
@@ -167,10 +167,8 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
 pub(super) fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
     use std::io::Read as _;
     let at = Path::new(target).join(name);
-    let opened = super::moves::open_beneath(dir, target).map_err(|e| match e {
-        super::moves::Blocked::Absent => KubeadmError::file(Path::new(target), Found::Missing),
-        e => KubeadmError::file(Path::new(target), e),
-    })?;
+    let opened = super::moves::open_beneath(dir, target)
+        .map_err(|e| KubeadmError::file(Path::new(target), e))?;
     // The shared walker: links the pod left are followed only beneath the
     // target, and a FIFO it left is refused without an open that blocks.
     use std::os::fd::AsFd as _;

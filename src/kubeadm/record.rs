@@ -153,8 +153,7 @@ pub(super) fn read_backup(
         .ok_or_else(not_a_file)?;
     let in_backup = format!("{backup}/{rel}");
     let (parent, name) = in_backup.rsplit_once('/').ok_or_else(not_a_file)?;
-    let d =
-        super::moves::open_beneath(dir, parent).map_err(|b| backup_of(FileProblem::Blocked(b)))?;
+    let d = super::moves::open_beneath(dir, parent).map_err(backup_of)?;
     Ok(crate::writer::read_beneath(&d, name, &at).map_err(|e| backup_of(FileProblem::Way(e)))?)
 }
 

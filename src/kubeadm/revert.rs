@@ -25,7 +25,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::error::{Found, KubeadmError, RevertError};
+use super::error::{FileProblem, KubeadmError, RevertError};
 use super::handback::{Handback, handbacks, until};
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::options::RevertOptions;
@@ -52,7 +52,7 @@ pub struct RevertPlan {
     pub purge: bool,
     /// The directories adopt made and what becomes of each: as foreseen
     /// by the plan, then as found by the real run.
-    pub dirs: Vec<(String, Result<moves::Left, moves::MovesError>)>,
+    pub dirs: Vec<(String, Result<moves::Left, RevertError>)>,
 }
 
 /// A component manifest as revert writes it.
@@ -138,7 +138,8 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
             continue;
         }
         let at = host(dir, &path);
-        let text = String::from_utf8(now).map_err(|_| KubeadmError::file(&at, Found::NotUtf8))?;
+        let text =
+            String::from_utf8(now).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
         let mut m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&at, e))?;
         if manifest::unadopt(&c, &mut m) {
             let text = m.render().map_err(|e| KubeadmError::file(&at, e))?;
@@ -160,7 +161,7 @@ fn dirs(
     dir: &Path,
     state: &State,
     own: &[String],
-) -> Vec<(String, Result<moves::Left, moves::MovesError>)> {
+) -> Vec<(String, Result<moves::Left, RevertError>)> {
     let all: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     state
         .made_dirs
@@ -239,7 +240,7 @@ impl RevertPlan {
 }
 
 /// What becomes of a directory adopt made (`left`: as foreseen, or as found).
-fn dir_line(d: &str, left: &Result<moves::Left, moves::MovesError>, tense: Tense) -> String {
+fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, tense: Tense) -> String {
     let t = |did, would| tense.pick(did, would);
     match left {
         Ok(moves::Left::Removed) => format!(
@@ -315,7 +316,7 @@ fn own_paths(dir: &Path) -> Vec<String> {
 /// path a name swapped meanwhile would lead elsewhere.
 pub(super) fn symlink_on_the_way(dir: &Path, node_path: &str) -> Option<String> {
     match moves::reach(dir, node_path) {
-        Err(moves::Blocked::Link(at)) => Some(at),
+        Err(FileProblem::Link(at)) => Some(at),
         _ => None,
     }
 }

@@ -140,7 +140,7 @@ async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), Kubead
     }
     // Last: while the record is in place, revert is not done.
     let to = backup_path(dir, &newest, "/etc/kubernetes/reverted.json");
-    moves::move_path(&host(dir, STATE), &to).map_err(|problem| RevertError::Move { problem })?;
+    moves::move_path(&host(dir, STATE), &to)?;
     Ok(())
 }
 
@@ -269,6 +269,6 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, Kubea
         }
         kept = base.with_file_name(format!("{name}.reverted-{n}"));
     }
-    moves::move_path(&from, &kept).map_err(|problem| RevertError::Move { problem })?;
+    moves::move_path(&from, &kept)?;
     Ok(kept)
 }

@@ -33,7 +33,7 @@ use std::time::SystemTime;
 
 use rustls_pki_types::pem::SectionKind;
 
-use super::error::{Found, KubeadmError};
+use super::error::{FileProblem, KubeadmError};
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::node;
 use super::paths::{Action, host};
@@ -123,7 +123,7 @@ pub(super) fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, Kubead
         .iter()
         .map(|b| {
             if b.kind != SectionKind::Certificate {
-                return Err(KubeadmError::file(at, Found::NotOnlyCertificates));
+                return Err(KubeadmError::file(at, FileProblem::NotOnlyCertificates));
             }
             crate::pem::exactly_one(b.text, SectionKind::Certificate)
                 .map_err(|e| KubeadmError::file(at, e))
@@ -174,8 +174,10 @@ fn in_place(dir: &Path, cert: &str) -> Result<(Vec<u8>, Identity), KubeadmError>
     let at = host(dir, cert);
     let [der] = certificates(&at, node::read(dir, cert)?.as_bytes())?
         .try_into()
-        .map_err(|all: Vec<_>| KubeadmError::file(&at, Found::NotOneCertificate(all.len())))?;
-    let id = identity(&der).map_err(|e| KubeadmError::file(&at, Found::NotCertificate(e)))?;
+        .map_err(|all: Vec<_>| {
+            KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
+        })?;
+    let id = identity(&der).map_err(|e| KubeadmError::file(&at, FileProblem::NotCertificate(e)))?;
     Ok((der, id))
 }
 
@@ -197,8 +199,9 @@ pub fn plan(
     let mut cluster = BTreeMap::new();
     for (name, cert, key, bundle) in CAS {
         let (der, (subject, spki, from, to)) = in_place(dir, cert)?;
-        crate::x509::strict_certificate(&der)
-            .map_err(|e| KubeadmError::file(&host(dir, cert), Found::NotAsGoReads(Box::new(e))))?;
+        crate::x509::strict_certificate(&der).map_err(|e| {
+            KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
+        })?;
         let span = effective_span(from, to);
         let theirs = match published.and_then(|p| p.get(&super::published::key(name))) {
             Some(pem) => cluster_certs(name, pem, (&der, &subject, &spki), now_s, span)?,
@@ -307,7 +310,7 @@ fn cluster_certs(
         "ConfigMap kube-system/certsync-kubeadm-cas, key {}",
         super::published::key(name)
     ));
-    let refuse = |why| KubeadmError::file(&at, Found::NotTheCas(why));
+    let refuse = |why| KubeadmError::file(&at, FileProblem::NotTheCas(why));
     let tbs = |der: &[u8]| {
         x509_cert::Certificate::from_der(der)
             .map(|c| c.tbs_certificate)
@@ -321,7 +324,7 @@ fn cluster_certs(
     all.into_iter()
         .map(|c| {
             let (_, x) = x509_parser::parse_x509_certificate(&c)
-                .map_err(|e| KubeadmError::file(&at, Found::NotCertificate(e)))?;
+                .map_err(|e| KubeadmError::file(&at, FileProblem::NotCertificate(e)))?;
             if x.subject().as_raw() != ca.1 {
                 return Err(refuse("another subject"));
             }
@@ -331,7 +334,7 @@ fn cluster_certs(
             x.verify_signature(Some(x.public_key()))
                 .map_err(|_| refuse("not signed by the CA's key"))?;
             crate::x509::strict_certificate(&c)
-                .map_err(|e| KubeadmError::file(&at, Found::NotAsGoReads(Box::new(e))))?;
+                .map_err(|e| KubeadmError::file(&at, FileProblem::NotAsGoReads(Box::new(e))))?;
             let mut theirs = tbs(&c)?;
             theirs.serial_number = in_place.serial_number.clone();
             theirs.validity = in_place.validity;
@@ -368,7 +371,10 @@ fn bundle_file(
         return Ok(None);
     }
     if existing.is_some() && !adopted {
-        return Err(KubeadmError::file(&host(dir, bundle), Found::NotAdopts));
+        return Err(KubeadmError::file(
+            &host(dir, bundle),
+            FileProblem::NotAdopts,
+        ));
     }
     Ok(Some(TrustFile {
         path: bundle.to_owned(),

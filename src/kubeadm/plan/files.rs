@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::super::error::{Found, KubeadmError, Refusal};
+use super::super::error::{FileProblem, KubeadmError, Refusal};
 use super::super::manifest::{BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
 use super::super::options::Options;
 use super::super::paths::{Action, digest, host};
@@ -92,7 +92,8 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
         return Ok(None);
     };
     let at = host(dir, path);
-    let text = String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, Found::NotUtf8))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
     let Some(held) = crate::writer::embedded_ca(&at, &text)? else {
         return Ok(None);
     };

@@ -6,9 +6,6 @@ use std::sync::{Arc, Mutex};
 
 use super::adopted::*;
 use super::*;
-use crate::kubeadm::error::CertError;
-use crate::kubeadm::error::ShapeError;
-use crate::kubeadm::judge::ConfigProblem;
 
 /// A TCP listener standing in for the container's own: every byte any
 /// connection sends it, kept.
@@ -113,7 +110,7 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
         assert!(
             matches!(&why, KubeadmError::File { path, problem }
                 if path.ends_with("admin.conf")
-                    && matches!(&**problem, FileProblem::Shape(ShapeError::Field { field: f, .. })
+                    && matches!(&**problem, FileProblem::Field { field: f, .. }
                         if f.starts_with(field))),
             "{field}: {why}"
         );
@@ -132,8 +129,8 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
             // A user field is refused first by `certsync run`'s loader,
             // judging the configuration that would keep admin.conf renewed
             // (it names the user and the file, in its own words).
-            Err(KubeadmError::Configuration { problem, .. }) => {
-                let ConfigProblem::Refused(e) = *problem else {
+            Err(KubeadmError::Refused { reason, .. }) => {
+                let Refusal::Config { source: e, .. } = *reason else {
                     panic!("{field}: refused, but not by certsync run's loader");
                 };
                 let why = e.to_string();
@@ -194,7 +191,7 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
     let why = cluster_configuration(d).await.expect_err("read");
     assert!(
         matches!(&why, KubeadmError::File { problem, .. }
-            if matches!(&**problem, FileProblem::ClientCert(CertError::NotTheCas(_)))),
+            if matches!(&**problem, FileProblem::ClientCert(p) if matches!(**p, FileProblem::NotNodeCas(_)))),
         "{why}"
     );
     assert!(api.requests.lock().expect("lock").is_empty());

@@ -286,15 +286,12 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
         ),
     );
     let found = |r: Result<_, KubeadmError>| match r {
-        Err(KubeadmError::File { problem, .. }) => match *problem {
-            FileProblem::Found(f) => f,
-            other => panic!("refused, not by a finding: {other}"),
-        },
+        Err(KubeadmError::File { problem, .. }) => *problem,
         Err(e) => panic!("refused, not for the file: {e}"),
         Ok(_) => panic!("accepted"),
     };
     let f = found(ca_data_with(at, &two, renewed.as_bytes()));
-    assert!(matches!(f, Found::CaDatas(2)), "{f}");
+    assert!(matches!(f, FileProblem::CaDatas(2)), "{f}");
     let data = b64.encode(&old);
     let f = found(ca_data_with(
         at,
@@ -304,7 +301,7 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     assert!(
         matches!(
             f,
-            Found::NotBase64 {
+            FileProblem::NotBase64 {
                 field: "certificate-authority-data",
                 ..
             }
@@ -320,7 +317,7 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     assert!(
         matches!(
             f,
-            Found::Pem {
+            FileProblem::PemField {
                 field: "certificate-authority-data",
                 ..
             }
@@ -332,7 +329,7 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     let twice = format!("{text}# {data}\n");
     let f = found(ca_data_with(at, &twice, renewed.as_bytes()));
     assert!(
-        matches!(f, Found::NotOnce("certificate-authority-data")),
+        matches!(f, FileProblem::NotOnce("certificate-authority-data")),
         "{f}"
     );
 }
@@ -348,13 +345,10 @@ fn a_kubeconfig_whose_client_certificate_is_not_kubeadms_one_value_is_refused() 
     let data = client_certificate_data(at, &text).expect("kubeadm's shape");
     assert!(text.contains(data) && !data.is_empty());
     let found = |t: &str| match client_certificate_data(at, t) {
-        Err(KubeadmError::File { path, problem }) => match *problem {
-            FileProblem::Found(f) => {
-                assert_eq!(path, at);
-                f
-            }
-            other => panic!("refused, not by a finding: {other}"),
-        },
+        Err(KubeadmError::File { path, problem }) => {
+            assert_eq!(path, at);
+            *problem
+        }
         Err(e) => panic!("refused, not for the file: {e}"),
         Ok(_) => panic!("accepted"),
     };
@@ -363,10 +357,10 @@ fn a_kubeconfig_whose_client_certificate_is_not_kubeadms_one_value_is_refused() 
         &format!("users:\n- name: other\n  user: {{client-certificate-data: {data}}}\n"),
     );
     let f = found(&second_user);
-    assert!(matches!(f, Found::ClientCerts(2)), "{f}");
+    assert!(matches!(f, FileProblem::ClientCerts(2)), "{f}");
     let f = found(&format!("{text}# {data}\n"));
     assert!(
-        matches!(f, Found::NotOnce("client-certificate-data")),
+        matches!(f, FileProblem::NotOnce("client-certificate-data")),
         "{f}"
     );
 }

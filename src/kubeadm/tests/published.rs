@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::adopted::{Aborting, bind, serve_json};
-use crate::kubeadm::api::ApiError;
+use crate::kubeadm::KubeadmError;
 use crate::kubeadm::published;
 
 const PATH: &str = "/api/v1/namespaces/kube-system/configmaps";
@@ -93,7 +93,7 @@ async fn created_when_absent_replaced_at_the_version_read_and_a_stale_write_refu
         .expect("replaced");
     let other = BTreeMap::from([("ca.crt".to_owned(), "C".to_owned())]);
     match published::write(&config, &two.with(&other).expect("to write")).await {
-        Err(ApiError::Api {
+        Err(KubeadmError::Api {
             action: "write",
             source: kube::Error::Api(e),
             ..

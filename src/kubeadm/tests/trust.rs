@@ -463,7 +463,7 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
 #[test]
 fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
     use crate::kubeadm::KubeadmError;
-    use crate::kubeadm::error::{FileProblem, Found};
+    use crate::kubeadm::error::FileProblem;
     let (a, _) = two_nodes_ca_due();
     let key_pem = std::fs::read_to_string(host(a.path(), "/etc/kubernetes/pki/ca.key")).unwrap();
     let ca_key = KeyPair::from_pem(&key_pem).unwrap();
@@ -521,7 +521,7 @@ fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
         ) {
             Err(KubeadmError::File { path, problem }) => {
                 assert!(
-                    matches!(*problem, FileProblem::Found(Found::NotTheCas(w)) if w == why),
+                    matches!(*problem, FileProblem::NotTheCas(w) if w == why),
                     "{why}: {problem}"
                 );
                 assert!(

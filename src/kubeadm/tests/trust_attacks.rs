@@ -15,7 +15,7 @@ use super::super::manifest::CA_BUNDLE;
 use super::super::paths::host;
 use super::super::trust;
 use super::trust::{ders, kubeadms_ca};
-use crate::kubeadm::error::{FileProblem, Found, KubeadmError};
+use crate::kubeadm::error::{FileProblem, KubeadmError};
 
 fn node() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -151,12 +151,9 @@ fn status_reports_a_bundle_that_trusts_another_key() {
 }
 
 /// The file and what kubeadm's module found in it, of a refused plan.
-fn found(r: Result<trust::Trust, KubeadmError>) -> (std::path::PathBuf, Found) {
+fn found(r: Result<trust::Trust, KubeadmError>) -> (std::path::PathBuf, FileProblem) {
     match r {
-        Err(KubeadmError::File { path, problem }) => match *problem {
-            FileProblem::Found(f) => (path, f),
-            other => panic!("{}: refused, but not by a finding: {other}", path.display()),
-        },
+        Err(KubeadmError::File { path, problem }) => (path, *problem),
         Err(e) => panic!("refused, but not for a file: {e}"),
         Ok(_) => panic!("planned"),
     }
@@ -183,7 +180,7 @@ fn a_bundle_adopt_did_not_write_is_refused_not_replaced() {
         false,
         None,
     ));
-    assert!(matches!(what, Found::NotAdopts), "{what}");
+    assert!(matches!(what, FileProblem::NotAdopts), "{what}");
     assert_eq!(path, host(d.path(), CA_BUNDLE));
 
     let t = trust::plan(
@@ -207,35 +204,35 @@ fn a_ca_file_not_as_kubeadm_writes_it_is_refused_for_what_it_holds() {
     let foreign = kubeadms_ca(other.path(), "ca", "kubernetes", -1, 19);
     type Case = (
         &'static str,
-        fn(&Found) -> bool,
+        fn(&FileProblem) -> bool,
         Box<dyn Fn(&[u8], &str) -> String>,
     );
     let cases: Vec<Case> = vec![
         (
             "two certificates",
-            |f| matches!(f, Found::NotOneCertificate(2)),
+            |f| matches!(f, FileProblem::NotOneCertificate(2)),
             Box::new(move |ca, _| {
                 crate::pem::encode("CERTIFICATE", ca) + &crate::pem::encode("CERTIFICATE", &foreign)
             }),
         ),
         (
             "a certificate and its key",
-            |f| matches!(f, Found::NotOnlyCertificates),
+            |f| matches!(f, FileProblem::NotOnlyCertificates),
             Box::new(|ca, key| crate::pem::encode("CERTIFICATE", ca) + key),
         ),
         (
             "a certificate Go refuses",
-            |f| matches!(f, Found::NotAsGoReads(_)),
+            |f| matches!(f, FileProblem::NotAsGoReads(_)),
             Box::new(|ca, _| crate::pem::encode("CERTIFICATE", &negative_serial(ca))),
         ),
         (
             "a CERTIFICATE block that is none",
-            |f| matches!(f, Found::NotCertificate(_)),
+            |f| matches!(f, FileProblem::NotCertificate(_)),
             Box::new(|_, _| crate::pem::encode("CERTIFICATE", b"\x30\x03\x02\x01\x01")),
         ),
         (
             "no certificate",
-            |f| matches!(f, Found::NotOneCertificate(0)),
+            |f| matches!(f, FileProblem::NotOneCertificate(0)),
             Box::new(|_, _| String::new()),
         ),
     ];
