@@ -552,7 +552,7 @@ pub enum RevertError {
         at: PathBuf,
         ends: String,
         ca: String,
-        source: crate::source::ca::CaError,
+        source: Box<crate::source::ca::CaError>,
     },
     #[error(
         "the CA {ca} ends {ends}, within 24 h: nothing issued from it lasts a day (kubeadm's \
@@ -578,7 +578,7 @@ pub enum RevertError {
     #[error("{node_path}: {blocked}")]
     Blocked {
         node_path: String,
-        blocked: FileProblem,
+        blocked: Box<FileProblem>,
     },
     #[error("{node_path}: not a file path below /etc/kubernetes")]
     NotAFile { node_path: String },

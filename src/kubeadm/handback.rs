@@ -203,7 +203,7 @@ fn renewed(
         at: at.to_owned(),
         ends: until(kubeadms),
         ca: ca.to_owned(),
-        source,
+        source: Box::new(source),
     })?;
     let ends = not_after(&new)?;
     if ends.timestamp() <= deadline {
@@ -319,7 +319,7 @@ pub(super) fn write(
         })?;
     let d = moves::open_beneath(dir, parent).map_err(|blocked| RevertError::Blocked {
         node_path: node_path.to_owned(),
-        blocked,
+        blocked: Box::new(blocked),
     })?;
     Ok(crate::writer::replace_beneath(
         &d,

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::error::Refusal;
+use super::error::{KubeadmError, Refusal};
 use super::manifest::{BY_FILE, CONFIG, KUBECONFIGS};
 use super::options::Options;
 use super::paths::{KUBEADM_DIR, host};
@@ -50,50 +50,49 @@ pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
 /// run` accepts it and each component reading a client target by file
 /// gets its renewed pair before the old one ends. The refusal names the
 /// `--set` options given.
-pub(super) fn judge(opts: &Options, text: &str) -> Result<(), Refusal> {
+pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
     let with = match opts.set.as_slice() {
         [] => String::new(),
         set => set.iter().fold(" with".to_owned(), |s, (k, v)| {
             s + &format!(" --set {k}={v}")
         }),
     };
-    let config = load(&opts.dir, text).map_err(|source| Refusal::Config {
-        with: with.clone(),
-        source,
+    let refused = |r| KubeadmError::refused(&opts.dir, r);
+    let config = load(&opts.dir, text).map_err(|source| {
+        refused(Refusal::Config {
+            with: with.clone(),
+            source,
+        })
     })?;
-    config
-        .mappings
-        .iter()
-        .try_for_each(|m| renewed_in_time(m, &with))
+    match config.mappings.iter().find_map(|m| renewed_late(m, &with)) {
+        Some(r) => Err(refused(r)),
+        None => Ok(()),
+    }
 }
 
 /// A mapping whose target one of certsync's kubeconfigs names ([`BY_FILE`])
 /// is renewed with more than [`CLIENT_GO_REREAD`] left, by
-/// [`REREAD_MARGIN`], at the latest point of its renewal window.
-fn renewed_in_time(m: &Mapping, with: &str) -> Result<(), Refusal> {
-    let Some(&(file, _, _, component)) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)
-    else {
-        return Ok(());
-    };
+/// [`REREAD_MARGIN`], at the latest point of its renewal window; else
+/// the refusal.
+fn renewed_late(m: &Mapping, with: &str) -> Option<Refusal> {
+    let &(file, _, _, component) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)?;
     let Source::Ca(spec) = &m.source else {
-        return Err(Refusal::NotCa {
+        return Some(Refusal::NotCa {
             with: with.to_owned(),
             name: m.name.clone(),
             component,
         });
     };
     let Some(lifetime) = spec.issue.lifetime else {
-        return Err(Refusal::NoLifetime {
+        return Some(Refusal::NoLifetime {
             with: with.to_owned(),
             name: m.name.clone(),
         });
     };
     let latest = spec.issue.renew.1;
     let need = CLIENT_GO_REREAD + REREAD_MARGIN;
-    let Err((left, minimum)) = leaves(lifetime, latest, need) else {
-        return Ok(());
-    };
-    Err(Refusal::TooLate {
+    let (left, minimum) = leaves(lifetime, latest, need).err()?;
+    Some(Refusal::TooLate {
         with: with.to_owned(),
         name: m.name.clone(),
         component,

@@ -153,7 +153,7 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
 pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, FileProblem> {
     let (_, pem) =
         x509_parser::pem::parse_x509_pem(bytes).map_err(|e| FileProblem::NotPem(e.to_string()))?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&pem.contents)
-        .map_err(|e| FileProblem::NotCertificate(e))?;
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(&pem.contents).map_err(FileProblem::NotCertificate)?;
     Ok(cert.validity().not_after)
 }

@@ -148,7 +148,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // Files: certsync's config, kubeconfigs and pod. The config is judged
     // as `certsync run` will judge it before anything is written.
     let config = config_text(opts, key_alg)?;
-    super::judge::judge(opts, &config).map_err(|r| KubeadmError::refused(dir, r))?;
+    super::judge::judge(opts, &config)?;
     if adopted {
         unrecorded_refused(opts)?;
     }
@@ -201,12 +201,12 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
 /// there is fine, it is replaced), and private keys others may read.
 fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
-    let refused = |r| KubeadmError::refused(dir, r);
-    super::preflight::image(&opts.image).map_err(refused)?;
-    let free = super::preflight::admin_addr(opts.admin()).map_err(refused)?;
+    super::preflight::image(dir, &opts.image)?;
+    let free = super::preflight::admin_addr(dir, opts.admin())?;
     // A held port is certsync's own pod's only where that pod listens.
     if !free && current != Some(super::pod::probe_addr(opts.admin())) {
-        return Err(refused(Refusal::PortTaken { addr: opts.admin() }));
+        let taken = Refusal::PortTaken { addr: opts.admin() };
+        return Err(KubeadmError::refused(dir, taken));
     }
     let exposed = super::keys::exposed(dir);
     if !exposed.is_empty() {

@@ -6,16 +6,19 @@
 //! another process holds).
 
 use std::net::SocketAddr;
+use std::path::Path;
 
-use super::error::Refusal;
+use super::error::{KubeadmError, Refusal};
 
 /// Why a string is no image reference: the [`Refusal`] that says so, of
 /// the reference (escaped).
 type Why = fn(String) -> Refusal;
 
-/// `image` parses as an image reference, or why not.
-pub fn image(image: &str) -> Result<(), Refusal> {
-    reference(image).map_err(|why| why(crate::escape(image).into_owned()))
+/// `image` parses as an image reference, or adopt refuses the node at
+/// `dir` for it.
+pub fn image(dir: &Path, image: &str) -> Result<(), KubeadmError> {
+    reference(image)
+        .map_err(|why| KubeadmError::refused(dir, why(crate::escape(image).into_owned())))
 }
 
 fn reference(s: &str) -> Result<(), Why> {
@@ -140,10 +143,10 @@ fn path_component(p: &str) -> Result<(), Why> {
 /// Whether the node can listen on `addr` now: `Ok(true)` when the port is
 /// free, `Ok(false)` when something already listens there (certsync's
 /// running pod, or another process: the caller asks it), `Err` when the
-/// node has no such address. Bound with `SO_REUSEADDR` and never
+/// node has no such address (adopt refuses the node at `dir`). Bound with `SO_REUSEADDR` and never
 /// listened on: only a listener holds the port against it, never another
 /// check at the same moment.
-pub fn admin_addr(addr: SocketAddr) -> Result<bool, Refusal> {
+pub fn admin_addr(dir: &Path, addr: SocketAddr) -> Result<bool, KubeadmError> {
     let socket = match addr {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
         SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
@@ -155,13 +158,24 @@ pub fn admin_addr(addr: SocketAddr) -> Result<bool, Refusal> {
     match bound {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Ok(false),
-        Err(source) => Err(Refusal::NoSuchAddress { addr, source }),
+        Err(source) => Err(KubeadmError::refused(
+            dir,
+            Refusal::NoSuchAddress { addr, source },
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The refusal of the node at `/`.
+    fn refused<T: std::fmt::Debug>(r: Result<T, KubeadmError>) -> Refusal {
+        match r {
+            Err(KubeadmError::Refused { reason, .. }) => *reason,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
 
     #[test]
     fn image_references_as_the_container_runtime_parses_them() {
@@ -202,7 +216,7 @@ mod tests {
         ];
         let variant = std::mem::discriminant::<Refusal>;
         for (bad, why) in bad {
-            let got = image(bad).expect_err(bad);
+            let got = refused(image(Path::new("/"), bad));
             assert_eq!(
                 variant(&got),
                 variant(&why(String::new())),
@@ -210,8 +224,8 @@ mod tests {
             );
         }
         assert!(matches!(
-            image("reg.example.com/Bad\x1b"),
-            Err(Refusal::ImageUppercase(escaped)) if escaped == "reg.example.com/Bad\\u{1b}"
+            refused(image(Path::new("/"), "reg.example.com/Bad\x1b")),
+            Refusal::ImageUppercase(escaped) if escaped == "reg.example.com/Bad\\u{1b}"
         ));
     }
 
@@ -219,22 +233,22 @@ mod tests {
     fn an_admin_address_the_node_lacks_or_a_taken_port_is_told_apart() {
         let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = held.local_addr().expect("addr");
-        assert!(!admin_addr(addr).expect("in use"));
+        assert!(!admin_addr(Path::new("/"), addr).expect("in use"));
         drop(held);
-        assert!(admin_addr(addr).expect("free"));
+        assert!(admin_addr(Path::new("/"), addr).expect("free"));
         // Another check at the same moment (another adopt, a test beside
         // this one) holds no port: its bound, unlistened socket is no
         // listener.
         let checking = tokio::net::TcpSocket::new_v4().expect("socket");
         checking.set_reuseaddr(true).expect("reuse");
         checking.bind(addr).expect("bind");
-        assert!(admin_addr(addr).expect("free while another checks"));
+        assert!(admin_addr(Path::new("/"), addr).expect("free while another checks"));
         drop(checking);
         // TEST-NET-3: no interface of this machine has it.
         let absent: SocketAddr = "203.0.113.77:9814".parse().expect("addr");
         assert!(matches!(
-            admin_addr(absent),
-            Err(Refusal::NoSuchAddress { .. })
+            refused(admin_addr(Path::new("/"), absent)),
+            Refusal::NoSuchAddress { .. }
         ));
     }
 }
