@@ -285,10 +285,33 @@ pub enum FileProblem {
         path: String,
         kind: String,
     },
+    // What status could not read of certsync's configuration or of a live
+    // certificate: said as a problem of its class, never skipped.
+    /// certsync's configuration, refused as `run` would refuse it.
+    #[error("{0}")]
+    Config(#[source] Box<crate::config::ConfigError>),
+    /// A mapping of certsync's configuration, said after its path.
+    #[error("a mapping without a name")]
+    Unnamed,
+    /// A mapping whose source issues no certificate (not `ca:` or
+    /// `csr:`): it has no renewal window.
+    #[error("not a ca: or csr: mapping, so no renewal window")]
+    NotIssued,
+    #[error("no live certificate ({0})")]
+    NoTarget(#[source] crate::writer::WriterError),
+    #[error("the live certificate cannot be read ({0})")]
+    LiveUnreadable(#[source] crate::writer::WriterError),
+    #[error("no live certificate")]
+    NoLive,
+    #[error("the live revision is damaged ({0})")]
+    Damaged(String),
+    #[error("the live revision holds no certificate")]
+    NoCertificate,
 }
 
 impl FileProblem {
-    /// A certificate's problem, said after the node path `what`.
+    /// The problem, said after the node path `what` (a certificate's, a
+    /// configuration's).
     pub(super) fn of(self, what: &str) -> Self {
         Self::Named {
             what: what.to_owned(),

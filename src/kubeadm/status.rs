@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::error::KubeadmError;
+use super::error::{FileProblem, KubeadmError};
 use super::manifest;
 use super::node;
 use super::paths::{digest, host};
@@ -190,36 +190,12 @@ async fn pod(dir: &Path, s: &mut Status) {
     }
 }
 
-/// What status could not read of certsync's configuration or of a live
-/// certificate: said as a problem of its class, never skipped.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum Unread {
-    #[error("{0}")]
-    Refused(#[source] Box<crate::config::ConfigError>),
-    #[error("{CONFIG}: a mapping without a name")]
-    Unnamed,
-    /// A mapping whose source issues no certificate (not `ca:` or
-    /// `csr:`): it has no renewal window.
-    #[error("not a ca: or csr: mapping, so no renewal window")]
-    NotIssued,
-    #[error("no live certificate ({0})")]
-    NoTarget(#[source] crate::writer::WriterError),
-    #[error("the live certificate cannot be read ({0})")]
-    Unreadable(#[source] crate::writer::WriterError),
-    #[error("no live certificate")]
-    NoLive,
-    #[error("the live revision is damaged ({0})")]
-    Damaged(String),
-    #[error("the live revision holds no certificate")]
-    NoCertificate,
-}
-
 /// One mapping of certsync.yaml: name, target, renewal options.
 pub(super) struct Mapping {
     pub(super) name: String,
     pub(super) target: String,
     pub(super) options: String,
-    pub(super) renew: Result<(f64, f64), Unread>,
+    pub(super) renew: Result<(f64, f64), FileProblem>,
 }
 
 /// The mappings of certsync's configuration as `run` would start with
@@ -228,8 +204,8 @@ pub(super) struct Mapping {
 /// the node's paths below `dir`), so a file `run` refuses at its next start
 /// is a problem here, not renewal windows read from it while the running
 /// pod still holds the old configuration.
-pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, Unread> {
-    let refused = |e| Unread::Refused(Box::new(e));
+pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, FileProblem> {
+    let refused = |e| FileProblem::Config(Box::new(e));
     let text = crate::config::read_config_text(&host(dir, CONFIG)).map_err(refused)?;
     let config = super::judge::load(dir, &text).map_err(refused)?;
     // As written, for the options shown.
@@ -238,12 +214,12 @@ pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, Unread> {
         .file_mappings()
         .iter()
         .map(|spec| {
-            let name = spec.name.clone().ok_or(Unread::Unnamed)?;
+            let name = (spec.name.clone()).ok_or_else(|| FileProblem::Unnamed.of(CONFIG))?;
             let built = config.mappings.iter().find(|m| m.name == name);
             let renew = match built.map(|m| &m.source) {
                 Some(crate::config::Source::Ca(ca)) => Ok(ca.issue.renew),
                 Some(crate::config::Source::Csr(csr)) => Ok(csr.renew),
-                _ => Err(Unread::NotIssued),
+                _ => Err(FileProblem::NotIssued),
             };
             let written = crate::config::as_written(spec);
             let options: Vec<String> = crate::cli::SETTABLE
@@ -377,19 +353,20 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
 
 /// The leaf of the live revision of the target at `target`, read as
 /// certsync reads its own targets (nothing followed out of the target).
-fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, Unread> {
-    let writer = crate::writer::Writer::existing(target.to_owned()).map_err(Unread::NoTarget)?;
+fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, FileProblem> {
+    let writer =
+        crate::writer::Writer::existing(target.to_owned()).map_err(FileProblem::NoTarget)?;
     let live = writer
         .live()
-        .map_err(Unread::Unreadable)?
-        .ok_or(Unread::NoLive)?;
+        .map_err(FileProblem::LiveUnreadable)?
+        .ok_or(FileProblem::NoLive)?;
     if let Some(p) = live.problem {
-        return Err(Unread::Damaged(p));
+        return Err(FileProblem::Damaged(p));
     }
     live.bundle
         .get(crate::bundle::CERT_FILE)
         .and_then(crate::validate::leaf_of)
-        .ok_or(Unread::NoCertificate)
+        .ok_or(FileProblem::NoCertificate)
 }
 
 /// Each component manifest: still adopted (adopt would change nothing),

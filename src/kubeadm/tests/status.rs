@@ -2,7 +2,7 @@
 //! output, the exit code chosen among causes, a node never adopted.
 
 use super::{node_dir, options};
-use crate::kubeadm::error::KubeadmError;
+use crate::kubeadm::error::{FileProblem, KubeadmError};
 use crate::kubeadm::plan;
 use crate::kubeadm::pod::probe;
 use crate::kubeadm::status::*;
@@ -435,13 +435,13 @@ async fn status_reads_certsync_yaml_as_run_does() {
         "run refuses it"
     );
     assert!(
-        matches!(mappings(dir.path()), Err(Unread::Refused(e))
+        matches!(mappings(dir.path()), Err(FileProblem::Config(e))
             if matches!(*e, crate::config::ConfigError::File { .. })),
         "status refuses it"
     );
     // A setting beside the mappings that is no flag of `run`.
     std::fs::write(&at, format!("resyncc: 5m\n{text}")).expect("write");
-    assert!(matches!(mappings(dir.path()), Err(Unread::Refused(_))));
+    assert!(matches!(mappings(dir.path()), Err(FileProblem::Config(_))));
 }
 
 /// status judges certsync.yaml by `run`'s whole loader (values, overlaps,
