@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use super::judge::ConfigProblem;
 use super::options::Options;
-use super::seen::{NotBack, NotReady, Seen};
+use super::seen::{NotReady, Seen};
 use super::{manifest, moves};
 
 /// Why adopt, revert or status stopped.
@@ -76,7 +76,7 @@ pub enum KubeadmError {
     NotBack {
         did: &'static str,
         waited: std::time::Duration,
-        seen: Box<NotBack>,
+        seen: Box<Seen>,
     },
 }
 
@@ -430,7 +430,7 @@ impl KubeadmError {
 
 impl From<KubeadmError> for Seen {
     fn from(e: KubeadmError) -> Self {
-        Seen::Failed(std::sync::Arc::new(e))
+        Seen::Failed(Box::new(e))
     }
 }
 
