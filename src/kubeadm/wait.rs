@@ -131,20 +131,16 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
     let now = x509_parser::time::ASN1Time::now();
     let mut dead = Vec::new();
     for (target, ca) in plan::target_cas(dir) {
-        let read = |f: &str| read_beneath(dir, &target, f);
-        let problem = match (read("tls.crt"), read("tls.key")) {
-            (Err(e), _) | (_, Err(e)) => Some(e.to_string()),
-            (Ok(crt), Ok(key)) => match node::sound_pair(dir, &crt, &key, &ca) {
-                Err(e) => Some(e.to_string()),
-                Ok(()) => match node::not_after(&crt) {
-                    Err(e) => Some(e.to_string()),
-                    Ok(t) if t <= now => Some(format!("ended at {t}")),
-                    Ok(_) => None,
-                },
-            },
+        let ends = || -> Result<_, Problem> {
+            let read = |f: &str| read_beneath(dir, &target, f);
+            let (crt, key) = (read("tls.crt")?, read("tls.key")?);
+            node::sound_pair(dir, &crt, &key, &ca)?;
+            Ok(node::not_after(&crt)?)
         };
-        if let Some(p) = problem {
-            dead.push((target, p));
+        match ends() {
+            Err(e) => dead.push((target, e.to_string())),
+            Ok(t) if t <= now => dead.push((target, format!("ended at {t}"))),
+            Ok(_) => {}
         }
     }
     dead
@@ -373,17 +369,16 @@ const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
 /// After adopt or revert wrote the API server's manifest `(path, bytes)`
 /// (`None`: did not; a zero `timeout`: not waited for), the API server
 /// restarted on the files it names (`files`: whose) within `timeout`: the
-/// line that says so, else `did` (what adopt or revert did) and what was
-/// last seen. At its own address (the manifest's
-/// `--advertise-address` and `--secure-port`, not admin.conf's server,
-/// which may be a load balancer in front of other nodes) it serves the
-/// certificate its `--tls-cert-file` holds now (re-read each time:
-/// certsync may renew it meanwhile; the API server still running on the
-/// files of before answers /readyz too), and `/readyz` answers ok through
-/// admin.conf, after it was seen not doing so at least once or once
-/// [`RESTART_SEEN_WITHIN`] has passed: a change that keeps the certificate
-/// (a trust annotation) is proven by the restart's gap, one that changes
-/// it by the certificate.
+/// line that says so, else `did` (what was done) and what was last seen.
+/// At its own address (the manifest's `--advertise-address` and
+/// `--secure-port`, not admin.conf's server, which may be a load balancer
+/// in front of other nodes) it serves the certificate its
+/// `--tls-cert-file` holds now (re-read each time: certsync may renew it
+/// meanwhile; the API server still running on the files of before answers
+/// /readyz too), and `/readyz` answers ok through admin.conf, after it was
+/// seen not doing so at least once or once [`RESTART_SEEN_WITHIN`] has
+/// passed: a change that keeps the certificate (a trust annotation) is
+/// proven by the restart's gap, one that changes it by the certificate.
 pub async fn api_server_back(
     dir: &Path,
     manifest: Option<(&str, &[u8])>,
@@ -411,9 +406,20 @@ pub async fn api_server_back(
             addr: addr.clone(),
             sni: None,
         };
-        // admin.conf read once: it does not change while the API server
+        // A client for the address with admin.conf's credentials and CA
+        // data, made once: admin.conf does not change while the API server
         // restarts, so one that cannot be used ends the wait at once.
-        let client = admin_client(dir, &addr).await?;
+        let no_admin = |problem: Problem| Seen::NoAdmin { problem };
+        let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
+            .await
+            .map_err(|e| no_admin(e.into()))?;
+        config.cluster_url = format!("https://{addr}")
+            .parse()
+            .map_err(|source| Seen::Url {
+                addr: addr.clone(),
+                source,
+            })?;
+        let client = super::api::client(&config).map_err(|e| no_admin(e.into()))?;
         let mut gap = false;
         poll(timeout, Duration::from_secs(2), async |elapsed| {
             let seen = match served_as_named(dir, &cert, &check).await {
@@ -466,14 +472,16 @@ async fn served_as_named(
 ) -> Result<(), Seen> {
     use rustls_pki_types::{CertificateDer, pem::PemObject as _};
     let (parent, name) = cert.rsplit_once('/').unwrap_or(("/", cert));
-    let unread = |problem: Problem| Seen::Unread {
+    let read = || -> Result<_, Problem> {
+        let pem = read_beneath(dir, parent, name)?;
+        Ok(crate::bundle::sha256(&CertificateDer::from_pem_slice(
+            &pem,
+        )?))
+    };
+    let expected = read().map_err(|problem| Seen::Unread {
         path: cert.to_owned(),
         problem,
-    };
-    let pem = read_beneath(dir, parent, name).map_err(|e| unread(e.into()))?;
-    let expected = CertificateDer::from_pem_slice(&pem)
-        .map(|der| crate::bundle::sha256(&der))
-        .map_err(|e| unread(e.into()))?;
+    })?;
     match check.served(Duration::from_secs(3)).await {
         Ok(fp) if fp == expected => Ok(()),
         served => Err(Seen::NotServing {
@@ -485,22 +493,7 @@ async fn served_as_named(
     }
 }
 
-/// A client for `addr` with admin.conf's credentials and CA data.
-async fn admin_client(dir: &Path, addr: &str) -> Result<kube::Client, Seen> {
-    let no_admin = |problem: Problem| Seen::NoAdmin { problem };
-    let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
-        .await
-        .map_err(|e| no_admin(e.into()))?;
-    config.cluster_url = format!("https://{addr}")
-        .parse()
-        .map_err(|source| Seen::Url {
-            addr: addr.to_owned(),
-            source,
-        })?;
-    super::api::client(&config).map_err(|e| no_admin(e.into()))
-}
-
-/// `GET /readyz` through `client` (from [`admin_client`]), within 5 s.
+/// `GET /readyz` through `client`, within 5 s.
 async fn readyz(client: &kube::Client) -> Result<(), Problem> {
     let request = http::Request::get("/readyz").body(Vec::new())?;
     match tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await {
