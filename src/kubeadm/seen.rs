@@ -105,7 +105,11 @@ pub enum Seen {
 
 /// What adopt saw of a certsync pod that was not ready in time, and what
 /// it put back.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "certsync's pod (image {image}, generation {generation}) was not ready within {timeout}: \
+     {seen}; its state: {pod}. {undone}"
+)]
 pub struct NotReady {
     pub image: String,
     pub generation: String,
@@ -117,16 +121,6 @@ pub struct NotReady {
     pub pod: String,
     /// What adopt put back, and how the node is.
     pub undone: String,
-}
-
-impl std::fmt::Display for NotReady {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "certsync's pod (image {}, generation {}) was not ready within {}: {}; its state: {}. {}",
-            self.image, self.generation, self.timeout, self.seen, self.pod, self.undone
-        )
-    }
 }
 
 #[cfg(test)]
