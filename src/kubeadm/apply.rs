@@ -54,15 +54,7 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
         // Nothing to write, but "adopted" holds only while certsync's pod
         // runs: said as it is, never assumed.
         let ended = wait::dead_targets(&opts.dir).len();
-        let waited = wait::ready(
-            &opts.dir,
-            plan.probe,
-            &plan.generation,
-            opts.ready_timeout,
-            out,
-        )
-        .await;
-        if let Err(seen) = waited {
+        if let Err(seen) = started(opts, &plan, out).await {
             return Err(not_ready(opts, &plan, seen, async {
                 format!(
                     "Nothing was changed (the node is adopted; {ended} targets hold no live pair)"
