@@ -22,6 +22,7 @@ use super::plan::{self, BACKUPS, POD, Plan, STATE};
 use super::record::{State, mkdir, node_rel, put, put_mode};
 use super::seen::{NotReady, Seen};
 use super::undo::Undo;
+use super::wait;
 use crate::writer::replace_file;
 
 /// How long a failed wait asks the API server for certsync's pod.
@@ -52,26 +53,14 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
     if plan.is_empty() {
         // Nothing to write, but "adopted" holds only while certsync's pod
         // runs: said as it is, never assumed.
-        let ended = super::ready::dead_targets(&opts.dir).len();
-        let waited = super::ready::wait(
-            &opts.dir,
-            plan.probe,
-            &plan.generation,
-            opts.ready_timeout,
-            out,
-        )
-        .await;
-        if let Err(seen) = waited {
-            return Err(KubeadmError::NotReady(Box::new(NotReady {
-                image: plan.image.clone(),
-                generation: plan.generation.clone(),
-                timeout: humantime::format_duration(opts.ready_timeout).to_string(),
-                seen,
-                pod: super::ready::pod_state(&opts.dir, POD_STATE_WITHIN).await,
-                undone: format!(
+        let ended = wait::dead_targets(&opts.dir).len();
+        if let Err(seen) = started(opts, &plan, out).await {
+            return Err(not_ready(opts, &plan, seen, async {
+                format!(
                     "Nothing was changed (the node is adopted; {ended} targets hold no live pair)"
-                ),
-            })));
+                )
+            })
+            .await);
         }
         cluster_info(&plan, out).await;
         if !opts.json {
@@ -95,7 +84,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
     let dir = &opts.dir;
     let undo = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
-    let ended = super::ready::dead_targets(dir).len();
+    let ended = wait::dead_targets(dir).len();
     // certsync's files and pod, then the gate: until certsync's pod of
     // this configuration and image is ready, nothing a component reads
     // has changed, and a failure puts back what was.
@@ -106,16 +95,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
         unchanged_since_written(dir, plan)
     };
     if let Err(seen) = started.await {
-        let pod = super::ready::pod_state(dir, POD_STATE_WITHIN).await;
-        let undone = undo.run(opts, plan).await;
-        return Err(KubeadmError::NotReady(Box::new(NotReady {
-            image: plan.image.clone(),
-            generation: plan.generation.clone(),
-            timeout: humantime::format_duration(opts.ready_timeout).to_string(),
-            seen,
-            pod,
-            undone,
-        })));
+        return Err(not_ready(opts, plan, seen, undo.run(opts, plan)).await);
     }
     let targets = plan::targets(dir).len();
     let _ = match ended {
@@ -137,10 +117,46 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
     changes(dir, plan, out)
         .await
         .map_err(|e| KubeadmError::PartAdopted(Box::new(e)))?;
-    api_server_back(opts, plan, out).await?;
+    // When the API server's manifest changed: it restarted on certsync's
+    // files.
+    let apiserver = super::manifest::manifest_path("kube-apiserver");
+    let manifest = plan.manifests.iter().find(|m| m.path == apiserver);
+    out.push_str(
+        &wait::api_server_back(
+            dir,
+            manifest.map(|m| (m.path.as_str(), m.after.as_slice())),
+            opts.api_server_timeout,
+            (
+                "certsync's",
+                "adopted (every component now reads certsync's files; `certsync kubeadm revert` \
+                 hands them back)",
+            ),
+        )
+        .await?,
+    );
     prune_backups(opts, out)?;
     out.push_str("adopted\n");
     Ok(())
+}
+
+/// certsync's pod of `plan` not ready in time (`seen`): the error that
+/// says what was seen, the pod's state (asked first: `undone`, what adopt
+/// puts back, takes the pod out) and what `undone` said.
+async fn not_ready(
+    opts: &Options,
+    plan: &Plan,
+    seen: Seen,
+    undone: impl Future<Output = String>,
+) -> KubeadmError {
+    let pod = wait::pod_state(&opts.dir, POD_STATE_WITHIN).await;
+    KubeadmError::NotReady(Box::new(NotReady {
+        image: plan.image.clone(),
+        generation: plan.generation.clone(),
+        timeout: humantime::format_duration(opts.ready_timeout).to_string(),
+        seen,
+        pod,
+        undone: undone.await,
+    }))
 }
 
 /// Once adopted: the backups older than the newest `--keep-backups` that
@@ -172,35 +188,6 @@ pub(super) fn prune_backups(opts: &Options, out: &mut Out) -> Result<(), Kubeadm
     }
     state.backups.retain(|b| !gone.contains(b));
     state.write(dir)
-}
-
-/// When adopt changed the API server's manifest: waits for it to restart
-/// on certsync's files (`--api-server-timeout`; zero: not at all).
-async fn api_server_back(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
-    let apiserver = super::manifest::manifest_path("kube-apiserver");
-    let Some(m) = plan.manifests.iter().find(|m| m.path == apiserver) else {
-        return Ok(());
-    };
-    if opts.api_server_timeout.is_zero() {
-        return Ok(());
-    }
-    let start = std::time::Instant::now();
-    let (addr, cert) =
-        super::api_server::back(&opts.dir, (&m.path, &m.after), opts.api_server_timeout)
-            .await
-            .map_err(|seen| KubeadmError::NotBack {
-                did: "adopted (every component now reads certsync's files; `certsync kubeadm \
-                      revert` hands them back)",
-                waited: start.elapsed(),
-                seen: Box::new(seen),
-            })?;
-    let _ = writeln!(
-        out,
-        "waited for the API server to restart on certsync's files: {addr} serves {cert} and is \
-         ready ({} s)",
-        start.elapsed().as_secs()
-    );
-    Ok(())
 }
 
 /// Backups of every file adopt replaces or certsync's pod rewrites, and
@@ -351,7 +338,7 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
         out,
         "stopped the previous certsync pod (it mounts files this run replaces read-only)"
     );
-    super::ready::stopped(&old, removed, "the previous certsync pod").await
+    wait::stopped(&old, removed, "the previous certsync pod").await
 }
 
 /// Every file certsync's pod mounts read-only, as this run wrote it: a
@@ -431,7 +418,7 @@ async fn started(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Seen>
         put(dir, &f.path, &f.bytes)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
-    super::ready::wait(dir, plan.probe, &plan.generation, opts.ready_timeout, out).await
+    wait::ready(dir, plan.probe, &plan.generation, opts.ready_timeout, out).await
 }
 
 /// adopt's changes once certsync's pod is ready: cluster-info, then the

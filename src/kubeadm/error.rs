@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::seen::{NotBack, NotReady, Seen};
+use super::seen::{NotReady, Seen};
 
 /// Why adopt, revert or status stopped.
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +99,7 @@ pub enum KubeadmError {
     NotBack {
         did: &'static str,
         waited: std::time::Duration,
-        seen: Box<NotBack>,
+        seen: Box<Seen>,
     },
 }
 
@@ -718,7 +718,7 @@ impl KubeadmError {
 
 impl From<KubeadmError> for Seen {
     fn from(e: KubeadmError) -> Self {
-        Seen::Failed(std::sync::Arc::new(e))
+        Seen::Failed(Box::new(e))
     }
 }
 

@@ -17,7 +17,6 @@
 
 mod admin;
 mod api;
-mod api_server;
 mod apply;
 mod audit;
 mod choices;
@@ -37,7 +36,6 @@ mod plan;
 mod pod;
 pub(crate) mod preflight;
 mod published;
-mod ready;
 mod record;
 mod revert;
 mod revert_apply;

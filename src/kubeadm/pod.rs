@@ -1,12 +1,13 @@
 //! certsync's static pod: its manifest, built as a typed Pod (no value, an
 //! image or an address, can change its shape), the generation token adopt
 //! gives it (a digest of its configuration and image) and the address its
-//! probes, adopt and status ask. A leaf: adopt's plan writes these, its
-//! gate, its undo and status read them.
+//! probes, adopt and status ask. Adopt's plan writes these; its waits
+//! and status read them.
 
 use std::net::{IpAddr, SocketAddr};
 
 use super::manifest::CONFIG;
+use super::seen::Seen;
 
 /// The token that names certsync's pod for a configuration, the CAs'
 /// trust (the bundles' digest: a renewed CA is a new pod, whose read-only
@@ -24,20 +25,21 @@ pub fn generation(config: &[u8], trust: &str, shape: &str) -> String {
     super::paths::digest(&bytes)[..16].to_owned()
 }
 
-/// The `--generation=` a pod manifest of adopt's gives certsync, if any
-/// (one written before generations has none).
-pub fn of_pod(manifest: &[u8]) -> Option<String> {
-    String::from_utf8_lossy(manifest)
+/// Where certsync's pod of the manifest `bytes` is asked (its readiness
+/// probe; in one adopt wrote before `--admin-addr`, none: the option's
+/// default, where that pod listens) and the `--generation=` adopt gave
+/// it, if any (one written before generations has none).
+pub fn asked(bytes: &[u8]) -> (SocketAddr, Option<String>) {
+    let text = String::from_utf8_lossy(bytes);
+    let generation = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("- --generation="))
-        .map(|g| g.trim().to_owned())
+        .map(|g| g.trim().to_owned());
+    (
+        probe(&text).map_or(super::options::DEFAULT_ADMIN_ADDR, |(_, _, a)| a),
+        generation,
+    )
 }
-
-/// Where certsync listens when its pod names no address: the default of
-/// `certsync kubeadm adopt --admin-addr` (a pod adopt wrote before the
-/// option).
-pub const DEFAULT_PROBE: SocketAddr =
-    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9814);
 
 /// Where to ask certsync listening on `admin`: an unspecified address
 /// (0.0.0.0, ::) on loopback, as its pod's probes do.
@@ -53,32 +55,16 @@ pub fn probe_addr(admin: SocketAddr) -> SocketAddr {
     }
 }
 
-/// Why a pod manifest names no address to ask certsync at.
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    #[error("not a Pod ({0})")]
-    NotAPod(#[source] crate::files::YamlError),
-    #[error("no container named certsync")]
-    NoContainer,
-    #[error("no readinessProbe httpGet")]
-    NoHttpGet,
-    /// `host` escaped.
-    #[error("readinessProbe host {host:?} is not an IP address")]
-    Host { host: String },
-    #[error("readinessProbe port is not a port number")]
-    Port,
-}
-
 /// The image, `--admin-addr` and readiness probe address of the certsync
 /// container in the pod manifest `text`.
-pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), ProbeError> {
+pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), Seen> {
     use k8s_openapi::api::core::v1::Pod;
-    let pod: Pod = crate::files::parse_yaml(text).map_err(ProbeError::NotAPod)?;
+    let pod: Pod = crate::files::parse_yaml(text).map_err(Seen::NotAPod)?;
     let container = pod
         .spec
         .as_ref()
         .and_then(|s| s.containers.iter().find(|c| c.name == "certsync"))
-        .ok_or(ProbeError::NoContainer)?;
+        .ok_or(Seen::NoContainer)?;
     let admin = container.args.iter().flatten().find_map(|a| {
         a.strip_prefix("--admin-addr=")
             .map(|v| crate::escape(v).into_owned())
@@ -87,9 +73,9 @@ pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr),
         .readiness_probe
         .as_ref()
         .and_then(|p| p.http_get.as_ref())
-        .ok_or(ProbeError::NoHttpGet)?;
+        .ok_or(Seen::NoHttpGet)?;
     let host = get.host.as_deref().unwrap_or("127.0.0.1");
-    let ip: IpAddr = host.parse().map_err(|_| ProbeError::Host {
+    let ip: IpAddr = host.parse().map_err(|_| Seen::Host {
         host: crate::escape(host).into_owned(),
     })?;
     let port = match &get.port {
@@ -97,7 +83,7 @@ pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr),
         k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(p) => p.parse().ok(),
     }
     .filter(|p| *p != 0)
-    .ok_or(ProbeError::Port)?;
+    .ok_or(Seen::Port)?;
     Ok((
         container
             .image

@@ -196,7 +196,7 @@ impl RevertPlan {
                  before handing anything back",
                 t("removed", "would remove"),
                 t("waited", "wait"),
-                super::ready::STOPPED_AFTER.as_secs()
+                super::wait::STOPPED_AFTER.as_secs()
             );
         }
         for h in &self.handbacks {

@@ -29,13 +29,19 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
                 "would wait up to {} for the API server to restart on kubeadm's files (serving \
                  {}, /readyz ok through admin.conf)\n",
                 humantime::format_duration(opts.api_server_timeout),
-                super::api_server::serving_cert(&m.bytes).unwrap_or_default()
+                super::wait::serving_cert(&m.bytes).unwrap_or_default()
             )),
             super::audit::warnings(&opts.dir)
         ));
     }
     let plan = apply(opts, plan).await?;
-    let back = api_server_back(opts, &plan).await?;
+    let back = super::wait::api_server_back(
+        &opts.dir,
+        api_server_manifest(opts, &plan).map(|m| (m.path.as_str(), m.bytes.as_slice())),
+        opts.api_server_timeout,
+        ("kubeadm's", "reverted (every file is kubeadm's again)"),
+    )
+    .await?;
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, now)
         .map(|w| format!("warning: {w}\n"))
@@ -48,7 +54,7 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
 }
 
 /// The API server's manifest when revert writes it and is to wait for the
-/// API server to restart on it (`--api-server-timeout`).
+/// API server to restart on it (`--api-server-timeout`, not zero).
 fn api_server_manifest<'p>(
     opts: &RevertOptions,
     plan: &'p RevertPlan,
@@ -58,28 +64,6 @@ fn api_server_manifest<'p>(
         .iter()
         .find(|m| m.path == super::manifest::manifest_path("kube-apiserver"))?;
     (!opts.api_server_timeout.is_zero()).then_some(m)
-}
-
-/// Waits for the API server to come back on kubeadm's files: the line
-/// that says so.
-async fn api_server_back(opts: &RevertOptions, plan: &RevertPlan) -> Result<String, KubeadmError> {
-    let Some(m) = api_server_manifest(opts, plan) else {
-        return Ok(String::new());
-    };
-    let start = std::time::Instant::now();
-    let (addr, cert) =
-        super::api_server::back(&opts.dir, (&m.path, &m.bytes), opts.api_server_timeout)
-            .await
-            .map_err(|seen| KubeadmError::NotBack {
-                did: "reverted (every file is kubeadm's again)",
-                waited: start.elapsed(),
-                seen: Box::new(seen),
-            })?;
-    Ok(format!(
-        "waited for the API server to restart on kubeadm's files: {addr} serves {cert} and is \
-         ready ({} s)\n",
-        start.elapsed().as_secs()
-    ))
 }
 
 /// Carries `plan` out; returns it with the directories as found. Any
@@ -157,7 +141,7 @@ async fn take_out_pod(dir: &Path, newest: &str) -> Result<(), KubeadmError> {
     let removed = std::time::Instant::now();
     move_away(dir, newest, POD)?;
     if let Some(manifest) = manifest {
-        super::ready::stopped(&manifest, removed, "certsync's pod")
+        super::wait::stopped(&manifest, removed, "certsync's pod")
             .await
             .map_err(|seen| RevertError::PodRunning { seen })?;
     }

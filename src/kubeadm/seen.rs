@@ -1,20 +1,23 @@
-//! What adopt's and revert's waits last saw: certsync's pod not this
-//! adoption's or not ready (`Seen`, and `NotReady`: what adopt then put
-//! back), the API server not back on the files its manifest names
-//! (`NotBack`). A leaf: the waits (`ready`, `api_server`) say these, the
-//! errors carry them.
+//! What adopt's and revert's waits last saw: the one error of `wait`
+//! (`Seen`), and `NotReady`, adopt's gate not passed with what it put
+//! back. A leaf: `error` holds these, and `wait` reaches `error` through
+//! every module it asks, so a type of `wait`'s there would close a circle.
 
 use std::net::SocketAddr;
 
-/// Why the gate did not pass: what one look at certsync's admin port saw
-/// when it was not this adoption's pod answering ready, or what else
-/// stopped the pod's start. Said as `NotReady.seen`.
-#[derive(Debug, Clone, thiserror::Error)]
+/// A cause kept whole: an I/O, HTTP or client error, or a `KubeadmError`
+/// (named by `error`, which this leaf cannot import).
+pub type Problem = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the last look of a wait saw when it did not pass.
+#[derive(Debug, thiserror::Error)]
 pub enum Seen {
+    // certsync's pod, asked at its admin port (adopt's gate, a pod taken
+    // out, `kubeadm status`).
     #[error("no answer from {addr} within 3 s")]
     Silent { addr: SocketAddr },
     #[error("nothing answers on {addr} ({problem})")]
-    Nothing { addr: SocketAddr, problem: String },
+    Nothing { addr: SocketAddr, problem: Problem },
     /// The pod of this generation answers, not ready: why (escaped).
     #[error("certsync's pod (generation {generation}) runs but is not ready: {body}")]
     Starting { generation: String, body: String },
@@ -46,49 +49,26 @@ pub enum Seen {
     /// Writing or reading the pod's files failed (paths the container may
     /// have named: escaped when shown).
     #[error("{}", crate::escape(&.0.to_string()))]
-    Failed(#[source] std::sync::Arc<dyn std::error::Error + Send + Sync>),
-}
+    Failed(#[source] Problem),
 
-impl Seen {
-    /// The pod of the generation looked for answers (ready or not).
-    pub(super) fn answers(&self) -> bool {
-        matches!(self, Seen::Starting { .. })
-    }
-}
+    // certsync's pod manifest, read for the address its probes ask.
+    #[error("not a Pod ({0})")]
+    NotAPod(#[source] crate::files::YamlError),
+    #[error("no container named certsync")]
+    NoContainer,
+    #[error("no readinessProbe httpGet")]
+    NoHttpGet,
+    /// `host` escaped.
+    #[error("readinessProbe host {host:?} is not an IP address")]
+    Host { host: String },
+    #[error("readinessProbe port is not a port number")]
+    Port,
 
-/// What adopt saw of a certsync pod that was not ready in time, and what
-/// it put back.
-#[derive(Debug)]
-pub struct NotReady {
-    pub image: String,
-    pub generation: String,
-    /// `--ready-timeout`, as given.
-    pub timeout: String,
-    /// What was last seen (see `ready::look`).
-    pub seen: Seen,
-    /// The kubelet's view (the mirror pod), or where to look on the node.
-    pub pod: String,
-    /// What adopt put back, and how the node is.
-    pub undone: String,
-}
-
-impl std::fmt::Display for NotReady {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "certsync's pod (image {}, generation {}) was not ready within {}: {}; its state: {}. {}",
-            self.image, self.generation, self.timeout, self.seen, self.pod, self.undone
-        )
-    }
-}
-
-/// What adopt or revert last saw of the API server it waited for.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotBack {
+    // The API server, after its manifest changed.
     #[error("{manifest} names no --advertise-address or --tls-cert-file")]
     NoAddress { manifest: String },
     #[error("{path}: {problem}")]
-    Unread { path: String, problem: String },
+    Unread { path: String, problem: Problem },
     /// Still serving another certificate (not restarted yet), or no TLS
     /// answer at all.
     #[error("{addr} serves {served}, not {path} ({expected})")]
@@ -98,20 +78,49 @@ pub enum NotBack {
         path: String,
         expected: String,
     },
-    #[error("{addr} serves {path}, but /readyz through admin.conf: {problem}")]
-    NotReady {
+    #[error(
+        "{addr} serves {path}, but /readyz through admin.conf: {}",
+        crate::error_chain(.problem.as_ref())
+    )]
+    Readyz {
         addr: String,
         path: String,
-        problem: String,
+        problem: Problem,
     },
     /// admin.conf could not be read or made into a client: nothing can ask
     /// `/readyz`, however long the wait.
     #[error("/readyz cannot be asked through admin.conf: {problem}")]
-    NoAdmin { problem: String },
+    NoAdmin { problem: Problem },
+    /// The manifest's address makes no URL: no client can ask it.
+    #[error("/readyz cannot be asked through admin.conf: https://{addr}: {source}")]
+    Url {
+        addr: String,
+        source: http::uri::InvalidUri,
+    },
     /// Serving and ready from the first look on, never seen stopping: the
     /// API server that ran before (same certificate) has not restarted yet.
     #[error("{addr} has answered ready since the manifest changed: not restarted on it yet")]
     NotRestarted { addr: String },
+}
+
+/// What adopt saw of a certsync pod that was not ready in time, and what
+/// it put back.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "certsync's pod (image {image}, generation {generation}) was not ready within {timeout}: \
+     {seen}; its state: {pod}. {undone}"
+)]
+pub struct NotReady {
+    pub image: String,
+    pub generation: String,
+    /// `--ready-timeout`, as given.
+    pub timeout: String,
+    /// What was last seen.
+    pub seen: Seen,
+    /// The kubelet's view (the mirror pod), or where to look on the node.
+    pub pod: String,
+    /// What adopt put back, and how the node is.
+    pub undone: String,
 }
 
 #[cfg(test)]
@@ -129,9 +138,7 @@ mod tests {
                 target: "/etc/kubernetes/pki/certsync/apiserver".into(),
                 why: forged.into(),
             },
-            Seen::Failed(std::sync::Arc::from(Box::<
-                dyn std::error::Error + Send + Sync,
-            >::from(forged))),
+            Seen::Failed(forged.into()),
         ] {
             let shown = seen.to_string();
             assert!(

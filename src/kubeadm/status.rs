@@ -152,17 +152,24 @@ async fn pod(dir: &Path, s: &mut Status) {
             return;
         }
     };
-    match super::ready::get_readyz(probe)
+    match super::wait::get_readyz(probe)
         .await
         .map(|a| (a.status, a.body))
     {
-        Err(why) => s.problem(
-            Cause::CertsyncDown,
-            format!(
-                "certsync does not answer at http://{probe}/readyz ({why}): not running, \
-                 crash-looping or still starting; nothing renews the node's certificates"
-            ),
-        ),
+        Err(seen) => {
+            // The cause alone: the line names the address.
+            let why = match seen {
+                super::seen::Seen::Nothing { problem, .. } => problem.to_string(),
+                _ => "no answer within 3s".to_owned(),
+            };
+            s.problem(
+                Cause::CertsyncDown,
+                format!(
+                    "certsync does not answer at http://{probe}/readyz ({why}): not running, \
+                     crash-looping or still starting; nothing renews the node's certificates"
+                ),
+            );
+        }
         Ok((200, _)) => {
             s.pod.state = "ready";
             s.last_renewal_error = "none".into();

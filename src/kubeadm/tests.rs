@@ -577,7 +577,7 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
         .find(|f| f.path == plan::POD)
         .expect("the pod");
     assert_eq!(
-        super::pod::of_pod(&pod.bytes).as_deref(),
+        super::pod::asked(&pod.bytes).1.as_deref(),
         Some(plan.generation.as_str())
     );
     let config = &plan
@@ -617,7 +617,7 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
         plan.generation,
         "another CA trust"
     );
-    assert_eq!(super::pod::of_pod(b"args:\n- run\n"), None);
+    assert_eq!(super::pod::asked(b"args:\n- run\n").1, None);
 }
 
 /// adopt's gate reads each target's pair as root, in directories
@@ -634,7 +634,7 @@ fn the_gate_reads_targets_beneath_their_directory_only() {
     std::fs::create_dir_all(&first).expect("target");
     std::os::unix::fs::symlink(&outside, first.join("tls.crt")).expect("link");
     std::os::unix::fs::symlink(&outside, first.join("tls.key")).expect("link");
-    let dead = super::ready::dead_targets(d.path());
+    let dead = super::wait::dead_targets(d.path());
     assert_eq!(dead.len(), targets.len(), "{dead:?}");
     let (t, why) = &dead[0];
     assert_eq!(t, &targets[0]);
@@ -928,7 +928,7 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
     .expect("pod");
     let log = "INFO starting\nERROR admin: cannot listen on 10.77.0.14:9814: Cannot assign \
                requested address (os error 99)\x1b[31m\n\n";
-    let said = super::ready::described("certsync-cp1", &pod, Some(log)).expect("a status");
+    let said = super::wait::described("certsync-cp1", &pod, Some(log)).expect("a status");
     assert!(said.contains("waiting: CrashLoopBackOff"), "{said}");
     assert!(
         said.contains("last terminated: Error (exit code 1)"),
@@ -944,9 +944,9 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
     );
     assert!(!said.contains("  "), "white space folded: {said}");
     let long = "x".repeat(100_000);
-    let cut = super::ready::described("certsync-cp1", &pod, Some(&long)).expect("a status");
+    let cut = super::wait::described("certsync-cp1", &pod, Some(&long)).expect("a status");
     assert!(cut.len() < 1_000, "cut: {} bytes", cut.len());
-    let bare = super::ready::described("certsync-cp1", &pod, None).expect("a status");
+    let bare = super::wait::described("certsync-cp1", &pod, None).expect("a status");
     assert!(!bare.contains("log line"), "{bare}");
 }
 

@@ -13,7 +13,7 @@ use super::options::Options;
 use super::paths::{Action, host};
 use super::plan::{self, POD, Plan, STATE};
 use super::record::{node_rel, put, put_mode};
-use super::{node, pod, ready};
+use super::{node, pod, wait};
 use crate::writer::replace_file;
 
 /// What this run changed that is not in its backup's manifests.
@@ -55,7 +55,7 @@ impl Undo {
             said.done.join(", ")
         );
         if let Some((g, addr)) = previous {
-            text.push_str(&match ready::wait(
+            text.push_str(&match wait::ready(
                 dir,
                 addr,
                 &g,
@@ -158,7 +158,7 @@ async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
             .push(KubeadmError::file(&host(dir, POD), e).to_string()),
     }
     let pod = format!("certsync's pod of generation {}", plan.generation);
-    if let Err(seen) = ready::stopped(&ours.bytes, removed, &pod).await {
+    if let Err(seen) = wait::stopped(&ours.bytes, removed, &pod).await {
         said.failed.push(seen.to_string());
     }
 }
@@ -177,14 +177,14 @@ fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String
         ));
         return None;
     };
-    let addr = pod::probe(&String::from_utf8_lossy(&old)).map_or(pod::DEFAULT_PROBE, |(_, _, a)| a);
+    let (addr, generation) = pod::asked(&old);
     match put(dir, POD, &old) {
         Ok(()) => said
             .done
             .push("put the previous certsync pod back".to_owned()),
         Err(e) => said.failed.push(e.to_string()),
     }
-    pod::of_pod(&old).map(|g| (g, addr))
+    generation.map(|g| (g, addr))
 }
 
 /// certsync's configuration and kubeconfigs as they were. A file that

@@ -1,8 +1,44 @@
-//! The one wait of adopt and revert: a check repeated at a fixed pace until
-//! it answers `Ok`, or until its deadline, when its last answer is what was
-//! seen.
+//! adopt's and revert's waits, each one [`poll`] with a deadline whose
+//! last look is what was seen ([`Seen`]).
+//!
+//! adopt's gate ([`ready`]), passed before any component manifest names
+//! certsync's targets: certsync's pod, started for this adoption, ready,
+//! and every target holding on disk a live pair its CA issued. A node
+//! whose components read files no running certsync renews works until
+//! those files end, then stops (an image the node could not pull was
+//! "adopted", exit 0, and nothing renewed the pairs). "This adoption's":
+//! its `/readyz` answers with the generation token adopt put in the pod's
+//! arguments (`pod::generation`, [`crate::admin::GENERATION_HEADER`]), so
+//! an earlier pod on the same port (a re-adopt) is not taken for it.
+//!
+//! A liveness gate, not a security boundary: it stops an image the node
+//! cannot run or a configuration certsync refuses, not a process that
+//! wants adopt to go on. A local process that binds the admin port first
+//! can answer with the token (the configuration is predictable, the image
+//! is on adopt's command line), and certsync's own container can make the
+//! pairs (it reads the CA keys, and sees the new pod manifest through its
+//! read-only mount of `manifests/`): a compromised container can make a
+//! re-adopt go through with a new pod that never runs. It is host root
+//! through the CA keys already (docs/security.md); what it cannot do is
+//! make adopt or revert take its files for kubeadm's.
+//!
+//! [`stopped`]: a pod taken out, gone. [`api_server_back`], which ends
+//! adopt and revert: after either changed the API server's manifest, the
+//! API server restarted on the files it names, so "adopted" or "reverted"
+//! is said only of a node that serves (an operator who goes on at that
+//! line must not meet a node still restarting, nor one that never will).
 
+use std::net::SocketAddr;
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt as _;
+
+use super::error::KubeadmError;
+use super::node;
+use super::paths::host;
+use super::plan;
+use super::seen::{Problem, Seen};
 
 /// Calls `check` (given the time since the first call) every `every`
 /// until it answers `Ok`; once `limit` has passed, its last `Err`.
@@ -18,6 +54,449 @@ pub async fn poll<T, E>(
             Err(e) if start.elapsed() >= limit => return Err(e),
             Err(_) => tokio::time::sleep(every).await,
         }
+    }
+}
+
+/// One [`get_readyz`]: `Ok` when the pod of `generation` answers ready.
+async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
+    let answer = get_readyz(addr).await?;
+    let body = crate::escape(answer.body.trim()).into_owned();
+    match answer.generation {
+        Some(t) if t == generation && answer.status == 200 => Ok(()),
+        Some(t) if t == generation => Err(Seen::Starting {
+            generation: t,
+            body,
+        }),
+        Some(t) => Err(Seen::Earlier {
+            generation: crate::escape(&t).into_owned(),
+        }),
+        None => Err(Seen::Ungenerated {
+            status: answer.status,
+            body,
+        }),
+    }
+}
+
+/// How long `/readyz` may take to answer, and how much of it is read.
+const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
+const READYZ_LIMIT: usize = 64 << 10;
+
+/// What certsync's `/readyz` answered: the generation is the answering
+/// pod's ([`crate::admin::GENERATION_HEADER`]), the body capped.
+pub(super) struct Readyz {
+    pub status: u16,
+    pub generation: Option<String>,
+    pub body: String,
+}
+
+/// `GET http://ADDR/readyz`, within [`READYZ_TIMEOUT`] (else
+/// [`Seen::Silent`]; no answer: [`Seen::Nothing`]): adopt's gate and
+/// `kubeadm status` ask it the same way.
+pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
+    let ask = async {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        let driver = tokio::spawn(conn);
+        let req = http::Request::get("/readyz")
+            .header(http::header::HOST, addr.to_string())
+            .body(http_body_util::Empty::<bytes::Bytes>::new())?;
+        let resp = send.send_request(req).await?;
+        let status = resp.status().as_u16();
+        let generation = resp
+            .headers()
+            .get(crate::admin::GENERATION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = http_body_util::Limited::new(resp.into_body(), READYZ_LIMIT)
+            .collect()
+            .await?
+            .to_bytes();
+        driver.abort();
+        Ok::<_, Problem>(Readyz {
+            status,
+            generation,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    };
+    match tokio::time::timeout(READYZ_TIMEOUT, ask).await {
+        Err(_) => Err(Seen::Silent { addr }),
+        Ok(answer) => answer.map_err(|problem| Seen::Nothing { addr, problem }),
+    }
+}
+
+/// Targets whose live pair is missing, unreadable, not its CA's or has
+/// ended: (node path, why). Empty when every one holds a live pair.
+pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
+    let now = x509_parser::time::ASN1Time::now();
+    let mut dead = Vec::new();
+    for (target, ca) in plan::target_cas(dir) {
+        let ends = || -> Result<_, Problem> {
+            let read = |f: &str| read_beneath(dir, &target, f);
+            let (crt, key) = (read("tls.crt")?, read("tls.key")?);
+            node::sound_pair(dir, &crt, &key, &ca)?;
+            Ok(node::not_after(&crt)?)
+        };
+        match ends() {
+            Err(e) => dead.push((target, e.to_string())),
+            Ok(t) if t <= now => dead.push((target, format!("ended at {t}"))),
+            Ok(_) => {}
+        }
+    }
+    dead
+}
+
+/// The file `name` of the target at `target` (a node path), opened
+/// beneath the target's handle: the pod writes the target, so a link it
+/// left there never leads adopt (root) out of it, and a FIFO it left is
+/// refused without an open that blocks. A regular file, 1 MiB at most.
+fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
+    let opened = super::moves::open_beneath(dir, target)
+        .map_err(|e| KubeadmError::file(Path::new(target), e))?;
+    crate::beneath::walk(
+        crate::beneath::Start::Beneath(std::os::fd::AsFd::as_fd(&opened), Path::new(target)),
+        Path::new(name),
+        crate::beneath::Links::Follow,
+        &mut |_| Ok(()),
+    )
+    .and_then(|w| w.read(1 << 20))
+    .map_err(|e| KubeadmError::file(&Path::new(target).join(name), e))
+}
+
+/// adopt's gate: waits up to `timeout` for the pod of `generation` to
+/// answer ready and every target to hold a live pair, saying every
+/// [`PROGRESS_EVERY`] what it last saw and the pod's state (a wait of
+/// minutes is never silent). `Err`: what was last seen.
+pub async fn ready(
+    dir: &Path,
+    addr: SocketAddr,
+    generation: &str,
+    timeout: Duration,
+    out: &mut super::out::Out,
+) -> Result<(), Seen> {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "waiting up to {} for certsync's pod (generation {generation}) to answer ready at {addr} \
+         with a live pair in every target",
+        humantime::format_duration(timeout)
+    );
+    let mut said = Duration::ZERO;
+    poll(timeout, Duration::from_secs(1), async |elapsed| {
+        let seen = match look(addr, generation).await {
+            Ok(()) => match dead_targets(dir).into_iter().next() {
+                None => return Ok(()),
+                Some((target, why)) => Seen::DeadTarget { target, why },
+            },
+            Err(seen) => seen,
+        };
+        if elapsed >= said + PROGRESS_EVERY && elapsed < timeout {
+            let pod = pod_state(dir, PROGRESS_EVERY / 2).await;
+            let _ = writeln!(
+                out,
+                "  still waiting ({} s): {seen}; {pod}",
+                elapsed.as_secs()
+            );
+            said = elapsed;
+        }
+        Err(seen)
+    })
+    .await
+}
+
+/// How often the gate says what it last saw.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// How long after its manifest is taken out a certsync pod is surely
+/// stopped: the kubelet notices a removed static pod manifest within its
+/// 20 s file check, then kills the container within its grace period
+/// (adopt's pod gives 10 s; one an earlier certsync wrote, the default 30 s
+/// less what the first check took).
+pub const STOPPED_AFTER: Duration = Duration::from_secs(40);
+
+/// certsync's pod whose manifest (its bytes) was taken out at `removed`,
+/// stopped: the pod of its generation has not answered (ready or not) for
+/// 5 s in a row, within twice [`STOPPED_AFTER`] (else
+/// [`Seen::StillAnswers`], `pod` naming it), and [`STOPPED_AFTER`] has
+/// passed since. A file the host writes after this is out of reach of
+/// that container (a rename over a file it mounts read-only leaves the new
+/// file writable to it, and its read-write mounts are its own while it
+/// runs): the one wait adopt and revert make before writing what the
+/// container could reach.
+pub async fn stopped(manifest: &[u8], removed: Instant, pod: &str) -> Result<(), Seen> {
+    let (addr, generation) = super::pod::asked(manifest);
+    let generation = generation.unwrap_or_default();
+    let limit = STOPPED_AFTER * 2;
+    let mut quiet_since = Duration::ZERO;
+    poll(limit, Duration::from_secs(1), async |elapsed| {
+        let answers = look(addr, &generation).await;
+        if matches!(answers, Ok(()) | Err(Seen::Starting { .. })) {
+            quiet_since = elapsed;
+        } else if elapsed >= quiet_since + Duration::from_secs(5) {
+            return Ok(());
+        }
+        Err(Seen::StillAnswers {
+            pod: pod.to_owned(),
+            addr,
+            secs: limit.as_secs(),
+        })
+    })
+    .await?;
+    if let Some(left) = STOPPED_AFTER.checked_sub(removed.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+    Ok(())
+}
+
+/// The kubelet's view of certsync's pod, where the API server can be
+/// asked within `limit`: its mirror pod `kube-system/certsync-NODE` (NODE
+/// from etcd's `--name`, which kubeadm sets to the node's name), its
+/// container's state and the last line it logged (of the instance that
+/// ended, when it is restarting: the cause it gave). What to check on the
+/// node otherwise.
+pub async fn pod_state(dir: &Path, limit: Duration) -> String {
+    const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
+        `crictl ps -a --name certsync` and `crictl logs` of its container";
+    let Some(node_name) = node::read(dir, "/etc/kubernetes/manifests/etcd.yaml")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.trim().strip_prefix("- --name=").map(str::to_owned))
+        })
+    else {
+        return format!("the node's name is unknown (no --name in etcd.yaml); check {ON_NODE}");
+    };
+    let name = format!("certsync-{node_name}");
+    let ask = async {
+        let config = super::admin::config(&host(dir, super::admin::ADMIN)).await?;
+        let pods: kube::Api<Pod> =
+            kube::Api::namespaced(super::api::client(&config)?, "kube-system");
+        let Some(pod) = pods.get_opt(&name).await? else {
+            return Ok(None);
+        };
+        // The instance that ended, when the container is not running: its
+        // last line is the cause (`Cannot assign requested address`).
+        let previous = container(&pod).is_some_and(|c| {
+            c.restart_count > 0 && c.state.as_ref().is_none_or(|s| s.running.is_none())
+        });
+        let params = kube::api::LogParams {
+            container: Some("certsync".into()),
+            tail_lines: Some(1),
+            limit_bytes: Some(64 * 1024),
+            previous,
+            ..Default::default()
+        };
+        let log = pods.logs(&name, &params).await.ok();
+        Ok::<_, Problem>(Some((pod, log)))
+    };
+    match tokio::time::timeout(limit, ask).await {
+        Ok(Ok(Some((pod, log)))) => described(&name, &pod, log.as_deref()).unwrap_or_else(|| {
+            format!("kube-system/{name} has no container status yet; check {ON_NODE}")
+        }),
+        Ok(Ok(None)) => {
+            format!("no mirror pod kube-system/{name} in the API server; check {ON_NODE}")
+        }
+        Ok(Err(e)) => format!(
+            "the API server could not be asked for kube-system/{name} ({}); check {ON_NODE}",
+            crate::escape(&e.to_string())
+        ),
+        Err(_) => format!(
+            "the API server did not answer for kube-system/{name} within {} s; check {ON_NODE}",
+            limit.as_secs()
+        ),
+    }
+}
+
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
+
+fn container(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+/// The mirror pod `name`'s container in words: image, state, the state
+/// it last ended in, and its last log line (the container's words,
+/// escaped and cut: it may be anything); `None` without a status.
+pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<String> {
+    const SAID_MAX: usize = 600;
+    let c = container(pod)?;
+    let state = |s: &ContainerState| {
+        if let Some(w) = &s.waiting {
+            format!(
+                "waiting: {} {}",
+                w.reason.as_deref().unwrap_or(""),
+                w.message.as_deref().unwrap_or("")
+            )
+        } else if let Some(t) = &s.terminated {
+            format!(
+                "terminated: {} (exit code {}) {}",
+                t.reason.as_deref().unwrap_or(""),
+                t.exit_code,
+                t.message.as_deref().unwrap_or("")
+            )
+        } else {
+            "running".to_owned()
+        }
+    };
+    let mut said = format!(
+        "kube-system/{name}: image {}, {}",
+        c.image,
+        c.state.as_ref().map(state).unwrap_or_default()
+    );
+    if let Some(last) = &c.last_state {
+        said.push_str(&format!("; last {}", state(last)));
+    }
+    if let Some(line) = log.and_then(|l| l.lines().rfind(|l| !l.trim().is_empty())) {
+        said.push_str(&format!("; its last log line: {line}"));
+    }
+    // Every field is the container's or the kubelet's words: runs of
+    // white space folded (padding that wraps a forged line onto a row of
+    // its own), cut, then escaped.
+    let folded: String = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = folded.chars().take(SAID_MAX).collect();
+    Some(crate::escape(&cut).into_owned())
+}
+
+/// A restart for a changed manifest shows within this: the kubelet reads
+/// static pod manifests every 20 s, and the API server answers /readyz
+/// with a failure from the moment it is told to stop. A manifest written
+/// back to what runs (adopt right after a `kubeadm upgrade` the kubelet has
+/// not noticed yet) restarts nothing: ready, with the certificate the
+/// manifest names, and no gap by then is the API server as it should be.
+const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
+
+/// After adopt or revert wrote the API server's manifest `(path, bytes)`
+/// (`None`: did not; a zero `timeout`: not waited for), the API server
+/// restarted on the files it names (`files`: whose) within `timeout`: the
+/// line that says so, else `did` (what was done) and what was last seen.
+/// At its own address (the manifest's `--advertise-address` and
+/// `--secure-port`, not admin.conf's server, which may be a load balancer
+/// in front of other nodes) it serves the certificate its
+/// `--tls-cert-file` holds now (re-read each time: certsync may renew it
+/// meanwhile; the API server still running on the files of before answers
+/// /readyz too), and `/readyz` answers ok through admin.conf, after it was
+/// seen not doing so at least once or once [`RESTART_SEEN_WITHIN`] has
+/// passed: a change that keeps the certificate (a trust annotation) is
+/// proven by the restart's gap, one that changes it by the certificate.
+pub async fn api_server_back(
+    dir: &Path,
+    manifest: Option<(&str, &[u8])>,
+    timeout: Duration,
+    (files, did): (&str, &'static str),
+) -> Result<String, KubeadmError> {
+    let Some((manifest_path, manifest)) = manifest.filter(|_| !timeout.is_zero()) else {
+        return Ok(String::new());
+    };
+    let start = Instant::now();
+    let back = async {
+        let m = super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest)).ok();
+        let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
+        let (Some(ip), Some(cert)) = (flag("advertise-address"), flag(TLS_CERT_FILE)) else {
+            return Err(Seen::NoAddress {
+                manifest: manifest_path.to_owned(),
+            });
+        };
+        let port = flag("secure-port").unwrap_or_else(|| "6443".into());
+        let addr = match ip.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+            _ => format!("{ip}:{port}"),
+        };
+        let check = crate::reload::verify::ServingCheck {
+            addr: addr.clone(),
+            sni: None,
+        };
+        // A client for the address with admin.conf's credentials and CA
+        // data, made once: admin.conf does not change while the API server
+        // restarts, so one that cannot be used ends the wait at once.
+        let no_admin = |problem: Problem| Seen::NoAdmin { problem };
+        let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
+            .await
+            .map_err(|e| no_admin(e.into()))?;
+        config.cluster_url = format!("https://{addr}")
+            .parse()
+            .map_err(|source| Seen::Url {
+                addr: addr.clone(),
+                source,
+            })?;
+        let client = super::api::client(&config).map_err(|e| no_admin(e.into()))?;
+        let mut gap = false;
+        poll(timeout, Duration::from_secs(2), async |elapsed| {
+            let seen = match served_as_named(dir, &cert, &check).await {
+                Ok(()) => match readyz(&client).await {
+                    Ok(()) if gap || elapsed >= RESTART_SEEN_WITHIN => return Ok(()),
+                    Ok(()) => Seen::NotRestarted { addr: addr.clone() },
+                    Err(problem) => Seen::Readyz {
+                        addr: addr.clone(),
+                        path: cert.clone(),
+                        problem,
+                    },
+                },
+                Err(seen) => seen,
+            };
+            gap |= matches!(seen, Seen::NotServing { .. } | Seen::Readyz { .. });
+            Err(seen)
+        })
+        .await?;
+        Ok((addr, cert))
+    };
+    let (addr, cert) = back.await.map_err(|seen| KubeadmError::NotBack {
+        did,
+        waited: start.elapsed(),
+        seen: Box::new(seen),
+    })?;
+    Ok(format!(
+        "waited for the API server to restart on {files} files: {addr} serves {cert} and is \
+         ready ({} s)\n",
+        start.elapsed().as_secs()
+    ))
+}
+
+/// The API server's flag naming the certificate it serves.
+const TLS_CERT_FILE: &str = "tls-cert-file";
+
+/// The certificate an API server manifest serves (`--tls-cert-file`).
+pub fn serving_cert(manifest: &[u8]) -> Option<String> {
+    super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest))
+        .ok()?
+        .flag(TLS_CERT_FILE)
+}
+
+/// Whether `check`'s address serves the certificate at the node path
+/// `cert` (read beneath its directory's handle, as the gate reads a
+/// target: certsync's pod writes its targets).
+async fn served_as_named(
+    dir: &Path,
+    cert: &str,
+    check: &crate::reload::verify::ServingCheck,
+) -> Result<(), Seen> {
+    use rustls_pki_types::{CertificateDer, pem::PemObject as _};
+    let (parent, name) = cert.rsplit_once('/').unwrap_or(("/", cert));
+    let read = || -> Result<_, Problem> {
+        let pem = read_beneath(dir, parent, name)?;
+        Ok(crate::bundle::sha256(&CertificateDer::from_pem_slice(
+            &pem,
+        )?))
+    };
+    let expected = read().map_err(|problem| Seen::Unread {
+        path: cert.to_owned(),
+        problem,
+    })?;
+    match check.served(Duration::from_secs(3)).await {
+        Ok(fp) if fp == expected => Ok(()),
+        served => Err(Seen::NotServing {
+            addr: check.addr.clone(),
+            served: served.map_or_else(|e| e.to_string(), |fp| crate::reload::verify::short(&fp)),
+            path: cert.to_owned(),
+            expected: crate::reload::verify::short(&expected),
+        }),
+    }
+}
+
+/// `GET /readyz` through `client`, within 5 s.
+async fn readyz(client: &kube::Client) -> Result<(), Problem> {
+    let request = http::Request::get("/readyz").body(Vec::new())?;
+    match tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await {
+        Err(_) => Err("no answer within 5 s".into()),
+        Ok(answer) => Ok(answer.map(|_| ())?),
     }
 }
 

@@ -314,7 +314,7 @@ fn attack_a_fifo_in_a_target_never_blocks_adopts_gate() {
     nix::unistd::mkfifo(&crt, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(crate::kubeadm::ready::dead_targets(&d));
+        let _ = tx.send(crate::kubeadm::wait::dead_targets(&d));
     });
     let dead = rx
         .recv_timeout(std::time::Duration::from_secs(60))
@@ -340,19 +340,21 @@ async fn an_admin_conf_that_cannot_be_used_ends_the_api_server_wait_at_once() {
             "--advertise-address=127.0.0.1",
         )
         .replace("--secure-port=6443", &format!("--secure-port={port}"));
-    let seen = crate::kubeadm::api_server::back(
+    let back = crate::kubeadm::wait::api_server_back(
         dir.path(),
-        (
+        Some((
             &crate::kubeadm::manifest::manifest_path("kube-apiserver"),
             manifest.as_bytes(),
-        ),
+        )),
         std::time::Duration::from_secs(600),
+        ("kubeadm's", "reverted"),
     )
     .await
     .expect_err("no admin.conf, yet the API server was called back");
     assert!(
-        matches!(seen, crate::kubeadm::seen::NotBack::NoAdmin { .. }),
-        "{seen}"
+        matches!(&back, KubeadmError::NotBack { seen, .. }
+            if matches!(**seen, crate::kubeadm::seen::Seen::NoAdmin { .. })),
+        "{back}"
     );
 }
 
@@ -373,12 +375,9 @@ async fn a_readyz_answer_that_never_comes_leaves_no_connection_open() {
         // What follows the request: nothing until the client closes.
         stream.read(&mut buf).await.expect("read")
     });
-    let asked = crate::kubeadm::ready::get_readyz(addr).await;
+    let asked = crate::kubeadm::wait::get_readyz(addr).await;
     assert!(
-        matches!(
-            asked,
-            Err(crate::kubeadm::ready::ReadyzError::Timeout { .. })
-        ),
+        matches!(asked, Err(crate::kubeadm::seen::Seen::Silent { .. })),
         "answered"
     );
     let after = tokio::time::timeout(std::time::Duration::from_secs(10), server)
