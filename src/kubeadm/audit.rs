@@ -13,6 +13,8 @@ use std::path::Path;
 use cap_fs_ext::DirExt as _;
 use cap_std::fs::{Dir, MetadataExt as _};
 
+use super::error::Refusal;
+use super::manifest::BOOTSTRAP_KUBELET_CONF;
 use crate::beneath::{Entry, Owners, Trust};
 
 /// Entries looked at before the walk stops saying so: `/etc/kubernetes`
@@ -52,6 +54,21 @@ pub fn warnings(dir: &Path) -> String {
     out.iter()
         .map(|w| format!("warning: {w} {WHY}\n"))
         .collect()
+}
+
+/// The kubelet's bootstrap kubeconfig on an adopted node whose certsync
+/// pod (its manifest `pod`, none when the node has none) does not mount it
+/// read-only: certsync's container may write `/etc/kubernetes`, and a file
+/// there kubeadm deleted after the join is one it could have planted. Any
+/// entry by that name counts (a link, a directory), and so does one that
+/// cannot be looked at: what is not proven absent is refused.
+pub fn kubelet_bootstrap(dir: &Path, pod: Option<&[u8]>) -> Option<Refusal> {
+    let path = BOOTSTRAP_KUBELET_CONF;
+    let absent = matches!(std::fs::symlink_metadata(super::paths::host(dir, path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    let mounted =
+        pod.is_some_and(|p| super::pod::mounts_read_only(&String::from_utf8_lossy(p), path));
+    (!absent && !mounted).then_some(Refusal::KubeletBootstrap { path })
 }
 
 /// What a walk meets below a directory: each entry by the path it is

@@ -509,6 +509,15 @@ pub enum Refusal {
         margin: Duration,
         minimum: Duration,
     },
+    /// On an adopted node, a kubelet bootstrap kubeconfig certsync's pod
+    /// could have written (its pod does not mount it read-only).
+    #[error(
+        "{path} is on this adopted node, where certsync's pod could have written it (the pod \
+         does not mount it read-only; kubeadm deletes it once the kubelet has joined): a kubelet \
+         whose client certificate fails would bootstrap against the server it names, trusting \
+         the CA it embeds. Nothing was changed. Check it, delete it, then adopt again"
+    )]
+    KubeletBootstrap { path: &'static str },
     // A private key the group or other users may read (or not root's):
     // adopt does not hand a node's CAs to certsync while any local user may
     // mint certificates with them. Listed, all at once, by `KeysExposed`.

@@ -26,6 +26,11 @@ pub const TRUST_ANNOTATION: &str = "certsync.io/trust-sha256";
 /// certsync's configuration (`certsync.yaml`).
 pub const CONFIG: &str = "/etc/kubernetes/certsync.yaml";
 
+/// The kubelet's own kubeconfigs: no business of certsync's (its pod mounts
+/// each read-only when the node has it), kubelet.conf's CA data aside.
+pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
+pub const BOOTSTRAP_KUBELET_CONF: &str = "/etc/kubernetes/bootstrap-kubelet.conf";
+
 /// The node path of the static pod manifest of the component `name`.
 pub fn manifest_path(name: &str) -> String {
     format!("/etc/kubernetes/manifests/{name}.yaml")

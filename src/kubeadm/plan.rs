@@ -121,6 +121,12 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let dir = &opts.dir;
     preflight(opts, probed.as_ref().map(|(_, _, at)| *at))?;
     let adopted = node::read_optional(dir, STATE)?.is_some();
+    if let Some(planted) = adopted
+        .then(|| super::audit::kubelet_bootstrap(dir, current.as_deref()))
+        .flatten()
+    {
+        return Err(KubeadmError::refused(dir, planted));
+    }
     let (stored, from) = cluster_configuration(opts).await?;
     let components = manifest::components();
     let parsed = component_manifests(opts, &components)?;

@@ -94,6 +94,28 @@ pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr),
     ))
 }
 
+/// Whether the certsync container of the pod manifest `text` has
+/// `node_path` mounted read-only from that same host path. Anything
+/// unparsable answers no: the caller refuses what it cannot prove.
+pub fn mounts_read_only(text: &str, node_path: &str) -> bool {
+    use k8s_openapi::api::core::v1::Pod;
+    let Ok(pod) = crate::files::parse_yaml::<Pod>(text) else {
+        return false;
+    };
+    let Some(spec) = pod.spec else { return false };
+    let from_host = |name: &str| {
+        spec.volumes
+            .iter()
+            .flatten()
+            .any(|v| v.name == name && v.host_path.as_ref().is_some_and(|h| h.path == node_path))
+    };
+    spec.containers
+        .iter()
+        .filter(|c| c.name == "certsync")
+        .flat_map(|c| c.volume_mounts.iter().flatten())
+        .any(|m| m.mount_path == node_path && m.read_only == Some(true) && from_host(&m.name))
+}
+
 /// A hostPath volume of certsync's pod and its mount.
 pub struct Mount {
     pub name: String,

@@ -55,10 +55,15 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     };
     s.adopted_since = state.backups.first().and_then(|b| since(b));
     s.backups.clone_from(&state.backups);
-    pod(dir, &mut s).await;
+    let manifest = node::read_optional(dir, POD);
+    pod(&manifest, &mut s).await;
     certificates(dir, now, &mut s);
     for e in super::keys::exposed(dir) {
         s.problem(Cause::Certificate, format!("private key: {e}"));
+    }
+    let manifest = manifest.ok().flatten();
+    if let Some(planted) = super::audit::kubelet_bootstrap(dir, manifest.as_deref()) {
+        s.problem(Cause::Certificate, planted.to_string());
     }
     manifests(dir, &state, &mut s);
     let (cas, warnings) = super::trust::status(dir, now, &state.trust);
@@ -114,10 +119,10 @@ pub(super) fn since(backup: &str) -> Option<String> {
     ))
 }
 
-/// certsync's pod: its manifest, and what its `/readyz` says.
-async fn pod(dir: &Path, s: &mut Status) {
-    let text = match node::read_optional(dir, POD) {
-        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+/// certsync's pod: its manifest as read, and what its `/readyz` says.
+async fn pod(manifest: &Result<Option<Vec<u8>>, KubeadmError>, s: &mut Status) {
+    let text = match manifest {
+        Ok(Some(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
         Ok(None) => {
             s.pod.state = "no-manifest";
             s.problem(

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use super::super::manifest::{self, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, P};
+use super::super::manifest::{
+    self, BOOTSTRAP_KUBELET_CONF, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBELET_CONF, P,
+};
 use super::super::paths::host;
 use super::super::record::State;
 
@@ -48,14 +50,11 @@ pub fn read_only_in_pod(node_path: &str) -> bool {
         || KUBELET_FILES.iter().any(|(_, f)| *f == node_path)
 }
 
-/// The kubelet's own kubeconfigs: no business of certsync's, mounted
-/// read-only when the node has them.
+/// The kubelet's own kubeconfigs by the name of their mount in
+/// certsync's pod.
 pub(super) const KUBELET_FILES: [(&str, &str); 2] = [
-    ("kubelet-conf", "/etc/kubernetes/kubelet.conf"),
-    (
-        "bootstrap-kubelet-conf",
-        "/etc/kubernetes/bootstrap-kubelet.conf",
-    ),
+    ("kubelet-conf", KUBELET_CONF),
+    ("bootstrap-kubelet-conf", BOOTSTRAP_KUBELET_CONF),
 ];
 
 /// One `ca:` mapping: (name, CA under pki/, target, template under pki/ or

@@ -22,8 +22,9 @@ pub enum Cause {
     CertsyncNotReady,
     /// A component manifest no longer names certsync's files.
     AdoptionLost,
-    /// A live certificate expired, late for renewal, or unreadable; or a
-    /// private key under pki/ or certsync's directory that others may read.
+    /// A live certificate expired, late for renewal, or unreadable; a
+    /// private key under pki/ or certsync's directory that others may read;
+    /// or a kubelet bootstrap kubeconfig certsync's pod could have written.
     Certificate,
 }
 
