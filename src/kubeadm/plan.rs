@@ -115,12 +115,14 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let probed = current
         .as_deref()
         .and_then(|p| super::pod::probe(&String::from_utf8_lossy(p)).ok());
-    let recorded = super::record::State::read(&opts.dir)?.and_then(|s| s.admin_addr);
+    // adopt's record, read once: the node is adopted when it is there.
+    let state = super::record::State::read(&opts.dir)?;
+    let recorded = state.as_ref().and_then(|s| s.admin_addr);
     let (opts, choices) = super::choices::kept(opts, current.as_deref(), recorded);
     let opts = &opts;
     let dir = &opts.dir;
     preflight(opts, probed.as_ref().map(|(_, _, at)| *at))?;
-    let adopted = node::read_optional(dir, STATE)?.is_some();
+    let adopted = state.is_some();
     if let Some(planted) = adopted
         .then(|| super::audit::kubelet_bootstrap(dir, current.as_deref()))
         .flatten()
@@ -132,9 +134,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let parsed = component_manifests(opts, &components)?;
     // The CAs: each renewed when due, and the bundles of their
     // certificates the trusting components load.
-    let record = super::record::State::read(dir)?
-        .map(|s| s.trust)
-        .unwrap_or_default();
+    let none = Default::default();
+    let record = state.as_ref().map_or(&none, |s| &s.trust);
     let client = stored.as_ref().map(|s| s.client.clone());
     let published = match &client {
         Some(c) => super::published::read(c).await.map_err(Some),
@@ -143,7 +144,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let trust = trust::plan(
         dir,
         opts.now,
-        &record,
+        record,
         adopted,
         published.as_ref().ok().map(|p| &p.pem),
     )?;
@@ -155,8 +156,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // as `certsync run` will judge it before anything is written.
     let config = config_text(opts, key_alg)?;
     super::judge::judge(opts, &config)?;
-    if adopted {
-        unrecorded_refused(opts)?;
+    if let Some(state) = &state {
+        unrecorded_refused(dir, state)?;
     }
     let config = config.into_bytes();
     let generation = files::generation(dir, opts, &config, &trust.digest)?;
@@ -406,20 +407,15 @@ fn kubeconfigs_trusted(dir: &Path, bundle: &[u8]) -> Result<Vec<String>, Kubeadm
 /// and a re-adopt that took its file for kubeadm's made revert later hand
 /// that file back as root's (a kubeconfig pointing root's kubectl at the
 /// container's server).
-fn unrecorded_refused(opts: &Options) -> Result<(), KubeadmError> {
-    let dir = &opts.dir;
-    let state = super::record::State::read(dir)?.unwrap_or_default();
-    let (kubeconfigs, pairs) = unrecorded(dir, &state);
+fn unrecorded_refused(dir: &Path, state: &super::record::State) -> Result<(), KubeadmError> {
+    let (kubeconfigs, pairs) = unrecorded(dir, state);
     let missing: Vec<String> = (kubeconfigs.into_iter().map(str::to_owned))
         .chain(pairs.iter().map(|p| format!("{p}.crt and .key")))
         .collect();
     if missing.is_empty() {
         return Ok(());
     }
-    Err(KubeadmError::refused(
-        &opts.dir,
-        Refusal::Unrecorded { missing },
-    ))
+    Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }))
 }
 
 /// UTC, sortable, one per second: `20261124T221933Z` (the `time` that
