@@ -37,7 +37,7 @@ mod read;
 mod trust;
 mod up;
 pub use read::{open_file, read_capped, read_file};
-pub use trust::{Faults, Owners, ReadOnly, Trust, Untrusted};
+pub use trust::{Faults, Owners, ReadOnly, Trust};
 pub use up::{Upward, directory_and_ancestors, holder, identity, upward};
 
 /// Linux's own limit on symlinks in one lookup (`MAXSYMLINKS`).
@@ -87,9 +87,11 @@ pub enum PathError {
     /// More bytes than the reader's limit ([`read_capped`]).
     #[error("{path}: larger than the {limit}-byte limit")]
     TooLarge { path: PathBuf, limit: u64 },
-    /// What [`Trust`] refused.
-    #[error("{}", .0)]
-    Untrusted(#[from] Untrusted),
+    // What [`Trust`] refused.
+    #[error("{} (a symlink of uid {uid}) may be changed by another user", path.display())]
+    LinkChangeable { path: PathBuf, uid: u32 },
+    #[error("{} (owner {uid}, mode {mode:04o}) may be changed by another user", path.display())]
+    Changeable { path: PathBuf, uid: u32, mode: u32 },
 }
 
 impl PathError {

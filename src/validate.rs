@@ -83,7 +83,7 @@ pub struct Validated {
     pub leaf: Option<Leaf>,
 }
 
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum ValidationError {
     #[error("bundle is {size} bytes, over the {limit}-byte limit (largest file: {file})")]
     TooLarge {
@@ -113,7 +113,7 @@ pub enum ValidationError {
         file: String,
         index: usize,
         #[source]
-        source: Box<crate::x509::NotStrict>,
+        source: Box<crate::x509::X509Error>,
     },
     #[error(
         "{file}: no private key found (expected PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)"

@@ -21,7 +21,9 @@
 //!   UTF8String or PrintableString.
 
 mod certificate;
-pub use certificate::{NotStrict, strict_certificate};
+mod error;
+pub use certificate::strict_certificate;
+pub use error::X509Error;
 
 use std::net::IpAddr;
 
@@ -65,118 +67,6 @@ impl std::fmt::Display for KeyAlg {
             Self::Rsa(bits) => write!(f, "rsa-{bits}"),
             Self::Ed25519 => f.write_str("ed25519"),
         }
-    }
-}
-
-/// A key algorithm or DNS name certsync does not issue for, or why a
-/// certificate request was refused. Values that came with a request are
-/// shown `{:?}`-escaped: a requester controls them, and they reach
-/// terminals.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum X509Error {
-    #[error(
-        "key algorithm {0:?} is not one of ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, \
-         rsa-4096, ed25519"
-    )]
-    UnknownKeyAlg(String),
-    #[error("RSA-{0}: certsync makes RSA keys of 2048, 3072 or 4096 bits only")]
-    RsaBits(usize),
-    // A DNS name an issued certificate may not carry.
-    #[error("DNS name {name:?} is empty or longer than 253 characters")]
-    DnsNameLength { name: String },
-    #[error("DNS name {name:?} looks like an IP address; an IP is an IP SAN")]
-    DnsNameIp { name: String },
-    #[error(
-        "DNS name {name:?} is not a host name (an optional leading *., then dot-separated \
-         labels of 1-63 letters, digits and inner hyphens)"
-    )]
-    DnsNameNotHost { name: String },
-
-    // A certificate request ([`Request::read`]).
-    #[error("spec.request is not one PEM CERTIFICATE REQUEST: {0}")]
-    RequestPem(#[from] crate::pem::PemError),
-    #[error("the request is not a strict DER PKCS#10 request: {0}")]
-    RequestDer(#[source] x509_cert::der::Error),
-    #[error("the request is not a strict DER PKCS#10 request: x509-parser: {0}")]
-    RequestLax(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
-    #[error("the request is not a strict DER PKCS#10 request: trailing data")]
-    RequestTrailing,
-    #[error("the request is not a strict DER PKCS#10 request: version is not 1 (0)")]
-    RequestVersion,
-    #[error("the request is not a strict DER PKCS#10 request: a subject value is not UTF-8")]
-    SubjectNotUtf8,
-    #[error("a subject RDN holds {count} attributes; one each is allowed")]
-    RdnAttributes { count: usize },
-    #[error("subject attribute {oid} is a {tag}; only UTF8String and PrintableString are read")]
-    SubjectTag { oid: Oid, tag: Tag },
-    #[error("the request carries {count} attributes; exactly one (extensionRequest) is allowed")]
-    AttributeCount { count: usize },
-    #[error("the request carries attribute {oid}; only extensionRequest is allowed")]
-    OtherAttribute { oid: Oid },
-    #[error("the extensionRequest attribute has {count} values; exactly one is allowed")]
-    ExtensionRequestValues { count: usize },
-    #[error("the extensions do not parse: {0}")]
-    ExtensionsParse(#[source] x509_cert::der::Error),
-    #[error("the {name} extension does not parse: {source}")]
-    ExtensionParse {
-        name: &'static str,
-        #[source]
-        source: x509_cert::der::Error,
-    },
-    #[error("extension {oid} is requested twice")]
-    ExtensionTwice { oid: Oid },
-    #[error(
-        "extension {oid} is not one certsync reads (subjectAltName, keyUsage, extKeyUsage, \
-         basicConstraints)"
-    )]
-    ExtensionUnknown { oid: Oid },
-    /// The names ([`X509Error::is_san`]): their kinds, their syntax, or none.
-    #[error("the request names no DNS name or IP address (a subjectAltName is required)")]
-    NoSans,
-    #[error("the request has no extensionRequest and so names no DNS name or IP address")]
-    NoExtensionRequest,
-    #[error("the subjectAltName does not parse: {0}")]
-    SanParse(#[source] x509_cert::der::Error),
-    #[error("the subjectAltName holds {kind}; only DNS names and IP addresses are allowed")]
-    SanKind { kind: String },
-    #[error("an IP address SAN of {len} bytes (4 or 16 are allowed)")]
-    SanIpLength { len: usize },
-    #[error("an unexpected SAN kind")]
-    SanUnexpected,
-    #[error("DNS name {name:?} is a wildcard; wildcards are never approved")]
-    SanWildcard { name: String },
-    #[error("DNS name {name:?} is empty or longer than 253 characters")]
-    SanLength { name: String },
-    #[error("DNS name {name:?} looks like an IP address; an IP is requested as an IP SAN")]
-    SanIp { name: String },
-    #[error(
-        "DNS name {name:?} is not a host name (letters, digits, inner hyphens; dot-separated \
-         labels of 1-63)"
-    )]
-    SanNotHost { name: String },
-    #[error("the two X.509 readings of the request disagree on {0}")]
-    Disagree(&'static str),
-    #[error("the request's signature does not verify with its public key")]
-    Signature,
-}
-
-impl X509Error {
-    /// Whether a request was refused for its names (their kinds, their
-    /// syntax, or none), not for its form.
-    pub fn is_san(&self) -> bool {
-        matches!(
-            self,
-            Self::NoSans
-                | Self::NoExtensionRequest
-                | Self::SanParse(_)
-                | Self::SanKind { .. }
-                | Self::SanIpLength { .. }
-                | Self::SanUnexpected
-                | Self::SanWildcard { .. }
-                | Self::SanLength { .. }
-                | Self::SanIp { .. }
-                | Self::SanNotHost { .. }
-        )
     }
 }
 

@@ -656,10 +656,7 @@ fn pidfiles_of_the_wrong_kind_size_or_user_are_refused() {
                 text.starts_with(&format!("pidfile {}:", path.display())),
                 "{text}"
             );
-            let ReloadError::Refused { problem, .. } = e else {
-                unreachable!()
-            };
-            (problem.reason(), text)
+            (e.refusal().expect("a pidfile refusal"), text)
         }
         other => panic!("{}: not refused: {other:?}", path.display()),
     };

@@ -102,19 +102,18 @@ fn a_refusing_judge_stops_the_walk_at_that_directory() {
     let b = d.path().join("a/b");
     let e = walk(Start::Path, &f, Links::Follow, &mut |e| {
         if e.shown == b {
-            Err(Untrusted::Changeable {
+            Err(PathError::Changeable {
                 path: e.shown.clone(),
                 uid: e.uid,
                 mode: e.mode,
-            }
-            .into())
+            })
         } else {
             Ok(())
         }
     })
     .unwrap_err();
     assert!(
-        matches!(e, PathError::Untrusted(Untrusted::Changeable { ref path, .. }) if *path == b),
+        matches!(e, PathError::Changeable { ref path, .. } if *path == b),
         "{e:?}"
     );
 }
@@ -339,14 +338,17 @@ fn trust_refuses_another_owner_and_group_or_other_write() {
     );
     assert!(matches!(
         t.judge(&entry(other, 0o755)),
-        Err(Untrusted::Changeable { uid, mode: 0o755, .. }) if uid == other
+        Err(PathError::Changeable { uid, mode: 0o755, .. }) if uid == other
     ));
     // A symlink: its owner counts, its mode does not.
     let mut link = entry(0, 0o777);
     link.link = true;
     assert!(t.judge(&link).is_ok());
     link.uid = other;
-    assert!(matches!(t.judge(&link), Err(Untrusted::Link { .. })));
+    assert!(matches!(
+        t.judge(&link),
+        Err(PathError::LinkChangeable { .. })
+    ));
 }
 
 #[test]
@@ -454,13 +456,13 @@ fn another_users_directory_or_symlink_on_the_way_is_refused_by_the_rule() {
     std::os::unix::fs::lchown(&b, Some(65534), None).unwrap();
     let e = walk(Start::Path, &f, Links::Follow, &mut { judge }).unwrap_err();
     assert!(
-        matches!(e, PathError::Untrusted(Untrusted::Changeable { ref path, uid: 65534, .. }) if *path == b),
+        matches!(e, PathError::Changeable { ref path, uid: 65534, .. } if *path == b),
         "{e:?}"
     );
     std::os::unix::fs::lchown(&b, Some(0), None).unwrap();
     set_mode(&b, 0o777);
     let e = walk(Start::Path, &f, Links::Follow, &mut { judge }).unwrap_err();
-    assert!(matches!(e, PathError::Untrusted(_)), "{e:?}");
+    assert!(matches!(e, PathError::Changeable { .. }), "{e:?}");
     set_mode(&b, 0o755);
     let link = d.path().join("l");
     symlink(d.path().join("a"), &link).unwrap();
@@ -470,7 +472,7 @@ fn another_users_directory_or_symlink_on_the_way_is_refused_by_the_rule() {
     })
     .unwrap_err();
     assert!(
-        matches!(e, PathError::Untrusted(Untrusted::Link { uid: 65534, .. })),
+        matches!(e, PathError::LinkChangeable { uid: 65534, .. }),
         "{e:?}"
     );
 }

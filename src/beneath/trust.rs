@@ -3,9 +3,9 @@
 //! `fstat`) took, each caller's exceptions as explicit fields.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::Entry;
+use super::{Entry, PathError};
 
 /// Whose entries are accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,15 +71,6 @@ pub struct Faults {
     pub others_writable: bool,
 }
 
-/// An entry [`Trust`] refused, and why.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum Untrusted {
-    #[error("{} (a symlink of uid {uid}) may be changed by another user", path.display())]
-    Link { path: PathBuf, uid: u32 },
-    #[error("{} (owner {uid}, mode {mode:04o}) may be changed by another user", path.display())]
-    Changeable { path: PathBuf, uid: u32, mode: u32 },
-}
-
 impl Trust {
     /// Root's or certsync's, written by no one else: no exception.
     pub const STRICT: Self = Self {
@@ -117,17 +108,17 @@ impl Trust {
     }
 
     /// `Ok` when `e` is trusted, else what refuses it.
-    pub fn judge(&self, e: &Entry) -> Result<(), Untrusted> {
+    pub fn judge(&self, e: &Entry) -> Result<(), PathError> {
         if self.faults(e) == Faults::default() {
             return Ok(());
         }
         Err(if e.link {
-            Untrusted::Link {
+            PathError::LinkChangeable {
                 path: e.shown.clone(),
                 uid: e.uid,
             }
         } else {
-            Untrusted::Changeable {
+            PathError::Changeable {
                 path: e.shown.clone(),
                 uid: e.uid,
                 mode: e.mode,

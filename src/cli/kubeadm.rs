@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::values::duration;
+use super::values::{SETTABLE, ValueError, duration};
 
 #[derive(Debug, Subcommand)]
 pub enum KubeadmCommand {
@@ -141,39 +141,19 @@ pub struct AdoptArgs {
     pub keep_backups: u16,
 }
 
-/// `--set` options adopt accepts: how a certificate is renewed, never who
-/// it is for (that is kubeadm's template or the component's identity).
-pub const SETTABLE: [&str; 4] = ["lifetime", "renew", "key-alg", "keep-key"];
-
-/// A `kubeadm adopt --set` refused, as clap shows it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SetError {
-    #[error("--set {spec:?}: expected OPTION=VALUE")]
-    NoValue { spec: String },
-    /// An option that says who a certificate is for, or none adopt knows.
-    #[error(
-        "--set {option}: adopt sets only {} on its mappings (identity options such as \
-         cn, o, dns, ip, usage or template come from kubeadm's certificates)",
-        SETTABLE.join(", ")
-    )]
-    NotSettable { option: String },
-    #[error("--set {option}: empty value")]
-    Empty { option: String },
-}
-
 /// One `kubeadm adopt --set OPTION=VALUE`, refused unless it is one of
 /// [`SETTABLE`] (the value itself is checked with the configuration).
-pub fn check_set(spec: &str) -> Result<(String, String), SetError> {
-    let (k, v) = spec.split_once('=').ok_or_else(|| SetError::NoValue {
+pub fn check_set(spec: &str) -> Result<(String, String), ValueError> {
+    let (k, v) = spec.split_once('=').ok_or_else(|| ValueError::NoValue {
         spec: spec.to_owned(),
     })?;
     if !SETTABLE.contains(&k) {
-        return Err(SetError::NotSettable {
+        return Err(ValueError::NotSettable {
             option: k.to_owned(),
         });
     }
     if v.is_empty() {
-        return Err(SetError::Empty {
+        return Err(ValueError::Empty {
             option: k.to_owned(),
         });
     }

@@ -12,11 +12,10 @@ mod values;
 
 pub use approve::{ApproveArgs, CsrCommand, PolicyArgs, ReviewArgs};
 pub use kubeadm::{
-    AdoptArgs, KubeadmCommand, PlanOutput, RevertArgs, SETTABLE, SetError, StatusArgs,
-    StatusOutput, check_set,
+    AdoptArgs, KubeadmCommand, PlanOutput, RevertArgs, StatusArgs, StatusOutput, check_set,
 };
 pub use run::RunArgs;
-pub use values::{ModeProblem, ValueError, key_mode, log_filter, parse_mode};
+pub use values::{SETTABLE, ValueError, key_mode, log_filter, parse_mode};
 pub(crate) use values::{YEAR, duration};
 
 use std::path::PathBuf;

@@ -5,8 +5,12 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
+/// `--set` options adopt accepts: how a certificate is renewed, never who
+/// it is for (that is kubeadm's template or the component's identity).
+pub const SETTABLE: [&str; 4] = ["lifetime", "renew", "key-alg", "keep-key"];
+
 /// A flag's value refused, as clap and the config file show it.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ValueError {
     #[error(
         "log directive {directive:?}: {why} (directives are LEVEL or TARGET=LEVEL, \
@@ -43,23 +47,30 @@ pub enum ValueError {
     NotReload { signal: Signal },
     #[error("{value:?} is not an octal file mode such as 0644")]
     NotMode { value: String },
-    #[error("mode {mode:04o} {problem}")]
-    Mode { mode: u32, problem: ModeProblem },
+    // What a file mode may not do.
+    #[error("mode {mode:04o} sets setuid, setgid or sticky bits")]
+    ModeSpecial { mode: u32 },
+    #[error("mode {mode:04o} makes a certificate file executable")]
+    ModeExecutable { mode: u32 },
+    #[error("mode {mode:04o} lets users other than the owner write the file")]
+    ModeOthersWrite { mode: u32 },
+    #[error("mode {mode:04o} does not let the owner read the file")]
+    ModeOwnerCannotRead { mode: u32 },
     #[error("key mode {mode:04o} would make the private key readable by every user")]
     KeyReadable { mode: u32 },
-}
 
-/// What a file mode may not do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ModeProblem {
-    #[error("sets setuid, setgid or sticky bits")]
-    Special,
-    #[error("makes a certificate file executable")]
-    Executable,
-    #[error("lets users other than the owner write the file")]
-    OthersWrite,
-    #[error("does not let the owner read the file")]
-    OwnerCannotRead,
+    // A `kubeadm adopt --set` refused.
+    #[error("--set {spec:?}: expected OPTION=VALUE")]
+    NoValue { spec: String },
+    /// An option that says who a certificate is for, or none adopt knows.
+    #[error(
+        "--set {option}: adopt sets only {} on its mappings (identity options such as \
+         cn, o, dns, ip, usage or template come from kubeadm's certificates)",
+        SETTABLE.join(", ")
+    )]
+    NotSettable { option: String },
+    #[error("--set {option}: empty value")]
+    Empty { option: String },
 }
 
 /// A log filter (`--log-level`, `RUST_LOG`) in tracing's `Targets` form,
@@ -217,18 +228,17 @@ pub fn parse_mode(s: &str) -> Result<u32, ValueError> {
             });
         }
     };
-    let problem = if mode & 0o7000 != 0 {
-        ModeProblem::Special
+    Err(if mode & 0o7000 != 0 {
+        ValueError::ModeSpecial { mode }
     } else if mode & 0o111 != 0 {
-        ModeProblem::Executable
+        ValueError::ModeExecutable { mode }
     } else if mode & 0o022 != 0 {
-        ModeProblem::OthersWrite
+        ValueError::ModeOthersWrite { mode }
     } else if mode & 0o400 == 0 {
-        ModeProblem::OwnerCannotRead
+        ValueError::ModeOwnerCannotRead { mode }
     } else {
         return Ok(mode);
-    };
-    Err(ValueError::Mode { mode, problem })
+    })
 }
 
 pub(crate) fn cert_mode(s: &str) -> Result<u32, ValueError> {

@@ -248,7 +248,7 @@ mod tests {
             (
                 InspectError::Path {
                     path: "/x".into(),
-                    problem: "p".into(),
+                    problem: Box::new(InspectError::NotTarget),
                 }
                 .into(),
                 1,

@@ -6,7 +6,7 @@
 use std::io;
 use std::path::Path;
 
-use crate::beneath::{self, Links, Owners, PathError, ReadOnly, Start, Trust, Untrusted};
+use crate::beneath::{self, Links, Owners, PathError, ReadOnly, Start, Trust};
 
 /// Why a file that steers certsync was not read, or a path was refused.
 /// What concerns the file itself is said without its path (callers name
@@ -25,10 +25,6 @@ pub enum OwnedError {
     /// The way to the file: not opened, or an entry on it refused.
     #[error("{0}")]
     Way(#[source] PathError),
-    /// An entry on the way (or the file) that another user may change,
-    /// judged by path.
-    #[error("{0}")]
-    Untrusted(#[source] Untrusted),
     /// A symlink whose destination does not exist (yet): where it will
     /// lead, and who may change that, cannot be judged.
     #[error("is a symbolic link to a path that does not exist yet, which may be made by anyone")]
@@ -127,7 +123,7 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
         e => OwnedError::Way(e),
     };
     let walked = beneath::walk(Start::Path, &absolute, Links::Follow, &mut |e| {
-        Ok(OWNED_WAY.judge(e)?)
+        OWNED_WAY.judge(e)
     })
     .map_err(problem)?;
     let file = walked.open_read().map_err(problem)?;
@@ -163,21 +159,15 @@ pub fn owned_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
 /// `path` walked from `/` with every entry on the way, and the last,
 /// judged by `trust` on its descriptor.
 fn walk_judged(path: &Path, trust: Trust) -> Result<beneath::Walked, OwnedError> {
-    let untrusted = |e: PathError| match e {
-        PathError::Untrusted(u) => OwnedError::Untrusted(u),
-        e => OwnedError::Way(e),
-    };
-    let walked = beneath::walk(Start::Path, path, Links::Follow, &mut |e| {
-        Ok(trust.judge(e)?)
-    })
-    .map_err(untrusted)?;
+    let walked = beneath::walk(Start::Path, path, Links::Follow, &mut |e| trust.judge(e))
+        .map_err(OwnedError::Way)?;
     let last = beneath::Entry::of(
         walked.shown.clone(),
         std::os::fd::AsFd::as_fd(&walked.fd),
         &walked.st,
         false,
     );
-    trust.judge(&last).map_err(OwnedError::Untrusted)?;
+    trust.judge(&last).map_err(OwnedError::Way)?;
     Ok(walked)
 }
 
@@ -294,7 +284,7 @@ fn guard(path: &Path, volume_roots: bool) -> Result<(), OwnedError> {
 #[cfg(test)]
 mod guard_tests {
     use super::{OwnedError, only_root_may_change};
-    use crate::beneath::{PathError, Untrusted};
+    use crate::beneath::PathError;
     use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
@@ -311,7 +301,7 @@ mod guard_tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = only_root_may_change(&open.join("deep/f"));
         assert!(
-            matches!(&e, Err(OwnedError::Untrusted(Untrusted::Changeable { path, mode: 0o777, .. }))
+            matches!(&e, Err(OwnedError::Way(PathError::Changeable { path, mode: 0o777, .. }))
                 if *path == open),
             "{e:?}"
         );
@@ -333,7 +323,7 @@ mod guard_tests {
         std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let e = only_root_may_change(&sticky.join("root-made/t"));
         assert!(
-            matches!(&e, Err(OwnedError::Untrusted(Untrusted::Changeable { path, mode: 0o1777, .. }))
+            matches!(&e, Err(OwnedError::Way(PathError::Changeable { path, mode: 0o1777, .. }))
                 if *path == sticky),
             "{e:?}"
         );
@@ -369,9 +359,7 @@ mod guard_tests {
         assert!(
             matches!(
                 &e,
-                Err(OwnedError::Way(PathError::Untrusted(
-                    Untrusted::Changeable { uid: 65534, .. }
-                )))
+                Err(OwnedError::Way(PathError::Changeable { uid: 65534, .. }))
             ),
             "{e:?}"
         );
@@ -383,10 +371,10 @@ mod guard_tests {
         assert!(
             matches!(
                 &e,
-                Err(OwnedError::Way(PathError::Untrusted(Untrusted::Link {
+                Err(OwnedError::Way(PathError::LinkChangeable {
                     uid: 65534,
                     ..
-                })))
+                }))
             ),
             "{e:?}"
         );

@@ -10,19 +10,11 @@ use serde::Serialize;
 use crate::validate::{self, Leaf};
 use crate::writer::Writer;
 
+mod error;
 mod read;
 
+pub use error::InspectError;
 use read::Input;
-
-#[derive(Debug, thiserror::Error)]
-pub enum InspectError {
-    #[error("{path}: {problem}")]
-    Path { path: PathBuf, problem: String },
-    #[error(transparent)]
-    Writer(#[from] crate::writer::WriterError),
-    #[error("cannot encode the report: {0}")]
-    Encode(String),
-}
 
 /// Output format of the reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -86,7 +78,7 @@ impl CertReport {
 fn certificate_files(path: &Path) -> Result<read::WithKeys, InspectError> {
     let listed = read::directory(path).map_err(|problem| InspectError::Path {
         path: path.to_owned(),
-        problem: problem.to_string(),
+        problem: Box::new(problem),
     })?;
     Ok(match listed {
         Some(with_keys) => with_keys,
@@ -260,13 +252,14 @@ pub struct RevisionReport {
 /// hard-linked there), which root would read, print or restore into their
 /// directory.
 fn target_guarded(target: &Path) -> Result<(), InspectError> {
-    let refuse = |problem: String| InspectError::Path {
+    let refuse = |problem| InspectError::Path {
         path: target.to_owned(),
-        problem: format!("{problem}; refusing to read or restore it"),
+        problem: Box::new(problem),
     };
-    crate::files::no_other_user_may_write(target).map_err(|p| refuse(p.to_string()))?;
+    crate::files::no_other_user_may_write(target)
+        .map_err(|p| refuse(InspectError::TargetWritable(p)))?;
     crate::files::no_other_user_may_recreate(target)
-        .map_err(|p| refuse(format!("{p}, who chooses what its history holds")))
+        .map_err(|p| refuse(InspectError::TargetRecreatable(p)))
 }
 
 /// The revisions of a target, newest first.
@@ -279,7 +272,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
         // An empty table and exit 0 read as "a target with no history".
         return Err(InspectError::Path {
             path: target.to_owned(),
-            problem: "not a certsync target: no live revision (..data) and no history".into(),
+            problem: Box::new(InspectError::NotTarget),
         });
     }
     Ok(revisions
@@ -396,10 +389,8 @@ fn render_within<T: Serialize>(
     match output {
         Output::Json => serde_json::to_string_pretty(rows)
             .map(|s| s + "\n")
-            .map_err(|e| InspectError::Encode(e.to_string())),
-        Output::Yaml => {
-            serde_yaml_ng::to_string(rows).map_err(|e| InspectError::Encode(e.to_string()))
-        }
+            .map_err(InspectError::Json),
+        Output::Yaml => serde_yaml_ng::to_string(rows).map_err(InspectError::Yaml),
         Output::Table | Output::Wide => {
             let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
             // Subjects and names come from whoever wrote the certificate:

@@ -28,65 +28,9 @@ use std::rc::Rc;
 
 use nix::sys::stat::FileStat;
 
+use super::error::{InspectError, Kept};
 use crate::beneath::{self, Entry, Links, Owners, PathError, ReadOnly, Start, Trust, Walked};
 use crate::validate;
-
-/// Why `check` did not read an input (or list a directory), without the
-/// input's path: the report names it.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum ReadError {
-    /// The way to it: not opened, a symlink loop, or a link out of the
-    /// directory argument.
-    #[error("{0}")]
-    Way(#[source] PathError),
-    #[error("is {what}, not a regular file; refusing to open it")]
-    NotRegular { what: &'static str },
-    /// Kept from others and reached through `through`, which someone
-    /// other than root and its owner may change: it may be a link someone
-    /// made to a file they may not read.
-    #[error(
-        "{what} of uid {uid} that others may not read, reached through {}, which users \
-         other than root and the file's owner may change: it may be a link someone made to \
-         a file they may not read; refusing to read it",
-        through.describe()
-    )]
-    Exposed {
-        what: Kept,
-        uid: u32,
-        through: Entry,
-    },
-    /// Where the file really is, or a directory above it: not told.
-    #[error("cannot tell where it is: {0}")]
-    Unlocated(#[source] PathError),
-    #[error("moved while it was being checked; refusing to read it")]
-    Moved,
-    #[error("changed while it was opened; refusing to read it")]
-    Replaced,
-    #[error("larger than the {limit}-byte limit")]
-    TooLarge { limit: u64 },
-    /// Reading the file, or listing the directory.
-    #[error("{0}")]
-    Io(#[source] std::io::Error),
-}
-
-/// What a refusal names as kept from others.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Kept {
-    Directory,
-    File { links: u64 },
-}
-
-impl std::fmt::Display for Kept {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Directory => f.write_str("a directory"),
-            Self::File { links } if *links > 1 => {
-                write!(f, "a hard link (links {links}) to a file")
-            }
-            Self::File { .. } => f.write_str("a file"),
-        }
-    }
-}
 
 /// One input of `check`: a path the operator named (followed as given),
 /// or an entry of a directory they named (resolved beneath it).
@@ -112,7 +56,7 @@ struct Base {
 
 impl Base {
     /// `path` walked as written; `Ok(None)` when it is not a directory.
-    fn open(path: &Path) -> Result<Option<Self>, ReadError> {
+    fn open(path: &Path) -> Result<Option<Self>, InspectError> {
         let walked = walk(Start::Path, path)?;
         let st = &walked.st;
         if kind(st) != nix::sys::stat::SFlag::S_IFDIR {
@@ -133,9 +77,9 @@ impl Base {
     }
 
     /// Why nothing in it may be told, if so.
-    fn refusal(&self) -> Option<ReadError> {
+    fn refusal(&self) -> Option<InspectError> {
         let (uid, through) = self.refused.as_ref()?;
-        Some(ReadError::Exposed {
+        Some(InspectError::Exposed {
             what: Kept::Directory,
             uid: *uid,
             through: through.clone(),
@@ -146,8 +90,8 @@ impl Base {
 /// `path` walked from `start`, symlinks followed, everything on the way
 /// kept for [`exposure`]: a path as written, or an entry beneath its
 /// directory argument (no `..` above it, no absolute symlink).
-fn walk(start: Start<'_>, path: &Path) -> Result<Walked, ReadError> {
-    beneath::walk(start, path, Links::Follow, &mut |_| Ok(())).map_err(ReadError::Way)
+fn walk(start: Start<'_>, path: &Path) -> Result<Walked, InspectError> {
+    beneath::walk(start, path, Links::Follow, &mut |_| Ok(())).map_err(InspectError::Way)
 }
 
 /// Who may change the way to a file kept from others without it being
@@ -184,8 +128,8 @@ fn kind(st: &FileStat) -> nix::sys::stat::SFlag {
 /// The refusal of `what` (of status `st`, kept from others) reached
 /// through `through`, which someone other than root and its owner may
 /// change.
-fn refusal(what: Kept, st: &FileStat, through: &Entry) -> ReadError {
-    ReadError::Exposed {
+fn refusal(what: Kept, st: &FileStat, through: &Entry) -> InspectError {
+    InspectError::Exposed {
         what,
         uid: st.st_uid,
         through: through.clone(),
@@ -202,12 +146,12 @@ impl Input {
 
     /// Reads the input if it is a regular file of at most the bundle size
     /// limit; otherwise why not, without the path.
-    pub(super) fn read(&self) -> Result<Vec<u8>, ReadError> {
+    pub(super) fn read(&self) -> Result<Vec<u8>, InspectError> {
         let walked = self.open_path()?;
         let (st, passed) = (&walked.st, &walked.passed);
         let kind = kind(st);
         if kind != nix::sys::stat::SFlag::S_IFREG {
-            return Err(ReadError::NotRegular {
+            return Err(InspectError::NotRegular {
                 what: beneath::kind_name(kind),
             });
         }
@@ -219,14 +163,14 @@ impl Input {
             return Err(problem);
         }
         let file = walked.open_read().map_err(|e| match e {
-            PathError::Replaced { .. } => ReadError::Replaced,
-            e => ReadError::Way(e),
+            PathError::Replaced { .. } => InspectError::Replaced,
+            e => InspectError::Way(e),
         })?;
         beneath::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64).map_err(|e| {
             match e {
-                PathError::Io { source, .. } => ReadError::Io(source),
-                PathError::TooLarge { limit, .. } => ReadError::TooLarge { limit },
-                e => ReadError::Way(e),
+                PathError::Io { source, .. } => InspectError::Io(source),
+                PathError::TooLarge { limit, .. } => InspectError::TooLarge { limit },
+                e => InspectError::Way(e),
             }
         })
     }
@@ -241,18 +185,18 @@ impl Input {
     /// one link, what is left of such a link once the owner renamed its own
     /// name away (a rotation). Found on descriptors: the directory that
     /// holds the opened file and then each `..` above it, up to `/`.
-    fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<ReadError> {
+    fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<InspectError> {
         if st.st_mode & 0o004 != 0 || own(st) {
             return None;
         }
         let holder = match beneath::holder(fd.as_fd(), st) {
             Ok(found) => found,
-            Err(PathError::Replaced { .. }) => return Some(ReadError::Moved),
-            Err(e) => return Some(ReadError::Unlocated(e)),
+            Err(PathError::Replaced { .. }) => return Some(InspectError::Moved),
+            Err(e) => return Some(InspectError::Unlocated(e)),
         };
         for up in beneath::upward(holder.fd, holder.shown) {
             match up {
-                Err(e) => return Some(ReadError::Unlocated(e)),
+                Err(e) => return Some(InspectError::Unlocated(e)),
                 Ok((here, _)) if way(st.st_uid).judge(&here).is_err() => {
                     return Some(refusal(file_kind(st), st, &here));
                 }
@@ -265,7 +209,7 @@ impl Input {
     /// An `O_PATH` descriptor (nothing read, no device opened) and what
     /// the way to it passed: the path as written, or the entry beneath its
     /// directory.
-    fn open_path(&self) -> Result<Walked, ReadError> {
+    fn open_path(&self) -> Result<Walked, InspectError> {
         let Some(base) = &self.beneath else {
             return walk(Start::Path, &self.shown);
         };
@@ -320,7 +264,7 @@ pub(super) type WithKeys = Vec<(Input, Option<Input>)>;
 /// look like certificates (`*.crt`, `*.pem`, not hidden), sorted, each
 /// with the entry named after it with `.key` if there is one.
 /// `Ok(None)` when `path` is not a directory.
-pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, ReadError> {
+pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, InspectError> {
     let Some(base) = Base::open(path)? else {
         return Ok(None);
     };
@@ -329,10 +273,10 @@ pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, ReadError> {
     }
     // Listed through the walked descriptor itself: the very directory
     // judged, no name looked up again.
-    let listing = base.walked.dir().map_err(ReadError::Way)?;
+    let listing = base.walked.dir().map_err(InspectError::Way)?;
     let mut names = std::collections::BTreeSet::new();
-    for entry in listing.entries().map_err(ReadError::Io)? {
-        let entry = entry.map_err(ReadError::Io)?;
+    for entry in listing.entries().map_err(InspectError::Io)? {
+        let entry = entry.map_err(InspectError::Io)?;
         names.insert(entry.file_name().to_string_lossy().into_owned());
     }
     let base = Rc::new(base);
@@ -376,17 +320,17 @@ mod tests {
 
         let e = read("loop.crt");
         assert!(
-            matches!(&e, Err(ReadError::Way(PathError::Loop { path })) if *path == at("loop.crt")),
+            matches!(&e, Err(InspectError::Way(PathError::Loop { path })) if *path == at("loop.crt")),
             "{e:?}"
         );
         let e = read("fifo.crt");
         assert!(
-            matches!(e, Err(ReadError::NotRegular { what: "a FIFO" })),
+            matches!(e, Err(InspectError::NotRegular { what: "a FIFO" })),
             "{e:?}"
         );
         let e = read("big.crt");
         assert!(
-            matches!(e, Err(ReadError::TooLarge { limit }) if limit == validate::MAX_PUBLISHED_SIZE as u64),
+            matches!(e, Err(InspectError::TooLarge { limit }) if limit == validate::MAX_PUBLISHED_SIZE as u64),
             "{e:?}"
         );
         // Beneath a directory argument: the same loop, named as listed.
@@ -396,7 +340,10 @@ mod tests {
             .find(|(c, _)| c.shown == at("loop.crt"))
             .unwrap();
         assert!(
-            matches!(looped.read(), Err(ReadError::Way(PathError::Loop { .. }))),
+            matches!(
+                looped.read(),
+                Err(InspectError::Way(PathError::Loop { .. }))
+            ),
             "{:?}",
             looped.read()
         );
@@ -419,7 +366,7 @@ mod tests {
         assert!(
             matches!(
                 &e,
-                Err(ReadError::Exposed { what: Kept::File { links: 1 }, uid: 0, through })
+                Err(InspectError::Exposed { what: Kept::File { links: 1 }, uid: 0, through })
                     if through.shown == open
             ),
             "{e:?}"

@@ -181,7 +181,7 @@ pub enum FileProblem {
     #[error("holds {0} certificates; a CA file holds exactly one")]
     NotOneCertificate(usize),
     #[error("Go would not read it ({0}); adopt trusts only what Go reads")]
-    NotAsGoReads(#[source] Box<crate::x509::NotStrict>),
+    NotAsGoReads(#[source] Box<crate::x509::X509Error>),
     #[error(
         "exists and adopt did not write it (the node is not adopted): move it away, adopt \
          writes it from the CA certificates"

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::manifest::{self, Manifest};
 use super::paths::{digest, host};
 use super::*;
-use crate::cli::{SetError, check_set};
+use crate::cli::{ValueError, check_set};
 use crate::config::ConfigError;
 
 /// adopt, its output kept and returned, as the tests read it.
@@ -149,19 +149,19 @@ fn set_accepts_renewal_options_only() {
         let option = bad.split_once('=').expect("=").0.to_owned();
         assert_eq!(
             check_set(bad),
-            Err(SetError::NotSettable { option }),
+            Err(ValueError::NotSettable { option }),
             "{bad}"
         );
     }
     assert_eq!(
         check_set("lifetime"),
-        Err(SetError::NoValue {
+        Err(ValueError::NoValue {
             spec: "lifetime".into()
         })
     );
     assert_eq!(
         check_set("lifetime="),
-        Err(SetError::Empty {
+        Err(ValueError::Empty {
             option: "lifetime".into()
         })
     );
@@ -852,7 +852,7 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
             }, .. } if mapping == "scheduler-client"
                 && path.ends_with("scheduler.conf")
                 && matches!(&**problem,
-                    crate::writer::KubeconfigProblem::Unreadable(p) if p.contains("symlink")))),
+                    crate::writer::WriterError::KubeconfigUnreadable(p) if p.contains("symlink")))),
         "{why}"
     );
     assert!(!d.join("certsync/backup").exists(), "nothing was written");

@@ -1,6 +1,6 @@
 //! Why a reload was not sent, not answered or not proven: one error for the
 //! reloader's parts (signal, HTTP hook, serving check), each with what it
-//! was about as fields; and why a pidfile is not proof of the consumer.
+//! was about as fields, and why a pidfile is not proof of the consumer.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -66,9 +66,13 @@ pub enum ReloadError {
     NotAPid { path: PathBuf, text: String },
     #[error("pidfile {path}: process {pid} does not exist")]
     PidGone { path: PathBuf, pid: i32 },
-    /// The pidfile is not proof that the process it names is the consumer.
+    /// The pidfile is not proof that the process it names is the consumer:
+    /// `problem` is one of the reasons below, each with its [`Refusal`].
     #[error("pidfile {path}: {problem}; refusing to signal it")]
-    Refused { path: PathBuf, problem: NotProof },
+    Refused {
+        path: PathBuf,
+        problem: Box<ReloadError>,
+    },
     #[error(
         "permission denied sending {signal} to pid {pid} ({comm}): certsync runs as another user \
          without CAP_KILL; run it as the main container's user or add the KILL capability"
@@ -188,19 +192,16 @@ pub enum ReloadError {
     /// hyper's error chain, which never carries the URL.
     #[error("{}", crate::error_chain(.0))]
     Send(#[source] hyper_util::client::legacy::Error),
-}
 
-/// Why a pidfile is not proof that the process it names is the consumer;
-/// each with its [`Refusal`] label.
-#[derive(Debug, thiserror::Error)]
-pub enum NotProof {
+    // Why a pidfile is not proof that the process it names is the consumer
+    // ([`ReloadError::Refused`]).
     #[error(
         "is a symbolic link, which is never followed (whoever can write its directory chooses \
          where it points)"
     )]
-    Symlink,
+    PidfileSymlink,
     #[error("is {kind}, not a regular file")]
-    NotRegular { kind: &'static str },
+    PidfileNotRegular { kind: &'static str },
     /// A hard link says nothing of who made it: with
     /// fs.protected_hardlinks=0 the consumer may link a root-owned pidfile
     /// naming a root process into its own directory.
@@ -208,13 +209,13 @@ pub enum NotProof {
         "is a hard link (links {links}) to a file that has another name; whoever can write its \
          directory may have linked another user's pidfile there; a pidfile must have one link"
     )]
-    HardLink { links: u64 },
+    PidfileHardLink { links: u64 },
     #[error("larger than the {limit}-byte limit")]
-    TooLarge { limit: u64 },
+    PidfileTooLarge { limit: u64 },
     #[error("names certsync itself")]
-    Certsync,
+    NamesCertsync,
     #[error("names process {pid}, which started certsync")]
-    Ancestor { pid: i32 },
+    NamesAncestor { pid: i32 },
     /// `comm` escaped.
     #[error(
         "owned by uid {owner}, names process {pid} ({comm}), which runs as uid {euid} (real \
@@ -248,21 +249,24 @@ pub enum NotProof {
     },
 }
 
-impl NotProof {
-    /// The `reason` label of `certsync_reload_refusals_total`.
-    pub fn reason(&self) -> Refusal {
-        match self {
-            Self::Symlink
-            | Self::NotRegular { .. }
-            | Self::HardLink { .. }
-            | Self::TooLarge { .. } => Refusal::Pidfile,
+impl ReloadError {
+    /// The `reason` label of `certsync_reload_refusals_total`, for a
+    /// refused pidfile.
+    pub fn refusal(&self) -> Option<Refusal> {
+        Some(match self {
+            Self::Refused { problem, .. } => return problem.refusal(),
+            Self::PidfileSymlink
+            | Self::PidfileNotRegular { .. }
+            | Self::PidfileHardLink { .. }
+            | Self::PidfileTooLarge { .. } => Refusal::Pidfile,
             Self::OtherUser { .. } => Refusal::User,
             Self::NotNamed { .. } => Refusal::Name,
-            Self::Certsync
-            | Self::Ancestor { .. }
+            Self::NamesCertsync
+            | Self::NamesAncestor { .. }
             | Self::Younger { .. }
             | Self::StartUnknown { .. } => Refusal::Pid,
-        }
+            _ => return None,
+        })
     }
 }
 

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tokio::sync::{Notify, watch};
 
-pub use self::error::{NotProof, Refusal, ReloadError};
+pub use self::error::{Refusal, ReloadError};
 use self::http::HttpHook;
 use self::pid::Target;
 use self::verify::ServingCheck;
@@ -224,11 +224,12 @@ async fn reload(
                         pause = (pause * 2).min(Duration::from_secs(2));
                         attempt += 1;
                     }
-                    Ok(Err(ReloadError::Refused { path, problem })) => {
+                    Ok(Err(e @ ReloadError::Refused { .. })) => {
                         // Not the consumer: said once here, counted, and
                         // recorded on every mapping that asked.
-                        metrics.reload_refused(problem.reason().label());
-                        let e = ReloadError::Refused { path, problem };
+                        if let Some(reason) = e.refusal() {
+                            metrics.reload_refused(reason.label());
+                        }
                         for events in batch.values().filter_map(|r| r.events.as_ref()) {
                             events.reload_refused(e.to_string());
                         }

@@ -296,7 +296,6 @@ pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, ReloadError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reload::error::NotProof;
 
     fn p(pid: i32, ppid: i32, comm: &str, cmdline: &[&str]) -> Proc {
         Proc {
@@ -553,10 +552,8 @@ mod tests {
         assert!(
             matches!(
                 e,
-                ReloadError::Refused {
-                    problem: NotProof::NotNamed { .. },
-                    ..
-                }
+                ReloadError::Refused { ref problem, .. }
+                    if matches!(**problem, ReloadError::NotNamed { .. })
             ),
             "{e}"
         );

@@ -141,7 +141,7 @@ pub enum CaError {
     #[error("the renewed CA has another key")]
     RenewedOtherKey,
     #[error("{0}")]
-    NotStrict(#[source] Box<crate::x509::NotStrict>),
+    NotStrict(#[source] Box<crate::x509::X509Error>),
 }
 
 impl CaError {

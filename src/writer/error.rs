@@ -3,7 +3,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{KubeconfigProblem, PairProblem, RollbackProblem};
+use super::kubeconfig::CERT_DATA;
+use super::{NotOwn, PIN, RevisionProblem};
+use crate::beneath::PathError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriterError {
@@ -56,7 +58,7 @@ pub enum WriterError {
     Rollback {
         target: PathBuf,
         #[source]
-        problem: Box<RollbackProblem>,
+        problem: Box<WriterError>,
     },
     /// Another process held the write lock (`held_by`, as its lock file
     /// says) until shutdown.
@@ -88,13 +90,13 @@ pub enum WriterError {
     Kubeconfig {
         path: PathBuf,
         #[source]
-        problem: Box<KubeconfigProblem>,
+        problem: Box<WriterError>,
     },
     #[error("update-pair {prefix}: {problem}")]
     Pair {
         prefix: PathBuf,
         #[source]
-        problem: Box<PairProblem>,
+        problem: Box<WriterError>,
     },
     #[error(
         "target {target} is already managed by another certsync (pid {pid}); \
@@ -111,6 +113,162 @@ pub enum WriterError {
         path: PathBuf,
         problem: String,
     },
+
+    // How a user authenticates beside the embedded certificate certsync
+    // writes: embedding data beside it would change what the file means.
+    #[error(
+        "gives its client {what} as a file ({key}); replacing a file reference with embedded \
+         data would change what the file means: point certsync's consumers at the target's \
+         files instead, or remove {key}"
+    )]
+    AuthFile { key: String, what: &'static str },
+    #[error("authenticates with a token ({0}) too")]
+    AuthToken(String),
+    #[error("authenticates with an exec plugin too")]
+    AuthExec,
+    #[error("authenticates with an auth provider too")]
+    AuthProvider,
+    #[error("authenticates with a password ({0}) too")]
+    AuthPassword(String),
+    #[error("has {0:?}, which certsync does not know to keep meaningful")]
+    AuthUnknown(String),
+
+    // Why a kubeconfig is refused or holds no certificate to show; rendered
+    // after its path (`update-kubeconfig PATH: ...`).
+    #[error("{0}")]
+    KubeconfigUnreadable(String),
+    #[error("names no file")]
+    NoFileName,
+    #[error(
+        "{0}, who could swap the file certsync writes the key into; keep it and its \
+         directories owned by root and writable by their owner only"
+    )]
+    KubeconfigOthersMayChange(String),
+    #[error("is owned by uid {uid}, not certsync's user (uid {euid})")]
+    KubeconfigNotOwned { uid: u32, euid: u32 },
+    #[error("mode {0:04o} lets group or others write it")]
+    KubeconfigOthersMayWrite(u32),
+    #[error("is not UTF-8 text")]
+    NotUtf8,
+    #[error("is not a kubeconfig: {0}")]
+    NotKubeconfig(String),
+    #[error("is not a YAML mapping")]
+    NotMapping,
+    #[error("has no current-context")]
+    NoCurrentContext,
+    #[error("has no current-context, so no user is the one to update")]
+    NoUserToUpdate,
+    #[error("context {context:?} names no {what}")]
+    ContextNamesNo { context: String, what: &'static str },
+    #[error("has no {0}")]
+    NoList(String),
+    #[error("{0} is not a list")]
+    NotList(String),
+    #[error("has no entry {name:?} in {list}")]
+    NoEntry { list: String, name: String },
+    #[error("names {name:?} twice in {list}")]
+    Twice { list: String, name: String },
+    #[error("the user {user:?} of context {context:?}: {problem}")]
+    OfUser {
+        user: String,
+        context: String,
+        #[source]
+        problem: Box<WriterError>,
+    },
+    #[error("user {0:?} is not a mapping")]
+    UserNotMapping(String),
+    #[error(
+        "user {user:?} (of current-context {context:?}) {how}; refusing to embed a certificate \
+         beside it"
+    )]
+    OtherAuth {
+        user: String,
+        context: String,
+        how: Box<WriterError>,
+    },
+    #[error("user {0:?} has no embedded client certificate ({CERT_DATA})")]
+    NoCertificate(String),
+    #[error("{0} is not base64")]
+    NotBase64(String),
+    #[error("{0} is not a string")]
+    NotString(String),
+    #[error("the user vanished")]
+    UserVanished,
+    #[error("its current cluster has no fields")]
+    ClusterHasNoFields,
+    #[error("its current cluster has {0}; certsync embeds CA data only where kubeadm did")]
+    ClusterNamesCa(&'static str),
+    #[error("cannot write it as YAML: {0}")]
+    Unwritable(String),
+
+    // Why a pair outside the target is not one certsync may keep in step
+    // (the prefix is named beside it, [`WriterError::Pair`]).
+    #[error("names no file stem (e.g. /etc/kubernetes/pki/apiserver)")]
+    NoStem,
+    #[error("is not an absolute path")]
+    NotAbsolute,
+    #[error(
+        "{0}, who could swap the files certsync writes the key into; keep the directory and those \
+         above it owned by root and writable by their owner only"
+    )]
+    DirOthersMayChange(#[source] crate::files::OwnedError),
+    #[error(transparent)]
+    PairUnreadable(crate::beneath::PathError),
+    #[error("{} is owned by uid {uid}, not certsync's user (uid {euid})", path.display())]
+    PairNotOwned { path: PathBuf, uid: u32, euid: u32 },
+    #[error("{} has mode {mode:04o}, which lets group or others write it", path.display())]
+    PairOthersMayWrite { path: PathBuf, mode: u32 },
+    #[error(
+        "{key} exists with no {cert} beside it: a lone key is a signing key (a service-account or \
+         CA key), not a pair certsync keeps"
+    )]
+    LoneKey { key: String, cert: String },
+    #[error(
+        "{cert} is not one certificate certsync can read, so it cannot be judged not to be a \
+         CA's; certsync replaces only a leaf pair"
+    )]
+    NotOneCertificate { cert: String },
+    #[error(
+        "its .crt is a CA certificate (CA:TRUE, keyCertSign, or version 1 or 2); certsync never \
+         writes over a CA"
+    )]
+    Ca,
+    #[error(
+        "{key} is not the key of {cert} (nor the key certsync writes): another's key, never \
+         replaced"
+    )]
+    OtherKey { key: String, cert: String },
+
+    // Why a rollback is refused (or a pin cannot be kept); rendered after
+    // the target.
+    #[error("the rollback pin names content no revision on disk holds; remove ..pin")]
+    PinnedContentGone,
+    #[error("no live revision to roll back from")]
+    NoLiveRevision,
+    #[error("revision {0} is not in history (see `certsync revisions`)")]
+    NotInHistory(u64),
+    #[error("no earlier revision in history")]
+    NoHistory,
+    #[error("revision {number}: {problem}")]
+    RevisionUntrusted {
+        number: u64,
+        #[source]
+        problem: RevisionProblem,
+    },
+    /// The caller's check (validation now) refused the content.
+    #[error("refusing revision {number}: {problem}")]
+    Refused {
+        number: u64,
+        #[source]
+        problem: crate::validate::ValidationError,
+    },
+    // Why `..pin` is not obeyed (it is removed).
+    #[error("{0}")]
+    PinUnreadable(#[source] PathError),
+    #[error("{PIN}: {0}")]
+    PinNotOwn(#[source] NotOwn),
+    #[error("{PIN}: a hard link (links {links})")]
+    PinHardLink { links: u64 },
 }
 
 pub(super) trait Ctx<T> {

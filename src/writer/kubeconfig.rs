@@ -27,7 +27,7 @@ use base64::Engine as _;
 use serde_yaml_ng::{Mapping, Value};
 
 /// The two fields certsync writes; the only ones the user may have.
-const CERT_DATA: &str = "client-certificate-data";
+pub(super) const CERT_DATA: &str = "client-certificate-data";
 const KEY_DATA: &str = "client-key-data";
 /// The current cluster's CA data, which adopt sets once a CA is renewed.
 const CA_DATA: &str = "certificate-authority-data";
@@ -43,100 +43,7 @@ struct Opened {
     user: usize,
 }
 
-/// Why a kubeconfig is refused or holds no certificate to show; rendered
-/// after its path (`update-kubeconfig PATH: ...`).
-#[derive(Debug, thiserror::Error)]
-pub enum KubeconfigProblem {
-    #[error("{0}")]
-    Unreadable(String),
-    #[error("names no file")]
-    NoFileName,
-    #[error(
-        "{0}, who could swap the file certsync writes the key into; keep it and its \
-         directories owned by root and writable by their owner only"
-    )]
-    OthersMayChange(String),
-    #[error("is owned by uid {uid}, not certsync's user (uid {euid})")]
-    NotOwned { uid: u32, euid: u32 },
-    #[error("mode {0:04o} lets group or others write it")]
-    OthersMayWrite(u32),
-    #[error("is not UTF-8 text")]
-    NotUtf8,
-    #[error("is not a kubeconfig: {0}")]
-    NotKubeconfig(String),
-    #[error("is not a YAML mapping")]
-    NotMapping,
-    #[error("has no current-context")]
-    NoCurrentContext,
-    #[error("has no current-context, so no user is the one to update")]
-    NoUserToUpdate,
-    #[error("context {context:?} names no {what}")]
-    ContextNamesNo { context: String, what: &'static str },
-    #[error("has no {0}")]
-    NoList(String),
-    #[error("{0} is not a list")]
-    NotList(String),
-    #[error("has no entry {name:?} in {list}")]
-    NoEntry { list: String, name: String },
-    #[error("names {name:?} twice in {list}")]
-    Twice { list: String, name: String },
-    #[error("the user {user:?} of context {context:?}: {problem}")]
-    OfUser {
-        user: String,
-        context: String,
-        #[source]
-        problem: Box<KubeconfigProblem>,
-    },
-    #[error("user {0:?} is not a mapping")]
-    UserNotMapping(String),
-    #[error(
-        "user {user:?} (of current-context {context:?}) {how}; refusing to embed a certificate \
-         beside it"
-    )]
-    OtherAuth {
-        user: String,
-        context: String,
-        how: OtherAuth,
-    },
-    #[error("user {0:?} has no embedded client certificate ({CERT_DATA})")]
-    NoCertificate(String),
-    #[error("{0} is not base64")]
-    NotBase64(String),
-    #[error("{0} is not a string")]
-    NotString(String),
-    #[error("the user vanished")]
-    UserVanished,
-    #[error("its current cluster has no fields")]
-    ClusterHasNoFields,
-    #[error("its current cluster has {0}; certsync embeds CA data only where kubeadm did")]
-    ClusterNamesCa(&'static str),
-    #[error("cannot write it as YAML: {0}")]
-    Unwritable(String),
-}
-
-/// How a user authenticates beside the embedded certificate certsync
-/// writes: embedding data beside it would change what the file means.
-#[derive(Debug, thiserror::Error)]
-pub enum OtherAuth {
-    #[error(
-        "gives its client {what} as a file ({key}); replacing a file reference with embedded \
-         data would change what the file means: point certsync's consumers at the target's \
-         files instead, or remove {key}"
-    )]
-    File { key: String, what: &'static str },
-    #[error("authenticates with a token ({0}) too")]
-    Token(String),
-    #[error("authenticates with an exec plugin too")]
-    Exec,
-    #[error("authenticates with an auth provider too")]
-    AuthProvider,
-    #[error("authenticates with a password ({0}) too")]
-    Password(String),
-    #[error("has {0:?}, which certsync does not know to keep meaningful")]
-    Unknown(String),
-}
-
-fn refused(path: &Path, problem: KubeconfigProblem) -> WriterError {
+fn refused(path: &Path, problem: WriterError) -> WriterError {
     WriterError::Kubeconfig {
         path: path.to_owned(),
         problem: Box::new(problem),
@@ -154,31 +61,29 @@ pub fn check_kubeconfig(path: &Path) -> Result<(), WriterError> {
 /// admin.conf): read only, so none of the rules for writing apply, but
 /// still a regular file, capped, through the one YAML reader. `Err` says
 /// why there is no certificate to show.
-pub fn kubeconfig_certificate(
-    path: &Path,
-) -> Result<(Vec<u8>, Option<Vec<u8>>), KubeconfigProblem> {
+pub fn kubeconfig_certificate(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterError> {
     let bytes = crate::beneath::read_file(path, MAX_BUNDLE_SIZE as u64)
-        .map_err(|e| KubeconfigProblem::Unreadable(e.problem()))?;
-    let text = String::from_utf8(bytes).map_err(|_| KubeconfigProblem::NotUtf8)?;
+        .map_err(|e| WriterError::KubeconfigUnreadable(e.problem()))?;
+    let text = String::from_utf8(bytes).map_err(|_| WriterError::NotUtf8)?;
     embedded_pair(&text)
 }
 
 /// [`kubeconfig_certificate`] of a kubeconfig's text, read by the caller
 /// (`check` reads it as it reads a certificate: walked as written).
-pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), KubeconfigProblem> {
-    let doc: Value = crate::files::parse_yaml(text)
-        .map_err(|e| KubeconfigProblem::NotKubeconfig(e.to_string()))?;
+pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterError> {
+    let doc: Value =
+        crate::files::parse_yaml(text).map_err(|e| WriterError::NotKubeconfig(e.to_string()))?;
     let context = doc
         .get("current-context")
         .and_then(Value::as_str)
-        .ok_or(KubeconfigProblem::NoCurrentContext)?;
+        .ok_or(WriterError::NoCurrentContext)?;
     let c = named(&doc, "contexts", context)?;
     let user = doc["contexts"][c]["context"]["user"]
         .as_str()
         .ok_or_else(|| names_no(context, "user"))?;
     let u = named(&doc, "users", user)?;
     let data = |field| decode(doc["users"][u]["user"].get(field), field);
-    let cert = data(CERT_DATA)?.ok_or_else(|| KubeconfigProblem::NoCertificate(user.into()))?;
+    let cert = data(CERT_DATA)?.ok_or_else(|| WriterError::NoCertificate(user.into()))?;
     Ok((cert, data(KEY_DATA)?))
 }
 
@@ -192,8 +97,8 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
     }
     let before = embedded(&o, CERT_DATA).ok().flatten();
     let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
-    let user = user_fields(&mut o.doc, o.user)
-        .ok_or_else(|| refused(path, KubeconfigProblem::UserVanished))?;
+    let user =
+        user_fields(&mut o.doc, o.user).ok_or_else(|| refused(path, WriterError::UserVanished))?;
     // Replaced in place: an existing key keeps its position.
     user.insert(CERT_DATA.into(), b64(cert));
     user.insert(KEY_DATA.into(), b64(key));
@@ -206,7 +111,7 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
 /// it has none.
 pub fn embedded_ca(path: &Path, text: &str) -> Result<Option<Vec<u8>>, WriterError> {
     let doc: Value = crate::files::parse_yaml(text)
-        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e.to_string())))?;
+        .map_err(|e| refused(path, WriterError::NotKubeconfig(e.to_string())))?;
     let c = current_cluster(&doc).map_err(|p| refused(path, p))?;
     decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA).map_err(|p| refused(path, p))
 }
@@ -232,28 +137,28 @@ pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, Writer
 /// changes.
 pub fn with_ca_data(path: &Path, text: &str, ca: &[u8]) -> Result<Option<String>, WriterError> {
     let mut doc: Value = crate::files::parse_yaml(text)
-        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e.to_string())))?;
+        .map_err(|e| refused(path, WriterError::NotKubeconfig(e.to_string())))?;
     if !set_ca_data(&mut doc, ca).map_err(|p| refused(path, p))? {
         return Ok(None);
     }
     serde_yaml_ng::to_string(&doc)
         .map(Some)
-        .map_err(|e| refused(path, KubeconfigProblem::Unwritable(e.to_string())))
+        .map_err(|e| refused(path, WriterError::Unwritable(e.to_string())))
 }
 
 /// Sets the current context's cluster's CA data to `ca`; `false` when it
 /// already holds exactly that. Refused where the cluster names its CA by
 /// file (the file is what to update) or skips verification: embedded
 /// data beside either would change what the file means.
-fn set_ca_data(doc: &mut Value, ca: &[u8]) -> Result<bool, KubeconfigProblem> {
+fn set_ca_data(doc: &mut Value, ca: &[u8]) -> Result<bool, WriterError> {
     let c = current_cluster(doc)?;
     let cluster = doc["clusters"][c]
         .get_mut("cluster")
         .and_then(Value::as_mapping_mut)
-        .ok_or(KubeconfigProblem::ClusterHasNoFields)?;
+        .ok_or(WriterError::ClusterHasNoFields)?;
     for other in ["certificate-authority", "insecure-skip-tls-verify"] {
         if cluster.contains_key(other) {
-            return Err(KubeconfigProblem::ClusterNamesCa(other));
+            return Err(WriterError::ClusterNamesCa(other));
         }
     }
     let want = Value::String(base64::engine::general_purpose::STANDARD.encode(ca));
@@ -265,11 +170,11 @@ fn set_ca_data(doc: &mut Value, ca: &[u8]) -> Result<bool, KubeconfigProblem> {
 }
 
 /// The index in `clusters` of the current context's cluster.
-fn current_cluster(doc: &Value) -> Result<usize, KubeconfigProblem> {
+fn current_cluster(doc: &Value) -> Result<usize, WriterError> {
     let context = doc
         .get("current-context")
         .and_then(Value::as_str)
-        .ok_or(KubeconfigProblem::NoCurrentContext)?;
+        .ok_or(WriterError::NoCurrentContext)?;
     let c = named(doc, "contexts", context)?;
     let cluster = doc["contexts"][c]["context"]["cluster"]
         .as_str()
@@ -277,8 +182,8 @@ fn current_cluster(doc: &Value) -> Result<usize, KubeconfigProblem> {
     named(doc, "clusters", cluster)
 }
 
-fn names_no(context: &str, what: &'static str) -> KubeconfigProblem {
-    KubeconfigProblem::ContextNamesNo {
+fn names_no(context: &str, what: &'static str) -> WriterError {
+    WriterError::ContextNamesNo {
         context: context.into(),
         what,
     }
@@ -288,7 +193,7 @@ fn names_no(context: &str, what: &'static str) -> KubeconfigProblem {
 /// directory's handle, with its owner and mode.
 fn write_back(o: &Opened, path: &Path) -> Result<(), WriterError> {
     let text = serde_yaml_ng::to_string(&o.doc)
-        .map_err(|e| refused(path, KubeconfigProblem::Unwritable(e.to_string())))?;
+        .map_err(|e| refused(path, WriterError::Unwritable(e.to_string())))?;
     let (mode, uid, gid) = o.meta;
     let dir_path = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -308,10 +213,10 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
-        .ok_or_else(|| refused(path, KubeconfigProblem::NoFileName))?
+        .ok_or_else(|| refused(path, WriterError::NoFileName))?
         .to_owned();
     crate::files::only_root_may_change(path)
-        .map_err(|p| refused(path, KubeconfigProblem::OthersMayChange(p.to_string())))?;
+        .map_err(|p| refused(path, WriterError::KubeconfigOthersMayChange(p.to_string())))?;
     let dir_path = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -319,18 +224,18 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
     let dir = Dir::open_ambient_dir(dir_path, cap_std::ambient_authority())
         .ctx("open directory", dir_path)?;
     let (bytes, meta) = read_file_meta(&dir, &name, path)
-        .map_err(|e| refused(path, KubeconfigProblem::Unreadable(e.problem())))?;
+        .map_err(|e| refused(path, WriterError::KubeconfigUnreadable(e.problem())))?;
     let (mode, uid, _) = meta;
     let euid = nix::unistd::geteuid().as_raw();
     if uid != euid {
-        return Err(refused(path, KubeconfigProblem::NotOwned { uid, euid }));
+        return Err(refused(path, WriterError::KubeconfigNotOwned { uid, euid }));
     }
     if mode & 0o022 != 0 {
-        return Err(refused(path, KubeconfigProblem::OthersMayWrite(mode)));
+        return Err(refused(path, WriterError::KubeconfigOthersMayWrite(mode)));
     }
-    let text = String::from_utf8(bytes).map_err(|_| refused(path, KubeconfigProblem::NotUtf8))?;
+    let text = String::from_utf8(bytes).map_err(|_| refused(path, WriterError::NotUtf8))?;
     let doc: Value = crate::files::parse_yaml(&text)
-        .map_err(|e| refused(path, KubeconfigProblem::NotKubeconfig(e.to_string())))?;
+        .map_err(|e| refused(path, WriterError::NotKubeconfig(e.to_string())))?;
     let user = current_user(&doc).map_err(|p| refused(path, p))?;
     Ok(Opened {
         dir,
@@ -343,11 +248,11 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
 
 /// The one entry of `list` (a kubeconfig's `contexts` or `users`) named
 /// `name`, by index.
-fn named(doc: &Value, list: &str, name: &str) -> Result<usize, KubeconfigProblem> {
+fn named(doc: &Value, list: &str, name: &str) -> Result<usize, WriterError> {
     let entries = match doc.get(list) {
         Some(Value::Sequence(s)) => s,
-        None | Some(Value::Null) => return Err(KubeconfigProblem::NoList(list.into())),
-        Some(_) => return Err(KubeconfigProblem::NotList(list.into())),
+        None | Some(Value::Null) => return Err(WriterError::NoList(list.into())),
+        Some(_) => return Err(WriterError::NotList(list.into())),
     };
     let mut found = entries
         .iter()
@@ -355,11 +260,11 @@ fn named(doc: &Value, list: &str, name: &str) -> Result<usize, KubeconfigProblem
         .filter(|(_, e)| e.get("name").and_then(Value::as_str) == Some(name));
     match (found.next(), found.next()) {
         (Some((i, _)), None) => Ok(i),
-        (None, _) => Err(KubeconfigProblem::NoEntry {
+        (None, _) => Err(WriterError::NoEntry {
             list: list.into(),
             name: name.into(),
         }),
-        (Some(_), Some(_)) => Err(KubeconfigProblem::Twice {
+        (Some(_), Some(_)) => Err(WriterError::Twice {
             list: list.into(),
             name: name.into(),
         }),
@@ -369,13 +274,13 @@ fn named(doc: &Value, list: &str, name: &str) -> Result<usize, KubeconfigProblem
 /// The index in `users` of the current context's user, once that user is
 /// known to authenticate by embedded client certificate data only (or by
 /// nothing yet).
-fn current_user(doc: &Value) -> Result<usize, KubeconfigProblem> {
+fn current_user(doc: &Value) -> Result<usize, WriterError> {
     if !doc.is_mapping() {
-        return Err(KubeconfigProblem::NotMapping);
+        return Err(WriterError::NotMapping);
     }
     let context = match doc.get("current-context") {
         Some(Value::String(s)) if !s.is_empty() => s,
-        _ => return Err(KubeconfigProblem::NoUserToUpdate),
+        _ => return Err(WriterError::NoUserToUpdate),
     };
     let c = named(doc, "contexts", context)?;
     let user_name = doc["contexts"][c]
@@ -384,7 +289,7 @@ fn current_user(doc: &Value) -> Result<usize, KubeconfigProblem> {
         .and_then(Value::as_str)
         .filter(|u| !u.is_empty())
         .ok_or_else(|| names_no(context, "user"))?;
-    let u = named(doc, "users", user_name).map_err(|e| KubeconfigProblem::OfUser {
+    let u = named(doc, "users", user_name).map_err(|e| WriterError::OfUser {
         user: user_name.into(),
         context: context.clone(),
         problem: Box::new(e),
@@ -392,30 +297,30 @@ fn current_user(doc: &Value) -> Result<usize, KubeconfigProblem> {
     let fields = match doc["users"][u].get("user") {
         Some(Value::Mapping(m)) => m.clone(),
         None | Some(Value::Null) => Mapping::new(),
-        Some(_) => return Err(KubeconfigProblem::UserNotMapping(user_name.into())),
+        Some(_) => return Err(WriterError::UserNotMapping(user_name.into())),
     };
     for key in fields.keys() {
         let key = key.as_str().unwrap_or("(a key that is not a string)");
         let how = match key {
             CERT_DATA | KEY_DATA => continue,
-            "client-certificate" => OtherAuth::File {
+            "client-certificate" => WriterError::AuthFile {
                 key: key.into(),
                 what: "certificate",
             },
-            "client-key" => OtherAuth::File {
+            "client-key" => WriterError::AuthFile {
                 key: key.into(),
                 what: "key",
             },
-            "token" | "tokenFile" => OtherAuth::Token(key.into()),
-            "exec" => OtherAuth::Exec,
-            "auth-provider" => OtherAuth::AuthProvider,
-            "username" | "password" => OtherAuth::Password(key.into()),
-            other => OtherAuth::Unknown(other.into()),
+            "token" | "tokenFile" => WriterError::AuthToken(key.into()),
+            "exec" => WriterError::AuthExec,
+            "auth-provider" => WriterError::AuthProvider,
+            "username" | "password" => WriterError::AuthPassword(key.into()),
+            other => WriterError::AuthUnknown(other.into()),
         };
-        return Err(KubeconfigProblem::OtherAuth {
+        return Err(WriterError::OtherAuth {
             user: user_name.into(),
             context: context.clone(),
-            how,
+            how: Box::new(how),
         });
     }
     Ok(u)
@@ -434,7 +339,7 @@ fn user_fields(doc: &mut Value, u: usize) -> Option<&mut Mapping> {
 }
 
 /// The decoded bytes of `field` of the current user, `None` when absent.
-fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, KubeconfigProblem> {
+fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, WriterError> {
     decode(
         o.doc["users"][o.user]
             .get("user")
@@ -444,14 +349,14 @@ fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, KubeconfigProble
 }
 
 /// A base64 data field's bytes, `None` when absent.
-fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, KubeconfigProblem> {
+fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, WriterError> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
             .decode(s.trim())
             .map(Some)
-            .map_err(|_| KubeconfigProblem::NotBase64(field.into())),
-        Some(_) => Err(KubeconfigProblem::NotString(field.into())),
+            .map_err(|_| WriterError::NotBase64(field.into())),
+        Some(_) => Err(WriterError::NotString(field.into())),
     }
 }
 

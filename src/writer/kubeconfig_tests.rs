@@ -117,7 +117,7 @@ fn a_crash_leftover_temporary_file_is_replaced() {
 
 /// The problem of `check_kubeconfig`'s error for `path`, once it is
 /// known to name that path.
-fn problem_of(path: &Path) -> KubeconfigProblem {
+fn problem_of(path: &Path) -> WriterError {
     match check_kubeconfig(path).unwrap_err() {
         WriterError::Kubeconfig {
             path: named,
@@ -131,7 +131,7 @@ fn problem_of(path: &Path) -> KubeconfigProblem {
 }
 
 /// `check_kubeconfig`'s problem for `text` in a fresh 0600 file.
-fn refusal_of(text: &str) -> KubeconfigProblem {
+fn refusal_of(text: &str) -> WriterError {
     let d = tempfile::tempdir().unwrap();
     let path = write(d.path(), text, 0o600);
     let e = problem_of(&path);
@@ -139,6 +139,14 @@ fn refusal_of(text: &str) -> KubeconfigProblem {
     assert!(update_kubeconfig(&path, CERT, KEY).is_err());
     assert_eq!(fs::read_to_string(&path).unwrap(), text);
     e
+}
+
+/// The other authentication a kubeconfig refusal names.
+fn auth(e: &WriterError) -> &WriterError {
+    match e {
+        WriterError::OtherAuth { how, .. } => how,
+        e => panic!("not another authentication: {e}"),
+    }
 }
 
 fn with_user_field(field: &str) -> String {
@@ -154,7 +162,7 @@ fn refused_an_absent_file() {
     let e = problem_of(&d.path().join("admin.conf"));
     // The reading's own words: the files module renders them.
     assert!(
-        matches!(&e, KubeconfigProblem::Unreadable(p) if p.contains("No such file")),
+        matches!(&e, WriterError::KubeconfigUnreadable(p) if p.contains("No such file")),
         "{e}"
     );
 }
@@ -172,7 +180,7 @@ fn refused_a_symlink_a_fifo_and_a_directory() {
     for (path, what) in [(link, "a symlink"), (fifo, "a FIFO"), (sub, "a directory")] {
         let e = problem_of(&path);
         assert!(
-            matches!(&e, KubeconfigProblem::Unreadable(p)
+            matches!(&e, WriterError::KubeconfigUnreadable(p)
                 if p.contains(what) && p.contains("not a regular file")),
             "{e}"
         );
@@ -188,7 +196,7 @@ fn refused_a_file_of_another_user() {
     std::os::unix::fs::chown(&path, Some(4321), None).unwrap();
     let e = problem_of(&path);
     assert!(
-        matches!(&e, KubeconfigProblem::OthersMayChange(p) if p.contains("owner 4321")),
+        matches!(&e, WriterError::KubeconfigOthersMayChange(p) if p.contains("owner 4321")),
         "{e}"
     );
 }
@@ -200,7 +208,7 @@ fn refused_a_file_group_or_others_may_write() {
         let path = write(d.path(), ADMIN_CONF, mode);
         let e = problem_of(&path);
         assert!(
-            matches!(&e, KubeconfigProblem::OthersMayChange(p) if p.contains(&format!("mode {mode:04o}"))),
+            matches!(&e, WriterError::KubeconfigOthersMayChange(p) if p.contains(&format!("mode {mode:04o}"))),
             "{e}"
         );
     }
@@ -215,7 +223,7 @@ fn refused_a_directory_others_may_write_or_an_ancestor_they_could_recreate() {
     fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
     let e = problem_of(&path);
     assert!(
-        matches!(&e, KubeconfigProblem::OthersMayChange(p)
+        matches!(&e, WriterError::KubeconfigOthersMayChange(p)
             if p.contains("0777") && p.contains("another user")),
         "{e}"
     );
@@ -226,7 +234,7 @@ fn refused_a_directory_others_may_write_or_an_ancestor_they_could_recreate() {
     let path = write(&deep, ADMIN_CONF, 0o600);
     let e = problem_of(&path);
     assert!(
-        matches!(&e, KubeconfigProblem::OthersMayChange(p) if p.contains("1777")),
+        matches!(&e, WriterError::KubeconfigOthersMayChange(p) if p.contains("1777")),
         "{e}"
     );
 }
@@ -234,16 +242,16 @@ fn refused_a_directory_others_may_write_or_an_ancestor_they_could_recreate() {
 #[test]
 fn refused_without_a_current_context() {
     let e = refusal_of(&ADMIN_CONF.replace("current-context: kubernetes-admin@kubernetes\n", ""));
-    assert!(matches!(e, KubeconfigProblem::NoUserToUpdate), "{e}");
+    assert!(matches!(e, WriterError::NoUserToUpdate), "{e}");
 }
 
 #[test]
 fn refused_when_the_contexts_user_is_absent() {
     let e = refusal_of(&ADMIN_CONF.replace("- name: kubernetes-admin\n", "- name: someone\n"));
     assert!(
-        matches!(&e, KubeconfigProblem::OfUser { user, problem, .. }
+        matches!(&e, WriterError::OfUser { user, problem, .. }
             if user == "kubernetes-admin"
-                && matches!(&**problem, KubeconfigProblem::NoEntry { list, name }
+                && matches!(&**problem, WriterError::NoEntry { list, name }
                     if list == "users" && name == "kubernetes-admin")),
         "{e}"
     );
@@ -252,7 +260,7 @@ fn refused_when_the_contexts_user_is_absent() {
         "current-context: gone",
     ));
     assert!(
-        matches!(&e, KubeconfigProblem::NoEntry { list, name } if list == "contexts" && name == "gone"),
+        matches!(&e, WriterError::NoEntry { list, name } if list == "contexts" && name == "gone"),
         "{e}"
     );
 }
@@ -261,7 +269,7 @@ fn refused_when_the_contexts_user_is_absent() {
 fn refused_a_user_with_a_token() {
     let e = refusal_of(&with_user_field("token: abc"));
     assert!(
-        matches!(&e, KubeconfigProblem::OtherAuth { how: OtherAuth::Token(k), .. } if k == "token"),
+        matches!(auth(&e), WriterError::AuthToken(k) if k == "token"),
         "{e}"
     );
 }
@@ -269,38 +277,20 @@ fn refused_a_user_with_a_token() {
 #[test]
 fn refused_a_user_with_an_exec_plugin() {
     let e = refusal_of(&with_user_field("exec: {command: x}"));
-    assert!(
-        matches!(
-            &e,
-            KubeconfigProblem::OtherAuth {
-                how: OtherAuth::Exec,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(auth(&e), WriterError::AuthExec), "{e}");
 }
 
 #[test]
 fn refused_a_user_with_an_auth_provider() {
     let e = refusal_of(&with_user_field("auth-provider: {name: oidc}"));
-    assert!(
-        matches!(
-            &e,
-            KubeconfigProblem::OtherAuth {
-                how: OtherAuth::AuthProvider,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(auth(&e), WriterError::AuthProvider), "{e}");
 }
 
 #[test]
 fn refused_a_user_with_a_password() {
     let e = refusal_of(&with_user_field("username: admin"));
     assert!(
-        matches!(&e, KubeconfigProblem::OtherAuth { how: OtherAuth::Password(k), .. } if k == "username"),
+        matches!(auth(&e), WriterError::AuthPassword(k) if k == "username"),
         "{e}"
     );
 }
@@ -309,13 +299,13 @@ fn refused_a_user_with_a_password() {
 fn refused_a_certificate_given_as_a_file() {
     let e = refusal_of(&with_user_field("client-certificate: /etc/x.crt"));
     assert!(
-        matches!(&e, KubeconfigProblem::OtherAuth { how: OtherAuth::File { key, what: "certificate" }, .. }
+        matches!(auth(&e), WriterError::AuthFile { key, what: "certificate" }
             if key == "client-certificate"),
         "{e}"
     );
     let e = refusal_of(&with_user_field("client-key: /etc/x.key"));
     assert!(
-        matches!(&e, KubeconfigProblem::OtherAuth { how: OtherAuth::File { key, what: "key" }, .. }
+        matches!(auth(&e), WriterError::AuthFile { key, what: "key" }
             if key == "client-key"),
         "{e}"
     );
@@ -325,7 +315,7 @@ fn refused_a_certificate_given_as_a_file() {
 fn refused_an_unknown_user_field() {
     let e = refusal_of(&with_user_field("impersonate: root"));
     assert!(
-        matches!(&e, KubeconfigProblem::OtherAuth { how: OtherAuth::Unknown(k), .. } if k == "impersonate"),
+        matches!(auth(&e), WriterError::AuthUnknown(k) if k == "impersonate"),
         "{e}"
     );
 }
@@ -333,10 +323,10 @@ fn refused_an_unknown_user_field() {
 #[test]
 fn refused_a_file_that_does_not_parse() {
     let e = refusal_of("users: [\n");
-    assert!(matches!(e, KubeconfigProblem::NotKubeconfig(_)), "{e}");
+    assert!(matches!(e, WriterError::NotKubeconfig(_)), "{e}");
     let e = refusal_of("a: &x [1]\nb: *x\n");
     assert!(
-        matches!(&e, KubeconfigProblem::NotKubeconfig(p) if p.contains("alias")),
+        matches!(&e, WriterError::NotKubeconfig(p) if p.contains("alias")),
         "{e}"
     );
 }
@@ -345,8 +335,8 @@ fn refused_a_file_that_does_not_parse() {
 fn refused_a_user_named_twice() {
     let e = refusal_of(&ADMIN_CONF.replace("- name: robot\n", "- name: kubernetes-admin\n"));
     assert!(
-        matches!(&e, KubeconfigProblem::OfUser { problem, .. }
-            if matches!(&**problem, KubeconfigProblem::Twice { .. })),
+        matches!(&e, WriterError::OfUser { problem, .. }
+            if matches!(&**problem, WriterError::Twice { .. })),
         "{e}"
     );
 }

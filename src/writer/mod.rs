@@ -86,15 +86,14 @@ use error::Ctx;
 pub use error::WriterError;
 use history::*;
 pub use kubeconfig::{
-    KubeconfigProblem, OtherAuth, check_kubeconfig, embedded_ca, embedded_pair,
-    kubeconfig_certificate, update_kubeconfig, update_kubeconfig_ca, with_ca_data,
+    check_kubeconfig, embedded_ca, embedded_pair, kubeconfig_certificate, update_kubeconfig,
+    update_kubeconfig_ca, with_ca_data,
 };
 pub use lock::stop_waiting;
-pub use pair::{CopyUpdate, PairProblem, check_pair, update_pair};
+pub use pair::{CopyUpdate, check_pair, update_pair};
 pub use revision::RevisionProblem;
 use revision::*;
 pub use revision::{read_beneath, replace_beneath, replace_file};
-pub use rollback::RollbackProblem;
 use rollback::*;
 
 /// The target's one atomic switch: a symlink to the live revision.

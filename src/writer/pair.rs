@@ -27,48 +27,7 @@ use super::*;
 pub const CERT_EXT: &str = "crt";
 pub const KEY_EXT: &str = "key";
 
-/// Why a pair outside the target is not one certsync may keep in step
-/// (the prefix is named beside it, [`WriterError::Pair`]).
-#[derive(Debug, thiserror::Error)]
-pub enum PairProblem {
-    #[error("names no file stem (e.g. /etc/kubernetes/pki/apiserver)")]
-    NoStem,
-    #[error("is not an absolute path")]
-    NotAbsolute,
-    #[error(
-        "{0}, who could swap the files certsync writes the key into; keep the directory and those \
-         above it owned by root and writable by their owner only"
-    )]
-    DirOthersMayChange(#[source] crate::files::OwnedError),
-    #[error(transparent)]
-    Unreadable(#[from] crate::beneath::PathError),
-    #[error("{} is owned by uid {uid}, not certsync's user (uid {euid})", path.display())]
-    NotOwned { path: PathBuf, uid: u32, euid: u32 },
-    #[error("{} has mode {mode:04o}, which lets group or others write it", path.display())]
-    OthersMayWrite { path: PathBuf, mode: u32 },
-    #[error(
-        "{key} exists with no {cert} beside it: a lone key is a signing key (a service-account or \
-         CA key), not a pair certsync keeps"
-    )]
-    LoneKey { key: String, cert: String },
-    #[error(
-        "{cert} is not one certificate certsync can read, so it cannot be judged not to be a \
-         CA's; certsync replaces only a leaf pair"
-    )]
-    NotOneCertificate { cert: String },
-    #[error(
-        "its .crt is a CA certificate (CA:TRUE, keyCertSign, or version 1 or 2); certsync never \
-         writes over a CA"
-    )]
-    Ca,
-    #[error(
-        "{key} is not the key of {cert} (nor the key certsync writes): another's key, never \
-         replaced"
-    )]
-    OtherKey { key: String, cert: String },
-}
-
-fn refused(prefix: &Path, problem: PairProblem) -> WriterError {
+fn refused(prefix: &Path, problem: WriterError) -> WriterError {
     WriterError::Pair {
         prefix: prefix.to_owned(),
         problem: Box::new(problem),
@@ -88,13 +47,13 @@ fn open(prefix: &Path) -> Result<Opened, WriterError> {
         .file_name()
         .and_then(|n| n.to_str())
         .filter(|n| !n.is_empty() && !n.starts_with('.'))
-        .ok_or_else(|| refused(prefix, PairProblem::NoStem))?;
+        .ok_or_else(|| refused(prefix, WriterError::NoStem))?;
     let dir_path = match prefix.parent() {
         Some(p) if p.is_absolute() => p.to_owned(),
-        _ => return Err(refused(prefix, PairProblem::NotAbsolute)),
+        _ => return Err(refused(prefix, WriterError::NotAbsolute)),
     };
     crate::files::only_root_may_change(&dir_path)
-        .map_err(|p| refused(prefix, PairProblem::DirOthersMayChange(p)))?;
+        .map_err(|p| refused(prefix, WriterError::DirOthersMayChange(p)))?;
     let dir = Dir::open_ambient_dir(&dir_path, cap_std::ambient_authority())
         .ctx("open directory", &dir_path)?;
     Ok(Opened {
@@ -113,14 +72,20 @@ fn read(o: &Opened, prefix: &Path, name: &str) -> Result<Option<(Vec<u8>, u32)>,
     let (bytes, (mode, uid, _)) = match read_file_meta(&o.dir, name, &path) {
         Ok(read) => read,
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(refused(prefix, e.into())),
+        Err(e) => return Err(refused(prefix, WriterError::PairUnreadable(e))),
     };
     let euid = nix::unistd::geteuid().as_raw();
     if uid != euid {
-        return Err(refused(prefix, PairProblem::NotOwned { path, uid, euid }));
+        return Err(refused(
+            prefix,
+            WriterError::PairNotOwned { path, uid, euid },
+        ));
     }
     if mode & 0o022 != 0 {
-        return Err(refused(prefix, PairProblem::OthersMayWrite { path, mode }));
+        return Err(refused(
+            prefix,
+            WriterError::PairOthersMayWrite { path, mode },
+        ));
     }
     Ok(Some((bytes, mode)))
 }
@@ -152,7 +117,7 @@ fn replaceable(
         return match key {
             Some(_) => Err(refused(
                 prefix,
-                PairProblem::LoneKey {
+                WriterError::LoneKey {
                     key: o.key.clone(),
                     cert: o.cert.clone(),
                 },
@@ -163,7 +128,7 @@ fn replaceable(
     let unreadable = || {
         refused(
             prefix,
-            PairProblem::NotOneCertificate {
+            WriterError::NotOneCertificate {
                 cert: o.cert.clone(),
             },
         )
@@ -186,7 +151,7 @@ fn replaceable(
         .flatten()
         .is_some_and(|ku| ku.value.key_cert_sign());
     if is_ca || signs || c.version() != x509_parser::x509::X509Version::V3 {
-        return Err(refused(prefix, PairProblem::Ca));
+        return Err(refused(prefix, WriterError::Ca));
     }
     // A key that is not the certificate's is someone else's (sa.key beside
     // an unrelated sa.crt), unless it is the very key certsync writes (a
@@ -198,7 +163,7 @@ fn replaceable(
         if !ours && !crate::validate::key_matches(bytes, old_key).unwrap_or(false) {
             return Err(refused(
                 prefix,
-                PairProblem::OtherKey {
+                WriterError::OtherKey {
                     key: o.key.clone(),
                     cert: o.cert.clone(),
                 },

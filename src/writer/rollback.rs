@@ -6,51 +6,17 @@ use super::*;
 /// The rollback pin, if `..pin` is a regular file holding one. `Err`
 /// (why) when `..pin` is not certsync's own: not a regular file, another
 /// user's or writable by others ([`own`]), or a hard link: never obeyed.
-pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, RollbackProblem> {
+pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterError> {
     let (bytes, (mode, uid, _), links) = match read_file_links(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
         Err(PathError::Io { .. }) => return Ok(None),
-        Err(e) => return Err(RollbackProblem::PinUnreadable(e)),
+        Err(e) => return Err(WriterError::PinUnreadable(e)),
     };
-    own(uid, mode).map_err(RollbackProblem::PinNotOwn)?;
+    own(uid, mode).map_err(WriterError::PinNotOwn)?;
     if links != 1 {
-        return Err(RollbackProblem::PinHardLink { links });
+        return Err(WriterError::PinHardLink { links });
     }
     Ok(parse_pin(bytes))
-}
-
-/// Why a rollback is refused (or a pin cannot be kept); rendered after
-/// the target.
-#[derive(Debug, thiserror::Error)]
-pub enum RollbackProblem {
-    #[error("the rollback pin names content no revision on disk holds; remove ..pin")]
-    PinnedContentGone,
-    #[error("no live revision to roll back from")]
-    NoLiveRevision,
-    #[error("revision {0} is not in history (see `certsync revisions`)")]
-    NotInHistory(u64),
-    #[error("no earlier revision in history")]
-    NoHistory,
-    #[error("revision {number}: {problem}")]
-    Untrusted {
-        number: u64,
-        #[source]
-        problem: RevisionProblem,
-    },
-    /// The caller's check (validation now) refused the content.
-    #[error("refusing revision {number}: {problem}")]
-    Refused {
-        number: u64,
-        #[source]
-        problem: crate::validate::ValidationError,
-    },
-    // Why `..pin` is not obeyed (it is removed).
-    #[error("{0}")]
-    PinUnreadable(#[source] PathError),
-    #[error("{PIN}: {0}")]
-    PinNotOwn(#[source] NotOwn),
-    #[error("{PIN}: a hard link (links {links})")]
-    PinHardLink { links: u64 },
 }
 
 /// `pinned HASH` and `replaced HASH` lines.
@@ -87,7 +53,7 @@ impl Writer {
         }
         Err(WriterError::Rollback {
             target: self.target.clone(),
-            problem: Box::new(RollbackProblem::PinnedContentGone),
+            problem: Box::new(WriterError::PinnedContentGone),
         })
     }
 
@@ -109,29 +75,28 @@ impl Writer {
         };
         let live = self
             .live_in(&root)?
-            .ok_or_else(|| err(RollbackProblem::NoLiveRevision))?;
+            .ok_or_else(|| err(WriterError::NoLiveRevision))?;
         let history = history_names(&root)?;
         let (&number, name) = match to {
             Some(n) => history
                 .get_key_value(&n)
-                .ok_or_else(|| err(RollbackProblem::NotInHistory(n)))?,
+                .ok_or_else(|| err(WriterError::NotInHistory(n)))?,
             None => history
                 .iter()
                 .next_back()
-                .ok_or_else(|| err(RollbackProblem::NoHistory))?,
+                .ok_or_else(|| err(WriterError::NoHistory))?,
         };
         let shown = self.path(HISTORY).join(name);
         let revision = history_dir(&root)
-            .ok_or_else(|| err(RollbackProblem::NoHistory))
+            .ok_or_else(|| err(WriterError::NoHistory))
             .and_then(|h| {
                 read_revision_at(&h, name, &shown)
                     .and_then(|r| as_written(&r, &shown).map(|()| r))
                     .and_then(|r| unchanged(&r, name, &shown).map(|()| r))
                     .and_then(|r| certsyncs_own(&r, &shown).map(|()| r))
-                    .map_err(|problem| err(RollbackProblem::Untrusted { number, problem }))
+                    .map_err(|problem| err(WriterError::RevisionUntrusted { number, problem }))
             })?;
-        check(&revision.bundle)
-            .map_err(|problem| err(RollbackProblem::Refused { number, problem }))?;
+        check(&revision.bundle).map_err(|problem| err(WriterError::Refused { number, problem }))?;
         let restorer = Self {
             target: self.target.clone(),
             opts: options_of(&revision, usize::MAX),

@@ -662,7 +662,7 @@ fn every_flip_wakes_file_and_directory_watchers() {
 }
 
 /// Why a rollback was refused, once it is known to be one.
-fn refusal(r: Result<RolledBack, WriterError>) -> RollbackProblem {
+fn refusal(r: Result<RolledBack, WriterError>) -> WriterError {
     match r {
         Err(WriterError::Rollback { problem, .. }) => *problem,
         other => panic!("not a rollback refusal: {other:?}"),
@@ -677,7 +677,7 @@ fn rollback_restores_history_and_pins_until_the_source_changes() {
     }
     let ok = |_: &Bundle| Ok(());
     let e = refusal(w.rollback(Some(9), ok));
-    assert!(matches!(e, RollbackProblem::NotInHistory(9)), "{e}");
+    assert!(matches!(e, WriterError::NotInHistory(9)), "{e}");
     let expired = |_: &Bundle| {
         Err(crate::validate::ValidationError::Expired {
             file: CERT_FILE.into(),
@@ -688,7 +688,7 @@ fn rollback_restores_history_and_pins_until_the_source_changes() {
     assert!(
         matches!(
             e,
-            RollbackProblem::Refused {
+            WriterError::Refused {
                 number: 2,
                 problem: crate::validate::ValidationError::Expired { .. },
             }
@@ -878,7 +878,7 @@ fn attack_a_history_revision_rewritten_in_place_is_not_restored() {
     drop(f);
     let e = refusal(w.rollback(None, |_| Ok(())));
     assert!(
-        matches!(&e, RollbackProblem::Untrusted {
+        matches!(&e, WriterError::RevisionUntrusted {
             problem: RevisionProblem::Changed { path, .. },
             ..
         } if path.starts_with(&entry)),
@@ -910,7 +910,7 @@ fn attack_a_history_revision_owned_by_the_consumer_is_not_restored() {
     assert!(
         matches!(
             e,
-            RollbackProblem::Untrusted {
+            WriterError::RevisionUntrusted {
                 problem: RevisionProblem::NotCertsyncs { uid: 65534, .. },
                 ..
             }
@@ -935,16 +935,16 @@ fn a_copy_pair_is_refused_by_the_check_for_what_is_there() {
     };
     assert!(matches!(
         problem(Path::new("pki/apiserver")),
-        PairProblem::NotAbsolute
+        WriterError::NotAbsolute
     ));
-    assert!(matches!(problem(&dir.join(".hidden")), PairProblem::NoStem));
+    assert!(matches!(problem(&dir.join(".hidden")), WriterError::NoStem));
     std::fs::write(dir.join("sa.key"), &pair.key).unwrap();
     assert!(matches!(
         problem(&dir.join("sa")),
-        PairProblem::LoneKey { key, .. } if key == "sa.key"
+        WriterError::LoneKey { key, .. } if key == "sa.key"
     ));
     std::fs::write(dir.join("ca.crt"), &pair.ca_cert).unwrap();
-    assert!(matches!(problem(&dir.join("ca")), PairProblem::Ca));
+    assert!(matches!(problem(&dir.join("ca")), WriterError::Ca));
     std::fs::write(
         dir.join("two.crt"),
         [&pair.cert[..], &pair.cert[..]].concat(),
@@ -952,13 +952,13 @@ fn a_copy_pair_is_refused_by_the_check_for_what_is_there() {
     .unwrap();
     assert!(matches!(
         problem(&dir.join("two")),
-        PairProblem::NotOneCertificate { cert } if cert == "two.crt"
+        WriterError::NotOneCertificate { cert } if cert == "two.crt"
     ));
     std::fs::write(dir.join("loose.crt"), &pair.cert).unwrap();
     std::fs::set_permissions(dir.join("loose.crt"), Permissions::from_mode(0o666)).unwrap();
     assert!(matches!(
         problem(&dir.join("loose")),
-        PairProblem::OthersMayWrite { mode: 0o666, .. }
+        WriterError::PairOthersMayWrite { mode: 0o666, .. }
     ));
     std::fs::write(dir.join("ok.crt"), &pair.cert).unwrap();
     std::fs::write(dir.join("ok.key"), &pair.key).unwrap();

@@ -19,44 +19,12 @@ use x509_cert::der::asn1::{BmpString, Ia5StringRef, PrintableStringRef, Utf8Stri
 use x509_cert::der::oid::ObjectIdentifier;
 use x509_cert::der::{Any, Decode, Tag, Tagged};
 
-/// What Go's `x509.ParseCertificate` refuses in a certificate, each
-/// naming Go's error beside certsync's words.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotStrict {
-    #[error("not strict DER, which Go's x509 refuses: {0}")]
-    Der(x509_cert::der::Error),
-    #[error("negative serial number (Go: x509: negative serial number)")]
-    NegativeSerial,
-    #[error("extension {0} appears twice (Go: x509: certificate contains duplicate extension)")]
-    DuplicateExtension(ObjectIdentifier),
-    #[error("{which} attribute {oid}: invalid {tag}: {error} (Go: x509: invalid RDNSequence)")]
-    Attribute {
-        which: &'static str,
-        oid: ObjectIdentifier,
-        tag: Tag,
-        error: x509_cert::der::Error,
-    },
-    #[error("subject alternative names: {0} (Go: x509: SAN dNSName is malformed)")]
-    San(x509_cert::der::Error),
-    #[error("an IP address SAN of {0} bytes (Go: x509: cannot parse IP address of length {0})")]
-    IpLength(usize),
-    // What Go's `url.Parse` refuses in a URI SAN.
-    #[error("a URI SAN holds a control character (Go: x509: cannot parse URI)")]
-    UriControlCharacter,
-    #[error("a URI SAN has an empty scheme (Go: x509: cannot parse URI)")]
-    UriEmptyScheme,
-    #[error("a URI SAN holds an invalid % escape (Go: x509: cannot parse URI)")]
-    UriBadEscape,
-    #[error("key usage: {0} (Go: x509: invalid key usage)")]
-    KeyUsage(x509_cert::der::Error),
-    #[error("key usage: its unused bits are not zero (Go: x509: invalid key usage)")]
-    KeyUsagePadding,
-}
+use super::error::X509Error;
 
 /// `Ok` when Go's `x509.ParseCertificate` would read `der` too; else the
 /// problem, naming Go's error.
-pub fn strict_certificate(der: &[u8]) -> Result<(), NotStrict> {
-    let cert = x509_cert::Certificate::from_der(der).map_err(NotStrict::Der)?;
+pub fn strict_certificate(der: &[u8]) -> Result<(), X509Error> {
+    let cert = x509_cert::Certificate::from_der(der).map_err(X509Error::StrictDer)?;
     let tbs = &cert.tbs_certificate;
     if tbs
         .serial_number
@@ -64,23 +32,23 @@ pub fn strict_certificate(der: &[u8]) -> Result<(), NotStrict> {
         .first()
         .is_some_and(|b| b & 0x80 != 0)
     {
-        return Err(NotStrict::NegativeSerial);
+        return Err(X509Error::NegativeSerial);
     }
     let mut seen = Vec::new();
     for ext in tbs.extensions.iter().flatten() {
         if seen.contains(&ext.extn_id) {
-            return Err(NotStrict::DuplicateExtension(ext.extn_id));
+            return Err(X509Error::DuplicateExtension(ext.extn_id));
         }
         seen.push(ext.extn_id);
         extension(ext)?;
     }
     for (which, name) in [("subject", &tbs.subject), ("issuer", &tbs.issuer)] {
         for atv in name.0.iter().flat_map(|rdn| rdn.0.iter()) {
-            string_value(&atv.value).map_err(|error| NotStrict::Attribute {
+            string_value(&atv.value).map_err(|error| X509Error::StrictAttribute {
                 which,
                 oid: atv.oid,
                 tag: atv.value.tag(),
-                error,
+                error: Box::new(error),
             })?;
         }
     }
@@ -93,18 +61,18 @@ pub fn strict_certificate(der: &[u8]) -> Result<(), NotStrict> {
 /// rfc822Name and URI IA5 strings, the URI one `url.Parse` takes, an IP
 /// address of 4 or 16 bytes) and the key usage BIT STRING (its unused bits
 /// zero).
-fn extension(ext: &x509_cert::ext::Extension) -> Result<(), NotStrict> {
+fn extension(ext: &x509_cert::ext::Extension) -> Result<(), X509Error> {
     const SUBJECT_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
     const KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.15");
     use x509_cert::ext::pkix::name::GeneralName;
     let content = ext.extn_value.as_bytes();
     if ext.extn_id == SUBJECT_ALT_NAME {
-        let names =
-            x509_cert::ext::pkix::SubjectAltName::from_der(content).map_err(NotStrict::San)?;
+        let names = x509_cert::ext::pkix::SubjectAltName::from_der(content)
+            .map_err(X509Error::StrictSan)?;
         for name in &names.0 {
             match name {
                 GeneralName::IpAddress(ip) if ![4, 16].contains(&ip.as_bytes().len()) => {
-                    return Err(NotStrict::IpLength(ip.as_bytes().len()));
+                    return Err(X509Error::StrictIpLength(ip.as_bytes().len()));
                 }
                 GeneralName::UniformResourceIdentifier(uri) => url_parses(uri.as_str())?,
                 _ => {}
@@ -112,13 +80,13 @@ fn extension(ext: &x509_cert::ext::Extension) -> Result<(), NotStrict> {
         }
     }
     if ext.extn_id == KEY_USAGE {
-        let bits =
-            x509_cert::der::asn1::BitStringRef::from_der(content).map_err(NotStrict::KeyUsage)?;
+        let bits = x509_cert::der::asn1::BitStringRef::from_der(content)
+            .map_err(X509Error::StrictKeyUsage)?;
         let raw = bits.raw_bytes();
         let unused = bits.unused_bits();
         let padding = raw.last().map_or(0, |b| b & ((1u8 << unused) - 1));
         if raw.is_empty() || padding != 0 {
-            return Err(NotStrict::KeyUsagePadding);
+            return Err(X509Error::KeyUsagePadding);
         }
     }
     Ok(())
@@ -126,12 +94,12 @@ fn extension(ext: &x509_cert::ext::Extension) -> Result<(), NotStrict> {
 
 /// What Go's `url.Parse` refuses in a URI SAN: a control character, a `%`
 /// not followed by two hex digits, a scheme that is empty.
-fn url_parses(uri: &str) -> Result<(), NotStrict> {
+fn url_parses(uri: &str) -> Result<(), X509Error> {
     if uri.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return Err(NotStrict::UriControlCharacter);
+        return Err(X509Error::UriControlCharacter);
     }
     if uri.starts_with(':') {
-        return Err(NotStrict::UriEmptyScheme);
+        return Err(X509Error::UriEmptyScheme);
     }
     let b = uri.as_bytes();
     let mut i = 0;
@@ -139,7 +107,7 @@ fn url_parses(uri: &str) -> Result<(), NotStrict> {
         if b[i] == b'%' {
             let hex = |j: usize| b.get(j).is_some_and(|c| c.is_ascii_hexdigit());
             if !(hex(i + 1) && hex(i + 2)) {
-                return Err(NotStrict::UriBadEscape);
+                return Err(X509Error::UriBadEscape);
             }
             i += 3;
         } else {
@@ -162,13 +130,14 @@ fn string_value(value: &Any) -> Result<(), x509_cert::der::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{NotStrict, strict_certificate};
+    use super::strict_certificate;
+    use crate::x509::X509Error;
     use rcgen::{CertificateParams, CustomExtension, DnType, DnValue, KeyPair};
     use x509_cert::der::Tag;
     use x509_cert::der::oid::ObjectIdentifier;
 
     /// Whether the refusal is the one a shape should get.
-    type Refused = fn(&NotStrict) -> bool;
+    type Refused = fn(&X509Error) -> bool;
 
     /// A self-signed leaf with a serial, a PrintableString O, a UTF8String
     /// OU, and three custom extensions (1.2.3.4 critical, 1.2.3.5 and
@@ -232,7 +201,7 @@ mod tests {
             (
                 "negative serial",
                 edit(&der, &[0x02, 0x04, 0x11, 0x22], &[0x02, 0x04, 0x91, 0x22]),
-                |e| *e == NotStrict::NegativeSerial,
+                |e| *e == X509Error::NegativeSerial,
             ),
             (
                 "BER BOOLEAN critical flag",
@@ -241,7 +210,7 @@ mod tests {
                     &[0x06, 0x03, 0x2a, 0x03, 0x04, 0x01, 0x01, 0xff],
                     &[0x06, 0x03, 0x2a, 0x03, 0x04, 0x01, 0x01, 0x01],
                 ),
-                |e| matches!(e, NotStrict::Der(_)),
+                |e| matches!(e, X509Error::StrictDer(_)),
             ),
             (
                 "version 4",
@@ -250,7 +219,7 @@ mod tests {
                     &[0xa0, 0x03, 0x02, 0x01, 0x02],
                     &[0xa0, 0x03, 0x02, 0x01, 0x03],
                 ),
-                |e| matches!(e, NotStrict::Der(_)),
+                |e| matches!(e, X509Error::StrictDer(_)),
             ),
             (
                 "duplicate extension",
@@ -259,7 +228,7 @@ mod tests {
                     &[0x06, 0x03, 0x2a, 0x03, 0x06],
                     &[0x06, 0x03, 0x2a, 0x03, 0x05],
                 ),
-                |e| *e == NotStrict::DuplicateExtension(ObjectIdentifier::new_unwrap("1.2.3.5")),
+                |e| *e == X509Error::DuplicateExtension(ObjectIdentifier::new_unwrap("1.2.3.5")),
             ),
             (
                 "invalid PrintableString",
@@ -269,7 +238,7 @@ mod tests {
                     &[0x13, 0x03, b'a', b'_', b'b'],
                 ),
                 |e| {
-                    matches!(e, NotStrict::Attribute { which: "subject", oid, tag: Tag::PrintableString, .. }
+                    matches!(e, X509Error::StrictAttribute { which: "subject", oid, tag: Tag::PrintableString, .. }
                         if *oid == ObjectIdentifier::new_unwrap("2.5.4.10"))
                 },
             ),
@@ -281,7 +250,7 @@ mod tests {
                     &[0x0c, 0x03, b'z', b'z', 0xff],
                 ),
                 |e| {
-                    matches!(e, NotStrict::Attribute { which: "subject", oid, tag: Tag::Utf8String, .. }
+                    matches!(e, X509Error::StrictAttribute { which: "subject", oid, tag: Tag::Utf8String, .. }
                         if *oid == ObjectIdentifier::new_unwrap("2.5.4.11"))
                 },
             ),
@@ -325,34 +294,34 @@ mod tests {
                 "non-ASCII dNSName",
                 SAN,
                 san(0x82, "sh\u{e9}pe.example".as_bytes()),
-                |e| matches!(e, NotStrict::San(_)),
+                |e| matches!(e, X509Error::StrictSan(_)),
             ),
             (
                 "non-ASCII rfc822Name",
                 SAN,
                 san(0x81, "\u{e9}@example.com".as_bytes()),
-                |e| matches!(e, NotStrict::San(_)),
+                |e| matches!(e, X509Error::StrictSan(_)),
             ),
             ("13-byte IP address", SAN, san(0x87, &[10; 13]), |e| {
-                *e == NotStrict::IpLength(13)
+                *e == X509Error::StrictIpLength(13)
             }),
             (
                 "URI with a bad escape",
                 SAN,
                 san(0x86, b"https://x.example/%zz"),
-                |e| *e == NotStrict::UriBadEscape,
+                |e| *e == X509Error::UriBadEscape,
             ),
             (
                 "URI with a control character",
                 SAN,
                 san(0x86, b"https://x.example/\x01"),
-                |e| *e == NotStrict::UriControlCharacter,
+                |e| *e == X509Error::UriControlCharacter,
             ),
             (
                 "key usage padding bit set",
                 KU,
                 vec![0x03, 0x02, 0x05, 0xa1],
-                |e| *e == NotStrict::KeyUsagePadding,
+                |e| *e == X509Error::KeyUsagePadding,
             ),
         ];
         for (shape, oid, content, want) in shapes {

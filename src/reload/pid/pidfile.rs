@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::{Chosen, Target, open_pid, own_lineage, read, read_link};
 use crate::beneath::{self, Links, PathError};
-use crate::reload::error::{NotProof, ReloadError};
+use crate::reload::error::ReloadError;
 
 /// How much later than its pidfile's last write a process may seem to
 /// have started before its PID counts as reused: the kernel's boot time is
@@ -78,10 +78,10 @@ impl Pidfile<'_> {
         }
     }
 
-    fn refused(&self, problem: NotProof) -> ReloadError {
+    fn refused(&self, problem: ReloadError) -> ReloadError {
         ReloadError::Refused {
             path: self.path.to_owned(),
-            problem,
+            problem: Box::new(problem),
         }
     }
 
@@ -97,8 +97,10 @@ impl Pidfile<'_> {
     /// pidfile's directory could link root's pidfile in.
     fn open(&self) -> Result<std::fs::File, ReloadError> {
         beneath::open_file(self.path, Links::RefuseLast).map_err(|e| match e {
-            PathError::Link { .. } => self.refused(NotProof::Symlink),
-            PathError::NotRegular { what, .. } => self.refused(NotProof::NotRegular { kind: what }),
+            PathError::Link { .. } => self.refused(ReloadError::PidfileSymlink),
+            PathError::NotRegular { what, .. } => {
+                self.refused(ReloadError::PidfileNotRegular { kind: what })
+            }
             e => self.unread(e),
         })
     }
@@ -107,9 +109,9 @@ impl Pidfile<'_> {
     fn one_name(&self, meta: &std::fs::Metadata) -> Result<(), ReloadError> {
         use std::os::unix::fs::MetadataExt;
         // A pidfile is written by its process, one name; the owner check
-        // would pass a root-owned one linked in ([`NotProof::HardLink`]).
+        // would pass a root-owned one linked in ([`ReloadError::PidfileHardLink`]).
         if meta.nlink() > 1 {
-            return Err(self.refused(NotProof::HardLink {
+            return Err(self.refused(ReloadError::PidfileHardLink {
                 links: meta.nlink(),
             }));
         }
@@ -119,7 +121,9 @@ impl Pidfile<'_> {
     /// The PID it holds (read with a size cap), other than 0 and 1.
     fn pid(&self, file: std::fs::File) -> Result<i32, ReloadError> {
         let bytes = beneath::read_capped(file, self.path, 64).map_err(|e| match e {
-            PathError::TooLarge { limit, .. } => self.refused(NotProof::TooLarge { limit }),
+            PathError::TooLarge { limit, .. } => {
+                self.refused(ReloadError::PidfileTooLarge { limit })
+            }
             e => self.unread(e),
         })?;
         let text = String::from_utf8_lossy(&bytes);
@@ -135,10 +139,10 @@ impl Pidfile<'_> {
     /// Neither certsync (`me`) nor one of its ancestors.
     fn not_mine(&self, pid: i32, me: i32) -> Result<(), ReloadError> {
         if pid == me {
-            return Err(self.refused(NotProof::Certsync));
+            return Err(self.refused(ReloadError::NamesCertsync));
         }
         if own_lineage(me, read_link)?.contains(&pid) {
-            return Err(self.refused(NotProof::Ancestor { pid }));
+            return Err(self.refused(ReloadError::NamesAncestor { pid }));
         }
         Ok(())
     }
@@ -156,7 +160,7 @@ impl Pidfile<'_> {
         if uids.iter().all(|&u| u == owner) {
             return Ok(());
         }
-        Err(self.refused(NotProof::OtherUser {
+        Err(self.refused(ReloadError::OtherUser {
             owner,
             pid,
             comm: crate::escape(comm).into_owned(),
@@ -178,7 +182,7 @@ impl Pidfile<'_> {
         if named {
             return Ok(());
         }
-        Err(self.refused(NotProof::NotNamed {
+        Err(self.refused(ReloadError::NotNamed {
             pid,
             comm: crate::escape(comm).into_owned(),
             name: name.to_owned(),
@@ -196,12 +200,12 @@ impl Pidfile<'_> {
         let comm = || crate::escape(&stat.comm).into_owned();
         let started = procfs::boot_time_secs()
             .map(|boot| boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64)
-            .map_err(|source| self.refused(NotProof::StartUnknown { pid, source }))?;
+            .map_err(|source| self.refused(ReloadError::StartUnknown { pid, source }))?;
         let written = written
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         if started > written + START_TOLERANCE_SECS {
-            return Err(self.refused(NotProof::Younger {
+            return Err(self.refused(ReloadError::Younger {
                 pid,
                 comm: comm(),
                 after: started - written,

@@ -110,7 +110,7 @@ pub enum MaterialError {
     #[error("trailing bytes after the certificate inside its PEM block")]
     TrailingInPem,
     #[error("{0}")]
-    NotStrict(#[source] Box<crate::x509::NotStrict>),
+    NotStrict(#[source] Box<crate::x509::X509Error>),
     #[error("the CA's public key: {0}")]
     CaPublicKey(String),
     #[error(
