@@ -3,19 +3,14 @@
 //! policy value that does not parse.
 
 use crate::files::YamlError;
-use crate::source::client::ClientError;
+use crate::source::client::{ApiError, ClientError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApproveError {
     #[error("API client: {0}")]
     Client(#[source] ClientError),
-    #[error("{verb} {object}: {}", crate::error_chain(source))]
-    Api {
-        verb: &'static str,
-        object: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(ApiError),
     #[error("get certificatesigningrequest {name}: not found")]
     NoSuchCsr { name: String },
     #[error("read servicecidr {name}: {cidr:?} is not a CIDR such as 10.0.0.0/8 or fd00::/64")]

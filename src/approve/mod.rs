@@ -99,11 +99,11 @@ fn pending(csr: &Csr) -> bool {
 
 /// A failed API call on `object`.
 fn api_err(verb: &'static str, object: &str, source: kube::Error) -> ApproveError {
-    ApproveError::Api {
+    ApproveError::Api(crate::source::client::ApiError {
         verb,
         object: object.to_owned(),
         source,
-    }
+    })
 }
 
 fn name_of(csr: &Csr) -> String {

@@ -124,7 +124,7 @@ pub enum FileProblem {
     #[error("{0}")]
     Json(#[source] serde_json::Error),
     #[error("{0}")]
-    Kubeconfig(#[source] crate::source::client::KubeconfigError),
+    Kubeconfig(#[source] crate::source::client::ClientError),
     /// A CA renewed from its certificate and key.
     #[error("{0}")]
     Ca(#[source] crate::source::ca::CaError),
@@ -344,7 +344,7 @@ file_problem!(
     Way(crate::beneath::PathError),
     Pem(crate::pem::PemError),
     Json(serde_json::Error),
-    Kubeconfig(crate::source::client::KubeconfigError),
+    Kubeconfig(crate::source::client::ClientError),
     Ca(crate::source::ca::CaError),
     Client(kube::config::KubeconfigError)
 );

@@ -37,23 +37,23 @@ use tokio::sync::watch;
 
 use super::Update;
 use super::csr::renewing::Renewing;
-use super::csr::{CsrSpec, IssuedError, Window, check, renewal};
+use super::csr::{CsrError, CsrSpec, KeyAlg, Window, check, renewal};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::validate;
+use lifetime::show;
 
 mod lifetime;
 mod material;
 mod reissue;
 mod sign;
-pub use sign::SignError;
 #[cfg(test)]
 mod tests;
 
-pub use material::{MaterialError, key_pair};
+pub use material::key_pair;
 use material::{Wanted, read_ca_key, wanted};
-pub use reissue::{KUBEADM_VALIDITY_SECS, NotTheCas, reissue, renew_ca};
+pub use reissue::{KUBEADM_VALIDITY_SECS, reissue, renew_ca};
 
 /// notBefore is this far in the past (kubeadm's `CertificateBackdate`), or a
 /// tenth of the lifetime if that is less, so that a consumer whose clock is
@@ -94,24 +94,24 @@ pub enum CaError {
     CaCert {
         path: PathBuf,
         #[source]
-        problem: MaterialError,
+        problem: Box<CaError>,
     },
     #[error("CA key {path}: {problem}")]
     CaKey {
         path: PathBuf,
         #[source]
-        problem: MaterialError,
+        problem: Box<CaError>,
     },
     #[error("template {path}: {problem}")]
     Template {
         path: PathBuf,
         #[source]
-        problem: MaterialError,
+        problem: Box<CaError>,
     },
     #[error("cannot make the certificate's key: {0}")]
     Key(#[source] Box<crate::source::csr::CsrError>),
     #[error("cannot sign the certificate: {0}")]
-    Sign(#[source] sign::SignError),
+    Sign(#[source] Box<CaError>),
     /// What was just issued is not what the live pair is held to, or not
     /// what a certificate issued again must be (one of the variants below).
     #[error("the issued certificate is refused: {0}")]
@@ -124,27 +124,234 @@ pub enum CaError {
     NoPair,
     /// Not what [`check`] accepts.
     #[error("{0}")]
-    Issued(#[from] IssuedError),
+    Issued(#[source] Box<CsrError>),
     /// Its ca.crt is not the CA certificate on disk (the CA was renewed).
     #[error("its ca.crt is not the CA certificate on disk")]
     OtherCa,
-    /// Issued with another lifetime than asked for now, as
-    /// [`lifetime::same_lifetime`] says it.
-    #[error(transparent)]
-    Lifetime(#[from] lifetime::LifetimeChanged),
 
     // Why a certificate issued again (a renewed CA, a template) is refused.
-    #[error("{0}")]
-    NotSignedBy(#[source] reissue::NotTheCas),
     #[error("renewed CA: {0}")]
     RenewedUnread(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
     #[error("the renewed CA has another key")]
     RenewedOtherKey,
     #[error("{0}")]
     NotStrict(#[source] Box<crate::x509::X509Error>),
+
+    // Why a certificate is not the CA's: said inside the template's or the
+    // issued certificate's refusal.
+    /// x509-parser's reason.
+    #[error("not a certificate ({0})")]
+    NotCertificate(String),
+    /// Its issuer, escaped.
+    #[error("issued by {0:?}")]
+    Issuer(String),
+    #[error("the CA's key did not sign it")]
+    Signature,
+
+    // Why a live certificate does not have the lifetime asked for: said as
+    // the reason it is issued again (the guide and the mapping reference
+    // quote it).
+    /// It ends with its CA (`ends`), and a certificate of `wanted` issued
+    /// now would not.
+    #[error(
+        "lifetime changed: live ends with the CA at {}, wanted {}",
+        crate::validate::rfc3339(*.ends),
+        show(*.wanted)
+    )]
+    LifetimeCutByCa { ends: i64, wanted: Duration },
+    /// `live`: the lifetime it was issued with, as far as its span says.
+    #[error("lifetime changed: live {}, wanted {}", show(*.live), show(*.wanted))]
+    LifetimeOther { live: Duration, wanted: Duration },
+
+    // Why a certificate cannot be made: each names the part.
+    #[error("{what}: {error}")]
+    Der {
+        what: &'static str,
+        error: x509_cert::der::Error,
+    },
+    #[error("extension {oid}: {error}")]
+    ExtensionEncoding {
+        oid: &'static str,
+        error: x509_cert::der::Error,
+    },
+    #[error("{oid}: {error}")]
+    Oid {
+        oid: String,
+        error: x509_cert::der::oid::Error,
+    },
+    #[error("the OS random generator failed")]
+    Random,
+    #[error("usage {0:?} is not one the CSR API knows")]
+    UnknownUsage(String),
+    #[error("key usage: {0}")]
+    KeyUsageBits(String),
+    #[error("{0}")]
+    Encode(#[source] Box<CsrError>),
+    #[error("{0}")]
+    Bundle(#[from] crate::bundle::BundleError),
+
+    // What is wrong with the CA certificate, the CA key or the template, said
+    // without the file's path (the caller's [`CaError`] names it).
+    #[error("{}", .0.problem())]
+    Read(crate::beneath::PathError),
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    #[error("{0} (one CERTIFICATE block is expected)")]
+    NotOneCertificate(#[source] crate::pem::PemError),
+    /// What x509-parser could not read.
+    #[error("{0}")]
+    Parse(String),
+    #[error("trailing bytes after the certificate")]
+    Trailing,
+    #[error(
+        "owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
+         it can replace it; chown it to root"
+    )]
+    Owner { uid: u32, euid: u32 },
+    #[error("cannot resolve it: {0}")]
+    Unresolved(#[source] std::io::Error),
+    #[error("its directory: {0}")]
+    Directory(#[source] crate::beneath::PathError),
+    #[error(
+        "its directory {} is owned by uid {uid}, neither root nor certsync's own user (uid \
+         {euid}): whoever owns it can replace it; chown it to root",
+        dir.display()
+    )]
+    DirectoryOwner { dir: PathBuf, uid: u32, euid: u32 },
+    #[error(
+        "its directory {} has mode {mode:04o}: group or others may write it, and so swap the \
+         CA key and certificate; chmod go-w it, or give allow-loose-ca-key to use it anyway",
+        dir.display()
+    )]
+    DirectoryWritable { dir: PathBuf, mode: u32 },
+    #[error("not usable as a CA: its basic constraints do not say CA:TRUE")]
+    NotCa,
+    #[error("basic constraints: {0}")]
+    BasicConstraints(String),
+    #[error("not usable as a CA: its keyUsage lacks keyCertSign")]
+    NoCertSign,
+    #[error(
+        "not usable as a CA: it has no keyUsage extension with keyCertSign (openssl: -addext \
+         keyUsage=critical,keyCertSign,cRLSign)"
+    )]
+    NoKeyUsage,
+    #[error("key usage: {0}")]
+    KeyUsage(String),
+    #[error("expired at {}; renew the CA first", validate::rfc3339(*not_after))]
+    Expired { not_after: i64 },
+    #[error("not valid until {}", validate::rfc3339(*not_before))]
+    NotYetValid { not_before: i64 },
+    #[error("its key is not RSA, ECDSA P-256/P-384 or Ed25519")]
+    UnknownKeyAlg,
+    #[error(
+        "mode {mode:04o} lets group or others at the CA key; chmod 600 it (kubeadm writes it \
+         so), or give allow-loose-ca-key to use it anyway"
+    )]
+    LooseKey { mode: u32 },
+    #[error(
+        "it is not the key of the CA certificate {} (their public keys differ)",
+        ca_cert.display()
+    )]
+    NotTheCasKey { ca_cert: PathBuf },
+    #[error("{0} (one unencrypted PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block)")]
+    KeyPem(#[source] crate::pem::PemError),
+    #[error("holds no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block")]
+    NoKey,
+    /// A PKCS#1 or SEC1 key of another algorithm than the certificate's.
+    #[error("a {encoding} key cannot be the certificate's {alg} key")]
+    KeyEncoding { encoding: &'static str, alg: KeyAlg },
+    #[error("cannot read the key: {0}")]
+    Wrap(#[source] rsa::pkcs8::der::Error),
+    #[error("not a usable {alg} private key: {source}")]
+    Unusable {
+        alg: KeyAlg,
+        #[source]
+        source: rcgen::Error,
+    },
+    #[error("{0}")]
+    KeySign(#[source] rcgen::Error),
+    #[error("trailing bytes after the certificate inside its PEM block")]
+    TrailingInPem,
+    #[error("the CA's public key: {0}")]
+    CaPublicKey(String),
+    #[error(
+        "it is not signed by the CA (its issuer or signature is not the CA's); a template is a \
+         certificate the CA issued"
+    )]
+    NotSignedByCa,
+    #[error("subject attribute {oid}: {problem}")]
+    SubjectAttribute { oid: String, problem: String },
+    #[error("its subject attribute {oid} is empty")]
+    EmptyAttribute { oid: String },
+    #[error("its subject holds two CNs")]
+    TwoCns,
+    #[error("its subject holds {oid}; certsync issues CN and O only")]
+    SubjectOther { oid: String },
+    #[error("{0}")]
+    DnsName(#[source] crate::x509::X509Error),
+    #[error("a malformed IP address SAN")]
+    MalformedIp,
+    /// A SAN of another kind, as x509-parser shows it.
+    #[error("its SAN {san} is not a DNS name or IP address")]
+    OtherSan { san: String },
+    #[error("extended key usage: {0}")]
+    Eku(#[source] x509_cert::der::Error),
+    #[error("its extended key usage {oid} is not one the CSR API names")]
+    UnknownEku { oid: String },
+    #[error("it is a CA certificate")]
+    TemplateIsCa,
+    #[error("its basic constraints carry a path length, which only a CA has")]
+    PathLength,
+    #[error("it carries name constraints, which only a CA certificate has")]
+    NameConstraints,
+    #[error("extension {oid}: {problem}")]
+    Extension { oid: String, problem: String },
+    /// One of the four extensions certsync copies, not read as what it is.
+    #[error("extension {oid} could not be read")]
+    Unreadable { oid: String },
+    #[error(
+        "critical extension {oid} is not one certsync copies (subjectAltName, keyUsage, \
+         extKeyUsage, basicConstraints)"
+    )]
+    Critical { oid: String },
+    #[error("it names no CN, DNS name or IP address")]
+    NoName,
+    #[error("{0}")]
+    CaUsage(#[from] crate::source::csr::CaUsage),
+    #[error("its key is {0}")]
+    NotIssuable(#[source] crate::x509::X509Error),
+    /// A certificate to issue again that the CA did not issue.
+    #[error("{source}: not a certificate {} issued, so not issued again", ca_cert.display())]
+    NotIssuedByTheCa {
+        ca_cert: PathBuf,
+        #[source]
+        source: Box<CaError>,
+    },
+    /// A CA certificate to renew that is an intermediate.
+    #[error("not self-signed ({0}): only a root CA is renewed here")]
+    NotSelfSigned(#[source] Box<CaError>),
+    /// Go matches a leaf to its CA by the key identifier when both have
+    /// one; a CA without one is not what kubeadm makes.
+    #[error("it has no subject key identifier")]
+    NoSubjectKeyId,
+    #[error("not strict DER ({0})")]
+    NotStrictDer(#[source] x509_cert::der::Error),
+    /// Signed with another algorithm than the CA key signs with.
+    #[error("signed with {signed}, where the CA key signs with {signs}")]
+    SignedWith { signed: String, signs: String },
 }
 
 impl CaError {
+    /// `e`, met while signing.
+    fn signing(e: CaError) -> Self {
+        Self::Sign(Box::new(e))
+    }
+
+    /// `e`, met while encoding the certificate to sign.
+    fn encoding(e: CsrError) -> Self {
+        Self::signing(Self::Encode(Box::new(e)))
+    }
+
     /// A short, fixed label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -157,11 +364,16 @@ impl CaError {
             | Self::NoPair
             | Self::Issued(_)
             | Self::OtherCa
-            | Self::Lifetime(_)
-            | Self::NotSignedBy(_)
+            | Self::LifetimeCutByCa { .. }
+            | Self::LifetimeOther { .. }
+            | Self::NotCertificate(_)
+            | Self::Issuer(_)
+            | Self::Signature
             | Self::RenewedUnread(_)
             | Self::RenewedOtherKey
             | Self::NotStrict(_) => "mismatch",
+            // What the variants above carry.
+            _ => "ca",
         }
     }
 }
@@ -216,7 +428,8 @@ fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
         return Err(CaError::NoPair);
     };
-    let window = check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
+    let window = check(&w.want, cert, key, Some(&w.ca.pem), now, skew)
+        .map_err(|e| CaError::Issued(Box::new(e)))?;
     if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
         return Err(CaError::OtherCa);
     }
@@ -238,7 +451,6 @@ fn lifetime_fits(
         validate::unix_seconds(now),
         skew,
     )
-    .map_err(CaError::Lifetime)
 }
 
 /// The live key, if the live pair is one this mapping would issue now
@@ -258,7 +470,8 @@ fn certified_key<'a>(
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
         return Err(CaError::NoPair);
     };
-    check(&w.want, cert, key, Some(&w.ca.pem), now, skew)?;
+    check(&w.want, cert, key, Some(&w.ca.pem), now, skew)
+        .map_err(|e| CaError::Issued(Box::new(e)))?;
     Ok(key)
 }
 
@@ -306,11 +519,11 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
         not_before: now_s - backdate,
         not_after,
     };
-    let der = sign::certificate(&w, &ca_key, &key, window).map_err(CaError::Sign)?;
+    let der = sign::certificate(&w, &ca_key, &key, window).map_err(CaError::signing)?;
     drop(ca_key);
     let cert_pem = crate::pem::encode("CERTIFICATE", &der).into_bytes();
     let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
-        .map_err(|e| CaError::Mismatch(Box::new(e.into())))?;
+        .map_err(|e| CaError::Mismatch(Box::new(CaError::Issued(Box::new(e)))))?;
     // What was just issued must pass the rule the live pair is held to, or
     // every recheck and every restart would issue again: fail instead.
     lifetime_fits(&w, checked, now, skew).map_err(|e| CaError::Mismatch(Box::new(e)))?;
@@ -323,7 +536,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     ] {
         bundle
             .insert(file, bytes, &origin)
-            .map_err(|e| CaError::Sign(e.into()))?;
+            .map_err(|e| CaError::signing(CaError::Bundle(e)))?;
     }
     Ok(Issued {
         bundle,

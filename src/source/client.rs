@@ -27,22 +27,21 @@ use tokio::sync::watch;
 use tower::ServiceBuilder;
 
 use crate::dirwatch::DirWatch;
-pub use kubeconfig::{
-    ExecProblem, KubeconfigError, check_kubeconfig, client_cert_kubeconfig, parse_kubeconfig,
-    read_kubeconfig,
-};
 use kubeconfig::{KUBECONFIG_LIMIT, config_of, read_kubeconfigs};
+pub use kubeconfig::{check_kubeconfig, client_cert_kubeconfig, parse_kubeconfig, read_kubeconfig};
 
 /// The in-cluster service-account token, watched for rotation.
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
+/// Why no API client was made: the kubeconfig (each reason below said
+/// after its path), the in-cluster configuration, or the connection.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("kubeconfig {path}: {problem}")]
     Kubeconfig {
         path: String,
         #[source]
-        problem: KubeconfigError,
+        problem: Box<ClientError>,
     },
     #[error(
         "in-cluster configuration: {0} (no --kubeconfig, no KUBECONFIG and no ~/.kube/config; \
@@ -57,6 +56,55 @@ pub enum ClientError {
     Build(String),
     #[error("connect to the API server {server}: {message}")]
     Connect { server: String, message: String },
+
+    // Why root certsync will not run an `exec` credential plugin.
+    #[error("not found as an executable file in PATH's absolute directories")]
+    ExecNotFound,
+    #[error("not an absolute path")]
+    ExecNotAbsolute,
+    #[error("not an executable regular file")]
+    ExecNotExecutable,
+    #[error("{0}: root certsync would run what another user may change")]
+    ExecOthersMayChange(String),
+    #[error("not UTF-8")]
+    ExecNotUtf8,
+
+    // Why a kubeconfig gives no client configuration; rendered after its
+    // path (or paths).
+    /// The file as read.
+    #[error("{0}")]
+    Unreadable(#[source] crate::files::OwnedError),
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    /// The YAML before it is parsed: depth, size (the checker's words).
+    #[error("{0}")]
+    Yaml(String),
+    #[error("{0}")]
+    Parse(#[from] serde_yaml_ng::Error),
+    /// kube's merging or reading of it.
+    #[error("{0}")]
+    Kube(String),
+    #[error("KUBECONFIG names no file that exists")]
+    NoFile,
+    /// A file it names (CA, client certificate or key, token file).
+    #[error("{path}: {problem}")]
+    Named { path: String, problem: String },
+    #[error("exec command {command}: {problem}")]
+    Exec {
+        command: String,
+        problem: Box<ClientError>,
+    },
+}
+
+/// A Kubernetes API call that failed, said the one way the approver and the
+/// CSR source say it: the verb, the object, and kube's error chain.
+#[derive(Debug, thiserror::Error)]
+#[error("{verb} {object}: {}", crate::error_chain(source))]
+pub struct ApiError {
+    pub verb: &'static str,
+    pub object: String,
+    #[source]
+    pub source: kube::Error,
 }
 
 /// How to reach the API server.

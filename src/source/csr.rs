@@ -47,7 +47,9 @@ use kube::{Api, Client};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::client::{ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
+use super::client::{
+    ApiError, ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig,
+};
 use super::watch::{Watch, WatchError};
 use super::watch_seconds;
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
@@ -62,12 +64,12 @@ mod request;
 mod tests;
 mod wait;
 
-pub use request::{EncodeError, San, Sign, generate_name, pkcs10};
+pub use request::{San, Sign, generate_name, pkcs10};
 pub(crate) use request::{new_request, san_extension, signature_algorithm, subject};
 
 pub(crate) mod renewal;
 pub(crate) mod renewing;
-pub use issued::{IssuedError, Unread, check};
+pub use issued::check;
 mod run;
 
 /// [`check`] on the blocking pool ([`crate::blocking`]): the certificate
@@ -78,7 +80,7 @@ async fn check_off_runtime(
     key: &[u8],
     ca: Option<&[u8]>,
     clock_skew: std::time::Duration,
-) -> Result<Result<Window, IssuedError>, crate::Panicked> {
+) -> Result<Result<Window, CsrError>, crate::Panicked> {
     let (spec, cert, key, ca) = (
         Arc::clone(spec),
         cert.to_vec(),
@@ -98,6 +100,7 @@ async fn check_off_runtime(
     .await
 }
 pub(crate) use issued::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
+use issued::{attributes, eku_names};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
@@ -139,18 +142,13 @@ pub enum CsrError {
         source: rcgen::Error,
     },
     #[error("cannot build the certificate request: {0}")]
-    Request(#[source] EncodeError),
+    Request(#[source] Box<CsrError>),
     #[error("cannot build the certificate request: {0}")]
     Bundle(#[source] crate::bundle::BundleError),
     #[error("cannot build the certificate request: {0}")]
     Task(#[source] crate::Panicked),
-    #[error("{verb} {object}: {}", crate::error_chain(source))]
-    Api {
-        verb: &'static str,
-        object: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(ApiError),
     #[error("{verb} {object}: no answer within {waited:?}")]
     ApiTimeout {
         verb: &'static str,
@@ -184,7 +182,7 @@ pub enum CsrError {
     Mismatch {
         csr: String,
         #[source]
-        problem: IssuedError,
+        problem: Box<CsrError>,
     },
     /// The check's task panicked.
     #[error("certificatesigningrequest {csr}: the issued certificate is refused: {task}")]
@@ -225,6 +223,126 @@ pub enum CsrError {
     CaTask(#[source] crate::Panicked),
     #[error("holds no CERTIFICATE block")]
     CaNoCertificate,
+
+    // Why a request (or the parts of a certificate it shares) cannot be
+    // encoded: each names the part.
+    #[error("{what}: {error}")]
+    Der {
+        what: &'static str,
+        error: x509_cert::der::Error,
+    },
+    #[error("{oid}: {error}")]
+    Oid {
+        oid: &'static str,
+        error: x509_cert::der::oid::Error,
+    },
+    #[error("signing: {0}")]
+    Signing(#[source] rcgen::Error),
+
+    // Why one parser could not read the leaf; a parser's own message is kept
+    // as it says it.
+    #[error("{0}")]
+    Malformed(String),
+    #[error("trailing bytes after the certificate")]
+    Trailing,
+    #[error("extensions: {0}")]
+    Extensions(String),
+    #[error("subject attribute {oid} is not a UTF8String or PrintableString")]
+    SubjectType { oid: String },
+    #[error("subject attribute {oid}: {problem}")]
+    SubjectValue { oid: String, problem: String },
+    /// A known extension the parser fell back to "unsupported" for.
+    #[error("extension {oid} could not be read")]
+    Unsupported { oid: String },
+    #[error("extension {oid}: {problem}")]
+    Extension { oid: String, problem: String },
+    #[error("extension {oid} appears twice")]
+    Twice { oid: String },
+    #[error("subjectAltName holds a malformed IP address")]
+    MalformedIp,
+    #[error("subjectAltName holds an invalid entry")]
+    InvalidSan,
+    #[error("public key: {0}")]
+    PublicKey(String),
+
+    // Why a signer's answer (or the live pair) is not what the mapping asks
+    // for: one variant per refusal, with what was seen and what was wanted.
+    // Values the signer chose are shown with `{:?}` (escaped).
+    /// The pair as a bundle: a name, or a key that does not match.
+    #[error("{0}")]
+    IssuedBundle(#[source] crate::bundle::BundleError),
+    /// The pair failed certsync's own validation (the key does not match,
+    /// outside its validity, ...).
+    #[error("{0}")]
+    Invalid(#[source] validate::ValidationError),
+    #[error("no leaf certificate")]
+    NoLeaf,
+    #[error("certificate PEM: {0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// One parser could not read the leaf.
+    #[error("leaf certificate ({parser}): {problem}")]
+    Unread {
+        parser: &'static str,
+        #[source]
+        problem: Box<CsrError>,
+    },
+    /// The two parsers read `field` differently.
+    #[error("the leaf certificate's {field} reads differently with x509-parser and x509-cert")]
+    ReadDifferently { field: &'static str },
+    #[error(
+        "subject is [{}], the mapping asks for exactly [{}]",
+        attributes(got),
+        attributes(want)
+    )]
+    Subject {
+        got: Vec<(String, String)>,
+        want: Vec<(String, String)>,
+    },
+    /// A subjectAltName of a kind never requested.
+    #[error("subjectAltName holds {kind}, not requested")]
+    OtherName { kind: &'static str },
+    #[error("DNS names are {got:?}, the mapping asks for {want:?}")]
+    DnsNames { got: Vec<String>, want: Vec<String> },
+    #[error("IP addresses are {got:?}, the mapping asks for {want:?}")]
+    IpAddresses { got: Vec<IpAddr>, want: Vec<IpAddr> },
+    #[error("usage {0:?} is not one the CSR API knows")]
+    UnknownUsage(String),
+    /// Key usage bits (bit 0: digitalSignature).
+    #[error(
+        "key usage is {:?}, the mapping asks for exactly {:?}",
+        ku_names(*got),
+        ku_names(*want)
+    )]
+    KeyUsage { got: u16, want: u16 },
+    /// Extended key usage OIDs.
+    #[error(
+        "extended key usage is {:?}, the mapping asks for exactly {:?}",
+        eku_names(got),
+        eku_names(want)
+    )]
+    ExtKeyUsage { got: Vec<String>, want: Vec<String> },
+    #[error("{0}")]
+    CaUsage(#[from] CaUsage),
+    #[error("basic constraints say CA:TRUE; a CA certificate was not requested")]
+    IsCa,
+    #[error("basic constraints carry a path length on a non-CA certificate")]
+    PathLength,
+    #[error("critical extension {oid} is not one certsync understands")]
+    UnknownCritical { oid: String },
+    #[error("leaf certificate: {0}")]
+    Leaf(String),
+    #[error("key algorithm is {got}, the mapping asks for {want}")]
+    IssuedKeyAlg { got: KeyAlg, want: KeyAlg },
+    #[error("the key algorithm is not one certsync requests")]
+    UnknownKeyAlg,
+    #[error("signer CA PEM: {0}")]
+    CaPem(#[source] rustls::pki_types::pem::Error),
+    #[error("the signer CA holds no usable certificate")]
+    NoAnchor,
+    #[error("leaf: {0}")]
+    EndEntity(#[source] webpki::Error),
+    #[error("does not chain to the signer CA: {0}")]
+    Chain(#[source] webpki::Error),
 }
 
 impl CsrError {
@@ -238,10 +356,9 @@ impl CsrError {
             | Self::Request(_)
             | Self::Bundle(_)
             | Self::Task(_) => "request",
-            Self::Api { .. }
-            | Self::ApiTimeout { .. }
-            | Self::WatchEnded { .. }
-            | Self::Client(_) => "api",
+            Self::Api(_) | Self::ApiTimeout { .. } | Self::WatchEnded { .. } | Self::Client(_) => {
+                "api"
+            }
             Self::Denied { .. } => "denied",
             Self::Failed { .. } => "failed",
             Self::Deleted { .. } | Self::Replaced { .. } => "deleted",
@@ -254,6 +371,9 @@ impl CsrError {
             | Self::CaTimeout(_)
             | Self::CaTask(_)
             | Self::CaNoCertificate => "ca",
+            // What the variants above carry.
+            Self::Der { .. } | Self::Oid { .. } | Self::Signing(_) => "request",
+            _ => "mismatch",
         }
     }
 }
@@ -499,7 +619,7 @@ impl CsrSource {
         })?
         .map_err(|problem| CsrError::Mismatch {
             csr: name.clone(),
-            problem,
+            problem: Box::new(problem),
         })?;
         let mut bundle = Bundle::default();
         let origin = format!("certificatesigningrequest {name}");
@@ -611,11 +731,11 @@ async fn timed<T>(
     let object = || object.to_owned();
     match tokio::time::timeout(CALL_TIMEOUT, call).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(source)) => Err(CsrError::Api {
+        Ok(Err(source)) => Err(CsrError::Api(ApiError {
             verb,
             object: object(),
             source,
-        }),
+        })),
         Err(_) => Err(CsrError::ApiTimeout {
             verb,
             object: object(),

@@ -20,7 +20,7 @@
 
 use std::time::Duration;
 
-use super::BACKDATE;
+use super::{BACKDATE, CaError};
 use crate::source::csr::Window;
 
 /// notBefore and notAfter are whole seconds, computed from one clock read.
@@ -35,24 +35,6 @@ fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// Why a live certificate does not have the lifetime asked for: said as
-/// the reason it is issued again (the guide and the mapping reference
-/// quote it).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LifetimeChanged {
-    /// It ends with its CA (`ends`), and a certificate of `wanted` issued
-    /// now would not.
-    #[error(
-        "lifetime changed: live ends with the CA at {}, wanted {}",
-        crate::validate::rfc3339(*.ends),
-        show(*.wanted)
-    )]
-    CutByCa { ends: i64, wanted: Duration },
-    /// `live`: the lifetime it was issued with, as far as its span says.
-    #[error("lifetime changed: live {}, wanted {}", show(*.live), show(*.wanted))]
-    Other { live: Duration, wanted: Duration },
-}
-
 /// `Err(reason)` when `live` was not issued with `lifetime` from the CA
 /// valid `ca` (notBefore, notAfter), at `now`; `skew`: how far in the
 /// future the CA's notBefore may be when it issues.
@@ -62,14 +44,14 @@ pub(super) fn same_lifetime(
     ca: (i64, i64),
     now: i64,
     skew: Duration,
-) -> Result<(), LifetimeChanged> {
+) -> Result<(), CaError> {
     let (ca_not_before, ca_not_after) = ca;
     let life = secs(lifetime);
     if live.not_after >= ca_not_after {
         if now.saturating_add(life) >= ca_not_after - SLACK {
             return Ok(());
         }
-        return Err(LifetimeChanged::CutByCa {
+        return Err(CaError::LifetimeCutByCa {
             ends: live.not_after,
             wanted: lifetime,
         });
@@ -87,7 +69,7 @@ pub(super) fn same_lifetime(
     if fits {
         return Ok(());
     }
-    Err(LifetimeChanged::Other {
+    Err(CaError::LifetimeOther {
         live: issued_lifetime(live),
         wanted: lifetime,
     })
@@ -107,7 +89,7 @@ fn issued_lifetime(live: Window) -> Duration {
 
 /// A duration as Go writes one (`8760h`, `8m`, `1h30m`, `45s`): the form
 /// kubeadm's `certificateValidityPeriod` and `lifetime=` accept.
-fn show(d: Duration) -> String {
+pub(super) fn show(d: Duration) -> String {
     let s = d.as_secs();
     let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
     let mut out = String::new();

@@ -5,7 +5,7 @@
 //! CA, read strictly).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use rcgen::PublicKeyData;
@@ -24,161 +24,6 @@ use crate::validate;
 
 /// CA, template and key files are small.
 const LIMIT: u64 = 64 * 1024;
-
-/// What is wrong with the CA certificate, the CA key or the template, said
-/// without the file's path (the caller's [`CaError`] names it).
-#[derive(Debug, thiserror::Error)]
-pub enum MaterialError {
-    #[error("{}", .0.problem())]
-    Read(crate::beneath::PathError),
-    #[error("{0}")]
-    Io(#[source] std::io::Error),
-    #[error("{0} (one CERTIFICATE block is expected)")]
-    NotOneCertificate(#[source] PemError),
-    /// What x509-parser could not read.
-    #[error("{0}")]
-    Parse(String),
-    #[error("trailing bytes after the certificate")]
-    Trailing,
-    #[error(
-        "owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
-         it can replace it; chown it to root"
-    )]
-    Owner { uid: u32, euid: u32 },
-    #[error("cannot resolve it: {0}")]
-    Unresolved(#[source] std::io::Error),
-    #[error("its directory: {0}")]
-    Directory(#[source] crate::beneath::PathError),
-    #[error(
-        "its directory {} is owned by uid {uid}, neither root nor certsync's own user (uid \
-         {euid}): whoever owns it can replace it; chown it to root",
-        dir.display()
-    )]
-    DirectoryOwner { dir: PathBuf, uid: u32, euid: u32 },
-    #[error(
-        "its directory {} has mode {mode:04o}: group or others may write it, and so swap the \
-         CA key and certificate; chmod go-w it, or give allow-loose-ca-key to use it anyway",
-        dir.display()
-    )]
-    DirectoryWritable { dir: PathBuf, mode: u32 },
-    #[error("not usable as a CA: its basic constraints do not say CA:TRUE")]
-    NotCa,
-    #[error("basic constraints: {0}")]
-    BasicConstraints(String),
-    #[error("not usable as a CA: its keyUsage lacks keyCertSign")]
-    NoCertSign,
-    #[error(
-        "not usable as a CA: it has no keyUsage extension with keyCertSign (openssl: -addext \
-         keyUsage=critical,keyCertSign,cRLSign)"
-    )]
-    NoKeyUsage,
-    #[error("key usage: {0}")]
-    KeyUsage(String),
-    #[error("expired at {}; renew the CA first", validate::rfc3339(*not_after))]
-    Expired { not_after: i64 },
-    #[error("not valid until {}", validate::rfc3339(*not_before))]
-    NotYetValid { not_before: i64 },
-    #[error("its key is not RSA, ECDSA P-256/P-384 or Ed25519")]
-    UnknownKeyAlg,
-    #[error(
-        "mode {mode:04o} lets group or others at the CA key; chmod 600 it (kubeadm writes it \
-         so), or give allow-loose-ca-key to use it anyway"
-    )]
-    LooseKey { mode: u32 },
-    #[error(
-        "it is not the key of the CA certificate {} (their public keys differ)",
-        ca_cert.display()
-    )]
-    NotTheCasKey { ca_cert: PathBuf },
-    #[error("{0} (one unencrypted PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block)")]
-    KeyPem(#[source] PemError),
-    #[error("holds no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block")]
-    NoKey,
-    /// A PKCS#1 or SEC1 key of another algorithm than the certificate's.
-    #[error("a {encoding} key cannot be the certificate's {alg} key")]
-    KeyEncoding { encoding: &'static str, alg: KeyAlg },
-    #[error("cannot read the key: {0}")]
-    Wrap(#[source] rsa::pkcs8::der::Error),
-    #[error("not a usable {alg} private key: {source}")]
-    Unusable {
-        alg: KeyAlg,
-        #[source]
-        source: rcgen::Error,
-    },
-    #[error("{0}")]
-    Sign(#[source] rcgen::Error),
-    #[error("trailing bytes after the certificate inside its PEM block")]
-    TrailingInPem,
-    #[error("{0}")]
-    NotStrict(#[source] Box<crate::x509::X509Error>),
-    #[error("the CA's public key: {0}")]
-    CaPublicKey(String),
-    #[error(
-        "it is not signed by the CA (its issuer or signature is not the CA's); a template is a \
-         certificate the CA issued"
-    )]
-    NotSignedByCa,
-    #[error("subject attribute {oid}: {problem}")]
-    SubjectAttribute { oid: String, problem: String },
-    #[error("its subject attribute {oid} is empty")]
-    EmptyAttribute { oid: String },
-    #[error("its subject holds two CNs")]
-    TwoCns,
-    #[error("its subject holds {oid}; certsync issues CN and O only")]
-    SubjectOther { oid: String },
-    #[error("{0}")]
-    DnsName(#[source] crate::x509::X509Error),
-    #[error("a malformed IP address SAN")]
-    MalformedIp,
-    /// A SAN of another kind, as x509-parser shows it.
-    #[error("its SAN {san} is not a DNS name or IP address")]
-    OtherSan { san: String },
-    #[error("extended key usage: {0}")]
-    Eku(#[source] x509_cert::der::Error),
-    #[error("its extended key usage {oid} is not one the CSR API names")]
-    UnknownEku { oid: String },
-    #[error("it is a CA certificate")]
-    TemplateIsCa,
-    #[error("its basic constraints carry a path length, which only a CA has")]
-    PathLength,
-    #[error("it carries name constraints, which only a CA certificate has")]
-    NameConstraints,
-    #[error("extension {oid}: {problem}")]
-    Extension { oid: String, problem: String },
-    /// One of the four extensions certsync copies, not read as what it is.
-    #[error("extension {oid} could not be read")]
-    Unreadable { oid: String },
-    #[error(
-        "critical extension {oid} is not one certsync copies (subjectAltName, keyUsage, \
-         extKeyUsage, basicConstraints)"
-    )]
-    Critical { oid: String },
-    #[error("it names no CN, DNS name or IP address")]
-    NoName,
-    #[error("{0}")]
-    CaUsage(#[from] crate::source::csr::CaUsage),
-    #[error("its key is {0}")]
-    NotIssuable(#[source] crate::x509::X509Error),
-    /// A certificate to issue again that the CA did not issue.
-    #[error("{source}: not a certificate {} issued, so not issued again", ca_cert.display())]
-    NotIssuedByTheCa {
-        ca_cert: PathBuf,
-        #[source]
-        source: super::NotTheCas,
-    },
-    /// A CA certificate to renew that is an intermediate.
-    #[error("not self-signed ({0}): only a root CA is renewed here")]
-    NotSelfSigned(#[source] super::NotTheCas),
-    /// Go matches a leaf to its CA by the key identifier when both have
-    /// one; a CA without one is not what kubeadm makes.
-    #[error("it has no subject key identifier")]
-    NoSubjectKeyId,
-    #[error("not strict DER ({0})")]
-    NotStrictDer(#[source] x509_cert::der::Error),
-    /// Signed with another algorithm than the CA key signs with.
-    #[error("signed with {signed}, where the CA key signs with {signs}")]
-    SignedWith { signed: String, signs: String },
-}
 
 /// The CA certificate, read and checked.
 pub(super) struct CaCert {
@@ -209,9 +54,9 @@ impl std::fmt::Debug for CaKey {
 impl CaKey {
     /// Signs `tbs` (ring: PKCS#1 v1.5 SHA-256 for RSA, ECDSA with the
     /// curve's hash, Ed25519).
-    pub(super) fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, MaterialError> {
+    pub(super) fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, CaError> {
         use rcgen::SigningKey;
-        self.0.sign(tbs).map_err(MaterialError::Sign)
+        self.0.sign(tbs).map_err(CaError::KeySign)
     }
 }
 
@@ -236,7 +81,8 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     let mut want = spec.issue.clone();
     let Some(path) = &spec.template else {
         // usage= options: refused before the CA key is even read.
-        leaf_usages(want.usages.iter().map(String::as_str)).map_err(|e| CaError::Sign(e.into()))?;
+        leaf_usages(want.usages.iter().map(String::as_str))
+            .map_err(|e| CaError::signing(e.into()))?;
         let sans = (want.dns.iter().map(|d| San::Dns(d.clone())))
             .chain(want.ips.iter().map(|ip| San::Ip(*ip)))
             .collect();
@@ -250,7 +96,7 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     };
     let t = read_template(path, &ca).map_err(|problem| CaError::Template {
         path: path.clone(),
-        problem,
+        problem: Box::new(problem),
     })?;
     want.common_name = t.cn;
     want.organizations = t.o;
@@ -280,9 +126,8 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
 }
 
 /// The DER of the one certificate in `bytes`.
-fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, MaterialError> {
-    crate::pem::exactly_one(bytes, SectionKind::Certificate)
-        .map_err(MaterialError::NotOneCertificate)
+fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, CaError> {
+    crate::pem::exactly_one(bytes, SectionKind::Certificate).map_err(CaError::NotOneCertificate)
 }
 
 /// Who may own and write the CA's files and the key's directories: root
@@ -300,14 +145,14 @@ fn ca_trust(allow_loose: bool) -> Trust {
 }
 
 /// `meta`'s owner, as [`ca_trust`] accepts it.
-fn owned_safely(meta: &std::fs::Metadata) -> Result<(), MaterialError> {
+fn owned_safely(meta: &std::fs::Metadata) -> Result<(), CaError> {
     if !ca_trust(true)
         .faults(&Entry::from_metadata(Path::new(""), meta))
         .owner
     {
         return Ok(());
     }
-    Err(MaterialError::Owner {
+    Err(CaError::Owner {
         uid: meta.uid(),
         euid: nix::unistd::geteuid().as_raw(),
     })
@@ -315,7 +160,7 @@ fn owned_safely(meta: &std::fs::Metadata) -> Result<(), MaterialError> {
 
 /// The directories of the CA key (as named, and where a symlink leads),
 /// judged by [`ca_trust`] on the opened directory (fstat).
-fn key_directories(path: &Path, allow_loose: bool) -> Result<(), MaterialError> {
+fn key_directories(path: &Path, allow_loose: bool) -> Result<(), CaError> {
     let parent = |p: &Path| {
         let dir = p.parent().unwrap_or(Path::new("/")).to_owned();
         if dir.as_os_str().is_empty() {
@@ -325,7 +170,7 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), MaterialError> 
         }
     };
     let mut dirs = vec![parent(path)];
-    let real = std::fs::canonicalize(path).map_err(MaterialError::Unresolved)?;
+    let real = std::fs::canonicalize(path).map_err(CaError::Unresolved)?;
     if parent(&real) != dirs[0] {
         dirs.push(parent(&real));
     }
@@ -334,9 +179,9 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), MaterialError> 
         // blocks nothing.
         let entry = beneath::walk(Start::Path, &dir, Links::Follow, &mut |_| Ok(()))
             .and_then(|w| Entry::held(&dir, std::os::fd::AsFd::as_fd(&w.fd)))
-            .map_err(MaterialError::Directory)?;
+            .map_err(CaError::Directory)?;
         if ca_trust(true).faults(&entry).owner {
-            return Err(MaterialError::DirectoryOwner {
+            return Err(CaError::DirectoryOwner {
                 dir,
                 uid: entry.uid,
                 euid: nix::unistd::geteuid().as_raw(),
@@ -344,7 +189,7 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), MaterialError> 
         }
         if ca_trust(allow_loose).judge(&entry).is_err() {
             let mode = entry.mode;
-            return Err(MaterialError::DirectoryWritable { dir, mode });
+            return Err(CaError::DirectoryWritable { dir, mode });
         }
     }
     Ok(())
@@ -357,27 +202,27 @@ pub(super) fn read_ca_cert(
 ) -> Result<CaCert, CaError> {
     let err = |problem| CaError::CaCert {
         path: path.to_owned(),
-        problem,
+        problem: Box::new(problem),
     };
-    let file = beneath::open_file(path, Links::Follow).map_err(|e| err(MaterialError::Read(e)))?;
-    owned_safely(&file.metadata().map_err(|e| err(MaterialError::Io(e)))?).map_err(err)?;
-    let bytes = beneath::read_capped(file, path, LIMIT).map_err(|e| err(MaterialError::Read(e)))?;
+    let file = beneath::open_file(path, Links::Follow).map_err(|e| err(CaError::Read(e)))?;
+    owned_safely(&file.metadata().map_err(|e| err(CaError::Io(e)))?).map_err(err)?;
+    let bytes = beneath::read_capped(file, path, LIMIT).map_err(|e| err(CaError::Read(e)))?;
     let der = one_certificate(&bytes).map_err(err)?;
     let (rest, cert) = x509_parser::parse_x509_certificate(&der)
-        .map_err(|e| err(MaterialError::Parse(e.to_string())))?;
+        .map_err(|e| err(CaError::Parse(e.to_string())))?;
     if !rest.is_empty() {
-        return Err(err(MaterialError::Trailing));
+        return Err(err(CaError::Trailing));
     }
     match cert.basic_constraints() {
         Ok(Some(bc)) if bc.value.ca => {}
-        Ok(_) => return Err(err(MaterialError::NotCa)),
-        Err(e) => return Err(err(MaterialError::BasicConstraints(e.to_string()))),
+        Ok(_) => return Err(err(CaError::NotCa)),
+        Err(e) => return Err(err(CaError::BasicConstraints(e.to_string()))),
     }
     match cert.key_usage() {
         Ok(Some(ku)) if ku.value.key_cert_sign() => {}
-        Ok(Some(_)) => return Err(err(MaterialError::NoCertSign)),
-        Ok(None) => return Err(err(MaterialError::NoKeyUsage)),
-        Err(e) => return Err(err(MaterialError::KeyUsage(e.to_string()))),
+        Ok(Some(_)) => return Err(err(CaError::NoCertSign)),
+        Ok(None) => return Err(err(CaError::NoKeyUsage)),
+        Err(e) => return Err(err(CaError::KeyUsage(e.to_string()))),
     }
     let (not_before, not_after) = (
         cert.validity().not_before.timestamp(),
@@ -385,13 +230,12 @@ pub(super) fn read_ca_cert(
     );
     let now = validate::unix_seconds(now);
     if not_after <= now {
-        return Err(err(MaterialError::Expired { not_after }));
+        return Err(err(CaError::Expired { not_after }));
     }
     if not_before > now + skew.as_secs() as i64 {
-        return Err(err(MaterialError::NotYetValid { not_before }));
+        return Err(err(CaError::NotYetValid { not_before }));
     }
-    let alg =
-        KeyAlg::of_spki(cert.public_key()).ok_or_else(|| err(MaterialError::UnknownKeyAlg))?;
+    let alg = KeyAlg::of_spki(cert.public_key()).ok_or_else(|| err(CaError::UnknownKeyAlg))?;
     let ski = cert
         .extensions()
         .iter()
@@ -429,24 +273,23 @@ pub(super) fn read_key(
 ) -> Result<CaKey, CaError> {
     let err = |problem| CaError::CaKey {
         path: path.to_owned(),
-        problem,
+        problem: Box::new(problem),
     };
-    let file = beneath::open_file(path, Links::Follow).map_err(|e| err(MaterialError::Read(e)))?;
-    let meta = file.metadata().map_err(|e| err(MaterialError::Io(e)))?;
+    let file = beneath::open_file(path, Links::Follow).map_err(|e| err(CaError::Read(e)))?;
+    let meta = file.metadata().map_err(|e| err(CaError::Io(e)))?;
     owned_safely(&meta).map_err(err)?;
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 && !allow_loose {
-        return Err(err(MaterialError::LooseKey { mode }));
+        return Err(err(CaError::LooseKey { mode }));
     }
     key_directories(path, allow_loose).map_err(err)?;
-    let mut pem =
-        beneath::read_capped(file, path, LIMIT).map_err(|e| err(MaterialError::Read(e)))?;
+    let mut pem = beneath::read_capped(file, path, LIMIT).map_err(|e| err(CaError::Read(e)))?;
     let key = key_pair(&pem, ca.alg);
     pem.fill(0);
     std::hint::black_box(&pem);
     let key = key.map_err(err)?;
     if key.subject_public_key_info() != ca.spki {
-        return Err(err(MaterialError::NotTheCasKey {
+        return Err(err(CaError::NotTheCasKey {
             ca_cert: ca_cert.to_owned(),
         }));
     }
@@ -458,7 +301,7 @@ pub(super) fn read_key(
 /// unencrypted block. ring (through rcgen) loads PKCS#8 only, so PKCS#1
 /// and SEC1 are wrapped into PKCS#8 as they are (the DER is not re-encoded;
 /// ring then checks it).
-pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, MaterialError> {
+pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, CaError> {
     use rsa::pkcs8::der::Encode;
     use rsa::pkcs8::der::asn1::{AnyRef, ObjectIdentifier};
     use rsa::pkcs8::{AlgorithmIdentifierRef, PrivateKeyInfo};
@@ -476,10 +319,10 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, MaterialError
                 break;
             }
             Err(PemError::Kind(_)) => {}
-            Err(e) => return Err(MaterialError::KeyPem(e)),
+            Err(e) => return Err(CaError::KeyPem(e)),
         }
     }
-    let (kind, mut der) = found.ok_or(MaterialError::NoKey)?;
+    let (kind, mut der) = found.ok_or(CaError::NoKey)?;
     let wrapped = match (kind, alg) {
         (SectionKind::PrivateKey, _) => Ok(None),
         (SectionKind::RsaPrivateKey, KeyAlg::Rsa(_)) => {
@@ -501,7 +344,7 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, MaterialError
         }
         _ => {
             der.fill(0);
-            return Err(MaterialError::KeyEncoding {
+            return Err(CaError::KeyEncoding {
                 encoding: if kind == SectionKind::RsaPrivateKey {
                     "PKCS#1 RSA"
                 } else {
@@ -519,7 +362,7 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, MaterialError
         Ok(None) => der,
         Err(e) => {
             der.fill(0);
-            return Err(MaterialError::Wrap(e));
+            return Err(CaError::Wrap(e));
         }
     };
     let sign_alg = match alg {
@@ -532,7 +375,7 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, MaterialError
         &PrivatePkcs8KeyDer::from(pkcs8.as_slice()),
         sign_alg,
     )
-    .map_err(|source| MaterialError::Unusable { alg, source });
+    .map_err(|source| CaError::Unusable { alg, source });
     pkcs8.fill(0);
     std::hint::black_box(&pkcs8);
     key

@@ -18,9 +18,9 @@ use x509_cert::der::{Decode, Encode};
 use x509_cert::serial_number::SerialNumber;
 use x509_cert::time::Validity;
 
+use super::CaError;
 use super::material::{read_ca_cert, read_key};
-use super::sign::{SignError, der, time};
-use super::{CaError, MaterialError};
+use super::sign::{der, time};
 use crate::source::csr::signature_algorithm;
 
 /// kubeadm's default certificate validity (`certificateValidityPeriod`):
@@ -44,27 +44,26 @@ pub fn reissue(
 ) -> Result<Vec<u8>, CaError> {
     let bad = |problem| CaError::Template {
         path: template.to_owned(),
-        problem,
+        problem: Box::new(problem),
     };
     let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
     let ca_parsed = parse_ca(ca_cert, &ca.der)?;
     signed_by_ca(der, &ca.subject, &ca_parsed).map_err(|source| {
-        bad(MaterialError::NotIssuedByTheCa {
+        bad(CaError::NotIssuedByTheCa {
             ca_cert: ca_cert.to_owned(),
-            source,
+            source: Box::new(source),
         })
     })?;
-    let old =
-        x509_cert::Certificate::from_der(der).map_err(|e| bad(MaterialError::NotStrictDer(e)))?;
-    let alg = signature_algorithm(ca.alg).map_err(|e| CaError::Sign(e.into()))?;
+    let old = x509_cert::Certificate::from_der(der).map_err(|e| bad(CaError::NotStrictDer(e)))?;
+    let alg = signature_algorithm(ca.alg).map_err(CaError::encoding)?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
-        return Err(bad(MaterialError::SignedWith {
+        return Err(bad(CaError::SignedWith {
             signed: old.signature_algorithm.oid.to_string(),
             signs: alg.oid.to_string(),
         }));
     }
-    let (_, parsed) = x509_parser::parse_x509_certificate(der)
-        .map_err(|e| bad(MaterialError::Parse(e.to_string())))?;
+    let (_, parsed) =
+        x509_parser::parse_x509_certificate(der).map_err(|e| bad(CaError::Parse(e.to_string())))?;
     let (from, to) = (
         parsed.validity().not_before.timestamp(),
         parsed.validity().not_after.timestamp(),
@@ -74,11 +73,12 @@ pub fn reissue(
     let mut tbs = old.tbs_certificate.clone();
     tbs.serial_number = serial()?;
     tbs.validity = Validity {
-        not_before: time(ca.not_before).map_err(CaError::Sign)?,
-        not_after: time(now_secs.saturating_add(span).min(ca.not_after)).map_err(CaError::Sign)?,
+        not_before: time(ca.not_before).map_err(CaError::signing)?,
+        not_after: time(now_secs.saturating_add(span).min(ca.not_after))
+            .map_err(CaError::signing)?,
     };
     let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
-    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(|e| refused(CaError::NotSignedBy(e)))?;
+    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(refused)?;
     Ok(new)
 }
 
@@ -100,20 +100,20 @@ pub fn renew_ca(
 ) -> Result<Vec<u8>, CaError> {
     let bad = |problem| CaError::CaCert {
         path: ca_cert.to_owned(),
-        problem,
+        problem: Box::new(problem),
     };
     let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
     let parsed = parse_ca(ca_cert, &ca.der)?;
     signed_by_ca(&ca.der, &ca.subject, &parsed)
-        .map_err(|e| bad(MaterialError::NotSelfSigned(e)))?;
+        .map_err(|e| bad(CaError::NotSelfSigned(Box::new(e))))?;
     if ca.ski.is_none() {
-        return Err(bad(MaterialError::NoSubjectKeyId));
+        return Err(bad(CaError::NoSubjectKeyId));
     }
-    let old = x509_cert::Certificate::from_der(&ca.der)
-        .map_err(|e| bad(MaterialError::NotStrictDer(e)))?;
-    let alg = signature_algorithm(ca.alg).map_err(|e| CaError::Sign(e.into()))?;
+    let old =
+        x509_cert::Certificate::from_der(&ca.der).map_err(|e| bad(CaError::NotStrictDer(e)))?;
+    let alg = signature_algorithm(ca.alg).map_err(CaError::encoding)?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
-        return Err(bad(MaterialError::SignedWith {
+        return Err(bad(CaError::SignedWith {
             signed: old.signature_algorithm.oid.to_string(),
             signs: alg.oid.to_string(),
         }));
@@ -122,13 +122,13 @@ pub fn renew_ca(
     tbs.serial_number = serial()?;
     let from = crate::validate::unix_seconds(now) - super::BACKDATE.as_secs() as i64;
     tbs.validity = Validity {
-        not_before: time(from).map_err(CaError::Sign)?,
-        not_after: time(not_after).map_err(CaError::Sign)?,
+        not_before: time(from).map_err(CaError::signing)?,
+        not_after: time(not_after).map_err(CaError::signing)?,
     };
     let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
     let (_, renewed) = x509_parser::parse_x509_certificate(&new)
         .map_err(|e| refused(CaError::RenewedUnread(e)))?;
-    signed_by_ca(&new, &ca.subject, &parsed).map_err(|e| refused(CaError::NotSignedBy(e)))?;
+    signed_by_ca(&new, &ca.subject, &parsed).map_err(refused)?;
     if renewed.public_key().raw != ca.spki.as_slice() {
         return Err(refused(CaError::RenewedOtherKey));
     }
@@ -148,33 +148,19 @@ fn signed(
     let signature = key
         .sign(
             &tbs.to_der()
-                .map_err(|e| CaError::Sign(der("encoding")(e)))?,
+                .map_err(|e| CaError::signing(der("encoding")(e)))?,
         )
-        .map_err(|e| CaError::Sign(SignError::Key(e.to_string())))?;
+        .map_err(CaError::signing)?;
     let new = x509_cert::Certificate {
         tbs_certificate: tbs,
         signature_algorithm: alg,
         signature: BitString::from_bytes(&signature)
-            .map_err(|e| CaError::Sign(der("signature")(e)))?,
+            .map_err(|e| CaError::signing(der("signature")(e)))?,
     }
     .to_der()
-    .map_err(|e| CaError::Sign(der("encoding")(e)))?;
+    .map_err(|e| CaError::signing(der("encoding")(e)))?;
     crate::x509::strict_certificate(&new).map_err(|e| refused(CaError::NotStrict(Box::new(e))))?;
     Ok(new)
-}
-
-/// Why a certificate is not the CA's: said inside the template's or the
-/// issued certificate's refusal.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotTheCas {
-    /// x509-parser's reason.
-    #[error("not a certificate ({0})")]
-    NotCertificate(String),
-    /// Its issuer, escaped.
-    #[error("issued by {0:?}")]
-    Issuer(String),
-    #[error("the CA's key did not sign it")]
-    Signature,
 }
 
 /// The CA certificate [`read_ca_cert`] read, parsed for its key and
@@ -187,31 +173,31 @@ fn parse_ca<'a>(
         .map(|(_, c)| c)
         .map_err(|e| CaError::CaCert {
             path: ca_cert.to_owned(),
-            problem: MaterialError::Parse(e.to_string()),
+            problem: Box::new(CaError::Parse(e.to_string())),
         })
 }
 
-/// Checks that `der` names the CA (`subject`, DER) as its issuer and that
-/// the CA's key signed it.
 /// A certificate issued again that is not what it must be.
 fn refused(problem: CaError) -> CaError {
     CaError::Mismatch(Box::new(problem))
 }
 
+/// Checks that `der` names the CA (`subject`, DER) as its issuer and that
+/// the CA's key signed it.
 fn signed_by_ca(
     der: &[u8],
     subject: &[u8],
     ca: &x509_parser::certificate::X509Certificate<'_>,
-) -> Result<(), NotTheCas> {
+) -> Result<(), CaError> {
     let (_, cert) = x509_parser::parse_x509_certificate(der)
-        .map_err(|e| NotTheCas::NotCertificate(e.to_string()))?;
+        .map_err(|e| CaError::NotCertificate(e.to_string()))?;
     if cert.issuer().as_raw() != subject {
-        return Err(NotTheCas::Issuer(
+        return Err(CaError::Issuer(
             crate::escape(&cert.issuer().to_string()).into_owned(),
         ));
     }
     cert.verify_signature(Some(ca.public_key()))
-        .map_err(|_| NotTheCas::Signature)
+        .map_err(|_| CaError::Signature)
 }
 
 /// A serial as kubeadm draws one (`rand.Int` below `math.MaxInt64`):
@@ -222,7 +208,7 @@ fn serial() -> Result<SerialNumber, CaError> {
     let mut bytes = [0u8; 8];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
-        .map_err(|_| CaError::Sign(SignError::Random))?;
+        .map_err(|_| CaError::signing(CaError::Random))?;
     bytes[0] = (bytes[0] & 0x7f) | 0x40;
-    SerialNumber::new(&bytes).map_err(|e| CaError::Sign(der("serial")(e)))
+    SerialNumber::new(&bytes).map_err(|e| CaError::signing(der("serial")(e)))
 }

@@ -161,14 +161,8 @@ fn reissue_refuses_a_certificate_the_ca_did_not_sign() {
     let r = again(&ca, &forged);
     assert!(
         matches!(
-            r,
-            Err(CaError::Template {
-                problem: MaterialError::NotIssuedByTheCa {
-                    source: NotTheCas::Signature,
-                    ..
-                },
-                ..
-            })
+            &r,
+            Err(CaError::Template { problem, .. }) if matches!(problem.as_ref(), CaError::NotIssuedByTheCa { source, .. } if matches!(source.as_ref(), CaError::Signature))
         ),
         "{r:?}"
     );
@@ -176,14 +170,8 @@ fn reissue_refuses_a_certificate_the_ca_did_not_sign() {
     let r = again(&ca, b"\x30\x03\x02\x01\x01");
     assert!(
         matches!(
-            r,
-            Err(CaError::Template {
-                problem: MaterialError::NotIssuedByTheCa {
-                    source: NotTheCas::NotCertificate(_),
-                    ..
-                },
-                ..
-            })
+            &r,
+            Err(CaError::Template { problem, .. }) if matches!(problem.as_ref(), CaError::NotIssuedByTheCa { source, .. } if matches!(source.as_ref(), CaError::NotCertificate(_)))
         ),
         "{r:?}"
     );
@@ -315,11 +303,8 @@ fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
     );
     assert!(
         matches!(
-            wrong,
-            Err(CaError::CaKey {
-                problem: MaterialError::Unusable { .. },
-                ..
-            })
+            &wrong,
+            Err(CaError::CaKey { problem, .. }) if matches!(problem.as_ref(), CaError::Unusable { .. })
         ),
         "{wrong:?}"
     );
@@ -346,11 +331,8 @@ fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
     let r = renew_ca(&inter_crt, &inter_key, ends, SystemTime::now());
     assert!(
         matches!(
-            r,
-            Err(CaError::CaCert {
-                problem: MaterialError::NotSelfSigned(NotTheCas::Issuer(_)),
-                ..
-            })
+            &r,
+            Err(CaError::CaCert { problem, .. }) if matches!(problem.as_ref(), CaError::NotSelfSigned(i) if matches!(i.as_ref(), CaError::Issuer(_)))
         ),
         "{r:?}"
     );

@@ -21,60 +21,25 @@ use x509_cert::serial_number::SerialNumber;
 use x509_cert::spki::{ObjectIdentifier, SubjectPublicKeyInfoOwned};
 use x509_cert::time::{Time, Validity};
 
+use super::CaError;
 use super::material::{CaKey, Wanted};
 use crate::source::csr::{
-    CaUsage, EncodeError, Usage, Window, leaf_usages, san_extension, signature_algorithm, subject,
-    usage,
+    Usage, Window, leaf_usages, san_extension, signature_algorithm, subject, usage,
 };
 
-/// Why a certificate cannot be made: each names the part.
-#[derive(Debug, thiserror::Error)]
-pub enum SignError {
-    #[error("{what}: {error}")]
-    Der {
-        what: &'static str,
-        error: x509_cert::der::Error,
-    },
-    #[error("extension {oid}: {error}")]
-    Extension {
-        oid: &'static str,
-        error: x509_cert::der::Error,
-    },
-    #[error("{oid}: {error}")]
-    Oid {
-        oid: String,
-        error: x509_cert::der::oid::Error,
-    },
-    #[error("the OS random generator failed")]
-    Random,
-    #[error("usage {0:?} is not one the CSR API knows")]
-    UnknownUsage(String),
-    #[error("key usage: {0}")]
-    KeyUsageBits(String),
-    #[error(transparent)]
-    CaUsage(#[from] CaUsage),
-    #[error(transparent)]
-    Encode(#[from] EncodeError),
-    /// The CA key's signature (its reader's words).
-    #[error("{0}")]
-    Key(String),
-    #[error("{0}")]
-    Bundle(#[from] crate::bundle::BundleError),
+pub(super) fn der(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CaError {
+    move |error| CaError::Der { what, error }
 }
 
-pub(super) fn der(what: &'static str) -> impl Fn(x509_cert::der::Error) -> SignError {
-    move |error| SignError::Der { what, error }
-}
-
-fn oid(oid: &str) -> Result<ObjectIdentifier, SignError> {
-    ObjectIdentifier::new(oid).map_err(|error| SignError::Oid {
+fn oid(oid: &str) -> Result<ObjectIdentifier, CaError> {
+    ObjectIdentifier::new(oid).map_err(|error| CaError::Oid {
         oid: oid.into(),
         error,
     })
 }
 
 /// A time as RFC 5280 wants it: UTCTime through 2049, GeneralizedTime after.
-pub(super) fn time(secs: i64) -> Result<Time, SignError> {
+pub(super) fn time(secs: i64) -> Result<Time, CaError> {
     let t = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
     match UtcTime::from_system_time(t) {
         Ok(u) => Ok(Time::UtcTime(u)),
@@ -84,12 +49,8 @@ pub(super) fn time(secs: i64) -> Result<Time, SignError> {
     }
 }
 
-fn extension(
-    id: &'static str,
-    critical: bool,
-    value: &impl Encode,
-) -> Result<Extension, SignError> {
-    let err = |error| SignError::Extension { oid: id, error };
+fn extension(id: &'static str, critical: bool, value: &impl Encode) -> Result<Extension, CaError> {
+    let err = |error| CaError::ExtensionEncoding { oid: id, error };
     let der = value.to_der().map_err(err)?;
     Ok(Extension {
         extn_id: oid(id)?,
@@ -100,12 +61,12 @@ fn extension(
 
 /// A random serial: 16 bytes from the OS generator, the top bit cleared
 /// (positive) and the next set (never short, never zero).
-fn serial() -> Result<SerialNumber, SignError> {
+fn serial() -> Result<SerialNumber, CaError> {
     use ring::rand::SecureRandom;
     let mut bytes = [0u8; 16];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
-        .map_err(|_| SignError::Random)?;
+        .map_err(|_| CaError::Random)?;
     bytes[0] = (bytes[0] & 0x7f) | 0x40;
     SerialNumber::new(&bytes).map_err(der("serial"))
 }
@@ -119,17 +80,17 @@ pub(super) fn certificate(
     ca_key: &CaKey,
     key: &rcgen::KeyPair,
     window: Window,
-) -> Result<Vec<u8>, SignError> {
+) -> Result<Vec<u8>, CaError> {
     leaf_usages(w.want.usages.iter().map(String::as_str))?;
     let ca = x509_cert::Certificate::from_der(&w.ca.der).map_err(der("CA"))?;
     let subject = match &w.subject {
         Some(d) => Name::from_der(d).map_err(der("template subject"))?,
-        None => subject(&w.want)?,
+        None => subject(&w.want).map_err(|e| CaError::Encode(Box::new(e)))?,
     };
     let spki = SubjectPublicKeyInfoOwned::from_der(&key.subject_public_key_info())
         .map_err(der("public key"))?;
     let extensions = extensions(w, &spki, subject.0.is_empty())?;
-    let algorithm = signature_algorithm(w.ca.alg)?;
+    let algorithm = signature_algorithm(w.ca.alg).map_err(|e| CaError::Encode(Box::new(e)))?;
     let tbs = x509_cert::TbsCertificate {
         version: x509_cert::certificate::Version::V3,
         serial_number: serial()?,
@@ -145,9 +106,7 @@ pub(super) fn certificate(
         subject_unique_id: None,
         extensions: Some(extensions),
     };
-    let signature = ca_key
-        .sign(&tbs.to_der().map_err(der("encoding"))?)
-        .map_err(|e| SignError::Key(e.to_string()))?;
+    let signature = ca_key.sign(&tbs.to_der().map_err(der("encoding"))?)?;
     x509_cert::Certificate {
         tbs_certificate: tbs,
         signature_algorithm: algorithm,
@@ -165,7 +124,7 @@ fn extensions(
     w: &Wanted,
     spki: &SubjectPublicKeyInfoOwned,
     empty_subject: bool,
-) -> Result<Vec<Extension>, SignError> {
+) -> Result<Vec<Extension>, CaError> {
     let mut extensions = usage_extensions(&w.want.usages)?;
     let not_ca = BasicConstraints {
         ca: false,
@@ -185,7 +144,9 @@ fn extensions(
         };
         extensions.push(extension("2.5.29.35", false, &aki)?);
     }
-    if let Some(san) = san_extension(&w.sans, empty_subject)? {
+    if let Some(san) =
+        san_extension(&w.sans, empty_subject).map_err(|e| CaError::Encode(Box::new(e)))?
+    {
         extensions.push(san);
     }
     Ok(extensions)
@@ -194,7 +155,7 @@ fn extensions(
 /// The key usage (critical) and extended key usage extensions the CSR API
 /// usage strings `usages` stand for, each EKU once; none when none is
 /// asked.
-fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, SignError> {
+fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, CaError> {
     let (mut ku, mut eku) = (0u16, Vec::new());
     for u in usages {
         match usage(u) {
@@ -205,13 +166,13 @@ fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, SignError> {
                     eku.push(oid);
                 }
             }
-            None => return Err(SignError::UnknownUsage(u.clone())),
+            None => return Err(CaError::UnknownUsage(u.clone())),
         }
     }
     let mut extensions = Vec::new();
     if ku != 0 {
         let flags =
-            FlagSet::<KeyUsages>::new(ku).map_err(|e| SignError::KeyUsageBits(e.to_string()))?;
+            FlagSet::<KeyUsages>::new(ku).map_err(|e| CaError::KeyUsageBits(e.to_string()))?;
         extensions.push(extension("2.5.29.15", true, &KeyUsage(flags))?);
     }
     if !eku.is_empty() {

@@ -256,8 +256,8 @@ fn a_changed_template_makes_the_live_pair_unfit() {
     let w = material::wanted(&s, now, SKEW).unwrap();
     let e = live_ok(&w, &issued.bundle, now, SKEW).unwrap_err();
     assert!(
-        matches!(&e, CaError::Issued(crate::source::csr::IssuedError::DnsNames { got, want })
-            if got.len() == 2 && want.len() == 3),
+        matches!(&e, CaError::Issued(c) if matches!(c.as_ref(), crate::source::csr::CsrError::DnsNames { got, want }
+            if got.len() == 2 && want.len() == 3)),
         "{e}"
     );
 }
@@ -298,11 +298,8 @@ fn a_template_with_what_certsync_cannot_issue_is_refused() {
     let e = issue(&s, None, SKEW).err().unwrap();
     assert!(
         matches!(
-            e,
-            CaError::Template {
-                problem: MaterialError::OtherSan { .. },
-                ..
-            }
+            &e,
+            CaError::Template { problem, .. } if matches!(problem.as_ref(), CaError::OtherSan { .. })
         ),
         "{e}"
     );

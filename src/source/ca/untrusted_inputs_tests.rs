@@ -314,10 +314,8 @@ fn a_ca_key_in_a_directory_others_may_write_is_refused() {
         assert!(
             matches!(
                 &e,
-                CaError::CaKey {
-                    problem: MaterialError::DirectoryWritable { dir, mode: m },
-                    ..
-                } if *dir == pki && *m == mode & 0o7777
+                CaError::CaKey { problem, .. } if matches!(problem.as_ref(), CaError::DirectoryWritable { dir, mode: m }
+                    if *dir == pki && *m == mode & 0o7777)
             ),
             "{mode:o}: {e}"
         );
@@ -387,26 +385,25 @@ fn not_before_is_never_before_the_cas() {
 /// that ring cannot load says which algorithm it was read as.
 #[test]
 fn a_key_file_of_the_wrong_shape_is_refused_by_kind() {
-    use super::material::MaterialError;
     use crate::x509::KeyAlg;
     let block = |label| crate::pem::encode(label, b"not a key").into_bytes();
     let e = key_pair(&block("CERTIFICATE"), KeyAlg::EcdsaP256);
-    assert!(matches!(e, Err(MaterialError::NoKey)), "{e:?}");
+    assert!(matches!(e, Err(CaError::NoKey)), "{e:?}");
     let e = key_pair(b"", KeyAlg::EcdsaP256);
     assert!(
-        matches!(e, Err(MaterialError::KeyPem(crate::pem::PemError::Empty))),
+        matches!(e, Err(CaError::KeyPem(crate::pem::PemError::Empty))),
         "{e:?}"
     );
     let e = key_pair(
         &[block("PRIVATE KEY"), block("PRIVATE KEY")].concat(),
         KeyAlg::EcdsaP256,
     );
-    assert!(matches!(e, Err(MaterialError::KeyPem(_))), "{e:?}");
+    assert!(matches!(e, Err(CaError::KeyPem(_))), "{e:?}");
     let e = key_pair(&block("RSA PRIVATE KEY"), KeyAlg::EcdsaP256);
     assert!(
         matches!(
             e,
-            Err(MaterialError::KeyEncoding {
+            Err(CaError::KeyEncoding {
                 encoding: "PKCS#1 RSA",
                 alg: KeyAlg::EcdsaP256
             })
@@ -417,7 +414,7 @@ fn a_key_file_of_the_wrong_shape_is_refused_by_kind() {
     assert!(
         matches!(
             e,
-            Err(MaterialError::KeyEncoding {
+            Err(CaError::KeyEncoding {
                 encoding: "SEC1 EC",
                 alg: KeyAlg::Ed25519
             })
@@ -428,7 +425,7 @@ fn a_key_file_of_the_wrong_shape_is_refused_by_kind() {
     assert!(
         matches!(
             e,
-            Err(MaterialError::Unusable {
+            Err(CaError::Unusable {
                 alg: KeyAlg::EcdsaP384,
                 ..
             })

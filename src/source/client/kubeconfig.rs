@@ -17,50 +17,6 @@ use super::ClientError;
 /// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
 pub(super) const KUBECONFIG_LIMIT: u64 = 4 << 20;
 
-/// Why a kubeconfig gives no client configuration; rendered after its
-/// path (or paths).
-#[derive(Debug, thiserror::Error)]
-pub enum KubeconfigError {
-    /// The file as read (the reader's words).
-    #[error("{0}")]
-    Unreadable(String),
-    #[error("not UTF-8 text")]
-    NotUtf8,
-    /// The YAML before it is parsed: depth, size (the checker's words).
-    #[error("{0}")]
-    Yaml(String),
-    #[error("{0}")]
-    Parse(#[from] serde_yaml_ng::Error),
-    /// kube's merging or reading of it.
-    #[error("{0}")]
-    Kube(String),
-    #[error("KUBECONFIG names no file that exists")]
-    NoFile,
-    /// A file it names (CA, client certificate or key, token file).
-    #[error("{path}: {problem}")]
-    Named { path: String, problem: String },
-    #[error("exec command {command}: {problem}")]
-    Exec {
-        command: String,
-        problem: ExecProblem,
-    },
-}
-
-/// Why root certsync will not run an `exec` credential plugin.
-#[derive(Debug, thiserror::Error)]
-pub enum ExecProblem {
-    #[error("not found as an executable file in PATH's absolute directories")]
-    NotFound,
-    #[error("not an absolute path")]
-    NotAbsolute,
-    #[error("not an executable regular file")]
-    NotExecutable,
-    #[error("{0}: root certsync would run what another user may change")]
-    OthersMayChange(String),
-    #[error("not UTF-8")]
-    NotUtf8,
-}
-
 /// A kubeconfig file judged as [`read_kubeconfig`] reads it (the file,
 /// the files it names, an exec plugin), without building a client: for
 /// checks at start.
@@ -90,7 +46,7 @@ pub(super) async fn config_of(
         .await
         .map_err(|e| ClientError::Kubeconfig {
             path: shown,
-            problem: KubeconfigError::Kube(e.to_string()),
+            problem: Box::new(ClientError::Kube(e.to_string())),
         })
 }
 
@@ -113,11 +69,11 @@ pub(super) fn read_kubeconfigs(
     for path in paths {
         let err = |problem| ClientError::Kubeconfig {
             path: path.display().to_string(),
-            problem,
+            problem: Box::new(problem),
         };
         let text = match crate::files::read_steering(path, KUBECONFIG_LIMIT)
-            .map_err(|e| KubeconfigError::Unreadable(e.to_string()))
-            .and_then(|b| String::from_utf8(b).map_err(|_| KubeconfigError::NotUtf8))
+            .map_err(ClientError::Unreadable)
+            .and_then(|b| String::from_utf8(b).map_err(|_| ClientError::NotUtf8))
         {
             Ok(text) => text,
             Err(e) if listed && !path.exists() => {
@@ -131,13 +87,13 @@ pub(super) fn read_kubeconfigs(
         inline_files(&mut kc, dir).map_err(err)?;
         merged = merged
             .merge(kc)
-            .map_err(|e| err(KubeconfigError::Kube(e.to_string())))?;
+            .map_err(|e| err(ClientError::Kube(e.to_string())))?;
         read.push(path.display().to_string());
     }
     if read.is_empty() {
         return Err(ClientError::Kubeconfig {
             path: all,
-            problem: KubeconfigError::NoFile,
+            problem: Box::new(ClientError::NoFile),
         });
     }
     Ok((merged, read.join(":")))
@@ -154,16 +110,16 @@ pub(super) fn read_kubeconfigs(
 /// A file named relative to the kubeconfig is read from `dir`, the
 /// kubeconfig's directory, and a token file or exec command left in the
 /// kubeconfig is made absolute there.
-fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), KubeconfigError> {
+fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), ClientError> {
     use base64::Engine as _;
-    let named = |p: &str, e: &dyn std::fmt::Display| KubeconfigError::Named {
+    let named = |p: &str, e: &dyn std::fmt::Display| ClientError::Named {
         path: p.into(),
         problem: e.to_string(),
     };
     // A file named relative to the kubeconfig is beside it (kube's
     // `read_from` rule).
     let beside = |p: &str| dir.join(p).to_string_lossy().into_owned();
-    let read = |path: &Option<String>| -> Result<Option<String>, KubeconfigError> {
+    let read = |path: &Option<String>| -> Result<Option<String>, ClientError> {
         path.as_deref()
             .map(|p| {
                 let p = beside(p);
@@ -229,11 +185,11 @@ fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), Kubeco
 /// that root never runs what another user wrote or can swap in. Returned
 /// absolute, and put in place of the name, so that no later `PATH` search
 /// (an earlier directory gaining a file of that name) runs something else.
-fn root_may_run(command: &str, path: &str) -> Result<String, KubeconfigError> {
+fn root_may_run(command: &str, path: &str) -> Result<String, ClientError> {
     use std::os::unix::fs::PermissionsExt as _;
-    let refused = |at: &str, problem| KubeconfigError::Exec {
+    let refused = |at: &str, problem| ClientError::Exec {
         command: at.into(),
-        problem,
+        problem: Box::new(problem),
     };
     let shown = crate::escape(command);
     let executable = |p: &std::path::Path| {
@@ -246,21 +202,21 @@ fn root_may_run(command: &str, path: &str) -> Result<String, KubeconfigError> {
             .filter(|d| d.is_absolute())
             .map(|d| d.join(command))
             .find(|p| executable(p))
-            .ok_or_else(|| refused(&shown, ExecProblem::NotFound))?
+            .ok_or_else(|| refused(&shown, ClientError::ExecNotFound))?
     };
     let at = crate::escape(&found.to_string_lossy()).into_owned();
     if !found.is_absolute() {
-        return Err(refused(&at, ExecProblem::NotAbsolute));
+        return Err(refused(&at, ClientError::ExecNotAbsolute));
     }
     if !executable(&found) {
-        return Err(refused(&at, ExecProblem::NotExecutable));
+        return Err(refused(&at, ClientError::ExecNotExecutable));
     }
     crate::files::only_root_may_change(&found)
-        .map_err(|e| refused(&at, ExecProblem::OthersMayChange(e.to_string())))?;
+        .map_err(|e| refused(&at, ClientError::ExecOthersMayChange(e.to_string())))?;
     found
         .into_os_string()
         .into_string()
-        .map_err(|_| refused(&at, ExecProblem::NotUtf8))
+        .map_err(|_| refused(&at, ClientError::ExecNotUtf8))
 }
 
 /// A kubeconfig for `config`'s cluster that authenticates with the client
@@ -304,16 +260,16 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
 /// certsync already uses for its own config file: kube-rs' parser is about
 /// half a MiB of code that would stay resident for the process's life
 /// (benches: idle).
-pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, KubeconfigError> {
+pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, ClientError> {
     use serde::Deserialize;
     // libyaml is quadratic in flow depth: see `check_yaml`.
-    crate::files::check_yaml(text).map_err(|e| KubeconfigError::Yaml(e.to_string()))?;
+    crate::files::check_yaml(text).map_err(|e| ClientError::Yaml(e.to_string()))?;
     let mut merged = Kubeconfig::default();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let kc = Kubeconfig::deserialize(doc)?;
         merged = merged
             .merge(kc)
-            .map_err(|e| KubeconfigError::Kube(e.to_string()))?;
+            .map_err(|e| ClientError::Kube(e.to_string()))?;
     }
     Ok(merged)
 }
@@ -445,7 +401,7 @@ current-context: x
             (g.to_str().unwrap(), path(&[g]), "a directory"),
         ] {
             let e = root_may_run(command, &path_var).expect_err(why);
-            assert!(matches!(e, KubeconfigError::Exec { .. }), "{why}: {e}");
+            assert!(matches!(e, ClientError::Exec { .. }), "{why}: {e}");
         }
     }
 
@@ -453,7 +409,7 @@ current-context: x
     fn a_broken_kubeconfig_is_an_error_with_the_place() {
         let e = parse_kubeconfig("clusters: [\n  - name: c\n").unwrap_err();
         assert!(
-            matches!(&e, KubeconfigError::Parse(p) if p.location().is_some()),
+            matches!(&e, ClientError::Parse(p) if p.location().is_some()),
             "{e}"
         );
     }

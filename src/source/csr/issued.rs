@@ -12,101 +12,17 @@
 //! (as kube-controller-manager's signer maps them), no CA, no critical
 //! extension certsync does not understand, and our key.
 
-use std::net::IpAddr;
 use std::time::SystemTime;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
 
 mod read;
-pub use read::Unread;
 use read::{Facts, read_strictly};
 
-use super::{CsrSpec, KeyAlg, Window};
+use super::{CsrError, CsrSpec, KeyAlg, Window};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::validate::{self, Expect, Policy};
-
-/// Why a signer's answer (or the live pair) is not what the mapping asks
-/// for: one variant per refusal, with what was seen and what was wanted.
-/// Values the signer chose are shown with `{:?}` (escaped).
-#[derive(Debug, thiserror::Error)]
-pub enum IssuedError {
-    /// The pair as a bundle: a name, or a key that does not match.
-    #[error("{0}")]
-    Bundle(#[source] crate::bundle::BundleError),
-    /// The pair failed certsync's own validation (the key does not match,
-    /// outside its validity, ...).
-    #[error("{0}")]
-    Invalid(#[source] validate::ValidationError),
-    #[error("no leaf certificate")]
-    NoLeaf,
-    #[error("certificate PEM: {0}")]
-    Pem(#[source] rustls::pki_types::pem::Error),
-    /// One parser could not read the leaf.
-    #[error("leaf certificate ({parser}): {problem}")]
-    Unread {
-        parser: &'static str,
-        #[source]
-        problem: Unread,
-    },
-    /// The two parsers read `field` differently.
-    #[error("the leaf certificate's {field} reads differently with x509-parser and x509-cert")]
-    ReadDifferently { field: &'static str },
-    #[error(
-        "subject is [{}], the mapping asks for exactly [{}]",
-        attributes(got),
-        attributes(want)
-    )]
-    Subject {
-        got: Vec<(String, String)>,
-        want: Vec<(String, String)>,
-    },
-    /// A subjectAltName of a kind never requested.
-    #[error("subjectAltName holds {kind}, not requested")]
-    OtherName { kind: &'static str },
-    #[error("DNS names are {got:?}, the mapping asks for {want:?}")]
-    DnsNames { got: Vec<String>, want: Vec<String> },
-    #[error("IP addresses are {got:?}, the mapping asks for {want:?}")]
-    IpAddresses { got: Vec<IpAddr>, want: Vec<IpAddr> },
-    #[error("usage {0:?} is not one the CSR API knows")]
-    UnknownUsage(String),
-    /// Key usage bits (bit 0: digitalSignature).
-    #[error(
-        "key usage is {:?}, the mapping asks for exactly {:?}",
-        ku_names(*got),
-        ku_names(*want)
-    )]
-    KeyUsage { got: u16, want: u16 },
-    /// Extended key usage OIDs.
-    #[error(
-        "extended key usage is {:?}, the mapping asks for exactly {:?}",
-        eku_names(got),
-        eku_names(want)
-    )]
-    ExtKeyUsage { got: Vec<String>, want: Vec<String> },
-    #[error("{0}")]
-    CaUsage(#[from] CaUsage),
-    #[error("basic constraints say CA:TRUE; a CA certificate was not requested")]
-    IsCa,
-    #[error("basic constraints carry a path length on a non-CA certificate")]
-    PathLength,
-    #[error("critical extension {oid} is not one certsync understands")]
-    UnknownCritical { oid: String },
-    #[error("leaf certificate: {0}")]
-    Leaf(String),
-    #[error("key algorithm is {got}, the mapping asks for {want}")]
-    KeyAlg { got: KeyAlg, want: KeyAlg },
-    #[error("the key algorithm is not one certsync requests")]
-    UnknownKeyAlg,
-    #[error("signer CA PEM: {0}")]
-    CaPem(#[source] rustls::pki_types::pem::Error),
-    #[error("the signer CA holds no usable certificate")]
-    NoAnchor,
-    #[error("leaf: {0}")]
-    EndEntity(#[source] webpki::Error),
-    #[error("does not chain to the signer CA: {0}")]
-    Chain(#[source] webpki::Error),
-}
 
 const OID_CN: &str = "2.5.4.3";
 const OID_O: &str = "2.5.4.10";
@@ -200,12 +116,12 @@ fn eku_name(oid: &str) -> String {
     eku_usage(oid).map_or_else(|| oid.to_owned(), str::to_owned)
 }
 
-fn eku_names(oids: &[String]) -> Vec<String> {
+pub(super) fn eku_names(oids: &[String]) -> Vec<String> {
     oids.iter().map(|o| eku_name(o)).collect()
 }
 
 /// Subject attributes for messages: `CN="x", O="y"`.
-fn attributes(s: &[(String, String)]) -> String {
+pub(super) fn attributes(s: &[(String, String)]) -> String {
     s.iter()
         .map(|(o, v)| attribute(o, v))
         .collect::<Vec<_>>()
@@ -251,12 +167,12 @@ pub fn check(
     ca: Option<&[u8]>,
     now: SystemTime,
     clock_skew: std::time::Duration,
-) -> Result<Window, IssuedError> {
+) -> Result<Window, CsrError> {
     let leaf = valid_pair(cert_pem, key_pem, now, clock_skew)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(IssuedError::Pem)?;
-    let der = chain.first().ok_or(IssuedError::NoLeaf)?;
+        .map_err(CsrError::Pem)?;
+    let der = chain.first().ok_or(CsrError::NoLeaf)?;
     let facts = read_strictly(der)?;
     subject(spec, &facts)?;
     names(spec, &facts)?;
@@ -279,12 +195,12 @@ fn valid_pair(
     key_pem: &[u8],
     now: SystemTime,
     clock_skew: std::time::Duration,
-) -> Result<validate::Leaf, IssuedError> {
+) -> Result<validate::Leaf, CsrError> {
     let mut pair = Bundle::default();
     pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
-        .map_err(IssuedError::Bundle)?;
+        .map_err(CsrError::IssuedBundle)?;
     pair.insert(KEY_FILE, key_pem.to_vec(), "private key")
-        .map_err(IssuedError::Bundle)?;
+        .map_err(CsrError::IssuedBundle)?;
     let policy = Policy {
         expect: Expect::Pair,
         now,
@@ -292,14 +208,14 @@ fn valid_pair(
         max_size: validate::MAX_BUNDLE_SIZE,
     };
     validate::validate(&pair, &policy)
-        .map_err(IssuedError::Invalid)?
+        .map_err(CsrError::Invalid)?
         .leaf
-        .ok_or(IssuedError::NoLeaf)
+        .ok_or(CsrError::NoLeaf)
 }
 
 /// Exactly the subject `spec` asks for: its O values and CN, no other
 /// attribute.
-fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
+fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     let orgs = spec
         .organizations
         .iter()
@@ -311,7 +227,7 @@ fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
     let mut want: Vec<(String, String)> = orgs.chain(cn).collect();
     want.sort();
     if facts.subject != want {
-        return Err(IssuedError::Subject {
+        return Err(CsrError::Subject {
             got: facts.subject.clone(),
             want,
         });
@@ -321,45 +237,45 @@ fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
 
 /// The DNS names (without case) and IP addresses `spec` asks for, each
 /// set once, and no other kind of name.
-fn names(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
+fn names(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     if let Some(&kind) = facts.other_names.first() {
-        return Err(IssuedError::OtherName { kind });
+        return Err(CsrError::OtherName { kind });
     }
     let lower = |names: &[String]| set(names.iter().map(|d| d.to_ascii_lowercase()).collect());
     let (got, want) = (lower(&facts.dns), lower(&spec.dns));
     if got != want {
-        return Err(IssuedError::DnsNames { got, want });
+        return Err(CsrError::DnsNames { got, want });
     }
     let (got, want) = (set(facts.ips.clone()), set(spec.ips.clone()));
     if got != want {
-        return Err(IssuedError::IpAddresses { got, want });
+        return Err(CsrError::IpAddresses { got, want });
     }
     Ok(())
 }
 
 /// Exactly the key usage bits and extended key usages `spec.usages` stand
 /// for, none of them a CA's.
-fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
+fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     let (mut want_ku, mut want_eku) = (0u16, Vec::new());
     for u in &spec.usages {
         match usage(u) {
             Some(Usage::Ku(bit)) => want_ku |= bit,
             Some(Usage::Eku(oid)) => want_eku.push(oid.to_owned()),
             // The config parser accepts only the API's usage names.
-            None => return Err(IssuedError::UnknownUsage(u.clone())),
+            None => return Err(CsrError::UnknownUsage(u.clone())),
         }
     }
     let want_eku = set(want_eku);
     let ku = facts.key_usage.unwrap_or(0);
     if ku != want_ku {
-        return Err(IssuedError::KeyUsage {
+        return Err(CsrError::KeyUsage {
             got: ku,
             want: want_ku,
         });
     }
     let eku = facts.ext_key_usage.clone().unwrap_or_default();
     if eku != want_eku {
-        return Err(IssuedError::ExtKeyUsage {
+        return Err(CsrError::ExtKeyUsage {
             got: eku,
             want: want_eku,
         });
@@ -371,29 +287,29 @@ fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), IssuedError> {
 
 /// Not a CA, no path length, and no critical extension certsync does not
 /// understand.
-fn leaf_only(facts: &Facts) -> Result<(), IssuedError> {
+fn leaf_only(facts: &Facts) -> Result<(), CsrError> {
     match facts.basic_constraints {
         None | Some((false, None)) => {}
-        Some((true, _)) => return Err(IssuedError::IsCa),
-        Some((false, Some(_))) => return Err(IssuedError::PathLength),
+        Some((true, _)) => return Err(CsrError::IsCa),
+        Some((false, Some(_))) => return Err(CsrError::PathLength),
     }
     if let Some(oid) = facts.unknown_critical.first() {
-        return Err(IssuedError::UnknownCritical { oid: oid.clone() });
+        return Err(CsrError::UnknownCritical { oid: oid.clone() });
     }
     Ok(())
 }
 
 /// The key algorithm of the leaf `der` is the one `spec` asks for.
-fn key_alg(spec: &CsrSpec, der: &[u8]) -> Result<(), IssuedError> {
+fn key_alg(spec: &CsrSpec, der: &[u8]) -> Result<(), CsrError> {
     let (_, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| IssuedError::Leaf(e.to_string()))?;
+        x509_parser::parse_x509_certificate(der).map_err(|e| CsrError::Leaf(e.to_string()))?;
     match KeyAlg::of_spki(cert.public_key()) {
         Some(alg) if alg == spec.key_alg => Ok(()),
-        Some(got) => Err(IssuedError::KeyAlg {
+        Some(got) => Err(CsrError::IssuedKeyAlg {
             got,
             want: spec.key_alg,
         }),
-        None => Err(IssuedError::UnknownKeyAlg),
+        None => Err(CsrError::UnknownKeyAlg),
     }
 }
 
@@ -411,18 +327,18 @@ fn chains_to(
     ca_pem: &[u8],
     usages: &[String],
     now: SystemTime,
-) -> Result<(), IssuedError> {
+) -> Result<(), CsrError> {
     let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_pem)
         .collect::<Result<_, _>>()
-        .map_err(IssuedError::CaPem)?;
+        .map_err(CsrError::CaPem)?;
     let anchors: Vec<_> = cas
         .iter()
         .filter_map(|c| webpki::anchor_from_trusted_cert(c).ok())
         .collect();
     if anchors.is_empty() {
-        return Err(IssuedError::NoAnchor);
+        return Err(CsrError::NoAnchor);
     }
-    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(IssuedError::EndEntity)?;
+    let leaf = webpki::EndEntityCert::try_from(&chain[0]).map_err(CsrError::EndEntity)?;
     let has = |u: &str| usages.iter().any(|x| x == u);
     let usage = if has("server auth") {
         webpki::KeyUsage::server_auth()
@@ -447,5 +363,5 @@ fn chains_to(
         None,
     )
     .map(|_| ())
-    .map_err(IssuedError::Chain)
+    .map_err(CsrError::Chain)
 }

@@ -50,7 +50,7 @@ pub(crate) fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
     use rcgen::{PublicKeyData, SigningKey};
     let key = spec.key_alg.generate()?;
     let csr_pem = pkcs10(spec, &key.subject_public_key_info(), &|tbs| key.sign(tbs))
-        .map_err(CsrError::Request)?;
+        .map_err(|e| CsrError::Request(Box::new(e)))?;
     Ok(Request {
         key_pem: key.serialize_pem(),
         csr_pem,
@@ -60,24 +60,6 @@ pub(crate) fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
 /// Signs the DER of a request with the key (signature bytes, or why not).
 pub type Sign<'a> = dyn Fn(&[u8]) -> Result<Vec<u8>, rcgen::Error> + 'a;
 
-/// Why a request (or the parts of a certificate it shares) cannot be
-/// encoded: each names the part.
-#[derive(Debug, thiserror::Error)]
-pub enum EncodeError {
-    #[error("{what}: {error}")]
-    Der {
-        what: &'static str,
-        error: x509_cert::der::Error,
-    },
-    #[error("{oid}: {error}")]
-    Oid {
-        oid: &'static str,
-        error: x509_cert::der::oid::Error,
-    },
-    #[error("signing: {0}")]
-    Signing(#[source] rcgen::Error),
-}
-
 /// A subjectAltName entry, in the order it is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum San {
@@ -85,15 +67,15 @@ pub enum San {
     Ip(IpAddr),
 }
 
-fn der_err(what: &'static str) -> impl Fn(x509_cert::der::Error) -> EncodeError {
-    move |error| EncodeError::Der { what, error }
+fn der_err(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CsrError {
+    move |error| CsrError::Der { what, error }
 }
 
 /// The subject `spec` asks for: O=… (each organization its own RDN, as
 /// Kubernetes reads groups) then CN, as UTF8Strings. Encoded with the
 /// RustCrypto `x509-cert` types, as rcgen's subject holds one value per
 /// attribute type and Kubernetes groups need several organizations.
-pub(crate) fn subject(spec: &CsrSpec) -> Result<x509_cert::name::RdnSequence, EncodeError> {
+pub(crate) fn subject(spec: &CsrSpec) -> Result<x509_cert::name::RdnSequence, CsrError> {
     use x509_cert::attr::AttributeTypeAndValue;
     use x509_cert::der::asn1::{Any, SetOfVec, Utf8StringRef};
     use x509_cert::name::{RdnSequence, RelativeDistinguishedName};
@@ -101,7 +83,7 @@ pub(crate) fn subject(spec: &CsrSpec) -> Result<x509_cert::name::RdnSequence, En
     const CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
     const O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
     let e = der_err("subject");
-    let rdn = |oid, value: &str| -> Result<RelativeDistinguishedName, EncodeError> {
+    let rdn = |oid, value: &str| -> Result<RelativeDistinguishedName, CsrError> {
         let value = Any::encode_from(&Utf8StringRef::new(value).map_err(&e)?).map_err(&e)?;
         let set = SetOfVec::try_from(vec![AttributeTypeAndValue { oid, value }]).map_err(&e)?;
         Ok(RelativeDistinguishedName::from(set))
@@ -121,7 +103,7 @@ pub(crate) fn subject(spec: &CsrSpec) -> Result<x509_cert::name::RdnSequence, En
 pub(crate) fn san_extension(
     names: &[San],
     subject_empty: bool,
-) -> Result<Option<x509_cert::ext::Extension>, EncodeError> {
+) -> Result<Option<x509_cert::ext::Extension>, CsrError> {
     use x509_cert::der::Encode;
     use x509_cert::der::asn1::{Ia5String, OctetString};
     use x509_cert::ext::pkix::SubjectAltName;
@@ -156,7 +138,7 @@ pub(crate) fn san_extension(
 /// with the curve's hash, Ed25519, or RSA PKCS#1 v1.5 with SHA-256.
 pub(crate) fn signature_algorithm(
     alg: KeyAlg,
-) -> Result<x509_cert::spki::AlgorithmIdentifierOwned, EncodeError> {
+) -> Result<x509_cert::spki::AlgorithmIdentifierOwned, CsrError> {
     use x509_cert::der::asn1::Any;
     use x509_cert::spki::{AlgorithmIdentifierOwned, ObjectIdentifier};
     let (oid, null_params) = match alg {
@@ -166,7 +148,7 @@ pub(crate) fn signature_algorithm(
         KeyAlg::Rsa(_) => ("1.2.840.113549.1.1.11", true),
     };
     Ok(AlgorithmIdentifierOwned {
-        oid: ObjectIdentifier::new(oid).map_err(|error| EncodeError::Oid { oid, error })?,
+        oid: ObjectIdentifier::new(oid).map_err(|error| CsrError::Oid { oid, error })?,
         parameters: null_params.then(Any::null),
     })
 }
@@ -174,7 +156,7 @@ pub(crate) fn signature_algorithm(
 /// The PKCS#10 request (PEM) for the public key `spki` (DER): the subject
 /// ([`subject`]), the SANs in an extensionRequest, signed with `sign` (the
 /// key, through ring) by `spec.key_alg`'s algorithm.
-pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, EncodeError> {
+pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, CsrError> {
     use x509_cert::der::asn1::{BitString, SetOfVec};
     use x509_cert::der::pem::LineEnding;
     use x509_cert::der::{Decode, Encode, EncodePem};
@@ -200,7 +182,7 @@ pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, En
         attributes,
     };
     let tbs = info.to_der().map_err(e("request"))?;
-    let signature = sign(&tbs).map_err(EncodeError::Signing)?;
+    let signature = sign(&tbs).map_err(CsrError::Signing)?;
     CertReq {
         info,
         algorithm: signature_algorithm(spec.key_alg)?,

@@ -63,7 +63,7 @@ fn issued_certificates_are_checked_against_the_request() {
         skew,
     )
     .unwrap_err();
-    assert!(matches!(e, IssuedError::Chain(_)), "{e}");
+    assert!(matches!(e, CsrError::Chain(_)), "{e}");
 
     let (extra_san, _) = issue(&req, |p| {
         p.subject_alt_names
@@ -71,7 +71,7 @@ fn issued_certificates_are_checked_against_the_request() {
     });
     let e = check(&s, extra_san.as_bytes(), key, None, now, skew).unwrap_err();
     assert!(
-        matches!(&e, IssuedError::DnsNames { got, want }
+        matches!(&e, CsrError::DnsNames { got, want }
             if *got == ["evil.example", "svc.example"] && *want == ["svc.example"]),
         "{e}"
     );
@@ -81,7 +81,7 @@ fn issued_certificates_are_checked_against_the_request() {
     });
     let e = check(&s, client_only.as_bytes(), key, None, now, skew).unwrap_err();
     assert!(
-        matches!(&e, IssuedError::ExtKeyUsage { got, want }
+        matches!(&e, CsrError::ExtKeyUsage { got, want }
             if *got == ["1.3.6.1.5.5.7.3.2"] && *want == ["1.3.6.1.5.5.7.3.1"]),
         "{e}"
     );
@@ -92,7 +92,7 @@ fn issued_certificates_are_checked_against_the_request() {
     });
     let e = check(&s, wrong_cn.as_bytes(), key, None, now, skew).unwrap_err();
     assert!(
-        matches!(&e, IssuedError::Subject { got, .. }
+        matches!(&e, CsrError::Subject { got, .. }
             if *got == [("2.5.4.3".to_owned(), "system:masters".to_owned())]),
         "{e}"
     );
@@ -110,7 +110,7 @@ fn issued_certificates_are_checked_against_the_request() {
     assert!(
         matches!(
             e,
-            IssuedError::Invalid(crate::validate::ValidationError::KeyMismatch { .. })
+            CsrError::Invalid(crate::validate::ValidationError::KeyMismatch { .. })
         ),
         "{e}"
     );
@@ -121,7 +121,7 @@ fn issued_certificates_are_checked_against_the_request() {
     assert!(
         matches!(
             e,
-            IssuedError::KeyAlg {
+            CsrError::IssuedKeyAlg {
                 got: KeyAlg::EcdsaP256,
                 want: KeyAlg::EcdsaP384
             }
@@ -148,12 +148,12 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
     check(&s, plain.as_bytes(), key, Some(ca.as_bytes()), now, skew)
         .expect("CA:FALSE is what a leaf says");
     type Tweak<'a> = &'a dyn Fn(&mut rcgen::CertificateParams);
-    type Want<'a> = &'a dyn Fn(&IssuedError) -> bool;
+    type Want<'a> = &'a dyn Fn(&CsrError) -> bool;
     let (o, ou) = ("2.5.4.10".to_owned(), "2.5.4.11".to_owned());
     let cases: [(&str, Want<'_>, Tweak<'_>); 9] = [
         (
             "O",
-            &|e| matches!(e, IssuedError::Subject { got, .. } if got.iter().any(|a| a.0 == o)),
+            &|e| matches!(e, CsrError::Subject { got, .. } if got.iter().any(|a| a.0 == o)),
             &|p| {
                 p.distinguished_name
                     .push(rcgen::DnType::OrganizationName, "system:masters");
@@ -161,7 +161,7 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
         ),
         (
             "OU",
-            &|e| matches!(e, IssuedError::Subject { got, .. } if got.iter().any(|a| a.0 == ou)),
+            &|e| matches!(e, CsrError::Subject { got, .. } if got.iter().any(|a| a.0 == ou)),
             &|p| {
                 p.distinguished_name
                     .push(rcgen::DnType::OrganizationalUnitName, "ops");
@@ -169,12 +169,12 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
         ),
         (
             "client auth",
-            &|e| matches!(e, IssuedError::ExtKeyUsage { got, .. } if got.len() == 2),
+            &|e| matches!(e, CsrError::ExtKeyUsage { got, .. } if got.len() == 2),
             &|p| p.extended_key_usages.push(Eku::ClientAuth),
         ),
         (
             "code signing",
-            &|e| matches!(e, IssuedError::ExtKeyUsage { got, .. } if got.len() == 2),
+            &|e| matches!(e, CsrError::ExtKeyUsage { got, .. } if got.len() == 2),
             &|p| p.extended_key_usages.push(Eku::CodeSigning),
         ),
         (
@@ -182,7 +182,7 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
             &|e| {
                 matches!(
                     e,
-                    IssuedError::KeyUsage {
+                    CsrError::KeyUsage {
                         got: 0b10_0001,
                         want: 1
                     }
@@ -192,15 +192,15 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
         ),
         (
             "no key usage",
-            &|e| matches!(e, IssuedError::KeyUsage { got: 0, want: 1 }),
+            &|e| matches!(e, CsrError::KeyUsage { got: 0, want: 1 }),
             &|p| p.key_usages.clear(),
         ),
-        ("CA:TRUE", &|e| matches!(e, IssuedError::IsCa), &|p| {
+        ("CA:TRUE", &|e| matches!(e, CsrError::IsCa), &|p| {
             p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         }),
         (
             "critical extension",
-            &|e| matches!(e, IssuedError::UnknownCritical { oid } if oid == "1.2.3.4"),
+            &|e| matches!(e, CsrError::UnknownCritical { oid } if oid == "1.2.3.4"),
             &|p| {
                 let mut ext = rcgen::CustomExtension::from_oid_content(&[1, 2, 3, 4], vec![5, 0]);
                 ext.set_criticality(true);
@@ -209,7 +209,7 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
         ),
         (
             "URI",
-            &|e| matches!(e, IssuedError::OtherName { kind: "a URI" }),
+            &|e| matches!(e, CsrError::OtherName { kind: "a URI" }),
             &|p| {
                 p.subject_alt_names
                     .push(rcgen::SanType::URI("spiffe://x/y".try_into().unwrap()));
@@ -235,7 +235,7 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
     assert!(
         matches!(
             e,
-            IssuedError::Invalid(
+            CsrError::Invalid(
                 crate::validate::ValidationError::BadCertificate { .. }
                     | crate::validate::ValidationError::NotAsGoReads { .. }
             )

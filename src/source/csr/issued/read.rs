@@ -6,41 +6,12 @@
 
 use std::net::IpAddr;
 
-use super::IssuedError;
+use crate::source::csr::CsrError;
 
 const OID_SAN: &str = "2.5.29.17";
 const OID_KU: &str = "2.5.29.15";
 const OID_EKU: &str = "2.5.29.37";
 const OID_BC: &str = "2.5.29.19";
-
-/// Why one parser could not read the leaf; a parser's own message is kept
-/// as it says it.
-#[derive(Debug, thiserror::Error)]
-pub enum Unread {
-    #[error("{0}")]
-    Malformed(String),
-    #[error("trailing bytes after the certificate")]
-    Trailing,
-    #[error("extensions: {0}")]
-    Extensions(String),
-    #[error("subject attribute {oid} is not a UTF8String or PrintableString")]
-    SubjectType { oid: String },
-    #[error("subject attribute {oid}: {problem}")]
-    SubjectValue { oid: String, problem: String },
-    /// A known extension the parser fell back to "unsupported" for.
-    #[error("extension {oid} could not be read")]
-    Unsupported { oid: String },
-    #[error("extension {oid}: {problem}")]
-    Extension { oid: String, problem: String },
-    #[error("extension {oid} appears twice")]
-    Twice { oid: String },
-    #[error("subjectAltName holds a malformed IP address")]
-    MalformedIp,
-    #[error("subjectAltName holds an invalid entry")]
-    InvalidSan,
-    #[error("public key: {0}")]
-    PublicKey(String),
-}
 
 /// What the leaf says about whom it is for and what it may do: the same
 /// from either parser, or the certificate is refused.
@@ -88,12 +59,12 @@ impl Facts {
 
     /// Adds a subjectAltName entry; an IP of another length than 4 or 16
     /// bytes is refused.
-    fn add_name(&mut self, name: Name<'_>) -> Result<(), Unread> {
+    fn add_name(&mut self, name: Name<'_>) -> Result<(), CsrError> {
         match name {
             Name::Dns(d) => self.dns.push(d.to_owned()),
             Name::Ip(b) => self
                 .ips
-                .push(crate::x509::ip_of(b).ok_or(Unread::MalformedIp)?),
+                .push(crate::x509::ip_of(b).ok_or(CsrError::MalformedIp)?),
             Name::Other(kind) => self.other_names.push(kind),
         }
         Ok(())
@@ -101,17 +72,17 @@ impl Facts {
 }
 
 /// The leaf read by x509-parser.
-fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
+fn read_x509_parser(der: &[u8]) -> Result<Facts, CsrError> {
     use x509_parser::extensions::ParsedExtension;
     let (rest, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| Unread::Malformed(e.to_string()))?;
+        x509_parser::parse_x509_certificate(der).map_err(|e| CsrError::Malformed(e.to_string()))?;
     if !rest.is_empty() {
-        return Err(Unread::Trailing);
+        return Err(CsrError::Trailing);
     }
     // Refuses an extension that appears twice (RFC 5280 4.2).
     cert.tbs_certificate
         .extensions_map()
-        .map_err(|e| Unread::Extensions(e.to_string()))?;
+        .map_err(|e| CsrError::Extensions(e.to_string()))?;
     let mut facts = Facts {
         subject: lax_subject(cert.subject())?,
         ..Facts::default()
@@ -122,7 +93,7 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
         // not one it understood.
         let known = [OID_SAN, OID_KU, OID_EKU, OID_BC].contains(&oid.as_str());
         if known && ext.parsed_extension().unsupported() {
-            return Err(Unread::Unsupported { oid });
+            return Err(CsrError::Unsupported { oid });
         }
         match ext.parsed_extension() {
             ParsedExtension::SubjectAlternativeName(san) => {
@@ -136,7 +107,7 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
                 facts.basic_constraints = Some((bc.ca, bc.path_len_constraint));
             }
             ParsedExtension::ParseError { error } => {
-                return Err(Unread::Extension {
+                return Err(CsrError::Extension {
                     oid,
                     problem: error.to_string(),
                 });
@@ -151,7 +122,7 @@ fn read_x509_parser(der: &[u8]) -> Result<Facts, Unread> {
 
 /// Every subject attribute as x509-parser reads it; a value of another
 /// type than UTF8String or PrintableString is refused.
-fn lax_subject(name: &x509_parser::x509::X509Name<'_>) -> Result<Vec<(String, String)>, Unread> {
+fn lax_subject(name: &x509_parser::x509::X509Name<'_>) -> Result<Vec<(String, String)>, CsrError> {
     use x509_parser::asn1_rs::Tag;
     let mut subject = Vec::new();
     for atv in name.iter().flat_map(|rdn| rdn.iter()) {
@@ -160,9 +131,9 @@ fn lax_subject(name: &x509_parser::x509::X509Name<'_>) -> Result<Vec<(String, St
             atv.attr_value().tag(),
             Tag::Utf8String | Tag::PrintableString
         ) {
-            return Err(Unread::SubjectType { oid });
+            return Err(CsrError::SubjectType { oid });
         }
-        let value = atv.as_str().map_err(|e| Unread::SubjectValue {
+        let value = atv.as_str().map_err(|e| CsrError::SubjectValue {
             oid: oid.clone(),
             problem: e.to_string(),
         })?;
@@ -172,7 +143,7 @@ fn lax_subject(name: &x509_parser::x509::X509Name<'_>) -> Result<Vec<(String, St
 }
 
 /// A subjectAltName entry as x509-parser reads it.
-fn lax_name<'a>(name: &'a x509_parser::extensions::GeneralName<'_>) -> Result<Name<'a>, Unread> {
+fn lax_name<'a>(name: &'a x509_parser::extensions::GeneralName<'_>) -> Result<Name<'a>, CsrError> {
     use x509_parser::extensions::GeneralName;
     Ok(match name {
         GeneralName::DNSName(d) => Name::Dns(d),
@@ -184,7 +155,7 @@ fn lax_name<'a>(name: &'a x509_parser::extensions::GeneralName<'_>) -> Result<Na
         GeneralName::EDIPartyName(_) => Name::Other("an EDI party name"),
         GeneralName::URI(_) => Name::Other("a URI"),
         GeneralName::RegisteredID(_) => Name::Other("a registered ID"),
-        GeneralName::Invalid(..) => return Err(Unread::InvalidSan),
+        GeneralName::Invalid(..) => return Err(CsrError::InvalidSan),
     })
 }
 
@@ -209,11 +180,11 @@ fn lax_eku(eku: &x509_parser::extensions::ExtendedKeyUsage<'_>) -> Vec<String> {
 }
 
 /// The leaf read by RustCrypto `x509-cert` (strict DER).
-fn read_x509_cert(der: &[u8]) -> Result<Facts, Unread> {
+fn read_x509_cert(der: &[u8]) -> Result<Facts, CsrError> {
     use x509_cert::der::{Decode, Encode};
     use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
     let cert =
-        x509_cert::Certificate::from_der(der).map_err(|e| Unread::Malformed(e.to_string()))?;
+        x509_cert::Certificate::from_der(der).map_err(|e| CsrError::Malformed(e.to_string()))?;
     let tbs = &cert.tbs_certificate;
     let mut facts = Facts {
         subject: strict_subject(&tbs.subject)?,
@@ -223,11 +194,11 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, Unread> {
     for ext in tbs.extensions.iter().flatten() {
         let oid = ext.extn_id.to_string();
         if seen.contains(&oid) {
-            return Err(Unread::Twice { oid });
+            return Err(CsrError::Twice { oid });
         }
         seen.push(oid.clone());
         let bytes = ext.extn_value.as_bytes();
-        let err = |e: x509_cert::der::Error| Unread::Extension {
+        let err = |e: x509_cert::der::Error| CsrError::Extension {
             oid: oid.clone(),
             problem: e.to_string(),
         };
@@ -254,13 +225,13 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, Unread> {
     facts.spki = tbs
         .subject_public_key_info
         .to_der()
-        .map_err(|e| Unread::PublicKey(e.to_string()))?;
+        .map_err(|e| CsrError::PublicKey(e.to_string()))?;
     Ok(facts.normalize())
 }
 
 /// Every subject attribute as x509-cert reads it; a value of another type
 /// than UTF8String or PrintableString is refused.
-fn strict_subject(name: &x509_cert::name::Name) -> Result<Vec<(String, String)>, Unread> {
+fn strict_subject(name: &x509_cert::name::Name) -> Result<Vec<(String, String)>, CsrError> {
     use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
     use x509_cert::der::{Tag, Tagged};
     let mut subject = Vec::new();
@@ -275,9 +246,9 @@ fn strict_subject(name: &x509_cert::name::Name) -> Result<Vec<(String, String)>,
                 .value
                 .decode_as::<PrintableStringRef<'_>>()
                 .map(|s| s.to_string()),
-            _ => return Err(Unread::SubjectType { oid }),
+            _ => return Err(CsrError::SubjectType { oid }),
         }
-        .map_err(|e| Unread::SubjectValue {
+        .map_err(|e| CsrError::SubjectValue {
             oid: oid.clone(),
             problem: e.to_string(),
         })?;
@@ -302,8 +273,13 @@ fn strict_name(name: &x509_cert::ext::pkix::name::GeneralName) -> Name<'_> {
 }
 
 /// The leaf's facts when both parsers read it, and read it the same.
-pub(super) fn read_strictly(der: &[u8]) -> Result<Facts, IssuedError> {
-    let unread = |parser| move |problem| IssuedError::Unread { parser, problem };
+pub(super) fn read_strictly(der: &[u8]) -> Result<Facts, CsrError> {
+    let unread = |parser| {
+        move |problem| CsrError::Unread {
+            parser,
+            problem: Box::new(problem),
+        }
+    };
     let a = read_x509_parser(der).map_err(unread("x509-parser"))?;
     let b = read_x509_cert(der).map_err(unread("x509-cert"))?;
     let differ = [
@@ -325,7 +301,7 @@ pub(super) fn read_strictly(der: &[u8]) -> Result<Facts, IssuedError> {
         ("public key", a.spki != b.spki),
     ];
     match differ.iter().find(|(_, d)| *d) {
-        Some((field, _)) => Err(IssuedError::ReadDifferently { field }),
+        Some((field, _)) => Err(CsrError::ReadDifferently { field }),
         None => Ok(a),
     }
 }
