@@ -40,11 +40,9 @@ pub enum CommandError {
     LogEnv { problem: crate::cli::ValueError },
     #[error("--log-level: {0}")]
     LogFilter(#[source] tracing_subscriber::filter::ParseError),
-    /// `approve` or `csr review --approve|--deny` with a node policy that
-    /// would trust node-written addresses alone.
-    #[error("{problem}")]
-    Policy { problem: crate::config::PolicyError },
-    /// `run`'s flags, environment or config file refused.
+    /// `run`'s flags, environment or config file refused, or (`approve`,
+    /// `csr review --approve|--deny`) a node policy that would trust
+    /// node-written addresses alone.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
@@ -87,7 +85,6 @@ impl CommandError {
             Self::Args(_)
             | Self::LogEnv { .. }
             | Self::LogFilter(_)
-            | Self::Policy { .. }
             | Self::Config(_)
             | Self::Man(ManError::Unknown { .. }) => EXIT_USAGE as u8,
             Self::Man(_)
@@ -182,9 +179,7 @@ pub fn man(a: &ManArgs) -> Finished {
 /// A policy for `approve` or `csr review`, refused when it would trust
 /// node-written addresses alone.
 fn check_policy(policy: &crate::cli::PolicyArgs) -> Result<(), CommandError> {
-    policy
-        .check()
-        .map_err(|problem| CommandError::Policy { problem })
+    Ok(policy.check()?)
 }
 
 #[cfg(test)]
@@ -221,12 +216,7 @@ mod tests {
                 },
                 64,
             ),
-            (
-                CommandError::Policy {
-                    problem: crate::config::PolicyError::NoNodeCidr,
-                },
-                64,
-            ),
+            (crate::config::ConfigError::NoNodeCidr.into(), 64),
             (crate::config::ConfigError::NoMappings.into(), 64),
             (
                 ManError::Unknown {

@@ -9,48 +9,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// Why the config file is refused (its path is named beside it,
-/// [`ConfigError::File`]).
-#[derive(Debug, thiserror::Error)]
-pub enum FileProblem {
-    #[error(transparent)]
-    Yaml(#[from] crate::files::YamlError),
-    #[error(
-        "line {line}: unknown key {key:?} (a setting is a flag of `certsync run` by its long \
-         name, e.g. resync: 5m, reload-process: nginx; mappings go under mappings:)"
-    )]
-    UnknownKey { line: usize, key: String },
-    #[error("line {line}: {key} takes a value or a list of values")]
-    NotScalar { line: usize, key: String },
-    #[error(transparent)]
-    Unread(#[from] crate::files::OwnedError),
-    #[error("not UTF-8 text")]
-    NotUtf8,
-    #[error("{0}")]
-    Unresolved(#[source] std::io::Error),
-    /// With `ca:` mappings, in a ConfigMap or Secret volume.
-    #[error(
-        "it goes with ca: mappings and is in a ConfigMap or Secret volume: anyone who may edit \
-         that object could have the CA sign any identity. Give ca: mappings with --sync in the \
-         pod's manifest, or keep this file on the node where only root may write"
-    )]
-    CaInVolume,
-    /// With `ca:` mappings, changeable by another user.
-    #[error(
-        "it goes with ca: mappings, and {0}, who could have the CA sign any identity: make it \
-         and its directories owned by root and writable by their owner only"
-    )]
-    CaOthersMayChange(#[source] crate::files::OwnedError),
-    /// A setting's value, refused by its flag's parser.
-    #[error("line {line}: {key}: {source}")]
-    Setting {
-        line: usize,
-        key: String,
-        #[source]
-        source: serde::de::value::Error,
-    },
-}
-
 /// The config file as read: `mappings:`, and beside it `run`'s settings
 /// by their flags' long names ([`super::settings`] checks and reads them).
 #[derive(Debug)]
@@ -81,7 +39,7 @@ struct Document {
 }
 
 /// The settings beside `mappings:` as texts, each key with its line.
-fn settings(text: &str, rest: serde_yaml_ng::Mapping) -> Result<Vec<FileSetting>, FileProblem> {
+fn settings(text: &str, rest: serde_yaml_ng::Mapping) -> Result<Vec<FileSetting>, ConfigError> {
     use serde_yaml_ng::Value;
     let line = |key: &str| {
         text.lines()
@@ -96,7 +54,7 @@ fn settings(text: &str, rest: serde_yaml_ng::Mapping) -> Result<Vec<FileSetting>
             Value::String(s) => Ok(s),
             Value::Number(n) => Ok(n.to_string()),
             Value::Bool(b) => Ok(b.to_string()),
-            _ => Err(FileProblem::NotScalar {
+            _ => Err(ConfigError::NotScalar {
                 line,
                 key: key.clone(),
             }),
@@ -120,12 +78,12 @@ const CONFIG_LIMIT: u64 = 4 << 20;
 /// floods certsync), at most [`CONFIG_LIMIT`] bytes, UTF-8; as root, one
 /// only root may change ([`crate::files::read_steering`]).
 pub(crate) fn read_config_text(path: &Path) -> Result<String, ConfigError> {
-    let err = |problem: FileProblem| ConfigError::File {
+    let err = |problem: ConfigError| ConfigError::File {
         path: path.to_owned(),
         problem: Box::new(problem),
     };
     let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(|e| err(e.into()))?;
-    String::from_utf8(bytes).map_err(|_| err(FileProblem::NotUtf8))
+    String::from_utf8(bytes).map_err(|_| err(ConfigError::NotUtf8))
 }
 
 /// The config file: its text `given`, or read from `path`.
@@ -133,7 +91,7 @@ pub(crate) fn read_config_file(
     path: &Path,
     given: Option<&str>,
 ) -> Result<ConfigFile, ConfigError> {
-    let err = |problem: FileProblem| ConfigError::File {
+    let err = |problem: ConfigError| ConfigError::File {
         path: path.to_owned(),
         problem: Box::new(problem),
     };
@@ -161,11 +119,11 @@ pub(crate) fn read_config_file(
 /// Not seen: a ConfigMap mounted with `subPath` (a bind mount of the file
 /// alone); the docs say to keep this file on the node.
 pub(crate) fn ca_config_guarded(path: &Path) -> Result<(), ConfigError> {
-    let err = |problem: FileProblem| ConfigError::File {
+    let err = |problem: ConfigError| ConfigError::File {
         path: path.to_owned(),
         problem: Box::new(problem),
     };
-    let real = std::fs::canonicalize(path).map_err(|e| err(FileProblem::Unresolved(e)))?;
+    let real = std::fs::canonicalize(path).map_err(|e| err(ConfigError::Unresolved(e)))?;
     let written = path.parent().and_then(|p| {
         std::fs::canonicalize(if p.as_os_str().is_empty() {
             Path::new(".")
@@ -182,7 +140,7 @@ pub(crate) fn ca_config_guarded(path: &Path) -> Result<(), ConfigError> {
             .components()
             .any(|c| c.as_os_str().to_string_lossy().starts_with("..2"));
     if in_volume {
-        return Err(err(FileProblem::CaInVolume));
+        return Err(err(ConfigError::CaInVolume));
     }
-    crate::files::only_root_may_change(path).map_err(|e| err(FileProblem::CaOthersMayChange(e)))
+    crate::files::only_root_may_change(path).map_err(|e| err(ConfigError::CaOthersMayChange(e)))
 }

@@ -127,7 +127,7 @@ fn what_an_option_needs_and_excludes_is_refused_as_the_grammar_says() {
         if let Some(needs) = o.needs {
             let e = options_apply(&spec(kind, &[o]), kind).unwrap_err();
             assert!(
-                matches!(e, GrammarError::Needs { option, needs: n } if option == o.name && n == needs),
+                matches!(e, ConfigError::Needs { option, needs: n } if option == o.name && n == needs),
                 "{}: {e}",
                 o.name
             );
@@ -138,7 +138,7 @@ fn what_an_option_needs_and_excludes_is_refused_as_the_grammar_says() {
         for other in o.excludes {
             let e = options_apply(&spec(kind, &[o, option(other)]), kind).unwrap_err();
             assert!(
-                matches!(e, GrammarError::Excludes { option, other: x } if option == o.name && x == *other),
+                matches!(e, ConfigError::Excludes { option, other: x } if option == o.name && x == *other),
                 "{} with {other}: {e}",
                 o.name
             );

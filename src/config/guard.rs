@@ -2,69 +2,15 @@
 //! the directories above it, every target, a `ca:` mapping's CA files and
 //! template, a `csr:` mapping's `ca=file:` and bootstrap kubeconfig, the
 //! pidfile's directory. Judged at start, each refusal naming the path and
-//! what whoever could change it could do ([`Unguarded`]).
+//! what whoever could change it could do ([`ConfigError`]).
 
 use super::{ConfigError, Mapping, Source};
 use crate::beneath::{self, Entry, Links, Owners, ReadOnly, Start, Trust};
 use crate::files::OwnedError;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// A path of a mapping that another user could change, and what that user
-/// could do with it.
-#[derive(Debug, thiserror::Error)]
-pub enum Unguarded {
-    #[error(
-        "source {}: {source}, who could replace the source directory with a link to another and \
-         have certsync publish what is there; keep it in a directory under root's",
-        dir.display()
-    )]
-    SourceAbove { dir: PathBuf, source: OwnedError },
-    #[error(
-        "source {}: owner {uid}, mode {mode:04o}: may be changed by another user (group or others \
-         may write it), any of whom could link in a file the others could not read and have \
-         certsync publish it; make it writable by its owner only",
-        dir.display()
-    )]
-    SourceWritable { dir: PathBuf, uid: u32, mode: u32 },
-    #[error("target {0}")]
-    TargetWritable(#[source] OwnedError),
-    #[error(
-        "target {}: {source}, who could re-create it and have the consumer read their own pair \
-         there; give a target whose directories are owned by root (or certsync's user) and \
-         writable by their owner only, or a subdirectory of a volume's root",
-        target.display()
-    )]
-    TargetRecreatable { target: PathBuf, source: OwnedError },
-    #[error(
-        "target {}: no `..` in the target of a ca: mapping; give the path it means",
-        target.display()
-    )]
-    CaTargetDotDot { target: PathBuf },
-    /// `what`: the target, the template, the CA key or certificate.
-    #[error(
-        "{what} {}: {source}, who could redirect or choose what the CA signs; make it and its \
-         directories owned by root and writable by their owner only",
-        path.display()
-    )]
-    CaPath {
-        what: &'static str,
-        path: PathBuf,
-        source: OwnedError,
-    },
-    /// `ca=file:` or `bootstrap-kubeconfig=` (`option`) refused by the
-    /// reader every later read uses.
-    #[error("{option} {}: {source}", path.display())]
-    Steering {
-        option: &'static str,
-        path: PathBuf,
-        source: OwnedError,
-    },
-    #[error("bootstrap-kubeconfig=: {0}")]
-    BootstrapKubeconfig(#[source] crate::source::client::ClientError),
-}
-
-fn refused(m: &Mapping, problem: Unguarded) -> ConfigError {
+fn refused(m: &Mapping, problem: ConfigError) -> ConfigError {
     ConfigError::Guard {
         mapping: m.name.clone(),
         problem: Box::new(problem),
@@ -98,7 +44,7 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
     above_guarded(dir).map_err(|source| {
         refused(
             m,
-            Unguarded::SourceAbove {
+            ConfigError::SourceAbove {
                 dir: dir.clone(),
                 source,
             },
@@ -123,7 +69,7 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
     {
         return Err(refused(
             m,
-            Unguarded::SourceWritable {
+            ConfigError::SourceWritable {
                 dir: dir.clone(),
                 uid: entry.uid,
                 mode: entry.mode,
@@ -172,14 +118,14 @@ fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
 /// every mapping); `ca:` targets are held to the stricter rule below.
 pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
     crate::files::no_other_user_may_write(&m.target)
-        .map_err(|source| refused(m, Unguarded::TargetWritable(source)))?;
+        .map_err(|source| refused(m, ConfigError::TargetWritable(source)))?;
     if matches!(m.source, Source::Ca(_)) {
         return Ok(());
     }
     crate::files::no_other_user_may_recreate(&m.target).map_err(|source| {
         refused(
             m,
-            Unguarded::TargetRecreatable {
+            ConfigError::TargetRecreatable {
                 target: m.target.clone(),
                 source,
             },
@@ -205,7 +151,7 @@ pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     {
         return Err(refused(
             m,
-            Unguarded::CaTargetDotDot {
+            ConfigError::CaTargetDotDot {
                 target: m.target.clone(),
             },
         ));
@@ -220,7 +166,7 @@ pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
         crate::files::only_root_may_change(path).map_err(|source| {
             refused(
                 m,
-                Unguarded::CaPath {
+                ConfigError::CaPath {
                     what,
                     path: path.to_owned(),
                     source,
@@ -247,7 +193,7 @@ pub(super) fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let steering = |option: &'static str, path: &Path, source| {
         refused(
             m,
-            Unguarded::Steering {
+            ConfigError::Steering {
                 option,
                 path: path.to_owned(),
                 source,
@@ -261,7 +207,7 @@ pub(super) fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     if let Some(path) = &spec.bootstrap {
         if path.exists() {
             crate::source::client::check_kubeconfig(path)
-                .map_err(|e| refused(m, Unguarded::BootstrapKubeconfig(e)))?;
+                .map_err(|e| refused(m, ConfigError::BootstrapKubeconfig(e)))?;
         } else {
             crate::files::steering_or_absent(path, 0)
                 .map_err(|e| steering("bootstrap-kubeconfig=", path, e))?;

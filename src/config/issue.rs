@@ -3,102 +3,15 @@
 //! kind's own: the signer and its CA for `csr:`, the CA files, template and
 //! key rules for `ca:`.
 
-use super::mapping::{DnsError, check_dns};
+use super::mapping::check_dns;
 use super::*;
-use crate::bundle::BundleError;
-use crate::cli::{ValueError, YEAR, duration};
+use crate::cli::{YEAR, duration};
 
 use std::time::Duration;
 
 use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
 use crate::source::ca::CaSpec;
 use crate::source::csr::{CaSource, CsrSpec, KeyAlg, USAGES as CSR_USAGES, default_usages};
-
-/// An option of a `csr:` or `ca:` mapping refused.
-#[derive(Debug, thiserror::Error)]
-pub enum IssueError {
-    #[error(transparent)]
-    KeyAlg(crate::x509::X509Error),
-    #[error("ip {value:?} is not an IPv4 or IPv6 address")]
-    Ip { value: String },
-    #[error("dns {value:?} is not a DNS name")]
-    Dns { value: String },
-    #[error("dns: {0}")]
-    DnsRule(crate::x509::X509Error),
-    #[error("cn and o may not be empty")]
-    EmptySubject,
-    #[error("a csr: mapping needs a subject: cn=, dns= or ip=")]
-    NoCsrSubject,
-    #[error("a ca: mapping needs a subject: cn=, dns=, ip= or template=")]
-    NoCaSubject,
-    #[error(
-        "signer {signer} is not one whose usages certsync knows; give them, e.g. \
-         usage=digital-signature,usage=server-auth"
-    )]
-    UnknownSignerUsages { signer: String },
-    #[error(
-        "a ca: mapping needs its usages (usage=digital-signature,\
-         usage=key-encipherment,usage=server-auth) or template=PATH"
-    )]
-    NoCaUsages,
-    #[error("usage {usage:?} is not a Kubernetes key usage (known: {})", CSR_USAGES.join(", "))]
-    UnknownUsage { usage: String },
-    #[error("usage {usage:?} is given twice")]
-    UsageTwice { usage: String },
-    #[error(transparent)]
-    NotLeaf(crate::source::csr::CaUsage),
-    #[error("lifetime: {source}{why}")]
-    Lifetime {
-        #[source]
-        source: ValueError,
-        why: &'static str,
-    },
-    #[error("approval-timeout: {0}")]
-    ApprovalTimeout(#[source] ValueError),
-    #[error(
-        "renew {value:?} is not a window LO-HI of the lifetime such as 0.7-0.9 or 70%-90% \
-         (both above 0 and below 1, LO <= HI)"
-    )]
-    Renew { value: String },
-    #[error(
-        "the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1"
-    )]
-    LegacyUnknown,
-    #[error(
-        "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
-         csr:kubernetes.io/kube-apiserver-client"
-    )]
-    SignerName { signer: String },
-    #[error("ca={value}: a ClusterTrustBundle is selected by a signer name DOMAIN/PATH")]
-    CaBundleSigner { value: String },
-    #[error("ca=file: needs a path")]
-    CaFileEmpty,
-    #[error(transparent)]
-    CaObject(#[from] DnsError),
-    #[error("ca key: {0}")]
-    CaKey(#[source] BundleError),
-    #[error(
-        "ca {value:?}: for a csr: mapping give the signer's CA as file:PATH, \
-         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
-    )]
-    CaSource { value: String },
-    #[error("write-kubeconfig: {0}")]
-    WriteKubeconfig(#[source] BundleError),
-    #[error("write-kubeconfig: {file} is the pair's own file")]
-    WriteKubeconfigPair { file: String },
-    #[error(
-        "ca: needs the CA as a prefix (ca:/etc/kubernetes/pki/ca for ca.crt and \
-         ca.key) or as {option}=PATH"
-    )]
-    NoCaPrefix { option: &'static str },
-    #[error("the CA certificate and key are the same file {}", .path.display())]
-    CaSameFile { path: PathBuf },
-    #[error(
-        "{option}= and template= both say what to issue; template= copies the \
-         subject, names and usages from the certificate, so give one or the other"
-    )]
-    TemplateAndOption { option: &'static str },
-}
 
 /// A `ca:` certificate lives this long unless `lifetime=` says otherwise:
 /// kubeadm's `CertificateValidity` (`cmd/kubeadm/app/constants`).
@@ -116,11 +29,11 @@ impl MappingSpec {
     fn issue_options(
         &self,
         min_lifetime: (u64, &'static str),
-        no_subject: Option<IssueError>,
-        usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, IssueError>,
-    ) -> Result<CsrSpec, IssueError> {
+        no_subject: Option<ConfigError>,
+        usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, ConfigError>,
+    ) -> Result<CsrSpec, ConfigError> {
         let key_alg: KeyAlg = match &self.key_alg {
-            Some(s) => s.parse().map_err(IssueError::KeyAlg)?,
+            Some(s) => s.parse().map_err(ConfigError::KeyAlg)?,
             None => KeyAlg::default(),
         };
         let ips = self
@@ -128,12 +41,12 @@ impl MappingSpec {
             .iter()
             .map(|s| {
                 s.parse::<std::net::IpAddr>()
-                    .map_err(|_| IssueError::Ip { value: s.clone() })
+                    .map_err(|_| ConfigError::Ip { value: s.clone() })
             })
             .collect::<Result<Vec<_>, _>>()?;
         self.dns_names()?;
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
-            return Err(IssueError::EmptySubject);
+            return Err(ConfigError::EmptySubject);
         }
         if let Some(e) = no_subject
             && self.cn.is_none()
@@ -149,14 +62,14 @@ impl MappingSpec {
         };
         // A leaf's usages only: refused at start, not after a request.
         crate::source::csr::leaf_usages(usages.iter().map(String::as_str))
-            .map_err(IssueError::NotLeaf)?;
+            .map_err(ConfigError::NotLeaf)?;
         let (min_ms, why) = min_lifetime;
         let lifetime = self
             .lifetime
             .as_deref()
             .map(duration(min_ms, YEAR * 100))
             .transpose()
-            .map_err(|source| IssueError::Lifetime { source, why })?;
+            .map_err(|source| ConfigError::Lifetime { source, why })?;
         let renew = match &self.renew {
             Some(s) => parse_renew(s)?,
             None => DEFAULT_RENEW,
@@ -180,29 +93,29 @@ impl MappingSpec {
 
     /// Each `dns=` a host name, or a wildcard one, that passes
     /// [`crate::x509::dns_name`].
-    fn dns_names(&self) -> Result<(), IssueError> {
+    fn dns_names(&self) -> Result<(), ConfigError> {
         for d in &self.dns {
             let wildcard = d.strip_prefix("*.").unwrap_or(d);
             check_dns("name", &wildcard.to_ascii_lowercase(), 253)
-                .map_err(|_| IssueError::Dns { value: d.clone() })?;
+                .map_err(|_| ConfigError::Dns { value: d.clone() })?;
             // The rule templates and issued certificates are held to too
             // (labels, no address written as a name).
-            crate::x509::dns_name(d).map_err(IssueError::DnsRule)?;
+            crate::x509::dns_name(d).map_err(ConfigError::DnsRule)?;
         }
         Ok(())
     }
 
     /// The `usage=` values as the CSR API spells them (`-` for a space, any
     /// case), each a usage it knows, none twice.
-    fn given_usages(&self) -> Result<Vec<String>, IssueError> {
+    fn given_usages(&self) -> Result<Vec<String>, ConfigError> {
         let mut usages: Vec<String> = Vec::new();
         for u in &self.usage {
             let u = u.replace('-', " ").to_ascii_lowercase();
             if !CSR_USAGES.contains(&u.as_str()) {
-                return Err(IssueError::UnknownUsage { usage: u });
+                return Err(ConfigError::UnknownUsage { usage: u });
             }
             if usages.contains(&u) {
-                return Err(IssueError::UsageTwice { usage: u });
+                return Err(ConfigError::UsageTwice { usage: u });
             }
             usages.push(u);
         }
@@ -210,24 +123,24 @@ impl MappingSpec {
     }
 
     /// The `csr:SIGNER` options as a [`CsrSpec`].
-    pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, IssueError> {
+    pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, ConfigError> {
         match signer.split_once('/') {
             Some((domain, path)) if !path.is_empty() && check_dns("name", domain, 253).is_ok() => {
                 if signer == "kubernetes.io/legacy-unknown" {
-                    return Err(IssueError::LegacyUnknown);
+                    return Err(ConfigError::LegacyUnknown);
                 }
             }
             _ => {
-                return Err(IssueError::SignerName {
+                return Err(ConfigError::SignerName {
                     signer: signer.to_owned(),
                 });
             }
         }
         let mut spec = self.issue_options(
             (600_000, " (the API requires at least 10m)"),
-            Some(IssueError::NoCsrSubject),
+            Some(ConfigError::NoCsrSubject),
             |key_alg| {
-                default_usages(signer, key_alg).ok_or_else(|| IssueError::UnknownSignerUsages {
+                default_usages(signer, key_alg).ok_or_else(|| ConfigError::UnknownSignerUsages {
                     signer: signer.to_owned(),
                 })
             },
@@ -238,7 +151,7 @@ impl MappingSpec {
             .as_deref()
             .map(duration(1000, YEAR))
             .transpose()
-            .map_err(IssueError::ApprovalTimeout)?
+            .map_err(ConfigError::ApprovalTimeout)?
             .unwrap_or(Duration::from_secs(15 * 60));
         spec.ca = self
             .ca
@@ -251,10 +164,10 @@ impl MappingSpec {
             .as_deref()
             .map(|f| {
                 check_file_name(f)
-                    .map_err(IssueError::WriteKubeconfig)
+                    .map_err(ConfigError::WriteKubeconfig)
                     .and_then(|()| {
                         if [CERT_FILE, KEY_FILE, CA_FILE].contains(&f) {
-                            Err(IssueError::WriteKubeconfigPair { file: f.to_owned() })
+                            Err(ConfigError::WriteKubeconfigPair { file: f.to_owned() })
                         } else {
                             Ok(f.to_owned())
                         }
@@ -274,15 +187,15 @@ impl MappingSpec {
         prefix: &str,
         cert: Option<&str>,
         key: Option<&str>,
-    ) -> Result<CaSpec, IssueError> {
+    ) -> Result<CaSpec, ConfigError> {
         let path = |given: Option<&str>, ext: &str, option| match given {
             Some(p) => Ok(PathBuf::from(p)),
             None if !prefix.is_empty() => Ok(PathBuf::from(format!("{prefix}.{ext}"))),
-            None => Err(IssueError::NoCaPrefix { option }),
+            None => Err(ConfigError::NoCaPrefix { option }),
         };
         let (ca_cert, ca_key) = (path(cert, "crt", "cert")?, path(key, "key", "key")?);
         if ca_cert == ca_key {
-            return Err(IssueError::CaSameFile { path: ca_cert });
+            return Err(ConfigError::CaSameFile { path: ca_cert });
         }
         let template = self.template.clone();
         if template.is_some() {
@@ -294,13 +207,13 @@ impl MappingSpec {
                 ("usage", !self.usage.is_empty()),
             ];
             if let Some((option, _)) = given.iter().find(|(_, set)| *set) {
-                return Err(IssueError::TemplateAndOption { option });
+                return Err(ConfigError::TemplateAndOption { option });
             }
         }
-        let no_subject = template.is_none().then_some(IssueError::NoCaSubject);
+        let no_subject = template.is_none().then_some(ConfigError::NoCaSubject);
         let mut issue = self.issue_options((1000, ""), no_subject, |_| match &template {
             Some(_) => Ok(Vec::new()),
-            None => Err(IssueError::NoCaUsages),
+            None => Err(ConfigError::NoCaUsages),
         })?;
         issue.signer = format!("ca:{}", ca_cert.display());
         issue.lifetime = Some(issue.lifetime.unwrap_or(CA_DEFAULT_LIFETIME));
@@ -318,7 +231,7 @@ impl MappingSpec {
 
 /// `renew=LO-HI`: the renewal window as shares of the lifetime, as
 /// fractions (`0.7-0.9`) or percentages (`70%-90%`).
-pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), IssueError> {
+pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), ConfigError> {
     let share = |p: &str| -> Option<f64> {
         let p = p.trim();
         let v = match p.strip_suffix('%') {
@@ -329,7 +242,7 @@ pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), IssueError> {
     };
     match s.split_once('-').map(|(a, b)| (share(a), share(b))) {
         Some((Some(lo), Some(hi))) if lo <= hi => Ok((lo, hi)),
-        _ => Err(IssueError::Renew {
+        _ => Err(ConfigError::Renew {
             value: s.to_owned(),
         }),
     }
@@ -338,7 +251,7 @@ pub(crate) fn parse_renew(s: &str) -> Result<(f64, f64), IssueError> {
 /// `ca=` of a csr: mapping: `file:PATH` (or an absolute path),
 /// `configmap:NAMESPACE/NAME[/KEY]` (key `ca.crt` by default), or
 /// `clustertrustbundle[:SIGNER]` (the mapping's own signer by default).
-pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, IssueError> {
+pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, ConfigError> {
     if s == "clustertrustbundle" {
         return Ok(CaSource::TrustBundles {
             signer: signer.to_owned(),
@@ -346,7 +259,7 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, IssueError> {
     }
     if let Some(other) = s.strip_prefix("clustertrustbundle:") {
         if !other.contains('/') {
-            return Err(IssueError::CaBundleSigner {
+            return Err(ConfigError::CaBundleSigner {
                 value: s.to_owned(),
             });
         }
@@ -356,7 +269,7 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, IssueError> {
     }
     if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s)) {
         if path.is_empty() {
-            return Err(IssueError::CaFileEmpty);
+            return Err(ConfigError::CaFileEmpty);
         }
         return Ok(CaSource::File(PathBuf::from(path)));
     }
@@ -366,14 +279,14 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, IssueError> {
         let key = parts.next().unwrap_or(CA_FILE);
         check_dns("namespace", namespace, 63)?;
         check_dns("name", name, 253)?;
-        check_file_name(key).map_err(IssueError::CaKey)?;
+        check_file_name(key).map_err(ConfigError::CaKey)?;
         return Ok(CaSource::ConfigMap {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             key: key.to_owned(),
         });
     }
-    Err(IssueError::CaSource {
+    Err(ConfigError::CaSource {
         value: s.to_owned(),
     })
 }

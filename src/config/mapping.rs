@@ -20,20 +20,6 @@ use crate::source::trust_bundle::Selection;
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
 
-/// A `clustertrustbundle:` selection refused.
-#[derive(Debug, thiserror::Error)]
-pub enum SelectionError {
-    #[error("label {label:?} is not KEY=VALUE")]
-    LabelNotKeyValue { label: String },
-    #[error(
-        "label= selects among a signer's bundles: give clustertrustbundle:SIGNER, not a \
-         bundle name"
-    )]
-    LabelWithName,
-    #[error(transparent)]
-    Name(#[from] DnsError),
-}
-
 /// A Kubernetes namespace or object name that is not one.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -43,95 +29,6 @@ pub struct DnsError {
     pub what: &'static str,
     pub value: String,
     pub max: usize,
-}
-
-/// Why one mapping, as written, is refused (the mapping is named beside
-/// it, [`ConfigError::Mapping`]).
-#[derive(Debug, thiserror::Error)]
-pub enum MappingProblem {
-    #[error("source {given:?} has no KIND: prefix (e.g. dir:/path)")]
-    NoKind { given: String },
-    #[error(
-        "unknown source kind {kind:?} (supported: {})",
-        SourceKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
-    )]
-    UnknownKind { kind: String },
-    #[error(transparent)]
-    Grammar(#[from] GrammarError),
-    #[error("{given:?}: expected NAMESPACE/NAME")]
-    NotNamespaced { given: String },
-    #[error(transparent)]
-    Name(#[from] DnsError),
-    #[error("dir: needs a directory path")]
-    NoDirectory,
-    #[error(transparent)]
-    Issue(#[from] crate::config::IssueError),
-    #[error(transparent)]
-    Selection(#[from] SelectionError),
-    #[error("a tree: mapping is expanded before it is resolved")]
-    TreeUnexpanded,
-    #[error("a tree: mapping lists its objects: secret=NAME, configmap=NAME (or optional-...)")]
-    TreeLists,
-    #[error(
-        "a tree: mapping names each object itself, publishes every key and says which are \
-         optional (no name=, files=, optional)"
-    )]
-    TreeNamesItself,
-    #[error("combined and ca-only exclude each other")]
-    CombinedCaOnly,
-    #[error("combined replaces cert and key; give one or the other")]
-    CombinedAndPair,
-    #[error("a ca-only mapping takes no cert or key")]
-    CaOnlyAndPair,
-    /// A file name the target may not hold; `option` the option that
-    /// gave it (`combined`, `files=NAME`), none for a source file name.
-    #[error("{}{source}", option.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
-    FileName {
-        option: Option<String>,
-        source: crate::bundle::BundleError,
-    },
-    #[error("files=all publishes every file; give no other files=")]
-    AllAndNamed,
-    #[error("files=: {name} is published twice")]
-    PublishedTwice { name: String },
-    #[error(transparent)]
-    Mode(#[from] crate::cli::ValueError),
-    #[error("owner and group must be real ids, not 4294967295 (-1)")]
-    NotRealId,
-    #[error("verify: {0}")]
-    Verify(#[from] crate::reload::ReloadError),
-    #[error("verify= needs a certificate/key pair, not a CA bundle")]
-    VerifyCaOnly,
-    /// `update-kubeconfig=` or `update-pair=` (`option`) not absolute.
-    #[error(
-        "{option} {}: give an absolute path{} (e.g. {})",
-        path.display(),
-        if *option == "update-pair" { " without .crt/.key" } else { "" },
-        if *option == "update-pair" { "/etc/kubernetes/pki/apiserver" } else { "/etc/kubernetes/admin.conf" }
-    )]
-    CopyNotAbsolute { option: &'static str, path: PathBuf },
-    /// A copy inside the mapping's own target.
-    #[error(
-        "{option} {} is inside the target {}; {}",
-        path.display(),
-        target.display(),
-        if *option == "update-pair" {
-            "it names kubeadm's copy of the pair elsewhere"
-        } else {
-            "it names a kubeconfig elsewhere (write-kubeconfig= publishes one in the target)"
-        }
-    )]
-    CopyInOwnTarget {
-        option: &'static str,
-        path: PathBuf,
-        target: PathBuf,
-    },
-    #[error(
-        "update-pair {}: give the path without its extension; certsync writes PREFIX.crt and \
-         PREFIX.key",
-        prefix.display()
-    )]
-    PairWithExtension { prefix: PathBuf },
 }
 
 /// One mapping as written by the user, in either form.
@@ -213,19 +110,19 @@ impl MappingSpec {
             .name
             .clone()
             .unwrap_or_else(|| self.target.display().to_string());
-        let err = |problem: MappingProblem| ConfigError::Mapping {
+        let err = |problem: ConfigError| ConfigError::Mapping {
             mapping: name.clone(),
             problem: Box::new(problem),
         };
         let source_text = self.source.clone();
         let (kind, location) = source_text
             .split_once(':')
-            .ok_or_else(|| MappingProblem::NoKind {
+            .ok_or_else(|| ConfigError::NoKind {
                 given: self.source.clone(),
             })
             .map_err(err)?;
         let Some(kind) = SourceKind::parse(kind) else {
-            return Err(err(MappingProblem::UnknownKind {
+            return Err(err(ConfigError::UnknownKind {
                 kind: kind.to_owned(),
             }));
         };
@@ -255,17 +152,17 @@ impl MappingSpec {
     }
 
     /// The source a mapping's `KIND:LOCATION` names, with its kind's options.
-    fn read_source(&mut self, kind: SourceKind, location: &str) -> Result<Source, MappingProblem> {
+    fn read_source(&mut self, kind: SourceKind, location: &str) -> Result<Source, ConfigError> {
         let object = |kind| {
             let (namespace, obj) =
                 location
                     .split_once('/')
-                    .ok_or_else(|| MappingProblem::NotNamespaced {
+                    .ok_or_else(|| ConfigError::NotNamespaced {
                         given: self.source.clone(),
                     })?;
             check_dns("namespace", namespace, 63)?;
             check_dns("name", obj, 253)?;
-            Ok::<_, MappingProblem>(ObjectRef {
+            Ok::<_, ConfigError>(ObjectRef {
                 kind,
                 namespace: namespace.to_owned(),
                 name: obj.to_owned(),
@@ -273,7 +170,7 @@ impl MappingSpec {
         };
         let source = match kind {
             SourceKind::Dir if !location.is_empty() => Source::Dir(PathBuf::from(location)),
-            SourceKind::Dir => return Err(MappingProblem::NoDirectory),
+            SourceKind::Dir => return Err(ConfigError::NoDirectory),
             SourceKind::Secret => Source::Kube(object(Kind::Secret)?),
             SourceKind::ConfigMap => Source::Kube(object(Kind::ConfigMap)?),
             SourceKind::Csr => Source::Csr(Box::new(self.csr_spec(location)?)),
@@ -288,7 +185,7 @@ impl MappingSpec {
                 let selection = self.trust_bundle_selection(location);
                 Source::TrustBundle(selection?)
             }
-            SourceKind::Tree => return Err(MappingProblem::TreeUnexpanded),
+            SourceKind::Tree => return Err(ConfigError::TreeUnexpanded),
         };
         Ok(source)
     }
@@ -299,7 +196,7 @@ impl MappingSpec {
         &self,
         kind: SourceKind,
         issuing: bool,
-    ) -> Result<(Expect, Layout, Vec<Item>), MappingProblem> {
+    ) -> Result<(Expect, Layout, Vec<Item>), ConfigError> {
         let (expect, layout, items) = if self.files.is_empty() {
             self.pem_files(kind, issuing)?
         } else {
@@ -308,7 +205,7 @@ impl MappingSpec {
             (Expect::Files { allow_non_pem }, layout, items)
         };
         for item in &items {
-            check_file_name(&item.source).map_err(|source| MappingProblem::FileName {
+            check_file_name(&item.source).map_err(|source| ConfigError::FileName {
                 option: None,
                 source,
             })?;
@@ -322,7 +219,7 @@ impl MappingSpec {
         &self,
         kind: SourceKind,
         issuing: bool,
-    ) -> Result<(Expect, Layout, Vec<Item>), MappingProblem> {
+    ) -> Result<(Expect, Layout, Vec<Item>), ConfigError> {
         let ca_only = self.ca_only || kind == SourceKind::ClusterTrustBundle;
         let expect = if ca_only {
             Expect::CaOnly
@@ -332,13 +229,13 @@ impl MappingSpec {
         let mut items = Vec::new();
         let layout = match (&self.combined, ca_only) {
             (Some(_), true) => {
-                return Err(MappingProblem::CombinedCaOnly);
+                return Err(ConfigError::CombinedCaOnly);
             }
             (Some(file), false) => {
                 if self.cert.is_some() || self.key.is_some() {
-                    return Err(MappingProblem::CombinedAndPair);
+                    return Err(ConfigError::CombinedAndPair);
                 }
-                check_file_name(file).map_err(|source| MappingProblem::FileName {
+                check_file_name(file).map_err(|source| ConfigError::FileName {
                     option: Some("combined".into()),
                     source,
                 })?;
@@ -346,7 +243,7 @@ impl MappingSpec {
             }
             (None, true) => {
                 if self.cert.is_some() || self.key.is_some() {
-                    return Err(MappingProblem::CaOnlyAndPair);
+                    return Err(ConfigError::CaOnlyAndPair);
                 }
                 Layout::Files
             }
@@ -371,22 +268,22 @@ impl MappingSpec {
 
     /// `files=`: every key (`all`), or the named ones, each under its own
     /// or a new name, none twice.
-    fn named_files(&self) -> Result<(Layout, Vec<Item>), MappingProblem> {
+    fn named_files(&self) -> Result<(Layout, Vec<Item>), ConfigError> {
         if self.files.iter().any(|f| f == "all") {
             if self.files.len() > 1 {
-                return Err(MappingProblem::AllAndNamed);
+                return Err(ConfigError::AllAndNamed);
             }
             return Ok((Layout::All, Vec::new()));
         }
         let mut items: Vec<Item> = Vec::new();
         for f in &self.files {
             let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
-            check_file_name(target_name).map_err(|source| MappingProblem::FileName {
+            check_file_name(target_name).map_err(|source| ConfigError::FileName {
                 option: Some(format!("files={f}")),
                 source,
             })?;
             if items.iter().any(|i| i.target == target_name) {
-                return Err(MappingProblem::PublishedTwice {
+                return Err(ConfigError::PublishedTwice {
                     name: target_name.to_owned(),
                 });
             }
@@ -396,11 +293,7 @@ impl MappingSpec {
     }
 
     /// The writer's modes and ids: the mapping's own, else the flags'.
-    fn writer_options(
-        &self,
-        args: &RunArgs,
-        issuing: bool,
-    ) -> Result<WriterOptions, MappingProblem> {
+    fn writer_options(&self, args: &RunArgs, issuing: bool) -> Result<WriterOptions, ConfigError> {
         let writer = WriterOptions {
             keep: args.keep_revisions as usize,
             cert_mode: match &self.cert_mode {
@@ -418,27 +311,27 @@ impl MappingSpec {
         };
         // -1 means "leave unchanged" to chown(2): never a real id.
         if writer.owner == Some(u32::MAX) || writer.group == Some(u32::MAX) {
-            return Err(MappingProblem::NotRealId);
+            return Err(ConfigError::NotRealId);
         }
         Ok(writer)
     }
 
     /// `verify=` and `sni=`: where the consumer serves the pair.
-    fn serving_check(&self, expect: Expect) -> Result<Option<ServingCheck>, MappingProblem> {
+    fn serving_check(&self, expect: Expect) -> Result<Option<ServingCheck>, ConfigError> {
         let verify = self
             .verify
             .as_deref()
             .map(|addr| ServingCheck::parse(addr, self.sni.clone()))
             .transpose()?;
         if verify.is_some() && expect == Expect::CaOnly {
-            return Err(MappingProblem::VerifyCaOnly);
+            return Err(ConfigError::VerifyCaOnly);
         }
         Ok(verify)
     }
 
     /// `update-kubeconfig=` and `update-pair=` absolute and outside the
     /// target; `update-pair=` a prefix, without `.crt` or `.key`.
-    fn copies_outside(&self) -> Result<(), MappingProblem> {
+    fn copies_outside(&self) -> Result<(), ConfigError> {
         let copies = [
             ("update-kubeconfig", &self.update_kubeconfig),
             ("update-pair", &self.update_pair),
@@ -446,13 +339,13 @@ impl MappingSpec {
         for (option, path) in copies {
             let Some(path) = path else { continue };
             if !path.is_absolute() {
-                return Err(MappingProblem::CopyNotAbsolute {
+                return Err(ConfigError::CopyNotAbsolute {
                     option,
                     path: path.clone(),
                 });
             }
             if path.starts_with(&self.target) {
-                return Err(MappingProblem::CopyInOwnTarget {
+                return Err(ConfigError::CopyInOwnTarget {
                     option,
                     path: path.clone(),
                     target: self.target.clone(),
@@ -464,7 +357,7 @@ impl MappingSpec {
                 .extension()
                 .is_some_and(|e| e == "crt" || e == "key" || e == "pem")
         {
-            return Err(MappingProblem::PairWithExtension {
+            return Err(ConfigError::PairWithExtension {
                 prefix: prefix.clone(),
             });
         }
@@ -521,17 +414,14 @@ impl Source {
 impl MappingSpec {
     /// `clustertrustbundle:NAME` or `clustertrustbundle:SIGNER` (a name
     /// with `/`, which bundle names cannot contain) and its `label=` options.
-    pub(crate) fn trust_bundle_selection(
-        &self,
-        location: &str,
-    ) -> Result<Selection, SelectionError> {
+    pub(crate) fn trust_bundle_selection(&self, location: &str) -> Result<Selection, ConfigError> {
         if location.contains('/') {
             let labels = self
                 .label
                 .iter()
                 .map(|l| match l.split_once('=') {
                     Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-                    _ => Err(SelectionError::LabelNotKeyValue { label: l.clone() }),
+                    _ => Err(ConfigError::LabelNotKeyValue { label: l.clone() }),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             return Ok(Selection::Signer {
@@ -540,7 +430,7 @@ impl MappingSpec {
             });
         }
         if !self.label.is_empty() {
-            return Err(SelectionError::LabelWithName);
+            return Err(ConfigError::LabelWithName);
         }
         let plain = location.replace(':', "-");
         check_dns("name", &plain, 253)?;

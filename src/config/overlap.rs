@@ -6,98 +6,7 @@ use super::*;
 
 use std::path::{Path, PathBuf};
 
-/// Where a mapping's paths meet another mapping's (`other`), or its own,
-/// where they must not.
-#[derive(Debug, thiserror::Error)]
-pub enum Conflict {
-    #[error("the name is used twice (targets {} and {})", first.display(), second.display())]
-    NameTwice { first: PathBuf, second: PathBuf },
-    /// Two targets the same directory (`same`) or one inside the other.
-    #[error(
-        "its target {} {} the target {} of mapping {other:?}; two mappings would overwrite each \
-         other forever",
-        target.display(),
-        if *same { "is the same directory as" } else { "overlaps" },
-        theirs.display()
-    )]
-    Targets {
-        target: PathBuf,
-        theirs: PathBuf,
-        other: String,
-        same: bool,
-    },
-    /// A target in or around a source directory: its own (`other` none) or
-    /// another mapping's.
-    #[error(
-        "the source and target directories overlap: target {} and {} {} (certsync would write \
-         into what it reads)",
-        target.display(),
-        other.as_ref().map_or("its own source directory".to_owned(), |o| format!("the source directory of mapping {o:?}")),
-        dir.display()
-    )]
-    SourceAndTarget {
-        target: PathBuf,
-        dir: PathBuf,
-        other: Option<String>,
-    },
-    #[error(
-        "its CA file {} lies in the target {} of mapping {other:?}; keep the CA outside every \
-         target",
-        file.display(),
-        target.display()
-    )]
-    CaFileInTarget {
-        file: PathBuf,
-        target: PathBuf,
-        other: String,
-    },
-    /// A copy of the live pair outside the targets (`option`:
-    /// `update-kubeconfig` or `update-pair`) where no copy may be written.
-    #[error("{option} {}: {problem}", path.display())]
-    Copy {
-        option: &'static str,
-        path: PathBuf,
-        problem: CopyConflict,
-    },
-}
-
-/// Why a copy may not be written where it is given.
-#[derive(Debug, thiserror::Error)]
-pub enum CopyConflict {
-    #[error("no `..` in it; give the path it means")]
-    DotDot,
-    /// A file of the copy is a CA file of a `ca:` mapping, by path or
-    /// (`by_inode`) the same file through a bind mount or hard link.
-    #[error(
-        "{} is a CA file of mapping {other:?}{}; certsync never writes a CA",
-        file.display(),
-        if *by_inode { " (the same file by device and inode: a bind mount or hard link)" } else { "" }
-    )]
-    OverCa {
-        file: PathBuf,
-        other: String,
-        by_inode: bool,
-    },
-    /// A file of the copy inside a target, by path or (`by_inode`)
-    /// through a bind mount.
-    #[error(
-        "{} is inside the target {} of mapping {other:?}{}",
-        file.display(),
-        target.display(),
-        if *by_inode { " (the same directory by device and inode: a bind mount)" } else { "" }
-    )]
-    InTarget {
-        file: PathBuf,
-        target: PathBuf,
-        other: String,
-        by_inode: bool,
-    },
-    /// Another copy (`theirs`, of mapping `other`) writes the same file.
-    #[error("mapping {other:?} writes that file too ({theirs}); one copy per file")]
-    Twice { other: String, theirs: &'static str },
-}
-
-fn conflict(m: &Mapping, conflict: Conflict) -> ConfigError {
+fn conflict(m: &Mapping, conflict: ConfigError) -> ConfigError {
     ConfigError::Conflict {
         mapping: m.name.clone(),
         conflict: Box::new(conflict),
@@ -141,7 +50,7 @@ pub(crate) fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
             let a: &Mapping = &mappings[i];
             return Err(conflict(
                 a,
-                Conflict::NameTwice {
+                ConfigError::NameTwice {
                     first: resolve_path(&a.target),
                     second: resolve_path(&b.target),
                 },
@@ -191,7 +100,7 @@ fn check_ca_files(mappings: &[Mapping]) -> Result<(), ConfigError> {
             if let Some((t, name)) = targets.iter().find(|(t, _)| file.starts_with(t)) {
                 return Err(conflict(
                     m,
-                    Conflict::CaFileInTarget {
+                    ConfigError::CaFileInTarget {
                         file,
                         target: t.clone(),
                         other: (*name).to_owned(),
@@ -222,7 +131,7 @@ pub(crate) fn overlap(
             };
             Some(conflict(
                 &mappings[i],
-                Conflict::Targets {
+                ConfigError::Targets {
                     target: ta.clone(),
                     theirs: tb.clone(),
                     other: mappings[j].name.clone(),
@@ -232,7 +141,7 @@ pub(crate) fn overlap(
         }
         ((ta, true, i), (sb, false, j)) | ((sb, false, j), (ta, true, i)) => Some(conflict(
             &mappings[*i],
-            Conflict::SourceAndTarget {
+            ConfigError::SourceAndTarget {
                 target: ta.clone(),
                 dir: sb.clone(),
                 other: (i != j).then(|| mappings[*j].name.clone()),
@@ -258,17 +167,17 @@ pub(super) fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
         let mut others = copies.iter().enumerate().filter(|(k, _)| *k != n);
         let twice = others
             .find(|(_, o)| o.reals.iter().any(|r| c.reals.contains(r)))
-            .map(|(_, o)| CopyConflict::Twice {
+            .map(|(_, o)| ConfigError::CopyTwice {
                 other: o.m.name.clone(),
                 theirs: o.option,
             });
         if let Some(problem) = forbidden.refuses(c).or(twice) {
             return Err(conflict(
                 c.m,
-                Conflict::Copy {
+                ConfigError::CopyPath {
                     option: c.option,
                     path: c.path.to_owned(),
-                    problem,
+                    problem: Box::new(problem),
                 },
             ));
         }
@@ -380,18 +289,18 @@ impl<'a> Forbidden<'a> {
     }
 
     /// Why copy `c` may not be written, if it may not.
-    fn refuses(&self, c: &Copy<'_>) -> Option<CopyConflict> {
+    fn refuses(&self, c: &Copy<'_>) -> Option<ConfigError> {
         if c.path
             .components()
             .any(|p| p == std::path::Component::ParentDir)
         {
-            return Some(CopyConflict::DotDot);
+            return Some(ConfigError::DotDot);
         }
         let both = || c.files.iter().zip(&c.reals);
         for ca in &self.cas {
             if let Some((f, _)) = both().find(|(_, r)| ca.reals.contains(r)) {
                 let (file, other) = (f.clone(), ca.m.name.clone());
-                return Some(CopyConflict::OverCa {
+                return Some(ConfigError::OverCa {
                     file,
                     other,
                     by_inode: false,
@@ -403,7 +312,7 @@ impl<'a> Forbidden<'a> {
                 both().find(|(f, r)| f.starts_with(&o.target) || r.starts_with(target))
             {
                 let (file, target, other) = (f.clone(), o.target.clone(), o.name.clone());
-                return Some(CopyConflict::InTarget {
+                return Some(ConfigError::InTarget {
                     file,
                     target,
                     other,
@@ -418,7 +327,7 @@ impl<'a> Forbidden<'a> {
     /// link) leads to a target or a CA file with no symlink for the path
     /// checks to see, and a copy written there would overwrite the target
     /// or the CA.
-    fn by_inode(&self, c: &Copy<'_>) -> Option<CopyConflict> {
+    fn by_inode(&self, c: &Copy<'_>) -> Option<ConfigError> {
         use crate::beneath::identity;
         for ca in &self.cas {
             if let Some(f) = c
@@ -427,7 +336,7 @@ impl<'a> Forbidden<'a> {
                 .find(|f| identity(f).is_some_and(|id| ca.ids.contains(&Some(id))))
             {
                 let (file, other) = (f.clone(), ca.m.name.clone());
-                return Some(CopyConflict::OverCa {
+                return Some(ConfigError::OverCa {
                     file,
                     other,
                     by_inode: true,
@@ -436,7 +345,7 @@ impl<'a> Forbidden<'a> {
         }
         let above = crate::beneath::directory_and_ancestors(c.path.parent().unwrap_or(c.path));
         let (o, _) = self.target_ids.iter().find(|(_, id)| above.contains(id))?;
-        Some(CopyConflict::InTarget {
+        Some(ConfigError::InTarget {
             file: c.files[0].clone(),
             target: o.target.clone(),
             other: o.name.clone(),

@@ -14,26 +14,9 @@ use super::{ConfigError, EventsOn, Mapping};
 use crate::events::PodRef;
 
 /// What to do when the variables are missing, said once for every caller.
-const HOW: &str = "set them from the downward API in the container's env: \
+pub(super) const HOW: &str = "set them from the downward API in the container's env: \
      `- name: POD_NAME` with `valueFrom: {fieldRef: {fieldPath: metadata.name}}` and \
      `- name: POD_NAMESPACE` with `valueFrom: {fieldRef: {fieldPath: metadata.namespace}}`";
-
-/// Why `--events` cannot name the Pod it needs.
-#[derive(Debug, thiserror::Error)]
-pub enum EventsError {
-    /// `POD_NAME` or `POD_NAMESPACE` (`var`) set to no Kubernetes name.
-    #[error("{var}: {source}")]
-    NotAName {
-        var: &'static str,
-        source: super::DnsError,
-    },
-    #[error(
-        "mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod certsync \
-         runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; {HOW}; or drop \
-         --events"
-    )]
-    NoPod { mapping: String },
-}
 
 /// The Pod that `ca:` and `dir:` mappings' Events go on, if any. `env`
 /// reads a variable (the process's environment, or a test's).
@@ -63,7 +46,7 @@ pub(super) fn events_pod(
         (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
             let named = |var, what, value, max| {
                 super::mapping::check_dns(what, value, max)
-                    .map_err(|source| EventsError::NotAName { var, source })
+                    .map_err(|source| ConfigError::EventsNotAName { var, source })
             };
             named("POD_NAME", "name", &name, 253)?;
             named("POD_NAMESPACE", "namespace", &namespace, 63)?;
@@ -73,7 +56,7 @@ pub(super) fn events_pod(
         _ if ca.is_none() => Ok(None),
         _ => {
             let mapping = ca.map_or_else(String::new, |m| m.name.clone());
-            Err(EventsError::NoPod { mapping }.into())
+            Err(ConfigError::EventsNoPod { mapping })
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::file::{ConfigFile, read_config_file};
-use super::{Config, ConfigError, FileProblem, MappingSpec, mapping_specs};
+use super::{Config, ConfigError, MappingSpec, mapping_specs};
 use crate::cli::{Cli, RunArgs};
 
 /// Flags of `run` that are not settings of the config file (it is the
@@ -166,7 +166,7 @@ fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag
     {
         return Err(file_err(
             &f.path,
-            FileProblem::UnknownKey {
+            ConfigError::UnknownKey {
                 line: unknown.line,
                 key: unknown.key.clone(),
             },
@@ -190,7 +190,7 @@ fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag
         match (file, set(&key)) {
             (Some(f), Some(s)) => file_err(
                 &f.path,
-                FileProblem::Setting {
+                ConfigError::SettingInFile {
                     line: s.line,
                     key,
                     source,

@@ -32,11 +32,11 @@ fn config(extra: &[&str]) -> Result<Config, ConfigError> {
 }
 
 /// What a refusal for paths that meet must be.
-type Want<'a> = &'a dyn Fn(&Conflict) -> bool;
+type Want<'a> = &'a dyn Fn(&ConfigError) -> bool;
 
 /// The mapping named and the conflict, of a configuration refused for
 /// paths that meet.
-fn conflict(r: Result<impl std::fmt::Debug, ConfigError>) -> (String, Conflict) {
+fn conflict(r: Result<impl std::fmt::Debug, ConfigError>) -> (String, ConfigError) {
     match r {
         Err(ConfigError::Conflict { mapping, conflict }) => (mapping, *conflict),
         other => panic!("not a conflict: {other:?}"),
@@ -321,7 +321,7 @@ fn overlaps_are_found_through_spellings_and_symlinks() {
     std::fs::create_dir(&src).unwrap();
     std::os::unix::fs::symlink(&src, base.join("alias")).unwrap();
     let b = base.display();
-    let own = |c: &Conflict| matches!(c, Conflict::SourceAndTarget { other: None, .. });
+    let own = |c: &ConfigError| matches!(c, ConfigError::SourceAndTarget { other: None, .. });
     let cases: [(Vec<String>, Want); 7] = [
         (vec![format!("dir:{b}/src={b}/src")], &own),
         (vec![format!("dir:{b}/src={b}/src/./")], &own),
@@ -333,7 +333,7 @@ fn overlaps_are_found_through_spellings_and_symlinks() {
                 format!("dir:{b}/a={b}/t,name=one"),
                 format!("dir:{b}/c={b}/./t,name=two"),
             ],
-            &|c| matches!(c, Conflict::Targets { other, same: true, .. } if other == "two"),
+            &|c| matches!(c, ConfigError::Targets { other, same: true, .. } if other == "two"),
         ),
         (
             vec![
@@ -342,7 +342,7 @@ fn overlaps_are_found_through_spellings_and_symlinks() {
                 format!("dir:{b}/e={b}/alias,name=three"),
             ],
             &|c| {
-                matches!(c, Conflict::SourceAndTarget { other: Some(o), dir, .. }
+                matches!(c, ConfigError::SourceAndTarget { other: Some(o), dir, .. }
                     if o == "two" && dir.ends_with("src"))
             },
         ),
@@ -369,8 +369,8 @@ fn overlaps_are_found_through_spellings_and_symlinks() {
         config(&args).map(|c| c.mappings.len())
     };
     assert_eq!(many(&[]).unwrap(), 41);
-    let targets = |c: &Conflict| matches!(c, Conflict::Targets { same: false, .. });
-    let source = |c: &Conflict| matches!(c, Conflict::SourceAndTarget { other: Some(_), .. });
+    let targets = |c: &ConfigError| matches!(c, ConfigError::Targets { same: false, .. });
+    let source = |c: &ConfigError| matches!(c, ConfigError::SourceAndTarget { other: Some(_), .. });
     for (extra, want) in [
         (format!("dir:{b}/x={b}/t"), &targets as Want),
         (format!("dir:{b}/x={b}/t/a7/in"), &targets),
@@ -624,7 +624,7 @@ fn events_pod_for_mappings_without_an_object() {
     ] {
         let e = events_pod(true, false, &ca, partial).unwrap_err();
         assert!(
-            matches!(&e, ConfigError::Events(EventsError::NoPod { mapping }) if mapping == "/t/ca"),
+            matches!(&e, ConfigError::EventsNoPod { mapping } if mapping == "/t/ca"),
             "{e}"
         );
         // The message says how to set both.
@@ -640,7 +640,7 @@ fn events_pod_for_mappings_without_an_object() {
     for m in [&ca, &dir] {
         let e = events_pod(true, false, m, bad).unwrap_err();
         assert!(
-            matches!(&e, ConfigError::Events(EventsError::NotAName { var: "POD_NAMESPACE", source })
+            matches!(&e, ConfigError::EventsNotAName { var: "POD_NAMESPACE", source }
                 if source.value == "kube/system"),
             "{e}"
         );
@@ -683,7 +683,7 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     std::os::unix::fs::symlink("..2026_11_24", vol.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/certsync.yaml", vol.join("certsync.yaml")).unwrap();
     let e = problem(load(&vol.join("certsync.yaml")));
-    assert!(matches!(e, FileProblem::CaInVolume), "{e}");
+    assert!(matches!(e, ConfigError::CaInVolume), "{e}");
 
     let loose = d.path().join("loose");
     std::fs::create_dir(&loose).unwrap();
@@ -698,7 +698,7 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     assert!(
         matches!(
             e,
-            FileProblem::Unread(crate::files::OwnedError::Changeable { mode: 0o666, .. })
+            ConfigError::Unread(crate::files::OwnedError::Changeable { mode: 0o666, .. })
         ),
         "{e:?}"
     );
@@ -711,7 +711,7 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     let e = problem(load(&loose.join("certsync.yaml")));
     // The directory on the way, named.
     assert!(
-        matches!(e, FileProblem::Unread(crate::files::OwnedError::Way(_))),
+        matches!(e, ConfigError::Unread(crate::files::OwnedError::Way(_))),
         "{e:?}"
     );
     assert!(
@@ -724,7 +724,7 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     std::fs::create_dir(&etc).unwrap();
     std::os::unix::fs::symlink(vol.join("certsync.yaml"), etc.join("certsync.yaml")).unwrap();
     let e = problem(load(&etc.join("certsync.yaml")));
-    assert!(matches!(e, FileProblem::CaInVolume), "{e}");
+    assert!(matches!(e, ConfigError::CaInVolume), "{e}");
 
     // A file of settings alone (owner: who may read the key) goes with a
     // ca: mapping given as a flag.
@@ -743,7 +743,7 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
         ])
         .map(|_| ()),
     );
-    assert!(matches!(e, FileProblem::CaInVolume), "{e}");
+    assert!(matches!(e, ConfigError::CaInVolume), "{e}");
 
     // Other kinds from such a file stay fine (their sources are what the
     // cluster says anyway).
@@ -822,8 +822,8 @@ fn attack_ca_paths_others_may_change_are_refused() {
             other => panic!("{flag}: not refused by a guard: {other:?}"),
         };
         match (what, &*problem) {
-            (Some(want), Unguarded::CaPath { what, .. }) => assert_eq!(*what, want, "{flag}"),
-            (None, Unguarded::CaTargetDotDot { .. }) => {}
+            (Some(want), ConfigError::CaPath { what, .. }) => assert_eq!(*what, want, "{flag}"),
+            (None, ConfigError::CaTargetDotDot { .. }) => {}
             _ => panic!("{flag}: {problem}"),
         }
     }
@@ -845,10 +845,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 csr("one", "t1", &format!(",update-pair={b}/p")),
                 csr("two", "t2", &format!(",update-pair={b}/p")),
             ],
-            &|c| {
-                matches!(c, Conflict::Copy { problem: CopyConflict::Twice { other, theirs: "update-pair" }, .. }
-                    if other == "two")
-            },
+            &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::CopyTwice { other, theirs: "update-pair" } if other == "two")),
         ),
         (
             [
@@ -858,14 +855,8 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
             &|c| {
                 matches!(
                     c,
-                    Conflict::Copy {
-                        option: "update-kubeconfig",
-                        problem: CopyConflict::Twice {
-                            theirs: "update-pair",
-                            ..
-                        },
-                        ..
-                    }
+                    ConfigError::CopyPath { option: "update-kubeconfig", problem, .. }
+                        if matches!(problem.as_ref(), ConfigError::CopyTwice { theirs: "update-pair", .. })
                 )
             },
         ),
@@ -874,10 +865,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 csr("one", "t1", ""),
                 csr("two", "t2", &format!(",update-pair={b}/t1/p")),
             ],
-            &|c| {
-                matches!(c, Conflict::Copy { problem: CopyConflict::InTarget { other, by_inode: false, .. }, .. }
-                    if other == "one")
-            },
+            &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
         ),
         (
             [
@@ -889,8 +877,8 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 ),
             ],
             &|c| {
-                matches!(c, Conflict::Copy { option: "update-kubeconfig", problem: CopyConflict::InTarget { other, .. }, .. }
-                    if other == "one")
+                matches!(c, ConfigError::CopyPath { option: "update-kubeconfig", problem, .. }
+                    if matches!(problem.as_ref(), ConfigError::InTarget { other, .. } if other == "one"))
             },
         ),
     ];
@@ -916,10 +904,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
     std::fs::create_dir(d.path().join("t1")).unwrap();
     std::os::unix::fs::symlink(d.path().join("t1"), d.path().join("t1-link")).unwrap();
     let ca = |extra: &str| format!("ca:{b}/pki/ca={b}/t3,name=three,cn=x,usage=client-auth{extra}");
-    let over_ca = |c: &Conflict| {
-        matches!(c, Conflict::Copy { problem: CopyConflict::OverCa { other, by_inode: false, .. }, .. }
-            if other == "three")
-    };
+    let over_ca = |c: &ConfigError| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::OverCa { other, by_inode: false, .. } if other == "three"));
     let cases: [(Vec<String>, Want); 4] = [
         (vec![ca(&format!(",update-pair={b}/pki/ca"))], &over_ca),
         (vec![ca(&format!(",update-pair={b}/pki-link/ca"))], &over_ca),
@@ -928,21 +913,15 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 csr("one", "t1", ""),
                 csr("two", "t2", &format!(",update-pair={b}/t1-link/p")),
             ],
-            &|c| {
-                matches!(c, Conflict::Copy { problem: CopyConflict::InTarget { other, by_inode: false, .. }, .. }
-                    if other == "one")
-            },
+            &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
         ),
         (
             vec![csr("one", "t1", &format!(",update-pair={b}/x/../p"))],
             &|c| {
                 matches!(
                     c,
-                    Conflict::Copy {
-                        option: "update-pair",
-                        problem: CopyConflict::DotDot,
-                        ..
-                    }
+                    ConfigError::CopyPath { option: "update-pair", problem, .. }
+                        if matches!(problem.as_ref(), ConfigError::DotDot)
                 )
             },
         ),
@@ -1011,13 +990,13 @@ fn the_config_file_is_refused_by_the_line_of_its_unknown_key_or_bad_value() {
     };
     let e = problem("resync: 5m\nmappings: []\ncolour: red\n");
     assert!(
-        matches!(&e, FileProblem::UnknownKey { line: 3, key } if key == "colour"),
+        matches!(&e, ConfigError::UnknownKey { line: 3, key } if key == "colour"),
         "{e}"
     );
     // What is no setting of the file is unknown there too.
     let e = problem("once: true\n");
     assert!(
-        matches!(&e, FileProblem::UnknownKey { line: 1, key } if key == "once"),
+        matches!(&e, ConfigError::UnknownKey { line: 1, key } if key == "once"),
         "{e}"
     );
     for (text, line, bad) in [
@@ -1029,7 +1008,7 @@ fn the_config_file_is_refused_by_the_line_of_its_unknown_key_or_bad_value() {
     ] {
         let e = problem(text);
         assert!(
-            matches!(&e, FileProblem::Setting { line: l, key, .. } if *l == line && key == bad),
+            matches!(&e, ConfigError::SettingInFile { line: l, key, .. } if *l == line && key == bad),
             "{text:?}: {e}"
         );
     }

@@ -3,7 +3,7 @@
 //! resolved.
 
 use super::ConfigError;
-use super::mapping::{MappingProblem, MappingSpec, check_dns};
+use super::mapping::{MappingSpec, check_dns};
 
 use std::path::PathBuf;
 
@@ -21,13 +21,13 @@ impl MappingSpec {
         let Some(namespace) = self.source.strip_prefix("tree:") else {
             return Ok(vec![self]);
         };
-        let err = |problem: MappingProblem| ConfigError::Mapping {
+        let err = |problem: ConfigError| ConfigError::Mapping {
             mapping: format!("tree:{namespace}"),
             problem: Box::new(problem),
         };
         check_dns("namespace", namespace, 63).map_err(|e| err(e.into()))?;
         if !listed {
-            return Err(err(MappingProblem::TreeLists));
+            return Err(err(ConfigError::TreeLists));
         }
         let rest = MappingSpec {
             source: String::new(),
@@ -43,7 +43,7 @@ impl MappingSpec {
         // Each object's name, files=all and whether it is optional are the
         // tree's to set: one given here would be overridden without a word.
         if self.name.is_some() || !self.files.is_empty() || self.optional {
-            return Err(err(MappingProblem::TreeNamesItself));
+            return Err(err(ConfigError::TreeNamesItself));
         }
         let lists = [
             ("secret", "secrets", &self.secret, false),

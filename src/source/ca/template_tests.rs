@@ -277,7 +277,7 @@ fn template_and_explicit_identity_conflict() {
             .ca_spec("/pki/ca", None, None)
             .unwrap_err();
         assert!(
-            matches!(e, crate::config::IssueError::TemplateAndOption { .. }),
+            matches!(e, crate::config::ConfigError::TemplateAndOption { .. }),
             "{opt}: {e}"
         );
     }

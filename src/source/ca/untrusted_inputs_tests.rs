@@ -351,7 +351,7 @@ fn cert_sign_and_crl_sign_on_a_leaf_are_refused() {
             .err()
             .unwrap();
         assert!(
-            matches!(&e, crate::config::IssueError::NotLeaf(crate::source::csr::CaUsage(u))
+            matches!(&e, crate::config::ConfigError::NotLeaf(crate::source::csr::CaUsage(u))
                 if *u == usage.replace('-', " ")),
             "{e}"
         );
