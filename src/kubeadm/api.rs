@@ -28,14 +28,6 @@ pub struct Map {
 }
 
 impl Map {
-    /// That there is none.
-    pub fn absent(&self) -> KubeadmError {
-        KubeadmError::NoMap {
-            namespace: self.namespace,
-            name: self.name,
-        }
-    }
-
     fn api(&self, config: &kube::Config) -> Result<kube::Api<ConfigMap>, KubeadmError> {
         let client = client(config).map_err(|source| KubeadmError::ApiClient {
             namespace: self.namespace,
@@ -82,6 +74,16 @@ impl Map {
                 .map_err(self.failed("read"))
         };
         self.within(timeout, call).await
+    }
+
+    /// The ConfigMap through `config`; there being none is an error.
+    pub async fn existing(
+        &self,
+        config: &kube::Config,
+        timeout: Duration,
+    ) -> Result<ConfigMap, KubeadmError> {
+        let (namespace, name) = (self.namespace, self.name);
+        (self.get(config, timeout).await?).ok_or(KubeadmError::NoMap { namespace, name })
     }
 
     /// Writes `object`: created when it carries no resourceVersion (there

@@ -14,6 +14,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use k8s_openapi::api::core::v1::ConfigMap;
+
+use super::api::Map;
 use super::error::{FileProblem, KubeadmError};
 use super::options::Options;
 use super::out::Out;
@@ -366,21 +369,12 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
 /// and goes on; its next adopt takes the other's renewal, or writes its
 /// own when that ends later, and the cluster converges.
 async fn publish(plan: &Plan, out: &mut Out) {
-    let (Some(client), Some(new)) = (&plan.client, &plan.cluster_cas_new) else {
-        return;
-    };
-    let _ = match super::published::write(client, new).await {
-        Ok(()) => writeln!(
-            out,
-            "wrote ConfigMap kube-system/certsync-kubeadm-cas: this node's CA certificates, \
-             which every other node's adopt takes"
-        ),
-        Err(e) => writeln!(
-            out,
-            "warning: {e}; the other nodes keep the CA certificates they have until this node's \
-             next adopt writes them (run adopt again)"
-        ),
-    };
+    let done = "wrote ConfigMap kube-system/certsync-kubeadm-cas: this node's CA certificates, \
+                which every other node's adopt takes";
+    let left = "the other nodes keep the CA certificates they have until this node's next adopt \
+                writes them (run adopt again)";
+    let new = &plan.cluster_cas_new;
+    write_map(plan, super::published::MAP, new, done, left, out).await;
 }
 
 /// `kube-public/cluster-info` given the CA's certificates, when the plan
@@ -388,25 +382,32 @@ async fn publish(plan: &Plan, out: &mut Out) {
 /// only to joins after the old certificate's end, and `certsync kubeadm
 /// status` names it until it is done.
 async fn cluster_info(plan: &Plan, out: &mut Out) {
-    let (Some(client), Some(new)) = (&plan.client, &plan.cluster_info_new) else {
+    let done = "updated ConfigMap kube-public/cluster-info: its CA data holds the CA's \
+                certificates side by side";
+    let left = "joins after the old CA certificate's end fail until it holds them (run adopt \
+                again)";
+    let new = &plan.cluster_info_new;
+    write_map(plan, super::cluster_info::MAP, new, done, left, out).await;
+}
+
+/// Writes `new` to `map` through the client the plan read kubeadm-config
+/// with, saying `done`; a failure is said as a warning with what it
+/// `left` undone, and adopt goes on.
+async fn write_map(
+    plan: &Plan,
+    map: Map,
+    new: &Option<ConfigMap>,
+    done: &str,
+    left: &str,
+    out: &mut Out,
+) {
+    let (Some(client), Some(new)) = (&plan.client, new) else {
         return;
     };
-    match super::cluster_info::write(client, new).await {
-        Ok(()) => {
-            let _ = writeln!(
-                out,
-                "updated ConfigMap kube-public/cluster-info: its CA data holds the CA's \
-                 certificates side by side"
-            );
-        }
-        Err(e) => {
-            let _ = writeln!(
-                out,
-                "warning: {e}; joins after the old CA certificate's end fail until it holds \
-                 them (run adopt again)"
-            );
-        }
-    }
+    let _ = match map.put(client, new).await {
+        Ok(()) => writeln!(out, "{done}"),
+        Err(e) => writeln!(out, "warning: {e}; {left}"),
+    };
 }
 
 /// certsync's pod written (when it changes), then waited for: ready for

@@ -39,10 +39,7 @@ pub async fn read(kubeconfig: &Path) -> Result<Stored, KubeadmError> {
     // admin.conf as kubeadm writes it, its server and CA the backup's once
     // adopt made one (see `admin`).
     let client = super::admin::config(kubeconfig).await?;
-    let object = MAP
-        .get(&client, super::api::TIMEOUT)
-        .await?
-        .ok_or_else(|| MAP.absent())?;
+    let object = MAP.existing(&client, super::api::TIMEOUT).await?;
     let text = object
         .data
         .as_ref()

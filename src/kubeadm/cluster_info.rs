@@ -22,7 +22,7 @@ use serde_yaml_ng::Value;
 
 use super::error::KubeadmError;
 
-const MAP: super::api::Map = super::api::Map {
+pub const MAP: super::api::Map = super::api::Map {
     namespace: "kube-public",
     name: "cluster-info",
 };
@@ -52,11 +52,7 @@ async fn read_within(
     config: &kube::Config,
     timeout: Duration,
 ) -> Result<ClusterInfo, KubeadmError> {
-    parse(
-        MAP.get(config, timeout)
-            .await?
-            .ok_or_else(|| MAP.absent())?,
-    )
+    parse(MAP.existing(config, timeout).await?)
 }
 
 fn parse(object: ConfigMap) -> Result<ClusterInfo, KubeadmError> {
@@ -120,12 +116,6 @@ impl ClusterInfo {
             .insert(KEY.into(), text);
         Ok(Some(object))
     }
-}
-
-/// Writes `object` back (a replace carrying the resourceVersion read: a
-/// concurrent change fails it rather than being overwritten).
-pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), KubeadmError> {
-    MAP.put(config, object).await
 }
 
 /// On an adopted node at `dir`: when `kube-public/cluster-info` does not

@@ -69,8 +69,3 @@ impl Published {
         Some(object)
     }
 }
-
-/// Writes what [`Published::with`] made.
-pub async fn write(config: &kube::Config, object: &ConfigMap) -> Result<(), KubeadmError> {
-    MAP.put(config, object).await
-}

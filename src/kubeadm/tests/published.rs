@@ -79,7 +79,7 @@ async fn created_when_absent_replaced_at_the_version_read_and_a_stale_write_refu
     assert!(none.object.is_none() && none.pem.is_empty());
     let first = BTreeMap::from([("ca.crt".to_owned(), "A".to_owned())]);
     let create = none.with(&first).expect("to write");
-    published::write(&config, &create).await.expect("created");
+    published::MAP.put(&config, &create).await.expect("created");
     // Two nodes read the same version; the first to write wins.
     let (one, two) = (
         published::read(&config).await.expect("read"),
@@ -88,11 +88,15 @@ async fn created_when_absent_replaced_at_the_version_read_and_a_stale_write_refu
     assert_eq!(one.pem, first);
     assert!(one.with(&first).is_none(), "nothing to write");
     let renewed = BTreeMap::from([("ca.crt".to_owned(), "B".to_owned())]);
-    published::write(&config, &one.with(&renewed).expect("to write"))
+    published::MAP
+        .put(&config, &one.with(&renewed).expect("to write"))
         .await
         .expect("replaced");
     let other = BTreeMap::from([("ca.crt".to_owned(), "C".to_owned())]);
-    match published::write(&config, &two.with(&other).expect("to write")).await {
+    match published::MAP
+        .put(&config, &two.with(&other).expect("to write"))
+        .await
+    {
         Err(KubeadmError::Api {
             action: "write",
             source: kube::Error::Api(e),
