@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::error::{FileProblem, KubeadmError};
-use super::paths::host;
+use super::paths::{Action, FileWrite, host};
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;
@@ -34,6 +34,33 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
         .read(LIMIT)
         .map(Some)
         .map_err(|e| KubeadmError::file(&path, FileProblem::Read(e)))
+}
+
+/// `bytes` to write at `node_path` (mode `mode`), unless the file already
+/// holds them; one there with other bytes is replaced only when adopt
+/// wrote it, else refused with `not_adopts`.
+pub fn to_write(
+    dir: &Path,
+    node_path: &str,
+    mode: u32,
+    what: String,
+    bytes: Vec<u8>,
+    not_adopts: Option<KubeadmError>,
+) -> Result<Option<FileWrite>, KubeadmError> {
+    let action = match (read_optional(dir, node_path)?, not_adopts) {
+        (Some(old), _) if old == bytes => return Ok(None),
+        (Some(_), Some(refused)) => return Err(refused),
+        (Some(_), None) => Action::Replace,
+        (None, _) => Action::Create,
+    };
+    let path = node_path.to_owned();
+    Ok(Some(FileWrite {
+        path,
+        action,
+        mode,
+        what,
+        bytes,
+    }))
 }
 
 /// The first certificate of a PEM file, as DER.

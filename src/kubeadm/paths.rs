@@ -40,7 +40,19 @@ impl std::fmt::Display for Action {
     }
 }
 
+/// A file adopt writes whole.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileWrite {
+    pub path: String,
+    pub action: Action,
+    #[serde(serialize_with = "octal")]
+    pub mode: u32,
+    pub what: String,
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
 /// A file mode as the plan shows it (`0600`).
-pub(super) fn octal<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
+fn octal<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format!("{mode:04o}"))
 }

@@ -36,7 +36,7 @@ use rustls_pki_types::pem::SectionKind;
 use super::error::{FileProblem, KubeadmError};
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::node;
-use super::paths::{Action, host};
+use super::paths::{Action, FileWrite, host};
 use super::record::STATE;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
@@ -83,21 +83,12 @@ pub struct CaEnd {
     pub due_from: i64,
 }
 
-/// A file adopt writes for the CAs (mode 0644, as kubeadm writes
-/// certificates).
-#[derive(Debug, Clone)]
-pub struct TrustFile {
-    pub path: String,
-    pub action: Action,
-    pub what: String,
-    pub bytes: Vec<u8>,
-}
-
 /// What adopt writes for the CAs.
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
-    /// Renewed CA certificates and the bundles.
-    pub files: Vec<TrustFile>,
+    /// Renewed CA certificates and the bundles (mode 0644, as kubeadm
+    /// writes certificates).
+    pub files: Vec<FileWrite>,
     pub cas: Vec<CaEnd>,
     /// SHA-256 (16 hex) of the bundles as adopt leaves them.
     pub digest: String,
@@ -112,7 +103,7 @@ pub struct Trust {
 }
 
 /// Each bundle (node path) with the certificates (PEM) adopt put in it.
-pub type Record = std::collections::BTreeMap<String, Vec<String>>;
+pub type Record = BTreeMap<String, Vec<String>>;
 
 /// The certificates (DER) of a PEM file, in order; refused unless every
 /// block is a certificate.
@@ -233,9 +224,10 @@ pub fn plan(
             None => (der.clone(), to, ""),
         };
         if current != der {
-            trust.files.push(TrustFile {
+            trust.files.push(FileWrite {
                 path: cert.to_owned(),
                 action: Action::Replace,
+                mode: 0o644,
                 what: format!(
                     "{what} (same subject, key and key identifier): ends {}, where the \
                      certificate in place ends {}",
@@ -365,30 +357,14 @@ fn bundle_file(
     n: usize,
     text: String,
     adopted: bool,
-) -> Result<Option<TrustFile>, KubeadmError> {
-    let existing = node::read_optional(dir, bundle)?;
-    if existing.as_deref() == Some(text.as_bytes()) {
-        return Ok(None);
-    }
-    if existing.is_some() && !adopted {
-        return Err(KubeadmError::file(
-            &host(dir, bundle),
-            FileProblem::NotAdopts,
-        ));
-    }
-    Ok(Some(TrustFile {
-        path: bundle.to_owned(),
-        action: if existing.is_some() {
-            Action::Replace
-        } else {
-            Action::Create
-        },
-        what: format!(
-            "{name}'s certificates side by side ({n}), for the components that load trust \
-             only at start"
-        ),
-        bytes: text.into_bytes(),
-    }))
+) -> Result<Option<FileWrite>, KubeadmError> {
+    let what = format!(
+        "{name}'s certificates side by side ({n}), for the components that load trust only at \
+         start"
+    );
+    let not_adopts =
+        (!adopted).then(|| KubeadmError::file(&host(dir, bundle), FileProblem::NotAdopts));
+    node::to_write(dir, bundle, 0o644, what, text.into_bytes(), not_adopts)
 }
 
 /// What adopt recorded for `bundle` that is the CA `ca` (subject and

@@ -4,20 +4,8 @@
 
 use std::path::PathBuf;
 
-use super::super::paths::Action;
+use super::super::paths::FileWrite;
 use super::super::trust::{CaEnd, Record};
-
-/// A file adopt writes.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct FileWrite {
-    pub path: String,
-    pub action: Action,
-    #[serde(serialize_with = "super::super::paths::octal")]
-    pub mode: u32,
-    pub what: String,
-    #[serde(skip)]
-    pub bytes: Vec<u8>,
-}
 
 /// A manifest adopt changes.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -9,9 +9,8 @@ use serde_yaml_ng::Value;
 use super::super::error::{FileProblem, KubeadmError, Refusal};
 use super::super::manifest::{BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
 use super::super::options::Options;
-use super::super::paths::{Action, digest, host};
+use super::super::paths::{Action, FileWrite, digest, host};
 use super::super::{node, pod, trust};
-use super::changes::FileWrite;
 use super::layout::{CA_FILES, KUBELET_FILES, POD, certs};
 
 /// The renewal options every mapping gets, as the plan shows them.
@@ -220,8 +219,8 @@ fn pod_text(
     .map_err(KubeadmError::Issue)
 }
 
-/// A file to write unless it already has these bytes; `owned` says whether
-/// an existing file with other bytes is adopt's own to replace.
+/// A file of certsync's to write unless it already has these bytes;
+/// `owned` says whether one with other bytes is adopt's own to replace.
 fn file(
     opts: &Options,
     path: &str,
@@ -229,26 +228,11 @@ fn file(
     what: &str,
     owned: bool,
 ) -> Result<Option<FileWrite>, KubeadmError> {
-    let action = match node::read_optional(&opts.dir, path)? {
-        Some(old) if old == bytes => return Ok(None),
-        Some(_) if !owned => {
-            return Err(KubeadmError::refused(
-                &opts.dir,
-                Refusal::Unowned {
-                    path: path.to_owned(),
-                },
-            ));
-        }
-        Some(_) => Action::Replace,
-        None => Action::Create,
-    };
-    Ok(Some(FileWrite {
-        path: path.to_owned(),
-        action,
-        mode: 0o600,
-        what: what.to_owned(),
-        bytes,
-    }))
+    let unowned = (!owned).then(|| {
+        let path = path.to_owned();
+        KubeadmError::refused(&opts.dir, Refusal::Unowned { path })
+    });
+    node::to_write(&opts.dir, path, 0o600, what.to_owned(), bytes, unowned)
 }
 
 /// The files adopt writes: the CAs' renewals and bundles, then certsync's
@@ -262,17 +246,7 @@ pub(super) fn certsyncs_files(
     adopted: bool,
 ) -> Result<Vec<FileWrite>, KubeadmError> {
     let dir = &opts.dir;
-    let mut files: Vec<FileWrite> = trust
-        .files
-        .iter()
-        .map(|f| FileWrite {
-            path: f.path.clone(),
-            action: f.action,
-            mode: 0o644,
-            what: f.what.clone(),
-            bytes: f.bytes.clone(),
-        })
-        .collect();
+    let mut files = trust.files.clone();
     files.extend(kubelet_conf(dir, &trust.ca_bundle)?);
     for (file_name, user, target, _) in BY_FILE {
         let server = node::server(dir, &format!("/etc/kubernetes/{file_name}"))?;
