@@ -435,7 +435,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             path: cert,
             ..CaStatus::default()
         };
-        let (der, (_, _, from, to)) = match in_place(dir, cert) {
+        let (der, (subject, spki, from, to)) = match in_place(dir, cert) {
             Ok(found) => found,
             Err(e) => {
                 c.problem = Some(e.to_string());
@@ -460,7 +460,8 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             ));
         }
         if let Some(b) = bundle {
-            bundle_part(&mut c, dir, b, &der, record, now, &mut warnings);
+            let ca = (der.as_slice(), subject.as_slice(), spki.as_slice());
+            bundle_part(&mut c, dir, b, ca, record, now, &mut warnings);
         }
         if name == "ca" {
             let fix = format!(
@@ -481,20 +482,30 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
     (cas, warnings)
 }
 
-/// The bundle `b` of the CA in place (`der`) in its status: whether it
-/// holds it, the earlier certificates kept beside it, what is wrong.
+/// The bundle `b` of the CA in place (`ca`: its certificate, subject and
+/// key) in its status: whether it holds it, the earlier certificates
+/// adopt recorded beside it by the bundle's own rule ([`recorded`]),
+/// ended or not, and what is wrong: not holding it, unreadable, or
+/// holding a certificate neither in place nor in adopt's record (a file
+/// certsync's container could have written: another key trusted by etcd,
+/// the API server and the controller-manager).
 fn bundle_part(
     c: &mut CaStatus,
     dir: &Path,
     b: &str,
-    der: &[u8],
+    (der, subject, spki): (&[u8], &[u8], &[u8]),
     record: &Record,
     now: i64,
     warnings: &mut Vec<Warning>,
 ) {
-    let (held, problem) = bundle_status(dir, b, der, record);
-    c.in_bundle = Some(held);
-    c.earlier_ends = earlier_ends(dir, b, der, record);
+    let kept = recorded(dir, record, b, (subject, spki)).unwrap_or_default();
+    let held = node::read_optional(dir, b)
+        .and_then(|t| t.map_or(Ok(Vec::new()), |t| certificates(&host(dir, b), &t)))
+        .map_err(|e| e.to_string());
+    let has = held.as_ref().is_ok_and(|h| h.iter().any(|h| h == der));
+    c.in_bundle = Some(has);
+    let earlier = kept.iter().filter(|(k, _)| k != der);
+    c.earlier_ends = earlier.map(|(_, end)| *end).collect();
     // What trusts only the oldest (a kubelet that joined before the first
     // renewal) stops first; an ended one stays reported until adopt leaves
     // it out.
@@ -513,67 +524,20 @@ fn bundle_part(
             ),
         ));
     }
+    let stranger = |h: &&Vec<u8>| *h != der && !kept.iter().any(|(k, _)| k == *h);
+    let run = "run `certsync kubeadm adopt`, which writes it from the CA certificates";
+    let loads = "which etcd, the API server or the controller-manager load at start";
+    let problem = match held.map(|h| h.iter().filter(stranger).count()) {
+        Err(e) => Some(e),
+        Ok(0) if has => None,
+        Ok(0) => Some(format!("{b}, {loads}, does not hold it: {run}")),
+        Ok(n) => Some(format!(
+            "{b}, {loads}, holds {n} certificate(s) adopt did not write: {run}"
+        )),
+    };
     if problem.is_some() {
         c.problem = problem;
     }
-}
-
-/// Whether the bundle `b` holds the CA certificate in place (`der`), and
-/// what is wrong with it: not holding it, unreadable, or holding a
-/// certificate neither in place nor in adopt's record (a file certsync's
-/// container could have written: another key trusted by etcd, the API
-/// server and the controller-manager).
-fn bundle_status(dir: &Path, b: &str, der: &[u8], record: &Record) -> (bool, Option<String>) {
-    let at = host(dir, b);
-    let held = match node::read_optional(dir, b) {
-        Ok(Some(t)) => match certificates(&at, &t) {
-            Ok(all) => all,
-            Err(e) => return (false, Some(e.to_string())),
-        },
-        Ok(None) => Vec::new(),
-        Err(e) => return (false, Some(e.to_string())),
-    };
-    let recorded: Vec<Vec<u8>> = record
-        .get(b)
-        .into_iter()
-        .flatten()
-        .flat_map(|t| certificates(&at, t.as_bytes()).unwrap_or_default())
-        .collect();
-    let strangers = held
-        .iter()
-        .filter(|c| c.as_slice() != der && !recorded.contains(c))
-        .count();
-    let has = held.iter().any(|c| c == der);
-    let run = "run `certsync kubeadm adopt`, which writes it from the CA certificates";
-    let problem = if strangers > 0 {
-        Some(format!(
-            "{b}, which etcd, the API server or the controller-manager load at start, holds {strangers} \
-             certificate(s) adopt did not write: {run}"
-        ))
-    } else if !has {
-        Some(format!(
-            "{b}, which etcd, the API server or the controller-manager load at start, does not \
-             hold it: {run}"
-        ))
-    } else {
-        None
-    };
-    (has, problem)
-}
-
-/// The ends of the earlier certificates adopt recorded for the bundle `b`
-/// beside the one in place (`der`), by the bundle's own rule
-/// ([`recorded`]), ended or not.
-fn earlier_ends(dir: &Path, b: &str, der: &[u8], record: &Record) -> Vec<i64> {
-    let Ok((subject, spki, _, _)) = identity(der) else {
-        return Vec::new();
-    };
-    recorded(dir, record, b, (&subject, &spki))
-        .unwrap_or_default()
-        .iter()
-        .filter(|(c, _)| c.as_slice() != der)
-        .map(|(_, end)| *end)
-        .collect()
 }
 
 /// When this node's kubelet.conf embeds CA data without the CA
