@@ -471,7 +471,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
                  by hand and restart the kubelet",
                 rfc3339(to)
             );
-            match kubelet_conf(dir, &der, now, &fix) {
+            match kubelet_trust(dir, &der, now, &fix) {
                 Some((true, w)) => c.problem = Some(w),
                 Some((false, w)) => warnings.push(Warning::new(WarningKind::KubeletConf, w)),
                 None => {}
@@ -540,37 +540,42 @@ fn bundle_part(
     }
 }
 
-/// When this node's kubelet.conf embeds CA data without the CA
-/// certificate `der`: [`stale_trust`], saying `fix`. The kubelet reads it
-/// only at start.
-/// One that cannot be read or parsed is a problem: what the kubelet
-/// trusts cannot be judged (an absent one, or one naming its CA by file,
-/// has nothing to judge here).
-fn kubelet_conf(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
-    const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
+/// This node's kubelet.conf.
+pub(super) const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
+
+/// A kubeconfig's text and the CA certificates (DER) it embeds.
+type Embedded = (String, Vec<Vec<u8>>);
+
+/// This node's kubelet.conf (its text) and the CA certificates (DER) it
+/// embeds; `None` when there is none, or when it names its CA by file
+/// (kubeadm's `ca.crt`, which adopt keeps).
+pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError> {
     let at = host(dir, KUBELET);
-    let unjudged = |e: String| {
-        Some((
+    let Some(bytes) = node::read_optional(dir, KUBELET)? else {
+        return Ok(None);
+    };
+    let text =
+        String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
+    let Some(data) = crate::writer::embedded_ca(&at, &text)? else {
+        return Ok(None);
+    };
+    Ok(Some((text, certificates(&at, &data)?)))
+}
+
+/// When this node's [`kubelet_conf`] embeds CA data without the CA
+/// certificate `der`: [`stale_trust`], saying `fix`. The kubelet reads it
+/// only at start. One that cannot be read or parsed is a problem: what
+/// the kubelet trusts cannot be judged.
+fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
+    let fails = "the kubelet cannot verify the API server";
+    match kubelet_conf(dir) {
+        Ok(Some((_, held))) => stale_trust(KUBELET, &held, der, now, fails, fix),
+        Ok(None) => None,
+        Err(e) => Some((
             true,
             format!("{e}: what the kubelet trusts cannot be judged"),
-        ))
-    };
-    let text = match node::read_optional(dir, KUBELET) {
-        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-        Ok(None) => return None,
-        Err(e) => return unjudged(e.to_string()),
-    };
-    let data = match crate::writer::embedded_ca(&at, &text) {
-        Ok(Some(data)) => data,
-        Ok(None) => return None,
-        Err(e) => return unjudged(e.to_string()),
-    };
-    let held = match certificates(&at, &data) {
-        Ok(held) => held,
-        Err(e) => return unjudged(e.to_string()),
-    };
-    let fails = "the kubelet cannot verify the API server";
-    stale_trust(KUBELET, &held, der, now, fails, fix)
+        )),
+    }
 }
 
 /// After revert: this node's kubelet.conf when it lacks the CA certificate
@@ -581,7 +586,7 @@ pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> 
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";
-    kubelet_conf(dir, &der, now, fix).map(|(_, why)| why)
+    kubelet_trust(dir, &der, now, fix).map(|(_, why)| why)
 }
 
 /// When `trusted` (the CA certificates `who` trusts, DER) lacks the CA

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::super::error::{FileProblem, KubeadmError, Refusal};
+use super::super::error::{KubeadmError, Refusal};
 use super::super::manifest::{BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
 use super::super::options::Options;
 use super::super::paths::{Action, FileWrite, digest, host};
@@ -86,26 +86,19 @@ pub(super) fn config_text(opts: &Options, key_alg: &str) -> Result<String, Kubea
 /// nothing else in it changes. One naming its CA by file trusts that file
 /// (kubeadm's `ca.crt`, which adopt keeps) and is left alone.
 fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, KubeadmError> {
-    let (_, path) = KUBELET_FILES[0];
-    let Some(bytes) = node::read_optional(dir, path)? else {
+    let Some((text, held)) = trust::kubelet_conf(dir)? else {
         return Ok(None);
     };
-    let at = host(dir, path);
-    let text =
-        String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
-    let Some(held) = crate::writer::embedded_ca(&at, &text)? else {
-        return Ok(None);
-    };
-    let held = trust::certificates(&at, &held)?;
     let bundle = trust::certificates(&host(dir, CA_BUNDLE), ca_bundle)?;
     if bundle.iter().all(|c| held.contains(c)) {
         return Ok(None);
     }
-    let Some(text) = crate::writer::with_ca_data(&at, &text, ca_bundle)? else {
+    let Some(text) = crate::writer::with_ca_data(&host(dir, trust::KUBELET), &text, ca_bundle)?
+    else {
         return Ok(None);
     };
     Ok(Some(FileWrite {
-        path: path.to_owned(),
+        path: trust::KUBELET.to_owned(),
         action: Action::Replace,
         mode: 0o600,
         what: format!(
