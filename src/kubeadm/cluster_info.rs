@@ -124,13 +124,7 @@ impl ClusterInfo {
 /// what to do; also, once adopt has `renewed` the CA, when it could not be
 /// read (a warning: the check needs the API server).
 pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String)> {
-    const CA: &str = "/etc/kubernetes/pki/ca.crt";
-    let in_place = super::node::read(dir, CA).ok().and_then(|t| {
-        super::trust::certificates(&super::paths::host(dir, CA), t.as_bytes())
-            .ok()?
-            .into_iter()
-            .next()
-    })?;
+    let (in_place, _) = super::trust::in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
     let read = async {
         let admin = super::paths::host(dir, "/etc/kubernetes/admin.conf");
         let config = super::admin::config(&admin)

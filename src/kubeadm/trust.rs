@@ -161,7 +161,7 @@ type Identity = (Vec<u8>, Vec<u8>, i64, i64);
 
 /// The CA certificate in place at `cert` (a node path): the file holds
 /// exactly one certificate; it and its [`identity`].
-fn in_place(dir: &Path, cert: &str) -> Result<(Vec<u8>, Identity), KubeadmError> {
+pub(super) fn in_place(dir: &Path, cert: &str) -> Result<(Vec<u8>, Identity), KubeadmError> {
     let at = host(dir, cert);
     let [der] = certificates(&at, node::read(dir, cert)?.as_bytes())?
         .try_into()
