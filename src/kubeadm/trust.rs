@@ -194,8 +194,9 @@ pub fn plan(
             KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
         })?;
         let span = effective_span(from, to);
-        let theirs = match published.and_then(|p| p.get(&super::published::key(name))) {
-            Some(pem) => cluster_certs(name, pem, (&der, &subject, &spki), now_s, span)?,
+        let map_key = super::published::key(name);
+        let theirs = match published.and_then(|p| p.get(&map_key)) {
+            Some(pem) => cluster_certs(&map_key, pem, (&der, &subject, &spki), now_s, span)?,
             None => Vec::new(),
         };
         // The cluster's CA certificate, unless it is due: taken, never a
@@ -248,10 +249,9 @@ pub fn plan(
         // the same); else what adopt recorded, the cluster's and the one in
         // place; then the current one. Only those that have not ended.
         let mut certs: Vec<Vec<u8>> = Vec::new();
-        let kept = match (&bundle, is_taken) {
-            (_, true) => Vec::new(),
-            (Some(b), false) => recorded(dir, record, b, (&subject, &spki))?,
-            (None, false) => Vec::new(),
+        let kept = match bundle.filter(|_| !is_taken) {
+            Some(b) => recorded(dir, record, b, (&subject, &spki))?,
+            None => Vec::new(),
         };
         let mine = (!is_taken).then(|| (der.clone(), to));
         let theirs = theirs.into_iter().map(|(c, _, t)| (c, t));
@@ -262,16 +262,15 @@ pub fn plan(
         }
         certs.retain(|c| *c != current);
         certs.push(current);
-        let text: String = certs.iter().map(|c| pem(c)).collect();
-        cluster.insert(super::published::key(name), text.clone());
+        let pems: Vec<String> = certs.iter().map(|c| pem(c)).collect();
+        let text = pems.concat();
+        cluster.insert(map_key, text.clone());
         let Some(bundle) = bundle else { continue };
         if name == "ca" {
             trust.ca_bundle = text.clone().into_bytes();
         }
         bundles.push(text.clone());
-        trust
-            .record
-            .insert(bundle.to_owned(), certs.iter().map(|c| pem(c)).collect());
+        trust.record.insert(bundle.to_owned(), pems);
         trust
             .files
             .extend(bundle_file(dir, name, bundle, certs.len(), text, adopted)?);
@@ -281,7 +280,7 @@ pub fn plan(
     Ok(trust)
 }
 
-/// The certificates published for the CA `name` (PEM), each with its
+/// The certificates published for a CA (PEM, at `map_key`), each with its
 /// notBefore and notAfter; refused unless each is the CA's own as
 /// `renew_ca` makes it: its subject and key (of `ca`: the certificate in
 /// place, its subject and key), signed by that key (a self-signature only
@@ -291,7 +290,7 @@ pub fn plan(
 /// every component's trust), valid at `now`, and ending no later than a
 /// renewal made now would (`span` from now).
 fn cluster_certs(
-    name: &str,
+    map_key: &str,
     pem: &str,
     ca: (&[u8], &[u8], &[u8]),
     now: i64,
@@ -299,8 +298,7 @@ fn cluster_certs(
 ) -> Result<Vec<(Vec<u8>, i64, i64)>, KubeadmError> {
     use x509_cert::der::Decode as _;
     let at = PathBuf::from(format!(
-        "ConfigMap kube-system/certsync-kubeadm-cas, key {}",
-        super::published::key(name)
+        "ConfigMap kube-system/certsync-kubeadm-cas, key {map_key}"
     ));
     let refuse = |why| KubeadmError::file(&at, FileProblem::NotTheCas(why));
     let tbs = |der: &[u8]| {
