@@ -40,12 +40,8 @@ pub struct Published {
 /// Reads it through `config` (admin.conf as adopt judges it).
 pub async fn read(config: &kube::Config) -> Result<Published, KubeadmError> {
     let object = MAP.get(config, super::api::TIMEOUT).await?;
-    let pem = object
-        .as_ref()
-        .and_then(|o| o.data.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
+    let pem = object.as_ref().and_then(|o| o.data.clone());
+    let pem = pem.unwrap_or_default();
     Ok(Published { object, pem })
 }
 
