@@ -32,6 +32,10 @@ fn publishing(d: &Path, src: &str, target: &Path, first: &Pair) -> (Certsync, Pa
     ];
     let cs = Certsync::start(&args, d);
     wait_pair(target, first);
+    // The flip is seen before the publish ends: its tidy then removes a
+    // revision newer than the live one, so a user's entry planted before
+    // this line could be swept by it rather than judged.
+    cs.wait_log("published new revision");
     (cs, src)
 }
 
