@@ -75,8 +75,15 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
     }
     let deadline = ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
     let mut all = Vec::new();
+    // A CA renewed since (adopt's `trust`) goes into each kubeconfig's CA
+    // data; read once, from pki/ca.crt, which certsync's container cannot
+    // write.
+    let renewal = match state.kubeconfigs.is_empty() {
+        true => String::new(),
+        false => super::node::read(dir, CA)?,
+    };
     for (k, backup) in &state.kubeconfigs {
-        all.push(kubeconfig(dir, k, backup, deadline)?);
+        all.push(kubeconfig(dir, k, backup, renewal.as_bytes(), deadline)?);
     }
     for (p, backup) in &state.pairs {
         all.push(pair(dir, p, backup, deadline)?);
@@ -115,6 +122,7 @@ fn kubeconfig(
     dir: &Path,
     node_path: &str,
     backup: &str,
+    renewal: &[u8],
     deadline: i64,
 ) -> Result<Handback, KubeadmError> {
     let at = backup_path(dir, backup, node_path);
@@ -150,12 +158,9 @@ fn kubeconfig(
         }
         None => text,
     };
-    // A CA renewed since (adopt's `trust`): kubeadm's CA data gets the
-    // renewed certificate beside the one it had, so the kubeconfig still
-    // works after the old one ends. The renewal is read from pki/ca.crt,
-    // which certsync's container cannot write.
-    let renewal = super::node::read(dir, CA)?;
-    let both = ca_data_with(&at, &text, renewal.as_bytes())?;
+    // kubeadm's CA data gets the renewed CA certificate beside the one it
+    // had, so the kubeconfig still works after the old one ends.
+    let both = ca_data_with(&at, &text, renewal)?;
     let ca_added = both.is_some();
     if let Some(both) = both {
         text = both;

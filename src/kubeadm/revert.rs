@@ -37,18 +37,23 @@ use super::{moves, node};
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
 
-/// Everything revert would do on an adopted node, in the order it does it.
+/// Everything revert would do on an adopted node, in the order it does it:
+/// all it reads of the node before it writes, so that carrying it out reads
+/// the node again only to check what it wrote.
 pub struct RevertPlan {
     /// The newest backup: certsync's files move into it.
     pub newest: String,
-    /// certsync's static pod is in place: it goes first.
-    pub pod: bool,
+    /// certsync's static pod, when in place: it goes first, and is waited
+    /// for where this manifest says it answers.
+    pub pod: Option<Vec<u8>>,
     /// kubeadm's pairs and kubeconfigs, as revert writes them.
     pub handbacks: Vec<Handback>,
     /// The component manifests revert writes.
     pub manifests: Vec<ManifestBack>,
-    /// certsync's own files (node paths), moved into `newest` or purged.
+    /// certsync's own files (node paths), moved into `newest` or purged:
+    /// its targets first, the first `targets` of them.
     pub own: Vec<String>,
+    pub targets: usize,
     pub purge: bool,
     /// The directories adopt made and what becomes of each: as foreseen
     /// by the plan, then as found by the real run.
@@ -83,36 +88,41 @@ impl Tense {
 
 /// The plan for the node at `opts.dir`; `None` when it is not adopted.
 /// Reads only: everything that could refuse is found here.
-pub async fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
+pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     let dir = &opts.dir;
     let Some(state) = State::read(dir)? else {
         return Ok(None);
     };
-    // certsync's files are moved or purged as root: none may be reached
-    // through a symlink (a compromised certsync container could put one in
-    // place of a target to have revert move or delete the host's files).
-    let own = own_paths(dir);
+    // certsync's own files: its targets, its configuration, the
+    // kubeconfigs adopt wrote for the components, and the CA bundles
+    // (kubeadm's manifests trust `pki/ca.crt`, which holds the renewal; a
+    // bundle left behind is one the next adopt, finding no record of it,
+    // must refuse).
+    let targets = targets(dir);
+    let own: Vec<String> = (targets.iter().cloned())
+        .chain([CONFIG, manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
+        .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")))
+        .collect();
+    // They are moved or purged as root: none may be reached through a
+    // symlink (a compromised certsync container could put one in place of
+    // a target to have revert move or delete the host's files).
     for t in &own {
-        if let Some(link) = symlink_on_the_way(dir, t) {
-            return Err(RevertError::Symlink {
-                link,
-                path: t.clone(),
-            }
-            .into());
+        if let Err(FileProblem::Link(link)) = moves::reach(dir, t) {
+            let path = t.clone();
+            return Err(RevertError::Symlink { link, path }.into());
         }
     }
-    // Any certificate issued again is issued here, in memory.
-    let handbacks = handbacks(dir, &state)?;
-    let manifests = manifests(dir, &state)?;
-    let dirs = dirs(dir, &state, &own);
+    let moving: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     Ok(Some(RevertPlan {
         newest: state.backups.last().cloned().unwrap_or_default(),
-        pod: node::read_optional(dir, POD)?.is_some(),
-        handbacks,
-        manifests,
+        pod: node::read_optional(dir, POD)?,
+        // Any certificate issued again is issued here, in memory.
+        handbacks: handbacks(dir, &state)?,
+        manifests: manifests(dir, &state)?,
+        dirs: tidy(dir, &state.made_dirs, &moving, true),
+        targets: targets.len(),
         own,
         purge: opts.purge,
-        dirs,
     }))
 }
 
@@ -130,10 +140,11 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
             && digest(&now) == *adopted
         {
             let bytes = super::record::read_backup(dir, backup, &path)?;
+            let backup = Some(backup.clone());
             all.push(ManifestBack {
                 path,
                 bytes,
-                backup: Some(backup.clone()),
+                backup,
             });
             continue;
         }
@@ -143,9 +154,10 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
         let mut m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&at, e))?;
         if manifest::unadopt(&c, &mut m) {
             let text = m.render().map_err(|e| KubeadmError::file(&at, e))?;
+            let bytes = text.into_bytes();
             all.push(ManifestBack {
                 path,
-                bytes: text.into_bytes(),
+                bytes,
                 backup: None,
             });
         }
@@ -153,33 +165,31 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
     Ok(all)
 }
 
-/// The directories adopt made, and whether each is empty once certsync's
-/// files and the record are out. Removing one is tidying, not reverting:
-/// one it cannot remove (a mount point, EBUSY) is left, saying why, never
-/// a revert stopped there at every re-run.
-fn dirs(
+/// The directories adopt made (`made`), each removed once it is empty but
+/// for the names of `moving` (node paths) directly in it: with `dry`, what
+/// would become of each once they are out. Removing one is tidying, not
+/// reverting: one it cannot remove (a mount point, EBUSY) is left, saying
+/// why, never a revert stopped there at every re-run.
+pub(super) fn tidy(
     dir: &Path,
-    state: &State,
-    own: &[String],
+    made: &[String],
+    moving: &[String],
+    dry: bool,
 ) -> Vec<(String, Result<moves::Left, RevertError>)> {
-    let all: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
-    state
-        .made_dirs
-        .iter()
+    let names_in = |d: &str| -> Vec<String> {
+        (moving.iter())
+            .filter_map(|p| p.strip_prefix(&format!("{d}/")))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_owned)
+            .collect()
+    };
+    (made.iter())
         .map(|d| {
-            let left = moves::remove_empty_dir(dir, d, &names_in(d, &all), true);
-            (d.clone(), left)
+            (
+                d.clone(),
+                moves::remove_empty_dir(dir, d, &names_in(d), dry),
+            )
         })
-        .collect()
-}
-
-/// The names of those of `paths` (node paths) directly in `d`.
-pub(super) fn names_in(d: &str, paths: &[String]) -> Vec<String> {
-    paths
-        .iter()
-        .filter_map(|p| p.strip_prefix(&format!("{d}/")))
-        .filter(|name| !name.contains('/'))
-        .map(str::to_owned)
         .collect()
 }
 
@@ -189,7 +199,7 @@ impl RevertPlan {
         let t = |did, would| tense.pick(did, would);
         let mut out = String::new();
         let newest = &self.newest;
-        if self.pod {
+        if self.pod.is_some() {
             let _ = writeln!(
                 out,
                 "{} {POD} (kept in {newest}/) and {} for certsync's pod to stop (about {} s) \
@@ -199,17 +209,45 @@ impl RevertPlan {
                 super::wait::STOPPED_AFTER.as_secs()
             );
         }
+        // Each of kubeadm's files restored or issued again, and the
+        // renewed CA beside kubeadm's.
         for h in &self.handbacks {
-            out.push_str(&handback_lines(h, tense));
+            for (path, _, _) in &h.files {
+                let _ = match h.reissued {
+                    Some(ends) if *path == h.node_path => write!(
+                        out,
+                        "{} {path} again from kubeadm's copy in {}/ (that ends {}, within 24 h): \
+                         until {}",
+                        t("issued", "would issue"),
+                        h.backup,
+                        until(h.kubeadms),
+                        until(ends)
+                    ),
+                    _ => write!(
+                        out,
+                        "{} {path} from {}/",
+                        t("restored", "would restore"),
+                        h.backup
+                    ),
+                };
+                if h.ca_added && *path == h.node_path {
+                    out.push_str(
+                        ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data",
+                    );
+                }
+                out.push('\n');
+            }
         }
         for m in &self.manifests {
             let path = &m.path;
             let _ = match &m.backup {
-                Some(backup) => writeln!(
-                    out,
-                    "{} {path} from {backup}/",
-                    t("restored", "would restore")
-                ),
+                Some(backup) => {
+                    writeln!(
+                        out,
+                        "{} {path} from {backup}/",
+                        t("restored", "would restore")
+                    )
+                }
                 None => writeln!(
                     out,
                     "{path} changed since adoption: {} adopt's flags and volumes out of it",
@@ -263,60 +301,5 @@ fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, tense: Tense) -> S
             format!("{} {d}/ in place: {why}{keys}\n", t("left", "would leave"))
         }
         Err(why) => format!("{} {d}/ in place: {why}\n", t("left", "would leave")),
-    }
-}
-
-/// What revert does with one of kubeadm's pairs or kubeconfigs: each
-/// file restored or issued again, and the renewed CA beside kubeadm's.
-fn handback_lines(h: &Handback, tense: Tense) -> String {
-    let t = |did, would| tense.pick(did, would);
-    let mut out = String::new();
-    for (path, _, _) in &h.files {
-        let _ = match h.reissued {
-            Some(ends) if *path == h.node_path => write!(
-                out,
-                "{} {path} again from kubeadm's copy in {}/ (that ends {}, within 24 h): until {}",
-                t("issued", "would issue"),
-                h.backup,
-                until(h.kubeadms),
-                until(ends)
-            ),
-            _ => write!(
-                out,
-                "{} {path} from {}/",
-                t("restored", "would restore"),
-                h.backup
-            ),
-        };
-        if h.ca_added && *path == h.node_path {
-            out.push_str(", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data");
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// certsync's own files on the node (node paths): its targets, its
-/// configuration, the kubeconfigs adopt wrote for the components, and the
-/// CA bundles (kubeadm's manifests trust `pki/ca.crt`, which holds the
-/// renewal; a bundle left behind is one the next adopt, finding no record
-/// of it, must refuse).
-fn own_paths(dir: &Path) -> Vec<String> {
-    targets(dir)
-        .into_iter()
-        .chain([CONFIG.to_owned()])
-        .chain([manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
-        .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")))
-        .collect()
-}
-
-/// The first name from `/etc/kubernetes` down to `node_path` that is a
-/// symlink, if one is (a name absent is none), found as [`moves::reach`]
-/// walks it: beneath the handle of the directory before it, never by a
-/// path a name swapped meanwhile would lead elsewhere.
-pub(super) fn symlink_on_the_way(dir: &Path, node_path: &str) -> Option<String> {
-    match moves::reach(dir, node_path) {
-        Err(FileProblem::Link(at)) => Some(at),
-        _ => None,
     }
 }
