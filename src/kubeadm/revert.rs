@@ -1,6 +1,6 @@
-//! What `certsync kubeadm revert` would do, computed without writing: the
-//! [`RevertPlan`] that `--dry-run` prints and `revert_apply` carries out,
-//! the two printing from the same plan.
+//! What `certsync kubeadm revert` would do: the [`RevertPlan`], a value
+//! made from one reading of the node and the options, that `--dry-run`
+//! prints and `revert_apply` carries out and prints in the past tense.
 //!
 //! revert puts kubeadm's manifests back (the backup when the manifest is
 //! still the one adopt wrote, byte for byte; otherwise, after a `kubeadm
@@ -11,12 +11,8 @@
 //! backup (removed with `--purge`): a stale copy left in place would be
 //! used silently by anything still naming it, and expire there unnoticed.
 //! The record moves into the backup, so a second revert finds nothing to
-//! do.
-//!
-//! kubeadm's pairs and kubeconfigs come back from adopt's first backup,
-//! any whose certificate ends within [`super::handback::REVERT_MARGIN_SECS`] issued
-//! again on the host ([`handback`]): never a file certsync's container
-//! could have written, nothing that ends within a day.
+//! do. kubeadm's pairs and kubeconfigs come back as [`super::handback`]
+//! makes them.
 //!
 //! Refused before anything changes: a pair or kubeconfig whose kubeadm
 //! copy is not in the backup, a certificate it cannot issue again to last
@@ -46,7 +42,7 @@ pub struct RevertPlan {
     /// certsync's static pod, when in place: it goes first, and is waited
     /// for where this manifest says it answers.
     pub pod: Option<Vec<u8>>,
-    /// kubeadm's pairs and kubeconfigs, as revert writes them.
+    /// kubeadm's pairs' files and kubeconfigs, as revert writes them.
     pub handbacks: Vec<Handback>,
     /// The component manifests revert writes.
     pub manifests: Vec<ManifestBack>,
@@ -212,31 +208,28 @@ impl RevertPlan {
         // Each of kubeadm's files restored or issued again, and the
         // renewed CA beside kubeadm's.
         for h in &self.handbacks {
-            for (path, _, _) in &h.files {
-                let _ = match h.reissued {
-                    Some(ends) if *path == h.node_path => write!(
-                        out,
-                        "{} {path} again from kubeadm's copy in {}/ (that ends {}, within 24 h): \
-                         until {}",
-                        t("issued", "would issue"),
-                        h.backup,
-                        until(h.kubeadms),
-                        until(ends)
-                    ),
-                    _ => write!(
-                        out,
-                        "{} {path} from {}/",
-                        t("restored", "would restore"),
-                        h.backup
-                    ),
-                };
-                if h.ca_added && *path == h.node_path {
-                    out.push_str(
-                        ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data",
-                    );
-                }
-                out.push('\n');
+            let (path, backup) = (&h.node_path, &h.backup);
+            let _ = match h.reissued {
+                Some((kubeadms, ends)) => write!(
+                    out,
+                    "{} {path} again from kubeadm's copy in {backup}/ (that ends {}, within 24 h): \
+                     until {}",
+                    t("issued", "would issue"),
+                    until(kubeadms),
+                    until(ends)
+                ),
+                None => write!(
+                    out,
+                    "{} {path} from {backup}/",
+                    t("restored", "would restore")
+                ),
+            };
+            if h.ca_added {
+                out.push_str(
+                    ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data",
+                );
             }
+            out.push('\n');
         }
         for m in &self.manifests {
             let path = &m.path;

@@ -92,14 +92,14 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     // (root's, kubeadm's mode) beneath its directory's handle: whatever
     // certsync's container put at the name (a file, a link, a mode) is
     // gone.
-    let handed_back = || plan.handbacks.iter().flat_map(|h| &h.files);
-    for (path, bytes, mode) in handed_back() {
-        super::handback::write(dir, path, *mode, bytes)?;
+    for h in &plan.handbacks {
+        super::handback::write(dir, &h.node_path, h.mode, &h.bytes)?;
     }
     // Each as written, before any component is pointed at it.
-    for (path, bytes, _) in handed_back() {
-        if super::node::read_optional(dir, path)?.as_deref() != Some(bytes.as_slice()) {
-            return Err(RevertError::Changed { path: path.clone() }.into());
+    for h in &plan.handbacks {
+        if super::node::read_optional(dir, &h.node_path)?.as_deref() != Some(h.bytes.as_slice()) {
+            let path = h.node_path.clone();
+            return Err(RevertError::Changed { path }.into());
         }
     }
     // Then the components, onto kubeadm's files.
@@ -172,19 +172,13 @@ pub(super) async fn claim_targets(
                 other => Ok(other),
             }
         })
-        .await;
-        match claimed {
-            Ok(Ok(c)) => claims.push(c),
-            Err(pid) => {
-                return Err(RevertError::StillHeld {
-                    pid,
-                    target: t.clone(),
-                    secs: wait.as_secs(),
-                }
-                .into());
-            }
-            Ok(Err(e)) => return Err(e.into()),
-        }
+        .await
+        .map_err(|pid| RevertError::StillHeld {
+            pid,
+            target: t.clone(),
+            secs: wait.as_secs(),
+        })??;
+        claims.push(claimed);
     }
     Ok(claims)
 }
