@@ -51,6 +51,9 @@ pub struct RevertPlan {
     pub own: Vec<String>,
     pub targets: usize,
     pub purge: bool,
+    /// `--api-server-timeout`: how long revert waits for the API server to
+    /// restart on kubeadm's files, when it writes its manifest.
+    pub api_server_timeout: std::time::Duration,
     /// The directories adopt made and what becomes of each: as foreseen
     /// by the plan, then as found by the real run.
     pub dirs: Vec<(String, Result<moves::Left, RevertError>)>,
@@ -68,7 +71,7 @@ pub struct ManifestBack {
 
 /// Whether a line says what revert did or what it would do.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Tense {
+enum Tense {
     Did,
     Would,
 }
@@ -119,6 +122,7 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
         targets: targets.len(),
         own,
         purge: opts.purge,
+        api_server_timeout: opts.api_server_timeout,
     }))
 }
 
@@ -190,8 +194,42 @@ pub(super) fn tidy(
 }
 
 impl RevertPlan {
+    /// The API server's manifest, when revert writes it and waits for the
+    /// API server to restart on it (`--api-server-timeout`, not zero).
+    pub fn api_server(&self) -> Option<&ManifestBack> {
+        let path = manifest::manifest_path("kube-apiserver");
+        let m = self.manifests.iter().find(|m| m.path == path)?;
+        (!self.api_server_timeout.is_zero()).then_some(m)
+    }
+
+    /// revert's report: what a dry run would do (`done`: `None`), or what
+    /// the real run did and then saw of the API server and the kubelet's
+    /// kubeconfig; the node's `warnings` last.
+    pub fn report(&self, done: Option<(&str, &str)>, warnings: &str) -> String {
+        if let Some((back, kubelet)) = done {
+            return format!(
+                "{}{back}reverted\n{kubelet}{warnings}",
+                self.text(Tense::Did)
+            );
+        }
+        // The real run says what it saw instead (`wait::api_server_back`).
+        let wait = self.api_server().map_or(String::new(), |m| {
+            format!(
+                "would wait up to {} for the API server to restart on kubeadm's files (serving \
+                 {}, /readyz ok through admin.conf)\n",
+                humantime::format_duration(self.api_server_timeout),
+                super::wait::serving_cert(&m.bytes).unwrap_or_default()
+            )
+        });
+        let text = self.text(Tense::Would);
+        let unchanged = "dry run: nothing was changed";
+        format!(
+            "dry run: revert would do this, writing nothing:\n{text}{wait}{warnings}{unchanged}\n"
+        )
+    }
+
     /// What revert does (`Tense::Did`, once done) or would do, a line each.
-    pub fn text(&self, tense: Tense) -> String {
+    fn text(&self, tense: Tense) -> String {
         let t = |did, would| tense.pick(did, would);
         let mut out = String::new();
         let newest = &self.newest;

@@ -11,7 +11,7 @@ use super::moves;
 use super::options::RevertOptions;
 use super::paths::host;
 use super::plan::{POD, STATE, backup_path};
-use super::revert::{self, RevertPlan, Tense};
+use super::revert::{self, RevertPlan};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
@@ -20,20 +20,9 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
             "not adopted (no /etc/kubernetes/certsync/adopted.json): nothing to do\n".to_owned(),
         );
     };
-    let warnings = || super::audit::warnings(&opts.dir);
+    let warnings = super::audit::warnings;
     if opts.dry_run {
-        let wait = api_server_manifest(&plan).filter(|_| !opts.api_server_timeout.is_zero());
-        return Ok(format!(
-            "dry run: revert would do this, writing nothing:\n{}{}{}dry run: nothing was changed\n",
-            plan.text(Tense::Would),
-            wait.map_or(String::new(), |m| format!(
-                "would wait up to {} for the API server to restart on kubeadm's files (serving \
-                 {}, /readyz ok through admin.conf)\n",
-                humantime::format_duration(opts.api_server_timeout),
-                super::wait::serving_cert(&m.bytes).unwrap_or_default()
-            )),
-            warnings()
-        ));
+        return Ok(plan.report(None, &warnings(&opts.dir)));
     }
     // Any failure leaves the node part-reverted, which a re-run finishes.
     apply(&opts.dir, &mut plan)
@@ -43,7 +32,8 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
         })?;
     let back = super::wait::api_server_back(
         &opts.dir,
-        api_server_manifest(&plan).map(|m| (m.path.as_str(), m.bytes.as_slice())),
+        plan.api_server()
+            .map(|m| (m.path.as_str(), m.bytes.as_slice())),
         opts.api_server_timeout,
         ("kubeadm's", "reverted (every file is kubeadm's again)"),
     )
@@ -52,18 +42,7 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, now)
         .map(|w| format!("warning: {w}\n"))
         .unwrap_or_default();
-    Ok(format!(
-        "{}{back}reverted\n{kubelet}{}",
-        plan.text(Tense::Did),
-        warnings()
-    ))
-}
-
-/// The API server's manifest, when revert writes it: what it waits for
-/// the API server to restart on.
-fn api_server_manifest(plan: &RevertPlan) -> Option<&revert::ManifestBack> {
-    let path = super::manifest::manifest_path("kube-apiserver");
-    plan.manifests.iter().find(|m| m.path == path)
+    Ok(plan.report(Some((&back, &kubelet)), &warnings(&opts.dir)))
 }
 
 /// Carries `plan` out, each step finding its work done or doing it; the

@@ -12,7 +12,7 @@ use super::error::KubeadmError;
 use super::options::Options;
 use super::paths::{Action, host};
 use super::plan::{self, POD, Plan, STATE};
-use super::record::{node_rel, put, put_mode};
+use super::record::{put, put_mode, read_backup};
 use super::{node, pod, wait};
 use crate::writer::replace_file;
 
@@ -138,9 +138,7 @@ impl Undo {
 
 /// `node_path`'s copy in this run's backup.
 fn previous(dir: &Path, plan: &Plan, node_path: &str) -> Option<Vec<u8>> {
-    node::read_optional(dir, &node_rel(dir, &plan.backup, node_path))
-        .ok()
-        .flatten()
+    read_backup(dir, &plan.backup, node_path).ok()
 }
 
 /// This run's certsync pod out, when it wrote one; then waits until it no
