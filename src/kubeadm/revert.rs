@@ -69,22 +69,6 @@ pub struct ManifestBack {
     pub backup: Option<String>,
 }
 
-/// Whether a line says what revert did or what it would do.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Tense {
-    Did,
-    Would,
-}
-
-impl Tense {
-    fn pick<'a>(self, did: &'a str, would: &'a str) -> &'a str {
-        match self {
-            Tense::Did => did,
-            Tense::Would => would,
-        }
-    }
-}
-
 /// The plan for the node at `opts.dir`; `None` when it is not adopted.
 /// Reads only: everything that could refuse is found here.
 pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
@@ -207,10 +191,7 @@ impl RevertPlan {
     /// kubeconfig; the node's `warnings` last.
     pub fn report(&self, done: Option<(&str, &str)>, warnings: &str) -> String {
         if let Some((back, kubelet)) = done {
-            return format!(
-                "{}{back}reverted\n{kubelet}{warnings}",
-                self.text(Tense::Did)
-            );
+            return format!("{}{back}reverted\n{kubelet}{warnings}", self.text(true));
         }
         // The real run says what it saw instead (`wait::api_server_back`).
         let wait = self.api_server().map_or(String::new(), |m| {
@@ -221,16 +202,16 @@ impl RevertPlan {
                 super::wait::serving_cert(&m.bytes).unwrap_or_default()
             )
         });
-        let text = self.text(Tense::Would);
+        let text = self.text(false);
         let unchanged = "dry run: nothing was changed";
         format!(
             "dry run: revert would do this, writing nothing:\n{text}{wait}{warnings}{unchanged}\n"
         )
     }
 
-    /// What revert does (`Tense::Did`, once done) or would do, a line each.
-    fn text(&self, tense: Tense) -> String {
-        let t = |did, would| tense.pick(did, would);
+    /// What revert did (`done`) or would do, a line each.
+    fn text(&self, done: bool) -> String {
+        let t = |did, would| if done { did } else { would };
         let mut out = String::new();
         let newest = &self.newest;
         if self.pod.is_some() {
@@ -302,15 +283,15 @@ impl RevertPlan {
             )
         };
         for (d, left) in &self.dirs {
-            out.push_str(&dir_line(d, left, tense));
+            out.push_str(&dir_line(d, left, done));
         }
         out
     }
 }
 
 /// What becomes of a directory adopt made (`left`: as foreseen, or as found).
-fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, tense: Tense) -> String {
-    let t = |did, would| tense.pick(did, would);
+fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, done: bool) -> String {
+    let t = |did, would| if done { did } else { would };
     match left {
         Ok(moves::Left::Removed) => format!(
             "{} {d}/ (adopt made it; {})\n",

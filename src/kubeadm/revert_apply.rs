@@ -4,7 +4,7 @@
 //! the component manifests, certsync's own files, the directories adopt
 //! made, and last adopt's record.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::moves;
@@ -67,10 +67,7 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     // Held until every target has moved: no certsync publishes into one.
     let _claims = claim_targets(dir, &plan.own[..plan.targets], CLAIM_WAIT).await?;
     // kubeadm's kubeconfigs and pairs, before the manifests, so each
-    // component starts on the files it keeps. Each is written anew
-    // (root's, kubeadm's mode) beneath its directory's handle: whatever
-    // certsync's container put at the name (a file, a link, a mode) is
-    // gone.
+    // component starts on the files it keeps; each written anew.
     for h in &plan.handbacks {
         super::handback::write(dir, &h.node_path, h.mode, &h.bytes)?;
     }
@@ -90,7 +87,7 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     }
     // The directories adopt made, each once nothing is left in it but
     // the record, which moves next.
-    let made: Vec<String> = plan.dirs.iter().map(|(d, _)| d.clone()).collect();
+    let made: Vec<String> = plan.dirs.drain(..).map(|(d, _)| d).collect();
     plan.dirs = revert::tidy(dir, &made, &[STATE.to_owned()], false);
     // Last: while the record is in place, revert is not done.
     let to = backup_path(dir, &plan.newest, "/etc/kubernetes/reverted.json");
@@ -112,13 +109,13 @@ fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), Kubead
         _ => {}
     }
     if !purge {
-        return move_away(dir, newest, t).map(|_| ());
+        return move_away(dir, newest, t);
     }
-    moves::remove(&host(dir, t)).map_err(|source| RevertError::Purge {
+    let gone = moves::remove(&host(dir, t));
+    Ok(gone.map_err(|source| RevertError::Purge {
         node_path: t.to_owned(),
         source,
-    })?;
-    Ok(())
+    })?)
 }
 
 /// How long revert waits for certsync's daemon to let go of its targets
@@ -164,7 +161,7 @@ pub(super) async fn claim_targets(
 
 /// Moves `node_path` to its place in the backup `backup`, which may be on
 /// another filesystem (see [`moves`]).
-fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, KubeadmError> {
+fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<(), KubeadmError> {
     let from = host(dir, node_path);
     let base = backup_path(dir, backup, node_path);
     if let Some(parent) = base.parent() {
@@ -190,6 +187,5 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, Kubea
         }
         kept = base.with_file_name(format!("{name}.reverted-{n}"));
     }
-    moves::move_path(&from, &kept)?;
-    Ok(kept)
+    Ok(moves::move_path(&from, &kept)?)
 }
