@@ -43,6 +43,10 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STA
 /// The CA that issues every kubeconfig's client certificate.
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
+/// kubeadm's certificate's notAfter, and that of the one issued again
+/// from it.
+type Ends = (ASN1Time, ASN1Time);
+
 /// One of kubeadm's files (a kubeconfig, a pair's `.crt` or `.key`) as
 /// revert writes it.
 pub(super) struct Handback {
@@ -54,7 +58,7 @@ pub(super) struct Handback {
     /// When kubeadm's certificate ends within the margin: its notAfter,
     /// and that of the certificate issued again from it, which revert
     /// writes instead.
-    pub reissued: Option<(ASN1Time, ASN1Time)>,
+    pub reissued: Option<Ends>,
     /// A kubeconfig whose CA data gets the renewed CA certificate
     /// (`pki/ca.crt`) beside kubeadm's.
     pub ca_added: bool,
@@ -174,7 +178,7 @@ fn renewed(
     der: &[u8],
     ca: &str,
     deadline: i64,
-) -> Result<Option<(Vec<u8>, (ASN1Time, ASN1Time))>, KubeadmError> {
+) -> Result<Option<(Vec<u8>, Ends)>, KubeadmError> {
     let not_after = |der: &[u8]| {
         x509_parser::parse_x509_certificate(der)
             .map(|(_, c)| c.validity().not_after)
