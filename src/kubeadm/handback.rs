@@ -32,11 +32,17 @@ use super::record::{State, read_backup};
 /// many seconds (24 h): it issues it again from kubeadm's copy instead.
 pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
-/// kubeadm's modes: its keys and kubeconfigs are root's 0600, its
-/// certificates 0644. What revert writes has these, whatever the file in
-/// place had.
-const PRIVATE: u32 = 0o600;
-const PUBLIC: u32 = 0o644;
+/// kubeadm's mode for its file at `node_path`: its certificates 0644, its
+/// keys and kubeconfigs root's 0600. What revert and adopt's undo write
+/// back has it, never the live file's (certsync's container may have put
+/// a link or another mode there).
+pub(super) fn kubeadm_mode(node_path: &str) -> u32 {
+    if node_path.ends_with(".crt") {
+        0o644
+    } else {
+        0o600
+    }
+}
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
@@ -52,7 +58,6 @@ type Ends = (ASN1Time, ASN1Time);
 pub(super) struct Handback {
     pub node_path: String,
     pub bytes: Vec<u8>,
-    pub mode: u32,
     /// The backup kubeadm's copy comes from.
     pub backup: String,
     /// When kubeadm's certificate ends within the margin: its notAfter,
@@ -113,10 +118,9 @@ fn pair(
         prefix: prefix.to_owned(),
     })?;
     let (new, reissued) = renewed(dir, &at, &der, &ca, deadline)?.unzip();
-    let file = |node_path, bytes, mode, reissued| Handback {
+    let file = |node_path, bytes, reissued| Handback {
         node_path,
         bytes,
-        mode,
         backup: backup.to_owned(),
         reissued,
         ca_added: false,
@@ -124,10 +128,7 @@ fn pair(
     let bytes = new.map_or(saved_crt, |der| {
         crate::pem::encode("CERTIFICATE", &der).into_bytes()
     });
-    Ok([
-        file(key, saved_key, PRIVATE, None),
-        file(crt, bytes, PUBLIC, reissued),
-    ])
+    Ok([file(key, saved_key, None), file(crt, bytes, reissued)])
 }
 
 /// A kubeconfig: its client certificate issued again when it ends by
@@ -160,7 +161,6 @@ fn kubeconfig(
     let both = ca_data_with(&at, &text, renewal)?;
     Ok(Handback {
         node_path: node_path.to_owned(),
-        mode: PRIVATE,
         backup: backup.to_owned(),
         reissued,
         ca_added: both.is_some(),
@@ -298,17 +298,12 @@ fn decode(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8>, Kubeadm
         .map_err(|source| KubeadmError::file(at, FileProblem::NotBase64 { field, source }))
 }
 
-/// Writes `bytes` as `node_path` anew with `mode`: a new file (`..tmp-NAME`,
+/// Writes `bytes` as `node_path` anew with [`kubeadm_mode`]: a new file (`..tmp-NAME`,
 /// `O_EXCL|O_NOFOLLOW`, fsynced) renamed over the name beneath its
 /// directory's handle, reached one name at a time, never through a link.
 /// Whatever was at the name (a file certsync's container wrote, a link,
 /// another mode) is gone.
-pub(super) fn write(
-    dir: &Path,
-    node_path: &str,
-    mode: u32,
-    bytes: &[u8],
-) -> Result<(), KubeadmError> {
+pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
     let (parent, name) = node_path
         .rsplit_once('/')
         .ok_or_else(|| RevertError::NotAFile {
@@ -321,7 +316,7 @@ pub(super) fn write(
     Ok(crate::writer::replace_beneath(
         &d,
         name,
-        mode,
+        kubeadm_mode(node_path),
         bytes,
         &host(dir, parent),
     )?)

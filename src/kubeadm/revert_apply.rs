@@ -69,7 +69,7 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     // kubeadm's kubeconfigs and pairs, before the manifests, so each
     // component starts on the files it keeps; each written anew.
     for h in &plan.handbacks {
-        super::handback::write(dir, &h.node_path, h.mode, &h.bytes)?;
+        super::handback::write(dir, &h.node_path, &h.bytes)?;
     }
     // Each as written, before any component is pointed at it.
     for h in &plan.handbacks {

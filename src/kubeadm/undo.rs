@@ -81,7 +81,7 @@ impl Undo {
         text
     }
 
-    /// kubeadm's own files, where the pod rewrote them (their mode kept).
+    /// kubeadm's own files, where the pod rewrote them, in kubeadm's modes.
     fn kubeadms_back(&self, dir: &Path, plan: &Plan, said: &mut Said) {
         let mut restored = 0;
         for f in &self.kubeadms {
@@ -96,11 +96,7 @@ impl Undo {
             if node::read_optional(dir, f).ok().flatten().as_deref() == Some(&old[..]) {
                 continue;
             }
-            // kubeadm's modes, never the live file's (the container may
-            // have put a link there): certificates 0644, keys and
-            // kubeconfigs 0600.
-            let mode = if f.ends_with(".crt") { 0o644 } else { 0o600 };
-            match replace_file(&path, mode, &old) {
+            match replace_file(&path, super::handback::kubeadm_mode(f), &old) {
                 Ok(()) => restored += 1,
                 Err(e) => said.failed.push(format!("{f}: {e}")),
             }
