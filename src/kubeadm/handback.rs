@@ -233,11 +233,7 @@ pub(super) fn client_certificate_data<'a>(
     let [data] = all.as_slice() else {
         return Err(bad(FileProblem::ClientCerts(all.len())));
     };
-    let data = data.trim();
-    match text.match_indices(data).map(|(i, _)| i).collect::<Vec<_>>()[..] {
-        [at] if !data.is_empty() => Ok(&text[at..at + data.len()]),
-        _ => Err(bad(FileProblem::NotOnce("client-certificate-data"))),
-    }
+    once(at, text, data.trim(), "client-certificate-data")
 }
 
 /// `text` (a kubeconfig kubeadm wrote) with `renewal` (PEM, one CA
@@ -286,9 +282,22 @@ pub(super) fn ca_data_with(
         both.push(b'\n');
     }
     both.extend_from_slice(renewal);
-    match text.match_indices(data).count() {
-        1 => Ok(Some(text.replacen(data, &B64.encode(both), 1))),
-        _ => Err(bad(FileProblem::NotOnce("certificate-authority-data"))),
+    once(at, text, data, "certificate-authority-data")?;
+    Ok(Some(text.replacen(data, &B64.encode(both), 1)))
+}
+
+/// `data`, the value of `field` in a kubeconfig kubeadm wrote (`text`, from
+/// `at`), where it stands: once, or refused (standing twice, in a YAML
+/// comment or another field, which one to replace would be a guess).
+fn once<'a>(
+    at: &Path,
+    text: &'a str,
+    data: &str,
+    field: &'static str,
+) -> Result<&'a str, KubeadmError> {
+    match text.match_indices(data).collect::<Vec<_>>()[..] {
+        [(i, _)] if !data.is_empty() => Ok(&text[i..i + data.len()]),
+        _ => Err(KubeadmError::file(at, FileProblem::NotOnce(field))),
     }
 }
 
