@@ -32,31 +32,38 @@ use super::record::{State, read_backup};
 /// many seconds (24 h): it issues it again from kubeadm's copy instead.
 pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
-/// A file to put back: node path, bytes, mode.
-pub(super) type Restore = (String, Vec<u8>, u32);
+/// kubeadm's mode for its file at `node_path`: its certificates 0644, its
+/// keys and kubeconfigs root's 0600. What revert and adopt's undo write
+/// back has it, never the live file's (certsync's container may have put
+/// a link or another mode there).
+pub(super) fn kubeadm_mode(node_path: &str) -> u32 {
+    if node_path.ends_with(".crt") {
+        0o644
+    } else {
+        0o600
+    }
+}
 
-/// kubeadm's modes: its keys and kubeconfigs are root's 0600, its
-/// certificates 0644. What revert writes has these, whatever the file in
-/// place had.
-const PRIVATE: u32 = 0o600;
-const PUBLIC: u32 = 0o644;
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 /// The CA that issues every kubeconfig's client certificate.
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
+/// kubeadm's certificate's notAfter, and that of the one issued again
+/// from it.
+type Ends = (ASN1Time, ASN1Time);
+
+/// One of kubeadm's files (a kubeconfig, a pair's `.crt` or `.key`) as
+/// revert writes it.
 pub(super) struct Handback {
-    /// The kubeconfig, or the pair's `.crt` (the `.key` goes with it).
     pub node_path: String,
-    /// What revert writes (node path, bytes, mode).
-    pub files: Vec<Restore>,
+    pub bytes: Vec<u8>,
     /// The backup kubeadm's copy comes from.
     pub backup: String,
-    /// kubeadm's copy's notAfter.
-    pub kubeadms: ASN1Time,
-    /// The notAfter of the certificate issued again from kubeadm's copy,
-    /// when that one ends within the margin; `None`: kubeadm's bytes as
-    /// they are.
-    pub reissued: Option<ASN1Time>,
+    /// When kubeadm's certificate ends within the margin: its notAfter,
+    /// and that of the certificate issued again from it, which revert
+    /// writes instead.
+    pub reissued: Option<Ends>,
     /// A kubeconfig whose CA data gets the renewed CA certificate
     /// (`pki/ca.crt`) beside kubeadm's.
     pub ca_added: bool,
@@ -75,16 +82,30 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
     }
     let deadline = ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
     let mut all = Vec::new();
+    // A CA renewed since (adopt's `trust`) goes into each kubeconfig's CA
+    // data; read once, from pki/ca.crt, which certsync's container cannot
+    // write.
+    let renewal = match state.kubeconfigs.is_empty() {
+        true => String::new(),
+        false => super::node::read(dir, CA)?,
+    };
     for (k, backup) in &state.kubeconfigs {
-        all.push(kubeconfig(dir, k, backup, deadline)?);
+        all.push(kubeconfig(dir, k, backup, renewal.as_bytes(), deadline)?);
     }
     for (p, backup) in &state.pairs {
-        all.push(pair(dir, p, backup, deadline)?);
+        all.extend(pair(dir, p, backup, deadline)?);
     }
     Ok(all)
 }
 
-fn pair(dir: &Path, prefix: &str, backup: &str, deadline: i64) -> Result<Handback, KubeadmError> {
+/// A pair's `.key` and `.crt`, the certificate issued again when it ends
+/// by `deadline`.
+fn pair(
+    dir: &Path,
+    prefix: &str,
+    backup: &str,
+    deadline: i64,
+) -> Result<[Handback; 2], KubeadmError> {
     let (crt, key) = (format!("{prefix}.crt"), format!("{prefix}.key"));
     let (saved_crt, saved_key) = (
         read_backup(dir, backup, &crt)?,
@@ -96,92 +117,68 @@ fn pair(dir: &Path, prefix: &str, backup: &str, deadline: i64) -> Result<Handbac
     let ca = plan::pair_ca(dir, prefix).ok_or_else(|| RevertError::NotAPair {
         prefix: prefix.to_owned(),
     })?;
-    let (bytes, kubeadms, reissued) = renewed(dir, &at, &der, &ca, deadline)?;
-    let bytes = match bytes {
-        Some(der) => crate::pem::encode("CERTIFICATE", &der).into_bytes(),
-        None => saved_crt,
-    };
-    Ok(Handback {
-        node_path: crt.clone(),
-        files: vec![(key, saved_key, PRIVATE), (crt, bytes, PUBLIC)],
+    let (new, reissued) = renewed(dir, &at, &der, &ca, deadline)?.unzip();
+    let file = |node_path, bytes, reissued| Handback {
+        node_path,
+        bytes,
         backup: backup.to_owned(),
-        kubeadms,
         reissued,
         ca_added: false,
-    })
+    };
+    let bytes = new.map_or(saved_crt, |der| {
+        crate::pem::encode("CERTIFICATE", &der).into_bytes()
+    });
+    Ok([file(key, saved_key, None), file(crt, bytes, reissued)])
 }
 
+/// A kubeconfig: its client certificate issued again when it ends by
+/// `deadline`, `renewal` (pki/ca.crt) added to its CA data.
 fn kubeconfig(
     dir: &Path,
     node_path: &str,
     backup: &str,
+    renewal: &[u8],
     deadline: i64,
 ) -> Result<Handback, KubeadmError> {
     let at = backup_path(dir, backup, node_path);
     let text = String::from_utf8(read_backup(dir, backup, node_path)?)
         .map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
     let data = client_certificate_data(&at, &text)?;
-    let cert = base64::engine::general_purpose::STANDARD
-        .decode(data)
-        .map_err(|source| {
-            KubeadmError::file(
-                &at,
-                FileProblem::NotBase64 {
-                    field: "client-certificate-data",
-                    source,
-                },
-            )
-        })?;
-    let der = crate::pem::exactly_one(&cert, SectionKind::Certificate).map_err(|source| {
-        KubeadmError::file(
-            &at,
-            FileProblem::PemField {
-                field: "client-certificate-data",
-                source,
-            },
-        )
-    })?;
-    let (bytes, kubeadms, reissued) = renewed(dir, &at, &der, CA, deadline)?;
-    let mut text = match bytes {
-        Some(der) => {
-            let b64 = base64::engine::general_purpose::STANDARD
-                .encode(crate::pem::encode("CERTIFICATE", &der));
-            text.replacen(data, &b64, 1)
-        }
+    let field = "client-certificate-data";
+    let der = crate::pem::exactly_one(&decode(&at, field, data)?, SectionKind::Certificate)
+        .map_err(|source| KubeadmError::file(&at, FileProblem::PemField { field, source }))?;
+    let (new, reissued) = renewed(dir, &at, &der, CA, deadline)?.unzip();
+    let text = match new {
+        Some(der) => text.replacen(
+            data,
+            &B64.encode(crate::pem::encode("CERTIFICATE", &der)),
+            1,
+        ),
         None => text,
     };
-    // A CA renewed since (adopt's `trust`): kubeadm's CA data gets the
-    // renewed certificate beside the one it had, so the kubeconfig still
-    // works after the old one ends. The renewal is read from pki/ca.crt,
-    // which certsync's container cannot write.
-    let renewal = super::node::read(dir, CA)?;
-    let both = ca_data_with(&at, &text, renewal.as_bytes())?;
-    let ca_added = both.is_some();
-    if let Some(both) = both {
-        text = both;
-    }
+    // kubeadm's CA data gets the renewed CA certificate beside the one it
+    // had, so the kubeconfig still works after the old one ends.
+    let both = ca_data_with(&at, &text, renewal)?;
     Ok(Handback {
         node_path: node_path.to_owned(),
-        files: vec![(node_path.to_owned(), text.into_bytes(), PRIVATE)],
         backup: backup.to_owned(),
-        kubeadms,
         reissued,
-        ca_added,
+        ca_added: both.is_some(),
+        bytes: both.unwrap_or(text).into_bytes(),
     })
 }
 
-/// kubeadm's certificate `der` (in the backup at `at`) and its notAfter;
-/// when that ends by `deadline`, also the certificate issued again by
-/// `ca` (node path of its `.crt`, the key beside it) and its notAfter,
-/// which must outlast `deadline`.
-#[allow(clippy::type_complexity)]
+/// kubeadm's certificate `der` (in the backup at `at`) issued again by
+/// `ca` (node path of its `.crt`, the key beside it) when it ends by
+/// `deadline`: the new certificate, kubeadm's notAfter and the new one's,
+/// which must outlast `deadline`. `None`: kubeadm's lasts.
 fn renewed(
     dir: &Path,
     at: &Path,
     der: &[u8],
     ca: &str,
     deadline: i64,
-) -> Result<(Option<Vec<u8>>, ASN1Time, Option<ASN1Time>), KubeadmError> {
+) -> Result<Option<(Vec<u8>, Ends)>, KubeadmError> {
     let not_after = |der: &[u8]| {
         x509_parser::parse_x509_certificate(der)
             .map(|(_, c)| c.validity().not_after)
@@ -189,7 +186,7 @@ fn renewed(
     };
     let kubeadms = not_after(der)?;
     if kubeadms.timestamp() > deadline {
-        return Ok((None, kubeadms, None));
+        return Ok(None);
     }
     let key = ca.replace(".crt", ".key");
     let new = crate::source::ca::reissue(
@@ -215,7 +212,7 @@ fn renewed(
         }
         .into());
     }
-    Ok((Some(new), kubeadms, Some(ends)))
+    Ok(Some((new, (kubeadms, ends))))
 }
 
 /// The one user's `client-certificate-data` in a kubeconfig kubeadm
@@ -236,11 +233,7 @@ pub(super) fn client_certificate_data<'a>(
     let [data] = all.as_slice() else {
         return Err(bad(FileProblem::ClientCerts(all.len())));
     };
-    let data = data.trim();
-    match text.match_indices(data).map(|(i, _)| i).collect::<Vec<_>>()[..] {
-        [at] if !data.is_empty() => Ok(&text[at..at + data.len()]),
-        _ => Err(bad(FileProblem::NotOnce("client-certificate-data"))),
-    }
+    once(at, text, data.trim(), "client-certificate-data")
 }
 
 /// `text` (a kubeconfig kubeadm wrote) with `renewal` (PEM, one CA
@@ -253,7 +246,6 @@ pub(super) fn ca_data_with(
     renewal: &[u8],
 ) -> Result<Option<String>, KubeadmError> {
     let bad = |problem: FileProblem| KubeadmError::file(at, problem);
-    let b64 = base64::engine::general_purpose::STANDARD;
     let config =
         crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(at, e))?;
     let all: Vec<String> = config
@@ -270,12 +262,7 @@ pub(super) fn ca_data_with(
             return Err(bad(FileProblem::CaDatas(all.len())));
         }
     };
-    let old = b64.decode(data).map_err(|source| {
-        bad(FileProblem::NotBase64 {
-            field: "certificate-authority-data",
-            source,
-        })
-    })?;
+    let old = decode(at, "certificate-authority-data", data)?;
     let renewal_der = crate::pem::exactly_one(renewal, SectionKind::Certificate)
         .map_err(|e| KubeadmError::file(Path::new(CA), e))?;
     let held = crate::pem::blocks(&old)
@@ -295,23 +282,37 @@ pub(super) fn ca_data_with(
         both.push(b'\n');
     }
     both.extend_from_slice(renewal);
-    match text.match_indices(data).count() {
-        1 => Ok(Some(text.replacen(data, &b64.encode(both), 1))),
-        _ => Err(bad(FileProblem::NotOnce("certificate-authority-data"))),
+    once(at, text, data, "certificate-authority-data")?;
+    Ok(Some(text.replacen(data, &B64.encode(both), 1)))
+}
+
+/// `data`, the value of `field` in a kubeconfig kubeadm wrote (`text`, from
+/// `at`), where it stands: once, or refused (standing twice, in a YAML
+/// comment or another field, which one to replace would be a guess).
+fn once<'a>(
+    at: &Path,
+    text: &'a str,
+    data: &str,
+    field: &'static str,
+) -> Result<&'a str, KubeadmError> {
+    match text.match_indices(data).collect::<Vec<_>>()[..] {
+        [(i, _)] if !data.is_empty() => Ok(&text[i..i + data.len()]),
+        _ => Err(KubeadmError::file(at, FileProblem::NotOnce(field))),
     }
 }
 
-/// Writes `bytes` as `node_path` anew with `mode`: a new file (`..tmp-NAME`,
+/// A kubeconfig's base64 `field` (`data`, in the file at `at`) decoded.
+fn decode(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8>, KubeadmError> {
+    (B64.decode(data))
+        .map_err(|source| KubeadmError::file(at, FileProblem::NotBase64 { field, source }))
+}
+
+/// Writes `bytes` as `node_path` anew with [`kubeadm_mode`]: a new file (`..tmp-NAME`,
 /// `O_EXCL|O_NOFOLLOW`, fsynced) renamed over the name beneath its
 /// directory's handle, reached one name at a time, never through a link.
 /// Whatever was at the name (a file certsync's container wrote, a link,
 /// another mode) is gone.
-pub(super) fn write(
-    dir: &Path,
-    node_path: &str,
-    mode: u32,
-    bytes: &[u8],
-) -> Result<(), KubeadmError> {
+pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
     let (parent, name) = node_path
         .rsplit_once('/')
         .ok_or_else(|| RevertError::NotAFile {
@@ -324,7 +325,7 @@ pub(super) fn write(
     Ok(crate::writer::replace_beneath(
         &d,
         name,
-        mode,
+        kubeadm_mode(node_path),
         bytes,
         &host(dir, parent),
     )?)

@@ -133,7 +133,9 @@ pub fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
     Ok(a.is_file() && b.is_file() && std::fs::read(from)? == std::fs::read(to)?)
 }
 
-fn remove(path: &Path) -> std::io::Result<()> {
+/// Removes `path` (a file, symlink or directory tree), never following a
+/// link; gone already is done.
+pub fn remove(path: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),

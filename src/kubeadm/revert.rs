@@ -1,6 +1,6 @@
-//! What `certsync kubeadm revert` would do, computed without writing: the
-//! [`RevertPlan`] that `--dry-run` prints and `revert_apply` carries out,
-//! the two printing from the same plan.
+//! What `certsync kubeadm revert` would do: the [`RevertPlan`], a value
+//! made from one reading of the node and the options, that `--dry-run`
+//! prints and `revert_apply` carries out and prints in the past tense.
 //!
 //! revert puts kubeadm's manifests back (the backup when the manifest is
 //! still the one adopt wrote, byte for byte; otherwise, after a `kubeadm
@@ -11,12 +11,8 @@
 //! backup (removed with `--purge`): a stale copy left in place would be
 //! used silently by anything still naming it, and expire there unnoticed.
 //! The record moves into the backup, so a second revert finds nothing to
-//! do.
-//!
-//! kubeadm's pairs and kubeconfigs come back from adopt's first backup,
-//! any whose certificate ends within [`super::handback::REVERT_MARGIN_SECS`] issued
-//! again on the host ([`handback`]): never a file certsync's container
-//! could have written, nothing that ends within a day.
+//! do. kubeadm's pairs and kubeconfigs come back as [`super::handback`]
+//! makes them.
 //!
 //! Refused before anything changes: a pair or kubeconfig whose kubeadm
 //! copy is not in the backup, a certificate it cannot issue again to last
@@ -37,19 +33,27 @@ use super::{moves, node};
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
 
-/// Everything revert would do on an adopted node, in the order it does it.
+/// Everything revert would do on an adopted node, in the order it does it:
+/// all it reads of the node before it writes, so that carrying it out reads
+/// the node again only to check what it wrote.
 pub struct RevertPlan {
     /// The newest backup: certsync's files move into it.
     pub newest: String,
-    /// certsync's static pod is in place: it goes first.
-    pub pod: bool,
-    /// kubeadm's pairs and kubeconfigs, as revert writes them.
+    /// certsync's static pod, when in place: it goes first, and is waited
+    /// for where this manifest says it answers.
+    pub pod: Option<Vec<u8>>,
+    /// kubeadm's pairs' files and kubeconfigs, as revert writes them.
     pub handbacks: Vec<Handback>,
     /// The component manifests revert writes.
     pub manifests: Vec<ManifestBack>,
-    /// certsync's own files (node paths), moved into `newest` or purged.
+    /// certsync's own files (node paths), moved into `newest` or purged:
+    /// its targets first, the first `targets` of them.
     pub own: Vec<String>,
+    pub targets: usize,
     pub purge: bool,
+    /// `--api-server-timeout`: how long revert waits for the API server to
+    /// restart on kubeadm's files, when it writes its manifest.
+    pub api_server_timeout: std::time::Duration,
     /// The directories adopt made and what becomes of each: as foreseen
     /// by the plan, then as found by the real run.
     pub dirs: Vec<(String, Result<moves::Left, RevertError>)>,
@@ -65,54 +69,44 @@ pub struct ManifestBack {
     pub backup: Option<String>,
 }
 
-/// Whether a line says what revert did or what it would do.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Tense {
-    Did,
-    Would,
-}
-
-impl Tense {
-    fn pick<'a>(self, did: &'a str, would: &'a str) -> &'a str {
-        match self {
-            Tense::Did => did,
-            Tense::Would => would,
-        }
-    }
-}
-
 /// The plan for the node at `opts.dir`; `None` when it is not adopted.
 /// Reads only: everything that could refuse is found here.
-pub async fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
+pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     let dir = &opts.dir;
     let Some(state) = State::read(dir)? else {
         return Ok(None);
     };
-    // certsync's files are moved or purged as root: none may be reached
-    // through a symlink (a compromised certsync container could put one in
-    // place of a target to have revert move or delete the host's files).
-    let own = own_paths(dir);
+    // certsync's own files: its targets, its configuration, the
+    // kubeconfigs adopt wrote for the components, and the CA bundles
+    // (kubeadm's manifests trust `pki/ca.crt`, which holds the renewal; a
+    // bundle left behind is one the next adopt, finding no record of it,
+    // must refuse).
+    let targets = targets(dir);
+    let own: Vec<String> = (targets.iter().cloned())
+        .chain([CONFIG, manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
+        .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")))
+        .collect();
+    // They are moved or purged as root: none may be reached through a
+    // symlink (a compromised certsync container could put one in place of
+    // a target to have revert move or delete the host's files).
     for t in &own {
-        if let Some(link) = symlink_on_the_way(dir, t) {
-            return Err(RevertError::Symlink {
-                link,
-                path: t.clone(),
-            }
-            .into());
+        if let Err(FileProblem::Link(link)) = moves::reach(dir, t) {
+            let path = t.clone();
+            return Err(RevertError::Symlink { link, path }.into());
         }
     }
-    // Any certificate issued again is issued here, in memory.
-    let handbacks = handbacks(dir, &state)?;
-    let manifests = manifests(dir, &state)?;
-    let dirs = dirs(dir, &state, &own);
+    let moving: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     Ok(Some(RevertPlan {
         newest: state.backups.last().cloned().unwrap_or_default(),
-        pod: node::read_optional(dir, POD)?.is_some(),
-        handbacks,
-        manifests,
+        pod: node::read_optional(dir, POD)?,
+        // Any certificate issued again is issued here, in memory.
+        handbacks: handbacks(dir, &state)?,
+        manifests: manifests(dir, &state)?,
+        dirs: tidy(dir, &state.made_dirs, &moving, true),
+        targets: targets.len(),
         own,
         purge: opts.purge,
-        dirs,
+        api_server_timeout: opts.api_server_timeout,
     }))
 }
 
@@ -130,10 +124,11 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
             && digest(&now) == *adopted
         {
             let bytes = super::record::read_backup(dir, backup, &path)?;
+            let backup = Some(backup.clone());
             all.push(ManifestBack {
                 path,
                 bytes,
-                backup: Some(backup.clone()),
+                backup,
             });
             continue;
         }
@@ -143,9 +138,10 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
         let mut m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&at, e))?;
         if manifest::unadopt(&c, &mut m) {
             let text = m.render().map_err(|e| KubeadmError::file(&at, e))?;
+            let bytes = text.into_bytes();
             all.push(ManifestBack {
                 path,
-                bytes: text.into_bytes(),
+                bytes,
                 backup: None,
             });
         }
@@ -153,43 +149,72 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
     Ok(all)
 }
 
-/// The directories adopt made, and whether each is empty once certsync's
-/// files and the record are out. Removing one is tidying, not reverting:
-/// one it cannot remove (a mount point, EBUSY) is left, saying why, never
-/// a revert stopped there at every re-run.
-fn dirs(
+/// The directories adopt made (`made`), each removed once it is empty but
+/// for the names of `moving` (node paths) directly in it: with `dry`, what
+/// would become of each once they are out. Removing one is tidying, not
+/// reverting: one it cannot remove (a mount point, EBUSY) is left, saying
+/// why, never a revert stopped there at every re-run.
+pub(super) fn tidy(
     dir: &Path,
-    state: &State,
-    own: &[String],
+    made: &[String],
+    moving: &[String],
+    dry: bool,
 ) -> Vec<(String, Result<moves::Left, RevertError>)> {
-    let all: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
-    state
-        .made_dirs
-        .iter()
+    let names_in = |d: &str| -> Vec<String> {
+        (moving.iter())
+            .filter_map(|p| p.strip_prefix(&format!("{d}/")))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_owned)
+            .collect()
+    };
+    (made.iter())
         .map(|d| {
-            let left = moves::remove_empty_dir(dir, d, &names_in(d, &all), true);
-            (d.clone(), left)
+            (
+                d.clone(),
+                moves::remove_empty_dir(dir, d, &names_in(d), dry),
+            )
         })
         .collect()
 }
 
-/// The names of those of `paths` (node paths) directly in `d`.
-pub(super) fn names_in(d: &str, paths: &[String]) -> Vec<String> {
-    paths
-        .iter()
-        .filter_map(|p| p.strip_prefix(&format!("{d}/")))
-        .filter(|name| !name.contains('/'))
-        .map(str::to_owned)
-        .collect()
-}
-
 impl RevertPlan {
-    /// What revert does (`Tense::Did`, once done) or would do, a line each.
-    pub fn text(&self, tense: Tense) -> String {
-        let t = |did, would| tense.pick(did, would);
+    /// The API server's manifest, when revert writes it and waits for the
+    /// API server to restart on it (`--api-server-timeout`, not zero).
+    pub fn api_server(&self) -> Option<&ManifestBack> {
+        let path = manifest::manifest_path("kube-apiserver");
+        let m = self.manifests.iter().find(|m| m.path == path)?;
+        (!self.api_server_timeout.is_zero()).then_some(m)
+    }
+
+    /// revert's report: what a dry run would do (`done`: `None`), or what
+    /// the real run did and then saw of the API server and the kubelet's
+    /// kubeconfig; the node's `warnings` last.
+    pub fn report(&self, done: Option<(&str, &str)>, warnings: &str) -> String {
+        if let Some((back, kubelet)) = done {
+            return format!("{}{back}reverted\n{kubelet}{warnings}", self.text(true));
+        }
+        // The real run says what it saw instead (`wait::api_server_back`).
+        let wait = self.api_server().map_or(String::new(), |m| {
+            format!(
+                "would wait up to {} for the API server to restart on kubeadm's files (serving \
+                 {}, /readyz ok through admin.conf)\n",
+                humantime::format_duration(self.api_server_timeout),
+                super::wait::serving_cert(&m.bytes).unwrap_or_default()
+            )
+        });
+        let text = self.text(false);
+        let unchanged = "dry run: nothing was changed";
+        format!(
+            "dry run: revert would do this, writing nothing:\n{text}{wait}{warnings}{unchanged}\n"
+        )
+    }
+
+    /// What revert did (`done`) or would do, a line each.
+    fn text(&self, done: bool) -> String {
+        let t = |did, would| if done { did } else { would };
         let mut out = String::new();
         let newest = &self.newest;
-        if self.pod {
+        if self.pod.is_some() {
             let _ = writeln!(
                 out,
                 "{} {POD} (kept in {newest}/) and {} for certsync's pod to stop (about {} s) \
@@ -199,17 +224,42 @@ impl RevertPlan {
                 super::wait::STOPPED_AFTER.as_secs()
             );
         }
+        // Each of kubeadm's files restored or issued again, and the
+        // renewed CA beside kubeadm's.
         for h in &self.handbacks {
-            out.push_str(&handback_lines(h, tense));
-        }
-        for m in &self.manifests {
-            let path = &m.path;
-            let _ = match &m.backup {
-                Some(backup) => writeln!(
+            let (path, backup) = (&h.node_path, &h.backup);
+            let _ = match h.reissued {
+                Some((kubeadms, ends)) => write!(
+                    out,
+                    "{} {path} again from kubeadm's copy in {backup}/ (that ends {}, within 24 h): \
+                     until {}",
+                    t("issued", "would issue"),
+                    until(kubeadms),
+                    until(ends)
+                ),
+                None => write!(
                     out,
                     "{} {path} from {backup}/",
                     t("restored", "would restore")
                 ),
+            };
+            if h.ca_added {
+                out.push_str(
+                    ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data",
+                );
+            }
+            out.push('\n');
+        }
+        for m in &self.manifests {
+            let path = &m.path;
+            let _ = match &m.backup {
+                Some(backup) => {
+                    writeln!(
+                        out,
+                        "{} {path} from {backup}/",
+                        t("restored", "would restore")
+                    )
+                }
                 None => writeln!(
                     out,
                     "{path} changed since adoption: {} adopt's flags and volumes out of it",
@@ -233,15 +283,15 @@ impl RevertPlan {
             )
         };
         for (d, left) in &self.dirs {
-            out.push_str(&dir_line(d, left, tense));
+            out.push_str(&dir_line(d, left, done));
         }
         out
     }
 }
 
 /// What becomes of a directory adopt made (`left`: as foreseen, or as found).
-fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, tense: Tense) -> String {
-    let t = |did, would| tense.pick(did, would);
+fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, done: bool) -> String {
+    let t = |did, would| if done { did } else { would };
     match left {
         Ok(moves::Left::Removed) => format!(
             "{} {d}/ (adopt made it; {})\n",
@@ -263,60 +313,5 @@ fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, tense: Tense) -> S
             format!("{} {d}/ in place: {why}{keys}\n", t("left", "would leave"))
         }
         Err(why) => format!("{} {d}/ in place: {why}\n", t("left", "would leave")),
-    }
-}
-
-/// What revert does with one of kubeadm's pairs or kubeconfigs: each
-/// file restored or issued again, and the renewed CA beside kubeadm's.
-fn handback_lines(h: &Handback, tense: Tense) -> String {
-    let t = |did, would| tense.pick(did, would);
-    let mut out = String::new();
-    for (path, _, _) in &h.files {
-        let _ = match h.reissued {
-            Some(ends) if *path == h.node_path => write!(
-                out,
-                "{} {path} again from kubeadm's copy in {}/ (that ends {}, within 24 h): until {}",
-                t("issued", "would issue"),
-                h.backup,
-                until(h.kubeadms),
-                until(ends)
-            ),
-            _ => write!(
-                out,
-                "{} {path} from {}/",
-                t("restored", "would restore"),
-                h.backup
-            ),
-        };
-        if h.ca_added && *path == h.node_path {
-            out.push_str(", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data");
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// certsync's own files on the node (node paths): its targets, its
-/// configuration, the kubeconfigs adopt wrote for the components, and the
-/// CA bundles (kubeadm's manifests trust `pki/ca.crt`, which holds the
-/// renewal; a bundle left behind is one the next adopt, finding no record
-/// of it, must refuse).
-fn own_paths(dir: &Path) -> Vec<String> {
-    targets(dir)
-        .into_iter()
-        .chain([CONFIG.to_owned()])
-        .chain([manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
-        .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")))
-        .collect()
-}
-
-/// The first name from `/etc/kubernetes` down to `node_path` that is a
-/// symlink, if one is (a name absent is none), found as [`moves::reach`]
-/// walks it: beneath the handle of the directory before it, never by a
-/// path a name swapped meanwhile would lead elsewhere.
-pub(super) fn symlink_on_the_way(dir: &Path, node_path: &str) -> Option<String> {
-    match moves::reach(dir, node_path) {
-        Err(FileProblem::Link(at)) => Some(at),
-        _ => None,
     }
 }

@@ -4,40 +4,36 @@
 //! the component manifests, certsync's own files, the directories adopt
 //! made, and last adopt's record.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::error::{KubeadmError, RevertError};
-use super::handback;
+use super::error::{FileProblem, KubeadmError, RevertError};
 use super::moves;
 use super::options::RevertOptions;
 use super::paths::host;
-use super::plan::{POD, STATE, backup_path, targets};
-use super::revert::{self, RevertPlan, Tense, names_in, symlink_on_the_way};
+use super::plan::{POD, STATE, backup_path};
+use super::revert::{self, RevertPlan};
 use crate::writer::{Claim, Writer, WriterError, replace_file};
 
 pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
-    let Some(plan) = revert::plan(opts).await? else {
+    let Some(mut plan) = revert::plan(opts)? else {
         return Ok(
             "not adopted (no /etc/kubernetes/certsync/adopted.json): nothing to do\n".to_owned(),
         );
     };
+    let warnings = super::audit::warnings;
     if opts.dry_run {
-        return Ok(format!(
-            "dry run: revert would do this, writing nothing:\n{}{}{}dry run: nothing was changed\n",
-            plan.text(Tense::Would),
-            api_server_manifest(opts, &plan).map_or(String::new(), |m| format!(
-                "would wait up to {} for the API server to restart on kubeadm's files (serving \
-                 {}, /readyz ok through admin.conf)\n",
-                humantime::format_duration(opts.api_server_timeout),
-                super::wait::serving_cert(&m.bytes).unwrap_or_default()
-            )),
-            super::audit::warnings(&opts.dir)
-        ));
+        return Ok(plan.report(None, &warnings(&opts.dir)));
     }
-    let plan = apply(opts, plan).await?;
+    // Any failure leaves the node part-reverted, which a re-run finishes.
+    apply(&opts.dir, &mut plan)
+        .await
+        .map_err(|e| RevertError::PartReverted {
+            source: Box::new(e),
+        })?;
     let back = super::wait::api_server_back(
         &opts.dir,
-        api_server_manifest(opts, &plan).map(|m| (m.path.as_str(), m.bytes.as_slice())),
+        plan.api_server()
+            .map(|m| (m.path.as_str(), m.bytes.as_slice())),
         opts.api_server_timeout,
         ("kubeadm's", "reverted (every file is kubeadm's again)"),
     )
@@ -46,67 +42,40 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, now)
         .map(|w| format!("warning: {w}\n"))
         .unwrap_or_default();
-    Ok(format!(
-        "{}{back}reverted\n{kubelet}{}",
-        plan.text(Tense::Did),
-        super::audit::warnings(&opts.dir)
-    ))
+    Ok(plan.report(Some((&back, &kubelet)), &warnings(&opts.dir)))
 }
 
-/// The API server's manifest when revert writes it and is to wait for the
-/// API server to restart on it (`--api-server-timeout`, not zero).
-fn api_server_manifest<'p>(
-    opts: &RevertOptions,
-    plan: &'p RevertPlan,
-) -> Option<&'p revert::ManifestBack> {
-    let m = plan
-        .manifests
-        .iter()
-        .find(|m| m.path == super::manifest::manifest_path("kube-apiserver"))?;
-    (!opts.api_server_timeout.is_zero()).then_some(m)
-}
-
-/// Carries `plan` out; returns it with the directories as found. Any
-/// failure leaves the node part-reverted, which a re-run finishes.
-async fn apply(opts: &RevertOptions, mut plan: RevertPlan) -> Result<RevertPlan, KubeadmError> {
-    local(opts, &mut plan)
-        .await
-        .map_err(|e| RevertError::PartReverted {
-            source: Box::new(e),
-        })?;
-    Ok(plan)
-}
-
-/// revert's changes on the node, each finding its work done or doing it.
-async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
-    let dir = &opts.dir;
-    let newest = plan.newest.clone();
+/// Carries `plan` out, each step finding its work done or doing it; the
+/// directories adopt made are left in `plan` as found.
+async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
+    let newest = &plan.newest;
     // certsync's pod first, and its daemon gone (its claims on the targets
     // taken) before kubeadm's files are handed back: a daemon still
     // running would bring them to its pair again at its next resync. The
     // components keep reading certsync's targets, which stay in place
-    // until they have restarted on kubeadm's files.
-    if plan.pod {
-        take_out_pod(dir, &newest).await?;
+    // until they have restarted on kubeadm's files. Its container, while
+    // it runs, can write over what is handed back (kubeadm's kubeconfigs,
+    // which root's tools run): it is waited for as adopt waits for a pod
+    // it replaces, not judged by whether it still holds its locks.
+    if let Some(manifest) = &plan.pod {
+        let removed = std::time::Instant::now();
+        move_away(dir, newest, POD)?;
+        super::wait::stopped(manifest, removed, "certsync's pod")
+            .await
+            .map_err(|seen| RevertError::PodRunning { seen })?;
     }
     // Held until every target has moved: no certsync publishes into one.
-    let _claims = claim_targets(dir, CLAIM_WAIT).await?;
+    let _claims = claim_targets(dir, &plan.own[..plan.targets], CLAIM_WAIT).await?;
     // kubeadm's kubeconfigs and pairs, before the manifests, so each
-    // component starts on the files it keeps. Each is written anew
-    // (root's, kubeadm's mode) beneath its directory's handle: whatever
-    // certsync's container put at the name (a file, a link, a mode) is
-    // gone.
+    // component starts on the files it keeps; each written anew.
     for h in &plan.handbacks {
-        for (path, bytes, mode) in &h.files {
-            handback::write(dir, path, *mode, bytes)?;
-        }
+        super::handback::write(dir, &h.node_path, &h.bytes)?;
     }
     // Each as written, before any component is pointed at it.
     for h in &plan.handbacks {
-        for (path, bytes, _) in &h.files {
-            if super::node::read_optional(dir, path)?.as_deref() != Some(bytes.as_slice()) {
-                return Err(RevertError::Changed { path: path.clone() }.into());
-            }
+        if super::node::read_optional(dir, &h.node_path)?.as_deref() != Some(h.bytes.as_slice()) {
+            let path = h.node_path.clone();
+            return Err(RevertError::Changed { path }.into());
         }
     }
     // Then the components, onto kubeadm's files.
@@ -114,69 +83,39 @@ async fn local(opts: &RevertOptions, plan: &mut RevertPlan) -> Result<(), Kubead
         replace_file(&host(dir, &m.path), 0o600, &m.bytes)?;
     }
     for t in &plan.own {
-        put_away(dir, &newest, t, plan.purge)?;
+        put_away(dir, newest, t, plan.purge)?;
     }
     // The directories adopt made, each once nothing is left in it but
     // the record, which moves next.
-    let record = [STATE.to_owned()];
-    for (d, left) in &mut plan.dirs {
-        *left = moves::remove_empty_dir(dir, d, &names_in(d, &record), false);
-    }
+    let made: Vec<String> = plan.dirs.drain(..).map(|(d, _)| d).collect();
+    plan.dirs = revert::tidy(dir, &made, &[STATE.to_owned()], false);
     // Last: while the record is in place, revert is not done.
-    let to = backup_path(dir, &newest, "/etc/kubernetes/reverted.json");
+    let to = backup_path(dir, &plan.newest, "/etc/kubernetes/reverted.json");
     moves::move_path(&host(dir, STATE), &to)?;
-    Ok(())
-}
-
-/// certsync's static pod taken out (kept in the backup `newest`) and
-/// waited for. Its container, while it runs, can write over what is handed
-/// back (kubeadm's kubeconfigs, which root's tools run): it is waited for
-/// as adopt waits for a pod it replaces, not judged by whether it still
-/// holds its locks.
-async fn take_out_pod(dir: &Path, newest: &str) -> Result<(), KubeadmError> {
-    if std::fs::symlink_metadata(host(dir, POD)).is_err() {
-        return Ok(());
-    }
-    let manifest = super::node::read_optional(dir, POD)?;
-    let removed = std::time::Instant::now();
-    move_away(dir, newest, POD)?;
-    if let Some(manifest) = manifest {
-        super::wait::stopped(&manifest, removed, "certsync's pod")
-            .await
-            .map_err(|seen| RevertError::PodRunning { seen })?;
-    }
     Ok(())
 }
 
 /// One of certsync's own files or directories (node path `t`) moved into
 /// the backup `newest`, or removed with `--purge`.
 fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), KubeadmError> {
-    let path = host(dir, t);
-    if std::fs::symlink_metadata(&path).is_err() {
-        return Ok(());
-    }
-    // Again, now that certsync's container is gone: it may have made one
-    // after the check at the start.
-    if let Some(link) = symlink_on_the_way(dir, t) {
-        return Err(RevertError::SymlinkNow {
-            link,
-            path: t.to_owned(),
+    // Reached again, now that certsync's container is gone: it may have
+    // made a symlink on the way after the plan's check.
+    match moves::reach(dir, t) {
+        Err(FileProblem::Missing | FileProblem::NotDir(_)) => return Ok(()),
+        Err(FileProblem::Link(link)) => {
+            let path = t.to_owned();
+            return Err(RevertError::SymlinkNow { link, path }.into());
         }
-        .into());
+        _ => {}
     }
     if !purge {
-        return move_away(dir, newest, t).map(|_| ());
+        return move_away(dir, newest, t);
     }
-    let gone = if path.is_dir() {
-        std::fs::remove_dir_all(&path)
-    } else {
-        std::fs::remove_file(&path)
-    };
-    gone.map_err(|source| RevertError::Purge {
+    let gone = moves::remove(&host(dir, t));
+    Ok(gone.map_err(|source| RevertError::Purge {
         node_path: t.to_owned(),
         source,
-    })?;
-    Ok(())
+    })?)
 }
 
 /// How long revert waits for certsync's daemon to let go of its targets
@@ -185,18 +124,19 @@ fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), Kubead
 /// kubelet's manifest poll comes first.
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
 
-/// certsync's claim (`..owner`) on each of its targets, taken before they
+/// certsync's claim (`..owner`) on each of its `targets`, taken before they
 /// move. The daemon whose static pod revert just removed may still be
 /// stopping; one that published after its target moved would create it
 /// again in place (a target nothing renews, that a later `kubeadm upgrade`
 /// could start a component on). Waits up to `wait` for it to exit.
 pub(super) async fn claim_targets(
     dir: &Path,
+    targets: &[String],
     wait: std::time::Duration,
 ) -> Result<Vec<Claim>, KubeadmError> {
     let mut claims = Vec::new();
-    for t in targets(dir) {
-        let path = host(dir, &t);
+    for t in targets {
+        let path = host(dir, t);
         if !path.is_dir() {
             continue;
         }
@@ -208,26 +148,20 @@ pub(super) async fn claim_targets(
                 other => Ok(other),
             }
         })
-        .await;
-        match claimed {
-            Ok(Ok(c)) => claims.push(c),
-            Err(pid) => {
-                return Err(RevertError::StillHeld {
-                    pid,
-                    target: t,
-                    secs: wait.as_secs(),
-                }
-                .into());
-            }
-            Ok(Err(e)) => return Err(e.into()),
-        }
+        .await
+        .map_err(|pid| RevertError::StillHeld {
+            pid,
+            target: t.clone(),
+            secs: wait.as_secs(),
+        })??;
+        claims.push(claimed);
     }
     Ok(claims)
 }
 
 /// Moves `node_path` to its place in the backup `backup`, which may be on
 /// another filesystem (see [`moves`]).
-fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, KubeadmError> {
+fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<(), KubeadmError> {
     let from = host(dir, node_path);
     let base = backup_path(dir, backup, node_path);
     if let Some(parent) = base.parent() {
@@ -253,6 +187,5 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<PathBuf, Kubea
         }
         kept = base.with_file_name(format!("{name}.reverted-{n}"));
     }
-    moves::move_path(&from, &kept)?;
-    Ok(kept)
+    Ok(moves::move_path(&from, &kept)?)
 }

@@ -12,7 +12,7 @@ use super::error::KubeadmError;
 use super::options::Options;
 use super::paths::{Action, host};
 use super::plan::{self, POD, Plan, STATE};
-use super::record::{node_rel, put, put_mode};
+use super::record::{put, put_mode, read_backup};
 use super::{node, pod, wait};
 use crate::writer::replace_file;
 
@@ -81,7 +81,7 @@ impl Undo {
         text
     }
 
-    /// kubeadm's own files, where the pod rewrote them (their mode kept).
+    /// kubeadm's own files, where the pod rewrote them, in kubeadm's modes.
     fn kubeadms_back(&self, dir: &Path, plan: &Plan, said: &mut Said) {
         let mut restored = 0;
         for f in &self.kubeadms {
@@ -96,11 +96,7 @@ impl Undo {
             if node::read_optional(dir, f).ok().flatten().as_deref() == Some(&old[..]) {
                 continue;
             }
-            // kubeadm's modes, never the live file's (the container may
-            // have put a link there): certificates 0644, keys and
-            // kubeconfigs 0600.
-            let mode = if f.ends_with(".crt") { 0o644 } else { 0o600 };
-            match replace_file(&path, mode, &old) {
+            match replace_file(&path, super::handback::kubeadm_mode(f), &old) {
                 Ok(()) => restored += 1,
                 Err(e) => said.failed.push(format!("{f}: {e}")),
             }
@@ -138,9 +134,7 @@ impl Undo {
 
 /// `node_path`'s copy in this run's backup.
 fn previous(dir: &Path, plan: &Plan, node_path: &str) -> Option<Vec<u8>> {
-    node::read_optional(dir, &node_rel(dir, &plan.backup, node_path))
-        .ok()
-        .flatten()
+    read_backup(dir, &plan.backup, node_path).ok()
 }
 
 /// This run's certsync pod out, when it wrote one; then waits until it no

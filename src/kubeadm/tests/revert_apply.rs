@@ -339,9 +339,12 @@ async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
     // the target, and leaves the target where it is for the next run.
     let (dir, api, claim) = adopted_with_a_daemon();
     let d = dir.path().to_owned();
-    let Err(err) =
-        crate::kubeadm::revert_apply::claim_targets(&d, std::time::Duration::from_millis(600))
-            .await
+    let Err(err) = crate::kubeadm::revert_apply::claim_targets(
+        &d,
+        &plan::targets(&d),
+        std::time::Duration::from_millis(600),
+    )
+    .await
     else {
         panic!("revert waited past its limit and claimed the target");
     };
