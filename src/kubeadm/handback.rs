@@ -73,10 +73,7 @@ pub(super) struct Handback {
 /// computed (and any certificate issued again, in memory) before revert
 /// changes anything; refused when the node has one the record lacks.
 pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
-    let (kubeconfigs, pairs) = plan::unrecorded(dir, state);
-    let missing: Vec<String> = (kubeconfigs.into_iter().map(str::to_owned))
-        .chain(pairs.iter().map(|p| format!("{p}.crt")))
-        .collect();
+    let missing = plan::unrecorded(dir, state, ".crt");
     if !missing.is_empty() {
         return Err(RevertError::Unrecorded { missing }.into());
     }

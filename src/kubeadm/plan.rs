@@ -408,10 +408,7 @@ fn kubeconfigs_trusted(dir: &Path, bundle: &[u8]) -> Result<Vec<String>, Kubeadm
 /// that file back as root's (a kubeconfig pointing root's kubectl at the
 /// container's server).
 fn unrecorded_refused(dir: &Path, state: &super::record::State) -> Result<(), KubeadmError> {
-    let (kubeconfigs, pairs) = unrecorded(dir, state);
-    let missing: Vec<String> = (kubeconfigs.into_iter().map(str::to_owned))
-        .chain(pairs.iter().map(|p| format!("{p}.crt and .key")))
-        .collect();
+    let missing = unrecorded(dir, state, ".crt and .key");
     if missing.is_empty() {
         return Ok(());
     }

@@ -144,21 +144,25 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
 }
 
 /// The kubeadm files certsync keeps in step that the node has and whose
-/// kubeadm copy adopt's record does not name: (kubeconfigs, pairs as
-/// prefixes). Anything at a kubeconfig's path counts, a link included: one
-/// that appeared after the first adoption is one certsync's container
-/// could have put there, never kubeadm's.
-pub fn unrecorded(dir: &Path, state: &State) -> (Vec<&'static str>, Vec<String>) {
+/// kubeadm copy adopt's record does not name: kubeconfigs, then pairs as
+/// prefixes followed by `pair_as`. Anything at a kubeconfig's path counts,
+/// a link included, and so does what cannot be looked at: one that
+/// appeared after the first adoption is one certsync's container could
+/// have put there, never kubeadm's.
+pub fn unrecorded(dir: &Path, state: &State, pair_as: &str) -> Vec<String> {
     let kubeconfigs = EMBEDDED
         .into_iter()
         .filter(|k| !state.kubeconfigs.contains_key(*k))
-        .filter(|k| std::fs::symlink_metadata(host(dir, k)).is_ok())
-        .collect();
+        .filter(|k| {
+            !matches!(std::fs::symlink_metadata(host(dir, k)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        })
+        .map(str::to_owned);
     let pairs = pairs(dir)
         .into_iter()
         .filter(|p| !state.pairs.contains_key(p))
-        .collect();
-    (kubeconfigs, pairs)
+        .map(|p| format!("{p}{pair_as}"));
+    kubeconfigs.chain(pairs).collect()
 }
 
 /// kubeadm's pairs certsync keeps in step (`update-pair:`), as prefixes
