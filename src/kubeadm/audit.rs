@@ -56,19 +56,33 @@ pub fn warnings(dir: &Path) -> String {
         .collect()
 }
 
-/// The kubelet's bootstrap kubeconfig on an adopted node whose certsync
-/// pod (its manifest `pod`, none when the node has none) does not mount it
-/// read-only: certsync's container may write `/etc/kubernetes`, and a file
-/// there kubeadm deleted after the join is one it could have planted. Any
-/// entry by that name counts (a link, a directory), and so does one that
-/// cannot be looked at: what is not proven absent is refused.
-pub fn kubelet_bootstrap(dir: &Path, pod: Option<&[u8]>) -> Option<Refusal> {
+/// Whether certsync's pod mounts the kubelet's bootstrap kubeconfig
+/// (read-only), from one look at the node: kubeadm's regular file on a
+/// node certsync's container never ran on (`adopted` false). On an adopted
+/// node that container may write `/etc/kubernetes`, and kubeadm deleted
+/// the file after the join: one there now is taken only when certsync's
+/// pod manifest `pod` (which the container cannot write) already mounts
+/// it read-only, and is refused otherwise, any entry by that name (a link,
+/// a directory) and one that cannot be looked at included. The pod mounts
+/// what this one look decided: a file planted after it is never mounted,
+/// so the next look still finds it.
+pub fn kubelet_bootstrap(
+    dir: &Path,
+    adopted: bool,
+    pod: Option<&[u8]>,
+) -> Result<bool, Box<Refusal>> {
     let path = BOOTSTRAP_KUBELET_CONF;
-    let absent = matches!(std::fs::symlink_metadata(super::paths::host(dir, path)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound);
-    let mounted =
-        pod.is_some_and(|p| super::pod::mounts_read_only(&String::from_utf8_lossy(p), path));
-    (!absent && !mounted).then_some(Refusal::KubeletBootstrap { path })
+    let looked = std::fs::symlink_metadata(super::paths::host(dir, path));
+    if matches!(&looked, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(false);
+    }
+    if !adopted {
+        return Ok(looked.is_ok_and(|m| m.is_file()));
+    }
+    match pod.is_some_and(|p| super::pod::mounts_read_only(&String::from_utf8_lossy(p), path)) {
+        true => Ok(true),
+        false => Err(Box::new(Refusal::KubeletBootstrap { path })),
+    }
 }
 
 /// What a walk meets below a directory: each entry by the path it is

@@ -515,7 +515,7 @@ pub enum Refusal {
         "{path} is on this adopted node, where certsync's pod could have written it (the pod \
          does not mount it read-only; kubeadm deletes it once the kubelet has joined): a kubelet \
          whose client certificate fails would bootstrap against the server it names, trusting \
-         the CA it embeds. Nothing was changed. Check it, delete it, then adopt again"
+         the CA it embeds. Nothing was changed: check it and delete it"
     )]
     KubeletBootstrap { path: &'static str },
     // A private key the group or other users may read (or not root's):
@@ -561,6 +561,11 @@ pub enum RevertError {
          own; nothing was changed: remove it (and check who made it), then run revert again"
     )]
     Symlink { link: String, path: String },
+    /// What revert would leave the kubelet that certsync's container
+    /// could have written (a bootstrap kubeconfig), seen before anything
+    /// changed.
+    #[error("{0}, then run revert again")]
+    Planted(Box<Refusal>),
     /// The same, seen when about to move or purge it.
     #[error("{link} is a symlink, where certsync's {path} should be; not following it")]
     SymlinkNow { link: String, path: String },

@@ -123,12 +123,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let dir = &opts.dir;
     preflight(opts, probed.as_ref().map(|(_, _, at)| *at))?;
     let adopted = state.is_some();
-    if let Some(planted) = adopted
-        .then(|| super::audit::kubelet_bootstrap(dir, current.as_deref()))
-        .flatten()
-    {
-        return Err(KubeadmError::refused(dir, planted));
-    }
+    let bootstrap = super::audit::kubelet_bootstrap(dir, adopted, current.as_deref())
+        .map_err(|r| KubeadmError::refused(dir, *r))?;
     let (stored, from) = cluster_configuration(opts).await?;
     let components = manifest::components();
     let parsed = component_manifests(opts, &components)?;
@@ -160,8 +156,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         unrecorded_refused(dir, state)?;
     }
     let config = config.into_bytes();
-    let generation = files::generation(dir, opts, &config, &trust.digest)?;
-    let files = certsyncs_files(opts, &trust, config, &generation, adopted)?;
+    let generation = files::generation(dir, opts, &config, &trust.digest, bootstrap)?;
+    let files = certsyncs_files(opts, &trust, config, &generation, adopted, bootstrap)?;
     // The image of the pod a re-adopt replaces: shown beside the new one.
     let image_before = probed
         .and_then(|(image, _, _)| image)

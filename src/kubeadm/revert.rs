@@ -95,10 +95,14 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
             return Err(RevertError::Symlink { link, path }.into());
         }
     }
+    // Nor may revert hand the kubelet a bootstrap kubeconfig the
+    // container could have planted.
+    let pod = node::read_optional(dir, POD)?;
+    super::audit::kubelet_bootstrap(dir, true, pod.as_deref()).map_err(RevertError::Planted)?;
     let moving: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     Ok(Some(RevertPlan {
         newest: state.backups.last().cloned().unwrap_or_default(),
-        pod: node::read_optional(dir, POD)?,
+        pod,
         // Any certificate issued again is issued here, in memory.
         handbacks: handbacks(dir, &state)?,
         manifests: manifests(dir, &state)?,

@@ -62,7 +62,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         s.problem(Cause::Certificate, format!("private key: {e}"));
     }
     let manifest = manifest.ok().flatten();
-    if let Some(planted) = super::audit::kubelet_bootstrap(dir, manifest.as_deref()) {
+    if let Err(planted) = super::audit::kubelet_bootstrap(dir, true, manifest.as_deref()) {
         s.problem(Cause::Certificate, planted.to_string());
     }
     manifests(dir, &state, &mut s);

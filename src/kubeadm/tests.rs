@@ -743,6 +743,29 @@ async fn a_pod_mounts_a_file_read_only_only_from_that_host_path() {
 }
 
 #[tokio::test]
+async fn the_pod_mounts_the_kubelet_bootstrap_kubeconfig_as_the_one_look_found_it() {
+    // The mount follows the look that judged the file (`lstat`), never a
+    // second look by name: one that followed a link (or saw a file planted
+    // since) would mount what was not judged, and the mount is what makes
+    // the file acceptable later.
+    let dir = node_dir();
+    let d = dir.path();
+    let at = d.join("bootstrap-kubelet.conf");
+    std::fs::write(d.join("kubeadms.conf"), "kubeadm's\n").expect("write");
+    std::os::unix::fs::symlink(d.join("kubeadms.conf"), &at).expect("symlink");
+    adopts_pod_in_place(d).await;
+    let text = std::fs::read_to_string(host(d, plan::POD)).expect("the pod");
+    let path = "/etc/kubernetes/bootstrap-kubelet.conf";
+    assert!(!pod::mounts_read_only(&text, path), "{text}");
+    std::fs::remove_file(&at).expect("rm");
+    std::fs::rename(d.join("kubeadms.conf"), &at).expect("mv");
+    std::fs::remove_file(host(d, plan::POD)).expect("rm the pod");
+    adopts_pod_in_place(d).await;
+    let text = std::fs::read_to_string(host(d, plan::POD)).expect("the pod");
+    assert!(pod::mounts_read_only(&text, path), "{text}");
+}
+
+#[tokio::test]
 async fn attack_a_kubelet_bootstrap_kubeconfig_planted_after_adoption_is_refused() {
     // kubeadm deletes bootstrap-kubelet.conf once the kubelet has joined,
     // and certsync's container may write /etc/kubernetes: one it planted

@@ -145,8 +145,9 @@ pub(super) fn generation(
     opts: &Options,
     config: &[u8],
     trust: &str,
+    bootstrap: bool,
 ) -> Result<String, KubeadmError> {
-    let shape = pod_text(dir, opts, config, "")?;
+    let shape = pod_text(dir, opts, config, "", bootstrap)?;
     Ok(pod::generation(config, trust, &shape))
 }
 
@@ -155,6 +156,7 @@ fn pod_text(
     opts: &Options,
     config: &[u8],
     generation: &str,
+    bootstrap: bool,
 ) -> Result<String, KubeadmError> {
     let mut mounts = Vec::new();
     let mut add = |name: &str, path: &str, kind: &'static str, ro: bool| {
@@ -192,11 +194,15 @@ fn pod_text(
         add("etc-kubernetes", "/etc/kubernetes", "Directory", false);
         add("manifests", "/etc/kubernetes/manifests", "Directory", true);
         add("certsync-files", KUBECONFIGS, "Directory", true);
-        // The kubelet's own kubeconfigs are no business of certsync's.
-        for (name, f) in KUBELET_FILES {
-            if host(dir, f).is_file() {
-                add(name, f, "File", true);
-            }
+        // The kubelet's own kubeconfigs are no business of certsync's; its
+        // bootstrap one as the plan's one look decided
+        // ([`crate::kubeadm::audit::kubelet_bootstrap`]).
+        let [(conf, conf_path), (boot, boot_path)] = KUBELET_FILES;
+        if host(dir, conf_path).is_file() {
+            add(conf, conf_path, "File", true);
+        }
+        if bootstrap {
+            add(boot, boot_path, "File", true);
         }
     }
     for c in certs {
@@ -237,6 +243,7 @@ pub(super) fn certsyncs_files(
     config: Vec<u8>,
     generation: &str,
     adopted: bool,
+    bootstrap: bool,
 ) -> Result<Vec<FileWrite>, KubeadmError> {
     let dir = &opts.dir;
     let mut files = trust.files.clone();
@@ -252,7 +259,7 @@ pub(super) fn certsyncs_files(
             adopted,
         )?);
     }
-    let pod = pod_text(dir, opts, &config, generation)?.into_bytes();
+    let pod = pod_text(dir, opts, &config, generation, bootstrap)?.into_bytes();
     files.extend(file(
         opts,
         CONFIG,
