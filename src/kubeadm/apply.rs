@@ -20,8 +20,8 @@ use super::api::Map;
 use super::error::{FileProblem, KubeadmError};
 use super::options::Options;
 use super::out::Out;
-use super::paths::{Action, digest, host};
-use super::plan::{self, BACKUPS, POD, Plan, STATE};
+use super::paths::{digest, host};
+use super::plan::{self, BACKUPS, POD, Plan};
 use super::record::{State, mkdir, node_rel, put, put_mode};
 use super::seen::{NotReady, Seen};
 use super::undo::Undo;
@@ -85,7 +85,7 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
 
 async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
-    let undo = back_up(dir, plan)?;
+    let (undo, state) = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
     let ended = wait::dead_targets(dir).len();
     // certsync's files and pod, then the gate: until certsync's pod of
@@ -137,7 +137,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
         )
         .await?,
     );
-    prune_backups(opts, out)?;
+    prune_backups(opts, state, out)?;
     out.push_str("adopted\n");
     Ok(())
 }
@@ -164,13 +164,14 @@ async fn not_ready(
 
 /// Once adopted: the backups older than the newest `--keep-backups` that
 /// revert needs none of, removed (they hold private keys), and the record
-/// written without them. A link where a backup should be is removed as a
-/// link, never followed.
-pub(super) fn prune_backups(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
+/// (`state`, as this run wrote it) written without them. A link where a
+/// backup should be is removed as a link, never followed.
+pub(super) fn prune_backups(
+    opts: &Options,
+    mut state: State,
+    out: &mut Out,
+) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
-    let Some(mut state) = State::read(dir)? else {
-        return Ok(());
-    };
     let gone = state.prunable(opts.keep_backups);
     if gone.is_empty() {
         return Ok(());
@@ -193,12 +194,11 @@ pub(super) fn prune_backups(opts: &Options, out: &mut Out) -> Result<(), Kubeadm
     state.write(dir)
 }
 
-/// Backups of every file adopt replaces or certsync's pod rewrites, and
-/// adopt's record; what to put back if certsync's pod is not ready.
-fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
-    // adopt's record as it was: put back if certsync's pod never gets ready.
-    let prior_state = super::node::read_optional(dir, STATE)?;
-    let mut state = State::read(dir)?.unwrap_or_default();
+/// Backups of every file adopt replaces (as the plan found it) or
+/// certsync's pod rewrites, and adopt's record as written; what to put
+/// back if certsync's pod is not ready.
+fn back_up(dir: &Path, plan: &Plan) -> Result<(Undo, State), KubeadmError> {
+    let mut state = plan.record.clone().map(|(_, s)| s).unwrap_or_default();
     // Backups of every file replaced or changed.
     let backup = &plan.backup;
     let absent = made_dirs(dir, &mut state);
@@ -207,9 +207,9 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
     for m in &plan.manifests {
         put(dir, &node_rel(dir, backup, &m.path), &m.before)?;
     }
-    for f in plan.files.iter().filter(|f| f.action == Action::Replace) {
-        if let Some(old) = super::node::read_optional(dir, &f.path)? {
-            put(dir, &node_rel(dir, backup, &f.path), &old)?;
+    for f in &plan.files {
+        if let Some(old) = &f.before {
+            put(dir, &node_rel(dir, backup, &f.path), old)?;
         }
     }
     let kubeadms = back_up_kubeadms(dir, backup, &mut state)?;
@@ -233,11 +233,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<Undo, KubeadmError> {
             .insert(m.path.clone(), (kubeadms_backup, digest(&m.after)));
     }
     state.write(dir)?;
-    Ok(Undo {
-        prior_state,
-        kubeadms,
-        absent,
-    })
+    Ok((Undo { kubeadms, absent }, state))
 }
 
 /// The directories of certsync's layout that adopt makes (absent, or
@@ -265,12 +261,13 @@ fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
 
 /// kubeadm's files certsync's pod rewrites (update-kubeconfig:,
 /// update-pair:) that this adoption is the first to back up, backed up and
-/// recorded; their node paths, put back if the pod never gets ready.
+/// recorded; their node paths and bytes, put back if the pod never gets
+/// ready.
 fn back_up_kubeadms(
     dir: &Path,
     backup: &str,
     state: &mut State,
-) -> Result<Vec<String>, KubeadmError> {
+) -> Result<Vec<(String, Vec<u8>)>, KubeadmError> {
     let mut kubeadms = Vec::new();
     for k in plan::EMBEDDED {
         if state.kubeconfigs.contains_key(k) {
@@ -279,7 +276,7 @@ fn back_up_kubeadms(
         if let Some(old) = super::node::read_optional(dir, k)? {
             put(dir, &node_rel(dir, backup, k), &old)?;
             state.kubeconfigs.insert(k.to_owned(), backup.to_owned());
-            kubeadms.push(k.to_owned());
+            kubeadms.push((k.to_owned(), old));
         }
     }
     for p in plan::pairs(dir) {
@@ -291,7 +288,7 @@ fn back_up_kubeadms(
             let old = super::node::read_optional(dir, &f)?
                 .ok_or_else(|| KubeadmError::file(&host(dir, &f), FileProblem::Missing))?;
             put(dir, &node_rel(dir, backup, &f), &old)?;
-            kubeadms.push(f);
+            kubeadms.push((f, old));
         }
         state.pairs.insert(p, backup.to_owned());
     }
@@ -328,8 +325,8 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
     let replaces_mounted = plan
         .files
         .iter()
-        .any(|f| f.action == Action::Replace && plan::read_only_in_pod(&f.path));
-    let Some(old) = super::node::read_optional(dir, POD)? else {
+        .any(|f| f.before.is_some() && plan::read_only_in_pod(&f.path));
+    let Some(old) = &plan.pod else {
         return Ok(());
     };
     if !replaces_mounted {
@@ -341,7 +338,7 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
         out,
         "stopped the previous certsync pod (it mounts files this run replaces read-only)"
     );
-    wait::stopped(&old, removed, "the previous certsync pod").await
+    wait::stopped(old, removed, "the previous certsync pod").await
 }
 
 /// Every file certsync's pod mounts read-only, as this run wrote it: a

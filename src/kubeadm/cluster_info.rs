@@ -124,7 +124,7 @@ impl ClusterInfo {
 /// what to do; also, once adopt has `renewed` the CA, when it could not be
 /// read (a warning: the check needs the API server).
 pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String)> {
-    let (in_place, _) = super::trust::in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
+    let (in_place, ..) = super::trust::in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
     let read = async {
         let admin = super::paths::host(dir, "/etc/kubernetes/admin.conf");
         let config = super::admin::config(&admin)

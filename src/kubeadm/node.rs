@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::error::{FileProblem, KubeadmError};
-use super::paths::{Action, FileWrite, host};
+use super::paths::{FileWrite, host};
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;
@@ -47,16 +47,15 @@ pub fn to_write(
     bytes: Vec<u8>,
     not_adopts: Option<KubeadmError>,
 ) -> Result<Option<FileWrite>, KubeadmError> {
-    let action = match (read_optional(dir, node_path)?, not_adopts) {
+    let before = match (read_optional(dir, node_path)?, not_adopts) {
         (Some(old), _) if old == bytes => return Ok(None),
         (Some(_), Some(refused)) => return Err(refused),
-        (Some(_), None) => Action::Replace,
-        (None, _) => Action::Create,
+        (before, _) => before,
     };
     let path = node_path.to_owned();
     Ok(Some(FileWrite {
         path,
-        action,
+        before,
         mode,
         what,
         bytes,

@@ -22,34 +22,37 @@ pub(super) fn digest(bytes: &[u8]) -> String {
     hex::encode(ring::digest::digest(&ring::digest::SHA256, bytes))
 }
 
-/// What adopt does to a node file it writes whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Create,
-    /// Backed up first, put back if certsync's pod is not ready.
-    Replace,
-}
-
-impl std::fmt::Display for Action {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Create => "create",
-            Self::Replace => "replace",
-        })
-    }
-}
-
 /// A file adopt writes whole.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileWrite {
     pub path: String,
-    pub action: Action,
+    /// The bytes the plan found there (`None`: none, a create): what adopt
+    /// backs up first and puts back if certsync's pod is not ready.
+    #[serde(rename = "action", serialize_with = "action_json")]
+    pub before: Option<Vec<u8>>,
     #[serde(serialize_with = "octal")]
     pub mode: u32,
     pub what: String,
     #[serde(skip)]
     pub bytes: Vec<u8>,
+}
+
+impl FileWrite {
+    /// What adopt does to the file, as the plan shows it.
+    pub fn action(&self) -> &'static str {
+        action(&self.before)
+    }
+}
+
+fn action(before: &Option<Vec<u8>>) -> &'static str {
+    match before {
+        Some(_) => "replace",
+        None => "create",
+    }
+}
+
+fn action_json<S: serde::Serializer>(before: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(action(before))
 }
 
 /// A file mode as the plan shows it (`0600`).

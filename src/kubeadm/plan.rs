@@ -116,8 +116,9 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         .as_deref()
         .and_then(|p| super::pod::probe(&String::from_utf8_lossy(p)).ok());
     // adopt's record, read once: the node is adopted when it is there.
-    let state = super::record::State::read(&opts.dir)?;
-    let recorded = state.as_ref().and_then(|s| s.admin_addr);
+    let adopts_record = super::record::State::read_with_bytes(&opts.dir)?;
+    let state = adopts_record.as_ref().map(|(_, s)| s);
+    let recorded = state.and_then(|s| s.admin_addr);
     let (opts, choices) = super::choices::kept(opts, current.as_deref(), recorded);
     let opts = &opts;
     let dir = &opts.dir;
@@ -131,7 +132,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // The CAs: each renewed when due, and the bundles of their
     // certificates the trusting components load.
     let none = Default::default();
-    let record = state.as_ref().map_or(&none, |s| &s.trust);
+    let record = state.map_or(&none, |s| &s.trust);
     let client = stored.as_ref().map(|s| s.client.clone());
     let published = match &client {
         Some(c) => super::published::read(c).await.map_err(Some),
@@ -152,7 +153,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // as `certsync run` will judge it before anything is written.
     let config = config_text(opts, key_alg)?;
     super::judge::judge(opts, &config)?;
-    if let Some(state) = &state {
+    if let Some(state) = state {
         unrecorded_refused(dir, state)?;
     }
     let config = config.into_bytes();
@@ -174,6 +175,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         cluster_cas_new,
         files,
         manifests,
+        record: adopts_record,
+        pod: current,
         backup: format!("{BACKUPS}/{}", time_stamp()),
         kubeconfigs_renewed: certs(dir)
             .iter()

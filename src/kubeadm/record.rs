@@ -24,7 +24,7 @@ pub const MADE_DIRS: [&str; 3] = [KUBECONFIGS, P, PE];
 /// for each manifest it changed, kubeadm's copy in a backup and the
 /// digest of what adopt wrote (revert restores the copy only if the
 /// manifest is still adopt's, else takes adopt's changes out of it).
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct State {
     /// manifest (node path) -> (backup dir, SHA-256 of adopt's version).
     pub manifests: BTreeMap<String, (String, String)>,
@@ -57,12 +57,18 @@ pub struct State {
 
 impl State {
     pub fn read(dir: &Path) -> Result<Option<Self>, KubeadmError> {
+        Ok(Self::read_with_bytes(dir)?.map(|(_, s)| s))
+    }
+
+    /// The record with its bytes as read: what adopt puts back when
+    /// certsync's pod is not ready.
+    pub fn read_with_bytes(dir: &Path) -> Result<Option<(Vec<u8>, Self)>, KubeadmError> {
         let Some(bytes) = super::node::read_optional(dir, STATE)? else {
             return Ok(None);
         };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| KubeadmError::file(&host(dir, STATE), e))
+        let state =
+            serde_json::from_slice(&bytes).map_err(|e| KubeadmError::file(&host(dir, STATE), e))?;
+        Ok(Some((bytes, state)))
     }
 
     pub(super) fn write(&self, dir: &Path) -> Result<(), KubeadmError> {

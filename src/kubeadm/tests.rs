@@ -949,7 +949,7 @@ fn adopt_prunes_old_backups_but_never_one_revert_needs() {
         ..options(dir.path())
     };
     let mut out = Out::kept();
-    apply::prune_backups(&opts, &mut out).expect("pruned");
+    apply::prune_backups(&opts, state, &mut out).expect("pruned");
     let kept: Vec<bool> = (0..5).map(|i| host(dir.path(), &b(i)).exists()).collect();
     assert_eq!(kept, [true, true, false, false, true], "{}", out.text());
     let read = record::State::read(dir.path())
@@ -999,7 +999,7 @@ async fn adopt_keeps_the_kubelets_ca_data_in_step_with_the_bundle() {
         .iter()
         .find(|f| f.path == "/etc/kubernetes/kubelet.conf")
         .unwrap_or_else(|| panic!("kubelet.conf not planned:\n{}", p.text()));
-    assert_eq!((f.action, f.mode), (super::paths::Action::Replace, 0o600));
+    assert_eq!((f.action(), f.mode), ("replace", 0o600));
     assert!(
         p.text().contains("the kubelet reads it at its next start"),
         "{}",

@@ -36,7 +36,7 @@ use rustls_pki_types::pem::SectionKind;
 use super::error::{FileProblem, KubeadmError};
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::node;
-use super::paths::{Action, FileWrite, host};
+use super::paths::{FileWrite, host};
 use super::record::STATE;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
@@ -160,16 +160,20 @@ const BACKDATE_SECS: i64 = 300;
 type Identity = (Vec<u8>, Vec<u8>, i64, i64);
 
 /// The CA certificate in place at `cert` (a node path): the file holds
-/// exactly one certificate; it and its [`identity`].
-pub(super) fn in_place(dir: &Path, cert: &str) -> Result<(Vec<u8>, Identity), KubeadmError> {
+/// exactly one certificate; it, its [`identity`] and the file's text.
+pub(super) fn in_place(
+    dir: &Path,
+    cert: &str,
+) -> Result<(Vec<u8>, Identity, String), KubeadmError> {
     let at = host(dir, cert);
-    let [der] = certificates(&at, node::read(dir, cert)?.as_bytes())?
+    let text = node::read(dir, cert)?;
+    let [der] = certificates(&at, text.as_bytes())?
         .try_into()
         .map_err(|all: Vec<_>| {
             KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
         })?;
     let id = identity(&der).map_err(|e| KubeadmError::file(&at, FileProblem::NotCertificate(e)))?;
-    Ok((der, id))
+    Ok((der, id, text))
 }
 
 /// Works out the renewals and bundles for the node at `dir` at `now`,
@@ -189,7 +193,7 @@ pub fn plan(
     let mut bundles = Vec::new();
     let mut cluster = BTreeMap::new();
     for (name, cert, key, bundle) in CAS {
-        let (der, (subject, spki, from, to)) = in_place(dir, cert)?;
+        let (der, (subject, spki, from, to), text) = in_place(dir, cert)?;
         crate::x509::strict_certificate(&der).map_err(|e| {
             KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
         })?;
@@ -227,7 +231,7 @@ pub fn plan(
         if current != der {
             trust.files.push(FileWrite {
                 path: cert.to_owned(),
-                action: Action::Replace,
+                before: Some(text.into_bytes()),
                 mode: 0o644,
                 what: format!(
                     "{what} (same subject, key and key identifier): ends {}, where the \
@@ -433,7 +437,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             path: cert,
             ..CaStatus::default()
         };
-        let (der, (subject, spki, from, to)) = match in_place(dir, cert) {
+        let (der, (subject, spki, from, to), _) = match in_place(dir, cert) {
             Ok(found) => found,
             Err(e) => {
                 c.problem = Some(e.to_string());
@@ -580,7 +584,7 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
 /// in place (a renewal): nothing watches it once the node is kubeadm's, and
 /// the kubelet stops at the end of what it trusts.
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
-    let (der, _) = in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
+    let (der, ..) = in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";

@@ -1,27 +1,26 @@
 //! What adopt puts back when certsync's pod is not ready in time: the pod
 //! out (the previous one back, on a re-adopt), certsync's files as they
-//! were, kubeadm's files the pod rewrote (`update-pair:`,
-//! `update-kubeconfig:`) from this run's backup, the target directories
-//! this run made, and adopt's record. No component manifest has changed at
-//! that point (`apply`'s order), so the node is as it was.
+//! were (as the plan found them), kubeadm's files the pod rewrote
+//! (`update-pair:`, `update-kubeconfig:`) as this run backed them up, the
+//! target directories this run made, and adopt's record. No component
+//! manifest has changed at that point (`apply`'s order), so the node is as
+//! it was.
 
 use std::net::SocketAddr;
 use std::path::Path;
 
 use super::error::KubeadmError;
 use super::options::Options;
-use super::paths::{Action, host};
+use super::paths::host;
 use super::plan::{self, POD, Plan, STATE};
-use super::record::{put, put_mode, read_backup};
+use super::record::{put, put_mode};
 use super::{node, pod, wait};
-use crate::writer::replace_file;
 
-/// What this run changed that is not in its backup's manifests.
+/// What this run changed that its plan does not hold.
 pub struct Undo {
-    /// adopt's record before this run (`None`: there was none).
-    pub prior_state: Option<Vec<u8>>,
-    /// kubeadm's files this run was the first to back up (node paths).
-    pub kubeadms: Vec<String>,
+    /// kubeadm's files this run was the first to back up (node paths) and
+    /// their bytes.
+    pub kubeadms: Vec<(String, Vec<u8>)>,
     /// Directories of [`plan::MADE_DIRS`] that did not exist.
     pub absent: Vec<&'static str>,
 }
@@ -46,8 +45,8 @@ impl Undo {
         // container could then write it: see `apply::stop_previous`).
         pod_out(dir, plan, &mut said).await;
         files_back(dir, plan, &mut said);
-        self.kubeadms_back(dir, plan, &mut said);
-        self.record_back(dir, &mut said);
+        self.kubeadms_back(dir, &mut said);
+        self.record_back(dir, plan, &mut said);
         let previous = previous_pod_back(dir, plan, &mut said);
         let backup = &plan.backup;
         let mut text = format!(
@@ -82,22 +81,11 @@ impl Undo {
     }
 
     /// kubeadm's own files, where the pod rewrote them, in kubeadm's modes.
-    fn kubeadms_back(&self, dir: &Path, plan: &Plan, said: &mut Said) {
+    fn kubeadms_back(&self, dir: &Path, said: &mut Said) {
         let mut restored = 0;
-        for f in &self.kubeadms {
-            let path = host(dir, f);
-            let Some(old) = previous(dir, plan, f) else {
-                said.failed.push(format!(
-                    "{f}: kubeadm's copy is missing from {}",
-                    plan.backup
-                ));
-                continue;
-            };
-            if node::read_optional(dir, f).ok().flatten().as_deref() == Some(&old[..]) {
-                continue;
-            }
-            match replace_file(&path, super::handback::kubeadm_mode(f), &old) {
-                Ok(()) => restored += 1,
+        for (f, old) in &self.kubeadms {
+            match put_back(dir, f, Some(old), super::handback::kubeadm_mode(f)) {
+                Ok(put) => restored += usize::from(put),
                 Err(e) => said.failed.push(format!("{f}: {e}")),
             }
         }
@@ -110,7 +98,7 @@ impl Undo {
 
     /// The target directories this run made (with what the pod put in
     /// them), and adopt's record as it was.
-    fn record_back(&self, dir: &Path, said: &mut Said) {
+    fn record_back(&self, dir: &Path, plan: &Plan, said: &mut Said) {
         for d in &self.absent {
             let path = host(dir, d);
             // certsync's own directory holds the backups: it stays.
@@ -121,20 +109,10 @@ impl Undo {
                 said.failed.push(format!("{}: {e}", path.display()));
             }
         }
-        let record = match &self.prior_state {
-            Some(bytes) => replace_file(&host(dir, STATE), 0o600, bytes).map_err(|e| e.to_string()),
-            None => std::fs::remove_file(host(dir, STATE))
-                .map_err(|e| KubeadmError::file(&host(dir, STATE), e).to_string()),
-        };
-        if let Err(e) = record {
-            said.failed.push(e);
+        if let Err(e) = put_back(dir, STATE, plan.record.as_ref().map(|(b, _)| b), 0o600) {
+            said.failed.push(e.to_string());
         }
     }
-}
-
-/// `node_path`'s copy in this run's backup.
-fn previous(dir: &Path, plan: &Plan, node_path: &str) -> Option<Vec<u8>> {
-    read_backup(dir, &plan.backup, node_path).ok()
 }
 
 /// This run's certsync pod out, when it wrote one; then waits until it no
@@ -161,18 +139,9 @@ async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
 /// its generation, when it had one, and where it answers.
 fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String, SocketAddr)> {
     let f = plan.files.iter().find(|f| f.path == POD)?;
-    if f.action != Action::Replace {
-        return None;
-    }
-    let Some(old) = previous(dir, plan, POD) else {
-        said.failed.push(format!(
-            "{POD}: the previous pod is missing from {}",
-            plan.backup
-        ));
-        return None;
-    };
-    let (addr, generation) = pod::asked(&old);
-    match put(dir, POD, &old) {
+    let old = f.before.as_ref()?;
+    let (addr, generation) = pod::asked(old);
+    match put(dir, POD, old) {
         Ok(()) => said
             .done
             .push("put the previous certsync pod back".to_owned()),
@@ -187,20 +156,27 @@ fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String
 /// pod failed, this run wrote nothing, and that pod still runs).
 fn files_back(dir: &Path, plan: &Plan, said: &mut Said) {
     for f in plan.files.iter().filter(|f| f.path != POD) {
-        let path = host(dir, &f.path);
-        let before = previous(dir, plan, &f.path);
-        let now = node::read_optional(dir, &f.path).ok().flatten();
-        if (f.action == Action::Replace && before.is_some() && now == before)
-            || (f.action == Action::Create && now.is_none())
-        {
-            continue;
-        }
-        let done = match (f.action, before) {
-            (Action::Replace, Some(old)) => put_mode(dir, &f.path, &old, f.mode),
-            _ => std::fs::remove_file(&path).map_err(|e| KubeadmError::file(&path, e)),
-        };
-        if let Err(e) = done {
+        if let Err(e) = put_back(dir, &f.path, f.before.as_ref(), f.mode) {
             said.failed.push(e.to_string());
         }
     }
+}
+
+/// `node_path` as it was (`before`; `None`: there was none), unless it
+/// already is; whether it was written.
+fn put_back(
+    dir: &Path,
+    node_path: &str,
+    before: Option<&Vec<u8>>,
+    mode: u32,
+) -> Result<bool, KubeadmError> {
+    if node::read_optional(dir, node_path).ok().flatten().as_ref() == before {
+        return Ok(false);
+    }
+    let path = host(dir, node_path);
+    match before {
+        Some(old) => put_mode(dir, node_path, old, mode)?,
+        None => std::fs::remove_file(&path).map_err(|e| KubeadmError::file(&path, e))?,
+    }
+    Ok(true)
 }

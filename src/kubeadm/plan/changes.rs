@@ -33,6 +33,14 @@ pub struct Plan {
     pub cluster_configuration_from: String,
     pub files: Vec<FileWrite>,
     pub manifests: Vec<ManifestChange>,
+    /// adopt's record as the plan read it, with its bytes (`None`: there
+    /// was none): what adopt adds to, or puts back.
+    #[serde(skip)]
+    pub record: Option<(Vec<u8>, super::super::record::State)>,
+    /// certsync's pod manifest as the plan found it: the pod a run that
+    /// replaces a file it mounts stops first.
+    #[serde(skip)]
+    pub pod: Option<Vec<u8>>,
     /// The client the ClusterConfiguration was read through, when it was:
     /// `kube-public/cluster-info` is written the same way.
     #[serde(skip)]

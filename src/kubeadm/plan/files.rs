@@ -9,7 +9,7 @@ use serde_yaml_ng::Value;
 use super::super::error::{KubeadmError, Refusal};
 use super::super::manifest::{BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
 use super::super::options::Options;
-use super::super::paths::{Action, FileWrite, digest, host};
+use super::super::paths::{FileWrite, digest, host};
 use super::super::{node, pod, trust};
 use super::layout::{CA_FILES, KUBELET_FILES, POD, certs};
 
@@ -93,19 +93,19 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
     if bundle.iter().all(|c| held.contains(c)) {
         return Ok(None);
     }
-    let Some(text) = crate::writer::with_ca_data(&host(dir, trust::KUBELET), &text, ca_bundle)?
+    let Some(new) = crate::writer::with_ca_data(&host(dir, trust::KUBELET), &text, ca_bundle)?
     else {
         return Ok(None);
     };
     Ok(Some(FileWrite {
         path: trust::KUBELET.to_owned(),
-        action: Action::Replace,
+        before: Some(text.into_bytes()),
         mode: 0o600,
         what: format!(
             "the kubelet's kubeconfig: its certificate-authority-data becomes {CA_BUNDLE}'s \
              certificates (the kubelet reads it at its next start)"
         ),
-        bytes: text.into_bytes(),
+        bytes: new.into_bytes(),
     }))
 }
 

@@ -80,7 +80,8 @@ impl Plan {
     fn files_text(&self, s: &mut String) {
         s.push_str("files:\n");
         for f in &self.files {
-            let _ = writeln!(s, "  {} {} ({:04o}): {}", f.action, f.path, f.mode, f.what);
+            let action = f.action();
+            let _ = writeln!(s, "  {action} {} ({:04o}): {}", f.path, f.mode, f.what);
         }
         for k in &self.kubeconfigs_renewed {
             let _ = writeln!(
