@@ -326,12 +326,9 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
         .files
         .iter()
         .any(|f| f.before.is_some() && plan::read_only_in_pod(&f.path));
-    let Some(old) = &plan.pod else {
+    let Some(old) = plan.pod.as_ref().filter(|_| replaces_mounted) else {
         return Ok(());
     };
-    if !replaces_mounted {
-        return Ok(());
-    }
     let removed = std::time::Instant::now();
     std::fs::remove_file(host(dir, POD)).map_err(|e| KubeadmError::file(&host(dir, POD), e))?;
     let _ = writeln!(
