@@ -68,32 +68,6 @@ async fn revert_refuses_what_it_cannot_issue_again_or_the_backup_lacks() {
 }
 
 #[tokio::test]
-async fn attack_revert_never_leaves_a_planted_kubelet_bootstrap_kubeconfig() {
-    // certsync's container planted bootstrap-kubelet.conf (kubeadm deleted
-    // its own after the join): revert would hand the node back with it,
-    // and the next adopt, a first one, would take it for kubeadm's.
-    let dir = adopted_node();
-    let d = dir.path();
-    let at = host(d, "/etc/kubernetes/bootstrap-kubelet.conf");
-    std::fs::write(&at, "planted\n").expect("plant");
-    match revert_refusal(&revert_options(d)).await {
-        RevertError::Planted(r) => assert!(
-            matches!(*r, Refusal::KubeletBootstrap { path }
-                if path == "/etc/kubernetes/bootstrap-kubelet.conf"),
-            "{r}"
-        ),
-        other => panic!("{other}"),
-    }
-    assert!(host(d, plan::STATE).exists(), "nothing was changed");
-    std::fs::remove_file(&at).expect("rm");
-    assert!(
-        super::super::revert::plan(&revert_options(d))
-            .expect("plan")
-            .is_some()
-    );
-}
-
-#[tokio::test]
 async fn revert_and_adopt_go_on_without_an_api_server() {
     // Neither changes anything beyond this node's files: with no API server
     // behind admin.conf (it names a port that refuses), revert hands the
