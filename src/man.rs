@@ -6,10 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::CommandFactory;
 use clap_mangen::roff::{Roff, roman};
-
-use crate::cli::Cli;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManError {
@@ -55,7 +52,7 @@ fn without_help(cmd: clap::Command) -> clap::Command {
 
 /// Every page, the top one first, then depth-first in definition order.
 fn pages() -> Vec<Page> {
-    let mut root = without_help(Cli::command());
+    let mut root = without_help(crate::config::command());
     // Sets every subcommand's display name (`certsync-run`), which
     // clap_mangen uses for titles and the names it lists.
     root.build();

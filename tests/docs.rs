@@ -12,8 +12,6 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use clap::CommandFactory;
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -76,7 +74,7 @@ fn leaves(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)
 #[test]
 fn the_cli_reference_documents_every_flag_and_env_var_of_every_subcommand() {
     let doc = read("docs/reference/cli.md");
-    let cli = certsync::cli::Cli::command();
+    let cli = certsync::config::command();
     let mut missing = Vec::new();
     let mut checked = 0;
     let mut check = |heading: &str, args: Vec<&clap::Arg>, missing: &mut Vec<String>| {
@@ -117,11 +115,11 @@ fn the_cli_reference_documents_every_flag_and_env_var_of_every_subcommand() {
 }
 
 /// The mapping reference's table of options is the grammar's own (one
-/// table in `cli::grammar`, from which `--sync`, the checks and `run -h`
+/// table in `config::grammar`, from which `--sync`, the checks and `run -h`
 /// are derived too), and its table of kinds names every kind.
 #[test]
 fn the_mapping_reference_is_the_grammar() {
-    use certsync::cli::grammar::{SourceKind, reference_table};
+    use certsync::config::grammar::{SourceKind, reference_table};
     let doc = read("docs/reference/mappings.md");
     let table = reference_table();
     let shown = section(&doc, "## Which options apply to which kinds").unwrap_or_default();

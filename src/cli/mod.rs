@@ -4,7 +4,6 @@
 //! [`crate::config`]).
 
 mod approve;
-pub mod grammar;
 mod kubeadm;
 mod run;
 mod setting;
@@ -46,7 +45,6 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Keep every mapping's target in step with its source (or sync once).
-    #[command(after_help = grammar::help())]
     Run(Box<RunArgs>),
     /// Report when certificates expire; exit 1 if one is due within --warn-within.
     ///

@@ -1,6 +1,6 @@
 //! `certsync run`'s flags and environment variables, its reload flags
 //! among them (the mapping grammar shown after its help is
-//! [`super::grammar`]), and the config file's settings they are read
+//! [`crate::config::grammar`]), and the config file's settings they are read
 //! from too.
 
 use std::path::PathBuf;

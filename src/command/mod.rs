@@ -7,7 +7,7 @@ mod kubeadm;
 
 use std::io::Write as _;
 
-use crate::cli::{CheckArgs, Cli, EXIT_USAGE, ManArgs, RevisionsArgs, RollbackArgs};
+use crate::cli::{CheckArgs, EXIT_USAGE, ManArgs, RevisionsArgs, RollbackArgs};
 use crate::inspect::{InspectError, REVISION_HEADER, render, revision_cells};
 use crate::man::ManError;
 
@@ -154,7 +154,7 @@ pub fn rollback(a: &RollbackArgs) -> Finished {
 
 /// `certsync completion SHELL`: the script for that shell.
 pub fn completion(shell: clap_complete::Shell) -> Finished {
-    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let mut cmd = crate::config::command();
     clap_complete::generate(shell, &mut cmd, "certsync", &mut std::io::stdout());
     Ok(0)
 }
@@ -191,6 +191,7 @@ mod tests {
     /// for work that could not be done.
     #[test]
     fn each_failure_exits_with_its_documented_code() {
+        use crate::cli::Cli;
         use clap::Parser as _;
         let io = || std::io::Error::other("refused");
         let bind = || crate::admin::AdminError::Bind {

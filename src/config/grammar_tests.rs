@@ -1,10 +1,10 @@
-//! The mapping grammar (`cli::grammar`) is what `--sync`, the config file
+//! The mapping grammar (`config::grammar`) is what `--sync`, the config file
 //! and the check of which option goes with which kind obey.
 
 use super::mapping::MappingSpec;
 use super::*;
-use crate::cli::grammar::{OPTIONS, Shape, SourceKind};
 use crate::cli::{Cli, Command};
+use crate::config::grammar::{OPTIONS, Shape, SourceKind};
 use clap::Parser;
 
 fn resolve(spec: &str) -> Result<Mapping, ConfigError> {
@@ -116,11 +116,11 @@ fn a_tree_refuses_what_it_sets_for_each_object() {
 #[test]
 fn what_an_option_needs_and_excludes_is_refused_as_the_grammar_says() {
     use super::options::options_apply;
-    let spec = |kind: SourceKind, opts: &[&crate::cli::grammar::MappingOption]| {
+    let spec = |kind: SourceKind, opts: &[&crate::config::grammar::MappingOption]| {
         let given: Vec<String> = opts.iter().map(|o| given(o.name, o.shape)).collect();
         MappingSpec::parse_flag(&format!("{}:x/y=/b,{}", kind.name(), given.join(","))).unwrap()
     };
-    let option = |name: &str| crate::cli::grammar::option(name).unwrap();
+    let option = |name: &str| crate::config::grammar::option(name).unwrap();
     let mut checked = 0;
     for o in OPTIONS {
         let kind = o.kinds[0];

@@ -2,9 +2,9 @@
 //! same as a config file entry) → one validated [`super::Mapping`] per
 //! source kind.
 
+use super::grammar::SourceKind;
 use super::options::{options_apply, read_flag};
 use super::*;
-use crate::cli::grammar::SourceKind;
 use crate::cli::{RunArgs, key_mode, parse_mode};
 
 use std::path::PathBuf;

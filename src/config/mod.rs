@@ -23,7 +23,7 @@
 //!   source kind;
 //! - [`options`]: the `--sync` form read into the file's struct, and the
 //!   options a mapping sets checked against the grammar
-//!   ([`crate::cli::grammar`]);
+//!   ([`crate::config::grammar`]);
 //! - [`issue`]: the options `csr:` and `ca:` share, and each one's own;
 //! - [`file`]: the YAML config file as read;
 //! - [`settings`]: `run`'s settings, one typed value (flags and
@@ -33,6 +33,7 @@
 //!   target overlap.
 
 mod file;
+pub mod grammar;
 #[cfg(test)]
 mod grammar_tests;
 mod guard;
@@ -47,15 +48,15 @@ mod tests;
 mod tree;
 
 use crate::bundle::BundleError;
-use crate::cli::grammar::{self, MappingOption, SourceKind};
 use crate::cli::{ApproveArgs, PolicyArgs, RunArgs, ValueError};
 use crate::files::OwnedError;
 use crate::source::csr::USAGES as CSR_USAGES;
 pub(crate) use file::read_config_text;
 pub use file::{ConfigFile, FileSetting};
+use grammar::{MappingOption, SourceKind};
 pub use mapping::{DnsError, EventsOn, MappingSpec, Source};
 pub(crate) use settings::as_written;
-pub use settings::{Flag, Parsed, Settings, parse, print_config};
+pub use settings::{Flag, Parsed, Settings, command, parse, print_config};
 
 use guard::{
     ca_paths_guarded, csr_paths_guarded, pidfile_dir_guarded, source_guarded, target_guarded,

@@ -1,9 +1,9 @@
-//! A mapping's options against the grammar ([`crate::cli::grammar`]): the
+//! A mapping's options against the grammar ([`crate::config::grammar`]): the
 //! `--sync` form read into the config file's struct, and the options a
 //! mapping sets checked against the kinds each applies to.
 
 use super::ConfigError;
-use crate::cli::grammar::{self, MappingOption, Shape, SourceKind};
+use super::grammar::{self, MappingOption, Shape, SourceKind};
 
 /// Reads the `--sync` form: each `OPTION=VALUE` read by the shape the
 /// grammar gives it into the config file's keys, then `T` (the file's

@@ -66,6 +66,14 @@ pub(super) fn run_flags(given: Option<&clap::ArgMatches>) -> Result<Vec<Flag>, c
     Ok(flags)
 }
 
+/// The command line as clap knows it, with the mapping grammar after
+/// `run --help` ([`super::grammar::help`]): the one the parser, the
+/// completions and the man pages are made of.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().mut_subcommand("run", |run| run.after_help(super::grammar::help()))
+}
+
 /// The command line parsed: the command, and for `run` what its command
 /// line and environment gave each of its settings ([`Settings::load`]).
 #[derive(Debug)]
@@ -77,8 +85,8 @@ pub struct Parsed {
 /// Parses the command line (nothing read: `run`'s config file is read by
 /// [`Settings::load`]).
 pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
-    use clap::{CommandFactory, FromArgMatches};
-    let matches = Cli::command().try_get_matches_from(argv)?;
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches_from(argv)?;
     let cli = Cli::from_arg_matches(&matches)?;
     let flags = match matches.subcommand_matches("run") {
         Some(run) => run_flags(Some(run))?,
