@@ -52,6 +52,32 @@ pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError>
 
 const BEGIN: &[u8] = b"-----BEGIN ";
 
+/// The DER of every block of `bytes`, in order, through [`blocks`] (text
+/// outside the blocks dropped). Refused: no block, and a block of any
+/// other kind (a key beside a certificate is never taken for one).
+pub fn certificates(bytes: &[u8]) -> Result<Vec<Vec<u8>>, PemError> {
+    let found = blocks(bytes).map_err(|problem| PemError::Syntax(problem.into()))?;
+    if found.is_empty() {
+        return Err(PemError::Empty);
+    }
+    found
+        .into_iter()
+        .map(|b| match b.kind {
+            SectionKind::Certificate => Ok(b.der),
+            other => Err(PemError::Kind(format!("{other:?}"))),
+        })
+        .collect()
+}
+
+/// The first of [`certificates`]: the one Go's `tls.LoadX509KeyPair`
+/// takes as the leaf.
+pub fn first_certificate(bytes: &[u8]) -> Result<Vec<u8>, PemError> {
+    certificates(bytes)?
+        .into_iter()
+        .next()
+        .ok_or(PemError::Empty)
+}
+
 /// The blocks Go's `encoding/pem` reads from `data` (`pem.Decode` until it
 /// finds none), as (type, bytes): a port of Go's reader, which
 /// kube-apiserver and every Go consumer of the published files use
@@ -370,6 +396,31 @@ mod tests {
     const REQ: &str =
         "-----BEGIN CERTIFICATE REQUEST-----\nAAEC\n-----END CERTIFICATE REQUEST-----\n";
     const CERT: &str = "-----BEGIN CERTIFICATE-----\nAAEC\n-----END CERTIFICATE-----\n";
+
+    /// Certificates only: text around them dropped (openssl's `Bag
+    /// Attributes`), a key or request beside them refused, none refused.
+    #[test]
+    fn certificates_are_every_block_and_only_certificates() {
+        let two = format!("Bag Attributes\n{CERT}{}", CERT.replace("AAEC", "AwQF"));
+        assert_eq!(
+            certificates(two.as_bytes()),
+            Ok(vec![vec![0, 1, 2], vec![3, 4, 5]])
+        );
+        assert_eq!(first_certificate(two.as_bytes()), Ok(vec![0, 1, 2]));
+        assert_eq!(
+            certificates(format!("{CERT}{REQ}").as_bytes()),
+            Err(PemError::Kind("Csr".into()))
+        );
+        assert_eq!(
+            first_certificate(REQ.as_bytes()),
+            Err(PemError::Kind("Csr".into()))
+        );
+        assert_eq!(certificates(b"no PEM here\n"), Err(PemError::Empty));
+        assert!(matches!(
+            first_certificate(b"-----BEGIN CERTIFICATE-----\nAA\n"),
+            Err(PemError::Syntax(_))
+        ));
+    }
 
     #[test]
     fn exactly_one_block_and_nothing_else() {

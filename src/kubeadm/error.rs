@@ -236,7 +236,7 @@ pub enum FileProblem {
         source: Box<FileProblem>,
     },
     #[error("not a PEM certificate ({0})")]
-    NotPem(String),
+    NotPem(#[source] crate::pem::PemError),
     #[error("its public key cannot be read ({0})")]
     PublicKey(String),
     #[error(

@@ -65,9 +65,7 @@ pub fn to_write(
 /// The first certificate of a PEM file, as DER.
 fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, FileProblem> {
     let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(text.as_bytes())
-        .map_err(|e| FileProblem::NotPem(e.to_string()).of(node_path))?;
-    Ok(pem.contents)
+    crate::pem::first_certificate(text.as_bytes()).map_err(|e| FileProblem::NotPem(e).of(node_path))
 }
 
 /// The keys kubeadm makes: (its `encryptionAlgorithm`, certsync's
@@ -143,11 +141,9 @@ pub fn sound_pair(
     key_pem: &[u8],
     ca: &str,
 ) -> Result<(), FileProblem> {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem)
-        .map_err(|e| FileProblem::NotPem(e.to_string()))?;
+    let der = crate::pem::first_certificate(cert_pem).map_err(FileProblem::NotPem)?;
     let ca_der = cert_der(dir, ca)?;
-    signed_by(&pem.contents, "it", &ca_der, ca)
-        .map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
+    signed_by(&der, "it", &ca_der, ca).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
         Ok(true) => Ok(()),
         Ok(false) => Err(FileProblem::KeyMismatch),
@@ -177,9 +173,8 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
 
 /// notAfter of the first certificate in PEM `bytes`.
 pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, FileProblem> {
-    let (_, pem) =
-        x509_parser::pem::parse_x509_pem(bytes).map_err(|e| FileProblem::NotPem(e.to_string()))?;
+    let der = crate::pem::first_certificate(bytes).map_err(FileProblem::NotPem)?;
     let (_, cert) =
-        x509_parser::parse_x509_certificate(&pem.contents).map_err(FileProblem::NotCertificate)?;
+        x509_parser::parse_x509_certificate(&der).map_err(FileProblem::NotCertificate)?;
     Ok(cert.validity().not_after)
 }

@@ -31,8 +31,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use rustls_pki_types::pem::SectionKind;
-
 use super::error::{FileProblem, KubeadmError};
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
 use super::node;
@@ -105,21 +103,15 @@ pub struct Trust {
 /// Each bundle (node path) with the certificates (PEM) adopt put in it.
 pub type Record = BTreeMap<String, Vec<String>>;
 
-/// The certificates (DER) of a PEM file, in order; refused unless every
-/// block is a certificate.
+/// The certificates (DER) of a PEM file, in order (none when it holds no
+/// block); refused unless every block is a certificate.
 pub(super) fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError> {
-    let blocks = crate::pem::blocks(pem)
-        .map_err(|e| KubeadmError::file(at, crate::pem::PemError::Syntax(e.into())))?;
-    blocks
-        .iter()
-        .map(|b| {
-            if b.kind != SectionKind::Certificate {
-                return Err(KubeadmError::file(at, FileProblem::NotOnlyCertificates));
-            }
-            crate::pem::exactly_one(b.text, SectionKind::Certificate)
-                .map_err(|e| KubeadmError::file(at, e))
-        })
-        .collect()
+    use crate::pem::PemError;
+    match crate::pem::certificates(pem) {
+        Err(PemError::Empty) => Ok(Vec::new()),
+        Err(PemError::Kind(_)) => Err(KubeadmError::file(at, FileProblem::NotOnlyCertificates)),
+        found => found.map_err(|e| KubeadmError::file(at, e)),
+    }
 }
 
 fn pem(der: &[u8]) -> String {

@@ -133,11 +133,11 @@ fn replaceable(
             },
         )
     };
-    let (rest, pem) = x509_parser::pem::parse_x509_pem(bytes).map_err(|_| unreadable())?;
-    if pem.label != "CERTIFICATE" || x509_parser::pem::parse_x509_pem(rest).is_ok() {
-        return Err(unreadable());
-    }
-    let (_, c) = x509_parser::parse_x509_certificate(&pem.contents).map_err(|_| unreadable())?;
+    let [der] = crate::pem::certificates(bytes)
+        .ok()
+        .and_then(|all| <[Vec<u8>; 1]>::try_from(all).ok())
+        .ok_or_else(unreadable)?;
+    let (_, c) = x509_parser::parse_x509_certificate(&der).map_err(|_| unreadable())?;
     let is_ca = match c.basic_constraints() {
         Ok(bc) => bc.is_some_and(|bc| bc.value.ca),
         Err(_) => return Err(unreadable()),
