@@ -238,7 +238,7 @@ pub enum FileProblem {
     #[error("not a PEM certificate ({0})")]
     NotPem(#[source] crate::pem::PemError),
     #[error("its public key cannot be read ({0})")]
-    PublicKey(String),
+    PublicKey(#[source] x509_parser::error::X509Error),
     #[error(
         "{template} was issued by {issuer:?}, not by {ca} ({subject:?}): not a certificate \
          kubeadm made"
@@ -256,7 +256,7 @@ pub enum FileProblem {
     #[error("its key is not the certificate's")]
     KeyMismatch,
     #[error("its key: {0}")]
-    Key(String),
+    Key(#[source] Box<crate::validate::ValidationError>),
     // A static pod manifest that cannot be read or written, or that holds
     // a value of someone else's where adopt sets one. The values are the
     // manifest's as found (a caller that prints them to a terminal escapes

@@ -90,7 +90,7 @@ pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, FileProbl
     let key = c
         .public_key()
         .parsed()
-        .map_err(|e| FileProblem::PublicKey(e.to_string()).of(cert))?;
+        .map_err(|e| FileProblem::PublicKey(e).of(cert))?;
     let rsa = match &key {
         PublicKey::RSA(_) => true,
         PublicKey::EC(_) => false,
@@ -147,7 +147,7 @@ pub fn sound_pair(
     match crate::validate::key_matches(cert_pem, key_pem) {
         Ok(true) => Ok(()),
         Ok(false) => Err(FileProblem::KeyMismatch),
-        Err(e) => Err(FileProblem::Key(e.to_string())),
+        Err(e) => Err(FileProblem::Key(Box::new(e))),
     }
 }
 
