@@ -335,7 +335,7 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
         out,
         "stopped the previous certsync pod (it mounts files this run replaces read-only)"
     );
-    wait::stopped(old, removed, "the previous certsync pod").await
+    wait::stopped(old.asked(), removed, "the previous certsync pod").await
 }
 
 /// Every file certsync's pod mounts read-only, as this run wrote it: a

@@ -69,7 +69,7 @@ pub fn warnings(dir: &Path) -> String {
 pub fn kubelet_bootstrap(
     dir: &Path,
     adopted: bool,
-    pod: Option<&[u8]>,
+    pod: Option<&super::pod::Current>,
 ) -> Result<bool, Box<Refusal>> {
     let path = BOOTSTRAP_KUBELET_CONF;
     let looked = std::fs::symlink_metadata(super::paths::host(dir, path));
@@ -79,7 +79,7 @@ pub fn kubelet_bootstrap(
     if !adopted {
         return Ok(looked.is_ok_and(|m| m.is_file()));
     }
-    match pod.is_some_and(|p| super::pod::mounts_read_only(&String::from_utf8_lossy(p), path)) {
+    match pod.is_some_and(|p| p.mounts_read_only(path)) {
         true => Ok(true),
         false => Err(Box::new(Refusal::KubeletBootstrap { path })),
     }

@@ -28,20 +28,23 @@ impl Choice {
 }
 
 /// `opts` with every choice it leaves open taken from the node, and the
-/// choices as they were and will be. `pod` is the node's certsync pod
-/// manifest, if any, `recorded` the admin address adopt's record keeps
-/// (for a node whose pod manifest is gone); the `--set` options come from
-/// the node's certsync.yaml.
+/// choices as they were and will be. `pod` is the probe of the node's
+/// certsync pod manifest, if it has one, `recorded` the admin address
+/// adopt's record keeps (for a node whose pod manifest is gone); the
+/// `--set` options come from the node's certsync.yaml.
 pub fn kept(
     opts: &Options,
-    pod: Option<&[u8]>,
+    pod: Option<&super::pod::Probe>,
     recorded: Option<SocketAddr>,
 ) -> (Options, Vec<Choice>) {
     let mut out = opts.clone();
     let mut choices = Vec::new();
     let current_admin: Option<SocketAddr> = pod
-        .and_then(|p| super::pod::probe(&String::from_utf8_lossy(p)).ok())
-        .and_then(|(_, admin, at)| admin.and_then(|a| a.parse().ok()).or(Some(at)))
+        .map(|p| {
+            p.admin
+                .as_deref()
+                .map_or(p.addr, |a| a.parse().unwrap_or(p.addr))
+        })
         .or(recorded);
     let current = current_settings(&opts.dir);
     let known = current_admin.is_some() || current.is_some();

@@ -111,20 +111,18 @@ fn cluster_cas_change(
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // certsync's pod as the node has it, read once: what is not given now
     // stays as it is, its port is its own, its image is shown replaced.
-    let current = node::read_optional(&opts.dir, POD)?;
-    let probed = current
-        .as_deref()
-        .and_then(|p| super::pod::probe(&String::from_utf8_lossy(p)).ok());
+    let current = node::read_optional(&opts.dir, POD)?.map(|p| super::pod::Current::parse(&p));
+    let probed = current.as_ref().and_then(|c| c.probe.as_ref().ok());
     // adopt's record, read once: the node is adopted when it is there.
     let adopts_record = super::record::State::read_with_bytes(&opts.dir)?;
     let state = adopts_record.as_ref().map(|(_, s)| s);
     let recorded = state.and_then(|s| s.admin_addr);
-    let (opts, choices) = super::choices::kept(opts, current.as_deref(), recorded);
+    let (opts, choices) = super::choices::kept(opts, probed, recorded);
     let opts = &opts;
     let dir = &opts.dir;
-    preflight(opts, probed.as_ref().map(|(_, _, at)| *at))?;
+    preflight(opts, probed.map(|p| p.addr))?;
     let adopted = state.is_some();
-    let bootstrap = super::audit::kubelet_bootstrap(dir, adopted, current.as_deref())
+    let bootstrap = super::audit::kubelet_bootstrap(dir, adopted, current.as_ref())
         .map_err(|r| KubeadmError::refused(dir, *r))?;
     let (stored, from) = cluster_configuration(opts).await?;
     let components = manifest::components();
@@ -161,7 +159,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let files = certsyncs_files(opts, &trust, config, &generation, adopted, bootstrap)?;
     // The image of the pod a re-adopt replaces: shown beside the new one.
     let image_before = probed
-        .and_then(|(image, _, _)| image)
+        .and_then(|p| p.image.clone())
         .filter(|old| *old != crate::escape(&opts.image));
     let (cluster_info, cluster_info_new) =
         cluster_info_change(client.as_ref(), &trust.ca_bundle).await;

@@ -1,12 +1,13 @@
 //! certsync's static pod: its manifest, built as a typed Pod (no value, an
 //! image or an address, can change its shape), the generation token adopt
 //! gives it (a digest of its configuration and image) and the address its
-//! probes, adopt and status ask. Adopt's plan writes these; its waits
-//! and status read them.
+//! probes, adopt and status ask. Adopt's plan writes these; the node's
+//! manifest is read back once per run as [`Current`].
 
 use std::net::{IpAddr, SocketAddr};
 
 use super::manifest::CONFIG;
+use super::options::DEFAULT_ADMIN_ADDR;
 use super::seen::Seen;
 
 /// The token that names certsync's pod for a configuration, the CAs'
@@ -25,22 +26,6 @@ pub fn generation(config: &[u8], trust: &str, shape: &str) -> String {
     super::paths::digest(&bytes)[..16].to_owned()
 }
 
-/// Where certsync's pod of the manifest `bytes` is asked (its readiness
-/// probe; in one adopt wrote before `--admin-addr`, none: the option's
-/// default, where that pod listens) and the `--generation=` adopt gave
-/// it, if any (one written before generations has none).
-pub fn asked(bytes: &[u8]) -> (SocketAddr, Option<String>) {
-    let text = String::from_utf8_lossy(bytes);
-    let generation = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("- --generation="))
-        .map(|g| g.trim().to_owned());
-    (
-        probe(&text).map_or(super::options::DEFAULT_ADMIN_ADDR, |(_, _, a)| a),
-        generation,
-    )
-}
-
 /// Where to ask certsync listening on `admin`: an unspecified address
 /// (0.0.0.0, ::) on loopback, as its pod's probes do.
 pub fn probe_addr(admin: SocketAddr) -> SocketAddr {
@@ -55,21 +40,94 @@ pub fn probe_addr(admin: SocketAddr) -> SocketAddr {
     }
 }
 
-/// The image, `--admin-addr` and readiness probe address of the certsync
-/// container in the pod manifest `text`.
-pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr), Seen> {
-    use k8s_openapi::api::core::v1::Pod;
-    let pod: Pod = crate::files::parse_yaml(text).map_err(Seen::NotAPod)?;
-    let container = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == "certsync"))
-        .ok_or(Seen::NoContainer)?;
-    let admin = container.args.iter().flatten().find_map(|a| {
-        a.strip_prefix("--admin-addr=")
-            .map(|v| crate::escape(v).into_owned())
-    });
-    let get = container
+/// certsync's pod as its manifest on the node has it, parsed once as a
+/// typed Pod. Fails closed: a manifest that is not a Pod with a certsync
+/// container mounts nothing and names no generation.
+#[derive(Debug)]
+pub struct Current {
+    /// The `--generation=` adopt gave it (none before generations).
+    pub generation: Option<String>,
+    /// Its image, `--admin-addr` and readiness probe address, or why the
+    /// probe cannot be asked.
+    pub probe: Result<Probe, Seen>,
+    /// Node paths its certsync container mounts read-only from that same
+    /// host path.
+    read_only: Vec<String>,
+}
+
+/// The certsync container's image and `--admin-addr` (escaped) and where
+/// its readiness probe asks.
+#[derive(Debug)]
+pub struct Probe {
+    pub image: Option<String>,
+    pub admin: Option<String>,
+    pub addr: SocketAddr,
+}
+
+impl Current {
+    /// The manifest `bytes`; anything unparsable is kept as the probe's
+    /// error, with no generation and no mount.
+    pub fn parse(bytes: &[u8]) -> Self {
+        Self::typed(bytes).unwrap_or_else(|why| Self {
+            generation: None,
+            probe: Err(why),
+            read_only: Vec::new(),
+        })
+    }
+
+    fn typed(bytes: &[u8]) -> Result<Self, Seen> {
+        use k8s_openapi::api::core::v1::Pod;
+        let text = String::from_utf8_lossy(bytes);
+        let pod: Pod = crate::files::parse_yaml(&text).map_err(Seen::NotAPod)?;
+        let spec = pod.spec.unwrap_or_default();
+        let c = spec
+            .containers
+            .iter()
+            .find(|c| c.name == "certsync")
+            .ok_or(Seen::NoContainer)?;
+        let arg = |flag: &str| c.args.iter().flatten().find_map(|a| a.strip_prefix(flag));
+        let from_host = |name: &str, path: &str| {
+            spec.volumes
+                .iter()
+                .flatten()
+                .any(|v| v.name == name && v.host_path.as_ref().is_some_and(|h| h.path == path))
+        };
+        Ok(Self {
+            generation: arg("--generation=").map(str::to_owned),
+            probe: probe_addr_of(c).map(|addr| Probe {
+                image: c.image.as_deref().map(|i| crate::escape(i).into_owned()),
+                admin: arg("--admin-addr=").map(|a| crate::escape(a).into_owned()),
+                addr,
+            }),
+            read_only: c
+                .volume_mounts
+                .iter()
+                .flatten()
+                .filter(|m| m.read_only == Some(true) && from_host(&m.name, &m.mount_path))
+                .map(|m| m.mount_path.clone())
+                .collect(),
+        })
+    }
+
+    /// Whether its certsync container has `node_path` mounted read-only
+    /// from that same host path.
+    pub fn mounts_read_only(&self, node_path: &str) -> bool {
+        self.read_only.iter().any(|p| p == node_path)
+    }
+
+    /// Where it is asked (its readiness probe; in one adopt wrote before
+    /// `--admin-addr`, none: the option's default, where that pod listens)
+    /// and the generation it answers with.
+    pub fn asked(&self) -> (SocketAddr, Option<&str>) {
+        let addr = self.probe.as_ref().map_or(DEFAULT_ADMIN_ADDR, |p| p.addr);
+        (addr, self.generation.as_deref())
+    }
+}
+
+/// Where the readiness probe of the certsync container `c` asks.
+fn probe_addr_of(c: &k8s_openapi::api::core::v1::Container) -> Result<SocketAddr, Seen> {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let get = c
         .readiness_probe
         .as_ref()
         .and_then(|p| p.http_get.as_ref())
@@ -79,41 +137,12 @@ pub fn probe(text: &str) -> Result<(Option<String>, Option<String>, SocketAddr),
         host: crate::escape(host).into_owned(),
     })?;
     let port = match &get.port {
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(p) => u16::try_from(*p).ok(),
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(p) => p.parse().ok(),
+        IntOrString::Int(p) => u16::try_from(*p).ok(),
+        IntOrString::String(p) => p.parse().ok(),
     }
     .filter(|p| *p != 0)
     .ok_or(Seen::Port)?;
-    Ok((
-        container
-            .image
-            .as_deref()
-            .map(|i| crate::escape(i).into_owned()),
-        admin,
-        SocketAddr::new(ip, port),
-    ))
-}
-
-/// Whether the certsync container of the pod manifest `text` has
-/// `node_path` mounted read-only from that same host path. Anything
-/// unparsable answers no: the caller refuses what it cannot prove.
-pub fn mounts_read_only(text: &str, node_path: &str) -> bool {
-    use k8s_openapi::api::core::v1::Pod;
-    let Ok(pod) = crate::files::parse_yaml::<Pod>(text) else {
-        return false;
-    };
-    let Some(spec) = pod.spec else { return false };
-    let from_host = |name: &str| {
-        spec.volumes
-            .iter()
-            .flatten()
-            .any(|v| v.name == name && v.host_path.as_ref().is_some_and(|h| h.path == node_path))
-    };
-    spec.containers
-        .iter()
-        .filter(|c| c.name == "certsync")
-        .flat_map(|c| c.volume_mounts.iter().flatten())
-        .any(|m| m.mount_path == node_path && m.read_only == Some(true) && from_host(&m.name))
+    Ok(SocketAddr::new(ip, port))
 }
 
 /// A hostPath volume of certsync's pod and its mount.

@@ -41,7 +41,7 @@ pub struct RevertPlan {
     pub newest: String,
     /// certsync's static pod, when in place: it goes first, and is waited
     /// for where this manifest says it answers.
-    pub pod: Option<Vec<u8>>,
+    pub pod: Option<super::pod::Current>,
     /// kubeadm's pairs' files and kubeconfigs, as revert writes them.
     pub handbacks: Vec<Handback>,
     /// The component manifests revert writes.
@@ -97,8 +97,8 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     }
     // Nor may revert hand the kubelet a bootstrap kubeconfig the
     // container could have planted.
-    let pod = node::read_optional(dir, POD)?;
-    super::audit::kubelet_bootstrap(dir, true, pod.as_deref()).map_err(RevertError::Planted)?;
+    let pod = node::read_optional(dir, POD)?.map(|p| super::pod::Current::parse(&p));
+    super::audit::kubelet_bootstrap(dir, true, pod.as_ref()).map_err(RevertError::Planted)?;
     let moving: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     Ok(Some(RevertPlan {
         newest: state.backups.last().cloned().unwrap_or_default(),

@@ -57,10 +57,10 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     // it runs, can write over what is handed back (kubeadm's kubeconfigs,
     // which root's tools run): it is waited for as adopt waits for a pod
     // it replaces, not judged by whether it still holds its locks.
-    if let Some(manifest) = &plan.pod {
+    if let Some(pod) = &plan.pod {
         let removed = std::time::Instant::now();
         move_away(dir, newest, POD)?;
-        super::wait::stopped(manifest, removed, "certsync's pod")
+        super::wait::stopped(pod.asked(), removed, "certsync's pod")
             .await
             .map_err(|seen| RevertError::PodRunning { seen })?;
     }

@@ -17,6 +17,7 @@ use super::manifest;
 use super::node;
 use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE};
+use super::pod::Current;
 use super::record::State;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
@@ -55,14 +56,14 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     };
     s.adopted_since = state.backups.first().and_then(|b| since(b));
     s.backups.clone_from(&state.backups);
-    let manifest = node::read_optional(dir, POD);
-    pod(&manifest, &mut s).await;
+    let manifest = node::read_optional(dir, POD).map(|m| m.map(|p| Current::parse(&p)));
+    pod(manifest.as_ref().map(Option::as_ref), &mut s).await;
     certificates(dir, now, &mut s);
     for e in super::keys::exposed(dir) {
         s.problem(Cause::Certificate, format!("private key: {e}"));
     }
     let manifest = manifest.ok().flatten();
-    if let Err(planted) = super::audit::kubelet_bootstrap(dir, true, manifest.as_deref()) {
+    if let Err(planted) = super::audit::kubelet_bootstrap(dir, true, manifest.as_ref()) {
         s.problem(Cause::Certificate, planted.to_string());
     }
     manifests(dir, &state, &mut s);
@@ -120,9 +121,9 @@ pub(super) fn since(backup: &str) -> Option<String> {
 }
 
 /// certsync's pod: its manifest as read, and what its `/readyz` says.
-async fn pod(manifest: &Result<Option<Vec<u8>>, KubeadmError>, s: &mut Status) {
-    let text = match manifest {
-        Ok(Some(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+async fn pod(manifest: Result<Option<&Current>, &KubeadmError>, s: &mut Status) {
+    let current = match manifest {
+        Ok(Some(current)) => current,
         Ok(None) => {
             s.pod.state = "no-manifest";
             s.problem(
@@ -142,12 +143,12 @@ async fn pod(manifest: &Result<Option<Vec<u8>>, KubeadmError>, s: &mut Status) {
     };
     s.pod.manifest = true;
     s.pod.state = "not-running";
-    let probe = match super::pod::probe(&text) {
-        Ok((image, admin, addr)) => {
-            s.pod.image = image;
-            s.pod.admin_addr = admin;
-            s.pod.readyz = Some(format!("http://{addr}/readyz"));
-            addr
+    let probe = match &current.probe {
+        Ok(p) => {
+            s.pod.image.clone_from(&p.image);
+            s.pod.admin_addr.clone_from(&p.admin);
+            s.pod.readyz = Some(format!("http://{}/readyz", p.addr));
+            p.addr
         }
         Err(why) => {
             s.problem(

@@ -578,7 +578,7 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
         .find(|f| f.path == plan::POD)
         .expect("the pod");
     assert_eq!(
-        super::pod::asked(&pod.bytes).1.as_deref(),
+        super::pod::Current::parse(&pod.bytes).generation.as_deref(),
         Some(plan.generation.as_str())
     );
     let config = &plan
@@ -618,7 +618,10 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
         plan.generation,
         "another CA trust"
     );
-    assert_eq!(super::pod::asked(b"args:\n- run\n").1, None);
+    assert_eq!(
+        super::pod::Current::parse(b"args:\n- run\n").generation,
+        None
+    );
 }
 
 /// adopt's gate reads each target's pair as root, in directories

@@ -14,7 +14,7 @@ use super::options::Options;
 use super::paths::host;
 use super::plan::{self, POD, Plan, STATE};
 use super::record::{put, put_mode};
-use super::{node, pod, wait};
+use super::{node, wait};
 
 /// What this run changed that its plan does not hold.
 pub struct Undo {
@@ -118,9 +118,9 @@ impl Undo {
 /// This run's certsync pod out, when it wrote one; then waits until it no
 /// longer answers.
 async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
-    let Some(ours) = plan.files.iter().find(|f| f.path == POD) else {
+    if !plan.files.iter().any(|f| f.path == POD) {
         return;
-    };
+    }
     let removed = std::time::Instant::now();
     match std::fs::remove_file(host(dir, POD)) {
         Ok(()) => said.done.push("took certsync's pod out".to_owned()),
@@ -130,24 +130,26 @@ async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
             .push(KubeadmError::file(&host(dir, POD), e).to_string()),
     }
     let pod = format!("certsync's pod of generation {}", plan.generation);
-    if let Err(seen) = wait::stopped(&ours.bytes, removed, &pod).await {
+    let asked = (plan.probe, Some(plan.generation.as_str()));
+    if let Err(seen) = wait::stopped(asked, removed, &pod).await {
         said.failed.push(seen.to_string());
     }
 }
 
 /// The previous certsync pod's manifest back, when this run replaced it:
-/// its generation, when it had one, and where it answers.
+/// its generation, when it had one, and where it answers (as the plan
+/// read that pod).
 fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String, SocketAddr)> {
     let f = plan.files.iter().find(|f| f.path == POD)?;
     let old = f.before.as_ref()?;
-    let (addr, generation) = pod::asked(old);
     match put(dir, POD, old) {
         Ok(()) => said
             .done
             .push("put the previous certsync pod back".to_owned()),
         Err(e) => said.failed.push(e.to_string()),
     }
-    generation.map(|g| (g, addr))
+    let (addr, generation) = plan.pod.as_ref()?.asked();
+    generation.map(|g| (g.to_owned(), addr))
 }
 
 /// certsync's configuration and kubeconfigs as they were. A file that

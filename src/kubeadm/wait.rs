@@ -214,22 +214,25 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// less what the first check took).
 pub const STOPPED_AFTER: Duration = Duration::from_secs(40);
 
-/// certsync's pod whose manifest (its bytes) was taken out at `removed`,
-/// stopped: the pod of its generation has not answered (ready or not) for
-/// 5 s in a row, within twice [`STOPPED_AFTER`] (else
-/// [`Seen::StillAnswers`], `pod` naming it), and [`STOPPED_AFTER`] has
-/// passed since. A file the host writes after this is out of reach of
-/// that container (a rename over a file it mounts read-only leaves the new
-/// file writable to it, and its read-write mounts are its own while it
-/// runs): the one wait adopt and revert make before writing what the
-/// container could reach.
-pub async fn stopped(manifest: &[u8], removed: Instant, pod: &str) -> Result<(), Seen> {
-    let (addr, generation) = super::pod::asked(manifest);
-    let generation = generation.unwrap_or_default();
+/// certsync's pod asked at `asked` (its address and generation), whose
+/// manifest was taken out at `removed`, stopped: the pod of its generation
+/// has not answered (ready or not) for 5 s in a row, within twice
+/// [`STOPPED_AFTER`] (else [`Seen::StillAnswers`], `pod` naming it), and
+/// [`STOPPED_AFTER`] has passed since. A file the host writes after this
+/// is out of reach of that container (a rename over a file it mounts
+/// read-only leaves the new file writable to it, and its read-write
+/// mounts are its own while it runs): the one wait adopt and revert make
+/// before writing what the container could reach.
+pub async fn stopped(
+    asked: (SocketAddr, Option<&str>),
+    removed: Instant,
+    pod: &str,
+) -> Result<(), Seen> {
+    let (addr, generation) = (asked.0, asked.1.unwrap_or_default());
     let limit = STOPPED_AFTER * 2;
     let mut quiet_since = Duration::ZERO;
     poll(limit, Duration::from_secs(1), async |elapsed| {
-        let answers = look(addr, &generation).await;
+        let answers = look(addr, generation).await;
         if matches!(answers, Ok(()) | Err(Seen::Starting { .. })) {
             quiet_since = elapsed;
         } else if elapsed >= quiet_since + Duration::from_secs(5) {

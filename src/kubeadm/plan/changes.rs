@@ -23,7 +23,7 @@ pub struct ManifestChange {
 }
 
 /// Everything adopt would do on the node, and what it read to decide.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, serde::Serialize)]
 pub struct Plan {
     pub kubeadm_dir: PathBuf,
     /// On an adopted node: each choice (`--admin-addr`, the `--set`
@@ -40,7 +40,7 @@ pub struct Plan {
     /// certsync's pod manifest as the plan found it: the pod a run that
     /// replaces a file it mounts stops first.
     #[serde(skip)]
-    pub pod: Option<Vec<u8>>,
+    pub pod: Option<super::super::pod::Current>,
     /// The client the ClusterConfiguration was read through, when it was:
     /// `kube-public/cluster-info` is written the same way.
     #[serde(skip)]

@@ -19,6 +19,12 @@ async fn adopts_pod_in_place(d: &Path) {
     std::fs::write(host(d, plan::POD), &pod.bytes).expect("write the pod");
 }
 
+/// Whether the pod manifest `text` mounts `path` read-only, as adopt,
+/// revert and status judge it.
+fn mounts(text: &str, path: &str) -> bool {
+    pod::Current::parse(text.as_bytes()).mounts_read_only(path)
+}
+
 #[tokio::test]
 async fn a_pod_mounts_a_file_read_only_only_from_that_host_path() {
     let dir = node_dir();
@@ -27,23 +33,23 @@ async fn a_pod_mounts_a_file_read_only_only_from_that_host_path() {
     adopts_pod_in_place(d).await;
     let text = std::fs::read_to_string(host(d, plan::POD)).expect("the pod");
     let path = "/etc/kubernetes/bootstrap-kubelet.conf";
-    assert!(pod::mounts_read_only(&text, path), "{text}");
-    assert!(!pod::mounts_read_only(&text, "/etc/kubernetes/other.conf"));
+    assert!(mounts(&text, path), "{text}");
+    assert!(!mounts(&text, "/etc/kubernetes/other.conf"));
     // Each part of the proof taken away in turn.
     let mount = format!(
         "    - mountPath: {path}\n      name: bootstrap-kubelet-conf\n      readOnly: true\n"
     );
     assert!(text.contains(&mount), "{text}");
     let writable = text.replace(&mount, &mount.replace("readOnly: true", "readOnly: false"));
-    assert!(!pod::mounts_read_only(&writable, path));
+    assert!(!mounts(&writable, path));
     let volume = format!("path: {path}\n");
     assert_eq!(text.matches(&volume).count(), 1, "{text}");
     let elsewhere = text.replace(&volume, "path: /tmp/x\n");
-    assert!(!pod::mounts_read_only(&elsewhere, path));
+    assert!(!mounts(&elsewhere, path));
     let other = text.replace("name: certsync\n", "name: other\n");
     assert_ne!(other, text);
-    assert!(!pod::mounts_read_only(&other, path));
-    assert!(!pod::mounts_read_only("not: [a pod", path));
+    assert!(!mounts(&other, path));
+    assert!(!mounts("not: [a pod", path));
 }
 
 #[tokio::test]
@@ -60,13 +66,13 @@ async fn the_pod_mounts_the_kubelet_bootstrap_kubeconfig_as_the_one_look_found_i
     adopts_pod_in_place(d).await;
     let text = std::fs::read_to_string(host(d, plan::POD)).expect("the pod");
     let path = "/etc/kubernetes/bootstrap-kubelet.conf";
-    assert!(!pod::mounts_read_only(&text, path), "{text}");
+    assert!(!mounts(&text, path), "{text}");
     std::fs::remove_file(&at).expect("rm");
     std::fs::rename(d.join("kubeadms.conf"), &at).expect("mv");
     std::fs::remove_file(host(d, plan::POD)).expect("rm the pod");
     adopts_pod_in_place(d).await;
     let text = std::fs::read_to_string(host(d, plan::POD)).expect("the pod");
-    assert!(pod::mounts_read_only(&text, path), "{text}");
+    assert!(mounts(&text, path), "{text}");
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 use super::{node_dir, options};
 use crate::kubeadm::error::{FileProblem, KubeadmError};
 use crate::kubeadm::plan;
-use crate::kubeadm::pod::probe;
+use crate::kubeadm::pod::Current;
 use crate::kubeadm::status::*;
 
 fn cert(mapping: &str, not_after: i64, renew_by: i64) -> CertStatus {
@@ -351,10 +351,10 @@ async fn adopts_admin_address_is_where_status_asks() {
             !String::from_utf8_lossy(&config.bytes).contains("admin-addr"),
             "one place for the address"
         );
-        let (image, admin, at) = probe(&text).expect("probe");
-        assert_eq!(image.as_deref(), Some("certsync"));
-        assert_eq!(admin.as_deref(), Some(addr), "{addr}");
-        assert_eq!(at.to_string(), asked, "{addr}");
+        let probe = Current::parse(text.as_bytes()).probe.expect("probe");
+        assert_eq!(probe.image.as_deref(), Some("certsync"));
+        assert_eq!(probe.admin.as_deref(), Some(addr), "{addr}");
+        assert_eq!(probe.addr.to_string(), asked, "{addr}");
     }
 }
 
@@ -652,10 +652,11 @@ async fn adopting_again_keeps_the_nodes_choices_unless_told() {
         mounts: Vec::new(),
     })
     .expect("pod");
+    let pod = Current::parse(pod.as_bytes()).probe.expect("probe");
     let mut opts = options(dir.path());
     opts.admin_addr = None;
     opts.set = Vec::new();
-    let (resolved, choices) = kept(&opts, Some(pod.as_bytes()), None);
+    let (resolved, choices) = kept(&opts, Some(&pod), None);
     assert_eq!(
         resolved.admin_addr,
         Some("0.0.0.0:9900".parse().expect("addr"))
@@ -671,7 +672,7 @@ async fn adopting_again_keeps_the_nodes_choices_unless_told() {
     // One option given: only it changes, shown before -> after.
     opts.set = vec![("lifetime".into(), "1y".into())];
     opts.admin_addr = Some("127.0.0.1:9814".parse().expect("addr"));
-    let (resolved, choices) = kept(&opts, Some(pod.as_bytes()), None);
+    let (resolved, choices) = kept(&opts, Some(&pod), None);
     let changed: Vec<String> = choices
         .iter()
         .filter(|c| c.changed())
