@@ -329,13 +329,15 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
     let Some(old) = plan.pod.as_ref().filter(|_| replaces_mounted) else {
         return Ok(());
     };
-    let removed = std::time::Instant::now();
-    std::fs::remove_file(host(dir, POD)).map_err(|e| KubeadmError::file(&host(dir, POD), e))?;
-    let _ = writeln!(
-        out,
-        "stopped the previous certsync pod (it mounts files this run replaces read-only)"
-    );
-    wait::stopped(old.asked(), removed, "the previous certsync pod").await
+    let take = || {
+        std::fs::remove_file(host(dir, POD)).map_err(|e| KubeadmError::file(&host(dir, POD), e))?;
+        let _ = writeln!(
+            out,
+            "stopped the previous certsync pod (it mounts files this run replaces read-only)"
+        );
+        Ok::<_, Seen>(())
+    };
+    wait::take_out(take, old.asked(), "the previous certsync pod").await?
 }
 
 /// Every file certsync's pod mounts read-only, as this run wrote it: a

@@ -58,10 +58,9 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     // which root's tools run): it is waited for as adopt waits for a pod
     // it replaces, not judged by whether it still holds its locks.
     if let Some(pod) = &plan.pod {
-        let removed = std::time::Instant::now();
-        move_away(dir, newest, POD)?;
-        super::wait::stopped(pod.asked(), removed, "certsync's pod")
-            .await
+        let take = || move_away(dir, newest, POD);
+        super::wait::take_out(take, pod.asked(), "certsync's pod")
+            .await?
             .map_err(|seen| RevertError::PodRunning { seen })?;
     }
     // Held until every target has moved: no certsync publishes into one.

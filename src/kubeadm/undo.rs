@@ -116,22 +116,26 @@ impl Undo {
 }
 
 /// This run's certsync pod out, when it wrote one; then waits until it no
-/// longer answers.
+/// longer answers (also when its manifest could not be removed: what is
+/// seen is said).
 async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
     if !plan.files.iter().any(|f| f.path == POD) {
         return;
     }
-    let removed = std::time::Instant::now();
-    match std::fs::remove_file(host(dir, POD)) {
-        Ok(()) => said.done.push("took certsync's pod out".to_owned()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => said
-            .failed
-            .push(KubeadmError::file(&host(dir, POD), e).to_string()),
-    }
+    let take = || {
+        match std::fs::remove_file(host(dir, POD)) {
+            Ok(()) => said.done.push("took certsync's pod out".to_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => said
+                .failed
+                .push(KubeadmError::file(&host(dir, POD), e).to_string()),
+        }
+        Ok::<_, std::convert::Infallible>(())
+    };
     let pod = format!("certsync's pod of generation {}", plan.generation);
     let asked = (plan.probe, Some(plan.generation.as_str()));
-    if let Err(seen) = wait::stopped(asked, removed, &pod).await {
+    let Ok(stopped) = wait::take_out(take, asked, &pod).await;
+    if let Err(seen) = stopped {
         said.failed.push(seen.to_string());
     }
 }

@@ -214,24 +214,27 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// less what the first check took).
 pub const STOPPED_AFTER: Duration = Duration::from_secs(40);
 
-/// certsync's pod asked at `asked` (its address and generation), whose
-/// manifest was taken out at `removed`, stopped: the pod of its generation
-/// has not answered (ready or not) for 5 s in a row, within twice
-/// [`STOPPED_AFTER`] (else [`Seen::StillAnswers`], `pod` naming it), and
-/// [`STOPPED_AFTER`] has passed since. A file the host writes after this
-/// is out of reach of that container (a rename over a file it mounts
-/// read-only leaves the new file writable to it, and its read-write
-/// mounts are its own while it runs): the one wait adopt and revert make
-/// before writing what the container could reach.
-pub async fn stopped(
+/// certsync's pod `pod`, asked at `asked` (its address and generation),
+/// taken out: its manifest taken away by `take` (removed, or moved into a
+/// backup; `Err`: what `take` failed with), then stopped: the pod of its
+/// generation has not answered (ready or not) for 5 s in a row, within
+/// twice [`STOPPED_AFTER`] (else [`Seen::StillAnswers`]), and
+/// [`STOPPED_AFTER`] has passed since it was taken out. A file the host
+/// writes after this is out of reach of that container (a rename over a
+/// file it mounts read-only leaves the new file writable to it, and its
+/// read-write mounts are its own while it runs): the one wait adopt and
+/// revert make before writing what the container could reach.
+pub async fn take_out<E>(
+    take: impl FnOnce() -> Result<(), E>,
     asked: (SocketAddr, Option<&str>),
-    removed: Instant,
     pod: &str,
-) -> Result<(), Seen> {
+) -> Result<Result<(), Seen>, E> {
+    let removed = Instant::now();
+    take()?;
     let (addr, generation) = (asked.0, asked.1.unwrap_or_default());
     let limit = STOPPED_AFTER * 2;
     let mut quiet_since = Duration::ZERO;
-    poll(limit, Duration::from_secs(1), async |elapsed| {
+    let stopped = poll(limit, Duration::from_secs(1), async |elapsed| {
         let answers = look(addr, generation).await;
         if matches!(answers, Ok(()) | Err(Seen::Starting { .. })) {
             quiet_since = elapsed;
@@ -244,11 +247,13 @@ pub async fn stopped(
             secs: limit.as_secs(),
         })
     })
-    .await?;
-    if let Some(left) = STOPPED_AFTER.checked_sub(removed.elapsed()) {
+    .await;
+    if stopped.is_ok()
+        && let Some(left) = STOPPED_AFTER.checked_sub(removed.elapsed())
+    {
         tokio::time::sleep(left).await;
     }
-    Ok(())
+    Ok(stopped)
 }
 
 /// The kubelet's view of certsync's pod, where the API server can be
