@@ -30,19 +30,6 @@ pub enum BundleError {
 /// not one of the names certsync reserves in a target (anything starting with
 /// `..`). This rules out `/`, NUL, `.` and `..`, so a name can never leave
 /// the directory it is joined to.
-/// One DER certificate as PEM (64-column base64, `\n` line ends).
-pub fn certificate_pem(der: &[u8]) -> String {
-    use base64::Engine as _;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
-}
-
 pub fn check_file_name(name: &str) -> Result<(), BundleError> {
     let bad = |reason| {
         Err(BundleError::BadFileName {

@@ -837,7 +837,7 @@ fn distinct_cas(first: usize, count: usize) -> Vec<String> {
             for k in at {
                 d[k..k + name.len()].copy_from_slice(new.as_bytes());
             }
-            certsync::bundle::certificate_pem(&d)
+            certsync::pem::encode("CERTIFICATE", &d)
         })
         .collect()
 }

@@ -30,8 +30,6 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 
 use super::watch::{Watch, WatchError};
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::{PemObject, SectionKind};
 use tokio::sync::watch;
 
 use super::{Listed, SourceError, Update};
@@ -148,18 +146,17 @@ pub fn joined(
                 "larger than the API's {MAX_BUNDLE_SIZE}-byte limit for one bundle"
             )));
         }
-        let blocks = crate::pem::blocks(b.spec.trust_bundle.as_bytes()).map_err(invalid)?;
-        if blocks.is_empty() {
-            return Err(invalid("no certificate"));
-        }
-        for block in blocks {
-            if block.kind != SectionKind::Certificate {
-                return Err(invalid("a block that is not a CERTIFICATE"));
-            }
-            let der = CertificateDer::from_pem_slice(block.text)
-                .map_err(|e| invalid(crate::pem::problem(&e)))?;
-            if seen.insert(der.to_vec()) {
-                out.extend_from_slice(crate::bundle::certificate_pem(&der).as_bytes());
+        use crate::pem::PemError;
+        let certs =
+            crate::pem::certificates(b.spec.trust_bundle.as_bytes()).map_err(|e| match e {
+                PemError::Empty => invalid("no certificate"),
+                PemError::Kind(_) => invalid("a block that is not a CERTIFICATE"),
+                PemError::Syntax(problem) => invalid(&problem),
+                other => invalid(&other.to_string()),
+            })?;
+        for der in certs {
+            if seen.insert(der.clone()) {
+                out.extend_from_slice(crate::pem::encode("CERTIFICATE", &der).as_bytes());
                 if out.len() > limit {
                     return Err(TrustBundleError::TooLarge {
                         selection: selection.to_string(),
@@ -301,6 +298,8 @@ impl TrustBundles {
 mod tests {
     use super::*;
     use crate::test_certs as certs;
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
 
     #[test]
     fn bundles_join_in_name_order_once_each() {

@@ -232,7 +232,7 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
     {
         let pem: String = roots
             .iter()
-            .map(|der| crate::bundle::certificate_pem(der))
+            .map(|der| crate::pem::encode("CERTIFICATE", der))
             .collect();
         cluster["certificate-authority-data"] =
             base64::engine::general_purpose::STANDARD.encode(pem).into();

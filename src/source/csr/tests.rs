@@ -230,7 +230,7 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
     let at = der.windows(3).position(|w| w == [1, 1, 0xff]).unwrap();
     let mut ber = der.clone();
     ber[at + 2] = 1;
-    let pem = crate::bundle::certificate_pem(&ber);
+    let pem = crate::pem::encode("CERTIFICATE", &ber);
     let e = check(&s, pem.as_bytes(), key, None, now, skew).unwrap_err();
     assert!(
         matches!(
