@@ -16,79 +16,51 @@
 use std::path::Path;
 use std::time::Duration;
 
-use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
-use serde_yaml_ng::Value;
 
-use super::error::KubeadmError;
+use super::error::{FileProblem, KubeadmError};
+use crate::writer::{CaCluster, WriterError};
 
 pub const MAP: super::api::Map = super::api::Map {
     namespace: "kube-public",
     name: "cluster-info",
 };
 const KEY: &str = "kubeconfig";
-const CA_DATA: &str = "certificate-authority-data";
+/// What its refusals are said of.
+const WHERE: &str = "ConfigMap kube-public/cluster-info: its kubeconfig";
 
 /// The ConfigMap as read, and the certificates (DER) its cluster trusts.
 #[derive(Debug, Clone)]
 pub struct ClusterInfo {
     object: ConfigMap,
-    kubeconfig: Value,
     pub trusted: Vec<Vec<u8>>,
 }
 
-fn shape(problem: impl Into<String>) -> KubeadmError {
-    KubeadmError::ClusterInfo {
-        problem: problem.into(),
-    }
-}
-
-/// Reads it through `config` (admin.conf as adopt judges it).
-pub async fn read(config: &kube::Config) -> Result<ClusterInfo, KubeadmError> {
-    read_within(config, super::api::TIMEOUT).await
-}
-
-async fn read_within(
-    config: &kube::Config,
-    timeout: Duration,
-) -> Result<ClusterInfo, KubeadmError> {
+/// Reads it through `config` (admin.conf as adopt judges it), waiting
+/// at most `timeout` ([`super::api::TIMEOUT`] for adopt).
+pub async fn read(config: &kube::Config, timeout: Duration) -> Result<ClusterInfo, KubeadmError> {
     parse(MAP.existing(config, timeout).await?)
 }
 
-fn parse(object: ConfigMap) -> Result<ClusterInfo, KubeadmError> {
-    let text = object
-        .data
-        .as_ref()
-        .and_then(|d| d.get(KEY))
-        .ok_or_else(|| shape("no `kubeconfig` key"))?;
-    let kubeconfig: Value = crate::files::parse_yaml(text).map_err(|e| shape(e.to_string()))?;
-    let pem = ca_data(&kubeconfig)?;
-    let trusted = super::trust::certificates(Path::new("kube-public/cluster-info"), &pem)
-        .map_err(|e| shape(format!("its {CA_DATA}: {e}")))?;
-    if trusted.is_empty() {
-        return Err(shape(format!("no certificate in its {CA_DATA}")));
-    }
-    Ok(ClusterInfo {
-        object,
-        kubeconfig,
-        trusted,
-    })
+/// Its kubeconfig's text.
+fn kubeconfig(object: &ConfigMap) -> Result<&str, KubeadmError> {
+    let text = object.data.as_ref().and_then(|d| d.get(KEY));
+    text.map(String::as_str)
+        .ok_or_else(|| KubeadmError::file(Path::new(WHERE), FileProblem::Missing))
 }
 
-/// The PEM of the one cluster's CA data.
-fn ca_data(kubeconfig: &Value) -> Result<Vec<u8>, KubeadmError> {
-    let clusters = kubeconfig["clusters"]
-        .as_sequence()
-        .ok_or_else(|| shape("no clusters"))?;
-    let [cluster] = clusters.as_slice() else {
-        return Err(shape(format!("{} clusters, not one", clusters.len())));
-    };
-    let data = cluster["cluster"][CA_DATA]
-        .as_str()
-        .ok_or_else(|| shape(format!("no {CA_DATA}")))?;
-    base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .map_err(|e| shape(format!("its {CA_DATA} is not base64 ({e})")))
+fn parse(object: ConfigMap) -> Result<ClusterInfo, KubeadmError> {
+    let bad = |e: WriterError| KubeadmError::file(Path::new(WHERE), e);
+    let text = kubeconfig(&object)?;
+    let pem = crate::writer::ca_data(text, CaCluster::One)
+        .and_then(|pem| pem.ok_or(WriterError::NoCaData))
+        .map_err(bad)?;
+    let trusted = super::trust::certificates(Path::new(WHERE), &pem)?;
+    if trusted.is_empty() {
+        let none = FileProblem::NotOnlyCertificates;
+        return Err(KubeadmError::file(Path::new(WHERE), none));
+    }
+    Ok(ClusterInfo { object, trusted })
 }
 
 impl ClusterInfo {
@@ -100,20 +72,20 @@ impl ClusterInfo {
     /// The ConfigMap with `bundle` (PEM) as its cluster's CA data, unless
     /// it already trusts each of those certificates.
     pub fn with_ca(&self, bundle: &[u8]) -> Result<Option<ConfigMap>, KubeadmError> {
-        let wanted = super::trust::certificates(Path::new("the CA bundle"), bundle)
-            .map_err(|e| shape(e.to_string()))?;
-        if self.holds(&wanted) {
+        if self.holds(&super::trust::certificates(
+            Path::new("the CA bundle"),
+            bundle,
+        )?) {
             return Ok(None);
         }
-        let mut kubeconfig = self.kubeconfig.clone();
-        kubeconfig["clusters"][0]["cluster"][CA_DATA] =
-            Value::String(base64::engine::general_purpose::STANDARD.encode(bundle));
-        let text = serde_yaml_ng::to_string(&kubeconfig).map_err(|e| shape(e.to_string()))?;
+        let text = crate::writer::with_ca_data(kubeconfig(&self.object)?, CaCluster::One, bundle)
+            .map_err(|e| KubeadmError::file(Path::new(WHERE), e))?;
+        let Some(text) = text else {
+            return Ok(None);
+        };
         let mut object = self.object.clone();
-        object
-            .data
-            .get_or_insert_with(Default::default)
-            .insert(KEY.into(), text);
+        let data = object.data.get_or_insert_with(Default::default);
+        data.insert(KEY.into(), text);
         Ok(Some(object))
     }
 }
@@ -130,7 +102,7 @@ pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String
         let config = super::admin::config(&admin)
             .await
             .map_err(|e| e.to_string())?;
-        read_within(&config, super::api::TIMEOUT / 3)
+        read(&config, super::api::TIMEOUT / 3)
             .await
             .map_err(|e| e.to_string())
     };
@@ -163,6 +135,7 @@ fn judge(trusted: &[Vec<u8>], in_place: &[u8], now: i64) -> Option<(bool, String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
 
     fn object(kubeconfig: &str) -> ConfigMap {
         ConfigMap {
@@ -190,19 +163,17 @@ mod tests {
 
     #[test]
     fn only_the_ca_data_changes_and_only_when_a_certificate_is_missing() {
+        let b64 = base64::engine::general_purpose::STANDARD;
         let old = ca("kubernetes");
         let renewed = ca("kubernetes");
         let info = parse(object(&kubeadms(&old))).expect("kubeadm's shape");
         assert!(info.with_ca(&old).expect("same").is_none());
         let bundle = [old.clone(), renewed.clone()].concat();
         let new = info.with_ca(&bundle).expect("ok").expect("changed");
+        let want = kubeadms(&old).replace(&b64.encode(&old), &b64.encode(&bundle));
+        assert_eq!(kubeconfig(&new).expect("kubeconfig"), want);
         let again = parse(new).expect("still kubeadm's shape");
         assert_eq!(again.trusted.len(), 2);
-        assert_eq!(
-            again.kubeconfig["clusters"][0]["cluster"]["server"],
-            "https://10.0.0.1:6443"
-        );
-        assert_eq!(again.kubeconfig["kind"], "Config");
         assert!(again.with_ca(&bundle).expect("same").is_none());
     }
 
@@ -215,15 +186,24 @@ mod tests {
         );
         let no_data = kubeadms(&old).replace("certificate-authority-data", "certificate-authority");
         let not_pem = kubeadms(b"not a certificate");
-        for text in [two, no_data, not_pem, "clusters: 3".to_owned()] {
-            assert!(
-                matches!(parse(object(&text)), Err(KubeadmError::ClusterInfo { .. })),
-                "{text}"
-            );
-        }
+        let problem = |o| match parse(o) {
+            Err(KubeadmError::File { path, problem }) if path == Path::new(WHERE) => *problem,
+            other => panic!("not refused as cluster-info's: {other:?}"),
+        };
+        let edit = |text: &str| match problem(object(text)) {
+            FileProblem::KubeconfigCa(e) => e,
+            other => panic!("{other}"),
+        };
+        assert!(matches!(edit(&two), WriterError::Clusters(2)));
+        assert!(matches!(edit(&no_data), WriterError::NoCaData));
+        assert!(matches!(edit("clusters: 3"), WriterError::NotList(_)));
         assert!(matches!(
-            parse(ConfigMap::default()),
-            Err(KubeadmError::ClusterInfo { .. })
+            problem(object(&not_pem)),
+            FileProblem::NotOnlyCertificates
+        ));
+        assert!(matches!(
+            problem(ConfigMap::default()),
+            FileProblem::Missing
         ));
     }
 

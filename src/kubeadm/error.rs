@@ -66,11 +66,6 @@ pub enum KubeadmError {
     NoClusterConfiguration,
     #[error("ConfigMap kube-system/kubeadm-config: {CLUSTER_CONFIGURATION_KEY}: {0}")]
     ClusterConfiguration(#[source] serde_yaml_ng::Error),
-    #[error(
-        "ConfigMap kube-public/cluster-info: its `kubeconfig` is not the one-cluster kubeconfig \
-         kubeadm writes: {problem}"
-    )]
-    ClusterInfo { problem: String },
     /// Rendering one of certsync's files (its configuration, a kubeconfig,
     /// its pod) failed.
     #[error("initial issuance failed ({0}); no manifest was changed")]
@@ -125,6 +120,9 @@ pub enum FileProblem {
     Json(#[source] serde_json::Error),
     #[error("{0}")]
     Kubeconfig(#[source] crate::source::client::ClientError),
+    /// A kubeconfig's CA data, read or set by the writer's one editor.
+    #[error("{0}")]
+    KubeconfigCa(#[source] crate::writer::WriterError),
     /// A CA renewed from its certificate and key.
     #[error("{0}")]
     Ca(#[source] crate::source::ca::CaError),
@@ -164,8 +162,6 @@ pub enum FileProblem {
     Clusters(usize),
     #[error("{0} embedded client certificates; kubeadm writes one")]
     ClientCerts(usize),
-    #[error("{0} embedded CAs; kubeadm writes one")]
-    CaDatas(usize),
     /// The field a reissue or a CA renewal replaces in place is not one
     /// plain value written once (YAML anchors, quoting split across lines):
     /// replacing its text could change another field.
@@ -345,6 +341,7 @@ file_problem!(
     Pem(crate::pem::PemError),
     Json(serde_json::Error),
     Kubeconfig(crate::source::client::ClientError),
+    KubeconfigCa(crate::writer::WriterError),
     Ca(crate::source::ca::CaError),
     Client(kube::config::KubeconfigError)
 );

@@ -235,52 +235,37 @@ pub(super) fn client_certificate_data<'a>(
 
 /// `text` (a kubeconfig kubeadm wrote) with `renewal` (PEM, one CA
 /// certificate) appended to its one cluster's `certificate-authority-data`,
-/// every other byte kept; `None` when that data already holds it (or
-/// there is none).
+/// every other byte kept ([`crate::writer::with_ca_data`]); `None` when
+/// that data already holds it (or there is none: the system's roots, which
+/// a renewal of the cluster CA does not concern).
 pub(super) fn ca_data_with(
     at: &Path,
     text: &str,
     renewal: &[u8],
 ) -> Result<Option<String>, KubeadmError> {
-    let bad = |problem: FileProblem| KubeadmError::file(at, problem);
-    let config =
-        crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(at, e))?;
-    let all: Vec<String> = config
-        .clusters
-        .iter()
-        .filter_map(|c| c.cluster.as_ref()?.certificate_authority_data.clone())
-        .collect();
-    let data = match all.as_slice() {
-        // No CA data: the system's roots, which a renewal of the cluster
-        // CA does not concern.
-        [] => return Ok(None),
-        [data] => data.trim(),
-        _ => {
-            return Err(bad(FileProblem::CaDatas(all.len())));
-        }
+    let bad = |problem: crate::writer::WriterError| KubeadmError::file(at, problem);
+    let one = crate::writer::CaCluster::One;
+    let Some(mut both) = crate::writer::ca_data(text, one).map_err(bad)? else {
+        return Ok(None);
     };
-    let old = decode(at, "certificate-authority-data", data)?;
     let renewal_der = crate::pem::exactly_one(renewal, SectionKind::Certificate)
         .map_err(|e| KubeadmError::file(Path::new(CA), e))?;
-    let held = crate::pem::blocks(&old)
-        .map_err(|e| {
-            bad(FileProblem::PemField {
-                field: "certificate-authority-data",
-                source: crate::pem::PemError::Syntax(e.into()),
-            })
-        })?
+    let field = "certificate-authority-data";
+    let held = crate::pem::blocks(&both).map_err(|e| {
+        let source = crate::pem::PemError::Syntax(e.into());
+        KubeadmError::file(at, FileProblem::PemField { field, source })
+    })?;
+    if held
         .iter()
-        .any(|b| b.kind == SectionKind::Certificate && b.der == renewal_der);
-    if held {
+        .any(|b| b.kind == SectionKind::Certificate && b.der == renewal_der)
+    {
         return Ok(None);
     }
-    let mut both = old;
     if !both.ends_with(b"\n") {
         both.push(b'\n');
     }
     both.extend_from_slice(renewal);
-    once(at, text, data, "certificate-authority-data")?;
-    Ok(Some(text.replacen(data, &B64.encode(both), 1)))
+    crate::writer::with_ca_data(text, one, &both).map_err(bad)
 }
 
 /// `data`, the value of `field` in a kubeconfig kubeadm wrote (`text`, from

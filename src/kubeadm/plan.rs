@@ -50,7 +50,7 @@ async fn cluster_info_change(
     let Some(client) = client else {
         return (not("kubeadm-config was not read".into()), None);
     };
-    let read = cluster_info::read(client).await;
+    let read = cluster_info::read(client, super::api::TIMEOUT).await;
     match read.and_then(|c| c.with_ca(bundle)) {
         Ok(None) => (None, None),
         Ok(Some(new)) => (
@@ -389,7 +389,8 @@ fn kubeconfigs_trusted(dir: &Path, bundle: &[u8]) -> Result<Vec<String>, Kubeadm
             continue;
         };
         let text = String::from_utf8_lossy(&text);
-        let ca = crate::writer::embedded_ca(&host(dir, k), &text)?;
+        let ca = crate::writer::ca_data(&text, crate::writer::CaCluster::Current)
+            .map_err(|e| KubeadmError::file(&host(dir, k), e))?;
         if ca.as_deref() != Some(bundle) {
             trusted.push(k.to_owned());
         }

@@ -886,7 +886,7 @@ async fn adopt_keeps_the_kubelets_ca_data_in_step_with_the_bundle() {
     let text = String::from_utf8(f.bytes.clone()).expect("utf-8");
     let at = d.join("kubelet.conf");
     assert_eq!(
-        crate::writer::embedded_ca(&at, &text).expect("kubeconfig"),
+        crate::writer::ca_data(&text, crate::writer::CaCluster::Current).expect("kubeconfig"),
         Some(p.ca_bundle.clone())
     );
     assert!(

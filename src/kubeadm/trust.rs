@@ -550,7 +550,8 @@ pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError>
     };
     let text =
         String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
-    let Some(data) = crate::writer::embedded_ca(&at, &text)? else {
+    let data = crate::writer::ca_data(&text, crate::writer::CaCluster::Current);
+    let Some(data) = data.map_err(|e| KubeadmError::file(&at, e))? else {
         return Ok(None);
     };
     Ok(Some((text, certificates(&at, &data)?)))

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::kubeconfig::CERT_DATA;
+use super::kubeconfig::{CA_DATA, CERT_DATA};
 use super::{NotOwn, PIN, RevisionProblem};
 use crate::beneath::PathError;
 
@@ -194,10 +194,19 @@ pub enum WriterError {
     NotString(String),
     #[error("the user vanished")]
     UserVanished,
-    #[error("its current cluster has no fields")]
+    #[error("its cluster has no fields")]
     ClusterHasNoFields,
-    #[error("its current cluster has {0}; certsync embeds CA data only where kubeadm did")]
+    #[error("its cluster has {0}; certsync embeds CA data only where kubeadm did")]
     ClusterNamesCa(&'static str),
+    #[error("has {0} clusters; kubeadm writes one")]
+    Clusters(usize),
+    #[error("its cluster has no {CA_DATA}")]
+    NoCaData,
+    /// The CA data is replaced where it stands in the text, so it must
+    /// stand there once as one plain value (not split across lines, not
+    /// also in a comment or another field).
+    #[error("its {CA_DATA} is not written once as one plain value")]
+    CaDataNotOnce,
     #[error("cannot write it as YAML: {0}")]
     Unwritable(String),
 

@@ -19,6 +19,9 @@
 //!   keys); a user who authenticates any other way too (a token, exec, an
 //!   auth provider, a password, a certificate given as a file) is refused:
 //!   embedding data beside it would change what the file means.
+//! - A CA renewal changes a kubeconfig's CA data where it stands in the
+//!   text, every other byte kept ([`with_ca_data`], for any kubeconfig
+//!   adopt and revert touch); what cannot be edited that way is refused.
 //! - Key bytes are never logged or put in an error.
 
 use super::*;
@@ -29,8 +32,8 @@ use serde_yaml_ng::{Mapping, Value};
 /// The two fields certsync writes; the only ones the user may have.
 pub(super) const CERT_DATA: &str = "client-certificate-data";
 const KEY_DATA: &str = "client-key-data";
-/// The current cluster's CA data, which adopt sets once a CA is renewed.
-const CA_DATA: &str = "certificate-authority-data";
+/// A cluster's CA data, which adopt and revert set once a CA is renewed.
+pub(super) const CA_DATA: &str = "certificate-authority-data";
 
 /// A kubeconfig as read beneath its directory's handle.
 struct Opened {
@@ -38,6 +41,7 @@ struct Opened {
     name: String,
     /// Mode, uid, gid of the file.
     meta: revision::FileMeta,
+    text: String,
     doc: Value,
     /// Where the current context's user is in `users`.
     user: usize,
@@ -71,8 +75,7 @@ pub fn kubeconfig_certificate(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>),
 /// [`kubeconfig_certificate`] of a kubeconfig's text, read by the caller
 /// (`check` reads it as it reads a certificate: walked as written).
 pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterError> {
-    let doc: Value =
-        crate::files::parse_yaml(text).map_err(|e| WriterError::NotKubeconfig(e.to_string()))?;
+    let doc = parse(text)?;
     let context = doc
         .get("current-context")
         .and_then(Value::as_str)
@@ -102,75 +105,114 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
     // Replaced in place: an existing key keeps its position.
     user.insert(CERT_DATA.into(), b64(cert));
     user.insert(KEY_DATA.into(), b64(key));
-    write_back(&o, path)?;
+    let text = serde_yaml_ng::to_string(&o.doc)
+        .map_err(|e| refused(path, WriterError::Unwritable(e.to_string())))?;
+    write_back(&o, path, &text)?;
     Ok(CopyUpdate::Replaced { before })
 }
 
-/// The CA data (`certificate-authority-data`, decoded) of the current
-/// context's cluster in the text of the kubeconfig at `path`, `None` when
-/// it has none.
-pub fn embedded_ca(path: &Path, text: &str) -> Result<Option<Vec<u8>>, WriterError> {
-    let doc: Value = crate::files::parse_yaml(text)
-        .map_err(|e| refused(path, WriterError::NotKubeconfig(e.to_string())))?;
-    let c = current_cluster(&doc).map_err(|p| refused(path, p))?;
-    decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA).map_err(|p| refused(path, p))
+/// Which cluster of a kubeconfig holds the CA data read or set.
+#[derive(Debug, Clone, Copy)]
+pub enum CaCluster {
+    /// The current context's: the one a kubeconfig's user talks to.
+    Current,
+    /// Its one cluster, in a kubeconfig that names no current context
+    /// (`kube-public/cluster-info`) or that kubeadm wrote with one
+    /// cluster; another count is refused, never picked from.
+    One,
 }
 
-/// Makes the current context's cluster of `path` trust `ca` (PEM, the
-/// CA's certificates) as embedded data, unless it already does: the CA's
-/// renewal put beside the certificate a kubeconfig was made with, before
-/// that one ends. Everything else is kept as parsed, as
-/// [`update_kubeconfig`] keeps it; refused as [`set_ca_data`] refuses.
+/// The CA data (`certificate-authority-data`, decoded) of `cluster` in a
+/// kubeconfig's text, `None` when it has none.
+pub fn ca_data(text: &str, cluster: CaCluster) -> Result<Option<Vec<u8>>, WriterError> {
+    let doc = parse(text)?;
+    let c = cluster_index(&doc, cluster)?;
+    decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA)
+}
+
+/// Makes the current context's cluster of `path` trust `ca` as
+/// [`with_ca_data`] does, checked and written back as
+/// [`update_kubeconfig`] is.
 pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, WriterError> {
-    let mut o = open(path)?;
-    if !set_ca_data(&mut o.doc, ca).map_err(|p| refused(path, p))? {
+    let o = open(path)?;
+    let Some(text) = with_ca_data(&o.text, CaCluster::Current, ca).map_err(|p| refused(path, p))?
+    else {
         return Ok(CopyUpdate::Unchanged);
-    }
-    write_back(&o, path)?;
+    };
+    write_back(&o, path, &text)?;
     Ok(CopyUpdate::Replaced { before: None })
 }
 
-/// The text of the kubeconfig at `path` (`text`, read by the caller) with
-/// its current context's cluster trusting `ca` as embedded data; `None`
-/// when it already does. For a kubeconfig certsync does not keep (the
-/// kubelet's, whose user names its pair by file): only the CA data
-/// changes.
-pub fn with_ca_data(path: &Path, text: &str, ca: &[u8]) -> Result<Option<String>, WriterError> {
-    let mut doc: Value = crate::files::parse_yaml(text)
-        .map_err(|e| refused(path, WriterError::NotKubeconfig(e.to_string())))?;
-    if !set_ca_data(&mut doc, ca).map_err(|p| refused(path, p))? {
-        return Ok(None);
-    }
-    serde_yaml_ng::to_string(&doc)
-        .map(Some)
-        .map_err(|e| refused(path, WriterError::Unwritable(e.to_string())))
-}
-
-/// Sets the current context's cluster's CA data to `ca`; `false` when it
-/// already holds exactly that. Refused where the cluster names its CA by
-/// file (the file is what to update) or skips verification: embedded
-/// data beside either would change what the file means.
-fn set_ca_data(doc: &mut Value, ca: &[u8]) -> Result<bool, WriterError> {
-    let c = current_cluster(doc)?;
-    let cluster = doc["clusters"][c]
+/// `text`, a kubeconfig, with the CA data of `cluster` set to `ca` (PEM,
+/// the CA's certificates), every other byte kept; `None` when it already
+/// holds exactly that. The one way certsync changes what a kubeconfig
+/// trusts: a CA's renewal put beside the certificate it was made with.
+///
+/// Refused: a cluster that names its CA by file (the file is what to
+/// update) or skips verification (embedded data beside either would
+/// change what the file means); CA data not written once as one plain
+/// value (which text to replace would be a guess, and a wrong one changes
+/// another field). The new text is checked to parse as the kubeconfig
+/// read with that one value changed. A cluster without CA data gets it,
+/// the document written as parsed.
+pub fn with_ca_data(
+    text: &str,
+    cluster: CaCluster,
+    ca: &[u8],
+) -> Result<Option<String>, WriterError> {
+    let mut doc = parse(text)?;
+    let c = cluster_index(&doc, cluster)?;
+    let fields = doc["clusters"][c]
         .get_mut("cluster")
         .and_then(Value::as_mapping_mut)
         .ok_or(WriterError::ClusterHasNoFields)?;
     for other in ["certificate-authority", "insecure-skip-tls-verify"] {
-        if cluster.contains_key(other) {
+        if fields.contains_key(other) {
             return Err(WriterError::ClusterNamesCa(other));
         }
     }
-    let want = Value::String(base64::engine::general_purpose::STANDARD.encode(ca));
-    if cluster.get(CA_DATA) == Some(&want) {
-        return Ok(false);
+    let new = base64::engine::general_purpose::STANDARD.encode(ca);
+    let Some(held) = decode(fields.get(CA_DATA), CA_DATA)? else {
+        // Nothing to replace in place: added, the document written as
+        // parsed (as update_kubeconfig writes it).
+        fields.insert(CA_DATA.into(), Value::String(new));
+        return serde_yaml_ng::to_string(&doc)
+            .map(Some)
+            .map_err(|e| WriterError::Unwritable(e.to_string()));
+    };
+    if held == ca {
+        return Ok(None);
     }
-    cluster.insert(CA_DATA.into(), want);
-    Ok(true)
+    let old = fields[CA_DATA]
+        .as_str()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let [(at, _)] = text.match_indices(&old).collect::<Vec<_>>()[..] else {
+        return Err(WriterError::CaDataNotOnce);
+    };
+    let edited = format!("{}{new}{}", &text[..at], &text[at + old.len()..]);
+    fields.insert(CA_DATA.into(), Value::String(new));
+    if old.is_empty() || parse(&edited)? != doc {
+        return Err(WriterError::CaDataNotOnce);
+    }
+    Ok(Some(edited))
 }
 
-/// The index in `clusters` of the current context's cluster.
-fn current_cluster(doc: &Value) -> Result<usize, WriterError> {
+fn parse(text: &str) -> Result<Value, WriterError> {
+    crate::files::parse_yaml(text).map_err(|e| WriterError::NotKubeconfig(e.to_string()))
+}
+
+/// The index in `clusters` of `cluster`.
+fn cluster_index(doc: &Value, cluster: CaCluster) -> Result<usize, WriterError> {
+    if let CaCluster::One = cluster {
+        return match doc.get("clusters") {
+            Some(Value::Sequence(s)) if s.len() == 1 => Ok(0),
+            Some(Value::Sequence(s)) => Err(WriterError::Clusters(s.len())),
+            None | Some(Value::Null) => Err(WriterError::NoList("clusters".into())),
+            Some(_) => Err(WriterError::NotList("clusters".into())),
+        };
+    }
     let context = doc
         .get("current-context")
         .and_then(Value::as_str)
@@ -189,11 +231,9 @@ fn names_no(context: &str, what: &'static str) -> WriterError {
     }
 }
 
-/// The parsed document written back over the file beneath its
-/// directory's handle, with its owner and mode.
-fn write_back(o: &Opened, path: &Path) -> Result<(), WriterError> {
-    let text = serde_yaml_ng::to_string(&o.doc)
-        .map_err(|e| refused(path, WriterError::Unwritable(e.to_string())))?;
+/// `text` written over the file beneath its directory's handle, with
+/// its owner and mode.
+fn write_back(o: &Opened, path: &Path, text: &str) -> Result<(), WriterError> {
     let (mode, uid, gid) = o.meta;
     let dir_path = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -234,13 +274,13 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
         return Err(refused(path, WriterError::KubeconfigOthersMayWrite(mode)));
     }
     let text = String::from_utf8(bytes).map_err(|_| refused(path, WriterError::NotUtf8))?;
-    let doc: Value = crate::files::parse_yaml(&text)
-        .map_err(|e| refused(path, WriterError::NotKubeconfig(e.to_string())))?;
+    let doc = parse(&text).map_err(|p| refused(path, p))?;
     let user = current_user(&doc).map_err(|p| refused(path, p))?;
     Ok(Opened {
         dir,
         name,
         meta,
+        text,
         doc,
         user,
     })

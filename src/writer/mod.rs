@@ -86,7 +86,7 @@ use error::Ctx;
 pub use error::WriterError;
 use history::*;
 pub use kubeconfig::{
-    check_kubeconfig, embedded_ca, embedded_pair, kubeconfig_certificate, update_kubeconfig,
+    CaCluster, ca_data, check_kubeconfig, embedded_pair, kubeconfig_certificate, update_kubeconfig,
     update_kubeconfig_ca, with_ca_data,
 };
 pub use lock::stop_waiting;

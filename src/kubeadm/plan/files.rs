@@ -93,7 +93,9 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
     if bundle.iter().all(|c| held.contains(c)) {
         return Ok(None);
     }
-    let Some(new) = crate::writer::with_ca_data(&host(dir, trust::KUBELET), &text, ca_bundle)?
+    let current = crate::writer::CaCluster::Current;
+    let Some(new) = crate::writer::with_ca_data(&text, current, ca_bundle)
+        .map_err(|e| KubeadmError::file(&host(dir, trust::KUBELET), e))?
     else {
         return Ok(None);
     };

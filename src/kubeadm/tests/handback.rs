@@ -254,8 +254,8 @@ async fn attack_admin_conf_never_runs_a_command_as_root() {
 
 /// A kubeconfig revert hands back after a CA renewal trusts both: kubeadm's
 /// CA data with pki/ca.crt's renewal appended, every other byte kubeadm's;
-/// one that holds it already is left alone, and two clusters' CA data
-/// (not kubeadm's shape) are refused, not guessed between.
+/// one that holds it already is left alone, and two clusters (not
+/// kubeadm's shape) are refused, not guessed between.
 #[test]
 fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     use super::super::handback::ca_data_with;
@@ -291,23 +291,21 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
         Ok(_) => panic!("accepted"),
     };
     let f = found(ca_data_with(at, &two, renewed.as_bytes()));
-    assert!(matches!(f, FileProblem::CaDatas(2)), "{f}");
+    use crate::writer::WriterError;
+    let edit = |f| match f {
+        FileProblem::KubeconfigCa(e) => e,
+        other => panic!("{other}"),
+    };
+    let e = edit(f);
+    assert!(matches!(e, WriterError::Clusters(2)), "{e}");
     let data = b64.encode(&old);
     let f = found(ca_data_with(
         at,
         &text.replace(&data, "not*base64"),
         renewed.as_bytes(),
     ));
-    assert!(
-        matches!(
-            f,
-            FileProblem::NotBase64 {
-                field: "certificate-authority-data",
-                ..
-            }
-        ),
-        "{f}"
-    );
+    let e = edit(f);
+    assert!(matches!(e, WriterError::NotBase64(_)), "{e}");
     let unended = b64.encode("-----BEGIN CERTIFICATE-----\nMAMCAQE=\n");
     let f = found(ca_data_with(
         at,
@@ -328,10 +326,8 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     // one to replace is a guess, and a wrong one changes another field.
     let twice = format!("{text}# {data}\n");
     let f = found(ca_data_with(at, &twice, renewed.as_bytes()));
-    assert!(
-        matches!(f, FileProblem::NotOnce("certificate-authority-data")),
-        "{f}"
-    );
+    let e = edit(f);
+    assert!(matches!(e, WriterError::CaDataNotOnce), "{e}");
 }
 
 /// The client certificate revert issues again is replaced in kubeadm's
