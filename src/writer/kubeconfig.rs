@@ -76,14 +76,7 @@ pub fn kubeconfig_certificate(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>),
 /// (`check` reads it as it reads a certificate: walked as written).
 pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterError> {
     let doc = parse(text)?;
-    let context = doc
-        .get("current-context")
-        .and_then(Value::as_str)
-        .ok_or(WriterError::NoCurrentContext)?;
-    let c = named(&doc, "contexts", context)?;
-    let user = doc["contexts"][c]["context"]["user"]
-        .as_str()
-        .ok_or_else(|| names_no(context, "user"))?;
+    let (_, user) = current(&doc, "user")?;
     let u = named(&doc, "users", user)?;
     let data = |field| decode(doc["users"][u]["user"].get(field), field);
     let cert = data(CERT_DATA)?.ok_or_else(|| WriterError::NoCertificate(user.into()))?;
@@ -213,21 +206,32 @@ fn cluster_index(doc: &Value, cluster: CaCluster) -> Result<usize, WriterError> 
             Some(_) => Err(WriterError::NotList("clusters".into())),
         };
     }
-    let context = doc
-        .get("current-context")
-        .and_then(Value::as_str)
-        .ok_or(WriterError::NoCurrentContext)?;
-    let c = named(doc, "contexts", context)?;
-    let cluster = doc["contexts"][c]["context"]["cluster"]
-        .as_str()
-        .ok_or_else(|| names_no(context, "cluster"))?;
-    named(doc, "clusters", cluster)
+    let (_, name) = current(doc, "cluster")?;
+    named(doc, "clusters", name)
 }
 
-fn names_no(context: &str, what: &'static str) -> WriterError {
-    WriterError::ContextNamesNo {
+/// The current context's name and the name it gives its `what` (`user`,
+/// `cluster`), neither empty.
+fn current<'a>(doc: &'a Value, what: &'static str) -> Result<(&'a str, &'a str), WriterError> {
+    let context = doc.get("current-context").and_then(Value::as_str);
+    let context = context
+        .filter(|c| !c.is_empty())
+        .ok_or(WriterError::NoCurrentContext)?;
+    let c = named(doc, "contexts", context)?;
+    let name = doc["contexts"][c]["context"][what].as_str();
+    let name = name.filter(|n| !n.is_empty());
+    let name = name.ok_or_else(|| WriterError::ContextNamesNo {
         context: context.into(),
         what,
+    })?;
+    Ok((context, name))
+}
+
+/// The directory `path` names its file in.
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
     }
 }
 
@@ -235,17 +239,13 @@ fn names_no(context: &str, what: &'static str) -> WriterError {
 /// its owner and mode.
 fn write_back(o: &Opened, path: &Path, text: &str) -> Result<(), WriterError> {
     let (mode, uid, gid) = o.meta;
-    let dir_path = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
     replace_file_in(
         &o.dir,
         &o.name,
         mode,
         Some((uid, gid)),
         text.as_bytes(),
-        dir_path,
+        parent(path),
     )
 }
 
@@ -257,10 +257,7 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
         .to_owned();
     crate::files::only_root_may_change(path)
         .map_err(|p| refused(path, WriterError::KubeconfigOthersMayChange(p.to_string())))?;
-    let dir_path = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let dir_path = parent(path);
     let dir = Dir::open_ambient_dir(dir_path, cap_std::ambient_authority())
         .ctx("open directory", dir_path)?;
     let (bytes, meta) = read_file_meta(&dir, &name, path)
@@ -318,20 +315,13 @@ fn current_user(doc: &Value) -> Result<usize, WriterError> {
     if !doc.is_mapping() {
         return Err(WriterError::NotMapping);
     }
-    let context = match doc.get("current-context") {
-        Some(Value::String(s)) if !s.is_empty() => s,
-        _ => return Err(WriterError::NoUserToUpdate),
-    };
-    let c = named(doc, "contexts", context)?;
-    let user_name = doc["contexts"][c]
-        .get("context")
-        .and_then(|c| c.get("user"))
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| names_no(context, "user"))?;
+    let (context, user_name) = current(doc, "user").map_err(|e| match e {
+        WriterError::NoCurrentContext => WriterError::NoUserToUpdate,
+        e => e,
+    })?;
     let u = named(doc, "users", user_name).map_err(|e| WriterError::OfUser {
         user: user_name.into(),
-        context: context.clone(),
+        context: context.into(),
         problem: Box::new(e),
     })?;
     let fields = match doc["users"][u].get("user") {
@@ -359,7 +349,7 @@ fn current_user(doc: &Value) -> Result<usize, WriterError> {
         };
         return Err(WriterError::OtherAuth {
             user: user_name.into(),
-            context: context.clone(),
+            context: context.into(),
             how: Box::new(how),
         });
     }
