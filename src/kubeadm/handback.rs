@@ -237,7 +237,8 @@ pub(super) fn client_certificate_data<'a>(
 /// certificate) appended to its one cluster's `certificate-authority-data`,
 /// every other byte kept ([`crate::writer::with_ca_data`]); `None` when
 /// that data already holds it (or there is none: the system's roots, which
-/// a renewal of the cluster CA does not concern).
+/// a renewal of the cluster CA does not concern). Data that is not PEM
+/// certificates only is refused: what it trusts cannot be judged.
 pub(super) fn ca_data_with(
     at: &Path,
     text: &str,
@@ -250,15 +251,11 @@ pub(super) fn ca_data_with(
     };
     let renewal_der = crate::pem::exactly_one(renewal, SectionKind::Certificate)
         .map_err(|e| KubeadmError::file(Path::new(CA), e))?;
-    let field = "certificate-authority-data";
-    let held = crate::pem::blocks(&both).map_err(|e| {
-        let source = crate::pem::PemError::Syntax(e.into());
+    let held = crate::pem::certificates(&both).map_err(|source| {
+        let field = "certificate-authority-data";
         KubeadmError::file(at, FileProblem::PemField { field, source })
     })?;
-    if held
-        .iter()
-        .any(|b| b.kind == SectionKind::Certificate && b.der == renewal_der)
-    {
+    if held.contains(&renewal_der) {
         return Ok(None);
     }
     if !both.ends_with(b"\n") {

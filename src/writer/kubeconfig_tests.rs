@@ -348,3 +348,38 @@ fn errors_never_carry_key_bytes() {
     let e = update_kubeconfig(&path, CERT, KEY).unwrap_err().to_string();
     assert!(!e.contains("S0VZ") && !e.contains("PRIVATE"), "{e}");
 }
+
+/// The CA data is replaced where it stands, every other byte kept, and
+/// only where that is the one value the edit changes.
+#[test]
+fn ca_data_is_replaced_in_place_or_refused() {
+    let ca = |text: &str, cluster| with_ca_data(text, cluster, b"NEW");
+    let want = ADMIN_CONF.replace("Q0E=", "TkVX");
+    for cluster in [CaCluster::Current, CaCluster::One] {
+        assert_eq!(ca(ADMIN_CONF, cluster).unwrap().as_deref(), Some(&*want));
+        assert_eq!(ca(&want, cluster).unwrap(), None);
+    }
+    let refused = |text: &str, cluster| ca(text, cluster).expect_err(text);
+    for field in [
+        "certificate-authority: /ca.crt",
+        "insecure-skip-tls-verify: true",
+    ] {
+        let text = ADMIN_CONF.replace("    server:", &format!("    {field}\n    server:"));
+        let e = refused(&text, CaCluster::Current);
+        assert!(matches!(e, WriterError::ClusterNamesCa(_)), "{e}");
+    }
+    let e = refused(&format!("{ADMIN_CONF}# Q0E=\n"), CaCluster::Current);
+    assert!(matches!(e, WriterError::CaDataNotOnce), "{e}");
+    // The value written with an escape, its plain text standing once in a
+    // comment: the edit would change the comment, not the field.
+    let escaped = ADMIN_CONF.replace("Q0E=", "\"\\x51\\x30E=\"");
+    let e = refused(&format!("{escaped}# Q0E=\n"), CaCluster::Current);
+    assert!(matches!(e, WriterError::CaDataNotOnce), "{e}");
+    let two = ADMIN_CONF.replace("contexts:", "- cluster: {}\n  name: other\ncontexts:");
+    assert_eq!(
+        ca(&two, CaCluster::Current).unwrap(),
+        Some(two.replace("Q0E=", "TkVX"))
+    );
+    let e = refused(&two, CaCluster::One);
+    assert!(matches!(e, WriterError::Clusters(2)), "{e}");
+}
