@@ -162,8 +162,8 @@ pub enum FileProblem {
     Clusters(usize),
     #[error("{0} embedded client certificates; kubeadm writes one")]
     ClientCerts(usize),
-    /// The field a reissue or a CA renewal replaces in place is not one
-    /// plain value written once (YAML anchors, quoting split across lines):
+    /// The client certificate a reissue replaces in place is not one plain
+    /// value written once (YAML anchors, quoting split across lines):
     /// replacing its text could change another field.
     #[error("its {0} is not written once as one plain value")]
     NotOnce(&'static str),
