@@ -20,6 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::reload::error::ReloadError;
+use crate::reload::verify::AnyCertificate;
 
 /// Settings of the hook, as given on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +173,10 @@ impl HttpHook {
         let tls = if self.insecure_skip_verify {
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate {
+                    provider,
+                    leaf: None,
+                }))
                 .with_no_client_auth()
         } else if let Some(path) = &self.ca_file {
             let path = || path.clone();
@@ -320,56 +324,6 @@ fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), http::Error> 
     let mut value = HeaderValue::from_str(&basic)?;
     value.set_sensitive(true);
     Ok((bare, Some(value)))
-}
-
-/// Accepts any server certificate, for `--reload-insecure-skip-verify`
-/// (loopback URLs only). The handshake signatures are still checked.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _: &rustls_pki_types::CertificateDer<'_>,
-        _: &[rustls_pki_types::CertificateDer<'_>],
-        _: &rustls_pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls_pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// `text` (a URL, or a redirect's Location) as it may be shown: any

@@ -25,14 +25,18 @@ pub struct ServingCheck {
     pub sni: Option<String>,
 }
 
-/// Records the leaf the server presents; verifies handshake signatures.
+/// Accepts any server certificate: for [`ServingCheck`] (the chain is not
+/// the question) and `--reload-insecure-skip-verify` (loopback URLs only,
+/// checked where the hook is configured). The handshake signatures are
+/// still verified, so the server holds the key of the leaf it presents.
 #[derive(Debug)]
-struct Capture {
-    leaf: Mutex<Option<Vec<u8>>>,
-    provider: Arc<CryptoProvider>,
+pub(crate) struct AnyCertificate {
+    pub(crate) provider: Arc<CryptoProvider>,
+    /// Where the leaf presented is kept, when the caller compares it.
+    pub(crate) leaf: Option<Mutex<Option<Vec<u8>>>>,
 }
 
-impl ServerCertVerifier for Capture {
+impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -41,7 +45,9 @@ impl ServerCertVerifier for Capture {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        *self.leaf.lock().unwrap_or_else(PoisonError::into_inner) = Some(end_entity.to_vec());
+        if let Some(leaf) = &self.leaf {
+            *leaf.lock().unwrap_or_else(PoisonError::into_inner) = Some(end_entity.to_vec());
+        }
         Ok(ServerCertVerified::assertion())
     }
 
@@ -97,9 +103,9 @@ impl ServingCheck {
     /// The SHA-256 of the leaf served now.
     pub async fn served(&self, timeout: Duration) -> Result<[u8; 32], ReloadError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let capture = Arc::new(Capture {
-            leaf: Mutex::new(None),
+        let capture = Arc::new(AnyCertificate {
             provider: Arc::clone(&provider),
+            leaf: Some(Mutex::new(None)),
         });
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -129,11 +135,8 @@ impl ServingCheck {
         tokio::time::timeout(timeout, connect)
             .await
             .map_err(|_| ReloadError::TlsTimeout)??;
-        let leaf = capture
-            .leaf
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let leaf = (capture.leaf.as_ref())
+            .and_then(|l| l.lock().unwrap_or_else(PoisonError::into_inner).take());
         leaf.map(|der| crate::bundle::sha256(&der))
             .ok_or(ReloadError::NoCertificate)
     }
