@@ -13,14 +13,12 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use x509_cert::der::asn1::BitString;
-use x509_cert::der::{Decode, Encode};
-use x509_cert::serial_number::SerialNumber;
+use x509_cert::der::Decode;
 use x509_cert::time::Validity;
 
 use super::CaError;
-use super::material::{read_ca_cert, read_key};
-use super::sign::{der, time};
+use super::material::{CaCert, read_ca_cert, read_key};
+use super::sign::{finish, serial, time};
 use crate::source::csr::signature_algorithm;
 
 /// kubeadm's default certificate validity (`certificateValidityPeriod`):
@@ -54,14 +52,6 @@ pub fn reissue(
             source: Box::new(source),
         })
     })?;
-    let old = x509_cert::Certificate::from_der(der).map_err(|e| bad(CaError::NotStrictDer(e)))?;
-    let alg = signature_algorithm(ca.alg).map_err(CaError::encoding)?;
-    if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
-        return Err(bad(CaError::SignedWith {
-            signed: old.signature_algorithm.oid.to_string(),
-            signs: alg.oid.to_string(),
-        }));
-    }
     let (_, parsed) =
         x509_parser::parse_x509_certificate(der).map_err(|e| bad(CaError::Parse(e.to_string())))?;
     let (from, to) = (
@@ -70,16 +60,16 @@ pub fn reissue(
     );
     let span = to.saturating_sub(from).max(KUBEADM_VALIDITY_SECS);
     let now_secs = crate::validate::unix_seconds(now);
-    let mut tbs = old.tbs_certificate.clone();
-    tbs.serial_number = serial()?;
-    tbs.validity = Validity {
-        not_before: time(ca.not_before).map_err(CaError::signing)?,
-        not_after: time(now_secs.saturating_add(span).min(ca.not_after))
-            .map_err(CaError::signing)?,
-    };
-    let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
-    signed_by_ca(&new, &ca.subject, &ca_parsed).map_err(refused)?;
-    Ok(new)
+    let to = now_secs.saturating_add(span).min(ca.not_after);
+    resign(
+        der,
+        &bad,
+        (ca.not_before, to),
+        ca_cert,
+        ca_key,
+        &ca,
+        &ca_parsed,
+    )
 }
 
 /// The self-signed CA certificate at `ca_cert` renewed with its own key
@@ -109,8 +99,40 @@ pub fn renew_ca(
     if ca.ski.is_none() {
         return Err(bad(CaError::NoSubjectKeyId));
     }
-    let old =
-        x509_cert::Certificate::from_der(&ca.der).map_err(|e| bad(CaError::NotStrictDer(e)))?;
+    let from = crate::validate::unix_seconds(now) - super::BACKDATE.as_secs() as i64;
+    let new = resign(
+        &ca.der,
+        &bad,
+        (from, not_after),
+        ca_cert,
+        ca_key,
+        &ca,
+        &parsed,
+    )?;
+    let (_, renewed) = x509_parser::parse_x509_certificate(&new)
+        .map_err(|e| refused(CaError::RenewedUnread(e)))?;
+    if renewed.public_key().raw != ca.spki.as_slice() {
+        return Err(refused(CaError::RenewedOtherKey));
+    }
+    Ok(new)
+}
+
+/// `der` (whose problems `bad` places) signed again by the CA `ca` (read
+/// from `ca_cert`, and `parsed`) with its key at `ca_key`: its
+/// TBSCertificate kept but for a serial as kubeadm draws one and the
+/// validity `from` to `to` (unix seconds). Refused unless the CA's key
+/// signed `der` with the algorithm it signs with, and unless the result
+/// reads as Go reads certificates and verifies under the CA. DER.
+fn resign(
+    der: &[u8],
+    bad: &impl Fn(CaError) -> CaError,
+    (from, to): (i64, i64),
+    ca_cert: &Path,
+    ca_key: &Path,
+    ca: &CaCert,
+    parsed: &x509_parser::certificate::X509Certificate<'_>,
+) -> Result<Vec<u8>, CaError> {
+    let old = x509_cert::Certificate::from_der(der).map_err(|e| bad(CaError::NotStrictDer(e)))?;
     let alg = signature_algorithm(ca.alg).map_err(CaError::encoding)?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
         return Err(bad(CaError::SignedWith {
@@ -118,48 +140,17 @@ pub fn renew_ca(
             signs: alg.oid.to_string(),
         }));
     }
-    let mut tbs = old.tbs_certificate.clone();
-    tbs.serial_number = serial()?;
-    let from = crate::validate::unix_seconds(now) - super::BACKDATE.as_secs() as i64;
+    let mut tbs = old.tbs_certificate;
+    // kubeadm draws `rand.Int` below `math.MaxInt64`: 8 bytes.
+    tbs.serial_number = serial::<8>().map_err(CaError::signing)?;
     tbs.validity = Validity {
         not_before: time(from).map_err(CaError::signing)?,
-        not_after: time(not_after).map_err(CaError::signing)?,
+        not_after: time(to).map_err(CaError::signing)?,
     };
-    let new = signed(tbs, old.signature_algorithm, ca_key, ca_cert, &ca)?;
-    let (_, renewed) = x509_parser::parse_x509_certificate(&new)
-        .map_err(|e| refused(CaError::RenewedUnread(e)))?;
-    signed_by_ca(&new, &ca.subject, &parsed).map_err(refused)?;
-    if renewed.public_key().raw != ca.spki.as_slice() {
-        return Err(refused(CaError::RenewedOtherKey));
-    }
-    Ok(new)
-}
-
-/// `tbs` signed by the CA key at `ca_key` (the key of `ca`, read from
-/// `ca_cert`) with `alg`, and read back as Go reads certificates. DER.
-fn signed(
-    tbs: x509_cert::TbsCertificate,
-    alg: x509_cert::spki::AlgorithmIdentifierOwned,
-    ca_key: &Path,
-    ca_cert: &Path,
-    ca: &super::material::CaCert,
-) -> Result<Vec<u8>, CaError> {
     let key = read_key(ca_key, ca_cert, false, ca)?;
-    let signature = key
-        .sign(
-            &tbs.to_der()
-                .map_err(|e| CaError::signing(der("encoding")(e)))?,
-        )
-        .map_err(CaError::signing)?;
-    let new = x509_cert::Certificate {
-        tbs_certificate: tbs,
-        signature_algorithm: alg,
-        signature: BitString::from_bytes(&signature)
-            .map_err(|e| CaError::signing(der("signature")(e)))?,
-    }
-    .to_der()
-    .map_err(|e| CaError::signing(der("encoding")(e)))?;
+    let new = finish(tbs, &key).map_err(CaError::signing)?;
     crate::x509::strict_certificate(&new).map_err(|e| refused(CaError::NotStrict(Box::new(e))))?;
+    signed_by_ca(&new, &ca.subject, parsed).map_err(refused)?;
     Ok(new)
 }
 
@@ -198,17 +189,4 @@ fn signed_by_ca(
     }
     cert.verify_signature(Some(ca.public_key()))
         .map_err(|_| CaError::Signature)
-}
-
-/// A serial as kubeadm draws one (`rand.Int` below `math.MaxInt64`):
-/// positive, below 2^63; 8 random bytes, the top bit cleared and the next
-/// set (never short, never zero).
-fn serial() -> Result<SerialNumber, CaError> {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0u8; 8];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| CaError::signing(CaError::Random))?;
-    bytes[0] = (bytes[0] & 0x7f) | 0x40;
-    SerialNumber::new(&bytes).map_err(|e| CaError::signing(der("serial")(e)))
 }

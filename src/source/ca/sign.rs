@@ -8,6 +8,7 @@
 use std::time::{Duration, SystemTime};
 
 use rcgen::PublicKeyData;
+use x509_cert::TbsCertificate;
 use x509_cert::der::asn1::{BitString, GeneralizedTime, OctetString, UtcTime};
 use x509_cert::der::flagset::FlagSet;
 use x509_cert::der::{Decode, Encode};
@@ -59,11 +60,11 @@ fn extension(id: &'static str, critical: bool, value: &impl Encode) -> Result<Ex
     })
 }
 
-/// A random serial: 16 bytes from the OS generator, the top bit cleared
+/// A random serial: `N` bytes from the OS generator, the top bit cleared
 /// (positive) and the next set (never short, never zero).
-fn serial() -> Result<SerialNumber, CaError> {
+pub(super) fn serial<const N: usize>() -> Result<SerialNumber, CaError> {
     use ring::rand::SecureRandom;
-    let mut bytes = [0u8; 16];
+    let mut bytes = [0u8; N];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
         .map_err(|_| CaError::Random)?;
@@ -91,10 +92,10 @@ pub(super) fn certificate(
         .map_err(der("public key"))?;
     let extensions = extensions(w, &spki, subject.0.is_empty())?;
     let algorithm = signature_algorithm(w.ca.alg).map_err(|e| CaError::Encode(Box::new(e)))?;
-    let tbs = x509_cert::TbsCertificate {
+    let tbs = TbsCertificate {
         version: x509_cert::certificate::Version::V3,
-        serial_number: serial()?,
-        signature: algorithm.clone(),
+        serial_number: serial::<16>()?,
+        signature: algorithm,
         issuer: ca.tbs_certificate.subject.clone(),
         validity: Validity {
             not_before: time(window.not_before.max(w.ca.not_before))?,
@@ -106,10 +107,16 @@ pub(super) fn certificate(
         subject_unique_id: None,
         extensions: Some(extensions),
     };
+    finish(tbs, ca_key)
+}
+
+/// `tbs` signed by `ca_key` with the algorithm `tbs` names: the
+/// certificate, DER.
+pub(super) fn finish(tbs: TbsCertificate, ca_key: &CaKey) -> Result<Vec<u8>, CaError> {
     let signature = ca_key.sign(&tbs.to_der().map_err(der("encoding"))?)?;
     x509_cert::Certificate {
+        signature_algorithm: tbs.signature.clone(),
         tbs_certificate: tbs,
-        signature_algorithm: algorithm,
         signature: BitString::from_bytes(&signature).map_err(der("signature"))?,
     }
     .to_der()
