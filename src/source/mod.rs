@@ -19,6 +19,7 @@ pub mod trust_bundle;
 pub mod watch;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kube::runtime::watcher;
 
@@ -59,6 +60,34 @@ pub enum SourceError {
     Kube(#[from] secret::KubeError),
     #[error(transparent)]
     TrustBundle(#[from] trust_bundle::TrustBundleError),
+    #[error(transparent)]
+    Csr(Box<csr::CsrError>),
+    #[error(transparent)]
+    Ca(Box<ca::CaError>),
+    /// `--once`: the process's API client could not be made.
+    #[error(transparent)]
+    Client(Arc<client::ClientError>),
+    /// `--once`: the API server gave no answer (a 5xx, or none) in time.
+    #[error(
+        "the API server {server} did not answer within {}: {}",
+        humantime::format_duration(*within),
+        crate::error_chain(source)
+    )]
+    Unanswered {
+        server: String,
+        within: std::time::Duration,
+        #[source]
+        source: kube::Error,
+    },
+    /// `--once`: no mapping needed the process's API client.
+    #[error("no API client needed")]
+    NoClientNeeded,
+    #[error("no API client")]
+    NoClient,
+    #[error("no live pair")]
+    NoLivePair,
+    #[error(transparent)]
+    Panicked(#[from] crate::Panicked),
 }
 
 impl SourceError {
@@ -69,17 +98,24 @@ impl SourceError {
             | Self::TrustBundle(trust_bundle::TrustBundleError::TooLarge { .. }) => "too_large",
             // As when validation finds it in a file.
             Self::HostDir(hostdir::HostDirError::Combined { .. }) => "bad_pem",
+            Self::Csr(e) => e.reason(),
+            Self::Ca(e) => e.reason(),
             _ => "source_unavailable",
         }
     }
 }
 
-/// What a source publishes: the newest content, or why it cannot be read.
-pub type Update = Result<Bundle, SourceError>;
+/// What a source publishes: the newest content, or why it cannot be read
+/// (shared: every reader of the channel reports the one error).
+pub type Update = Result<Bundle, Arc<SourceError>>;
 
 /// Publishes `update` unless it equals what the channel holds, so a resync
 /// that reads the same content (or the same error) wakes nobody.
-pub fn publish(tx: &tokio::sync::watch::Sender<Option<Update>>, update: Update) {
+pub fn publish(
+    tx: &tokio::sync::watch::Sender<Option<Update>>,
+    update: Result<Bundle, SourceError>,
+) {
+    let update = update.map_err(Arc::new);
     tx.send_if_modified(|cur| {
         let same = match (cur.as_ref(), &update) {
             (Some(Ok(a)), Ok(b)) => a == b,

@@ -225,7 +225,10 @@ pub struct TrustBundles {
 }
 
 impl TrustBundles {
-    async fn update(&self, bundles: &BTreeMap<String, ClusterTrustBundle>) -> Update {
+    async fn update(
+        &self,
+        bundles: &BTreeMap<String, ClusterTrustBundle>,
+    ) -> Result<Bundle, SourceError> {
         if bundles.is_empty() {
             return Err(SourceError::TrustBundle(TrustBundleError::Empty {
                 selection: self.selection.to_string(),
@@ -235,7 +238,7 @@ impl TrustBundles {
         self.bundle(ca)
     }
 
-    fn bundle(&self, ca: Vec<u8>) -> Update {
+    fn bundle(&self, ca: Vec<u8>) -> Result<Bundle, SourceError> {
         let mut b = Bundle::default();
         b.insert(CA_FILE, ca, self.selection.to_string())
             .map_err(|e| {
@@ -286,7 +289,7 @@ impl TrustBundles {
     }
 
     /// `run --once`: the selection's bundle now.
-    pub async fn get(&self, client: Client) -> Update {
+    pub async fn get(&self, client: Client) -> Result<Bundle, SourceError> {
         match read(client, &self.selection).await {
             Ok(ca) => self.bundle(ca),
             Err(e) => Err(SourceError::TrustBundle(e)),

@@ -25,6 +25,9 @@ pub use once::once;
 pub use run::{SHUTDOWN_GRACE, log_plan, run};
 pub use syncer::Syncer;
 
+use std::sync::Arc;
+
+use crate::source::SourceError;
 use crate::validate::ValidationError;
 use crate::writer::WriterError;
 
@@ -41,12 +44,11 @@ pub enum SyncError {
         #[source]
         source: WriterError,
     },
-    #[error("mapping {mapping}: source: {message}")]
+    #[error("mapping {mapping}: source: {source}")]
     Source {
         mapping: String,
-        message: String,
-        /// Metric label, e.g. `too_large` or `source_unavailable`.
-        reason: &'static str,
+        #[source]
+        source: Arc<SourceError>,
     },
     #[error("mapping {mapping}: rejected: {source}")]
     Rejected {
@@ -54,15 +56,21 @@ pub enum SyncError {
         #[source]
         source: ValidationError,
     },
-    #[error("mapping {mapping}: internal task failed: {message}")]
-    Task { mapping: String, message: String },
-    /// The target is published; its `update-kubeconfig=` file or
-    /// `update-pair=` copy is not.
-    #[error("mapping {mapping}: {message}")]
-    Copy {
+    #[error("mapping {mapping}: internal task failed: {source}")]
+    Task {
         mapping: String,
+        #[source]
+        source: crate::Panicked,
+    },
+    #[error("mapping *: internal task failed: {0}")]
+    Watcher(#[source] crate::dirwatch::DirWatchError),
+    /// The target is published; its `update-kubeconfig=` file or
+    /// `update-pair=` copy is not (`source` names the mapping).
+    #[error("{source}")]
+    Copy {
         copy: Copy,
-        message: String,
+        #[source]
+        source: Arc<SyncError>,
     },
 }
 
@@ -83,9 +91,9 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, SyncError> {
     crate::blocking(f)
         .await
-        .map_err(|e| SyncError::Task {
+        .map_err(|source| SyncError::Task {
             mapping: mapping.to_owned(),
-            message: e.to_string(),
+            source,
         })?
         .map_err(|source| SyncError::Writer {
             mapping: mapping.to_owned(),

@@ -7,11 +7,12 @@ use std::time::Duration;
 use kube::Client;
 
 use super::pin::target_pinned;
-use super::sources::{NoClient, needs_process_client, read_once};
+use super::sources::{needs_process_client, read_once};
 use super::syncer::Syncer;
 use super::{LOG, SyncError};
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::source::SourceError;
 
 /// `certsync run --once`: every mapping read, validated and published once.
 /// Returns the failures.
@@ -28,12 +29,12 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
                 Ok(client) => reachable(&client, &c.cluster_url, config.once_timeout)
                     .await
                     .map(|()| client),
-                Err(e) => Err(NoClient::Client(Arc::new(e))),
+                Err(e) => Err(Arc::new(SourceError::Client(Arc::new(e)))),
             },
-            Err(e) => Err(NoClient::Client(Arc::new(e))),
+            Err(e) => Err(Arc::new(SourceError::Client(Arc::new(e)))),
         }
     } else {
-        Err(NoClient::NotNeeded)
+        Err(Arc::new(SourceError::NoClientNeeded))
     };
     // Claims held until every mapping is done: one owner per target, so a
     // run beside the daemon that owns a target is refused (exit 1, naming
@@ -76,11 +77,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         // Published, but its kubeconfig was not brought to the pair: a
         // failure of the run (exit 1), already logged.
         let result = match (result, s.copy_failing.take()) {
-            (Ok(()), Some((copy, message))) => Err(SyncError::Copy {
-                mapping: m.name.clone(),
-                copy,
-                message,
-            }),
+            (Ok(()), Some((copy, source))) => Err(SyncError::Copy { copy, source }),
             (result, _) => result,
         };
         if let Err(e) = result {
@@ -94,24 +91,29 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
 /// 5xx counts: it is up, whatever it thinks of us), retrying with jittered
 /// backoff, for at most `within`: an init container may start beside the
 /// API server it reads from.
-async fn reachable(client: &Client, server: &http::Uri, within: Duration) -> Result<(), NoClient> {
+async fn reachable(
+    client: &Client,
+    server: &http::Uri,
+    within: Duration,
+) -> Result<(), Arc<SourceError>> {
     let deadline = tokio::time::Instant::now() + within;
     let mut attempt = 0;
     loop {
-        let problem = match client.apiserver_version().await {
+        let source = match client.apiserver_version().await {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code < 500 => return Ok(()),
-            Err(e) => crate::error_chain(&e),
+            Err(e) => e,
         };
+        let problem = crate::error_chain(&source);
         attempt += 1;
         let now = tokio::time::Instant::now();
         if now >= deadline {
             tracing::error!(target: LOG, %server, error = %problem, "API server {server} did not answer within {}; giving up (--once-timeout)", humantime::format_duration(within));
-            return Err(NoClient::Unanswered {
+            return Err(Arc::new(SourceError::Unanswered {
                 server: server.to_string(),
                 within,
-                problem,
-            });
+                source,
+            }));
         }
         if attempt == 1 {
             tracing::info!(target: LOG, %server, error = %problem, timeout = %humantime::format_duration(within), "waiting for the API server");

@@ -2,6 +2,8 @@
 //! rollback pin kept, the `update-kubeconfig=` file and `update-pair=`
 //! copy brought to the live pair, and what each outcome logs, counts and records as an Event.
 
+use std::sync::Arc;
+
 use super::syncer::Syncer;
 use super::{Copy, LOG, SyncError, blocking};
 use crate::bundle::Bundle;
@@ -16,9 +18,9 @@ impl Syncer {
         let parsed = bundle.clone();
         let leaf = crate::blocking(move || validate::leaf_of_bundle(&parsed))
             .await
-            .map_err(|e| SyncError::Task {
+            .map_err(|source| SyncError::Task {
                 mapping: self.mapping.name.clone(),
-                message: e.to_string(),
+                source,
             })?;
         // Every flip is followed by a reload (drift rewrites too: the
         // consumer may have read the damaged files), requested as soon as
@@ -167,7 +169,7 @@ impl Syncer {
                 Copy::Pair => crate::writer::update_pair(&p, &c, &k),
             })
             .await;
-            let message = match result {
+            let failed = match result {
                 Ok(CopyUpdate::Replaced { before }) => {
                     // Another writer's certificate (`kubeadm certs renew
                     // all` over kubeadm's files) is a mistake to notice:
@@ -195,14 +197,12 @@ impl Syncer {
                     self.copied.insert(copy, cert.to_vec());
                     continue;
                 }
-                Err(SyncError::Writer { source, .. }) => source.to_string(),
-                Err(other) => other.to_string(),
+                Err(e) => Arc::new(e),
             };
-            self.copy_failing = Some((copy, message.clone()));
+            self.copy_failing = Some((copy, Arc::clone(&failed)));
             let err = SyncError::Copy {
-                mapping: name,
                 copy,
-                message,
+                source: failed,
             };
             // Keyed without the pair's hash: the same file problem with
             // each renewed pair is one problem.

@@ -22,10 +22,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), SyncError> {
-    let watcher = DirWatch::new().map_err(|e| SyncError::Task {
-        mapping: "*".into(),
-        message: e.to_string(),
-    })?;
+    let watcher = DirWatch::new().map_err(SyncError::Watcher)?;
     // Every mapping is waited for by /readyz from the start, before any
     // of them has opened its target.
     for m in &config.mappings {

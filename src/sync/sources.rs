@@ -7,24 +7,23 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::Client;
 use tokio::sync::watch;
 
 use super::pin::PinHold;
-use super::syncer::{Failure, Syncer, failure};
+use super::syncer::{Failure, Syncer};
 use crate::bundle::Bundle;
 use crate::config::{Config, Mapping, Source};
 use crate::dirwatch::DirWatch;
 use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;
-use crate::source::Update;
 use crate::source::ca::{CaSource, CaSpec};
 use crate::source::csr::{CsrSource, CsrSpec};
 use crate::source::hostdir::HostDir;
 use crate::source::secret::{KubeObject, ObjectRef};
 use crate::source::trust_bundle::{Selection, TrustBundles};
+use crate::source::{SourceError, Update};
 
 /// The directory source of a mapping.
 pub(super) fn host_dir(m: &Mapping, dir: &std::path::Path) -> HostDir {
@@ -177,61 +176,41 @@ impl Running<'_> {
     }
 }
 
-/// Why `--once` has no API client for the mappings that need one.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(super) enum NoClient {
-    #[error("no API client needed")]
-    NotNeeded,
-    #[error("{0}")]
-    Client(Arc<crate::source::client::ClientError>),
-    #[error(
-        "the API server {server} did not answer within {}: {problem}",
-        humantime::format_duration(*within)
-    )]
-    Unanswered {
-        server: String,
-        within: Duration,
-        problem: String,
-    },
-}
-
 /// Reads a mapping's source once (`--once`). `client` is the API client,
 /// or why there is none.
 pub(super) async fn read_once(
     m: &Mapping,
-    client: &Result<Client, NoClient>,
+    client: &Result<Client, Failure>,
     metrics: &Arc<Metrics>,
     live: Option<Bundle>,
     config: &Config,
 ) -> Result<Bundle, Failure> {
-    let unavailable = |e: String| ("source_unavailable", e);
-    let client = &client.clone().map_err(|e| e.to_string());
     match &m.source {
         Source::Dir(dir) => {
             let src = host_dir(m, dir);
             match crate::blocking(move || src.read()).await {
-                Ok(r) => r.map_err(|e| failure(&e.into())),
-                Err(e) => Err(unavailable(e.to_string())),
+                Ok(r) => r.map_err(|e| Arc::new(e.into())),
+                Err(e) => Err(Arc::new(e.into())),
             }
         }
         Source::Kube(object) => {
-            let client = client.clone().map_err(unavailable)?;
+            let client = client.clone()?;
             kube_object(m, object, metrics)
                 .get(client)
                 .await
-                .map_err(|e| failure(&e.into()))
+                .map_err(|e| Arc::new(e.into()))
         }
         Source::TrustBundle(selection) => {
-            let client = client.clone().map_err(unavailable)?;
+            let client = client.clone()?;
             trust_bundles(m, selection, metrics)
                 .get(client)
                 .await
-                .map_err(|e| failure(&e))
+                .map_err(Arc::new)
         }
         Source::Csr(spec) => {
             let source = csr_source(m, spec, metrics, config);
             if spec.bootstrap.is_none() {
-                client.clone().map_err(unavailable)?;
+                client.clone()?;
             }
             let (_clients_tx, mut clients) = watch::channel(client.clone().ok());
             let (_stop, mut never) = watch::channel(false);
@@ -239,14 +218,14 @@ pub(super) async fn read_once(
                 .client(&mut clients, &mut never, live.is_some())
                 .await
             else {
-                return Err(unavailable("no API client".into()));
+                return Err(Arc::new(SourceError::NoClient));
             };
             match source.once(&client, live.as_ref()).await {
                 Ok(Some(issued)) => Ok(issued),
                 // The live pair satisfies the mapping: publishing it again
                 // changes nothing.
-                Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
-                Err(e) => Err((e.reason(), e.to_string())),
+                Ok(None) => live.ok_or_else(|| Arc::new(SourceError::NoLivePair)),
+                Err(e) => Err(Arc::new(SourceError::Csr(Box::new(e)))),
             }
         }
         Source::Ca(spec) => match ca_source(m, spec, metrics, config)
@@ -254,8 +233,8 @@ pub(super) async fn read_once(
             .await
         {
             Ok(Some(issued)) => Ok(issued),
-            Ok(None) => live.ok_or_else(|| unavailable("no live pair".into())),
-            Err(e) => Err((e.reason(), e.to_string())),
+            Ok(None) => live.ok_or_else(|| Arc::new(SourceError::NoLivePair)),
+            Err(e) => Err(Arc::new(SourceError::Ca(Box::new(e)))),
         },
     }
 }

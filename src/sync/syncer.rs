@@ -15,12 +15,8 @@ use crate::reload::ReloadHandle;
 use crate::validate::{self, Policy, ValidationError};
 use crate::writer::{Outcome, Writer};
 
-/// A source failure as (metric reason, message).
-pub(super) type Failure = (&'static str, String);
-
-pub(super) fn failure(e: &crate::source::SourceError) -> Failure {
-    (e.reason(), e.to_string())
-}
+/// Why a source could not be read, shared with the channel it came from.
+pub(super) type Failure = Arc<crate::source::SourceError>;
 
 /// One mapping's sync state.
 pub struct Syncer {
@@ -45,7 +41,7 @@ pub struct Syncer {
     pub(super) events: Option<EventSink>,
     /// Why the last `update-kubeconfig=` or `update-pair=` attempt failed
     /// (said once, at error level), while it does.
-    pub(super) copy_failing: Option<(super::Copy, String)>,
+    pub(super) copy_failing: Option<(super::Copy, Arc<SyncError>)>,
     /// The certificate (PEM) each copy held after certsync's last update
     /// of it (the live one at start): a copy found holding another was
     /// written by someone else, which is said at warning level.
@@ -245,18 +241,17 @@ impl Syncer {
         let b = bundle.clone();
         crate::blocking(move || validate::validate(&b, &policy))
             .await
-            .map_err(|e| SyncError::Task {
+            .map_err(|source| SyncError::Task {
                 mapping: self.mapping.name.clone(),
-                message: e.to_string(),
+                source,
             })
     }
 
     /// Records that the source could not be read; the target is untouched.
-    pub fn source_failed(&mut self, (reason, message): Failure) -> SyncError {
+    pub fn source_failed(&mut self, source: Failure) -> SyncError {
         let err = SyncError::Source {
             mapping: self.mapping.name.clone(),
-            message,
-            reason,
+            source,
         };
         self.report(None, &err);
         err
@@ -294,13 +289,14 @@ impl Syncer {
                 self.metrics.sync(name, "rejected");
                 source.reason()
             }
-            SyncError::Source { reason, .. } => {
+            SyncError::Source { source, .. } => {
+                let reason = source.reason();
                 // Content the source refused itself (too large, a file
                 // that is not PEM) is counted as validation would count it,
                 // and the source is up: it answered, as when validation
                 // refuses what it sent. `source_up` 0 means no answer, what
                 // a "source down" alert is about.
-                let refused = matches!(*reason, "too_large" | "bad_pem");
+                let refused = matches!(reason, "too_large" | "bad_pem");
                 if refused {
                     self.metrics.rejected(name, reason);
                 }
@@ -308,7 +304,7 @@ impl Syncer {
                 self.metrics.sync(name, "source_error");
                 reason
             }
-            SyncError::Writer { .. } | SyncError::Task { .. } => {
+            SyncError::Writer { .. } | SyncError::Task { .. } | SyncError::Watcher(_) => {
                 self.metrics.sync(name, "error");
                 "write_failed"
             }
@@ -339,11 +335,11 @@ impl Syncer {
                 SyncError::Rejected { source, .. } => {
                     Some(format!("{}: {source}", source.reason()))
                 }
-                SyncError::Source {
-                    reason: reason @ ("too_large" | "bad_pem"),
-                    message,
-                    ..
-                } => Some(format!("{reason}: {message}")),
+                SyncError::Source { source, .. }
+                    if matches!(source.reason(), "too_large" | "bad_pem") =>
+                {
+                    Some(format!("{}: {source}", source.reason()))
+                }
                 _ => None,
             };
             if let (Some(events), Some(refused)) = (&self.events, refused) {

@@ -7,7 +7,6 @@ use tokio::sync::watch;
 
 use super::LOG;
 use super::syncer::Syncer;
-use super::syncer::failure;
 use crate::dirwatch::{DirWatch, Identity};
 use crate::metrics::Metrics;
 use crate::source::Update;
@@ -88,7 +87,7 @@ pub(super) async fn sync_loop(
                 }
                 let update = match &*updates.borrow_and_update() {
                     Some(Ok(b)) => Ok(b.clone()),
-                    Some(Err(e)) => Err(failure(e)),
+                    Some(Err(e)) => Err(std::sync::Arc::clone(e)),
                     None => continue,
                 };
                 // The write paths are boxed: a task's allocation is the
