@@ -47,7 +47,7 @@ pub enum ClientError {
         "in-cluster configuration: {0} (no --kubeconfig, no KUBECONFIG and no ~/.kube/config; \
          give one when not running in a pod)"
     )]
-    InCluster(String),
+    InCluster(#[source] kube::config::InClusterError),
     #[error(
         "--context {0}: contexts come from a kubeconfig, and none was found (give --kubeconfig)"
     )]
@@ -65,7 +65,7 @@ pub enum ClientError {
     #[error("not an executable regular file")]
     ExecNotExecutable,
     #[error("{0}: root certsync would run what another user may change")]
-    ExecOthersMayChange(String),
+    ExecOthersMayChange(#[source] crate::files::OwnedError),
     #[error("not UTF-8")]
     ExecNotUtf8,
 
@@ -78,17 +78,21 @@ pub enum ClientError {
     NotUtf8,
     /// The YAML before it is parsed: depth, size (the checker's words).
     #[error("{0}")]
-    Yaml(String),
+    Yaml(#[source] crate::files::YamlError),
     #[error("{0}")]
     Parse(#[from] serde_yaml_ng::Error),
     /// kube's merging or reading of it.
     #[error("{0}")]
-    Kube(String),
+    Kube(#[source] kube::config::KubeconfigError),
     #[error("KUBECONFIG names no file that exists")]
     NoFile,
     /// A file it names (CA, client certificate or key, token file).
     #[error("{path}: {problem}")]
-    Named { path: String, problem: String },
+    Named {
+        path: String,
+        #[source]
+        problem: crate::files::OwnedError,
+    },
     #[error("exec command {command}: {problem}")]
     Exec {
         command: String,
@@ -227,8 +231,7 @@ impl ClientSettings {
                 if let Some(context) = &self.context {
                     return Err(ClientError::ContextWithoutKubeconfig(context.clone()));
                 }
-                let config =
-                    kube::Config::incluster().map_err(|e| ClientError::InCluster(e.to_string()))?;
+                let config = kube::Config::incluster().map_err(ClientError::InCluster)?;
                 let namespace = Some(config.default_namespace.clone());
                 Loaded { config, namespace }
             }

@@ -46,7 +46,7 @@ pub(super) async fn config_of(
         .await
         .map_err(|e| ClientError::Kubeconfig {
             path: shown,
-            problem: Box::new(ClientError::Kube(e.to_string())),
+            problem: Box::new(ClientError::Kube(e)),
         })
 }
 
@@ -85,9 +85,7 @@ pub(super) fn read_kubeconfigs(
         let mut kc = parse_kubeconfig(&text).map_err(err)?;
         let dir = path.parent().unwrap_or(std::path::Path::new(""));
         inline_files(&mut kc, dir).map_err(err)?;
-        merged = merged
-            .merge(kc)
-            .map_err(|e| err(ClientError::Kube(e.to_string())))?;
+        merged = merged.merge(kc).map_err(|e| err(ClientError::Kube(e)))?;
         read.push(path.display().to_string());
     }
     if read.is_empty() {
@@ -112,9 +110,9 @@ pub(super) fn read_kubeconfigs(
 /// kubeconfig is made absolute there.
 fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), ClientError> {
     use base64::Engine as _;
-    let named = |p: &str, e: &dyn std::fmt::Display| ClientError::Named {
+    let named = |p: &str, problem| ClientError::Named {
         path: p.into(),
-        problem: e.to_string(),
+        problem,
     };
     // A file named relative to the kubeconfig is beside it (kube's
     // `read_from` rule).
@@ -125,7 +123,7 @@ fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), Client
                 let p = beside(p);
                 crate::files::read_steering(std::path::Path::new(&p), KUBECONFIG_LIMIT)
                     .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
-                    .map_err(|e| named(&p, &e))
+                    .map_err(|e| named(&p, e))
             })
             .transpose()
     };
@@ -151,7 +149,7 @@ fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), Client
         if let Some(token_file) = user.token_file.as_mut() {
             *token_file = beside(token_file);
             crate::files::read_steering(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
-                .map_err(|e| named(token_file, &e))?;
+                .map_err(|e| named(token_file, e))?;
         }
         if let Some(exec) = user.exec.as_mut()
             && let Some(command) = exec.command.as_mut()
@@ -212,7 +210,7 @@ fn root_may_run(command: &str, path: &str) -> Result<String, ClientError> {
         return Err(refused(&at, ClientError::ExecNotExecutable));
     }
     crate::files::only_root_may_change(&found)
-        .map_err(|e| refused(&at, ClientError::ExecOthersMayChange(e.to_string())))?;
+        .map_err(|e| refused(&at, ClientError::ExecOthersMayChange(e)))?;
     found
         .into_os_string()
         .into_string()
@@ -263,13 +261,11 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
 pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, ClientError> {
     use serde::Deserialize;
     // libyaml is quadratic in flow depth: see `check_yaml`.
-    crate::files::check_yaml(text).map_err(|e| ClientError::Yaml(e.to_string()))?;
+    crate::files::check_yaml(text).map_err(ClientError::Yaml)?;
     let mut merged = Kubeconfig::default();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let kc = Kubeconfig::deserialize(doc)?;
-        merged = merged
-            .merge(kc)
-            .map_err(|e| ClientError::Kube(e.to_string()))?;
+        merged = merged.merge(kc).map_err(ClientError::Kube)?;
     }
     Ok(merged)
 }
