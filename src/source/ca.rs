@@ -141,7 +141,7 @@ pub enum CaError {
     // issued certificate's refusal.
     /// x509-parser's reason.
     #[error("not a certificate ({0})")]
-    NotCertificate(String),
+    NotCertificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
     /// Its issuer, escaped.
     #[error("issued by {0:?}")]
     Issuer(String),
@@ -200,7 +200,7 @@ pub enum CaError {
     NotOneCertificate(#[source] crate::pem::PemError),
     /// What x509-parser could not read.
     #[error("{0}")]
-    Parse(String),
+    Parse(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
     #[error("trailing bytes after the certificate")]
     Trailing,
     #[error(
@@ -227,7 +227,7 @@ pub enum CaError {
     #[error("not usable as a CA: its basic constraints do not say CA:TRUE")]
     NotCa,
     #[error("basic constraints: {0}")]
-    BasicConstraints(String),
+    BasicConstraints(#[source] x509_parser::error::X509Error),
     #[error("not usable as a CA: its keyUsage lacks keyCertSign")]
     NoCertSign,
     #[error(
@@ -236,7 +236,7 @@ pub enum CaError {
     )]
     NoKeyUsage,
     #[error("key usage: {0}")]
-    KeyUsage(String),
+    KeyUsage(#[source] x509_parser::error::X509Error),
     #[error("expired at {}; renew the CA first", validate::rfc3339(*not_after))]
     Expired { not_after: i64 },
     #[error("not valid until {}", validate::rfc3339(*not_before))]
@@ -273,14 +273,18 @@ pub enum CaError {
     #[error("trailing bytes after the certificate inside its PEM block")]
     TrailingInPem,
     #[error("the CA's public key: {0}")]
-    CaPublicKey(String),
+    CaPublicKey(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
     #[error(
         "it is not signed by the CA (its issuer or signature is not the CA's); a template is a \
          certificate the CA issued"
     )]
     NotSignedByCa,
     #[error("subject attribute {oid}: {problem}")]
-    SubjectAttribute { oid: String, problem: String },
+    SubjectAttribute {
+        oid: String,
+        #[source]
+        problem: x509_parser::error::X509Error,
+    },
     #[error("its subject attribute {oid} is empty")]
     EmptyAttribute { oid: String },
     #[error("its subject holds two CNs")]

@@ -242,11 +242,13 @@ pub enum CsrError {
     // Why one parser could not read the leaf; a parser's own message is kept
     // as it says it.
     #[error("{0}")]
-    Malformed(String),
+    Malformed(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("{0}")]
+    MalformedDer(#[source] x509_cert::der::Error),
     #[error("trailing bytes after the certificate")]
     Trailing,
     #[error("extensions: {0}")]
-    Extensions(String),
+    Extensions(#[source] x509_parser::error::X509Error),
     #[error("subject attribute {oid} is not a UTF8String or PrintableString")]
     SubjectType { oid: String },
     #[error("subject attribute {oid}: {problem}")]
@@ -263,7 +265,7 @@ pub enum CsrError {
     #[error("subjectAltName holds an invalid entry")]
     InvalidSan,
     #[error("public key: {0}")]
-    PublicKey(String),
+    PublicKey(#[source] x509_cert::der::Error),
 
     // Why a signer's answer (or the live pair) is not what the mapping asks
     // for: one variant per refusal, with what was seen and what was wanted.
@@ -330,7 +332,7 @@ pub enum CsrError {
     #[error("critical extension {oid} is not one certsync understands")]
     UnknownCritical { oid: String },
     #[error("leaf certificate: {0}")]
-    Leaf(String),
+    Leaf(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
     #[error("key algorithm is {got}, the mapping asks for {want}")]
     IssuedKeyAlg { got: KeyAlg, want: KeyAlg },
     #[error("the key algorithm is not one certsync requests")]

@@ -208,21 +208,21 @@ pub(super) fn read_ca_cert(
     owned_safely(&file.metadata().map_err(|e| err(CaError::Io(e)))?).map_err(err)?;
     let bytes = beneath::read_capped(file, path, LIMIT).map_err(|e| err(CaError::Read(e)))?;
     let der = one_certificate(&bytes).map_err(err)?;
-    let (rest, cert) = x509_parser::parse_x509_certificate(&der)
-        .map_err(|e| err(CaError::Parse(e.to_string())))?;
+    let (rest, cert) =
+        x509_parser::parse_x509_certificate(&der).map_err(|e| err(CaError::Parse(e)))?;
     if !rest.is_empty() {
         return Err(err(CaError::Trailing));
     }
     match cert.basic_constraints() {
         Ok(Some(bc)) if bc.value.ca => {}
         Ok(_) => return Err(err(CaError::NotCa)),
-        Err(e) => return Err(err(CaError::BasicConstraints(e.to_string()))),
+        Err(e) => return Err(err(CaError::BasicConstraints(e))),
     }
     match cert.key_usage() {
         Ok(Some(ku)) if ku.value.key_cert_sign() => {}
         Ok(Some(_)) => return Err(err(CaError::NoCertSign)),
         Ok(None) => return Err(err(CaError::NoKeyUsage)),
-        Err(e) => return Err(err(CaError::KeyUsage(e.to_string()))),
+        Err(e) => return Err(err(CaError::KeyUsage(e))),
     }
     let (not_before, not_after) = (
         cert.validity().not_before.timestamp(),

@@ -53,7 +53,7 @@ pub fn reissue(
         })
     })?;
     let (_, parsed) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| bad(CaError::Parse(e.to_string())))?;
+        x509_parser::parse_x509_certificate(der).map_err(|e| bad(CaError::Parse(e)))?;
     let (from, to) = (
         parsed.validity().not_before.timestamp(),
         parsed.validity().not_after.timestamp(),
@@ -164,7 +164,7 @@ fn parse_ca<'a>(
         .map(|(_, c)| c)
         .map_err(|e| CaError::CaCert {
             path: ca_cert.to_owned(),
-            problem: Box::new(CaError::Parse(e.to_string())),
+            problem: Box::new(CaError::Parse(e)),
         })
 }
 
@@ -180,8 +180,7 @@ fn signed_by_ca(
     subject: &[u8],
     ca: &x509_parser::certificate::X509Certificate<'_>,
 ) -> Result<(), CaError> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der)
-        .map_err(|e| CaError::NotCertificate(e.to_string()))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(CaError::NotCertificate)?;
     if cert.issuer().as_raw() != subject {
         return Err(CaError::Issuer(
             crate::escape(&cert.issuer().to_string()).into_owned(),

@@ -301,8 +301,7 @@ fn leaf_only(facts: &Facts) -> Result<(), CsrError> {
 
 /// The key algorithm of the leaf `der` is the one `spec` asks for.
 fn key_alg(spec: &CsrSpec, der: &[u8]) -> Result<(), CsrError> {
-    let (_, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| CsrError::Leaf(e.to_string()))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(CsrError::Leaf)?;
     match KeyAlg::of_spki(cert.public_key()) {
         Some(alg) if alg == spec.key_alg => Ok(()),
         Some(got) => Err(CsrError::IssuedKeyAlg {

@@ -37,8 +37,7 @@ pub(super) struct Template {
 pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, CaError> {
     let bytes = crate::beneath::read_file(path, LIMIT).map_err(CaError::Read)?;
     let der = one_certificate(&bytes)?;
-    let (rest, cert) =
-        x509_parser::parse_x509_certificate(&der).map_err(|e| CaError::Parse(e.to_string()))?;
+    let (rest, cert) = x509_parser::parse_x509_certificate(&der).map_err(CaError::Parse)?;
     if !rest.is_empty() {
         return Err(CaError::TrailingInPem);
     }
@@ -75,7 +74,7 @@ pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, CaErro
 fn signed_by(cert: &X509Certificate<'_>, ca: &CaCert) -> Result<(), CaError> {
     use x509_parser::prelude::FromDer;
     let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
-        .map_err(|e| CaError::CaPublicKey(e.to_string()))?;
+        .map_err(CaError::CaPublicKey)?;
     if cert.issuer().as_raw() != ca.subject.as_slice()
         || cert.verify_signature(Some(&ca_key)).is_err()
     {
@@ -92,9 +91,9 @@ fn subject(cert: &X509Certificate<'_>) -> Result<(Option<String>, Vec<String>), 
         let oid = atv.attr_type().to_id_string();
         let value = atv
             .as_str()
-            .map_err(|e| CaError::SubjectAttribute {
+            .map_err(|problem| CaError::SubjectAttribute {
                 oid: oid.clone(),
-                problem: e.to_string(),
+                problem,
             })?
             .to_owned();
         if value.is_empty() {

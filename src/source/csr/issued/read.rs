@@ -74,15 +74,14 @@ impl Facts {
 /// The leaf read by x509-parser.
 fn read_x509_parser(der: &[u8]) -> Result<Facts, CsrError> {
     use x509_parser::extensions::ParsedExtension;
-    let (rest, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| CsrError::Malformed(e.to_string()))?;
+    let (rest, cert) = x509_parser::parse_x509_certificate(der).map_err(CsrError::Malformed)?;
     if !rest.is_empty() {
         return Err(CsrError::Trailing);
     }
     // Refuses an extension that appears twice (RFC 5280 4.2).
     cert.tbs_certificate
         .extensions_map()
-        .map_err(|e| CsrError::Extensions(e.to_string()))?;
+        .map_err(CsrError::Extensions)?;
     let mut facts = Facts {
         subject: lax_subject(cert.subject())?,
         ..Facts::default()
@@ -183,8 +182,7 @@ fn lax_eku(eku: &x509_parser::extensions::ExtendedKeyUsage<'_>) -> Vec<String> {
 fn read_x509_cert(der: &[u8]) -> Result<Facts, CsrError> {
     use x509_cert::der::{Decode, Encode};
     use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
-    let cert =
-        x509_cert::Certificate::from_der(der).map_err(|e| CsrError::Malformed(e.to_string()))?;
+    let cert = x509_cert::Certificate::from_der(der).map_err(CsrError::MalformedDer)?;
     let tbs = &cert.tbs_certificate;
     let mut facts = Facts {
         subject: strict_subject(&tbs.subject)?,
@@ -225,7 +223,7 @@ fn read_x509_cert(der: &[u8]) -> Result<Facts, CsrError> {
     facts.spki = tbs
         .subject_public_key_info
         .to_der()
-        .map_err(|e| CsrError::PublicKey(e.to_string()))?;
+        .map_err(CsrError::PublicKey)?;
     Ok(facts.normalize())
 }
 
