@@ -99,12 +99,18 @@ pub enum ValidationError {
     Pem { file: String, problem: &'static str },
     #[error("{file}: no CERTIFICATE block found")]
     NoCertificate { file: String },
-    #[error("{file}: certificate #{index} does not parse as X.509: {reason}")]
+    #[error("{file}: certificate #{index} does not parse as X.509: {source}")]
     BadCertificate {
         file: String,
         index: usize,
-        reason: String,
+        #[source]
+        source: Box<x509_parser::nom::Err<x509_parser::error::X509Error>>,
     },
+    #[error(
+        "{file}: certificate #{index} does not parse as X.509: trailing bytes after the \
+         certificate"
+    )]
+    Trailing { file: String, index: usize },
     /// Parsed by x509-parser but refused by Go's reader: published over
     /// the last good pair, it would stop a Kubernetes component at its
     /// next start.
@@ -123,8 +129,14 @@ pub enum ValidationError {
     MultipleKeys { file: String, count: usize },
     #[error("{file}: private key is encrypted; certsync needs an unencrypted key")]
     EncryptedKey { file: String },
-    #[error("{file}: private key cannot be loaded: {reason}")]
-    UnsupportedKey { file: String, reason: String },
+    #[error("{file}: private key cannot be loaded: {source}")]
+    UnsupportedKey {
+        file: String,
+        #[source]
+        source: Box<rustls::Error>,
+    },
+    #[error("{file}: private key cannot be loaded: the key type cannot report its public key")]
+    NoPublicKey { file: String },
     #[error("{file}: holds a private key, which would be published with certificate permissions")]
     KeyInCertFile { file: String },
     #[error("{file}: holds a private key but this mapping carries only a CA bundle")]
@@ -160,11 +172,13 @@ impl ValidationError {
             Self::Empty { .. } => "empty",
             Self::Pem { .. } => "bad_pem",
             Self::NoCertificate { .. } => "no_certificate",
-            Self::BadCertificate { .. } | Self::NotAsGoReads { .. } => "bad_certificate",
+            Self::BadCertificate { .. } | Self::Trailing { .. } | Self::NotAsGoReads { .. } => {
+                "bad_certificate"
+            }
             Self::NoKey { .. } => "no_key",
             Self::MultipleKeys { .. } => "multiple_keys",
             Self::EncryptedKey { .. } => "encrypted_key",
-            Self::UnsupportedKey { .. } => "unsupported_key",
+            Self::UnsupportedKey { .. } | Self::NoPublicKey { .. } => "unsupported_key",
             Self::KeyInCertFile { .. } => "key_in_cert_file",
             Self::UnexpectedKey { .. } => "unexpected_key",
             Self::KeyMismatch { .. } => "key_mismatch",
@@ -449,19 +463,21 @@ fn certificates(
         return Err(ValidationError::NoCertificate { file: file.into() });
     }
     for (i, der) in certs.iter().enumerate() {
-        let bad = |reason: String| ValidationError::BadCertificate {
-            file: file.into(),
-            index: i + 1,
-            reason,
-        };
+        let (file, index) = (file.to_owned(), i + 1);
         match x509_parser::parse_x509_certificate(der) {
             Ok(([], _)) => {}
-            Ok(_) => return Err(bad("trailing bytes after the certificate".into())),
-            Err(e) => return Err(bad(e.to_string())),
+            Ok(_) => return Err(ValidationError::Trailing { file, index }),
+            Err(source) => {
+                return Err(ValidationError::BadCertificate {
+                    file,
+                    index,
+                    source: Box::new(source),
+                });
+            }
         }
         crate::x509::strict_certificate(der).map_err(|source| ValidationError::NotAsGoReads {
-            file: file.into(),
-            index: i + 1,
+            file,
+            index,
             source: Box::new(source),
         })?;
     }
@@ -500,15 +516,15 @@ fn public_key(
             });
         }
     };
-    let unsupported = |reason: String| ValidationError::UnsupportedKey {
-        file: file.into(),
-        reason,
-    };
-    let key = rustls::crypto::ring::sign::any_supported_type(key)
-        .map_err(|e| unsupported(e.to_string()))?;
+    let key = rustls::crypto::ring::sign::any_supported_type(key).map_err(|source| {
+        ValidationError::UnsupportedKey {
+            file: file.into(),
+            source: Box::new(source),
+        }
+    })?;
     key.public_key()
         .map(SubjectPublicKeyInfoDer::into_owned)
-        .ok_or_else(|| unsupported("the key type cannot report its public key".into()))
+        .ok_or_else(|| ValidationError::NoPublicKey { file: file.into() })
 }
 
 /// Whether the certificate `der` is for the key whose public key is `spki`
