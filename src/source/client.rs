@@ -53,9 +53,24 @@ pub enum ClientError {
     )]
     ContextWithoutKubeconfig(String),
     #[error("cannot build the API client: {0}")]
-    Build(String),
-    #[error("connect to the API server {server}: {message}")]
-    Connect { server: String, message: String },
+    Build(#[source] kube::Error),
+    #[error(
+        "cannot build the API client: proxy-url {0} is not supported; certsync connects to the \
+         API server directly"
+    )]
+    Proxy(http::Uri),
+    #[error("cannot build the API client: tls-server-name {name:?}: {source}")]
+    ServerName {
+        name: String,
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    #[error("connect to the API server {server}: {}", crate::error_chain(&**source))]
+    Connect {
+        server: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
     // Why root certsync will not run an `exec` credential plugin.
     #[error("not found as an executable file in PATH's absolute directories")]
@@ -331,17 +346,14 @@ impl ClientSettings {
 /// A kube `Client` over [`pool::Pool`], with kube's own base-URI, auth (token
 /// refresh, exec plugins, token files) and header layers.
 fn build(config: &kube::Config, keepalive: Duration) -> Result<Client, ClientError> {
-    let err = |e: &dyn std::fmt::Display| ClientError::Build(e.to_string());
     if let Some(proxy) = &config.proxy_url {
-        return Err(ClientError::Build(format!(
-            "proxy-url {proxy} is not supported; certsync connects to the API server directly"
-        )));
+        return Err(ClientError::Proxy(proxy.clone()));
     }
     let pool = pool::Pool::new(config, keepalive)?;
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer().map_err(|e| err(&e))?)
-        .layer(config.extra_headers_layer().map_err(|e| err(&e))?)
+        .option_layer(config.auth_layer().map_err(ClientError::Build)?)
+        .layer(config.extra_headers_layer().map_err(ClientError::Build)?)
         .service(pool);
     Ok(Client::new(service, config.default_namespace.clone()))
 }

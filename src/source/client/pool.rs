@@ -120,8 +120,7 @@ impl Pool {
     /// The connections to `config`'s server, through its TLS settings (CA,
     /// client certificate, server name), none open yet.
     pub(super) fn new(config: &kube::Config, keepalive: Duration) -> Result<Self, ClientError> {
-        let err = |e: &dyn std::fmt::Display| ClientError::Build(e.to_string());
-        let tls = config.rustls_client_config().map_err(|e| err(&e))?;
+        let tls = config.rustls_client_config().map_err(ClientError::Build)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -134,7 +133,10 @@ impl Pool {
             let name = name
                 .clone()
                 .try_into()
-                .map_err(|e| err(&format_args!("tls-server-name {name:?}: {e}")))?;
+                .map_err(|source| ClientError::ServerName {
+                    name: name.clone(),
+                    source,
+                })?;
             https =
                 https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
         }
@@ -174,15 +176,15 @@ impl Pool {
             c.streams.fetch_add(1, Ordering::AcqRel);
             return Ok(Route::H2(c.send.clone(), Stream(Arc::clone(&c.streams))));
         }
-        let connect_err = |message: String| ClientError::Connect {
+        let connect_err = |source| ClientError::Connect {
             server: inner.server.to_string(),
-            message,
+            source,
         };
         // Bounded by the connector: a silent server cannot hold this lock,
         // and every request behind it, for long.
         let io = tower::ServiceExt::oneshot(inner.connector.clone(), inner.server.clone())
             .await
-            .map_err(|e| connect_err(error_chain(&*e)))?;
+            .map_err(connect_err)?;
         if !io.connected().is_negotiated_h2() {
             tracing::info!(server = %inner.server, "the API server does not offer HTTP/2; using HTTP/1.1 (one connection per watch)");
             conns.h1_only = true;
@@ -195,7 +197,7 @@ impl Pool {
             .keep_alive_while_idle(true)
             .handshake(io)
             .await
-            .map_err(|e| connect_err(error_chain(&e)))?;
+            .map_err(|e| connect_err(Box::new(e)))?;
         let server = inner.server.to_string();
         // Until the server's SETTINGS arrive, h2's own default (100).
         let mut connection = Box::pin(connection);
