@@ -49,12 +49,15 @@ pub enum KubeError {
         object: String,
         message: String,
     },
-    #[error("{verb} {object}: {message}")]
-    Api {
-        verb: &'static str,
+    #[error("get {object}: {}", error_chain(source))]
+    Get {
         object: String,
-        message: String,
+        #[source]
+        source: kube::Error,
     },
+    /// A failed list or watch: it names the verb and the object.
+    #[error("{0}")]
+    Watch(#[source] WatchError),
     #[error(transparent)]
     Name(#[from] BundleError),
 }
@@ -176,25 +179,21 @@ impl KubeObject {
     }
 
     fn found<K>(&self, obj: Result<Option<K>, kube::Error>) -> Result<K, KubeError> {
-        obj.map_err(|e| self.api_error("get", &e))?
+        obj.map_err(|e| self.api_error(e))?
             .ok_or_else(|| KubeError::NotFound {
                 object: self.object.to_string(),
             })
     }
 
-    fn api_error(&self, verb: &'static str, e: &kube::Error) -> KubeError {
+    fn api_error(&self, e: kube::Error) -> KubeError {
         let object = self.object.to_string();
         match e {
             kube::Error::Api(s) if s.code == 403 => KubeError::Forbidden {
-                verb,
+                verb: "get",
                 object,
-                message: s.message.clone(),
+                message: s.message,
             },
-            other => KubeError::Api {
-                verb,
-                object,
-                message: error_chain(other),
-            },
+            source => KubeError::Get { object, source },
         }
     }
 
@@ -275,7 +274,7 @@ impl KubeObject {
                 }),
                 Err(e) => {
                     self.metrics.watch_restarted(&self.mapping);
-                    Err(self.watch_error(&e))
+                    Err(self.watch_error(e))
                 }
             };
             super::publish(tx, update.map_err(SourceError::from));
@@ -284,20 +283,15 @@ impl KubeObject {
 
     /// A failed list or watch, naming the verb and the object; a `403`
     /// says what RBAC must allow.
-    fn watch_error(&self, e: &WatchError) -> KubeError {
-        let (verb, object, message) = (e.verb(), self.object.to_string(), e.message());
+    fn watch_error(&self, e: WatchError) -> KubeError {
         if e.code() == Some(403) {
             KubeError::Forbidden {
-                verb,
-                object,
-                message,
+                verb: e.verb(),
+                object: self.object.to_string(),
+                message: e.message(),
             }
         } else {
-            KubeError::Api {
-                verb,
-                object,
-                message,
-            }
+            KubeError::Watch(e)
         }
     }
 

@@ -37,7 +37,7 @@ use crate::bundle::{Bundle, CA_FILE};
 use crate::metrics::Metrics;
 use crate::validate::{MAX_BUNDLE_SIZE, MAX_TRUST_BUNDLES_SIZE};
 
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum TrustBundleError {
     #[error(
         "the API server does not serve ClusterTrustBundles (certificates.k8s.io/v1beta1: enable \
@@ -46,8 +46,21 @@ pub enum TrustBundleError {
     NotServed,
     #[error("{selection}: no ClusterTrustBundle matches")]
     Empty { selection: String },
-    #[error("{selection}: {message}")]
-    Api { selection: String, message: String },
+    /// A failed list or watch: it names the verb and the selection.
+    #[error("{0}")]
+    Watch(#[source] WatchError),
+    #[error("{selection}: reading the bundles panicked: {source}")]
+    Panicked {
+        selection: String,
+        #[source]
+        source: crate::Panicked,
+    },
+    #[error("{selection}: {source}")]
+    Bundle {
+        selection: String,
+        #[source]
+        source: crate::bundle::BundleError,
+    },
     #[error(
         "clustertrustbundle {bundle}: {problem}: refused, with the whole selection (a trust \
          bundle holds only CERTIFICATE blocks; kube-apiserver refuses any other)"
@@ -177,24 +190,21 @@ async fn joined_off_runtime(
     let s = selection.clone();
     crate::blocking(move || joined(&bundles, &s, MAX_TRUST_BUNDLES_SIZE))
         .await
-        .unwrap_or_else(|panic| {
-            Err(TrustBundleError::Api {
+        .unwrap_or_else(|source| {
+            Err(TrustBundleError::Panicked {
                 selection: selection.to_string(),
-                message: format!("reading the bundles panicked: {panic}"),
+                source,
             })
         })
 }
 
 /// Why a watch of ClusterTrustBundles failed, saying so when the API is
 /// not served at all.
-fn watch_error(selection: &Selection, e: &WatchError) -> TrustBundleError {
+fn watch_error(e: WatchError) -> TrustBundleError {
     if e.code() == Some(404) {
         TrustBundleError::NotServed
     } else {
-        TrustBundleError::Api {
-            selection: selection.to_string(),
-            message: format!("{}: {}", e.verb(), e.message()),
-        }
+        TrustBundleError::Watch(e)
     }
 }
 
@@ -204,7 +214,7 @@ pub async fn read(client: Client, selection: &Selection) -> Result<Vec<u8>, Trus
     let mut events = std::pin::pin!(selection.watch(client));
     let mut listed = Listed::default();
     while let Some(event) = events.next().await {
-        listed.apply(event.map_err(|e| watch_error(selection, &e))?);
+        listed.apply(event.map_err(watch_error)?);
         if listed.synced() {
             break;
         }
@@ -241,10 +251,10 @@ impl TrustBundles {
     fn bundle(&self, ca: Vec<u8>) -> Result<Bundle, SourceError> {
         let mut b = Bundle::default();
         b.insert(CA_FILE, ca, self.selection.to_string())
-            .map_err(|e| {
-                SourceError::TrustBundle(TrustBundleError::Api {
+            .map_err(|source| {
+                SourceError::TrustBundle(TrustBundleError::Bundle {
                     selection: self.selection.to_string(),
-                    message: e.to_string(),
+                    source,
                 })
             })?;
         Ok(b)
@@ -281,7 +291,7 @@ impl TrustBundles {
                 }
                 Err(e) => {
                     self.metrics.watch_restarted(&self.mapping);
-                    let e = watch_error(&self.selection, &e);
+                    let e = watch_error(e);
                     super::publish(tx, Err(SourceError::TrustBundle(e)));
                 }
             }
