@@ -184,7 +184,7 @@ pub enum CaError {
     #[error("usage {0:?} is not one the CSR API knows")]
     UnknownUsage(String),
     #[error("key usage: {0}")]
-    KeyUsageBits(String),
+    KeyUsageBits(x509_cert::der::flagset::InvalidBits),
     #[error("{0}")]
     Encode(#[source] Box<CsrError>),
     #[error("{0}")]
@@ -309,7 +309,11 @@ pub enum CaError {
     #[error("it carries name constraints, which only a CA certificate has")]
     NameConstraints,
     #[error("extension {oid}: {problem}")]
-    Extension { oid: String, problem: String },
+    Extension {
+        oid: String,
+        #[source]
+        problem: x509_parser::nom::Err<x509_parser::der_parser::error::BerError>,
+    },
     /// One of the four extensions certsync copies, not read as what it is.
     #[error("extension {oid} could not be read")]
     Unreadable { oid: String },

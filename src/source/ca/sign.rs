@@ -178,8 +178,7 @@ fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, CaError> {
     }
     let mut extensions = Vec::new();
     if ku != 0 {
-        let flags =
-            FlagSet::<KeyUsages>::new(ku).map_err(|e| CaError::KeyUsageBits(e.to_string()))?;
+        let flags = FlagSet::<KeyUsages>::new(ku).map_err(CaError::KeyUsageBits)?;
         extensions.push(extension("2.5.29.15", true, &KeyUsage(flags))?);
     }
     if !eku.is_empty() {

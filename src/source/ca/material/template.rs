@@ -137,7 +137,7 @@ fn extensions(cert: &X509Certificate<'_>) -> Result<(Vec<San>, u16, Vec<&'static
             ParsedExtension::ParseError { error } => {
                 return Err(CaError::Extension {
                     oid,
-                    problem: error.to_string(),
+                    problem: error.clone(),
                 });
             }
             // The four above, not read as what they are: not understood.
