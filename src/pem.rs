@@ -53,12 +53,16 @@ pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError>
 const BEGIN: &[u8] = b"-----BEGIN ";
 
 /// The DER of every block of `bytes`, in order, through [`blocks`] (text
-/// outside the blocks dropped). Refused: no block, and a block of any
-/// other kind (a key beside a certificate is never taken for one).
+/// outside the blocks dropped). Refused: no block, a block of any other
+/// kind (a key beside a certificate is never taken for one), and PEM Go's
+/// reader reads other blocks from ([`go_reads_the_same`]).
 pub fn certificates(bytes: &[u8]) -> Result<Vec<Vec<u8>>, PemError> {
     let found = blocks(bytes).map_err(|problem| PemError::Syntax(problem.into()))?;
     if found.is_empty() {
         return Err(PemError::Empty);
+    }
+    if !go_reads_the_same(bytes, found.iter().map(|b| (b.kind, b.der.as_slice()))) {
+        return Err(PemError::Syntax(READ_DIFFERENTLY.into()));
     }
     found
         .into_iter()
@@ -67,6 +71,27 @@ pub fn certificates(bytes: &[u8]) -> Result<Vec<Vec<u8>>, PemError> {
             other => Err(PemError::Kind(format!("{other:?}"))),
         })
         .collect()
+}
+
+/// The problem of PEM that Go's reader reads other blocks from.
+pub const READ_DIFFERENTLY: &str =
+    "Go's PEM reader (kube-apiserver's, and Go programs') reads other blocks from it";
+
+/// Whether Go's reader ([`go_blocks`]) reads from `bytes` exactly the
+/// blocks `read` (kind and DER, in order) that rustls-pki-types read:
+/// where Go skips a block rustls reads (text after an END line, a lone
+/// CR, a vertical tab or missing padding in the base64), it takes the
+/// next one as the leaf, a certificate nothing here judged.
+pub fn go_reads_the_same<'a>(
+    bytes: &[u8],
+    read: impl IntoIterator<Item = (SectionKind, &'a [u8])>,
+) -> bool {
+    let mut read = read.into_iter();
+    go_blocks(bytes)
+        .iter()
+        .filter_map(|(kind, der)| Some((SectionKind::try_from(kind.as_slice()).ok()?, der)))
+        .all(|(kind, der)| read.next() == Some((kind, der.as_slice())))
+        && read.next().is_none()
 }
 
 /// The first of [`certificates`]: the one Go's `tls.LoadX509KeyPair`
@@ -420,6 +445,19 @@ mod tests {
             first_certificate(b"-----BEGIN CERTIFICATE-----\nAA\n"),
             Err(PemError::Syntax(_))
         ));
+        // A first block Go steps over (after a lone CR; without its
+        // base64 padding): Go takes the second as the leaf.
+        let second = CERT.replace("AAEC", "AwQF");
+        for hidden in [
+            format!("x\r{CERT}{second}"),
+            format!("{}{second}", CERT.replace("AAEC", "AAE")),
+        ] {
+            assert_eq!(
+                first_certificate(hidden.as_bytes()),
+                Err(PemError::Syntax(READ_DIFFERENTLY.into())),
+                "{hidden:?}"
+            );
+        }
     }
 
     #[test]

@@ -405,9 +405,7 @@ pub fn unix_seconds(t: SystemTime) -> i64 {
     }
 }
 
-/// The problem of PEM that Go's reader reads other blocks from.
-const READ_DIFFERENTLY: &str =
-    "Go's PEM reader (kube-apiserver's, and Go programs') reads other blocks from it";
+use crate::pem::READ_DIFFERENTLY;
 
 /// Splits `bytes` into PEM sections. Sections with labels pki-types does not
 /// know are skipped by it, so encrypted keys are detected here first: skipping
@@ -430,15 +428,7 @@ fn pem_blocks(file: &str, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, V
     if blocks.is_empty() {
         return Err(pem_err("no PEM blocks found"));
     }
-    // Go's reader (kube-apiserver's, and a Go consumer's) must read the
-    // same blocks: where it skips one rustls reads (text after an END
-    // line, a lone CR, a vertical tab or missing padding in the base64),
-    // it takes the next as the leaf, which nothing here checked.
-    let go: Vec<(SectionKind, Vec<u8>)> = crate::pem::go_blocks(bytes)
-        .into_iter()
-        .filter_map(|(kind, der)| Some((SectionKind::try_from(kind.as_slice()).ok()?, der)))
-        .collect();
-    if go != blocks {
+    if !crate::pem::go_reads_the_same(bytes, blocks.iter().map(|(k, d)| (*k, d.as_slice()))) {
         return Err(pem_err(READ_DIFFERENTLY));
     }
     Ok(blocks)
