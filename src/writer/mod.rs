@@ -68,6 +68,8 @@ use crate::bundle::{Bundle, ContentHash, KEY_FILE};
 use crate::validate::{MAX_BUNDLE_SIZE, MAX_PUBLISHED_SIZE};
 
 mod anchor;
+#[cfg(test)]
+mod copy_tests;
 mod drift;
 mod error;
 mod history;
