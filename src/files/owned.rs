@@ -150,8 +150,25 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
 /// directory aside). Whoever could rename or re-link a directory on the
 /// way would choose where root writes, and what it replaces there.
 pub fn owned_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
+    judged_dir(path, OWNED_WAY)
+}
+
+/// A directory root replaces files in with no second look at who may
+/// change them (`update-pair=`, `update-kubeconfig=`), opened as
+/// [`owned_dir`] opens one and judged by [`only_root_may_change`]'s rule:
+/// no exception for a root-owned sticky directory or a read-only mount (a
+/// cleaner removes root's entry in /tmp and anyone makes it again, and
+/// what certsync replaces there next is theirs). The handle is the
+/// directory judged: one checked by path and opened by name again may be
+/// swapped for a link to another user's in between, and root would write
+/// the key where that user chose.
+pub fn root_only_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
+    judged_dir(path, Trust::STRICT)
+}
+
+fn judged_dir(path: &Path, trust: Trust) -> Result<cap_std::fs::Dir, OwnedError> {
     let absolute = std::path::absolute(path).map_err(OwnedError::WorkingDirectory)?;
-    walk_judged(&absolute, OWNED_WAY)?
+    walk_judged(&absolute, trust)?
         .dir()
         .map_err(OwnedError::Way)
 }

@@ -747,13 +747,16 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
         // Refused by certsync run's loader, as the pod would refuse it;
         // its reason is that module's sentence.
         matches!(&why, KubeadmError::Refused { reason, .. }
-            if matches!(&**reason, Refusal::Config { source: ConfigError::Copy {
-                mapping,
-                source: crate::writer::WriterError::Kubeconfig { path, problem },
-            }, .. } if mapping == "scheduler-client"
-                && path.ends_with("scheduler.conf")
-                && matches!(&**problem,
-                    crate::writer::WriterError::KubeconfigUnreadable(p) if p.contains("symlink")))),
+        if matches!(&**reason, Refusal::Config { source: ConfigError::Copy {
+            mapping,
+            source: crate::writer::WriterError::Kubeconfig { path, problem },
+        }, .. } if mapping == "scheduler-client"
+            && path.ends_with("scheduler.conf")
+            && matches!(&**problem,
+                crate::writer::WriterError::CopyUnreadable {
+                    problem: crate::beneath::PathError::NotRegular { what: "a symlink", .. },
+                    ..
+                }))),
         "{why}"
     );
     assert!(!d.join("certsync/backup").exists(), "nothing was written");

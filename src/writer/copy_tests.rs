@@ -4,26 +4,7 @@
 
 use super::*;
 
-const KUBECONFIG: &str = "\
-apiVersion: v1
-clusters:
-- cluster:
-    certificate-authority-data: Q0E=
-    server: https://192.168.0.10:6443
-  name: kubernetes
-contexts:
-- context:
-    cluster: kubernetes
-    user: kubernetes-admin
-  name: kubernetes-admin@kubernetes
-current-context: kubernetes-admin@kubernetes
-kind: Config
-users:
-- name: kubernetes-admin
-  user:
-    client-certificate-data: T0xEQ0VSVA==
-    client-key-data: T0xES0VZ
-";
+use super::kubeconfig::tests::ADMIN_CONF as KUBECONFIG;
 
 const CERT: &[u8] = b"-----BEGIN CERTIFICATE-----\nTkVX\n-----END CERTIFICATE-----\n";
 
@@ -85,7 +66,8 @@ fn attack_a_pair_directory_swapped_after_it_was_judged_is_not_written() {
         "{got:?}"
     );
     assert!(
-        !root.join("evil/pki/apiserver.crt").exists() && !root.join("evil/pki/apiserver.key").exists(),
+        !root.join("evil/pki/apiserver.crt").exists()
+            && !root.join("evil/pki/apiserver.key").exists(),
         "written through the swapped-in link"
     );
     let judged = root.join("good.old/pki");
@@ -174,7 +156,10 @@ fn attack_the_way_to_a_copy_that_another_user_may_change_is_refused_naming_it() 
         );
     }
     // Another user's directory on the way, whatever its mode.
-    for copy in [root.join("evil/pki/admin.conf"), root.join("evil/pki/apiserver")] {
+    for copy in [
+        root.join("evil/pki/admin.conf"),
+        root.join("evil/pki/apiserver"),
+    ] {
         let e = refused_way(&copy);
         assert!(
             matches!(&e, OwnedError::Way(PathError::Changeable { path, uid: 65534, .. })

@@ -139,15 +139,6 @@ pub enum WriterError {
     KubeconfigUnreadable(String),
     #[error("names no file")]
     NoFileName,
-    #[error(
-        "{0}, who could swap the file certsync writes the key into; keep it and its \
-         directories owned by root and writable by their owner only"
-    )]
-    KubeconfigOthersMayChange(String),
-    #[error("is owned by uid {uid}, not certsync's user (uid {euid})")]
-    KubeconfigNotOwned { uid: u32, euid: u32 },
-    #[error("mode {0:04o} lets group or others write it")]
-    KubeconfigOthersMayWrite(u32),
     #[error("is not UTF-8 text")]
     NotUtf8,
     #[error("is not a kubeconfig: {0}")]
@@ -216,17 +207,31 @@ pub enum WriterError {
     NoStem,
     #[error("is not an absolute path")]
     NotAbsolute,
+
+    // Why a copy outside the target (`update-pair=`, `update-kubeconfig=`)
+    // is refused, its directory or a `file` in it (`PREFIX.crt`,
+    // `PREFIX.key`, the kubeconfig); rendered after the copy.
     #[error(
         "{0}, who could swap the files certsync writes the key into; keep the directory and those \
          above it owned by root and writable by their owner only"
     )]
     DirOthersMayChange(#[source] crate::files::OwnedError),
-    #[error(transparent)]
-    PairUnreadable(crate::beneath::PathError),
-    #[error("{} is owned by uid {uid}, not certsync's user (uid {euid})", path.display())]
-    PairNotOwned { path: PathBuf, uid: u32, euid: u32 },
-    #[error("{} has mode {mode:04o}, which lets group or others write it", path.display())]
-    PairOthersMayWrite { path: PathBuf, mode: u32 },
+    #[error("{file}: {}", problem.problem())]
+    CopyUnreadable {
+        file: String,
+        #[source]
+        problem: PathError,
+    },
+    #[error(
+        "{file} is owned by uid {uid} with mode {mode:04o}; certsync replaces only a file of its \
+         own user (uid {euid}) that group and others cannot write"
+    )]
+    CopyNotOwn {
+        file: String,
+        uid: u32,
+        mode: u32,
+        euid: u32,
+    },
     #[error(
         "{key} exists with no {cert} beside it: a lone key is a signing key (a service-account or \
          CA key), not a pair certsync keeps"

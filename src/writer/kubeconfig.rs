@@ -7,10 +7,12 @@
 //!
 //! Invariants:
 //! - The file and every directory above it can be changed by root (or
-//!   certsync's user) only; the file is certsync's user's, a regular file
-//!   (checked on the opened descriptor, never followed), not writable by
-//!   group or others. Anything else is refused, never repaired.
-//! - The directory is opened once; the file is read, the temporary file
+//!   certsync's user) only: the directories judged on the descriptors of
+//!   the one walk that opens the file's ([`copy_dir`]), the file on the
+//!   descriptor read, a regular file of certsync's user (never followed)
+//!   not writable by group or others ([`read_copy`]). Anything else is
+//!   refused, never repaired.
+//! - Beneath that one directory handle, the file is read, the temporary file
 //!   made (`O_EXCL`, 0600, then the old owner and mode, written, fsynced)
 //!   and renamed over the file beneath that handle; then the directory is
 //!   fsynced. The path never names a missing or half-written file.
@@ -255,21 +257,9 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
         .and_then(|n| n.to_str())
         .ok_or_else(|| refused(path, WriterError::NoFileName))?
         .to_owned();
-    crate::files::only_root_may_change(path)
-        .map_err(|p| refused(path, WriterError::KubeconfigOthersMayChange(p.to_string())))?;
     let dir_path = parent(path);
-    let dir = Dir::open_ambient_dir(dir_path, cap_std::ambient_authority())
-        .ctx("open directory", dir_path)?;
-    let (bytes, meta) = read_file_meta(&dir, &name, path)
-        .map_err(|e| refused(path, WriterError::KubeconfigUnreadable(e.problem())))?;
-    let (mode, uid, _) = meta;
-    let euid = nix::unistd::geteuid().as_raw();
-    if uid != euid {
-        return Err(refused(path, WriterError::KubeconfigNotOwned { uid, euid }));
-    }
-    if mode & 0o022 != 0 {
-        return Err(refused(path, WriterError::KubeconfigOthersMayWrite(mode)));
-    }
+    let dir = copy_dir(dir_path).map_err(|p| refused(path, p))?;
+    let (bytes, meta) = read_copy(&dir, &name, dir_path).map_err(|p| refused(path, p))?;
     let text = String::from_utf8(bytes).map_err(|_| refused(path, WriterError::NotUtf8))?;
     let doc = parse(&text).map_err(|p| refused(path, p))?;
     let user = current_user(&doc).map_err(|p| refused(path, p))?;
@@ -392,4 +382,4 @@ fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, WriterE
 
 #[cfg(test)]
 #[path = "kubeconfig_tests.rs"]
-mod tests;
+pub(super) mod tests;

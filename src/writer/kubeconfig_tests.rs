@@ -3,7 +3,7 @@ use std::os::unix::fs::MetadataExt as _;
 
 /// A kubeconfig shaped as kubeadm writes `admin.conf`, with a second user
 /// (a token) and a second context that must stay as they are.
-const ADMIN_CONF: &str = "\
+pub(in crate::writer) const ADMIN_CONF: &str = "\
 apiVersion: v1
 clusters:
 - cluster:
@@ -160,9 +160,9 @@ fn with_user_field(field: &str) -> String {
 fn refused_an_absent_file() {
     let d = tempfile::tempdir().unwrap();
     let e = problem_of(&d.path().join("admin.conf"));
-    // The reading's own words: the files module renders them.
     assert!(
-        matches!(&e, WriterError::KubeconfigUnreadable(p) if p.contains("No such file")),
+        matches!(&e, WriterError::CopyUnreadable { file, problem }
+            if file == "admin.conf" && problem.is_not_found()),
         "{e}"
     );
 }
@@ -180,8 +180,9 @@ fn refused_a_symlink_a_fifo_and_a_directory() {
     for (path, what) in [(link, "a symlink"), (fifo, "a FIFO"), (sub, "a directory")] {
         let e = problem_of(&path);
         assert!(
-            matches!(&e, WriterError::KubeconfigUnreadable(p)
-                if p.contains(what) && p.contains("not a regular file")),
+            matches!(&e, WriterError::CopyUnreadable {
+                problem: PathError::NotRegular { what: w, .. }, ..
+            } if *w == what),
             "{e}"
         );
         assert!(update_kubeconfig(&path, CERT, KEY).is_err());
@@ -196,7 +197,7 @@ fn refused_a_file_of_another_user() {
     std::os::unix::fs::chown(&path, Some(4321), None).unwrap();
     let e = problem_of(&path);
     assert!(
-        matches!(&e, WriterError::KubeconfigOthersMayChange(p) if p.contains("owner 4321")),
+        matches!(&e, WriterError::CopyNotOwn { uid: 4321, .. }),
         "{e}"
     );
 }
@@ -208,7 +209,7 @@ fn refused_a_file_group_or_others_may_write() {
         let path = write(d.path(), ADMIN_CONF, mode);
         let e = problem_of(&path);
         assert!(
-            matches!(&e, WriterError::KubeconfigOthersMayChange(p) if p.contains(&format!("mode {mode:04o}"))),
+            matches!(&e, WriterError::CopyNotOwn { mode: m, .. } if *m == mode),
             "{e}"
         );
     }
@@ -223,8 +224,9 @@ fn refused_a_directory_others_may_write_or_an_ancestor_they_could_recreate() {
     fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
     let e = problem_of(&path);
     assert!(
-        matches!(&e, WriterError::KubeconfigOthersMayChange(p)
-            if p.contains("0777") && p.contains("another user")),
+        matches!(&e, WriterError::DirOthersMayChange(crate::files::OwnedError::Way(
+            PathError::Changeable { path, mode: 0o777, .. }
+        )) if *path == open),
         "{e}"
     );
     // Deeper: an ancestor writable by others (sticky, as /tmp).
@@ -234,7 +236,9 @@ fn refused_a_directory_others_may_write_or_an_ancestor_they_could_recreate() {
     let path = write(&deep, ADMIN_CONF, 0o600);
     let e = problem_of(&path);
     assert!(
-        matches!(&e, WriterError::KubeconfigOthersMayChange(p) if p.contains("1777")),
+        matches!(&e, WriterError::DirOthersMayChange(crate::files::OwnedError::Way(
+            PathError::Changeable { path, mode: 0o1777, .. }
+        )) if *path == open),
         "{e}"
     );
 }

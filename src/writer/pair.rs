@@ -8,11 +8,13 @@
 //!
 //! Invariants:
 //! - The directory and every one above it can be changed by root (or
-//!   certsync's user) only; each existing file is certsync's user's, a
-//!   regular file (checked on the opened descriptor, never followed), not
-//!   writable by group or others. Anything else is refused, never repaired.
-//! - The directory is opened once; each file is replaced beneath that
-//!   handle by a temporary file written, fsynced and renamed over it (never
+//!   certsync's user) only, judged on the descriptors of the one walk
+//!   that opens it ([`copy_dir`]); each existing file is certsync's
+//!   user's, a regular file (checked on the opened descriptor, never
+//!   followed), not writable by group or others ([`read_copy`]). Anything
+//!   else is refused, never repaired.
+//! - Each file is replaced beneath that one handle by a temporary file
+//!   written, fsynced and renamed over it (never
 //!   written in place), then the directory is fsynced. The key goes first,
 //!   as kubeadm writes them (a new pair certificate first, so no lone key
 //!   is ever left); the key is always 0600, the certificate keeps its
@@ -52,10 +54,7 @@ fn open(prefix: &Path) -> Result<Opened, WriterError> {
         Some(p) if p.is_absolute() => p.to_owned(),
         _ => return Err(refused(prefix, WriterError::NotAbsolute)),
     };
-    crate::files::only_root_may_change(&dir_path)
-        .map_err(|p| refused(prefix, WriterError::DirOthersMayChange(p)))?;
-    let dir = Dir::open_ambient_dir(&dir_path, cap_std::ambient_authority())
-        .ctx("open directory", &dir_path)?;
+    let dir = copy_dir(&dir_path).map_err(|p| refused(prefix, p))?;
     Ok(Opened {
         dir,
         dir_path,
@@ -64,30 +63,14 @@ fn open(prefix: &Path) -> Result<Opened, WriterError> {
     })
 }
 
-/// The bytes and mode of `name` beneath `o`, `None` when absent; refused
-/// unless a regular file of certsync's user that group and others cannot
-/// write.
+/// The bytes and mode of `name` beneath `o` ([`read_copy`]), `None` when
+/// absent.
 fn read(o: &Opened, prefix: &Path, name: &str) -> Result<Option<(Vec<u8>, u32)>, WriterError> {
-    let path = o.dir_path.join(name);
-    let (bytes, (mode, uid, _)) = match read_file_meta(&o.dir, name, &path) {
-        Ok(read) => read,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(refused(prefix, WriterError::PairUnreadable(e))),
-    };
-    let euid = nix::unistd::geteuid().as_raw();
-    if uid != euid {
-        return Err(refused(
-            prefix,
-            WriterError::PairNotOwned { path, uid, euid },
-        ));
+    match read_copy(&o.dir, name, &o.dir_path) {
+        Ok((bytes, (mode, ..))) => Ok(Some((bytes, mode))),
+        Err(WriterError::CopyUnreadable { problem, .. }) if problem.is_not_found() => Ok(None),
+        Err(e) => Err(refused(prefix, e)),
     }
-    if mode & 0o022 != 0 {
-        return Err(refused(
-            prefix,
-            WriterError::PairOthersMayWrite { path, mode },
-        ));
-    }
-    Ok(Some((bytes, mode)))
 }
 
 /// Checks that `prefix` names a pair certsync may keep in step (see the

@@ -177,6 +177,48 @@ pub(super) fn read_file_meta(
     read_file_links(dir, name, path).map(|(b, m, _)| (b, m))
 }
 
+/// The directory of a copy outside the target (`update-pair=`,
+/// `update-kubeconfig=`), opened by one walk from `/` that judges every
+/// directory and symlink on the way, the directory itself included, on
+/// the descriptor it opened ([`crate::files::root_only_dir`]); what the
+/// copy reads and replaces is beneath that handle, never its path again.
+pub(super) fn copy_dir(dir: &Path) -> Result<Dir, WriterError> {
+    crate::files::root_only_dir(dir).map_err(|problem| match problem {
+        crate::files::OwnedError::Way(PathError::Io { path, source }) => WriterError::Io {
+            op: "open directory",
+            path,
+            source,
+        },
+        problem => WriterError::DirOthersMayChange(problem),
+    })
+}
+
+/// `name` beneath a copy's directory ([`copy_dir`], shown as `shown`), as
+/// [`read_file_meta`] reads it, refused unless it is certsync's own
+/// ([`own`]): whoever else may write it chooses what certsync takes for
+/// the copy it replaces, and could read the key written over it.
+pub(super) fn read_copy(
+    dir: &Dir,
+    name: &str,
+    shown: &Path,
+) -> Result<(Vec<u8>, FileMeta), WriterError> {
+    let file = || name.to_owned();
+    let (bytes, meta) = read_file_meta(dir, name, &shown.join(name)).map_err(|problem| {
+        WriterError::CopyUnreadable {
+            file: file(),
+            problem,
+        }
+    })?;
+    let (mode, uid, _) = meta;
+    own(uid, mode).map_err(|NotOwn { uid, mode }| WriterError::CopyNotOwn {
+        file: file(),
+        uid,
+        mode,
+        euid: nix::unistd::geteuid().as_raw(),
+    })?;
+    Ok((bytes, meta))
+}
+
 /// [`read_file_meta`], with the file's link count.
 pub(super) fn read_file_links(
     dir: &Dir,
