@@ -14,8 +14,8 @@
 //!   followed), not writable by group or others ([`read_copy`]). Anything
 //!   else is refused, never repaired.
 //! - Each file is replaced beneath that one handle by a temporary file
-//!   written, fsynced and renamed over it (never
-//!   written in place), then the directory is fsynced. The key goes first,
+//!   written, fsynced and renamed over it (never written in place), then
+//!   the directory is fsynced. The key goes first,
 //!   as kubeadm writes them (a new pair certificate first, so no lone key
 //!   is ever left); the key is always 0600, the certificate keeps its
 //!   mode (0644 when new).

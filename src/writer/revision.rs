@@ -195,8 +195,8 @@ pub(super) fn copy_dir(dir: &Path) -> Result<Dir, WriterError> {
 
 /// `name` beneath a copy's directory ([`copy_dir`], shown as `shown`), as
 /// [`read_file_meta`] reads it, refused unless it is certsync's own
-/// ([`own`]): whoever else may write it chooses what certsync takes for
-/// the copy it replaces, and could read the key written over it.
+/// ([`own`]): whoever else may write it chooses what certsync reads there
+/// and judges fit to replace.
 pub(super) fn read_copy(
     dir: &Dir,
     name: &str,
