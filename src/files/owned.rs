@@ -153,15 +153,11 @@ pub fn owned_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
     judged_dir(path, OWNED_WAY)
 }
 
-/// A directory root replaces files in with no second look at who may
-/// change them (`update-pair=`, `update-kubeconfig=`), opened as
-/// [`owned_dir`] opens one and judged by [`only_root_may_change`]'s rule:
-/// no exception for a root-owned sticky directory or a read-only mount (a
-/// cleaner removes root's entry in /tmp and anyone makes it again, and
-/// what certsync replaces there next is theirs). The handle is the
-/// directory judged: one checked by path and opened by name again may be
-/// swapped for a link to another user's in between, and root would write
-/// the key where that user chose.
+/// [`owned_dir`] held to [`only_root_may_change`]'s rule, for a directory
+/// root replaces files in with no second look (`update-pair=`,
+/// `update-kubeconfig=`): no root-owned sticky directory or read-only mount
+/// on the way either (a cleaner removes root's entry in /tmp and anyone
+/// makes it again).
 pub fn root_only_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
     judged_dir(path, Trust::STRICT)
 }

@@ -4,9 +4,7 @@
 
 use super::*;
 
-use super::kubeconfig::tests::ADMIN_CONF as KUBECONFIG;
-
-const CERT: &[u8] = b"-----BEGIN CERTIFICATE-----\nTkVX\n-----END CERTIFICATE-----\n";
+use super::kubeconfig::tests::{ADMIN_CONF as KUBECONFIG, CERT};
 
 fn mode(p: &Path, m: u32) {
     fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();

@@ -32,7 +32,8 @@ users:
     token: abc
 ";
 
-const CERT: &[u8] = b"-----BEGIN CERTIFICATE-----\nTkVX\n-----END CERTIFICATE-----\n";
+pub(in crate::writer) const CERT: &[u8] =
+    b"-----BEGIN CERTIFICATE-----\nTkVX\n-----END CERTIFICATE-----\n";
 const KEY: &[u8] = b"-----BEGIN PRIVATE KEY-----\nS0VZ\n-----END PRIVATE KEY-----\n";
 
 fn write(dir: &Path, text: &str, mode: u32) -> PathBuf {
