@@ -433,11 +433,7 @@ async fn blocking<T: Send + 'static>(
 /// published ca.crt is the CA's current certificate, and it was issued
 /// with the `lifetime=` asked for now ([`lifetime`]).
 fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, CaError> {
-    let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
-        return Err(CaError::NoPair);
-    };
-    let window = check(&w.want, cert, key, Some(&w.ca.pem), now, skew)
-        .map_err(|e| CaError::Issued(Box::new(e)))?;
+    let (_, window) = certified_key(live, w, now, skew)?;
     if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
         return Err(CaError::OtherCa);
     }
@@ -461,7 +457,8 @@ fn lifetime_fits(
     )
 }
 
-/// The live key, if the live pair is one this mapping would issue now
+/// The live key and its certificate's window, if the live pair is one
+/// this mapping would issue now
 /// ([`check`]: signed by the CA, exactly the identity, names and usages
 /// asked for, valid, and the certificate of that key). Anyone who can
 /// write the target can plant a revision: a key kept on less would be
@@ -474,13 +471,13 @@ fn certified_key<'a>(
     w: &Wanted,
     now: SystemTime,
     skew: Duration,
-) -> Result<&'a [u8], CaError> {
+) -> Result<(&'a [u8], Window), CaError> {
     let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
         return Err(CaError::NoPair);
     };
     check(&w.want, cert, key, Some(&w.ca.pem), now, skew)
-        .map_err(|e| CaError::Issued(Box::new(e)))?;
-    Ok(key)
+        .map(|window| (key, window))
+        .map_err(|e| CaError::Issued(Box::new(e)))
 }
 
 /// One issuance, start to end (blocking): what is wanted, the CA key, the
@@ -492,7 +489,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     let kept = live
         .filter(|_| spec.keep_key)
         .and_then(|l| match certified_key(l, &w, now, skew) {
-            Ok(pem) => Some(pem),
+            Ok((pem, _)) => Some(pem),
             Err(problem) => {
                 tracing::warn!(signer = %spec.issue.signer, %problem, "keep-key: the live pair is not one this mapping would issue now; making a new key");
                 None
