@@ -235,8 +235,7 @@ pub async fn take_out<E>(
     let limit = STOPPED_AFTER * 2;
     let mut quiet_since = Duration::ZERO;
     let stopped = poll(limit, Duration::from_secs(1), async |elapsed| {
-        let answers = look(addr, generation).await;
-        if matches!(answers, Ok(()) | Err(Seen::Starting { .. })) {
+        if still_answers(&look(addr, generation).await, asked.1.is_some()) {
             quiet_since = elapsed;
         } else if elapsed >= quiet_since + Duration::from_secs(5) {
             return Ok(());
@@ -254,6 +253,18 @@ pub async fn take_out<E>(
         tokio::time::sleep(left).await;
     }
     Ok(stopped)
+}
+
+/// Whether `seen` at the probe address is the pod being taken out still
+/// answering: one of its generation, ready or starting; and, when its
+/// generation is not `known` (a manifest that is not the Pod adopt
+/// writes), any answer at all, since whose it is cannot be told.
+fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
+    match seen {
+        Ok(()) | Err(Seen::Starting { .. }) => true,
+        Err(Seen::Earlier { .. } | Seen::Ungenerated { .. }) => !known,
+        Err(_) => false,
+    }
 }
 
 /// The kubelet's view of certsync's pod, where the API server can be
@@ -533,5 +544,33 @@ mod tests {
         .await;
         assert_eq!(got, Err(calls), "the last answer");
         assert!(calls > 1, "asked again before its deadline");
+    }
+
+    /// A pod whose manifest names no generation adopt can read (one that
+    /// is not the Pod adopt writes) is taken for still running while
+    /// anything answers on its address: an answer of another generation,
+    /// or of none, may be it.
+    #[test]
+    fn attack_a_pod_of_unknown_generation_is_not_stopped_while_anything_answers() {
+        let addr: SocketAddr = ([127, 0, 0, 1], 9).into();
+        let earlier = || {
+            Err(Seen::Earlier {
+                generation: "x".into(),
+            })
+        };
+        let ungenerated = || {
+            Err(Seen::Ungenerated {
+                status: 200,
+                body: String::new(),
+            })
+        };
+        assert!(still_answers(&earlier(), false));
+        assert!(still_answers(&ungenerated(), false));
+        assert!(!still_answers(&earlier(), true), "another generation's pod");
+        assert!(still_answers(&Ok(()), true));
+        assert!(
+            !still_answers(&Err(Seen::Silent { addr }), false),
+            "nothing answers"
+        );
     }
 }
