@@ -129,6 +129,22 @@ pub fn publish(
     });
 }
 
+/// Runs `watch` with the newest API client from `clients` until shutdown,
+/// and again with each client rebuilt (rotated credentials).
+pub async fn follow<F: Future<Output = ()>>(
+    mut clients: tokio::sync::watch::Receiver<Option<kube::Client>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    mut watch: impl FnMut(kube::Client) -> F,
+) {
+    while let Some(client) = newest_client(&mut clients, &mut shutdown).await {
+        tokio::select! {
+            () = crate::shutdown::stopped(&mut shutdown) => return,
+            _ = clients.changed() => {}
+            () = watch(client) => {}
+        }
+    }
+}
+
 /// The newest API client from `clients`, waiting for the first; `None` on
 /// shutdown or when the client task is gone.
 pub async fn newest_client(

@@ -201,29 +201,19 @@ impl KubeObject {
     /// into `tx`, until shutdown.
     pub async fn run(
         self: Box<Self>,
-        mut clients: watch::Receiver<Option<Client>>,
+        clients: watch::Receiver<Option<Client>>,
         watch_timeout: Duration,
         tx: watch::Sender<Option<Update>>,
-        mut shutdown: watch::Receiver<bool>,
+        shutdown: watch::Receiver<bool>,
     ) {
-        loop {
-            let Some(client) = super::newest_client(&mut clients, &mut shutdown).await else {
-                return;
-            };
-            let watching: std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> = match self
-                .object
-                .kind
-            {
-                Kind::Secret => Box::pin(self.watch::<Secret>(client, watch_timeout, &tx)),
-                Kind::ConfigMap => Box::pin(self.watch::<ConfigMap>(client, watch_timeout, &tx)),
-            };
-            tokio::select! {
-                () = crate::shutdown::stopped(&mut shutdown) => return,
-                // A rebuilt client (rotated credentials): watch again with it.
-                _ = clients.changed() => {}
-                () = watching => {}
+        let (this, tx) = (&*self, &tx);
+        super::follow(clients, shutdown, move |client| async move {
+            match this.object.kind {
+                Kind::Secret => this.watch::<Secret>(client, watch_timeout, tx).await,
+                Kind::ConfigMap => this.watch::<ConfigMap>(client, watch_timeout, tx).await,
             }
-        }
+        })
+        .await;
     }
 
     /// Lists the object, then watches it (`watch`'s loop: resume,

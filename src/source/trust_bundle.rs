@@ -263,20 +263,12 @@ impl TrustBundles {
     /// Watches the selection with the newest client, publishing into `tx`.
     pub async fn run(
         self,
-        mut clients: watch::Receiver<Option<Client>>,
+        clients: watch::Receiver<Option<Client>>,
         tx: watch::Sender<Option<Update>>,
-        mut shutdown: watch::Receiver<bool>,
+        shutdown: watch::Receiver<bool>,
     ) {
-        loop {
-            let Some(client) = super::newest_client(&mut clients, &mut shutdown).await else {
-                return;
-            };
-            tokio::select! {
-                () = crate::shutdown::stopped(&mut shutdown) => return,
-                _ = clients.changed() => {}
-                () = self.watch(client, &tx) => {}
-            }
-        }
+        let (this, tx) = (&self, &tx);
+        super::follow(clients, shutdown, move |client| this.watch(client, tx)).await;
     }
 
     async fn watch(&self, client: Client, tx: &watch::Sender<Option<Update>>) {
