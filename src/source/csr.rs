@@ -691,10 +691,8 @@ impl CsrSource {
                 let cm = timed("get", &source.to_string(), api.get(name))
                     .await
                     .map_err(err)?;
-                cm.data
-                    .and_then(|mut d| d.remove(key))
-                    .map(String::into_bytes)
-                    .or_else(|| cm.binary_data.and_then(|mut d| d.remove(key)).map(|b| b.0))
+                use super::secret::Payload;
+                cm.value(key)
                     .ok_or_else(|| err(CsrError::CaNoKey { key: key.clone() }))?
             }
             CaSource::TrustBundles { signer } => {

@@ -64,8 +64,8 @@ pub enum KubeError {
 
 pub use crate::events::{Kind, ObjectRef};
 
-/// What the source reads from an object.
-trait Payload {
+/// What is read from a Secret or ConfigMap (also a `csr:` mapping's CA).
+pub(super) trait Payload {
     fn value(&self, key: &str) -> Option<Vec<u8>>;
     /// Every key, for `files=all`.
     fn keys(&self) -> Vec<String>;
