@@ -113,9 +113,7 @@ fn start_watches(
     metrics: &Arc<Metrics>,
 ) -> Watches {
     let selector = format!("spec.signerName={}", config.signer);
-    let timeout = u32::try_from(config.client.watch_timeout.as_secs())
-        .unwrap_or(290)
-        .clamp(1, 290);
+    let timeout = crate::source::watch_seconds(config.client.watch_timeout);
     let watching = watcher::Config::default().timeout(timeout);
     let mut csr_watch = watching.clone().fields(&selector);
     if let Some(labels) = &config.selector {

@@ -27,12 +27,11 @@ use crate::bundle::Bundle;
 
 /// How long after a watch's own timeout the server has to end it before the
 /// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`): every
-/// watch of `watch`'s loop. (kube-runtime's `watcher`, which the approver
-/// still uses, gives the same margin per event.)
+/// watch of `watch`'s loop.
 const WATCH_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `timeoutSeconds` for a watch meant to last `timeout`: 1 s to an hour.
-fn watch_seconds(timeout: std::time::Duration) -> u32 {
+pub(crate) fn watch_seconds(timeout: std::time::Duration) -> u32 {
     u32::try_from(timeout.as_secs())
         .unwrap_or(u32::MAX)
         .clamp(1, 3600)
