@@ -22,6 +22,7 @@ use rustls::pki_types::{
 };
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
+use crate::pem::READ_DIFFERENTLY;
 
 mod leaf;
 
@@ -404,8 +405,6 @@ pub fn unix_seconds(t: SystemTime) -> i64 {
         Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
     }
 }
-
-use crate::pem::READ_DIFFERENTLY;
 
 /// Splits `bytes` into PEM sections. Sections with labels pki-types does not
 /// know are skipped by it, so encrypted keys are detected here first: skipping
