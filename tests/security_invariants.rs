@@ -249,12 +249,14 @@ fn deleted_targets_are_recreated_replaced_ones_refused() {
     // A resync far away: only the re-armed watch can repair in time.
     let cs = daemon(d.path(), &sync, &["--admin-addr", &admin, "--resync", "1h"]);
     wait_pair(&target, &pair);
-    fs::remove_dir_all(&target).unwrap();
+    cs.while_stopped(|| fs::remove_dir_all(&target).unwrap());
     wait_pair(&target, &pair);
     // Renamed away and made again by hand: not the directory certsync
     // opened, so nothing is written there; a restart adopts it.
-    fs::rename(&target, d.path().join("t.old")).unwrap();
-    fs::create_dir(&target).unwrap();
+    cs.while_stopped(|| {
+        fs::rename(&target, d.path().join("t.old")).unwrap();
+        fs::create_dir(&target).unwrap();
+    });
     let pair = Pair::new("recreate-after");
     write_pair(&src, &pair);
     cs.wait_log(&format!(
@@ -263,7 +265,7 @@ fn deleted_targets_are_recreated_replaced_ones_refused() {
     ));
     assert!(fs::read_dir(&target).unwrap().next().is_none());
     drop(cs);
-    let _cs = daemon(d.path(), &sync, &["--admin-addr", &admin, "--resync", "1h"]);
+    let cs = daemon(d.path(), &sync, &["--admin-addr", &admin, "--resync", "1h"]);
     wait_pair(&target, &pair);
     // The new directory is watched: damage there is repaired.
     fs::remove_file(target.join("tls.crt")).unwrap();
@@ -277,8 +279,10 @@ fn deleted_targets_are_recreated_replaced_ones_refused() {
     });
 
     // A target that cannot be recreated: not ready, with the reason.
-    fs::rename(&target, d.path().join("t.gone")).unwrap();
-    fs::write(&target, b"a file").unwrap();
+    cs.while_stopped(|| {
+        fs::rename(&target, d.path().join("t.gone")).unwrap();
+        fs::write(&target, b"a file").unwrap();
+    });
     let (_, body) = wait_for("/readyz to say 503", || {
         http_get(port, "/readyz").filter(|(s, _)| *s == 503)
     });
@@ -306,7 +310,7 @@ fn a_recreated_target_stays_claimed_by_the_daemon() {
     write_pair(&src, &pair);
     let cs = daemon(d.path(), &sync, &["--resync", "1h"]);
     wait_pair(&target, &pair);
-    fs::remove_dir_all(&target).unwrap();
+    cs.while_stopped(|| fs::remove_dir_all(&target).unwrap());
     wait_pair(&target, &pair);
     let revisions = revision_names(&target);
     let pid = cs.child.id().to_string();

@@ -131,6 +131,34 @@ impl Certsync {
         self.child.try_wait().expect("try_wait").is_none()
     }
 
+    /// Runs `f` while certsync is stopped (SIGSTOP, every thread seen
+    /// stopped, then SIGCONT): a change made in several steps, such as
+    /// `rm -r` of a target, reaches certsync as one, never half done under
+    /// a repair it set off itself. The kernel keeps the inotify events.
+    pub fn while_stopped<T>(&self, f: impl FnOnce() -> T) -> T {
+        use nix::sys::signal::{Signal, kill};
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
+        let tasks = format!("/proc/{pid}/task");
+        wait_for("every certsync thread to stop", || {
+            fs::read_dir(&tasks)
+                .expect("certsync's threads")
+                .flatten()
+                .all(|t| {
+                    // The state follows the ")" that ends the command name;
+                    // a thread already exiting will not run again either.
+                    fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+                        s.rsplit_once(") ")
+                            .is_some_and(|(_, rest)| rest.starts_with(['T', 't', 'Z', 'X']))
+                    })
+                })
+                .then_some(())
+        });
+        let out = f();
+        kill(pid, Signal::SIGCONT).expect("SIGCONT");
+        out
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(mut self) -> ExitStatus {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
