@@ -957,6 +957,23 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
     assert!(!bare.contains("log line"), "{bare}");
 }
 
+/// The mirror pod a wait asks for is named after etcd's `--name` as
+/// kubeadm writes it (quoted or not), never a `--name=` elsewhere in
+/// the manifest (a comment, another container's argument).
+#[tokio::test]
+async fn a_waits_pod_is_named_after_etcds_name_flag() {
+    let dir = node_dir();
+    let etcd = dir.path().join("manifests/etcd.yaml");
+    let said = super::wait::pod_state(dir.path(), std::time::Duration::from_secs(2)).await;
+    assert!(said.contains("kube-system/certsync-cp1"), "{said}");
+    let text = std::fs::read_to_string(&etcd).expect("etcd.yaml");
+    let planted = text.replace("- --name=cp1", "- \"--name=cp2\"\n    # - --name=forged");
+    assert_ne!(planted, text, "the fixture names cp1");
+    std::fs::write(&etcd, planted).expect("write");
+    let said = super::wait::pod_state(dir.path(), std::time::Duration::from_secs(2)).await;
+    assert!(said.contains("kube-system/certsync-cp2"), "{said}");
+}
+
 /// A node whose certsync pod manifest is gone (removed by hand, an
 /// outage): adopt again keeps the admin address from its record and the
 /// `--set` options from certsync.yaml, never the defaults that would move

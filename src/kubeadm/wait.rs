@@ -278,10 +278,7 @@ pub async fn pod_state(dir: &Path, limit: Duration) -> String {
         `crictl ps -a --name certsync` and `crictl logs` of its container";
     let Some(node_name) = node::read(dir, "/etc/kubernetes/manifests/etcd.yaml")
         .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.trim().strip_prefix("- --name=").map(str::to_owned))
-        })
+        .and_then(|t| super::manifest::Manifest::parse(&t).ok()?.flag("name"))
     else {
         return format!("the node's name is unknown (no --name in etcd.yaml); check {ON_NODE}");
     };
