@@ -46,13 +46,17 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
     let before = snapshot(&victim);
     let pairs: Vec<Pair> = (0..4).map(|i| Pair::new(&format!("gen{i}"))).collect();
     write_pair(&src, &pairs[0]);
-    let _cs = daemon(d.path(), &sync, &["--keep-revisions", "5"]);
+    let cs = daemon(d.path(), &sync, &["--keep-revisions", "5"]);
     wait_pair(&target, &pairs[0]);
     // ..history itself, a history entry named after the live revision,
-    // and the lock, all pointing at the victim directory.
-    fs::create_dir_all(target.join("..history")).unwrap();
-    fs::remove_dir_all(target.join("..history")).unwrap();
-    symlink(&victim, target.join("..history")).unwrap();
+    // and the lock, all pointing at the victim directory. Each planted
+    // while certsync is stopped: a repair between removing a name and
+    // planting it would make the name again first.
+    cs.while_stopped(|| {
+        fs::create_dir_all(target.join("..history")).unwrap();
+        fs::remove_dir_all(target.join("..history")).unwrap();
+        symlink(&victim, target.join("..history")).unwrap();
+    });
     write_pair(&src, &pairs[1]);
     let live = wait_pair(&target, &pairs[1]);
     // certsync replaces the planted ..history after the flip, as it retires
@@ -66,8 +70,10 @@ fn planted_symlinks_in_owned_names_are_never_followed() {
     let entry = live.trim_start_matches("..rev-").to_owned();
     symlink(&victim, target.join("..history").join(&entry)).unwrap();
     // The write lock: a planted symlink is replaced, never opened.
-    fs::remove_file(target.join("..lock")).unwrap();
-    symlink(victim.join("kubelet.conf"), target.join("..lock")).unwrap();
+    cs.while_stopped(|| {
+        fs::remove_file(target.join("..lock")).unwrap();
+        symlink(victim.join("kubelet.conf"), target.join("..lock")).unwrap();
+    });
     write_pair(&src, &pairs[2]);
     wait_pair(&target, &pairs[2]);
     write_pair(&src, &pairs[3]);
