@@ -55,7 +55,7 @@ fn parse(object: ConfigMap) -> Result<ClusterInfo, KubeadmError> {
     let pem = crate::writer::ca_data(text, CaCluster::One)
         .and_then(|pem| pem.ok_or(WriterError::NoCaData))
         .map_err(bad)?;
-    let trusted = super::trust::certificates(Path::new(WHERE), &pem)?;
+    let trusted = super::node::certificates(Path::new(WHERE), &pem)?;
     if trusted.is_empty() {
         let none = FileProblem::NotOnlyCertificates;
         return Err(KubeadmError::file(Path::new(WHERE), none));
@@ -72,7 +72,7 @@ impl ClusterInfo {
     /// The ConfigMap with `bundle` (PEM) as its cluster's CA data, unless
     /// it already trusts each of those certificates.
     pub fn with_ca(&self, bundle: &[u8]) -> Result<Option<ConfigMap>, KubeadmError> {
-        if self.holds(&super::trust::certificates(
+        if self.holds(&super::node::certificates(
             Path::new("the CA bundle"),
             bundle,
         )?) {
@@ -96,7 +96,7 @@ impl ClusterInfo {
 /// what to do; also, once adopt has `renewed` the CA, when it could not be
 /// read (a warning: the check needs the API server).
 pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String)> {
-    let (in_place, ..) = super::trust::in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
+    let (in_place, _) = super::node::ca_file(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
     let read = async {
         let admin = super::paths::host(dir, "/etc/kubernetes/admin.conf");
         let config = super::admin::config(&admin)
@@ -117,7 +117,7 @@ pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String
             });
         }
     };
-    judge(&info.trusted, &in_place, now)
+    judge(&info.trusted, &in_place.der, now)
 }
 
 /// [`super::trust::stale_trust`] for cluster-info's certificates.
@@ -210,13 +210,15 @@ mod tests {
     #[test]
     fn status_warns_while_the_ca_in_place_is_missing_and_calls_it_a_problem_once_all_ended() {
         let der = |pem: &[u8]| {
-            super::super::trust::certificates(Path::new("t"), pem)
+            super::super::node::certificates(Path::new("t"), pem)
                 .expect("pem")
                 .remove(0)
         };
         let old = der(&ca("kubernetes"));
         let renewed = der(&ca("kubernetes"));
-        let end = super::super::trust::identity(&old).expect("cert").3;
+        let end = super::super::node::Cert::parse(old.clone())
+            .expect("cert")
+            .not_after;
         assert_eq!(
             judge(&[old.clone(), renewed.clone()], &renewed, end + 1),
             None

@@ -233,8 +233,6 @@ pub enum FileProblem {
     },
     #[error("not a PEM certificate ({0})")]
     NotPem(#[source] crate::pem::PemError),
-    #[error("its public key cannot be read ({0})")]
-    PublicKey(#[source] x509_parser::error::X509Error),
     #[error(
         "{template} was issued by {issuer:?}, not by {ca} ({subject:?}): not a certificate \
          kubeadm made"

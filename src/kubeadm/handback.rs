@@ -20,10 +20,10 @@ use std::path::Path;
 
 use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
-use x509_parser::time::ASN1Time;
 
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::moves;
+use super::node::Cert;
 use super::paths::host;
 use super::plan::{self, backup_path};
 use super::record::{State, read_backup};
@@ -50,8 +50,8 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STA
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 /// kubeadm's certificate's notAfter, and that of the one issued again
-/// from it.
-type Ends = (ASN1Time, ASN1Time);
+/// from it (Unix seconds).
+type Ends = (i64, i64);
 
 /// One of kubeadm's files (a kubeconfig, a pair's `.crt` or `.key`) as
 /// revert writes it.
@@ -77,7 +77,7 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
     if !missing.is_empty() {
         return Err(RevertError::Unrecorded { missing }.into());
     }
-    let deadline = ASN1Time::now().timestamp() + REVERT_MARGIN_SECS;
+    let deadline = crate::validate::unix_seconds(std::time::SystemTime::now()) + REVERT_MARGIN_SECS;
     let mut all = Vec::new();
     // A CA renewed since (adopt's `trust`) goes into each kubeconfig's CA
     // data; read once, from pki/ca.crt, which certsync's container cannot
@@ -177,12 +177,11 @@ fn renewed(
     deadline: i64,
 ) -> Result<Option<(Vec<u8>, Ends)>, KubeadmError> {
     let not_after = |der: &[u8]| {
-        x509_parser::parse_x509_certificate(der)
-            .map(|(_, c)| c.validity().not_after)
-            .map_err(|e| KubeadmError::file(at, FileProblem::NotCertificate(e)))
+        let cert = Cert::parse(der.to_vec()).map_err(|e| KubeadmError::file(at, e))?;
+        Ok::<_, KubeadmError>(cert.not_after)
     };
     let kubeadms = not_after(der)?;
-    if kubeadms.timestamp() > deadline {
+    if kubeadms > deadline {
         return Ok(None);
     }
     let key = ca.replace(".crt", ".key");
@@ -200,7 +199,7 @@ fn renewed(
         source: Box::new(source),
     })?;
     let ends = not_after(&new)?;
-    if ends.timestamp() <= deadline {
+    if ends <= deadline {
         return Err(RevertError::CaEnds {
             ca: ca.to_owned(),
             ends: until(ends),
@@ -310,8 +309,11 @@ pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), Kub
     )?)
 }
 
-/// A notAfter as revert shows it: `2027-11-25 12:00Z`.
-pub(super) fn until(t: ASN1Time) -> String {
+/// A notAfter (Unix seconds) as revert shows it: `2027-11-25 12:00Z`.
+pub(super) fn until(t: i64) -> String {
+    let Ok(t) = x509_parser::time::ASN1Time::from_timestamp(t) else {
+        return t.to_string();
+    };
     let t = t.to_datetime();
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}Z",

@@ -4,8 +4,11 @@
 
 use std::path::Path;
 
+use x509_parser::certificate::X509Certificate;
+
 use super::error::{FileProblem, KubeadmError};
 use super::paths::{FileWrite, host};
+use crate::x509::KeyAlg;
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;
@@ -62,60 +65,123 @@ pub fn to_write(
     }))
 }
 
+/// The certificates (DER) of a PEM file (at `at`), in order (none when it
+/// holds no block); refused unless every block is a certificate.
+pub fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError> {
+    use crate::pem::PemError;
+    match crate::pem::certificates(pem) {
+        Err(PemError::Empty) => Ok(Vec::new()),
+        Err(PemError::Kind(_)) => Err(KubeadmError::file(at, FileProblem::NotOnlyCertificates)),
+        found => found.map_err(|e| KubeadmError::file(at, e)),
+    }
+}
+
 /// The first certificate of a PEM file, as DER.
-fn cert_der(dir: &Path, node_path: &str) -> Result<Vec<u8>, FileProblem> {
+fn first_certificate(dir: &Path, node_path: &str) -> Result<Vec<u8>, FileProblem> {
     let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
     crate::pem::first_certificate(text.as_bytes()).map_err(|e| FileProblem::NotPem(e).of(node_path))
 }
 
-/// The keys kubeadm makes: (its `encryptionAlgorithm`, certsync's
-/// `key-alg=`, RSA (else ECDSA), size in bits).
-pub const KEY_ALGS: [(&str, &str, bool, usize); 5] = [
-    ("RSA-2048", "rsa-2048", true, 2048),
-    ("RSA-3072", "rsa-3072", true, 3072),
-    ("RSA-4096", "rsa-4096", true, 4096),
-    ("ECDSA-P256", "ecdsa-p256", false, 256),
-    ("ECDSA-P384", "ecdsa-p384", false, 384),
-];
+/// A certificate (DER) parsed; refused unless it is one.
+pub fn parse(der: &[u8]) -> Result<X509Certificate<'_>, FileProblem> {
+    let (_, c) = x509_parser::parse_x509_certificate(der).map_err(FileProblem::NotCertificate)?;
+    Ok(c)
+}
 
-/// The `key-alg=` of kubeadm's keys on the node, read from the public key
-/// of `cert` (kubeadm makes every key with the ClusterConfiguration's
+/// What adopt, revert and status judge a certificate by, read from its DER
+/// in one parse.
+#[derive(Debug, Clone)]
+pub struct Cert {
+    pub der: Vec<u8>,
+    /// Its subject and public key as written: for a CA certificate, the
+    /// CA it is (a renewal keeps both).
+    pub subject: Vec<u8>,
+    pub spki: Vec<u8>,
+    /// Unix seconds.
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+impl Cert {
+    /// The certificate `der`; refused unless it is one.
+    pub fn parse(der: Vec<u8>) -> Result<Self, FileProblem> {
+        let c = parse(&der)?;
+        let (subject, spki) = (c.subject().as_raw().to_vec(), c.public_key().raw.to_vec());
+        let (not_before, not_after) = (
+            c.validity().not_before.timestamp(),
+            c.validity().not_after.timestamp(),
+        );
+        Ok(Self {
+            der,
+            subject,
+            spki,
+            not_before,
+            not_after,
+        })
+    }
+}
+
+/// The CA certificate at `node_path`: the file holds exactly one
+/// certificate; it and the file's text.
+pub fn ca_file(dir: &Path, node_path: &str) -> Result<(Cert, String), KubeadmError> {
+    let at = host(dir, node_path);
+    let text = read(dir, node_path)?;
+    let [der] = certificates(&at, text.as_bytes())?
+        .try_into()
+        .map_err(|all: Vec<_>| {
+            KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
+        })?;
+    let cert = Cert::parse(der).map_err(|e| KubeadmError::file(&at, e))?;
+    Ok((cert, text))
+}
+
+/// Whether kubeadm makes keys of `alg` (its `encryptionAlgorithm`s
+/// RSA-2048, RSA-3072, RSA-4096, ECDSA-P256 and ECDSA-P384).
+fn kubeadm_makes(alg: KeyAlg) -> bool {
+    matches!(
+        alg,
+        KeyAlg::Rsa(2048 | 3072 | 4096) | KeyAlg::EcdsaP256 | KeyAlg::EcdsaP384
+    )
+}
+
+/// The key algorithm a ClusterConfiguration's `encryptionAlgorithm` names,
+/// spelt as kubeadm spells it; `None` for one kubeadm does not make.
+pub fn encryption_algorithm(name: &str) -> Option<KeyAlg> {
+    let alg: KeyAlg = name.parse().ok()?;
+    (kubeadm_makes(alg) && alg.to_string().to_ascii_uppercase() == name).then_some(alg)
+}
+
+/// The key algorithm of kubeadm's keys on the node, read from the public
+/// key of `cert` (kubeadm makes every key with the ClusterConfiguration's
 /// `encryptionAlgorithm`): what adopt uses when that ClusterConfiguration
 /// cannot be read. `None` for a key kubeadm does not make.
-pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<&'static str>, FileProblem> {
-    use x509_parser::public_key::PublicKey;
-    let der = cert_der(dir, cert)?;
-    let (_, c) = x509_parser::parse_x509_certificate(&der)
-        .map_err(|e| FileProblem::NotCertificate(e).of(cert))?;
-    let key = c
-        .public_key()
-        .parsed()
-        .map_err(|e| FileProblem::PublicKey(e).of(cert))?;
-    let rsa = match &key {
-        PublicKey::RSA(_) => true,
-        PublicKey::EC(_) => false,
-        _ => return Ok(None),
-    };
-    Ok(KEY_ALGS
-        .iter()
-        .find(|(_, _, r, size)| *r == rsa && *size == key.key_size())
-        .map(|(_, alg, ..)| *alg))
+pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
+    let der = first_certificate(dir, cert)?;
+    let c = parse(&der).map_err(|e| e.of(cert))?;
+    Ok(KeyAlg::of_spki(c.public_key()).filter(|a| kubeadm_makes(*a)))
 }
 
 /// Checks that `template` is a certificate `ca` issued (issuer name and
 /// signature): a certificate kubeadm made, not one planted or brought from
 /// elsewhere, whose identity adopt would copy into every renewal.
 pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), FileProblem> {
-    signed_by(&cert_der(dir, template)?, template, &cert_der(dir, ca)?, ca)
+    let (leaf_der, ca_der) = (
+        first_certificate(dir, template)?,
+        first_certificate(dir, ca)?,
+    );
+    let ca_cert = parse(&ca_der).map_err(|e| e.of(ca))?;
+    let leaf = parse(&leaf_der).map_err(|e| e.of(template))?;
+    signed_by(&leaf, template, &ca_cert, ca)
 }
 
-/// Checks that the certificate `leaf_der` (named `template` in errors) was
-/// issued by the CA certificate `ca_der` (issuer name and signature).
-fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result<(), FileProblem> {
-    let (_, ca_cert) = x509_parser::parse_x509_certificate(ca_der)
-        .map_err(|e| FileProblem::NotCertificate(e).of(ca))?;
-    let (_, leaf) = x509_parser::parse_x509_certificate(leaf_der)
-        .map_err(|e| FileProblem::NotCertificate(e).of(template))?;
+/// Checks that `leaf` (named `template` in errors) was issued by the CA
+/// certificate `ca_cert` (named `ca`): issuer name and signature.
+pub fn signed_by(
+    leaf: &X509Certificate<'_>,
+    template: &str,
+    ca_cert: &X509Certificate<'_>,
+    ca: &str,
+) -> Result<(), FileProblem> {
     if leaf.issuer().as_raw() != ca_cert.subject().as_raw() {
         return Err(FileProblem::OtherIssuer {
             template: template.to_owned(),
@@ -135,17 +201,20 @@ fn signed_by(leaf_der: &[u8], template: &str, ca_der: &[u8], ca: &str) -> Result
 /// `ca` issued: what revert may leave in place of kubeadm's backup. A
 /// pair someone rewrote (self-signed, another CA's, a key that is not the
 /// certificate's) is not; the error says which, as revert shows it.
+/// Answers the certificate's notAfter (Unix seconds).
 pub fn sound_pair(
     dir: &Path,
     cert_pem: &[u8],
     key_pem: &[u8],
     ca: &str,
-) -> Result<(), FileProblem> {
+) -> Result<i64, FileProblem> {
     let der = crate::pem::first_certificate(cert_pem).map_err(FileProblem::NotPem)?;
-    let ca_der = cert_der(dir, ca)?;
-    signed_by(&der, "it", &ca_der, ca).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
+    let ca_der = first_certificate(dir, ca)?;
+    let ca_cert = parse(&ca_der).map_err(|e| e.of(ca))?;
+    let leaf = parse(&der)?;
+    signed_by(&leaf, "it", &ca_cert, ca).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
-        Ok(true) => Ok(()),
+        Ok(true) => Ok(leaf.validity().not_after.timestamp()),
         Ok(false) => Err(FileProblem::KeyMismatch),
         Err(e) => Err(FileProblem::Key(Box::new(e))),
     }
@@ -169,12 +238,4 @@ pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
             FileProblem::Clusters(clusters.len()),
         )),
     }
-}
-
-/// notAfter of the first certificate in PEM `bytes`.
-pub fn not_after(bytes: &[u8]) -> Result<x509_parser::time::ASN1Time, FileProblem> {
-    let der = crate::pem::first_certificate(bytes).map_err(FileProblem::NotPem)?;
-    let (_, cert) =
-        x509_parser::parse_x509_certificate(&der).map_err(FileProblem::NotCertificate)?;
-    Ok(cert.validity().not_after)
 }

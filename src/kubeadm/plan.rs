@@ -8,6 +8,7 @@ use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
 use super::options::Options;
 use super::paths::host;
 use super::{cluster, cluster_info, node, trust};
+use crate::x509::KeyAlg;
 
 mod changes;
 mod files;
@@ -352,19 +353,15 @@ fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
 /// The key algorithm certsync issues with: the ClusterConfiguration's
 /// `encryptionAlgorithm`, or without it (adopt needs no API server: after
 /// an outage the node's own may be down) what kubeadm's keys say.
-fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<&'static str, KubeadmError> {
+fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<KeyAlg, KubeadmError> {
     if let Some(s) = stored {
         let found = s.config["encryptionAlgorithm"]
             .as_str()
             .unwrap_or("RSA-2048");
-        return node::KEY_ALGS
-            .iter()
-            .find(|(name, ..)| *name == found)
-            .map(|(_, alg, ..)| *alg)
-            .ok_or_else(|| {
-                let found = found.to_owned();
-                KubeadmError::refused(&opts.dir, Refusal::EncryptionAlgorithm { found })
-            });
+        return node::encryption_algorithm(found).ok_or_else(|| {
+            let found = found.to_owned();
+            KubeadmError::refused(&opts.dir, Refusal::EncryptionAlgorithm { found })
+        });
     }
     let apiserver_crt = "/etc/kubernetes/pki/apiserver.crt";
     match node::key_alg(&opts.dir, apiserver_crt) {

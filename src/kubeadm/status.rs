@@ -376,10 +376,7 @@ fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, FileProblem> {
     if let Some(p) = live.problem {
         return Err(FileProblem::Damaged(p));
     }
-    live.bundle
-        .get(crate::bundle::CERT_FILE)
-        .and_then(crate::validate::leaf_of)
-        .ok_or(FileProblem::NoCertificate)
+    crate::validate::leaf_of_bundle(&live.bundle).ok_or(FileProblem::NoCertificate)
 }
 
 /// Each component manifest: still adopted (adopt would change nothing),

@@ -529,6 +529,28 @@ fn forge_issuer(cn: &str) -> String {
     leaf.signed_by(&key, &issuer).expect("leaf").pem()
 }
 
+/// The ClusterConfiguration's `encryptionAlgorithm` names a key algorithm
+/// only as kubeadm spells one it makes; certsync's own spellings and keys
+/// kubeadm does not make are none.
+#[test]
+fn only_kubeadms_encryption_algorithms_name_a_key_algorithm() {
+    use crate::x509::KeyAlg;
+    for (name, alg) in [
+        ("RSA-2048", KeyAlg::Rsa(2048)),
+        ("RSA-3072", KeyAlg::Rsa(3072)),
+        ("RSA-4096", KeyAlg::Rsa(4096)),
+        ("ECDSA-P256", KeyAlg::EcdsaP256),
+        ("ECDSA-P384", KeyAlg::EcdsaP384),
+    ] {
+        assert_eq!(node::encryption_algorithm(name), Some(alg), "{name}");
+    }
+    for name in [
+        "rsa-2048", "RSA", "ECDSA", "P256", "ED25519", "RSA-1024", "",
+    ] {
+        assert_eq!(node::encryption_algorithm(name), None, "{name}");
+    }
+}
+
 /// Without the ClusterConfiguration, the key algorithm certsync issues
 /// with is read from kubeadm's API server certificate: each key kubeadm
 /// makes names its `key-alg=`, any other none.
@@ -538,11 +560,17 @@ fn kubeadms_key_algorithm_is_read_from_its_api_server_certificate() {
     let crt = "/etc/kubernetes/pki/apiserver.crt";
     assert_eq!(
         node::key_alg(dir.path(), crt).expect("read"),
-        Some("rsa-2048")
+        Some(crate::x509::KeyAlg::Rsa(2048))
     );
     for (alg, want) in [
-        (&rcgen::PKCS_ECDSA_P256_SHA256, Some("ecdsa-p256")),
-        (&rcgen::PKCS_ECDSA_P384_SHA384, Some("ecdsa-p384")),
+        (
+            &rcgen::PKCS_ECDSA_P256_SHA256,
+            Some(crate::x509::KeyAlg::EcdsaP256),
+        ),
+        (
+            &rcgen::PKCS_ECDSA_P384_SHA384,
+            Some(crate::x509::KeyAlg::EcdsaP384),
+        ),
         (&rcgen::PKCS_ED25519, None),
     ] {
         let key = rcgen::KeyPair::generate_for(alg).expect("key");

@@ -31,9 +31,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use x509_parser::certificate::TbsCertificate;
+
 use super::error::{FileProblem, KubeadmError};
 use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
-use super::node;
+use super::node::{self, Cert};
 use super::paths::{FileWrite, host};
 use super::record::STATE;
 use super::warning::{Warning, WarningKind};
@@ -103,32 +105,8 @@ pub struct Trust {
 /// Each bundle (node path) with the certificates (PEM) adopt put in it.
 pub type Record = BTreeMap<String, Vec<String>>;
 
-/// The certificates (DER) of a PEM file, in order (none when it holds no
-/// block); refused unless every block is a certificate.
-pub(super) fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError> {
-    use crate::pem::PemError;
-    match crate::pem::certificates(pem) {
-        Err(PemError::Empty) => Ok(Vec::new()),
-        Err(PemError::Kind(_)) => Err(KubeadmError::file(at, FileProblem::NotOnlyCertificates)),
-        found => found.map_err(|e| KubeadmError::file(at, e)),
-    }
-}
-
 fn pem(der: &[u8]) -> String {
     crate::pem::encode("CERTIFICATE", der)
-}
-
-/// (subject, public key, notBefore, notAfter) of a certificate.
-pub(super) fn identity(
-    der: &[u8],
-) -> Result<Identity, x509_parser::nom::Err<x509_parser::error::X509Error>> {
-    let (_, c) = x509_parser::parse_x509_certificate(der)?;
-    Ok((
-        c.subject().as_raw().to_vec(),
-        c.public_key().raw.to_vec(),
-        c.validity().not_before.timestamp(),
-        c.validity().not_after.timestamp(),
-    ))
 }
 
 /// A CA's span without its 5-minute backdate (kubeadm's and
@@ -148,26 +126,6 @@ fn due_from(from: i64, to: i64) -> i64 {
 
 const BACKDATE_SECS: i64 = 300;
 
-/// (subject, public key, notBefore, notAfter) of a certificate.
-type Identity = (Vec<u8>, Vec<u8>, i64, i64);
-
-/// The CA certificate in place at `cert` (a node path): the file holds
-/// exactly one certificate; it, its [`identity`] and the file's text.
-pub(super) fn in_place(
-    dir: &Path,
-    cert: &str,
-) -> Result<(Vec<u8>, Identity, String), KubeadmError> {
-    let at = host(dir, cert);
-    let text = node::read(dir, cert)?;
-    let [der] = certificates(&at, text.as_bytes())?
-        .try_into()
-        .map_err(|all: Vec<_>| {
-            KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
-        })?;
-    let id = identity(&der).map_err(|e| KubeadmError::file(&at, FileProblem::NotCertificate(e)))?;
-    Ok((der, id, text))
-}
-
 /// Works out the renewals and bundles for the node at `dir` at `now`,
 /// from adopt's `record` of the bundles (empty on a first adopt:
 /// `adopted` false, when a bundle already there is not adopt's) and the
@@ -185,14 +143,15 @@ pub fn plan(
     let mut bundles = Vec::new();
     let mut cluster = BTreeMap::new();
     for (name, cert, key, bundle) in CAS {
-        let (der, (subject, spki, from, to), text) = in_place(dir, cert)?;
-        crate::x509::strict_certificate(&der).map_err(|e| {
+        let (ca, text) = node::ca_file(dir, cert)?;
+        let (der, from, to) = (&ca.der, ca.not_before, ca.not_after);
+        crate::x509::strict_certificate(der).map_err(|e| {
             KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
         })?;
         let span = effective_span(from, to);
         let map_key = super::published::key(name);
         let theirs = match published.and_then(|p| p.get(&map_key)) {
-            Some(pem) => cluster_certs(&map_key, pem, (&der, &subject, &spki), now_s, span)?,
+            Some(pem) => cluster_certs(&map_key, pem, &ca, now_s, span)?,
             None => Vec::new(),
         };
         // The cluster's CA certificate, unless it is due: taken, never a
@@ -220,7 +179,7 @@ pub fn plan(
             }
             None => (der.clone(), to, ""),
         };
-        if current != der {
+        if current != *der {
             trust.files.push(FileWrite {
                 path: cert.to_owned(),
                 before: Some(text.into_bytes()),
@@ -238,7 +197,7 @@ pub fn plan(
             name,
             path: cert,
             ends: to,
-            renewed_to: (current != der).then_some(ends),
+            renewed_to: (current != *der).then_some(ends),
             due_from: due_from(from, to),
         });
         // Side by side: the cluster's certificates when taken (every node
@@ -246,7 +205,7 @@ pub fn plan(
         // place; then the current one. Only those that have not ended.
         let mut certs: Vec<Vec<u8>> = Vec::new();
         let kept = match bundle.filter(|_| !is_taken) {
-            Some(b) => recorded(dir, record, b, (&subject, &spki))?,
+            Some(b) => recorded(dir, record, b, &ca)?,
             None => Vec::new(),
         };
         let mine = (!is_taken).then(|| (der.clone(), to));
@@ -288,43 +247,39 @@ pub fn plan(
 fn cluster_certs(
     map_key: &str,
     pem: &str,
-    ca: (&[u8], &[u8], &[u8]),
+    ca: &Cert,
     now: i64,
     span: i64,
 ) -> Result<Vec<(Vec<u8>, i64, i64)>, KubeadmError> {
-    use x509_cert::der::Decode as _;
     let at = PathBuf::from(format!(
         "ConfigMap kube-system/certsync-kubeadm-cas, key {map_key}"
     ));
     let refuse = |why| KubeadmError::file(&at, FileProblem::NotTheCas(why));
-    let tbs = |der: &[u8]| {
-        x509_cert::Certificate::from_der(der)
-            .map(|c| c.tbs_certificate)
-            .map_err(|_| refuse("not DER"))
-    };
-    let in_place = tbs(ca.0)?;
-    let all = certificates(&at, pem.as_bytes())?;
+    let in_place = node::parse(&ca.der).map_err(|e| KubeadmError::file(&at, e))?;
+    // Every field of a TBSCertificate but serial and validity.
+    fn fields<'a>(t: &'a TbsCertificate<'a>) -> impl PartialEq + 'a {
+        let uids = (&t.issuer_uid, &t.subject_uid);
+        let names = (&t.signature, &t.issuer, &t.subject, &t.subject_pki);
+        (t.version, names, uids, t.extensions())
+    }
+    let all = node::certificates(&at, pem.as_bytes())?;
     if all.is_empty() {
         return Err(refuse("no certificate"));
     }
     all.into_iter()
         .map(|c| {
-            let (_, x) = x509_parser::parse_x509_certificate(&c)
-                .map_err(|e| KubeadmError::file(&at, FileProblem::NotCertificate(e)))?;
-            if x.subject().as_raw() != ca.1 {
+            let x = node::parse(&c).map_err(|e| KubeadmError::file(&at, e))?;
+            if x.subject().as_raw() != ca.subject {
                 return Err(refuse("another subject"));
             }
-            if x.public_key().raw != ca.2 {
+            if x.public_key().raw != ca.spki {
                 return Err(refuse("another key"));
             }
-            x.verify_signature(Some(x.public_key()))
+            node::signed_by(&x, "it", &in_place, "the CA")
                 .map_err(|_| refuse("not signed by the CA's key"))?;
             crate::x509::strict_certificate(&c)
                 .map_err(|e| KubeadmError::file(&at, FileProblem::NotAsGoReads(Box::new(e))))?;
-            let mut theirs = tbs(&c)?;
-            theirs.serial_number = in_place.serial_number.clone();
-            theirs.validity = in_place.validity;
-            if theirs != in_place {
+            if fields(&x.tbs_certificate) != fields(&in_place.tbs_certificate) {
                 return Err(refuse("its extensions are not the certificate in place's"));
             }
             let (from, to) = (
@@ -370,20 +325,19 @@ fn recorded(
     dir: &Path,
     record: &Record,
     bundle: &str,
-    ca: (&[u8], &[u8]),
+    ca: &Cert,
 ) -> Result<Vec<(Vec<u8>, i64)>, KubeadmError> {
     let mut certs: Vec<(Vec<u8>, i64)> = Vec::new();
     for text in record.get(bundle).into_iter().flatten() {
-        for c in certificates(&host(dir, STATE), text.as_bytes())? {
-            let Ok((s, k, _, end)) = identity(&c) else {
+        for c in node::certificates(&host(dir, STATE), text.as_bytes())? {
+            let Ok(c) = Cert::parse(c) else {
                 continue;
             };
-            let ours = (s.as_slice(), k.as_slice()) == ca;
-            if ours
-                && crate::x509::strict_certificate(&c).is_ok()
-                && !certs.iter().any(|(d, _)| *d == c)
+            if (&c.subject, &c.spki) == (&ca.subject, &ca.spki)
+                && crate::x509::strict_certificate(&c.der).is_ok()
+                && !certs.iter().any(|(d, _)| *d == c.der)
             {
-                certs.push((c, end));
+                certs.push((c.der, c.not_after));
             }
         }
     }
@@ -429,14 +383,15 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             path: cert,
             ..CaStatus::default()
         };
-        let (der, (subject, spki, from, to), _) = match in_place(dir, cert) {
-            Ok(found) => found,
+        let ca = match node::ca_file(dir, cert) {
+            Ok((ca, _)) => ca,
             Err(e) => {
                 c.problem = Some(e.to_string());
                 cas.push(c);
                 continue;
             }
         };
+        let (from, to) = (ca.not_before, ca.not_after);
         c.not_after = Some(rfc3339(to));
         c.not_after_seconds = to;
         c.renewal_due = now > due_from(from, to);
@@ -454,8 +409,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             ));
         }
         if let Some(b) = bundle {
-            let ca = (der.as_slice(), subject.as_slice(), spki.as_slice());
-            bundle_part(&mut c, dir, b, ca, record, now, &mut warnings);
+            bundle_part(&mut c, dir, b, &ca, record, now, &mut warnings);
         }
         if name == "ca" {
             let fix = format!(
@@ -465,7 +419,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
                  by hand and restart the kubelet",
                 rfc3339(to)
             );
-            match kubelet_trust(dir, &der, now, &fix) {
+            match kubelet_trust(dir, &ca.der, now, &fix) {
                 Some((true, w)) => c.problem = Some(w),
                 Some((false, w)) => warnings.push(Warning::new(WarningKind::KubeletConf, w)),
                 None => {}
@@ -476,8 +430,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
     (cas, warnings)
 }
 
-/// The bundle `b` of the CA in place (`ca`: its certificate, subject and
-/// key) in its status: whether it holds it, the earlier certificates
+/// The bundle `b` of the CA in place (`ca`) in its status: whether it holds it, the earlier certificates
 /// adopt recorded beside it by the bundle's own rule ([`recorded`]),
 /// ended or not, and what is wrong: not holding it, unreadable, or
 /// holding a certificate neither in place nor in adopt's record (a file
@@ -487,14 +440,15 @@ fn bundle_part(
     c: &mut CaStatus,
     dir: &Path,
     b: &str,
-    (der, subject, spki): (&[u8], &[u8], &[u8]),
+    ca: &Cert,
     record: &Record,
     now: i64,
     warnings: &mut Vec<Warning>,
 ) {
-    let kept = recorded(dir, record, b, (subject, spki)).unwrap_or_default();
+    let der = &ca.der;
+    let kept = recorded(dir, record, b, ca).unwrap_or_default();
     let held = node::read_optional(dir, b)
-        .and_then(|t| t.map_or(Ok(Vec::new()), |t| certificates(&host(dir, b), &t)))
+        .and_then(|t| t.map_or(Ok(Vec::new()), |t| node::certificates(&host(dir, b), &t)))
         .map_err(|e| e.to_string());
     let has = held.as_ref().is_ok_and(|h| h.iter().any(|h| h == der));
     c.in_bundle = Some(has);
@@ -554,7 +508,7 @@ pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError>
     let Some(data) = data.map_err(|e| KubeadmError::file(&at, e))? else {
         return Ok(None);
     };
-    Ok(Some((text, certificates(&at, &data)?)))
+    Ok(Some((text, node::certificates(&at, &data)?)))
 }
 
 /// When this node's [`kubelet_conf`] embeds CA data without the CA
@@ -577,11 +531,11 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
 /// in place (a renewal): nothing watches it once the node is kubeadm's, and
 /// the kubelet stops at the end of what it trusts.
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
-    let (der, ..) = in_place(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
+    let (ca, _) = node::ca_file(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";
-    kubelet_trust(dir, &der, now, fix).map(|(_, why)| why)
+    kubelet_trust(dir, &ca.der, now, fix).map(|(_, why)| why)
 }
 
 /// When `trusted` (the CA certificates `who` trusts, DER) lacks the CA
@@ -601,8 +555,8 @@ pub(super) fn stale_trust(
     }
     let ends = trusted
         .iter()
-        .filter_map(|c| identity(c).ok())
-        .map(|i| i.3)
+        .filter_map(|c| Cert::parse(c.clone()).ok())
+        .map(|c| c.not_after)
         .max()
         .unwrap_or(0);
     let at = rfc3339(ends);

@@ -39,6 +39,7 @@ use super::node;
 use super::paths::host;
 use super::plan;
 use super::seen::{Problem, Seen};
+use crate::validate::rfc3339;
 
 /// Calls `check` (given the time since the first call) every `every`
 /// until it answers `Ok`; once `limit` has passed, its last `Err`.
@@ -128,18 +129,17 @@ pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
 /// Targets whose live pair is missing, unreadable, not its CA's or has
 /// ended: (node path, why). Empty when every one holds a live pair.
 pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
-    let now = x509_parser::time::ASN1Time::now();
+    let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let mut dead = Vec::new();
     for (target, ca) in plan::target_cas(dir) {
         let ends = || -> Result<_, Problem> {
             let read = |f: &str| read_beneath(dir, &target, f);
             let (crt, key) = (read("tls.crt")?, read("tls.key")?);
-            node::sound_pair(dir, &crt, &key, &ca)?;
-            Ok(node::not_after(&crt)?)
+            Ok(node::sound_pair(dir, &crt, &key, &ca)?)
         };
         match ends() {
             Err(e) => dead.push((target, e.to_string())),
-            Ok(t) if t <= now => dead.push((target, format!("ended at {t}"))),
+            Ok(t) if t <= now => dead.push((target, format!("ended at {}", rfc3339(t)))),
             Ok(_) => {}
         }
     }
@@ -484,13 +484,10 @@ async fn served_as_named(
     cert: &str,
     check: &crate::reload::verify::ServingCheck,
 ) -> Result<(), Seen> {
-    use rustls_pki_types::{CertificateDer, pem::PemObject as _};
     let (parent, name) = cert.rsplit_once('/').unwrap_or(("/", cert));
     let read = || -> Result<_, Problem> {
         let pem = read_beneath(dir, parent, name)?;
-        Ok(crate::bundle::sha256(&CertificateDer::from_pem_slice(
-            &pem,
-        )?))
+        Ok(crate::bundle::sha256(&crate::pem::first_certificate(&pem)?))
     };
     let expected = read().map_err(|problem| Seen::Unread {
         path: cert.to_owned(),

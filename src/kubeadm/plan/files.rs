@@ -12,6 +12,7 @@ use super::super::options::Options;
 use super::super::paths::{FileWrite, digest, host};
 use super::super::{node, pod, trust};
 use super::layout::{CA_FILES, KUBELET_FILES, POD, certs};
+use crate::x509::KeyAlg;
 
 /// The renewal options every mapping gets, as the plan shows them.
 pub(super) fn renewal(set: &[(String, String)]) -> String {
@@ -34,7 +35,7 @@ fn set_value(v: &str) -> Value {
 }
 
 /// certsync's configuration: one `ca:` mapping per certificate.
-pub(super) fn config_text(opts: &Options, key_alg: &str) -> Result<String, KubeadmError> {
+pub(super) fn config_text(opts: &Options, key_alg: KeyAlg) -> Result<String, KubeadmError> {
     let mut mappings = Vec::new();
     for c in certs(&opts.dir) {
         let mut m = serde_yaml_ng::Mapping::new();
@@ -58,7 +59,7 @@ pub(super) fn config_text(opts: &Options, key_alg: &str) -> Result<String, Kubea
             if let Some(o) = c.o {
                 put("o", serde_yaml_ng::to_value([o]).unwrap_or_default());
             }
-            put("key-alg", key_alg.into());
+            put("key-alg", key_alg.to_string().into());
         }
         if let Some(k) = c.kubeconfig {
             put("update-kubeconfig", k.into());
@@ -89,7 +90,7 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
     let Some((text, held)) = trust::kubelet_conf(dir)? else {
         return Ok(None);
     };
-    let bundle = trust::certificates(&host(dir, CA_BUNDLE), ca_bundle)?;
+    let bundle = node::certificates(&host(dir, CA_BUNDLE), ca_bundle)?;
     if bundle.iter().all(|c| held.contains(c)) {
         return Ok(None);
     }

@@ -14,8 +14,10 @@ use super::*;
 
 #[test]
 fn revert_shows_a_not_after_to_the_minute_in_utc() {
-    let t = x509_parser::time::ASN1Time::from_timestamp(1_795_000_000).expect("time");
-    assert_eq!(crate::kubeadm::handback::until(t), "2026-11-18 11:06Z");
+    assert_eq!(
+        crate::kubeadm::handback::until(1_795_000_000),
+        "2026-11-18 11:06Z"
+    );
 }
 
 /// A pair the node's CA issued, key and all, for other names than
