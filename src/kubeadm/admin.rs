@@ -138,7 +138,6 @@ fn parse(path: &Path, text: &str) -> Result<Kubeconfig, KubeadmError> {
 /// admin.conf at `admin` (`/etc/kubernetes/admin.conf` below the node's
 /// directory) and, once adopt has backed it up, kubeadm's copy in the backup.
 pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
-    use base64::Engine as _;
     let dir = admin.parent().unwrap_or(Path::new("/"));
     let live = parse(admin, &node::read(dir, ADMIN)?)?;
     let (live_cluster, user) = kubeadm_shape(&live).map_err(|e| KubeadmError::file(admin, e))?;
@@ -162,15 +161,8 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
             // The pair the container could have replaced: it must be one
             // the node's CA issued, its key the certificate's.
-            let b64 = |field: &'static str, v: &str| {
-                base64::engine::general_purpose::STANDARD
-                    .decode(v.trim())
-                    .map_err(|source| {
-                        KubeadmError::file(admin, FileProblem::NotBase64 { field, source })
-                    })
-            };
-            let cert_pem = b64("client-certificate-data", &cert)?;
-            let key_pem = b64("client-key-data", key.expose_secret())?;
+            let cert_pem = node::base64_field(admin, "client-certificate-data", &cert)?;
+            let key_pem = node::base64_field(admin, "client-key-data", key.expose_secret())?;
             node::sound_pair(dir, &cert_pem, &key_pem, CA)
                 .map_err(|e| KubeadmError::file(admin, FileProblem::ClientCert(Box::new(e))))?;
             (

@@ -142,8 +142,11 @@ fn kubeconfig(
         .map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
     let data = client_certificate_data(&at, &text)?;
     let field = "client-certificate-data";
-    let der = crate::pem::exactly_one(&decode(&at, field, data)?, SectionKind::Certificate)
-        .map_err(|source| KubeadmError::file(&at, FileProblem::PemField { field, source }))?;
+    let der = crate::pem::exactly_one(
+        &super::node::base64_field(&at, field, data)?,
+        SectionKind::Certificate,
+    )
+    .map_err(|source| KubeadmError::file(&at, FileProblem::PemField { field, source }))?;
     let (new, reissued) = renewed(dir, &at, &der, CA, deadline)?.unzip();
     let text = match new {
         Some(der) => text.replacen(
@@ -277,12 +280,6 @@ fn once<'a>(
         [(i, _)] if !data.is_empty() => Ok(&text[i..i + data.len()]),
         _ => Err(KubeadmError::file(at, FileProblem::NotOnce(field))),
     }
-}
-
-/// A kubeconfig's base64 `field` (`data`, in the file at `at`) decoded.
-fn decode(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8>, KubeadmError> {
-    (B64.decode(data))
-        .map_err(|source| KubeadmError::file(at, FileProblem::NotBase64 { field, source }))
 }
 
 /// Writes `bytes` as `node_path` anew with [`kubeadm_mode`]: a new file (`..tmp-NAME`,

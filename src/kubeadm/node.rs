@@ -106,17 +106,12 @@ impl Cert {
     /// The certificate `der`; refused unless it is one.
     pub fn parse(der: Vec<u8>) -> Result<Self, FileProblem> {
         let c = parse(&der)?;
-        let (subject, spki) = (c.subject().as_raw().to_vec(), c.public_key().raw.to_vec());
-        let (not_before, not_after) = (
-            c.validity().not_before.timestamp(),
-            c.validity().not_after.timestamp(),
-        );
         Ok(Self {
+            subject: c.subject().as_raw().to_vec(),
+            spki: c.public_key().raw.to_vec(),
+            not_before: c.validity().not_before.timestamp(),
+            not_after: c.validity().not_after.timestamp(),
             der,
-            subject,
-            spki,
-            not_before,
-            not_after,
         })
     }
 }
@@ -218,6 +213,13 @@ pub fn sound_pair(
         Ok(false) => Err(FileProblem::KeyMismatch),
         Err(e) => Err(FileProblem::Key(Box::new(e))),
     }
+}
+
+/// A kubeconfig's base64 `field` (`data`, in the file at `at`) decoded.
+pub fn base64_field(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8>, KubeadmError> {
+    use base64::Engine as _;
+    (base64::engine::general_purpose::STANDARD.decode(data.trim()))
+        .map_err(|source| KubeadmError::file(at, FileProblem::NotBase64 { field, source }))
 }
 
 /// The API server address of a kubeadm kubeconfig (its only cluster).
