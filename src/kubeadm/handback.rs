@@ -180,8 +180,7 @@ fn renewed(
     deadline: i64,
 ) -> Result<Option<(Vec<u8>, Ends)>, KubeadmError> {
     let not_after = |der: &[u8]| {
-        let cert = Cert::parse(der.to_vec()).map_err(|e| KubeadmError::file(at, e))?;
-        Ok::<_, KubeadmError>(cert.not_after)
+        (Cert::parse(der.to_vec()).map(|c| c.not_after)).map_err(|e| KubeadmError::file(at, e))
     };
     let kubeadms = not_after(der)?;
     if kubeadms > deadline {
