@@ -64,18 +64,11 @@ fn parse(object: ConfigMap) -> Result<ClusterInfo, KubeadmError> {
 }
 
 impl ClusterInfo {
-    /// Whether its cluster trusts every certificate of `bundle` (DER).
-    pub fn holds(&self, bundle: &[Vec<u8>]) -> bool {
-        bundle.iter().all(|c| self.trusted.contains(c))
-    }
-
     /// The ConfigMap with `bundle` (PEM) as its cluster's CA data, unless
     /// it already trusts each of those certificates.
     pub fn with_ca(&self, bundle: &[u8]) -> Result<Option<ConfigMap>, KubeadmError> {
-        if self.holds(&super::node::certificates(
-            Path::new("the CA bundle"),
-            bundle,
-        )?) {
+        let certs = super::node::certificates(Path::new("the CA bundle"), bundle)?;
+        if certs.iter().all(|c| self.trusted.contains(c)) {
             return Ok(None);
         }
         let text = crate::writer::with_ca_data(kubeconfig(&self.object)?, CaCluster::One, bundle)

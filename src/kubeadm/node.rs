@@ -1,5 +1,6 @@
 //! Reading a kubeadm node's files: certificates (kubeadm's, each issued by
-//! the CA adopt will renew it from), kubeconfigs (the server each
+//! the CA adopt will renew it from; every certificate adopt, revert and
+//! status judge is read and parsed here), kubeconfigs (the server each
 //! component talks to), manifests.
 
 use std::path::Path;

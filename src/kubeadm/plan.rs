@@ -39,7 +39,7 @@ async fn cluster_info_change(
     Option<String>,
     Option<k8s_openapi::api::core::v1::ConfigMap>,
 ) {
-    let renewed = crate::pem::blocks(bundle).map_or(0, |b| b.len()) > 1;
+    let renewed = node::certificates(Path::new(CA_BUNDLE), bundle).map_or(0, |c| c.len()) > 1;
     let not = |why: String| {
         renewed.then(|| {
             format!(

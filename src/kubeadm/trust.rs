@@ -430,9 +430,9 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
     (cas, warnings)
 }
 
-/// The bundle `b` of the CA in place (`ca`) in its status: whether it holds it, the earlier certificates
-/// adopt recorded beside it by the bundle's own rule ([`recorded`]),
-/// ended or not, and what is wrong: not holding it, unreadable, or
+/// The bundle `b` of the CA in place (`ca`) in its status: whether it
+/// holds it, the earlier certificates adopt recorded beside it by the
+/// bundle's own rule ([`recorded`]), ended or not, and what is wrong: not holding it, unreadable, or
 /// holding a certificate neither in place nor in adopt's record (a file
 /// certsync's container could have written: another key trusted by etcd,
 /// the API server and the controller-manager).
