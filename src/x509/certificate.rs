@@ -9,7 +9,8 @@
 //! Refused, with Go's words beside certsync's: anything not strict DER
 //! (RustCrypto's `x509-cert`: a BOOLEAN other than 00/FF, non-minimal
 //! integers and lengths, trailing bytes, a version other than v1-v3), a
-//! negative serial number, an extension that appears twice, and a name
+//! negative serial number, an outer signature algorithm other than the
+//! one the signed part names, an extension that appears twice, and a name
 //! attribute whose PrintableString, IA5String, UTF8String or BMPString
 //! holds what that type may not, a SAN dNSName, rfc822Name or URI that is
 //! not ASCII, a URI `url.Parse` refuses, an IP address SAN of another length
@@ -26,6 +27,11 @@ use super::error::X509Error;
 pub fn strict_certificate(der: &[u8]) -> Result<(), X509Error> {
     let cert = x509_cert::Certificate::from_der(der).map_err(X509Error::StrictDer)?;
     let tbs = &cert.tbs_certificate;
+    // The signature covers only the signed part: the outer algorithm can
+    // be changed by anyone, and lenient readers verify with it anyway.
+    if cert.signature_algorithm != tbs.signature {
+        return Err(X509Error::SignatureAlgorithms);
+    }
     if tbs
         .serial_number
         .as_bytes()
@@ -197,7 +203,20 @@ mod tests {
     #[test]
     fn each_shape_go_refuses_is_refused() {
         let der = leaf();
-        let shapes: [(&str, _, Refused); 6] = [
+        let shapes: [(&str, _, Refused); 7] = [
+            (
+                // The signed part's ecdsa-with-SHA256 made SHA384: the
+                // outer one (which no signature covers) now differs.
+                "inner and outer signature algorithms differ",
+                {
+                    let sha256 = [0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
+                    let mut d = der.clone();
+                    let inner = d.windows(10).position(|w| w == sha256).expect("ECDSA");
+                    d[inner + 9] = 0x03;
+                    d
+                },
+                |e| *e == X509Error::SignatureAlgorithms,
+            ),
             (
                 "negative serial",
                 edit(&der, &[0x02, 0x04, 0x11, 0x22], &[0x02, 0x04, 0x91, 0x22]),

@@ -101,6 +101,11 @@ pub enum X509Error {
     StrictDer(x509_cert::der::Error),
     #[error("negative serial number (Go: x509: negative serial number)")]
     NegativeSerial,
+    #[error(
+        "its signature algorithm differs from the one its signed part names (Go: x509: inner \
+         and outer signature algorithm identifiers don't match)"
+    )]
+    SignatureAlgorithms,
     #[error("extension {0} appears twice (Go: x509: certificate contains duplicate extension)")]
     DuplicateExtension(Oid),
     #[error("{which} attribute {oid}: invalid {tag}: {error} (Go: x509: invalid RDNSequence)")]
