@@ -279,6 +279,12 @@ fn cluster_certs(
                 .map_err(|_| refuse("not signed by the CA's key"))?;
             crate::x509::strict_certificate(&c)
                 .map_err(|e| KubeadmError::file(&at, FileProblem::NotAsGoReads(Box::new(e))))?;
+            // The same signed part under other signature bytes (an ECDSA
+            // signature's s flipped needs no key): no renewal, and taken it
+            // would rewrite the CA and restart what loads it at every adopt.
+            if x.tbs_certificate.as_ref() == in_place.tbs_certificate.as_ref() && c != ca.der {
+                return Err(refuse("the certificate in place under another signature"));
+            }
             if fields(&x.tbs_certificate) != fields(&in_place.tbs_certificate) {
                 return Err(refuse("its extensions are not the certificate in place's"));
             }

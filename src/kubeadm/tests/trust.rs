@@ -535,6 +535,112 @@ fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
     }
 }
 
+/// `der` with its outer signatureAlgorithm's parameters toggled (absent
+/// <-> NULL), the signed part untouched: no key needed.
+fn outer_algorithm_changed(der: &[u8]) -> Vec<u8> {
+    use x509_cert::der::{Decode as _, Encode as _};
+    let mut c = x509_cert::Certificate::from_der(der).unwrap();
+    c.signature_algorithm.parameters = match c.signature_algorithm.parameters {
+        None => Some(x509_cert::der::Any::null()),
+        Some(_) => None,
+    };
+    c.to_der().unwrap()
+}
+
+/// `der` (ECDSA P-256) with its signature's s replaced by n - s: the same
+/// signed part, a signature that still verifies, other bytes. No key
+/// needed.
+fn signature_s_flipped(der: &[u8]) -> Vec<u8> {
+    use x509_cert::der::asn1::BitString;
+    use x509_cert::der::{Decode as _, Encode as _};
+    use x509_parser::num_bigint::BigUint;
+    let n = BigUint::parse_bytes(
+        b"FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551",
+        16,
+    )
+    .unwrap();
+    let mut c = x509_cert::Certificate::from_der(der).unwrap();
+    // SEQUENCE { INTEGER r, INTEGER s }, each shorter than 128 bytes.
+    let sig = c.signature.raw_bytes().to_vec();
+    let r_len = usize::from(sig[3]);
+    let (r, s) = (&sig[2..4 + r_len], &sig[6 + r_len..]);
+    let mut s = (&n - BigUint::from_bytes_be(s)).to_bytes_be();
+    if s[0] & 0x80 != 0 {
+        s.insert(0, 0);
+    }
+    let mut body = r.to_vec();
+    body.extend([0x02, s.len() as u8]);
+    body.extend(s);
+    let mut new = vec![0x30, body.len() as u8];
+    new.extend(body);
+    c.signature = BitString::from_bytes(&new).unwrap();
+    c.to_der().unwrap()
+}
+
+/// Attack, without the CA key: the node's own CA certificate published
+/// with its outer signature algorithm changed (Go refuses it: "inner and
+/// outer signature algorithm identifiers don't match", and every component
+/// loading it would stop), or with its ECDSA signature's s flipped (no
+/// renewal, yet taken it would rewrite the CA and restart what loads it at
+/// every adopt). Both still verify with the CA's key; both are refused,
+/// naming the key, and nothing is written.
+#[test]
+fn attack_the_cas_own_certificate_rewritten_without_its_key_is_refused() {
+    use crate::kubeadm::KubeadmError;
+    use crate::kubeadm::error::FileProblem;
+    let a = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(a.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    kubeadms_ca(a.path(), "ca", "kubernetes", 0, 19);
+    let fp = kubeadms_ca(a.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
+    kubeadms_ca(a.path(), "etcd/ca", "etcd-ca", 0, 19);
+    let publish = |der: &[u8]| {
+        let x = x509_parser::parse_x509_certificate(der).unwrap().1;
+        assert!(x.verify_signature(None).is_ok(), "still verifies");
+        assert_ne!(der, fp.as_slice());
+        let published = std::collections::BTreeMap::from([(
+            "front-proxy-ca.crt".to_owned(),
+            crate::pem::encode("CERTIFICATE", der),
+        )]);
+        let planned = trust::plan(
+            a.path(),
+            SystemTime::now(),
+            &trust::Record::new(),
+            false,
+            Some(&published),
+        );
+        match planned {
+            Err(KubeadmError::File { path, problem }) => {
+                assert!(
+                    path.to_string_lossy()
+                        .contains("certsync-kubeadm-cas, key front-proxy-ca.crt"),
+                    "{}",
+                    path.display()
+                );
+                *problem
+            }
+            Err(e) => panic!("another error: {e}"),
+            Ok(t) => panic!(
+                "taken: {:?}",
+                t.files.iter().map(|f| &f.path).collect::<Vec<_>>()
+            ),
+        }
+    };
+    let outer = publish(&outer_algorithm_changed(&fp));
+    assert!(
+        matches!(&outer, FileProblem::NotAsGoReads(e)
+            if matches!(**e, crate::x509::X509Error::SignatureAlgorithms)),
+        "{outer}"
+    );
+    let flipped = publish(&signature_s_flipped(&fp));
+    assert!(
+        matches!(
+            flipped,
+            FileProblem::NotTheCas("the certificate in place under another signature")
+        ),
+        "{flipped}"
+    );
+}
+
 /// Attack (replay): a legitimate renewal that ends before the
 /// certificate in place, published again by someone who may write
 /// ConfigMaps, is not taken (taking it would swap the two back and forth,
