@@ -23,6 +23,7 @@ use rustls::pki_types::{
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::pem::READ_DIFFERENTLY;
+use crate::x509::Certificate;
 
 mod leaf;
 
@@ -100,18 +101,14 @@ pub enum ValidationError {
     Pem { file: String, problem: &'static str },
     #[error("{file}: no CERTIFICATE block found")]
     NoCertificate { file: String },
+    /// Not one certificate, with nothing after it.
     #[error("{file}: certificate #{index} does not parse as X.509: {source}")]
     BadCertificate {
         file: String,
         index: usize,
         #[source]
-        source: Box<x509_parser::nom::Err<x509_parser::error::X509Error>>,
+        source: Box<crate::x509::X509Error>,
     },
-    #[error(
-        "{file}: certificate #{index} does not parse as X.509: trailing bytes after the \
-         certificate"
-    )]
-    Trailing { file: String, index: usize },
     /// Parsed by x509-parser but refused by Go's reader: published over
     /// the last good pair, it would stop a Kubernetes component at its
     /// next start.
@@ -173,9 +170,7 @@ impl ValidationError {
             Self::Empty { .. } => "empty",
             Self::Pem { .. } => "bad_pem",
             Self::NoCertificate { .. } => "no_certificate",
-            Self::BadCertificate { .. } | Self::Trailing { .. } | Self::NotAsGoReads { .. } => {
-                "bad_certificate"
-            }
+            Self::BadCertificate { .. } | Self::NotAsGoReads { .. } => "bad_certificate",
             Self::NoKey { .. } => "no_key",
             Self::MultipleKeys { .. } => "multiple_keys",
             Self::EncryptedKey { .. } => "encrypted_key",
@@ -263,7 +258,8 @@ fn validate_pair(bundle: &Bundle, policy: &Policy) -> Result<Leaf, ValidationErr
             },
         });
     }
-    let leaf = leaf_facts(&certs[0]);
+    // `certificates` read it above.
+    let leaf = leaf_facts(&certs[0]).unwrap_or_default();
     let now = unix_seconds(policy.now);
     if now > leaf.not_after {
         return Err(ValidationError::Expired {
@@ -379,7 +375,7 @@ pub fn certificates_only(bytes: &[u8]) -> bool {
                     && consumed.ends_with(b"-----END CERTIFICATE-----")
                     && count(b"-----BEGIN ") == 1
                     && count(b"-----END ") == 1;
-                if !one_block || !matches!(x509_parser::parse_x509_certificate(&der), Ok(([], _))) {
+                if !one_block || Certificate::read(&der).is_err() {
                     return false;
                 }
                 blocks += 1;
@@ -453,17 +449,11 @@ fn certificates(
     }
     for (i, der) in certs.iter().enumerate() {
         let (file, index) = (file.to_owned(), i + 1);
-        match x509_parser::parse_x509_certificate(der) {
-            Ok(([], _)) => {}
-            Ok(_) => return Err(ValidationError::Trailing { file, index }),
-            Err(source) => {
-                return Err(ValidationError::BadCertificate {
-                    file,
-                    index,
-                    source: Box::new(source),
-                });
-            }
-        }
+        Certificate::read(der).map_err(|source| ValidationError::BadCertificate {
+            file: file.clone(),
+            index,
+            source: Box::new(source),
+        })?;
         crate::x509::strict_certificate(der).map_err(|source| ValidationError::NotAsGoReads {
             file,
             index,
@@ -519,7 +509,7 @@ fn public_key(
 /// Whether the certificate `der` is for the key whose public key is `spki`
 /// (compared as rustls' `CertifiedKey::keys_match` does).
 fn certifies(der: &[u8], spki: &SubjectPublicKeyInfoDer<'_>) -> bool {
-    x509_parser::parse_x509_certificate(der).is_ok_and(|(_, c)| c.public_key().raw == spki.as_ref())
+    Certificate::read(der).is_ok_and(|c| c.spki() == spki.as_ref())
 }
 
 /// Whether the private key in `key_pem` belongs to the first certificate in

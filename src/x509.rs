@@ -22,8 +22,10 @@
 
 mod certificate;
 mod error;
-pub use certificate::strict_certificate;
+mod facts;
+pub use certificate::{strict_certificate, strict_der};
 pub use error::X509Error;
+pub use facts::{Certificate, Facts, KEY_CERT_SIGN, Name, set};
 
 use std::net::IpAddr;
 
@@ -432,25 +434,14 @@ pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// A DNS SAN must be a host name: labels of letters, digits and inner
-/// hyphens, 1-63 long, 253 in all, no empty label (so no trailing dot).
-/// A wildcard (`*.example`) is refused here with its own words, so no
-/// later check has to think about it.
+/// A requested DNS SAN must be a host name ([`dns_name`] without the
+/// wildcard). A wildcard (`*.example`) is refused here with its own words,
+/// so no later check has to think about it.
 fn host_name(d: &str) -> Result<(), X509Error> {
-    let name = || d.to_owned();
-    if d.split('.').next() == Some("*") || d.contains('*') {
-        return Err(X509Error::SanWildcard { name: name() });
+    if d.contains('*') {
+        return Err(X509Error::SanWildcard { name: d.to_owned() });
     }
-    if d.is_empty() || d.len() > 253 {
-        return Err(X509Error::SanLength { name: name() });
-    }
-    if reads_as_ipv4(d) {
-        return Err(X509Error::SanIp { name: name() });
-    }
-    if !d.split('.').all(host_label) {
-        return Err(X509Error::SanNotHost { name: name() });
-    }
-    Ok(())
+    dns_name(d)
 }
 
 /// One label of a host name: 1-63 letters, digits and inner hyphens.

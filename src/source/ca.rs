@@ -130,18 +130,16 @@ pub enum CaError {
     OtherCa,
 
     // Why a certificate issued again (a renewed CA, a template) is refused.
-    #[error("renewed CA: {0}")]
-    RenewedUnread(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
-    #[error("the renewed CA has another key")]
+    #[error("the certificate issued again has another key")]
     RenewedOtherKey,
+    /// The certificate does not read, or not as Go reads it.
     #[error("{0}")]
-    NotStrict(#[source] Box<crate::x509::X509Error>),
+    Certificate(#[source] Box<crate::x509::X509Error>),
 
     // Why a certificate is not the CA's: said inside the template's or the
     // issued certificate's refusal.
-    /// x509-parser's reason.
     #[error("not a certificate ({0})")]
-    NotCertificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    NotCertificate(#[source] Box<crate::x509::X509Error>),
     /// Its issuer, escaped.
     #[error("issued by {0:?}")]
     Issuer(String),
@@ -198,11 +196,6 @@ pub enum CaError {
     Io(#[source] std::io::Error),
     #[error("{0} (one CERTIFICATE block is expected)")]
     NotOneCertificate(#[source] crate::pem::PemError),
-    /// What x509-parser could not read.
-    #[error("{0}")]
-    Parse(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
-    #[error("trailing bytes after the certificate")]
-    Trailing,
     #[error(
         "owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
          it can replace it; chown it to root"
@@ -226,8 +219,6 @@ pub enum CaError {
     DirectoryWritable { dir: PathBuf, mode: u32 },
     #[error("not usable as a CA: its basic constraints do not say CA:TRUE")]
     NotCa,
-    #[error("basic constraints: {0}")]
-    BasicConstraints(#[source] x509_parser::error::X509Error),
     #[error("not usable as a CA: its keyUsage lacks keyCertSign")]
     NoCertSign,
     #[error(
@@ -235,8 +226,6 @@ pub enum CaError {
          keyUsage=critical,keyCertSign,cRLSign)"
     )]
     NoKeyUsage,
-    #[error("key usage: {0}")]
-    KeyUsage(#[source] x509_parser::error::X509Error),
     #[error("expired at {}; renew the CA first", validate::rfc3339(*not_after))]
     Expired { not_after: i64 },
     #[error("not valid until {}", validate::rfc3339(*not_before))]
@@ -270,21 +259,11 @@ pub enum CaError {
     },
     #[error("{0}")]
     KeySign(#[source] rcgen::Error),
-    #[error("trailing bytes after the certificate inside its PEM block")]
-    TrailingInPem,
-    #[error("the CA's public key: {0}")]
-    CaPublicKey(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
     #[error(
         "it is not signed by the CA (its issuer or signature is not the CA's); a template is a \
          certificate the CA issued"
     )]
     NotSignedByCa,
-    #[error("subject attribute {oid}: {problem}")]
-    SubjectAttribute {
-        oid: String,
-        #[source]
-        problem: x509_parser::error::X509Error,
-    },
     #[error("its subject attribute {oid} is empty")]
     EmptyAttribute { oid: String },
     #[error("its subject holds two CNs")]
@@ -293,13 +272,9 @@ pub enum CaError {
     SubjectOther { oid: String },
     #[error("{0}")]
     DnsName(#[source] crate::x509::X509Error),
-    #[error("a malformed IP address SAN")]
-    MalformedIp,
-    /// A SAN of another kind, as x509-parser shows it.
-    #[error("its SAN {san} is not a DNS name or IP address")]
-    OtherSan { san: String },
-    #[error("extended key usage: {0}")]
-    Eku(#[source] x509_cert::der::Error),
+    /// A SAN of another kind, by kind.
+    #[error("its SANs hold {kind}; only DNS names and IP addresses are copied")]
+    OtherSan { kind: &'static str },
     #[error("its extended key usage {oid} is not one the CSR API names")]
     UnknownEku { oid: String },
     #[error("it is a CA certificate")]
@@ -308,15 +283,6 @@ pub enum CaError {
     PathLength,
     #[error("it carries name constraints, which only a CA certificate has")]
     NameConstraints,
-    #[error("extension {oid}: {problem}")]
-    Extension {
-        oid: String,
-        #[source]
-        problem: x509_parser::nom::Err<x509_parser::der_parser::error::BerError>,
-    },
-    /// One of the four extensions certsync copies, not read as what it is.
-    #[error("extension {oid} could not be read")]
-    Unreadable { oid: String },
     #[error(
         "critical extension {oid} is not one certsync copies (subjectAltName, keyUsage, \
          extKeyUsage, basicConstraints)"
@@ -342,8 +308,6 @@ pub enum CaError {
     /// one; a CA without one is not what kubeadm makes.
     #[error("it has no subject key identifier")]
     NoSubjectKeyId,
-    #[error("not strict DER ({0})")]
-    NotStrictDer(#[source] x509_cert::der::Error),
     /// Signed with another algorithm than the CA key signs with.
     #[error("signed with {signed}, where the CA key signs with {signs}")]
     SignedWith { signed: String, signs: String },
@@ -353,6 +317,11 @@ impl CaError {
     /// `e`, met while signing.
     fn signing(e: CaError) -> Self {
         Self::Sign(Box::new(e))
+    }
+
+    /// A certificate that does not read, or not as Go reads it.
+    fn certificate(e: crate::x509::X509Error) -> Self {
+        Self::Certificate(Box::new(e))
     }
 
     /// `e`, met while encoding the certificate to sign.
@@ -377,9 +346,8 @@ impl CaError {
             | Self::NotCertificate(_)
             | Self::Issuer(_)
             | Self::Signature
-            | Self::RenewedUnread(_)
             | Self::RenewedOtherKey
-            | Self::NotStrict(_) => "mismatch",
+            | Self::Certificate(_) => "mismatch",
             // What the variants above carry.
             _ => "ca",
         }

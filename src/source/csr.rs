@@ -239,34 +239,6 @@ pub enum CsrError {
     #[error("signing: {0}")]
     Signing(#[source] rcgen::Error),
 
-    // Why one parser could not read the leaf; a parser's own message is kept
-    // as it says it.
-    #[error("{0}")]
-    Malformed(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
-    #[error("{0}")]
-    MalformedDer(#[source] x509_cert::der::Error),
-    #[error("trailing bytes after the certificate")]
-    Trailing,
-    #[error("extensions: {0}")]
-    Extensions(#[source] x509_parser::error::X509Error),
-    #[error("subject attribute {oid} is not a UTF8String or PrintableString")]
-    SubjectType { oid: String },
-    #[error("subject attribute {oid}: {problem}")]
-    SubjectValue { oid: String, problem: String },
-    /// A known extension the parser fell back to "unsupported" for.
-    #[error("extension {oid} could not be read")]
-    Unsupported { oid: String },
-    #[error("extension {oid}: {problem}")]
-    Extension { oid: String, problem: String },
-    #[error("extension {oid} appears twice")]
-    Twice { oid: String },
-    #[error("subjectAltName holds a malformed IP address")]
-    MalformedIp,
-    #[error("subjectAltName holds an invalid entry")]
-    InvalidSan,
-    #[error("public key: {0}")]
-    PublicKey(#[source] x509_cert::der::Error),
-
     // Why a signer's answer (or the live pair) is not what the mapping asks
     // for: one variant per refusal, with what was seen and what was wanted.
     // Values the signer chose are shown with `{:?}` (escaped).
@@ -281,16 +253,6 @@ pub enum CsrError {
     NoLeaf,
     #[error("certificate PEM: {0}")]
     Pem(#[source] rustls::pki_types::pem::Error),
-    /// One parser could not read the leaf.
-    #[error("leaf certificate ({parser}): {problem}")]
-    Unread {
-        parser: &'static str,
-        #[source]
-        problem: Box<CsrError>,
-    },
-    /// The two parsers read `field` differently.
-    #[error("the leaf certificate's {field} reads differently with x509-parser and x509-cert")]
-    ReadDifferently { field: &'static str },
     #[error(
         "subject is [{}], the mapping asks for exactly [{}]",
         attributes(got),
@@ -331,8 +293,9 @@ pub enum CsrError {
     PathLength,
     #[error("critical extension {oid} is not one certsync understands")]
     UnknownCritical { oid: String },
+    /// The leaf does not read, or its two readings differ.
     #[error("leaf certificate: {0}")]
-    Leaf(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    Leaf(#[source] crate::x509::X509Error),
     #[error("key algorithm is {got}, the mapping asks for {want}")]
     IssuedKeyAlg { got: KeyAlg, want: KeyAlg },
     #[error("the key algorithm is not one certsync requests")]

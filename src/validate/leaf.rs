@@ -6,6 +6,7 @@ use rustls::pki_types::pem::SectionKind;
 
 use super::pem_blocks;
 use crate::bundle::{Bundle, CERT_FILE};
+use crate::x509::Certificate;
 
 /// Facts about a validated leaf certificate (for logs, metrics and checks).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -36,8 +37,7 @@ pub fn leaf_of(pem: &[u8]) -> Option<Leaf> {
     let (_, der) = blocks
         .iter()
         .find(|(k, _)| *k == SectionKind::Certificate)?;
-    x509_parser::parse_x509_certificate(der).ok()?;
-    Some(leaf_facts(der))
+    leaf_facts(der)
 }
 
 /// The certificate a trust bundle (CA certificates only) is judged by:
@@ -53,12 +53,12 @@ pub fn bundle_judged_by(pem: &[u8]) -> Option<Leaf> {
         if kind != SectionKind::Certificate {
             return None;
         }
-        let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
+        let c = Certificate::read(&der).ok()?;
         if !c.is_ca() {
             return None;
         }
-        let ca = (c.subject().as_raw().to_vec(), c.public_key().raw.to_vec());
-        let leaf = leaf_facts(&der);
+        let ca = (c.subject().to_vec(), c.spki().to_vec());
+        let leaf = facts_of(&c, &der);
         match latest.iter_mut().find(|(k, _)| *k == ca) {
             Some((_, kept)) if kept.not_after >= leaf.not_after => {}
             Some((_, kept)) => *kept = leaf,
@@ -71,48 +71,22 @@ pub fn bundle_judged_by(pem: &[u8]) -> Option<Leaf> {
         .min_by_key(|l| l.not_after)
 }
 
-/// Facts of a certificate that `certificates` already parsed.
-pub(super) fn leaf_facts(der: &[u8]) -> Leaf {
-    let sha256 = crate::bundle::sha256(der);
-    match x509_parser::parse_x509_certificate(der) {
-        Ok((_, c)) => Leaf {
-            subject: c.subject().to_string(),
-            issuer: c.issuer().to_string(),
-            sans: c
-                .subject_alternative_name()
-                .ok()
-                .flatten()
-                .map(|ext| {
-                    ext.value
-                        .general_names
-                        .iter()
-                        .filter_map(|n| match n {
-                            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
-                            x509_parser::extensions::GeneralName::IPAddress(ip) => ip_text(ip),
-                            _ => None,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            is_ca: c.is_ca(),
-            serial: c.raw_serial_as_string(),
-            not_before: c.validity().not_before.timestamp(),
-            not_after: c.validity().not_after.timestamp(),
-            sha256,
-        },
-        // Unreachable for callers, which parse first; an empty record is a
-        // safe answer rather than a panic.
-        Err(_) => Leaf {
-            sha256,
-            ..Leaf::default()
-        },
-    }
+/// Facts of the certificate `der`, if it reads.
+pub(super) fn leaf_facts(der: &[u8]) -> Option<Leaf> {
+    Certificate::read(der).ok().map(|c| facts_of(&c, der))
 }
 
-fn ip_text(b: &[u8]) -> Option<String> {
-    match b.len() {
-        4 => Some(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(b).ok()?).to_string()),
-        16 => Some(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(b).ok()?).to_string()),
-        _ => None,
+/// Facts of `c`, read from `der`.
+fn facts_of(c: &Certificate<'_>, der: &[u8]) -> Leaf {
+    let (not_before, not_after) = c.validity();
+    Leaf {
+        subject: c.subject_text(),
+        issuer: c.issuer_text(),
+        sans: c.san_text(),
+        is_ca: c.is_ca(),
+        serial: c.serial_text(),
+        not_before,
+        not_after,
+        sha256: crate::bundle::sha256(der),
     }
 }

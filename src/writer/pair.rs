@@ -120,9 +120,9 @@ fn replaceable(
         .ok()
         .and_then(|all| <[Vec<u8>; 1]>::try_from(all).ok())
         .ok_or_else(unreadable)?;
-    let (_, c) = x509_parser::parse_x509_certificate(&der).map_err(|_| unreadable())?;
+    let c = crate::x509::Certificate::read(&der).map_err(|_| unreadable())?;
     let is_ca = match c.basic_constraints() {
-        Ok(bc) => bc.is_some_and(|bc| bc.value.ca),
+        Ok(bc) => bc.is_some_and(|(ca, _)| ca),
         Err(_) => return Err(unreadable()),
     };
     // A CA without CA:TRUE is a CA all the same: a version 1 certificate
@@ -132,8 +132,8 @@ fn replaceable(
         .key_usage()
         .ok()
         .flatten()
-        .is_some_and(|ku| ku.value.key_cert_sign());
-    if is_ca || signs || c.version() != x509_parser::x509::X509Version::V3 {
+        .is_some_and(|ku| ku & crate::x509::KEY_CERT_SIGN != 0);
+    if is_ca || signs || !c.is_v3() {
         return Err(refused(prefix, WriterError::Ca));
     }
     // A key that is not the certificate's is someone else's (sa.key beside

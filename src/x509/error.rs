@@ -81,15 +81,6 @@ pub enum X509Error {
     SanUnexpected,
     #[error("DNS name {name:?} is a wildcard; wildcards are never approved")]
     SanWildcard { name: String },
-    #[error("DNS name {name:?} is empty or longer than 253 characters")]
-    SanLength { name: String },
-    #[error("DNS name {name:?} looks like an IP address; an IP is requested as an IP SAN")]
-    SanIp { name: String },
-    #[error(
-        "DNS name {name:?} is not a host name (letters, digits, inner hyphens; dot-separated \
-         labels of 1-63)"
-    )]
-    SanNotHost { name: String },
     #[error("the two X.509 readings of the request disagree on {0}")]
     Disagree(&'static str),
     #[error("the request's signature does not verify with its public key")]
@@ -130,6 +121,38 @@ pub enum X509Error {
     StrictKeyUsage(x509_cert::der::Error),
     #[error("key usage: its unused bits are not zero (Go: x509: invalid key usage)")]
     KeyUsagePadding,
+
+    // Why a certificate, or one reading of its facts ([`Certificate`]), is
+    // refused; a reader's own message is kept as it says it.
+    #[error("{0}")]
+    Certificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("trailing bytes after the certificate")]
+    CertificateTrailing,
+    #[error("extensions: {0}")]
+    Extensions(#[source] x509_parser::error::X509Error),
+    #[error("subject attribute {oid} is not a UTF8String or PrintableString")]
+    SubjectType { oid: String },
+    #[error("subject attribute {oid}: {problem}")]
+    SubjectValue { oid: String, problem: String },
+    /// A known extension the reader fell back to "unsupported" for.
+    #[error("extension {oid} could not be read")]
+    Unsupported { oid: String },
+    #[error("extension {oid}: {problem}")]
+    Extension { oid: String, problem: String },
+    #[error("subjectAltName holds an invalid entry")]
+    InvalidSan,
+    #[error("public key: {0}")]
+    PublicKey(#[source] x509_cert::der::Error),
+    /// One reader could not read the certificate.
+    #[error("({parser}): {problem}")]
+    Unread {
+        parser: &'static str,
+        #[source]
+        problem: Box<X509Error>,
+    },
+    /// The two readers read `field` differently.
+    #[error("its {field} reads differently with x509-parser and x509-cert")]
+    ReadDifferently { field: &'static str },
 }
 
 impl X509Error {
@@ -145,9 +168,9 @@ impl X509Error {
                 | Self::SanIpLength { .. }
                 | Self::SanUnexpected
                 | Self::SanWildcard { .. }
-                | Self::SanLength { .. }
-                | Self::SanIp { .. }
-                | Self::SanNotHost { .. }
+                | Self::DnsNameLength { .. }
+                | Self::DnsNameIp { .. }
+                | Self::DnsNameNotHost { .. }
         )
     }
 }

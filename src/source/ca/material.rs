@@ -11,7 +11,6 @@ use std::time::{Duration, SystemTime};
 use rcgen::PublicKeyData;
 use rustls::pki_types::PrivatePkcs8KeyDer;
 use rustls::pki_types::pem::SectionKind;
-use x509_parser::extensions::ParsedExtension;
 
 mod template;
 use template::read_template;
@@ -21,6 +20,7 @@ use crate::beneath::{self, Entry, Links, Start, Trust};
 use crate::pem::PemError;
 use crate::source::csr::{CsrSpec, KeyAlg, San, leaf_usages};
 use crate::validate;
+use crate::x509::Certificate;
 
 /// CA, template and key files are small.
 const LIMIT: u64 = 64 * 1024;
@@ -125,6 +125,20 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     })
 }
 
+/// Checks that `cert` names the CA `ca` as its issuer and that the CA's
+/// key signed it.
+pub(super) fn issued_by(cert: &Certificate<'_>, ca: &CaCert) -> Result<(), CaError> {
+    if cert.issuer() != ca.subject.as_slice() {
+        return Err(CaError::Issuer(
+            crate::escape(&cert.issuer_text()).into_owned(),
+        ));
+    }
+    if !cert.signed_by(&ca.spki) {
+        return Err(CaError::Signature);
+    }
+    Ok(())
+}
+
 /// The DER of the one certificate in `bytes`.
 fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, CaError> {
     crate::pem::exactly_one(bytes, SectionKind::Certificate).map_err(CaError::NotOneCertificate)
@@ -208,26 +222,19 @@ pub(super) fn read_ca_cert(
     owned_safely(&file.metadata().map_err(|e| err(CaError::Io(e)))?).map_err(err)?;
     let bytes = beneath::read_capped(file, path, LIMIT).map_err(|e| err(CaError::Read(e)))?;
     let der = one_certificate(&bytes).map_err(err)?;
-    let (rest, cert) =
-        x509_parser::parse_x509_certificate(&der).map_err(|e| err(CaError::Parse(e)))?;
-    if !rest.is_empty() {
-        return Err(err(CaError::Trailing));
-    }
+    let cert = Certificate::read(&der).map_err(|e| err(CaError::certificate(e)))?;
     match cert.basic_constraints() {
-        Ok(Some(bc)) if bc.value.ca => {}
+        Ok(Some((true, _))) => {}
         Ok(_) => return Err(err(CaError::NotCa)),
-        Err(e) => return Err(err(CaError::BasicConstraints(e))),
+        Err(e) => return Err(err(CaError::certificate(e))),
     }
     match cert.key_usage() {
-        Ok(Some(ku)) if ku.value.key_cert_sign() => {}
+        Ok(Some(ku)) if ku & crate::x509::KEY_CERT_SIGN != 0 => {}
         Ok(Some(_)) => return Err(err(CaError::NoCertSign)),
         Ok(None) => return Err(err(CaError::NoKeyUsage)),
-        Err(e) => return Err(err(CaError::KeyUsage(e))),
+        Err(e) => return Err(err(CaError::certificate(e))),
     }
-    let (not_before, not_after) = (
-        cert.validity().not_before.timestamp(),
-        cert.validity().not_after.timestamp(),
-    );
+    let (not_before, not_after) = cert.validity();
     let now = validate::unix_seconds(now);
     if not_after <= now {
         return Err(err(CaError::Expired { not_after }));
@@ -235,18 +242,12 @@ pub(super) fn read_ca_cert(
     if not_before > now + skew.as_secs() as i64 {
         return Err(err(CaError::NotYetValid { not_before }));
     }
-    let alg = KeyAlg::of_spki(cert.public_key()).ok_or_else(|| err(CaError::UnknownKeyAlg))?;
-    let ski = cert
-        .extensions()
-        .iter()
-        .find_map(|e| match e.parsed_extension() {
-            ParsedExtension::SubjectKeyIdentifier(id) => Some(id.0.to_vec()),
-            _ => None,
-        });
+    let alg = cert.key_alg().ok_or_else(|| err(CaError::UnknownKeyAlg))?;
+    let ski = cert.subject_key_id();
     Ok(CaCert {
         pem: crate::pem::encode("CERTIFICATE", &der).into_bytes(),
-        spki: cert.public_key().raw.to_vec(),
-        subject: cert.subject().as_raw().to_vec(),
+        spki: cert.spki().to_vec(),
+        subject: cert.subject().to_vec(),
         der,
         not_before,
         not_after,

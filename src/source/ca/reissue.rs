@@ -13,13 +13,13 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use x509_cert::der::Decode;
 use x509_cert::time::Validity;
 
 use super::CaError;
-use super::material::{CaCert, read_ca_cert, read_key};
+use super::material::{CaCert, issued_by, read_ca_cert, read_key};
 use super::sign::{finish, serial, time};
 use crate::source::csr::signature_algorithm;
+use crate::x509::Certificate;
 
 /// kubeadm's default certificate validity (`certificateValidityPeriod`):
 /// a year.
@@ -45,31 +45,17 @@ pub fn reissue(
         problem: Box::new(problem),
     };
     let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
-    let ca_parsed = parse_ca(ca_cert, &ca.der)?;
-    signed_by_ca(der, &ca.subject, &ca_parsed).map_err(|source| {
+    let cert = issued_by_ca(der, &ca).map_err(|source| {
         bad(CaError::NotIssuedByTheCa {
             ca_cert: ca_cert.to_owned(),
             source: Box::new(source),
         })
     })?;
-    let (_, parsed) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| bad(CaError::Parse(e)))?;
-    let (from, to) = (
-        parsed.validity().not_before.timestamp(),
-        parsed.validity().not_after.timestamp(),
-    );
+    let (from, to) = cert.validity();
     let span = to.saturating_sub(from).max(KUBEADM_VALIDITY_SECS);
     let now_secs = crate::validate::unix_seconds(now);
     let to = now_secs.saturating_add(span).min(ca.not_after);
-    resign(
-        der,
-        &bad,
-        (ca.not_before, to),
-        ca_cert,
-        ca_key,
-        &ca,
-        &ca_parsed,
-    )
+    resign(&cert, der, &bad, (ca.not_before, to), ca_key, ca_cert, &ca)
 }
 
 /// The self-signed CA certificate at `ca_cert` renewed with its own key
@@ -93,46 +79,39 @@ pub fn renew_ca(
         problem: Box::new(problem),
     };
     let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
-    let parsed = parse_ca(ca_cert, &ca.der)?;
-    signed_by_ca(&ca.der, &ca.subject, &parsed)
-        .map_err(|e| bad(CaError::NotSelfSigned(Box::new(e))))?;
+    let cert = issued_by_ca(&ca.der, &ca).map_err(|e| bad(CaError::NotSelfSigned(Box::new(e))))?;
     if ca.ski.is_none() {
         return Err(bad(CaError::NoSubjectKeyId));
     }
     let from = crate::validate::unix_seconds(now) - super::BACKDATE.as_secs() as i64;
-    let new = resign(
+    resign(
+        &cert,
         &ca.der,
         &bad,
         (from, not_after),
-        ca_cert,
         ca_key,
+        ca_cert,
         &ca,
-        &parsed,
-    )?;
-    let (_, renewed) = x509_parser::parse_x509_certificate(&new)
-        .map_err(|e| refused(CaError::RenewedUnread(e)))?;
-    if renewed.public_key().raw != ca.spki.as_slice() {
-        return Err(refused(CaError::RenewedOtherKey));
-    }
-    Ok(new)
+    )
 }
 
-/// `der` (whose problems `bad` places) signed again by the CA `ca` (read
-/// from `ca_cert`, and `parsed`) with its key at `ca_key`: its
+/// `der` (read as `cert`, whose problems `bad` places) signed again by the
+/// CA `ca` (read from `ca_cert`) with its key at `ca_key`: its
 /// TBSCertificate kept but for a serial as kubeadm draws one and the
 /// validity `from` to `to` (unix seconds). Refused unless the CA's key
 /// signed `der` with the algorithm it signs with, and unless the result
-/// reads as Go reads certificates and verifies under the CA. DER.
+/// reads as Go reads certificates, verifies under the CA and carries the
+/// same key. DER.
 fn resign(
+    cert: &Certificate<'_>,
     der: &[u8],
     bad: &impl Fn(CaError) -> CaError,
     (from, to): (i64, i64),
-    ca_cert: &Path,
     ca_key: &Path,
+    ca_cert: &Path,
     ca: &CaCert,
-    parsed: &x509_parser::certificate::X509Certificate<'_>,
 ) -> Result<Vec<u8>, CaError> {
-    let old = x509_cert::Certificate::from_der(der).map_err(|e| bad(CaError::NotStrictDer(e)))?;
+    let old = crate::x509::strict_der(der).map_err(|e| bad(CaError::certificate(e)))?;
     let alg = signature_algorithm(ca.alg).map_err(CaError::encoding)?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
         return Err(bad(CaError::SignedWith {
@@ -149,23 +128,12 @@ fn resign(
     };
     let key = read_key(ca_key, ca_cert, false, ca)?;
     let new = finish(tbs, &key).map_err(CaError::signing)?;
-    crate::x509::strict_certificate(&new).map_err(|e| refused(CaError::NotStrict(Box::new(e))))?;
-    signed_by_ca(&new, &ca.subject, parsed).map_err(refused)?;
+    crate::x509::strict_certificate(&new).map_err(|e| refused(CaError::certificate(e)))?;
+    let renewed = issued_by_ca(&new, ca).map_err(refused)?;
+    if renewed.spki() != cert.spki() {
+        return Err(refused(CaError::RenewedOtherKey));
+    }
     Ok(new)
-}
-
-/// The CA certificate [`read_ca_cert`] read, parsed for its key and
-/// subject.
-fn parse_ca<'a>(
-    ca_cert: &Path,
-    der: &'a [u8],
-) -> Result<x509_parser::certificate::X509Certificate<'a>, CaError> {
-    x509_parser::parse_x509_certificate(der)
-        .map(|(_, c)| c)
-        .map_err(|e| CaError::CaCert {
-            path: ca_cert.to_owned(),
-            problem: Box::new(CaError::Parse(e)),
-        })
 }
 
 /// A certificate issued again that is not what it must be.
@@ -173,19 +141,10 @@ fn refused(problem: CaError) -> CaError {
     CaError::Mismatch(Box::new(problem))
 }
 
-/// Checks that `der` names the CA (`subject`, DER) as its issuer and that
-/// the CA's key signed it.
-fn signed_by_ca(
-    der: &[u8],
-    subject: &[u8],
-    ca: &x509_parser::certificate::X509Certificate<'_>,
-) -> Result<(), CaError> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(CaError::NotCertificate)?;
-    if cert.issuer().as_raw() != subject {
-        return Err(CaError::Issuer(
-            crate::escape(&cert.issuer().to_string()).into_owned(),
-        ));
-    }
-    cert.verify_signature(Some(ca.public_key()))
-        .map_err(|_| CaError::Signature)
+/// `der`, read, when it names the CA `ca` as its issuer and the CA's key
+/// signed it.
+fn issued_by_ca<'a>(der: &'a [u8], ca: &CaCert) -> Result<Certificate<'a>, CaError> {
+    let cert = Certificate::read(der).map_err(|e| CaError::NotCertificate(Box::new(e)))?;
+    issued_by(&cert, ca)?;
+    Ok(cert)
 }

@@ -1,11 +1,10 @@
 //! The check of an issued certificate against the request: the signer's
 //! answer is data someone else wrote, never proof by itself.
 //!
-//! The leaf is read twice ([`read`]), by x509-parser and by RustCrypto
-//! `x509-cert` (whose `der` decoding is strict DER), into the same facts; when
-//! either parser fails or they read a field differently the certificate is
-//! refused, so an encoding one reader takes one way and a consumer another
-//! cannot slip extra authority past the check. Then the facts must be
+//! The leaf's facts are read twice ([`crate::x509::Certificate::facts`]),
+//! by x509-parser and by RustCrypto `x509-cert` (strict DER); when either
+//! reader fails or they read a field differently the certificate is
+//! refused. Then the facts must be
 //! exactly what the mapping asked for: the subject's attributes (no extra
 //! RDN or attribute), the DNS and IP names and no other kind of name, the
 //! key usages and extended key usages the CSR API usage strings stand for
@@ -17,15 +16,10 @@ use std::time::SystemTime;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
 
-mod read;
-use read::{Facts, read_strictly};
-
-use super::{CsrError, CsrSpec, KeyAlg, Window};
+use super::{CsrError, CsrSpec, Window};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::validate::{self, Expect, Policy};
-
-const OID_CN: &str = "2.5.4.3";
-const OID_O: &str = "2.5.4.10";
+use crate::x509::{COMMON_NAME as OID_CN, Certificate, Facts, Name, ORGANIZATION as OID_O, set};
 
 /// Key usage bits, bit 0 first as both parsers number them (RFC 5280
 /// `KeyUsage` BIT STRING: digitalSignature (0) ... decipherOnly (8)).
@@ -154,7 +148,7 @@ fn attribute(oid: &str, value: &str) -> String {
 /// Checks that `cert_pem` (leaf first, then any intermediates) is what
 /// `spec` asks for, for the key in `key_pem`: the key matches the leaf, the
 /// leaf is inside its validity window, and it is read strictly
-/// ([`read_strictly`]) and holds exactly the requested subject, DNS and IP
+/// ([`Certificate::facts`]) and holds exactly the requested subject, DNS and IP
 /// names (no other kind), key usages and extended key usages, no CA, no
 /// unknown critical extension, the requested key algorithm, and chains to
 /// `ca` (PEM) when given. Pure: `now` is the only clock. Used for a freshly
@@ -173,12 +167,14 @@ pub fn check(
         .collect::<Result<_, _>>()
         .map_err(CsrError::Pem)?;
     let der = chain.first().ok_or(CsrError::NoLeaf)?;
-    let facts = read_strictly(der)?;
+    let facts = Certificate::read(der)
+        .and_then(|c| c.facts())
+        .map_err(CsrError::Leaf)?;
     subject(spec, &facts)?;
     names(spec, &facts)?;
     usages(spec, &facts)?;
     leaf_only(&facts)?;
-    key_alg(spec, der)?;
+    key_alg(spec, &facts)?;
     if let Some(ca) = ca {
         chains_to(&chain, ca, &spec.usages, now)?;
     }
@@ -226,11 +222,10 @@ fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
         .map(|cn| (OID_CN.to_owned(), cn.clone()));
     let mut want: Vec<(String, String)> = orgs.chain(cn).collect();
     want.sort();
-    if facts.subject != want {
-        return Err(CsrError::Subject {
-            got: facts.subject.clone(),
-            want,
-        });
+    let mut got = facts.subject.clone();
+    got.sort();
+    if got != want {
+        return Err(CsrError::Subject { got, want });
     }
     Ok(())
 }
@@ -238,15 +233,20 @@ fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
 /// The DNS names (without case) and IP addresses `spec` asks for, each
 /// set once, and no other kind of name.
 fn names(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
-    if let Some(&kind) = facts.other_names.first() {
-        return Err(CsrError::OtherName { kind });
+    let (mut dns, mut ips) = (Vec::new(), Vec::new());
+    for name in &facts.sans {
+        match name {
+            Name::Dns(d) => dns.push(d.to_ascii_lowercase()),
+            Name::Ip(ip) => ips.push(*ip),
+            Name::Other(kind) => return Err(CsrError::OtherName { kind }),
+        }
     }
-    let lower = |names: &[String]| set(names.iter().map(|d| d.to_ascii_lowercase()).collect());
-    let (got, want) = (lower(&facts.dns), lower(&spec.dns));
+    let lower = |names: &[String]| names.iter().map(|d| d.to_ascii_lowercase()).collect();
+    let (got, want) = (set(dns), set(lower(&spec.dns)));
     if got != want {
         return Err(CsrError::DnsNames { got, want });
     }
-    let (got, want) = (set(facts.ips.clone()), set(spec.ips.clone()));
+    let (got, want) = (set(ips), set(spec.ips.clone()));
     if got != want {
         return Err(CsrError::IpAddresses { got, want });
     }
@@ -273,7 +273,7 @@ fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
             want: want_ku,
         });
     }
-    let eku = facts.ext_key_usage.clone().unwrap_or_default();
+    let eku = set(facts.ext_key_usage.clone().unwrap_or_default());
     if eku != want_eku {
         return Err(CsrError::ExtKeyUsage {
             got: eku,
@@ -293,16 +293,17 @@ fn leaf_only(facts: &Facts) -> Result<(), CsrError> {
         Some((true, _)) => return Err(CsrError::IsCa),
         Some((false, Some(_))) => return Err(CsrError::PathLength),
     }
-    if let Some(oid) = facts.unknown_critical.first() {
-        return Err(CsrError::UnknownCritical { oid: oid.clone() });
+    if let Some(oid) = facts.unknown_critical() {
+        return Err(CsrError::UnknownCritical {
+            oid: oid.to_owned(),
+        });
     }
     Ok(())
 }
 
-/// The key algorithm of the leaf `der` is the one `spec` asks for.
-fn key_alg(spec: &CsrSpec, der: &[u8]) -> Result<(), CsrError> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(CsrError::Leaf)?;
-    match KeyAlg::of_spki(cert.public_key()) {
+/// The key algorithm of the leaf is the one `spec` asks for.
+fn key_alg(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
+    match facts.key_alg {
         Some(alg) if alg == spec.key_alg => Ok(()),
         Some(got) => Err(CsrError::IssuedKeyAlg {
             got,
@@ -310,13 +311,6 @@ fn key_alg(spec: &CsrSpec, der: &[u8]) -> Result<(), CsrError> {
         }),
         None => Err(CsrError::UnknownKeyAlg),
     }
-}
-
-/// `v` sorted, each value once: the form two lists are compared in.
-fn set<T: Ord>(mut v: Vec<T>) -> Vec<T> {
-    v.sort();
-    v.dedup();
-    v
 }
 
 /// The chain (leaf first) verifies up to one of the CA certificates in

@@ -4,12 +4,12 @@
 
 use std::path::Path;
 
-use x509_parser::certificate::X509Certificate;
-use x509_parser::extensions::{GeneralName, ParsedExtension};
-
-use super::{CaCert, CaError, LIMIT, one_certificate};
+use super::{CaCert, CaError, LIMIT, issued_by, one_certificate};
 use crate::source::csr::{KeyAlg, San, eku_usage, ku_names, leaf_usages};
+use crate::x509::{Certificate, Facts, Name};
 
+/// nameConstraints: only a CA certificate has them.
+const NAME_CONSTRAINTS: &str = "2.5.29.30";
 /// What a template certificate says the issued one must be.
 pub(super) struct Template {
     /// The subject as it is encoded (DER), copied into the issued one.
@@ -37,149 +37,105 @@ pub(super) struct Template {
 pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, CaError> {
     let bytes = crate::beneath::read_file(path, LIMIT).map_err(CaError::Read)?;
     let der = one_certificate(&bytes)?;
-    let (rest, cert) = x509_parser::parse_x509_certificate(&der).map_err(CaError::Parse)?;
-    if !rest.is_empty() {
-        return Err(CaError::TrailingInPem);
-    }
-    crate::x509::strict_certificate(&der).map_err(|e| CaError::NotStrict(Box::new(e)))?;
-    signed_by(&cert, ca)?;
-    let (cn, o) = subject(&cert)?;
-    let (sans, ku, ekus) = extensions(&cert)?;
+    let cert = Certificate::read(&der).map_err(CaError::certificate)?;
+    let facts = cert.facts().map_err(CaError::certificate)?;
+    issued_by(&cert, ca).map_err(|_| CaError::NotSignedByCa)?;
+    let (cn, o) = subject(&facts)?;
+    let sans = sans(&facts)?;
+    leaf_only(&facts)?;
     if cn.is_none() && sans.is_empty() {
         return Err(CaError::NoName);
     }
-    let ku_names = ku_names(ku);
+    let ku_names = ku_names(facts.key_usage.unwrap_or(0));
     leaf_usages(ku_names.iter().copied())?;
     let usages = ku_names
         .into_iter()
-        .chain(ekus)
+        .chain(ekus(&facts)?)
         .map(str::to_owned)
         .collect();
-    let alg = KeyAlg::of_spki(cert.public_key())
+    let alg = facts
+        .key_alg
         .ok_or(CaError::UnknownKeyAlg)?
         .issuable()
         .map_err(CaError::NotIssuable)?;
     Ok(Template {
-        subject: cert.subject().as_raw().to_vec(),
+        subject: cert.subject().to_vec(),
         cn,
         o,
         sans,
         usages,
         alg,
-        not_after: cert.validity().not_after.timestamp(),
+        not_after: cert.validity().1,
     })
-}
-
-/// `cert` names the CA as its issuer and carries its signature.
-fn signed_by(cert: &X509Certificate<'_>, ca: &CaCert) -> Result<(), CaError> {
-    use x509_parser::prelude::FromDer;
-    let (_, ca_key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&ca.spki)
-        .map_err(CaError::CaPublicKey)?;
-    if cert.issuer().as_raw() != ca.subject.as_slice()
-        || cert.verify_signature(Some(&ca_key)).is_err()
-    {
-        return Err(CaError::NotSignedByCa);
-    }
-    Ok(())
 }
 
 /// The subject's CN (one at most) and O values; no other attribute, none
 /// empty.
-fn subject(cert: &X509Certificate<'_>) -> Result<(Option<String>, Vec<String>), CaError> {
+fn subject(facts: &Facts) -> Result<(Option<String>, Vec<String>), CaError> {
     let (mut cn, mut o) = (None, Vec::new());
-    for atv in cert.subject().iter().flat_map(|rdn| rdn.iter()) {
-        let oid = atv.attr_type().to_id_string();
-        let value = atv
-            .as_str()
-            .map_err(|problem| CaError::SubjectAttribute {
-                oid: oid.clone(),
-                problem,
-            })?
-            .to_owned();
+    for (oid, value) in &facts.subject {
         if value.is_empty() {
-            return Err(CaError::EmptyAttribute { oid });
+            return Err(CaError::EmptyAttribute { oid: oid.clone() });
         }
         match oid.as_str() {
-            crate::x509::COMMON_NAME if cn.is_none() => cn = Some(value),
+            crate::x509::COMMON_NAME if cn.is_none() => cn = Some(value.clone()),
             crate::x509::COMMON_NAME => return Err(CaError::TwoCns),
-            crate::x509::ORGANIZATION => o.push(value),
-            _ => return Err(CaError::SubjectOther { oid }),
+            crate::x509::ORGANIZATION => o.push(value.clone()),
+            _ => return Err(CaError::SubjectOther { oid: oid.clone() }),
         }
     }
     Ok((cn, o))
 }
 
-/// The names, key usage bits and EKU usage names (the template's order,
-/// once each) of the extensions; a CA, name constraints, a known extension
-/// not understood or an unknown critical one is refused.
-fn extensions(cert: &X509Certificate<'_>) -> Result<(Vec<San>, u16, Vec<&'static str>), CaError> {
-    let (mut sans, mut ku, mut ekus) = (Vec::new(), 0u16, Vec::new());
-    // Each extension once: [`crate::x509::strict_certificate`] above.
-    for ext in cert.extensions() {
-        let oid = ext.oid.to_id_string();
-        match ext.parsed_extension() {
-            ParsedExtension::SubjectAlternativeName(san) => {
-                for name in &san.general_names {
-                    sans.push(san_of(name)?);
-                }
+/// The names, in the template's order: DNS names that pass
+/// [`crate::x509::dns_name`] and IP addresses; any other kind is refused.
+fn sans(facts: &Facts) -> Result<Vec<San>, CaError> {
+    (facts.sans.iter())
+        .map(|name| match name {
+            Name::Dns(d) => {
+                crate::x509::dns_name(d).map_err(CaError::DnsName)?;
+                Ok(San::Dns(d.clone()))
             }
-            ParsedExtension::KeyUsage(k) => ku = k.flags,
-            ParsedExtension::ExtendedKeyUsage(_) => ekus_of(ext.value, &mut ekus)?,
-            ParsedExtension::BasicConstraints(bc) if bc.ca => {
-                return Err(CaError::TemplateIsCa);
-            }
-            ParsedExtension::BasicConstraints(bc) if bc.path_len_constraint.is_some() => {
-                return Err(CaError::PathLength);
-            }
-            // CA:FALSE: what certsync writes itself.
-            ParsedExtension::BasicConstraints(_) => {}
-            ParsedExtension::NameConstraints(_) => return Err(CaError::NameConstraints),
-            ParsedExtension::ParseError { error } => {
-                return Err(CaError::Extension {
-                    oid,
-                    problem: error.clone(),
-                });
-            }
-            // The four above, not read as what they are: not understood.
-            _ if ["2.5.29.17", "2.5.29.15", "2.5.29.37", "2.5.29.19"].contains(&oid.as_str()) => {
-                return Err(CaError::Unreadable { oid });
-            }
-            _ if ext.critical => return Err(CaError::Critical { oid }),
-            _ => {}
-        }
+            Name::Ip(ip) => Ok(San::Ip(*ip)),
+            Name::Other(kind) => Err(CaError::OtherSan { kind }),
+        })
+        .collect()
+}
+
+/// No CA, no path length, no name constraints, and no critical extension
+/// certsync does not copy. Non-critical ones it does not copy (SKI, AKI,
+/// authorityInfoAccess, CRL distribution points) are the signer's own.
+fn leaf_only(facts: &Facts) -> Result<(), CaError> {
+    match facts.basic_constraints {
+        Some((true, _)) => return Err(CaError::TemplateIsCa),
+        Some((false, Some(_))) => return Err(CaError::PathLength),
+        // CA:FALSE: what certsync writes itself.
+        None | Some((false, None)) => {}
     }
-    Ok((sans, ku, ekus))
+    if facts
+        .extensions
+        .iter()
+        .any(|(oid, _)| oid == NAME_CONSTRAINTS)
+    {
+        return Err(CaError::NameConstraints);
+    }
+    match facts.unknown_critical() {
+        Some(oid) => Err(CaError::Critical {
+            oid: oid.to_owned(),
+        }),
+        None => Ok(()),
+    }
 }
 
-/// A DNS name that passes [`crate::x509::dns_name`] or an IP address; any
-/// other kind of name is refused.
-fn san_of(name: &GeneralName<'_>) -> Result<San, CaError> {
-    Ok(match name {
-        GeneralName::DNSName(d) => {
-            crate::x509::dns_name(d).map_err(CaError::DnsName)?;
-            San::Dns((*d).to_owned())
-        }
-        GeneralName::IPAddress(b) => San::Ip(crate::x509::ip_of(b).ok_or(CaError::MalformedIp)?),
-        other => {
-            return Err(CaError::OtherSan {
-                san: format!("{other:?}"),
-            });
-        }
-    })
-}
-
-/// Adds the usage name of each EKU in `value` to `ekus`, once each, in the
-/// template's order (x509-parser's EKU loses the order; x509-cert's keeps
-/// it); an EKU the CSR API does not name is refused.
-fn ekus_of(value: &[u8], ekus: &mut Vec<&'static str>) -> Result<(), CaError> {
-    use x509_cert::der::Decode;
-    let eku = x509_cert::ext::pkix::ExtendedKeyUsage::from_der(value).map_err(CaError::Eku)?;
-    for oid in eku.0 {
-        let oid = oid.to_string();
-        let name = eku_usage(&oid).ok_or_else(|| CaError::UnknownEku { oid: oid.clone() })?;
+/// The usage name of each EKU, once each, in the template's order; an EKU
+/// the CSR API does not name is refused.
+fn ekus(facts: &Facts) -> Result<Vec<&'static str>, CaError> {
+    let mut ekus = Vec::new();
+    for oid in facts.ext_key_usage.iter().flatten() {
+        let name = eku_usage(oid).ok_or_else(|| CaError::UnknownEku { oid: oid.clone() })?;
         if !ekus.contains(&name) {
             ekus.push(name);
         }
     }
-    Ok(())
+    Ok(ekus)
 }

@@ -1,0 +1,441 @@
+//! A certificate's facts, each read by one function here: what it names
+//! (subject, issuer, SANs), what it may do (key usage, extended key usage,
+//! basic constraints), its key, its validity and its signature.
+//!
+//! [`Certificate::read`] is the one reading of a certificate's DER (by
+//! x509-parser: exactly one certificate, nothing after it). A certificate
+//! someone else wrote that grants something ([`Certificate::facts`]) is
+//! read again by RustCrypto `x509-cert` (strict DER, as Go reads it,
+//! [`super::strict_certificate`]) into the same [`Facts`], and refused
+//! when either reader fails or they read a field differently: an encoding
+//! one reader takes one way and a consumer another cannot slip extra
+//! authority past a check.
+
+use std::net::IpAddr;
+
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::ParsedExtension;
+
+use super::{KeyAlg, X509Error, ip_of};
+
+const SAN: &str = "2.5.29.17";
+const KEY_USAGE: &str = "2.5.29.15";
+const EXT_KEY_USAGE: &str = "2.5.29.37";
+const BASIC_CONSTRAINTS: &str = "2.5.29.19";
+/// keyUsage keyCertSign (bit 5, bit 0 first as both readers number them).
+pub const KEY_CERT_SIGN: u16 = 1 << 5;
+
+/// One X.509 certificate as x509-parser reads it: exactly one, nothing
+/// after it.
+pub struct Certificate<'a> {
+    der: &'a [u8],
+    cert: X509Certificate<'a>,
+}
+
+impl<'a> Certificate<'a> {
+    /// Reads `der`: one certificate and nothing after it, or refused.
+    pub fn read(der: &'a [u8]) -> Result<Self, X509Error> {
+        let (rest, cert) =
+            x509_parser::parse_x509_certificate(der).map_err(X509Error::Certificate)?;
+        if !rest.is_empty() {
+            return Err(X509Error::CertificateTrailing);
+        }
+        Ok(Self { der, cert })
+    }
+
+    /// The subject as it is encoded (DER).
+    pub fn subject(&self) -> &[u8] {
+        self.cert.subject().as_raw()
+    }
+
+    /// The issuer as it is encoded (DER).
+    pub fn issuer(&self) -> &[u8] {
+        self.cert.issuer().as_raw()
+    }
+
+    /// The subject as text (`CN=x, O=y`), for reports.
+    pub fn subject_text(&self) -> String {
+        self.cert.subject().to_string()
+    }
+
+    /// The issuer as text, for reports.
+    pub fn issuer_text(&self) -> String {
+        self.cert.issuer().to_string()
+    }
+
+    /// The serial number in hex, colon-separated, for reports.
+    pub fn serial_text(&self) -> String {
+        self.cert.raw_serial_as_string()
+    }
+
+    /// The SubjectPublicKeyInfo, DER.
+    pub fn spki(&self) -> &[u8] {
+        self.cert.public_key().raw
+    }
+
+    /// The key's algorithm, if it is one certsync knows.
+    pub fn key_alg(&self) -> Option<KeyAlg> {
+        KeyAlg::of_spki(self.cert.public_key())
+    }
+
+    /// notBefore and notAfter, Unix seconds.
+    pub fn validity(&self) -> (i64, i64) {
+        let v = self.cert.validity();
+        (v.not_before.timestamp(), v.not_after.timestamp())
+    }
+
+    /// basicConstraints (cA, pathLenConstraint); `None`: no extension.
+    pub fn basic_constraints(&self) -> Result<Option<(bool, Option<u32>)>, X509Error> {
+        let bc = self
+            .cert
+            .basic_constraints()
+            .map_err(X509Error::Extensions)?;
+        Ok(bc.map(|bc| (bc.value.ca, bc.value.path_len_constraint)))
+    }
+
+    /// basicConstraints says CA:TRUE.
+    pub fn is_ca(&self) -> bool {
+        matches!(self.basic_constraints(), Ok(Some((true, _))))
+    }
+
+    /// Version 3: the only version with extensions.
+    pub fn is_v3(&self) -> bool {
+        self.cert.version() == x509_parser::x509::X509Version::V3
+    }
+
+    /// The key usage bits (bit 0: digitalSignature); `None`: no extension.
+    pub fn key_usage(&self) -> Result<Option<u16>, X509Error> {
+        let ku = self.cert.key_usage().map_err(X509Error::Extensions)?;
+        Ok(ku.map(|ku| ku.value.flags))
+    }
+
+    /// The subject key identifier, if it has one.
+    pub fn subject_key_id(&self) -> Option<Vec<u8>> {
+        self.cert
+            .extensions()
+            .iter()
+            .find_map(|e| match e.parsed_extension() {
+                ParsedExtension::SubjectKeyIdentifier(id) => Some(id.0.to_vec()),
+                _ => None,
+            })
+    }
+
+    /// Whether the key whose SubjectPublicKeyInfo is `spki` (DER) signed it.
+    pub fn signed_by(&self, spki: &[u8]) -> bool {
+        use x509_parser::prelude::FromDer;
+        x509_parser::x509::SubjectPublicKeyInfo::from_der(spki)
+            .is_ok_and(|(_, key)| self.cert.verify_signature(Some(&key)).is_ok())
+    }
+
+    /// The DNS names and IP addresses of the subjectAltName as text, for
+    /// reports; nothing when it does not read.
+    pub fn san_text(&self) -> Vec<String> {
+        let Ok(Some(san)) = self.cert.subject_alternative_name() else {
+            return Vec::new();
+        };
+        (san.value.general_names.iter())
+            .filter_map(|n| match lax_name(n) {
+                Ok(RawName::Dns(d)) => Some(d.to_owned()),
+                Ok(RawName::Ip(b)) => ip_of(b).map(|ip| ip.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What the certificate says about whom it is for and what it may do,
+    /// as Go reads it ([`super::strict_certificate`]) and as both readers
+    /// read it the same; see the module.
+    pub fn facts(&self) -> Result<Facts, X509Error> {
+        let unread = |parser| {
+            move |problem| X509Error::Unread {
+                parser,
+                problem: Box::new(problem),
+            }
+        };
+        let strict = super::certificate::go_reads(self.der)?;
+        let a = lax_facts(&self.cert).map_err(unread("x509-parser"))?;
+        let b = strict_facts(&strict).map_err(unread("x509-cert"))?;
+        let eku = |f: &Facts| f.ext_key_usage.clone().map(set);
+        let differ = [
+            ("subject", sorted(&a.subject) != sorted(&b.subject)),
+            ("subjectAltName", sorted(&a.sans) != sorted(&b.sans)),
+            ("key usage", a.key_usage != b.key_usage),
+            ("extended key usage", eku(&a) != eku(&b)),
+            (
+                "basic constraints",
+                a.basic_constraints != b.basic_constraints,
+            ),
+            ("extensions", sorted(&a.extensions) != sorted(&b.extensions)),
+            ("public key", a.spki != b.spki),
+        ];
+        match differ.iter().find(|(_, d)| *d) {
+            Some((field, _)) => Err(X509Error::ReadDifferently { field }),
+            // x509-cert keeps the EKU order, x509-parser does not.
+            None => Ok(Facts {
+                ext_key_usage: b.ext_key_usage,
+                key_alg: self.key_alg(),
+                ..a
+            }),
+        }
+    }
+}
+
+/// What a certificate says about whom it is for and what it may do: the
+/// same from either reader ([`Certificate::facts`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// Every subject attribute (OID, value), in order, RDNs flattened: a
+    /// signer may group them into RDNs differently (Go puts several O
+    /// values in one RDN) without changing what the subject asserts.
+    pub subject: Vec<(String, String)>,
+    /// The subjectAltName entries, in order.
+    pub sans: Vec<Name>,
+    /// Key usage bits (bit 0: digitalSignature); `None`: no extension.
+    pub key_usage: Option<u16>,
+    /// Extended key usage OIDs in the certificate's order; `None`: no
+    /// extension.
+    pub ext_key_usage: Option<Vec<String>>,
+    /// basicConstraints: (cA, pathLenConstraint); `None`: no extension.
+    pub basic_constraints: Option<(bool, Option<u32>)>,
+    /// Every extension but the four above, (OID, critical), in order.
+    pub extensions: Vec<(String, bool)>,
+    /// The SubjectPublicKeyInfo, DER.
+    pub spki: Vec<u8>,
+    /// The key's algorithm, if it is one certsync knows.
+    pub key_alg: Option<KeyAlg>,
+}
+
+impl Facts {
+    /// The first critical extension other than the four read above.
+    pub fn unknown_critical(&self) -> Option<&str> {
+        (self.extensions.iter())
+            .find(|(_, critical)| *critical)
+            .map(|(oid, _)| oid.as_str())
+    }
+
+    /// Adds a subjectAltName entry; an IP of another length than 4 or 16
+    /// bytes is refused.
+    fn add_name(&mut self, name: RawName<'_>) -> Result<(), X509Error> {
+        self.sans.push(match name {
+            RawName::Dns(d) => Name::Dns(d.to_owned()),
+            RawName::Ip(b) => Name::Ip(ip_of(b).ok_or(X509Error::SanIpLength { len: b.len() })?),
+            RawName::Other(kind) => Name::Other(kind),
+        });
+        Ok(())
+    }
+}
+
+/// `v` sorted, each value once: the form two lists are compared in.
+pub fn set<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
+    let mut v = v.to_vec();
+    v.sort();
+    v
+}
+
+/// One subjectAltName entry.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Name {
+    /// As written.
+    Dns(String),
+    Ip(IpAddr),
+    /// Any other kind, by kind.
+    Other(&'static str),
+}
+
+/// One subjectAltName entry, as either reader read it.
+enum RawName<'a> {
+    Dns(&'a str),
+    Ip(&'a [u8]),
+    Other(&'static str),
+}
+
+/// The facts as x509-parser reads them.
+fn lax_facts(cert: &X509Certificate<'_>) -> Result<Facts, X509Error> {
+    let mut facts = Facts {
+        subject: lax_subject(cert.subject())?,
+        ..Facts::default()
+    };
+    for ext in cert.extensions() {
+        let oid = ext.oid.to_id_string();
+        // A known extension the parser fell back to "unsupported" for is
+        // not one it understood.
+        let known = [SAN, KEY_USAGE, EXT_KEY_USAGE, BASIC_CONSTRAINTS].contains(&oid.as_str());
+        if known && ext.parsed_extension().unsupported() {
+            return Err(X509Error::Unsupported { oid });
+        }
+        match ext.parsed_extension() {
+            ParsedExtension::SubjectAlternativeName(san) => {
+                for name in &san.general_names {
+                    facts.add_name(lax_name(name)?)?;
+                }
+            }
+            ParsedExtension::KeyUsage(ku) => facts.key_usage = Some(ku.flags),
+            ParsedExtension::ExtendedKeyUsage(eku) => facts.ext_key_usage = Some(lax_eku(eku)),
+            ParsedExtension::BasicConstraints(bc) => {
+                facts.basic_constraints = Some((bc.ca, bc.path_len_constraint));
+            }
+            ParsedExtension::ParseError { error } => {
+                return Err(X509Error::Extension {
+                    oid,
+                    problem: error.to_string(),
+                });
+            }
+            _ => facts.extensions.push((oid, ext.critical)),
+        }
+    }
+    facts.spki = cert.public_key().raw.to_vec();
+    Ok(facts)
+}
+
+/// Every subject attribute as x509-parser reads it; a value of another
+/// type than UTF8String or PrintableString is refused.
+fn lax_subject(name: &x509_parser::x509::X509Name<'_>) -> Result<Vec<(String, String)>, X509Error> {
+    use x509_parser::asn1_rs::Tag;
+    let mut subject = Vec::new();
+    for atv in name.iter().flat_map(|rdn| rdn.iter()) {
+        let oid = atv.attr_type().to_id_string();
+        if !matches!(
+            atv.attr_value().tag(),
+            Tag::Utf8String | Tag::PrintableString
+        ) {
+            return Err(X509Error::SubjectType { oid });
+        }
+        let value = atv.as_str().map_err(|e| X509Error::SubjectValue {
+            oid: oid.clone(),
+            problem: e.to_string(),
+        })?;
+        subject.push((oid, value.to_owned()));
+    }
+    Ok(subject)
+}
+
+/// A subjectAltName entry as x509-parser reads it.
+fn lax_name<'a>(
+    name: &'a x509_parser::extensions::GeneralName<'_>,
+) -> Result<RawName<'a>, X509Error> {
+    use x509_parser::extensions::GeneralName;
+    Ok(match name {
+        GeneralName::DNSName(d) => RawName::Dns(d),
+        GeneralName::IPAddress(b) => RawName::Ip(b),
+        GeneralName::OtherName(..) => RawName::Other("otherName"),
+        GeneralName::RFC822Name(_) => RawName::Other("an email address"),
+        GeneralName::X400Address(_) => RawName::Other("an X.400 address"),
+        GeneralName::DirectoryName(_) => RawName::Other("a directory name"),
+        GeneralName::EDIPartyName(_) => RawName::Other("an EDI party name"),
+        GeneralName::URI(_) => RawName::Other("a URI"),
+        GeneralName::RegisteredID(_) => RawName::Other("a registered ID"),
+        GeneralName::Invalid(..) => return Err(X509Error::InvalidSan),
+    })
+}
+
+/// The extended key usage OIDs x509-parser read, the ones it names as
+/// flags first.
+fn lax_eku(eku: &x509_parser::extensions::ExtendedKeyUsage<'_>) -> Vec<String> {
+    let mut oids: Vec<String> = [
+        (eku.any, "2.5.29.37.0"),
+        (eku.server_auth, "1.3.6.1.5.5.7.3.1"),
+        (eku.client_auth, "1.3.6.1.5.5.7.3.2"),
+        (eku.code_signing, "1.3.6.1.5.5.7.3.3"),
+        (eku.email_protection, "1.3.6.1.5.5.7.3.4"),
+        (eku.time_stamping, "1.3.6.1.5.5.7.3.8"),
+        (eku.ocsp_signing, "1.3.6.1.5.5.7.3.9"),
+    ]
+    .into_iter()
+    .filter(|(set, _)| *set)
+    .map(|(_, oid)| oid.to_owned())
+    .collect();
+    oids.extend(eku.other.iter().map(|o| o.to_id_string()));
+    oids
+}
+
+/// The facts as RustCrypto `x509-cert` reads them (strict DER; each
+/// extension once, [`super::strict_certificate`]).
+fn strict_facts(cert: &x509_cert::Certificate) -> Result<Facts, X509Error> {
+    use x509_cert::der::{Decode, Encode};
+    use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
+    let tbs = &cert.tbs_certificate;
+    let mut facts = Facts {
+        subject: strict_subject(&tbs.subject)?,
+        ..Facts::default()
+    };
+    for ext in tbs.extensions.iter().flatten() {
+        let oid = ext.extn_id.to_string();
+        let bytes = ext.extn_value.as_bytes();
+        let err = |e: x509_cert::der::Error| X509Error::Extension {
+            oid: oid.clone(),
+            problem: e.to_string(),
+        };
+        match oid.as_str() {
+            SAN => {
+                let san = SubjectAltName::from_der(bytes).map_err(err)?;
+                for name in &san.0 {
+                    facts.add_name(strict_name(name))?;
+                }
+            }
+            KEY_USAGE => facts.key_usage = Some(KeyUsage::from_der(bytes).map_err(err)?.0.bits()),
+            EXT_KEY_USAGE => {
+                let eku = ExtendedKeyUsage::from_der(bytes).map_err(err)?;
+                facts.ext_key_usage = Some(eku.0.iter().map(ToString::to_string).collect());
+            }
+            BASIC_CONSTRAINTS => {
+                let bc = BasicConstraints::from_der(bytes).map_err(err)?;
+                facts.basic_constraints = Some((bc.ca, bc.path_len_constraint.map(u32::from)));
+            }
+            _ => facts.extensions.push((oid, ext.critical)),
+        }
+    }
+    facts.spki = tbs
+        .subject_public_key_info
+        .to_der()
+        .map_err(X509Error::PublicKey)?;
+    Ok(facts)
+}
+
+/// Every subject attribute as x509-cert reads it; a value of another type
+/// than UTF8String or PrintableString is refused.
+fn strict_subject(name: &x509_cert::name::Name) -> Result<Vec<(String, String)>, X509Error> {
+    use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
+    use x509_cert::der::{Tag, Tagged};
+    let mut subject = Vec::new();
+    for atv in name.0.iter().flat_map(|rdn| rdn.0.iter()) {
+        let oid = atv.oid.to_string();
+        let value = match atv.value.tag() {
+            Tag::Utf8String => atv
+                .value
+                .decode_as::<Utf8StringRef<'_>>()
+                .map(|s| s.to_string()),
+            Tag::PrintableString => atv
+                .value
+                .decode_as::<PrintableStringRef<'_>>()
+                .map(|s| s.to_string()),
+            _ => return Err(X509Error::SubjectType { oid }),
+        }
+        .map_err(|e| X509Error::SubjectValue {
+            oid: oid.clone(),
+            problem: e.to_string(),
+        })?;
+        subject.push((oid, value));
+    }
+    Ok(subject)
+}
+
+/// A subjectAltName entry as x509-cert reads it.
+fn strict_name(name: &x509_cert::ext::pkix::name::GeneralName) -> RawName<'_> {
+    use x509_cert::ext::pkix::name::GeneralName;
+    match name {
+        GeneralName::DnsName(d) => RawName::Dns(d.as_str()),
+        GeneralName::IpAddress(b) => RawName::Ip(b.as_bytes()),
+        GeneralName::OtherName(_) => RawName::Other("otherName"),
+        GeneralName::Rfc822Name(_) => RawName::Other("an email address"),
+        GeneralName::DirectoryName(_) => RawName::Other("a directory name"),
+        GeneralName::EdiPartyName(_) => RawName::Other("an EDI party name"),
+        GeneralName::UniformResourceIdentifier(_) => RawName::Other("a URI"),
+        GeneralName::RegisteredId(_) => RawName::Other("a registered ID"),
+    }
+}
