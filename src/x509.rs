@@ -6,7 +6,8 @@
 //! The request is decoded twice, by RustCrypto's `x509-cert` (strict DER:
 //! non-minimal lengths, indefinite lengths, unsorted SETs and trailing
 //! bytes are errors) and by `x509-parser`, and refused when either fails or
-//! the two disagree on the subject, the key, the extensions or the names.
+//! the two read the subject, the key or an extension differently (as a
+//! certificate's facts are compared, [`Certificate::facts`]).
 //! On top of what either parser checks, a request is refused when it holds
 //! anything a reader could take two ways:
 //! - any attribute but exactly one `extensionRequest` with exactly one
@@ -31,13 +32,14 @@ use std::net::IpAddr;
 
 use rustls_pki_types::pem::SectionKind;
 use x509_cert::der::asn1::ObjectIdentifier as Oid;
+use x509_cert::der::flagset::FlagSet;
 use x509_cert::der::{Any, Decode, Encode, Tag, TagNumber, Tagged};
 use x509_cert::ext::Extension;
-use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
+use x509_cert::ext::pkix::{KeyUsages, SubjectAltName};
 use x509_cert::request::CertReq;
 use x509_parser::certification_request::X509CertificationRequest;
 use x509_parser::cri_attributes::ParsedCriAttribute;
-use x509_parser::extensions::{GeneralName, ParsedExtension, X509Extension};
+use x509_parser::extensions::X509Extension;
 use x509_parser::prelude::FromDer;
 
 const EXTENSION_REQUEST: Oid = Oid::new_unwrap("1.2.840.113549.1.9.14");
@@ -46,7 +48,7 @@ const KEY_USAGE: Oid = Oid::new_unwrap("2.5.29.15");
 const EXT_KEY_USAGE: Oid = Oid::new_unwrap("2.5.29.37");
 const BASIC_CONSTRAINTS: Oid = Oid::new_unwrap("2.5.29.19");
 /// id-kp-serverAuth.
-pub const SERVER_AUTH: Oid = Oid::new_unwrap("1.3.6.1.5.5.7.3.1");
+pub const SERVER_AUTH: &str = "1.3.6.1.5.5.7.3.1";
 pub const COMMON_NAME: &str = "2.5.4.3";
 pub const ORGANIZATION: &str = "2.5.4.10";
 
@@ -136,8 +138,8 @@ pub struct Request {
     pub ips: Vec<IpAddr>,
     /// Requested key usage bits, as x509-cert names them.
     pub key_usage: Vec<String>,
-    /// Requested extended key usages (OIDs).
-    pub ext_key_usage: Vec<Oid>,
+    /// Requested extended key usages (OIDs), in order.
+    pub ext_key_usage: Vec<String>,
     /// basicConstraints cA, when requested.
     pub ca: Option<bool>,
 }
@@ -147,71 +149,32 @@ impl Request {
     pub fn read(pem: &[u8]) -> Result<Self, X509Error> {
         let der = crate::pem::exactly_one(pem, SectionKind::Csr)?;
         let (strict, lax) = parse_both(&der)?;
-        let subject = subject(&strict)?;
-        if subject != lax_subject(&lax) {
-            return Err(X509Error::Disagree("the subject"));
-        }
-        let key = same_key(&strict, &lax)?;
+        single_attributes(&strict)?;
         let extensions = extensions(&strict)?;
+        let info = &lax.certification_request_info;
         let lax_exts = lax_extensions(&lax, &extensions)?;
-        let mut req = Request {
-            der: der.clone(),
-            subject,
-            key,
-            dns: Vec::new(),
-            ips: Vec::new(),
-            key_usage: Vec::new(),
-            ext_key_usage: Vec::new(),
-            ca: None,
-        };
-        for (ext, lax) in extensions.iter().zip(lax_exts) {
-            req.read_extension(ext, lax.parsed_extension())?;
+        let (mut dns, mut ips) = (Vec::new(), Vec::new());
+        if let Some(san) = extensions.iter().find(|e| e.extn_id == SAN) {
+            (dns, ips) = names(san.extn_value.as_bytes())?;
         }
-        if req.dns.is_empty() && req.ips.is_empty() {
+        if dns.is_empty() && ips.is_empty() {
             return Err(X509Error::NoSans);
         }
-        Ok(req)
-    }
-
-    /// Fills the field of one extension [`extensions`] let through, from
-    /// the strict reading, when x509-parser read it (`lax`) as the same.
-    fn read_extension(
-        &mut self,
-        ext: &Extension,
-        lax: &ParsedExtension<'_>,
-    ) -> Result<(), X509Error> {
-        let value = ext.extn_value.as_bytes();
-        let bad = |name| move |source| X509Error::ExtensionParse { name, source };
-        let (same, what) = match ext.extn_id {
-            SAN => {
-                (self.dns, self.ips) = names(value)?;
-                let read = lax_names(lax).is_some_and(|(d, i)| d == self.dns && i == self.ips);
-                (read, "the names")
-            }
-            KEY_USAGE => {
-                let ku = KeyUsage::from_der(value).map_err(bad("keyUsage"))?;
-                self.key_usage = ku.0.into_iter().map(|f| format!("{f:?}")).collect();
-                (matches!(lax, ParsedExtension::KeyUsage(_)), "the key usage")
-            }
-            EXT_KEY_USAGE => {
-                let eku = ExtendedKeyUsage::from_der(value).map_err(bad("extKeyUsage"))?;
-                self.ext_key_usage = eku.0;
-                let read = matches!(lax, ParsedExtension::ExtendedKeyUsage(_));
-                (read, "the extended key usage")
-            }
-            BASIC_CONSTRAINTS => {
-                let bc = BasicConstraints::from_der(value).map_err(bad("basicConstraints"))?;
-                self.ca = Some(bc.ca);
-                let read = matches!(lax, ParsedExtension::BasicConstraints(_));
-                (read, "the basic constraints")
-            }
-            // `extensions` let no other through.
-            oid => return Err(X509Error::ExtensionUnknown { oid }),
-        };
-        if !same {
-            return Err(X509Error::Disagree(what));
-        }
-        Ok(())
+        let facts = facts::same_facts(
+            facts::lax_facts(&info.subject, lax_exts, info.subject_pki.raw),
+            facts::strict_facts(&strict.info.subject, &extensions, &strict.info.public_key),
+        )?;
+        let key_usage = FlagSet::<KeyUsages>::new_truncated(facts.key_usage.unwrap_or(0));
+        Ok(Request {
+            der: der.clone(),
+            subject: facts.subject,
+            key: KeyAlg::of_spki(&info.subject_pki),
+            dns,
+            ips,
+            key_usage: key_usage.into_iter().map(|f| format!("{f:?}")).collect(),
+            ext_key_usage: facts.ext_key_usage.unwrap_or_default(),
+            ca: facts.basic_constraints.map(|(ca, _)| ca),
+        })
     }
 
     /// Checks the request's signature with its own key (ring, through
@@ -248,50 +211,19 @@ fn parse_both(der: &[u8]) -> Result<(CertReq, X509CertificationRequest<'_>), X50
     Ok((strict, lax))
 }
 
-/// The subject as x509-parser reads it, in the form of [`subject`].
-fn lax_subject(lax: &X509CertificationRequest<'_>) -> Vec<(String, String)> {
-    lax.certification_request_info
-        .subject
-        .iter_rdn()
-        .flat_map(|rdn| rdn.iter())
-        .map(|a| {
-            (
-                a.attr_type().to_id_string(),
-                a.as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
-}
-
-/// The key's algorithm, when both parsers read the same public key.
-fn same_key(
-    strict: &CertReq,
-    lax: &X509CertificationRequest<'_>,
-) -> Result<Option<KeyAlg>, X509Error> {
-    let spki = &lax.certification_request_info.subject_pki;
-    let strict_spki = strict
-        .info
-        .public_key
-        .to_der()
-        .map_err(X509Error::RequestDer)?;
-    if spki.raw != strict_spki.as_slice() {
-        return Err(X509Error::Disagree("the public key"));
-    }
-    Ok(KeyAlg::of_spki(spki))
-}
-
 /// x509-parser's extensions of the one `extensionRequest`, when they are
 /// `strict`'s, in order, with the same criticality and value.
 fn lax_extensions<'a>(
     lax: &'a X509CertificationRequest<'_>,
     strict: &[Extension],
 ) -> Result<&'a [X509Extension<'a>], X509Error> {
+    let differ = |field| X509Error::ReadDifferently { field };
     let lax_exts = match lax.certification_request_info.attributes() {
         [one] => match one.parsed_attribute() {
             ParsedCriAttribute::ExtensionRequest(r) => &r.extensions,
-            _ => return Err(X509Error::Disagree("the attributes")),
+            _ => return Err(differ("attributes")),
         },
-        _ => return Err(X509Error::Disagree("the attributes")),
+        _ => return Err(differ("attributes")),
     };
     let same = strict.len() == lax_exts.len()
         && strict.iter().zip(lax_exts).all(|(a, b)| {
@@ -300,48 +232,24 @@ fn lax_extensions<'a>(
                 && a.extn_value.as_bytes() == b.value
         });
     if !same {
-        return Err(X509Error::Disagree("the extensions"));
+        return Err(differ("extensions"));
     }
     Ok(lax_exts)
 }
 
-/// The DNS names and IPs of a subjectAltName as x509-parser reads it;
-/// `None` when it is not one or holds anything else.
-fn lax_names(lax: &ParsedExtension<'_>) -> Option<(Vec<String>, Vec<IpAddr>)> {
-    let ParsedExtension::SubjectAlternativeName(san) = lax else {
-        return None;
-    };
-    let (mut dns, mut ips) = (Vec::new(), Vec::new());
-    for n in &san.general_names {
-        match n {
-            GeneralName::DNSName(d) => dns.push((*d).to_owned()),
-            GeneralName::IPAddress(b) => ips.push(ip_of(b)?),
-            _ => return None,
-        }
-    }
-    Some((dns, ips))
-}
-
-/// The subject as `(OID, value)` per RDN: one attribute each, a
-/// UTF8String or PrintableString value.
-fn subject(req: &CertReq) -> Result<Vec<(String, String)>, X509Error> {
-    let mut out = Vec::new();
+/// Each subject RDN holds one attribute, a UTF8String or PrintableString.
+fn single_attributes(req: &CertReq) -> Result<(), X509Error> {
     for rdn in &req.info.subject.0 {
         let atvs: Vec<_> = rdn.0.iter().collect();
         let [atv] = atvs.as_slice() else {
             return Err(X509Error::RdnAttributes { count: atvs.len() });
         };
-        let value = match atv.value.tag() {
-            Tag::Utf8String | Tag::PrintableString => {
-                std::str::from_utf8(atv.value.value()).map_err(|_| X509Error::SubjectNotUtf8)?
-            }
-            tag => {
-                return Err(X509Error::SubjectTag { oid: atv.oid, tag });
-            }
-        };
-        out.push((atv.oid.to_string(), value.to_owned()));
+        if !matches!(atv.value.tag(), Tag::Utf8String | Tag::PrintableString) {
+            let (oid, tag) = (atv.oid, atv.value.tag());
+            return Err(X509Error::SubjectTag { oid, tag });
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The extensions of the one `extensionRequest` attribute, each known and

@@ -39,8 +39,6 @@ pub enum X509Error {
     RequestTrailing,
     #[error("the request is not a strict DER PKCS#10 request: version is not 1 (0)")]
     RequestVersion,
-    #[error("the request is not a strict DER PKCS#10 request: a subject value is not UTF-8")]
-    SubjectNotUtf8,
     #[error("a subject RDN holds {count} attributes; one each is allowed")]
     RdnAttributes { count: usize },
     #[error("subject attribute {oid} is a {tag}; only UTF8String and PrintableString are read")]
@@ -53,12 +51,6 @@ pub enum X509Error {
     ExtensionRequestValues { count: usize },
     #[error("the extensions do not parse: {0}")]
     ExtensionsParse(#[source] x509_cert::der::Error),
-    #[error("the {name} extension does not parse: {source}")]
-    ExtensionParse {
-        name: &'static str,
-        #[source]
-        source: x509_cert::der::Error,
-    },
     #[error("extension {oid} is requested twice")]
     ExtensionTwice { oid: Oid },
     #[error(
@@ -81,8 +73,6 @@ pub enum X509Error {
     SanUnexpected,
     #[error("DNS name {name:?} is a wildcard; wildcards are never approved")]
     SanWildcard { name: String },
-    #[error("the two X.509 readings of the request disagree on {0}")]
-    Disagree(&'static str),
     #[error("the request's signature does not verify with its public key")]
     Signature,
 
@@ -137,7 +127,7 @@ pub enum X509Error {
     /// A known extension the reader fell back to "unsupported" for.
     #[error("extension {oid} could not be read")]
     Unsupported { oid: String },
-    #[error("extension {oid}: {problem}")]
+    #[error("extension {}: {problem}", super::facts::extension_name(oid))]
     Extension { oid: String, problem: String },
     #[error("subjectAltName holds an invalid entry")]
     InvalidSan,
@@ -151,7 +141,7 @@ pub enum X509Error {
         problem: Box<X509Error>,
     },
     /// The two readers read `field` differently.
-    #[error("its {field} reads differently with x509-parser and x509-cert")]
+    #[error("its {field} read differently with x509-parser and x509-cert")]
     ReadDifferently { field: &'static str },
 }
 

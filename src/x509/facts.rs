@@ -22,6 +22,17 @@ const SAN: &str = "2.5.29.17";
 const KEY_USAGE: &str = "2.5.29.15";
 const EXT_KEY_USAGE: &str = "2.5.29.37";
 const BASIC_CONSTRAINTS: &str = "2.5.29.19";
+/// The name of one of the four extensions read, else `oid`.
+pub(super) fn extension_name(oid: &str) -> &str {
+    match oid {
+        SAN => "subjectAltName",
+        KEY_USAGE => "keyUsage",
+        EXT_KEY_USAGE => "extKeyUsage",
+        BASIC_CONSTRAINTS => "basicConstraints",
+        other => other,
+    }
+}
+
 /// keyUsage keyCertSign (bit 5, bit 0 first as both readers number them).
 pub const KEY_CERT_SIGN: u16 = 1 << 5;
 
@@ -146,37 +157,58 @@ impl<'a> Certificate<'a> {
     /// as Go reads it ([`super::strict_certificate`]) and as both readers
     /// read it the same; see the module.
     pub fn facts(&self) -> Result<Facts, X509Error> {
-        let unread = |parser| {
-            move |problem| X509Error::Unread {
-                parser,
-                problem: Box::new(problem),
-            }
-        };
         let strict = super::certificate::go_reads(self.der)?;
-        let a = lax_facts(&self.cert).map_err(unread("x509-parser"))?;
-        let b = strict_facts(&strict).map_err(unread("x509-cert"))?;
-        let eku = |f: &Facts| f.ext_key_usage.clone().map(set);
-        let differ = [
-            ("subject", sorted(&a.subject) != sorted(&b.subject)),
-            ("subjectAltName", sorted(&a.sans) != sorted(&b.sans)),
-            ("key usage", a.key_usage != b.key_usage),
-            ("extended key usage", eku(&a) != eku(&b)),
-            (
-                "basic constraints",
-                a.basic_constraints != b.basic_constraints,
+        let tbs = &strict.tbs_certificate;
+        let cert = &self.cert;
+        let facts = same_facts(
+            lax_facts(cert.subject(), cert.extensions(), cert.public_key().raw),
+            strict_facts(
+                &tbs.subject,
+                tbs.extensions.as_deref().unwrap_or_default(),
+                &tbs.subject_public_key_info,
             ),
-            ("extensions", sorted(&a.extensions) != sorted(&b.extensions)),
-            ("public key", a.spki != b.spki),
-        ];
-        match differ.iter().find(|(_, d)| *d) {
-            Some((field, _)) => Err(X509Error::ReadDifferently { field }),
-            // x509-cert keeps the EKU order, x509-parser does not.
-            None => Ok(Facts {
-                ext_key_usage: b.ext_key_usage,
-                key_alg: self.key_alg(),
-                ..a
-            }),
+        )?;
+        Ok(Facts {
+            key_alg: self.key_alg(),
+            ..facts
+        })
+    }
+}
+
+/// The facts when both readers read them (`lax` by x509-parser, `strict`
+/// by x509-cert), and read them the same.
+pub(super) fn same_facts(
+    lax: Result<Facts, X509Error>,
+    strict: Result<Facts, X509Error>,
+) -> Result<Facts, X509Error> {
+    let unread = |parser| {
+        move |problem| X509Error::Unread {
+            parser,
+            problem: Box::new(problem),
         }
+    };
+    let a = lax.map_err(unread("x509-parser"))?;
+    let b = strict.map_err(unread("x509-cert"))?;
+    let eku = |f: &Facts| f.ext_key_usage.clone().map(set);
+    let differ = [
+        ("subject", a.subject != b.subject),
+        ("subjectAltName", a.sans != b.sans),
+        ("key usage", a.key_usage != b.key_usage),
+        ("extended key usage", eku(&a) != eku(&b)),
+        (
+            "basic constraints",
+            a.basic_constraints != b.basic_constraints,
+        ),
+        ("extensions", a.extensions != b.extensions),
+        ("public key", a.spki != b.spki),
+    ];
+    match differ.iter().find(|(_, d)| *d) {
+        Some((field, _)) => Err(X509Error::ReadDifferently { field }),
+        // x509-cert keeps the EKU order, x509-parser does not.
+        None => Ok(Facts {
+            ext_key_usage: b.ext_key_usage,
+            ..a
+        }),
     }
 }
 
@@ -232,12 +264,6 @@ pub fn set<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     v
 }
 
-fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
-    let mut v = v.to_vec();
-    v.sort();
-    v
-}
-
 /// One subjectAltName entry.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Name {
@@ -256,12 +282,17 @@ enum RawName<'a> {
 }
 
 /// The facts as x509-parser reads them.
-fn lax_facts(cert: &X509Certificate<'_>) -> Result<Facts, X509Error> {
+pub(super) fn lax_facts(
+    subject: &x509_parser::x509::X509Name<'_>,
+    extensions: &[x509_parser::extensions::X509Extension<'_>],
+    spki: &[u8],
+) -> Result<Facts, X509Error> {
     let mut facts = Facts {
-        subject: lax_subject(cert.subject())?,
+        subject: lax_subject(subject)?,
+        spki: spki.to_vec(),
         ..Facts::default()
     };
-    for ext in cert.extensions() {
+    for ext in extensions {
         let oid = ext.oid.to_id_string();
         // A known extension the parser fell back to "unsupported" for is
         // not one it understood.
@@ -289,7 +320,6 @@ fn lax_facts(cert: &X509Certificate<'_>) -> Result<Facts, X509Error> {
             _ => facts.extensions.push((oid, ext.critical)),
         }
     }
-    facts.spki = cert.public_key().raw.to_vec();
     Ok(facts)
 }
 
@@ -356,15 +386,19 @@ fn lax_eku(eku: &x509_parser::extensions::ExtendedKeyUsage<'_>) -> Vec<String> {
 
 /// The facts as RustCrypto `x509-cert` reads them (strict DER; each
 /// extension once, [`super::strict_certificate`]).
-fn strict_facts(cert: &x509_cert::Certificate) -> Result<Facts, X509Error> {
+pub(super) fn strict_facts(
+    subject: &x509_cert::name::Name,
+    extensions: &[x509_cert::ext::Extension],
+    spki: &x509_cert::spki::SubjectPublicKeyInfoOwned,
+) -> Result<Facts, X509Error> {
     use x509_cert::der::{Decode, Encode};
     use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName};
-    let tbs = &cert.tbs_certificate;
     let mut facts = Facts {
-        subject: strict_subject(&tbs.subject)?,
+        subject: strict_subject(subject)?,
+        spki: spki.to_der().map_err(X509Error::PublicKey)?,
         ..Facts::default()
     };
-    for ext in tbs.extensions.iter().flatten() {
+    for ext in extensions {
         let oid = ext.extn_id.to_string();
         let bytes = ext.extn_value.as_bytes();
         let err = |e: x509_cert::der::Error| X509Error::Extension {
@@ -390,10 +424,6 @@ fn strict_facts(cert: &x509_cert::Certificate) -> Result<Facts, X509Error> {
             _ => facts.extensions.push((oid, ext.critical)),
         }
     }
-    facts.spki = tbs
-        .subject_public_key_info
-        .to_der()
-        .map_err(X509Error::PublicKey)?;
     Ok(facts)
 }
 

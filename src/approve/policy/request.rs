@@ -124,17 +124,14 @@ pub(super) fn usages(spec: &[String], req: &Request) -> Result<(), Verdict> {
         .key_usage
         .iter()
         .all(|u| u == "DigitalSignature" || (rsa && u == "KeyEncipherment"));
-    let eku_ok = req.ext_key_usage.iter().all(|o| *o == SERVER_AUTH);
+    let eku_ok = req.ext_key_usage.iter().all(|o| o == SERVER_AUTH);
     if !ku_ok || !eku_ok || req.ca == Some(true) {
         return Err(deny(
             Check::Usages,
             format!(
                 "the request itself asks for key usages {:?}, extended key usages {:?}, CA {:?}; only digital signature{}, server auth and no CA are allowed",
                 req.key_usage,
-                req.ext_key_usage
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>(),
+                req.ext_key_usage,
                 req.ca,
                 if rsa { ", key encipherment" } else { "" },
             ),
