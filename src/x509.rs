@@ -35,7 +35,7 @@ use x509_cert::der::asn1::ObjectIdentifier as Oid;
 use x509_cert::der::flagset::FlagSet;
 use x509_cert::der::{Any, Decode, Encode, Tag, TagNumber, Tagged};
 use x509_cert::ext::Extension;
-use x509_cert::ext::pkix::{KeyUsages, SubjectAltName};
+use x509_cert::ext::pkix::KeyUsages;
 use x509_cert::request::CertReq;
 use x509_parser::certification_request::X509CertificationRequest;
 use x509_parser::cri_attributes::ParsedCriAttribute;
@@ -153,17 +153,19 @@ impl Request {
         let extensions = extensions(&strict)?;
         let info = &lax.certification_request_info;
         let lax_exts = lax_extensions(&lax, &extensions)?;
-        let (mut dns, mut ips) = (Vec::new(), Vec::new());
         if let Some(san) = extensions.iter().find(|e| e.extn_id == SAN) {
-            (dns, ips) = names(san.extn_value.as_bytes())?;
-        }
-        if dns.is_empty() && ips.is_empty() {
-            return Err(X509Error::NoSans);
+            san_kinds(san.extn_value.as_bytes())?;
         }
         let facts = facts::same_facts(
             facts::lax_facts(&info.subject, lax_exts, info.subject_pki.raw),
             facts::strict_facts(&strict.info.subject, &extensions, &strict.info.public_key),
         )?;
+        let (dns, ips) =
+            (facts.names()).map_err(|kind| X509Error::SanKind { kind: kind.into() })?;
+        dns.iter().try_for_each(|d| host_name(d))?;
+        if dns.is_empty() && ips.is_empty() {
+            return Err(X509Error::NoSans);
+        }
         let key_usage = FlagSet::<KeyUsages>::new_truncated(facts.key_usage.unwrap_or(0));
         Ok(Request {
             der: der.clone(),
@@ -286,12 +288,10 @@ fn extensions(req: &CertReq) -> Result<Vec<Extension>, X509Error> {
     Ok(exts)
 }
 
-/// The DNS names and IPs of a subjectAltName value; any other kind of
-/// element, a malformed one or a DNS name that is not a host name is an
-/// error.
-fn names(value: &[u8]) -> Result<(Vec<String>, Vec<IpAddr>), X509Error> {
-    // Each element by its tag first, so that the error names the kind
-    // (x509-cert's CHOICE only says that decoding failed).
+/// Refuses a subjectAltName element other than a DNS name or an IP
+/// address by its tag, so that the error names the kind (x509-cert's
+/// CHOICE only says that decoding failed, x509-parser's refuses some).
+fn san_kinds(value: &[u8]) -> Result<(), X509Error> {
     let elements = Vec::<Any>::from_der(value).map_err(X509Error::SanParse)?;
     for e in &elements {
         let kind = match e.tag() {
@@ -312,25 +312,7 @@ fn names(value: &[u8]) -> Result<(Vec<String>, Vec<IpAddr>), X509Error> {
         };
         return Err(X509Error::SanKind { kind });
     }
-    let san = SubjectAltName::from_der(value).map_err(X509Error::SanParse)?;
-    let (mut dns, mut ips) = (Vec::new(), Vec::new());
-    for n in san.0 {
-        match n {
-            x509_cert::ext::pkix::name::GeneralName::DnsName(d) => {
-                let d = d.to_string();
-                host_name(&d)?;
-                dns.push(d);
-            }
-            x509_cert::ext::pkix::name::GeneralName::IpAddress(b) => {
-                ips.push(ip_of(b.as_bytes()).ok_or(X509Error::SanIpLength {
-                    len: b.as_bytes().len(),
-                })?);
-            }
-            // The tags were checked above.
-            _ => return Err(X509Error::SanUnexpected),
-        }
-    }
-    Ok((dns, ips))
+    Ok(())
 }
 
 /// An IP SAN's bytes: 4 (IPv4) or 16 (IPv6), nothing else.

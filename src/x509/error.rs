@@ -69,8 +69,6 @@ pub enum X509Error {
     SanKind { kind: String },
     #[error("an IP address SAN of {len} bytes (4 or 16 are allowed)")]
     SanIpLength { len: usize },
-    #[error("an unexpected SAN kind")]
-    SanUnexpected,
     #[error("DNS name {name:?} is a wildcard; wildcards are never approved")]
     SanWildcard { name: String },
     #[error("the request's signature does not verify with its public key")]
@@ -149,18 +147,23 @@ impl X509Error {
     /// Whether a request was refused for its names (their kinds, their
     /// syntax, or none), not for its form.
     pub fn is_san(&self) -> bool {
-        matches!(
-            self,
-            Self::NoSans
-                | Self::NoExtensionRequest
-                | Self::SanParse(_)
-                | Self::SanKind { .. }
-                | Self::SanIpLength { .. }
-                | Self::SanUnexpected
-                | Self::SanWildcard { .. }
-                | Self::DnsNameLength { .. }
-                | Self::DnsNameIp { .. }
-                | Self::DnsNameNotHost { .. }
-        )
+        match self {
+            // One reader refused the names.
+            Self::Unread { problem, .. } => problem.is_san(),
+            Self::Extension { oid, .. } => oid == "2.5.29.17",
+            other => matches!(
+                other,
+                Self::NoSans
+                    | Self::NoExtensionRequest
+                    | Self::SanParse(_)
+                    | Self::SanKind { .. }
+                    | Self::SanIpLength { .. }
+                    | Self::InvalidSan
+                    | Self::SanWildcard { .. }
+                    | Self::DnsNameLength { .. }
+                    | Self::DnsNameIp { .. }
+                    | Self::DnsNameNotHost { .. }
+            ),
+        }
     }
 }

@@ -238,6 +238,20 @@ pub struct Facts {
 }
 
 impl Facts {
+    /// The DNS names and IP addresses of the subjectAltName; `Err` names
+    /// the kind of the first entry of another kind.
+    pub fn names(&self) -> Result<(Vec<String>, Vec<IpAddr>), &'static str> {
+        let (mut dns, mut ips) = (Vec::new(), Vec::new());
+        for name in &self.sans {
+            match name {
+                Name::Dns(d) => dns.push(d.clone()),
+                Name::Ip(ip) => ips.push(*ip),
+                Name::Other(kind) => return Err(kind),
+            }
+        }
+        Ok((dns, ips))
+    }
+
     /// The first critical extension other than the four read above.
     pub fn unknown_critical(&self) -> Option<&str> {
         (self.extensions.iter())

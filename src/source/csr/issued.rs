@@ -19,7 +19,7 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 use super::{CsrError, CsrSpec, Window};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::validate::{self, Expect, Policy};
-use crate::x509::{COMMON_NAME as OID_CN, Certificate, Facts, Name, ORGANIZATION as OID_O, set};
+use crate::x509::{COMMON_NAME as OID_CN, Certificate, Facts, ORGANIZATION as OID_O, set};
 
 /// Key usage bits, bit 0 first as both parsers number them (RFC 5280
 /// `KeyUsage` BIT STRING: digitalSignature (0) ... decipherOnly (8)).
@@ -233,16 +233,9 @@ fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
 /// The DNS names (without case) and IP addresses `spec` asks for, each
 /// set once, and no other kind of name.
 fn names(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
-    let (mut dns, mut ips) = (Vec::new(), Vec::new());
-    for name in &facts.sans {
-        match name {
-            Name::Dns(d) => dns.push(d.to_ascii_lowercase()),
-            Name::Ip(ip) => ips.push(*ip),
-            Name::Other(kind) => return Err(CsrError::OtherName { kind }),
-        }
-    }
-    let lower = |names: &[String]| names.iter().map(|d| d.to_ascii_lowercase()).collect();
-    let (got, want) = (set(dns), set(lower(&spec.dns)));
+    let (dns, ips) = facts.names().map_err(|kind| CsrError::OtherName { kind })?;
+    let lower = |names: &[String]| set(names.iter().map(|d| d.to_ascii_lowercase()).collect());
+    let (got, want) = (lower(&dns), lower(&spec.dns));
     if got != want {
         return Err(CsrError::DnsNames { got, want });
     }
