@@ -277,17 +277,8 @@ pub enum CaError {
     OtherSan { kind: &'static str },
     #[error("its extended key usage {oid} is not one the CSR API names")]
     UnknownEku { oid: String },
-    #[error("it is a CA certificate")]
-    TemplateIsCa,
-    #[error("its basic constraints carry a path length, which only a CA has")]
-    PathLength,
     #[error("it carries name constraints, which only a CA certificate has")]
     NameConstraints,
-    #[error(
-        "critical extension {oid} is not one certsync copies (subjectAltName, keyUsage, \
-         extKeyUsage, basicConstraints)"
-    )]
-    Critical { oid: String },
     #[error("it names no CN, DNS name or IP address")]
     NoName,
     #[error("{0}")]
@@ -320,7 +311,7 @@ impl CaError {
     }
 
     /// A certificate that does not read, or not as Go reads it.
-    fn certificate(e: crate::x509::X509Error) -> Self {
+    pub(super) fn certificate(e: crate::x509::X509Error) -> Self {
         Self::Certificate(Box::new(e))
     }
 

@@ -287,12 +287,6 @@ pub enum CsrError {
     ExtKeyUsage { got: Vec<String>, want: Vec<String> },
     #[error("{0}")]
     CaUsage(#[from] CaUsage),
-    #[error("basic constraints say CA:TRUE; a CA certificate was not requested")]
-    IsCa,
-    #[error("basic constraints carry a path length on a non-CA certificate")]
-    PathLength,
-    #[error("critical extension {oid} is not one certsync understands")]
-    UnknownCritical { oid: String },
     /// The leaf does not read, or its two readings differ.
     #[error("leaf certificate: {0}")]
     Leaf(#[source] crate::x509::X509Error),

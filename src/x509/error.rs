@@ -138,6 +138,15 @@ pub enum X509Error {
         #[source]
         problem: Box<X509Error>,
     },
+    #[error("its basic constraints say CA:TRUE; certsync issues leaf certificates only")]
+    IsCa,
+    #[error("its basic constraints carry a path length, which only a CA has")]
+    PathLength,
+    #[error(
+        "critical extension {oid} is not one certsync reads (subjectAltName, keyUsage, \
+         extKeyUsage, basicConstraints)"
+    )]
+    UnknownCritical { oid: String },
     /// The two readers read `field` differently.
     #[error("its {field} read differently with x509-parser and x509-cert")]
     ReadDifferently { field: &'static str },

@@ -252,11 +252,19 @@ impl Facts {
         Ok((dns, ips))
     }
 
-    /// The first critical extension other than the four read above.
-    pub fn unknown_critical(&self) -> Option<&str> {
-        (self.extensions.iter())
-            .find(|(_, critical)| *critical)
-            .map(|(oid, _)| oid.as_str())
+    /// A leaf's: not a CA, no path length, and no critical extension but
+    /// the four certsync reads (a verifier that does not know one would
+    /// refuse the certificate, one that does may grant what it says).
+    pub fn leaf_only(&self) -> Result<(), X509Error> {
+        match self.basic_constraints {
+            Some((true, _)) => return Err(X509Error::IsCa),
+            Some((false, Some(_))) => return Err(X509Error::PathLength),
+            None | Some((false, None)) => {}
+        }
+        match self.extensions.iter().find(|(_, critical)| *critical) {
+            Some((oid, _)) => Err(X509Error::UnknownCritical { oid: oid.clone() }),
+            None => Ok(()),
+        }
     }
 
     /// Adds a subjectAltName entry; an IP of another length than 4 or 16

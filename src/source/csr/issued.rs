@@ -173,7 +173,7 @@ pub fn check(
     subject(spec, &facts)?;
     names(spec, &facts)?;
     usages(spec, &facts)?;
-    leaf_only(&facts)?;
+    facts.leaf_only().map_err(CsrError::Leaf)?;
     key_alg(spec, &facts)?;
     if let Some(ca) = ca {
         chains_to(&chain, ca, &spec.usages, now)?;
@@ -275,22 +275,6 @@ fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     }
     // Asked for and given: still refused (a leaf is never a signer).
     leaf_usages(ku_names(ku))?;
-    Ok(())
-}
-
-/// Not a CA, no path length, and no critical extension certsync does not
-/// understand.
-fn leaf_only(facts: &Facts) -> Result<(), CsrError> {
-    match facts.basic_constraints {
-        None | Some((false, None)) => {}
-        Some((true, _)) => return Err(CsrError::IsCa),
-        Some((false, Some(_))) => return Err(CsrError::PathLength),
-    }
-    if let Some(oid) = facts.unknown_critical() {
-        return Err(CsrError::UnknownCritical {
-            oid: oid.to_owned(),
-        });
-    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 use super::request::Request;
 use super::*;
+use crate::x509::X509Error;
 
 fn spec() -> CsrSpec {
     CsrSpec {
@@ -195,12 +196,16 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
             &|e| matches!(e, CsrError::KeyUsage { got: 0, want: 1 }),
             &|p| p.key_usages.clear(),
         ),
-        ("CA:TRUE", &|e| matches!(e, CsrError::IsCa), &|p| {
-            p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        }),
+        (
+            "CA:TRUE",
+            &|e| matches!(e, CsrError::Leaf(X509Error::IsCa)),
+            &|p| {
+                p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            },
+        ),
         (
             "critical extension",
-            &|e| matches!(e, CsrError::UnknownCritical { oid } if oid == "1.2.3.4"),
+            &|e| matches!(e, CsrError::Leaf(X509Error::UnknownCritical { oid }) if oid == "1.2.3.4"),
             &|p| {
                 let mut ext = rcgen::CustomExtension::from_oid_content(&[1, 2, 3, 4], vec![5, 0]);
                 ext.set_criticality(true);

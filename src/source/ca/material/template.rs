@@ -102,16 +102,10 @@ fn sans(facts: &Facts) -> Result<Vec<San>, CaError> {
         .collect()
 }
 
-/// No CA, no path length, no name constraints, and no critical extension
-/// certsync does not copy. Non-critical ones it does not copy (SKI, AKI,
+/// A leaf's ([`Facts::leaf_only`]) without name constraints, which only
+/// a CA has. Non-critical extensions certsync does not copy (SKI, AKI,
 /// authorityInfoAccess, CRL distribution points) are the signer's own.
 fn leaf_only(facts: &Facts) -> Result<(), CaError> {
-    match facts.basic_constraints {
-        Some((true, _)) => return Err(CaError::TemplateIsCa),
-        Some((false, Some(_))) => return Err(CaError::PathLength),
-        // CA:FALSE: what certsync writes itself.
-        None | Some((false, None)) => {}
-    }
     if facts
         .extensions
         .iter()
@@ -119,12 +113,7 @@ fn leaf_only(facts: &Facts) -> Result<(), CaError> {
     {
         return Err(CaError::NameConstraints);
     }
-    match facts.unknown_critical() {
-        Some(oid) => Err(CaError::Critical {
-            oid: oid.to_owned(),
-        }),
-        None => Ok(()),
-    }
+    facts.leaf_only().map_err(CaError::certificate)
 }
 
 /// The usage name of each EKU, once each, in the template's order; an EKU
