@@ -43,10 +43,6 @@ use x509_parser::extensions::X509Extension;
 use x509_parser::prelude::FromDer;
 
 const EXTENSION_REQUEST: Oid = Oid::new_unwrap("1.2.840.113549.1.9.14");
-const SAN: Oid = Oid::new_unwrap("2.5.29.17");
-const KEY_USAGE: Oid = Oid::new_unwrap("2.5.29.15");
-const EXT_KEY_USAGE: Oid = Oid::new_unwrap("2.5.29.37");
-const BASIC_CONSTRAINTS: Oid = Oid::new_unwrap("2.5.29.19");
 /// id-kp-serverAuth.
 pub const SERVER_AUTH: &str = "1.3.6.1.5.5.7.3.1";
 pub const COMMON_NAME: &str = "2.5.4.3";
@@ -153,7 +149,10 @@ impl Request {
         let extensions = extensions(&strict)?;
         let info = &lax.certification_request_info;
         let lax_exts = lax_extensions(&lax, &extensions)?;
-        if let Some(san) = extensions.iter().find(|e| e.extn_id == SAN) {
+        for san in extensions
+            .iter()
+            .filter(|e| e.extn_id.to_string() == facts::SAN)
+        {
             san_kinds(san.extn_value.as_bytes())?;
         }
         let facts = facts::same_facts(
@@ -205,7 +204,7 @@ fn parse_both(der: &[u8]) -> Result<(CertReq, X509CertificationRequest<'_>), X50
     let strict = CertReq::from_der(der).map_err(X509Error::RequestDer)?;
     let (rest, lax) = X509CertificationRequest::from_der(der).map_err(X509Error::RequestLax)?;
     if !rest.is_empty() {
-        return Err(X509Error::RequestTrailing);
+        return Err(X509Error::Trailing("request"));
     }
     if strict.info.version != x509_cert::request::Version::V1 {
         return Err(X509Error::RequestVersion);
@@ -281,7 +280,7 @@ fn extensions(req: &CertReq) -> Result<Vec<Extension>, X509Error> {
             return Err(X509Error::ExtensionTwice { oid: ext.extn_id });
         }
         seen.push(ext.extn_id);
-        if ![SAN, KEY_USAGE, EXT_KEY_USAGE, BASIC_CONSTRAINTS].contains(&ext.extn_id) {
+        if !facts::READ.contains(&ext.extn_id.to_string().as_str()) {
             return Err(X509Error::ExtensionUnknown { oid: ext.extn_id });
         }
     }

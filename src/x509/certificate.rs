@@ -17,7 +17,6 @@
 //! than 4 or 16, and a key usage whose unused bits are not zero.
 
 use x509_cert::der::asn1::{BmpString, Ia5StringRef, PrintableStringRef, Utf8StringRef};
-use x509_cert::der::oid::ObjectIdentifier;
 use x509_cert::der::{Any, Decode, Tag, Tagged};
 
 use super::error::X509Error;
@@ -79,24 +78,25 @@ pub(super) fn go_reads(der: &[u8]) -> Result<x509_cert::Certificate, X509Error> 
 /// address of 4 or 16 bytes) and the key usage BIT STRING (its unused bits
 /// zero).
 fn extension(ext: &x509_cert::ext::Extension) -> Result<(), X509Error> {
-    const SUBJECT_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
-    const KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.15");
+    use super::facts::{KEY_USAGE, SAN};
     use x509_cert::ext::pkix::name::GeneralName;
     let content = ext.extn_value.as_bytes();
-    if ext.extn_id == SUBJECT_ALT_NAME {
+    let oid = ext.extn_id.to_string();
+    if oid == SAN {
         let names = x509_cert::ext::pkix::SubjectAltName::from_der(content)
             .map_err(X509Error::StrictSan)?;
         for name in &names.0 {
             match name {
                 GeneralName::IpAddress(ip) if ![4, 16].contains(&ip.as_bytes().len()) => {
-                    return Err(X509Error::StrictIpLength(ip.as_bytes().len()));
+                    let len = ip.as_bytes().len();
+                    return Err(X509Error::SanIpLength { len });
                 }
                 GeneralName::UniformResourceIdentifier(uri) => url_parses(uri.as_str())?,
                 _ => {}
             }
         }
     }
-    if ext.extn_id == KEY_USAGE {
+    if oid == KEY_USAGE {
         let bits = x509_cert::der::asn1::BitStringRef::from_der(content)
             .map_err(X509Error::StrictKeyUsage)?;
         let raw = bits.raw_bytes();
@@ -333,7 +333,7 @@ mod tests {
                 |e| matches!(e, X509Error::StrictSan(_)),
             ),
             ("13-byte IP address", SAN, san(0x87, &[10; 13]), |e| {
-                *e == X509Error::StrictIpLength(13)
+                *e == X509Error::SanIpLength { len: 13 }
             }),
             (
                 "URI with a bad escape",

@@ -35,8 +35,9 @@ pub enum X509Error {
     RequestDer(#[source] x509_cert::der::Error),
     #[error("the request is not a strict DER PKCS#10 request: x509-parser: {0}")]
     RequestLax(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
-    #[error("the request is not a strict DER PKCS#10 request: trailing data")]
-    RequestTrailing,
+    /// Bytes after the request or certificate (`what`).
+    #[error("trailing bytes after the {0}")]
+    Trailing(&'static str),
     #[error("the request is not a strict DER PKCS#10 request: version is not 1 (0)")]
     RequestVersion,
     #[error("a subject RDN holds {count} attributes; one each is allowed")]
@@ -67,7 +68,7 @@ pub enum X509Error {
     SanParse(#[source] x509_cert::der::Error),
     #[error("the subjectAltName holds {kind}; only DNS names and IP addresses are allowed")]
     SanKind { kind: String },
-    #[error("an IP address SAN of {len} bytes (4 or 16 are allowed)")]
+    #[error("an IP address SAN of {len} bytes, not 4 or 16 (Go: x509: cannot parse IP address)")]
     SanIpLength { len: usize },
     #[error("DNS name {name:?} is a wildcard; wildcards are never approved")]
     SanWildcard { name: String },
@@ -96,8 +97,6 @@ pub enum X509Error {
     },
     #[error("subject alternative names: {0} (Go: x509: SAN dNSName is malformed)")]
     StrictSan(x509_cert::der::Error),
-    #[error("an IP address SAN of {0} bytes (Go: x509: cannot parse IP address of length {0})")]
-    StrictIpLength(usize),
     // What Go's `url.Parse` refuses in a URI SAN.
     #[error("a URI SAN holds a control character (Go: x509: cannot parse URI)")]
     UriControlCharacter,
@@ -114,8 +113,6 @@ pub enum X509Error {
     // refused; a reader's own message is kept as it says it.
     #[error("{0}")]
     Certificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
-    #[error("trailing bytes after the certificate")]
-    CertificateTrailing,
     #[error("extensions: {0}")]
     Extensions(#[source] x509_parser::error::X509Error),
     #[error("subject attribute {oid} is not a UTF8String or PrintableString")]
@@ -159,7 +156,7 @@ impl X509Error {
         match self {
             // One reader refused the names.
             Self::Unread { problem, .. } => problem.is_san(),
-            Self::Extension { oid, .. } => oid == "2.5.29.17",
+            Self::Extension { oid, .. } => oid == super::facts::SAN,
             other => matches!(
                 other,
                 Self::NoSans

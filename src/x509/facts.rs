@@ -18,10 +18,12 @@ use x509_parser::extensions::ParsedExtension;
 
 use super::{KeyAlg, X509Error, ip_of};
 
-const SAN: &str = "2.5.29.17";
-const KEY_USAGE: &str = "2.5.29.15";
+pub(super) const SAN: &str = "2.5.29.17";
+pub(super) const KEY_USAGE: &str = "2.5.29.15";
 const EXT_KEY_USAGE: &str = "2.5.29.37";
 const BASIC_CONSTRAINTS: &str = "2.5.29.19";
+/// The extensions certsync reads, as what they are.
+pub(super) const READ: [&str; 4] = [SAN, KEY_USAGE, EXT_KEY_USAGE, BASIC_CONSTRAINTS];
 /// The name of one of the four extensions read, else `oid`.
 pub(super) fn extension_name(oid: &str) -> &str {
     match oid {
@@ -49,7 +51,7 @@ impl<'a> Certificate<'a> {
         let (rest, cert) =
             x509_parser::parse_x509_certificate(der).map_err(X509Error::Certificate)?;
         if !rest.is_empty() {
-            return Err(X509Error::CertificateTrailing);
+            return Err(X509Error::Trailing("certificate"));
         }
         Ok(Self { der, cert })
     }
@@ -318,7 +320,7 @@ pub(super) fn lax_facts(
         let oid = ext.oid.to_id_string();
         // A known extension the parser fell back to "unsupported" for is
         // not one it understood.
-        let known = [SAN, KEY_USAGE, EXT_KEY_USAGE, BASIC_CONSTRAINTS].contains(&oid.as_str());
+        let known = READ.contains(&oid.as_str());
         if known && ext.parsed_extension().unsupported() {
             return Err(X509Error::Unsupported { oid });
         }
