@@ -24,9 +24,12 @@
 mod certificate;
 mod error;
 mod facts;
+mod key;
+mod oid;
 pub use certificate::{strict_certificate, strict_der};
 pub use error::X509Error;
-pub use facts::{Certificate, Facts, KEY_CERT_SIGN, Name, set};
+pub use facts::{Certificate, Facts, KEY_CERT_SIGN, Name, ip_of, set};
+pub use key::{KeyAlg, RSA_BITS};
 
 use std::net::IpAddr;
 
@@ -47,79 +50,6 @@ const EXTENSION_REQUEST: Oid = Oid::new_unwrap("1.2.840.113549.1.9.14");
 pub const SERVER_AUTH: &str = "1.3.6.1.5.5.7.3.1";
 pub const COMMON_NAME: &str = "2.5.4.3";
 pub const ORGANIZATION: &str = "2.5.4.10";
-
-/// The key algorithm of requested certificates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KeyAlg {
-    #[default]
-    EcdsaP256,
-    EcdsaP384,
-    /// Modulus size in bits: 2048, 3072 or 4096.
-    Rsa(usize),
-    Ed25519,
-}
-
-impl std::fmt::Display for KeyAlg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::EcdsaP256 => f.write_str("ecdsa-p256"),
-            Self::EcdsaP384 => f.write_str("ecdsa-p384"),
-            Self::Rsa(bits) => write!(f, "rsa-{bits}"),
-            Self::Ed25519 => f.write_str("ed25519"),
-        }
-    }
-}
-
-impl std::str::FromStr for KeyAlg {
-    type Err = X509Error;
-    fn from_str(s: &str) -> Result<Self, X509Error> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "ecdsa-p256" | "p256" | "ecdsa" => Self::EcdsaP256,
-            "ecdsa-p384" | "p384" => Self::EcdsaP384,
-            "rsa-2048" | "rsa" => Self::Rsa(2048),
-            "rsa-3072" => Self::Rsa(3072),
-            "rsa-4096" => Self::Rsa(4096),
-            "ed25519" => Self::Ed25519,
-            _ => return Err(X509Error::UnknownKeyAlg(s.into())),
-        })
-    }
-}
-
-/// The RSA modulus sizes certsync makes keys of. Any other size is
-/// refused before a key is made: an RSA-16384 key takes minutes to
-/// generate, on a blocking thread no signal can stop.
-pub const RSA_BITS: [usize; 3] = [2048, 3072, 4096];
-
-impl KeyAlg {
-    /// `self` if certsync makes keys of it: RSA only of [`RSA_BITS`].
-    pub fn issuable(self) -> Result<Self, X509Error> {
-        match self {
-            Self::Rsa(bits) if !RSA_BITS.contains(&bits) => Err(X509Error::RsaBits(bits)),
-            other => Ok(other),
-        }
-    }
-
-    /// The algorithm of a public key, if it is one certsync requests (RSA
-    /// of any size, for callers that judge the size).
-    pub fn of_spki(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> Option<Self> {
-        match spki.algorithm.algorithm.to_id_string().as_str() {
-            "1.2.840.113549.1.1.1" => match spki.parsed().ok()? {
-                x509_parser::public_key::PublicKey::RSA(k) => Some(Self::Rsa(k.key_size())),
-                _ => None,
-            },
-            "1.2.840.10045.2.1" => {
-                let curve = spki.algorithm.parameters.as_ref()?.as_oid().ok()?;
-                match curve.to_id_string().as_str() {
-                    "1.2.840.10045.3.1.7" => Some(Self::EcdsaP256),
-                    "1.3.132.0.34" => Some(Self::EcdsaP384),
-                    _ => None,
-                }
-            }
-            "1.3.101.112" => Some(Self::Ed25519),
-            _ => None,
-        }
-    }
-}
 
 /// A request as read strictly. Every field is what both parsers agreed on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,7 +81,7 @@ impl Request {
         let lax_exts = lax_extensions(&lax, &extensions)?;
         for san in extensions
             .iter()
-            .filter(|e| e.extn_id.to_string() == facts::SAN)
+            .filter(|e| e.extn_id.to_string() == oid::SAN)
         {
             san_kinds(san.extn_value.as_bytes())?;
         }
@@ -280,7 +210,7 @@ fn extensions(req: &CertReq) -> Result<Vec<Extension>, X509Error> {
             return Err(X509Error::ExtensionTwice { oid: ext.extn_id });
         }
         seen.push(ext.extn_id);
-        if !facts::READ.contains(&ext.extn_id.to_string().as_str()) {
+        if !oid::READ.contains(&ext.extn_id.to_string().as_str()) {
             return Err(X509Error::ExtensionUnknown { oid: ext.extn_id });
         }
     }
@@ -312,15 +242,6 @@ fn san_kinds(value: &[u8]) -> Result<(), X509Error> {
         return Err(X509Error::SanKind { kind });
     }
     Ok(())
-}
-
-/// An IP SAN's bytes: 4 (IPv4) or 16 (IPv6), nothing else.
-pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
-    match b.len() {
-        4 => Some(IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
-        16 => Some(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
-        _ => None,
-    }
 }
 
 /// A requested DNS SAN must be a host name ([`dns_name`] without the

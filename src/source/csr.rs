@@ -290,6 +290,9 @@ pub enum CsrError {
     /// The leaf does not read, or its two readings differ.
     #[error("leaf certificate: {0}")]
     Leaf(#[source] crate::x509::X509Error),
+    /// The leaf is a CA's, or carries what certsync does not read.
+    #[error("{0}")]
+    NotLeaf(#[source] crate::x509::X509Error),
     #[error("key algorithm is {got}, the mapping asks for {want}")]
     IssuedKeyAlg { got: KeyAlg, want: KeyAlg },
     #[error("the key algorithm is not one certsync requests")]

@@ -78,7 +78,7 @@ pub(super) fn go_reads(der: &[u8]) -> Result<x509_cert::Certificate, X509Error> 
 /// address of 4 or 16 bytes) and the key usage BIT STRING (its unused bits
 /// zero).
 fn extension(ext: &x509_cert::ext::Extension) -> Result<(), X509Error> {
-    use super::facts::{KEY_USAGE, SAN};
+    use super::oid::{KEY_USAGE, SAN};
     use x509_cert::ext::pkix::name::GeneralName;
     let content = ext.extn_value.as_bytes();
     let oid = ext.extn_id.to_string();

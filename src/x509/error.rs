@@ -122,7 +122,7 @@ pub enum X509Error {
     /// A known extension the reader fell back to "unsupported" for.
     #[error("extension {oid} could not be read")]
     Unsupported { oid: String },
-    #[error("extension {}: {problem}", super::facts::extension_name(oid))]
+    #[error("extension {}: {problem}", super::oid::extension_name(oid))]
     Extension { oid: String, problem: String },
     #[error("subjectAltName holds an invalid entry")]
     InvalidSan,
@@ -135,9 +135,9 @@ pub enum X509Error {
         #[source]
         problem: Box<X509Error>,
     },
-    #[error("its basic constraints say CA:TRUE; certsync issues leaf certificates only")]
+    #[error("basic constraints say CA:TRUE; certsync issues leaf certificates only")]
     IsCa,
-    #[error("its basic constraints carry a path length, which only a CA has")]
+    #[error("basic constraints carry a path length, which only a CA has")]
     PathLength,
     #[error(
         "critical extension {oid} is not one certsync reads (subjectAltName, keyUsage, \
@@ -156,7 +156,7 @@ impl X509Error {
         match self {
             // One reader refused the names.
             Self::Unread { problem, .. } => problem.is_san(),
-            Self::Extension { oid, .. } => oid == super::facts::SAN,
+            Self::Extension { oid, .. } => oid == super::oid::SAN,
             other => matches!(
                 other,
                 Self::NoSans

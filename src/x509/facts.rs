@@ -16,24 +16,9 @@ use std::net::IpAddr;
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::ParsedExtension;
 
-use super::{KeyAlg, X509Error, ip_of};
-
-pub(super) const SAN: &str = "2.5.29.17";
-pub(super) const KEY_USAGE: &str = "2.5.29.15";
-const EXT_KEY_USAGE: &str = "2.5.29.37";
-const BASIC_CONSTRAINTS: &str = "2.5.29.19";
-/// The extensions certsync reads, as what they are.
-pub(super) const READ: [&str; 4] = [SAN, KEY_USAGE, EXT_KEY_USAGE, BASIC_CONSTRAINTS];
-/// The name of one of the four extensions read, else `oid`.
-pub(super) fn extension_name(oid: &str) -> &str {
-    match oid {
-        SAN => "subjectAltName",
-        KEY_USAGE => "keyUsage",
-        EXT_KEY_USAGE => "extKeyUsage",
-        BASIC_CONSTRAINTS => "basicConstraints",
-        other => other,
-    }
-}
+use super::error::X509Error;
+use super::key::KeyAlg;
+use super::oid::{BASIC_CONSTRAINTS, EXT_KEY_USAGE, KEY_USAGE, READ, SAN};
 
 /// keyUsage keyCertSign (bit 5, bit 0 first as both readers number them).
 pub const KEY_CERT_SIGN: u16 = 1 << 5;
@@ -491,5 +476,14 @@ fn strict_name(name: &x509_cert::ext::pkix::name::GeneralName) -> RawName<'_> {
         GeneralName::EdiPartyName(_) => RawName::Other("an EDI party name"),
         GeneralName::UniformResourceIdentifier(_) => RawName::Other("a URI"),
         GeneralName::RegisteredId(_) => RawName::Other("a registered ID"),
+    }
+}
+
+/// An IP SAN's bytes: 4 (IPv4) or 16 (IPv6), nothing else.
+pub fn ip_of(b: &[u8]) -> Option<IpAddr> {
+    match b.len() {
+        4 => Some(IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
+        16 => Some(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
+        _ => None,
     }
 }

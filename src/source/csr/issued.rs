@@ -77,7 +77,7 @@ pub(crate) fn usage(name: &str) -> Option<Usage> {
 pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Result<(), CaUsage> {
     for u in usages {
         if let Some(Usage::Ku(bit)) = usage(u)
-            && bit & (CERT_SIGN | CRL_SIGN) != 0
+            && bit & (crate::x509::KEY_CERT_SIGN | CRL_SIGN) != 0
         {
             return Err(CaUsage(u.into()));
         }
@@ -93,8 +93,7 @@ pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Resu
 )]
 pub struct CaUsage(pub String);
 
-/// keyUsage bits 5 and 6.
-const CERT_SIGN: u16 = 1 << 5;
+/// keyUsage cRLSign (bit 6).
 const CRL_SIGN: u16 = 1 << 6;
 
 /// The usage name that asks for an EKU OID, if one does.
@@ -173,7 +172,7 @@ pub fn check(
     subject(spec, &facts)?;
     names(spec, &facts)?;
     usages(spec, &facts)?;
-    facts.leaf_only().map_err(CsrError::Leaf)?;
+    facts.leaf_only().map_err(CsrError::NotLeaf)?;
     key_alg(spec, &facts)?;
     if let Some(ca) = ca {
         chains_to(&chain, ca, &spec.usages, now)?;
