@@ -155,7 +155,7 @@ pub enum FileProblem {
         source: crate::pem::PemError,
     },
     #[error("not a certificate ({0})")]
-    NotCertificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    NotCertificate(#[source] crate::x509::X509Error),
     #[error("its cluster has no server")]
     NoServer,
     #[error("{0} clusters; kubeadm writes one: not a kubeconfig adopt recognises")]

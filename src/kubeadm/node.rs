@@ -5,11 +5,9 @@
 
 use std::path::Path;
 
-use x509_parser::certificate::X509Certificate;
-
 use super::error::{FileProblem, KubeadmError};
 use super::paths::{FileWrite, host};
-use crate::x509::KeyAlg;
+use crate::x509::{Certificate, KeyAlg};
 
 /// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;
@@ -83,10 +81,9 @@ fn first_certificate(dir: &Path, node_path: &str) -> Result<Vec<u8>, FileProblem
     crate::pem::first_certificate(text.as_bytes()).map_err(|e| FileProblem::NotPem(e).of(node_path))
 }
 
-/// A certificate (DER) parsed; refused unless it is one.
-pub fn parse(der: &[u8]) -> Result<X509Certificate<'_>, FileProblem> {
-    let (_, c) = x509_parser::parse_x509_certificate(der).map_err(FileProblem::NotCertificate)?;
-    Ok(c)
+/// A certificate (DER) read; refused unless it is one, with nothing after.
+pub fn parse(der: &[u8]) -> Result<Certificate<'_>, FileProblem> {
+    Certificate::read(der).map_err(FileProblem::NotCertificate)
 }
 
 /// What adopt, revert and status judge a certificate by, read from its DER
@@ -107,11 +104,12 @@ impl Cert {
     /// The certificate `der`; refused unless it is one.
     pub fn parse(der: Vec<u8>) -> Result<Self, FileProblem> {
         let c = parse(&der)?;
+        let (not_before, not_after) = c.validity();
         Ok(Self {
-            subject: c.subject().as_raw().to_vec(),
-            spki: c.public_key().raw.to_vec(),
-            not_before: c.validity().not_before.timestamp(),
-            not_after: c.validity().not_after.timestamp(),
+            subject: c.subject().to_vec(),
+            spki: c.spki().to_vec(),
+            not_before,
+            not_after,
             der,
         })
     }
@@ -154,7 +152,7 @@ pub fn encryption_algorithm(name: &str) -> Option<KeyAlg> {
 pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
     let der = first_certificate(dir, cert)?;
     let c = parse(&der).map_err(|e| e.of(cert))?;
-    Ok(KeyAlg::of_spki(c.public_key()).filter(|a| kubeadm_makes(*a)))
+    Ok(c.key_alg().filter(|a| kubeadm_makes(*a)))
 }
 
 /// Checks that `template` is a certificate `ca` issued (issuer name and
@@ -173,24 +171,26 @@ pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), FileProblem
 /// Checks that `leaf` (named `template` in errors) was issued by the CA
 /// certificate `ca_cert` (named `ca`): issuer name and signature.
 pub fn signed_by(
-    leaf: &X509Certificate<'_>,
+    leaf: &Certificate<'_>,
     template: &str,
-    ca_cert: &X509Certificate<'_>,
+    ca_cert: &Certificate<'_>,
     ca: &str,
 ) -> Result<(), FileProblem> {
-    if leaf.issuer().as_raw() != ca_cert.subject().as_raw() {
+    if leaf.issuer() != ca_cert.subject() {
         return Err(FileProblem::OtherIssuer {
             template: template.to_owned(),
-            issuer: crate::escape(&leaf.issuer().to_string()).into_owned(),
+            issuer: crate::escape(&leaf.issuer_text()).into_owned(),
             ca: ca.to_owned(),
-            subject: crate::escape(&ca_cert.subject().to_string()).into_owned(),
+            subject: crate::escape(&ca_cert.subject_text()).into_owned(),
         });
     }
-    leaf.verify_signature(Some(ca_cert.public_key()))
-        .map_err(|_| FileProblem::NotSigned {
+    if !leaf.signed_by(ca_cert.spki()) {
+        return Err(FileProblem::NotSigned {
             template: template.to_owned(),
             ca: ca.to_owned(),
-        })
+        });
+    }
+    Ok(())
 }
 
 /// Checks that `cert_pem` and `key_pem` are a pair the CA at node path
@@ -210,7 +210,7 @@ pub fn sound_pair(
     let leaf = parse(&der)?;
     signed_by(&leaf, "it", &ca_cert, ca).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
-        Ok(true) => Ok(leaf.validity().not_after.timestamp()),
+        Ok(true) => Ok(leaf.validity().1),
         Ok(false) => Err(FileProblem::KeyMismatch),
         Err(e) => Err(FileProblem::Key(Box::new(e))),
     }

@@ -269,10 +269,10 @@ fn cluster_certs(
     all.into_iter()
         .map(|c| {
             let x = node::parse(&c).map_err(|e| KubeadmError::file(&at, e))?;
-            if x.subject().as_raw() != ca.subject {
+            if x.subject() != ca.subject {
                 return Err(refuse("another subject"));
             }
-            if x.public_key().raw != ca.spki {
+            if x.spki() != ca.spki {
                 return Err(refuse("another key"));
             }
             node::signed_by(&x, "it", &in_place, "the CA")
@@ -282,16 +282,13 @@ fn cluster_certs(
             // The same signed part under other signature bytes (an ECDSA
             // signature's s flipped needs no key): no renewal, and taken it
             // would rewrite the CA and restart what loads it at every adopt.
-            if x.tbs_certificate.as_ref() == in_place.tbs_certificate.as_ref() && c != ca.der {
+            if x.signed_part().as_ref() == in_place.signed_part().as_ref() && c != ca.der {
                 return Err(refuse("the certificate in place under another signature"));
             }
-            if fields(&x.tbs_certificate) != fields(&in_place.tbs_certificate) {
+            if fields(x.signed_part()) != fields(in_place.signed_part()) {
                 return Err(refuse("its extensions are not the certificate in place's"));
             }
-            let (from, to) = (
-                x.validity().not_before.timestamp(),
-                x.validity().not_after.timestamp(),
-            );
+            let (from, to) = x.validity();
             if from > now + BACKDATE_SECS {
                 return Err(refuse("it is not valid yet"));
             }

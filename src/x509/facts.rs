@@ -41,6 +41,12 @@ impl<'a> Certificate<'a> {
         Ok(Self { der, cert })
     }
 
+    /// The signed part, every field as read: for a comparison field by
+    /// field (a CA renewal differs from the CA only in serial and validity).
+    pub fn signed_part(&self) -> &x509_parser::certificate::TbsCertificate<'a> {
+        &self.cert.tbs_certificate
+    }
+
     /// The subject as it is encoded (DER).
     pub fn subject(&self) -> &[u8] {
         self.cert.subject().as_raw()
