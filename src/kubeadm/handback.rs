@@ -196,7 +196,7 @@ fn renewed(
     )
     .map_err(|source| RevertError::Reissue {
         at: at.to_owned(),
-        ends: until(kubeadms),
+        ends: crate::validate::rfc3339(kubeadms),
         ca: ca.to_owned(),
         source: Box::new(source),
     })?;
@@ -204,9 +204,9 @@ fn renewed(
     if ends <= deadline {
         return Err(RevertError::CaEnds {
             ca: ca.to_owned(),
-            ends: until(ends),
+            ends: crate::validate::rfc3339(ends),
             at: at.to_owned(),
-            kubeadms: until(kubeadms),
+            kubeadms: crate::validate::rfc3339(kubeadms),
         }
         .into());
     }
@@ -303,20 +303,4 @@ pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), Kub
         bytes,
         &host(dir, parent),
     )?)
-}
-
-/// A notAfter (Unix seconds) as revert shows it: `2027-11-25 12:00Z`.
-pub(super) fn until(t: i64) -> String {
-    let Ok(t) = x509_parser::time::ASN1Time::from_timestamp(t) else {
-        return t.to_string();
-    };
-    let t = t.to_datetime();
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute()
-    )
 }

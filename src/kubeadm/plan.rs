@@ -410,17 +410,8 @@ fn unrecorded_refused(dir: &Path, state: &super::record::State) -> Result<(), Ku
     Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }))
 }
 
-/// UTC, sortable, one per second: `20261124T221933Z` (the `time` that
-/// x509-parser already links).
+/// UTC, sortable, one per second: `20261124T221933Z`.
 pub fn time_stamp() -> String {
-    let t = x509_parser::time::ASN1Time::now().to_datetime();
-    format!(
-        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+    now.to_string().replace(['-', ':'], "")
 }

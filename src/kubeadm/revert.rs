@@ -22,13 +22,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::error::{FileProblem, KubeadmError, RevertError};
-use super::handback::{Handback, handbacks, until};
+use super::handback::{Handback, handbacks};
 use super::manifest::{self, KUBECONFIGS, Manifest};
 use super::options::RevertOptions;
 use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE, targets};
 use super::record::State;
 use super::{moves, node};
+use crate::validate::rfc3339;
 
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
@@ -238,8 +239,8 @@ impl RevertPlan {
                     "{} {path} again from kubeadm's copy in {backup}/ (that ends {}, within 24 h): \
                      until {}",
                     t("issued", "would issue"),
-                    until(kubeadms),
-                    until(ends)
+                    rfc3339(kubeadms),
+                    rfc3339(ends)
                 ),
                 None => write!(
                     out,

@@ -12,14 +12,6 @@ use super::adopted::{
 };
 use super::*;
 
-#[test]
-fn revert_shows_a_not_after_to_the_minute_in_utc() {
-    assert_eq!(
-        crate::kubeadm::handback::until(1_795_000_000),
-        "2026-11-18 11:06Z"
-    );
-}
-
 /// A pair the node's CA issued, key and all, for other names than
 /// kubeadm's (an attacker's, holding the CA key it reads), ending in 500
 /// days.
