@@ -267,7 +267,10 @@ fn the_time_of_adoption_is_read_from_the_first_backup() {
     let before = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let made = since(&crate::kubeadm::plan::time_stamp()).expect("a backup's name");
     let after = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    assert!(before <= made && made <= after, "{before} <= {made} <= {after}");
+    assert!(
+        before <= made && made <= after,
+        "{before} <= {made} <= {after}"
+    );
 }
 
 /// The alert rules shown beside the textfile metrics parse, and name only
