@@ -99,25 +99,24 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     Ok(s)
 }
 
-/// `/etc/kubernetes/certsync/backup/20261124T221933Z` -> RFC 3339.
+/// `/etc/kubernetes/certsync/backup/20261124T221933Z` -> RFC 3339; `None`
+/// unless the name is such a time.
 pub(super) fn since(backup: &str) -> Option<String> {
-    let stamp = backup.rsplit('/').next()?;
-    let b = stamp.as_bytes();
-    let digits = |r: std::ops::Range<usize>| {
-        b.get(r.clone())
-            .filter(|d| d.iter().all(u8::is_ascii_digit))
-            .map(|_| &stamp[r])
-    };
-    (b.len() == 16 && b[8] == b'T' && b[15] == b'Z').then_some(())?;
-    Some(format!(
+    let s = backup.rsplit('/').next()?;
+    let b = s.as_bytes();
+    // ASCII: every index below is a character boundary.
+    (s.is_ascii() && b.len() == 16 && b[8] == b'T' && b[15] == b'Z').then_some(())?;
+    let (d, t) = (&s[..8], &s[9..15]);
+    let text = format!(
         "{}-{}-{}T{}:{}:{}Z",
-        digits(0..4)?,
-        digits(4..6)?,
-        digits(6..8)?,
-        digits(9..11)?,
-        digits(11..13)?,
-        digits(13..15)?
-    ))
+        &d[..4],
+        &d[4..6],
+        &d[6..],
+        &t[..2],
+        &t[2..4],
+        &t[4..]
+    );
+    humantime::parse_rfc3339(&text).ok().map(|_| text)
 }
 
 /// certsync's pod: its manifest as read, and what its `/readyz` says.

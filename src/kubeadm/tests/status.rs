@@ -263,6 +263,13 @@ fn the_time_of_adoption_is_read_from_the_first_backup() {
         None
     );
     assert_eq!(since("short"), None);
+    // Not a time: a month 13, and names of 16 bytes that are not ASCII,
+    // a character across a field's edge.
+    assert_eq!(since("20261324T221933Z"), None);
+    for name in ["20261\u{e9}4T221933Z", "20261124T221\u{e9}3Z"] {
+        assert_eq!(name.len(), 16);
+        assert_eq!(since(name), None);
+    }
     // The name adopt gives a backup now reads back as the time it was made.
     let before = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let made = since(&crate::kubeadm::plan::time_stamp()).expect("a backup's name");
