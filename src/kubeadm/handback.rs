@@ -23,7 +23,7 @@ use rustls_pki_types::pem::SectionKind;
 
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::moves;
-use super::node::Cert;
+use super::node;
 use super::paths::host;
 use super::plan::{self, backup_path};
 use super::record::{State, read_backup};
@@ -180,7 +180,7 @@ fn renewed(
     deadline: i64,
 ) -> Result<Option<(Vec<u8>, Ends)>, KubeadmError> {
     let not_after = |der: &[u8]| {
-        (Cert::parse(der.to_vec()).map(|c| c.not_after)).map_err(|e| KubeadmError::file(at, e))
+        (node::parse(der).map(|c| c.validity().1)).map_err(|e| KubeadmError::file(at, e))
     };
     let kubeadms = not_after(der)?;
     if kubeadms > deadline {

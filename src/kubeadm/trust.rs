@@ -558,8 +558,8 @@ pub(super) fn stale_trust(
     }
     let ends = trusted
         .iter()
-        .filter_map(|c| Cert::parse(c.clone()).ok())
-        .map(|c| c.not_after)
+        .filter_map(|c| node::parse(c).ok())
+        .map(|c| c.validity().1)
         .max()
         .unwrap_or(0);
     let at = rfc3339(ends);
