@@ -1,32 +1,21 @@
 //! `ca:PREFIX`: certificates certsync issues itself from a CA on the node
-//! (kubeadm's `/etc/kubernetes/pki/ca.crt` and `ca.key`), for the
-//! control-plane certificates no Kubernetes signer issues.
+//! (kubeadm's `pki/ca.crt` and `ca.key`), for the control-plane
+//! certificates no Kubernetes signer issues.
 //!
-//! One issuance: the CA certificate is read and must be a CA (basic
-//! constraints CA:TRUE, keyCertSign) valid now; the template certificate,
-//! if any, gives the subject, SANs (order and kinds), key usages and EKUs;
-//! the CA key is read (a regular file, refused when group or others may
-//! read or write it unless `allow-loose-ca-key`), must be the CA
-//! certificate's, and signs in memory ([`sign`]); a new key is made, or
-//! the live one kept (`keep-key`, as `kubeadm certs renew` does). The
-//! certificate then passes the same [`check`] as a `csr:` one (two
-//! parsers, exact subject, names and usages, our key, no CA, a chain to the
-//! CA) before the bundle (tls.crt, tls.key, and the CA certificate as
-//! ca.crt) is published into one revision by the sync task.
-//!
-//! Rotation follows the `csr:` source: at 70–90 % of the lifetime (a
-//! certificate already due when issued waits for the renewal floor after
-//! the previous issuance, [`renewal`]);
-//! at once when there is no live pair, it expired, or it no longer
-//! satisfies the mapping (its CA, template, subject, names, usages, key
-//! algorithm or lifetime changed: [`lifetime`]), which is rechecked every
-//! resync. After a restart the
-//! live revision is the state: while it is good, nothing is issued.
+//! One issuance: the CA certificate, template and CA key are read and
+//! judged ([`material`]); a new key is made, or the live one kept
+//! (`keep-key`, as `kubeadm certs renew` does); the CA key signs in memory
+//! ([`sign`]); the result passes the `csr:` source's [`check`] before the
+//! bundle (tls.crt, tls.key, ca.crt) is published. Rotation is the `csr:`
+//! source's ([`Renewing`]); besides, the live pair is issued again when it
+//! no longer satisfies the mapping (CA, template, identity, key algorithm
+//! or lifetime changed: [`lifetime`]), rechecked every resync. After a
+//! restart the live revision is the state: while it is good, nothing is
+//! issued.
 //!
 //! Invariants: the CA key is read, never copied to disk, logged or
-//! published (only its certificate is, as ca.crt); its type's `Debug` is
-//! redacted. notAfter never passes the CA's own (capped, with a warning and
-//! `certsync_ca_lifetime_capped`).
+//! published; its type's `Debug` is redacted. notAfter never passes the
+//! CA's own (capped, with a warning and `certsync_ca_lifetime_capped`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,14 +45,12 @@ use material::{Wanted, read_ca_key, wanted};
 pub use reissue::{KUBEADM_VALIDITY_SECS, reissue, renew_ca};
 
 /// notBefore is this far in the past (kubeadm's `CertificateBackdate`), or a
-/// tenth of the lifetime if that is less, so that a consumer whose clock is
-/// a little behind accepts the certificate at once.
+/// tenth of the lifetime if less: a consumer whose clock is a little behind
+/// accepts the certificate at once.
 const BACKDATE: Duration = Duration::from_secs(300);
 
-/// `certsync kubeadm revert` never hands back a kubeadm certificate that
-/// ends within this (24 h): it issues it again from kubeadm's copy; a
-/// `ca:` mapping whose template comes this close to its end says so once
-/// (and `certsync_ca_template_ttl_seconds`).
+/// `certsync kubeadm revert` issues again a kubeadm certificate that ends
+/// within this; a `ca:` template this close to its end is warned about.
 pub const TEMPLATE_MARGIN: Duration = Duration::from_secs(24 * 3600);
 
 /// What a `ca:` mapping issues, from which CA.
@@ -71,20 +58,15 @@ pub const TEMPLATE_MARGIN: Duration = Duration::from_secs(24 * 3600);
 pub struct CaSpec {
     pub ca_cert: PathBuf,
     pub ca_key: PathBuf,
-    /// Subject, SANs and usages are copied from this certificate at every
-    /// issuance (and the live pair compared with it).
+    /// Subject, SANs and usages are copied from it at every issuance.
     pub template: Option<PathBuf>,
-    /// The certificate, in the `csr:` source's terms, so that both share
-    /// [`check`] and [`renewal`]: subject, names, usages (empty with a
-    /// template: filled from it), key algorithm, lifetime (always set),
-    /// renewal window. `signer` names the CA for messages; the CSR API's
-    /// own fields are unused.
+    /// The certificate in the `csr:` source's terms, so both share [`check`]
+    /// and [`renewal`] (usages empty with a template: filled from it;
+    /// lifetime always set; `signer` names the CA for messages).
     pub issue: CsrSpec,
     /// No `key-alg=` with a template: its key algorithm is taken.
     pub key_alg_from_template: bool,
-    /// Renewals keep the live key (`keep-key`).
     pub keep_key: bool,
-    /// A CA key group or others may read is used anyway.
     pub allow_loose_ca_key: bool,
 }
 
@@ -112,8 +94,6 @@ pub enum CaError {
     Key(#[source] Box<crate::source::csr::CsrError>),
     #[error("cannot sign the certificate: {0}")]
     Sign(#[source] Box<CaError>),
-    /// What was just issued is not what the live pair is held to, or not
-    /// what a certificate issued again must be (one of the variants below).
     #[error("the issued certificate is refused: {0}")]
     Mismatch(#[source] Box<CaError>),
     #[error("internal task failed: {0}")]
@@ -122,42 +102,34 @@ pub enum CaError {
     // Why the live pair is not one this mapping would issue now.
     #[error("the live revision holds no pair")]
     NoPair,
-    /// Not what [`check`] accepts.
     #[error("{0}")]
     Issued(#[source] Box<CsrError>),
-    /// Its ca.crt is not the CA certificate on disk (the CA was renewed).
     #[error("its ca.crt is not the CA certificate on disk")]
     OtherCa,
 
     // Why a certificate issued again (a renewed CA, a template) is refused.
     #[error("the certificate issued again has another key")]
     RenewedOtherKey,
-    /// The certificate does not read, or not as Go reads it.
     #[error("{0}")]
     Certificate(#[source] Box<crate::x509::X509Error>),
 
-    // Why a certificate is not the CA's: said inside the template's or the
-    // issued certificate's refusal.
+    // Why a certificate is not the CA's.
     #[error("not a certificate ({0})")]
     NotCertificate(#[source] Box<crate::x509::X509Error>),
-    /// Its issuer, escaped.
     #[error("issued by {0:?}")]
     Issuer(String),
     #[error("the CA's key did not sign it")]
     Signature,
 
-    // Why a live certificate does not have the lifetime asked for: said as
-    // the reason it is issued again (the guide and the mapping reference
-    // quote it).
-    /// It ends with its CA (`ends`), and a certificate of `wanted` issued
-    /// now would not.
+    // Why a live certificate does not have the lifetime asked for (the
+    // guide and the mapping reference quote these).
+    /// It ends with its CA (`ends`); one of `wanted` issued now would not.
     #[error(
         "lifetime changed: live ends with the CA at {}, wanted {}",
         crate::validate::rfc3339(*.ends),
         show(*.wanted)
     )]
     LifetimeCutByCa { ends: i64, wanted: Duration },
-    /// `live`: the lifetime it was issued with, as far as its span says.
     #[error("lifetime changed: live {}, wanted {}", show(*.live), show(*.wanted))]
     LifetimeOther { live: Duration, wanted: Duration },
 
@@ -188,8 +160,8 @@ pub enum CaError {
     #[error("{0}")]
     Bundle(#[from] crate::bundle::BundleError),
 
-    // What is wrong with the CA certificate, the CA key or the template, said
-    // without the file's path (the caller's [`CaError`] names it).
+    // What is wrong with the CA certificate, key or template (the wrapping
+    // variant names the path).
     #[error("{}", .0.problem())]
     Read(crate::beneath::PathError),
     #[error("{0}")]
@@ -246,7 +218,6 @@ pub enum CaError {
     KeyPem(#[source] crate::pem::PemError),
     #[error("holds no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block")]
     NoKey,
-    /// A PKCS#1 or SEC1 key of another algorithm than the certificate's.
     #[error("a {encoding} key cannot be the certificate's {alg} key")]
     KeyEncoding { encoding: &'static str, alg: KeyAlg },
     #[error("cannot read the key: {0}")]
@@ -272,7 +243,6 @@ pub enum CaError {
     SubjectOther { oid: String },
     #[error("{0}")]
     DnsName(#[source] crate::x509::X509Error),
-    /// A SAN of another kind, by kind.
     #[error("its SANs hold {kind}; only DNS names and IP addresses are copied")]
     OtherSan { kind: &'static str },
     #[error("its extended key usage {oid} is not one the CSR API names")]
@@ -285,37 +255,31 @@ pub enum CaError {
     CaUsage(#[from] crate::source::csr::CaUsage),
     #[error("its key is {0}")]
     NotIssuable(#[source] crate::x509::X509Error),
-    /// A certificate to issue again that the CA did not issue.
     #[error("{source}: not a certificate {} issued, so not issued again", ca_cert.display())]
     NotIssuedByTheCa {
         ca_cert: PathBuf,
         #[source]
         source: Box<CaError>,
     },
-    /// A CA certificate to renew that is an intermediate.
     #[error("not self-signed ({0}): only a root CA is renewed here")]
     NotSelfSigned(#[source] Box<CaError>),
-    /// Go matches a leaf to its CA by the key identifier when both have
-    /// one; a CA without one is not what kubeadm makes.
+    /// Go matches a leaf to its CA by the key identifier: kubeadm's CAs
+    /// have one.
     #[error("it has no subject key identifier")]
     NoSubjectKeyId,
-    /// Signed with another algorithm than the CA key signs with.
     #[error("signed with {signed}, where the CA key signs with {signs}")]
     SignedWith { signed: String, signs: String },
 }
 
 impl CaError {
-    /// `e`, met while signing.
     fn signing(e: CaError) -> Self {
         Self::Sign(Box::new(e))
     }
 
-    /// A certificate that does not read, or not as Go reads it.
     pub(super) fn certificate(e: crate::x509::X509Error) -> Self {
         Self::Certificate(Box::new(e))
     }
 
-    /// `e`, met while encoding the certificate to sign.
     fn encoding(e: CsrError) -> Self {
         Self::signing(Self::Encode(Box::new(e)))
     }
@@ -351,9 +315,7 @@ pub struct Issued {
     pub window: Window,
     /// notAfter was cut to the CA's.
     pub capped: bool,
-    /// The CA certificate's notAfter.
     pub ca_not_after: i64,
-    /// The template's notAfter, if the mapping has one.
     pub template_not_after: Option<i64>,
 }
 
@@ -364,33 +326,27 @@ pub struct CaSource {
     pub mapping: String,
     pub metrics: Arc<Metrics>,
     pub clock_skew: Duration,
-    /// `--csr-renew-floor`: no issuance sooner than this (or 10 % of the
-    /// lifetime) after the previous one.
+    /// `--csr-renew-floor` ([`renewal::floor`]).
     pub renew_floor: Duration,
     /// How often the live pair is compared with the CA and template on disk.
     pub recheck: Duration,
-    /// `--events`: failures are recorded on the Pod certsync runs in.
     pub events: Option<EventSink>,
-    /// The template's end within [`TEMPLATE_MARGIN`] was logged (once,
-    /// until a renewed template moves it away).
+    /// The template's end within [`TEMPLATE_MARGIN`] was logged (once).
     pub template_due: Arc<AtomicBool>,
-    /// The template is the mapping's own `update-pair=` copy (adopt's
-    /// kubeadm pairs): the live certificate itself, whose end says nothing
-    /// about what revert hands back, so it is neither exported nor warned
-    /// about.
+    /// The template is the mapping's own `update-pair=` copy: the live
+    /// certificate, whose end says nothing about what revert hands back, so
+    /// it is neither exported nor warned about.
     pub template_is_copy: bool,
 }
 
-/// Blocking work (file reads, key generation, signing) off the runtime.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, CaError> + Send + 'static,
 ) -> Result<T, CaError> {
     crate::blocking(f).await.map_err(CaError::Task)?
 }
 
-/// Whether the live pair satisfies what is wanted now: [`check`], the
-/// published ca.crt is the CA's current certificate, and it was issued
-/// with the `lifetime=` asked for now ([`lifetime`]).
+/// Whether the live pair satisfies what is wanted now: [`check`], ca.crt
+/// is the CA's current certificate, and the `lifetime=` asked for.
 fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, CaError> {
     let (_, window) = certified_key(live, w, now, skew)?;
     if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
@@ -400,7 +356,6 @@ fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result
     Ok(window)
 }
 
-/// [`lifetime::same_lifetime`] of `window` with what `w` asks for.
 fn lifetime_fits(
     w: &Wanted,
     window: Window,
@@ -416,15 +371,11 @@ fn lifetime_fits(
     )
 }
 
-/// The live key and its certificate's window, if the live pair is one
-/// this mapping would issue now
-/// ([`check`]: signed by the CA, exactly the identity, names and usages
-/// asked for, valid, and the certificate of that key). Anyone who can
-/// write the target can plant a revision: a key kept on less would be
-/// certified for them, whether from a self-signed pair or from any pair
-/// the CA ever issued, for another identity or long expired
-/// (`keep_key_keeps_only_a_key_the_ca_certified`). A key is therefore not
-/// kept across a change of identity or after its certificate expired.
+/// The live key and its certificate's window, if the live pair passes
+/// [`check`] for what is wanted now. Anyone who can write the target can
+/// plant a revision: a key kept on less (a self-signed pair, any pair the
+/// CA ever issued for another identity, or an expired one) would be
+/// certified for them (`keep_key_keeps_only_a_key_the_ca_certified`).
 fn certified_key<'a>(
     live: &'a Bundle,
     w: &Wanted,
@@ -439,8 +390,8 @@ fn certified_key<'a>(
         .map_err(|e| CaError::Issued(Box::new(e)))
 }
 
-/// One issuance, start to end (blocking): what is wanted, the CA key, the
-/// leaf's key (kept or new), signed, checked, bundled.
+/// One issuance (blocking): what is wanted, the CA key, the leaf's key
+/// (kept or new), signed, checked, bundled.
 fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued, CaError> {
     let now = SystemTime::now();
     let w = wanted(spec, now, skew)?;
@@ -514,12 +465,11 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
 impl CaSource {
     /// The live pair's window if it still satisfies the mapping; `None`
     /// (logged) if a certificate is needed now. When the CA or template
-    /// cannot be read, a live pair that is valid stays (the last good
-    /// files are never given up for a read error); issuing reports it.
+    /// cannot be read, a valid live pair stays (the last good files are
+    /// never given up for a read error).
     pub async fn adopt(&self, live: Option<&Bundle>) -> Option<Window> {
         let live = live?.clone();
         let (spec, skew) = (Arc::clone(&self.spec), self.clock_skew);
-        // Read and compared off the runtime: the live pair is parsed too.
         let checked = live.clone();
         let wanted = blocking(move || {
             let w = wanted(&spec, SystemTime::now(), skew)?;
@@ -527,9 +477,7 @@ impl CaSource {
             Ok((w.ca.not_after, w.template_not_after, ok))
         })
         .await;
-        // The source is the CA files and template: read and judged now is
-        // up, whether or not anything is issued, so `source_up` means the
-        // same from the first check after a start as after an issuance.
+        // The source is the CA files and template: up when they read.
         self.metrics.source_up(&self.mapping, wanted.is_ok());
         match wanted {
             Ok((ca_not_after, template_not_after, ok)) => {
@@ -550,7 +498,6 @@ impl CaSource {
                     &e,
                     "cannot read what to issue; the live files stay while valid",
                 );
-                // Parsed off the runtime, as every certificate is.
                 let cert = live.get(CERT_FILE)?.to_vec();
                 let leaf = crate::blocking(move || validate::leaf_of(&cert))
                     .await
@@ -564,13 +511,10 @@ impl CaSource {
         }
     }
 
-    /// Records when the template ends (`certsync_ca_template_ttl_seconds`)
-    /// and warns once when it comes within [`TEMPLATE_MARGIN`] of its end.
-    /// An expired template is still a fine template: only its subject,
-    /// names and usages are copied, as `kubeadm certs renew` copies them
-    /// from an expired certificate; but a kubeadm template is the
-    /// certificate `certsync kubeadm revert` hands back, and revert refuses
-    /// one that ends within the margin. Whether it warned now.
+    /// Records when the template ends and warns once when it comes within
+    /// [`TEMPLATE_MARGIN`]: an expired template still serves (only its
+    /// identity is copied), but revert hands a kubeadm template back.
+    /// Whether it warned now.
     fn template_expiry(&self, not_after: Option<i64>) -> bool {
         let Some(not_after) = not_after.filter(|_| !self.template_is_copy) else {
             return false;
@@ -690,12 +634,10 @@ impl CaSource {
         }
     }
 
-    /// At a recheck: `true` when nothing is to be issued now, because the
-    /// live pair still fits the mapping, or because it does not (template
-    /// or CA changed, expired) but one was issued less than the renewal
-    /// floor ago: then at the floor's end (`deadline`), or whoever can flip
-    /// the template (or a lifetime shorter than the recheck) drives an
-    /// issuance and a reload every recheck.
+    /// At a recheck: `true` when nothing is to be issued now: the live pair
+    /// still fits, or one was issued less than the renewal floor ago (then
+    /// at the floor's end, `deadline`: else whoever can flip the template
+    /// drives an issuance and a reload every recheck).
     async fn still_fits(
         &self,
         live: Option<&Bundle>,
@@ -717,9 +659,8 @@ impl CaSource {
         true
     }
 
-    /// `--events`: a failure to issue, as the `csr:` source words it
-    /// (`CertificateRequestFailed`, the metric's reason first). Messages
-    /// name paths and what is wrong with them, never file contents.
+    /// `--events`: a failure to issue (`CertificateRequestFailed`, the
+    /// metric's reason first), naming paths, never file contents.
     fn failed(&self, e: &CaError, then: &str) {
         if let Some(events) = &self.events {
             events.request_failed(format!(
@@ -730,9 +671,8 @@ impl CaSource {
         }
     }
 
-    /// When an issuance that is due now must wait for the renewal floor
-    /// after the last one this process made (`issued_at`); `None` when it
-    /// may go ahead.
+    /// When an issuance due now must wait for the renewal floor after the
+    /// last one this process made; `None` when it may go ahead.
     fn floor_hold(&self, issued_at: Option<SystemTime>, w: Option<Window>) -> Option<SystemTime> {
         let (since, w) = (issued_at?, w?);
         let earliest = since + renewal::floor(w, self.renew_floor);

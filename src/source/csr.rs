@@ -1,34 +1,23 @@
 //! `csr:SIGNER`: certificates certsync obtains itself through the
-//! Kubernetes CSR API, the way kubelet's certificate manager (client-go
-//! `util/certificate`) does for kubelet, for any subject and signer.
+//! Kubernetes CSR API, as kubelet's certificate manager (client-go
+//! `util/certificate`) does, for any subject and signer.
 //!
-//! One cycle: a new private key is generated in memory; a
-//! CertificateSigningRequest is created (`generateName: certsync-...`); the
-//! object is watched by name, its uid checked on every event, until it is
-//! `Approved` with a non-empty `status.certificate` (success) or `Denied`,
-//! `Failed`, deleted or still without a certificate after the approval
-//! timeout (failure: logged with the condition's reason and message, retried
-//! after 2 s doubling, jittered, capped at 5 min). The issued chain is
-//! checked against the request ([`check`], read by two X.509 parsers: our
-//! key, exactly our subject, SANs and usages, no CA, its validity window,
-//! and a chain to the signer's CA when one is configured) and only then
-//! published as a bundle, like any
-//! other source's, with the key beside it: the sync task writes both into
-//! one revision, so the pair can never be seen mismatched.
+//! One cycle: a new key is generated in memory; a CertificateSigningRequest
+//! is created (`generateName: certsync-...`) and watched by name, its uid
+//! checked on every event, until it is `Approved` with a certificate or
+//! `Denied`, `Failed`, deleted or timed out (retried with backoff). The
+//! issued chain must pass [`check`] before it is published with the key
+//! beside it: the sync task writes both into one revision, so the pair is
+//! never seen mismatched.
 //!
-//! Rotation: at a point drawn uniformly from [70 %, 90 %] of the live
-//! certificate's lifetime; at once when there is no live certificate, it
-//! has expired, or it does not satisfy the mapping any more (subject, SANs,
-//! usages, key algorithm or CA changed in the configuration); never sooner
-//! than the renewal floor after the previous issuance ([`renewal`]: a
-//! signer issuing certificates already due must not cause a loop). After a
-//! restart the live revision is the state: while it is good, nothing is
-//! requested. A request pending at a restart is abandoned: its key lived
-//! only in the old process's memory.
+//! Rotation ([`renewal`]): at 70–90 % of the live certificate's lifetime;
+//! at once when there is none, it expired, or it no longer satisfies the
+//! mapping. After a restart the live revision is the state; a request
+//! pending at a restart is abandoned (its key lived only in memory).
 //!
 //! Invariants: the key is never logged (its type's `Debug` is redacted),
-//! never sent (only the PKCS#10 request, which holds the public key, is), and
-//! reaches disk only in the revision holding the certificate issued for it.
+//! never sent (only the PKCS#10 request is), and reaches disk only in the
+//! revision holding the certificate issued for it.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -118,28 +107,10 @@ const CA_LIMIT: u64 = validate::MAX_BUNDLE_SIZE as u64;
 #[derive(Debug, thiserror::Error)]
 pub enum CsrError {
     #[error("cannot generate a {alg} key: {source}")]
-    KeyAlg {
-        alg: KeyAlg,
-        #[source]
-        source: crate::x509::X509Error,
-    },
-    #[error("cannot generate a {alg} key: {source}")]
-    KeyGenRsa {
-        alg: KeyAlg,
-        #[source]
-        source: rsa::Error,
-    },
-    #[error("cannot generate a {alg} key: {source}")]
-    KeyGenPkcs8 {
-        alg: KeyAlg,
-        #[source]
-        source: rsa::pkcs8::Error,
-    },
-    #[error("cannot generate a {alg} key: {source}")]
     KeyGen {
         alg: KeyAlg,
         #[source]
-        source: rcgen::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("cannot build the certificate request: {0}")]
     Request(#[source] Box<CsrError>),
@@ -184,7 +155,6 @@ pub enum CsrError {
         #[source]
         problem: Box<CsrError>,
     },
-    /// The check's task panicked.
     #[error("certificatesigningrequest {csr}: the issued certificate is refused: {task}")]
     MismatchTask {
         csr: String,
@@ -193,8 +163,6 @@ pub enum CsrError {
     },
     #[error("API client for certificate requests: {0}")]
     Client(#[source] ClientError),
-    /// The signer's CA certificates could not be read: `problem` is one
-    /// of the `Ca*` variants, or the API call's error.
     #[error("signer CA {source_name}: {problem}")]
     Ca {
         source_name: String,
@@ -224,8 +192,7 @@ pub enum CsrError {
     #[error("holds no CERTIFICATE block")]
     CaNoCertificate,
 
-    // Why a request (or the parts of a certificate it shares) cannot be
-    // encoded: each names the part.
+    // Why a request (or a certificate part it shares) cannot be encoded.
     #[error("{what}: {error}")]
     Der {
         what: &'static str,
@@ -240,13 +207,9 @@ pub enum CsrError {
     Signing(#[source] rcgen::Error),
 
     // Why a signer's answer (or the live pair) is not what the mapping asks
-    // for: one variant per refusal, with what was seen and what was wanted.
-    // Values the signer chose are shown with `{:?}` (escaped).
-    /// The pair as a bundle: a name, or a key that does not match.
+    // for. Values the signer chose are shown with `{:?}` (escaped).
     #[error("{0}")]
     IssuedBundle(#[source] crate::bundle::BundleError),
-    /// The pair failed certsync's own validation (the key does not match,
-    /// outside its validity, ...).
     #[error("{0}")]
     Invalid(#[source] validate::ValidationError),
     #[error("no leaf certificate")]
@@ -262,7 +225,6 @@ pub enum CsrError {
         got: Vec<(String, String)>,
         want: Vec<(String, String)>,
     },
-    /// A subjectAltName of a kind never requested.
     #[error("subjectAltName holds {kind}, not requested")]
     OtherName { kind: &'static str },
     #[error("DNS names are {got:?}, the mapping asks for {want:?}")]
@@ -271,14 +233,12 @@ pub enum CsrError {
     IpAddresses { got: Vec<IpAddr>, want: Vec<IpAddr> },
     #[error("usage {0:?} is not one the CSR API knows")]
     UnknownUsage(String),
-    /// Key usage bits (bit 0: digitalSignature).
     #[error(
         "key usage is {:?}, the mapping asks for exactly {:?}",
         ku_names(*got),
         ku_names(*want)
     )]
     KeyUsage { got: u16, want: u16 },
-    /// Extended key usage OIDs.
     #[error(
         "extended key usage is {:?}, the mapping asks for exactly {:?}",
         eku_names(got),
@@ -287,10 +247,8 @@ pub enum CsrError {
     ExtKeyUsage { got: Vec<String>, want: Vec<String> },
     #[error("{0}")]
     CaUsage(#[from] CaUsage),
-    /// The leaf does not read, or its two readings differ.
     #[error("leaf certificate: {0}")]
     Leaf(#[source] crate::x509::X509Error),
-    /// The leaf is a CA's, or carries what certsync does not read.
     #[error("{0}")]
     NotLeaf(#[source] crate::x509::X509Error),
     #[error("key algorithm is {got}, the mapping asks for {want}")]
@@ -311,13 +269,7 @@ impl CsrError {
     /// A short, fixed label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::KeyAlg { .. }
-            | Self::KeyGenRsa { .. }
-            | Self::KeyGenPkcs8 { .. }
-            | Self::KeyGen { .. }
-            | Self::Request(_)
-            | Self::Bundle(_)
-            | Self::Task(_) => "request",
+            Self::KeyGen { .. } | Self::Request(_) | Self::Bundle(_) | Self::Task(_) => "request",
             Self::Api(_) | Self::ApiTimeout { .. } | Self::WatchEnded { .. } | Self::Client(_) => {
                 "api"
             }
@@ -340,21 +292,21 @@ impl CsrError {
     }
 }
 
-/// Where the signer's CA certificates come from, to check the issued chain
-/// (and published as `ca.crt`).
+/// Where the signer's CA certificates come from (checked against, and
+/// published as `ca.crt`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CaSource {
-    /// A PEM file on the node.
     File(PathBuf),
-    /// A key of a ConfigMap, e.g. `kube-system/kube-root-ca.crt` `ca.crt`.
     ConfigMap {
         namespace: String,
         name: String,
         key: String,
     },
-    /// Every ClusterTrustBundle (`certificates.k8s.io/v1beta1`) of a
-    /// signer, in name order, as kubelet's projected volumes select them.
-    TrustBundles { signer: String },
+    /// Every ClusterTrustBundle of a signer, in name order, as kubelet's
+    /// projected volumes select them.
+    TrustBundles {
+        signer: String,
+    },
 }
 
 impl std::fmt::Display for CaSource {
@@ -382,13 +334,11 @@ pub struct CsrSpec {
     pub key_alg: KeyAlg,
     /// `spec.expirationSeconds`; the signer's default when `None`.
     pub lifetime: Option<Duration>,
-    /// Kubernetes usage names ("digital signature", "client auth", ...).
     pub usages: Vec<String>,
     pub ca: Option<CaSource>,
-    /// Renewal point, as shares of the lifetime: uniformly drawn from
+    /// Renewal point, as shares of the lifetime drawn uniformly from
     /// `[renew.0, renew.1]` (kubelet: 0.7 to 0.9).
     pub renew: (f64, f64),
-    /// How long a request may stay without a certificate.
     pub approval_timeout: Duration,
     /// Requests authenticate with this kubeconfig (a bootstrap token) until
     /// the mapping holds a valid pair, then with that pair.
@@ -401,10 +351,9 @@ pub struct CsrSpec {
 // else), so equality is an equivalence.
 impl Eq for CsrSpec {}
 
-/// The usages kubelet asks for with each well-known signer: a digital
-/// signature, key encipherment only for RSA keys (RSA key exchange; ECDSA
-/// and Ed25519 keys cannot encipher), and server or client auth. `None` for
-/// other signers, whose usages the user must give.
+/// The usages kubelet asks for with each well-known signer: digital
+/// signature, key encipherment for RSA keys only (the others cannot
+/// encipher), and server or client auth. `None` for other signers.
 pub fn default_usages(signer: &str, alg: KeyAlg) -> Option<Vec<String>> {
     let auth = match signer {
         KUBELET_SERVING => "server auth",
@@ -470,16 +419,13 @@ pub struct CsrSource {
     pub mapping: String,
     pub metrics: Arc<Metrics>,
     pub clock_skew: Duration,
-    /// The mapping's target: where its live pair is, for self-renewal.
+    /// Where the live pair is, for self-renewal.
     pub target: PathBuf,
-    /// How the process reaches the API server (`--kubeconfig` or the pod's).
     pub settings: ClientSettings,
     /// The newest request (name, uid), for Events about it.
     pub current: CsrRef,
-    /// `--events`: failures are recorded on the request.
     pub events: Option<EventSink>,
-    /// `--csr-renew-floor`: no request sooner than this (or 10 % of the
-    /// lifetime) after the previous issuance ([`renewal`]).
+    /// `--csr-renew-floor` ([`renewal::floor`]).
     pub renew_floor: Duration,
 }
 
@@ -498,11 +444,8 @@ impl CsrSource {
         let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {
             return None;
         };
-        // The CA is checked too when it can be read now; when it cannot,
-        // the pair is given the benefit of the doubt rather than replaced
-        // because of an API hiccup.
-        // The signer's CA read (or none to read) is the source answering:
-        // up from the first check after a start, issued or not.
+        // A CA that cannot be read now gives the pair the benefit of the
+        // doubt rather than replacing it for an API hiccup.
         let ca = match self.ca(client).await {
             Ok(ca) => {
                 self.metrics.source_up(&self.mapping, true);
@@ -603,8 +546,7 @@ impl CsrSource {
         })
     }
 
-    /// The client configuration requests are made with: the bootstrap
-    /// kubeconfig's, or the process's.
+    /// The bootstrap kubeconfig's client configuration, or the process's.
     async fn client_config(&self) -> Result<kube::Config, CsrError> {
         let err = CsrError::Client;
         match &self.spec.bootstrap {
@@ -613,10 +555,8 @@ impl CsrSource {
         }
     }
 
-    /// The kubeconfig published beside the pair: the same cluster, and the
-    /// pair itself as the client certificate, by relative paths (resolved
-    /// against the kubeconfig's directory, the target, wherever the
-    /// consumer mounts it).
+    /// The kubeconfig published beside the pair: the same cluster, the pair
+    /// as client certificate by relative paths (wherever it is mounted).
     async fn kubeconfig(&self) -> Result<String, CsrError> {
         Ok(client_cert_kubeconfig(
             &self.client_config().await?,
@@ -668,7 +608,6 @@ impl CsrSource {
                 }
             }
         };
-        // An object others write: read off the runtime.
         let (pem, has_cert) = crate::blocking(move || {
             let has_cert = CertificateDer::pem_slice_iter(&pem).next().is_some();
             (pem, has_cert)

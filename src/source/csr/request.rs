@@ -11,9 +11,11 @@ impl KeyAlg {
     /// non-constant-time private-key operations (RUSTSEC-2023-0071) are
     /// never used.
     pub(crate) fn generate(self) -> Result<rcgen::KeyPair, CsrError> {
-        let alg = self;
-        self.issuable()
-            .map_err(|source| CsrError::KeyAlg { alg, source })?;
+        let err = |source: Box<dyn std::error::Error + Send + Sync>| CsrError::KeyGen {
+            alg: self,
+            source,
+        };
+        self.issuable().map_err(|e| err(e.into()))?;
         match self {
             Self::EcdsaP256 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
             Self::EcdsaP384 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384),
@@ -21,15 +23,13 @@ impl KeyAlg {
             Self::Rsa(bits) => {
                 use rsa::pkcs8::EncodePrivateKey;
                 let key = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, bits)
-                    .map_err(|source| CsrError::KeyGenRsa { alg, source })?;
-                let der = key
-                    .to_pkcs8_der()
-                    .map_err(|source| CsrError::KeyGenPkcs8 { alg, source })?;
+                    .map_err(|e| err(e.into()))?;
+                let der = key.to_pkcs8_der().map_err(|e| err(e.into()))?;
                 let der = rustls::pki_types::PrivatePkcs8KeyDer::from(der.as_bytes());
                 rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&der, &rcgen::PKCS_RSA_SHA256)
             }
         }
-        .map_err(|source| CsrError::KeyGen { alg, source })
+        .map_err(|e| err(e.into()))
     }
 }
 
