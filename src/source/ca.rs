@@ -41,7 +41,7 @@ mod sign;
 mod tests;
 
 pub use material::key_pair;
-use material::{Wanted, read_ca_key, wanted};
+use material::{Wanted, read_key, wanted};
 pub use reissue::{KUBEADM_VALIDITY_SECS, reissue, renew_ca};
 
 /// notBefore is this far in the past (kubeadm's `CertificateBackdate`), or a
@@ -395,7 +395,7 @@ fn certified_key<'a>(
 fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued, CaError> {
     let now = SystemTime::now();
     let w = wanted(spec, now, skew)?;
-    let ca_key = read_ca_key(spec, &w.ca)?;
+    let ca_key = read_key(&spec.ca_key, &spec.ca_cert, spec.allow_loose_ca_key, &w.ca)?;
     let kept = live
         .filter(|_| spec.keep_key)
         .and_then(|l| match certified_key(l, &w, now, skew) {

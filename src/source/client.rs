@@ -1,19 +1,10 @@
-//! How certsync talks to the API server: the credentials it uses, the
-//! client rebuilt when they rotate, and the connections under it.
-//!
-//! The client is found as kubectl finds it: `--kubeconfig`, else every path
-//! of `KUBECONFIG` merged (kube's `Kubeconfig::merge`: the first file to set
-//! a value wins; missing files are skipped), else `~/.kube/config`, else the
-//! pod's service account; `--context` picks a context other than the
-//! current one, and that context's namespace is the one implied where a
-//! command needs one. When a kubeconfig file changes on disk (rotated
-//! credentials) the client is rebuilt and every watch restarts with it; the
-//! in-cluster token file is re-read by kube's auth layer itself.
-//!
-//! Kubeconfig files are read and judged in `client/kubeconfig.rs`.
-//!
-//! Connections: every list and watch of the process shares as few HTTP/2
-//! connections as the server allows (`client/pool.rs`).
+//! How certsync talks to the API server: the client found as kubectl finds
+//! it (`--kubeconfig`, else `KUBECONFIG`'s paths merged, else
+//! `~/.kube/config`, else the pod's service account; `--context` picks the
+//! context, whose namespace is implied), rebuilt when a credential file
+//! changes (every watch restarts with it). Kubeconfig files are read and
+//! judged in `client/kubeconfig.rs`; the HTTP/2 connections every list and
+//! watch share are `client/pool.rs`'s.
 
 mod kubeconfig;
 mod pool;
@@ -30,7 +21,6 @@ use crate::dirwatch::DirWatch;
 use kubeconfig::{KUBECONFIG_LIMIT, config_of, read_kubeconfigs};
 pub use kubeconfig::{check_kubeconfig, client_cert_kubeconfig, parse_kubeconfig, read_kubeconfig};
 
-/// The in-cluster service-account token, watched for rotation.
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 /// Why no API client was made: the kubeconfig (each reason below said
@@ -84,24 +74,19 @@ pub enum ClientError {
     #[error("not UTF-8")]
     ExecNotUtf8,
 
-    // Why a kubeconfig gives no client configuration; rendered after its
-    // path (or paths).
-    /// The file as read.
+    // Why a kubeconfig gives no client configuration (after its path).
     #[error("{0}")]
     Unreadable(#[source] crate::files::OwnedError),
     #[error("not UTF-8 text")]
     NotUtf8,
-    /// The YAML before it is parsed: depth, size (the checker's words).
     #[error("{0}")]
     Yaml(#[source] crate::files::YamlError),
     #[error("{0}")]
     Parse(#[from] serde_yaml_ng::Error),
-    /// kube's merging or reading of it.
     #[error("{0}")]
     Kube(#[source] kube::config::KubeconfigError),
     #[error("KUBECONFIG names no file that exists")]
     NoFile,
-    /// A file it names (CA, client certificate or key, token file).
     #[error("{path}: {problem}")]
     Named {
         path: String,
@@ -115,8 +100,7 @@ pub enum ClientError {
     },
 }
 
-/// A Kubernetes API call that failed, said the one way the approver and the
-/// CSR source say it: the verb, the object, and kube's error chain.
+/// A Kubernetes API call that failed (the approver's and the CSR source's).
 #[derive(Debug, thiserror::Error)]
 #[error("{verb} {object}: {}", crate::error_chain(source))]
 pub struct ApiError {
@@ -130,18 +114,15 @@ pub struct ApiError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientSettings {
     pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: its current context).
     pub context: Option<String>,
     /// Server name to verify in the API server's certificate (static pods
     /// reach it as `localhost` while its certificate names another host).
     pub tls_server_name: Option<String>,
-    /// Server-side timeout of each watch call; a silently dead connection is
-    /// noticed within this plus 5 s.
+    /// Server-side timeout of each watch call.
     pub watch_timeout: Duration,
-    /// Silence on an HTTP/2 connection after which it is PINGed; without an
-    /// answer within half of it the connection is dropped and watches resume
-    /// on a new one (client-go: 30 s and 15 s). Connecting (TCP and TLS)
-    /// must finish within it too.
+    /// Silence on an HTTP/2 connection after which it is PINGed (dropped
+    /// without an answer within half of it; client-go: 30 s and 15 s);
+    /// connecting must finish within it too.
     pub keepalive: Duration,
 }
 
@@ -157,11 +138,9 @@ impl Default for ClientSettings {
     }
 }
 
-/// Where the client configuration comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Origin {
-    /// Kubeconfig files, merged in this order; `listed` when they come from
-    /// `KUBECONFIG`, where a missing file is skipped (as kubectl does).
+    /// `listed`: from `KUBECONFIG`, where a missing file is skipped.
     Files {
         paths: Vec<PathBuf>,
         listed: bool,
@@ -169,7 +148,6 @@ enum Origin {
     InCluster,
 }
 
-/// A loaded client configuration.
 pub struct Loaded {
     pub config: kube::Config,
     /// The namespace the configuration implies: the chosen context's, or
@@ -178,8 +156,6 @@ pub struct Loaded {
 }
 
 impl ClientSettings {
-    /// `--kubeconfig`, else `KUBECONFIG`'s paths, else `~/.kube/config` if
-    /// it exists, else in-cluster.
     fn origin(&self) -> Origin {
         if let Some(path) = &self.kubeconfig {
             return Origin::Files {
@@ -222,13 +198,10 @@ impl ClientSettings {
         build(&self.config().await?, self.keepalive)
     }
 
-    /// The client configuration (see [`ClientSettings::load`]).
     pub async fn config(&self) -> Result<kube::Config, ClientError> {
         Ok(self.load().await?.config)
     }
 
-    /// The client configuration and the namespace it implies, found as
-    /// kubectl finds them.
     pub async fn load(&self) -> Result<Loaded, ClientError> {
         let mut loaded = match self.origin() {
             Origin::Files { paths, listed } => {
@@ -257,14 +230,12 @@ impl ClientSettings {
         Ok(loaded)
     }
 
-    /// A client for `config`, with these settings' keep-alive.
     pub fn client_for(&self, config: &kube::Config) -> Result<Client, ClientError> {
         build(config, self.keepalive)
     }
 
-    /// Keeps `tx` holding a client built from the current credentials:
-    /// builds one (retrying while the configuration is broken) and rebuilds
-    /// it whenever the credential file's content changes.
+    /// Keeps `tx` holding a client built from the current credentials,
+    /// rebuilt whenever a credential file's content changes.
     pub async fn run_clients(
         self,
         watcher: DirWatch,
@@ -280,9 +251,6 @@ impl ClientSettings {
         let dir_of = |file: &PathBuf| file.parent().map(PathBuf::from).unwrap_or_default();
         let events = crate::dirwatch::Events::default();
         for file in &files {
-            // Only the file itself, or a Secret-volume `..data` flip; other
-            // files in the directory (and logs written there) are none of
-            // our business.
             let name = file
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -315,8 +283,6 @@ impl ClientSettings {
                         let _ = tx.send(Some(client));
                     }
                     Err(e) => {
-                        // 1 s doubling to 16 s, plus up to as much again
-                        // at random: nodes restarted together spread out.
                         failures += 1;
                         let retry = crate::backoff(Duration::from_secs(1), failures.min(5));
                         tracing::error!(error = %e, retry_in = ?retry, "cannot build the API client");
@@ -331,8 +297,7 @@ impl ClientSettings {
             tokio::select! {
                 () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = events.changed() => {}
-                // The directory may not exist yet or may be replaced: look
-                // again now and then even without an event.
+                // The directory may appear or be replaced without an event.
                 () = tokio::time::sleep(Duration::from_secs(60)) => {
                     for file in &files {
                         let _ = watcher.rewatch(&dir_of(file));

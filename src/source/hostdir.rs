@@ -1,23 +1,14 @@
-//! Host-directory source: reads a pair of files (names configurable, e.g.
-//! kubeadm's `apiserver.crt`/`apiserver.key`) or one combined PEM holding chain
-//! and key (kubelet's `kubelet-server-current.pem`, a symlink replaced on each
-//! rotation), and re-reads it when the directory has been quiet for the
-//! debounce window, or on the periodic resync.
+//! Host-directory source: a pair of files (e.g. kubeadm's `apiserver.crt`
+//! and `.key`) or one combined PEM (kubelet's `kubelet-server-current.pem`),
+//! read again when the directory has been quiet for the debounce window
+//! (directory-wide, not per path: a certificate written seconds before its
+//! key must not be read alone), and on the periodic resync.
 //!
-//! Why a directory-wide quiet window and not notify's per-path debouncers: a
-//! writer that writes the certificate, then the key seconds later, produces
-//! events on two paths; a per-path timeout would fire for the certificate
-//! alone and read a mismatched pair. Waiting until the whole directory is
-//! quiet reads the pair once, whole.
-//!
-//! Invariants: only the configured names are read; every file is walked
-//! to beneath a handle on the source directory ([`crate::beneath`],
-//! [`Start::Volume`]), so a directory swapped in between two reads cannot
-//! lead outside it, and checked on the descriptor walked to (regular file,
-//! size cap, readable by every user who may change the directories on its
-//! way: see [`Source::open_name`]), never re-opened by name. A name that
-//! resolves outside the source directory, or into a loop, is refused; no
-//! file larger than the bundle limit is read into memory.
+//! Invariants: only the configured names are read, each walked to beneath
+//! a handle on the source directory ([`Start::Volume`]: nothing leads
+//! outside it, no loop) and checked on the descriptor walked to
+//! ([`Source::open_name`]), never re-opened by name; no file larger than
+//! the bundle limit is read into memory.
 
 use std::io;
 use std::os::fd::AsFd as _;
@@ -94,8 +85,7 @@ pub struct HostDir {
 }
 
 impl HostDir {
-    /// Reads the directory once into a bundle, every file beneath one
-    /// handle on the directory.
+    /// Reads the directory once into a bundle.
     pub fn read(&self) -> Result<Bundle, HostDirError> {
         let root = Source::open(&self.dir)?;
         let mut bundle = Bundle::default();
@@ -111,9 +101,7 @@ impl HostDir {
         }
         if self.layout == Layout::All {
             // Every entry but hidden ones (a Secret volume's `..data` and
-            // revision directories); what is not a regular file (after
-            // symlinks inside the directory) fails the read, as for a named
-            // file.
+            // revision directories); subdirectories are skipped.
             let listing = root.held.dir().map_err(HostDirError::Dir)?;
             let entries = listing.entries().map_err(|source| HostDirError::List {
                 path: self.dir.clone(),
@@ -133,8 +121,6 @@ impl HostDir {
             names.sort();
             for name in names {
                 let path = self.dir.join(&name);
-                // A directory of the source (not a file to publish) is
-                // skipped, judged on what was opened.
                 match root.open_name(Path::new(&name), &path)? {
                     Some(Opened::Dir) | None => {}
                     Some(Opened::File(file)) => {
@@ -166,11 +152,10 @@ impl HostDir {
         names
     }
 
-    /// Watches the source directory if it exists (returns `false`), else
-    /// its nearest existing ancestor for the next missing component, with
-    /// `events` woken by either (returns `true`: still waiting). `armed`
-    /// is the ancestor already subscribed to: each subscription is a route
-    /// kept for the process's life, so one is added only when it changes.
+    /// Watches the source directory if it exists (`false`), else its
+    /// nearest existing ancestor for the next missing component (`true`:
+    /// still waiting). `armed`: the ancestor already subscribed to (each
+    /// subscription lives as long as the process: added only on change).
     fn arm(
         &self,
         watcher: &DirWatch,
@@ -189,8 +174,6 @@ impl HostDir {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 if armed.as_deref() == Some(parent) {
-                    // Subscribed already; the kernel's watch may need
-                    // renewing if the ancestor was replaced.
                     let _ = watcher.rewatch(parent);
                     break;
                 }
@@ -205,9 +188,8 @@ impl HostDir {
         true
     }
 
-    /// Publishes the directory's content into `tx` now, then whenever the
-    /// directory has been quiet for `debounce` after a change, and every
-    /// `resync`; until `shutdown` turns true.
+    /// Publishes the directory's content now, then when it has been quiet
+    /// for `debounce` after a change, and every `resync`, until shutdown.
     pub async fn run(
         self,
         watcher: DirWatch,
@@ -216,9 +198,8 @@ impl HostDir {
         tx: watch::Sender<Option<Update>>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        // Only the mapping's own files (and a Secret-volume-style `..data`
-        // flip behind them) restart the quiet window: a heartbeat or log
-        // written in the same directory must not postpone the read forever.
+        // Only the mapping's own files (and `..data`) restart the quiet
+        // window: a log written beside them must not postpone the read.
         let names = self.watched_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         // files=all: any entry may be one to publish.
@@ -228,8 +209,7 @@ impl HostDir {
             watcher.subscribe_names(&self.dir, &names)
         };
         // A directory that does not exist yet is waited for through its
-        // nearest existing ancestor, so its creation is seen at once rather
-        // than at the next resync.
+        // nearest existing ancestor.
         let mut waiting = false;
         let mut ancestor = None;
         if let Err(e) = watched {
@@ -252,16 +232,14 @@ impl HostDir {
             tokio::select! {
                 () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = events.changed() => {
-                    // Watch a directory that just appeared before waiting
-                    // for quiet, so the files written into it wake us too.
+                    // A directory that just appeared is watched first.
                     if waiting {
                         waiting = self.arm(&watcher, &events, &mut ancestor);
                     }
                     dirwatch::quiet(&events, debounce, dirwatch::quiet_limit(debounce)).await
                 }
                 _ = tick.tick() => {
-                    // The directory may have been replaced, dropping the
-                    // watch, or removed.
+                    // It may have been replaced (dropping the watch) or removed.
                     if waiting || !self.dir.exists() {
                         waiting = self.arm(&watcher, &events, &mut ancestor);
                     } else if let Err(e) = watcher.rewatch(&self.dir) {
@@ -273,16 +251,14 @@ impl HostDir {
     }
 }
 
-/// What a name of the source led to.
 enum Opened {
     File(std::fs::File),
     Dir,
 }
 
 /// The source directory, held: every name is walked beneath it
-/// ([`Start::Volume`]: `..` above it and a link out of it are refused; an
-/// absolute link naming it, as kubelet's `kubelet-server-current.pem`
-/// does, leads back into it).
+/// ([`Start::Volume`]: an absolute link naming it, as kubelet's `current`
+/// link does, leads back into it).
 struct Source<'a> {
     held: beneath::Walked,
     path: &'a Path,
@@ -304,7 +280,7 @@ impl<'a> Source<'a> {
         Ok(Self { held, path })
     }
 
-    /// Reads `name` (shown as `path`) if it exists and is a regular file.
+    /// Reads `name` (shown as `path`) if it exists.
     fn read(&self, name: &Path, path: &Path) -> Result<Option<Vec<u8>>, HostDirError> {
         match self.open_name(name, path)? {
             None => Ok(None),
@@ -313,12 +289,10 @@ impl<'a> Source<'a> {
         }
     }
 
-    /// Opens `name` beneath the directory: `Ok(None)` when it (or a name on
-    /// its way) does not exist; a directory is reported as such; anything
-    /// else that is not a regular file is refused, judged on the
-    /// descriptor walked to, and the file read through that descriptor.
-    /// Every directory a name is looked up in on the way is noted for
-    /// [`Writers`].
+    /// Opens `name` beneath the directory: `None` when it (or a name on
+    /// its way) does not exist; anything but a directory or a regular file
+    /// is refused, judged on the descriptor walked to, and the file is
+    /// held to [`Writers`].
     fn open_name(&self, name: &Path, path: &Path) -> Result<Option<Opened>, HostDirError> {
         let mut writers = Writers::default();
         let start = Start::Volume(self.held.fd.as_fd(), self.path);
@@ -343,7 +317,6 @@ fn is_dir(st: &nix::sys::stat::FileStat) -> bool {
     st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR
 }
 
-/// What the walk to `path`, or its read, refused.
 fn refused(path: &Path, e: PathError) -> HostDirError {
     match e {
         PathError::Escapes { .. } => HostDirError::Escapes {
@@ -361,17 +334,11 @@ fn refused(path: &Path, e: PathError) -> HostDirError {
 }
 
 /// Who may change the directories on a file's way from the source
-/// directory (itself included), for the rule that certsync publishes from
-/// a source only what those users could read themselves. With
-/// `fs.protected_hardlinks=0` (the kernel's default) a user may hard-link
-/// a file they cannot read (root's key) into a directory they own; once
-/// root renames its own name away, the link count is back to 1, so no
-/// link count tells who made the link. Root (and certsync's own user)
-/// adds no constraint: it may read everything anyway.
-///
-/// Why not read as the directory's owner (`setfsuid`, so the kernel
-/// checks): the thread keeps root's supplementary groups (setgroups is
-/// process-wide through glibc), so a root-group file would still be read.
+/// directory: certsync publishes only what those users could read
+/// themselves. With `fs.protected_hardlinks=0` (the default) a user may
+/// hard-link a file they cannot read (root's key) into their directory,
+/// and no link count tells who made the link. Not read as the owner
+/// (`setfsuid`): the thread would keep root's supplementary groups.
 #[derive(Default)]
 struct Writers {
     /// Owners of directories on the way other than root and certsync's user.
@@ -381,14 +348,11 @@ struct Writers {
 }
 
 impl Writers {
-    /// A directory on the way (a symlink passed says nothing of who may
-    /// change a directory).
     fn note(&mut self, entry: &Entry) {
         if entry.link {
             return;
         }
-        // Not a refusal: who may change the way, noted. A directory on a
-        // read-only mount has no writer (its owner is still noted).
+        // Noted, not refused; a read-only mount still has its owner noted.
         let faults = Trust {
             read_only: ReadOnly::Writable,
             ..Trust::STRICT
@@ -433,12 +397,9 @@ fn read_capped(file: std::fs::File, path: &Path) -> Result<Vec<u8>, HostDirError
 }
 
 /// Splits a combined PEM into (certificate blocks, private-key blocks),
-/// keeping each block's text as it was; text outside blocks is dropped and
-/// validation judges what remains. Blocks of other kinds rustls-pki-types
-/// reads (a request, a CRL) go with the certificates, where validation
-/// judges them as for any certificate file. What the reader cannot read
-/// (a syntax error, an unknown label such as an encrypted key) fails the
-/// read: passing on part of the file would publish less than it holds.
+/// each block's text as it was (other kinds go with the certificates, for
+/// validation to judge). What the reader cannot read (an encrypted key)
+/// fails the read: part of the file would publish less than it holds.
 fn split_combined(path: &Path, pem: &[u8]) -> Result<(Vec<u8>, Vec<u8>), HostDirError> {
     let blocks = crate::pem::blocks(pem).map_err(|problem| HostDirError::Combined {
         path: path.into(),

@@ -1,20 +1,11 @@
-//! API-server source: one Secret or ConfigMap, watched by name.
+//! API-server source: one Secret or ConfigMap, listed and watched by name
+//! (`fieldSelector=metadata.name=NAME`, `source::watch`'s loop), so memory
+//! does not grow with the namespace and RBAC can be limited with
+//! `resourceNames`; a rebuilt client restarts every watch.
 //!
-//! Each mapping lists and watches exactly its object
-//! (`fieldSelector=metadata.name=NAME`), so memory does not grow with the
-//! namespace and RBAC can be limited with `resourceNames`. The watch
-//! protocol is client-go's reflector's: list, then watch from the list's
-//! resourceVersion, resume after a watch ends, follow bookmarks, re-list on
-//! `410 Gone`, back off (exponentially, with jitter) on errors. It is
-//! written out in `watch` rather than taken from kube-runtime so that an
-//! idle watch holds no read buffer (see `watch`).
-//!
-//! Invariants: a missing, deleted or unreadable object is reported (published
-//! as an error) and never turns into an empty bundle, so the last good files
-//! stay; a `403` names the verb and the object that were denied.
-//!
-//! The client comes from `source::client` (HTTP/2, rebuilt when credentials
-//! rotate); a rebuilt client restarts every watch.
+//! Invariants: a missing, deleted or unreadable object is published as an
+//! error and never turns into an empty bundle (unless `optional`), so the
+//! last good files stay; a `403` names the verb and the object denied.
 
 use std::time::Duration;
 
@@ -55,7 +46,6 @@ pub enum KubeError {
         #[source]
         source: kube::Error,
     },
-    /// A failed list or watch: it names the verb and the object.
     #[error("{0}")]
     Watch(#[source] WatchError),
     #[error(transparent)]
@@ -97,7 +87,6 @@ impl Payload for ConfigMap {
     }
 }
 
-/// One mapping's object and the keys it publishes.
 #[derive(Debug, Clone)]
 pub struct KubeObject {
     pub object: ObjectRef,
@@ -107,7 +96,6 @@ pub struct KubeObject {
     /// cert-syncer's optional objects: while the object does not exist the
     /// target holds no files (an empty revision), not an error.
     pub optional: bool,
-    /// The mapping's name, for metrics.
     pub mapping: String,
     /// The object's uid as last seen (for Events).
     pub uid: std::sync::Arc<std::sync::Mutex<Option<String>>>,
@@ -167,8 +155,7 @@ impl KubeObject {
         }
     }
 
-    /// What an absent object publishes: nothing (an empty bundle) when
-    /// the mapping is optional, else the error.
+    /// An absent object: an empty bundle when optional, else the error.
     fn absent(&self, e: KubeError) -> Result<Bundle, KubeError> {
         match e {
             KubeError::NotFound { .. } | KubeError::Deleted { .. } if self.optional => {
@@ -197,8 +184,7 @@ impl KubeObject {
         }
     }
 
-    /// Watches the object with the newest client from `clients`, publishing
-    /// into `tx`, until shutdown.
+    /// Watches the object with the newest client until shutdown.
     pub async fn run(
         self: Box<Self>,
         clients: watch::Receiver<Option<Client>>,
@@ -216,11 +202,9 @@ impl KubeObject {
         .await;
     }
 
-    /// Lists the object, then watches it (`watch`'s loop: resume,
-    /// bookmarks, re-list on `410 Gone`, backoff, short and stalled
-    /// watches), publishing what it sees. The list is served from the API
-    /// server's cache (`resourceVersion=0`, as client-go's informers list)
-    /// and not paged: it is one object.
+    /// Lists the object, then watches it, publishing what it sees. The list
+    /// is served from the API server's cache (`resourceVersion=0`, as
+    /// client-go's informers list) and not paged: it is one object.
     async fn watch<K>(&self, client: Client, timeout: Duration, tx: &watch::Sender<Option<Update>>)
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>

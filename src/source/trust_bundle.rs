@@ -1,24 +1,13 @@
 //! `clustertrustbundle:` sources: `certificates.k8s.io/v1beta1`
 //! ClusterTrustBundles published as a CA bundle (`ca.crt`), as kubelet's
-//! projected volumes publish them.
+//! projected volumes publish them: `clustertrustbundle:NAME` one bundle;
+//! `clustertrustbundle:SIGNER` (a name with `/`) every bundle of that
+//! signer, narrowed by `label=KEY=VALUE`, joined in name order, each
+//! certificate once, so the file changes only when the set does.
 //!
-//! - `clustertrustbundle:NAME`: one bundle, by name;
-//! - `clustertrustbundle:SIGNER` (a name with `/`, which bundle names
-//!   cannot have): every bundle of that signer, optionally narrowed by
-//!   `label=KEY=VALUE` options, concatenated in name order with duplicate
-//!   certificates dropped, so the file changes only when the set does.
-//!
-//! Each bundle may be as large as the API allows (1 MiB, as kube-apiserver
-//! refuses larger ones); the joined file up to
-//! [`MAX_TRUST_BUNDLES_SIZE`] of distinct certificates, so that a signer's
-//! second full-size bundle is published rather than freezing the mapping.
-//! Past it the selection is refused (`too_large`), naming it, and the last
-//! good files stay. Kubelet's projection (`GetTrustAnchorsBySigner`) joins
-//! the same way, deduplicated, without a bound.
-//!
-//! The selection is watched (`source::watch`'s loop: list, watch, resume,
-//! re-list, back off), so a bundle added, changed or removed is published. A cluster
-//! that does not serve the API, or a selection that matches nothing, is
+//! The selection is watched (`source::watch`'s loop), so a bundle added,
+//! changed or removed is published. A cluster that does not serve the API,
+//! a selection that matches nothing or one too large ([`joined`]) is
 //! reported and the last good bundle stays.
 
 use std::collections::BTreeMap;
@@ -46,7 +35,6 @@ pub enum TrustBundleError {
     NotServed,
     #[error("{selection}: no ClusterTrustBundle matches")]
     Empty { selection: String },
-    /// A failed list or watch: it names the verb and the selection.
     #[error("{0}")]
     Watch(#[source] WatchError),
     #[error("{selection}: reading the bundles panicked: {source}")]
@@ -80,7 +68,7 @@ pub enum Selection {
     Name(String),
     Signer {
         signer: String,
-        /// `KEY=VALUE` pairs, all required.
+        /// All required.
         labels: Vec<(String, String)>,
     },
 }
@@ -92,20 +80,22 @@ impl std::fmt::Display for Selection {
             Self::Signer { signer, labels } if labels.is_empty() => {
                 write!(f, "clustertrustbundles of signer {signer}")
             }
-            Self::Signer { signer, labels } => {
-                let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                write!(
-                    f,
-                    "clustertrustbundles of signer {signer} labelled {}",
-                    l.join(",")
-                )
-            }
+            Self::Signer { signer, labels } => write!(
+                f,
+                "clustertrustbundles of signer {signer} labelled {}",
+                selector(labels)
+            ),
         }
     }
 }
 
+/// `KEY=VALUE,...`
+fn selector(labels: &[(String, String)]) -> String {
+    let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    l.join(",")
+}
+
 impl Selection {
-    /// The loop over the selected bundles, named for the log.
     fn watch(
         &self,
         client: Client,
@@ -126,22 +116,21 @@ impl Selection {
                 if labels.is_empty() {
                     config
                 } else {
-                    let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    config.labels(&l.join(","))
+                    config.labels(&selector(labels))
                 }
             }
         }
     }
 }
 
-/// The CA bundle of `bundles`, the selection `selection`: in name order,
-/// each certificate once. Anything but well-formed CERTIFICATE blocks in
-/// any bundle, or a bundle larger than the API's 1 MiB, refuses the whole
-/// set, naming the bundle (never a bundle made of the blocks that happened
-/// to read); more than `limit` bytes of distinct certificates refuses it,
-/// naming the selection, as soon as the output passes it. Linear in the
-/// input (the one PEM reader, one hash set of the certificates); callers
-/// run it off the async runtime.
+/// The CA bundle of `bundles` (the selection `selection`): in name order,
+/// each certificate once. Anything but well-formed CERTIFICATE blocks in a
+/// bundle, or a bundle past the API's 1 MiB, refuses the whole set, naming
+/// the bundle (never a bundle of the blocks that happened to read). Past
+/// `limit` bytes of distinct certificates ([`MAX_TRUST_BUNDLES_SIZE`]: a
+/// signer's second full-size bundle still fits) the selection is refused
+/// (`too_large`). Kubelet joins the same way, without a bound. Linear in
+/// the input; callers run it off the async runtime.
 pub fn joined(
     bundles: &BTreeMap<String, ClusterTrustBundle>,
     selection: &Selection,
@@ -182,13 +171,18 @@ pub fn joined(
     Ok(out)
 }
 
-/// [`joined`] on the blocking pool.
-async fn joined_off_runtime(
-    bundles: BTreeMap<String, ClusterTrustBundle>,
+/// [`joined`] of the bundles listed, on the blocking pool; none is an error.
+async fn ca_of(
+    bundles: &BTreeMap<String, ClusterTrustBundle>,
     selection: &Selection,
 ) -> Result<Vec<u8>, TrustBundleError> {
-    let s = selection.clone();
-    crate::blocking(move || joined(&bundles, &s, MAX_TRUST_BUNDLES_SIZE))
+    if bundles.is_empty() {
+        return Err(TrustBundleError::Empty {
+            selection: selection.to_string(),
+        });
+    }
+    let (b, s) = (bundles.clone(), selection.clone());
+    crate::blocking(move || joined(&b, &s, MAX_TRUST_BUNDLES_SIZE))
         .await
         .unwrap_or_else(|source| {
             Err(TrustBundleError::Panicked {
@@ -198,8 +192,6 @@ async fn joined_off_runtime(
         })
 }
 
-/// Why a watch of ClusterTrustBundles failed, saying so when the API is
-/// not served at all.
 fn watch_error(e: WatchError) -> TrustBundleError {
     if e.code() == Some(404) {
         TrustBundleError::NotServed
@@ -208,8 +200,8 @@ fn watch_error(e: WatchError) -> TrustBundleError {
     }
 }
 
-/// The selection's CA bundle now (one list): for `run --once` and for a
-/// `csr:` mapping's `ca=clustertrustbundle`.
+/// The selection's CA bundle now (one list): `run --once`, and a `csr:`
+/// mapping's CA.
 pub async fn read(client: Client, selection: &Selection) -> Result<Vec<u8>, TrustBundleError> {
     let mut events = std::pin::pin!(selection.watch(client));
     let mut listed = Listed::default();
@@ -219,12 +211,7 @@ pub async fn read(client: Client, selection: &Selection) -> Result<Vec<u8>, Trus
             break;
         }
     }
-    if listed.items().is_empty() {
-        return Err(TrustBundleError::Empty {
-            selection: selection.to_string(),
-        });
-    }
-    joined_off_runtime(listed.items().clone(), selection).await
+    ca_of(listed.items(), selection).await
 }
 
 /// A mapping's ClusterTrustBundle source.
@@ -235,32 +222,16 @@ pub struct TrustBundles {
 }
 
 impl TrustBundles {
-    async fn update(
-        &self,
-        bundles: &BTreeMap<String, ClusterTrustBundle>,
-    ) -> Result<Bundle, SourceError> {
-        if bundles.is_empty() {
-            return Err(SourceError::TrustBundle(TrustBundleError::Empty {
-                selection: self.selection.to_string(),
-            }));
-        }
-        let ca = joined_off_runtime(bundles.clone(), &self.selection).await?;
-        self.bundle(ca)
-    }
-
-    fn bundle(&self, ca: Vec<u8>) -> Result<Bundle, SourceError> {
+    fn bundle(&self, ca: Result<Vec<u8>, TrustBundleError>) -> Result<Bundle, SourceError> {
         let mut b = Bundle::default();
-        b.insert(CA_FILE, ca, self.selection.to_string())
-            .map_err(|source| {
-                SourceError::TrustBundle(TrustBundleError::Bundle {
-                    selection: self.selection.to_string(),
-                    source,
-                })
+        b.insert(CA_FILE, ca?, self.selection.to_string())
+            .map_err(|source| TrustBundleError::Bundle {
+                selection: self.selection.to_string(),
+                source,
             })?;
         Ok(b)
     }
 
-    /// Watches the selection with the newest client, publishing into `tx`.
     pub async fn run(
         self,
         clients: watch::Receiver<Option<Client>>,
@@ -278,24 +249,20 @@ impl TrustBundles {
             match event {
                 Ok(e) => {
                     if listed.apply(e) {
-                        super::publish(tx, self.update(listed.items()).await);
+                        let ca = ca_of(listed.items(), &self.selection).await;
+                        super::publish(tx, self.bundle(ca));
                     }
                 }
                 Err(e) => {
                     self.metrics.watch_restarted(&self.mapping);
-                    let e = watch_error(e);
-                    super::publish(tx, Err(SourceError::TrustBundle(e)));
+                    super::publish(tx, Err(watch_error(e).into()));
                 }
             }
         }
     }
 
-    /// `run --once`: the selection's bundle now.
     pub async fn get(&self, client: Client) -> Result<Bundle, SourceError> {
-        match read(client, &self.selection).await {
-            Ok(ca) => self.bundle(ca),
-            Err(e) => Err(SourceError::TrustBundle(e)),
-        }
+        self.bundle(read(client, &self.selection).await)
     }
 }
 

@@ -1,22 +1,16 @@
 //! Whether the live certificate was issued with the lifetime the mapping
-//! asks for now. [`check`](super::check) compares who a certificate is for
-//! (subject, names, usages, key algorithm, CA), not how long it lasts, so a
-//! pair issued under an earlier `lifetime=` was kept and renewed at 70-90 %
-//! of its old lifetime: after a cautious `kubeadm adopt --set lifetime=8m`
-//! and adopting again with the defaults, the 8-minute pairs were renewed
-//! with 0.8-2.4 minutes left, less than client-go's 5-minute poll of a
-//! kubeconfig's certificate files, and the scheduler and controller-manager
-//! used expired client certificates for about a minute.
+//! asks for now ([`check`](super::check) compares who it is for, not how
+//! long it lasts): a pair kept from a shorter `lifetime=` is renewed at
+//! 70-90 % of it, which left kubeconfigs with expired client certificates
+//! between client-go's 5-minute polls.
 //!
-//! How certsync issues (the rule inverted here): at time `t`, notAfter =
-//! min(t + lifetime, the CA's notAfter) and notBefore = max(t - backdate,
-//! the CA's notBefore), backdate = min(5 min, lifetime / 10). So a live
-//! pair was issued with `lifetime` when `t = notAfter - lifetime` gives
-//! back its notBefore. Differences within the backdate are not told apart
-//! from clock rounding and the clamps (nor need they be: the schedule
-//! barely moves). A pair that ends with the CA (cut short) says nothing of
-//! the lifetime asked for: it differs only if one issued now would end
-//! before the CA, or it would be issued again at every check.
+//! Inverted here: issued at `t`, notAfter = min(t + lifetime, the CA's),
+//! notBefore = max(t - backdate, the CA's), backdate = min(5 min,
+//! lifetime / 10); so a pair was issued with `lifetime` when
+//! `t = notAfter - lifetime` gives back its notBefore, within clock
+//! rounding. A pair that ends with the CA says nothing of the lifetime: it
+//! differs only if one issued now would end before the CA (else it would
+//! be issued again at every check).
 
 use std::time::Duration;
 

@@ -1,8 +1,5 @@
-//! What a `ca:` issuance reads from the node: the CA certificate (a CA,
-//! valid now, owned by root or certsync's user), the CA key (its owner,
-//! its modes and its directory's, its encodings, the certificate's own
-//! key), and the identity the template certificate gives (signed by the
-//! CA, read strictly).
+//! What a `ca:` issuance reads from the node: the CA certificate, the CA
+//! key, and the identity the template certificate gives.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -22,7 +19,6 @@ use crate::source::csr::{CsrSpec, KeyAlg, San, leaf_usages};
 use crate::validate;
 use crate::x509::Certificate;
 
-/// CA, template and key files are small.
 const LIMIT: u64 = 64 * 1024;
 
 /// The CA certificate, read and checked.
@@ -30,15 +26,14 @@ pub(super) struct CaCert {
     pub der: Vec<u8>,
     /// Re-encoded from the DER: published as ca.crt, chains checked with it.
     pub pem: Vec<u8>,
-    /// The issued certificate's notBefore is never earlier.
     pub not_before: i64,
     pub not_after: i64,
-    /// The subject (DER): a template's issuer must be it.
+    /// DER.
     pub subject: Vec<u8>,
     pub alg: KeyAlg,
-    /// SubjectPublicKeyInfo (DER), which the key must match.
+    /// DER; the key must match it.
     pub spki: Vec<u8>,
-    /// SubjectKeyIdentifier: the issued certificate's AKI.
+    /// The issued certificate's AKI.
     pub ski: Option<Vec<u8>>,
 }
 
@@ -52,8 +47,6 @@ impl std::fmt::Debug for CaKey {
 }
 
 impl CaKey {
-    /// Signs `tbs` (ring: PKCS#1 v1.5 SHA-256 for RSA, ECDSA with the
-    /// curve's hash, Ed25519).
     pub(super) fn sign(&self, tbs: &[u8]) -> Result<Vec<u8>, CaError> {
         use rcgen::SigningKey;
         self.0.sign(tbs).map_err(CaError::KeySign)
@@ -63,15 +56,12 @@ impl CaKey {
 /// What the next certificate must be.
 pub(super) struct Wanted {
     pub ca: CaCert,
-    /// Subject, names, usages and key algorithm, the template's filled in.
+    /// The mapping's, the template's identity filled in.
     pub want: CsrSpec,
     /// The template's subject (DER) as it is; `None`: built from `want`.
     pub subject: Option<Vec<u8>>,
-    /// The SANs in their order.
+    /// In their order.
     pub sans: Vec<San>,
-    /// The template's notAfter: only its shape is used, so an expired one
-    /// still serves, but whoever hands it back (`kubeadm revert`) needs it
-    /// valid.
     pub template_not_after: Option<i64>,
 }
 
@@ -80,7 +70,6 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     let ca = read_ca_cert(&spec.ca_cert, now, skew)?;
     let mut want = spec.issue.clone();
     let Some(path) = &spec.template else {
-        // usage= options: refused before the CA key is even read.
         leaf_usages(want.usages.iter().map(String::as_str))
             .map_err(|e| CaError::signing(e.into()))?;
         let sans = (want.dns.iter().map(|d| San::Dns(d.clone())))
@@ -125,8 +114,7 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     })
 }
 
-/// Checks that `cert` names the CA `ca` as its issuer and that the CA's
-/// key signed it.
+/// `cert` names the CA as its issuer and the CA's key signed it.
 pub(super) fn issued_by(cert: &Certificate<'_>, ca: &CaCert) -> Result<(), CaError> {
     if cert.issuer() != ca.subject.as_slice() {
         return Err(CaError::Issuer(
@@ -139,18 +127,15 @@ pub(super) fn issued_by(cert: &Certificate<'_>, ca: &CaCert) -> Result<(), CaErr
     Ok(())
 }
 
-/// The DER of the one certificate in `bytes`.
 fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, CaError> {
     crate::pem::exactly_one(bytes, SectionKind::Certificate).map_err(CaError::NotOneCertificate)
 }
 
-/// Who may own and write the CA's files and the key's directories: root
-/// or the user certsync runs as (a rootless run, a test), anyone else who
-/// owns one may replace it, and `allow-loose-ca-key` never allows another
-/// owner. A directory group or others may write lets them swap ca.key and
-/// ca.crt for a pair of their own (ssh's StrictModes), accepted only with
-/// `allow-loose-ca-key` (`allow_loose`); the files' own modes are judged
-/// by their readers.
+/// Who may own the CA's files and the key's directories: root or
+/// certsync's own user (anyone else may replace them; `allow-loose-ca-key`
+/// never allows another owner). A directory group or others may write
+/// lets them swap ca.key and ca.crt for their own (ssh's StrictModes):
+/// accepted only with `allow_loose`.
 fn ca_trust(allow_loose: bool) -> Trust {
     Trust {
         writable_ok: allow_loose,
@@ -158,7 +143,6 @@ fn ca_trust(allow_loose: bool) -> Trust {
     }
 }
 
-/// `meta`'s owner, as [`ca_trust`] accepts it.
 fn owned_safely(meta: &std::fs::Metadata) -> Result<(), CaError> {
     if !ca_trust(true)
         .faults(&Entry::from_metadata(Path::new(""), meta))
@@ -172,8 +156,8 @@ fn owned_safely(meta: &std::fs::Metadata) -> Result<(), CaError> {
     })
 }
 
-/// The directories of the CA key (as named, and where a symlink leads),
-/// judged by [`ca_trust`] on the opened directory (fstat).
+/// The CA key's directories (as named, and where a symlink leads), judged
+/// by [`ca_trust`] on the directory walked to.
 fn key_directories(path: &Path, allow_loose: bool) -> Result<(), CaError> {
     let parent = |p: &Path| {
         let dir = p.parent().unwrap_or(Path::new("/")).to_owned();
@@ -189,8 +173,7 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), CaError> {
         dirs.push(parent(&real));
     }
     for dir in dirs {
-        // Walked to, never opened for reading: a FIFO swapped in for it
-        // blocks nothing.
+        // Walked to, never opened for reading: a FIFO blocks nothing.
         let entry = beneath::walk(Start::Path, &dir, Links::Follow, &mut |_| Ok(()))
             .and_then(|w| Entry::held(&dir, std::os::fd::AsFd::as_fd(&w.fd)))
             .map_err(CaError::Directory)?;
@@ -256,16 +239,10 @@ pub(super) fn read_ca_cert(
     })
 }
 
-/// Reads the CA key: a regular file owned by root or certsync's user, that
-/// no one but its owner may read or write, in directories no one else may
-/// write (modes: unless allowed), the CA certificate's own key. The bytes
-/// read are overwritten once the key is loaded.
-pub(super) fn read_ca_key(spec: &CaSpec, ca: &CaCert) -> Result<CaKey, CaError> {
-    read_key(&spec.ca_key, &spec.ca_cert, spec.allow_loose_ca_key, ca)
-}
-
-/// [`read_ca_key`] for the key at `path` of the CA certificate `ca` read
-/// from `ca_cert`; `allow_loose`: `allow-loose-ca-key`.
+/// Reads the CA key at `path`: a regular file owned by root or certsync's
+/// user, that no one else may read or write, in directories no one else
+/// may write (modes: unless `allow_loose`), the key of `ca` (read from
+/// `ca_cert`). The bytes read are overwritten once the key is loaded.
 pub(super) fn read_key(
     path: &Path,
     ca_cert: &Path,
@@ -366,15 +343,9 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, CaError> {
             return Err(CaError::Wrap(e));
         }
     };
-    let sign_alg = match alg {
-        KeyAlg::Rsa(_) => &rcgen::PKCS_RSA_SHA256,
-        KeyAlg::EcdsaP256 => &rcgen::PKCS_ECDSA_P256_SHA256,
-        KeyAlg::EcdsaP384 => &rcgen::PKCS_ECDSA_P384_SHA384,
-        KeyAlg::Ed25519 => &rcgen::PKCS_ED25519,
-    };
     let key = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(
         &PrivatePkcs8KeyDer::from(pkcs8.as_slice()),
-        sign_alg,
+        alg.signing(),
     )
     .map_err(|source| CaError::Unusable { alg, source });
     pkcs8.fill(0);

@@ -303,8 +303,9 @@ fn the_ca_key_is_never_published() {
             "{name} holds the CA key"
         );
     }
-    let w = material::wanted(&spec(&ca.prefix, SERVER), SystemTime::now(), SKEW).unwrap();
-    let key = read_ca_key(&spec(&ca.prefix, SERVER), &w.ca).unwrap();
+    let spec = spec(&ca.prefix, SERVER);
+    let w = material::wanted(&spec, SystemTime::now(), SKEW).unwrap();
+    let key = read_key(&spec.ca_key, &spec.ca_cert, spec.allow_loose_ca_key, &w.ca).unwrap();
     assert_eq!(format!("{key:?}"), "CaKey(redacted)");
 }
 

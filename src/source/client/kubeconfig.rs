@@ -1,12 +1,7 @@
-//! Reading kubeconfig files as certsync reads every file it is handed,
-//! and judging what they name: the files put inline, token files checked,
-//! an `exec` plugin held to what only root may change.
-//!
-//! Each file is read by certsync (a regular file, size-capped, as every
-//! file it is handed) and parsed with the YAML parser it already carries;
-//! kube's `Kubeconfig::read_from` would bring its own parser, about half a
-//! MiB resident for the process's life (benches: idle). Everything after
-//! reading (merging, relative paths, contexts, auth) is kube's.
+//! Kubeconfig files read as certsync reads every file it is handed, and
+//! what they name judged: the files put inline, token files checked, an
+//! `exec` plugin held to what only root may change. Everything after
+//! reading (merging, contexts, auth) is kube's.
 
 use std::path::PathBuf;
 
@@ -17,22 +12,18 @@ use super::ClientError;
 /// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
 pub(super) const KUBECONFIG_LIMIT: u64 = 4 << 20;
 
-/// A kubeconfig file judged as [`read_kubeconfig`] reads it (the file,
-/// the files it names, an exec plugin), without building a client: for
-/// checks at start.
+/// A kubeconfig file judged as [`read_kubeconfig`] reads it, for checks
+/// at start.
 pub fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
     read_kubeconfigs(&[path.to_owned()], false).map(drop)
 }
 
-/// The client configuration a kubeconfig file describes (its current
-/// context).
+/// The client configuration of a kubeconfig file's current context.
 pub async fn read_kubeconfig(path: &std::path::Path) -> Result<kube::Config, ClientError> {
     let (kc, shown) = read_kubeconfigs(&[path.to_owned()], false)?;
     config_of(kc, None, shown).await
 }
 
-/// The client configuration `kc` (read from `shown`) describes with
-/// `context` (its current context when `None`).
 pub(super) async fn config_of(
     kc: Kubeconfig,
     context: Option<String>,
@@ -50,11 +41,9 @@ pub(super) async fn config_of(
         })
 }
 
-/// Kubeconfig files merged as kubectl merges `KUBECONFIG` (kube's
-/// `Kubeconfig::merge`), each file's relative paths made absolute against
-/// its own directory (as kube's `Kubeconfig::read_from` does). With
-/// `listed`, missing files are skipped, unless every one is missing.
-/// Returns the merged kubeconfig and the paths read, for messages.
+/// Kubeconfig files merged as kubectl merges `KUBECONFIG`, each file's
+/// relative paths against its own directory. With `listed`, missing files
+/// are skipped, unless every one is missing. Also the paths read.
 pub(super) fn read_kubeconfigs(
     paths: &[PathBuf],
     listed: bool,
@@ -97,25 +86,17 @@ pub(super) fn read_kubeconfigs(
     Ok((merged, read.join(":")))
 }
 
-/// The CA, client certificate and client key files a kubeconfig names,
-/// read as every file certsync is handed (a regular file, judged on the
-/// opened descriptor, size-capped; as root, one only root may change:
-/// [`crate::files::read_steering`]) and put inline, so
-/// kube never opens them itself (its read follows any FIFO or device, and
-/// has no cap). Token files stay files, as kube re-reads them as they
-/// rotate, but are checked the same way at start, so a FIFO or a device
-/// named there is refused, naming it, instead of hanging the first request.
-/// A file named relative to the kubeconfig is read from `dir`, the
-/// kubeconfig's directory, and a token file or exec command left in the
-/// kubeconfig is made absolute there.
+/// The CA, client certificate and key files a kubeconfig names, read by
+/// [`crate::files::read_steering`] and put inline, so kube never opens them
+/// (its read follows any FIFO or device, uncapped). Token files stay files
+/// (kube re-reads them as they rotate) but are checked the same way at
+/// start. Relative names are resolved against `dir`, the kubeconfig's.
 fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), ClientError> {
     use base64::Engine as _;
     let named = |p: &str, problem| ClientError::Named {
         path: p.into(),
         problem,
     };
-    // A file named relative to the kubeconfig is beside it (kube's
-    // `read_from` rule).
     let beside = |p: &str| dir.join(p).to_string_lossy().into_owned();
     let read = |path: &Option<String>| -> Result<Option<String>, ClientError> {
         path.as_deref()
@@ -175,14 +156,11 @@ fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), Client
     Ok(())
 }
 
-/// The program an `exec` credential plugin names, as root certsync may
-/// run it: found as `execvp` finds it (a name with a `/` as it is, else the
-/// first executable regular file of that name in `path`'s absolute
-/// entries), and held to [`crate::files::only_root_may_change`] (the file
-/// and every directory on the way root's and written by no one else), so
-/// that root never runs what another user wrote or can swap in. Returned
-/// absolute, and put in place of the name, so that no later `PATH` search
-/// (an earlier directory gaining a file of that name) runs something else.
+/// The program an `exec` credential plugin names, found as `execvp` finds
+/// it (only `path`'s absolute entries) and held to
+/// [`crate::files::only_root_may_change`], so root never runs what another
+/// user wrote or can swap in. Returned absolute, so no later `PATH` search
+/// runs something else.
 fn root_may_run(command: &str, path: &str) -> Result<String, ClientError> {
     use std::os::unix::fs::PermissionsExt as _;
     let refused = |at: &str, problem| ClientError::Exec {
@@ -218,8 +196,7 @@ fn root_may_run(command: &str, path: &str) -> Result<String, ClientError> {
 }
 
 /// A kubeconfig for `config`'s cluster that authenticates with the client
-/// certificate and key at `cert` and `key` (paths as the consumer will
-/// resolve them: relative ones against the kubeconfig's own directory).
+/// certificate and key at `cert` and `key` (relative to the kubeconfig).
 pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> String {
     use base64::Engine as _;
     let mut cluster = serde_json::json!({ "server": config.cluster_url.to_string() });
@@ -253,11 +230,9 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
     serde_yaml_ng::to_string(&kubeconfig).unwrap_or_default()
 }
 
-/// A kubeconfig, every YAML document in it merged as kube-rs'
-/// `Kubeconfig::from_yaml` merges them, but read with the YAML parser
-/// certsync already uses for its own config file: kube-rs' parser is about
-/// half a MiB of code that would stay resident for the process's life
-/// (benches: idle).
+/// A kubeconfig, its YAML documents merged as `Kubeconfig::from_yaml`
+/// does, read with certsync's own YAML parser (kube-rs' would stay
+/// resident, half a MiB, for the process's life).
 pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, ClientError> {
     use serde::Deserialize;
     // libyaml is quadratic in flow depth: see `check_yaml`.

@@ -1,15 +1,9 @@
-//! The connections under the API client.
-//!
-//! kube-rs negotiates HTTP/1.1 only, which costs one TCP connection and TLS
-//! session per watch (a thousand watches, a thousand connections). certsync
-//! makes no upgrade (websocket) calls, so it offers `h2` through ALPN and
-//! multiplexes every list and watch of the process over as few HTTP/2
-//! connections as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows,
-//! opening another only when every open one is full, as Go's transport
-//! (client-go) does. HTTP/2 PINGs after `keepalive` of silence notice a
-//! dead connection without waiting for a watch to time out. A server that
-//! does not offer `h2` (or plain `http://`) is spoken to in HTTP/1.1, as
-//! before.
+//! The connections under the API client. kube-rs speaks HTTP/1.1 only:
+//! one connection per watch. certsync makes no upgrade calls, so it offers
+//! `h2` and multiplexes every request over as few HTTP/2 connections as the
+//! server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows, as Go's transport
+//! does, PINGing after `keepalive` of silence; a server without `h2` is
+//! spoken to in HTTP/1.1.
 //!
 //! Invariants: a request never waits for a stream slot on a full connection
 //! (h2 would queue it silently behind watches that last minutes); a closed
@@ -33,12 +27,9 @@ use tower::BoxError;
 use super::ClientError;
 use crate::error_chain;
 
-/// The TLS connector, with connecting (TCP and the TLS handshake together)
-/// bounded by `within` (`--api-keepalive`, 30 s by default: kube's connect
-/// timeout). A server that accepts and then says nothing would otherwise
-/// hold a request forever; over HTTP/2 also the pool's lock, and every
-/// request behind it. Both the HTTP/2 pool and the HTTP/1.1 client connect
-/// through it.
+/// The TLS connector, connecting (TCP and TLS together) bounded by
+/// `within`: a server that accepts and then says nothing would otherwise
+/// hold a request, and over HTTP/2 the pool's lock, forever.
 #[derive(Clone)]
 struct Connector {
     inner: HttpsConnector<HttpConnector>,
@@ -70,7 +61,6 @@ impl tower::Service<http::Uri> for Connector {
     }
 }
 
-/// The connections of one client. Cloned into every request.
 #[derive(Clone)]
 pub(super) struct Pool {
     inner: Arc<PoolInner>,
@@ -83,8 +73,7 @@ struct PoolInner {
     /// Held while choosing or opening a connection, so a burst of requests
     /// at start opens one connection, not one each.
     conns: tokio::sync::Mutex<Conns>,
-    /// HTTP/1.1 with hyper's own pool, once the server has shown it does not
-    /// speak HTTP/2.
+    /// Once the server has shown it does not speak HTTP/2.
     h1: hyper_util::client::legacy::Client<Connector, Body>,
 }
 
@@ -96,9 +85,8 @@ struct Conns {
 
 struct H2Conn {
     send: http2::SendRequest<Body>,
-    /// Streams open on this connection (requests whose response body lives).
+    /// Requests whose response body lives.
     streams: Arc<AtomicUsize>,
-    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS for this connection.
     max_streams: Arc<AtomicUsize>,
 }
 
@@ -117,8 +105,7 @@ enum Route {
 }
 
 impl Pool {
-    /// The connections to `config`'s server, through its TLS settings (CA,
-    /// client certificate, server name), none open yet.
+    /// The connections to `config`'s server (none open yet).
     pub(super) fn new(config: &kube::Config, keepalive: Duration) -> Result<Self, ClientError> {
         let tls = config.rustls_client_config().map_err(ClientError::Build)?;
         let mut http = HttpConnector::new();
@@ -167,7 +154,6 @@ impl Pool {
             return Ok(Route::H1);
         }
         conns.h2.retain(|c| !c.send.is_closed());
-        // The server's SETTINGS_MAX_CONCURRENT_STREAMS, as last received.
         let free = conns.h2.iter().find(|c| {
             c.send.is_ready()
                 && c.streams.load(Ordering::Acquire) < c.max_streams.load(Ordering::Acquire)
@@ -268,8 +254,8 @@ impl Pool {
     }
 }
 
-/// Whether `e` is an HTTP/2 `REFUSED_STREAM` from the server: the request
-/// was not processed, so sending it again is safe whatever it is.
+/// Whether `e` is an HTTP/2 `REFUSED_STREAM`: the request was not
+/// processed, so sending it again is safe.
 fn refused_stream(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(c) = cur {

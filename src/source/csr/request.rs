@@ -17,19 +17,29 @@ impl KeyAlg {
         };
         self.issuable().map_err(|e| err(e.into()))?;
         match self {
-            Self::EcdsaP256 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
-            Self::EcdsaP384 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384),
-            Self::Ed25519 => rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519),
+            Self::EcdsaP256 | Self::EcdsaP384 | Self::Ed25519 => {
+                rcgen::KeyPair::generate_for(self.signing())
+            }
             Self::Rsa(bits) => {
                 use rsa::pkcs8::EncodePrivateKey;
                 let key = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, bits)
                     .map_err(|e| err(e.into()))?;
                 let der = key.to_pkcs8_der().map_err(|e| err(e.into()))?;
                 let der = rustls::pki_types::PrivatePkcs8KeyDer::from(der.as_bytes());
-                rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&der, &rcgen::PKCS_RSA_SHA256)
+                rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&der, self.signing())
             }
         }
         .map_err(|e| err(e.into()))
+    }
+
+    /// What a key of this algorithm signs with, through ring.
+    pub(crate) fn signing(self) -> &'static rcgen::SignatureAlgorithm {
+        match self {
+            Self::Rsa(_) => &rcgen::PKCS_RSA_SHA256,
+            Self::EcdsaP256 => &rcgen::PKCS_ECDSA_P256_SHA256,
+            Self::EcdsaP384 => &rcgen::PKCS_ECDSA_P384_SHA384,
+            Self::Ed25519 => &rcgen::PKCS_ED25519,
+        }
     }
 }
 

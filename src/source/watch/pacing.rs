@@ -15,79 +15,61 @@ pub fn retry_delay(failures: u32) -> Duration {
 }
 
 /// Requests one process's loops have in flight at once, at most: list
-/// pages, and watches until their response headers arrive (kube-apiserver
-/// holds an APF seat for a WATCH until the watch is set up, then frees it).
-///
-/// An identity without a FlowSchema of its own (a ServiceAccount: the
-/// `service-accounts` schema, level `workload-low`; a user:
-/// `global-default`) is one flow, shuffle-sharded onto 6 of its level's
-/// queues of at most 50 requests: 300 places, shared with whatever else
-/// hashes there, and more are refused with 429 (kube-apiserver v1.36's
-/// bootstrap configuration, `apiserver/pkg/apis/flowcontrol/bootstrap`).
-/// Executing, `global-default` has 49 seats on a default server (600 seats
-/// in all; it may lend half) and `workload-low` 245 (it may lend 90%).
-/// 32 keeps one process well inside its seats, and lets nine processes of
-/// one ServiceAccount (one flow) start at the same moment before its
-/// queues could fill; it still runs 32 requests side by side, so a
-/// thousand mappings' 2,000 requests go in about 63 rounds of a few
-/// milliseconds each.
+/// pages, and watches until their response headers (kube-apiserver holds
+/// an APF seat for a WATCH until it is set up). One identity is one flow,
+/// shuffle-sharded onto 6 queues of 50 (more are refused with 429), and
+/// executes in 49 (`global-default`) or 245 (`workload-low`) seats of a
+/// default server: 32 keeps one process well inside, lets nine processes of
+/// one ServiceAccount start together before its queues fill, and still
+/// sends a thousand mappings' 2,000 requests in about 63 short rounds.
 pub const IN_FLIGHT: usize = 32;
 
-/// How long a request holding a permit of the [`Gate`] waits for its answer
-/// (a list page whole, a watch its headers): kube-apiserver's own
-/// `--request-timeout` (1 minute, APF queueing included) and
-/// [`crate::source::WATCH_MARGIN`]. A server that holds a request longer is not
-/// answering; the permit goes to the next loop and this one backs off.
+/// How long a request holding a [`Gate`] permit waits for its answer (a
+/// list page whole, a watch its headers): kube-apiserver's own
+/// `--request-timeout` (1 minute) and [`crate::source::WATCH_MARGIN`].
+/// Longer is not answering: the permit goes on and this loop backs off.
 pub const ANSWER_WITHIN: Duration =
     Duration::from_secs(60).saturating_add(crate::source::WATCH_MARGIN);
 
-/// The permits of [`IN_FLIGHT`], shared by the loops of one process (they
-/// talk to one API server, as one flow). Waiting loops are served in the
-/// order they asked (tokio's semaphore is fair), so none starves.
+/// The permits of [`IN_FLIGHT`], shared by the loops of one process. The
+/// semaphore is fair: waiting loops are served in order, none starves.
 #[derive(Clone)]
 pub struct Gate(std::sync::Arc<tokio::sync::Semaphore>);
 
 impl Gate {
-    /// A gate of its own with `permits` (tests: loops that must not wait
-    /// for others').
     pub fn new(permits: usize) -> Self {
         Self(std::sync::Arc::new(tokio::sync::Semaphore::new(
             permits.max(1),
         )))
     }
 
-    /// The process's: what every loop uses unless told otherwise.
     pub fn process() -> Self {
         static PROCESS: std::sync::LazyLock<Gate> =
             std::sync::LazyLock::new(|| Gate::new(IN_FLIGHT));
         PROCESS.clone()
     }
 
-    /// A permit, once one is free. `None` never happens: the semaphore is
-    /// never closed.
+    /// A permit, once one is free (`None` never: it is never closed).
     pub(super) async fn enter(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.0.acquire().await.ok()
     }
 }
 
-/// News, shared by the loops of one process (they talk to one API server),
-/// that the server answers again after it could not be reached.
+/// News, shared by the loops of one process, that the server answers again
+/// after it could not be reached.
 #[derive(Clone)]
 pub struct Recovery(std::sync::Arc<tokio::sync::watch::Sender<u64>>);
 
 impl Recovery {
-    /// A channel of its own (tests: loops that must not hear others').
     pub fn new() -> Self {
         Self(std::sync::Arc::new(tokio::sync::watch::Sender::new(0)))
     }
 
-    /// The process's: what every loop uses unless told otherwise.
     pub fn process() -> Self {
         static PROCESS: std::sync::LazyLock<Recovery> = std::sync::LazyLock::new(Recovery::new);
         PROCESS.clone()
     }
 
-    /// News from now on, for a loop that could not reach the server.
     pub(super) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.0.subscribe()
     }
