@@ -1,14 +1,6 @@
 //! Sources publish the newest content of one mapping into a
 //! `tokio::sync::watch` channel: bursts coalesce and the latest wins. They
 //! never validate or write; the sync task does (see `sync`).
-//!
-//! - `hostdir`: a directory on the node (inotify, debounced, resync).
-//! - `client`: the API client shared by every `secret` source.
-//! - `secret`: one Secret or ConfigMap, watched by name in the API server.
-//! - `csr`: a certificate requested, approved and renewed through the CSR API.
-//! - `ca`: a certificate issued and renewed from a CA on the node.
-//! - `trust_bundle`: ClusterTrustBundles, by name or by signer, as a CA bundle.
-//! - `watch`: the one list/watch loop all of the Kubernetes sources share.
 
 pub mod ca;
 pub mod client;
@@ -25,9 +17,8 @@ use kube::runtime::watcher;
 
 use crate::bundle::Bundle;
 
-/// How long after a watch's own timeout the server has to end it before the
-/// watch is taken for stalled (the "plus 5 s" of `--watch-timeout`): every
-/// watch of `watch`'s loop.
+/// How long after a watch's own timeout the server has to end it before it
+/// is taken for stalled (the "plus 5 s" of `--watch-timeout`).
 const WATCH_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `timeoutSeconds` for a watch meant to last `timeout`: 1 s to an hour.
@@ -38,8 +29,7 @@ pub(crate) fn watch_seconds(timeout: std::time::Duration) -> u32 {
 }
 
 /// When a watch sent with `seconds` is taken for stalled, however alive
-/// its connection (HTTP/2 PINGs are answered and TCP keepalives
-/// acknowledged below the API server), and what is said then.
+/// its connection looks, and what is said then.
 fn stall_deadline(seconds: u32) -> (tokio::time::Instant, String) {
     let at =
         tokio::time::Instant::now() + std::time::Duration::from_secs(seconds.into()) + WATCH_MARGIN;
@@ -50,7 +40,6 @@ fn stall_deadline(seconds: u32) -> (tokio::time::Instant, String) {
     (at, said)
 }
 
-/// Why a source could not produce a bundle.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error(transparent)]
@@ -104,8 +93,7 @@ impl SourceError {
     }
 }
 
-/// What a source publishes: the newest content, or why it cannot be read
-/// (shared: every reader of the channel reports the one error).
+/// What a source publishes: the newest content, or why it cannot be read.
 pub type Update = Result<Bundle, Arc<SourceError>>;
 
 /// Publishes `update` unless it equals what the channel holds, so a resync
@@ -156,12 +144,10 @@ pub async fn newest_client(
     }
 }
 
-/// The objects a list/watch loop (`watch`, or kube-runtime's watcher)
-/// reports, by name. A re-list (after a
-/// `410 Gone` or a reconnect) is collected aside and replaces the set only
-/// once complete, so a reader never sees half a list: a Node missing
-/// mid-re-list must not let the approver miss that another Node owns an
-/// address, nor a trust bundle drop out of the published CA for a moment.
+/// The objects a list/watch loop reports, by name. A re-list is collected
+/// aside and replaces the set only once complete: a Node missing mid-list
+/// must not let the approver miss that another Node owns an address, nor a
+/// trust bundle drop out of the published CA for a moment.
 #[derive(Debug)]
 pub struct Listed<K> {
     items: BTreeMap<String, K>,
@@ -208,7 +194,6 @@ impl<K: kube::Resource> Listed<K> {
         }
     }
 
-    /// Whether a complete list has been seen.
     pub fn synced(&self) -> bool {
         self.synced
     }

@@ -1,10 +1,7 @@
-//! A certificate issued again from kubeadm's own, exactly as kubeadm
-//! encoded it: its TBSCertificate kept as it is (subject and its string
-//! types, SANs, usages, extensions, AKI, signature algorithm, public key)
-//! but for a new serial and a new validity, signed by the CA key. What
-//! `certsync kubeadm revert` writes for a kubeadm certificate that has
-//! ended or ends within a day, as `kubeadm certs renew` would have
-//! renewed it (its key stays the one it had).
+//! A certificate signed again by the CA key with its TBSCertificate kept
+//! as it is but for a new serial and validity: what `certsync kubeadm
+//! revert` writes for a kubeadm certificate that ends within a day (as
+//! `kubeadm certs renew` would), and a renewed root CA.
 //!
 //! The caller gives only bytes certsync's container could not have
 //! written (kubeadm's copy in adopt's backup): re-signing whatever is
@@ -21,18 +18,13 @@ use super::sign::{finish, serial, time};
 use crate::source::csr::signature_algorithm;
 use crate::x509::Certificate;
 
-/// kubeadm's default certificate validity (`certificateValidityPeriod`):
-/// a year.
+/// kubeadm's default `certificateValidityPeriod`.
 pub const KUBEADM_VALIDITY_SECS: i64 = 365 * 86_400;
 
-/// kubeadm's certificate `der` (read from `template`, named in errors)
-/// issued again by the CA `ca_cert` with its key `ca_key`: the same
-/// TBSCertificate with a random serial as kubeadm makes one (positive,
-/// below 2^63) and a validity from the CA's notBefore (kubeadm's
-/// backdate) to `now` plus kubeadm's year, or the original's span if
-/// longer, never past the CA's notAfter. Refused unless the CA's key
-/// signed `der` with the algorithm it signs with, and unless the result
-/// reads as Go reads certificates and verifies under the CA. DER.
+/// kubeadm's certificate `der` (read from `template`) issued again by the
+/// CA `ca_cert` with `ca_key`, valid from the CA's notBefore (kubeadm's
+/// backdate) to `now` plus a year, or the original's span if longer, never
+/// past the CA's notAfter ([`resign`]). DER.
 pub fn reissue(
     template: &Path,
     der: &[u8],
@@ -58,16 +50,11 @@ pub fn reissue(
     resign(&cert, der, &bad, (ca.not_before, to), ca_key, ca_cert, &ca)
 }
 
-/// The self-signed CA certificate at `ca_cert` renewed with its own key
-/// `ca_key`: its TBSCertificate kept (subject and its string types, key,
-/// subject key identifier, basic constraints, key usage: everything a
-/// leaf's chain is matched and verified by) but for a new serial and a
-/// validity from `now` (less kubeadm's 5-minute backdate) to `not_after`
-/// (unix seconds), so the renewal's span is its own. Every leaf
-/// the old certificate issued verifies under the renewed one, so trust
-/// holding both (or the renewed alone) outlives the old one's end. A CA
-/// that is not self-signed (an intermediate) is refused: renewing it is
-/// its issuer's business. DER.
+/// The self-signed CA certificate at `ca_cert` renewed with its own key,
+/// valid from `now` (less the backdate) to `not_after`: everything a
+/// leaf's chain is matched and verified by is kept, so every leaf the old
+/// one issued verifies under the renewed one. An intermediate is refused:
+/// renewing it is its issuer's business. DER.
 pub fn renew_ca(
     ca_cert: &Path,
     ca_key: &Path,
@@ -96,12 +83,10 @@ pub fn renew_ca(
 }
 
 /// `der` (read as `cert`, whose problems `bad` places) signed again by the
-/// CA `ca` (read from `ca_cert`) with its key at `ca_key`: its
-/// TBSCertificate kept but for a serial as kubeadm draws one and the
-/// validity `from` to `to` (unix seconds). Refused unless the CA's key
-/// signed `der` with the algorithm it signs with, and unless the result
-/// reads as Go reads certificates, verifies under the CA and carries the
-/// same key. DER.
+/// CA `ca` with its key at `ca_key`, with a serial as kubeadm draws one and
+/// the validity `from` to `to`. Refused unless the CA's key signed `der`
+/// with the algorithm it signs with, and unless the result reads as Go
+/// reads certificates, verifies under the CA and carries the same key.
 fn resign(
     cert: &Certificate<'_>,
     der: &[u8],
@@ -136,13 +121,10 @@ fn resign(
     Ok(new)
 }
 
-/// A certificate issued again that is not what it must be.
 fn refused(problem: CaError) -> CaError {
     CaError::Mismatch(Box::new(problem))
 }
 
-/// `der`, read, when it names the CA `ca` as its issuer and the CA's key
-/// signed it.
 fn issued_by_ca<'a>(der: &'a [u8], ca: &CaCert) -> Result<Certificate<'a>, CaError> {
     let cert = Certificate::read(der).map_err(|e| CaError::NotCertificate(Box::new(e)))?;
     issued_by(&cert, ca)?;

@@ -1,15 +1,5 @@
 //! The check of an issued certificate against the request: the signer's
 //! answer is data someone else wrote, never proof by itself.
-//!
-//! The leaf's facts are read twice ([`crate::x509::Certificate::facts`]),
-//! by x509-parser and by RustCrypto `x509-cert` (strict DER); when either
-//! reader fails or they read a field differently the certificate is
-//! refused. Then the facts must be
-//! exactly what the mapping asked for: the subject's attributes (no extra
-//! RDN or attribute), the DNS and IP names and no other kind of name, the
-//! key usages and extended key usages the CSR API usage strings stand for
-//! (as kube-controller-manager's signer maps them), no CA, no critical
-//! extension certsync does not understand, and our key.
 
 use std::time::SystemTime;
 
@@ -21,23 +11,9 @@ use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::validate::{self, Expect, Policy};
 use crate::x509::{COMMON_NAME as OID_CN, Certificate, Facts, ORGANIZATION as OID_O, set};
 
-/// Key usage bits, bit 0 first as both parsers number them (RFC 5280
-/// `KeyUsage` BIT STRING: digitalSignature (0) ... decipherOnly (8)).
-const KU_NAMES: [&str; 9] = [
-    "digital signature",
-    "content commitment",
-    "key encipherment",
-    "data encipherment",
-    "key agreement",
-    "cert sign",
-    "crl sign",
-    "encipher only",
-    "decipher only",
-];
-
 /// What a CSR API usage string puts into the certificate: a key usage bit
-/// or an extended key usage OID. Kubernetes'
-/// `pkg/controller/certificates/authority/policies.go` `keyUsagesFromStrings`.
+/// (bit 0: digitalSignature) or an EKU OID, as Kubernetes'
+/// `keyUsagesFromStrings` maps them.
 pub(crate) enum Usage {
     Ku(u16),
     Eku(&'static str),
@@ -71,9 +47,8 @@ pub(crate) fn usage(name: &str) -> Option<Usage> {
 }
 
 /// Refuses usages only a CA certificate has: keyCertSign and cRLSign on a
-/// CA:FALSE leaf are a contradiction some verifiers read one way and
-/// some the other; certsync issues no CA certificates, so neither is ever
-/// asked for or accepted.
+/// CA:FALSE leaf are read one way by some verifiers and the other by
+/// others; certsync issues no CA certificates.
 pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Result<(), CaUsage> {
     for u in usages {
         if let Some(Usage::Ku(bit)) = usage(u)
@@ -85,7 +60,6 @@ pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Resu
     Ok(())
 }
 
-/// A usage only a CA certificate has, asked of a leaf.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "usage {0:?} belongs to a CA certificate (keyCertSign, cRLSign); certsync issues leaf \
@@ -93,7 +67,6 @@ pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Resu
 )]
 pub struct CaUsage(pub String);
 
-/// keyUsage cRLSign (bit 6).
 const CRL_SIGN: u16 = 1 << 6;
 
 /// The usage name that asks for an EKU OID, if one does.
@@ -104,13 +77,10 @@ pub(crate) fn eku_usage(oid: &str) -> Option<&'static str> {
         .copied()
 }
 
-/// An EKU OID by the usage name that asks for it, for messages.
-fn eku_name(oid: &str) -> String {
-    eku_usage(oid).map_or_else(|| oid.to_owned(), str::to_owned)
-}
-
+/// EKU OIDs by the usage names that ask for them, for messages.
 pub(super) fn eku_names(oids: &[String]) -> Vec<String> {
-    oids.iter().map(|o| eku_name(o)).collect()
+    let name = |o: &String| eku_usage(o).map_or_else(|| o.clone(), str::to_owned);
+    oids.iter().map(name).collect()
 }
 
 /// Subject attributes for messages: `CN="x", O="y"`.
@@ -121,11 +91,18 @@ pub(super) fn attributes(s: &[(String, String)]) -> String {
         .join(", ")
 }
 
-/// The names of the key usage bits set in `bits`, bit 0 first.
+/// The names of the key usage bits set in `bits`, bit 0 first (the last
+/// name [`USAGES`](super::USAGES) gives a bit: "digital signature", not
+/// "signing").
 pub(crate) fn ku_names(bits: u16) -> Vec<&'static str> {
-    (0..KU_NAMES.len())
-        .filter(|i| bits & (1 << i) != 0)
-        .map(|i| KU_NAMES[i])
+    let name = |bit: u16| {
+        let named = |u: &&&str| matches!(usage(u), Some(Usage::Ku(b)) if b == bit);
+        super::USAGES.iter().rev().find(named).copied()
+    };
+    (0..9)
+        .map(|i| 1 << i)
+        .filter(|b| bits & b != 0)
+        .filter_map(name)
         .collect()
 }
 
@@ -146,13 +123,12 @@ fn attribute(oid: &str, value: &str) -> String {
 
 /// Checks that `cert_pem` (leaf first, then any intermediates) is what
 /// `spec` asks for, for the key in `key_pem`: the key matches the leaf, the
-/// leaf is inside its validity window, and it is read strictly
-/// ([`Certificate::facts`]) and holds exactly the requested subject, DNS and IP
-/// names (no other kind), key usages and extended key usages, no CA, no
-/// unknown critical extension, the requested key algorithm, and chains to
-/// `ca` (PEM) when given. Pure: `now` is the only clock. Used for a freshly
-/// issued certificate and for the live one at start. The error names the
-/// field and what is wrong; values the signer chose are quoted (escaped).
+/// leaf is valid now, read by two parsers that agree ([`Certificate::facts`],
+/// else refused), and holds exactly the requested subject, DNS and IP names
+/// (no other kind), key usages and EKUs (as kube-controller-manager's
+/// signer maps them), no CA, no unknown critical extension, the requested
+/// key algorithm, and chains to `ca` (PEM) when given. Pure: `now` is the
+/// only clock. The error names the field; the signer's values are escaped.
 pub fn check(
     spec: &CsrSpec,
     cert_pem: &[u8],
@@ -183,8 +159,7 @@ pub fn check(
     })
 }
 
-/// The leaf of the pair, when certsync's own validation passes it: the
-/// key matches, inside its validity.
+/// The leaf of the pair, when certsync's own validation passes it.
 fn valid_pair(
     cert_pem: &[u8],
     key_pem: &[u8],
@@ -208,8 +183,6 @@ fn valid_pair(
         .ok_or(CsrError::NoLeaf)
 }
 
-/// Exactly the subject `spec` asks for: its O values and CN, no other
-/// attribute.
 fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     let orgs = spec
         .organizations
@@ -229,8 +202,8 @@ fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     Ok(())
 }
 
-/// The DNS names (without case) and IP addresses `spec` asks for, each
-/// set once, and no other kind of name.
+/// The DNS names (without case) and IP addresses `spec` asks for, and no
+/// other kind of name.
 fn names(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     let (dns, ips) = facts.names().map_err(|kind| CsrError::OtherName { kind })?;
     let lower = |names: &[String]| set(names.iter().map(|d| d.to_ascii_lowercase()).collect());
@@ -245,15 +218,12 @@ fn names(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     Ok(())
 }
 
-/// Exactly the key usage bits and extended key usages `spec.usages` stand
-/// for, none of them a CA's.
 fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     let (mut want_ku, mut want_eku) = (0u16, Vec::new());
     for u in &spec.usages {
         match usage(u) {
             Some(Usage::Ku(bit)) => want_ku |= bit,
             Some(Usage::Eku(oid)) => want_eku.push(oid.to_owned()),
-            // The config parser accepts only the API's usage names.
             None => return Err(CsrError::UnknownUsage(u.clone())),
         }
     }
@@ -277,7 +247,6 @@ fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     Ok(())
 }
 
-/// The key algorithm of the leaf is the one `spec` asks for.
 fn key_alg(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     match facts.key_alg {
         Some(alg) if alg == spec.key_alg => Ok(()),
@@ -289,8 +258,8 @@ fn key_alg(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     }
 }
 
-/// The chain (leaf first) verifies up to one of the CA certificates in
-/// `ca_pem`, with the extended key usage asked for (rustls' webpki).
+/// The chain (leaf first) verifies up to a CA certificate in `ca_pem`,
+/// with the EKU asked for (rustls' webpki).
 fn chains_to(
     chain: &[CertificateDer<'_>],
     ca_pem: &[u8],

@@ -1,20 +1,12 @@
-//! When to request the next certificate.
-//!
-//! Normally at the renewal deadline (a share of the lifetime drawn from the
-//! mapping's window, kubelet's rule). But a signer may issue certificates
-//! that are already past that point (its clock behind ours, a CA about to
-//! expire clipping notAfter, a lifetime shorter than asked): renewing "at
-//! the deadline" would then request again at once, with a new key and a new
-//! revision each time, in a loop as fast as the signer answers. So when a
-//! certificate's renewal point has already passed as it arrives, no request
-//! is made sooner than a floor after the previous issuance:
-//! `max(--csr-renew-floor, 10 % of the issued lifetime up to a day)`,
-//! doubled on each consecutive time it holds a renewal back (jittered, up
-//! to an hour or the floor if that is longer). A renewal point still ahead
-//! is kept as it is, however near: the floor must never carry a valid
-//! schedule past expiry (a 3-minute lifetime under the 5-minute floor
-//! expired before its renewal). Pure: the caller gives the clock and the
-//! random draws.
+//! When to request the next certificate: at the renewal deadline (a share
+//! of the lifetime drawn from the mapping's window, kubelet's rule). A
+//! signer may issue certificates already past that point (its clock
+//! behind, a CA clipping notAfter): renewing at once would loop as fast as
+//! it answers. So a certificate due on arrival is renewed no sooner than a
+//! [`floor`] after its issuance, doubled each time in a row (jittered, up
+//! to an hour or the floor). A renewal point still ahead is kept however
+//! near: the floor must never carry a valid schedule past expiry. Pure:
+//! the caller gives the clock and the random draws.
 
 use std::time::{Duration, SystemTime};
 
@@ -24,13 +16,11 @@ use crate::validate;
 /// Repeated hold-backs double the wait up to this (or the floor, if longer).
 const HELD_CAP: Duration = Duration::from_secs(3600);
 
-/// The lifetime's share of the floor is at most this: the lifetime is
-/// notAfter minus notBefore, both the signer's, and a signer that backdates
-/// notBefore (by years, or to the epoch) would otherwise hold renewal back
-/// for a tenth of that, long past notAfter.
+/// The lifetime's share of the floor is at most this: a signer that
+/// backdates notBefore (by years) would otherwise hold renewal back for a
+/// tenth of that, long past notAfter.
 const LIFE_FLOOR_CAP: Duration = Duration::from_secs(86_400);
 
-/// The next request's time, and why it is later than the deadline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Next {
     pub at: SystemTime,
@@ -38,9 +28,9 @@ pub struct Next {
     pub held: Option<String>,
 }
 
-/// When to renew the certificate `w`, issued (or adopted) at `since`.
-/// `held_before`: how many schedules in a row the floor already held back;
-/// `draw` and `jitter` are random numbers in [0, 1).
+/// When to renew the certificate `w`, issued (or adopted) at `since`;
+/// `held_before`: schedules in a row the floor held back; `draw` and
+/// `jitter` in [0, 1).
 pub fn next(
     w: Window,
     renew: (f64, f64),
@@ -52,7 +42,6 @@ pub fn next(
 ) -> Next {
     let deadline = w.deadline(renew, draw);
     let floor = self::floor(w, floor);
-    // Not due on arrival: the schedule is the certificate's own.
     if deadline > since {
         return Next {
             at: deadline,
@@ -79,22 +68,17 @@ pub fn next(
 }
 
 /// The least time between two issuances for a certificate `w`:
-/// `--csr-renew-floor` (`floor`) or a tenth of the lifetime up to a day,
-/// whichever is longer.
+/// `--csr-renew-floor` or a tenth of the lifetime up to a day, if longer.
 pub fn floor(w: Window, floor: Duration) -> Duration {
     let life = Duration::from_secs(u64::try_from(w.not_after - w.not_before).unwrap_or(0));
     floor.max((life / 10).min(LIFE_FLOOR_CAP))
 }
 
 /// When to ask again after a new certificate (ending `issued_not_after`)
-/// was refused because the live one (ending `live_not_after`, later) outlasts
-/// it: when a certificate of the same lifetime would outlast the live one
-/// (the lifetime was lowered, or the CA cut this one short), so the next is
-/// kept, while the live one is still valid. Not the floor's schedule: the
-/// floor counts from this issuance and would carry the live pair past its
-/// end (a lifetime lowered from 8 to 3 minutes served an expired
-/// certificate for 35 s). At least `MIN_RETRY` apart, so a CA cutting
-/// every certificate short cannot drive a loop; never after the live end.
+/// was refused because the live one outlasts it: when one of the same
+/// lifetime would outlast the live one, never after the live end (the
+/// floor's schedule would carry the live pair past it), and at least
+/// `MIN_RETRY` apart (a CA cutting every certificate short drives no loop).
 pub fn outlasting(now: i64, issued_not_after: i64, live_not_after: i64) -> SystemTime {
     let lifetime = issued_not_after.saturating_sub(now);
     let at = live_not_after
@@ -105,7 +89,6 @@ pub fn outlasting(now: i64, issued_not_after: i64, live_not_after: i64) -> Syste
     SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap_or(0))
 }
 
-/// The least time between two issuances [`outlasting`] schedules.
 const MIN_RETRY: i64 = 10;
 
 #[cfg(test)]

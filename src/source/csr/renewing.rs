@@ -1,9 +1,6 @@
 //! What a renewing source (`csr:`, `ca:`) keeps between issuances, and
-//! the steps both take with it: when to issue next ([`renewal::next`]),
-//! what becomes of a certificate issued (it replaces the live one, or the
-//! live one outlasts it, [`renewal::outlasting`]), a failure counted and
-//! backed off. One loop's state, so the two sources cannot drift apart on
-//! how fast they retry or when a renewal is held back.
+//! the steps both take with it, so the two cannot drift apart on how fast
+//! they retry or when a renewal is held back.
 
 use std::time::{Duration, SystemTime};
 
@@ -11,22 +8,18 @@ use super::{Window, renewal};
 use crate::metrics::Metrics;
 use crate::validate;
 
-/// Retries after failures back off up to this.
 pub(crate) const RETRY_CAP: Duration = Duration::from_secs(300);
 
-/// A mapping's renewal state.
 pub struct Renewing<'a> {
     mapping: &'a str,
     metrics: &'a Metrics,
     /// The live certificate's window; `None`: none fits, issue at once.
     pub current: Option<Window>,
     /// When this process was last issued one; `None` while the live one
-    /// is adopted (its notBefore counts instead, so a restart loop cannot
-    /// issue faster either).
+    /// is adopted (its notBefore counts: a restart loop is no faster).
     pub issued_at: Option<SystemTime>,
     /// Schedules in a row the renewal floor held back.
     held: u32,
-    /// Failures in a row.
     failures: u32,
     /// The last failure logged at error level: each distinct one once.
     last_error: Option<String>,
@@ -45,20 +38,17 @@ impl<'a> Renewing<'a> {
         }
     }
 
-    /// After failures: how long to back off before the next attempt.
     pub fn backoff(&self) -> Option<Duration> {
         (self.failures > 0)
             .then(|| crate::backoff(Duration::from_secs(2), self.failures).min(RETRY_CAP))
     }
 
-    /// Failures in a row.
     pub fn attempt(&self) -> u32 {
         self.failures
     }
 
-    /// When to renew the live certificate ([`renewal::next`] with the
-    /// window `renew` and the `floor`), logged; `None` when there is none
-    /// (issue at once).
+    /// When to renew the live certificate ([`renewal::next`]), logged;
+    /// `None` when there is none (issue at once).
     pub fn schedule(&mut self, renew: (f64, f64), floor: Duration) -> Option<SystemTime> {
         let w = self.current?;
         let since = self.issued_at.unwrap_or_else(|| {
@@ -89,9 +79,8 @@ impl<'a> Renewing<'a> {
     }
 
     /// A certificate issued with `window`: `Ok` when it replaces the live
-    /// one (counted as a rotation), `Err(retry)` when the live one, still
-    /// valid, outlasts it (a CA about to end clips what it issues): the
-    /// live pair stays and the next is asked for at `retry`.
+    /// one, `Err(retry)` when the live one, still valid, outlasts it (and
+    /// stays; the next is asked for at `retry`).
     pub fn issued(&mut self, window: Window) -> Result<(), SystemTime> {
         self.failures = 0;
         self.last_error = None;
@@ -113,9 +102,8 @@ impl<'a> Renewing<'a> {
         }
     }
 
-    /// A failure, by its metric `reason` and `message`: counted and
-    /// reported; `true` when it differs from the last one (log it at error
-    /// level; a repeat only at debug).
+    /// A failure, counted and reported; `true` when it differs from the
+    /// last one (log it at error level; a repeat only at debug).
     pub fn failed(&mut self, reason: &'static str, message: &str) -> bool {
         self.failures = self.failures.saturating_add(1);
         self.metrics.csr_error(self.mapping, reason);

@@ -1,6 +1,5 @@
-//! A `csr:` mapping kept current until shutdown: the live pair adopted,
-//! then a request at each renewal point ([`Renewing`]), failures retried
-//! with backoff; and `run --once`'s single request.
+//! A `csr:` mapping kept current until shutdown ([`Renewing`]), and
+//! `run --once`'s single request.
 
 use std::time::{Duration, SystemTime};
 
@@ -15,11 +14,10 @@ use crate::source::Update;
 use crate::validate;
 
 impl CsrSource {
-    /// The client for the next request. With a bootstrap kubeconfig: its
-    /// credentials while there is no valid pair (`own_pair` false), else
-    /// its cluster with the live pair as client certificate, as kubelet's
-    /// TLS bootstrap renews with its own certificate. Without one: the
-    /// process's client. `None` on shutdown.
+    /// The client for the next request: with a bootstrap kubeconfig, its
+    /// credentials until there is a valid pair (`own_pair`), then its
+    /// cluster with the live pair, as kubelet's TLS bootstrap does; else
+    /// the process's. `None` on shutdown.
     pub async fn client(
         &self,
         clients: &mut watch::Receiver<Option<Client>>,
@@ -60,9 +58,8 @@ impl CsrSource {
         }
     }
 
-    /// Keeps the mapping's certificate current until shutdown: adopts the
-    /// live pair, then renews at the deadline, retrying failures with
-    /// backoff. Publishes every issued bundle into `tx`.
+    /// Keeps the mapping's certificate current until shutdown, publishing
+    /// every issued bundle.
     pub async fn run(
         self,
         mut clients: watch::Receiver<Option<Client>>,
@@ -78,8 +75,7 @@ impl CsrSource {
         };
         let current = self.adopt(&client, live.as_ref()).await;
         let mut state = Renewing::new(&self.mapping, &self.metrics, current);
-        // Set when an issued certificate was refused for ending before the
-        // live one ([`renewal::outlasting`]).
+        // An issued certificate ended before the live one: when to ask again.
         let mut retry_at: Option<SystemTime> = None;
         loop {
             let at = match state.backoff() {
@@ -140,7 +136,7 @@ impl CsrSource {
     }
 
     /// `run --once`: the live pair if it satisfies the mapping, else one
-    /// request waited for (up to the approval timeout).
+    /// request waited for.
     pub async fn once(
         &self,
         client: &Client,

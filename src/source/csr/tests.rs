@@ -406,3 +406,21 @@ fn attack_an_issued_pem_go_reads_another_leaf_from_is_refused() {
         assert!(e.is_err(), "published, and Go reads the other leaf:\n{pem}");
     }
 }
+
+#[test]
+fn key_usage_bits_are_named_as_the_csr_api_names_them() {
+    let all = [
+        "digital signature",
+        "content commitment",
+        "key encipherment",
+        "data encipherment",
+        "key agreement",
+        "cert sign",
+        "crl sign",
+        "encipher only",
+        "decipher only",
+    ];
+    assert_eq!(ku_names(0x1ff), all);
+    assert_eq!(ku_names(0b101), ["digital signature", "key encipherment"]);
+    assert_eq!(ku_names(1 << 9), Vec::<&str>::new());
+}

@@ -4,41 +4,6 @@
 
 use super::*;
 
-/// Where an object stands.
-pub(super) enum State {
-    Pending { approved: bool },
-    Issued(Vec<u8>),
-    Denied { reason: String, message: String },
-    Failed { reason: String, message: String },
-}
-
-pub(super) fn state(csr: &CertificateSigningRequest) -> State {
-    let status = csr.status.as_ref();
-    let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
-    let find = |ty: &str| {
-        conditions
-            .iter()
-            .find(|c| c.type_ == ty && c.status == "True")
-            .map(|c| {
-                (
-                    c.reason.clone().unwrap_or_default(),
-                    c.message.clone().unwrap_or_default(),
-                )
-            })
-    };
-    if let Some((reason, message)) = find("Denied") {
-        return State::Denied { reason, message };
-    }
-    if let Some((reason, message)) = find("Failed") {
-        return State::Failed { reason, message };
-    }
-    let approved = find("Approved").is_some();
-    match status.and_then(|s| s.certificate.as_ref()) {
-        Some(cert) if approved && !cert.0.is_empty() => State::Issued(cert.0.clone()),
-        _ => State::Pending { approved },
-    }
-}
-
 /// What a wait has said once already.
 #[derive(Default)]
 pub(super) struct Said {
@@ -49,9 +14,7 @@ pub(super) struct Said {
 impl CsrSource {
     /// Waits for `name` (whose uid is `uid`) to be issued, denied, failed
     /// or deleted, or for the approval timeout: `created`, then the request
-    /// as `source::watch`'s loop sees it (listed, then watched; a watch
-    /// that fails, stalls or is ended at once by the server is retried
-    /// with backoff there, so a wait never spins).
+    /// as `source::watch`'s loop sees it (which never spins).
     pub(super) async fn wait(
         &self,
         api: &Api<CertificateSigningRequest>,
@@ -74,7 +37,6 @@ impl CsrSource {
             .named(format!("certificatesigningrequest {name}"))
             .stream();
         let mut events = std::pin::pin!(events);
-        // Whether the list being reported holds the request.
         let mut listed = false;
         loop {
             let Ok(event) = tokio::time::timeout_at(deadline, events.next()).await else {
@@ -104,8 +66,7 @@ impl CsrSource {
                     tracing::debug!(mapping = %self.mapping, csr = %name, error = %e, "watch failed; watching again");
                     continue;
                 }
-                // The loop never ends; if it did, that is a failure to
-                // retry, not a verdict.
+                // Never: a failure to retry, not a verdict.
                 None => {
                     return Err(CsrError::WatchEnded { csr: name.into() });
                 }
@@ -129,26 +90,39 @@ impl CsrSource {
         if obj.metadata.uid.as_deref() != Some(uid) {
             return Some(Err(CsrError::Replaced { csr: name.into() }));
         }
-        match state(obj) {
-            State::Issued(cert) => Some(Ok(cert)),
-            State::Denied { reason, message } => Some(Err(CsrError::Denied {
-                csr: name.into(),
+        let status = obj.status.as_ref();
+        let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+        let find = |ty: &str| {
+            let c = conditions
+                .iter()
+                .find(|c| c.type_ == ty && c.status == "True")?;
+            let text = |t: &Option<String>| t.clone().unwrap_or_default();
+            Some((name.to_owned(), text(&c.reason), text(&c.message)))
+        };
+        if let Some((csr, reason, message)) = find("Denied") {
+            return Some(Err(CsrError::Denied {
+                csr,
                 reason,
                 message,
-            })),
-            State::Failed { reason, message } => Some(Err(CsrError::Failed {
-                csr: name.into(),
+            }));
+        }
+        if let Some((csr, reason, message)) = find("Failed") {
+            return Some(Err(CsrError::Failed {
+                csr,
                 reason,
                 message,
-            })),
-            State::Pending { approved: true } => {
+            }));
+        }
+        let approved = find("Approved").is_some();
+        match status.and_then(|s| s.certificate.as_ref()) {
+            Some(cert) if approved && !cert.0.is_empty() => return Some(Ok(cert.0.clone())),
+            _ if approved => {
                 if !said.approved {
                     said.approved = true;
                     tracing::info!(mapping = %self.mapping, csr = %name, "approved; waiting for the signer to issue the certificate");
                 }
-                None
             }
-            State::Pending { approved: false } => {
+            _ => {
                 if !said.waiting {
                     said.waiting = true;
                     tracing::warn!(
@@ -158,8 +132,8 @@ impl CsrSource {
                         "waiting for approval; an administrator can approve it with: kubectl certificate approve {name}"
                     );
                 }
-                None
             }
         }
+        None
     }
 }

@@ -1,6 +1,4 @@
-//! The identity a `ca:` mapping's `template=` certificate gives, read
-//! strictly as data someone else may have written: signed by the CA, one
-//! strict DER certificate, nothing in it certsync would silently drop.
+//! The identity a `ca:` mapping's `template=` certificate gives.
 
 use std::path::Path;
 
@@ -8,11 +6,9 @@ use super::{CaCert, CaError, LIMIT, issued_by, one_certificate};
 use crate::source::csr::{KeyAlg, San, eku_usage, ku_names, leaf_usages};
 use crate::x509::{Certificate, Facts, Name};
 
-/// nameConstraints: only a CA certificate has them.
 const NAME_CONSTRAINTS: &str = "2.5.29.30";
-/// What a template certificate says the issued one must be.
 pub(super) struct Template {
-    /// The subject as it is encoded (DER), copied into the issued one.
+    /// DER, copied into the issued one as it is.
     pub(super) subject: Vec<u8>,
     pub(super) cn: Option<String>,
     pub(super) o: Vec<String>,
@@ -23,17 +19,14 @@ pub(super) struct Template {
     pub(super) not_after: i64,
 }
 
-/// Reads the identity of a template, strictly, as data someone else may
-/// have written: it must be signed by the CA (its validity is not checked:
-/// an expired certificate is the usual template), one strict DER
-/// certificate, each extension once. It may hold a subject of CN and O
-/// only, DNS names that pass [`crate::x509::dns_name`] and IP SANs, key
-/// usages and EKUs the CSR API names and a leaf may have, a key certsync
-/// can make, and no CA, name constraints or critical extension certsync
-/// does not copy. Anything else is refused rather than dropped, so nothing
-/// the template says is silently left out of the renewal; non-critical
-/// extensions certsync does not copy (SKI, AKI, authorityInfoAccess, CRL
-/// distribution points) are the signer's own and are ignored.
+/// Reads a template strictly, as data someone else may have written:
+/// signed by the CA (its validity is not checked: an expired certificate
+/// is the usual template), one strict DER certificate, a subject of CN and
+/// O only, DNS and IP SANs, usages the CSR API names and a leaf may have, a
+/// key certsync can make, no CA, name constraints or unknown critical
+/// extension. Anything else is refused rather than silently left out of the
+/// renewal; non-critical extensions (SKI, AKI, AIA, CRL distribution
+/// points) are the signer's own and ignored.
 pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, CaError> {
     let bytes = crate::beneath::read_file(path, LIMIT).map_err(CaError::Read)?;
     let der = one_certificate(&bytes)?;
@@ -69,8 +62,6 @@ pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, CaErro
     })
 }
 
-/// The subject's CN (one at most) and O values; no other attribute, none
-/// empty.
 fn subject(facts: &Facts) -> Result<(Option<String>, Vec<String>), CaError> {
     let (mut cn, mut o) = (None, Vec::new());
     for (oid, value) in &facts.subject {
@@ -87,8 +78,6 @@ fn subject(facts: &Facts) -> Result<(Option<String>, Vec<String>), CaError> {
     Ok((cn, o))
 }
 
-/// The names, in the template's order: DNS names that pass
-/// [`crate::x509::dns_name`] and IP addresses; any other kind is refused.
 fn sans(facts: &Facts) -> Result<Vec<San>, CaError> {
     (facts.sans.iter())
         .map(|name| match name {
@@ -102,9 +91,6 @@ fn sans(facts: &Facts) -> Result<Vec<San>, CaError> {
         .collect()
 }
 
-/// A leaf's ([`Facts::leaf_only`]) without name constraints, which only
-/// a CA has. Non-critical extensions certsync does not copy (SKI, AKI,
-/// authorityInfoAccess, CRL distribution points) are the signer's own.
 fn leaf_only(facts: &Facts) -> Result<(), CaError> {
     if facts
         .extensions
@@ -116,8 +102,6 @@ fn leaf_only(facts: &Facts) -> Result<(), CaError> {
     facts.leaf_only().map_err(CaError::certificate)
 }
 
-/// The usage name of each EKU, once each, in the template's order; an EKU
-/// the CSR API does not name is refused.
 fn ekus(facts: &Facts) -> Result<Vec<&'static str>, CaError> {
     let mut ekus = Vec::new();
     for oid in facts.ext_key_usage.iter().flatten() {
