@@ -134,25 +134,13 @@ pub enum CaError {
     LifetimeOther { live: Duration, wanted: Duration },
 
     // Why a certificate cannot be made: each names the part.
-    #[error("{what}: {error}")]
-    Der {
-        what: &'static str,
-        error: x509_cert::der::Error,
-    },
     #[error("extension {oid}: {error}")]
     ExtensionEncoding {
         oid: &'static str,
         error: x509_cert::der::Error,
     },
-    #[error("{oid}: {error}")]
-    Oid {
-        oid: String,
-        error: x509_cert::der::oid::Error,
-    },
     #[error("the OS random generator failed")]
     Random,
-    #[error("usage {0:?} is not one the CSR API knows")]
-    UnknownUsage(String),
     #[error("key usage: {0}")]
     KeyUsageBits(x509_cert::der::flagset::InvalidBits),
     #[error("{0}")]

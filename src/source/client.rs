@@ -138,16 +138,6 @@ impl Default for ClientSettings {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Origin {
-    /// `listed`: from `KUBECONFIG`, where a missing file is skipped.
-    Files {
-        paths: Vec<PathBuf>,
-        listed: bool,
-    },
-    InCluster,
-}
-
 pub struct Loaded {
     pub config: kube::Config,
     /// The namespace the configuration implies: the chosen context's, or
@@ -156,42 +146,29 @@ pub struct Loaded {
 }
 
 impl ClientSettings {
-    fn origin(&self) -> Origin {
+    /// The kubeconfig files to merge, and whether they come from
+    /// `KUBECONFIG` (where a missing file is skipped); `None`: in-cluster.
+    fn kubeconfigs(&self) -> Option<(Vec<PathBuf>, bool)> {
         if let Some(path) = &self.kubeconfig {
-            return Origin::Files {
-                paths: vec![path.clone()],
-                listed: false,
-            };
+            return Some((vec![path.clone()], false));
         }
         if let Some(env) = std::env::var_os("KUBECONFIG") {
             let paths: Vec<PathBuf> = std::env::split_paths(&env)
                 .filter(|p| !p.as_os_str().is_empty())
                 .collect();
             if !paths.is_empty() {
-                return Origin::Files {
-                    paths,
-                    listed: true,
-                };
+                return Some((paths, true));
             }
         }
-        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            let path = PathBuf::from(home).join(".kube").join("config");
-            if path.exists() {
-                return Origin::Files {
-                    paths: vec![path],
-                    listed: false,
-                };
-            }
-        }
-        Origin::InCluster
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+        let path = PathBuf::from(home).join(".kube").join("config");
+        path.exists().then(|| (vec![path], false))
     }
 
     /// Files whose change means the client must be rebuilt.
     fn credential_files(&self) -> Vec<PathBuf> {
-        match self.origin() {
-            Origin::Files { paths, .. } => paths,
-            Origin::InCluster => vec![PathBuf::from(SA_TOKEN)],
-        }
+        self.kubeconfigs()
+            .map_or_else(|| vec![PathBuf::from(SA_TOKEN)], |(paths, _)| paths)
     }
 
     pub async fn client(&self) -> Result<Client, ClientError> {
@@ -203,8 +180,8 @@ impl ClientSettings {
     }
 
     pub async fn load(&self) -> Result<Loaded, ClientError> {
-        let mut loaded = match self.origin() {
-            Origin::Files { paths, listed } => {
+        let mut loaded = match self.kubeconfigs() {
+            Some((paths, listed)) => {
                 let (kc, shown) = read_kubeconfigs(&paths, listed)?;
                 let context = self.context.clone().or_else(|| kc.current_context.clone());
                 let namespace = kc
@@ -215,7 +192,7 @@ impl ClientSettings {
                 let config = config_of(kc, self.context.clone(), shown).await?;
                 Loaded { config, namespace }
             }
-            Origin::InCluster => {
+            None => {
                 if let Some(context) = &self.context {
                     return Err(ClientError::ContextWithoutKubeconfig(context.clone()));
                 }

@@ -61,32 +61,20 @@ pub(crate) mod renewing;
 pub use issued::check;
 mod run;
 
-/// [`check`] on the blocking pool ([`crate::blocking`]): the certificate
-/// is the signer's answer and the CA an object others write.
+/// [`check`] on the blocking pool: the certificate is the signer's answer
+/// and the CA an object others write.
 async fn check_off_runtime(
     spec: &Arc<CsrSpec>,
     cert: &[u8],
     key: &[u8],
     ca: Option<&[u8]>,
-    clock_skew: std::time::Duration,
-) -> Result<Result<Window, CsrError>, crate::Panicked> {
-    let (spec, cert, key, ca) = (
-        Arc::clone(spec),
-        cert.to_vec(),
-        key.to_vec(),
-        ca.map(<[u8]>::to_vec),
-    );
-    crate::blocking(move || {
-        check(
-            &spec,
-            &cert,
-            &key,
-            ca.as_deref(),
-            SystemTime::now(),
-            clock_skew,
-        )
-    })
-    .await
+    skew: Duration,
+) -> Result<Window, CsrError> {
+    let (spec, cert, key) = (Arc::clone(spec), cert.to_vec(), key.to_vec());
+    let ca = ca.map(<[u8]>::to_vec);
+    crate::blocking(move || check(&spec, &cert, &key, ca.as_deref(), SystemTime::now(), skew))
+        .await
+        .unwrap_or_else(|e| Err(CsrError::Panicked(e)))
 }
 pub(crate) use issued::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
 use issued::{attributes, eku_names};
@@ -155,12 +143,6 @@ pub enum CsrError {
         #[source]
         problem: Box<CsrError>,
     },
-    #[error("certificatesigningrequest {csr}: the issued certificate is refused: {task}")]
-    MismatchTask {
-        csr: String,
-        #[source]
-        task: crate::Panicked,
-    },
     #[error("API client for certificate requests: {0}")]
     Client(#[source] ClientError),
     #[error("signer CA {source_name}: {problem}")]
@@ -188,7 +170,7 @@ pub enum CsrError {
     #[error("no answer within {0:?}")]
     CaTimeout(Duration),
     #[error("{0}")]
-    CaTask(#[source] crate::Panicked),
+    Panicked(#[source] crate::Panicked),
     #[error("holds no CERTIFICATE block")]
     CaNoCertificate,
 
@@ -277,13 +259,13 @@ impl CsrError {
             Self::Failed { .. } => "failed",
             Self::Deleted { .. } | Self::Replaced { .. } => "deleted",
             Self::Timeout { .. } => "timeout",
-            Self::Mismatch { .. } | Self::MismatchTask { .. } => "mismatch",
+            Self::Mismatch { .. } => "mismatch",
             Self::Ca { .. }
             | Self::CaFile(_)
             | Self::CaNoKey { .. }
             | Self::CaBundles { .. }
             | Self::CaTimeout(_)
-            | Self::CaTask(_)
+            | Self::Panicked(_)
             | Self::CaNoCertificate => "ca",
             // What the variants above carry.
             Self::Der { .. } | Self::Oid { .. } | Self::Signing(_) => "request",
@@ -457,14 +439,12 @@ impl CsrSource {
                 None
             }
         };
-        let refused = |problem: &dyn std::fmt::Display| {
-            tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; requesting a new one");
-            None
-        };
         match check_off_runtime(&self.spec, cert, key, ca.as_deref(), self.clock_skew).await {
-            Ok(Ok(w)) => Some(w),
-            Ok(Err(problem)) => refused(&problem),
-            Err(task) => refused(&task),
+            Ok(w) => Some(w),
+            Err(problem) => {
+                tracing::info!(mapping = %self.mapping, %problem, "the live certificate does not satisfy the mapping; requesting a new one");
+                None
+            }
         }
     }
 
@@ -518,10 +498,6 @@ impl CsrSource {
             self.clock_skew,
         )
         .await
-        .map_err(|task| CsrError::MismatchTask {
-            csr: name.clone(),
-            task,
-        })?
         .map_err(|problem| CsrError::Mismatch {
             csr: name.clone(),
             problem: Box::new(problem),
@@ -579,7 +555,7 @@ impl CsrSource {
                 let path = path.clone();
                 crate::blocking(move || crate::files::read_steering(&path, CA_LIMIT))
                     .await
-                    .map_err(|e| err(CsrError::CaTask(e)))?
+                    .map_err(|e| err(CsrError::Panicked(e)))?
                     .map_err(|e| err(CsrError::CaFile(e)))?
             }
             CaSource::ConfigMap {
@@ -613,7 +589,7 @@ impl CsrSource {
             (pem, has_cert)
         })
         .await
-        .map_err(|e| err(CsrError::CaTask(e)))?;
+        .map_err(|e| err(CsrError::Panicked(e)))?;
         if !has_cert {
             return Err(err(CsrError::CaNoCertificate));
         }

@@ -25,18 +25,16 @@ use x509_cert::time::{Time, Validity};
 use super::CaError;
 use super::material::{CaKey, Wanted};
 use crate::source::csr::{
-    Usage, Window, leaf_usages, san_extension, signature_algorithm, subject, usage,
+    CsrError, Usage, Window, leaf_usages, san_extension, signature_algorithm, subject, usage,
 };
 
 pub(super) fn der(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CaError {
-    move |error| CaError::Der { what, error }
+    move |error| CaError::Encode(Box::new(CsrError::Der { what, error }))
 }
 
-fn oid(oid: &str) -> Result<ObjectIdentifier, CaError> {
-    ObjectIdentifier::new(oid).map_err(|error| CaError::Oid {
-        oid: oid.into(),
-        error,
-    })
+fn oid(oid: &'static str) -> Result<ObjectIdentifier, CaError> {
+    ObjectIdentifier::new(oid)
+        .map_err(|error| CaError::Encode(Box::new(CsrError::Oid { oid, error })))
 }
 
 /// A time as RFC 5280 wants it: UTCTime through 2049, GeneralizedTime after.
@@ -173,7 +171,7 @@ fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, CaError> {
                     eku.push(oid);
                 }
             }
-            None => return Err(CaError::UnknownUsage(u.clone())),
+            None => return Err(CaError::Encode(Box::new(CsrError::UnknownUsage(u.clone())))),
         }
     }
     let mut extensions = Vec::new();
