@@ -258,14 +258,18 @@ impl KubeObject {
     /// A failed list or watch, naming the verb and the object; a `403`
     /// says what RBAC must allow.
     fn watch_error(&self, e: WatchError) -> KubeError {
-        if e.code() == Some(403) {
-            KubeError::Forbidden {
-                verb: e.verb(),
+        match e {
+            WatchError::Api {
+                verb,
+                code: Some(403),
+                message,
+                ..
+            } => KubeError::Forbidden {
+                verb,
                 object: self.object.to_string(),
-                message: e.message(),
-            }
-        } else {
-            KubeError::Watch(e)
+                message,
+            },
+            e => KubeError::Watch(e),
         }
     }
 

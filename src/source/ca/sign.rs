@@ -1,9 +1,6 @@
 //! The issued certificate, built with RustCrypto `x509-cert` and signed by
-//! the CA key through ring: what kubeadm's `NewSignedCert` makes
-//! (`cmd/kubeadm/app/util/pkiutil/pki_helpers.go`: key usage critical,
-//! extended key usage, basic constraints CA:FALSE critical, AKI from the
-//! CA's SKI, SANs), with a random positive 127-bit serial and a
-//! SubjectKeyIdentifier.
+//! the CA key through ring: what kubeadm's `NewSignedCert` makes, with a
+//! random positive 127-bit serial and a SubjectKeyIdentifier.
 
 use std::time::{Duration, SystemTime};
 
@@ -108,8 +105,7 @@ pub(super) fn certificate(
     finish(tbs, ca_key)
 }
 
-/// `tbs` signed by `ca_key` with the algorithm `tbs` names: the
-/// certificate, DER.
+/// `tbs` signed by `ca_key`: the certificate, DER.
 pub(super) fn finish(tbs: TbsCertificate, ca_key: &CaKey) -> Result<Vec<u8>, CaError> {
     let signature = ca_key.sign(&tbs.to_der().map_err(der("encoding"))?)?;
     x509_cert::Certificate {
@@ -157,9 +153,8 @@ fn extensions(
     Ok(extensions)
 }
 
-/// The key usage (critical) and extended key usage extensions the CSR API
-/// usage strings `usages` stand for, each EKU once; none when none is
-/// asked.
+/// The key usage (critical) and EKU extensions `usages` stand for, each
+/// EKU once.
 fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, CaError> {
     let (mut ku, mut eku) = (0u16, Vec::new());
     for u in usages {

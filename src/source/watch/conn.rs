@@ -15,7 +15,6 @@ use super::WatchError;
 use super::pacing::ANSWER_WITHIN;
 use crate::source::stall_deadline;
 
-/// A watch in flight.
 pub(super) struct Open {
     pub(super) body: Pin<Box<dyn AsyncBufRead + Send>>,
     pub(super) version: String,
@@ -28,8 +27,7 @@ pub(super) struct Open {
     pub(super) seen: bool,
 }
 
-/// What the requests are made with (shared, immutable, while one is in
-/// flight).
+/// What the requests are made with.
 pub(super) struct Conn {
     pub(super) client: Client,
     pub(super) request: kube::core::Request,
@@ -38,7 +36,6 @@ pub(super) struct Conn {
     pub(super) what: String,
 }
 
-/// How reading one line of a watch went.
 pub(super) enum Line<K> {
     Event(WatchEvent<K>),
     /// The server ended the watch.
@@ -47,7 +44,6 @@ pub(super) enum Line<K> {
 }
 
 impl Conn {
-    /// One page of the list.
     pub(super) async fn page<K: Resource + Clone + DeserializeOwned>(
         &self,
         token: Option<String>,
@@ -94,8 +90,7 @@ impl Conn {
             .watch(&self.watch, version)
             .map_err(|e| self.error("watch", None, e.to_string()))?;
         // Headers within ANSWER_WITHIN (the permit is held until then), or
-        // within the stall deadline when a short watch timeout makes it
-        // sooner.
+        // the stall deadline if sooner.
         let headers_by = deadline.min(Instant::now() + ANSWER_WITHIN);
         match tokio::time::timeout_at(headers_by, self.client.request_stream(req)).await {
             Ok(Ok(body)) => Ok((Box::pin(body), deadline, said)),
@@ -108,7 +103,6 @@ impl Conn {
         }
     }
 
-    /// The next line of an open watch, parsed.
     pub(super) async fn read<K: Resource + Clone + DeserializeOwned>(
         &self,
         open: &mut Open,

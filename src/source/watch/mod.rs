@@ -66,21 +66,6 @@ impl WatchError {
             Self::Stalled { .. } => None,
         }
     }
-
-    pub fn verb(&self) -> &'static str {
-        match self {
-            Self::Api { verb, .. } => verb,
-            Self::Stalled { .. } => "watch",
-        }
-    }
-
-    /// What went wrong, without the verb and object.
-    pub fn message(&self) -> String {
-        match self {
-            Self::Api { message, .. } => message.clone(),
-            Self::Stalled { said, .. } => format!("{said}; watching again"),
-        }
-    }
 }
 
 /// The loop for `api` as `config` selects (selectors, `timeout`,

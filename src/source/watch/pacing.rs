@@ -57,16 +57,12 @@ impl Gate {
 
 /// News, shared by the loops of one process, that the server answers again
 /// after it could not be reached.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Recovery(std::sync::Arc<tokio::sync::watch::Sender<u64>>);
 
 impl Recovery {
-    pub fn new() -> Self {
-        Self(std::sync::Arc::new(tokio::sync::watch::Sender::new(0)))
-    }
-
     pub fn process() -> Self {
-        static PROCESS: std::sync::LazyLock<Recovery> = std::sync::LazyLock::new(Recovery::new);
+        static PROCESS: std::sync::LazyLock<Recovery> = std::sync::LazyLock::new(Recovery::default);
         PROCESS.clone()
     }
 
@@ -76,12 +72,6 @@ impl Recovery {
 
     pub(super) fn answered(&self) {
         self.0.send_modify(|n| *n = n.wrapping_add(1));
-    }
-}
-
-impl Default for Recovery {
-    fn default() -> Self {
-        Self::new()
     }
 }
 

@@ -15,12 +15,11 @@ use super::conn::{Conn, Line, Open};
 use super::pacing::{Gate, Pacing, Recovery, heard};
 use super::{LOG, WatchError};
 
-/// Where the loop stands.
 enum State<K> {
     /// List from the first page.
     List,
     /// Reporting a list: the objects still to report, the next page's
-    /// continue token, and the list's resourceVersion once known.
+    /// continue token, the list's resourceVersion.
     Listing {
         items: VecDeque<K>,
         next_page: Option<String>,
@@ -35,7 +34,6 @@ enum State<K> {
     Watching(Box<Open>),
 }
 
-/// A running loop: what it asks with, how it is paced, where it stands.
 pub(super) struct Loop<K> {
     conn: Conn,
     pacing: Pacing,
@@ -61,7 +59,6 @@ impl<K> Loop<K>
 where
     K: Resource + Clone + DeserializeOwned + Send + 'static,
 {
-    /// A loop that lists first, its rate limiter's bucket full.
     pub(super) fn new(conn: Conn, pacing: Pacing, recovery: Recovery, gate: Gate) -> Self {
         Self {
             conn,
@@ -100,7 +97,6 @@ where
         }
     }
 
-    /// Lists the first page.
     async fn list(&mut self) -> Result<Event<K>, WatchError> {
         match Box::pin(self.throttled(|c| c.page(None))).await {
             Ok(list) => {
@@ -136,8 +132,8 @@ where
         };
         match Box::pin(self.throttled(|c| c.page(Some(token)))).await {
             Ok(list) => self.state = Self::listing(list),
-            // A failed page (an expired continue token, too):
-            // the whole list again, after the backoff.
+            // A failed page (an expired continue token, too): the whole
+            // list again, after the backoff.
             Err(e) => return Some(Err(self.failed(e))),
         }
         None
@@ -164,9 +160,8 @@ where
             }
             Err(e) if e.code() == Some(410) => self.gone(fresh),
             Err(e) => {
-                // Not fresh any more: time passed since the
-                // list, and a 410 now is an expired version
-                // (a server back from an outage), not a storm.
+                // Not fresh any more: a 410 now is an expired version (a
+                // server back from an outage), not a storm.
                 self.state = State::Watch {
                     version,
                     fresh: false,
@@ -325,10 +320,8 @@ where
         self.state = State::List;
     }
 
-    /// A failed watch: resumed from where it was, after the backoff. The
-    /// version is not fresh any more: a 410 on the resumed watch (the
-    /// server restarted with its history compacted) relists at once rather
-    /// than after the backoff the outage built up.
+    /// A failed watch: resumed from where it was, after the backoff; a 410
+    /// then (history compacted) relists at once, not after more backoff.
     fn resume_after(&mut self, open: Open, e: WatchError) -> WatchError {
         self.state = State::Watch {
             version: open.version,
@@ -337,12 +330,10 @@ where
         self.failed(e)
     }
 
-    /// A failure the caller is told about (and says how it sees fit).
     fn failed(&mut self, e: WatchError) -> WatchError {
         self.count_failure();
-        // No answer at all (connection refused or reset, TLS, timeout):
-        // listen for another loop hearing from the server again, from now
-        // on, so news that arrives before the pause begins is not missed.
+        // No answer at all: listen, from now on (news that arrives before
+        // the pause begins is not missed), for another loop hearing from it.
         let unanswered = matches!(e, WatchError::Api { code: None, .. });
         self.unreachable = unanswered.then(|| self.recovery.subscribe());
         e

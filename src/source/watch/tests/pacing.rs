@@ -92,7 +92,7 @@ async fn attack_a_gone_after_every_failed_watch_does_not_relist_in_a_loop() {
 /// sleeping out its own (longer) backoff.
 #[tokio::test(start_paused = true)]
 async fn a_loop_hearing_from_the_server_again_wakes_the_others() {
-    let recovery = Recovery::new();
+    let recovery = Recovery::default();
     let loop_with = |script, step: u64| {
         let (api, seen) = server(script);
         let stream = Watch::new(api, watcher::Config::default().timeout(1000))
@@ -154,9 +154,9 @@ async fn loops_of_other_processes_keep_their_backoff() {
             backoff: |n| Duration::from_secs(30 * u64::from(n)),
             ..Pacing::default()
         })
-        .recovery(Recovery::new())
+        .recovery(Recovery::default())
         .stream();
-    let other = Recovery::new();
+    let other = Recovery::default();
     let tell = async {
         tokio::time::sleep(Duration::from_secs(70)).await;
         other.answered();
@@ -181,7 +181,7 @@ async fn a_permit_is_held_until_the_answer_or_the_timeout_never_across_a_watch()
                 backoff: |n| Duration::from_secs(10 * u64::from(n)),
                 ..Pacing::default()
             })
-            .recovery(Recovery::new())
+            .recovery(Recovery::default())
             .gate(gate.clone())
             .stream();
         (stream, seen)
