@@ -102,10 +102,6 @@ pub enum CsrError {
     },
     #[error("cannot build the certificate request: {0}")]
     Request(#[source] Box<CsrError>),
-    #[error("cannot build the certificate request: {0}")]
-    Bundle(#[source] crate::bundle::BundleError),
-    #[error("cannot build the certificate request: {0}")]
-    Task(#[source] crate::Panicked),
     #[error(transparent)]
     Api(ApiError),
     #[error("{verb} {object}: no answer within {waited:?}")]
@@ -251,7 +247,7 @@ impl CsrError {
     /// A short, fixed label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::KeyGen { .. } | Self::Request(_) | Self::Bundle(_) | Self::Task(_) => "request",
+            Self::KeyGen { .. } | Self::Request(_) => "request",
             Self::Api(_) | Self::ApiTimeout { .. } | Self::WatchEnded { .. } | Self::Client(_) => {
                 "api"
             }
@@ -453,7 +449,7 @@ impl CsrSource {
         let spec = Arc::clone(&self.spec);
         let request = crate::blocking(move || new_request(&spec))
             .await
-            .map_err(CsrError::Task)??;
+            .map_err(|e| CsrError::Request(Box::new(CsrError::Panicked(e))))??;
         let api: Api<CertificateSigningRequest> = Api::all(client.clone());
         let object = CertificateSigningRequest {
             metadata: ObjectMeta {
@@ -505,7 +501,8 @@ impl CsrSource {
         let mut bundle = Bundle::default();
         let origin = format!("certificatesigningrequest {name}");
         let insert = |b: &mut Bundle, file: &str, bytes: Vec<u8>| {
-            b.insert(file, bytes, &origin).map_err(CsrError::Bundle)
+            b.insert(file, bytes, &origin)
+                .map_err(|e| CsrError::Request(Box::new(CsrError::IssuedBundle(e))))
         };
         insert(&mut bundle, CERT_FILE, cert)?;
         insert(&mut bundle, KEY_FILE, request.key_pem.into_bytes())?;

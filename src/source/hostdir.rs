@@ -7,7 +7,7 @@
 //! Invariants: only the configured names are read, each walked to beneath
 //! a handle on the source directory ([`Start::Volume`]: nothing leads
 //! outside it, no loop) and checked on the descriptor walked to
-//! ([`Source::open_name`]), never re-opened by name; no file larger than
+//! ([`Source::read`]), never re-opened by name; no file larger than
 //! the bundle limit is read into memory.
 
 use std::io;
@@ -92,7 +92,7 @@ impl HostDir {
         if let Layout::Combined(name) = &self.layout {
             let path = self.dir.join(name);
             let pem = root
-                .read(Path::new(name), &path)?
+                .read(Path::new(name), &path, false)?
                 .ok_or(HostDirError::Missing { path: path.clone() })?;
             let (certs, key) = split_combined(&path, &pem)?;
             let origin = path.display();
@@ -121,19 +121,15 @@ impl HostDir {
             names.sort();
             for name in names {
                 let path = self.dir.join(&name);
-                match root.open_name(Path::new(&name), &path)? {
-                    Some(Opened::Dir) | None => {}
-                    Some(Opened::File(file)) => {
-                        let bytes = read_capped(file, &path)?;
-                        bundle.insert(&name, bytes, path.display().to_string())?;
-                    }
+                if let Some(bytes) = root.read(Path::new(&name), &path, true)? {
+                    bundle.insert(&name, bytes, path.display().to_string())?;
                 }
             }
             return Ok(bundle);
         }
         for item in self.items.iter() {
             let path = self.dir.join(&item.source);
-            match root.read(Path::new(&item.source), &path)? {
+            match root.read(Path::new(&item.source), &path, false)? {
                 Some(bytes) => bundle.insert(&item.target, bytes, path.display().to_string())?,
                 None if item.required => return Err(HostDirError::Missing { path }),
                 None => {}
@@ -251,11 +247,6 @@ impl HostDir {
     }
 }
 
-enum Opened {
-    File(std::fs::File),
-    Dir,
-}
-
 /// The source directory, held: every name is walked beneath it
 /// ([`Start::Volume`]: an absolute link naming it, as kubelet's `current`
 /// link does, leads back into it).
@@ -280,20 +271,16 @@ impl<'a> Source<'a> {
         Ok(Self { held, path })
     }
 
-    /// Reads `name` (shown as `path`) if it exists.
-    fn read(&self, name: &Path, path: &Path) -> Result<Option<Vec<u8>>, HostDirError> {
-        match self.open_name(name, path)? {
-            None => Ok(None),
-            Some(Opened::Dir) => Err(HostDirError::NotAFile { path: path.into() }),
-            Some(Opened::File(file)) => read_capped(file, path).map(Some),
-        }
-    }
-
-    /// Opens `name` beneath the directory: `None` when it (or a name on
-    /// its way) does not exist; anything but a directory or a regular file
-    /// is refused, judged on the descriptor walked to, and the file is
-    /// held to [`Writers`].
-    fn open_name(&self, name: &Path, path: &Path) -> Result<Option<Opened>, HostDirError> {
+    /// Reads `name` (shown as `path`) beneath the directory: `None` when it
+    /// (or a name on its way) does not exist, or is a directory and
+    /// `skip_dirs`; anything but a regular file is refused, judged on the
+    /// descriptor walked to, and the file is held to [`Writers`].
+    fn read(
+        &self,
+        name: &Path,
+        path: &Path,
+        skip_dirs: bool,
+    ) -> Result<Option<Vec<u8>>, HostDirError> {
         let mut writers = Writers::default();
         let start = Start::Volume(self.held.fd.as_fd(), self.path);
         let walked = match beneath::walk(start, name, Links::Follow, &mut |e| {
@@ -305,11 +292,15 @@ impl<'a> Source<'a> {
             Err(e) => return Err(refused(path, e)),
         };
         if is_dir(&walked.st) {
-            return Ok(Some(Opened::Dir));
+            return match skip_dirs {
+                true => Ok(None),
+                false => Err(HostDirError::NotAFile { path: path.into() }),
+            };
         }
         let file = walked.open_read().map_err(|e| refused(path, e))?;
         writers.may_read(&walked.st, path)?;
-        Ok(Some(Opened::File(file)))
+        let bytes = beneath::read_capped(file, path, MAX_BUNDLE_SIZE as u64);
+        bytes.map(Some).map_err(|e| refused(path, e))
     }
 }
 
@@ -390,10 +381,6 @@ impl Writers {
             }),
         }
     }
-}
-
-fn read_capped(file: std::fs::File, path: &Path) -> Result<Vec<u8>, HostDirError> {
-    beneath::read_capped(file, path, MAX_BUNDLE_SIZE as u64).map_err(|e| refused(path, e))
 }
 
 /// Splits a combined PEM into (certificate blocks, private-key blocks),

@@ -137,22 +137,18 @@ impl KubeObject {
     pub async fn get(&self, client: Client) -> Result<Bundle, KubeError> {
         let ns = &self.object.namespace;
         let name = &self.object.name;
-        match self.object.kind {
+        // Only a missing object is absent: what `bundle` refuses never is.
+        let bundle = match self.object.kind {
             Kind::Secret => {
                 let obj = Api::<Secret>::namespaced(client, ns).get_opt(name).await;
-                match self.found(obj) {
-                    Ok(o) => self.bundle(&o),
-                    Err(e) => self.absent(e),
-                }
+                self.found(obj).and_then(|o| self.bundle(&o))
             }
             Kind::ConfigMap => {
                 let obj = Api::<ConfigMap>::namespaced(client, ns).get_opt(name).await;
-                match self.found(obj) {
-                    Ok(o) => self.bundle(&o),
-                    Err(e) => self.absent(e),
-                }
+                self.found(obj).and_then(|o| self.bundle(&o))
             }
-        }
+        };
+        bundle.or_else(|e| self.absent(e))
     }
 
     /// An absent object: an empty bundle when optional, else the error.
