@@ -1,7 +1,7 @@
 //! `certsync csr review`: pending CSRs with the approver's verdict, and
 //! what `--approve` or `--deny` did.
 
-use super::{Finished, check_policy};
+use super::Finished;
 use crate::cli::ReviewArgs;
 use crate::inspect::render;
 
@@ -10,7 +10,7 @@ use crate::inspect::render;
 /// denying does.
 pub fn review(a: &ReviewArgs) -> Finished {
     if a.approve || a.deny {
-        check_policy(&a.policy)?;
+        a.policy.check()?;
     }
     let (text, done) = look(a)?;
     super::print(&text)?;

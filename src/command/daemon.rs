@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{CommandError, Finished, LOG_TARGET, check_policy};
+use super::{CommandError, Finished, LOG_TARGET};
 use crate::cli::{ApproveArgs, RunArgs};
 use crate::config::{Config, Flag, Settings};
 use crate::metrics::Metrics;
@@ -115,7 +115,7 @@ async fn daemon(config: Config) -> Result<(), CommandError> {
 
 /// `certsync approve`: the controller and its admin port until a signal.
 pub fn approve(args: &ApproveArgs) -> Finished {
-    check_policy(&args.policy)?;
+    args.policy.check()?;
     approver(args.config()).map_err(|e| CommandError::Approver(Box::new(e)))?;
     Ok(0)
 }

@@ -119,9 +119,9 @@ impl CommandError {
 }
 
 /// Prints a command's output.
-fn print(text: &str) -> Result<(), CommandError> {
+fn print(text: impl AsRef<[u8]>) -> Result<(), CommandError> {
     std::io::stdout()
-        .write_all(text.as_bytes())
+        .write_all(text.as_ref())
         .map_err(CommandError::Stdout)
 }
 
@@ -143,7 +143,7 @@ pub fn revisions(a: &RevisionsArgs) -> Finished {
 /// `certsync rollback`: an earlier revision restored and pinned.
 pub fn rollback(a: &RollbackArgs) -> Finished {
     let r = crate::inspect::rollback(&a.target, a.to)?;
-    print(&format!(
+    print(format!(
         "{}: restored revision {} as revision {}; pinned until the source's content changes\n",
         a.target.display(),
         r.from_history,
@@ -170,16 +170,8 @@ pub fn man(a: &ManArgs) -> Finished {
             .into_bytes(),
         None => crate::man::page(&a.command)?,
     };
-    std::io::stdout()
-        .write_all(&text)
-        .map_err(CommandError::Stdout)?;
+    print(text)?;
     Ok(0)
-}
-
-/// A policy for `approve` or `csr review`, refused when it would trust
-/// node-written addresses alone.
-fn check_policy(policy: &crate::cli::PolicyArgs) -> Result<(), CommandError> {
-    Ok(policy.check()?)
 }
 
 #[cfg(test)]
