@@ -55,22 +55,20 @@ pub async fn revert(a: &RevertArgs) -> Finished {
 /// healthy, else the first cause's exit code.
 #[tokio::main(flavor = "current_thread")]
 pub async fn status(a: &StatusArgs) -> Finished {
-    let s = match crate::kubeadm::status(&a.kubeadm_dir).await {
-        Ok(s) => s,
-        Err(e) => {
-            if let Some(path) = &a.textfile {
-                let now = crate::validate::unix_seconds(std::time::SystemTime::now());
-                let failed = crate::kubeadm::Status::failed_prometheus(now);
-                crate::writer::replace_file(path, 0o644, failed.as_bytes())?;
-            }
-            return Err(e.into());
-        }
-    };
+    let s = crate::kubeadm::status(&a.kubeadm_dir).await;
     if let Some(path) = &a.textfile {
         // Complete before it replaces the last one: written whole, fsynced,
-        // renamed.
-        crate::writer::replace_file(path, 0o644, s.prometheus().as_bytes())?;
+        // renamed; a status that failed before it could report says so.
+        let text = match &s {
+            Ok(s) => s.prometheus(),
+            Err(_) => {
+                let now = crate::validate::unix_seconds(std::time::SystemTime::now());
+                crate::kubeadm::Status::failed_prometheus(now)
+            }
+        };
+        crate::writer::replace_file(path, 0o644, text.as_bytes())?;
     }
+    let s = s?;
     let text = match a.output {
         StatusOutput::Text => s.text(),
         StatusOutput::Json => serde_json::to_string_pretty(&s)? + "\n",

@@ -13,12 +13,12 @@ use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};
 use crate::source::ca::CaSpec;
 use crate::source::csr::{CaSource, CsrSpec, KeyAlg, USAGES as CSR_USAGES, default_usages};
 
-/// A `ca:` certificate lives this long unless `lifetime=` says otherwise:
-/// kubeadm's `CertificateValidity` (`cmd/kubeadm/app/constants`).
 /// The renewal window without `renew=`: 70 % to 90 % of the lifetime, as
 /// kubelet rotates.
 const DEFAULT_RENEW: (f64, f64) = (0.7, 0.9);
 
+/// A `ca:` certificate lives this long unless `lifetime=` says otherwise:
+/// kubeadm's `CertificateValidity` (`cmd/kubeadm/app/constants`).
 const CA_DEFAULT_LIFETIME: Duration = Duration::from_secs(365 * 86_400);
 
 impl MappingSpec {
@@ -159,21 +159,14 @@ impl MappingSpec {
             .map(|ca| parse_ca(ca, signer))
             .transpose()?;
         spec.bootstrap = self.bootstrap_kubeconfig.clone();
-        spec.write_kubeconfig = self
-            .write_kubeconfig
-            .as_deref()
-            .map(|f| {
-                check_file_name(f)
-                    .map_err(ConfigError::WriteKubeconfig)
-                    .and_then(|()| {
-                        if [CERT_FILE, KEY_FILE, CA_FILE].contains(&f) {
-                            Err(ConfigError::WriteKubeconfigPair { file: f.to_owned() })
-                        } else {
-                            Ok(f.to_owned())
-                        }
-                    })
-            })
-            .transpose()?;
+        if let Some(f) = self.write_kubeconfig.as_deref() {
+            check_file_name(f).map_err(ConfigError::WriteKubeconfig)?;
+            if [CERT_FILE, KEY_FILE, CA_FILE].contains(&f) {
+                let file = f.to_owned();
+                return Err(ConfigError::WriteKubeconfigPair { file });
+            }
+        }
+        spec.write_kubeconfig = self.write_kubeconfig.clone();
         Ok(spec)
     }
 
