@@ -20,17 +20,6 @@ use crate::source::trust_bundle::Selection;
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
 
-/// A Kubernetes namespace or object name that is not one.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{what} {value:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
-)]
-pub struct DnsError {
-    pub what: &'static str,
-    pub value: String,
-    pub max: usize,
-}
-
 /// One mapping as written by the user, in either form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -440,7 +429,7 @@ impl MappingSpec {
 
 /// Checks a Kubernetes namespace or object name (DNS-1123: lower-case
 /// letters, digits, '-' and, for names, '.'; alphanumeric at both ends).
-pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), DnsError> {
+pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), ConfigError> {
     let dots = what == "name";
     let ok = !s.is_empty()
         && s.len() <= max
@@ -452,7 +441,7 @@ pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), D
     if ok {
         Ok(())
     } else {
-        Err(DnsError {
+        Err(ConfigError::Name {
             what,
             value: s.to_owned(),
             max,

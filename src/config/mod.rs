@@ -54,7 +54,7 @@ use crate::source::csr::USAGES as CSR_USAGES;
 pub(crate) use file::read_config_text;
 pub use file::{ConfigFile, FileSetting};
 use grammar::{MappingOption, SourceKind};
-pub use mapping::{DnsError, EventsOn, MappingSpec, Source};
+pub use mapping::{EventsOn, MappingSpec, Source};
 pub(crate) use settings::as_written;
 pub use settings::{Flag, Parsed, Settings, command, parse, print_config};
 
@@ -171,7 +171,10 @@ pub enum ConfigError {
     // Why `--events` cannot name the Pod it needs.
     /// `POD_NAME` or `POD_NAMESPACE` (`var`) set to no Kubernetes name.
     #[error("--events: {var}: {source}")]
-    EventsNotAName { var: &'static str, source: DnsError },
+    EventsNotAName {
+        var: &'static str,
+        source: Box<ConfigError>,
+    },
     #[error(
         "--events: mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod certsync \
          runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; {HOW}; or drop \
@@ -252,8 +255,15 @@ pub enum ConfigError {
     UnknownKind { kind: String },
     #[error("{given:?}: expected NAMESPACE/NAME")]
     NotNamespaced { given: String },
-    #[error(transparent)]
-    Name(#[from] DnsError),
+    /// A Kubernetes namespace or object name that is not one.
+    #[error(
+        "{what} {value:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
+    )]
+    Name {
+        what: &'static str,
+        value: String,
+        max: usize,
+    },
     #[error("dir: needs a directory path")]
     NoDirectory,
     #[error("a tree: mapping is expanded before it is resolved")]

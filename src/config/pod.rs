@@ -45,8 +45,12 @@ pub(super) fn events_pod(
     match (name, namespace) {
         (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
             let named = |var, what, value, max| {
-                super::mapping::check_dns(what, value, max)
-                    .map_err(|source| ConfigError::EventsNotAName { var, source })
+                super::mapping::check_dns(what, value, max).map_err(|e| {
+                    ConfigError::EventsNotAName {
+                        var,
+                        source: Box::new(e),
+                    }
+                })
             };
             named("POD_NAME", "name", &name, 253)?;
             named("POD_NAMESPACE", "namespace", &namespace, 63)?;

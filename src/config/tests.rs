@@ -641,7 +641,7 @@ fn events_pod_for_mappings_without_an_object() {
         let e = events_pod(true, false, m, bad).unwrap_err();
         assert!(
             matches!(&e, ConfigError::EventsNotAName { var: "POD_NAMESPACE", source }
-                if source.value == "kube/system"),
+                if matches!(&**source, ConfigError::Name { value, .. } if value == "kube/system")),
             "{e}"
         );
     }

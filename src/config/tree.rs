@@ -25,7 +25,7 @@ impl MappingSpec {
             mapping: format!("tree:{namespace}"),
             problem: Box::new(problem),
         };
-        check_dns("namespace", namespace, 63).map_err(|e| err(e.into()))?;
+        check_dns("namespace", namespace, 63).map_err(err)?;
         if !listed {
             return Err(err(ConfigError::TreeLists));
         }
