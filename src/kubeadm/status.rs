@@ -1,13 +1,10 @@
 //! `certsync kubeadm status`: whether the node is adopted and healthy,
 //! read from the node's files and certsync's `/readyz`, so it answers with
-//! certsync down too (a crash-looping certsync exports no metrics at all).
-//!
-//! Every certificate is judged from its live target on disk (its end, and
-//! the end of its renewal window from the mapping's `renew=`), each
-//! component manifest by whether adopt would still change it (a `kubeadm
-//! upgrade` regenerates them without adoption), certsync itself by the
-//! `/readyz` its pod's readiness probe asks. Anything status cannot read is
-//! a problem of its class, never skipped: an unknown is not healthy.
+//! certsync down too. Every certificate is judged from its live target,
+//! each component manifest by whether adopt would still change it (a
+//! `kubeadm upgrade` regenerates them), certsync by its pod's `/readyz`.
+//! Anything status cannot read is a problem of its class, never skipped:
+//! an unknown is not healthy.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -19,6 +16,8 @@ use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE};
 use super::pod::Current;
 use super::record::State;
+use super::seen::Seen;
+use super::trust::CaStatus;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
 
@@ -29,13 +28,10 @@ pub use report::{Cause, CertStatus, ManifestStatus, Status};
 pub use report::{PodStatus, Problem};
 
 /// How far past the end of its renewal window a certificate may be before
-/// status calls it late: certsync renews at a random point inside the
-/// window, and issuing takes a moment.
+/// status calls it late: issuing takes a moment.
 pub const LATE_AFTER_SECS: i64 = 60;
 
-/// Reads the node at `dir` and certsync's `/readyz`. `Err` only when
-/// adopt's record exists but cannot be read: what else is unreadable is a
-/// problem in the report.
+/// `Err` only when adopt's record exists but cannot be read.
 pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     let now = unix_seconds(SystemTime::now());
     let state = State::read(dir)?;
@@ -70,27 +66,23 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     let (cas, warnings) = super::trust::status(dir, now, &state.trust);
     for c in &cas {
         if let Some(p) = &c.problem {
-            s.problem(
-                Cause::Certificate,
-                format!("CA {} ({}): {p}", c.name, c.path),
-            );
+            let why = format!("CA {} ({}): {p}", c.name, c.path);
+            s.problem(Cause::Certificate, why);
         }
     }
-    let ca_ends: Vec<i64> = cas
-        .iter()
-        .flat_map(|c| c.earlier_ends.iter().copied().chain([c.not_after_seconds]))
-        .filter(|&end| end > 0)
-        .collect();
-    s.warnings.extend(
-        short_lifetimes(&s.certificates, &ca_ends)
-            .map(|w| Warning::new(WarningKind::ShortLifetime, w)),
-    );
+    let ends = |c: &CaStatus| {
+        c.earlier_ends
+            .clone()
+            .into_iter()
+            .chain([c.not_after_seconds])
+    };
+    let ca_ends: Vec<i64> = cas.iter().flat_map(ends).filter(|&end| end > 0).collect();
+    let short = short_lifetimes(&s.certificates, &ca_ends);
+    s.warnings
+        .extend(short.map(|w| Warning::new(WarningKind::ShortLifetime, w)));
     s.cas = cas;
     s.warnings.extend(warnings);
-    let renewed = state
-        .trust
-        .get(super::manifest::CA_BUNDLE)
-        .is_some_and(|b| b.len() > 1);
+    let renewed = (state.trust.get(manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
     match super::cluster_info::status(dir, now, renewed).await {
         Some((true, p)) => s.problem(Cause::Certificate, p),
         Some((false, w)) => s.warnings.push(Warning::new(WarningKind::ClusterInfo, w)),
@@ -106,103 +98,74 @@ pub(super) fn since(backup: &str) -> Option<String> {
     let b = s.as_bytes();
     // ASCII: every index below is a character boundary.
     (s.is_ascii() && b.len() == 16 && b[8] == b'T' && b[15] == b'Z').then_some(())?;
-    let (d, t) = (&s[..8], &s[9..15]);
-    let text = format!(
-        "{}-{}-{}T{}:{}:{}Z",
-        &d[..4],
-        &d[4..6],
-        &d[6..],
-        &t[..2],
-        &t[2..4],
-        &t[4..]
-    );
+    let (y, m, dh, min, sz) = (&s[..4], &s[4..6], &s[6..11], &s[11..13], &s[13..]);
+    let text = format!("{y}-{m}-{dh}:{min}:{sz}");
     humantime::parse_rfc3339(&text).ok().map(|_| text)
 }
 
 /// certsync's pod: its manifest as read, and what its `/readyz` says.
 async fn pod(manifest: Result<Option<&Current>, &KubeadmError>, s: &mut Status) {
+    s.pod.state = "no-manifest";
     let current = match manifest {
         Ok(Some(current)) => current,
         Ok(None) => {
-            s.pod.state = "no-manifest";
-            s.problem(
-                Cause::CertsyncDown,
-                format!(
-                    "certsync's pod manifest {POD} is missing: nothing renews the node's \
-                     certificates (`certsync kubeadm adopt` writes it again)"
-                ),
+            let why = format!(
+                "certsync's pod manifest {POD} is missing: nothing renews the node's certificates \
+                 (`certsync kubeadm adopt` writes it again)"
             );
-            return;
+            return s.problem(Cause::CertsyncDown, why);
         }
-        Err(e) => {
-            s.pod.state = "no-manifest";
-            s.problem(Cause::CertsyncDown, e.to_string());
-            return;
-        }
+        Err(e) => return s.problem(Cause::CertsyncDown, e.to_string()),
     };
     s.pod.manifest = true;
     s.pod.state = "not-running";
-    let probe = match &current.probe {
-        Ok(p) => {
-            s.pod.image.clone_from(&p.image);
-            s.pod.admin_addr.clone_from(&p.admin);
-            s.pod.readyz = Some(format!("http://{}/readyz", p.addr));
-            p.addr
-        }
+    let p = match &current.probe {
+        Ok(p) => p,
         Err(why) => {
-            s.problem(
-                Cause::CertsyncDown,
-                format!("{POD}: {why}: cannot tell whether certsync runs"),
-            );
-            return;
+            let why = format!("{POD}: {why}: cannot tell whether certsync runs");
+            return s.problem(Cause::CertsyncDown, why);
         }
     };
-    match super::wait::get_readyz(probe)
-        .await
-        .map(|a| (a.status, a.body))
-    {
+    s.pod.image.clone_from(&p.image);
+    s.pod.admin_addr.clone_from(&p.admin);
+    s.pod.readyz = Some(format!("http://{}/readyz", p.addr));
+    match super::wait::get_readyz(p.addr).await {
         Err(seen) => {
             // The cause alone: the line names the address.
             let why = match seen {
-                super::seen::Seen::Nothing { problem, .. } => problem.to_string(),
+                Seen::Nothing { problem, .. } => problem.to_string(),
                 _ => "no answer within 3s".to_owned(),
             };
-            s.problem(
-                Cause::CertsyncDown,
-                format!(
-                    "certsync does not answer at http://{probe}/readyz ({why}): not running, \
-                     crash-looping or still starting; nothing renews the node's certificates"
-                ),
+            let why = format!(
+                "certsync does not answer at http://{}/readyz ({why}): not running, \
+                 crash-looping or still starting; nothing renews the node's certificates",
+                p.addr
             );
+            s.problem(Cause::CertsyncDown, why);
         }
-        Ok((200, _)) => {
+        Ok(answer) if answer.status == 200 => {
             s.pod.state = "ready";
             s.last_renewal_error = "none".into();
         }
-        Ok((code, body)) => {
+        Ok(answer) => {
             s.pod.state = "not-ready";
-            let lines: Vec<String> = body
-                .lines()
+            let lines: Vec<String> = (answer.body.lines())
                 .filter(|l| !l.trim().is_empty())
                 .map(|l| crate::escape(l).into_owned())
                 .collect();
-            s.last_renewal_error = if lines.is_empty() {
-                format!("/readyz answered {code}")
-            } else {
-                lines.join("; ")
+            s.last_renewal_error = match lines.is_empty() {
+                true => format!("/readyz answered {}", answer.status),
+                false => lines.join("; "),
             };
-            s.problem(
-                Cause::CertsyncNotReady,
-                format!(
-                    "certsync is not ready (/readyz {code}): {}",
-                    s.last_renewal_error
-                ),
+            let why = format!(
+                "certsync is not ready (/readyz {}): {}",
+                answer.status, s.last_renewal_error
             );
+            s.problem(Cause::CertsyncNotReady, why);
         }
     }
 }
 
-/// One mapping of certsync.yaml: name, target, renewal options.
 pub(super) struct Mapping {
     pub(super) name: String,
     pub(super) target: String,
@@ -212,10 +175,9 @@ pub(super) struct Mapping {
 
 /// The mappings of certsync's configuration as `run` would start with
 /// them: read as `run` reads it (one another user may change steers no
-/// root process) and built by `run`'s loader (values, overlaps, guards;
-/// the node's paths below `dir`), so a file `run` refuses at its next start
-/// is a problem here, not renewal windows read from it while the running
-/// pod still holds the old configuration.
+/// root process) and built by `run`'s loader, so a file `run` refuses at
+/// its next start is a problem here, not renewal windows read from it
+/// while the running pod still holds the old configuration.
 pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, FileProblem> {
     let refused = |e| FileProblem::Config(Box::new(e));
     let text = crate::config::read_config_text(&host(dir, CONFIG)).map_err(refused)?;
@@ -257,7 +219,6 @@ pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, FileProblem> {
         .collect()
 }
 
-/// Each mapping's live certificate: its end, its renewal window.
 fn certificates(dir: &Path, now: i64, s: &mut Status) {
     let list = match mappings(dir) {
         Ok(l) => l,
@@ -280,17 +241,12 @@ fn certificates(dir: &Path, now: i64, s: &mut Status) {
     }
 }
 
-/// Below a day between a renewal window's end and the certificate's:
-/// warned about (a trial lifetime left in place).
 const SHORT_TOLERANCE_SECS: i64 = 24 * 3600;
 
 /// The warning for the certificate that ends soonest after its renewal
-/// window closes, when that is under a day: a trial lifetime left in place
-/// looks healthy until the first outage, and every certificate then ends
-/// minutes after certsync stops.
-/// A certificate that ends with a CA (`ca_ends`: cut at its end, as
-/// certsync cuts what a CA in its last span issues) is short because of
-/// the CA, not a trial: the CA's own renewal is what status says then.
+/// window closes, when under a day: a trial lifetime left in place looks
+/// healthy until the first outage. One that ends with a CA (`ca_ends`: cut
+/// at its end) is short because of the CA, whose renewal status says then.
 pub(super) fn short_lifetimes(certs: &[CertStatus], ca_ends: &[i64]) -> Option<String> {
     const WITH_THE_CA: i64 = 60;
     let c = certs
@@ -363,8 +319,8 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
     c
 }
 
-/// The leaf of the live revision of the target at `target`, read as
-/// certsync reads its own targets (nothing followed out of the target).
+/// The leaf of the live revision at `target`, read as certsync reads its
+/// own targets (nothing followed out of them).
 fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, FileProblem> {
     let writer =
         crate::writer::Writer::existing(target.to_owned()).map_err(FileProblem::NoTarget)?;
@@ -378,8 +334,6 @@ fn live_leaf(target: &Path) -> Result<crate::validate::Leaf, FileProblem> {
     crate::validate::leaf_of_bundle(&live.bundle).ok_or(FileProblem::NoCertificate)
 }
 
-/// Each component manifest: still adopted (adopt would change nothing),
-/// or regenerated without adoption.
 fn manifests(dir: &Path, state: &State, s: &mut Status) {
     for c in manifest::components() {
         let path = super::manifest::manifest_path(c.name);

@@ -1,6 +1,4 @@
-//! What `status` warns about: each kind (its own textfile series) and a
-//! warning's message. A leaf: trust and status make them, the status
-//! report writes them.
+//! What `status` warns about. A leaf: trust and status make them.
 
 /// What `status` warns about: healthy now, but an outage or a date ahead
 /// stops the node unless someone acts. Each kind is its own series in the
@@ -33,18 +31,20 @@ impl WarningKind {
         Self::ClusterInfo,
     ];
 
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::ShortLifetime => "short-lifetime",
-            Self::CaRenewalDue => "ca-renewal-due",
-            Self::EarlierCaEnded => "earlier-ca-ended",
-            Self::KubeletConf => "kubelet-conf",
-            Self::ClusterInfo => "cluster-info",
-        }
+    pub fn name(self) -> String {
+        name_of(&self)
     }
 }
 
-/// One warning of `status`: its kind and what to do.
+/// A unit variant's name as serde writes it: one spelling for JSON, the
+/// text report and the textfile's labels.
+pub(super) fn name_of(variant: &impl serde::Serialize) -> String {
+    match serde_json::to_value(variant) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => String::new(),
+    }
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Warning {
     pub kind: WarningKind,

@@ -1,6 +1,5 @@
-//! The status report: what status found of the node (`Status`, each
-//! problem's `Cause`, the pod, each certificate and manifest), as a person
-//! reads it and as Prometheus text for node_exporter's textfile collector.
+//! The status report, as a person reads it, as JSON (serde) and as
+//! Prometheus text for node_exporter's textfile collector.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -8,14 +7,15 @@ use std::path::PathBuf;
 use super::super::trust::CaStatus;
 use super::super::warning::{Warning, WarningKind};
 
-/// Why a node is not healthy: one exit code per class
+/// Why a node is not healthy: one exit code per class, its discriminant
 /// (docs/reference/exit-codes.md). When several apply, the exit code is
 /// the first in this order's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[repr(u8)]
 pub enum Cause {
     /// No adopted.json: certsync does not keep this node's certificates.
-    NotAdopted,
+    NotAdopted = 2,
     /// certsync's pod manifest is missing, or its `/readyz` does not answer.
     CertsyncDown,
     /// certsync answers but is not ready (a renewal failing, a target broken).
@@ -38,23 +38,11 @@ impl Cause {
     ];
 
     pub fn exit_code(self) -> u8 {
-        match self {
-            Self::NotAdopted => 2,
-            Self::CertsyncDown => 3,
-            Self::CertsyncNotReady => 4,
-            Self::AdoptionLost => 5,
-            Self::Certificate => 6,
-        }
+        self as u8
     }
 
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::NotAdopted => "not-adopted",
-            Self::CertsyncDown => "certsync-down",
-            Self::CertsyncNotReady => "certsync-not-ready",
-            Self::AdoptionLost => "adoption-lost",
-            Self::Certificate => "certificate",
-        }
+    pub fn name(self) -> String {
+        super::super::warning::name_of(&self)
     }
 }
 
@@ -64,13 +52,11 @@ pub struct Problem {
     pub message: String,
 }
 
-/// certsync's static pod, as its manifest names it and its `/readyz` says.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct PodStatus {
     /// `/etc/kubernetes/manifests/certsync.yaml` exists.
     pub manifest: bool,
     pub image: Option<String>,
-    /// `--admin-addr` of its arguments (certsync's default when absent).
     pub admin_addr: Option<String>,
     /// Where its readiness probe asks: `http://HOST:PORT/readyz`.
     pub readyz: Option<String>,
@@ -78,36 +64,28 @@ pub struct PodStatus {
     pub state: &'static str,
 }
 
-/// One `ca:` mapping's live certificate.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct CertStatus {
     pub mapping: String,
-    /// The target, a node path.
     pub target: String,
-    /// The mapping's renewal options (`lifetime=`, `renew=`, `key-alg=`,
-    /// `keep-key=`) as written, or certsync's defaults.
+    /// The mapping's renewal options as written, or certsync's defaults.
     pub options: String,
     pub not_before: Option<String>,
     pub not_after: Option<String>,
-    /// Unix time; 0 when unknown.
+    /// Unix time, as every `*_seconds`; 0 when unknown.
     pub not_after_seconds: i64,
-    /// The renewal window, from `renew=`: certsync renews at a random point
-    /// between these two.
+    /// The renewal window: certsync renews at a random point in it.
     pub renew_from: Option<String>,
     pub renew_by: Option<String>,
-    /// Unix time; 0 when unknown.
     pub renew_by_seconds: i64,
-    /// How long certsync may be down once the renewal window has ended
-    /// before this certificate does: notAfter minus the window's end
-    /// (seconds; 0 when unknown).
+    /// How long certsync may be down once the renewal window has ended:
+    /// notAfter minus the window's end (seconds).
     pub outage_tolerance_seconds: i64,
     pub problem: Option<String>,
 }
 
-/// One component manifest adopt changed.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ManifestStatus {
-    /// A node path.
     pub manifest: String,
     /// Every flag and volume adopt sets is there.
     pub adopted: bool,
@@ -116,29 +94,22 @@ pub struct ManifestStatus {
     pub problem: Option<String>,
 }
 
-/// The node, as `certsync kubeadm status` reports it.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Status {
     pub kubeadm_dir: PathBuf,
     pub adopted: bool,
-    /// When the first adoption was made (its backup's time), RFC 3339.
+    /// The first backup's time, RFC 3339.
     pub adopted_since: Option<String>,
     /// Adopt's backups (node paths), oldest first.
     pub backups: Vec<String>,
     pub pod: PodStatus,
-    /// certsync's own report of failing renewals (its `/readyz` lines), or
-    /// `unknown: certsync not running`.
+    /// certsync's `/readyz` lines, or `unknown: certsync not running`.
     pub last_renewal_error: String,
     pub certificates: Vec<CertStatus>,
     pub manifests: Vec<ManifestStatus>,
-    /// kubeadm's CAs: each one's end, and whether the bundle components
-    /// load at start holds it.
     pub cas: Vec<CaStatus>,
     pub problems: Vec<Problem>,
-    /// What is healthy now but stops the node if certsync is down for a
-    /// short while (a short `lifetime=` left in place after a trial).
     pub warnings: Vec<Warning>,
-    /// Unix time of this report.
     pub checked_at_seconds: i64,
 }
 
@@ -160,7 +131,9 @@ impl Status {
     }
 }
 
-/// Families as Prometheus text, every one a gauge.
+/// A gauge family: its name, help and samples (labels, value).
+type Family = (&'static str, &'static str, Vec<(String, f64)>);
+
 fn families_text(families: impl IntoIterator<Item = Family>) -> String {
     let mut s = String::new();
     for (name, help, samples) in families {
@@ -172,20 +145,28 @@ fn families_text(families: impl IntoIterator<Item = Family>) -> String {
     s
 }
 
-fn complete(done: bool) -> Family {
-    (
-        "certsync_kubeadm_status_complete",
-        "1 when status read the node and wrote every series; 0 when it failed before (adopt's record unreadable: run it on the node).",
-        vec![(String::new(), flag(done))],
-    )
+/// The two series a failed status writes too: whether it completed, and when.
+fn run_families(done: bool, at: i64) -> [Family; 2] {
+    [
+        (
+            "certsync_kubeadm_status_complete",
+            "1 when status read the node and wrote every series; 0 when it failed before (adopt's record unreadable: run it on the node).",
+            vec![(String::new(), flag(done))],
+        ),
+        (
+            "certsync_kubeadm_status_timestamp_seconds",
+            "When status ran (Unix time): alert when it stops running.",
+            vec![(String::new(), at as f64)],
+        ),
+    ]
 }
 
-fn timestamp(at: i64) -> Family {
-    (
-        "certsync_kubeadm_status_timestamp_seconds",
-        "When status ran (Unix time): alert when it stops running.",
-        vec![(String::new(), at as f64)],
-    )
+fn flag(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+fn or_unknown(v: &Option<String>) -> &str {
+    v.as_deref().unwrap_or("unknown")
 }
 
 impl Status {
@@ -193,34 +174,10 @@ impl Status {
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "node: {}", self.kubeadm_dir.display());
-        if !self.adopted {
-            s.push_str("adopted: no\n");
+        if self.adopted {
+            self.adopted_text(&mut s);
         } else {
-            let _ = writeln!(
-                s,
-                "adopted: yes, since {} (backups: {})",
-                self.adopted_since.as_deref().unwrap_or("unknown"),
-                self.backups.join(", ")
-            );
-            self.pod_text(&mut s);
-            let _ = writeln!(s, "last renewal error: {}", self.last_renewal_error);
-            s.push_str("certificates:\n");
-            for c in &self.certificates {
-                s.push_str(&certificate_line(c));
-            }
-            s.push_str("CAs:\n");
-            for c in &self.cas {
-                s.push_str(&self.ca_line(c));
-            }
-            s.push_str("manifests:\n");
-            for m in &self.manifests {
-                let state = match (&m.problem, m.as_adopt_wrote) {
-                    (Some(p), _) => p.as_str(),
-                    (None, true) => "adopted (as adopt wrote it)",
-                    (None, false) => "adopted (changed since adopt wrote it)",
-                };
-                let _ = writeln!(s, "  {}: {state}", m.manifest);
-            }
+            s.push_str("adopted: no\n");
         }
         for w in &self.warnings {
             let _ = writeln!(s, "warning: {}", w.message);
@@ -234,73 +191,89 @@ impl Status {
         s
     }
 
-    fn pod_text(&self, s: &mut String) {
+    fn adopted_text(&self, s: &mut String) {
+        let since = self.adopted_since.as_deref().unwrap_or("unknown");
+        let backups = self.backups.join(", ");
+        let _ = writeln!(s, "adopted: yes, since {since} (backups: {backups})");
         let p = &self.pod;
-        if !p.manifest {
-            let _ = writeln!(s, "certsync pod: {}", p.state);
-            return;
-        }
-        let _ = writeln!(
-            s,
-            "certsync pod: {} (image {}, admin address {}, readiness {})",
-            p.state,
-            p.image.as_deref().unwrap_or("unknown"),
-            p.admin_addr.as_deref().unwrap_or("not in its arguments"),
-            p.readyz.as_deref().unwrap_or("unknown"),
-        );
-    }
-
-    fn ca_line(&self, c: &CaStatus) -> String {
-        let bundle = match c.in_bundle {
-            Some(true) => ", in the trust bundle components load at start",
-            Some(false) => ", NOT in the trust bundle components load at start",
-            None => "",
-        };
-        let earlier = match &c.previous_not_after {
-            Some(d) if c.previous_not_after_seconds > self.checked_at_seconds => format!(
-                "; the earlier certificate beside it ends {d}: trust this one off the node by then"
+        let _ = match p.manifest {
+            false => writeln!(s, "certsync pod: {}", p.state),
+            true => writeln!(
+                s,
+                "certsync pod: {} (image {}, admin address {}, readiness {})",
+                p.state,
+                or_unknown(&p.image),
+                p.admin_addr.as_deref().unwrap_or("not in its arguments"),
+                or_unknown(&p.readyz),
             ),
-            Some(d) => {
-                format!("; the earlier certificate beside it ended {d} (adopt leaves it out)")
-            }
-            None => String::new(),
         };
-        let due = if c.renewal_due {
-            "; renewal due (adopt renews it)"
-        } else {
-            ""
-        };
-        format!(
-            "  {} {}: ends {}{bundle}{earlier}{due}\n",
-            c.name,
-            c.path,
-            c.not_after.as_deref().unwrap_or("unknown"),
-        )
+        let _ = writeln!(s, "last renewal error: {}", self.last_renewal_error);
+        s.push_str("certificates:\n");
+        for c in &self.certificates {
+            let problem = c.problem.as_ref().map(|p| format!(": {p}"));
+            let _ = writeln!(
+                s,
+                "  {} {}: ends {}, renewed between {} and {} ({}){}",
+                c.mapping,
+                c.target,
+                or_unknown(&c.not_after),
+                or_unknown(&c.renew_from),
+                or_unknown(&c.renew_by),
+                c.options,
+                problem.unwrap_or_default()
+            );
+        }
+        s.push_str("CAs:\n");
+        for c in &self.cas {
+            let bundle = match c.in_bundle {
+                Some(true) => ", in the trust bundle components load at start",
+                Some(false) => ", NOT in the trust bundle components load at start",
+                None => "",
+            };
+            let earlier = match &c.previous_not_after {
+                Some(d) if c.previous_not_after_seconds > self.checked_at_seconds => format!(
+                    "; the earlier certificate beside it ends {d}: trust this one off the node by then"
+                ),
+                Some(d) => {
+                    format!("; the earlier certificate beside it ended {d} (adopt leaves it out)")
+                }
+                None => String::new(),
+            };
+            let due = ["", "; renewal due (adopt renews it)"][usize::from(c.renewal_due)];
+            let ends = or_unknown(&c.not_after);
+            let _ = writeln!(
+                s,
+                "  {} {}: ends {ends}{bundle}{earlier}{due}",
+                c.name, c.path
+            );
+        }
+        s.push_str("manifests:\n");
+        for m in &self.manifests {
+            let state = match (&m.problem, m.as_adopt_wrote) {
+                (Some(p), _) => p.as_str(),
+                (None, true) => "adopted (as adopt wrote it)",
+                (None, false) => "adopted (changed since adopt wrote it)",
+            };
+            let _ = writeln!(s, "  {}: {state}", m.manifest);
+        }
     }
 
     /// The report as Prometheus text, for node_exporter's textfile
     /// collector (docs/reference/metrics.md): every series present whatever
     /// the state, so an alert never waits for one to appear.
     pub fn prometheus(&self) -> String {
-        families_text(
-            self.node_families()
-                .into_iter()
-                .chain(self.object_families()),
-        )
-    }
-
-    /// The textfile of a status that failed before it could report
-    /// (adopt's record unreadable): that it failed, and when, so the
-    /// node's series say so instead of vanishing (an alert on one node's
-    /// missing series cannot tell a node gone from a report gone).
-    pub fn failed_prometheus(checked_at_seconds: i64) -> String {
-        families_text([complete(false), timestamp(checked_at_seconds)])
-    }
-
-    /// The series written whatever the state.
-    fn node_families(&self) -> Vec<Family> {
         let node = |v: f64| vec![(String::new(), v)];
-        vec![
+        let per_cert = |value: fn(&CertStatus) -> i64| {
+            let label = |c: &CertStatus| labels(&[("mapping", &c.mapping), ("target", &c.target)]);
+            let certs = self.certificates.iter();
+            certs.map(|c| (label(c), value(c) as f64)).collect()
+        };
+        let per_ca = |cas: &mut dyn Iterator<Item = &CaStatus>, value: fn(&CaStatus) -> i64| {
+            cas.map(|c| (labels(&[("ca", c.name)]), value(c) as f64))
+                .collect()
+        };
+        let [complete, timestamp] = run_families(true, self.checked_at_seconds);
+        families_text([
             (
                 "certsync_kubeadm_adopted",
                 "1 when the node is adopted (adopted.json exists).",
@@ -318,7 +291,7 @@ impl Status {
                     .iter()
                     .map(|c| {
                         let found = self.problems.iter().any(|p| p.cause == *c);
-                        (labels(&[("cause", c.name())]), flag(found))
+                        (labels(&[("cause", &c.name())]), flag(found))
                     })
                     .collect(),
             ),
@@ -330,29 +303,12 @@ impl Status {
                     .iter()
                     .map(|k| {
                         let found = self.warnings.iter().any(|w| w.kind == *k);
-                        (labels(&[("kind", k.name())]), flag(found))
+                        (labels(&[("kind", &k.name())]), flag(found))
                     })
                     .collect(),
             ),
-            complete(true),
-            timestamp(self.checked_at_seconds),
-        ]
-    }
-
-    /// A series per manifest, certificate and CA of an adopted node.
-    fn object_families(&self) -> Vec<Family> {
-        let per_cert = |value: fn(&CertStatus) -> i64| {
-            let label = |c: &CertStatus| labels(&[("mapping", &c.mapping), ("target", &c.target)]);
-            self.certificates
-                .iter()
-                .map(|c| (label(c), value(c) as f64))
-                .collect()
-        };
-        let per_ca = |cas: &mut dyn Iterator<Item = &CaStatus>, value: fn(&CaStatus) -> i64| {
-            cas.map(|c| (labels(&[("ca", c.name)]), value(c) as f64))
-                .collect()
-        };
-        vec![
+            complete,
+            timestamp,
             (
                 "certsync_kubeadm_manifest_adopted",
                 "1 when the component manifest still names certsync's files.",
@@ -386,32 +342,18 @@ impl Status {
                     |c| c.previous_not_after_seconds,
                 ),
             ),
-        ]
+        ])
+    }
+
+    /// The textfile of a status that failed before it could report
+    /// (adopt's record unreadable): that it failed, and when, so the
+    /// node's series say so instead of vanishing (an alert on one node's
+    /// missing series cannot tell a node gone from a report gone).
+    pub fn failed_prometheus(checked_at_seconds: i64) -> String {
+        families_text(run_families(false, checked_at_seconds))
     }
 }
 
-/// A gauge family: its name, help and samples (labels, value).
-type Family = (&'static str, &'static str, Vec<(String, f64)>);
-
-fn flag(b: bool) -> f64 {
-    if b { 1.0 } else { 0.0 }
-}
-
-fn certificate_line(c: &CertStatus) -> String {
-    format!(
-        "  {} {}: ends {}, renewed between {} and {} ({}){}\n",
-        c.mapping,
-        c.target,
-        c.not_after.as_deref().unwrap_or("unknown"),
-        c.renew_from.as_deref().unwrap_or("unknown"),
-        c.renew_by.as_deref().unwrap_or("unknown"),
-        c.options,
-        c.problem
-            .as_ref()
-            .map(|p| format!(": {p}"))
-            .unwrap_or_default()
-    )
-}
 /// `{k="v",...}`, values escaped as the exposition format requires.
 fn labels(pairs: &[(&str, &str)]) -> String {
     let body: Vec<String> = pairs
