@@ -1,16 +1,13 @@
 //! How adopt and revert reach the API server: through admin.conf, a file a
-//! compromised certsync container may replace (certsync keeps its embedded
-//! pair renewed), so only kubeadm's shape of it is followed. A kubeconfig
-//! can make a root process read host files (`tokenFile`, file references),
-//! send them to a server of its choosing (`server`, `proxy-url`,
-//! `insecure-skip-tls-verify`, another CA) or run a command (`exec`,
-//! `auth-provider`); kubeadm writes none of that but an embedded client
-//! pair, an embedded CA and a server. Anything else is refused, naming the
-//! field. Once adopt has backed admin.conf up (kubeadm's own, below
-//! `/etc/kubernetes/certsync/`, which the container only reads), the
-//! server and CA are the backup's; the live file contributes only its
-//! client pair, and only one the node's CA (`pki/ca.crt`, read-only to
-//! the container) issued.
+//! compromised certsync container may replace, so only kubeadm's shape of
+//! it is followed. A kubeconfig can make a root process read host files
+//! (`tokenFile`, file references), send them to a server of its choosing
+//! (`proxy-url`, `insecure-skip-tls-verify`, another CA) or run a command
+//! (`exec`, `auth-provider`); kubeadm writes only an embedded client pair,
+//! an embedded CA and a server, and anything else is refused, naming the
+//! field. Once adopt has backed admin.conf up (where the container only
+//! reads), the server and CA are the backup's; the live file contributes
+//! only its client pair, and only one the node's CA issued.
 
 use std::path::Path;
 
@@ -25,8 +22,6 @@ use super::record::backup_path;
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
-/// The selected context's cluster and user, each refused if it holds
-/// anything kubeadm does not write.
 fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> {
     let context = kc
         .current_context
@@ -104,8 +99,8 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> 
     Ok((cluster, user))
 }
 
-/// Refuses the cluster or user (`of`) `name` for its first field of
-/// `fields` that is set, else for its first unknown field (`other`).
+/// Refuses the cluster or user (`of`) `name` for its first field set of
+/// `fields`, else for its first unknown field (`other`).
 fn only_kubeadms(
     of: &'static str,
     name: &str,
@@ -135,8 +130,7 @@ fn parse(path: &Path, text: &str) -> Result<Kubeconfig, KubeadmError> {
 }
 
 /// The client configuration adopt and revert use, from the node's
-/// admin.conf at `admin` (`/etc/kubernetes/admin.conf` below the node's
-/// directory) and, once adopt has backed it up, kubeadm's copy in the backup.
+/// admin.conf at `admin` and, once adopt has backed it up, the backup.
 pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
     let dir = admin.parent().unwrap_or(Path::new("/"));
     let live = parse(admin, &node::read(dir, ADMIN)?)?;
@@ -159,8 +153,7 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
                 .map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))?;
             let kept = parse(&path, &text)?;
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
-            // The pair the container could have replaced: it must be one
-            // the node's CA issued, its key the certificate's.
+            // The pair the container could have replaced: the node's CA's.
             let cert_pem = node::base64_field(admin, "client-certificate-data", &cert)?;
             let key_pem = node::base64_field(admin, "client-key-data", key.expose_secret())?;
             node::sound_pair(dir, &cert_pem, &key_pem, CA)

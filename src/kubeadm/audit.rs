@@ -1,12 +1,10 @@
 //! What a compromised certsync container could have left in
-//! `/etc/kubernetes`: it runs as uid 0 without
-//! capabilities on read-write hostPaths, and the owner of a file may still
-//! make it set-user-ID, so it can plant a set-user-ID-root program any
-//! local user runs as root, or open a directory to every user (`chmod
-//! 0777`). adopt (before it starts) and revert (once it has finished)
-//! report every set-user-ID or set-group-ID file, every entry the group or
-//! others may write and every entry not root's, and never delete one: what
-//! it is and who made it is for a person to find out.
+//! `/etc/kubernetes`: it runs as uid 0 without capabilities on read-write
+//! hostPaths, so it can plant a set-user-ID-root program (a file's owner
+//! may set that bit) or open a directory to every user. adopt (before it
+//! starts) and revert (once finished) report every set-user-ID or
+//! set-group-ID file, every entry the group or others may write and every
+//! entry not root's, and never delete one: that is for a person to judge.
 
 use std::path::Path;
 
@@ -17,8 +15,7 @@ use super::error::Refusal;
 use super::manifest::BOOTSTRAP_KUBELET_CONF;
 use crate::beneath::{Entry, Owners, Trust};
 
-/// Entries looked at before the walk stops saying so: `/etc/kubernetes`
-/// holds a few hundred, certsync's backups included.
+/// Entries looked at before the walk stops (a node has a few hundred).
 const LIMIT: usize = 100_000;
 
 /// Directories deeper than any layout certsync or kubeadm makes: a
@@ -28,8 +25,7 @@ const MAX_DEPTH: usize = 32;
 const WHY: &str = "(a compromised certsync container could have left it; inspect it)";
 
 /// One `warning: ...` line per suspicious entry below `dir` (the node's
-/// `/etc/kubernetes`), walked one directory handle at a time without
-/// following a link. Empty when there is none.
+/// `/etc/kubernetes`).
 pub fn warnings(dir: &Path) -> String {
     let mut out = Vec::new();
     let mut seen = 0;
@@ -38,16 +34,22 @@ pub fn warnings(dir: &Path) -> String {
             if let Ok(m) = root.dir_metadata() {
                 judge("/etc/kubernetes", m.mode(), m.uid(), true, &mut out);
             }
-            walk(&root, "/etc/kubernetes", &mut seen, &mut |met| match met {
-                Met::Entry { path, meta, .. } => judge(
-                    path,
-                    meta.mode(),
-                    meta.uid(),
-                    !meta.file_type().is_symlink(),
-                    &mut out,
-                ),
-                Met::Problem { path, problem } => out.push(format!("{path} {problem}")),
-            });
+            walk(
+                &root,
+                "/etc/kubernetes",
+                0,
+                &mut seen,
+                &mut |met| match met {
+                    Met::Entry { path, meta, .. } => judge(
+                        path,
+                        meta.mode(),
+                        meta.uid(),
+                        !meta.file_type().is_symlink(),
+                        &mut out,
+                    ),
+                    Met::Problem { path, problem } => out.push(format!("{path} {problem}")),
+                },
+            );
         }
         Err(e) => out.push(format!("/etc/kubernetes could not be inspected: {e}")),
     }
@@ -57,15 +59,13 @@ pub fn warnings(dir: &Path) -> String {
 }
 
 /// Whether certsync's pod mounts the kubelet's bootstrap kubeconfig
-/// (read-only), from one look at the node: kubeadm's regular file on a
-/// node certsync's container never ran on (`adopted` false). On an adopted
-/// node that container may write `/etc/kubernetes`, and kubeadm deleted
-/// the file after the join: one there now is taken only when certsync's
-/// pod manifest `pod` (which the container cannot write) already mounts
-/// it read-only, and is refused otherwise, any entry by that name (a link,
-/// a directory) and one that cannot be looked at included. The pod mounts
-/// what this one look decided: a file planted after it is never mounted,
-/// so the next look still finds it.
+/// (read-only), from one look: kubeadm's regular file on a node certsync's
+/// container never ran on (`adopted` false). On an adopted node that
+/// container may write `/etc/kubernetes` (kubeadm deleted the file after
+/// the join): any entry by that name is refused unless certsync's pod
+/// manifest `pod` (which the container cannot write) already mounts it
+/// read-only. A file planted after this look is never mounted, so the
+/// next look still finds it.
 pub fn kubelet_bootstrap(
     dir: &Path,
     adopted: bool,
@@ -85,10 +85,8 @@ pub fn kubelet_bootstrap(
     }
 }
 
-/// What a walk meets below a directory: each entry by the path it is
-/// shown as (every name escaped: a name is whatever its maker chose) and
-/// its own metadata, a link never followed; or what could not be looked
-/// at, and why.
+/// What a walk meets: an entry (its path escaped: a name is whatever its
+/// maker chose) and its own metadata, or what could not be looked at.
 pub(super) enum Met<'a> {
     Entry {
         path: &'a str,
@@ -101,15 +99,16 @@ pub(super) enum Met<'a> {
     },
 }
 
-/// Every entry below `dir` (shown as `at`), one directory handle at a time:
-/// each directory opened beneath the one before without following a link
-/// (one swapped for a link meanwhile is a problem, never followed), by its
-/// own name, never by a path made again from text.
-pub(super) fn walk(dir: &Dir, at: &str, seen: &mut usize, visit: &mut dyn FnMut(Met<'_>)) {
-    walk_at(dir, at, 0, seen, visit);
-}
-
-fn walk_at(dir: &Dir, at: &str, depth: usize, seen: &mut usize, visit: &mut dyn FnMut(Met<'_>)) {
+/// Every entry below `dir` (shown as `at`; `depth` 0), one directory
+/// handle at a time: each opened beneath the one before by its own name,
+/// never following a link (one swapped in meanwhile is a problem).
+pub(super) fn walk(
+    dir: &Dir,
+    at: &str,
+    depth: usize,
+    seen: &mut usize,
+    visit: &mut dyn FnMut(Met<'_>),
+) {
     let entries = match dir.entries() {
         Ok(e) => e,
         Err(e) => {
@@ -140,7 +139,6 @@ fn walk_at(dir: &Dir, at: &str, depth: usize, seen: &mut usize, visit: &mut dyn 
         };
         let name = entry.file_name();
         let path = format!("{at}/{}", crate::escape(&name.to_string_lossy()));
-        // The entry itself: a symlink is not followed.
         let meta = match dir.symlink_metadata(&name) {
             Ok(m) => m,
             Err(e) => {
@@ -164,9 +162,8 @@ fn walk_at(dir: &Dir, at: &str, depth: usize, seen: &mut usize, visit: &mut dyn 
                 });
                 continue;
             }
-            // Swapped for a link since: an error, reported, never followed.
             match dir.open_dir_nofollow(&name) {
-                Ok(sub) => walk_at(&sub, &path, depth + 1, seen, visit),
+                Ok(sub) => walk(&sub, &path, depth + 1, seen, visit),
                 Err(e) => visit(Met::Problem {
                     path: &path,
                     problem: format!("could not be opened: {e}"),
@@ -187,10 +184,8 @@ fn judge(path: &str, mode: u32, uid: u32, has_mode: bool, out: &mut Vec<String>)
     if has_mode && !is_dir && mode & 0o2000 != 0 {
         why.push("set-group-ID");
     }
-    // Owned by root, as certsync kubeadm runs (a test run by another user
-    // judges against that user): what kubeadm hands the kubelet and the
-    // control plane is changed by no one else. A symlink's mode means
-    // nothing and is not judged.
+    // Owned by root, as certsync kubeadm runs (a test, by its user): what
+    // kubeadm hands the kubelet and the control plane is no one else's.
     let trust = Trust {
         owners: Owners::Me,
         ..Trust::STRICT

@@ -1,17 +1,10 @@
 //! `kube-public/cluster-info`: the kubeconfig `kubeadm join` discovery
-//! fetches (the controller-manager's bootstrap signer signs it for each
-//! bootstrap token) and whose CA data a joining node then trusts, for its
-//! TLS to the API server and in the kubelet.conf it writes. kubeadm writes
-//! it once, at init, with that day's CA certificate, so once adopt has
-//! renewed the CA a join after the old certificate's end cannot verify the
-//! API server (Go refuses a chain ending at an ended root). adopt puts
-//! there the CA data its kubeconfigs get (old and renewed certificates side
-//! by side), through admin.conf as it reads kubeadm-config; the bootstrap
-//! signer re-signs the new content.
-//!
-//! Only the CA data of its one cluster changes; everything else is kept as
-//! read. A shape kubeadm does not write is reported and left alone, never
-//! guessed at.
+//! fetches, whose CA data a joining node trusts. kubeadm writes it once,
+//! at init, so once adopt has renewed the CA a join after the old
+//! certificate's end cannot verify the API server. adopt puts there the
+//! CA data its kubeconfigs get (old and renewed side by side); the
+//! bootstrap signer re-signs it. Only that CA data changes; a shape
+//! kubeadm does not write is reported and left alone, never guessed at.
 
 use std::path::Path;
 use std::time::Duration;
@@ -29,20 +22,16 @@ const KEY: &str = "kubeconfig";
 /// What its refusals are said of.
 const WHERE: &str = "ConfigMap kube-public/cluster-info: its kubeconfig";
 
-/// The ConfigMap as read, and the certificates (DER) its cluster trusts.
 #[derive(Debug, Clone)]
 pub struct ClusterInfo {
     object: ConfigMap,
     pub trusted: Vec<Vec<u8>>,
 }
 
-/// Reads it through `config` (admin.conf as adopt judges it), waiting
-/// at most `timeout` ([`super::api::TIMEOUT`] for adopt).
 pub async fn read(config: &kube::Config, timeout: Duration) -> Result<ClusterInfo, KubeadmError> {
     parse(MAP.existing(config, timeout).await?)
 }
 
-/// Its kubeconfig's text.
 fn kubeconfig(object: &ConfigMap) -> Result<&str, KubeadmError> {
     let text = object.data.as_ref().and_then(|d| d.get(KEY));
     text.map(String::as_str)
@@ -83,11 +72,9 @@ impl ClusterInfo {
     }
 }
 
-/// On an adopted node at `dir`: when `kube-public/cluster-info` does not
-/// trust the CA certificate in place (`pki/ca.crt`), whether what it
-/// trusts has ended (a problem: a join cannot verify the API server) and
-/// what to do; also, once adopt has `renewed` the CA, when it could not be
-/// read (a warning: the check needs the API server).
+/// [`super::trust::stale_trust`] of cluster-info and `pki/ca.crt` on the
+/// node at `dir`; once adopt has `renewed` the CA, a warning when it
+/// could not be read.
 pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String)> {
     let (in_place, _) = super::node::ca_file(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
     let read = async {
@@ -113,7 +100,6 @@ pub async fn status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String
     judge(&info.trusted, &in_place.der, now)
 }
 
-/// [`super::trust::stale_trust`] for cluster-info's certificates.
 fn judge(trusted: &[Vec<u8>], in_place: &[u8], now: i64) -> Option<(bool, String)> {
     super::trust::stale_trust(
         "ConfigMap kube-public/cluster-info",

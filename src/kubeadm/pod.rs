@@ -1,8 +1,6 @@
-//! certsync's static pod: its manifest, built as a typed Pod (no value, an
-//! image or an address, can change its shape), the generation token adopt
-//! gives it (a digest of its configuration and image) and the address its
-//! probes, adopt and status ask. Adopt's plan writes these; the node's
-//! manifest is read back once per run as [`Current`].
+//! certsync's static pod: its manifest, the generation token adopt gives
+//! it and the address its probes, adopt and status ask; the node's
+//! manifest read back once per run as [`Current`].
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -11,52 +9,42 @@ use super::options::DEFAULT_ADMIN_ADDR;
 use super::seen::Seen;
 
 /// The token that names certsync's pod for a configuration, the CAs'
-/// trust (the bundles' digest: a renewed CA is a new pod, whose read-only
-/// mount of the CA file is the renewed one) and the pod itself as written
-/// without its generation (`shape`: image, admin address, probes, mounts).
-/// Every option that changes the pod changes it, so adopt's gate counts
-/// only the pod it wrote: an earlier one answering on the same port, with
-/// the same configuration but another address, is not it.
+/// trust (the bundles' digest: a renewed CA is a new pod) and the pod as
+/// written without it (`shape`: image, admin address, probes, mounts), so
+/// adopt's gate counts only the pod it wrote, not an earlier one answering
+/// on the same port.
 pub fn generation(config: &[u8], trust: &str, shape: &str) -> String {
-    let mut bytes = config.to_vec();
-    bytes.push(0);
-    bytes.extend_from_slice(trust.as_bytes());
-    bytes.push(0);
-    bytes.extend_from_slice(shape.as_bytes());
+    let bytes = [config, trust.as_bytes(), shape.as_bytes()].join(&0);
     super::paths::digest(&bytes)[..16].to_owned()
 }
 
 /// Where to ask certsync listening on `admin`: an unspecified address
 /// (0.0.0.0, ::) on loopback, as its pod's probes do.
 pub fn probe_addr(admin: SocketAddr) -> SocketAddr {
-    match admin.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), admin.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), admin.port())
-        }
-        _ => admin,
-    }
+    let lo: IpAddr = match admin.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        _ => return admin,
+    };
+    SocketAddr::new(lo, admin.port())
 }
 
-/// certsync's pod as its manifest on the node has it, parsed once as a
-/// typed Pod. Fails closed: a manifest that is not a Pod with a certsync
-/// container mounts nothing and names no generation.
+/// certsync's pod as its manifest on the node has it. Fails closed: a
+/// manifest that is not a Pod with a certsync container mounts nothing and
+/// names no generation.
 #[derive(Debug)]
 pub struct Current {
     /// The `--generation=` adopt gave it (none before generations).
     pub generation: Option<String>,
-    /// Its image, `--admin-addr` and readiness probe address, or why the
-    /// probe cannot be asked.
+    /// Or why the probe cannot be asked.
     pub probe: Result<Probe, Seen>,
     /// Node paths its certsync container mounts read-only from that same
     /// host path.
     read_only: Vec<String>,
 }
 
-/// The certsync container's image and `--admin-addr` (escaped) and where
-/// its readiness probe asks.
+/// The certsync container's image and `--admin-addr` (escaped), and
+/// where its readiness probe asks.
 #[derive(Debug)]
 pub struct Probe {
     pub image: Option<String>,
@@ -65,8 +53,7 @@ pub struct Probe {
 }
 
 impl Current {
-    /// The manifest `bytes`; anything unparsable is kept as the probe's
-    /// error, with no generation and no mount.
+    /// Anything unparsable is kept as the probe's error.
     pub fn parse(bytes: &[u8]) -> Self {
         Self::typed(bytes).unwrap_or_else(|why| Self {
             generation: None,
@@ -109,22 +96,18 @@ impl Current {
         })
     }
 
-    /// Whether its certsync container has `node_path` mounted read-only
-    /// from that same host path.
     pub fn mounts_read_only(&self, node_path: &str) -> bool {
         self.read_only.iter().any(|p| p == node_path)
     }
 
-    /// Where it is asked (its readiness probe; in one adopt wrote before
-    /// `--admin-addr`, none: the option's default, where that pod listens)
-    /// and the generation it answers with.
+    /// Where it is asked (no probe: the `--admin-addr` default, where a
+    /// pod adopt wrote before that option listens) and its generation.
     pub fn asked(&self) -> (SocketAddr, Option<&str>) {
         let addr = self.probe.as_ref().map_or(DEFAULT_ADMIN_ADDR, |p| p.addr);
         (addr, self.generation.as_deref())
     }
 }
 
-/// Where the readiness probe of the certsync container `c` asks.
 fn probe_addr_of(c: &k8s_openapi::api::core::v1::Container) -> Result<SocketAddr, Seen> {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let get = c
@@ -145,7 +128,6 @@ fn probe_addr_of(c: &k8s_openapi::api::core::v1::Container) -> Result<SocketAddr
     Ok(SocketAddr::new(ip, port))
 }
 
-/// A hostPath volume of certsync's pod and its mount.
 pub struct Mount {
     pub name: String,
     pub path: String,
@@ -154,23 +136,18 @@ pub struct Mount {
     pub read_only: bool,
 }
 
-/// What certsync's static pod is made of.
 pub struct Spec<'a> {
     pub image: &'a str,
-    /// `--admin-addr`; the probes ask [`probe_addr`] of it.
     pub admin: SocketAddr,
     pub generation: &'a str,
-    /// The configuration's digest (an annotation: a new one is a new pod).
     pub config_hash: &'a str,
     pub mounts: Vec<Mount>,
 }
 
-/// certsync's static pod manifest (YAML, after a comment line): a typed
-/// Pod, so no value (an image, an address, a path) can change its shape.
+/// certsync's static pod manifest, through a typed Pod: no value (an
+/// image, an address, a path) can change its shape.
 pub fn manifest(spec: &Spec) -> Result<String, serde_yaml_ng::Error> {
     use serde_json::json;
-    // The probes ask where certsync listens; an unspecified address
-    // (0.0.0.0, ::) listens on loopback too.
     let probe = probe_addr(spec.admin);
     let get = |path: &str| json!({"httpGet": {"host": probe.ip().to_string(), "path": path, "port": probe.port()}});
     let mut startup = get("/readyz");
@@ -230,8 +207,7 @@ pub fn manifest(spec: &Spec) -> Result<String, serde_yaml_ng::Error> {
             "volumes": volumes,
         },
     });
-    // Through the typed Pod: a value of the wrong type is an error, and
-    // the YAML is written in the Pod's own field order.
+    // A value of the wrong type is an error; the Pod's field order.
     let pod: k8s_openapi::api::core::v1::Pod =
         serde_yaml_ng::from_value(serde_yaml_ng::to_value(pod)?)?;
     let body = serde_yaml_ng::to_string(&pod)?;

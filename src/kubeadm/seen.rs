@@ -1,15 +1,12 @@
-//! What adopt's and revert's waits last saw: the one error of `wait`
-//! (`Seen`), and `NotReady`, adopt's gate not passed with what it put
-//! back. A leaf: `error` holds these, and `wait` reaches `error` through
-//! every module it asks, so a type of `wait`'s there would close a circle.
+//! What adopt's and revert's waits last saw (`Seen`), and `NotReady`.
+//! A leaf: `error` holds these, and `wait` reaches `error` through every
+//! module it asks, so a type of `wait`'s there would close a circle.
 
 use std::net::SocketAddr;
 
-/// A cause kept whole: an I/O, HTTP or client error, or a `KubeadmError`
-/// (named by `error`, which this leaf cannot import).
+/// A cause kept whole (a `KubeadmError` too, which this leaf cannot name).
 pub type Problem = Box<dyn std::error::Error + Send + Sync>;
 
-/// What the last look of a wait saw when it did not pass.
 #[derive(Debug, thiserror::Error)]
 pub enum Seen {
     // certsync's pod, asked at its admin port (adopt's gate, a pod taken
@@ -25,15 +22,13 @@ pub enum Seen {
     Earlier { generation: String },
     #[error("a certsync without a generation answers (an earlier pod): {status} {body}")]
     Ungenerated { status: u16, body: String },
-    /// `why` is read from what the pod's container may have written (a
-    /// link's text, a certificate's names): escaped when shown, as it is
-    /// printed to a terminal while adopt waits.
+    /// `why` is the pod's container's (a link's text, a certificate's
+    /// names): escaped, as adopt prints it to a terminal.
     #[error(
         "certsync's pod answers ready, but target {target} holds no live pair of its CA's: {}",
         crate::escape(why)
     )]
     DeadTarget { target: String, why: String },
-    /// A pod whose manifest was taken out still answering after `secs`.
     #[error("{pod} still answers on {addr} {secs} s after its manifest was taken out")]
     StillAnswers {
         pod: String,
@@ -46,8 +41,8 @@ pub enum Seen {
          started; no component was pointed at it"
     )]
     Changed { path: String },
-    /// Writing or reading the pod's files failed (paths the container may
-    /// have named: escaped when shown).
+    /// Writing or reading the pod's files (paths the container may have
+    /// named: escaped).
     #[error("{}", crate::escape(&.0.to_string()))]
     Failed(#[source] Problem),
 
@@ -69,8 +64,6 @@ pub enum Seen {
     NoAddress { manifest: String },
     #[error("{path}: {problem}")]
     Unread { path: String, problem: Problem },
-    /// Still serving another certificate (not restarted yet), or no TLS
-    /// answer at all.
     #[error("{addr} serves {served}, not {path} ({expected})")]
     NotServing {
         addr: String,
@@ -87,24 +80,18 @@ pub enum Seen {
         path: String,
         problem: Problem,
     },
-    /// admin.conf could not be read or made into a client: nothing can ask
-    /// `/readyz`, however long the wait.
     #[error("/readyz cannot be asked through admin.conf: {problem}")]
     NoAdmin { problem: Problem },
-    /// The manifest's address makes no URL: no client can ask it.
     #[error("/readyz cannot be asked through admin.conf: https://{addr}: {source}")]
     Url {
         addr: String,
         source: http::uri::InvalidUri,
     },
-    /// Serving and ready from the first look on, never seen stopping: the
-    /// API server that ran before (same certificate) has not restarted yet.
     #[error("{addr} has answered ready since the manifest changed: not restarted on it yet")]
     NotRestarted { addr: String },
 }
 
-/// What adopt saw of a certsync pod that was not ready in time, and what
-/// it put back.
+/// adopt's gate not passed: what it saw, and what it put back.
 #[derive(Debug, thiserror::Error)]
 #[error(
     "certsync's pod (image {image}, generation {generation}) was not ready within {timeout}: \
@@ -115,7 +102,6 @@ pub struct NotReady {
     pub generation: String,
     /// `--ready-timeout`, as given.
     pub timeout: String,
-    /// What was last seen.
     pub seen: Seen,
     /// The kubelet's view (the mirror pod), or where to look on the node.
     pub pod: String,

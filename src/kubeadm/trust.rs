@@ -1,31 +1,20 @@
 //! The CAs' end: each kubeadm CA certificate renewed with its own key
 //! (`source::ca::renew_ca`: same subject, key and key identifier, a new
 //! notAfter) once less than [`RENEW_LEFT`] of its span is left, and a
-//! trust bundle of the CA's certificates (the one in place and its
-//! renewal) for every component that loads trust only at start: etcd
-//! (`--trusted-ca-file`, `--peer-trusted-ca-file`), the API server
-//! (`--etcd-cafile`) and the controller-manager (`--root-ca-file`). Those
-//! three carry the bundles' digest in an annotation, so a renewal changes
-//! their manifests and the kubelet restarts them on it: the restart
-//! adoption makes anyway. Components that re-read trust (the API server's
-//! `--client-ca-file`, `--requestheader-client-ca-file`, the
-//! controller-manager's signing file, client-go's CA file) read the CA
-//! file itself, which holds exactly the renewed certificate (the
-//! controller-manager signs with exactly one).
+//! bundle of the CA's certificates (in place and renewed) for each
+//! component that loads trust only at start: etcd (`--trusted-ca-file`,
+//! `--peer-trusted-ca-file`), the API server (`--etcd-cafile`), the
+//! controller-manager (`--root-ca-file`). Their manifests carry the
+//! bundles' digest, so a renewal restarts them; what re-reads trust reads
+//! the CA file itself, which holds exactly the renewal.
 //!
 //! A bundle is made from adopt's record (`adopted.json`, which certsync's
-//! container cannot write: every CA certificate adopt put in a bundle)
-//! and the CA certificate in place, never from the bundle file itself: a
-//! file in `pki/` is one an older certsync pod could have written, and a
-//! certificate there with the CA's subject and key (made with the CA key
-//! the container reads, ending in 2100) would otherwise be trusted from
-//! one adopt to the next. Of the record, only certificates of the CA's
-//! own subject and key that have not ended are kept, and every
-//! certificate in a bundle reads as Go reads certificates (etcd refuses
-//! to start on a bundle holding one it cannot parse). A bundle adopt did
-//! not write (no record: a first adopt) is refused, not replaced. The CA
-//! certificate and key are read beneath `pki/`, mounted read-only into
-//! certsync's pod (`apply::stop_previous` keeps them so).
+//! container cannot write) and the CA certificate in place, never from the
+//! bundle file: one in `pki/` an older certsync pod could have written
+//! (the CA's subject and key, made with the CA key, ending in 2100) would
+//! otherwise stay trusted. Of the record, only unended certificates of the
+//! CA's own subject and key that Go reads are kept (etcd refuses a bundle
+//! holding one it cannot parse). A bundle adopt did not write is refused.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,14 +30,11 @@ use super::record::STATE;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
 
-/// A CA certificate is renewed when less than this share of its span
-/// (notBefore to notAfter) is left: a ten-year CA from its second year
-/// on, so any adopt in the eight years before its end renews it, and a
-/// re-adopt right after a renewal does not renew it again.
+/// A CA certificate is renewed when less than this share of its span is
+/// left: a ten-year CA from its second year on.
 pub const RENEW_LEFT: (i64, i64) = (9, 10);
 
-/// kubeadm's CAs: (name, certificate, key, the bundle of its certificates
-/// for components that load trust once, if any does).
+/// kubeadm's CAs: (name, certificate, key, its bundle, if any).
 pub const CAS: [(&str, &str, &str, Option<&str>); 3] = [
     (
         "ca",
@@ -70,35 +56,28 @@ pub const CAS: [(&str, &str, &str, Option<&str>); 3] = [
     ),
 ];
 
-/// One CA as adopt finds it and leaves it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CaEnd {
     pub name: &'static str,
     pub path: &'static str,
-    /// notAfter of the certificate in place (unix seconds).
+    /// notAfters (unix seconds): in place, of its renewal, when one is due.
     pub ends: i64,
-    /// notAfter of its renewal, when adopt renews it.
     pub renewed_to: Option<i64>,
-    /// When a renewal comes due: the first adopt after it renews the CA.
     pub due_from: i64,
 }
 
-/// What adopt writes for the CAs.
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
-    /// Renewed CA certificates and the bundles (mode 0644, as kubeadm
-    /// writes certificates).
+    /// Renewed CA certificates and the bundles (0644, as kubeadm's).
     pub files: Vec<FileWrite>,
     pub cas: Vec<CaEnd>,
     /// SHA-256 (16 hex) of the bundles as adopt leaves them.
     pub digest: String,
-    /// PEM of `ca`'s bundle as adopt leaves it: the CA data of the
-    /// kubeconfigs it keeps.
+    /// `ca`'s bundle (PEM): the CA data of the kubeconfigs adopt keeps.
     pub ca_bundle: Vec<u8>,
-    /// What goes into adopt's record: each bundle's certificates (PEM).
     pub record: Record,
-    /// Each CA's certificates side by side as the cluster's ConfigMap
-    /// should hold them after this adopt (`None`: it was not read).
+    /// Each CA's certificates as the cluster's ConfigMap should hold them
+    /// (`None`: it was not read).
     pub published: Option<BTreeMap<String, String>>,
 }
 
@@ -110,27 +89,21 @@ fn pem(der: &[u8]) -> String {
 }
 
 /// A CA's span without its 5-minute backdate (kubeadm's and
-/// `renew_ca`'s): a renewal then lasts as long as the certificate it
-/// renews, and right after one all of that span is left, so the next
-/// adopt does not renew it again, however short the span (kubeadm's
-/// clock in tests).
+/// `renew_ca`'s): right after a renewal all of it is left, so the next
+/// adopt does not renew it again, however short the span.
 fn effective_span(from: i64, to: i64) -> i64 {
     (to - from - BACKDATE_SECS).max(1)
 }
 
-/// When a CA valid `from`..`to` comes due: once less than [`RENEW_LEFT`]
-/// of its span is left. Due at `now` when `now` is past it.
 fn due_from(from: i64, to: i64) -> i64 {
     to - effective_span(from, to) * RENEW_LEFT.0 / RENEW_LEFT.1
 }
 
 const BACKDATE_SECS: i64 = 300;
 
-/// Works out the renewals and bundles for the node at `dir` at `now`,
-/// from adopt's `record` of the bundles (empty on a first adopt:
-/// `adopted` false, when a bundle already there is not adopt's) and the
-/// cluster's certificates (`published`, each CA's PEM by key; `None`: not
-/// read, the API server out of reach).
+/// The renewals and bundles for the node at `dir` at `now`, from adopt's
+/// `record` (empty on a first adopt, `adopted` false) and the cluster's
+/// certificates (`published`; `None`: the API server out of reach).
 pub fn plan(
     dir: &Path,
     now: SystemTime,
@@ -154,11 +127,10 @@ pub fn plan(
             Some(pem) => cluster_certs(&map_key, pem, &ca, now_s, span)?,
             None => Vec::new(),
         };
-        // The cluster's CA certificate, unless it is due: taken, never a
-        // second renewal of this node's own.
-        // Never one ending before the certificate in place (unless that is
-        // due): a replayed older renewal would otherwise swap them back and
-        // forth, restarting the components each time.
+        // The cluster's CA certificate, unless due, is taken: never a second
+        // renewal of this node's own. Never one ending before the one in
+        // place (unless that is due): a replayed older renewal would swap
+        // them back and forth, restarting the components each time.
         let due = now_s > due_from(from, to);
         let taken = theirs
             .last()
@@ -200,9 +172,9 @@ pub fn plan(
             renewed_to: (current != *der).then_some(ends),
             due_from: due_from(from, to),
         });
-        // Side by side: the cluster's certificates when taken (every node
-        // the same); else what adopt recorded, the cluster's and the one in
-        // place; then the current one. Only those that have not ended.
+        // The cluster's certificates when taken (every node the same);
+        // else the recorded, the cluster's and the one in place; then the
+        // current one. Only those that have not ended.
         let mut certs: Vec<Vec<u8>> = Vec::new();
         let kept = match bundle.filter(|_| !is_taken) {
             Some(b) => recorded(dir, record, b, &ca)?,
@@ -235,15 +207,13 @@ pub fn plan(
     Ok(trust)
 }
 
-/// The certificates published for a CA (PEM, at `map_key`), each with its
-/// notBefore and notAfter; refused unless each is the CA's own as
-/// `renew_ca` makes it: its subject and key (of `ca`: the certificate in
-/// place, its subject and key), signed by that key (a self-signature only
-/// a holder of the CA key can make), read as Go reads it, every field but
-/// serial and validity the certificate in place's (no other extensions: a
-/// server's certificate or name constraints made with the key would break
-/// every component's trust), valid at `now`, and ending no later than a
-/// renewal made now would (`span` from now).
+/// The certificates published for a CA (PEM, at `map_key`) with their
+/// validity; refused unless each is the CA's own as `renew_ca` makes it:
+/// the subject and key of `ca` (the one in place), signed by that key
+/// (only a holder of the CA key can), read as Go reads it, every field but
+/// serial and validity the one in place's (a server's certificate or name
+/// constraints made with the key would break every component's trust),
+/// valid at `now`, ending no later than a renewal made now (`span`).
 fn cluster_certs(
     map_key: &str,
     pem: &str,
@@ -300,8 +270,8 @@ fn cluster_certs(
         .collect()
 }
 
-/// The bundle file to write unless it already holds `text` (`n`
-/// certificates); one adopt did not write (`adopted` false) is refused.
+/// The bundle file to write unless it holds `text` (`n` certificates);
+/// one adopt did not write (`adopted` false) is refused.
 fn bundle_file(
     dir: &Path,
     name: &str,
@@ -320,10 +290,7 @@ fn bundle_file(
 }
 
 /// What adopt recorded for `bundle` that is the CA `ca` (subject and
-/// key) and read as Go reads it, in order, once each, with its end: the
-/// earlier certificates a bundle keeps beside the one in place (adopt
-/// keeps those that have not ended; status reports them until adopt has
-/// left them out).
+/// key) and that Go reads, in order, once each, with its end.
 fn recorded(
     dir: &Path,
     record: &Record,
@@ -347,7 +314,6 @@ fn recorded(
     Ok(certs)
 }
 
-/// One CA as `certsync kubeadm status` reports it.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct CaStatus {
     pub name: &'static str,
@@ -355,17 +321,13 @@ pub struct CaStatus {
     pub not_after: Option<String>,
     /// Unix time; 0 when unknown.
     pub not_after_seconds: i64,
-    /// Less than 90% of its span is left: the next adopt renews it.
     pub renewal_due: bool,
-    /// The bundle the components load at start holds this certificate
-    /// (`None`: no component loads one for this CA).
+    /// The bundle the components load at start holds it (`None`: no bundle).
     pub in_bundle: Option<bool>,
-    /// The end of the earliest earlier certificate of this CA that adopt
-    /// keeps in the bundle (Unix time; 0 when there is none), ended or not:
-    /// by then, whatever trusts only that certificate (kubelets,
-    /// cluster-info, copied kubeconfigs) must trust the one in place.
+    /// The end of the earliest earlier certificate adopt keeps in the
+    /// bundle (0: none), ended or not: by then whatever trusts only it
+    /// (kubelets, cluster-info, copied kubeconfigs) must trust this one.
     pub previous_not_after_seconds: i64,
-    /// The same, in words.
     pub previous_not_after: Option<String>,
     /// The ends of every earlier certificate kept beside it (what issued
     /// leaves may have been cut at).
@@ -374,9 +336,8 @@ pub struct CaStatus {
     pub problem: Option<String>,
 }
 
-/// Each CA as it stands on the node at `now`, and what is due: warnings
-/// for a renewal due and for this node's kubelet.conf, whose CA data only
-/// a kubelet restart re-reads.
+/// Each CA on the node at `now`, and warnings for a renewal due and for
+/// this node's kubelet.conf, whose CA data only a kubelet restart re-reads.
 pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warning>) {
     let mut cas = Vec::new();
     let mut warnings = Vec::new();
@@ -433,12 +394,11 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
     (cas, warnings)
 }
 
-/// The bundle `b` of the CA in place (`ca`) in its status: whether it
-/// holds it, the earlier certificates adopt recorded beside it by the
-/// bundle's own rule ([`recorded`]), ended or not, and what is wrong: not holding it, unreadable, or
-/// holding a certificate neither in place nor in adopt's record (a file
-/// certsync's container could have written: another key trusted by etcd,
-/// the API server and the controller-manager).
+/// The bundle `b` of the CA in place (`ca`): whether it holds it, the
+/// earlier certificates adopt recorded ([`recorded`]), and what is wrong:
+/// unreadable, not holding it, or holding one neither in place nor
+/// recorded (a file certsync's container could have written: another key
+/// trusted by etcd, the API server and the controller-manager).
 fn bundle_part(
     c: &mut CaStatus,
     dir: &Path,
@@ -458,8 +418,7 @@ fn bundle_part(
     let earlier = kept.iter().filter(|(k, _)| k != der);
     c.earlier_ends = earlier.map(|(_, end)| *end).collect();
     // What trusts only the oldest (a kubelet that joined before the first
-    // renewal) stops first; an ended one stays reported until adopt leaves
-    // it out.
+    // renewal) stops first.
     let previous = c.earlier_ends.iter().copied().min().unwrap_or(0);
     c.previous_not_after_seconds = previous;
     c.previous_not_after = (previous > 0).then(|| rfc3339(previous));
@@ -491,14 +450,12 @@ fn bundle_part(
     }
 }
 
-/// This node's kubelet.conf.
 pub(super) const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
 
 /// A kubeconfig's text and the CA certificates (DER) it embeds.
 type Embedded = (String, Vec<Vec<u8>>);
 
-/// This node's kubelet.conf (its text) and the CA certificates (DER) it
-/// embeds; `None` when there is none, or when it names its CA by file
+/// This node's kubelet.conf and the CA certificates it embeds; `None` when there is none, or when it names its CA by file
 /// (kubeadm's `ca.crt`, which adopt keeps).
 pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError> {
     let at = host(dir, KUBELET);
@@ -514,10 +471,9 @@ pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError>
     Ok(Some((text, node::certificates(&at, &data)?)))
 }
 
-/// When this node's [`kubelet_conf`] embeds CA data without the CA
-/// certificate `der`: [`stale_trust`], saying `fix`. The kubelet reads it
-/// only at start. One that cannot be read or parsed is a problem: what
-/// the kubelet trusts cannot be judged.
+/// [`stale_trust`] of this node's [`kubelet_conf`] and the CA certificate
+/// `der`; one that cannot be read is a problem: what the kubelet trusts
+/// cannot be judged.
 fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
     let fails = "the kubelet cannot verify the API server";
     match kubelet_conf(dir) {
@@ -531,8 +487,7 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
 }
 
 /// After revert: this node's kubelet.conf when it lacks the CA certificate
-/// in place (a renewal): nothing watches it once the node is kubeadm's, and
-/// the kubelet stops at the end of what it trusts.
+/// in place (a renewal): nothing watches it once the node is kubeadm's.
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
     let (ca, _) = node::ca_file(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
@@ -541,10 +496,10 @@ pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> 
     kubelet_trust(dir, &ca.der, now, fix).map(|(_, why)| why)
 }
 
-/// When `trusted` (the CA certificates `who` trusts, DER) lacks the CA
-/// certificate in place (`der`): a problem (`true`, `fails` said) once
-/// every one of them has ended at `now`, else a warning; each says `fix`.
-/// One whose end cannot be read counts as ended.
+/// When `trusted` (what `who` trusts, DER) lacks the CA certificate in
+/// place (`der`): a problem (`true`, saying `fails`) once all of them have
+/// ended at `now` (an unreadable end counts as ended), else a warning;
+/// each says `fix`.
 pub(super) fn stale_trust(
     who: &str,
     trusted: &[Vec<u8>],

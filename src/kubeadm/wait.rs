@@ -2,31 +2,23 @@
 //! last look is what was seen ([`Seen`]).
 //!
 //! adopt's gate ([`ready`]), passed before any component manifest names
-//! certsync's targets: certsync's pod, started for this adoption, ready,
-//! and every target holding on disk a live pair its CA issued. A node
-//! whose components read files no running certsync renews works until
-//! those files end, then stops (an image the node could not pull was
-//! "adopted", exit 0, and nothing renewed the pairs). "This adoption's":
-//! its `/readyz` answers with the generation token adopt put in the pod's
-//! arguments (`pod::generation`, [`crate::admin::GENERATION_HEADER`]), so
-//! an earlier pod on the same port (a re-adopt) is not taken for it.
+//! certsync's targets: certsync's pod of this adoption ready (its
+//! `/readyz` answers with the generation token adopt put in its arguments,
+//! so an earlier pod on the same port is not taken for it), and every
+//! target holding a live pair its CA issued: a node whose components read
+//! files no running certsync renews stops when those files end.
 //!
 //! A liveness gate, not a security boundary: it stops an image the node
-//! cannot run or a configuration certsync refuses, not a process that
-//! wants adopt to go on. A local process that binds the admin port first
-//! can answer with the token (the configuration is predictable, the image
-//! is on adopt's command line), and certsync's own container can make the
-//! pairs (it reads the CA keys, and sees the new pod manifest through its
-//! read-only mount of `manifests/`): a compromised container can make a
-//! re-adopt go through with a new pod that never runs. It is host root
-//! through the CA keys already (docs/security.md); what it cannot do is
-//! make adopt or revert take its files for kubeadm's.
+//! cannot run or a configuration certsync refuses. A local process bound
+//! to the admin port first can answer with the token (the configuration is
+//! predictable), and certsync's own container can make the pairs (it reads
+//! the CA keys): it is host root through those keys already
+//! (docs/security.md); what it cannot do is make adopt or revert take its
+//! files for kubeadm's.
 //!
-//! [`stopped`]: a pod taken out, gone. [`api_server_back`], which ends
-//! adopt and revert: after either changed the API server's manifest, the
-//! API server restarted on the files it names, so "adopted" or "reverted"
-//! is said only of a node that serves (an operator who goes on at that
-//! line must not meet a node still restarting, nor one that never will).
+//! [`take_out`]: a pod taken out, gone. [`api_server_back`] ends adopt and
+//! revert: "adopted" or "reverted" is said only of a node whose API server
+//! serves again on the files its new manifest names.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -58,7 +50,7 @@ pub async fn poll<T, E>(
     }
 }
 
-/// One [`get_readyz`]: `Ok` when the pod of `generation` answers ready.
+/// `Ok` when the pod of `generation` answers ready.
 async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
     let answer = get_readyz(addr).await?;
     let body = crate::escape(answer.body.trim()).into_owned();
@@ -78,21 +70,18 @@ async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
     }
 }
 
-/// How long `/readyz` may take to answer, and how much of it is read.
 const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
 const READYZ_LIMIT: usize = 64 << 10;
 
-/// What certsync's `/readyz` answered: the generation is the answering
-/// pod's ([`crate::admin::GENERATION_HEADER`]), the body capped.
+/// What certsync's `/readyz` answered, with the answering pod's
+/// [`crate::admin::GENERATION_HEADER`].
 pub(super) struct Readyz {
     pub status: u16,
     pub generation: Option<String>,
     pub body: String,
 }
 
-/// `GET http://ADDR/readyz`, within [`READYZ_TIMEOUT`] (else
-/// [`Seen::Silent`]; no answer: [`Seen::Nothing`]): adopt's gate and
-/// `kubeadm status` ask it the same way.
+/// `GET http://ADDR/readyz` for adopt's gate and `kubeadm status`.
 pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
     let ask = async {
         let stream = tokio::net::TcpStream::connect(addr).await?;
@@ -127,7 +116,7 @@ pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
 }
 
 /// Targets whose live pair is missing, unreadable, not its CA's or has
-/// ended: (node path, why). Empty when every one holds a live pair.
+/// ended: (node path, why).
 pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let mut dead = Vec::new();
@@ -147,9 +136,9 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
 }
 
 /// The file `name` of the target at `target` (a node path), opened
-/// beneath the target's handle: the pod writes the target, so a link it
-/// left there never leads adopt (root) out of it, and a FIFO it left is
-/// refused without an open that blocks. A regular file, 1 MiB at most.
+/// beneath the target's handle: a link the pod left there never leads
+/// adopt (root) out of it, and a FIFO is refused without an open that
+/// blocks. A regular file, 1 MiB at most.
 fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
     let opened = super::moves::open_beneath(dir, target)
         .map_err(|e| KubeadmError::file(Path::new(target), e))?;
@@ -163,10 +152,8 @@ fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, Kubeadm
     .map_err(|e| KubeadmError::file(&Path::new(target).join(name), e))
 }
 
-/// adopt's gate: waits up to `timeout` for the pod of `generation` to
-/// answer ready and every target to hold a live pair, saying every
-/// [`PROGRESS_EVERY`] what it last saw and the pod's state (a wait of
-/// minutes is never silent). `Err`: what was last seen.
+/// adopt's gate, saying every [`PROGRESS_EVERY`] what it last saw and the
+/// pod's state (a wait of minutes is never silent).
 pub async fn ready(
     dir: &Path,
     addr: SocketAddr,
@@ -204,7 +191,6 @@ pub async fn ready(
     .await
 }
 
-/// How often the gate says what it last saw.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// How long after its manifest is taken out a certsync pod is surely
@@ -214,16 +200,13 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// less what the first check took).
 pub const STOPPED_AFTER: Duration = Duration::from_secs(40);
 
-/// certsync's pod `pod`, asked at `asked` (its address and generation),
-/// taken out: its manifest taken away by `take` (removed, or moved into a
-/// backup; `Err`: what `take` failed with), then stopped: the pod of its
-/// generation has not answered (ready or not) for 5 s in a row, within
-/// twice [`STOPPED_AFTER`] (else [`Seen::StillAnswers`]), and
-/// [`STOPPED_AFTER`] has passed since it was taken out. A file the host
-/// writes after this is out of reach of that container (a rename over a
-/// file it mounts read-only leaves the new file writable to it, and its
-/// read-write mounts are its own while it runs): the one wait adopt and
-/// revert make before writing what the container could reach.
+/// certsync's pod `pod`, asked at `asked` (address, generation), taken
+/// out by `take` (its manifest removed or backed up), then stopped: not
+/// answering for 5 s in a row within twice [`STOPPED_AFTER`] (else
+/// [`Seen::StillAnswers`]), and [`STOPPED_AFTER`] passed since. A file the
+/// host writes after this is out of that container's reach (a rename over
+/// a file it mounts read-only leaves the new file writable to it): the one
+/// wait adopt and revert make before writing what it could reach.
 pub async fn take_out<E>(
     take: impl FnOnce() -> Result<(), E>,
     asked: (SocketAddr, Option<&str>),
@@ -255,10 +238,9 @@ pub async fn take_out<E>(
     Ok(stopped)
 }
 
-/// Whether `seen` at the probe address is the pod being taken out still
-/// answering: one of its generation, ready or starting; and, when its
-/// generation is not `known` (a manifest that is not the Pod adopt
-/// writes), any answer at all, since whose it is cannot be told.
+/// Whether `seen` is the pod being taken out still answering: one of its
+/// generation; when that is not `known` (not the Pod adopt writes), any
+/// answer at all, since whose it is cannot be told.
 fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     match seen {
         Ok(()) | Err(Seen::Starting { .. }) => true,
@@ -267,12 +249,10 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     }
 }
 
-/// The kubelet's view of certsync's pod, where the API server can be
-/// asked within `limit`: its mirror pod `kube-system/certsync-NODE` (NODE
-/// from etcd's `--name`, which kubeadm sets to the node's name), its
-/// container's state and the last line it logged (of the instance that
-/// ended, when it is restarting: the cause it gave). What to check on the
-/// node otherwise.
+/// The kubelet's view of certsync's pod, asked of the API server within
+/// `limit`: its mirror pod `kube-system/certsync-NODE` (NODE: etcd's
+/// `--name`, the node's name in kubeadm) and its last log line; else what
+/// to check on the node.
 pub async fn pod_state(dir: &Path, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
         `crictl ps -a --name certsync` and `crictl logs` of its container";
@@ -290,8 +270,7 @@ pub async fn pod_state(dir: &Path, limit: Duration) -> String {
         let Some(pod) = pods.get_opt(&name).await? else {
             return Ok(None);
         };
-        // The instance that ended, when the container is not running: its
-        // last line is the cause (`Cannot assign requested address`).
+        // Not running: the last line of the instance that ended is the cause.
         let previous = container(&pod).is_some_and(|c| {
             c.restart_count > 0 && c.state.as_ref().is_none_or(|s| s.running.is_none())
         });
@@ -329,9 +308,8 @@ fn container(pod: &Pod) -> Option<&ContainerStatus> {
     pod.status.as_ref()?.container_statuses.as_ref()?.first()
 }
 
-/// The mirror pod `name`'s container in words: image, state, the state
-/// it last ended in, and its last log line (the container's words,
-/// escaped and cut: it may be anything); `None` without a status.
+/// The mirror pod `name`'s container in words: image, state, last state
+/// and last log line; `None` without a status.
 pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<String> {
     const SAID_MAX: usize = 600;
     let c = container(pod)?;
@@ -372,27 +350,21 @@ pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<Stri
     Some(crate::escape(&cut).into_owned())
 }
 
-/// A restart for a changed manifest shows within this: the kubelet reads
-/// static pod manifests every 20 s, and the API server answers /readyz
-/// with a failure from the moment it is told to stop. A manifest written
-/// back to what runs (adopt right after a `kubeadm upgrade` the kubelet has
-/// not noticed yet) restarts nothing: ready, with the certificate the
-/// manifest names, and no gap by then is the API server as it should be.
+/// A restart for a changed manifest shows within this (the kubelet reads
+/// static pod manifests every 20 s); a manifest written back to what runs
+/// restarts nothing, so ready with no gap by then is as it should be.
 const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
 
 /// After adopt or revert wrote the API server's manifest `(path, bytes)`
-/// (`None`: did not; a zero `timeout`: not waited for), the API server
-/// restarted on the files it names (`files`: whose) within `timeout`: the
-/// line that says so, else `did` (what was done) and what was last seen.
-/// At its own address (the manifest's `--advertise-address` and
-/// `--secure-port`, not admin.conf's server, which may be a load balancer
-/// in front of other nodes) it serves the certificate its
-/// `--tls-cert-file` holds now (re-read each time: certsync may renew it
-/// meanwhile; the API server still running on the files of before answers
-/// /readyz too), and `/readyz` answers ok through admin.conf, after it was
-/// seen not doing so at least once or once [`RESTART_SEEN_WITHIN`] has
-/// passed: a change that keeps the certificate (a trust annotation) is
-/// proven by the restart's gap, one that changes it by the certificate.
+/// (`None` or a zero `timeout`: not waited for), the API server restarted
+/// on the files (`files`: whose) it names: the line that says so, else
+/// `did` and what was last seen. At its own address (`--advertise-address`,
+/// `--secure-port`: admin.conf's server may be a load balancer) it serves
+/// the certificate its `--tls-cert-file` holds now (re-read each time:
+/// certsync may renew it), and `/readyz` answers ok through admin.conf
+/// after a gap or once [`RESTART_SEEN_WITHIN`] has passed: a change that
+/// keeps the certificate is proven by the gap, one that changes it by the
+/// certificate.
 pub async fn api_server_back(
     dir: &Path,
     manifest: Option<(&str, &[u8])>,
@@ -420,9 +392,7 @@ pub async fn api_server_back(
             addr: addr.clone(),
             sni: None,
         };
-        // A client for the address with admin.conf's credentials and CA
-        // data, made once: admin.conf does not change while the API server
-        // restarts, so one that cannot be used ends the wait at once.
+        // Made once: one admin.conf that cannot be used ends the wait.
         let no_admin = |problem: Problem| Seen::NoAdmin { problem };
         let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
             .await
@@ -466,7 +436,6 @@ pub async fn api_server_back(
     ))
 }
 
-/// The API server's flag naming the certificate it serves.
 const TLS_CERT_FILE: &str = "tls-cert-file";
 
 /// The certificate an API server manifest serves (`--tls-cert-file`).
@@ -477,8 +446,7 @@ pub fn serving_cert(manifest: &[u8]) -> Option<String> {
 }
 
 /// Whether `check`'s address serves the certificate at the node path
-/// `cert` (read beneath its directory's handle, as the gate reads a
-/// target: certsync's pod writes its targets).
+/// `cert`, read beneath its directory's handle (the pod writes it).
 async fn served_as_named(
     dir: &Path,
     cert: &str,
@@ -504,7 +472,6 @@ async fn served_as_named(
     }
 }
 
-/// `GET /readyz` through `client`, within 5 s.
 async fn readyz(client: &kube::Client) -> Result<(), Problem> {
     let request = http::Request::get("/readyz").body(Vec::new())?;
     match tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await {
