@@ -203,19 +203,14 @@ fn judge(path: &str, mode: u32, uid: u32, has_mode: bool, out: &mut Vec<String>)
     if faults.others_writable {
         why.push("writable by others");
     }
-    let owner = nix::unistd::geteuid().as_raw();
-    let not_owner;
-    if faults.owner {
-        not_owner = format!(
-            "owned by uid {uid}, not {}",
-            if owner == 0 {
-                "root".to_owned()
-            } else {
-                format!("uid {owner}")
-            }
-        );
-        why.push(&not_owner);
-    }
+    let me = match nix::unistd::geteuid().as_raw() {
+        0 => "root".to_owned(),
+        owner => format!("uid {owner}"),
+    };
+    let not_owner = faults
+        .owner
+        .then(|| format!("owned by uid {uid}, not {me}"));
+    why.extend(not_owner.as_deref());
     if !why.is_empty() {
         out.push(format!(
             "{path} is {} (mode {:04o}, owner uid {uid})",

@@ -302,16 +302,13 @@ fn certificate(dir: &Path, now: i64, m: Mapping) -> CertStatus {
     c.renew_by = Some(rfc3339(by));
     c.renew_by_seconds = by;
     c.outage_tolerance_seconds = leaf.not_after - by;
+    let end = rfc3339(leaf.not_after);
     c.problem = if leaf.not_after <= now {
-        Some(format!(
-            "the live certificate expired at {}",
-            rfc3339(leaf.not_after)
-        ))
+        Some(format!("the live certificate expired at {end}"))
     } else if now > by + LATE_AFTER_SECS {
+        let by = rfc3339(by);
         Some(format!(
-            "not renewed although its renewal window ended at {} (it expires at {})",
-            rfc3339(by),
-            rfc3339(leaf.not_after)
+            "not renewed although its renewal window ended at {by} (it expires at {end})"
         ))
     } else {
         None

@@ -455,8 +455,8 @@ pub(super) const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
 /// A kubeconfig's text and the CA certificates (DER) it embeds.
 type Embedded = (String, Vec<Vec<u8>>);
 
-/// This node's kubelet.conf and the CA certificates it embeds; `None` when there is none, or when it names its CA by file
-/// (kubeadm's `ca.crt`, which adopt keeps).
+/// This node's kubelet.conf and the CA certificates it embeds; `None`
+/// when there is none, or when it names its CA by file (kubeadm's).
 pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError> {
     let at = host(dir, KUBELET);
     let Some(bytes) = node::read_optional(dir, KUBELET)? else {

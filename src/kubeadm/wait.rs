@@ -313,23 +313,16 @@ fn container(pod: &Pod) -> Option<&ContainerStatus> {
 pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<String> {
     const SAID_MAX: usize = 600;
     let c = container(pod)?;
-    let state = |s: &ContainerState| {
-        if let Some(w) = &s.waiting {
-            format!(
-                "waiting: {} {}",
-                w.reason.as_deref().unwrap_or(""),
-                w.message.as_deref().unwrap_or("")
-            )
-        } else if let Some(t) = &s.terminated {
-            format!(
-                "terminated: {} (exit code {}) {}",
-                t.reason.as_deref().unwrap_or(""),
-                t.exit_code,
-                t.message.as_deref().unwrap_or("")
-            )
-        } else {
-            "running".to_owned()
-        }
+    let or_none = |s: &Option<String>| s.clone().unwrap_or_default();
+    let state = |s: &ContainerState| match (&s.waiting, &s.terminated) {
+        (Some(w), _) => format!("waiting: {} {}", or_none(&w.reason), or_none(&w.message)),
+        (None, Some(t)) => format!(
+            "terminated: {} (exit code {}) {}",
+            or_none(&t.reason),
+            t.exit_code,
+            or_none(&t.message)
+        ),
+        (None, None) => "running".to_owned(),
     };
     let mut said = format!(
         "kube-system/{name}: image {}, {}",
