@@ -1,12 +1,7 @@
-//! The folder's errors: `KubeadmError`, what adopt, revert and status
-//! stop with, and the reasons it carries that are said apart from it:
-//! what is wrong with one of the node's files (`FileProblem`, after the
-//! file's path), why adopt refuses a node (`Refusal`, after "refusing to
-//! adopt": a manifest's, an option's, the configuration's, a key's; a
-//! key listed with the others exposed), why revert refused or stopped
-//! (`RevertError`, after "revert: ", and alone where revert's plan says
-//! why a directory stays). Kept here, not in the modules that return them:
-//! each would import this one and be imported by it.
+//! The folder's errors: why adopt, revert or status stopped (`KubeadmError`), what
+//! is wrong with a node file (`FileProblem`), why adopt refuses (`Refusal`), why revert
+//! refused or stopped (`RevertError`). Kept here: each module returning them would
+//! import this one and be imported by it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,8 +11,6 @@ use super::seen::{NotReady, Seen};
 /// Why adopt, revert or status stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeadmError {
-    /// Something on the node adopt does not recognise: it refuses rather
-    /// than guess.
     #[error("refusing to adopt {}: {reason}", .dir.display())]
     Refused {
         dir: PathBuf,
@@ -32,10 +25,7 @@ pub enum KubeadmError {
     },
     #[error(transparent)]
     Write(#[from] crate::writer::WriterError),
-    /// A ConfigMap adopt and status read or write through admin.conf
-    /// ([`super::api::Map`]): no client for it, the call refused, no
-    /// answer in time, none there. The client's errors are said with
-    /// their causes, once.
+    /// A ConfigMap read or written through admin.conf ([`super::api::Map`]).
     #[error("ConfigMap {namespace}/{name}: {}", crate::error_chain(.source))]
     ApiClient {
         namespace: &'static str,
@@ -66,11 +56,8 @@ pub enum KubeadmError {
     NoClusterConfiguration,
     #[error("ConfigMap kube-system/kubeadm-config: {CLUSTER_CONFIGURATION_KEY}: {0}")]
     ClusterConfiguration(#[source] serde_yaml_ng::Error),
-    /// Rendering one of certsync's files (its configuration, a kubeconfig,
-    /// its pod) failed.
     #[error("initial issuance failed ({0}); no manifest was changed")]
     Issue(#[source] serde_yaml_ng::Error),
-    /// adopt failed after its first change (the backups and its record).
     #[error(
         "adopt stopped partway, the node is part-adopted: {0}; run `certsync kubeadm adopt` \
          again to finish it (or `certsync kubeadm revert` to undo it)"
@@ -78,13 +65,8 @@ pub enum KubeadmError {
     PartAdopted(#[source] Box<KubeadmError>),
     #[error("revert: {0}")]
     Revert(Box<RevertError>),
-    /// certsync's pod did not become ready: adopt put back what it had
-    /// changed, and no component manifest names certsync's files.
     #[error("{0}")]
     NotReady(Box<NotReady>),
-    /// Done (`did`: `adopted`, `reverted`), but the API server was not seen
-    /// back on the files its new manifest names: not in time, or admin.conf
-    /// cannot ask it.
     #[error(
         "{did}, but the API server was not seen back on the files its manifest names (waited \
          {}): {seen}. Look at it on the node (`crictl ps -a --name kube-apiserver`, `crictl \
@@ -98,56 +80,42 @@ pub enum KubeadmError {
     },
 }
 
-/// What is wrong with one of the node's files, said after its path
-/// ([`KubeadmError::File`]): another module's error kept whole, or what
-/// adopt, revert or status found in a file kubeadm wrote (or should have),
-/// each refusal its own variant.
+/// What is wrong with one of the node's files, said after its path ([`KubeadmError::File`]).
 #[derive(Debug, thiserror::Error)]
 pub enum FileProblem {
     #[error("{0}")]
-    Io(#[source] std::io::Error),
-    /// Read beneath a directory handle, or a name on the way below
-    /// `/etc/kubernetes` not opened (its message names the path).
+    Io(#[from] std::io::Error),
     #[error("{0}")]
-    Way(#[source] crate::beneath::PathError),
-    /// A read that refused the file; said without its path, which
-    /// `File` names.
+    Way(#[from] crate::beneath::PathError),
+    /// Said without its path, which `File` names.
     #[error("{}", .0.problem())]
     Read(crate::beneath::PathError),
     #[error("{0}")]
-    Pem(#[source] crate::pem::PemError),
+    Pem(#[from] crate::pem::PemError),
     #[error("{0}")]
-    Json(#[source] serde_json::Error),
+    Json(#[from] serde_json::Error),
     #[error("{0}")]
-    Kubeconfig(#[source] crate::source::client::ClientError),
-    /// A kubeconfig's CA data, read or set by the writer's one editor.
+    Kubeconfig(#[from] crate::source::client::ClientError),
     #[error("{0}")]
-    KubeconfigCa(#[source] crate::writer::WriterError),
-    /// A CA renewed from its certificate and key.
+    KubeconfigCa(#[from] crate::writer::WriterError),
     #[error("{0}")]
-    Ca(#[source] crate::source::ca::CaError),
-    /// The client configuration made of admin.conf, refused by kube.
+    Ca(#[from] crate::source::ca::CaError),
     #[error("{0}")]
-    Client(#[source] kube::config::KubeconfigError),
-    /// The file, or a name on the way to it, does not exist.
+    Client(#[from] kube::config::KubeconfigError),
     #[error("missing")]
     Missing,
-    /// The node path of a name on the way that is a symlink.
     #[error("{0} is a symlink, not followed")]
     Link(String),
-    /// The node path of a name on the way that is not a directory.
     #[error("{0} is not a directory")]
     NotDir(String),
     #[error("not UTF-8 text")]
     NotUtf8,
-    /// A kubeconfig's base64 field (`client-certificate-data`, ...).
     #[error("{field}: not base64 ({source})")]
     NotBase64 {
         field: &'static str,
         #[source]
         source: base64::DecodeError,
     },
-    /// A kubeconfig's PEM field, or a CA file, that the PEM reader refused.
     #[error("{field}: {source}")]
     PemField {
         field: &'static str,
@@ -162,8 +130,7 @@ pub enum FileProblem {
     Clusters(usize),
     #[error("{0} embedded client certificates; kubeadm writes one")]
     ClientCerts(usize),
-    /// The client certificate a reissue replaces in place is not one plain
-    /// value written once (YAML anchors, quoting split across lines):
+    /// Not one plain value written once (YAML anchors, quoting split across lines):
     /// replacing its text could change another field.
     #[error("its {0} is not written once as one plain value")]
     NotOnce(&'static str),
@@ -183,18 +150,15 @@ pub enum FileProblem {
          writes it from the CA certificates"
     )]
     NotAdopts,
-    /// A certificate published for the cluster that is not the CA's own:
-    /// another subject or key, not signed by that key, or lasting longer
-    /// than the certificate in place (one made with the key the container
-    /// reads, ending in 2100).
+    /// Another subject or key, not signed by that key, or outlasting the certificate in place
+    /// (one made with the key the container reads, ending in 2100).
     #[error(
         "holds a certificate that is not this node's CA's own ({0}): if the CA was replaced, \
          delete the ConfigMap (`kubectl -n kube-system delete configmap \
          certsync-kubeadm-cas`) and adopt again"
     )]
     NotTheCas(&'static str),
-    // admin.conf not as kubeadm writes it. Names are escaped: the file
-    // may be the container's.
+    // admin.conf not as kubeadm writes it. Names are escaped: the file may be the container's.
     #[error("no current context")]
     NoContext,
     #[error("no cluster {name:?}")]
@@ -205,7 +169,6 @@ pub enum FileProblem {
     EmptyCluster,
     #[error("its user is empty")]
     EmptyUser,
-    /// `of`: `cluster` or `user`; `field` as the refusal names it.
     #[error("{of} {name:?} has {field}; {ACCEPTED}")]
     Field {
         of: &'static str,
@@ -218,12 +181,8 @@ pub enum FileProblem {
         name: String,
         field: String,
     },
-    /// The client pair of admin.conf, not one the node's CA issued.
     #[error("its client certificate: {0}")]
     ClientCert(#[source] Box<FileProblem>),
-    // A certificate on the node that adopt does not take, or a pair not
-    // one its CA issued.
-    /// The certificate file could not be read.
     #[error("{0}")]
     Unreadable(Box<KubeadmError>),
     #[error("{what}: {source}")]
@@ -251,10 +210,8 @@ pub enum FileProblem {
     KeyMismatch,
     #[error("its key: {0}")]
     Key(#[source] Box<crate::validate::ValidationError>),
-    // A static pod manifest that cannot be read or written, or that holds
-    // a value of someone else's where adopt sets one. The values are the
-    // manifest's as found (a caller that prints them to a terminal escapes
-    // them).
+    // A static pod manifest adopt cannot read or write, or with a value of someone else's
+    // where adopt sets one (as found: a caller printing it to a terminal escapes it).
     #[error("not YAML: {0}")]
     NotYaml(serde_yaml_ng::Error),
     #[error("not a Pod whose first container has a command")]
@@ -304,8 +261,6 @@ pub enum FileProblem {
 }
 
 impl FileProblem {
-    /// The problem, said after the node path `what` (a certificate's, a
-    /// configuration's).
     pub(super) fn of(self, what: &str) -> Self {
         Self::Named {
             what: what.to_owned(),
@@ -313,8 +268,7 @@ impl FileProblem {
         }
     }
 
-    /// A value of someone else's where adopt sets one in a component's
-    /// manifest: a refusal, not a file adopt cannot read.
+    /// A value of someone else's where adopt sets one: a refusal, not an unreadable file.
     pub(super) fn is_conflict(&self) -> bool {
         matches!(
             self,
@@ -323,36 +277,11 @@ impl FileProblem {
     }
 }
 
-macro_rules! file_problem {
-    ($($variant:ident($ty:ty)),*) => {$(
-        impl From<$ty> for FileProblem {
-            fn from(e: $ty) -> Self {
-                Self::$variant(e)
-            }
-        }
-    )*};
-}
-
-file_problem!(
-    Io(std::io::Error),
-    Way(crate::beneath::PathError),
-    Pem(crate::pem::PemError),
-    Json(serde_json::Error),
-    Kubeconfig(crate::source::client::ClientError),
-    KubeconfigCa(crate::writer::WriterError),
-    Ca(crate::source::ca::CaError),
-    Client(kube::config::KubeconfigError)
-);
-
-/// Why adopt refused a node before changing anything: what it found that
-/// it does not recognise. Node paths are `/etc/kubernetes/...`.
+/// Why adopt refused a node before changing anything. Node paths are `/etc/kubernetes/...`.
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
-    /// A file of certsync's that adopt would write, there with other
-    /// bytes before any adoption.
     #[error("{path} exists and adopt did not write it (an unknown certsync setup?)")]
     Unowned { path: String },
-    /// `found`: the apiVersion, empty when it is not a string.
     #[error(
         "ClusterConfiguration apiVersion {found:?}: adopt knows kubeadm.k8s.io/v1beta4 (kubeadm 1.31+)"
     )]
@@ -370,13 +299,8 @@ pub enum Refusal {
     NoEtcd { path: String },
     #[error("no {path}: not a kubeadm control-plane node")]
     NoManifest { path: String },
-    /// A component manifest with a value of someone else's where adopt
-    /// sets one ([`FileProblem::is_conflict`]).
     #[error("{path}: {problem}")]
     Conflict { path: String, problem: FileProblem },
-    /// A certificate kubeadm made that adopt does not take: a template
-    /// unreadable or not issued by its mapping's CA, or the API server's
-    /// whose key algorithm cannot be read.
     #[error(transparent)]
     Cert(FileProblem),
     #[error("no {file}: kubeadm makes each pair it renews; adopt keeps them in step")]
@@ -385,7 +309,6 @@ pub enum Refusal {
     EncryptionAlgorithm { found: String },
     #[error("{cert}: a key of a size or curve kubeadm does not make")]
     KeySize { cert: &'static str },
-    /// On an adopted node, kubeadm files the first adoption did not back up.
     #[error(
         "{} not in adopt's first backup: each appeared on this node after it was adopted (or \
          an earlier certsync did not back it up), where certsync's container can write, so \
@@ -395,41 +318,10 @@ pub enum Refusal {
         .missing.join(", ")
     )]
     Unrecorded { missing: Vec<String> },
-    // An option adopt can judge now: certsync's pod would fail on it after
-    // adopt had waited its whole --ready-timeout. An image reference is
-    // judged by distribution's grammar (`[DOMAIN/]PATH[:TAG][@DIGEST]`, as
-    // containerd and CRI-O parse it); the reference is escaped.
-    #[error("--image {0:?} is not an image reference (empty){IMAGE_FORM}")]
-    ImageEmpty(String),
-    #[error(
-        "--image {0:?} is not an image reference (the name is longer than 255 characters)\
-         {IMAGE_FORM}"
-    )]
-    ImageTooLong(String),
-    #[error(
-        "--image {0:?} is not an image reference (a repository path must be lowercase){IMAGE_FORM}"
-    )]
-    ImageUppercase(String),
-    #[error(
-        "--image {0:?} is not an image reference (a path component is not [a-z0-9] joined by \
-         '.', '_', '__' or '-'){IMAGE_FORM}"
-    )]
-    ImagePath(String),
-    #[error(
-        "--image {0:?} is not an image reference (the registry is not a host name or address \
-         with an optional port){IMAGE_FORM}"
-    )]
-    ImageDomain(String),
-    #[error(
-        "--image {0:?} is not an image reference (a tag is [A-Za-z0-9_] then up to 127 of \
-         [A-Za-z0-9_.-]){IMAGE_FORM}"
-    )]
-    ImageTag(String),
-    #[error(
-        "--image {0:?} is not an image reference (a digest is ALGORITHM:HEX with at least 32 \
-         hex digits){IMAGE_FORM}"
-    )]
-    ImageDigest(String),
+    // Options certsync's pod would fail on after adopt waited its --ready-timeout. An image
+    // reference is judged by distribution's grammar, as containerd and CRI-O parse it (escaped).
+    #[error("--image {image:?} is not an image reference ({why}){IMAGE_FORM}")]
+    Image { image: String, why: &'static str },
     #[error(
         "--admin-addr {addr}: this node cannot listen there ({source}): certsync's pod would \
          exit at start; give an address the node has (ip -brief address), or 127.0.0.1"
@@ -444,9 +336,7 @@ pub enum Refusal {
          certsync's pod would exit at start; choose another port (ss -ltnp shows who holds it)"
     )]
     PortTaken { addr: std::net::SocketAddr },
-    // The configuration adopt would write is one `certsync run` refuses, or
-    // one that renews a component's certificate too late: refused before
-    // anything is written. `with`: the `--set` options given.
+    // `with`: the `--set` options given.
     #[error(
         "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) is one \
          `certsync run` refuses: {source}; nothing was changed"
@@ -504,8 +394,6 @@ pub enum Refusal {
         margin: Duration,
         minimum: Duration,
     },
-    /// On an adopted node, a kubelet bootstrap kubeconfig certsync's pod
-    /// could have written (its pod does not mount it read-only).
     #[error(
         "{path} is on this adopted node, where certsync's pod could have written it (the pod \
          does not mount it read-only; kubeadm deletes it once the kubelet has joined): a kubelet \
@@ -513,9 +401,8 @@ pub enum Refusal {
          the CA it embeds. Nothing was changed: check it and delete it"
     )]
     KubeletBootstrap { path: &'static str },
-    // A private key the group or other users may read (or not root's):
-    // adopt does not hand a node's CAs to certsync while any local user may
-    // mint certificates with them. Listed, all at once, by `KeysExposed`.
+    // A private key others may read (or not root's): adopt does not hand a node's CAs to
+    // certsync while any local user may mint certificates with them.
     #[error("{path} (mode {mode:04o}) may be read by its group or other users: chmod 0600 it")]
     KeyReadable { path: String, mode: u32 },
     #[error(
@@ -531,37 +418,28 @@ pub enum Refusal {
     KeysExposed { exposed: Vec<Refusal> },
 }
 
-/// What an image reference looks like, as a refusal of one says.
 const IMAGE_FORM: &str = ": NAME[:TAG][@DIGEST], e.g. registry.example.com/platform/certsync:0.1.0";
 
 fn show(d: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(d)
 }
 
-/// Why revert refused, or stopped: every message names the file or step
-/// and says what the node is left as and what to do.
+/// Why revert refused, or stopped: each names the file or step, what is left and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum RevertError {
-    /// A failure once revert has started changing the node: each step
-    /// finds its work done or does it, so a re-run finishes.
+    /// Each step finds its work done or does it, so a re-run finishes.
     #[error(
         "stopped partway, the node is part-reverted: {source}; run `certsync kubeadm revert` \
          again: it finishes what is left"
     )]
     PartReverted { source: Box<KubeadmError> },
-    /// A symlink where one of certsync's own files or directories should
-    /// be, seen before anything changed.
     #[error(
         "{link} is a symlink, where certsync's {path} should be a directory or file of its \
          own; nothing was changed: remove it (and check who made it), then run revert again"
     )]
     Symlink { link: String, path: String },
-    /// What revert would leave the kubelet that certsync's container
-    /// could have written (a bootstrap kubeconfig), seen before anything
-    /// changed.
     #[error("{0}, then run revert again")]
     Planted(Box<Refusal>),
-    /// The same, seen when about to move or purge it.
     #[error("{link} is a symlink, where certsync's {path} should be; not following it")]
     SymlinkNow { link: String, path: String },
     #[error(
@@ -597,7 +475,6 @@ pub enum RevertError {
         at: PathBuf,
         kubeadms: String,
     },
-    /// kubeadm's copy in the backup (`at`) could not be read.
     #[error("backup of {node_path}: {}: {problem}", .at.display())]
     Backup {
         node_path: String,
@@ -605,8 +482,6 @@ pub enum RevertError {
         #[source]
         problem: Box<FileProblem>,
     },
-    /// A name on the way to `node_path` (below `/etc/kubernetes`) that
-    /// revert does not go through.
     #[error("{node_path}: {blocked}")]
     Blocked {
         node_path: String,
@@ -624,8 +499,6 @@ pub enum RevertError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// A move into the backup ([`super::moves::move_path`]) that failed:
-    /// both paths named, and the step it stopped at.
     #[error("move {} to {}: {step}{source}", from.display(), to.display())]
     Move {
         from: PathBuf,
@@ -634,32 +507,25 @@ pub enum RevertError {
         #[source]
         source: std::io::Error,
     },
-    /// A previous attempt left `to`, and it is not a copy of `from`.
     #[error(
         "move {} to {}: both exist and differ; move one of them away by hand",
         from.display(),
         to.display()
     )]
     Differ { from: PathBuf, to: PathBuf },
-    /// A directory adopt made, to remove once empty, that is not one.
     #[error("{node_path}: not below /etc/kubernetes")]
     NotBelow { node_path: String },
-    /// The way to that directory, not opened.
     #[error("{0}")]
     Way(#[source] crate::beneath::PathError),
-    /// The directory, reached, could not be read or removed.
     #[error("{node_path}: {source}")]
     Dir {
         node_path: String,
         #[source]
         source: std::io::Error,
     },
-    /// certsync's pod, its manifest taken out, not seen to stop: its
-    /// container could still write what revert hands back.
+    /// Its container could still write what revert hands back.
     #[error("{seen}; nothing of kubeadm's was handed back yet")]
     PodRunning { seen: Seen },
-    /// A file revert handed back, changed before any component was pointed
-    /// at it.
     #[error(
         "{path} is not what revert wrote any more: something changed it after certsync's pod \
          stopped; no component was pointed at it"
@@ -676,15 +542,12 @@ pub enum RevertError {
     },
 }
 
-/// The step of [`super::moves::move_path`] that failed, as its message says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// The rename, or a check or fsync around it: no more to say.
     Rename,
     RemovingOriginal,
     RemovingPartial,
     Copying,
-    /// Across filesystems, after the copy was in place.
     RemovingCopied,
 }
 
@@ -709,7 +572,6 @@ impl From<RevertError> for KubeadmError {
 }
 
 impl KubeadmError {
-    /// adopt refusing the node at `dir` before it changed anything.
     pub(super) fn refused(dir: &Path, reason: Refusal) -> Self {
         Self::Refused {
             dir: dir.to_owned(),
@@ -731,11 +593,8 @@ impl From<KubeadmError> for Seen {
     }
 }
 
-/// What adopt and revert accept of admin.conf; the rest is refused.
 pub(super) const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it: a server, \
      certificate-authority-data and an embedded client-certificate-data/client-key-data, nothing \
      that makes it read another file, trust another server or run a command";
 
-/// The key of `kube-system/kubeadm-config` that holds the
-/// ClusterConfiguration.
 pub(super) const CLUSTER_CONFIGURATION_KEY: &str = "ClusterConfiguration";

@@ -10,33 +10,41 @@ use std::path::Path;
 
 use super::error::{KubeadmError, Refusal};
 
-/// Why a string is no image reference: the [`Refusal`] that says so, of
-/// the reference (escaped).
-type Why = fn(String) -> Refusal;
+/// Why a string is no image reference, as [`Refusal::Image`] says it.
+type Why = &'static str;
+pub(super) const EMPTY: Why = "empty";
+pub(super) const TOO_LONG: Why = "the name is longer than 255 characters";
+pub(super) const UPPERCASE: Why = "a repository path must be lowercase";
+pub(super) const PATH: Why = "a path component is not [a-z0-9] joined by '.', '_', '__' or '-'";
+pub(super) const DOMAIN: Why = "the registry is not a host name or address with an optional port";
+pub(super) const TAG: Why = "a tag is [A-Za-z0-9_] then up to 127 of [A-Za-z0-9_.-]";
+pub(super) const DIGEST: Why = "a digest is ALGORITHM:HEX with at least 32 hex digits";
 
 /// `image` parses as an image reference, or adopt refuses the node at
 /// `dir` for it.
 pub fn image(dir: &Path, image: &str) -> Result<(), KubeadmError> {
-    reference(image)
-        .map_err(|why| KubeadmError::refused(dir, why(crate::escape(image).into_owned())))
+    reference(image).map_err(|why| {
+        let image = crate::escape(image).into_owned();
+        KubeadmError::refused(dir, Refusal::Image { image, why })
+    })
 }
 
 fn reference(s: &str) -> Result<(), Why> {
     if s.is_empty() {
-        return Err(Refusal::ImageEmpty);
+        return Err(EMPTY);
     }
     let (rest, digest) = match s.split_once('@') {
         Some((r, d)) => (r, Some(d)),
         None => (s, None),
     };
     if let Some(d) = digest {
-        let (alg, hex) = d.split_once(':').ok_or(Refusal::ImageDigest as Why)?;
+        let (alg, hex) = d.split_once(':').ok_or(DIGEST)?;
         let alg_ok = alg.split(['+', '.', '_', '-']).all(|c| {
             c.starts_with(|ch: char| ch.is_ascii_alphabetic())
                 && c.chars().all(|ch| ch.is_ascii_alphanumeric())
         });
         if !alg_ok || hex.len() < 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(Refusal::ImageDigest);
+            return Err(DIGEST);
         }
     }
     // A tag follows the last ':' that comes after the last '/' (a ':'
@@ -55,11 +63,11 @@ fn reference(s: &str) -> Result<(), Why> {
             || t.len() > 128
             || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
         {
-            return Err(Refusal::ImageTag);
+            return Err(TAG);
         }
     }
     if name.len() > 255 {
-        return Err(Refusal::ImageTooLong);
+        return Err(TOO_LONG);
     }
     let mut parts: Vec<&str> = name.split('/').collect();
     // The first component is a registry when it looks like a host: it has
@@ -86,13 +94,13 @@ fn domain(d: &str) -> Result<(), Why> {
     if let Some(p) = port
         && (p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()))
     {
-        return Err(Refusal::ImageDomain);
+        return Err(DOMAIN);
     }
     if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         return v6
             .parse::<std::net::Ipv6Addr>()
             .map(drop)
-            .map_err(|_| Refusal::ImageDomain as Why);
+            .map_err(|_| DOMAIN);
     }
     let label_ok = |l: &str| {
         !l.is_empty()
@@ -103,22 +111,22 @@ fn domain(d: &str) -> Result<(), Why> {
     if host.split('.').all(label_ok) {
         Ok(())
     } else {
-        Err(Refusal::ImageDomain)
+        Err(DOMAIN)
     }
 }
 
 /// `[a-z0-9]+` joined by `.`, `_`, `__` or any number of `-`.
 fn path_component(p: &str) -> Result<(), Why> {
     if p.chars().any(|c| c.is_ascii_uppercase()) {
-        return Err(Refusal::ImageUppercase);
+        return Err(UPPERCASE);
     }
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     let bytes: Vec<char> = p.chars().collect();
     let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
-        return Err(Refusal::ImagePath);
+        return Err(PATH);
     };
     if !alnum(first) || !alnum(last) {
-        return Err(Refusal::ImagePath);
+        return Err(PATH);
     }
     let mut i = 0;
     while i < bytes.len() {
@@ -134,7 +142,7 @@ fn path_component(p: &str) -> Result<(), Why> {
         let sep: String = bytes[start..i].iter().collect();
         let ok = sep == "." || sep == "_" || sep == "__" || sep.chars().all(|c| c == '-');
         if !ok {
-            return Err(Refusal::ImagePath);
+            return Err(PATH);
         }
     }
     Ok(())
@@ -194,38 +202,33 @@ mod tests {
             assert!(reference(ok).is_ok(), "{ok}: {:?}", reference(ok));
         }
         let bad: [(&str, Why); 16] = [
-            ("", Refusal::ImageEmpty),
-            (
-                "registry.example.com/Platform/certsync",
-                Refusal::ImageUppercase,
-            ),
-            ("certsync:", Refusal::ImageTag),
-            ("certsync:-x", Refusal::ImageTag),
-            ("certsync: 1", Refusal::ImageTag),
-            ("certsync@sha256:abc", Refusal::ImageDigest),
-            ("certsync@sha256", Refusal::ImageDigest),
-            ("reg.example.com:port/certsync", Refusal::ImageDomain),
-            ("-reg.example.com/certsync", Refusal::ImageDomain),
-            ("a/b..c", Refusal::ImagePath),
-            ("a/_b", Refusal::ImagePath),
-            ("a/b___c", Refusal::ImagePath),
-            ("a//b", Refusal::ImagePath),
-            ("reg.example.com/certsync/", Refusal::ImagePath),
-            ("https://reg.example.com/certsync", Refusal::ImageDomain),
-            (&format!("a/{}", "b".repeat(260)), Refusal::ImageTooLong),
+            ("", EMPTY),
+            ("registry.example.com/Platform/certsync", UPPERCASE),
+            ("certsync:", TAG),
+            ("certsync:-x", TAG),
+            ("certsync: 1", TAG),
+            ("certsync@sha256:abc", DIGEST),
+            ("certsync@sha256", DIGEST),
+            ("reg.example.com:port/certsync", DOMAIN),
+            ("-reg.example.com/certsync", DOMAIN),
+            ("a/b..c", PATH),
+            ("a/_b", PATH),
+            ("a/b___c", PATH),
+            ("a//b", PATH),
+            ("reg.example.com/certsync/", PATH),
+            ("https://reg.example.com/certsync", DOMAIN),
+            (&format!("a/{}", "b".repeat(260)), TOO_LONG),
         ];
-        let variant = std::mem::discriminant::<Refusal>;
-        for (bad, why) in bad {
+        for (bad, want) in bad {
             let got = refused(image(Path::new("/"), bad));
-            assert_eq!(
-                variant(&got),
-                variant(&why(String::new())),
+            assert!(
+                matches!(got, Refusal::Image { why, .. } if why == want),
                 "{bad:?}: {got:?}"
             );
         }
         assert!(matches!(
             refused(image(Path::new("/"), "reg.example.com/Bad\x1b")),
-            Refusal::ImageUppercase(escaped) if escaped == "reg.example.com/Bad\\u{1b}"
+            Refusal::Image { image, why: UPPERCASE } if image == "reg.example.com/Bad\\u{1b}"
         ));
     }
 

@@ -804,7 +804,7 @@ async fn the_image_is_a_value_in_certsyncs_pod_never_part_of_its_shape() {
     };
     assert!(matches!(
         plan::plan(&opts).await,
-        Err(KubeadmError::Refused { reason, .. }) if matches!(*reason, Refusal::ImageTag(_))
+        Err(KubeadmError::Refused { reason, .. }) if matches!(*reason, Refusal::Image { why: super::preflight::TAG, .. })
     ));
     let text = super::pod::manifest(&super::pod::Spec {
         image,

@@ -403,7 +403,10 @@ async fn adopt_refuses_an_address_the_node_cannot_listen_on_and_a_bad_image() {
     opts.image = "registry.example.com/Platform/certsync:0.1.0".into();
     assert!(matches!(
         refusal(plan(&opts).await.map(drop)),
-        Refusal::ImageUppercase(_)
+        Refusal::Image {
+            why: crate::kubeadm::preflight::UPPERCASE,
+            ..
+        }
     ));
 }
 
