@@ -1,8 +1,5 @@
-//! What adopting again keeps: the node's current choices (certsync's
-//! `--admin-addr`, the `--set` renewal options in the certsync.yaml adopt
-//! wrote) unless an option given now changes them, so a re-adopt to
-//! upgrade certsync never moves a Prometheus target or a lifetime by
-//! default. Each choice is shown as it was and as it will be.
+//! What adopting again keeps: the node's `--admin-addr` and `--set` options unless given
+//! now, so a re-adopt to upgrade certsync never moves a Prometheus target or a lifetime.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -11,11 +8,9 @@ use super::manifest::CONFIG;
 use super::options::{DEFAULT_ADMIN_ADDR, Options};
 use super::paths::host;
 
-/// One choice of the node: as it is (`None`: nothing there yet, the first
-/// adoption) and as adopt will write it.
+/// One choice of the node: as it is (`None`: nothing there yet) and as adopt writes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Choice {
-    /// `--admin-addr`, or a `--set` option's key (`lifetime`, ...).
     pub what: String,
     pub before: Option<String>,
     pub after: String,
@@ -27,11 +22,8 @@ impl Choice {
     }
 }
 
-/// `opts` with every choice it leaves open taken from the node, and the
-/// choices as they were and will be. `pod` is the probe of the node's
-/// certsync pod manifest, if it has one, `recorded` the admin address
-/// adopt's record keeps (for a node whose pod manifest is gone); the
-/// `--set` options come from the node's certsync.yaml.
+/// `opts` with every choice it leaves open taken from the node's pod (`pod`), record
+/// (`recorded`) and certsync.yaml, and the choices as they were and will be.
 pub fn kept(
     opts: &Options,
     pod: Option<&super::pod::Probe>,
@@ -89,11 +81,8 @@ pub fn kept(
     (out, choices)
 }
 
-/// The `--set` options every mapping of the node's certsync.yaml holds
-/// alike, as written: a key some mappings lack or hold otherwise (adopt's
-/// own `key-alg=` of the kubeconfig clients, a hand edit) is not kept;
-/// `None` when the file cannot be read as `run` reads it (adopt writes it
-/// anew either way, from the options given).
+/// The `--set` options every mapping of the node's certsync.yaml holds alike (others, such
+/// as a hand edit, are not kept); `None` when `run` could not read it.
 fn current_settings(dir: &Path) -> Option<Vec<(String, String)>> {
     let text = crate::config::read_config_text(&host(dir, CONFIG)).ok()?;
     let settings = crate::config::Settings::once(Path::new(CONFIG), &text).ok()?;

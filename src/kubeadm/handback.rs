@@ -1,20 +1,12 @@
-//! What revert writes in place of kubeadm's pairs and kubeconfigs that
-//! certsync kept in step: kubeadm's own bytes from adopt's first backup
-//! of them, or, for one whose certificate has ended or ends within
-//! [`REVERT_MARGIN_SECS`], that certificate issued again on the host from
-//! the CA ([`crate::source::ca::reissue`]: kubeadm's TBSCertificate with a
-//! new serial and validity; the key stays kubeadm's, as `kubeadm certs
-//! renew` keeps it; in a kubeconfig only the embedded certificate's base64
-//! changes). Nothing expired or ending within a day is handed back.
+//! What revert writes in place of kubeadm's pairs and kubeconfigs: kubeadm's own bytes
+//! from adopt's first backup of them, or, for a certificate ending within
+//! [`REVERT_MARGIN_SECS`], that certificate issued again from the CA (kubeadm's
+//! TBSCertificate with a new serial and validity, kubeadm's key).
 //!
-//! Never a byte certsync's container could have written: the backups are
-//! under `/etc/kubernetes/certsync`, which certsync's pod mounts read-only
-//! (plan.rs), and only kubeadm's certificate from there is ever re-signed.
-//! Issuing again a file from its live place (which the container may
-//! rewrite) would make revert, as root with the CA key, a signing oracle
-//! for a compromised container: it would write the identity it wants and
-//! have revert sign it. A file the backup lacks (a node adopted by an
-//! earlier certsync that did not back it up) is refused, naming it.
+//! Never a byte certsync's container could have written: the backups are in a directory
+//! its pod mounts read-only, and only kubeadm's certificate from there is ever re-signed.
+//! Re-signing a file from its live place would make revert, as root with the CA key, a
+//! signing oracle for a compromised container. A file the backup lacks is refused.
 
 use std::path::Path;
 
@@ -28,14 +20,11 @@ use super::paths::host;
 use super::plan::{self, backup_path};
 use super::record::{State, read_backup};
 
-/// revert never hands back a kubeadm certificate that ends within this
-/// many seconds (24 h): it issues it again from kubeadm's copy instead.
+/// revert issues again, rather than hands back, a kubeadm certificate ending this soon.
 pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
-/// kubeadm's mode for its file at `node_path`: its certificates 0644, its
-/// keys and kubeconfigs root's 0600. What revert and adopt's undo write
-/// back has it, never the live file's (certsync's container may have put
-/// a link or another mode there).
+/// kubeadm's mode for its file: what revert and undo write back has it, never the live
+/// file's (certsync's container may have put another mode there).
 pub(super) fn kubeadm_mode(node_path: &str) -> u32 {
     if node_path.ends_with(".crt") {
         0o644
@@ -49,29 +38,21 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STA
 /// The CA that issues every kubeconfig's client certificate.
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
-/// kubeadm's certificate's notAfter, and that of the one issued again
-/// from it (Unix seconds).
+/// kubeadm's certificate's notAfter, and that of the one issued again (Unix seconds).
 type Ends = (i64, i64);
 
-/// One of kubeadm's files (a kubeconfig, a pair's `.crt` or `.key`) as
-/// revert writes it.
+/// One of kubeadm's files as revert writes it, from `backup`.
 pub(super) struct Handback {
     pub node_path: String,
     pub bytes: Vec<u8>,
-    /// The backup kubeadm's copy comes from.
     pub backup: String,
-    /// When kubeadm's certificate ends within the margin: its notAfter,
-    /// and that of the certificate issued again from it, which revert
-    /// writes instead.
     pub reissued: Option<Ends>,
-    /// A kubeconfig whose CA data gets the renewed CA certificate
-    /// (`pki/ca.crt`) beside kubeadm's.
+    /// A kubeconfig whose CA data gets `pki/ca.crt` beside kubeadm's.
     pub ca_added: bool,
 }
 
-/// What revert writes for each pair and kubeconfig adopt's record names,
-/// computed (and any certificate issued again, in memory) before revert
-/// changes anything; refused when the node has one the record lacks.
+/// What revert writes for each pair and kubeconfig adopt's record names, computed before
+/// revert changes anything; refused when the node has one the record lacks.
 pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
     let missing = plan::unrecorded(dir, state, ".crt");
     if !missing.is_empty() {
@@ -79,9 +60,8 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
     }
     let deadline = crate::validate::unix_seconds(std::time::SystemTime::now()) + REVERT_MARGIN_SECS;
     let mut all = Vec::new();
-    // A CA renewed since (adopt's `trust`) goes into each kubeconfig's CA
-    // data; read once, from pki/ca.crt, which certsync's container cannot
-    // write.
+    // A CA renewed since goes into each kubeconfig's CA data; from pki/ca.crt, which
+    // certsync's container cannot write.
     let renewal = match state.kubeconfigs.is_empty() {
         true => String::new(),
         false => super::node::read(dir, CA)?,
@@ -95,8 +75,6 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
     Ok(all)
 }
 
-/// A pair's `.key` and `.crt`, the certificate issued again when it ends
-/// by `deadline`.
 fn pair(
     dir: &Path,
     prefix: &str,
@@ -128,8 +106,6 @@ fn pair(
     Ok([file(key, saved_key, None), file(crt, bytes, reissued)])
 }
 
-/// A kubeconfig: its client certificate issued again when it ends by
-/// `deadline`, `renewal` (pki/ca.crt) added to its CA data.
 fn kubeconfig(
     dir: &Path,
     node_path: &str,
@@ -156,8 +132,6 @@ fn kubeconfig(
         ),
         None => text,
     };
-    // kubeadm's CA data gets the renewed CA certificate beside the one it
-    // had, so the kubeconfig still works after the old one ends.
     let both = ca_data_with(&at, &text, renewal)?;
     Ok(Handback {
         node_path: node_path.to_owned(),
@@ -168,10 +142,8 @@ fn kubeconfig(
     })
 }
 
-/// kubeadm's certificate `der` (in the backup at `at`) issued again by
-/// `ca` (node path of its `.crt`, the key beside it) when it ends by
-/// `deadline`: the new certificate, kubeadm's notAfter and the new one's,
-/// which must outlast `deadline`. `None`: kubeadm's lasts.
+/// kubeadm's certificate `der` issued again by `ca` when it ends by `deadline`; the new one
+/// must outlast it. `None`: kubeadm's lasts.
 fn renewed(
     dir: &Path,
     at: &Path,
@@ -213,9 +185,8 @@ fn renewed(
     Ok(Some((new, (kubeadms, ends))))
 }
 
-/// The one user's `client-certificate-data` in a kubeconfig kubeadm
-/// wrote, as it stands in `text` (once): what is replaced when its
-/// certificate is issued again, every other byte kept.
+/// The one user's `client-certificate-data` as it stands in `text`: what is replaced when
+/// its certificate is issued again, every other byte kept.
 pub(super) fn client_certificate_data<'a>(
     at: &Path,
     text: &'a str,
@@ -234,12 +205,9 @@ pub(super) fn client_certificate_data<'a>(
     once(at, text, data.trim(), "client-certificate-data")
 }
 
-/// `text` (a kubeconfig kubeadm wrote) with `renewal` (PEM, one CA
-/// certificate) appended to its one cluster's `certificate-authority-data`,
-/// every other byte kept ([`crate::writer::with_ca_data`]); `None` when
-/// that data already holds it (or there is none: the system's roots, which
-/// a renewal of the cluster CA does not concern). Data that is not PEM
-/// certificates only is refused: what it trusts cannot be judged.
+/// `text` with `renewal` (one CA certificate) appended to its one cluster's CA data;
+/// `None` when that data already holds it or there is none (the system's roots). Data that
+/// is not PEM certificates only is refused: what it trusts cannot be judged.
 pub(super) fn ca_data_with(
     at: &Path,
     text: &str,
@@ -266,9 +234,7 @@ pub(super) fn ca_data_with(
     crate::writer::with_ca_data(text, one, &both).map_err(bad)
 }
 
-/// `data`, the value of `field` in a kubeconfig kubeadm wrote (`text`, from
-/// `at`), where it stands: once, or refused (standing twice, in a YAML
-/// comment or another field, which one to replace would be a guess).
+/// `data` where it stands in `text`: once, or refused (which to replace would be a guess).
 fn once<'a>(
     at: &Path,
     text: &'a str,
@@ -281,11 +247,8 @@ fn once<'a>(
     }
 }
 
-/// Writes `bytes` as `node_path` anew with [`kubeadm_mode`]: a new file (`..tmp-NAME`,
-/// `O_EXCL|O_NOFOLLOW`, fsynced) renamed over the name beneath its
-/// directory's handle, reached one name at a time, never through a link.
-/// Whatever was at the name (a file certsync's container wrote, a link,
-/// another mode) is gone.
+/// Writes `bytes` as `node_path` anew with [`kubeadm_mode`], renamed over the name beneath
+/// its directory's handle, never through a link: whatever was at the name is gone.
 pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
     let (parent, name) = node_path
         .rsplit_once('/')

@@ -1,11 +1,7 @@
-//! The configuration adopt would write, judged before anything is written
-//! (dry run included, and again when adopting an adopted node to change
-//! its options): by `certsync run`'s own loader, so no value reaches the
-//! node that certsync's pod would refuse (a `lifetime=banana` otherwise
-//! left a fresh node part-adopted, and on an adopted node a pod that
-//! crash-looped while every certificate expired); and for the components
-//! that re-read their client certificate on a timer, which must never be
-//! left holding an expired one.
+//! The configuration adopt would write, judged before anything is written: by `certsync
+//! run`'s own loader, so no value reaches the node that certsync's pod would refuse (and
+//! crash-loop on while every certificate expires); and for the components that re-read
+//! their client certificate on a timer, which must never be left holding an expired one.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,22 +12,15 @@ use super::options::Options;
 use super::paths::{KUBEADM_DIR, host};
 use crate::config::{Config, ConfigError, Mapping, Source};
 
-/// How often client-go re-reads a kubeconfig's client certificate and key
-/// files (`transport.CertCallbackRefreshDuration`): a renewed pair reaches
-/// kube-controller-manager and kube-scheduler up to this long after
-/// certsync wrote it.
+/// How often client-go re-reads a kubeconfig's client certificate and key files
+/// (`transport.CertCallbackRefreshDuration`).
 pub const CLIENT_GO_REREAD: Duration = Duration::from_secs(300);
 
-/// What certsync's latest renewal point leaves of a certificate beyond
-/// [`CLIENT_GO_REREAD`]: issuing and writing the pair (a new RSA-4096 key
-/// takes seconds on a busy control-plane node), notAfter's whole seconds,
-/// and the renewal timer firing late on a loaded node.
+/// What a renewal must leave beyond [`CLIENT_GO_REREAD`]: issuing and writing the pair,
+/// notAfter's whole seconds, and a renewal timer firing late on a loaded node.
 pub const REREAD_MARGIN: Duration = Duration::from_secs(60);
 
-/// certsync's configuration (node paths, `/etc/kubernetes/...`) as this
-/// process reads the node: the same text when the node's directory is
-/// `/etc/kubernetes`, its paths moved below `dir` when that is elsewhere
-/// (a node's directory seen from outside it, as in tests).
+/// certsync's configuration with its paths moved below `dir` when that is elsewhere.
 fn local(dir: &Path, text: &str) -> String {
     if dir == Path::new(KUBEADM_DIR) {
         return text.to_owned();
@@ -39,17 +28,11 @@ fn local(dir: &Path, text: &str) -> String {
     text.replace(&format!("{KUBEADM_DIR}/"), &format!("{}/", dir.display()))
 }
 
-/// certsync's configuration `text` for the node at `dir`, loaded by the
-/// code `certsync run --once --config /etc/kubernetes/certsync.yaml` runs
-/// on the node (the text given, not read: it may not be written yet).
+/// `text` loaded by the code `certsync run` runs on the node (not read: not written yet).
 pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
     crate::config::load_once(&host(dir, CONFIG), &local(dir, text))
 }
 
-/// Refuses the configuration `text` adopt would write unless `certsync
-/// run` accepts it and each component reading a client target by file
-/// gets its renewed pair before the old one ends. The refusal names the
-/// `--set` options given.
 pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
     let with = match opts.set.as_slice() {
         [] => String::new(),
@@ -70,10 +53,8 @@ pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
     }
 }
 
-/// A mapping whose target one of certsync's kubeconfigs names ([`BY_FILE`])
-/// is renewed with more than [`CLIENT_GO_REREAD`] left, by
-/// [`REREAD_MARGIN`], at the latest point of its renewal window; else
-/// the refusal.
+/// A mapping [`BY_FILE`] names must be renewed with [`CLIENT_GO_REREAD`] and
+/// [`REREAD_MARGIN`] left at the latest point of its window; else the refusal.
 fn renewed_late(m: &Mapping, with: &str) -> Option<Refusal> {
     let &(file, _, _, component) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)?;
     let Source::Ca(spec) = &m.source else {
@@ -106,10 +87,8 @@ fn renewed_late(m: &Mapping, with: &str) -> Option<Refusal> {
     })
 }
 
-/// `Err((left, shortest))` when a certificate of `lifetime` renewed at the
-/// share `latest` of it leaves less than `need`: what it leaves, and the
-/// shortest lifetime (whole minutes) that leaves `need`. Whole
-/// milliseconds: 8m at 25 % leaves exactly 6m, not a hair under.
+/// `Err((left, shortest lifetime in whole minutes))` when `lifetime` renewed at `latest`
+/// leaves less than `need`. Whole milliseconds: 8m at 25 % leaves exactly 6m.
 fn leaves(lifetime: Duration, latest: f64, need: Duration) -> Result<(), (Duration, Duration)> {
     let share = 1.0 - latest;
     let left = Duration::from_millis((lifetime.as_millis() as f64 * share).round() as u64);

@@ -1,11 +1,7 @@
-//! Moving certsync's files into a backup that may be on another filesystem
-//! than `/etc/kubernetes/pki` (a backup directory that is its own mount:
-//! `rename` answers EXDEV). Either way the move is resumable: the copy is
-//! made under a temporary name, fsynced, renamed into place, and only then
-//! is the original removed; a move that stopped after the copy (a crash, an
-//! error removing) is finished by the next attempt, which finds the
-//! complete copy and what is left of the original inside it. And the
-//! directories adopt made, removed once the moves leave them empty.
+//! Moving certsync's files into a backup that may be on another filesystem (EXDEV),
+//! resumably: the copy is made under a temporary name, fsynced, renamed into place, and
+//! only then is the original removed; the next attempt finishes a move that stopped after
+//! the copy. And the directories adopt made, removed once the moves leave them empty.
 
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
@@ -14,8 +10,7 @@ use std::path::{Path, PathBuf};
 use super::error::{FileProblem, RevertError, Step};
 use crate::beneath::{self, PathError};
 
-/// Moves `from` (a file, symlink or directory tree) to `to`, whose parent
-/// exists. `Err` names both paths.
+/// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists.
 pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
     let at = |step: Step| {
         move |source| RevertError::Move {
@@ -26,8 +21,6 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
         }
     };
     if std::fs::symlink_metadata(to).is_ok() {
-        // A previous attempt copied everything and stopped before the
-        // original was gone: finish it, unless the two differ.
         return match contained(from, to) {
             Ok(true) => remove(from).map_err(at(Step::RemovingOriginal)),
             Ok(false) => Err(RevertError::Differ {
@@ -54,7 +47,6 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
     }
 }
 
-/// `.NAME.partial` beside `to`: where a copy is made before it is complete.
 fn partial_name(to: &Path) -> PathBuf {
     let name = to
         .file_name()
@@ -63,9 +55,8 @@ fn partial_name(to: &Path) -> PathBuf {
     to.with_file_name(format!(".{name}.partial"))
 }
 
-/// Copies `from` to `to` (absent) keeping modes, owners and symlinks, every
-/// file and directory fsynced. Anything but a file, symlink or directory is
-/// refused, never skipped.
+/// Copies `from` to `to` keeping modes, owners and symlinks, fsynced. Anything but a file,
+/// symlink or directory is refused, never skipped.
 fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
     let kind = meta.file_type();
@@ -98,8 +89,7 @@ fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
     std::os::unix::fs::lchown(to, Some(meta.uid()), Some(meta.gid()))
 }
 
-/// Whether everything left of `from` is in `to` with the same content (a
-/// file's bytes, a symlink's target, a directory's entries).
+/// Whether everything left of `from` is in `to` with the same content.
 pub fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
     let Ok(meta) = std::fs::symlink_metadata(from) else {
         return Ok(true);
@@ -133,8 +123,7 @@ pub fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
     Ok(a.is_file() && b.is_file() && std::fs::read(from)? == std::fs::read(to)?)
 }
 
-/// Removes `path` (a file, symlink or directory tree), never following a
-/// link; gone already is done.
+/// Removes `path` (a file, symlink or directory tree), never following a link.
 pub fn remove(path: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -151,27 +140,19 @@ fn sync_parent(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// What became of a directory adopt made, once revert moved certsync's
-/// files out of it.
+/// What became (in a dry run: would become) of a directory adopt made.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Left {
-    /// Removed (in a dry run: would be).
     Removed,
-    /// Not there (an earlier revert removed it).
     Absent,
-    /// Left in place, and why.
     Kept(String),
 }
 
-/// Removes the directory at `node_path` (below `/etc/kubernetes`) if it
-/// is a directory, not a symlink, root's, and empty but for the names in
-/// `moving` (what revert is about to move out of it: in a dry run, the
-/// prediction). It is reached from `dir` one name at a time without
-/// following a link, judged on its own handle and removed by `unlinkat`
-/// beneath its parent's handle: a path a compromised certsync container
-/// swapped for a symlink never leads revert (root, on the host) to remove
-/// a directory elsewhere; `rmdir` itself removes only an empty directory.
-/// With `dry`, only says what it would do.
+/// Removes the directory at `node_path` if it is a directory, root's, and empty but for the
+/// names in `moving` (what revert is about to move out of it). Reached one name at a time
+/// without following a link, judged on its own handle and removed by `unlinkat` beneath
+/// its parent's: a symlink a compromised certsync container swapped in never leads revert
+/// (root) to remove a directory elsewhere. With `dry`, only says what it would do.
 pub fn remove_empty_dir(
     dir: &Path,
     node_path: &str,
@@ -229,16 +210,13 @@ pub fn remove_empty_dir(
     }
 }
 
-/// The directory at `node_dir` (`/etc/kubernetes` or below), reached from
-/// `dir` one name at a time without following a link: a handle to read
-/// and write beneath, never a path a symlink planted on the way leads
-/// elsewhere.
+/// The directory at `node_dir`, reached as [`reach`] does: a handle to read and write
+/// beneath, never a path a symlink planted on the way leads elsewhere.
 pub fn open_beneath(dir: &Path, node_dir: &str) -> Result<cap_std::fs::Dir, FileProblem> {
     walk(dir, node_dir).map(|(_, opened)| opened)
 }
 
-/// [`open_beneath`], with its parent's handle (`dir` itself for
-/// `/etc/kubernetes`).
+/// [`open_beneath`], with its parent's handle.
 fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Dir), FileProblem> {
     let walked = reach(dir, node_dir)?;
     if walked.st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR {
@@ -257,10 +235,8 @@ fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Di
     Ok((parent, opened))
 }
 
-/// What `node_path` (`/etc/kubernetes` or below) names, reached from `dir`
-/// one name at a time beneath the handle opened before it, no symlink
-/// followed, the last name included ([`beneath::walk`]): certsync's
-/// container may plant one anywhere below `/etc/kubernetes`.
+/// What `node_path` names, reached from `dir` one name at a time, no symlink followed, the
+/// last name included: certsync's container may plant one anywhere below /etc/kubernetes.
 pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, FileProblem> {
     use nix::fcntl::OFlag;
     let top = Path::new(super::paths::KUBEADM_DIR);

@@ -1,7 +1,4 @@
-//! Reading a kubeadm node's files: certificates (kubeadm's, each issued by
-//! the CA adopt will renew it from; every certificate adopt, revert and
-//! status judge is read and parsed here), kubeconfigs (the server each
-//! component talks to), manifests.
+//! Reading a kubeadm node's files: certificates, kubeconfigs, manifests.
 
 use std::path::Path;
 
@@ -9,11 +6,8 @@ use super::error::{FileProblem, KubeadmError};
 use super::paths::{FileWrite, host};
 use crate::x509::{Certificate, KeyAlg};
 
-/// Files on a node are small: a manifest, a kubeconfig, a certificate.
 const LIMIT: u64 = 1 << 20;
 
-/// A node file's text. The last component is never followed: adopt reads
-/// these as root where certsync's container may have put a link.
 pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     let path = host(dir, node_path);
     let bytes = read_optional(dir, node_path)?
@@ -21,10 +15,8 @@ pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))
 }
 
-/// The file's bytes if it exists (`None` when missing; other errors are
-/// errors), reached from `dir` one name at a time with no link followed
-/// on the way or at the end ([`super::moves::reach`]): certsync's
-/// container may plant one anywhere it can write below /etc/kubernetes.
+/// The file's bytes if it exists, reached with no link followed ([`super::moves::reach`]):
+/// adopt reads as root where certsync's container may have planted one.
 pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, KubeadmError> {
     let path = host(dir, node_path);
     let walked = match super::moves::reach(dir, node_path) {
@@ -38,9 +30,8 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
         .map_err(|e| KubeadmError::file(&path, FileProblem::Read(e)))
 }
 
-/// `bytes` to write at `node_path` (mode `mode`), unless the file already
-/// holds them; one there with other bytes is replaced only when adopt
-/// wrote it, else refused with `not_adopts`.
+/// `bytes` to write at `node_path`, unless the file already holds them; one with other
+/// bytes is refused with `not_adopts` when given.
 pub fn to_write(
     dir: &Path,
     node_path: &str,
@@ -64,8 +55,7 @@ pub fn to_write(
     }))
 }
 
-/// The certificates (DER) of a PEM file (at `at`), in order (none when it
-/// holds no block); refused unless every block is a certificate.
+/// The certificates (DER) of a PEM file; refused unless every block is a certificate.
 pub fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError> {
     use crate::pem::PemError;
     match crate::pem::certificates(pem) {
@@ -75,33 +65,27 @@ pub fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError>
     }
 }
 
-/// The first certificate of a PEM file, as DER.
 fn first_certificate(dir: &Path, node_path: &str) -> Result<Vec<u8>, FileProblem> {
     let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
     crate::pem::first_certificate(text.as_bytes()).map_err(|e| FileProblem::NotPem(e).of(node_path))
 }
 
-/// A certificate (DER) read; refused unless it is one, with nothing after.
 pub fn parse(der: &[u8]) -> Result<Certificate<'_>, FileProblem> {
     Certificate::read(der).map_err(FileProblem::NotCertificate)
 }
 
-/// What adopt, revert and status judge a certificate by, read from its DER
-/// in one parse.
+/// What adopt, revert and status judge a certificate by (a CA is its subject and key,
+/// which a renewal keeps; times in Unix seconds).
 #[derive(Debug, Clone)]
 pub struct Cert {
     pub der: Vec<u8>,
-    /// Its subject and public key as written: for a CA certificate, the
-    /// CA it is (a renewal keeps both).
     pub subject: Vec<u8>,
     pub spki: Vec<u8>,
-    /// Unix seconds.
     pub not_before: i64,
     pub not_after: i64,
 }
 
 impl Cert {
-    /// The certificate `der`; refused unless it is one.
     pub fn parse(der: Vec<u8>) -> Result<Self, FileProblem> {
         let c = parse(&der)?;
         let (not_before, not_after) = c.validity();
@@ -115,8 +99,7 @@ impl Cert {
     }
 }
 
-/// The CA certificate at `node_path`: the file holds exactly one
-/// certificate; it and the file's text.
+/// The CA certificate at `node_path` (exactly one) and the file's text.
 pub fn ca_file(dir: &Path, node_path: &str) -> Result<(Cert, String), KubeadmError> {
     let at = host(dir, node_path);
     let text = read(dir, node_path)?;
@@ -129,8 +112,6 @@ pub fn ca_file(dir: &Path, node_path: &str) -> Result<(Cert, String), KubeadmErr
     Ok((cert, text))
 }
 
-/// Whether kubeadm makes keys of `alg` (its `encryptionAlgorithm`s
-/// RSA-2048, RSA-3072, RSA-4096, ECDSA-P256 and ECDSA-P384).
 fn kubeadm_makes(alg: KeyAlg) -> bool {
     matches!(
         alg,
@@ -138,25 +119,21 @@ fn kubeadm_makes(alg: KeyAlg) -> bool {
     )
 }
 
-/// The key algorithm a ClusterConfiguration's `encryptionAlgorithm` names,
-/// spelt as kubeadm spells it; `None` for one kubeadm does not make.
+/// The key algorithm an `encryptionAlgorithm` names, spelt as kubeadm spells it.
 pub fn encryption_algorithm(name: &str) -> Option<KeyAlg> {
     let alg: KeyAlg = name.parse().ok()?;
     (kubeadm_makes(alg) && alg.to_string().to_ascii_uppercase() == name).then_some(alg)
 }
 
-/// The key algorithm of kubeadm's keys on the node, read from the public
-/// key of `cert` (kubeadm makes every key with the ClusterConfiguration's
-/// `encryptionAlgorithm`): what adopt uses when that ClusterConfiguration
-/// cannot be read. `None` for a key kubeadm does not make.
+/// The key algorithm of `cert`'s key (kubeadm makes every key with one algorithm); `None`
+/// for one kubeadm does not make.
 pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
     let der = first_certificate(dir, cert)?;
     let c = parse(&der).map_err(|e| e.of(cert))?;
     Ok(c.key_alg().filter(|a| kubeadm_makes(*a)))
 }
 
-/// Checks that `template` is a certificate `ca` issued (issuer name and
-/// signature): a certificate kubeadm made, not one planted or brought from
+/// Checks that `template` is a certificate `ca` issued: not one planted or brought from
 /// elsewhere, whose identity adopt would copy into every renewal.
 pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), FileProblem> {
     let (leaf_der, ca_der) = (
@@ -168,8 +145,7 @@ pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), FileProblem
     signed_by(&leaf, template, &ca_cert, ca)
 }
 
-/// Checks that `leaf` (named `template` in errors) was issued by the CA
-/// certificate `ca_cert` (named `ca`): issuer name and signature.
+/// Checks `leaf`'s issuer name and signature against `ca_cert` (names for errors).
 pub fn signed_by(
     leaf: &Certificate<'_>,
     template: &str,
@@ -193,11 +169,7 @@ pub fn signed_by(
     Ok(())
 }
 
-/// Checks that `cert_pem` and `key_pem` are a pair the CA at node path
-/// `ca` issued: what revert may leave in place of kubeadm's backup. A
-/// pair someone rewrote (self-signed, another CA's, a key that is not the
-/// certificate's) is not; the error says which, as revert shows it.
-/// Answers the certificate's notAfter (Unix seconds).
+/// Checks that `cert_pem` and `key_pem` are a pair the CA at `ca` issued; its notAfter.
 pub fn sound_pair(
     dir: &Path,
     cert_pem: &[u8],
@@ -216,14 +188,12 @@ pub fn sound_pair(
     }
 }
 
-/// A kubeconfig's base64 `field` (`data`, in the file at `at`) decoded.
 pub fn base64_field(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8>, KubeadmError> {
     use base64::Engine as _;
     (base64::engine::general_purpose::STANDARD.decode(data.trim()))
         .map_err(|source| KubeadmError::file(at, FileProblem::NotBase64 { field, source }))
 }
 
-/// The API server address of a kubeadm kubeconfig (its only cluster).
 pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     let text = read(dir, node_path)?;
     let path = host(dir, node_path);

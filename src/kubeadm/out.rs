@@ -1,9 +1,6 @@
-//! What adopt tells the operator, as it happens: each line reaches the
-//! terminal or pipe at once (stdout is line-buffered), so a wait of
-//! minutes is never silent and the plan is on screen before anything is
-//! written; the same text is kept for the caller. A sink that fails (a
-//! closed pipe) stops nothing: the node is being changed, and stopping
-//! halfway for a reader that left would be worse than going on unheard.
+//! What adopt tells the operator, as it happens (a wait of minutes is never silent), kept
+//! for the caller too. A sink that fails (a closed pipe) stops nothing: stopping halfway
+//! for a reader that left would be worse than going on unheard.
 
 use std::io::Write as _;
 
@@ -13,7 +10,6 @@ pub struct Out {
 }
 
 impl Out {
-    /// Lines to `sink` as they come (stdout for the command), kept too.
     pub fn to(sink: impl std::io::Write + Send + 'static) -> Self {
         Self {
             sink: Box::new(sink),
@@ -21,7 +17,6 @@ impl Out {
         }
     }
 
-    /// Lines kept only (tests, and waits whose progress nobody reads).
     pub fn kept() -> Self {
         Self::to(std::io::sink())
     }
@@ -34,7 +29,6 @@ impl Out {
         }
     }
 
-    /// Everything written so far.
     pub fn text(&self) -> &str {
         &self.kept
     }

@@ -27,11 +27,9 @@ pub use layout::{
     EMBEDDED, POD, pair_ca, pairs, read_only_in_pod, target_cas, targets, unrecorded,
 };
 
-/// What adopt does to `kube-public/cluster-info` so that `kubeadm join`
-/// trusts `bundle` (the CA data of the kubeconfigs adopt keeps): nothing
-/// when it already does; when the API server cannot be reached or the
-/// ConfigMap is not kubeadm's shape, why not, and only once a renewal is
-/// there to miss (a join fails only after the old certificate's end).
+/// What adopt does to `kube-public/cluster-info` so that `kubeadm join` trusts `bundle`;
+/// why it cannot only once a renewal is there to miss (a join fails only after the old
+/// certificate's end).
 async fn cluster_info_change(
     client: Option<&kube::Config>,
     bundle: &[u8],
@@ -66,10 +64,7 @@ async fn cluster_info_change(
     }
 }
 
-/// What adopt does to the cluster's CA certificates
-/// (`kube-system/certsync-kubeadm-cas`), said as the plan's line: taken
-/// as they are, written with this node's (its renewal, or the first
-/// adopt's), or not read (a CA due is then renewed on this node alone).
+/// What adopt does to `kube-system/certsync-kubeadm-cas`, as the plan's line.
 fn cluster_cas_change(
     read: &Result<super::published::Published, Option<KubeadmError>>,
     trust: &trust::Trust,
@@ -110,11 +105,8 @@ fn cluster_cas_change(
 
 /// Reads the node and works out the plan; refuses what it does not recognise.
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
-    // certsync's pod as the node has it, read once: what is not given now
-    // stays as it is, its port is its own, its image is shown replaced.
     let current = node::read_optional(&opts.dir, POD)?.map(|p| super::pod::Current::parse(&p));
     let probed = current.as_ref().and_then(|c| c.probe.as_ref().ok());
-    // adopt's record, read once: the node is adopted when it is there.
     let adopts_record = super::record::State::read_with_bytes(&opts.dir)?;
     let state = adopts_record.as_ref().map(|(_, s)| s);
     let recorded = state.and_then(|s| s.admin_addr);
@@ -128,8 +120,6 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let (stored, from) = cluster_configuration(opts).await?;
     let components = manifest::components();
     let parsed = component_manifests(opts, &components)?;
-    // The CAs: each renewed when due, and the bundles of their
-    // certificates the trusting components load.
     let none = Default::default();
     let record = state.map_or(&none, |s| &s.trust);
     let client = stored.as_ref().map(|s| s.client.clone());
@@ -148,17 +138,21 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let manifests = manifest_changes(dir, parsed, &trust.digest)?;
     kubeadms_files_present(opts)?;
     let key_alg = key_alg(opts, stored.as_ref())?;
-    // Files: certsync's config, kubeconfigs and pod. The config is judged
-    // as `certsync run` will judge it before anything is written.
+    // Judged as `certsync run` will judge it, before anything is written.
     let config = config_text(opts, key_alg)?;
     super::judge::judge(opts, &config)?;
+    // On an adopted node, a kubeadm file certsync keeps in step that appeared after the
+    // first adoption (where certsync's container may write) is refused, never backed up
+    // as kubeadm's: revert would later hand it back as root's.
     if let Some(state) = state {
-        unrecorded_refused(dir, state)?;
+        let missing = unrecorded(dir, state, ".crt and .key");
+        if !missing.is_empty() {
+            return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
+        }
     }
     let config = config.into_bytes();
     let generation = files::generation(dir, opts, &config, &trust.digest, bootstrap)?;
     let files = certsyncs_files(opts, &trust, config, &generation, adopted, bootstrap)?;
-    // The image of the pod a re-adopt replaces: shown beside the new one.
     let image_before = probed
         .and_then(|p| p.image.clone())
         .filter(|old| *old != crate::escape(&opts.image));
@@ -200,15 +194,13 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     })
 }
 
-/// What is refused before the node is read further: an image reference
-/// the runtime cannot parse, an admin address the node cannot listen on
-/// (one it lacks, or a port another process holds: certsync's own pod
-/// there is fine, it is replaced), and private keys others may read.
+/// Refused before the node is read further: a bad image reference, an admin address the
+/// node cannot listen on (certsync's own pod holding it is fine: it is replaced), and
+/// private keys others may read.
 fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     super::preflight::image(dir, &opts.image)?;
     let free = super::preflight::admin_addr(dir, opts.admin())?;
-    // A held port is certsync's own pod's only where that pod listens.
     if !free && current != Some(super::pod::probe_addr(opts.admin())) {
         let taken = Refusal::PortTaken { addr: opts.admin() };
         return Err(KubeadmError::refused(dir, taken));
@@ -220,9 +212,8 @@ fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<()
     Ok(())
 }
 
-/// The ClusterConfiguration, through admin.conf, and where it was read
-/// (or why not: adopt needs no API server, the manifests are checked
-/// alone); refused when it holds what adopt does not handle.
+/// The ClusterConfiguration through admin.conf and where it was read, or why not (adopt
+/// needs no API server); refused when it holds what adopt does not handle.
 async fn cluster_configuration(
     opts: &Options,
 ) -> Result<(Option<cluster::Stored>, String), KubeadmError> {
@@ -248,11 +239,8 @@ async fn cluster_configuration(
     }
 }
 
-/// A component's manifest as found: its node path, bytes and parse.
 type Parsed<'c> = (&'c manifest::Component, String, Vec<u8>, Manifest);
 
-/// kubeadm's four manifests, parsed, each flag adopt sets either kubeadm's
-/// or certsync's.
 fn component_manifests<'c>(
     opts: &Options,
     components: &'c [manifest::Component],
@@ -286,8 +274,8 @@ fn component_manifests<'c>(
     Ok(parsed)
 }
 
-/// Each manifest as adopt leaves it (flags, volumes, and the trust
-/// digest on the components that load trust at start); those it changes.
+/// The manifests adopt changes (flags, volumes, and the trust digest on the components
+/// that load trust at start).
 fn manifest_changes(
     dir: &Path,
     parsed: Vec<Parsed<'_>>,
@@ -322,8 +310,7 @@ fn manifest_changes(
     Ok(manifests)
 }
 
-/// Each template kubeadm made, issued by the CA its mapping names, and
-/// both files of each pair adopt keeps in step from now on.
+/// Each template issued by its mapping's CA, and both files of each pair adopt keeps.
 fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     for c in certs(dir) {
@@ -350,9 +337,8 @@ fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
     Ok(())
 }
 
-/// The key algorithm certsync issues with: the ClusterConfiguration's
-/// `encryptionAlgorithm`, or without it (adopt needs no API server: after
-/// an outage the node's own may be down) what kubeadm's keys say.
+/// The ClusterConfiguration's `encryptionAlgorithm`, or without it (after an outage the
+/// node's own API server may be down) what kubeadm's keys say.
 fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<KeyAlg, KubeadmError> {
     if let Some(s) = stored {
         let found = s.config["encryptionAlgorithm"]
@@ -376,9 +362,8 @@ fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<KeyAlg, K
     }
 }
 
-/// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: they
-/// get its certificates side by side, so kubectl and kubeadm trust the
-/// renewal before the old one ends.
+/// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: given it, kubectl and
+/// kubeadm trust the renewal before the old one ends.
 fn kubeconfigs_trusted(dir: &Path, bundle: &[u8]) -> Result<Vec<String>, KubeadmError> {
     let mut trusted = Vec::new();
     for k in EMBEDDED {
@@ -393,21 +378,6 @@ fn kubeconfigs_trusted(dir: &Path, bundle: &[u8]) -> Result<Vec<String>, Kubeadm
         }
     }
     Ok(trusted)
-}
-
-/// On an adopted node, every kubeadm file certsync keeps in step must be in
-/// adopt's record (backed up at the first adoption, before certsync's
-/// container existed). One that appeared since is refused, never backed up
-/// as kubeadm's: certsync's container may write /etc/kubernetes and pki/,
-/// and a re-adopt that took its file for kubeadm's made revert later hand
-/// that file back as root's (a kubeconfig pointing root's kubectl at the
-/// container's server).
-fn unrecorded_refused(dir: &Path, state: &super::record::State) -> Result<(), KubeadmError> {
-    let missing = unrecorded(dir, state, ".crt and .key");
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }))
 }
 
 /// UTC, sortable, one per second: `20261124T221933Z`.

@@ -1,9 +1,5 @@
-//! What adopt judges of its own options before it writes anything, where
-//! the mistake would otherwise surface only inside certsync's pod, after
-//! adopt had waited its whole `--ready-timeout` with certsync down: an
-//! image reference the container runtime cannot parse, and an admin
-//! address the node cannot listen on (one it does not have, or a port
-//! another process holds).
+//! adopt's options judged before it writes anything, where a mistake would otherwise
+//! surface only inside certsync's pod, after adopt waited its whole `--ready-timeout`.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -20,8 +16,7 @@ pub(super) const DOMAIN: Why = "the registry is not a host name or address with 
 pub(super) const TAG: Why = "a tag is [A-Za-z0-9_] then up to 127 of [A-Za-z0-9_.-]";
 pub(super) const DIGEST: Why = "a digest is ALGORITHM:HEX with at least 32 hex digits";
 
-/// `image` parses as an image reference, or adopt refuses the node at
-/// `dir` for it.
+/// `image` parses as an image reference (`[DOMAIN/]PATH[:TAG][@DIGEST]`), or is refused.
 pub fn image(dir: &Path, image: &str) -> Result<(), KubeadmError> {
     reference(image).map_err(|why| {
         let image = crate::escape(image).into_owned();
@@ -47,8 +42,7 @@ fn reference(s: &str) -> Result<(), Why> {
             return Err(DIGEST);
         }
     }
-    // A tag follows the last ':' that comes after the last '/' (a ':'
-    // before it is the registry's port).
+    // A tag follows the last ':' after the last '/' (one before is the registry's port).
     let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
     let (name, tag) = match rest[last_slash..].rfind(':') {
         Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
@@ -70,9 +64,7 @@ fn reference(s: &str) -> Result<(), Why> {
         return Err(TOO_LONG);
     }
     let mut parts: Vec<&str> = name.split('/').collect();
-    // The first component is a registry when it looks like a host: it has
-    // a '.' or a ':', or is `localhost` (distribution's rule); a path
-    // otherwise.
+    // The first component is a registry when it looks like a host (distribution's rule).
     if parts.len() > 1
         && (parts[0].contains(['.', ':'])
             || parts[0] == "localhost"
@@ -148,12 +140,9 @@ fn path_component(p: &str) -> Result<(), Why> {
     Ok(())
 }
 
-/// Whether the node can listen on `addr` now: `Ok(true)` when the port is
-/// free, `Ok(false)` when something already listens there (certsync's
-/// running pod, or another process: the caller asks it), `Err` when the
-/// node has no such address (adopt refuses the node at `dir`). Bound with `SO_REUSEADDR` and never
-/// listened on: only a listener holds the port against it, never another
-/// check at the same moment.
+/// Whether the port at `addr` is free (`false`: something listens there); `Err` when the
+/// node has no such address. Bound with `SO_REUSEADDR` and never listened on: only a
+/// listener holds the port against it, never another check at the same moment.
 pub fn admin_addr(dir: &Path, addr: SocketAddr) -> Result<bool, KubeadmError> {
     let socket = match addr {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),

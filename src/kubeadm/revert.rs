@@ -1,22 +1,7 @@
-//! What `certsync kubeadm revert` would do: the [`RevertPlan`], a value
-//! made from one reading of the node and the options, that `--dry-run`
-//! prints and `revert_apply` carries out and prints in the past tense.
-//!
-//! revert puts kubeadm's manifests back (the backup when the manifest is
-//! still the one adopt wrote, byte for byte; otherwise, after a `kubeadm
-//! upgrade` rewrote it, adopt's flags and volumes taken out of the current
-//! one so the upgrade is kept) and removes certsync's static pod. It
-//! changes only this node's files, as adopt does, so it needs no API
-//! server. certsync's targets, configuration and kubeconfigs move into the
-//! backup (removed with `--purge`): a stale copy left in place would be
-//! used silently by anything still naming it, and expire there unnoticed.
-//! The record moves into the backup, so a second revert finds nothing to
-//! do. kubeadm's pairs and kubeconfigs come back as [`super::handback`]
-//! makes them.
-//!
-//! Refused before anything changes: a pair or kubeconfig whose kubeadm
-//! copy is not in the backup, a certificate it cannot issue again to last
-//! a day, a symlink where one of certsync's own files should be.
+//! What `certsync kubeadm revert` would do: the [`RevertPlan`], made from one reading of the
+//! node, that `--dry-run` prints and `revert_apply` carries out. certsync's own files move
+//! into the backup (or are purged): a stale copy left in place would be used silently by
+//! anything still naming it, and expire there unnoticed.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -34,77 +19,58 @@ use crate::validate::rfc3339;
 /// certsync's kubeconfigs for the controller-manager and scheduler.
 const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
 
-/// Everything revert would do on an adopted node, in the order it does it:
-/// all it reads of the node before it writes, so that carrying it out reads
-/// the node again only to check what it wrote.
+/// Everything revert would do on an adopted node, in its order: carrying it out reads the
+/// node again only to check what it wrote.
 pub struct RevertPlan {
     /// The newest backup: certsync's files move into it.
     pub newest: String,
-    /// certsync's static pod, when in place: it goes first, and is waited
-    /// for where this manifest says it answers.
     pub pod: Option<super::pod::Current>,
-    /// kubeadm's pairs' files and kubeconfigs, as revert writes them.
     pub handbacks: Vec<Handback>,
-    /// The component manifests revert writes.
     pub manifests: Vec<ManifestBack>,
-    /// certsync's own files (node paths), moved into `newest` or purged:
-    /// its targets first, the first `targets` of them.
+    /// certsync's own files, moved or purged: its targets first, `targets` of them.
     pub own: Vec<String>,
     pub targets: usize,
     pub purge: bool,
-    /// `--api-server-timeout`: how long revert waits for the API server to
-    /// restart on kubeadm's files, when it writes its manifest.
     pub api_server_timeout: std::time::Duration,
-    /// The directories adopt made and what becomes of each: as foreseen
-    /// by the plan, then as found by the real run.
+    /// The directories adopt made and what becomes of each: as foreseen, then as found.
     pub dirs: Vec<(String, Result<moves::Left, RevertError>)>,
 }
 
-/// A component manifest as revert writes it.
 pub struct ManifestBack {
     pub path: String,
     pub bytes: Vec<u8>,
-    /// The backup it comes from when the manifest is still the one adopt
-    /// wrote; `None`: adopt's flags and volumes taken out of the one in
-    /// place (a `kubeadm upgrade` rewrote it since).
+    /// The backup it comes from; `None`: adopt's changes taken out of the one in place.
     pub backup: Option<String>,
 }
 
-/// The plan for the node at `opts.dir`; `None` when it is not adopted.
-/// Reads only: everything that could refuse is found here.
+/// The plan for the node at `opts.dir`; `None` when it is not adopted. Reads only:
+/// everything that could refuse is found here.
 pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     let dir = &opts.dir;
     let Some(state) = State::read(dir)? else {
         return Ok(None);
     };
-    // certsync's own files: its targets, its configuration, the
-    // kubeconfigs adopt wrote for the components, and the CA bundles
-    // (kubeadm's manifests trust `pki/ca.crt`, which holds the renewal; a
-    // bundle left behind is one the next adopt, finding no record of it,
-    // must refuse).
+    // The CA bundles too: one left behind is one the next adopt, finding no record of it,
+    // must refuse.
     let targets = targets(dir);
     let own: Vec<String> = (targets.iter().cloned())
         .chain([CONFIG, manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
         .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")))
         .collect();
-    // They are moved or purged as root: none may be reached through a
-    // symlink (a compromised certsync container could put one in place of
-    // a target to have revert move or delete the host's files).
+    // Moved or purged as root: none may be reached through a symlink (a compromised
+    // container could have revert move or delete the host's files).
     for t in &own {
         if let Err(FileProblem::Link(link)) = moves::reach(dir, t) {
             let path = t.clone();
             return Err(RevertError::Symlink { link, path }.into());
         }
     }
-    // Nor may revert hand the kubelet a bootstrap kubeconfig the
-    // container could have planted.
     let pod = node::read_optional(dir, POD)?.map(|p| super::pod::Current::parse(&p));
     super::audit::kubelet_bootstrap(dir, true, pod.as_ref()).map_err(RevertError::Planted)?;
     let moving: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     Ok(Some(RevertPlan {
         newest: state.backups.last().cloned().unwrap_or_default(),
         pod,
-        // Any certificate issued again is issued here, in memory.
         handbacks: handbacks(dir, &state)?,
         manifests: manifests(dir, &state)?,
         dirs: tidy(dir, &state.made_dirs, &moving, true),
@@ -115,9 +81,8 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     }))
 }
 
-/// Each component manifest as revert writes it: kubeadm's copy from the
-/// backup while the manifest is adopt's byte for byte, else the one in
-/// place without adopt's flags and volumes (none when it has none).
+/// kubeadm's copy from the backup while the manifest is adopt's byte for byte, else the one
+/// in place without adopt's changes (a `kubeadm upgrade` rewrote it: the upgrade is kept).
 fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmError> {
     let mut all = Vec::new();
     for c in manifest::components() {
@@ -154,11 +119,9 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
     Ok(all)
 }
 
-/// The directories adopt made (`made`), each removed once it is empty but
-/// for the names of `moving` (node paths) directly in it: with `dry`, what
-/// would become of each once they are out. Removing one is tidying, not
-/// reverting: one it cannot remove (a mount point, EBUSY) is left, saying
-/// why, never a revert stopped there at every re-run.
+/// The directories adopt made, each removed once empty but for `moving` (with `dry`, what
+/// would become of each). Tidying, not reverting: one it cannot remove is left, saying why,
+/// never a revert stopped there at every re-run.
 pub(super) fn tidy(
     dir: &Path,
     made: &[String],
@@ -183,22 +146,18 @@ pub(super) fn tidy(
 }
 
 impl RevertPlan {
-    /// The API server's manifest, when revert writes it and waits for the
-    /// API server to restart on it (`--api-server-timeout`, not zero).
+    /// The API server's manifest, when revert writes it and waits for the API server.
     pub fn api_server(&self) -> Option<&ManifestBack> {
         let path = manifest::manifest_path("kube-apiserver");
         let m = self.manifests.iter().find(|m| m.path == path)?;
         (!self.api_server_timeout.is_zero()).then_some(m)
     }
 
-    /// revert's report: what a dry run would do (`done`: `None`), or what
-    /// the real run did and then saw of the API server and the kubelet's
-    /// kubeconfig; the node's `warnings` last.
+    /// What a dry run would do (`done`: `None`), or what the real run did and then saw.
     pub fn report(&self, done: Option<(&str, &str)>, warnings: &str) -> String {
         if let Some((back, kubelet)) = done {
             return format!("{}{back}reverted\n{kubelet}{warnings}", self.text(true));
         }
-        // The real run says what it saw instead (`wait::api_server_back`).
         let wait = self.api_server().map_or(String::new(), |m| {
             format!(
                 "would wait up to {} for the API server to restart on kubeadm's files (serving \
@@ -214,7 +173,6 @@ impl RevertPlan {
         )
     }
 
-    /// What revert did (`done`) or would do, a line each.
     fn text(&self, done: bool) -> String {
         let t = |did, would| if done { did } else { would };
         let mut out = String::new();
@@ -229,8 +187,6 @@ impl RevertPlan {
                 super::wait::STOPPED_AFTER.as_secs()
             );
         }
-        // Each of kubeadm's files restored or issued again, and the
-        // renewed CA beside kubeadm's.
         for h in &self.handbacks {
             let (path, backup) = (&h.node_path, &h.backup);
             let _ = match h.reissued {
@@ -294,7 +250,6 @@ impl RevertPlan {
     }
 }
 
-/// What becomes of a directory adopt made (`left`: as foreseen, or as found).
 fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, done: bool) -> String {
     let t = |did, would| if done { did } else { would };
     match left {
@@ -305,9 +260,6 @@ fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, done: bool) -> Str
         ),
         Ok(moves::Left::Absent) => String::new(),
         Ok(moves::Left::Kept(why)) => {
-            // The backups hold kubeadm's and certsync's keys and
-            // admin.conf's cluster-admin credential: said where the
-            // operator reads that they stay.
             let holds_backups = super::record::BACKUPS.rsplit_once('/').map(|(up, _)| up);
             let keys = if holds_backups == Some(d) {
                 " (private keys and admin.conf's credential: remove it once the node serves \

@@ -1,8 +1,5 @@
-//! `certsync kubeadm revert`: its [`RevertPlan`] printed (`--dry-run`) or
-//! carried out, in an order that a re-run completes from wherever it
-//! stopped: certsync's pod and daemon, kubeadm's pairs and kubeconfigs,
-//! the component manifests, certsync's own files, the directories adopt
-//! made, and last adopt's record.
+//! `certsync kubeadm revert`: its [`RevertPlan`] printed or carried out, in an order a
+//! re-run completes from wherever it stopped.
 
 use std::path::Path;
 
@@ -24,7 +21,6 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     if opts.dry_run {
         return Ok(plan.report(None, &warnings(&opts.dir)));
     }
-    // Any failure leaves the node part-reverted, which a re-run finishes.
     apply(&opts.dir, &mut plan)
         .await
         .map_err(|e| RevertError::PartReverted {
@@ -45,18 +41,13 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     Ok(plan.report(Some((&back, &kubelet)), &warnings(&opts.dir)))
 }
 
-/// Carries `plan` out, each step finding its work done or doing it; the
-/// directories adopt made are left in `plan` as found.
+/// Carries `plan` out; the directories adopt made are left in `plan` as found.
 async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     let newest = &plan.newest;
-    // certsync's pod first, and its daemon gone (its claims on the targets
-    // taken) before kubeadm's files are handed back: a daemon still
-    // running would bring them to its pair again at its next resync. The
-    // components keep reading certsync's targets, which stay in place
-    // until they have restarted on kubeadm's files. Its container, while
-    // it runs, can write over what is handed back (kubeadm's kubeconfigs,
-    // which root's tools run): it is waited for as adopt waits for a pod
-    // it replaces, not judged by whether it still holds its locks.
+    // certsync's pod first, and its daemon gone (its claims taken) before kubeadm's files
+    // are handed back: a running daemon would bring them to its pair again, and its
+    // container could write over what is handed back (kubeadm's kubeconfigs, which root's
+    // tools run). It is waited for, not judged by whether it still holds its locks.
     if let Some(pod) = &plan.pod {
         let take = || move_away(dir, newest, POD);
         super::wait::take_out(take, pod.asked(), "certsync's pod")
@@ -65,27 +56,21 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     }
     // Held until every target has moved: no certsync publishes into one.
     let _claims = claim_targets(dir, &plan.own[..plan.targets], CLAIM_WAIT).await?;
-    // kubeadm's kubeconfigs and pairs, before the manifests, so each
-    // component starts on the files it keeps; each written anew.
     for h in &plan.handbacks {
         super::handback::write(dir, &h.node_path, &h.bytes)?;
     }
-    // Each as written, before any component is pointed at it.
     for h in &plan.handbacks {
         if super::node::read_optional(dir, &h.node_path)?.as_deref() != Some(h.bytes.as_slice()) {
             let path = h.node_path.clone();
             return Err(RevertError::Changed { path }.into());
         }
     }
-    // Then the components, onto kubeadm's files.
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.bytes)?;
     }
     for t in &plan.own {
         put_away(dir, newest, t, plan.purge)?;
     }
-    // The directories adopt made, each once nothing is left in it but
-    // the record, which moves next.
     let made: Vec<String> = plan.dirs.drain(..).map(|(d, _)| d).collect();
     plan.dirs = revert::tidy(dir, &made, &[STATE.to_owned()], false);
     // Last: while the record is in place, revert is not done.
@@ -94,11 +79,8 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     Ok(())
 }
 
-/// One of certsync's own files or directories (node path `t`) moved into
-/// the backup `newest`, or removed with `--purge`.
 fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), KubeadmError> {
-    // Reached again, now that certsync's container is gone: it may have
-    // made a symlink on the way after the plan's check.
+    // Checked again: the container may have made a symlink after the plan's check.
     match moves::reach(dir, t) {
         Err(FileProblem::Missing | FileProblem::NotDir(_)) => return Ok(()),
         Err(FileProblem::Link(link)) => {
@@ -117,17 +99,13 @@ fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), Kubead
     })?)
 }
 
-/// How long revert waits for certsync's daemon to let go of its targets
-/// once its static pod is gone: the kubelet stops it within the pod's
-/// grace period (30 s unless the manifest says otherwise), and a
-/// kubelet's manifest poll comes first.
+/// How long revert waits for certsync's daemon to let go of its targets: the pod's grace
+/// period (30 s) after a kubelet's manifest poll.
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
 
-/// certsync's claim (`..owner`) on each of its `targets`, taken before they
-/// move. The daemon whose static pod revert just removed may still be
-/// stopping; one that published after its target moved would create it
-/// again in place (a target nothing renews, that a later `kubeadm upgrade`
-/// could start a component on). Waits up to `wait` for it to exit.
+/// certsync's claim on each of its `targets`, taken before they move: a daemon still
+/// stopping that published after its target moved would create it again in place, a
+/// target nothing renews. Waits up to `wait` for it to exit.
 pub(super) async fn claim_targets(
     dir: &Path,
     targets: &[String],
@@ -140,36 +118,34 @@ pub(super) async fn claim_targets(
             continue;
         }
         let writer = Writer::existing(&path)?;
-        let claimed = super::wait::poll(wait, std::time::Duration::from_millis(250), async |_| {
-            // Only a target still held is waited for; anything else ends it.
-            match writer.claim() {
-                Err(WriterError::Owned { pid, .. }) => Err(pid),
-                other => Ok(other),
-            }
-        })
-        .await
-        .map_err(|pid| RevertError::StillHeld {
-            pid,
-            target: t.clone(),
-            secs: wait.as_secs(),
-        })??;
+        let claimed =
+            super::wait::poll(
+                wait,
+                std::time::Duration::from_millis(250),
+                async |_| match writer.claim() {
+                    Err(WriterError::Owned { pid, .. }) => Err(pid),
+                    other => Ok(other),
+                },
+            )
+            .await
+            .map_err(|pid| RevertError::StillHeld {
+                pid,
+                target: t.clone(),
+                secs: wait.as_secs(),
+            })??;
         claims.push(claimed);
     }
     Ok(claims)
 }
 
-/// Moves `node_path` to its place in the backup `backup`, which may be on
-/// another filesystem (see [`moves`]).
 fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<(), KubeadmError> {
     let from = host(dir, node_path);
     let base = backup_path(dir, backup, node_path);
     if let Some(parent) = base.parent() {
         super::record::mkdir(parent)?;
     }
-    // The backup may hold an earlier copy under this name (a second adopt
-    // backed up the pod and configuration it replaced): kept beside it as
-    // NAME.reverted-N, never overwriting it. A move that stopped after its
-    // copy is found again (the copy holds what is left of the original).
+    // An earlier copy under this name is kept beside as NAME.reverted-N, never overwritten;
+    // a move that stopped after its copy is found again.
     let name = base
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -1,6 +1,4 @@
-//! The files adopt writes for certsync: its configuration, its
-//! kubeconfigs for the components and its static pod, each unless it
-//! already has these bytes.
+//! The files adopt writes for certsync, each unless it already has these bytes.
 
 use std::path::Path;
 
@@ -14,7 +12,6 @@ use super::super::{node, pod, trust};
 use super::layout::{CA_FILES, KUBELET_FILES, POD, certs};
 use crate::x509::KeyAlg;
 
-/// The renewal options every mapping gets, as the plan shows them.
 pub(super) fn renewal(set: &[(String, String)]) -> String {
     if set.is_empty() {
         return "certsync's defaults: lifetime=365d, renew=70%-90%".into();
@@ -34,7 +31,6 @@ fn set_value(v: &str) -> Value {
     }
 }
 
-/// certsync's configuration: one `ca:` mapping per certificate.
 pub(super) fn config_text(opts: &Options, key_alg: KeyAlg) -> Result<String, KubeadmError> {
     let mut mappings = Vec::new();
     for c in certs(&opts.dir) {
@@ -80,12 +76,9 @@ pub(super) fn config_text(opts: &Options, key_alg: KeyAlg) -> Result<String, Kub
     ))
 }
 
-/// The kubelet's kubeconfig, when its embedded CA data lacks a
-/// certificate of `ca_bundle` (a CA renewal): that data set to the
-/// bundle, so the kubelet trusts the API server past the old
-/// certificate's end. The kubelet reads it only at its next start;
-/// nothing else in it changes. One naming its CA by file trusts that file
-/// (kubeadm's `ca.crt`, which adopt keeps) and is left alone.
+/// The kubelet's kubeconfig with `ca_bundle` as its CA data when it lacks one of its
+/// certificates (a CA renewal), so the kubelet trusts the API server past the old
+/// certificate's end. One naming its CA by file (kubeadm's `ca.crt`, kept) is left alone.
 fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, KubeadmError> {
     let Some((text, held)) = trust::kubelet_conf(dir)? else {
         return Ok(None);
@@ -112,7 +105,6 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
     }))
 }
 
-/// A kubeconfig of certsync's for a component: its client target by file.
 fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, KubeadmError> {
     let context = format!("{user}@kubernetes");
     let doc = serde_json::json!({
@@ -136,13 +128,8 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, Kub
     ))
 }
 
-/// certsync's static pod ([`pod::manifest`]): `pki/` read-write
-/// (kubeadm's pairs are kept in step there) with each CA and
-/// service-account file mounted read-only over it, each target read-write,
-/// the config read-only; restarted (a new pod) when the config changes,
-/// through its hash in an annotation.
-/// The generation of the pod adopt would write: over its configuration,
-/// the CAs' trust and the pod as rendered without a generation.
+/// The generation of the pod adopt would write: over its configuration, the CAs' trust
+/// and the pod as rendered without a generation.
 pub(super) fn generation(
     dir: &Path,
     opts: &Options,
@@ -154,6 +141,8 @@ pub(super) fn generation(
     Ok(pod::generation(config, trust, &shape))
 }
 
+/// certsync's static pod: `pki/` read-write (kubeadm's pairs are kept in step there) with
+/// each CA and service-account file mounted read-only over it, each target read-write.
 fn pod_text(
     dir: &Path,
     opts: &Options,
@@ -178,14 +167,11 @@ fn pod_text(
     add("certsync-targets", P, "DirectoryOrCreate", false);
     add("certsync-etcd-targets", PE, "DirectoryOrCreate", false);
     for f in CA_FILES.iter().filter(|f| host(dir, f).is_file()) {
-        // /etc/kubernetes/pki/etcd/ca.key -> kubeadm-etcd-ca-key
         let name = f
             .trim_start_matches("/etc/kubernetes/pki/")
             .replace(['/', '.'], "-");
         add(&format!("kubeadm-{name}"), f, "File", true);
     }
-    // The bundles components load trust from: adopt writes them before
-    // this pod starts.
     add("ca-bundle", CA_BUNDLE, "File", true);
     add("etcd-ca-bundle", ETCD_CA_BUNDLE, "File", true);
     add("config", CONFIG, "File", true);
@@ -197,9 +183,7 @@ fn pod_text(
         add("etc-kubernetes", "/etc/kubernetes", "Directory", false);
         add("manifests", "/etc/kubernetes/manifests", "Directory", true);
         add("certsync-files", KUBECONFIGS, "Directory", true);
-        // The kubelet's own kubeconfigs are no business of certsync's; its
-        // bootstrap one as the plan's one look decided
-        // ([`crate::kubeadm::audit::kubelet_bootstrap`]).
+        // The kubelet's own kubeconfigs are no business of certsync's.
         let [(conf, conf_path), (boot, boot_path)] = KUBELET_FILES;
         if host(dir, conf_path).is_file() {
             add(conf, conf_path, "File", true);
@@ -221,8 +205,7 @@ fn pod_text(
     .map_err(KubeadmError::Issue)
 }
 
-/// A file of certsync's to write unless it already has these bytes;
-/// `owned` says whether one with other bytes is adopt's own to replace.
+/// `owned`: whether one there with other bytes is adopt's own to replace.
 fn file(
     opts: &Options,
     path: &str,
@@ -237,9 +220,7 @@ fn file(
     node::to_write(&opts.dir, path, 0o600, what.to_owned(), bytes, unowned)
 }
 
-/// The files adopt writes: the CAs' renewals and bundles, then certsync's
-/// kubeconfigs, configuration and static pod, each unless it already has
-/// these bytes.
+/// The CAs' renewals and bundles, then certsync's kubeconfigs, configuration and pod.
 pub(super) fn certsyncs_files(
     opts: &Options,
     trust: &trust::Trust,

@@ -1,6 +1,5 @@
-//! The node's layout as adopt knows it: certsync's mappings (kubeadm's
-//! pairs and the clients embedded in its kubeconfigs), kubeadm's CA files
-//! and what certsync's pod mounts read-only.
+//! The node's layout as adopt knows it: certsync's mappings, kubeadm's CA files and what
+//! certsync's pod mounts read-only.
 
 use std::path::Path;
 
@@ -10,15 +9,11 @@ use super::super::manifest::{
 use super::super::paths::host;
 use super::super::record::State;
 
-/// certsync's static pod.
 pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
 
-/// kubeconfigs with an embedded client pair that people and kubeadm read:
-/// kept renewed in place (`update-kubeconfig:`) when the node has them
-/// (a joined control-plane node has no super-admin.conf). The components
-/// read certsync's own kubeconfigs (client certificate by file, which
-/// client-go re-reads); controller-manager.conf and scheduler.conf are
-/// kept in step for `kubeadm certs check-expiration` and for revert.
+/// kubeconfigs with an embedded client pair, renewed in place (`update-kubeconfig:`) when
+/// the node has them. The components read certsync's own kubeconfigs (by file, which
+/// client-go re-reads); these are kept in step for people, kubeadm and revert.
 pub const EMBEDDED: [&str; 4] = [
     "/etc/kubernetes/admin.conf",
     "/etc/kubernetes/super-admin.conf",
@@ -26,9 +21,8 @@ pub const EMBEDDED: [&str; 4] = [
     "/etc/kubernetes/scheduler.conf",
 ];
 
-/// kubeadm's CA and service-account files: certsync's pod mounts each one
-/// read-only over the read-write `pki/` (the pairs it keeps in step live
-/// there), so the CA keys stay unchangeable from its container.
+/// kubeadm's CA and service-account files: certsync's pod mounts each read-only over the
+/// read-write `pki/`, so the CA keys stay unchangeable from its container.
 pub const CA_FILES: [&str; 8] = [
     "/etc/kubernetes/pki/ca.crt",
     "/etc/kubernetes/pki/ca.key",
@@ -40,27 +34,20 @@ pub const CA_FILES: [&str; 8] = [
     "/etc/kubernetes/pki/sa.pub",
 ];
 
-/// Whether certsync's pod mounts `node_path` read-only as a file of its
-/// own (over a read-write directory): kubeadm's CA and service-account
-/// files, the trust bundles, certsync's configuration, the kubelet's
-/// kubeconfigs.
+/// Whether certsync's pod mounts `node_path` read-only as a file of its own.
 pub fn read_only_in_pod(node_path: &str) -> bool {
     CA_FILES.contains(&node_path)
         || [CA_BUNDLE, ETCD_CA_BUNDLE, CONFIG].contains(&node_path)
         || KUBELET_FILES.iter().any(|(_, f)| *f == node_path)
 }
 
-/// The kubelet's own kubeconfigs by the name of their mount in
-/// certsync's pod.
 pub(super) const KUBELET_FILES: [(&str, &str); 2] = [
     ("kubelet-conf", KUBELET_CONF),
     ("bootstrap-kubelet-conf", BOOTSTRAP_KUBELET_CONF),
 ];
 
-/// One `ca:` mapping: (name, CA under pki/, target, template under pki/ or
-/// the client identity (cn, o), the kubeconfig it keeps renewed). A
-/// template is also kubeadm's copy of the pair, kept in step
-/// (`update-pair:`).
+/// One `ca:` mapping. A template (under pki/) is also kubeadm's copy of the pair, kept in
+/// step (`update-pair:`); a client has an identity (cn, o) and its kubeconfig instead.
 pub(super) struct Cert {
     pub name: &'static str,
     pub ca: &'static str,
@@ -71,8 +58,7 @@ pub(super) struct Cert {
     pub kubeconfig: Option<&'static str>,
 }
 
-/// kubeadm's pairs: (mapping, CA under pki/, the pair under pki/, which is
-/// the template). The target is [`manifest::target`]'s.
+/// kubeadm's pairs: (mapping, CA under pki/, the pair under pki/).
 const PAIRS: [(&str, &str, &str); 7] = [
     ("apiserver", "ca", "apiserver"),
     ("apiserver-kubelet-client", "ca", "apiserver-kubelet-client"),
@@ -87,8 +73,7 @@ const PAIRS: [(&str, &str, &str); 7] = [
     ),
 ];
 
-/// The client pairs embedded in kubeconfigs, issued by `ca`: (mapping, cn,
-/// o, the kubeconfig). The target is the mapping's name under [`P`].
+/// The client pairs embedded in kubeconfigs, issued by `ca`: (mapping, cn, o, kubeconfig).
 const CLIENTS: [(&str, &str, Option<&str>, &str); 4] = [
     (
         "controller-manager-client",
@@ -116,8 +101,7 @@ const CLIENTS: [(&str, &str, Option<&str>, &str); 4] = [
     ),
 ];
 
-/// The mappings for the node at `dir`: every certificate `kubeadm certs
-/// renew all` renews that the node has.
+/// Every certificate `kubeadm certs renew all` renews that the node at `dir` has.
 pub(super) fn certs(dir: &Path) -> Vec<Cert> {
     let pairs = PAIRS.into_iter().map(|(name, ca, template)| Cert {
         name,
@@ -143,12 +127,9 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
     pairs.chain(clients).collect()
 }
 
-/// The kubeadm files certsync keeps in step that the node has and whose
-/// kubeadm copy adopt's record does not name: kubeconfigs, then pairs as
-/// prefixes followed by `pair_as`. Anything at a kubeconfig's path counts,
-/// a link included, and so does what cannot be looked at: one that
-/// appeared after the first adoption is one certsync's container could
-/// have put there, never kubeadm's.
+/// The kubeadm files certsync keeps in step whose copy adopt's record lacks: kubeconfigs,
+/// then pair prefixes followed by `pair_as`. Anything at a kubeconfig's path counts, a link
+/// or what cannot be looked at included: certsync's container could have put it there.
 pub fn unrecorded(dir: &Path, state: &State, pair_as: &str) -> Vec<String> {
     let kubeconfigs = EMBEDDED
         .into_iter()
@@ -165,8 +146,7 @@ pub fn unrecorded(dir: &Path, state: &State, pair_as: &str) -> Vec<String> {
     kubeconfigs.chain(pairs).collect()
 }
 
-/// kubeadm's pairs certsync keeps in step (`update-pair:`), as prefixes
-/// (node paths, without `.crt`/`.key`).
+/// kubeadm's pairs certsync keeps in step, as prefixes (without `.crt`/`.key`).
 pub fn pairs(dir: &Path) -> Vec<String> {
     certs(dir)
         .into_iter()
@@ -174,8 +154,6 @@ pub fn pairs(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The CA certificate (node path) that issues the pair at `prefix` (one
-/// of [`pairs`]).
 pub fn pair_ca(dir: &Path, prefix: &str) -> Option<String> {
     certs(dir)
         .into_iter()
@@ -186,12 +164,10 @@ pub fn pair_ca(dir: &Path, prefix: &str) -> Option<String> {
         .map(|c| format!("/etc/kubernetes/pki/{}.crt", c.ca))
 }
 
-/// Every target adopt's configuration names for the node (node paths).
 pub fn targets(dir: &Path) -> Vec<String> {
     certs(dir).into_iter().map(|c| c.target).collect()
 }
 
-/// Every target with the CA certificate that issues it (node paths).
 pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
     certs(dir)
         .into_iter()

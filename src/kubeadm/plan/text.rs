@@ -7,7 +7,6 @@ use super::changes::Plan;
 use crate::validate::rfc3339;
 
 impl Plan {
-    /// The plan as a person reads it.
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "node: {}", self.kubeadm_dir.display());
@@ -47,8 +46,6 @@ impl Plan {
         for (name, target, options) in &self.mappings {
             let _ = writeln!(s, "  {name} -> {target} ({options})");
         }
-        // An expired template is fine as a template (only its shape is
-        // copied), and revert issues it again from the backup.
         s.push_str(
             "templates: kubeadm's certificates stay in place; certsync copies only their subject, \
              names and usages, so it keeps issuing from one after it expires; revert hands back \
@@ -126,8 +123,6 @@ impl Plan {
                 );
             }
         }
-        // The kubelet stops the old etcd and API server (30 s grace, then
-        // SIGKILL) before it starts the new ones.
         let restarted: Vec<&str> = ["etcd", "kube-apiserver"]
             .into_iter()
             .filter(|c| {
