@@ -1,15 +1,9 @@
-//! Applying the plan, in the order that never leaves a component pointed
-//! at a file no running certsync renews: backups, certsync's configuration
-//! and kubeconfigs, certsync's static pod, then the gate (that pod, of this
-//! configuration and image, ready and every target holding a live pair: it
-//! issues every target at start, so adopt issues nothing itself), the
-//! cluster's CA certificates (`kube-system/certsync-kubeadm-cas`) and
-//! `kube-public/cluster-info` when they need it, then the
-//! component manifests (whose change restarts the API server cluster-info
-//! is written through).
-//! A pod not ready in time is taken out (the previous one put back) with
-//! everything this run changed. Every write is atomic
-//! (`writer::replace_file`).
+//! Applying the plan, in the order that never leaves a component pointed at a file no
+//! running certsync renews: backups, certsync's files, its pod, then the gate (that pod,
+//! of this configuration and image, ready and every target holding a live pair: it issues
+//! every target at start), the ConfigMaps, then the component manifests (whose change
+//! restarts the API server the ConfigMaps are written through). A pod not ready in time is
+//! taken out (the previous one put back) with everything this run changed.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -22,7 +16,7 @@ use super::options::Options;
 use super::out::Out;
 use super::paths::{digest, host};
 use super::plan::{self, BACKUPS, POD, Plan};
-use super::record::{State, mkdir, node_rel, put, put_mode};
+use super::record::{State, mkdir, put, put_backup};
 use super::seen::{NotReady, Seen};
 use super::undo::Undo;
 use super::wait;
@@ -31,12 +25,9 @@ use crate::writer::replace_file;
 /// How long a failed wait asks the API server for certsync's pod.
 const POD_STATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied;
-/// what it does told to `out` as it does it, the plan first.
+/// `certsync kubeadm adopt`: the plan, and unless `--dry-run`, applied; told to `out`.
 pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
     let plan = plan::plan(opts).await?;
-    // What a container could have left from an earlier adoption, said
-    // before anything changes (a warning: adopt goes on).
     let warnings = super::audit::warnings(&opts.dir);
     if opts.json {
         for w in warnings.lines() {
@@ -54,8 +45,7 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
         return Ok(());
     }
     if plan.is_empty() {
-        // Nothing to write, but "adopted" holds only while certsync's pod
-        // runs: said as it is, never assumed.
+        // "adopted" holds only while certsync's pod runs: said as it is, never assumed.
         let ended = wait::dead_targets(&opts.dir).len();
         if let Err(seen) = started(opts, &plan, out).await {
             return Err(not_ready(opts, &plan, seen, async {
@@ -88,9 +78,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
     let (undo, state) = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
     let ended = wait::dead_targets(dir).len();
-    // certsync's files and pod, then the gate: until certsync's pod of
-    // this configuration and image is ready, nothing a component reads
-    // has changed, and a failure puts back what was.
+    // Until the gate, nothing a component reads has changed: a failure puts back what was.
     let started = async {
         stop_previous(dir, plan, out).await?;
         files(dir, plan, out)?;
@@ -115,13 +103,10 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
         ),
     };
 
-    // From here on the node is part-adopted: any failure says so, and
-    // that a re-run finishes it (each step finds its work done or does it).
+    // From here on a failure leaves the node part-adopted; a re-run finishes it.
     changes(dir, plan, out)
         .await
         .map_err(|e| KubeadmError::PartAdopted(Box::new(e)))?;
-    // When the API server's manifest changed: it restarted on certsync's
-    // files.
     let apiserver = super::manifest::manifest_path("kube-apiserver");
     let manifest = plan.manifests.iter().find(|m| m.path == apiserver);
     out.push_str(
@@ -142,9 +127,8 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
     Ok(())
 }
 
-/// certsync's pod of `plan` not ready in time (`seen`): the error that
-/// says what was seen, the pod's state (asked first: `undone`, what adopt
-/// puts back, takes the pod out) and what `undone` said.
+/// certsync's pod not ready in time: what was seen, the pod's state (asked before
+/// `undone` takes the pod out) and what `undone` said.
 async fn not_ready(
     opts: &Options,
     plan: &Plan,
@@ -162,10 +146,9 @@ async fn not_ready(
     }))
 }
 
-/// Once adopted: the backups older than the newest `--keep-backups` that
-/// revert needs none of, removed (they hold private keys), and the record
-/// (`state`, as this run wrote it) written without them. A link where a
-/// backup should be is removed as a link, never followed.
+/// Once adopted: the backups older than the newest `--keep-backups` that revert needs none
+/// of, removed (they hold private keys; a link is removed as a link), and the record
+/// written without them.
 pub(super) fn prune_backups(
     opts: &Options,
     mut state: State,
@@ -194,22 +177,20 @@ pub(super) fn prune_backups(
     state.write(dir)
 }
 
-/// Backups of every file adopt replaces (as the plan found it) or
-/// certsync's pod rewrites, and adopt's record as written; what to put
-/// back if certsync's pod is not ready.
+/// Backups of every file adopt replaces or certsync's pod rewrites, and adopt's record as
+/// written; what to put back if certsync's pod is not ready.
 fn back_up(dir: &Path, plan: &Plan) -> Result<(Undo, State), KubeadmError> {
     let mut state = plan.record.clone().map(|(_, s)| s).unwrap_or_default();
-    // Backups of every file replaced or changed.
     let backup = &plan.backup;
     let absent = made_dirs(dir, &mut state);
     mkdir(&host(dir, BACKUPS))?;
     mkdir(&host(dir, backup))?;
     for m in &plan.manifests {
-        put(dir, &node_rel(dir, backup, &m.path), &m.before)?;
+        put_backup(dir, backup, &m.path, &m.before)?;
     }
     for f in &plan.files {
         if let Some(old) = &f.before {
-            put(dir, &node_rel(dir, backup, &f.path), old)?;
+            put_backup(dir, backup, &f.path, old)?;
         }
     }
     let kubeadms = back_up_kubeadms(dir, backup, &mut state)?;
@@ -217,11 +198,10 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Undo, State), KubeadmError> {
     state.trust.clone_from(&plan.trust_record);
     state.admin_addr = Some(plan.admin_addr);
     for m in &plan.manifests {
-        // A manifest that already names certsync's files (only its trust
-        // annotation changes: a CA renewal on an adopted node) is adopt's
-        // own, not kubeadm's: revert keeps restoring kubeadm's copy from
-        // the backup that holds it. One without them (kubeadm's, or one
-        // `kubeadm upgrade` regenerated) is kubeadm's copy from now on.
+        // A manifest that already names certsync's files (only its trust annotation
+        // changes) is adopt's own: revert keeps restoring kubeadm's copy from the earlier
+        // backup. One without them (kubeadm's, or regenerated by `kubeadm upgrade`) is
+        // kubeadm's copy from now on.
         let kubeadms_backup = match state.manifests.get(&m.path) {
             Some((earlier, _)) if m.flags.is_empty() && m.volumes_added.is_empty() => {
                 earlier.clone()
@@ -236,9 +216,8 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Undo, State), KubeadmError> {
     Ok((Undo { kubeadms, absent }, state))
 }
 
-/// The directories of certsync's layout that adopt makes (absent, or
-/// found empty: an older revert's leftovers), added to the record; those
-/// absent.
+/// The directories adopt makes (absent, or found empty: an older revert's leftovers),
+/// added to the record; those absent.
 fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
     let mut absent = Vec::new();
     for d in plan::MADE_DIRS {
@@ -259,10 +238,8 @@ fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
     absent
 }
 
-/// kubeadm's files certsync's pod rewrites (update-kubeconfig:,
-/// update-pair:) that this adoption is the first to back up, backed up and
-/// recorded; their node paths and bytes, put back if the pod never gets
-/// ready.
+/// kubeadm's files certsync's pod rewrites that this adoption is the first to back up,
+/// backed up and recorded; their node paths and bytes, put back if the pod is not ready.
 fn back_up_kubeadms(
     dir: &Path,
     backup: &str,
@@ -274,7 +251,7 @@ fn back_up_kubeadms(
             continue;
         }
         if let Some(old) = super::node::read_optional(dir, k)? {
-            put(dir, &node_rel(dir, backup, k), &old)?;
+            put_backup(dir, backup, k, &old)?;
             state.kubeconfigs.insert(k.to_owned(), backup.to_owned());
             kubeadms.push((k.to_owned(), old));
         }
@@ -287,7 +264,7 @@ fn back_up_kubeadms(
             let f = format!("{p}.{ext}");
             let old = super::node::read_optional(dir, &f)?
                 .ok_or_else(|| KubeadmError::file(&host(dir, &f), FileProblem::Missing))?;
-            put(dir, &node_rel(dir, backup, &f), &old)?;
+            put_backup(dir, backup, &f, &old)?;
             kubeadms.push((f, old));
         }
         state.pairs.insert(p, backup.to_owned());
@@ -295,11 +272,9 @@ fn back_up_kubeadms(
     Ok(kubeadms)
 }
 
-/// certsync's configuration and kubeconfigs, and its targets' directories
-/// (each a hostPath of its pod).
 fn files(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     for f in plan.files.iter().filter(|f| f.path != POD) {
-        put_mode(dir, &f.path, &f.bytes, f.mode)?;
+        put(dir, &f.path, &f.bytes, f.mode)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
     for k in &plan.kubeconfigs_trusted {
@@ -312,15 +287,11 @@ fn files(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     Ok(())
 }
 
-/// A file a running certsync pod mounts read-only stays read-only to it
-/// only while the host leaves that file in place: renamed over on the
-/// host, the container's bind mount is left on the old file, and the new
-/// one shows through the read-write directory beneath (`pki/`,
-/// `/etc/kubernetes`), where the container can replace it before the
-/// components restart on it (a CA bundle, the CA certificate, certsync's
-/// configuration). So when this run replaces such a file, the previous
-/// pod is stopped, and gone, first; its manifest is in this run's backup
-/// and is put back if the new pod is not ready. `Err`: what was seen.
+/// A file a running certsync pod mounts read-only stays so only while the host leaves it
+/// in place: renamed over, the bind mount stays on the old file and the new one shows
+/// through the read-write directory beneath, where the container can replace it before the
+/// components restart on it. So when this run replaces such a file, the previous pod is
+/// stopped, and gone, first (put back if the new pod is not ready). `Err`: what was seen.
 async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), Seen> {
     let replaces_mounted = plan
         .files
@@ -340,9 +311,8 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
     wait::take_out(take, old.asked(), "the previous certsync pod").await?
 }
 
-/// Every file certsync's pod mounts read-only, as this run wrote it: a
-/// difference means something wrote it after adopt did, and the
-/// components must not restart on it.
+/// Every file certsync's pod mounts read-only, as this run wrote it: else something wrote
+/// it after adopt did, and the components must not restart on it.
 fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
     for f in plan
         .files
@@ -359,11 +329,9 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
     Ok(())
 }
 
-/// The cluster's CA certificates, when the plan says so, once certsync's
-/// pod is ready (nothing reaches the API server before the gate). Written
-/// at the version read: of two nodes renewing at once one fails, says so
-/// and goes on; its next adopt takes the other's renewal, or writes its
-/// own when that ends later, and the cluster converges.
+/// The cluster's CA certificates, once certsync's pod is ready. Written at the version
+/// read: of two nodes renewing at once one fails, says so and goes on; its next adopt
+/// takes the other's renewal or writes its own, and the cluster converges.
 async fn publish(plan: &Plan, out: &mut Out) {
     let done = "wrote ConfigMap kube-system/certsync-kubeadm-cas: this node's CA certificates, \
                 which every other node's adopt takes";
@@ -373,10 +341,8 @@ async fn publish(plan: &Plan, out: &mut Out) {
     write_map(plan, super::published::MAP, new, done, left, out).await;
 }
 
-/// `kube-public/cluster-info` given the CA's certificates, when the plan
-/// says so. A failure is said and adopt goes on: the ConfigMap matters
-/// only to joins after the old certificate's end, and `certsync kubeadm
-/// status` names it until it is done.
+/// `kube-public/cluster-info` given the CA's certificates. A failure is said and adopt goes
+/// on: it matters only to joins after the old certificate's end, and status names it.
 async fn cluster_info(plan: &Plan, out: &mut Out) {
     let done = "updated ConfigMap kube-public/cluster-info: its CA data holds the CA's \
                 certificates side by side";
@@ -386,9 +352,7 @@ async fn cluster_info(plan: &Plan, out: &mut Out) {
     write_map(plan, super::cluster_info::MAP, new, done, left, out).await;
 }
 
-/// Writes `new` to `map` through the client the plan read kubeadm-config
-/// with, saying `done`; a failure is said as a warning with what it
-/// `left` undone, and adopt goes on.
+/// Writes `new` to `map`, saying `done`, or warning with what it `left` undone.
 async fn write_map(
     plan: &Plan,
     map: Map,
@@ -406,24 +370,18 @@ async fn write_map(
     };
 }
 
-/// certsync's pod written (when it changes), then waited for: ready for
-/// this configuration and image, every target holding a live pair.
-/// `Err`: what was last seen.
+/// certsync's pod written (when it changes), then waited for. `Err`: what was last seen.
 async fn started(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Seen> {
     let dir = &opts.dir;
     for f in plan.files.iter().filter(|f| f.path == POD) {
-        put(dir, &f.path, &f.bytes)?;
+        put(dir, &f.path, &f.bytes, 0o600)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
     wait::ready(dir, plan.probe, &plan.generation, opts.ready_timeout, out).await
 }
 
-/// adopt's changes once certsync's pod is ready: cluster-info, then the
-/// component manifests.
 async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
-    // The API server's writes before the manifests change: changing the
-    // API server's manifest restarts it, and a write racing that restart
-    // fails (`apiserver is shutting down`).
+    // Before the manifests: a write racing the API server's restart fails.
     publish(plan, out).await;
     cluster_info(plan, out).await;
     for m in &plan.manifests {

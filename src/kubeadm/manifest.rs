@@ -1,45 +1,32 @@
-//! What adopt changes in each kubeadm component: the flags (kubeadm's value
-//! and certsync's) and the extra volumes, applied to a manifest the way
-//! `kubeadm upgrade` applies `extraArgs`/`extraVolumes` (an extra argument
-//! takes the place of kubeadm's flag of the same name; volumes and mounts
-//! kept sorted by name, as kubeadm writes them), and taken out again.
+//! What adopt changes in each kubeadm component (flags and extra volumes), applied the way
+//! `kubeadm upgrade` applies `extraArgs`/`extraVolumes`, and taken out again.
 
 use serde_yaml_ng::{Mapping, Value};
 
 use super::error::FileProblem;
 
-/// certsync's targets, as the components see them.
 pub const P: &str = "/etc/kubernetes/pki/certsync";
 pub const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
 pub const KUBECONFIGS: &str = "/etc/kubernetes/certsync";
 
-/// kubeadm's CAs' certificates side by side (the one in place and its
-/// renewal, `trust.rs`), for the components that load trust only at start.
+/// kubeadm's CAs' certificates side by side, for the components that load trust at start.
 pub const CA_BUNDLE: &str = "/etc/kubernetes/pki/ca-bundle.crt";
 pub const ETCD_CA_BUNDLE: &str = "/etc/kubernetes/pki/etcd/ca-bundle.crt";
 
-/// The annotation carrying the bundles' digest on each component that
-/// loads a bundle at start: a renewal changes its manifest, and the
-/// kubelet restarts it on the new trust.
+/// The bundles' digest on each component loading one at start: a renewal restarts it.
 pub const TRUST_ANNOTATION: &str = "certsync.io/trust-sha256";
 
-/// certsync's configuration (`certsync.yaml`).
 pub const CONFIG: &str = "/etc/kubernetes/certsync.yaml";
 
-/// The kubelet's own kubeconfigs: no business of certsync's (its pod mounts
-/// each read-only when the node has it), kubelet.conf's CA data aside.
 pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
 pub const BOOTSTRAP_KUBELET_CONF: &str = "/etc/kubernetes/bootstrap-kubelet.conf";
 
-/// The node path of the static pod manifest of the component `name`.
 pub fn manifest_path(name: &str) -> String {
     format!("/etc/kubernetes/manifests/{name}.yaml")
 }
 
-/// certsync's kubeconfigs for the components that read their client pair
-/// by file, through client-go, which re-reads it every 5 minutes (its
-/// embedded copy would never be re-read): (file under [`KUBECONFIGS`],
-/// user, the mapping whose target it names, the component).
+/// certsync's kubeconfigs naming a client pair by file, which client-go re-reads (an
+/// embedded copy never is): (file under [`KUBECONFIGS`], user, mapping, component).
 pub const BY_FILE: [(&str, &str, &str, &str); 2] = [
     (
         "controller-manager.conf",
@@ -55,30 +42,23 @@ pub const BY_FILE: [(&str, &str, &str, &str); 2] = [
     ),
 ];
 
-/// An extra volume (hostPath mounted at the same path, read-only).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Volume {
     pub name: String,
     pub path: String,
-    /// `File` or `Directory`.
     pub kind: &'static str,
 }
 
-/// One kubeadm component: its manifest and adopt's changes.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Component {
-    /// `kube-apiserver`, `etcd`, ...: the manifest's file stem and container.
     pub name: &'static str,
-    /// (flag, kubeadm's value, certsync's value).
     pub flags: Vec<Flag>,
     pub volumes: Vec<Volume>,
-    /// Whether it loads a CA bundle at start (and so carries
-    /// [`TRUST_ANNOTATION`]).
+    /// Whether it loads a CA bundle at start (and so carries [`TRUST_ANNOTATION`]).
     pub trusts: bool,
 }
 
-/// certsync's target for kubeadm's pair `pair` (under pki/, without
-/// `.crt`): its name under [`P`], an etcd pair's under [`PE`].
+/// certsync's target for kubeadm's pair `pair` (under pki/, without `.crt`).
 pub fn target(pair: &str) -> String {
     match pair.strip_prefix("etcd/") {
         Some(etcd) => format!("{PE}/{etcd}"),
@@ -91,8 +71,7 @@ const PKI: &str = "/etc/kubernetes/pki";
 /// (flag, kubeadm's value, certsync's value).
 type Flag = (&'static str, String, String);
 
-/// The flags naming kubeadm's pairs: (certificate flag, key flag, the pair
-/// under pki/), each pointed at its [`target`].
+/// The flags naming kubeadm's pairs (certificate flag, key flag, pair), pointed at targets.
 fn pair_flags(pairs: &[(&'static str, &'static str, &str)]) -> Vec<Flag> {
     pairs
         .iter()
@@ -114,8 +93,6 @@ fn pair_flags(pairs: &[(&'static str, &'static str, &str)]) -> Vec<Flag> {
         .collect()
 }
 
-/// The three kubeconfig flags of the controller-manager or scheduler:
-/// kubeadm's `file`, certsync's of the same name.
 fn kubeconfig_flags(file: &str) -> Vec<Flag> {
     [
         "kubeconfig",
@@ -132,14 +109,12 @@ fn kubeconfig_flags(file: &str) -> Vec<Flag> {
     .into()
 }
 
-/// A flag naming kubeadm's etcd CA for a component that loads trust only
-/// at start: the CA's certificates side by side instead, so the renewed one
-/// is trusted before the one in place ends.
+/// A flag naming kubeadm's etcd CA, given the bundle: the renewal is trusted before the CA
+/// in place ends.
 fn etcd_trust(flag: &'static str) -> Flag {
     (flag, format!("{PKI}/etcd/ca.crt"), ETCD_CA_BUNDLE.into())
 }
 
-/// The four components and what adopt changes in each.
 pub fn components() -> Vec<Component> {
     let mut api = pair_flags(&[
         ("tls-cert-file", "tls-private-key-file", "apiserver"),
@@ -202,7 +177,7 @@ pub fn components() -> Vec<Component> {
     ]
 }
 
-/// A parsed manifest: the Pod, and its first container's index.
+/// A Pod whose first container has a command.
 pub struct Manifest {
     pub pod: Value,
 }
@@ -225,13 +200,11 @@ impl Manifest {
     }
 
     fn command(&mut self) -> &mut Vec<Value> {
-        // Checked in `parse`.
         self.pod["spec"]["containers"][0]["command"]
             .as_sequence_mut()
             .expect("command checked in parse")
     }
 
-    /// The value of `--flag=` in the command, if present.
     pub fn flag(&self, flag: &str) -> Option<String> {
         let prefix = format!("--{flag}=");
         self.pod["spec"]["containers"][0]["command"]
@@ -240,22 +213,11 @@ impl Manifest {
             .find_map(|a| a.as_str()?.strip_prefix(&prefix).map(str::to_owned))
     }
 
-    /// Sets `--flag=value` as kubeadm v1.36 does for an `extraArgs` entry:
-    /// its own flag of that name taken out, the extra argument appended
-    /// after kubeadm's sorted ones, in the list's order (checked against
-    /// `kubeadm init phase control-plane` on a node). A flag that already
-    /// has the value stays where it is. Returns whether it changed.
-    pub fn set_flag(&mut self, flag: &str, value: &str) -> bool {
-        self.put_flag(flag, value, false)
-    }
-
-    /// Puts kubeadm's own `--flag=value` back where kubeadm writes it: in
-    /// sorted order among its flags.
-    pub fn restore_flag(&mut self, flag: &str, value: &str) -> bool {
-        self.put_flag(flag, value, true)
-    }
-
-    fn put_flag(&mut self, flag: &str, value: &str, sorted: bool) -> bool {
+    /// Sets `--flag=value` as kubeadm v1.36 does for an `extraArgs` entry: its own flag of
+    /// that name taken out, the extra argument appended after kubeadm's sorted ones; with
+    /// `sorted` (kubeadm's own value put back), in sorted order among its flags. One that
+    /// already has the value stays where it is. Whether it changed.
+    pub fn put_flag(&mut self, flag: &str, value: &str, sorted: bool) -> bool {
         let prefix = format!("--{flag}=");
         let arg = Value::String(format!("{prefix}{value}"));
         let cmd = self.command();
@@ -307,14 +269,12 @@ impl Manifest {
             .expect("volumeMounts is a list")
     }
 
-    /// The value of the annotation `key`, if present.
     pub fn annotation(&self, key: &str) -> Option<String> {
         self.pod["metadata"]["annotations"][key]
             .as_str()
             .map(str::to_owned)
     }
 
-    /// Sets the annotation `key`; whether it changed.
     pub fn set_annotation(&mut self, key: &str, value: &str) -> bool {
         if self.annotation(key).as_deref() == Some(value) {
             return false;
@@ -332,8 +292,7 @@ impl Manifest {
         false
     }
 
-    /// Removes the annotation `key` (and an annotations map it leaves
-    /// empty); whether it changed.
+    /// Removes the annotation `key` (and an annotations map it leaves empty).
     pub fn remove_annotation(&mut self, key: &str) -> bool {
         let meta = &mut self.pod["metadata"];
         let Some(Value::Mapping(a)) = meta.get_mut("annotations") else {
@@ -349,7 +308,6 @@ impl Manifest {
         removed
     }
 
-    /// The volume named `name`: (hostPath, type).
     pub fn volume(&self, name: &str) -> Option<(String, String)> {
         let v = self.pod["spec"]["volumes"]
             .as_sequence()?
@@ -361,8 +319,8 @@ impl Manifest {
         ))
     }
 
-    /// Adds the volume and its read-only mount, each list kept sorted by
-    /// name. Returns whether anything changed.
+    /// Adds the volume and its read-only mount, each list kept sorted by name as kubeadm
+    /// writes them.
     pub fn add_volume(&mut self, v: &Volume) -> bool {
         if self.volume(&v.name).is_some() {
             return false;
@@ -382,7 +340,6 @@ impl Manifest {
         true
     }
 
-    /// Removes the volume and its mount named `name`.
     pub fn remove_volume(&mut self, name: &str) -> bool {
         let before = self.volumes().len();
         self.volumes().retain(|v| v["name"] != name);
@@ -399,9 +356,7 @@ fn insert_sorted(list: &mut Vec<Value>, item: Value, name: &str) {
     list.insert(at, item);
 }
 
-/// The first conflict in a component's manifest, if any
-/// ([`FileProblem::is_conflict`]): a flag adopt sets carrying a third
-/// value, or a volume of its name that is not its own.
+/// A flag adopt sets carrying a third value, or a volume of its name not its own.
 pub fn conflict(c: &Component, m: &Manifest) -> Result<(), FileProblem> {
     for (flag, kubeadm, ours) in &c.flags {
         match m.flag(flag) {
@@ -431,8 +386,6 @@ pub fn conflict(c: &Component, m: &Manifest) -> Result<(), FileProblem> {
     Ok(())
 }
 
-/// A component's manifest as adopt and status read it: UTF-8, a Pod, and
-/// no value of someone else's where adopt sets one.
 pub fn read(c: &Component, bytes: Vec<u8>) -> Result<Manifest, FileProblem> {
     let text = String::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?;
     let m = Manifest::parse(&text)?;
@@ -440,13 +393,12 @@ pub fn read(c: &Component, bytes: Vec<u8>) -> Result<Manifest, FileProblem> {
     Ok(m)
 }
 
-/// Adopt's change to one manifest: (flag, old value, new value) for each
-/// flag changed, and the volumes added.
+/// (flag, old value, new value) for each flag adopt changes, and the volumes it adds.
 pub fn adopt(c: &Component, m: &mut Manifest) -> (Vec<(String, String, String)>, Vec<String>) {
     let mut flags = Vec::new();
     for (flag, _, ours) in &c.flags {
         let old = m.flag(flag).unwrap_or_default();
-        if m.set_flag(flag, ours) {
+        if m.put_flag(flag, ours, false) {
             flags.push(((*flag).to_owned(), old, ours.clone()));
         }
     }
@@ -459,13 +411,12 @@ pub fn adopt(c: &Component, m: &mut Manifest) -> (Vec<(String, String, String)>,
     (flags, volumes)
 }
 
-/// The inverse: kubeadm's values back, certsync's volumes out. Whether it
-/// changed anything.
+/// The inverse: kubeadm's values back, certsync's volumes out.
 pub fn unadopt(c: &Component, m: &mut Manifest) -> bool {
     let mut changed = false;
     for (flag, kubeadm, ours) in &c.flags {
         if m.flag(flag).as_deref() == Some(ours.as_str()) {
-            changed |= m.restore_flag(flag, kubeadm);
+            changed |= m.put_flag(flag, kubeadm, true);
         }
     }
     for v in &c.volumes {

@@ -1,7 +1,4 @@
-//! adopt's record on the node (`/etc/kubernetes/certsync/adopted.json`) and
-//! its backups: where each is, read and written. A leaf: adopt, revert,
-//! status and the admin.conf reader all read the record, and nothing here
-//! knows how a plan is made or applied.
+//! adopt's record on the node and its backups: where each is, read and written.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt as _;
@@ -9,48 +6,35 @@ use std::path::{Path, PathBuf};
 
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::manifest::{KUBECONFIGS, P, PE};
-use super::paths::{KUBEADM_DIR, host};
+use super::paths::host;
 use crate::writer::replace_file;
 
 pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
 pub const BACKUPS: &str = "/etc/kubernetes/certsync/backup";
 
-/// The directories of certsync's layout that adopt makes: its own under
-/// `/etc/kubernetes` (the backups live there, so it stays) and the parents
-/// of its targets, which revert removes once their targets have moved.
+/// The directories adopt makes: its own (holding the backups, so it stays) and the parents
+/// of its targets.
 pub const MADE_DIRS: [&str; 3] = [KUBECONFIGS, P, PE];
 
-/// adopt's record on the node (`/etc/kubernetes/certsync/adopted.json`):
-/// for each manifest it changed, kubeadm's copy in a backup and the
-/// digest of what adopt wrote (revert restores the copy only if the
-/// manifest is still adopt's, else takes adopt's changes out of it).
+/// adopt's record. Each backup named is the one holding kubeadm's own copy, from the first
+/// adoption that changed it.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct State {
-    /// manifest (node path) -> (backup dir, SHA-256 of adopt's version).
+    /// manifest -> (backup, SHA-256 of adopt's version): revert restores the backup's copy
+    /// only while the manifest is adopt's, else takes adopt's changes out of it.
     pub manifests: BTreeMap<String, (String, String)>,
-    /// Backups made, oldest first.
     pub backups: Vec<String>,
-    /// admin.conf and super-admin.conf (node path) -> the backup holding
-    /// kubeadm's own, from the first adoption: certsync rewrites them in
-    /// place, so revert puts them back.
     #[serde(default)]
     pub kubeconfigs: BTreeMap<String, String>,
-    /// kubeadm's pairs certsync keeps in step (prefix, node path without
-    /// `.crt`/`.key`) -> the backup holding kubeadm's own, from the first
-    /// adoption that kept them: revert hands back whichever lasts longer.
+    /// pair prefix -> backup.
     #[serde(default)]
     pub pairs: BTreeMap<String, String>,
-    /// The directories adopt made (or found empty: an earlier revert's
-    /// leftovers), node paths: revert removes each once it is empty again.
     pub made_dirs: Vec<String>,
-    /// Each trust bundle adopt wrote (node path) -> the CA certificates
-    /// (PEM) it put in it: the next adopt makes the bundle from these and
-    /// the CA in place, never from the bundle file (`trust.rs`).
+    /// Each trust bundle -> the CA certificates (PEM) adopt put in it: the next adopt makes
+    /// the bundle from these and the CA in place, never from the bundle file.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub trust: BTreeMap<String, Vec<String>>,
-    /// certsync's `--admin-addr` as adopt last wrote it: kept by the next
-    /// adopt even when certsync's pod manifest is gone (a Prometheus
-    /// target never moves by default).
+    /// `--admin-addr` as last written: kept even when certsync's pod manifest is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_addr: Option<std::net::SocketAddr>,
 }
@@ -60,8 +44,6 @@ impl State {
         Ok(Self::read_with_bytes(dir)?.map(|(_, s)| s))
     }
 
-    /// The record with its bytes as read: what adopt puts back when
-    /// certsync's pod is not ready.
     pub fn read_with_bytes(dir: &Path) -> Result<Option<(Vec<u8>, Self)>, KubeadmError> {
         let Some(bytes) = super::node::read_optional(dir, STATE)? else {
             return Ok(None);
@@ -77,11 +59,8 @@ impl State {
         Ok(replace_file(&host(dir, STATE), 0o600, &bytes)?)
     }
 
-    /// The backups (node paths, oldest first) adopt may remove keeping the
-    /// newest `keep`: never one the record names as holding kubeadm's copy
-    /// of a manifest, kubeconfig or pair (revert hands those back), never
-    /// the first (kubeadm's own files as adopt found them). Backups hold
-    /// private keys: kept without end they are keys nobody needs.
+    /// The backups adopt may remove keeping the newest `keep` (they hold private keys): never
+    /// one the record names (revert hands those back), never the first.
     pub fn prunable(&self, keep: usize) -> Vec<String> {
         let needed: std::collections::BTreeSet<&str> = self
             .manifests
@@ -109,21 +88,28 @@ pub fn mkdir(path: &Path) -> Result<(), KubeadmError> {
         .map_err(|e| KubeadmError::file(path, e))
 }
 
-/// Writes `bytes` to `node_path` atomically, mode 0600, its directory made.
-pub fn put(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
-    put_mode(dir, node_path, bytes, 0o600)
+/// Writes `bytes` to `node_path` atomically, its directory made.
+pub fn put(dir: &Path, node_path: &str, bytes: &[u8], mode: u32) -> Result<(), KubeadmError> {
+    write(&host(dir, node_path), bytes, mode)
 }
 
-/// [`put`] with `mode` (a certificate: 0644, as kubeadm writes them).
-pub fn put_mode(dir: &Path, node_path: &str, bytes: &[u8], mode: u32) -> Result<(), KubeadmError> {
-    let path = host(dir, node_path);
+/// Copies `bytes` of `node_path` into the backup `backup`, mode 0600.
+pub fn put_backup(
+    dir: &Path,
+    backup: &str,
+    node_path: &str,
+    bytes: &[u8],
+) -> Result<(), KubeadmError> {
+    write(&backup_path(dir, backup, node_path), bytes, 0o600)
+}
+
+fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KubeadmError> {
     if let Some(parent) = path.parent() {
         mkdir(parent)?;
     }
-    Ok(replace_file(&path, mode, bytes)?)
+    Ok(replace_file(path, mode, bytes)?)
 }
 
-/// Where `node_path` is in the backup `backup`.
 pub fn backup_path(dir: &Path, backup: &str, node_path: &str) -> PathBuf {
     let rel = node_path
         .strip_prefix("/etc/kubernetes/")
@@ -131,15 +117,7 @@ pub fn backup_path(dir: &Path, backup: &str, node_path: &str) -> PathBuf {
     host(dir, backup).join(rel)
 }
 
-/// `node_path` below `backup`, as a node path.
-pub fn node_rel(dir: &Path, backup: &str, node_path: &str) -> String {
-    let p = backup_path(dir, backup, node_path);
-    let rel = p.strip_prefix(dir).unwrap_or(&p);
-    format!("{KUBEADM_DIR}/{}", rel.display())
-}
-
-/// The backup's copy of `node_path`, read beneath the backup's directory
-/// handle, never through a link.
+/// The backup's copy of `node_path`, read beneath its directory handle, never via a link.
 pub(super) fn read_backup(
     dir: &Path,
     backup: &str,

@@ -1,10 +1,6 @@
-//! What adopt puts back when certsync's pod is not ready in time: the pod
-//! out (the previous one back, on a re-adopt), certsync's files as they
-//! were (as the plan found them), kubeadm's files the pod rewrote
-//! (`update-pair:`, `update-kubeconfig:`) as this run backed them up, the
-//! target directories this run made, and adopt's record. No component
-//! manifest has changed at that point (`apply`'s order), so the node is as
-//! it was.
+//! What adopt puts back when certsync's pod is not ready in time: the pod out (the
+//! previous one back), certsync's files, kubeadm's files the pod rewrote, the directories
+//! this run made, and adopt's record. No component manifest has changed at that point.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -13,19 +9,16 @@ use super::error::KubeadmError;
 use super::options::Options;
 use super::paths::host;
 use super::plan::{self, POD, Plan, STATE};
-use super::record::{put, put_mode};
+use super::record::put;
 use super::{node, wait};
 
-/// What this run changed that its plan does not hold.
+/// What this run changed that its plan does not hold: kubeadm's files it was the first to
+/// back up, and the directories of [`plan::MADE_DIRS`] that did not exist.
 pub struct Undo {
-    /// kubeadm's files this run was the first to back up (node paths) and
-    /// their bytes.
     pub kubeadms: Vec<(String, Vec<u8>)>,
-    /// Directories of [`plan::MADE_DIRS`] that did not exist.
     pub absent: Vec<&'static str>,
 }
 
-/// What was done, and what could not be.
 #[derive(Default)]
 struct Said {
     done: Vec<String>,
@@ -33,16 +26,11 @@ struct Said {
 }
 
 impl Undo {
-    /// Puts the node back as it was before this run; says what it did and
-    /// how certsync's previous pod is.
     pub async fn run(self, opts: &Options, plan: &Plan) -> String {
         let dir = &opts.dir;
         let mut said = Said::default();
-        // This run's pod out first, and gone, before anything it writes or
-        // mounts read-only is put back; the previous pod last, so that it
-        // mounts the files as they were (a file renamed over on the host
-        // leaves a running container's read-only mount of it, and the
-        // container could then write it: see `apply::stop_previous`).
+        // This run's pod out, and gone, first; the previous pod last, so that it mounts the
+        // files as they were (see `apply::stop_previous`).
         pod_out(dir, plan, &mut said).await;
         files_back(dir, plan, &mut said);
         self.kubeadms_back(dir, &mut said);
@@ -80,7 +68,6 @@ impl Undo {
         text
     }
 
-    /// kubeadm's own files, where the pod rewrote them, in kubeadm's modes.
     fn kubeadms_back(&self, dir: &Path, said: &mut Said) {
         let mut restored = 0;
         for (f, old) in &self.kubeadms {
@@ -96,8 +83,6 @@ impl Undo {
         }
     }
 
-    /// The target directories this run made (with what the pod put in
-    /// them), and adopt's record as it was.
     fn record_back(&self, dir: &Path, plan: &Plan, said: &mut Said) {
         for d in &self.absent {
             let path = host(dir, d);
@@ -115,9 +100,7 @@ impl Undo {
     }
 }
 
-/// This run's certsync pod out, when it wrote one; then waits until it no
-/// longer answers (also when its manifest could not be removed: what is
-/// seen is said).
+/// This run's certsync pod out, when it wrote one; then waits until it no longer answers.
 async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
     if !plan.files.iter().any(|f| f.path == POD) {
         return;
@@ -140,13 +123,12 @@ async fn pod_out(dir: &Path, plan: &Plan, said: &mut Said) {
     }
 }
 
-/// The previous certsync pod's manifest back, when this run replaced it:
-/// its generation, when it had one, and where it answers (as the plan
-/// read that pod).
+/// The previous certsync pod's manifest back, when this run replaced it; its generation
+/// and where it answers.
 fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String, SocketAddr)> {
     let f = plan.files.iter().find(|f| f.path == POD)?;
     let old = f.before.as_ref()?;
-    match put(dir, POD, old) {
+    match put(dir, POD, old, 0o600) {
         Ok(()) => said
             .done
             .push("put the previous certsync pod back".to_owned()),
@@ -156,10 +138,8 @@ fn previous_pod_back(dir: &Path, plan: &Plan, said: &mut Said) -> Option<(String
     generation.map(|g| (g.to_owned(), addr))
 }
 
-/// certsync's configuration and kubeconfigs as they were. A file that
-/// already is is left alone: renaming a copy over it would take it from
-/// under a running pod's read-only mount of it (when stopping the previous
-/// pod failed, this run wrote nothing, and that pod still runs).
+/// certsync's files as they were. One that already is is left alone: renaming a copy over
+/// it would take it from under a running pod's read-only mount.
 fn files_back(dir: &Path, plan: &Plan, said: &mut Said) {
     for f in plan.files.iter().filter(|f| f.path != POD) {
         if let Err(e) = put_back(dir, &f.path, f.before.as_ref(), f.mode) {
@@ -168,8 +148,7 @@ fn files_back(dir: &Path, plan: &Plan, said: &mut Said) {
     }
 }
 
-/// `node_path` as it was (`before`; `None`: there was none), unless it
-/// already is; whether it was written.
+/// `node_path` as it was (`None`: absent), unless it already is; whether it was written.
 fn put_back(
     dir: &Path,
     node_path: &str,
@@ -181,7 +160,7 @@ fn put_back(
     }
     let path = host(dir, node_path);
     match before {
-        Some(old) => put_mode(dir, node_path, old, mode)?,
+        Some(old) => put(dir, node_path, old, mode)?,
         None => std::fs::remove_file(&path).map_err(|e| KubeadmError::file(&path, e))?,
     }
     Ok(true)
