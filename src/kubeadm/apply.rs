@@ -329,18 +329,6 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
     Ok(())
 }
 
-/// The cluster's CA certificates, once certsync's pod is ready. Written at the version
-/// read: of two nodes renewing at once one fails, says so and goes on; its next adopt
-/// takes the other's renewal or writes its own, and the cluster converges.
-async fn publish(plan: &Plan, out: &mut Out) {
-    let done = "wrote ConfigMap kube-system/certsync-kubeadm-cas: this node's CA certificates, \
-                which every other node's adopt takes";
-    let left = "the other nodes keep the CA certificates they have until this node's next adopt \
-                writes them (run adopt again)";
-    let new = &plan.cluster_cas_new;
-    write_map(plan, super::published::MAP, new, done, left, out).await;
-}
-
 /// `kube-public/cluster-info` given the CA's certificates. A failure is said and adopt goes
 /// on: it matters only to joins after the old certificate's end, and status names it.
 async fn cluster_info(plan: &Plan, out: &mut Out) {
@@ -381,8 +369,15 @@ async fn started(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Seen>
 }
 
 async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
-    // Before the manifests: a write racing the API server's restart fails.
-    publish(plan, out).await;
+    // Before the manifests: a write racing the API server's restart fails. The CAs are
+    // written at the version read: of two nodes renewing at once one fails, says so and
+    // goes on; its next adopt takes the other's renewal or writes its own.
+    let done = "wrote ConfigMap kube-system/certsync-kubeadm-cas: this node's CA certificates, \
+                which every other node's adopt takes";
+    let left = "the other nodes keep the CA certificates they have until this node's next adopt \
+                writes them (run adopt again)";
+    let new = &plan.cluster_cas_new;
+    write_map(plan, super::published::MAP, new, done, left, out).await;
     cluster_info(plan, out).await;
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.after)?;

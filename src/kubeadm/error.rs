@@ -503,7 +503,8 @@ pub enum RevertError {
     Move {
         from: PathBuf,
         to: PathBuf,
-        step: Step,
+        /// Said before the cause: empty for the rename or a check or fsync around it.
+        step: &'static str,
         #[source]
         source: std::io::Error,
     },
@@ -540,29 +541,6 @@ pub enum RevertError {
         target: String,
         secs: u64,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    Rename,
-    RemovingOriginal,
-    RemovingPartial,
-    Copying,
-    RemovingCopied,
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Rename => "",
-            Self::RemovingOriginal => "removing the original: ",
-            Self::RemovingPartial => "removing an earlier partial copy: ",
-            Self::Copying => "another filesystem; copying: ",
-            Self::RemovingCopied => {
-                "copied, but removing the original failed (a second attempt finishes it): "
-            }
-        })
-    }
 }
 
 impl From<RevertError> for KubeadmError {

@@ -202,7 +202,12 @@ pub(super) fn client_certificate_data<'a>(
     let [data] = all.as_slice() else {
         return Err(bad(FileProblem::ClientCerts(all.len())));
     };
-    once(at, text, data.trim(), "client-certificate-data")
+    // Where it stands: once, or refused (which to replace would be a guess).
+    let data = data.trim();
+    match text.match_indices(data).collect::<Vec<_>>()[..] {
+        [(i, _)] if !data.is_empty() => Ok(&text[i..i + data.len()]),
+        _ => Err(bad(FileProblem::NotOnce("client-certificate-data"))),
+    }
 }
 
 /// `text` with `renewal` (one CA certificate) appended to its one cluster's CA data;
@@ -232,19 +237,6 @@ pub(super) fn ca_data_with(
     }
     both.extend_from_slice(renewal);
     crate::writer::with_ca_data(text, one, &both).map_err(bad)
-}
-
-/// `data` where it stands in `text`: once, or refused (which to replace would be a guess).
-fn once<'a>(
-    at: &Path,
-    text: &'a str,
-    data: &str,
-    field: &'static str,
-) -> Result<&'a str, KubeadmError> {
-    match text.match_indices(data).collect::<Vec<_>>()[..] {
-        [(i, _)] if !data.is_empty() => Ok(&text[i..i + data.len()]),
-        _ => Err(KubeadmError::file(at, FileProblem::NotOnce(field))),
-    }
 }
 
 /// Writes `bytes` as `node_path` anew with [`kubeadm_mode`], renamed over the name beneath

@@ -7,12 +7,12 @@ use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use super::error::{FileProblem, RevertError, Step};
+use super::error::{FileProblem, RevertError};
 use crate::beneath::{self, PathError};
 
 /// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists.
 pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
-    let at = |step: Step| {
+    let at = |step: &'static str| {
         move |source| RevertError::Move {
             from: from.to_owned(),
             to: to.to_owned(),
@@ -22,28 +22,30 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
     };
     if std::fs::symlink_metadata(to).is_ok() {
         return match contained(from, to) {
-            Ok(true) => remove(from).map_err(at(Step::RemovingOriginal)),
+            Ok(true) => remove(from).map_err(at("removing the original: ")),
             Ok(false) => Err(RevertError::Differ {
                 from: from.to_owned(),
                 to: to.to_owned(),
             }),
-            Err(e) => Err(at(Step::Rename)(e)),
+            Err(e) => Err(at("")(e)),
         };
     }
     match std::fs::rename(from, to) {
-        Ok(()) => sync_parent(to).map_err(at(Step::Rename)),
+        Ok(()) => sync_parent(to).map_err(at("")),
         Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
             let partial = partial_name(to);
             if std::fs::symlink_metadata(&partial).is_ok() {
-                remove(&partial).map_err(at(Step::RemovingPartial))?;
+                remove(&partial).map_err(at("removing an earlier partial copy: "))?;
             }
-            copy(from, &partial).map_err(at(Step::Copying))?;
-            std::fs::rename(&partial, to).map_err(at(Step::Rename))?;
-            sync_parent(to).map_err(at(Step::Rename))?;
-            remove(from).map_err(at(Step::RemovingCopied))?;
-            sync_parent(from).map_err(at(Step::Rename))
+            copy(from, &partial).map_err(at("another filesystem; copying: "))?;
+            std::fs::rename(&partial, to).map_err(at(""))?;
+            sync_parent(to).map_err(at(""))?;
+            let copied =
+                "copied, but removing the original failed (a second attempt finishes it): ";
+            remove(from).map_err(at(copied))?;
+            sync_parent(from).map_err(at(""))
         }
-        Err(e) => Err(at(Step::Rename)(e)),
+        Err(e) => Err(at("")(e)),
     }
 }
 
