@@ -90,31 +90,26 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
         let Some(now) = node::read_optional(dir, &path)? else {
             continue;
         };
-        if let Some((backup, adopted)) = state.manifests.get(&path)
-            && digest(&now) == *adopted
-        {
-            let bytes = super::record::read_backup(dir, backup, &path)?;
-            let backup = Some(backup.clone());
-            all.push(ManifestBack {
-                path,
-                bytes,
-                backup,
-            });
-            continue;
-        }
-        let at = host(dir, &path);
-        let text =
-            String::from_utf8(now).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
-        let mut m = Manifest::parse(&text).map_err(|e| KubeadmError::file(&at, e))?;
-        if manifest::unadopt(&c, &mut m) {
-            let text = m.render().map_err(|e| KubeadmError::file(&at, e))?;
-            let bytes = text.into_bytes();
-            all.push(ManifestBack {
-                path,
-                bytes,
-                backup: None,
-            });
-        }
+        let file = |e| KubeadmError::file(&host(dir, &path), e);
+        let (bytes, backup) = match state.manifests.get(&path) {
+            Some((backup, adopted)) if digest(&now) == *adopted => {
+                let bytes = super::record::read_backup(dir, backup, &path)?;
+                (bytes, Some(backup.clone()))
+            }
+            _ => {
+                let text = String::from_utf8(now).map_err(|_| file(FileProblem::NotUtf8))?;
+                let mut m = Manifest::parse(&text).map_err(file)?;
+                if !manifest::unadopt(&c, &mut m) {
+                    continue;
+                }
+                (m.render().map_err(file)?.into_bytes(), None)
+            }
+        };
+        all.push(ManifestBack {
+            path,
+            bytes,
+            backup,
+        });
     }
     Ok(all)
 }
