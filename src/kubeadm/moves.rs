@@ -5,7 +5,7 @@
 
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::error::{FileProblem, RevertError};
 use crate::beneath::{self, PathError};
@@ -33,7 +33,9 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
     match std::fs::rename(from, to) {
         Ok(()) => sync_parent(to).map_err(at("")),
         Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
-            let partial = partial_name(to);
+            // `.NAME.partial` beside `to`: where a copy is made before it is complete.
+            let name = to.file_name().unwrap_or_default().to_string_lossy();
+            let partial = to.with_file_name(format!(".{name}.partial"));
             if std::fs::symlink_metadata(&partial).is_ok() {
                 remove(&partial).map_err(at("removing an earlier partial copy: "))?;
             }
@@ -47,14 +49,6 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
         }
         Err(e) => Err(at("")(e)),
     }
-}
-
-fn partial_name(to: &Path) -> PathBuf {
-    let name = to
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    to.with_file_name(format!(".{name}.partial"))
 }
 
 /// Copies `from` to `to` keeping modes, owners and symlinks, fsynced. Anything but a file,

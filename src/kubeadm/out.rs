@@ -32,10 +32,6 @@ impl Out {
     pub fn text(&self) -> &str {
         &self.kept
     }
-
-    pub fn into_text(self) -> String {
-        self.kept
-    }
 }
 
 impl std::fmt::Write for Out {

@@ -146,10 +146,7 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<(), KubeadmErr
     }
     // An earlier copy under this name is kept beside as NAME.reverted-N, never overwritten;
     // a move that stopped after its copy is found again.
-    let name = base
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = base.file_name().unwrap_or_default().to_string_lossy();
     let mut kept = base.clone();
     for n in 1.. {
         if std::fs::symlink_metadata(&kept).is_err()

@@ -16,7 +16,9 @@ use crate::config::ConfigError;
 /// adopt, its output kept and returned, as the tests read it.
 async fn adopt(opts: &Options) -> Result<String, KubeadmError> {
     let mut out = Out::kept();
-    super::adopt(opts, &mut out).await.map(|()| out.into_text())
+    super::adopt(opts, &mut out)
+        .await
+        .map(|()| out.text().to_owned())
 }
 
 fn fixtures() -> PathBuf {
