@@ -3,28 +3,17 @@
 //! The process is looked up afresh for every reload (a restarted main
 //! container has a new PID): by name or command-line pattern through `/proc`
 //! (the pod shares its PID namespace, `shareProcessNamespace: true`), or by a
-//! pidfile that is re-read each time.
+//! pidfile that is re-read each time ([`pidfile`]: the file alone is never
+//! proof).
 //!
 //! Invariants: certsync never signals itself, one of its ancestors (the
-//! shell or init that started it), PID 1 or the pod's `pause` process; a
-//! pidfile's PID is refused when that process started after the pidfile
-//! was last written (the PID was reused by something else).
-//!
-//! A pidfile is written by whoever can write it, usually the consumer's own
-//! unprivileged user, and certsync signals as root: the file alone is never
-//! proof. It names the consumer only when the process it names runs as the
-//! pidfile's owner (real, effective and saved uid; a root-owned pidfile:
-//! a root process), and, with `--reload-process` too, has that name. The
-//! file is opened without following a symlink, checked as a regular file
-//! on the opened descriptor, its owner taken from that descriptor, and read
-//! with a size cap. Anything else is a [`ReloadError::Refused`]. When several
-//! processes match (nginx master and workers), only the top-most matching
-//! ancestor of each matching tree is signalled.
+//! shell or init that started it), PID 1 or the pod's `pause` process. When
+//! several processes match (nginx master and workers), only the top-most
+//! matching ancestor of each matching tree is signalled.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-
 use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
@@ -98,10 +87,7 @@ impl Proc {
 /// Every process visible in `/proc`, skipping those that vanish mid-read.
 pub fn processes() -> Result<Vec<Proc>, ReloadError> {
     let all = procfs::process::all_processes().map_err(ReloadError::Proc)?;
-    Ok(all
-        .filter_map(Result::ok)
-        .filter_map(|p| read(&p))
-        .collect())
+    Ok(all.filter_map(|p| read(&p.ok()?)).collect())
 }
 
 fn read(p: &procfs::process::Process) -> Option<Proc> {
@@ -182,11 +168,13 @@ pub fn select(target: &Target, procs: &[Proc], me: i32) -> Result<Vec<Proc>, Rel
     let links: HashMap<i32, Link> = procs
         .iter()
         .map(|p| {
-            let link = Link {
-                parent: p.ppid,
-                start: p.start,
-            };
-            (p.pid, link)
+            (
+                p.pid,
+                Link {
+                    parent: p.ppid,
+                    start: p.start,
+                },
+            )
         })
         .collect();
     let mine = own_lineage(me, |pid| links.get(&pid).copied())?;
@@ -233,8 +221,7 @@ pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, ReloadError> 
     send(&find(target)?, signal)
 }
 
-/// The processes `target` names now, checked (see [`select`] and, for a
-/// pidfile, the checks of [`pidfile_target`]).
+/// The processes `target` names now, checked ([`select`], [`pidfile_target`]).
 pub fn find(target: &Target) -> Result<Vec<Chosen>, ReloadError> {
     let me = std::process::id() as i32;
     let chosen: Vec<Chosen> = match target {
