@@ -1,20 +1,14 @@
 //! What the approver's watches have seen (every CSR of its signer, every
 //! Node) and which pending CSRs are to be decided (again), kept up to date
-//! by a task per watch whatever a round of decisions is doing.
-//!
-//! Why tasks: the watches were read only between rounds. A round reads the
-//! cluster facts, runs the policy and writes verdicts; a long one (a slow API
-//! server, a slow write) left both watch responses unread until the client's
-//! own stall deadline ended them, and the re-list that followed made every
-//! pending CSR to be decided again. Now each watch is read by a task of its
-//! own and its events are applied here at once; a round locks this state only
-//! to take the CSRs it decides and to record what it wrote, never across an
+//! by a task per watch whatever a round of decisions is doing: a long round
+//! must not leave a watch unread until its stall deadline (the re-list
+//! after it re-decides everything). A round locks this state only to take
+//! the CSRs it decides and to record what it wrote, never across an
 //! `.await`.
 //!
 //! Memory: nothing is queued. An event is applied to the maps as it is
 //! read, so what is held is the objects themselves (as an informer's
-//! cache; the API server bounds their number and size), and a watch is read
-//! one line at a time ([`crate::source::watch`]).
+//! cache; the API server bounds their number and size).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -40,10 +34,9 @@ pub(super) struct Seen {
     /// (a cost of the order of decoding its event).
     pieces: BTreeMap<String, Arc<policy::Piece>>,
     /// Those indexed, shared with the blocking thread: put together off
-    /// the runtime and outside this lock after the Nodes changed
-    /// ([`NodeIndex`]: every entry a Node lists is indexed, 500,000 for
-    /// 20 Nodes of 25,000 names, 2.6 s in a debug
-    /// build, which must not hold the watches or a runtime thread).
+    /// the runtime and outside this lock after the Nodes changed (linear
+    /// in what the Nodes list, which must not hold the watches or a
+    /// runtime thread).
     node_index: Option<Arc<policy::Nodes>>,
     /// Counts changes of the Nodes, so that an index put together from
     /// older pieces is not kept.
@@ -105,39 +98,30 @@ impl Seen {
         }
         self.node_index = None;
         self.node_generation += 1;
-        match &what {
-            Some(Some(node)) => match self.nodes.items().get(node) {
-                Some(n) => {
-                    self.pieces
-                        .insert(node.clone(), Arc::new(policy::Piece::of(node, n)));
-                }
-                None => {
-                    self.pieces.remove(node);
-                }
-            },
-            _ => {
-                self.pieces = self
-                    .nodes
-                    .items()
-                    .iter()
-                    .map(|(name, n)| (name.clone(), Arc::new(policy::Piece::of(name, n))))
-                    .collect();
-            }
-        }
-        match what {
-            Some(Some(node)) => {
-                let user = format!("{}{node}", policy::NODE_PREFIX);
-                let names: Vec<String> = self
-                    .csrs
-                    .items()
-                    .values()
-                    .filter(|c| pending(c) && requester(c) == user)
-                    .map(name_of)
-                    .collect();
-                self.dirty.extend(names);
-            }
-            _ => self.all_dirty(),
-        }
+        let Some(Some(node)) = what else {
+            self.pieces = self
+                .nodes
+                .items()
+                .iter()
+                .map(|(name, n)| (name.clone(), Arc::new(policy::Piece::of(name, n))))
+                .collect();
+            return self.all_dirty();
+        };
+        match self.nodes.items().get(&node) {
+            Some(n) => self
+                .pieces
+                .insert(node.clone(), Arc::new(policy::Piece::of(&node, n))),
+            None => self.pieces.remove(&node),
+        };
+        let user = format!("{}{node}", policy::NODE_PREFIX);
+        let names: Vec<String> = self
+            .csrs
+            .items()
+            .values()
+            .filter(|c| pending(c) && requester(c) == user)
+            .map(name_of)
+            .collect();
+        self.dirty.extend(names);
     }
 
     /// The Nodes for the policy: indexed already, or what to index them
@@ -258,13 +242,9 @@ impl Watches {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let changed = Arc::new(Notify::new());
         let mut tasks = JoinSet::new();
-        let read = Reader {
-            seen: Arc::clone(&seen),
-            changed: Arc::clone(&changed),
-            metrics: Arc::clone(metrics),
-        };
-        tasks.spawn(read.clone().run(csrs, "CSR", Seen::csr_event));
-        tasks.spawn(read.run(nodes, "Node", Seen::node_event));
+        let read = (Arc::clone(&seen), Arc::clone(&changed), Arc::clone(metrics));
+        tasks.spawn(read_into(read.clone(), csrs, "CSR", Seen::csr_event));
+        tasks.spawn(read_into(read, nodes, "Node", Seen::node_event));
         Self {
             seen,
             changed,
@@ -288,38 +268,29 @@ fn lock(seen: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
     seen.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-#[derive(Clone)]
-struct Reader {
-    seen: Arc<Mutex<Seen>>,
-    changed: Arc<Notify>,
-    metrics: Arc<Metrics>,
-}
-
-impl Reader {
-    /// Applies every event of `events` as it arrives, forever (a watch
-    /// loop never ends; it retries by itself).
-    async fn run<K: Send + 'static>(
-        self,
-        events: impl Stream<Item = Result<watcher::Event<K>, WatchError>> + Send + 'static,
-        what: &'static str,
-        apply: fn(&mut Seen, watcher::Event<K>),
-    ) {
-        let mut events = std::pin::pin!(events);
-        while let Some(e) = events.next().await {
-            match e {
-                Ok(e) => {
-                    let backlog = {
-                        let mut seen = lock(&self.seen);
-                        apply(&mut seen, e);
-                        seen.dirty.len()
-                    };
-                    // The backlog as it grows, also while a round runs.
-                    self.metrics.csr_backlog(backlog);
-                    self.changed.notify_one();
-                }
-                Err(e) => {
-                    tracing::warn!(error = %crate::error_chain(&e), "{what} watch failed; retrying");
-                }
+/// Applies every event of `events` to `seen` as it arrives, forever (a
+/// watch loop never ends; it retries by itself).
+async fn read_into<K: Send + 'static>(
+    (seen, changed, metrics): (Arc<Mutex<Seen>>, Arc<Notify>, Arc<Metrics>),
+    events: impl Stream<Item = Result<watcher::Event<K>, WatchError>> + Send + 'static,
+    what: &'static str,
+    apply: fn(&mut Seen, watcher::Event<K>),
+) {
+    let mut events = std::pin::pin!(events);
+    while let Some(e) = events.next().await {
+        match e {
+            Ok(e) => {
+                let backlog = {
+                    let mut seen = lock(&seen);
+                    apply(&mut seen, e);
+                    seen.dirty.len()
+                };
+                // The backlog as it grows, also while a round runs.
+                metrics.csr_backlog(backlog);
+                changed.notify_one();
+            }
+            Err(e) => {
+                tracing::warn!(error = %crate::error_chain(&e), "{what} watch failed; retrying");
             }
         }
     }
