@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
 use k8s_openapi::api::core::v1::Node;
+use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -35,10 +36,11 @@ use super::{
 };
 use crate::metrics::Metrics;
 use crate::source::watch::Watch;
+use policy::Facts;
 
 mod lease;
 mod seen;
-use seen::Watches;
+use seen::{NodeIndex, Watches};
 
 /// Pending CSRs of one requester that are looked at; the newer ones are
 /// denied unread. A kubelet has one pending (two across a rotation); one
@@ -48,13 +50,12 @@ pub const MAX_PENDING: usize = 10;
 
 /// The controller: runs until `shutdown`.
 pub async fn run(
-    config: ApproverConfig,
+    mut config: ApproverConfig,
     metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ApproveError> {
     metrics.add_readiness(READINESS);
     metrics.started();
-    let mut config = config;
     // Not ready, but alive, until the API server answers: a Deployment's
     // pod waits for it instead of crash-looping.
     let Some((client, server, implied)) =
@@ -79,32 +80,30 @@ pub async fn run(
     let Some(leader) = lease::leader(&config, &client, &mut shutdown).await else {
         return Ok(());
     };
-    let csrs: Api<Csr> = Api::all(client.clone());
-    let watches = start_watches(&config, &client, &csrs, &metrics);
-    let mut state = State {
+    let api: Api<Csr> = Api::all(client.clone());
+    let watches = start_watches(&config, &client, &api, &metrics);
+    tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
+    let mut approver = Approver {
+        policy: Arc::new(config.policy.clone()),
+        config,
+        api,
+        metrics,
+        leader,
+        client,
+        watches,
+        server,
         told: HashMap::new(),
         cluster: None,
-        server,
         facts_problem: None,
         facts_read: false,
-        policy: Arc::new(config.policy.clone()),
     };
-    tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
-    let with = Round {
-        config: &config,
-        api: &csrs,
-        metrics: &metrics,
-        leader: &leader,
-        client: &client,
-    };
-    state.serve(with, &watches, &mut shutdown).await;
+    approver.serve(&mut shutdown).await;
     Ok(())
 }
 
 /// The watches of this signer's CSRs (`--selector` too) and of every
-/// Node, each read by a task of its own. The one list/watch loop every
-/// Kubernetes source uses (resume, bookmarks, re-list on 410, back off,
-/// the short-watch rule); each watch call ends server-side after
+/// Node, each read by a task of its own, through the one list/watch loop
+/// every Kubernetes source uses; each watch call ends server-side after
 /// --watch-timeout.
 fn start_watches(
     config: &ApproverConfig,
@@ -149,19 +148,18 @@ async fn unless_stopped<T>(
     }
 }
 
-/// What a round of decisions works with besides the state.
-#[derive(Clone, Copy)]
-struct Round<'a> {
-    config: &'a ApproverConfig,
-    api: &'a Api<Csr>,
-    metrics: &'a Metrics,
-    /// Whether this replica may write, as it changes.
-    leader: &'a watch::Receiver<bool>,
-    client: &'a Client,
-}
+/// A CSR with its verdict and what it asks for.
+type Decided = (Csr, Verdict, Facts);
 
-/// What the loop keeps besides what the watches have seen.
-struct State {
+/// The controller's state.
+struct Approver {
+    config: ApproverConfig,
+    api: Api<Csr>,
+    metrics: Arc<Metrics>,
+    /// Whether this replica may write, as it changes.
+    leader: watch::Receiver<bool>,
+    client: Client,
+    watches: Watches,
     /// Per CSR uid: the verdict last logged, so each is said once.
     told: HashMap<String, String>,
     /// The cluster's own names and addresses, and when they were read.
@@ -181,43 +179,65 @@ fn requester(csr: &Csr) -> &str {
     csr.spec.username.as_deref().unwrap_or_default()
 }
 
-impl State {
+/// `decide` on each of `items` off the runtime, with the Nodes of `nodes`
+/// (indexed there when they were not yet, and kept); `None` when the policy
+/// panicked (nothing of it is decided).
+async fn off_runtime<T: Send + 'static>(
+    watches: &Watches,
+    nodes: NodeIndex,
+    items: Vec<T>,
+    decide: impl Fn(T, &policy::Nodes) -> Decided + Send + 'static,
+) -> Option<Vec<Decided>> {
+    let decided = crate::blocking(move || {
+        let (generation, nodes) = nodes.get();
+        let decided: Vec<Decided> = items.into_iter().map(|i| decide(i, &nodes)).collect();
+        (decided, generation, nodes)
+    })
+    .await;
+    match decided {
+        Ok((decided, generation, nodes)) => {
+            watches.lock().keep_index(generation, nodes);
+            Some(decided)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "deciding CSRs failed");
+            None
+        }
+    }
+}
+
+impl Approver {
     /// Decides until `shutdown`: a round when there is a backlog, the
     /// cluster facts as soon as the watches have listed and at each
     /// refresh, everything again when leadership changes.
-    async fn serve(
-        &mut self,
-        with: Round<'_>,
-        watches: &Watches,
-        shutdown: &mut watch::Receiver<bool>,
-    ) {
+    async fn serve(&mut self, shutdown: &mut watch::Receiver<bool>) {
         // Each refresh of the cluster facts re-decides every pending CSR
         // (a CSR waiting on another node's addresses, a Service that went).
         let mut refresh = tokio::time::interval(CLUSTER_FACTS_TTL);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut leader_rx = with.leader.clone();
+        let mut leader_rx = self.leader.clone();
         loop {
             let (synced, backlog) = {
-                let seen = watches.lock();
+                let seen = self.watches.lock();
                 (seen.synced(), seen.dirty.len())
             };
             // Ready once the facts were read too, and while they can be.
             if synced && self.facts_read {
-                with.metrics.ready(READINESS, self.facts_problem.clone());
+                self.metrics.ready(READINESS, self.facts_problem.clone());
             }
-            with.metrics.csr_backlog(backlog);
+            self.metrics.csr_backlog(backlog);
             let work = tokio::select! {
                 biased;
                 () = crate::shutdown::stopped(shutdown) => return,
                 Ok(()) = leader_rx.changed() => {
                     let leading = *leader_rx.borrow_and_update();
                     tracing::info!(leading, "leadership changed");
-                    watches.lock().all_dirty();
+                    self.watches.lock().all_dirty();
                     Work::Nothing
                 }
                 _ = refresh.tick() => {
                     let idle = {
-                        let mut seen = watches.lock();
+                        let mut seen = self.watches.lock();
                         seen.all_dirty();
                         seen.dirty.is_empty()
                     };
@@ -228,22 +248,20 @@ impl State {
                 }
                 // The facts read as soon as the watches have listed, not
                 // at the first refresh: /readyz says from the start
-                // whether they can be (with `list services` forbidden, the
-                // approver decided nothing while /readyz answered 200).
+                // whether they can be.
                 () = std::future::ready(()), if synced && !self.facts_read => Work::Facts,
                 () = std::future::ready(()), if synced && backlog > 0 => Work::Round,
-                () = watches.changed() => Work::Nothing,
+                () = self.watches.changed() => Work::Nothing,
             };
             let done = match work {
                 Work::Nothing => Some(()),
-                Work::Facts => {
-                    let read = self.cluster_facts(with.config, with.client);
-                    unless_stopped(shutdown, read).await.map(drop)
-                }
+                Work::Facts => unless_stopped(shutdown, self.cluster_facts())
+                    .await
+                    .map(drop),
                 // A round decides one CSR per requester; SIGTERM is
                 // answered while it runs (a write cut short is either
                 // made or not: the next leader looks again).
-                Work::Round => unless_stopped(shutdown, self.round(with, watches)).await,
+                Work::Round => unless_stopped(shutdown, self.round()).await,
             };
             if done.is_none() {
                 return;
@@ -253,20 +271,16 @@ impl State {
 
     /// The cluster facts, read again once older than
     /// [`CLUSTER_FACTS_TTL`]; `None` (decide nothing) when they cannot be.
-    async fn cluster_facts(
-        &mut self,
-        config: &ApproverConfig,
-        client: &Client,
-    ) -> Option<Arc<policy::Cluster>> {
+    async fn cluster_facts(&mut self) -> Option<Arc<policy::Cluster>> {
         if let Some((at, facts)) = &self.cluster
             && at.elapsed() < CLUSTER_FACTS_TTL
         {
             return Some(facts.clone());
         }
         self.facts_read = true;
-        match cluster::read(client, &self.server)
+        match cluster::read(&self.client, &self.server)
             .await
-            .and_then(|c| cluster::check_service_range(&c, &config.policy).map(|()| c))
+            .and_then(|c| cluster::check_service_range(&c, &self.config.policy).map(|()| c))
         {
             Ok(c) => {
                 let c = Arc::new(c);
@@ -288,81 +302,55 @@ impl State {
     /// One round: decides the next CSR of each requester, off the runtime,
     /// and writes the verdicts when this replica leads as the round
     /// starts and it is not a dry run.
-    async fn round(&mut self, with: Round<'_>, watches: &Watches) {
-        let Round { config, client, .. } = with;
-        let leading = *with.leader.borrow();
-        let Some(facts_of_cluster) = self.cluster_facts(config, client).await else {
+    async fn round(&mut self) {
+        let leading = *self.leader.borrow();
+        let Some(facts_of_cluster) = self.cluster_facts().await else {
             // Fail closed; the next refresh tries again.
-            watches.lock().dirty.clear();
+            self.watches.lock().dirty.clear();
             return;
         };
         let (round, nodes) = {
-            let mut seen = watches.lock();
+            let mut seen = self.watches.lock();
             (seen.next_round(), seen.node_index())
         };
         let policy = self.policy.clone();
-        let decided = crate::blocking(move || {
-            let (generation, nodes) = nodes.get();
-            let decided = round
-                .into_iter()
-                .map(|(csr, over)| {
-                    let (verdict, facts) = match over {
-                        Some(count) => {
-                            let user = requester(&csr);
-                            let facts = policy::Facts {
-                                node: user.strip_prefix(policy::NODE_PREFIX).map(str::to_owned),
-                                ..policy::Facts::unread(&csr)
-                            };
-                            (policy::too_many_pending(user, count, MAX_PENDING), facts)
-                        }
-                        None => policy::decide_with(&csr, &nodes, &facts_of_cluster, &policy),
+        let decide = move |(csr, over): (Csr, Option<usize>), nodes: &policy::Nodes| {
+            let (verdict, facts) = match over {
+                Some(count) => {
+                    let user = requester(&csr);
+                    let facts = Facts {
+                        node: user.strip_prefix(policy::NODE_PREFIX).map(str::to_owned),
+                        ..Facts::unread(&csr)
                     };
-                    (csr, verdict, facts)
-                })
-                .collect::<Vec<_>>();
-            (decided, generation, nodes)
-        })
-        .await;
-        let decided = match decided {
-            Ok((d, generation, nodes)) => {
-                watches.lock().keep_index(generation, nodes);
-                d
-            }
-            Err(e) => {
-                // A panic in the policy: nothing of this round is decided.
-                tracing::error!(error = %e, "deciding CSRs failed");
-                return;
-            }
+                    (policy::too_many_pending(user, count, MAX_PENDING), facts)
+                }
+                None => policy::decide_with(&csr, nodes, &facts_of_cluster, &policy),
+            };
+            (csr, verdict, facts)
         };
-        let Some(decided) = self.confirm_approvals(with, watches, decided).await else {
-            watches.lock().dirty.clear();
+        let Some(decided) = off_runtime(&self.watches, nodes, round, decide).await else {
+            return;
+        };
+        let Some(decided) = self.confirm_approvals(decided).await else {
+            self.watches.lock().dirty.clear();
             return;
         };
         for (csr, verdict, facts) in decided {
-            if !self
-                .write(with, leading, watches, &csr, verdict, facts)
-                .await
-            {
+            if !self.write(leading, &csr, verdict, facts).await {
                 return;
             }
         }
-        let live = watches.lock().uids();
+        let live = self.watches.lock().uids();
         self.told.retain(|uid, _| live.contains(uid));
     }
 
     /// Approvals decided again on cluster facts read now, after the CSRs
     /// were seen: the facts a round starts with may be up to
     /// [`CLUSTER_FACTS_TTL`] old, and a node that watches Services could
-    /// list a new Service's address and ask for it inside that window
-    /// (an attacker racing it got 4 of 6 approved). Denials and waits
-    /// stand as they are. `None` (decide nothing) when the facts cannot be
-    /// read now.
-    async fn confirm_approvals(
-        &mut self,
-        with: Round<'_>,
-        watches: &Watches,
-        decided: Vec<(Csr, Verdict, policy::Facts)>,
-    ) -> Option<Vec<(Csr, Verdict, policy::Facts)>> {
+    /// list a new Service's address and ask for it inside that window.
+    /// Denials and waits stand as they are. `None` (decide nothing) when
+    /// the facts cannot be read now.
+    async fn confirm_approvals(&mut self, decided: Vec<Decided>) -> Option<Vec<Decided>> {
         if !decided
             .iter()
             .any(|(_, v, _)| matches!(v, Verdict::Approve))
@@ -370,73 +358,53 @@ impl State {
             return Some(decided);
         }
         self.cluster = None;
-        let fresh = self.cluster_facts(with.config, with.client).await?;
-        let nodes = watches.lock().node_index();
+        let fresh = self.cluster_facts().await?;
+        let nodes = self.watches.lock().node_index();
         let policy = self.policy.clone();
-        let again = crate::blocking(move || {
-            let (_, nodes) = nodes.get();
-            decided
-                .into_iter()
-                .map(|(csr, verdict, facts)| match verdict {
-                    Verdict::Approve => {
-                        let (verdict, facts) = policy::decide_with(&csr, &nodes, &fresh, &policy);
-                        (csr, verdict, facts)
-                    }
-                    other => (csr, other, facts),
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
-        match again {
-            Ok(d) => Some(d),
-            Err(e) => {
-                tracing::error!(error = %e, "deciding CSRs failed");
-                None
+        let decide = move |(csr, verdict, facts): Decided, nodes: &policy::Nodes| match verdict {
+            Verdict::Approve => {
+                let (verdict, facts) = policy::decide_with(&csr, nodes, &fresh, &policy);
+                (csr, verdict, facts)
             }
-        }
+            other => (csr, other, facts),
+        };
+        off_runtime(&self.watches, nodes, decided, decide).await
     }
 
     /// Logs `verdict` on `csr` once and writes it when `leading`; `false`
     /// when this replica must stop writing (its Lease is no longer
     /// confirmed).
-    async fn write(
-        &mut self,
-        with: Round<'_>,
-        leading: bool,
-        watches: &Watches,
-        csr: &Csr,
-        verdict: Verdict,
-        facts: policy::Facts,
-    ) -> bool {
-        let Round {
-            config,
-            api,
-            metrics,
-            ..
-        } = with;
-        let name = name_of(csr);
+    async fn write(&mut self, leading: bool, csr: &Csr, verdict: Verdict, facts: Facts) -> bool {
+        let dry_run = self.config.dry_run;
         let decided = !matches!(verdict, Verdict::Wait { .. });
-        if decided && !config.dry_run && !leading {
+        if decided && !dry_run && !leading {
             return true; // the leader decides
         }
-        let new = self.tell(csr, &verdict, &facts, config.dry_run);
-        if !decided || config.dry_run {
+        let new = self.tell(csr, &verdict, &facts, dry_run);
+        if !decided || dry_run {
             if new {
-                count(metrics, &verdict);
+                self.count(&verdict);
             }
             return true;
         }
-        if !lease::confirmed(with, &name).await {
+        let name = name_of(csr);
+        if !lease::confirmed(self, &name).await {
             return false;
         }
         let node = facts.node.unwrap_or_default();
-        match write_decision(api, csr, &verdict, &node).await {
+        match write_decision(&self.api, csr, &verdict, &node).await {
             Ok(written) => {
                 // Decided now, whatever the watch has not yet said.
-                watches.lock().written(csr, written);
-                count(metrics, &verdict);
-                if config.events {
-                    announce(with, csr, &verdict);
+                self.watches.lock().written(csr, written);
+                self.count(&verdict);
+                if self.config.events {
+                    let (ty, reason) = match verdict {
+                        Verdict::Approve => (EventType::Normal, "CertificateApproved"),
+                        _ => (EventType::Warning, "CertificateDenied"),
+                    };
+                    let uid = csr.metadata.uid.clone().unwrap_or_default();
+                    let (client, what) = (self.client.clone(), verdict.describe());
+                    crate::events::on_csr(client, &name, &uid, ty, reason, what);
                 }
             }
             // Changed meanwhile (a 409: perhaps decided by another
@@ -449,9 +417,15 @@ impl State {
         true
     }
 
+    /// Counts a verdict made (logged, and written unless a dry run).
+    fn count(&self, verdict: &Verdict) {
+        let check = verdict.check().map_or("ok", Check::label);
+        self.metrics.csr_decision(verdict.label(), check);
+    }
+
     /// Logs `verdict` on `csr` unless it was the last one logged for that
     /// CSR; whether it was new.
-    fn tell(&mut self, csr: &Csr, verdict: &Verdict, facts: &policy::Facts, dry_run: bool) -> bool {
+    fn tell(&mut self, csr: &Csr, verdict: &Verdict, facts: &Facts, dry_run: bool) -> bool {
         let uid = csr.metadata.uid.clone().unwrap_or_default();
         let described = verdict.describe();
         if self.told.get(&uid) == Some(&described) {
@@ -475,32 +449,4 @@ impl State {
         self.told.insert(uid, described);
         true
     }
-}
-
-/// Counts a verdict made (logged, and written unless a dry run).
-fn count(metrics: &Metrics, verdict: &Verdict) {
-    metrics.csr_decision(verdict.label(), verdict.check().map_or("ok", Check::label));
-}
-
-/// The Event of a verdict written on `csr`.
-fn announce(with: Round<'_>, csr: &Csr, verdict: &Verdict) {
-    let uid = csr.metadata.uid.clone().unwrap_or_default();
-    let (ty, reason) = match verdict {
-        Verdict::Approve => (
-            kube::runtime::events::EventType::Normal,
-            "CertificateApproved",
-        ),
-        _ => (
-            kube::runtime::events::EventType::Warning,
-            "CertificateDenied",
-        ),
-    };
-    crate::events::on_csr(
-        with.client.clone(),
-        &name_of(csr),
-        &uid,
-        ty,
-        reason,
-        verdict.describe(),
-    );
 }

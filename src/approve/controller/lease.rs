@@ -8,7 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::Round;
+use super::Approver;
 use crate::approve::{ApproveError, ApproverConfig, api_err, until_ok};
 
 /// Whether this replica may write, as it changes: always without a Lease,
@@ -51,7 +51,7 @@ pub(super) async fn leader(
 /// Whether this replica may write now: no Lease, or the Lease read from
 /// the API server is held by it and unexpired by this process's clock
 /// (the holder, this process, wrote renewTime with the same clock).
-pub(super) async fn confirmed(with: Round<'_>, name: &str) -> bool {
+pub(super) async fn confirmed(with: &Approver, name: &str) -> bool {
     let Some(lease) = &with.config.lease else {
         return true;
     };
