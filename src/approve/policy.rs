@@ -9,43 +9,29 @@
 //! `status.addresses`) is necessary, never sufficient: every name and
 //! address must also lie inside what the operator declared, and nothing
 //! that belongs to the cluster or to another node is ever a node's. The
-//! checks, in the order they are made:
+//! checks, in the order they are made (each where it is made):
 //!
-//! 1. `requester`: `spec.username` is `system:node:NAME` and `spec.groups`
-//!    holds `system:nodes` (set by the API server from how the kubelet
-//!    authenticated, never by the kubelet);
+//! 1. `requester`: `system:node:NAME` in group `system:nodes` (set by the
+//!    API server from how the kubelet authenticated, never by the kubelet);
 //! 2. `request` / `sans`: `spec.request` read strictly ([`crate::x509`]:
-//!    one PEM block, strict DER, exactly one extensionRequest, known
-//!    extensions once each, only DNS and IP SANs and at least one, two
-//!    parsers agreeing);
+//!    one PEM block, strict DER, known extensions once each, only DNS and
+//!    IP SANs and at least one, two parsers agreeing);
 //! 3. `key`: RSA ≥ 2048 bits, ECDSA P-256 or P-384, or Ed25519;
 //! 4. `signature`: its signature verifies with its own public key;
-//! 5. `subject`: exactly `CN=system:node:NAME` (the requester's NAME) and
-//!    `O=system:nodes`, nothing else;
-//! 6. `usages`: `spec.usages` exactly digital signature and server auth,
-//!    plus key encipherment only for an RSA key; any key usage, extended
-//!    key usage or basic constraints in the request itself within those
-//!    (never client auth, never a CA);
-//! 7. `expiration`: `expirationSeconds`, when set, within the maximum;
+//! 5. `subject`: exactly `CN=system:node:NAME`, `O=system:nodes`;
+//! 6. `usages`: digital signature and server auth (key encipherment for
+//!    RSA), in `spec.usages` and in the request itself; never a CA;
+//! 7. `expiration`: `expirationSeconds` within the maximum;
 //! 8. `dns-san` / `ip-san`, denied: a name or address of the cluster's
-//!    own (`kubernetes[.default[.svc[...]]]`, anything under `.svc`,
-//!    `localhost` and the other /etc/hosts loopback names such as
-//!    `localhost.localdomain`; an ExternalName Service's name the
-//!    requester does not list; a Service range, the `kubernetes` Service's
-//!    IP, an API server endpoint; loopback, link-local, multicast,
-//!    unspecified, and IPv6 forms of IPv4 addresses other than the
-//!    IPv4-mapped one: IPv4-compatible, IPv4-translated, NAT64, 6to4,
-//!    Teredo, ISATAP);
+//!    own ([`reserved`]);
 //! 9. `dns-san` / `ip-san`, denied: another Node's name, or a name or
-//!    address another Node lists, however many it lists (in dispute, a
-//!    wait, when the requester lists it too; never the requester's own
-//!    name: its credentials prove it);
+//!    address another Node lists (in dispute, a wait, when the requester
+//!    lists it too);
 //! 10. `ip-san`, denied: an address outside every `--node-cidr`;
 //! 11. `node`: wait while Node NAME does not exist or lists no addresses;
-//! 12. `ip-san` / `dns-san`, else wait: every IP is one Node NAME lists
-//!     (compared parsed: `fd00::1` and `fd00:0:0::1` are one); every DNS
-//!     name is NAME itself, or one Node NAME lists that also matches an
-//!     `--allowed-dns` pattern (case-insensitively).
+//! 12. `ip-san` / `dns-san`, else wait: every IP one Node NAME lists;
+//!     every DNS name NAME itself, or one Node NAME lists that matches an
+//!     `--allowed-dns` pattern.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -268,8 +254,8 @@ pub fn decide_with(
     policy: &Policy,
 ) -> (Verdict, Facts) {
     let mut facts = Facts::unread(csr);
-    let verdict = check_all(csr, nodes, cluster, policy, &mut facts);
-    (verdict, facts)
+    let verdict = checks(csr, nodes, cluster, policy, &mut facts).err();
+    (verdict.unwrap_or(Verdict::Approve), facts)
 }
 
 /// The requester as checks 8 to 12 see it: its name, lower-case, and what
@@ -292,19 +278,6 @@ impl Asker<'_> {
     /// Its own name, or one its Node lists.
     fn claims(&self, d: &str) -> bool {
         d == self.lower || self.lists_dns(d)
-    }
-}
-
-fn check_all(
-    csr: &CertificateSigningRequest,
-    nodes: &Nodes,
-    cluster: &Cluster,
-    policy: &Policy,
-    facts: &mut Facts,
-) -> Verdict {
-    match checks(csr, nodes, cluster, policy, facts) {
-        Ok(()) => Verdict::Approve,
-        Err(verdict) => verdict,
     }
 }
 

@@ -1,9 +1,7 @@
 //! Every Node's name, listed names and addresses and Pod ranges, indexed
 //! once per change of the Nodes, so that deciding a request costs a
-//! hash lookup per SAN whatever the Nodes list (a scan of every Node per
-//! SAN made 30 idle nodes with 1,300-SAN requests
-//! and 20 nodes listing 25,000 names each keep the approver busy for
-//! minutes).
+//! hash lookup per SAN whatever the Nodes list (a scan per SAN lets
+//! nodes listing many names keep the approver busy for minutes).
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -14,22 +12,14 @@ use k8s_openapi::api::core::v1::Node;
 use super::{Cidr, canonical, dns_name};
 
 /// The most addresses (IPs and names together) a Node may list and still
-/// have its own requests decided by the approver. A kubelet lists its
-/// InternalIP/ExternalIP (one per family and interface the cloud reports),
-/// Hostname and InternalDNS/ExternalDNS: tens at most. A Node listing
-/// more has its own requests wait for a person, naming the count.
+/// have its own requests decided by the approver (a kubelet lists tens at
+/// most); a Node listing more has its own requests wait for a person.
 ///
 /// Everything a Node lists is indexed all the same, as that Node's
-/// against every other node (when only the first 128 were, the 150th
-/// address of a Node listing 200 was no one's and
-/// another node that listed it got it). Not a cap with "undecidable"
-/// beyond it: one node listing 129 names would then make every other
-/// node's requests wait, a denial of service by any single node. The
-/// cost of indexing all is one hash insert per listed entry, once per
-/// round after the Nodes changed (linear in what the Nodes hold, which
-/// the API server bounds: a Node object is at most ~1.5 MiB in etcd, and
-/// the watch already decoded every byte of it), and one hash lookup per
-/// SAN whatever the Nodes list.
+/// against every other node: an entry left out would be no one's, free
+/// for another node that lists it; and a cap making every request
+/// undecidable would let one node stall all others. The cost is linear in
+/// what the Nodes hold, which the API server bounds.
 pub const MAX_NODE_ADDRESSES: usize = 128;
 
 /// What one Node lists, lower-cased and parsed once.
@@ -37,15 +27,12 @@ pub const MAX_NODE_ADDRESSES: usize = 128;
 pub struct Listed {
     pub ips: HashSet<IpAddr>,
     pub dns: HashSet<String>,
-    /// How many addresses its status holds, when over [`MAX_NODE_ADDRESSES`]
-    /// (all of them are indexed all the same).
+    /// How many addresses its status holds, when over [`MAX_NODE_ADDRESSES`].
     pub over: Option<usize>,
 }
 
-/// What one Node adds to the index, read once when that Node changes
-/// (the approver keeps one per Node, so that a Node's event costs a read
-/// of that Node only, and the index is put together off the async
-/// runtime: [`Nodes::from_pieces`]).
+/// What one Node adds to the index, read once when that Node changes (a
+/// Node's event costs a read of that Node only).
 #[derive(Debug)]
 pub struct Piece {
     name: String,
@@ -120,8 +107,7 @@ impl Nodes {
     }
 
     /// The index of every Node's [`Piece`], in the order given (the first
-    /// two Nodes listing an entry are the ones named): one hash insert per
-    /// entry a Node lists.
+    /// two Nodes listing an entry are the ones named).
     pub fn from_pieces(pieces: impl IntoIterator<Item = Arc<Piece>>) -> Self {
         let mut index = Self::default();
         for piece in pieces {
@@ -141,8 +127,7 @@ impl Nodes {
         index
     }
 
-    /// How many addresses and names are indexed, all Nodes together: one
-    /// per distinct entry a Node lists.
+    /// How many addresses and names are indexed, all Nodes together.
     pub fn entries(&self) -> usize {
         self.listed
             .values()

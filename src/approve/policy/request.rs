@@ -1,5 +1,4 @@
-//! Checks 1 to 7 (see [`super`]): who asks, and what the request itself
-//! holds. Each returns the verdict of the first thing it finds wrong.
+//! Checks 1 to 7 (see [`super`]): who asks, and what the request holds.
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 
@@ -9,8 +8,7 @@ use super::{
 use crate::source::csr::KeyAlg;
 use crate::x509::{COMMON_NAME, ORGANIZATION, Request, SERVER_AUTH};
 
-/// Check 1: the requester, from authentication: `system:node:NAME` in
-/// group `system:nodes`. Returns NAME.
+/// Check 1. Returns NAME.
 pub(super) fn requester<'a>(
     csr: &'a CertificateSigningRequest,
     facts: &mut Facts,
@@ -33,9 +31,8 @@ pub(super) fn requester<'a>(
     Ok(name)
 }
 
-/// Check 2: the request, read strictly, once; one larger than any
-/// kubelet's is refused unread (kube-apiserver takes bodies up to ~3 MB).
-/// What it asks for goes into `facts`.
+/// Check 2, into `facts`; one larger than any kubelet's is refused unread
+/// (kube-apiserver takes bodies up to ~3 MB).
 pub(super) fn read(csr: &CertificateSigningRequest, facts: &mut Facts) -> Result<Request, Verdict> {
     let size = csr.spec.request.0.len();
     if size > MAX_REQUEST_BYTES {
@@ -73,13 +70,13 @@ pub(super) fn key(req: &Request) -> Result<(), Verdict> {
     }
 }
 
-/// Check 4: the request is signed by its own key.
+/// Check 4.
 pub(super) fn signature(req: &Request) -> Result<(), Verdict> {
     req.verify_signature()
         .map_err(|e| deny(Check::Signature, e.to_string()))
 }
 
-/// Check 5: the subject is exactly `CN=<username>, O=system:nodes`.
+/// Check 5.
 pub(super) fn subject(req: &Request, username: &str) -> Result<(), Verdict> {
     if req.subject.len() == 2
         && req.subject_values(COMMON_NAME) == [username]
@@ -101,8 +98,7 @@ pub(super) fn subject(req: &Request, username: &str) -> Result<(), Verdict> {
     ))
 }
 
-/// Check 6: `spec.usages` (what the signer issues) and whatever usages the
-/// request itself names.
+/// Check 6: `spec.usages` (what the signer issues) and the request's own.
 pub(super) fn usages(spec: &[String], req: &Request) -> Result<(), Verdict> {
     let rsa = matches!(req.key, Some(KeyAlg::Rsa(_)));
     let mut usages: Vec<&str> = spec.iter().map(String::as_str).collect();
@@ -140,7 +136,7 @@ pub(super) fn usages(spec: &[String], req: &Request) -> Result<(), Verdict> {
     Ok(())
 }
 
-/// Check 7: `expirationSeconds`, when set, within the maximum.
+/// Check 7.
 pub(super) fn expiration(csr: &CertificateSigningRequest, policy: &Policy) -> Result<(), Verdict> {
     if let (Some(max), Some(secs)) = (policy.max_expiration, csr.spec.expiration_seconds)
         && u64::try_from(secs).unwrap_or(0) > max.as_secs()

@@ -8,7 +8,6 @@ use std::net::IpAddr;
 
 use super::{Asker, Check, Cluster, Nodes, Policy, Reserved, Verdict, canonical, deny};
 
-/// Check 8 for DNS names.
 pub(super) fn names(
     dns: &[String],
     asker: &Asker,
@@ -26,7 +25,6 @@ pub(super) fn names(
     Ok(())
 }
 
-/// Check 8 for IP addresses.
 pub(super) fn addresses(
     ips: &[IpAddr],
     asker: &Asker,

@@ -1,6 +1,4 @@
-//! Checks 9 to 12 (see [`super`]): whose each name and address is:
-//! another node's (denied, or in dispute), inside the node networks, and
-//! one the requester's own Node lists within the operator's bounds.
+//! Checks 9 to 12 (see [`super`]): whose each name and address is.
 
 use std::net::IpAddr;
 
@@ -9,13 +7,10 @@ use super::{
     Asker, Check, Cluster, Facts, Listed, MAX_NODE_ADDRESSES, Nodes, Policy, Verdict, deny, wait,
 };
 
-/// Check 9: another node's name or addresses, each a hash lookup (the
-/// Nodes are indexed once per change, [`Nodes`]). An address or name
-/// both Nodes list is in dispute: each node writes its own status, so
-/// one could list the other's to get the other's requests denied;
-/// neither gets it until a person decides. The requester's own name is
-/// proven by its credentials: never in dispute, whatever other Nodes
-/// are named or list.
+/// Check 9: another node's name or addresses. An address or name both
+/// Nodes list is in dispute: each node writes its own status, so one
+/// could list the other's to get the other's requests denied. The
+/// requester's own name is proven by its credentials: never in dispute.
 pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result<(), Verdict> {
     let name = asker.name;
     for ip in &facts.ips {
@@ -29,16 +24,11 @@ pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result
         }
     }
     for d in facts.dns.iter().filter(|d| **d != asker.lower) {
-        // Another node's exact name is that node's (its credentials).
-        // A name *under* another node's name is not: a node may be named
-        // after a domain (`ec2.internal`, `example.com`; anyone with a
-        // bootstrap token names a node), and a host name is no zone; such
-        // a name is another node's only when that node lists it (below).
-        // One the requester lists itself is in dispute, not denied:
-        // whoever registers a Node chooses its
-        // name, so a Node named `web1.example.com` must not get the
-        // renewals of the node that listed that name first denied; a
-        // person decides which is whose.
+        // Another node's exact name is that node's (its credentials); a
+        // name *under* it is not (anyone with a bootstrap token may name a
+        // node after a domain), only when that node lists it. One the
+        // requester lists itself is in dispute: whoever registers a Node
+        // chooses its name, and must not get another's renewals denied.
         let another = nodes
             .named(d, name)
             .map(|other| format!("DNS name {d:?} is node {other:?}'s name"))
@@ -56,9 +46,7 @@ pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result
             ));
         }
         // `n2.nodes.example` where a node is named `n2`: likely that
-        // node's FQDN, which it need not list. In dispute, not denied: a
-        // node choosing its name must not get another's listed alias
-        // denied, nor get it.
+        // node's FQDN, which it need not list; in dispute, as above.
         if let Some(other) = d
             .split_once('.')
             .and_then(|(first, _)| nodes.named(first, name))
@@ -74,8 +62,7 @@ pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result
     Ok(())
 }
 
-/// Check 9's verdict on another node's entry: denied, or in dispute (a
-/// person decides) when the requester `name` lists it too.
+/// Denied, or in dispute when the requester `name` lists it too.
 fn deny_unless_listed(check: Check, message: String, listed: bool, name: &str) -> Verdict {
     if listed {
         wait(
@@ -87,8 +74,7 @@ fn deny_unless_listed(check: Check, message: String, listed: bool, name: &str) -
     }
 }
 
-/// Check 10: every address inside a `--node-cidr` (unless any node
-/// address is allowed).
+/// Check 10.
 pub(super) fn node_networks(ips: &[IpAddr], policy: &Policy) -> Result<(), Verdict> {
     if policy.any_node_address {
         return Ok(());
@@ -113,8 +99,7 @@ pub(super) fn node_networks(ips: &[IpAddr], policy: &Policy) -> Result<(), Verdi
     ))
 }
 
-/// Check 11: the requester's Node exists and lists addresses, as many as
-/// a kubelet does at most. Returns what it lists.
+/// Check 11 (at most [`MAX_NODE_ADDRESSES`]). Returns what it lists.
 pub(super) fn node<'a>(asker: &Asker<'a>) -> Result<&'a Listed, Verdict> {
     let name = asker.name;
     let Some(listed) = asker.own else {
@@ -179,9 +164,7 @@ pub(super) fn service_dispute(
     Ok(())
 }
 
-/// Check 12: every SAN is one the node lists, within the operator's
-/// bounds: every IP one Node NAME lists, every DNS name NAME itself or
-/// one it lists that also matches an `--allowed-dns` pattern.
+/// Check 12.
 pub(super) fn listed_sans(
     facts: &Facts,
     asker: &Asker,
