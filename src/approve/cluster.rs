@@ -33,11 +33,7 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
     let mut cluster = Cluster::default();
     api_server_addresses(&mut cluster, client, server).await?;
     service_ranges(&mut cluster, client).await?;
-    // Every Service, cluster-wide: the `kubernetes` Service's IPs, and
-    // the addresses a Service is reached at from outside (external IPs,
-    // load balancer addresses), which are often inside the node network.
-    // Read at each refresh with the other facts, so a Service that cannot
-    // be read means nothing is decided.
+    // Every Service's addresses, which are often inside the node network.
     let services = Api::<Service>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -145,12 +141,8 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
         }
     };
     let add = |cluster: &mut Cluster, address: &str, kind: &str| {
-        if address.is_empty() {
-            return;
-        }
-        match host(address) {
-            Host::Ip(ip) => cluster.services.push((ip, what(kind))),
-            Host::Name(name) => cluster.names.push((name, what(kind))),
+        if !address.is_empty() {
+            host(address).record(&mut cluster.services, &mut cluster.names, what(kind));
         }
     };
     if let Some(spec) = &svc.spec {
@@ -171,14 +163,10 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
         if let Some(ip) = &spec.load_balancer_ip {
             add(cluster, ip, "load balancer IP");
         }
-        // An ExternalName Service's name: any namespace user writes it
-        // (not reserved, it was approved to a node that listed it, under
-        // an --allowed-dns pattern).
+        // An ExternalName Service's name: any namespace user writes it.
         if let Some(name) = spec.external_name.as_deref().filter(|n| !n.is_empty()) {
-            match host(name) {
-                Host::Ip(ip) => cluster.services.push((ip, what("external name"))),
-                Host::Name(name) => cluster.service_names.push((name, what("external name"))),
-            }
+            let (ips, names) = (&mut cluster.services, &mut cluster.service_names);
+            host(name).record(ips, names, what("external name"));
         }
     }
     let ingress = svc
@@ -230,20 +218,17 @@ fn host_of(url: &str) -> Option<String> {
 }
 
 /// Records `text` (an IP, bracketed or not, or a DNS name: a URL's host
-/// or a certSAN) as the API server's, read as kubeadm reads certSANs
-/// ([`host`]): the address it puts in the API server's certificate.
-/// `controlPlaneEndpoint` has its own reader, [`control_plane_endpoint`].
+/// or a certSAN) as the API server's, read as kubeadm reads certSANs.
 fn endpoint(cluster: &mut Cluster, text: &str, what: &str) {
-    match host(text.trim_start_matches('[').trim_end_matches(']')) {
-        Host::Ip(ip) => cluster.addresses.push((ip, what.to_owned())),
-        Host::Name(name) => cluster.names.push((name, what.to_owned())),
-    }
+    host(text.trim_start_matches('[').trim_end_matches(']')).record(
+        &mut cluster.addresses,
+        &mut cluster.names,
+        what.to_owned(),
+    );
 }
 
-/// `text`, an address or a DNS name, in the form the policy compares: an
-/// IPv4 address with leading zeros read as kubeadm reads it
-/// (`netutils.ParseIPSloppy`: decimal), a name lower-case without its
-/// final dot.
+/// `text`, an address (read as kubeadm reads it, [`parse_ip_sloppy`]) or
+/// a DNS name, in the form the policy compares.
 fn host(text: &str) -> Host {
     match parse_ip_sloppy(text) {
         Some(ip) => Host::Ip(ip),
@@ -252,9 +237,7 @@ fn host(text: &str) -> Host {
 }
 
 /// Records kubeadm's `controlPlaneEndpoint` as kubeadm reads it
-/// (`ParseHostPort`: a bare IPv6 address is the whole string; read any
-/// other way, an address in the API server's certificate was left free
-/// for a node). A value kubeadm refuses, or one that is
+/// ([`hostport::parse_host_port`]). A value kubeadm refuses, or one that is
 /// not a string, is an error: what it would reserve is unknown, so the
 /// approver decides nothing. Empty or absent: kubeadm uses the advertise
 /// address, which the API server's endpoints name.
@@ -262,17 +245,17 @@ fn control_plane_endpoint(
     cluster: &mut Cluster,
     value: &serde_yaml_ng::Value,
 ) -> Result<(), ApproveError> {
-    let what = "kubeadm's controlPlaneEndpoint";
     let text = match value {
         serde_yaml_ng::Value::Null => return Ok(()),
         serde_yaml_ng::Value::String(s) if s.is_empty() => return Ok(()),
         serde_yaml_ng::Value::String(s) => s,
         _ => return Err(ApproveError::EndpointNotString),
     };
-    match hostport::parse_host_port(text)? {
-        Host::Ip(ip) => cluster.addresses.push((ip, what.to_owned())),
-        Host::Name(name) => cluster.names.push((name, what.to_owned())),
-    }
+    hostport::parse_host_port(text)?.record(
+        &mut cluster.addresses,
+        &mut cluster.names,
+        "kubeadm's controlPlaneEndpoint".to_owned(),
+    );
     Ok(())
 }
 

@@ -16,6 +16,21 @@ pub(super) enum Host {
     Name(String),
 }
 
+impl Host {
+    /// Records this host as `what` in `ips` or `names`.
+    pub(super) fn record(
+        self,
+        ips: &mut Vec<(IpAddr, String)>,
+        names: &mut Vec<(String, String)>,
+        what: String,
+    ) {
+        match self {
+            Self::Ip(ip) => ips.push((ip, what)),
+            Self::Name(name) => names.push((name, what)),
+        }
+    }
+}
+
 /// kubeadm's `ParseHostPort` (cmd/kubeadm/app/util/endpoint.go), the one
 /// reader of `controlPlaneEndpoint`: `net.SplitHostPort`, and when that
 /// fails (a bare IPv6 address, `[v6]` without a port, any string without
@@ -70,15 +85,8 @@ fn split_host_port(s: &str) -> Option<(&str, &str)> {
 /// with kubeadm v1.36.2: `+6443`, `-1`, `0x19`, `0`, `65536` and a
 /// 23-digit port are refused by ParseHostPort itself; `06443` is taken).
 fn valid_port(port: &str) -> bool {
-    !port.is_empty()
-        && port.bytes().all(|b| b.is_ascii_digit())
-        && port
-            .bytes()
-            .try_fold(0u32, |n, d| {
-                let n = n * 10 + u32::from(d - b'0');
-                (n <= 65535).then_some(n)
-            })
-            .is_some_and(|n| n >= 1)
+    // Rust's parser takes a leading `+`, Go's does not.
+    port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok_and(|n| n >= 1)
 }
 
 /// `validation.IsDNS1123Subdomain`: at most 253 characters, labels of
