@@ -50,9 +50,8 @@ pub struct HttpHook {
     /// file's current content (it may be a ca.crt certsync has not written
     /// yet, or one that rotates).
     client: Option<HttpClient>,
-    ca_file: Option<PathBuf>,
-    timeout: Duration,
-    insecure_skip_verify: bool,
+    /// The settings: the URL and headers as given are never shown.
+    config: HttpHookConfig,
     /// `METHOD URL` for logs, without the URL's user:password.
     described: String,
     /// The URL to request: without userinfo, which becomes `basic`.
@@ -62,9 +61,6 @@ pub struct HttpHook {
     basic: Option<HeaderValue>,
     method: Method,
     headers: Vec<(HeaderName, HeaderValue)>,
-    bearer_token_file: Option<PathBuf>,
-    retries: u32,
-    backoff: Duration,
 }
 
 impl std::fmt::Debug for HttpHook {
@@ -131,31 +127,26 @@ impl HttpHook {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut hook = Self {
             client: None,
-            ca_file: c.ca_file.clone(),
-            timeout: c.timeout,
-            insecure_skip_verify: c.insecure_skip_verify,
+            config: c.clone(),
             described: format!("{method} {}", redact_text(&c.url)),
             uri,
             basic,
             method,
             headers,
-            bearer_token_file: c.bearer_token_file.clone(),
-            retries: c.retries,
-            backoff: c.backoff,
         };
-        if hook.ca_file.is_none() {
+        if c.ca_file.is_none() {
             hook.client = Some(hook.build_client()?);
         }
         // Judged at start too, so a token file another user may change is
         // refused before anything is published, naming it.
-        if let Some(path) = &hook.bearer_token_file {
+        if let Some(path) = &c.bearer_token_file {
             bearer_token(path).map_err(|e| ReloadError::TokenFile(Box::new(e)))?;
         }
         // The CA decides where the token and the reload go: as the token
         // file, one only root may change (otherwise a user's CA vouched for
         // the user's server, which got root's token). It may not exist yet (a
         // ca.crt certsync publishes).
-        if let Some(path) = &hook.ca_file {
+        if let Some(path) = &c.ca_file {
             crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
                 .map_err(|source| ReloadError::CaFile {
                     path: path.clone(),
@@ -170,7 +161,7 @@ impl HttpHook {
         let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(ReloadError::Client)?;
-        let tls = if self.insecure_skip_verify {
+        let tls = if self.config.insecure_skip_verify {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyCertificate {
@@ -178,7 +169,7 @@ impl HttpHook {
                     leaf: None,
                 }))
                 .with_no_client_auth()
-        } else if let Some(path) = &self.ca_file {
+        } else if let Some(path) = &self.config.ca_file {
             let path = || path.clone();
             let pem = crate::files::read_steering(&path(), crate::validate::MAX_BUNDLE_SIZE as u64)
                 .map_err(|source| ReloadError::CaFile {
@@ -224,26 +215,29 @@ impl HttpHook {
     /// Calls the hook until a 2xx or the retries run out. Returns the status
     /// and the number of attempts.
     pub async fn call(&self) -> Result<(u16, u32), ReloadError> {
+        let HttpHookConfig {
+            timeout, retries, ..
+        } = self.config;
         let mut last = ReloadError::Status(0);
-        for attempt in 0..=self.retries {
+        for attempt in 0..=retries {
             if attempt > 0 {
-                tokio::time::sleep(crate::backoff(self.backoff, attempt)).await;
+                tokio::time::sleep(crate::backoff(self.config.backoff, attempt)).await;
             }
             let started = Instant::now();
-            let result = tokio::time::timeout(self.timeout, self.attempt()).await;
+            let result = tokio::time::timeout(timeout, self.attempt()).await;
             match result {
                 Ok(Ok(status)) if (200..300).contains(&status) => {
                     return Ok((status, attempt + 1));
                 }
                 Ok(Ok(status)) => last = ReloadError::Status(status),
                 Ok(Err(e)) => last = e,
-                Err(_) => last = ReloadError::NoAnswer(self.timeout),
+                Err(_) => last = ReloadError::NoAnswer(timeout),
             }
             tracing::debug!(hook = %self.describe(), attempt = attempt + 1, latency_ms = started.elapsed().as_millis() as u64, result = %last, "reload hook attempt failed");
         }
         Err(ReloadError::GaveUp {
             hook: self.describe(),
-            attempts: self.retries + 1,
+            attempts: retries + 1,
             last: Box::new(last),
         })
     }
@@ -264,7 +258,7 @@ impl HttpHook {
         if let Some(basic) = &self.basic {
             req = req.header(AUTHORIZATION, basic);
         }
-        if let Some(path) = &self.bearer_token_file {
+        if let Some(path) = &self.config.bearer_token_file {
             req = req.header(AUTHORIZATION, bearer_token(path)?);
         }
         let req = req.body(Empty::new()).map_err(ReloadError::Request)?;
@@ -285,8 +279,6 @@ impl HttpHook {
     }
 }
 
-/// `uri` without its `user:password@`, and that userinfo as an
-/// `Authorization: Basic` value (percent-decoded, as in RFC 3986).
 /// The bearer token, read on every call (a rotated token is picked up)
 /// through [`crate::files::read_owned`]: the token goes to whatever the
 /// URL names, so a file another user may change (or link to root's
@@ -304,6 +296,8 @@ fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, ReloadError> {
         .map_err(|_| ReloadError::TokenNotHeader { path })
 }
 
+/// `uri` without its `user:password@`, and that userinfo as an
+/// `Authorization: Basic` value (percent-decoded, as in RFC 3986).
 /// `http::Error` renders the URI or header error it wraps as it is.
 fn split_userinfo(uri: &Uri) -> Result<(Uri, Option<HeaderValue>), http::Error> {
     let Some(authority) = uri.authority() else {
