@@ -302,8 +302,7 @@ fn checks(
         lower: name.to_ascii_lowercase(),
         own: nodes.listed(name),
     };
-    reserved::names(&facts.dns, &asker, cluster, policy)?;
-    reserved::addresses(&facts.ips, &asker, nodes, cluster, policy)?;
+    reserved::check(facts, &asker, nodes, cluster, policy)?;
     whose::other_nodes(facts, &asker, nodes)?;
     whose::node_networks(&facts.ips, policy)?;
     let listed = whose::node(&asker)?;

@@ -6,39 +6,27 @@
 
 use std::net::IpAddr;
 
-use super::{Asker, Check, Cluster, Nodes, Policy, Reserved, Verdict, canonical, deny};
+use super::{Asker, Check, Cluster, Facts, Nodes, Policy, Reserved, Verdict, canonical, deny};
 
-pub(super) fn names(
-    dns: &[String],
-    asker: &Asker,
-    cluster: &Cluster,
-    policy: &Policy,
-) -> Result<(), Verdict> {
-    for d in dns {
-        if let Some(why) = reserved_name(d, asker, cluster, policy) {
-            return Err(deny(
-                Check::DnsSan,
-                format!("DNS name {d:?} is {why}; never a node's"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-pub(super) fn addresses(
-    ips: &[IpAddr],
+/// Check 8: every DNS name, then every address.
+pub(super) fn check(
+    facts: &Facts,
     asker: &Asker,
     nodes: &Nodes,
     cluster: &Cluster,
     policy: &Policy,
 ) -> Result<(), Verdict> {
-    for ip in ips {
-        if let Some(why) = reserved_address(*ip, asker, nodes, cluster, policy) {
-            return Err(deny(
-                Check::IpSan,
-                format!("IP address {ip} is {why}; never a node's"),
-            ));
-        }
+    let name = |d: &String| Some((d.clone(), reserved_name(d, asker, cluster, policy)?));
+    if let Some((d, why)) = facts.dns.iter().find_map(name) {
+        let message = format!("DNS name {d:?} is {why}; never a node's");
+        return Err(deny(Check::DnsSan, message));
+    }
+    let address = |ip: &IpAddr| Some((*ip, reserved_address(*ip, asker, nodes, cluster, policy)?));
+    if let Some((ip, why)) = facts.ips.iter().find_map(address) {
+        return Err(deny(
+            Check::IpSan,
+            format!("IP address {ip} is {why}; never a node's"),
+        ));
     }
     Ok(())
 }
