@@ -1,17 +1,15 @@
 //! `certsync approve` and `certsync csr review`: the kubelet-serving
-//! policy ([`policy`]) applied by a controller, or shown to a human.
+//! policy ([`policy`]) applied by a controller ([`controller`]), or shown
+//! to a human.
 //!
-//! The controller ([`controller`]) watches the CSRs of its signer (field
-//! selector `spec.signerName`) and every Node, and decides a pending CSR
-//! when it or its Node changed (all of them at each refresh of the
-//! cluster facts), taking turns between requesters: approve or deny through the `/approval` subresource
-//! (a `True` condition with a reason and message, as `kubectl certificate
-//! approve` writes), or wait. Only the holder of a `coordination.k8s.io`
-//! Lease writes, and only after reading that its Lease is unexpired, so
-//! two replicas are safe; every write carries the CSR's
-//! resourceVersion, so a CSR changed meanwhile (decided by someone else)
-//! is never decided twice: the conflict is dropped and the CSR looked at
-//! again as it now is. A verdict is logged once per CSR and counted in
+//! A decision is written through the `/approval` subresource (a `True`
+//! condition with a reason and message, as `kubectl certificate approve`
+//! writes). Only the holder of a `coordination.k8s.io` Lease writes, and
+//! only after reading that its Lease is unexpired, so two replicas are
+//! safe; every write carries the CSR's resourceVersion, so a CSR changed
+//! meanwhile (decided by someone else) is never decided twice: the
+//! conflict is dropped and the CSR looked at again as it now is. A verdict
+//! is logged once per CSR and counted in
 //! `certsync_csr_decisions_total{decision,reason}` when it is made.
 //!
 //! Invariants: nothing is approved that [`policy::decide`] did not
@@ -245,30 +243,25 @@ pub fn review_cells(r: &ReviewRow) -> Vec<String> {
     } else {
         format!("{}: {}", r.verdict, r.reason)
     };
-    let cells = vec![
-        r.name.clone(),
-        r.signer.clone(),
-        r.requester.clone(),
-        r.node.clone().unwrap_or_else(|| "-".into()),
-        if r.sans.is_empty() {
-            "-".into()
-        } else {
-            r.sans.join(",")
-        },
-        r.usages.join(","),
-        r.key.clone(),
-        humantime::format_duration(Duration::from_secs(r.age_seconds.max(0) as u64))
-            .to_string()
-            .split(' ')
-            .next()
-            .unwrap_or_default()
-            .to_owned(),
-        verdict,
-    ];
-    cells
-        .into_iter()
-        .map(|c| crate::escape(&c).into_owned())
-        .collect()
+    let age = humantime::format_duration(Duration::from_secs(r.age_seconds.max(0) as u64));
+    let sans = if r.sans.is_empty() {
+        "-".into()
+    } else {
+        r.sans.join(",")
+    };
+    [
+        &r.name,
+        &r.signer,
+        &r.requester,
+        r.node.as_deref().unwrap_or("-"),
+        &sans,
+        &r.usages.join(","),
+        &r.key,
+        age.to_string().split(' ').next().unwrap_or_default(),
+        &verdict,
+    ]
+    .map(|c| crate::escape(c).into_owned())
+    .into()
 }
 
 /// `csr review`: the verdict on every pending CSR (or those named), and
@@ -317,22 +310,32 @@ pub async fn review(
         });
     }
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
-    let rows: Vec<ReviewRow> = all
-        .iter()
-        .filter(|csr| {
-            let name = name_of(csr);
-            if names.is_empty() {
-                pending(csr)
-            } else {
-                names.contains(&name)
-            }
-        })
-        .map(|csr| {
-            let (verdict, facts) = policy::decide_with(csr, &nodes, &facts_of_cluster, policy);
-            review_row(csr, verdict, facts, addresses_unchecked, now)
-        })
-        .collect();
-    let done = write_reviewed(&api, &all, &rows, approve, deny).await?;
+    let (mut rows, mut done) = (Vec::new(), Vec::new());
+    let chosen = all.iter().filter(|csr| {
+        if names.is_empty() {
+            pending(csr)
+        } else {
+            names.contains(&name_of(csr))
+        }
+    });
+    for csr in chosen {
+        let (verdict, facts) = policy::decide_with(csr, &nodes, &facts_of_cluster, policy);
+        let row = review_row(csr, verdict, facts, addresses_unchecked, now);
+        // The decisions `approve` / `deny` ask for.
+        let write = match &row.decision {
+            Some(Verdict::Approve) => approve,
+            Some(Verdict::Deny { .. }) => deny,
+            _ => false,
+        };
+        if let (true, Some(verdict)) = (write, &row.decision) {
+            write_decision(&api, csr, verdict, row.node.as_deref().unwrap_or_default()).await?;
+            done.push(match verdict {
+                Verdict::Approve => format!("approved {}", row.name),
+                _ => format!("denied {}: {}", row.name, row.reason),
+            });
+        }
+        rows.push(row);
+    }
     Ok((rows, done))
 }
 
@@ -391,38 +394,4 @@ fn review_row(
         reason,
         decision,
     }
-}
-
-/// Writes the decisions of `rows` that `approve` / `deny` ask for;
-/// returns what was done.
-async fn write_reviewed(
-    api: &Api<Csr>,
-    all: &[Csr],
-    rows: &[ReviewRow],
-    approve: bool,
-    deny: bool,
-) -> Result<Vec<String>, ApproveError> {
-    let mut done = Vec::new();
-    for row in rows {
-        let Some(verdict) = &row.decision else {
-            continue;
-        };
-        let write = match verdict {
-            Verdict::Approve => approve,
-            Verdict::Deny { .. } => deny,
-            Verdict::Wait { .. } => false,
-        };
-        if !write {
-            continue;
-        }
-        let Some(csr) = all.iter().find(|c| name_of(c) == row.name) else {
-            continue;
-        };
-        write_decision(api, csr, verdict, row.node.as_deref().unwrap_or_default()).await?;
-        done.push(match verdict {
-            Verdict::Approve => format!("approved {}", row.name),
-            _ => format!("denied {}: {}", row.name, row.reason),
-        });
-    }
-    Ok(done)
 }
