@@ -410,33 +410,22 @@ fn plain_host_port(authority: &str) -> bool {
 fn redact_after_authority(text: &str) -> String {
     // RFC 3986: the fragment starts at the first '#', the query at the first
     // '?' before it.
-    let (text, fragment) = match text.split_once('#') {
-        Some((head, _)) => (head, Some("REDACTED")),
-        None => (text, None),
+    let (text, fragment) = text
+        .split_once('#')
+        .map_or((text, ""), |(t, _)| (t, "#REDACTED"));
+    let Some((head, query)) = text.split_once('?') else {
+        return format!("{text}{fragment}");
     };
-    let (head, query) = match text.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (text, None),
-    };
-    let mut out = head.to_owned();
-    if let Some(query) = query {
-        out.push('?');
-        let params: Vec<String> = query
-            .split('&')
-            .map(|p| match p.split_once('=') {
-                Some((key, "")) => format!("{key}="),
-                Some((key, _)) => format!("{key}=REDACTED"),
-                None if p.is_empty() => String::new(),
-                None => "REDACTED".to_owned(),
-            })
-            .collect();
-        out.push_str(&params.join("&"));
-    }
-    if let Some(fragment) = fragment {
-        out.push('#');
-        out.push_str(fragment);
-    }
-    out
+    let params: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((key, "")) => format!("{key}="),
+            Some((key, _)) => format!("{key}=REDACTED"),
+            None if p.is_empty() => String::new(),
+            None => "REDACTED".to_owned(),
+        })
+        .collect();
+    format!("{head}?{}{fragment}", params.join("&"))
 }
 
 #[cfg(test)]

@@ -94,10 +94,6 @@ impl ReloadHandle {
             .insert(mapping.to_owned(), Request { verify, events });
         self.wake.notify_one();
     }
-
-    fn take(&self) -> BTreeMap<String, Request> {
-        std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner))
-    }
 }
 
 /// Runs the reloader until shutdown.
@@ -145,7 +141,12 @@ async fn gather(
             () = tokio::time::sleep_until(until) => break,
         }
     }
-    handle.take()
+    std::mem::take(
+        &mut *handle
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    )
 }
 
 async fn reload_and_verify(
