@@ -57,8 +57,11 @@ async fn api_server_addresses(
     }
     if let Some(kubeconfig) = yaml_in(client, "kube-public", "cluster-info", "kubeconfig").await? {
         for c in kubeconfig["clusters"].as_sequence().into_iter().flatten() {
-            if let Some(host) = c["cluster"]["server"].as_str().and_then(host_of) {
-                endpoint(cluster, &host, "the API server's address in cluster-info");
+            let url = c["cluster"]["server"]
+                .as_str()
+                .and_then(|u| u.parse::<http::Uri>().ok());
+            if let Some(host) = url.as_ref().and_then(http::Uri::host) {
+                endpoint(cluster, host, "the API server's address in cluster-info");
             }
         }
     }
@@ -210,11 +213,6 @@ async fn yaml_in(
             key: key.to_owned(),
             source,
         })
-}
-
-/// The host of a URL, as written (an IPv6 address in brackets).
-fn host_of(url: &str) -> Option<String> {
-    url.parse::<http::Uri>().ok()?.host().map(str::to_owned)
 }
 
 /// Records `text` (an IP, bracketed or not, or a DNS name: a URL's host
