@@ -81,7 +81,26 @@ pub async fn run(
         return Ok(());
     };
     let api: Api<Csr> = Api::all(client.clone());
-    let watches = start_watches(&config, &client, &api, &metrics);
+    // This signer's CSRs (`--selector` too) and every Node, each read by a
+    // task of its own through the one list/watch loop every Kubernetes
+    // source uses; each watch call ends server-side after --watch-timeout.
+    let watching = watcher::Config::default()
+        .timeout(crate::source::watch_seconds(config.client.watch_timeout));
+    let mut csr_watch = watching
+        .clone()
+        .fields(&format!("spec.signerName={}", config.signer));
+    if let Some(labels) = &config.selector {
+        csr_watch = csr_watch.labels(labels);
+    }
+    let watches = Watches::start(
+        Watch::new(api.clone(), csr_watch)
+            .named("certificatesigningrequests")
+            .stream(),
+        Watch::new(Api::<Node>::all(client.clone()), watching)
+            .named("nodes")
+            .stream(),
+        &metrics,
+    );
     tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
     let mut approver = Approver {
         policy: Arc::new(config.policy.clone()),
@@ -99,33 +118,6 @@ pub async fn run(
     };
     approver.serve(&mut shutdown).await;
     Ok(())
-}
-
-/// The watches of this signer's CSRs (`--selector` too) and of every
-/// Node, each read by a task of its own, through the one list/watch loop
-/// every Kubernetes source uses; each watch call ends server-side after
-/// --watch-timeout.
-fn start_watches(
-    config: &ApproverConfig,
-    client: &Client,
-    csrs: &Api<Csr>,
-    metrics: &Arc<Metrics>,
-) -> Watches {
-    let selector = format!("spec.signerName={}", config.signer);
-    let timeout = crate::source::watch_seconds(config.client.watch_timeout);
-    let watching = watcher::Config::default().timeout(timeout);
-    let mut csr_watch = watching.clone().fields(&selector);
-    if let Some(labels) = &config.selector {
-        csr_watch = csr_watch.labels(labels);
-    }
-    let nodes: Api<Node> = Api::all(client.clone());
-    Watches::start(
-        Watch::new(csrs.clone(), csr_watch)
-            .named("certificatesigningrequests")
-            .stream(),
-        Watch::new(nodes, watching).named("nodes").stream(),
-        metrics,
-    )
 }
 
 /// What the loop does once woken.
