@@ -33,12 +33,9 @@ pub enum ReloadError {
     },
     #[error("{0:?} is not host:port")]
     NotHostPort(String),
+    /// The connection, the server name or the handshake failed.
     #[error("{0}")]
-    Tls(#[source] rustls::Error),
-    #[error("{0}")]
-    Name(#[source] rustls::pki_types::InvalidDnsNameError),
-    #[error("{0}")]
-    Connect(#[source] std::io::Error),
+    Tls(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("TLS handshake timed out")]
     TlsTimeout,
     #[error("no certificate presented")]
@@ -137,23 +134,13 @@ pub enum ReloadError {
     NotAMethod { url: String, method: String },
     #[error("reload header {header:?}: expected 'Name: value'")]
     Header { header: String },
+    /// Not readable as a file only root may change, not PEM, or a
+    /// certificate rustls refuses.
     #[error("reload CA file {path}: {source}")]
     CaFile {
         path: PathBuf,
         #[source]
-        source: OwnedError,
-    },
-    #[error("reload CA file {path}: {source}")]
-    CaPem {
-        path: PathBuf,
-        #[source]
-        source: rustls::pki_types::pem::Error,
-    },
-    #[error("reload CA file {path}: {source}")]
-    CaCert {
-        path: PathBuf,
-        #[source]
-        source: rustls::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("reload CA file {path}: no certificates in it")]
     CaEmpty { path: PathBuf },

@@ -150,7 +150,7 @@ impl HttpHook {
             crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
                 .map_err(|source| ReloadError::CaFile {
                     path: path.clone(),
-                    source,
+                    source: source.into(),
                 })?;
         }
         Ok(hook)
@@ -170,26 +170,21 @@ impl HttpHook {
                 }))
                 .with_no_client_auth()
         } else if let Some(path) = &self.config.ca_file {
-            let path = || path.clone();
-            let pem = crate::files::read_steering(&path(), crate::validate::MAX_BUNDLE_SIZE as u64)
-                .map_err(|source| ReloadError::CaFile {
-                    path: path(),
-                    source,
-                })?;
+            let bad = |source: Box<dyn std::error::Error + Send + Sync>| ReloadError::CaFile {
+                path: path.clone(),
+                source,
+            };
+            let pem = crate::files::read_steering(path, crate::validate::MAX_BUNDLE_SIZE as u64)
+                .map_err(|e| bad(e.into()))?;
             let mut roots = rustls::RootCertStore::empty();
             use rustls_pki_types::pem::PemObject;
             for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|source| ReloadError::CaPem {
-                    path: path(),
-                    source,
-                })?;
-                roots.add(cert).map_err(|source| ReloadError::CaCert {
-                    path: path(),
-                    source,
-                })?;
+                roots
+                    .add(cert.map_err(|e| bad(e.into()))?)
+                    .map_err(|e| bad(e.into()))?;
             }
             if roots.is_empty() {
-                return Err(ReloadError::CaEmpty { path: path() });
+                return Err(ReloadError::CaEmpty { path: path.clone() });
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         } else {

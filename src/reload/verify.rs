@@ -109,7 +109,7 @@ impl ServingCheck {
         });
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(ReloadError::Tls)?
+            .map_err(|e| ReloadError::Tls(e.into()))?
             .dangerous()
             .with_custom_certificate_verifier(Arc::clone(&capture) as Arc<dyn ServerCertVerifier>)
             .with_no_client_auth();
@@ -121,15 +121,15 @@ impl ServingCheck {
             .sni
             .clone()
             .unwrap_or_else(|| host.trim_matches(['[', ']']).to_owned());
-        let server_name = ServerName::try_from(name).map_err(ReloadError::Name)?;
+        let server_name = ServerName::try_from(name).map_err(|e| ReloadError::Tls(e.into()))?;
         let connect = async {
             let tcp = tokio::net::TcpStream::connect(&self.addr)
                 .await
-                .map_err(ReloadError::Connect)?;
+                .map_err(|e| ReloadError::Tls(e.into()))?;
             let tls = tokio_rustls::TlsConnector::from(Arc::new(config));
             tls.connect(server_name, tcp)
                 .await
-                .map_err(ReloadError::Connect)?;
+                .map_err(|e| ReloadError::Tls(e.into()))?;
             Ok::<_, ReloadError>(())
         };
         tokio::time::timeout(timeout, connect)
