@@ -7,10 +7,8 @@
 //!   pending CSRs of that node; a new leader, a re-list and each refresh
 //!   of the cluster facts ([`CLUSTER_FACTS_TTL`]) re-decide all pending;
 //! - each watch is read by a task of its own ([`seen`]), also while a
-//!   round runs, so a long round never leaves a watch unread until its
-//!   stall deadline (and the re-list after it re-decides everything); a
-//!   round takes what is to be decided when it starts, so a burst of
-//!   events becomes one set of CSRs to decide;
+//!   round runs; a round takes what is to be decided when it starts, so a
+//!   burst of events becomes one set of CSRs to decide;
 //! - decisions are made in rounds that take the oldest CSR to decide of
 //!   each requester, so a requester with a thousand pending CSRs gets one
 //!   decision per round like any other;
@@ -40,7 +38,7 @@ use policy::Facts;
 
 mod lease;
 mod seen;
-use seen::{NodeIndex, Watches};
+use seen::Watches;
 
 /// Pending CSRs of one requester that are looked at; the newer ones are
 /// denied unread. A kubelet has one pending (two across a rotation); one
@@ -176,12 +174,12 @@ fn requester(csr: &Csr) -> &str {
 /// panicked (nothing of it is decided).
 async fn off_runtime<T: Send + 'static>(
     watches: &Watches,
-    nodes: NodeIndex,
+    nodes: impl FnOnce() -> (u64, Arc<policy::Nodes>) + Send + 'static,
     items: Vec<T>,
     decide: impl Fn(T, &policy::Nodes) -> Decided + Send + 'static,
 ) -> Option<Vec<Decided>> {
     let decided = crate::blocking(move || {
-        let (generation, nodes) = nodes.get();
+        let (generation, nodes) = nodes();
         let decided: Vec<Decided> = items.into_iter().map(|i| decide(i, &nodes)).collect();
         (decided, generation, nodes)
     })

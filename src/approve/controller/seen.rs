@@ -124,22 +124,22 @@ impl Seen {
         self.dirty.extend(names);
     }
 
-    /// The Nodes for the policy: indexed already, or what to index them
-    /// from (off the runtime: [`NodeIndex::get`]). Cheap: one `Arc` per
-    /// Node at most.
-    pub fn node_index(&self) -> NodeIndex {
-        NodeIndex {
-            generation: self.node_generation,
-            built: self.node_index.clone(),
-            pieces: if self.node_index.is_some() {
-                Vec::new()
-            } else {
-                self.pieces.values().cloned().collect()
-            },
+    /// The Nodes for the policy, and the generation they are for: indexed
+    /// already, or indexed when called (linear in what the Nodes list: call
+    /// it off the async runtime). Cheap: one `Arc` per Node at most.
+    pub fn node_index(&self) -> impl FnOnce() -> (u64, Arc<policy::Nodes>) + Send + 'static {
+        let (generation, built) = (self.node_generation, self.node_index.clone());
+        let pieces: Vec<_> = match built {
+            Some(_) => Vec::new(),
+            None => self.pieces.values().cloned().collect(),
+        };
+        move || {
+            let index = built.unwrap_or_else(|| Arc::new(policy::Nodes::from_pieces(pieces)));
+            (generation, index)
         }
     }
 
-    /// Keeps `index`, put together by [`NodeIndex::get`], unless the
+    /// Keeps `index`, put together by [`Self::node_index`], unless the
     /// Nodes changed since.
     pub fn keep_index(&mut self, generation: u64, index: Arc<policy::Nodes>) {
         if generation == self.node_generation {
@@ -203,25 +203,6 @@ impl Seen {
             .values()
             .filter_map(|c| c.metadata.uid.clone())
             .collect()
-    }
-}
-
-/// The Nodes as a round takes them ([`Seen::node_index`]).
-pub(super) struct NodeIndex {
-    generation: u64,
-    built: Option<Arc<policy::Nodes>>,
-    pieces: Vec<Arc<policy::Piece>>,
-}
-
-impl NodeIndex {
-    /// The index, put together now when it was not yet (linear in what
-    /// the Nodes list: call it off the async runtime), and the generation
-    /// of the Nodes it is for ([`Seen::keep_index`]).
-    pub fn get(self) -> (u64, Arc<policy::Nodes>) {
-        let index = self
-            .built
-            .unwrap_or_else(|| Arc::new(policy::Nodes::from_pieces(self.pieces)));
-        (self.generation, index)
     }
 }
 
