@@ -159,10 +159,9 @@ pub struct Cluster {
     /// endpoints, its control-plane endpoint) and what they are.
     pub addresses: Vec<(IpAddr, String)>,
     /// Addresses Services are reached at from outside (external IPs, load
-    /// balancer addresses) and which Service: never a node's, except that
-    /// a node's own address can be one too (k3s ServiceLB and kube-vip
-    /// publish node IPs; any namespace user can name one), so one the
-    /// requester itself lists is in dispute, not denied.
+    /// balancer addresses) and which Service: never a node's, but in
+    /// dispute when the requester lists it (k3s ServiceLB and kube-vip
+    /// publish node IPs; any namespace user can name one).
     pub services: Vec<(IpAddr, String)>,
     /// Lower-case DNS names the API server is reached by (the
     /// control-plane endpoint, its certificate's extra names), and what
@@ -170,10 +169,8 @@ pub struct Cluster {
     pub names: Vec<(String, String)>,
     /// Lower-case names Services stand for that any namespace user writes
     /// (an ExternalName Service's `spec.externalName`), and which Service:
-    /// never a node's, except that one the requester lists, or its own
-    /// name, is in dispute, as an address in [`Self::services`] is (a
-    /// namespace user must not get a node's renewals denied by naming
-    /// the node's name in a Service).
+    /// in dispute, as [`Self::services`], when the requester lists it or
+    /// is named so.
     pub service_names: Vec<(String, String)>,
 }
 
