@@ -69,34 +69,24 @@ impl Writer {
 
     pub(super) fn revisions_in(&self, root: &Dir) -> Result<Vec<RevisionInfo>, WriterError> {
         let live = read_link(root, DATA);
-        let mut out = Vec::new();
-        for n in list(root, &self.target)? {
-            let Some((revision, hash)) = n.strip_prefix(REV_PREFIX).and_then(parse_rev) else {
-                continue;
-            };
-            let dir = self.path(&n);
-            let content = read_revision_at(root, &n, &dir).map(|r| r.bundle);
-            out.push(RevisionInfo {
+        let info = |dir: &Dir, name: &str, shown: PathBuf, rest: &str| {
+            let (revision, hash) = parse_rev(rest)?;
+            Some(RevisionInfo {
                 revision,
                 hash: hash.to_owned(),
-                current: live.as_deref() == Some(n.as_str()),
-                dir,
-                content,
-            });
-        }
+                current: live.as_deref() == Some(name),
+                content: read_revision_at(dir, name, &shown).map(|r| r.bundle),
+                dir: shown,
+            })
+        };
+        let mut out: Vec<RevisionInfo> = list(root, &self.target)?
+            .iter()
+            .filter_map(|n| info(root, n, self.path(n), n.strip_prefix(REV_PREFIX)?))
+            .collect();
         if let Some(h) = history_dir(root) {
             let base = self.path(HISTORY);
-            for (revision, name) in history_names(root)? {
-                let dir = base.join(&name);
-                let content = read_revision_at(&h, &name, &dir).map(|r| r.bundle);
-                out.push(RevisionInfo {
-                    revision,
-                    hash: parse_rev(&name).map_or(String::new(), |r| r.1.to_owned()),
-                    dir,
-                    current: false,
-                    content,
-                });
-            }
+            let names = history_names(root)?;
+            out.extend(names.values().filter_map(|n| info(&h, n, base.join(n), n)));
         }
         out.sort_by_key(|r| std::cmp::Reverse(r.revision));
         Ok(out)
@@ -127,21 +117,7 @@ impl Writer {
             return remove_any(root, dir_name, &src_path);
         };
         if self.opts.keep > 1 {
-            let history = open_history(root, &self.target)?;
-            let dst_path = self.path(HISTORY).join(rest);
-            remove_any(&history, rest, &dst_path)?;
-            history
-                .create_dir_with(rest, DirBuilder::new().mode(0o700))
-                .ctx("create history", &dst_path)?;
-            let dst = history
-                .open_dir_nofollow(rest)
-                .ctx("open history", &dst_path)?;
-            for name in list(&src, &src_path)? {
-                src.rename(&name, &dst, &name)
-                    .ctx("move to history", &src_path.join(&name))?;
-            }
-            fsync(&dst, &dst_path)?;
-            fsync(&history, &self.path(HISTORY))?;
+            self.move_to_history(root, rest, &src, &src_path, &list(&src, &src_path)?)?;
         } else {
             for name in list(&src, &src_path)? {
                 remove_any(&src, &name, &src_path.join(&name))?;
@@ -249,27 +225,44 @@ impl Writer {
         }
         let mut kept = Bundle::default();
         for name in &found {
-            if let Ok(bytes) = read_file_at(root, name, &self.path(name)) {
+            if let Ok((bytes, ..)) = read_file(root, name, &self.path(name)) {
                 let _ = kept.insert(name, bytes, "found");
             }
         }
         let entry = rev_name(FOUND_REVISION, &kept.hash());
-        let history = open_history(root, &self.target)?;
-        let dest_path = self.path(HISTORY).join(&entry);
-        remove_any(&history, &entry, &dest_path)?;
-        history
-            .create_dir_with(&entry, DirBuilder::new().mode(0o700))
-            .ctx("create history", &dest_path)?;
-        let dest = history
-            .open_dir_nofollow(&entry)
-            .ctx("open history", &dest_path)?;
-        for name in &found {
-            root.rename(name, &dest, name)
-                .ctx("move to history", &self.path(name))?;
-        }
-        fsync(&dest, &dest_path)?;
-        fsync(&history, &self.path(HISTORY))?;
+        let dest_path = self.move_to_history(root, &entry, root, &self.target, &found)?;
         tracing::warn!(target_dir = %self.target.display(), files = ?found, kept_in = %dest_path.display(), "the target held files certsync did not write; moved them to history before publishing");
         Ok(())
+    }
+
+    /// Moves `names` of `src` (shown as `src_path`) into a new history
+    /// entry `entry`, whatever was under that name removed first (never
+    /// followed), one `rename` each so a watch on a file gets
+    /// `IN_MOVE_SELF`; then both directories are fsynced. Returns the
+    /// entry's path.
+    fn move_to_history(
+        &self,
+        root: &Dir,
+        entry: &str,
+        src: &Dir,
+        src_path: &Path,
+        names: &[impl AsRef<str>],
+    ) -> Result<PathBuf, WriterError> {
+        let history = open_history(root, &self.target)?;
+        let dst_path = self.path(HISTORY).join(entry);
+        remove_any(&history, entry, &dst_path)?;
+        history
+            .create_dir_with(entry, DirBuilder::new().mode(0o700))
+            .ctx("create history", &dst_path)?;
+        let dst = history
+            .open_dir_nofollow(entry)
+            .ctx("open history", &dst_path)?;
+        for name in names.iter().map(AsRef::as_ref) {
+            src.rename(name, &dst, name)
+                .ctx("move to history", &src_path.join(name))?;
+        }
+        fsync(&dst, &dst_path)?;
+        fsync(&history, &self.path(HISTORY))?;
+        Ok(dst_path)
     }
 }

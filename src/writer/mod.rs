@@ -10,47 +10,33 @@
 //! ```
 //!
 //! Invariants:
-//! - Every access inside the target goes through a directory handle
-//!   (`cap_std::fs::Dir`: `openat` and friends relative to the target's fd,
-//!   never resolving out of it) one name at a time, without following
-//!   symlinks. A name certsync owns (`..data`, `..rev-*`, `..history` and
-//!   everything in it, `..owner`, `..pin`, `..tmp*`) that turns out
-//!   to be a symlink, FIFO, device or the wrong kind of entry is removed and
-//!   made anew, never followed or opened; so is one that is not certsync's
-//!   own (its user's, written by no one else: [`own`]), never obeyed; a file is read only after `fstat`
-//!   on the opened descriptor says it is a regular file, with a size cap.
-//! - `..data` only ever names a complete revision: files are created with
-//!   their final mode (never more permissive, never by umask), written,
-//!   fsynced, the revision directory fsynced, and only then `..data` is
-//!   replaced by `rename(2)` of a fresh symlink; the parent is fsynced.
+//! - Every access inside the target goes through the target's directory
+//!   handle (`cap_std::fs::Dir`, `openat` and friends) one name at a time,
+//!   never following a symlink. A name certsync owns (`..data`, `..rev-*`,
+//!   `..history` and all in it, `..owner`, `..pin`, `..tmp*`) that is a
+//!   symlink, FIFO, device, the wrong kind of entry or not certsync's own
+//!   ([`own`]) is removed and made anew, never followed or obeyed; a file
+//!   is read only after `fstat` on its descriptor says regular, size capped.
+//! - `..data` only ever names a complete revision: files created with their
+//!   final mode (never by umask), written, fsynced, the revision directory
+//!   fsynced, then `..data` replaced by `rename(2)` of a fresh symlink and
+//!   the parent fsynced.
 //! - A revision's name carries its number and the first 8 hex digits of its
-//!   content hash, so an edited revision is detected even across restarts.
-//! - After a flip the previous live *files* are moved (one `rename` each) into
-//!   `..history/`, so an inotify watch on them gets `IN_MOVE_SELF`: this is
-//!   what makes kube-apiserver & co. re-read their certificates.
-//! - Everything that changes the target (publish, start-up clean-up,
-//!   rollback) holds a flock on `..lock`; a daemon also holds `..owner` for
-//!   its lifetime, so a second daemon on the same target is refused; on a
-//!   target it made again too, taken again before the first write. Both
-//!   are 0600 files of certsync's user. (Not a lock on the directory, though
-//!   it saved one inode per target: the target is 0755 for its consumer,
-//!   and any local user who can open it read-only can hold its flock.)
-//! - At most `keep` revisions (live included) stay on disk; `certsync
-//!   rollback` never prunes (the daemon's setting is not known to it).
-//! - The target directory is opened by path on every operation and must
-//!   be the directory opened at start (device and inode, from `fstat` on
-//!   the handle): a target a user renamed away and made again under its
-//!   name (the directory above may be a volume's root every container of
-//!   the pod writes) is refused, naming it, until certsync restarts. Only
-//!   a target that is gone is made again, by certsync itself: it adopts
-//!   the new directory if what it opened is empty and certsync's own.
-//! - A missing target (and what is missing above it) is made one name at a
-//!   time with `mkdirat` beneath a handle opened at start on the directory
-//!   the start-up checks judged ([`Anchor`]), each name opened without
-//!   following links and judged on its handle, never by a path `mkdir`:
-//!   a link a user exchanged for a directory on the way (one they may
-//!   rename, in a volume's root) would have root make a directory where
-//!   the link leads.
+//!   content hash, so an edited revision is detected across restarts.
+//! - After a flip the previous live *files* are moved into `..history/`, so
+//!   an inotify watch on them gets `IN_MOVE_SELF`: what makes kube-apiserver
+//!   & co. re-read their certificates.
+//! - Everything that changes the target holds a flock on `..lock`; a daemon
+//!   also holds `..owner` for its lifetime (taken again on a target it made
+//!   again), so a second daemon is refused (`lock.rs`: why files, not the
+//!   directory).
+//! - At most `keep` revisions (live included) stay; `certsync rollback`
+//!   never prunes (it does not know the daemon's setting).
+//! - The target is opened by path on every operation and must be the
+//!   directory opened at start (device and inode, on the handle): one a user
+//!   renamed away and made again (in a volume's root every container of the
+//!   pod writes) is refused until restart. Only a target that is gone is
+//!   made again, by certsync, beneath its [`Anchor`] (never a path `mkdir`).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -100,36 +86,25 @@ use rollback::*;
 
 /// The target's one atomic switch: a symlink to the live revision.
 pub const DATA: &str = "..data";
-
 const HISTORY: &str = "..history";
-
 const REV_PREFIX: &str = "..rev-";
-
 const TMP_PREFIX: &str = "..tmp";
-
-/// The write lock (flock), 0600: see `lock.rs` for why not the directory.
+/// The write lock (flock), and the daemon's claim held for its lifetime.
 const LOCK: &str = "..lock";
-
-/// Held (flock) by the daemon that owns the target, for its lifetime.
 const OWNER: &str = "..owner";
-
-/// The files in a target that hold lock state, not data (whoever copies a
-/// target compares everything else).
+/// Lock state, not data (whoever copies a target compares everything else).
 pub const LOCK_FILES: [&str; 2] = [LOCK, OWNER];
-
-/// Present after `certsync rollback`: the content the operator chose and
-/// the content it replaced (see [`Writer::publish`]).
+/// After `certsync rollback`: the content chosen and the content it
+/// replaced (see [`Writer::publish`]).
 const PIN: &str = "..pin";
-
 /// Revision number of the files found in a fresh target before certsync.
 const FOUND_REVISION: u64 = 0;
 
-/// Whether an entry certsync made in a target (`..pin`, `..data`,
-/// `..history` and its entries, a revision directory) is still only
-/// certsync's: its user's, written by no one else. Anything else may have
-/// been put there by whoever else may write the target (a user's `..pin` in a
-/// volume root was obeyed as an operator's rollback), so it is removed and
-/// made anew, never obeyed. `Err` says why not, without the path.
+/// Whether an entry certsync made in a target is still only certsync's:
+/// its user's, written by no one else. Anything else may have been put
+/// there by whoever else may write the target (a user's `..pin` in a volume
+/// root would be obeyed as an operator's rollback): removed and made anew,
+/// never obeyed. `Err` says why not, without the path.
 fn own(uid: u32, mode: u32) -> Result<(), NotOwn> {
     if uid == nix::unistd::geteuid().as_raw() && mode & 0o022 == 0 {
         return Ok(());
@@ -294,20 +269,8 @@ impl Writer {
     /// what a crash may have left: temporary entries, unfinished or
     /// unretired revisions.
     pub fn open(target: impl Into<PathBuf>, opts: WriterOptions) -> Result<Self, WriterError> {
-        let mut w = Self {
-            target: target.into(),
-            opts: WriterOptions {
-                keep: opts.keep.max(1),
-                ..opts
-            },
-            resolved: None,
-            identity: Arc::default(),
-            claimed: Arc::default(),
-            anchor: None,
-        };
-        w.anchor = Anchor::of(&w.target)?.map(Arc::new);
-        let root = w.root(true)?;
-        w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
+        let keep = opts.keep.max(1);
+        let (w, root) = Self::start(target.into(), WriterOptions { keep, ..opts }, true)?;
         let _lock = w.lock(&root)?;
         w.tidy(&root)?;
         Ok(w)
@@ -316,17 +279,27 @@ impl Writer {
     /// A target that must already exist, for reading (nothing is created,
     /// nothing cleaned) or for `rollback`.
     pub fn existing(target: impl Into<PathBuf>) -> Result<Self, WriterError> {
+        Ok(Self::start(target.into(), WriterOptions::default(), false)?.0)
+    }
+
+    /// The writer of `target`, its directory opened (made if missing when
+    /// `make`) and where it leads recorded.
+    fn start(target: PathBuf, opts: WriterOptions, make: bool) -> Result<(Self, Dir), WriterError> {
+        let anchor = match make {
+            true => Anchor::of(&target)?.map(Arc::new),
+            false => None,
+        };
         let mut w = Self {
-            target: target.into(),
-            opts: WriterOptions::default(),
+            target,
+            opts,
             resolved: None,
             identity: Arc::default(),
             claimed: Arc::default(),
-            anchor: None,
+            anchor,
         };
-        let root = w.root(false)?;
+        let root = w.root(make)?;
         w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
-        Ok(w)
+        Ok((w, root))
     }
 
     pub fn target(&self) -> &Path {

@@ -126,8 +126,7 @@ pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, Revisio
     };
     for name in list(dir, shown).map_err(|e| unreadable(&e))? {
         let path = shown.join(&name);
-        let (bytes, meta, links) =
-            read_file_links(dir, &name, &path).map_err(|e| unreadable(&e))?;
+        let (bytes, meta, links) = read_file(dir, &name, &path).map_err(|e| unreadable(&e))?;
         rev.bundle
             .insert(&name, bytes, path.display().to_string())
             .map_err(|e| unreadable(&e))?;
@@ -161,22 +160,6 @@ pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionPro
     Ok(())
 }
 
-pub(super) fn read_file_at(dir: &Dir, name: &str, path: &Path) -> Result<Vec<u8>, PathError> {
-    read_file_meta(dir, name, path).map(|r| r.0)
-}
-
-/// Reads `name` in `dir` without following it or blocking on it
-/// ([`crate::beneath`], [`Links::Refuse`]: a symlink is no regular file),
-/// if the descriptor walked to is a regular file within the published
-/// size limit. Returns the bytes and (mode, uid, gid).
-pub(super) fn read_file_meta(
-    dir: &Dir,
-    name: &str,
-    path: &Path,
-) -> Result<(Vec<u8>, FileMeta), PathError> {
-    read_file_links(dir, name, path).map(|(b, m, _)| (b, m))
-}
-
 /// The directory of a copy outside the target (`update-pair=`,
 /// `update-kubeconfig=`), opened by one walk from `/` that judges every
 /// directory and symlink on the way, the directory itself included, on
@@ -194,7 +177,7 @@ pub(super) fn copy_dir(dir: &Path) -> Result<Dir, WriterError> {
 }
 
 /// `name` beneath a copy's directory ([`copy_dir`], shown as `shown`), as
-/// [`read_file_meta`] reads it, refused unless it is certsync's own
+/// [`read_file`] reads it, refused unless it is certsync's own
 /// ([`own`]): whoever else may write it chooses what certsync reads there
 /// and judges fit to replace.
 pub(super) fn read_copy(
@@ -203,12 +186,11 @@ pub(super) fn read_copy(
     shown: &Path,
 ) -> Result<(Vec<u8>, FileMeta), WriterError> {
     let file = || name.to_owned();
-    let (bytes, meta) = read_file_meta(dir, name, &shown.join(name)).map_err(|problem| {
-        WriterError::CopyUnreadable {
+    let (bytes, meta, _) =
+        read_file(dir, name, &shown.join(name)).map_err(|problem| WriterError::CopyUnreadable {
             file: file(),
             problem,
-        }
-    })?;
+        })?;
     let (mode, uid, _) = meta;
     own(uid, mode).map_err(|NotOwn { uid, mode }| WriterError::CopyNotOwn {
         file: file(),
@@ -219,8 +201,11 @@ pub(super) fn read_copy(
     Ok((bytes, meta))
 }
 
-/// [`read_file_meta`], with the file's link count.
-pub(super) fn read_file_links(
+/// Reads `name` in `dir` without following it or blocking on it
+/// ([`crate::beneath`], [`Links::Refuse`]: a symlink is no regular file),
+/// if the descriptor walked to is a regular file within the published
+/// size limit. Returns the bytes, (mode, uid, gid) and the link count.
+pub(super) fn read_file(
     dir: &Dir,
     name: &str,
     path: &Path,
@@ -354,7 +339,7 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
 /// (`shown` names it in errors). For a caller that judges the bytes and
 /// then writes them, never the path, again (kubeadm revert).
 pub fn read_beneath(dir: &Dir, name: &str, shown: &Path) -> Result<Vec<u8>, PathError> {
-    read_file_at(dir, name, shown)
+    read_file(dir, name, shown).map(|r| r.0)
 }
 
 /// [`replace_file_in`] beneath a handle the caller opened, the new file

@@ -7,7 +7,7 @@ use super::*;
 /// (why) when `..pin` is not certsync's own: not a regular file, another
 /// user's or writable by others ([`own`]), or a hard link: never obeyed.
 pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterError> {
-    let (bytes, (mode, uid, _), links) = match read_file_links(root, PIN, Path::new(PIN)) {
+    let (bytes, (mode, uid, _), links) = match read_file(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
         Err(PathError::Io { .. }) => return Ok(None),
         Err(e) => return Err(WriterError::PinUnreadable(e)),
@@ -98,12 +98,9 @@ impl Writer {
             })?;
         check(&revision.bundle).map_err(|problem| err(WriterError::Refused { number, problem }))?;
         let restorer = Self {
-            target: self.target.clone(),
             opts: options_of(&revision, usize::MAX),
-            resolved: self.resolved.clone(),
-            identity: Arc::clone(&self.identity),
-            claimed: Arc::clone(&self.claimed),
             anchor: None,
+            ..self.clone()
         };
         let new = restorer
             .publish_locked(&root, &revision.bundle, || {})?
