@@ -201,11 +201,9 @@ fn parse(text: &str) -> Result<Value, WriterError> {
 /// The index in `clusters` of `cluster`.
 fn cluster_index(doc: &Value, cluster: CaCluster) -> Result<usize, WriterError> {
     if let CaCluster::One = cluster {
-        return match doc.get("clusters") {
-            Some(Value::Sequence(s)) if s.len() == 1 => Ok(0),
-            Some(Value::Sequence(s)) => Err(WriterError::Clusters(s.len())),
-            None | Some(Value::Null) => Err(WriterError::NoList("clusters".into())),
-            Some(_) => Err(WriterError::NotList("clusters".into())),
+        return match entries(doc, "clusters")?.len() {
+            1 => Ok(0),
+            n => Err(WriterError::Clusters(n)),
         };
     }
     let (_, name) = current(doc, "cluster")?;
@@ -252,36 +250,30 @@ fn write_back(o: &Opened, path: &Path, text: &str) -> Result<(), WriterError> {
 }
 
 fn open(path: &Path) -> Result<Opened, WriterError> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| refused(path, WriterError::NoFileName))?
-        .to_owned();
-    let dir_path = parent(path);
-    let dir = copy_dir(dir_path).map_err(|p| refused(path, p))?;
-    let (bytes, meta) = read_copy(&dir, &name, dir_path).map_err(|p| refused(path, p))?;
-    let text = String::from_utf8(bytes).map_err(|_| refused(path, WriterError::NotUtf8))?;
-    let doc = parse(&text).map_err(|p| refused(path, p))?;
-    let user = current_user(&doc).map_err(|p| refused(path, p))?;
-    Ok(Opened {
-        dir,
-        name,
-        meta,
-        text,
-        doc,
-        user,
-    })
+    let opened = || {
+        let name = path.file_name().and_then(|n| n.to_str());
+        let name = name.ok_or(WriterError::NoFileName)?.to_owned();
+        let dir = copy_dir(parent(path))?;
+        let (bytes, meta) = read_copy(&dir, &name, parent(path))?;
+        let text = String::from_utf8(bytes).map_err(|_| WriterError::NotUtf8)?;
+        let doc = parse(&text)?;
+        let user = current_user(&doc)?;
+        Ok(Opened {
+            dir,
+            name,
+            meta,
+            text,
+            doc,
+            user,
+        })
+    };
+    opened().map_err(|p| refused(path, p))
 }
 
 /// The one entry of `list` (a kubeconfig's `contexts` or `users`) named
 /// `name`, by index.
 fn named(doc: &Value, list: &str, name: &str) -> Result<usize, WriterError> {
-    let entries = match doc.get(list) {
-        Some(Value::Sequence(s)) => s,
-        None | Some(Value::Null) => return Err(WriterError::NoList(list.into())),
-        Some(_) => return Err(WriterError::NotList(list.into())),
-    };
-    let mut found = entries
+    let mut found = entries(doc, list)?
         .iter()
         .enumerate()
         .filter(|(_, e)| e.get("name").and_then(Value::as_str) == Some(name));
@@ -295,6 +287,15 @@ fn named(doc: &Value, list: &str, name: &str) -> Result<usize, WriterError> {
             list: list.into(),
             name: name.into(),
         }),
+    }
+}
+
+/// The list `list` of a kubeconfig (`clusters`, `contexts`, `users`).
+fn entries<'a>(doc: &'a Value, list: &str) -> Result<&'a Vec<Value>, WriterError> {
+    match doc.get(list) {
+        Some(Value::Sequence(s)) => Ok(s),
+        None | Some(Value::Null) => Err(WriterError::NoList(list.into())),
+        Some(_) => Err(WriterError::NotList(list.into())),
     }
 }
 
@@ -323,13 +324,13 @@ fn current_user(doc: &Value) -> Result<usize, WriterError> {
         let key = key.as_str().unwrap_or("(a key that is not a string)");
         let how = match key {
             CERT_DATA | KEY_DATA => continue,
-            "client-certificate" => WriterError::AuthFile {
+            "client-certificate" | "client-key" => WriterError::AuthFile {
                 key: key.into(),
-                what: "certificate",
-            },
-            "client-key" => WriterError::AuthFile {
-                key: key.into(),
-                what: "key",
+                what: if key == "client-key" {
+                    "key"
+                } else {
+                    "certificate"
+                },
             },
             "token" | "tokenFile" => WriterError::AuthToken(key.into()),
             "exec" => WriterError::AuthExec,

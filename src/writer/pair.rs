@@ -36,50 +36,53 @@ fn refused(prefix: &Path, problem: WriterError) -> WriterError {
     }
 }
 
-/// The directory of `prefix`, opened once, and the two file names.
+/// The directory of `prefix`, opened once, the two file names, and the
+/// bytes and mode of each file beneath it ([`read_copy`]), `None` when
+/// absent.
 struct Opened {
     dir: Dir,
     dir_path: PathBuf,
     cert: String,
     key: String,
+    old_cert: Option<(Vec<u8>, u32)>,
+    old_key: Option<(Vec<u8>, u32)>,
 }
 
+/// `prefix` opened and read; `Err` is not yet named after the prefix.
 fn open(prefix: &Path) -> Result<Opened, WriterError> {
     let stem = prefix
         .file_name()
         .and_then(|n| n.to_str())
         .filter(|n| !n.is_empty() && !n.starts_with('.'))
-        .ok_or_else(|| refused(prefix, WriterError::NoStem))?;
+        .ok_or(WriterError::NoStem)?;
     let dir_path = match prefix.parent() {
         Some(p) if p.is_absolute() => p.to_owned(),
-        _ => return Err(refused(prefix, WriterError::NotAbsolute)),
+        _ => return Err(WriterError::NotAbsolute),
     };
-    let dir = copy_dir(&dir_path).map_err(|p| refused(prefix, p))?;
+    let dir = copy_dir(&dir_path)?;
+    let read = |name: &str| match read_copy(&dir, name, &dir_path) {
+        Ok((bytes, (mode, ..))) => Ok(Some((bytes, mode))),
+        Err(WriterError::CopyUnreadable { problem, .. }) if problem.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    };
+    let (cert, key) = (format!("{stem}.{CERT_EXT}"), format!("{stem}.{KEY_EXT}"));
+    let (old_cert, old_key) = (read(&cert)?, read(&key)?);
     Ok(Opened {
         dir,
         dir_path,
-        cert: format!("{stem}.{CERT_EXT}"),
-        key: format!("{stem}.{KEY_EXT}"),
+        cert,
+        key,
+        old_cert,
+        old_key,
     })
-}
-
-/// The bytes and mode of `name` beneath `o` ([`read_copy`]), `None` when
-/// absent.
-fn read(o: &Opened, prefix: &Path, name: &str) -> Result<Option<(Vec<u8>, u32)>, WriterError> {
-    match read_copy(&o.dir, name, &o.dir_path) {
-        Ok((bytes, (mode, ..))) => Ok(Some((bytes, mode))),
-        Err(WriterError::CopyUnreadable { problem, .. }) if problem.is_not_found() => Ok(None),
-        Err(e) => Err(refused(prefix, e)),
-    }
 }
 
 /// Checks that `prefix` names a pair certsync may keep in step (see the
 /// module's invariants), reading it as every update will.
 pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
-    let o = open(prefix)?;
-    let cert = read(&o, prefix, &o.cert)?;
-    let key = read(&o, prefix, &o.key)?;
-    replaceable(&o, prefix, cert.as_ref(), key.as_ref(), None)
+    open(prefix)
+        .and_then(|o| replaceable(&o, None))
+        .map_err(|p| refused(prefix, p))
 }
 
 /// Refuses to replace what is not a leaf pair: a CA certificate (basic
@@ -89,32 +92,18 @@ pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
 /// it is someone's signing key (kubeadm's `sa.key` has `sa.pub`; a CA kept
 /// as `ca.pem`/`ca.key`), never a pair certsync keeps. certsync itself never
 /// leaves a lone key: a new pair is written certificate first.
-fn replaceable(
-    o: &Opened,
-    prefix: &Path,
-    cert: Option<&(Vec<u8>, u32)>,
-    key: Option<&(Vec<u8>, u32)>,
-    new_key: Option<&[u8]>,
-) -> Result<(), WriterError> {
-    let Some((bytes, _)) = cert else {
-        return match key {
-            Some(_) => Err(refused(
-                prefix,
-                WriterError::LoneKey {
-                    key: o.key.clone(),
-                    cert: o.cert.clone(),
-                },
-            )),
+fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
+    let Some((bytes, _)) = &o.old_cert else {
+        return match o.old_key {
+            Some(_) => Err(WriterError::LoneKey {
+                key: o.key.clone(),
+                cert: o.cert.clone(),
+            }),
             None => Ok(()),
         };
     };
-    let unreadable = || {
-        refused(
-            prefix,
-            WriterError::NotOneCertificate {
-                cert: o.cert.clone(),
-            },
-        )
+    let unreadable = || WriterError::NotOneCertificate {
+        cert: o.cert.clone(),
     };
     let [der] = crate::pem::certificates(bytes)
         .ok()
@@ -134,23 +123,20 @@ fn replaceable(
         .flatten()
         .is_some_and(|ku| ku & crate::x509::KEY_CERT_SIGN != 0);
     if is_ca || signs || !c.is_v3() {
-        return Err(refused(prefix, WriterError::Ca));
+        return Err(WriterError::Ca);
     }
     // A key that is not the certificate's is someone else's (sa.key beside
     // an unrelated sa.crt), unless it is the very key certsync writes (a
     // replacement cut short after the key). Judged when the new key is
     // known, at each update: at start an interrupted replacement must not
     // keep certsync from starting.
-    if let (Some((old_key, _)), Some(new_key)) = (key, new_key) {
+    if let (Some((old_key, _)), Some(new_key)) = (&o.old_key, new_key) {
         let ours = old_key.as_slice() == new_key;
         if !ours && !crate::validate::key_matches(bytes, old_key).unwrap_or(false) {
-            return Err(refused(
-                prefix,
-                WriterError::OtherKey {
-                    key: o.key.clone(),
-                    cert: o.cert.clone(),
-                },
-            ));
+            return Err(WriterError::OtherKey {
+                key: o.key.clone(),
+                cert: o.cert.clone(),
+            });
         }
     }
     Ok(())
@@ -177,10 +163,10 @@ impl CopyUpdate {
 /// Makes `PREFIX.crt` and `PREFIX.key` hold `cert` and `key` (PEM), unless
 /// they already do.
 pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
-    let o = open(prefix)?;
-    let old_cert = read(&o, prefix, &o.cert)?;
-    let old_key = read(&o, prefix, &o.key)?;
-    replaceable(&o, prefix, old_cert.as_ref(), old_key.as_ref(), Some(key))?;
+    let mut o = open(prefix)
+        .and_then(|o| replaceable(&o, Some(key)).map(|()| o))
+        .map_err(|p| refused(prefix, p))?;
+    let (old_cert, old_key) = (o.old_cert.take(), o.old_key.take());
     let same = |old: &Option<(Vec<u8>, u32)>, want: &[u8]| {
         old.as_ref().is_some_and(|(b, _)| b.as_slice() == want)
     };
