@@ -56,8 +56,7 @@ pub(super) fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
         key_mode: key.map_or(defaults.key_mode, |m| m.0),
         owner: any.map(|m| m.1),
         group: any.map(|m| m.2),
-        issuing: false,
-        lock_timeout: None,
+        ..defaults
     }
 }
 

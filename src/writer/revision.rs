@@ -36,10 +36,9 @@ pub(super) struct Revision {
 /// directory or file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RevisionProblem {
+    /// Not a directory, or not certsync's own ([`own`]).
     #[error("{}: {problem}", path.display())]
     Unopenable { path: PathBuf, problem: String },
-    #[error("{}: {problem}", path.display())]
-    NotOwn { path: PathBuf, problem: String },
     /// A file that cannot be read or taken into a bundle (planted
     /// symlink, FIFO, subdirectory); the reader's words name the path.
     #[error("{0}")]
@@ -100,7 +99,7 @@ pub(super) fn read_revision_at(
     dir.dir_metadata()
         .map_err(|e| e.to_string())
         .and_then(|m| own(m.uid(), m.mode()).map_err(|p| p.to_string()))
-        .map_err(|problem| RevisionProblem::NotOwn {
+        .map_err(|problem| RevisionProblem::Unopenable {
             path: shown.to_owned(),
             problem,
         })?;
@@ -433,13 +432,9 @@ impl Writer {
         let dir = root
             .open_dir_nofollow(dir_name)
             .ctx("open revision", &path)?;
-        // Every file is written before any is fsynced. On ext4 an fsync
-        // also writes a new file's directory entry (without a journal, the
-        // directory itself, and its parent for a new directory), so
-        // fsyncing each file as it was written wrote the revision directory
-        // again for the next one: a two-file revision took 1.7 ms to
-        // become durable, p50, and 1.0 ms this way (this machine class's
-        // ext4 without a journal; 3.1-3.9 → 2.3-3.1 ms on one with).
+        // Every file is written before any is fsynced: on ext4 an fsync
+        // also writes the new file's directory, so fsyncing each in turn
+        // wrote the revision directory again per file (1.7 → 1.0 ms, p50).
         let mut written = Vec::with_capacity(3);
         for (name, bytes) in bundle.files() {
             let (owner, group) = (self.opts.owner, self.opts.group);
