@@ -283,11 +283,12 @@ impl Syncer {
     pub(super) fn report(&mut self, hash: Option<ContentHash>, err: &SyncError) {
         let key = (hash, err.to_string());
         let name = &self.mapping.name;
-        let reason = match err {
+        // What the source sent, refused: an Event says so.
+        let (reason, refused) = match err {
             SyncError::Rejected { source, .. } => {
                 self.metrics.rejected(name, source.reason());
                 self.metrics.sync(name, "rejected");
-                source.reason()
+                (source.reason(), Some(source.to_string()))
             }
             SyncError::Source { source, .. } => {
                 let reason = source.reason();
@@ -302,25 +303,25 @@ impl Syncer {
                 }
                 self.metrics.source_up(name, refused);
                 self.metrics.sync(name, "source_error");
-                reason
+                (reason, refused.then(|| source.to_string()))
             }
             SyncError::Writer { .. } | SyncError::Task { .. } | SyncError::Watcher(_) => {
                 self.metrics.sync(name, "error");
-                "write_failed"
+                ("write_failed", None)
             }
             SyncError::Copy {
                 copy: super::Copy::Kubeconfig,
                 ..
             } => {
                 self.metrics.sync(name, "kubeconfig_error");
-                "kubeconfig_failed"
+                ("kubeconfig_failed", None)
             }
             SyncError::Copy {
                 copy: super::Copy::Pair,
                 ..
             } => {
                 self.metrics.sync(name, "pair_error");
-                "pair_failed"
+                ("pair_failed", None)
             }
         };
         if self.last_problem.as_ref() == Some(&key) {
@@ -331,19 +332,10 @@ impl Syncer {
             } else {
                 tracing::error!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "nothing published yet; the target is left as it is");
             }
-            let refused = match err {
-                SyncError::Rejected { source, .. } => {
-                    Some(format!("{}: {source}", source.reason()))
-                }
-                SyncError::Source { source, .. }
-                    if matches!(source.reason(), "too_large" | "bad_pem") =>
-                {
-                    Some(format!("{}: {source}", source.reason()))
-                }
-                _ => None,
-            };
             if let (Some(events), Some(refused)) = (&self.events, refused) {
-                events.rejected(format!("{refused}; the last good files stay in place"));
+                events.rejected(format!(
+                    "{reason}: {refused}; the last good files stay in place"
+                ));
             }
             self.last_problem = Some(key);
         }
