@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Unit;
 
-use super::{DecisionLabels, MappingLabel, Metrics, ReasonLabels, Registrar};
+use super::{Labels, MappingLabel, Metrics, ReasonLabels, Registrar};
 
 /// Per `csr:` mapping: whether a request waits, why requests failed, how
 /// long certificates lived; for the approver: its verdicts and backlog.
@@ -15,7 +15,7 @@ pub(super) struct CsrMetrics {
     pending: Family<MappingLabel, Gauge>,
     errors: Family<ReasonLabels, Counter>,
     rotation: Family<MappingLabel, Histogram>,
-    decisions: Family<DecisionLabels, Counter>,
+    decisions: Family<Labels<2>, Counter>,
     backlog: Gauge,
 }
 
@@ -63,7 +63,7 @@ impl Metrics {
     pub fn csr_decision(&self, decision: &'static str, reason: &'static str) {
         self.csr
             .decisions
-            .get_or_create(&DecisionLabels { decision, reason })
+            .get_or_create(&[("decision", decision), ("reason", reason)])
             .inc();
     }
 

@@ -54,37 +54,11 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReloadLabels {
-    method: &'static str,
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DecisionLabels {
-    decision: &'static str,
-    reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MethodLabel {
-    method: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RefusalLabel {
-    reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-}
+/// Labels of fixed names and values (`[("method", "signal")]`), in order.
+type Labels<const N: usize> = [(&'static str, &'static str); N];
 
 /// The one series of `certsync_build_info`: this build's version.
-const THIS_BUILD: BuildLabels = BuildLabels {
-    version: env!("CARGO_PKG_VERSION"),
-};
+const THIS_BUILD: Labels<1> = [("version", env!("CARGO_PKG_VERSION"))];
 
 /// Every `result` of `certsync_syncs_total` (see `Metrics::sync`), each
 /// series created at 0 when a mapping is added.
@@ -129,9 +103,9 @@ pub struct Metrics {
     revision: Family<MappingLabel, Gauge>,
     syncs: Family<ResultLabels, Counter>,
     validation_failures: Family<ReasonLabels, Counter>,
-    reloads: Family<ReloadLabels, Counter>,
-    reload_duration: Family<MethodLabel, Histogram>,
-    reload_refusals: Family<RefusalLabel, Counter>,
+    reloads: Family<Labels<2>, Counter>,
+    reload_duration: Family<Labels<1>, Histogram>,
+    reload_refusals: Family<Labels<1>, Counter>,
     source_up: Family<MappingLabel, Gauge>,
     watch_restarts: Family<MappingLabel, Counter>,
     last_success: Family<MappingLabel, FloatGauge>,
@@ -140,7 +114,7 @@ pub struct Metrics {
     file_watch_polling: Gauge,
     /// `csr:` mappings' requests and `certsync approve` (see [`csr`]).
     csr: CsrMetrics,
-    admin_closed: Family<RefusalLabel, Counter>,
+    admin_closed: Family<Labels<1>, Counter>,
     /// `ca:` mappings' CA (see [`ca`]).
     ca: CaMetrics,
     /// Per mapping: the current certificate's window (for TTL and staleness).
@@ -199,7 +173,7 @@ impl Metrics {
     pub fn new(stale_fraction: f64) -> Self {
         let mut root = Registry::default();
         let mut r = Registrar(root.sub_registry_with_prefix("certsync"));
-        let build_info: Family<BuildLabels, Gauge> = r.add(
+        let build_info: Family<Labels<1>, Gauge> = r.add(
             "build_info",
             "Always 1; the version of the running certsync in its label",
         );
@@ -271,7 +245,7 @@ impl Metrics {
         };
         // Both reasons from 0, so the first refusal shows in increase().
         for reason in ADMIN_CLOSE_REASONS {
-            drop(m.admin_closed.get_or_create(&RefusalLabel { reason }));
+            drop(m.admin_closed.get_or_create(&[("reason", reason)]));
         }
         m
     }
@@ -279,9 +253,7 @@ impl Metrics {
     /// The admin port closed a connection: `limit` (over the connection
     /// cap) or `timeout` (no request head in time, or too long open).
     pub fn admin_connection_closed(&self, reason: &'static str) {
-        self.admin_closed
-            .get_or_create(&RefusalLabel { reason })
-            .inc();
+        self.admin_closed.get_or_create(&[("reason", reason)]).inc();
     }
 
     fn name(&self, mapping: &str) -> Name {
@@ -344,9 +316,12 @@ impl Metrics {
     /// Declares the reload method in use, so its counters start at 0.
     pub fn add_reload_method(&self, method: &'static str) {
         for result in ["ok", "failed"] {
-            drop(self.reloads.get_or_create(&ReloadLabels { method, result }));
+            drop(
+                self.reloads
+                    .get_or_create(&[("method", method), ("result", result)]),
+            );
         }
-        drop(self.reload_duration.get_or_create(&MethodLabel { method }));
+        drop(self.reload_duration.get_or_create(&[("method", method)]));
     }
 
     /// Records the live revision and its leaf (`None` for a CA bundle).
@@ -406,10 +381,10 @@ impl Metrics {
     pub fn reload(&self, method: &'static str, ok: bool, seconds: f64) {
         let result = if ok { "ok" } else { "failed" };
         self.reloads
-            .get_or_create(&ReloadLabels { method, result })
+            .get_or_create(&[("method", method), ("result", result)])
             .inc();
         self.reload_duration
-            .get_or_create(&MethodLabel { method })
+            .get_or_create(&[("method", method)])
             .observe(seconds);
     }
 
@@ -417,7 +392,7 @@ impl Metrics {
     /// the consumer (`reason`: `pidfile`, `user`, `name`, `pid`).
     pub fn reload_refused(&self, reason: &'static str) {
         self.reload_refusals
-            .get_or_create(&RefusalLabel { reason })
+            .get_or_create(&[("reason", reason)])
             .inc();
     }
 
