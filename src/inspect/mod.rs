@@ -140,11 +140,7 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
             let (key_status, why) = match (key_pem, leaf.is_ca) {
                 (None, true) => (KeyStatus::NotApplicable, None),
                 (None, false) => (KeyStatus::Missing, None),
-                (Some(Ok(kp)), _) => match validate::key_matches(&pem, &kp) {
-                    Ok(true) => (KeyStatus::Matches, None),
-                    Ok(false) => (KeyStatus::Mismatch, None),
-                    Err(e) => (KeyStatus::Unreadable, Some(e.to_string())),
-                },
+                (Some(Ok(kp)), _) => key_status(&pem, &kp),
                 (Some(Err((path, e))), _) => (
                     KeyStatus::Unreadable,
                     Some(format!("{}: {e}", path.display())),
@@ -196,13 +192,18 @@ fn kubeconfig_line(path: &Path, now: i64, warn: i64) -> CertReport {
     let Some(leaf) = validate::leaf_of(&pem) else {
         return unreadable("no certificate could be parsed".into());
     };
-    let key = match key.map(|k| validate::key_matches(&pem, &k)) {
-        None => KeyStatus::Missing,
-        Some(Ok(true)) => KeyStatus::Matches,
-        Some(Ok(false)) => KeyStatus::Mismatch,
-        Some(Err(_)) => KeyStatus::Unreadable,
-    };
+    let key = key.map_or(KeyStatus::Missing, |k| key_status(&pem, &k).0);
     report_line(path.to_owned(), &leaf, key, now, warn)
+}
+
+/// Whether `key` is the key of the certificate `pem`, and why it cannot
+/// be told if it cannot.
+fn key_status(pem: &[u8], key: &[u8]) -> (KeyStatus, Option<String>) {
+    match validate::key_matches(pem, key) {
+        Ok(true) => (KeyStatus::Matches, None),
+        Ok(false) => (KeyStatus::Mismatch, None),
+        Err(e) => (KeyStatus::Unreadable, Some(e.to_string())),
+    }
 }
 
 fn report_line(cert: PathBuf, leaf: &Leaf, key: KeyStatus, now: i64, warn: i64) -> CertReport {

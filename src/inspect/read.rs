@@ -125,12 +125,12 @@ fn kind(st: &FileStat) -> nix::sys::stat::SFlag {
     nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT
 }
 
-/// The refusal of `what` (of status `st`, kept from others) reached
-/// through `through`, which someone other than root and its owner may
-/// change.
-fn refusal(what: Kept, st: &FileStat, through: &Entry) -> InspectError {
+/// The refusal of the file of status `st` (kept from others: "a file",
+/// or "a hard link (links N) to a file") reached through `through`, which
+/// someone other than root and its owner may change.
+fn refusal(st: &FileStat, through: &Entry) -> InspectError {
     InspectError::Exposed {
-        what,
+        what: Kept::File { links: st.st_nlink },
         uid: st.st_uid,
         through: through.clone(),
     }
@@ -157,7 +157,7 @@ impl Input {
         }
         let kept = st.st_mode & 0o004 == 0 && !own(st);
         if let Some(p) = kept.then(|| exposure(passed, st.st_uid)).flatten() {
-            return Err(refusal(file_kind(st), st, p));
+            return Err(refusal(st, p));
         }
         if let Some(problem) = Self::exposed(&walked.fd, st) {
             return Err(problem);
@@ -198,7 +198,7 @@ impl Input {
             match up {
                 Err(e) => return Some(InspectError::Unlocated(e)),
                 Ok((here, _)) if way(st.st_uid).judge(&here).is_err() => {
-                    return Some(refusal(file_kind(st), st, &here));
+                    return Some(refusal(st, &here));
                 }
                 Ok(_) => {}
             }
@@ -223,12 +223,6 @@ impl Input {
         walked.passed = passed;
         Ok(walked)
     }
-}
-
-/// "a file", or "a hard link (links N) to a file": how a refusal names
-/// what it would not read.
-fn file_kind(st: &FileStat) -> Kept {
-    Kept::File { links: st.st_nlink }
 }
 
 /// The key file named after `cert` (`x.crt` → `x.key`), if there is one,
