@@ -175,16 +175,13 @@ impl Input {
         })
     }
 
-    /// Why a regular file must not be read: it is kept from others (not
-    /// world-readable), not the reader's own when the reader is not root,
-    /// and the way to it leads through a directory that someone other
-    /// than root and the file's owner may change (owned by another user,
-    /// writable by group or others, sticky or not, unless on a read-only
-    /// mount). There it may be a hard link someone made to a file they may
-    /// not read (`fs.protected_hardlinks=0`: root's key, for one), or, with
-    /// one link, what is left of such a link once the owner renamed its own
-    /// name away (a rotation). Found on descriptors: the directory that
-    /// holds the opened file and then each `..` above it, up to `/`.
+    /// Why a regular file kept from others (not world-readable, not a
+    /// non-root reader's own) must not be read: where it really is, a
+    /// directory above it that someone other than root and its owner may
+    /// change ([`way`]) may hold a hard link someone made to a file they may
+    /// not read (`fs.protected_hardlinks=0`: root's key), or, with one
+    /// link, what is left of one once the owner renamed its own name away.
+    /// Found on descriptors: the file's directory, then each `..` up to `/`.
     fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<InspectError> {
         if st.st_mode & 0o004 != 0 || own(st) {
             return None;

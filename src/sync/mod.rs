@@ -6,12 +6,6 @@
 //! drift repair restores; a rejected or unreadable update never replaces it.
 //! Errors are logged once per distinct problem (then at debug level on each
 //! retry) so a broken source does not flood the log.
-//!
-//! Split by concern: [`Syncer`] (`syncer`) holds a mapping's state and
-//! `publish` its trips through the writer; `task` is the loop around it,
-//! `sources` builds each mapping's source, `pin` holds an issuing source
-//! while a rollback pin does, and `once` and `run` are the two ways
-//! `certsync run` drives them.
 
 mod once;
 mod pin;
@@ -32,8 +26,7 @@ use crate::validate::ValidationError;
 use crate::writer::WriterError;
 
 /// The target of every log line of `sync`, whichever of its files writes
-/// it: `certsync::sync`, as before the module was split, which log filters
-/// and the README's examples name.
+/// it: `certsync::sync`, which log filters and the README's examples name.
 const LOG: &str = module_path!();
 
 #[derive(Debug, thiserror::Error)]

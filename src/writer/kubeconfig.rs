@@ -7,15 +7,10 @@
 //!
 //! Invariants:
 //! - The file and every directory above it can be changed by root (or
-//!   certsync's user) only: the directories judged on the descriptors of
-//!   the one walk that opens the file's ([`copy_dir`]), the file on the
-//!   descriptor read, a regular file of certsync's user (never followed)
-//!   not writable by group or others ([`read_copy`]). Anything else is
-//!   refused, never repaired.
-//! - Beneath that one directory handle, the file is read, the temporary file
-//!   made (`O_EXCL`, 0600, then the old owner and mode, written, fsynced)
-//!   and renamed over the file beneath that handle; then the directory is
-//!   fsynced. The path never names a missing or half-written file.
+//!   certsync's user) only ([`copy_dir`], [`read_copy`]); anything else is
+//!   refused, never repaired. Beneath that one directory handle the file
+//!   is read and replaced ([`replace_file_in`], its owner and mode kept):
+//!   the path never names a missing or half-written file.
 //! - Everything but the two data fields of that one user is kept as
 //!   parsed (clusters, contexts, other users, preferences, the order of
 //!   keys); a user who authenticates any other way too (a token, exec, an

@@ -8,17 +8,11 @@
 //!
 //! Invariants:
 //! - The directory and every one above it can be changed by root (or
-//!   certsync's user) only, judged on the descriptors of the one walk
-//!   that opens it ([`copy_dir`]); each existing file is certsync's
-//!   user's, a regular file (checked on the opened descriptor, never
-//!   followed), not writable by group or others ([`read_copy`]). Anything
-//!   else is refused, never repaired.
-//! - Each file is replaced beneath that one handle by a temporary file
-//!   written, fsynced and renamed over it (never written in place), then
-//!   the directory is fsynced. The key goes first,
-//!   as kubeadm writes them (a new pair certificate first, so no lone key
-//!   is ever left); the key is always 0600, the certificate keeps its
-//!   mode (0644 when new).
+//!   certsync's user) only ([`copy_dir`], [`read_copy`]); anything else is
+//!   refused, never repaired.
+//! - Each file is replaced beneath that one handle ([`replace_file_in`]),
+//!   never written in place; the key is always 0600, the certificate keeps
+//!   its mode (0644 when new).
 //! - Only a leaf pair is replaced: never a CA certificate, a `.crt`
 //!   certsync cannot read, or a `.key` with no `.crt` (a signing key).
 //! - Key bytes are never logged or put in an error.
@@ -89,9 +83,8 @@ pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
 /// constraints CA:TRUE), by any path (a typo, a bind mount), would lose the
 /// CA's key to a leaf's; a `.crt` that is not one certificate certsync can
 /// read cannot be judged not to be one; and a `.key` with no `.crt` beside
-/// it is someone's signing key (kubeadm's `sa.key` has `sa.pub`; a CA kept
-/// as `ca.pem`/`ca.key`), never a pair certsync keeps. certsync itself never
-/// leaves a lone key: a new pair is written certificate first.
+/// it is someone's signing key (kubeadm's `sa.key` has `sa.pub`), never a
+/// pair certsync keeps.
 fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
     let Some((bytes, _)) = &o.old_cert else {
         return match o.old_key {

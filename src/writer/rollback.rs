@@ -119,11 +119,8 @@ impl Writer {
 }
 
 /// A history entry's content is still what certsync wrote: its name ends
-/// in the content hash. The files keep the owner the mapping gave them
-/// (`owner=`), so that user may rewrite them in place through a handle
-/// kept open while they were live: rolling
-/// back would then publish and pin the user's pair. The live revision is
-/// checked the same way (drift repair).
+/// in the content hash (the live revision is checked the same way, drift
+/// repair).
 fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), RevisionProblem> {
     let named = parse_rev(name).map(|(_, h)| h);
     let hash = rev.bundle.hash();
@@ -139,10 +136,10 @@ fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), RevisionPro
 
 /// A history entry's files are certsync's own user's. With `owner=` they
 /// are the consumer's, who may rewrite them in place through a handle
-/// kept open while they were live; the name's hash cannot tell (32 bits:
-/// a consumer matched it in minutes with bytes after the key's END line). So
-/// such a revision is not restored: its content is the source's to publish
-/// again.
+/// kept open while they were live, and the name's hash cannot tell (32
+/// bits: matched in minutes with bytes after the key's END line): rolling
+/// back would publish and pin the consumer's pair. Its content is the
+/// source's to publish again.
 fn certsyncs_own(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
     let me = nix::unistd::geteuid().as_raw();
     match rev.meta.iter().find(|(_, m)| m.1 != me) {
