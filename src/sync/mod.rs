@@ -76,18 +76,25 @@ pub enum Copy {
     Pair,
 }
 
-/// Writer work off the runtime ([`crate::blocking`]), its errors named
-/// after the mapping.
+/// Work off the runtime ([`crate::blocking`]), a panic named after the
+/// mapping.
+async fn off_runtime<T: Send + 'static>(
+    mapping: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, SyncError> {
+    crate::blocking(f).await.map_err(|source| SyncError::Task {
+        mapping: mapping.to_owned(),
+        source,
+    })
+}
+
+/// Writer work off the runtime, its errors named after the mapping.
 async fn blocking<T: Send + 'static>(
     mapping: &str,
     f: impl FnOnce() -> Result<T, WriterError> + Send + 'static,
 ) -> Result<T, SyncError> {
-    crate::blocking(f)
-        .await
-        .map_err(|source| SyncError::Task {
-            mapping: mapping.to_owned(),
-            source,
-        })?
+    off_runtime(mapping, f)
+        .await?
         .map_err(|source| SyncError::Writer {
             mapping: mapping.to_owned(),
             source,

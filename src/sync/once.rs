@@ -24,13 +24,11 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         .iter()
         .any(|m| needs_process_client(&m.source))
     {
-        match config.client.config().await {
-            Ok(c) => match config.client.client_for(&c) {
-                Ok(client) => reachable(&client, &c.cluster_url, config.once_timeout)
-                    .await
-                    .map(|()| client),
-                Err(e) => Err(Arc::new(SourceError::Client(Arc::new(e)))),
-            },
+        let made = config.client.config().await;
+        match made.and_then(|c| Ok((config.client.client_for(&c)?, c))) {
+            Ok((client, c)) => reachable(&client, &c.cluster_url, config.once_timeout)
+                .await
+                .map(|()| client),
             Err(e) => Err(Arc::new(SourceError::Client(Arc::new(e)))),
         }
     } else {

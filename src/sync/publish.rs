@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::syncer::Syncer;
-use super::{Copy, LOG, SyncError, blocking};
+use super::{Copy, LOG, SyncError, blocking, off_runtime};
 use crate::bundle::Bundle;
 use crate::validate;
 use crate::writer::{CopyUpdate, Outcome};
@@ -16,12 +16,10 @@ impl Syncer {
     pub(super) async fn publish(&mut self, bundle: &Bundle) -> Result<Outcome, SyncError> {
         let (writer, b) = (self.writer.clone(), bundle.clone());
         let parsed = bundle.clone();
-        let leaf = crate::blocking(move || validate::leaf_of_bundle(&parsed))
-            .await
-            .map_err(|source| SyncError::Task {
-                mapping: self.mapping.name.clone(),
-                source,
-            })?;
+        let leaf = off_runtime(&self.mapping.name, move || {
+            validate::leaf_of_bundle(&parsed)
+        })
+        .await?;
         // Every flip is followed by a reload (drift rewrites too: the
         // consumer may have read the damaged files), requested as soon as
         // the new revision is live.

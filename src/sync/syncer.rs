@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{LOG, SyncError, blocking};
+use super::{LOG, SyncError, blocking, off_runtime};
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Mapping, Source};
 use crate::events::EventSink;
@@ -239,12 +239,7 @@ impl Syncer {
         policy: Policy,
     ) -> Result<Result<validate::Validated, ValidationError>, SyncError> {
         let b = bundle.clone();
-        crate::blocking(move || validate::validate(&b, &policy))
-            .await
-            .map_err(|source| SyncError::Task {
-                mapping: self.mapping.name.clone(),
-                source,
-            })
+        off_runtime(&self.mapping.name, move || validate::validate(&b, &policy)).await
     }
 
     /// Records that the source could not be read; the target is untouched.
