@@ -76,12 +76,6 @@ impl Writer {
         None
     }
 
-    /// Makes `<target>/<name> -> ..data/<name>` for every file, and removes
-    /// our links to names the bundle no longer has. Returns links changed.
-    pub(super) fn link_visible(&self, root: &Dir, bundle: &Bundle) -> Result<usize, WriterError> {
-        Ok(self.link_names(root, bundle)? + self.unlink_stale(root, bundle)?)
-    }
-
     /// Makes `<target>/<name> -> ..data/<name>` for every file of `bundle`
     /// that lacks it. Safe before `..data` flips to a revision holding
     /// them: until then a new link resolves to nothing, as a missing name

@@ -96,11 +96,9 @@ impl Writer {
         history_names(&self.root(false)?)
     }
 
-    /// Moves the files of `..rev-X` into `..history/X` one by one, then
-    /// removes the emptied directory. Whatever sits in the way under our
-    /// names (a planted `..history` or `..history/X` symlink) is removed, not
-    /// followed; symlinks planted inside the revision are moved as links.
-    /// With `keep == 1` the files are removed instead.
+    /// Moves the files of `..rev-X` into `..history/X` (symlinks planted
+    /// inside as links), then removes the emptied directory; with
+    /// `keep == 1` the files are removed instead.
     pub(super) fn retire(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
         let src_path = self.path(dir_name);
         let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
@@ -235,10 +233,10 @@ impl Writer {
     }
 
     /// Moves `names` of `src` (shown as `src_path`) into a new history
-    /// entry `entry`, whatever was under that name removed first (never
-    /// followed), one `rename` each so a watch on a file gets
-    /// `IN_MOVE_SELF`; then both directories are fsynced. Returns the
-    /// entry's path.
+    /// entry `entry`, one `rename` each so a watch on a file gets
+    /// `IN_MOVE_SELF`, then fsyncs both. Whatever sits in the way under our
+    /// names (a planted `..history` or `..history/X` symlink) is removed,
+    /// never followed. Returns the entry's path.
     fn move_to_history(
         &self,
         root: &Dir,

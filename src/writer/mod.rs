@@ -452,7 +452,9 @@ impl Writer {
         let live = self.live_in(root)?;
         let drift = match &live {
             Some(l) if l.problem.is_none() && l.hash == bundle.hash() => {
-                let repaired_links = self.link_visible(root, bundle)?;
+                // Missing links made, ours to names gone removed.
+                let repaired_links =
+                    self.link_names(root, bundle)? + self.unlink_stale(root, bundle)?;
                 if repaired_links > 0 {
                     fsync(root, &self.target)?;
                 }
