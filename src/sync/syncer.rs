@@ -360,6 +360,12 @@ mod tests {
         Config::build(&settings).unwrap().mappings.remove(0)
     }
 
+    async fn open(m: Mapping) -> Syncer {
+        let metrics = Arc::new(Metrics::new(0.8));
+        let opened = Syncer::open(m, Duration::from_secs(300), None, metrics, false).await;
+        opened.unwrap().0
+    }
+
     fn bundle(p: &certs::Pair) -> Bundle {
         let mut b = Bundle::default();
         b.insert(CERT_FILE, p.cert.clone(), "t").unwrap();
@@ -371,16 +377,7 @@ mod tests {
     async fn bad_material_keeps_the_last_good_pair() {
         let d = tempfile::tempdir().unwrap();
         let m = mapping(&d.path().join("src"), &d.path().join("t"));
-        let mut s = Syncer::open(
-            m.clone(),
-            Duration::from_secs(300),
-            None,
-            Arc::new(Metrics::new(0.8)),
-            false,
-        )
-        .await
-        .unwrap()
-        .0;
+        let mut s = open(m.clone()).await;
         let good = certs::Pair::new("good");
         assert!(s.apply(bundle(&good)).await.unwrap());
         let other = certs::Pair::new("other");
@@ -405,16 +402,7 @@ mod tests {
 
         // A fresh syncer adopts what is on disk and repairs drift with it.
         std::fs::remove_file(d.path().join("t/tls.key")).unwrap();
-        let mut again = Syncer::open(
-            m,
-            Duration::from_secs(300),
-            None,
-            Arc::new(Metrics::new(0.8)),
-            false,
-        )
-        .await
-        .unwrap()
-        .0;
+        let mut again = open(m).await;
         again.repair().await;
         assert_eq!(std::fs::read(d.path().join("t/tls.key")).unwrap(), good.key);
     }
