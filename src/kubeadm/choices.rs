@@ -81,30 +81,32 @@ pub fn kept(
     (out, choices)
 }
 
+/// The `--set` options `spec` sets, by name, each value as `--set` takes it.
+pub(super) fn set_options(spec: &crate::config::MappingSpec) -> Vec<(&'static str, String)> {
+    let written = crate::config::as_written(spec);
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    (crate::cli::SETTABLE.iter())
+        .filter_map(|k| written.get(*k).map(|v| (*k, text(v))))
+        .collect()
+}
+
 /// The `--set` options every mapping of the node's certsync.yaml holds alike (others, such
 /// as a hand edit, are not kept); `None` when `run` could not read it.
 fn current_settings(dir: &Path) -> Option<Vec<(String, String)>> {
     let text = crate::config::read_config_text(&host(dir, CONFIG)).ok()?;
     let settings = crate::config::Settings::once(Path::new(CONFIG), &text).ok()?;
-    let written: Vec<_> = settings
-        .file_mappings()
-        .iter()
-        .map(crate::config::as_written)
-        .collect();
-    let value = |w: &serde_json::Map<String, serde_json::Value>, k: &str| {
-        w.get(k).map(|v| match v {
-            serde_json::Value::String(s) => s.clone(),
-            v => v.to_string(),
-        })
-    };
+    let set: Vec<_> = settings.file_mappings().iter().map(set_options).collect();
     let mut agreed = Vec::new();
     for key in crate::cli::SETTABLE {
-        let mut values = written.iter().map(|w| value(w, key));
-        let Some(Some(first)) = values.next() else {
+        let mut values = set.iter().map(|s| s.iter().find(|(k, _)| *k == key));
+        let Some(Some((_, first))) = values.next() else {
             continue;
         };
-        if values.all(|v| v.as_deref() == Some(first.as_str())) {
-            agreed.push((key.to_owned(), first));
+        if values.all(|v| v.map(|(_, v)| v) == Some(first)) {
+            agreed.push((key.to_string(), first.clone()));
         }
     }
     Some(agreed)

@@ -195,15 +195,8 @@ pub(super) fn mappings(dir: &Path) -> Result<Vec<Mapping>, FileProblem> {
                 Some(crate::config::Source::Csr(csr)) => Ok(csr.renew),
                 _ => Err(FileProblem::NotIssued),
             };
-            let written = crate::config::as_written(spec);
-            let options: Vec<String> = crate::cli::SETTABLE
-                .iter()
-                .filter_map(|k| {
-                    written.get(*k).map(|v| match v {
-                        serde_json::Value::String(s) => format!("{k}={s}"),
-                        v => format!("{k}={v}"),
-                    })
-                })
+            let options: Vec<String> = (super::choices::set_options(spec).iter())
+                .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             Ok(Mapping {
                 name: crate::escape(&name).into_owned(),
