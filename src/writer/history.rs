@@ -68,24 +68,33 @@ impl Writer {
 
     pub(super) fn revisions_in(&self, root: &Dir) -> Result<Vec<RevisionInfo>, WriterError> {
         let live = read_link(root, DATA);
-        let info = |dir: &Dir, name: &str, shown: PathBuf, rest: &str| {
+        // Only a `..rev-` name at the root is ever live: a `..data` planted
+        // to name a history entry shows none live, not that entry.
+        let info = |dir: &Dir, name: &str, shown: PathBuf, rest: &str, current: bool| {
             let (revision, hash) = parse_rev(rest)?;
             Some(RevisionInfo {
                 revision,
                 hash: hash.to_owned(),
-                current: live.as_deref() == Some(name),
+                current,
                 content: read_revision_at(dir, name, &shown).map(|r| r.bundle),
                 dir: shown,
             })
         };
         let mut out: Vec<RevisionInfo> = list(root, &self.target)?
             .iter()
-            .filter_map(|n| info(root, n, self.path(n), n.strip_prefix(REV_PREFIX)?))
+            .filter_map(|n| {
+                let live = live.as_deref() == Some(n.as_str());
+                info(root, n, self.path(n), n.strip_prefix(REV_PREFIX)?, live)
+            })
             .collect();
         if let Some(h) = history_dir(root) {
             let base = self.path(HISTORY);
             let names = history_names(root)?;
-            out.extend(names.values().filter_map(|n| info(&h, n, base.join(n), n)));
+            out.extend(
+                names
+                    .values()
+                    .filter_map(|n| info(&h, n, base.join(n), n, false)),
+            );
         }
         out.sort_by_key(|r| std::cmp::Reverse(r.revision));
         Ok(out)

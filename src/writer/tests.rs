@@ -1000,3 +1000,26 @@ fn the_longest_name_the_bundle_accepts_is_published() {
         assert_eq!(fs::read(w.target().join(&name)).unwrap(), b"extra", "{len}");
     }
 }
+
+/// `..data` planted to name a history entry (the target is writable by
+/// certsync's container) never makes `revisions` show that entry as live:
+/// no entry shown live is itself a sign that the link is not certsync's.
+#[test]
+fn attack_a_planted_data_link_never_makes_a_history_entry_current() {
+    let (dir, w) = setup(3);
+    w.publish(&bundle("a")).unwrap();
+    w.publish(&bundle("b")).unwrap();
+    let t = dir.path().join("target");
+    let hist = w.history().unwrap();
+    let (_, old) = hist.iter().next().unwrap();
+    fs::remove_file(t.join(DATA)).unwrap();
+    std::os::unix::fs::symlink(old, t.join(DATA)).unwrap();
+    let revs: Vec<(u64, bool)> = Writer::existing(&t)
+        .unwrap()
+        .revisions()
+        .unwrap()
+        .iter()
+        .map(|r| (r.revision, r.current))
+        .collect();
+    assert_eq!(revs, vec![(2, false), (1, false)], "{old}");
+}
