@@ -760,14 +760,15 @@ fn rollback_keeps_the_modes_the_revision_had() {
         fs::metadata(t.join(KEY_FILE)).unwrap().mode() & 0o777,
         0o640
     );
-    let revs: Vec<(u64, bool)> = Writer::existing(&t)
-        .unwrap()
-        .revisions()
-        .unwrap()
-        .iter()
-        .map(|r| (r.revision, r.current))
-        .collect();
+    let revs = shown_live(&t);
     assert_eq!(revs, vec![(3, true), (2, false), (1, false)]);
+}
+
+/// Each revision `revisions` lists in `t`, newest first, and whether it is
+/// shown live.
+fn shown_live(t: &Path) -> Vec<(u64, bool)> {
+    let revs = Writer::existing(t).unwrap().revisions().unwrap();
+    revs.iter().map(|r| (r.revision, r.current)).collect()
 }
 
 #[test]
@@ -1014,12 +1015,6 @@ fn attack_a_planted_data_link_never_makes_a_history_entry_current() {
     let (_, old) = hist.iter().next().unwrap();
     fs::remove_file(t.join(DATA)).unwrap();
     std::os::unix::fs::symlink(old, t.join(DATA)).unwrap();
-    let revs: Vec<(u64, bool)> = Writer::existing(&t)
-        .unwrap()
-        .revisions()
-        .unwrap()
-        .iter()
-        .map(|r| (r.revision, r.current))
-        .collect();
+    let revs = shown_live(&t);
     assert_eq!(revs, vec![(2, false), (1, false)], "{old}");
 }
