@@ -1,15 +1,14 @@
-//! What a compromised certsync container could have left in
-//! `/etc/kubernetes`: it runs as uid 0 without capabilities on read-write
-//! hostPaths, so it can plant a set-user-ID-root program (a file's owner
-//! may set that bit) or open a directory to every user. adopt (before it
-//! starts) and revert (once finished) report every set-user-ID or
-//! set-group-ID file, every entry the group or others may write and every
-//! entry not root's, and never delete one: that is for a person to judge.
+//! What a compromised certsync container could have left in `/etc/kubernetes`: it runs as
+//! uid 0 without capabilities on read-write hostPaths, so it can plant a set-user-ID-root
+//! program (a file's owner may set that bit) or open a directory to every user. adopt
+//! (before it starts) and revert (once finished) report every set-user-ID or set-group-ID
+//! file, every entry the group or others may write and every entry not root's, and never
+//! delete one: that is for a person to judge.
 
 use std::path::Path;
 
 use cap_fs_ext::DirExt as _;
-use cap_std::fs::{Dir, MetadataExt as _};
+use cap_std::fs::{Dir, Metadata, MetadataExt as _};
 
 use super::error::Refusal;
 use super::manifest::BOOTSTRAP_KUBELET_CONF;
@@ -18,54 +17,39 @@ use crate::beneath::{Entry, Owners, Trust};
 /// Entries looked at before the walk stops (a node has a few hundred).
 const LIMIT: usize = 100_000;
 
-/// Directories deeper than any layout certsync or kubeadm makes: a
-/// planted tree is said, not walked down (each level is a frame).
+/// Deeper than any layout certsync or kubeadm makes: a planted tree is said, not walked
+/// down (each level is a frame).
 const MAX_DEPTH: usize = 32;
 
 const WHY: &str = "(a compromised certsync container could have left it; inspect it)";
 
-/// One `warning: ...` line per suspicious entry below `dir` (the node's
-/// `/etc/kubernetes`).
+/// One `warning: ...` line per suspicious entry below `dir` (the node's `/etc/kubernetes`).
 pub fn warnings(dir: &Path) -> String {
     let mut out = Vec::new();
-    let mut seen = 0;
-    match super::moves::open_beneath(dir, super::paths::KUBEADM_DIR) {
+    let at = super::paths::KUBEADM_DIR;
+    match super::moves::open_beneath(dir, at) {
         Ok(root) => {
             if let Ok(m) = root.dir_metadata() {
-                judge("/etc/kubernetes", m.mode(), m.uid(), true, &mut out);
+                out.extend(judge(at, m.mode(), m.uid(), true));
             }
-            walk(
-                &root,
-                "/etc/kubernetes",
-                0,
-                &mut seen,
-                &mut |met| match met {
-                    Met::Entry { path, meta, .. } => judge(
-                        path,
-                        meta.mode(),
-                        meta.uid(),
-                        !meta.file_type().is_symlink(),
-                        &mut out,
-                    ),
-                    Met::Problem { path, problem } => out.push(format!("{path} {problem}")),
-                },
-            );
+            walk(&root, at, 0, &mut 0, &mut |path, met| match met {
+                Ok((_, m)) => out.extend(judge(path, m.mode(), m.uid(), !m.is_symlink())),
+                Err(problem) => out.push(format!("{path} {problem}")),
+            });
         }
-        Err(e) => out.push(format!("/etc/kubernetes could not be inspected: {e}")),
+        Err(e) => out.push(format!("{at} could not be inspected: {e}")),
     }
     out.iter()
         .map(|w| format!("warning: {w} {WHY}\n"))
         .collect()
 }
 
-/// Whether certsync's pod mounts the kubelet's bootstrap kubeconfig
-/// (read-only), from one look: kubeadm's regular file on a node certsync's
-/// container never ran on (`adopted` false). On an adopted node that
-/// container may write `/etc/kubernetes` (kubeadm deleted the file after
-/// the join): any entry by that name is refused unless certsync's pod
-/// manifest `pod` (which the container cannot write) already mounts it
-/// read-only. A file planted after this look is never mounted, so the
-/// next look still finds it.
+/// Whether certsync's pod mounts the kubelet's bootstrap kubeconfig (read-only), from one
+/// look: kubeadm's regular file on a node certsync's container never ran on (`adopted`
+/// false). On an adopted node that container may write `/etc/kubernetes` (kubeadm deleted
+/// the file after the join): any entry by that name is refused unless certsync's pod
+/// manifest `pod` (which the container cannot write) already mounts it read-only. A file
+/// planted after this look is never mounted, so the next look still finds it.
 pub fn kubelet_bootstrap(
     dir: &Path,
     adopted: bool,
@@ -85,107 +69,74 @@ pub fn kubelet_bootstrap(
     }
 }
 
-/// What a walk meets: an entry (its path escaped: a name is whatever its
-/// maker chose) and its own metadata, or what could not be looked at.
-pub(super) enum Met<'a> {
-    Entry {
-        path: &'a str,
-        name: &'a std::ffi::OsStr,
-        meta: &'a cap_std::fs::Metadata,
-    },
-    Problem {
-        path: &'a str,
-        problem: String,
-    },
-}
+/// What a walk meets: an entry's name and own metadata, or why it could not be looked at.
+pub(super) type Met<'a> = Result<(&'a std::ffi::OsStr, &'a Metadata), String>;
 
-/// Every entry below `dir` (shown as `at`; `depth` 0), one directory
-/// handle at a time: each opened beneath the one before by its own name,
-/// never following a link (one swapped in meanwhile is a problem).
+/// Every entry below `dir` (shown as `at`; `depth` 0), each with its path (escaped: a name
+/// is whatever its maker chose), one directory handle at a time: each opened beneath the
+/// one before by its own name, never following a link (one swapped in is a problem).
 pub(super) fn walk(
     dir: &Dir,
     at: &str,
     depth: usize,
     seen: &mut usize,
-    visit: &mut dyn FnMut(Met<'_>),
+    visit: &mut dyn FnMut(&str, Met<'_>),
 ) {
+    let listed = |e: std::io::Error| Err(format!("could not be listed: {e}"));
     let entries = match dir.entries() {
         Ok(e) => e,
-        Err(e) => {
-            return visit(Met::Problem {
-                path: at,
-                problem: format!("could not be listed: {e}"),
-            });
-        }
+        Err(e) => return visit(at, listed(e)),
     };
     for entry in entries {
         *seen += 1;
         if *seen > LIMIT {
-            return visit(Met::Problem {
-                path: at,
-                problem: format!(
-                    "holds more than {LIMIT} entries below it, the rest not inspected"
-                ),
-            });
+            let more = format!("holds more than {LIMIT} entries below it, the rest not inspected");
+            return visit(at, Err(more));
         }
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                return visit(Met::Problem {
-                    path: at,
-                    problem: format!("could not be listed: {e}"),
-                });
-            }
+        let name = match entry {
+            Ok(e) => e.file_name(),
+            Err(e) => return visit(at, listed(e)),
         };
-        let name = entry.file_name();
         let path = format!("{at}/{}", crate::escape(&name.to_string_lossy()));
         let meta = match dir.symlink_metadata(&name) {
             Ok(m) => m,
             Err(e) => {
-                visit(Met::Problem {
-                    path: &path,
-                    problem: format!("could not be inspected: {e}"),
-                });
+                visit(&path, Err(format!("could not be inspected: {e}")));
                 continue;
             }
         };
-        visit(Met::Entry {
-            path: &path,
-            name: &name,
-            meta: &meta,
-        });
-        if meta.file_type().is_dir() {
-            if depth + 1 >= MAX_DEPTH {
-                visit(Met::Problem {
-                    path: &path,
-                    problem: format!("is deeper than {MAX_DEPTH} directories, not inspected"),
-                });
-                continue;
+        visit(&path, Ok((&name, &meta)));
+        if !meta.is_dir() {
+            continue;
+        }
+        let sub = match depth + 1 >= MAX_DEPTH {
+            true => Err(format!(
+                "is deeper than {MAX_DEPTH} directories, not inspected"
+            )),
+            false => {
+                (dir.open_dir_nofollow(&name)).map_err(|e| format!("could not be opened: {e}"))
             }
-            match dir.open_dir_nofollow(&name) {
-                Ok(sub) => walk(&sub, &path, depth + 1, seen, visit),
-                Err(e) => visit(Met::Problem {
-                    path: &path,
-                    problem: format!("could not be opened: {e}"),
-                }),
-            }
+        };
+        match sub {
+            Ok(sub) => walk(&sub, &path, depth + 1, seen, visit),
+            Err(problem) => visit(&path, Err(problem)),
         }
     }
 }
 
-/// What is wrong with an entry of `mode` owned by `uid`, if anything; the
-/// mode of a symlink (`has_mode` false) means nothing and is not judged.
-fn judge(path: &str, mode: u32, uid: u32, has_mode: bool, out: &mut Vec<String>) {
+/// What is wrong with an entry of `mode` owned by `uid`, if anything; the mode of a symlink
+/// (`has_mode` false) means nothing and is not judged.
+fn judge(path: &str, mode: u32, uid: u32, has_mode: bool) -> Option<String> {
     let mut why = Vec::new();
     let is_dir = mode & 0o170_000 == 0o040_000;
     if has_mode && mode & 0o4000 != 0 {
-        why.push("set-user-ID");
+        why.push("set-user-ID".to_owned());
     }
     if has_mode && !is_dir && mode & 0o2000 != 0 {
-        why.push("set-group-ID");
+        why.push("set-group-ID".to_owned());
     }
-    // Owned by root, as certsync kubeadm runs (a test, by its user): what
-    // kubeadm hands the kubelet and the control plane is no one else's.
+    // Owned by root, as certsync kubeadm runs (a test, by its user): what kubeadm hands the
+    // kubelet and the control plane is no one else's.
     let trust = Trust {
         owners: Owners::Me,
         ..Trust::STRICT
@@ -198,24 +149,23 @@ fn judge(path: &str, mode: u32, uid: u32, has_mode: bool, out: &mut Vec<String>)
         read_only: false,
     });
     if faults.group_writable {
-        why.push("writable by its group");
+        why.push("writable by its group".to_owned());
     }
     if faults.others_writable {
-        why.push("writable by others");
+        why.push("writable by others".to_owned());
     }
-    let me = match nix::unistd::geteuid().as_raw() {
-        0 => "root".to_owned(),
-        owner => format!("uid {owner}"),
-    };
-    let not_owner = faults
-        .owner
-        .then(|| format!("owned by uid {uid}, not {me}"));
-    why.extend(not_owner.as_deref());
-    if !why.is_empty() {
-        out.push(format!(
-            "{path} is {} (mode {:04o}, owner uid {uid})",
-            why.join(", "),
-            mode & 0o7777
-        ));
+    if faults.owner {
+        let me = match nix::unistd::geteuid().as_raw() {
+            0 => "root".to_owned(),
+            owner => format!("uid {owner}"),
+        };
+        why.push(format!("owned by uid {uid}, not {me}"));
     }
+    let mode = mode & 0o7777;
+    (!why.is_empty()).then(|| {
+        format!(
+            "{path} is {} (mode {mode:04o}, owner uid {uid})",
+            why.join(", ")
+        )
+    })
 }

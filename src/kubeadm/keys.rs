@@ -1,52 +1,48 @@
-//! Private keys on the node that others may read: every `*.key` under
-//! `pki/` and certsync's own directory (adopt's backups hold kubeadm's
-//! keys). A CA key a group or every local user may read lets any of them
-//! mint certificates the cluster trusts. Walked as [`super::audit::walk`]
-//! walks, a link never followed (certsync's `tls.key` links point into a
-//! revision judged itself). Keys are known by their name only: this finds
-//! mistakes, it is no boundary against whoever may write there.
+//! Private keys on the node that others may read: every `*.key` under `pki/` and certsync's
+//! own directory (adopt's backups hold kubeadm's keys). A CA key a group or every local
+//! user may read lets any of them mint certificates the cluster trusts. Walked as
+//! [`super::audit::walk`] walks, a link never followed (certsync's `tls.key` links point
+//! into a revision judged itself). Keys are known by their name only: this finds mistakes,
+//! it is no boundary against whoever may write there.
 
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 use cap_std::fs::MetadataExt as _;
 
-use super::audit::{Met, walk};
+use super::audit::walk;
 use super::error::{FileProblem, Refusal};
 
-/// Where keys live, as node paths.
-const UNDER: [&str; 2] = ["/etc/kubernetes/pki", "/etc/kubernetes/certsync"];
-
-/// Every exposed private key under [`UNDER`] of the node at `dir`, sorted
-/// by node path, and what cannot be looked at: an unknown is not healthy.
+/// Every exposed private key under `pki/` and certsync's directory of the node at `dir`,
+/// sorted by node path, and what cannot be looked at: an unknown is not healthy.
 pub fn exposed(dir: &Path) -> Vec<Refusal> {
     let mut out = Vec::new();
-    for under in UNDER {
+    for under in ["/etc/kubernetes/pki", "/etc/kubernetes/certsync"] {
+        let unreadable = |path: &str, problem| {
+            let path = path.to_owned();
+            (path.clone(), Refusal::KeysUnreadable { path, problem })
+        };
         let root = match super::moves::open_beneath(dir, under) {
             Ok(r) => r,
             Err(FileProblem::Missing) => continue,
             Err(e) => {
-                let problem = format!("could not be opened: {e}");
-                let path = under.to_owned();
-                out.push((path.clone(), Refusal::KeysUnreadable { path, problem }));
+                out.push(unreadable(under, format!("could not be opened: {e}")));
                 continue;
             }
         };
-        walk(&root, under, 0, &mut 0, &mut |met| match met {
-            Met::Entry { path, name, meta } => {
-                if meta.file_type().is_file() && name.as_bytes().ends_with(b".key") {
-                    let (path, mode) = (path.to_owned(), meta.mode() & 0o7777);
-                    if meta.uid() != 0 {
-                        let uid = meta.uid();
-                        out.push((path.clone(), Refusal::KeyNotRoots { path, uid }));
-                    } else if mode & 0o077 != 0 {
-                        out.push((path.clone(), Refusal::KeyReadable { path, mode }));
-                    }
-                }
+        walk(&root, under, 0, &mut 0, &mut |path, met| {
+            let (name, meta) = match met {
+                Ok(entry) => entry,
+                Err(problem) => return out.push(unreadable(path, problem)),
+            };
+            if !meta.is_file() || !name.as_bytes().ends_with(b".key") {
+                return;
             }
-            Met::Problem { path, problem } => {
-                let path = path.to_owned();
-                out.push((path.clone(), Refusal::KeysUnreadable { path, problem }));
+            let (path, mode, uid) = (path.to_owned(), meta.mode() & 0o7777, meta.uid());
+            if uid != 0 {
+                out.push((path.clone(), Refusal::KeyNotRoots { path, uid }));
+            } else if mode & 0o077 != 0 {
+                out.push((path.clone(), Refusal::KeyReadable { path, mode }));
             }
         });
     }
