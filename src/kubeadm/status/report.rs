@@ -5,26 +5,18 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::super::trust::CaStatus;
-use super::super::warning::{Warning, WarningKind};
+use super::super::warning::{Warning, WarningKind, name_of};
 
 /// Why a node is not healthy: one exit code per class, its discriminant
-/// (docs/reference/exit-codes.md). When several apply, the exit code is
-/// the first in this order's.
+/// (docs/reference/exit-codes.md); of several, the first in this order's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 #[repr(u8)]
 pub enum Cause {
-    /// No adopted.json: certsync does not keep this node's certificates.
     NotAdopted = 2,
-    /// certsync's pod manifest is missing, or its `/readyz` does not answer.
     CertsyncDown,
-    /// certsync answers but is not ready (a renewal failing, a target broken).
     CertsyncNotReady,
-    /// A component manifest no longer names certsync's files.
     AdoptionLost,
-    /// A live certificate expired, late for renewal, or unreadable; a
-    /// private key under pki/ or certsync's directory that others may read;
-    /// or a kubelet bootstrap kubeconfig certsync's pod could have written.
     Certificate,
 }
 
@@ -42,7 +34,7 @@ impl Cause {
     }
 
     pub fn name(self) -> String {
-        super::super::warning::name_of(&self)
+        name_of(&self)
     }
 }
 
@@ -54,7 +46,6 @@ pub struct Problem {
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct PodStatus {
-    /// `/etc/kubernetes/manifests/certsync.yaml` exists.
     pub manifest: bool,
     pub image: Option<String>,
     pub admin_addr: Option<String>,
@@ -64,6 +55,7 @@ pub struct PodStatus {
     pub state: &'static str,
 }
 
+/// Times as RFC 3339 and as Unix `*_seconds` (0 when unknown).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct CertStatus {
     pub mapping: String,
@@ -72,14 +64,11 @@ pub struct CertStatus {
     pub options: String,
     pub not_before: Option<String>,
     pub not_after: Option<String>,
-    /// Unix time, as every `*_seconds`; 0 when unknown.
     pub not_after_seconds: i64,
-    /// The renewal window: certsync renews at a random point in it.
     pub renew_from: Option<String>,
     pub renew_by: Option<String>,
     pub renew_by_seconds: i64,
-    /// How long certsync may be down once the renewal window has ended:
-    /// notAfter minus the window's end (seconds).
+    /// How long certsync may be down once the renewal window has ended.
     pub outage_tolerance_seconds: i64,
     pub problem: Option<String>,
 }
@@ -98,9 +87,7 @@ pub struct ManifestStatus {
 pub struct Status {
     pub kubeadm_dir: PathBuf,
     pub adopted: bool,
-    /// The first backup's time, RFC 3339.
     pub adopted_since: Option<String>,
-    /// Adopt's backups (node paths), oldest first.
     pub backups: Vec<String>,
     pub pod: PodStatus,
     /// certsync's `/readyz` lines, or `unknown: certsync not running`.
@@ -111,24 +98,6 @@ pub struct Status {
     pub problems: Vec<Problem>,
     pub warnings: Vec<Warning>,
     pub checked_at_seconds: i64,
-}
-
-impl Status {
-    /// 0 when healthy, else the exit code of the first cause ([`Cause`]).
-    pub fn exit_code(&self) -> u8 {
-        self.problems
-            .iter()
-            .map(|p| p.cause)
-            .min()
-            .map_or(0, Cause::exit_code)
-    }
-
-    pub(super) fn problem(&mut self, cause: Cause, message: impl Into<String>) {
-        self.problems.push(Problem {
-            cause,
-            message: message.into(),
-        });
-    }
 }
 
 /// A gauge family: its name, help and samples (labels, value).
@@ -170,14 +139,22 @@ fn or_unknown(v: &Option<String>) -> &str {
 }
 
 impl Status {
-    /// The report as a person reads it.
+    /// 0 when healthy, else the exit code of the first cause.
+    pub fn exit_code(&self) -> u8 {
+        let first = self.problems.iter().map(|p| p.cause).min();
+        first.map_or(0, Cause::exit_code)
+    }
+
+    pub(super) fn problem(&mut self, cause: Cause, message: impl Into<String>) {
+        let message = message.into();
+        self.problems.push(Problem { cause, message });
+    }
+
     pub fn text(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(s, "node: {}", self.kubeadm_dir.display());
-        if self.adopted {
-            self.adopted_text(&mut s);
-        } else {
-            s.push_str("adopted: no\n");
+        let mut s = format!("node: {}\n", self.kubeadm_dir.display());
+        match self.adopted {
+            true => self.adopted_text(&mut s),
+            false => s.push_str("adopted: no\n"),
         }
         for w in &self.warnings {
             let _ = writeln!(s, "warning: {}", w.message);
@@ -241,11 +218,8 @@ impl Status {
             };
             let due = ["", "; renewal due (adopt renews it)"][usize::from(c.renewal_due)];
             let ends = or_unknown(&c.not_after);
-            let _ = writeln!(
-                s,
-                "  {} {}: ends {ends}{bundle}{earlier}{due}",
-                c.name, c.path
-            );
+            let (name, path) = (c.name, c.path);
+            let _ = writeln!(s, "  {name} {path}: ends {ends}{bundle}{earlier}{due}");
         }
         s.push_str("manifests:\n");
         for m in &self.manifests {
@@ -258,9 +232,8 @@ impl Status {
         }
     }
 
-    /// The report as Prometheus text, for node_exporter's textfile
-    /// collector (docs/reference/metrics.md): every series present whatever
-    /// the state, so an alert never waits for one to appear.
+    /// The report as Prometheus text (docs/reference/metrics.md): every
+    /// series present whatever the state, so an alert never waits for one.
     pub fn prometheus(&self) -> String {
         let node = |v: f64| vec![(String::new(), v)];
         let per_cert = |value: fn(&CertStatus) -> i64| {
@@ -268,10 +241,21 @@ impl Status {
             let certs = self.certificates.iter();
             certs.map(|c| (label(c), value(c) as f64)).collect()
         };
-        let per_ca = |cas: &mut dyn Iterator<Item = &CaStatus>, value: fn(&CaStatus) -> i64| {
+        let per_ca = |all: bool, value: fn(&CaStatus) -> i64| {
+            let cas = self.cas.iter().filter(|c| all || c.in_bundle.is_some());
             cas.map(|c| (labels(&[("ca", c.name)]), value(c) as f64))
                 .collect()
         };
+        let causes = Cause::ALL.iter().map(|c| {
+            let found = self.problems.iter().any(|p| p.cause == *c);
+            (labels(&[("cause", &c.name())]), flag(found))
+        });
+        let kinds = WarningKind::ALL.iter().map(|k| {
+            let found = self.warnings.iter().any(|w| w.kind == *k);
+            (labels(&[("kind", &k.name())]), flag(found))
+        });
+        let manifests = self.manifests.iter();
+        let manifests = manifests.map(|m| (labels(&[("manifest", &m.manifest)]), flag(m.adopted)));
         let [complete, timestamp] = run_families(true, self.checked_at_seconds);
         families_text([
             (
@@ -287,35 +271,20 @@ impl Status {
             (
                 "certsync_kubeadm_status_problem",
                 "1 when status found a problem of this cause (its exit code's class).",
-                Cause::ALL
-                    .iter()
-                    .map(|c| {
-                        let found = self.problems.iter().any(|p| p.cause == *c);
-                        (labels(&[("cause", &c.name())]), flag(found))
-                    })
-                    .collect(),
+                causes.collect(),
             ),
             (
                 "certsync_kubeadm_status_warning",
                 "1 when status warned of this kind: healthy now, but a date ahead or an outage \
                  of certsync stops the node unless someone acts.",
-                WarningKind::ALL
-                    .iter()
-                    .map(|k| {
-                        let found = self.warnings.iter().any(|w| w.kind == *k);
-                        (labels(&[("kind", &k.name())]), flag(found))
-                    })
-                    .collect(),
+                kinds.collect(),
             ),
             complete,
             timestamp,
             (
                 "certsync_kubeadm_manifest_adopted",
                 "1 when the component manifest still names certsync's files.",
-                self.manifests
-                    .iter()
-                    .map(|m| (labels(&[("manifest", &m.manifest)]), flag(m.adopted)))
-                    .collect(),
+                manifests.collect(),
             ),
             (
                 "certsync_kubeadm_certificate_not_after_seconds",
@@ -330,25 +299,21 @@ impl Status {
             (
                 "certsync_kubeadm_ca_not_after_seconds",
                 "The CA certificate's notAfter (Unix time); 0 when it cannot be read.",
-                per_ca(&mut self.cas.iter(), |c| c.not_after_seconds),
+                per_ca(true, |c| c.not_after_seconds),
             ),
             (
                 "certsync_kubeadm_ca_previous_not_after_seconds",
                 "The end of the CA's earliest earlier certificate still trusted beside the \
                  renewal (Unix time), ended or not: by then everything off the node must trust \
                  the renewal; 0 when there is none.",
-                per_ca(
-                    &mut self.cas.iter().filter(|c| c.in_bundle.is_some()),
-                    |c| c.previous_not_after_seconds,
-                ),
+                per_ca(false, |c| c.previous_not_after_seconds),
             ),
         ])
     }
 
-    /// The textfile of a status that failed before it could report
-    /// (adopt's record unreadable): that it failed, and when, so the
-    /// node's series say so instead of vanishing (an alert on one node's
-    /// missing series cannot tell a node gone from a report gone).
+    /// The textfile of a status that failed before it could report (adopt's
+    /// record unreadable): an alert on a node's missing series cannot tell a
+    /// node gone from a report gone.
     pub fn failed_prometheus(checked_at_seconds: i64) -> String {
         families_text(run_families(false, checked_at_seconds))
     }
