@@ -14,11 +14,10 @@ use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 
 use super::error::{FileProblem, KubeadmError, RevertError};
-use super::moves;
-use super::node;
 use super::paths::host;
 use super::plan::{self, backup_path};
 use super::record::{State, read_backup};
+use crate::validate::rfc3339;
 
 /// revert issues again, rather than hands back, a kubeadm certificate ending this soon.
 pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
@@ -33,20 +32,16 @@ pub(super) fn kubeadm_mode(node_path: &str) -> u32 {
     }
 }
 
-const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
-
 /// The CA that issues every kubeconfig's client certificate.
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
-
-/// kubeadm's certificate's notAfter, and that of the one issued again (Unix seconds).
-type Ends = (i64, i64);
 
 /// One of kubeadm's files as revert writes it, from `backup`.
 pub(super) struct Handback {
     pub node_path: String,
     pub bytes: Vec<u8>,
     pub backup: String,
-    pub reissued: Option<Ends>,
+    /// kubeadm's certificate's notAfter, and that of the one issued again (Unix seconds).
+    pub reissued: Option<(i64, i64)>,
     /// A kubeconfig whose CA data gets `pki/ca.crt` beside kubeadm's.
     pub ca_added: bool,
 }
@@ -59,51 +54,40 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
         return Err(RevertError::Unrecorded { missing }.into());
     }
     let deadline = crate::validate::unix_seconds(std::time::SystemTime::now()) + REVERT_MARGIN_SECS;
-    let mut all = Vec::new();
     // A CA renewed since goes into each kubeconfig's CA data; from pki/ca.crt, which
     // certsync's container cannot write.
     let renewal = match state.kubeconfigs.is_empty() {
         true => String::new(),
         false => super::node::read(dir, CA)?,
     };
+    let mut all = Vec::new();
     for (k, backup) in &state.kubeconfigs {
         all.push(kubeconfig(dir, k, backup, renewal.as_bytes(), deadline)?);
     }
-    for (p, backup) in &state.pairs {
-        all.extend(pair(dir, p, backup, deadline)?);
+    for (prefix, backup) in &state.pairs {
+        let (crt, key) = (format!("{prefix}.crt"), format!("{prefix}.key"));
+        let (kubeadms, kubeadms_key) = (
+            read_backup(dir, backup, &crt)?,
+            read_backup(dir, backup, &key)?,
+        );
+        let at = backup_path(dir, backup, &crt);
+        let der = crate::pem::exactly_one(&kubeadms, SectionKind::Certificate)
+            .map_err(|e| KubeadmError::file(&at, e))?;
+        let prefix = prefix.clone();
+        let ca = plan::pair_ca(dir, &prefix).ok_or(RevertError::NotAPair { prefix })?;
+        let (new, reissued) = renewed(dir, &at, &der, &ca, deadline)?.unzip();
+        let handback = |node_path, bytes, reissued| Handback {
+            node_path,
+            bytes,
+            backup: backup.clone(),
+            reissued,
+            ca_added: false,
+        };
+        all.push(handback(key, kubeadms_key, None));
+        let bytes = new.map_or(kubeadms, String::into_bytes);
+        all.push(handback(crt, bytes, reissued));
     }
     Ok(all)
-}
-
-fn pair(
-    dir: &Path,
-    prefix: &str,
-    backup: &str,
-    deadline: i64,
-) -> Result<[Handback; 2], KubeadmError> {
-    let (crt, key) = (format!("{prefix}.crt"), format!("{prefix}.key"));
-    let (saved_crt, saved_key) = (
-        read_backup(dir, backup, &crt)?,
-        read_backup(dir, backup, &key)?,
-    );
-    let at = backup_path(dir, backup, &crt);
-    let der = crate::pem::exactly_one(&saved_crt, SectionKind::Certificate)
-        .map_err(|e| KubeadmError::file(&at, e))?;
-    let ca = plan::pair_ca(dir, prefix).ok_or_else(|| RevertError::NotAPair {
-        prefix: prefix.to_owned(),
-    })?;
-    let (new, reissued) = renewed(dir, &at, &der, &ca, deadline)?.unzip();
-    let file = |node_path, bytes, reissued| Handback {
-        node_path,
-        bytes,
-        backup: backup.to_owned(),
-        reissued,
-        ca_added: false,
-    };
-    let bytes = new.map_or(saved_crt, |der| {
-        crate::pem::encode("CERTIFICATE", &der).into_bytes()
-    });
-    Ok([file(key, saved_key, None), file(crt, bytes, reissued)])
 }
 
 fn kubeconfig(
@@ -118,18 +102,13 @@ fn kubeconfig(
         .map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
     let data = client_certificate_data(&at, &text)?;
     let field = "client-certificate-data";
-    let der = crate::pem::exactly_one(
-        &super::node::base64_field(&at, field, data)?,
-        SectionKind::Certificate,
-    )
-    .map_err(|source| KubeadmError::file(&at, FileProblem::PemField { field, source }))?;
+    let pem = super::node::base64_field(&at, field, data)?;
+    let der = crate::pem::exactly_one(&pem, SectionKind::Certificate)
+        .map_err(|source| KubeadmError::file(&at, FileProblem::PemField { field, source }))?;
     let (new, reissued) = renewed(dir, &at, &der, CA, deadline)?.unzip();
+    let b64 = base64::engine::general_purpose::STANDARD;
     let text = match new {
-        Some(der) => text.replacen(
-            data,
-            &B64.encode(crate::pem::encode("CERTIFICATE", &der)),
-            1,
-        ),
+        Some(pem) => text.replacen(data, &b64.encode(pem), 1),
         None => text,
     };
     let both = ca_data_with(&at, &text, renewal)?;
@@ -142,47 +121,50 @@ fn kubeconfig(
     })
 }
 
-/// kubeadm's certificate `der` issued again by `ca` when it ends by `deadline`; the new one
-/// must outlast it. `None`: kubeadm's lasts.
+/// kubeadm's certificate `der` issued again by `ca` (PEM) when it ends by `deadline`, with
+/// both ends; the new one must outlast it. `None`: kubeadm's lasts.
 fn renewed(
     dir: &Path,
     at: &Path,
     der: &[u8],
     ca: &str,
     deadline: i64,
-) -> Result<Option<(Vec<u8>, Ends)>, KubeadmError> {
+) -> Result<Option<(String, (i64, i64))>, KubeadmError> {
     let not_after = |der: &[u8]| {
-        (node::parse(der).map(|c| c.validity().1)).map_err(|e| KubeadmError::file(at, e))
+        (super::node::parse(der).map(|c| c.validity().1)).map_err(|e| KubeadmError::file(at, e))
     };
     let kubeadms = not_after(der)?;
     if kubeadms > deadline {
         return Ok(None);
     }
-    let key = ca.replace(".crt", ".key");
-    let new = crate::source::ca::reissue(
-        at,
-        der,
-        &host(dir, ca),
-        &host(dir, &key),
-        std::time::SystemTime::now(),
-    )
-    .map_err(|source| RevertError::Reissue {
-        at: at.to_owned(),
-        ends: crate::validate::rfc3339(kubeadms),
-        ca: ca.to_owned(),
-        source: Box::new(source),
+    let (ca_crt, ca_key) = (host(dir, ca), host(dir, &ca.replace(".crt", ".key")));
+    let now = std::time::SystemTime::now();
+    let new = crate::source::ca::reissue(at, der, &ca_crt, &ca_key, now).map_err(|source| {
+        let (at, ends, ca) = (at.to_owned(), rfc3339(kubeadms), ca.to_owned());
+        let source = Box::new(source);
+        RevertError::Reissue {
+            at,
+            ends,
+            ca,
+            source,
+        }
     })?;
     let ends = not_after(&new)?;
     if ends <= deadline {
+        let (ca, at) = (ca.to_owned(), at.to_owned());
+        let (ends, kubeadms) = (rfc3339(ends), rfc3339(kubeadms));
         return Err(RevertError::CaEnds {
-            ca: ca.to_owned(),
-            ends: crate::validate::rfc3339(ends),
-            at: at.to_owned(),
-            kubeadms: crate::validate::rfc3339(kubeadms),
+            ca,
+            ends,
+            at,
+            kubeadms,
         }
         .into());
     }
-    Ok(Some((new, (kubeadms, ends))))
+    Ok(Some((
+        crate::pem::encode("CERTIFICATE", &new),
+        (kubeadms, ends),
+    )))
 }
 
 /// The one user's `client-certificate-data` as it stands in `text`: what is replaced when
@@ -194,9 +176,8 @@ pub(super) fn client_certificate_data<'a>(
     let bad = |problem: FileProblem| KubeadmError::file(at, problem);
     let config =
         crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(at, e))?;
-    let all: Vec<String> = config
-        .auth_infos
-        .iter()
+    let users = config.auth_infos.iter();
+    let all: Vec<String> = users
         .filter_map(|u| u.auth_info.as_ref()?.client_certificate_data.clone())
         .collect();
     let [data] = all.as_slice() else {
@@ -242,19 +223,19 @@ pub(super) fn ca_data_with(
 /// Writes `bytes` as `node_path` anew with [`kubeadm_mode`], renamed over the name beneath
 /// its directory's handle, never through a link: whatever was at the name is gone.
 pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
-    let (parent, name) = node_path
-        .rsplit_once('/')
-        .ok_or_else(|| RevertError::NotAFile {
-            node_path: node_path.to_owned(),
-        })?;
-    let d = moves::open_beneath(dir, parent).map_err(|blocked| RevertError::Blocked {
-        node_path: node_path.to_owned(),
-        blocked: Box::new(blocked),
+    let (parent, name) = node_path.rsplit_once('/').ok_or_else(|| {
+        let node_path = node_path.to_owned();
+        RevertError::NotAFile { node_path }
     })?;
+    let d = super::moves::open_beneath(dir, parent).map_err(|blocked| {
+        let (node_path, blocked) = (node_path.to_owned(), Box::new(blocked));
+        RevertError::Blocked { node_path, blocked }
+    })?;
+    let mode = kubeadm_mode(node_path);
     Ok(crate::writer::replace_beneath(
         &d,
         name,
-        kubeadm_mode(node_path),
+        mode,
         bytes,
         &host(dir, parent),
     )?)
