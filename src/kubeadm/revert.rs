@@ -8,32 +8,29 @@ use std::path::Path;
 
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::handback::{Handback, handbacks};
-use super::manifest::{self, KUBECONFIGS, Manifest};
+use super::manifest::{self, KUBECONFIGS, Manifest, manifest_path};
+use super::moves::{self, Left};
 use super::options::RevertOptions;
 use super::paths::{digest, host};
 use super::plan::{CONFIG, POD, STATE, targets};
 use super::record::State;
-use super::{moves, node};
+use super::{node, pod};
 use crate::validate::rfc3339;
-
-/// certsync's kubeconfigs for the controller-manager and scheduler.
-const OWN_KUBECONFIGS: [&str; 2] = ["controller-manager.conf", "scheduler.conf"];
 
 /// Everything revert would do on an adopted node, in its order: carrying it out reads the
 /// node again only to check what it wrote.
 pub struct RevertPlan {
     /// The newest backup: certsync's files move into it.
     pub newest: String,
-    pub pod: Option<super::pod::Current>,
+    pub pod: Option<pod::Current>,
     pub handbacks: Vec<Handback>,
     pub manifests: Vec<ManifestBack>,
     /// certsync's own files, moved or purged: its targets first, `targets` of them.
     pub own: Vec<String>,
     pub targets: usize,
-    pub purge: bool,
-    pub api_server_timeout: std::time::Duration,
+    pub opts: RevertOptions,
     /// The directories adopt made and what becomes of each: as foreseen, then as found.
-    pub dirs: Vec<(String, Result<moves::Left, RevertError>)>,
+    pub dirs: Vec<(String, Result<Left, RevertError>)>,
 }
 
 pub struct ManifestBack {
@@ -53,19 +50,20 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     // The CA bundles too: one left behind is one the next adopt, finding no record of it,
     // must refuse.
     let targets = targets(dir);
+    let kubeconfigs = ["controller-manager.conf", "scheduler.conf"];
     let own: Vec<String> = (targets.iter().cloned())
         .chain([CONFIG, manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
-        .chain(OWN_KUBECONFIGS.map(|f| format!("{KUBECONFIGS}/{f}")))
+        .chain(kubeconfigs.map(|f| format!("{KUBECONFIGS}/{f}")))
         .collect();
     // Moved or purged as root: none may be reached through a symlink (a compromised
     // container could have revert move or delete the host's files).
-    for t in &own {
-        if let Err(FileProblem::Link(link)) = moves::reach(dir, t) {
-            let path = t.clone();
+    for path in &own {
+        if let Err(FileProblem::Link(link)) = moves::reach(dir, path) {
+            let path = path.clone();
             return Err(RevertError::Symlink { link, path }.into());
         }
     }
-    let pod = node::read_optional(dir, POD)?.map(|p| super::pod::Current::parse(&p));
+    let pod = node::read_optional(dir, POD)?.map(|p| pod::Current::parse(&p));
     super::audit::kubelet_bootstrap(dir, true, pod.as_ref()).map_err(RevertError::Planted)?;
     let moving: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     Ok(Some(RevertPlan {
@@ -76,8 +74,7 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
         dirs: tidy(dir, &state.made_dirs, &moving, true),
         targets: targets.len(),
         own,
-        purge: opts.purge,
-        api_server_timeout: opts.api_server_timeout,
+        opts: opts.clone(),
     }))
 }
 
@@ -86,7 +83,7 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
 fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmError> {
     let mut all = Vec::new();
     for c in manifest::components() {
-        let path = super::manifest::manifest_path(c.name);
+        let path = manifest_path(c.name);
         let Some(now) = node::read_optional(dir, &path)? else {
             continue;
         };
@@ -122,30 +119,24 @@ pub(super) fn tidy(
     made: &[String],
     moving: &[String],
     dry: bool,
-) -> Vec<(String, Result<moves::Left, RevertError>)> {
-    let names_in = |d: &str| -> Vec<String> {
-        (moving.iter())
+) -> Vec<(String, Result<Left, RevertError>)> {
+    let tidy = |d: &String| {
+        let names: Vec<String> = (moving.iter())
             .filter_map(|p| p.strip_prefix(&format!("{d}/")))
             .filter(|name| !name.contains('/'))
             .map(str::to_owned)
-            .collect()
+            .collect();
+        (d.clone(), moves::remove_empty_dir(dir, d, &names, dry))
     };
-    (made.iter())
-        .map(|d| {
-            (
-                d.clone(),
-                moves::remove_empty_dir(dir, d, &names_in(d), dry),
-            )
-        })
-        .collect()
+    made.iter().map(tidy).collect()
 }
 
 impl RevertPlan {
     /// The API server's manifest, when revert writes it and waits for the API server.
     pub fn api_server(&self) -> Option<&ManifestBack> {
-        let path = manifest::manifest_path("kube-apiserver");
+        let path = manifest_path("kube-apiserver");
         let m = self.manifests.iter().find(|m| m.path == path)?;
-        (!self.api_server_timeout.is_zero()).then_some(m)
+        (!self.opts.api_server_timeout.is_zero()).then_some(m)
     }
 
     /// What a dry run would do (`done`: `None`), or what the real run did and then saw.
@@ -157,7 +148,7 @@ impl RevertPlan {
             format!(
                 "would wait up to {} for the API server to restart on kubeadm's files (serving \
                  {}, /readyz ok through admin.conf)\n",
-                humantime::format_duration(self.api_server_timeout),
+                humantime::format_duration(self.opts.api_server_timeout),
                 super::wait::serving_cert(&m.bytes).unwrap_or_default()
             )
         });
@@ -168,10 +159,10 @@ impl RevertPlan {
         )
     }
 
+    /// Each step's line, said as done or as what would be done: one renderer for both.
     fn text(&self, done: bool) -> String {
         let t = |did, would| if done { did } else { would };
-        let mut out = String::new();
-        let newest = &self.newest;
+        let (mut out, newest) = (String::new(), &self.newest);
         if self.pod.is_some() {
             let _ = writeln!(
                 out,
@@ -199,23 +190,14 @@ impl RevertPlan {
                     t("restored", "would restore")
                 ),
             };
-            if h.ca_added {
-                out.push_str(
-                    ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data",
-                );
-            }
+            let ca = ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data";
+            out.push_str(if h.ca_added { ca } else { "" });
             out.push('\n');
         }
         for m in &self.manifests {
             let path = &m.path;
             let _ = match &m.backup {
-                Some(backup) => {
-                    writeln!(
-                        out,
-                        "{} {path} from {backup}/",
-                        t("restored", "would restore")
-                    )
-                }
+                Some(b) => writeln!(out, "{} {path} from {b}/", t("restored", "would restore")),
                 None => writeln!(
                     out,
                     "{path} changed since adoption: {} adopt's flags and volumes out of it",
@@ -223,47 +205,35 @@ impl RevertPlan {
                 ),
             };
         }
-        let _ = if self.purge {
-            writeln!(
+        let what = "certsync's configuration, kubeconfigs, targets and CA bundles";
+        let _ = match self.opts.purge {
+            true => writeln!(out, "{} {what} (backups kept)", t("purged", "would purge")),
+            false => writeln!(
                 out,
-                "{} certsync's configuration, kubeconfigs, targets and CA bundles (backups kept)",
-                t("purged", "would purge")
-            )
-        } else {
-            writeln!(
-                out,
-                "{} certsync's configuration, kubeconfigs, targets and CA bundles \
-                 (pki/ca-bundle.crt, pki/etcd/ca-bundle.crt) into {newest}/ (nothing can use \
-                 them by accident there)",
+                "{} {what} (pki/ca-bundle.crt, pki/etcd/ca-bundle.crt) into {newest}/ (nothing \
+                 can use them by accident there)",
                 t("moved", "would move")
-            )
+            ),
         };
+        let holds_backups = super::record::BACKUPS.rsplit_once('/').map(|(up, _)| up);
         for (d, left) in &self.dirs {
-            out.push_str(&dir_line(d, left, done));
+            let why = match left {
+                Ok(Left::Absent) => continue,
+                Ok(Left::Removed) => {
+                    let (removed, empty) = (t("removed", "would remove"), "now empty");
+                    let empty = t(empty, "empty once certsync's files are out");
+                    let _ = writeln!(out, "{removed} {d}/ (adopt made it; {empty})");
+                    continue;
+                }
+                Ok(Left::Kept(why)) if holds_backups == Some(d.as_str()) => format!(
+                    "{why} (private keys and admin.conf's credential: remove it once the node \
+                     serves and they are no longer needed)"
+                ),
+                Ok(Left::Kept(why)) => why.clone(),
+                Err(why) => why.to_string(),
+            };
+            let _ = writeln!(out, "{} {d}/ in place: {why}", t("left", "would leave"));
         }
         out
-    }
-}
-
-fn dir_line(d: &str, left: &Result<moves::Left, RevertError>, done: bool) -> String {
-    let t = |did, would| if done { did } else { would };
-    match left {
-        Ok(moves::Left::Removed) => format!(
-            "{} {d}/ (adopt made it; {})\n",
-            t("removed", "would remove"),
-            t("now empty", "empty once certsync's files are out")
-        ),
-        Ok(moves::Left::Absent) => String::new(),
-        Ok(moves::Left::Kept(why)) => {
-            let holds_backups = super::record::BACKUPS.rsplit_once('/').map(|(up, _)| up);
-            let keys = if holds_backups == Some(d) {
-                " (private keys and admin.conf's credential: remove it once the node serves \
-                 and they are no longer needed)"
-            } else {
-                ""
-            };
-            format!("{} {d}/ in place: {why}{keys}\n", t("left", "would leave"))
-        }
-        Err(why) => format!("{} {d}/ in place: {why}\n", t("left", "would leave")),
     }
 }

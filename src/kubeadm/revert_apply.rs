@@ -2,6 +2,7 @@
 //! re-run completes from wherever it stopped.
 
 use std::path::Path;
+use std::time::Duration;
 
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::moves;
@@ -21,19 +22,16 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     if opts.dry_run {
         return Ok(plan.report(None, &warnings(&opts.dir)));
     }
-    apply(&opts.dir, &mut plan)
-        .await
-        .map_err(|e| RevertError::PartReverted {
-            source: Box::new(e),
-        })?;
-    let back = super::wait::api_server_back(
-        &opts.dir,
-        plan.api_server()
-            .map(|m| (m.path.as_str(), m.bytes.as_slice())),
-        opts.api_server_timeout,
-        ("kubeadm's", "reverted (every file is kubeadm's again)"),
-    )
-    .await?;
+    let part = |e| RevertError::PartReverted {
+        source: Box::new(e),
+    };
+    apply(&opts.dir, &mut plan).await.map_err(part)?;
+    let api_server = plan
+        .api_server()
+        .map(|m| (m.path.as_str(), m.bytes.as_slice()));
+    let did = ("kubeadm's", "reverted (every file is kubeadm's again)");
+    let back =
+        super::wait::api_server_back(&opts.dir, api_server, opts.api_server_timeout, did).await?;
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, now)
         .map(|w| format!("warning: {w}\n"))
@@ -69,7 +67,7 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
         replace_file(&host(dir, &m.path), 0o600, &m.bytes)?;
     }
     for t in &plan.own {
-        put_away(dir, newest, t, plan.purge)?;
+        put_away(dir, newest, t, plan.opts.purge)?;
     }
     let made: Vec<String> = plan.dirs.drain(..).map(|(d, _)| d).collect();
     plan.dirs = revert::tidy(dir, &made, &[STATE.to_owned()], false);
@@ -87,21 +85,17 @@ fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), Kubead
             let path = t.to_owned();
             return Err(RevertError::SymlinkNow { link, path }.into());
         }
+        _ if !purge => return move_away(dir, newest, t),
         _ => {}
     }
-    if !purge {
-        return move_away(dir, newest, t);
-    }
+    let node_path = t.to_owned();
     let gone = moves::remove(&host(dir, t));
-    Ok(gone.map_err(|source| RevertError::Purge {
-        node_path: t.to_owned(),
-        source,
-    })?)
+    Ok(gone.map_err(|source| RevertError::Purge { node_path, source })?)
 }
 
 /// How long revert waits for certsync's daemon to let go of its targets: the pod's grace
 /// period (30 s) after a kubelet's manifest poll.
-const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
+const CLAIM_WAIT: Duration = Duration::from_secs(90);
 
 /// certsync's claim on each of its `targets`, taken before they move: a daemon still
 /// stopping that published after its target moved would create it again in place, a
@@ -109,7 +103,7 @@ const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
 pub(super) async fn claim_targets(
     dir: &Path,
     targets: &[String],
-    wait: std::time::Duration,
+    wait: Duration,
 ) -> Result<Vec<Claim>, KubeadmError> {
     let mut claims = Vec::new();
     for t in targets {
@@ -118,22 +112,13 @@ pub(super) async fn claim_targets(
             continue;
         }
         let writer = Writer::existing(&path)?;
-        let claimed =
-            super::wait::poll(
-                wait,
-                std::time::Duration::from_millis(250),
-                async |_| match writer.claim() {
-                    Err(WriterError::Owned { pid, .. }) => Err(pid),
-                    other => Ok(other),
-                },
-            )
-            .await
-            .map_err(|pid| RevertError::StillHeld {
-                pid,
-                target: t.clone(),
-                secs: wait.as_secs(),
-            })??;
-        claims.push(claimed);
+        let claim = async |_| match writer.claim() {
+            Err(WriterError::Owned { pid, .. }) => Err(pid),
+            other => Ok(other),
+        };
+        let claimed = super::wait::poll(wait, Duration::from_millis(250), claim).await;
+        let (target, secs) = (t.clone(), wait.as_secs());
+        claims.push(claimed.map_err(|pid| RevertError::StillHeld { pid, target, secs })??);
     }
     Ok(claims)
 }
@@ -149,11 +134,12 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<(), KubeadmErr
     let name = base.file_name().unwrap_or_default().to_string_lossy();
     let mut kept = base.clone();
     for n in 1.. {
+        let io = |source| RevertError::Io {
+            path: kept.clone(),
+            source,
+        };
         if std::fs::symlink_metadata(&kept).is_err()
-            || moves::contained(&from, &kept).map_err(|source| RevertError::Io {
-                path: kept.clone(),
-                source,
-            })?
+            || moves::contained(&from, &kept).map_err(io)?
         {
             break;
         }
