@@ -434,12 +434,12 @@ async fn status_reads_certsync_yaml_as_run_does() {
     std::fs::write(&at, &text).expect("write");
     let read = mappings(dir.path()).expect("adopt's configuration");
     assert!(read.len() > 5, "{}", read.len());
-    for m in &read {
-        assert_eq!(m.renew.as_ref().ok(), Some(&(0.2, 0.25)), "{}", m.name);
+    for (m, renew) in &read {
+        assert_eq!(renew.as_ref().ok(), Some(&(0.2, 0.25)), "{}", m.mapping);
         assert!(
             m.options.starts_with("lifetime=8m, renew=20%-25%"),
             "{}: {}",
-            m.name,
+            m.mapping,
             m.options
         );
     }
