@@ -127,33 +127,32 @@ pub(super) fn walk(
 /// What is wrong with an entry of `mode` owned by `uid`, if anything; the mode of a symlink
 /// (`has_mode` false) means nothing and is not judged.
 fn judge(path: &str, mode: u32, uid: u32, has_mode: bool) -> Option<String> {
-    let mut why = Vec::new();
-    let is_dir = mode & 0o170_000 == 0o040_000;
-    if has_mode && mode & 0o4000 != 0 {
-        why.push("set-user-ID".to_owned());
-    }
-    if has_mode && !is_dir && mode & 0o2000 != 0 {
-        why.push("set-group-ID".to_owned());
-    }
+    let (is_dir, mode) = (mode & 0o170_000 == 0o040_000, mode & 0o7777);
     // Owned by root, as certsync kubeadm runs (a test, by its user): what kubeadm hands the
     // kubelet and the control plane is no one else's.
     let trust = Trust {
         owners: Owners::Me,
         ..Trust::STRICT
     };
+    let (shown, link, read_only) = (path.into(), !has_mode, false);
     let faults = trust.faults(&Entry {
-        shown: path.into(),
+        shown,
         uid,
-        mode: mode & 0o7777,
-        link: !has_mode,
-        read_only: false,
+        mode,
+        link,
+        read_only,
     });
-    if faults.group_writable {
-        why.push("writable by its group".to_owned());
-    }
-    if faults.others_writable {
-        why.push("writable by others".to_owned());
-    }
+    let found = [
+        (has_mode && mode & 0o4000 != 0, "set-user-ID"),
+        (has_mode && !is_dir && mode & 0o2000 != 0, "set-group-ID"),
+        (faults.group_writable, "writable by its group"),
+        (faults.others_writable, "writable by others"),
+    ];
+    let mut why: Vec<String> = found
+        .iter()
+        .filter(|f| f.0)
+        .map(|f| f.1.to_owned())
+        .collect();
     if faults.owner {
         let me = match nix::unistd::geteuid().as_raw() {
             0 => "root".to_owned(),
@@ -161,11 +160,6 @@ fn judge(path: &str, mode: u32, uid: u32, has_mode: bool) -> Option<String> {
         };
         why.push(format!("owned by uid {uid}, not {me}"));
     }
-    let mode = mode & 0o7777;
-    (!why.is_empty()).then(|| {
-        format!(
-            "{path} is {} (mode {mode:04o}, owner uid {uid})",
-            why.join(", ")
-        )
-    })
+    let why = why.join(", ");
+    (!why.is_empty()).then(|| format!("{path} is {why} (mode {mode:04o}, owner uid {uid})"))
 }

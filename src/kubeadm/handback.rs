@@ -32,10 +32,8 @@ pub(super) fn kubeadm_mode(node_path: &str) -> u32 {
     }
 }
 
-/// The CA that issues every kubeconfig's client certificate.
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
-/// One of kubeadm's files as revert writes it, from `backup`.
 pub(super) struct Handback {
     pub node_path: String,
     pub bytes: Vec<u8>,

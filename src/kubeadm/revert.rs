@@ -18,9 +18,8 @@ use super::{node, pod};
 use crate::validate::rfc3339;
 
 /// Everything revert would do on an adopted node, in its order: carrying it out reads the
-/// node again only to check what it wrote.
+/// node again only to check what it wrote. certsync's files move into the `newest` backup.
 pub struct RevertPlan {
-    /// The newest backup: certsync's files move into it.
     pub newest: String,
     pub pod: Option<pod::Current>,
     pub handbacks: Vec<Handback>,
@@ -40,8 +39,7 @@ pub struct ManifestBack {
     pub backup: Option<String>,
 }
 
-/// The plan for the node at `opts.dir`; `None` when it is not adopted. Reads only:
-/// everything that could refuse is found here.
+/// The plan for the node at `opts.dir` (`None`: not adopted): everything that could refuse.
 pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     let dir = &opts.dir;
     let Some(state) = State::read(dir)? else {
@@ -159,7 +157,6 @@ impl RevertPlan {
         )
     }
 
-    /// Each step's line, said as done or as what would be done: one renderer for both.
     fn text(&self, done: bool) -> String {
         let t = |did, would| if done { did } else { would };
         let (mut out, newest) = (String::new(), &self.newest);

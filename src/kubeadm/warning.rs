@@ -26,10 +26,6 @@ impl WarningKind {
         Self::KubeletConf,
         Self::ClusterInfo,
     ];
-
-    pub fn name(self) -> String {
-        name_of(&self)
-    }
 }
 
 /// A unit variant's name as serde writes it: one spelling for JSON, text and labels.

@@ -32,10 +32,6 @@ impl Cause {
     pub fn exit_code(self) -> u8 {
         self as u8
     }
-
-    pub fn name(self) -> String {
-        name_of(&self)
-    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -163,7 +159,7 @@ impl Status {
             s.push_str("healthy\n");
         }
         for p in &self.problems {
-            let _ = writeln!(s, "problem ({}): {}", p.cause.name(), p.message);
+            let _ = writeln!(s, "problem ({}): {}", name_of(&p.cause), p.message);
         }
         s
     }
@@ -248,11 +244,11 @@ impl Status {
         };
         let causes = Cause::ALL.iter().map(|c| {
             let found = self.problems.iter().any(|p| p.cause == *c);
-            (labels(&[("cause", &c.name())]), flag(found))
+            (labels(&[("cause", &name_of(c))]), flag(found))
         });
         let kinds = WarningKind::ALL.iter().map(|k| {
             let found = self.warnings.iter().any(|w| w.kind == *k);
-            (labels(&[("kind", &k.name())]), flag(found))
+            (labels(&[("kind", &name_of(k))]), flag(found))
         });
         let manifests = self.manifests.iter();
         let manifests = manifests.map(|m| (labels(&[("manifest", &m.manifest)]), flag(m.adopted)));
@@ -321,15 +317,14 @@ impl Status {
 
 /// `{k="v",...}`, values escaped as the exposition format requires.
 fn labels(pairs: &[(&str, &str)]) -> String {
+    let escape = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
     let body: Vec<String> = pairs
         .iter()
-        .map(|(k, v)| {
-            let v = v
-                .replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n");
-            format!("{k}=\"{v}\"")
-        })
+        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
         .collect();
     format!("{{{}}}", body.join(","))
 }
