@@ -138,7 +138,8 @@ impl RevertPlan {
     }
 
     /// What a dry run would do (`done`: `None`), or what the real run did and then saw.
-    pub fn report(&self, done: Option<(&str, &str)>, warnings: &str) -> String {
+    pub fn report(&self, done: Option<(&str, &str)>) -> String {
+        let warnings = super::audit::warnings(&self.opts.dir);
         if let Some((back, kubelet)) = done {
             return format!("{}{back}reverted\n{kubelet}{warnings}", self.text(true));
         }

@@ -18,9 +18,8 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
             "not adopted (no /etc/kubernetes/certsync/adopted.json): nothing to do\n".to_owned(),
         );
     };
-    let warnings = super::audit::warnings;
     if opts.dry_run {
-        return Ok(plan.report(None, &warnings(&opts.dir)));
+        return Ok(plan.report(None));
     }
     let part = |e| RevertError::PartReverted {
         source: Box::new(e),
@@ -36,7 +35,7 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, now)
         .map(|w| format!("warning: {w}\n"))
         .unwrap_or_default();
-    Ok(plan.report(Some((&back, &kubelet)), &warnings(&opts.dir)))
+    Ok(plan.report(Some((&back, &kubelet))))
 }
 
 /// Carries `plan` out; the directories adopt made are left in `plan` as found.
