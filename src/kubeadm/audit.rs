@@ -134,13 +134,12 @@ fn judge(path: &str, mode: u32, uid: u32, has_mode: bool) -> Option<String> {
         owners: Owners::Me,
         ..Trust::STRICT
     };
-    let (shown, link, read_only) = (path.into(), !has_mode, false);
     let faults = trust.faults(&Entry {
-        shown,
+        shown: path.into(),
         uid,
         mode,
-        link,
-        read_only,
+        link: !has_mode,
+        read_only: false,
     });
     let found = [
         (has_mode && mode & 0o4000 != 0, "set-user-ID"),

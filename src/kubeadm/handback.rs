@@ -64,10 +64,8 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
     }
     for (prefix, backup) in &state.pairs {
         let (crt, key) = (format!("{prefix}.crt"), format!("{prefix}.key"));
-        let (kubeadms, kubeadms_key) = (
-            read_backup(dir, backup, &crt)?,
-            read_backup(dir, backup, &key)?,
-        );
+        let kubeadms = read_backup(dir, backup, &crt)?;
+        let kubeadms_key = read_backup(dir, backup, &key)?;
         let at = backup_path(dir, backup, &crt);
         let der = crate::pem::exactly_one(&kubeadms, SectionKind::Certificate)
             .map_err(|e| KubeadmError::file(&at, e))?;
@@ -138,31 +136,25 @@ fn renewed(
     let (ca_crt, ca_key) = (host(dir, ca), host(dir, &ca.replace(".crt", ".key")));
     let now = std::time::SystemTime::now();
     let new = crate::source::ca::reissue(at, der, &ca_crt, &ca_key, now).map_err(|source| {
-        let (at, ends, ca) = (at.to_owned(), rfc3339(kubeadms), ca.to_owned());
-        let source = Box::new(source);
         RevertError::Reissue {
-            at,
-            ends,
-            ca,
-            source,
+            at: at.to_owned(),
+            ends: rfc3339(kubeadms),
+            ca: ca.to_owned(),
+            source: Box::new(source),
         }
     })?;
     let ends = not_after(&new)?;
     if ends <= deadline {
-        let (ca, at) = (ca.to_owned(), at.to_owned());
-        let (ends, kubeadms) = (rfc3339(ends), rfc3339(kubeadms));
         return Err(RevertError::CaEnds {
-            ca,
-            ends,
-            at,
-            kubeadms,
+            ca: ca.to_owned(),
+            ends: rfc3339(ends),
+            at: at.to_owned(),
+            kubeadms: rfc3339(kubeadms),
         }
         .into());
     }
-    Ok(Some((
-        crate::pem::encode("CERTIFICATE", &new),
-        (kubeadms, ends),
-    )))
+    let pem = crate::pem::encode("CERTIFICATE", &new);
+    Ok(Some((pem, (kubeadms, ends))))
 }
 
 /// The one user's `client-certificate-data` as it stands in `text`: what is replaced when
@@ -221,13 +213,12 @@ pub(super) fn ca_data_with(
 /// Writes `bytes` as `node_path` anew with [`kubeadm_mode`], renamed over the name beneath
 /// its directory's handle, never through a link: whatever was at the name is gone.
 pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
-    let (parent, name) = node_path.rsplit_once('/').ok_or_else(|| {
-        let node_path = node_path.to_owned();
-        RevertError::NotAFile { node_path }
-    })?;
-    let d = super::moves::open_beneath(dir, parent).map_err(|blocked| {
-        let (node_path, blocked) = (node_path.to_owned(), Box::new(blocked));
-        RevertError::Blocked { node_path, blocked }
+    let node = || node_path.to_owned();
+    let (parent, name) =
+        (node_path.rsplit_once('/')).ok_or_else(|| RevertError::NotAFile { node_path: node() })?;
+    let d = super::moves::open_beneath(dir, parent).map_err(|blocked| RevertError::Blocked {
+        node_path: node(),
+        blocked: Box::new(blocked),
     })?;
     let mode = kubeadm_mode(node_path);
     Ok(crate::writer::replace_beneath(

@@ -161,6 +161,7 @@ impl RevertPlan {
     fn text(&self, done: bool) -> String {
         let t = |did, would| if done { did } else { would };
         let (mut out, newest) = (String::new(), &self.newest);
+        let restore = t("restored", "would restore");
         if self.pod.is_some() {
             let _ = writeln!(
                 out,
@@ -182,11 +183,7 @@ impl RevertPlan {
                     rfc3339(kubeadms),
                     rfc3339(ends)
                 ),
-                None => write!(
-                    out,
-                    "{} {path} from {backup}/",
-                    t("restored", "would restore")
-                ),
+                None => write!(out, "{restore} {path} from {backup}/"),
             };
             let ca = ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data";
             out.push_str(if h.ca_added { ca } else { "" });
@@ -195,7 +192,7 @@ impl RevertPlan {
         for m in &self.manifests {
             let path = &m.path;
             let _ = match &m.backup {
-                Some(b) => writeln!(out, "{} {path} from {b}/", t("restored", "would restore")),
+                Some(b) => writeln!(out, "{restore} {path} from {b}/"),
                 None => writeln!(
                     out,
                     "{path} changed since adoption: {} adopt's flags and volumes out of it",
@@ -218,8 +215,8 @@ impl RevertPlan {
             let why = match left {
                 Ok(Left::Absent) => continue,
                 Ok(Left::Removed) => {
-                    let (removed, empty) = (t("removed", "would remove"), "now empty");
-                    let empty = t(empty, "empty once certsync's files are out");
+                    let removed = t("removed", "would remove");
+                    let empty = t("now empty", "empty once certsync's files are out");
                     let _ = writeln!(out, "{removed} {d}/ (adopt made it; {empty})");
                     continue;
                 }
