@@ -34,12 +34,14 @@ pub(super) fn kubeadm_mode(node_path: &str) -> u32 {
 
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
+/// kubeadm's certificate's notAfter, and that of the one issued again (Unix seconds).
+type Ends = (i64, i64);
+
 pub(super) struct Handback {
     pub node_path: String,
     pub bytes: Vec<u8>,
     pub backup: String,
-    /// kubeadm's certificate's notAfter, and that of the one issued again (Unix seconds).
-    pub reissued: Option<(i64, i64)>,
+    pub reissued: Option<Ends>,
     /// A kubeconfig whose CA data gets `pki/ca.crt` beside kubeadm's.
     pub ca_added: bool,
 }
@@ -125,7 +127,7 @@ fn renewed(
     der: &[u8],
     ca: &str,
     deadline: i64,
-) -> Result<Option<(String, (i64, i64))>, KubeadmError> {
+) -> Result<Option<(String, Ends)>, KubeadmError> {
     let not_after = |der: &[u8]| {
         (super::node::parse(der).map(|c| c.validity().1)).map_err(|e| KubeadmError::file(at, e))
     };
