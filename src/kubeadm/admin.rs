@@ -1,13 +1,10 @@
-//! How adopt and revert reach the API server: through admin.conf, a file a
-//! compromised certsync container may replace, so only kubeadm's shape of
-//! it is followed. A kubeconfig can make a root process read host files
-//! (`tokenFile`, file references), send them to a server of its choosing
-//! (`proxy-url`, `insecure-skip-tls-verify`, another CA) or run a command
-//! (`exec`, `auth-provider`); kubeadm writes only an embedded client pair,
-//! an embedded CA and a server, and anything else is refused, naming the
-//! field. Once adopt has backed admin.conf up (where the container only
-//! reads), the server and CA are the backup's; the live file contributes
-//! only its client pair, and only one the node's CA issued.
+//! How adopt and revert reach the API server: through admin.conf, which a
+//! compromised certsync container may replace. A kubeconfig can make a root
+//! process read host files, send them to a server of its choosing or run a
+//! command; kubeadm writes only an embedded client pair, an embedded CA and a
+//! server, and anything else is refused, naming the field. Once adopt has
+//! backed admin.conf up, the server and CA are the backup's; the live file
+//! gives only its client pair, and only one the node's CA issued.
 
 use std::path::Path;
 
@@ -99,8 +96,8 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> 
     Ok((cluster, user))
 }
 
-/// Refuses the cluster or user (`of`) `name` for its first field set of
-/// `fields`, else for its first unknown field (`other`).
+/// Refuses `of` `name` for its first field set of `fields`, else for its
+/// first unknown field.
 fn only_kubeadms(
     of: &'static str,
     name: &str,
@@ -129,8 +126,7 @@ fn parse(path: &Path, text: &str) -> Result<Kubeconfig, KubeadmError> {
     crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(path, e))
 }
 
-/// The client configuration adopt and revert use, from the node's
-/// admin.conf at `admin` and, once adopt has backed it up, the backup.
+/// The client configuration from admin.conf at `admin` and its backup.
 pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
     let dir = admin.parent().unwrap_or(Path::new("/"));
     let live = parse(admin, &node::read(dir, ADMIN)?)?;

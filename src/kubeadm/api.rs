@@ -1,7 +1,6 @@
-//! The ConfigMaps adopt and status read and write through admin.conf: one
-//! client, one deadline per call, and a write that carries the
-//! resourceVersion read, so a concurrent change fails it rather than being
-//! overwritten.
+//! The ConfigMaps read and written through admin.conf: one deadline per
+//! call, and a write carrying the resourceVersion read, so a concurrent
+//! change fails it rather than being overwritten.
 
 use std::time::Duration;
 
@@ -25,7 +24,6 @@ pub struct Map {
 }
 
 impl Map {
-    /// `call` (its `action`) on this ConfigMap's API within `timeout`.
     async fn call<T>(
         &self,
         config: &kube::Config,
@@ -53,7 +51,6 @@ impl Map {
         }
     }
 
-    /// The ConfigMap through `config`, `None` when there is none.
     pub async fn get(
         &self,
         config: &kube::Config,
@@ -65,7 +62,6 @@ impl Map {
         .await
     }
 
-    /// The ConfigMap through `config`; there being none is an error.
     pub async fn existing(
         &self,
         config: &kube::Config,
@@ -75,8 +71,7 @@ impl Map {
         (self.get(config, timeout).await?).ok_or(KubeadmError::NoMap { namespace, name })
     }
 
-    /// Writes `object`: created when it carries no resourceVersion (there
-    /// was none when read), else replaced at that version.
+    /// Created without a resourceVersion, else replaced at that version.
     pub async fn put(&self, config: &kube::Config, object: &ConfigMap) -> Result<(), KubeadmError> {
         let params = kube::api::PostParams::default();
         let replace = object.metadata.resource_version.is_some();

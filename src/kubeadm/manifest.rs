@@ -109,8 +109,8 @@ fn kubeconfig_flags(file: &str) -> Vec<Flag> {
     .into()
 }
 
-/// A flag naming kubeadm's etcd CA, given the bundle: the renewal is trusted before the CA
-/// in place ends.
+/// A flag naming kubeadm's etcd CA, given the bundle (a renewal is trusted
+/// before the CA in place ends).
 fn etcd_trust(flag: &'static str) -> Flag {
     (flag, format!("{PKI}/etcd/ca.crt"), ETCD_CA_BUNDLE.into())
 }
@@ -319,24 +319,19 @@ impl Manifest {
         ))
     }
 
-    /// Adds the volume and its read-only mount, each list kept sorted by name as kubeadm
-    /// writes them.
+    /// Adds the volume and its read-only mount, sorted by name as kubeadm does.
     pub fn add_volume(&mut self, v: &Volume) -> bool {
         if self.volume(&v.name).is_some() {
             return false;
         }
-        let mut host = Mapping::new();
-        host.insert("path".into(), v.path.clone().into());
-        host.insert("type".into(), v.kind.into());
-        let mut vol = Mapping::new();
-        vol.insert("hostPath".into(), Value::Mapping(host));
-        vol.insert("name".into(), v.name.clone().into());
-        let mut mount = Mapping::new();
-        mount.insert("mountPath".into(), v.path.clone().into());
-        mount.insert("name".into(), v.name.clone().into());
-        mount.insert("readOnly".into(), true.into());
-        insert_sorted(self.volumes(), Value::Mapping(vol), &v.name);
-        insert_sorted(self.mounts(), Value::Mapping(mount), &v.name);
+        let (name, path) = (v.name.as_str(), v.path.as_str());
+        // Keys in kubeadm's (sorted) order.
+        let yaml = |j| serde_yaml_ng::to_value(j).expect("strings and a bool are YAML");
+        let vol =
+            yaml(serde_json::json!({"hostPath": {"path": path, "type": v.kind}, "name": name}));
+        let mount = yaml(serde_json::json!({"mountPath": path, "name": name, "readOnly": true}));
+        insert_sorted(self.volumes(), vol, name);
+        insert_sorted(self.mounts(), mount, name);
         true
     }
 

@@ -15,8 +15,8 @@ pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))
 }
 
-/// The file's bytes if it exists, reached with no link followed ([`super::moves::reach`]):
-/// adopt reads as root where certsync's container may have planted one.
+/// The file's bytes if it exists, reached with no link followed: adopt reads
+/// as root where certsync's container may have planted one.
 pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, KubeadmError> {
     let path = host(dir, node_path);
     let walked = match super::moves::reach(dir, node_path) {
@@ -74,8 +74,8 @@ pub fn parse(der: &[u8]) -> Result<Certificate<'_>, FileProblem> {
     Certificate::read(der).map_err(FileProblem::NotCertificate)
 }
 
-/// What adopt, revert and status judge a certificate by (a CA is its subject and key,
-/// which a renewal keeps; times in Unix seconds).
+/// What a certificate is judged by (a CA is its subject and key, which a
+/// renewal keeps).
 #[derive(Debug, Clone)]
 pub struct Cert {
     pub der: Vec<u8>,
@@ -125,8 +125,7 @@ pub fn encryption_algorithm(name: &str) -> Option<KeyAlg> {
     (kubeadm_makes(alg) && alg.to_string().to_ascii_uppercase() == name).then_some(alg)
 }
 
-/// The key algorithm of `cert`'s key (kubeadm makes every key with one algorithm); `None`
-/// for one kubeadm does not make.
+/// The key algorithm of `cert`'s key; `None` for one kubeadm does not make.
 pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
     let der = first_certificate(dir, cert)?;
     let c = parse(&der).map_err(|e| e.of(cert))?;
@@ -145,7 +144,6 @@ pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), FileProblem
     signed_by(&leaf, template, &ca_cert, ca)
 }
 
-/// Checks `leaf`'s issuer name and signature against `ca_cert` (names for errors).
 pub fn signed_by(
     leaf: &Certificate<'_>,
     template: &str,

@@ -1,6 +1,5 @@
-//! certsync's static pod: its manifest, the generation token adopt gives
-//! it and the address its probes, adopt and status ask; the node's
-//! manifest read back once per run as [`Current`].
+//! certsync's static pod: its manifest, its generation token and the address
+//! its probes ask; the node's manifest read back as [`Current`].
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -8,18 +7,16 @@ use super::manifest::CONFIG;
 use super::options::DEFAULT_ADMIN_ADDR;
 use super::seen::Seen;
 
-/// The token that names certsync's pod for a configuration, the CAs'
-/// trust (the bundles' digest: a renewed CA is a new pod) and the pod as
-/// written without it (`shape`: image, admin address, probes, mounts), so
-/// adopt's gate counts only the pod it wrote, not an earlier one answering
-/// on the same port.
+/// The token naming certsync's pod for a configuration, the CAs' trust and
+/// the pod's `shape`, so adopt's gate counts only the pod it wrote, not an
+/// earlier one answering on the same port.
 pub fn generation(config: &[u8], trust: &str, shape: &str) -> String {
     let bytes = [config, trust.as_bytes(), shape.as_bytes()].join(&0);
     super::paths::digest(&bytes)[..16].to_owned()
 }
 
-/// Where to ask certsync listening on `admin`: an unspecified address
-/// (0.0.0.0, ::) on loopback, as its pod's probes do.
+/// Where to ask certsync listening on `admin`: an unspecified address on
+/// loopback, as its probes do.
 pub fn probe_addr(admin: SocketAddr) -> SocketAddr {
     let lo: IpAddr = match admin.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
@@ -29,22 +26,19 @@ pub fn probe_addr(admin: SocketAddr) -> SocketAddr {
     SocketAddr::new(lo, admin.port())
 }
 
-/// certsync's pod as its manifest on the node has it. Fails closed: a
-/// manifest that is not a Pod with a certsync container mounts nothing and
-/// names no generation.
+/// certsync's pod as its manifest has it. Fails closed: a manifest that is
+/// not a Pod with a certsync container mounts nothing and names no generation.
 #[derive(Debug)]
 pub struct Current {
-    /// The `--generation=` adopt gave it (none before generations).
     pub generation: Option<String>,
     /// Or why the probe cannot be asked.
     pub probe: Result<Probe, Seen>,
-    /// Node paths its certsync container mounts read-only from that same
-    /// host path.
+    /// Node paths its container mounts read-only from the same host path.
     read_only: Vec<String>,
 }
 
-/// The certsync container's image and `--admin-addr` (escaped), and
-/// where its readiness probe asks.
+/// The container's image and `--admin-addr` (escaped), and where its
+/// readiness probe asks.
 #[derive(Debug)]
 pub struct Probe {
     pub image: Option<String>,
@@ -53,7 +47,6 @@ pub struct Probe {
 }
 
 impl Current {
-    /// Anything unparsable is kept as the probe's error.
     pub fn parse(bytes: &[u8]) -> Self {
         Self::typed(bytes).unwrap_or_else(|why| Self {
             generation: None,
@@ -100,8 +93,8 @@ impl Current {
         self.read_only.iter().any(|p| p == node_path)
     }
 
-    /// Where it is asked (no probe: the `--admin-addr` default, where a
-    /// pod adopt wrote before that option listens) and its generation.
+    /// Where it is asked (no probe: the `--admin-addr` default) and its
+    /// generation.
     pub fn asked(&self) -> (SocketAddr, Option<&str>) {
         let addr = self.probe.as_ref().map_or(DEFAULT_ADMIN_ADDR, |p| p.addr);
         (addr, self.generation.as_deref())
@@ -131,7 +124,6 @@ fn probe_addr_of(c: &k8s_openapi::api::core::v1::Container) -> Result<SocketAddr
 pub struct Mount {
     pub name: String,
     pub path: String,
-    /// The hostPath type (`Directory`, `File`, `DirectoryOrCreate`).
     pub kind: &'static str,
     pub read_only: bool,
 }
@@ -144,8 +136,8 @@ pub struct Spec<'a> {
     pub mounts: Vec<Mount>,
 }
 
-/// certsync's static pod manifest, through a typed Pod: no value (an
-/// image, an address, a path) can change its shape.
+/// certsync's static pod manifest, through a typed Pod: no value can change
+/// its shape.
 pub fn manifest(spec: &Spec) -> Result<String, serde_yaml_ng::Error> {
     use serde_json::json;
     let probe = probe_addr(spec.admin);

@@ -1,6 +1,5 @@
-//! What adopt's and revert's waits last saw (`Seen`), and `NotReady`.
-//! A leaf: `error` holds these, and `wait` reaches `error` through every
-//! module it asks, so a type of `wait`'s there would close a circle.
+//! What adopt's and revert's waits last saw (`Seen`), and `NotReady`. A leaf:
+//! `error` holds these, so a type of `wait`'s there would close a circle.
 
 use std::net::SocketAddr;
 
@@ -9,8 +8,7 @@ pub type Problem = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Seen {
-    // certsync's pod, asked at its admin port (adopt's gate, a pod taken
-    // out, `kubeadm status`).
+    // certsync's pod, asked at its admin port.
     #[error("no answer from {addr} within 3 s")]
     Silent { addr: SocketAddr },
     #[error("nothing answers on {addr} ({problem})")]
@@ -22,8 +20,7 @@ pub enum Seen {
     Earlier { generation: String },
     #[error("a certsync without a generation answers (an earlier pod): {status} {body}")]
     Ungenerated { status: u16, body: String },
-    /// `why` is the pod's container's (a link's text, a certificate's
-    /// names): escaped, as adopt prints it to a terminal.
+    /// `why` is the container's (a link's text): escaped.
     #[error(
         "certsync's pod answers ready, but target {target} holds no live pair of its CA's: {}",
         crate::escape(why)
@@ -41,8 +38,7 @@ pub enum Seen {
          started; no component was pointed at it"
     )]
     Changed { path: String },
-    /// Writing or reading the pod's files (paths the container may have
-    /// named: escaped).
+    /// Writing or reading the pod's files (paths it may have named: escaped).
     #[error("{}", crate::escape(&.0.to_string()))]
     Failed(#[source] Problem),
 
@@ -100,12 +96,9 @@ pub enum Seen {
 pub struct NotReady {
     pub image: String,
     pub generation: String,
-    /// `--ready-timeout`, as given.
     pub timeout: String,
     pub seen: Seen,
-    /// The kubelet's view (the mirror pod), or where to look on the node.
     pub pod: String,
-    /// What adopt put back, and how the node is.
     pub undone: String,
 }
 

@@ -1,20 +1,17 @@
-//! The CAs' end: each kubeadm CA certificate renewed with its own key
-//! (`source::ca::renew_ca`: same subject, key and key identifier, a new
-//! notAfter) once less than [`RENEW_LEFT`] of its span is left, and a
-//! bundle of the CA's certificates (in place and renewed) for each
-//! component that loads trust only at start: etcd (`--trusted-ca-file`,
-//! `--peer-trusted-ca-file`), the API server (`--etcd-cafile`), the
-//! controller-manager (`--root-ca-file`). Their manifests carry the
-//! bundles' digest, so a renewal restarts them; what re-reads trust reads
-//! the CA file itself, which holds exactly the renewal.
+//! The CAs' end: each kubeadm CA renewed with its own key
+//! (`source::ca::renew_ca`) once less than [`RENEW_LEFT`] of its span is
+//! left, and a bundle of its certificates (in place and renewed) for each
+//! component that loads trust only at start (etcd, the API server's
+//! `--etcd-cafile`, the controller-manager's `--root-ca-file`), whose
+//! manifests carry the bundles' digest so a renewal restarts them.
 //!
 //! A bundle is made from adopt's record (`adopted.json`, which certsync's
-//! container cannot write) and the CA certificate in place, never from the
-//! bundle file: one in `pki/` an older certsync pod could have written
-//! (the CA's subject and key, made with the CA key, ending in 2100) would
-//! otherwise stay trusted. Of the record, only unended certificates of the
-//! CA's own subject and key that Go reads are kept (etcd refuses a bundle
-//! holding one it cannot parse). A bundle adopt did not write is refused.
+//! container cannot write) and the CA in place, never from the bundle file:
+//! one an older certsync pod wrote (the CA's subject and key, signed with the
+//! CA key, ending in 2100) would otherwise stay trusted. Of the record, only
+//! unended certificates of the CA's subject and key that Go reads are kept
+//! (etcd refuses a bundle it cannot parse). A bundle adopt did not write is
+//! refused.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,8 +27,7 @@ use super::record::STATE;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
 
-/// A CA certificate is renewed when less than this share of its span is
-/// left: a ten-year CA from its second year on.
+/// Renewed when less than this share of its span is left.
 pub const RENEW_LEFT: (i64, i64) = (9, 10);
 
 /// kubeadm's CAs: (name, certificate, key, its bundle, if any).
@@ -88,9 +84,8 @@ fn pem(der: &[u8]) -> String {
     crate::pem::encode("CERTIFICATE", der)
 }
 
-/// A CA's span without its 5-minute backdate (kubeadm's and
-/// `renew_ca`'s): right after a renewal all of it is left, so the next
-/// adopt does not renew it again, however short the span.
+/// A CA's span without its backdate: right after a renewal all of it is left,
+/// so the next adopt does not renew it again.
 fn effective_span(from: i64, to: i64) -> i64 {
     (to - from - BACKDATE_SECS).max(1)
 }
@@ -101,8 +96,7 @@ fn due_from(from: i64, to: i64) -> i64 {
 
 const BACKDATE_SECS: i64 = 300;
 
-/// The renewals and bundles for the node at `dir` at `now`, from adopt's
-/// `record` (empty on a first adopt, `adopted` false) and the cluster's
+/// The renewals and bundles at `now`, from adopt's `record` and the cluster's
 /// certificates (`published`; `None`: the API server out of reach).
 pub fn plan(
     dir: &Path,
@@ -128,9 +122,8 @@ pub fn plan(
             None => Vec::new(),
         };
         // The cluster's CA certificate, unless due, is taken: never a second
-        // renewal of this node's own. Never one ending before the one in
-        // place (unless that is due): a replayed older renewal would swap
-        // them back and forth, restarting the components each time.
+        // renewal. Never one ending before the one in place (unless due): a
+        // replayed older renewal would swap them, restarting the components.
         let due = now_s > due_from(from, to);
         let taken = theirs
             .last()
@@ -172,9 +165,8 @@ pub fn plan(
             renewed_to: (current != *der).then_some(ends),
             due_from: due_from(from, to),
         });
-        // The cluster's certificates when taken (every node the same);
-        // else the recorded, the cluster's and the one in place; then the
-        // current one. Only those that have not ended.
+        // The cluster's when taken (every node the same); else the recorded,
+        // the cluster's and the one in place; then the current one. Unended.
         let mut certs: Vec<Vec<u8>> = Vec::new();
         let kept = match bundle.filter(|_| !is_taken) {
             Some(b) => recorded(dir, record, b, &ca)?,
@@ -207,13 +199,12 @@ pub fn plan(
     Ok(trust)
 }
 
-/// The certificates published for a CA (PEM, at `map_key`) with their
-/// validity; refused unless each is the CA's own as `renew_ca` makes it:
-/// the subject and key of `ca` (the one in place), signed by that key
-/// (only a holder of the CA key can), read as Go reads it, every field but
-/// serial and validity the one in place's (a server's certificate or name
-/// constraints made with the key would break every component's trust),
-/// valid at `now`, ending no later than a renewal made now (`span`).
+/// The certificates published for a CA with their validity; refused unless
+/// each is the CA's own as `renew_ca` makes it: `ca`'s subject and key, signed
+/// by that key, read as Go reads it, every field but serial and validity the
+/// one in place's (a server's certificate or name constraints made with the
+/// key would break every component's trust), valid at `now`, ending no later
+/// than a renewal made now.
 fn cluster_certs(
     map_key: &str,
     pem: &str,
@@ -226,7 +217,6 @@ fn cluster_certs(
     ));
     let refuse = |why| KubeadmError::file(&at, FileProblem::NotTheCas(why));
     let in_place = node::parse(&ca.der).map_err(|e| KubeadmError::file(&at, e))?;
-    // Every field of a TBSCertificate but serial and validity.
     fn fields<'a>(t: &'a TbsCertificate<'a>) -> impl PartialEq + 'a {
         let uids = (&t.issuer_uid, &t.subject_uid);
         let names = (&t.signature, &t.issuer, &t.subject, &t.subject_pki);
@@ -249,9 +239,8 @@ fn cluster_certs(
                 .map_err(|_| refuse("not signed by the CA's key"))?;
             crate::x509::strict_certificate(&c)
                 .map_err(|e| KubeadmError::file(&at, FileProblem::NotAsGoReads(Box::new(e))))?;
-            // The same signed part under other signature bytes (an ECDSA
-            // signature's s flipped needs no key): no renewal, and taken it
-            // would rewrite the CA and restart what loads it at every adopt.
+            // Other signature bytes over the same part (an ECDSA s flipped
+            // needs no key) would rewrite the CA at every adopt.
             if x.signed_part().as_ref() == in_place.signed_part().as_ref() && c != ca.der {
                 return Err(refuse("the certificate in place under another signature"));
             }
@@ -270,8 +259,8 @@ fn cluster_certs(
         .collect()
 }
 
-/// The bundle file to write unless it holds `text` (`n` certificates);
-/// one adopt did not write (`adopted` false) is refused.
+/// The bundle file to write unless it holds `text`; one adopt did not write
+/// (`adopted` false) is refused.
 fn bundle_file(
     dir: &Path,
     name: &str,
@@ -289,8 +278,8 @@ fn bundle_file(
     node::to_write(dir, bundle, 0o644, what, text.into_bytes(), not_adopts)
 }
 
-/// What adopt recorded for `bundle` that is the CA `ca` (subject and
-/// key) and that Go reads, in order, once each, with its end.
+/// What adopt recorded for `bundle` that is `ca` (subject and key) and that
+/// Go reads, once each, with its end.
 fn recorded(
     dir: &Path,
     record: &Record,
@@ -324,20 +313,18 @@ pub struct CaStatus {
     pub renewal_due: bool,
     /// The bundle the components load at start holds it (`None`: no bundle).
     pub in_bundle: Option<bool>,
-    /// The end of the earliest earlier certificate adopt keeps in the
-    /// bundle (0: none), ended or not: by then whatever trusts only it
-    /// (kubelets, cluster-info, copied kubeconfigs) must trust this one.
+    /// The end of the earliest earlier certificate kept in the bundle (0:
+    /// none): by then whatever trusts only it must trust this one.
     pub previous_not_after_seconds: i64,
     pub previous_not_after: Option<String>,
-    /// The ends of every earlier certificate kept beside it (what issued
-    /// leaves may have been cut at).
+    /// The ends of every earlier certificate kept beside it.
     #[serde(skip)]
     pub earlier_ends: Vec<i64>,
     pub problem: Option<String>,
 }
 
-/// Each CA on the node at `now`, and warnings for a renewal due and for
-/// this node's kubelet.conf, whose CA data only a kubelet restart re-reads.
+/// Each CA at `now`, with warnings for a renewal due and for kubelet.conf,
+/// whose CA data only a kubelet restart re-reads.
 pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warning>) {
     let mut cas = Vec::new();
     let mut warnings = Vec::new();
@@ -394,10 +381,9 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
     (cas, warnings)
 }
 
-/// The bundle `b` of the CA in place (`ca`): whether it holds it, the
-/// earlier certificates adopt recorded ([`recorded`]), and what is wrong:
-/// unreadable, not holding it, or holding one neither in place nor
-/// recorded (a file certsync's container could have written: another key
+/// The bundle `b` of `ca`: whether it holds it, the earlier certificates
+/// recorded, and what is wrong, such as holding one neither in place nor
+/// recorded (certsync's container could have written it: another key
 /// trusted by etcd, the API server and the controller-manager).
 fn bundle_part(
     c: &mut CaStatus,
@@ -417,8 +403,6 @@ fn bundle_part(
     c.in_bundle = Some(has);
     let earlier = kept.iter().filter(|(k, _)| k != der);
     c.earlier_ends = earlier.map(|(_, end)| *end).collect();
-    // What trusts only the oldest (a kubelet that joined before the first
-    // renewal) stops first.
     let previous = c.earlier_ends.iter().copied().min().unwrap_or(0);
     c.previous_not_after_seconds = previous;
     c.previous_not_after = (previous > 0).then(|| rfc3339(previous));
@@ -455,8 +439,8 @@ pub(super) const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
 /// A kubeconfig's text and the CA certificates (DER) it embeds.
 type Embedded = (String, Vec<Vec<u8>>);
 
-/// This node's kubelet.conf and the CA certificates it embeds; `None`
-/// when there is none, or when it names its CA by file (kubeadm's).
+/// kubelet.conf and the CA certificates it embeds; `None` when there is
+/// none or it names its CA by file.
 pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError> {
     let at = host(dir, KUBELET);
     let Some(bytes) = node::read_optional(dir, KUBELET)? else {
@@ -471,9 +455,8 @@ pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError>
     Ok(Some((text, node::certificates(&at, &data)?)))
 }
 
-/// [`stale_trust`] of this node's [`kubelet_conf`] and the CA certificate
-/// `der`; one that cannot be read is a problem: what the kubelet trusts
-/// cannot be judged.
+/// [`stale_trust`] of [`kubelet_conf`] and the CA `der`; an unreadable one
+/// is a problem.
 fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
     let fails = "the kubelet cannot verify the API server";
     match kubelet_conf(dir) {
@@ -486,8 +469,8 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
     }
 }
 
-/// After revert: this node's kubelet.conf when it lacks the CA certificate
-/// in place (a renewal): nothing watches it once the node is kubeadm's.
+/// After revert: kubelet.conf lacking the CA in place (nothing watches it
+/// once the node is kubeadm's).
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
     let (ca, _) = node::ca_file(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
@@ -496,10 +479,8 @@ pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> 
     kubelet_trust(dir, &ca.der, now, fix).map(|(_, why)| why)
 }
 
-/// When `trusted` (what `who` trusts, DER) lacks the CA certificate in
-/// place (`der`): a problem (`true`, saying `fails`) once all of them have
-/// ended at `now` (an unreadable end counts as ended), else a warning;
-/// each says `fix`.
+/// When `trusted` (what `who` trusts) lacks the CA `der`: a problem (`true`,
+/// saying `fails`) once all have ended (unreadable: ended), else a warning.
 pub(super) fn stale_trust(
     who: &str,
     trusted: &[Vec<u8>],

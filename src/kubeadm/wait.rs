@@ -1,24 +1,17 @@
-//! adopt's and revert's waits, each one [`poll`] with a deadline whose
-//! last look is what was seen ([`Seen`]).
+//! adopt's and revert's waits: one [`poll`] with a deadline whose last look
+//! is what was seen ([`Seen`]).
 //!
 //! adopt's gate ([`ready`]), passed before any component manifest names
-//! certsync's targets: certsync's pod of this adoption ready (its
-//! `/readyz` answers with the generation token adopt put in its arguments,
-//! so an earlier pod on the same port is not taken for it), and every
-//! target holding a live pair its CA issued: a node whose components read
-//! files no running certsync renews stops when those files end.
+//! certsync's targets: certsync's pod of this adoption answers `/readyz` with
+//! the generation token adopt gave it (an earlier pod on the same port is not
+//! taken for it), and every target holds a live pair its CA issued. A liveness
+//! gate, not a security boundary: a local process can answer with the
+//! (predictable) token, and certsync's container reads the CA keys, so it is
+//! host root already (docs/security.md); what it cannot do is make adopt or
+//! revert take its files for kubeadm's.
 //!
-//! A liveness gate, not a security boundary: it stops an image the node
-//! cannot run or a configuration certsync refuses. A local process bound
-//! to the admin port first can answer with the token (the configuration is
-//! predictable), and certsync's own container can make the pairs (it reads
-//! the CA keys): it is host root through those keys already
-//! (docs/security.md); what it cannot do is make adopt or revert take its
-//! files for kubeadm's.
-//!
-//! [`take_out`]: a pod taken out, gone. [`api_server_back`] ends adopt and
-//! revert: "adopted" or "reverted" is said only of a node whose API server
-//! serves again on the files its new manifest names.
+//! [`api_server_back`] ends adopt and revert: "adopted" or "reverted" is said
+//! only of a node whose API server serves again on the files its manifest names.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -33,8 +26,8 @@ use super::plan;
 use super::seen::{Problem, Seen};
 use crate::validate::rfc3339;
 
-/// Calls `check` (given the time since the first call) every `every`
-/// until it answers `Ok`; once `limit` has passed, its last `Err`.
+/// `check` (given the time since the first call) every `every` until `Ok`;
+/// once `limit` has passed, its last `Err`.
 pub async fn poll<T, E>(
     limit: Duration,
     every: Duration,
@@ -73,15 +66,13 @@ async fn look(addr: SocketAddr, generation: &str) -> Result<(), Seen> {
 const READYZ_TIMEOUT: Duration = Duration::from_secs(3);
 const READYZ_LIMIT: usize = 64 << 10;
 
-/// What certsync's `/readyz` answered, with the answering pod's
-/// [`crate::admin::GENERATION_HEADER`].
+/// certsync's `/readyz` answer and its [`crate::admin::GENERATION_HEADER`].
 pub(super) struct Readyz {
     pub status: u16,
     pub generation: Option<String>,
     pub body: String,
 }
 
-/// `GET http://ADDR/readyz` for adopt's gate and `kubeadm status`.
 pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
     let ask = async {
         let stream = tokio::net::TcpStream::connect(addr).await?;
@@ -115,8 +106,7 @@ pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
     }
 }
 
-/// Targets whose live pair is missing, unreadable, not its CA's or has
-/// ended: (node path, why).
+/// Targets without a live pair of their CA's: (node path, why).
 pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let mut dead = Vec::new();
@@ -135,10 +125,9 @@ pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
     dead
 }
 
-/// The file `name` of the target at `target` (a node path), opened
-/// beneath the target's handle: a link the pod left there never leads
-/// adopt (root) out of it, and a FIFO is refused without an open that
-/// blocks. A regular file, 1 MiB at most.
+/// The file `name` of the directory `target` (a node path), opened beneath
+/// its handle: a link the pod left there never leads adopt (root) out of it,
+/// and a FIFO is refused without an open that blocks.
 fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, KubeadmError> {
     let opened = super::moves::open_beneath(dir, target)
         .map_err(|e| KubeadmError::file(Path::new(target), e))?;
@@ -152,8 +141,8 @@ fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, Kubeadm
     .map_err(|e| KubeadmError::file(&Path::new(target).join(name), e))
 }
 
-/// adopt's gate, saying every [`PROGRESS_EVERY`] what it last saw and the
-/// pod's state (a wait of minutes is never silent).
+/// adopt's gate, saying every [`PROGRESS_EVERY`] what it saw and the pod's
+/// state (a wait of minutes is never silent).
 pub async fn ready(
     dir: &Path,
     addr: SocketAddr,
@@ -200,13 +189,11 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// less what the first check took).
 pub const STOPPED_AFTER: Duration = Duration::from_secs(40);
 
-/// certsync's pod `pod`, asked at `asked` (address, generation), taken
-/// out by `take` (its manifest removed or backed up), then stopped: not
-/// answering for 5 s in a row within twice [`STOPPED_AFTER`] (else
-/// [`Seen::StillAnswers`]), and [`STOPPED_AFTER`] passed since. A file the
-/// host writes after this is out of that container's reach (a rename over
-/// a file it mounts read-only leaves the new file writable to it): the one
-/// wait adopt and revert make before writing what it could reach.
+/// certsync's pod `pod`, asked at `asked` (address, generation), taken out
+/// by `take`, then stopped: silent for 5 s in a row within twice
+/// [`STOPPED_AFTER`] (else [`Seen::StillAnswers`]), and [`STOPPED_AFTER`]
+/// passed. Only then is a file the host writes out of that container's reach
+/// (a rename over a file it mounts read-only leaves the new one writable to it).
 pub async fn take_out<E>(
     take: impl FnOnce() -> Result<(), E>,
     asked: (SocketAddr, Option<&str>),
@@ -238,9 +225,8 @@ pub async fn take_out<E>(
     Ok(stopped)
 }
 
-/// Whether `seen` is the pod being taken out still answering: one of its
-/// generation; when that is not `known` (not the Pod adopt writes), any
-/// answer at all, since whose it is cannot be told.
+/// Whether the pod taken out still answers: one of its generation; when that
+/// is not `known`, any answer, since whose it is cannot be told.
 fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     match seen {
         Ok(()) | Err(Seen::Starting { .. }) => true,
@@ -249,10 +235,9 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     }
 }
 
-/// The kubelet's view of certsync's pod, asked of the API server within
-/// `limit`: its mirror pod `kube-system/certsync-NODE` (NODE: etcd's
-/// `--name`, the node's name in kubeadm) and its last log line; else what
-/// to check on the node.
+/// The kubelet's view of certsync's pod within `limit`: its mirror pod
+/// `kube-system/certsync-NODE` (NODE: etcd's `--name`) and its last log
+/// line; else what to check on the node.
 pub async fn pod_state(dir: &Path, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
         `crictl ps -a --name certsync` and `crictl logs` of its container";
@@ -308,8 +293,7 @@ fn container(pod: &Pod) -> Option<&ContainerStatus> {
     pod.status.as_ref()?.container_statuses.as_ref()?.first()
 }
 
-/// The mirror pod `name`'s container in words: image, state, last state
-/// and last log line; `None` without a status.
+/// The mirror pod `name`'s container in words; `None` without a status.
 pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<String> {
     const SAID_MAX: usize = 600;
     let c = container(pod)?;
@@ -335,29 +319,23 @@ pub(super) fn described(name: &str, pod: &Pod, log: Option<&str>) -> Option<Stri
     if let Some(line) = log.and_then(|l| l.lines().rfind(|l| !l.trim().is_empty())) {
         said.push_str(&format!("; its last log line: {line}"));
     }
-    // Every field is the container's or the kubelet's words: runs of
-    // white space folded (padding that wraps a forged line onto a row of
-    // its own), cut, then escaped.
+    // The container's words: white space folded (padding that wraps a forged
+    // line onto a row of its own), cut, escaped.
     let folded: String = said.split_whitespace().collect::<Vec<_>>().join(" ");
     let cut: String = folded.chars().take(SAID_MAX).collect();
     Some(crate::escape(&cut).into_owned())
 }
 
-/// A restart for a changed manifest shows within this (the kubelet reads
-/// static pod manifests every 20 s); a manifest written back to what runs
-/// restarts nothing, so ready with no gap by then is as it should be.
+/// A changed manifest's restart shows within this (the kubelet reads them
+/// every 20 s); one written back to what runs restarts nothing.
 const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
 
-/// After adopt or revert wrote the API server's manifest `(path, bytes)`
-/// (`None` or a zero `timeout`: not waited for), the API server restarted
-/// on the files (`files`: whose) it names: the line that says so, else
-/// `did` and what was last seen. At its own address (`--advertise-address`,
-/// `--secure-port`: admin.conf's server may be a load balancer) it serves
-/// the certificate its `--tls-cert-file` holds now (re-read each time:
-/// certsync may renew it), and `/readyz` answers ok through admin.conf
-/// after a gap or once [`RESTART_SEEN_WITHIN`] has passed: a change that
-/// keeps the certificate is proven by the gap, one that changes it by the
-/// certificate.
+/// After the API server's manifest `(path, bytes)` was written (`None` or a
+/// zero `timeout`: no wait), the API server back on the `files` it names: at
+/// its own address (admin.conf's server may be a load balancer) it serves
+/// what its `--tls-cert-file` holds now (certsync may renew it), and `/readyz`
+/// answers through admin.conf after a gap or once [`RESTART_SEEN_WITHIN`] has
+/// passed (a change keeping the certificate is proven by the gap).
 pub async fn api_server_back(
     dir: &Path,
     manifest: Option<(&str, &[u8])>,
@@ -438,8 +416,8 @@ pub fn serving_cert(manifest: &[u8]) -> Option<String> {
         .flag(TLS_CERT_FILE)
 }
 
-/// Whether `check`'s address serves the certificate at the node path
-/// `cert`, read beneath its directory's handle (the pod writes it).
+/// Whether `check`'s address serves the certificate at node path `cert`
+/// (read beneath its directory: the pod writes it).
 async fn served_as_named(
     dir: &Path,
     cert: &str,
