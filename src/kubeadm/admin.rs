@@ -20,6 +20,10 @@ pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> {
+    let missing = |of, name: &str| FileProblem::NoNamed {
+        of,
+        name: crate::escape(name).into_owned(),
+    };
     let context = kc
         .current_context
         .as_ref()
@@ -30,25 +34,21 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> 
         .clusters
         .iter()
         .find(|c| c.name == context.cluster)
-        .ok_or_else(|| FileProblem::NoCluster {
-            name: crate::escape(&context.cluster).into_owned(),
-        })?;
+        .ok_or_else(|| missing("cluster", &context.cluster))?;
     let user_name = context.user.clone().unwrap_or_default();
     let named_user = kc
         .auth_infos
         .iter()
         .find(|u| u.name == user_name)
-        .ok_or_else(|| FileProblem::NoUser {
-            name: crate::escape(&user_name).into_owned(),
-        })?;
+        .ok_or_else(|| missing("user", &user_name))?;
     let cluster = named_cluster
         .cluster
         .as_ref()
-        .ok_or(FileProblem::EmptyCluster)?;
+        .ok_or(FileProblem::Empty("cluster"))?;
     let user = named_user
         .auth_info
         .as_ref()
-        .ok_or(FileProblem::EmptyUser)?;
+        .ok_or(FileProblem::Empty("user"))?;
     let cluster_fields = [
         (
             "certificate-authority",

@@ -161,14 +161,11 @@ pub enum FileProblem {
     // admin.conf not as kubeadm writes it. Names are escaped: the file may be the container's.
     #[error("no current context")]
     NoContext,
-    #[error("no cluster {name:?}")]
-    NoCluster { name: String },
-    #[error("no user {name:?}")]
-    NoUser { name: String },
-    #[error("its cluster is empty")]
-    EmptyCluster,
-    #[error("its user is empty")]
-    EmptyUser,
+    /// `of`: "cluster" or "user".
+    #[error("no {of} {name:?}")]
+    NoNamed { of: &'static str, name: String },
+    #[error("its {0} is empty")]
+    Empty(&'static str),
     #[error("{of} {name:?} has {field}; {ACCEPTED}")]
     Field {
         of: &'static str,

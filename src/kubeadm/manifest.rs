@@ -237,36 +237,12 @@ impl Manifest {
         true
     }
 
-    fn list(&mut self, path: &[&str]) -> &mut Vec<Value> {
-        let mut v = &mut self.pod;
-        for p in path {
-            if v.get(*p).is_none()
-                && let Value::Mapping(m) = v
-            {
-                m.insert((*p).into(), Value::Sequence(vec![]));
-            }
-            v = &mut v[*p];
-        }
-        if !v.is_sequence() {
-            *v = Value::Sequence(vec![]);
-        }
-        v.as_sequence_mut().expect("made a sequence above")
-    }
-
     fn volumes(&mut self) -> &mut Vec<Value> {
-        self.list(&["spec", "volumes"])
+        list(&mut self.pod["spec"]["volumes"])
     }
 
     fn mounts(&mut self) -> &mut Vec<Value> {
-        let c = &mut self.pod["spec"]["containers"][0];
-        if c.get("volumeMounts").is_none()
-            && let Value::Mapping(m) = c
-        {
-            m.insert("volumeMounts".into(), Value::Sequence(vec![]));
-        }
-        c["volumeMounts"]
-            .as_sequence_mut()
-            .expect("volumeMounts is a list")
+        list(&mut self.pod["spec"]["containers"][0]["volumeMounts"])
     }
 
     pub fn annotation(&self, key: &str) -> Option<String> {
@@ -341,6 +317,15 @@ impl Manifest {
         self.mounts().retain(|v| v["name"] != name);
         self.volumes().len() != before
     }
+}
+
+/// `v` as a list (made one when it is not: the mapping holding it was
+/// checked in [`Manifest::parse`]).
+fn list(v: &mut Value) -> &mut Vec<Value> {
+    if !v.is_sequence() {
+        *v = Value::Sequence(vec![]);
+    }
+    v.as_sequence_mut().expect("made a sequence above")
 }
 
 fn insert_sorted(list: &mut Vec<Value>, item: Value, name: &str) {

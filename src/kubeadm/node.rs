@@ -45,9 +45,8 @@ pub fn to_write(
         (Some(_), Some(refused)) => return Err(refused),
         (before, _) => before,
     };
-    let path = node_path.to_owned();
     Ok(Some(FileWrite {
-        path,
+        path: node_path.to_owned(),
         before,
         mode,
         what,

@@ -32,20 +32,20 @@ pub struct FileWrite {
 
 impl FileWrite {
     pub fn action(&self) -> &'static str {
-        if self.before.is_some() {
-            "replace"
-        } else {
-            "create"
-        }
+        action(&self.before)
+    }
+}
+
+fn action(before: &Option<Vec<u8>>) -> &'static str {
+    if before.is_some() {
+        "replace"
+    } else {
+        "create"
     }
 }
 
 fn action_json<S: serde::Serializer>(before: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(if before.is_some() {
-        "replace"
-    } else {
-        "create"
-    })
+    s.serialize_str(action(before))
 }
 
 fn octal<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
