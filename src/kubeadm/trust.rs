@@ -20,7 +20,7 @@ use std::time::SystemTime;
 use x509_parser::certificate::TbsCertificate;
 
 use super::error::{FileProblem, KubeadmError};
-use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE};
+use super::manifest::{CA_BUNDLE, ETCD_CA_BUNDLE, KUBELET_CONF as KUBELET};
 use super::node::{self, Cert};
 use super::paths::{FileWrite, host};
 use super::record::STATE;
@@ -422,8 +422,6 @@ fn bundle_part(
     }
 }
 
-pub(super) const KUBELET: &str = "/etc/kubernetes/kubelet.conf";
-
 /// A kubeconfig's text and the CA certificates (DER) it embeds.
 type Embedded = (String, Vec<Vec<u8>>);
 
@@ -460,7 +458,7 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
 /// After revert: kubelet.conf lacking the CA in place (nothing watches it
 /// once the node is kubeadm's).
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
-    let (ca, _) = node::ca_file(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
+    let (ca, _) = node::ca_file(dir, CAS[0].1).ok()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";

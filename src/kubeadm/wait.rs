@@ -241,7 +241,7 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
 pub async fn pod_state(dir: &Path, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
         `crictl ps -a --name certsync` and `crictl logs` of its container";
-    let Some(node_name) = node::read(dir, "/etc/kubernetes/manifests/etcd.yaml")
+    let Some(node_name) = node::read(dir, &super::manifest::manifest_path("etcd"))
         .ok()
         .and_then(|t| super::manifest::Manifest::parse(&t).ok()?.flag("name"))
     else {

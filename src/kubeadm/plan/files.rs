@@ -5,7 +5,9 @@ use std::path::Path;
 use serde_yaml_ng::Value;
 
 use super::super::error::{KubeadmError, Refusal};
-use super::super::manifest::{BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, P, PE};
+use super::super::manifest::{
+    BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, KUBELET_CONF, P, PE,
+};
 use super::super::options::Options;
 use super::super::paths::{FileWrite, digest, host};
 use super::super::{node, pod, trust};
@@ -89,12 +91,12 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
     }
     let current = crate::writer::CaCluster::Current;
     let Some(new) = crate::writer::with_ca_data(&text, current, ca_bundle)
-        .map_err(|e| KubeadmError::file(&host(dir, trust::KUBELET), e))?
+        .map_err(|e| KubeadmError::file(&host(dir, KUBELET_CONF), e))?
     else {
         return Ok(None);
     };
     Ok(Some(FileWrite {
-        path: trust::KUBELET.to_owned(),
+        path: KUBELET_CONF.to_owned(),
         before: Some(text.into_bytes()),
         mode: 0o600,
         what: format!(
