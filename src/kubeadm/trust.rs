@@ -190,15 +190,7 @@ pub fn plan(
         }
         bundles.push(text.clone());
         trust.record.insert(bundle.to_owned(), pems);
-        let what = format!(
-            "{name}'s certificates side by side ({}), for the components that load trust only \
-             at start",
-            certs.len()
-        );
-        // One adopt did not write is refused.
-        let not_adopts =
-            (!adopted).then(|| KubeadmError::file(&host(dir, bundle), FileProblem::NotAdopts));
-        let file = node::to_write(dir, bundle, 0o644, what, text.into_bytes(), not_adopts)?;
+        let file = bundle_file(dir, name, bundle, certs.len(), text, adopted)?;
         trust.files.extend(file);
     }
     trust.digest = super::paths::digest(bundles.concat().as_bytes())[..16].to_owned();
@@ -264,6 +256,25 @@ fn cluster_certs(
             Ok((c.clone(), from, to))
         })
         .collect()
+}
+
+/// The bundle file to write unless it holds `text` (`n` certificates); one
+/// adopt did not write (`adopted` false) is refused.
+fn bundle_file(
+    dir: &Path,
+    name: &str,
+    bundle: &str,
+    n: usize,
+    text: String,
+    adopted: bool,
+) -> Result<Option<FileWrite>, KubeadmError> {
+    let what = format!(
+        "{name}'s certificates side by side ({n}), for the components that load trust only at \
+         start"
+    );
+    let not_adopts =
+        (!adopted).then(|| KubeadmError::file(&host(dir, bundle), FileProblem::NotAdopts));
+    node::to_write(dir, bundle, 0o644, what, text.into_bytes(), not_adopts)
 }
 
 /// What adopt recorded for `bundle` that is `ca` (subject and key) and that
