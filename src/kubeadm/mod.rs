@@ -1,19 +1,12 @@
 //! `certsync kubeadm adopt` and `revert`: a kubeadm control-plane node's
 //! certificates handed to certsync's `ca:` mappings, and back; `status`:
-//! whether a node is adopted and healthy.
-//!
-//! The layout is the one `docs/guides/kubeadm-control-plane.md` found on
-//! kubeadm v1.36's own manifests: etcd's targets under `pki/etcd/certsync`
-//! (the only part of `pki` its pod mounts), the API server's under
-//! `pki/certsync`, the controller-manager and scheduler given kubeconfigs of
-//! certsync's that reference their client targets by file. Manifests change
-//! only in what kubeadm writes for a ClusterConfiguration's `extraArgs` and
-//! `extraVolumes`; the ClusterConfiguration in the `kubeadm-config`
-//! ConfigMap stays kubeadm's (see `cluster`).
-//!
-//! Every path is the node's (`/etc/kubernetes/...`), read and written below
-//! `--kubeadm-dir` (the same directory on a real node; a node's directory
-//! seen from elsewhere in tests).
+//! whether a node is adopted and healthy. The layout is
+//! `docs/guides/kubeadm-control-plane.md`'s: etcd's targets under
+//! `pki/etcd/certsync` (the only part of `pki` its pod mounts), the rest under
+//! `pki/certsync`; manifests change only as a ClusterConfiguration's
+//! `extraArgs`/`extraVolumes` would change them, and the ClusterConfiguration
+//! stays kubeadm's. Every path is the node's (`/etc/kubernetes/...`), read and
+//! written below `--kubeadm-dir`.
 
 mod admin;
 mod api;
