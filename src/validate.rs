@@ -15,7 +15,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustls::pki_types::pem::{self, PemObject, SectionKind};
+use rustls::pki_types::pem::{self, SectionKind};
 use rustls::pki_types::{
     PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
     SubjectPublicKeyInfoDer,
@@ -25,8 +25,12 @@ use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::pem::READ_DIFFERENTLY;
 use crate::x509::Certificate;
 
+mod blocks;
+mod error;
 mod leaf;
 
+use blocks::pem_blocks;
+pub use error::{ValidationError, rfc3339};
 use leaf::leaf_facts;
 pub use leaf::{Leaf, bundle_judged_by, leaf_of, leaf_of_bundle};
 
@@ -83,108 +87,6 @@ pub struct Policy {
 pub struct Validated {
     /// `None` for a CA-only bundle.
     pub leaf: Option<Leaf>,
-}
-
-#[derive(Debug, thiserror::Error, Clone, PartialEq)]
-pub enum ValidationError {
-    #[error("bundle is {size} bytes, over the {limit}-byte limit (largest file: {file})")]
-    TooLarge {
-        file: String,
-        size: usize,
-        limit: usize,
-    },
-    #[error("{file}: required file is missing")]
-    Missing { file: String },
-    #[error("{file}: file is empty")]
-    Empty { file: String },
-    #[error("{file}: not valid PEM: {problem}")]
-    Pem { file: String, problem: &'static str },
-    #[error("{file}: no CERTIFICATE block found")]
-    NoCertificate { file: String },
-    /// Not one certificate, with nothing after it.
-    #[error("{file}: certificate #{index} does not parse as X.509: {source}")]
-    BadCertificate {
-        file: String,
-        index: usize,
-        #[source]
-        source: Box<crate::x509::X509Error>,
-    },
-    /// Parsed by x509-parser but refused by Go's reader: published over
-    /// the last good pair, it would stop a Kubernetes component at its
-    /// next start.
-    #[error("{file}: certificate #{index} does not parse as X.509: {source}")]
-    NotAsGoReads {
-        file: String,
-        index: usize,
-        #[source]
-        source: Box<crate::x509::X509Error>,
-    },
-    #[error(
-        "{file}: no private key found (expected PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)"
-    )]
-    NoKey { file: String },
-    #[error("{file}: {count} private keys found, expected exactly one")]
-    MultipleKeys { file: String, count: usize },
-    #[error("{file}: private key is encrypted; certsync needs an unencrypted key")]
-    EncryptedKey { file: String },
-    #[error("{file}: private key cannot be loaded: {source}")]
-    UnsupportedKey {
-        file: String,
-        #[source]
-        source: Box<rustls::Error>,
-    },
-    #[error("{file}: private key cannot be loaded: the key type cannot report its public key")]
-    NoPublicKey { file: String },
-    #[error("{file}: holds a private key, which would be published with certificate permissions")]
-    KeyInCertFile { file: String },
-    #[error("{file}: holds a private key but this mapping carries only a CA bundle")]
-    UnexpectedKey { file: String },
-    #[error("{key_file} does not match the leaf certificate in {cert_file}")]
-    KeyMismatch { cert_file: String, key_file: String },
-    #[error(
-        "{cert_file}: the key matches certificate #{index}, not the first one; the leaf must come first"
-    )]
-    LeafNotFirst { cert_file: String, index: usize },
-    #[error("{file}: certificate expired at {}", rfc3339(*not_after))]
-    Expired { file: String, not_after: i64 },
-    #[error(
-        "{file}: certificate is not valid before {}, beyond the clock-skew allowance",
-        rfc3339(*not_before)
-    )]
-    NotYetValid { file: String, not_before: i64 },
-    #[error("{file}: not PEM; add allow-non-pem to the mapping to publish it as it is")]
-    NotPem { file: String },
-    #[error(
-        "{key_file}: a private key with no certificate to pair with (expected {stem}.crt, \
-         {stem}.pem or the certificate in the same file)"
-    )]
-    Unpaired { key_file: String, stem: String },
-}
-
-impl ValidationError {
-    /// A short, fixed label for metrics and events (never a Debug string).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::TooLarge { .. } => "too_large",
-            Self::Missing { .. } => "missing_file",
-            Self::Empty { .. } => "empty",
-            Self::Pem { .. } => "bad_pem",
-            Self::NoCertificate { .. } => "no_certificate",
-            Self::BadCertificate { .. } | Self::NotAsGoReads { .. } => "bad_certificate",
-            Self::NoKey { .. } => "no_key",
-            Self::MultipleKeys { .. } => "multiple_keys",
-            Self::EncryptedKey { .. } => "encrypted_key",
-            Self::UnsupportedKey { .. } | Self::NoPublicKey { .. } => "unsupported_key",
-            Self::KeyInCertFile { .. } => "key_in_cert_file",
-            Self::UnexpectedKey { .. } => "unexpected_key",
-            Self::KeyMismatch { .. } => "key_mismatch",
-            Self::LeafNotFirst { .. } => "leaf_not_first",
-            Self::Expired { .. } => "expired",
-            Self::NotYetValid { .. } => "not_yet_valid",
-            Self::NotPem { .. } => "not_pem",
-            Self::Unpaired { .. } => "unpaired_key",
-        }
-    }
 }
 
 /// Checks `bundle` against `policy`. Pure: no I/O, no clock but `policy.now`.
@@ -386,47 +288,12 @@ pub fn certificates_only(bytes: &[u8]) -> bool {
     }
 }
 
-/// A Unix timestamp as RFC 3339 (the raw number if it predates 1970).
-pub fn rfc3339(secs: i64) -> String {
-    u64::try_from(secs).map_or_else(
-        |_| secs.to_string(),
-        |s| humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(s)).to_string(),
-    )
-}
-
 /// Seconds since the Unix epoch (negative before it).
 pub fn unix_seconds(t: SystemTime) -> i64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
     }
-}
-
-/// Splits `bytes` into PEM sections. Sections with labels pki-types does not
-/// know are skipped by it, so encrypted keys are detected here first: skipping
-/// them silently would turn "encrypted key" into a vaguer "no key".
-fn pem_blocks(file: &str, bytes: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, ValidationError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ValidationError::Empty { file: file.into() });
-    }
-    let contains = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
-    if contains(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || contains(b"Proc-Type: 4,ENCRYPTED") {
-        return Err(ValidationError::EncryptedKey { file: file.into() });
-    }
-    let pem_err = |problem| ValidationError::Pem {
-        file: file.into(),
-        problem,
-    };
-    let blocks = <(SectionKind, Vec<u8>)>::pem_slice_iter(bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| pem_err(crate::pem::problem(&e)))?;
-    if blocks.is_empty() {
-        return Err(pem_err("no PEM blocks found"));
-    }
-    if !crate::pem::go_reads_the_same(bytes, blocks.iter().map(|(k, d)| (*k, d.as_slice()))) {
-        return Err(pem_err(READ_DIFFERENTLY));
-    }
-    Ok(blocks)
 }
 
 /// The certificates of `blocks` in order; each must parse as X.509 (and as

@@ -1,7 +1,7 @@
 //! `certsync csr review`: pending CSRs with the approver's verdict, and
 //! what `--approve` or `--deny` did.
 
-use super::Finished;
+use super::error::{CommandError, Finished, print};
 use crate::cli::ReviewArgs;
 use crate::inspect::render;
 
@@ -13,7 +13,7 @@ pub fn review(a: &ReviewArgs) -> Finished {
         a.policy.check()?;
     }
     let (text, done) = look(a)?;
-    super::print(&text)?;
+    print(&text)?;
     for line in done {
         eprintln!("{line}");
     }
@@ -21,7 +21,7 @@ pub fn review(a: &ReviewArgs) -> Finished {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), super::CommandError> {
+async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
     let settings = crate::source::client::ClientSettings {
         kubeconfig: a.kubeconfig.clone(),
         context: a.context.clone(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{CommandError, Finished, LOG_TARGET};
+use super::error::{CommandError, Finished, LOG_TARGET, print};
 use crate::cli::{ApproveArgs, RunArgs};
 use crate::config::{Config, Flag, Settings};
 use crate::metrics::Metrics;
@@ -80,7 +80,7 @@ impl Daemon {
 pub fn run(args: RunArgs, flags: &[Flag]) -> Finished {
     let settings = Settings::load(args, flags)?;
     if settings.args.print_config {
-        super::print(&crate::config::print_config(&settings)?)?;
+        print(&crate::config::print_config(&settings)?)?;
         return Ok(0);
     }
     let config = Config::build(&settings)?;

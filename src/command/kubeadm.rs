@@ -1,7 +1,7 @@
 //! `certsync kubeadm adopt|revert|status`: each command's flags made into
 //! what the library is asked to do, and what it printed.
 
-use super::Finished;
+use super::error::{Finished, print};
 use crate::cli::{AdoptArgs, PlanOutput, RevertArgs, StatusArgs, StatusOutput};
 use crate::kubeadm::{Options, RevertOptions};
 
@@ -47,7 +47,7 @@ pub async fn adopt(a: &AdoptArgs) -> Finished {
 #[tokio::main(flavor = "current_thread")]
 pub async fn revert(a: &RevertArgs) -> Finished {
     let text = crate::kubeadm::revert(&RevertOptions::from(a)).await?;
-    super::print(&text)?;
+    print(&text)?;
     Ok(0)
 }
 
@@ -74,6 +74,6 @@ pub async fn status(a: &StatusArgs) -> Finished {
         StatusOutput::Json => serde_json::to_string_pretty(&s)? + "\n",
         StatusOutput::Prometheus => s.prometheus(),
     };
-    super::print(&text)?;
+    print(&text)?;
     Ok(s.exit_code())
 }

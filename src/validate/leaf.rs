@@ -4,7 +4,7 @@
 
 use rustls::pki_types::pem::SectionKind;
 
-use super::pem_blocks;
+use super::blocks::pem_blocks;
 use crate::bundle::{Bundle, CERT_FILE};
 use crate::x509::Certificate;
 
