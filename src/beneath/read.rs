@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use super::{Links, PathError, Start, Walked, walk};
+use super::walk::{Links, PathError, Start, Walked, walk};
 
 /// `path` as given (from `/`, or from the working directory), symlinks as
 /// `links` says, opened for reading if it is a regular file.

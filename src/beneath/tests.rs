@@ -5,6 +5,8 @@ use std::os::fd::AsFd as _;
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
 
+use nix::sys::stat::Mode;
+
 use super::*;
 
 fn set_mode(p: &Path, m: u32) {

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::{Entry, PathError};
+use super::walk::{Entry, PathError};
 
 /// Whose entries are accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

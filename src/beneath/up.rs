@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use nix::sys::stat::{FileStat, SFlag};
 
-use super::{Entry, Links, PathError, Start, Walked, kind, open_dir, walk};
+use super::walk::{Entry, Links, PathError, Start, Walked, kind, open_dir, walk};
 
 /// `dir` (shown as `shown`) and every directory above it, by `..` from the
 /// descriptor of the one below, up to `/`: each as an [`Entry`] with its
