@@ -15,47 +15,24 @@ mod ca;
 mod csr;
 mod process;
 mod ready;
+mod registrar;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Metric, Registry, Unit};
+use prometheus_client::registry::{Registry, Unit};
 
 use ca::CaMetrics;
 use csr::CsrMetrics;
 pub use ready::NotReady;
-use ready::Readiness;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MappingLabel {
-    mapping: Name,
-}
-
-/// A mapping's name as a label value, shared by every series of the
-/// mapping (see `Metrics::name`).
-type Name = Arc<String>;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    mapping: Name,
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    mapping: Name,
-    reason: &'static str,
-}
-
-/// Labels of fixed names and values (`[("method", "signal")]`), in order.
-type Labels<const N: usize> = [(&'static str, &'static str); N];
+use ready::{Live, Readiness, Validity, unattended};
+use registrar::{FloatGauge, Labels, MappingLabel, Name, ReasonLabels, Registrar, ResultLabels};
 
 /// The one series of `certsync_build_info`: this build's version.
 const THIS_BUILD: Labels<1> = [("version", env!("CARGO_PKG_VERSION"))];
@@ -75,25 +52,6 @@ const SYNC_RESULTS: [&str; 8] = [
 
 /// Every `reason` of `certsync_admin_connections_closed_total`.
 const ADMIN_CLOSE_REASONS: [&str; 2] = ["limit", "timeout"];
-
-type FloatGauge = Gauge<f64, AtomicU64>;
-
-/// What is known about a mapping's current certificate.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Validity {
-    not_before: i64,
-    not_after: i64,
-}
-
-/// A mapping's live revision, as far as expiry goes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Live {
-    /// Nothing valid published yet: expiry unknown, reported as expired.
-    Nothing,
-    /// A revision without a leaf (a CA bundle): no expiry series.
-    NoLeaf,
-    Leaf(Validity),
-}
 
 /// All metrics and the readiness of every mapping.
 pub struct Metrics {
@@ -130,35 +88,6 @@ pub struct Metrics {
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Metrics").finish_non_exhaustive()
-    }
-}
-
-/// Registers each metric where [`Metrics`] takes its handle, so a metric's
-/// name, help and unit are written once, next to the field that keeps it.
-/// The exposition lists the families in the order they are registered.
-struct Registrar<'a>(&'a mut Registry);
-
-impl Registrar<'_> {
-    fn add<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
-        self.with(name, help, None, M::default())
-    }
-
-    fn seconds<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
-        self.with(name, help, Some(Unit::Seconds), M::default())
-    }
-
-    fn with<M: Metric + Clone>(
-        &mut self,
-        name: &str,
-        help: &str,
-        unit: Option<Unit>,
-        metric: M,
-    ) -> M {
-        match unit {
-            Some(unit) => self.0.register_with_unit(name, help, unit, metric.clone()),
-            None => self.0.register(name, help, metric.clone()),
-        }
-        metric
     }
 }
 
@@ -428,6 +357,162 @@ impl Metrics {
         // OpenMetrics spells it `+Inf`, and strict parsers insist.
         out.replace(" inf\n", " +Inf\n")
             .replace(" -inf\n", " -Inf\n")
+    }
+}
+
+impl Metrics {
+    /// A `ca:` mapping's CA certificate expires at `not_after`.
+    pub fn ca_expiry(&self, mapping: &str, not_after: i64) {
+        lock(&self.ca.not_after).insert(mapping.to_owned(), not_after);
+    }
+
+    /// A `ca:` mapping issued a certificate, cut short at the CA's expiry
+    /// (`capped`) or not.
+    pub fn ca_capped(&self, mapping: &str, capped: bool) {
+        self.ca
+            .capped
+            .get_or_create(&self.label(mapping))
+            .set(i64::from(capped));
+    }
+
+    /// A `ca:` mapping's template certificate expires at `not_after`.
+    pub fn ca_template_expiry(&self, mapping: &str, not_after: i64) {
+        lock(&self.ca.template_not_after).insert(mapping.to_owned(), not_after);
+    }
+
+    /// Both TTLs as of `now`, from the expiries recorded.
+    pub(super) fn encode_ca(&self, now: f64) {
+        self.encode_ttls(&self.ca.not_after, &self.ca.ttl, now);
+        self.encode_ttls(&self.ca.template_not_after, &self.ca.template_ttl, now);
+    }
+
+    fn encode_ttls(
+        &self,
+        not_after: &Mutex<BTreeMap<String, i64>>,
+        ttl: &Family<MappingLabel, FloatGauge>,
+        now: f64,
+    ) {
+        for (mapping, t) in lock(not_after).iter() {
+            ttl.get_or_create(&self.label(mapping)).set(*t as f64 - now);
+        }
+    }
+}
+
+impl Metrics {
+    /// `certsync approve`: how many pending CSRs wait for a decision.
+    pub fn csr_backlog(&self, backlog: usize) {
+        self.csr
+            .backlog
+            .set(i64::try_from(backlog).unwrap_or(i64::MAX));
+    }
+
+    /// `certsync approve` made a decision (or, for wait, first saw it).
+    pub fn csr_decision(&self, decision: &'static str, reason: &'static str) {
+        self.csr
+            .decisions
+            .get_or_create(&[("decision", decision), ("reason", reason)])
+            .inc();
+    }
+
+    /// A `csr:` mapping's request is waiting (or no longer is).
+    pub fn csr_pending(&self, mapping: &str, pending: bool) {
+        self.csr
+            .pending
+            .get_or_create(&self.label(mapping))
+            .set(i64::from(pending));
+    }
+
+    /// A `csr:` mapping's request failed.
+    pub fn csr_error(&self, mapping: &str, reason: &'static str) {
+        self.csr
+            .errors
+            .get_or_create(&self.reason(mapping, reason))
+            .inc();
+    }
+
+    /// A `csr:` mapping's certificate was replaced after `lived` seconds.
+    pub fn csr_rotated(&self, mapping: &str, lived: f64) {
+        self.csr
+            .rotation
+            .get_or_create(&self.label(mapping))
+            .observe(lived);
+    }
+
+    /// Declares a `csr:` mapping's own series (after `add_mapping`).
+    pub fn add_csr_mapping(&self, mapping: &str) {
+        let l = self.label(mapping);
+        self.csr.pending.get_or_create(&l).set(0);
+        drop(self.csr.rotation.get_or_create(&l));
+    }
+}
+
+impl Metrics {
+    /// The token `/readyz` answers with (`run --generation`); set once.
+    pub fn set_generation(&self, generation: String) {
+        let _ = self.ready.generation.set(generation);
+    }
+
+    pub fn generation(&self) -> Option<&str> {
+        self.ready.generation.get().map(String::as_str)
+    }
+
+    /// Everything `/readyz` waits for is declared: from now on an empty
+    /// list of problems is ready.
+    pub fn started(&self) {
+        self.ready.started.store(true, Ordering::SeqCst);
+    }
+
+    /// Declares something `/readyz` waits for (not ready until told).
+    pub fn add_readiness(&self, name: &str) {
+        self.ready(name, Some("no valid revision yet".into()));
+    }
+
+    pub fn ready(&self, mapping: &str, problem: Option<String>) {
+        lock(&self.ready.reported).insert(mapping.to_owned(), problem);
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.ready.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// A `ca:` or `csr:` mapping's renewal failed with `error` (`None`:
+    /// it succeeded).
+    pub fn renewal_failing(&self, mapping: &str, error: Option<String>) {
+        let mut failing = lock(&self.ready.renewal_failing);
+        match error {
+            Some(e) => failing.insert(mapping.to_owned(), e),
+            None => failing.remove(mapping),
+        };
+    }
+
+    /// `Ok` when every mapping is ready, else why not: a mapping is not
+    /// ready with a problem reported, with its live certificate expired,
+    /// or with its renewal failing.
+    pub fn readiness(&self) -> Result<(), NotReady> {
+        if self.ready.shutting_down.load(Ordering::SeqCst) {
+            return Err(NotReady::ShuttingDown);
+        }
+        if !self.ready.started.load(Ordering::SeqCst) {
+            return Err(NotReady::Starting);
+        }
+        // Each lock taken alone, never nested.
+        let reported = lock(&self.ready.reported).clone();
+        let failing = lock(&self.ready.renewal_failing).clone();
+        let validity = lock(&self.validity).clone();
+        let now = unix_now();
+        let problems: Vec<(String, String)> = reported
+            .into_iter()
+            .filter_map(|(m, reported)| {
+                let problem = reported
+                    .or_else(|| unattended(validity.get(&m).copied(), failing.get(&m), now))?;
+                Some((m, problem))
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(NotReady::Mappings(problems))
+        }
     }
 }
 

@@ -1,0 +1,63 @@
+//! How a metric is registered (`Registrar`), and the label sets the families take.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Metric, Registry, Unit};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct MappingLabel {
+    pub(super) mapping: Name,
+}
+
+/// A mapping's name as a label value, shared by every series of the
+/// mapping (see `Metrics::name`).
+pub(super) type Name = Arc<String>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ResultLabels {
+    pub(super) mapping: Name,
+    pub(super) result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ReasonLabels {
+    pub(super) mapping: Name,
+    pub(super) reason: &'static str,
+}
+
+/// Labels of fixed names and values (`[("method", "signal")]`), in order.
+pub(super) type Labels<const N: usize> = [(&'static str, &'static str); N];
+
+pub(super) type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Registers each metric where [`Metrics`] takes its handle, so a metric's
+/// name, help and unit are written once, next to the field that keeps it.
+/// The exposition lists the families in the order they are registered.
+pub(super) struct Registrar<'a>(pub(super) &'a mut Registry);
+
+impl Registrar<'_> {
+    pub(super) fn add<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        self.with(name, help, None, M::default())
+    }
+
+    pub(super) fn seconds<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        self.with(name, help, Some(Unit::Seconds), M::default())
+    }
+
+    pub(super) fn with<M: Metric + Clone>(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        metric: M,
+    ) -> M {
+        match unit {
+            Some(unit) => self.0.register_with_unit(name, help, unit, metric.clone()),
+            None => self.0.register(name, help, metric.clone()),
+        }
+        metric
+    }
+}
