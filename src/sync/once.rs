@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use kube::Client;
 
+use super::error::{LOG, SyncError};
 use super::pin::target_pinned;
 use super::sources::{needs_process_client, read_once};
 use super::syncer::Syncer;
-use super::{LOG, SyncError};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::source::SourceError;

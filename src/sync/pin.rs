@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::LOG;
+use super::error::LOG;
 use crate::bundle::Bundle;
 use crate::config::{Config, Mapping};
 use crate::metrics::Metrics;

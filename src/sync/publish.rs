@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use super::error::{Copy, LOG, SyncError, blocking, off_runtime};
 use super::syncer::Syncer;
-use super::{Copy, LOG, SyncError, blocking, off_runtime};
 use crate::bundle::Bundle;
 use crate::validate;
 use crate::writer::{CopyUpdate, Outcome};

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::error::{LOG, SyncError};
 use super::sources::{Running, describe, needs_client};
 use super::syncer::Syncer;
 use super::task::{Watched, sync_loop};
-use super::{LOG, SyncError};
 use crate::config::{Config, EventsOn};
 use crate::dirwatch::DirWatch;
 use crate::metrics::Metrics;

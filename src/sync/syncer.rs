@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{LOG, SyncError, blocking, off_runtime};
+use super::error::{Copy, LOG, SyncError, blocking, off_runtime};
 use crate::bundle::{Bundle, ContentHash};
 use crate::config::{Mapping, Source};
 use crate::events::EventSink;
@@ -41,11 +41,11 @@ pub struct Syncer {
     pub(super) events: Option<EventSink>,
     /// Why the last `update-kubeconfig=` or `update-pair=` attempt failed
     /// (said once, at error level), while it does.
-    pub(super) copy_failing: Option<(super::Copy, Arc<SyncError>)>,
+    pub(super) copy_failing: Option<(Copy, Arc<SyncError>)>,
     /// The certificate (PEM) each copy held after certsync's last update
     /// of it (the live one at start): a copy found holding another was
     /// written by someone else, which is said at warning level.
-    pub(super) copied: std::collections::HashMap<super::Copy, Vec<u8>>,
+    pub(super) copied: std::collections::HashMap<Copy, Vec<u8>>,
     /// The live certificate's notAfter, once known.
     live_not_after: Option<i64>,
     /// The revision for which the expired-certificate warning was logged.
@@ -114,7 +114,7 @@ impl Syncer {
             s.metrics.ready(&name, problem);
             // The previous run left the copies holding this pair.
             if let Some(cert) = l.bundle.get(crate::bundle::CERT_FILE) {
-                for copy in [super::Copy::Kubeconfig, super::Copy::Pair] {
+                for copy in [Copy::Kubeconfig, Copy::Pair] {
                     s.copied.insert(copy, cert.to_vec());
                 }
             }
@@ -305,15 +305,14 @@ impl Syncer {
                 ("write_failed", None)
             }
             SyncError::Copy {
-                copy: super::Copy::Kubeconfig,
+                copy: Copy::Kubeconfig,
                 ..
             } => {
                 self.metrics.sync(name, "kubeconfig_error");
                 ("kubeconfig_failed", None)
             }
             SyncError::Copy {
-                copy: super::Copy::Pair,
-                ..
+                copy: Copy::Pair, ..
             } => {
                 self.metrics.sync(name, "pair_error");
                 ("pair_failed", None)

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::LOG;
+use super::error::LOG;
 use super::syncer::Syncer;
 use crate::dirwatch::{DirWatch, Identity};
 use crate::metrics::Metrics;
