@@ -11,210 +11,17 @@
 //! several processes match (nginx master and workers), only the top-most
 //! matching ancestor of each matching tree is signalled.
 
-use std::collections::{HashMap, HashSet};
-use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
-
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
-use regex::Regex;
-use rustix::process::{Pid, PidfdFlags, pidfd_open, pidfd_send_signal};
+use rustix::process::pidfd_send_signal;
 
 mod pidfile;
+mod procs;
 use pidfile::pidfile_target;
+use procs::open_pid;
+pub use procs::{Chosen, Proc, Target, processes, select};
 
 use crate::reload::error::ReloadError;
-
-/// How the main process is found.
-#[derive(Debug, Clone)]
-pub enum Target {
-    /// Exact process name (`comm`, or the executable's or argv[0]'s base name).
-    Name(String),
-    /// A regular expression matched against the space-joined command line.
-    Cmdline(Regex),
-    /// A file holding the PID, re-read for every reload; with a name
-    /// (`--reload-process` too), the process must also have that name.
-    Pidfile { path: PathBuf, name: Option<String> },
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Name(n) => write!(f, "process name {n:?}"),
-            Self::Cmdline(r) => write!(f, "command line /{r}/"),
-            Self::Pidfile { path, name: None } => write!(f, "pidfile {}", path.display()),
-            Self::Pidfile {
-                path,
-                name: Some(n),
-            } => write!(f, "pidfile {} (process name {n:?})", path.display()),
-        }
-    }
-}
-
-/// One process as seen in `/proc`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Proc {
-    pub pid: i32,
-    pub ppid: i32,
-    pub comm: String,
-    /// When it started, in clock ticks after boot: with the PID, which
-    /// process this is.
-    start: u64,
-    exe: Option<String>,
-    cmdline: Vec<String>,
-}
-
-impl Proc {
-    fn matches(&self, target: &Target) -> bool {
-        let base = |s: &str| {
-            Path::new(s)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-        };
-        match target {
-            // The kernel keeps only 15 bytes of comm.
-            Target::Name(n) => {
-                self.comm == n.chars().take(15).collect::<String>()
-                    || self.exe.as_deref() == Some(n.as_str())
-                    || self.cmdline.first().and_then(|a| base(a)).as_deref() == Some(n.as_str())
-            }
-            Target::Cmdline(re) => re.is_match(&self.cmdline.join(" ")),
-            Target::Pidfile { .. } => false,
-        }
-    }
-}
-
-/// Every process visible in `/proc`, skipping those that vanish mid-read.
-pub fn processes() -> Result<Vec<Proc>, ReloadError> {
-    let all = procfs::process::all_processes().map_err(ReloadError::Proc)?;
-    Ok(all.filter_map(|p| read(&p.ok()?)).collect())
-}
-
-fn read(p: &procfs::process::Process) -> Option<Proc> {
-    let stat = p.stat().ok()?;
-    let exe = p
-        .exe()
-        .ok()
-        .and_then(|e| e.file_name().map(|n| n.to_string_lossy().into_owned()));
-    Some(Proc {
-        pid: stat.pid,
-        ppid: stat.ppid,
-        comm: stat.comm,
-        start: stat.starttime,
-        exe,
-        cmdline: p.cmdline().unwrap_or_default(),
-    })
-}
-
-/// `me` and its ancestors, each process's parent and start time given by
-/// `links` (`/proc`, or a scan of it). Refused (`Err`, the process the
-/// walk stopped at) when a parent cannot be read, or when the links are
-/// not a live tree (a parent started after its child, or a loop): they
-/// were then read across an exit and a reused PID. Stopping the walk there
-/// would leave every process above it (a shim, containerd, kubelet) one a
-/// pidfile or a name could select.
-fn own_lineage(me: i32, links: impl Fn(i32) -> Option<Link>) -> Result<HashSet<i32>, ReloadError> {
-    let mut seen = HashSet::from([me]);
-    let mut cur = me;
-    let mut link = links(me).ok_or(ReloadError::Lineage { pid: me })?;
-    while link.parent != 0 {
-        let parent = link.parent;
-        let up = links(parent).ok_or(ReloadError::Lineage { pid: parent })?;
-        if up.start > link.start || !seen.insert(parent) {
-            return Err(ReloadError::Lineage { pid: cur });
-        }
-        (cur, link) = (parent, up);
-    }
-    Ok(seen)
-}
-
-/// A process's parent (0: none this PID namespace shows) and start time.
-#[derive(Debug, Clone, Copy)]
-struct Link {
-    parent: i32,
-    start: u64,
-}
-
-/// A process's [`Link`], read from `/proc`.
-fn read_link(pid: i32) -> Option<Link> {
-    procfs::process::Process::new(pid)
-        .and_then(|p| p.stat())
-        .ok()
-        .map(|s| Link {
-            parent: s.ppid,
-            start: s.starttime,
-        })
-}
-
-/// The ancestors of `pid` by the parent links in `links`, nearest first,
-/// up to PID 0 or to where the links loop back.
-fn ancestors(pid: i32, links: &HashMap<i32, Link>) -> impl Iterator<Item = i32> + '_ {
-    let mut seen = HashSet::new();
-    let mut cur = pid;
-    std::iter::from_fn(move || {
-        let pp = links.get(&cur)?.parent;
-        if pp == 0 || !seen.insert(pp) {
-            return None;
-        }
-        cur = pp;
-        Some(pp)
-    })
-}
-
-/// The processes to signal for `target` among `procs`: matches that are
-/// not `me`, one of my ancestors, PID 1 or `pause`, and whose ancestors do
-/// not match too.
-pub fn select(target: &Target, procs: &[Proc], me: i32) -> Result<Vec<Proc>, ReloadError> {
-    let links: HashMap<i32, Link> = procs
-        .iter()
-        .map(|p| {
-            (
-                p.pid,
-                Link {
-                    parent: p.ppid,
-                    start: p.start,
-                },
-            )
-        })
-        .collect();
-    let mine = own_lineage(me, |pid| links.get(&pid).copied())?;
-    let eligible = |p: &Proc| !mine.contains(&p.pid) && p.pid != 1 && p.comm != "pause";
-    let matching: HashSet<i32> = procs
-        .iter()
-        .filter(|p| eligible(p) && p.matches(target))
-        .map(|p| p.pid)
-        .collect();
-    let has_matching_ancestor = |pid: i32| ancestors(pid, &links).any(|pp| matching.contains(&pp));
-    let mut roots: Vec<Proc> = procs
-        .iter()
-        .filter(|p| matching.contains(&p.pid) && !has_matching_ancestor(p.pid))
-        .cloned()
-        .collect();
-    roots.sort_by_key(|p| p.pid);
-    Ok(roots)
-}
-
-/// A process chosen to be signalled, held by a pidfd opened before the
-/// checks that chose it were made: if it exits, the signal fails instead of
-/// reaching whatever process is given its number next.
-#[derive(Debug)]
-pub struct Chosen {
-    pub pid: i32,
-    pub comm: String,
-    fd: OwnedFd,
-}
-
-/// A pidfd for `pid`, or `None` when no such process exists.
-fn open_pid(pid: i32) -> Result<Option<OwnedFd>, ReloadError> {
-    let Some(raw) = Pid::from_raw(pid) else {
-        return Ok(None);
-    };
-    match pidfd_open(raw, PidfdFlags::empty()) {
-        Ok(fd) => Ok(Some(fd)),
-        Err(rustix::io::Errno::SRCH) => Ok(None),
-        Err(errno) => Err(ReloadError::PidfdOpen { pid, errno }),
-    }
-}
 
 /// Finds the target now and sends `signal`. Returns the PIDs signalled.
 pub fn signal(target: &Target, signal: Signal) -> Result<Vec<i32>, ReloadError> {
@@ -282,6 +89,11 @@ pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, ReloadError> 
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use regex::Regex;
+
+    use super::procs::{Link, own_lineage, read_link};
     use super::*;
 
     fn p(pid: i32, ppid: i32, comm: &str, cmdline: &[&str]) -> Proc {

@@ -5,7 +5,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::{Chosen, Target, open_pid, own_lineage, read, read_link};
+use super::procs::{Chosen, Target, open_pid, own_lineage, read, read_link};
 use crate::beneath::{self, Links, PathError};
 use crate::reload::error::ReloadError;
 
