@@ -3,7 +3,8 @@
 //! names (read into `run`'s arguments by [`super::settings`]), and where
 //! it may live when it goes with `ca:` mappings.
 
-use super::{ConfigError, MappingSpec};
+use super::error::ConfigError;
+use super::mapping::MappingSpec;
 
 use std::path::{Path, PathBuf};
 

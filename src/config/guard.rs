@@ -4,7 +4,8 @@
 //! pidfile's directory. Judged at start, each refusal naming the path and
 //! what whoever could change it could do ([`ConfigError`]).
 
-use super::{ConfigError, Mapping, Source};
+use super::error::ConfigError;
+use super::mapping::{Mapping, Source};
 use crate::beneath::{self, Entry, Links, Owners, ReadOnly, Start, Trust};
 use crate::files::OwnedError;
 

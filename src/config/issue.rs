@@ -3,10 +3,11 @@
 //! kind's own: the signer and its CA for `csr:`, the CA files, template and
 //! key rules for `ca:`.
 
-use super::mapping::check_dns;
-use super::*;
+use super::error::ConfigError;
+use super::mapping::{MappingSpec, check_dns};
 use crate::cli::{YEAR, duration};
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE, check_file_name};

@@ -2,9 +2,9 @@
 //! same as a config file entry) → one validated [`super::Mapping`] per
 //! source kind.
 
+use super::error::ConfigError;
 use super::grammar::SourceKind;
 use super::options::{options_apply, read_flag};
-use super::*;
 use crate::cli::{RunArgs, key_mode, parse_mode};
 
 use std::path::PathBuf;
@@ -447,4 +447,27 @@ pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), C
             max,
         })
     }
+}
+
+/// A validated mapping: one source, one target directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub name: String,
+    pub source: Source,
+    /// Where the main container serves this pair, to check it after a reload.
+    pub verify: Option<ServingCheck>,
+    pub layout: Layout,
+    /// Shared by the mapping's source and sync tasks.
+    pub items: std::sync::Arc<[Item]>,
+    pub expect: Expect,
+    pub target: PathBuf,
+    pub writer: WriterOptions,
+    /// An absent object publishes no files rather than an error.
+    pub optional: bool,
+    /// A kubeconfig outside the target whose current-context user is kept
+    /// holding the live pair, embedded (`update-kubeconfig=`).
+    pub update_kubeconfig: Option<PathBuf>,
+    /// `PREFIX.crt` and `PREFIX.key` outside the target kept holding the
+    /// live pair (`update-pair=`).
+    pub update_pair: Option<PathBuf>,
 }

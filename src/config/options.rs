@@ -2,7 +2,7 @@
 //! `--sync` form read into the config file's struct, and the options a
 //! mapping sets checked against the kinds each applies to.
 
-use super::ConfigError;
+use super::error::ConfigError;
 use super::grammar::{self, MappingOption, Shape, SourceKind};
 
 /// Reads the `--sync` form: each `OPTION=VALUE` read by the shape the

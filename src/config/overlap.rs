@@ -2,7 +2,8 @@
 //! share a target, no target lies in, on or around a source, and no copy
 //! of a live pair is written over a target, a CA or another copy.
 
-use super::*;
+use super::error::ConfigError;
+use super::mapping::{Mapping, Source};
 
 use std::path::{Path, PathBuf};
 

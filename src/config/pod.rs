@@ -10,13 +10,9 @@
 //! the reporting instance) keeps starting. Names that are set but not
 //! valid Kubernetes names are refused either way: they go into API paths.
 
-use super::{ConfigError, EventsOn, Mapping};
+use super::error::ConfigError;
+use super::mapping::{EventsOn, Mapping};
 use crate::events::PodRef;
-
-/// What to do when the variables are missing, said once for every caller.
-pub(super) const HOW: &str = "set them from the downward API in the container's env: \
-     `- name: POD_NAME` with `valueFrom: {fieldRef: {fieldPath: metadata.name}}` and \
-     `- name: POD_NAMESPACE` with `valueFrom: {fieldRef: {fieldPath: metadata.namespace}}`";
 
 /// The Pod that `ca:` and `dir:` mappings' Events go on, if any. `env`
 /// reads a variable (the process's environment, or a test's).

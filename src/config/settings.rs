@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
+use super::error::ConfigError;
 use super::file::{ConfigFile, read_config_file};
-use super::{Config, ConfigError, MappingSpec, mapping_specs};
+use super::mapping::MappingSpec;
 use crate::cli::{Cli, RunArgs};
 
 /// Flags of `run` that are not settings of the config file (it is the
@@ -210,42 +211,6 @@ fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag
     Ok((args, effective))
 }
 
-/// `run --print-config`: the effective settings and mappings as YAML,
-/// header values and a reload URL's userinfo, query values and fragment
-/// redacted (they may hold credentials).
-pub fn print_config(settings: &Settings) -> Result<String, ConfigError> {
-    // Everything `run` checks, checked: what is printed is what runs.
-    Config::build(settings)?;
-    let mut out = serde_yaml_ng::Mapping::new();
-    for flag in &settings.effective {
-        let shown: Vec<String> = flag
-            .texts
-            .iter()
-            .map(|v| match flag.name.as_str() {
-                "reload-header" => match v.split_once(':') {
-                    Some((name, _)) => format!("{name}: <redacted>"),
-                    None => "<redacted>".into(),
-                },
-                "reload-url" => crate::reload::http::redact_text(v),
-                _ => v.clone(),
-            })
-            .collect();
-        let typed = |v: &String| typed_value(v, flag.switch);
-        let value = match shown.as_slice() {
-            [] => serde_yaml_ng::Value::Null,
-            [one] if flag.name != "reload-header" => typed(one),
-            many => serde_yaml_ng::Value::Sequence(many.iter().map(typed).collect()),
-        };
-        out.insert(flag.name.clone().into(), value);
-    }
-    let mappings: Vec<_> = mapping_specs(settings)?.iter().map(as_written).collect();
-    out.insert(
-        "mappings".into(),
-        serde_yaml_ng::to_value(&mappings).map_err(ConfigError::Print)?,
-    );
-    serde_yaml_ng::to_string(&out).map_err(ConfigError::Print)
-}
-
 /// A mapping as written: the options it sets by their names, without
 /// those it leaves unset (absent, off or empty).
 pub(crate) fn as_written(spec: &MappingSpec) -> serde_json::Map<String, serde_json::Value> {
@@ -262,7 +227,7 @@ pub(crate) fn as_written(spec: &MappingSpec) -> serde_json::Map<String, serde_js
 /// A flag's value as YAML: a switch as a boolean, a number written the way
 /// YAML writes it back as a number; anything else (a mode such as `0644`,
 /// a duration, a name) as text, so it reads back exactly as given.
-fn typed_value(v: &str, switch: bool) -> serde_yaml_ng::Value {
+pub(super) fn typed_value(v: &str, switch: bool) -> serde_yaml_ng::Value {
     if switch && let Ok(b) = v.parse::<bool>() {
         return b.into();
     }

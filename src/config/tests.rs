@@ -5,6 +5,7 @@ use crate::bundle::{CA_FILE, CERT_FILE, Item, KEY_FILE, Layout};
 use crate::cli::*;
 use crate::events::{Kind, ObjectRef};
 use crate::source::csr::{CaSource, KeyAlg};
+use crate::validate::Expect;
 use clap::Parser;
 use std::path::Path;
 

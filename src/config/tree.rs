@@ -2,7 +2,7 @@
 //! and ConfigMaps, expanded into one mapping per object before any is
 //! resolved.
 
-use super::ConfigError;
+use super::error::ConfigError;
 use super::mapping::{MappingSpec, check_dns};
 
 use std::path::PathBuf;

@@ -1,0 +1,526 @@
+//! `ConfigError`: why `run`'s or `approve`'s configuration is refused, each refusal a variant.
+
+use std::path::PathBuf;
+
+use super::grammar::{MappingOption, SourceKind};
+use crate::bundle::BundleError;
+use crate::cli::ValueError;
+use crate::files::OwnedError;
+use crate::source::csr::USAGES as CSR_USAGES;
+
+/// What to do when the variables are missing, said once for every caller.
+const HOW: &str = "set them from the downward API in the container's env: \
+     `- name: POD_NAME` with `valueFrom: {fieldRef: {fieldPath: metadata.name}}` and \
+     `- name: POD_NAMESPACE` with `valueFrom: {fieldRef: {fieldPath: metadata.namespace}}`";
+
+/// Why `run`'s or `approve`'s configuration is refused. The variants
+/// first name where (a `--sync` flag, the file, a mapping), and carry one
+/// of the reasons below as `problem`.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--sync {spec:?}: {problem}")]
+    Flag {
+        spec: String,
+        #[source]
+        problem: Box<ConfigError>,
+    },
+    #[error("{path}: {problem}")]
+    File {
+        path: PathBuf,
+        #[source]
+        problem: Box<ConfigError>,
+    },
+    #[error("mapping {mapping:?}: {problem}")]
+    Mapping {
+        mapping: String,
+        #[source]
+        problem: Box<ConfigError>,
+    },
+    /// A path of the mapping another user could change.
+    #[error("mapping {mapping:?}: {problem}")]
+    Guard {
+        mapping: String,
+        #[source]
+        problem: Box<ConfigError>,
+    },
+    /// `--reload-pidfile`'s directory is under one another user could
+    /// replace: with a link to a root-owned one whose root-owned pidfile
+    /// names a root process.
+    #[error(
+        "--reload-pidfile {}: {source}, who could replace the pidfile's directory and have root \
+         signal another process; keep it in a directory under root's",
+        pidfile.display()
+    )]
+    PidfileDir {
+        pidfile: PathBuf,
+        source: crate::files::OwnedError,
+    },
+    /// Where this mapping's paths meet another's (or its own) where they
+    /// must not.
+    #[error("mapping {mapping:?}: {conflict}")]
+    Conflict {
+        mapping: String,
+        #[source]
+        conflict: Box<ConfigError>,
+    },
+    /// An `update-kubeconfig=` or `update-pair=` file certsync may not keep
+    /// (the writer's error names the option and path).
+    #[error("mapping {mapping:?}: {source}")]
+    Copy {
+        mapping: String,
+        #[source]
+        source: crate::writer::WriterError,
+    },
+    #[error("no mappings: give at least one --sync or a --config file with mappings")]
+    NoMappings,
+    /// Two ways to reload the main container (at most one is taken).
+    #[error("reload: --{first} and --{second} exclude each other: give one way to reload")]
+    ReloadMethods {
+        first: &'static str,
+        second: &'static str,
+    },
+    /// A setting given as a flag or variable, refused by its flag's
+    /// parser when read with the config file's.
+    #[error("--{flag}: {source}")]
+    Setting {
+        flag: String,
+        #[source]
+        source: serde::de::value::Error,
+    },
+    #[error("reload: --reload-cmdline: {0}")]
+    ReloadCmdline(#[source] regex::Error),
+    #[error("reload: {0}")]
+    ReloadUrl(#[source] crate::reload::ReloadError),
+    /// `--print-config` could not write what it checked as YAML.
+    #[error("--print-config: {0}")]
+    Print(#[source] serde_yaml_ng::Error),
+
+    // A kubelet-serving policy that would trust node-written addresses alone.
+    #[error("--node-cidr {cidr} is every address: pass --allow-any-node-address if that is meant")]
+    EveryAddress { cidr: String },
+    #[error(
+        "no --node-cidr: say which networks node addresses come from \
+         (e.g. --node-cidr 192.168.10.0/24), or pass --allow-any-node-address \
+         to accept any address a node lists in its own Node status"
+    )]
+    NoNodeCidr,
+
+    // Why `--events` cannot name the Pod it needs.
+    /// `POD_NAME` or `POD_NAMESPACE` (`var`) set to no Kubernetes name.
+    #[error("--events: {var}: {source}")]
+    EventsNotAName {
+        var: &'static str,
+        source: Box<ConfigError>,
+    },
+    #[error(
+        "--events: mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod certsync \
+         runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; {HOW}; or drop \
+         --events"
+    )]
+    EventsNoPod { mapping: String },
+
+    // A `--sync` flag that is not `KIND:SOURCE=TARGET[,OPTION=VALUE]...` as
+    // the grammar reads it (the flag is named beside it,
+    // [`ConfigError::Flag`]).
+    #[error("expected KIND:SOURCE=TARGET")]
+    NoTarget,
+    #[error("the target directory is empty")]
+    EmptyTarget,
+    #[error(
+        "unknown option {option:?} (known: {}; `certsync run -h` says which kinds each applies to)",
+        super::grammar::OPTIONS.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")
+    )]
+    UnknownOption { option: String },
+    #[error("option {option:?} needs a value ({option}=...)")]
+    NeedsValue { option: String },
+    #[error("{option} takes no value or true/false, got {value:?}")]
+    NotSwitch { option: String, value: String },
+    #[error("option {option:?} needs a numeric id, got {value:?}")]
+    NotId { option: String, value: String },
+    /// Given twice, one of the two would be dropped without a word.
+    #[error("option {option:?} is given twice")]
+    OptionTwice { option: String },
+    /// The options read, not the file's mapping (a value of the wrong
+    /// shape).
+    #[error("{0}")]
+    Shape(#[source] serde_json::Error),
+
+    // A mapping's options against the grammar, refused.
+    #[error("unknown option {option:?}")]
+    Unknown { option: String },
+    #[error(
+        "{name} does not apply to {kind}: sources{why}; {name} applies to {kinds} sources only",
+        name = .option.name,
+        kind = .kind.name(),
+        why = .kind.publishes().map(|p| format!(" ({p})")).unwrap_or_default(),
+        kinds = super::grammar::kinds_in_words(.option.kinds),
+    )]
+    NotForKind {
+        option: &'static MappingOption,
+        kind: SourceKind,
+    },
+    #[error("the mapping cannot be read back: {problem}")]
+    Unreadable { problem: String },
+    #[error("{option} goes with {needs}=")]
+    Needs {
+        option: &'static str,
+        needs: &'static str,
+    },
+    #[error("{other} and {option}= exclude each other")]
+    Excludes {
+        option: &'static str,
+        other: &'static str,
+    },
+
+    // A `clustertrustbundle:` selection refused.
+    #[error("label {label:?} is not KEY=VALUE")]
+    LabelNotKeyValue { label: String },
+    #[error(
+        "label= selects among a signer's bundles: give clustertrustbundle:SIGNER, not a \
+         bundle name"
+    )]
+    LabelWithName,
+
+    // Why one mapping, as written, is refused (the mapping is named beside
+    // it, [`ConfigError::Mapping`]).
+    #[error("source {given:?} has no KIND: prefix (e.g. dir:/path)")]
+    NoKind { given: String },
+    #[error(
+        "unknown source kind {kind:?} (supported: {})",
+        SourceKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+    )]
+    UnknownKind { kind: String },
+    #[error("{given:?}: expected NAMESPACE/NAME")]
+    NotNamespaced { given: String },
+    /// A Kubernetes namespace or object name that is not one.
+    #[error(
+        "{what} {value:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
+    )]
+    Name {
+        what: &'static str,
+        value: String,
+        max: usize,
+    },
+    #[error("dir: needs a directory path")]
+    NoDirectory,
+    #[error("a tree: mapping is expanded before it is resolved")]
+    TreeUnexpanded,
+    #[error("a tree: mapping lists its objects: secret=NAME, configmap=NAME (or optional-...)")]
+    TreeLists,
+    #[error(
+        "a tree: mapping names each object itself, publishes every key and says which are \
+         optional (no name=, files=, optional)"
+    )]
+    TreeNamesItself,
+    #[error("combined and ca-only exclude each other")]
+    CombinedCaOnly,
+    #[error("combined replaces cert and key; give one or the other")]
+    CombinedAndPair,
+    #[error("a ca-only mapping takes no cert or key")]
+    CaOnlyAndPair,
+    /// A file name the target may not hold; `option` the option that
+    /// gave it (`combined`, `files=NAME`), none for a source file name.
+    #[error("{}{source}", option.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
+    FileName {
+        option: Option<String>,
+        source: crate::bundle::BundleError,
+    },
+    #[error("files=all publishes every file; give no other files=")]
+    AllAndNamed,
+    #[error("files=: {name} is published twice")]
+    PublishedTwice { name: String },
+    #[error(transparent)]
+    Mode(#[from] crate::cli::ValueError),
+    #[error("owner and group must be real ids, not 4294967295 (-1)")]
+    NotRealId,
+    #[error("verify: {0}")]
+    Verify(#[from] crate::reload::ReloadError),
+    #[error("verify= needs a certificate/key pair, not a CA bundle")]
+    VerifyCaOnly,
+    /// `update-kubeconfig=` or `update-pair=` (`option`) not absolute.
+    #[error(
+        "{option} {}: give an absolute path{} (e.g. {})",
+        path.display(),
+        if *option == "update-pair" { " without .crt/.key" } else { "" },
+        if *option == "update-pair" { "/etc/kubernetes/pki/apiserver" } else { "/etc/kubernetes/admin.conf" }
+    )]
+    CopyNotAbsolute { option: &'static str, path: PathBuf },
+    /// A copy inside the mapping's own target.
+    #[error(
+        "{option} {} is inside the target {}; {}",
+        path.display(),
+        target.display(),
+        if *option == "update-pair" {
+            "it names kubeadm's copy of the pair elsewhere"
+        } else {
+            "it names a kubeconfig elsewhere (write-kubeconfig= publishes one in the target)"
+        }
+    )]
+    CopyInOwnTarget {
+        option: &'static str,
+        path: PathBuf,
+        target: PathBuf,
+    },
+    #[error(
+        "update-pair {}: give the path without its extension; certsync writes PREFIX.crt and \
+         PREFIX.key",
+        prefix.display()
+    )]
+    PairWithExtension { prefix: PathBuf },
+
+    // An option of a `csr:` or `ca:` mapping refused.
+    #[error(transparent)]
+    KeyAlg(crate::x509::X509Error),
+    #[error("ip {value:?} is not an IPv4 or IPv6 address")]
+    Ip { value: String },
+    #[error("dns {value:?} is not a DNS name")]
+    Dns { value: String },
+    #[error("dns: {0}")]
+    DnsRule(crate::x509::X509Error),
+    #[error("cn and o may not be empty")]
+    EmptySubject,
+    #[error("a csr: mapping needs a subject: cn=, dns= or ip=")]
+    NoCsrSubject,
+    #[error("a ca: mapping needs a subject: cn=, dns=, ip= or template=")]
+    NoCaSubject,
+    #[error(
+        "signer {signer} is not one whose usages certsync knows; give them, e.g. \
+         usage=digital-signature,usage=server-auth"
+    )]
+    UnknownSignerUsages { signer: String },
+    #[error(
+        "a ca: mapping needs its usages (usage=digital-signature,\
+         usage=key-encipherment,usage=server-auth) or template=PATH"
+    )]
+    NoCaUsages,
+    #[error("usage {usage:?} is not a Kubernetes key usage (known: {})", CSR_USAGES.join(", "))]
+    UnknownUsage { usage: String },
+    #[error("usage {usage:?} is given twice")]
+    UsageTwice { usage: String },
+    #[error(transparent)]
+    NotLeaf(crate::source::csr::CaUsage),
+    #[error("lifetime: {source}{why}")]
+    Lifetime {
+        #[source]
+        source: ValueError,
+        why: &'static str,
+    },
+    #[error("approval-timeout: {0}")]
+    ApprovalTimeout(#[source] ValueError),
+    #[error(
+        "renew {value:?} is not a window LO-HI of the lifetime such as 0.7-0.9 or 70%-90% \
+         (both above 0 and below 1, LO <= HI)"
+    )]
+    Renew { value: String },
+    #[error(
+        "the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1"
+    )]
+    LegacyUnknown,
+    #[error(
+        "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
+         csr:kubernetes.io/kube-apiserver-client"
+    )]
+    SignerName { signer: String },
+    #[error("ca={value}: a ClusterTrustBundle is selected by a signer name DOMAIN/PATH")]
+    CaBundleSigner { value: String },
+    #[error("ca=file: needs a path")]
+    CaFileEmpty,
+    #[error("ca key: {0}")]
+    CaKey(#[source] BundleError),
+    #[error(
+        "ca {value:?}: for a csr: mapping give the signer's CA as file:PATH, \
+         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
+    )]
+    CaSource { value: String },
+    #[error("write-kubeconfig: {0}")]
+    WriteKubeconfig(#[source] BundleError),
+    #[error("write-kubeconfig: {file} is the pair's own file")]
+    WriteKubeconfigPair { file: String },
+    #[error(
+        "ca: needs the CA as a prefix (ca:/etc/kubernetes/pki/ca for ca.crt and \
+         ca.key) or as {option}=PATH"
+    )]
+    NoCaPrefix { option: &'static str },
+    #[error("the CA certificate and key are the same file {}", .path.display())]
+    CaSameFile { path: PathBuf },
+    #[error(
+        "{option}= and template= both say what to issue; template= copies the \
+         subject, names and usages from the certificate, so give one or the other"
+    )]
+    TemplateAndOption { option: &'static str },
+
+    // Why the config file is refused (its path is named beside it,
+    // [`ConfigError::File`]).
+    #[error(transparent)]
+    Yaml(#[from] crate::files::YamlError),
+    #[error(
+        "line {line}: unknown key {key:?} (a setting is a flag of `certsync run` by its long \
+         name, e.g. resync: 5m, reload-process: nginx; mappings go under mappings:)"
+    )]
+    UnknownKey { line: usize, key: String },
+    #[error("line {line}: {key} takes a value or a list of values")]
+    NotScalar { line: usize, key: String },
+    #[error(transparent)]
+    Unread(#[from] crate::files::OwnedError),
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    #[error("{0}")]
+    Unresolved(#[source] std::io::Error),
+    /// With `ca:` mappings, in a ConfigMap or Secret volume.
+    #[error(
+        "it goes with ca: mappings and is in a ConfigMap or Secret volume: anyone who may edit \
+         that object could have the CA sign any identity. Give ca: mappings with --sync in the \
+         pod's manifest, or keep this file on the node where only root may write"
+    )]
+    CaInVolume,
+    /// With `ca:` mappings, changeable by another user.
+    #[error(
+        "it goes with ca: mappings, and {0}, who could have the CA sign any identity: make it \
+         and its directories owned by root and writable by their owner only"
+    )]
+    CaOthersMayChange(#[source] crate::files::OwnedError),
+    /// A setting's value, refused by its flag's parser.
+    #[error("line {line}: {key}: {source}")]
+    SettingInFile {
+        line: usize,
+        key: String,
+        #[source]
+        source: serde::de::value::Error,
+    },
+
+    // A path of a mapping that another user could change, and what that user
+    // could do with it.
+    #[error(
+        "source {}: {source}, who could replace the source directory with a link to another and \
+         have certsync publish what is there; keep it in a directory under root's",
+        dir.display()
+    )]
+    SourceAbove { dir: PathBuf, source: OwnedError },
+    #[error(
+        "source {}: owner {uid}, mode {mode:04o}: may be changed by another user (group or others \
+         may write it), any of whom could link in a file the others could not read and have \
+         certsync publish it; make it writable by its owner only",
+        dir.display()
+    )]
+    SourceWritable { dir: PathBuf, uid: u32, mode: u32 },
+    #[error("target {0}")]
+    TargetWritable(#[source] OwnedError),
+    #[error(
+        "target {}: {source}, who could re-create it and have the consumer read their own pair \
+         there; give a target whose directories are owned by root (or certsync's user) and \
+         writable by their owner only, or a subdirectory of a volume's root",
+        target.display()
+    )]
+    TargetRecreatable { target: PathBuf, source: OwnedError },
+    #[error(
+        "target {}: no `..` in the target of a ca: mapping; give the path it means",
+        target.display()
+    )]
+    CaTargetDotDot { target: PathBuf },
+    /// `what`: the target, the template, the CA key or certificate.
+    #[error(
+        "{what} {}: {source}, who could redirect or choose what the CA signs; make it and its \
+         directories owned by root and writable by their owner only",
+        path.display()
+    )]
+    CaPath {
+        what: &'static str,
+        path: PathBuf,
+        source: OwnedError,
+    },
+    /// `ca=file:` or `bootstrap-kubeconfig=` (`option`) refused by the
+    /// reader every later read uses.
+    #[error("{option} {}: {source}", path.display())]
+    Steering {
+        option: &'static str,
+        path: PathBuf,
+        source: OwnedError,
+    },
+    #[error("bootstrap-kubeconfig=: {0}")]
+    BootstrapKubeconfig(#[source] crate::source::client::ClientError),
+
+    // Where a mapping's paths meet another mapping's (`other`), or its own,
+    // where they must not.
+    #[error("the name is used twice (targets {} and {})", first.display(), second.display())]
+    NameTwice { first: PathBuf, second: PathBuf },
+    /// Two targets the same directory (`same`) or one inside the other.
+    #[error(
+        "its target {} {} the target {} of mapping {other:?}; two mappings would overwrite each \
+         other forever",
+        target.display(),
+        if *same { "is the same directory as" } else { "overlaps" },
+        theirs.display()
+    )]
+    Targets {
+        target: PathBuf,
+        theirs: PathBuf,
+        other: String,
+        same: bool,
+    },
+    /// A target in or around a source directory: its own (`other` none) or
+    /// another mapping's.
+    #[error(
+        "the source and target directories overlap: target {} and {} {} (certsync would write \
+         into what it reads)",
+        target.display(),
+        other.as_ref().map_or("its own source directory".to_owned(), |o| format!("the source directory of mapping {o:?}")),
+        dir.display()
+    )]
+    SourceAndTarget {
+        target: PathBuf,
+        dir: PathBuf,
+        other: Option<String>,
+    },
+    #[error(
+        "its CA file {} lies in the target {} of mapping {other:?}; keep the CA outside every \
+         target",
+        file.display(),
+        target.display()
+    )]
+    CaFileInTarget {
+        file: PathBuf,
+        target: PathBuf,
+        other: String,
+    },
+    /// A copy of the live pair outside the targets (`option`:
+    /// `update-kubeconfig` or `update-pair`) where no copy may be written.
+    #[error("{option} {}: {problem}", path.display())]
+    CopyPath {
+        option: &'static str,
+        path: PathBuf,
+        problem: Box<ConfigError>,
+    },
+
+    // Why a copy may not be written where it is given.
+    #[error("no `..` in it; give the path it means")]
+    DotDot,
+    /// A file of the copy is a CA file of a `ca:` mapping, by path or
+    /// (`by_inode`) the same file through a bind mount or hard link.
+    #[error(
+        "{} is a CA file of mapping {other:?}{}; certsync never writes a CA",
+        file.display(),
+        if *by_inode { " (the same file by device and inode: a bind mount or hard link)" } else { "" }
+    )]
+    OverCa {
+        file: PathBuf,
+        other: String,
+        by_inode: bool,
+    },
+    /// A file of the copy inside a target, by path or (`by_inode`)
+    /// through a bind mount.
+    #[error(
+        "{} is inside the target {} of mapping {other:?}{}",
+        file.display(),
+        target.display(),
+        if *by_inode { " (the same directory by device and inode: a bind mount)" } else { "" }
+    )]
+    InTarget {
+        file: PathBuf,
+        target: PathBuf,
+        other: String,
+        by_inode: bool,
+    },
+    /// Another copy (`theirs`, of mapping `other`) writes the same file.
+    #[error("mapping {other:?} writes that file too ({theirs}); one copy per file")]
+    CopyTwice { other: String, theirs: &'static str },
+}
