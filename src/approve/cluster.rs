@@ -10,8 +10,9 @@ use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
+use super::api::api_err;
+use super::error::ApproveError;
 use super::policy::{Cidr, Cluster, Policy, dns_name};
-use super::{ApproveError, api_err};
 use hostport::{Host, parse_ip_sloppy};
 
 mod hostport;

@@ -20,6 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
 use k8s_openapi::api::core::v1::Node;
@@ -28,23 +29,25 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::{
-    ApproveError, ApproverConfig, CLUSTER_FACTS_TTL, Check, READINESS, Verdict, cluster, connect,
-    name_of, policy, until_ok, write_decision,
-};
+use super::api::{connect, name_of, until_ok, write_decision};
+use super::error::ApproveError;
+use super::policy::{self, Check, Verdict};
+use super::{cluster, settings::ApproverConfig};
 use crate::metrics::Metrics;
 use crate::source::watch::Watch;
 use policy::Facts;
 
 mod lease;
 mod seen;
-use seen::Watches;
+pub use seen::MAX_PENDING;
+use seen::{Watches, requester};
 
-/// Pending CSRs of one requester that are looked at; the newer ones are
-/// denied unread. A kubelet has one pending (two across a rotation); one
-/// whose Node is not registered yet creates a new one every 15 minutes
-/// while it waits.
-pub const MAX_PENDING: usize = 10;
+/// The name under which the approver's readiness is reported.
+const READINESS: &str = "approver";
+/// How long the cluster's Service ranges and API server endpoints are
+/// used before they are read again (they change when the control plane
+/// does, and only the cluster's administrators change them).
+const CLUSTER_FACTS_TTL: Duration = Duration::from_secs(30);
 
 /// The controller: runs until `shutdown`.
 pub async fn run(
@@ -162,11 +165,6 @@ struct Approver {
     /// Whether the facts were read (or tried) once: not ready before.
     facts_read: bool,
     policy: Arc<policy::Policy>,
-}
-
-/// The requester of a CSR, as the API server authenticated it.
-fn requester(csr: &Csr) -> &str {
-    csr.spec.username.as_deref().unwrap_or_default()
 }
 
 /// `decide` on each of `items` off the runtime, with the Nodes of `nodes`
@@ -378,7 +376,7 @@ impl Approver {
             return true;
         }
         let name = name_of(csr);
-        if !lease::confirmed(self, &name).await {
+        if !lease::confirmed(&self.config, &self.client, &name).await {
             return false;
         }
         let node = facts.node.unwrap_or_default();

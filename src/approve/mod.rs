@@ -18,189 +18,29 @@
 //! is decided without the cluster's own names and addresses
 //! ([`cluster::read`]).
 
+mod api;
 pub mod cluster;
 pub mod controller;
 pub mod error;
 pub mod policy;
+mod settings;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::certificates::v1::{
-    CertificateSigningRequest as Csr, CertificateSigningRequestCondition as Condition,
-    CertificateSigningRequestStatus as Status,
-};
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::ListParams;
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::source::client::ClientSettings;
+pub use api::write_decision;
+use api::{api_err, connect, name_of, pending};
 pub use controller::run;
 pub use error::ApproveError;
 pub use policy::{Check, Policy, Verdict};
-
-/// The name under which the approver's readiness is reported.
-const READINESS: &str = "approver";
-/// How long the cluster's Service ranges and API server endpoints are
-/// used before they are read again (they change when the control plane
-/// does, and only the cluster's administrators change them).
-const CLUSTER_FACTS_TTL: Duration = Duration::from_secs(30);
-
-/// Leader election through a Lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseSettings {
-    pub name: String,
-    /// `None`: the namespace the client configuration implies (the
-    /// kubeconfig context's, or the pod's), else [`LEASE_NAMESPACE`].
-    pub namespace: Option<String>,
-    /// This replica's identity (the pod name).
-    pub identity: String,
-    pub duration: Duration,
-}
-
-/// The Lease's namespace when nothing names one.
-pub const LEASE_NAMESPACE: &str = "kube-system";
-
-impl LeaseSettings {
-    fn namespace(&self) -> &str {
-        self.namespace.as_deref().unwrap_or(LEASE_NAMESPACE)
-    }
-}
-
-/// Everything `certsync approve` needs.
-#[derive(Debug, Clone)]
-pub struct ApproverConfig {
-    pub client: ClientSettings,
-    pub policy: Policy,
-    pub signer: String,
-    pub dry_run: bool,
-    /// `None`: this is the only replica and always writes.
-    pub lease: Option<LeaseSettings>,
-    pub events: bool,
-    pub admin_addr: std::net::SocketAddr,
-    /// Decide only CSRs with these labels.
-    pub selector: Option<String>,
-}
-
-/// A CSR still waiting for a decision.
-fn pending(csr: &Csr) -> bool {
-    !csr.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or(&[])
-        .iter()
-        .any(|c| matches!(c.type_.as_str(), "Approved" | "Denied" | "Failed"))
-}
-
-/// A failed API call on `object`.
-fn api_err(verb: &'static str, object: &str, source: kube::Error) -> ApproveError {
-    ApproveError::Api(crate::source::client::ApiError {
-        verb,
-        object: object.to_owned(),
-        source,
-    })
-}
-
-fn name_of(csr: &Csr) -> String {
-    csr.metadata.name.clone().unwrap_or_default()
-}
-
-/// Writes the verdict to `csr` through `/approval`, with its
-/// resourceVersion (a stale one is a 409: someone else decided); returns
-/// the CSR as the server stored it.
-pub async fn write_decision(
-    api: &Api<Csr>,
-    csr: &Csr,
-    verdict: &Verdict,
-    node: &str,
-) -> Result<Csr, ApproveError> {
-    let name = name_of(csr);
-    let (ty, reason, message) = match verdict {
-        Verdict::Approve => (
-            "Approved",
-            "CertsyncApprove",
-            format!(
-                "approved by certsync: requester, subject, usages, key and SANs checked against node {node}"
-            ),
-        ),
-        Verdict::Deny { check, message } => (
-            "Denied",
-            "CertsyncDeny",
-            format!("{}: {message}", check.label()),
-        ),
-        Verdict::Wait { .. } => return Ok(csr.clone()),
-    };
-    let mut obj = csr.clone();
-    let status = obj.status.get_or_insert_with(Status::default);
-    status
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(Condition {
-            type_: ty.into(),
-            status: "True".into(),
-            reason: Some(reason.into()),
-            message: Some(message),
-            last_update_time: Some(Time(k8s_openapi::jiff::Timestamp::now())),
-            ..Default::default()
-        });
-    api.replace_subresource("approval", &name, &PostParams::default(), &obj)
-        .await
-        .map_err(|e| {
-            api_err(
-                "update approval of",
-                &format!("certificatesigningrequest {name}"),
-                e,
-            )
-        })
-}
-
-/// A client, the API server's URL it talks to, and the namespace its
-/// configuration implies.
-async fn connect(
-    settings: &ClientSettings,
-) -> Result<(Client, http::Uri, Option<String>), ApproveError> {
-    let loaded = settings.load().await.map_err(ApproveError::Client)?;
-    let client = settings
-        .client_for(&loaded.config)
-        .map_err(ApproveError::Client)?;
-    Ok((client, loaded.config.cluster_url, loaded.namespace))
-}
-
-/// `step` until it succeeds, retried with jittered backoff (1 s doubling,
-/// capped at 16-32 s) while it fails; `None` when shutdown comes first.
-async fn until_ok<T, F, Fut>(
-    shutdown: &mut watch::Receiver<bool>,
-    what: &str,
-    mut step: F,
-) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, ApproveError>>,
-{
-    let mut attempt = 0;
-    loop {
-        let result = tokio::select! {
-            () = crate::shutdown::stopped(shutdown) => return None,
-            r = step() => r,
-        };
-        match result {
-            Ok(t) => return Some(t),
-            Err(e) => {
-                attempt += 1;
-                // 1 s doubling to 16 s, plus up to as much again at random.
-                let retry_in = crate::backoff(Duration::from_secs(1), attempt.min(5));
-                tracing::warn!(error = %crate::error_chain(&e), retry_in = ?retry_in, "cannot {what} yet; not ready, retrying");
-                tokio::select! {
-                    () = crate::shutdown::stopped(shutdown) => return None,
-                    () = tokio::time::sleep(retry_in) => {}
-                }
-            }
-        }
-    }
-}
+pub use settings::{ApproverConfig, LEASE_NAMESPACE, LeaseSettings};
 
 /// One row of `csr review`.
 #[derive(Debug, Clone, Serialize)]

@@ -8,8 +8,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::Approver;
-use crate::approve::{ApproveError, ApproverConfig, api_err, until_ok};
+use crate::approve::api::{api_err, until_ok};
+use crate::approve::error::ApproveError;
+use crate::approve::settings::ApproverConfig;
 
 /// Whether this replica may write, as it changes: always without a Lease,
 /// else while it holds it; `None` when shutdown comes first. A dry run
@@ -51,12 +52,12 @@ pub(super) async fn leader(
 /// Whether this replica may write now: no Lease, or the Lease read from
 /// the API server is held by it and unexpired by this process's clock
 /// (the holder, this process, wrote renewTime with the same clock).
-pub(super) async fn confirmed(with: &Approver, name: &str) -> bool {
-    let Some(lease) = &with.config.lease else {
+pub(super) async fn confirmed(config: &ApproverConfig, client: &Client, name: &str) -> bool {
+    let Some(lease) = &config.lease else {
         return true;
     };
     let (ns, lease_name) = (lease.namespace(), &lease.name);
-    let held = Api::<Lease>::namespaced(with.client.clone(), ns)
+    let held = Api::<Lease>::namespaced(client.clone(), ns)
         .get(lease_name)
         .await
         .map(|l| {

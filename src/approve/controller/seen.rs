@@ -20,8 +20,8 @@ use kube::runtime::watcher;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use super::{MAX_PENDING, requester};
-use crate::approve::{name_of, pending, policy};
+use crate::approve::api::{name_of, pending};
+use crate::approve::policy;
 use crate::metrics::Metrics;
 use crate::source::Listed;
 use crate::source::watch::WatchError;
@@ -43,6 +43,17 @@ pub(super) struct Seen {
     node_generation: u64,
     /// Names of the CSRs to decide (again).
     pub dirty: BTreeSet<String>,
+}
+
+/// Pending CSRs of one requester that are looked at; the newer ones are
+/// denied unread. A kubelet has one pending (two across a rotation); one
+/// whose Node is not registered yet creates a new one every 15 minutes
+/// while it waits.
+pub const MAX_PENDING: usize = 10;
+
+/// The requester of a CSR, as the API server authenticated it.
+pub(super) fn requester(csr: &Csr) -> &str {
+    csr.spec.username.as_deref().unwrap_or_default()
 }
 
 /// The object a watcher event is about: `None` for a whole re-list.

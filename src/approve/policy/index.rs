@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::{Cidr, canonical, dns_name};
+use super::ranges::{Cidr, canonical, dns_name};
 
 /// The most addresses (IPs and names together) a Node may list and still
 /// have its own requests decided by the approver (a kubelet lists tens at

@@ -2,8 +2,9 @@
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 
-use super::{
-    Check, Facts, MAX_REQUEST_BYTES, NODE_PREFIX, NODES_GROUP, Policy, Verdict, canonical, deny,
+use super::ranges::canonical;
+use super::verdict::{
+    Check, Facts, MAX_REQUEST_BYTES, NODE_PREFIX, NODES_GROUP, Policy, Verdict, deny,
 };
 use crate::source::csr::KeyAlg;
 use crate::x509::{COMMON_NAME, ORGANIZATION, Request, SERVER_AUTH};

@@ -6,7 +6,9 @@
 
 use std::net::IpAddr;
 
-use super::{Asker, Check, Cluster, Facts, Nodes, Policy, Reserved, Verdict, canonical, deny};
+use super::index::Nodes;
+use super::ranges::{Reserved, canonical};
+use super::verdict::{Asker, Check, Cluster, Facts, Policy, Verdict, deny};
 
 /// Check 8: every DNS name, then every address.
 pub(super) fn check(

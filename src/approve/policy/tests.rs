@@ -5,6 +5,8 @@ use crate::source::csr::{CsrSpec, KeyAlg, pkcs10};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec;
 use k8s_openapi::api::core::v1::{NodeAddress, NodeStatus};
+use std::net::IpAddr;
+use std::time::Duration;
 
 /// A request as a kubelet makes it, changed by the test.
 struct Ask {

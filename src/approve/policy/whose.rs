@@ -2,10 +2,9 @@
 
 use std::net::IpAddr;
 
+use super::index::{Listed, MAX_NODE_ADDRESSES, Nodes};
 use super::reserved::address_in;
-use super::{
-    Asker, Check, Cluster, Facts, Listed, MAX_NODE_ADDRESSES, Nodes, Policy, Verdict, deny, wait,
-};
+use super::verdict::{Asker, Check, Cluster, Facts, Policy, Verdict, deny, wait};
 
 /// Check 9: another node's name or addresses. An address or name both
 /// Nodes list is in dispute: each node writes its own status, so one
