@@ -85,8 +85,9 @@ pub async fn run(
     // This signer's CSRs (`--selector` too) and every Node, each read by a
     // task of its own through the one list/watch loop every Kubernetes
     // source uses; each watch call ends server-side after --watch-timeout.
-    let watching = watcher::Config::default()
-        .timeout(crate::source::watch_seconds(config.client.watch_timeout));
+    let watching = watcher::Config::default().timeout(crate::source::watch::watch_seconds(
+        config.client.watch_timeout,
+    ));
     let mut csr_watch = watching
         .clone()
         .fields(&format!("spec.signerName={}", config.signer));

@@ -39,8 +39,8 @@ use rustls::pki_types::pem::PemObject;
 use super::client::{
     ApiError, ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig,
 };
+use super::watch::watch_seconds;
 use super::watch::{Watch, WatchError};
-use super::watch_seconds;
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::events::{CsrRef, EventSink};
 use crate::metrics::Metrics;

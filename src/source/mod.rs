@@ -17,29 +17,6 @@ use kube::runtime::watcher;
 
 use crate::bundle::Bundle;
 
-/// How long after a watch's own timeout the server has to end it before it
-/// is taken for stalled (the "plus 5 s" of `--watch-timeout`).
-const WATCH_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// `timeoutSeconds` for a watch meant to last `timeout`: 1 s to an hour.
-pub(crate) fn watch_seconds(timeout: std::time::Duration) -> u32 {
-    u32::try_from(timeout.as_secs())
-        .unwrap_or(u32::MAX)
-        .clamp(1, 3600)
-}
-
-/// When a watch sent with `seconds` is taken for stalled, however alive
-/// its connection looks, and what is said then.
-fn stall_deadline(seconds: u32) -> (tokio::time::Instant, String) {
-    let at =
-        tokio::time::Instant::now() + std::time::Duration::from_secs(seconds.into()) + WATCH_MARGIN;
-    let said = format!(
-        "the API server did not end the watch within its {seconds}s timeout and {}s more",
-        WATCH_MARGIN.as_secs()
-    );
-    (at, said)
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error(transparent)]

@@ -16,7 +16,8 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 
 use super::watch::WatchError;
-use super::{SourceError, Update, watch_seconds};
+use super::watch::watch_seconds;
+use super::{SourceError, Update};
 use crate::bundle::Item;
 use crate::bundle::{Bundle, BundleError};
 use crate::error_chain;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use super::ClientError;
+use super::error::ClientError;
 
 /// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
 pub(super) const KUBECONFIG_LIMIT: u64 = 4 << 20;

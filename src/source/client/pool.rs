@@ -24,7 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::{Body, ConfigExt};
 use tower::BoxError;
 
-use super::ClientError;
+use super::error::ClientError;
 use crate::error_chain;
 
 /// The TLS connector, connecting (TCP and TLS together) bounded by

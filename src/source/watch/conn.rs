@@ -11,9 +11,8 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use super::WatchError;
-use super::pacing::ANSWER_WITHIN;
-use crate::source::stall_deadline;
+use super::error::WatchError;
+use super::pacing::{ANSWER_WITHIN, stall_deadline};
 
 pub(super) struct Open {
     pub(super) body: Pin<Box<dyn AsyncBufRead + Send>>,

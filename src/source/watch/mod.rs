@@ -19,7 +19,7 @@
 //!   retries within a second of another loop of the process hearing from
 //!   the server ([`Recovery`]);
 //! - a watch not ended within its `timeoutSeconds` and
-//!   [`super::WATCH_MARGIN`] is stalled: given up and resumed;
+//!   [`pacing::WATCH_MARGIN`] is stalled: given up and resumed;
 //! - one [`Gate`] of [`IN_FLIGHT`] requests is shared by every loop of the
 //!   process (see there why).
 //!
@@ -28,6 +28,7 @@
 //! and every request's state is boxed: it lives only while in flight.
 
 mod conn;
+mod error;
 mod pacing;
 mod reflector;
 
@@ -38,35 +39,9 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
 use conn::Conn;
-pub use pacing::{ANSWER_WITHIN, Gate, IN_FLIGHT, Pacing, Recovery, retry_delay};
+pub use error::WatchError;
+pub use pacing::{ANSWER_WITHIN, Gate, IN_FLIGHT, Pacing, Recovery, retry_delay, watch_seconds};
 use reflector::Loop;
-
-/// The target of the loop's log lines, whichever of its files writes them.
-const LOG: &str = module_path!();
-
-/// Why a list or watch failed: retried by the loop, reported to publish.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum WatchError {
-    #[error("{verb} {what}: {message}")]
-    Api {
-        verb: &'static str,
-        /// What is watched ([`Watch::named`]).
-        what: String,
-        code: Option<u16>,
-        message: String,
-    },
-    #[error("watch {what}: {said}; watching again")]
-    Stalled { what: String, said: String },
-}
-
-impl WatchError {
-    pub fn code(&self) -> Option<u16> {
-        match self {
-            Self::Api { code, .. } => *code,
-            Self::Stalled { .. } => None,
-        }
-    }
-}
 
 /// The loop for `api` as `config` selects (selectors, `timeout`,
 /// `list_semantic`, `page_size`), before it runs.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::WatchError;
+use super::error::WatchError;
 
 /// The wait before retrying after `failures` failures in a row: from 0.8 s
 /// (client-go's and kube-runtime's start), doubling, jittered so that many
@@ -24,12 +24,33 @@ pub fn retry_delay(failures: u32) -> Duration {
 /// sends a thousand mappings' 2,000 requests in about 63 short rounds.
 pub const IN_FLIGHT: usize = 32;
 
+/// How long after a watch's own timeout the server has to end it before it
+/// is taken for stalled (the "plus 5 s" of `--watch-timeout`).
+pub(super) const WATCH_MARGIN: Duration = Duration::from_secs(5);
+
+/// `timeoutSeconds` for a watch meant to last `timeout`: 1 s to an hour.
+pub fn watch_seconds(timeout: Duration) -> u32 {
+    u32::try_from(timeout.as_secs())
+        .unwrap_or(u32::MAX)
+        .clamp(1, 3600)
+}
+
+/// When a watch sent with `seconds` is taken for stalled, however alive
+/// its connection looks, and what is said then.
+pub(super) fn stall_deadline(seconds: u32) -> (tokio::time::Instant, String) {
+    let at = tokio::time::Instant::now() + Duration::from_secs(seconds.into()) + WATCH_MARGIN;
+    let said = format!(
+        "the API server did not end the watch within its {seconds}s timeout and {}s more",
+        WATCH_MARGIN.as_secs()
+    );
+    (at, said)
+}
+
 /// How long a request holding a [`Gate`] permit waits for its answer (a
 /// list page whole, a watch its headers): kube-apiserver's own
-/// `--request-timeout` (1 minute) and [`crate::source::WATCH_MARGIN`].
+/// `--request-timeout` (1 minute) and [`WATCH_MARGIN`].
 /// Longer is not answering: the permit goes on and this loop backs off.
-pub const ANSWER_WITHIN: Duration =
-    Duration::from_secs(60).saturating_add(crate::source::WATCH_MARGIN);
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(60).saturating_add(WATCH_MARGIN);
 
 /// The permits of [`IN_FLIGHT`], shared by the loops of one process. The
 /// semaphore is fair: waiting loops are served in order, none starves.

@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 use super::conn::{Conn, Line, Open};
+use super::error::{LOG, WatchError};
 use super::pacing::{Gate, Pacing, Recovery, heard};
-use super::{LOG, WatchError};
 
 enum State<K> {
     /// List from the first page.
