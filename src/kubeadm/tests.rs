@@ -55,6 +55,35 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
     }
 }
 
+/// A manifest whose volumes or first container's mounts are something other than a list
+/// (or null, which Kubernetes reads as none) is refused as it is read: adopt and revert
+/// would otherwise write it back with an empty list, dropping every mount it named.
+#[test]
+fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
+    let original = fixture("manifests/kube-scheduler.yaml");
+    let mounts = "    volumeMounts:\n    - mountPath: /etc/kubernetes/scheduler.conf\n      name: kubeconfig\n      readOnly: true\n";
+    assert!(original.contains(mounts), "the fixture's mounts as written");
+    let volumes = original
+        .find("  volumes:\n")
+        .expect("the fixture's volumes");
+    for bad in ["{mountPath: /x, name: kubeconfig}", "kubeconfig", "7"] {
+        let text = original.replace(mounts, &format!("    volumeMounts: {bad}\n"));
+        assert!(
+            matches!(Manifest::parse(&text), Err(FileProblem::NotAPod)),
+            "volumeMounts: {bad}"
+        );
+        let text = format!("{}  volumes: {bad}\n", &original[..volumes]);
+        assert!(
+            matches!(Manifest::parse(&text), Err(FileProblem::NotAPod)),
+            "volumes: {bad}"
+        );
+    }
+    for none in ["    volumeMounts: null\n", ""] {
+        let text = original.replace(mounts, none);
+        Manifest::parse(&text).unwrap_or_else(|e| panic!("{none:?}: {e}"));
+    }
+}
+
 #[test]
 fn a_cluster_configuration_adopt_does_not_know_is_refused() {
     let base: serde_yaml_ng::Value =
