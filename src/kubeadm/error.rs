@@ -211,7 +211,7 @@ pub enum FileProblem {
     // where adopt sets one (as found: a caller printing it to a terminal escapes it).
     #[error("not YAML: {0}")]
     NotYaml(serde_yaml_ng::Error),
-    #[error("not a Pod whose first container has a command")]
+    #[error("not a Pod whose first container has a command, its volumes and mounts lists")]
     NotAPod,
     #[error("cannot be written as YAML: {0}")]
     Render(serde_yaml_ng::Error),

@@ -177,7 +177,7 @@ pub fn components() -> Vec<Component> {
     ]
 }
 
-/// A Pod whose first container has a command.
+/// A Pod whose first container has a command, its volumes and mounts lists (or none).
 pub struct Manifest {
     pub pod: Value,
 }
@@ -185,10 +185,15 @@ pub struct Manifest {
 impl Manifest {
     pub fn parse(text: &str) -> Result<Self, FileProblem> {
         let pod: Value = serde_yaml_ng::from_str(text).map_err(FileProblem::NotYaml)?;
+        // Volumes and mounts are lists or none (null): anything else would be written back
+        // as an empty list, dropping what it named.
+        let list_or_none = |v: &Value| v.is_null() || v.is_sequence();
         if pod["kind"] != "Pod"
             || pod["spec"]["containers"][0]["command"]
                 .as_sequence()
                 .is_none()
+            || !list_or_none(&pod["spec"]["volumes"])
+            || !list_or_none(&pod["spec"]["containers"][0]["volumeMounts"])
         {
             return Err(FileProblem::NotAPod);
         }
@@ -319,8 +324,7 @@ impl Manifest {
     }
 }
 
-/// `v` as a list (made one when it is not: the mapping holding it was
-/// checked in [`Manifest::parse`]).
+/// `v` as a list (made one when it is none: [`Manifest::parse`] refuses any other value).
 fn list(v: &mut Value) -> &mut Vec<Value> {
     if !v.is_sequence() {
         *v = Value::Sequence(vec![]);
