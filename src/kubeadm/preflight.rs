@@ -24,6 +24,11 @@ pub fn image(dir: &Path, image: &str) -> Result<(), KubeadmError> {
     })
 }
 
+/// Whether `s` matches the whole of `re`; a pattern that does not compile matches nothing.
+fn whole(re: &str, s: &str) -> bool {
+    regex::Regex::new(&format!("^(?:{re})$")).is_ok_and(|r| r.is_match(s))
+}
+
 fn reference(s: &str) -> Result<(), Why> {
     if s.is_empty() {
         return Err(EMPTY);
@@ -32,15 +37,9 @@ fn reference(s: &str) -> Result<(), Why> {
         Some((r, d)) => (r, Some(d)),
         None => (s, None),
     };
-    if let Some(d) = digest {
-        let (alg, hex) = d.split_once(':').ok_or(DIGEST)?;
-        let alg_ok = alg.split(['+', '.', '_', '-']).all(|c| {
-            c.starts_with(|ch: char| ch.is_ascii_alphabetic())
-                && c.chars().all(|ch| ch.is_ascii_alphanumeric())
-        });
-        if !alg_ok || hex.len() < 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(DIGEST);
-        }
+    let alg = "[A-Za-z][A-Za-z0-9]*";
+    if digest.is_some_and(|d| !whole(&format!("{alg}(?:[-_+.]{alg})*:[0-9A-Fa-f]{{32,}}"), d)) {
+        return Err(DIGEST);
     }
     // A tag follows the last ':' after the last '/' (one before is the registry's port).
     let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
@@ -48,17 +47,8 @@ fn reference(s: &str) -> Result<(), Why> {
         Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
         None => (rest, None),
     };
-    if let Some(t) = tag {
-        let mut chars = t.chars();
-        let first_ok = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !first_ok
-            || t.len() > 128
-            || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-        {
-            return Err(TAG);
-        }
+    if tag.is_some_and(|t| !whole("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", t)) {
+        return Err(TAG);
     }
     if name.len() > 255 {
         return Err(TOO_LONG);
@@ -73,7 +63,12 @@ fn reference(s: &str) -> Result<(), Why> {
         domain(parts.remove(0))?;
     }
     for p in parts {
-        path_component(p)?;
+        if p.chars().any(|c| c.is_ascii_uppercase()) {
+            return Err(UPPERCASE);
+        }
+        if !whole("[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*", p) {
+            return Err(PATH);
+        }
     }
     Ok(())
 }
@@ -83,61 +78,15 @@ fn domain(d: &str) -> Result<(), Why> {
         Some((h, p)) if !h.ends_with(']') || d.starts_with('[') => (h, Some(p)),
         _ => (d, None),
     };
-    if let Some(p) = port
-        && (p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()))
-    {
+    if port.is_some_and(|p| !whole("[0-9]+", p)) {
         return Err(DOMAIN);
     }
-    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return v6
-            .parse::<std::net::Ipv6Addr>()
-            .map(drop)
-            .map_err(|_| DOMAIN);
-    }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
+    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?";
+    let ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => whole(&format!(r"{label}(?:\.{label})*"), host),
     };
-    if host.split('.').all(label_ok) {
-        Ok(())
-    } else {
-        Err(DOMAIN)
-    }
-}
-
-/// `[a-z0-9]+` joined by `.`, `_`, `__` or any number of `-`.
-fn path_component(p: &str) -> Result<(), Why> {
-    if p.chars().any(|c| c.is_ascii_uppercase()) {
-        return Err(UPPERCASE);
-    }
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let bytes: Vec<char> = p.chars().collect();
-    let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
-        return Err(PATH);
-    };
-    if !alnum(first) || !alnum(last) {
-        return Err(PATH);
-    }
-    let mut i = 0;
-    while i < bytes.len() {
-        if alnum(bytes[i]) {
-            i += 1;
-            continue;
-        }
-        // A separator run: '.', '_', '__' or '-'+, between alphanumerics.
-        let start = i;
-        while i < bytes.len() && !alnum(bytes[i]) {
-            i += 1;
-        }
-        let sep: String = bytes[start..i].iter().collect();
-        let ok = sep == "." || sep == "_" || sep == "__" || sep.chars().all(|c| c == '-');
-        if !ok {
-            return Err(PATH);
-        }
-    }
-    Ok(())
+    if ok { Ok(()) } else { Err(DOMAIN) }
 }
 
 /// Whether the port at `addr` is free (`false`: something listens there); `Err` when the
