@@ -118,8 +118,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let bootstrap = super::audit::kubelet_bootstrap(dir, adopted, current.as_ref())
         .map_err(|r| KubeadmError::refused(dir, *r))?;
     let (stored, from) = cluster_configuration(opts).await?;
-    let components = manifest::components();
-    let parsed = component_manifests(opts, &components)?;
+    let parsed = component_manifests(dir)?;
     let none = Default::default();
     let record = state.map_or(&none, |s| &s.trust);
     let client = stored.as_ref().map(|s| s.client.clone());
@@ -239,34 +238,29 @@ async fn cluster_configuration(
     }
 }
 
-type Parsed<'c> = (&'c manifest::Component, String, Vec<u8>, Manifest);
-
-fn component_manifests<'c>(
-    opts: &Options,
-    components: &'c [manifest::Component],
-) -> Result<Vec<Parsed<'c>>, KubeadmError> {
-    let dir = &opts.dir;
+/// Each component's manifest, read and refused as found: a value of someone else's where
+/// adopt sets one is a refusal, not an unreadable file.
+fn component_manifests(
+    dir: &Path,
+) -> Result<Vec<(manifest::Component, String, Vec<u8>, Manifest)>, KubeadmError> {
     let mut parsed = Vec::new();
-    for c in components {
-        let path = super::manifest::manifest_path(c.name);
+    for c in manifest::components() {
+        let path = manifest::manifest_path(c.name);
         let Some(before) = node::read_optional(dir, &path)? else {
-            return Err(KubeadmError::refused(
-                &opts.dir,
-                if c.name == "etcd" {
-                    Refusal::NoEtcd { path }
-                } else {
-                    Refusal::NoManifest { path }
-                },
-            ));
+            let refusal = match c.name {
+                "etcd" => Refusal::NoEtcd { path },
+                _ => Refusal::NoManifest { path },
+            };
+            return Err(KubeadmError::refused(dir, refusal));
         };
-        let m = manifest::read(c, before.clone()).map_err(|problem| match problem {
-            p if p.is_conflict() => KubeadmError::refused(
-                &opts.dir,
-                Refusal::Conflict {
+        let m = manifest::read(&c, before.clone()).map_err(|problem| match problem {
+            p if p.is_conflict() => {
+                let conflict = Refusal::Conflict {
                     path: path.clone(),
                     problem: p,
-                },
-            ),
+                };
+                KubeadmError::refused(dir, conflict)
+            }
             p => KubeadmError::file(&host(dir, &path), p),
         })?;
         parsed.push((c, path, before, m));
@@ -278,34 +272,33 @@ fn component_manifests<'c>(
 /// that load trust at start).
 fn manifest_changes(
     dir: &Path,
-    parsed: Vec<Parsed<'_>>,
+    parsed: Vec<(manifest::Component, String, Vec<u8>, Manifest)>,
     digest: &str,
 ) -> Result<Vec<ManifestChange>, KubeadmError> {
     let mut manifests = Vec::new();
     for (c, path, before, mut m) in parsed {
-        let (flags, volumes_added) = manifest::adopt(c, &mut m);
+        let (flags, volumes_added) = manifest::adopt(&c, &mut m);
         let mut annotations = Vec::new();
-        if c.trusts {
-            let old = m.annotation(TRUST_ANNOTATION).unwrap_or_default();
-            if m.set_annotation(TRUST_ANNOTATION, digest) {
-                annotations.push((TRUST_ANNOTATION.to_owned(), old, digest.to_owned()));
-            }
+        let old = m.annotation(TRUST_ANNOTATION).unwrap_or_default();
+        if c.trusts && m.set_annotation(TRUST_ANNOTATION, digest) {
+            annotations.push((TRUST_ANNOTATION.to_owned(), old, digest.to_owned()));
         }
         if flags.is_empty() && volumes_added.is_empty() && annotations.is_empty() {
             continue;
         }
         let after = m
             .render()
-            .map_err(|e| KubeadmError::file(&host(dir, &path), e))?
-            .into_bytes();
-        manifests.push(ManifestChange {
+            .map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
+        let after = after.into_bytes();
+        let change = ManifestChange {
             path,
             flags,
             volumes_added,
             annotations,
             before,
             after,
-        });
+        };
+        manifests.push(change);
     }
     Ok(manifests)
 }
