@@ -221,17 +221,13 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Undo, State), KubeadmError> {
 fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
     let mut absent = Vec::new();
     for d in plan::MADE_DIRS {
-        let absent_or_empty = match std::fs::read_dir(host(dir, d)) {
-            Err(e) => {
-                let gone = e.kind() == std::io::ErrorKind::NotFound;
-                if gone {
-                    absent.push(d);
-                }
-                gone
-            }
-            Ok(mut entries) => entries.next().is_none(),
-        };
-        if absent_or_empty && !state.made_dirs.iter().any(|m| m == d) {
+        let entries = std::fs::read_dir(host(dir, d));
+        let gone = matches!(&entries, Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        if gone {
+            absent.push(d);
+        }
+        let empty = entries.is_ok_and(|mut e| e.next().is_none());
+        if (gone || empty) && !state.made_dirs.iter().any(|m| m == d) {
             state.made_dirs.push(d.to_owned());
         }
     }
@@ -332,30 +328,28 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
 /// `kube-public/cluster-info` given the CA's certificates. A failure is said and adopt goes
 /// on: it matters only to joins after the old certificate's end, and status names it.
 async fn cluster_info(plan: &Plan, out: &mut Out) {
+    let map = (super::cluster_info::MAP, &plan.cluster_info_new);
     let done = "updated ConfigMap kube-public/cluster-info: its CA data holds the CA's \
                 certificates side by side";
     let left = "joins after the old CA certificate's end fail until it holds them (run adopt \
                 again)";
-    let new = &plan.cluster_info_new;
-    write_map(plan, super::cluster_info::MAP, new, done, left, out).await;
+    write_map(plan, map, done, left, out).await;
 }
 
-/// Writes `new` to `map`, saying `done`, or warning with what it `left` undone.
+/// Writes the ConfigMap to its map, saying `done`, or warning with what it `left` undone.
 async fn write_map(
     plan: &Plan,
-    map: Map,
-    new: &Option<ConfigMap>,
+    (map, new): (Map, &Option<ConfigMap>),
     done: &str,
     left: &str,
     out: &mut Out,
 ) {
-    let (Some(client), Some(new)) = (&plan.client, new) else {
-        return;
-    };
-    let _ = match map.put(client, new).await {
-        Ok(()) => writeln!(out, "{done}"),
-        Err(e) => writeln!(out, "warning: {e}; {left}"),
-    };
+    if let (Some(client), Some(new)) = (&plan.client, new) {
+        let _ = match map.put(client, new).await {
+            Ok(()) => writeln!(out, "{done}"),
+            Err(e) => writeln!(out, "warning: {e}; {left}"),
+        };
+    }
 }
 
 /// certsync's pod written (when it changes), then waited for. `Err`: what was last seen.
@@ -376,8 +370,8 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmEr
                 which every other node's adopt takes";
     let left = "the other nodes keep the CA certificates they have until this node's next adopt \
                 writes them (run adopt again)";
-    let new = &plan.cluster_cas_new;
-    write_map(plan, super::published::MAP, new, done, left, out).await;
+    let map = (super::published::MAP, &plan.cluster_cas_new);
+    write_map(plan, map, done, left, out).await;
     cluster_info(plan, out).await;
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.after)?;

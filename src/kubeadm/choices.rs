@@ -29,9 +29,7 @@ pub fn kept(
     pod: Option<&super::pod::Probe>,
     recorded: Option<SocketAddr>,
 ) -> (Options, Vec<Choice>) {
-    let mut out = opts.clone();
-    let mut choices = Vec::new();
-    let current_admin: Option<SocketAddr> = pod
+    let current_admin = pod
         .map(|p| {
             p.admin
                 .as_deref()
@@ -39,45 +37,41 @@ pub fn kept(
         })
         .or(recorded);
     let current = current_settings(&opts.dir);
-    let known = current_admin.is_some() || current.is_some();
     let admin = opts
         .admin_addr
         .or(current_admin)
         .unwrap_or(DEFAULT_ADMIN_ADDR);
-    out.admin_addr = Some(admin);
-    if known {
-        choices.push(Choice {
-            what: "--admin-addr".into(),
-            before: current_admin.map(|a| a.to_string()),
-            after: admin.to_string(),
-        });
-    }
+    let mut choices = vec![Choice {
+        what: "--admin-addr".into(),
+        before: current_admin.map(|a| a.to_string()),
+        after: admin.to_string(),
+    }];
     let mut set = Vec::new();
     for key in crate::cli::SETTABLE {
-        let given = opts
-            .set
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone());
-        let was = current
-            .as_ref()
-            .and_then(|c| c.iter().find(|(k, _)| k == key))
-            .map(|(_, v)| v.clone());
-        let now = given.or_else(|| was.clone());
-        if let Some(v) = &now {
-            set.push((key.to_owned(), v.clone()));
-        }
-        if known {
-            let shown = |v: Option<String>| v.unwrap_or_else(|| "certsync's default".into());
-            choices.push(Choice {
-                what: key.to_owned(),
-                before: Some(shown(was)),
-                after: shown(now),
-            });
-        }
+        let value = |s: &[(String, String)]| {
+            let found = s.iter().rev().find(|(k, _)| k == key);
+            found.map(|(_, v)| v.clone())
+        };
+        let was = current.as_deref().and_then(value);
+        let now = value(&opts.set).or_else(|| was.clone());
+        set.extend(now.clone().map(|v| (key.to_string(), v)));
+        let shown = |v: Option<String>| v.unwrap_or_else(|| "certsync's default".into());
+        let (before, after) = (Some(shown(was)), shown(now));
+        choices.push(Choice {
+            what: key.to_string(),
+            before,
+            after,
+        });
     }
-    out.set = set;
+    // A node with nothing of certsync's yet has no choices to keep.
+    if current_admin.is_none() && current.is_none() {
+        choices.clear();
+    }
+    let out = Options {
+        admin_addr: Some(admin),
+        set,
+        ..opts.clone()
+    };
     (out, choices)
 }
 

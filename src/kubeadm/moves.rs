@@ -168,7 +168,8 @@ pub fn remove_empty_dir(
             });
         }
     };
-    let (parent, opened) = match walk(dir, node_path) {
+    let handles = reach_dir(dir, node_path).and_then(|w| Ok((w.dir()?, w.parent_dir()?)));
+    let (opened, parent) = match handles {
         Ok(both) => both,
         Err(FileProblem::Missing) => return Ok(Left::Absent),
         Err(FileProblem::Way(e)) => return Err(RevertError::Way(e)),
@@ -209,26 +210,16 @@ pub fn remove_empty_dir(
 /// The directory at `node_dir`, reached as [`reach`] does: a handle to read and write
 /// beneath, never a path a symlink planted on the way leads elsewhere.
 pub fn open_beneath(dir: &Path, node_dir: &str) -> Result<cap_std::fs::Dir, FileProblem> {
-    walk(dir, node_dir).map(|(_, opened)| opened)
+    reach_dir(dir, node_dir)?.dir().map_err(FileProblem::Way)
 }
 
-/// [`open_beneath`], with its parent's handle.
-fn walk(dir: &Path, node_dir: &str) -> Result<(cap_std::fs::Dir, cap_std::fs::Dir), FileProblem> {
+/// [`reach`], refused unless it is a directory.
+fn reach_dir(dir: &Path, node_dir: &str) -> Result<beneath::Walked, FileProblem> {
     let walked = reach(dir, node_dir)?;
     if walked.st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR {
         return Err(FileProblem::NotDir(node_dir.to_owned()));
     }
-    let opened = walked.dir().map_err(FileProblem::Way)?;
-    let parent = match walked.parent {
-        Some(_) => walked.parent_dir().map_err(FileProblem::Way)?,
-        None => opened.try_clone().map_err(|e| {
-            FileProblem::Way(PathError::Io {
-                path: node_dir.into(),
-                source: e,
-            })
-        })?,
-    };
-    Ok((parent, opened))
+    Ok(walked)
 }
 
 /// What `node_path` names, reached from `dir` one name at a time, no symlink followed, the

@@ -307,23 +307,16 @@ fn manifest_changes(
 fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     for c in certs(dir) {
-        if let Some(t) = c.template {
-            node::issued_by(
-                dir,
-                &format!("/etc/kubernetes/pki/{t}.crt"),
-                &format!("/etc/kubernetes/pki/{}.crt", c.ca),
-            )
-            .map_err(|e| KubeadmError::refused(&opts.dir, Refusal::Cert(e)))?;
+        if let Some(pair) = c.pair() {
+            node::issued_by(dir, &format!("{pair}.crt"), &c.ca_crt())
+                .map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
         }
     }
     for p in pairs(dir) {
         for ext in ["crt", "key"] {
             let f = format!("{p}.{ext}");
             if node::read_optional(dir, &f)?.is_none() {
-                return Err(KubeadmError::refused(
-                    &opts.dir,
-                    Refusal::NoPair { file: f },
-                ));
+                return Err(KubeadmError::refused(dir, Refusal::NoPair { file: f }));
             }
         }
     }

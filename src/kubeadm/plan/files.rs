@@ -207,21 +207,6 @@ fn pod_text(
     .map_err(KubeadmError::Issue)
 }
 
-/// `owned`: whether one there with other bytes is adopt's own to replace.
-fn file(
-    opts: &Options,
-    path: &str,
-    bytes: Vec<u8>,
-    what: &str,
-    owned: bool,
-) -> Result<Option<FileWrite>, KubeadmError> {
-    let unowned = (!owned).then(|| {
-        let path = path.to_owned();
-        KubeadmError::refused(&opts.dir, Refusal::Unowned { path })
-    });
-    node::to_write(&opts.dir, path, 0o600, what.to_owned(), bytes, unowned)
-}
-
 /// The CAs' renewals and bundles, then certsync's kubeconfigs, configuration and pod.
 pub(super) fn certsyncs_files(
     opts: &Options,
@@ -232,27 +217,26 @@ pub(super) fn certsyncs_files(
     bootstrap: bool,
 ) -> Result<Vec<FileWrite>, KubeadmError> {
     let dir = &opts.dir;
+    // On an adopted node one there with other bytes is adopt's own to replace.
+    let file = |path: &str, bytes: Vec<u8>, what: &str| {
+        let unowned = (!adopted).then(|| {
+            let path = path.to_owned();
+            KubeadmError::refused(dir, Refusal::Unowned { path })
+        });
+        node::to_write(dir, path, 0o600, what.to_owned(), bytes, unowned)
+    };
     let mut files = trust.files.clone();
     files.extend(kubelet_conf(dir, &trust.ca_bundle)?);
     for (file_name, user, target, _) in BY_FILE {
         let server = node::server(dir, &format!("/etc/kubernetes/{file_name}"))?;
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
-        files.extend(file(
-            opts,
-            &format!("{KUBECONFIGS}/{file_name}"),
-            text.into_bytes(),
-            &format!("{user}'s kubeconfig (client certificate by file)"),
-            adopted,
-        )?);
+        let what = format!("{user}'s kubeconfig (client certificate by file)");
+        let path = format!("{KUBECONFIGS}/{file_name}");
+        files.extend(file(&path, text.into_bytes(), &what)?);
     }
     let pod = pod_text(dir, opts, &config, generation, bootstrap)?.into_bytes();
-    files.extend(file(
-        opts,
-        CONFIG,
-        config,
-        "certsync's configuration (its pod must be ready on it before any manifest changes)",
-        adopted,
-    )?);
-    files.extend(file(opts, POD, pod, "certsync's static pod", adopted)?);
+    let what = "certsync's configuration (its pod must be ready on it before any manifest changes)";
+    files.extend(file(CONFIG, config, what)?);
+    files.extend(file(POD, pod, "certsync's static pod")?);
     Ok(files)
 }

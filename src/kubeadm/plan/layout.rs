@@ -58,6 +58,17 @@ pub(super) struct Cert {
     pub kubeconfig: Option<&'static str>,
 }
 
+impl Cert {
+    /// The pair under pki/ it keeps in step, as a prefix.
+    pub fn pair(&self) -> Option<String> {
+        self.template.map(|t| format!("/etc/kubernetes/pki/{t}"))
+    }
+
+    pub fn ca_crt(&self) -> String {
+        format!("/etc/kubernetes/pki/{}.crt", self.ca)
+    }
+}
+
 /// kubeadm's pairs: (mapping, CA under pki/, the pair under pki/).
 const PAIRS: [(&str, &str, &str); 7] = [
     ("apiserver", "ca", "apiserver"),
@@ -148,20 +159,14 @@ pub fn unrecorded(dir: &Path, state: &State, pair_as: &str) -> Vec<String> {
 
 /// kubeadm's pairs certsync keeps in step, as prefixes (without `.crt`/`.key`).
 pub fn pairs(dir: &Path) -> Vec<String> {
-    certs(dir)
-        .into_iter()
-        .filter_map(|c| c.template.map(|t| format!("/etc/kubernetes/pki/{t}")))
-        .collect()
+    certs(dir).iter().filter_map(Cert::pair).collect()
 }
 
 pub fn pair_ca(dir: &Path, prefix: &str) -> Option<String> {
-    certs(dir)
+    let cert = certs(dir)
         .into_iter()
-        .find(|c| {
-            c.template
-                .is_some_and(|t| format!("/etc/kubernetes/pki/{t}") == prefix)
-        })
-        .map(|c| format!("/etc/kubernetes/pki/{}.crt", c.ca))
+        .find(|c| c.pair().as_deref() == Some(prefix));
+    cert.map(|c| c.ca_crt())
 }
 
 pub fn targets(dir: &Path) -> Vec<String> {
@@ -170,7 +175,7 @@ pub fn targets(dir: &Path) -> Vec<String> {
 
 pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
     certs(dir)
-        .into_iter()
-        .map(|c| (c.target, format!("/etc/kubernetes/pki/{}.crt", c.ca)))
+        .iter()
+        .map(|c| (c.target.clone(), c.ca_crt()))
         .collect()
 }
