@@ -1,10 +1,9 @@
-//! The ClusterConfiguration in the `kubeadm-config` ConfigMap: what adopt
-//! refuses in it, and its `encryptionAlgorithm`.
+//! The ClusterConfiguration in the `kubeadm-config` ConfigMap: what adopt refuses in it, and its
+//! `encryptionAlgorithm`.
 //!
-//! adopt never writes it: it is cluster-wide, and one naming certsync's
-//! targets makes `kubeadm join --control-plane` write manifests for files
-//! a new node does not have. Left as kubeadm's, a `kubeadm upgrade` puts a
-//! node back on kubeadm's files, which certsync keeps renewed in place,
+//! adopt never writes it: it is cluster-wide, and one naming certsync's targets makes `kubeadm join
+//! --control-plane` write manifests for files a new node does not have. Left as kubeadm's, a
+//! `kubeadm upgrade` puts a node back on kubeadm's files, which certsync keeps renewed in place,
 //! until adopt is run again.
 
 use std::path::Path;

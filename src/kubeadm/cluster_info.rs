@@ -1,10 +1,8 @@
-//! `kube-public/cluster-info`: the kubeconfig `kubeadm join` discovery
-//! fetches, whose CA data a joining node trusts. kubeadm writes it once,
-//! at init, so once adopt has renewed the CA a join after the old
-//! certificate's end cannot verify the API server. adopt puts there the
-//! CA data its kubeconfigs get (old and renewed side by side); the
-//! bootstrap signer re-signs it. Only that CA data changes; a shape
-//! kubeadm does not write is reported and left alone, never guessed at.
+//! `kube-public/cluster-info`: the kubeconfig `kubeadm join` discovery fetches, whose CA data a
+//! joining node trusts. kubeadm writes it once, at init, so once adopt has renewed the CA a join
+//! after the old certificate's end cannot verify the API server. adopt puts there the CA data its
+//! kubeconfigs get (old and renewed side by side); the bootstrap signer re-signs it. Only that CA
+//! data changes; a shape kubeadm does not write is reported and left alone, never guessed at.
 
 use std::path::Path;
 use std::time::Duration;

@@ -57,32 +57,31 @@ pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
 /// [`REREAD_MARGIN`] left at the latest point of its window; else the refusal.
 fn renewed_late(m: &Mapping, with: &str) -> Option<Refusal> {
     let &(file, _, _, component) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)?;
+    let (with, name) = (with.to_owned(), m.name.clone());
     let Source::Ca(spec) = &m.source else {
         return Some(Refusal::NotCa {
-            with: with.to_owned(),
-            name: m.name.clone(),
+            with,
+            name,
             component,
         });
     };
     let Some(lifetime) = spec.issue.lifetime else {
-        return Some(Refusal::NoLifetime {
-            with: with.to_owned(),
-            name: m.name.clone(),
-        });
+        return Some(Refusal::NoLifetime { with, name });
     };
     let latest = spec.issue.renew.1;
-    let need = CLIENT_GO_REREAD + REREAD_MARGIN;
-    let (left, minimum) = leaves(lifetime, latest, need).err()?;
+    let (reread, margin) = (CLIENT_GO_REREAD, REREAD_MARGIN);
+    let (left, minimum) = leaves(lifetime, latest, reread + margin).err()?;
+    let kubeconfig = format!("{KUBECONFIGS}/{file}");
     Some(Refusal::TooLate {
-        with: with.to_owned(),
-        name: m.name.clone(),
+        with,
+        name,
         component,
-        kubeconfig: format!("{KUBECONFIGS}/{file}"),
+        kubeconfig,
         lifetime,
         latest,
         left,
-        reread: CLIENT_GO_REREAD,
-        margin: REREAD_MARGIN,
+        reread,
+        margin,
         minimum,
     })
 }

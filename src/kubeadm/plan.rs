@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use k8s_openapi::api::core::v1::ConfigMap;
+
 use super::error::{KubeadmError, Refusal};
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
 use super::options::Options;
@@ -33,10 +35,7 @@ pub use layout::{
 async fn cluster_info_change(
     client: Option<&kube::Config>,
     bundle: &[u8],
-) -> (
-    Option<String>,
-    Option<k8s_openapi::api::core::v1::ConfigMap>,
-) {
+) -> (Option<String>, Option<ConfigMap>) {
     let renewed = node::certificates(Path::new(CA_BUNDLE), bundle).map_or(0, |c| c.len()) > 1;
     let not = |why: String| {
         renewed.then(|| {
@@ -52,14 +51,14 @@ async fn cluster_info_change(
     let read = cluster_info::read(client, super::api::TIMEOUT).await;
     match read.and_then(|c| c.with_ca(bundle)) {
         Ok(None) => (None, None),
-        Ok(Some(new)) => (
-            Some(format!(
+        Ok(Some(new)) => {
+            let line = format!(
                 "its CA data set to {CA_BUNDLE}'s certificates, so that a node joining after the \
                  old CA certificate's end trusts the API server (the controller-manager re-signs \
                  it for each bootstrap token)"
-            )),
-            Some(new),
-        ),
+            );
+            (Some(line), Some(new))
+        }
         Err(e) => (not(e.to_string()), None),
     }
 }
@@ -68,20 +67,18 @@ async fn cluster_info_change(
 fn cluster_cas_change(
     read: &Result<super::published::Published, Option<KubeadmError>>,
     trust: &trust::Trust,
-) -> (String, Option<k8s_openapi::api::core::v1::ConfigMap>) {
+) -> (String, Option<ConfigMap>) {
     let published = match read {
         Ok(p) => p,
         Err(why) => {
             let why = why
                 .as_ref()
-                .map_or("kubeadm-config was not read".to_owned(), |e| e.to_string());
-            return (
-                format!(
-                    "not read ({why}): a CA due is renewed on this node alone; the next adopt \
-                     that reaches the API server takes the cluster's or writes this node's"
-                ),
-                None,
+                .map_or("kubeadm-config was not read".into(), |e| e.to_string());
+            let line = format!(
+                "not read ({why}): a CA due is renewed on this node alone; the next adopt \
+                 that reaches the API server takes the cluster's or writes this node's"
             );
+            return (line, None);
         }
     };
     let new = trust
@@ -89,18 +86,21 @@ fn cluster_cas_change(
         .as_ref()
         .and_then(|want| published.with(want));
     let line = match (&new, &published.object) {
-        (None, _) => "ConfigMap kube-system/certsync-kubeadm-cas holds this node's CA \
+        (None, _) => {
+            "ConfigMap kube-system/certsync-kubeadm-cas holds this node's CA \
                       certificates: nothing to write"
-            .to_owned(),
-        (Some(_), None) => "create ConfigMap kube-system/certsync-kubeadm-cas with this node's \
+        }
+        (Some(_), None) => {
+            "create ConfigMap kube-system/certsync-kubeadm-cas with this node's \
                             CA certificates, which every other node's adopt takes"
-            .to_owned(),
-        (Some(_), Some(_)) => "update ConfigMap kube-system/certsync-kubeadm-cas with this \
+        }
+        (Some(_), Some(_)) => {
+            "update ConfigMap kube-system/certsync-kubeadm-cas with this \
                                node's CA certificates (a renewal), which every other node's \
                                adopt takes"
-            .to_owned(),
+        }
     };
-    (line, new)
+    (line.to_owned(), new)
 }
 
 /// Reads the node and works out the plan; refuses what it does not recognise.
@@ -137,7 +137,6 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let manifests = manifest_changes(dir, parsed, &trust.digest)?;
     kubeadms_files_present(opts)?;
     let key_alg = key_alg(opts, stored.as_ref())?;
-    // Judged as `certsync run` will judge it, before anything is written.
     let config = config_text(opts, key_alg)?;
     super::judge::judge(opts, &config)?;
     // On an adopted node, a kubeadm file certsync keeps in step that appeared after the
@@ -217,25 +216,24 @@ async fn cluster_configuration(
     opts: &Options,
 ) -> Result<(Option<cluster::Stored>, String), KubeadmError> {
     let admin = host(&opts.dir, "/etc/kubernetes/admin.conf");
-    match cluster::read(&admin).await {
-        Ok(s) => {
-            if let Some(r) = cluster::refusal(&s.config) {
-                return Err(KubeadmError::refused(&opts.dir, r));
-            }
+    let s = match cluster::read(&admin).await {
+        Ok(s) => s,
+        Err(e) => {
             let from = format!(
-                "ConfigMap kube-system/kubeadm-config, read through {}",
-                admin.display()
-            );
-            Ok((Some(s), from))
-        }
-        Err(e) => Ok((
-            None,
-            format!(
                 "not read ({e}); kubeadm keeps no copy on a control-plane node, so the manifests \
                  alone were checked"
-            ),
-        )),
+            );
+            return Ok((None, from));
+        }
+    };
+    if let Some(r) = cluster::refusal(&s.config) {
+        return Err(KubeadmError::refused(&opts.dir, r));
     }
+    let from = format!(
+        "ConfigMap kube-system/kubeadm-config, read through {}",
+        admin.display()
+    );
+    Ok((Some(s), from))
 }
 
 /// Each component's manifest, read and refused as found: a value of someone else's where

@@ -1,11 +1,10 @@
-//! `kube-system/certsync-kubeadm-cas`: the cluster's certificates of each
-//! kubeadm CA, side by side, so a CA is renewed once for the whole
-//! cluster: the first node whose adopt finds it due renews it and writes
-//! it here; the others take that renewal.
+//! `kube-system/certsync-kubeadm-cas`: the cluster's certificates of each kubeadm CA, side by side,
+//! so a CA is renewed once for the whole cluster: the first node whose adopt finds it due renews it
+//! and writes it here; the others take that renewal.
 //!
-//! Never proof by itself: anyone who may write ConfigMaps in kube-system
-//! could put a certificate here. `trust` takes one only when it is the
-//! CA's own (signed by its key) and lasts no longer than a renewal would.
+//! Never proof by itself: anyone who may write ConfigMaps in kube-system could put a certificate
+//! here. `trust` takes one only when it is the CA's own (signed by its key) and lasts no longer
+//! than a renewal would.
 
 use std::collections::BTreeMap;
 
