@@ -11,14 +11,13 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::api::Map;
-use super::error::{FileProblem, KubeadmError};
+use super::error::KubeadmError;
 use super::options::Options;
 use super::out::Out;
 use super::paths::{digest, host};
 use super::plan::{self, BACKUPS, POD, Plan};
 use super::record::{State, mkdir, put, put_backup};
 use super::seen::{NotReady, Seen};
-use super::undo::Undo;
 use super::wait;
 use crate::writer::replace_file;
 
@@ -75,7 +74,7 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
 
 async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
-    let (undo, state) = back_up(dir, plan)?;
+    let (absent, state) = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
     let ended = wait::dead_targets(dir).len();
     // Until the gate, nothing a component reads has changed: a failure puts back what was.
@@ -86,7 +85,7 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
         unchanged_since_written(dir, plan)
     };
     if let Err(seen) = started.await {
-        return Err(not_ready(opts, plan, seen, undo.run(opts, plan)).await);
+        return Err(not_ready(opts, plan, seen, super::undo::undo(opts, plan, &absent)).await);
     }
     let targets = plan::targets(dir).len();
     let _ = match ended {
@@ -178,8 +177,8 @@ pub(super) fn prune_backups(
 }
 
 /// Backups of every file adopt replaces or certsync's pod rewrites, and adopt's record as
-/// written; what to put back if certsync's pod is not ready.
-fn back_up(dir: &Path, plan: &Plan) -> Result<(Undo, State), KubeadmError> {
+/// written; the directories this run makes, taken out if certsync's pod is not ready.
+fn back_up(dir: &Path, plan: &Plan) -> Result<(Vec<&'static str>, State), KubeadmError> {
     let mut state = plan.record.clone().map(|(_, s)| s).unwrap_or_default();
     let backup = &plan.backup;
     let absent = made_dirs(dir, &mut state);
@@ -193,7 +192,13 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Undo, State), KubeadmError> {
             put_backup(dir, backup, &f.path, old)?;
         }
     }
-    let kubeadms = back_up_kubeadms(dir, backup, &mut state)?;
+    for (f, old) in &plan.kubeadms {
+        put_backup(dir, backup, f, old)?;
+        let _ = match f.strip_suffix(".crt").or_else(|| f.strip_suffix(".key")) {
+            Some(pair) => state.pairs.insert(pair.to_owned(), backup.clone()),
+            None => state.kubeconfigs.insert(f.clone(), backup.clone()),
+        };
+    }
     state.backups.push(backup.clone());
     state.trust.clone_from(&plan.trust_record);
     state.admin_addr = Some(plan.admin_addr);
@@ -213,7 +218,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Undo, State), KubeadmError> {
             .insert(m.path.clone(), (kubeadms_backup, digest(&m.after)));
     }
     state.write(dir)?;
-    Ok((Undo { kubeadms, absent }, state))
+    Ok((absent, state))
 }
 
 /// The directories adopt makes (absent, or found empty: an older revert's leftovers),
@@ -232,40 +237,6 @@ fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
         }
     }
     absent
-}
-
-/// kubeadm's files certsync's pod rewrites that this adoption is the first to back up,
-/// backed up and recorded; their node paths and bytes, put back if the pod is not ready.
-fn back_up_kubeadms(
-    dir: &Path,
-    backup: &str,
-    state: &mut State,
-) -> Result<Vec<(String, Vec<u8>)>, KubeadmError> {
-    let mut kubeadms = Vec::new();
-    for k in plan::EMBEDDED {
-        if state.kubeconfigs.contains_key(k) {
-            continue;
-        }
-        if let Some(old) = super::node::read_optional(dir, k)? {
-            put_backup(dir, backup, k, &old)?;
-            state.kubeconfigs.insert(k.to_owned(), backup.to_owned());
-            kubeadms.push((k.to_owned(), old));
-        }
-    }
-    for p in plan::pairs(dir) {
-        if state.pairs.contains_key(&p) {
-            continue;
-        }
-        for ext in ["crt", "key"] {
-            let f = format!("{p}.{ext}");
-            let old = super::node::read_optional(dir, &f)?
-                .ok_or_else(|| KubeadmError::file(&host(dir, &f), FileProblem::Missing))?;
-            put_backup(dir, backup, &f, &old)?;
-            kubeadms.push((f, old));
-        }
-        state.pairs.insert(p, backup.to_owned());
-    }
-    Ok(kubeadms)
 }
 
 fn files(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {

@@ -18,6 +18,7 @@ mod layout;
 mod text;
 
 pub use super::manifest::CONFIG;
+use super::record::State;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
 use changes::ManifestChange;
 pub use changes::Plan;
@@ -107,7 +108,7 @@ fn cluster_cas_change(
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let current = node::read_optional(&opts.dir, POD)?.map(|p| super::pod::Current::parse(&p));
     let probed = current.as_ref().and_then(|c| c.probe.as_ref().ok());
-    let adopts_record = super::record::State::read_with_bytes(&opts.dir)?;
+    let adopts_record = State::read_with_bytes(&opts.dir)?;
     let state = adopts_record.as_ref().map(|(_, s)| s);
     let recorded = state.and_then(|s| s.admin_addr);
     let (opts, choices) = super::choices::kept(opts, probed, recorded);
@@ -135,7 +136,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     )?;
     let (cluster_cas, cluster_cas_new) = cluster_cas_change(&published, &trust);
     let manifests = manifest_changes(dir, parsed, &trust.digest)?;
-    kubeadms_files_present(opts)?;
+    let pairs_first = kubeadms_pairs(dir, state)?;
     let key_alg = key_alg(opts, stored.as_ref())?;
     let config = config_text(opts, key_alg)?;
     super::judge::judge(opts, &config)?;
@@ -156,6 +157,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         .filter(|old| *old != crate::escape(&opts.image));
     let (cluster_info, cluster_info_new) =
         cluster_info_change(client.as_ref(), &trust.ca_bundle).await;
+    let (kubeconfigs_trusted, mut kubeadms) = kubeconfigs(dir, &trust.ca_bundle, state)?;
+    kubeadms.extend(pairs_first);
     Ok(Plan {
         kubeadm_dir: dir.clone(),
         cluster_configuration_from: from,
@@ -175,7 +178,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .collect(),
         pairs_renewed: pairs(dir),
         cas: trust.cas,
-        kubeconfigs_trusted: kubeconfigs_trusted(dir, &trust.ca_bundle)?,
+        kubeconfigs_trusted,
+        kubeadms,
         ca_bundle: trust.ca_bundle,
         trust: trust.digest,
         trust_record: trust.record,
@@ -301,24 +305,31 @@ fn manifest_changes(
     Ok(manifests)
 }
 
-/// Each template issued by its mapping's CA, and both files of each pair adopt keeps.
-fn kubeadms_files_present(opts: &Options) -> Result<(), KubeadmError> {
-    let dir = &opts.dir;
+/// Each template issued by its mapping's CA, and both files of each pair adopt keeps; those
+/// of pairs no earlier adoption backed up (`recorded`), with their bytes.
+fn kubeadms_pairs(
+    dir: &Path,
+    recorded: Option<&State>,
+) -> Result<Vec<(String, Vec<u8>)>, KubeadmError> {
     for c in certs(dir) {
         if let Some(pair) = c.pair() {
             node::issued_by(dir, &format!("{pair}.crt"), &c.ca_crt())
                 .map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
         }
     }
+    let mut first = Vec::new();
     for p in pairs(dir) {
         for ext in ["crt", "key"] {
-            let f = format!("{p}.{ext}");
-            if node::read_optional(dir, &f)?.is_none() {
-                return Err(KubeadmError::refused(dir, Refusal::NoPair { file: f }));
+            let file = format!("{p}.{ext}");
+            let Some(bytes) = node::read_optional(dir, &file)? else {
+                return Err(KubeadmError::refused(dir, Refusal::NoPair { file }));
+            };
+            if !recorded.is_some_and(|s| s.pairs.contains_key(&p)) {
+                first.push((file, bytes));
             }
         }
     }
-    Ok(())
+    Ok(first)
 }
 
 /// The ClusterConfiguration's `encryptionAlgorithm`, or without it (after an outage the
@@ -346,22 +357,32 @@ fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<KeyAlg, K
     }
 }
 
+type Kubeconfigs = (Vec<String>, Vec<(String, Vec<u8>)>);
+
 /// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: given it, kubectl and
-/// kubeadm trust the renewal before the old one ends.
-fn kubeconfigs_trusted(dir: &Path, bundle: &[u8]) -> Result<Vec<String>, KubeadmError> {
-    let mut trusted = Vec::new();
+/// kubeadm trust the renewal before the old one ends; and those no earlier adoption backed
+/// up (`recorded`), with their bytes.
+fn kubeconfigs(
+    dir: &Path,
+    bundle: &[u8],
+    recorded: Option<&State>,
+) -> Result<Kubeconfigs, KubeadmError> {
+    let (mut trusted, mut first) = (Vec::new(), Vec::new());
     for k in EMBEDDED {
-        let Some(text) = node::read_optional(dir, k)? else {
+        let Some(bytes) = node::read_optional(dir, k)? else {
             continue;
         };
-        let text = String::from_utf8_lossy(&text);
+        let text = String::from_utf8_lossy(&bytes);
         let ca = crate::writer::ca_data(&text, crate::writer::CaCluster::Current)
             .map_err(|e| KubeadmError::file(&host(dir, k), e))?;
         if ca.as_deref() != Some(bundle) {
             trusted.push(k.to_owned());
         }
+        if !recorded.is_some_and(|s| s.kubeconfigs.contains_key(k)) {
+            first.push((k.to_owned(), bytes));
+        }
     }
-    Ok(trusted)
+    Ok((trusted, first))
 }
 
 /// UTC, sortable, one per second: `20261124T221933Z`.

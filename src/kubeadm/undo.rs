@@ -11,102 +11,95 @@ use super::plan::{self, POD, Plan, STATE};
 use super::record::put;
 use super::{node, wait};
 
-/// What this run changed that its plan does not hold: kubeadm's files it was the first to
-/// back up, and the directories of [`plan::MADE_DIRS`] that did not exist.
-pub struct Undo {
-    pub kubeadms: Vec<(String, Vec<u8>)>,
-    pub absent: Vec<&'static str>,
-}
-
-impl Undo {
-    pub async fn run(self, opts: &Options, plan: &Plan) -> String {
-        let dir = &opts.dir;
-        let (mut done, mut failed) = (Vec::new(), Vec::new());
-        let mut fail = |e: &dyn std::fmt::Display| failed.push(e.to_string());
-        // This run's pod out, and gone, first; the previous pod last, so that it mounts the
-        // files as they were (see `apply::stop_previous`).
-        let pod = plan.files.iter().find(|f| f.path == POD);
-        if pod.is_some() {
-            let take = || {
-                match std::fs::remove_file(host(dir, POD)) {
-                    Ok(()) => done.push("took certsync's pod out".to_owned()),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => fail(&KubeadmError::file(&host(dir, POD), e)),
-                }
-                Ok::<_, std::convert::Infallible>(())
-            };
-            let this = format!("certsync's pod of generation {}", plan.generation);
-            let asked = (plan.probe, Some(plan.generation.as_str()));
-            let Ok(stopped) = wait::take_out(take, asked, &this).await;
-            if let Err(seen) = stopped {
-                fail(&seen);
+/// Puts back what `plan`'s run changed, `absent` the directories of [`plan::MADE_DIRS`] it
+/// made; what it did and did not, in words.
+pub async fn undo(opts: &Options, plan: &Plan, absent: &[&str]) -> String {
+    let dir = &opts.dir;
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    let mut fail = |e: &dyn std::fmt::Display| failed.push(e.to_string());
+    // This run's pod out, and gone, first; the previous pod last, so that it mounts the
+    // files as they were (see `apply::stop_previous`).
+    let pod = plan.files.iter().find(|f| f.path == POD);
+    if pod.is_some() {
+        let take = || {
+            match std::fs::remove_file(host(dir, POD)) {
+                Ok(()) => done.push("took certsync's pod out".to_owned()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => fail(&KubeadmError::file(&host(dir, POD), e)),
             }
+            Ok::<_, std::convert::Infallible>(())
+        };
+        let this = format!("certsync's pod of generation {}", plan.generation);
+        let asked = (plan.probe, Some(plan.generation.as_str()));
+        let Ok(stopped) = wait::take_out(take, asked, &this).await;
+        if let Err(seen) = stopped {
+            fail(&seen);
         }
-        // certsync's files as they were.
-        for f in plan.files.iter().filter(|f| f.path != POD) {
-            if let Err(e) = put_back(dir, &f.path, f.before.as_ref(), f.mode) {
-                fail(&e);
-            }
-        }
-        let mut restored = 0;
-        for (f, old) in &self.kubeadms {
-            match put_back(dir, f, Some(old), super::handback::kubeadm_mode(f)) {
-                Ok(put) => restored += usize::from(put),
-                Err(e) => fail(&format!("{f}: {e}")),
-            }
-        }
-        if restored > 0 {
-            done.push(format!(
-                "put back {restored} of kubeadm's files the pod had rewritten"
-            ));
-        }
-        // certsync's own directory holds the backups: it stays.
-        for d in self.absent.iter().filter(|d| **d != plan::MADE_DIRS[0]) {
-            let path = host(dir, d);
-            if let Err(e) = std::fs::remove_dir_all(&path)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                fail(&format!("{}: {e}", path.display()));
-            }
-        }
-        if let Err(e) = put_back(dir, STATE, plan.record.as_ref().map(|(b, _)| b), 0o600) {
+    }
+    // certsync's files as they were.
+    for f in plan.files.iter().filter(|f| f.path != POD) {
+        if let Err(e) = put_back(dir, &f.path, f.before.as_ref(), f.mode) {
             fail(&e);
         }
-        // The previous pod's manifest back, when this run replaced it.
-        let previous = pod.and_then(|f| f.before.as_ref()).and_then(|old| {
-            match put(dir, POD, old, 0o600) {
-                Ok(()) => done.push("put the previous certsync pod back".to_owned()),
-                Err(e) => fail(&e),
-            }
-            let (addr, generation) = plan.pod.as_ref()?.asked();
-            generation.map(|g| (g.to_owned(), addr))
-        });
-        let backup = &plan.backup;
-        let mut text = format!(
-            "No component manifest was changed; {} (kubeadm's files are in {backup}/)",
-            done.join(", ")
-        );
-        if let Some((g, addr)) = previous {
-            let mut kept = super::out::Out::kept();
-            text.push_str(
-                &match wait::ready(dir, addr, &g, opts.ready_timeout, &mut kept).await {
-                    Ok(()) => {
-                        format!("; the previous certsync pod (generation {g}) is running and ready")
-                    }
-                    Err(seen) => {
-                        format!("; the previous certsync pod (generation {g}) is NOT ready: {seen}")
-                    }
-                },
-            );
-        }
-        if !failed.is_empty() {
-            text.push_str(&format!(
-                "; NOT put back: {} (put these back by hand from {backup}/)",
-                failed.join("; ")
-            ));
-        }
-        text
     }
+    let mut restored = 0;
+    for (f, old) in &plan.kubeadms {
+        match put_back(dir, f, Some(old), super::handback::kubeadm_mode(f)) {
+            Ok(put) => restored += usize::from(put),
+            Err(e) => fail(&format!("{f}: {e}")),
+        }
+    }
+    if restored > 0 {
+        done.push(format!(
+            "put back {restored} of kubeadm's files the pod had rewritten"
+        ));
+    }
+    // certsync's own directory holds the backups: it stays.
+    for d in absent.iter().filter(|d| **d != plan::MADE_DIRS[0]) {
+        let path = host(dir, d);
+        if let Err(e) = std::fs::remove_dir_all(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            fail(&format!("{}: {e}", path.display()));
+        }
+    }
+    if let Err(e) = put_back(dir, STATE, plan.record.as_ref().map(|(b, _)| b), 0o600) {
+        fail(&e);
+    }
+    // The previous pod's manifest back, when this run replaced it.
+    let previous = pod.and_then(|f| f.before.as_ref()).and_then(|old| {
+        match put(dir, POD, old, 0o600) {
+            Ok(()) => done.push("put the previous certsync pod back".to_owned()),
+            Err(e) => fail(&e),
+        }
+        let (addr, generation) = plan.pod.as_ref()?.asked();
+        generation.map(|g| (g.to_owned(), addr))
+    });
+    let backup = &plan.backup;
+    let mut text = format!(
+        "No component manifest was changed; {} (kubeadm's files are in {backup}/)",
+        done.join(", ")
+    );
+    if let Some((g, addr)) = previous {
+        let mut kept = super::out::Out::kept();
+        text.push_str(
+            &match wait::ready(dir, addr, &g, opts.ready_timeout, &mut kept).await {
+                Ok(()) => {
+                    format!("; the previous certsync pod (generation {g}) is running and ready")
+                }
+                Err(seen) => {
+                    format!("; the previous certsync pod (generation {g}) is NOT ready: {seen}")
+                }
+            },
+        );
+    }
+    if !failed.is_empty() {
+        text.push_str(&format!(
+            "; NOT put back: {} (put these back by hand from {backup}/)",
+            failed.join("; ")
+        ));
+    }
+    text
 }
 
 /// `node_path` as it was (`None`: absent), unless it already is (renaming a copy over it
