@@ -240,11 +240,12 @@ async fn cluster_configuration(
     Ok((Some(s), from))
 }
 
+/// A component, its manifest's path, bytes and parsed form.
+type Parsed = (manifest::Component, String, Vec<u8>, Manifest);
+
 /// Each component's manifest, read and refused as found: a value of someone else's where
 /// adopt sets one is a refusal, not an unreadable file.
-fn component_manifests(
-    dir: &Path,
-) -> Result<Vec<(manifest::Component, String, Vec<u8>, Manifest)>, KubeadmError> {
+fn component_manifests(dir: &Path) -> Result<Vec<Parsed>, KubeadmError> {
     let mut parsed = Vec::new();
     for c in manifest::components() {
         let path = manifest::manifest_path(c.name);
@@ -274,7 +275,7 @@ fn component_manifests(
 /// that load trust at start).
 fn manifest_changes(
     dir: &Path,
-    parsed: Vec<(manifest::Component, String, Vec<u8>, Manifest)>,
+    parsed: Vec<Parsed>,
     digest: &str,
 ) -> Result<Vec<ManifestChange>, KubeadmError> {
     let mut manifests = Vec::new();
