@@ -56,15 +56,14 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
         }
         cluster_info(&plan, out).await;
         if !opts.json {
+            let had = match ended {
+                0 => String::new(),
+                n => format!(" ({n} had none when adopt started)"),
+            };
+            let g = &plan.generation;
             let _ = writeln!(
                 out,
-                "certsync's pod is ready (generation {}): every target holds a live pair{}",
-                plan.generation,
-                if ended > 0 {
-                    format!(" ({ended} had none when adopt started)")
-                } else {
-                    String::new()
-                }
+                "certsync's pod is ready (generation {g}): every target holds a live pair{had}"
             );
         }
         return Ok(());

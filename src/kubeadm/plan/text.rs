@@ -54,7 +54,12 @@ impl Plan {
         self.cas_text(&mut s);
         self.files_text(&mut s);
         self.manifests_text(&mut s);
-        self.cluster_configuration_text(&mut s);
+        s.push_str(
+            "ClusterConfiguration (kubeadm-config): stays kubeadm's; certsync's flags live in this \
+             node's manifests only, so `kubeadm join --control-plane` writes kubeadm's own manifests \
+             on a new node (adopt it afterwards), and `kubeadm upgrade` puts this node back on \
+             kubeadm's files, which certsync keeps renewed: run adopt again after it\n",
+        );
         self.cluster_info_text(&mut s);
         s
     }
@@ -144,15 +149,6 @@ impl Plan {
                 },
             );
         }
-    }
-
-    fn cluster_configuration_text(&self, s: &mut String) {
-        s.push_str(
-            "ClusterConfiguration (kubeadm-config): stays kubeadm's; certsync's flags live in this \
-             node's manifests only, so `kubeadm join --control-plane` writes kubeadm's own manifests \
-             on a new node (adopt it afterwards), and `kubeadm upgrade` puts this node back on \
-             kubeadm's files, which certsync keeps renewed: run adopt again after it\n",
-        );
     }
 
     fn cluster_info_text(&self, s: &mut String) {
