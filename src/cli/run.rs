@@ -11,7 +11,7 @@ use nix::sys::signal::Signal;
 
 use super::setting;
 use super::values::{
-    MS, YEAR, cert_mode, count, duration, generation, key_mode, parse_fraction, parse_signal,
+    MS, YEAR, count, duration, generation, key_mode, parse_fraction, parse_mode, parse_signal,
 };
 
 /// The help heading of the flags that tell the main container about a new
@@ -94,7 +94,7 @@ pub struct RunArgs {
     pub keep_revisions: u32,
 
     /// Mode of published certificate files (octal).
-    #[arg(long, env = "CERTSYNC_CERT_MODE", help_heading = "Files", value_parser = cert_mode, default_value = "0644")]
+    #[arg(long, env = "CERTSYNC_CERT_MODE", help_heading = "Files", value_parser = parse_mode, default_value = "0644")]
     #[serde(deserialize_with = "setting::cert_mode")]
     pub cert_mode: u32,
 

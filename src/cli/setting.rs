@@ -12,25 +12,20 @@ use serde::de::{Deserialize, Deserializer, Error};
 
 use super::values;
 
-/// The one text of a flag that takes one value (`None`: none given).
-fn one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let mut texts = Vec::<String>::deserialize(d)?;
-    if texts.len() > 1 {
-        return Err(D::Error::custom(format_args!(
-            "takes one value, not a list of {}",
-            texts.len()
-        )));
-    }
-    Ok(texts.pop())
-}
-
+/// The one text of a flag that takes one value (`None`: none given),
+/// read by the flag's parser.
 fn optional<'de, D: Deserializer<'de>, T, E: Display>(
     d: D,
     parse: impl Fn(&str) -> Result<T, E>,
 ) -> Result<Option<T>, D::Error> {
-    one(d)?
-        .map(|text| parse(&text).map_err(D::Error::custom))
-        .transpose()
+    match Vec::<String>::deserialize(d)?.as_slice() {
+        [] => Ok(None),
+        [text] => parse(text).map(Some).map_err(D::Error::custom),
+        more => Err(D::Error::custom(format_args!(
+            "takes one value, not a list of {}",
+            more.len()
+        ))),
+    }
 }
 
 fn required<'de, D: Deserializer<'de>, T, E: Display>(
@@ -53,7 +48,7 @@ pub fn count<'de, D: Deserializer<'de>, const MIN: u32, const MAX: u32>(
 }
 
 pub fn cert_mode<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    required(d, values::cert_mode)
+    required(d, values::parse_mode)
 }
 
 pub fn key_mode<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {

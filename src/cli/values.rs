@@ -241,10 +241,6 @@ pub fn parse_mode(s: &str) -> Result<u32, ValueError> {
     })
 }
 
-pub(crate) fn cert_mode(s: &str) -> Result<u32, ValueError> {
-    parse_mode(s)
-}
-
 /// A key mode: a valid mode that is not readable by every user.
 pub fn key_mode(s: &str) -> Result<u32, ValueError> {
     let mode = parse_mode(s)?;
