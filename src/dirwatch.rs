@@ -1,21 +1,12 @@
-//! One `notify` watcher for the whole process, routing events by directory.
-//!
-//! Host-directory sources and target drift checks both watch directories.
-//! A watcher per mapping would cost one inotify instance each, and Linux
-//! allows 128 per user by default (`fs.inotify.max_user_instances`), so a
-//! process with hundreds of mappings shares this one. Each subscriber gets a
-//! bounded channel of capacity 1 that only says "something changed here":
-//! bursts coalesce, and the subscriber decides how long to wait for quiet.
-//!
-//! Access events (open, read, close-without-write) are dropped: certsync's
+//! One `notify` watcher for the whole process, routing events by
+//! directory: an inotify instance per mapping would run out
+//! (`fs.inotify.max_user_instances`, 128 per user by default). Each
+//! subscriber is only told "something changed here" (bursts coalesce) and
+//! decides how long to wait for quiet. Access events are dropped: certsync's
 //! own reads of a target would otherwise wake its drift check forever.
-//!
-//! When inotify is exhausted (no instance left under this UID:
-//! `fs.inotify.max_user_instances`, 128 by default, shared by every
-//! sidecar of the node running as that user; or no watch left:
-//! `fs.inotify.max_user_watches`), certsync does not exit: the directories
-//! affected are polled instead every [`POLL_INTERVAL`], with one warning
-//! naming the sysctl, and [`DirWatch::polling`] reports it (a metric).
+//! When inotify is exhausted (no instance or no watch left), the affected
+//! directories are polled every [`POLL_INTERVAL`] instead, with one warning
+//! naming the sysctl, and [`DirWatch::polling`] says so (a metric).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -39,16 +30,12 @@ pub enum DirWatchError {
     },
 }
 
-/// A subscriber's wake-up. Changes made before [`Events::changed`] is
-/// awaited wake it once, however many there were. A `Notify` rather than
-/// a channel because there is one per mapping, and a tokio channel takes
-/// 512 bytes.
+/// A subscriber's wake-up: changes before [`Events::changed`] is awaited
+/// wake it once. A `Notify`, not a channel (512 bytes, one per mapping).
 #[derive(Clone, Default)]
 pub struct Events(Arc<Notify>);
 
 impl Events {
-    /// Resolves at the next change (at once if one happened since the
-    /// last call).
     pub async fn changed(&self) {
         self.0.notified().await;
     }
@@ -107,8 +94,8 @@ pub struct DirWatch {
     polling: Arc<AtomicBool>,
 }
 
-/// True for the errors that mean "inotify is exhausted", not "this path
-/// cannot be watched".
+/// Whether `e` means "inotify is exhausted", not "this path cannot be
+/// watched".
 fn exhausted(e: &notify::Error) -> bool {
     match &e.kind {
         notify::ErrorKind::MaxFilesWatch => true,
@@ -123,8 +110,6 @@ fn exhausted(e: &notify::Error) -> bool {
 }
 
 impl DirWatch {
-    /// Starts the shared watcher; falls back to polling when no inotify
-    /// instance can be had.
     pub fn new() -> Result<Self, DirWatchError> {
         let routes: Arc<Mutex<Routes>> = Arc::default();
         let inotify = match notify::recommended_watcher(handler(Arc::clone(&routes))) {
@@ -147,7 +132,7 @@ impl DirWatch {
         Ok(w)
     }
 
-    /// True when some directory is polled because inotify is exhausted.
+    /// Whether some directory is polled because inotify is exhausted.
     pub fn polling(&self) -> bool {
         self.polling.load(Ordering::Relaxed)
     }
@@ -179,34 +164,32 @@ fn handler(r: Arc<Mutex<Routes>>) -> impl Fn(notify::Result<notify::Event>) + Se
 }
 
 impl DirWatch {
-    /// Subscribes to changes of the entries directly in `dir`. The receiver
-    /// is returned even when the watch cannot be added yet (the directory
-    /// may not exist): the caller retries with [`DirWatch::rewatch`].
-    pub fn subscribe(&self, dir: &Path) -> (Events, Result<(), DirWatchError>) {
-        self.subscribe_to(dir, None)
-    }
-
-    /// Like [`DirWatch::subscribe`], but woken only by changes to entries
-    /// with these names: a file watched for rotation shares its directory
-    /// with files that change for other reasons (or logs written there).
-    pub fn subscribe_names(
+    /// Subscribes to changes of the entries directly in `dir`, or with
+    /// `names` only of entries with these names (a file watched for
+    /// rotation shares its directory with files that change for other
+    /// reasons). The receiver is returned even when the watch cannot be
+    /// added yet (the directory may not exist): the caller retries with
+    /// [`DirWatch::rewatch`].
+    pub fn subscribe(
         &self,
         dir: &Path,
-        names: &[&str],
+        names: Option<&[&str]>,
     ) -> (Events, Result<(), DirWatchError>) {
-        self.subscribe_to(dir, Some(names.iter().map(OsString::from).collect()))
+        let rx = Events::default();
+        let watched = self.subscribe_into(&rx, dir, names);
+        (rx, watched)
     }
 
-    /// [`DirWatch::subscribe_names`] into an existing receiver, so one
-    /// wake-up covers files in several directories (the paths of
-    /// `KUBECONFIG`).
-    pub fn subscribe_names_into(
+    /// [`DirWatch::subscribe`] into an existing receiver, so one wake-up
+    /// covers files in several directories (the paths of `KUBECONFIG`).
+    pub fn subscribe_into(
         &self,
         rx: &Events,
         dir: &Path,
-        names: &[&str],
+        names: Option<&[&str]>,
     ) -> Result<(), DirWatchError> {
-        self.add_route(dir, rx, Some(names.iter().map(OsString::from).collect()));
+        let names = names.map(|n| n.iter().map(OsString::from).collect());
+        self.add_route(dir, rx, names);
         self.rewatch(dir)
     }
 
@@ -234,17 +217,6 @@ impl DirWatch {
             });
     }
 
-    fn subscribe_to(
-        &self,
-        dir: &Path,
-        names: Option<Vec<OsString>>,
-    ) -> (Events, Result<(), DirWatchError>) {
-        let rx = Events::default();
-        self.add_route(dir, &rx, names);
-        let watched = self.rewatch(dir);
-        (rx, watched)
-    }
-
     /// (Re-)adds the watch on `dir`; needed after the directory was
     /// removed and created again, which drops the kernel's watch. A
     /// symlink to a directory is followed (`<target>/..data` watches the
@@ -254,10 +226,8 @@ impl DirWatch {
     }
 
     /// [`DirWatch::rewatch`], skipped while `dir` is still the directory
-    /// `armed` says inotify watches. Adding a watch is a round trip to
-    /// notify's thread that blocks the caller, and a sync task re-arms
-    /// after every wake-up: at 1,000 mappings those round trips were
-    /// thousands at start-up. A missing directory is reported without one.
+    /// `armed` says inotify watches: adding a watch blocks on a round trip
+    /// to notify's thread, and a sync task re-arms after every wake-up.
     pub fn rearm(&self, dir: &Path, armed: &mut Option<Identity>) -> Result<(), DirWatchError> {
         let now = Identity::of(dir).map_err(|e| DirWatchError::Watch {
             path: dir.to_owned(),
@@ -377,9 +347,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir().unwrap();
         let w = DirWatch::new().unwrap();
-        let (rx, res) = w.subscribe(dir.path());
+        let (rx, res) = w.subscribe(dir.path(), None);
         res.unwrap();
-        let (other_rx, res) = w.subscribe(other.path());
+        let (other_rx, res) = w.subscribe(other.path(), None);
         res.unwrap();
 
         std::fs::write(dir.path().join("f"), b"x").unwrap();
@@ -393,7 +363,7 @@ mod tests {
         );
 
         // A name filter: other entries of the directory do not wake it.
-        let (named, res) = w.subscribe_names(other.path(), &["kubeconfig", "..data"]);
+        let (named, res) = w.subscribe(other.path(), Some(&["kubeconfig", "..data"]));
         res.unwrap();
         std::fs::write(other.path().join("app.log"), b"noise").unwrap();
         let woke = tokio::time::timeout(Duration::from_millis(300), named.changed()).await;

@@ -147,7 +147,7 @@ impl ClientSettings {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let _ = watcher.subscribe_names_into(&events, &dir_of(file), &[&name, "..data"]);
+            let _ = watcher.subscribe_into(&events, &dir_of(file), Some(&[&name, "..data"]));
         }
         let fingerprint = || {
             files

@@ -174,7 +174,7 @@ impl HostDir {
                     break;
                 }
                 *armed = Some(parent.to_owned());
-                if let Err(e) = watcher.subscribe_names_into(events, parent, &[&name]) {
+                if let Err(e) = watcher.subscribe_into(events, parent, Some(&[&name])) {
                     tracing::debug!(source_dir = %self.dir.display(), watching = %parent.display(), error = %e, "cannot watch for the source directory; relying on resync");
                 }
                 break;
@@ -199,11 +199,8 @@ impl HostDir {
         let names = self.watched_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         // files=all: any entry may be one to publish.
-        let (events, watched) = if self.layout == Layout::All {
-            watcher.subscribe(&self.dir)
-        } else {
-            watcher.subscribe_names(&self.dir, &names)
-        };
+        let only = (self.layout != Layout::All).then_some(names.as_slice());
+        let (events, watched) = watcher.subscribe(&self.dir, only);
         // A directory that does not exist yet is waited for through its
         // nearest existing ancestor.
         let mut waiting = false;
