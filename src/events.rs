@@ -1,23 +1,12 @@
-//! Kubernetes Events on a mapping's source Secret or ConfigMap, on a
-//! `csr:` mapping's newest CertificateSigningRequest, or, for mappings with
-//! no object of their own (`ca:`, `dir:`), on the Pod certsync runs in
-//! (opt-in with `--events`): `CertificateUpdated` after a flip,
-//! `CertificateRejected` with the reason when validation fails,
-//! `CertificateRequestFailed` when a request is denied, fails, times out or
-//! is answered with a certificate that does not satisfy it, or when a `ca:`
-//! mapping cannot issue. Events about a cluster-scoped CSR are recorded in
-//! the `default` namespace, as kube-controller-manager's are.
-//!
-//! The Pod is named by the downward API (`POD_NAME`, `POD_NAMESPACE`): for
-//! a static pod, its mirror pod, which `kubectl describe pod` shows. Its
-//! uid is read (GET) before each event, in the event's task: a mirror pod
-//! deleted and made again by kubelet has a new one.
-//!
-//! Events are sent from their own task with a timeout, so syncing never
-//! waits on the API server; a failure is logged and otherwise ignored. The
-//! object's uid is included when known, which is what `kubectl describe`
-//! matches events on. Notes never contain key material: they are built from
-//! revision numbers, serials and validation messages.
+//! Kubernetes Events (opt-in with `--events`) on a mapping's source Secret
+//! or ConfigMap, its newest CSR (recorded in `default`, as
+//! kube-controller-manager records them), or, for mappings with no object
+//! (`ca:`, `dir:`), the Pod certsync runs in (`POD_NAME`, `POD_NAMESPACE`;
+//! a static pod's mirror pod, whose uid is read before each event: kubelet
+//! may have made it again). Each is sent from its own task under a timeout,
+//! so syncing never waits on the API server; failures are logged. The uid
+//! is included when known (`kubectl describe` matches on it). Notes never
+//! hold key material: revision numbers, serials and validation messages.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -133,40 +122,24 @@ impl EventSink {
             let (pod, event) = (pod.clone(), event(type_, reason, action, note));
             tokio::spawn(async move {
                 let uid = pod_uid(&client, &pod).await;
-                let reference = ObjectReference {
-                    kind: Some("Pod".into()),
-                    api_version: Some("v1".into()),
-                    namespace: Some(pod.namespace.clone()),
-                    name: Some(pod.name.clone()),
-                    uid,
-                    ..Default::default()
-                };
+                let reference = core_v1("Pod", &pod.namespace, &pod.name, uid);
                 record(client, reference, pod.to_string(), event).await;
             });
             return;
         }
-        let Some((reference, object)) = self.reference() else {
-            return;
-        };
-        publish(client, reference, object, type_, reason, action, note);
+        if let Some((reference, object)) = self.reference() {
+            let event = event(type_, reason, action, note);
+            tokio::spawn(record(client, reference, object, event));
+        }
     }
 
     /// The object the events are about, and its name for logs.
     fn reference(&self) -> Option<(ObjectReference, String)> {
         Some(match &self.about {
             About::Object(object, uid) => {
-                let kind = match object.kind {
-                    Kind::Secret => "Secret",
-                    Kind::ConfigMap => "ConfigMap",
-                };
-                let reference = ObjectReference {
-                    kind: Some(kind.into()),
-                    api_version: Some("v1".into()),
-                    namespace: Some(object.namespace.clone()),
-                    name: Some(object.name.clone()),
-                    uid: uid.lock().unwrap_or_else(PoisonError::into_inner).clone(),
-                    ..Default::default()
-                };
+                let uid = uid.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                let kind = format!("{:?}", object.kind);
+                let reference = core_v1(&kind, &object.namespace, &object.name, uid);
                 (reference, object.to_string())
             }
             About::Csr(csr) => {
@@ -177,6 +150,18 @@ impl EventSink {
             // Resolved in the event's own task (`send`).
             About::Pod(_) => return None,
         })
+    }
+}
+
+/// A namespaced core/v1 object as an event's subject.
+fn core_v1(kind: &str, namespace: &str, name: &str, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        kind: Some(kind.into()),
+        api_version: Some("v1".into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        uid,
+        ..Default::default()
     }
 }
 
@@ -195,7 +180,8 @@ fn csr_reference(name: &str, uid: &str) -> (ObjectReference, String) {
 /// An Event about CSR `name` (the approver's decisions).
 pub fn on_csr(client: Client, name: &str, uid: &str, type_: EventType, reason: &str, note: String) {
     let (reference, object) = csr_reference(name, uid);
-    publish(client, reference, object, type_, reason, "Decide", note);
+    let event = event(type_, reason, "Decide", note);
+    tokio::spawn(record(client, reference, object, event));
 }
 
 /// The Pod's uid, or `None` (logged) when it cannot be read: the event
@@ -229,22 +215,8 @@ fn event(type_: EventType, reason: &str, action: &str, note: String) -> Event {
     }
 }
 
-/// Records one Event from its own task, under a timeout; failures are
-/// logged, never returned.
-fn publish(
-    client: Client,
-    reference: ObjectReference,
-    object: String,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: String,
-) {
-    let event = event(type_, reason, action, note);
-    tokio::spawn(record(client, reference, object, event));
-}
-
-/// Records `event` about `reference`, under a timeout; failures are logged.
+/// Records `event` about `reference` (from its own task), under a
+/// timeout; failures are logged, never returned.
 async fn record(client: Client, reference: ObjectReference, object: String, event: Event) {
     let reporter = Reporter {
         controller: "certsync".into(),
@@ -264,7 +236,7 @@ async fn record(client: Client, reference: ObjectReference, object: String, even
     }
 }
 
-/// Which kind of object.
+/// Which kind of object (its `Debug` is its API kind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Secret,
@@ -281,10 +253,7 @@ pub struct ObjectRef {
 
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self.kind {
-            Kind::Secret => "secret",
-            Kind::ConfigMap => "configmap",
-        };
+        let kind = format!("{:?}", self.kind).to_ascii_lowercase();
         write!(f, "{kind} {}/{}", self.namespace, self.name)
     }
 }
