@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 /// The object a mapping's events are about.
 #[derive(Clone, Debug)]
-enum About {
+pub enum About {
     /// The source Secret or ConfigMap; its uid is set by the source when
     /// it sees the object.
     Object(ObjectRef, Arc<Mutex<Option<String>>>),
@@ -61,31 +61,8 @@ impl std::fmt::Debug for EventSink {
 }
 
 impl EventSink {
-    pub fn new(
-        clients: watch::Receiver<Option<Client>>,
-        object: ObjectRef,
-        uid: Arc<Mutex<Option<String>>>,
-    ) -> Self {
-        Self {
-            clients,
-            about: About::Object(object, uid),
-        }
-    }
-
-    /// Events on a `csr:` mapping's newest request.
-    pub fn for_csr(clients: watch::Receiver<Option<Client>>, csr: CsrRef) -> Self {
-        Self {
-            clients,
-            about: About::Csr(csr),
-        }
-    }
-
-    /// Events on the Pod certsync runs in (mappings with no object).
-    pub fn for_pod(clients: watch::Receiver<Option<Client>>, pod: PodRef) -> Self {
-        Self {
-            clients,
-            about: About::Pod(pod),
-        }
+    pub fn new(clients: watch::Receiver<Option<Client>>, about: About) -> Self {
+        Self { clients, about }
     }
 
     /// A certificate request failed (denied, failed, timed out, refused).

@@ -16,7 +16,7 @@ use super::syncer::{Failure, Syncer};
 use crate::bundle::Bundle;
 use crate::config::{Config, Mapping, Source};
 use crate::dirwatch::DirWatch;
-use crate::events::{CsrRef, EventSink};
+use crate::events::{About, CsrRef, EventSink};
 use crate::metrics::Metrics;
 use crate::source::ca::{CaSource, CaSpec};
 use crate::source::csr::{CsrSource, CsrSpec};
@@ -108,7 +108,7 @@ impl Running<'_> {
     /// own, when the Pod is known (`Config` requires it for `ca:`).
     fn pod_events(&self) -> Option<EventSink> {
         let pod = self.config.events_pod.clone()?;
-        Some(EventSink::for_pod(self.clients.clone(), pod))
+        Some(EventSink::new(self.clients.clone(), About::Pod(pod)))
     }
 
     /// The task that runs `m`'s source, publishing into `tx`, and the
@@ -136,7 +136,10 @@ impl Running<'_> {
                 let source = kube_object(m, object, metrics);
                 if config.events {
                     let uid = Arc::clone(&source.uid);
-                    syncer.events = Some(EventSink::new(clients.clone(), object.clone(), uid));
+                    syncer.events = Some(EventSink::new(
+                        clients.clone(),
+                        About::Object(object.clone(), uid),
+                    ));
                 }
                 let watch_timeout = config.client.watch_timeout;
                 Box::pin(Box::new(source).run(clients.clone(), watch_timeout, tx, shutdown))
@@ -149,9 +152,9 @@ impl Running<'_> {
             Source::Csr(spec) => {
                 let mut source = csr_source(m, spec, metrics, config);
                 if config.events {
-                    source.events = Some(EventSink::for_csr(
+                    source.events = Some(EventSink::new(
                         clients.clone(),
-                        Arc::clone(&source.current),
+                        About::Csr(Arc::clone(&source.current)),
                     ));
                     syncer.events = source.events.clone();
                 }
