@@ -28,7 +28,7 @@ pub enum Output {
 }
 
 /// Whether a certificate's key was found and matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum KeyStatus {
     Matches,
@@ -36,11 +36,12 @@ pub enum KeyStatus {
     /// A CA certificate: no key expected.
     NotApplicable,
     Missing,
+    #[default]
     Unreadable,
 }
 
 /// One certificate in a `check` report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default)]
 pub struct CertReport {
     pub certificate: PathBuf,
     pub subject: String,
@@ -59,22 +60,14 @@ impl CertReport {
     fn unreadable(certificate: PathBuf, problem: String) -> Self {
         Self {
             certificate,
-            subject: String::new(),
-            sans: Vec::new(),
-            expires: String::new(),
-            residual: String::new(),
-            residual_seconds: 0,
-            issuer: String::new(),
-            key: KeyStatus::Unreadable,
             problem: Some(problem),
+            ..Self::default()
         }
     }
 }
 
-/// Certificates found under `path`: a certsync target (its visible
-/// files), a directory (every `*.crt`/`*.pem`, each entry resolved beneath
-/// it, see [`read`]), or one file. Each comes with the key file named
-/// after it (`apiserver.crt` → `apiserver.key`), if there is one.
+/// Certificates under `path` (a directory's `*.crt`/`*.pem`, or one file),
+/// each with the key file named after it, if any ([`read`]).
 fn certificate_files(path: &Path) -> Result<read::WithKeys, InspectError> {
     let listed = read::directory(path).map_err(|problem| InspectError::Path {
         path: path.to_owned(),
@@ -158,12 +151,8 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
     Ok(out)
 }
 
-/// The certificate a file is judged by: its first (the leaf of a chain),
-/// except in a trust bundle (CA certificates only, no key), where a CA
-/// renewed with its own key counts by its renewal (kubeadm's
-/// `ca-bundle.crt`, old and renewed side by side: the old one's end is no
-/// problem) and the CA that ends first decides
-/// ([`validate::bundle_judged_by`]).
+/// The certificate a file is judged by: its first (a chain's leaf), except
+/// in a trust bundle (CAs only, no key): [`validate::bundle_judged_by`].
 fn judged_certificate(pem: &[u8], has_key_file: bool) -> Option<Leaf> {
     let first = validate::leaf_of(pem)?;
     if has_key_file || !first.is_ca || contains(pem, b"PRIVATE KEY-----") {
@@ -176,9 +165,7 @@ fn judged_certificate(pem: &[u8], has_key_file: bool) -> Option<Leaf> {
 /// current context's user, its key checked against it.
 fn kubeconfig_line(path: &Path, now: i64, warn: i64) -> CertReport {
     let unreadable = |problem: String| CertReport::unreadable(path.to_owned(), problem);
-    // Read as a certificate is (walked as written, kept-from-others
-    // files refused through what others may change): admin.conf is root's
-    // 0600 and holds a client key.
+    // Read as a certificate is: admin.conf is root's 0600, with a key.
     let read = Input::named(path)
         .read()
         .map_err(|e| e.to_string())
@@ -196,8 +183,7 @@ fn kubeconfig_line(path: &Path, now: i64, warn: i64) -> CertReport {
     report_line(path.to_owned(), &leaf, key, now, warn)
 }
 
-/// Whether `key` is the key of the certificate `pem`, and why it cannot
-/// be told if it cannot.
+/// Whether `key` is the key of the certificate `pem`, or why not told.
 fn key_status(pem: &[u8], key: &[u8]) -> (KeyStatus, Option<String>) {
     match validate::key_matches(pem, key) {
         Ok(true) => (KeyStatus::Matches, None),
@@ -246,12 +232,9 @@ pub struct RevisionReport {
     pub subject: Option<String>,
 }
 
-/// A target another user owns, may write or may re-create is refused, as
-/// `run` refuses it at start ([`crate::files::no_other_user_may_write`],
-/// [`crate::files::no_other_user_may_recreate`]):
-/// whoever may change it chooses what its history holds (root's key
-/// hard-linked there), which root would read, print or restore into their
-/// directory.
+/// A target another user may write or re-create is refused, as `run`
+/// refuses it: whoever may change it chooses what its history holds
+/// (root's key hard-linked there), which root would read, print or restore.
 fn target_guarded(target: &Path) -> Result<(), InspectError> {
     let refuse = |problem| InspectError::Path {
         path: target.to_owned(),
@@ -297,8 +280,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
 }
 
 /// Rolls `target` back to history revision `to` (default: the previous
-/// one), refusing content that would not pass validation now (expired, key
-/// mismatch, not yet valid).
+/// one), refusing content that would not pass validation now.
 pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledBack, InspectError> {
     target_guarded(target)?;
     let writer = Writer::existing(target)?;
@@ -349,8 +331,8 @@ pub fn render_check(rows: &[CertReport], output: Output) -> Result<String, Inspe
     }
 }
 
-/// Shortens `cell` to `width` characters: paths keep their end (the file
-/// and its directory say which certificate), anything else its start.
+/// Shortens `cell` to `width` characters: a path keeps its end, anything
+/// else its start.
 fn shorten(cell: &str, width: usize, keep_end: bool) -> String {
     let n = cell.chars().count();
     if n <= width {
@@ -364,9 +346,8 @@ fn shorten(cell: &str, width: usize, keep_end: bool) -> String {
     }
 }
 
-/// Column widths within `max` (separators included): the first column
-/// (a path) and then the last (a message) give up what is over, down to a
-/// readable minimum.
+/// Column widths within `max`: the first column (a path), then the last,
+/// give up what is over, down to a readable minimum.
 fn fit_widths(mut widths: Vec<usize>, max: usize) -> Vec<usize> {
     const MIN: usize = 16;
     let total = |w: &[usize]| w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
@@ -463,8 +444,7 @@ pub const CHECK_HEADER: &[&str] = &[
     "STATUS",
 ];
 
-/// `check`'s narrow table: which file, how long it has, whether its key
-/// matches, and what is wrong (`-o wide` for subject, SANs, issuer).
+/// `check`'s narrow table (`-o wide` adds subject, SANs, issuer).
 pub fn check_narrow_cells(r: &CertReport) -> Vec<String> {
     let mut all = check_cells(r);
     vec![
