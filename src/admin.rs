@@ -1,13 +1,10 @@
-//! The admin HTTP port: `/livez` (the process is alive), `/readyz` (every
-//! mapping has a valid current revision; 503 with one line per failing
-//! mapping otherwise, and 503 once shutdown has begun) and `/metrics`
-//! (OpenMetrics text). Loopback by default; nothing here changes state.
-//! With `run --generation TOKEN`, `/readyz` answers with the header
-//! [`GENERATION_HEADER`]: TOKEN, so that whoever started this process for a
-//! configuration (`kubeadm adopt`) tells its readiness from that of an
-//! earlier process on the same port.
-//! Whoever reaches the port holds at most [`MAX_CONNECTIONS`] of certsync's
-//! descriptors, each for at most a header timeout while idle.
+//! The admin HTTP port: `/livez`, `/readyz` (every mapping has a valid
+//! current revision; else 503 with one line per failing mapping, and 503
+//! once shutdown has begun; with `run --generation TOKEN`, the header
+//! [`GENERATION_HEADER`] tells `kubeadm adopt` this process from an earlier
+//! one on the same port) and `/metrics` (OpenMetrics). Nothing here changes
+//! state; whoever reaches the port holds at most [`MAX_CONNECTIONS`] of
+//! certsync's descriptors, each for at most a header timeout while idle.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -87,24 +84,16 @@ async fn metrics_text(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
     )
 }
 
-/// How many admin connections are served at once. kubelet's probes open a
-/// connection per probe and close it, a scraper keeps one or two: a
-/// handful are ever busy, and 64 leaves room for bursts and a person's
-/// `curl`. The cap is what bounds the descriptors anyone who reaches the
-/// port can make certsync hold (every local user, on loopback; every Pod
-/// network peer with `--admin-addr 0.0.0.0:...`), so the file work
-/// (revisions, sources, locks, pidfiles) never runs out of them: 20,000
-/// trickling connections held by one peer once made a rotation fail with
-/// "Too many open files". A connection over the cap closes the
-/// oldest one.
+/// How many admin connections are served at once (probes and scrapers
+/// need a handful; the rest is room for bursts). It bounds the descriptors
+/// whoever reaches the port (every local user; every Pod network peer on
+/// 0.0.0.0) can make certsync hold, so the file work never runs out of
+/// them. A connection over the cap closes the oldest one.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// A request's headers must be in within this time of the connection's
-/// start or of the previous answer (hyper's header-read timeout runs from
-/// both): an idle connection, a keep-alive one left idle and one that
-/// trickles a header a byte at a time are all closed. A probe sends its
-/// request at once; a scraper opens a new connection when its kept one
-/// was closed.
+/// start or of the previous answer: idle, kept-alive idle and trickling
+/// connections are closed (probes send at once; scrapers reconnect).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest any connection lives, whatever it does: bounds a request
@@ -194,10 +183,9 @@ struct Connections {
 
 impl Connections {
     /// Counts a connection just accepted in: its id, and the receiver that
-    /// tells it to close. Over the cap the oldest connection is closed, not
-    /// the new one: whoever holds the port must keep re-opening
-    /// connections, and a probe, which sends its request at once, is
-    /// answered before 64 newer connections push it out.
+    /// tells it to close. Over the cap the oldest one is closed: whoever
+    /// holds the port must keep re-opening, and a probe is answered before
+    /// 64 newer connections push it out.
     fn admit(&mut self, metrics: &Metrics) -> (u64, oneshot::Receiver<()>) {
         self.next_id += 1;
         let (close, closed) = oneshot::channel();

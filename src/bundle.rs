@@ -25,11 +25,9 @@ pub enum BundleError {
     BadFileName { name: String, reason: &'static str },
 }
 
-/// Checks that `name` is a plain file name as Kubernetes allows for Secret and
-/// ConfigMap keys (`[-._a-zA-Z0-9]+`, at most 253 characters), and that it is
-/// not one of the names certsync reserves in a target (anything starting with
-/// `..`). This rules out `/`, NUL, `.` and `..`, so a name can never leave
-/// the directory it is joined to.
+/// A plain file name as Kubernetes allows for Secret and ConfigMap keys
+/// (`[-._a-zA-Z0-9]+`, at most 253), not reserved by certsync (`.`, `..*`):
+/// no `/`, NUL or `..`, so a name never leaves the directory it is joined to.
 pub fn check_file_name(name: &str) -> Result<(), BundleError> {
     let bad = |reason| {
         Err(BundleError::BadFileName {
@@ -55,11 +53,8 @@ pub fn check_file_name(name: &str) -> Result<(), BundleError> {
     Ok(())
 }
 
-/// The files one mapping publishes, in target-name order.
-///
-/// Cheap to clone: the files are shared. The same bundle sits in a
-/// source's channel and in its sync task's last good state, so with 1,000
-/// mappings a copy each would be megabytes (`benches`: scale).
+/// The files one mapping publishes, in target-name order; cheap to clone
+/// (shared), as it sits in a source's channel and its sync task's state.
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct Bundle(Arc<Vec<File>>);
 
@@ -73,8 +68,7 @@ struct File {
 }
 
 impl Bundle {
-    /// Adds a file under its target name (replacing one of that name),
-    /// remembering where it came from.
+    /// Adds (or replaces) a file under its target name.
     pub fn insert(
         &mut self,
         name: &str,
@@ -100,7 +94,6 @@ impl Bundle {
         self.0.iter().map(|f| (&*f.name, &*f.bytes))
     }
 
-    /// Every file name, in order.
     pub fn names(&self) -> impl ExactSizeIterator<Item = &str> {
         self.0.iter().map(|f| &*f.name)
     }
@@ -121,7 +114,6 @@ impl Bundle {
         self.file(name).map_or(name, |f| &f.origin)
     }
 
-    /// Total size of all file contents in bytes.
     pub fn size(&self) -> usize {
         self.0.iter().map(|f| f.bytes.len()).sum()
     }
@@ -141,8 +133,7 @@ impl Bundle {
     }
 }
 
-/// SHA-256 of `bytes`, by ring: the implementation TLS already links (the
-/// sha2 crate would be a second one, with its own CPU detection).
+/// SHA-256 of `bytes`, by ring (the implementation TLS already links).
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     let mut h = ring::digest::Context::new(&ring::digest::SHA256);
     h.update(bytes);

@@ -1,7 +1,5 @@
-//! PEM reading on rustls-pki-types (the project's one PEM reader): input
-//! that must be exactly one block of one kind, the blocks of a combined file
-//! with the text each was read from, and whether every block of any label
-//! decodes; and the one PEM writer.
+//! The one PEM reader (rustls-pki-types, checked against a port of Go's
+//! reader) and the one PEM writer.
 
 use rustls_pki_types::pem::{self, SectionKind, SliceIter};
 
@@ -25,8 +23,7 @@ pub enum PemError {
 /// (what kube-apiserver uses) reads the first block and ignores the rest;
 /// reading less or more than it would is an ambiguity, so both are refused.
 pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError> {
-    // The one block reader, [`blocks`]: it refuses blocks it would step
-    // over unread, so every block in `bytes` is counted here.
+    // [`blocks`] refuses blocks it would step over: every one is counted.
     let found = blocks(bytes).map_err(|problem| PemError::Syntax(problem.into()))?;
     let mut found = found.into_iter();
     let block = match (found.next(), found.len()) {
@@ -35,8 +32,7 @@ pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError>
         (Some(block), 0) => block,
         (Some(_), more) => return Err(PemError::Several { found: more + 1 }),
     };
-    // Only white space before and after it (a BEGIN line is at a line's
-    // start, where Go's reader looks for it: [`blocks`] sees to that).
+    // Only white space around it ([`blocks`]: BEGIN at a line's start).
     let start = block.text.as_ptr() as usize - bytes.as_ptr() as usize;
     let end = start + block.text.len();
     if !bytes[..start].iter().all(u8::is_ascii_whitespace)
@@ -52,10 +48,9 @@ pub fn exactly_one(bytes: &[u8], kind: SectionKind) -> Result<Vec<u8>, PemError>
 
 const BEGIN: &[u8] = b"-----BEGIN ";
 
-/// The DER of every block of `bytes`, in order, through [`blocks`] (text
-/// outside the blocks dropped). Refused: no block, a block of any other
-/// kind (a key beside a certificate is never taken for one), and PEM Go's
-/// reader reads other blocks from ([`go_reads_the_same`]).
+/// The DER of every block of `bytes`, in order ([`blocks`]). Refused: no
+/// block, a block of another kind (a key is never taken for a
+/// certificate), and PEM Go reads other blocks from ([`go_reads_the_same`]).
 pub fn certificates(bytes: &[u8]) -> Result<Vec<Vec<u8>>, PemError> {
     let found = blocks(bytes).map_err(|problem| PemError::Syntax(problem.into()))?;
     if found.is_empty() {
@@ -78,10 +73,8 @@ pub const READ_DIFFERENTLY: &str =
     "Go's PEM reader (kube-apiserver's, and Go programs') reads other blocks from it";
 
 /// Whether Go's reader ([`go_blocks`]) reads from `bytes` exactly the
-/// blocks `read` (kind and DER, in order) that rustls-pki-types read:
-/// where Go skips a block rustls reads (text after an END line, a lone
-/// CR, a vertical tab or missing padding in the base64), it takes the
-/// next one as the leaf, a certificate nothing here judged.
+/// blocks `read` (kind and DER, in order) rustls-pki-types read: where Go
+/// skips one, it takes the next as the leaf, a certificate nothing judged.
 pub fn go_reads_the_same<'a>(
     bytes: &[u8],
     read: impl IntoIterator<Item = (SectionKind, &'a [u8])>,
@@ -94,8 +87,7 @@ pub fn go_reads_the_same<'a>(
         && read.next().is_none()
 }
 
-/// The first of [`certificates`]: the one Go's `tls.LoadX509KeyPair`
-/// takes as the leaf.
+/// The first of [`certificates`] (Go's `tls.LoadX509KeyPair`'s leaf).
 pub fn first_certificate(bytes: &[u8]) -> Result<Vec<u8>, PemError> {
     certificates(bytes)?
         .into_iter()
@@ -103,16 +95,14 @@ pub fn first_certificate(bytes: &[u8]) -> Result<Vec<u8>, PemError> {
         .ok_or(PemError::Empty)
 }
 
-/// The blocks Go's `encoding/pem` reads from `data` (`pem.Decode` until it
-/// finds none), as (type, bytes): a port of Go's reader, which
-/// kube-apiserver and every Go consumer of the published files use
-/// (`tls.LoadX509KeyPair` takes its first CERTIFICATE block). It differs
-/// from rustls-pki-types': a BEGIN line must follow a `\n` (rustls also
-/// takes a lone `\r`), an END line may carry only spaces and tabs after
-/// its dashes, the base64 allows only spaces, tabs, `\r` and `\n` besides
-/// its alphabet and needs its padding, `Key: value` header lines are read,
-/// and a block that fails any of this is skipped, not an error: Go then
-/// reads the next one.
+/// The blocks (type, bytes) Go's `encoding/pem` reads from `data`
+/// (`pem.Decode` until it finds none), as kube-apiserver and every Go
+/// consumer of the published files read them. Unlike rustls-pki-types: a
+/// BEGIN line must follow a `\n` (not a lone `\r`), an END line may carry
+/// only spaces and tabs after its dashes, the base64 allows only spaces,
+/// tabs, `\r` and `\n` besides its alphabet and needs its padding,
+/// `Key: value` headers are read, and a block failing any of this is
+/// skipped, not an error: Go reads the next one.
 pub fn go_blocks(data: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut blocks = Vec::new();
     let mut rest = data;
@@ -152,12 +142,10 @@ fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).rposition(|w| w == needle)
 }
 
-/// Go's `pem.Decode` as of Go 1.25.5 / 1.24.11 (the fix for CVE-2025-61723):
-/// find the first END line, then the last BEGIN line before it, so every
-/// byte is looked at a bounded number of times. The reader before it
-/// searched for an END after every BEGIN: quadratic on many BEGIN lines
-/// without ends (46 s for 360 KB in `run --once`). kube-apiserver v1.36 is
-/// built with the fixed Go, so this is also the reading it does.
+/// Go's `pem.Decode` since Go 1.25.5 / 1.24.11 (CVE-2025-61723, what
+/// kube-apiserver v1.36 runs): the first END line, then the last BEGIN
+/// line before it, so each byte is looked at a bounded number of times
+/// (searching for an END after every BEGIN is quadratic).
 #[allow(clippy::type_complexity)]
 fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
     const START: &[u8] = b"\n-----BEGIN ";
@@ -232,9 +220,8 @@ fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
 
 const DASHES: &[u8] = b"-----";
 
-/// Whether `trailer`, what follows an END line's `-----END `, closes a
-/// block of `kind`: `KIND-----`, then only spaces and tabs to the line's
-/// end.
+/// Whether `trailer` (after `-----END `) closes a block of `kind`:
+/// `KIND-----`, then only spaces and tabs to the line's end.
 fn go_closes(trailer: &[u8], kind: &[u8]) -> bool {
     let Some((end_line, after)) = trailer.split_at_checked(kind.len() + DASHES.len()) else {
         return false;
@@ -242,9 +229,8 @@ fn go_closes(trailer: &[u8], kind: &[u8]) -> bool {
     end_line.starts_with(kind) && end_line.ends_with(DASHES) && go_line(after).0.is_empty()
 }
 
-/// A block's body as Go decodes it: its `StdEncoding` (padding required,
-/// non-zero trailing bits allowed), whose decoder skips `\r` and `\n`,
-/// after spaces and tabs were taken out. `None` if it does not decode.
+/// A block's body as Go decodes it: `StdEncoding` (padding required,
+/// trailing bits allowed) without spaces, tabs, `\r` and `\n`.
 fn go_base64(body: &[u8]) -> Option<Vec<u8>> {
     use base64::Engine as _;
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
@@ -274,20 +260,17 @@ pub fn problem(e: &pem::Error) -> &'static str {
     }
 }
 
-/// One block as rustls-pki-types read it, with its own text: from its
-/// BEGIN line to the end of its END line, as it was.
+/// One block as rustls-pki-types read it, with its text (BEGIN to END line).
 #[derive(Debug)]
 pub struct Block<'a> {
     pub kind: SectionKind,
     pub text: &'a [u8],
-    /// The block's body, decoded.
     pub der: Vec<u8>,
 }
 
-/// Every block of `bytes` in order, with its text; text outside blocks is
-/// dropped. Refused: a syntax or base64 error (in words of [`problem`]), and
-/// a block whose label rustls-pki-types does not read, which it would step
-/// over unread: a combined file passes on all that it holds or fails.
+/// Every block of `bytes` in order, with its text. Refused: a syntax or
+/// base64 error ([`problem`]), and a block whose label rustls-pki-types
+/// would step over unread: a combined file passes on all it holds or fails.
 pub fn blocks(bytes: &[u8]) -> Result<Vec<Block<'_>>, &'static str> {
     let mut iter = SliceIter::<(SectionKind, Vec<u8>)>::new(bytes);
     let mut out = Vec::new();
@@ -339,13 +322,11 @@ fn line_starts<'a>(
     })
 }
 
-/// Whether `bytes` hold at least one PEM block and every block, of any
-/// label (DH parameters, a signature), is well formed and decodes.
-/// rustls-pki-types decodes only the labels it knows and steps over the
-/// others unread, so `bytes` are read twice: as they are (every block
-/// closed by the END line of its own label), and with every BEGIN and END
-/// line relabelled CERTIFICATE (every body valid base64, one block per
-/// BEGIN line).
+/// Whether `bytes` hold a PEM block and every block, of any label (DH
+/// parameters), decodes. rustls-pki-types steps over unknown labels, so
+/// `bytes` are read as they are (each block closed by its own label's
+/// END) and with every BEGIN and END relabelled CERTIFICATE (each body
+/// valid base64, one block per BEGIN).
 pub fn all_decode(bytes: &[u8]) -> bool {
     if SliceIter::<(SectionKind, Vec<u8>)>::new(bytes).any(|b| b.is_err()) {
         return false;
@@ -369,9 +350,8 @@ pub fn all_decode(bytes: &[u8]) -> bool {
     begins > 0 && decoded.is_ok_and(|d| d.len() == begins)
 }
 
-/// `label` PEM of `der`, LF line endings: the project's one PEM writer.
+/// `label` PEM of `der`, LF line endings (cannot fail for a fixed label).
 pub fn encode(label: &'static str, der: &[u8]) -> String {
-    // Encoding into a String cannot fail for a fixed, valid label.
     x509_cert::der::pem::encode_string(label, x509_cert::der::pem::LineEnding::LF, der)
         .unwrap_or_default()
 }

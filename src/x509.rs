@@ -1,15 +1,10 @@
-//! The strict reading of a PKCS#10 certificate request, shared by the
-//! approver's policy and `csr review`: read once, as nothing but what Go's
-//! `crypto/x509` (kube-apiserver and the signer) would read from it, or
-//! refused.
-//!
-//! The request is decoded twice, by RustCrypto's `x509-cert` (strict DER:
-//! non-minimal lengths, indefinite lengths, unsorted SETs and trailing
-//! bytes are errors) and by `x509-parser`, and refused when either fails or
-//! the two read the subject, the key or an extension differently (as a
-//! certificate's facts are compared, [`Certificate::facts`]).
-//! On top of what either parser checks, a request is refused when it holds
-//! anything a reader could take two ways:
+//! The strict reading of a PKCS#10 certificate request (the approver's
+//! policy, `csr review`): nothing but what Go's `crypto/x509` would read
+//! from it, or refused. It is decoded by RustCrypto's `x509-cert` (strict
+//! DER) and by `x509-parser`, and refused when either fails or they read
+//! the subject, the key or an extension differently (as
+//! [`Certificate::facts`] compares), or when it holds anything a reader
+//! could take two ways:
 //! - any attribute but exactly one `extensionRequest` with exactly one
 //!   value (Go reads every `extensionRequest`; x509-parser only the first);
 //! - a duplicate extension, or one other than subjectAltName, keyUsage,
@@ -51,7 +46,7 @@ pub const SERVER_AUTH: &str = "1.3.6.1.5.5.7.3.1";
 pub const COMMON_NAME: &str = "2.5.4.3";
 pub const ORGANIZATION: &str = "2.5.4.10";
 
-/// A request as read strictly. Every field is what both parsers agreed on.
+/// A request as both parsers agreed on reading it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     der: Vec<u8>,
@@ -71,7 +66,7 @@ pub struct Request {
 }
 
 impl Request {
-    /// Reads `pem` (the CSR's `spec.request`) strictly; see the module.
+    /// Reads `pem` (the CSR's `spec.request`); see the module.
     pub fn read(pem: &[u8]) -> Result<Self, X509Error> {
         let der = crate::pem::exactly_one(pem, SectionKind::Csr)?;
         let (strict, lax) = parse_both(&der)?;
@@ -118,7 +113,6 @@ impl Request {
             .ok_or(X509Error::Signature)
     }
 
-    /// The values of subject attributes of type `oid`.
     pub fn subject_values(&self, oid: &str) -> Vec<&str> {
         self.subject
             .iter()
@@ -128,8 +122,7 @@ impl Request {
     }
 }
 
-/// The request decoded by both parsers: strict DER with nothing after it,
-/// version 1.
+/// The request decoded by both parsers, nothing after it, version 1.
 fn parse_both(der: &[u8]) -> Result<(CertReq, X509CertificationRequest<'_>), X509Error> {
     let strict = CertReq::from_der(der).map_err(X509Error::RequestDer)?;
     let (rest, lax) = X509CertificationRequest::from_der(der).map_err(X509Error::RequestLax)?;
@@ -217,9 +210,8 @@ fn extensions(req: &CertReq) -> Result<Vec<Extension>, X509Error> {
     Ok(exts)
 }
 
-/// Refuses a subjectAltName element other than a DNS name or an IP
-/// address by its tag, so that the error names the kind (x509-cert's
-/// CHOICE only says that decoding failed, x509-parser's refuses some).
+/// Refuses a SAN element other than a DNS name or an IP address by its
+/// tag, so the error names its kind (the parsers' errors do not).
 fn san_kinds(value: &[u8]) -> Result<(), X509Error> {
     let elements = Vec::<Any>::from_der(value).map_err(X509Error::SanParse)?;
     for e in &elements {
@@ -244,9 +236,8 @@ fn san_kinds(value: &[u8]) -> Result<(), X509Error> {
     Ok(())
 }
 
-/// A requested DNS SAN must be a host name ([`dns_name`] without the
-/// wildcard). A wildcard (`*.example`) is refused here with its own words,
-/// so no later check has to think about it.
+/// A requested DNS SAN: a host name ([`dns_name`]), a wildcard refused
+/// with its own words so no later check has to think about it.
 fn host_name(d: &str) -> Result<(), X509Error> {
     if d.contains('*') {
         return Err(X509Error::SanWildcard { name: d.to_owned() });
@@ -263,13 +254,11 @@ fn host_label(l: &str) -> bool {
         && !l.ends_with('-')
 }
 
-/// Whether an IPv4 reader takes host `d` for an address: its last label
-/// is a number, decimal (`127.1`, `10.96.0.1`, octal `0177.1`) or `0x`
-/// hex (`0x7f000001`, even a bare `0x`). glibc's `inet_aton` and the
-/// WHATWG URL parser (browsers; the URL crates of Go and Rust follow it)
-/// read such a host as IPv4 or refuse it, and no top-level domain is
-/// numeric, so it is never a host name: refused wherever a DNS name is
-/// read, so a name cannot carry an address past the IP checks.
+/// Whether an IPv4 reader (glibc's `inet_aton`, the WHATWG URL parser)
+/// takes host `d` for an address: its last label is a decimal, octal or
+/// `0x` hex number (`127.1`, `0177.1`, `0x7f000001`, a bare `0x`). No
+/// top-level domain is numeric, so such a name is refused wherever a DNS
+/// name is read: it cannot carry an address past the IP checks.
 pub fn reads_as_ipv4(d: &str) -> bool {
     let last = d.rsplit('.').next().unwrap_or_default();
     let hex = last
@@ -279,11 +268,9 @@ pub fn reads_as_ipv4(d: &str) -> bool {
     hex || (!last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// A DNS name an issued certificate may carry, as a `dns=` option gives it
-/// (compared without case): an optional leading `*.` wildcard label, then
-/// host-name labels of letters, digits and inner hyphens, 1-63 long, 253
-/// in all, none empty (so no `..`, no leading or trailing dot), the last
-/// not a number (an IP address written as a name: [`reads_as_ipv4`]).
+/// A DNS name an issued certificate may carry (`dns=`, without case): an
+/// optional `*.`, then host-name labels ([`host_label`], none empty: no
+/// `..` or outer dot), 253 in all, the last not a number ([`reads_as_ipv4`]).
 pub fn dns_name(d: &str) -> Result<(), X509Error> {
     let given = || d.to_owned();
     let name = d.strip_prefix("*.").unwrap_or(d).to_ascii_lowercase();

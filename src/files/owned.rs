@@ -1,7 +1,6 @@
 //! Reading what steers root certsync, and judging the paths it writes
-//! later: every directory on the way and the file itself owned by root or
-//! certsync's user and written by no one else ([`Trust`]), judged on the
-//! descriptors opened (a file read) or by path (a target written later).
+//! later ([`Trust`]): on the descriptors opened (a file read) or by path (a
+//! target written later).
 
 use std::io;
 use std::path::Path;
@@ -67,40 +66,28 @@ impl From<PathError> for OwnedError {
     }
 }
 
-/// Whether only root (or certsync's own user) can change what `path`
-/// names: the file, if it exists, and every directory above it, both as
-/// written and where its symlinks lead, must be owned by root or the
-/// effective user and not writable by group or others. A sticky directory
-/// such as /tmp is no exception: others cannot rename root's entries in
-/// it, but once a cleaner removes one, anyone may make it again. A path
-/// that does not exist yet is judged
-/// by its nearest existing ancestor. As ssh's StrictModes, for every
-/// ancestor: whoever can rename an entry on the way can swap what is read
-/// or written.
+/// Whether only root (or certsync's user) can change what `path` names:
+/// the file, if it exists, and every directory above it, as written and
+/// where symlinks lead, owned by root or that user and writable by no one
+/// else (as ssh's StrictModes: whoever can rename an entry on the way can
+/// swap what is read or written). A sticky directory such as /tmp is no
+/// exception: once a cleaner removes root's entry, anyone may make it
+/// again. A missing path is judged by its nearest existing ancestor.
 pub fn only_root_may_change(path: &Path) -> Result<(), OwnedError> {
     guard(path, false)
 }
 
-/// Reads a file that steers what root certsync does (a bearer token, a
-/// config file, a kubeconfig and the files it names). The path is walked
-/// one name at a time from `/` ([`open_owned`]), each name opened beneath
-/// the directory opened before it without following it, and judged on the
-/// descriptor opened: every directory owned by root or certsync's user and
-/// written by no one else, except that a root-owned sticky directory
-/// (/tmp: others may not rename or remove root's entries in it) and a
-/// directory on a read-only mount (kubelet mounts ConfigMap and Secret
-/// volumes read-only, their roots 0777 or 1777) count as not writable; a
-/// symlink followed only if root or certsync's user made it; then the file
-/// read is a regular file owned by root or certsync's user, not writable
-/// by group or others, with one link (a second name may be another
-/// user's), at most `limit` bytes. Nothing judged is opened again by its
-/// path, so a name swapped meanwhile is never what is read. What is wrong
-/// with the file itself is said without its path (callers name it).
+/// Reads a file that steers root certsync (a bearer token, a config file,
+/// a kubeconfig and the files it names): walked one name at a time from
+/// `/`, each name opened beneath the directory before it and judged on its
+/// descriptor ([`OWNED_WAY`]), never opened again by path (a name swapped
+/// meanwhile is never what is read); then the file is a regular file owned
+/// by root or certsync's user, writable by no one else, with one link (a
+/// second name may be another user's), at most `limit` bytes. What is
+/// wrong with the file itself is said without its path (callers name it).
 pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
     use std::os::unix::fs::MetadataExt as _;
-    // What is not a regular file is named as such, before the rest (a
-    // FIFO or device in a user's directory says what it is). This `stat`
-    // only words a refusal: it opens nothing and lets nothing through.
+    // A FIFO or device says what it is; this `stat` only words a refusal.
     if let Ok(m) = std::fs::metadata(path)
         && !m.is_file()
     {
@@ -116,7 +103,6 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
             .map_err(OwnedError::WorkingDirectory)?
             .join(path)
     };
-    // Said without the path the caller names, as the kernel would.
     let problem = |e: PathError| match e {
         PathError::Io { path, source } if path == absolute => OwnedError::Io(source),
         PathError::NotRegular { path, what } if path == absolute => OwnedError::NotRegular { what },
@@ -143,21 +129,16 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
 }
 
 /// A directory root writes into by name (a kubeadm node's files, the
-/// status textfile), opened one name at a time from `/` and judged on
-/// each descriptor as [`read_owned`] judges the way to a file, the
-/// directory itself included: every directory and symlink root's or
-/// certsync's user's and written by no one else (a root-owned sticky
-/// directory aside). Whoever could rename or re-link a directory on the
-/// way would choose where root writes, and what it replaces there.
+/// status textfile), walked and judged, itself included, as [`read_owned`]
+/// judges the way to a file: whoever could rename or re-link a directory
+/// on the way would choose where root writes.
 pub fn owned_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
     judged_dir(path, OWNED_WAY)
 }
 
 /// [`owned_dir`] held to [`only_root_may_change`]'s rule, for a directory
 /// root replaces files in with no second look (`update-pair=`,
-/// `update-kubeconfig=`): no root-owned sticky directory or read-only mount
-/// on the way either (a cleaner removes root's entry in /tmp and anyone
-/// makes it again).
+/// `update-kubeconfig=`): no sticky directory or read-only mount either.
 pub fn root_only_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
     judged_dir(path, Trust::STRICT)
 }
@@ -184,13 +165,11 @@ fn walk_judged(path: &Path, trust: Trust) -> Result<beneath::Walked, OwnedError>
     Ok(walked)
 }
 
-/// The way to a file [`read_owned`] reads, judged on descriptors as it is
-/// walked: every directory and symlink root's or certsync's user's. A
-/// root-owned sticky directory (/tmp) counts as not writable: others may
-/// not rename or remove root's entries in it, and the file is judged again
-/// at each read. A directory on a read-only mount counts as not writable
-/// (kubelet mounts ConfigMap and Secret volumes read-only, their roots
-/// 0777 or 1777); a symlink there is still judged by its owner.
+/// The way to a file [`read_owned`] reads: every directory and symlink
+/// root's or certsync's user's. A root-owned sticky directory (/tmp:
+/// others may not rename or remove root's entries) and a directory on a
+/// read-only mount (kubelet's ConfigMap and Secret volumes, their roots
+/// 0777 or 1777) count as not writable; the file is judged at each read.
 const OWNED_WAY: Trust = Trust {
     owners: Owners::RootOrMe,
     writable_ok: false,
@@ -199,12 +178,10 @@ const OWNED_WAY: Trust = Trust {
     volume_root_ok: false,
 };
 
-/// A file that steers certsync (`--config`, a kubeconfig and the files it
-/// names): through [`read_owned`] when certsync runs as root, who would
-/// otherwise act on what another user wrote (map a root-only directory to
-/// a target they read, send root's token to their server); as another
-/// user, [`beneath::read_file`] (the kernel already limits what it may
-/// read).
+/// A file that steers certsync: through [`read_owned`] as root (who would
+/// otherwise act on what another user wrote: map a root-only directory to
+/// their target, send root's token to their server); as another user,
+/// [`beneath::read_file`] (the kernel already limits what it may read).
 pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
     if nix::unistd::geteuid().is_root() {
         read_owned(path, limit)
@@ -214,11 +191,10 @@ pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
 }
 
 /// A file that steers certsync but may not exist yet (a CA certificate
-/// certsync itself publishes later), judged at start: where it exists, as
-/// [`read_steering`] reads it; where it does not, the directories it will
-/// appear in ([`only_root_may_change`]: whoever may write there chooses
-/// what appears). As another user, nothing (the kernel limits what it may
-/// read). Every later read goes through [`read_steering`] again.
+/// certsync publishes later), judged at start as root: if it exists, as
+/// [`read_steering`] reads it; if not, the directories it will appear in
+/// ([`only_root_may_change`]: whoever may write there chooses what
+/// appears). Every later read goes through [`read_steering`] again.
 pub fn steering_or_absent(path: &Path, limit: u64) -> Result<(), OwnedError> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
@@ -229,35 +205,28 @@ pub fn steering_or_absent(path: &Path, limit: u64) -> Result<(), OwnedError> {
     }
 }
 
-/// [`only_root_may_change`], except that a directory every container of a
-/// pod may write is accepted where it is a volume's root: kubelet makes an
-/// emptyDir 0777 (not sticky), and a sidecar's target such as
-/// `/certs/web` lies inside one, shared by design with the pod's own
-/// containers. On a host, the directories writable by all are sticky
-/// (/tmp, /var/tmp, /dev/shm) and stay refused, as does one another user
-/// owns, and one writable by others that is not a mount point. For the
-/// targets of mappings that do not issue from a CA on the node only: never
-/// above a source or a pidfile, which are read (a swapped-in link leads
-/// certsync to root's files).
+/// [`only_root_may_change`], except that a volume's root every container
+/// of the pod may write is accepted (kubelet makes an emptyDir 0777, not
+/// sticky; `/certs/web` lies inside one by design). Sticky directories
+/// (/tmp), one another user owns and one writable by others that is no
+/// mount point stay refused. For targets of mappings that do not issue from
+/// a CA on the node only: never above a source or a pidfile, which are read.
 pub fn no_other_user_may_recreate(path: &Path) -> Result<(), OwnedError> {
     guard(path, true)
 }
 
-/// A target directory itself, where it exists (where its links lead): owned
-/// by root or certsync's user and writable by its owner only, whatever the
-/// mapping's `owner=`/`group=` (they are for the files), and with no
-/// exception for a volume's root. Whoever may write in the target may plant
-/// the entries certsync keeps there (`..pin`, `..data`, `..history`, a
-/// revision) for it to act on (a user's `..pin` in a 0777 emptyDir root
-/// was obeyed as an operator's rollback).
-/// A missing target is made by certsync, root's and 0755.
+/// A target directory itself, where it exists (where its links lead):
+/// root's or certsync's user's and writable by its owner only, whatever
+/// `owner=`/`group=` say (they are for the files), with no exception for a
+/// volume's root: whoever may write in it may plant `..pin`, `..data`,
+/// `..history` or a revision for certsync to act on. A missing target is
+/// made by certsync, root's and 0755.
 pub fn no_other_user_may_write(target: &Path) -> Result<(), OwnedError> {
     use std::os::unix::fs::MetadataExt as _;
     let Ok(m) = std::fs::metadata(target) else {
         return Ok(());
     };
     let entry = beneath::Entry::from_metadata(target, &m);
-    // No exception: not even a volume's root (see above).
     if Trust::STRICT.judge(&entry).is_ok() {
         return Ok(());
     }
@@ -268,17 +237,12 @@ pub fn no_other_user_may_write(target: &Path) -> Result<(), OwnedError> {
     })
 }
 
-/// The check of [`only_root_may_change`] (and, with `volume_roots`, of
-/// [`no_other_user_may_recreate`]), now: for a target written later and
-/// for a file run or read by another program. The nearest part of `path`
-/// that exists is walked as [`read_owned`] walks ([`beneath::walk`]: each
-/// directory a name is looked up in and each symlink followed, as written
-/// and where links lead), and what it names judged too. A read-only mount
-/// and a root-owned sticky directory stay refused here: a write-time
-/// target has no second look at an entry a user made again after a
-/// cleaner removed root's.
+/// The check of [`only_root_may_change`] (with `volume_roots`, of
+/// [`no_other_user_may_recreate`]): the nearest existing part of `path`
+/// walked as [`read_owned`] walks it, and judged. Sticky directories and
+/// read-only mounts stay refused: a target written later has no second
+/// look at an entry a user made again after a cleaner removed root's.
 fn guard(path: &Path, volume_roots: bool) -> Result<(), OwnedError> {
-    // A volume's root is accepted for a target only.
     let trust = Trust {
         volume_root_ok: volume_roots,
         ..Trust::STRICT

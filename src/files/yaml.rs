@@ -6,8 +6,7 @@
 /// Why a YAML text was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum YamlError {
-    /// `*name`: serde_yaml_ng expands each in full (aliases of aliases:
-    /// 57 s for 64 KiB).
+    /// `*name`: serde_yaml_ng expands each in full (aliases of aliases).
     #[error("holds a YAML alias (*name), which certsync does not accept")]
     Alias,
     /// `!tag`: go-yaml decodes `!!binary`, certsync would read the text.
@@ -26,19 +25,14 @@ pub enum YamlError {
     Parse(#[source] serde_yaml_ng::Error),
 }
 
-/// Deepest flow nesting (`[` and `{`) a YAML text may have. libyaml, which
-/// serde_yaml_ng runs, checks every open flow level on every token:
-/// quadratic in the depth (11.6 s for 64 KiB of `[`, against 52 ms for a
-/// config file of that size). serde_yaml_ng refuses more than 128 levels
-/// anyway, after that work; no config file or kubeconfig needs 32.
+/// Deepest flow nesting (`[` and `{`) a YAML text may have: libyaml checks
+/// every open flow level on every token (quadratic in the depth); no
+/// config file or kubeconfig needs 32.
 pub const MAX_YAML_FLOW_DEPTH: usize = 32;
 
-/// Refuses, before the parser sees it, YAML that would make it work more
-/// than linearly: flow nesting deeper than [`MAX_YAML_FLOW_DEPTH`], and any
-/// alias (`*name`), each of which serde_yaml_ng expands in full (aliases of
-/// aliases: 57 s for 64 KiB). Quoted strings and comments are skipped; the
-/// rest is looked at byte by byte, so a block scalar holding ` *x` is
-/// refused too (failing closed; neither file kind needs aliases).
+/// Refuses, before the parser sees it, what [`YamlError`] names. Quoted
+/// strings and comments are skipped; the rest is looked at byte by byte,
+/// so a block scalar holding ` *x` is refused too (failing closed).
 pub fn check_yaml(text: &str) -> Result<(), YamlError> {
     let bytes = text.as_bytes();
     let (mut depth, mut i) = (0usize, 0usize);
@@ -62,10 +56,6 @@ pub fn check_yaml(text: &str) -> Result<(), YamlError> {
             (None, b'*') if token_start => {
                 return Err(YamlError::Alias);
             }
-            // Read differently by other YAML readers (kubeadm's go-yaml
-            // applies `<<` merge keys and decodes
-            // `!!binary`, so certSANs written that way reached the API
-            // server's certificate while certsync read nothing there).
             (None, b'!') if token_start => {
                 return Err(YamlError::Tag);
             }
@@ -88,12 +78,10 @@ pub fn check_yaml(text: &str) -> Result<(), YamlError> {
     Ok(())
 }
 
-/// YAML from outside (a config file, a kubeconfig), read as `T` after
-/// [`check_yaml`]: the one way certsync parses YAML. One leading UTF-8
-/// byte-order mark is skipped, as go-yaml (sigs.k8s.io/yaml: kubeadm,
-/// kubectl) skips it; serde_yaml_ng read it as a second document, and refused
-/// a ClusterConfiguration kubeadm reads. A second mark is refused by name, as
-/// kubeadm refuses it (it reads a key that is not `apiVersion`).
+/// YAML from outside read as `T` after [`check_yaml`]. One leading
+/// byte-order mark is skipped, as go-yaml (kubeadm, kubectl) skips it
+/// (serde_yaml_ng reads a second document); a second one is refused, as
+/// kubeadm refuses it.
 pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.starts_with('\u{feff}') {

@@ -1,26 +1,16 @@
 //! How `certsync check` reads its inputs. Root runs it on directories
-//! other users may control (a user's certificate directory, a pod's
-//! volume), so:
+//! other users may control, so:
 //! - an entry of a directory argument is resolved beneath it (as
-//!   `openat2`'s `RESOLVE_BENEATH` would, by the walk): a symlink that stays
-//!   inside works (a certsync target's visible files are such links), one
-//!   that leads out of it is refused, named, and nothing it leads to is
-//!   read, printed or matched against;
-//! - every input is first opened `O_PATH`, which reads nothing and makes
-//!   no device act (opening `/dev/ptmx` allocates a terminal,
-//!   `/dev/watchdog` arms the watchdog), and `fstat`ed: only a regular
-//!   file is then opened for reading, at most the bundle size limit;
-//! - a path is walked as written, one component at a time beneath
-//!   descriptors (see [`walk`]);
-//! - a file kept from others is not read when the way to it leads through
-//!   a directory or symlink someone other than root and its owner may
-//!   change, as written (the walk) or where the file really is (see
-//!   `Input::exposed`): a user there may have linked root's file in.
-//!
-//! Every open is [`crate::beneath`]'s: the reading one through the `O_PATH`
-//! descriptor checked ([`Walked::open_read`]), a directory listed through
-//! its own ([`Walked::dir`]), what is above a file by `..` from
-//! descriptors ([`beneath::upward`]).
+//!   `RESOLVE_BENEATH` would): a symlink out of it is refused, named, and
+//!   nothing it leads to is read, printed or matched against;
+//! - every input is first opened `O_PATH` (reads nothing, makes no device
+//!   act: `/dev/watchdog` would arm) and `fstat`ed: only a regular file is
+//!   then opened for reading, through that descriptor, at most the bundle
+//!   size limit;
+//! - a file kept from others is not read when the way to it, as written
+//!   ([`walk`]) or where the file really is (`Input::exposed`), leads
+//!   through a directory or symlink someone other than root and its owner
+//!   may change: a user there may have linked root's file in.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -42,10 +32,7 @@ pub(super) struct Input {
     beneath: Option<Rc<Base>>,
 }
 
-/// A directory entries are resolved beneath: the walk to it (an `O_PATH`
-/// descriptor and what it passed), its path as shown, and why nothing in
-/// it may be told (kept from others, reached through what others may
-/// change), if so.
+/// A directory entries are resolved beneath, as walked.
 #[derive(Debug)]
 struct Base {
     walked: Walked,
@@ -62,8 +49,7 @@ impl Base {
         if kind(st) != nix::sys::stat::SFlag::S_IFDIR {
             return Ok(None);
         }
-        // A directory others may not list or enter: its names are kept
-        // from them too.
+        // Not listable by others: its names are kept from them too.
         let kept = st.st_mode & 0o005 != 0o005 && !own(st);
         let refused = kept
             .then(|| exposure(&walked.passed, st.st_uid))
@@ -88,17 +74,14 @@ impl Base {
 }
 
 /// `path` walked from `start`, symlinks followed, everything on the way
-/// kept for [`exposure`]: a path as written, or an entry beneath its
-/// directory argument (no `..` above it, no absolute symlink).
+/// kept for [`exposure`].
 fn walk(start: Start<'_>, path: &Path) -> Result<Walked, InspectError> {
     beneath::walk(start, path, Links::Follow, &mut |_| Ok(())).map_err(InspectError::Way)
 }
 
-/// Who may change the way to a file kept from others without it being
-/// read: root and the file's owner (who chose its way anyway), and no one
-/// else, sticky or not (a user in /tmp may have linked root's file in).
-/// A read-only mount is an exception: nobody changes a directory or a
-/// symlink there.
+/// Who may change the way to a file kept from others: root and its owner
+/// only, sticky or not (a user in /tmp may have linked root's file in),
+/// except on a read-only mount, where nobody changes anything.
 fn way(owner: u32) -> Trust {
     Trust {
         owners: Owners::RootOr(owner),
@@ -125,9 +108,8 @@ fn kind(st: &FileStat) -> nix::sys::stat::SFlag {
     nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT
 }
 
-/// The refusal of the file of status `st` (kept from others: "a file",
-/// or "a hard link (links N) to a file") reached through `through`, which
-/// someone other than root and its owner may change.
+/// The refusal of the file `st`, kept from others, reached through
+/// `through`.
 fn refusal(st: &FileStat, through: &Entry) -> InspectError {
     InspectError::Exposed {
         what: Kept::File { links: st.st_nlink },
@@ -175,13 +157,11 @@ impl Input {
         })
     }
 
-    /// Why a regular file kept from others (not world-readable, not a
-    /// non-root reader's own) must not be read: where it really is, a
-    /// directory above it that someone other than root and its owner may
-    /// change ([`way`]) may hold a hard link someone made to a file they may
-    /// not read (`fs.protected_hardlinks=0`: root's key), or, with one
-    /// link, what is left of one once the owner renamed its own name away.
-    /// Found on descriptors: the file's directory, then each `..` up to `/`.
+    /// Why a file kept from others must not be read: a directory above
+    /// where it really is that others may change ([`way`]) may hold a hard
+    /// link someone made to a file they may not read
+    /// (`fs.protected_hardlinks=0`), or what is left of one once the owner
+    /// renamed its own name away. Found on descriptors, `..` up to `/`.
     fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<InspectError> {
         if st.st_mode & 0o004 != 0 || own(st) {
             return None;
@@ -203,9 +183,7 @@ impl Input {
         None
     }
 
-    /// An `O_PATH` descriptor (nothing read, no device opened) and what
-    /// the way to it passed: the path as written, or the entry beneath its
-    /// directory.
+    /// An `O_PATH` descriptor and what the way to it passed.
     fn open_path(&self) -> Result<Walked, InspectError> {
         let Some(base) = &self.beneath else {
             return walk(Start::Path, &self.shown);
@@ -223,9 +201,8 @@ impl Input {
 }
 
 /// The key file named after `cert` (`x.crt` → `x.key`), if there is one,
-/// resolved beneath the certificate's directory like a directory's
-/// entry: the operator named the certificate, not where its key's links
-/// lead.
+/// resolved beneath the certificate's directory (the operator named the
+/// certificate, not where its key's links lead).
 pub(super) fn key_beside(cert: &Path) -> Option<Input> {
     let key = cert.with_extension("key");
     let parent = match cert.parent() {
@@ -262,8 +239,7 @@ pub(super) fn directory(path: &Path) -> Result<Option<WithKeys>, InspectError> {
     if let Some(refused) = base.refusal() {
         return Err(refused);
     }
-    // Listed through the walked descriptor itself: the very directory
-    // judged, no name looked up again.
+    // Through the walked descriptor: the very directory judged.
     let listing = base.walked.dir().map_err(InspectError::Way)?;
     let mut names = std::collections::BTreeSet::new();
     for entry in listing.entries().map_err(InspectError::Io)? {

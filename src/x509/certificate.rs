@@ -1,20 +1,13 @@
 //! The strict reading of a certificate certsync publishes or accepts, as
 //! Go's `crypto/x509.ParseCertificate` (Go 1.24+) reads it: Kubernetes
-//! components load their pairs and CA bundles with it, and a certificate
-//! it refuses that certsync published over the last good pair stops the
-//! component at its next start (kube-apiserver exited with `x509: certificate
-//! contains duplicate extension`). x509-parser, which reads everything else,
-//! is more lenient.
-//!
-//! Refused, with Go's words beside certsync's: anything not strict DER
-//! (RustCrypto's `x509-cert`: a BOOLEAN other than 00/FF, non-minimal
-//! integers and lengths, trailing bytes, a version other than v1-v3), a
+//! components load their pairs and CA bundles with it, and one it refuses
+//! stops the component at its next start. Refused, with Go's words beside
+//! certsync's: anything not strict DER (RustCrypto's `x509-cert`), a
 //! negative serial number, an outer signature algorithm other than the
-//! one the signed part names, an extension that appears twice, and a name
-//! attribute whose PrintableString, IA5String, UTF8String or BMPString
-//! holds what that type may not, a SAN dNSName, rfc822Name or URI that is
-//! not ASCII, a URI `url.Parse` refuses, an IP address SAN of another length
-//! than 4 or 16, and a key usage whose unused bits are not zero.
+//! signed part's, an extension that appears twice, a name attribute string
+//! holding what its type may not, a SAN dNSName, rfc822Name or URI that is
+//! not ASCII, a URI `url.Parse` refuses, an IP SAN of another length than
+//! 4 or 16, and a key usage whose unused bits are not zero.
 
 use x509_cert::der::asn1::{BmpString, Ia5StringRef, PrintableStringRef, Utf8StringRef};
 use x509_cert::der::{Any, Decode, Tag, Tagged};
@@ -71,12 +64,8 @@ pub(super) fn go_reads(der: &[u8]) -> Result<x509_cert::Certificate, X509Error> 
     Ok(cert)
 }
 
-/// The extensions whose content Go reads strictly when it parses a
-/// certificate (a malformed one of each was published over the last good
-/// pair, and Go refused each): the subject alternative names (dNSName,
-/// rfc822Name and URI IA5 strings, the URI one `url.Parse` takes, an IP
-/// address of 4 or 16 bytes) and the key usage BIT STRING (its unused bits
-/// zero).
+/// The extensions whose content Go reads strictly: the subject
+/// alternative names and the key usage (see the module).
 fn extension(ext: &x509_cert::ext::Extension) -> Result<(), X509Error> {
     use super::oid::{KEY_USAGE, SAN};
     use x509_cert::ext::pkix::name::GeneralName;

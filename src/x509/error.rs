@@ -4,10 +4,8 @@
 use x509_cert::der::Tag;
 use x509_cert::der::asn1::ObjectIdentifier as Oid;
 
-/// A key algorithm or DNS name certsync does not issue for, why a
-/// certificate request was refused, or what Go would refuse in a certificate. Values that came with a request are
-/// shown `{:?}`-escaped: a requester controls them, and they reach
-/// terminals.
+/// Why the X.509 reading refused something. Values from a request are
+/// shown `{:?}`-escaped: a requester controls them, and they reach terminals.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum X509Error {
     #[error(

@@ -1,15 +1,10 @@
-//! A certificate's facts, each read by one function here: what it names
-//! (subject, issuer, SANs), what it may do (key usage, extended key usage,
-//! basic constraints), its key, its validity and its signature.
-//!
-//! [`Certificate::read`] is the one reading of a certificate's DER (by
-//! x509-parser: exactly one certificate, nothing after it). A certificate
+//! A certificate's facts. [`Certificate::read`] is the one reading of a
+//! certificate's DER (x509-parser: exactly one, nothing after it). One
 //! someone else wrote that grants something ([`Certificate::facts`]) is
-//! read again by RustCrypto `x509-cert` (strict DER, as Go reads it,
-//! [`super::strict_certificate`]) into the same [`Facts`], and refused
-//! when either reader fails or they read a field differently: an encoding
-//! one reader takes one way and a consumer another cannot slip extra
-//! authority past a check.
+//! read again strictly as Go reads it ([`super::strict_certificate`]) and
+//! refused when either reader fails or they read a field differently: an
+//! encoding one reader takes one way and a consumer another cannot slip
+//! extra authority past a check.
 
 use std::net::IpAddr;
 
@@ -23,15 +18,13 @@ use super::oid::{BASIC_CONSTRAINTS, EXT_KEY_USAGE, KEY_USAGE, READ, SAN};
 /// keyUsage keyCertSign (bit 5, bit 0 first as both readers number them).
 pub const KEY_CERT_SIGN: u16 = 1 << 5;
 
-/// One X.509 certificate as x509-parser reads it: exactly one, nothing
-/// after it.
+/// One X.509 certificate as x509-parser reads it.
 pub struct Certificate<'a> {
     der: &'a [u8],
     cert: X509Certificate<'a>,
 }
 
 impl<'a> Certificate<'a> {
-    /// Reads `der`: one certificate and nothing after it, or refused.
     pub fn read(der: &'a [u8]) -> Result<Self, X509Error> {
         let (rest, cert) =
             x509_parser::parse_x509_certificate(der).map_err(X509Error::Certificate)?;
@@ -47,37 +40,31 @@ impl<'a> Certificate<'a> {
         &self.cert.tbs_certificate
     }
 
-    /// The subject as it is encoded (DER).
+    /// The subject and the issuer as encoded (DER).
     pub fn subject(&self) -> &[u8] {
         self.cert.subject().as_raw()
     }
 
-    /// The issuer as it is encoded (DER).
     pub fn issuer(&self) -> &[u8] {
         self.cert.issuer().as_raw()
     }
 
-    /// The subject as text (`CN=x, O=y`), for reports.
     pub fn subject_text(&self) -> String {
         self.cert.subject().to_string()
     }
 
-    /// The issuer as text, for reports.
     pub fn issuer_text(&self) -> String {
         self.cert.issuer().to_string()
     }
 
-    /// The serial number in hex, colon-separated, for reports.
     pub fn serial_text(&self) -> String {
         self.cert.raw_serial_as_string()
     }
 
-    /// The SubjectPublicKeyInfo, DER.
     pub fn spki(&self) -> &[u8] {
         self.cert.public_key().raw
     }
 
-    /// The key's algorithm, if it is one certsync knows.
     pub fn key_alg(&self) -> Option<KeyAlg> {
         KeyAlg::of_spki(self.cert.public_key())
     }
@@ -88,7 +75,7 @@ impl<'a> Certificate<'a> {
         (v.not_before.timestamp(), v.not_after.timestamp())
     }
 
-    /// basicConstraints (cA, pathLenConstraint); `None`: no extension.
+    /// As [`Facts::basic_constraints`].
     pub fn basic_constraints(&self) -> Result<Option<(bool, Option<u32>)>, X509Error> {
         let bc = self
             .cert
@@ -97,7 +84,6 @@ impl<'a> Certificate<'a> {
         Ok(bc.map(|bc| (bc.value.ca, bc.value.path_len_constraint)))
     }
 
-    /// basicConstraints says CA:TRUE.
     pub fn is_ca(&self) -> bool {
         matches!(self.basic_constraints(), Ok(Some((true, _))))
     }
@@ -107,13 +93,12 @@ impl<'a> Certificate<'a> {
         self.cert.version() == x509_parser::x509::X509Version::V3
     }
 
-    /// The key usage bits (bit 0: digitalSignature); `None`: no extension.
+    /// As [`Facts::key_usage`].
     pub fn key_usage(&self) -> Result<Option<u16>, X509Error> {
         let ku = self.cert.key_usage().map_err(X509Error::Extensions)?;
         Ok(ku.map(|ku| ku.value.flags))
     }
 
-    /// The subject key identifier, if it has one.
     pub fn subject_key_id(&self) -> Option<Vec<u8>> {
         self.cert
             .extensions()
@@ -146,9 +131,7 @@ impl<'a> Certificate<'a> {
             .collect()
     }
 
-    /// What the certificate says about whom it is for and what it may do,
-    /// as Go reads it ([`super::strict_certificate`]) and as both readers
-    /// read it the same; see the module.
+    /// What it says about whom it is for and what it may do; see the module.
     pub fn facts(&self) -> Result<Facts, X509Error> {
         let strict = super::certificate::go_reads(self.der)?;
         let tbs = &strict.tbs_certificate;
@@ -168,8 +151,7 @@ impl<'a> Certificate<'a> {
     }
 }
 
-/// The facts when both readers read them (`lax` by x509-parser, `strict`
-/// by x509-cert), and read them the same.
+/// The facts when both readers (`lax`, `strict`) read them the same.
 pub(super) fn same_facts(
     lax: Result<Facts, X509Error>,
     strict: Result<Facts, X509Error>,
@@ -205,8 +187,7 @@ pub(super) fn same_facts(
     }
 }
 
-/// What a certificate says about whom it is for and what it may do: the
-/// same from either reader ([`Certificate::facts`]).
+/// What a certificate says about whom it is for and what it may do.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Facts {
     /// Every subject attribute (OID, value), in order, RDNs flattened: a
@@ -442,8 +423,7 @@ pub(super) fn strict_facts(
     Ok(facts)
 }
 
-/// Every subject attribute as x509-cert reads it; a value of another type
-/// than UTF8String or PrintableString is refused.
+/// Every subject attribute as x509-cert reads it ([`lax_subject`]).
 fn strict_subject(name: &x509_cert::name::Name) -> Result<Vec<(String, String)>, X509Error> {
     use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
     use x509_cert::der::{Tag, Tagged};
