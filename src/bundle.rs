@@ -129,21 +129,19 @@ impl Bundle {
             h.update(&(bytes.len() as u64).to_be_bytes());
             h.update(bytes);
         }
-        ContentHash(sha256_of(h))
+        ContentHash(sha256_of(h.finish()))
     }
 }
 
 /// SHA-256 of `bytes`, by ring (the implementation TLS already links).
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let mut h = ring::digest::Context::new(&ring::digest::SHA256);
-    h.update(bytes);
-    sha256_of(h)
+    sha256_of(ring::digest::digest(&ring::digest::SHA256, bytes))
 }
 
-fn sha256_of(h: ring::digest::Context) -> [u8; 32] {
+fn sha256_of(digest: ring::digest::Digest) -> [u8; 32] {
     let mut out = [0; 32];
-    // A SHA-256 context's digest is 32 bytes: the lengths always match.
-    out.copy_from_slice(h.finish().as_ref());
+    // A SHA-256 digest is 32 bytes: the lengths always match.
+    out.copy_from_slice(digest.as_ref());
     out
 }
 

@@ -120,7 +120,7 @@ impl DirWatch {
             }
             Err(e) => return Err(DirWatchError::Start(e)),
         };
-        let w = Self {
+        Ok(Self {
             routes,
             polling: Arc::new(AtomicBool::new(inotify.is_none())),
             backends: Arc::new(Mutex::new(Backends {
@@ -128,8 +128,7 @@ impl DirWatch {
                 poll: None,
                 polled: Default::default(),
             })),
-        };
-        Ok(w)
+        })
     }
 
     /// Whether some directory is polled because inotify is exhausted.
@@ -164,12 +163,10 @@ fn handler(r: Arc<Mutex<Routes>>) -> impl Fn(notify::Result<notify::Event>) + Se
 }
 
 impl DirWatch {
-    /// Subscribes to changes of the entries directly in `dir`, or with
-    /// `names` only of entries with these names (a file watched for
-    /// rotation shares its directory with files that change for other
-    /// reasons). The receiver is returned even when the watch cannot be
-    /// added yet (the directory may not exist): the caller retries with
-    /// [`DirWatch::rewatch`].
+    /// Subscribes to changes of the entries directly in `dir` (with `names`,
+    /// of those entries only: a rotated file shares its directory with
+    /// others). The receiver is returned even when the watch cannot be
+    /// added yet: the caller retries with [`DirWatch::rewatch`].
     pub fn subscribe(
         &self,
         dir: &Path,
@@ -289,11 +286,9 @@ impl DirWatch {
     }
 }
 
-/// Which directory a path names, as an inotify watch sees it: a watch
-/// belongs to an inode, and a directory removed and made again is a new
-/// one. The birth time tells them apart when the file system reuses the
-/// inode number; without one (a file system that keeps none) nothing is
-/// taken as unchanged.
+/// Which directory a path names, as an inotify watch (on an inode) sees
+/// it; the birth time tells a reused inode number apart, and without one
+/// nothing is taken as unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Identity {
     dev: u64,

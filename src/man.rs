@@ -73,9 +73,8 @@ fn collect(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<Page>) {
     }
 }
 
-/// The roff text of `page`: clap_mangen's page and a SEE ALSO section. The
-/// top page names every other page; a subcommand's names certsync(1), its
-/// parent and its own subcommands.
+/// The roff text of `page`: clap_mangen's page and a SEE ALSO section
+/// naming the top page, the parent and the subcommands (the top: all).
 fn render(page: &Page, all: &[Page]) -> Vec<u8> {
     let mut out = Vec::new();
     // Writing into a Vec cannot fail.
@@ -124,8 +123,7 @@ pub fn page(path: &[String]) -> Result<Vec<u8>, ManError> {
     }
 }
 
-/// Writes every page into `dir` (created if missing) as `NAME.1`; returns
-/// the paths written.
+/// Writes every page into `dir` (created if missing) as `NAME.1`.
 pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, ManError> {
     let fail = |path: &Path| {
         let path = path.to_owned();
