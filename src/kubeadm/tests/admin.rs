@@ -212,6 +212,16 @@ async fn adopt_changes_no_manifest_before_certsyncs_pod_is_ready() {
         kubeconfig_ending(time::Duration::days(365)).replace("https://127.0.0.1:1", &api.url),
     )
     .expect("admin.conf");
+    // Modes of kubeadm's that adopt does not write itself: put back as they were.
+    use std::os::unix::fs::PermissionsExt as _;
+    for (f, mode) in [
+        ("admin.conf", 0o400),
+        ("scheduler.conf", 0o644),
+        ("pki/ca.crt", 0o640),
+    ] {
+        std::fs::set_permissions(d.join(f), std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    let before = files_as_they_are(d);
     // The plan read the ClusterConfiguration through the API server.
     let p = plan(&options(d)).await.expect("plan");
     assert!(p.client.is_some(), "{}", p.text());
@@ -243,6 +253,41 @@ async fn adopt_changes_no_manifest_before_certsyncs_pod_is_ready() {
     for gone in [plan::POD, plan::CONFIG, plan::STATE] {
         assert!(!host(d, gone).exists(), "{gone} left behind");
     }
+    // Every file of kubeadm's as it was, bytes and mode; new ones only in certsync's own
+    // directory (its backups).
+    let after = files_as_they_are(d);
+    for (path, was) in &before {
+        assert_eq!(after.get(path), Some(was), "{path} not as it was");
+    }
+    for path in after.keys().filter(|p| !before.contains_key(*p)) {
+        assert!(path.starts_with("certsync/"), "{path} left behind");
+    }
+}
+
+/// Every regular file below `d`: its bytes and permission bits.
+fn files_as_they_are(d: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut found = std::collections::BTreeMap::new();
+    let mut dirs = vec![d.to_owned()];
+    while let Some(at) = dirs.pop() {
+        for e in std::fs::read_dir(&at).expect("read_dir") {
+            let e = e.expect("entry");
+            let meta = e.path().symlink_metadata().expect("lstat");
+            if meta.is_dir() {
+                dirs.push(e.path());
+            } else if meta.is_file() {
+                let rel = e
+                    .path()
+                    .strip_prefix(d)
+                    .expect("below")
+                    .display()
+                    .to_string();
+                let bytes = std::fs::read(e.path()).expect("read");
+                found.insert(rel, (bytes, meta.permissions().mode() & 0o7777));
+            }
+        }
+    }
+    found
 }
 
 #[tokio::test]
