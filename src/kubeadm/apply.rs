@@ -191,7 +191,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Vec<&'static str>, State), Kubead
             put_backup(dir, backup, &f.path, old)?;
         }
     }
-    for (f, old) in &plan.kubeadms {
+    for (f, old, _) in &plan.kubeadms {
         put_backup(dir, backup, f, old)?;
         let _ = match f.strip_suffix(".crt").or_else(|| f.strip_suffix(".key")) {
             Some(pair) => state.pairs.insert(pair.to_owned(), backup.clone()),

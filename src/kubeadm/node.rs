@@ -18,6 +18,11 @@ pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
 /// The file's bytes if it exists, reached with no link followed: adopt reads
 /// as root where certsync's container may have planted one.
 pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, KubeadmError> {
+    Ok(read_with_mode(dir, node_path)?.map(|(bytes, _)| bytes))
+}
+
+/// [`read_optional`] with the file's permission bits, of the descriptor it read.
+pub fn read_with_mode(dir: &Path, node_path: &str) -> Result<Option<(Vec<u8>, u32)>, KubeadmError> {
     let path = host(dir, node_path);
     let walked = match super::moves::reach(dir, node_path) {
         Ok(w) => w,
@@ -26,7 +31,7 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
     };
     walked
         .read(LIMIT)
-        .map(Some)
+        .map(|bytes| Some((bytes, walked.st.st_mode & 0o7777)))
         .map_err(|e| KubeadmError::file(&path, FileProblem::Read(e)))
 }
 

@@ -311,7 +311,7 @@ fn manifest_changes(
 fn kubeadms_pairs(
     dir: &Path,
     recorded: Option<&State>,
-) -> Result<Vec<(String, Vec<u8>)>, KubeadmError> {
+) -> Result<Vec<(String, Vec<u8>, u32)>, KubeadmError> {
     for c in certs(dir) {
         if let Some(pair) = c.pair() {
             node::issued_by(dir, &format!("{pair}.crt"), &c.ca_crt())
@@ -322,11 +322,11 @@ fn kubeadms_pairs(
     for p in pairs(dir) {
         for ext in ["crt", "key"] {
             let file = format!("{p}.{ext}");
-            let Some(bytes) = node::read_optional(dir, &file)? else {
+            let Some((bytes, mode)) = node::read_with_mode(dir, &file)? else {
                 return Err(KubeadmError::refused(dir, Refusal::NoPair { file }));
             };
             if !recorded.is_some_and(|s| s.pairs.contains_key(&p)) {
-                first.push((file, bytes));
+                first.push((file, bytes, mode));
             }
         }
     }
@@ -358,7 +358,7 @@ fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<KeyAlg, K
     }
 }
 
-type Kubeconfigs = (Vec<String>, Vec<(String, Vec<u8>)>);
+type Kubeconfigs = (Vec<String>, Vec<(String, Vec<u8>, u32)>);
 
 /// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: given it, kubectl and
 /// kubeadm trust the renewal before the old one ends; and those no earlier adoption backed
@@ -370,7 +370,7 @@ fn kubeconfigs(
 ) -> Result<Kubeconfigs, KubeadmError> {
     let (mut trusted, mut first) = (Vec::new(), Vec::new());
     for k in EMBEDDED {
-        let Some(bytes) = node::read_optional(dir, k)? else {
+        let Some((bytes, mode)) = node::read_with_mode(dir, k)? else {
             continue;
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -380,7 +380,7 @@ fn kubeconfigs(
             trusted.push(k.to_owned());
         }
         if !recorded.is_some_and(|s| s.kubeconfigs.contains_key(k)) {
-            first.push((k.to_owned(), bytes));
+            first.push((k.to_owned(), bytes, mode));
         }
     }
     Ok((trusted, first))

@@ -43,8 +43,8 @@ pub async fn undo(opts: &Options, plan: &Plan, absent: &[&str]) -> String {
         }
     }
     let mut restored = 0;
-    for (f, old) in &plan.kubeadms {
-        match put_back(dir, f, Some(old), super::handback::kubeadm_mode(f)) {
+    for (f, old, mode) in &plan.kubeadms {
+        match put_back(dir, f, Some(old), *mode) {
             Ok(put) => restored += usize::from(put),
             Err(e) => fail(&format!("{f}: {e}")),
         }

@@ -31,10 +31,10 @@ pub struct Plan {
     pub record: Option<(Vec<u8>, super::super::record::State)>,
     #[serde(skip)]
     pub pod: Option<super::super::pod::Current>,
-    /// kubeadm's files certsync's pod rewrites that no earlier adoption backed up, as read:
-    /// kubeconfigs, then pairs.
+    /// kubeadm's files certsync's pod rewrites that no earlier adoption backed up, as read
+    /// (bytes and mode): kubeconfigs, then pairs.
     #[serde(skip)]
-    pub kubeadms: Vec<(String, Vec<u8>)>,
+    pub kubeadms: Vec<(String, Vec<u8>, u32)>,
     /// The client kubeadm-config was read through; the ConfigMaps are written with it.
     #[serde(skip)]
     pub client: Option<kube::Config>,
