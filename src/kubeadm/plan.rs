@@ -142,12 +142,19 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     super::judge::judge(opts, &config)?;
     // On an adopted node, a kubeadm file certsync keeps in step that appeared after the
     // first adoption (where certsync's container may write) is refused, never backed up
-    // as kubeadm's: revert would later hand it back as root's.
-    if let Some(state) = state {
-        let missing = unrecorded(dir, state, ".crt and .key");
-        if !missing.is_empty() {
-            return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
-        }
+    // as kubeadm's: revert would later hand it back as root's. Judged on the very reads
+    // that would be backed up, so none can appear between the check and the backup.
+    let (kubeconfigs_trusted, mut kubeadms) = kubeconfigs(dir, &trust.ca_bundle, state)?;
+    kubeadms.extend(pairs_first);
+    if adopted && !kubeadms.is_empty() {
+        let missing = (kubeadms.iter())
+            .filter(|(f, ..)| !f.ends_with(".key"))
+            .map(|(f, ..)| match f.strip_suffix(".crt") {
+                Some(pair) => format!("{pair}.crt and .key"),
+                None => f.clone(),
+            })
+            .collect();
+        return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
     }
     let config = config.into_bytes();
     let generation = files::generation(dir, opts, &config, &trust.digest, bootstrap)?;
@@ -157,8 +164,6 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         .filter(|old| *old != crate::escape(&opts.image));
     let (cluster_info, cluster_info_new) =
         cluster_info_change(client.as_ref(), &trust.ca_bundle).await;
-    let (kubeconfigs_trusted, mut kubeadms) = kubeconfigs(dir, &trust.ca_bundle, state)?;
-    kubeadms.extend(pairs_first);
     Ok(Plan {
         kubeadm_dir: dir.clone(),
         cluster_configuration_from: from,
