@@ -394,7 +394,6 @@ const KNOWN_PARENT_IMPORTS: &[&str] = &[
     "source::hostdir",
     "source::secret",
     "source::trust_bundle",
-    "writer",
 ];
 
 /// No module imports its ancestor's items (the crate root aside, whose

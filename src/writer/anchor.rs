@@ -5,7 +5,15 @@
 //! directory on the way for a link, and root made a directory where the
 //! link led).
 
-use super::*;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use cap_fs_ext::DirExt;
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
+
+use super::error::{Ctx, WriterError};
+use super::revision::not_a_dir;
 use crate::beneath::{Entry, Trust};
 
 /// A handle on the directory a missing target is made beneath, opened at

@@ -2,7 +2,11 @@
 //! their directory is judged on the descriptors one walk from `/` opens,
 //! and written beneath the one it ends on, never opened again by name.
 
+use super::error::*;
 use super::*;
+use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
 
 use super::kubeconfig::tests::{ADMIN_CONF as KUBECONFIG, CERT};
 

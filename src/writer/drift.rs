@@ -1,7 +1,27 @@
 //! The live revision as it is on disk, checked against what was written
 //! (contents, modes, owner), and the visible links repaired.
 
-use super::*;
+use std::io;
+use std::path::Path;
+
+use cap_std::fs::{Dir, MetadataExt};
+
+use super::error::{Ctx, WriterError};
+use super::layout::{DATA, REV_PREFIX, own};
+use super::revision::{Revision, list, parse_rev, read_link, read_revision_at, replace_symlink};
+use super::target::Writer;
+use crate::bundle::{Bundle, ContentHash};
+
+/// The revision `..data` points at, as found on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Live {
+    pub revision: u64,
+    /// The hash of what is on disk (not of what the name claims).
+    pub hash: ContentHash,
+    pub bundle: Bundle,
+    /// Why this revision cannot be trusted as is, if it cannot.
+    pub problem: Option<String>,
+}
 
 impl Writer {
     /// Reads the live revision without following anything out of the

@@ -3,9 +3,14 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::kubeconfig::{CA_DATA, CERT_DATA};
-use super::{NotOwn, PIN, RevisionProblem};
+use super::layout::{NotOwn, PIN, RevisionProblem};
 use crate::beneath::PathError;
+
+/// The two fields certsync writes in a kubeconfig's user, its only ones.
+pub(super) const CERT_DATA: &str = "client-certificate-data";
+pub(super) const KEY_DATA: &str = "client-key-data";
+/// A cluster's CA data, which adopt and revert set once a CA is renewed.
+pub(super) const CA_DATA: &str = "certificate-authority-data";
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriterError {

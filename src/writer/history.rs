@@ -2,7 +2,31 @@
 //! consumers watching the files get an event), listed, pruned to
 //! `keep`; files found in a fresh target kept; leftovers tidied.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cap_fs_ext::DirExt;
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
+
+use super::error::{Ctx, WriterError};
+use super::layout::{DATA, FOUND_REVISION, HISTORY, REV_PREFIX, RevisionProblem, TMP_PREFIX, own};
+use super::revision::{
+    Revision, fsync, list, parse_rev, read_file, read_link, read_revision_at, remove_any, rev_name,
+};
+use super::target::{Writer, WriterOptions};
+use crate::bundle::{Bundle, KEY_FILE};
+
+/// One revision on disk, for `certsync revisions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionInfo {
+    pub revision: u64,
+    /// First 8 hex digits of the content hash, from the name.
+    pub hash: String,
+    pub dir: PathBuf,
+    pub current: bool,
+    /// Its files, or why they cannot be read.
+    pub content: Result<Bundle, RevisionProblem>,
+}
 
 /// `..history`, opened without following and created if missing; a
 /// symlink, file or FIFO under that name is removed first, never followed.

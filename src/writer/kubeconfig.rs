@@ -21,23 +21,24 @@
 //!   adopt and revert touch); what cannot be edited that way is refused.
 //! - Key bytes are never logged or put in an error.
 
-use super::*;
+use std::path::Path;
+
+use cap_std::fs::Dir;
+
+use super::error::{CA_DATA, CERT_DATA, KEY_DATA, WriterError};
+use super::pair::CopyUpdate;
+use super::revision::{FileMeta, copy_dir, read_copy, replace_file_in};
+use crate::validate::MAX_BUNDLE_SIZE;
 
 use base64::Engine as _;
 use serde_yaml_ng::{Mapping, Value};
-
-/// The two fields certsync writes; the only ones the user may have.
-pub(super) const CERT_DATA: &str = "client-certificate-data";
-const KEY_DATA: &str = "client-key-data";
-/// A cluster's CA data, which adopt and revert set once a CA is renewed.
-pub(super) const CA_DATA: &str = "certificate-authority-data";
 
 /// A kubeconfig as read beneath its directory's handle.
 struct Opened {
     dir: Dir,
     name: String,
     /// Mode, uid, gid of the file.
-    meta: revision::FileMeta,
+    meta: FileMeta,
     text: String,
     doc: Value,
     /// Where the current context's user is in `users`.

@@ -1,5 +1,10 @@
+use super::super::revision::tmp_name;
 use super::*;
+use crate::beneath::PathError;
+use std::fs;
 use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
 
 /// A kubeconfig shaped as kubeadm writes `admin.conf`, with a second user
 /// (a token) and a second context that must stay as they are.

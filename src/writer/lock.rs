@@ -7,7 +7,34 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::*;
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
+use nix::fcntl::{Flock, FlockArg, OFlag};
+
+use super::error::{Ctx, WriterError};
+use super::layout::{LOCK, OWNER};
+use super::revision::remove_any;
+use super::target::{ClaimSlot, Writer};
+
+/// The daemon's claim on a target (`..owner` flock), released on drop.
+/// The flock itself sits in the writer's `ClaimSlot`, so that a target
+/// certsync makes again (it was removed while the daemon ran) is claimed
+/// again before anything is written there.
+#[derive(Debug)]
+pub struct Claim {
+    slot: ClaimSlot,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
 
 /// Set once the process is shutting down: a wait for a target's write
 /// lock ends (with an error; nothing is written).

@@ -17,7 +17,12 @@
 //!   certsync cannot read, or a `.key` with no `.crt` (a signing key).
 //! - Key bytes are never logged or put in an error.
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use cap_std::fs::Dir;
+
+use super::error::WriterError;
+use super::revision::{copy_dir, read_copy, replace_file_in};
 
 /// `PREFIX.crt`, `PREFIX.key`.
 pub const CERT_EXT: &str = "crt";

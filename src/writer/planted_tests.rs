@@ -7,9 +7,13 @@
 //! by the test's own user with a mode others may write (and, as root, by
 //! another owner), which is what certsync can tell.
 
-use super::*;
+use super::{layout::*, publish::*, revision::*, target::*};
+use crate::bundle::{Bundle, KEY_FILE};
+use std::fs;
 use std::fs::Permissions;
 use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
 
 fn bundle(tag: &str) -> Bundle {
     let mut b = Bundle::default();

@@ -1,9 +1,22 @@
-//! Revisions and the flip: a new `..rev-N-HASH` directory written
-//! complete and fsynced, then `..data` replaced with `rename(2)`; the
-//! file-level helpers (create with the final mode, read without
+//! A revision on disk, named, read and judged; the file-level helpers
+//! (create with the final mode, replace by rename, read without
 //! following, fsync) every part uses.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
+use nix::fcntl::OFlag;
+
+use super::error::{Ctx, WriterError};
+use super::layout::{NotOwn, RevisionProblem, TMP_PREFIX, own};
+use crate::beneath::{self, Links, PathError, Start};
+use crate::bundle::{Bundle, ContentHash};
+use crate::validate::MAX_PUBLISHED_SIZE;
 
 /// A revision name: `..rev-NNNNNN-HHHHHHHH` (live) or `NNNNNN-HHHHHHHH` (history).
 pub(super) fn parse_rev(name: &str) -> Option<(u64, &str)> {
@@ -29,57 +42,6 @@ pub(super) struct Revision {
     pub(super) meta: BTreeMap<String, FileMeta>,
     /// Each file's link count.
     pub(super) links: BTreeMap<String, u64>,
-}
-
-/// Why a revision directory on disk cannot be trusted as is (read for
-/// `certsync revisions`, drift repair and rollback); each names the
-/// directory or file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RevisionProblem {
-    /// Not a directory, or not certsync's own ([`own`]).
-    #[error("{}: {problem}", path.display())]
-    Unopenable { path: PathBuf, problem: String },
-    /// A file that cannot be read or taken into a bundle (planted
-    /// symlink, FIFO, subdirectory); the reader's words name the path.
-    #[error("{0}")]
-    Unreadable(String),
-    #[error(
-        "{}: a hard link (links {links}): its other name may be any file, root's key \
-         included; certsync writes every file with one link",
-        path.display()
-    )]
-    HardLink { path: PathBuf, links: u64 },
-    #[error(
-        "its files have different owners: {}; certsync writes all of a revision's files \
-         with one owner and group",
-        owners_list(.0)
-    )]
-    Owners(Vec<(PathBuf, u32, u32)>),
-    #[error(
-        "{}: its files were changed after certsync wrote them (content hash {hash}, the name \
-         says {}); it is not restored",
-        path.display(),
-        named.as_deref().unwrap_or("nothing")
-    )]
-    Changed {
-        path: PathBuf,
-        hash: String,
-        named: Option<String>,
-    },
-    #[error(
-        "{}: owned by uid {uid} (the mapping's owner=), who may have rewritten it; a revision \
-         is restored only when its files are certsync's own (publish from the source instead)",
-        path.display()
-    )]
-    NotCertsyncs { path: PathBuf, uid: u32 },
-}
-
-fn owners_list(owners: &[(PathBuf, u32, u32)]) -> String {
-    let each: Vec<String> = owners
-        .iter()
-        .map(|(p, uid, gid)| format!("{} (owner {uid}:{gid})", p.display()))
-        .collect();
-    each.join(", ")
 }
 
 /// Reads the revision directory `name` of `parent` (never through a
@@ -403,76 +365,4 @@ pub(super) fn remove_any(dir: &Dir, name: &str, path: &Path) -> Result<(), Write
 /// directory handles are `O_PATH`, which cannot be synced).
 pub(super) fn fsync(dir: &Dir, path: &Path) -> Result<(), WriterError> {
     dir.open(".").and_then(|d| d.sync_all()).ctx("fsync", path)
-}
-
-impl Writer {
-    /// One past the highest revision number anywhere in the target,
-    /// including the one `..data` names (its directory may be gone).
-    pub(super) fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
-        let revs = list(root, &self.target)?
-            .into_iter()
-            .chain(read_link(root, DATA))
-            .filter_map(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0));
-        let history = history_names(root)?.into_keys();
-        Ok(revs.chain(history).max().unwrap_or(0) + 1)
-    }
-
-    pub(super) fn write_revision(
-        &self,
-        root: &Dir,
-        dir_name: &str,
-        bundle: &Bundle,
-    ) -> Result<(), WriterError> {
-        let path = self.path(dir_name);
-        remove_any(root, dir_name, &path)?; // an unfinished write with the same number
-        let mut builder = DirBuilder::new();
-        builder.mode(0o755);
-        root.create_dir_with(dir_name, &builder)
-            .ctx("create revision", &path)?;
-        let dir = root
-            .open_dir_nofollow(dir_name)
-            .ctx("open revision", &path)?;
-        // Every file is written before any is fsynced: on ext4 an fsync
-        // also writes the new file's directory, so fsyncing each in turn
-        // wrote the revision directory again per file (1.7 → 1.0 ms, p50).
-        let mut written = Vec::with_capacity(3);
-        for (name, bytes) in bundle.files() {
-            let (owner, group) = (self.opts.owner, self.opts.group);
-            let file = path.join(name);
-            let f = create_file(
-                &dir,
-                name,
-                self.mode_for(name, bytes),
-                owner,
-                group,
-                bytes,
-                &file,
-            )?;
-            written.push((f, file));
-        }
-        for (f, file) in &written {
-            f.sync_all().ctx("fsync", file)?;
-        }
-        fsync(&dir, &path)
-    }
-
-    pub(super) fn flip(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
-        // A directory or file squatting on `..data` (not a symlink) cannot be
-        // renamed over; it sits under a reserved name, so it goes.
-        if root
-            .symlink_metadata(DATA)
-            .is_ok_and(|m| !m.file_type().is_symlink())
-        {
-            remove_any(root, DATA, &self.path(DATA))?;
-        }
-        replace_symlink(root, DATA, dir_name, &self.target)
-    }
-
-    pub(super) fn mode_for(&self, name: &str, bytes: &[u8]) -> u32 {
-        if name == KEY_FILE || !crate::validate::certificates_only(bytes) {
-            self.opts.key_mode
-        } else {
-            self.opts.cert_mode
-        }
-    }
 }

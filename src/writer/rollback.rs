@@ -1,7 +1,29 @@
 //! Rollback to an earlier revision, and the pin (`..pin`) that keeps it
 //! live until the source changes.
 
-use super::*;
+use std::path::Path;
+
+use cap_std::fs::Dir;
+
+use super::error::WriterError;
+use super::history::{history_dir, history_names, options_of};
+use super::layout::{HISTORY, PIN, RevisionProblem, own};
+use super::publish::Outcome;
+use super::revision::{
+    Revision, as_written, parse_rev, read_file, read_revision_at, replace_file_in,
+};
+use super::target::Writer;
+use crate::beneath::PathError;
+use crate::bundle::Bundle;
+
+/// What `rollback` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolledBack {
+    /// The revision whose content was restored.
+    pub from_history: u64,
+    /// The new live revision holding it.
+    pub revision: u64,
+}
 
 /// The rollback pin, if `..pin` is a regular file holding one. `Err`
 /// (why) when `..pin` is not certsync's own: not a regular file, another

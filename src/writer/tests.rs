@@ -1,7 +1,14 @@
 use super::*;
+use super::{error::*, layout::*, publish::*, revision::*, rollback::*, target::*};
+use crate::bundle::{Bundle, KEY_FILE};
 use crate::bundle::{CA_FILE, CERT_FILE};
+use nix::fcntl::{Flock, FlockArg};
+use std::collections::BTreeMap;
 use std::fs::Permissions;
+use std::fs::{self, File};
 use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
 
 /// A real certificate, the same for the same tag: the writer gives
 /// anything but certificate PEM the key mode.

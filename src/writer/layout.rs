@@ -1,0 +1,94 @@
+//! The names certsync owns in a target, and what makes an entry there
+//! certsync's own: the layout every part of the writer reads and writes.
+
+use std::path::PathBuf;
+
+/// The target's one atomic switch: a symlink to the live revision.
+pub const DATA: &str = "..data";
+pub(super) const HISTORY: &str = "..history";
+pub(super) const REV_PREFIX: &str = "..rev-";
+pub(super) const TMP_PREFIX: &str = "..tmp";
+/// The write lock (flock), and the daemon's claim held for its lifetime.
+pub(super) const LOCK: &str = "..lock";
+pub(super) const OWNER: &str = "..owner";
+/// Lock state, not data (whoever copies a target compares everything else).
+pub const LOCK_FILES: [&str; 2] = [LOCK, OWNER];
+/// After `certsync rollback`: the content chosen and the content it
+/// replaced (see [`Writer::publish`](super::Writer::publish)).
+pub(super) const PIN: &str = "..pin";
+/// Revision number of the files found in a fresh target before certsync.
+pub(super) const FOUND_REVISION: u64 = 0;
+
+/// Whether an entry certsync made in a target is still only certsync's:
+/// its user's, written by no one else. Anything else may have been put
+/// there by whoever else may write the target (a user's `..pin` in a volume
+/// root would be obeyed as an operator's rollback): removed and made anew,
+/// never obeyed. `Err` says why not, without the path.
+pub(super) fn own(uid: u32, mode: u32) -> Result<(), NotOwn> {
+    if uid == nix::unistd::geteuid().as_raw() && mode & 0o022 == 0 {
+        return Ok(());
+    }
+    Err(NotOwn {
+        uid,
+        mode: mode & 0o7777,
+    })
+}
+
+/// An entry in a target that is not certsync's own ([`own`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("owner {uid}, mode {mode:04o}: not certsync's own (its user's, written by no one else)")]
+pub struct NotOwn {
+    pub uid: u32,
+    pub mode: u32,
+}
+
+/// Why a revision directory on disk cannot be trusted as is (read for
+/// `certsync revisions`, drift repair and rollback); each names the
+/// directory or file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RevisionProblem {
+    /// Not a directory, or not certsync's own ([`own`]).
+    #[error("{}: {problem}", path.display())]
+    Unopenable { path: PathBuf, problem: String },
+    /// A file that cannot be read or taken into a bundle (planted
+    /// symlink, FIFO, subdirectory); the reader's words name the path.
+    #[error("{0}")]
+    Unreadable(String),
+    #[error(
+        "{}: a hard link (links {links}): its other name may be any file, root's key \
+         included; certsync writes every file with one link",
+        path.display()
+    )]
+    HardLink { path: PathBuf, links: u64 },
+    #[error(
+        "its files have different owners: {}; certsync writes all of a revision's files \
+         with one owner and group",
+        owners_list(.0)
+    )]
+    Owners(Vec<(PathBuf, u32, u32)>),
+    #[error(
+        "{}: its files were changed after certsync wrote them (content hash {hash}, the name \
+         says {}); it is not restored",
+        path.display(),
+        named.as_deref().unwrap_or("nothing")
+    )]
+    Changed {
+        path: PathBuf,
+        hash: String,
+        named: Option<String>,
+    },
+    #[error(
+        "{}: owned by uid {uid} (the mapping's owner=), who may have rewritten it; a revision \
+         is restored only when its files are certsync's own (publish from the source instead)",
+        path.display()
+    )]
+    NotCertsyncs { path: PathBuf, uid: u32 },
+}
+
+fn owners_list(owners: &[(PathBuf, u32, u32)]) -> String {
+    let each: Vec<String> = owners
+        .iter()
+        .map(|(p, uid, gid)| format!("{} (owner {uid}:{gid})", p.display()))
+        .collect();
+    each.join(", ")
+}

@@ -1,0 +1,156 @@
+//! A publish under the write lock: the live revision judged, a new
+//! revision written complete and fsynced, then `..data` replaced with
+//! `rename(2)` and what it replaced retired.
+
+use cap_fs_ext::DirExt;
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
+
+use super::error::{Ctx, WriterError};
+use super::history::history_names;
+use super::layout::{DATA, REV_PREFIX};
+use super::revision::{
+    create_file, fsync, list, parse_rev, read_link, remove_any, replace_symlink, rev_name,
+};
+use super::target::Writer;
+use crate::bundle::Bundle;
+
+/// What `publish` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The live revision already holds this content; nothing was flipped.
+    /// `repaired_links` counts visible symlinks that had to be restored.
+    Unchanged {
+        revision: u64,
+        repaired_links: usize,
+    },
+    /// A rollback pin holds: the source's content (the one the operator
+    /// rolled back from) was not published; the pinned content is live.
+    Pinned { revision: u64 },
+    /// A new revision was written and `..data` flipped to it.
+    Written {
+        revision: u64,
+        /// Why the previous live revision was not kept (`None` when the
+        /// content changed, `Some` when drift forced a rewrite).
+        drift: Option<String>,
+    },
+}
+
+impl Outcome {
+    /// The live revision after the operation.
+    pub fn revision(&self) -> u64 {
+        match self {
+            Self::Unchanged { revision, .. }
+            | Self::Pinned { revision }
+            | Self::Written { revision, .. } => *revision,
+        }
+    }
+}
+
+impl Writer {
+    pub(super) fn publish_locked(
+        &self,
+        root: &Dir,
+        bundle: &Bundle,
+        flipped: impl FnOnce(),
+    ) -> Result<Outcome, WriterError> {
+        let live = self.live_in(root)?;
+        let drift = match &live {
+            Some(l) if l.problem.is_none() && l.hash == bundle.hash() => {
+                // Missing links made, ours to names gone removed.
+                let repaired_links =
+                    self.link_names(root, bundle)? + self.unlink_stale(root, bundle)?;
+                if repaired_links > 0 {
+                    fsync(root, &self.target)?;
+                }
+                return Ok(Outcome::Unchanged {
+                    revision: l.revision,
+                    repaired_links,
+                });
+            }
+            Some(l) => l.problem.clone(),
+            None => {
+                self.keep_found_files(root, bundle)?;
+                None
+            }
+        };
+        let revision = self.next_revision(root)?;
+        let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
+        let made = self
+            .write_revision(root, &dir_name, bundle)
+            .and_then(|()| self.link_names(root, bundle));
+        if let Err(e) = made {
+            // No partial revision stays behind (a full disk, an I/O error,
+            // a name that cannot be linked); the live one was never touched.
+            let _ = remove_any(root, &dir_name, &self.path(&dir_name));
+            return Err(e);
+        }
+        self.flip(root, &dir_name)?;
+        self.unlink_stale(root, bundle)?;
+        fsync(root, &self.target)?;
+        flipped();
+        self.tidy(root)?;
+        Ok(Outcome::Written { revision, drift })
+    }
+
+    /// One past the highest revision number anywhere in the target,
+    /// including the one `..data` names (its directory may be gone).
+    pub(super) fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
+        let revs = list(root, &self.target)?
+            .into_iter()
+            .chain(read_link(root, DATA))
+            .filter_map(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0));
+        let history = history_names(root)?.into_keys();
+        Ok(revs.chain(history).max().unwrap_or(0) + 1)
+    }
+
+    pub(super) fn write_revision(
+        &self,
+        root: &Dir,
+        dir_name: &str,
+        bundle: &Bundle,
+    ) -> Result<(), WriterError> {
+        let path = self.path(dir_name);
+        remove_any(root, dir_name, &path)?; // an unfinished write with the same number
+        let mut builder = DirBuilder::new();
+        builder.mode(0o755);
+        root.create_dir_with(dir_name, &builder)
+            .ctx("create revision", &path)?;
+        let dir = root
+            .open_dir_nofollow(dir_name)
+            .ctx("open revision", &path)?;
+        // Every file is written before any is fsynced: on ext4 an fsync
+        // also writes the new file's directory, so fsyncing each in turn
+        // wrote the revision directory again per file (1.7 → 1.0 ms, p50).
+        let mut written = Vec::with_capacity(3);
+        for (name, bytes) in bundle.files() {
+            let (owner, group) = (self.opts.owner, self.opts.group);
+            let file = path.join(name);
+            let f = create_file(
+                &dir,
+                name,
+                self.mode_for(name, bytes),
+                owner,
+                group,
+                bytes,
+                &file,
+            )?;
+            written.push((f, file));
+        }
+        for (f, file) in &written {
+            f.sync_all().ctx("fsync", file)?;
+        }
+        fsync(&dir, &path)
+    }
+
+    pub(super) fn flip(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
+        // A directory or file squatting on `..data` (not a symlink) cannot be
+        // renamed over; it sits under a reserved name, so it goes.
+        if root
+            .symlink_metadata(DATA)
+            .is_ok_and(|m| !m.file_type().is_symlink())
+        {
+            remove_any(root, DATA, &self.path(DATA))?;
+        }
+        replace_symlink(root, DATA, dir_name, &self.target)
+    }
+}

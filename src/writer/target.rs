@@ -1,0 +1,215 @@
+//! One target's writer: how it publishes, and the target directory it
+//! owns, opened by path on every operation and refused unless it is the
+//! directory opened first.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use cap_std::fs::{Dir, MetadataExt};
+use nix::fcntl::Flock;
+
+use super::anchor::Anchor;
+use super::error::{Ctx, WriterError};
+use crate::bundle::KEY_FILE;
+
+/// The path of the directory `dir` is open on, as the kernel names it.
+fn opened_path(dir: &Dir) -> io::Result<PathBuf> {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
+}
+
+/// How files are published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// Revisions kept on disk, the live one included (at least 1).
+    pub keep: usize,
+    pub cert_mode: u32,
+    pub key_mode: u32,
+    pub owner: Option<u32>,
+    pub group: Option<u32>,
+    /// The source issues its own pairs (`ca:`, `csr:`): every pair it
+    /// offers is new, so none can release a rollback pin; the pin holds
+    /// until it is removed.
+    pub issuing: bool,
+    /// How long to wait for a target's write lock another process holds
+    /// (`run --once`: `--once-timeout`); `None`: until it is released or
+    /// the process shuts down.
+    pub lock_timeout: Option<std::time::Duration>,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self {
+            keep: 3,
+            cert_mode: 0o644,
+            key_mode: 0o600,
+            owner: None,
+            group: None,
+            issuing: false,
+            lock_timeout: None,
+        }
+    }
+}
+
+/// The `..owner` flock a `Claim` holds, shared by the writer's clones.
+pub(super) type ClaimSlot = Arc<Mutex<Option<Flock<File>>>>;
+
+/// Owns one target directory.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    pub(super) target: PathBuf,
+    pub(super) opts: WriterOptions,
+    /// The directory `target` led to when opened (symlinks resolved): the
+    /// overlap checks were made against it, so every later open must lead
+    /// there too, however the path's symlinks change meanwhile.
+    pub(super) resolved: Option<PathBuf>,
+    /// The target directory's (device, inode) since it was opened first,
+    /// shared by the clones: each later open must find the same one.
+    pub(super) identity: Arc<Mutex<Option<(u64, u64)>>>,
+    /// The claim, while one is held: kept on whatever directory the
+    /// target is now.
+    pub(super) claimed: ClaimSlot,
+    /// Where a missing target is made from (`None`: never made, for
+    /// `rollback` and reading).
+    pub(super) anchor: Option<Arc<Anchor>>,
+}
+
+impl Writer {
+    /// A target that must already exist, for reading (nothing is created,
+    /// nothing cleaned) or for `rollback`.
+    pub fn existing(target: impl Into<PathBuf>) -> Result<Self, WriterError> {
+        Ok(Self::start(target.into(), WriterOptions::default(), false)?.0)
+    }
+
+    /// The writer of `target`, its directory opened (made if missing when
+    /// `make`) and where it leads recorded.
+    pub(super) fn start(
+        target: PathBuf,
+        opts: WriterOptions,
+        make: bool,
+    ) -> Result<(Self, Dir), WriterError> {
+        let anchor = match make {
+            true => Anchor::of(&target)?.map(Arc::new),
+            false => None,
+        };
+        let mut w = Self {
+            target,
+            opts,
+            resolved: None,
+            identity: Arc::default(),
+            claimed: Arc::default(),
+            anchor,
+        };
+        let root = w.root(make)?;
+        w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
+        Ok((w, root))
+    }
+
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    pub(super) fn path(&self, name: &str) -> PathBuf {
+        self.target.join(name)
+    }
+
+    /// The target directory's handle, opened by path now (the target may
+    /// have been deleted or replaced since the last operation), and only
+    /// if it is the directory opened first (see the module's invariants).
+    pub(super) fn root(&self, create: bool) -> Result<Dir, WriterError> {
+        let mut made = false;
+        match fs::metadata(&self.target) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(WriterError::NotADirectory(self.target.clone())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                let Some(anchor) = &self.anchor else {
+                    return Err(e).ctx("open target directory", &self.target);
+                };
+                anchor.make(&self.target)?;
+                made = true;
+            }
+            Err(e) => return Err(e).ctx("open target directory", &self.target),
+        }
+        let dir = Dir::open_ambient_dir(&self.target, cap_std::ambient_authority())
+            .ctx("open target directory", &self.target)?;
+        // What was opened, not what the path says now: no window between
+        // a check and the open.
+        if let Some(was) = &self.resolved {
+            let now = opened_path(&dir).ctx("resolve target directory", &self.target)?;
+            if &now != was {
+                return Err(WriterError::Moved {
+                    target: self.target.clone(),
+                    was: was.clone(),
+                    now,
+                });
+            }
+        }
+        self.same_directory(&dir, made)?;
+        Ok(dir)
+    }
+
+    /// Checks (on the handle, never by path) that `dir` is the directory
+    /// this writer opened first; records it on the first open. A directory
+    /// certsync just `made` because the target was gone is adopted if it is
+    /// empty and certsync's own: whoever swapped theirs in between the
+    /// `mkdir` and the open made one of their own, or moved one that holds
+    /// something.
+    fn same_directory(&self, dir: &Dir, made: bool) -> Result<(), WriterError> {
+        let m = dir
+            .dir_metadata()
+            .ctx("stat target directory", &self.target)?;
+        let now = (m.dev(), m.ino());
+        let mut known = self.identity.lock().unwrap_or_else(|e| e.into_inner());
+        match *known {
+            None => *known = Some(now),
+            Some(was) if was == now => {}
+            Some(_)
+                if made
+                    && m.uid() == nix::unistd::geteuid().as_raw()
+                    && dir.entries().ctx("list", &self.target)?.next().is_none() =>
+            {
+                tracing::warn!(target_dir = %self.target.display(), "the target directory was gone; made it again");
+                *known = Some(now);
+            }
+            Some(was) => {
+                return Err(WriterError::Replaced {
+                    target: self.target.clone(),
+                    was: was.1,
+                    now: now.1,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a target directory (open as `dir`, judged on the handle)
+    /// that someone other than root and certsync's user may now write:
+    /// start refuses one that already is
+    /// ([`crate::files::no_other_user_may_write`]), and a `chmod` or `chown`
+    /// later must not make every publish after it one into a directory
+    /// others may plant in.
+    pub(super) fn only_ours(&self, dir: &Dir) -> Result<(), WriterError> {
+        let m = dir
+            .dir_metadata()
+            .ctx("stat target directory", &self.target)?;
+        let euid = nix::unistd::geteuid().as_raw();
+        if (m.uid() == 0 || m.uid() == euid) && m.mode() & 0o022 == 0 {
+            return Ok(());
+        }
+        Err(WriterError::OthersMayWrite {
+            target: self.target.clone(),
+            uid: m.uid(),
+            mode: m.mode() & 0o7777,
+        })
+    }
+
+    pub(super) fn mode_for(&self, name: &str, bytes: &[u8]) -> u32 {
+        if name == KEY_FILE || !crate::validate::certificates_only(bytes) {
+            self.opts.key_mode
+        } else {
+            self.opts.cert_mode
+        }
+    }
+}
