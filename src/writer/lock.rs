@@ -4,13 +4,12 @@
 //! than a read-only descriptor, so a lock on the directory itself could be
 //! taken (and held forever) by any local user.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, Write};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
