@@ -215,6 +215,34 @@ fn build(config: &kube::Config, keepalive: Duration) -> Result<Client, ClientErr
     Ok(Client::new(service, config.default_namespace.clone()))
 }
 
+/// Runs `watch` with the newest API client from `clients` until shutdown,
+/// and again with each client rebuilt (rotated credentials).
+pub async fn follow<F: Future<Output = ()>>(
+    mut clients: tokio::sync::watch::Receiver<Option<kube::Client>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    mut watch: impl FnMut(kube::Client) -> F,
+) {
+    while let Some(client) = newest_client(&mut clients, &mut shutdown).await {
+        tokio::select! {
+            () = crate::shutdown::stopped(&mut shutdown) => return,
+            _ = clients.changed() => {}
+            () = watch(client) => {}
+        }
+    }
+}
+
+/// The newest API client from `clients`, waiting for the first; `None` on
+/// shutdown or when the client task is gone.
+pub async fn newest_client(
+    clients: &mut tokio::sync::watch::Receiver<Option<kube::Client>>,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<kube::Client> {
+    tokio::select! {
+        () = crate::shutdown::stopped(shutdown) => None,
+        c = clients.wait_for(Option::is_some) => c.ok().and_then(|c| c.clone()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

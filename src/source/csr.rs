@@ -36,9 +36,7 @@ use kube::{Api, Client};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::client::{
-    ApiError, ClientError, ClientSettings, client_cert_kubeconfig, read_kubeconfig,
-};
+use super::client::{ApiError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
 use super::watch::watch_seconds;
 use super::watch::{Watch, WatchError};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
@@ -76,8 +74,9 @@ async fn check_off_runtime(
         .await
         .unwrap_or_else(|e| Err(CsrError::Panicked(e)))
 }
-pub(crate) use issued::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
-use issued::{attributes, eku_names};
+pub use super::error::csr::CsrError;
+pub use super::usage::USAGES;
+pub(crate) use super::usage::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
@@ -91,184 +90,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// CA files and ConfigMap values are small; a bundle may not exceed 1 MiB.
 const CA_LIMIT: u64 = validate::MAX_BUNDLE_SIZE as u64;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CsrError {
-    #[error("cannot generate a {alg} key: {source}")]
-    KeyGen {
-        alg: KeyAlg,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error("cannot build the certificate request: {0}")]
-    Request(#[source] Box<CsrError>),
-    #[error(transparent)]
-    Api(ApiError),
-    #[error("{verb} {object}: no answer within {waited:?}")]
-    ApiTimeout {
-        verb: &'static str,
-        object: String,
-        waited: Duration,
-    },
-    #[error("watch certificatesigningrequest {csr}: the watch ended")]
-    WatchEnded { csr: String },
-    #[error("certificatesigningrequest {csr} was denied: {reason}: {message}")]
-    Denied {
-        csr: String,
-        reason: String,
-        message: String,
-    },
-    #[error("certificatesigningrequest {csr} failed: {reason}: {message}")]
-    Failed {
-        csr: String,
-        reason: String,
-        message: String,
-    },
-    #[error("certificatesigningrequest {csr} was deleted before a certificate was issued")]
-    Deleted { csr: String },
-    #[error("certificatesigningrequest {csr} was replaced by another object of the same name")]
-    Replaced { csr: String },
-    #[error(
-        "certificatesigningrequest {csr}: no certificate issued within {}; approve it with `kubectl certificate approve {csr}`",
-        humantime::format_duration(*waited)
-    )]
-    Timeout { csr: String, waited: Duration },
-    #[error("certificatesigningrequest {csr}: the issued certificate is refused: {problem}")]
-    Mismatch {
-        csr: String,
-        #[source]
-        problem: Box<CsrError>,
-    },
-    #[error("API client for certificate requests: {0}")]
-    Client(#[source] ClientError),
-    #[error("signer CA {source_name}: {problem}")]
-    Ca {
-        source_name: String,
-        #[source]
-        problem: Box<CsrError>,
-    },
-    #[error("{0}")]
-    CaFile(#[source] crate::files::OwnedError),
-    #[error("key {key:?} is missing")]
-    CaNoKey { key: String },
-    /// ClusterTrustBundles not served: the other CA sources are named.
-    #[error(
-        "{source}{}",
-        if matches!(source, super::trust_bundle::TrustBundleError::NotServed) {
-            "; give ca=file: or ca=configmap: instead"
-        } else {
-            ""
-        }
-    )]
-    CaBundles {
-        source: super::trust_bundle::TrustBundleError,
-    },
-    #[error("no answer within {0:?}")]
-    CaTimeout(Duration),
-    #[error("{0}")]
-    Panicked(#[source] crate::Panicked),
-    #[error("holds no CERTIFICATE block")]
-    CaNoCertificate,
-
-    // Why a request (or a certificate part it shares) cannot be encoded.
-    #[error("{what}: {error}")]
-    Der {
-        what: &'static str,
-        error: x509_cert::der::Error,
-    },
-    #[error("{oid}: {error}")]
-    Oid {
-        oid: &'static str,
-        error: x509_cert::der::oid::Error,
-    },
-    #[error("signing: {0}")]
-    Signing(#[source] rcgen::Error),
-
-    // Why a signer's answer (or the live pair) is not what the mapping asks
-    // for. Values the signer chose are shown with `{:?}` (escaped).
-    #[error("{0}")]
-    IssuedBundle(#[source] crate::bundle::BundleError),
-    #[error("{0}")]
-    Invalid(#[source] validate::ValidationError),
-    #[error("no leaf certificate")]
-    NoLeaf,
-    #[error("certificate PEM: {0}")]
-    Pem(#[source] rustls::pki_types::pem::Error),
-    #[error(
-        "subject is [{}], the mapping asks for exactly [{}]",
-        attributes(got),
-        attributes(want)
-    )]
-    Subject {
-        got: Vec<(String, String)>,
-        want: Vec<(String, String)>,
-    },
-    #[error("subjectAltName holds {kind}, not requested")]
-    OtherName { kind: &'static str },
-    #[error("DNS names are {got:?}, the mapping asks for {want:?}")]
-    DnsNames { got: Vec<String>, want: Vec<String> },
-    #[error("IP addresses are {got:?}, the mapping asks for {want:?}")]
-    IpAddresses { got: Vec<IpAddr>, want: Vec<IpAddr> },
-    #[error("usage {0:?} is not one the CSR API knows")]
-    UnknownUsage(String),
-    #[error(
-        "key usage is {:?}, the mapping asks for exactly {:?}",
-        ku_names(*got),
-        ku_names(*want)
-    )]
-    KeyUsage { got: u16, want: u16 },
-    #[error(
-        "extended key usage is {:?}, the mapping asks for exactly {:?}",
-        eku_names(got),
-        eku_names(want)
-    )]
-    ExtKeyUsage { got: Vec<String>, want: Vec<String> },
-    #[error("{0}")]
-    CaUsage(#[from] CaUsage),
-    #[error("leaf certificate: {0}")]
-    Leaf(#[source] crate::x509::X509Error),
-    #[error("{0}")]
-    NotLeaf(#[source] crate::x509::X509Error),
-    #[error("key algorithm is {got}, the mapping asks for {want}")]
-    IssuedKeyAlg { got: KeyAlg, want: KeyAlg },
-    #[error("the key algorithm is not one certsync requests")]
-    UnknownKeyAlg,
-    #[error("signer CA PEM: {0}")]
-    CaPem(#[source] rustls::pki_types::pem::Error),
-    #[error("the signer CA holds no usable certificate")]
-    NoAnchor,
-    #[error("leaf: {0}")]
-    EndEntity(#[source] webpki::Error),
-    #[error("does not chain to the signer CA: {0}")]
-    Chain(#[source] webpki::Error),
-}
-
-impl CsrError {
-    /// A short, fixed label for metrics.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::KeyGen { .. } | Self::Request(_) => "request",
-            Self::Api(_) | Self::ApiTimeout { .. } | Self::WatchEnded { .. } | Self::Client(_) => {
-                "api"
-            }
-            Self::Denied { .. } => "denied",
-            Self::Failed { .. } => "failed",
-            Self::Deleted { .. } | Self::Replaced { .. } => "deleted",
-            Self::Timeout { .. } => "timeout",
-            Self::Mismatch { .. } => "mismatch",
-            Self::Ca { .. }
-            | Self::CaFile(_)
-            | Self::CaNoKey { .. }
-            | Self::CaBundles { .. }
-            | Self::CaTimeout(_)
-            | Self::Panicked(_)
-            | Self::CaNoCertificate => "ca",
-            // What the variants above carry.
-            Self::Der { .. } | Self::Oid { .. } | Self::Signing(_) => "request",
-            _ => "mismatch",
-        }
-    }
-}
 
 /// Where the signer's CA certificates come from (checked against, and
 /// published as `ca.crt`).
@@ -345,33 +166,6 @@ pub fn default_usages(signer: &str, alg: KeyAlg) -> Option<Vec<String>> {
     usages.push(auth.to_owned());
     Some(usages)
 }
-
-/// The usage names the API accepts (`pkg/apis/certificates`).
-pub const USAGES: &[&str] = &[
-    "signing",
-    "digital signature",
-    "content commitment",
-    "key encipherment",
-    "key agreement",
-    "data encipherment",
-    "cert sign",
-    "crl sign",
-    "encipher only",
-    "decipher only",
-    "any",
-    "server auth",
-    "client auth",
-    "code signing",
-    "email protection",
-    "s/mime",
-    "ipsec end system",
-    "ipsec tunnel",
-    "ipsec user",
-    "timestamping",
-    "ocsp signing",
-    "microsoft sgc",
-    "netscape sgc",
-];
 
 /// A certificate's validity window, seconds since the epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

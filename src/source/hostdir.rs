@@ -10,7 +10,6 @@
 //! ([`Source::read`]), never re-opened by name; no file larger than
 //! the bundle limit is read into memory.
 
-use std::io;
 use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,63 +17,13 @@ use std::time::Duration;
 use rustls_pki_types::pem::SectionKind;
 use tokio::sync::watch;
 
-use super::Update;
+use super::error::Update;
+pub use super::error::hostdir::HostDirError;
 use crate::beneath::{self, Entry, Links, PathError, ReadOnly, Start, Trust};
-use crate::bundle::{Bundle, BundleError, CERT_FILE, KEY_FILE};
+use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::bundle::{Item, Layout};
 use crate::dirwatch::{self, DirWatch};
 use crate::validate::MAX_BUNDLE_SIZE;
-
-#[derive(Debug, thiserror::Error)]
-pub enum HostDirError {
-    #[error("source directory {path} does not exist yet; waiting for it")]
-    NotYet { path: PathBuf },
-    #[error("source directory {0}")]
-    Dir(#[source] PathError),
-    #[error("source directory {path}: {source}")]
-    List {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path}: required file is missing")]
-    Missing { path: PathBuf },
-    #[error("{path}: leads outside the source directory ({source})")]
-    Escapes {
-        path: PathBuf,
-        #[source]
-        source: PathError,
-    },
-    #[error("{path}: symlink loop")]
-    Loop { path: PathBuf },
-    #[error("{path}: not a regular file (a FIFO, device or directory); refusing to read it")]
-    NotAFile { path: PathBuf },
-    #[error(
-        "{path}: a file of uid {owner} (mode {mode:04o}) in a source {writers}, who could not \
-         read it themselves: certsync publishes from a source only what the users who may \
-         change it could read (they may have hard-linked it there, and a link stays when its \
-         other names are renamed away); give the file to the directory's owner, or copy it \
-         into a directory only root may change; refusing to read it"
-    )]
-    Unreadable {
-        path: PathBuf,
-        owner: u32,
-        mode: u32,
-        /// Who may change the source, in words.
-        writers: String,
-    },
-    #[error("{path}: larger than the {limit}-byte limit")]
-    TooLarge { path: PathBuf, limit: usize },
-    #[error("{0}")]
-    Read(#[source] PathError),
-    #[error("{path}: not a combined PEM certsync can read: {problem}")]
-    Combined {
-        path: PathBuf,
-        problem: &'static str,
-    },
-    #[error(transparent)]
-    Name(#[from] BundleError),
-}
 
 /// What to read from one directory.
 #[derive(Debug, Clone)]
@@ -216,7 +165,7 @@ impl HostDir {
         loop {
             let me = self.clone();
             match crate::blocking(move || me.read()).await {
-                Ok(r) => super::publish(&tx, r.map_err(super::SourceError::from)),
+                Ok(r) => super::error::publish(&tx, r.map_err(super::error::SourceError::from)),
                 // Not published; the next event or resync reads again.
                 Err(e) => {
                     tracing::error!(source_dir = %self.dir.display(), error = %e, "source read task failed")

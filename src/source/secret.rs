@@ -15,43 +15,12 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
+pub use super::error::secret::KubeError;
+use super::error::{SourceError, Update};
 use super::watch::WatchError;
 use super::watch::watch_seconds;
-use super::{SourceError, Update};
+use crate::bundle::Bundle;
 use crate::bundle::Item;
-use crate::bundle::{Bundle, BundleError};
-use crate::error_chain;
-
-#[derive(Debug, thiserror::Error)]
-pub enum KubeError {
-    #[error(transparent)]
-    Client(#[from] super::client::ClientError),
-    #[error("{object} not found; keeping the last good files")]
-    NotFound { object: String },
-    #[error("{object} was deleted; keeping the last good files")]
-    Deleted { object: String },
-    #[error("{object}: key {key:?} is missing")]
-    MissingKey { object: String, key: String },
-    #[error(
-        "forbidden: cannot {verb} {object}; certsync needs get, list and watch on it \
-         (see deploy/rbac.yaml): {message}"
-    )]
-    Forbidden {
-        verb: &'static str,
-        object: String,
-        message: String,
-    },
-    #[error("get {object}: {}", error_chain(source))]
-    Get {
-        object: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("{0}")]
-    Watch(#[source] WatchError),
-    #[error(transparent)]
-    Name(#[from] BundleError),
-}
 
 pub use crate::events::{Kind, ObjectRef};
 
@@ -190,7 +159,7 @@ impl KubeObject {
         shutdown: watch::Receiver<bool>,
     ) {
         let (this, tx) = (&*self, &tx);
-        super::follow(clients, shutdown, move |client| async move {
+        super::client::follow(clients, shutdown, move |client| async move {
             match this.object.kind {
                 Kind::Secret => this.watch::<Secret>(client, watch_timeout, tx).await,
                 Kind::ConfigMap => this.watch::<ConfigMap>(client, watch_timeout, tx).await,
@@ -248,7 +217,7 @@ impl KubeObject {
                     Err(self.watch_error(e))
                 }
             };
-            super::publish(tx, update.map_err(SourceError::from));
+            super::error::publish(tx, update.map_err(SourceError::from));
         }
     }
 
@@ -284,6 +253,7 @@ impl KubeObject {
 mod tests {
     use super::*;
     use crate::bundle::{CA_FILE, CERT_FILE, KEY_FILE};
+    use crate::error_chain;
     use k8s_openapi::ByteString;
     use std::collections::BTreeMap;
 

@@ -21,46 +21,12 @@ use kube::{Api, Client};
 use super::watch::{Watch, WatchError};
 use tokio::sync::watch;
 
-use super::{Listed, SourceError, Update};
+pub use super::error::trust_bundle::TrustBundleError;
+use super::error::{SourceError, Update};
+use super::watch::Listed;
 use crate::bundle::{Bundle, CA_FILE};
 use crate::metrics::Metrics;
 use crate::validate::{MAX_BUNDLE_SIZE, MAX_TRUST_BUNDLES_SIZE};
-
-#[derive(Debug, thiserror::Error)]
-pub enum TrustBundleError {
-    #[error(
-        "the API server does not serve ClusterTrustBundles (certificates.k8s.io/v1beta1: enable \
-         the ClusterTrustBundle feature gate and that API version)"
-    )]
-    NotServed,
-    #[error("{selection}: no ClusterTrustBundle matches")]
-    Empty { selection: String },
-    #[error("{0}")]
-    Watch(#[source] WatchError),
-    #[error("{selection}: reading the bundles panicked: {source}")]
-    Panicked {
-        selection: String,
-        #[source]
-        source: crate::Panicked,
-    },
-    #[error("{selection}: {source}")]
-    Bundle {
-        selection: String,
-        #[source]
-        source: crate::bundle::BundleError,
-    },
-    #[error(
-        "clustertrustbundle {bundle}: {problem}: refused, with the whole selection (a trust \
-         bundle holds only CERTIFICATE blocks; kube-apiserver refuses any other)"
-    )]
-    Invalid { bundle: String, problem: String },
-    #[error(
-        "{selection}: the selected bundles hold more than {limit} bytes of distinct \
-         certificates; refused, the last good files stay (remove bundles the signer no \
-         longer needs)"
-    )]
-    TooLarge { selection: String, limit: usize },
-}
 
 /// Which bundles a mapping publishes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,7 +205,7 @@ impl TrustBundles {
         shutdown: watch::Receiver<bool>,
     ) {
         let (this, tx) = (&self, &tx);
-        super::follow(clients, shutdown, move |client| this.watch(client, tx)).await;
+        super::client::follow(clients, shutdown, move |client| this.watch(client, tx)).await;
     }
 
     async fn watch(&self, client: Client, tx: &watch::Sender<Option<Update>>) {
@@ -250,12 +216,12 @@ impl TrustBundles {
                 Ok(e) => {
                     if listed.apply(e) {
                         let ca = ca_of(listed.items(), &self.selection).await;
-                        super::publish(tx, self.bundle(ca));
+                        super::error::publish(tx, self.bundle(ca));
                     }
                 }
                 Err(e) => {
                     self.metrics.watch_restarted(&self.mapping);
-                    super::publish(tx, Err(watch_error(e).into()));
+                    super::error::publish(tx, Err(watch_error(e).into()));
                 }
             }
         }

@@ -81,26 +81,10 @@ fn issued_lifetime(live: Window) -> Duration {
     })
 }
 
-/// A duration as Go writes one (`8760h`, `8m`, `1h30m`, `45s`): the form
-/// kubeadm's `certificateValidityPeriod` and `lifetime=` accept.
-pub(super) fn show(d: Duration) -> String {
-    let s = d.as_secs();
-    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
-    let mut out = String::new();
-    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    if out.is_empty() {
-        out.push_str("0s");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::error::ca::show;
 
     #[test]
     fn durations_are_shown_as_go_writes_them() {

@@ -6,6 +6,7 @@
 //! key across the change; a changed `key-alg=` (or RSA size) counts too.
 
 use super::*;
+use crate::source::csr::CsrError;
 
 /// `issue` of `spec` as the live bundle.
 fn live(spec: &CaSpec) -> Bundle {

@@ -10,7 +10,7 @@ use super::renewing::RETRY_CAP;
 use super::renewing::Renewing;
 use super::{CsrError, CsrSource};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
-use crate::source::Update;
+use crate::source::error::Update;
 use crate::validate;
 
 impl CsrSource {
@@ -25,7 +25,7 @@ impl CsrSource {
         own_pair: bool,
     ) -> Option<Client> {
         if self.spec.bootstrap.is_none() {
-            return crate::source::newest_client(clients, shutdown).await;
+            return crate::source::client::newest_client(clients, shutdown).await;
         }
         let mut failures = 0;
         loop {
@@ -107,7 +107,7 @@ impl CsrSource {
                     tracing::info!(mapping = %self.mapping, csr = %issued.csr, %not_after, "certificate issued");
                     let live = state.current;
                     match state.issued(issued.window) {
-                        Ok(()) => crate::source::publish(&tx, Ok(issued.bundle)),
+                        Ok(()) => crate::source::error::publish(&tx, Ok(issued.bundle)),
                         Err(retry) => {
                             let live_not_after = live
                                 .map(|l| validate::rfc3339(l.not_after))

@@ -1,7 +1,7 @@
 //! The one list/watch loop every Kubernetes source uses (Secrets,
 //! ConfigMaps, ClusterTrustBundles, the CSR requester's wait) and the
 //! approver can use: client-go's reflector protocol, reported as
-//! kube-runtime's [`watcher::Event`]s so that [`super::Listed`] applies them.
+//! kube-runtime's [`watcher::Event`]s so that [`Listed`] applies them.
 //!
 //! - list (paged), then watch from the list's resourceVersion with
 //!   bookmarks; a relist is reported as `Init`, `InitApply`…, `InitDone`,
@@ -31,6 +31,8 @@ mod conn;
 mod error;
 mod pacing;
 mod reflector;
+
+use std::collections::BTreeMap;
 
 use futures::Stream;
 use kube::api::{ListParams, VersionMatch, WatchParams};
@@ -140,6 +142,70 @@ where
             let item = state.next().await;
             Some((item, state))
         })
+    }
+}
+
+/// The objects a list/watch loop reports, by name. A re-list is collected
+/// aside and replaces the set only once complete: a Node missing mid-list
+/// must not let the approver miss that another Node owns an address, nor a
+/// trust bundle drop out of the published CA for a moment.
+#[derive(Debug)]
+pub struct Listed<K> {
+    items: BTreeMap<String, K>,
+    listing: BTreeMap<String, K>,
+    synced: bool,
+}
+
+impl<K> Default for Listed<K> {
+    fn default() -> Self {
+        Self {
+            items: BTreeMap::new(),
+            listing: BTreeMap::new(),
+            synced: false,
+        }
+    }
+}
+
+impl<K: kube::Resource> Listed<K> {
+    /// Applies one watcher event; `true` when the visible set changed.
+    pub fn apply(&mut self, event: watcher::Event<K>) -> bool {
+        let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+        match event {
+            watcher::Event::Init => {
+                self.listing.clear();
+                false
+            }
+            watcher::Event::InitApply(o) => {
+                self.listing.insert(name(&o), o);
+                false
+            }
+            watcher::Event::InitDone => {
+                self.items = std::mem::take(&mut self.listing);
+                self.synced = true;
+                true
+            }
+            watcher::Event::Apply(o) => {
+                self.items.insert(name(&o), o);
+                true
+            }
+            watcher::Event::Delete(o) => {
+                self.items.remove(&name(&o));
+                true
+            }
+        }
+    }
+
+    pub fn synced(&self) -> bool {
+        self.synced
+    }
+
+    pub fn items(&self) -> &BTreeMap<String, K> {
+        &self.items
+    }
+
+    /// Records what the process itself just wrote, ahead of the watch.
+    pub fn insert(&mut self, name: String, object: K) {
+        self.items.insert(name, object);
     }
 }
 
