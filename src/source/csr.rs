@@ -19,34 +19,27 @@
 //! never sent (only the PKCS#10 request is), and reaches disk only in the
 //! revision holding the certificate issued for it.
 
-use std::net::IpAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestSpec,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
-use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::client::{ApiError, ClientSettings, client_cert_kubeconfig, read_kubeconfig};
-use super::watch::watch_seconds;
-use super::watch::{Watch, WatchError};
+use super::client::{ApiError, client_cert_kubeconfig, read_kubeconfig};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
-use crate::events::{CsrRef, EventSink};
-use crate::metrics::Metrics;
 use crate::validate;
 pub use crate::x509::KeyAlg;
 
 mod issued;
 mod request;
+mod spec;
 #[cfg(test)]
 mod tests;
 mod wait;
@@ -77,6 +70,7 @@ async fn check_off_runtime(
 pub use super::error::csr::CsrError;
 pub use super::usage::USAGES;
 pub(crate) use super::usage::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
+pub use spec::{CaSource, CsrSource, CsrSpec, Window};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
@@ -90,65 +84,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// CA files and ConfigMap values are small; a bundle may not exceed 1 MiB.
 const CA_LIMIT: u64 = validate::MAX_BUNDLE_SIZE as u64;
-
-/// Where the signer's CA certificates come from (checked against, and
-/// published as `ca.crt`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CaSource {
-    File(PathBuf),
-    ConfigMap {
-        namespace: String,
-        name: String,
-        key: String,
-    },
-    /// Every ClusterTrustBundle of a signer, in name order, as kubelet's
-    /// projected volumes select them.
-    TrustBundles {
-        signer: String,
-    },
-}
-
-impl std::fmt::Display for CaSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::File(p) => write!(f, "file {}", p.display()),
-            Self::ConfigMap {
-                namespace,
-                name,
-                key,
-            } => write!(f, "configmap {namespace}/{name} key {key}"),
-            Self::TrustBundles { signer } => write!(f, "clustertrustbundles of signer {signer}"),
-        }
-    }
-}
-
-/// What a `csr:` mapping asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CsrSpec {
-    pub signer: String,
-    pub common_name: Option<String>,
-    pub organizations: Vec<String>,
-    pub dns: Vec<String>,
-    pub ips: Vec<IpAddr>,
-    pub key_alg: KeyAlg,
-    /// `spec.expirationSeconds`; the signer's default when `None`.
-    pub lifetime: Option<Duration>,
-    pub usages: Vec<String>,
-    pub ca: Option<CaSource>,
-    /// Renewal point, as shares of the lifetime drawn uniformly from
-    /// `[renew.0, renew.1]` (kubelet: 0.7 to 0.9).
-    pub renew: (f64, f64),
-    pub approval_timeout: Duration,
-    /// Requests authenticate with this kubeconfig (a bootstrap token) until
-    /// the mapping holds a valid pair, then with that pair.
-    pub bootstrap: Option<PathBuf>,
-    /// A kubeconfig written into the target beside the pair, pointing at it.
-    pub write_kubeconfig: Option<String>,
-}
-
-// `renew` holds finite shares only (the config parser refuses anything
-// else), so equality is an equivalence.
-impl Eq for CsrSpec {}
 
 /// The usages kubelet asks for with each well-known signer: digital
 /// signature, key encipherment for RSA keys only (the others cannot
@@ -165,40 +100,6 @@ pub fn default_usages(signer: &str, alg: KeyAlg) -> Option<Vec<String>> {
     }
     usages.push(auth.to_owned());
     Some(usages)
-}
-
-/// A certificate's validity window, seconds since the epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    pub not_before: i64,
-    pub not_after: i64,
-}
-
-impl Window {
-    /// When to renew: `not_before` plus a share of the lifetime drawn
-    /// uniformly from `[lo, hi]` (kubelet's `nextRotationDeadline`).
-    pub fn deadline(&self, (lo, hi): (f64, f64), draw: f64) -> SystemTime {
-        let life = (self.not_after - self.not_before).max(0) as f64;
-        let at = self.not_before as f64 + life * (lo + (hi - lo) * draw);
-        SystemTime::UNIX_EPOCH + Duration::from_secs_f64(at.max(0.0))
-    }
-}
-
-/// A mapping's CSR source.
-#[derive(Clone)]
-pub struct CsrSource {
-    pub spec: Arc<CsrSpec>,
-    pub mapping: String,
-    pub metrics: Arc<Metrics>,
-    pub clock_skew: Duration,
-    /// Where the live pair is, for self-renewal.
-    pub target: PathBuf,
-    pub settings: ClientSettings,
-    /// The newest request (name, uid), for Events about it.
-    pub current: CsrRef,
-    pub events: Option<EventSink>,
-    /// `--csr-renew-floor` ([`renewal::floor`]).
-    pub renew_floor: Duration,
 }
 
 /// A certificate obtained and checked.

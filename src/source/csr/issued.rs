@@ -6,8 +6,9 @@ use std::time::SystemTime;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
 
-use super::{CsrError, CsrSpec, Window};
+use super::spec::{CsrSpec, Window};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
+use crate::source::error::csr::CsrError;
 use crate::source::usage::{Usage, ku_names, leaf_usages, usage};
 use crate::validate::{self, Expect, Policy};
 use crate::x509::{COMMON_NAME as OID_CN, Certificate, Facts, ORGANIZATION as OID_O, set};

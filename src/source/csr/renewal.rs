@@ -10,7 +10,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::Window;
+use super::spec::Window;
 use crate::validate;
 
 /// Repeated hold-backs double the wait up to this (or the floor, if longer).

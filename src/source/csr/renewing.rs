@@ -4,7 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{Window, renewal};
+use super::renewal;
+use super::spec::Window;
 use crate::metrics::Metrics;
 use crate::validate;
 

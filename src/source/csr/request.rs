@@ -1,7 +1,11 @@
 //! A new key (kept in memory only) and the PKCS#10 request for it, named
 //! after the mapping.
 
-use super::*;
+use std::net::IpAddr;
+
+use super::spec::CsrSpec;
+use crate::source::error::csr::CsrError;
+use crate::x509::KeyAlg;
 
 impl KeyAlg {
     /// A new key, from the operating system's random generator. ECDSA and

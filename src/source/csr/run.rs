@@ -8,9 +8,10 @@ use tokio::sync::watch;
 
 use super::renewing::RETRY_CAP;
 use super::renewing::Renewing;
-use super::{CsrError, CsrSource};
+use super::spec::CsrSource;
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::source::error::Update;
+use crate::source::error::csr::CsrError;
 use crate::validate;
 
 impl CsrSource {

@@ -2,7 +2,14 @@
 //! the request watched by name through the one list/watch loop, its uid
 //! checked, under the approval timeout.
 
-use super::*;
+use futures::StreamExt;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use kube::Api;
+use kube::runtime::watcher::{self, Event};
+
+use super::spec::CsrSource;
+use crate::source::error::csr::CsrError;
+use crate::source::watch::{Watch, WatchError, watch_seconds};
 
 /// What a wait has said once already.
 #[derive(Default)]
