@@ -17,7 +17,6 @@
 //! published; its type's `Debug` is redacted. notAfter never passes the
 //! CA's own (capped, with a warning and `certsync_ca_lifetime_capped`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
@@ -25,7 +24,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::csr::renewing::Renewing;
-use super::csr::{CsrSpec, Window, check, renewal};
+use super::csr::{Window, check, renewal};
 use super::error::Update;
 pub use super::error::ca::CaError;
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
@@ -37,38 +36,18 @@ mod lifetime;
 mod material;
 mod reissue;
 mod sign;
+mod spec;
 #[cfg(test)]
 mod tests;
 
 pub use material::key_pair;
 use material::{Wanted, read_key, wanted};
 pub use reissue::{KUBEADM_VALIDITY_SECS, reissue, renew_ca};
-
-/// notBefore is this far in the past (kubeadm's `CertificateBackdate`), or a
-/// tenth of the lifetime if less: a consumer whose clock is a little behind
-/// accepts the certificate at once.
-const BACKDATE: Duration = Duration::from_secs(300);
+pub use spec::CaSpec;
 
 /// `certsync kubeadm revert` issues again a kubeadm certificate that ends
 /// within this; a `ca:` template this close to its end is warned about.
 pub const TEMPLATE_MARGIN: Duration = Duration::from_secs(24 * 3600);
-
-/// What a `ca:` mapping issues, from which CA.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CaSpec {
-    pub ca_cert: PathBuf,
-    pub ca_key: PathBuf,
-    /// Subject, SANs and usages are copied from it at every issuance.
-    pub template: Option<PathBuf>,
-    /// The certificate in the `csr:` source's terms, so both share [`check`]
-    /// and [`renewal`] (usages empty with a template: filled from it;
-    /// lifetime always set; `signer` names the CA for messages).
-    pub issue: CsrSpec,
-    /// No `key-alg=` with a template: its key algorithm is taken.
-    pub key_alg_from_template: bool,
-    pub keep_key: bool,
-    pub allow_loose_ca_key: bool,
-}
 
 /// A certificate issued and checked.
 pub struct Issued {

@@ -14,8 +14,9 @@
 
 use std::time::Duration;
 
-use super::{BACKDATE, CaError};
+use super::spec::BACKDATE;
 use crate::source::csr::Window;
+use crate::source::error::ca::CaError;
 
 /// notBefore and notAfter are whole seconds, computed from one clock read.
 const SLACK: i64 = 2;

@@ -9,33 +9,19 @@ use rcgen::PublicKeyData;
 use rustls::pki_types::PrivatePkcs8KeyDer;
 use rustls::pki_types::pem::SectionKind;
 
+mod cert;
 mod template;
+pub(super) use cert::{CaCert, issued_by};
+use cert::{LIMIT, one_certificate};
 use template::read_template;
 
-use super::{CaError, CaSpec};
+use super::spec::CaSpec;
 use crate::beneath::{self, Entry, Links, Start, Trust};
 use crate::pem::PemError;
 use crate::source::csr::{CsrSpec, KeyAlg, San, leaf_usages};
+use crate::source::error::ca::CaError;
 use crate::validate;
 use crate::x509::Certificate;
-
-const LIMIT: u64 = 64 * 1024;
-
-/// The CA certificate, read and checked.
-pub(super) struct CaCert {
-    pub der: Vec<u8>,
-    /// Re-encoded from the DER: published as ca.crt, chains checked with it.
-    pub pem: Vec<u8>,
-    pub not_before: i64,
-    pub not_after: i64,
-    /// DER.
-    pub subject: Vec<u8>,
-    pub alg: KeyAlg,
-    /// DER; the key must match it.
-    pub spki: Vec<u8>,
-    /// The issued certificate's AKI.
-    pub ski: Option<Vec<u8>>,
-}
 
 /// The CA key, in memory only while a certificate is signed.
 pub(super) struct CaKey(rcgen::KeyPair);
@@ -112,23 +98,6 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
         sans: t.sans,
         template_not_after: Some(t.not_after),
     })
-}
-
-/// `cert` names the CA as its issuer and the CA's key signed it.
-pub(super) fn issued_by(cert: &Certificate<'_>, ca: &CaCert) -> Result<(), CaError> {
-    if cert.issuer() != ca.subject.as_slice() {
-        return Err(CaError::Issuer(
-            crate::escape(&cert.issuer_text()).into_owned(),
-        ));
-    }
-    if !cert.signed_by(&ca.spki) {
-        return Err(CaError::Signature);
-    }
-    Ok(())
-}
-
-fn one_certificate(bytes: &[u8]) -> Result<Vec<u8>, CaError> {
-    crate::pem::exactly_one(bytes, SectionKind::Certificate).map_err(CaError::NotOneCertificate)
 }
 
 /// Who may own the CA's files and the key's directories: root or

@@ -12,10 +12,11 @@ use std::time::SystemTime;
 
 use x509_cert::time::Validity;
 
-use super::CaError;
 use super::material::{CaCert, issued_by, read_ca_cert, read_key};
 use super::sign::{finish, serial, time};
+use super::spec::BACKDATE;
 use crate::source::csr::signature_algorithm;
+use crate::source::error::ca::CaError;
 use crate::x509::Certificate;
 
 /// kubeadm's default `certificateValidityPeriod`.
@@ -36,7 +37,7 @@ pub fn reissue(
         path: template.to_owned(),
         problem: Box::new(problem),
     };
-    let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
+    let ca = read_ca_cert(ca_cert, now, BACKDATE)?;
     let cert = issued_by_ca(der, &ca).map_err(|source| {
         bad(CaError::NotIssuedByTheCa {
             ca_cert: ca_cert.to_owned(),
@@ -65,12 +66,12 @@ pub fn renew_ca(
         path: ca_cert.to_owned(),
         problem: Box::new(problem),
     };
-    let ca = read_ca_cert(ca_cert, now, super::BACKDATE)?;
+    let ca = read_ca_cert(ca_cert, now, BACKDATE)?;
     let cert = issued_by_ca(&ca.der, &ca).map_err(|e| bad(CaError::NotSelfSigned(Box::new(e))))?;
     if ca.ski.is_none() {
         return Err(bad(CaError::NoSubjectKeyId));
     }
-    let from = crate::validate::unix_seconds(now) - super::BACKDATE.as_secs() as i64;
+    let from = crate::validate::unix_seconds(now) - BACKDATE.as_secs() as i64;
     resign(
         &cert,
         &ca.der,

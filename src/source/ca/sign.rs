@@ -19,11 +19,11 @@ use x509_cert::serial_number::SerialNumber;
 use x509_cert::spki::{ObjectIdentifier, SubjectPublicKeyInfoOwned};
 use x509_cert::time::{Time, Validity};
 
-use super::CaError;
 use super::material::{CaKey, Wanted};
 use crate::source::csr::{
     CsrError, Usage, Window, leaf_usages, san_extension, signature_algorithm, subject, usage,
 };
+use crate::source::error::ca::CaError;
 
 pub(super) fn der(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CaError {
     move |error| CaError::Encode(Box::new(CsrError::Der { what, error }))

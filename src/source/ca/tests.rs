@@ -4,6 +4,7 @@
 //! rules.
 
 use super::*;
+use std::path::PathBuf;
 // The one import from above the sources, in tests only: each case's CaSpec
 // is built from the mapping text a user writes (`ca:PREFIX=…,template=…`),
 // so the grammar and the source are tested together; the source itself

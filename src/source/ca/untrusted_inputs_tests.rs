@@ -6,6 +6,7 @@
 use super::*;
 use rcgen::{CustomExtension, ExtendedKeyUsagePurpose as Eku, SanType};
 use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
 /// A template certificate signed by `ca` (CN `x`, DNS `kubernetes`, a
 /// kubeadm serving certificate's usages), edited, written to `dir/NAME.crt`.

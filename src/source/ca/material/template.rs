@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use super::{CaCert, CaError, LIMIT, issued_by, one_certificate};
+use super::cert::{CaCert, LIMIT, issued_by, one_certificate};
 use crate::source::csr::{KeyAlg, San, eku_usage, ku_names, leaf_usages};
+use crate::source::error::ca::CaError;
 use crate::x509::{Certificate, Facts, Name};
 
 const NAME_CONSTRAINTS: &str = "2.5.29.30";
