@@ -384,12 +384,6 @@ fn no_import_circle_among_modules() {
     );
 }
 
-/// Modules that still import items of their own ancestor (`use
-/// super::Error` in a child of a folder whose `mod.rs` defines it), by
-/// importer prefix, while they are taken apart: none may be added, and a
-/// prefix that no longer imports one fails the test.
-const KNOWN_PARENT_IMPORTS: &[&str] = &[];
-
 /// No module imports its ancestor's items (the crate root aside, whose
 /// `lib.rs` holds only the shared helpers every module may use): a
 /// folder's `mod.rs` declares and uses its children, so a child that
@@ -409,21 +403,8 @@ fn no_module_imports_its_ancestors_items() {
             file.display()
         ));
     }
-    for known in KNOWN_PARENT_IMPORTS {
-        assert!(
-            found
-                .keys()
-                .any(|m| m == known || m.starts_with(&format!("{known}::"))),
-            "KNOWN_PARENT_IMPORTS lists {known}, which no longer imports an ancestor's items: remove it"
-        );
-    }
     let bad: Vec<String> = found
         .iter()
-        .filter(|(m, _)| {
-            !KNOWN_PARENT_IMPORTS
-                .iter()
-                .any(|k| *m == k || m.starts_with(&format!("{k}::")))
-        })
         .map(|(m, to)| {
             format!(
                 "{m} imports {}",
