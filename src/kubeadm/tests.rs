@@ -78,6 +78,20 @@ fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
             "volumes: {bad}"
         );
     }
+    // Kubernetes' YAML reader applies merge keys, this one does not: the volumes or mounts
+    // Kubernetes reads would be hidden from adopt, and its explicit list would shadow them.
+    let merged = format!(
+        "{}  <<: {{volumes: [{{hostPath: {{path: /etc/kubernetes/scheduler.conf}}, name: kubeconfig}}]}}\n",
+        &original[..volumes]
+    );
+    let merged_mounts = original.replace(mounts, "    <<: {volumeMounts: []}\n");
+    let tagged = original.replace("  volumes:\n", "  !x volumes:\n");
+    for text in [merged, merged_mounts, tagged] {
+        assert!(
+            matches!(Manifest::parse(&text), Err(FileProblem::NotPlain)),
+            "{text}"
+        );
+    }
     for none in ["    volumeMounts: null\n", ""] {
         let text = original.replace(mounts, none);
         Manifest::parse(&text).unwrap_or_else(|e| panic!("{none:?}: {e}"));
