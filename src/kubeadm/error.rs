@@ -213,6 +213,8 @@ pub enum FileProblem {
     NotYaml(serde_yaml_ng::Error),
     #[error("not a Pod whose first container has a command, its volumes and mounts lists")]
     NotAPod,
+    #[error("holds a YAML merge key (<<) or a tagged key, which kubeadm never writes")]
+    NotPlain,
     #[error("cannot be written as YAML: {0}")]
     Render(serde_yaml_ng::Error),
     #[error(

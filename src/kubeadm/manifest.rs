@@ -197,6 +197,9 @@ impl Manifest {
         {
             return Err(FileProblem::NotAPod);
         }
+        if !plain(&pod) {
+            return Err(FileProblem::NotPlain);
+        }
         Ok(Self { pod })
     }
 
@@ -321,6 +324,19 @@ impl Manifest {
         self.volumes().retain(|v| v["name"] != name);
         self.mounts().retain(|v| v["name"] != name);
         self.volumes().len() != before
+    }
+}
+
+/// No merge key (`<<`) and no tagged key anywhere: Kubernetes' YAML reader resolves them,
+/// this one does not, so what adopt checks and edits would not be what the kubelet runs.
+fn plain(v: &Value) -> bool {
+    match v {
+        Value::Mapping(m) => {
+            (m.iter()).all(|(k, v)| !matches!(k, Value::Tagged(_)) && *k != "<<" && plain(v))
+        }
+        Value::Sequence(s) => s.iter().all(plain),
+        Value::Tagged(t) => plain(&t.value),
+        _ => true,
     }
 }
 
