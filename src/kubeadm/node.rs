@@ -21,7 +21,8 @@ pub fn read_optional(dir: &Path, node_path: &str) -> Result<Option<Vec<u8>>, Kub
     Ok(read_with_mode(dir, node_path)?.map(|(bytes, _)| bytes))
 }
 
-/// [`read_optional`] with the file's permission bits, of the descriptor it read.
+/// [`read_optional`] with the file's permission bits (never set-ID or sticky: what is
+/// written with them is root's, whoever they were set for), of the descriptor it read.
 pub fn read_with_mode(dir: &Path, node_path: &str) -> Result<Option<(Vec<u8>, u32)>, KubeadmError> {
     let path = host(dir, node_path);
     let walked = match super::moves::reach(dir, node_path) {
@@ -31,7 +32,7 @@ pub fn read_with_mode(dir: &Path, node_path: &str) -> Result<Option<(Vec<u8>, u3
     };
     walked
         .read(LIMIT)
-        .map(|bytes| Some((bytes, walked.st.st_mode & 0o7777)))
+        .map(|bytes| Some((bytes, walked.st.st_mode & 0o777)))
         .map_err(|e| KubeadmError::file(&path, FileProblem::Read(e)))
 }
 
