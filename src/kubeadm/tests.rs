@@ -30,75 +30,6 @@ fn fixture(rel: &str) -> String {
 }
 
 #[test]
-fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
-    for c in manifest::components() {
-        let original = fixture(&format!("manifests/{}.yaml", c.name));
-        let kubeadms = fixture(&format!("adopted/{}.yaml", c.name));
-        let mut m = Manifest::parse(&original).expect("parse");
-        manifest::conflict(&c, &m).unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        let (flags, _) = manifest::adopt(&c, &mut m);
-        assert_eq!(flags.len(), c.flags.len(), "{}", c.name);
-        assert_eq!(
-            m.render().expect("render"),
-            kubeadms,
-            "{}: byte for byte what kubeadm writes for certsync's extraArgs and extraVolumes",
-            c.name
-        );
-        // Adopting what kubeadm regenerated changes nothing.
-        let mut again = Manifest::parse(&kubeadms).expect("parse");
-        manifest::conflict(&c, &again).unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        let (flags, volumes) = manifest::adopt(&c, &mut again);
-        assert!(flags.is_empty() && volumes.is_empty(), "{}", c.name);
-        // And taking adopt's changes out gives kubeadm's original back.
-        assert!(manifest::unadopt(&c, &mut again), "{}", c.name);
-        assert_eq!(again.render().expect("render"), original, "{}", c.name);
-    }
-}
-
-/// A manifest whose volumes or first container's mounts are something other than a list
-/// (or null, which Kubernetes reads as none) is refused as it is read: adopt and revert
-/// would otherwise write it back with an empty list, dropping every mount it named.
-#[test]
-fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
-    let original = fixture("manifests/kube-scheduler.yaml");
-    let mounts = "    volumeMounts:\n    - mountPath: /etc/kubernetes/scheduler.conf\n      name: kubeconfig\n      readOnly: true\n";
-    assert!(original.contains(mounts), "the fixture's mounts as written");
-    let volumes = original
-        .find("  volumes:\n")
-        .expect("the fixture's volumes");
-    for bad in ["{mountPath: /x, name: kubeconfig}", "kubeconfig", "7"] {
-        let text = original.replace(mounts, &format!("    volumeMounts: {bad}\n"));
-        assert!(
-            matches!(Manifest::parse(&text), Err(FileProblem::NotAPod)),
-            "volumeMounts: {bad}"
-        );
-        let text = format!("{}  volumes: {bad}\n", &original[..volumes]);
-        assert!(
-            matches!(Manifest::parse(&text), Err(FileProblem::NotAPod)),
-            "volumes: {bad}"
-        );
-    }
-    // Kubernetes' YAML reader applies merge keys, this one does not: the volumes or mounts
-    // Kubernetes reads would be hidden from adopt, and its explicit list would shadow them.
-    let merged = format!(
-        "{}  <<: {{volumes: [{{hostPath: {{path: /etc/kubernetes/scheduler.conf}}, name: kubeconfig}}]}}\n",
-        &original[..volumes]
-    );
-    let merged_mounts = original.replace(mounts, "    <<: {volumeMounts: []}\n");
-    let tagged = original.replace("  volumes:\n", "  !x volumes:\n");
-    for text in [merged, merged_mounts, tagged] {
-        assert!(
-            matches!(Manifest::parse(&text), Err(FileProblem::NotPlain)),
-            "{text}"
-        );
-    }
-    for none in ["    volumeMounts: null\n", ""] {
-        let text = original.replace(mounts, none);
-        Manifest::parse(&text).unwrap_or_else(|e| panic!("{none:?}: {e}"));
-    }
-}
-
-#[test]
 fn a_cluster_configuration_adopt_does_not_know_is_refused() {
     let base: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&fixture("cluster-configuration.yaml")).expect("yaml");
@@ -122,58 +53,6 @@ fn a_cluster_configuration_adopt_does_not_know_is_refused() {
         let why = cluster::refusal(&cc).unwrap_or_else(|| panic!("{change}: not refused"));
         assert!(refused(&why), "{change}: {why}");
     }
-}
-
-#[test]
-fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
-    let comps = manifest::components();
-    let api = comps
-        .iter()
-        .find(|c| c.name == "kube-apiserver")
-        .expect("api");
-    let text = fixture("manifests/kube-apiserver.yaml").replace(
-        "--tls-cert-file=/etc/kubernetes/pki/apiserver.crt",
-        "--tls-cert-file=/srv/certs/apiserver.crt",
-    );
-    let m = Manifest::parse(&text).expect("parse");
-    let why = manifest::conflict(api, &m).expect_err("refused");
-    assert!(
-        matches!(&why, FileProblem::FlagValue { flag: "tls-cert-file", found, kubeadm, ours }
-            if found == "/srv/certs/apiserver.crt"
-                && kubeadm == "/etc/kubernetes/pki/apiserver.crt"
-                && ours == "/etc/kubernetes/pki/certsync/apiserver/tls.crt"),
-        "{why}"
-    );
-    let text = fixture("manifests/kube-apiserver.yaml").replace(
-        "    - --tls-private-key-file=/etc/kubernetes/pki/apiserver.key\n",
-        "",
-    );
-    let m = Manifest::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
-    let why = manifest::conflict(api, &m).expect_err("refused");
-    assert!(
-        matches!(
-            why,
-            FileProblem::NoFlag {
-                flag: "tls-private-key-file"
-            }
-        ),
-        "{why}"
-    );
-    let sched = comps
-        .iter()
-        .find(|c| c.name == "kube-scheduler")
-        .expect("sched");
-    let text = fixture("manifests/kube-scheduler.yaml").replace(
-        "  volumes:\n",
-        "  volumes:\n  - hostPath:\n      path: /srv\n      type: Directory\n    name: certsync-client\n",
-    );
-    let why =
-        manifest::conflict(sched, &Manifest::parse(&text).expect("parse")).expect_err("refused");
-    assert!(
-        matches!(&why, FileProblem::Volume { name, path, kind }
-            if name == "certsync-client" && path == "/srv" && kind == "Directory"),
-        "{why}"
-    );
 }
 
 #[test]
@@ -630,6 +509,7 @@ mod admin;
 mod adopted;
 mod bootstrap;
 mod handback;
+mod manifests;
 mod published;
 mod revert_apply;
 mod revert_plan;
