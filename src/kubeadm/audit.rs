@@ -10,7 +10,7 @@ use std::path::Path;
 use cap_fs_ext::DirExt as _;
 use cap_std::fs::{Dir, Metadata, MetadataExt as _};
 
-use super::error::Refusal;
+use super::error::{FileProblem, Refusal};
 use super::manifest::BOOTSTRAP_KUBELET_CONF;
 use crate::beneath::{Entry, Owners, Trust};
 
@@ -70,7 +70,7 @@ pub fn kubelet_bootstrap(
 }
 
 /// What a walk meets: an entry's name and own metadata, or why it could not be looked at.
-pub(super) type Met<'a> = Result<(&'a std::ffi::OsStr, &'a Metadata), String>;
+pub(super) type Met<'a> = Result<(&'a std::ffi::OsStr, &'a Metadata), FileProblem>;
 
 /// Every entry below `dir` (shown as `at`; `depth` 0), each with its path (escaped: a name
 /// is whatever its maker chose), one directory handle at a time: each opened beneath the
@@ -82,26 +82,28 @@ pub(super) fn walk(
     seen: &mut usize,
     visit: &mut dyn FnMut(&str, Met<'_>),
 ) {
-    let listed = |e: std::io::Error| Err(format!("could not be listed: {e}"));
+    let failed = |step, e: std::io::Error| FileProblem::Unwalked {
+        step,
+        source: Box::new(e.into()),
+    };
     let entries = match dir.entries() {
         Ok(e) => e,
-        Err(e) => return visit(at, listed(e)),
+        Err(e) => return visit(at, Err(failed("listed", e))),
     };
     for entry in entries {
         *seen += 1;
         if *seen > LIMIT {
-            let more = format!("holds more than {LIMIT} entries below it, the rest not inspected");
-            return visit(at, Err(more));
+            return visit(at, Err(FileProblem::TooMany(LIMIT)));
         }
         let name = match entry {
             Ok(e) => e.file_name(),
-            Err(e) => return visit(at, listed(e)),
+            Err(e) => return visit(at, Err(failed("listed", e))),
         };
         let path = format!("{at}/{}", crate::escape(&name.to_string_lossy()));
         let meta = match dir.symlink_metadata(&name) {
             Ok(m) => m,
             Err(e) => {
-                visit(&path, Err(format!("could not be inspected: {e}")));
+                visit(&path, Err(failed("inspected", e)));
                 continue;
             }
         };
@@ -110,12 +112,8 @@ pub(super) fn walk(
             continue;
         }
         let sub = match depth + 1 >= MAX_DEPTH {
-            true => Err(format!(
-                "is deeper than {MAX_DEPTH} directories, not inspected"
-            )),
-            false => {
-                (dir.open_dir_nofollow(&name)).map_err(|e| format!("could not be opened: {e}"))
-            }
+            true => Err(FileProblem::TooDeep(MAX_DEPTH)),
+            false => (dir.open_dir_nofollow(&name)).map_err(|e| failed("opened", e)),
         };
         match sub {
             Ok(sub) => walk(&sub, &path, depth + 1, seen, visit),

@@ -215,6 +215,16 @@ pub enum FileProblem {
     NotAPod,
     #[error("holds a YAML merge key (<<) or a tagged key, which kubeadm never writes")]
     NotPlain,
+    // A walk below a directory (audit, keys), said after the entry's path.
+    #[error("could not be {step}: {source}")]
+    Unwalked {
+        step: &'static str,
+        source: Box<FileProblem>,
+    },
+    #[error("holds more than {0} entries below it, the rest not inspected")]
+    TooMany(usize),
+    #[error("is deeper than {0} directories, not inspected")]
+    TooDeep(usize),
     #[error("cannot be written as YAML: {0}")]
     Render(serde_yaml_ng::Error),
     #[error(
@@ -409,7 +419,7 @@ pub enum Refusal {
     )]
     KeyNotRoots { path: String, uid: u32 },
     #[error("{path} {problem}: its keys cannot be judged")]
-    KeysUnreadable { path: String, problem: String },
+    KeysUnreadable { path: String, problem: FileProblem },
     #[error(
         "{}; nothing was changed: fix each (chmod 0600, chown root:root), then adopt again",
         .exposed.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")

@@ -26,7 +26,11 @@ pub fn exposed(dir: &Path) -> Vec<Refusal> {
             Ok(r) => r,
             Err(FileProblem::Missing) => continue,
             Err(e) => {
-                out.push(unreadable(under, format!("could not be opened: {e}")));
+                let problem = FileProblem::Unwalked {
+                    step: "opened",
+                    source: Box::new(e),
+                };
+                out.push(unreadable(under, problem));
                 continue;
             }
         };

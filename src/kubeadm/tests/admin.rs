@@ -439,3 +439,26 @@ async fn a_readyz_answer_that_never_comes_leaves_no_connection_open() {
         .expect("server");
     assert_eq!(after, 0, "the client sent more instead of closing");
 }
+
+/// A tree deeper than the walk goes is a problem the walk names, never a part skipped in
+/// silence: adopt refuses to judge keys it could not see, and the audit says where.
+#[test]
+fn a_tree_too_deep_to_walk_is_named_never_skipped() {
+    let dir = node_dir();
+    let d = dir.path();
+    let deep = (0..40).fold(d.join("pki"), |p, i| p.join(format!("d{i}")));
+    std::fs::create_dir_all(&deep).expect("mkdir");
+    let exposed = super::keys::exposed(d);
+    assert!(
+        exposed.iter().any(|r| matches!(
+            r,
+            Refusal::KeysUnreadable {
+                problem: FileProblem::TooDeep(32),
+                ..
+            }
+        )),
+        "{exposed:?}"
+    );
+    let said = super::audit::warnings(d);
+    assert!(said.contains("is deeper than 32 directories"), "{said}");
+}
