@@ -49,7 +49,7 @@ pub(super) struct Handback {
 /// What revert writes for each pair and kubeconfig adopt's record names, computed before
 /// revert changes anything; refused when the node has one the record lacks.
 pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
-    let missing = plan::unrecorded(dir, state, ".crt");
+    let missing = plan::unrecorded(dir, state);
     if !missing.is_empty() {
         return Err(RevertError::Unrecorded { missing }.into());
     }

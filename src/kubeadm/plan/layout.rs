@@ -138,10 +138,10 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
     pairs.chain(clients).collect()
 }
 
-/// The kubeadm files certsync keeps in step whose copy adopt's record lacks: kubeconfigs,
-/// then pair prefixes followed by `pair_as`. Anything at a kubeconfig's path counts, a link
+/// The kubeadm files certsync keeps in step whose copy adopt's record lacks (revert hands
+/// back only recorded ones): kubeconfigs, then pairs' certificates. Anything at a kubeconfig's path counts, a link
 /// or what cannot be looked at included: certsync's container could have put it there.
-pub fn unrecorded(dir: &Path, state: &State, pair_as: &str) -> Vec<String> {
+pub fn unrecorded(dir: &Path, state: &State) -> Vec<String> {
     let kubeconfigs = EMBEDDED
         .into_iter()
         .filter(|k| !state.kubeconfigs.contains_key(*k))
@@ -153,7 +153,7 @@ pub fn unrecorded(dir: &Path, state: &State, pair_as: &str) -> Vec<String> {
     let pairs = pairs(dir)
         .into_iter()
         .filter(|p| !state.pairs.contains_key(p))
-        .map(|p| format!("{p}{pair_as}"));
+        .map(|p| format!("{p}.crt"));
     kubeconfigs.chain(pairs).collect()
 }
 
