@@ -13,6 +13,7 @@ use secrecy::ExposeSecret as _;
 
 use super::error::{FileProblem, KubeadmError};
 use super::node;
+use super::paths::host;
 use super::record::State;
 use super::record::backup_path;
 
@@ -126,9 +127,11 @@ fn parse(path: &Path, text: &str) -> Result<Kubeconfig, KubeadmError> {
     crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(path, e))
 }
 
-/// The client configuration from admin.conf at `admin` and its backup.
-pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
-    let dir = admin.parent().unwrap_or(Path::new("/"));
+/// certsync's own client (kube's default logs each 500 of a restarting API server as an
+/// ERROR line) through admin.conf of the node at `dir` and its backup, reaching `at`
+/// in place of its server when given.
+pub async fn client(dir: &Path, at: Option<http::Uri>) -> Result<kube::Client, KubeadmError> {
+    let admin = &host(dir, ADMIN);
     let live = parse(admin, &node::read(dir, ADMIN)?)?;
     let (live_cluster, user) = kubeadm_shape(&live).map_err(|e| KubeadmError::file(admin, e))?;
     let (cert, key) = match (&user.client_certificate_data, &user.client_key_data) {
@@ -178,7 +181,11 @@ pub async fn config(admin: &Path) -> Result<kube::Config, KubeadmError> {
     });
     let kc: Kubeconfig =
         serde_json::from_value(minimal).map_err(|e| KubeadmError::file(admin, e))?;
-    kube::Config::from_custom_kubeconfig(kc, &Default::default())
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
+        .map_err(|e| KubeadmError::file(admin, e))?;
+    config.cluster_url = at.unwrap_or(config.cluster_url);
+    crate::source::client::ClientSettings::default()
+        .client_for(&config)
         .map_err(|e| KubeadmError::file(admin, e))
 }

@@ -298,7 +298,7 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
 /// `kube-public/cluster-info` given the CA's certificates. A failure is said and adopt goes
 /// on: it matters only to joins after the old certificate's end, and status names it.
 async fn cluster_info(plan: &Plan, out: &mut Out) {
-    let map = (super::cluster_info::MAP, &plan.cluster_info_new);
+    let map = (super::api::CLUSTER_INFO, &plan.cluster_info_new);
     let done = "updated ConfigMap kube-public/cluster-info: its CA data holds the CA's \
                 certificates side by side";
     let left = "joins after the old CA certificate's end fail until it holds them (run adopt \
@@ -340,7 +340,7 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmEr
                 which every other node's adopt takes";
     let left = "the other nodes keep the CA certificates they have until this node's next adopt \
                 writes them (run adopt again)";
-    let map = (super::published::MAP, &plan.cluster_cas_new);
+    let map = (super::api::PUBLISHED, &plan.cluster_cas_new);
     write_map(plan, map, done, left, out).await;
     cluster_info(plan, out).await;
     for m in &plan.manifests {

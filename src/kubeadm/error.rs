@@ -26,13 +26,6 @@ pub enum KubeadmError {
     #[error(transparent)]
     Write(#[from] crate::writer::WriterError),
     /// A ConfigMap read or written through admin.conf ([`super::api::Map`]).
-    #[error("ConfigMap {namespace}/{name}: {}", crate::error_chain(.source))]
-    ApiClient {
-        namespace: &'static str,
-        name: &'static str,
-        #[source]
-        source: crate::source::client::ClientError,
-    },
     #[error("ConfigMap {namespace}/{name}: {action}: {}", crate::error_chain(.source))]
     Api {
         namespace: &'static str,

@@ -9,7 +9,7 @@ use super::error::{KubeadmError, Refusal};
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
 use super::options::Options;
 use super::paths::host;
-use super::{cluster, cluster_info, node, trust};
+use super::{api, node, trust};
 use crate::x509::KeyAlg;
 
 mod changes;
@@ -34,7 +34,7 @@ pub use layout::{
 /// why it cannot only once a renewal is there to miss (a join fails only after the old
 /// certificate's end).
 async fn cluster_info_change(
-    client: Option<&kube::Config>,
+    client: Option<&kube::Client>,
     bundle: &[u8],
 ) -> (Option<String>, Option<ConfigMap>) {
     let renewed = node::certificates(Path::new(CA_BUNDLE), bundle).map_or(0, |c| c.len()) > 1;
@@ -49,7 +49,7 @@ async fn cluster_info_change(
     let Some(client) = client else {
         return (not("kubeadm-config was not read".into()), None);
     };
-    let read = cluster_info::read(client, super::api::TIMEOUT).await;
+    let read = api::cluster_info(client, api::TIMEOUT).await;
     match read.and_then(|c| c.with_ca(bundle)) {
         Ok(None) => (None, None),
         Ok(Some(new)) => {
@@ -66,7 +66,7 @@ async fn cluster_info_change(
 
 /// What adopt does to `kube-system/certsync-kubeadm-cas`, as the plan's line.
 fn cluster_cas_change(
-    read: &Result<super::published::Published, Option<KubeadmError>>,
+    read: &Result<api::Published, Option<KubeadmError>>,
     trust: &trust::Trust,
 ) -> (String, Option<ConfigMap>) {
     let published = match read {
@@ -124,7 +124,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let record = state.map_or(&none, |s| &s.trust);
     let client = stored.as_ref().map(|s| s.client.clone());
     let published = match &client {
-        Some(c) => super::published::read(c).await.map_err(Some),
+        Some(c) => api::published(c).await.map_err(Some),
         None => Err(None),
     };
     let trust = trust::plan(
@@ -223,9 +223,9 @@ fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<()
 /// needs no API server); refused when it holds what adopt does not handle.
 async fn cluster_configuration(
     opts: &Options,
-) -> Result<(Option<cluster::Stored>, String), KubeadmError> {
+) -> Result<(Option<api::Stored>, String), KubeadmError> {
     let admin = host(&opts.dir, "/etc/kubernetes/admin.conf");
-    let s = match cluster::read(&admin).await {
+    let s = match api::kubeadm_config(&opts.dir).await {
         Ok(s) => s,
         Err(e) => {
             let from = format!(
@@ -235,7 +235,7 @@ async fn cluster_configuration(
             return Ok((None, from));
         }
     };
-    if let Some(r) = cluster::refusal(&s.config) {
+    if let Some(r) = api::refusal(&s.config) {
         return Err(KubeadmError::refused(&opts.dir, r));
     }
     let from = format!(
@@ -340,7 +340,7 @@ fn kubeadms_pairs(
 
 /// The ClusterConfiguration's `encryptionAlgorithm`, or without it (after an outage the
 /// node's own API server may be down) what kubeadm's keys say.
-fn key_alg(opts: &Options, stored: Option<&cluster::Stored>) -> Result<KeyAlg, KubeadmError> {
+fn key_alg(opts: &Options, stored: Option<&api::Stored>) -> Result<KeyAlg, KubeadmError> {
     if let Some(s) = stored {
         let found = s.config["encryptionAlgorithm"]
             .as_str()

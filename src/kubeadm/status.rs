@@ -83,7 +83,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     s.warnings.extend(short.into_iter().chain(warnings));
     s.cas = cas;
     let renewed = (state.trust.get(manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
-    match super::cluster_info::status(dir, now, renewed).await {
+    match super::api::cluster_info_status(dir, now, renewed).await {
         Some((true, p)) => s.problem(cert, p),
         Some((false, w)) => s.warnings.push(Warning::new(WarningKind::ClusterInfo, w)),
         None => {}

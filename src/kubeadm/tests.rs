@@ -33,7 +33,7 @@ fn fixture(rel: &str) -> String {
 fn a_cluster_configuration_adopt_does_not_know_is_refused() {
     let base: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&fixture("cluster-configuration.yaml")).expect("yaml");
-    assert!(cluster::refusal(&base).is_none());
+    assert!(api::refusal(&base).is_none());
     let external = |r: &Refusal| matches!(r, Refusal::ExternalEtcd);
     let dir = |r: &Refusal| matches!(r, Refusal::CertificatesDir { dir } if dir == "/srv/pki");
     let version = |r: &Refusal| matches!(r, Refusal::ApiVersion { found } if found == "kubeadm.k8s.io/v1beta3");
@@ -50,7 +50,7 @@ fn a_cluster_configuration_adopt_does_not_know_is_refused() {
         for (k, v) in patch {
             cc[k.as_str().expect("key")] = v;
         }
-        let why = cluster::refusal(&cc).unwrap_or_else(|| panic!("{change}: not refused"));
+        let why = api::refusal(&cc).unwrap_or_else(|| panic!("{change}: not refused"));
         assert!(refused(&why), "{change}: {why}");
     }
 }

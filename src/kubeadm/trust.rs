@@ -116,7 +116,7 @@ pub fn plan(
             KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
         })?;
         let span = effective_span(from, to);
-        let map_key = super::published::key(name);
+        let map_key = format!("{name}.crt");
         let theirs = match published.and_then(|p| p.get(&map_key)) {
             Some(pem) => cluster_certs(&map_key, pem, &ca, now_s, span)?,
             None => Vec::new(),

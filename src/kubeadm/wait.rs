@@ -21,7 +21,6 @@ use http_body_util::BodyExt as _;
 
 use super::error::KubeadmError;
 use super::node;
-use super::paths::host;
 use super::plan;
 use super::seen::{Problem, Seen};
 use crate::validate::rfc3339;
@@ -249,9 +248,8 @@ pub async fn pod_state(dir: &Path, limit: Duration) -> String {
     };
     let name = format!("certsync-{node_name}");
     let ask = async {
-        let config = super::admin::config(&host(dir, super::admin::ADMIN)).await?;
-        let pods: kube::Api<Pod> =
-            kube::Api::namespaced(super::api::client(&config)?, "kube-system");
+        let client = super::admin::client(dir, None).await?;
+        let pods: kube::Api<Pod> = kube::Api::namespaced(client, "kube-system");
         let Some(pod) = pods.get_opt(&name).await? else {
             return Ok(None);
         };
@@ -363,18 +361,16 @@ pub async fn api_server_back(
             addr: addr.clone(),
             sni: None,
         };
-        // Made once: one admin.conf that cannot be used ends the wait.
-        let no_admin = |problem: Problem| Seen::NoAdmin { problem };
-        let mut config = super::admin::config(&host(dir, super::admin::ADMIN))
-            .await
-            .map_err(|e| no_admin(e.into()))?;
-        config.cluster_url = format!("https://{addr}")
+        let url = format!("https://{addr}")
             .parse()
             .map_err(|source| Seen::Url {
                 addr: addr.clone(),
                 source,
             })?;
-        let client = super::api::client(&config).map_err(|e| no_admin(e.into()))?;
+        // Made once: one admin.conf that cannot be used ends the wait.
+        let client = super::admin::client(dir, Some(url))
+            .await
+            .map_err(|e| Seen::NoAdmin { problem: e.into() })?;
         let mut gap = false;
         poll(timeout, Duration::from_secs(2), async |elapsed| {
             let seen = match served_as_named(dir, &cert, &check).await {

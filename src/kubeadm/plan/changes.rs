@@ -18,7 +18,7 @@ pub struct ManifestChange {
     pub after: Vec<u8>,
 }
 
-#[derive(Debug, serde::Serialize)]
+#[derive(serde::Serialize)]
 pub struct Plan {
     pub kubeadm_dir: PathBuf,
     /// On an adopted node: each choice as it is and as adopt writes it.
@@ -37,7 +37,7 @@ pub struct Plan {
     pub kubeadms: Vec<(String, Vec<u8>, u32)>,
     /// The client kubeadm-config was read through; the ConfigMaps are written with it.
     #[serde(skip)]
-    pub client: Option<kube::Config>,
+    pub client: Option<kube::Client>,
     /// What adopt does to `kube-public/cluster-info`'s CA data, or why it cannot.
     pub cluster_info: Option<String>,
     #[serde(skip)]

@@ -155,7 +155,7 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
 /// The ClusterConfiguration read as adopt reads it, through the node's
 /// admin.conf.
 async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Value, KubeadmError> {
-    let stored = crate::kubeadm::cluster::read(&d.join("admin.conf")).await?;
+    let stored = crate::kubeadm::api::kubeadm_config(d).await?;
     Ok(stored.config)
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::adopted::{Aborting, bind, serve_json};
 use crate::kubeadm::KubeadmError;
-use crate::kubeadm::published;
+use crate::kubeadm::api;
 
 const PATH: &str = "/api/v1/namespaces/kube-system/configmaps";
 
@@ -74,26 +74,27 @@ impl Store {
 #[tokio::test]
 async fn created_when_absent_replaced_at_the_version_read_and_a_stale_write_refused() {
     let store = Store::start().await;
-    let config = kube::Config::new(store.url.parse().expect("url"));
-    let none = published::read(&config).await.expect("read");
+    let config =
+        kube::Client::try_from(kube::Config::new(store.url.parse().expect("url"))).expect("client");
+    let none = api::published(&config).await.expect("read");
     assert!(none.object.is_none() && none.pem.is_empty());
     let first = BTreeMap::from([("ca.crt".to_owned(), "A".to_owned())]);
     let create = none.with(&first).expect("to write");
-    published::MAP.put(&config, &create).await.expect("created");
+    api::PUBLISHED.put(&config, &create).await.expect("created");
     // Two nodes read the same version; the first to write wins.
     let (one, two) = (
-        published::read(&config).await.expect("read"),
-        published::read(&config).await.expect("read"),
+        api::published(&config).await.expect("read"),
+        api::published(&config).await.expect("read"),
     );
     assert_eq!(one.pem, first);
     assert!(one.with(&first).is_none(), "nothing to write");
     let renewed = BTreeMap::from([("ca.crt".to_owned(), "B".to_owned())]);
-    published::MAP
+    api::PUBLISHED
         .put(&config, &one.with(&renewed).expect("to write"))
         .await
         .expect("replaced");
     let other = BTreeMap::from([("ca.crt".to_owned(), "C".to_owned())]);
-    match published::MAP
+    match api::PUBLISHED
         .put(&config, &two.with(&other).expect("to write"))
         .await
     {
@@ -106,7 +107,7 @@ async fn created_when_absent_replaced_at_the_version_read_and_a_stale_write_refu
         }
         other => panic!("a stale write: {other:?}"),
     }
-    assert_eq!(published::read(&config).await.expect("read").pem, renewed);
+    assert_eq!(api::published(&config).await.expect("read").pem, renewed);
     assert_eq!(
         *store.writes.lock().expect("lock"),
         [
