@@ -209,15 +209,11 @@ fn kubeconfig(object: &ConfigMap) -> Result<&str, KubeadmError> {
 }
 
 fn parse(object: ConfigMap) -> Result<ClusterInfo, KubeadmError> {
-    let bad = |e: WriterError| KubeadmError::file(Path::new(WHERE), e);
-    let text = kubeconfig(&object)?;
-    let pem = crate::writer::ca_data(text, CaCluster::One)
-        .and_then(|pem| pem.ok_or(WriterError::NoCaData))
-        .map_err(bad)?;
-    let trusted = super::node::certificates(Path::new(WHERE), &pem)?;
+    let at = Path::new(WHERE);
+    let trusted = super::trust::embedded(at, kubeconfig(&object)?, CaCluster::One)?
+        .ok_or_else(|| KubeadmError::file(at, WriterError::NoCaData))?;
     if trusted.is_empty() {
-        let none = FileProblem::NotOnlyCertificates;
-        return Err(KubeadmError::file(Path::new(WHERE), none));
+        return Err(KubeadmError::file(at, FileProblem::NotOnlyCertificates));
     }
     Ok(ClusterInfo { object, trusted })
 }
@@ -226,12 +222,8 @@ impl ClusterInfo {
     /// The ConfigMap with `bundle` (PEM) as its cluster's CA data, unless
     /// it already trusts each of those certificates.
     pub fn with_ca(&self, bundle: &[u8]) -> Result<Option<ConfigMap>, KubeadmError> {
-        let certs = super::node::certificates(Path::new("the CA bundle"), bundle)?;
-        if certs.iter().all(|c| self.trusted.contains(c)) {
-            return Ok(None);
-        }
-        let text = crate::writer::with_ca_data(kubeconfig(&self.object)?, CaCluster::One, bundle)
-            .map_err(|e| KubeadmError::file(Path::new(WHERE), e))?;
+        let trusts = (kubeconfig(&self.object)?, self.trusted.as_slice());
+        let text = super::trust::trusting(Path::new(WHERE), trusts, CaCluster::One, bundle)?;
         Ok(text.map(|text| {
             let mut object = self.object.clone();
             let data = object.data.get_or_insert_with(Default::default);

@@ -30,24 +30,17 @@ use crate::validate::{rfc3339, unix_seconds};
 /// Renewed when less than this share of its span is left.
 pub const RENEW_LEFT: (i64, i64) = (9, 10);
 
-/// kubeadm's CAs: (name, certificate, key, its bundle, if any).
-pub const CAS: [(&str, &str, &str, Option<&str>); 3] = [
-    (
-        "ca",
-        "/etc/kubernetes/pki/ca.crt",
-        "/etc/kubernetes/pki/ca.key",
-        Some(CA_BUNDLE),
-    ),
+/// kubeadm's CAs: (name, certificate, its bundle, if any); each key is its `.key` beside.
+pub const CAS: [(&str, &str, Option<&str>); 3] = [
+    ("ca", "/etc/kubernetes/pki/ca.crt", Some(CA_BUNDLE)),
     (
         "front-proxy-ca",
         "/etc/kubernetes/pki/front-proxy-ca.crt",
-        "/etc/kubernetes/pki/front-proxy-ca.key",
         None,
     ),
     (
         "etcd-ca",
         "/etc/kubernetes/pki/etcd/ca.crt",
-        "/etc/kubernetes/pki/etcd/ca.key",
         Some(ETCD_CA_BUNDLE),
     ),
 ];
@@ -109,7 +102,7 @@ pub fn plan(
     let mut trust = Trust::default();
     let mut bundles = Vec::new();
     let mut cluster = BTreeMap::new();
-    for (name, cert, key, bundle) in CAS {
+    for (name, cert, bundle) in CAS {
         let (ca, text) = node::ca_file(dir, cert)?;
         let (der, from, to) = (&ca.der, ca.not_before, ca.not_after);
         crate::x509::strict_certificate(der).map_err(|e| {
@@ -137,8 +130,8 @@ pub fn plan(
                 "the cluster's CA certificate, which another node renewed",
             ),
             None if due => {
-                let at = host(dir, cert);
-                let new = crate::source::ca::renew_ca(&at, &host(dir, key), now_s + span, now)
+                let (at, key) = (host(dir, cert), host(dir, &cert.replace(".crt", ".key")));
+                let new = crate::source::ca::renew_ca(&at, &key, now_s + span, now)
                     .map_err(|e| KubeadmError::file(&at, e))?;
                 (new, now_s + span, "the CA renewed with its own key")
             }
@@ -190,7 +183,15 @@ pub fn plan(
         }
         bundles.push(text.clone());
         trust.record.insert(bundle.to_owned(), pems);
-        let file = bundle_file(dir, name, bundle, certs.len(), text, adopted)?;
+        let what = format!(
+            "{name}'s certificates side by side ({}), for the components that load trust only \
+             at start",
+            certs.len()
+        );
+        // One adopt did not write is refused.
+        let not_adopts =
+            (!adopted).then(|| KubeadmError::file(&host(dir, bundle), FileProblem::NotAdopts));
+        let file = node::to_write(dir, bundle, 0o644, what, text.into_bytes(), not_adopts)?;
         trust.files.extend(file);
     }
     trust.digest = super::paths::digest(bundles.concat().as_bytes())[..16].to_owned();
@@ -258,25 +259,6 @@ fn cluster_certs(
         .collect()
 }
 
-/// The bundle file to write unless it holds `text` (`n` certificates); one
-/// adopt did not write (`adopted` false) is refused.
-fn bundle_file(
-    dir: &Path,
-    name: &str,
-    bundle: &str,
-    n: usize,
-    text: String,
-    adopted: bool,
-) -> Result<Option<FileWrite>, KubeadmError> {
-    let what = format!(
-        "{name}'s certificates side by side ({n}), for the components that load trust only at \
-         start"
-    );
-    let not_adopts =
-        (!adopted).then(|| KubeadmError::file(&host(dir, bundle), FileProblem::NotAdopts));
-    node::to_write(dir, bundle, 0o644, what, text.into_bytes(), not_adopts)
-}
-
 /// What adopt recorded for `bundle` that is `ca` (subject and key) and that
 /// Go reads, once each, with its end.
 fn recorded(
@@ -327,7 +309,7 @@ pub struct CaStatus {
 pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warning>) {
     let mut cas = Vec::new();
     let mut warnings = Vec::new();
-    for (name, cert, _, bundle) in CAS {
+    for (name, cert, bundle) in CAS {
         let mut c = CaStatus {
             name,
             path: cert,
@@ -445,11 +427,34 @@ pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError>
     };
     let text =
         String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
-    let data = crate::writer::ca_data(&text, crate::writer::CaCluster::Current);
-    let Some(data) = data.map_err(|e| KubeadmError::file(&at, e))? else {
+    let held = embedded(&at, &text, crate::writer::CaCluster::Current)?;
+    Ok(held.map(|held| (text, held)))
+}
+
+/// The CA certificates (DER) `cluster` of `text`, the kubeconfig at `at`, embeds; `None`
+/// when it has no CA data.
+pub(super) fn embedded(
+    at: &Path,
+    text: &str,
+    cluster: crate::writer::CaCluster,
+) -> Result<Option<Vec<Vec<u8>>>, KubeadmError> {
+    let data = crate::writer::ca_data(text, cluster).map_err(|e| KubeadmError::file(at, e))?;
+    data.map(|data| node::certificates(at, &data)).transpose()
+}
+
+/// `text`, a kubeconfig whose `cluster` trusts `held`, with `bundle` (PEM) as that cluster's
+/// CA data; `None` when it already trusts each of the bundle's certificates.
+pub(super) fn trusting(
+    at: &Path,
+    (text, held): (&str, &[Vec<u8>]),
+    cluster: crate::writer::CaCluster,
+    bundle: &[u8],
+) -> Result<Option<String>, KubeadmError> {
+    let certs = node::certificates(Path::new(CA_BUNDLE), bundle)?;
+    if certs.iter().all(|c| held.contains(c)) {
         return Ok(None);
-    };
-    Ok(Some((text, node::certificates(&at, &data)?)))
+    }
+    crate::writer::with_ca_data(text, cluster, bundle).map_err(|e| KubeadmError::file(at, e))
 }
 
 /// [`stale_trust`] of [`kubelet_conf`] and the CA `der`; an unreadable one

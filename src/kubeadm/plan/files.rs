@@ -85,14 +85,8 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
     let Some((text, held)) = trust::kubelet_conf(dir)? else {
         return Ok(None);
     };
-    let bundle = node::certificates(&host(dir, CA_BUNDLE), ca_bundle)?;
-    if bundle.iter().all(|c| held.contains(c)) {
-        return Ok(None);
-    }
-    let current = crate::writer::CaCluster::Current;
-    let Some(new) = crate::writer::with_ca_data(&text, current, ca_bundle)
-        .map_err(|e| KubeadmError::file(&host(dir, KUBELET_CONF), e))?
-    else {
+    let (at, current) = (host(dir, KUBELET_CONF), crate::writer::CaCluster::Current);
+    let Some(new) = trust::trusting(&at, (&text, &held), current, ca_bundle)? else {
         return Ok(None);
     };
     Ok(Some(FileWrite {
