@@ -520,12 +520,6 @@ pub enum RevertError {
     NotBelow { node_path: String },
     #[error("{0}")]
     Way(#[source] crate::beneath::PathError),
-    #[error("{node_path}: {source}")]
-    Dir {
-        node_path: String,
-        #[source]
-        source: std::io::Error,
-    },
     /// Its container could still write what revert hands back.
     #[error("{seen}; nothing of kubeadm's was handed back yet")]
     PodRunning { seen: Seen },

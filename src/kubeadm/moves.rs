@@ -156,8 +156,8 @@ pub fn remove_empty_dir(
     dry: bool,
 ) -> Result<Left, RevertError> {
     use cap_std::fs::MetadataExt as _;
-    let named = |source| RevertError::Dir {
-        node_path: node_path.to_owned(),
+    let named = |source| RevertError::Io {
+        path: node_path.into(),
         source,
     };
     let last = match node_path.rsplit_once('/') {
