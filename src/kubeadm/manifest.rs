@@ -386,9 +386,8 @@ pub fn conflict(c: &Component, m: &Manifest) -> Result<(), FileProblem> {
     Ok(())
 }
 
-pub fn read(c: &Component, bytes: Vec<u8>) -> Result<Manifest, FileProblem> {
-    let text = String::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?;
-    let m = Manifest::parse(&text)?;
+pub fn read(c: &Component, bytes: &[u8]) -> Result<Manifest, FileProblem> {
+    let m = Manifest::parse(std::str::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?)?;
     conflict(c, &m)?;
     Ok(m)
 }

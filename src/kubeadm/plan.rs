@@ -18,6 +18,7 @@ mod layout;
 mod text;
 
 pub use super::manifest::CONFIG;
+pub use super::pod::POD;
 use super::record::State;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
 use changes::ManifestChange;
@@ -26,9 +27,7 @@ use files::{certsyncs_files, config_text, renewal};
 #[cfg(test)]
 pub use layout::CA_FILES;
 use layout::certs;
-pub use layout::{
-    EMBEDDED, POD, pair_ca, pairs, read_only_in_pod, target_cas, targets, unrecorded,
-};
+pub use layout::{EMBEDDED, pair_ca, pairs, read_only_in_pod, target_cas, targets, unrecorded};
 
 /// What adopt does to `kube-public/cluster-info` so that `kubeadm join` trusts `bundle`;
 /// why it cannot only once a renewal is there to miss (a join fails only after the old
@@ -106,7 +105,7 @@ fn cluster_cas_change(
 
 /// Reads the node and works out the plan; refuses what it does not recognise.
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
-    let current = node::read_optional(&opts.dir, POD)?.map(|p| super::pod::Current::parse(&p));
+    let current = super::pod::Current::read(&opts.dir)?;
     let probed = current.as_ref().and_then(|c| c.probe.as_ref().ok());
     let adopts_record = State::read_with_bytes(&opts.dir)?;
     let state = adopts_record.as_ref().map(|(_, s)| s);
@@ -261,7 +260,7 @@ fn component_manifests(dir: &Path) -> Result<Vec<Parsed>, KubeadmError> {
             };
             return Err(KubeadmError::refused(dir, refusal));
         };
-        let m = manifest::read(&c, before.clone()).map_err(|problem| match problem {
+        let m = manifest::read(&c, &before).map_err(|problem| match problem {
             p if p.is_conflict() => {
                 let conflict = Refusal::Conflict {
                     path: path.clone(),
@@ -350,17 +349,13 @@ fn key_alg(opts: &Options, stored: Option<&api::Stored>) -> Result<KeyAlg, Kubea
             KubeadmError::refused(&opts.dir, Refusal::EncryptionAlgorithm { found })
         });
     }
-    let apiserver_crt = "/etc/kubernetes/pki/apiserver.crt";
-    match node::key_alg(&opts.dir, apiserver_crt) {
-        Ok(Some(alg)) => Ok(alg),
-        Ok(None) => Err(KubeadmError::refused(
-            &opts.dir,
-            Refusal::KeySize {
-                cert: apiserver_crt,
-            },
-        )),
-        Err(e) => Err(KubeadmError::refused(&opts.dir, Refusal::Cert(e))),
-    }
+    let cert = "/etc/kubernetes/pki/apiserver.crt";
+    let refusal = match node::key_alg(&opts.dir, cert) {
+        Ok(Some(alg)) => return Ok(alg),
+        Ok(None) => Refusal::KeySize { cert },
+        Err(e) => Refusal::Cert(e),
+    };
+    Err(KubeadmError::refused(&opts.dir, refusal))
 }
 
 type Kubeconfigs = (Vec<String>, Vec<(String, Vec<u8>, u32)>);

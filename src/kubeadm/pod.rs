@@ -2,10 +2,14 @@
 //! its probes ask; the node's manifest read back as [`Current`].
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 
+use super::error::KubeadmError;
 use super::manifest::CONFIG;
 use super::options::DEFAULT_ADMIN_ADDR;
 use super::seen::Seen;
+
+pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
 
 /// The token naming certsync's pod for a configuration, the CAs' trust and
 /// the pod's `shape`, so adopt's gate counts only the pod it wrote, not an
@@ -47,6 +51,11 @@ pub struct Probe {
 }
 
 impl Current {
+    /// The manifest at [`POD`] on the node at `dir` (`None`: there is none).
+    pub fn read(dir: &Path) -> Result<Option<Self>, KubeadmError> {
+        Ok(super::node::read_optional(dir, POD)?.map(|bytes| Self::parse(&bytes)))
+    }
+
     pub fn parse(bytes: &[u8]) -> Self {
         Self::typed(bytes).unwrap_or_else(|why| Self {
             generation: None,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::manifest::{KUBECONFIGS, P, PE};
-use super::paths::host;
+use super::paths::{digest, host};
 use crate::writer::replace_file;
 
 pub const STATE: &str = "/etc/kubernetes/certsync/adopted.json";
@@ -57,6 +57,13 @@ impl State {
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| KubeadmError::file(&host(dir, STATE), e))?;
         Ok(replace_file(&host(dir, STATE), 0o600, &bytes)?)
+    }
+
+    /// The backup of kubeadm's copy of the manifest at `path` when `bytes` are what adopt
+    /// wrote there (by the digest recorded).
+    pub fn wrote(&self, path: &str, bytes: &[u8]) -> Option<&String> {
+        let (backup, adopts) = self.manifests.get(path)?;
+        (digest(bytes) == *adopts).then_some(backup)
     }
 
     /// The backups adopt may remove keeping the newest `keep` (they hold private keys): never

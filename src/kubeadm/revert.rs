@@ -11,7 +11,7 @@ use super::handback::{Handback, handbacks};
 use super::manifest::{self, KUBECONFIGS, Manifest, manifest_path};
 use super::moves::{self, Left};
 use super::options::RevertOptions;
-use super::paths::{digest, host};
+use super::paths::host;
 use super::plan::{CONFIG, POD, STATE, targets};
 use super::record::State;
 use super::{node, pod};
@@ -61,7 +61,7 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
             return Err(RevertError::Symlink { link, path }.into());
         }
     }
-    let pod = node::read_optional(dir, POD)?.map(|p| pod::Current::parse(&p));
+    let pod = pod::Current::read(dir)?;
     super::audit::kubelet_bootstrap(dir, true, pod.as_ref()).map_err(RevertError::Planted)?;
     let moving: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
     Ok(Some(RevertPlan {
@@ -86,14 +86,14 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
             continue;
         };
         let file = |e| KubeadmError::file(&host(dir, &path), e);
-        let (bytes, backup) = match state.manifests.get(&path) {
-            Some((backup, adopted)) if digest(&now) == *adopted => {
+        let (bytes, backup) = match state.wrote(&path, &now) {
+            Some(backup) => {
                 let bytes = super::record::read_backup(dir, backup, &path)?;
                 (bytes, Some(backup.clone()))
             }
-            _ => {
-                let text = String::from_utf8(now).map_err(|_| file(FileProblem::NotUtf8))?;
-                let mut m = Manifest::parse(&text).map_err(file)?;
+            None => {
+                let text = std::str::from_utf8(&now).map_err(|_| file(FileProblem::NotUtf8))?;
+                let mut m = Manifest::parse(text).map_err(file)?;
                 if !manifest::unadopt(&c, &mut m) {
                     continue;
                 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use super::error::{FileProblem, KubeadmError};
-use super::paths::{digest, host};
+use super::paths::host;
 use super::plan::{CONFIG, POD, STATE};
 use super::pod::Current;
 use super::record::State;
@@ -44,7 +44,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     };
     s.adopted_since = state.backups.first().and_then(|b| since(b));
     s.backups.clone_from(&state.backups);
-    let manifest = node::read_optional(dir, POD).map(|m| m.map(|p| Current::parse(&p)));
+    let manifest = Current::read(dir);
     pod(&manifest, &mut s).await;
     let cert = Cause::Certificate;
     match mappings(dir) {
@@ -266,13 +266,12 @@ pub(super) fn short_lifetimes(certs: &[CertStatus], ca_ends: &[i64]) -> Option<S
 fn manifests(dir: &Path, state: &State, s: &mut Status) {
     for c in manifest::components() {
         let path = manifest::manifest_path(c.name);
-        let recorded = state.manifests.get(&path).map(|(_, d)| d.as_str());
         let mut as_adopt_wrote = false;
         let judged = (node::read_optional(dir, &path).map_err(|e| e.to_string()))
             .and_then(|b| b.ok_or_else(|| "missing".to_owned()))
             .and_then(|bytes| {
-                as_adopt_wrote = recorded == Some(digest(&bytes).as_str());
-                let mut parsed = manifest::read(&c, bytes).map_err(|e| e.to_string())?;
+                as_adopt_wrote = state.wrote(&path, &bytes).is_some();
+                let mut parsed = manifest::read(&c, &bytes).map_err(|e| e.to_string())?;
                 let (flags, volumes) = manifest::adopt(&c, &mut parsed);
                 let flags = flags.iter().map(|(f, old, _)| (f, crate::escape(old)));
                 let flags = flags.map(|(f, old)| format!("--{f}={old}"));

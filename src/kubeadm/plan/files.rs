@@ -10,8 +10,9 @@ use super::super::manifest::{
 };
 use super::super::options::Options;
 use super::super::paths::{FileWrite, digest, host};
+use super::super::pod::POD;
 use super::super::{node, pod, trust};
-use super::layout::{CA_FILES, KUBELET_FILES, POD, certs};
+use super::layout::{CA_FILES, KUBELET_FILES, certs};
 use crate::x509::KeyAlg;
 
 pub(super) fn renewal(set: &[(String, String)]) -> String {

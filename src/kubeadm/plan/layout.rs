@@ -9,8 +9,6 @@ use super::super::manifest::{
 use super::super::paths::host;
 use super::super::record::State;
 
-pub const POD: &str = "/etc/kubernetes/manifests/certsync.yaml";
-
 /// kubeconfigs with an embedded client pair, renewed in place (`update-kubeconfig:`) when
 /// the node has them. The components read certsync's own kubeconfigs (by file, which
 /// client-go re-reads); these are kept in step for people, kubeadm and revert.
