@@ -1,9 +1,11 @@
 //! What adopt changes in each kubeadm component (flags and extra volumes), applied the way
 //! `kubeadm upgrade` applies `extraArgs`/`extraVolumes`, and taken out again.
 
+use std::path::Path;
+
 use serde_yaml_ng::{Mapping, Value};
 
-use super::error::FileProblem;
+use super::error::{FileProblem, KubeadmError};
 
 pub const P: &str = "/etc/kubernetes/pki/certsync";
 pub const PE: &str = "/etc/kubernetes/pki/etcd/certsync";
@@ -175,6 +177,18 @@ pub fn components() -> Vec<Component> {
             false,
         ),
     ]
+}
+
+/// Each component, its manifest's node path and bytes (`None`: absent), read as the caller
+/// comes to it: what plan, revert and status judge.
+pub fn on_node(
+    dir: &Path,
+) -> impl Iterator<Item = (Component, String, Result<Option<Vec<u8>>, KubeadmError>)> {
+    components().into_iter().map(move |c| {
+        let path = manifest_path(c.name);
+        let read = super::node::read_optional(dir, &path);
+        (c, path, read)
+    })
 }
 
 /// A Pod whose first container has a command, its volumes and mounts lists (or none).

@@ -251,9 +251,8 @@ type Parsed = (manifest::Component, String, Vec<u8>, Manifest);
 /// adopt sets one is a refusal, not an unreadable file.
 fn component_manifests(dir: &Path) -> Result<Vec<Parsed>, KubeadmError> {
     let mut parsed = Vec::new();
-    for c in manifest::components() {
-        let path = manifest::manifest_path(c.name);
-        let Some(before) = node::read_optional(dir, &path)? else {
+    for (c, path, before) in manifest::on_node(dir) {
+        let Some(before) = before? else {
             let refusal = match c.name {
                 "etcd" => Refusal::NoEtcd { path },
                 _ => Refusal::NoManifest { path },

@@ -13,8 +13,8 @@ use super::moves::{self, Left};
 use super::options::RevertOptions;
 use super::paths::host;
 use super::plan::{CONFIG, POD, STATE, targets};
+use super::pod;
 use super::record::State;
-use super::{node, pod};
 use crate::validate::rfc3339;
 
 /// Everything revert would do on an adopted node, in its order: carrying it out reads the
@@ -80,9 +80,8 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
 /// in place without adopt's changes (a `kubeadm upgrade` rewrote it: the upgrade is kept).
 fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmError> {
     let mut all = Vec::new();
-    for c in manifest::components() {
-        let path = manifest_path(c.name);
-        let Some(now) = node::read_optional(dir, &path)? else {
+    for (c, path, now) in manifest::on_node(dir) {
+        let Some(now) = now? else {
             continue;
         };
         let file = |e| KubeadmError::file(&host(dir, &path), e);

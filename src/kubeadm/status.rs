@@ -6,13 +6,13 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use super::error::{FileProblem, KubeadmError};
+use super::manifest;
 use super::paths::host;
 use super::plan::{CONFIG, POD, STATE};
 use super::pod::Current;
 use super::record::State;
 use super::seen::Seen;
 use super::warning::{Warning, WarningKind};
-use super::{manifest, node};
 use crate::validate::{rfc3339, unix_seconds};
 
 mod report;
@@ -264,10 +264,9 @@ pub(super) fn short_lifetimes(certs: &[CertStatus], ca_ends: &[i64]) -> Option<S
 /// Each component manifest, judged by whether adopt would still change it (a `kubeadm
 /// upgrade` regenerates them).
 fn manifests(dir: &Path, state: &State, s: &mut Status) {
-    for c in manifest::components() {
-        let path = manifest::manifest_path(c.name);
+    for (c, path, read) in manifest::on_node(dir) {
         let mut as_adopt_wrote = false;
-        let judged = (node::read_optional(dir, &path).map_err(|e| e.to_string()))
+        let judged = (read.map_err(|e| e.to_string()))
             .and_then(|b| b.ok_or_else(|| "missing".to_owned()))
             .and_then(|bytes| {
                 as_adopt_wrote = state.wrote(&path, &bytes).is_some();
