@@ -16,7 +16,7 @@ use super::options::Options;
 use super::out::Out;
 use super::paths::{digest, host};
 use super::plan::{self, BACKUPS, POD, Plan};
-use super::record::{State, mkdir, put, put_backup};
+use super::record::{State, backup_path, mkdir, put};
 use super::seen::{NotReady, Seen};
 use super::wait;
 use crate::writer::replace_file;
@@ -159,12 +159,11 @@ pub(super) fn prune_backups(
     }
     for b in &gone {
         let path = host(dir, b);
-        std::fs::remove_dir_all(&path)
-            .or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Ok(()),
-                _ => Err(e),
-            })
-            .map_err(|e| KubeadmError::file(&path, e))?;
+        if let Err(e) = std::fs::remove_dir_all(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(KubeadmError::file(&path, e));
+        }
         let _ = writeln!(
             out,
             "removed the backup {b}/ (older than the newest {}; revert needs none of it)",
@@ -183,16 +182,17 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Vec<&'static str>, State), Kubead
     let absent = made_dirs(dir, &mut state);
     mkdir(&host(dir, BACKUPS))?;
     mkdir(&host(dir, backup))?;
+    let keep = |node_path: &str, bytes| put(&backup_path(dir, backup, node_path), bytes, 0o600);
     for m in &plan.manifests {
-        put_backup(dir, backup, &m.path, &m.before)?;
+        keep(&m.path, &m.before)?;
     }
     for f in &plan.files {
         if let Some(old) = &f.before {
-            put_backup(dir, backup, &f.path, old)?;
+            keep(&f.path, old)?;
         }
     }
     for (f, old, _) in &plan.kubeadms {
-        put_backup(dir, backup, f, old)?;
+        keep(f, old)?;
         let _ = match f.strip_suffix(".crt").or_else(|| f.strip_suffix(".key")) {
             Some(pair) => state.pairs.insert(pair.to_owned(), backup.clone()),
             None => state.kubeconfigs.insert(f.clone(), backup.clone()),
@@ -240,7 +240,7 @@ fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
 
 fn files(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     for f in plan.files.iter().filter(|f| f.path != POD) {
-        put(dir, &f.path, &f.bytes, f.mode)?;
+        put(&host(dir, &f.path), &f.bytes, f.mode)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
     for k in &plan.kubeconfigs_trusted {
@@ -326,7 +326,7 @@ async fn write_map(
 async fn started(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Seen> {
     let dir = &opts.dir;
     for f in plan.files.iter().filter(|f| f.path == POD) {
-        put(dir, &f.path, &f.bytes, 0o600)?;
+        put(&host(dir, &f.path), &f.bytes, 0o600)?;
         let _ = writeln!(out, "wrote {}", f.path);
     }
     wait::ready(dir, plan.probe, &plan.generation, opts.ready_timeout, out).await

@@ -95,22 +95,8 @@ pub fn mkdir(path: &Path) -> Result<(), KubeadmError> {
         .map_err(|e| KubeadmError::file(path, e))
 }
 
-/// Writes `bytes` to `node_path` atomically, its directory made.
-pub fn put(dir: &Path, node_path: &str, bytes: &[u8], mode: u32) -> Result<(), KubeadmError> {
-    write(&host(dir, node_path), bytes, mode)
-}
-
-/// Copies `bytes` of `node_path` into the backup `backup`, mode 0600.
-pub fn put_backup(
-    dir: &Path,
-    backup: &str,
-    node_path: &str,
-    bytes: &[u8],
-) -> Result<(), KubeadmError> {
-    write(&backup_path(dir, backup, node_path), bytes, 0o600)
-}
-
-fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KubeadmError> {
+/// Writes `bytes` to `path` atomically, its directory made.
+pub fn put(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KubeadmError> {
     if let Some(parent) = path.parent() {
         mkdir(parent)?;
     }

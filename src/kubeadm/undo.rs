@@ -68,7 +68,7 @@ pub async fn undo(opts: &Options, plan: &Plan, absent: &[&str]) -> String {
     }
     // The previous pod's manifest back, when this run replaced it.
     let previous = pod.and_then(|f| f.before.as_ref()).and_then(|old| {
-        match put(dir, POD, old, 0o600) {
+        match put(&host(dir, POD), old, 0o600) {
             Ok(()) => done.push("put the previous certsync pod back".to_owned()),
             Err(e) => fail(&e),
         }
@@ -115,7 +115,7 @@ fn put_back(
     }
     let path = host(dir, node_path);
     match before {
-        Some(old) => put(dir, node_path, old, mode)?,
+        Some(old) => put(&path, old, mode)?,
         None => std::fs::remove_file(&path).map_err(|e| KubeadmError::file(&path, e))?,
     }
     Ok(true)
