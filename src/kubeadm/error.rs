@@ -106,7 +106,6 @@ pub enum FileProblem {
     #[error("{field}: not base64 ({source})")]
     NotBase64 {
         field: &'static str,
-        #[source]
         source: base64::DecodeError,
     },
     #[error("{field}: {source}")]
@@ -330,7 +329,6 @@ pub enum Refusal {
     )]
     NoSuchAddress {
         addr: std::net::SocketAddr,
-        #[source]
         source: std::io::Error,
     },
     #[error(
@@ -345,7 +343,6 @@ pub enum Refusal {
     )]
     Config {
         with: String,
-        #[source]
         source: crate::config::ConfigError,
     },
     #[error(
@@ -507,7 +504,6 @@ pub enum RevertError {
         to: PathBuf,
         /// Said before the cause: empty for the rename or a check or fsync around it.
         step: &'static str,
-        #[source]
         source: std::io::Error,
     },
     #[error(

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::handback::{Handback, handbacks};
-use super::manifest::{self, KUBECONFIGS, Manifest, manifest_path};
+use super::manifest::{self, BY_FILE, KUBECONFIGS, Manifest, manifest_path};
 use super::moves::{self, Left};
 use super::options::RevertOptions;
 use super::paths::host;
@@ -48,10 +48,9 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     // The CA bundles too: one left behind is one the next adopt, finding no record of it,
     // must refuse.
     let targets = targets(dir);
-    let kubeconfigs = ["controller-manager.conf", "scheduler.conf"];
     let own: Vec<String> = (targets.iter().cloned())
         .chain([CONFIG, manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
-        .chain(kubeconfigs.map(|f| format!("{KUBECONFIGS}/{f}")))
+        .chain(BY_FILE.map(|(f, ..)| format!("{KUBECONFIGS}/{f}")))
         .collect();
     // Moved or purged as root: none may be reached through a symlink (a compromised
     // container could have revert move or delete the host's files).
