@@ -30,15 +30,10 @@ pub enum ConfigError {
         #[source]
         problem: Box<ConfigError>,
     },
+    /// Also: a path of the mapping another user could change, or where its
+    /// paths meet another's (or its own) where they must not.
     #[error("mapping {mapping:?}: {problem}")]
     Mapping {
-        mapping: String,
-        #[source]
-        problem: Box<ConfigError>,
-    },
-    /// A path of the mapping another user could change.
-    #[error("mapping {mapping:?}: {problem}")]
-    Guard {
         mapping: String,
         #[source]
         problem: Box<ConfigError>,
@@ -54,14 +49,6 @@ pub enum ConfigError {
     PidfileDir {
         pidfile: PathBuf,
         source: crate::files::OwnedError,
-    },
-    /// Where this mapping's paths meet another's (or its own) where they
-    /// must not.
-    #[error("mapping {mapping:?}: {conflict}")]
-    Conflict {
-        mapping: String,
-        #[source]
-        conflict: Box<ConfigError>,
     },
     /// An `update-kubeconfig=` or `update-pair=` file certsync may not keep
     /// (the writer's error names the option and path).
@@ -140,14 +127,12 @@ pub enum ConfigError {
     /// Given twice, one of the two would be dropped without a word.
     #[error("option {option:?} is given twice")]
     OptionTwice { option: String },
-    /// The options read, not the file's mapping (a value of the wrong
-    /// shape).
+    /// A mapping's options that do not read into (or back from) its
+    /// fields: a value of the wrong shape.
     #[error("{0}")]
     Shape(#[source] serde_json::Error),
 
     // A mapping's options against the grammar, refused.
-    #[error("unknown option {option:?}")]
-    Unknown { option: String },
     #[error(
         "{name} does not apply to {kind}: sources{why}; {name} applies to {kinds} sources only",
         name = .option.name,
@@ -159,8 +144,6 @@ pub enum ConfigError {
         option: &'static MappingOption,
         kind: SourceKind,
     },
-    #[error("the mapping cannot be read back: {problem}")]
-    Unreadable { problem: String },
     #[error("{option} goes with {needs}=")]
     Needs {
         option: &'static str,
@@ -219,11 +202,12 @@ pub enum ConfigError {
     #[error("a ca-only mapping takes no cert or key")]
     CaOnlyAndPair,
     /// A file name the target may not hold; `option` the option that
-    /// gave it (`combined`, `files=NAME`), none for a source file name.
+    /// gave it (`combined`, `files=NAME`, `write-kubeconfig`, `ca key`),
+    /// none for a source file name.
     #[error("{}{source}", option.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
     FileName {
         option: Option<String>,
-        source: crate::bundle::BundleError,
+        source: BundleError,
     },
     #[error("files=all publishes every file; give no other files=")]
     AllAndNamed,
@@ -325,15 +309,11 @@ pub enum ConfigError {
     CaBundleSigner { value: String },
     #[error("ca=file: needs a path")]
     CaFileEmpty,
-    #[error("ca key: {0}")]
-    CaKey(#[source] BundleError),
     #[error(
         "ca {value:?}: for a csr: mapping give the signer's CA as file:PATH, \
          configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
     )]
     CaSource { value: String },
-    #[error("write-kubeconfig: {0}")]
-    WriteKubeconfig(#[source] BundleError),
     #[error("write-kubeconfig: {file} is the pair's own file")]
     WriteKubeconfigPair { file: String },
     #[error(
@@ -523,4 +503,31 @@ pub enum ConfigError {
     /// Another copy (`theirs`, of mapping `other`) writes the same file.
     #[error("mapping {other:?} writes that file too ({theirs}); one copy per file")]
     CopyTwice { other: String, theirs: &'static str },
+}
+
+impl ConfigError {
+    /// `problem`, said of the mapping named `mapping`.
+    pub(crate) fn of_mapping(mapping: &str, problem: ConfigError) -> Self {
+        Self::Mapping {
+            mapping: mapping.to_owned(),
+            problem: Box::new(problem),
+        }
+    }
+
+    /// `problem`, said of the config file `path`.
+    pub(crate) fn of_file(path: &std::path::Path, problem: ConfigError) -> Self {
+        Self::File {
+            path: path.to_owned(),
+            problem: Box::new(problem),
+        }
+    }
+
+    /// A file name `option` gave that the target may not hold.
+    pub(crate) fn file_name(option: &str) -> impl FnOnce(BundleError) -> Self {
+        let option = option.to_owned();
+        |source| Self::FileName {
+            option: Some(option),
+            source,
+        }
+    }
 }

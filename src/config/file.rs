@@ -79,10 +79,7 @@ const CONFIG_LIMIT: u64 = 4 << 20;
 /// floods certsync), at most [`CONFIG_LIMIT`] bytes, UTF-8; as root, one
 /// only root may change ([`crate::files::read_steering`]).
 pub(crate) fn read_config_text(path: &Path) -> Result<String, ConfigError> {
-    let err = |problem: ConfigError| ConfigError::File {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    };
+    let err = |problem| ConfigError::of_file(path, problem);
     let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(|e| err(e.into()))?;
     String::from_utf8(bytes).map_err(|_| err(ConfigError::NotUtf8))
 }
@@ -92,10 +89,7 @@ pub(crate) fn read_config_file(
     path: &Path,
     given: Option<&str>,
 ) -> Result<ConfigFile, ConfigError> {
-    let err = |problem: ConfigError| ConfigError::File {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    };
+    let err = |problem| ConfigError::of_file(path, problem);
     let text = match given {
         Some(text) => text.to_owned(),
         None => read_config_text(path)?,
@@ -120,10 +114,7 @@ pub(crate) fn read_config_file(
 /// Not seen: a ConfigMap mounted with `subPath` (a bind mount of the file
 /// alone); the docs say to keep this file on the node.
 pub(crate) fn ca_config_guarded(path: &Path) -> Result<(), ConfigError> {
-    let err = |problem: ConfigError| ConfigError::File {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    };
+    let err = |problem| ConfigError::of_file(path, problem);
     let real = std::fs::canonicalize(path).map_err(|e| err(ConfigError::Unresolved(e)))?;
     let written = path.parent().and_then(|p| {
         std::fs::canonicalize(if p.as_os_str().is_empty() {

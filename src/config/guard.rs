@@ -12,10 +12,7 @@ use crate::files::OwnedError;
 use std::path::Path;
 
 fn refused(m: &Mapping, problem: ConfigError) -> ConfigError {
-    ConfigError::Guard {
-        mapping: m.name.clone(),
-        problem: Box::new(problem),
-    }
+    ConfigError::of_mapping(&m.name, problem)
 }
 
 /// The directories above a pidfile's own (which may be the consumer's), a

@@ -161,7 +161,7 @@ impl MappingSpec {
             .transpose()?;
         spec.bootstrap = self.bootstrap_kubeconfig.clone();
         if let Some(f) = self.write_kubeconfig.as_deref() {
-            check_file_name(f).map_err(ConfigError::WriteKubeconfig)?;
+            check_file_name(f).map_err(ConfigError::file_name("write-kubeconfig"))?;
             if [CERT_FILE, KEY_FILE, CA_FILE].contains(&f) {
                 let file = f.to_owned();
                 return Err(ConfigError::WriteKubeconfigPair { file });
@@ -273,7 +273,7 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, ConfigError> {
         let key = parts.next().unwrap_or(CA_FILE);
         check_dns("namespace", namespace, 63)?;
         check_dns("name", name, 253)?;
-        check_file_name(key).map_err(ConfigError::CaKey)?;
+        check_file_name(key).map_err(ConfigError::file_name("ca key"))?;
         return Ok(CaSource::ConfigMap {
             namespace: namespace.to_owned(),
             name: name.to_owned(),

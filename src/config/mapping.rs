@@ -99,10 +99,7 @@ impl MappingSpec {
             .name
             .clone()
             .unwrap_or_else(|| self.target.display().to_string());
-        let err = |problem: ConfigError| ConfigError::Mapping {
-            mapping: name.clone(),
-            problem: Box::new(problem),
-        };
+        let err = |problem| ConfigError::of_mapping(&name, problem);
         let source_text = self.source.clone();
         let (kind, location) = source_text
             .split_once(':')
@@ -224,10 +221,7 @@ impl MappingSpec {
                 if self.cert.is_some() || self.key.is_some() {
                     return Err(ConfigError::CombinedAndPair);
                 }
-                check_file_name(file).map_err(|source| ConfigError::FileName {
-                    option: Some("combined".into()),
-                    source,
-                })?;
+                check_file_name(file).map_err(ConfigError::file_name("combined"))?;
                 Layout::Combined(file.clone())
             }
             (None, true) => {
@@ -267,10 +261,7 @@ impl MappingSpec {
         let mut items: Vec<Item> = Vec::new();
         for f in &self.files {
             let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
-            check_file_name(target_name).map_err(|source| ConfigError::FileName {
-                option: Some(format!("files={f}")),
-                source,
-            })?;
+            check_file_name(target_name).map_err(ConfigError::file_name(&format!("files={f}")))?;
             if items.iter().any(|i| i.target == target_name) {
                 return Err(ConfigError::PublishedTwice {
                     name: target_name.to_owned(),

@@ -56,8 +56,8 @@ use guard::{
 };
 pub use mapping::{EventsOn, Mapping, MappingSpec, Source};
 pub use overlap::resolve_path;
+pub(crate) use options::as_written;
 use overlap::{check_overlaps, copies_guarded};
-pub(crate) use settings::as_written;
 use settings::typed_value;
 pub use settings::{Flag, Parsed, Settings, command, parse};
 
@@ -291,7 +291,9 @@ pub fn print_config(settings: &Settings) -> Result<String, ConfigError> {
         };
         out.insert(flag.name.clone().into(), value);
     }
-    let mappings: Vec<_> = mapping_specs(settings)?.iter().map(as_written).collect();
+    let mappings = (mapping_specs(settings)?.iter().map(as_written))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ConfigError::Shape)?;
     out.insert(
         "mappings".into(),
         serde_yaml_ng::to_value(&mappings).map_err(ConfigError::Print)?,

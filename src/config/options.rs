@@ -3,7 +3,7 @@
 //! mapping sets checked against the kinds each applies to.
 
 use super::error::ConfigError;
-use super::grammar::{self, MappingOption, Shape, SourceKind};
+use super::grammar::{self, Shape, SourceKind};
 
 /// Reads the `--sync` form: each `OPTION=VALUE` read by the shape the
 /// grammar gives it into the config file's keys, then `T` (the file's
@@ -74,29 +74,19 @@ pub(super) fn read_flag<T: serde::de::DeserializeOwned>(spec: &str) -> Result<T,
     serde_json::from_value(keys.into()).map_err(|e| err(ConfigError::Shape(e)))
 }
 
-/// The options a mapping (`T`, the file's mapping) sets: its keys that are
-/// not null, false or empty, by their grammar entries; an option the
-/// grammar does not know is refused by name.
-fn options_set(
+/// A mapping (`T`, the file's mapping) as written: the options it sets by
+/// their names, without those it leaves unset (absent, off or empty).
+pub(crate) fn as_written(
     mapping: &impl serde::Serialize,
-) -> Result<Vec<&'static MappingOption>, ConfigError> {
-    let keys = serde_json::to_value(mapping).map_err(|e| ConfigError::Unreadable {
-        problem: e.to_string(),
-    })?;
-    let mut set = Vec::new();
-    for (key, value) in keys.as_object().into_iter().flatten() {
-        let unset = value.is_null()
-            || *value == serde_json::json!(false)
-            || *value == serde_json::json!([]);
-        if unset || key == "source" || key == "target" {
-            continue;
-        }
-        let option = grammar::option(key).ok_or_else(|| ConfigError::Unknown {
-            option: key.clone(),
-        })?;
-        set.push(option);
-    }
-    Ok(set)
+) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+    let mut m = match serde_json::to_value(mapping)? {
+        serde_json::Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    m.retain(|_, v| {
+        !(v.is_null() || *v == serde_json::json!(false) || *v == serde_json::json!([]))
+    });
+    Ok(m)
 }
 
 /// Every option `mapping` sets applies to `kind`, comes with the option it
@@ -105,7 +95,13 @@ pub(super) fn options_apply(
     mapping: &impl serde::Serialize,
     kind: SourceKind,
 ) -> Result<(), ConfigError> {
-    let set = options_set(mapping)?;
+    // An option the grammar does not know is refused by name.
+    let set = as_written(mapping)
+        .map_err(ConfigError::Shape)?
+        .into_iter()
+        .filter(|(key, _)| key != "source" && key != "target")
+        .map(|(option, _)| grammar::option(&option).ok_or(ConfigError::UnknownOption { option }))
+        .collect::<Result<Vec<_>, _>>()?;
     let is_set = |name: &str| set.iter().any(|o| o.name == name);
     for &option in &set {
         if !option.kinds.contains(&kind) {

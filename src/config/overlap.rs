@@ -8,10 +8,7 @@ use super::mapping::{Mapping, Source};
 use std::path::{Path, PathBuf};
 
 fn conflict(m: &Mapping, conflict: ConfigError) -> ConfigError {
-    ConfigError::Conflict {
-        mapping: m.name.clone(),
-        conflict: Box::new(conflict),
-    }
+    ConfigError::of_mapping(&m.name, conflict)
 }
 
 /// `path` as the kernel will resolve it: absolute, with the longest
@@ -195,18 +192,6 @@ pub(super) fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Where a path leads (its directory resolved where it exists): a symlink
-/// on the way must not hide a target or a CA file.
-fn real(p: &Path) -> PathBuf {
-    if let Ok(c) = p.canonicalize() {
-        return c;
-    }
-    match (p.parent().map(Path::canonicalize), p.file_name()) {
-        (Some(Ok(dir)), Some(name)) => dir.join(name),
-        _ => p.to_owned(),
-    }
-}
-
 /// A copy of a mapping's live pair outside its target: the option, the
 /// path as given, the files written and where each leads.
 struct Copy<'a> {
@@ -236,7 +221,7 @@ fn copies(mappings: &[Mapping]) -> Vec<Copy<'_>> {
             m,
             option,
             path,
-            reals: files.iter().map(|f| real(f)).collect(),
+            reals: files.iter().map(|f| resolve_path(f)).collect(),
             files,
         })
         .collect()
@@ -267,7 +252,7 @@ impl<'a> Forbidden<'a> {
     fn of(mappings: &'a [Mapping]) -> Self {
         use crate::beneath::identity;
         Self {
-            targets: mappings.iter().map(|o| (o, real(&o.target))).collect(),
+            targets: mappings.iter().map(|o| (o, resolve_path(&o.target))).collect(),
             target_ids: mappings
                 .iter()
                 .filter_map(|o| Some((o, identity(&o.target)?)))
@@ -279,7 +264,7 @@ impl<'a> Forbidden<'a> {
                         let files = [&spec.ca_cert, &spec.ca_key];
                         Some(CaFiles {
                             m: o,
-                            reals: files.map(|c| real(c)),
+                            reals: files.map(|c| resolve_path(c)),
                             ids: files.map(|c| identity(c)),
                         })
                     }

@@ -162,10 +162,6 @@ impl Settings {
 /// file's, else its default's; read into `run`'s arguments by each flag's
 /// parser. A key of the file that is no setting is refused by its line.
 fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag>), ConfigError> {
-    let file_err = |path: &Path, problem| ConfigError::File {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    };
     let set = |name: &str| file.and_then(|f| f.settings.iter().find(|s| s.key == name));
     if let Some(f) = file
         && let Some(unknown) = f
@@ -173,7 +169,7 @@ fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag
             .iter()
             .find(|s| !flags.iter().any(|g| g.name == s.key))
     {
-        return Err(file_err(
+        return Err(ConfigError::of_file(
             &f.path,
             ConfigError::UnknownKey {
                 line: unknown.line,
@@ -197,7 +193,7 @@ fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag
         let key = e.path().to_string();
         let source = e.into_inner();
         match (file, set(&key)) {
-            (Some(f), Some(s)) => file_err(
+            (Some(f), Some(s)) => ConfigError::of_file(
                 &f.path,
                 ConfigError::SettingInFile {
                     line: s.line,
@@ -209,19 +205,6 @@ fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag
         }
     })?;
     Ok((args, effective))
-}
-
-/// A mapping as written: the options it sets by their names, without
-/// those it leaves unset (absent, off or empty).
-pub(crate) fn as_written(spec: &MappingSpec) -> serde_json::Map<String, serde_json::Value> {
-    let mut m = match serde_json::to_value(spec) {
-        Ok(serde_json::Value::Object(m)) => m,
-        _ => serde_json::Map::new(),
-    };
-    m.retain(|_, v| {
-        !(v.is_null() || *v == serde_json::json!(false) || *v == serde_json::json!([]))
-    });
-    m
 }
 
 /// A flag's value as YAML: a switch as a boolean, a number written the way

@@ -39,7 +39,7 @@ type Want<'a> = &'a dyn Fn(&ConfigError) -> bool;
 /// paths that meet.
 fn conflict(r: Result<impl std::fmt::Debug, ConfigError>) -> (String, ConfigError) {
     match r {
-        Err(ConfigError::Conflict { mapping, conflict }) => (mapping, *conflict),
+        Err(ConfigError::Mapping { mapping, problem }) => (mapping, *problem),
         other => panic!("not a conflict: {other:?}"),
     }
 }
@@ -819,7 +819,7 @@ fn attack_ca_paths_others_may_change_are_refused() {
         ),
     ] {
         let problem = match config(&["--sync", &flag]) {
-            Err(ConfigError::Guard { problem, .. }) => problem,
+            Err(ConfigError::Mapping { problem, .. }) => problem,
             other => panic!("{flag}: not refused by a guard: {other:?}"),
         };
         match (what, &*problem) {

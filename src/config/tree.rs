@@ -21,10 +21,7 @@ impl MappingSpec {
         let Some(namespace) = self.source.strip_prefix("tree:") else {
             return Ok(vec![self]);
         };
-        let err = |problem: ConfigError| ConfigError::Mapping {
-            mapping: format!("tree:{namespace}"),
-            problem: Box::new(problem),
-        };
+        let err = |problem| ConfigError::of_mapping(&format!("tree:{namespace}"), problem);
         check_dns("namespace", namespace, 63).map_err(err)?;
         if !listed {
             return Err(err(ConfigError::TreeLists));

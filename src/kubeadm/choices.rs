@@ -77,7 +77,7 @@ pub fn kept(
 
 /// The `--set` options `spec` sets, by name, each value as `--set` takes it.
 pub(super) fn set_options(spec: &crate::config::MappingSpec) -> Vec<(&'static str, String)> {
-    let written = crate::config::as_written(spec);
+    let written = crate::config::as_written(spec).unwrap_or_default();
     let text = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) => s.clone(),
         v => v.to_string(),
