@@ -434,6 +434,7 @@ fn every_pod_template_is_hardened_and_runs_a_valid_certsync() {
         let config = check_args(args);
         // `run` opens no admin port unless asked: a probed one is given.
         let admin = config
+            .run
             .admin_addr
             .unwrap_or_else(|| panic!("{file}: probes, but no --admin-addr"));
         let port = admin.port();

@@ -25,7 +25,7 @@ const RELOADING: &str = "Reloading the main container";
 /// `--print-config` and `--once` is also a setting of the config file by
 /// its long name, read from the texts it is given by the flag's own parser
 /// ([`setting`]).
-#[derive(Debug, Args, serde::Deserialize)]
+#[derive(Debug, Clone, Args, serde::Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct RunArgs {
     /// A mapping `KIND:SOURCE=TARGET[,OPTION=VALUE]...`; repeatable. In the

@@ -84,7 +84,7 @@ pub fn run(args: RunArgs, flags: &[Flag]) -> Finished {
         return Ok(0);
     }
     let config = Config::build(&settings)?;
-    if config.once {
+    if config.run.once {
         crate::limits::raise_open_files();
         return Ok(u8::from(!once(&config).is_empty()));
     }
@@ -103,11 +103,11 @@ async fn once(config: &Config) -> Vec<crate::sync::SyncError> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn daemon(config: Config) -> Result<(), CommandError> {
-    let metrics = Metrics::new(config.stale_fraction);
-    if let Some(g) = &config.generation {
+    let metrics = Metrics::new(config.run.stale_fraction);
+    if let Some(g) = &config.run.generation {
         metrics.set_generation(g.clone());
     }
-    let d = Daemon::start(metrics, config.admin_addr).await?;
+    let d = Daemon::start(metrics, config.run.admin_addr).await?;
     crate::sync::log_plan(&config).await;
     let run = crate::sync::run(config, Arc::clone(&d.metrics), d.stopped.clone());
     d.run_until_finished(run).await

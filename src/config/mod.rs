@@ -1,36 +1,12 @@
 //! The parsed command line (`cli`) and config file → a validated [`Config`]
 //! for `run`, an `ApproverConfig` for `approve`.
 //!
-//! Every flag is also a `CERTSYNC_*` environment variable. Mappings come from
-//! repeatable `--sync` flags and from the optional YAML `--config` file; both
-//! forms go through the same [`MappingSpec`], so they accept exactly the same
-//! options and produce the same errors.
-//!
-//! Flag form: `KIND:SOURCE=TARGET[,OPTION=VALUE]...`
-//!
-//! ```text
-//! dir:/var/lib/kubelet/pki=/etc/certs/kubelet,combined=kubelet-server-current.pem
-//! dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt,key=apiserver.key
-//! secret:openshift-kube-scheduler/kube-scheduler-client-cert-key=/etc/certs/client
-//! configmap:kube-system/ca-bundle=/etc/certs/ca,ca-only,ca=ca-bundle.crt
-//! csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler
-//! ca:/etc/kubernetes/pki/ca=/etc/kubernetes/pki/certsync/apiserver,template=/etc/kubernetes/pki/apiserver.crt
-//! ```
-//!
-//! Paths containing `=` or `,` need the config file.
-//!
-//! - [`mapping`]: a mapping as written → one validated [`Mapping`] per
-//!   source kind;
-//! - [`options`]: the `--sync` form read into the file's struct, and the
-//!   options a mapping sets checked against the grammar
-//!   ([`crate::config::grammar`]);
-//! - [`issue`]: the options `csr:` and `ca:` share, and each one's own;
-//! - [`file`]: the YAML config file as read;
-//! - [`settings`]: `run`'s settings, one typed value (flags and
-//!   environment over the config file over the defaults, unknown keys
-//!   refused), printed by [`print_config`];
-//! - [`overlap`]: canonical paths, so no two mappings and no source and
-//!   target overlap.
+//! Mappings come from repeatable `--sync` flags
+//! (`KIND:SOURCE=TARGET[,OPTION=VALUE]...`, e.g.
+//! `dir:/etc/kubernetes/pki=/etc/certs/apiserver,cert=apiserver.crt`) and
+//! from the YAML `--config` file; both forms go through the same
+//! [`MappingSpec`], so they accept exactly the same options and produce the
+//! same errors. Paths containing `=` or `,` need the config file.
 
 mod error;
 mod file;
@@ -55,8 +31,8 @@ use guard::{
     ca_paths_guarded, csr_paths_guarded, pidfile_dir_guarded, source_guarded, target_guarded,
 };
 pub use mapping::{EventsOn, Mapping, MappingSpec, Source};
-pub use overlap::resolve_path;
 pub(crate) use options::as_written;
+pub use overlap::resolve_path;
 use overlap::{check_overlaps, copies_guarded};
 use settings::typed_value;
 pub use settings::{Flag, Parsed, Settings, command, parse};
@@ -196,24 +172,13 @@ impl RunArgs {
 /// Everything `certsync run` needs.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// `run`'s settings, each checked by its flag's parser.
+    pub run: RunArgs,
     pub mappings: Vec<Mapping>,
-    /// `None`: no admin port (see `--admin-addr`).
-    pub admin_addr: Option<std::net::SocketAddr>,
-    pub stale_fraction: f64,
-    /// `--generation`: the token `/readyz` answers with.
-    pub generation: Option<String>,
-    pub events: bool,
-    /// With `events`: the Pod that `ca:` and `dir:` mappings' Events go on.
+    /// With `--events`: the Pod that `ca:` and `dir:` mappings' Events go on.
     pub events_pod: Option<crate::events::PodRef>,
     pub reload: ReloadConfig,
     pub client: ClientSettings,
-    pub once: bool,
-    /// With `once`: how long to wait for the API server to answer.
-    pub once_timeout: Duration,
-    pub debounce: Duration,
-    pub resync: Duration,
-    pub clock_skew: Duration,
-    pub csr_renew_floor: Duration,
 }
 
 impl Config {
@@ -241,10 +206,6 @@ impl Config {
         Ok(Self {
             events_pod,
             mappings,
-            admin_addr: args.admin_addr,
-            stale_fraction: args.stale_fraction,
-            generation: args.generation.clone(),
-            events: args.events,
             reload: args.reload()?,
             client: ClientSettings {
                 kubeconfig: args.kubeconfig.clone(),
@@ -253,12 +214,7 @@ impl Config {
                 watch_timeout: args.watch_timeout,
                 keepalive: args.api_keepalive,
             },
-            once: args.once,
-            once_timeout: args.once_timeout,
-            debounce: args.debounce,
-            resync: args.resync,
-            clock_skew: args.clock_skew,
-            csr_renew_floor: args.csr_renew_floor,
+            run: args.clone(),
         })
     }
 }

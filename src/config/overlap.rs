@@ -252,7 +252,10 @@ impl<'a> Forbidden<'a> {
     fn of(mappings: &'a [Mapping]) -> Self {
         use crate::beneath::identity;
         Self {
-            targets: mappings.iter().map(|o| (o, resolve_path(&o.target))).collect(),
+            targets: mappings
+                .iter()
+                .map(|o| (o, resolve_path(&o.target)))
+                .collect(),
             target_ids: mappings
                 .iter()
                 .filter_map(|o| Some((o, identity(&o.target)?)))

@@ -74,7 +74,7 @@ fn flag_forms() {
     assert_eq!(kubelet.writer.key_mode, 0o640);
     assert_eq!(kubelet.writer.owner, Some(1000));
     assert_eq!(kubelet.writer.cert_mode, 0o644);
-    assert_eq!(c.debounce, Duration::from_secs(2));
+    assert_eq!(c.run.debounce, Duration::from_secs(2));
 
     let c = config(&[
         "--sync",
@@ -967,7 +967,7 @@ fn a_flag_overrides_the_config_files_setting() {
     assert!(s.args.events);
     assert_eq!(s.args.debounce, Duration::from_secs(2));
     let c = Config::build(&s).unwrap();
-    assert_eq!(c.resync, Duration::from_secs(420));
+    assert_eq!(c.run.resync, Duration::from_secs(420));
     assert_eq!(c.mappings[0].writer.key_mode, 0o640);
     let effective = |name: &str| {
         let flag = s.effective.iter().find(|f| f.name == name).unwrap();

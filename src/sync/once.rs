@@ -18,7 +18,7 @@ use crate::source::SourceError;
 /// Returns the failures.
 pub async fn once(config: &Config) -> Vec<SyncError> {
     let mut failures = Vec::new();
-    let metrics = Arc::new(Metrics::new(config.stale_fraction));
+    let metrics = Arc::new(Metrics::new(config.run.stale_fraction));
     let client = if config
         .mappings
         .iter()
@@ -26,7 +26,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
     {
         let made = config.client.config().await;
         match made.and_then(|c| Ok((config.client.client_for(&c)?, c))) {
-            Ok((client, c)) => reachable(&client, &c.cluster_url, config.once_timeout)
+            Ok((client, c)) => reachable(&client, &c.cluster_url, config.run.once_timeout)
                 .await
                 .map(|()| client),
             Err(e) => Err(Arc::new(SourceError::Client(Arc::new(e)))),
@@ -44,10 +44,10 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         // A write lock another process holds is waited for no longer than
         // the run itself may take.
         let mut m = m.clone();
-        m.writer.lock_timeout = Some(config.once_timeout);
+        m.writer.lock_timeout = Some(config.run.once_timeout);
         let mut s = match Syncer::open(
             m.clone(),
-            config.clock_skew,
+            config.run.clock_skew,
             None,
             Arc::clone(&metrics),
             true,

@@ -60,7 +60,7 @@ impl PinHold {
             target: m.target.clone(),
             mapping: m.name.clone(),
             metrics: Arc::clone(metrics),
-            every: config.resync,
+            every: config.run.resync,
             shutdown: shutdown.clone(),
         }
     }

@@ -61,7 +61,7 @@ pub async fn run(
     for m in mappings {
         let (syncer, claim) = Syncer::open(
             m.clone(),
-            config.clock_skew,
+            config.run.clock_skew,
             reload.clone(),
             Arc::clone(&metrics),
             true,
@@ -75,8 +75,8 @@ pub async fn run(
             claim,
             Watched::new(&watcher, &m.target),
             rx,
-            config.debounce,
-            config.resync,
+            config.run.debounce,
+            config.run.resync,
             shutdown.clone(),
         ));
     }
@@ -87,7 +87,7 @@ pub async fn run(
 /// Warns when `--events` is on and a mapping's Events belong on this Pod,
 /// which is not known.
 fn warn_events_unrecorded(config: &Config) {
-    if config.events
+    if config.run.events
         && config.events_pod.is_none()
         && config
             .mappings
@@ -142,6 +142,7 @@ pub async fn log_plan(config: &Config) {
         "none needed".to_owned()
     };
     let admin_addr = config
+        .run
         .admin_addr
         .map_or_else(|| "none (no --admin-addr)".to_owned(), |a| a.to_string());
     tracing::info!(

@@ -126,15 +126,15 @@ impl Running<'_> {
                 syncer.events = self.pod_events();
                 Box::pin(host_dir(m, dir).run(
                     self.watcher.clone(),
-                    config.debounce,
-                    config.resync,
+                    config.run.debounce,
+                    config.run.resync,
                     tx,
                     shutdown,
                 ))
             }
             Source::Kube(object) => {
                 let source = kube_object(m, object, metrics);
-                if config.events {
+                if config.run.events {
                     let uid = Arc::clone(&source.uid);
                     syncer.events = Some(EventSink::new(
                         clients.clone(),
@@ -151,7 +151,7 @@ impl Running<'_> {
             }
             Source::Csr(spec) => {
                 let mut source = csr_source(m, spec, metrics, config);
-                if config.events {
+                if config.run.events {
                     source.events = Some(EventSink::new(
                         clients.clone(),
                         About::Csr(Arc::clone(&source.current)),
@@ -253,12 +253,12 @@ pub(super) fn csr_source(
         spec: Arc::new(spec.clone()),
         mapping: m.name.clone(),
         metrics: Arc::clone(metrics),
-        clock_skew: config.clock_skew,
+        clock_skew: config.run.clock_skew,
         target: m.target.clone(),
         settings: config.client.clone(),
         current: CsrRef::default(),
         events: None,
-        renew_floor: config.csr_renew_floor,
+        renew_floor: config.run.csr_renew_floor,
     }
 }
 
@@ -273,9 +273,9 @@ pub(super) fn ca_source(
         spec: Arc::new(spec.clone()),
         mapping: m.name.clone(),
         metrics: Arc::clone(metrics),
-        clock_skew: config.clock_skew,
-        renew_floor: config.csr_renew_floor,
-        recheck: config.resync,
+        clock_skew: config.run.clock_skew,
+        renew_floor: config.run.csr_renew_floor,
+        recheck: config.run.resync,
         events: None,
         template_due: Arc::default(),
         template_is_copy: m.update_pair.as_ref().is_some_and(|p| {
