@@ -1,7 +1,6 @@
-//! The YAML config file (`run --config`): read as any file certsync is
-//! handed, `mappings:` and beside it `run`'s settings by their flags' long
-//! names (read into `run`'s arguments by [`super::settings`]), and where
-//! it may live when it goes with `ca:` mappings.
+//! The YAML config file (`run --config`): `mappings:` and beside it
+//! `run`'s settings by their flags' long names, and where it may live when
+//! it goes with `ca:` mappings.
 
 use super::error::ConfigError;
 use super::mapping::MappingSpec;
@@ -10,8 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// The config file as read: `mappings:`, and beside it `run`'s settings
-/// by their flags' long names ([`super::settings`] checks and reads them).
+/// The config file as read.
 #[derive(Debug)]
 pub struct ConfigFile {
     pub path: PathBuf,
@@ -21,8 +19,8 @@ pub struct ConfigFile {
     pub read: bool,
 }
 
-/// A setting of the config file: its key, its line, its texts (a list's
-/// items, or the one value; numbers and booleans as YAML writes them).
+/// A setting of the config file: a list's items, or the one value
+/// (numbers and booleans as YAML writes them).
 #[derive(Debug)]
 pub struct FileSetting {
     pub key: String,
@@ -30,7 +28,6 @@ pub struct FileSetting {
     pub texts: Vec<String>,
 }
 
-/// The file's shape: `mappings:`, the rest collected for [`settings`].
 #[derive(Default, Deserialize)]
 struct Document {
     #[serde(default)]
@@ -39,7 +36,7 @@ struct Document {
     rest: serde_yaml_ng::Mapping,
 }
 
-/// The settings beside `mappings:` as texts, each key with its line.
+/// The settings beside `mappings:`, each key with its line.
 fn settings(text: &str, rest: serde_yaml_ng::Mapping) -> Result<Vec<FileSetting>, ConfigError> {
     use serde_yaml_ng::Value;
     let line = |key: &str| {
@@ -74,10 +71,9 @@ fn settings(text: &str, rest: serde_yaml_ng::Mapping) -> Result<Vec<FileSetting>
 /// The config file's size cap: thousands of mappings fit in far less.
 const CONFIG_LIMIT: u64 = 4 << 20;
 
-/// Reads the config file as any file certsync is handed: a regular file
-/// (judged on the opened descriptor, so a FIFO or device never hangs or
-/// floods certsync), at most [`CONFIG_LIMIT`] bytes, UTF-8; as root, one
-/// only root may change ([`crate::files::read_steering`]).
+/// Reads the config file as any file certsync is handed
+/// ([`crate::files::read_steering`]: a regular file, capped, as root one
+/// only root may change), UTF-8.
 pub(crate) fn read_config_text(path: &Path) -> Result<String, ConfigError> {
     let err = |problem| ConfigError::of_file(path, problem);
     let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(|e| err(e.into()))?;
@@ -104,15 +100,12 @@ pub(crate) fn read_config_file(
     })
 }
 
-/// A config file that goes with `ca:` mappings (holding them, or settings
-/// such as `owner:` that apply to them) decides what a CA on the node
-/// signs and who may read the key: it must be as hard to change as the CA
-/// key. Refused: a file in a ConfigMap or Secret volume (kubelet's
-/// `..data` layout, on any directory of the way: anyone who may edit that
-/// object would mint certificates), and a file or any directory above it
-/// another user may change ([`crate::files::only_root_may_change`]).
-/// Not seen: a ConfigMap mounted with `subPath` (a bind mount of the file
-/// alone); the docs say to keep this file on the node.
+/// A config file that goes with `ca:` mappings decides what a CA on the
+/// node signs: it must be as hard to change as the CA key. Refused: a file
+/// in a ConfigMap or Secret volume (`..data` on any directory of the way:
+/// whoever may edit that object would mint certificates), and one another
+/// user may change. Not seen: a `subPath` mount (the docs say to keep this
+/// file on the node).
 pub(crate) fn ca_config_guarded(path: &Path) -> Result<(), ConfigError> {
     let err = |problem| ConfigError::of_file(path, problem);
     let real = std::fs::canonicalize(path).map_err(|e| err(ConfigError::Unresolved(e)))?;

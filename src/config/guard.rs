@@ -15,11 +15,9 @@ fn refused(m: &Mapping, problem: ConfigError) -> ConfigError {
     ConfigError::of_mapping(&m.name, problem)
 }
 
-/// The directories above a pidfile's own (which may be the consumer's), a
-/// volume's root included:
-/// otherwise the consumer's user may replace its directory with a link to
-/// a root-owned one whose root-owned pidfile names a root process, which
-/// the pidfile's owner check then accepts ([`above_guarded`]).
+/// The directories above a pidfile's own (which may be the consumer's):
+/// else the consumer's user may swap its directory for a link to a
+/// root-owned one whose root-owned pidfile names a root process.
 pub(super) fn pidfile_dir_guarded(pidfile: &Path) -> Result<(), ConfigError> {
     let Some(dir) = pidfile.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(());
@@ -30,11 +28,9 @@ pub(super) fn pidfile_dir_guarded(pidfile: &Path) -> Result<(), ConfigError> {
     })
 }
 
-/// A `dir:` source may be its user's own, but not the directories above
-/// it: whoever may rename its entry could put a link to a root-only
-/// directory in its place, and certsync, which finds the source by its
-/// path at every read, would publish what is beneath ([`above_guarded`],
-/// a volume's root included).
+/// A `dir:` source may be its user's own, not the directories above it:
+/// whoever may rename its entry could put a link to a root-only directory
+/// there, and certsync, reading the source by path, would publish it.
 pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Dir(dir) = &m.source else {
         return Ok(());
@@ -48,13 +44,9 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
             },
         )
     })?;
-    // The source itself: one writer, its owner (or root). A directory
-    // group or others may write has several, and a file one of them
-    // linked in (root's key, 0600) would be owned by whom the directory's
-    // owner trusts. Not there yet: judged when it appears (every read
-    // refuses what its writers could not read).
-    // Whoever owns it; a read-only mount (a Secret or ConfigMap volume)
-    // has no writer at all.
+    // The source itself: one writer, its owner (or root); with several, a
+    // file one of them linked in (root's key) would pass as the owner's.
+    // Not there yet: judged by every read once it appears.
     let writers = Trust {
         owners: Owners::Anyone,
         read_only: ReadOnly::Writable,
@@ -78,19 +70,14 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
 }
 
 /// Every directory above `dir`, as written and where its symlinks lead,
-/// can be changed by root (or certsync's user) only
-/// ([`crate::files::only_root_may_change`]); `dir` itself is not judged:
-/// it may belong to the user who writes in it. No exception for a volume's
-/// root here (as there is for targets): whoever may write a mount point's
-/// directory may rename what is in it, and a source or a pidfile's
-/// directory swapped for a link leads certsync to root's files or
-/// processes. A volume shared this way is named as the source itself
-/// (`dir:/shared`): a mount point cannot be renamed.
+/// can be changed by root (or certsync's user) only; `dir` itself may be
+/// its writer's. No exception for a volume's root (as for targets): whoever
+/// may write a mount point's directory may rename what is in it. A shared
+/// volume is named as the source itself: a mount point cannot be renamed.
 fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
     let real = std::fs::canonicalize(dir).ok();
-    // A link that leads nowhere yet has no way to judge: whoever may make
-    // the name it points to (in their own directory) would choose, later,
-    // what certsync reads there: a link to root's keys, say. Fail closed.
+    // A link that leads nowhere yet cannot be judged: whoever makes its
+    // name later chooses what certsync reads. Fail closed.
     if real.is_none()
         && dir
             .symlink_metadata()
@@ -106,14 +93,11 @@ fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
         .try_for_each(crate::files::only_root_may_change)
 }
 
-/// Every other target: no directory on the way that another user could
-/// use to re-create it, or a user's own (a /tmp cleaner removes an old
-/// entry and anyone makes it again; the consumer then reads that user's
-/// pair by path, and certsync's writes would go where that user chose).
-/// A volume's root writable by a pod's containers (an emptyDir) is
-/// accepted above a target ([`crate::files::no_other_user_may_recreate`]),
-/// never as the target itself ([`crate::files::no_other_user_may_write`],
-/// every mapping); `ca:` targets are held to the stricter rule below.
+/// No target writable by another user; above every other target, no
+/// directory another user could re-create it through (a /tmp cleaner
+/// removes it, anyone makes it again, and the consumer reads their pair).
+/// A volume's root (an emptyDir) is accepted above a target, never as it;
+/// `ca:` targets are held to the stricter rule below.
 pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
     crate::files::no_other_user_may_write(&m.target)
         .map_err(|source| refused(m, ConfigError::TargetWritable(source)))?;
@@ -131,14 +115,11 @@ pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
     })
 }
 
-/// A `ca:` mapping's paths can be changed by root only: its target (a
-/// directory on the way that another user may write, sticky or not, lets
-/// that user re-create a removed target (a /tmp cleaner removes an old
-/// entry; anyone makes it again) or swap a symlink in, and receive the
-/// keys the CA issues; `..` is refused outright, since the kernel resolves
-/// it after symlinks and the overlap checks cannot), its template (whoever
-/// edits it chooses the identity), and, unless `allow-loose-ca-key`, the
-/// CA's files.
+/// A `ca:` mapping's paths can be changed by root only: its target (else
+/// another user re-creates it or swaps a link in and receives the keys the
+/// CA issues; `..` is refused, as the kernel resolves it after symlinks
+/// where the overlap checks cannot), its template (whoever edits it
+/// chooses the identity) and, unless `allow-loose-ca-key`, the CA's files.
 pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Ca(spec) = &m.source else {
         return Ok(());
@@ -175,15 +156,11 @@ pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// A `csr:` mapping's `ca=file:` (published as the consumer's `ca.crt`,
-/// its trust anchor) and `bootstrap-kubeconfig=` (the credentials and
-/// server its requests go to) steer root certsync as `--kubeconfig` does:
-/// judged at start, naming the path, by the readers every later read uses
-/// ([`crate::files::read_steering`]); one not there yet by the directories
-/// it will appear in. Otherwise a user appended its CA to a `ca=file:` and
-/// certsync published it; and a user's bootstrap kubeconfig
-/// was refused only at the first request, where `run --once` retried
-/// instead of exiting 64.
+/// A `csr:` mapping's `ca=file:` (the consumer's trust anchor) and
+/// `bootstrap-kubeconfig=` (where its requests go, with what credentials)
+/// steer root certsync: judged at start by the readers every later read
+/// uses, one not there yet by the directories it will appear in, so a
+/// user's CA is never published and `run --once` exits 64 at once.
 pub(super) fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Csr(spec) = &m.source else {
         return Ok(());

@@ -1,21 +1,17 @@
 //! `--events` for mappings with no Kubernetes object of their own (`ca:`,
-//! `dir:`, and `clustertrustbundle:`, whose source is a cluster-wide
-//! selection): their Events go on the Pod certsync runs in, named by the
-//! downward API (`POD_NAME`, `POD_NAMESPACE`).
+//! `dir:`, `clustertrustbundle:`): their Events go on the Pod certsync runs
+//! in, named by the downward API (`POD_NAME`, `POD_NAMESPACE`).
 //!
-//! A `ca:` mapping with `--events` needs both: without them it is refused
-//! at start rather than sending nothing. `dir:` mappings had no Events
-//! before, so they take the Pod only when both variables are set: a
-//! `--events` deployment that predates this (many set only POD_NAME, for
-//! the reporting instance) keeps starting. Names that are set but not
-//! valid Kubernetes names are refused either way: they go into API paths.
+//! A `ca:` mapping needs both, or is refused at start (its issuances are
+//! otherwise recorded nowhere); the others take the Pod only when both are
+//! set, so a deployment that sets only POD_NAME keeps starting. Names set
+//! but not valid are refused either way: they go into API paths.
 
 use super::error::ConfigError;
 use super::mapping::{EventsOn, Mapping};
 use crate::events::PodRef;
 
-/// The Pod that `ca:` and `dir:` mappings' Events go on, if any. `env`
-/// reads a variable (the process's environment, or a test's).
+/// The Pod that `ca:` and `dir:` mappings' Events go on, if any.
 pub(super) fn events_pod(
     events: bool,
     once: bool,
@@ -29,7 +25,6 @@ pub(super) fn events_pod(
     let ca = mappings
         .iter()
         .find(|m| m.source.events_on() == EventsOn::PodRequired);
-    // Mappings that had no Events before take the Pod only when it is named.
     let dir = mappings
         .iter()
         .any(|m| m.source.events_on() == EventsOn::Pod);
@@ -52,7 +47,7 @@ pub(super) fn events_pod(
             named("POD_NAMESPACE", "namespace", &namespace, 63)?;
             Ok(Some(PodRef { namespace, name }))
         }
-        // Only dir: mappings: no Events for them, as before (said at start).
+        // Only dir: mappings: no Events for them (said at start).
         _ if ca.is_none() => Ok(None),
         _ => {
             let mapping = ca.map_or_else(String::new, |m| m.name.clone());

@@ -1,7 +1,6 @@
-//! `run`'s configuration as one typed value ([`Settings`]): every flag
-//! the command line or the environment gave, else the config file's
-//! setting, else the flag's default, each read by the flag's own parser
-//! into [`RunArgs`]; and `--print-config`, which prints it back.
+//! `run`'s configuration as one typed value ([`Settings`]): every flag the
+//! command line or the environment gave, else the config file's setting,
+//! else the flag's default, each read by the flag's own parser.
 
 use std::path::Path;
 
@@ -14,10 +13,8 @@ use crate::cli::{Cli, RunArgs};
 /// config, or they act once).
 const NOT_IN_FILE: &[&str] = &["sync", "config", "print-config", "help", "once"];
 
-/// One setting of `run` (a flag a config file may set): its long name,
-/// whether it is an on/off switch, whether the command line or the
-/// environment `given` it, and its texts (one per occurrence): as given,
-/// else its default's.
+/// One setting of `run` (a flag a config file may set): whether the command
+/// line or the environment `given` it, and its texts (one per occurrence).
 #[derive(Debug, Clone)]
 pub struct Flag {
     pub name: String,
@@ -26,10 +23,8 @@ pub struct Flag {
     pub texts: Vec<String>,
 }
 
-/// `run`'s settings as clap declares them, with what the command line and
-/// the environment gave each (`given`: `run`'s matches; `None`: nothing).
-/// A value that is not UTF-8 is refused: each is read again as text
-/// ([`Settings`]).
+/// `run`'s settings as clap declares them, with what `given` (`run`'s
+/// matches) holds for each. A value that is not UTF-8 is refused.
 pub(super) fn run_flags(given: Option<&clap::ArgMatches>) -> Result<Vec<Flag>, clap::Error> {
     use clap::Args;
     use clap::parser::ValueSource::{CommandLine, EnvVariable};
@@ -67,24 +62,21 @@ pub(super) fn run_flags(given: Option<&clap::ArgMatches>) -> Result<Vec<Flag>, c
     Ok(flags)
 }
 
-/// The command line as clap knows it, with the mapping grammar after
-/// `run --help` ([`super::grammar::help`]): the one the parser, the
-/// completions and the man pages are made of.
+/// The command line with the mapping grammar after `run --help`: the one
+/// the parser, the completions and the man pages are made of.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     Cli::command().mut_subcommand("run", |run| run.after_help(super::grammar::help()))
 }
 
-/// The command line parsed: the command, and for `run` what its command
-/// line and environment gave each of its settings ([`Settings::load`]).
+/// The command line parsed, and for `run` what it gave each setting.
 #[derive(Debug)]
 pub struct Parsed {
     pub cli: Cli,
     pub flags: Vec<Flag>,
 }
 
-/// Parses the command line (nothing read: `run`'s config file is read by
-/// [`Settings::load`]).
+/// Parses the command line (the config file is read by [`Settings::load`]).
 pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
     use clap::FromArgMatches;
     let matches = command().try_get_matches_from(argv)?;
@@ -96,11 +88,8 @@ pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Parsed, clap::Error> {
     Ok(Parsed { cli, flags })
 }
 
-/// `run`'s configuration as given, one typed value: `args` holds every
-/// setting (the command line's or the environment's, else the config
-/// file's, else the default, each read by the flag's parser), `file` the
-/// config file it was read with, `effective` each setting's texts (for
-/// `--print-config`).
+/// `run`'s configuration as given: `args` every setting, `file` the
+/// config file, `effective` each setting's texts (for `--print-config`).
 #[derive(Debug)]
 pub struct Settings {
     pub args: RunArgs,
@@ -109,10 +98,8 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `run`'s settings: `args` as clap parsed the command line (its
-    /// flags that are no settings are kept), `flags` what the command line
-    /// and the environment gave ([`Parsed`]), the config file read from
-    /// `args.config`.
+    /// `run`'s settings: `args` as clap parsed them (those that are no
+    /// settings kept), `flags` from [`Parsed`], the file from `args.config`.
     pub fn load(args: RunArgs, flags: &[Flag]) -> Result<Self, ConfigError> {
         let file = match &args.config {
             Some(path) => Some(read_config_file(path, None)?),
@@ -132,11 +119,9 @@ impl Settings {
         })
     }
 
-    /// `certsync run --once --config PATH` with `text` as PATH's: what a
-    /// command that writes or reads certsync's configuration for a node
-    /// (`kubeadm adopt`, `kubeadm status`) judges it by. Nothing comes from
-    /// this process's command line or environment: the node's certsync
-    /// has neither.
+    /// `certsync run --once --config PATH` with `text` as PATH's, for
+    /// `kubeadm adopt` and `status`: nothing comes from this process's
+    /// command line or environment, as the node's certsync has neither.
     pub(crate) fn once(path: &Path, text: &str) -> Result<Self, ConfigError> {
         // Nothing is given, so no value can be refused; were the flags
         // unknown, every setting would be (refused, not skipped).
@@ -158,9 +143,8 @@ impl Settings {
     }
 }
 
-/// Every setting: the flag's texts where it was given, else the config
-/// file's, else its default's; read into `run`'s arguments by each flag's
-/// parser. A key of the file that is no setting is refused by its line.
+/// Every setting: the flag's texts where given, else the file's, else the
+/// default's. A key of the file that is no setting is refused by its line.
 fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag>), ConfigError> {
     let set = |name: &str| file.and_then(|f| f.settings.iter().find(|s| s.key == name));
     if let Some(f) = file
