@@ -38,9 +38,6 @@ pub enum ConfigError {
         #[source]
         problem: Box<ConfigError>,
     },
-    /// `--reload-pidfile`'s directory is under one another user could
-    /// replace: with a link to a root-owned one whose root-owned pidfile
-    /// names a root process.
     #[error(
         "--reload-pidfile {}: {source}, who could replace the pidfile's directory and have root \
          signal another process; keep it in a directory under root's",
@@ -50,8 +47,7 @@ pub enum ConfigError {
         pidfile: PathBuf,
         source: crate::files::OwnedError,
     },
-    /// An `update-kubeconfig=` or `update-pair=` file certsync may not keep
-    /// (the writer's error names the option and path).
+    /// The writer's error names the option and path.
     #[error("mapping {mapping:?}: {source}")]
     Copy {
         mapping: String,
@@ -60,14 +56,12 @@ pub enum ConfigError {
     },
     #[error("no mappings: give at least one --sync or a --config file with mappings")]
     NoMappings,
-    /// Two ways to reload the main container (at most one is taken).
     #[error("reload: --{first} and --{second} exclude each other: give one way to reload")]
     ReloadMethods {
         first: &'static str,
         second: &'static str,
     },
-    /// A setting given as a flag or variable, refused by its flag's
-    /// parser when read with the config file's.
+    /// A flag or variable's value, refused when read with the file's.
     #[error("--{flag}: {source}")]
     Setting {
         flag: String,
@@ -78,7 +72,6 @@ pub enum ConfigError {
     ReloadCmdline(#[source] regex::Error),
     #[error("reload: {0}")]
     ReloadUrl(#[source] crate::reload::ReloadError),
-    /// `--print-config` could not write what it checked as YAML.
     #[error("--print-config: {0}")]
     Print(#[source] serde_yaml_ng::Error),
 
@@ -93,7 +86,6 @@ pub enum ConfigError {
     NoNodeCidr,
 
     // Why `--events` cannot name the Pod it needs.
-    /// `POD_NAME` or `POD_NAMESPACE` (`var`) set to no Kubernetes name.
     #[error("--events: {var}: {source}")]
     EventsNotAName {
         var: &'static str,
@@ -175,7 +167,6 @@ pub enum ConfigError {
     UnknownKind { kind: String },
     #[error("{given:?}: expected NAMESPACE/NAME")]
     NotNamespaced { given: String },
-    /// A Kubernetes namespace or object name that is not one.
     #[error(
         "{what} {value:?} is not a valid Kubernetes {what} (lower-case DNS-1123, at most {max} characters)"
     )]
@@ -221,7 +212,6 @@ pub enum ConfigError {
     Verify(#[from] crate::reload::ReloadError),
     #[error("verify= needs a certificate/key pair, not a CA bundle")]
     VerifyCaOnly,
-    /// `update-kubeconfig=` or `update-pair=` (`option`) not absolute.
     #[error(
         "{option} {}: give an absolute path{} (e.g. {})",
         path.display(),
@@ -229,7 +219,6 @@ pub enum ConfigError {
         if *option == "update-pair" { "/etc/kubernetes/pki/apiserver" } else { "/etc/kubernetes/admin.conf" }
     )]
     CopyNotAbsolute { option: &'static str, path: PathBuf },
-    /// A copy inside the mapping's own target.
     #[error(
         "{option} {} is inside the target {}; {}",
         path.display(),
@@ -346,20 +335,17 @@ pub enum ConfigError {
     NotUtf8,
     #[error("{0}")]
     Unresolved(#[source] std::io::Error),
-    /// With `ca:` mappings, in a ConfigMap or Secret volume.
     #[error(
         "it goes with ca: mappings and is in a ConfigMap or Secret volume: anyone who may edit \
          that object could have the CA sign any identity. Give ca: mappings with --sync in the \
          pod's manifest, or keep this file on the node where only root may write"
     )]
     CaInVolume,
-    /// With `ca:` mappings, changeable by another user.
     #[error(
         "it goes with ca: mappings, and {0}, who could have the CA sign any identity: make it \
          and its directories owned by root and writable by their owner only"
     )]
     CaOthersMayChange(#[source] crate::files::OwnedError),
-    /// A setting's value, refused by its flag's parser.
     #[error("line {line}: {key}: {source}")]
     SettingInFile {
         line: usize,
@@ -408,8 +394,7 @@ pub enum ConfigError {
         path: PathBuf,
         source: OwnedError,
     },
-    /// `ca=file:` or `bootstrap-kubeconfig=` (`option`) refused by the
-    /// reader every later read uses.
+    /// Refused by the reader every later read uses.
     #[error("{option} {}: {source}", path.display())]
     Steering {
         option: &'static str,
@@ -423,7 +408,6 @@ pub enum ConfigError {
     // where they must not.
     #[error("the name is used twice (targets {} and {})", first.display(), second.display())]
     NameTwice { first: PathBuf, second: PathBuf },
-    /// Two targets the same directory (`same`) or one inside the other.
     #[error(
         "its target {} {} the target {} of mapping {other:?}; two mappings would overwrite each \
          other forever",
@@ -437,8 +421,7 @@ pub enum ConfigError {
         other: String,
         same: bool,
     },
-    /// A target in or around a source directory: its own (`other` none) or
-    /// another mapping's.
+    /// `other`: none for the mapping's own source directory.
     #[error(
         "the source and target directories overlap: target {} and {} {} (certsync would write \
          into what it reads)",
@@ -462,8 +445,6 @@ pub enum ConfigError {
         target: PathBuf,
         other: String,
     },
-    /// A copy of the live pair outside the targets (`option`:
-    /// `update-kubeconfig` or `update-pair`) where no copy may be written.
     #[error("{option} {}: {problem}", path.display())]
     CopyPath {
         option: &'static str,
@@ -474,8 +455,6 @@ pub enum ConfigError {
     // Why a copy may not be written where it is given.
     #[error("no `..` in it; give the path it means")]
     DotDot,
-    /// A file of the copy is a CA file of a `ca:` mapping, by path or
-    /// (`by_inode`) the same file through a bind mount or hard link.
     #[error(
         "{} is a CA file of mapping {other:?}{}; certsync never writes a CA",
         file.display(),
@@ -486,8 +465,6 @@ pub enum ConfigError {
         other: String,
         by_inode: bool,
     },
-    /// A file of the copy inside a target, by path or (`by_inode`)
-    /// through a bind mount.
     #[error(
         "{} is inside the target {} of mapping {other:?}{}",
         file.display(),
@@ -500,7 +477,6 @@ pub enum ConfigError {
         other: String,
         by_inode: bool,
     },
-    /// Another copy (`theirs`, of mapping `other`) writes the same file.
     #[error("mapping {other:?} writes that file too ({theirs}); one copy per file")]
     CopyTwice { other: String, theirs: &'static str },
 }

@@ -1,10 +1,7 @@
 //! The mapping grammar as data: every source kind and every mapping option
-//! (its name, the kinds it applies to, the shape of its value, its help
-//! line), once. The `--sync` reader, the check of which option goes with
-//! which kind, the grammar after `run --help` and the reference's table of
-//! options are all derived from these two tables, so an option or a kind
-//! added here is known to all of them, and one missing here is refused by
-//! all of them.
+//! (name, kinds, shape of its value, help line), once. The `--sync` reader,
+//! the kind check, `run --help` and the reference's table all derive from
+//! these tables.
 
 /// A source kind: the word before the mapping source's first `:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +22,6 @@ use SourceKind::{Ca, ClusterTrustBundle as Ctb, ConfigMap, Csr, Dir, Secret, Tre
 impl SourceKind {
     pub const ALL: [SourceKind; 7] = [Dir, Secret, ConfigMap, Csr, Ca, Ctb, Tree];
 
-    /// The kind as written (`dir`, `secret`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Dir => "dir",
@@ -121,10 +117,8 @@ pub enum Shape {
     Id,
 }
 
-/// One mapping option.
 #[derive(Debug)]
 pub struct MappingOption {
-    /// As written in `--sync` and as the config file's key.
     pub name: &'static str,
     pub shape: Shape,
     /// The kinds it applies to; any other refuses it.
@@ -229,7 +223,6 @@ pub const OPTIONS: &[MappingOption] = &[
     opt("optional-configmap", List("NAME"), &[Tree], "a ConfigMap that may be absent"),
 ];
 
-/// The option named `name`.
 pub fn option(name: &str) -> Option<&'static MappingOption> {
     OPTIONS.iter().find(|o| o.name == name)
 }

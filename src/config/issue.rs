@@ -1,7 +1,5 @@
 //! The options `csr:` and `ca:` mappings share (subject, names, key
-//! algorithm, usages, lifetime, renewal window), parsed once, and each
-//! kind's own: the signer and its CA for `csr:`, the CA files, template and
-//! key rules for `ca:`.
+//! algorithm, usages, lifetime, renewal window), and each kind's own.
 
 use super::error::ConfigError;
 use super::mapping::{MappingSpec, check_dns};
@@ -171,11 +169,9 @@ impl MappingSpec {
         Ok(spec)
     }
 
-    /// The `ca:PREFIX` options as a [`CaSpec`]: the CA certificate and key
-    /// (`PREFIX.crt`, `PREFIX.key`, or `cert=`/`key=`), and what to issue,
-    /// from the shared options or from `template=` (never both: a subject,
-    /// name or usage given twice, one way in the mapping and another in the
-    /// template, has no right answer, so it is refused).
+    /// The `ca:PREFIX` options as a [`CaSpec`]: what to issue comes from the
+    /// shared options or from `template=`, never both (a subject, name or
+    /// usage given two ways has no right answer).
     pub(crate) fn ca_spec(
         &self,
         prefix: &str,

@@ -55,11 +55,7 @@ pub struct MappingSpec {
     pub approval_timeout: Option<String>,
     pub bootstrap_kubeconfig: Option<PathBuf>,
     pub write_kubeconfig: Option<String>,
-    /// csr: and ca: mappings: a kubeconfig outside the target whose current
-    /// user certsync keeps holding the live pair, embedded.
     pub update_kubeconfig: Option<PathBuf>,
-    /// csr: and ca: mappings: `PREFIX.crt` and `PREFIX.key` outside the
-    /// target that certsync keeps holding the live pair (kubeadm's copies).
     pub update_pair: Option<PathBuf>,
     // ca: mappings only.
     pub template: Option<PathBuf>,
@@ -70,7 +66,6 @@ pub struct MappingSpec {
     // clustertrustbundle: mappings by signer only.
     #[serde(default)]
     pub label: Vec<String>,
-    /// `all`, or `NAME` / `NAME:TARGET`; repeatable.
     #[serde(default)]
     pub files: Vec<String>,
     #[serde(default)]
@@ -137,7 +132,6 @@ impl MappingSpec {
         })
     }
 
-    /// The source a mapping's `KIND:LOCATION` names, with its kind's options.
     fn read_source(&mut self, kind: SourceKind, location: &str) -> Result<Source, ConfigError> {
         let object = |kind| {
             let (namespace, obj) =
@@ -174,6 +168,31 @@ impl MappingSpec {
             SourceKind::Tree => return Err(ConfigError::TreeUnexpanded),
         };
         Ok(source)
+    }
+
+    /// `clustertrustbundle:NAME` or `clustertrustbundle:SIGNER` (a name
+    /// with `/`, which bundle names cannot contain) and its `label=` options.
+    fn trust_bundle_selection(&self, location: &str) -> Result<Selection, ConfigError> {
+        if location.contains('/') {
+            let labels = self
+                .label
+                .iter()
+                .map(|l| match l.split_once('=') {
+                    Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+                    _ => Err(ConfigError::LabelNotKeyValue { label: l.clone() }),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Selection::Signer {
+                signer: location.to_owned(),
+                labels,
+            });
+        }
+        if !self.label.is_empty() {
+            return Err(ConfigError::LabelWithName);
+        }
+        let plain = location.replace(':', "-");
+        check_dns("name", &plain, 253)?;
+        Ok(Selection::Name(location.to_owned()))
     }
 
     /// What the target holds: what is validated, how the files are laid
@@ -348,15 +367,11 @@ impl MappingSpec {
 /// Where a mapping's content comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
-    /// A host directory.
     Dir(PathBuf),
     /// One Secret or ConfigMap.
     Kube(ObjectRef),
-    /// Certificates requested through the CSR API.
     Csr(Box<CsrSpec>),
-    /// Certificates issued from a CA on the node.
     Ca(Box<CaSpec>),
-    /// ClusterTrustBundles, as a CA bundle.
     TrustBundle(Selection),
 }
 
@@ -388,33 +403,6 @@ impl Source {
             Source::Csr(_) | Source::Ca(_) => true,
             Source::Dir(_) | Source::Kube(_) | Source::TrustBundle(_) => false,
         }
-    }
-}
-
-impl MappingSpec {
-    /// `clustertrustbundle:NAME` or `clustertrustbundle:SIGNER` (a name
-    /// with `/`, which bundle names cannot contain) and its `label=` options.
-    pub(crate) fn trust_bundle_selection(&self, location: &str) -> Result<Selection, ConfigError> {
-        if location.contains('/') {
-            let labels = self
-                .label
-                .iter()
-                .map(|l| match l.split_once('=') {
-                    Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-                    _ => Err(ConfigError::LabelNotKeyValue { label: l.clone() }),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok(Selection::Signer {
-                signer: location.to_owned(),
-                labels,
-            });
-        }
-        if !self.label.is_empty() {
-            return Err(ConfigError::LabelWithName);
-        }
-        let plain = location.replace(':', "-");
-        check_dns("name", &plain, 253)?;
-        Ok(Selection::Name(location.to_owned()))
     }
 }
 
@@ -456,9 +444,8 @@ pub struct Mapping {
     /// An absent object publishes no files rather than an error.
     pub optional: bool,
     /// A kubeconfig outside the target whose current-context user is kept
-    /// holding the live pair, embedded (`update-kubeconfig=`).
+    /// holding the live pair, embedded.
     pub update_kubeconfig: Option<PathBuf>,
-    /// `PREFIX.crt` and `PREFIX.key` outside the target kept holding the
-    /// live pair (`update-pair=`).
+    /// `PREFIX.crt` and `PREFIX.key` kept holding the live pair.
     pub update_pair: Option<PathBuf>,
 }

@@ -182,8 +182,7 @@ pub struct Config {
 }
 
 impl Config {
-    /// `run`'s configuration, every check made: the one place a setting,
-    /// a mapping and the whole (overlaps, guards, reload, Events) are
+    /// `run`'s configuration, every check made: the one place it is
     /// judged, for `run`, `--print-config` and `kubeadm adopt` alike.
     pub fn build(settings: &Settings) -> Result<Self, ConfigError> {
         let args = &settings.args;
@@ -257,12 +256,9 @@ pub fn print_config(settings: &Settings) -> Result<String, ConfigError> {
     serde_yaml_ng::to_string(&out).map_err(ConfigError::Print)
 }
 
-/// `certsync run --once --config PATH` as `run` loads it, every check
-/// made by the same code, with `text` as PATH's: the configuration a
-/// command is about to write there (`kubeadm adopt`, which must never
-/// write one `run` refuses), or one it read there. Where the file lives
-/// is not judged: there may be no file yet, and `run` judges it when it
-/// reads it.
+/// `certsync run --once --config PATH` as `run` loads it, with `text` as
+/// PATH's: what `kubeadm adopt` is about to write there (never one `run`
+/// refuses), or read there. Where the file lives is judged by `run`.
 pub fn load_once(path: &std::path::Path, text: &str) -> Result<Config, ConfigError> {
     Config::build(&Settings::once(path, text)?)
 }

@@ -101,10 +101,9 @@ impl Settings {
     /// `run`'s settings: `args` as clap parsed them (those that are no
     /// settings kept), `flags` from [`Parsed`], the file from `args.config`.
     pub fn load(args: RunArgs, flags: &[Flag]) -> Result<Self, ConfigError> {
-        let file = match &args.config {
-            Some(path) => Some(read_config_file(path, None)?),
-            None => None,
-        };
+        let file = (args.config.as_deref())
+            .map(|path| read_config_file(path, None))
+            .transpose()?;
         let (typed, effective) = typed(flags, file.as_ref())?;
         Ok(Self {
             args: RunArgs {
