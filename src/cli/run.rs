@@ -1,7 +1,5 @@
-//! `certsync run`'s flags and environment variables, its reload flags
-//! among them (the mapping grammar shown after its help is
-//! [`crate::config::grammar`]), and the config file's settings they are read
-//! from too.
+//! `certsync run`'s flags and environment variables, which are the config
+//! file's settings too.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,11 +12,7 @@ use super::values::{
     MS, YEAR, count, duration, generation, key_mode, parse_fraction, parse_mode, parse_signal,
 };
 
-/// The help heading of the flags that tell the main container about a new
-/// pair: at most one of `--reload-process`, `--reload-cmdline`,
-/// `--reload-pidfile`, `--reload-url` (`--reload-pidfile` with
-/// `--reload-process`: the pidfile's process must have that name); none for
-/// consumers that watch their files (Kubernetes components).
+/// The flags that tell the main container about a new pair.
 const RELOADING: &str = "Reloading the main container";
 
 /// `certsync run`'s flags. Each flag but `--sync`, `--config`,

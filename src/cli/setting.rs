@@ -1,7 +1,5 @@
-//! `run`'s settings read into its flags' fields (config file, command
-//! line and environment merged by [`crate::config`]): each field from the
-//! texts its flag was given, one per occurrence, by the flag's own parser
-//! ([`super::values`]), so a setting takes exactly what its flag takes.
+//! `run`'s settings read into its flags' fields from their texts (one per
+//! occurrence) by each flag's own parser: a setting takes what its flag takes.
 
 use std::fmt::Display;
 use std::str::FromStr;
@@ -12,8 +10,7 @@ use serde::de::{Deserialize, Deserializer, Error};
 
 use super::values;
 
-/// The one text of a flag that takes one value (`None`: none given),
-/// read by the flag's parser.
+/// The one text of a flag that takes one value (`None`: none given).
 fn optional<'de, D: Deserializer<'de>, T, E: Display>(
     d: D,
     parse: impl Fn(&str) -> Result<T, E>,
@@ -67,8 +64,7 @@ pub fn generation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
     optional(d, values::generation)
 }
 
-/// A flag whose parser is its type's own (a switch, a number, a path,
-/// an address, text).
+/// A flag whose parser is its type's own `FromStr`.
 pub fn value<'de, D: Deserializer<'de>, T: FromStr<Err: Display>>(d: D) -> Result<T, D::Error> {
     required(d, T::from_str)
 }

@@ -1,5 +1,4 @@
-//! The parsers of flag values: durations, counts, fractions, file modes,
-//! signals, log filters and the generation token, each with its bounds.
+//! The parsers of flag values, each with its bounds.
 
 use std::time::Duration;
 
@@ -123,9 +122,8 @@ pub(crate) const MS: u64 = 1;
 
 pub(crate) const YEAR: u64 = 365 * 24 * 3600 * 1000;
 
-/// A duration parser with bounds in milliseconds: zero where it makes no
-/// sense (a resync every 0 s), and no more than the bound (a year by
-/// default), so deadline arithmetic can never overflow.
+/// A duration parser with bounds in milliseconds: no zero where it makes no
+/// sense, and a bound so deadline arithmetic can never overflow.
 pub(crate) fn duration(
     min_ms: u64,
     max_ms: u64,
@@ -166,7 +164,6 @@ pub(crate) fn generation(s: &str) -> Result<String, ValueError> {
     }
 }
 
-/// A whole-number parser with inclusive bounds.
 pub(crate) fn count(min: u32, max: u32) -> impl Fn(&str) -> Result<u32, ValueError> + Clone {
     move |s: &str| match s.parse::<u32>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),

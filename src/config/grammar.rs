@@ -238,15 +238,6 @@ impl MappingOption {
     }
 }
 
-/// The kinds an option applies to, in words, `every kind` for all.
-fn applies_to(kinds: &[SourceKind]) -> String {
-    if kinds == RESOLVED {
-        "every kind".into()
-    } else {
-        kinds_in_words(kinds)
-    }
-}
-
 /// The grammar shown after `run -h` and `run --help`.
 pub fn help() -> String {
     // Each help text wrapped at 60 columns beside a 29-column left side.
@@ -288,9 +279,9 @@ pub fn help() -> String {
         }
     }
     for kinds in groups {
-        let heading = match applies_to(kinds).as_str() {
-            "every kind" => "Options of every kind:".to_owned(),
-            kinds => format!("Options of {kinds} mappings:"),
+        let heading = match kinds {
+            RESOLVED => "Options of every kind:".to_owned(),
+            kinds => format!("Options of {} mappings:", kinds_in_words(kinds)),
         };
         out.push_str(&format!("\n{heading}\n"));
         for o in OPTIONS.iter().filter(|o| o.kinds == kinds) {
