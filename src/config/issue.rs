@@ -3,6 +3,7 @@
 
 use super::error::ConfigError;
 use super::mapping::{MappingSpec, check_dns};
+use super::options::as_written;
 use crate::cli::{YEAR, duration};
 
 use std::path::PathBuf;
@@ -188,17 +189,10 @@ impl MappingSpec {
             return Err(ConfigError::CaSameFile { path: ca_cert });
         }
         let template = self.template.clone();
-        if template.is_some() {
-            let given = [
-                ("cn", self.cn.is_some()),
-                ("o", !self.o.is_empty()),
-                ("dns", !self.dns.is_empty()),
-                ("ip", !self.ip.is_empty()),
-                ("usage", !self.usage.is_empty()),
-            ];
-            if let Some((option, _)) = given.iter().find(|(_, set)| *set) {
-                return Err(ConfigError::TemplateAndOption { option });
-            }
+        let written = as_written(self).map_err(ConfigError::Shape)?;
+        let mut given = ["cn", "o", "dns", "ip", "usage"].into_iter();
+        if let (Some(_), Some(option)) = (&template, given.find(|o| written.contains_key(*o))) {
+            return Err(ConfigError::TemplateAndOption { option });
         }
         let no_subject = template.is_none().then_some(ConfigError::NoCaSubject);
         let mut issue = self.issue_options((1000, ""), no_subject, |_| match &template {

@@ -89,34 +89,27 @@ impl MappingSpec {
         read_flag(spec)
     }
 
-    pub(crate) fn resolve(mut self, args: &RunArgs) -> Result<Mapping, ConfigError> {
-        let name = self
-            .name
-            .clone()
-            .unwrap_or_else(|| self.target.display().to_string());
-        let err = |problem| ConfigError::of_mapping(&name, problem);
+    pub(crate) fn resolve(self, args: &RunArgs) -> Result<Mapping, ConfigError> {
+        let name = (self.name.clone()).unwrap_or_else(|| self.target.display().to_string());
+        (self.checked(name.clone(), args))
+            .map_err(|problem| ConfigError::of_mapping(&name, problem))
+    }
+
+    fn checked(mut self, name: String, args: &RunArgs) -> Result<Mapping, ConfigError> {
         let source_text = self.source.clone();
-        let (kind, location) = source_text
-            .split_once(':')
-            .ok_or_else(|| ConfigError::NoKind {
+        let (kind, location) =
+            (source_text.split_once(':')).ok_or_else(|| ConfigError::NoKind {
                 given: self.source.clone(),
-            })
-            .map_err(err)?;
-        let Some(kind) = SourceKind::parse(kind) else {
-            return Err(err(ConfigError::UnknownKind {
-                kind: kind.to_owned(),
-            }));
-        };
-        let checked = (|| {
-            options_apply(&self, kind)?;
-            let source = self.read_source(kind, location)?;
-            let (expect, layout, items) = self.published(kind, source.issuing())?;
-            let writer = self.writer_options(args, source.issuing())?;
-            let verify = self.serving_check(expect)?;
-            self.copies_outside()?;
-            Ok((source, expect, layout, items, writer, verify))
-        })();
-        let (source, expect, layout, items, writer, verify) = checked.map_err(err)?;
+            })?;
+        let kind = SourceKind::parse(kind).ok_or_else(|| ConfigError::UnknownKind {
+            kind: kind.to_owned(),
+        })?;
+        options_apply(&self, kind)?;
+        let source = self.read_source(kind, location)?;
+        let (expect, layout, items) = self.published(kind, source.issuing())?;
+        let writer = self.writer_options(args, source.issuing())?;
+        let verify = self.serving_check(expect)?;
+        self.copies_outside()?;
         Ok(Mapping {
             update_kubeconfig: self.update_kubeconfig,
             update_pair: self.update_pair,
