@@ -22,7 +22,6 @@ pub enum ValueError {
     #[error("{value:?}: {source}")]
     Duration {
         value: String,
-        #[source]
         source: humantime::DurationError,
     },
     #[error("{value:?} is too short: at least {}", fmt_ms(*.min_ms))]

@@ -51,7 +51,6 @@ pub enum ConfigError {
     #[error("mapping {mapping:?}: {source}")]
     Copy {
         mapping: String,
-        #[source]
         source: crate::writer::WriterError,
     },
     #[error("no mappings: give at least one --sync or a --config file with mappings")]
@@ -65,7 +64,6 @@ pub enum ConfigError {
     #[error("--{flag}: {source}")]
     Setting {
         flag: String,
-        #[source]
         source: serde::de::value::Error,
     },
     #[error("reload: --reload-cmdline: {0}")]
@@ -274,7 +272,6 @@ pub enum ConfigError {
     NotLeaf(crate::source::csr::CaUsage),
     #[error("lifetime: {source}{why}")]
     Lifetime {
-        #[source]
         source: ValueError,
         why: &'static str,
     },
@@ -350,7 +347,6 @@ pub enum ConfigError {
     SettingInFile {
         line: usize,
         key: String,
-        #[source]
         source: serde::de::value::Error,
     },
 
