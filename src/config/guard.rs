@@ -11,10 +11,6 @@ use crate::files::OwnedError;
 
 use std::path::Path;
 
-fn refused(m: &Mapping, problem: ConfigError) -> ConfigError {
-    ConfigError::of_mapping(&m.name, problem)
-}
-
 /// The directories above a pidfile's own (which may be the consumer's):
 /// else the consumer's user may swap its directory for a link to a
 /// root-owned one whose root-owned pidfile names a root process.
@@ -36,8 +32,8 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
         return Ok(());
     };
     above_guarded(dir).map_err(|source| {
-        refused(
-            m,
+        ConfigError::of_mapping(
+            &m.name,
             ConfigError::SourceAbove {
                 dir: dir.clone(),
                 source,
@@ -57,8 +53,8 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
         && let Ok(entry) = Entry::held(dir, std::os::fd::AsFd::as_fd(&walked.fd))
         && writers.judge(&entry).is_err()
     {
-        return Err(refused(
-            m,
+        return Err(ConfigError::of_mapping(
+            &m.name,
             ConfigError::SourceWritable {
                 dir: dir.clone(),
                 uid: entry.uid,
@@ -100,13 +96,13 @@ fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
 /// `ca:` targets are held to the stricter rule below.
 pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
     crate::files::no_other_user_may_write(&m.target)
-        .map_err(|source| refused(m, ConfigError::TargetWritable(source)))?;
+        .map_err(|source| ConfigError::of_mapping(&m.name, ConfigError::TargetWritable(source)))?;
     if matches!(m.source, Source::Ca(_)) {
         return Ok(());
     }
     crate::files::no_other_user_may_recreate(&m.target).map_err(|source| {
-        refused(
-            m,
+        ConfigError::of_mapping(
+            &m.name,
             ConfigError::TargetRecreatable {
                 target: m.target.clone(),
                 source,
@@ -128,8 +124,8 @@ pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
         .components()
         .any(|c| c == std::path::Component::ParentDir)
     {
-        return Err(refused(
-            m,
+        return Err(ConfigError::of_mapping(
+            &m.name,
             ConfigError::CaTargetDotDot {
                 target: m.target.clone(),
             },
@@ -143,8 +139,8 @@ pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     }
     for (what, path) in paths {
         crate::files::only_root_may_change(path).map_err(|source| {
-            refused(
-                m,
+            ConfigError::of_mapping(
+                &m.name,
                 ConfigError::CaPath {
                     what,
                     path: path.to_owned(),
@@ -166,8 +162,8 @@ pub(super) fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
         return Ok(());
     };
     let steering = |option: &'static str, path: &Path, source| {
-        refused(
-            m,
+        ConfigError::of_mapping(
+            &m.name,
             ConfigError::Steering {
                 option,
                 path: path.to_owned(),
@@ -181,8 +177,9 @@ pub(super) fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     }
     if let Some(path) = &spec.bootstrap {
         if path.exists() {
-            crate::source::client::check_kubeconfig(path)
-                .map_err(|e| refused(m, ConfigError::BootstrapKubeconfig(e)))?;
+            crate::source::client::check_kubeconfig(path).map_err(|e| {
+                ConfigError::of_mapping(&m.name, ConfigError::BootstrapKubeconfig(e))
+            })?;
         } else {
             crate::files::steering_or_absent(path, 0)
                 .map_err(|e| steering("bootstrap-kubeconfig=", path, e))?;

@@ -7,10 +7,6 @@ use super::mapping::{Mapping, Source};
 
 use std::path::{Path, PathBuf};
 
-fn conflict(m: &Mapping, conflict: ConfigError) -> ConfigError {
-    ConfigError::of_mapping(&m.name, conflict)
-}
-
 /// `path` as the kernel will resolve it: absolute, with the longest
 /// existing prefix canonicalized (symlinks and `..` resolved) and the rest,
 /// which does not exist yet and so holds no symlink, normalized as text.
@@ -45,8 +41,8 @@ pub(crate) fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
     for (j, b) in mappings.iter().enumerate() {
         if let Some(&i) = names.get(b.name.as_str()) {
             let a: &Mapping = &mappings[i];
-            return Err(conflict(
-                a,
+            return Err(ConfigError::of_mapping(
+                &a.name,
                 ConfigError::NameTwice {
                     first: resolve_path(&a.target),
                     second: resolve_path(&b.target),
@@ -93,8 +89,8 @@ fn check_ca_files(mappings: &[Mapping]) -> Result<(), ConfigError> {
         for file in [&spec.ca_cert, &spec.ca_key] {
             let file = resolve_path(file);
             if let Some((t, name)) = targets.iter().find(|(t, _)| file.starts_with(t)) {
-                return Err(conflict(
-                    m,
+                return Err(ConfigError::of_mapping(
+                    &m.name,
                     ConfigError::CaFileInTarget {
                         file,
                         target: t.clone(),
@@ -124,8 +120,8 @@ pub(crate) fn overlap(
             } else {
                 ((tb, *j), (ta, *i))
             };
-            Some(conflict(
-                &mappings[i],
+            Some(ConfigError::of_mapping(
+                &mappings[i].name,
                 ConfigError::Targets {
                     target: ta.clone(),
                     theirs: tb.clone(),
@@ -134,14 +130,16 @@ pub(crate) fn overlap(
                 },
             ))
         }
-        ((ta, true, i), (sb, false, j)) | ((sb, false, j), (ta, true, i)) => Some(conflict(
-            &mappings[*i],
-            ConfigError::SourceAndTarget {
-                target: ta.clone(),
-                dir: sb.clone(),
-                other: (i != j).then(|| mappings[*j].name.clone()),
-            },
-        )),
+        ((ta, true, i), (sb, false, j)) | ((sb, false, j), (ta, true, i)) => {
+            Some(ConfigError::of_mapping(
+                &mappings[*i].name,
+                ConfigError::SourceAndTarget {
+                    target: ta.clone(),
+                    dir: sb.clone(),
+                    other: (i != j).then(|| mappings[*j].name.clone()),
+                },
+            ))
+        }
     }
 }
 
@@ -163,8 +161,8 @@ pub(super) fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
                 theirs: o.option,
             });
         if let Some(problem) = forbidden.refuses(c).or(twice) {
-            return Err(conflict(
-                c.m,
+            return Err(ConfigError::of_mapping(
+                &c.m.name,
                 ConfigError::CopyPath {
                     option: c.option,
                     path: c.path.to_owned(),
