@@ -44,7 +44,14 @@ impl MappingSpec {
                     .map_err(|_| ConfigError::Ip { value: s.clone() })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.dns_names()?;
+        // Each dns= a host name (or a wildcard one), held to the rule templates
+        // and issued certificates are held to too (no address as a name).
+        for d in &self.dns {
+            let wildcard = d.strip_prefix("*.").unwrap_or(d);
+            check_dns("name", &wildcard.to_ascii_lowercase(), 253)
+                .map_err(|_| ConfigError::Dns { value: d.clone() })?;
+            crate::x509::dns_name(d).map_err(ConfigError::DnsRule)?;
+        }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err(ConfigError::EmptySubject);
         }
@@ -89,20 +96,6 @@ impl MappingSpec {
             bootstrap: None,
             write_kubeconfig: None,
         })
-    }
-
-    /// Each `dns=` a host name, or a wildcard one, that passes
-    /// [`crate::x509::dns_name`].
-    fn dns_names(&self) -> Result<(), ConfigError> {
-        for d in &self.dns {
-            let wildcard = d.strip_prefix("*.").unwrap_or(d);
-            check_dns("name", &wildcard.to_ascii_lowercase(), 253)
-                .map_err(|_| ConfigError::Dns { value: d.clone() })?;
-            // The rule templates and issued certificates are held to too
-            // (labels, no address written as a name).
-            crate::x509::dns_name(d).map_err(ConfigError::DnsRule)?;
-        }
-        Ok(())
     }
 
     /// The `usage=` values as the CSR API spells them (`-` for a space, any
