@@ -906,13 +906,21 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
     std::os::unix::fs::symlink(d.path().join("t1"), d.path().join("t1-link")).unwrap();
     let ca = |extra: &str| format!("ca:{b}/pki/ca={b}/t3,name=three,cn=x,usage=client-auth{extra}");
     let over_ca = |c: &ConfigError| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::OverCa { other, by_inode: false, .. } if other == "three"));
-    let cases: [(Vec<String>, Want); 4] = [
+    let cases: [(Vec<String>, Want); 5] = [
         (vec![ca(&format!(",update-pair={b}/pki/ca"))], &over_ca),
         (vec![ca(&format!(",update-pair={b}/pki-link/ca"))], &over_ca),
         (
             vec![
                 csr("one", "t1", ""),
                 csr("two", "t2", &format!(",update-pair={b}/t1-link/p")),
+            ],
+            &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
+        ),
+        // The symlink hidden behind a directory that does not exist yet.
+        (
+            vec![
+                csr("one", "t1", ""),
+                csr("two", "t2", &format!(",update-pair={b}/t1-link/new/p")),
             ],
             &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
         ),
