@@ -127,7 +127,7 @@ fn certified_key<'a>(
     };
     check(&w.want, cert, key, Some(&w.ca.pem), now, skew)
         .map(|window| (key, window))
-        .map_err(|e| CaError::Issued(Box::new(e)))
+        .map_err(|e| CaError::csr(e))
 }
 
 /// One issuance (blocking): what is wanted, the CA key, the leaf's key
@@ -178,7 +178,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     drop(ca_key);
     let cert_pem = crate::pem::encode("CERTIFICATE", &der).into_bytes();
     let checked = check(&w.want, &cert_pem, &key_pem, Some(&w.ca.pem), now, skew)
-        .map_err(|e| CaError::Mismatch(Box::new(CaError::Issued(Box::new(e)))))?;
+        .map_err(|e| CaError::Mismatch(Box::new(CaError::csr(e))))?;
     // What was just issued must pass the rule the live pair is held to, or
     // every recheck and every restart would issue again: fail instead.
     lifetime_fits(&w, checked, now, skew).map_err(|e| CaError::Mismatch(Box::new(e)))?;

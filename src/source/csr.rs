@@ -69,7 +69,7 @@ async fn check_off_runtime(
 }
 pub use super::error::csr::CsrError;
 pub use super::usage::USAGES;
-pub(crate) use super::usage::{CaUsage, Usage, eku_usage, ku_names, leaf_usages, usage};
+pub(crate) use super::usage::{CaUsage, eku_usage, ku_names, leaf_usages};
 pub use spec::{CaSource, CsrSource, CsrSpec, Window};
 
 /// The signers whose usages certsync knows (kube-controller-manager's).

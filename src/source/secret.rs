@@ -25,7 +25,14 @@ use crate::bundle::Item;
 pub use crate::events::{Kind, ObjectRef};
 
 /// What is read from a Secret or ConfigMap (also a `csr:` mapping's CA).
-pub(super) trait Payload {
+pub(super) trait Payload:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + 'static
+{
     fn value(&self, key: &str) -> Option<Vec<u8>>;
     /// Every key, for `files=all`.
     fn keys(&self) -> Vec<String>;
@@ -105,20 +112,32 @@ impl KubeObject {
 
     /// Reads the object once (for `--once`).
     pub async fn get(&self, client: Client) -> Result<Bundle, KubeError> {
-        let ns = &self.object.namespace;
-        let name = &self.object.name;
-        // Only a missing object is absent: what `bundle` refuses never is.
-        let bundle = match self.object.kind {
-            Kind::Secret => {
-                let obj = Api::<Secret>::namespaced(client, ns).get_opt(name).await;
-                self.found(obj).and_then(|o| self.bundle(&o))
-            }
-            Kind::ConfigMap => {
-                let obj = Api::<ConfigMap>::namespaced(client, ns).get_opt(name).await;
-                self.found(obj).and_then(|o| self.bundle(&o))
-            }
+        match self.object.kind {
+            Kind::Secret => self.get_as::<Secret>(client).await,
+            Kind::ConfigMap => self.get_as::<ConfigMap>(client).await,
+        }
+        .or_else(|e| self.absent(e))
+    }
+
+    /// Only a missing object is absent: what `bundle` refuses never is.
+    async fn get_as<K: Payload>(&self, client: Client) -> Result<Bundle, KubeError> {
+        let api = Api::<K>::namespaced(client, &self.object.namespace);
+        let object = self.object.to_string();
+        let obj = match api.get_opt(&self.object.name).await {
+            Ok(obj) => obj.ok_or(KubeError::NotFound { object })?,
+            Err(kube::Error::Api(s)) if s.code == 403 => return Err(self.forbidden("get", s.message)),
+            Err(source) => return Err(KubeError::Get { object, source }),
         };
-        bundle.or_else(|e| self.absent(e))
+        self.bundle(&obj)
+    }
+
+    /// A `403`: what RBAC must allow.
+    fn forbidden(&self, verb: &'static str, message: String) -> KubeError {
+        KubeError::Forbidden {
+            verb,
+            object: self.object.to_string(),
+            message,
+        }
     }
 
     /// An absent object: an empty bundle when optional, else the error.
@@ -128,25 +147,6 @@ impl KubeObject {
                 Ok(Bundle::default())
             }
             e => Err(e),
-        }
-    }
-
-    fn found<K>(&self, obj: Result<Option<K>, kube::Error>) -> Result<K, KubeError> {
-        obj.map_err(|e| self.api_error(e))?
-            .ok_or_else(|| KubeError::NotFound {
-                object: self.object.to_string(),
-            })
-    }
-
-    fn api_error(&self, e: kube::Error) -> KubeError {
-        let object = self.object.to_string();
-        match e {
-            kube::Error::Api(s) if s.code == 403 => KubeError::Forbidden {
-                verb: "get",
-                object,
-                message: s.message,
-            },
-            source => KubeError::Get { object, source },
         }
     }
 
@@ -171,15 +171,12 @@ impl KubeObject {
     /// Lists the object, then watches it, publishing what it sees. The list
     /// is served from the API server's cache (`resourceVersion=0`, as
     /// client-go's informers list) and not paged: it is one object.
-    async fn watch<K>(&self, client: Client, timeout: Duration, tx: &watch::Sender<Option<Update>>)
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Payload
-            + Clone
-            + serde::de::DeserializeOwned
-            + Send
-            + 'static,
-    {
+    async fn watch<K: Payload>(
+        &self,
+        client: Client,
+        timeout: Duration,
+        tx: &watch::Sender<Option<Update>>,
+    ) {
         let api: Api<K> = Api::namespaced(client, &self.object.namespace);
         let mut config = watcher::Config::default()
             .fields(&format!("metadata.name={}", self.object.name))
@@ -214,33 +211,23 @@ impl KubeObject {
                 }),
                 Err(e) => {
                     self.metrics.watch_restarted(&self.mapping);
-                    Err(self.watch_error(e))
+                    Err(match e {
+                        WatchError::Api {
+                            verb,
+                            code: Some(403),
+                            message,
+                            ..
+                        } => self.forbidden(verb, message),
+                        e => KubeError::Watch(e),
+                    })
                 }
             };
             super::error::publish(tx, update.map_err(SourceError::from));
         }
     }
 
-    /// A failed list or watch, naming the verb and the object; a `403`
-    /// says what RBAC must allow.
-    fn watch_error(&self, e: WatchError) -> KubeError {
-        match e {
-            WatchError::Api {
-                verb,
-                code: Some(403),
-                message,
-                ..
-            } => KubeError::Forbidden {
-                verb,
-                object: self.object.to_string(),
-                message,
-            },
-            e => KubeError::Watch(e),
-        }
-    }
-
     /// The bundle of an object that was listed, added or modified.
-    fn applied(&self, obj: &(impl kube::Resource + Payload)) -> Result<Bundle, KubeError> {
+    fn applied(&self, obj: &impl Payload) -> Result<Bundle, KubeError> {
         *self
             .uid
             .lock()

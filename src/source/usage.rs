@@ -31,12 +31,12 @@ pub const USAGES: &[&str] = &[
 /// What a CSR API usage string puts into the certificate: a key usage bit
 /// (bit 0: digitalSignature) or an EKU OID, as Kubernetes'
 /// `keyUsagesFromStrings` maps them.
-pub(crate) enum Usage {
+enum Usage {
     Ku(u16),
     Eku(&'static str),
 }
 
-pub(crate) fn usage(name: &str) -> Option<Usage> {
+fn usage(name: &str) -> Option<Usage> {
     Some(match name {
         "signing" | "digital signature" => Usage::Ku(1 << 0),
         "content commitment" => Usage::Ku(1 << 1),
@@ -61,6 +61,21 @@ pub(crate) fn usage(name: &str) -> Option<Usage> {
         "netscape sgc" => Usage::Eku("2.16.840.1.113730.4.1"),
         _ => return None,
     })
+}
+
+/// The key usage bits and the EKU OIDs (each once, in order) `usages`
+/// ask for; `Err` names a usage the API does not know.
+pub(crate) fn split(usages: &[String]) -> Result<(u16, Vec<&'static str>), String> {
+    let (mut ku, mut eku) = (0, Vec::new());
+    for u in usages {
+        match usage(u) {
+            Some(Usage::Ku(bit)) => ku |= bit,
+            Some(Usage::Eku(oid)) if eku.contains(&oid) => {}
+            Some(Usage::Eku(oid)) => eku.push(oid),
+            None => return Err(u.clone()),
+        }
+    }
+    Ok((ku, eku))
 }
 
 /// Refuses usages only a CA certificate has: keyCertSign and cRLSign on a

@@ -162,13 +162,13 @@ fn a_changed_key_algorithm_or_rsa_size_is_issued_again() {
     let p256 = live(&opts("ecdsa-p256"));
     let e = judged(&opts("ed25519"), &p256).unwrap_err();
     assert!(
-        matches!(&e, CaError::Issued(c) if matches!(&**c, CsrError::IssuedKeyAlg { got, .. } if got.to_string() == "ecdsa-p256")),
+        matches!(&e, CaError::Csr(c) if matches!(&**c, CsrError::IssuedKeyAlg { got, .. } if got.to_string() == "ecdsa-p256")),
         "{e}"
     );
     let rsa = live(&opts("rsa-2048"));
     let e = judged(&opts("rsa-3072"), &rsa).unwrap_err();
     assert!(
-        matches!(&e, CaError::Issued(c) if matches!(&**c, CsrError::IssuedKeyAlg { got, .. } if got.to_string() == "rsa-2048")),
+        matches!(&e, CaError::Csr(c) if matches!(&**c, CsrError::IssuedKeyAlg { got, .. } if got.to_string() == "rsa-2048")),
         "{e}"
     );
     judged(&opts("rsa-2048"), &rsa).unwrap();

@@ -58,14 +58,11 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     let Some(path) = &spec.template else {
         leaf_usages(want.usages.iter().map(String::as_str))
             .map_err(|e| CaError::signing(e.into()))?;
-        let sans = (want.dns.iter().map(|d| San::Dns(d.clone())))
-            .chain(want.ips.iter().map(|ip| San::Ip(*ip)))
-            .collect();
         return Ok(Wanted {
             ca,
+            sans: want.sans(),
             want,
             subject: None,
-            sans,
             template_not_after: None,
         });
     };
@@ -75,18 +72,13 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
     })?;
     want.common_name = t.cn;
     want.organizations = t.o;
-    want.dns = (t.sans.iter())
-        .filter_map(|s| match s {
-            San::Dns(d) => Some(d.clone()),
-            San::Ip(_) => None,
-        })
-        .collect();
-    want.ips = (t.sans.iter())
-        .filter_map(|s| match s {
-            San::Ip(ip) => Some(*ip),
-            San::Dns(_) => None,
-        })
-        .collect();
+    (want.dns, want.ips) = (Vec::new(), Vec::new());
+    for san in &t.sans {
+        match san {
+            San::Dns(d) => want.dns.push(d.clone()),
+            San::Ip(ip) => want.ips.push(*ip),
+        }
+    }
     want.usages = t.usages;
     if spec.key_alg_from_template {
         want.key_alg = t.alg;

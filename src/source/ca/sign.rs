@@ -21,17 +21,18 @@ use x509_cert::time::{Time, Validity};
 
 use super::material::{CaKey, Wanted};
 use crate::source::csr::{
-    CsrError, Usage, Window, leaf_usages, san_extension, signature_algorithm, subject, usage,
+    CsrError, Window, leaf_usages, san_extension, signature_algorithm, subject,
 };
+use crate::source::usage::split;
 use crate::source::error::ca::CaError;
 
 pub(super) fn der(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CaError {
-    move |error| CaError::Encode(Box::new(CsrError::Der { what, error }))
+    move |error| CaError::Csr(Box::new(CsrError::Der { what, error }))
 }
 
 fn oid(oid: &'static str) -> Result<ObjectIdentifier, CaError> {
     ObjectIdentifier::new(oid)
-        .map_err(|error| CaError::Encode(Box::new(CsrError::Oid { oid, error })))
+        .map_err(|error| CaError::Csr(Box::new(CsrError::Oid { oid, error })))
 }
 
 /// A time as RFC 5280 wants it: UTCTime through 2049, GeneralizedTime after.
@@ -81,12 +82,12 @@ pub(super) fn certificate(
     let ca = x509_cert::Certificate::from_der(&w.ca.der).map_err(der("CA"))?;
     let subject = match &w.subject {
         Some(d) => Name::from_der(d).map_err(der("template subject"))?,
-        None => subject(&w.want).map_err(|e| CaError::Encode(Box::new(e)))?,
+        None => subject(&w.want).map_err(|e| CaError::csr(e))?,
     };
     let spki = SubjectPublicKeyInfoOwned::from_der(&key.subject_public_key_info())
         .map_err(der("public key"))?;
     let extensions = extensions(w, &spki, subject.0.is_empty())?;
-    let algorithm = signature_algorithm(w.ca.alg).map_err(|e| CaError::Encode(Box::new(e)))?;
+    let algorithm = signature_algorithm(w.ca.alg).map_err(|e| CaError::csr(e))?;
     let tbs = TbsCertificate {
         version: x509_cert::certificate::Version::V3,
         serial_number: serial::<16>()?,
@@ -146,7 +147,7 @@ fn extensions(
         extensions.push(extension("2.5.29.35", false, &aki)?);
     }
     if let Some(san) =
-        san_extension(&w.sans, empty_subject).map_err(|e| CaError::Encode(Box::new(e)))?
+        san_extension(&w.sans, empty_subject).map_err(|e| CaError::csr(e))?
     {
         extensions.push(san);
     }
@@ -156,19 +157,8 @@ fn extensions(
 /// The key usage (critical) and EKU extensions `usages` stand for, each
 /// EKU once.
 fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, CaError> {
-    let (mut ku, mut eku) = (0u16, Vec::new());
-    for u in usages {
-        match usage(u) {
-            Some(Usage::Ku(bit)) => ku |= bit,
-            Some(Usage::Eku(oid)) => {
-                let oid = self::oid(oid)?;
-                if !eku.contains(&oid) {
-                    eku.push(oid);
-                }
-            }
-            None => return Err(CaError::Encode(Box::new(CsrError::UnknownUsage(u.clone())))),
-        }
-    }
+    let (ku, eku) = split(usages).map_err(|u| CaError::csr(CsrError::UnknownUsage(u)))?;
+    let eku = eku.into_iter().map(oid).collect::<Result<Vec<_>, _>>()?;
     let mut extensions = Vec::new();
     if ku != 0 {
         let flags = FlagSet::<KeyUsages>::new(ku).map_err(CaError::KeyUsageBits)?;

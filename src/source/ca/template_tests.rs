@@ -256,7 +256,7 @@ fn a_changed_template_makes_the_live_pair_unfit() {
     let w = material::wanted(&s, now, SKEW).unwrap();
     let e = live_ok(&w, &issued.bundle, now, SKEW).unwrap_err();
     assert!(
-        matches!(&e, CaError::Issued(c) if matches!(c.as_ref(), crate::source::csr::CsrError::DnsNames { got, want }
+        matches!(&e, CaError::Csr(c) if matches!(c.as_ref(), crate::source::csr::CsrError::DnsNames { got, want }
             if got.len() == 2 && want.len() == 3)),
         "{e}"
     );

@@ -9,7 +9,7 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 use super::spec::{CsrSpec, Window};
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::source::error::csr::CsrError;
-use crate::source::usage::{Usage, ku_names, leaf_usages, usage};
+use crate::source::usage::{ku_names, leaf_usages, split};
 use crate::validate::{self, Expect, Policy};
 use crate::x509::{COMMON_NAME as OID_CN, Certificate, Facts, ORGANIZATION as OID_O, set};
 
@@ -111,15 +111,8 @@ fn names(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
 }
 
 fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
-    let (mut want_ku, mut want_eku) = (0u16, Vec::new());
-    for u in &spec.usages {
-        match usage(u) {
-            Some(Usage::Ku(bit)) => want_ku |= bit,
-            Some(Usage::Eku(oid)) => want_eku.push(oid.to_owned()),
-            None => return Err(CsrError::UnknownUsage(u.clone())),
-        }
-    }
-    let want_eku = set(want_eku);
+    let (want_ku, want_eku) = split(&spec.usages).map_err(CsrError::UnknownUsage)?;
+    let want_eku = set(want_eku.into_iter().map(str::to_owned).collect());
     let ku = facts.key_usage.unwrap_or(0);
     if ku != want_ku {
         return Err(CsrError::KeyUsage {

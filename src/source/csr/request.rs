@@ -179,11 +179,8 @@ pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, Cs
     let e = der_err;
 
     let subject = subject(spec)?;
-    let names: Vec<San> = (spec.dns.iter().map(|d| San::Dns(d.clone())))
-        .chain(spec.ips.iter().map(|ip| San::Ip(*ip)))
-        .collect();
     let mut attributes = SetOfVec::new();
-    if let Some(ext) = san_extension(&names, subject.0.is_empty())? {
+    if let Some(ext) = san_extension(&spec.sans(), subject.0.is_empty())? {
         let attr = ExtensionReq(vec![ext])
             .try_into()
             .map_err(e("extensionRequest"))?;

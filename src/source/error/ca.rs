@@ -41,8 +41,9 @@ pub enum CaError {
     // Why the live pair is not one this mapping would issue now.
     #[error("the live revision holds no pair")]
     NoPair,
+    /// The `csr:` source's check of it, or its encoding, failed.
     #[error("{0}")]
-    Issued(#[source] Box<CsrError>),
+    Csr(#[source] Box<CsrError>),
     #[error("its ca.crt is not the CA certificate on disk")]
     OtherCa,
 
@@ -82,8 +83,6 @@ pub enum CaError {
     Random,
     #[error("key usage: {0}")]
     KeyUsageBits(x509_cert::der::flagset::InvalidBits),
-    #[error("{0}")]
-    Encode(#[source] Box<CsrError>),
     #[error("{0}")]
     Bundle(#[from] crate::bundle::BundleError),
 
@@ -168,8 +167,6 @@ pub enum CaError {
     TwoCns,
     #[error("its subject holds {oid}; certsync issues CN and O only")]
     SubjectOther { oid: String },
-    #[error("{0}")]
-    DnsName(#[source] crate::x509::X509Error),
     #[error("its SANs hold {kind}; only DNS names and IP addresses are copied")]
     OtherSan { kind: &'static str },
     #[error("its extended key usage {oid} is not one the CSR API names")]
@@ -207,8 +204,12 @@ impl CaError {
         Self::Certificate(Box::new(e))
     }
 
+    pub(crate) fn csr(e: CsrError) -> Self {
+        Self::Csr(Box::new(e))
+    }
+
     pub(crate) fn encoding(e: CsrError) -> Self {
-        Self::signing(Self::Encode(Box::new(e)))
+        Self::signing(Self::csr(e))
     }
 
     /// A short, fixed label for metrics.
@@ -221,7 +222,7 @@ impl CaError {
             Self::Sign(_) => "sign",
             Self::Mismatch(_)
             | Self::NoPair
-            | Self::Issued(_)
+            | Self::Csr(_)
             | Self::OtherCa
             | Self::LifetimeCutByCa { .. }
             | Self::LifetimeOther { .. }

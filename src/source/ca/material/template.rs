@@ -83,7 +83,7 @@ fn sans(facts: &Facts) -> Result<Vec<San>, CaError> {
     (facts.sans.iter())
         .map(|name| match name {
             Name::Dns(d) => {
-                crate::x509::dns_name(d).map_err(CaError::DnsName)?;
+                crate::x509::dns_name(d).map_err(CaError::certificate)?;
                 Ok(San::Dns(d.clone()))
             }
             Name::Ip(ip) => Ok(San::Ip(*ip)),
