@@ -52,17 +52,14 @@ impl HostDir {
             // Every entry but hidden ones (a Secret volume's `..data` and
             // revision directories); subdirectories are skipped.
             let listing = root.held.dir().map_err(HostDirError::Dir)?;
-            let entries = listing.entries().map_err(|source| HostDirError::List {
+            let list_err = |source| HostDirError::List {
                 path: self.dir.clone(),
                 source,
-            })?;
-            let mut names: Vec<String> = Vec::new();
-            for e in entries {
-                let e = e.map_err(|source| HostDirError::List {
-                    path: self.dir.clone(),
-                    source,
-                })?;
-                let name = e.file_name().to_string_lossy().into_owned();
+            };
+            let mut names = Vec::new();
+            for e in listing.entries().map_err(list_err)? {
+                let name = e.map_err(list_err)?.file_name();
+                let name = name.to_string_lossy().into_owned();
                 if !name.starts_with('.') {
                     names.push(name);
                 }

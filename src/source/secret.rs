@@ -125,7 +125,9 @@ impl KubeObject {
         let object = self.object.to_string();
         let obj = match api.get_opt(&self.object.name).await {
             Ok(obj) => obj.ok_or(KubeError::NotFound { object })?,
-            Err(kube::Error::Api(s)) if s.code == 403 => return Err(self.forbidden("get", s.message)),
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                return Err(self.forbidden("get", s.message));
+            }
             Err(source) => return Err(KubeError::Get { object, source }),
         };
         self.bundle(&obj)

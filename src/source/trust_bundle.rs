@@ -68,13 +68,7 @@ impl Selection {
     ) -> impl futures::Stream<Item = Result<watcher::Event<ClusterTrustBundle>, WatchError>>
     + Send
     + 'static {
-        Watch::new(Api::all(client), self.config())
-            .named(self.to_string())
-            .stream()
-    }
-
-    fn config(&self) -> watcher::Config {
-        match self {
+        let config = match self {
             Self::Name(n) => watcher::Config::default().fields(&format!("metadata.name={n}")),
             Self::Signer { signer, labels } => {
                 let config =
@@ -85,7 +79,10 @@ impl Selection {
                     config.labels(&selector(labels))
                 }
             }
-        }
+        };
+        Watch::new(Api::all(client), config)
+            .named(self.to_string())
+            .stream()
     }
 }
 

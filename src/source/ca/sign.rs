@@ -23,16 +23,15 @@ use super::material::{CaKey, Wanted};
 use crate::source::csr::{
     CsrError, Window, leaf_usages, san_extension, signature_algorithm, subject,
 };
-use crate::source::usage::split;
 use crate::source::error::ca::CaError;
+use crate::source::usage::split;
 
 pub(super) fn der(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CaError {
     move |error| CaError::Csr(Box::new(CsrError::Der { what, error }))
 }
 
 fn oid(oid: &'static str) -> Result<ObjectIdentifier, CaError> {
-    ObjectIdentifier::new(oid)
-        .map_err(|error| CaError::Csr(Box::new(CsrError::Oid { oid, error })))
+    ObjectIdentifier::new(oid).map_err(|error| CaError::Csr(Box::new(CsrError::Oid { oid, error })))
 }
 
 /// A time as RFC 5280 wants it: UTCTime through 2049, GeneralizedTime after.
@@ -146,9 +145,7 @@ fn extensions(
         };
         extensions.push(extension("2.5.29.35", false, &aki)?);
     }
-    if let Some(san) =
-        san_extension(&w.sans, empty_subject).map_err(|e| CaError::csr(e))?
-    {
+    if let Some(san) = san_extension(&w.sans, empty_subject).map_err(|e| CaError::csr(e))? {
         extensions.push(san);
     }
     Ok(extensions)

@@ -192,25 +192,24 @@ pub(super) fn eku_names(oids: &[String]) -> Vec<String> {
     oids.iter().map(name).collect()
 }
 
-/// Subject attributes for messages: `CN="x", O="y"`.
+/// Subject attributes for messages: `CN="x", O="y"`, else the OID.
 pub(super) fn attributes(s: &[(String, String)]) -> String {
-    s.iter()
-        .map(|(o, v)| attribute(o, v))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// A subject attribute for messages: `CN="x"`, `O="y"`, else the OID.
-fn attribute(oid: &str, value: &str) -> String {
-    let name = match oid {
-        OID_CN => "CN",
-        OID_O => "O",
-        "2.5.4.11" => "OU",
-        "2.5.4.6" => "C",
-        "2.5.4.7" => "L",
-        "2.5.4.8" => "ST",
-        "2.5.4.5" => "serialNumber",
-        other => other,
+    let name = |oid: &str| {
+        match oid {
+            OID_CN => "CN",
+            OID_O => "O",
+            "2.5.4.11" => "OU",
+            "2.5.4.6" => "C",
+            "2.5.4.7" => "L",
+            "2.5.4.8" => "ST",
+            "2.5.4.5" => "serialNumber",
+            other => other,
+        }
+        .to_owned()
     };
-    format!("{name}={value:?}")
+    let shown: Vec<String> = s
+        .iter()
+        .map(|(o, v)| format!("{}={v:?}", name(o)))
+        .collect();
+    shown.join(", ")
 }

@@ -177,14 +177,10 @@ where
     async fn read(&mut self, mut open: Box<Open>) -> Option<Result<Event<K>, WatchError>> {
         match self.conn.read::<K>(&mut open).await {
             Line::Event(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
-                self.healthy(&mut open, o.meta().resource_version.clone());
-                self.state = State::Watching(open);
-                return Some(Ok(Event::Apply(o)));
+                return Some(Ok(self.seen(open, o, Event::Apply)));
             }
             Line::Event(WatchEvent::Deleted(o)) => {
-                self.healthy(&mut open, o.meta().resource_version.clone());
-                self.state = State::Watching(open);
-                return Some(Ok(Event::Delete(o)));
+                return Some(Ok(self.seen(open, o, Event::Delete)));
             }
             Line::Event(WatchEvent::Bookmark(b)) => {
                 self.healthy(&mut open, Some(b.metadata.resource_version));
@@ -261,6 +257,13 @@ where
             next_page: list.metadata.continue_.filter(|c| !c.is_empty()),
             version: list.metadata.resource_version.unwrap_or_default(),
         }
+    }
+
+    /// `o` arrived on `open`, reported as `event`.
+    fn seen(&mut self, mut open: Box<Open>, o: K, event: fn(K) -> Event<K>) -> Event<K> {
+        self.healthy(&mut open, o.meta().resource_version.clone());
+        self.state = State::Watching(open);
+        event(o)
     }
 
     /// An event arrived: the watch is healthy, and resumes from here.
