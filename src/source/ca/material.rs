@@ -104,17 +104,20 @@ fn ca_trust(allow_loose: bool) -> Trust {
     }
 }
 
-fn owned_safely(meta: &std::fs::Metadata) -> Result<(), CaError> {
-    if !ca_trust(true)
-        .faults(&Entry::from_metadata(Path::new(""), meta))
+/// The CA file at `path`, opened once, if [`ca_trust`] accepts its owner.
+fn open_owned(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), CaError> {
+    let file = beneath::open_file(path, Links::Follow).map_err(CaError::Read)?;
+    let meta = file.metadata().map_err(CaError::Io)?;
+    if ca_trust(true)
+        .faults(&Entry::from_metadata(Path::new(""), &meta))
         .owner
     {
-        return Ok(());
+        return Err(CaError::Owner {
+            uid: meta.uid(),
+            euid: nix::unistd::geteuid().as_raw(),
+        });
     }
-    Err(CaError::Owner {
-        uid: meta.uid(),
-        euid: nix::unistd::geteuid().as_raw(),
-    })
+    Ok((file, meta))
 }
 
 /// The CA key's directories (as named, and where a symlink leads), judged
@@ -162,8 +165,7 @@ pub(super) fn read_ca_cert(
         path: path.to_owned(),
         problem: Box::new(problem),
     };
-    let file = beneath::open_file(path, Links::Follow).map_err(|e| err(CaError::Read(e)))?;
-    owned_safely(&file.metadata().map_err(|e| err(CaError::Io(e)))?).map_err(err)?;
+    let (file, _) = open_owned(path).map_err(err)?;
     let bytes = beneath::read_capped(file, path, LIMIT).map_err(|e| err(CaError::Read(e)))?;
     let der = one_certificate(&bytes).map_err(err)?;
     let cert = Certificate::read(&der).map_err(|e| err(CaError::certificate(e)))?;
@@ -214,9 +216,7 @@ pub(super) fn read_key(
         path: path.to_owned(),
         problem: Box::new(problem),
     };
-    let file = beneath::open_file(path, Links::Follow).map_err(|e| err(CaError::Read(e)))?;
-    let meta = file.metadata().map_err(|e| err(CaError::Io(e)))?;
-    owned_safely(&meta).map_err(err)?;
+    let (file, meta) = open_owned(path).map_err(err)?;
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 && !allow_loose {
         return Err(err(CaError::LooseKey { mode }));

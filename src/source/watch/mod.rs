@@ -1,31 +1,27 @@
-//! The one list/watch loop every Kubernetes source uses (Secrets,
-//! ConfigMaps, ClusterTrustBundles, the CSR requester's wait) and the
-//! approver can use: client-go's reflector protocol, reported as
-//! kube-runtime's [`watcher::Event`]s so that [`Listed`] applies them.
+//! The one list/watch loop of every Kubernetes source and the approver:
+//! client-go's reflector protocol, reported as kube-runtime's
+//! [`watcher::Event`]s for [`Listed`].
 //!
-//! - list (paged), then watch from the list's resourceVersion with
-//!   bookmarks; a relist is reported as `Init`, `InitApply`…, `InitDone`,
-//!   so a reader keeps the old set until the new one is complete;
-//! - a watch that ends is resumed from the last resourceVersion seen;
-//!   `410 Gone` relists at once (after a backoff if the watch was the first
-//!   from a list: a "410 storm");
-//! - client-go's "very short watch" rule: a watch that ends within
-//!   [`Pacing::short`] without an event is a failure (kube-runtime's
-//!   `watcher` re-watches such a server at once: thousands of requests a
-//!   second behind a proxy that cuts streaming responses);
-//! - failures back off with jitter ([`retry_delay`]); at most
-//!   [`Pacing::qps`] requests a second, in bursts of [`Pacing::burst`], so
-//!   no server or proxy can make the loop spin; after an outage a loop
-//!   retries within a second of another loop of the process hearing from
-//!   the server ([`Recovery`]);
+//! - a paged list, then a watch from its resourceVersion with bookmarks; a
+//!   relist is `Init`, `InitApply`…, `InitDone`: readers keep the old set
+//!   until the new one is complete;
+//! - an ended watch resumes from the last resourceVersion; `410 Gone`
+//!   relists at once (after a backoff when the watch was fresh from a list:
+//!   a "410 storm");
+//! - a watch ending within [`Pacing::short`] without an event is a failure
+//!   (client-go's rule; kube-runtime re-watches at once, thousands of times
+//!   a second behind a proxy that cuts streaming responses);
+//! - failures back off with jitter ([`retry_delay`]), at most [`Pacing::qps`]
+//!   requests a second in bursts of [`Pacing::burst`], so no server or proxy
+//!   makes it spin; after an outage a loop retries within a second of
+//!   another loop hearing from the server ([`Recovery`]);
 //! - a watch not ended within its `timeoutSeconds` and
 //!   [`pacing::WATCH_MARGIN`] is stalled: given up and resumed;
-//! - one [`Gate`] of [`IN_FLIGHT`] requests is shared by every loop of the
-//!   process (see there why).
+//! - one [`Gate`] of [`IN_FLIGHT`] requests is shared by the process.
 //!
-//! Event lines are read into a buffer of their own, freed once parsed, so a
-//! quiet watch holds no read buffer (kube-runtime's keeps 8 KiB per watch),
-//! and every request's state is boxed: it lives only while in flight.
+//! Each event line has a buffer of its own, freed once parsed (a quiet
+//! watch holds none; kube-runtime's keeps 8 KiB), and each request's state
+//! is boxed: it lives only while in flight.
 
 mod conn;
 mod error;
