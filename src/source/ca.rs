@@ -1,17 +1,10 @@
-//! `ca:PREFIX`: certificates certsync issues itself from a CA on the node
-//! (kubeadm's `pki/ca.crt` and `ca.key`), for the control-plane
-//! certificates no Kubernetes signer issues.
-//!
-//! One issuance: the CA certificate, template and CA key are read and
-//! judged ([`material`]); a new key is made, or the live one kept
-//! (`keep-key`, as `kubeadm certs renew` does); the CA key signs in memory
-//! ([`sign`]); the result passes the `csr:` source's [`check`] before the
-//! bundle (tls.crt, tls.key, ca.crt) is published. Rotation is the `csr:`
-//! source's ([`Renewing`]); besides, the live pair is issued again when it
-//! no longer satisfies the mapping (CA, template, identity, key algorithm
-//! or lifetime changed: [`lifetime`]), rechecked every resync. After a
-//! restart the live revision is the state: while it is good, nothing is
-//! issued.
+//! `ca:PREFIX`: certificates certsync issues from a CA on the node
+//! (kubeadm's `pki/ca.crt` and `ca.key`). CA, template and key are judged
+//! ([`material`]), a key made or kept (`keep-key`), the CA key signs in
+//! memory ([`sign`]) and the result passes [`check`] before it is
+//! published. Rotation is [`Renewing`]'s; the live pair is also issued
+//! again when it no longer satisfies the mapping ([`lifetime`]), rechecked
+//! every resync; after a restart, a good live revision is the state.
 //!
 //! Invariants: the CA key is read, never copied to disk, logged or
 //! published; its type's `Debug` is redacted. notAfter never passes the

@@ -1,10 +1,6 @@
-//! How certsync talks to the API server: the client found as kubectl finds
-//! it (`--kubeconfig`, else `KUBECONFIG`'s paths merged, else
-//! `~/.kube/config`, else the pod's service account; `--context` picks the
-//! context, whose namespace is implied), rebuilt when a credential file
-//! changes (every watch restarts with it). Kubeconfig files are read and
-//! judged in `client/kubeconfig.rs`; the HTTP/2 connections every list and
-//! watch share are `client/pool.rs`'s.
+//! The API client, found as kubectl finds it (`--kubeconfig`, `KUBECONFIG`,
+//! `~/.kube/config`, else in-cluster; `--context`), rebuilt when a
+//! credential file changes (every watch restarts with it).
 
 mod error;
 mod kubeconfig;

@@ -1,19 +1,11 @@
-//! `csr:SIGNER`: certificates certsync obtains itself through the
-//! Kubernetes CSR API, as kubelet's certificate manager (client-go
-//! `util/certificate`) does, for any subject and signer.
-//!
-//! One cycle: a new key is generated in memory; a CertificateSigningRequest
-//! is created (`generateName: certsync-...`) and watched by name, its uid
-//! checked on every event, until it is `Approved` with a certificate or
-//! `Denied`, `Failed`, deleted or timed out (retried with backoff). The
-//! issued chain must pass [`check`] before it is published with the key
-//! beside it: the sync task writes both into one revision, so the pair is
-//! never seen mismatched.
-//!
-//! Rotation ([`renewal`]): at 70–90 % of the live certificate's lifetime;
-//! at once when there is none, it expired, or it no longer satisfies the
-//! mapping. After a restart the live revision is the state; a request
-//! pending at a restart is abandoned (its key lived only in memory).
+//! `csr:SIGNER`: certificates obtained through the Kubernetes CSR API, as
+//! kubelet's certificate manager does. A key made in memory; a request
+//! created (`generateName: certsync-...`) and watched by name, its uid
+//! checked on every event, until issued, denied, failed, deleted or timed
+//! out. The chain must pass [`check`]; it is published with its key, into
+//! one revision, so the pair is never seen mismatched. Rotation:
+//! [`renewal`]; after a restart the live revision is the state (a pending
+//! request is abandoned: its key lived only in memory).
 //!
 //! Invariants: the key is never logged (its type's `Debug` is redacted),
 //! never sent (only the PKCS#10 request is), and reaches disk only in the

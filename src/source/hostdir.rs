@@ -1,8 +1,7 @@
-//! Host-directory source: a pair of files (e.g. kubeadm's `apiserver.crt`
-//! and `.key`) or one combined PEM (kubelet's `kubelet-server-current.pem`),
-//! read again when the directory has been quiet for the debounce window
-//! (directory-wide, not per path: a certificate written seconds before its
-//! key must not be read alone), and on the periodic resync.
+//! Host-directory source: files (kubeadm's `apiserver.crt` and `.key`) or
+//! one combined PEM (kubelet's), read again once the whole directory has
+//! been quiet for the debounce window (a certificate written seconds before
+//! its key must not be read alone), and at every resync.
 //!
 //! Invariants: only the configured names are read, each walked to beneath
 //! a handle on the source directory ([`Start::Volume`]: nothing leads
@@ -267,12 +266,10 @@ fn refused(path: &Path, e: PathError) -> HostDirError {
     }
 }
 
-/// Who may change the directories on a file's way from the source
-/// directory: certsync publishes only what those users could read
-/// themselves. With `fs.protected_hardlinks=0` (the default) a user may
-/// hard-link a file they cannot read (root's key) into their directory,
-/// and no link count tells who made the link. Not read as the owner
-/// (`setfsuid`): the thread would keep root's supplementary groups.
+/// Who may change the directories on a file's way: certsync publishes only
+/// what they could read themselves (with `fs.protected_hardlinks=0` a user
+/// may hard-link root's key into their directory; no link count tells who
+/// did). Not read as the owner: `setfsuid` keeps root's groups.
 #[derive(Default)]
 struct Writers {
     /// Owners of directories on the way other than root and certsync's user.

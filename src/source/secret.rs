@@ -1,7 +1,5 @@
-//! API-server source: one Secret or ConfigMap, listed and watched by name
-//! (`fieldSelector=metadata.name=NAME`, `source::watch`'s loop), so memory
-//! does not grow with the namespace and RBAC can be limited with
-//! `resourceNames`; a rebuilt client restarts every watch.
+//! One Secret or ConfigMap, watched by name (`metadata.name=NAME`): memory
+//! does not grow with the namespace, and RBAC may use `resourceNames`.
 //!
 //! Invariants: a missing, deleted or unreadable object is published as an
 //! error and never turns into an empty bundle (unless `optional`), so the

@@ -1,14 +1,9 @@
-//! `clustertrustbundle:` sources: `certificates.k8s.io/v1beta1`
-//! ClusterTrustBundles published as a CA bundle (`ca.crt`), as kubelet's
-//! projected volumes publish them: `clustertrustbundle:NAME` one bundle;
-//! `clustertrustbundle:SIGNER` (a name with `/`) every bundle of that
-//! signer, narrowed by `label=KEY=VALUE`, joined in name order, each
-//! certificate once, so the file changes only when the set does.
-//!
-//! The selection is watched (`source::watch`'s loop), so a bundle added,
-//! changed or removed is published. A cluster that does not serve the API,
-//! a selection that matches nothing or one too large ([`joined`]) is
-//! reported and the last good bundle stays.
+//! `clustertrustbundle:` sources, published as `ca.crt` as kubelet's
+//! projected volumes publish them: one bundle by name, or every bundle of a
+//! signer (narrowed by `label=KEY=VALUE`) joined in name order, each
+//! certificate once. The selection is watched; an API not served, a
+//! selection matching nothing or one too large ([`joined`]) is reported and
+//! the last good bundle stays.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -86,14 +81,11 @@ impl Selection {
     }
 }
 
-/// The CA bundle of `bundles` (the selection `selection`): in name order,
-/// each certificate once. Anything but well-formed CERTIFICATE blocks in a
-/// bundle, or a bundle past the API's 1 MiB, refuses the whole set, naming
-/// the bundle (never a bundle of the blocks that happened to read). Past
-/// `limit` bytes of distinct certificates ([`MAX_TRUST_BUNDLES_SIZE`]: a
-/// signer's second full-size bundle still fits) the selection is refused
-/// (`too_large`). Kubelet joins the same way, without a bound. Linear in
-/// the input; callers run it off the async runtime.
+/// The CA bundle of `bundles`: in name order, each certificate once, as
+/// kubelet joins them. Anything but CERTIFICATE blocks in a bundle, or a
+/// bundle past the API's 1 MiB, refuses the whole set (never a bundle of
+/// the blocks that happened to read); so does more than `limit` bytes
+/// ([`MAX_TRUST_BUNDLES_SIZE`]). Linear; run off the async runtime.
 pub fn joined(
     bundles: &BTreeMap<String, ClusterTrustBundle>,
     selection: &Selection,

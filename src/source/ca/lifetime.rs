@@ -1,16 +1,10 @@
-//! Whether the live certificate was issued with the lifetime the mapping
-//! asks for now ([`check`](super::check) compares who it is for, not how
-//! long it lasts): a pair kept from a shorter `lifetime=` is renewed at
-//! 70-90 % of it, which left kubeconfigs with expired client certificates
-//! between client-go's 5-minute polls.
-//!
-//! Inverted here: issued at `t`, notAfter = min(t + lifetime, the CA's),
-//! notBefore = max(t - backdate, the CA's), backdate = min(5 min,
-//! lifetime / 10); so a pair was issued with `lifetime` when
-//! `t = notAfter - lifetime` gives back its notBefore, within clock
-//! rounding. A pair that ends with the CA says nothing of the lifetime: it
-//! differs only if one issued now would end before the CA (else it would
-//! be issued again at every check).
+//! Whether the live certificate was issued with the `lifetime=` asked for
+//! now (a pair kept from a shorter one left kubeconfigs with expired client
+//! certificates between client-go's polls). Issued at `t`: notAfter =
+//! min(t + lifetime, CA's), notBefore = max(t - min(5 min, lifetime / 10),
+//! CA's); so `t = notAfter - lifetime` must give back its notBefore. A pair
+//! ending with the CA differs only if one issued now would end sooner
+//! (else it would be issued again at every check).
 
 use std::time::Duration;
 

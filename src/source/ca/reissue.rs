@@ -1,11 +1,8 @@
-//! A certificate signed again by the CA key with its TBSCertificate kept
-//! as it is but for a new serial and validity: what `certsync kubeadm
-//! revert` writes for a kubeadm certificate that ends within a day (as
-//! `kubeadm certs renew` would), and a renewed root CA.
-//!
-//! The caller gives only bytes certsync's container could not have
-//! written (kubeadm's copy in adopt's backup): re-signing whatever is
-//! handed in makes this a signing oracle for whoever wrote it.
+//! A certificate signed again by the CA key, its TBSCertificate kept but
+//! for serial and validity: `kubeadm revert`'s renewal of a kubeadm
+//! certificate, and a renewed root CA. Callers give only bytes certsync's
+//! container could not have written: re-signing whatever is handed in
+//! makes this a signing oracle for whoever wrote it.
 
 use std::path::Path;
 use std::time::SystemTime;

@@ -1,13 +1,11 @@
-//! The connections under the API client. kube-rs speaks HTTP/1.1 only:
-//! one connection per watch. certsync makes no upgrade calls, so it offers
-//! `h2` and multiplexes every request over as few HTTP/2 connections as the
-//! server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows, as Go's transport
-//! does, PINGing after `keepalive` of silence; a server without `h2` is
-//! spoken to in HTTP/1.1.
+//! The connections under the API client: every request multiplexed over
+//! as few HTTP/2 connections as `SETTINGS_MAX_CONCURRENT_STREAMS` allows,
+//! as Go's transport does (kube-rs alone: one HTTP/1.1 connection per
+//! watch), PINGed after `keepalive` of silence; HTTP/1.1 without `h2`.
 //!
 //! Invariants: a request never waits for a stream slot on a full connection
-//! (h2 would queue it silently behind watches that last minutes); a closed
-//! connection is never handed out again.
+//! (h2 would queue it behind minutes-long watches); a closed connection is
+//! never handed out again.
 
 use std::pin::Pin;
 use std::sync::Arc;

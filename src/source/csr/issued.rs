@@ -13,14 +13,11 @@ use crate::source::usage::{ku_names, leaf_usages, split};
 use crate::validate::{self, Expect, Policy};
 use crate::x509::{COMMON_NAME as OID_CN, Certificate, Facts, ORGANIZATION as OID_O, set};
 
-/// Checks that `cert_pem` (leaf first, then any intermediates) is what
-/// `spec` asks for, for the key in `key_pem`: the key matches the leaf, the
-/// leaf is valid now, read by two parsers that agree ([`Certificate::facts`],
-/// else refused), and holds exactly the requested subject, DNS and IP names
-/// (no other kind), key usages and EKUs (as kube-controller-manager's
-/// signer maps them), no CA, no unknown critical extension, the requested
-/// key algorithm, and chains to `ca` (PEM) when given. Pure: `now` is the
-/// only clock. The error names the field; the signer's values are escaped.
+/// Checks that `cert_pem` (leaf first) is what `spec` asks for, for the key
+/// in `key_pem`: the key matches, the leaf is valid now, read alike by two
+/// parsers ([`Certificate::facts`]), with exactly the subject, DNS and IP
+/// names, usages and key algorithm asked for, no CA, no unknown critical
+/// extension, chaining to `ca` when given. Pure; errors name the field.
 pub fn check(
     spec: &CsrSpec,
     cert_pem: &[u8],

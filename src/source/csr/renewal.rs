@@ -1,12 +1,9 @@
-//! When to request the next certificate: at the renewal deadline (a share
-//! of the lifetime drawn from the mapping's window, kubelet's rule). A
-//! signer may issue certificates already past that point (its clock
-//! behind, a CA clipping notAfter): renewing at once would loop as fast as
-//! it answers. So a certificate due on arrival is renewed no sooner than a
-//! [`floor`] after its issuance, doubled each time in a row (jittered, up
-//! to an hour or the floor). A renewal point still ahead is kept however
-//! near: the floor must never carry a valid schedule past expiry. Pure:
-//! the caller gives the clock and the random draws.
+//! When to request the next certificate: at the renewal deadline
+//! (kubelet's rule). A certificate already past it on arrival (a signer's
+//! clock behind, a CA clipping notAfter) would loop as fast as the signer
+//! answers, so it waits a [`floor`] after issuance, doubled each time in a
+//! row (jittered, up to an hour or the floor). A deadline still ahead is
+//! kept: the floor never carries a valid schedule past expiry. Pure.
 
 use std::time::{Duration, SystemTime};
 

@@ -8,12 +8,9 @@ use crate::source::error::csr::CsrError;
 use crate::x509::KeyAlg;
 
 impl KeyAlg {
-    /// A new key, from the operating system's random generator. ECDSA and
-    /// Ed25519 keys are made by ring (through rcgen). ring cannot make RSA
-    /// keys, so the RustCrypto `rsa` crate makes them; ring still does all
-    /// signing with them (the request's signature), so `rsa`'s
-    /// non-constant-time private-key operations (RUSTSEC-2023-0071) are
-    /// never used.
+    /// A new key from the OS generator, made by ring; RSA keys by the `rsa`
+    /// crate (ring cannot), but ring signs with them, so `rsa`'s
+    /// non-constant-time operations (RUSTSEC-2023-0071) are never used.
     pub(crate) fn generate(self) -> Result<rcgen::KeyPair, CsrError> {
         let err = |source: Box<dyn std::error::Error + Send + Sync>| CsrError::KeyGen {
             alg: self,

@@ -116,7 +116,10 @@ impl CsrSource {
             reason,
             message,
         };
-        if let Some(e) = find("Denied").map(denied).or_else(|| find("Failed").map(failed)) {
+        if let Some(e) = find("Denied")
+            .map(denied)
+            .or_else(|| find("Failed").map(failed))
+        {
             return Some(Err(e));
         }
         let approved = find("Approved").is_some();

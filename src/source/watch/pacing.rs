@@ -14,14 +14,11 @@ pub fn retry_delay(failures: u32) -> Duration {
     crate::backoff(Duration::from_millis(800), failures).min(Duration::from_secs(30))
 }
 
-/// Requests one process's loops have in flight at once, at most: list
-/// pages, and watches until their response headers (kube-apiserver holds
-/// an APF seat for a WATCH until it is set up). One identity is one flow,
-/// shuffle-sharded onto 6 queues of 50 (more are refused with 429), and
-/// executes in 49 (`global-default`) or 245 (`workload-low`) seats of a
-/// default server: 32 keeps one process well inside, lets nine processes of
-/// one ServiceAccount start together before its queues fill, and still
-/// sends a thousand mappings' 2,000 requests in about 63 short rounds.
+/// Requests (list pages, watches until their headers: APF holds a seat
+/// until a WATCH is set up) one process has in flight at most. One
+/// identity is one APF flow (6 queues of 50, then 429) in 49 or 245 seats:
+/// 32 lets nine processes of one ServiceAccount start together, and sends
+/// a thousand mappings' 2,000 requests in about 63 rounds.
 pub const IN_FLIGHT: usize = 32;
 
 /// How long after a watch's own timeout the server has to end it before it

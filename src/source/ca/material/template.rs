@@ -20,14 +20,11 @@ pub(super) struct Template {
     pub(super) not_after: i64,
 }
 
-/// Reads a template strictly, as data someone else may have written:
-/// signed by the CA (its validity is not checked: an expired certificate
-/// is the usual template), one strict DER certificate, a subject of CN and
-/// O only, DNS and IP SANs, usages the CSR API names and a leaf may have, a
-/// key certsync can make, no CA, name constraints or unknown critical
-/// extension. Anything else is refused rather than silently left out of the
-/// renewal; non-critical extensions (SKI, AKI, AIA, CRL distribution
-/// points) are the signer's own and ignored.
+/// Reads a template as data someone else may have written: one strict DER
+/// certificate signed by the CA (expired is the usual case), subject CN and
+/// O only, DNS and IP SANs, usages a leaf may have, a key certsync makes,
+/// no CA, name constraints or unknown critical extension. Anything else is
+/// refused, never silently left out; non-critical extensions are ignored.
 pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, CaError> {
     let bytes = crate::beneath::read_file(path, LIMIT).map_err(CaError::Read)?;
     let der = one_certificate(&bytes)?;
