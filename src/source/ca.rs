@@ -123,8 +123,7 @@ fn certified_key<'a>(
         .map_err(|e| CaError::csr(e))
 }
 
-/// One issuance (blocking): what is wanted, the CA key, the leaf's key
-/// (kept or new), signed, checked, bundled.
+/// One issuance (blocking).
 fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued, CaError> {
     let now = SystemTime::now();
     let w = wanted(spec, now, skew)?;
@@ -290,9 +289,8 @@ impl CaSource {
         Ok(issued)
     }
 
-    /// Keeps the mapping's certificate current until shutdown: adopts the
-    /// live pair, rechecks it every `recheck`, renews at the deadline,
-    /// retries failures with backoff. Publishes every issued bundle.
+    /// Keeps the mapping's certificate current until shutdown, rechecking
+    /// the live pair every `recheck`; publishes every issued bundle.
     pub async fn run(
         self,
         live: Option<Bundle>,
@@ -412,8 +410,7 @@ impl CaSource {
         (SystemTime::now() < earliest).then_some(earliest)
     }
 
-    /// `run --once`: the live pair if it satisfies the mapping, else one
-    /// certificate issued.
+    /// `run --once`: the live pair if it fits, else one issued.
     pub async fn once(&self, live: Option<&Bundle>) -> Result<Option<Bundle>, CaError> {
         if self.adopt(live).await.is_some() {
             return Ok(None);

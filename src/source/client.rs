@@ -122,8 +122,7 @@ impl ClientSettings {
         build(config, self.keepalive)
     }
 
-    /// Keeps `tx` holding a client built from the current credentials,
-    /// rebuilt whenever a credential file's content changes.
+    /// Keeps `tx` holding a client of the current credentials.
     pub async fn run_clients(
         self,
         watcher: DirWatch,
@@ -211,8 +210,7 @@ fn build(config: &kube::Config, keepalive: Duration) -> Result<Client, ClientErr
     Ok(Client::new(service, config.default_namespace.clone()))
 }
 
-/// Runs `watch` with the newest API client from `clients` until shutdown,
-/// and again with each client rebuilt (rotated credentials).
+/// Runs `watch` with the newest client until shutdown, again on each new one.
 pub async fn follow<F: Future<Output = ()>>(
     mut clients: tokio::sync::watch::Receiver<Option<kube::Client>>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -227,8 +225,7 @@ pub async fn follow<F: Future<Output = ()>>(
     }
 }
 
-/// The newest API client from `clients`, waiting for the first; `None` on
-/// shutdown or when the client task is gone.
+/// The newest client, waiting for the first; `None` on shutdown.
 pub async fn newest_client(
     clients: &mut tokio::sync::watch::Receiver<Option<kube::Client>>,
     shutdown: &mut tokio::sync::watch::Receiver<bool>,

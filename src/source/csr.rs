@@ -102,8 +102,7 @@ pub struct Issued {
 }
 
 impl CsrSource {
-    /// The live pair's window if it still satisfies the mapping; `None`
-    /// (logged) if a new certificate is needed now.
+    /// The live pair's window if it still fits; `None` (logged): request.
     pub async fn adopt(&self, client: &Client, live: Option<&Bundle>) -> Option<Window> {
         let live = live?;
         let (Some(cert), Some(key)) = (live.get(CERT_FILE), live.get(KEY_FILE)) else {

@@ -129,8 +129,7 @@ impl HostDir {
         true
     }
 
-    /// Publishes the directory's content now, then when it has been quiet
-    /// for `debounce` after a change, and every `resync`, until shutdown.
+    /// Publishes the directory now, once quiet after a change, and at resync.
     pub async fn run(
         self,
         watcher: DirWatch,
@@ -146,8 +145,7 @@ impl HostDir {
         // files=all: any entry may be one to publish.
         let only = (self.layout != Layout::All).then_some(names.as_slice());
         let (events, watched) = watcher.subscribe(&self.dir, only);
-        // A directory that does not exist yet is waited for through its
-        // nearest existing ancestor.
+        // A missing directory is waited for through its nearest ancestor.
         let mut waiting = false;
         let mut ancestor = None;
         if let Err(e) = watched {
@@ -213,10 +211,9 @@ impl<'a> Source<'a> {
         Ok(Self { held, path })
     }
 
-    /// Reads `name` (shown as `path`) beneath the directory: `None` when it
-    /// (or a name on its way) does not exist, or is a directory and
-    /// `skip_dirs`; anything but a regular file is refused, judged on the
-    /// descriptor walked to, and the file is held to [`Writers`].
+    /// Reads `name` (shown as `path`) beneath the directory (`None`: absent,
+    /// or a directory and `skip_dirs`); only a regular file, judged on the
+    /// descriptor walked to and held to [`Writers`].
     fn read(
         &self,
         name: &Path,
@@ -297,8 +294,7 @@ impl Writers {
         }
     }
 
-    /// Refuses the file of status `st` unless everyone may read it, or
-    /// every user who may change its way owns it.
+    /// Refuses `st` unless all may read it or every writer of its way owns it.
     fn may_read(&self, st: &nix::sys::stat::FileStat, path: &Path) -> Result<(), HostDirError> {
         if st.st_mode & 0o004 != 0 {
             return Ok(());

@@ -1,6 +1,5 @@
-//! Sources publish the newest content of one mapping into a
-//! `tokio::sync::watch` channel: bursts coalesce and the latest wins. They
-//! never validate or write; the sync task does (see `sync`).
+//! Sources publish a mapping's newest content into a `watch` channel (the
+//! latest wins); the sync task validates and writes.
 
 pub mod ca;
 pub mod client;

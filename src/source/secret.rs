@@ -168,9 +168,8 @@ impl KubeObject {
         .await;
     }
 
-    /// Lists the object, then watches it, publishing what it sees. The list
-    /// is served from the API server's cache (`resourceVersion=0`, as
-    /// client-go's informers list) and not paged: it is one object.
+    /// Watches the object, publishing what it sees; listed from the API
+    /// server's cache (`resourceVersion=0`, as informers do), unpaged.
     async fn watch<K: Payload>(
         &self,
         client: Client,

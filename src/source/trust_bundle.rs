@@ -155,8 +155,7 @@ fn watch_error(e: WatchError) -> TrustBundleError {
     }
 }
 
-/// The selection's CA bundle now (one list): `run --once`, and a `csr:`
-/// mapping's CA.
+/// The selection's CA bundle now (one list).
 pub async fn read(client: Client, selection: &Selection) -> Result<Vec<u8>, TrustBundleError> {
     let mut events = std::pin::pin!(selection.watch(client));
     let mut listed = Listed::default();

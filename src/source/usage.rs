@@ -1,6 +1,5 @@
-//! The key usage names of the CSR API: the bit or EKU OID each asks for,
-//! the names of a certificate's bits and OIDs, and `CaUsage`, a usage only
-//! a CA certificate has (refused: certsync issues leaves only).
+//! The CSR API's usage names: the bit or EKU OID each asks for, and
+//! `CaUsage`, a usage only a CA has (refused: certsync issues leaves).
 
 /// The usage names the API accepts (`pkg/apis/certificates`).
 pub const USAGES: &[&str] = &[
@@ -28,9 +27,8 @@ pub const USAGES: &[&str] = &[
     "microsoft sgc",
     "netscape sgc",
 ];
-/// What a CSR API usage string puts into the certificate: a key usage bit
-/// (bit 0: digitalSignature) or an EKU OID, as Kubernetes'
-/// `keyUsagesFromStrings` maps them.
+/// A usage's key usage bit (bit 0: digitalSignature) or EKU OID, as
+/// Kubernetes' `keyUsagesFromStrings` maps them.
 enum Usage {
     Ku(u16),
     Eku(&'static str),
@@ -109,9 +107,8 @@ pub(crate) fn eku_usage(oid: &str) -> Option<&'static str> {
         .copied()
 }
 
-/// The names of the key usage bits set in `bits`, bit 0 first (the last
-/// name [`USAGES`] gives a bit: "digital signature", not
-/// "signing").
+/// The names of the bits set in `bits`, bit 0 first ("digital signature",
+/// the last name [`USAGES`] gives a bit).
 pub(crate) fn ku_names(bits: u16) -> Vec<&'static str> {
     let name = |bit: u16| {
         let named = |u: &&&str| matches!(usage(u), Some(Usage::Ku(b)) if b == bit);

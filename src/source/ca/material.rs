@@ -1,5 +1,4 @@
-//! What a `ca:` issuance reads from the node: the CA certificate, the CA
-//! key, and the identity the template certificate gives.
+//! What a `ca:` issuance reads: the CA certificate, key and template.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -120,8 +119,7 @@ fn open_owned(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), CaError
     Ok((file, meta))
 }
 
-/// The CA key's directories (as named, and where a symlink leads), judged
-/// by [`ca_trust`] on the directory walked to.
+/// The CA key's directories (as named, and where a link leads) judged.
 fn key_directories(path: &Path, allow_loose: bool) -> Result<(), CaError> {
     let parent = |p: &Path| {
         let dir = p.parent().unwrap_or(Path::new("/")).to_owned();

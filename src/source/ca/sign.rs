@@ -151,8 +151,7 @@ fn extensions(
     Ok(extensions)
 }
 
-/// The key usage (critical) and EKU extensions `usages` stand for, each
-/// EKU once.
+/// The key usage (critical) and EKU extensions `usages` stand for.
 fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, CaError> {
     let (ku, eku) = split(usages).map_err(|u| CaError::csr(CsrError::UnknownUsage(u)))?;
     let eku = eku.into_iter().map(oid).collect::<Result<Vec<_>, _>>()?;

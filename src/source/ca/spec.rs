@@ -1,5 +1,4 @@
-//! What a `ca:` mapping issues, from which CA (`CaSpec`), and how far
-//! back an issued certificate's notBefore lies (`BACKDATE`).
+//! What a `ca:` mapping issues (`CaSpec`), and the `BACKDATE`.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! `ClientError`, why no API client could be made, and `ApiError`, an API call that failed.
 
-/// Why no API client was made: the kubeconfig (each reason below said
-/// after its path), the in-cluster configuration, or the connection.
+/// Why no API client was made.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("kubeconfig {path}: {problem}")]

@@ -1,7 +1,6 @@
-//! Kubeconfig files read as certsync reads every file it is handed, and
-//! what they name judged: the files put inline, token files checked, an
-//! `exec` plugin held to what only root may change. Everything after
-//! reading (merging, contexts, auth) is kube's.
+//! Kubeconfigs read as every file certsync is handed and what they name
+//! judged (files put inline, token files checked, `exec` plugins held to
+//! what only root may change); merging, contexts and auth are kube's.
 
 use std::path::PathBuf;
 
@@ -12,8 +11,7 @@ use super::error::ClientError;
 /// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
 pub(super) const KUBECONFIG_LIMIT: u64 = 4 << 20;
 
-/// A kubeconfig file judged as [`read_kubeconfig`] reads it, for checks
-/// at start.
+/// A kubeconfig judged as [`read_kubeconfig`] reads it (at start).
 pub fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
     read_kubeconfigs(&[path.to_owned()], false).map(drop)
 }

@@ -1,5 +1,4 @@
-//! The check of an issued certificate against the request: the signer's
-//! answer is data someone else wrote, never proof by itself.
+//! The signer's answer checked: data someone else wrote, never proof.
 
 use std::time::SystemTime;
 
@@ -140,8 +139,7 @@ fn key_alg(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     }
 }
 
-/// The chain (leaf first) verifies up to a CA certificate in `ca_pem`,
-/// with the EKU asked for (rustls' webpki).
+/// The chain verifies up to `ca_pem` with the EKU asked for (webpki).
 fn chains_to(
     chain: &[CertificateDer<'_>],
     ca_pem: &[u8],

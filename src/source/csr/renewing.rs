@@ -1,6 +1,5 @@
-//! What a renewing source (`csr:`, `ca:`) keeps between issuances, and
-//! the steps both take with it, so the two cannot drift apart on how fast
-//! they retry or when a renewal is held back.
+//! What `csr:` and `ca:` keep between issuances, and the steps both take,
+//! so they cannot drift apart on retries or held-back renewals.
 
 use std::time::{Duration, SystemTime};
 
@@ -48,8 +47,7 @@ impl<'a> Renewing<'a> {
         self.failures
     }
 
-    /// When to renew the live certificate ([`renewal::next`]), logged;
-    /// `None` when there is none (issue at once).
+    /// When to renew ([`renewal::next`]), logged; `None`: issue at once.
     pub fn schedule(&mut self, renew: (f64, f64), floor: Duration) -> Option<SystemTime> {
         let w = self.current?;
         let since = self.issued_at.unwrap_or_else(|| {
@@ -103,8 +101,7 @@ impl<'a> Renewing<'a> {
         }
     }
 
-    /// A failure, counted and reported; `true` when it differs from the
-    /// last one (log it at error level; a repeat only at debug).
+    /// A failure counted; `true` when it differs from the last (log it).
     pub fn failed(&mut self, reason: &'static str, message: &str) -> bool {
         self.failures = self.failures.saturating_add(1);
         self.metrics.csr_error(self.mapping, reason);

@@ -1,5 +1,4 @@
-//! A new key (kept in memory only) and the PKCS#10 request for it, named
-//! after the mapping.
+//! A new key (in memory only) and the PKCS#10 request for it.
 
 use std::net::IpAddr;
 
@@ -145,8 +144,7 @@ pub(crate) fn san_extension(
     }))
 }
 
-/// The signature algorithm a key of `alg` signs with (through ring): ECDSA
-/// with the curve's hash, Ed25519, or RSA PKCS#1 v1.5 with SHA-256.
+/// The signature algorithm a key of `alg` signs with through ring.
 pub(crate) fn signature_algorithm(
     alg: KeyAlg,
 ) -> Result<x509_cert::spki::AlgorithmIdentifierOwned, CsrError> {
@@ -164,9 +162,8 @@ pub(crate) fn signature_algorithm(
     })
 }
 
-/// The PKCS#10 request (PEM) for the public key `spki` (DER): the subject
-/// ([`subject`]), the SANs in an extensionRequest, signed with `sign` (the
-/// key, through ring) by `spec.key_alg`'s algorithm.
+/// The PKCS#10 request (PEM) for `spki` (DER), its SANs in an
+/// extensionRequest, signed with `sign` by `spec.key_alg`'s algorithm.
 pub fn pkcs10(spec: &CsrSpec, spki: &[u8], sign: &Sign<'_>) -> Result<String, CsrError> {
     use x509_cert::der::asn1::{BitString, SetOfVec};
     use x509_cert::der::pem::LineEnding;

@@ -1,5 +1,4 @@
-//! A `csr:` mapping kept current until shutdown ([`Renewing`]), and
-//! `run --once`'s single request.
+//! A `csr:` mapping kept current ([`Renewing`]), or requested once.
 
 use std::time::{Duration, SystemTime};
 
@@ -59,8 +58,7 @@ impl CsrSource {
         }
     }
 
-    /// Keeps the mapping's certificate current until shutdown, publishing
-    /// every issued bundle.
+    /// Keeps the mapping's certificate current until shutdown.
     pub async fn run(
         self,
         mut clients: watch::Receiver<Option<Client>>,
@@ -136,8 +134,7 @@ impl CsrSource {
         }
     }
 
-    /// `run --once`: the live pair if it satisfies the mapping, else one
-    /// request waited for.
+    /// `run --once`: the live pair if it fits, else one requested.
     pub async fn once(
         &self,
         client: &Client,

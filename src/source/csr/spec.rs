@@ -1,5 +1,4 @@
-//! What a `csr:` mapping asks for (`CsrSpec`, its `CaSource`), a
-//! certificate's validity `Window`, and the `CsrSource` the stages share.
+//! What a `csr:` mapping asks for, a validity `Window`, the `CsrSource`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -1,6 +1,4 @@
-//! Waiting for the request to be decided and the certificate issued:
-//! the request watched by name through the one list/watch loop, its uid
-//! checked, under the approval timeout.
+//! Waiting for the request to be decided, watched by name, its uid checked.
 
 use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -19,9 +17,8 @@ pub(super) struct Said {
 }
 
 impl CsrSource {
-    /// Waits for `name` (whose uid is `uid`) to be issued, denied, failed
-    /// or deleted, or for the approval timeout: `created`, then the request
-    /// as `source::watch`'s loop sees it (which never spins).
+    /// Waits for `name` (uid `uid`) to be settled, or the approval timeout:
+    /// `created`, then the request as the watch loop sees it.
     pub(super) async fn wait(
         &self,
         api: &Api<CertificateSigningRequest>,
@@ -84,9 +81,8 @@ impl CsrSource {
         }
     }
 
-    /// What `obj` says about the request: issued, denied, failed or
-    /// replaced (`Some`), or still pending (`None`, said once each: waiting
-    /// for approval, approved).
+    /// `Some` when `obj` is issued, denied, failed or replaced; `None`:
+    /// pending (waiting for approval, approved: each said once).
     pub(super) fn settled(
         &self,
         name: &str,

@@ -1,5 +1,4 @@
-//! `CaError`: why a `ca:` certificate cannot be issued, or the live one
-//! is not what the mapping would issue now.
+//! `CaError`: why a `ca:` certificate cannot be issued, or the live one no longer fits.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,5 +1,4 @@
-//! `CsrError`: why a `csr:` certificate cannot be requested, obtained or
-//! checked, with the names its messages give subjects and usages.
+//! `CsrError`: why a `csr:` certificate cannot be obtained or checked.
 
 use std::net::IpAddr;
 use std::time::Duration;

@@ -1,6 +1,5 @@
-//! Why a source cannot publish (`SourceError`, wrapping the error of each
-//! source kind, one module below each), what a source publishes (`Update`)
-//! and `publish`. The source kinds import it; it imports none of them.
+//! Why a source cannot publish (`SourceError`, over each kind's error
+//! below), what it publishes (`Update`); it imports no source kind.
 
 pub mod ca;
 pub mod csr;

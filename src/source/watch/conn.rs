@@ -1,6 +1,5 @@
-//! The requests one loop makes: a page of the list, a watch opened (its
-//! stall deadline set), a line of it read and parsed; each failure as a
-//! [`WatchError`] naming what is watched.
+//! The requests one loop makes: a list page, a watch opened, a line read;
+//! each failure a [`WatchError`] naming what is watched.
 
 use std::pin::Pin;
 
@@ -76,8 +75,7 @@ impl Conn {
         Ok(list)
     }
 
-    /// Starts a watch from `version`: its body, stall deadline and what to
-    /// say when stalled.
+    /// A watch from `version`: its body, stall deadline and what to say then.
     pub(super) async fn open(
         &self,
         version: &str,

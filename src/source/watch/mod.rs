@@ -41,8 +41,7 @@ pub use error::WatchError;
 pub use pacing::{ANSWER_WITHIN, Gate, IN_FLIGHT, Pacing, Recovery, retry_delay, watch_seconds};
 use reflector::Loop;
 
-/// The loop for `api` as `config` selects (selectors, `timeout`,
-/// `list_semantic`, `page_size`), before it runs.
+/// The loop for `api` as `config` selects, before it runs.
 pub struct Watch<K> {
     api: Api<K>,
     config: watcher::Config,

@@ -1,7 +1,5 @@
-//! How the loops are paced: the backoff and the short-watch rule
-//! ([`Pacing`]), and what the loops of one process share because they talk
-//! to one API server as one flow: the [`Gate`] of [`IN_FLIGHT`] requests,
-//! and the [`Recovery`] news that it answers again.
+//! How the loops are paced ([`Pacing`]), and what one process's loops
+//! share as one flow: the [`Gate`] and the [`Recovery`] news.
 
 use std::time::Duration;
 
@@ -43,10 +41,9 @@ pub(super) fn stall_deadline(seconds: u32) -> (tokio::time::Instant, String) {
     (at, said)
 }
 
-/// How long a request holding a [`Gate`] permit waits for its answer (a
-/// list page whole, a watch its headers): kube-apiserver's own
-/// `--request-timeout` (1 minute) and [`WATCH_MARGIN`].
-/// Longer is not answering: the permit goes on and this loop backs off.
+/// How long a request holding a [`Gate`] permit waits for its answer:
+/// kube-apiserver's `--request-timeout` (1 minute) and [`WATCH_MARGIN`];
+/// then the permit goes on and the loop backs off.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(60).saturating_add(WATCH_MARGIN);
 
 /// The permits of [`IN_FLIGHT`], shared by the loops of one process. The
@@ -73,8 +70,7 @@ impl Gate {
     }
 }
 
-/// News, shared by the loops of one process, that the server answers again
-/// after it could not be reached.
+/// News, shared by a process's loops, that the server answers again.
 #[derive(Clone, Default)]
 pub struct Recovery(std::sync::Arc<tokio::sync::watch::Sender<u64>>);
 

@@ -1,6 +1,5 @@
-//! The loop itself: client-go's reflector as a state machine (list, report
-//! the list, watch, resume), its failures counted and paced, each request
-//! let through the rate limiter and the [`Gate`].
+//! The loop: client-go's reflector as a state machine, failures paced,
+//! each request through the rate limiter and the [`Gate`].
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -37,8 +36,7 @@ enum State<K> {
 pub(super) struct Loop<K> {
     conn: Conn,
     pacing: Pacing,
-    /// The rate limiter's bucket: requests that may be made now, as of
-    /// `refilled`.
+    /// The rate limiter's bucket as of `refilled`.
     tokens: f64,
     refilled: Instant,
     /// Failures in a row; a healthy watch resets it.
@@ -107,8 +105,7 @@ where
         }
     }
 
-    /// Reports the next object of a list, the list's end, or asks for its
-    /// next page (`None`: nothing to report yet).
+    /// The next object of a list, its end, or `None` (next page asked).
     async fn report(
         &mut self,
         mut items: VecDeque<K>,
@@ -139,8 +136,7 @@ where
         None
     }
 
-    /// Opens a watch from `version` (`None`: opened, or gone and listing
-    /// again).
+    /// Opens a watch from `version` (`None`: opened, or gone: relisting).
     async fn watch(
         &mut self,
         version: String,
@@ -172,8 +168,7 @@ where
         None
     }
 
-    /// Reads the next line of an open watch (`None`: a bookmark, or the
-    /// watch ended or is gone).
+    /// The next line of a watch (`None`: a bookmark, an end, gone).
     async fn read(&mut self, mut open: Box<Open>) -> Option<Result<Event<K>, WatchError>> {
         match self.conn.read::<K>(&mut open).await {
             Line::Event(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {

@@ -1,5 +1,4 @@
-//! The CA certificate as read (`CaCert`), whether it issued a
-//! certificate, and the size limit of what is read for a CA.
+//! The CA certificate as read (`CaCert`), and whether it issued one.
 
 use rustls::pki_types::pem::SectionKind;
 
