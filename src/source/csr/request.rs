@@ -67,6 +67,14 @@ pub(crate) fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
     })
 }
 
+impl CsrSpec {
+    /// The subjectAltNames asked for: DNS names, then IP addresses.
+    pub(crate) fn sans(&self) -> Vec<San> {
+        let dns = self.dns.iter().map(|d| San::Dns(d.clone()));
+        dns.chain(self.ips.iter().map(|ip| San::Ip(*ip))).collect()
+    }
+}
+
 /// Signs the DER of a request with the key (signature bytes, or why not).
 pub type Sign<'a> = dyn Fn(&[u8]) -> Result<Vec<u8>, rcgen::Error> + 'a;
 

@@ -65,15 +65,6 @@ pub struct CsrSpec {
     pub write_kubeconfig: Option<String>,
 }
 
-impl CsrSpec {
-    /// The subjectAltNames asked for: DNS names, then IP addresses.
-    pub(crate) fn sans(&self) -> Vec<super::San> {
-        let dns = self.dns.iter().map(|d| super::San::Dns(d.clone()));
-        dns.chain(self.ips.iter().map(|ip| super::San::Ip(*ip)))
-            .collect()
-    }
-}
-
 // `renew` holds finite shares only (the config parser refuses anything
 // else), so equality is an equivalence.
 impl Eq for CsrSpec {}
