@@ -74,24 +74,6 @@ where
         self
     }
 
-    #[must_use]
-    pub fn pacing(mut self, pacing: Pacing) -> Self {
-        self.pacing = pacing;
-        self
-    }
-
-    #[must_use]
-    pub fn recovery(mut self, recovery: Recovery) -> Self {
-        self.recovery = recovery;
-        self
-    }
-
-    #[must_use]
-    pub fn gate(mut self, gate: Gate) -> Self {
-        self.gate = gate;
-        self
-    }
-
     /// The events, forever (it never ends; drop it to stop watching).
     pub fn stream(self) -> impl Stream<Item = Result<Event<K>, WatchError>> + Send + 'static {
         let url = self.api.resource_url().to_owned();

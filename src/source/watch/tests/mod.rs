@@ -158,14 +158,15 @@ fn paced(
     api: Api<ConfigMap>,
     config: watcher::Config,
 ) -> impl Stream<Item = Result<Event<ConfigMap>, WatchError>> {
-    Watch::new(api, config)
-        .named("configmaps in ns")
-        .pacing(Pacing {
+    Watch {
+        pacing: Pacing {
             backoff: |n| Duration::from_secs(10 * u64::from(n)),
             short: Duration::from_secs(1),
             ..Pacing::default()
-        })
-        .stream()
+        },
+        ..Watch::new(api, config).named("configmaps in ns")
+    }
+    .stream()
 }
 
 /// What the stream says until it has been quiet for 100 s (virtual), at

@@ -95,16 +95,18 @@ async fn a_loop_hearing_from_the_server_again_wakes_the_others() {
     let recovery = Recovery::default();
     let loop_with = |script, step: u64| {
         let (api, seen) = server(script);
-        let stream = Watch::new(api, watcher::Config::default().timeout(1000))
-            .pacing(Pacing {
+        let stream = Watch {
+            pacing: Pacing {
                 backoff: match step {
                     10 => |n| Duration::from_secs(10 * u64::from(n)),
                     _ => |n| Duration::from_secs(100 * u64::from(n)),
                 },
                 ..Pacing::default()
-            })
-            .recovery(recovery.clone())
-            .stream();
+            },
+            recovery: recovery.clone(),
+            ..Watch::new(api, watcher::Config::default().timeout(1000))
+        }
+        .stream();
         (stream, seen)
     };
     let (quick, quick_seen) = loop_with(
@@ -149,13 +151,15 @@ async fn loops_of_other_processes_keep_their_backoff() {
         Reply::Status(410),
         Reply::List(9, &["b"]),
     ]);
-    let stream = Watch::new(api, watcher::Config::default().timeout(1000))
-        .pacing(Pacing {
+    let stream = Watch {
+        pacing: Pacing {
             backoff: |n| Duration::from_secs(30 * u64::from(n)),
             ..Pacing::default()
-        })
-        .recovery(Recovery::default())
-        .stream();
+        },
+        recovery: Recovery::default(),
+        ..Watch::new(api, watcher::Config::default().timeout(1000))
+    }
+    .stream();
     let other = Recovery::default();
     let tell = async {
         tokio::time::sleep(Duration::from_secs(70)).await;
@@ -175,15 +179,16 @@ async fn a_permit_is_held_until_the_answer_or_the_timeout_never_across_a_watch()
     let gate = Gate::new(1);
     let loop_with = |script| {
         let (api, seen) = server(script);
-        let stream = Watch::new(api, watcher::Config::default().timeout(1000))
-            .named("configmaps in ns")
-            .pacing(Pacing {
+        let stream = Watch {
+            pacing: Pacing {
                 backoff: |n| Duration::from_secs(10 * u64::from(n)),
                 ..Pacing::default()
-            })
-            .recovery(Recovery::default())
-            .gate(gate.clone())
-            .stream();
+            },
+            recovery: Recovery::default(),
+            gate: gate.clone(),
+            ..Watch::new(api, watcher::Config::default().timeout(1000)).named("configmaps in ns")
+        }
+        .stream();
         (stream, seen)
     };
     let (stuck, stuck_seen) = loop_with(vec![Reply::Hang, Reply::List(5, &["a"]), Reply::Hang]);
