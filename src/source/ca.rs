@@ -378,9 +378,14 @@ impl CaSource {
         if self.adopt(live).await.is_some() {
             return true;
         }
-        let Some(hold) = self.floor_hold(state.issued_at, state.current) else {
+        // The floor after the last issuance of this process.
+        let (Some(since), Some(w)) = (state.issued_at, state.current) else {
             return false;
         };
+        let hold = since + renewal::floor(w, self.renew_floor);
+        if SystemTime::now() >= hold {
+            return false;
+        }
         if *deadline != Some(hold) {
             self.metrics.csr_error(&self.mapping, "renewal_floor");
             let renew_at = validate::rfc3339(validate::unix_seconds(hold));
@@ -400,14 +405,6 @@ impl CaSource {
                 self.mapping
             ));
         }
-    }
-
-    /// When an issuance due now must wait for the renewal floor after the
-    /// last one this process made; `None` when it may go ahead.
-    fn floor_hold(&self, issued_at: Option<SystemTime>, w: Option<Window>) -> Option<SystemTime> {
-        let (since, w) = (issued_at?, w?);
-        let earliest = since + renewal::floor(w, self.renew_floor);
-        (SystemTime::now() < earliest).then_some(earliest)
     }
 
     /// `run --once`: the live pair if it fits, else one issued.

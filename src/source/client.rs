@@ -82,10 +82,6 @@ impl ClientSettings {
             .map_or_else(|| vec![PathBuf::from(SA_TOKEN)], |(paths, _)| paths)
     }
 
-    pub async fn client(&self) -> Result<Client, ClientError> {
-        build(&self.config().await?, self.keepalive)
-    }
-
     pub async fn config(&self) -> Result<kube::Config, ClientError> {
         Ok(self.load().await?.config)
     }
@@ -160,7 +156,7 @@ impl ClientSettings {
         loop {
             let now = fingerprint();
             if !built || now != built_from {
-                match self.client().await {
+                match self.config().await.and_then(|c| self.client_for(&c)) {
                     Ok(client) => {
                         if built {
                             tracing::info!(file = %shown, "credentials changed; rebuilt the API client");

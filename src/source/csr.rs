@@ -195,8 +195,11 @@ impl CsrSource {
         if let Some(ca) = ca {
             insert(&mut bundle, CA_FILE, ca)?;
         }
+        // The same cluster, the pair by relative paths (wherever mounted).
         if let Some(file) = &self.spec.write_kubeconfig {
-            insert(&mut bundle, file, self.kubeconfig().await?.into_bytes())?;
+            let config = self.client_config().await?;
+            let kubeconfig = client_cert_kubeconfig(&config, CERT_FILE, KEY_FILE);
+            insert(&mut bundle, file, kubeconfig.into_bytes())?;
         }
         Ok(Issued {
             bundle,
@@ -212,16 +215,6 @@ impl CsrSource {
             Some(path) => read_kubeconfig(path).await.map_err(err),
             None => self.settings.config().await.map_err(err),
         }
-    }
-
-    /// The kubeconfig published beside the pair: the same cluster, the pair
-    /// as client certificate by relative paths (wherever it is mounted).
-    async fn kubeconfig(&self) -> Result<String, CsrError> {
-        Ok(client_cert_kubeconfig(
-            &self.client_config().await?,
-            CERT_FILE,
-            KEY_FILE,
-        ))
     }
 
     /// The signer's CA certificates (PEM), if a CA is configured.

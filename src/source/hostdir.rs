@@ -83,16 +83,6 @@ impl HostDir {
         Ok(bundle)
     }
 
-    /// The entry names whose changes matter: the files read, and `..data`.
-    fn watched_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.items.iter().map(|i| i.source.clone()).collect();
-        if let Layout::Combined(name) = &self.layout {
-            names.push(name.clone());
-        }
-        names.push("..data".into());
-        names
-    }
-
     /// Watches the source directory if it exists (`false`), else its
     /// nearest existing ancestor for the next missing component (`true`:
     /// still waiting). `armed`: the ancestor already subscribed to (each
@@ -140,8 +130,11 @@ impl HostDir {
     ) {
         // Only the mapping's own files (and `..data`) restart the quiet
         // window: a log written beside them must not postpone the read.
-        let names = self.watched_names();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut names: Vec<&str> = self.items.iter().map(|i| i.source.as_str()).collect();
+        if let Layout::Combined(name) = &self.layout {
+            names.push(name);
+        }
+        names.push("..data");
         // files=all: any entry may be one to publish.
         let only = (self.layout != Layout::All).then_some(names.as_slice());
         let (events, watched) = watcher.subscribe(&self.dir, only);
