@@ -120,7 +120,7 @@ fn certified_key<'a>(
     };
     check(&w.want, cert, key, Some(&w.ca.pem), now, skew)
         .map(|window| (key, window))
-        .map_err(|e| CaError::csr(e))
+        .map_err(CaError::csr)
 }
 
 /// One issuance (blocking).

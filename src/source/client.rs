@@ -76,12 +76,6 @@ impl ClientSettings {
         path.exists().then(|| (vec![path], false))
     }
 
-    /// Files whose change means the client must be rebuilt.
-    fn credential_files(&self) -> Vec<PathBuf> {
-        self.kubeconfigs()
-            .map_or_else(|| vec![PathBuf::from(SA_TOKEN)], |(paths, _)| paths)
-    }
-
     pub async fn config(&self) -> Result<kube::Config, ClientError> {
         Ok(self.load().await?.config)
     }
@@ -125,7 +119,8 @@ impl ClientSettings {
         tx: watch::Sender<Option<Client>>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        let files = self.credential_files();
+        let files =
+            (self.kubeconfigs()).map_or_else(|| vec![PathBuf::from(SA_TOKEN)], |(paths, _)| paths);
         let shown = files
             .iter()
             .map(|f| f.display().to_string())

@@ -81,12 +81,12 @@ pub(super) fn certificate(
     let ca = x509_cert::Certificate::from_der(&w.ca.der).map_err(der("CA"))?;
     let subject = match &w.subject {
         Some(d) => Name::from_der(d).map_err(der("template subject"))?,
-        None => subject(&w.want).map_err(|e| CaError::csr(e))?,
+        None => subject(&w.want).map_err(CaError::csr)?,
     };
     let spki = SubjectPublicKeyInfoOwned::from_der(&key.subject_public_key_info())
         .map_err(der("public key"))?;
     let extensions = extensions(w, &spki, subject.0.is_empty())?;
-    let algorithm = signature_algorithm(w.ca.alg).map_err(|e| CaError::csr(e))?;
+    let algorithm = signature_algorithm(w.ca.alg).map_err(CaError::csr)?;
     let tbs = TbsCertificate {
         version: x509_cert::certificate::Version::V3,
         serial_number: serial::<16>()?,
@@ -117,16 +117,24 @@ pub(super) fn finish(tbs: TbsCertificate, ca_key: &CaKey) -> Result<Vec<u8>, CaE
     .map_err(der("encoding"))
 }
 
-/// The extensions, in kubeadm's order: key usage (critical) and extended
-/// key usage as `w` asks, basic constraints CA:FALSE (critical), the SKI
-/// of `spki`, the AKI from the CA's SKI, the SANs (critical when the
-/// subject is empty).
+/// The extensions, in kubeadm's order: key usage (critical) and EKUs (each
+/// once) as `w` asks, CA:FALSE (critical), the SKI of `spki`, the AKI from
+/// the CA's SKI, the SANs (critical when the subject is empty).
 fn extensions(
     w: &Wanted,
     spki: &SubjectPublicKeyInfoOwned,
     empty_subject: bool,
 ) -> Result<Vec<Extension>, CaError> {
-    let mut extensions = usage_extensions(&w.want.usages)?;
+    let (ku, eku) = split(&w.want.usages).map_err(|u| CaError::csr(CsrError::UnknownUsage(u)))?;
+    let eku = eku.into_iter().map(oid).collect::<Result<Vec<_>, _>>()?;
+    let mut extensions = Vec::new();
+    if ku != 0 {
+        let flags = FlagSet::<KeyUsages>::new(ku).map_err(CaError::KeyUsageBits)?;
+        extensions.push(extension("2.5.29.15", true, &KeyUsage(flags))?);
+    }
+    if !eku.is_empty() {
+        extensions.push(extension("2.5.29.37", false, &ExtendedKeyUsage(eku))?);
+    }
     let not_ca = BasicConstraints {
         ca: false,
         path_len_constraint: None,
@@ -145,23 +153,8 @@ fn extensions(
         };
         extensions.push(extension("2.5.29.35", false, &aki)?);
     }
-    if let Some(san) = san_extension(&w.sans, empty_subject).map_err(|e| CaError::csr(e))? {
+    if let Some(san) = san_extension(&w.sans, empty_subject).map_err(CaError::csr)? {
         extensions.push(san);
-    }
-    Ok(extensions)
-}
-
-/// The key usage (critical) and EKU extensions `usages` stand for.
-fn usage_extensions(usages: &[String]) -> Result<Vec<Extension>, CaError> {
-    let (ku, eku) = split(usages).map_err(|u| CaError::csr(CsrError::UnknownUsage(u)))?;
-    let eku = eku.into_iter().map(oid).collect::<Result<Vec<_>, _>>()?;
-    let mut extensions = Vec::new();
-    if ku != 0 {
-        let flags = FlagSet::<KeyUsages>::new(ku).map_err(CaError::KeyUsageBits)?;
-        extensions.push(extension("2.5.29.15", true, &KeyUsage(flags))?);
-    }
-    if !eku.is_empty() {
-        extensions.push(extension("2.5.29.37", false, &ExtendedKeyUsage(eku))?);
     }
     Ok(extensions)
 }

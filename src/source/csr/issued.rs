@@ -25,7 +25,20 @@ pub fn check(
     now: SystemTime,
     clock_skew: std::time::Duration,
 ) -> Result<Window, CsrError> {
-    let leaf = valid_pair(cert_pem, key_pem, now, clock_skew)?;
+    // certsync's own validation of the pair first.
+    let mut pair = Bundle::default();
+    pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
+        .map_err(CsrError::IssuedBundle)?;
+    pair.insert(KEY_FILE, key_pem.to_vec(), "private key")
+        .map_err(CsrError::IssuedBundle)?;
+    let policy = Policy {
+        expect: Expect::Pair,
+        now,
+        clock_skew,
+        max_size: validate::MAX_BUNDLE_SIZE,
+    };
+    let validated = validate::validate(&pair, &policy).map_err(CsrError::Invalid)?;
+    let leaf = validated.leaf.ok_or(CsrError::NoLeaf)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(CsrError::Pem)?;
@@ -45,30 +58,6 @@ pub fn check(
         not_before: leaf.not_before,
         not_after: leaf.not_after,
     })
-}
-
-/// The leaf of the pair, when certsync's own validation passes it.
-fn valid_pair(
-    cert_pem: &[u8],
-    key_pem: &[u8],
-    now: SystemTime,
-    clock_skew: std::time::Duration,
-) -> Result<validate::Leaf, CsrError> {
-    let mut pair = Bundle::default();
-    pair.insert(CERT_FILE, cert_pem.to_vec(), "issued certificate")
-        .map_err(CsrError::IssuedBundle)?;
-    pair.insert(KEY_FILE, key_pem.to_vec(), "private key")
-        .map_err(CsrError::IssuedBundle)?;
-    let policy = Policy {
-        expect: Expect::Pair,
-        now,
-        clock_skew,
-        max_size: validate::MAX_BUNDLE_SIZE,
-    };
-    validate::validate(&pair, &policy)
-        .map_err(CsrError::Invalid)?
-        .leaf
-        .ok_or(CsrError::NoLeaf)
 }
 
 fn subject(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
