@@ -85,23 +85,8 @@ fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result
     if live.get(CA_FILE) != Some(w.ca.pem.as_slice()) {
         return Err(CaError::OtherCa);
     }
-    lifetime_fits(w, window, now, skew)?;
+    lifetime::same_lifetime(window, w, now, skew)?;
     Ok(window)
-}
-
-fn lifetime_fits(
-    w: &Wanted,
-    window: Window,
-    now: SystemTime,
-    skew: Duration,
-) -> Result<(), CaError> {
-    lifetime::same_lifetime(
-        window,
-        w.want.lifetime.unwrap_or_default(),
-        (w.ca.not_before, w.ca.not_after),
-        validate::unix_seconds(now),
-        skew,
-    )
 }
 
 /// The live key and its certificate's window, if the live pair passes
@@ -173,7 +158,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
         .map_err(|e| CaError::Mismatch(Box::new(CaError::csr(e))))?;
     // What was just issued must pass the rule the live pair is held to, or
     // every recheck and every restart would issue again: fail instead.
-    lifetime_fits(&w, checked, now, skew).map_err(|e| CaError::Mismatch(Box::new(e)))?;
+    lifetime::same_lifetime(checked, &w, now, skew).map_err(|e| CaError::Mismatch(Box::new(e)))?;
     let mut bundle = Bundle::default();
     let origin = format!("issued by {}", spec.issue.signer);
     for (file, bytes) in [

@@ -6,11 +6,13 @@
 //! ending with the CA differs only if one issued now would end sooner
 //! (else it would be issued again at every check).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use super::material::Wanted;
 use super::spec::BACKDATE;
 use crate::source::csr::Window;
 use crate::source::error::ca::CaError;
+use crate::validate::unix_seconds;
 
 /// notBefore and notAfter are whole seconds, computed from one clock read.
 const SLACK: i64 = 2;
@@ -24,17 +26,17 @@ fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// `Err(reason)` when `live` was not issued with `lifetime` from the CA
-/// valid `ca` (notBefore, notAfter), at `now`; `skew`: how far in the
-/// future the CA's notBefore may be when it issues.
+/// `Err(reason)` when `live` was not issued with the lifetime `w` asks for
+/// from its CA, at `now`; `skew`: how far in the future the CA's notBefore
+/// may be when it issues.
 pub(super) fn same_lifetime(
     live: Window,
-    lifetime: Duration,
-    ca: (i64, i64),
-    now: i64,
+    w: &Wanted,
+    now: SystemTime,
     skew: Duration,
 ) -> Result<(), CaError> {
-    let (ca_not_before, ca_not_after) = ca;
+    let (ca_not_before, ca_not_after) = (w.ca.not_before, w.ca.not_after);
+    let (lifetime, now) = (w.want.lifetime.unwrap_or_default(), unix_seconds(now));
     let life = secs(lifetime);
     if live.not_after >= ca_not_after {
         if now.saturating_add(life) >= ca_not_after - SLACK {
