@@ -50,7 +50,14 @@ pub fn check(
     names(spec, &facts)?;
     usages(spec, &facts)?;
     facts.leaf_only().map_err(CsrError::NotLeaf)?;
-    key_alg(spec, &facts)?;
+    match facts.key_alg {
+        Some(alg) if alg == spec.key_alg => {}
+        Some(got) => {
+            let want = spec.key_alg;
+            return Err(CsrError::IssuedKeyAlg { got, want });
+        }
+        None => return Err(CsrError::UnknownKeyAlg),
+    }
     if let Some(ca) = ca {
         chains_to(&chain, ca, &spec.usages, now)?;
     }
@@ -115,17 +122,6 @@ fn usages(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
     // Asked for and given: still refused (a leaf is never a signer).
     leaf_usages(ku_names(ku))?;
     Ok(())
-}
-
-fn key_alg(spec: &CsrSpec, facts: &Facts) -> Result<(), CsrError> {
-    match facts.key_alg {
-        Some(alg) if alg == spec.key_alg => Ok(()),
-        Some(got) => Err(CsrError::IssuedKeyAlg {
-            got,
-            want: spec.key_alg,
-        }),
-        None => Err(CsrError::UnknownKeyAlg),
-    }
 }
 
 /// The chain verifies up to `ca_pem` with the EKU asked for (webpki).

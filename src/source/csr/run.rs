@@ -29,7 +29,7 @@ impl CsrSource {
         }
         let mut failures = 0;
         loop {
-            let built = match self.client_config().await {
+            let e = match self.client_config().await {
                 Ok(mut config) => {
                     if own_pair {
                         let path = |f: &str| Some(self.target.join(f).display().to_string());
@@ -39,21 +39,19 @@ impl CsrSource {
                             ..Default::default()
                         };
                     }
-                    self.settings.client_for(&config).map_err(CsrError::Client)
-                }
-                Err(e) => Err(e),
-            };
-            match built {
-                Ok(c) => return Some(c),
-                Err(e) => {
-                    failures += 1;
-                    let retry = crate::backoff(Duration::from_secs(1), failures).min(RETRY_CAP);
-                    tracing::error!(mapping = %self.mapping, error = %e, retry_in = ?retry, "cannot build the API client for certificate requests");
-                    tokio::select! {
-                        () = crate::shutdown::stopped(shutdown) => return None,
-                        () = tokio::time::sleep(retry) => {}
+                    match self.settings.client_for(&config) {
+                        Ok(c) => return Some(c),
+                        Err(e) => CsrError::Client(e),
                     }
                 }
+                Err(e) => e,
+            };
+            failures += 1;
+            let retry = crate::backoff(Duration::from_secs(1), failures).min(RETRY_CAP);
+            tracing::error!(mapping = %self.mapping, error = %e, retry_in = ?retry, "cannot build the API client for certificate requests");
+            tokio::select! {
+                () = crate::shutdown::stopped(shutdown) => return None,
+                () = tokio::time::sleep(retry) => {}
             }
         }
     }

@@ -126,21 +126,11 @@ where
 /// aside and replaces the set only once complete: a Node missing mid-list
 /// must not let the approver miss that another Node owns an address, nor a
 /// trust bundle drop out of the published CA for a moment.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Listed<K> {
     items: BTreeMap<String, K>,
     listing: BTreeMap<String, K>,
     synced: bool,
-}
-
-impl<K> Default for Listed<K> {
-    fn default() -> Self {
-        Self {
-            items: BTreeMap::new(),
-            listing: BTreeMap::new(),
-            synced: false,
-        }
-    }
 }
 
 impl<K: kube::Resource> Listed<K> {
