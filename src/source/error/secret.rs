@@ -6,8 +6,6 @@ use crate::source::watch::WatchError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
-    #[error(transparent)]
-    Client(#[from] crate::source::client::ClientError),
     #[error("{object} not found; keeping the last good files")]
     NotFound { object: String },
     #[error("{object} was deleted; keeping the last good files")]
