@@ -1,64 +1,55 @@
 //! The CSR API's usage names: the bit or EKU OID each asks for, and
 //! `CaUsage`, a usage only a CA has (refused: certsync issues leaves).
 
-/// The usage names the API accepts (`pkg/apis/certificates`).
-pub const USAGES: &[&str] = &[
-    "signing",
-    "digital signature",
-    "content commitment",
-    "key encipherment",
-    "key agreement",
-    "data encipherment",
-    "cert sign",
-    "crl sign",
-    "encipher only",
-    "decipher only",
-    "any",
-    "server auth",
-    "client auth",
-    "code signing",
-    "email protection",
-    "s/mime",
-    "ipsec end system",
-    "ipsec tunnel",
-    "ipsec user",
-    "timestamping",
-    "ocsp signing",
-    "microsoft sgc",
-    "netscape sgc",
+/// The usage names the API accepts (`pkg/apis/certificates`), each with
+/// the key usage bit (bit 0: digitalSignature) or EKU OID it puts into a
+/// certificate, as Kubernetes' `keyUsagesFromStrings` maps them.
+const TABLE: &[(&str, Usage)] = &[
+    ("signing", Ku(1 << 0)),
+    ("digital signature", Ku(1 << 0)),
+    ("content commitment", Ku(1 << 1)),
+    ("key encipherment", Ku(1 << 2)),
+    ("key agreement", Ku(1 << 4)),
+    ("data encipherment", Ku(1 << 3)),
+    ("cert sign", Ku(1 << 5)),
+    ("crl sign", Ku(1 << 6)),
+    ("encipher only", Ku(1 << 7)),
+    ("decipher only", Ku(1 << 8)),
+    ("any", Eku("2.5.29.37.0")),
+    ("server auth", Eku("1.3.6.1.5.5.7.3.1")),
+    ("client auth", Eku("1.3.6.1.5.5.7.3.2")),
+    ("code signing", Eku("1.3.6.1.5.5.7.3.3")),
+    ("email protection", Eku("1.3.6.1.5.5.7.3.4")),
+    ("s/mime", Eku("1.3.6.1.5.5.7.3.4")),
+    ("ipsec end system", Eku("1.3.6.1.5.5.7.3.5")),
+    ("ipsec tunnel", Eku("1.3.6.1.5.5.7.3.6")),
+    ("ipsec user", Eku("1.3.6.1.5.5.7.3.7")),
+    ("timestamping", Eku("1.3.6.1.5.5.7.3.8")),
+    ("ocsp signing", Eku("1.3.6.1.5.5.7.3.9")),
+    ("microsoft sgc", Eku("1.3.6.1.4.1.311.10.3.3")),
+    ("netscape sgc", Eku("2.16.840.1.113730.4.1")),
 ];
-/// A usage's key usage bit (bit 0: digitalSignature) or EKU OID, as
-/// Kubernetes' `keyUsagesFromStrings` maps them.
+
+/// The usage names the API accepts, in [`TABLE`]'s order.
+pub const USAGES: [&str; TABLE.len()] = {
+    let mut names = [""; TABLE.len()];
+    let mut i = 0;
+    while i < TABLE.len() {
+        names[i] = TABLE[i].0;
+        i += 1;
+    }
+    names
+};
+
+#[derive(Clone, Copy, PartialEq)]
 enum Usage {
     Ku(u16),
     Eku(&'static str),
 }
+use Usage::{Eku, Ku};
 
 fn usage(name: &str) -> Option<Usage> {
-    Some(match name {
-        "signing" | "digital signature" => Usage::Ku(1 << 0),
-        "content commitment" => Usage::Ku(1 << 1),
-        "key encipherment" => Usage::Ku(1 << 2),
-        "data encipherment" => Usage::Ku(1 << 3),
-        "key agreement" => Usage::Ku(1 << 4),
-        "cert sign" => Usage::Ku(1 << 5),
-        "crl sign" => Usage::Ku(1 << 6),
-        "encipher only" => Usage::Ku(1 << 7),
-        "decipher only" => Usage::Ku(1 << 8),
-        "any" => Usage::Eku("2.5.29.37.0"),
-        "server auth" => Usage::Eku("1.3.6.1.5.5.7.3.1"),
-        "client auth" => Usage::Eku("1.3.6.1.5.5.7.3.2"),
-        "code signing" => Usage::Eku("1.3.6.1.5.5.7.3.3"),
-        "email protection" | "s/mime" => Usage::Eku("1.3.6.1.5.5.7.3.4"),
-        "ipsec end system" => Usage::Eku("1.3.6.1.5.5.7.3.5"),
-        "ipsec tunnel" => Usage::Eku("1.3.6.1.5.5.7.3.6"),
-        "ipsec user" => Usage::Eku("1.3.6.1.5.5.7.3.7"),
-        "timestamping" => Usage::Eku("1.3.6.1.5.5.7.3.8"),
-        "ocsp signing" => Usage::Eku("1.3.6.1.5.5.7.3.9"),
-        "microsoft sgc" => Usage::Eku("1.3.6.1.4.1.311.10.3.3"),
-        "netscape sgc" => Usage::Eku("2.16.840.1.113730.4.1"),
-        _ => return None,
-    })
+    TABLE.iter().find(|(n, _)| *n == name).map(|&(_, u)| u)
 }
 
 /// The key usage bits and the EKU OIDs (each once, in order) `usages`
@@ -67,9 +58,9 @@ pub(crate) fn split(usages: &[String]) -> Result<(u16, Vec<&'static str>), Strin
     let (mut ku, mut eku) = (0, Vec::new());
     for u in usages {
         match usage(u) {
-            Some(Usage::Ku(bit)) => ku |= bit,
-            Some(Usage::Eku(oid)) if eku.contains(&oid) => {}
-            Some(Usage::Eku(oid)) => eku.push(oid),
+            Some(Ku(bit)) => ku |= bit,
+            Some(Eku(oid)) if eku.contains(&oid) => {}
+            Some(Eku(oid)) => eku.push(oid),
             None => return Err(u.clone()),
         }
     }
@@ -81,7 +72,7 @@ pub(crate) fn split(usages: &[String]) -> Result<(u16, Vec<&'static str>), Strin
 /// others; certsync issues no CA certificates.
 pub(crate) fn leaf_usages<'a>(usages: impl IntoIterator<Item = &'a str>) -> Result<(), CaUsage> {
     for u in usages {
-        if let Some(Usage::Ku(bit)) = usage(u)
+        if let Some(Ku(bit)) = usage(u)
             && bit & (crate::x509::KEY_CERT_SIGN | CRL_SIGN) != 0
         {
             return Err(CaUsage(u.into()));
@@ -101,18 +92,21 @@ const CRL_SIGN: u16 = 1 << 6;
 
 /// The usage name that asks for an EKU OID, if one does.
 pub(crate) fn eku_usage(oid: &str) -> Option<&'static str> {
-    USAGES
+    TABLE
         .iter()
-        .find(|u| matches!(usage(u), Some(Usage::Eku(o)) if o == oid))
-        .copied()
+        .find(|(_, u)| matches!(u, Eku(o) if *o == oid))
+        .map(|(n, _)| *n)
 }
 
 /// The names of the bits set in `bits`, bit 0 first ("digital signature",
-/// the last name [`USAGES`] gives a bit).
+/// the last name [`TABLE`] gives a bit).
 pub(crate) fn ku_names(bits: u16) -> Vec<&'static str> {
-    let name = |bit: u16| {
-        let named = |u: &&&str| matches!(usage(u), Some(Usage::Ku(b)) if b == bit);
-        USAGES.iter().rev().find(named).copied()
+    let name = |bit| {
+        TABLE
+            .iter()
+            .rev()
+            .find(|(_, u)| *u == Ku(bit))
+            .map(|(n, _)| *n)
     };
     (0..9)
         .map(|i| 1 << i)
