@@ -248,18 +248,14 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, CaError> {
         SectionKind::RsaPrivateKey,
         SectionKind::EcPrivateKey,
     ];
-    let mut found = None;
-    for kind in kinds {
-        match crate::pem::exactly_one(pem, kind) {
-            Ok(der) => {
-                found = Some((kind, der));
-                break;
-            }
-            Err(PemError::Kind(_)) => {}
-            Err(e) => return Err(CaError::KeyPem(e)),
-        }
-    }
-    let (kind, mut der) = found.ok_or(CaError::NoKey)?;
+    let found = kinds
+        .into_iter()
+        .find_map(|kind| match crate::pem::exactly_one(pem, kind) {
+            Ok(der) => Some(Ok((kind, der))),
+            Err(PemError::Kind(_)) => None,
+            Err(e) => Some(Err(CaError::KeyPem(e))),
+        });
+    let (kind, mut der) = found.ok_or(CaError::NoKey)??;
     let wrapped = match (kind, alg) {
         (SectionKind::PrivateKey, _) => Ok(None),
         (SectionKind::RsaPrivateKey, KeyAlg::Rsa(_)) => {
