@@ -1,4 +1,4 @@
-//! What the approver and `csr review` ask of the API server alike: a CSR's name and state, a decision written, the client, a call retried.
+//! What the approver and `csr review` ask of the API server alike.
 
 use std::time::Duration;
 
@@ -25,7 +25,6 @@ pub(super) fn pending(csr: &Csr) -> bool {
         .any(|c| matches!(c.type_.as_str(), "Approved" | "Denied" | "Failed"))
 }
 
-/// A failed API call on `object`.
 pub(super) fn api_err(verb: &'static str, object: &str, source: kube::Error) -> ApproveError {
     ApproveError::Api(crate::source::client::ApiError {
         verb,
@@ -38,9 +37,8 @@ pub(super) fn name_of(csr: &Csr) -> String {
     csr.metadata.name.clone().unwrap_or_default()
 }
 
-/// Writes the verdict to `csr` through `/approval`, with its
-/// resourceVersion (a stale one is a 409: someone else decided); returns
-/// the CSR as the server stored it.
+/// Writes the verdict to `csr` through `/approval` with its
+/// resourceVersion (a stale one is a 409); returns what the server stored.
 pub async fn write_decision(
     api: &Api<Csr>,
     csr: &Csr,
@@ -87,8 +85,8 @@ pub async fn write_decision(
         })
 }
 
-/// A client, the API server's URL it talks to, and the namespace its
-/// configuration implies.
+/// A client, the API server's URL and the namespace its configuration
+/// implies.
 pub(super) async fn connect(
     settings: &ClientSettings,
 ) -> Result<(Client, http::Uri, Option<String>), ApproveError> {
@@ -99,8 +97,8 @@ pub(super) async fn connect(
     Ok((client, loaded.config.cluster_url, loaded.namespace))
 }
 
-/// `step` until it succeeds, retried with jittered backoff (1 s doubling,
-/// capped at 16-32 s) while it fails; `None` when shutdown comes first.
+/// `step` until it succeeds, retried with jittered backoff while it
+/// fails; `None` when shutdown comes first.
 pub(super) async fn until_ok<T, F, Fut>(
     shutdown: &mut watch::Receiver<bool>,
     what: &str,
@@ -110,24 +108,26 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, ApproveError>>,
 {
-    let mut attempt = 0;
-    loop {
-        let result = tokio::select! {
-            () = crate::shutdown::stopped(shutdown) => return None,
-            r = step() => r,
-        };
-        match result {
+    for attempt in 1.. {
+        let e = match unless_stopped(shutdown, step()).await? {
             Ok(t) => return Some(t),
-            Err(e) => {
-                attempt += 1;
-                // 1 s doubling to 16 s, plus up to as much again at random.
-                let retry_in = crate::backoff(Duration::from_secs(1), attempt.min(5));
-                tracing::warn!(error = %crate::error_chain(&e), retry_in = ?retry_in, "cannot {what} yet; not ready, retrying");
-                tokio::select! {
-                    () = crate::shutdown::stopped(shutdown) => return None,
-                    () = tokio::time::sleep(retry_in) => {}
-                }
-            }
-        }
+            Err(e) => e,
+        };
+        // 1 s doubling to 16 s, plus up to as much again at random.
+        let retry_in = crate::backoff(Duration::from_secs(1), attempt.min(5));
+        tracing::warn!(error = %crate::error_chain(&e), retry_in = ?retry_in, "cannot {what} yet; not ready, retrying");
+        unless_stopped(shutdown, tokio::time::sleep(retry_in)).await?;
+    }
+    None
+}
+
+/// `work` to its end; `None` when shutdown comes first.
+pub(super) async fn unless_stopped<T>(
+    shutdown: &mut watch::Receiver<bool>,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        t = work => Some(t),
+        () = crate::shutdown::stopped(shutdown) => None,
     }
 }

@@ -21,20 +21,15 @@ fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-/// The Service ranges (ServiceCIDR objects of networking.k8s.io/v1; absent
-/// before Kubernetes 1.33 or with the API off), every Service's cluster,
-/// external and load balancer addresses, the API server's endpoints (its EndpointSlices) and the
-/// addresses clients reach it by: `server`, the URL this process uses,
-/// and where kubeadm publishes them (`kube-public/cluster-info`, the
-/// `controlPlaneEndpoint` and `apiServer.certSANs` of
-/// `kube-system/kubeadm-config`). An object that does not exist is
-/// skipped (not every cluster is kubeadm's); any other error is an error:
-/// the approver decides nothing without these.
+/// The Service ranges (ServiceCIDRs, absent before Kubernetes 1.33),
+/// every Service's addresses, the API server's endpoints and the addresses
+/// clients reach it by. An object that does not exist is skipped (not
+/// every cluster is kubeadm's); any other error is an error: the approver
+/// decides nothing without these.
 pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, ApproveError> {
     let mut cluster = Cluster::default();
     api_server_addresses(&mut cluster, client, server).await?;
     service_ranges(&mut cluster, client).await?;
-    // Every Service's addresses, which are often inside the node network.
     let services = Api::<Service>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -46,8 +41,9 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
     Ok(cluster)
 }
 
-/// The addresses clients reach the API server by: `server`, and where
-/// kubeadm publishes them.
+/// The addresses clients reach the API server by: `server`, the URL this
+/// process uses, and where kubeadm publishes them (`cluster-info`, the
+/// `controlPlaneEndpoint` and `apiServer.certSANs` of `kubeadm-config`).
 async fn api_server_addresses(
     cluster: &mut Cluster,
     client: &Client,
@@ -87,8 +83,7 @@ async fn api_server_addresses(
     Ok(())
 }
 
-/// The Service ranges of the ServiceCIDR objects; none when the API is
-/// absent.
+/// The ranges of the ServiceCIDR objects; none when the API is absent.
 async fn service_ranges(cluster: &mut Cluster, client: &Client) -> Result<(), ApproveError> {
     let list = match Api::<ServiceCIDR>::all(client.clone())
         .list(&ListParams::default())
@@ -111,8 +106,7 @@ async fn service_ranges(cluster: &mut Cluster, client: &Client) -> Result<(), Ap
     Ok(())
 }
 
-/// The API server's endpoints: the addresses of the `default/kubernetes`
-/// Service's EndpointSlices.
+/// The addresses of the `default/kubernetes` Service's EndpointSlices.
 async fn api_server_endpoints(cluster: &mut Cluster, client: &Client) -> Result<(), ApproveError> {
     let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default")
         .list(&ListParams::default().labels("kubernetes.io/service-name=kubernetes"))
@@ -130,10 +124,8 @@ async fn api_server_endpoints(cluster: &mut Cluster, client: &Client) -> Result<
     Ok(())
 }
 
-/// Records the addresses of `svc` that are never a node's: its cluster
-/// IPs, `spec.externalIPs`, `spec.loadBalancerIP` and
-/// `status.loadBalancer.ingress` (IPs and hostnames), each named after the
-/// Service.
+/// Records the addresses of `svc`, never a node's: cluster IPs, external
+/// IPs, load balancer IP and ingress (IPs and hostnames).
 fn service_addresses(cluster: &mut Cluster, svc: &Service) {
     let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
     let name = svc.metadata.name.as_deref().unwrap_or_default();
@@ -189,7 +181,7 @@ fn service_addresses(cluster: &mut Cluster, svc: &Service) {
 }
 
 /// Key `key` of ConfigMap `ns/name`, read as YAML; `None` when the
-/// ConfigMap does not exist (not every cluster is kubeadm's).
+/// ConfigMap does not exist.
 async fn yaml_in(
     client: &Client,
     ns: &str,
@@ -226,8 +218,8 @@ fn endpoint(cluster: &mut Cluster, text: &str, what: &str) {
     );
 }
 
-/// `text`, an address (read as kubeadm reads it, [`parse_ip_sloppy`]) or
-/// a DNS name, in the form the policy compares.
+/// `text`, an address (read as kubeadm reads it) or a DNS name, in the
+/// form the policy compares.
 fn host(text: &str) -> Host {
     match parse_ip_sloppy(text) {
         Some(ip) => Host::Ip(ip),
@@ -235,11 +227,10 @@ fn host(text: &str) -> Host {
     }
 }
 
-/// Records kubeadm's `controlPlaneEndpoint` as kubeadm reads it
-/// ([`hostport::parse_host_port`]). A value kubeadm refuses, or one that is
-/// not a string, is an error: what it would reserve is unknown, so the
-/// approver decides nothing. Empty or absent: kubeadm uses the advertise
-/// address, which the API server's endpoints name.
+/// Records kubeadm's `controlPlaneEndpoint` as kubeadm reads it. A value
+/// kubeadm refuses, or not a string, is an error: what it would reserve is
+/// unknown. Empty or absent: kubeadm uses the advertise address, which the
+/// API server's endpoints name.
 fn control_plane_endpoint(
     cluster: &mut Cluster,
     value: &serde_yaml_ng::Value,
@@ -259,8 +250,7 @@ fn control_plane_endpoint(
 }
 
 /// Fail closed on a Service range nobody named: without it any Service IP
-/// but the `kubernetes` Service's could be approved for a node that lists
-/// it.
+/// could be approved for a node that lists it.
 pub fn check_service_range(cluster: &Cluster, policy: &Policy) -> Result<(), ApproveError> {
     if cluster.ranges.is_empty() && policy.service_cidrs.is_empty() {
         return Err(ApproveError::NoServiceRange);

@@ -3,20 +3,16 @@
 //!
 //! What is decided when, so that no requester can delay another's
 //! decision or the admin port:
-//! - a CSR event decides that CSR; a Node event re-decides only the
-//!   pending CSRs of that node; a new leader, a re-list and each refresh
-//!   of the cluster facts ([`CLUSTER_FACTS_TTL`]) re-decide all pending;
-//! - each watch is read by a task of its own ([`seen`]), also while a
-//!   round runs; a round takes what is to be decided when it starts, so a
-//!   burst of events becomes one set of CSRs to decide;
-//! - decisions are made in rounds that take the oldest CSR to decide of
-//!   each requester, so a requester with a thousand pending CSRs gets one
-//!   decision per round like any other;
+//! - a CSR event decides that CSR; a Node event the pending CSRs of that
+//!   node; a new leader, a re-list and each refresh of the cluster facts
+//!   ([`CLUSTER_FACTS_TTL`]) all pending;
+//! - each watch is read by a task of its own ([`seen`]), also during a
+//!   round; a burst of events becomes one set of CSRs to decide;
+//! - a round takes the oldest CSR to decide of each requester: a thousand
+//!   pending CSRs get one decision per round like any other requester's;
 //! - a requester's CSRs beyond its oldest [`MAX_PENDING`] are denied
-//!   unread, and an oversized request unparsed
-//!   ([`policy::MAX_REQUEST_BYTES`]);
-//! - parsing and the policy run on a blocking thread, never on the
-//!   runtime's.
+//!   unread, an oversized request unparsed ([`policy::MAX_REQUEST_BYTES`]);
+//! - parsing and the policy run on a blocking thread.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,7 +25,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::api::{connect, name_of, until_ok, write_decision};
+use super::api::{connect, name_of, unless_stopped, until_ok, write_decision};
 use super::error::ApproveError;
 use super::policy::{self, Check, Verdict};
 use super::{cluster, settings::ApproverConfig};
@@ -44,9 +40,8 @@ use seen::{Watches, requester};
 
 /// The name under which the approver's readiness is reported.
 const READINESS: &str = "approver";
-/// How long the cluster's Service ranges and API server endpoints are
-/// used before they are read again (they change when the control plane
-/// does, and only the cluster's administrators change them).
+/// How long the cluster facts are used before they are read again (only
+/// the cluster's administrators change them).
 const CLUSTER_FACTS_TTL: Duration = Duration::from_secs(30);
 
 /// The controller: runs until `shutdown`.
@@ -82,9 +77,8 @@ pub async fn run(
         return Ok(());
     };
     let api: Api<Csr> = Api::all(client.clone());
-    // This signer's CSRs (`--selector` too) and every Node, each read by a
-    // task of its own through the one list/watch loop every Kubernetes
-    // source uses; each watch call ends server-side after --watch-timeout.
+    // This signer's CSRs (`--selector` too) and every Node, through the one
+    // list/watch loop every Kubernetes source uses.
     let watching = watcher::Config::default().timeout(crate::source::watch::watch_seconds(
         config.client.watch_timeout,
     ));
@@ -122,30 +116,16 @@ pub async fn run(
     Ok(())
 }
 
-/// What the loop does once woken.
 enum Work {
     Nothing,
     /// Read the cluster facts (when older than [`CLUSTER_FACTS_TTL`]).
     Facts,
-    /// Decide a round.
     Round,
-}
-
-/// `work` to its end; `None` when shutdown comes first.
-async fn unless_stopped<T>(
-    shutdown: &mut watch::Receiver<bool>,
-    work: impl Future<Output = T>,
-) -> Option<T> {
-    tokio::select! {
-        t = work => Some(t),
-        () = crate::shutdown::stopped(shutdown) => None,
-    }
 }
 
 /// A CSR with its verdict and what it asks for.
 type Decided = (Csr, Verdict, Facts);
 
-/// The controller's state.
 struct Approver {
     config: ApproverConfig,
     api: Api<Csr>,
@@ -160,8 +140,7 @@ struct Approver {
     cluster: Option<(tokio::time::Instant, Arc<policy::Cluster>)>,
     /// The API server's URL as this process reaches it.
     server: http::Uri,
-    /// Why the cluster facts cannot be read (then nothing is decided and
-    /// the approver is not ready).
+    /// Why the cluster facts cannot be read (nothing is decided; not ready).
     facts_problem: Option<String>,
     /// Whether the facts were read (or tried) once: not ready before.
     facts_read: bool,
@@ -169,8 +148,7 @@ struct Approver {
 }
 
 /// `decide` on each of `items` off the runtime, with the Nodes of `nodes`
-/// (indexed there when they were not yet, and kept); `None` when the policy
-/// panicked (nothing of it is decided).
+/// (indexed there if not yet, and kept); `None` when the policy panicked.
 async fn off_runtime<T: Send + 'static>(
     watches: &Watches,
     nodes: impl FnOnce() -> (u64, Arc<policy::Nodes>) + Send + 'static,
@@ -200,8 +178,6 @@ impl Approver {
     /// cluster facts as soon as the watches have listed and at each
     /// refresh, everything again when leadership changes.
     async fn serve(&mut self, shutdown: &mut watch::Receiver<bool>) {
-        // Each refresh of the cluster facts re-decides every pending CSR
-        // (a CSR waiting on another node's addresses, a Service that went).
         let mut refresh = tokio::time::interval(CLUSTER_FACTS_TTL);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut leader_rx = self.leader.clone();
@@ -210,7 +186,6 @@ impl Approver {
                 let seen = self.watches.lock();
                 (seen.synced(), seen.dirty.len())
             };
-            // Ready once the facts were read too, and while they can be.
             if synced && self.facts_read {
                 self.metrics.ready(READINESS, self.facts_problem.clone());
             }
@@ -230,14 +205,11 @@ impl Approver {
                         seen.all_dirty();
                         seen.dirty.is_empty()
                     };
-                    // Nothing to decide: the facts are still read, so
-                    // /readyz fails while they cannot be (a missing RBAC
-                    // rule shows before the first CSR waits on it).
+                    // Read even with nothing to decide: /readyz shows a
+                    // missing RBAC rule before the first CSR waits on it.
                     if synced && idle { Work::Facts } else { Work::Nothing }
                 }
-                // The facts read as soon as the watches have listed, not
-                // at the first refresh: /readyz says from the start
-                // whether they can be.
+                // As soon as the watches have listed, for /readyz.
                 () = std::future::ready(()), if synced && !self.facts_read => Work::Facts,
                 () = std::future::ready(()), if synced && backlog > 0 => Work::Round,
                 () = self.watches.changed() => Work::Nothing,
@@ -247,9 +219,8 @@ impl Approver {
                 Work::Facts => unless_stopped(shutdown, self.cluster_facts())
                     .await
                     .map(drop),
-                // A round decides one CSR per requester; SIGTERM is
-                // answered while it runs (a write cut short is either
-                // made or not: the next leader looks again).
+                // SIGTERM is answered during a round (a write cut short
+                // is made or not: the next leader looks again).
                 Work::Round => unless_stopped(shutdown, self.round()).await,
             };
             if done.is_none() {
@@ -289,8 +260,7 @@ impl Approver {
     }
 
     /// One round: decides the next CSR of each requester, off the runtime,
-    /// and writes the verdicts when this replica leads as the round
-    /// starts and it is not a dry run.
+    /// and writes the verdicts when this replica leads as it starts.
     async fn round(&mut self) {
         let leading = *self.leader.borrow();
         let Some(facts_of_cluster) = self.cluster_facts().await else {
@@ -333,12 +303,10 @@ impl Approver {
         self.told.retain(|uid, _| live.contains(uid));
     }
 
-    /// Approvals decided again on cluster facts read now, after the CSRs
-    /// were seen: the facts a round starts with may be up to
-    /// [`CLUSTER_FACTS_TTL`] old, and a node that watches Services could
-    /// list a new Service's address and ask for it inside that window.
-    /// Denials and waits stand as they are. `None` (decide nothing) when
-    /// the facts cannot be read now.
+    /// Approvals decided again on cluster facts read now: those a round
+    /// starts with may be [`CLUSTER_FACTS_TTL`] old, and a node watching
+    /// Services could list a new Service's address and ask for it inside
+    /// that window. `None` (decide nothing) when they cannot be read.
     async fn confirm_approvals(&mut self, decided: Vec<Decided>) -> Option<Vec<Decided>> {
         if !decided
             .iter()
@@ -361,8 +329,7 @@ impl Approver {
     }
 
     /// Logs `verdict` on `csr` once and writes it when `leading`; `false`
-    /// when this replica must stop writing (its Lease is no longer
-    /// confirmed).
+    /// when this replica must stop writing (its Lease is not confirmed).
     async fn write(&mut self, leading: bool, csr: &Csr, verdict: Verdict, facts: Facts) -> bool {
         let dry_run = self.config.dry_run;
         let decided = !matches!(verdict, Verdict::Wait { .. });
@@ -383,7 +350,6 @@ impl Approver {
         let node = facts.node.unwrap_or_default();
         match write_decision(&self.api, csr, &verdict, &node).await {
             Ok(written) => {
-                // Decided now, whatever the watch has not yet said.
                 self.watches.lock().written(csr, written);
                 self.count(&verdict);
                 if self.config.events {
@@ -396,9 +362,8 @@ impl Approver {
                     crate::events::on_csr(client, &name, &uid, ty, reason, what);
                 }
             }
-            // Changed meanwhile (a 409: perhaps decided by another
-            // replica): the watch brings the new state, and the CSR is
-            // looked at again then.
+            // Changed meanwhile (a 409): looked at again when the watch
+            // brings it.
             Err(e) => {
                 tracing::info!(csr = %name, error = %e, "decision not written; will look again");
             }
@@ -406,14 +371,13 @@ impl Approver {
         true
     }
 
-    /// Counts a verdict made (logged, and written unless a dry run).
     fn count(&self, verdict: &Verdict) {
         let check = verdict.check().map_or("ok", Check::label);
         self.metrics.csr_decision(verdict.label(), check);
     }
 
-    /// Logs `verdict` on `csr` unless it was the last one logged for that
-    /// CSR; whether it was new.
+    /// Logs `verdict` on `csr` unless it was the last one logged for it;
+    /// whether it was new.
     fn tell(&mut self, csr: &Csr, verdict: &Verdict, facts: &Facts, dry_run: bool) -> bool {
         let uid = csr.metadata.uid.clone().unwrap_or_default();
         let described = verdict.describe();

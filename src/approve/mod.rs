@@ -2,21 +2,15 @@
 //! policy ([`policy`]) applied by a controller ([`controller`]), or shown
 //! to a human.
 //!
-//! A decision is written through the `/approval` subresource (a `True`
-//! condition with a reason and message, as `kubectl certificate approve`
-//! writes). Only the holder of a `coordination.k8s.io` Lease writes, and
-//! only after reading that its Lease is unexpired, so two replicas are
-//! safe; every write carries the CSR's resourceVersion, so a CSR changed
-//! meanwhile (decided by someone else) is never decided twice: the
-//! conflict is dropped and the CSR looked at again as it now is. A verdict
-//! is logged once per CSR and counted in
-//! `certsync_csr_decisions_total{decision,reason}` when it is made.
+//! A decision is written through `/approval` (a `True` condition, as
+//! `kubectl certificate approve` writes) by the holder of an unexpired
+//! Lease only, with the CSR's resourceVersion: a CSR changed meanwhile is
+//! never decided twice (the conflict is dropped, the CSR looked at again).
 //!
 //! Invariants: nothing is approved that [`policy::decide`] did not
-//! approve; a CSR that already carries Approved, Denied or Failed is
-//! never written; `--dry-run` writes nothing and takes no Lease; nothing
-//! is decided without the cluster's own names and addresses
-//! ([`cluster::read`]).
+//! approve; a CSR already Approved, Denied or Failed is never written;
+//! `--dry-run` writes nothing and takes no Lease; nothing is decided
+//! without the cluster's own names and addresses ([`cluster::read`]).
 
 mod api;
 pub mod cluster;
@@ -53,9 +47,8 @@ pub struct ReviewRow {
     pub usages: Vec<String>,
     pub key: String,
     pub age_seconds: i64,
-    /// `approve`, `deny`, `wait`, `unchecked` (no node network given: the
-    /// addresses were not checked), or `not-checked` (another signer) or the
-    /// state of a decided CSR.
+    /// `approve`, `deny`, `wait`, `unchecked` (no node network given),
+    /// `not-checked` (another signer) or `decided`.
     pub verdict: String,
     /// The failed check and why; empty when approved.
     pub reason: String,
@@ -106,9 +99,8 @@ pub fn review_cells(r: &ReviewRow) -> Vec<String> {
 
 /// `csr review`: the verdict on every pending CSR (or those named), and
 /// with `approve`/`deny` the writes; returns the rows and what was done.
-/// `addresses_unchecked`: no node network was given, so a request that
-/// passes every other check is shown as `unchecked` (its IP addresses not
-/// checked against node networks) and never approved.
+/// `addresses_unchecked`: no node network was given, so a request passing
+/// every other check is `unchecked`, never approved.
 #[allow(clippy::too_many_arguments)]
 pub async fn review(
     settings: &ClientSettings,
@@ -161,13 +153,12 @@ pub async fn review(
     for csr in chosen {
         let (verdict, facts) = policy::decide_with(csr, &nodes, &facts_of_cluster, policy);
         let row = review_row(csr, verdict, facts, addresses_unchecked, now);
-        // The decisions `approve` / `deny` ask for.
-        let write = match &row.decision {
-            Some(Verdict::Approve) => approve,
-            Some(Verdict::Deny { .. }) => deny,
-            _ => false,
+        let asked = |v: &&Verdict| match v {
+            Verdict::Approve => approve,
+            Verdict::Deny { .. } => deny,
+            Verdict::Wait { .. } => false,
         };
-        if let (true, Some(verdict)) = (write, &row.decision) {
+        if let Some(verdict) = row.decision.as_ref().filter(asked) {
             write_decision(&api, csr, verdict, row.node.as_deref().unwrap_or_default()).await?;
             done.push(match verdict {
                 Verdict::Approve => format!("approved {}", row.name),
@@ -179,9 +170,8 @@ pub async fn review(
     Ok((rows, done))
 }
 
-/// The row of `csr` with the policy's verdict on it, as `csr review`
-/// shows it: a decided CSR, another signer's, or an approval whose
-/// addresses were not checked carry no decision to write.
+/// The row of `csr` as `csr review` shows it: a decided CSR, another
+/// signer's, or an unchecked approval carry no decision to write.
 fn review_row(
     csr: &Csr,
     verdict: Verdict,

@@ -39,7 +39,7 @@ use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
 
 /// A denial for a requester's CSR beyond the oldest `cap` it has pending:
-/// refused unread, so that one identity's flood costs no parsing.
+/// refused unread, so one identity's flood costs no parsing.
 pub fn too_many_pending(requester: &str, pending: usize, cap: usize) -> Verdict {
     deny(
         Check::Pending,
@@ -74,8 +74,7 @@ pub fn decide_with(
     (verdict.unwrap_or(Verdict::Approve), facts)
 }
 
-/// Every check, in the order of the list above: the first that fails is
-/// the verdict.
+/// Every check, in order: the first that fails is the verdict.
 fn checks(
     csr: &CertificateSigningRequest,
     nodes: &Nodes,

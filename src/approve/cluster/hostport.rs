@@ -8,8 +8,7 @@ use std::net::IpAddr;
 
 use crate::approve::error::ApproveError;
 
-/// The host of a `controlPlaneEndpoint`, as kubeadm puts it in the API
-/// server's certificate: an address, or a DNS name.
+/// A host as kubeadm puts it in the API server's certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Host {
     Ip(IpAddr),
@@ -17,7 +16,6 @@ pub(super) enum Host {
 }
 
 impl Host {
-    /// Records this host as `what` in `ips` or `names`.
     pub(super) fn record(
         self,
         ips: &mut Vec<(IpAddr, String)>,
@@ -31,13 +29,10 @@ impl Host {
     }
 }
 
-/// kubeadm's `ParseHostPort` (cmd/kubeadm/app/util/endpoint.go), the one
-/// reader of `controlPlaneEndpoint`: `net.SplitHostPort`, and when that
-/// fails (a bare IPv6 address, `[v6]` without a port, any string without
-/// a colon) the whole string is the host; a port is checked only when
-/// present; the host is an address by `ParseIPSloppy`, else a DNS-1123
-/// subdomain, else refused (as `ApproveError::EndpointPort` or
-/// `EndpointHost`, in kubeadm's words). Linear in `endpoint`.
+/// kubeadm's `ParseHostPort`: `net.SplitHostPort`, and when that fails (a
+/// bare IPv6 address, `[v6]` without a port, no colon) the whole string is
+/// the host; a port is checked only when present; the host is an address
+/// by `ParseIPSloppy`, else a DNS-1123 subdomain, else refused. Linear.
 pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, ApproveError> {
     let (host, port) = split_host_port(endpoint).unwrap_or((endpoint, ""));
     if !port.is_empty() && !valid_port(port) {
@@ -103,14 +98,12 @@ fn dns1123_subdomain(s: &str) -> bool {
 }
 
 /// An IP address as kubeadm reads certSANs and controlPlaneEndpoint
-/// (`k8s.io/utils/net.ParseIPSloppy`, Go's `net.ParseIP` before 1.17,
-/// forked in k8s.io/utils): an IPv4 octet is any run of decimal digits
-/// worth at most 255, leading zeros and all (`0192.0168.01.074` is
-/// 192.168.1.74); an IPv6 group is any run of hex digits worth at most
-/// 0xffff; an IPv6 form may end in an IPv4 part read the same way
-/// (`::ffff:192.168.001.072`). A reader that took fewer forms left addresses
-/// in the API server's certificate free for a node. Linear in `s`; the first
-/// `.` or `:` picks the family, as Go's does.
+/// (`k8s.io/utils/net.ParseIPSloppy`, Go's `net.ParseIP` before 1.17): an
+/// IPv4 octet is any run of decimal digits worth at most 255, leading
+/// zeros and all; an IPv6 group any run of hex digits worth at most
+/// 0xffff, the form perhaps ending in an IPv4 part. A reader taking fewer
+/// forms leaves addresses of the API server's certificate free for a node.
+/// Linear; the first `.` or `:` picks the family, as Go's does.
 pub(super) fn parse_ip_sloppy(s: &str) -> Option<IpAddr> {
     match s.bytes().find(|b| *b == b'.' || *b == b':')? {
         b'.' => sloppy_v4(s.as_bytes()).map(IpAddr::from),

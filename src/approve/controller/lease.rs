@@ -1,6 +1,5 @@
-//! Who may write: leader election through a Lease, and the Lease read
-//! again before each write, so a replica that lost it while it was busy
-//! writes nothing.
+//! Who may write: leader election through a Lease, read again before
+//! each write, so a replica that lost it while busy writes nothing.
 
 use std::time::{Duration, SystemTime};
 
@@ -13,8 +12,8 @@ use crate::approve::error::ApproveError;
 use crate::approve::settings::ApproverConfig;
 
 /// Whether this replica may write, as it changes: always without a Lease,
-/// else while it holds it; `None` when shutdown comes first. A dry run
-/// takes no Lease: it must never keep a real replica from deciding.
+/// else while it holds it; `None` at shutdown. A dry run takes no Lease:
+/// it must never keep a real replica from deciding.
 pub(super) async fn leader(
     config: &ApproverConfig,
     client: &Client,
@@ -49,9 +48,9 @@ pub(super) async fn leader(
     .await
 }
 
-/// Whether this replica may write now: no Lease, or the Lease read from
-/// the API server is held by it and unexpired by this process's clock
-/// (the holder, this process, wrote renewTime with the same clock).
+/// Whether this replica may write now: no Lease, or the Lease as the API
+/// server has it is held by it and unexpired by this process's clock (the
+/// one it wrote renewTime with).
 pub(super) async fn confirmed(config: &ApproverConfig, client: &Client, name: &str) -> bool {
     let Some(lease) = &config.lease else {
         return true;

@@ -1,14 +1,10 @@
 //! What the approver's watches have seen (every CSR of its signer, every
 //! Node) and which pending CSRs are to be decided (again), kept up to date
-//! by a task per watch whatever a round of decisions is doing: a long round
-//! must not leave a watch unread until its stall deadline (the re-list
-//! after it re-decides everything). A round locks this state only to take
-//! the CSRs it decides and to record what it wrote, never across an
-//! `.await`.
-//!
-//! Memory: nothing is queued. An event is applied to the maps as it is
-//! read, so what is held is the objects themselves (as an informer's
-//! cache; the API server bounds their number and size).
+//! by a task per watch whatever a round is doing: a long round must not
+//! leave a watch unread until its stall deadline (the re-list after it
+//! re-decides everything). A round locks this state only to take its CSRs
+//! and record what it wrote, never across an `.await`. Nothing is queued:
+//! what is held is the objects themselves, as in an informer's cache.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -30,25 +26,20 @@ use crate::source::watch::WatchError;
 pub(super) struct Seen {
     pub csrs: Listed<Csr>,
     pub nodes: Listed<Node>,
-    /// What the policy reads of each Node, read when that Node changed
-    /// (a cost of the order of decoding its event).
+    /// What the policy reads of each Node, read when that Node changed.
     pieces: BTreeMap<String, Arc<policy::Piece>>,
-    /// Those indexed, shared with the blocking thread: put together off
-    /// the runtime and outside this lock after the Nodes changed (linear
-    /// in what the Nodes list, which must not hold the watches or a
-    /// runtime thread).
+    /// Those indexed, put together off the runtime and outside this lock
+    /// (linear in what the Nodes list: must not hold the watches).
     node_index: Option<Arc<policy::Nodes>>,
-    /// Counts changes of the Nodes, so that an index put together from
-    /// older pieces is not kept.
+    /// Counts changes of the Nodes: an index of older pieces is not kept.
     node_generation: u64,
     /// Names of the CSRs to decide (again).
     pub dirty: BTreeSet<String>,
 }
 
-/// Pending CSRs of one requester that are looked at; the newer ones are
-/// denied unread. A kubelet has one pending (two across a rotation); one
-/// whose Node is not registered yet creates a new one every 15 minutes
-/// while it waits.
+/// Pending CSRs of one requester that are looked at; newer ones are denied
+/// unread. A kubelet has one or two (one every 15 minutes while its Node
+/// is not registered).
 pub const MAX_PENDING: usize = 10;
 
 /// The requester of a CSR, as the API server authenticated it.
@@ -68,7 +59,6 @@ fn touched<K: kube::Resource>(event: &watcher::Event<K>) -> Option<Option<String
 }
 
 impl Seen {
-    /// Both watches have listed once.
     pub fn synced(&self) -> bool {
         self.csrs.synced() && self.nodes.synced()
     }
@@ -83,7 +73,6 @@ impl Seen {
             .collect();
     }
 
-    /// A CSR event decides that CSR; a re-list, every pending one.
     fn csr_event(&mut self, event: watcher::Event<Csr>) {
         let what = touched(&event);
         self.csrs.apply(event);
@@ -100,8 +89,6 @@ impl Seen {
         }
     }
 
-    /// A Node event re-decides the pending CSRs of that node; a re-list,
-    /// every pending one.
     fn node_event(&mut self, event: watcher::Event<Node>) {
         let what = touched(&event);
         if !self.nodes.apply(event) {
@@ -135,9 +122,8 @@ impl Seen {
         self.dirty.extend(names);
     }
 
-    /// The Nodes for the policy, and the generation they are for: indexed
-    /// already, or indexed when called (linear in what the Nodes list: call
-    /// it off the async runtime). Cheap: one `Arc` per Node at most.
+    /// The Nodes for the policy and their generation: indexed already, or
+    /// when called (call it off the runtime). Cheap: an `Arc` per Node.
     pub fn node_index(&self) -> impl FnOnce() -> (u64, Arc<policy::Nodes>) + Send + 'static {
         let (generation, built) = (self.node_generation, self.node_index.clone());
         let pieces: Vec<_> = match built {
@@ -150,17 +136,15 @@ impl Seen {
         }
     }
 
-    /// Keeps `index`, put together by [`Self::node_index`], unless the
-    /// Nodes changed since.
+    /// Keeps `index` ([`Self::node_index`]) unless the Nodes changed since.
     pub fn keep_index(&mut self, generation: u64, index: Arc<policy::Nodes>) {
         if generation == self.node_generation {
             self.node_index = Some(index);
         }
     }
 
-    /// The next CSRs to decide: of each requester with a CSR to decide,
-    /// its oldest, and whether it is beyond the requester's oldest
-    /// [`MAX_PENDING`] pending (then with the requester's pending count).
+    /// The next CSRs to decide: each requester's oldest to decide, with
+    /// its pending count when it is beyond its oldest [`MAX_PENDING`].
     pub fn next_round(&mut self) -> Vec<(Csr, Option<usize>)> {
         let mut by_requester: BTreeMap<&str, Vec<&Csr>> = BTreeMap::new();
         for csr in self.csrs.items().values().filter(|c| pending(c)) {
@@ -184,16 +168,14 @@ impl Seen {
         for (csr, _) in &round {
             self.dirty.remove(&name_of(csr));
         }
-        // What is no longer pending (or gone) has nothing to decide.
         let items = self.csrs.items();
         self.dirty
             .retain(|name| items.get(name).is_some_and(pending));
         round
     }
 
-    /// `written` is what the server stored for a decision on `decided`:
-    /// kept now, whatever the watch has not yet said, unless the watch
-    /// already brought a later version (then that one stands).
+    /// `written`, what the server stored for `decided`, kept now unless
+    /// the watch already brought a later version.
     pub fn written(&mut self, decided: &Csr, written: Csr) {
         let name = name_of(decided);
         let unchanged = self
@@ -207,7 +189,6 @@ impl Seen {
         }
     }
 
-    /// The uids of every CSR seen.
     pub fn uids(&self) -> HashSet<String> {
         self.csrs
             .items()
@@ -244,12 +225,10 @@ impl Watches {
         }
     }
 
-    /// The state, locked: never held across an `.await`.
     pub fn lock(&self) -> MutexGuard<'_, Seen> {
         lock(&self.seen)
     }
 
-    /// Resolves after an event was applied since the last call.
     pub async fn changed(&self) {
         self.changed.notified().await;
     }
@@ -260,8 +239,8 @@ fn lock(seen: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
     seen.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Applies every event of `events` to `seen` as it arrives, forever (a
-/// watch loop never ends; it retries by itself).
+/// Applies every event of `events` to `seen` as it arrives, forever (the
+/// watch loop retries by itself).
 async fn read_into<K: Send + 'static>(
     (seen, changed, metrics): (Arc<Mutex<Seen>>, Arc<Notify>, Arc<Metrics>),
     events: impl Stream<Item = Result<watcher::Event<K>, WatchError>> + Send + 'static,
@@ -277,7 +256,6 @@ async fn read_into<K: Send + 'static>(
                     apply(&mut seen, e);
                     seen.dirty.len()
                 };
-                // The backlog as it grows, also while a round runs.
                 metrics.csr_backlog(backlog);
                 changed.notify_one();
             }

@@ -11,15 +11,11 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::ranges::{Cidr, canonical, dns_name};
 
-/// The most addresses (IPs and names together) a Node may list and still
-/// have its own requests decided by the approver (a kubelet lists tens at
-/// most); a Node listing more has its own requests wait for a person.
-///
-/// Everything a Node lists is indexed all the same, as that Node's
-/// against every other node: an entry left out would be no one's, free
-/// for another node that lists it; and a cap making every request
-/// undecidable would let one node stall all others. The cost is linear in
-/// what the Nodes hold, which the API server bounds.
+/// The most addresses (IPs and names) a Node may list and still have its
+/// own requests decided (a kubelet lists tens); beyond, a person decides.
+/// Everything it lists is indexed all the same, as that Node's against
+/// every other: an entry left out would be free for another node, and a
+/// cap making every request undecidable would let one node stall all.
 pub const MAX_NODE_ADDRESSES: usize = 128;
 
 /// What one Node lists, lower-cased and parsed once.
@@ -31,8 +27,7 @@ pub struct Listed {
     pub over: Option<usize>,
 }
 
-/// What one Node adds to the index, read once when that Node changes (a
-/// Node's event costs a read of that Node only).
+/// What one Node adds to the index, read when that Node changes.
 #[derive(Debug)]
 pub struct Piece {
     name: String,
@@ -75,15 +70,14 @@ impl Piece {
     }
 }
 
-/// The Nodes as the policy reads them.
 #[derive(Debug, Default)]
 pub struct Nodes {
     /// Per Node name: what it lists.
     listed: HashMap<String, Arc<Piece>>,
     /// Lower-case node name -> node name.
     names: HashMap<String, String>,
-    /// Per address and per listed name: up to two Nodes listing it (two
-    /// are enough to find one that is not the requester).
+    /// Per address and per listed name: up to two Nodes listing it (enough
+    /// to find one that is not the requester).
     ips: HashMap<IpAddr, Vec<String>>,
     dns: HashMap<String, Vec<String>>,
     /// Pod ranges (`spec.podCIDRs`, set by the controller manager) and whose.
@@ -106,8 +100,7 @@ impl Nodes {
         )
     }
 
-    /// The index of every Node's [`Piece`], in the order given (the first
-    /// two Nodes listing an entry are the ones named).
+    /// The index of every Node's [`Piece`], in the order given.
     pub fn from_pieces(pieces: impl IntoIterator<Item = Arc<Piece>>) -> Self {
         let mut index = Self::default();
         for piece in pieces {
@@ -127,7 +120,6 @@ impl Nodes {
         index
     }
 
-    /// How many addresses and names are indexed, all Nodes together.
     pub fn entries(&self) -> usize {
         self.listed
             .values()

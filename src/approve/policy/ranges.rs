@@ -1,12 +1,10 @@
-//! Addresses and ranges as the policy compares them: `--reserved` values,
-//! CIDRs, and one form per address.
+//! Addresses and ranges as the policy compares them.
 
 use std::net::IpAddr;
 
 use crate::approve::error::ApproveError;
 
-/// A name or range that is never a node's, as `--reserved` takes it: an
-/// IP address, a CIDR, or a DNS name.
+/// A `--reserved` value: an IP address, a CIDR, or a DNS name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reserved {
     Range(Cidr),
@@ -36,7 +34,6 @@ impl std::str::FromStr for Reserved {
     }
 }
 
-/// An IP range `ADDR/BITS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cidr {
     addr: IpAddr,
@@ -54,8 +51,7 @@ impl std::str::FromStr for Cidr {
         if bits > max {
             return Err(bad());
         }
-        // An IPv4-mapped range (`::ffff:10.0.0.0/104`) is the IPv4 range
-        // it maps: addresses are compared in their IPv4 form.
+        // An IPv4-mapped range is the IPv4 range it maps (as addresses).
         if let IpAddr::V6(v6) = addr
             && let Some(v4) = v6.to_ipv4_mapped()
             && bits >= 96
@@ -76,7 +72,6 @@ impl std::fmt::Display for Cidr {
 }
 
 impl Cidr {
-    /// `0.0.0.0/0` or `::/0`.
     pub fn is_everything(&self) -> bool {
         self.bits == 0
     }
@@ -94,8 +89,7 @@ impl Cidr {
     }
 }
 
-/// IPv4-mapped IPv6 addresses (`::ffff:10.0.0.1`) as the IPv4 address they
-/// are, so one address has one form.
+/// IPv4-mapped IPv6 addresses as the IPv4 address, one form per address.
 pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
@@ -103,8 +97,7 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// A DNS name in the one form names are compared in: lower-case, without
-/// its final dot (`Web1.Example.` is `web1.example`).
+/// A DNS name as names are compared: lower-case, without its final dot.
 pub fn dns_name(s: &str) -> String {
     s.trim_end_matches('.').to_ascii_lowercase()
 }

@@ -55,8 +55,8 @@ pub(super) fn read(csr: &CertificateSigningRequest, facts: &mut Facts) -> Result
     Ok(req)
 }
 
-/// Check 3, before the signature (4): the verifier (ring) refuses weak
-/// RSA keys outright, which would read as a forged signature.
+/// Check 3, before 4: ring refuses weak RSA keys outright, which would
+/// read as a forged signature.
 pub(super) fn key(req: &Request) -> Result<(), Verdict> {
     match req.key {
         Some(KeyAlg::Rsa(bits)) if bits < 2048 => Err(deny(

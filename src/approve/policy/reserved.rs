@@ -1,8 +1,7 @@
-//! Check 8 (see [`super`]): names and addresses that are the cluster's,
-//! whatever the flags, denied. A Service's address or name the requester
-//! lists (or is named) is left to [`super::whose::service_dispute`]: any
-//! namespace user writes those, and must not get a node's renewals denied
-//! by naming the node's own.
+//! Check 8 (see [`super`]): the cluster's names and addresses, denied. A
+//! Service's address or name the requester lists (or is named) is left to
+//! [`super::whose::service_dispute`]: any namespace user writes those, and
+//! must not get a node's renewals denied by naming the node's own.
 
 use std::net::IpAddr;
 
@@ -33,7 +32,7 @@ pub(super) fn check(
     Ok(())
 }
 
-/// Why DNS name `d` is the cluster's, if it is, in the order looked at.
+/// Why DNS name `d` is the cluster's, if it is.
 fn reserved_name(d: &str, asker: &Asker, cluster: &Cluster, policy: &Policy) -> Option<String> {
     well_known(d)
         .map(str::to_owned)
@@ -88,7 +87,7 @@ fn well_known(d: &str) -> Option<&'static str> {
     }
 }
 
-/// Why address `ip` is the cluster's, if it is, in the order looked at.
+/// Why address `ip` is the cluster's, if it is.
 fn reserved_address(
     ip: IpAddr,
     asker: &Asker,
@@ -133,19 +132,16 @@ fn reserved_address(
         })
 }
 
-/// What the first entry of `list` at address `ip` (compared in one form)
-/// is.
+/// What the first entry of `list` at address `ip` is.
 pub(super) fn address_in(list: &[(IpAddr, String)], ip: IpAddr) -> Option<&String> {
     list.iter()
         .find(|(a, _)| canonical(*a) == ip)
         .map(|(_, what)| what)
 }
 
-/// Whether the cluster's name `n` (the API server's) reserves `d`: the
-/// same name, or, for a wildcard `*.BASE` (a certSAN or endpoint the API
-/// server's certificate is valid for), any name under BASE at any depth:
-/// the certificate covers one label, but a deeper name is as much the
-/// API server's domain, and nothing is lost by refusing it to a node.
+/// Whether the API server's name `n` reserves `d`: the same name, or for
+/// `*.BASE` any name under BASE at any depth (a deeper name is as much the
+/// API server's domain, and nothing is lost refusing it to a node).
 fn reserves(n: &str, d: &str) -> bool {
     match n.strip_prefix("*.") {
         Some(base) => d == n || d.strip_suffix(base).is_some_and(|head| head.ends_with('.')),
@@ -173,10 +169,9 @@ pub(super) fn special(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// IPv6 addresses that stand for an IPv4 address (other than the
-/// IPv4-mapped form, which [`canonical`] turns into that address): no
-/// node has one as its own, and each can carry a reserved IPv4 address
-/// past the IPv4 checks.
+/// IPv6 forms of an IPv4 address (but the mapped one, [`canonical`]): no
+/// node's own, and each could carry a reserved IPv4 address past the
+/// IPv4 checks.
 fn embeds_ipv4(a: std::net::Ipv6Addr) -> bool {
     let s = a.segments();
     // ::a.b.c.d (IPv4-compatible, deprecated), ::ffff:0:a.b.c.d (IPv4-translated)

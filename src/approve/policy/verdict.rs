@@ -1,4 +1,4 @@
-//! What the checks answer (`Verdict`, naming a `Check`), what they judge by (`Policy`, `Cluster`, `Asker`) and what they found (`Facts`).
+//! What the checks answer, what they judge by and what they found.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -27,7 +27,6 @@ pub enum Check {
     Node,
     IpSan,
     DnsSan,
-    /// The requester has more pending CSRs than any kubelet ever has.
     Pending,
 }
 
@@ -51,7 +50,6 @@ impl Check {
     }
 }
 
-/// What to do with a pending CSR.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Approve,
@@ -60,7 +58,7 @@ pub enum Verdict {
         check: Check,
         message: String,
     },
-    /// Not decidable yet; re-evaluated when a Node changes.
+    /// Not decidable yet.
     Wait {
         check: Check,
         message: String,
@@ -76,7 +74,6 @@ impl Verdict {
         }
     }
 
-    /// The failed check (`None` when approved).
     pub fn check(&self) -> Option<Check> {
         match self {
             Self::Approve => None,
@@ -95,7 +92,6 @@ impl Verdict {
     }
 }
 
-/// The operator's bounds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
     /// Patterns a DNS name beyond the node's own name must match (besides
@@ -110,18 +106,17 @@ pub struct Policy {
     /// Service ranges the operator names (`--service-cidr`), for clusters
     /// without the ServiceCIDR API.
     pub service_cidrs: Vec<Cidr>,
-    /// Other names and addresses that are never a node's (`--reserved`):
-    /// a load balancer in front of the API server, an external name.
+    /// Other names and addresses that are never a node's (`--reserved`).
     pub reserved: Vec<Reserved>,
     /// The longest `expirationSeconds` approved.
     pub max_expiration: Option<Duration>,
 }
 
-/// Names and addresses that belong to the cluster, as read from it: never
-/// a node's. Built by the controller ([`super::cluster::read`]).
+/// Names and addresses that belong to the cluster, as read from it
+/// ([`super::cluster::read`]): never a node's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cluster {
-    /// Service ranges and where they were read (`ServiceCIDR kubernetes`).
+    /// Service ranges and where they were read.
     pub ranges: Vec<(Cidr, String)>,
     /// Single addresses (the `kubernetes` Service's IPs, the API server's
     /// endpoints, its control-plane endpoint) and what they are.
@@ -131,9 +126,7 @@ pub struct Cluster {
     /// dispute when the requester lists it (k3s ServiceLB and kube-vip
     /// publish node IPs; any namespace user can name one).
     pub services: Vec<(IpAddr, String)>,
-    /// Lower-case DNS names the API server is reached by (the
-    /// control-plane endpoint, its certificate's extra names), and what
-    /// they are.
+    /// Lower-case DNS names the API server is reached by, and what they are.
     pub names: Vec<(String, String)>,
     /// Lower-case names Services stand for that any namespace user writes
     /// (an ExternalName Service's `spec.externalName`), and which Service:
@@ -142,8 +135,8 @@ pub struct Cluster {
     pub service_names: Vec<(String, String)>,
 }
 
-/// What a CSR asks for, read once (for the verdict and for `csr review`).
-/// Strings come from the requester: escape them before they are shown.
+/// What a CSR asks for, read once. Strings come from the requester: escape
+/// them before they are shown.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     /// NAME of a `system:node:NAME` requester.
@@ -157,8 +150,7 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// What is known of `csr` before its request is read: its usages, and
-    /// the key unknown.
+    /// What is known of `csr` before its request is read.
     pub fn unread(csr: &CertificateSigningRequest) -> Self {
         Self {
             usages: csr.spec.usages.clone().unwrap_or_default(),
@@ -187,8 +179,7 @@ pub(super) fn wait(check: Check, message: impl Into<String>) -> Verdict {
 /// a hostile one from costing more than a few milliseconds to parse.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
-/// The requester as checks 8 to 12 see it: its name, lower-case, and what
-/// its own Node lists (`None`: no such Node).
+/// The requester as checks 8 to 12 see it (`own`: what its Node lists).
 pub(super) struct Asker<'a> {
     pub(super) name: &'a str,
     pub(super) lower: String,

@@ -6,10 +6,9 @@ use super::index::{Listed, MAX_NODE_ADDRESSES, Nodes};
 use super::reserved::address_in;
 use super::verdict::{Asker, Check, Cluster, Facts, Policy, Verdict, deny, wait};
 
-/// Check 9: another node's name or addresses. An address or name both
-/// Nodes list is in dispute: each node writes its own status, so one
-/// could list the other's to get the other's requests denied. The
-/// requester's own name is proven by its credentials: never in dispute.
+/// Check 9: another node's name or addresses. One both Nodes list is in
+/// dispute: one node could list the other's to get its requests denied.
+/// The requester's own name is proven by its credentials.
 pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result<(), Verdict> {
     let name = asker.name;
     for ip in &facts.ips {
@@ -23,11 +22,10 @@ pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result
         }
     }
     for d in facts.dns.iter().filter(|d| **d != asker.lower) {
-        // Another node's exact name is that node's (its credentials); a
-        // name *under* it is not (anyone with a bootstrap token may name a
-        // node after a domain), only when that node lists it. One the
-        // requester lists itself is in dispute: whoever registers a Node
-        // chooses its name, and must not get another's renewals denied.
+        // Another node's exact name is that node's; a name *under* it only
+        // when that node lists it (anyone with a bootstrap token may name a
+        // node after a domain). One the requester lists is in dispute: a
+        // Node's name must not get another's renewals denied.
         let another = nodes
             .named(d, name)
             .map(|other| format!("DNS name {d:?} is node {other:?}'s name"))
@@ -126,8 +124,7 @@ pub(super) fn node<'a>(asker: &Asker<'a>) -> Result<&'a Listed, Verdict> {
 }
 
 /// A Service address the requester lists too, or a Service's name it
-/// lists or is named (check 8 left them for here): in dispute, a person
-/// decides.
+/// lists or is named (left by check 8): in dispute.
 pub(super) fn service_dispute(
     facts: &Facts,
     asker: &Asker,
