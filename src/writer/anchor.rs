@@ -1,9 +1,7 @@
 //! Where a missing target is made from: a handle opened at start on the
 //! directory the start-up checks judged, and `mkdirat` one name at a time
 //! beneath it, never a path `mkdir` that would follow a link a user put on
-//! the way (a user who may rename entries in a volume's root exchanged a
-//! directory on the way for a link, and root made a directory where the
-//! link led).
+//! the way.
 
 use std::fs;
 use std::io;
@@ -16,12 +14,10 @@ use super::error::{Ctx, WriterError};
 use super::revision::not_a_dir;
 use crate::beneath::{Entry, Trust};
 
-/// A handle on the directory a missing target is made beneath, opened at
-/// start, and the names from it to the target, as the kernel resolved the
-/// path then (no link on the way). It is the deepest directory above the
-/// target that others may write (a volume's root: itself a mount point no
-/// one renames, while its writers may rename what is in it), else the
-/// nearest directory that existed.
+/// A handle on the directory a missing target is made beneath, and the
+/// names from it to the target, as resolved at start. It is the deepest
+/// directory above the target that others may write (a volume's root: a
+/// mount point no one renames), else the nearest that existed.
 #[derive(Debug)]
 pub(super) struct Anchor {
     dir: Dir,
@@ -71,9 +67,9 @@ impl Anchor {
         Ok(Some(Self { dir, path, below }))
     }
 
-    /// Makes what is missing of `target` beneath the anchor, one name at a
-    /// time (`mkdirat`, 0755), each opened without following links and
-    /// judged on its handle: root's or certsync's, written by no one else.
+    /// Makes what is missing of `target` beneath the anchor (0755), each
+    /// opened without following links and judged on its handle: root's or
+    /// certsync's, written by no one else.
     pub(super) fn make(&self, target: &Path) -> Result<(), WriterError> {
         let mut dir = self
             .dir

@@ -1,5 +1,5 @@
-//! The live revision as it is on disk, checked against what was written
-//! (contents, modes, owner), and the visible links repaired.
+//! The live revision as it is on disk, checked against what was written,
+//! and the visible links repaired.
 
 use std::io;
 use std::path::Path;
@@ -12,20 +12,17 @@ use super::revision::{Revision, list, parse_rev, read_link, read_revision_at, re
 use super::target::Writer;
 use crate::bundle::{Bundle, ContentHash};
 
-/// The revision `..data` points at, as found on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Live {
     pub revision: u64,
-    /// The hash of what is on disk (not of what the name claims).
+    /// Of what is on disk, not what the name claims.
     pub hash: ContentHash,
     pub bundle: Bundle,
-    /// Why this revision cannot be trusted as is, if it cannot.
     pub problem: Option<String>,
 }
 
 impl Writer {
-    /// Reads the live revision without following anything out of the
-    /// target. `None` when there is no `..data` (or it is not ours to read).
+    /// The live revision; `None` when there is no `..data` of ours.
     pub fn live(&self) -> Result<Option<Live>, WriterError> {
         match self.root(false) {
             Ok(root) => self.live_in(&root),
@@ -37,8 +34,7 @@ impl Writer {
     }
 
     pub(super) fn live_in(&self, root: &Dir) -> Result<Option<Live>, WriterError> {
-        // Not a symlink, or one that names anything but one of our
-        // revisions (maybe out of the target): never followed.
+        // Anything but a symlink to one of our revisions: never followed.
         let Some(dir_name) = read_link(root, DATA) else {
             return Ok(None);
         };
@@ -97,10 +93,9 @@ impl Writer {
     }
 
     /// Makes `<target>/<name> -> ..data/<name>` for every file of `bundle`
-    /// that lacks it. Safe before `..data` flips to a revision holding
-    /// them: until then a new link resolves to nothing, as a missing name
-    /// does, so a publish makes its names first and no moment (a SIGKILL
-    /// between two steps included) shows the new `..data` without them.
+    /// that lacks it. Made before the flip (until then it resolves to
+    /// nothing, as a missing name does): no moment shows the new `..data`
+    /// without them.
     pub(super) fn link_names(&self, root: &Dir, bundle: &Bundle) -> Result<usize, WriterError> {
         let mut changed = 0;
         for name in bundle.names() {
@@ -120,8 +115,7 @@ impl Writer {
         Ok(changed)
     }
 
-    /// Removes our links to names `bundle` no longer has: after the flip,
-    /// when they already resolve to nothing.
+    /// Removes our links to names `bundle` no longer has (after the flip).
     pub(super) fn unlink_stale(&self, root: &Dir, bundle: &Bundle) -> Result<usize, WriterError> {
         let mut changed = 0;
         for name in list(root, &self.target)? {

@@ -1,4 +1,4 @@
-//! What the writer refuses or fails at, with the target and path named.
+//! What the writer refuses or fails at.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -6,10 +6,9 @@ use std::path::{Path, PathBuf};
 use super::layout::{NotOwn, PIN, RevisionProblem};
 use crate::beneath::PathError;
 
-/// The two fields certsync writes in a kubeconfig's user, its only ones.
+/// The two fields certsync writes in a kubeconfig's user.
 pub(super) const CERT_DATA: &str = "client-certificate-data";
 pub(super) const KEY_DATA: &str = "client-key-data";
-/// A cluster's CA data, which adopt and revert set once a CA is renewed.
 pub(super) const CA_DATA: &str = "certificate-authority-data";
 
 #[derive(Debug, thiserror::Error)]
@@ -49,8 +48,6 @@ pub enum WriterError {
         uid: u32,
         mode: u32,
     },
-    /// The directory of a file written by path may be changed by another
-    /// user, or its way cannot be walked.
     #[error("{}: {problem}; refusing to write there", dir.display())]
     Unowned {
         dir: PathBuf,
@@ -66,30 +63,21 @@ pub enum WriterError {
         problem: Box<WriterError>,
     },
     /// Another process held the write lock (`held_by`, as its lock file
-    /// says) until shutdown.
+    /// says) until shutdown, or for `after` (`--once-timeout`).
     #[error(
-        "target {target}: waiting for the write lock: {} is held by {held_by}; stopped waiting \
-         for it at shutdown; nothing was written",
-        lock.display()
-    )]
-    LockWaitStopped {
-        target: PathBuf,
-        lock: PathBuf,
-        held_by: String,
-    },
-    /// Another process held the write lock (`held_by`, as its lock file
-    /// says) for longer than `--once-timeout`.
-    #[error(
-        "target {target}: waiting for the write lock: {} is held by {held_by}; gave up after {} \
-         (--once-timeout); nothing was written",
+        "target {target}: waiting for the write lock: {} is held by {held_by}; {}; nothing was \
+         written",
         lock.display(),
-        humantime::format_duration(*after)
+        match after {
+            None => "stopped waiting for it at shutdown".to_owned(),
+            Some(d) => format!("gave up after {} (--once-timeout)", humantime::format_duration(*d)),
+        }
     )]
-    LockWaitTimeout {
+    LockWait {
         target: PathBuf,
         lock: PathBuf,
         held_by: String,
-        after: std::time::Duration,
+        after: Option<std::time::Duration>,
     },
     #[error("update-kubeconfig {path}: {problem}")]
     Kubeconfig {
@@ -119,8 +107,7 @@ pub enum WriterError {
         problem: String,
     },
 
-    // How a user authenticates beside the embedded certificate certsync
-    // writes: embedding data beside it would change what the file means.
+    // How a user authenticates beside the embedded certificate.
     #[error(
         "gives its client {what} as a file ({key}); replacing a file reference with embedded \
          data would change what the file means: point certsync's consumers at the target's \
@@ -140,8 +127,6 @@ pub enum WriterError {
 
     // Why a kubeconfig is refused or holds no certificate to show; rendered
     // after its path (`update-kubeconfig PATH: ...`).
-    #[error("{0}")]
-    KubeconfigUnreadable(String),
     #[error("names no file")]
     NoFileName,
     #[error("is not UTF-8 text")]
@@ -198,24 +183,19 @@ pub enum WriterError {
     Clusters(usize),
     #[error("its cluster has no {CA_DATA}")]
     NoCaData,
-    /// The CA data is replaced where it stands in the text, so it must
-    /// stand there once as one plain value (not split across lines, not
-    /// also in a comment or another field).
     #[error("its {CA_DATA} is not written once as one plain value")]
     CaDataNotOnce,
     #[error("cannot write it as YAML: {0}")]
     Unwritable(String),
 
-    // Why a pair outside the target is not one certsync may keep in step
-    // (the prefix is named beside it, [`WriterError::Pair`]).
+    // Why a pair outside the target is refused (after [`WriterError::Pair`]).
     #[error("names no file stem (e.g. /etc/kubernetes/pki/apiserver)")]
     NoStem,
     #[error("is not an absolute path")]
     NotAbsolute,
 
-    // Why a copy outside the target (`update-pair=`, `update-kubeconfig=`)
-    // is refused, its directory or a `file` in it (`PREFIX.crt`,
-    // `PREFIX.key`, the kubeconfig); rendered after the copy.
+    // Why a copy outside the target, its directory or a `file` in it, is
+    // refused; rendered after the copy.
     #[error(
         "{0}, who could swap the files certsync writes the key into; keep the directory and those \
          above it owned by root and writable by their owner only"
@@ -258,8 +238,7 @@ pub enum WriterError {
     )]
     OtherKey { key: String, cert: String },
 
-    // Why a rollback is refused (or a pin cannot be kept); rendered after
-    // the target.
+    // Why a rollback is refused or a pin not kept; rendered after the target.
     #[error("the rollback pin names content no revision on disk holds; remove ..pin")]
     PinnedContentGone,
     #[error("no live revision to roll back from")]
@@ -274,7 +253,6 @@ pub enum WriterError {
         #[source]
         problem: RevisionProblem,
     },
-    /// The caller's check (validation now) refused the content.
     #[error("refusing revision {number}: {problem}")]
     Refused {
         number: u64,

@@ -1,6 +1,5 @@
-//! History: earlier revisions moved to `..history` after each flip (so
-//! consumers watching the files get an event), listed, pruned to
-//! `keep`; files found in a fresh target kept; leftovers tidied.
+//! History: earlier revisions moved to `..history` after each flip, listed,
+//! pruned to `keep`; files found in a fresh target kept; leftovers tidied.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,20 +15,18 @@ use super::revision::{
 use super::target::{Writer, WriterOptions};
 use crate::bundle::{Bundle, KEY_FILE};
 
-/// One revision on disk, for `certsync revisions`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevisionInfo {
     pub revision: u64,
-    /// First 8 hex digits of the content hash, from the name.
+    /// The content hash's first 8 hex digits, from the name.
     pub hash: String,
     pub dir: PathBuf,
     pub current: bool,
-    /// Its files, or why they cannot be read.
     pub content: Result<Bundle, RevisionProblem>,
 }
 
-/// `..history`, opened without following and created if missing; a
-/// symlink, file or FIFO under that name is removed first, never followed.
+/// `..history`, opened without following and created if missing; what
+/// else is under that name is removed first, never followed.
 pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError> {
     let path = target.join(HISTORY);
     match root.symlink_metadata(HISTORY) {
@@ -45,8 +42,7 @@ pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError
     root.open_dir_nofollow(HISTORY).ctx("open history", &path)
 }
 
-/// `..history` if it is a real directory and certsync's own ([`own`]),
-/// for reading and pruning; one that is not is never read.
+/// `..history` if it is a directory of certsync's own ([`own`]).
 pub(super) fn history_dir(root: &Dir) -> Option<Dir> {
     let h = root.open_dir_nofollow(HISTORY).ok()?;
     let m = h.dir_metadata().ok()?;
@@ -64,8 +60,7 @@ pub(super) fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterE
         .collect())
 }
 
-/// The modes and owner the files of a revision have, so a rollback
-/// restores them as they were.
+/// The modes and owner of a revision's files, restored by a rollback.
 pub(super) fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
     let defaults = WriterOptions::default();
     let is_key = |n: &str| {
@@ -85,15 +80,15 @@ pub(super) fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
 }
 
 impl Writer {
-    /// Every revision on disk, newest first, each with its content.
+    /// Every revision on disk, newest first.
     pub fn revisions(&self) -> Result<Vec<RevisionInfo>, WriterError> {
         self.revisions_in(&self.root(false)?)
     }
 
     pub(super) fn revisions_in(&self, root: &Dir) -> Result<Vec<RevisionInfo>, WriterError> {
         let live = read_link(root, DATA);
-        // Only a `..rev-` name at the root is ever live: a `..data` planted
-        // to name a history entry shows none live, not that entry.
+        // Only a `..rev-` name at the root is ever live (not a history
+        // entry a planted `..data` names).
         let info = |dir: &Dir, name: &str, shown: PathBuf, rest: &str, current: bool| {
             let (revision, hash) = parse_rev(rest)?;
             Some(RevisionInfo {
@@ -124,14 +119,12 @@ impl Writer {
         Ok(out)
     }
 
-    /// History entries by revision number → directory name.
     pub fn history(&self) -> Result<BTreeMap<u64, String>, WriterError> {
         history_names(&self.root(false)?)
     }
 
-    /// Moves the files of `..rev-X` into `..history/X` (symlinks planted
-    /// inside as links), then removes the emptied directory; with
-    /// `keep == 1` the files are removed instead.
+    /// Moves the files of `..rev-X` into `..history/X` (or removes them
+    /// when `keep == 1`), then the emptied directory.
     pub(super) fn retire(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
         let src_path = self.path(dir_name);
         let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
@@ -142,8 +135,7 @@ impl Writer {
                 .is_ok_and(|m| own(m.uid(), m.mode()).is_ok())
         });
         let Some(src) = src else {
-            // A symlink, a file or a directory certsync did not make under
-            // a revision name: not ours to keep, nor to restore later.
+            // Not certsync's: not to keep, nor to restore later.
             return remove_any(root, dir_name, &src_path);
         };
         if self.opts.keep > 1 {
@@ -158,9 +150,8 @@ impl Writer {
     }
 
     /// Restores the layout's invariants: removes temporary entries, retires
-    /// revisions that are no longer live into history (moving each file so
-    /// watchers on it get an event), drops revisions newer than the live one
-    /// (a crash before the flip), and prunes history to `keep - 1`.
+    /// revisions no longer live, drops those newer than the live one (a
+    /// crash before the flip), and prunes history to `keep - 1`.
     pub(super) fn tidy(&self, root: &Dir) -> Result<(), WriterError> {
         let live = read_link(root, DATA)
             .and_then(|l| Some((l.strip_prefix(REV_PREFIX).and_then(parse_rev)?.0, l)));
@@ -206,9 +197,9 @@ impl Writer {
         Ok(())
     }
 
-    /// Removes a `..history` that is not certsync's own, and entries in its
-    /// own that are not (see [`own`]): whoever else made them chose what
-    /// `rollback` would restore. Returns whether anything went.
+    /// Removes a `..history` that is not certsync's own, and entries in it
+    /// that are not ([`own`]): whoever made them chose what `rollback` would
+    /// restore. Whether anything went.
     fn remove_planted_history(&self, root: &Dir) -> Result<bool, WriterError> {
         let path = self.path(HISTORY);
         if root.symlink_metadata(HISTORY).is_err() {
@@ -234,10 +225,9 @@ impl Writer {
         Ok(removed)
     }
 
-    /// A target certsync has never published to may hold the files it is
-    /// about to replace with links (a migration). They are moved, not
-    /// lost: into history as revision 0, where `certsync revisions` lists
-    /// them and `certsync rollback` can restore them.
+    /// Files a target certsync never published to holds under the names
+    /// it links (a migration) are moved into history as revision 0, where
+    /// `certsync rollback` can restore them.
     pub(super) fn keep_found_files(&self, root: &Dir, bundle: &Bundle) -> Result<(), WriterError> {
         let found: Vec<&str> = bundle
             .names()
@@ -265,11 +255,9 @@ impl Writer {
         Ok(())
     }
 
-    /// Moves `names` of `src` (shown as `src_path`) into a new history
-    /// entry `entry`, one `rename` each so a watch on a file gets
-    /// `IN_MOVE_SELF`, then fsyncs both. Whatever sits in the way under our
-    /// names (a planted `..history` or `..history/X` symlink) is removed,
-    /// never followed. Returns the entry's path.
+    /// Moves `names` of `src` into a new history entry `entry`, one `rename`
+    /// each (a watch on a file gets `IN_MOVE_SELF`), then fsyncs both.
+    /// Whatever sits in the way is removed, never followed.
     fn move_to_history(
         &self,
         root: &Dir,

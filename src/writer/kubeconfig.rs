@@ -1,24 +1,17 @@
-//! Kubeconfigs people and kubeadm read (`admin.conf`, `super-admin.conf`):
-//! the user of the current context carries the mapping's live pair as
-//! embedded data (`client-certificate-data`, `client-key-data`), which
-//! certsync rewrites after each new pair (`update-kubeconfig=PATH`).
-//! client-go re-reads a certificate given as a *file*, never embedded data,
-//! but a person's `kubectl` and kubeadm read the file anew each time.
+//! Kubeconfigs people and kubeadm read (`admin.conf`): the current
+//! context's user carries the mapping's live pair as embedded data,
+//! rewritten after each new pair (`update-kubeconfig=PATH`).
 //!
 //! Invariants:
 //! - The file and every directory above it can be changed by root (or
-//!   certsync's user) only ([`copy_dir`], [`read_copy`]); anything else is
-//!   refused, never repaired. Beneath that one directory handle the file
-//!   is read and replaced ([`replace_file_in`], its owner and mode kept):
-//!   the path never names a missing or half-written file.
-//! - Everything but the two data fields of that one user is kept as
-//!   parsed (clusters, contexts, other users, preferences, the order of
-//!   keys); a user who authenticates any other way too (a token, exec, an
-//!   auth provider, a password, a certificate given as a file) is refused:
-//!   embedding data beside it would change what the file means.
-//! - A CA renewal changes a kubeconfig's CA data where it stands in the
-//!   text, every other byte kept ([`with_ca_data`], for any kubeconfig
-//!   adopt and revert touch); what cannot be edited that way is refused.
+//!   certsync's user) only ([`copy_dir`], [`read_copy`]), else refused.
+//!   The file is read and replaced beneath that one handle
+//!   ([`replace_file_in`], its owner and mode kept).
+//! - Everything but the two data fields of that one user is kept as parsed
+//!   (the order of keys too); a user who authenticates any other way too
+//!   is refused: embedding data beside it would change what the file means.
+//! - A CA renewal changes the CA data where it stands in the text, every
+//!   other byte kept ([`with_ca_data`]), or is refused.
 //! - Key bytes are never logged or put in an error.
 
 use std::path::Path;
@@ -28,16 +21,13 @@ use cap_std::fs::Dir;
 use super::error::{CA_DATA, CERT_DATA, KEY_DATA, WriterError};
 use super::pair::CopyUpdate;
 use super::revision::{FileMeta, copy_dir, read_copy, replace_file_in};
-use crate::validate::MAX_BUNDLE_SIZE;
 
 use base64::Engine as _;
 use serde_yaml_ng::{Mapping, Value};
 
-/// A kubeconfig as read beneath its directory's handle.
 struct Opened {
     dir: Dir,
     name: String,
-    /// Mode, uid, gid of the file.
     meta: FileMeta,
     text: String,
     doc: Value,
@@ -52,26 +42,15 @@ fn refused(path: &Path, problem: WriterError) -> WriterError {
     }
 }
 
-/// Checks that `path` is a kubeconfig certsync may keep updated (see the
-/// module's invariants), reading it as it will on every update.
+/// Checks that `path` is a kubeconfig certsync may keep updated, read as
+/// every update will.
 pub fn check_kubeconfig(path: &Path) -> Result<(), WriterError> {
     open(path).map(|_| ())
 }
 
-/// The certificate and key (PEM) embedded for the current context's user,
-/// for `certsync check` (as `kubeadm certs check-expiration` reads
-/// admin.conf): read only, so none of the rules for writing apply, but
-/// still a regular file, capped, through the one YAML reader. `Err` says
-/// why there is no certificate to show.
-pub fn kubeconfig_certificate(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterError> {
-    let bytes = crate::beneath::read_file(path, MAX_BUNDLE_SIZE as u64)
-        .map_err(|e| WriterError::KubeconfigUnreadable(e.problem()))?;
-    let text = String::from_utf8(bytes).map_err(|_| WriterError::NotUtf8)?;
-    embedded_pair(&text)
-}
-
-/// [`kubeconfig_certificate`] of a kubeconfig's text, read by the caller
-/// (`check` reads it as it reads a certificate: walked as written).
+/// The certificate and key (PEM) embedded for the current context's user
+/// of a kubeconfig's text, for `certsync check` (as `kubeadm certs
+/// check-expiration` reads admin.conf). `Err` says why there is none.
 pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterError> {
     let doc = parse(text)?;
     let (_, user) = current(&doc, "user")?;
@@ -81,8 +60,7 @@ pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterErr
     Ok((cert, data(KEY_DATA)?))
 }
 
-/// Makes the current context's user of `path` carry `cert` and `key`
-/// (PEM), unless it already does.
+/// Makes the current context's user of `path` carry `cert` and `key`.
 pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
     let mut o = open(path)?;
     let same = |field, want: &[u8]| embedded(&o, field).is_ok_and(|d| d.as_deref() == Some(want));
@@ -93,7 +71,6 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
     let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
     let user =
         user_fields(&mut o.doc, o.user).ok_or_else(|| refused(path, WriterError::UserVanished))?;
-    // Replaced in place: an existing key keeps its position.
     user.insert(CERT_DATA.into(), b64(cert));
     user.insert(KEY_DATA.into(), b64(key));
     let text = serde_yaml_ng::to_string(&o.doc)
@@ -102,28 +79,23 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
     Ok(CopyUpdate::Replaced { before })
 }
 
-/// Which cluster of a kubeconfig holds the CA data read or set.
 #[derive(Debug, Clone, Copy)]
 pub enum CaCluster {
-    /// The current context's: the one a kubeconfig's user talks to.
     Current,
-    /// Its one cluster, in a kubeconfig that names no current context
-    /// (`kube-public/cluster-info`) or that kubeadm wrote with one
-    /// cluster; another count is refused, never picked from.
+    /// Its one cluster (`cluster-info` names no current context); another
+    /// count is refused, never picked from.
     One,
 }
 
-/// The CA data (`certificate-authority-data`, decoded) of `cluster` in a
-/// kubeconfig's text, `None` when it has none.
+/// The CA data (decoded) of `cluster` in a kubeconfig's text.
 pub fn ca_data(text: &str, cluster: CaCluster) -> Result<Option<Vec<u8>>, WriterError> {
     let doc = parse(text)?;
     let c = cluster_index(&doc, cluster)?;
     decode(doc["clusters"][c]["cluster"].get(CA_DATA), CA_DATA)
 }
 
-/// Makes the current context's cluster of `path` trust `ca` as
-/// [`with_ca_data`] does, checked and written back as
-/// [`update_kubeconfig`] is.
+/// Makes the current context's cluster of `path` trust `ca`
+/// ([`with_ca_data`]).
 pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, WriterError> {
     let o = open(path)?;
     let Some(text) = with_ca_data(&o.text, CaCluster::Current, ca).map_err(|p| refused(path, p))?
@@ -134,18 +106,15 @@ pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, Writer
     Ok(CopyUpdate::Replaced { before: None })
 }
 
-/// `text`, a kubeconfig, with the CA data of `cluster` set to `ca` (PEM,
-/// the CA's certificates), every other byte kept; `None` when it already
-/// holds exactly that. The one way certsync changes what a kubeconfig
-/// trusts: a CA's renewal put beside the certificate it was made with.
+/// `text`, a kubeconfig, with the CA data of `cluster` set to `ca` (PEM),
+/// every other byte kept; `None` when it already holds exactly that: the
+/// one way certsync changes what a kubeconfig trusts.
 ///
-/// Refused: a cluster that names its CA by file (the file is what to
-/// update) or skips verification (embedded data beside either would
-/// change what the file means); CA data not written once as one plain
-/// value (which text to replace would be a guess, and a wrong one changes
-/// another field). The new text is checked to parse as the kubeconfig
-/// read with that one value changed. A cluster without CA data gets it,
-/// the document written as parsed.
+/// Refused: a cluster that names its CA by file or skips verification
+/// (embedded data beside either would change what the file means); CA data
+/// not written once as one plain value (which text to replace would be a
+/// guess). The new text must parse as the kubeconfig with that one value
+/// changed. A cluster without CA data gets it, the document as parsed.
 pub fn with_ca_data(
     text: &str,
     cluster: CaCluster,
@@ -164,8 +133,6 @@ pub fn with_ca_data(
     }
     let new = base64::engine::general_purpose::STANDARD.encode(ca);
     let Some(held) = decode(fields.get(CA_DATA), CA_DATA)? else {
-        // Nothing to replace in place: added, the document written as
-        // parsed (as update_kubeconfig writes it).
         fields.insert(CA_DATA.into(), Value::String(new));
         return serde_yaml_ng::to_string(&doc)
             .map(Some)
@@ -194,7 +161,6 @@ fn parse(text: &str) -> Result<Value, WriterError> {
     crate::files::parse_yaml(text).map_err(|e| WriterError::NotKubeconfig(e.to_string()))
 }
 
-/// The index in `clusters` of `cluster`.
 fn cluster_index(doc: &Value, cluster: CaCluster) -> Result<usize, WriterError> {
     if let CaCluster::One = cluster {
         return match entries(doc, "clusters")?.len() {
@@ -223,7 +189,6 @@ fn current<'a>(doc: &'a Value, what: &'static str) -> Result<(&'a str, &'a str),
     Ok((context, name))
 }
 
-/// The directory `path` names its file in.
 fn parent(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -231,8 +196,6 @@ fn parent(path: &Path) -> &Path {
     }
 }
 
-/// `text` written over the file beneath its directory's handle, with
-/// its owner and mode.
 fn write_back(o: &Opened, path: &Path, text: &str) -> Result<(), WriterError> {
     let (mode, uid, gid) = o.meta;
     replace_file_in(
@@ -266,8 +229,7 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
     opened().map_err(|p| refused(path, p))
 }
 
-/// The one entry of `list` (a kubeconfig's `contexts` or `users`) named
-/// `name`, by index.
+/// The index of the one entry of `list` named `name`.
 fn named(doc: &Value, list: &str, name: &str) -> Result<usize, WriterError> {
     let mut found = entries(doc, list)?
         .iter()
@@ -286,7 +248,6 @@ fn named(doc: &Value, list: &str, name: &str) -> Result<usize, WriterError> {
     }
 }
 
-/// The list `list` of a kubeconfig (`clusters`, `contexts`, `users`).
 fn entries<'a>(doc: &'a Value, list: &str) -> Result<&'a Vec<Value>, WriterError> {
     match doc.get(list) {
         Some(Value::Sequence(s)) => Ok(s),
@@ -295,9 +256,8 @@ fn entries<'a>(doc: &'a Value, list: &str) -> Result<&'a Vec<Value>, WriterError
     }
 }
 
-/// The index in `users` of the current context's user, once that user is
-/// known to authenticate by embedded client certificate data only (or by
-/// nothing yet).
+/// The index in `users` of the current context's user, if it
+/// authenticates by embedded certificate data only (or nothing yet).
 fn current_user(doc: &Value) -> Result<usize, WriterError> {
     if !doc.is_mapping() {
         return Err(WriterError::NotMapping);
@@ -343,7 +303,6 @@ fn current_user(doc: &Value) -> Result<usize, WriterError> {
     Ok(u)
 }
 
-/// The user's fields, made a mapping if the user had none.
 fn user_fields(doc: &mut Value, u: usize) -> Option<&mut Mapping> {
     let entry = doc.get_mut("users")?.get_mut(u)?.as_mapping_mut()?;
     let user = entry
@@ -355,7 +314,6 @@ fn user_fields(doc: &mut Value, u: usize) -> Option<&mut Mapping> {
     user.as_mapping_mut()
 }
 
-/// The decoded bytes of `field` of the current user, `None` when absent.
 fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, WriterError> {
     decode(
         o.doc["users"][o.user]
@@ -365,7 +323,6 @@ fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, WriterError> {
     )
 }
 
-/// A base64 data field's bytes, `None` when absent.
 fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, WriterError> {
     match value {
         None | Some(Value::Null) => Ok(None),

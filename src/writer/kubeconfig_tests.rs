@@ -4,7 +4,7 @@ use crate::beneath::PathError;
 use std::fs;
 use std::os::unix::fs::MetadataExt as _;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A kubeconfig shaped as kubeadm writes `admin.conf`, with a second user
 /// (a token) and a second context that must stay as they are.
@@ -83,7 +83,7 @@ fn the_current_users_data_is_replaced_and_everything_else_kept() {
         "the fields keep their places"
     );
     assert_eq!(after["users"][1], want["users"][1], "other users untouched");
-    assert_eq!(kubeconfig_certificate(&path).unwrap().0, CERT);
+    assert_eq!(embedded_of(&path).0, CERT);
 
     let m = fs::metadata(&path).unwrap();
     assert_ne!(m.ino(), inode, "renamed over, not written in place");
@@ -105,7 +105,7 @@ fn the_current_users_data_is_replaced_and_everything_else_kept() {
     );
     let path = write(d.path(), &bare, 0o600);
     assert!(update_kubeconfig(&path, CERT, KEY).unwrap().replaced());
-    assert_eq!(kubeconfig_certificate(&path).unwrap().0, CERT);
+    assert_eq!(embedded_of(&path).0, CERT);
 }
 
 #[test]
@@ -153,6 +153,11 @@ fn auth(e: &WriterError) -> &WriterError {
         WriterError::OtherAuth { how, .. } => how,
         e => panic!("not another authentication: {e}"),
     }
+}
+
+/// The pair embedded in the kubeconfig at `path`, as `certsync check` reads it.
+fn embedded_of(path: &Path) -> (Vec<u8>, Option<Vec<u8>>) {
+    embedded_pair(&fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn with_user_field(field: &str) -> String {

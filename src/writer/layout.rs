@@ -1,5 +1,5 @@
 //! The names certsync owns in a target, and what makes an entry there
-//! certsync's own: the layout every part of the writer reads and writes.
+//! certsync's own.
 
 use std::path::PathBuf;
 
@@ -8,22 +8,20 @@ pub const DATA: &str = "..data";
 pub(super) const HISTORY: &str = "..history";
 pub(super) const REV_PREFIX: &str = "..rev-";
 pub(super) const TMP_PREFIX: &str = "..tmp";
-/// The write lock (flock), and the daemon's claim held for its lifetime.
 pub(super) const LOCK: &str = "..lock";
 pub(super) const OWNER: &str = "..owner";
-/// Lock state, not data (whoever copies a target compares everything else).
+/// Lock state, not data.
 pub const LOCK_FILES: [&str; 2] = [LOCK, OWNER];
 /// After `certsync rollback`: the content chosen and the content it
-/// replaced (see [`Writer::publish`](super::Writer::publish)).
+/// replaced ([`Writer::publish`](super::Writer::publish)).
 pub(super) const PIN: &str = "..pin";
 /// Revision number of the files found in a fresh target before certsync.
 pub(super) const FOUND_REVISION: u64 = 0;
 
 /// Whether an entry certsync made in a target is still only certsync's:
 /// its user's, written by no one else. Anything else may have been put
-/// there by whoever else may write the target (a user's `..pin` in a volume
-/// root would be obeyed as an operator's rollback): removed and made anew,
-/// never obeyed. `Err` says why not, without the path.
+/// there by whoever else may write the target (a user's `..pin` would be
+/// obeyed as a rollback): removed and made anew, never obeyed.
 pub(super) fn own(uid: u32, mode: u32) -> Result<(), NotOwn> {
     if uid == nix::unistd::geteuid().as_raw() && mode & 0o022 == 0 {
         return Ok(());
@@ -34,7 +32,6 @@ pub(super) fn own(uid: u32, mode: u32) -> Result<(), NotOwn> {
     })
 }
 
-/// An entry in a target that is not certsync's own ([`own`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("owner {uid}, mode {mode:04o}: not certsync's own (its user's, written by no one else)")]
 pub struct NotOwn {
@@ -42,16 +39,13 @@ pub struct NotOwn {
     pub mode: u32,
 }
 
-/// Why a revision directory on disk cannot be trusted as is (read for
-/// `certsync revisions`, drift repair and rollback); each names the
-/// directory or file.
+/// Why a revision directory on disk cannot be trusted as is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RevisionProblem {
     /// Not a directory, or not certsync's own ([`own`]).
     #[error("{}: {problem}", path.display())]
     Unopenable { path: PathBuf, problem: String },
-    /// A file that cannot be read or taken into a bundle (planted
-    /// symlink, FIFO, subdirectory); the reader's words name the path.
+    /// A file that cannot be read or taken into a bundle.
     #[error("{0}")]
     Unreadable(String),
     #[error(

@@ -20,10 +20,9 @@ use super::layout::{LOCK, OWNER};
 use super::revision::remove_any;
 use super::target::{ClaimSlot, Writer};
 
-/// The daemon's claim on a target (`..owner` flock), released on drop.
-/// The flock itself sits in the writer's `ClaimSlot`, so that a target
-/// certsync makes again (it was removed while the daemon ran) is claimed
-/// again before anything is written there.
+/// The daemon's claim on a target (`..owner` flock), released on drop;
+/// kept in the writer's `ClaimSlot`, so that a target made again is
+/// claimed again before anything is written there.
 #[derive(Debug)]
 pub struct Claim {
     slot: ClaimSlot,
@@ -35,22 +34,18 @@ impl Drop for Claim {
     }
 }
 
-/// Set once the process is shutting down: a wait for a target's write
-/// lock ends (with an error; nothing is written).
+/// Set at shutdown: a wait for a write lock ends, nothing written.
 static STOP_WAITING: AtomicBool = AtomicBool::new(false);
 
-/// How often a held write lock is tried again. A wait is rare (a second
-/// certsync, a stuck writer) and this keeps it interruptible.
+/// How often a held write lock is tried again (interruptible).
 const LOCK_RETRY: Duration = Duration::from_millis(50);
 
-/// Ends every wait for a target's write lock, now and later: for a
-/// shutdown signal.
+/// Ends every wait for a target's write lock, now and later.
 pub fn stop_waiting() {
     STOP_WAITING.store(true, Ordering::SeqCst);
 }
 
-/// Who holds the flock on `file`, from `/proc/locks` (`pid N (comm)`), if
-/// the kernel says.
+/// Who holds the flock on `file`, if `/proc/locks` says.
 fn holder(file: &File) -> Option<String> {
     use std::os::unix::fs::MetadataExt as _;
     let m = file.metadata().ok()?;
@@ -73,12 +68,10 @@ fn holder(file: &File) -> Option<String> {
     Some(format!("pid {pid} ({})", comm.trim().escape_debug()))
 }
 
-/// Opens (creating if needed) a lock file under a reserved name, a regular
-/// file of certsync's user that only it may open: whoever can open it can
-/// hold its flock. Whatever else sits there (a symlink, FIFO, directory, a
-/// file another user owns or others may open) is removed first: a planted
-/// entry must neither be followed nor block every write forever, and a
-/// descriptor someone opened on an old file locks nothing once it is gone.
+/// Opens (creating if needed) a lock file, a regular file only certsync's
+/// user may open: whoever can open it can hold its flock. Anything else
+/// there is removed first: a planted entry must neither be followed nor
+/// block every write forever (a descriptor on an old file locks nothing).
 pub(super) fn lock_file(root: &Dir, name: &str, path: &Path) -> Result<File, WriterError> {
     let open = || {
         root.open_with(
@@ -114,7 +107,7 @@ pub(super) fn lock_file(root: &Dir, name: &str, path: &Path) -> Result<File, Wri
 }
 
 /// Whether `name` still is the file `locked` (another writer may have
-/// replaced a bad lock file between our open and our flock).
+/// replaced a bad lock file meanwhile).
 fn still_named(root: &Dir, name: &str, locked: &File) -> bool {
     use std::os::unix::fs::MetadataExt as _;
     match (root.symlink_metadata(name), locked.metadata()) {
@@ -124,14 +117,9 @@ fn still_named(root: &Dir, name: &str, locked: &File) -> bool {
 }
 
 impl Writer {
-    /// Serializes writers of this target across processes (the daemon and
-    /// `certsync rollback`): a flock on `..lock`, opened through the
-    /// target's directory handle, never following a link. Released when
-    /// the returned guard drops.
-    ///
-    /// A lock someone else holds is waited for, said once (naming the
-    /// holder when `/proc/locks` does), and the wait ends at a shutdown
-    /// signal ([`stop_waiting`]) or after `lock_timeout`.
+    /// Serializes writers of this target across processes: a flock on
+    /// `..lock`, held until the guard drops. A lock held elsewhere is
+    /// waited for, said once, until [`stop_waiting`] or `lock_timeout`.
     pub(super) fn lock(&self, root: &Dir) -> Result<Flock<File>, WriterError> {
         let path = self.path(LOCK);
         let start = Instant::now();
@@ -149,22 +137,14 @@ impl Writer {
                     tracing::warn!(target_dir = %self.target.display(), holder = %who, "waiting for the write lock on {}: {} is held by {who}", self.target.display(), path.display());
                     who
                 });
-                let (target, lock, held_by) = (self.target.clone(), path.clone(), held_by.clone());
-                if STOP_WAITING.load(Ordering::SeqCst) {
-                    return Err(WriterError::LockWaitStopped {
-                        target,
-                        lock,
-                        held_by,
-                    });
-                }
-                if let Some(limit) = self.opts.lock_timeout
-                    && start.elapsed() >= limit
-                {
-                    return Err(WriterError::LockWaitTimeout {
-                        target,
-                        lock,
-                        held_by,
-                        after: limit,
+                let stopped = STOP_WAITING.load(Ordering::SeqCst);
+                let timed_out = self.opts.lock_timeout.filter(|l| start.elapsed() >= *l);
+                if stopped || timed_out.is_some() {
+                    return Err(WriterError::LockWait {
+                        target: self.target.clone(),
+                        lock: path.clone(),
+                        held_by: held_by.clone(),
+                        after: timed_out.filter(|_| !stopped),
                     });
                 }
                 std::thread::sleep(LOCK_RETRY);
@@ -178,7 +158,6 @@ impl Writer {
         }
     }
 
-    /// Claims the target for this daemon, or says which process owns it.
     pub fn claim(&self) -> Result<Claim, WriterError> {
         let root = self.root(true)?;
         let lock = self.take_claim(&root)?;
@@ -188,12 +167,9 @@ impl Writer {
         })
     }
 
-    /// Keeps the claim, while one is held, on the directory the target is
-    /// now: a target removed while the daemon ran and made again by
-    /// certsync (see [`Writer::root`]) has a new `..owner` no one holds,
-    /// and a `run --once` or a second daemon would take it and write.
-    /// Taken again before anything is written; if another process got it
-    /// first, nothing is written (the error names it) until it lets go.
+    /// Keeps a held claim on the directory the target is now: a target
+    /// made again has a new `..owner` a `run --once` or second daemon would
+    /// take. If another process got it first, nothing is written.
     pub(super) fn hold_claim(&self, root: &Dir) -> Result<(), WriterError> {
         let mut slot = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
         match slot.as_ref() {
@@ -207,8 +183,7 @@ impl Writer {
         Ok(())
     }
 
-    /// The flock on `..owner` in `root`, with this process's id written
-    /// in it, or who holds it.
+    /// The flock on `..owner`, this process's id written in it.
     fn take_claim(&self, root: &Dir) -> Result<Flock<File>, WriterError> {
         let path = self.path(OWNER);
         let file = lock_file(root, OWNER, &path)?;

@@ -10,33 +10,26 @@
 //! ```
 //!
 //! Invariants:
-//! - Every access inside the target goes through the target's directory
-//!   handle (`cap_std::fs::Dir`, `openat` and friends) one name at a time,
-//!   never following a symlink. A name certsync owns (`..data`, `..rev-*`,
-//!   `..history` and all in it, `..owner`, `..pin`, `..tmp*`) that is a
-//!   symlink, FIFO, device, the wrong kind of entry or not certsync's own
-//!   ([`own`](layout::own)) is removed and made anew, never followed or obeyed; a file
-//!   is read only after `fstat` on its descriptor says regular, size capped.
+//! - Every access inside the target goes through its directory handle one
+//!   name at a time, never following a symlink. A name certsync owns that is
+//!   a symlink, FIFO, device, the wrong kind or not certsync's own
+//!   ([`own`](layout::own)) is removed and made anew, never followed or
+//!   obeyed; a file is read only if `fstat` says regular, size capped.
 //! - `..data` only ever names a complete revision: files created with their
-//!   final mode (never by umask), written, fsynced, the revision directory
-//!   fsynced, then `..data` replaced by `rename(2)` of a fresh symlink and
-//!   the parent fsynced.
-//! - A revision's name carries its number and the first 8 hex digits of its
-//!   content hash, so an edited revision is detected across restarts.
-//! - After a flip the previous live *files* are moved into `..history/`, so
-//!   an inotify watch on them gets `IN_MOVE_SELF`: what makes kube-apiserver
-//!   & co. re-read their certificates.
-//! - Everything that changes the target holds a flock on `..lock`; a daemon
-//!   also holds `..owner` for its lifetime (taken again on a target it made
-//!   again), so a second daemon is refused (`lock.rs`: why files, not the
-//!   directory).
-//! - At most `keep` revisions (live included) stay; `certsync rollback`
-//!   never prunes (it does not know the daemon's setting).
-//! - The target is opened by path on every operation and must be the
-//!   directory opened at start (device and inode, on the handle): one a user
-//!   renamed away and made again (in a volume's root every container of the
-//!   pod writes) is refused until restart. Only a target that is gone is
-//!   made again, by certsync, beneath its [`Anchor`](anchor::Anchor) (never a path `mkdir`).
+//!   final mode, written, fsynced, the directory fsynced, then `..data`
+//!   replaced by `rename(2)` of a fresh symlink and the parent fsynced.
+//! - A revision's name carries the first 8 hex digits of its content hash:
+//!   an edited revision is detected across restarts.
+//! - After a flip the previous live *files* are moved into `..history/`:
+//!   an inotify watch on them gets `IN_MOVE_SELF`, which makes
+//!   kube-apiserver & co. re-read their certificates.
+//! - Every change holds a flock on `..lock`; a daemon holds `..owner` for
+//!   its lifetime, so a second daemon is refused.
+//! - At most `keep` revisions stay; `certsync rollback` never prunes.
+//! - The target must be the directory opened at start (device and inode):
+//!   one renamed away and made again by a user is refused until restart.
+//!   Only a target that is gone is made again, beneath its
+//!   [`Anchor`](anchor::Anchor).
 
 use std::path::PathBuf;
 
@@ -65,8 +58,8 @@ pub use drift::Live;
 pub use error::WriterError;
 pub use history::RevisionInfo;
 pub use kubeconfig::{
-    CaCluster, ca_data, check_kubeconfig, embedded_pair, kubeconfig_certificate, update_kubeconfig,
-    update_kubeconfig_ca, with_ca_data,
+    CaCluster, ca_data, check_kubeconfig, embedded_pair, update_kubeconfig, update_kubeconfig_ca,
+    with_ca_data,
 };
 use layout::PIN;
 pub use layout::{DATA, LOCK_FILES, NotOwn, RevisionProblem};
@@ -81,8 +74,7 @@ pub use target::{Writer, WriterOptions};
 
 impl Writer {
     /// Opens (creating if needed) `target` and, under the lock, cleans up
-    /// what a crash may have left: temporary entries, unfinished or
-    /// unretired revisions.
+    /// what a crash may have left.
     pub fn open(target: impl Into<PathBuf>, opts: WriterOptions) -> Result<Self, WriterError> {
         let keep = opts.keep.max(1);
         let (w, root) = Self::start(target.into(), WriterOptions { keep, ..opts }, true)?;
@@ -92,21 +84,19 @@ impl Writer {
     }
 
     /// Publishes `bundle`: nothing when the live revision already holds it
-    /// intact (only missing visible links are restored), otherwise a new
-    /// revision and a flip.
+    /// intact (missing links restored), otherwise a new revision and a flip.
     ///
     /// After `certsync rollback` a pin records the chosen content and the
     /// content it replaced. While the source still offers the replaced
-    /// content, the pinned content is kept (and repaired) instead; any other
-    /// content releases the pin and is published.
+    /// content, the pinned content is kept (and repaired); any other content
+    /// releases the pin and is published.
     pub fn publish(&self, bundle: &Bundle) -> Result<Outcome, WriterError> {
         self.publish_then(bundle, || {})
     }
 
     /// [`Writer::publish`], calling `flipped` as soon as a new revision is
-    /// live and durable, before the previous one is retired to history: a
-    /// reload need not wait for the bookkeeping. Not called when nothing
-    /// was flipped.
+    /// live and durable, before the previous one is retired: a reload need
+    /// not wait for the bookkeeping.
     pub fn publish_then(
         &self,
         bundle: &Bundle,

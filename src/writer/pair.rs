@@ -1,20 +1,14 @@
 //! A pair kept in step outside the target (`update-pair=PREFIX`):
-//! `PREFIX.crt` and `PREFIX.key` hold the live pair, as kubeadm's
-//! `/etc/kubernetes/pki/apiserver.crt` and `.key` do. Once certsync renews
-//! kubeadm's certificates, the components read certsync's targets; these
-//! copies are for what still reads kubeadm's paths (`kubeadm certs
-//! check-expiration`, a person's `openssl`, and the components again after
-//! `certsync kubeadm revert`).
+//! `PREFIX.crt` and `PREFIX.key` hold the live pair, for what still reads
+//! kubeadm's paths (`kubeadm certs check-expiration`, `openssl`, the
+//! components after `certsync kubeadm revert`).
 //!
 //! Invariants:
 //! - The directory and every one above it can be changed by root (or
-//!   certsync's user) only ([`copy_dir`], [`read_copy`]); anything else is
-//!   refused, never repaired.
-//! - Each file is replaced beneath that one handle ([`replace_file_in`]),
-//!   never written in place; the key is always 0600, the certificate keeps
-//!   its mode (0644 when new).
-//! - Only a leaf pair is replaced: never a CA certificate, a `.crt`
-//!   certsync cannot read, or a `.key` with no `.crt` (a signing key).
+//!   certsync's user) only ([`copy_dir`], [`read_copy`]), else refused.
+//! - Each file is replaced beneath that one handle ([`replace_file_in`]);
+//!   the key is always 0600, the certificate keeps its mode (0644 when new).
+//! - Only a leaf pair is replaced ([`replaceable`]).
 //! - Key bytes are never logged or put in an error.
 
 use std::path::{Path, PathBuf};
@@ -24,7 +18,6 @@ use cap_std::fs::Dir;
 use super::error::WriterError;
 use super::revision::{copy_dir, read_copy, replace_file_in};
 
-/// `PREFIX.crt`, `PREFIX.key`.
 pub const CERT_EXT: &str = "crt";
 pub const KEY_EXT: &str = "key";
 
@@ -36,8 +29,7 @@ fn refused(prefix: &Path, problem: WriterError) -> WriterError {
 }
 
 /// The directory of `prefix`, opened once, the two file names, and the
-/// bytes and mode of each file beneath it ([`read_copy`]), `None` when
-/// absent.
+/// bytes and mode of each file (`None` when absent).
 struct Opened {
     dir: Dir,
     dir_path: PathBuf,
@@ -76,20 +68,18 @@ fn open(prefix: &Path) -> Result<Opened, WriterError> {
     })
 }
 
-/// Checks that `prefix` names a pair certsync may keep in step (see the
-/// module's invariants), reading it as every update will.
+/// Checks that `prefix` names a pair certsync may keep in step, read as
+/// every update will.
 pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
     open(prefix)
         .and_then(|o| replaceable(&o, None))
         .map_err(|p| refused(prefix, p))
 }
 
-/// Refuses to replace what is not a leaf pair: a CA certificate (basic
-/// constraints CA:TRUE), by any path (a typo, a bind mount), would lose the
-/// CA's key to a leaf's; a `.crt` that is not one certificate certsync can
-/// read cannot be judged not to be one; and a `.key` with no `.crt` beside
-/// it is someone's signing key (kubeadm's `sa.key` has `sa.pub`), never a
-/// pair certsync keeps.
+/// Refuses to replace what is not a leaf pair: a CA certificate, by any
+/// path (a typo, a bind mount), would lose the CA's key to a leaf's; a
+/// `.crt` certsync cannot read cannot be judged not to be one; a `.key`
+/// with no `.crt` is a signing key (kubeadm's `sa.key`).
 fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
     let Some((bytes, _)) = &o.old_cert else {
         return match o.old_key {
@@ -113,8 +103,7 @@ fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
         Err(_) => return Err(unreadable()),
     };
     // A CA without CA:TRUE is a CA all the same: a version 1 certificate
-    // (`openssl x509 -req -key`'s classic CA) or one that may sign
-    // certificates (update-pair replaced both CAs' keys otherwise).
+    // (openssl's classic CA) or one that may sign certificates.
     let signs = c
         .key_usage()
         .ok()
@@ -123,11 +112,10 @@ fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
     if is_ca || signs || !c.is_v3() {
         return Err(WriterError::Ca);
     }
-    // A key that is not the certificate's is someone else's (sa.key beside
-    // an unrelated sa.crt), unless it is the very key certsync writes (a
-    // replacement cut short after the key). Judged when the new key is
-    // known, at each update: at start an interrupted replacement must not
-    // keep certsync from starting.
+    // A key that is not the certificate's is someone else's, unless it is
+    // the key certsync writes (a replacement cut short after the key).
+    // Judged at each update only: an interrupted replacement must not keep
+    // certsync from starting.
     if let (Some((old_key, _)), Some(new_key)) = (&o.old_key, new_key) {
         let ours = old_key.as_slice() == new_key;
         if !ours && !crate::validate::key_matches(bytes, old_key).unwrap_or(false) {
@@ -141,14 +129,13 @@ fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
 }
 
 /// What bringing a copy of the live pair (`update-pair=`,
-/// `update-kubeconfig=`) to the pair found there.
+/// `update-kubeconfig=`) in step did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CopyUpdate {
     /// It held the pair already: nothing was written.
     Unchanged,
-    /// It was rewritten; `before` is the certificate (PEM) it held, if any:
-    /// the caller tells whether that was its own last write or another's
-    /// (`kubeadm certs renew` writing over kubeadm's files).
+    /// It was rewritten; `before` is the certificate (PEM) it held, if any
+    /// (the caller tells whether another wrote it: `kubeadm certs renew`).
     Replaced { before: Option<Vec<u8>> },
 }
 
@@ -158,8 +145,7 @@ impl CopyUpdate {
     }
 }
 
-/// Makes `PREFIX.crt` and `PREFIX.key` hold `cert` and `key` (PEM), unless
-/// they already do.
+/// Makes `PREFIX.crt` and `PREFIX.key` hold `cert` and `key` (PEM).
 pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
     let mut o = open(prefix)
         .and_then(|o| replaceable(&o, Some(key)).map(|()| o))
@@ -172,9 +158,8 @@ pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate,
     if key_ok && same(&old_cert, cert) {
         return Ok(CopyUpdate::Unchanged);
     }
-    // A new pair is written certificate first, so an interrupted first
-    // write never leaves a lone key (refused above); an existing one key
-    // first, as kubeadm writes them.
+    // A new pair certificate first (an interrupted write never leaves a
+    // lone key, refused above); an existing one key first, as kubeadm does.
     let new_pair = old_cert.is_none();
     let before = old_cert.as_ref().map(|(b, _)| b.clone());
     let write_cert = |old: Option<(Vec<u8>, u32)>| -> Result<(), WriterError> {

@@ -1,6 +1,5 @@
-//! A publish under the write lock: the live revision judged, a new
-//! revision written complete and fsynced, then `..data` replaced with
-//! `rename(2)` and what it replaced retired.
+//! A publish under the write lock: a new revision written complete, then
+//! `..data` flipped and what it replaced retired.
 
 use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
@@ -14,29 +13,24 @@ use super::revision::{
 use super::target::Writer;
 use crate::bundle::Bundle;
 
-/// What `publish` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// The live revision already holds this content; nothing was flipped.
-    /// `repaired_links` counts visible symlinks that had to be restored.
+    /// The live revision already holds this content; `repaired_links`
+    /// counts visible symlinks restored.
     Unchanged {
         revision: u64,
         repaired_links: usize,
     },
-    /// A rollback pin holds: the source's content (the one the operator
-    /// rolled back from) was not published; the pinned content is live.
+    /// A rollback pin holds: the pinned content is live, not the source's.
     Pinned { revision: u64 },
-    /// A new revision was written and `..data` flipped to it.
     Written {
         revision: u64,
-        /// Why the previous live revision was not kept (`None` when the
-        /// content changed, `Some` when drift forced a rewrite).
+        /// The drift that forced a rewrite (`None`: the content changed).
         drift: Option<String>,
     },
 }
 
 impl Outcome {
-    /// The live revision after the operation.
     pub fn revision(&self) -> u64 {
         match self {
             Self::Unchanged { revision, .. }
@@ -56,7 +50,6 @@ impl Writer {
         let live = self.live_in(root)?;
         let drift = match &live {
             Some(l) if l.problem.is_none() && l.hash == bundle.hash() => {
-                // Missing links made, ours to names gone removed.
                 let repaired_links =
                     self.link_names(root, bundle)? + self.unlink_stale(root, bundle)?;
                 if repaired_links > 0 {
@@ -79,8 +72,7 @@ impl Writer {
             .write_revision(root, &dir_name, bundle)
             .and_then(|()| self.link_names(root, bundle));
         if let Err(e) = made {
-            // No partial revision stays behind (a full disk, an I/O error,
-            // a name that cannot be linked); the live one was never touched.
+            // No partial revision stays; the live one was never touched.
             let _ = remove_any(root, &dir_name, &self.path(&dir_name));
             return Err(e);
         }
@@ -92,8 +84,8 @@ impl Writer {
         Ok(Outcome::Written { revision, drift })
     }
 
-    /// One past the highest revision number anywhere in the target,
-    /// including the one `..data` names (its directory may be gone).
+    /// One past the highest revision number anywhere in the target, the
+    /// one `..data` names included (its directory may be gone).
     pub(super) fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
         let revs = list(root, &self.target)?
             .into_iter()
@@ -119,8 +111,7 @@ impl Writer {
             .open_dir_nofollow(dir_name)
             .ctx("open revision", &path)?;
         // Every file is written before any is fsynced: on ext4 an fsync
-        // also writes the new file's directory, so fsyncing each in turn
-        // wrote the revision directory again per file (1.7 → 1.0 ms, p50).
+        // also writes the directory, once per file otherwise.
         let mut written = Vec::with_capacity(3);
         for (name, bytes) in bundle.files() {
             let (owner, group) = (self.opts.owner, self.opts.group);
@@ -143,8 +134,7 @@ impl Writer {
     }
 
     pub(super) fn flip(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
-        // A directory or file squatting on `..data` (not a symlink) cannot be
-        // renamed over; it sits under a reserved name, so it goes.
+        // Anything but a symlink on `..data` cannot be renamed over: it goes.
         if root
             .symlink_metadata(DATA)
             .is_ok_and(|m| !m.file_type().is_symlink())

@@ -1,6 +1,5 @@
 //! A revision on disk, named, read and judged; the file-level helpers
-//! (create with the final mode, replace by rename, read without
-//! following, fsync) every part uses.
+//! every part uses.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -33,20 +32,17 @@ pub(super) fn rev_name(revision: u64, hash: &ContentHash) -> String {
     format!("{revision:06}-{}", hash.short())
 }
 
-/// A file's (mode, uid, gid).
+/// (mode, uid, gid).
 pub(super) type FileMeta = (u32, u32, u32);
 
-/// A revision's files as read, with each file's mode and owner.
 pub(super) struct Revision {
     pub(super) bundle: Bundle,
     pub(super) meta: BTreeMap<String, FileMeta>,
-    /// Each file's link count.
     pub(super) links: BTreeMap<String, u64>,
 }
 
 /// Reads the revision directory `name` of `parent` (never through a
-/// symlink), if it is certsync's own ([`own`]). `Err` carries why it
-/// cannot be trusted.
+/// symlink), if it is certsync's own ([`own`]).
 pub(super) fn read_revision_at(
     parent: &Dir,
     name: &str,
@@ -76,8 +72,6 @@ pub(super) fn not_a_dir(e: io::Error) -> String {
 }
 
 /// Reads a revision directory's regular files with their modes and owners.
-/// `Err` carries why it cannot be trusted (a planted symlink or FIFO, a
-/// subdirectory, an unreadable file).
 pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, RevisionProblem> {
     let unreadable = |e: &dyn std::fmt::Display| RevisionProblem::Unreadable(e.to_string());
     let mut rev = Revision {
@@ -99,8 +93,7 @@ pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, Revisio
 
 /// Whether a revision's files are as certsync wrote them: one link each
 /// (a second name may be anywhere: root's key linked into a history
-/// entry), and one owner and group for all of them (every file of a
-/// revision is written with the same). `Err` names the file and why.
+/// entry), and one owner and group for all.
 pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
     if let Some((name, &links)) = rev.links.iter().find(|(_, n)| **n > 1) {
         return Err(RevisionProblem::HardLink {
@@ -122,10 +115,9 @@ pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionPro
 }
 
 /// The directory of a copy outside the target (`update-pair=`,
-/// `update-kubeconfig=`), opened by one walk from `/` that judges every
-/// directory and symlink on the way, the directory itself included, on
-/// the descriptor it opened ([`crate::files::root_only_dir`]); what the
-/// copy reads and replaces is beneath that handle, never its path again.
+/// `update-kubeconfig=`), opened by one walk judging each step on its
+/// descriptor ([`crate::files::root_only_dir`]); the copy is read and
+/// replaced beneath that handle, never its path again.
 pub(super) fn copy_dir(dir: &Path) -> Result<Dir, WriterError> {
     crate::files::root_only_dir(dir).map_err(|problem| match problem {
         crate::files::OwnedError::Way(PathError::Io { path, source }) => WriterError::Io {
@@ -137,10 +129,9 @@ pub(super) fn copy_dir(dir: &Path) -> Result<Dir, WriterError> {
     })
 }
 
-/// `name` beneath a copy's directory ([`copy_dir`], shown as `shown`), as
-/// [`read_file`] reads it, refused unless it is certsync's own
-/// ([`own`]): whoever else may write it chooses what certsync reads there
-/// and judges fit to replace.
+/// `name` beneath a copy's directory ([`copy_dir`]), refused unless it is
+/// certsync's own ([`own`]): whoever else may write it chooses what
+/// certsync reads there and judges fit to replace.
 pub(super) fn read_copy(
     dir: &Dir,
     name: &str,
@@ -162,10 +153,9 @@ pub(super) fn read_copy(
     Ok((bytes, meta))
 }
 
-/// Reads `name` in `dir` without following it or blocking on it
-/// ([`crate::beneath`], [`Links::Refuse`]: a symlink is no regular file),
-/// if the descriptor walked to is a regular file within the published
-/// size limit. Returns the bytes, (mode, uid, gid) and the link count.
+/// Reads `name` in `dir` without following it or blocking on it, if it is
+/// a regular file within the published size limit: the bytes, its
+/// [`FileMeta`] and link count.
 pub(super) fn read_file(
     dir: &Dir,
     name: &str,
@@ -190,8 +180,7 @@ pub(super) fn read_file(
 }
 
 /// Creates `name` in `dir` with exactly `mode` (never more permissive on
-/// the way: created with it, then chowned, then set) and writes it. The
-/// fsync is the caller's: a revision's files are all written first.
+/// the way) and writes it; the fsync is the caller's.
 pub(super) fn create_file(
     dir: &Dir,
     name: &str,
@@ -223,11 +212,8 @@ pub(super) fn create_file(
 }
 
 /// Replaces `name` in `dir` with `bytes` atomically: a temporary file
-/// created with `mode`, written and fsynced, renamed over `name`, then the
-/// directory fsynced. Readers see the old file or the new one, never part.
-///
-/// `owner` (uid, gid) for the new file, else whoever runs certsync. A
-/// temporary file left by a failure is removed.
+/// created with `mode` (and `owner`, else certsync's user), written,
+/// fsynced, renamed over `name`, the directory fsynced.
 pub(super) fn replace_file_in(
     dir: &Dir,
     name: &str,
@@ -258,11 +244,9 @@ pub(super) fn replace_file_in(
 }
 
 /// The temporary entry a replacement of `name` is written to first: a
-/// dot name that does not end as `name` does, so a reader that picks files
-/// by their ending (node_exporter's `*.prom`, a `*.crt` glob) never reads
-/// one half-written; `name` cut so that it fits the 255 bytes of a file
-/// name (a Secret key may have 253). Two long names may share one: each
-/// replacement removes, makes and renames it before the next begins.
+/// dot name not ending as `name` does, so a reader picking files by their
+/// ending (`*.prom`, `*.crt`) never reads one half-written; cut to fit 255
+/// bytes (two long names may share one: replacements run one at a time).
 pub(super) fn tmp_name(name: &str) -> String {
     const FITS: usize = 255 - TMP_PREFIX.len() - "-.tmp".len();
     let name = name.trim_start_matches('.');
@@ -273,13 +257,10 @@ pub(super) fn tmp_name(name: &str) -> String {
     format!("{TMP_PREFIX}-{}.tmp", &name[..cut])
 }
 
-/// [`replace_file_in`] for a path: its directory opened through
-/// [`crate::files::owned_dir`] (every directory on the way, and symlink
-/// followed, root's or certsync's user's and written by no one else), the
-/// file owned by whoever runs certsync (root on a node). For files that
-/// are not targets (kubeadm's manifests, certsync's own config, the status
-/// textfile): a directory another user could swap for a link would choose
-/// where root writes.
+/// [`replace_file_in`] for a path that is not a target: its directory
+/// opened through [`crate::files::owned_dir`] (root's or certsync's user's
+/// all the way): a directory another user could swap for a link would
+/// choose where root writes.
 pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterError> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
     else {
@@ -295,17 +276,14 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
     replace_file_in(&dir, name, mode, None, bytes, parent)
 }
 
-/// Reads `name` beneath the handle `dir` once: never through a symlink,
-/// never blocking on a FIFO, a regular file of at most the published size
-/// (`shown` names it in errors). For a caller that judges the bytes and
-/// then writes them, never the path, again (kubeadm revert).
+/// [`read_file`]'s bytes, for a caller that judges them and then writes
+/// them, never the path, again (kubeadm revert).
 pub fn read_beneath(dir: &Dir, name: &str, shown: &Path) -> Result<Vec<u8>, PathError> {
     read_file(dir, name, shown).map(|r| r.0)
 }
 
 /// [`replace_file_in`] beneath a handle the caller opened, the new file
-/// whoever runs certsync's (root on a node) with exactly `mode`; `shown`
-/// is the directory's path for errors.
+/// certsync's user's.
 pub fn replace_beneath(
     dir: &Dir,
     name: &str,
@@ -316,13 +294,12 @@ pub fn replace_beneath(
     replace_file_in(dir, name, mode, None, bytes, shown)
 }
 
-/// What the symlink `name` in `dir` says, if it is a symlink with UTF-8 text.
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {
     let link = dir.read_link_contents(name).ok()?;
     link.to_str().map(str::to_owned)
 }
 
-/// Names in `dir` (not following anything).
+/// Names in `dir`, sorted.
 pub(super) fn list(dir: &Dir, shown: &Path) -> Result<Vec<String>, WriterError> {
     let mut names = Vec::new();
     for entry in dir.entries().ctx("list", shown)? {
@@ -335,8 +312,8 @@ pub(super) fn list(dir: &Dir, shown: &Path) -> Result<Vec<String>, WriterError> 
     Ok(names)
 }
 
-/// Atomically points `<dir>/<name>` at `text`: a fresh temporary symlink
-/// renamed over the old entry (`rename(2)` replaces the link itself).
+/// Atomically points `<dir>/<name>` at `text`: a fresh symlink renamed
+/// over the old entry.
 pub(super) fn replace_symlink(
     dir: &Dir,
     name: &str,
@@ -350,8 +327,8 @@ pub(super) fn replace_symlink(
     dir.rename(&tmp, dir, name).ctx("rename", &shown.join(name))
 }
 
-/// Removes the entry `name` of `dir`, a file, symlink, FIFO or directory
-/// tree, never following a symlink. Missing is fine.
+/// Removes the entry `name` of `dir` of any kind, never following a
+/// symlink. Missing is fine.
 pub(super) fn remove_any(dir: &Dir, name: &str, path: &Path) -> Result<(), WriterError> {
     match dir.symlink_metadata(name) {
         Ok(m) if m.is_dir() => dir.remove_dir_all(name).ctx("remove", path),
@@ -361,8 +338,7 @@ pub(super) fn remove_any(dir: &Dir, name: &str, path: &Path) -> Result<(), Write
     }
 }
 
-/// fsync of a directory: through a read-only open of `.` (cap-std's
-/// directory handles are `O_PATH`, which cannot be synced).
+/// fsync of a directory, through `.` (cap-std's handles are `O_PATH`).
 pub(super) fn fsync(dir: &Dir, path: &Path) -> Result<(), WriterError> {
     dir.open(".").and_then(|d| d.sync_all()).ctx("fsync", path)
 }

@@ -1,5 +1,5 @@
-//! Rollback to an earlier revision, and the pin (`..pin`) that keeps it
-//! live until the source changes.
+//! Rollback to an earlier revision, and the `..pin` that keeps it live
+//! until the source changes.
 
 use std::path::Path;
 
@@ -16,18 +16,14 @@ use super::target::Writer;
 use crate::beneath::PathError;
 use crate::bundle::Bundle;
 
-/// What `rollback` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RolledBack {
-    /// The revision whose content was restored.
     pub from_history: u64,
-    /// The new live revision holding it.
     pub revision: u64,
 }
 
-/// The rollback pin, if `..pin` is a regular file holding one. `Err`
-/// (why) when `..pin` is not certsync's own: not a regular file, another
-/// user's or writable by others ([`own`]), or a hard link: never obeyed.
+/// The rollback pin, if `..pin` holds one; `Err` when it is not certsync's
+/// own (not a regular file, [`own`], a hard link): never obeyed.
 pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterError> {
     let (bytes, (mode, uid, _), links) = match read_file(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
@@ -41,7 +37,6 @@ pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterErr
     Ok(parse_pin(bytes))
 }
 
-/// `pinned HASH` and `replaced HASH` lines.
 fn parse_pin(bytes: Vec<u8>) -> Option<(String, String)> {
     let text = String::from_utf8(bytes).ok()?;
     let mut pinned = None;
@@ -62,8 +57,7 @@ impl Writer {
         read_pin(&self.root(false).ok()?).ok().flatten()
     }
 
-    /// Keeps the pinned content live, rewriting it from the live revision
-    /// or history if drift damaged it.
+    /// Keeps the pinned content live, rewritten if drift damaged it.
     pub(super) fn keep_pinned(&self, root: &Dir, pinned: &str) -> Result<Outcome, WriterError> {
         for info in self.revisions_in(root)? {
             let Ok(bundle) = info.content else { continue };
@@ -79,11 +73,10 @@ impl Writer {
         })
     }
 
-    /// Restores the content of history revision `to` (default: the newest
-    /// in history, i.e. the one live before the current one) as a new live
-    /// revision, with the modes and owner its files had, after `check`
-    /// accepts it; then pins it (see `publish`). Nothing is pruned: the
-    /// daemon prunes to its own `--keep-revisions` on its next write.
+    /// Restores the content of history revision `to` (default: the newest)
+    /// as a new live revision, with its files' modes and owner, after
+    /// `check` accepts it; then pins it. Nothing is pruned: the daemon
+    /// prunes to its own `--keep-revisions`.
     pub fn rollback(
         &self,
         to: Option<u64>,
@@ -140,9 +133,7 @@ impl Writer {
     }
 }
 
-/// A history entry's content is still what certsync wrote: its name ends
-/// in the content hash (the live revision is checked the same way, drift
-/// repair).
+/// A history entry's content is still what its name's hash says.
 fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), RevisionProblem> {
     let named = parse_rev(name).map(|(_, h)| h);
     let hash = rev.bundle.hash();
@@ -157,11 +148,9 @@ fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), RevisionPro
 }
 
 /// A history entry's files are certsync's own user's. With `owner=` they
-/// are the consumer's, who may rewrite them in place through a handle
-/// kept open while they were live, and the name's hash cannot tell (32
-/// bits: matched in minutes with bytes after the key's END line): rolling
-/// back would publish and pin the consumer's pair. Its content is the
-/// source's to publish again.
+/// are the consumer's, who may rewrite them through a handle kept open,
+/// and the name's 32-bit hash is matched in minutes: rolling back would
+/// publish and pin the consumer's pair.
 fn certsyncs_own(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
     let me = nix::unistd::geteuid().as_raw();
     match rev.meta.iter().find(|(_, m)| m.1 != me) {

@@ -1,6 +1,5 @@
 //! One target's writer: how it publishes, and the target directory it
-//! owns, opened by path on every operation and refused unless it is the
-//! directory opened first.
+//! owns, refused unless it is the directory opened first.
 
 use std::fs::{self, File};
 use std::io;
@@ -14,13 +13,11 @@ use super::anchor::Anchor;
 use super::error::{Ctx, WriterError};
 use crate::bundle::KEY_FILE;
 
-/// The path of the directory `dir` is open on, as the kernel names it.
 fn opened_path(dir: &Dir) -> io::Result<PathBuf> {
     use std::os::fd::{AsFd as _, AsRawFd as _};
     fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
 }
 
-/// How files are published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterOptions {
     /// Revisions kept on disk, the live one included (at least 1).
@@ -29,13 +26,11 @@ pub struct WriterOptions {
     pub key_mode: u32,
     pub owner: Option<u32>,
     pub group: Option<u32>,
-    /// The source issues its own pairs (`ca:`, `csr:`): every pair it
-    /// offers is new, so none can release a rollback pin; the pin holds
-    /// until it is removed.
+    /// The source issues its own pairs (`ca:`, `csr:`): none of them can
+    /// release a rollback pin.
     pub issuing: bool,
-    /// How long to wait for a target's write lock another process holds
-    /// (`run --once`: `--once-timeout`); `None`: until it is released or
-    /// the process shuts down.
+    /// How long to wait for a write lock another process holds (`None`:
+    /// until released or shutdown).
     pub lock_timeout: Option<std::time::Duration>,
 }
 
@@ -56,35 +51,28 @@ impl Default for WriterOptions {
 /// The `..owner` flock a `Claim` holds, shared by the writer's clones.
 pub(super) type ClaimSlot = Arc<Mutex<Option<Flock<File>>>>;
 
-/// Owns one target directory.
 #[derive(Debug, Clone)]
 pub struct Writer {
     pub(super) target: PathBuf,
     pub(super) opts: WriterOptions,
-    /// The directory `target` led to when opened (symlinks resolved): the
-    /// overlap checks were made against it, so every later open must lead
-    /// there too, however the path's symlinks change meanwhile.
+    /// The directory `target` led to when opened: the overlap checks were
+    /// made against it, so every later open must lead there too.
     pub(super) resolved: Option<PathBuf>,
-    /// The target directory's (device, inode) since it was opened first,
-    /// shared by the clones: each later open must find the same one.
+    /// The target directory's (device, inode) when opened first.
     pub(super) identity: Arc<Mutex<Option<(u64, u64)>>>,
-    /// The claim, while one is held: kept on whatever directory the
-    /// target is now.
     pub(super) claimed: ClaimSlot,
-    /// Where a missing target is made from (`None`: never made, for
-    /// `rollback` and reading).
+    /// Where a missing target is made from (`None`: never made).
     pub(super) anchor: Option<Arc<Anchor>>,
 }
 
 impl Writer {
-    /// A target that must already exist, for reading (nothing is created,
-    /// nothing cleaned) or for `rollback`.
+    /// A target that must already exist, for reading or `rollback`.
     pub fn existing(target: impl Into<PathBuf>) -> Result<Self, WriterError> {
         Ok(Self::start(target.into(), WriterOptions::default(), false)?.0)
     }
 
     /// The writer of `target`, its directory opened (made if missing when
-    /// `make`) and where it leads recorded.
+    /// `make`).
     pub(super) fn start(
         target: PathBuf,
         opts: WriterOptions,
@@ -115,9 +103,8 @@ impl Writer {
         self.target.join(name)
     }
 
-    /// The target directory's handle, opened by path now (the target may
-    /// have been deleted or replaced since the last operation), and only
-    /// if it is the directory opened first (see the module's invariants).
+    /// The target directory's handle, opened by path now, only if it is
+    /// the directory opened first.
     pub(super) fn root(&self, create: bool) -> Result<Dir, WriterError> {
         let mut made = false;
         match fs::metadata(&self.target) {
@@ -134,8 +121,7 @@ impl Writer {
         }
         let dir = Dir::open_ambient_dir(&self.target, cap_std::ambient_authority())
             .ctx("open target directory", &self.target)?;
-        // What was opened, not what the path says now: no window between
-        // a check and the open.
+        // What was opened, not what the path says now.
         if let Some(was) = &self.resolved {
             let now = opened_path(&dir).ctx("resolve target directory", &self.target)?;
             if &now != was {
@@ -150,12 +136,10 @@ impl Writer {
         Ok(dir)
     }
 
-    /// Checks (on the handle, never by path) that `dir` is the directory
-    /// this writer opened first; records it on the first open. A directory
-    /// certsync just `made` because the target was gone is adopted if it is
-    /// empty and certsync's own: whoever swapped theirs in between the
-    /// `mkdir` and the open made one of their own, or moved one that holds
-    /// something.
+    /// Checks on the handle that `dir` is the directory opened first. One
+    /// certsync just `made` is adopted if empty and certsync's own: one
+    /// swapped in between the `mkdir` and the open is someone else's, or
+    /// holds something.
     fn same_directory(&self, dir: &Dir, made: bool) -> Result<(), WriterError> {
         let m = dir
             .dir_metadata()
@@ -184,12 +168,9 @@ impl Writer {
         Ok(())
     }
 
-    /// Refuses a target directory (open as `dir`, judged on the handle)
-    /// that someone other than root and certsync's user may now write:
-    /// start refuses one that already is
-    /// ([`crate::files::no_other_user_may_write`]), and a `chmod` or `chown`
-    /// later must not make every publish after it one into a directory
-    /// others may plant in.
+    /// Refuses a target directory someone other than root and certsync's
+    /// user may now write: a `chmod` or `chown` after start must not make
+    /// every publish one into a directory others may plant in.
     pub(super) fn only_ours(&self, dir: &Dir) -> Result<(), WriterError> {
         let m = dir
             .dir_metadata()
