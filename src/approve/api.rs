@@ -90,10 +90,8 @@ pub async fn write_decision(
 pub(super) async fn connect(
     settings: &ClientSettings,
 ) -> Result<(Client, http::Uri, Option<String>), ApproveError> {
-    let loaded = settings.load().await.map_err(ApproveError::Client)?;
-    let client = settings
-        .client_for(&loaded.config)
-        .map_err(ApproveError::Client)?;
+    let loaded = settings.load().await?;
+    let client = settings.client_for(&loaded.config)?;
     Ok((client, loaded.config.cluster_url, loaded.namespace))
 }
 

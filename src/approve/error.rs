@@ -8,7 +8,7 @@ use crate::source::client::{ApiError, ClientError};
 #[derive(Debug, thiserror::Error)]
 pub enum ApproveError {
     #[error("API client: {0}")]
-    Client(#[source] ClientError),
+    Client(#[from] ClientError),
     #[error(transparent)]
     Api(ApiError),
     #[error("get certificatesigningrequest {name}: not found")]
@@ -28,22 +28,16 @@ pub enum ApproveError {
          nothing"
     )]
     EndpointNotString,
-    /// kubeadm's `ParseHostPort` refuses the port, in its words.
+    /// kubeadm's `ParseHostPort` refuses the endpoint, in its words.
     #[error(
         "read configmap kube-system/kubeadm-config: its ClusterConfiguration's \
-         controlPlaneEndpoint {endpoint:?} is not read by kubeadm either (port must be a valid \
-         number between 1 and 65535, inclusive); what it reserves is unknown, so nothing is \
-         decided"
+         controlPlaneEndpoint {endpoint:?} is not read by kubeadm either ({kubeadm_says}); what \
+         it reserves is unknown, so nothing is decided"
     )]
-    EndpointPort { endpoint: String },
-    /// kubeadm's `ParseHostPort` refuses the host, in its words.
-    #[error(
-        "read configmap kube-system/kubeadm-config: its ClusterConfiguration's \
-         controlPlaneEndpoint {endpoint:?} is not read by kubeadm either (host must be a valid \
-         IP address or a valid RFC-1123 DNS subdomain); what it reserves is unknown, so nothing \
-         is decided"
-    )]
-    EndpointHost { endpoint: String },
+    Endpoint {
+        endpoint: String,
+        kubeadm_says: &'static str,
+    },
     #[error(
         "read servicecidrs.networking.k8s.io: the cluster names no Service range (the \
          ServiceCIDR API of Kubernetes 1.33+ is absent or empty): pass --service-cidr with the \

@@ -42,16 +42,17 @@ pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError
     root.open_dir_nofollow(HISTORY).ctx("open history", &path)
 }
 
-/// `..history` if it is a directory of certsync's own ([`own`]).
-pub(super) fn history_dir(root: &Dir) -> Option<Dir> {
-    let h = root.open_dir_nofollow(HISTORY).ok()?;
-    let m = h.dir_metadata().ok()?;
-    own(m.uid(), m.mode()).is_ok().then_some(h)
+/// `name` in `root`, opened without following, if it is a directory of
+/// certsync's own ([`own`]); one that is not is never read.
+pub(super) fn own_dir(root: &Dir, name: &str) -> Option<Dir> {
+    let d = root.open_dir_nofollow(name).ok()?;
+    let m = d.dir_metadata().ok()?;
+    own(m.uid(), m.mode()).is_ok().then_some(d)
 }
 
 /// History entries by revision number → directory name.
 pub(super) fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterError> {
-    let Some(h) = history_dir(root) else {
+    let Some(h) = own_dir(root, HISTORY) else {
         return Ok(BTreeMap::new());
     };
     Ok(list(&h, Path::new(HISTORY))?
@@ -106,7 +107,7 @@ impl Writer {
                 info(root, n, self.path(n), n.strip_prefix(REV_PREFIX)?, live)
             })
             .collect();
-        if let Some(h) = history_dir(root) {
+        if let Some(h) = own_dir(root, HISTORY) {
             let base = self.path(HISTORY);
             let names = history_names(root)?;
             out.extend(
@@ -130,11 +131,7 @@ impl Writer {
         let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
             return Ok(());
         };
-        let src = root.open_dir_nofollow(dir_name).ok().filter(|d| {
-            d.dir_metadata()
-                .is_ok_and(|m| own(m.uid(), m.mode()).is_ok())
-        });
-        let Some(src) = src else {
+        let Some(src) = own_dir(root, dir_name) else {
             // Not certsync's: not to keep, nor to restore later.
             return remove_any(root, dir_name, &src_path);
         };
@@ -183,7 +180,7 @@ impl Writer {
             .len()
             .saturating_sub(self.opts.keep.saturating_sub(1));
         if excess > 0
-            && let Some(h) = history_dir(root)
+            && let Some(h) = own_dir(root, HISTORY)
         {
             for name in history.values().take(excess) {
                 remove_any(&h, name, &self.path(HISTORY).join(name))?;
@@ -205,7 +202,7 @@ impl Writer {
         if root.symlink_metadata(HISTORY).is_err() {
             return Ok(false);
         }
-        let Some(h) = history_dir(root) else {
+        let Some(h) = own_dir(root, HISTORY) else {
             tracing::warn!(path = %path.display(), "removed a ..history certsync did not make; not read");
             remove_any(root, HISTORY, &path)?;
             return Ok(true);

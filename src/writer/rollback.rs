@@ -6,7 +6,7 @@ use std::path::Path;
 use cap_std::fs::Dir;
 
 use super::error::WriterError;
-use super::history::{history_dir, history_names, options_of};
+use super::history::{history_names, options_of, own_dir};
 use super::layout::{HISTORY, PIN, RevisionProblem, own};
 use super::publish::Outcome;
 use super::revision::{
@@ -102,7 +102,7 @@ impl Writer {
                 .ok_or_else(|| err(WriterError::NoHistory))?,
         };
         let shown = self.path(HISTORY).join(name);
-        let revision = history_dir(&root)
+        let revision = own_dir(&root, HISTORY)
             .ok_or_else(|| err(WriterError::NoHistory))
             .and_then(|h| {
                 read_revision_at(&h, name, &shown)

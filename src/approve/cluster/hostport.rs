@@ -34,11 +34,15 @@ impl Host {
 /// the host; a port is checked only when present; the host is an address
 /// by `ParseIPSloppy`, else a DNS-1123 subdomain, else refused. Linear.
 pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, ApproveError> {
+    let refused = |kubeadm_says| ApproveError::Endpoint {
+        endpoint: endpoint.to_owned(),
+        kubeadm_says,
+    };
     let (host, port) = split_host_port(endpoint).unwrap_or((endpoint, ""));
     if !port.is_empty() && !valid_port(port) {
-        return Err(ApproveError::EndpointPort {
-            endpoint: endpoint.to_owned(),
-        });
+        return Err(refused(
+            "port must be a valid number between 1 and 65535, inclusive",
+        ));
     }
     if let Some(ip) = parse_ip_sloppy(host) {
         return Ok(Host::Ip(ip));
@@ -46,9 +50,9 @@ pub(super) fn parse_host_port(endpoint: &str) -> Result<Host, ApproveError> {
     if dns1123_subdomain(host) {
         return Ok(Host::Name(host.to_owned()));
     }
-    Err(ApproveError::EndpointHost {
-        endpoint: endpoint.to_owned(),
-    })
+    Err(refused(
+        "host must be a valid IP address or a valid RFC-1123 DNS subdomain",
+    ))
 }
 
 /// Go's `net.SplitHostPort`: the port follows the last colon; a host with
@@ -305,11 +309,7 @@ mod tests {
         for endpoint in refused {
             let got = parse_host_port(endpoint);
             assert!(
-                matches!(
-                    &got,
-                    Err(ApproveError::EndpointPort { endpoint: e }
-                        | ApproveError::EndpointHost { endpoint: e }) if e == endpoint
-                ),
+                matches!(&got, Err(ApproveError::Endpoint { endpoint: e, .. }) if e == endpoint),
                 "{endpoint:?} read as {got:?}"
             );
         }
