@@ -107,24 +107,6 @@ pub enum WriterError {
         problem: String,
     },
 
-    // How a user authenticates beside the embedded certificate.
-    #[error(
-        "gives its client {what} as a file ({key}); replacing a file reference with embedded \
-         data would change what the file means: point certsync's consumers at the target's \
-         files instead, or remove {key}"
-    )]
-    AuthFile { key: String, what: &'static str },
-    #[error("authenticates with a token ({0}) too")]
-    AuthToken(String),
-    #[error("authenticates with an exec plugin too")]
-    AuthExec,
-    #[error("authenticates with an auth provider too")]
-    AuthProvider,
-    #[error("authenticates with a password ({0}) too")]
-    AuthPassword(String),
-    #[error("has {0:?}, which certsync does not know to keep meaningful")]
-    AuthUnknown(String),
-
     // Why a kubeconfig is refused or holds no certificate to show; rendered
     // after its path (`update-kubeconfig PATH: ...`).
     #[error("names no file")]
@@ -159,13 +141,15 @@ pub enum WriterError {
     #[error("user {0:?} is not a mapping")]
     UserNotMapping(String),
     #[error(
-        "user {user:?} (of current-context {context:?}) {how}; refusing to embed a certificate \
-         beside it"
+        "user {user:?} (of current-context {context:?}) {}; refusing to embed a certificate \
+         beside it",
+        authenticates_by(key)
     )]
     OtherAuth {
         user: String,
         context: String,
-        how: Box<WriterError>,
+        /// The user's field that authenticates another way.
+        key: String,
     },
     #[error("user {0:?} has no embedded client certificate ({CERT_DATA})")]
     NoCertificate(String),
@@ -266,6 +250,23 @@ pub enum WriterError {
     PinNotOwn(#[source] NotOwn),
     #[error("{PIN}: a hard link (links {links})")]
     PinHardLink { links: u64 },
+}
+
+/// How a user's field `key` authenticates beside the embedded certificate.
+fn authenticates_by(key: &str) -> String {
+    match key {
+        "client-certificate" | "client-key" => format!(
+            "gives its client {} as a file ({key}); replacing a file reference with embedded data \
+             would change what the file means: point certsync's consumers at the target's files \
+             instead, or remove {key}",
+            key.trim_start_matches("client-")
+        ),
+        "token" | "tokenFile" => format!("authenticates with a token ({key}) too"),
+        "exec" => "authenticates with an exec plugin too".into(),
+        "auth-provider" => "authenticates with an auth provider too".into(),
+        "username" | "password" => format!("authenticates with a password ({key}) too"),
+        other => format!("has {other:?}, which certsync does not know to keep meaningful"),
+    }
 }
 
 pub(super) trait Ctx<T> {

@@ -278,27 +278,13 @@ fn current_user(doc: &Value) -> Result<usize, WriterError> {
     };
     for key in fields.keys() {
         let key = key.as_str().unwrap_or("(a key that is not a string)");
-        let how = match key {
-            CERT_DATA | KEY_DATA => continue,
-            "client-certificate" | "client-key" => WriterError::AuthFile {
+        if key != CERT_DATA && key != KEY_DATA {
+            return Err(WriterError::OtherAuth {
+                user: user_name.into(),
+                context: context.into(),
                 key: key.into(),
-                what: if key == "client-key" {
-                    "key"
-                } else {
-                    "certificate"
-                },
-            },
-            "token" | "tokenFile" => WriterError::AuthToken(key.into()),
-            "exec" => WriterError::AuthExec,
-            "auth-provider" => WriterError::AuthProvider,
-            "username" | "password" => WriterError::AuthPassword(key.into()),
-            other => WriterError::AuthUnknown(other.into()),
-        };
-        return Err(WriterError::OtherAuth {
-            user: user_name.into(),
-            context: context.into(),
-            how: Box::new(how),
-        });
+            });
+        }
     }
     Ok(u)
 }
