@@ -77,8 +77,6 @@ pub async fn run(
         return Ok(());
     };
     let api: Api<Csr> = Api::all(client.clone());
-    // This signer's CSRs (`--selector` too) and every Node, through the one
-    // list/watch loop every Kubernetes source uses.
     let watching = watcher::Config::default().timeout(crate::source::watch::watch_seconds(
         config.client.watch_timeout,
     ));
@@ -362,8 +360,7 @@ impl Approver {
                     crate::events::on_csr(client, &name, &uid, ty, reason, what);
                 }
             }
-            // Changed meanwhile (a 409): looked at again when the watch
-            // brings it.
+            // Changed meanwhile (a 409): looked at again when the watch brings it.
             Err(e) => {
                 tracing::info!(csr = %name, error = %e, "decision not written; will look again");
             }

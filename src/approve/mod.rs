@@ -113,10 +113,7 @@ pub async fn review(
 ) -> Result<(Vec<ReviewRow>, Vec<String>), ApproveError> {
     let (client, server, _) = connect(settings).await?;
     let api: Api<Csr> = Api::all(client.clone());
-    let mut params = ListParams::default();
-    if let Some(labels) = selector {
-        params = params.labels(labels);
-    }
+    let params = selector.map_or_else(ListParams::default, |l| ListParams::default().labels(l));
     let all = api
         .list(&params)
         .await

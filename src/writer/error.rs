@@ -107,8 +107,7 @@ pub enum WriterError {
         problem: String,
     },
 
-    // Why a kubeconfig is refused or holds no certificate to show; rendered
-    // after its path (`update-kubeconfig PATH: ...`).
+    // Why a kubeconfig is refused; rendered after its path.
     #[error("names no file")]
     NoFileName,
     #[error("is not UTF-8 text")]

@@ -12,8 +12,8 @@ use super::layout::{DATA, FOUND_REVISION, HISTORY, REV_PREFIX, RevisionProblem, 
 use super::revision::{
     Revision, fsync, list, parse_rev, read_file, read_link, read_revision_at, remove_any, rev_name,
 };
-use super::target::{Writer, WriterOptions};
-use crate::bundle::{Bundle, KEY_FILE};
+use super::target::{Writer, WriterOptions, is_key};
+use crate::bundle::Bundle;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevisionInfo {
@@ -64,9 +64,7 @@ pub(super) fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterE
 /// The modes and owner of a revision's files, restored by a rollback.
 pub(super) fn options_of(rev: &Revision, keep: usize) -> WriterOptions {
     let defaults = WriterOptions::default();
-    let is_key = |n: &str| {
-        n == KEY_FILE || !crate::validate::certificates_only(rev.bundle.get(n).unwrap_or_default())
-    };
+    let is_key = |n: &str| is_key(n, rev.bundle.get(n).unwrap_or_default());
     let key = rev.meta.iter().find(|(n, _)| is_key(n)).map(|(_, m)| m);
     let cert = rev.meta.iter().find(|(n, _)| !is_key(n)).map(|(_, m)| m);
     let any = key.or(cert);

@@ -57,7 +57,10 @@ pub enum RevisionProblem {
     #[error(
         "its files have different owners: {}; certsync writes all of a revision's files \
          with one owner and group",
-        owners_list(.0)
+        .0.iter()
+            .map(|(p, uid, gid)| format!("{} (owner {uid}:{gid})", p.display()))
+            .collect::<Vec<_>>()
+            .join(", ")
     )]
     Owners(Vec<(PathBuf, u32, u32)>),
     #[error(
@@ -77,12 +80,4 @@ pub enum RevisionProblem {
         path.display()
     )]
     NotCertsyncs { path: PathBuf, uid: u32 },
-}
-
-fn owners_list(owners: &[(PathBuf, u32, u32)]) -> String {
-    let each: Vec<String> = owners
-        .iter()
-        .map(|(p, uid, gid)| format!("{} (owner {uid}:{gid})", p.display()))
-        .collect();
-    each.join(", ")
 }

@@ -112,10 +112,9 @@ fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
     if is_ca || signs || !c.is_v3() {
         return Err(WriterError::Ca);
     }
-    // A key that is not the certificate's is someone else's, unless it is
-    // the key certsync writes (a replacement cut short after the key).
-    // Judged at each update only: an interrupted replacement must not keep
-    // certsync from starting.
+    // A key that is not the certificate's is someone else's, unless it is the
+    // key certsync writes (a replacement cut short). Judged at updates only:
+    // an interrupted replacement must not keep certsync from starting.
     if let (Some((old_key, _)), Some(new_key)) = (&o.old_key, new_key) {
         let ours = old_key.as_slice() == new_key;
         if !ours && !crate::validate::key_matches(bytes, old_key).unwrap_or(false) {

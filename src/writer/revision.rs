@@ -35,6 +35,7 @@ pub(super) fn rev_name(revision: u64, hash: &ContentHash) -> String {
 /// (mode, uid, gid).
 pub(super) type FileMeta = (u32, u32, u32);
 
+#[derive(Default)]
 pub(super) struct Revision {
     pub(super) bundle: Bundle,
     pub(super) meta: BTreeMap<String, FileMeta>,
@@ -74,11 +75,7 @@ pub(super) fn not_a_dir(e: io::Error) -> String {
 /// Reads a revision directory's regular files with their modes and owners.
 pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, RevisionProblem> {
     let unreadable = |e: &dyn std::fmt::Display| RevisionProblem::Unreadable(e.to_string());
-    let mut rev = Revision {
-        bundle: Bundle::default(),
-        meta: BTreeMap::new(),
-        links: BTreeMap::new(),
-    };
+    let mut rev = Revision::default();
     for name in list(dir, shown).map_err(|e| unreadable(&e))? {
         let path = shown.join(&name);
         let (bytes, meta, links) = read_file(dir, &name, &path).map_err(|e| unreadable(&e))?;

@@ -187,10 +187,15 @@ impl Writer {
     }
 
     pub(super) fn mode_for(&self, name: &str, bytes: &[u8]) -> u32 {
-        if name == KEY_FILE || !crate::validate::certificates_only(bytes) {
-            self.opts.key_mode
-        } else {
-            self.opts.cert_mode
+        match is_key(name, bytes) {
+            true => self.opts.key_mode,
+            false => self.opts.cert_mode,
         }
     }
+}
+
+/// Whether file `name` gets the key mode: the key, or anything that is not
+/// certificates only.
+pub(super) fn is_key(name: &str, bytes: &[u8]) -> bool {
+    name == KEY_FILE || !crate::validate::certificates_only(bytes)
 }

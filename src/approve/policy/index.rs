@@ -47,13 +47,10 @@ impl Piece {
             ..Listed::default()
         };
         for a in all {
-            match a.address.parse::<IpAddr>() {
-                Ok(ip) => {
-                    listed.ips.insert(canonical(ip));
-                }
-                Err(_) => {
-                    listed.dns.insert(dns_name(&a.address));
-                }
+            if let Ok(ip) = a.address.parse::<IpAddr>() {
+                listed.ips.insert(canonical(ip));
+            } else {
+                listed.dns.insert(dns_name(&a.address));
             }
         }
         let pod_ranges = node
