@@ -213,7 +213,13 @@ impl Config {
                 watch_timeout: args.watch_timeout,
                 keepalive: args.api_keepalive,
             },
-            run: args.clone(),
+            // The reload URL and headers may hold credentials: kept only in
+            // `reload`, whose Debug hides them, so `{:?}` of this never shows them.
+            run: RunArgs {
+                reload_url: None,
+                reload_headers: Vec::new(),
+                ..args.clone()
+            },
         })
     }
 }

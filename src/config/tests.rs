@@ -1090,3 +1090,27 @@ fn every_setting_reads_the_same_from_the_config_file_as_from_its_flag() {
     assert_eq!(format!("{from_file:?}"), format!("{from_flags:?}"));
     assert_eq!(from_flags.reload_signal, nix::sys::signal::Signal::SIGUSR1);
 }
+
+/// Attack: a reload URL's credentials and header values shown by `{:?}` of
+/// the configuration that is passed around (a `?config` log field would
+/// print them); only `reload`, whose `Debug` hides them, holds them.
+#[test]
+fn attack_config_debug_never_shows_reload_credentials() {
+    let c = config(&[
+        "--sync",
+        "dir:/src/dbg=/t/dbg",
+        "--reload-url",
+        "https://admin:pw-hunter2@127.0.0.1:8443/-/reload?token=s3cret",
+        "--reload-header",
+        "X-Api-Key: topsecret",
+    ])
+    .expect("a valid configuration");
+    let shown = format!("{c:?}");
+    for secret in ["pw-hunter2", "s3cret", "topsecret"] {
+        assert!(
+            !shown.contains(secret),
+            "{secret} in Config's Debug:\n{shown}"
+        );
+    }
+    assert!(matches!(c.reload.method, Some(Method::Http(_))), "{shown}");
+}
