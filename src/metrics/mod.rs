@@ -11,8 +11,6 @@
 //! certificate has a time to live of 0, not `+Inf`: "unknown" must fire an
 //! expiry alert, not silence it.
 
-mod ca;
-mod csr;
 mod process;
 mod ready;
 mod registrar;
@@ -28,8 +26,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use ca::CaMetrics;
-use csr::CsrMetrics;
 pub use ready::NotReady;
 use ready::{Live, Readiness, Validity, unattended};
 use registrar::{FloatGauge, Labels, MappingLabel, Name, ReasonLabels, Registrar, ResultLabels};
@@ -70,11 +66,19 @@ pub struct Metrics {
     stale: Family<MappingLabel, Gauge>,
     pinned: Family<MappingLabel, Gauge>,
     file_watch_polling: Gauge,
-    /// `csr:` mappings' requests and `certsync approve` (see [`csr`]).
-    csr: CsrMetrics,
+    // `csr:` mappings' requests and renewals; `certsync approve`'s verdicts.
+    csr_pending: Family<MappingLabel, Gauge>,
+    csr_errors: Family<ReasonLabels, Counter>,
+    csr_rotation: Family<MappingLabel, Histogram>,
+    csr_decisions: Family<Labels<2>, Counter>,
+    csr_backlog: Gauge,
     admin_closed: Family<Labels<1>, Counter>,
-    /// `ca:` mappings' CA (see [`ca`]).
-    ca: CaMetrics,
+    // `ca:` mappings' CA and template: expiries kept, TTLs computed when scraped.
+    ca_not_after: Mutex<BTreeMap<String, i64>>,
+    ca_ttl: Family<MappingLabel, FloatGauge>,
+    ca_capped: Family<MappingLabel, Gauge>,
+    ca_template_not_after: Mutex<BTreeMap<String, i64>>,
+    ca_template_ttl: Family<MappingLabel, FloatGauge>,
     /// Per mapping: the current certificate's window (for TTL and staleness).
     validity: Mutex<BTreeMap<String, Live>>,
     /// Every mapping's name, allocated once: with 1,000 mappings, a copy
@@ -156,12 +160,49 @@ impl Metrics {
                 "rollback_pinned",
                 "1 while a rollback pin holds the target's live revision (certsync rollback); ca: and csr: mappings issue nothing over it",
             ),
-            csr: CsrMetrics::new(&mut r),
+            csr_pending: r.add(
+                "csr_pending",
+                "1 while a certificate request of the mapping waits for approval or issuance",
+            ),
+            csr_errors: r.add(
+                "csr_renewal_errors",
+                "Failed certificate requests by reason (denied, failed, timeout, mismatch, api, ca, request, deleted), and renewals held back by the floor (renewal_floor)",
+            ),
+            // One hour to about two years: certificate lifetimes.
+            csr_rotation: r.with(
+                "csr_rotation",
+                "How long the previous certificate had lived when a new one replaced it (kubelet's rotation_seconds)",
+                Some(Unit::Seconds),
+                Family::new_with_constructor(|| {
+                    Histogram::new(exponential_buckets(600.0, 2.0, 17))
+                }),
+            ),
+            csr_decisions: r.add(
+                "csr_decisions",
+                "certsync approve: verdicts on kubelet serving CSRs (approve, deny, wait) by check (ok when approved)",
+            ),
+            csr_backlog: r.add(
+                "csr_backlog",
+                "certsync approve: pending CSRs waiting to be decided (again)",
+            ),
             admin_closed: r.add(
                 "admin_connections_closed",
                 "Admin-port connections certsync closed: over the connection limit (limit), or no request in time (timeout)",
             ),
-            ca: CaMetrics::new(&mut r),
+            ca_not_after: Mutex::default(),
+            ca_ttl: r.seconds(
+                "ca_certificate_ttl",
+                "ca: mappings: seconds until the CA certificate they issue from expires",
+            ),
+            ca_capped: r.add(
+                "ca_lifetime_capped",
+                "ca: mappings: 1 when the last certificate issued ends at the CA's expiry, short of its lifetime",
+            ),
+            ca_template_not_after: Mutex::default(),
+            ca_template_ttl: r.seconds(
+                "ca_template_ttl",
+                "ca: mappings with a template: seconds until the template certificate expires (negative once it has; still a fine template, but kubeadm revert refuses one within 24 h of its end)",
+            ),
             // Once every family is in: Prometheus' standard names, unprefixed.
             registry: {
                 root.register_collector(Box::new(process::ProcessCollector));
@@ -349,7 +390,8 @@ impl Metrics {
             }
             self.stale.get_or_create(&l).set(i64::from(is_stale));
         }
-        self.encode_ca(now);
+        self.encode_ttls(&self.ca_not_after, &self.ca_ttl, now);
+        self.encode_ttls(&self.ca_template_not_after, &self.ca_template_ttl, now);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -363,27 +405,20 @@ impl Metrics {
 impl Metrics {
     /// A `ca:` mapping's CA certificate expires at `not_after`.
     pub fn ca_expiry(&self, mapping: &str, not_after: i64) {
-        lock(&self.ca.not_after).insert(mapping.to_owned(), not_after);
+        lock(&self.ca_not_after).insert(mapping.to_owned(), not_after);
     }
 
     /// A `ca:` mapping issued a certificate, cut short at the CA's expiry
     /// (`capped`) or not.
     pub fn ca_capped(&self, mapping: &str, capped: bool) {
-        self.ca
-            .capped
+        self.ca_capped
             .get_or_create(&self.label(mapping))
             .set(i64::from(capped));
     }
 
     /// A `ca:` mapping's template certificate expires at `not_after`.
     pub fn ca_template_expiry(&self, mapping: &str, not_after: i64) {
-        lock(&self.ca.template_not_after).insert(mapping.to_owned(), not_after);
-    }
-
-    /// Both TTLs as of `now`, from the expiries recorded.
-    pub(super) fn encode_ca(&self, now: f64) {
-        self.encode_ttls(&self.ca.not_after, &self.ca.ttl, now);
-        self.encode_ttls(&self.ca.template_not_after, &self.ca.template_ttl, now);
+        lock(&self.ca_template_not_after).insert(mapping.to_owned(), not_after);
     }
 
     fn encode_ttls(
@@ -401,39 +436,34 @@ impl Metrics {
 impl Metrics {
     /// `certsync approve`: how many pending CSRs wait for a decision.
     pub fn csr_backlog(&self, backlog: usize) {
-        self.csr
-            .backlog
+        self.csr_backlog
             .set(i64::try_from(backlog).unwrap_or(i64::MAX));
     }
 
     /// `certsync approve` made a decision (or, for wait, first saw it).
     pub fn csr_decision(&self, decision: &'static str, reason: &'static str) {
-        self.csr
-            .decisions
+        self.csr_decisions
             .get_or_create(&[("decision", decision), ("reason", reason)])
             .inc();
     }
 
     /// A `csr:` mapping's request is waiting (or no longer is).
     pub fn csr_pending(&self, mapping: &str, pending: bool) {
-        self.csr
-            .pending
+        self.csr_pending
             .get_or_create(&self.label(mapping))
             .set(i64::from(pending));
     }
 
     /// A `csr:` mapping's request failed.
     pub fn csr_error(&self, mapping: &str, reason: &'static str) {
-        self.csr
-            .errors
+        self.csr_errors
             .get_or_create(&self.reason(mapping, reason))
             .inc();
     }
 
     /// A `csr:` mapping's certificate was replaced after `lived` seconds.
     pub fn csr_rotated(&self, mapping: &str, lived: f64) {
-        self.csr
-            .rotation
+        self.csr_rotation
             .get_or_create(&self.label(mapping))
             .observe(lived);
     }
@@ -441,8 +471,8 @@ impl Metrics {
     /// Declares a `csr:` mapping's own series (after `add_mapping`).
     pub fn add_csr_mapping(&self, mapping: &str) {
         let l = self.label(mapping);
-        self.csr.pending.get_or_create(&l).set(0);
-        drop(self.csr.rotation.get_or_create(&l));
+        self.csr_pending.get_or_create(&l).set(0);
+        drop(self.csr_rotation.get_or_create(&l));
     }
 }
 
