@@ -153,10 +153,12 @@ pub enum ReloadError {
         #[source]
         source: OwnedError,
     },
-    #[error("bearer token file {}: not UTF-8 text", path.display())]
-    TokenNotUtf8 { path: PathBuf },
-    #[error("bearer token file {}: not a valid header value", path.display())]
-    TokenNotHeader { path: PathBuf },
+    /// Not UTF-8 text, or not a valid header value.
+    #[error("bearer token file {}: {problem}", path.display())]
+    Token {
+        path: PathBuf,
+        problem: &'static str,
+    },
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] rustls::Error),
 

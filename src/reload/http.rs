@@ -285,10 +285,13 @@ fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, ReloadError> {
         Err(source) => return Err(ReloadError::TokenUnreadable { path, source }),
     };
     let Ok(token) = String::from_utf8(token) else {
-        return Err(ReloadError::TokenNotUtf8 { path });
+        let problem = "not UTF-8 text";
+        return Err(ReloadError::Token { path, problem });
     };
-    HeaderValue::from_str(&format!("Bearer {}", token.trim()))
-        .map_err(|_| ReloadError::TokenNotHeader { path })
+    HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| ReloadError::Token {
+        path,
+        problem: "not a valid header value",
+    })
 }
 
 /// `uri` without its `user:password@`, and that userinfo as an

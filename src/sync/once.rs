@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::Client;
 
 use super::error::{LOG, SyncError};
-use super::pin::target_pinned;
+use super::pin::{target_pinned, warn_pinned};
 use super::sources::{needs_process_client, read_once};
 use super::syncer::Syncer;
 use crate::config::Config;
@@ -65,7 +65,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
             }
         };
         if m.writer.issuing && target_pinned(&m.target).await {
-            tracing::warn!(target: LOG, mapping = %m.name, target_dir = %m.target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", m.target.display());
+            warn_pinned(&m.name, &m.target);
             continue;
         }
         let result = match read_once(&m, &client, &metrics, s.live(), config).await {

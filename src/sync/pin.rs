@@ -12,6 +12,11 @@ use crate::config::{Config, Mapping};
 use crate::metrics::Metrics;
 use crate::writer::Writer;
 
+/// Says that `mapping`'s target is pinned, so nothing is issued over it.
+pub(super) fn warn_pinned(mapping: &str, target: &std::path::Path) {
+    tracing::warn!(target: LOG, %mapping, target_dir = %target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", target.display());
+}
+
 /// Whether `target` holds a rollback pin (`certsync rollback`).
 pub(super) async fn target_pinned(target: &std::path::Path) -> bool {
     let target = target.to_owned();
@@ -77,7 +82,7 @@ impl PinHold {
             while target_pinned(target).await {
                 if !said {
                     self.metrics.pinned(mapping, true);
-                    tracing::warn!(target: LOG, %mapping, target_dir = %target.display(), "the target is pinned by a rollback; not issuing while the pin holds (remove {}/..pin to renew again)", target.display());
+                    warn_pinned(mapping, target);
                     said = true;
                 }
                 tokio::select! {
