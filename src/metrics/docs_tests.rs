@@ -48,7 +48,7 @@ fn registered(m: &Metrics) -> Vec<String> {
         }
     }
     // The process collector's families are not descriptors in the registry.
-    names.extend(super::process::NAMES.iter().map(|n| (*n).to_owned()));
+    names.extend(super::process::sample().map(|(n, ..)| n.to_owned()));
     names
 }
 

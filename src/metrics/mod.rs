@@ -30,9 +30,6 @@ pub use ready::NotReady;
 use ready::{Live, Readiness, Validity, unattended};
 use registrar::{FloatGauge, Labels, MappingLabel, Name, ReasonLabels, Registrar, ResultLabels};
 
-/// The one series of `certsync_build_info`: this build's version.
-const THIS_BUILD: Labels<1> = [("version", env!("CARGO_PKG_VERSION"))];
-
 /// Every `result` of `certsync_syncs_total` (see `Metrics::sync`), each
 /// series created at 0 when a mapping is added.
 const SYNC_RESULTS: [&str; 8] = [
@@ -45,9 +42,6 @@ const SYNC_RESULTS: [&str; 8] = [
     "kubeconfig_error",
     "pair_error",
 ];
-
-/// Every `reason` of `certsync_admin_connections_closed_total`.
-const ADMIN_CLOSE_REASONS: [&str; 2] = ["limit", "timeout"];
 
 /// All metrics and the readiness of every mapping.
 pub struct Metrics {
@@ -110,7 +104,9 @@ impl Metrics {
             "build_info",
             "Always 1; the version of the running certsync in its label",
         );
-        build_info.get_or_create(&THIS_BUILD).set(1);
+        build_info
+            .get_or_create(&[("version", env!("CARGO_PKG_VERSION"))])
+            .set(1);
         let m = Self {
             not_after: r.seconds(
                 "certificate_not_after",
@@ -214,7 +210,7 @@ impl Metrics {
             stale_fraction,
         };
         // Both reasons from 0, so the first refusal shows in increase().
-        for reason in ADMIN_CLOSE_REASONS {
+        for reason in ["limit", "timeout"] {
             drop(m.admin_closed.get_or_create(&[("reason", reason)]));
         }
         m
@@ -400,9 +396,7 @@ impl Metrics {
         out.replace(" inf\n", " +Inf\n")
             .replace(" -inf\n", " -Inf\n")
     }
-}
 
-impl Metrics {
     /// A `ca:` mapping's CA certificate expires at `not_after`.
     pub fn ca_expiry(&self, mapping: &str, not_after: i64) {
         lock(&self.ca_not_after).insert(mapping.to_owned(), not_after);
@@ -431,9 +425,7 @@ impl Metrics {
             ttl.get_or_create(&self.label(mapping)).set(*t as f64 - now);
         }
     }
-}
 
-impl Metrics {
     /// `certsync approve`: how many pending CSRs wait for a decision.
     pub fn csr_backlog(&self, backlog: usize) {
         self.csr_backlog
@@ -474,9 +466,7 @@ impl Metrics {
         self.csr_pending.get_or_create(&l).set(0);
         drop(self.csr_rotation.get_or_create(&l));
     }
-}
 
-impl Metrics {
     /// The token `/readyz` answers with (`run --generation`); set once.
     pub fn set_generation(&self, generation: String) {
         let _ = self.ready.generation.set(generation);
