@@ -47,12 +47,7 @@ pub enum ReloadError {
          candidates)"
     )]
     NoMatch { what: String },
-    #[error("pidfile {path}: {source}")]
-    PidfileIo {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Unreadable (an I/O error is [`PathError::Io`]), or not a file.
     #[error("pidfile {path}: {}", .source.problem())]
     PidfileRead {
         path: PathBuf,

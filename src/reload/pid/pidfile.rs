@@ -31,9 +31,11 @@ pub(super) fn pidfile_target(
         path: path.to_owned(),
         source,
     };
-    let io = |source| ReloadError::PidfileIo {
-        path: path.to_owned(),
-        source,
+    let io = |source| {
+        unread(PathError::Io {
+            path: path.to_owned(),
+            source,
+        })
     };
     let gone = |pid| ReloadError::PidGone {
         path: path.to_owned(),
