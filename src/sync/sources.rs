@@ -188,27 +188,27 @@ pub(super) async fn read_once(
     live: Option<Bundle>,
     config: &Config,
 ) -> Result<Bundle, Failure> {
-    match &m.source {
+    let issued = match &m.source {
         Source::Dir(dir) => {
             let src = host_dir(m, dir);
-            match crate::blocking(move || src.read()).await {
+            return match crate::blocking(move || src.read()).await {
                 Ok(r) => r.map_err(|e| Arc::new(e.into())),
                 Err(e) => Err(Arc::new(e.into())),
-            }
+            };
         }
         Source::Kube(object) => {
             let client = client.clone()?;
-            kube_object(m, object, metrics)
+            return kube_object(m, object, metrics)
                 .get(client)
                 .await
-                .map_err(|e| Arc::new(e.into()))
+                .map_err(|e| Arc::new(e.into()));
         }
         Source::TrustBundle(selection) => {
             let client = client.clone()?;
-            trust_bundles(m, selection, metrics)
+            return trust_bundles(m, selection, metrics)
                 .get(client)
                 .await
-                .map_err(Arc::new)
+                .map_err(Arc::new);
         }
         Source::Csr(spec) => {
             let source = csr_source(m, spec, metrics, config);
@@ -223,23 +223,19 @@ pub(super) async fn read_once(
             else {
                 return Err(Arc::new(SourceError::NoClient));
             };
-            match source.once(&client, live.as_ref()).await {
-                Ok(Some(issued)) => Ok(issued),
-                // The live pair satisfies the mapping: publishing it again
-                // changes nothing.
-                Ok(None) => live.ok_or_else(|| Arc::new(SourceError::NoLivePair)),
-                Err(e) => Err(Arc::new(SourceError::Csr(Box::new(e)))),
-            }
+            let issued = source.once(&client, live.as_ref()).await;
+            issued.map_err(|e| SourceError::Csr(Box::new(e)))
         }
-        Source::Ca(spec) => match ca_source(m, spec, metrics, config)
+        Source::Ca(spec) => ca_source(m, spec, metrics, config)
             .once(live.as_ref())
             .await
-        {
-            Ok(Some(issued)) => Ok(issued),
-            Ok(None) => live.ok_or_else(|| Arc::new(SourceError::NoLivePair)),
-            Err(e) => Err(Arc::new(SourceError::Ca(Box::new(e)))),
-        },
-    }
+            .map_err(|e| SourceError::Ca(Box::new(e))),
+    };
+    // Nothing issued: the live pair satisfies the mapping, and publishing
+    // it again changes nothing.
+    (issued.map_err(Arc::new)?)
+        .or(live)
+        .ok_or_else(|| Arc::new(SourceError::NoLivePair))
 }
 
 /// The CSR source of a mapping.
