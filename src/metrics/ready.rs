@@ -70,13 +70,6 @@ pub enum NotReady {
     Starting,
     /// Each mapping (or other part, such as the approver) that is not
     /// ready, with why.
-    #[error("{}", lines(.0))]
+    #[error("{}", .0.iter().map(|(m, p)| format!("mapping {m}: {p}\n")).collect::<String>())]
     Mappings(Vec<(String, String)>),
-}
-
-fn lines(problems: &[(String, String)]) -> String {
-    problems
-        .iter()
-        .map(|(m, p)| format!("mapping {m}: {p}\n"))
-        .collect()
 }
