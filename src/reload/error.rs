@@ -59,7 +59,7 @@ pub enum ReloadError {
     #[error("pidfile {path}: process {pid} does not exist")]
     PidGone { path: PathBuf, pid: i32 },
     /// The pidfile is not proof that the process it names is the consumer:
-    /// `problem` is one of the reasons below, each with its [`Refusal`].
+    /// `problem` is one of the reasons below, each with its [`ReloadError::refusal`].
     #[error("pidfile {path}: {problem}; refusing to signal it")]
     Refused {
         path: PathBuf,
@@ -235,46 +235,25 @@ pub enum ReloadError {
 
 impl ReloadError {
     /// The `reason` label of `certsync_reload_refusals_total`, for a
-    /// refused pidfile.
-    pub fn refusal(&self) -> Option<Refusal> {
+    /// refused pidfile: `pidfile` (a symlink, not a regular file, a hard
+    /// link or larger than the cap), `user` (the process does not run as
+    /// the pidfile's owner), `name` (it does not have the
+    /// `--reload-process` name), `pid` (certsync, one of its ancestors, or
+    /// a process younger than the file).
+    pub fn refusal(&self) -> Option<&'static str> {
         Some(match self {
             Self::Refused { problem, .. } => return problem.refusal(),
             Self::PidfileSymlink
             | Self::PidfileNotRegular { .. }
             | Self::PidfileHardLink { .. }
-            | Self::PidfileTooLarge { .. } => Refusal::Pidfile,
-            Self::OtherUser { .. } => Refusal::User,
-            Self::NotNamed { .. } => Refusal::Name,
+            | Self::PidfileTooLarge { .. } => "pidfile",
+            Self::OtherUser { .. } => "user",
+            Self::NotNamed { .. } => "name",
             Self::NamesCertsync
             | Self::NamesAncestor { .. }
             | Self::Younger { .. }
-            | Self::StartUnknown { .. } => Refusal::Pid,
+            | Self::StartUnknown { .. } => "pid",
             _ => return None,
         })
-    }
-}
-
-/// Why a pidfile was not trusted (the `reason` label of
-/// `certsync_reload_refusals_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// A symlink, not a regular file, or larger than the cap.
-    Pidfile,
-    /// The named process does not run as the pidfile's owner.
-    User,
-    /// The named process does not have the `--reload-process` name.
-    Name,
-    /// certsync, one of its ancestors, or a process younger than the file.
-    Pid,
-}
-
-impl Refusal {
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Pidfile => "pidfile",
-            Self::User => "user",
-            Self::Name => "name",
-            Self::Pid => "pid",
-        }
     }
 }

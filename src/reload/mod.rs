@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tokio::sync::{Notify, watch};
 
-pub use self::error::{Refusal, ReloadError};
+pub use self::error::ReloadError;
 use self::http::HttpHook;
 use self::pid::Target;
 use self::verify::ServingCheck;
@@ -229,7 +229,7 @@ async fn reload(
                         // Not the consumer: said once here, counted, and
                         // recorded on every mapping that asked.
                         if let Some(reason) = e.refusal() {
-                            metrics.reload_refused(reason.label());
+                            metrics.reload_refused(reason);
                         }
                         for events in batch.values().filter_map(|r| r.events.as_ref()) {
                             events.reload_refused(e.to_string());
