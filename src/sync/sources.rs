@@ -25,7 +25,6 @@ use crate::source::secret::{KubeObject, ObjectRef};
 use crate::source::trust_bundle::{Selection, TrustBundles};
 use crate::source::{SourceError, Update};
 
-/// The directory source of a mapping.
 pub(super) fn host_dir(m: &Mapping, dir: &std::path::Path) -> HostDir {
     HostDir {
         dir: dir.to_owned(),
@@ -34,7 +33,6 @@ pub(super) fn host_dir(m: &Mapping, dir: &std::path::Path) -> HostDir {
     }
 }
 
-/// The API-server source of a mapping.
 pub(super) fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics>) -> KubeObject {
     KubeObject {
         object: object.clone(),
@@ -47,7 +45,6 @@ pub(super) fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics
     }
 }
 
-/// The ClusterTrustBundle source of a mapping.
 pub(super) fn trust_bundles(
     m: &Mapping,
     selection: &Selection,
@@ -238,7 +235,6 @@ pub(super) async fn read_once(
         .ok_or_else(|| Arc::new(SourceError::NoLivePair))
 }
 
-/// The CSR source of a mapping.
 pub(super) fn csr_source(
     m: &Mapping,
     spec: &CsrSpec,
@@ -258,7 +254,6 @@ pub(super) fn csr_source(
     }
 }
 
-/// The local-CA source of a mapping.
 pub(super) fn ca_source(
     m: &Mapping,
     spec: &CaSpec,
