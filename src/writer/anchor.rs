@@ -1,7 +1,9 @@
 //! Where a missing target is made from: a handle opened at start on the
 //! directory the start-up checks judged, and `mkdirat` one name at a time
 //! beneath it, never a path `mkdir` that would follow a link a user put on
-//! the way.
+//! the way (a user who may rename entries in a volume's root swaps a
+//! directory on the path for a link, and root makes a directory where the
+//! link leads).
 
 use std::fs;
 use std::io;
@@ -17,7 +19,8 @@ use crate::beneath::{Entry, Trust};
 /// A handle on the directory a missing target is made beneath, and the
 /// names from it to the target, as resolved at start. It is the deepest
 /// directory above the target that others may write (a volume's root: a
-/// mount point no one renames), else the nearest that existed.
+/// mount point no one renames, while its writers may rename what is in
+/// it), else the nearest that existed.
 #[derive(Debug)]
 pub(super) struct Anchor {
     dir: Dir,
@@ -67,9 +70,9 @@ impl Anchor {
         Ok(Some(Self { dir, path, below }))
     }
 
-    /// Makes what is missing of `target` beneath the anchor (0755), each
-    /// opened without following links and judged on its handle: root's or
-    /// certsync's, written by no one else.
+    /// Makes what is missing of `target` beneath the anchor, one name at a
+    /// time (`mkdirat`, 0755), each opened without following links and
+    /// judged on its handle: root's or certsync's, written by no one else.
     pub(super) fn make(&self, target: &Path) -> Result<(), WriterError> {
         let mut dir = self
             .dir

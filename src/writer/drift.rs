@@ -33,6 +33,8 @@ impl Writer {
         }
     }
 
+    /// [`Writer::live`] beneath `root`, without following anything out of
+    /// the target.
     pub(super) fn live_in(&self, root: &Dir) -> Result<Option<Live>, WriterError> {
         // Anything but a symlink to one of our revisions: never followed.
         let Some(dir_name) = read_link(root, DATA) else {

@@ -166,6 +166,8 @@ pub enum WriterError {
     Clusters(usize),
     #[error("its cluster has no {CA_DATA}")]
     NoCaData,
+    /// Not split across lines, not also in a comment or another field: the
+    /// value is replaced where it stands in the text.
     #[error("its {CA_DATA} is not written once as one plain value")]
     CaDataNotOnce,
     #[error("cannot write it as YAML: {0}")]

@@ -113,8 +113,9 @@ pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, Writer
 /// Refused: a cluster that names its CA by file or skips verification
 /// (embedded data beside either would change what the file means); CA data
 /// not written once as one plain value (which text to replace would be a
-/// guess). The new text must parse as the kubeconfig with that one value
-/// changed. A cluster without CA data gets it, the document as parsed.
+/// guess, and a wrong one changes another field). The new text must parse
+/// as the kubeconfig with that one value changed. A cluster without CA
+/// data gets it, the document as parsed.
 pub fn with_ca_data(
     text: &str,
     cluster: CaCluster,

@@ -71,7 +71,8 @@ fn holder(file: &File) -> Option<String> {
 /// Opens (creating if needed) a lock file, a regular file only certsync's
 /// user may open: whoever can open it can hold its flock. Anything else
 /// there is removed first: a planted entry must neither be followed nor
-/// block every write forever (a descriptor on an old file locks nothing).
+/// block every write forever, and a descriptor someone opened on a file
+/// others could open locks nothing once that file is gone.
 pub(super) fn lock_file(root: &Dir, name: &str, path: &Path) -> Result<File, WriterError> {
     let open = || {
         root.open_with(
@@ -118,8 +119,9 @@ fn still_named(root: &Dir, name: &str, locked: &File) -> bool {
 
 impl Writer {
     /// Serializes writers of this target across processes: a flock on
-    /// `..lock`, held until the guard drops. A lock held elsewhere is
-    /// waited for, said once, until [`stop_waiting`] or `lock_timeout`.
+    /// `..lock`, opened through the target's directory handle, never
+    /// following a link, held until the guard drops. A lock held elsewhere
+    /// is waited for, said once, until [`stop_waiting`] or `lock_timeout`.
     pub(super) fn lock(&self, root: &Dir) -> Result<Flock<File>, WriterError> {
         let path = self.path(LOCK);
         let start = Instant::now();

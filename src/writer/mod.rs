@@ -11,25 +11,30 @@
 //!
 //! Invariants:
 //! - Every access inside the target goes through its directory handle one
-//!   name at a time, never following a symlink. A name certsync owns that is
-//!   a symlink, FIFO, device, the wrong kind or not certsync's own
-//!   ([`own`](layout::own)) is removed and made anew, never followed or
-//!   obeyed; a file is read only if `fstat` says regular, size capped.
+//!   name at a time, never following a symlink. A name certsync owns
+//!   (`..data`, `..rev-*`, `..history` and all in it, `..owner`, `..pin`,
+//!   `..tmp*`) that is a symlink, FIFO, device, the wrong kind or not
+//!   certsync's own ([`own`](layout::own)) is removed and made anew, never
+//!   followed or obeyed; a file is read only if `fstat` says regular, size
+//!   capped.
 //! - `..data` only ever names a complete revision: files created with their
-//!   final mode, written, fsynced, the directory fsynced, then `..data`
-//!   replaced by `rename(2)` of a fresh symlink and the parent fsynced.
+//!   final mode (never by umask), written, fsynced, the directory fsynced,
+//!   then `..data` replaced by `rename(2)` of a fresh symlink and the parent
+//!   fsynced.
 //! - A revision's name carries the first 8 hex digits of its content hash:
 //!   an edited revision is detected across restarts.
 //! - After a flip the previous live *files* are moved into `..history/`:
 //!   an inotify watch on them gets `IN_MOVE_SELF`, which makes
 //!   kube-apiserver & co. re-read their certificates.
 //! - Every change holds a flock on `..lock`; a daemon holds `..owner` for
-//!   its lifetime, so a second daemon is refused.
+//!   its lifetime, so a second daemon is refused (`lock.rs`: why files, not
+//!   the directory).
 //! - At most `keep` revisions stay; `certsync rollback` never prunes.
 //! - The target must be the directory opened at start (device and inode):
-//!   one renamed away and made again by a user is refused until restart.
-//!   Only a target that is gone is made again, beneath its
-//!   [`Anchor`](anchor::Anchor).
+//!   one renamed away and made again by a user (in a volume's root every
+//!   container of the pod writes) is refused until restart. Only a target
+//!   that is gone is made again, beneath its [`Anchor`](anchor::Anchor),
+//!   never by a path `mkdir`.
 
 use std::path::PathBuf;
 

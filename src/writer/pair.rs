@@ -5,9 +5,11 @@
 //!
 //! Invariants:
 //! - The directory and every one above it can be changed by root (or
-//!   certsync's user) only ([`copy_dir`], [`read_copy`]), else refused.
-//! - Each file is replaced beneath that one handle ([`replace_file_in`]);
-//!   the key is always 0600, the certificate keeps its mode (0644 when new).
+//!   certsync's user) only ([`copy_dir`], [`read_copy`]), else refused,
+//!   never repaired.
+//! - Each file is replaced beneath that one handle ([`replace_file_in`]),
+//!   never written in place; the key is always 0600, the certificate
+//!   keeps its mode (0644 when new).
 //! - Only a leaf pair is replaced ([`replaceable`]).
 //! - Key bytes are never logged or put in an error.
 
@@ -76,10 +78,11 @@ pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
         .map_err(|p| refused(prefix, p))
 }
 
-/// Refuses to replace what is not a leaf pair: a CA certificate, by any
-/// path (a typo, a bind mount), would lose the CA's key to a leaf's; a
-/// `.crt` certsync cannot read cannot be judged not to be one; a `.key`
-/// with no `.crt` is a signing key (kubeadm's `sa.key`).
+/// Refuses to replace what is not a leaf pair: a CA certificate (basic
+/// constraints CA:TRUE), by any path (a typo, a bind mount), would lose
+/// the CA's key to a leaf's; a `.crt` certsync cannot read cannot be
+/// judged not to be one; a `.key` with no `.crt` is a signing key
+/// (kubeadm's `sa.key`).
 fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
     let Some((bytes, _)) = &o.old_cert else {
         return match o.old_key {
@@ -103,7 +106,8 @@ fn replaceable(o: &Opened, new_key: Option<&[u8]>) -> Result<(), WriterError> {
         Err(_) => return Err(unreadable()),
     };
     // A CA without CA:TRUE is a CA all the same: a version 1 certificate
-    // (openssl's classic CA) or one that may sign certificates.
+    // (openssl's classic CA) or one that may sign certificates; either
+    // named by update-pair would lose its key to a leaf's too.
     let signs = c
         .key_usage()
         .ok()

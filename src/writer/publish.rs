@@ -134,7 +134,8 @@ impl Writer {
     }
 
     pub(super) fn flip(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
-        // Anything but a symlink on `..data` cannot be renamed over: it goes.
+        // Anything but a symlink on `..data` cannot be renamed over; it
+        // sits under a reserved name, so it goes.
         if root
             .symlink_metadata(DATA)
             .is_ok_and(|m| !m.file_type().is_symlink())

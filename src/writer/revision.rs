@@ -150,9 +150,10 @@ pub(super) fn read_copy(
     Ok((bytes, meta))
 }
 
-/// Reads `name` in `dir` without following it or blocking on it, if it is
-/// a regular file within the published size limit: the bytes, its
-/// [`FileMeta`] and link count.
+/// Reads `name` in `dir` without following it or blocking on it, if the
+/// descriptor walked to is a regular file (by its `fstat`; a symlink is
+/// none) within the published size limit: the bytes, its [`FileMeta`] and
+/// link count.
 pub(super) fn read_file(
     dir: &Dir,
     name: &str,
@@ -177,7 +178,8 @@ pub(super) fn read_file(
 }
 
 /// Creates `name` in `dir` with exactly `mode` (never more permissive on
-/// the way) and writes it; the fsync is the caller's.
+/// the way: created with it, then chowned, then set) and writes it; the
+/// fsync is the caller's.
 pub(super) fn create_file(
     dir: &Dir,
     name: &str,
@@ -210,7 +212,8 @@ pub(super) fn create_file(
 
 /// Replaces `name` in `dir` with `bytes` atomically: a temporary file
 /// created with `mode` (and `owner`, else certsync's user), written,
-/// fsynced, renamed over `name`, the directory fsynced.
+/// fsynced, renamed over `name`, the directory fsynced. Readers see the
+/// old file or the new one, never part.
 pub(super) fn replace_file_in(
     dir: &Dir,
     name: &str,
@@ -256,8 +259,8 @@ pub(super) fn tmp_name(name: &str) -> String {
 
 /// [`replace_file_in`] for a path that is not a target: its directory
 /// opened through [`crate::files::owned_dir`] (root's or certsync's user's
-/// all the way): a directory another user could swap for a link would
-/// choose where root writes.
+/// and written by no one else, all the way): a directory another user
+/// could swap for a link would choose where root writes.
 pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterError> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
     else {
@@ -310,7 +313,7 @@ pub(super) fn list(dir: &Dir, shown: &Path) -> Result<Vec<String>, WriterError> 
 }
 
 /// Atomically points `<dir>/<name>` at `text`: a fresh symlink renamed
-/// over the old entry.
+/// over the old entry (`rename(2)` replaces the link itself).
 pub(super) fn replace_symlink(
     dir: &Dir,
     name: &str,

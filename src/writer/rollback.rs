@@ -149,8 +149,8 @@ fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), RevisionPro
 
 /// A history entry's files are certsync's own user's. With `owner=` they
 /// are the consumer's, who may rewrite them through a handle kept open,
-/// and the name's 32-bit hash is matched in minutes: rolling back would
-/// publish and pin the consumer's pair.
+/// and the name's 32-bit hash is matched in minutes (bytes after the
+/// key's END line): rolling back would publish and pin the consumer's pair.
 fn certsyncs_own(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
     let me = nix::unistd::geteuid().as_raw();
     match rev.meta.iter().find(|(_, m)| m.1 != me) {

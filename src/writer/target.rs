@@ -26,8 +26,8 @@ pub struct WriterOptions {
     pub key_mode: u32,
     pub owner: Option<u32>,
     pub group: Option<u32>,
-    /// The source issues its own pairs (`ca:`, `csr:`): none of them can
-    /// release a rollback pin.
+    /// The source issues its own pairs (`ca:`, `csr:`): every pair it
+    /// offers is new, so none can release a rollback pin.
     pub issuing: bool,
     /// How long to wait for a write lock another process holds (`None`:
     /// until released or shutdown).
@@ -56,7 +56,8 @@ pub struct Writer {
     pub(super) target: PathBuf,
     pub(super) opts: WriterOptions,
     /// The directory `target` led to when opened: the overlap checks were
-    /// made against it, so every later open must lead there too.
+    /// made against it, so every later open must lead there too, however
+    /// the path's symlinks change meanwhile.
     pub(super) resolved: Option<PathBuf>,
     /// The target directory's (device, inode) when opened first.
     pub(super) identity: Arc<Mutex<Option<(u64, u64)>>>,
@@ -103,8 +104,9 @@ impl Writer {
         self.target.join(name)
     }
 
-    /// The target directory's handle, opened by path now, only if it is
-    /// the directory opened first.
+    /// The target directory's handle, opened by path now (the target may
+    /// have been deleted or replaced since), only if it is the directory
+    /// opened first.
     pub(super) fn root(&self, create: bool) -> Result<Dir, WriterError> {
         let mut made = false;
         match fs::metadata(&self.target) {
@@ -121,7 +123,8 @@ impl Writer {
         }
         let dir = Dir::open_ambient_dir(&self.target, cap_std::ambient_authority())
             .ctx("open target directory", &self.target)?;
-        // What was opened, not what the path says now.
+        // What was opened, not what the path says now: no window between
+        // a check and the open.
         if let Some(was) = &self.resolved {
             let now = opened_path(&dir).ctx("resolve target directory", &self.target)?;
             if &now != was {
