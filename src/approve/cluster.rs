@@ -30,6 +30,8 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
     let mut cluster = Cluster::default();
     api_server_addresses(&mut cluster, client, server).await?;
     service_ranges(&mut cluster, client).await?;
+    // Every Service's addresses: often inside the node network, where
+    // --node-cidr does not keep them out.
     let services = Api::<Service>::all(client.clone())
         .list(&ListParams::default())
         .await

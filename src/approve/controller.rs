@@ -40,8 +40,9 @@ use seen::{Watches, requester};
 
 /// The name under which the approver's readiness is reported.
 const READINESS: &str = "approver";
-/// How long the cluster facts are used before they are read again (only
-/// the cluster's administrators change them).
+/// How long the cluster facts are used before they are read again. They
+/// hold every Service's addresses, which any namespace's user writes, so
+/// approvals are decided again on facts read then (`confirm_approvals`).
 const CLUSTER_FACTS_TTL: Duration = Duration::from_secs(30);
 
 /// The controller: runs until `shutdown`.

@@ -11,21 +11,24 @@
 //! another node's is ever a node's. The checks, in order:
 //!
 //! 1. `requester`: `system:node:NAME` in group `system:nodes` (set by the
-//!    API server from how the kubelet authenticated);
-//! 2. `request` / `sans`: `spec.request` read strictly ([`crate::x509`]);
+//!    API server from how the kubelet authenticated, never by the kubelet);
+//! 2. `request` / `sans`: `spec.request` read strictly ([`crate::x509`]:
+//!    one PEM block, strict DER, two parsers agreeing);
 //! 3. `key`: RSA ≥ 2048 bits, ECDSA P-256 or P-384, or Ed25519;
 //! 4. `signature`: it verifies with its own public key;
 //! 5. `subject`: exactly `CN=system:node:NAME`, `O=system:nodes`;
 //! 6. `usages`: digital signature and server auth (key encipherment for
 //!    RSA), in `spec.usages` and in the request; never a CA;
 //! 7. `expiration`: `expirationSeconds` within the maximum;
-//! 8. denied: a name or address of the cluster's own ([`reserved`]);
-//! 9. denied: another Node's name, or what another Node lists (a wait when
-//!    the requester lists it too);
-//! 10. denied: an address outside every `--node-cidr`;
+//! 8. `dns-san` / `ip-san`, denied: a name or address of the cluster's
+//!    own ([`reserved`]);
+//! 9. `dns-san` / `ip-san`, denied: another Node's name, or what another
+//!    Node lists (a wait when the requester lists it too);
+//! 10. `ip-san`, denied: an address outside every `--node-cidr`;
 //! 11. `node`: wait while Node NAME does not exist or lists no addresses;
-//! 12. else wait: every IP one Node NAME lists; every DNS name NAME
-//!     itself, or one Node NAME lists that matches `--allowed-dns`.
+//! 12. `ip-san` / `dns-san`, else wait: every IP one Node NAME lists;
+//!     every DNS name NAME itself, or one Node NAME lists that matches
+//!     `--allowed-dns`.
 
 use std::collections::BTreeMap;
 

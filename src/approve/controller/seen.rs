@@ -4,7 +4,8 @@
 //! leave a watch unread until its stall deadline (the re-list after it
 //! re-decides everything). A round locks this state only to take its CSRs
 //! and record what it wrote, never across an `.await`. Nothing is queued:
-//! what is held is the objects themselves, as in an informer's cache.
+//! what is held is the objects themselves, as in an informer's cache (the
+//! API server bounds their number and size).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -38,8 +39,9 @@ pub(super) struct Seen {
 }
 
 /// Pending CSRs of one requester that are looked at; newer ones are denied
-/// unread. A kubelet has one or two (one every 15 minutes while its Node
-/// is not registered).
+/// unread. A kubelet has one pending (two across a rotation), but one
+/// whose Node is not yet registered files a new one every 15 minutes while
+/// it waits: hence 10, not 2.
 pub const MAX_PENDING: usize = 10;
 
 /// The requester of a CSR, as the API server authenticated it.

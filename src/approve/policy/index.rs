@@ -15,7 +15,8 @@ use super::ranges::{Cidr, canonical, dns_name};
 /// own requests decided (a kubelet lists tens); beyond, a person decides.
 /// Everything it lists is indexed all the same, as that Node's against
 /// every other: an entry left out would be free for another node, and a
-/// cap making every request undecidable would let one node stall all.
+/// cap making every request undecidable would let one node stall all. The
+/// cost is linear in what the Nodes hold, which the API server bounds.
 pub const MAX_NODE_ADDRESSES: usize = 128;
 
 /// What one Node lists, lower-cased and parsed once.

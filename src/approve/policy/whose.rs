@@ -8,7 +8,7 @@ use super::verdict::{Asker, Check, Cluster, Facts, Policy, Verdict, deny, wait};
 
 /// Check 9: another node's name or addresses. One both Nodes list is in
 /// dispute: one node could list the other's to get its requests denied.
-/// The requester's own name is proven by its credentials.
+/// The requester's own name is proven by its credentials: never in dispute.
 pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result<(), Verdict> {
     let name = asker.name;
     for ip in &facts.ips {
@@ -24,8 +24,9 @@ pub(super) fn other_nodes(facts: &Facts, asker: &Asker, nodes: &Nodes) -> Result
     for d in facts.dns.iter().filter(|d| **d != asker.lower) {
         // Another node's exact name is that node's; a name *under* it only
         // when that node lists it (anyone with a bootstrap token may name a
-        // node after a domain). One the requester lists is in dispute: a
-        // Node's name must not get another's renewals denied.
+        // node after a domain). One the requester lists is in dispute:
+        // whoever registers a Node chooses its name, and must not get
+        // another's renewals denied.
         let another = nodes
             .named(d, name)
             .map(|other| format!("DNS name {d:?} is node {other:?}'s name"))
