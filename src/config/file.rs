@@ -100,8 +100,9 @@ pub(crate) fn read_config_file(
     })
 }
 
-/// A config file that goes with `ca:` mappings decides what a CA on the
-/// node signs: it must be as hard to change as the CA key. Refused: a file
+/// A config file that goes with `ca:` mappings (holding them, or settings
+/// such as `owner:`) decides what a CA on the node signs and who may read
+/// the key: it must be as hard to change as the CA key. Refused: a file
 /// in a ConfigMap or Secret volume (`..data` on any directory of the way:
 /// whoever may edit that object would mint certificates), and one another
 /// user may change. Not seen: a `subPath` mount (the docs say to keep this

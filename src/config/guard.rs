@@ -13,7 +13,8 @@ use std::path::Path;
 
 /// The directories above a pidfile's own (which may be the consumer's):
 /// else the consumer's user may swap its directory for a link to a
-/// root-owned one whose root-owned pidfile names a root process.
+/// root-owned one whose root-owned pidfile names a root process, which the
+/// pidfile's owner check then accepts.
 pub(super) fn pidfile_dir_guarded(pidfile: &Path) -> Result<(), ConfigError> {
     let Some(dir) = pidfile.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(());
@@ -91,7 +92,8 @@ fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
 
 /// No target writable by another user; above every other target, no
 /// directory another user could re-create it through (a /tmp cleaner
-/// removes it, anyone makes it again, and the consumer reads their pair).
+/// removes it, anyone makes it again, the consumer reads their pair and
+/// certsync writes where they chose).
 /// A volume's root (an emptyDir) is accepted above a target, never as it;
 /// `ca:` targets are held to the stricter rule below.
 pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
@@ -112,10 +114,11 @@ pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
 }
 
 /// A `ca:` mapping's paths can be changed by root only: its target (else
-/// another user re-creates it or swaps a link in and receives the keys the
-/// CA issues; `..` is refused, as the kernel resolves it after symlinks
-/// where the overlap checks cannot), its template (whoever edits it
-/// chooses the identity) and, unless `allow-loose-ca-key`, the CA's files.
+/// another user, sticky directory or not, re-creates it or swaps a link in
+/// and receives the keys the CA issues; `..` is refused, as the kernel
+/// resolves it after symlinks where the overlap checks cannot), its
+/// template (whoever edits it chooses the identity) and, unless
+/// `allow-loose-ca-key`, the CA's files.
 pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Ca(spec) = &m.source else {
         return Ok(());

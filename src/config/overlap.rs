@@ -183,7 +183,8 @@ pub(super) fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// A copy of a mapping's live pair: the files written and where each leads.
+/// A copy of a mapping's live pair: the files written and where each leads
+/// (a link on the way must not hide a target or a CA file).
 struct Copy<'a> {
     m: &'a Mapping,
     option: &'static str,

@@ -119,7 +119,8 @@ fn open_owned(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), CaError
     Ok((file, meta))
 }
 
-/// The CA key's directories (as named, and where a link leads) judged.
+/// The CA key's directories (as named, and where a link leads), judged by
+/// [`ca_trust`] on the directory walked to.
 fn key_directories(path: &Path, allow_loose: bool) -> Result<(), CaError> {
     let parent = |p: &Path| {
         let dir = p.parent().unwrap_or(Path::new("/")).to_owned();
