@@ -26,7 +26,8 @@ pub enum KubeadmCommand {
     /// before the old certificate ends); one renewal serves every node
     /// (kube-system/certsync-kubeadm-cas). Adopting again with another --image upgrades certsync,
     /// and after an outage issues fresh pairs. Refuses what it does not
-    /// recognise. Run again with nothing due, it changes nothing; run once
+    /// recognise. Run again with nothing due, it changes and waits for nothing (one look
+    /// at the pod: exit 1 when it is not ready); run once
     /// a CA is due (status warns: ca-renewal-due), it renews that CA.
     Adopt(AdoptArgs),
     /// Give the node's certificates back to kubeadm from adopt's backup.

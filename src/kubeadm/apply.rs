@@ -43,35 +43,28 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
         }
         return Ok(());
     }
+    apply(opts, &plan, out).await
+}
+
+/// Exactly `plan`, on the node: nothing at all when it is empty but one look at the pod.
+pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     if plan.is_empty() {
-        // "adopted" holds only while certsync's pod runs: said as it is, never assumed.
-        let ended = wait::dead_targets(&opts.dir).len();
-        if let Err(seen) = started(opts, &plan, out).await {
-            return Err(not_ready(opts, &plan, seen, async {
-                format!(
-                    "Nothing was changed (the node is adopted; {ended} targets hold no live pair)"
-                )
-            })
-            .await);
+        // "adopted" holds only while certsync's pod runs: one look says it as it is, never
+        // assumed; an empty plan writes and waits for nothing.
+        if let Err(seen) = wait::ready_now(&opts.dir, plan.probe, &plan.generation).await {
+            let when = "when adopt looked (it waits only when it changes something)";
+            let nothing = async { "Nothing was changed (the node is adopted)".to_owned() };
+            return Err(not_ready(opts, plan, seen, when.into(), nothing).await);
         }
-        cluster_info(&plan, out).await;
         if !opts.json {
-            let had = match ended {
-                0 => String::new(),
-                n => format!(" ({n} had none when adopt started)"),
-            };
             let g = &plan.generation;
             let _ = writeln!(
                 out,
-                "certsync's pod is ready (generation {g}): every target holds a live pair{had}"
+                "certsync's pod is ready (generation {g}): every target holds a live pair"
             );
         }
         return Ok(());
     }
-    apply(opts, &plan, out).await
-}
-
-async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
     let (absent, state) = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
@@ -84,7 +77,9 @@ async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Kubeadm
         unchanged_since_written(dir, plan)
     };
     if let Err(seen) = started.await {
-        return Err(not_ready(opts, plan, seen, super::undo::undo(opts, plan, &absent)).await);
+        let within = format!("within {}", humantime::format_duration(opts.ready_timeout));
+        let undone = super::undo::undo(opts, plan, &absent);
+        return Err(not_ready(opts, plan, seen, within, undone).await);
     }
     let targets = plan::targets(dir).len();
     let _ = match ended {
@@ -131,13 +126,14 @@ async fn not_ready(
     opts: &Options,
     plan: &Plan,
     seen: Seen,
+    when: String,
     undone: impl Future<Output = String>,
 ) -> KubeadmError {
     let pod = wait::pod_state(&opts.dir, POD_STATE_WITHIN).await;
     KubeadmError::NotReady(Box::new(NotReady {
         image: plan.image.clone(),
         generation: plan.generation.clone(),
-        timeout: humantime::format_duration(opts.ready_timeout).to_string(),
+        when,
         seen,
         pod,
         undone: undone.await,

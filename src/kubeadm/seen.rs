@@ -90,13 +90,14 @@ pub enum Seen {
 /// adopt's gate not passed: what it saw, and what it put back.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "certsync's pod (image {image}, generation {generation}) was not ready within {timeout}: \
-     {seen}; its state: {pod}. {undone}"
+    "certsync's pod (image {image}, generation {generation}) was not ready {when}: {seen}; its \
+     state: {pod}. {undone}"
 )]
 pub struct NotReady {
     pub image: String,
     pub generation: String,
-    pub timeout: String,
+    /// `within 5m` after a wait; a look at an adopted node waits for nothing.
+    pub when: String,
     pub seen: Seen,
     pub pod: String,
     pub undone: String,

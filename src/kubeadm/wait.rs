@@ -158,12 +158,8 @@ pub async fn ready(
     );
     let mut said = Duration::ZERO;
     poll(timeout, Duration::from_secs(1), async |elapsed| {
-        let seen = match look(addr, generation).await {
-            Ok(()) => match dead_targets(dir).into_iter().next() {
-                None => return Ok(()),
-                Some((target, why)) => Seen::DeadTarget { target, why },
-            },
-            Err(seen) => seen,
+        let Err(seen) = ready_now(dir, addr, generation).await else {
+            return Ok(());
         };
         if elapsed >= said + PROGRESS_EVERY && elapsed < timeout {
             let pod = pod_state(dir, PROGRESS_EVERY / 2).await;
@@ -177,6 +173,15 @@ pub async fn ready(
         Err(seen)
     })
     .await
+}
+
+/// One look: the pod of `generation` answers ready and every target holds a live pair.
+pub async fn ready_now(dir: &Path, addr: SocketAddr, generation: &str) -> Result<(), Seen> {
+    look(addr, generation).await?;
+    match dead_targets(dir).into_iter().next() {
+        None => Ok(()),
+        Some((target, why)) => Err(Seen::DeadTarget { target, why }),
+    }
 }
 
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);

@@ -75,5 +75,6 @@ impl Plan {
             && self.manifests.is_empty()
             && self.kubeconfigs_trusted.is_empty()
             && self.cluster_cas_new.is_none()
+            && self.cluster_info_new.is_none()
     }
 }

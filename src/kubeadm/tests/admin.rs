@@ -462,3 +462,103 @@ fn a_tree_too_deep_to_walk_is_named_never_skipped() {
     let said = super::audit::warnings(d);
     assert!(said.contains("is deeper than 32 directories"), "{said}");
 }
+
+/// A pod answering `/readyz` at a free loopback address, `generation` in
+/// certsync's header (none: `None`), to every request it is sent.
+async fn readyz_answering(generation: Option<String>) -> (std::net::SocketAddr, Aborting) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (listener, _) = bind().await;
+    let addr = listener.local_addr().expect("addr");
+    let header = generation
+        .map(|g| format!("{}: {g}\r\n", crate::admin::GENERATION_HEADER))
+        .unwrap_or_default();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf).await;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\n{header}content-length: 2\r\nconnection: close\r\n\r\nok"
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+        }
+    });
+    (addr, Aborting(task))
+}
+
+#[tokio::test]
+async fn an_empty_plan_writes_and_waits_for_nothing() {
+    // An adopted node as adopt leaves it: nothing to write, change or trust. adopt looks at
+    // certsync's pod once and says what it saw; it writes no file and no ConfigMap, and
+    // never waits out --ready-timeout (an hour here).
+    let api = ConfigMapApi::start().await;
+    let dir = adopted_node_on(&api);
+    let d = dir.path();
+    // Keys 0600, as adopt leaves them (it refuses a node whose keys others may read).
+    for (path, _) in files_as_they_are(d) {
+        if path.ends_with(".key") {
+            let only_root = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+            std::fs::set_permissions(d.join(path), only_root).expect("chmod");
+        }
+    }
+    let mut opts = Options {
+        dry_run: false,
+        ready_timeout: std::time::Duration::from_secs(3600),
+        ..options(d)
+    };
+    let mut p = plan(&opts).await.expect("plan");
+    p.files.clear();
+    p.manifests.clear();
+    p.kubeconfigs_trusted.clear();
+    p.cluster_cas_new = None;
+    p.cluster_info_new = None;
+    assert!(p.is_empty());
+    for (target, _) in plan::target_cas(d) {
+        let (crt, key) = pair_ending(time::Duration::days(1));
+        std::fs::write(host(d, &target).join("tls.crt"), crt).expect("crt");
+        std::fs::write(host(d, &target).join("tls.key"), key).expect("key");
+    }
+    let before = files_as_they_are(d);
+
+    // An earlier certsync (no generation) answers: not this adoption's pod, said at once.
+    let (addr, _earlier) = readyz_answering(None).await;
+    p.probe = addr;
+    let mut out = Out::kept();
+    match apply::apply(&opts, &p, &mut out).await {
+        Err(KubeadmError::NotReady(why)) => {
+            assert!(
+                matches!(
+                    why.seen,
+                    crate::kubeadm::seen::Seen::Ungenerated { status: 200, .. }
+                ),
+                "{why}"
+            );
+            assert!(why.when.starts_with("when adopt looked"), "{why}");
+            assert_eq!(why.undone, "Nothing was changed (the node is adopted)");
+        }
+        other => panic!("not the look's answer: {other:?}"),
+    }
+
+    // This adoption's pod answers ready, every target holding a live pair.
+    let (addr, _pod) = readyz_answering(Some(p.generation.clone())).await;
+    p.probe = addr;
+    opts.json = false;
+    let mut out = Out::kept();
+    apply::apply(&opts, &p, &mut out).await.expect("adopted");
+    assert_eq!(
+        out.text(),
+        format!(
+            "certsync's pod is ready (generation {}): every target holds a live pair\n",
+            p.generation
+        )
+    );
+    assert_eq!(files_as_they_are(d), before, "an empty plan wrote a file");
+    assert_eq!(
+        api.writes(),
+        Vec::<String>::new(),
+        "an empty plan wrote to the API server"
+    );
+
+    // cluster-info's CA data to set is a change: that plan is not empty.
+    p.cluster_info_new = Some(Default::default());
+    assert!(!p.is_empty());
+}
