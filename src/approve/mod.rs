@@ -7,7 +7,7 @@
 //! Lease only, with the CSR's resourceVersion: a CSR changed meanwhile is
 //! never decided twice (the conflict is dropped, the CSR looked at again).
 //!
-//! Invariants: nothing is approved that [`policy::decide`] did not
+//! Invariants: nothing is approved that [`policy::decide_with`] did not
 //! approve; a CSR already Approved, Denied or Failed is never written;
 //! `--dry-run` writes nothing and takes no Lease; nothing is decided
 //! without the cluster's own names and addresses ([`cluster::read`]).

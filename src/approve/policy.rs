@@ -30,10 +30,7 @@
 //!     every DNS name NAME itself, or one Node NAME lists that matches
 //!     `--allowed-dns`.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::core::v1::Node;
 
 /// A denial for a requester's CSR beyond the oldest `cap` it has pending:
 /// refused unread, so one identity's flood costs no parsing.
@@ -49,17 +46,18 @@ pub fn too_many_pending(requester: &str, pending: usize, cap: usize) -> Verdict 
 
 /// The verdict on `csr`, given every Node by name and the cluster's own
 /// names and addresses.
+#[cfg(test)]
 pub fn decide(
     csr: &CertificateSigningRequest,
-    nodes: &BTreeMap<String, Node>,
+    nodes: &std::collections::BTreeMap<String, k8s_openapi::api::core::v1::Node>,
     cluster: &Cluster,
     policy: &Policy,
 ) -> (Verdict, Facts) {
     decide_with(csr, &Nodes::new(nodes), cluster, policy)
 }
 
-/// [`decide`] with the Nodes indexed once ([`Nodes::new`]) for many
-/// requests.
+/// The verdict on `csr`, given the Nodes indexed once ([`Nodes::new`]) for
+/// many requests, and the cluster's own names and addresses.
 pub fn decide_with(
     csr: &CertificateSigningRequest,
     nodes: &Nodes,

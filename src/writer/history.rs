@@ -118,6 +118,7 @@ impl Writer {
         Ok(out)
     }
 
+    #[cfg(test)]
     pub fn history(&self) -> Result<BTreeMap<u64, String>, WriterError> {
         history_names(&self.root(false)?)
     }

@@ -142,6 +142,7 @@ pub enum CopyUpdate {
     Replaced { before: Option<Vec<u8>> },
 }
 
+#[cfg(test)]
 impl CopyUpdate {
     pub fn replaced(&self) -> bool {
         matches!(self, Self::Replaced { .. })

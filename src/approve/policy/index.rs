@@ -118,6 +118,7 @@ impl Nodes {
         index
     }
 
+    #[cfg(test)]
     pub fn entries(&self) -> usize {
         self.listed
             .values()

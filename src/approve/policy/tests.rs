@@ -4,7 +4,8 @@ use super::*;
 use crate::source::csr::{CsrSpec, KeyAlg, pkcs10};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec;
-use k8s_openapi::api::core::v1::{NodeAddress, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
