@@ -2,7 +2,7 @@
 //! it. Every path root certsync reads, walks or removes in a place others
 //! share goes through here:
 //!
-//! - [`walk`] resolves a path one name at a time beneath the directory
+//! - [`walk()`] resolves a path one name at a time beneath the directory
 //!   handle opened before it (`O_PATH | O_NOFOLLOW`), the way `openat2`'s
 //!   `RESOLVE_NO_SYMLINKS` / `RESOLVE_BENEATH` would, reading each symlink
 //!   from its own descriptor and following it by hand (or refusing it,

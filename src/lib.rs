@@ -5,6 +5,9 @@
 //! The binary (`main.rs`) only wires these modules together; see DESIGN.md for
 //! the data flow.
 #![forbid(unsafe_code)]
+// The code's documentation is read with its private items (`cargo doc
+// --document-private-items`, checked by CI): a link to one is meant.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod admin;
 pub mod approve;

@@ -54,7 +54,7 @@ pub enum PathError {
     /// The file opened for reading is not the one judged.
     #[error("{path}: replaced while it was being opened; refusing to read it")]
     Replaced { path: PathBuf },
-    /// More bytes than the reader's limit ([`read_capped`]).
+    /// More bytes than the reader's limit ([`super::read_capped`]).
     #[error("{path}: larger than the {limit}-byte limit")]
     TooLarge { path: PathBuf, limit: u64 },
     // What [`Trust`] refused.
@@ -91,7 +91,7 @@ impl PathError {
 }
 
 /// One directory a name was looked up in, one symlink followed, or a file:
-/// what [`Trust`] judges.
+/// what [`super::Trust`] judges.
 #[derive(Debug, Clone)]
 pub struct Entry {
     /// As written (or as the link that led there reads).

@@ -178,7 +178,7 @@ pub struct RunArgs {
     #[serde(deserialize_with = "setting::duration::<_, 1000, 3_600_000>")]
     pub api_keepalive: Duration,
 
-    /// Signal the process with this name (comm, or executable/argv[0] base
+    /// Signal the process with this name (comm, or executable/`argv[0]` base
     /// name), found through a shared PID namespace. Only the top-most match
     /// of each process tree (e.g. the nginx master) is signalled. Every
     /// process of that name the PID namespace shows is a match: on a host

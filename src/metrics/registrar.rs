@@ -33,7 +33,7 @@ pub(super) type Labels<const N: usize> = [(&'static str, &'static str); N];
 
 pub(super) type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// Registers each metric where [`Metrics`] takes its handle, so a metric's
+/// Registers each metric where [`super::Metrics`] takes its handle, so a metric's
 /// name, help and unit are written once, next to the field that keeps it.
 /// The exposition lists the families in the order they are registered.
 pub(super) struct Registrar<'a>(pub(super) &'a mut Registry);

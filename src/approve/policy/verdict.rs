@@ -113,7 +113,7 @@ pub struct Policy {
 }
 
 /// Names and addresses that belong to the cluster, as read from it
-/// ([`super::cluster::read`]): never a node's.
+/// ([`crate::approve::cluster::read`]): never a node's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cluster {
     /// Service ranges and where they were read.

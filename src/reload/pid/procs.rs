@@ -12,7 +12,7 @@ use crate::reload::error::ReloadError;
 /// How the main process is found.
 #[derive(Debug, Clone)]
 pub enum Target {
-    /// Exact process name (`comm`, or the executable's or argv[0]'s base name).
+    /// Exact process name (`comm`, or the executable's or `argv[0]`'s base name).
     Name(String),
     /// A regular expression matched against the space-joined command line.
     Cmdline(Regex),

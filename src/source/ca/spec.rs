@@ -16,8 +16,8 @@ pub struct CaSpec {
     pub ca_key: PathBuf,
     /// Subject, SANs and usages are copied from it at every issuance.
     pub template: Option<PathBuf>,
-    /// The certificate in the `csr:` source's terms, so both share [`check`]
-    /// and [`renewal`] (usages empty with a template: filled from it;
+    /// The certificate in the `csr:` source's terms, so both share [`crate::source::csr::check`]
+    /// and [`crate::source::csr::renewal`] (usages empty with a template: filled from it;
     /// lifetime always set; `signer` names the CA for messages).
     pub issue: CsrSpec,
     /// No `key-alg=` with a template: its key algorithm is taken.
