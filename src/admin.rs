@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -139,9 +139,7 @@ pub async fn serve(
                 if let Closed::TimedOut = connection(stream, app, shutdown, closed).await {
                     metrics.admin_connection_closed("timeout");
                 }
-                open.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&id);
+                crate::lock(&open).remove(&id);
             });
             // The connection just accepted, and the one closed for it, run
             // before the next accept: the descriptors held stay at the cap
@@ -189,7 +187,7 @@ impl Connections {
     fn admit(&mut self, metrics: &Metrics) -> (u64, oneshot::Receiver<()>) {
         self.next_id += 1;
         let (close, closed) = oneshot::channel();
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = crate::lock(&self.open);
         let oldest = (open.len() >= MAX_CONNECTIONS).then(|| open.pop_first());
         open.insert(self.next_id, close);
         drop(open);

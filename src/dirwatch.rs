@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::{EventKind, PollWatcher, RecommendedWatcher, RecursiveMode, Watcher};
@@ -141,7 +141,7 @@ impl DirWatch {
 /// subscribers of its directory.
 fn handler(r: Arc<Mutex<Routes>>) -> impl Fn(notify::Result<notify::Event>) + Send + 'static {
     move |res: notify::Result<notify::Event>| {
-        let routes = r.lock().unwrap_or_else(PoisonError::into_inner);
+        let routes = crate::lock(&r);
         match res {
             Ok(ev) if matches!(ev.kind, EventKind::Access(_)) => {}
             Ok(ev) if !ev.need_rescan() => {
@@ -201,9 +201,7 @@ impl DirWatch {
     }
 
     fn add_route(&self, dir: &Path, rx: &Events, names: Option<Vec<OsString>>) {
-        self.routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.routes)
             .entry(key(dir))
             // Most directories have one subscriber (a Vec would start at
             // four, for every target of every mapping).
@@ -250,7 +248,7 @@ impl DirWatch {
             source,
         };
         let dir = &key(dir);
-        let mut b = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut b = crate::lock(&self.backends);
         if let Some(inotify) = b.inotify.as_mut() {
             match inotify.watch(dir, RecursiveMode::NonRecursive) {
                 Err(e) if exhausted(&e) => {

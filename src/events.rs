@@ -8,7 +8,7 @@
 //! is included when known (`kubectl describe` matches on it). Notes never
 //! hold key material: revision numbers, serials and validation messages.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -114,14 +114,14 @@ impl EventSink {
     fn reference(&self) -> Option<(ObjectReference, String)> {
         Some(match &self.about {
             About::Object(object, uid) => {
-                let uid = uid.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                let uid = crate::lock(uid).clone();
                 let kind = format!("{:?}", object.kind);
                 let reference = core_v1(&kind, &object.namespace, &object.name, uid);
                 (reference, object.to_string())
             }
             About::Csr(csr) => {
                 // Before the first request there is nothing to attach to.
-                let (name, uid) = csr.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
+                let (name, uid) = crate::lock(csr).clone()?;
                 csr_reference(&name, &uid)
             }
             // Resolved in the event's own task (`send`).

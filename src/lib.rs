@@ -98,6 +98,13 @@ pub async fn blocking<T: Send + 'static>(
 #[error("{0}")]
 pub struct Panicked(#[source] pub tokio::task::JoinError);
 
+/// The one way certsync takes a lock: each is held for one insert, removal or
+/// replacement, so a panic elsewhere while one was held left its value whole,
+/// and the daemon (`/metrics`, `/readyz`, reloads, watches) must keep going.
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `base * 2^(attempt-1)` plus a random share of the same again, so many
 /// sidecars restarted together do not retry in lockstep (`attempt` ≥ 1).
 pub fn backoff(base: std::time::Duration, attempt: u32) -> std::time::Duration {

@@ -17,7 +17,7 @@ mod registrar;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::metrics::counter::Counter;
@@ -223,7 +223,7 @@ impl Metrics {
     }
 
     fn name(&self, mapping: &str) -> Name {
-        let mut names = lock(&self.names);
+        let mut names = crate::lock(&self.names);
         if let Some(name) = names.get(mapping) {
             return Arc::clone(name);
         }
@@ -253,7 +253,7 @@ impl Metrics {
     /// `rejected` already counts every one from 0.
     pub fn add_mapping(&self, mapping: &str) {
         self.add_readiness(mapping);
-        lock(&self.validity).insert(mapping.to_owned(), Live::Nothing);
+        crate::lock(&self.validity).insert(mapping.to_owned(), Live::Nothing);
         let l = self.label(mapping);
         self.not_after.get_or_create(&l).set(0.0);
         self.ttl.get_or_create(&l).set(0.0);
@@ -310,7 +310,7 @@ impl Metrics {
                 Live::NoLeaf
             }
         };
-        lock(&self.validity).insert(mapping.to_owned(), live);
+        crate::lock(&self.validity).insert(mapping.to_owned(), live);
     }
 
     pub fn sync(&self, mapping: &str, result: &'static str) {
@@ -364,14 +364,14 @@ impl Metrics {
 
     /// Whether `mapping`'s certificate is past the stale fraction now.
     pub fn is_stale(&self, mapping: &str) -> bool {
-        let validity = lock(&self.validity);
+        let validity = crate::lock(&self.validity);
         matches!(validity.get(mapping), Some(Live::Leaf(v)) if stale(*v, unix_now(), self.stale_fraction))
     }
 
     /// The OpenMetrics text exposition, with time-dependent values updated.
     pub fn encode(&self) -> String {
         let now = unix_now();
-        for (mapping, v) in lock(&self.validity).iter() {
+        for (mapping, v) in crate::lock(&self.validity).iter() {
             let l = self.label(mapping);
             let (ttl, is_stale) = match v {
                 Live::Nothing => (Some(0.0), false),
@@ -399,7 +399,7 @@ impl Metrics {
 
     /// A `ca:` mapping's CA certificate expires at `not_after`.
     pub fn ca_expiry(&self, mapping: &str, not_after: i64) {
-        lock(&self.ca_not_after).insert(mapping.to_owned(), not_after);
+        crate::lock(&self.ca_not_after).insert(mapping.to_owned(), not_after);
     }
 
     /// A `ca:` mapping issued a certificate, cut short at the CA's expiry
@@ -412,7 +412,7 @@ impl Metrics {
 
     /// A `ca:` mapping's template certificate expires at `not_after`.
     pub fn ca_template_expiry(&self, mapping: &str, not_after: i64) {
-        lock(&self.ca_template_not_after).insert(mapping.to_owned(), not_after);
+        crate::lock(&self.ca_template_not_after).insert(mapping.to_owned(), not_after);
     }
 
     fn encode_ttls(
@@ -421,7 +421,7 @@ impl Metrics {
         ttl: &Family<MappingLabel, FloatGauge>,
         now: f64,
     ) {
-        for (mapping, t) in lock(not_after).iter() {
+        for (mapping, t) in crate::lock(not_after).iter() {
             ttl.get_or_create(&self.label(mapping)).set(*t as f64 - now);
         }
     }
@@ -488,7 +488,7 @@ impl Metrics {
     }
 
     pub fn ready(&self, mapping: &str, problem: Option<String>) {
-        lock(&self.ready.reported).insert(mapping.to_owned(), problem);
+        crate::lock(&self.ready.reported).insert(mapping.to_owned(), problem);
     }
 
     pub fn begin_shutdown(&self) {
@@ -498,7 +498,7 @@ impl Metrics {
     /// A `ca:` or `csr:` mapping's renewal failed with `error` (`None`:
     /// it succeeded).
     pub fn renewal_failing(&self, mapping: &str, error: Option<String>) {
-        let mut failing = lock(&self.ready.renewal_failing);
+        let mut failing = crate::lock(&self.ready.renewal_failing);
         match error {
             Some(e) => failing.insert(mapping.to_owned(), e),
             None => failing.remove(mapping),
@@ -516,9 +516,9 @@ impl Metrics {
             return Err(NotReady::Starting);
         }
         // Each lock taken alone, never nested.
-        let reported = lock(&self.ready.reported).clone();
-        let failing = lock(&self.ready.renewal_failing).clone();
-        let validity = lock(&self.validity).clone();
+        let reported = crate::lock(&self.ready.reported).clone();
+        let failing = crate::lock(&self.ready.renewal_failing).clone();
+        let validity = crate::lock(&self.validity).clone();
         let now = unix_now();
         let problems: Vec<(String, String)> = reported
             .into_iter()
@@ -539,13 +539,6 @@ impl Metrics {
 fn stale(v: Validity, now: f64, fraction: f64) -> bool {
     let life = (v.not_after - v.not_before) as f64;
     life > 0.0 && (now - v.not_before as f64) >= fraction * life
-}
-
-/// The metrics' locks: a panic elsewhere while one was held leaves its
-/// map whole (each change is one insert or remove), and `/metrics` and
-/// `/readyz` must keep answering.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn unix_now() -> f64 {

@@ -17,7 +17,7 @@ pub mod pid;
 pub mod verify;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -88,10 +88,7 @@ impl ReloadHandle {
         verify: Option<(ServingCheck, [u8; 32])>,
         events: Option<EventSink>,
     ) {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(mapping.to_owned(), Request { verify, events });
+        crate::lock(&self.pending).insert(mapping.to_owned(), Request { verify, events });
         self.wake.notify_one();
     }
 }
@@ -141,12 +138,7 @@ async fn gather(
             () = tokio::time::sleep_until(until) => break,
         }
     }
-    std::mem::take(
-        &mut *handle
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner),
-    )
+    std::mem::take(&mut *crate::lock(&handle.pending))
 }
 
 async fn reload_and_verify(

@@ -6,7 +6,7 @@
 //! loopback IP), so the chain is not validated; but the handshake signature
 //! is, so a match also proves the server holds the matching private key.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -46,7 +46,7 @@ impl ServerCertVerifier for AnyCertificate {
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         if let Some(leaf) = &self.leaf {
-            *leaf.lock().unwrap_or_else(PoisonError::into_inner) = Some(end_entity.to_vec());
+            *crate::lock(leaf) = Some(end_entity.to_vec());
         }
         Ok(ServerCertVerified::assertion())
     }
@@ -135,8 +135,7 @@ impl ServingCheck {
         tokio::time::timeout(timeout, connect)
             .await
             .map_err(|_| ReloadError::TlsTimeout)??;
-        let leaf = (capture.leaf.as_ref())
-            .and_then(|l| l.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let leaf = (capture.leaf.as_ref()).and_then(|l| crate::lock(l).take());
         leaf.map(|der| crate::bundle::sha256(&der))
             .ok_or(ReloadError::NoCertificate)
     }

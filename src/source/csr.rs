@@ -162,10 +162,7 @@ impl CsrSource {
         .await?;
         let name = created.metadata.name.clone().unwrap_or_default();
         let uid = created.metadata.uid.clone().unwrap_or_default();
-        *self
-            .current
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((name.clone(), uid.clone()));
+        *crate::lock(&self.current) = Some((name.clone(), uid.clone()));
         tracing::info!(mapping = %self.mapping, csr = %name, signer = %self.spec.signer, "certificate requested");
         self.metrics.csr_pending(&self.mapping, true);
         let issued = self.wait(&api, &name, &uid, created).await;

@@ -227,10 +227,7 @@ impl KubeObject {
 
     /// The bundle of an object that was listed, added or modified.
     fn applied(&self, obj: &impl Payload) -> Result<Bundle, KubeError> {
-        *self
-            .uid
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = obj.meta().uid.clone();
+        *crate::lock(&self.uid) = obj.meta().uid.clone();
         self.bundle(obj)
     }
 }

@@ -8,7 +8,7 @@
 //! API server bounds their number and size).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest as Csr;
@@ -228,17 +228,13 @@ impl Watches {
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Seen> {
-        lock(&self.seen)
+        // A panic while it was held left it as it was between two events.
+        crate::lock(&self.seen)
     }
 
     pub async fn changed(&self) {
         self.changed.notified().await;
     }
-}
-
-fn lock(seen: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
-    // A panic while it was held left it as it was between two events.
-    seen.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Applies every event of `events` to `seen` as it arrives, forever (the
@@ -254,7 +250,7 @@ async fn read_into<K: Send + 'static>(
         match e {
             Ok(e) => {
                 let backlog = {
-                    let mut seen = lock(&seen);
+                    let mut seen = crate::lock(&seen);
                     apply(&mut seen, e);
                     seen.dirty.len()
                 };
