@@ -29,8 +29,9 @@ pub fn warnings(dir: &Path) -> String {
     let at = super::paths::KUBEADM_DIR;
     match super::moves::open_beneath(dir, at) {
         Ok(root) => {
-            if let Ok(m) = root.dir_metadata() {
-                out.extend(judge(at, m.mode(), m.uid(), true));
+            match root.dir_metadata() {
+                Ok(m) => out.extend(judge(at, m.mode(), m.uid(), true)),
+                Err(e) => out.push(format!("{at} could not be inspected: {e}")),
             }
             walk(&root, at, 0, &mut 0, &mut |path, met| match met {
                 Ok((_, m)) => out.extend(judge(path, m.mode(), m.uid(), !m.is_symlink())),

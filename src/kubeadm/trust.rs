@@ -77,8 +77,8 @@ fn pem(der: &[u8]) -> String {
     crate::pem::encode("CERTIFICATE", der)
 }
 
-/// A CA's span without its backdate: right after a renewal all of it is left,
-/// so the next adopt does not renew it again.
+/// A CA's span without the backdate `renew_ca` gives it: right after a renewal all of it
+/// is left, so the next adopt does not renew it again.
 fn effective_span(from: i64, to: i64) -> i64 {
     (to - from - BACKDATE_SECS).max(1)
 }
@@ -87,7 +87,7 @@ fn due_from(from: i64, to: i64) -> i64 {
     to - effective_span(from, to) * RENEW_LEFT.0 / RENEW_LEFT.1
 }
 
-const BACKDATE_SECS: i64 = 300;
+const BACKDATE_SECS: i64 = crate::source::ca::BACKDATE.as_secs() as i64;
 
 /// The renewals and bundles at `now`, from adopt's `record` and the cluster's
 /// certificates (`published`; `None`: the API server out of reach).

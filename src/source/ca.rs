@@ -36,7 +36,7 @@ mod tests;
 pub use material::key_pair;
 use material::{Wanted, read_key, wanted};
 pub use reissue::{KUBEADM_VALIDITY_SECS, reissue, renew_ca};
-pub use spec::CaSpec;
+pub use spec::{BACKDATE, CaSpec};
 
 /// `certsync kubeadm revert` issues again a kubeadm certificate that ends
 /// within this; a `ca:` template this close to its end is warned about.

@@ -8,7 +8,7 @@ use crate::source::csr::CsrSpec;
 /// notBefore is this far in the past (kubeadm's `CertificateBackdate`), or a
 /// tenth of the lifetime if less: a consumer whose clock is a little behind
 /// accepts the certificate at once.
-pub(super) const BACKDATE: Duration = Duration::from_secs(300);
+pub const BACKDATE: Duration = Duration::from_secs(300);
 /// What a `ca:` mapping issues, from which CA.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CaSpec {
