@@ -44,14 +44,31 @@ pub const BY_FILE: [(&str, &str, &str, &str); 2] = [
     ),
 ];
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// A hostPath volume and its mount in the first container (a component's, adopt's extra
+/// volume; or certsync's pod's).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Volume {
     pub name: String,
     pub path: String,
     pub kind: &'static str,
+    pub read_only: bool,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+impl Volume {
+    /// Its mount and its volume, keys in kubeadm's (sorted) order.
+    pub fn json(&self) -> (serde_json::Value, serde_json::Value) {
+        let (name, path) = (&self.name, &self.path);
+        let mut mount = serde_json::json!({"mountPath": path, "name": name});
+        if self.read_only {
+            mount["readOnly"] = true.into();
+        }
+        let volume =
+            serde_json::json!({"hostPath": {"path": path, "type": self.kind}, "name": name});
+        (mount, volume)
+    }
+}
+
+#[derive(Debug, Clone)]
 pub struct Component {
     pub name: &'static str,
     pub flags: Vec<Flag>,
@@ -75,46 +92,29 @@ type Flag = (&'static str, String, String);
 
 /// The flags naming kubeadm's pairs (certificate flag, key flag, pair), pointed at targets.
 fn pair_flags(pairs: &[(&'static str, &'static str, &str)]) -> Vec<Flag> {
-    pairs
-        .iter()
-        .flat_map(|&(crt, key, pair)| {
-            let target = target(pair);
-            [
-                (
-                    crt,
-                    format!("{PKI}/{pair}.crt"),
-                    format!("{target}/tls.crt"),
-                ),
-                (
-                    key,
-                    format!("{PKI}/{pair}.key"),
-                    format!("{target}/tls.key"),
-                ),
-            ]
-        })
+    let file = |flag, pair: &str, ext| {
+        let ours = format!("{}/tls.{ext}", target(pair));
+        (flag, format!("{PKI}/{pair}.{ext}"), ours)
+    };
+    (pairs.iter())
+        .flat_map(|&(crt, key, pair)| [file(crt, pair, "crt"), file(key, pair, "key")])
         .collect()
 }
 
 fn kubeconfig_flags(file: &str) -> Vec<Flag> {
-    [
+    let flags = [
         "kubeconfig",
         "authentication-kubeconfig",
         "authorization-kubeconfig",
-    ]
-    .map(|f| {
-        (
-            f,
-            format!("/etc/kubernetes/{file}"),
-            format!("{KUBECONFIGS}/{file}"),
-        )
-    })
-    .into()
+    ];
+    let ours = format!("{KUBECONFIGS}/{file}");
+    (flags.map(|f| (f, format!("/etc/kubernetes/{file}"), ours.clone()))).into()
 }
 
-/// A flag naming kubeadm's etcd CA, given the bundle (a renewal is trusted
-/// before the CA in place ends).
-fn etcd_trust(flag: &'static str) -> Flag {
-    (flag, format!("{PKI}/etcd/ca.crt"), ETCD_CA_BUNDLE.into())
+/// A flag naming kubeadm's CA `ca` (under pki/, without `.crt`), given the bundle (a
+/// renewal is trusted before the CA in place ends).
+fn trust(flag: &'static str, ca: &str, bundle: &str) -> Flag {
+    (flag, format!("{PKI}/{ca}.crt"), bundle.into())
 }
 
 pub fn components() -> Vec<Component> {
@@ -132,6 +132,7 @@ pub fn components() -> Vec<Component> {
             "front-proxy-client",
         ),
     ]);
+    let etcd_trust = |flag| trust(flag, "etcd/ca", ETCD_CA_BUNDLE);
     api.push(etcd_trust("etcd-cafile"));
     let mut etcd = pair_flags(&[
         ("cert-file", "key-file", "etcd/server"),
@@ -142,11 +143,12 @@ pub fn components() -> Vec<Component> {
         etcd_trust("peer-trusted-ca-file"),
     ]);
     let mut kcm = kubeconfig_flags("controller-manager.conf");
-    kcm.push(("root-ca-file", format!("{PKI}/ca.crt"), CA_BUNDLE.into()));
+    kcm.push(trust("root-ca-file", "ca", CA_BUNDLE));
     let conf_volume = |file: &str| Volume {
         name: "certsync-kubeconfig".into(),
         path: format!("{KUBECONFIGS}/{file}"),
         kind: "File",
+        read_only: true,
     };
     let component = |name, flags, volumes, trusts| Component {
         name,
@@ -172,6 +174,7 @@ pub fn components() -> Vec<Component> {
                     name: "certsync-client".into(),
                     path: format!("{P}/scheduler-client"),
                     kind: "Directory",
+                    read_only: true,
                 },
             ],
             false,
@@ -197,6 +200,11 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// A manifest file's bytes, as UTF-8 text: the one reader of a manifest.
+    pub fn read(bytes: &[u8]) -> Result<Self, FileProblem> {
+        Self::parse(std::str::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?)
+    }
+
     pub fn parse(text: &str) -> Result<Self, FileProblem> {
         let pod: Value = serde_yaml_ng::from_str(text).map_err(FileProblem::NotYaml)?;
         // Volumes and mounts are lists or none (null): anything else would be written back
@@ -317,19 +325,15 @@ impl Manifest {
         ))
     }
 
-    /// Adds the volume and its read-only mount, sorted by name as kubeadm does.
+    /// Adds the volume and its (read-only) mount, sorted by name as kubeadm does.
     pub fn add_volume(&mut self, v: &Volume) -> bool {
         if self.volume(&v.name).is_some() {
             return false;
         }
-        let (name, path) = (v.name.as_str(), v.path.as_str());
-        // Keys in kubeadm's (sorted) order.
         let yaml = |j| serde_yaml_ng::to_value(j).expect("strings and a bool are YAML");
-        let vol =
-            yaml(serde_json::json!({"hostPath": {"path": path, "type": v.kind}, "name": name}));
-        let mount = yaml(serde_json::json!({"mountPath": path, "name": name, "readOnly": true}));
-        insert_sorted(self.volumes(), vol, name);
-        insert_sorted(self.mounts(), mount, name);
+        let (mount, volume) = v.json();
+        insert_sorted(self.volumes(), yaml(volume), &v.name);
+        insert_sorted(self.mounts(), yaml(mount), &v.name);
         true
     }
 
@@ -401,7 +405,7 @@ pub fn conflict(c: &Component, m: &Manifest) -> Result<(), FileProblem> {
 }
 
 pub fn read(c: &Component, bytes: &[u8]) -> Result<Manifest, FileProblem> {
-    let m = Manifest::parse(std::str::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?)?;
+    let m = Manifest::read(bytes)?;
     conflict(c, &m)?;
     Ok(m)
 }

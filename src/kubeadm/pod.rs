@@ -130,12 +130,7 @@ fn probe_addr_of(c: &k8s_openapi::api::core::v1::Container) -> Result<SocketAddr
     Ok(SocketAddr::new(ip, port))
 }
 
-pub struct Mount {
-    pub name: String,
-    pub path: String,
-    pub kind: &'static str,
-    pub read_only: bool,
-}
+pub use super::manifest::Volume as Mount;
 
 pub struct Spec<'a> {
     pub image: &'a str,
@@ -154,18 +149,7 @@ pub fn manifest(spec: &Spec) -> Result<String, serde_yaml_ng::Error> {
     let mut startup = get("/readyz");
     startup["failureThreshold"] = 60.into();
     startup["periodSeconds"] = 2.into();
-    let (mounts, volumes): (Vec<_>, Vec<_>) = spec
-        .mounts
-        .iter()
-        .map(|m| {
-            let mut mount = json!({"mountPath": m.path, "name": m.name});
-            if m.read_only {
-                mount["readOnly"] = true.into();
-            }
-            let volume = json!({"name": m.name, "hostPath": {"path": m.path, "type": m.kind}});
-            (mount, volume)
-        })
-        .unzip();
+    let (mounts, volumes): (Vec<_>, Vec<_>) = spec.mounts.iter().map(Mount::json).unzip();
     let pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",

@@ -90,8 +90,7 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
                 (bytes, Some(backup.clone()))
             }
             None => {
-                let text = std::str::from_utf8(&now).map_err(|_| file(FileProblem::NotUtf8))?;
-                let mut m = Manifest::parse(text).map_err(file)?;
+                let mut m = Manifest::read(&now).map_err(file)?;
                 if !manifest::unadopt(&c, &mut m) {
                     continue;
                 }

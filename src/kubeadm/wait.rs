@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt as _;
 
 use super::error::KubeadmError;
+use super::manifest::{Manifest, manifest_path};
 use super::node;
 use super::plan;
 use super::seen::{Problem, Seen};
@@ -245,10 +246,8 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
 pub async fn pod_state(dir: &Path, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
         `crictl ps -a --name certsync` and `crictl logs` of its container";
-    let Some(node_name) = node::read(dir, &super::manifest::manifest_path("etcd"))
-        .ok()
-        .and_then(|t| super::manifest::Manifest::parse(&t).ok()?.flag("name"))
-    else {
+    let etcd = node::read(dir, &manifest_path("etcd")).ok();
+    let Some(node_name) = etcd.and_then(|t| Manifest::parse(&t).ok()?.flag("name")) else {
         return format!("the node's name is unknown (no --name in etcd.yaml); check {ON_NODE}");
     };
     let name = format!("certsync-{node_name}");
@@ -350,7 +349,7 @@ pub async fn api_server_back(
     };
     let start = Instant::now();
     let back = async {
-        let m = super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest)).ok();
+        let m = Manifest::read(manifest).ok();
         let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
         let (Some(ip), Some(cert)) = (flag("advertise-address"), flag(TLS_CERT_FILE)) else {
             return Err(Seen::NoAddress {
@@ -412,9 +411,7 @@ const TLS_CERT_FILE: &str = "tls-cert-file";
 
 /// The certificate an API server manifest serves (`--tls-cert-file`).
 pub fn serving_cert(manifest: &[u8]) -> Option<String> {
-    super::manifest::Manifest::parse(&String::from_utf8_lossy(manifest))
-        .ok()?
-        .flag(TLS_CERT_FILE)
+    Manifest::read(manifest).ok()?.flag(TLS_CERT_FILE)
 }
 
 /// Whether `check`'s address serves the certificate at node path `cert`
