@@ -138,10 +138,7 @@ pub fn components() -> Vec<Component> {
         ("cert-file", "key-file", "etcd/server"),
         ("peer-cert-file", "peer-key-file", "etcd/peer"),
     ]);
-    etcd.extend([
-        etcd_trust("trusted-ca-file"),
-        etcd_trust("peer-trusted-ca-file"),
-    ]);
+    etcd.extend(["trusted-ca-file", "peer-trusted-ca-file"].map(etcd_trust));
     let mut kcm = kubeconfig_flags("controller-manager.conf");
     kcm.push(trust("root-ca-file", "ca", CA_BUNDLE));
     let conf_volume = |file: &str| Volume {
