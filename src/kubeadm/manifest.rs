@@ -51,15 +51,16 @@ pub struct Volume {
     pub name: String,
     pub path: String,
     pub kind: &'static str,
+    /// Mounted read-only (adopt's extra volumes always are: [`Manifest::add_volume`]).
     pub read_only: bool,
 }
 
 impl Volume {
-    /// Its mount and its volume, keys in kubeadm's (sorted) order.
-    pub fn json(&self) -> (serde_json::Value, serde_json::Value) {
+    /// Its mount (read-only with `read_only`) and its volume, keys in kubeadm's (sorted) order.
+    pub fn json(&self, read_only: bool) -> (serde_json::Value, serde_json::Value) {
         let (name, path) = (&self.name, &self.path);
         let mut mount = serde_json::json!({"mountPath": path, "name": name});
-        if self.read_only {
+        if read_only {
             mount["readOnly"] = true.into();
         }
         let volume =
@@ -322,13 +323,13 @@ impl Manifest {
         ))
     }
 
-    /// Adds the volume and its (read-only) mount, sorted by name as kubeadm does.
+    /// Adds the volume and its read-only mount, sorted by name as kubeadm does.
     pub fn add_volume(&mut self, v: &Volume) -> bool {
         if self.volume(&v.name).is_some() {
             return false;
         }
         let yaml = |j| serde_yaml_ng::to_value(j).expect("strings and a bool are YAML");
-        let (mount, volume) = v.json();
+        let (mount, volume) = v.json(true);
         insert_sorted(self.volumes(), yaml(volume), &v.name);
         insert_sorted(self.mounts(), yaml(mount), &v.name);
         true

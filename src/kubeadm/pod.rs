@@ -149,7 +149,8 @@ pub fn manifest(spec: &Spec) -> Result<String, serde_yaml_ng::Error> {
     let mut startup = get("/readyz");
     startup["failureThreshold"] = 60.into();
     startup["periodSeconds"] = 2.into();
-    let (mounts, volumes): (Vec<_>, Vec<_>) = spec.mounts.iter().map(Mount::json).unzip();
+    let (mounts, volumes): (Vec<_>, Vec<_>) =
+        spec.mounts.iter().map(|m| m.json(m.read_only)).unzip();
     let pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
