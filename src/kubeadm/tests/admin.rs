@@ -562,3 +562,57 @@ async fn an_empty_plan_writes_and_waits_for_nothing() {
     p.cluster_info_new = Some(Default::default());
     assert!(!p.is_empty());
 }
+
+/// Attack (review of 6a5fd08 and the kubeadm module): on an adopted node
+/// certsync's pod writes `/etc/kubernetes` (its `etc-kubernetes` mount is
+/// read-write: admin.conf and super-admin.conf are replaced by rename), so
+/// the live `controller-manager.conf` and `scheduler.conf` are the
+/// container's bytes. adopt (root) takes the `server` of certsync's own
+/// by-file kubeconfigs (`/etc/kubernetes/certsync/*.conf`, read-only to the
+/// container, what the controller-manager and scheduler run with) from
+/// those live files: the container chooses where both components connect
+/// (their CA is already its target's `ca.crt`), and root writes that choice
+/// where the container cannot. admin.conf's server is the backup's for the
+/// same reason; these two must not be the container's either.
+#[tokio::test]
+async fn attack_a_server_certsyncs_container_wrote_never_reaches_certsyncs_own_kubeconfigs() {
+    let dir = adopted_node();
+    let d = dir.path();
+    // Keys 0600, as adopt leaves them (it refuses a node whose keys others may read).
+    for (path, _) in files_as_they_are(d) {
+        if path.ends_with(".key") {
+            let only_root = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+            std::fs::set_permissions(d.join(path), only_root).expect("chmod");
+        }
+    }
+    // Control: as adopt left the node, certsync's kubeconfigs name kubeadm's server.
+    let p = plan(&options(d)).await.expect("plan");
+    let by_file = |p: &Plan, f: &str| {
+        let path = format!("/etc/kubernetes/certsync/{f}");
+        (p.files.iter().find(|w| w.path == path))
+            .map(|w| String::from_utf8_lossy(&w.bytes).into_owned())
+    };
+    let written = by_file(&p, "controller-manager.conf").expect("written");
+    assert!(written.contains("https://127.0.0.1:1"), "{written}");
+
+    // The container points the live kubeconfigs (its to rewrite) at its own listener.
+    const ITS_OWN: &str = "https://127.0.0.1:16443";
+    for f in ["controller-manager.conf", "scheduler.conf"] {
+        let live = std::fs::read_to_string(d.join(f)).expect("live");
+        std::fs::write(d.join(f), live.replace("https://127.0.0.1:1", ITS_OWN)).expect("write");
+    }
+    match plan(&options(d)).await {
+        // Refused (naming it) is as good as the backup's server.
+        Err(_) => {}
+        Ok(p) => {
+            for w in &p.files {
+                let text = String::from_utf8_lossy(&w.bytes);
+                assert!(
+                    !text.contains(ITS_OWN),
+                    "adopt (root) would write {} with the server certsync's container chose:\n{text}",
+                    w.path
+                );
+            }
+        }
+    }
+}
