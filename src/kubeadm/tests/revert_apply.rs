@@ -585,3 +585,43 @@ async fn revert_moves_the_ca_bundles_so_the_node_can_be_adopted_again() {
     )
     .expect("a first adopt again finds no bundle to refuse");
 }
+
+/// Attack (review of `moves::copy`): certsync's container (uid 0, no
+/// capabilities) leaves in one of its targets a sparse file that costs it
+/// no disk (`truncate -s 1G`), before revert starts: no race, the pod's
+/// stop changes nothing. With the backup on another filesystem, revert
+/// (root) reads the file whole into memory (`std::fs::read`, no size cap)
+/// and writes every byte of it into the backup's filesystem (the one
+/// holding `/etc/kubernetes/certsync`, often etcd's too), until it is full;
+/// each re-run does it again and stops at the same file, so revert never
+/// finishes. Nothing certsync writes in a target comes near a megabyte: a
+/// file that large is refused (named) or moved without being blown up,
+/// never copied whole.
+#[tokio::test]
+async fn attack_a_sparse_file_in_a_target_never_fills_the_backups_filesystem() {
+    if !as_root("mounting a tmpfs as the backup") {
+        return;
+    }
+    let (dir, _tmpfs) = adopted_node_with_backup_on_tmpfs();
+    let d = dir.path();
+    let api = host(d, "/etc/kubernetes/pki/certsync/apiserver");
+    let sparse = std::fs::File::create(api.join("..planted")).expect("create");
+    sparse.set_len(1 << 30).expect("truncate -s 1G");
+    drop(sparse);
+    let free = || {
+        let v = nix::sys::statvfs::statvfs(&host(d, plan::BACKUPS)).expect("statvfs");
+        v.blocks_free() as u64 * v.fragment_size() as u64
+    };
+    let before = free();
+    let result = revert(&revert_options(d)).await;
+    let used = before.saturating_sub(free());
+    assert!(
+        used < 1 << 20,
+        "revert wrote {used} bytes of a 0-block file into the backup's filesystem ({before} \
+         free before); revert: {}",
+        match &result {
+            Ok(out) => out.clone(),
+            Err(e) => e.to_string(),
+        }
+    );
+}
