@@ -625,3 +625,28 @@ async fn attack_a_sparse_file_in_a_target_never_fills_the_backups_filesystem() {
         }
     );
 }
+
+/// Attack (low): which of certsync's targets revert moves is worked out
+/// from which kubeconfigs exist now (`plan::certs`: `is_file` on
+/// `/etc/kubernetes/*.conf`), and `/etc/kubernetes` is certsync's
+/// container's to write. It deletes `scheduler.conf` (recorded: revert
+/// hands kubeadm's copy back all the same) and revert skips the
+/// `scheduler-client` target: it is neither claimed nor moved, and a live
+/// `system:kube-scheduler` pair of the container's stays under
+/// `pki/certsync/` while revert says `reverted`. A target adopt's record
+/// implies is moved (or revert refuses), never skipped.
+#[tokio::test]
+async fn attack_a_kubeconfig_deleted_by_the_container_never_leaves_its_target_behind() {
+    let dir = adopted_node();
+    let d = dir.path();
+    let target = "/etc/kubernetes/pki/certsync/scheduler-client";
+    assert!(host(d, target).join("tls.crt").is_file(), "the target is there");
+    std::fs::remove_file(d.join("scheduler.conf")).expect("rm scheduler.conf");
+    match revert(&revert_options(d)).await {
+        Err(_) => {}
+        Ok(out) => assert!(
+            !host(d, target).exists(),
+            "revert left {target} in place and said:\n{out}"
+        ),
+    }
+}
