@@ -640,7 +640,10 @@ async fn attack_a_kubeconfig_deleted_by_the_container_never_leaves_its_target_be
     let dir = adopted_node();
     let d = dir.path();
     let target = "/etc/kubernetes/pki/certsync/scheduler-client";
-    assert!(host(d, target).join("tls.crt").is_file(), "the target is there");
+    assert!(
+        host(d, target).join("tls.crt").is_file(),
+        "the target is there"
+    );
     std::fs::remove_file(d.join("scheduler.conf")).expect("rm scheduler.conf");
     match revert(&revert_options(d)).await {
         Err(_) => {}
