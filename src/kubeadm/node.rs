@@ -198,19 +198,22 @@ pub fn base64_field(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8
 }
 
 pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
-    let text = read(dir, node_path)?;
-    let path = host(dir, node_path);
+    server_of(&host(dir, node_path), &read(dir, node_path)?)
+}
+
+/// The one server of the kubeconfig `text` (read from `path`).
+pub fn server_of(path: &Path, text: &str) -> Result<String, KubeadmError> {
     let config =
-        crate::source::client::parse_kubeconfig(&text).map_err(|e| KubeadmError::file(&path, e))?;
+        crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(path, e))?;
     let clusters = &config.clusters;
     match clusters.as_slice() {
         [one] => one
             .cluster
             .as_ref()
             .and_then(|c| c.server.clone())
-            .ok_or_else(|| KubeadmError::file(&path, FileProblem::NoServer)),
+            .ok_or_else(|| KubeadmError::file(path, FileProblem::NoServer)),
         _ => Err(KubeadmError::file(
-            &path,
+            path,
             FileProblem::Clusters(clusters.len()),
         )),
     }

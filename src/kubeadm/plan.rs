@@ -157,7 +157,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     }
     let config = config.into_bytes();
     let generation = files::generation(dir, opts, &config, &trust.digest, bootstrap)?;
-    let files = certsyncs_files(opts, &trust, config, &generation, adopted, bootstrap)?;
+    let files = certsyncs_files(opts, &trust, config, &generation, state, bootstrap)?;
     let image_before = probed
         .and_then(|p| p.image.clone())
         .filter(|old| *old != crate::escape(&opts.image));

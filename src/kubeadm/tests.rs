@@ -645,17 +645,37 @@ async fn a_re_adopt_shows_the_image_it_replaces() {
     );
 }
 
+/// The backup [`recorded`] names.
+const FIRST: &str = "20261124T000000Z";
+
+/// The backups on the node at `d`, by name.
+fn backups(d: &Path) -> Vec<String> {
+    let at = host(d, plan::BACKUPS);
+    let names = std::fs::read_dir(at).map(|e| e.map(|e| e.expect("entry").file_name()));
+    let mut names: Vec<_> = names
+        .into_iter()
+        .flatten()
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// adopt's record on the fixture node as a first adoption leaves it: every
-/// kubeadm file it keeps in step backed up.
+/// kubeadm file it keeps in step backed up (in [`FIRST`]).
 fn recorded(d: &Path) {
     let mut state = super::record::State::default();
     for k in plan::EMBEDDED {
-        if d.join(k.trim_start_matches("/etc/kubernetes/")).is_file() {
-            state.kubeconfigs.insert(k.to_owned(), "first".into());
+        if host(d, k).is_file() {
+            let first = format!("{}/{FIRST}", plan::BACKUPS);
+            let kept = plan::backup_path(d, &first, k);
+            std::fs::create_dir_all(kept.parent().expect("parent")).expect("mkdir");
+            std::fs::copy(host(d, k), kept).expect("backup");
+            state.kubeconfigs.insert(k.to_owned(), first);
         }
     }
     for p in plan::pairs(d) {
-        state.pairs.insert(p, "first".into());
+        state.pairs.insert(p, format!("{}/{FIRST}", plan::BACKUPS));
     }
     state.write(d).expect("record");
 }
@@ -682,7 +702,7 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
             if missing == &["/etc/kubernetes/super-admin.conf"]),
         "{why}"
     );
-    assert!(!d.join("certsync/backup").exists(), "nothing was written");
+    assert_eq!(backups(d), [FIRST], "nothing was written");
 
     // A link where kubeadm's file was, to a root-only host file: never
     // followed (root would have copied the host file into a backup the
@@ -712,7 +732,7 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
                 }))),
         "{why}"
     );
-    assert!(!d.join("certsync/backup").exists(), "nothing was written");
+    assert_eq!(backups(d), [FIRST], "nothing was written");
 }
 
 #[tokio::test]

@@ -4,13 +4,14 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::super::error::{KubeadmError, Refusal};
+use super::super::error::{FileProblem, KubeadmError, Refusal};
 use super::super::manifest::{
     BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, KUBELET_CONF, P, PE,
 };
 use super::super::options::Options;
 use super::super::paths::{FileWrite, digest, host};
 use super::super::pod::POD;
+use super::super::record::{State, backup_path, read_backup};
 use super::super::{node, pod, trust};
 use super::layout::{CA_FILES, KUBELET_FILES, certs};
 use crate::x509::KeyAlg;
@@ -208,10 +209,10 @@ pub(super) fn certsyncs_files(
     trust: &trust::Trust,
     config: Vec<u8>,
     generation: &str,
-    adopted: bool,
+    recorded: Option<&State>,
     bootstrap: bool,
 ) -> Result<Vec<FileWrite>, KubeadmError> {
-    let dir = &opts.dir;
+    let (dir, adopted) = (&opts.dir, recorded.is_some());
     // On an adopted node one there with other bytes is adopt's own to replace.
     let file = |path: &str, bytes: Vec<u8>, what: &str| {
         let unowned = (!adopted).then(|| {
@@ -223,7 +224,21 @@ pub(super) fn certsyncs_files(
     let mut files = trust.files.clone();
     files.extend(kubelet_conf(dir, &trust.ca_bundle)?);
     for (file_name, user, target, _) in BY_FILE {
-        let server = node::server(dir, &format!("/etc/kubernetes/{file_name}"))?;
+        // On an adopted node the live kubeconfig is certsync's container's to rewrite: the
+        // server its own by-file copy names (read-only to the container) is kubeadm's, from
+        // adopt's backup, as admin.conf's is; else the container would choose where the
+        // controller-manager and scheduler connect, and root would write it.
+        let live = format!("/etc/kubernetes/{file_name}");
+        let server = match recorded.and_then(|s| s.kubeconfigs.get(&live)) {
+            Some(backup) => {
+                let kubeadms = read_backup(dir, backup, &live)?;
+                let text = String::from_utf8(kubeadms);
+                let at = backup_path(dir, backup, &live);
+                let text = text.map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
+                node::server_of(&at, &text)?
+            }
+            None => node::server(dir, &live)?,
+        };
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
         let what = format!("{user}'s kubeconfig (client certificate by file)");
         let path = format!("{KUBECONFIGS}/{file_name}");

@@ -98,7 +98,7 @@ async fn attack_a_kubelet_bootstrap_kubeconfig_planted_after_adoption_is_refused
     std::fs::write(&at, &planted).expect("planted");
     let why = refusal(d).await;
     assert!(is_it(&why), "{why}");
-    assert!(!d.join("certsync/backup").exists(), "nothing was written");
+    assert_eq!(backups(d), [FIRST], "nothing was written");
     // status names it as a problem of its certificates (exit 6).
     let s = status(d).await.expect("status");
     assert!(
