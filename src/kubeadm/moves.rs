@@ -39,7 +39,8 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
             if std::fs::symlink_metadata(&partial).is_ok() {
                 remove(&partial).map_err(at("removing an earlier partial copy: "))?;
             }
-            copy(from, &partial).map_err(at("another filesystem; copying: "))?;
+            let mut left = MOVE_LIMIT;
+            copy(from, &partial, &mut left).map_err(at("another filesystem; copying: "))?;
             std::fs::rename(&partial, to).map_err(at(""))?;
             sync_parent(to).map_err(at(""))?;
             let copied =
@@ -51,9 +52,36 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
     }
 }
 
-/// Copies `from` to `to` keeping modes, owners and symlinks, fsynced. Anything but a file,
-/// symlink or directory is refused, never skipped.
-fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Nothing certsync writes in a target comes near this: a larger file (a sparse one its
+/// container planted costs it nothing) is refused, named, never copied whole into memory
+/// and the backup's filesystem (often etcd's), where it would stop every re-run of revert.
+const COPY_LIMIT: u64 = 1 << 20;
+
+/// What one move copies at the most, in bytes and entries: a target holds a few small
+/// revisions; hard links to one file, or a million empty ones, would multiply what the
+/// container spent on its own filesystem into the backup's.
+const MOVE_LIMIT: (u64, usize) = (16 << 20, 10_000);
+
+/// `from`'s bytes, opened as the regular file it is (no link as its last name, never
+/// blocking on a FIFO), at most [`COPY_LIMIT`].
+fn read_limited(from: &Path) -> std::io::Result<Vec<u8>> {
+    let file = beneath::open_file(from, beneath::Links::RefuseLast);
+    file.and_then(|f| beneath::read_capped(f, from, COPY_LIMIT))
+        .map_err(std::io::Error::other)
+}
+
+/// Copies `from` to `to` keeping modes, owners and symlinks, fsynced, within what is `left`
+/// of [`MOVE_LIMIT`]. Anything but a file, symlink or directory is refused, never skipped.
+fn copy(from: &Path, to: &Path, left: &mut (u64, usize)) -> std::io::Result<()> {
+    let over = || {
+        let (mib, entries) = (MOVE_LIMIT.0 >> 20, MOVE_LIMIT.1);
+        let why = "certsync writes far less in a target: inspect it, remove what is not its";
+        std::io::Error::other(format!(
+            "{}: past the {mib} MiB or {entries} entries one move copies ({why})",
+            from.display()
+        ))
+    };
+    left.1 = left.1.checked_sub(1).ok_or_else(over)?;
     let meta = std::fs::symlink_metadata(from)?;
     let kind = meta.file_type();
     if kind.is_symlink() {
@@ -62,12 +90,13 @@ fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
         std::fs::create_dir(to)?;
         for e in std::fs::read_dir(from)? {
             let e = e?;
-            copy(&e.path(), &to.join(e.file_name()))?;
+            copy(&e.path(), &to.join(e.file_name()), left)?;
         }
         std::fs::set_permissions(to, std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
         std::fs::File::open(to)?.sync_all()?;
     } else if kind.is_file() {
-        let bytes = std::fs::read(from)?;
+        let bytes = read_limited(from)?;
+        left.0 = left.0.checked_sub(bytes.len() as u64).ok_or_else(over)?;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -116,7 +145,7 @@ pub fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
         }
         return Ok(true);
     }
-    Ok(a.is_file() && b.is_file() && std::fs::read(from)? == std::fs::read(to)?)
+    Ok(a.is_file() && b.is_file() && read_limited(from)? == read_limited(to)?)
 }
 
 /// Removes `path` (a file, symlink or directory tree), never following a link.
@@ -311,7 +340,39 @@ mod reach_tests {
 
 #[cfg(test)]
 mod move_tests {
-    use super::{Left, RevertError, move_path, remove_empty_dir};
+    use super::{Left, MOVE_LIMIT, RevertError, copy, move_path, remove, remove_empty_dir};
+
+    /// Hard links to one file multiply what the container spent into the backup's
+    /// filesystem; empty files, its inodes: each refused once past what one move copies.
+    #[test]
+    fn attack_hard_links_and_empty_files_never_copy_past_one_moves_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let (linked, empty) = (d.path().join("linked"), d.path().join("empty"));
+        std::fs::create_dir(&linked).unwrap();
+        std::fs::write(linked.join("real"), vec![0u8; 900 << 10]).unwrap();
+        for n in 0..20 {
+            std::fs::hard_link(linked.join("real"), linked.join(format!("{n}"))).unwrap();
+        }
+        std::fs::create_dir(&empty).unwrap();
+        for n in 0..=MOVE_LIMIT.1 {
+            std::fs::write(empty.join(format!("{n}")), b"").unwrap();
+        }
+        for from in [linked, empty] {
+            let to = d.path().join("copy");
+            let e = copy(&from, &to, &mut MOVE_LIMIT.clone()).expect_err("copied past the limit");
+            assert!(e.to_string().contains("one move copies"), "{e}");
+            remove(&to).unwrap();
+        }
+        // Under the limit: copied whole.
+        let small = d.path().join("small");
+        std::fs::create_dir(&small).unwrap();
+        std::fs::write(small.join("tls.crt"), b"certificate").unwrap();
+        copy(&small, &d.path().join("copy"), &mut MOVE_LIMIT.clone()).unwrap();
+        assert_eq!(
+            std::fs::read(d.path().join("copy/tls.crt")).unwrap(),
+            b"certificate"
+        );
+    }
 
     /// A move that finds its target there already finishes an earlier
     /// attempt only when the target holds the original; two that differ
