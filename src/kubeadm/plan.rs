@@ -27,7 +27,9 @@ use files::{certsyncs_files, config_text, renewal};
 #[cfg(test)]
 pub use layout::CA_FILES;
 use layout::certs;
-pub use layout::{EMBEDDED, pair_ca, pairs, read_only_in_pod, target_cas, targets, unrecorded};
+pub use layout::{
+    EMBEDDED, pair_ca, pairs, read_only_in_pod, recorded_targets, target_cas, targets, unrecorded,
+};
 
 /// What adopt does to `kube-public/cluster-info` so that `kubeadm join` trusts `bundle`;
 /// why it cannot only once a renewal is there to miss (a join fails only after the old

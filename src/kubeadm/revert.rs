@@ -12,7 +12,7 @@ use super::manifest::{self, BY_FILE, KUBECONFIGS, Manifest, manifest_path};
 use super::moves::{self, Left};
 use super::options::RevertOptions;
 use super::paths::host;
-use super::plan::{CONFIG, POD, STATE, targets};
+use super::plan::{CONFIG, POD, STATE, recorded_targets};
 use super::pod;
 use super::record::State;
 use crate::validate::rfc3339;
@@ -47,7 +47,7 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     };
     // The CA bundles too: one left behind is one the next adopt, finding no record of it,
     // must refuse.
-    let targets = targets(dir);
+    let targets = recorded_targets(dir, &state);
     let own: Vec<String> = (targets.iter().cloned())
         .chain([CONFIG, manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
         .chain(BY_FILE.map(|(f, ..)| format!("{KUBECONFIGS}/{f}")))

@@ -177,3 +177,17 @@ pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
         .map(|c| (c.target.clone(), c.ca_crt()))
         .collect()
 }
+
+/// The targets revert takes back: the node's ([`targets`]) and each client's whose
+/// kubeconfig adopt's record names. certsync's container may delete a kubeconfig, never
+/// hide a target (its live pair of that identity) from revert.
+pub fn recorded_targets(dir: &Path, state: &State) -> Vec<String> {
+    let mut all = targets(dir);
+    for (name, _, _, kubeconfig) in CLIENTS {
+        let target = format!("{P}/{name}");
+        if state.kubeconfigs.contains_key(kubeconfig) && !all.contains(&target) {
+            all.push(target);
+        }
+    }
+    all
+}
