@@ -18,7 +18,7 @@ use super::record::State;
 use super::record::backup_path;
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
-const CA: &str = "/etc/kubernetes/pki/ca.crt";
+pub(super) const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> {
     let missing = |of, name: &str| FileProblem::NoNamed {

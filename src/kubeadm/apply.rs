@@ -155,11 +155,7 @@ pub(super) fn prune_backups(
     }
     for b in &gone {
         let path = host(dir, b);
-        if let Err(e) = std::fs::remove_dir_all(&path)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            return Err(KubeadmError::file(&path, e));
-        }
+        super::moves::remove(&path).map_err(|e| KubeadmError::file(&path, e))?;
         let _ = writeln!(
             out,
             "removed the backup {b}/ (older than the newest {}; revert needs none of it)",

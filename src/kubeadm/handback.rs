@@ -13,6 +13,7 @@ use std::path::Path;
 use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 
+use super::admin::CA;
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::paths::host;
 use super::plan::{self, backup_path};
@@ -32,15 +33,14 @@ pub(super) fn kubeadm_mode(node_path: &str) -> u32 {
     }
 }
 
-const CA: &str = "/etc/kubernetes/pki/ca.crt";
-
 /// kubeadm's certificate's notAfter, and that of the one issued again (Unix seconds).
 type Ends = (i64, i64);
 
+/// A file revert writes: kubeadm's, from its `backup`.
 pub(super) struct Handback {
     pub node_path: String,
     pub bytes: Vec<u8>,
-    pub backup: String,
+    pub backup: Option<String>,
     pub reissued: Option<Ends>,
     /// A kubeconfig whose CA data gets `pki/ca.crt` beside kubeadm's.
     pub ca_added: bool,
@@ -77,7 +77,7 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
         let handback = |node_path, bytes, reissued| Handback {
             node_path,
             bytes,
-            backup: backup.clone(),
+            backup: Some(backup.clone()),
             reissued,
             ca_added: false,
         };
@@ -112,7 +112,7 @@ fn kubeconfig(
     let both = ca_data_with(&at, &text, renewal)?;
     Ok(Handback {
         node_path: node_path.to_owned(),
-        backup: backup.to_owned(),
+        backup: Some(backup.to_owned()),
         reissued,
         ca_added: both.is_some(),
         bytes: both.unwrap_or(text).into_bytes(),

@@ -23,20 +23,14 @@ pub struct RevertPlan {
     pub newest: String,
     pub pod: Option<pod::Current>,
     pub handbacks: Vec<Handback>,
-    pub manifests: Vec<ManifestBack>,
+    /// The manifests, `backup` `None` when adopt's changes are taken out of the one in place.
+    pub manifests: Vec<Handback>,
     /// certsync's own files, moved or purged: its targets first, `targets` of them.
     pub own: Vec<String>,
     pub targets: usize,
     pub opts: RevertOptions,
     /// The directories adopt made and what becomes of each: as foreseen, then as found.
     pub dirs: Vec<(String, Result<Left, RevertError>)>,
-}
-
-pub struct ManifestBack {
-    pub path: String,
-    pub bytes: Vec<u8>,
-    /// The backup it comes from; `None`: adopt's changes taken out of the one in place.
-    pub backup: Option<String>,
 }
 
 /// The plan for the node at `opts.dir` (`None`: not adopted): everything that could refuse.
@@ -77,7 +71,7 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
 
 /// kubeadm's copy from the backup while the manifest is adopt's byte for byte, else the one
 /// in place without adopt's changes (a `kubeadm upgrade` rewrote it: the upgrade is kept).
-fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmError> {
+fn manifests(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
     let mut all = Vec::new();
     for (c, path, now) in manifest::on_node(dir) {
         let Some(now) = now? else {
@@ -97,10 +91,12 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<ManifestBack>, KubeadmErro
                 (m.render().map_err(file)?.into_bytes(), None)
             }
         };
-        all.push(ManifestBack {
-            path,
+        all.push(Handback {
+            node_path: path,
             bytes,
             backup,
+            reissued: None,
+            ca_added: false,
         });
     }
     Ok(all)
@@ -128,9 +124,9 @@ pub(super) fn tidy(
 
 impl RevertPlan {
     /// The API server's manifest, when revert writes it and waits for the API server.
-    pub fn api_server(&self) -> Option<&ManifestBack> {
+    pub fn api_server(&self) -> Option<&Handback> {
         let path = manifest_path("kube-apiserver");
-        let m = self.manifests.iter().find(|m| m.path == path)?;
+        let m = self.manifests.iter().find(|m| m.node_path == path)?;
         (!self.opts.api_server_timeout.is_zero()).then_some(m)
     }
 
@@ -169,10 +165,10 @@ impl RevertPlan {
                 super::wait::STOPPED_AFTER.as_secs()
             );
         }
-        for h in &self.handbacks {
-            let (path, backup) = (&h.node_path, &h.backup);
-            let _ = match h.reissued {
-                Some((kubeadms, ends)) => write!(
+        for h in self.handbacks.iter().chain(&self.manifests) {
+            let path = &h.node_path;
+            let _ = match (h.reissued, &h.backup) {
+                (Some((kubeadms, ends)), Some(backup)) => write!(
                     out,
                     "{} {path} again from kubeadm's copy in {backup}/ (that ends {}, within 24 h): \
                      until {}",
@@ -180,22 +176,16 @@ impl RevertPlan {
                     rfc3339(kubeadms),
                     rfc3339(ends)
                 ),
-                None => write!(out, "{restore} {path} from {backup}/"),
-            };
-            let ca = ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data";
-            out.push_str(if h.ca_added { ca } else { "" });
-            out.push('\n');
-        }
-        for m in &self.manifests {
-            let path = &m.path;
-            let _ = match &m.backup {
-                Some(b) => writeln!(out, "{restore} {path} from {b}/"),
-                None => writeln!(
+                (_, Some(backup)) => write!(out, "{restore} {path} from {backup}/"),
+                (_, None) => write!(
                     out,
                     "{path} changed since adoption: {} adopt's flags and volumes out of it",
                     t("took", "would take")
                 ),
             };
+            let ca = ", with the renewed CA certificate (pki/ca.crt) beside kubeadm's CA data";
+            out.push_str(if h.ca_added { ca } else { "" });
+            out.push('\n');
         }
         let what = "certsync's configuration, kubeconfigs, targets and CA bundles";
         let _ = match self.opts.purge {

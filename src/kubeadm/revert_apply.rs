@@ -27,7 +27,7 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     apply(&opts.dir, &mut plan).await.map_err(part)?;
     let api_server = plan
         .api_server()
-        .map(|m| (m.path.as_str(), m.bytes.as_slice()));
+        .map(|m| (m.node_path.as_str(), m.bytes.as_slice()));
     let did = ("kubeadm's", "reverted (every file is kubeadm's again)");
     let back =
         super::wait::api_server_back(&opts.dir, api_server, opts.api_server_timeout, did).await?;
@@ -63,7 +63,7 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
         }
     }
     for m in &plan.manifests {
-        replace_file(&host(dir, &m.path), 0o600, &m.bytes)?;
+        replace_file(&host(dir, &m.node_path), 0o600, &m.bytes)?;
     }
     for t in &plan.own {
         put_away(dir, newest, t, plan.opts.purge)?;

@@ -57,9 +57,7 @@ pub async fn undo(opts: &Options, plan: &Plan, absent: &[&str]) -> String {
     // certsync's own directory holds the backups: it stays.
     for d in absent.iter().filter(|d| **d != plan::MADE_DIRS[0]) {
         let path = host(dir, d);
-        if let Err(e) = std::fs::remove_dir_all(&path)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
+        if let Err(e) = super::moves::remove(&path) {
             fail(&format!("{}: {e}", path.display()));
         }
     }
