@@ -15,7 +15,6 @@ use super::error::{FileProblem, KubeadmError};
 use super::node;
 use super::paths::host;
 use super::record::State;
-use super::record::backup_path;
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 pub(super) const CA: &str = "/etc/kubernetes/pki/ca.crt";
@@ -147,8 +146,8 @@ pub async fn client(dir: &Path, at: Option<http::Uri>) -> Result<kube::Client, K
             live_cluster.certificate_authority_data.clone(),
         ),
         Some(backup) => {
-            let path = backup_path(dir, &backup, ADMIN);
-            let text = String::from_utf8(super::record::read_backup(dir, &backup, ADMIN)?)
+            let (path, text) = super::record::read_backup(dir, &backup, ADMIN)?;
+            let text = String::from_utf8(text)
                 .map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))?;
             let kept = parse(&path, &text)?;
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;

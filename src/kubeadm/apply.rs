@@ -15,7 +15,7 @@ use super::error::KubeadmError;
 use super::options::Options;
 use super::out::Out;
 use super::paths::{digest, host};
-use super::plan::{self, BACKUPS, POD, Plan};
+use super::plan::{self, POD, Plan};
 use super::record::{State, backup_path, mkdir, put};
 use super::seen::{NotReady, Seen};
 use super::wait;
@@ -172,7 +172,6 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Vec<&'static str>, State), Kubead
     let mut state = plan.record.clone().map(|(_, s)| s).unwrap_or_default();
     let backup = &plan.backup;
     let absent = made_dirs(dir, &mut state);
-    mkdir(&host(dir, BACKUPS))?;
     mkdir(&host(dir, backup))?;
     let keep = |node_path: &str, bytes| put(&backup_path(dir, backup, node_path), bytes, 0o600);
     for m in &plan.manifests {

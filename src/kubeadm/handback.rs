@@ -16,7 +16,7 @@ use rustls_pki_types::pem::SectionKind;
 use super::admin::CA;
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::paths::host;
-use super::plan::{self, backup_path};
+use super::plan;
 use super::record::{State, read_backup};
 use crate::validate::rfc3339;
 
@@ -66,9 +66,8 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
     }
     for (prefix, backup) in &state.pairs {
         let (crt, key) = (format!("{prefix}.crt"), format!("{prefix}.key"));
-        let kubeadms = read_backup(dir, backup, &crt)?;
-        let kubeadms_key = read_backup(dir, backup, &key)?;
-        let at = backup_path(dir, backup, &crt);
+        let (at, kubeadms) = read_backup(dir, backup, &crt)?;
+        let (_, kubeadms_key) = read_backup(dir, backup, &key)?;
         let der = crate::pem::exactly_one(&kubeadms, SectionKind::Certificate)
             .map_err(|e| KubeadmError::file(&at, e))?;
         let prefix = prefix.clone();
@@ -95,9 +94,9 @@ fn kubeconfig(
     renewal: &[u8],
     deadline: i64,
 ) -> Result<Handback, KubeadmError> {
-    let at = backup_path(dir, backup, node_path);
-    let text = String::from_utf8(read_backup(dir, backup, node_path)?)
-        .map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
+    let (at, text) = read_backup(dir, backup, node_path)?;
+    let text =
+        String::from_utf8(text).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
     let data = client_certificate_data(&at, &text)?;
     let field = "client-certificate-data";
     let pem = super::node::base64_field(&at, field, data)?;

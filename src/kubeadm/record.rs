@@ -110,28 +110,30 @@ pub fn backup_path(dir: &Path, backup: &str, node_path: &str) -> PathBuf {
     host(dir, backup).join(rel)
 }
 
-/// The backup's copy of `node_path`, read beneath its directory handle, never via a link.
+/// The backup's copy of `node_path` and where it is, read as every node file is
+/// ([`super::node::read_optional`]): reached beneath `dir`, never via a link, a regular file.
 pub(super) fn read_backup(
     dir: &Path,
     backup: &str,
     node_path: &str,
-) -> Result<Vec<u8>, KubeadmError> {
+) -> Result<(PathBuf, Vec<u8>), KubeadmError> {
     let at = backup_path(dir, backup, node_path);
-    let backup_of = |problem: FileProblem| RevertError::Backup {
-        node_path: node_path.to_owned(),
-        at: at.clone(),
-        problem: Box::new(problem),
+    let node = || node_path.to_owned();
+    let rel = (node_path.strip_prefix("/etc/kubernetes/"))
+        .ok_or_else(|| RevertError::NotAFile { node_path: node() })?;
+    let problem = match super::node::read_optional(dir, &format!("{backup}/{rel}")) {
+        Ok(Some(bytes)) => return Ok((at, bytes)),
+        Ok(None) => FileProblem::Missing,
+        Err(KubeadmError::File { problem, .. }) => *problem,
+        Err(e) => return Err(e),
     };
-    let not_a_file = || RevertError::NotAFile {
-        node_path: node_path.to_owned(),
-    };
-    let rel = node_path
-        .strip_prefix("/etc/kubernetes/")
-        .ok_or_else(not_a_file)?;
-    let in_backup = format!("{backup}/{rel}");
-    let (parent, name) = in_backup.rsplit_once('/').ok_or_else(not_a_file)?;
-    let d = super::moves::open_beneath(dir, parent).map_err(backup_of)?;
-    Ok(crate::writer::read_beneath(&d, name, &at).map_err(|e| backup_of(FileProblem::Way(e)))?)
+    let problem = Box::new(problem);
+    Err(RevertError::Backup {
+        node_path: node(),
+        at,
+        problem,
+    }
+    .into())
 }
 
 #[cfg(test)]

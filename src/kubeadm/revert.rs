@@ -80,7 +80,7 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
         let file = |e| KubeadmError::file(&host(dir, &path), e);
         let (bytes, backup) = match state.wrote(&path, &now) {
             Some(backup) => {
-                let bytes = super::record::read_backup(dir, backup, &path)?;
+                let (_, bytes) = super::record::read_backup(dir, backup, &path)?;
                 (bytes, Some(backup.clone()))
             }
             None => {

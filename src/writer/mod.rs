@@ -72,7 +72,7 @@ pub use lock::{Claim, stop_waiting};
 pub use pair::{CopyUpdate, check_pair, update_pair};
 pub use publish::Outcome;
 use revision::remove_any;
-pub use revision::{read_beneath, replace_beneath, replace_file};
+pub use revision::{replace_beneath, replace_file};
 pub use rollback::RolledBack;
 use rollback::read_pin;
 pub use target::{Writer, WriterOptions};

@@ -276,12 +276,6 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
     replace_file_in(&dir, name, mode, None, bytes, parent)
 }
 
-/// [`read_file`]'s bytes, for a caller that judges them and then writes
-/// them, never the path, again (kubeadm revert).
-pub fn read_beneath(dir: &Dir, name: &str, shown: &Path) -> Result<Vec<u8>, PathError> {
-    read_file(dir, name, shown).map(|r| r.0)
-}
-
 /// [`replace_file_in`] beneath a handle the caller opened, the new file
 /// certsync's user's.
 pub fn replace_beneath(

@@ -11,7 +11,7 @@ use super::super::manifest::{
 use super::super::options::Options;
 use super::super::paths::{FileWrite, digest, host};
 use super::super::pod::POD;
-use super::super::record::{State, backup_path, read_backup};
+use super::super::record::{State, read_backup};
 use super::super::{node, pod, trust};
 use super::layout::{CA_FILES, KUBELET_FILES, certs};
 use crate::x509::KeyAlg;
@@ -231,9 +231,8 @@ pub(super) fn certsyncs_files(
         let live = format!("/etc/kubernetes/{file_name}");
         let server = match recorded.and_then(|s| s.kubeconfigs.get(&live)) {
             Some(backup) => {
-                let kubeadms = read_backup(dir, backup, &live)?;
+                let (at, kubeadms) = read_backup(dir, backup, &live)?;
                 let text = String::from_utf8(kubeadms);
-                let at = backup_path(dir, backup, &live);
                 let text = text.map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
                 node::server_of(&at, &text)?
             }
