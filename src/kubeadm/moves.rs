@@ -115,7 +115,7 @@ fn copy(from: &Path, to: &Path, left: &mut (u64, usize)) -> std::io::Result<()> 
 }
 
 /// Whether everything left of `from` is in `to` with the same content.
-pub fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
+fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
     let Ok(meta) = std::fs::symlink_metadata(from) else {
         return Ok(true);
     };

@@ -128,21 +128,15 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<(), KubeadmErr
     if let Some(parent) = base.parent() {
         super::record::mkdir(parent)?;
     }
-    // An earlier copy under this name is kept beside as NAME.reverted-N, never overwritten;
-    // a move that stopped after its copy is found again.
+    // An earlier copy under this name is kept beside as NAME.reverted-N, never overwritten
+    // (the move refuses one that differs); a move that stopped after its copy is found again.
     let name = base.file_name().unwrap_or_default().to_string_lossy();
-    let mut kept = base.clone();
-    for n in 1.. {
-        let io = |source| RevertError::Io {
-            path: kept.clone(),
-            source,
-        };
-        if std::fs::symlink_metadata(&kept).is_err()
-            || moves::contained(&from, &kept).map_err(io)?
-        {
-            break;
+    let names = (1..).map(|n| base.with_file_name(format!("{name}.reverted-{n}")));
+    for kept in std::iter::once(base.clone()).chain(names) {
+        match moves::move_path(&from, &kept) {
+            Err(RevertError::Differ { .. }) => {}
+            done => return Ok(done?),
         }
-        kept = base.with_file_name(format!("{name}.reverted-{n}"));
     }
-    Ok(moves::move_path(&from, &kept)?)
+    Ok(())
 }
