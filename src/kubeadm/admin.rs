@@ -122,16 +122,12 @@ fn only_kubeadms(
     }
 }
 
-fn parse(path: &Path, text: &str) -> Result<Kubeconfig, KubeadmError> {
-    crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(path, e))
-}
-
 /// certsync's own client (kube's default logs each 500 of a restarting API server as an
 /// ERROR line) through admin.conf of the node at `dir` and its backup, reaching `at`
 /// in place of its server when given.
 pub async fn client(dir: &Path, at: Option<http::Uri>) -> Result<kube::Client, KubeadmError> {
     let admin = &host(dir, ADMIN);
-    let live = parse(admin, &node::read(dir, ADMIN)?)?;
+    let live = node::kubeconfig(admin, &node::read(dir, ADMIN)?)?;
     let (live_cluster, user) = kubeadm_shape(&live).map_err(|e| KubeadmError::file(admin, e))?;
     let (cert, key) = match (&user.client_certificate_data, &user.client_key_data) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
@@ -149,7 +145,7 @@ pub async fn client(dir: &Path, at: Option<http::Uri>) -> Result<kube::Client, K
             let (path, text) = super::record::read_backup(dir, &backup, ADMIN)?;
             let text = String::from_utf8(text)
                 .map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))?;
-            let kept = parse(&path, &text)?;
+            let kept = node::kubeconfig(&path, &text)?;
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
             // The pair the container could have replaced: the node's CA's.
             let cert_pem = node::base64_field(admin, "client-certificate-data", &cert)?;

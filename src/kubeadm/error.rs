@@ -481,22 +481,16 @@ pub enum RevertError {
         #[source]
         problem: Box<FileProblem>,
     },
-    #[error("{node_path}: {blocked}")]
-    Blocked {
-        node_path: String,
-        blocked: Box<FileProblem>,
-    },
-    #[error("{node_path}: not a file path below /etc/kubernetes")]
-    NotAFile { node_path: String },
     #[error("purge {node_path}: {source}")]
     Purge {
         node_path: String,
         source: std::io::Error,
     },
-    #[error("{}: {source}", .path.display())]
-    Io {
+    /// A node path revert could not reach or change.
+    #[error("{}: {problem}", .path.display())]
+    At {
         path: PathBuf,
-        source: std::io::Error,
+        problem: Box<FileProblem>,
     },
     #[error("move {} to {}: {step}{source}", from.display(), to.display())]
     Move {

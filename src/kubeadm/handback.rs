@@ -165,8 +165,7 @@ pub(super) fn client_certificate_data<'a>(
     text: &'a str,
 ) -> Result<&'a str, KubeadmError> {
     let bad = |problem: FileProblem| KubeadmError::file(at, problem);
-    let config =
-        crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(at, e))?;
+    let config = super::node::kubeconfig(at, text)?;
     let users = config.auth_infos.iter();
     let all: Vec<String> = users
         .filter_map(|u| u.auth_info.as_ref()?.client_certificate_data.clone())
@@ -216,10 +215,10 @@ pub(super) fn ca_data_with(
 pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
     let node = || node_path.to_owned();
     let (parent, name) =
-        (node_path.rsplit_once('/')).ok_or_else(|| RevertError::NotAFile { node_path: node() })?;
-    let d = super::moves::open_beneath(dir, parent).map_err(|blocked| RevertError::Blocked {
-        node_path: node(),
-        blocked: Box::new(blocked),
+        (node_path.rsplit_once('/')).ok_or_else(|| RevertError::NotBelow { node_path: node() })?;
+    let d = super::moves::open_beneath(dir, parent).map_err(|blocked| RevertError::At {
+        path: node().into(),
+        problem: Box::new(blocked),
     })?;
     let mode = kubeadm_mode(node_path);
     Ok(crate::writer::replace_beneath(

@@ -185,9 +185,9 @@ pub fn remove_empty_dir(
     dry: bool,
 ) -> Result<Left, RevertError> {
     use cap_std::fs::MetadataExt as _;
-    let named = |source| RevertError::Io {
+    let named = |e: std::io::Error| RevertError::At {
         path: node_path.into(),
-        source,
+        problem: Box::new(e.into()),
     };
     let last = match node_path.rsplit_once('/') {
         Some((up, last)) if up.starts_with(super::paths::KUBEADM_DIR) && !last.is_empty() => last,

@@ -197,14 +197,17 @@ pub fn base64_field(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8
         .map_err(|source| KubeadmError::file(at, FileProblem::NotBase64 { field, source }))
 }
 
+pub fn kubeconfig(path: &Path, text: &str) -> Result<kube::config::Kubeconfig, KubeadmError> {
+    crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(path, e))
+}
+
 pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
     server_of(&host(dir, node_path), &read(dir, node_path)?)
 }
 
 /// The one server of the kubeconfig `text` (read from `path`).
 pub fn server_of(path: &Path, text: &str) -> Result<String, KubeadmError> {
-    let config =
-        crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(path, e))?;
+    let config = kubeconfig(path, text)?;
     let clusters = &config.clusters;
     match clusters.as_slice() {
         [one] => one

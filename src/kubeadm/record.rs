@@ -120,7 +120,7 @@ pub(super) fn read_backup(
     let at = backup_path(dir, backup, node_path);
     let node = || node_path.to_owned();
     let rel = (node_path.strip_prefix("/etc/kubernetes/"))
-        .ok_or_else(|| RevertError::NotAFile { node_path: node() })?;
+        .ok_or_else(|| RevertError::NotBelow { node_path: node() })?;
     let problem = match super::node::read_optional(dir, &format!("{backup}/{rel}")) {
         Ok(Some(bytes)) => return Ok((at, bytes)),
         Ok(None) => FileProblem::Missing,
