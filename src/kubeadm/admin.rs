@@ -135,7 +135,7 @@ pub async fn client(dir: &Path, at: Option<http::Uri>) -> Result<kube::Client, K
             return Err(KubeadmError::file(admin, FileProblem::NoEmbeddedPair));
         }
     };
-    let backup = State::read(dir)?.and_then(|s| s.kubeconfigs.get(ADMIN).cloned());
+    let backup = State::read(dir)?.and_then(|(_, s)| s.kubeconfigs.get(ADMIN).cloned());
     let (server, ca) = match backup {
         None => (
             live_cluster.server.clone(),

@@ -109,7 +109,7 @@ fn cluster_cas_change(
 pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let current = super::pod::Current::read(&opts.dir)?;
     let probed = current.as_ref().and_then(|c| c.probe.as_ref().ok());
-    let adopts_record = State::read_with_bytes(&opts.dir)?;
+    let adopts_record = State::read(&opts.dir)?;
     let state = adopts_record.as_ref().map(|(_, s)| s);
     let recorded = state.and_then(|s| s.admin_addr);
     let (opts, choices) = super::choices::kept(opts, probed, recorded);

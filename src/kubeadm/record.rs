@@ -40,11 +40,8 @@ pub struct State {
 }
 
 impl State {
-    pub fn read(dir: &Path) -> Result<Option<Self>, KubeadmError> {
-        Ok(Self::read_with_bytes(dir)?.map(|(_, s)| s))
-    }
-
-    pub fn read_with_bytes(dir: &Path) -> Result<Option<(Vec<u8>, Self)>, KubeadmError> {
+    /// The record and its bytes, if the node has one: the one place it is read.
+    pub fn read(dir: &Path) -> Result<Option<(Vec<u8>, Self)>, KubeadmError> {
         let Some(bytes) = super::node::read_optional(dir, STATE)? else {
             return Ok(None);
         };

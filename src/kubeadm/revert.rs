@@ -36,7 +36,7 @@ pub struct RevertPlan {
 /// The plan for the node at `opts.dir` (`None`: not adopted): everything that could refuse.
 pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     let dir = &opts.dir;
-    let Some(state) = State::read(dir)? else {
+    let Some((_, state)) = State::read(dir)? else {
         return Ok(None);
     };
     // The CA bundles too: one left behind is one the next adopt, finding no record of it,

@@ -28,7 +28,7 @@ pub const LATE_AFTER_SECS: i64 = 60;
 /// `Err` only when adopt's record exists but cannot be read.
 pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     let now = unix_seconds(SystemTime::now());
-    let state = State::read(dir)?;
+    let state = State::read(dir)?.map(|(_, s)| s);
     let mut s = Status {
         kubeadm_dir: dir.to_owned(),
         adopted: state.is_some(),

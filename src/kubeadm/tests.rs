@@ -806,7 +806,7 @@ fn adopt_prunes_old_backups_but_never_one_revert_needs() {
     apply::prune_backups(&opts, state, &mut out).expect("pruned");
     let kept: Vec<bool> = (0..5).map(|i| host(dir.path(), &b(i)).exists()).collect();
     assert_eq!(kept, [true, true, false, false, true], "{}", out.text());
-    let read = record::State::read(dir.path())
+    let (_, read) = record::State::read(dir.path())
         .expect("read")
         .expect("record");
     assert_eq!(read.backups, vec![b(0), b(1), b(4)]);
@@ -975,7 +975,7 @@ async fn adopt_keeps_the_nodes_choices_without_its_pod_manifest() {
     std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
     std::fs::write(host(d, plan::CONFIG), &config.bytes).expect("config");
     recorded(d);
-    let mut state = super::record::State::read(d)
+    let (_, mut state) = super::record::State::read(d)
         .expect("read")
         .expect("a record");
     state.admin_addr = Some(first.admin_addr);
