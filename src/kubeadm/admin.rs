@@ -142,9 +142,7 @@ pub async fn client(dir: &Path, at: Option<http::Uri>) -> Result<kube::Client, K
             live_cluster.certificate_authority_data.clone(),
         ),
         Some(backup) => {
-            let (path, text) = super::record::read_backup(dir, &backup, ADMIN)?;
-            let text = String::from_utf8(text)
-                .map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))?;
+            let (path, text) = super::record::read_backup_text(dir, &backup, ADMIN)?;
             let kept = node::kubeconfig(&path, &text)?;
             let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
             // The pair the container could have replaced: the node's CA's.

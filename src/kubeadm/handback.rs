@@ -17,7 +17,7 @@ use super::admin::CA;
 use super::error::{FileProblem, KubeadmError, RevertError};
 use super::paths::host;
 use super::plan;
-use super::record::{State, read_backup};
+use super::record::{State, read_backup, read_backup_text};
 use crate::validate::rfc3339;
 
 /// revert issues again, rather than hands back, a kubeadm certificate ending this soon.
@@ -94,9 +94,7 @@ fn kubeconfig(
     renewal: &[u8],
     deadline: i64,
 ) -> Result<Handback, KubeadmError> {
-    let (at, text) = read_backup(dir, backup, node_path)?;
-    let text =
-        String::from_utf8(text).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
+    let (at, text) = read_backup_text(dir, backup, node_path)?;
     let data = client_certificate_data(&at, &text)?;
     let field = "client-certificate-data";
     let pem = super::node::base64_field(&at, field, data)?;

@@ -133,6 +133,17 @@ pub(super) fn read_backup(
     .into())
 }
 
+/// [`read_backup`] as text, as a kubeconfig is read.
+pub(super) fn read_backup_text(
+    dir: &Path,
+    backup: &str,
+    node_path: &str,
+) -> Result<(PathBuf, String), KubeadmError> {
+    let (at, bytes) = read_backup(dir, backup, node_path)?;
+    let text = String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8));
+    Ok((at, text?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::State;

@@ -4,14 +4,14 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::super::error::{FileProblem, KubeadmError, Refusal};
+use super::super::error::{KubeadmError, Refusal};
 use super::super::manifest::{
     BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, KUBELET_CONF, P, PE,
 };
 use super::super::options::Options;
 use super::super::paths::{FileWrite, digest, host};
 use super::super::pod::POD;
-use super::super::record::{State, read_backup};
+use super::super::record::{State, read_backup_text};
 use super::super::{node, pod, trust};
 use super::layout::{CA_FILES, KUBELET_FILES, certs};
 use crate::x509::KeyAlg;
@@ -231,9 +231,7 @@ pub(super) fn certsyncs_files(
         let live = format!("/etc/kubernetes/{file_name}");
         let server = match recorded.and_then(|s| s.kubeconfigs.get(&live)) {
             Some(backup) => {
-                let (at, kubeadms) = read_backup(dir, backup, &live)?;
-                let text = String::from_utf8(kubeadms);
-                let text = text.map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
+                let (at, text) = read_backup_text(dir, backup, &live)?;
                 node::server_of(&at, &text)?
             }
             None => node::server(dir, &live)?,
