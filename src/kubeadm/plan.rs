@@ -25,10 +25,10 @@ use changes::ManifestChange;
 pub use changes::Plan;
 use files::{certsyncs_files, config_text, renewal};
 #[cfg(test)]
-pub use layout::CA_FILES;
-use layout::certs;
+pub use layout::{CA_FILES, pairs};
+use layout::{Cert, certs};
 pub use layout::{
-    EMBEDDED, pair_ca, pairs, read_only_in_pod, recorded_targets, target_cas, targets, unrecorded,
+    EMBEDDED, pair_ca, read_only_in_pod, recorded_targets, target_cas, targets, unrecorded,
 };
 
 /// What adopt does to `kube-public/cluster-info` so that `kubeadm join` trusts `bundle`;
@@ -137,9 +137,12 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     )?;
     let (cluster_cas, cluster_cas_new) = cluster_cas_change(&published, &trust);
     let manifests = manifest_changes(dir, parsed, &trust.digest)?;
-    let pairs_first = kubeadms_pairs(dir, state)?;
+    // The node's mappings, looked at once: the configuration, the pod's mounts, the pairs
+    // read and the plan's lines all name these.
+    let certs = certs(dir);
+    let pairs_first = kubeadms_pairs(dir, &certs, state)?;
     let key_alg = key_alg(opts, stored.as_ref())?;
-    let config = config_text(opts, key_alg)?;
+    let config = config_text(opts, &certs, key_alg)?;
     super::judge::judge(opts, &config)?;
     // On an adopted node, a kubeadm file certsync keeps in step that appeared after the
     // first adoption (where certsync's container may write) is refused, never backed up
@@ -157,9 +160,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
             .collect();
         return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
     }
-    let config = config.into_bytes();
-    let generation = files::generation(dir, opts, &config, &trust.digest, bootstrap)?;
-    let files = certsyncs_files(opts, &trust, config, &generation, state, bootstrap)?;
+    let (files, generation) =
+        certsyncs_files(opts, &certs, &trust, config.into_bytes(), state, bootstrap)?;
     let image_before = probed
         .and_then(|p| p.image.clone())
         .filter(|old| *old != crate::escape(&opts.image));
@@ -178,11 +180,10 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         record: adopts_record,
         pod: current,
         backup: format!("{BACKUPS}/{}", time_stamp()),
-        kubeconfigs_renewed: certs(dir)
-            .iter()
+        kubeconfigs_renewed: (certs.iter())
             .filter_map(|c| c.kubeconfig.map(str::to_owned))
             .collect(),
-        pairs_renewed: pairs(dir),
+        pairs_renewed: certs.iter().filter_map(Cert::pair).collect(),
         cas: trust.cas,
         kubeconfigs_trusted,
         kubeadms,
@@ -195,8 +196,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         probe: super::pod::probe_addr(opts.admin()),
         admin_addr: opts.admin(),
         choices,
-        mappings: certs(dir)
-            .into_iter()
+        mappings: (certs.into_iter())
             .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
             .collect(),
     })
@@ -315,16 +315,18 @@ fn manifest_changes(
 /// of pairs no earlier adoption backed up (`recorded`), with their bytes.
 fn kubeadms_pairs(
     dir: &Path,
+    certs: &[Cert],
     recorded: Option<&State>,
 ) -> Result<Vec<(String, Vec<u8>, u32)>, KubeadmError> {
-    for c in certs(dir) {
-        if let Some(pair) = c.pair() {
-            node::issued_by(dir, &format!("{pair}.crt"), &c.ca_crt())
-                .map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
-        }
+    let pairs: Vec<_> = (certs.iter())
+        .filter_map(|c| Some((c.pair()?, c.ca_crt())))
+        .collect();
+    for (pair, ca) in &pairs {
+        node::issued_by(dir, &format!("{pair}.crt"), ca)
+            .map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
     }
     let mut first = Vec::new();
-    for p in pairs(dir) {
+    for (p, _) in pairs {
         for ext in ["crt", "key"] {
             let file = format!("{p}.{ext}");
             let Some((bytes, mode)) = node::read_with_mode(dir, &file)? else {

@@ -13,7 +13,7 @@ use super::super::paths::{FileWrite, digest, host};
 use super::super::pod::POD;
 use super::super::record::{State, read_backup_text};
 use super::super::{node, pod, trust};
-use super::layout::{CA_FILES, KUBELET_FILES, certs};
+use super::layout::{CA_FILES, Cert, KUBELET_FILES};
 use crate::x509::KeyAlg;
 
 pub(super) fn renewal(set: &[(String, String)]) -> String {
@@ -35,9 +35,13 @@ fn set_value(v: &str) -> Value {
     }
 }
 
-pub(super) fn config_text(opts: &Options, key_alg: KeyAlg) -> Result<String, KubeadmError> {
+pub(super) fn config_text(
+    opts: &Options,
+    certs: &[Cert],
+    key_alg: KeyAlg,
+) -> Result<String, KubeadmError> {
     let mut mappings = Vec::new();
-    for c in certs(&opts.dir) {
+    for c in certs {
         let mut m = serde_yaml_ng::Mapping::new();
         let mut put = |k: &str, v: Value| {
             m.insert(k.into(), v);
@@ -126,28 +130,18 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, Kub
     ))
 }
 
-/// The generation of the pod adopt would write: over its configuration, the CAs' trust
-/// and the pod as rendered without a generation.
-pub(super) fn generation(
-    dir: &Path,
+/// certsync's static pod and its generation: `pki/` read-write (kubeadm's pairs are kept
+/// in step there) with each CA and service-account file mounted read-only over it, each
+/// target read-write. The generation is over its configuration, the CAs' trust and the pod
+/// as rendered without a generation.
+fn pod_text(
     opts: &Options,
+    certs: &[Cert],
     config: &[u8],
     trust: &str,
     bootstrap: bool,
-) -> Result<String, KubeadmError> {
-    let shape = pod_text(dir, opts, config, "", bootstrap)?;
-    Ok(pod::generation(config, trust, &shape))
-}
-
-/// certsync's static pod: `pki/` read-write (kubeadm's pairs are kept in step there) with
-/// each CA and service-account file mounted read-only over it, each target read-write.
-fn pod_text(
-    dir: &Path,
-    opts: &Options,
-    config: &[u8],
-    generation: &str,
-    bootstrap: bool,
-) -> Result<String, KubeadmError> {
+) -> Result<(String, String), KubeadmError> {
+    let dir = &opts.dir;
     let mut mounts = Vec::new();
     let mut add = |name: &str, path: &str, kind: &'static str, ro: bool| {
         mounts.push(pod::Mount {
@@ -173,7 +167,6 @@ fn pod_text(
     add("ca-bundle", CA_BUNDLE, "File", true);
     add("etcd-ca-bundle", ETCD_CA_BUNDLE, "File", true);
     add("config", CONFIG, "File", true);
-    let certs = certs(dir);
     if certs.iter().any(|c| c.kubeconfig.is_some()) {
         // admin.conf and super-admin.conf are replaced by rename: their
         // directory is writable, and what else is in it (the static pod
@@ -193,25 +186,31 @@ fn pod_text(
     for c in certs {
         add(c.name, &c.target, "DirectoryOrCreate", false);
     }
-    pod::manifest(&pod::Spec {
+    let config_hash = &digest(config)[..16];
+    let mut spec = pod::Spec {
         image: &opts.image,
         admin: opts.admin(),
-        generation,
-        config_hash: &digest(config)[..16],
+        generation: "",
+        config_hash,
         mounts,
-    })
-    .map_err(KubeadmError::Issue)
+    };
+    let shape = pod::manifest(&spec).map_err(KubeadmError::Issue)?;
+    let generation = pod::generation(config, trust, &shape);
+    spec.generation = &generation;
+    let text = pod::manifest(&spec).map_err(KubeadmError::Issue)?;
+    Ok((text, generation))
 }
 
-/// The CAs' renewals and bundles, then certsync's kubeconfigs, configuration and pod.
+/// The CAs' renewals and bundles, then certsync's kubeconfigs, configuration and pod; and
+/// the pod's generation.
 pub(super) fn certsyncs_files(
     opts: &Options,
+    certs: &[Cert],
     trust: &trust::Trust,
     config: Vec<u8>,
-    generation: &str,
     recorded: Option<&State>,
     bootstrap: bool,
-) -> Result<Vec<FileWrite>, KubeadmError> {
+) -> Result<(Vec<FileWrite>, String), KubeadmError> {
     let (dir, adopted) = (&opts.dir, recorded.is_some());
     // On an adopted node one there with other bytes is adopt's own to replace.
     let file = |path: &str, bytes: Vec<u8>, what: &str| {
@@ -241,9 +240,9 @@ pub(super) fn certsyncs_files(
         let path = format!("{KUBECONFIGS}/{file_name}");
         files.extend(file(&path, text.into_bytes(), &what)?);
     }
-    let pod = pod_text(dir, opts, &config, generation, bootstrap)?.into_bytes();
+    let (pod, generation) = pod_text(opts, certs, &config, &trust.digest, bootstrap)?;
     let what = "certsync's configuration (its pod must be ready on it before any manifest changes)";
     files.extend(file(CONFIG, config, what)?);
-    files.extend(file(POD, pod, "certsync's static pod")?);
-    Ok(files)
+    files.extend(file(POD, pod.into_bytes(), "certsync's static pod")?);
+    Ok((files, generation))
 }
