@@ -57,11 +57,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
             return Err(not_ready(opts, plan, seen, when.into(), nothing).await);
         }
         if !opts.json {
-            let g = &plan.generation;
-            let _ = writeln!(
-                out,
-                "certsync's pod is ready (generation {g}): every target holds a live pair"
-            );
+            out.push_str(&ready(plan, 0));
         }
         return Ok(());
     }
@@ -73,7 +69,9 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
     let started = async {
         stop_previous(dir, plan, out).await?;
         files(dir, plan, out)?;
-        started(opts, plan, out).await?;
+        // certsync's pod written (when it changes), then waited for.
+        write(dir, plan, true, out)?;
+        wait::ready(dir, plan.probe, &plan.generation, opts.ready_timeout, out).await?;
         unchanged_since_written(dir, plan)
     };
     if let Err(seen) = started.await {
@@ -81,20 +79,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
         let undone = super::undo::undo(opts, plan, &absent);
         return Err(not_ready(opts, plan, seen, within, undone).await);
     }
-    let targets = plan::targets(dir).len();
-    let _ = match ended {
-        0 => writeln!(
-            out,
-            "certsync's pod is ready (generation {}): every target holds a live pair",
-            plan.generation
-        ),
-        n => writeln!(
-            out,
-            "certsync's pod is ready (generation {}): it issued every target whose pair had ended \
-             or was missing ({n} of {targets}); every target now holds a live pair",
-            plan.generation
-        ),
-    };
+    out.push_str(&ready(plan, ended));
 
     // From here on a failure leaves the node part-adopted; a re-run finishes it.
     changes(dir, plan, out)
@@ -118,6 +103,18 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
     prune_backups(opts, state, out)?;
     out.push_str("adopted\n");
     Ok(())
+}
+
+/// certsync's pod ready, with how many of the plan's targets it issued at start (`ended`).
+fn ready(plan: &Plan, ended: usize) -> String {
+    let (g, targets) = (&plan.generation, plan.mappings.len());
+    match ended {
+        0 => format!("certsync's pod is ready (generation {g}): every target holds a live pair\n"),
+        n => format!(
+            "certsync's pod is ready (generation {g}): it issued every target whose pair had ended \
+             or was missing ({n} of {targets}); every target now holds a live pair\n"
+        ),
+    }
 }
 
 /// certsync's pod not ready in time: what was seen, the pod's state (asked before
@@ -227,17 +224,24 @@ fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
     absent
 }
 
+/// certsync's files but its pod, the kubeconfigs' CA data and the targets' directories.
 fn files(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
-    for f in plan.files.iter().filter(|f| f.path != POD) {
-        put(&host(dir, &f.path), &f.bytes, f.mode)?;
-        let _ = writeln!(out, "wrote {}", f.path);
-    }
+    write(dir, plan, false, out)?;
     for k in &plan.kubeconfigs_trusted {
         crate::writer::update_kubeconfig_ca(&host(dir, k), &plan.ca_bundle)?;
         let _ = writeln!(out, "set the CA data of {k}");
     }
-    for t in plan::targets(dir) {
-        mkdir(&host(dir, &t))?;
+    for (_, target, _) in &plan.mappings {
+        mkdir(&host(dir, target))?;
+    }
+    Ok(())
+}
+
+/// The plan's files that are certsync's pod (`pod`), or all others.
+fn write(dir: &Path, plan: &Plan, pod: bool, out: &mut Out) -> Result<(), KubeadmError> {
+    for f in plan.files.iter().filter(|f| (f.path == POD) == pod) {
+        put(&host(dir, &f.path), &f.bytes, f.mode)?;
+        let _ = writeln!(out, "wrote {}", f.path);
     }
     Ok(())
 }
@@ -284,17 +288,6 @@ fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
     Ok(())
 }
 
-/// `kube-public/cluster-info` given the CA's certificates. A failure is said and adopt goes
-/// on: it matters only to joins after the old certificate's end, and status names it.
-async fn cluster_info(plan: &Plan, out: &mut Out) {
-    let map = (super::api::CLUSTER_INFO, &plan.cluster_info_new);
-    let done = "updated ConfigMap kube-public/cluster-info: its CA data holds the CA's \
-                certificates side by side";
-    let left = "joins after the old CA certificate's end fail until it holds them (run adopt \
-                again)";
-    write_map(plan, map, done, left, out).await;
-}
-
 /// Writes the ConfigMap to its map, saying `done`, or warning with what it `left` undone.
 async fn write_map(
     plan: &Plan,
@@ -311,16 +304,6 @@ async fn write_map(
     }
 }
 
-/// certsync's pod written (when it changes), then waited for. `Err`: what was last seen.
-async fn started(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), Seen> {
-    let dir = &opts.dir;
-    for f in plan.files.iter().filter(|f| f.path == POD) {
-        put(&host(dir, &f.path), &f.bytes, 0o600)?;
-        let _ = writeln!(out, "wrote {}", f.path);
-    }
-    wait::ready(dir, plan.probe, &plan.generation, opts.ready_timeout, out).await
-}
-
 async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     // Before the manifests: a write racing the API server's restart fails. The CAs are
     // written at the version read: of two nodes renewing at once one fails, says so and
@@ -331,7 +314,14 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmEr
                 writes them (run adopt again)";
     let map = (super::api::PUBLISHED, &plan.cluster_cas_new);
     write_map(plan, map, done, left, out).await;
-    cluster_info(plan, out).await;
+    // `kube-public/cluster-info` given the CA's certificates. A failure is said and adopt
+    // goes on: it matters only to joins after the old certificate's end, and status names it.
+    let map = (super::api::CLUSTER_INFO, &plan.cluster_info_new);
+    let done = "updated ConfigMap kube-public/cluster-info: its CA data holds the CA's \
+                certificates side by side";
+    let left = "joins after the old CA certificate's end fail until it holds them (run adopt \
+                again)";
+    write_map(plan, map, done, left, out).await;
     for m in &plan.manifests {
         replace_file(&host(dir, &m.path), 0o600, &m.after)?;
         let _ = writeln!(out, "changed {}", m.path);

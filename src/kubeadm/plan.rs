@@ -25,11 +25,9 @@ use changes::ManifestChange;
 pub use changes::Plan;
 use files::{certsyncs_files, config_text, renewal};
 #[cfg(test)]
-pub use layout::{CA_FILES, pairs};
+pub use layout::{CA_FILES, pairs, targets};
 use layout::{Cert, certs};
-pub use layout::{
-    EMBEDDED, pair_ca, read_only_in_pod, recorded_targets, target_cas, targets, unrecorded,
-};
+pub use layout::{EMBEDDED, pair_ca, read_only_in_pod, recorded_targets, target_cas, unrecorded};
 
 /// What adopt does to `kube-public/cluster-info` so that `kubeadm join` trusts `bundle`;
 /// why it cannot only once a renewal is there to miss (a join fails only after the old
