@@ -85,22 +85,17 @@ fn cluster_cas_change(
         .published
         .as_ref()
         .and_then(|want| published.with(want));
+    let (map, certs) = (
+        "ConfigMap kube-system/certsync-kubeadm-cas",
+        "this node's CA certificates",
+    );
+    let takes = "which every other node's adopt takes";
     let line = match (&new, &published.object) {
-        (None, _) => {
-            "ConfigMap kube-system/certsync-kubeadm-cas holds this node's CA \
-                      certificates: nothing to write"
-        }
-        (Some(_), None) => {
-            "create ConfigMap kube-system/certsync-kubeadm-cas with this node's \
-                            CA certificates, which every other node's adopt takes"
-        }
-        (Some(_), Some(_)) => {
-            "update ConfigMap kube-system/certsync-kubeadm-cas with this \
-                               node's CA certificates (a renewal), which every other node's \
-                               adopt takes"
-        }
+        (None, _) => format!("{map} holds {certs}: nothing to write"),
+        (Some(_), None) => format!("create {map} with {certs}, {takes}"),
+        (Some(_), Some(_)) => format!("update {map} with {certs} (a renewal), {takes}"),
     };
-    (line.to_owned(), new)
+    (line, new)
 }
 
 /// Reads the node and works out the plan; refuses what it does not recognise.
@@ -142,24 +137,9 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let key_alg = key_alg(opts, stored.as_ref())?;
     let config = config_text(opts, &certs, key_alg)?;
     super::judge::judge(opts, &config)?;
-    // On an adopted node, a kubeadm file certsync keeps in step that appeared after the
-    // first adoption (where certsync's container may write) is refused, never backed up
-    // as kubeadm's: revert would later hand it back as root's. Judged on the very reads
-    // that would be backed up, so none can appear between the check and the backup.
-    let (kubeconfigs_trusted, mut kubeadms) = kubeconfigs(dir, &trust.ca_bundle, state)?;
-    kubeadms.extend(pairs_first);
-    if adopted && !kubeadms.is_empty() {
-        let missing = (kubeadms.iter())
-            .filter(|(f, ..)| !f.ends_with(".key"))
-            .map(|(f, ..)| match f.strip_suffix(".crt") {
-                Some(pair) => format!("{pair}.crt and .key"),
-                None => f.clone(),
-            })
-            .collect();
-        return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
-    }
-    let (files, generation) =
-        certsyncs_files(opts, &certs, &trust, config.into_bytes(), state, bootstrap)?;
+    let (kubeconfigs_trusted, kubeadms) = kubeconfigs(dir, &trust.ca_bundle, state, pairs_first)?;
+    let config = config.into_bytes();
+    let (files, generation) = certsyncs_files(opts, &certs, &trust, config, state, bootstrap)?;
     let image_before = probed
         .and_then(|p| p.image.clone())
         .filter(|old| *old != crate::escape(&opts.image));
@@ -363,11 +343,12 @@ type Kubeconfigs = (Vec<String>, Vec<(String, Vec<u8>, u32)>);
 
 /// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: given it, kubectl and
 /// kubeadm trust the renewal before the old one ends; and those no earlier adoption backed
-/// up (`recorded`), with their bytes.
+/// up (`recorded`), with their bytes, then the pairs' files likewise (`pairs`).
 fn kubeconfigs(
     dir: &Path,
     bundle: &[u8],
     recorded: Option<&State>,
+    pairs: Vec<(String, Vec<u8>, u32)>,
 ) -> Result<Kubeconfigs, KubeadmError> {
     let (mut trusted, mut first) = (Vec::new(), Vec::new());
     for k in EMBEDDED {
@@ -383,6 +364,21 @@ fn kubeconfigs(
         if !recorded.is_some_and(|s| s.kubeconfigs.contains_key(k)) {
             first.push((k.to_owned(), bytes, mode));
         }
+    }
+    first.extend(pairs);
+    // On an adopted node, a kubeadm file certsync keeps in step that appeared after the
+    // first adoption (where certsync's container may write) is refused, never backed up
+    // as kubeadm's: revert would later hand it back as root's. Judged on the very reads
+    // that would be backed up, so none can appear between the check and the backup.
+    if recorded.is_some() && !first.is_empty() {
+        let missing = (first.iter())
+            .filter(|(f, ..)| !f.ends_with(".key"))
+            .map(|(f, ..)| match f.strip_suffix(".crt") {
+                Some(pair) => format!("{pair}.crt and .key"),
+                None => f.clone(),
+            })
+            .collect();
+        return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
     }
     Ok((trusted, first))
 }
