@@ -37,11 +37,7 @@ impl FileWrite {
 }
 
 fn action(before: &Option<Vec<u8>>) -> &'static str {
-    if before.is_some() {
-        "replace"
-    } else {
-        "create"
-    }
+    before.as_ref().map_or("create", |_| "replace")
 }
 
 fn action_json<S: serde::Serializer>(before: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
