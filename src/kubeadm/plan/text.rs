@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::super::manifest::{CA_BUNDLE, CONFIG};
+use super::super::manifest::{CA_BUNDLE, CONFIG, manifest_path};
 use super::changes::Plan;
 use crate::validate::rfc3339;
 
@@ -128,27 +128,18 @@ impl Plan {
                 );
             }
         }
-        let restarted: Vec<&str> = ["etcd", "kube-apiserver"]
-            .into_iter()
-            .filter(|c| {
-                self.manifests
-                    .iter()
-                    .any(|m| m.path == format!("/etc/kubernetes/manifests/{c}.yaml"))
-            })
-            .collect();
-        if !restarted.is_empty() {
-            let _ = writeln!(
-                s,
-                "  {} {}: this node's API server is unavailable for about 40 s (wait for \
-                 its /readyz before adopting the next node)",
-                restarted.join(" and "),
-                if restarted.len() == 1 {
-                    "restarts for its new manifest"
-                } else {
-                    "restart for their new manifests"
-                },
-            );
-        }
+        let changed = |c| self.manifests.iter().any(|m| m.path == manifest_path(c));
+        let restarts = match ["etcd", "kube-apiserver"].map(changed) {
+            [true, true] => "etcd and kube-apiserver restart for their new manifests",
+            [true, false] => "etcd restarts for its new manifest",
+            [false, true] => "kube-apiserver restarts for its new manifest",
+            [false, false] => return,
+        };
+        let _ = writeln!(
+            s,
+            "  {restarts}: this node's API server is unavailable for about 40 s (wait for its \
+             /readyz before adopting the next node)"
+        );
     }
 
     fn cluster_info_text(&self, s: &mut String) {
