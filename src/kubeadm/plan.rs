@@ -175,7 +175,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         admin_addr: opts.admin(),
         choices,
         mappings: (certs.into_iter())
-            .map(|c| (c.name.to_owned(), c.target, renewal(&opts.set)))
+            .map(|c| (c.name, c.target, renewal(&opts.set)))
             .collect(),
     })
 }

@@ -46,7 +46,7 @@ pub(super) fn config_text(
         let mut put = |k: &str, v: Value| {
             m.insert(k.into(), v);
         };
-        put("name", c.name.into());
+        put("name", c.name.as_str().into());
         put("source", format!("ca:/etc/kubernetes/pki/{}", c.ca).into());
         put("target", c.target.clone().into());
         if let Some(t) = c.template {
@@ -184,7 +184,7 @@ fn pod_text(
         }
     }
     for c in certs {
-        add(c.name, &c.target, "DirectoryOrCreate", false);
+        add(&c.name, &c.target, "DirectoryOrCreate", false);
     }
     let config_hash = &digest(config)[..16];
     let mut spec = pod::Spec {

@@ -47,7 +47,7 @@ pub(super) const KUBELET_FILES: [(&str, &str); 2] = [
 /// One `ca:` mapping. A template (under pki/) is also kubeadm's copy of the pair, kept in
 /// step (`update-pair:`); a client has an identity (cn, o) and its kubeconfig instead.
 pub(super) struct Cert {
-    pub name: &'static str,
+    pub name: String,
     pub ca: &'static str,
     pub target: String,
     pub template: Option<&'static str>,
@@ -67,53 +67,45 @@ impl Cert {
     }
 }
 
-/// kubeadm's pairs: (mapping, CA under pki/, the pair under pki/).
-const PAIRS: [(&str, &str, &str); 7] = [
-    ("apiserver", "ca", "apiserver"),
-    ("apiserver-kubelet-client", "ca", "apiserver-kubelet-client"),
-    ("apiserver-etcd-client", "etcd/ca", "apiserver-etcd-client"),
-    ("front-proxy-client", "front-proxy-ca", "front-proxy-client"),
-    ("etcd-server", "etcd/ca", "etcd/server"),
-    ("etcd-peer", "etcd/ca", "etcd/peer"),
+/// kubeadm's pairs: (CA under pki/, the pair under pki/), each mapping named after its pair
+/// (`etcd/server`: `etcd-server`).
+const PAIRS: [(&str, &str); 7] = [
+    ("ca", "apiserver"),
+    ("ca", "apiserver-kubelet-client"),
+    ("etcd/ca", "apiserver-etcd-client"),
+    ("front-proxy-ca", "front-proxy-client"),
+    ("etcd/ca", "etcd/server"),
+    ("etcd/ca", "etcd/peer"),
+    ("etcd/ca", "etcd/healthcheck-client"),
+];
+
+/// The client pairs embedded in kubeconfigs, issued by `ca`: (kubeconfig, cn, o), each
+/// mapping named after its kubeconfig (`scheduler.conf`: `scheduler-client`).
+const CLIENTS: [(&str, &str, Option<&str>); 4] = [
+    (EMBEDDED[2], "system:kube-controller-manager", None),
+    (EMBEDDED[3], "system:kube-scheduler", None),
     (
-        "etcd-healthcheck-client",
-        "etcd/ca",
-        "etcd/healthcheck-client",
+        EMBEDDED[0],
+        "kubernetes-admin",
+        Some("kubeadm:cluster-admins"),
+    ),
+    (
+        EMBEDDED[1],
+        "kubernetes-super-admin",
+        Some("system:masters"),
     ),
 ];
 
-/// The client pairs embedded in kubeconfigs, issued by `ca`: (mapping, cn, o, kubeconfig).
-const CLIENTS: [(&str, &str, Option<&str>, &str); 4] = [
-    (
-        "controller-manager-client",
-        "system:kube-controller-manager",
-        None,
-        EMBEDDED[2],
-    ),
-    (
-        "scheduler-client",
-        "system:kube-scheduler",
-        None,
-        EMBEDDED[3],
-    ),
-    (
-        "admin-client",
-        "kubernetes-admin",
-        Some("kubeadm:cluster-admins"),
-        EMBEDDED[0],
-    ),
-    (
-        "super-admin-client",
-        "kubernetes-super-admin",
-        Some("system:masters"),
-        EMBEDDED[1],
-    ),
-];
+/// A client's mapping, named after its kubeconfig.
+fn client_name(kubeconfig: &str) -> String {
+    let file = kubeconfig.trim_start_matches("/etc/kubernetes/");
+    format!("{}-client", file.trim_end_matches(".conf"))
+}
 
 /// Every certificate `kubeadm certs renew all` renews that the node at `dir` has.
 pub(super) fn certs(dir: &Path) -> Vec<Cert> {
-    let pairs = PAIRS.into_iter().map(|(name, ca, template)| Cert {
-        name,
+    let pairs = PAIRS.into_iter().map(|(ca, template)| Cert {
+        name: template.replace('/', "-"),
         ca,
         target: manifest::target(template),
         template: Some(template),
@@ -123,15 +115,18 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
     });
     let clients = CLIENTS
         .into_iter()
-        .filter(|(.., kubeconfig)| host(dir, kubeconfig).is_file())
-        .map(|(name, cn, o, kubeconfig)| Cert {
-            name,
-            ca: "ca",
-            target: format!("{P}/{name}"),
-            template: None,
-            cn: Some(cn),
-            o,
-            kubeconfig: Some(kubeconfig),
+        .filter(|(kubeconfig, ..)| host(dir, kubeconfig).is_file())
+        .map(|(kubeconfig, cn, o)| {
+            let name = client_name(kubeconfig);
+            Cert {
+                target: format!("{P}/{name}"),
+                name,
+                ca: "ca",
+                template: None,
+                cn: Some(cn),
+                o,
+                kubeconfig: Some(kubeconfig),
+            }
         });
     pairs.chain(clients).collect()
 }
@@ -183,8 +178,8 @@ pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
 /// hide a target (its live pair of that identity) from revert.
 pub fn recorded_targets(dir: &Path, state: &State) -> Vec<String> {
     let mut all = targets(dir);
-    for (name, _, _, kubeconfig) in CLIENTS {
-        let target = format!("{P}/{name}");
+    for (kubeconfig, ..) in CLIENTS {
+        let target = format!("{P}/{}", client_name(kubeconfig));
         if state.kubeconfigs.contains_key(kubeconfig) && !all.contains(&target) {
             all.push(target);
         }
