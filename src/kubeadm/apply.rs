@@ -57,7 +57,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
             return Err(not_ready(opts, plan, seen, when.into(), nothing).await);
         }
         if !opts.json {
-            out.push_str(&ready(plan, 0));
+            out.push_str(&ready_line(plan, 0));
         }
         return Ok(());
     }
@@ -79,7 +79,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
         let undone = super::undo::undo(opts, plan, &absent);
         return Err(not_ready(opts, plan, seen, within, undone).await);
     }
-    out.push_str(&ready(plan, ended));
+    out.push_str(&ready_line(plan, ended));
 
     // From here on a failure leaves the node part-adopted; a re-run finishes it.
     changes(dir, plan, out)
@@ -106,7 +106,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
 }
 
 /// certsync's pod ready, with how many of the plan's targets it issued at start (`ended`).
-fn ready(plan: &Plan, ended: usize) -> String {
+fn ready_line(plan: &Plan, ended: usize) -> String {
     let (g, targets) = (&plan.generation, plan.mappings.len());
     match ended {
         0 => format!("certsync's pod is ready (generation {g}): every target holds a live pair\n"),
