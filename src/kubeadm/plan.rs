@@ -159,7 +159,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         pod: current,
         backup: format!("{BACKUPS}/{}", time_stamp()),
         kubeconfigs_renewed: (certs.iter())
-            .filter_map(|c| c.kubeconfig.map(str::to_owned))
+            .filter_map(|c| c.client.map(|(.., k)| k.to_owned()))
             .collect(),
         pairs_renewed: certs.iter().filter_map(Cert::pair).collect(),
         cas: trust.cas,

@@ -26,15 +26,6 @@ pub(super) fn renewal(set: &[(String, String)]) -> String {
         .join(", ")
 }
 
-/// A value given to `--set`, as YAML would read it (`keep-key=true` a bool).
-fn set_value(v: &str) -> Value {
-    match v {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        _ => Value::String(v.to_owned()),
-    }
-}
-
 pub(super) fn config_text(
     opts: &Options,
     certs: &[Cert],
@@ -53,23 +44,19 @@ pub(super) fn config_text(
             put("template", format!("/etc/kubernetes/pki/{t}.crt").into());
             put("update-pair", format!("/etc/kubernetes/pki/{t}").into());
         }
-        if let Some(cn) = c.cn {
+        if let Some((cn, o, kubeconfig)) = c.client {
             put("cn", cn.into());
-            put(
-                "usage",
-                serde_yaml_ng::to_value(["digital-signature", "key-encipherment", "client-auth"])
-                    .unwrap_or_default(),
-            );
-            if let Some(o) = c.o {
-                put("o", serde_yaml_ng::to_value([o]).unwrap_or_default());
+            let usage = ["digital-signature", "key-encipherment", "client-auth"];
+            put("usage", usage.to_vec().into());
+            if let Some(o) = o {
+                put("o", vec![o].into());
             }
             put("key-alg", key_alg.to_string().into());
+            put("update-kubeconfig", kubeconfig.into());
         }
-        if let Some(k) = c.kubeconfig {
-            put("update-kubeconfig", k.into());
-        }
+        // Each value given to `--set` as YAML would read it (`keep-key=true` a bool).
         for (k, v) in &opts.set {
-            put(k, set_value(v));
+            put(k, v.parse().map_or_else(|_| v.as_str().into(), Value::Bool));
         }
         mappings.push(Value::Mapping(m));
     }
@@ -167,7 +154,7 @@ fn pod_text(
     add("ca-bundle", CA_BUNDLE, "File", true);
     add("etcd-ca-bundle", ETCD_CA_BUNDLE, "File", true);
     add("config", CONFIG, "File", true);
-    if certs.iter().any(|c| c.kubeconfig.is_some()) {
+    if certs.iter().any(|c| c.client.is_some()) {
         // admin.conf and super-admin.conf are replaced by rename: their
         // directory is writable, and what else is in it (the static pod
         // manifests, adopt's kubeconfigs and backups) is not.

@@ -51,9 +51,8 @@ pub(super) struct Cert {
     pub ca: &'static str,
     pub target: String,
     pub template: Option<&'static str>,
-    pub cn: Option<&'static str>,
-    pub o: Option<&'static str>,
-    pub kubeconfig: Option<&'static str>,
+    /// A client's (cn, o, kubeconfig).
+    pub client: Option<(&'static str, Option<&'static str>, &'static str)>,
 }
 
 impl Cert {
@@ -109,9 +108,7 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
         ca,
         target: manifest::target(template),
         template: Some(template),
-        cn: None,
-        o: None,
-        kubeconfig: None,
+        client: None,
     });
     let clients = CLIENTS
         .into_iter()
@@ -123,9 +120,7 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
                 name,
                 ca: "ca",
                 template: None,
-                cn: Some(cn),
-                o,
-                kubeconfig: Some(kubeconfig),
+                client: Some((cn, o, kubeconfig)),
             }
         });
     pairs.chain(clients).collect()
