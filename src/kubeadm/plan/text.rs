@@ -9,12 +9,8 @@ use crate::validate::rfc3339;
 impl Plan {
     pub fn text(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "node: {}", self.kubeadm_dir.display());
-        let _ = writeln!(
-            s,
-            "ClusterConfiguration: {}",
-            self.cluster_configuration_from
-        );
+        let (node, from) = (self.kubeadm_dir.display(), &self.cluster_configuration_from);
+        let _ = writeln!(s, "node: {node}\nClusterConfiguration: {from}");
         if self.is_empty() {
             s.push_str("already adopted: nothing to change\n");
             self.cluster_info_text(&mut s);
