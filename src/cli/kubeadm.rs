@@ -106,8 +106,10 @@ pub struct AdoptArgs {
     pub set: Vec<(String, String)>,
     /// The certsync image for certsync's static pod (the node's kubelet
     /// pulls it), e.g. registry.example.com/platform/certsync:0.1.0.
+    /// Default: the adopted node's current one (its pod's, else adopt's
+    /// record's); a node not adopted yet needs it.
     #[arg(long, value_name = "IMAGE")]
-    pub image: String,
+    pub image: Option<String>,
     /// Output format of the plan.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: PlanOutput,

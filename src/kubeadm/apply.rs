@@ -186,6 +186,7 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Vec<&'static str>, State), Kubead
     state.backups.push(backup.clone());
     state.trust.clone_from(&plan.trust_record);
     state.admin_addr = Some(plan.admin_addr);
+    state.image = Some(plan.image.clone());
     for m in &plan.manifests {
         keep(&m.path, &m.before)?;
         // A manifest that already names certsync's files (only its trust annotation

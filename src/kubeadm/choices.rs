@@ -1,5 +1,6 @@
-//! What adopting again keeps: the node's `--admin-addr` and `--set` options unless given
-//! now, so a re-adopt to upgrade certsync never moves a Prometheus target or a lifetime.
+//! What adopting again keeps: the node's `--image`, `--admin-addr` and `--set` options
+//! unless given now, so a re-adopt never moves a Prometheus target or a lifetime, and one
+//! to put certsync's pod back after an outage needs no image looked up.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -27,8 +28,10 @@ impl Choice {
 pub fn kept(
     opts: &Options,
     pod: Option<&super::pod::Probe>,
-    recorded: Option<SocketAddr>,
+    (recorded, recorded_image): (Option<SocketAddr>, Option<&str>),
 ) -> (Options, Vec<Choice>) {
+    let current_image = pod.and_then(|p| p.image.as_deref()).or(recorded_image);
+    let image = opts.image.clone().or(current_image.map(str::to_owned));
     let current_admin = pod
         .map(|p| {
             p.admin
@@ -69,6 +72,7 @@ pub fn kept(
     }
     let out = Options {
         admin_addr: Some(admin),
+        image,
         set,
         ..opts.clone()
     };

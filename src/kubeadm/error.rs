@@ -324,6 +324,11 @@ pub enum Refusal {
     #[error("--image {image:?} is not an image reference ({why}){IMAGE_FORM}")]
     Image { image: String, why: &'static str },
     #[error(
+        "no --image, and the node has no certsync pod or record of adopt's naming one: give \
+         --image{IMAGE_FORM}"
+    )]
+    NoImage,
+    #[error(
         "--admin-addr {addr}: this node cannot listen there ({source}): certsync's pod would \
          exit at start; give an address the node has (ip -brief address), or 127.0.0.1"
     )]

@@ -11,7 +11,8 @@ pub struct Options {
     pub dry_run: bool,
     /// `ca:` options for every mapping, checked by `cli::check_set`.
     pub set: Vec<(String, String)>,
-    pub image: String,
+    /// `None`: the node's current one (its pod's, else adopt's record's).
+    pub image: Option<String>,
     /// `None`: the node's current one, else [`DEFAULT_ADMIN_ADDR`].
     pub admin_addr: Option<SocketAddr>,
     pub json: bool,
@@ -37,5 +38,11 @@ pub const DEFAULT_ADMIN_ADDR: SocketAddr =
 impl Options {
     pub fn admin(&self) -> SocketAddr {
         self.admin_addr.unwrap_or(DEFAULT_ADMIN_ADDR)
+    }
+
+    /// The image, once `choices::kept` filled it in; none is "", which no image check
+    /// passes.
+    pub fn image(&self) -> &str {
+        self.image.as_deref().unwrap_or_default()
     }
 }

@@ -104,7 +104,10 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let probed = current.as_ref().and_then(|c| c.probe.as_ref().ok());
     let adopts_record = State::read(&opts.dir)?;
     let state = adopts_record.as_ref().map(|(_, s)| s);
-    let recorded = state.and_then(|s| s.admin_addr);
+    let recorded = (
+        state.and_then(|s| s.admin_addr),
+        state.and_then(|s| s.image.as_deref()),
+    );
     let (opts, choices) = super::choices::kept(opts, probed, recorded);
     let opts = &opts;
     let dir = &opts.dir;
@@ -142,7 +145,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let (files, generation) = certsyncs_files(opts, &certs, &trust, config, state, bootstrap)?;
     let image_before = probed
         .and_then(|p| p.image.clone())
-        .filter(|old| *old != crate::escape(&opts.image));
+        .filter(|old| *old != crate::escape(opts.image()));
     let (cluster_info, cluster_info_new) =
         cluster_info_change(client.as_ref(), &trust.ca_bundle).await;
     Ok(Plan {
@@ -168,7 +171,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         ca_bundle: trust.ca_bundle,
         trust: trust.digest,
         trust_record: trust.record,
-        image: opts.image.clone(),
+        image: opts.image().to_owned(),
         image_before,
         generation,
         probe: super::pod::probe_addr(opts.admin()),
@@ -185,7 +188,10 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
 /// private keys others may read.
 fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
-    super::preflight::image(dir, &opts.image)?;
+    if opts.image.is_none() {
+        return Err(KubeadmError::refused(dir, Refusal::NoImage));
+    }
+    super::preflight::image(dir, opts.image())?;
     let free = super::preflight::admin_addr(dir, opts.admin())?;
     if !free && current != Some(super::pod::probe_addr(opts.admin())) {
         let taken = Refusal::PortTaken { addr: opts.admin() };

@@ -37,6 +37,9 @@ pub struct State {
     /// `--admin-addr` as last written: kept even when certsync's pod manifest is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_addr: Option<std::net::SocketAddr>,
+    /// `--image` as last written: kept even when certsync's pod manifest is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 impl State {

@@ -152,7 +152,7 @@ fn options(dir: &Path) -> Options {
             ("lifetime".into(), "8m".into()),
             ("renew".into(), "20%-25%".into()),
         ],
-        image: "certsync".into(),
+        image: Some("certsync".into()),
         admin_addr: Some(([127, 0, 0, 1], 9814).into()),
         json: false,
         ready_timeout: std::time::Duration::from_secs(1),
@@ -546,7 +546,7 @@ async fn the_pod_names_its_generation_of_configuration_and_image() {
         "the same pod, the same generation"
     );
     let other = plan::plan(&Options {
-        image: "certsync:2".into(),
+        image: Some("certsync:2".into()),
         ..options(d.path())
     })
     .await
@@ -610,7 +610,7 @@ async fn a_re_adopt_shows_the_image_it_replaces() {
     let dir = node_dir();
     let d = dir.path();
     let typo = Options {
-        image: "registry.example.com/certsynk:0.2".into(),
+        image: Some("registry.example.com/certsynk:0.2".into()),
         ..options(d)
     };
     let first = plan(&typo).await.expect("plan");
@@ -623,7 +623,7 @@ async fn a_re_adopt_shows_the_image_it_replaces() {
     recorded(d);
     std::fs::write(host(d, plan::POD), &pod.bytes).expect("pod");
     let again = plan(&Options {
-        image: "registry.example.com/certsync:0.2".into(),
+        image: Some("registry.example.com/certsync:0.2".into()),
         ..options(d)
     })
     .await
@@ -744,7 +744,7 @@ async fn the_image_is_a_value_in_certsyncs_pod_never_part_of_its_shape() {
     let dir = node_dir();
     let image = "registry.example.com/certsync:1\n    securityContext: {privileged: true}";
     let opts = Options {
-        image: image.into(),
+        image: Some(image.into()),
         ..options(dir.path())
     };
     assert!(matches!(

@@ -175,7 +175,7 @@ fn pod_text(
     }
     let config_hash = &digest(config)[..16];
     let mut spec = pod::Spec {
-        image: &opts.image,
+        image: opts.image(),
         admin: opts.admin(),
         generation: "",
         config_hash,

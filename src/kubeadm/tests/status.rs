@@ -400,7 +400,7 @@ async fn adopt_refuses_an_address_the_node_cannot_listen_on_and_a_bad_image() {
     ));
     drop(held);
     assert!(plan(&opts).await.is_ok(), "the port free again");
-    opts.image = "registry.example.com/Platform/certsync:0.1.0".into();
+    opts.image = Some("registry.example.com/Platform/certsync:0.1.0".into());
     assert!(matches!(
         refusal(plan(&opts).await.map(drop)),
         Refusal::Image {
@@ -674,7 +674,7 @@ async fn adopting_again_keeps_the_nodes_choices_unless_told() {
     let mut opts = options(dir.path());
     opts.admin_addr = None;
     opts.set = Vec::new();
-    let (resolved, choices) = kept(&opts, Some(&pod), None);
+    let (resolved, choices) = kept(&opts, Some(&pod), (None, None));
     assert_eq!(
         resolved.admin_addr,
         Some("0.0.0.0:9900".parse().expect("addr"))
@@ -690,7 +690,7 @@ async fn adopting_again_keeps_the_nodes_choices_unless_told() {
     // One option given: only it changes, shown before -> after.
     opts.set = vec![("lifetime".into(), "1y".into())];
     opts.admin_addr = Some("127.0.0.1:9814".parse().expect("addr"));
-    let (resolved, choices) = kept(&opts, Some(&pod), None);
+    let (resolved, choices) = kept(&opts, Some(&pod), (None, None));
     let changed: Vec<String> = choices
         .iter()
         .filter(|c| c.changed())
@@ -718,6 +718,48 @@ async fn adopting_again_keeps_the_nodes_choices_unless_told() {
     // The first adoption (no certsync.yaml, pod or record) has nothing to
     // keep and shows no choices.
     std::fs::remove_file(&at).expect("rm");
-    let (_, first) = kept(&opts, None, None);
+    let (_, first) = kept(&opts, None, (None, None));
     assert!(first.is_empty(), "{first:?}");
+}
+
+/// The image is kept too: a re-adopt (certsync's pod taken out by an outage included)
+/// needs no `--image` looked up; the pod's image first, else the one adopt recorded, and
+/// one given now wins. With none of these, adopt refuses before reading the node further.
+#[tokio::test]
+async fn adopting_again_keeps_the_nodes_image_unless_told() {
+    use crate::kubeadm::choices::kept;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pod = crate::kubeadm::pod::manifest(&crate::kubeadm::pod::Spec {
+        image: "registry.example.com/certsync:0.1.0",
+        admin: "127.0.0.1:9814".parse().expect("addr"),
+        generation: "g",
+        config_hash: "h",
+        mounts: Vec::new(),
+    })
+    .expect("pod");
+    let pod = Current::parse(pod.as_bytes()).probe.expect("probe");
+    let mut opts = options(dir.path());
+    opts.image = None;
+    let recorded = Some("registry.example.com/certsync:0.0.9");
+    let image =
+        |pod, recorded, opts: &crate::kubeadm::Options| kept(opts, pod, (None, recorded)).0.image;
+    let running = Some("registry.example.com/certsync:0.1.0".to_owned());
+    assert_eq!(image(Some(&pod), recorded, &opts), running);
+    assert_eq!(image(None, recorded, &opts).as_deref(), recorded);
+    assert_eq!(image(None, None, &opts), None);
+    opts.image = Some("registry.example.com/certsync:0.2.0".into());
+    assert_eq!(image(Some(&pod), recorded, &opts), opts.image);
+    // None at all: refused, naming what to give, before anything else is read.
+    let none = crate::kubeadm::Options {
+        image: None,
+        admin_addr: None,
+        ..options(dir.path())
+    };
+    let Err(refused) = crate::kubeadm::plan(&none).await else {
+        panic!("planned with no image");
+    };
+    assert!(
+        matches!(&refused, KubeadmError::Refused { reason, .. } if matches!(**reason, crate::kubeadm::Refusal::NoImage)),
+        "{refused}"
+    );
 }
