@@ -69,7 +69,8 @@ pub struct StatusArgs {
     /// temporary file, fsynced and renamed over PATH, so the collector
     /// never reads part of it. When status fails before it can report,
     /// PATH says so (`certsync_kubeadm_status_complete 0`) instead of
-    /// losing the node's series.
+    /// losing the node's series. PATH's directory and those above it must
+    /// be root's and written by no one else (else exit 1, naming it).
     #[arg(long, value_name = "PATH")]
     pub textfile: Option<PathBuf>,
 }
