@@ -653,6 +653,19 @@ fn attack_names_a_container_chooses_neither_hide_a_key_nor_reach_the_terminal() 
     );
 }
 
+/// What adopt reads of a certsync pod of `image` listening on `admin`.
+fn probe_of(image: &str, admin: &str) -> crate::kubeadm::pod::Probe {
+    let pod = crate::kubeadm::pod::manifest(&crate::kubeadm::pod::Spec {
+        image,
+        admin: admin.parse().expect("addr"),
+        generation: "g",
+        config_hash: "h",
+        mounts: Vec::new(),
+    })
+    .expect("pod");
+    Current::parse(pod.as_bytes()).probe.expect("probe")
+}
+
 /// Adopting again keeps what the node has (certsync's admin address, the
 /// `--set` options in certsync.yaml) unless an option given now changes
 /// it, and says each as before -> after: a re-adopt to upgrade certsync
@@ -662,15 +675,7 @@ async fn adopting_again_keeps_the_nodes_choices_unless_told() {
     use crate::kubeadm::choices::kept;
     let (dir, text, at) = adopts_config().await;
     std::fs::write(&at, &text).expect("write");
-    let pod = crate::kubeadm::pod::manifest(&crate::kubeadm::pod::Spec {
-        image: "certsync:0.1.0",
-        admin: "0.0.0.0:9900".parse().expect("addr"),
-        generation: "g",
-        config_hash: "h",
-        mounts: Vec::new(),
-    })
-    .expect("pod");
-    let pod = Current::parse(pod.as_bytes()).probe.expect("probe");
+    let pod = probe_of("certsync:0.1.0", "0.0.0.0:9900");
     let mut opts = options(dir.path());
     opts.admin_addr = None;
     opts.set = Vec::new();
@@ -729,15 +734,7 @@ async fn adopting_again_keeps_the_nodes_choices_unless_told() {
 async fn adopting_again_keeps_the_nodes_image_unless_told() {
     use crate::kubeadm::choices::kept;
     let dir = tempfile::tempdir().expect("tempdir");
-    let pod = crate::kubeadm::pod::manifest(&crate::kubeadm::pod::Spec {
-        image: "registry.example.com/certsync:0.1.0",
-        admin: "127.0.0.1:9814".parse().expect("addr"),
-        generation: "g",
-        config_hash: "h",
-        mounts: Vec::new(),
-    })
-    .expect("pod");
-    let pod = Current::parse(pod.as_bytes()).probe.expect("probe");
+    let pod = probe_of("registry.example.com/certsync:0.1.0", "127.0.0.1:9814");
     let mut opts = options(dir.path());
     opts.image = None;
     let recorded = Some("registry.example.com/certsync:0.0.9");
