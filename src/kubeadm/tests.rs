@@ -1002,3 +1002,45 @@ async fn adopt_keeps_the_nodes_choices_without_its_pod_manifest() {
         again.text()
     );
 }
+
+/// Attack (medium): which client mappings adopt writes is worked out from
+/// which kubeconfigs are on the node now (`plan::certs`: `is_file` on
+/// `/etc/kubernetes/*.conf`), and `/etc/kubernetes` is certsync's
+/// container's to write. On an adopted node it deletes `scheduler.conf`
+/// (recorded: adopt takes the server of certsync's own scheduler
+/// kubeconfig from the backup all the same) and the next adopt writes a
+/// configuration and a pod without `scheduler-client`, while
+/// `/etc/kubernetes/certsync/scheduler.conf`, which kube-scheduler runs
+/// with, still names `pki/certsync/scheduler-client/tls.crt`: a file no
+/// running certsync renews (the gate passes on the pair the old pod left).
+/// Worse, the target is no longer a mount point of certsync's pod, so the
+/// container may make it a symlink (to `/etc/cron.d`); once it puts
+/// `scheduler.conf` back, the next adopt's pod mounts that path read-write
+/// (the kubelet follows a hostPath's links, and adopt's `mkdir` does too).
+/// A client adopt's record names stays a mapping (or adopt refuses), never
+/// dropped because the container deleted its kubeconfig.
+#[tokio::test]
+async fn attack_a_kubeconfig_deleted_by_the_container_never_drops_its_client_mapping() {
+    let dir = node_dir();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
+    recorded(d);
+    std::fs::remove_file(d.join("scheduler.conf")).expect("rm scheduler.conf");
+    let target = "/etc/kubernetes/pki/certsync/scheduler-client";
+    match plan(&options(d)).await {
+        Err(_) => {}
+        Ok(p) => {
+            let by_file = p
+                .files
+                .iter()
+                .find(|f| f.path == "/etc/kubernetes/certsync/scheduler.conf")
+                .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
+                .unwrap_or_default();
+            assert!(
+                p.mappings.iter().any(|(_, t, _)| t == target),
+                "adopt dropped {target} while kube-scheduler's kubeconfig names it:\n{by_file}\n{}",
+                p.text()
+            );
+        }
+    }
+}
