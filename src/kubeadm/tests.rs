@@ -1044,3 +1044,37 @@ async fn attack_a_kubeconfig_deleted_by_the_container_never_drops_its_client_map
         }
     }
 }
+
+/// Attack (high): adopt never looks at what is at a target's path before
+/// certsync's pod mounts it read-write: `files` makes each with `mkdir -p`
+/// (which follows a link) and the kubelet bind-mounts a hostPath where its
+/// links lead. A target that is not a mount point of the running pod (one
+/// whose kubeconfig was absent at the last adopt: see
+/// `attack_a_kubeconfig_deleted_by_the_container_never_drops_its_client_mapping`)
+/// is the container's to replace with a symlink to any host directory
+/// (`/etc/cron.d`, `/root/.ssh`); the next adopt writes a pod mounting that
+/// directory read-write into certsync's container, uid 0: the host's root.
+/// A target below `/etc/kubernetes` reached through a link is refused.
+#[tokio::test]
+async fn attack_a_target_the_container_made_a_symlink_is_never_mounted_into_its_pod() {
+    let dir = node_dir();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
+    recorded(d);
+    let host_dir = tempfile::tempdir().expect("the host's /etc/cron.d");
+    std::fs::create_dir_all(d.join("pki/certsync")).expect("mkdir");
+    std::os::unix::fs::symlink(host_dir.path(), d.join("pki/certsync/scheduler-client"))
+        .expect("planted link");
+    match plan(&options(d)).await {
+        Err(_) => {}
+        Ok(p) => {
+            let pod = p.files.iter().find(|f| f.path == plan::POD).expect("pod");
+            let pod = String::from_utf8_lossy(&pod.bytes);
+            assert!(
+                !pod.contains("path: /etc/kubernetes/pki/certsync/scheduler-client"),
+                "certsync's pod mounts the container's link (to {}) read-write:\n{pod}",
+                host_dir.path().display()
+            );
+        }
+    }
+}
