@@ -653,3 +653,38 @@ async fn attack_a_kubeconfig_deleted_by_the_container_never_leaves_its_target_be
         ),
     }
 }
+
+/// Attack (low): revert checks its targets for symlinks in its plan, while
+/// certsync's pod still runs, then claims each by its path
+/// (`claim_targets`: `is_dir` and `Writer::existing`, which follow a link)
+/// once the pod is gone. A target that is no mount point of that pod (a
+/// recorded client whose kubeconfig the container deleted before the last
+/// adopt) is the container's to make a symlink in between: revert (root)
+/// then writes its claim (`..owner`) into the host directory the link
+/// names before `put_away`'s second look refuses. A path checked is never opened again by name.
+#[tokio::test]
+async fn attack_a_target_linked_after_the_plan_never_leads_revert_to_claim_a_host_directory() {
+    let dir = adopted_node();
+    let d = dir.path();
+    let target = "/etc/kubernetes/pki/certsync/scheduler-client";
+    let host_dir = tempfile::tempdir().expect("a host directory");
+    let at = host(d, target);
+    std::fs::remove_dir_all(&at).expect("rm target");
+    std::os::unix::fs::symlink(host_dir.path(), &at).expect("link");
+    let claimed = super::super::revert_apply::claim_targets(
+        d,
+        &[target.to_owned()],
+        std::time::Duration::from_millis(300),
+    )
+    .await;
+    let left: Vec<_> = std::fs::read_dir(host_dir.path())
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "revert claimed {} through the link (claimed: {}), leaving {left:?}",
+        host_dir.path().display(),
+        claimed.is_ok()
+    );
+}
