@@ -324,6 +324,17 @@ pub enum Refusal {
     #[error("--image {image:?} is not an image reference ({why}){IMAGE_FORM}")]
     Image { image: String, why: &'static str },
     #[error(
+        "{path} is in adopt's record but gone (certsync's container may delete it, and its \
+         client certificate stays certsync's to renew): put kubeadm's copy back from {backup}/ \
+         (cp -p), or revert the node"
+    )]
+    RecordedGone { path: String, backup: String },
+    #[error(
+        "target {target} is reached through the symlink {link}: certsync's pod would mount \
+         where it leads read-write; remove the link (certsync's container may have made it)"
+    )]
+    TargetLink { target: String, link: String },
+    #[error(
         "no --image, and the node has no certsync pod or record of adopt's naming one: give \
          --image{IMAGE_FORM}"
     )]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use super::error::{KubeadmError, Refusal};
+use super::error::{FileProblem, KubeadmError, Refusal};
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
 use super::options::Options;
 use super::paths::host;
@@ -135,7 +135,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let manifests = manifest_changes(dir, parsed, &trust.digest)?;
     // The node's mappings, looked at once: the configuration, the pod's mounts, the pairs
     // read and the plan's lines all name these.
-    let certs = certs(dir);
+    let certs = certs(dir, state);
+    linked_targets(dir, &certs)?;
     let pairs_first = kubeadms_pairs(dir, &certs, state)?;
     let key_alg = key_alg(opts, stored.as_ref())?;
     let config = config_text(opts, &certs, key_alg)?;
@@ -359,6 +360,15 @@ fn kubeconfigs(
     let (mut trusted, mut first) = (Vec::new(), Vec::new());
     for k in EMBEDDED {
         let Some((bytes, mode)) = node::read_with_mode(dir, k)? else {
+            // Gone since adopt recorded it: certsync's container may delete it, and its
+            // client stays a mapping ([`layout::certs`]) that needs it. Put back, or revert.
+            if let Some(backup) = recorded.and_then(|s| s.kubeconfigs.get(k)) {
+                let (path, backup) = (k.to_owned(), backup.clone());
+                return Err(KubeadmError::refused(
+                    dir,
+                    Refusal::RecordedGone { path, backup },
+                ));
+            }
             continue;
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -387,6 +397,22 @@ fn kubeconfigs(
         return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
     }
     Ok((trusted, first))
+}
+
+/// Refused: a target reached through a symlink (its parents' and its own name). certsync's
+/// pod mounts each target read-write, and `mkdir` and the kubelet's hostPath follow a link:
+/// one the container planted would give it the host directory it names.
+fn linked_targets(dir: &Path, certs: &[Cert]) -> Result<(), KubeadmError> {
+    for c in certs {
+        if let Err(FileProblem::Link(link)) = super::moves::reach(dir, &c.target) {
+            let target = c.target.clone();
+            return Err(KubeadmError::refused(
+                dir,
+                Refusal::TargetLink { target, link },
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// UTC, sortable, one per second: `20261124T221933Z`.

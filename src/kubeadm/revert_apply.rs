@@ -106,6 +106,16 @@ pub(super) async fn claim_targets(
 ) -> Result<Vec<Claim>, KubeadmError> {
     let mut claims = Vec::new();
     for t in targets {
+        // Looked at again now that certsync's pod is gone: a link the container made since
+        // the plan's look would lead root's claim into the host directory it names.
+        match moves::reach(dir, t) {
+            Err(FileProblem::Missing | FileProblem::NotDir(_)) => continue,
+            Err(FileProblem::Link(link)) => {
+                let path = t.clone();
+                return Err(RevertError::SymlinkNow { link, path }.into());
+            }
+            _ => {}
+        }
         let path = host(dir, t);
         if !path.is_dir() {
             continue;

@@ -101,8 +101,11 @@ fn client_name(kubeconfig: &str) -> String {
     format!("{}-client", file.trim_end_matches(".conf"))
 }
 
-/// Every certificate `kubeadm certs renew all` renews that the node at `dir` has.
-pub(super) fn certs(dir: &Path) -> Vec<Cert> {
+/// Every certificate `kubeadm certs renew all` renews that the node at `dir` has: a client
+/// when its kubeconfig is there or adopt's record (`recorded`) names it. certsync's
+/// container may delete a kubeconfig, never drop a client's mapping (a component would
+/// run on a target nothing renews) or hide its target from revert.
+pub(super) fn certs(dir: &Path, recorded: Option<&State>) -> Vec<Cert> {
     let pairs = PAIRS.into_iter().map(|(ca, template)| Cert {
         name: template.replace('/', "-"),
         ca,
@@ -112,7 +115,10 @@ pub(super) fn certs(dir: &Path) -> Vec<Cert> {
     });
     let clients = CLIENTS
         .into_iter()
-        .filter(|(kubeconfig, ..)| host(dir, kubeconfig).is_file())
+        .filter(|(kubeconfig, ..)| {
+            host(dir, kubeconfig).is_file()
+                || recorded.is_some_and(|s| s.kubeconfigs.contains_key(*kubeconfig))
+        })
         .map(|(kubeconfig, cn, o)| {
             let name = client_name(kubeconfig);
             Cert {
@@ -147,37 +153,33 @@ pub fn unrecorded(dir: &Path, state: &State) -> Vec<String> {
 
 /// kubeadm's pairs certsync keeps in step, as prefixes (without `.crt`/`.key`).
 pub fn pairs(dir: &Path) -> Vec<String> {
-    certs(dir).iter().filter_map(Cert::pair).collect()
+    certs(dir, None).iter().filter_map(Cert::pair).collect()
 }
 
 pub fn pair_ca(dir: &Path, prefix: &str) -> Option<String> {
-    let cert = certs(dir)
+    let cert = certs(dir, None)
         .into_iter()
         .find(|c| c.pair().as_deref() == Some(prefix));
     cert.map(|c| c.ca_crt())
 }
 
+#[cfg(test)]
 pub fn targets(dir: &Path) -> Vec<String> {
-    certs(dir).into_iter().map(|c| c.target).collect()
+    certs(dir, None).into_iter().map(|c| c.target).collect()
 }
 
 pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
-    certs(dir)
+    certs(dir, None)
         .iter()
         .map(|c| (c.target.clone(), c.ca_crt()))
         .collect()
 }
 
-/// The targets revert takes back: the node's ([`targets`]) and each client's whose
-/// kubeconfig adopt's record names. certsync's container may delete a kubeconfig, never
-/// hide a target (its live pair of that identity) from revert.
+/// The targets revert takes back: the node's and each client's whose kubeconfig adopt's
+/// record names ([`certs`]).
 pub fn recorded_targets(dir: &Path, state: &State) -> Vec<String> {
-    let mut all = targets(dir);
-    for (kubeconfig, ..) in CLIENTS {
-        let target = format!("{P}/{}", client_name(kubeconfig));
-        if state.kubeconfigs.contains_key(kubeconfig) && !all.contains(&target) {
-            all.push(target);
-        }
-    }
-    all
+    certs(dir, Some(state))
+        .into_iter()
+        .map(|c| c.target)
+        .collect()
 }
