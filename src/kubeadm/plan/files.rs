@@ -220,6 +220,11 @@ pub(super) fn certsyncs_files(
                 let (at, text) = read_backup_text(dir, backup, &live)?;
                 node::server_of(&at, &text)?
             }
+            // Never the live file on an adopted node, even one whose record predates it.
+            None if adopted => {
+                let missing = vec![live];
+                return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
+            }
             None => node::server(dir, &live)?,
         };
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
