@@ -11,7 +11,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::api::Map;
-use super::error::{FileProblem, KubeadmError, Refusal};
+use super::error::KubeadmError;
 use super::options::Options;
 use super::out::Out;
 use super::paths::{digest, host};
@@ -235,14 +235,8 @@ fn files(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     // Looked at again just before the mkdir: a link planted since the plan is refused, never
     // followed by the mkdir or by the new pod's read-write mount. (A running earlier pod
     // mounts each target it renews, so it cannot rename one away meanwhile.)
+    plan::linked_targets(dir, plan.mappings.iter().map(|(_, t, _)| t))?;
     for (_, target, _) in &plan.mappings {
-        if let Err(FileProblem::Link(link)) = super::moves::reach(dir, target) {
-            let target = target.clone();
-            return Err(KubeadmError::refused(
-                dir,
-                Refusal::TargetLink { target, link },
-            ));
-        }
         mkdir(&host(dir, target))?;
     }
     Ok(())

@@ -136,7 +136,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     // The node's mappings, looked at once: the configuration, the pod's mounts, the pairs
     // read and the plan's lines all name these.
     let certs = certs(dir, state);
-    linked_targets(dir, &certs)?;
+    recorded_gone(dir, state)?;
+    linked_targets(dir, certs.iter().map(|c| &c.target))?;
     let pairs_first = kubeadms_pairs(dir, &certs, state)?;
     let key_alg = key_alg(opts, stored.as_ref())?;
     let config = config_text(opts, &certs, key_alg)?;
@@ -360,15 +361,6 @@ fn kubeconfigs(
     let (mut trusted, mut first) = (Vec::new(), Vec::new());
     for k in EMBEDDED {
         let Some((bytes, mode)) = node::read_with_mode(dir, k)? else {
-            // Gone since adopt recorded it: certsync's container may delete it, and its
-            // client stays a mapping ([`layout::certs`]) that needs it. Put back, or revert.
-            if let Some(backup) = recorded.and_then(|s| s.kubeconfigs.get(k)) {
-                let (path, backup) = (k.to_owned(), backup.clone());
-                return Err(KubeadmError::refused(
-                    dir,
-                    Refusal::RecordedGone { path, backup },
-                ));
-            }
             continue;
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -399,13 +391,31 @@ fn kubeconfigs(
     Ok((trusted, first))
 }
 
+/// Refused: a kubeconfig adopt's record names, gone since. certsync's container may delete
+/// it, and its client stays a mapping ([`layout::certs`]) that needs it: put back, or revert.
+fn recorded_gone(dir: &Path, state: Option<&State>) -> Result<(), KubeadmError> {
+    for (k, backup) in state.into_iter().flat_map(|s| &s.kubeconfigs) {
+        if let Ok(None) = node::read_optional(dir, k) {
+            let (path, backup) = (k.clone(), backup.clone());
+            return Err(KubeadmError::refused(
+                dir,
+                Refusal::RecordedGone { path, backup },
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Refused: a target reached through a symlink (its parents' and its own name). certsync's
 /// pod mounts each target read-write, and `mkdir` and the kubelet's hostPath follow a link:
 /// one the container planted would give it the host directory it names.
-fn linked_targets(dir: &Path, certs: &[Cert]) -> Result<(), KubeadmError> {
-    for c in certs {
-        if let Err(FileProblem::Link(link)) = super::moves::reach(dir, &c.target) {
-            let target = c.target.clone();
+pub(super) fn linked_targets<'a>(
+    dir: &Path,
+    targets: impl IntoIterator<Item = &'a String>,
+) -> Result<(), KubeadmError> {
+    for target in targets {
+        if let Err(FileProblem::Link(link)) = super::moves::reach(dir, target) {
+            let target = target.clone();
             return Err(KubeadmError::refused(
                 dir,
                 Refusal::TargetLink { target, link },

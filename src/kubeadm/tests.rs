@@ -511,6 +511,7 @@ mod bootstrap;
 mod handback;
 mod manifests;
 mod published;
+mod readopt;
 mod revert_apply;
 mod revert_plan;
 mod status;
@@ -620,7 +621,7 @@ async fn a_re_adopt_shows_the_image_it_replaces() {
         .find(|f| f.path == plan::POD)
         .expect("pod");
     std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
-    recorded(d);
+    readopt::recorded(d);
     std::fs::write(host(d, plan::POD), &pod.bytes).expect("pod");
     let again = plan(&Options {
         image: Some("registry.example.com/certsync:0.2".into()),
@@ -643,96 +644,6 @@ async fn a_re_adopt_shows_the_image_it_replaces() {
         "{}",
         same.text()
     );
-}
-
-/// The backup [`recorded`] names.
-const FIRST: &str = "20261124T000000Z";
-
-/// The backups on the node at `d`, by name.
-fn backups(d: &Path) -> Vec<String> {
-    let at = host(d, plan::BACKUPS);
-    let names = std::fs::read_dir(at).map(|e| e.map(|e| e.expect("entry").file_name()));
-    let mut names: Vec<_> = names
-        .into_iter()
-        .flatten()
-        .map(|n| n.to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
-/// adopt's record on the fixture node as a first adoption leaves it: every
-/// kubeadm file it keeps in step backed up (in [`FIRST`]).
-fn recorded(d: &Path) {
-    let mut state = super::record::State::default();
-    for k in plan::EMBEDDED {
-        if host(d, k).is_file() {
-            let first = format!("{}/{FIRST}", plan::BACKUPS);
-            let kept = plan::backup_path(d, &first, k);
-            std::fs::create_dir_all(kept.parent().expect("parent")).expect("mkdir");
-            std::fs::copy(host(d, k), kept).expect("backup");
-            state.kubeconfigs.insert(k.to_owned(), first);
-        }
-    }
-    for p in plan::pairs(d) {
-        state.pairs.insert(p, format!("{}/{FIRST}", plan::BACKUPS));
-    }
-    state.write(d).expect("record");
-}
-
-#[tokio::test]
-async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_kubeadms() {
-    // certsync's container may write /etc/kubernetes: it planted a
-    // super-admin.conf (a joined node has none) whose user it signed and
-    // whose server is its own; a re-adopt backed it up as kubeadm's, and
-    // the next revert handed it back as root's. Now adopt refuses, naming
-    // it, before anything is written.
-    let dir = node_dir();
-    let d = dir.path();
-    std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
-    recorded(d);
-    assert!(!d.join("super-admin.conf").exists());
-    let planted = std::fs::read_to_string(d.join("controller-manager.conf"))
-        .expect("a kubeconfig")
-        .replace("https://10.77.0.11:6443", "https://10.9.9.9:6443");
-    std::fs::write(d.join("super-admin.conf"), planted).expect("planted");
-    let why = refusal(d).await;
-    assert!(
-        matches!(&why, Refusal::Unrecorded { missing }
-            if missing == &["/etc/kubernetes/super-admin.conf"]),
-        "{why}"
-    );
-    assert_eq!(backups(d), [FIRST], "nothing was written");
-
-    // A link where kubeadm's file was, to a root-only host file: never
-    // followed (root would have copied the host file into a backup the
-    // container reads).
-    std::fs::remove_file(d.join("super-admin.conf")).expect("rm");
-    let secret = d.join("root-only");
-    std::fs::write(&secret, "secret\n").expect("secret");
-    std::fs::rename(d.join("scheduler.conf"), d.join("scheduler.conf.kubeadm")).expect("mv");
-    std::os::unix::fs::symlink(&secret, d.join("scheduler.conf")).expect("symlink");
-    let why = match plan(&options(d)).await {
-        Err(e) => e,
-        Ok(p) => panic!("not refused:\n{}", p.text()),
-    };
-    assert!(
-        // Refused by certsync run's loader, as the pod would refuse it;
-        // its reason is that module's sentence.
-        matches!(&why, KubeadmError::Refused { reason, .. }
-        if matches!(&**reason, Refusal::Config { source: ConfigError::Copy {
-            mapping,
-            source: crate::writer::WriterError::Kubeconfig { path, problem },
-        }, .. } if mapping == "scheduler-client"
-            && path.ends_with("scheduler.conf")
-            && matches!(&**problem,
-                crate::writer::WriterError::CopyUnreadable {
-                    problem: crate::beneath::PathError::NotRegular { what: "a symlink", .. },
-                    ..
-                }))),
-        "{why}"
-    );
-    assert_eq!(backups(d), [FIRST], "nothing was written");
 }
 
 #[tokio::test]
@@ -974,7 +885,7 @@ async fn adopt_keeps_the_nodes_choices_without_its_pod_manifest() {
         .expect("config");
     std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
     std::fs::write(host(d, plan::CONFIG), &config.bytes).expect("config");
-    recorded(d);
+    readopt::recorded(d);
     let (_, mut state) = super::record::State::read(d)
         .expect("read")
         .expect("a record");
@@ -1001,80 +912,4 @@ async fn adopt_keeps_the_nodes_choices_without_its_pod_manifest() {
         "{}",
         again.text()
     );
-}
-
-/// Attack (medium): which client mappings adopt writes is worked out from
-/// which kubeconfigs are on the node now (`plan::certs`: `is_file` on
-/// `/etc/kubernetes/*.conf`), and `/etc/kubernetes` is certsync's
-/// container's to write. On an adopted node it deletes `scheduler.conf`
-/// (recorded: adopt takes the server of certsync's own scheduler
-/// kubeconfig from the backup all the same) and the next adopt writes a
-/// configuration and a pod without `scheduler-client`, while
-/// `/etc/kubernetes/certsync/scheduler.conf`, which kube-scheduler runs
-/// with, still names `pki/certsync/scheduler-client/tls.crt`: a file no
-/// running certsync renews (the gate passes on the pair the old pod left).
-/// Worse, the target is no longer a mount point of certsync's pod, so the
-/// container may make it a symlink (to `/etc/cron.d`); once it puts
-/// `scheduler.conf` back, the next adopt's pod mounts that path read-write
-/// (the kubelet follows a hostPath's links, and adopt's `mkdir` does too).
-/// A client adopt's record names stays a mapping (or adopt refuses), never
-/// dropped because the container deleted its kubeconfig.
-#[tokio::test]
-async fn attack_a_kubeconfig_deleted_by_the_container_never_drops_its_client_mapping() {
-    let dir = node_dir();
-    let d = dir.path();
-    std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
-    recorded(d);
-    std::fs::remove_file(d.join("scheduler.conf")).expect("rm scheduler.conf");
-    let target = "/etc/kubernetes/pki/certsync/scheduler-client";
-    match plan(&options(d)).await {
-        Err(_) => {}
-        Ok(p) => {
-            let by_file = p
-                .files
-                .iter()
-                .find(|f| f.path == "/etc/kubernetes/certsync/scheduler.conf")
-                .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
-                .unwrap_or_default();
-            assert!(
-                p.mappings.iter().any(|(_, t, _)| t == target),
-                "adopt dropped {target} while kube-scheduler's kubeconfig names it:\n{by_file}\n{}",
-                p.text()
-            );
-        }
-    }
-}
-
-/// Attack (high): adopt never looks at what is at a target's path before
-/// certsync's pod mounts it read-write: `files` makes each with `mkdir -p`
-/// (which follows a link) and the kubelet bind-mounts a hostPath where its
-/// links lead. A target that is not a mount point of the running pod (one
-/// whose kubeconfig was absent at the last adopt: see
-/// `attack_a_kubeconfig_deleted_by_the_container_never_drops_its_client_mapping`)
-/// is the container's to replace with a symlink to any host directory
-/// (`/etc/cron.d`, `/root/.ssh`); the next adopt writes a pod mounting that
-/// directory read-write into certsync's container, uid 0: the host's root.
-/// A target below `/etc/kubernetes` reached through a link is refused.
-#[tokio::test]
-async fn attack_a_target_the_container_made_a_symlink_is_never_mounted_into_its_pod() {
-    let dir = node_dir();
-    let d = dir.path();
-    std::fs::create_dir_all(d.join("certsync")).expect("mkdir");
-    recorded(d);
-    let host_dir = tempfile::tempdir().expect("the host's /etc/cron.d");
-    std::fs::create_dir_all(d.join("pki/certsync")).expect("mkdir");
-    std::os::unix::fs::symlink(host_dir.path(), d.join("pki/certsync/scheduler-client"))
-        .expect("planted link");
-    match plan(&options(d)).await {
-        Err(_) => {}
-        Ok(p) => {
-            let pod = p.files.iter().find(|f| f.path == plan::POD).expect("pod");
-            let pod = String::from_utf8_lossy(&pod.bytes);
-            assert!(
-                !pod.contains("path: /etc/kubernetes/pki/certsync/scheduler-client"),
-                "certsync's pod mounts the container's link (to {}) read-write:\n{pod}",
-                host_dir.path().display()
-            );
-        }
-    }
 }

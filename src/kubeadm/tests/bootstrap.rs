@@ -5,6 +5,7 @@
 //! look found it.
 
 use super::adopted::*;
+use super::readopt::{FIRST, backups, recorded};
 use super::*;
 
 /// The pod manifest adopt's plan for the node at `d` would write, written
