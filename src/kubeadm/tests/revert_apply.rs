@@ -149,10 +149,14 @@ impl Drop for Tmpfs {
 /// An adopted node whose backups are on a filesystem of their own (a
 /// tmpfs at `/etc/kubernetes/certsync/backup`): a rename from `pki/` into
 /// it fails with EXDEV.
-fn adopted_node_with_backup_on_tmpfs() -> (tempfile::TempDir, Tmpfs) {
+/// `None` (said) where this process may not mount one: it is not root.
+fn adopted_node_with_backup_on_tmpfs() -> Option<(tempfile::TempDir, Tmpfs)> {
+    if !as_root("mounting a tmpfs as the backup") {
+        return None;
+    }
     let dir = adopted_node();
     let mounted = Tmpfs::mount_over(&host(dir.path(), plan::BACKUPS));
-    (dir, mounted)
+    Some((dir, mounted))
 }
 
 /// certsync's own files on the node (node paths) and their bytes.
@@ -174,10 +178,9 @@ fn own_files(d: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[tokio::test]
 async fn revert_moves_certsyncs_files_into_a_backup_on_another_filesystem() {
-    if !as_root("mounting a tmpfs as the backup") {
+    let Some((dir, _tmpfs)) = adopted_node_with_backup_on_tmpfs() else {
         return;
-    }
-    let (dir, _tmpfs) = adopted_node_with_backup_on_tmpfs();
+    };
     let d = dir.path();
     let own = own_files(d);
     // A target as certsync leaves it: a revision directory, `..data` and
@@ -599,10 +602,9 @@ async fn revert_moves_the_ca_bundles_so_the_node_can_be_adopted_again() {
 /// never copied whole.
 #[tokio::test]
 async fn attack_a_sparse_file_in_a_target_never_fills_the_backups_filesystem() {
-    if !as_root("mounting a tmpfs as the backup") {
+    let Some((dir, _tmpfs)) = adopted_node_with_backup_on_tmpfs() else {
         return;
-    }
-    let (dir, _tmpfs) = adopted_node_with_backup_on_tmpfs();
+    };
     let d = dir.path();
     let api = host(d, "/etc/kubernetes/pki/certsync/apiserver");
     let sparse = std::fs::File::create(api.join("..planted")).expect("create");
